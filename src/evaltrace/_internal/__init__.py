@@ -1,0 +1,1 @@
+"""Private implementation of evaltrace; nothing here is public API."""

@@ -1,0 +1,155 @@
+"""Every span attribute, event and metric name evaltrace reads or writes, and nothing else.
+
+Names follow OTel GenAI semantic conventions v1.41 (the last full snapshot in the core repo), with the few
+names from the genai repository's main branch that the official Python util already emits marked ``[main]``.
+We keep our own constants instead of importing ``opentelemetry.semconv._incubating`` because that module is
+unstable API and flags every gen_ai constant as deprecated ("moved to the GenAI repository").
+Sources: ../shared/docs/conventions.md sections 1, 3, 4.4, 6 and 7.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- gen_ai core / request -------------------------------------------------------------------------------
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME: Final = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL: Final = "gen_ai.request.model"
+GEN_AI_REQUEST_MAX_TOKENS: Final = "gen_ai.request.max_tokens"
+GEN_AI_REQUEST_TEMPERATURE: Final = "gen_ai.request.temperature"
+GEN_AI_REQUEST_TOP_P: Final = "gen_ai.request.top_p"
+GEN_AI_REQUEST_TOP_K: Final = "gen_ai.request.top_k"
+GEN_AI_REQUEST_FREQUENCY_PENALTY: Final = "gen_ai.request.frequency_penalty"
+GEN_AI_REQUEST_PRESENCE_PENALTY: Final = "gen_ai.request.presence_penalty"
+GEN_AI_REQUEST_STOP_SEQUENCES: Final = "gen_ai.request.stop_sequences"
+GEN_AI_REQUEST_SEED: Final = "gen_ai.request.seed"
+GEN_AI_REQUEST_CHOICE_COUNT: Final = "gen_ai.request.choice.count"
+GEN_AI_REQUEST_STREAM: Final = "gen_ai.request.stream"
+GEN_AI_REQUEST_ENCODING_FORMATS: Final = "gen_ai.request.encoding_formats"
+GEN_AI_REQUEST_REASONING_LEVEL: Final = "gen_ai.request.reasoning.level"  # [main]
+GEN_AI_REQUEST_PREVIOUS_RESPONSE_ID: Final = "gen_ai.request.previous_response.id"  # [main]
+GEN_AI_OUTPUT_TYPE: Final = "gen_ai.output.type"
+GEN_AI_CONVERSATION_ID: Final = "gen_ai.conversation.id"
+GEN_AI_EMBEDDINGS_DIMENSION_COUNT: Final = "gen_ai.embeddings.dimension.count"
+
+# --- gen_ai response / usage -----------------------------------------------------------------------------
+GEN_AI_RESPONSE_ID: Final = "gen_ai.response.id"
+GEN_AI_RESPONSE_MODEL: Final = "gen_ai.response.model"
+GEN_AI_RESPONSE_FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chunk"
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: Final = "gen_ai.usage.reasoning.output_tokens"
+GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS: Final = "gen_ai.usage.cache_read.input_tokens"
+GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: Final = "gen_ai.usage.cache_creation.input_tokens"
+GEN_AI_USAGE_COST: Final = "gen_ai.usage.cost"
+
+# --- gen_ai content (JSON strings on spans) --------------------------------------------------------------
+GEN_AI_SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
+GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+GEN_AI_TOOL_DEFINITIONS: Final = "gen_ai.tool.definitions"
+
+# --- tools / agents / workflows --------------------------------------------------------------------------
+GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+GEN_AI_TOOL_DESCRIPTION: Final = "gen_ai.tool.description"
+GEN_AI_TOOL_TYPE: Final = "gen_ai.tool.type"
+GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+GEN_AI_AGENT_NAME: Final = "gen_ai.agent.name"
+GEN_AI_AGENT_ID: Final = "gen_ai.agent.id"
+GEN_AI_AGENT_DESCRIPTION: Final = "gen_ai.agent.description"
+GEN_AI_AGENT_VERSION: Final = "gen_ai.agent.version"
+GEN_AI_WORKFLOW_NAME: Final = "gen_ai.workflow.name"
+
+# --- evaluation ------------------------------------------------------------------------------------------
+GEN_AI_EVALUATION_RESULT_EVENT: Final = "gen_ai.evaluation.result"
+GEN_AI_EVALUATION_NAME: Final = "gen_ai.evaluation.name"
+GEN_AI_EVALUATION_SCORE_VALUE: Final = "gen_ai.evaluation.score.value"
+GEN_AI_EVALUATION_SCORE_LABEL: Final = "gen_ai.evaluation.score.label"
+GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
+
+# --- operation names -------------------------------------------------------------------------------------
+OP_CHAT: Final = "chat"
+OP_EMBEDDINGS: Final = "embeddings"
+OP_EXECUTE_TOOL: Final = "execute_tool"
+OP_INVOKE_AGENT: Final = "invoke_agent"
+OP_INVOKE_WORKFLOW: Final = "invoke_workflow"
+
+# --- metrics ---------------------------------------------------------------------------------------------
+METRIC_CLIENT_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
+METRIC_CLIENT_TOKEN_USAGE: Final = "gen_ai.client.token.usage"
+METRIC_CLIENT_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
+METRIC_CLIENT_TIME_PER_OUTPUT_CHUNK: Final = "gen_ai.client.operation.time_per_output_chunk"
+GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
+
+# --- general OTel ----------------------------------------------------------------------------------------
+ERROR_TYPE: Final = "error.type"
+SERVER_ADDRESS: Final = "server.address"
+SERVER_PORT: Final = "server.port"
+SERVICE_NAME: Final = "service.name"
+DEPLOYMENT_ENVIRONMENT_NAME: Final = "deployment.environment.name"
+SESSION_ID: Final = "session.id"
+USER_ID: Final = "user.id"
+
+# --- OpenAI-specific -------------------------------------------------------------------------------------
+OPENAI_API_TYPE: Final = "openai.api.type"
+OPENAI_REQUEST_SERVICE_TIER: Final = "openai.request.service_tier"
+OPENAI_RESPONSE_SERVICE_TIER: Final = "openai.response.service_tier"
+OPENAI_RESPONSE_SYSTEM_FINGERPRINT: Final = "openai.response.system_fingerprint"
+
+# --- OpenInference (read by Langfuse and Phoenix for input/output display) ------------------------------
+INPUT_VALUE: Final = "input.value"
+INPUT_MIME_TYPE: Final = "input.mime_type"
+OUTPUT_VALUE: Final = "output.value"
+OUTPUT_MIME_TYPE: Final = "output.mime_type"
+OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
+OPENINFERENCE_PROJECT_NAME: Final = "openinference.project.name"
+MIME_JSON: Final = "application/json"
+MIME_TEXT: Final = "text/plain"
+
+# --- Langfuse (conventions.md 4.4) -----------------------------------------------------------------------
+LANGFUSE_OBSERVATION_TYPE: Final = "langfuse.observation.type"
+LANGFUSE_OBSERVATION_USAGE_DETAILS: Final = "langfuse.observation.usage_details"
+LANGFUSE_OBSERVATION_COST_DETAILS: Final = "langfuse.observation.cost_details"
+LANGFUSE_OBSERVATION_COMPLETION_START_TIME: Final = "langfuse.observation.completion_start_time"
+LANGFUSE_OBSERVATION_MODEL_PARAMETERS: Final = "langfuse.observation.model.parameters"
+LANGFUSE_SESSION_ID: Final = "langfuse.session.id"
+LANGFUSE_USER_ID: Final = "langfuse.user.id"
+LANGFUSE_TRACE_TAGS: Final = "langfuse.trace.tags"
+LANGFUSE_TRACE_METADATA: Final = "langfuse.trace.metadata"
+LANGFUSE_TRACE_NAME: Final = "langfuse.trace.name"
+
+# --- evaltrace's own -------------------------------------------------------------------------------------
+EVALTRACE_SPAN_KIND: Final = "evaltrace.span.kind"
+EVALTRACE_EVALUATORS_REF: Final = "evaltrace.evaluators.ref"  # key into the decorator evaluator registry
+EVALTRACE_RUN_ID: Final = "evaltrace.run_id"
+EVALTRACE_CASE_ID: Final = "evaltrace.case_id"
+EVALTRACE_VARIANT: Final = "evaltrace.variant"
+EVALTRACE_METADATA: Final = "evaltrace.metadata"
+EVALTRACE_COST_USD: Final = "evaltrace.cost_usd"
+EVALTRACE_COST_THINKING_USD: Final = "evaltrace.cost_thinking_usd"
+EVALTRACE_STREAM_CHUNKS: Final = "evaltrace.stream.chunks"
+EVALTRACE_STREAM_COMPLETED: Final = "evaltrace.stream.completed"
+EVALTRACE_STREAM_END_REASON: Final = "evaltrace.stream.end_reason"
+EVALTRACE_STREAM_TIME_TO_LAST_CHUNK: Final = "evaltrace.stream.time_to_last_chunk"
+EVALTRACE_STREAM_OUTPUT_TOKENS_PER_SECOND: Final = "evaltrace.stream.output_tokens_per_second"
+EVALTRACE_EVAL_PREFIX: Final = "evaltrace.eval."  # evaltrace.eval.<name>.score / .passed
+EVALTRACE_EVAL_FAILED: Final = "evaltrace.eval.failed"
+EVALTRACE_EXCEPTION_STACK: Final = "evaltrace.exception.stacktrace"
+
+# evaltrace.span.kind values (DESIGN.md section 3).
+KIND_LLM: Final = "llm"
+KIND_EMBEDDING: Final = "embedding"
+KIND_TOOL: Final = "tool"
+KIND_AGENT: Final = "agent"
+KIND_WORKFLOW: Final = "workflow"
+KIND_TASK: Final = "task"
+KIND_EVALUATION: Final = "evaluation"
+
+# Stream end reasons (evaltrace.stream.end_reason).
+STREAM_END_EXHAUSTED: Final = "exhausted"
+STREAM_END_CLOSED: Final = "closed_early"
+STREAM_END_ERROR: Final = "error"
+STREAM_END_GC: Final = "garbage_collected"

@@ -1,0 +1,87 @@
+"""Tracer lookup and suppression: the one place that decides which TracerProvider evaltrace uses.
+
+evaltrace uses the provider installed by ``configure()`` (or by a test through ``set_tracer_provider``) and
+otherwise the global OTel provider, so it attaches to a provider the user already set instead of fighting it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Tracer, TracerProvider
+
+from evaltrace._version import __version__
+
+INSTRUMENTATION_NAME = "evaltrace"
+
+# The key OTel instrumentations check to stay quiet (opentelemetry.instrumentation.utils uses the same string).
+_SUPPRESS_INSTRUMENTATION_KEY = otel_context.create_key("suppress_instrumentation")
+# The key LLM instrumentations (OpenLLMetry and others) check so that an outer framework's span is not doubled.
+_SUPPRESS_LLM_KEY = otel_context.create_key("suppress_language_model_instrumentation")
+# Our own key: set while evaluators (and their judge calls) run, so they are neither traced nor evaluated.
+_SUPPRESS_EVALTRACE_KEY = otel_context.create_key("evaltrace-suppress")
+
+_provider: TracerProvider | None = None
+_tracer: Tracer | None = None
+_tracer_for: object = None
+
+
+def set_tracer_provider(provider: TracerProvider | None) -> TracerProvider | None:
+    """Make ``provider`` evaltrace's provider (None = follow the global one); return the previous one."""
+    global _provider, _tracer, _tracer_for
+    previous = _provider
+    _provider = provider
+    _tracer = None
+    _tracer_for = None
+    return previous
+
+
+def get_tracer_provider() -> TracerProvider:
+    """Return the provider evaltrace currently emits to."""
+    return _provider if _provider is not None else trace.get_tracer_provider()
+
+
+def get_tracer() -> Tracer:
+    """Return evaltrace's tracer, cached per provider (the lookup is on every decorated call)."""
+    global _tracer, _tracer_for
+    provider = get_tracer_provider()
+    if _tracer is None or _tracer_for is not provider:
+        _tracer = provider.get_tracer(INSTRUMENTATION_NAME, __version__)
+        _tracer_for = provider
+    return _tracer
+
+
+def is_suppressed() -> bool:
+    """True when instrumentation must not create spans here (suppression by OTel, an LLM framework, or us)."""
+    return bool(
+        otel_context.get_value(_SUPPRESS_INSTRUMENTATION_KEY)
+        or otel_context.get_value(_SUPPRESS_EVALTRACE_KEY)
+    )
+
+
+def is_llm_suppressed() -> bool:
+    """True when an outer framework already records the LLM call (its span must not be doubled)."""
+    return is_suppressed() or bool(otel_context.get_value(_SUPPRESS_LLM_KEY))
+
+
+@contextmanager
+def suppress_instrumentation() -> Iterator[None]:
+    """Create no evaltrace spans inside the block (used around evaluators and judge calls)."""
+    token = otel_context.attach(otel_context.set_value(_SUPPRESS_EVALTRACE_KEY, True))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+@contextmanager
+def suppress_llm_instrumentation() -> Iterator[None]:
+    """Mark LLM calls inside the block as recorded already, for other LLM instrumentations and ours."""
+    token = otel_context.attach(otel_context.set_value(_SUPPRESS_LLM_KEY, True))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)

@@ -1,0 +1,40 @@
+"""Shared fixtures: the real OTel SDK with an in-memory exporter, and the recorded OpenAI traffic."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CASSETTE_DIR = Path(
+    os.environ.get("EVALTRACE_CASSETTE_DIR", REPO_ROOT.parent / "shared" / "fixtures" / "openai-cassettes" / "otel-contrib")
+)
+
+
+@pytest.fixture
+def exporter() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+def provider(exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
+    """A real TracerProvider exporting synchronously to the in-memory exporter.
+
+    It is installed as evaltrace's provider (not the global one, which OTel lets be set only once).
+    """
+    from evaltrace._internal import tracing
+
+    tp = TracerProvider()
+    tp.add_span_processor(SimpleSpanProcessor(exporter))
+    previous = tracing.set_tracer_provider(tp)
+    try:
+        yield tp
+    finally:
+        tracing.set_tracer_provider(previous)
+        tp.shutdown()
