@@ -153,3 +153,11 @@ STREAM_END_EXHAUSTED: Final = "exhausted"
 STREAM_END_CLOSED: Final = "closed_early"
 STREAM_END_ERROR: Final = "error"
 STREAM_END_GC: Final = "garbage_collected"
+
+# openai.api.type values, Langfuse observation types and gen_ai.token.type values (OpenAI instrumentation).
+OPENAI_API_TYPE_CHAT_COMPLETIONS: Final = "chat_completions"
+OPENAI_API_TYPE_RESPONSES: Final = "responses"
+LANGFUSE_TYPE_GENERATION: Final = "generation"
+LANGFUSE_TYPE_EMBEDDING: Final = "embedding"
+TOKEN_TYPE_INPUT: Final = "input"
+TOKEN_TYPE_OUTPUT: Final = "output"
