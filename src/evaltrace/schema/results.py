@@ -1,0 +1,180 @@
+"""EvaluationResult: the one result shape every evaluator returns and every store persists."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from pydantic import Field, computed_field, model_validator
+
+from evaltrace.schema._base import UtcDatetime, VersionedModel, utcnow, whole_ms
+from evaltrace.schema.evaluation import Evaluation, EvaluationErrorInfo, EvaluationStatus, new_evaluation_id
+from evaltrace.schema.scores import Score, ScoreConfig, ScoreSource, score_id
+from evaltrace.schema.trace import TraceError
+
+
+class EvaluationResult(VersionedModel):
+    """One evaluator's verdict on one (case, variant) trace: the canonical persisted result.
+
+    Evaluators build it with the judgement only (``evaluator``, ``passed``, ``score``, ``reason``, ``detail``);
+    the pipeline then fills ``run_id``/``case_id``/``variant_name`` and the timing with :meth:`stamped`.
+    When only one of ``started_at``/``finished_at`` is given the other takes the same value; when neither is,
+    both are "now". ``latency_ms`` is computed from them (a supplied value is ignored).
+
+    The optional extras are the Evaluation-record fields (data-model.md part B); :meth:`to_evaluation` and
+    :meth:`to_score` convert at the edges.
+    """
+
+    run_id: str = ""
+    case_id: str = ""
+    variant_name: str = ""
+    evaluator: str
+    evaluator_type: str = ""
+    """Free-form kind (e.g. ``"deterministic"``, ``"llm_judge"``); summaries never branch on it."""
+    passed: bool
+    score: float | None = None
+    reason: str = ""
+    detail: dict[str, Any] = Field(default_factory=dict)
+    started_at: UtcDatetime = Field(default_factory=utcnow)
+    finished_at: UtcDatetime = Field(default_factory=utcnow)
+    error: TraceError | None = None
+    evaluation_id: str = Field(default_factory=new_evaluation_id)
+    evaluator_version: str | None = None
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    criteria: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    cost_usd: float | None = None
+    status: EvaluationStatus = "completed"
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def latency_ms(self) -> int:
+        """``finished_at - started_at`` in whole milliseconds."""
+        return whole_ms(self.started_at, self.finished_at)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pair_timestamps(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            started, finished = data.get("started_at"), data.get("finished_at")
+            if started is None and finished is None:
+                now = utcnow()
+                data = {**data, "started_at": now, "finished_at": now}
+            elif started is None or finished is None:
+                data = {**data, "started_at": started or finished, "finished_at": finished or started}
+        return data
+
+    @model_validator(mode="after")
+    def _check_order(self) -> EvaluationResult:
+        if self.finished_at < self.started_at:
+            raise ValueError("finished_at is before started_at")
+        return self
+
+    def stamped(
+        self,
+        *,
+        run_id: str | None = None,
+        case_id: str | None = None,
+        variant_name: str | None = None,
+        started_at: dt.datetime | None = None,
+        finished_at: dt.datetime | None = None,
+        **updates: Any,
+    ) -> EvaluationResult:
+        """Return a validated copy with the pipeline's context filled in (None leaves a field unchanged).
+
+        Args:
+            run_id: Run the result belongs to.
+            case_id: Evaluated case (the OTel trace id for live traces).
+            variant_name: Evaluated variant (the service name for live traces).
+            started_at: When the evaluator started.
+            finished_at: When it finished.
+            **updates: Other fields to replace (e.g. ``evaluator_version``, ``status``).
+
+        Returns:
+            The new result; ``self`` is unchanged.
+        """
+        given = {
+            "run_id": run_id,
+            "case_id": case_id,
+            "variant_name": variant_name,
+            "started_at": started_at,
+            "finished_at": finished_at,
+        }
+        data = self.model_dump(exclude={"latency_ms"})
+        data.update({k: v for k, v in given.items() if v is not None})
+        data.update(updates)
+        return type(self).model_validate(data)
+
+    def to_evaluation(self, target_event_id: str) -> Evaluation:
+        """Convert to the Evaluation record of the span or trace ``target_event_id``."""
+        error = None
+        if self.error is not None:
+            context = {"stack": self.error.stack} if self.error.stack else None
+            error = EvaluationErrorInfo(type=self.error.type, message=self.error.message, context=context)
+        return Evaluation(
+            evaluation_id=self.evaluation_id,
+            target_event_id=target_event_id,
+            evaluator_name=self.evaluator,
+            evaluator_version=self.evaluator_version,
+            score=self.score if self.score is not None else self.passed,
+            explanation=self.reason or None,
+            confidence=self.confidence,
+            criteria=self.criteria,
+            metadata=self.metadata,
+            timestamp=self.finished_at,
+            duration_ms=float(self.latency_ms),
+            cost_usd=self.cost_usd,
+            status=self.status,
+            error=error,
+        )
+
+    def to_score(
+        self,
+        *,
+        trace_id: str,
+        observation_id: str | None = None,
+        config: ScoreConfig | None = None,
+        source: ScoreSource = "EVAL",
+        metadata: dict[str, Any] | None = None,
+    ) -> Score:
+        """Convert to a backend Score on the trace (or on one observation/span of it).
+
+        The score id is :func:`score_id` of (trace, span, evaluator, version), so re-sending updates in place.
+        Without a config the score is NUMERIC when ``score`` is set and BOOLEAN (from ``passed``) otherwise;
+        with one, the config decides the data type and the score must satisfy it.
+
+        Args:
+            trace_id: 32-hex OTel trace id.
+            observation_id: 16-hex span id when the score belongs to one span.
+            config: Optional ScoreConfig to validate against.
+            source: Score source (``"EVAL"`` for evaluator output).
+            metadata: Score metadata; defaults to ``{"evaluation_id", "evaluator_version"}``.
+
+        Returns:
+            The Score.
+
+        Raises:
+            ScoreValidationError: The result does not satisfy ``config``.
+        """
+        fields: dict[str, Any] = {
+            "id": score_id(trace_id, observation_id, self.evaluator, self.evaluator_version),
+            "name": self.evaluator,
+            "trace_id": trace_id,
+            "observation_id": observation_id,
+            "comment": self.reason or None,
+            "source": source,
+            "timestamp": self.finished_at,
+            "metadata": metadata
+            if metadata is not None
+            else {"evaluation_id": self.evaluation_id, "evaluator_version": self.evaluator_version},
+        }
+        if config is None:
+            numeric = self.score is not None
+            fields["data_type"] = "NUMERIC" if numeric else "BOOLEAN"
+            fields["value"] = self.score if numeric else float(self.passed)
+            return Score(**fields)
+        if config.data_type == "BOOLEAN":
+            fields["value"] = float(self.passed)
+        else:
+            fields["value"] = self.score
+        return Score.with_config(config, **fields)

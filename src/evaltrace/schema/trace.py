@@ -1,0 +1,191 @@
+"""The Trace family (data-model.md part A): what one run of the system did, as evaluators see it."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, computed_field, field_validator, model_validator
+
+from evaltrace.schema._base import SchemaModel, UtcDatetime, VersionedModel, whole_ms
+
+Role = Literal["user", "assistant", "tool", "system"]
+TraceErrorType = Literal["timeout", "http_5xx", "adapter_error", "exception"]
+TRACE_ERROR_TYPES: tuple[TraceErrorType, ...] = ("timeout", "http_5xx", "adapter_error", "exception")
+
+
+class ExpectedBehavior(SchemaModel):
+    """What a case expects of the system; every list is a check an evaluator can run."""
+
+    must_call_tools: list[str] = Field(default_factory=list)
+    answer_should_include: list[str] = Field(default_factory=list)
+    answer_should_not_include: list[str] = Field(default_factory=list)
+    facts: dict[str, Any] = Field(default_factory=dict)
+    """Ground truth, keyed by fact name."""
+    must_modify_files: list[str] = Field(default_factory=list)
+    must_not_modify_files: list[str] = Field(default_factory=list)
+
+
+class EvalCase(VersionedModel):
+    """One dataset case: an opaque input for the system plus the behaviour expected of it."""
+
+    id: str
+    input: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    expected: ExpectedBehavior = Field(default_factory=ExpectedBehavior)
+
+
+class RunVariant(VersionedModel):
+    """One way of running the system (a function, an HTTP endpoint, ...) that cases are run against."""
+
+    name: str
+    adapter: str
+    """``"python_function"``, ``"http"`` or another registered adapter name."""
+    config: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolCall(SchemaModel):
+    """A tool call requested by the model (or made by the application)."""
+
+    id: str | None = None
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    """Parsed arguments; arguments that were not a JSON object are kept as ``{"_raw": <text>}``."""
+    started_at: UtcDatetime | None = None
+
+
+class ToolResult(SchemaModel):
+    """What a tool returned, linked to its call by ``tool_call_id`` when the call had an id."""
+
+    tool_call_id: str | None = None
+    name: str
+    content: dict[str, Any] | str
+
+
+class TraceMessage(SchemaModel):
+    """One conversation message.
+
+    An assistant message that requests a tool carries it in ``tool_call`` (one call per message). A ``tool``
+    message carries the result in ``content``, the tool name in ``name`` and the id of the call it answers in
+    ``tool_call_id`` (an additive 1.x field; a ``tool_call`` on a tool message is read as the call answered).
+    Reasoning text goes to ``thinking``, never into ``content``.
+    """
+
+    role: Role
+    content: str | dict[str, Any] | None = None
+    thinking: str | None = None
+    tool_call: ToolCall | None = None
+    name: str | None = None
+    tool_call_id: str | None = None
+
+
+class TraceOutput(SchemaModel):
+    """The system's answer: final text, separate reasoning, and structured output if any."""
+
+    final_answer: str | None = None
+    thinking: str | None = None
+    """Reasoning text; never concatenated into ``final_answer``."""
+    structured: dict[str, Any] | None = None
+
+
+class TraceMetrics(SchemaModel):
+    """Token, cost and streaming figures; ``None`` means "not reported", not zero."""
+
+    token_input: int | None = None
+    token_output: int | None = None
+    token_thinking: int | None = None
+    cost_usd: float | None = None
+    """Total cost, including ``cost_thinking_usd``."""
+    cost_thinking_usd: float | None = None
+    latency_first_token_ms: int | None = None
+    latency_last_token_ms: int | None = None
+    tokens_per_second: float | None = None
+    stream_chunks: int | None = None
+    stream_completed: bool | None = None
+    custom: dict[str, Any] = Field(default_factory=dict)
+
+
+class TraceError(SchemaModel):
+    """Why the system raised; present on a Trace if and only if it did."""
+
+    type: TraceErrorType
+    message: str
+    stack: str | None = None
+
+
+def derive_tool_views(messages: list[TraceMessage]) -> tuple[list[ToolCall], list[ToolResult]]:
+    """Return the tool calls and tool results that ``messages`` contain, in message order.
+
+    Args:
+        messages: The conversation.
+
+    Returns:
+        ``(tool_calls, tool_results)``: every assistant message's ``tool_call``, and one ToolResult per ``tool``
+        message (content ``""`` when the message had none).
+    """
+    calls: list[ToolCall] = []
+    results: list[ToolResult] = []
+    for message in messages:
+        if message.role == "assistant" and message.tool_call is not None:
+            calls.append(message.tool_call)
+        elif message.role == "tool":
+            answered = message.tool_call
+            call_id = message.tool_call_id or (answered.id if answered else None)
+            name = message.name or (answered.name if answered else "")
+            content = message.content if message.content is not None else ""
+            results.append(ToolResult(tool_call_id=call_id, name=name, content=content))
+    return calls, results
+
+
+class Trace(VersionedModel):
+    """Everything one (case, variant) execution or one live request did, built from its spans.
+
+    Invariants, enforced on validation:
+
+    * ``started_at``/``finished_at`` are required, timezone-aware UTC (naive input is taken as UTC) and
+      ``finished_at >= started_at``.
+    * ``latency_ms`` is computed from them in whole milliseconds. It is serialised, but a supplied value is
+      ignored on input (it is recomputed), so a file edited by hand can never disagree with its timestamps.
+    * ``tool_calls``/``tool_results`` are views of ``messages``: when left empty they are derived from the
+      messages; supplied non-empty lists are kept as given (adapters that have no messages may set them).
+    * ``error`` is set if and only if the system raised; its ``type`` is one of the four TraceError types.
+    * ``output.thinking`` is never part of ``output.final_answer``.
+    """
+
+    run_id: str
+    case_id: str
+    variant_name: str
+    started_at: UtcDatetime
+    finished_at: UtcDatetime
+    input: dict[str, Any] = Field(default_factory=dict)
+    output: TraceOutput = Field(default_factory=TraceOutput)
+    messages: list[TraceMessage] = Field(default_factory=list)
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_results: list[ToolResult] = Field(default_factory=list)
+    metrics: TraceMetrics = Field(default_factory=TraceMetrics)
+    error: TraceError | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+    """Keys we use: ``trace_id`` (32-hex), ``span_id`` (16-hex), ``enrichment_errors`` (list of str)."""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def latency_ms(self) -> int:
+        """``finished_at - started_at`` in whole milliseconds."""
+        return whole_ms(self.started_at, self.finished_at)
+
+    @field_validator("input", mode="before")
+    @classmethod
+    def _wrap_input(cls, value: Any) -> Any:
+        return value if value is None or isinstance(value, dict) else {"input": value}
+
+    @model_validator(mode="after")
+    def _check_invariants(self) -> Trace:
+        if self.finished_at < self.started_at:
+            raise ValueError(
+                f"finished_at ({self.finished_at.isoformat()}) is before started_at ({self.started_at.isoformat()})"
+            )
+        if not self.tool_calls or not self.tool_results:
+            calls, results = derive_tool_views(self.messages)
+            self.tool_calls = self.tool_calls or calls
+            self.tool_results = self.tool_results or results
+        return self
