@@ -10,6 +10,7 @@ from pydantic import Field
 from evaltrace.schema._base import SchemaModel
 
 PASS_THRESHOLD = 0.7
+_EPSILON = 1e-9  # 0.7 * 0.1 / 0.1 is 0.6999999999999998 in floating point; that still passes 0.7
 
 
 class RubricLevel(enum.Enum):
@@ -64,7 +65,7 @@ class Rubric(SchemaModel):
         """Score an answer from per-dimension scores.
 
         Dimensions missing from ``scores`` are left out of both sums (they neither help nor hurt); with no
-        dimension present the overall score is 0.0.
+        dimension present the overall score is 0.0. ``passed`` allows for floating-point error (1e-9).
 
         Args:
             scores: Dimension name to a score in [0, 1] or a RubricLevel.
@@ -86,7 +87,7 @@ class Rubric(SchemaModel):
             present[name] = value
         total = sum(known[name] for name in present)
         overall = sum(value * known[name] for name, value in present.items()) / total if total else 0.0
-        return RubricResult(overall=overall, passed=overall >= self.threshold, dimension_scores=present)
+        return RubricResult(overall=overall, passed=overall >= self.threshold - _EPSILON, dimension_scores=present)
 
     def overall(self, scores: Mapping[str, float | RubricLevel]) -> float:
         """Return the overall score only (see :meth:`evaluate`)."""
