@@ -1,8 +1,40 @@
-"""evaltrace: trace LLM applications with OpenTelemetry and evaluate them while they run."""
+"""evaltrace: trace LLM applications with OpenTelemetry and evaluate them while they run.
+
+Quick start::
+
+    import evaltrace
+
+    evaltrace.configure(service_name="support-bot")   # local store by default; OTLP/Langfuse/Phoenix by kwargs/env
+
+    @evaltrace.tool
+    def get_weather(city: str) -> dict: ...
+
+    @evaltrace.agent
+    def answer(question: str) -> str: ...
+"""
 
 from __future__ import annotations
 
 from evaltrace._version import __version__
-from evaltrace.exceptions import ConfigError, EvaltraceError
+from evaltrace.config import EvaltraceHandle, configure
+from evaltrace.context import ContextThreadPoolExecutor, context, wrap_context
+from evaltrace.decorators import agent, llm, tool, trace, workflow
+from evaltrace.exceptions import ConfigError, EvaltraceError, SchemaError, ScoreValidationError
 
-__all__ = ["ConfigError", "EvaltraceError", "__version__"]
+__all__ = [
+    "ConfigError",
+    "ContextThreadPoolExecutor",
+    "EvaltraceError",
+    "EvaltraceHandle",
+    "SchemaError",
+    "ScoreValidationError",
+    "__version__",
+    "agent",
+    "configure",
+    "context",
+    "llm",
+    "tool",
+    "trace",
+    "workflow",
+    "wrap_context",
+]

@@ -57,8 +57,7 @@ def get_tracer() -> Tracer:
 def is_suppressed() -> bool:
     """True when instrumentation must not create spans here (suppression by OTel, an LLM framework, or us)."""
     return bool(
-        otel_context.get_value(_SUPPRESS_INSTRUMENTATION_KEY)
-        or otel_context.get_value(_SUPPRESS_EVALTRACE_KEY)
+        otel_context.get_value(_SUPPRESS_INSTRUMENTATION_KEY) or otel_context.get_value(_SUPPRESS_EVALTRACE_KEY)
     )
 
 

@@ -1,0 +1,309 @@
+"""``configure()``: wire a TracerProvider, processors and exporters from keyword arguments and the environment.
+
+The pipeline, in order of flow: ``ContextAttributesProcessor`` (session/user stamps) -> optional
+``EvaluationSpanProcessor`` -> one batch processor per exporter (local store, OTLP, Langfuse, Phoenix, console,
+user exporters), each exporter wrapped for redaction when asked. The pipeline hangs off one switchable
+processor per provider, so calling ``configure()`` again swaps the whole pipeline (no duplicate exporters)
+even on a provider the user set up themselves.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, SynchronousMultiSpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
+
+from evaltrace._internal import backends, semconv, settings, tracing
+from evaltrace._internal.jsonutil import DEFAULT_MAX_LENGTH
+from evaltrace._internal.otlp_settings import resolve_otlp
+from evaltrace.context import ContextAttributesProcessor
+from evaltrace.exceptions import ConfigError
+from evaltrace.exporters.console import ConsoleSpanExporter
+from evaltrace.exporters.local_store import DEFAULT_DIRECTORY, LocalStoreExporter
+from evaltrace.exporters.redaction import RedactingSpanExporter, Redactor, mask_pii
+
+__all__ = ["EvaltraceHandle", "configure"]
+
+MAX_LENGTH_ENV = "EVALTRACE_MAX_ATTRIBUTE_LENGTH"
+
+
+class _SwitchableProcessor(SpanProcessor):
+    """A processor whose delegate pipeline can be swapped atomically (a reconfigure replaces it)."""
+
+    def __init__(self) -> None:
+        self.delegate: SpanProcessor | None = None
+
+    def on_start(self, span: Span, parent_context: Any = None) -> None:
+        delegate = self.delegate  # one read: a concurrent swap sees either pipeline, never half of one
+        if delegate is not None:
+            delegate.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        delegate = self.delegate
+        if delegate is not None:
+            delegate.on_end(span)
+
+    def shutdown(self) -> None:
+        delegate, self.delegate = self.delegate, None
+        if delegate is not None:
+            delegate.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        delegate = self.delegate
+        return delegate.force_flush(timeout_millis) if delegate is not None else True
+
+
+@dataclass
+class EvaltraceHandle:
+    """What ``configure()`` returns: the provider in use and the means to flush and shut down the pipeline."""
+
+    provider: TracerProvider
+    pipeline: SpanProcessor
+    exporter_names: list[str] = field(default_factory=list)
+    evaluation_processor: Any = None
+    _shut: bool = False
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Export (and evaluate) everything pending; True when it all completed within the deadline."""
+        return self.pipeline.force_flush(timeout_millis)
+
+    def shutdown(self) -> None:
+        """Flush and release the pipeline; later spans go nowhere until ``configure()`` is called again."""
+        if self._shut:
+            return
+        self._shut = True
+        for switch in _state.switches:
+            if switch.delegate is self.pipeline:
+                switch.delegate = None
+        self.pipeline.shutdown()
+
+
+class _State:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.handle: EvaltraceHandle | None = None
+        self.switches: list[_SwitchableProcessor] = []
+        self.own_provider: TracerProvider | None = None
+        self.atexit_registered = False
+
+
+_state = _State()
+
+
+def _switch_for(provider: TracerProvider) -> _SwitchableProcessor:
+    switch: _SwitchableProcessor | None = getattr(provider, "_evaltrace_switch", None)
+    if switch is None:
+        switch = _SwitchableProcessor()
+        provider.add_span_processor(switch)
+        provider._evaltrace_switch = switch  # type: ignore[attr-defined]
+        _state.switches.append(switch)
+    return switch
+
+
+def _choose_provider(resource: Resource, explicit: TracerProvider | None) -> TracerProvider:
+    """Attach to the user's SDK provider if there is one; else create ours (global if none is set yet)."""
+    if explicit is not None:
+        return explicit
+    current = trace.get_tracer_provider()
+    if isinstance(current, TracerProvider) and current is not _state.own_provider:
+        return current  # the application configured OTel itself: attach, don't fight it
+    own = _state.own_provider
+    if own is not None and own.resource.attributes == resource.attributes:
+        return own
+    provider = TracerProvider(resource=resource)
+    if not isinstance(current, TracerProvider):
+        trace.set_tracer_provider(provider)
+    _state.own_provider = provider
+    return provider
+
+
+def _resource(service_name: str | None, environment: str | None) -> Resource:
+    attributes: dict[str, str] = {}
+    if service_name:
+        attributes[semconv.SERVICE_NAME] = service_name
+    env = environment or os.environ.get("EVALTRACE_ENVIRONMENT")
+    if env:
+        attributes[semconv.DEPLOYMENT_ENVIRONMENT_NAME] = env
+    return Resource.create(attributes)
+
+
+def _capture_settings(capture_content: bool | None, max_attribute_length: int | None) -> settings.CaptureSettings:
+    if max_attribute_length is None and os.environ.get(MAX_LENGTH_ENV):
+        try:
+            max_attribute_length = int(os.environ[MAX_LENGTH_ENV])
+        except ValueError as exc:
+            raise ConfigError(MAX_LENGTH_ENV, f"expected an integer, got {os.environ[MAX_LENGTH_ENV]!r}") from exc
+    if max_attribute_length is not None and max_attribute_length < 0:
+        raise ConfigError("max_attribute_length", f"must be >= 0 (0 = no cap), got {max_attribute_length}")
+    return settings.CaptureSettings(
+        capture_content=settings.capture_content_from_env() if capture_content is None else capture_content,
+        max_attribute_length=DEFAULT_MAX_LENGTH if max_attribute_length is None else max_attribute_length,
+    )
+
+
+def _redactor(redact: bool | Redactor | None) -> Redactor | None:
+    if redact is None or redact is False:
+        return None
+    if redact is True:
+        return mask_pii
+    if callable(redact):
+        return redact
+    raise ConfigError("redact", f"expected True, False or a str -> str callable, got {type(redact).__name__}")
+
+
+@dataclass
+class _Exporters:
+    named: list[tuple[str, SpanExporter]] = field(default_factory=list)
+    seen: set[tuple[str, str]] = field(default_factory=set)
+
+    def add_target(self, target: backends.ExporterTarget) -> None:
+        if target.key() not in self.seen:  # e.g. Langfuse given both by env and as the OTLP endpoint
+            self.seen.add(target.key())
+            self.named.append((target.name, target.build()))
+
+
+def _collect_exporters(
+    options: dict[str, Any],
+) -> _Exporters:
+    exporters = _Exporters()
+    otlp = resolve_otlp(options["otlp_endpoint"], options["protocol"], options["headers"])
+    if otlp is not None:
+        exporters.add_target(backends.otlp_target(otlp))
+    langfuse = backends.resolve_langfuse(options["langfuse"])
+    if langfuse is not None:
+        exporters.add_target(backends.langfuse_target(langfuse))
+    phoenix = backends.resolve_phoenix(options["phoenix"])
+    if phoenix is not None:
+        exporters.add_target(backends.phoenix_target(phoenix))
+    for index, exporter in enumerate(options["exporters"]):
+        exporters.named.append((f"custom[{index}]", exporter))
+    local = options["local_store"]
+    if local is True or (local is None and not exporters.named):
+        exporters.named.append(("local_store", LocalStoreExporter(DEFAULT_DIRECTORY)))
+    elif isinstance(local, str | Path):
+        exporters.named.append(("local_store", LocalStoreExporter(local)))
+    if options["console"]:
+        exporters.named.append(("console", ConsoleSpanExporter()))
+    return exporters
+
+
+def _build_evaluation(
+    downstream: list[SpanProcessor], evaluators: Sequence[Any], sinks: Sequence[Any], opts: Any
+) -> Any:
+    from evaltrace.evaluation import EvaluationSpanProcessor
+
+    return EvaluationSpanProcessor(
+        downstream=downstream, evaluators=list(evaluators), sinks=list(sinks), **(opts or {})
+    )
+
+
+def configure(
+    service_name: str | None = None,
+    *,
+    environment: str | None = None,
+    otlp_endpoint: str | None = None,
+    protocol: str | None = None,
+    headers: dict[str, str] | str | None = None,
+    langfuse: bool | None = None,
+    phoenix: str | bool | None = None,
+    local_store: bool | str | Path | None = None,
+    console: bool = False,
+    exporters: Sequence[SpanExporter] = (),
+    capture_content: bool | None = None,
+    max_attribute_length: int | None = None,
+    redact: bool | Callable[[str], str] | None = None,
+    evaluators: Sequence[Any] = (),
+    sinks: Sequence[Any] = (),
+    evaluation_options: dict[str, Any] | None = None,
+    tracer_provider: TracerProvider | None = None,
+    batch: bool = True,
+) -> EvaltraceHandle:
+    """Set up tracing (and live evaluation) for this process; call again to replace the setup.
+
+    With nothing configured, spans go to the local store (``.evaltrace/traces/``), readable with
+    ``evaltrace traces list``. Standard OTel environment variables (``OTEL_SERVICE_NAME``,
+    ``OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT/PROTOCOL/HEADERS``) and ``LANGFUSE_*`` keys are honoured.
+
+    Args:
+        service_name: ``service.name`` (default: ``OTEL_SERVICE_NAME`` or OTel's default).
+        environment: ``deployment.environment.name``.
+        otlp_endpoint: OTLP endpoint (Jaeger, a collector...); HTTP gets ``/v1/traces`` appended.
+        protocol: ``http/protobuf`` (default) or ``grpc``.
+        headers: OTLP headers, a mapping or ``k=v,k2=v2``.
+        langfuse: Export to Langfuse (default: when LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY are set).
+        phoenix: Export to Phoenix: True (PHOENIX_COLLECTOR_ENDPOINT or localhost:6006) or its base URL.
+        local_store: True, False, or a directory; default on when no other exporter is configured.
+        console: Also print one line per span to stderr.
+        exporters: Further span exporters.
+        capture_content: Record messages, arguments and results (default: on, unless
+            OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT turns it off).
+        max_attribute_length: Cap for each captured JSON value (0 = no cap).
+        redact: True for built-in PII/secret masking, or a ``str -> str`` function; applied to exported copies only.
+        evaluators: Evaluators (or EvaluatorSpecs) run on spans as they end.
+        sinks: Score sinks receiving evaluation scores.
+        evaluation_options: Extra keyword arguments for the EvaluationSpanProcessor.
+        tracer_provider: Attach to this provider instead of the global/own one.
+        batch: Batch exports (default); False exports synchronously (tests, short scripts).
+
+    Returns:
+        A handle with ``force_flush()`` and ``shutdown()`` (also called at interpreter exit).
+
+    Raises:
+        ConfigError: A setting is invalid; the message names it.
+    """
+    options = {
+        "otlp_endpoint": otlp_endpoint, "protocol": protocol, "headers": headers, "langfuse": langfuse,
+        "phoenix": phoenix, "local_store": local_store, "console": console, "exporters": exporters,
+    }  # fmt: skip
+    capture = _capture_settings(capture_content, max_attribute_length)
+    redactor = _redactor(redact)
+    collected = _collect_exporters(options)  # validates every setting before anything is replaced
+    resource = _resource(service_name, environment)
+
+    downstream: list[SpanProcessor] = []
+    for _, exporter in collected.named:
+        wrapped = RedactingSpanExporter(exporter, redactor) if redactor else exporter
+        downstream.append(BatchSpanProcessor(wrapped) if batch else SimpleSpanProcessor(wrapped))
+    evaluation = _build_evaluation(downstream, evaluators, sinks, evaluation_options) if evaluators or sinks else None
+    pipeline = SynchronousMultiSpanProcessor()  # type: ignore[no-untyped-call]
+    pipeline.add_span_processor(ContextAttributesProcessor())
+    for processor in [evaluation] if evaluation is not None else downstream:
+        pipeline.add_span_processor(processor)
+
+    with _state.lock:
+        previous = _state.handle
+        provider = _choose_provider(resource, tracer_provider)
+        _switch_for(provider)
+        for switch in _state.switches:  # every provider we ever attached to now feeds the new pipeline
+            switch.delegate = pipeline
+        tracing.set_tracer_provider(provider)
+        settings.replace(capture)
+        handle = EvaltraceHandle(provider, pipeline, [name for name, _ in collected.named], evaluation)
+        _state.handle = handle
+        if not _state.atexit_registered:
+            atexit.register(_shutdown_at_exit)
+            _state.atexit_registered = True
+    if previous is not None:
+        previous._shut = True
+        previous.pipeline.shutdown()  # flushes the old exporters; new spans already go to the new pipeline
+    return handle
+
+
+def current_handle() -> EvaltraceHandle | None:
+    """The handle of the setup in force, if ``configure()`` was called."""
+    return _state.handle
+
+
+def _shutdown_at_exit() -> None:
+    handle = _state.handle
+    if handle is not None:
+        handle.shutdown()

@@ -1,0 +1,135 @@
+"""Session, user, metadata and tags stamped on every span started inside a block, and context propagation.
+
+``with evaltrace.context(session_id="s1", user_id="u7", tags=["beta"]):`` puts ``session.id``, ``user.id``,
+``langfuse.trace.tags`` and ``langfuse.trace.metadata.<key>`` on every span started inside, including spans
+of other instrumentations, through ``ContextAttributesProcessor`` (which ``configure()`` installs).
+The values travel in the OTel context, so they follow the code into asyncio tasks and, with
+``wrap_context`` or ``ContextThreadPoolExecutor``, into threads.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, ParamSpec, TypeVar
+
+from opentelemetry import context as otel_context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.util.types import AttributeValue
+
+from evaltrace._internal import semconv
+from evaltrace._internal.jsonutil import capped_json
+
+__all__ = ["ContextAttributesProcessor", "ContextThreadPoolExecutor", "context", "wrap_context"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_CONTEXT_KEY = otel_context.create_key("evaltrace-context-attributes")
+
+
+@dataclass(frozen=True)
+class _Stamp:
+    attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
+
+
+def _metadata_attributes(metadata: Mapping[str, Any]) -> dict[str, AttributeValue]:
+    attributes: dict[str, AttributeValue] = {}
+    for key, value in metadata.items():
+        # Top-level langfuse.trace.metadata.<key> attributes are filterable in Langfuse; keep scalars as they are.
+        if isinstance(value, str | bool | int | float):
+            attributes[f"{semconv.LANGFUSE_TRACE_METADATA}.{key}"] = value
+        else:
+            attributes[f"{semconv.LANGFUSE_TRACE_METADATA}.{key}"] = capped_json(value)
+    return attributes
+
+
+@contextmanager
+def context(
+    *,
+    session_id: str | None = None,
+    user_id: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    tags: Sequence[str] | None = None,
+    attributes: Mapping[str, AttributeValue] | None = None,
+) -> Iterator[None]:
+    """Stamp session, user, metadata, tags (and any extra attributes) on every span started in the block.
+
+    Nested blocks merge: inner values win, tags accumulate.
+
+    Args:
+        session_id: Conversation/session id (``session.id``; Langfuse groups traces by it).
+        user_id: End-user id (``user.id``).
+        metadata: Key-value metadata (``langfuse.trace.metadata.<key>``).
+        tags: Tags (``langfuse.trace.tags``).
+        attributes: Further attributes to stamp verbatim.
+    """
+    outer: _Stamp | None = otel_context.get_value(_CONTEXT_KEY)  # type: ignore[assignment]
+    merged: dict[str, AttributeValue] = dict(outer.attributes) if outer else {}
+    if session_id is not None:
+        merged[semconv.SESSION_ID] = session_id
+    if user_id is not None:
+        merged[semconv.USER_ID] = user_id
+    if tags:
+        previous = merged.get(semconv.LANGFUSE_TRACE_TAGS, ())
+        existing = list(previous) if isinstance(previous, Sequence) and not isinstance(previous, str) else []
+        merged[semconv.LANGFUSE_TRACE_TAGS] = [*existing, *(t for t in tags if t not in existing)]
+    if metadata:
+        merged.update(_metadata_attributes(metadata))
+    if attributes:
+        merged.update(attributes)
+    token = otel_context.attach(otel_context.set_value(_CONTEXT_KEY, _Stamp(merged)))
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
+
+
+def current_context_attributes() -> Mapping[str, AttributeValue]:
+    """The attributes ``context()`` blocks in force would stamp on a span started now."""
+    stamp: _Stamp | None = otel_context.get_value(_CONTEXT_KEY)  # type: ignore[assignment]
+    return stamp.attributes if stamp else {}
+
+
+class ContextAttributesProcessor(SpanProcessor):
+    """Copies the ``evaltrace.context(...)`` attributes onto every span at start (O(1) when none are set)."""
+
+    def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:
+        """Stamp the attributes in force in ``parent_context`` (or the current context)."""
+        stamp: _Stamp | None = otel_context.get_value(_CONTEXT_KEY, parent_context)  # type: ignore[assignment]
+        if stamp is not None and stamp.attributes:
+            span.set_attributes(stamp.attributes)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """Nothing to do at end."""
+
+    def shutdown(self) -> None:
+        """Nothing to release."""
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Nothing buffered."""
+        return True
+
+
+def wrap_context(func: Callable[P, R]) -> Callable[P, R]:
+    """Bind ``func`` to the current context (active span, ``context()`` values) for a call in another thread."""
+    ctx = contextvars.copy_context()
+
+    @functools.wraps(func)
+    def run_in_context(*args: P.args, **kwargs: P.kwargs) -> R:
+        return ctx.copy().run(func, *args, **kwargs)
+
+    return run_in_context
+
+
+class ContextThreadPoolExecutor(ThreadPoolExecutor):
+    """A ``ThreadPoolExecutor`` whose tasks run in the submitter's context, so child spans keep their parent."""
+
+    def submit(self, fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
+        """Submit ``fn`` to run in a copy of the caller's context."""
+        ctx = contextvars.copy_context()
+        return super().submit(ctx.run, fn, *args, **kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,145 @@
+"""The embedded default backend: spans as JSON Lines under ``.evaltrace/traces/``, and a reader for them.
+
+One file per day (``YYYY-MM-DD.jsonl``) or per run (``file_name=``). Each span is one line written with a
+single ``write`` call under a lock, so concurrent exports from one process never interleave lines.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from evaltrace._internal.errors import log_internal_error
+from evaltrace.exporters.span_json import span_from_dict, span_to_dict
+
+DEFAULT_DIRECTORY = Path(".evaltrace")
+
+
+class LocalStoreExporter(SpanExporter):
+    """Appends every exported span as one JSON line to ``<directory>/traces/<day or run>.jsonl``."""
+
+    def __init__(self, directory: str | Path = DEFAULT_DIRECTORY, file_name: str | None = None) -> None:
+        """Create the exporter.
+
+        Args:
+            directory: Store root (created on first export).
+            file_name: Fixed file name (e.g. a run id); default is one file per UTC day.
+        """
+        self.traces_dir = Path(directory) / "traces"
+        self._file_name = file_name
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _path(self) -> Path:
+        name = self._file_name or dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
+        return self.traces_dir / (name if name.endswith(".jsonl") else f"{name}.jsonl")
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Append ``spans``; a failure is logged and reported, never raised."""
+        if self._closed:
+            return SpanExportResult.FAILURE
+        try:
+            payload = "".join(json.dumps(span_to_dict(s), ensure_ascii=False, default=str) + "\n" for s in spans)
+            with self._lock:
+                self.traces_dir.mkdir(parents=True, exist_ok=True)
+                with self._path().open("a", encoding="utf-8") as f:
+                    f.write(payload)
+        except Exception:
+            log_internal_error("writing spans to the local store")
+            return SpanExportResult.FAILURE
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        """Stop accepting spans."""
+        self._closed = True
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Every export is written through; nothing to flush."""
+        return True
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    """One line of ``evaltrace traces list``."""
+
+    trace_id: str
+    root_name: str
+    start_time: int
+    duration_ms: float
+    span_count: int
+    error: bool
+    service_name: str
+
+
+class LocalTraceStore:
+    """Reads traces back from a local store directory."""
+
+    def __init__(self, directory: str | Path = DEFAULT_DIRECTORY) -> None:
+        """Open the store rooted at ``directory`` (which may not exist yet)."""
+        self.traces_dir = Path(directory) / "traces"
+
+    def _records(self) -> Iterator[dict[str, object]]:
+        if not self.traces_dir.is_dir():
+            return
+        for path in sorted(self.traces_dir.glob("*.jsonl")):
+            with path.open(encoding="utf-8") as f:
+                for line in f:
+                    line = line.strip()
+                    if not line:
+                        continue
+                    try:
+                        yield json.loads(line)
+                    except json.JSONDecodeError:
+                        continue  # a torn last line of a crashed writer: skip it, keep the rest
+
+    def spans(self, trace_id: str) -> list[ReadableSpan]:
+        """All spans of the trace whose id is ``trace_id`` or starts with it (the latest copy of each span)."""
+        trace_id = trace_id.lower()
+        matches = {str(r["trace_id"]) for r in self._records() if str(r["trace_id"]).startswith(trace_id)}
+        if len(matches) > 1:
+            raise LookupError(f"trace id prefix {trace_id!r} is ambiguous ({len(matches)} traces)")
+        by_span: dict[str, dict[str, object]] = {}
+        for record in self._records():
+            if record["trace_id"] in matches:
+                by_span[str(record["span_id"])] = record  # a later copy (enriched) replaces an earlier one
+        return sorted((span_from_dict(r) for r in by_span.values()), key=lambda s: s.start_time or 0)
+
+    def list_traces(self, limit: int | None = None) -> list[TraceSummary]:
+        """Summaries of the stored traces, newest first."""
+        spans_by_trace: dict[str, dict[str, dict[str, object]]] = {}
+        for record in self._records():
+            spans_by_trace.setdefault(str(record["trace_id"]), {})[str(record["span_id"])] = record
+        summaries = [_summarise(tid, list(spans.values())) for tid, spans in spans_by_trace.items()]
+        summaries.sort(key=lambda s: s.start_time, reverse=True)
+        return summaries[:limit] if limit else summaries
+
+
+def _is_error(record: dict[str, object]) -> bool:
+    status = record.get("status")
+    return isinstance(status, dict) and status.get("code") == "ERROR"
+
+
+def _summarise(trace_id: str, records: list[dict[str, object]]) -> TraceSummary:
+    ids = {r["span_id"] for r in records}
+    roots = [r for r in records if r.get("parent_span_id") not in ids] or records
+    root = min(roots, key=lambda r: int(str(r["start_time"] or 0)))
+    start = int(str(root["start_time"] or 0))
+    end = int(str(root["end_time"] or start))
+    resource = root.get("resource")
+    service = str(resource.get("service.name", "")) if isinstance(resource, dict) else ""
+    return TraceSummary(
+        trace_id=trace_id,
+        root_name=str(root["name"]),
+        start_time=start,
+        duration_ms=(end - start) / 1e6,
+        span_count=len(records),
+        error=any(_is_error(r) for r in records),
+        service_name=service,
+    )
