@@ -161,3 +161,24 @@ LANGFUSE_TYPE_GENERATION: Final = "generation"
 LANGFUSE_TYPE_EMBEDDING: Final = "embedding"
 TOKEN_TYPE_INPUT: Final = "input"
 TOKEN_TYPE_OUTPUT: Final = "output"
+HTTP_RESPONSE_STATUS_CODE: Final = "http.response.status_code"
+
+# --- evaluation pipeline (evaltrace.evaluation) -------------------------------------------------------------
+EVALTRACE_EVAL_SCORE_SUFFIX: Final = ".score"  # evaltrace.eval.<name>.score (double)
+EVALTRACE_EVAL_PASSED_SUFFIX: Final = ".passed"  # evaltrace.eval.<name>.passed (boolean)
+EVALUATION_SPAN_NAME_PREFIX: Final = "evaluation "  # child span "evaluation {evaluator}"
+LANGFUSE_TYPE_EVALUATOR: Final = "evaluator"
+EVAL_LABEL_PASS: Final = "pass"
+EVAL_LABEL_FAIL: Final = "fail"
+METRIC_EVAL_EVALUATIONS: Final = "evaltrace.evaluation.count"  # counter, attrs evaluator + status + passed
+METRIC_EVAL_DURATION: Final = "evaltrace.evaluation.duration"  # histogram, seconds, attr evaluator
+METRIC_EVAL_SPANS_DROPPED: Final = "evaltrace.evaluation.spans_dropped"  # counter, queue overflow
+METRIC_EVAL_QUEUE_SIZE: Final = "evaltrace.evaluation.queue_size"  # observable gauge
+METRIC_EVAL_SCORES_REJECTED: Final = "evaltrace.evaluation.scores_rejected"  # counter, ScoreConfig violations
+METRIC_EVAL_SINK_EXPORTS: Final = "evaltrace.evaluation.sink.scores"  # counter, attrs sink + outcome
+METRIC_EVAL_PASS_RATE: Final = "evaltrace.evaluation.pass_rate"  # observable gauge per evaluator (window)
+EVALTRACE_EVALUATOR_NAME: Final = "evaltrace.evaluator"  # metric attribute: evaluator name
+EVALTRACE_EVAL_STATUS: Final = "evaltrace.evaluation.status"  # metric attribute: completed / failed / skipped
+EVALTRACE_EVAL_PASSED_ATTR: Final = "evaltrace.evaluation.passed"  # metric attribute: bool
+EVALTRACE_SINK_NAME: Final = "evaltrace.sink"  # metric attribute: sink name
+EVALTRACE_SINK_OUTCOME: Final = "evaltrace.sink.outcome"  # metric attribute: delivered / retried / dead_lettered
