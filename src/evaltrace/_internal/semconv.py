@@ -182,3 +182,9 @@ EVALTRACE_EVAL_STATUS: Final = "evaltrace.evaluation.status"  # metric attribute
 EVALTRACE_EVAL_PASSED_ATTR: Final = "evaltrace.evaluation.passed"  # metric attribute: bool
 EVALTRACE_SINK_NAME: Final = "evaltrace.sink"  # metric attribute: sink name
 EVALTRACE_SINK_OUTCOME: Final = "evaltrace.sink.outcome"  # metric attribute: delivered / retried / dead_lettered
+
+# --- OTel exception event (span.record_exception) --------------------------------------------------------
+EXCEPTION_EVENT: Final = "exception"
+EXCEPTION_TYPE: Final = "exception.type"
+EXCEPTION_MESSAGE: Final = "exception.message"
+EXCEPTION_STACKTRACE: Final = "exception.stacktrace"
