@@ -1,0 +1,258 @@
+"""Shared plumbing of the built-in evaluators: result construction and reading inputs out of (trace, case).
+
+Every evaluator is a pure function of ``(trace, case)``: the helpers here only read the two models, never the
+environment. Inputs named in the catalogue (docs/evaluators.md) are found as follows:
+
+* Q (question): ``trace.input`` keys ``question``, ``query``, ``input``, ``prompt``, ``message`` (first present),
+  else the first user message.
+* EA (expected answer): ``case.expected.facts["expected_answer"]`` (or ``"answer"``), else
+  ``case.metadata["expected_answer"]``, else ``case.input["expected_answer"]``.
+* RC (retrieved context): ``trace.input`` keys ``contexts``/``context``, else ``trace.extra["contexts"]`` /
+  ``trace.extra["context"]``, else the tool results' contents.
+* AA (actual answer): ``trace.output.final_answer``.
+
+Each evaluator also accepts explicit values or dotted paths in its constructor, which win over these defaults.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from evaltrace.schema import EvalCase, EvaluationResult, EvaluationStatus, Trace, TraceError
+
+Direction = Literal["higher", "lower"]
+
+CODE_VERSION = "v1.0.0"
+"""Version of the evaluator implementations; judge evaluators append their prompt version."""
+
+_QUESTION_KEYS = ("question", "query", "input", "prompt", "message")
+_EXPECTED_KEYS = ("expected_answer", "answer", "reference")
+_CONTEXT_KEYS = ("contexts", "context", "retrieved_context", "documents")
+_MISSING = object()
+
+
+class MissingInputError(Exception):
+    """An input the evaluator needs is absent; the result is ``skipped``, not ``failed``."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What an evaluator decided, before it becomes an EvaluationResult."""
+
+    passed: bool
+    score: float | None
+    reason: str
+    detail: dict[str, Any]
+
+
+def passes(score: float, threshold: float, direction: Direction) -> bool:
+    """Return whether ``score`` meets ``threshold`` in ``direction`` (higher: >=, lower: <=)."""
+    return score >= threshold if direction == "higher" else score <= threshold
+
+
+def build_result(
+    evaluator: Any,
+    trace: Trace,
+    verdict: Verdict,
+    *,
+    evaluator_type: str = "deterministic",
+    status: EvaluationStatus = "completed",
+    error: TraceError | None = None,
+    cost_usd: float | None = None,
+) -> EvaluationResult:
+    """Turn a verdict into an EvaluationResult carrying the evaluator's threshold, direction and version.
+
+    Args:
+        evaluator: The evaluator (reads ``name``, ``version``, ``threshold``, ``direction``).
+        trace: The evaluated trace (its run/case/variant ids are copied).
+        verdict: The decision.
+        evaluator_type: Free-form kind recorded on the result.
+        status: ``completed`` unless the evaluation could not be made.
+        error: What went wrong when ``status`` is ``failed``.
+        cost_usd: Cost of the evaluation itself (judge calls).
+
+    Returns:
+        The result.
+    """
+    detail = {
+        "threshold": getattr(evaluator, "threshold", None),
+        "direction": getattr(evaluator, "direction", "higher"),
+    }
+    detail.update(verdict.detail)
+    return EvaluationResult(
+        run_id=trace.run_id,
+        case_id=trace.case_id,
+        variant_name=trace.variant_name,
+        evaluator=evaluator.name,
+        evaluator_type=evaluator_type,
+        evaluator_version=evaluator.version,
+        passed=verdict.passed,
+        score=verdict.score,
+        reason=verdict.reason,
+        detail=detail,
+        status=status,
+        error=error,
+        cost_usd=cost_usd,
+    )
+
+
+def skipped_result(
+    evaluator: Any, trace: Trace, why: str, *, evaluator_type: str = "deterministic"
+) -> EvaluationResult:
+    """Return a ``skipped`` result: an input was missing, so nothing was judged (and nothing passed)."""
+    return build_result(
+        evaluator,
+        trace,
+        Verdict(False, None, f"skipped: {why}", {"skipped": why}),
+        evaluator_type=evaluator_type,
+        status="skipped",
+    )
+
+
+def resolve_path(obj: Any, path: str) -> Any:
+    """Follow a dotted ``path`` (attributes, mapping keys, list indices) from ``obj``.
+
+    Args:
+        obj: A pydantic model, mapping or sequence.
+        path: For example ``"output.final_answer"``, ``"input.question"`` or ``"messages.0.content"``.
+
+    Returns:
+        The value found, or None when any step is missing.
+    """
+    current: Any = obj
+    for part in path.split("."):
+        if current is None:
+            return None
+        if isinstance(current, Mapping):
+            current = current.get(part)
+        elif isinstance(current, Sequence) and not isinstance(current, str):
+            current = (
+                current[int(part)] if part.lstrip("-").isdigit() and -len(current) <= int(part) < len(current) else None
+            )
+        else:
+            current = getattr(current, part, None)
+    return current
+
+
+def as_text(value: Any) -> str | None:
+    """Render a field value as text: strings as is, other JSON values as compact JSON, None as None."""
+    if value is None or isinstance(value, str):
+        return value
+    if hasattr(value, "model_dump"):
+        value = value.model_dump(mode="json")
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def field_text(trace: Trace, path: str) -> str:
+    """Return the text at dotted ``path`` of the trace; a missing field raises MissingInputError."""
+    text = as_text(resolve_path(trace, path))
+    if text is None:
+        raise MissingInputError(f"trace has no {path}")
+    return text
+
+
+def answer_text(trace: Trace, field: str = "output.final_answer") -> str:
+    """Return AA (the actual answer), or the text at ``field``."""
+    return field_text(trace, field)
+
+
+def question_text(trace: Trace, explicit: str | None = None) -> str:
+    """Return Q: an explicit path, else the usual input keys, else the first user message."""
+    if explicit is not None:
+        return field_text(trace, explicit)
+    for key in _QUESTION_KEYS:
+        value = trace.input.get(key)
+        if value is not None:
+            return as_text(value) or ""
+    for message in trace.messages:
+        if message.role == "user" and message.content is not None:
+            return as_text(message.content) or ""
+    if len(trace.input) == 1:
+        return as_text(next(iter(trace.input.values()))) or ""
+    raise MissingInputError("no question found in trace.input or the user messages")
+
+
+def expected_answer(case: EvalCase | None, explicit: str | None = None) -> str:
+    """Return EA: the explicit value, else ``expected_answer``/``answer``/``reference`` of the case."""
+    if explicit is not None:
+        return explicit
+    if case is not None:
+        for source in (case.expected.facts, case.metadata, case.input):
+            for key in _EXPECTED_KEYS:
+                if source.get(key) is not None:
+                    return as_text(source[key]) or ""
+    raise MissingInputError("no expected answer (case.expected.facts['expected_answer'])")
+
+
+def _as_chunks(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Sequence):
+        return [text for item in value if (text := as_text(item))]
+    text = as_text(value)
+    return [text] if text else []
+
+
+def context_chunks(trace: Trace, explicit: str | None = None) -> list[str]:
+    """Return RC as a ranked list of chunks: an explicit path, else input/extra context keys, else tool results."""
+    if explicit is not None:
+        chunks = _as_chunks(resolve_path(trace, explicit))
+    else:
+        chunks = []
+        for source in (trace.input, trace.extra):
+            for key in _CONTEXT_KEYS:
+                if not chunks and source.get(key) is not None:
+                    chunks = _as_chunks(source[key])
+        if not chunks:
+            chunks = [text for result in trace.tool_results if (text := as_text(result.content))]
+    if not chunks:
+        raise MissingInputError("no retrieved context (trace.input['contexts'] or tool results)")
+    return chunks
+
+
+def case_list(explicit: Sequence[str] | None, case: EvalCase | None, attribute: str) -> list[str]:
+    """Return a list configured on the evaluator, else the case's ``expected.<attribute>`` list."""
+    if explicit:
+        return list(explicit)
+    if case is not None:
+        return list(getattr(case.expected, attribute))
+    return []
+
+
+class DeterministicEvaluator:
+    """Base of the model-free evaluators: subclasses implement :meth:`check` and set name/threshold/direction.
+
+    A missing input becomes a ``skipped`` result; any other exception propagates to the caller (the evaluation
+    processor turns it into a ``failed`` result), because it is a bug, not a verdict.
+    """
+
+    name: str = "deterministic"
+    version: str = CODE_VERSION
+    threshold: float = 1.0
+    direction: Direction = "higher"
+
+    def evaluate(self, trace: Trace, case: EvalCase | None = None) -> EvaluationResult:
+        """Evaluate ``trace`` (against ``case`` when given).
+
+        Args:
+            trace: What the system did.
+            case: The dataset case, with its expected behaviour (None for live traces).
+
+        Returns:
+            The result, with threshold and direction in ``detail``.
+        """
+        try:
+            verdict = self.check(trace, case)
+        except MissingInputError as exc:
+            return skipped_result(self, trace, str(exc))
+        return build_result(self, trace, verdict)
+
+    def check(self, trace: Trace, case: EvalCase | None) -> Verdict:
+        """Return the verdict on ``trace``; raise MissingInputError when an input is absent."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, threshold={self.threshold!r})"

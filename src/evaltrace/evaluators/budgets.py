@@ -1,0 +1,148 @@
+"""Budgets: latency, first-token latency, cost and tokens under limits (lower is better)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evaltrace.evaluators._base import DeterministicEvaluator, MissingInputError, Verdict
+from evaltrace.schema import EvalCase, Trace
+
+
+def _utilisation(measured: dict[str, float | None], limits: dict[str, float | None]) -> Verdict:
+    checked = {k: v for k, v in measured.items() if limits.get(k) is not None and v is not None}
+    if not checked:
+        wanted = [k for k, v in limits.items() if v is not None]
+        raise MissingInputError(f"the trace reports none of {wanted}")
+    usage = {k: v / float(limits[k] or 1.0) if limits[k] else float("inf") for k, v in checked.items()}
+    over = sorted(k for k, u in usage.items() if u > 1.0)
+    score = max(usage.values())
+    unmeasured = sorted(k for k, v in limits.items() if v is not None and measured.get(k) is None)
+    detail: dict[str, Any] = {
+        "measured": checked,
+        "limits": {k: limits[k] for k in checked},
+        "utilisation": usage,
+        "over_limit": over,
+        "not_reported": unmeasured,
+    }
+    reason = (
+        "within budget"
+        if not over
+        else "over budget: " + ", ".join(f"{k} {checked[k]:g} > {limits[k]:g}" for k in over)
+    )
+    return Verdict(not over, score, reason, detail)
+
+
+class _Budget(DeterministicEvaluator):
+    threshold = 1.0
+    direction = "lower"
+
+    def _limits(self) -> dict[str, float | None]:
+        raise NotImplementedError
+
+    def _measured(self, trace: Trace) -> dict[str, float | None]:
+        raise NotImplementedError
+
+    def check(self, trace: Trace, case: EvalCase | None) -> Verdict:
+        """Compare the measured figures with the limits; score = the highest measured/limit ratio."""
+        return _utilisation(self._measured(trace), self._limits())
+
+
+class Latency(_Budget):
+    """Latency under limits: total ``latency_ms`` and/or time to first token.
+
+    Score = highest measured/limit ratio (lower is better); passes when every reported figure is within its
+    limit. Figures the trace does not report are listed in ``detail.not_reported``; if none is reported the
+    result is skipped.
+    """
+
+    name = "latency"
+
+    def __init__(self, max_ms: float | None = None, *, max_first_token_ms: float | None = None) -> None:
+        """Configure the limits.
+
+        Args:
+            max_ms: Limit on the whole trace's latency.
+            max_first_token_ms: Limit on time to first token.
+
+        Raises:
+            ValueError: No limit given.
+        """
+        if max_ms is None and max_first_token_ms is None:
+            raise ValueError("Latency needs max_ms and/or max_first_token_ms")
+        self.max_ms = max_ms
+        self.max_first_token_ms = max_first_token_ms
+
+    def _limits(self) -> dict[str, float | None]:
+        return {"latency_ms": self.max_ms, "latency_first_token_ms": self.max_first_token_ms}
+
+    def _measured(self, trace: Trace) -> dict[str, float | None]:
+        first = trace.metrics.latency_first_token_ms
+        return {
+            "latency_ms": float(trace.latency_ms),
+            "latency_first_token_ms": None if first is None else float(first),
+        }
+
+
+class Cost(_Budget):
+    """Cost (``metrics.cost_usd``) under a limit in USD; skipped when the trace has no cost."""
+
+    name = "cost"
+
+    def __init__(self, max_usd: float) -> None:
+        """Configure the limit.
+
+        Args:
+            max_usd: Highest acceptable cost of one trace.
+        """
+        self.max_usd = max_usd
+
+    def _limits(self) -> dict[str, float | None]:
+        return {"cost_usd": self.max_usd}
+
+    def _measured(self, trace: Trace) -> dict[str, float | None]:
+        return {"cost_usd": trace.metrics.cost_usd}
+
+
+class TokenBudget(_Budget):
+    """Token counts under limits: input, output, thinking and/or total (input + output)."""
+
+    name = "token_budget"
+
+    def __init__(
+        self,
+        *,
+        max_input: int | None = None,
+        max_output: int | None = None,
+        max_thinking: int | None = None,
+        max_total: int | None = None,
+    ) -> None:
+        """Configure the limits.
+
+        Args:
+            max_input: Limit on input tokens.
+            max_output: Limit on output tokens (thinking included, as providers count it).
+            max_thinking: Limit on reasoning tokens.
+            max_total: Limit on input + output tokens.
+
+        Raises:
+            ValueError: No limit given.
+        """
+        self.limits: dict[str, float | None] = {
+            "token_input": max_input,
+            "token_output": max_output,
+            "token_thinking": max_thinking,
+            "token_total": max_total,
+        }
+        if all(v is None for v in self.limits.values()):
+            raise ValueError("TokenBudget needs at least one limit")
+
+    def _limits(self) -> dict[str, float | None]:
+        return self.limits
+
+    def _measured(self, trace: Trace) -> dict[str, float | None]:
+        m = trace.metrics
+        total = None if m.token_input is None or m.token_output is None else m.token_input + m.token_output
+        values = {"token_input": m.token_input, "token_output": m.token_output, "token_thinking": m.token_thinking}
+        measured: dict[str, float | None] = {k: None if v is None else float(v) for k, v in values.items()}
+        measured["token_total"] = None if total is None else float(total)
+        return measured
