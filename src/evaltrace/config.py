@@ -93,6 +93,7 @@ class _State:
         self.handle: EvaltraceHandle | None = None
         self.switches: list[_SwitchableProcessor] = []
         self.own_provider: TracerProvider | None = None
+        self.created: list[TracerProvider] = []  # every provider configure() made (the first may be global)
         self.atexit_registered = False
 
 
@@ -114,7 +115,7 @@ def _choose_provider(resource: Resource, explicit: TracerProvider | None) -> Tra
     if explicit is not None:
         return explicit
     current = trace.get_tracer_provider()
-    if isinstance(current, TracerProvider) and current is not _state.own_provider:
+    if isinstance(current, TracerProvider) and not any(current is p for p in _state.created):
         return current  # the application configured OTel itself: attach, don't fight it
     own = _state.own_provider
     if own is not None and own.resource.attributes == resource.attributes:
@@ -123,6 +124,7 @@ def _choose_provider(resource: Resource, explicit: TracerProvider | None) -> Tra
     if not isinstance(current, TracerProvider):
         trace.set_tracer_provider(provider)
     _state.own_provider = provider
+    _state.created.append(provider)
     return provider
 
 
