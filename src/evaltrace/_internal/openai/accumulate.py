@@ -1,0 +1,181 @@
+"""Stream accumulators: chunks in, one ``Outcome`` out. ``add`` is O(1) per chunk (appends, dict lookups).
+
+Text, reasoning and tool-call argument fragments are kept as lists and joined once at the end.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from evaltrace._internal.openai.parts import Part, assistant_parts, output_message, reasoning_extra, tool_call_part
+from evaltrace._internal.openai.response import Outcome, chat_usage, responses_finish_reason, responses_outcome
+
+
+class Accumulator(Protocol):
+    """What the stream proxy needs from an accumulator."""
+
+    def add(self, chunk: Any) -> bool:
+        """Fold one chunk in; return True when it carries output (for time to first chunk)."""
+        ...
+
+    def outcome(self) -> Outcome:
+        """Return what the chunks so far amount to."""
+        ...
+
+
+class _ToolCallBuffer:
+    __slots__ = ("arguments", "call_id", "name")
+
+    def __init__(self, call_id: Any, name: Any) -> None:
+        self.call_id = call_id
+        self.name = name
+        self.arguments: list[str] = []
+
+
+class _ChoiceBuffer:
+    __slots__ = ("finish_reason", "reasoning", "refusal", "text", "tool_calls")
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.refusal: list[str] = []
+        self.tool_calls: dict[int, _ToolCallBuffer] = {}
+        self.finish_reason: str | None = None
+
+    def message(self) -> dict[str, Any]:
+        parts = assistant_parts("".join(self.reasoning) or None, "".join(self.text) or None, "".join(self.refusal))
+        for call in self.tool_calls.values():
+            parts.append(tool_call_part(call.call_id, call.name, "".join(call.arguments)))
+        return output_message(parts, self.finish_reason)
+
+
+class ChatAccumulator:
+    """Accumulates ``ChatCompletionChunk``s by choice index and (choice, tool) index."""
+
+    __slots__ = ("choices", "fingerprint", "model", "response_id", "service_tier", "usage")
+
+    def __init__(self) -> None:
+        self.choices: dict[int, _ChoiceBuffer] = {}
+        self.response_id: str | None = None
+        self.model: str | None = None
+        self.service_tier: str | None = None
+        self.fingerprint: str | None = None
+        self.usage: Any = None
+
+    def add(self, chunk: Any) -> bool:
+        """Fold one chunk in."""
+        if self.response_id is None:
+            self.response_id = chunk.id
+            self.model = chunk.model
+            self.service_tier = getattr(chunk, "service_tier", None)
+            self.fingerprint = getattr(chunk, "system_fingerprint", None)
+        for choice in chunk.choices:
+            buffer = self.choices.get(choice.index)
+            if buffer is None:
+                buffer = self.choices[choice.index] = _ChoiceBuffer()
+            self._add_delta(buffer, choice.delta)
+            if choice.finish_reason is not None:
+                buffer.finish_reason = choice.finish_reason
+        usage = getattr(chunk, "usage", None)
+        if usage is not None:
+            self.usage = usage
+        return True
+
+    @staticmethod
+    def _add_delta(buffer: _ChoiceBuffer, delta: Any) -> None:
+        if delta is None:
+            return
+        if delta.content:
+            buffer.text.append(delta.content)
+        thinking = reasoning_extra(delta)
+        if thinking:
+            buffer.reasoning.append(thinking)
+        if delta.refusal:
+            buffer.refusal.append(delta.refusal)
+        for call in delta.tool_calls or ():
+            slot = buffer.tool_calls.get(call.index)
+            fn = call.function
+            if slot is None:
+                slot = buffer.tool_calls[call.index] = _ToolCallBuffer(call.id, fn.name if fn else None)
+            if fn is not None and fn.arguments:
+                slot.arguments.append(fn.arguments)
+
+    def outcome(self) -> Outcome:
+        """Return the accumulated Outcome (finish reasons in choice order)."""
+        ordered = [self.choices[i] for i in sorted(self.choices)]
+        return Outcome(
+            response_id=self.response_id,
+            response_model=self.model,
+            finish_reasons=[c.finish_reason or "" for c in ordered if c.finish_reason is not None],
+            output_messages=[c.message() for c in ordered],
+            usage=chat_usage(self.usage),
+            service_tier=self.service_tier,
+            system_fingerprint=self.fingerprint,
+        )
+
+
+_TEXT_DELTA = "response.output_text.delta"
+_REASONING_DELTAS = frozenset({"response.reasoning_summary_text.delta", "response.reasoning_text.delta"})
+_ARGS_DELTA = "response.function_call_arguments.delta"
+_FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+
+
+class ResponsesAccumulator:
+    """Accumulates Responses stream events; the terminal event's full ``response`` wins when it arrives."""
+
+    __slots__ = ("calls", "final", "reasoning", "refusal", "snapshot", "text")
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.refusal: list[str] = []
+        self.calls: dict[int, _ToolCallBuffer] = {}
+        self.final: Any = None
+        self.snapshot: Any = None
+
+    def add(self, chunk: Any) -> bool:
+        """Fold one event in; True for ``*.delta`` events (output)."""
+        etype = chunk.type
+        if etype == _TEXT_DELTA:
+            self.text.append(chunk.delta)
+        elif etype in _REASONING_DELTAS:
+            self.reasoning.append(chunk.delta)
+        elif etype == _ARGS_DELTA:
+            slot = self.calls.get(chunk.output_index)
+            if slot is None:
+                slot = self.calls[chunk.output_index] = _ToolCallBuffer(None, None)
+            slot.arguments.append(chunk.delta)
+        elif etype == "response.refusal.delta":
+            self.refusal.append(chunk.delta)
+        elif etype == "response.output_item.added":
+            self._item_added(chunk)
+        elif etype in _FINAL:
+            self.final = chunk.response
+        elif etype == "response.created":
+            self.snapshot = chunk.response
+        return bool(etype.endswith(".delta"))
+
+    def _item_added(self, chunk: Any) -> None:
+        item = chunk.item
+        if getattr(item, "type", None) == "function_call":
+            slot = self.calls.get(chunk.output_index)
+            if slot is None:
+                slot = self.calls[chunk.output_index] = _ToolCallBuffer(None, None)
+            slot.call_id, slot.name = item.call_id, item.name
+
+    def outcome(self) -> Outcome:
+        """The terminal response when present, else what the deltas so far amount to."""
+        if self.final is not None:
+            return responses_outcome(self.final)
+        parts: list[Part] = assistant_parts("".join(self.reasoning) or None, "".join(self.text), "".join(self.refusal))
+        for call in self.calls.values():
+            parts.append(tool_call_part(call.call_id, call.name, "".join(call.arguments)))
+        snapshot = self.snapshot
+        outcome = Outcome(
+            response_id=getattr(snapshot, "id", None),
+            response_model=getattr(snapshot, "model", None),
+            output_messages=[output_message(parts, None)],
+        )
+        if snapshot is not None and getattr(snapshot, "status", None) not in (None, "in_progress", "queued"):
+            outcome.finish_reasons = [responses_finish_reason(snapshot, bool(self.calls))]
+        return outcome

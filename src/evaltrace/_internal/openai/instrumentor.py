@@ -1,0 +1,73 @@
+"""``OpenAIInstrumentor``: patches every registry endpoint on ``instrument()``, restores them on ``uninstrument()``.
+
+BaseInstrumentor makes the instance a singleton and ``instrument()`` idempotent; nothing is patched at import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+import wrapt
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+from opentelemetry.instrumentation.utils import unwrap
+
+from evaltrace._internal.openai import registry
+from evaltrace._internal.openai.wrappers import Telemetry, make_wrapper
+
+_INSTRUMENTS = ("openai >= 1.40",)
+
+
+class OpenAIInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """Traces the official ``openai`` client: chat completions, Responses and embeddings, sync and async.
+
+    Example:
+        >>> OpenAIInstrumentor().instrument()  # doctest: +SKIP
+        >>> OpenAIInstrumentor().uninstrument()  # doctest: +SKIP
+
+    ``instrument()`` accepts ``tracer_provider`` (default: evaltrace's provider, looked up per call) and
+    ``meter_provider`` (default: the global OTel meter provider).
+    """
+
+    # BaseInstrumentor is a singleton whose __init__ runs on every ``OpenAIInstrumentor()``: state must not live
+    # in __init__, or a second construction would forget what the first one patched.
+    _wrapped: list[tuple[type[Any], str]]
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        """Return the package requirements this instrumentation needs."""
+        return _INSTRUMENTS
+
+    def _instrument(self, **kwargs: Any) -> None:
+        telemetry = Telemetry(kwargs.get("tracer_provider"), kwargs.get("meter_provider"))
+        self._wrapped = []
+        for endpoint in registry.ENDPOINTS:
+            cls = registry.resolve_class(endpoint)
+            if cls is None or isinstance(cls.__dict__.get(endpoint.method), wrapt.FunctionWrapper):
+                continue
+            wrapt.wrap_function_wrapper(cls, endpoint.method, make_wrapper(endpoint, telemetry))
+            self._wrapped.append((cls, endpoint.method))
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        wrapped = getattr(self, "_wrapped", [])
+        while wrapped:
+            cls, method = wrapped.pop()
+            unwrap(cls, method)
+
+
+def instrument_openai(**kwargs: Any) -> OpenAIInstrumentor:
+    """Start tracing the openai client (idempotent); return the instrumentor.
+
+    Args:
+        **kwargs: ``tracer_provider`` and/or ``meter_provider`` to use instead of the defaults.
+
+    Returns:
+        The (singleton) instrumentor; call ``uninstrument()`` on it, or :func:`uninstrument_openai`, to undo.
+    """
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(**kwargs)
+    return instrumentor
+
+
+def uninstrument_openai() -> None:
+    """Restore the original openai methods (no-op when not instrumented)."""
+    OpenAIInstrumentor().uninstrument()

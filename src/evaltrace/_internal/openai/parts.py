@@ -1,0 +1,109 @@
+"""Builders for GenAI message parts (conventions.md 1.5), shared by request, response and accumulators.
+
+Parts are plain dicts with the exact semconv field names; they are serialised once, by ``capped_json``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from evaltrace._internal.jsonutil import loads_or_raw
+
+Part = dict[str, Any]
+Message = dict[str, Any]
+
+_THINK = re.compile(r"<think>(.*?)(?:</think>|\Z)", re.DOTALL)
+_DATA_URL = re.compile(r"^data:([^;,]*)(;base64)?,", re.IGNORECASE)
+
+FINISH_REASON_MAP = {"tool_calls": "tool_call", "function_call": "tool_call"}
+
+
+def field(obj: Any, name: str) -> Any:
+    """Read ``name`` from a dict (request params) or an object (SDK models); None when absent."""
+    if isinstance(obj, dict):
+        return obj.get(name)
+    return getattr(obj, name, None)
+
+
+def text_part(content: str) -> Part:
+    """A ``text`` part."""
+    return {"type": "text", "content": content}
+
+
+def reasoning_part(content: str) -> Part:
+    """A ``reasoning`` part (thinking text, kept out of the answer)."""
+    return {"type": "reasoning", "content": content}
+
+
+def tool_call_part(call_id: Any, name: Any, arguments: Any) -> Part:
+    """A ``tool_call`` part; JSON-string arguments become an object, invalid JSON stays the raw string."""
+    part: Part = {"type": "tool_call", "id": call_id, "name": name}
+    if isinstance(arguments, str):
+        part["arguments"] = loads_or_raw(arguments) if arguments else {}
+    elif arguments is not None:
+        part["arguments"] = arguments
+    return part
+
+
+def tool_response_part(call_id: Any, response: Any) -> Part:
+    """A ``tool_call_response`` part (semconv uses ``response``, not ``result``)."""
+    return {"type": "tool_call_response", "id": call_id, "response": response}
+
+
+def uri_part(url: str, modality: str) -> Part:
+    """A ``uri`` part; a ``data:`` URL keeps its media type but never its payload (size only)."""
+    match = _DATA_URL.match(url)
+    if match is None:
+        return {"type": "uri", "modality": modality, "uri": url}
+    header = url[: match.end()]
+    part: Part = {"type": "uri", "modality": modality, "uri": f"{header}<omitted {len(url) - match.end()} bytes>"}
+    if match.group(1):
+        part["mime_type"] = match.group(1)
+    return part
+
+
+def split_think(text: str) -> tuple[str | None, str]:
+    """Move ``<think>...</think>`` blocks out of ``text``: return (reasoning or None, answer)."""
+    if "<think>" not in text:
+        return None, text
+    thoughts = [m.strip() for m in _THINK.findall(text)]
+    answer = _THINK.sub("", text).strip()
+    reasoning = "\n\n".join(t for t in thoughts if t)
+    return (reasoning or None), answer
+
+
+def assistant_parts(reasoning: str | None, content: str | None, refusal: str | None = None) -> list[Part]:
+    """Reasoning first, then the answer (with any ``<think>`` block moved to reasoning), then a refusal."""
+    parts: list[Part] = []
+    if content:
+        thought, content = split_think(content)
+        if thought:
+            reasoning = f"{reasoning}\n\n{thought}" if reasoning else thought
+    if reasoning:
+        parts.append(reasoning_part(reasoning))
+    if content:
+        parts.append(text_part(content))
+    if refusal:
+        parts.append({"type": "refusal", "content": refusal})
+    return parts
+
+
+def output_message(parts: list[Part], finish_reason: str | None) -> Message:
+    """An OutputMessage; the finish reason is normalised (``tool_calls`` -> ``tool_call``, missing -> ``error``)."""
+    reason = FINISH_REASON_MAP.get(finish_reason, finish_reason) if finish_reason else "error"
+    return {"role": "assistant", "parts": parts, "finish_reason": reason}
+
+
+def reasoning_extra(obj: Any) -> str | None:
+    """Reasoning text that OpenAI-compatible servers add as an extra field (DeepSeek, vLLM, OpenRouter).
+
+    ``reasoning_content`` wins over ``reasoning``; both are read from the pydantic extras, so this is O(1).
+    """
+    extra = getattr(obj, "__pydantic_extra__", None)
+    if not extra:
+        return None
+    value = extra.get("reasoning_content")
+    if value is None:
+        value = extra.get("reasoning")
+    return value if isinstance(value, str) else None

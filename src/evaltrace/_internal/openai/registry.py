@@ -1,0 +1,141 @@
+"""What gets wrapped, as data; and the only module that names openai internals.
+
+Each row is (module, class, method, endpoint kind, async). The ``stream()`` helpers of chat completions and
+Responses are not listed: in openai >= 1.40 they call ``create(stream=True)``, so they are traced through it
+(one span per call), and wrapping them too would double the span.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from enum import Enum
+from functools import lru_cache
+from typing import Any
+
+
+class EndpointKind(Enum):
+    """The three API shapes we understand."""
+
+    CHAT = "chat"
+    RESPONSES = "responses"
+    EMBEDDINGS = "embeddings"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One wrapped method: ``{module}.{cls}.{method}``."""
+
+    module: str
+    cls: str
+    method: str
+    kind: EndpointKind
+    is_async: bool
+
+
+_CHAT = "openai.resources.chat.completions.completions"
+_RESPONSES = "openai.resources.responses.responses"
+_EMBEDDINGS = "openai.resources.embeddings"
+
+ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint(_CHAT, "Completions", "create", EndpointKind.CHAT, False),
+    Endpoint(_CHAT, "Completions", "parse", EndpointKind.CHAT, False),
+    Endpoint(_CHAT, "AsyncCompletions", "create", EndpointKind.CHAT, True),
+    Endpoint(_CHAT, "AsyncCompletions", "parse", EndpointKind.CHAT, True),
+    Endpoint(_RESPONSES, "Responses", "create", EndpointKind.RESPONSES, False),
+    Endpoint(_RESPONSES, "Responses", "parse", EndpointKind.RESPONSES, False),
+    Endpoint(_RESPONSES, "AsyncResponses", "create", EndpointKind.RESPONSES, True),
+    Endpoint(_RESPONSES, "AsyncResponses", "parse", EndpointKind.RESPONSES, True),
+    Endpoint(_EMBEDDINGS, "Embeddings", "create", EndpointKind.EMBEDDINGS, False),
+    Endpoint(_EMBEDDINGS, "AsyncEmbeddings", "create", EndpointKind.EMBEDDINGS, True),
+)
+
+
+def resolve_class(endpoint: Endpoint) -> type[Any] | None:
+    """Return the class owning ``endpoint``, or None when this openai version lacks it."""
+    try:
+        module = importlib.import_module(endpoint.module)
+    except ImportError:
+        return None
+    cls = getattr(module, endpoint.cls, None)
+    if not isinstance(cls, type) or not hasattr(cls, endpoint.method):
+        return None
+    return cls
+
+
+@lru_cache(maxsize=1)
+def _sentinel_types() -> tuple[type[Any], ...]:
+    import openai
+
+    return tuple(t for t in (getattr(openai, "NotGiven", None), getattr(openai, "Omit", None)) if isinstance(t, type))
+
+
+def given_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Drop openai's NOT_GIVEN / omit sentinels and None values: they mean 'not in the request'."""
+    sentinels = _sentinel_types()
+    return {k: v for k, v in kwargs.items() if v is not None and not isinstance(v, sentinels)}
+
+
+def server_of(resource: Any) -> tuple[str | None, int | None]:
+    """Return (host, port) of the resource's client base URL; the port defaults from the scheme."""
+    client = getattr(resource, "_client", None)
+    url = getattr(client, "base_url", None)
+    if url is None:
+        return None, None
+    return _host_port(str(url))
+
+
+@lru_cache(maxsize=256)
+def _host_port(url: str) -> tuple[str | None, int | None]:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
+    return parts.hostname, port
+
+
+@lru_cache(maxsize=1)
+def _raw_response_types() -> tuple[type[Any], ...]:
+    from openai import _legacy_response
+
+    return (_legacy_response.LegacyAPIResponse,)
+
+
+@lru_cache(maxsize=1)
+def _streaming_response_types() -> tuple[type[Any], ...]:
+    from openai import _response
+
+    return (_response.APIResponse, _response.AsyncAPIResponse)
+
+
+def is_raw_response(obj: Any) -> bool:
+    """True for the ``with_raw_response`` wrapper object (its body is read; ``parse()`` caches)."""
+    return isinstance(obj, _raw_response_types())
+
+
+def is_streaming_response(obj: Any) -> bool:
+    """True for the ``with_streaming_response`` object, whose body the user has not read yet."""
+    return isinstance(obj, _streaming_response_types())
+
+
+def parse_raw_response(raw: Any) -> Any:
+    """Return what ``raw.parse()`` returns to the user (cached by openai, so the user gets the same object)."""
+    return raw.parse()
+
+
+def replace_parsed(raw: Any, parsed: Any, replacement: Any) -> None:
+    """Make later ``raw.parse()`` calls return ``replacement`` (our stream proxy) instead of ``parsed``."""
+    cache: dict[Any, Any] | None = getattr(raw, "_parsed_by_type", None)
+    if cache is None:
+        return
+    for key, value in list(cache.items()):
+        if value is parsed:
+            cache[key] = replacement
+
+
+@lru_cache(maxsize=1)
+def stream_types() -> tuple[type[Any], type[Any]]:
+    """Return (Stream, AsyncStream)."""
+    import openai
+
+    return openai.Stream, openai.AsyncStream

@@ -1,0 +1,228 @@
+"""Pure: the keyword arguments of a ``create()`` call -> request span attributes and input messages.
+
+``params`` never holds openai's NOT_GIVEN / omit sentinels (``registry.given_kwargs`` drops them first).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evaltrace._internal import semconv as sc
+from evaltrace._internal.openai.parts import (
+    Message,
+    Part,
+    field,
+    text_part,
+    tool_call_part,
+    tool_response_part,
+    uri_part,
+)
+from evaltrace._internal.openai.registry import EndpointKind
+
+Attributes = dict[str, Any]
+
+# Request keyword -> attribute, copied when the value has the expected type.
+_NUMERIC = (
+    ("temperature", sc.GEN_AI_REQUEST_TEMPERATURE, float),
+    ("top_p", sc.GEN_AI_REQUEST_TOP_P, float),
+    ("frequency_penalty", sc.GEN_AI_REQUEST_FREQUENCY_PENALTY, float),
+    ("presence_penalty", sc.GEN_AI_REQUEST_PRESENCE_PENALTY, float),
+)
+
+
+def request_attributes(kind: EndpointKind, params: dict[str, Any]) -> Attributes:
+    """Return the request attributes (model, parameters) of one call; no content."""
+    attrs: Attributes = {}
+    for key, name, cast in _NUMERIC:
+        value = params.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            attrs[name] = cast(value)
+    if kind is EndpointKind.EMBEDDINGS:
+        _embedding_params(params, attrs)
+    elif kind is EndpointKind.CHAT:
+        _chat_params(params, attrs)
+    else:
+        _responses_params(params, attrs)
+    if params.get("stream") is True:
+        attrs[sc.GEN_AI_REQUEST_STREAM] = True
+    tier = params.get("service_tier")
+    if isinstance(tier, str):
+        attrs[sc.OPENAI_REQUEST_SERVICE_TIER] = tier
+    return attrs
+
+
+def _embedding_params(params: dict[str, Any], attrs: Attributes) -> None:
+    fmt = params.get("encoding_format")
+    if isinstance(fmt, str):
+        attrs[sc.GEN_AI_REQUEST_ENCODING_FORMATS] = [fmt]
+    dims = params.get("dimensions")
+    if isinstance(dims, int):
+        attrs[sc.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = dims
+
+
+def _chat_params(params: dict[str, Any], attrs: Attributes) -> None:
+    max_tokens = params.get("max_completion_tokens", params.get("max_tokens"))
+    if isinstance(max_tokens, int):
+        attrs[sc.GEN_AI_REQUEST_MAX_TOKENS] = max_tokens
+    stop = params.get("stop")
+    if isinstance(stop, str):
+        attrs[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = [stop]
+    elif isinstance(stop, list | tuple) and stop:
+        attrs[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = [str(s) for s in stop]
+    seed = params.get("seed")
+    if isinstance(seed, int):
+        attrs[sc.GEN_AI_REQUEST_SEED] = seed
+    n = params.get("n")
+    if isinstance(n, int) and n != 1:
+        attrs[sc.GEN_AI_REQUEST_CHOICE_COUNT] = n
+    effort = params.get("reasoning_effort")
+    if isinstance(effort, str):
+        attrs[sc.GEN_AI_REQUEST_REASONING_LEVEL] = effort
+    output_type = _output_type(params.get("response_format"))
+    if output_type:
+        attrs[sc.GEN_AI_OUTPUT_TYPE] = output_type
+
+
+def _responses_params(params: dict[str, Any], attrs: Attributes) -> None:
+    max_tokens = params.get("max_output_tokens")
+    if isinstance(max_tokens, int):
+        attrs[sc.GEN_AI_REQUEST_MAX_TOKENS] = max_tokens
+    effort = field(params.get("reasoning"), "effort")
+    if isinstance(effort, str):
+        attrs[sc.GEN_AI_REQUEST_REASONING_LEVEL] = effort
+    previous = params.get("previous_response_id")
+    if isinstance(previous, str):
+        attrs[sc.GEN_AI_REQUEST_PREVIOUS_RESPONSE_ID] = previous
+    output_type = "json" if params.get("text_format") is not None else _output_type(field(params.get("text"), "format"))
+    if output_type:
+        attrs[sc.GEN_AI_OUTPUT_TYPE] = output_type
+
+
+def _output_type(response_format: Any) -> str | None:
+    """``response_format`` / ``text.format`` -> ``gen_ai.output.type`` (a pydantic class, for parse(), is json)."""
+    if response_format is None:
+        return None
+    if isinstance(response_format, type):
+        return "json"
+    fmt_type = field(response_format, "type")
+    if fmt_type in ("json_schema", "json_object"):
+        return "json"
+    return "text" if fmt_type == "text" else None
+
+
+# --- content ---------------------------------------------------------------------------------------------
+
+
+def input_messages(kind: EndpointKind, params: dict[str, Any]) -> list[Message]:
+    """Return ``gen_ai.input.messages`` for a chat or Responses request."""
+    if kind is EndpointKind.CHAT:
+        return [_chat_message(m) for m in params.get("messages") or ()]
+    items = params.get("input")
+    if isinstance(items, str):
+        return [{"role": "user", "parts": [text_part(items)]}]
+    return [_responses_item(item) for item in items or ()]
+
+
+def system_instructions(params: dict[str, Any]) -> list[Part] | None:
+    """Responses ``instructions`` -> ``gen_ai.system_instructions``."""
+    instructions = params.get("instructions")
+    return [text_part(instructions)] if isinstance(instructions, str) and instructions else None
+
+
+def tool_definitions(params: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """Tools flattened as semconv shows: ``{"type":"function","name":...,"description":...,"parameters":...}``."""
+    tools = params.get("tools")
+    if not tools:
+        return None
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        fn = field(tool, "function")
+        source = fn if fn is not None else tool
+        entry: dict[str, Any] = {"type": field(tool, "type") or "function"}
+        for key in ("name", "description", "parameters"):
+            value = field(source, key)
+            if value is not None:
+                entry[key] = value
+        out.append(entry)
+    return out
+
+
+def _chat_message(message: Any) -> Message:
+    role = field(message, "role") or "user"
+    content = field(message, "content")
+    if role == "tool":
+        return {"role": "tool", "parts": [tool_response_part(field(message, "tool_call_id"), _plain(content))]}
+    parts = _content_parts(content)
+    for call in field(message, "tool_calls") or ():
+        fn = field(call, "function")
+        parts.append(tool_call_part(field(call, "id"), field(fn, "name"), field(fn, "arguments")))
+    legacy = field(message, "function_call")
+    if legacy is not None:
+        parts.append(tool_call_part(None, field(legacy, "name"), field(legacy, "arguments")))
+    out: Message = {"role": role, "parts": parts}
+    name = field(message, "name")
+    if isinstance(name, str):
+        out["name"] = name
+    return out
+
+
+def _responses_item(item: Any) -> Message:
+    item_type = field(item, "type")
+    if item_type == "function_call":
+        part = tool_call_part(field(item, "call_id"), field(item, "name"), field(item, "arguments"))
+        return {"role": "assistant", "parts": [part]}
+    if item_type == "function_call_output":
+        return {"role": "tool", "parts": [tool_response_part(field(item, "call_id"), _plain(field(item, "output")))]}
+    if item_type == "reasoning":
+        texts = [field(s, "text") for s in field(item, "summary") or ()]
+        return {"role": "assistant", "parts": [{"type": "reasoning", "content": t} for t in texts if t]}
+    if item_type in (None, "message"):
+        return {"role": field(item, "role") or "user", "parts": _content_parts(field(item, "content"))}
+    return {"role": "assistant", "parts": [{"type": str(item_type), "id": field(item, "id")}]}
+
+
+def _content_parts(content: Any) -> list[Part]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [text_part(content)]
+    return [_content_part(p) for p in content]
+
+
+def _content_part(part: Any) -> Part:
+    ptype = field(part, "type")
+    if ptype in ("text", "input_text", "output_text"):
+        return text_part(field(part, "text") or "")
+    if ptype == "refusal":
+        return {"type": "refusal", "content": field(part, "refusal")}
+    if ptype == "image_url":
+        return uri_part(str(field(field(part, "image_url"), "url") or ""), "image")
+    if ptype == "input_image":
+        url = field(part, "image_url")
+        if url:
+            return uri_part(str(url), "image")
+        return {"type": "file", "modality": "image", "file_id": field(part, "file_id")}
+    if ptype == "input_audio":
+        audio = field(part, "input_audio")
+        data = field(audio, "data") or ""
+        return uri_part(f"data:audio/{field(audio, 'format')};base64,{data}", "audio")
+    if ptype in ("file", "input_file"):
+        return _file_part(field(part, "file") if ptype == "file" else part)
+    return {"type": str(ptype)}
+
+
+def _file_part(file: Any) -> Part:
+    file_id = field(file, "file_id")
+    if file_id:
+        return {"type": "file", "modality": "document", "file_id": file_id}
+    data = field(file, "file_data") or field(file, "file_url") or ""
+    return uri_part(str(data), "document")
+
+
+def _plain(content: Any) -> Any:
+    """Tool output as sent: a string stays a string, text parts are joined."""
+    if isinstance(content, list):
+        texts = [field(p, "text") for p in content]
+        if all(isinstance(t, str) for t in texts):
+            return "".join(texts)
+    return content

@@ -1,0 +1,211 @@
+"""Pure: a ChatCompletion / Response / CreateEmbeddingResponse -> the response half of the span.
+
+The same ``Outcome`` comes out of the stream accumulators, so non-streamed and streamed calls share one
+attribute writer (``outcome_attributes``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from evaltrace._internal import semconv as sc
+from evaltrace._internal.openai.parts import (
+    Message,
+    Part,
+    assistant_parts,
+    output_message,
+    reasoning_extra,
+    reasoning_part,
+    tool_call_part,
+)
+from evaltrace._internal.openai.parts import field as get
+
+
+@dataclass(slots=True)
+class Usage:
+    """Token counts with OTel's inclusive semantics (input includes cached, output includes reasoning)."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+
+@dataclass(slots=True)
+class Outcome:
+    """Everything the response contributes to the span."""
+
+    response_id: str | None = None
+    response_model: str | None = None
+    finish_reasons: list[str] = field(default_factory=list)
+    output_messages: list[Message] | None = None
+    usage: Usage | None = None
+    service_tier: str | None = None
+    system_fingerprint: str | None = None
+
+
+def chat_usage(usage: Any) -> Usage | None:
+    """``CompletionUsage`` -> Usage."""
+    if usage is None:
+        return None
+    prompt_details = get(usage, "prompt_tokens_details")
+    completion_details = get(usage, "completion_tokens_details")
+    return Usage(
+        input_tokens=get(usage, "prompt_tokens"),
+        output_tokens=get(usage, "completion_tokens"),
+        cached_tokens=get(prompt_details, "cached_tokens") if prompt_details is not None else None,
+        reasoning_tokens=get(completion_details, "reasoning_tokens") if completion_details is not None else None,
+    )
+
+
+def responses_usage(usage: Any) -> Usage | None:
+    """``ResponseUsage`` -> Usage."""
+    if usage is None:
+        return None
+    input_details = get(usage, "input_tokens_details")
+    output_details = get(usage, "output_tokens_details")
+    return Usage(
+        input_tokens=get(usage, "input_tokens"),
+        output_tokens=get(usage, "output_tokens"),
+        cached_tokens=get(input_details, "cached_tokens") if input_details is not None else None,
+        reasoning_tokens=get(output_details, "reasoning_tokens") if output_details is not None else None,
+    )
+
+
+def chat_outcome(completion: Any) -> Outcome:
+    """ChatCompletion -> Outcome: one output message per choice, finish reasons verbatim per choice."""
+    choices = get(completion, "choices") or ()
+    messages: list[Message] = []
+    reasons: list[str] = []
+    for choice in choices:
+        reason = get(choice, "finish_reason")
+        reasons.append(reason if reason is not None else "")
+        messages.append(_chat_choice_message(get(choice, "message"), reason))
+    return Outcome(
+        response_id=get(completion, "id"),
+        response_model=get(completion, "model"),
+        finish_reasons=reasons,
+        output_messages=messages,
+        usage=chat_usage(get(completion, "usage")),
+        service_tier=get(completion, "service_tier"),
+        system_fingerprint=get(completion, "system_fingerprint"),
+    )
+
+
+def _chat_choice_message(message: Any, reason: str | None) -> Message:
+    if message is None:
+        return output_message([], reason)
+    parts = assistant_parts(reasoning_extra(message), get(message, "content"), get(message, "refusal"))
+    for call in get(message, "tool_calls") or ():
+        fn = get(call, "function")
+        parts.append(tool_call_part(get(call, "id"), get(fn, "name"), get(fn, "arguments")))
+    legacy = get(message, "function_call")
+    if legacy is not None:
+        parts.append(tool_call_part(None, get(legacy, "name"), get(legacy, "arguments")))
+    return output_message(parts, reason)
+
+
+def responses_outcome(response: Any) -> Outcome:
+    """Response -> Outcome: all output items form one assistant message."""
+    parts: list[Part] = []
+    has_tool_call = False
+    for item in get(response, "output") or ():
+        has_tool_call |= _responses_item_parts(item, parts)
+    reason = responses_finish_reason(response, has_tool_call)
+    return Outcome(
+        response_id=get(response, "id"),
+        response_model=get(response, "model"),
+        finish_reasons=[reason],
+        output_messages=[output_message(parts, reason)],
+        usage=responses_usage(get(response, "usage")),
+        service_tier=get(response, "service_tier"),
+    )
+
+
+def responses_finish_reason(response: Any, has_tool_call: bool) -> str:
+    """Map status: completed -> stop (tool_call when a function call is in the output); incomplete -> its reason."""
+    status = get(response, "status")
+    if status == "incomplete":
+        return str(get(get(response, "incomplete_details"), "reason") or "incomplete")
+    if status in ("failed", "cancelled"):
+        return "error"
+    return "tool_call" if has_tool_call else "stop"
+
+
+def _responses_item_parts(item: Any, parts: list[Part]) -> bool:
+    """Append the parts of one output item; return True for a function call."""
+    item_type = get(item, "type")
+    if item_type == "message":
+        for content in get(item, "content") or ():
+            if get(content, "type") == "refusal":
+                parts.append({"type": "refusal", "content": get(content, "refusal")})
+            else:
+                parts.extend(assistant_parts(None, get(content, "text")))
+        return False
+    if item_type == "reasoning":
+        for entry in [*(get(item, "summary") or ()), *(get(item, "content") or ())]:
+            text = get(entry, "text")
+            if text:
+                parts.append(reasoning_part(text))
+        return False
+    if item_type == "function_call":
+        parts.append(tool_call_part(get(item, "call_id"), get(item, "name"), get(item, "arguments")))
+        return True
+    server_call = {"type": item_type}
+    parts.append(
+        {"type": "server_tool_call", "id": get(item, "id"), "name": item_type, "server_tool_call": server_call}
+    )
+    return False
+
+
+def embeddings_outcome(response: Any) -> Outcome:
+    """CreateEmbeddingResponse -> Outcome (model and input tokens only)."""
+    usage = get(response, "usage")
+    return Outcome(
+        response_model=get(response, "model"),
+        usage=Usage(input_tokens=get(usage, "prompt_tokens")) if usage is not None else None,
+    )
+
+
+def outcome_attributes(outcome: Outcome) -> dict[str, Any]:
+    """Response attributes without content (id, model, finish reasons, tiers, token counts)."""
+    attrs: dict[str, Any] = {}
+    if outcome.response_id:
+        attrs[sc.GEN_AI_RESPONSE_ID] = outcome.response_id
+    if outcome.response_model:
+        attrs[sc.GEN_AI_RESPONSE_MODEL] = outcome.response_model
+    if outcome.finish_reasons:
+        attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS] = outcome.finish_reasons
+    if outcome.service_tier:
+        attrs[sc.OPENAI_RESPONSE_SERVICE_TIER] = outcome.service_tier
+    if outcome.system_fingerprint:
+        attrs[sc.OPENAI_RESPONSE_SYSTEM_FINGERPRINT] = outcome.system_fingerprint
+    usage = outcome.usage
+    if usage is not None:
+        _put_int(attrs, sc.GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens)
+        _put_int(attrs, sc.GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens)
+        _put_int(attrs, sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, usage.cached_tokens)
+        _put_int(attrs, sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, usage.reasoning_tokens)
+    return attrs
+
+
+def usage_details(usage: Usage) -> dict[str, int]:
+    """Langfuse ``usage_details``: input/output exclude the cached/reasoning subsets (conventions.md 4.4)."""
+    details: dict[str, int] = {}
+    cached = usage.cached_tokens or 0
+    reasoning = usage.reasoning_tokens or 0
+    if usage.input_tokens is not None:
+        details["input"] = usage.input_tokens - cached
+    if usage.cached_tokens is not None:
+        details["input_cached_tokens"] = cached
+    if usage.output_tokens is not None:
+        details["output"] = usage.output_tokens - reasoning
+    if usage.reasoning_tokens is not None:
+        details["output_reasoning_tokens"] = reasoning
+    return details
+
+
+def _put_int(attrs: dict[str, Any], key: str, value: Any) -> None:
+    if isinstance(value, int):
+        attrs[key] = value

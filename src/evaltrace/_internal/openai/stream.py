@@ -1,0 +1,211 @@
+"""Stream proxies: ``wrapt.ObjectProxy`` over openai's Stream/AsyncStream, so ``isinstance`` still holds.
+
+The span ends exactly once, on whichever exit comes first: exhaustion, an exception while iterating, ``close()``
+/ ``aclose()``, context exit (``break`` inside ``with``), closing ``.response`` (what the ``stream()`` helpers
+do), or garbage collection of a stream that was never finished. Per chunk the proxy does O(1) work: one clock
+read, a counter, and the accumulator's append.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from typing import Any
+
+import wrapt
+
+from evaltrace._internal import semconv as sc
+from evaltrace._internal.errors import handle_internal_errors
+from evaltrace._internal.openai.accumulate import Accumulator
+from evaltrace._internal.openai.call import LLMCall
+from evaltrace._internal.openai.response import Outcome
+
+
+class StreamState:
+    """Timing, counters and the accumulator of one stream; ``end`` runs once."""
+
+    __slots__ = ("acc", "call", "chunks", "done", "first", "first_wall_ns", "last")
+
+    def __init__(self, call: LLMCall, acc: Accumulator) -> None:
+        self.call = call
+        self.acc = acc
+        self.chunks = 0
+        self.first: float | None = None
+        self.first_wall_ns = 0
+        self.last: float | None = None
+        self.done = False
+
+    def on_chunk(self, chunk: Any) -> None:
+        """Fold one chunk in: count it, stamp it, accumulate it."""
+        now = time.perf_counter()
+        self.chunks += 1
+        self.last = now
+        if self.acc.add(chunk) and self.first is None:
+            self.first = now
+            self.first_wall_ns = time.time_ns()
+
+    def end(self, reason: str, error: BaseException | None = None) -> None:
+        """Finish the span with the stream attributes; later calls do nothing."""
+        if self.done:
+            return
+        self.done = True
+        with handle_internal_errors("ending an OpenAI stream span"):
+            outcome = self.acc.outcome()
+            extra = self._stream_attributes(reason, outcome)
+            if error is None:
+                self.call.finish(outcome, extra)
+            else:
+                self.call.fail_with_outcome(error, outcome, extra)
+
+    def _stream_attributes(self, reason: str, outcome: Outcome) -> dict[str, Any]:
+        start = self.call.start
+        attrs: dict[str, Any] = {
+            sc.EVALTRACE_STREAM_COMPLETED: reason == sc.STREAM_END_EXHAUSTED,
+            sc.EVALTRACE_STREAM_END_REASON: reason,
+            sc.EVALTRACE_STREAM_CHUNKS: self.chunks,
+        }
+        first, last = self.first, self.last
+        ttfc = first - start if first is not None else None
+        if ttfc is not None:
+            attrs[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = ttfc
+            stamp = dt.datetime.fromtimestamp(self.first_wall_ns / 1e9, tz=dt.UTC)
+            attrs[sc.LANGFUSE_OBSERVATION_COMPLETION_START_TIME] = stamp.isoformat(timespec="microseconds")
+        if last is not None:
+            attrs[sc.EVALTRACE_STREAM_TIME_TO_LAST_CHUNK] = last - start
+        output = outcome.usage.output_tokens if outcome.usage is not None else None
+        if output is not None and first is not None and last is not None and last > first:
+            attrs[sc.EVALTRACE_STREAM_OUTPUT_TOKENS_PER_SECOND] = output / (last - first)
+        instruments = self.call.instruments
+        if instruments is not None:
+            per_chunk = (last - first) / (self.chunks - 1) if first is not None and last and self.chunks > 1 else None
+            instruments.record_stream(self.call.metric_attrs, ttfc, per_chunk)
+        return attrs
+
+
+def _chunk_failed() -> None:
+    """Route an error of ours from the per-chunk hook through the one boundary (re-raised under tests)."""
+    with handle_internal_errors("processing an OpenAI stream chunk"):
+        raise
+
+
+class _ResponseCloseHook(wrapt.ObjectProxy[Any]):
+    """``stream.response`` for outside callers: closing it (as the stream helpers do) ends the span."""
+
+    def __init__(self, wrapped: Any, state: StreamState) -> None:
+        super().__init__(wrapped)
+        self._self_state = state
+
+    def close(self) -> Any:
+        try:
+            return self.__wrapped__.close()
+        finally:
+            self._self_state.end(sc.STREAM_END_CLOSED)
+
+    async def aclose(self) -> Any:
+        try:
+            return await self.__wrapped__.aclose()
+        finally:
+            self._self_state.end(sc.STREAM_END_CLOSED)
+
+
+class StreamProxyBase(wrapt.ObjectProxy[Any]):
+    """State shared by the sync and async proxies, and the garbage-collection exit."""
+
+    def __init__(self, wrapped: Any, state: StreamState) -> None:
+        super().__init__(wrapped)
+        self._self_state = state
+
+    @property
+    def response(self) -> Any:
+        """The HTTP response, hooked so that closing it ends the span."""
+        return _ResponseCloseHook(self.__wrapped__.response, self._self_state)
+
+    def __del__(self) -> None:
+        try:
+            state = self._self_state
+        except Exception:  # __init__ never completed: nothing to end
+            return
+        if not state.done:
+            state.end(sc.STREAM_END_GC)
+
+
+class SyncStreamProxy(StreamProxyBase):
+    """Proxy for ``openai.Stream``."""
+
+    def __iter__(self) -> SyncStreamProxy:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            chunk = self.__wrapped__.__next__()
+        except StopIteration:
+            self._self_state.end(sc.STREAM_END_EXHAUSTED)
+            raise
+        except BaseException as error:
+            self._self_state.end(sc.STREAM_END_ERROR, error)
+            raise
+        try:
+            self._self_state.on_chunk(chunk)
+        except Exception:
+            _chunk_failed()
+        return chunk
+
+    def __enter__(self) -> SyncStreamProxy:
+        self.__wrapped__.__enter__()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> Any:
+        try:
+            return self.__wrapped__.__exit__(*exc_info)
+        finally:
+            self._self_state.end(sc.STREAM_END_CLOSED)
+
+    def close(self) -> None:
+        """Close the stream and end the span (closed early unless already exhausted)."""
+        try:
+            self.__wrapped__.close()
+        finally:
+            self._self_state.end(sc.STREAM_END_CLOSED)
+
+
+class AsyncStreamProxy(StreamProxyBase):
+    """Proxy for ``openai.AsyncStream``."""
+
+    def __aiter__(self) -> AsyncStreamProxy:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            chunk = await self.__wrapped__.__anext__()
+        except StopAsyncIteration:
+            self._self_state.end(sc.STREAM_END_EXHAUSTED)
+            raise
+        except BaseException as error:
+            self._self_state.end(sc.STREAM_END_ERROR, error)
+            raise
+        try:
+            self._self_state.on_chunk(chunk)
+        except Exception:
+            _chunk_failed()
+        return chunk
+
+    async def __aenter__(self) -> AsyncStreamProxy:
+        await self.__wrapped__.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        try:
+            return await self.__wrapped__.__aexit__(*exc_info)
+        finally:
+            self._self_state.end(sc.STREAM_END_CLOSED)
+
+    async def close(self) -> None:
+        """Close the stream and end the span (closed early unless already exhausted)."""
+        try:
+            await self.__wrapped__.close()
+        finally:
+            self._self_state.end(sc.STREAM_END_CLOSED)
+
+    async def aclose(self) -> None:
+        """Alias of :meth:`close`, as on ``openai.AsyncStream``."""
+        await self.close()

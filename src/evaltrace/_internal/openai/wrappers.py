@@ -1,0 +1,151 @@
+"""One generic sync and one generic async wrapper for every endpoint in the registry.
+
+Only our own work runs inside ``handle_internal_errors``; the user's call runs outside it, so its exceptions
+propagate unchanged (the same object) after being recorded on the span. A context variable marks "inside a
+traced call", so an SDK method that delegates to another wrapped method (``parse`` -> ``create`` in some
+versions, ``with_raw_response``) produces one span, not two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.trace import Tracer, TracerProvider, set_span_in_context
+
+from evaltrace._internal import tracing
+from evaltrace._internal.errors import handle_internal_errors
+from evaltrace._internal.openai import registry
+from evaltrace._internal.openai.accumulate import Accumulator, ChatAccumulator, ResponsesAccumulator
+from evaltrace._internal.openai.call import LLMCall
+from evaltrace._internal.openai.metrics import Instruments
+from evaltrace._internal.openai.registry import Endpoint, EndpointKind
+from evaltrace._internal.openai.response import Outcome, chat_outcome, embeddings_outcome, responses_outcome
+from evaltrace._internal.openai.stream import AsyncStreamProxy, StreamState, SyncStreamProxy
+
+_ACTIVE: ContextVar[bool] = ContextVar("evaltrace_openai_call_active", default=False)
+
+_OUTCOME: dict[EndpointKind, Callable[[Any], Outcome]] = {
+    EndpointKind.CHAT: chat_outcome,
+    EndpointKind.RESPONSES: responses_outcome,
+    EndpointKind.EMBEDDINGS: embeddings_outcome,
+}
+
+Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
+
+
+class Telemetry:
+    """Where spans and metrics go: an explicit provider, or evaltrace's current one (looked up per call)."""
+
+    def __init__(self, tracer_provider: TracerProvider | None, meter_provider: MeterProvider | None) -> None:
+        self._tracer = tracer_provider.get_tracer(tracing.INSTRUMENTATION_NAME) if tracer_provider is not None else None
+        self.instruments = Instruments(meter_provider)
+
+    def tracer(self) -> Tracer:
+        """Return the tracer for the next span."""
+        return self._tracer if self._tracer is not None else tracing.get_tracer()
+
+
+def make_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
+    """Return the wrapt wrapper for ``endpoint``."""
+    return _async_wrapper(endpoint, telemetry) if endpoint.is_async else _sync_wrapper(endpoint, telemetry)
+
+
+def _start(endpoint: Endpoint, telemetry: Telemetry, instance: Any, kwargs: dict[str, Any]) -> LLMCall:
+    params = registry.given_kwargs(kwargs)
+    return LLMCall(telemetry.tracer(), endpoint.kind, params, registry.server_of(instance), telemetry.instruments)
+
+
+def _skip() -> bool:
+    # Nested inside one of our calls, or another instrumentation / an evaluator asked for silence.
+    return _ACTIVE.get() or tracing.is_llm_suppressed()
+
+
+def _sync_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
+    def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if _skip():
+            return wrapped(*args, **kwargs)
+        call: LLMCall | None = None
+        with handle_internal_errors("starting an OpenAI span"):
+            call = _start(endpoint, telemetry, instance, kwargs)
+        if call is None:
+            return wrapped(*args, **kwargs)
+        active = _ACTIVE.set(True)
+        scope = otel_context.attach(set_span_in_context(call.span))
+        try:
+            result = wrapped(*args, **kwargs)
+        except BaseException as error:
+            _record_error(call, error)
+            raise
+        finally:
+            otel_context.detach(scope)
+            _ACTIVE.reset(active)
+        return _record_result(call, endpoint.kind, result)
+
+    return wrapper
+
+
+def _async_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
+    async def wrapper(
+        wrapped: Callable[..., Awaitable[Any]], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        if _skip():
+            return await wrapped(*args, **kwargs)
+        call: LLMCall | None = None
+        with handle_internal_errors("starting an OpenAI span"):
+            call = _start(endpoint, telemetry, instance, kwargs)
+        if call is None:
+            return await wrapped(*args, **kwargs)
+        active = _ACTIVE.set(True)
+        scope = otel_context.attach(set_span_in_context(call.span))
+        try:
+            result = await wrapped(*args, **kwargs)
+        except BaseException as error:
+            _record_error(call, error)
+            raise
+        finally:
+            otel_context.detach(scope)
+            _ACTIVE.reset(active)
+        return _record_result(call, endpoint.kind, result)
+
+    return wrapper
+
+
+def _record_error(call: LLMCall, error: BaseException) -> None:
+    with handle_internal_errors("recording an OpenAI error"):
+        call.fail(error)
+
+
+def _record_result(call: LLMCall, kind: EndpointKind, result: Any) -> Any:
+    """End the span from ``result`` (or hand it to a stream proxy); return what the user receives."""
+    with handle_internal_errors("recording an OpenAI response"):
+        return _finish(call, kind, result)
+    return result  # our own error, logged: the user still gets the untouched result
+
+
+def _finish(call: LLMCall, kind: EndpointKind, result: Any) -> Any:
+    if registry.is_raw_response(result):
+        # with_raw_response: openai caches parse(), so reading it here gives the user the same object.
+        parsed = registry.parse_raw_response(result)
+        traced = _finish(call, kind, parsed)
+        if traced is not parsed:
+            registry.replace_parsed(result, parsed, traced)
+        return result
+    if registry.is_streaming_response(result):
+        # with_streaming_response: the body is the user's to read; we do not consume it.
+        call.finish(Outcome())
+        return result
+    sync_stream, async_stream = registry.stream_types()
+    if isinstance(result, sync_stream):
+        return SyncStreamProxy(result, StreamState(call, _accumulator(kind)))
+    if isinstance(result, async_stream):
+        return AsyncStreamProxy(result, StreamState(call, _accumulator(kind)))
+    call.finish(_OUTCOME[kind](result))
+    return result
+
+
+def _accumulator(kind: EndpointKind) -> Accumulator:
+    return ResponsesAccumulator() if kind is EndpointKind.RESPONSES else ChatAccumulator()

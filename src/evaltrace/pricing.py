@@ -1,0 +1,202 @@
+"""Model prices: a thin override layer over the ``genai-prices`` package, with a small fallback table.
+
+Lookup order for a model name: prices set with :func:`set_model_price`, then ``genai-prices`` (install the
+``evaltrace[prices]`` extra; its bundled snapshot is used, never the network), then ``FALLBACK_PRICES`` below.
+A model found nowhere has no cost: we never guess. Reasoning tokens are billed at the output rate, and they
+are a subset of the output tokens, so the reasoning cost is part of the total, not added to it.
+
+Example:
+    >>> from evaltrace.pricing import set_model_price, cost_of
+    >>> set_model_price("my-finetune", input=1.0, cached_input=0.5, output=2.0)
+    >>> cost_of("my-finetune", input_tokens=1_000_000, output_tokens=0).total_usd
+    1.0
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["FALLBACK_PRICES", "Cost", "ModelPrice", "clear_model_prices", "cost_of", "set_model_price"]
+
+_PER = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class ModelPrice:
+    """USD per 1M tokens; ``cached_input`` None means cached input costs the input rate.
+
+    ``tiers`` holds (input-token threshold, input, cached_input, output) rows: above a threshold every token
+    is billed at that row's rates (the "cliff" model genai-prices uses).
+    """
+
+    input: float
+    output: float = 0.0
+    cached_input: float | None = None
+    tiers: tuple[tuple[int, float, float | None, float], ...] = ()
+
+    def at(self, input_tokens: int) -> ModelPrice:
+        """Return the flat price in force for a request with ``input_tokens`` input tokens."""
+        for start, inp, cached, out in reversed(self.tiers):
+            if input_tokens > start:
+                return ModelPrice(inp, out, cached)
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """The cost of one call, in USD, split as Langfuse's ``cost_details`` expects."""
+
+    input_usd: float
+    cached_input_usd: float
+    output_usd: float
+    reasoning_usd: float
+
+    @property
+    def total_usd(self) -> float:
+        """Input + cached input + output (reasoning is inside output)."""
+        return self.input_usd + self.cached_input_usd + self.output_usd
+
+    def details(self) -> dict[str, float]:
+        """Langfuse ``cost_details``, keyed like ``usage_details``."""
+        return {
+            "input": self.input_usd,
+            "input_cached_tokens": self.cached_input_usd,
+            "output": self.output_usd - self.reasoning_usd,
+            "output_reasoning_tokens": self.reasoning_usd,
+            "total": self.total_usd,
+        }
+
+
+# Standard-tier OpenAI list prices, USD per 1M tokens (openai.com/api/pricing, checked against the
+# genai-prices 0.2.3 snapshot, 2026-11). Used only when genai-prices is not installed.
+FALLBACK_PRICES: dict[str, ModelPrice] = {
+    "gpt-4o": ModelPrice(2.5, 10.0, 1.25),
+    "gpt-4o-mini": ModelPrice(0.15, 0.6, 0.075),
+    "gpt-4.1": ModelPrice(2.0, 8.0, 0.5),
+    "gpt-4.1-mini": ModelPrice(0.4, 1.6, 0.1),
+    "gpt-4.1-nano": ModelPrice(0.1, 0.4, 0.025),
+    "o3": ModelPrice(2.0, 8.0, 0.5),
+    "o4-mini": ModelPrice(1.1, 4.4, 0.275),
+    "gpt-5": ModelPrice(1.25, 10.0, 0.125),
+    "gpt-5-mini": ModelPrice(0.25, 2.0, 0.025),
+    "gpt-5-nano": ModelPrice(0.05, 0.4, 0.005),
+    "text-embedding-3-small": ModelPrice(0.02),
+    "text-embedding-3-large": ModelPrice(0.13),
+}
+
+_DATE_SUFFIX = re.compile(r"-\d{4}-\d{2}-\d{2}$")
+_overrides: dict[str, ModelPrice] = {}
+_resolved: dict[str, ModelPrice | None] = {}  # per-process cache: lookups are on every LLM span
+
+
+def set_model_price(model: str, *, input: float, output: float = 0.0, cached_input: float | None = None) -> None:
+    """Set (or replace) the price of ``model`` in USD per 1M tokens; it wins over every other source.
+
+    Args:
+        model: Model name as the API reports it; a dated snapshot (``-2024-07-18``) also matches.
+        input: Price of uncached input tokens.
+        output: Price of output tokens (reasoning tokens included).
+        cached_input: Price of cached input tokens; None bills them at ``input``.
+    """
+    _overrides[model] = ModelPrice(input, output, cached_input)
+    _resolved.clear()
+
+
+def clear_model_prices() -> None:
+    """Forget every price set with :func:`set_model_price`."""
+    _overrides.clear()
+    _resolved.clear()
+
+
+def price_of(model: str) -> ModelPrice | None:
+    """Return the price of ``model`` (overrides, genai-prices, fallback table), or None when unknown."""
+    try:
+        return _resolved[model]
+    except KeyError:
+        pass
+    price = _lookup(model)
+    if len(_resolved) > 4096:  # bounded: model names come from responses
+        _resolved.clear()
+    _resolved[model] = price
+    return price
+
+
+def _lookup(model: str) -> ModelPrice | None:
+    base = _DATE_SUFFIX.sub("", model)
+    for name in (model, base):
+        if name in _overrides:
+            return _overrides[name]
+    found = _from_genai_prices(model)
+    if found is not None:
+        return found
+    return FALLBACK_PRICES.get(model) or FALLBACK_PRICES.get(base)
+
+
+def _from_genai_prices(model: str) -> ModelPrice | None:
+    try:
+        from genai_prices import data_snapshot
+    except ImportError:
+        return None
+    try:
+        _, info = data_snapshot.get_snapshot().find_provider_model(model, None, "openai", None)
+    except LookupError:
+        return None
+    prices = info.get_prices(dt.datetime.now(tz=dt.UTC))
+    return _convert(prices)
+
+
+def _convert(prices: Any) -> ModelPrice | None:
+    inp, cached, out = (getattr(prices, k, None) for k in ("input_mtok", "cache_read_mtok", "output_mtok"))
+    if inp is None:
+        return None
+    thresholds = sorted({t.start for p in (inp, cached, out) if p is not None for t in getattr(p, "tiers", ())})
+    tiers = tuple(
+        (start, _rate(inp, start) or 0.0, _rate(cached, start), _rate(out, start) or 0.0) for start in thresholds
+    )
+    return ModelPrice(_rate(inp, -1) or 0.0, _rate(out, -1) or 0.0, _rate(cached, -1), tiers)
+
+
+def _rate(price: Any, above: int) -> float | None:
+    """Rate of a Decimal or TieredPrices for requests with more than ``above`` input tokens."""
+    if price is None:
+        return None
+    tiers = getattr(price, "tiers", None)
+    if tiers is None:
+        return float(price)
+    rate = price.base
+    for tier in tiers:
+        if above >= tier.start:
+            rate = tier.price
+    return float(rate)
+
+
+def cost_of(
+    model: str | None,
+    *,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    cached_tokens: int | None = None,
+    reasoning_tokens: int | None = None,
+) -> Cost | None:
+    """Return the cost of one call, or None when the model or the input token count is unknown.
+
+    Token counts follow OTel: ``input_tokens`` includes ``cached_tokens``, ``output_tokens`` includes
+    ``reasoning_tokens``.
+    """
+    if not model or input_tokens is None:
+        return None
+    price = price_of(model)
+    if price is None:
+        return None
+    price = price.at(input_tokens)
+    cached = cached_tokens or 0
+    cached_rate = price.input if price.cached_input is None else price.cached_input
+    return Cost(
+        input_usd=(input_tokens - cached) * price.input / _PER,
+        cached_input_usd=cached * cached_rate / _PER,
+        output_usd=(output_tokens or 0) * price.output / _PER,
+        reasoning_usd=(reasoning_tokens or 0) * price.output / _PER,
+    )
