@@ -1,0 +1,50 @@
+"""Quickstart: decorators + the local trace store, fully offline.
+
+What it shows: a tiny support agent made of plain functions (@evaltrace.agent, @evaltrace.tool,
+@evaltrace.trace) traced into the embedded local store (.evaltrace/traces/), with a session and user stamped on
+every span, then printed back with the CLI.
+
+Run:
+    python examples/quickstart.py
+    evaltrace traces list
+    evaltrace traces show last
+"""
+
+from __future__ import annotations
+
+import evaltrace
+
+
+@evaltrace.tool
+def get_weather(city: str) -> dict[str, object]:
+    """Look up the current weather for a city (canned data: this example needs no network)."""
+    return {"city": city, "condition": "light rain", "temp_c": 11}
+
+
+@evaltrace.tool
+def get_forecast(city: str, days: int = 2) -> list[str]:
+    """Forecast for the next days."""
+    return ["showers", "sunny"][:days]
+
+
+@evaltrace.trace
+def compose_answer(weather: dict[str, object], forecast: list[str]) -> str:
+    return f"It is {weather['condition']} and {weather['temp_c']}°C in {weather['city']}; next: {', '.join(forecast)}."
+
+
+@evaltrace.agent(name="weather-assistant")
+def answer(question: str) -> str:
+    city = question.rsplit(" in ", 1)[-1].rstrip("?") if " in " in question else "Paris"
+    return compose_answer(get_weather(city), get_forecast(city))
+
+
+def main() -> None:
+    handle = evaltrace.configure(service_name="quickstart")
+    with evaltrace.context(session_id="session-42", user_id="ada", tags=["quickstart"]):
+        print(answer("What's the weather in Paris?"))
+    handle.force_flush()
+    print("Trace written to .evaltrace/traces/ — see it with: evaltrace traces show last")
+
+
+if __name__ == "__main__":
+    main()
