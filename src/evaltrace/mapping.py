@@ -228,15 +228,19 @@ def _arguments(value: Any) -> dict[str, Any]:
     if value is None or value is _MISSING:
         return {}
     if isinstance(value, str):
-        value = loads_or_raw(value) if value.strip() else {}
-        return value if isinstance(value, dict) else {"_raw": value if isinstance(value, str) else json.dumps(value)}
+        parsed = loads_or_raw(value) if value.strip() else {}
+        return parsed if isinstance(parsed, dict) else {"_raw": value}
     return value if isinstance(value, dict) else {"_raw": value}
 
 
 def _tool_content(value: Any) -> dict[str, Any] | str:
     if isinstance(value, dict | str):
         return value
-    return "" if value is None else json.dumps(value, ensure_ascii=False)
+    return "" if value is None else _compact(value)
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 # --- conversation --------------------------------------------------------------------------------------
@@ -479,7 +483,7 @@ def _output(root: ReadableSpan, messages: list[TraceMessage], notes: list[str]) 
         return TraceOutput(final_answer=value, thinking=thinking)
     structured = value if isinstance(value, dict) and not _is_truncated(value) else None
     if last is None and value not in (_MISSING, None) and structured is None and not _is_truncated(value):
-        last = json.dumps(value, ensure_ascii=False)
+        last = _compact(value)
     return TraceOutput(final_answer=last, thinking=thinking, structured=structured)
 
 
