@@ -52,7 +52,6 @@ def test_task_span_has_name_kind_input_and_output(exporter: InMemorySpanExporter
     assert a["evaltrace.span.kind"] == "task"
     assert a["langfuse.observation.type"] == "chain"
     assert json.loads(a["input.value"]) == {"text": "hello", "limit": 2}
-    assert a["input.mime_type"] == "application/json"
     assert json.loads(a["output.value"]) == {"len": 5}
     assert "gen_ai.operation.name" not in a
     assert span.status.status_code is StatusCode.UNSET

@@ -14,7 +14,8 @@ from contextlib import contextmanager
 logger = logging.getLogger("evaltrace")
 
 
-def _reraise_internal_errors() -> bool:
+def reraise_internal_errors() -> bool:
+    """True under pytest or with EVALTRACE_RAISE_INTERNAL_ERRORS=1: our errors must surface, not be logged."""
     return bool(os.environ.get("PYTEST_CURRENT_TEST")) or os.environ.get("EVALTRACE_RAISE_INTERNAL_ERRORS") == "1"
 
 
@@ -28,7 +29,7 @@ def handle_internal_errors(what: str) -> Iterator[None]:
     try:
         yield
     except Exception:
-        if _reraise_internal_errors():
+        if reraise_internal_errors():
             raise
         logger.exception("evaltrace internal error while %s (the application call is unaffected)", what)
 

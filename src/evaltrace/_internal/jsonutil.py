@@ -90,9 +90,13 @@ def to_jsonable(obj: Any, _depth: int = 0, _seen: frozenset[int] = frozenset()) 
     return to_jsonable(converted, _depth + 1, seen)
 
 
+# One encoder for all calls: json.dumps with non-default options builds a new encoder each time (~2 us).
+_ENCODER = json.JSONEncoder(default=_default, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def _dumps(obj: Any) -> str:
     try:
-        return json.dumps(obj, default=_default, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return _ENCODER.encode(obj)
     except (ValueError, TypeError, RecursionError):
         return json.dumps(to_jsonable(obj), ensure_ascii=False, separators=(",", ":"))
 

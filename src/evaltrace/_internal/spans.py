@@ -1,7 +1,9 @@
 """Span specifications for the decorators, and the three steps of a decorated span's life.
 
 A ``SpanSpec`` is computed once per decorated function (name, kind, static attributes, argument binding) so
-that each call only starts a span, captures bounded JSON and ends it.
+that each call only starts a span, captures bounded JSON and ends it. Values are JSON (``input.value`` /
+``output.value``); we do not add ``*.mime_type`` attributes: each extra attribute costs the SDK a lock and a
+validation per span, and Phoenix and Langfuse both render the JSON text without them.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from opentelemetry.util.types import AttributeValue
 
 from evaltrace._internal import semconv, settings
 from evaltrace._internal.capture import ArgBinder, capture_arguments, capture_value
-from evaltrace._internal.errors import handle_internal_errors
+from evaltrace._internal.errors import handle_internal_errors, logger, reraise_internal_errors
 from evaltrace._internal.tracing import get_tracer
 
 
@@ -53,22 +55,26 @@ def start_span(
     spec: SpanSpec, args: tuple[Any, ...], kwargs: dict[str, Any], parent: otel_context.Context | None = None
 ) -> Span:
     """Start (not activate) the span of one call, with its static and input attributes."""
-    attributes: dict[str, AttributeValue] = dict(spec.attributes)
+    attributes = spec.attributes
     if spec.wants_input():
-        with handle_internal_errors("capturing arguments"):
-            attributes[spec.input_attribute] = capture_arguments(spec.binder, args, kwargs)
-            if spec.input_attribute == semconv.INPUT_VALUE:
-                attributes[semconv.INPUT_MIME_TYPE] = semconv.MIME_JSON
+        try:
+            attributes = {**attributes, spec.input_attribute: capture_arguments(spec.binder, args, kwargs)}
+        except Exception:  # capture is best effort; the call goes ahead untraced-input
+            if reraise_internal_errors():
+                raise
+            logger.exception("evaltrace internal error while capturing arguments")
     return get_tracer().start_span(spec.name, context=parent, kind=spec.kind, attributes=attributes)
 
 
 def end_ok(span: Span, spec: SpanSpec, value: Any) -> None:
     """Record the result (when captured) and end the span."""
     if spec.wants_output():
-        with handle_internal_errors("capturing the result"):
+        try:
             span.set_attribute(spec.output_attribute, capture_value(value))
-            if spec.output_attribute == semconv.OUTPUT_VALUE:
-                span.set_attribute(semconv.OUTPUT_MIME_TYPE, semconv.MIME_JSON)
+        except Exception:
+            if reraise_internal_errors():
+                raise
+            logger.exception("evaltrace internal error while capturing the result")
     span.end()
 
 
