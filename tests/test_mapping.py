@@ -521,3 +521,26 @@ def test_root_is_earliest_parentless_span(spans: Spans) -> None:
     spans.span("late", agent({"which": "late"}), 50, 60)
     spans.span("early", agent({"which": "early"}), 10, 20)
     assert trace_from_spans(spans.finished()).input == {"which": "early"}
+
+
+def test_inline_think_blocks_move_to_thinking(spans: Spans) -> None:
+    out = [{"role": "assistant", "parts": [text("<think>\nUser wants 4.\n</think>\n\nThe answer is 4.")]}]
+    only_think = [{"role": "assistant", "parts": [text("<think>hmm</think>")]}]
+    spans.span("chat m", llm(**{sc.GEN_AI_OUTPUT_MESSAGES: out}), 0, 1)
+    spans.span("chat m", llm(**{sc.GEN_AI_OUTPUT_MESSAGES: only_think}), 0, 1)
+    result = trace_from_spans(spans.finished(), root=spans.finished()[0])
+    assert result.messages == [TraceMessage(role="assistant", content="The answer is 4.", thinking="User wants 4.")]
+    assert result.output == TraceOutput(final_answer="The answer is 4.", thinking="User wants 4.")
+    other = trace_from_spans(spans.finished(), root=spans.finished()[1])
+    assert other.messages == [TraceMessage(role="assistant", thinking="hmm")]
+    assert other.output == TraceOutput(thinking="hmm")
+
+
+def test_tool_names_resolved_from_history_in_first_input(spans: Spans) -> None:
+    history = [USER, ASSISTANT_CALL, TOOL_MSG]
+    out = [{"role": "assistant", "parts": [text("Rainy.")]}]
+    spans.span("chat m", llm(**{sc.GEN_AI_INPUT_MESSAGES: history, sc.GEN_AI_OUTPUT_MESSAGES: out}), 0, 1)
+    result = trace_from_spans(spans.finished())
+    assert result.tool_calls == [ToolCall(id="call_1", name="get_weather", arguments={"city": "Paris"})]
+    assert result.tool_results == [ToolResult(tool_call_id="call_1", name="get_weather", content=RESULT)]
+    assert result.output.final_answer == "Rainy."

@@ -11,7 +11,8 @@ Rules (DESIGN.md section 4, data-model.md part A), where the spec left a choice:
   (the first also carries the text and reasoning). ``tool_call_response`` parts become ``tool`` messages.
   Tool arguments that are not a JSON object are kept as ``{"_raw": <value>}``; tool results that are neither a
   string nor an object are kept as their JSON text. Media and unknown parts make the message content
-  ``{"parts": [...]}`` (blob bytes replaced by their length).
+  ``{"parts": [...]}`` (blob bytes replaced by their length). ``<think>...</think>`` blocks inlined in assistant
+  text are moved to ``thinking``.
 * Tool spans: without LLM spans each one becomes an assistant tool-call message plus a tool result message.
   With LLM spans a tool span is matched to a call (by call id, else name and arguments) and stamps its
   ``started_at``; its result is inserted only when no tool message already answers the call. An unmatched
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeGuard
 
@@ -46,6 +48,7 @@ _ROLES: dict[str, Role] = {
     "developer": "system",
     "function": "tool",
 }
+_THINK = re.compile(r"<think>(.*?)</think>\s*", re.DOTALL)
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
@@ -316,6 +319,9 @@ class _Conversation:
 
     def _convert(self, role: Role, parts: list[Any], name: str | None) -> list[TraceMessage]:
         texts, reasoning, calls, results, others = _split_parts(parts)
+        if role == "assistant":
+            texts, inline = _strip_think(texts)
+            reasoning += inline
         out = [self._tool_message(part, name) for part in results]
         if role == "tool" and not results and texts:
             out.append(TraceMessage(role="tool", name=name, content="\n".join(texts)))
@@ -441,6 +447,19 @@ def _split_parts(
         skip = {"reasoning", "tool_call", "tool_call_response"}
         others = [_other_part(p) for p in parts if not (isinstance(p, dict) and p.get("type") in skip)]
     return texts, reasoning, calls, results, others
+
+
+def _strip_think(texts: list[str]) -> tuple[list[str], list[str]]:
+    """Move ``<think>...</think>`` blocks that some models inline in their text out of it."""
+    kept: list[str] = []
+    thoughts: list[str] = []
+    for text in texts:
+        found = _THINK.findall(text)
+        thoughts.extend(t.strip() for t in found)
+        stripped = _THINK.sub("", text) if found else text
+        if stripped or not found:
+            kept.append(stripped)
+    return kept, thoughts
 
 
 def _other_part(part: Any) -> Any:
