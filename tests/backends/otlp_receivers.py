@@ -166,7 +166,7 @@ class OTLPGrpcReceiver(_Recorder):
         recorder = self
 
         class Servicer(trace_service_pb2_grpc.TraceServiceServicer):
-            def Export(  # noqa: N802 - the generated gRPC method name
+            def Export(
                 self, request: ExportTraceServiceRequest, context: grpc.ServicerContext
             ) -> ExportTraceServiceResponse:
                 headers = {k.lower(): str(v) for k, v in context.invocation_metadata()}
