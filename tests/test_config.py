@@ -81,8 +81,10 @@ def test_endpoint_resolution_follows_the_otel_spec() -> None:
     headers = resolve_otlp(
         environ={**env, "OTEL_EXPORTER_OTLP_HEADERS": "Authorization=Basic%20abc,x-langfuse-ingestion-version=4"}
     )
-    assert headers is not None
-    assert headers.headers == {"authorization": "Basic abc", "x-langfuse-ingestion-version": "4"}
+    assert headers is not None and headers.headers == {
+        "authorization": "Basic abc",
+        "x-langfuse-ingestion-version": "4",
+    }
     assert resolve_otlp(environ={}) is None
     kwarg = resolve_otlp("http://localhost:4318", environ=env)
     assert kwarg is not None and kwarg.endpoint == "http://localhost:4318/v1/traces"
