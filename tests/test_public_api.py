@@ -1,0 +1,39 @@
+"""The public surface is pinned: adding or removing a name must be a deliberate change of this list."""
+
+from __future__ import annotations
+
+import evaltrace
+
+EXPECTED = [
+    "ConfigError",
+    "ContextThreadPoolExecutor",
+    "EvaltraceError",
+    "EvaltraceHandle",
+    "SchemaError",
+    "ScoreValidationError",
+    "__version__",
+    "agent",
+    "configure",
+    "context",
+    "llm",
+    "tool",
+    "trace",
+    "workflow",
+    "wrap_context",
+]
+
+
+def test_all_is_pinned_and_sorted() -> None:
+    assert evaltrace.__all__ == EXPECTED
+    assert evaltrace.__all__ == sorted(evaltrace.__all__)
+
+
+def test_every_public_attribute_is_exported() -> None:
+    public = {
+        name
+        for name, value in vars(evaltrace).items()
+        if not name.startswith("_") and getattr(value, "__module__", "").startswith("evaltrace")
+    }
+    assert public <= set(evaltrace.__all__)
+    for name in evaltrace.__all__:
+        assert hasattr(evaltrace, name)
