@@ -1,0 +1,104 @@
+"""The evaluation workers: one asyncio loop thread that orchestrates every job, a thread pool for sync work.
+
+The application thread hands a job over with :meth:`Engine.submit`: one ``SimpleQueue.put`` (a C call, no
+Python-level lock). A dispatcher thread moves jobs onto the loop in batches, so the application never pays
+for waking the loop. On the loop each job is a task; synchronous evaluators and the span→Trace mapping run in
+the pool (``sync_workers`` threads), async evaluators on the loop under a semaphore
+(``max_async_concurrency``). Admission (the bounded queue) is counted by the caller, not here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import queue
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from evaltrace._internal.errors import log_internal_error
+
+JobRunner = Callable[[Any], Coroutine[Any, Any, None]]
+_STOP = object()
+_BATCH = 256
+
+
+class Engine:
+    """Run job coroutines on a private event loop in a daemon thread.
+
+    Args:
+        run_job: Coroutine function called with each submitted job.
+        sync_workers: Size of the thread pool for synchronous work.
+        max_async_concurrency: Async evaluations allowed at once (the semaphore lives on the loop).
+    """
+
+    def __init__(self, run_job: JobRunner, sync_workers: int, max_async_concurrency: int) -> None:
+        self._run_job = run_job
+        self.pool = concurrent.futures.ThreadPoolExecutor(sync_workers, thread_name_prefix="evaltrace-eval")
+        self.loop = asyncio.new_event_loop()
+        self.async_slots = asyncio.Semaphore(max_async_concurrency)
+        self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._loop_thread = threading.Thread(target=self._run_loop, name="evaltrace-eval-loop", daemon=True)
+        self._dispatcher = threading.Thread(target=self._dispatch, name="evaltrace-eval-dispatch", daemon=True)
+        self._loop_thread.start()
+        self._dispatcher.start()
+
+    def submit(self, job: Any) -> None:
+        """Hand ``job`` to the loop; O(1) and non-blocking."""
+        self._inbox.put(job)
+
+    def cancel_all(self) -> None:
+        """Cancel every running job (shutdown past its deadline); each job's cleanup still runs."""
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self._cancel_tasks)
+
+    def stop(self, timeout_s: float) -> None:
+        """Stop the dispatcher and the loop; do not wait for timed-out sync evaluators still in the pool."""
+        self._inbox.put(_STOP)
+        self._dispatcher.join(timeout_s)
+        if self.loop.is_running():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        self._loop_thread.join(timeout_s)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def _run_loop(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.close()
+
+    def _dispatch(self) -> None:
+        while True:
+            first = self._inbox.get()
+            if first is _STOP:
+                return
+            batch = [first]
+            stop = False
+            while len(batch) < _BATCH:
+                try:
+                    item = self._inbox.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stop = True
+                    break
+                batch.append(item)
+            try:
+                self.loop.call_soon_threadsafe(self._start_batch, batch)
+            except RuntimeError:  # loop closed: nothing can run any more
+                log_internal_error("dispatching evaluation jobs after the loop stopped")
+                return
+            if stop:
+                return
+
+    def _start_batch(self, batch: list[Any]) -> None:
+        for job in batch:
+            task = self.loop.create_task(self._run_job(job))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _cancel_tasks(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()

@@ -1,0 +1,176 @@
+"""One evaluation job on the loop: build the Trace, run the evaluators, forward the span once, emit results.
+
+Hold rule: the evaluated span is forwarded exactly once, either as an enriched copy when every result is ready
+by ``hold deadline = span end (on_end time) + hold_timeout_s``, or as is at the deadline, in which case every
+result then follows as its own child ``evaluation {name}`` span. A ``finally`` forwards the span unenriched if
+anything else went wrong (including cancellation at shutdown), so a span is never lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from evaltrace._internal.errors import log_internal_error
+from evaltrace.evaluation._mapping import build_trace
+from evaltrace.evaluation.buffer import subtree
+from evaltrace.evaluation.convert import result_to_score
+from evaltrace.evaluation.evaluator import EvaluatorSpec
+from evaltrace.evaluation.monitor import ProductionMonitor
+from evaltrace.evaluation.options import ProcessorOptions
+from evaltrace.evaluation.runner import RunOptions, arun_evaluator, is_async_evaluator
+from evaltrace.evaluation.sinks.worker import SinkWorker
+from evaltrace.evaluation.spans import enriched_copy, evaluation_span
+from evaltrace.evaluation.stats import PipelineStats
+from evaltrace.evaluation.telemetry import LogEventEmitter, PipelineMetrics
+from evaltrace.schema import EvaluationResult, Score, Trace
+
+logger = logging.getLogger("evaltrace.evaluation")
+
+
+@dataclass
+class Job:
+    """A span admitted for evaluation, with what to run on it.
+
+    Attributes:
+        span: The ended span.
+        specs: Span-level evaluators (global matches and decorator-attached), run on the span's subtree.
+        trace_specs: Trace-level evaluators (root spans only), run on the whole buffered trace.
+        spans: The trace's buffered span list (shared, append-only) and its length at ``on_end``.
+        admitted_at: ``time.monotonic()`` at ``on_end``; the hold deadline counts from here.
+    """
+
+    span: ReadableSpan
+    specs: list[EvaluatorSpec]
+    trace_specs: list[EvaluatorSpec]
+    spans: list[ReadableSpan] = field(default_factory=list)
+    span_count: int = 0
+    admitted_at: float = 0.0
+    forwarded: bool = False
+
+
+@dataclass
+class JobContext:
+    """What jobs share: settings, outputs and bookkeeping (owned by the processor)."""
+
+    options: ProcessorOptions
+    stats: PipelineStats
+    monitor: ProductionMonitor
+    sinks: list[SinkWorker]
+    log_events: LogEventEmitter | None
+    metrics: PipelineMetrics
+    forward: Callable[[ReadableSpan], None]
+    pool: object
+    async_slots: asyncio.Semaphore
+
+
+class JobRunner:
+    """Run :class:`Job` objects (the engine calls :meth:`run` on its loop)."""
+
+    def __init__(self, ctx: JobContext, on_done: Callable[[Job], None]) -> None:
+        self.ctx = ctx
+        self._on_done = on_done
+
+    async def run(self, job: Job) -> None:
+        """Evaluate ``job`` and forward its span exactly once; never raises."""
+        try:
+            await self._evaluate_job(job)
+        except asyncio.CancelledError:
+            self.ctx.stats.incr("cancelled")
+        except Exception:
+            self.ctx.stats.incr("internal_errors")
+            log_internal_error("evaluating a span")
+        finally:
+            if not job.forwarded:
+                self._forward_once(job, job.span)
+            self._on_done(job)
+
+    async def _evaluate_job(self, job: Job) -> None:
+        loop = asyncio.get_running_loop()
+        spans = job.spans[: job.span_count]
+        members = subtree(job.span, spans) if spans else [job.span]
+        trace = await loop.run_in_executor(self.ctx.pool, build_trace, members, job.span)  # type: ignore[arg-type]
+        specs = [*job.specs, *job.trace_specs]
+        tasks = [asyncio.ensure_future(self._evaluate(job.span, trace, spec)) for spec in specs]
+        remaining = job.admitted_at + self.ctx.options.hold_timeout_s - time.monotonic()
+        _, pending = await asyncio.wait(tasks, timeout=max(0.0, remaining))
+        if not pending:
+            self._forward_once(job, enriched_copy(job.span, [task.result() for task in tasks]))
+            self.ctx.stats.incr("enriched")
+            return
+        self._forward_once(job, job.span)
+        self.ctx.stats.incr("held_timeout")
+        for result in await asyncio.gather(*tasks):
+            child = evaluation_span(job.span, result)
+            if child is not None:
+                self.ctx.forward(child)
+                self.ctx.stats.incr("evaluation_spans")
+
+    def _forward_once(self, job: Job, span: ReadableSpan) -> None:
+        if job.forwarded:
+            return
+        job.forwarded = True
+        self.ctx.forward(span)
+
+    async def _evaluate(self, span: ReadableSpan, trace: Trace, spec: EvaluatorSpec) -> EvaluationResult:
+        timeout = spec.timeout_s if spec.timeout_s is not None else self.ctx.options.evaluator_timeout_s
+        options = RunOptions(
+            timeout_s=timeout,
+            max_retries=self.ctx.options.max_retries,
+            initial_backoff_s=self.ctx.options.retry_backoff_s,
+        )
+        run = arun_evaluator(
+            spec.evaluator,
+            trace,
+            None,
+            options=options,
+            executor=self.ctx.pool,  # type: ignore[arg-type]
+            on_retry=lambda: self.ctx.stats.incr("retries"),
+        )
+        if is_async_evaluator(spec.evaluator):
+            async with self.ctx.async_slots:
+                result = await run
+        else:
+            result = await run
+        self._publish(span, trace, spec, result)
+        return result
+
+    def _publish(self, span: ReadableSpan, trace: Trace, spec: EvaluatorSpec, result: EvaluationResult) -> None:
+        """Record one result everywhere except on spans: stats, metrics, monitor, log event, score sinks."""
+        ctx = self.ctx
+        ctx.stats.record(result)
+        ctx.metrics.record_result(result)
+        query = trace.input.get("input") if isinstance(trace.input.get("input"), str) else str(trace.input or "")
+        ctx.monitor.record(result, query=query, output=trace.output.final_answer)
+        if ctx.log_events is not None:
+            try:
+                ctx.log_events.emit(span, result)
+                ctx.stats.incr("log_events")
+            except Exception:
+                log_internal_error("emitting the gen_ai.evaluation.result log event")
+        score = self._score(span, spec, result)
+        if score is not None:
+            for worker in ctx.sinks:
+                worker.submit([score])
+
+    def _score(self, span: ReadableSpan, spec: EvaluatorSpec, result: EvaluationResult) -> Score | None:
+        if span.context is None:
+            return None
+        trace_hex = format(span.context.trace_id, "032x")
+        span_hex = format(span.context.span_id, "016x")
+        config = spec.config if spec.config is not None else self.ctx.options.score_configs.get(result.evaluator)
+        # Trace-level verdicts are trace scores (Langfuse's usual target); the root span id rides in metadata.
+        observation = None if spec.trace_level else span_hex
+        try:
+            score = result_to_score(result, trace_hex, observation, config, span_id=span_hex)
+        except ValueError as exc:  # ScoreValidationError, or a value the Score model refuses
+            self.ctx.stats.incr("score_rejects")
+            self.ctx.metrics.record_reject(result.evaluator)
+            logger.warning("evaltrace: score rejected, not stored: %s", exc)
+            return None
+        return score

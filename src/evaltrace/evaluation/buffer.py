@@ -1,0 +1,133 @@
+"""Bounded per-trace span buffer: the spans a subtree or trace-level evaluation needs, and nothing more.
+
+A child span ends before its parent, so when an evaluated span ends its descendants have already passed
+through ``on_end``; they are kept here, keyed by trace id, until the trace's local root ends. Memory is bounded
+three ways: at most ``max_traces`` traces (the oldest is evicted first), at most ``max_spans_per_trace`` spans
+each, and at most ``max_age_s`` seconds per trace (a trace whose root never ends locally, e.g. a request
+cancelled mid-way, is evicted on a later insert). Evictions and refused spans are counted; the spans themselves
+are always forwarded downstream by the processor, the buffer only holds extra references.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+
+@dataclass
+class _Entry:
+    created: float
+    spans: list[ReadableSpan] = field(default_factory=list)
+
+
+@dataclass
+class BufferStats:
+    """Counters of the trace buffer."""
+
+    traces: int = 0
+    evicted_traces: int = 0
+    dropped_spans: int = 0
+
+
+class TraceBuffer:
+    """Spans per trace id, bounded in traces, spans per trace and age.
+
+    Args:
+        max_traces: Traces held at once.
+        max_spans_per_trace: Spans held per trace; later spans of that trace are not buffered (counted).
+        max_age_s: Seconds after which a trace is evicted even if its root has not ended.
+    """
+
+    def __init__(self, max_traces: int = 4096, max_spans_per_trace: int = 2048, max_age_s: float = 300.0) -> None:
+        self._max_traces = max(1, max_traces)
+        self._max_spans = max(1, max_spans_per_trace)
+        self._max_age = max_age_s
+        self._traces: OrderedDict[int, _Entry] = OrderedDict()
+        self._lock = threading.Lock()
+        self.stats = BufferStats()
+
+    def track(self, trace_id: int) -> None:
+        """Start buffering ``trace_id`` (called when a span that will need its subtree starts)."""
+        with self._lock:
+            if trace_id not in self._traces:
+                self._insert(trace_id)
+
+    def is_tracked(self, trace_id: int) -> bool:
+        """True when spans of ``trace_id`` are being buffered."""
+        return trace_id in self._traces
+
+    def add(self, span: ReadableSpan, *, create: bool) -> None:
+        """Buffer ``span`` if its trace is tracked (or ``create`` is set); O(1)."""
+        trace_id = span.context.trace_id if span.context is not None else 0
+        with self._lock:
+            entry = self._traces.get(trace_id)
+            if entry is None:
+                if not create:
+                    return
+                entry = self._insert(trace_id)
+            if len(entry.spans) >= self._max_spans:
+                self.stats.dropped_spans += 1
+                return
+            entry.spans.append(span)
+
+    def view(self, trace_id: int) -> tuple[list[ReadableSpan], int]:
+        """Return the trace's span list and its current length, without copying (O(1)).
+
+        The list only grows by appends, so ``spans[:length]`` read later by a worker is the state at this
+        call; spans ending afterwards are not descendants of a span that has already ended (save detached
+        async work, which an evaluation cannot wait for anyway).
+        """
+        with self._lock:
+            entry = self._traces.get(trace_id)
+        if entry is None:
+            return [], 0
+        return entry.spans, len(entry.spans)
+
+    def pop(self, trace_id: int) -> list[ReadableSpan]:
+        """Stop buffering ``trace_id`` and return its spans."""
+        with self._lock:
+            entry = self._traces.pop(trace_id, None)
+            self.stats.traces = len(self._traces)
+        return entry.spans if entry is not None else []
+
+    def __len__(self) -> int:
+        return len(self._traces)
+
+    def _insert(self, trace_id: int) -> _Entry:
+        now = time.monotonic()
+        while self._traces:
+            oldest = next(iter(self._traces.values()))
+            if len(self._traces) < self._max_traces and now - oldest.created < self._max_age:
+                break
+            self._traces.popitem(last=False)
+            self.stats.evicted_traces += 1
+        entry = _Entry(created=now)
+        self._traces[trace_id] = entry
+        self.stats.traces = len(self._traces)
+        return entry
+
+
+def subtree(root: ReadableSpan, spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
+    """Return ``root`` followed by every span of ``spans`` that descends from it (by parent span id)."""
+    children: dict[int, list[ReadableSpan]] = {}
+    for span in spans:
+        if span.parent is not None:
+            children.setdefault(span.parent.span_id, []).append(span)
+    root_id = root.context.span_id if root.context is not None else 0
+    found: list[ReadableSpan] = [root]
+    frontier = [root_id]
+    seen = {root_id}
+    while frontier:
+        parent_id = frontier.pop()
+        for child in children.get(parent_id, ()):
+            child_id = child.context.span_id if child.context is not None else 0
+            if child_id not in seen:
+                seen.add(child_id)
+                found.append(child)
+                frontier.append(child_id)
+    return found

@@ -1,0 +1,258 @@
+"""The Evaluator protocol, the ``@evaluator`` decorator for plain functions, and how to attach evaluators.
+
+An evaluator is a pure function of ``(trace, case)``: it sees the :class:`~evaltrace.schema.Trace` built from
+the evaluated span's subtree (or the whole trace) and, offline, the :class:`~evaltrace.schema.EvalCase`; never
+raw spans. ``evaluate`` may be a plain or an ``async`` method; the processor runs plain ones on a thread pool
+and async ones on its event loop.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import inspect
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, overload, runtime_checkable
+
+from evaltrace.schema import EvalCase, EvaluationResult, Trace
+
+DEFAULT_THRESHOLD = 0.5
+FAIL_LABELS = frozenset({"fail", "failed", "false", "no", "incorrect", "wrong"})
+"""Labels that mean "failed" when a function evaluator returns a string and no ``pass_labels`` are given."""
+
+
+class RetryableEvaluatorError(Exception):
+    """Raise from an evaluator when trying again may succeed (a rate-limited or unreachable judge model).
+
+    Any exception with a true ``retryable`` attribute is treated the same way. Other exceptions fail the
+    evaluation at once.
+    """
+
+    retryable = True
+
+
+@runtime_checkable
+class Evaluator(Protocol):
+    """What the evaluation pipeline needs from an evaluator.
+
+    Attributes:
+        name: Metric name; becomes ``gen_ai.evaluation.name``, the score name and ``evaltrace.eval.<name>.*``.
+        version: Optional version (e.g. ``"v1.2.0"``); part of the score id, so a new version is a new score.
+    """
+
+    name: str
+    version: str | None
+
+    def evaluate(self, trace: Trace, case: EvalCase | None) -> EvaluationResult | Awaitable[EvaluationResult]:
+        """Judge ``trace`` (and ``case`` when known); return the result, or an awaitable of it."""
+        ...
+
+
+EvaluatorFunction = Callable[..., Any]
+
+
+def _coerce_label(label: str, pass_labels: Collection[str] | None) -> bool:
+    if pass_labels is not None:
+        return label in pass_labels
+    return label.strip().lower() not in FAIL_LABELS
+
+
+def coerce_output(
+    value: Any, *, name: str, threshold: float, pass_labels: Collection[str] | None = None
+) -> EvaluationResult:
+    """Turn a function evaluator's return value into an EvaluationResult.
+
+    - ``EvaluationResult``: used as is.
+    - ``bool``: ``passed``; ``score`` 1.0 or 0.0.
+    - ``int``/``float``: ``score``; ``passed`` is ``score >= threshold``.
+    - ``str``: a label, stored as ``detail["label"]`` and ``reason``; ``passed`` is membership in
+      ``pass_labels`` when given, else "not one of :data:`FAIL_LABELS`" (case-insensitive).
+
+    Raises:
+        TypeError: Any other type (the runner turns it into a failed result).
+    """
+    if isinstance(value, EvaluationResult):
+        return value
+    if isinstance(value, bool):
+        return EvaluationResult(evaluator=name, passed=value, score=1.0 if value else 0.0)
+    if isinstance(value, int | float):
+        score = float(value)
+        return EvaluationResult(evaluator=name, passed=score >= threshold, score=score)
+    if isinstance(value, str):
+        passed = _coerce_label(value, pass_labels)
+        return EvaluationResult(evaluator=name, passed=passed, reason=value, detail={"label": value})
+    raise TypeError(
+        f"evaluator {name!r} returned {type(value).__name__}; expected bool, number, str or EvaluationResult"
+    )
+
+
+class FunctionEvaluator:
+    """An :class:`Evaluator` made from a function; build it with :func:`evaluator`."""
+
+    def __init__(
+        self,
+        func: EvaluatorFunction,
+        *,
+        name: str | None = None,
+        version: str | None = None,
+        threshold: float = DEFAULT_THRESHOLD,
+        pass_labels: Collection[str] | None = None,
+        evaluator_type: str = "function",
+    ) -> None:
+        self.func = func
+        self.name = name or func.__name__
+        self.version = version
+        self.threshold = threshold
+        self.pass_labels = frozenset(pass_labels) if pass_labels is not None else None
+        self.evaluator_type = evaluator_type
+        self._takes_case = _accepts_two_args(func)
+        self.is_async = inspect.iscoroutinefunction(func)
+        """True for ``async def`` functions: the processor then runs them on its event loop."""
+
+    def evaluate(self, trace: Trace, case: EvalCase | None) -> EvaluationResult | Awaitable[EvaluationResult]:
+        """Call the function and coerce its output (see :func:`coerce_output`)."""
+        args = (trace, case) if self._takes_case else (trace,)
+        if self.is_async:
+            return self._evaluate_async(args)
+        return self._coerce(self.func(*args))
+
+    async def _evaluate_async(self, args: tuple[Any, ...]) -> EvaluationResult:
+        return self._coerce(await self.func(*args))
+
+    def _coerce(self, value: Any) -> EvaluationResult:
+        result = coerce_output(value, name=self.name, threshold=self.threshold, pass_labels=self.pass_labels)
+        updates: dict[str, Any] = {}
+        if not result.evaluator_type:
+            updates["evaluator_type"] = self.evaluator_type
+        if result.evaluator_version is None and self.version is not None:
+            updates["evaluator_version"] = self.version
+        return result.model_copy(update=updates) if updates else result
+
+    def __repr__(self) -> str:
+        return f"FunctionEvaluator({self.name!r})"
+
+
+def _accepts_two_args(func: EvaluatorFunction) -> bool:
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in params)
+
+
+@overload
+def evaluator(func: EvaluatorFunction, /) -> FunctionEvaluator: ...
+@overload
+def evaluator(
+    *,
+    name: str | None = None,
+    version: str | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+    pass_labels: Collection[str] | None = None,
+    evaluator_type: str = "function",
+) -> Callable[[EvaluatorFunction], FunctionEvaluator]: ...
+def evaluator(
+    func: EvaluatorFunction | None = None,
+    /,
+    *,
+    name: str | None = None,
+    version: str | None = None,
+    threshold: float = DEFAULT_THRESHOLD,
+    pass_labels: Collection[str] | None = None,
+    evaluator_type: str = "function",
+) -> FunctionEvaluator | Callable[[EvaluatorFunction], FunctionEvaluator]:
+    """Turn a function of ``(trace)`` or ``(trace, case)``, plain or async, into an :class:`Evaluator`.
+
+    The return value is coerced by :func:`coerce_output`: ``bool`` → ``passed``; a number → ``score``, passed
+    when ``score >= threshold``; a ``str`` → a label (``detail["label"]`` and ``reason``), passed when it is
+    in ``pass_labels`` (or, without them, not a fail label such as ``"fail"``/``"incorrect"``); an
+    ``EvaluationResult`` is used as is.
+
+    Example:
+        >>> @evaluator(threshold=0.8)
+        ... def answer_length(trace):
+        ...     return min(1.0, len(trace.output.final_answer or "") / 200)
+
+    Args:
+        func: The function (when used without arguments: ``@evaluator``).
+        name: Evaluator name; defaults to the function name.
+        version: Evaluator version.
+        threshold: Pass threshold for numeric returns.
+        pass_labels: Labels that count as passing for string returns.
+        evaluator_type: Free-form kind recorded on results (``"llm_judge"`` makes Phoenix show LLM).
+
+    Returns:
+        A :class:`FunctionEvaluator`, or a decorator producing one.
+    """
+
+    def wrap(f: EvaluatorFunction) -> FunctionEvaluator:
+        return FunctionEvaluator(
+            f, name=name, version=version, threshold=threshold, pass_labels=pass_labels, evaluator_type=evaluator_type
+        )
+
+    return wrap(func) if func is not None else wrap
+
+
+SpanPredicate = Callable[[Mapping[str, Any]], bool]
+
+
+@dataclass(frozen=True)
+class EvaluatorSpec:
+    """An evaluator attached globally, with the filter that picks the spans it evaluates.
+
+    A span is evaluated when every filter given matches. The filters run on the application thread in
+    ``on_end``, so keep ``predicate`` cheap (an attribute lookup, not I/O).
+
+    Attributes:
+        evaluator: The evaluator.
+        span_kinds: ``evaltrace.span.kind`` values to match (``"llm"``, ``"agent"``, ...); None matches any.
+        name_glob: ``fnmatch`` pattern on the span name (e.g. ``"chat *"``); None matches any.
+        predicate: Callable on the span's attributes; None matches any. An exception counts as no match.
+        sample_rate: Fraction of matching spans (or traces) evaluated, in [0, 1].
+        sampler: Optional callable on the attributes deciding sampling instead of ``sample_rate``.
+        trace_level: Evaluate the whole trace when its (local) root span ends; the filters then apply to
+            the root span.
+        timeout_s: Per-evaluation timeout; None uses the processor's ``evaluator_timeout_s``.
+        config: Optional :class:`~evaltrace.schema.ScoreConfig` the scores must satisfy.
+    """
+
+    evaluator: Evaluator
+    span_kinds: Collection[str] | None = None
+    name_glob: str | None = None
+    predicate: SpanPredicate | None = None
+    sample_rate: float = 1.0
+    sampler: SpanPredicate | None = None
+    trace_level: bool = False
+    timeout_s: float | None = None
+    config: Any = None
+    _kinds: frozenset[str] | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.sample_rate <= 1.0:
+            raise ValueError(f"sample_rate must be in [0, 1], got {self.sample_rate}")
+        if self.span_kinds is not None:
+            object.__setattr__(self, "_kinds", frozenset(self.span_kinds))
+
+    def matches(self, name: str, attributes: Mapping[str, Any], kind: Any) -> bool:
+        """Return True when the span (name, attributes, ``evaltrace.span.kind`` value) passes every filter."""
+        if self._kinds is not None and kind not in self._kinds:
+            return False
+        if self.name_glob is not None and not fnmatch.fnmatchcase(name, self.name_glob):
+            return False
+        if self.predicate is not None:
+            try:
+                return bool(self.predicate(attributes))
+            except Exception:
+                return False
+        return True
+
+
+def as_spec(item: Evaluator | EvaluatorSpec) -> EvaluatorSpec:
+    """Wrap a bare evaluator in a match-everything :class:`EvaluatorSpec` (span level)."""
+    return item if isinstance(item, EvaluatorSpec) else EvaluatorSpec(evaluator=item)
+
+
+def as_specs(items: Sequence[Evaluator | EvaluatorSpec]) -> tuple[EvaluatorSpec, ...]:
+    """Normalise the processor's ``evaluators`` argument."""
+    return tuple(as_spec(item) for item in items)

@@ -1,0 +1,86 @@
+"""Keyword options of :class:`~evaltrace.evaluation.EvaluationSpanProcessor` (``configure(evaluation_options=)``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from evaltrace.evaluation.sampling import ExportSampling
+from evaltrace.evaluation.sinks.worker import RetryPolicy
+from evaltrace.exceptions import ConfigError
+from evaltrace.schema import ScoreConfig
+
+DEFAULT_DEAD_LETTER_DIR = Path(".evaltrace") / "dead-letter"
+
+
+@dataclass(frozen=True)
+class ProcessorOptions:
+    """Every tunable of the evaluation processor, with its default.
+
+    Attributes:
+        max_queue_size: Spans admitted for evaluation at once (queued or being evaluated); beyond it spans are
+            forwarded unevaluated and counted as ``dropped``.
+        hold_timeout_s: Longest time an evaluated span is held back from downstream (from its end). Results
+            ready by then ride on an enriched copy of the span; otherwise the span goes out as is and the
+            results follow as child ``evaluation {name}`` spans.
+        evaluator_timeout_s: Default per-evaluation timeout (an ``EvaluatorSpec.timeout_s`` overrides it).
+        max_retries: Retries of an evaluation that raised a retryable error.
+        retry_backoff_s: Wait before the first retry (doubled each time).
+        sync_workers: Threads running synchronous evaluators (and Trace mapping).
+        max_async_concurrency: Async evaluations running at once on the event loop.
+        trace_buffer_max_traces: Traces whose spans are buffered for subtree / trace-level evaluation.
+        trace_buffer_max_spans: Spans buffered per trace.
+        trace_buffer_max_age_s: Age after which a buffered trace whose root never ended is evicted.
+        score_configs: ScoreConfig per evaluator name; scores violating it are rejected and counted.
+        emit_log_events: Emit ``gen_ai.evaluation.result`` log records through the Logs API.
+        logger_provider: LoggerProvider for those records (None: the global one).
+        meter_provider: MeterProvider for pipeline metrics (None: the global one).
+        sink_batch_size: Scores per sink export call.
+        sink_max_queue: Scores queued per sink before overflowing to the dead-letter file.
+        sink_schedule_delay_s: Longest wait for a sink batch to fill.
+        sink_retry: Retry schedule of sink exports.
+        dead_letter_dir: Directory of the per-sink dead-letter JSONL files (None: count and drop).
+        monitor_window_s: Window of the :class:`~evaltrace.evaluation.ProductionMonitor`.
+        export_sampling: Eval-aware export sampling (None: every span goes downstream).
+    """
+
+    max_queue_size: int = 2048
+    hold_timeout_s: float = 2.0
+    evaluator_timeout_s: float | None = 30.0
+    max_retries: int = 2
+    retry_backoff_s: float = 0.2
+    sync_workers: int = 4
+    max_async_concurrency: int = 64
+    trace_buffer_max_traces: int = 4096
+    trace_buffer_max_spans: int = 2048
+    trace_buffer_max_age_s: float = 300.0
+    score_configs: Mapping[str, ScoreConfig] = field(default_factory=dict)
+    emit_log_events: bool = True
+    logger_provider: Any = None
+    meter_provider: Any = None
+    sink_batch_size: int = 50
+    sink_max_queue: int = 10_000
+    sink_schedule_delay_s: float = 0.5
+    sink_retry: RetryPolicy = field(default_factory=RetryPolicy)
+    dead_letter_dir: Path | str | None = DEFAULT_DEAD_LETTER_DIR
+    monitor_window_s: float = 3600.0
+    export_sampling: ExportSampling | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_queue_size", "sync_workers", "max_async_concurrency", "sink_batch_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(name, "must be at least 1")
+        for name in ("hold_timeout_s", "retry_backoff_s", "max_retries"):
+            if getattr(self, name) < 0:
+                raise ConfigError(name, "must not be negative")
+
+    @classmethod
+    def from_kwargs(cls, options: Mapping[str, Any]) -> ProcessorOptions:
+        """Build options from keyword arguments, naming any unknown one."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ConfigError(unknown[0], f"unknown evaluation option; known: {', '.join(sorted(known))}")
+        return cls(**options)

@@ -1,0 +1,325 @@
+"""EvaluationSpanProcessor: evaluates spans as they end, off the application thread, then forwards them.
+
+It sits in front of the downstream span processors (``configure()`` builds it with the exporters'
+processors). ``on_start`` forwards at once. ``on_end`` is O(1): when no evaluator applies the span goes
+downstream immediately; otherwise it is admitted to a bounded queue (a full queue forwards the span
+unevaluated and counts a drop) and a worker evaluates it, then forwards an enriched copy (see ``_jobs``).
+Spans started while evaluators run (``suppress_instrumentation``) are never evaluated, so judge calls cannot
+recurse.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+
+from evaltrace._internal import semconv
+from evaltrace._internal.errors import log_internal_error
+from evaltrace._internal.evaluator_registry import resolve_evaluators
+from evaltrace._internal.tracing import is_suppressed
+from evaltrace.evaluation._engine import Engine
+from evaltrace.evaluation._jobs import Job, JobContext, JobRunner
+from evaltrace.evaluation.buffer import TraceBuffer
+from evaltrace.evaluation.evaluator import Evaluator, EvaluatorSpec, as_spec, as_specs
+from evaltrace.evaluation.monitor import ProductionMonitor
+from evaltrace.evaluation.options import ProcessorOptions
+from evaltrace.evaluation.sampling import ExportGate
+from evaltrace.evaluation.sinks.base import ScoreSink
+from evaltrace.evaluation.sinks.worker import SinkWorker
+from evaltrace.evaluation.stats import PipelineStats
+from evaltrace.evaluation.telemetry import LogEventEmitter, PipelineMetrics
+
+_MAX_SUPPRESSED = 65_536
+
+
+def _is_root(span: ReadableSpan) -> bool:
+    return span.parent is None or span.parent.is_remote
+
+
+def _sampled(spec: EvaluatorSpec, attributes: Any) -> bool:
+    if spec.sampler is not None:
+        try:
+            return bool(spec.sampler(attributes))
+        except Exception:
+            return False
+    return spec.sample_rate >= 1.0 or random.random() < spec.sample_rate
+
+
+class EvaluationSpanProcessor(SpanProcessor):
+    """Run evaluators on ended spans and forward the (enriched) spans to downstream processors.
+
+    Args:
+        downstream: Span processors that receive every span (enriched when evaluated), e.g. a
+            ``BatchSpanProcessor`` per exporter.
+        evaluators: Global evaluators: :class:`Evaluator` objects (evaluated on every span) or
+            :class:`EvaluatorSpec` (filters, sampling, ``trace_level``). Evaluators attached by decorators are
+            found through the spans' ``evaltrace.evaluators.ref`` attribute and need not be listed.
+        sinks: Score sinks; each gets its own worker thread.
+        **options: :class:`~evaltrace.evaluation.options.ProcessorOptions` fields (``hold_timeout_s``,
+            ``max_queue_size``, ``evaluator_timeout_s``, ``export_sampling``, ...).
+
+    Raises:
+        ConfigError: An unknown or invalid option.
+    """
+
+    def __init__(
+        self,
+        downstream: Sequence[SpanProcessor] = (),
+        evaluators: Sequence[Evaluator | EvaluatorSpec] = (),
+        sinks: Sequence[ScoreSink] = (),
+        **options: Any,
+    ) -> None:
+        self.options = ProcessorOptions.from_kwargs(options)
+        self._downstream = tuple(downstream)
+        specs = as_specs(evaluators)
+        self._span_specs = tuple(s for s in specs if not s.trace_level)
+        self._trace_specs = tuple(s for s in specs if s.trace_level)
+        self._buffer_all = bool(specs)
+        opts = self.options
+        self._buffer = TraceBuffer(
+            opts.trace_buffer_max_traces, opts.trace_buffer_max_spans, opts.trace_buffer_max_age_s
+        )
+        self._ref_specs: dict[str, tuple[EvaluatorSpec, ...]] = {}
+        self._suppressed: set[int] = set()
+        self._stats = PipelineStats()
+        self.monitor = ProductionMonitor(opts.monitor_window_s)
+        for spec in specs:
+            self.monitor.register(spec.evaluator.name)
+        self._sinks = [self._sink_worker(sink) for sink in sinks]
+        self._gate = ExportGate(opts.export_sampling, self._deliver) if opts.export_sampling else None
+        self._pending = 0
+        self._cond = threading.Condition()
+        self._shutdown = False
+        metrics = PipelineMetrics(opts.meter_provider, lambda: self._pending, self._pass_rates, self._sink_counts)
+        self._metrics = metrics
+        runner = JobRunner(self._job_context(metrics), self._job_done)
+        self._engine = Engine(runner.run, opts.sync_workers, opts.max_async_concurrency)
+        runner.ctx.pool = self._engine.pool
+        runner.ctx.async_slots = self._engine.async_slots
+
+    def _job_context(self, metrics: PipelineMetrics) -> JobContext:
+        opts = self.options
+        return JobContext(
+            options=opts,
+            stats=self._stats,
+            monitor=self.monitor,
+            sinks=self._sinks,
+            log_events=LogEventEmitter(opts.logger_provider) if opts.emit_log_events else None,
+            metrics=metrics,
+            forward=self._forward,
+            pool=None,
+            async_slots=None,  # type: ignore[arg-type]  # set once the engine exists
+        )
+
+    def _sink_worker(self, sink: ScoreSink) -> SinkWorker:
+        opts = self.options
+        dead_letter = Path(opts.dead_letter_dir) / f"{sink.name}.jsonl" if opts.dead_letter_dir is not None else None
+        return SinkWorker(
+            sink,
+            max_queue=opts.sink_max_queue,
+            batch_size=opts.sink_batch_size,
+            schedule_delay_s=opts.sink_schedule_delay_s,
+            retry=opts.sink_retry,
+            dead_letter_path=dead_letter,
+        )
+
+    # --- SpanProcessor ------------------------------------------------------------------------------------
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        """Forward to downstream; remember spans started under suppression and decorated spans' traces."""
+        context = span.context
+        if context is not None:
+            if is_suppressed() and len(self._suppressed) < _MAX_SUPPRESSED:
+                self._suppressed.add(context.span_id)
+            elif span.attributes and span.attributes.get(semconv.EVALTRACE_EVALUATORS_REF):
+                self._buffer.track(context.trace_id)
+        for processor in self._downstream:
+            processor.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """Forward ``span`` at once, or admit it for evaluation (O(1); never raises, never blocks)."""
+        try:
+            job = self._plan(span)
+        except Exception:
+            self._stats.incr("internal_errors")
+            log_internal_error("planning the evaluation of a span")
+            job = None
+        if job is None:
+            self._forward(span)
+            return
+        with self._cond:
+            admitted = self._pending < self.options.max_queue_size
+            if admitted:
+                self._pending += 1
+        if not admitted:
+            self._stats.incr("dropped")
+            self._metrics.record_dropped()
+            self._forward(span)
+            return
+        self._stats.incr("enqueued")
+        if self._gate is not None and span.context is not None:
+            self._gate.job_started(span.context.trace_id)
+        self._engine.submit(job)
+
+    def _plan(self, span: ReadableSpan) -> Job | None:
+        context = span.context
+        if context is None or self._shutdown:
+            return None
+        if self._suppressed and context.span_id in self._suppressed:
+            self._suppressed.discard(context.span_id)
+            return None
+        attributes = span.attributes or {}
+        if attributes.get(semconv.EVALTRACE_SPAN_KIND) == semconv.KIND_EVALUATION:
+            return None
+        root = _is_root(span)
+        if self._buffer_all or self._buffer.is_tracked(context.trace_id):
+            self._buffer.add(span, create=self._buffer_all)
+        specs = self._matching(self._span_specs, span, attributes)
+        ref = attributes.get(semconv.EVALTRACE_EVALUATORS_REF)
+        if isinstance(ref, str) and ref:
+            specs.extend(s for s in self._resolve(ref) if _sampled(s, attributes))
+        trace_specs = self._matching(self._trace_specs, span, attributes) if root else []
+        spans, count = self._buffer.view(context.trace_id)
+        if root:
+            self._buffer.pop(context.trace_id)
+        if not specs and not trace_specs:
+            return None
+        return Job(span, specs, trace_specs, spans, count, admitted_at=time.monotonic())
+
+    def _matching(self, specs: Sequence[EvaluatorSpec], span: ReadableSpan, attributes: Any) -> list[EvaluatorSpec]:
+        if not specs:
+            return []
+        kind = attributes.get(semconv.EVALTRACE_SPAN_KIND)
+        chosen = []
+        for spec in specs:
+            if spec.matches(span.name, attributes, kind):
+                if _sampled(spec, attributes):
+                    chosen.append(spec)
+                else:
+                    self._stats.incr("sampled_out")
+        return chosen
+
+    def _resolve(self, ref: str) -> tuple[EvaluatorSpec, ...]:
+        specs = self._ref_specs.get(ref)
+        if specs is None:
+            specs = tuple(as_spec(item) for item in resolve_evaluators(ref))
+            self._ref_specs[ref] = specs
+        return specs
+
+    # --- forwarding ---------------------------------------------------------------------------------------
+
+    def _forward(self, span: ReadableSpan) -> None:
+        self._stats.incr("forwarded")
+        if self._gate is not None:
+            self._gate.offer(span)
+        else:
+            self._deliver(span)
+
+    def _deliver(self, span: ReadableSpan) -> None:
+        for processor in self._downstream:
+            try:
+                processor.on_end(span)
+            except Exception:
+                log_internal_error("forwarding a span to a downstream processor")
+
+    def _job_done(self, job: Job) -> None:
+        if self._gate is not None and job.span.context is not None:
+            self._gate.job_finished(job.span.context.trace_id)
+        with self._cond:
+            self._pending -= 1
+            if self._pending == 0:
+                self._cond.notify_all()
+
+    # --- flush, shutdown, monitoring --------------------------------------------------------------------
+
+    def _wait_idle(self, deadline: float) -> bool:
+        with self._cond:
+            while self._pending > 0:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+        return True
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Finish queued evaluations, deliver queued scores, then flush downstream, all within the timeout.
+
+        Returns:
+            False when something was still pending at the deadline (see :meth:`stats` for what).
+        """
+        deadline = time.monotonic() + timeout_millis / 1000
+        ok = self._wait_idle(deadline)
+        for worker in self._sinks:
+            ok = worker.force_flush(max(0.0, deadline - time.monotonic())) and ok
+        for processor in self._downstream:
+            ok = processor.force_flush(max(0, int((deadline - time.monotonic()) * 1000))) and ok
+        return ok
+
+    def shutdown(self, timeout_millis: int = 30_000) -> None:
+        """Drain and stop: evaluations, then parked spans, then sinks, then downstream processors.
+
+        Evaluations still running at the deadline are cancelled and their spans forwarded unenriched; scores
+        a sink could not deliver in time go to its dead-letter file. ``stats()["unflushed_jobs"]`` counts the
+        cancelled evaluations. Later spans are forwarded without evaluation.
+        """
+        if self._shutdown:
+            return
+        self._shutdown = True
+        deadline = time.monotonic() + timeout_millis / 1000
+        if not self._wait_idle(deadline):
+            self._stats.incr("unflushed_jobs", self._pending)
+            self._engine.cancel_all()
+            self._wait_idle(time.monotonic() + 1.0)  # cancelled jobs still forward their spans
+        self._engine.stop(max(0.1, min(1.0, deadline - time.monotonic())))
+        if self._gate is not None:
+            self._gate.release_all()
+        for worker in self._sinks:
+            worker.shutdown(max(0.1, deadline - time.monotonic()))
+        for processor in self._downstream:
+            try:
+                processor.shutdown()
+            except Exception:
+                log_internal_error("shutting down a downstream processor")
+
+    def stats(self) -> dict[str, Any]:
+        """Return the pipeline's counters.
+
+        Keys: ``queued`` (admitted, not finished), ``enqueued``, ``dropped`` (queue full: forwarded
+        unevaluated), ``forwarded``, ``enriched``, ``held_timeout``, ``evaluation_spans``, ``evaluated``,
+        ``failed``, ``timed_out``, ``skipped``, ``retries``, ``sampled_out``, ``score_rejects``,
+        ``log_events``, ``internal_errors``, ``evaluators`` (per evaluator: counts, ``pass_rate``,
+        ``latency_ms_p50``/``p95``), ``buffer`` (trace buffer), ``sinks`` (per sink: ``queued``,
+        ``successes``, ``retries``, ``dead_lettered``, ``dropped``), ``export_sampling`` and ``monitor``.
+        """
+        data = self._stats.snapshot()
+        data["queued"] = self._pending
+        data["buffer"] = asdict(self._buffer.stats)
+        data["sinks"] = {worker.sink.name: asdict(worker.stats) for worker in self._sinks}
+        if self._gate is not None:
+            data["export_sampling"] = {**asdict(self._gate.stats), "parked_spans": self._gate.parked_spans()}
+        data["monitor"] = {name: asdict(health) for name, health in self.monitor.health().items()}
+        return data
+
+    def _pass_rates(self) -> dict[str, float]:
+        return {
+            name: health.pass_rate for name, health in self.monitor.health().items() if health.pass_rate is not None
+        }
+
+    def _sink_counts(self) -> dict[str, dict[str, int]]:
+        return {
+            worker.sink.name: {
+                "delivered": worker.stats.successes,
+                "retried": worker.stats.retries,
+                "dead_lettered": worker.stats.dead_lettered,
+                "dropped": worker.stats.dropped,
+            }
+            for worker in self._sinks
+        }

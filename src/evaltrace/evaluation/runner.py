@@ -1,0 +1,228 @@
+"""Run one evaluator safely: time it, stamp it, and turn every failure into a result value.
+
+``arun_evaluator`` is what the processor's event loop awaits; ``run_evaluator`` is the synchronous front door
+for scripts and the offline runner. Neither raises because of the evaluator: an exception, a timeout or an
+output of the wrong type becomes an ``EvaluationResult`` with ``status="failed"``, ``passed=False`` and
+``error`` set (``detail["error_type"]`` holds the exception class name, used as OTel ``error.type``).
+Exceptions marked retryable (:class:`~evaltrace.evaluation.evaluator.RetryableEvaluatorError`, or any exception
+with ``retryable = True``) are retried with exponential backoff first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import datetime as dt
+import inspect
+import traceback
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from evaltrace._internal.tracing import suppress_instrumentation
+from evaltrace.evaluation.evaluator import Evaluator
+from evaltrace.schema import EvalCase, EvaluationResult, Trace
+from evaltrace.schema.trace import TraceError
+
+ERROR_TYPE_KEY = "error_type"
+TIMEOUT_ERROR_TYPE = "timeout"
+INVALID_OUTPUT_ERROR_TYPE = "invalid_output"
+_STACK_LIMIT = 4000
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How one evaluation runs.
+
+    Attributes:
+        timeout_s: Seconds before the attempt is abandoned (None: no limit). A timed-out *sync* evaluator
+            keeps its pool thread until it returns; Python cannot stop a thread.
+        max_retries: Extra attempts for retryable failures.
+        initial_backoff_s: Wait before the first retry; doubled for each further retry.
+    """
+
+    timeout_s: float | None = None
+    max_retries: int = 0
+    initial_backoff_s: float = 0.1
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def evaluator_name(evaluator: Any) -> str:
+    """Return the evaluator's name, tolerating objects that lack one."""
+    return str(getattr(evaluator, "name", None) or type(evaluator).__name__)
+
+
+def failed_result(
+    evaluator: Any, error_type: str, message: str, *, timeout: bool = False, stack: str | None = None
+) -> EvaluationResult:
+    """Return the result recorded when an evaluator could not produce one."""
+    return EvaluationResult(
+        evaluator=evaluator_name(evaluator),
+        evaluator_version=getattr(evaluator, "version", None),
+        passed=False,
+        status="failed",
+        reason=f"evaluator failed: {message}",
+        detail={ERROR_TYPE_KEY: error_type},
+        error=TraceError(type="timeout" if timeout else "exception", message=message, stack=stack),
+    )
+
+
+def skipped_result(evaluator: Any, reason: str) -> EvaluationResult:
+    """Return the result recorded for an evaluation that was not run (e.g. shutdown)."""
+    return EvaluationResult(
+        evaluator=evaluator_name(evaluator),
+        evaluator_version=getattr(evaluator, "version", None),
+        passed=False,
+        status="skipped",
+        reason=reason,
+    )
+
+
+def _call(evaluator: Evaluator, trace: Trace, case: EvalCase | None) -> Any:
+    # Suppressed so that a judge model's HTTP calls and any spans the evaluator makes are not traced by us
+    # (and so can never be evaluated, which would recurse).
+    with suppress_instrumentation():
+        return evaluator.evaluate(trace, case)
+
+
+async def _attempt(
+    evaluator: Evaluator,
+    trace: Trace,
+    case: EvalCase | None,
+    executor: concurrent.futures.Executor | None,
+    timeout_s: float | None,
+) -> Any:
+    loop = asyncio.get_running_loop()
+    if executor is None or is_async_evaluator(evaluator):
+        produced = _call(evaluator, trace, case)
+    else:
+        produced = await asyncio.wait_for(loop.run_in_executor(executor, _call, evaluator, trace, case), timeout_s)
+    if inspect.isawaitable(produced):
+        with suppress_instrumentation():
+            produced = await asyncio.wait_for(_awaited(produced), timeout_s)
+    return produced
+
+
+def is_async_evaluator(evaluator: Any) -> bool:
+    """True when ``evaluate`` is a coroutine function (or the evaluator says it is async)."""
+    return bool(getattr(evaluator, "is_async", False)) or inspect.iscoroutinefunction(evaluator.evaluate)
+
+
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    return bool(getattr(exc, "retryable", False))
+
+
+async def _run_with_retries(
+    evaluator: Evaluator,
+    trace: Trace,
+    case: EvalCase | None,
+    options: RunOptions,
+    executor: concurrent.futures.Executor | None,
+    on_retry: Callable[[], None] | None,
+) -> EvaluationResult:
+    attempt = 0
+    while True:
+        try:
+            produced = await _attempt(evaluator, trace, case, executor, options.timeout_s)
+        except TimeoutError:
+            return failed_result(evaluator, TIMEOUT_ERROR_TYPE, f"timed out after {options.timeout_s} s", timeout=True)
+        except Exception as exc:
+            if _is_retryable(exc) and attempt < options.max_retries:
+                attempt += 1
+                if on_retry is not None:
+                    on_retry()
+                await asyncio.sleep(options.initial_backoff_s * (2 ** (attempt - 1)))
+                continue
+            stack = "".join(traceback.format_exception(exc))[-_STACK_LIMIT:]
+            return failed_result(evaluator, type(exc).__qualname__, f"{type(exc).__name__}: {exc}", stack=stack)
+        if not isinstance(produced, EvaluationResult):
+            got = type(produced).__name__
+            return failed_result(evaluator, INVALID_OUTPUT_ERROR_TYPE, f"returned {got}, not an EvaluationResult")
+        return produced
+
+
+async def arun_evaluator(
+    evaluator: Evaluator,
+    trace: Trace,
+    case: EvalCase | None = None,
+    *,
+    options: RunOptions | None = None,
+    executor: concurrent.futures.Executor | None = None,
+    on_retry: Callable[[], None] | None = None,
+) -> EvaluationResult:
+    """Run ``evaluator`` on ``trace``; never raises for the evaluator's sake.
+
+    Args:
+        evaluator: The evaluator (sync or async ``evaluate``).
+        trace: The trace to judge.
+        case: The case, offline; None for live traces.
+        options: Timeout and retries.
+        executor: Where sync evaluators run (None: inline on the loop, which the timeout cannot interrupt).
+        on_retry: Called before each retry (the processor counts them).
+
+    Returns:
+        The result stamped with the trace's run, case and variant, the evaluator's name and version, and the
+        start/finish times of the whole call (retries included).
+    """
+    options = options or RunOptions()
+    started = _now()
+    result = await _run_with_retries(evaluator, trace, case, options, executor, on_retry)
+    updates: dict[str, Any] = {"evaluator": result.evaluator or evaluator_name(evaluator)}
+    version = getattr(evaluator, "version", None)
+    if result.evaluator_version is None and version is not None:
+        updates["evaluator_version"] = version
+    return result.stamped(
+        run_id=trace.run_id,
+        case_id=trace.case_id,
+        variant_name=trace.variant_name,
+        started_at=started,
+        finished_at=max(started, _now()),
+        **updates,
+    )
+
+
+def run_evaluator(
+    evaluator: Evaluator,
+    trace: Trace,
+    case: EvalCase | None = None,
+    *,
+    timeout_s: float | None = None,
+    max_retries: int = 0,
+) -> EvaluationResult:
+    """Synchronous :func:`arun_evaluator`: run one evaluator to completion on a private event loop.
+
+    Safe to call from code that already runs an event loop (the work then happens on a helper thread).
+
+    Args:
+        evaluator: The evaluator.
+        trace: The trace.
+        case: The case, if any.
+        timeout_s: Timeout for the evaluation.
+        max_retries: Extra attempts for retryable failures.
+
+    Returns:
+        The stamped result (failed, never raised, when the evaluator misbehaves).
+    """
+    options = RunOptions(timeout_s=timeout_s, max_retries=max_retries)
+
+    def run() -> EvaluationResult:
+        pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="evaltrace-eval")
+        try:
+            return asyncio.run(arun_evaluator(evaluator, trace, case, options=options, executor=pool))
+        finally:
+            # Do not wait for a timed-out sync evaluator: its thread finishes (or not) on its own.
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return run()
+    with concurrent.futures.ThreadPoolExecutor(1) as helper:
+        return helper.submit(run).result()

@@ -1,0 +1,215 @@
+"""Eval-aware export sampling: downstream gets the traces worth looking at, and a fraction of the rest.
+
+A trace is *kept* when any evaluation on it did not pass (``evaltrace.eval.failed`` on a span, or a failed
+``evaluation`` child span), when it exceeds a budget (root latency, summed cost, summed tokens), or by a random
+draw with probability ``keep_rate``. To decide, every span of a trace is parked until the trace's local root
+has been forwarded and every evaluation job of that trace has finished; then the whole trace is released or
+discarded at once. Spans of a trace arriving after its decision follow it (a bounded memory of decisions).
+
+Memory bound: at most ``max_traces`` traces × ``max_spans_per_trace`` spans are parked. When a bound is hit,
+or a trace is older than ``max_age_s`` (its root never ended here), that trace is released *unsampled*
+(fail-open: forwarded in full) and counted, so the bound never costs data that may show a failure.
+Shutdown releases every parked trace.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from evaltrace._internal import semconv
+
+_DECISIONS_KEPT = 8192
+
+
+@dataclass(frozen=True)
+class ExportSampling:
+    """Settings of eval-aware export sampling.
+
+    Attributes:
+        keep_rate: Probability of keeping a trace that passed every evaluation and every budget.
+        max_latency_ms: Keep traces whose root span lasted longer (None: no latency budget).
+        max_cost_usd: Keep traces whose summed ``evaltrace.cost_usd`` / ``gen_ai.usage.cost`` is higher.
+        max_tokens: Keep traces whose summed input + output tokens are higher.
+        max_traces: Traces parked at once.
+        max_spans_per_trace: Spans parked per trace.
+        max_age_s: Age after which a parked trace is released in full.
+    """
+
+    keep_rate: float = 0.1
+    max_latency_ms: float | None = None
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
+    max_traces: int = 1024
+    max_spans_per_trace: int = 1024
+    max_age_s: float = 120.0
+
+
+@dataclass
+class _Parked:
+    created: float
+    spans: list[ReadableSpan] = field(default_factory=list)
+    failed: bool = False
+    cost: float = 0.0
+    tokens: int = 0
+    latency_ms: float = 0.0
+    root_done: bool = False
+    jobs: int = 0
+
+
+@dataclass
+class SamplingStats:
+    """Counters of the export gate."""
+
+    kept_traces: int = 0
+    discarded_traces: int = 0
+    discarded_spans: int = 0
+    released_unsampled: int = 0
+
+
+def _is_root(span: ReadableSpan) -> bool:
+    return span.parent is None or span.parent.is_remote
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+class ExportGate:
+    """Park spans per trace, then release or discard each trace as a whole (see the module docstring)."""
+
+    def __init__(self, settings: ExportSampling, deliver: Callable[[ReadableSpan], None]) -> None:
+        self.settings = settings
+        self.stats = SamplingStats()
+        self._deliver = deliver
+        self._parked: OrderedDict[int, _Parked] = OrderedDict()
+        self._decided: OrderedDict[int, bool] = OrderedDict()
+        self._spill: list[ReadableSpan] = []  # traces released by a bound, delivered once the lock is free
+        self._lock = threading.Lock()
+
+    def job_started(self, trace_id: int) -> None:
+        """Note an evaluation job for ``trace_id``: its decision waits for the job."""
+        with self._lock:
+            if trace_id not in self._decided:
+                self._entry(trace_id).jobs += 1
+            spill = self._take_spill()
+        self._flush(spill)
+
+    def job_finished(self, trace_id: int) -> None:
+        """Note that a job ended (after it forwarded its spans); may release the trace."""
+        with self._lock:
+            entry = self._parked.get(trace_id)
+            if entry is None:
+                return
+            entry.jobs -= 1
+            ready = self._ready(trace_id, entry)
+        self._flush(ready)
+
+    def offer(self, span: ReadableSpan) -> None:
+        """Park ``span`` (or deliver/discard it at once when its trace is decided)."""
+        trace_id = span.context.trace_id if span.context is not None else 0
+        release: list[ReadableSpan] = []
+        with self._lock:
+            decision = self._decided.get(trace_id)
+            if decision is None:
+                entry = self._entry(trace_id)
+                self._account(entry, span)
+                entry.spans.append(span)
+                if len(entry.spans) > self.settings.max_spans_per_trace:
+                    release = self._release_unsampled(trace_id)
+                else:
+                    release = self._ready(trace_id, entry)
+            release = self._take_spill() + release
+        if decision is False:
+            self.stats.discarded_spans += 1
+        elif decision is True:
+            release.append(span)
+        self._flush(release)
+
+    def release_all(self) -> None:
+        """Deliver every parked trace in full (shutdown: nothing is lost)."""
+        with self._lock:
+            spans = [span for trace_id in list(self._parked) for span in self._release_unsampled(trace_id)]
+        self._flush(spans)
+
+    def parked_spans(self) -> int:
+        """Return how many spans are parked now."""
+        with self._lock:
+            return sum(len(entry.spans) for entry in self._parked.values())
+
+    # --- under the lock -----------------------------------------------------------------------------------
+
+    def _entry(self, trace_id: int) -> _Parked:
+        entry = self._parked.get(trace_id)
+        if entry is not None:
+            return entry
+        now = time.monotonic()
+        while self._parked:
+            oldest_id, oldest = next(iter(self._parked.items()))
+            if len(self._parked) < self.settings.max_traces and now - oldest.created < self.settings.max_age_s:
+                break
+            self._spill.extend(self._release_unsampled(oldest_id))
+        entry = _Parked(created=now)
+        self._parked[trace_id] = entry
+        return entry
+
+    def _account(self, entry: _Parked, span: ReadableSpan) -> None:
+        attrs = span.attributes or {}
+        if attrs.get(semconv.EVALTRACE_EVAL_FAILED) is True:
+            entry.failed = True
+        entry.cost += _number(attrs.get(semconv.EVALTRACE_COST_USD) or attrs.get(semconv.GEN_AI_USAGE_COST))
+        entry.tokens += int(
+            _number(attrs.get(semconv.GEN_AI_USAGE_INPUT_TOKENS))
+            + _number(attrs.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS))
+        )
+        if _is_root(span) and attrs.get(semconv.EVALTRACE_SPAN_KIND) != semconv.KIND_EVALUATION:
+            entry.root_done = True
+            entry.latency_ms = ((span.end_time or 0) - (span.start_time or 0)) / 1e6
+
+    def _keep(self, entry: _Parked) -> bool:
+        s = self.settings
+        return (
+            entry.failed
+            or (s.max_latency_ms is not None and entry.latency_ms > s.max_latency_ms)
+            or (s.max_cost_usd is not None and entry.cost > s.max_cost_usd)
+            or (s.max_tokens is not None and entry.tokens > s.max_tokens)
+            or random.random() < s.keep_rate
+        )
+
+    def _ready(self, trace_id: int, entry: _Parked) -> list[ReadableSpan]:
+        if not entry.root_done or entry.jobs > 0:
+            return []
+        del self._parked[trace_id]
+        keep = self._keep(entry)
+        self._remember(trace_id, keep)
+        if keep:
+            self.stats.kept_traces += 1
+            return entry.spans
+        self.stats.discarded_traces += 1
+        self.stats.discarded_spans += len(entry.spans)
+        return []
+
+    def _release_unsampled(self, trace_id: int) -> list[ReadableSpan]:
+        entry = self._parked.pop(trace_id)
+        self.stats.released_unsampled += 1
+        self._remember(trace_id, True)
+        return entry.spans
+
+    def _take_spill(self) -> list[ReadableSpan]:
+        spill, self._spill = self._spill, []
+        return spill
+
+    def _remember(self, trace_id: int, keep: bool) -> None:
+        self._decided[trace_id] = keep
+        if len(self._decided) > _DECISIONS_KEPT:
+            self._decided.popitem(last=False)
+
+    def _flush(self, spans: list[ReadableSpan]) -> None:
+        for span in spans:
+            self._deliver(span)

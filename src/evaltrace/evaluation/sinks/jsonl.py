@@ -1,0 +1,60 @@
+"""JSONL score sink: one ``Score`` per line, appended to a local file (the offline and test backend)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from evaltrace.evaluation.sinks.base import SinkResult
+from evaltrace.schema import Score
+
+
+def read_score_ids(path: Path) -> set[str]:
+    """Return the ids of the scores already in the JSONL file ``path`` (empty when it does not exist)."""
+    if not path.exists():
+        return set()
+    ids: set[str] = set()
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                try:
+                    ids.add(Score.model_validate_json(line).id)
+                except ValueError:
+                    continue
+    return ids
+
+
+class JsonlScoreSink:
+    """Append scores to a JSON Lines file.
+
+    A file is not an upsert store, so a score re-sent after a write error may appear twice; readers should
+    keep the last line per ``id`` (``evaltrace scores replay --sink jsonl`` skips ids already present).
+
+    Args:
+        path: The file; its directory is created when missing.
+    """
+
+    name = "jsonl"
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+
+    def export(self, batch: Sequence[Score]) -> SinkResult:
+        """Append the batch; a disk error marks the whole batch as failed (retryable)."""
+        text = "".join(score.model_dump_json() + "\n" for score in batch)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self._lock, self.path.open("a", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as exc:
+            return SinkResult(failed=tuple(batch), error=f"{type(exc).__name__}: {exc}")
+        return SinkResult.success()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Writes are not buffered past ``export``; always True."""
+        return True
+
+    def shutdown(self) -> None:
+        """Nothing to release."""

@@ -1,0 +1,117 @@
+"""Phoenix span-annotations sink: ``POST {base}/v1/span_annotations?sync=false`` with a batch of annotations.
+
+Body (conventions.md 3.3): ``{"data": [{"span_id", "name", "annotator_kind", "result": {"label", "score",
+"explanation"}, "metadata", "identifier"}]}``. ``identifier`` makes each call an upsert per (name, span,
+identifier), so retries and replays do not duplicate annotations. ``annotator_kind`` is ``LLM`` for judge
+evaluators and ``CODE`` otherwise (taken from the score's metadata).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from evaltrace.evaluation.sinks._http import DEFAULT_TIMEOUT_S, post_json
+from evaltrace.evaluation.sinks.base import SinkResult
+from evaltrace.schema import Score
+
+PHOENIX_API_KEY_ENV = "PHOENIX_API_KEY"
+PHOENIX_BASE_URL_ENV = "PHOENIX_BASE_URL"
+PHOENIX_COLLECTOR_ENDPOINT_ENV = "PHOENIX_COLLECTOR_ENDPOINT"
+DEFAULT_PHOENIX_BASE_URL = "http://localhost:6006"
+ANNOTATIONS_PATH = "/v1/span_annotations"
+ANNOTATOR_KIND_KEY = "annotator_kind"
+LABEL_KEY = "label"
+SPAN_ID_KEY = "span_id"
+_DEFAULT_IDENTIFIER = "evaltrace"
+
+
+def span_id_of(score: Score) -> str | None:
+    """Return the span a score belongs to: its observation, or the evaluated span recorded in metadata."""
+    if score.observation_id is not None:
+        return score.observation_id
+    span_id = (score.metadata or {}).get(SPAN_ID_KEY)
+    return span_id if isinstance(span_id, str) and span_id else None
+
+
+def phoenix_annotation(score: Score) -> dict[str, Any]:
+    """Return one element of the span-annotations ``data`` array for ``score``."""
+    metadata = dict(score.metadata or {})
+    kind = str(metadata.get(ANNOTATOR_KIND_KEY) or "CODE").upper()
+    label = metadata.get(LABEL_KEY)
+    if label is None and score.data_type != "NUMERIC":
+        label = score.string_value
+    result: dict[str, Any] = {"label": label, "score": score.value, "explanation": score.comment}
+    version = metadata.get("evaluator_version")
+    identifier = f"{_DEFAULT_IDENTIFIER}-{version}" if version else _DEFAULT_IDENTIFIER
+    return {
+        "span_id": span_id_of(score),
+        "name": score.name,
+        "annotator_kind": kind if kind in ("LLM", "CODE", "HUMAN") else "CODE",
+        "result": {key: value for key, value in result.items() if value is not None},
+        "metadata": metadata,
+        "identifier": identifier,
+    }
+
+
+class PhoenixScoreSink:
+    """Send scores on spans to Phoenix as span annotations.
+
+    Args:
+        base_url: Phoenix URL; defaults to ``PHOENIX_BASE_URL``, then ``PHOENIX_COLLECTOR_ENDPOINT``, then
+            ``http://localhost:6006``.
+        api_key: Sent as ``Authorization: Bearer``; defaults to ``PHOENIX_API_KEY`` (none when unset).
+        timeout_s: Request timeout.
+        client: An ``httpx.Client`` to use; one is created otherwise.
+    """
+
+    name = "phoenix"
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        client: httpx.Client | None = None,
+    ) -> None:
+        base = (
+            base_url
+            or os.environ.get(PHOENIX_BASE_URL_ENV)
+            or os.environ.get(PHOENIX_COLLECTOR_ENDPOINT_ENV)
+            or DEFAULT_PHOENIX_BASE_URL
+        ).rstrip("/")
+        self.url = base + ANNOTATIONS_PATH + "?sync=false"
+        api_key = api_key or os.environ.get(PHOENIX_API_KEY_ENV)
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._owns_client = client is None
+        self._client = client or httpx.Client(timeout=timeout_s)
+        self._headers = headers
+
+    def export(self, batch: Sequence[Score]) -> SinkResult:
+        """POST the batch as one annotations request; scores without a span id are rejected."""
+        on_spans = [score for score in batch if span_id_of(score) is not None]
+        not_on_spans = tuple(score for score in batch if span_id_of(score) is None)
+        error = "Phoenix span annotations need a span id" if not_on_spans else None
+        if not on_spans:
+            return SinkResult(rejected=not_on_spans, error=error)
+        payload = {"data": [phoenix_annotation(score) for score in on_spans]}
+        outcome = post_json(self._client, self.url, payload, headers=self._headers)
+        if outcome is None:
+            return SinkResult(rejected=not_on_spans, error=error)
+        error, retryable = outcome
+        if retryable:
+            return SinkResult(failed=tuple(on_spans), rejected=not_on_spans, error=error)
+        return SinkResult(rejected=tuple(on_spans) + not_on_spans, error=error)
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Nothing is buffered here (the worker batches); always True."""
+        return True
+
+    def shutdown(self) -> None:
+        """Close the HTTP client if this sink created it."""
+        if self._owns_client:
+            self._client.close()

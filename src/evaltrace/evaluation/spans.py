@@ -1,0 +1,115 @@
+"""Build the spans the processor forwards: an enriched copy of an evaluated span, or a child evaluation span.
+
+An ended span is immutable (``add_event`` on it only logs a warning), so results become visible on it by
+forwarding a *copy*: a new ``ReadableSpan`` with the same context, parent, times, kind, status, resource,
+links and instrumentation scope, the original events plus one ``gen_ai.evaluation.result`` event per result,
+and the ``evaltrace.eval.*`` attributes. The copy replaces the original downstream; the original is never
+forwarded as well. Results that arrive after the hold deadline go out on a child span ``evaluation {name}``
+instead (conventions.md 1.4 option b), parented to the evaluated span's context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode
+
+from evaltrace._internal import semconv
+from evaltrace._internal.tracing import INSTRUMENTATION_NAME
+from evaltrace._version import __version__
+from evaltrace.evaluation.convert import (
+    error_type,
+    evaluation_event_attributes,
+    response_id_of,
+    span_result_attributes,
+)
+from evaltrace.schema import EvaluationResult
+
+_ids = RandomIdGenerator()
+_SCOPE = InstrumentationScope(INSTRUMENTATION_NAME, __version__)
+
+
+def _ns(result_time: object) -> int:
+    timestamp = getattr(result_time, "timestamp", None)
+    return int(timestamp() * 1e9) if callable(timestamp) else 0
+
+
+def result_events(span: ReadableSpan, results: Sequence[EvaluationResult]) -> list[Event]:
+    """Return one ``gen_ai.evaluation.result`` span event per result.
+
+    Events are stamped with the span's end time: a span event outside its span's interval renders oddly in
+    Jaeger, and the exact evaluation time is on the log event and the score.
+    """
+    response_id = response_id_of(span.attributes)
+    return [
+        Event(
+            semconv.GEN_AI_EVALUATION_RESULT_EVENT,
+            evaluation_event_attributes(result, response_id),
+            timestamp=span.end_time,
+        )
+        for result in results
+    ]
+
+
+def enriched_copy(span: ReadableSpan, results: Sequence[EvaluationResult]) -> ReadableSpan:
+    """Return a copy of ``span`` carrying the results as events and ``evaltrace.eval.*`` attributes."""
+    attributes = dict(span.attributes or {})
+    attributes.update(span_result_attributes(results))
+    return ReadableSpan(
+        name=span.name,
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=attributes,
+        events=[*span.events, *result_events(span, results)],
+        links=span.links,
+        kind=span.kind,
+        status=span.status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
+
+
+def evaluation_span(span: ReadableSpan, result: EvaluationResult) -> ReadableSpan | None:
+    """Return the child span ``evaluation {name}`` carrying one late result (None for a span without context).
+
+    Kind INTERNAL, ``evaltrace.span.kind=evaluation``, ``langfuse.observation.type=evaluator``; it spans the
+    evaluation's own start and finish times and has status ERROR when the evaluation itself failed.
+    """
+    parent = span.context
+    if parent is None:
+        return None
+    context = SpanContext(
+        trace_id=parent.trace_id,
+        span_id=_ids.generate_span_id(),
+        is_remote=False,
+        trace_flags=parent.trace_flags,
+        trace_state=parent.trace_state,
+    )
+    event_attributes = evaluation_event_attributes(result, response_id_of(span.attributes))
+    attributes = {
+        semconv.EVALTRACE_SPAN_KIND: semconv.KIND_EVALUATION,
+        semconv.LANGFUSE_OBSERVATION_TYPE: semconv.LANGFUSE_TYPE_EVALUATOR,
+        **event_attributes,
+        **span_result_attributes([result]),
+    }
+    end = max(_ns(result.finished_at), _ns(result.started_at))
+    failure = error_type(result)
+    status = Status(StatusCode.ERROR, failure) if failure is not None else Status(StatusCode.UNSET)
+    return ReadableSpan(
+        name=semconv.EVALUATION_SPAN_NAME_PREFIX + result.evaluator,
+        context=context,
+        parent=parent,
+        resource=span.resource,
+        attributes=attributes,
+        events=[Event(semconv.GEN_AI_EVALUATION_RESULT_EVENT, event_attributes, timestamp=end)],
+        kind=SpanKind.INTERNAL,
+        status=status,
+        start_time=_ns(result.started_at),
+        end_time=end,
+        instrumentation_scope=_SCOPE,
+    )

@@ -1,0 +1,119 @@
+"""OTel-native outputs besides spans: the ``gen_ai.evaluation.result`` log event and pipeline metrics.
+
+The log event goes through the Logs API (the spec's direction, conventions.md 1.4), parented to the evaluated
+span through a context holding a ``NonRecordingSpan`` of its span context. Both use the provider given to the
+processor or, when none, the global one (a no-op until the application installs one), looked up lazily.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from opentelemetry import metrics
+from opentelemetry._logs import LoggerProvider, get_logger_provider
+from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import NonRecordingSpan, set_span_in_context
+
+from evaltrace._internal import semconv
+from evaltrace._internal.tracing import INSTRUMENTATION_NAME
+from evaltrace._version import __version__
+from evaltrace.evaluation.convert import evaluation_event_attributes, response_id_of
+from evaltrace.schema import EvaluationResult
+
+
+class LogEventEmitter:
+    """Emit one ``gen_ai.evaluation.result`` log record per result.
+
+    Args:
+        logger_provider: The provider; None uses the global one at each emit (so one set later is honoured).
+    """
+
+    def __init__(self, logger_provider: LoggerProvider | None = None) -> None:
+        self._provider = logger_provider
+
+    def emit(self, span: ReadableSpan, result: EvaluationResult) -> None:
+        """Emit the event for ``result`` parented to ``span``."""
+        if span.context is None:
+            return
+        provider = self._provider or get_logger_provider()
+        logger = provider.get_logger(INSTRUMENTATION_NAME, __version__)
+        logger.emit(
+            event_name=semconv.GEN_AI_EVALUATION_RESULT_EVENT,
+            attributes=evaluation_event_attributes(result, response_id_of(span.attributes)),
+            context=set_span_in_context(NonRecordingSpan(span.context)),
+            timestamp=int(result.finished_at.timestamp() * 1e9),
+        )
+
+
+class PipelineMetrics:
+    """OTel instruments mirroring ``stats()``.
+
+    Args:
+        meter_provider: The provider; None uses the global one (a no-op unless the application set one).
+        observe_queue: Returns the current queue size, for an observable gauge.
+        observe_pass_rates: Returns ``{evaluator: pass rate}`` over the monitor's window, for a gauge.
+        observe_sinks: Returns ``{sink: {outcome: cumulative count}}`` for an observable counter.
+    """
+
+    def __init__(
+        self,
+        meter_provider: MeterProvider | None,
+        observe_queue: Callable[[], int],
+        observe_pass_rates: Callable[[], dict[str, float]],
+        observe_sinks: Callable[[], dict[str, dict[str, int]]],
+    ) -> None:
+        meter = (meter_provider or metrics.get_meter_provider()).get_meter(INSTRUMENTATION_NAME, __version__)
+        self._evaluations = meter.create_counter(
+            semconv.METRIC_EVAL_EVALUATIONS, unit="{evaluation}", description="Evaluations run"
+        )
+        self._duration = meter.create_histogram(
+            semconv.METRIC_EVAL_DURATION, unit="s", description="Evaluation duration"
+        )
+        self._dropped = meter.create_counter(
+            semconv.METRIC_EVAL_SPANS_DROPPED, unit="{span}", description="Spans not evaluated: queue full"
+        )
+        self._rejects = meter.create_counter(
+            semconv.METRIC_EVAL_SCORES_REJECTED, unit="{score}", description="Scores violating their ScoreConfig"
+        )
+        self._observe_queue = observe_queue
+        self._observe_pass_rates = observe_pass_rates
+        self._observe_sinks = observe_sinks
+        meter.create_observable_counter(
+            semconv.METRIC_EVAL_SINK_EXPORTS, [self._sink_callback], unit="{score}", description="Sink outcomes"
+        )
+        meter.create_observable_gauge(semconv.METRIC_EVAL_QUEUE_SIZE, [self._queue_callback], unit="{span}")
+        meter.create_observable_gauge(semconv.METRIC_EVAL_PASS_RATE, [self._pass_rate_callback], unit="1")
+
+    def record_result(self, result: EvaluationResult) -> None:
+        """Count one evaluation and record its duration."""
+        attributes: dict[str, str | bool] = {
+            semconv.EVALTRACE_EVALUATOR_NAME: result.evaluator,
+            semconv.EVALTRACE_EVAL_STATUS: result.status,
+            semconv.EVALTRACE_EVAL_PASSED_ATTR: result.passed,
+        }
+        self._evaluations.add(1, attributes)
+        self._duration.record(result.latency_ms / 1000, {semconv.EVALTRACE_EVALUATOR_NAME: result.evaluator})
+
+    def record_dropped(self) -> None:
+        """Count one span dropped from the evaluation queue."""
+        self._dropped.add(1)
+
+    def record_reject(self, evaluator: str) -> None:
+        """Count one score rejected by its ScoreConfig."""
+        self._rejects.add(1, {semconv.EVALTRACE_EVALUATOR_NAME: evaluator})
+
+    def _queue_callback(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(self._observe_queue())]
+
+    def _pass_rate_callback(self, options: CallbackOptions) -> Iterable[Observation]:
+        rates: dict[str, Any] = self._observe_pass_rates()
+        return [Observation(rate, {semconv.EVALTRACE_EVALUATOR_NAME: name}) for name, rate in rates.items()]
+
+    def _sink_callback(self, options: CallbackOptions) -> Iterable[Observation]:
+        return [
+            Observation(count, {semconv.EVALTRACE_SINK_NAME: sink, semconv.EVALTRACE_SINK_OUTCOME: outcome})
+            for sink, outcomes in self._observe_sinks().items()
+            for outcome, count in outcomes.items()
+        ]
