@@ -26,6 +26,8 @@ class Interaction:
     status: int
     headers: list[tuple[str, str]]
     body: str
+    fail_after: int | None = None  # SSE only: raise ``error`` from the transport after this many events
+    error: BaseException | None = None
 
     @property
     def is_sse(self) -> bool:
@@ -101,19 +103,29 @@ class Server:
     def __call__(self, request: httpx.Request) -> httpx.Response:
         self.requests.append(request)
         item = self.pending.pop(0)
-        assert request.url.path == item.path, (request.url.path, item.path)
+        assert request.url.path.endswith(item.path.removeprefix("/v1")), (request.url.path, item.path)
         content: Any
         if item.is_sse:
             events = _events(item.body)
-            content = _aiter(events) if self.is_async else iter(events)
+            if item.fail_after is not None:
+                events = events[: item.fail_after]
+            content = _aiter(events, item.error) if self.is_async else _iter(events, item.error)
         else:
             content = item.body.encode()
         return httpx.Response(item.status, headers=item.headers, content=content)
 
 
-async def _aiter(events: list[bytes]) -> AsyncIterator[bytes]:
+def _iter(events: list[bytes], error: BaseException | None) -> Iterator[bytes]:
+    yield from events
+    if error is not None:
+        raise error
+
+
+async def _aiter(events: list[bytes], error: BaseException | None) -> AsyncIterator[bytes]:
     for event in events:
         yield event
+    if error is not None:
+        raise error
 
 
 def client(

@@ -1,0 +1,333 @@
+"""Streaming: reasoning shapes the recordings lack, and every exit path of the stream proxy.
+
+SSE bodies are built from the openai package's own types (``model_dump_json``), never hand-written JSON.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+from typing import Any
+
+import openai
+import pytest
+from openai.types.chat import ChatCompletionChunk
+from openai.types.chat.chat_completion_chunk import (
+    Choice,
+    ChoiceDelta,
+    ChoiceDeltaToolCall,
+    ChoiceDeltaToolCallFunction,
+)
+from openai.types.completion_usage import CompletionTokensDetails, CompletionUsage, PromptTokensDetails
+from openai.types.responses import ResponseReasoningItem, ResponseReasoningSummaryTextDeltaEvent
+from openai.types.responses.response_reasoning_item import Summary
+from openai_replay import Interaction, client, drain, load, sse_interaction
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+from tests_paths import CASSETTE_DIR
+
+pytestmark = pytest.mark.usefixtures("instrumented")
+
+CHAT = "/v1/chat/completions"
+
+
+def _chunk(delta: dict[str, Any] | None = None, finish: str | None = None, usage: Any = None) -> ChatCompletionChunk:
+    choices = [] if delta is None else [Choice(index=0, delta=ChoiceDelta(**delta), finish_reason=finish)]
+    return ChatCompletionChunk(
+        id="chatcmpl-synthetic",
+        object="chat.completion.chunk",
+        created=1,
+        model="deepseek-reasoner",
+        choices=choices,
+        usage=usage,
+    )
+
+
+def _usage(prompt: int, completion: int, cached: int, reasoning: int) -> CompletionUsage:
+    return CompletionUsage(
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+        total_tokens=prompt + completion,
+        prompt_tokens_details=PromptTokensDetails(cached_tokens=cached),
+        completion_tokens_details=CompletionTokensDetails(reasoning_tokens=reasoning),
+    )
+
+
+async def _stream_chat(items: list[Interaction], is_async: bool, base_url: str = "https://api.deepseek.com/v1") -> Any:
+    api, _ = client(items, is_async, base_url=base_url)
+    result = api.chat.completions.create(
+        model="deepseek-reasoner", messages=[{"role": "user", "content": "hi"}], stream=True
+    )
+    return await result if is_async else result
+
+
+def _output(exporter: InMemorySpanExporter) -> tuple[Any, list[dict[str, Any]]]:
+    (span,) = exporter.get_finished_spans()
+    return span, json.loads(span.attributes["gen_ai.output.messages"])
+
+
+@pytest.mark.parametrize(
+    ("field", "other"),
+    [("reasoning_content", None), ("reasoning", None), ("reasoning_content", "reasoning")],
+)
+async def test_reasoning_deltas_become_a_reasoning_part(
+    field: str, other: str | None, is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    thinking = [{field: "Think", **({other: "IGNORED"} if other else {})}, {field: "ing."}]
+    chunks = [
+        _chunk({"role": "assistant", **thinking[0]}),
+        _chunk(thinking[1]),
+        _chunk({"content": "Hello"}),
+        _chunk({}, finish="stop"),
+        _chunk(None, usage=_usage(10, 20, 4, 12)),
+    ]
+    await drain(await _stream_chat([sse_interaction(CHAT, chunks)], is_async), is_async)
+    span, messages = _output(exporter)
+    assert messages == [
+        {
+            "role": "assistant",
+            "parts": [{"type": "reasoning", "content": "Thinking."}, {"type": "text", "content": "Hello"}],
+            "finish_reason": "stop",
+        }
+    ]
+    attrs = span.attributes
+    assert attrs["gen_ai.provider.name"] == "deepseek"
+    assert attrs["server.address"] == "api.deepseek.com"
+    assert attrs["gen_ai.usage.reasoning.output_tokens"] == 12
+    assert attrs["gen_ai.usage.cache_read.input_tokens"] == 4
+    assert json.loads(attrs["langfuse.observation.usage_details"]) == {
+        "input": 6,
+        "input_cached_tokens": 4,
+        "output": 8,
+        "output_reasoning_tokens": 12,
+    }
+    assert attrs["evaltrace.stream.output_tokens_per_second"] > 0
+    assert "evaltrace.cost_usd" not in attrs or attrs["evaltrace.cost_thinking_usd"] > 0
+
+
+async def test_think_tags_are_moved_out_of_the_answer(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    deltas = ["<think>plan the", " reply</think>", "The answer", " is 4."]
+    chunks = [_chunk({"content": d}) for d in deltas] + [_chunk({}, finish="stop")]
+    await drain(await _stream_chat([sse_interaction(CHAT, chunks)], is_async), is_async)
+    _, (message,) = _output(exporter)
+    assert message["parts"] == [
+        {"type": "reasoning", "content": "plan the reply"},
+        {"type": "text", "content": "The answer is 4."},
+    ]
+
+
+async def test_tool_call_deltas_tolerate_none_arguments(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    def call(index: int, args: str | None, **first: Any) -> ChatCompletionChunk:
+        fn = ChoiceDeltaToolCallFunction(arguments=args, name=first.get("name"))
+        return _chunk({"tool_calls": [ChoiceDeltaToolCall(index=index, id=first.get("id"), function=fn)]})
+
+    chunks = [
+        call(0, None, id="call_a", name="get_weather"),
+        call(1, None, id="call_b", name="broken"),
+        call(0, '{"city": '),
+        call(1, '{"city": '),
+        call(0, '"Paris"}'),
+        _chunk({}, finish="tool_calls"),
+    ]
+    await drain(await _stream_chat([sse_interaction(CHAT, chunks)], is_async), is_async)
+    span, (message,) = _output(exporter)
+    assert span.attributes["gen_ai.response.finish_reasons"] == ("tool_calls",)
+    assert message == {
+        "role": "assistant",
+        "parts": [
+            {"type": "tool_call", "id": "call_a", "name": "get_weather", "arguments": {"city": "Paris"}},
+            {"type": "tool_call", "id": "call_b", "name": "broken", "arguments": '{"city": '},
+        ],
+        "finish_reason": "tool_call",
+    }
+    assert "gen_ai.usage.input_tokens" not in span.attributes  # no include_usage chunk
+
+
+def _responses_stream_with_reasoning() -> Interaction:
+    """The recorded Responses stream, with reasoning-summary deltas and a reasoning item added (SDK types)."""
+    item = load(CASSETTE_DIR / "test_responses_create_streaming[content_mode0].yaml")[0]
+    events = item.sse_events()
+    summary = ResponseReasoningSummaryTextDeltaEvent(
+        type="response.reasoning_summary_text.delta",
+        item_id="rs_1",
+        output_index=0,
+        summary_index=0,
+        delta="Short plan.",
+        sequence_number=1,
+        obfuscation=None,
+    )
+    reasoning = ResponseReasoningItem(
+        id="rs_1", type="reasoning", summary=[Summary(type="summary_text", text="Short plan.")]
+    )
+    final = events[-1]
+    final["response"]["output"].insert(0, reasoning.model_dump(mode="json", exclude_unset=True))
+    return sse_interaction("/v1/responses", [events[0], summary, *events[1:]], item.request)
+
+
+@pytest.mark.usefixtures("cassettes")
+async def test_responses_stream_reasoning_summary(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    item = _responses_stream_with_reasoning()
+    api, _ = client([item], is_async)
+    stream = api.responses.create(**item.request)
+    await drain(await stream if is_async else stream, is_async)
+    _, (message,) = _output(exporter)
+    assert message["parts"][0] == {"type": "reasoning", "content": "Short plan."}
+    assert message["parts"][1]["type"] == "text"
+    assert message["finish_reason"] == "stop"
+
+
+@pytest.mark.usefixtures("cassettes")
+async def test_responses_stream_closed_early_keeps_partial_output(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    item = _responses_stream_with_reasoning()
+    api, _ = client([item], is_async)
+    stream = api.responses.create(**item.request)
+    stream = await stream if is_async else stream
+    seen = 0
+    if is_async:
+        async with stream:
+            async for event in stream:
+                seen += 1
+                if event.type == "response.output_text.delta":
+                    break
+    else:
+        with stream:
+            for event in stream:
+                seen += 1
+                if event.type == "response.output_text.delta":
+                    break
+    span, (message,) = _output(exporter)
+    assert span.attributes["evaltrace.stream.completed"] is False
+    assert span.attributes["evaltrace.stream.end_reason"] == "closed_early"
+    assert span.attributes["evaltrace.stream.chunks"] == seen
+    assert message["parts"][0] == {"type": "reasoning", "content": "Short plan."}
+    assert message["finish_reason"] == "error"
+    assert "gen_ai.response.finish_reasons" not in span.attributes
+
+
+def _simple_stream(n: int = 4) -> Interaction:
+    chunks = [_chunk({"content": f"w{i} "}) for i in range(n)] + [_chunk({}, finish="stop")]
+    return sse_interaction(CHAT, chunks)
+
+
+async def _exit(stream: Any, how: str, is_async: bool) -> None:
+    """Leave ``stream`` the way a user might."""
+    if how == "break_in_with":
+        if is_async:
+            async with stream as entered:
+                async for _ in entered:
+                    break
+        else:
+            with stream as entered:
+                for _ in entered:
+                    break
+    elif how == "close_after_two":
+        for _ in range(2):
+            await anext(stream) if is_async else next(stream)
+        await stream.close() if is_async else stream.close()
+    elif how == "exhausted_then_close":
+        await drain(stream, is_async)
+        await stream.close() if is_async else stream.close()
+
+
+@pytest.mark.parametrize(
+    ("how", "reason", "chunks"),
+    [
+        ("break_in_with", "closed_early", 1),
+        ("close_after_two", "closed_early", 2),
+        ("exhausted_then_close", "exhausted", 5),
+    ],
+)
+async def test_stream_exit_paths_end_the_span_once(
+    how: str, reason: str, chunks: int, is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    stream = await _stream_chat([_simple_stream()], is_async)
+    await _exit(stream, how, is_async)
+    del stream
+    gc.collect()
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["evaltrace.stream.end_reason"] == reason
+    assert span.attributes["evaltrace.stream.completed"] is (reason == "exhausted")
+    assert span.attributes["evaltrace.stream.chunks"] == chunks
+    assert span.status.status_code is StatusCode.UNSET
+
+
+@pytest.mark.parametrize("iterated", [0, 1])
+async def test_abandoned_stream_ends_on_garbage_collection(
+    iterated: int, is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    stream = await _stream_chat([_simple_stream()], is_async)
+    for _ in range(iterated):
+        await anext(stream) if is_async else next(stream)
+    assert exporter.get_finished_spans() == ()
+    del stream
+    gc.collect()
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["evaltrace.stream.end_reason"] == "garbage_collected"
+    assert span.attributes["evaltrace.stream.completed"] is False
+    assert span.attributes["evaltrace.stream.chunks"] == iterated
+    assert ("gen_ai.response.time_to_first_chunk" in span.attributes) is bool(iterated)
+
+
+class NetworkDropped(Exception):
+    pass
+
+
+async def test_exception_mid_stream_is_recorded_and_reraised_unchanged(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    item = _simple_stream()
+    boom = NetworkDropped("connection reset")
+    item.fail_after, item.error = 2, boom
+    stream = await _stream_chat([item], is_async)
+    with pytest.raises(NetworkDropped) as caught:
+        await drain(stream, is_async)
+    assert caught.value is boom
+    (span,) = exporter.get_finished_spans()
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes["error.type"] == "NetworkDropped"
+    assert span.attributes["evaltrace.stream.end_reason"] == "error"
+    assert span.attributes["evaltrace.stream.completed"] is False
+    assert span.attributes["evaltrace.stream.chunks"] == 2
+    assert json.loads(span.attributes["gen_ai.output.messages"])[0]["parts"] == [{"type": "text", "content": "w0 w1 "}]
+
+
+async def test_proxy_keeps_the_stream_type(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    stream = await _stream_chat([_simple_stream()], is_async)
+    assert isinstance(stream, openai.AsyncStream if is_async else openai.Stream)
+    assert type(stream).__name__ in ("SyncStreamProxy", "AsyncStreamProxy")
+    await drain(stream, is_async)
+
+
+async def test_chat_stream_helper_is_traced_once(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    api, _ = client([_simple_stream()], is_async, base_url="https://api.groq.com/openai/v1")
+    manager = api.chat.completions.stream(model="llama", messages=[{"role": "user", "content": "hi"}])
+    if is_async:
+        async with manager as stream:
+            async for _ in stream:
+                break
+    else:
+        with manager as stream:
+            for _ in stream:
+                break
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["gen_ai.provider.name"] == "groq"
+    assert span.attributes["evaltrace.stream.end_reason"] == "closed_early"
+
+
+@pytest.mark.usefixtures("cassettes")
+async def test_responses_stream_helper_is_traced_once(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    item = load(CASSETTE_DIR / "test_responses_create_streaming_iteration[content_mode0].yaml")[0]
+    api, _ = client([item], is_async)
+    request = {k: v for k, v in item.request.items() if k != "stream"}
+    manager = api.responses.stream(**request)
+    if is_async:
+        async with manager as stream:
+            final = await stream.get_final_response()
+    else:
+        with manager as stream:
+            final = stream.get_final_response()
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["gen_ai.response.id"] == final.id
+    assert span.attributes["evaltrace.stream.end_reason"] == "exhausted"
