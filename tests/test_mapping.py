@@ -544,3 +544,42 @@ def test_tool_names_resolved_from_history_in_first_input(spans: Spans) -> None:
     assert result.tool_calls == [ToolCall(id="call_1", name="get_weather", arguments={"city": "Paris"})]
     assert result.tool_results == [ToolResult(tool_call_id="call_1", name="get_weather", content=RESULT)]
     assert result.output.final_answer == "Rainy."
+
+
+def test_previous_response_id_inputs_hold_only_new_items(spans: Spans) -> None:
+    root = spans.start("invoke_agent a", agent(), 0)
+    hi = {"role": "user", "parts": [text("hi")]}
+    first = {sc.GEN_AI_SYSTEM_INSTRUCTIONS: SYSTEM, sc.GEN_AI_INPUT_MESSAGES: [hi]}
+    spans.span(
+        "c1", llm(**first, **{sc.GEN_AI_OUTPUT_MESSAGES: [{"role": "assistant", "parts": [text("hello")]}]}), 1, 2, root
+    )
+    again = {**first, sc.GEN_AI_REQUEST_PREVIOUS_RESPONSE_ID: "resp_1"}  # the user says "hi" again
+    spans.span(
+        "c2",
+        llm(**again, **{sc.GEN_AI_OUTPUT_MESSAGES: [{"role": "assistant", "parts": [text("again?")]}]}),
+        3,
+        4,
+        root,
+    )
+    root.end(end_time=T0_NS + 5_000_000)
+    result = trace_from_spans(spans.finished())
+    assert [(m.role, m.content) for m in result.messages] == [
+        ("system", "Be brief."),
+        ("user", "hi"),
+        ("assistant", "hello"),
+        ("user", "hi"),
+        ("assistant", "again?"),
+    ]
+
+
+def test_input_that_skips_back_is_not_swallowed(spans: Spans) -> None:
+    # A later call whose input matches old messages but does not catch up with the conversation is new
+    # content, except for the prefix it shares with the conversation's beginning.
+    root = spans.start("invoke_agent a", agent(), 0)
+    u1, u2 = ({"role": "user", "parts": [text(t)]} for t in ("one", "two"))
+    a1 = {"role": "assistant", "parts": [text("first")]}
+    spans.span("c1", llm(**{sc.GEN_AI_INPUT_MESSAGES: [u1], sc.GEN_AI_OUTPUT_MESSAGES: [a1]}), 1, 2, root)
+    spans.span("c2", llm(**{sc.GEN_AI_INPUT_MESSAGES: [u2, u1]}), 3, 4, root)
+    root.end(end_time=T0_NS + 5_000_000)
+    result = trace_from_spans(spans.finished())
+    assert [m.content for m in result.messages] == ["one", "first", "two", "one"]

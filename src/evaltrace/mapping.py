@@ -3,10 +3,13 @@
 Rules (DESIGN.md section 4, data-model.md part A), where the spec left a choice:
 
 * Messages come from the LLM spans in start order. A call's input usually repeats the conversation so far;
-  only the part after the *longest prefix of the input that already occurs, in order, in the conversation*
-  is appended (gaps are allowed, so a context window that dropped old messages does not duplicate the rest;
-  retries with the same input add nothing). Repeated messages are compared without ``thinking`` (providers do
-  not send reasoning back) and without the tool name of tool messages. Output messages are always appended.
+  only the part after the prefix the conversation already holds is appended. That prefix is the longer of
+  (a) the longest input prefix found in order in the conversation, gaps allowed (a context window dropped old
+  messages), whose match reaches the conversation's last message, and (b) the longest input prefix equal to
+  the conversation's beginning (a retry or a fan-out from the same history). A call with
+  ``gen_ai.request.previous_response.id`` sends only new items, so only its already-seen system messages are
+  skipped. Messages are compared without ``thinking`` (providers do not send reasoning back) and without the
+  tool name of tool messages. Output messages are always appended.
 * One tool call per assistant message: a message with several ``tool_call`` parts becomes several messages
   (the first also carries the text and reasoning). ``tool_call_response`` parts become ``tool`` messages.
   Tool arguments that are not a JSON object are kept as ``{"_raw": <value>}``; tool results that are neither a
@@ -269,20 +272,37 @@ class _Conversation:
         self.pending: list[tuple[ToolCall, Any]] = []
 
     def add_llm_span(self, span: ReadableSpan) -> None:
-        candidate = self._system(span) + self._messages(span, sc.GEN_AI_INPUT_MESSAGES, "user")
-        self.messages.extend(candidate[self._repeated_prefix(candidate) :])
+        system = self._system(span)
+        inputs = self._messages(span, sc.GEN_AI_INPUT_MESSAGES, "user")
+        if isinstance(_attrs(span).get(sc.GEN_AI_REQUEST_PREVIOUS_RESPONSE_ID), str):
+            # The provider keeps the history (Responses API): the input holds only new items.
+            known = {_key(m) for m in self.messages}
+            self.messages.extend([m for m in system if _key(m) not in known] + inputs)
+        else:
+            candidate = system + inputs
+            self.messages.extend(candidate[self._repeated_prefix(candidate) :])
         self.messages.extend(self._messages(span, sc.GEN_AI_OUTPUT_MESSAGES, "assistant"))
 
     def _repeated_prefix(self, candidate: list[TraceMessage]) -> int:
+        """Return how many leading messages of a call's input the conversation already holds.
+
+        The larger of: the longest input prefix found in order in the conversation (gaps allowed, for context
+        windows that drop old messages) whose match reaches the conversation's last message (the input caught
+        up with everything so far), and the longest input prefix equal to the conversation's beginning (a retry
+        or a fan-out from the same history).
+        """
         keys = [_key(m) for m in self.messages]
-        position = 0
-        for count, message in enumerate(candidate):
-            key = _key(message)
-            try:
-                position = keys.index(key, position) + 1
-            except ValueError:
-                return count
-        return len(candidate)
+        wanted = [_key(m) for m in candidate]
+        caught_up = position = 0
+        for count, key in enumerate(wanted, start=1):
+            if key not in keys[position:]:
+                break
+            position = keys.index(key, position) + 1
+            caught_up = count if position == len(keys) else caught_up
+        shared = 0
+        while shared < min(len(keys), len(wanted)) and keys[shared] == wanted[shared]:
+            shared += 1
+        return max(caught_up, shared)
 
     def _system(self, span: ReadableSpan) -> list[TraceMessage]:
         value = _json_attr(span, sc.GEN_AI_SYSTEM_INSTRUCTIONS, self.notes)
