@@ -7,6 +7,14 @@ return an awaitable). They are pure functions of ``(trace, case)``: the same obj
 
 from __future__ import annotations
 
+from evaltrace.evaluators.answer import (
+    AnswerCorrectness,
+    AnswerRelevancy,
+    AnswerRelevancySentences,
+    SemanticSimilarity,
+    SemanticSimilaritySentences,
+    statement_f1,
+)
 from evaltrace.evaluators.budgets import Cost, Latency, TokenBudget
 from evaltrace.evaluators.classification import (
     Classification,
@@ -15,27 +23,75 @@ from evaltrace.evaluators.classification import (
     classification_report,
     report_from_results,
 )
+from evaltrace.evaluators.composite import AgentRubric
+from evaltrace.evaluators.embeddings import Embedder, OpenAIEmbedder, cosine
 from evaltrace.evaluators.encoding import EncodingGuardrail
+from evaltrace.evaluators.grading import (
+    BYOP,
+    CitationAccuracy,
+    Completeness,
+    FactCheck,
+    FactualAccuracy,
+    LLMJudge,
+    RubricJudge,
+    SourceQuality,
+)
+from evaltrace.evaluators.insights import EvaluatorInsight, RunInsights, run_insights
+from evaltrace.evaluators.judge import Judge, JudgeCall, JudgeError
 from evaltrace.evaluators.looping import LoopingDetection, LoopingMetrics, looping_metrics
 from evaltrace.evaluators.overlap import Bleu, MissingExtraError, Rouge
 from evaltrace.evaluators.pii import ContactInfo, NoPII, PIILeakage, SensitiveData
+from evaltrace.evaluators.rag import (
+    ContextMRR,
+    ContextPrecision,
+    ContextRecall,
+    ContextRelevancy,
+    Faithfulness,
+    Groundedness,
+    Hallucination,
+)
+from evaltrace.evaluators.safety import FairnessBias, LanguageMismatch, Sexism, Stereotypes, Summarization, Toxicity
 from evaltrace.evaluators.structure import AgentSanity, JsonSchema
 from evaltrace.evaluators.text import ContainsText, ExactMatch, Facts, Length, NotContains, Regex, TextMatching
 from evaltrace.evaluators.tools import StepAlignment, ToolCalled, ToolEfficiency
 
 __all__ = [
+    "AgentRubric",
     "AgentSanity",
+    "AnswerCorrectness",
+    "AnswerRelevancy",
+    "AnswerRelevancySentences",
+    "BYOP",
     "Bleu",
+    "CitationAccuracy",
     "ClassMetrics",
     "Classification",
     "ClassificationReport",
+    "Completeness",
     "ContactInfo",
     "ContainsText",
+    "ContextMRR",
+    "ContextPrecision",
+    "ContextRecall",
+    "ContextRelevancy",
     "Cost",
+    "Embedder",
     "EncodingGuardrail",
+    "EvaluatorInsight",
     "ExactMatch",
+    "FactCheck",
     "Facts",
+    "FactualAccuracy",
+    "FairnessBias",
+    "Faithfulness",
+    "Groundedness",
+    "Hallucination",
     "JsonSchema",
+    "Judge",
+    "JudgeCall",
+    "JudgeError",
+    "LLMJudge",
+    "LanguageMismatch",
     "Latency",
     "Length",
     "LoopingDetection",
@@ -43,16 +99,29 @@ __all__ = [
     "MissingExtraError",
     "NoPII",
     "NotContains",
+    "OpenAIEmbedder",
     "PIILeakage",
     "Regex",
     "Rouge",
+    "RubricJudge",
+    "RunInsights",
+    "SemanticSimilarity",
+    "SemanticSimilaritySentences",
     "SensitiveData",
+    "Sexism",
+    "SourceQuality",
     "StepAlignment",
+    "Stereotypes",
+    "Summarization",
     "TextMatching",
     "TokenBudget",
     "ToolCalled",
     "ToolEfficiency",
+    "Toxicity",
     "classification_report",
+    "cosine",
     "looping_metrics",
     "report_from_results",
+    "run_insights",
+    "statement_f1",
 ]

@@ -1,0 +1,209 @@
+"""Bases of the judge- and embedding-based evaluators, and the reply-shape checks their parsers share."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evaltrace.evaluators._base import CODE_VERSION, Direction, MissingInputError, Verdict, build_result, skipped_result
+from evaltrace.evaluators._prompts import Prompt, load_prompt
+from evaltrace.evaluators.embeddings import Embedder, default_embedder, embed
+from evaltrace.evaluators.judge import Judge, JudgeError, default_judge, extract_json
+from evaltrace.schema import EvalCase, EvaluationResult, Trace, TraceError
+
+NOT_GIVEN = "(none)"
+
+
+def json_object(text: str) -> dict[str, Any]:
+    """Parse a reply that must be a JSON object."""
+    value = extract_json(text)
+    if not isinstance(value, dict):
+        raise TypeError(f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def object_list(data: Mapping[str, Any], key: str) -> list[dict[str, Any]]:
+    """Return ``data[key]`` as a list of objects (a missing key is an error, an empty list is fine)."""
+    items = data[key]
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise TypeError(f"{key!r} must be a list of objects")
+    return items
+
+
+def flag(item: Mapping[str, Any], key: str) -> bool:
+    """Return a boolean verdict field, accepting ``true``/``false``/``"yes"``/``"no"``/0/1."""
+    value = item[key]
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "yes", "1", "false", "no", "0"):
+        return value.strip().lower() in ("true", "yes", "1")
+    raise ValueError(f"{key!r} must be true or false, got {value!r}")
+
+
+def unit_score(value: Any, what: str = "score") -> float:
+    """Return ``value`` as a float in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise TypeError(f"{what} must be a number, got {value!r}")
+    number = float(value)
+    if not 0.0 <= number <= 1.0:
+        raise ValueError(f"{what} must be between 0 and 1, got {number}")
+    return number
+
+
+def numbered(chunks: Sequence[str]) -> str:
+    """Render context chunks as ``[1] ...`` lines, the numbering the prompts refer to."""
+    return "\n\n".join(f"[{i}] {chunk}" for i, chunk in enumerate(chunks, 1))
+
+
+class EmbeddingFailure(Exception):
+    """The embedder failed while a judge evaluator needed it; the result is ``failed``."""
+
+
+async def embed_or_fail(embedder: Embedder, texts: Sequence[str]) -> list[list[float]]:
+    """Embed ``texts``; any failure of the embedder (user code or a remote API) becomes EmbeddingFailure."""
+    try:
+        return await embed(embedder, texts)
+    except Exception as exc:
+        raise EmbeddingFailure(f"embedding failed: {type(exc).__name__}: {exc}") from exc
+
+
+def failed_result(
+    evaluator: Any, trace: Trace, message: str, detail: dict[str, Any], **kwargs: Any
+) -> EvaluationResult:
+    """Return a ``failed`` result carrying ``message`` as its error."""
+    return build_result(
+        evaluator,
+        trace,
+        Verdict(False, None, message, detail),
+        evaluator_type=evaluator.evaluator_type,
+        status="failed",
+        error=TraceError(type=kwargs.pop("error_type", "exception"), message=message),
+        **kwargs,
+    )
+
+
+class JudgeEvaluator:
+    """Base of the LLM-judge evaluators.
+
+    Subclasses set ``name``, ``prompt_name``, ``threshold``/``direction`` and implement :meth:`variables`,
+    :meth:`parse` and :meth:`verdict`. ``evaluate`` is async; it never raises for judge problems: an endpoint error
+    or a reply still unparseable after one retry ends as ``status="failed"`` with the raw replies in ``detail``.
+    """
+
+    name = "llm_judge"
+    prompt_name = "llm_judge"
+    threshold = 0.75
+    direction: Direction = "higher"
+    evaluator_type = "llm_judge"
+
+    def __init__(self, judge: Judge | None = None, *, threshold: float | None = None) -> None:
+        """Configure the judge.
+
+        Args:
+            judge: The judge; default :func:`~evaltrace.evaluators.judge.default_judge` (from the environment).
+            threshold: Override of the default threshold.
+        """
+        self.judge = judge or default_judge()
+        if threshold is not None:
+            self.threshold = threshold
+
+    @property
+    def prompt(self) -> Prompt:
+        """The prompt template used."""
+        return load_prompt(self.prompt_name)
+
+    @property
+    def version(self) -> str:
+        """Code version plus prompt version, e.g. ``v1.0.0+faithfulness@v1``."""
+        return f"{CODE_VERSION}+{self.prompt.ref}"
+
+    def variables(self, trace: Trace, case: EvalCase | None) -> dict[str, str]:
+        """Return the prompt variables; raise MissingInputError when an input is absent."""
+        raise NotImplementedError
+
+    def parse(self, text: str) -> Any:
+        """Parse and check a reply; raise ValueError/KeyError/TypeError to trigger the retry."""
+        return json_object(text)
+
+    async def verdict(self, parsed: Any, trace: Trace, case: EvalCase | None) -> Verdict:
+        """Turn the parsed reply into a verdict."""
+        raise NotImplementedError
+
+    async def evaluate(self, trace: Trace, case: EvalCase | None = None) -> EvaluationResult:
+        """Judge ``trace`` (against ``case`` when given).
+
+        Args:
+            trace: What the system did.
+            case: The dataset case (expected answer, facts).
+
+        Returns:
+            The result; ``detail["judge"]`` records model, prompt, prompt hash, tokens, cost and cache use.
+        """
+        try:
+            variables = self.variables(trace, case)
+        except MissingInputError as exc:
+            return skipped_result(self, trace, str(exc), evaluator_type=self.evaluator_type)
+        try:
+            reply = await self.judge.ask(self.prompt, variables, self.parse)
+        except JudgeError as exc:
+            detail = {"judge": exc.call.as_detail(), "raw_replies": exc.call.raw, "error": str(exc)}
+            return failed_result(
+                self, trace, f"judge failed: {exc}", detail, error_type=exc.error_type, cost_usd=exc.call.cost_usd
+            )
+        try:
+            verdict = await self.verdict(reply.value, trace, case)
+        except EmbeddingFailure as exc:
+            return failed_result(self, trace, str(exc), {"judge": reply.call.as_detail()}, cost_usd=reply.call.cost_usd)
+        verdict.detail["judge"] = reply.call.as_detail()
+        return build_result(self, trace, verdict, evaluator_type=self.evaluator_type, cost_usd=reply.call.cost_usd)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(judge={self.judge!r}, threshold={self.threshold!r})"
+
+
+class EmbeddingEvaluator:
+    """Base of the embedding-only evaluators: subclasses implement :meth:`measure`."""
+
+    name = "semantic_similarity"
+    threshold = 0.75
+    direction: Direction = "higher"
+    version = CODE_VERSION
+    evaluator_type = "embedding"
+
+    def __init__(self, embedder: Embedder | None = None, *, threshold: float | None = None) -> None:
+        """Configure the embedder.
+
+        Args:
+            embedder: Any callable returning vectors; default the shared OpenAI embedder (from the environment).
+            threshold: Override of the default threshold.
+        """
+        self.embedder: Embedder = embedder if embedder is not None else default_embedder()
+        if threshold is not None:
+            self.threshold = threshold
+
+    async def measure(self, trace: Trace, case: EvalCase | None) -> Verdict:
+        """Return the verdict (embed through :func:`embed_or_fail`); raise MissingInputError without inputs."""
+        raise NotImplementedError
+
+    async def evaluate(self, trace: Trace, case: EvalCase | None = None) -> EvaluationResult:
+        """Embed and compare; an embedding failure ends as ``status="failed"``, never an exception.
+
+        Args:
+            trace: What the system did.
+            case: The dataset case.
+
+        Returns:
+            The result.
+        """
+        try:
+            verdict = await self.measure(trace, case)
+        except MissingInputError as exc:
+            return skipped_result(self, trace, str(exc), evaluator_type=self.evaluator_type)
+        except EmbeddingFailure as exc:
+            return failed_result(self, trace, str(exc), {"error": str(exc)})
+        return build_result(self, trace, verdict, evaluator_type=self.evaluator_type)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(threshold={self.threshold!r})"

@@ -1,0 +1,276 @@
+"""Graded judgements: rubric levels, fact checking, a user rubric (LLMJudge) and a boolean prompt (BYOP).
+
+Rubric levels cover factual accuracy, completeness, citation accuracy and source quality.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from evaltrace.evaluators._base import (
+    MissingInputError,
+    Verdict,
+    answer_text,
+    as_text,
+    context_chunks,
+    expected_answer,
+    passes,
+    question_text,
+)
+from evaltrace.evaluators._judged import NOT_GIVEN, JudgeEvaluator, json_object, numbered, unit_score
+from evaltrace.evaluators._prompts import Prompt, custom_prompt
+from evaltrace.evaluators.judge import Judge
+from evaltrace.schema import EvalCase, RubricLevel, Trace
+
+_BOOLEAN = re.compile(r"\b(true|false)\b", re.IGNORECASE)
+
+
+def _optional(getter: Any, *args: Any) -> str:
+    try:
+        return str(getter(*args))
+    except MissingInputError:
+        return NOT_GIVEN
+
+
+def standard_variables(trace: Trace, case: EvalCase | None) -> dict[str, str]:
+    """Q, EA, RC and AA for prompts that take whatever is available (absent inputs shown as ``(none)``)."""
+    context = _optional(lambda t: numbered(context_chunks(t)), trace)
+    return {
+        "question": _optional(question_text, trace),
+        "expected_answer": _optional(expected_answer, case),
+        "context": context,
+        "answer": answer_text(trace),
+    }
+
+
+def _ground_truth(case: EvalCase | None) -> str:
+    parts = []
+    if case is not None and case.expected.facts:
+        parts.append("\n".join(f"- {k}: {as_text(v)}" for k, v in case.expected.facts.items()))
+    expected = _optional(expected_answer, case)
+    if expected != NOT_GIVEN and not parts:
+        parts.append(expected)
+    return "\n".join(parts) or NOT_GIVEN
+
+
+def _claims_score(claims: list[dict[str, Any]]) -> float | None:
+    weights = [(float(c.get("importance", 1.0) or 1.0), bool(c.get("verified"))) for c in claims if isinstance(c, dict)]
+    total = sum(w for w, _ in weights)
+    return sum(w for w, ok in weights if ok) / total if total else None
+
+
+class RubricJudge(JudgeEvaluator):
+    """One rubric dimension graded by the judge on the rubric levels, with a reason.
+
+    Levels: excellent 1.0, good 0.8, acceptable 0.6, poor 0.3, failed 0.0. Threshold 0.6, higher is better.
+    """
+
+    name = "rubric"
+    prompt_name = "rubric_level"
+    threshold = 0.6
+    dimension = "factual_accuracy"
+    with_claims = False
+
+    def variables(self, trace: Trace, case: EvalCase | None) -> dict[str, str]:
+        """Dimension, criteria, question, ground truth, sources and answer."""
+        claims = self.prompt.table("claims")
+        return {
+            "dimension": self.dimension,
+            "criteria": self.prompt.table("criteria")[self.dimension],
+            "question": _optional(question_text, trace),
+            "ground_truth": _ground_truth(case),
+            "context": _optional(lambda t: numbered(context_chunks(t)), trace),
+            "answer": answer_text(trace),
+            "claims_instruction": claims["instruction"] if self.with_claims else "",
+            "claims_shape": claims["shape"] if self.with_claims else "",
+        }
+
+    def parse(self, text: str) -> dict[str, Any]:
+        """Require a known level."""
+        data = json_object(text)
+        data["level"] = RubricLevel(str(data["level"]).strip().lower()).value
+        if self.with_claims and not isinstance(data.get("claims", []), list):
+            raise TypeError("'claims' must be a list")
+        return data
+
+    async def verdict(self, parsed: Any, trace: Trace, case: EvalCase | None) -> Verdict:
+        """Score the level; factual accuracy also reports the importance-weighted share of verified claims."""
+        level = RubricLevel(parsed["level"])
+        detail: dict[str, Any] = {"dimension": self.dimension, "level": level.value}
+        if self.with_claims:
+            claims = [c for c in parsed.get("claims", []) if isinstance(c, dict)]
+            detail["factual_claims"] = claims
+            detail["claims_score"] = _claims_score(claims)
+        reason = f"{level.value}: {parsed.get('reason', '')}".strip()
+        return Verdict(passes(level.score, self.threshold, self.direction), level.score, reason, detail)
+
+
+class FactualAccuracy(RubricJudge):
+    """Claims match the ground truth (rubric level, claim-level detail: claim, verified, confidence, sources)."""
+
+    name = "factual_accuracy"
+    dimension = "factual_accuracy"
+    with_claims = True
+
+
+class Completeness(RubricJudge):
+    """Every requested aspect is covered (rubric level)."""
+
+    name = "completeness"
+    dimension = "completeness"
+
+
+class CitationAccuracy(RubricJudge):
+    """Citations match their sources (rubric level)."""
+
+    name = "citation_accuracy"
+    dimension = "citation_accuracy"
+
+
+class SourceQuality(RubricJudge):
+    """Primary, authoritative sources are used (rubric level)."""
+
+    name = "source_quality"
+    dimension = "source_quality"
+
+
+class FactCheck(JudgeEvaluator):
+    """The judge answers the question itself, then scores the share of the answer free of false information.
+
+    Reply: ``{answer, evaluation_score, evaluation_summary}``. Threshold 0.75, higher is better.
+    """
+
+    name = "fact_check"
+    prompt_name = "fact_check"
+
+    def variables(self, trace: Trace, case: EvalCase | None) -> dict[str, str]:
+        """Question and answer."""
+        return {"question": question_text(trace), "answer": answer_text(trace)}
+
+    def parse(self, text: str) -> dict[str, Any]:
+        """Require the three fields."""
+        data = json_object(text)
+        data["evaluation_score"] = unit_score(data["evaluation_score"], "evaluation_score")
+        data["evaluation_summary"] = str(data.get("evaluation_summary", ""))
+        data["answer"] = str(data.get("answer", ""))
+        return data
+
+    async def verdict(self, parsed: Any, trace: Trace, case: EvalCase | None) -> Verdict:
+        """The judge's score."""
+        score = parsed["evaluation_score"]
+        detail = {"judge_answer": parsed["answer"], "evaluation_summary": parsed["evaluation_summary"]}
+        return Verdict(passes(score, self.threshold, self.direction), score, parsed["evaluation_summary"], detail)
+
+
+class LLMJudge(JudgeEvaluator):
+    """A user rubric scored on a scale, normalised to [0, 1].
+
+    ``rubric`` is free text, or a preset name (helpfulness, relevance, coherence, clarity, conciseness,
+    correctness). The judge sees Q, EA, RC (when available) and AA and returns ``{score, reason}`` on
+    ``scale`` (default 0-1; e.g. (1, 5)). Score = (raw − min) / (max − min); threshold 0.7 by default.
+
+    Example:
+        ``LLMJudge(rubric="helpfulness")``, ``LLMJudge(rubric="Cites the policy number", scale=(1, 5))``.
+    """
+
+    prompt_name = "llm_judge"
+    threshold = 0.7
+
+    def __init__(
+        self,
+        rubric: str,
+        *,
+        judge: Judge | None = None,
+        scale: tuple[float, float] = (0.0, 1.0),
+        name: str | None = None,
+        threshold: float | None = None,
+    ) -> None:
+        """Configure the rubric.
+
+        Args:
+            rubric: Criterion text or preset name.
+            judge: The judge.
+            scale: (worst, best) scores the judge uses.
+            name: Evaluator name; default ``llm_judge`` (``llm_judge_<preset>`` for presets).
+            threshold: Normalised score needed to pass.
+        """
+        super().__init__(judge, threshold=threshold)
+        presets = self.prompt.table("rubrics")
+        self.criteria = presets.get(rubric, rubric)
+        self.name = name or (f"llm_judge_{rubric}" if rubric in presets else "llm_judge")
+        if scale[1] <= scale[0]:
+            raise ValueError(f"scale must be (worst, best) with worst < best, got {scale}")
+        self.scale = scale
+
+    def variables(self, trace: Trace, case: EvalCase | None) -> dict[str, str]:
+        """The rubric, the scale and every available input."""
+        return {
+            **standard_variables(trace, case),
+            "criteria": self.criteria,
+            "scale_min": f"{self.scale[0]:g}",
+            "scale_max": f"{self.scale[1]:g}",
+        }
+
+    def parse(self, text: str) -> dict[str, Any]:
+        """Require a score on the scale."""
+        data = json_object(text)
+        raw = data["score"]
+        if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+            raise TypeError(f"score must be a number, got {raw!r}")
+        value = float(raw)
+        if not self.scale[0] <= value <= self.scale[1]:
+            raise ValueError(f"score must be between {self.scale[0]:g} and {self.scale[1]:g}, got {value:g}")
+        return {"score": value, "reason": str(data.get("reason", ""))}
+
+    async def verdict(self, parsed: Any, trace: Trace, case: EvalCase | None) -> Verdict:
+        """Normalise the score."""
+        low, high = self.scale
+        score = (parsed["score"] - low) / (high - low)
+        detail = {"raw_score": parsed["score"], "scale": list(self.scale), "criteria": self.criteria}
+        return Verdict(passes(score, self.threshold, self.direction), score, parsed["reason"], detail)
+
+
+class BYOP(JudgeEvaluator):
+    """Bring your own prompt, answered ``true`` or ``false``.
+
+    The prompt may use ``{question}`` ``{expected_answer}`` ``{context}`` ``{actual_answer}`` placeholders; the
+    first ``true``/``false`` word of the reply counts. Pass/fail.
+    """
+
+    name = "byop"
+    threshold = 1.0
+
+    def __init__(self, prompt: str, *, judge: Judge | None = None, name: str = "byop", system: str = "") -> None:
+        """Configure the prompt.
+
+        Args:
+            prompt: The user prompt; its hash is its version.
+            judge: The judge.
+            name: Evaluator name.
+            system: Optional system prompt.
+        """
+        super().__init__(judge)
+        self._prompt = custom_prompt(name, prompt, system=system, json_mode=False)
+        self.name = name
+
+    @property
+    def prompt(self) -> Prompt:
+        """The user's prompt."""
+        return self._prompt
+
+    def variables(self, trace: Trace, case: EvalCase | None) -> dict[str, str]:
+        """Every available input, the answer as ``actual_answer`` (and ``answer``)."""
+        values = standard_variables(trace, case)
+        return {**values, "actual_answer": values["answer"]}
+
+    def parse(self, text: str) -> bool:
+        """Find ``true`` or ``false`` (a JSON object with a boolean ``result`` also works)."""
+        match = _BOOLEAN.search(text)
+        if match is None:
+            raise ValueError("reply contains neither true nor false")
+        return match.group(1).lower() == "true"
+
+    async def verdict(self, parsed: Any, trace: Trace, case: EvalCase | None) -> Verdict:
+        """True passes."""
+        return Verdict(bool(parsed), 1.0 if parsed else 0.0, f"judge answered {str(parsed).lower()}", {})

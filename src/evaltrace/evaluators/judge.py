@@ -1,0 +1,299 @@
+"""The LLM judge: one OpenAI-compatible chat client shared by the judge-based evaluators.
+
+Calls run inside :func:`evaltrace._internal.tracing.suppress_instrumentation`, so they are never traced or
+evaluated; at most ``max_concurrency`` run at once per event loop. Replies are asked for as JSON (JSON mode),
+parsed defensively (code fences and surrounding prose tolerated), and a reply that does not parse gets exactly one
+retry that shows the model its reply and the error. Successful judgements are cached by (prompt hash, model), so a
+repeated identical judgement costs nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import re
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic, TypeVar
+
+from evaltrace._internal.tracing import suppress_instrumentation
+from evaltrace.evaluators._prompts import Prompt
+from evaltrace.schema import TraceErrorType
+
+T = TypeVar("T")
+
+DEFAULT_MODEL = "gpt-4o-mini"
+_FENCE = re.compile(r"```(?:json)?\s*(?P<body>.*?)```", re.DOTALL)
+_RETRY_MESSAGE = (
+    "Your reply could not be used: {error}. Reply again with only the JSON object in the requested shape, "
+    "no other text."
+)
+
+
+def extract_json(text: str) -> Any:
+    """Parse the JSON value in a model reply: the whole text, a fenced block, or the outermost ``{...}``.
+
+    Raises:
+        ValueError: No JSON value could be parsed.
+    """
+    stripped = text.strip()
+    if not stripped:
+        raise ValueError("empty reply")
+    candidates = [stripped]
+    candidates += [m.group("body").strip() for m in _FENCE.finditer(stripped)]
+    start, end = stripped.find("{"), stripped.rfind("}")
+    if 0 <= start < end:
+        candidates.append(stripped[start : end + 1])
+    for candidate in candidates:
+        try:
+            return json.loads(candidate)
+        except ValueError:
+            continue
+    raise ValueError(f"reply is not JSON: {stripped[:80]!r}")
+
+
+@dataclass(frozen=True)
+class JudgeCall:
+    """Bookkeeping of one judgement: model, prompt, tokens, cost and the raw replies."""
+
+    model: str
+    prompt: str
+    prompt_hash: str
+    raw: list[str] = field(default_factory=list)
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    attempts: int = 0
+    cached: bool = False
+
+    def as_detail(self) -> dict[str, Any]:
+        """Return the record stored under ``detail["judge"]``."""
+        return {
+            "model": self.model,
+            "prompt": self.prompt,
+            "prompt_hash": self.prompt_hash,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": self.cost_usd,
+            "attempts": self.attempts,
+            "cached": self.cached,
+        }
+
+
+@dataclass(frozen=True)
+class JudgeReply(Generic[T]):
+    """A parsed judgement."""
+
+    value: T
+    call: JudgeCall
+
+
+class JudgeError(Exception):
+    """A judgement could not be made: the endpoint failed or the reply stayed unparseable after one retry."""
+
+    def __init__(self, message: str, call: JudgeCall, error_type: TraceErrorType = "exception") -> None:
+        super().__init__(message)
+        self.call = call
+        self.error_type: TraceErrorType = error_type
+
+
+def _error_type(exc: Exception) -> TraceErrorType:
+    import openai
+
+    if isinstance(exc, openai.APITimeoutError):
+        return "timeout"
+    if isinstance(exc, openai.APIStatusError) and exc.status_code >= 500:
+        return "http_5xx"
+    return "exception"
+
+
+class Judge:
+    """An OpenAI-compatible chat model used as a judge (any ``base_url`` and model: OpenAI, vLLM, llama.cpp...).
+
+    Example:
+        ``Judge("gpt-4o-mini")`` or ``Judge("smollm2", base_url="http://127.0.0.1:8001/v1", api_key="none")``.
+    """
+
+    def __init__(
+        self,
+        model: str | None = None,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        client: Any = None,
+        http_client: Any = None,
+        max_concurrency: int = 4,
+        temperature: float = 0.0,
+        max_tokens: int | None = 1024,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        json_mode: bool = True,
+        price_per_million_tokens: tuple[float, float] | None = None,
+        cache_size: int = 4096,
+    ) -> None:
+        """Create the judge; the only place that reads ``OPENAI_*`` variables (never inside an evaluation).
+
+        Args:
+            model: Chat model name; default ``EVALTRACE_JUDGE_MODEL`` or ``gpt-4o-mini``.
+            base_url: OpenAI-compatible endpoint; default ``OPENAI_BASE_URL`` or OpenAI.
+            api_key: Key; default ``OPENAI_API_KEY`` (an absent key makes calls fail as results, not here).
+            client: A ready ``openai.AsyncOpenAI`` to use instead of building one.
+            http_client: ``httpx.AsyncClient`` passed to the built client (tests, proxies).
+            max_concurrency: Most judge calls in flight at once per event loop.
+            temperature: Sampling temperature (0 for repeatable judgements).
+            max_tokens: Reply token limit.
+            timeout: Per-request timeout in seconds.
+            max_retries: The openai client's retries on 429/5xx/connection errors.
+            json_mode: Send ``response_format={"type": "json_object"}`` for JSON prompts.
+            price_per_million_tokens: (input, output) USD per million tokens, to record cost.
+            cache_size: Judgements kept in the (prompt hash, model) cache.
+        """
+        if client is None:
+            import openai
+
+            client = openai.AsyncOpenAI(
+                api_key=api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", ""),
+                base_url=base_url,
+                http_client=http_client,
+                timeout=timeout,
+                max_retries=max_retries,
+            )
+        self.client = client
+        self.model = model or os.environ.get("EVALTRACE_JUDGE_MODEL") or DEFAULT_MODEL
+        self.max_concurrency = max_concurrency
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.json_mode = json_mode
+        self.prices = price_per_million_tokens
+        self._cache: OrderedDict[tuple[str, str], tuple[Any, JudgeCall]] = OrderedDict()
+        self._cache_size = cache_size
+        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def __repr__(self) -> str:
+        return f"Judge(model={self.model!r})"
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        # One semaphore per loop: an asyncio.Semaphore must not be shared between event loops.
+        loop = asyncio.get_running_loop()
+        semaphore = self._semaphores.get(loop)
+        if semaphore is None:
+            semaphore = self._semaphores[loop] = asyncio.Semaphore(self.max_concurrency)
+        return semaphore
+
+    def _cost(self, input_tokens: int, output_tokens: int) -> float | None:
+        if self.prices is None:
+            return None
+        return (input_tokens * self.prices[0] + output_tokens * self.prices[1]) / 1_000_000
+
+    def prompt_hash(self, messages: list[dict[str, str]], json_mode: bool) -> str:
+        """Return the sha256 of everything that determines a reply (messages and sampling settings)."""
+        payload = {
+            "messages": messages,
+            "temperature": self.temperature,
+            "json": json_mode,
+            "max_tokens": self.max_tokens,
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+    async def _complete(self, messages: list[dict[str, str]], json_mode: bool) -> tuple[str, int, int]:
+        kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
+        if self.max_tokens is not None:
+            kwargs["max_tokens"] = self.max_tokens
+        if json_mode:
+            kwargs["response_format"] = {"type": "json_object"}
+        async with self._semaphore():
+            with suppress_instrumentation():
+                response = await self.client.chat.completions.create(**kwargs)
+        usage = response.usage
+        tokens_in = int(usage.prompt_tokens) if usage is not None else 0
+        tokens_out = int(usage.completion_tokens) if usage is not None else 0
+        if not response.choices:
+            return "", tokens_in, tokens_out
+        message = response.choices[0].message
+        # A refusal (OpenAI's `refusal` field, or no content) is kept as the raw text; it will not parse.
+        text = message.content if message.content is not None else (getattr(message, "refusal", None) or "")
+        return str(text), tokens_in, tokens_out
+
+    async def _call(self, call: JudgeCall, messages: list[dict[str, str]], json_mode: bool) -> JudgeCall:
+        try:
+            text, tokens_in, tokens_out = await self._complete(messages, json_mode)
+        except Exception as exc:
+            import openai
+
+            if not isinstance(exc, openai.OpenAIError):
+                raise
+            failed = replace(call, attempts=call.attempts + 1)
+            raise JudgeError(f"judge call failed: {type(exc).__name__}: {exc}", failed, _error_type(exc)) from exc
+        input_tokens, output_tokens = call.input_tokens + tokens_in, call.output_tokens + tokens_out
+        return replace(
+            call,
+            raw=[*call.raw, text],
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cost_usd=self._cost(input_tokens, output_tokens),
+            attempts=call.attempts + 1,
+        )
+
+    async def ask(self, prompt: Prompt, variables: Mapping[str, str], parse: Callable[[str], T]) -> JudgeReply[T]:
+        """Render ``prompt``, ask the model, and parse the reply with ``parse`` (retrying once if it raises).
+
+        Args:
+            prompt: The template.
+            variables: Values for its placeholders.
+            parse: Turns the reply text into a value; raises ValueError/KeyError/TypeError when it cannot.
+
+        Returns:
+            The parsed value and the call record (``cached`` True when served from the cache).
+
+        Raises:
+            JudgeError: The endpoint failed, or the reply did not parse twice (raw replies in ``call.raw``).
+        """
+        json_mode = prompt.json_mode and self.json_mode
+        messages = prompt.render(variables)
+        key = (self.prompt_hash(messages, json_mode), self.model)
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            value, call = hit
+            return JudgeReply(value, replace(call, cached=True, cost_usd=0.0 if call.cost_usd is not None else None))
+        call = JudgeCall(model=self.model, prompt=prompt.ref, prompt_hash=key[0])
+        error = ""
+        for attempt in range(2):
+            if attempt:
+                retry = _RETRY_MESSAGE.format(error=error)
+                messages = [
+                    *messages,
+                    {"role": "assistant", "content": call.raw[-1]},
+                    {"role": "user", "content": retry},
+                ]
+            call = await self._call(call, messages, json_mode)
+            try:
+                value = parse(call.raw[-1])
+            except (ValueError, KeyError, TypeError) as exc:
+                error = str(exc) or type(exc).__name__
+                continue
+            self._remember(key, value, call)
+            return JudgeReply(value, call)
+        raise JudgeError(f"unparseable judge reply after retry: {error}", call)
+
+    def _remember(self, key: tuple[str, str], value: Any, call: JudgeCall) -> None:
+        self._cache[key] = (value, call)
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+
+
+_default_judge: Judge | None = None
+
+
+def default_judge() -> Judge:
+    """Return the shared judge built from the environment on first use (evaluators created without a judge)."""
+    global _default_judge
+    if _default_judge is None:
+        _default_judge = Judge()
+    return _default_judge
