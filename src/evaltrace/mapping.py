@@ -20,6 +20,14 @@ Rules (DESIGN.md section 4, data-model.md part A), where the spec left a choice:
   With LLM spans a tool span is matched to a call (by call id, else name and arguments) and stamps its
   ``started_at``; its result is inserted only when no tool message already answers the call. An unmatched
   tool span (called by application code) is appended as a call plus result at its place in time.
+* Trace fields: ``input`` is the root's ``input.value`` (a non-object wrapped as ``{"input": value}``);
+  ``final_answer`` the root's output when it is a string, else the last assistant text, else the JSON text of
+  a non-object output; ``structured`` the root's output when it is an object; ``thinking`` all reasoning
+  joined by blank lines. Run, case and variant come from the root's ``evaltrace.*`` attributes (else from the
+  first span of the subtree that has them), else the live defaults.
+* Metrics: token and cost sums over LLM spans (None when no span reports one). Streaming: first/last chunk
+  latency from the first streamed call, ``tokens_per_second`` the mean over streamed calls, chunks summed,
+  ``stream_completed`` true only if every streamed call completed.
 * Values cut at capture (the truncation marker of ``_internal.jsonutil``) are kept as they are and noted in
   ``extra["enrichment_errors"]``; malformed or foreign attributes are skipped with a note, never raised.
 """
@@ -270,13 +278,17 @@ class _Conversation:
         self.tool_names: dict[str, str] = {}
         self.matched: set[int] = set()
         self.pending: list[tuple[ToolCall, Any]] = []
+        self._key_cache: dict[int, str] = {}  # id() of messages in self.messages, which keeps them alive
+
+    def _keys(self) -> list[str]:
+        return [self._key_cache.setdefault(id(m), _key(m)) for m in self.messages]
 
     def add_llm_span(self, span: ReadableSpan) -> None:
         system = self._system(span)
         inputs = self._messages(span, sc.GEN_AI_INPUT_MESSAGES, "user")
         if isinstance(_attrs(span).get(sc.GEN_AI_REQUEST_PREVIOUS_RESPONSE_ID), str):
             # The provider keeps the history (Responses API): the input holds only new items.
-            known = {_key(m) for m in self.messages}
+            known = set(self._keys())
             self.messages.extend([m for m in system if _key(m) not in known] + inputs)
         else:
             candidate = system + inputs
@@ -291,7 +303,7 @@ class _Conversation:
         up with everything so far), and the longest input prefix equal to the conversation's beginning (a retry
         or a fan-out from the same history).
         """
-        keys = [_key(m) for m in self.messages]
+        keys = self._keys()
         wanted = [_key(m) for m in candidate]
         caught_up = position = 0
         for count, key in enumerate(wanted, start=1):
