@@ -52,6 +52,9 @@ class Pipeline:
         assert self.processor.force_flush(10_000)
 
 
+MakePipeline = Callable[..., Pipeline]
+
+
 @pytest.fixture
 def make_pipeline(tmp_path: Path) -> Iterator[Callable[..., Pipeline]]:
     created: list[Pipeline] = []
@@ -104,7 +107,7 @@ class Backend:
 
 def _handler(backend: Backend) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server API
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", 0))
             raw = self.rfile.read(length)
             status = backend.next_status()
@@ -137,7 +140,7 @@ def backend() -> Iterator[Backend]:
     server.daemon_threads = True
     host, port = server.server_address[:2]
     recorder.url = f"http://{host}:{port}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield recorder

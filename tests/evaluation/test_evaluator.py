@@ -33,7 +33,9 @@ from .helpers import make_trace
     ],
 )
 @pytest.mark.parametrize("is_async", [False, True])
-def test_function_outputs_are_coerced(returned: Any, passed: bool, score: float | None, label: str | None, is_async: bool) -> None:
+def test_function_outputs_are_coerced(
+    returned: Any, passed: bool, score: float | None, label: str | None, is_async: bool
+) -> None:
     if is_async:
 
         async def judge(trace: Trace) -> Any:

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -12,9 +11,7 @@ from evaltrace._internal.evaluator_registry import register_evaluators
 from evaltrace.evaluation import EvaluatorSpec, RetryableEvaluatorError, evaluator
 from evaltrace.schema import Trace
 
-from .conftest import Pipeline, wait_until
-
-MakePipeline = Callable[..., Pipeline]
+from .conftest import MakePipeline, Pipeline, wait_until
 
 
 def events_of(span: Any) -> list[dict[str, Any]]:
@@ -87,7 +84,9 @@ def test_filters_kind_glob_predicate(make_pipeline: MakePipeline) -> None:
     )
     p = make_pipeline([spec])
     for name, model in [("chat a", "gpt-4o"), ("chat b", "other"), ("embed c", "gpt-4o")]:
-        with p.tracer.start_as_current_span(name, attributes={"evaltrace.span.kind": "llm", "gen_ai.request.model": model}):
+        with p.tracer.start_as_current_span(
+            name, attributes={"evaltrace.span.kind": "llm", "gen_ai.request.model": model}
+        ):
             pass
     p.flush()
     assert "evaltrace.eval.always_pass.passed" in p.one("chat a").attributes
@@ -242,7 +241,8 @@ def test_sampling_rate_and_callable(make_pipeline: MakePipeline) -> None:
 
 def _llm(p: Pipeline, name: str, tokens: int) -> None:
     with p.tracer.start_as_current_span(
-        name, attributes={"evaltrace.span.kind": "llm", "gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": tokens}
+        name,
+        attributes={"evaltrace.span.kind": "llm", "gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": tokens},
     ):
         pass
 
