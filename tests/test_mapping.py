@@ -583,3 +583,54 @@ def test_input_that_skips_back_is_not_swallowed(spans: Spans) -> None:
     root.end(end_time=T0_NS + 5_000_000)
     result = trace_from_spans(spans.finished())
     assert [m.content for m in result.messages] == ["one", "first", "two", "one"]
+
+
+WEIRD_VALUES: list[Any] = [
+    "",
+    "null",
+    "[]",
+    "{}",
+    "[null]",
+    "not json {",
+    '"just a string"',
+    "1e999",
+    "[NaN, Infinity]",
+    "[" * 5000 + "]" * 5000,
+    '{"a": ' * 300 + "1" + "}" * 300,
+    '[{"role": null, "parts": [null, 5, "bare text", {"type": null}, {"type": "tool_call"}]}]',
+    '[{"role": "tool", "parts": [{"type": "tool_call_response"}]}, {"role": "assistant", "parts": {}}]',
+    '[{"role": "assistant", "parts": [{"type": "tool_call", "name": 5, "id": 7, "arguments": [1, 2]}]}]',
+    '{"evaltrace.truncated": true}',
+    7,
+    True,
+    2.5,
+    ("a", "b"),
+]
+WEIRD_KEYS = [
+    sc.GEN_AI_INPUT_MESSAGES,
+    sc.GEN_AI_OUTPUT_MESSAGES,
+    sc.GEN_AI_SYSTEM_INSTRUCTIONS,
+    sc.GEN_AI_TOOL_CALL_ARGUMENTS,
+    sc.GEN_AI_TOOL_CALL_RESULT,
+    sc.GEN_AI_TOOL_NAME,
+    sc.GEN_AI_TOOL_CALL_ID,
+    sc.INPUT_VALUE,
+    sc.OUTPUT_VALUE,
+    sc.GEN_AI_USAGE_INPUT_TOKENS,
+    sc.EVALTRACE_COST_USD,
+    sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
+    sc.EVALTRACE_STREAM_COMPLETED,
+    sc.EVALTRACE_RUN_ID,
+]
+
+
+@pytest.mark.parametrize("key", WEIRD_KEYS)
+def test_malformed_attribute_values_never_crash(spans: Spans, key: str) -> None:
+    for value in WEIRD_VALUES:
+        spans.exporter.clear()
+        root = spans.start("root", {key: value}, 0)
+        spans.span("chat m", {**llm(), key: value}, 1, 2, root)
+        spans.span("execute_tool t", {**tool("t", {}), key: value}, 3, 4, root)
+        root.end(end_time=T0_NS + 5_000_000)
+        result = trace_from_spans(spans.finished())
+        assert Trace.model_validate_json(result.model_dump_json()) == result

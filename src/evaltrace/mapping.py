@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeGuard
@@ -44,7 +45,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, StatusCode
 
 from evaltrace._internal import semconv as sc
-from evaltrace._internal.jsonutil import TRUNCATED_KEY, loads_or_raw
+from evaltrace._internal.jsonutil import TRUNCATED_KEY
 from evaltrace.schema import Role, ToolCall, Trace, TraceError, TraceMessage, TraceMetrics, TraceOutput
 
 __all__ = ["trace_from_spans"]
@@ -203,7 +204,7 @@ def _json_attr(span: ReadableSpan, key: str, notes: list[str]) -> Any:
     if isinstance(raw, str):
         text_mime = key == sc.INPUT_VALUE and _attrs(span).get(sc.INPUT_MIME_TYPE) == sc.MIME_TEXT
         text_mime = text_mime or (key == sc.OUTPUT_VALUE and _attrs(span).get(sc.OUTPUT_MIME_TYPE) == sc.MIME_TEXT)
-        value = raw if text_mime else loads_or_raw(raw)
+        value = raw if text_mime else _loads(raw)
     elif isinstance(raw, Mapping):
         value = dict(raw)
     elif isinstance(raw, Sequence) and not isinstance(raw, bytes):
@@ -218,14 +219,28 @@ def _json_attr(span: ReadableSpan, key: str, notes: list[str]) -> Any:
     return value
 
 
+def _finite(text: str) -> float | str:
+    number = float(text)
+    return number if math.isfinite(number) else text
+
+
+def _loads(text: str) -> Any:
+    """Parse JSON text; text that is not JSON is returned as is, and non-finite numbers stay text."""
+    try:
+        return json.loads(text, parse_float=_finite, parse_constant=str)
+    except (ValueError, RecursionError):
+        return text
+
+
 def _number(span: ReadableSpan, key: str) -> float | None:
     value = _attrs(span).get(key)
     if isinstance(value, bool) or value is None:
         return None
     try:
-        return float(value)
+        number = float(value)
     except (TypeError, ValueError):
         return None
+    return number if math.isfinite(number) else None
 
 
 def _sum(spans: Iterable[ReadableSpan], key: str) -> float | None:
@@ -242,7 +257,7 @@ def _arguments(value: Any) -> dict[str, Any]:
     if value is None or value is _MISSING:
         return {}
     if isinstance(value, str):
-        parsed = loads_or_raw(value) if value.strip() else {}
+        parsed = _loads(value) if value.strip() else {}
         return parsed if isinstance(parsed, dict) else {"_raw": value}
     return value if isinstance(value, dict) else {"_raw": value}
 
