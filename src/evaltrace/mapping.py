@@ -29,7 +29,8 @@ Rules (DESIGN.md section 4, data-model.md part A), where the spec left a choice:
   latency from the first streamed call, ``tokens_per_second`` the mean over streamed calls, chunks summed,
   ``stream_completed`` true only if every streamed call completed.
 * Values cut at capture (the truncation marker of ``_internal.jsonutil``) are kept as they are and noted in
-  ``extra["enrichment_errors"]``; malformed or foreign attributes are skipped with a note, never raised.
+  ``extra["enrichment_errors"]``; malformed or foreign attributes are skipped with a note, never raised. JSON
+  nested deeper than 64 levels, and non-finite numbers, are kept as text so the Trace always serialises.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ _ROLES: dict[str, Role] = {
     "function": "tool",
 }
 _THINK = re.compile(r"<think>(.*?)</think>\s*", re.DOTALL)
+_MAX_DEPTH = 64
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
@@ -227,9 +229,25 @@ def _finite(text: str) -> float | str:
 def _loads(text: str) -> Any:
     """Parse JSON text; text that is not JSON is returned as is, and non-finite numbers stay text."""
     try:
-        return json.loads(text, parse_float=_finite, parse_constant=str)
+        value = json.loads(text, parse_float=_finite, parse_constant=str)
     except (ValueError, RecursionError):
         return text
+    return value if _shallow(value) else text
+
+
+def _shallow(value: Any) -> bool:
+    """Whether ``value`` nests at most ``_MAX_DEPTH`` deep (pydantic refuses to serialise deeper values)."""
+    level: list[Any] = [value]
+    for _ in range(_MAX_DEPTH):
+        level = [
+            child
+            for item in level
+            if isinstance(item, dict | list)
+            for child in (item.values() if isinstance(item, dict) else item)
+        ]
+        if not level:
+            return True
+    return False
 
 
 def _number(span: ReadableSpan, key: str) -> float | None:
