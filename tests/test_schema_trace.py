@@ -204,3 +204,8 @@ def test_persisted_models_carry_schema_version() -> None:
         assert json.loads(model.model_dump_json())["schema_version"] == "1.0"
     with pytest.raises(ValidationError, match="unsupported schema_version"):
         EvalCase.model_validate({"id": "x", "schema_version": "2.1"})
+
+
+def test_non_finite_numbers_are_rejected() -> None:
+    with pytest.raises(ValidationError, match="finite number"):
+        TraceMetrics(cost_usd=float("nan"))

@@ -45,9 +45,12 @@ def whole_ms(start: dt.datetime, end: dt.datetime) -> int:
 
 
 class SchemaModel(BaseModel):
-    """Base of every schema model: unknown fields are ignored so newer 1.x files load."""
+    """Base of every schema model: unknown fields are ignored so newer 1.x files load.
 
-    model_config = ConfigDict(extra="ignore")
+    NaN and infinite floats are rejected: JSON has no spelling for them, so they would not survive a round trip.
+    """
+
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
 
 class VersionedModel(SchemaModel):
