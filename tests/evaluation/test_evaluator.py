@@ -23,8 +23,8 @@ from .helpers import make_trace
 @pytest.mark.parametrize(
     ("returned", "passed", "score", "label"),
     [
-        (True, True, 1.0, None),
-        (False, False, 0.0, None),
+        (True, True, None, None),
+        (False, False, None, None),
         (0.7, True, 0.7, None),
         (0.2, False, 0.2, None),
         (1, True, 1.0, None),

@@ -63,7 +63,7 @@ def coerce_output(
     """Turn a function evaluator's return value into an EvaluationResult.
 
     - ``EvaluationResult``: used as is.
-    - ``bool``: ``passed``; ``score`` 1.0 or 0.0.
+    - ``bool``: ``passed`` only (no score: it becomes a BOOLEAN score and a ``pass``/``fail`` label).
     - ``int``/``float``: ``score``; ``passed`` is ``score >= threshold``.
     - ``str``: a label, stored as ``detail["label"]`` and ``reason``; ``passed`` is membership in
       ``pass_labels`` when given, else "not one of :data:`FAIL_LABELS`" (case-insensitive).
@@ -74,7 +74,7 @@ def coerce_output(
     if isinstance(value, EvaluationResult):
         return value
     if isinstance(value, bool):
-        return EvaluationResult(evaluator=name, passed=value, score=1.0 if value else 0.0)
+        return EvaluationResult(evaluator=name, passed=value)
     if isinstance(value, int | float):
         score = float(value)
         return EvaluationResult(evaluator=name, passed=score >= threshold, score=score)
