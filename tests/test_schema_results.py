@@ -371,3 +371,18 @@ def test_json_round_trip(model: BaseModel) -> None:
     again = type(model).model_validate_json(model.model_dump_json())
     assert again == model
     assert again.model_dump_json() == model.model_dump_json()
+
+
+def test_result_to_score_with_label() -> None:
+    labelled = EvaluationResult(evaluator="tone", passed=True, detail={"label": "friendly"})
+    score = labelled.to_score(trace_id=TRACE_ID)
+    assert (score.data_type, score.string_value, score.value) == ("CATEGORICAL", "friendly", None)
+    config = ScoreConfig(name="tone", data_type="CATEGORICAL", categories=[ScoreCategory(label="friendly", value=1)])
+    typed = labelled.to_score(trace_id=TRACE_ID, config=config)
+    assert (typed.string_value, typed.value, typed.config_id) == ("friendly", 1.0, config.id)
+    by_score = EvaluationResult(evaluator="tone", passed=True, score=1).to_score(trace_id=TRACE_ID, config=config)
+    assert by_score.string_value == "friendly"
+    with pytest.raises(ScoreValidationError, match="'rude' is not one of the categories"):
+        EvaluationResult(evaluator="tone", passed=False, detail={"label": "rude"}).to_score(
+            trace_id=TRACE_ID, config=config
+        )

@@ -209,3 +209,11 @@ def test_persisted_models_carry_schema_version() -> None:
 def test_non_finite_numbers_are_rejected() -> None:
     with pytest.raises(ValidationError, match="finite number"):
         TraceMetrics(cost_usd=float("nan"))
+
+
+def test_schema_has_no_opentelemetry_imports() -> None:
+    from pathlib import Path
+
+    package = Path(schema.__file__).parent
+    for source in package.glob("*.py"):
+        assert "opentelemetry" not in source.read_text(), source.name

@@ -12,6 +12,9 @@ from evaltrace.schema.evaluation import Evaluation, EvaluationErrorInfo, Evaluat
 from evaltrace.schema.scores import Score, ScoreConfig, ScoreSource, score_id
 from evaltrace.schema.trace import TraceError
 
+LABEL_KEY = "label"
+"""Key of ``EvaluationResult.detail`` holding an evaluator's categorical label, if it gave one."""
+
 
 class EvaluationResult(VersionedModel):
     """One evaluator's verdict on one (case, variant) trace: the canonical persisted result.
@@ -140,8 +143,10 @@ class EvaluationResult(VersionedModel):
         """Convert to a backend Score on the trace (or on one observation/span of it).
 
         The score id is :func:`score_id` of (trace, span, evaluator, version), so re-sending updates in place.
-        Without a config the score is NUMERIC when ``score`` is set and BOOLEAN (from ``passed``) otherwise;
-        with one, the config decides the data type and the score must satisfy it.
+        Without a config the score is NUMERIC when ``score`` is set, else CATEGORICAL when the evaluator gave a
+        label (``detail["label"]``), else BOOLEAN from ``passed``. With a config, the config decides the data
+        type (BOOLEAN from ``passed``; CATEGORICAL from the label, else from ``score`` matched to a category;
+        NUMERIC from ``score``) and the score must satisfy it.
 
         Args:
             trace_id: 32-hex OTel trace id.
@@ -168,13 +173,20 @@ class EvaluationResult(VersionedModel):
             if metadata is not None
             else {"evaluation_id": self.evaluation_id, "evaluator_version": self.evaluator_version},
         }
+        label = self.detail.get(LABEL_KEY)
+        label = label if isinstance(label, str) and label else None
         if config is None:
-            numeric = self.score is not None
-            fields["data_type"] = "NUMERIC" if numeric else "BOOLEAN"
-            fields["value"] = self.score if numeric else float(self.passed)
+            if self.score is not None:
+                fields.update(data_type="NUMERIC", value=self.score)
+            elif label is not None:
+                fields.update(data_type="CATEGORICAL", string_value=label)
+            else:
+                fields.update(data_type="BOOLEAN", value=float(self.passed))
             return Score(**fields)
         if config.data_type == "BOOLEAN":
             fields["value"] = float(self.passed)
+        elif config.data_type == "CATEGORICAL" and label is not None:
+            fields["string_value"] = label
         else:
             fields["value"] = self.score
         return Score.with_config(config, **fields)
