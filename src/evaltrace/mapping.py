@@ -494,6 +494,7 @@ def _split_parts(
     calls: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
     others: list[Any] = []
+    parts = [p for p in parts if isinstance(p, dict | str)]  # null or numeric parts carry nothing
     for part in parts:
         kind = part.get("type") if isinstance(part, dict) else None
         if isinstance(part, str):
