@@ -1,0 +1,87 @@
+"""``evaltrace worker`` as a process: serves until SIGTERM, writes enriched spans, refuses bad settings."""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace.export import SpanExportResult
+from otlp_receivers import poll
+from test_worker import TRACE_ID, make_spans
+
+from evaltrace.exporters import LocalTraceStore
+from evaltrace.worker import build_sinks, load_evaluators
+
+MAIN = "import sys; from evaltrace.cli import main; sys.exit(main())"
+
+
+def test_worker_process_evaluates_into_the_local_store_and_stops_on_sigterm(tmp_path: Path) -> None:
+    command = [sys.executable, "-c", MAIN, "worker", "--port", "0", "--local-store", str(tmp_path / "store"),
+               "--sink", f"jsonl:{tmp_path / 'scores.jsonl'}", "--hold-timeout", "5"]  # fmt: skip
+    process = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        banner = process.stderr.readline()  # blocks until the worker listens (or dies: empty line)
+        match = re.search(r"OTLP/HTTP on (http://127\.0\.0\.1:\d+)/v1/traces", banner)
+        assert match, banner
+        assert "4 evaluator(s), 1 sink(s), 1 exporter(s)" in banner  # the default evaluators
+        exporter = OTLPSpanExporter(endpoint=match.group(1) + "/v1/traces")
+        assert exporter.export(make_spans()) is SpanExportResult.SUCCESS
+        exporter.shutdown()
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if process.stderr is not None:
+            process.stderr.close()
+    spans = poll(lambda: LocalTraceStore(tmp_path / "store").spans(format(TRACE_ID, "032x")[:8]))
+    assert {s.name for s in spans} == {"invoke_agent remote", "chat gpt-4o-mini"}
+    root = next(s for s in spans if s.name == "invoke_agent remote")
+    evaluated = {k for k in (root.attributes or {}) if k.startswith("evaltrace.eval.")}
+    assert "evaltrace.eval.pii_leakage.passed" in evaluated
+
+
+def test_bad_settings_exit_2_with_the_reason(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", MAIN, "worker", "--port", "0", "--evaluators", "no_such_module_xyz:EVALS"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "cannot import 'no_such_module_xyz'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("evaltrace.worker.defaults", "expected 'package.module:NAME'"),
+        ("evaltrace.worker.defaults:MISSING", "has no attribute 'MISSING'"),
+        ("evaltrace.worker.defaults:annotations", "is not an evaluator"),
+    ],
+)
+def test_evaluator_paths_are_validated(path: str, message: str) -> None:
+    from evaltrace.exceptions import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        load_evaluators([path])
+
+
+def test_evaluators_load_as_list_single_or_factory() -> None:
+    assert len(load_evaluators(["evaltrace.worker.defaults:EVALUATORS"])) == 4
+    assert [e.name for e in load_evaluators(["evaltrace.evaluators:NoPII"])] == ["pii_leakage"]  # a factory (class)
+
+
+def test_sink_specs(tmp_path: Path) -> None:
+    from evaltrace.exceptions import ConfigError
+
+    (jsonl, phoenix) = build_sinks([f"jsonl:{tmp_path / 's.jsonl'}", "phoenix:http://127.0.0.1:6006"])
+    assert (jsonl.name, phoenix.name) == ("jsonl", "phoenix")
+    phoenix.shutdown()
+    with pytest.raises(ConfigError, match="unknown sink"):
+        build_sinks(["kafka"])
