@@ -173,20 +173,21 @@ class EvaluationResult(VersionedModel):
             if metadata is not None
             else {"evaluation_id": self.evaluation_id, "evaluator_version": self.evaluator_version},
         }
+        fields.update(self._score_value(config.data_type if config else None))
+        return Score(**fields) if config is None else Score.with_config(config, **fields)
+
+    def _score_value(self, data_type: str | None) -> dict[str, Any]:
+        """Score value fields for a config's data type (None: chosen from what the result holds)."""
         label = self.detail.get(LABEL_KEY)
         label = label if isinstance(label, str) and label else None
-        if config is None:
+        if data_type is None:
             if self.score is not None:
-                fields.update(data_type="NUMERIC", value=self.score)
-            elif label is not None:
-                fields.update(data_type="CATEGORICAL", string_value=label)
-            else:
-                fields.update(data_type="BOOLEAN", value=float(self.passed))
-            return Score(**fields)
-        if config.data_type == "BOOLEAN":
-            fields["value"] = float(self.passed)
-        elif config.data_type == "CATEGORICAL" and label is not None:
-            fields["string_value"] = label
-        else:
-            fields["value"] = self.score
-        return Score.with_config(config, **fields)
+                return {"data_type": "NUMERIC", "value": self.score}
+            if label is not None:
+                return {"data_type": "CATEGORICAL", "string_value": label}
+            return {"data_type": "BOOLEAN", "value": float(self.passed)}
+        if data_type == "BOOLEAN":
+            return {"value": float(self.passed)}
+        if data_type == "CATEGORICAL" and label is not None:
+            return {"string_value": label}
+        return {"value": self.score}
