@@ -1,0 +1,329 @@
+"""Overhead of the OpenAI instrumentation: ``python benchmarks/bench_openai.py``.
+
+Compares, against an in-process ``httpx.MockTransport``:
+  none      the uninstrumented client
+  floor     a minimal hand-written span patch of ``Completions.create`` (span, model, id, usage; streams end the
+            span when exhausted): the least any tracing can cost
+  evaltrace ``instrument_openai()`` with content capture on (messages, output, cost, usage details)
+  ev-nocap  ``instrument_openai()`` with content capture off
+
+Runs are interleaved (every mode once per round) and the medians of the rounds are reported. Spans go to a
+TracerProvider without processors, so export cost (identical for every mode) is not measured.
+End to end, per-chunk overhead is the slope between a 20-chunk and a 200-chunk stream. Because one mock call
+already costs ~1 ms inside openai/httpx, end-to-end differences of tens of µs are close to the noise, so the
+script also measures the instrumentation work in isolation: the wrapper around a ``create`` that returns a
+pre-parsed ChatCompletion, and the stream proxy over 200 pre-parsed chunks.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import openai
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import SpanKind
+
+from evaltrace._internal import settings, tracing
+from evaltrace.instrumentation.openai import instrument_openai, uninstrument_openai
+
+ROUNDS = 25
+CALLS = 80
+STREAMS = 8
+MESSAGES = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "What's the weather in Paris today? Answer in one sentence."},
+]
+COMPLETION = {
+    "id": "chatcmpl-bench",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "gpt-4o-mini-2024-07-18",
+    "choices": [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": "It is sunny in Paris today."},
+            "finish_reason": "stop",
+        }
+    ],
+    "usage": {"prompt_tokens": 25, "completion_tokens": 8, "total_tokens": 33},
+}
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None, usage: Any = None) -> bytes:
+    body = {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "gpt-4o-mini-2024-07-18",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}] if delta is not None else [],
+        "usage": usage,
+    }
+    return f"data: {json.dumps(body)}\n\n".encode()
+
+
+def _sse(n: int) -> list[bytes]:
+    events = [_chunk({"role": "assistant", "content": ""})]
+    events += [_chunk({"content": f"tok{i} "}) for i in range(n - 3)]
+    events.append(_chunk({}, "stop"))
+    events.append(_chunk(None, usage={"prompt_tokens": 25, "completion_tokens": n - 3, "total_tokens": n + 22}))  # type: ignore[arg-type]
+    return [*events, b"data: [DONE]\n\n"]
+
+
+_BODY = json.dumps(COMPLETION).encode()
+_STREAMS = {20: _sse(20), 200: _sse(200)}
+
+
+def _handler(request: httpx.Request) -> httpx.Response:
+    payload = json.loads(request.content)
+    if payload.get("stream"):
+        events = _STREAMS[payload["max_tokens"]]
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=iter(events))
+    return httpx.Response(200, headers={"content-type": "application/json"}, content=_BODY)
+
+
+# --- the floor: a minimal hand-written patch ---------------------------------------------------------------
+
+
+def _floor_patch(provider: TracerProvider) -> Callable[[], None]:
+    from openai.resources.chat.completions import Completions
+
+    tracer = provider.get_tracer("floor")
+    original = Completions.create
+
+    def create(self: Any, *args: Any, **kwargs: Any) -> Any:
+        span = tracer.start_span(f"chat {kwargs.get('model')}", kind=SpanKind.CLIENT)
+        span.set_attribute("gen_ai.request.model", kwargs.get("model", ""))
+        result = original(self, *args, **kwargs)
+        if kwargs.get("stream"):
+            return _floor_stream(result, span)
+        span.set_attribute("gen_ai.response.id", result.id)
+        span.set_attribute("gen_ai.usage.input_tokens", result.usage.prompt_tokens)
+        span.set_attribute("gen_ai.usage.output_tokens", result.usage.completion_tokens)
+        span.end()
+        return result
+
+    Completions.create = create  # type: ignore[method-assign]
+
+    def undo() -> None:
+        Completions.create = original  # type: ignore[method-assign]
+
+    return undo
+
+
+def _floor_stream(stream: Any, span: Any) -> Iterator[Any]:
+    try:
+        yield from stream
+    finally:
+        span.end()
+
+
+# --- modes ------------------------------------------------------------------------------------------------
+
+
+def _setup(mode: str, provider: TracerProvider) -> Callable[[], None]:
+    if mode == "floor":
+        return _floor_patch(provider)
+    if mode in ("evaltrace", "ev-nocap"):
+        previous = settings.replace(settings.CaptureSettings(capture_content=mode == "evaltrace"))
+        instrument_openai()
+
+        def undo() -> None:
+            uninstrument_openai()
+            settings.replace(previous)
+
+        return undo
+    return lambda: None
+
+
+def _time_calls(api: openai.OpenAI) -> float:
+    start = time.perf_counter()
+    for _ in range(CALLS):
+        api.chat.completions.create(model="gpt-4o-mini", messages=MESSAGES, temperature=0.2)  # type: ignore[arg-type]
+    return (time.perf_counter() - start) / CALLS
+
+
+def _time_streams(api: openai.OpenAI, n: int) -> float:
+    start = time.perf_counter()
+    for _ in range(STREAMS):
+        stream = api.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=MESSAGES,  # type: ignore[arg-type]
+            stream=True,
+            max_tokens=n,
+            stream_options={"include_usage": True},
+        )
+        for _ in stream:
+            pass
+    return (time.perf_counter() - start) / STREAMS
+
+
+class _Isolated:
+    """Instrumentation work only: no HTTP, no JSON parsing; ``create`` returns a pre-parsed object."""
+
+    def __init__(self, provider: TracerProvider) -> None:
+        from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+        from evaltrace._internal.openai.registry import ENDPOINTS
+        from evaltrace._internal.openai.wrappers import Telemetry, make_wrapper
+
+        self.completion = ChatCompletion.model_validate(COMPLETION)
+        self.chunks = [ChatCompletionChunk.model_validate_json(e[len(b"data: ") :]) for e in _STREAMS[200][:-1]]
+        self.wrapper = make_wrapper(ENDPOINTS[0], Telemetry(provider, None))
+        self.tracer = provider.get_tracer("floor")
+        self.kwargs = {"model": "gpt-4o-mini", "messages": MESSAGES, "temperature": 0.2}
+        self.start_attrs, self.end_attrs = self._our_attributes()
+
+    def _our_attributes(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        from evaltrace._internal.openai.registry import ENDPOINTS
+        from evaltrace._internal.openai.wrappers import Telemetry, make_wrapper
+
+        exporter = InMemorySpanExporter()
+        capture = TracerProvider()
+        capture.add_span_processor(SimpleSpanProcessor(exporter))
+        make_wrapper(ENDPOINTS[0], Telemetry(capture, None))(self.create, None, (), self.kwargs)
+        attrs = dict(exporter.get_finished_spans()[0].attributes or {})
+        start = {
+            k: v for k, v in attrs.items() if not k.startswith(("gen_ai.response", "gen_ai.usage", "gen_ai.output"))
+        }
+        return start, {k: v for k, v in attrs.items() if k not in start}
+
+    def create(self, **kw: Any) -> Any:
+        return self.completion
+
+    def bare(self) -> None:
+        self.create(**self.kwargs)
+
+    def evaltrace(self) -> None:
+        self.wrapper(self.create, None, (), self.kwargs)
+
+    def floor(self) -> None:
+        span = self.tracer.start_span("chat gpt-4o-mini", kind=SpanKind.CLIENT)
+        span.set_attribute("gen_ai.request.model", "gpt-4o-mini")
+        result = self.create(**self.kwargs)
+        span.set_attribute("gen_ai.response.id", result.id)
+        span.set_attribute("gen_ai.usage.input_tokens", result.usage.prompt_tokens)
+        span.set_attribute("gen_ai.usage.output_tokens", result.usage.completion_tokens)
+        span.end()
+
+    def floor_full(self) -> None:
+        """The floor, but writing the same attributes evaltrace writes (precomputed): OTel's share of our cost."""
+        span = self.tracer.start_span("chat gpt-4o-mini", kind=SpanKind.CLIENT, attributes=self.start_attrs)
+        self.create(**self.kwargs)
+        span.set_attributes(self.end_attrs)
+        span.end()
+
+    def _proxy(self, chunks: list[Any]) -> Any:
+        from evaltrace._internal.openai.accumulate import ChatAccumulator
+        from evaltrace._internal.openai.call import LLMCall
+        from evaltrace._internal.openai.registry import EndpointKind
+        from evaltrace._internal.openai.stream import StreamState, SyncStreamProxy
+
+        call = LLMCall(self.tracer, EndpointKind.CHAT, {"model": "m"}, ("h", 443), None)
+        return SyncStreamProxy(iter(chunks), StreamState(call, ChatAccumulator()))
+
+    def plain_iter(self) -> None:
+        for _ in iter(self.chunks):
+            pass
+
+    def proxy_iter(self) -> None:
+        for _ in self._proxy(self.chunks):
+            pass
+
+    def empty_proxy(self) -> None:
+        for _ in self._proxy([]):
+            pass
+
+    def floor_iter(self) -> None:
+        for _ in _floor_stream(iter(self.chunks), self.tracer.start_span("chat m")):
+            pass
+
+
+def _timed(fn: Callable[[], Any], n: int) -> float:
+    start = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - start) / n
+
+
+def _isolated(provider: TracerProvider) -> None:
+    bench = _Isolated(provider)
+    calls = (("evaltrace", bench.evaltrace, True), ("ev-nocap", bench.evaltrace, False))
+    calls += (("floor", bench.floor, True), ("floor-full", bench.floor_full, True), ("bare", bench.bare, True))
+    streams = (("plain", bench.plain_iter), ("proxy", bench.proxy_iter), ("proxy0", bench.empty_proxy))
+    streams += (("floorit", bench.floor_iter),)
+    timing: dict[str, list[float]] = {}
+    for _ in range(ROUNDS):
+        for mode, fn, capture in calls:
+            previous = settings.replace(settings.CaptureSettings(capture_content=capture))
+            timing.setdefault(mode, []).append(_timed(fn, 2000))
+            settings.replace(previous)
+        for name, fn in streams:
+            timing.setdefault(name, []).append(_timed(fn, 50))
+    med = {k: statistics.median(v) * 1e6 for k, v in timing.items()}
+    floor_cost = med["floor"] - med["bare"]
+    print("isolated instrumentation work (no HTTP, no parsing; medians; floor-full = floor writing our attributes):")
+    for mode in ("floor", "floor-full", "evaltrace", "ev-nocap"):
+        added = med[mode] - med["bare"]
+        print(f"  {mode:<10} +{added:7.1f} µs/call  ({added / floor_cost:4.2f} x floor)")
+    n = len(bench.chunks)
+    ours = (med["proxy"] - med["proxy0"] - med["plain"]) / n
+    floor_chunk = (med["floorit"] - med["plain"]) / n
+    print(f"  per chunk: evaltrace proxy +{ours:.3f} µs, floor generator +{floor_chunk:.3f} µs ({n} chunks)")
+
+
+def main() -> None:
+    provider = TracerProvider()
+    tracing.set_tracer_provider(provider)
+    api = openai.OpenAI(api_key="bench", http_client=httpx.Client(transport=httpx.MockTransport(_handler)))
+    modes = ["none", "floor", "evaltrace", "ev-nocap"]
+    results: dict[tuple[str, str], list[float]] = {}
+    _time_calls(api)  # warm-up: imports, caches
+    for round_ in range(ROUNDS):
+        # Rotate the order every round so no mode always runs first (warm caches, CPU clock ramps).
+        for mode in modes[round_ % len(modes) :] + modes[: round_ % len(modes)]:
+            undo = _setup(mode, provider)
+            gc.collect()
+            gc.disable()  # collections landing in one mode's window are the largest source of noise
+            try:
+                results.setdefault((mode, "call"), []).append(_time_calls(api))
+                for n in _STREAMS:
+                    results.setdefault((mode, f"stream{n}"), []).append(_time_streams(api, n))
+            finally:
+                gc.enable()
+                undo()
+    _report(modes, {k: statistics.median(v) for k, v in results.items()})
+    _isolated(provider)
+
+
+def _report(modes: list[str], med: dict[tuple[str, str], float]) -> None:
+    us = 1e6
+    base_call, base20, base200 = (med[("none", k)] for k in ("call", "stream20", "stream200"))
+    print(f"rounds={ROUNDS} calls/round={CALLS} streams/round={STREAMS} (medians)")
+    print(
+        f"{'mode':<10} {'call µs':>9} {'+µs/call':>9} {'x none':>8} {'stream200 µs':>13} {'+µs/stream':>11} {'+µs/chunk':>10}"
+    )
+    for mode in modes:
+        call = med[(mode, "call")]
+        over = call - base_call
+        s20 = med[(mode, "stream20")] - base20
+        s200 = med[(mode, "stream200")] - base200
+        per_chunk = (s200 - s20) / 180
+        ratio = call / base_call
+        print(
+            f"{mode:<10} {call * us:9.1f} {over * us:9.1f} {ratio:8.2f} {med[(mode, 'stream200')] * us:13.1f}"
+            f" {s200 * us:11.1f} {per_chunk * us:10.3f}"
+        )
+    print(f"uninstrumented call: {base_call * us:.1f} µs; uninstrumented 200-chunk stream: {base200 * us:.1f} µs")
+
+
+if __name__ == "__main__":
+    main()
