@@ -147,3 +147,65 @@ def test_decorated_error_maps_to_trace_error(exporter: InMemorySpanExporter) -> 
     assert (trace.error.type, trace.error.message) == ("exception", "KeyError: 'x'")
     assert trace.error.stack is not None and "raise KeyError(question)" in trace.error.stack
     assert trace.input == {"question": "x"}
+
+
+def sse(chunks: list[dict[str, Any]]) -> bytes:
+    return ("".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n").encode()
+
+
+def chunk(delta: dict[str, Any], finish: str | None = None, usage: dict[str, int] | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": "chatcmpl-s",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "gpt-4o-mini-2024-07-18",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}] if delta or finish else [],
+    }
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_streamed_call_with_reasoning_maps_to_metrics(exporter: InMemorySpanExporter) -> None:
+    body = sse(
+        [
+            chunk({"role": "assistant", "reasoning_content": "Think first."}),
+            chunk({"content": "Hel"}),
+            chunk({"content": "lo."}),
+            chunk({}, finish="stop"),
+            chunk({}, usage={"prompt_tokens": 5, "completion_tokens": 4, "total_tokens": 9}),
+        ]
+    )
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body)
+
+    client = openai.OpenAI(
+        api_key="test", http_client=httpx.Client(transport=httpx.MockTransport(handler)), max_retries=0
+    )
+
+    @evaltrace.agent
+    def greet() -> str:
+        stream = client.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": "Say hello"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        return "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+
+    assert greet() == "Hello."
+    trace = trace_from_spans(exporter.get_finished_spans())
+    assert [(m.role, m.content, m.thinking) for m in trace.messages] == [
+        ("user", "Say hello", None),
+        ("assistant", "Hello.", "Think first."),
+    ]
+    assert trace.output.final_answer == "Hello."
+    assert trace.output.thinking == "Think first."
+    metrics = trace.metrics
+    assert (metrics.token_input, metrics.token_output) == (5, 4)
+    assert metrics.stream_completed is True
+    assert metrics.stream_chunks == 5
+    assert metrics.latency_first_token_ms is not None and metrics.latency_last_token_ms is not None
+    assert metrics.latency_first_token_ms <= metrics.latency_last_token_ms
