@@ -73,15 +73,16 @@ def responses_usage(usage: Any) -> Usage | None:
     )
 
 
-def chat_outcome(completion: Any) -> Outcome:
-    """ChatCompletion -> Outcome: one output message per choice, finish reasons verbatim per choice."""
+def chat_outcome(completion: Any, content: bool = True) -> Outcome:
+    """ChatCompletion -> Outcome: one output message per choice (only with ``content``), finish reasons verbatim."""
     choices = get(completion, "choices") or ()
-    messages: list[Message] = []
+    messages: list[Message] | None = [] if content else None
     reasons: list[str] = []
     for choice in choices:
         reason = get(choice, "finish_reason")
         reasons.append(reason if reason is not None else "")
-        messages.append(_chat_choice_message(get(choice, "message"), reason))
+        if messages is not None:
+            messages.append(_chat_choice_message(get(choice, "message"), reason))
     return Outcome(
         response_id=get(completion, "id"),
         response_model=get(completion, "model"),
@@ -106,8 +107,8 @@ def _chat_choice_message(message: Any, reason: str | None) -> Message:
     return output_message(parts, reason)
 
 
-def responses_outcome(response: Any) -> Outcome:
-    """Response -> Outcome: all output items form one assistant message."""
+def responses_outcome(response: Any, content: bool = True) -> Outcome:
+    """Response -> Outcome: all output items form one assistant message (kept only with ``content``)."""
     parts: list[Part] = []
     has_tool_call = False
     for item in get(response, "output") or ():
@@ -117,7 +118,7 @@ def responses_outcome(response: Any) -> Outcome:
         response_id=get(response, "id"),
         response_model=get(response, "model"),
         finish_reasons=[reason],
-        output_messages=[output_message(parts, reason)],
+        output_messages=[output_message(parts, reason)] if content else None,
         usage=responses_usage(get(response, "usage")),
         service_tier=get(response, "service_tier"),
     )
@@ -159,7 +160,7 @@ def _responses_item_parts(item: Any, parts: list[Part]) -> bool:
     return False
 
 
-def embeddings_outcome(response: Any) -> Outcome:
+def embeddings_outcome(response: Any, content: bool = True) -> Outcome:
     """CreateEmbeddingResponse -> Outcome (model and input tokens only)."""
     usage = get(response, "usage")
     return Outcome(

@@ -28,7 +28,7 @@ from evaltrace._internal.openai.stream import AsyncStreamProxy, StreamState, Syn
 
 _ACTIVE: ContextVar[bool] = ContextVar("evaltrace_openai_call_active", default=False)
 
-_OUTCOME: dict[EndpointKind, Callable[[Any], Outcome]] = {
+_OUTCOME: dict[EndpointKind, Callable[[Any, bool], Outcome]] = {
     EndpointKind.CHAT: chat_outcome,
     EndpointKind.RESPONSES: responses_outcome,
     EndpointKind.EMBEDDINGS: embeddings_outcome,
@@ -143,7 +143,7 @@ def _finish(call: LLMCall, kind: EndpointKind, result: Any) -> Any:
         return SyncStreamProxy(result, StreamState(call, _accumulator(kind)))
     if isinstance(result, async_stream):
         return AsyncStreamProxy(result, StreamState(call, _accumulator(kind)))
-    call.finish(_OUTCOME[kind](result))
+    call.finish(_OUTCOME[kind](result, call.capture))
     return result
 
 
