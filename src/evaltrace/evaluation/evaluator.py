@@ -234,6 +234,15 @@ class EvaluatorSpec:
         if self.span_kinds is not None:
             object.__setattr__(self, "_kinds", frozenset(self.span_kinds))
 
+    def may_match(self, name: str, kind: Any) -> bool:
+        """Return True when the kind and name filters pass (the predicate is left for ``on_end``).
+
+        Used at span start to decide whether the span's descendants must be buffered.
+        """
+        if self._kinds is not None and kind not in self._kinds:
+            return False
+        return self.name_glob is None or fnmatch.fnmatchcase(name, self.name_glob)
+
     def matches(self, name: str, attributes: Mapping[str, Any], kind: Any) -> bool:
         """Return True when the span (name, attributes, ``evaltrace.span.kind`` value) passes every filter."""
         if self._kinds is not None and kind not in self._kinds:

@@ -82,7 +82,6 @@ class EvaluationSpanProcessor(SpanProcessor):
         specs = as_specs(evaluators)
         self._span_specs = tuple(s for s in specs if not s.trace_level)
         self._trace_specs = tuple(s for s in specs if s.trace_level)
-        self._buffer_all = bool(specs)
         opts = self.options
         self._buffer = TraceBuffer(
             opts.trace_buffer_max_traces, opts.trace_buffer_max_spans, opts.trace_buffer_max_age_s
@@ -137,12 +136,24 @@ class EvaluationSpanProcessor(SpanProcessor):
         """Forward to downstream; remember spans started under suppression and decorated spans' traces."""
         context = span.context
         if context is not None:
-            if is_suppressed() and len(self._suppressed) < _MAX_SUPPRESSED:
-                self._suppressed.add(context.span_id)
-            elif span.attributes and span.attributes.get(semconv.EVALTRACE_EVALUATORS_REF):
+            if is_suppressed():
+                if len(self._suppressed) < _MAX_SUPPRESSED:
+                    self._suppressed.add(context.span_id)
+            elif self._may_evaluate(span):
+                # Descendants start after this span, so tracking its trace now buffers every one of them.
                 self._buffer.track(context.trace_id)
         for processor in self._downstream:
             processor.on_start(span, parent_context=parent_context)
+
+    def _may_evaluate(self, span: Span) -> bool:
+        """At span start: could an evaluator need this span's subtree when it ends?"""
+        attributes = span.attributes or {}
+        if attributes.get(semconv.EVALTRACE_EVALUATORS_REF):
+            return True
+        if self._trace_specs and _is_root(span):
+            return True
+        kind = attributes.get(semconv.EVALTRACE_SPAN_KIND)
+        return any(spec.may_match(span.name, kind) for spec in self._span_specs)
 
     def on_end(self, span: ReadableSpan) -> None:
         """Forward ``span`` at once, or admit it for evaluation (O(1); never raises, never blocks)."""
@@ -180,16 +191,21 @@ class EvaluationSpanProcessor(SpanProcessor):
         if attributes.get(semconv.EVALTRACE_SPAN_KIND) == semconv.KIND_EVALUATION:
             return None
         root = _is_root(span)
-        if self._buffer_all or self._buffer.is_tracked(context.trace_id):
-            self._buffer.add(span, create=self._buffer_all)
+        if self._buffer.is_tracked(context.trace_id):
+            self._buffer.add(span, create=False)  # the span itself: the root's job reads it from the list
         specs = self._matching(self._span_specs, span, attributes)
         ref = attributes.get(semconv.EVALTRACE_EVALUATORS_REF)
         if isinstance(ref, str) and ref:
             specs.extend(s for s in self._resolve(ref) if _sampled(s, attributes))
         trace_specs = self._matching(self._trace_specs, span, attributes) if root else []
-        spans, count = self._buffer.view(context.trace_id)
-        if root:
-            self._buffer.pop(context.trace_id)
+        tracked = self._buffer.is_tracked(context.trace_id)
+        if root and tracked:
+            spans = self._buffer.pop(context.trace_id)
+            count = len(spans)
+        elif tracked and (specs or trace_specs):
+            spans, count = self._buffer.view(context.trace_id)
+        else:
+            spans, count = [], 0
         if not specs and not trace_specs:
             return None
         return Job(span, specs, trace_specs, spans, count, admitted_at=time.monotonic())
@@ -217,7 +233,6 @@ class EvaluationSpanProcessor(SpanProcessor):
     # --- forwarding ---------------------------------------------------------------------------------------
 
     def _forward(self, span: ReadableSpan) -> None:
-        self._stats.incr("forwarded")
         if self._gate is not None:
             self._gate.offer(span)
         else:
@@ -293,7 +308,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         """Return the pipeline's counters.
 
         Keys: ``queued`` (admitted, not finished), ``enqueued``, ``dropped`` (queue full: forwarded
-        unevaluated), ``forwarded``, ``enriched``, ``held_timeout``, ``evaluation_spans``, ``evaluated``,
+        unevaluated), ``enriched``, ``held_timeout``, ``evaluation_spans``, ``evaluated``,
         ``failed``, ``timed_out``, ``skipped``, ``retries``, ``sampled_out``, ``score_rejects``,
         ``log_events``, ``internal_errors``, ``evaluators`` (per evaluator: counts, ``pass_rate``,
         ``latency_ms_p50``/``p95``), ``buffer`` (trace buffer), ``sinks`` (per sink: ``queued``,

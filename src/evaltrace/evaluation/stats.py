@@ -39,7 +39,6 @@ class PipelineStats:
         self.counters: dict[str, int] = {
             "enqueued": 0,
             "dropped": 0,
-            "forwarded": 0,
             "enriched": 0,
             "held_timeout": 0,
             "evaluation_spans": 0,
