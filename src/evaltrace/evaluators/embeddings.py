@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from evaltrace._internal.tracing import suppress_instrumentation
+from evaltrace.evaluators._client import build_async_client
 
 DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
 
@@ -75,14 +76,8 @@ class OpenAIEmbedder:
             cache_size: Vectors kept in the cache.
         """
         if client is None:
-            import openai
-
-            client = openai.AsyncOpenAI(
-                api_key=api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", ""),
-                base_url=base_url,
-                http_client=http_client,
-                timeout=timeout,
-                max_retries=max_retries,
+            client = build_async_client(
+                base_url=base_url, api_key=api_key, http_client=http_client, timeout=timeout, max_retries=max_retries
             )
         self.client = client
         self.model = model or os.environ.get("EVALTRACE_EMBEDDING_MODEL") or DEFAULT_EMBEDDING_MODEL

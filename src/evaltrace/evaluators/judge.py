@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from evaltrace._internal.tracing import suppress_instrumentation
+from evaltrace.evaluators._client import build_async_client
 from evaltrace.evaluators._prompts import Prompt
 from evaltrace.schema import TraceErrorType
 
@@ -153,14 +154,8 @@ class Judge:
             cache_size: Judgements kept in the (prompt hash, model) cache.
         """
         if client is None:
-            import openai
-
-            client = openai.AsyncOpenAI(
-                api_key=api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", ""),
-                base_url=base_url,
-                http_client=http_client,
-                timeout=timeout,
-                max_retries=max_retries,
+            client = build_async_client(
+                base_url=base_url, api_key=api_key, http_client=http_client, timeout=timeout, max_retries=max_retries
             )
         self.client = client
         self.model = model or os.environ.get("EVALTRACE_JUDGE_MODEL") or DEFAULT_MODEL
