@@ -340,3 +340,24 @@ def test_status_error_on_failed_child_span(make_pipeline: MakePipeline) -> None:
     child = p.one("evaluation late_boom")
     assert child.status.status_code is StatusCode.ERROR
     assert child.attributes["error.type"] == "RuntimeError"
+
+
+def test_spans_fed_without_on_start_still_get_subtree_and_trace_evaluation(make_pipeline: MakePipeline) -> None:
+    """An OTLP receiver hands finished spans to on_end only; subtrees must still be complete."""
+    seen: list[Trace] = []
+
+    @evaluator(name="whole")
+    def whole(trace: Trace) -> bool:
+        seen.append(trace)
+        return True
+
+    source = make_pipeline()  # records finished spans without evaluating (no evaluators)
+    with source.tracer.start_as_current_span("root"):
+        _llm(source, "chat 1", 3)
+        _llm(source, "chat 2", 4)
+    target = make_pipeline([EvaluatorSpec(whole, trace_level=True)])
+    for span in source.spans():  # children first, as they ended
+        target.processor.on_end(span)
+    target.flush()
+    assert len(seen) == 1 and seen[0].metrics.token_input == 7
+    assert target.one("root").attributes["evaltrace.eval.whole.passed"] is True

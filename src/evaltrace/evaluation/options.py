@@ -33,6 +33,8 @@ class ProcessorOptions:
         trace_buffer_max_traces: Traces whose spans are buffered for subtree / trace-level evaluation.
         trace_buffer_max_spans: Spans buffered per trace.
         trace_buffer_max_age_s: Age after which a buffered trace whose root never ended is evicted.
+        buffer_all_traces: Buffer every trace, not only those an evaluator may need as judged at span start.
+            Automatic when spans arrive without ``on_start`` (e.g. fed from an OTLP receiver).
         score_configs: ScoreConfig per evaluator name; scores violating it are rejected and counted.
         emit_log_events: Emit ``gen_ai.evaluation.result`` log records through the Logs API.
         logger_provider: LoggerProvider for those records (None: the global one).
@@ -56,6 +58,7 @@ class ProcessorOptions:
     trace_buffer_max_traces: int = 4096
     trace_buffer_max_spans: int = 2048
     trace_buffer_max_age_s: float = 300.0
+    buffer_all_traces: bool = False
     score_configs: Mapping[str, ScoreConfig] = field(default_factory=dict)
     emit_log_events: bool = True
     logger_provider: Any = None

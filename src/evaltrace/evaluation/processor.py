@@ -88,6 +88,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         )
         self._ref_specs: dict[str, tuple[EvaluatorSpec, ...]] = {}
         self._suppressed: set[int] = set()
+        self._saw_start = False
         self._stats = PipelineStats()
         self.monitor = ProductionMonitor(opts.monitor_window_s)
         for spec in specs:
@@ -134,6 +135,7 @@ class EvaluationSpanProcessor(SpanProcessor):
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         """Forward to downstream; remember spans started under suppression and decorated spans' traces."""
+        self._saw_start = True
         context = span.context
         if context is not None:
             if is_suppressed():
@@ -191,8 +193,11 @@ class EvaluationSpanProcessor(SpanProcessor):
         if attributes.get(semconv.EVALTRACE_SPAN_KIND) == semconv.KIND_EVALUATION:
             return None
         root = _is_root(span)
-        if self._buffer.is_tracked(context.trace_id):
-            self._buffer.add(span, create=False)  # the span itself: the root's job reads it from the list
+        # Spans that reach us without on_start (an OTLP receiver feeding on_end) were never tracked: buffer
+        # every trace then, since which ancestor will need them is unknown until it ends.
+        buffer_all = self.options.buffer_all_traces or not self._saw_start
+        if buffer_all or self._buffer.is_tracked(context.trace_id):
+            self._buffer.add(span, create=buffer_all)  # the span itself too: a root's job reads it from the list
         specs = self._matching(self._span_specs, span, attributes)
         ref = attributes.get(semconv.EVALTRACE_EVALUATORS_REF)
         if isinstance(ref, str) and ref:
