@@ -45,7 +45,7 @@ _KIND_ATTRS = {
 class LLMCall:
     """The span of one call and what is needed to finish it."""
 
-    __slots__ = ("capture", "instruments", "kind", "max_len", "metric_attrs", "model", "span", "start")
+    __slots__ = ("capture", "ended", "instruments", "kind", "max_len", "metric_attrs", "model", "span", "start")
 
     def __init__(
         self,
@@ -60,6 +60,7 @@ class LLMCall:
         self.max_len = current.max_attribute_length
         self.kind = kind
         self.instruments = instruments
+        self.ended = False
         model = params.get("model")
         self.model: str | None = model if isinstance(model, str) else None
         host, port = server
@@ -136,7 +137,13 @@ class LLMCall:
         self.span.set_attributes(attrs)
         self.fail(error, extra)
 
+    def abandon(self) -> None:
+        """End the span as it is, if nothing ended it (our own code failed half-way)."""
+        if not self.ended:
+            self._end(None, None)
+
     def _end(self, outcome: Outcome | None, error_type: str | None) -> None:
+        self.ended = True
         elapsed = time.perf_counter() - self.start
         self.span.end()
         if self.instruments is not None:

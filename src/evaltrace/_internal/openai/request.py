@@ -93,6 +93,10 @@ def _responses_params(params: dict[str, Any], attrs: Attributes) -> None:
     previous = params.get("previous_response_id")
     if isinstance(previous, str):
         attrs[sc.GEN_AI_REQUEST_PREVIOUS_RESPONSE_ID] = previous
+    conversation = params.get("conversation")
+    conversation_id = conversation if isinstance(conversation, str) else field(conversation, "id")
+    if isinstance(conversation_id, str):
+        attrs[sc.GEN_AI_CONVERSATION_ID] = conversation_id  # a real server-side conversation, never invented
     output_type = "json" if params.get("text_format") is not None else _output_type(field(params.get("text"), "format"))
     if output_type:
         attrs[sc.GEN_AI_OUTPUT_TYPE] = output_type

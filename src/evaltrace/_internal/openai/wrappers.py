@@ -123,7 +123,10 @@ def _record_result(call: LLMCall, kind: EndpointKind, result: Any) -> Any:
     """End the span from ``result`` (or hand it to a stream proxy); return what the user receives."""
     with handle_internal_errors("recording an OpenAI response"):
         return _finish(call, kind, result)
-    return result  # our own error, logged: the user still gets the untouched result
+    # Our own error, logged: the user still gets the untouched result, and the span is not left open.
+    with handle_internal_errors("closing an OpenAI span"):
+        call.abandon()
+    return result
 
 
 def _finish(call: LLMCall, kind: EndpointKind, result: Any) -> Any:
