@@ -213,3 +213,12 @@ async def test_metrics_follow_semconv(is_async: bool, provider: TracerProvider, 
     assert point.attributes["gen_ai.response.model"] == "gpt-4o-mini-2024-07-18"
     tokens = {p.attributes["gen_ai.token.type"]: p.sum for p in metrics["gen_ai.client.token.usage"].data.data_points}
     assert tokens == {"input": 3, "output": 1}
+
+
+async def test_sentinels_and_none_are_not_request_parameters(
+    is_async: bool, instrumented: OpenAIInstrumentor, exporter: InMemorySpanExporter
+) -> None:
+    await _chat(is_async, temperature=openai.NOT_GIVEN, seed=openai.omit, max_tokens=None, stop=openai.omit, n=1)
+    (span,) = exporter.get_finished_spans()
+    request_keys = {k for k in span.attributes or {} if k.startswith("gen_ai.request.")}
+    assert request_keys == {"gen_ai.request.model"}
