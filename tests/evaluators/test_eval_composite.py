@@ -178,3 +178,16 @@ async def test_judge_evaluators_fit_the_pipeline(fake_openai: FakeOpenAI, judge:
     assert runner.is_async_evaluator(evaluator)
     stamped = await runner.arun_evaluator(evaluator, build_trace("x", contexts=["x"]))
     assert stamped.passed and stamped.evaluator_version == "v1.0.0+faithfulness@v1"
+
+
+def test_catalogue_names_match_evaluator_names() -> None:
+    from evaltrace.evaluators import CATALOGUE, create_evaluator
+
+    special = {"pii_leakage", "semantic_similarity_sentences", "llm_judge"}  # alias class / instance-level names
+    for name, cls in CATALOGUE.items():
+        if name not in special:
+            assert cls.name == name, name
+    assert create_evaluator("tool_called", "get_weather").tools == ("get_weather",)
+    assert create_evaluator("pii_leakage").name == "pii_leakage"
+    with pytest.raises(KeyError, match="known: agent_rubric"):
+        create_evaluator("nope")

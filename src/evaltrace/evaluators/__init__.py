@@ -16,6 +16,7 @@ from evaltrace.evaluators.answer import (
     statement_f1,
 )
 from evaltrace.evaluators.budgets import Cost, Latency, TokenBudget
+from evaltrace.evaluators.catalogue import CATALOGUE, create_evaluator
 from evaltrace.evaluators.classification import (
     Classification,
     ClassificationReport,
@@ -63,6 +64,7 @@ __all__ = [
     "AnswerRelevancySentences",
     "BYOP",
     "Bleu",
+    "CATALOGUE",
     "CitationAccuracy",
     "ClassMetrics",
     "Classification",
@@ -120,6 +122,7 @@ __all__ = [
     "Toxicity",
     "classification_report",
     "cosine",
+    "create_evaluator",
     "looping_metrics",
     "report_from_results",
     "run_insights",

@@ -1,0 +1,120 @@
+"""The catalogue: every built-in evaluator under its docs/evaluators.md name, for configuration files."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from evaltrace.evaluators.answer import (
+    AnswerCorrectness,
+    AnswerRelevancy,
+    AnswerRelevancySentences,
+    SemanticSimilarity,
+    SemanticSimilaritySentences,
+)
+from evaltrace.evaluators.budgets import Cost, Latency, TokenBudget
+from evaltrace.evaluators.classification import Classification
+from evaltrace.evaluators.composite import AgentRubric
+from evaltrace.evaluators.encoding import EncodingGuardrail
+from evaltrace.evaluators.grading import (
+    BYOP,
+    CitationAccuracy,
+    Completeness,
+    FactCheck,
+    FactualAccuracy,
+    LLMJudge,
+    SourceQuality,
+)
+from evaltrace.evaluators.looping import LoopingDetection
+from evaltrace.evaluators.overlap import Bleu, Rouge
+from evaltrace.evaluators.pii import ContactInfo, NoPII, SensitiveData
+from evaltrace.evaluators.rag import (
+    ContextMRR,
+    ContextPrecision,
+    ContextRecall,
+    ContextRelevancy,
+    Faithfulness,
+    Groundedness,
+    Hallucination,
+)
+from evaltrace.evaluators.safety import FairnessBias, LanguageMismatch, Sexism, Stereotypes, Summarization, Toxicity
+from evaltrace.evaluators.structure import AgentSanity, JsonSchema
+from evaltrace.evaluators.text import ContainsText, ExactMatch, Facts, Length, NotContains, Regex, TextMatching
+from evaltrace.evaluators.tools import StepAlignment, ToolCalled, ToolEfficiency
+
+CATALOGUE: Mapping[str, type[Any]] = MappingProxyType(
+    {
+        "agent_rubric": AgentRubric,
+        "agent_sanity": AgentSanity,
+        "answer_correctness": AnswerCorrectness,
+        "answer_relevancy": AnswerRelevancy,
+        "answer_relevancy_sentences": AnswerRelevancySentences,
+        "bleu": Bleu,
+        "byop": BYOP,
+        "citation_accuracy": CitationAccuracy,
+        "classification": Classification,
+        "completeness": Completeness,
+        "contact_info": ContactInfo,
+        "contains_text": ContainsText,
+        "context_mrr": ContextMRR,
+        "context_precision": ContextPrecision,
+        "context_recall": ContextRecall,
+        "context_relevancy": ContextRelevancy,
+        "cost": Cost,
+        "encoding_guardrail": EncodingGuardrail,
+        "exact_match": ExactMatch,
+        "fact_check": FactCheck,
+        "facts": Facts,
+        "factual_accuracy": FactualAccuracy,
+        "fairness_bias": FairnessBias,
+        "faithfulness": Faithfulness,
+        "groundedness": Groundedness,
+        "hallucination": Hallucination,
+        "json_schema": JsonSchema,
+        "language_mismatch": LanguageMismatch,
+        "latency": Latency,
+        "length": Length,
+        "llm_judge": LLMJudge,
+        "looping_detection": LoopingDetection,
+        "not_contains": NotContains,
+        "pii_leakage": NoPII,
+        "regex": Regex,
+        "rouge": Rouge,
+        "semantic_similarity": SemanticSimilarity,
+        "semantic_similarity_sentences": SemanticSimilaritySentences,
+        "sensitive_data": SensitiveData,
+        "sexism": Sexism,
+        "source_quality": SourceQuality,
+        "step_alignment": StepAlignment,
+        "stereotypes": Stereotypes,
+        "summarization": Summarization,
+        "text_matching": TextMatching,
+        "token_budget": TokenBudget,
+        "tool_called": ToolCalled,
+        "tool_efficiency": ToolEfficiency,
+        "toxicity": Toxicity,
+    }
+)
+"""Catalogue name -> evaluator class."""
+
+
+def create_evaluator(name: str, /, *args: Any, **options: Any) -> Any:
+    """Instantiate the catalogue evaluator ``name`` with ``args``/``options`` (e.g. from an eval.yaml entry).
+
+    Args:
+        name: Catalogue name, e.g. ``"tool_called"`` or ``"faithfulness"``.
+        *args: Positional arguments of the evaluator's constructor.
+        **options: Keyword arguments of the evaluator's constructor.
+
+    Returns:
+        The evaluator.
+
+    Raises:
+        KeyError: Unknown name (the message lists the known ones).
+    """
+    try:
+        cls = CATALOGUE[name]
+    except KeyError:
+        raise KeyError(f"unknown evaluator {name!r}; known: {', '.join(CATALOGUE)}") from None
+    return cls(*args, **options)
