@@ -1,0 +1,209 @@
+"""What a trace report shows, gathered from the spans of one trace: waterfall rows, scores, and the Trace.
+
+Scores are read from the three places the evaluation pipeline writes them: ``gen_ai.evaluation.result`` span
+events and ``evaltrace.eval.<name>.score`` / ``.passed`` attributes on the evaluated span, and child
+``evaluation {name}`` spans for results that came after the span was exported. One row per (span, evaluator).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import StatusCode
+
+from evaltrace._internal import semconv
+from evaltrace.schema import Trace
+
+__all__ = ["ReportData", "ScoreRow", "SpanRow", "build_report"]
+
+
+@dataclass
+class ScoreRow:
+    """One evaluation result on one span."""
+
+    span_id: str
+    span_name: str
+    name: str
+    score: float | None = None
+    label: str | None = None
+    passed: bool | None = None
+    explanation: str | None = None
+
+
+@dataclass
+class SpanRow:
+    """One waterfall row."""
+
+    span_id: str
+    parent_id: str | None
+    name: str
+    kind: str
+    depth: int
+    offset_ms: float
+    duration_ms: float
+    error: str | None
+    attributes: dict[str, Any]
+    events: list[tuple[str, float, dict[str, Any]]]
+    scores: list[ScoreRow] = field(default_factory=list)
+
+
+@dataclass
+class ReportData:
+    """Everything the HTML page renders."""
+
+    trace_id: str
+    root_name: str
+    service: str
+    started_ns: int
+    duration_ms: float
+    spans: list[SpanRow]
+    scores: list[ScoreRow]
+    trace: Trace | None
+    trace_error: str | None = None
+
+
+def _hex(value: int, width: int) -> str:
+    return format(value, f"0{width}x")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _row(rows: dict[str, ScoreRow], span_id: str, span_name: str, name: str) -> ScoreRow:
+    return rows.setdefault(name, ScoreRow(span_id, span_name, name))
+
+
+def _fill_from_result(row: ScoreRow, attributes: Mapping[str, Any]) -> None:
+    row.score = _number(attributes.get(semconv.GEN_AI_EVALUATION_SCORE_VALUE, row.score))
+    row.label = _text(attributes.get(semconv.GEN_AI_EVALUATION_SCORE_LABEL)) or row.label
+    row.explanation = _text(attributes.get(semconv.GEN_AI_EVALUATION_EXPLANATION)) or row.explanation
+    if row.passed is None and row.label in (semconv.EVAL_LABEL_PASS, semconv.EVAL_LABEL_FAIL):
+        row.passed = row.label == semconv.EVAL_LABEL_PASS
+
+
+def span_scores(span: ReadableSpan) -> list[ScoreRow]:
+    """The evaluation results carried by ``span`` (events and ``evaltrace.eval.*`` attributes)."""
+    assert span.context is not None
+    span_id = _hex(span.context.span_id, 16)
+    rows: dict[str, ScoreRow] = {}
+    for event in span.events:
+        attributes = event.attributes or {}
+        name = attributes.get(semconv.GEN_AI_EVALUATION_NAME)
+        if event.name == semconv.GEN_AI_EVALUATION_RESULT_EVENT and isinstance(name, str):
+            _fill_from_result(_row(rows, span_id, span.name, name), attributes)
+    prefix = semconv.EVALTRACE_EVAL_PREFIX
+    for key, value in (span.attributes or {}).items():
+        if not key.startswith(prefix):
+            continue
+        for suffix in (semconv.EVALTRACE_EVAL_SCORE_SUFFIX, semconv.EVALTRACE_EVAL_PASSED_SUFFIX):
+            if key.endswith(suffix):
+                row = _row(rows, span_id, span.name, key[len(prefix) : -len(suffix)])
+                if suffix == semconv.EVALTRACE_EVAL_SCORE_SUFFIX:
+                    row.score = _number(value)
+                elif isinstance(value, bool):
+                    row.passed = value
+    return list(rows.values())
+
+
+def _late_score(span: ReadableSpan, parent_name: str) -> ScoreRow | None:
+    """A child ``evaluation {name}`` span: a result that arrived after its span was exported."""
+    attributes = span.attributes or {}
+    name = attributes.get(semconv.GEN_AI_EVALUATION_NAME)
+    if attributes.get(semconv.EVALTRACE_SPAN_KIND) != semconv.KIND_EVALUATION or not isinstance(name, str):
+        return None
+    if span.parent is None:
+        return None
+    row = ScoreRow(_hex(span.parent.span_id, 16), parent_name, name)
+    _fill_from_result(row, attributes)
+    return row
+
+
+def _depths(spans: Sequence[ReadableSpan]) -> dict[int, int]:
+    ids = {s.context.span_id for s in spans if s.context is not None}
+    parents = {s.context.span_id: s.parent.span_id if s.parent else None for s in spans if s.context is not None}
+    depths: dict[int, int] = {}
+    for span_id in ids:
+        depth, current, seen = 0, parents.get(span_id), {span_id}
+        while current is not None and current in ids and current not in seen:
+            seen.add(current)
+            depth += 1
+            current = parents.get(current)
+        depths[span_id] = depth
+    return depths
+
+
+def _ordered(spans: Sequence[ReadableSpan]) -> list[ReadableSpan]:
+    """Depth-first, children by start time, so each subtree is contiguous in the waterfall."""
+    ids = {s.context.span_id for s in spans if s.context is not None}
+    children: dict[int | None, list[ReadableSpan]] = {}
+    for span in spans:
+        parent = span.parent.span_id if span.parent is not None and span.parent.span_id in ids else None
+        children.setdefault(parent, []).append(span)
+    out: list[ReadableSpan] = []
+    stack = sorted(children.get(None, []), key=lambda s: s.start_time or 0, reverse=True)
+    while stack:
+        span = stack.pop()
+        out.append(span)
+        assert span.context is not None
+        stack.extend(sorted(children.get(span.context.span_id, []), key=lambda s: s.start_time or 0, reverse=True))
+    return out
+
+
+def build_report(spans: Sequence[ReadableSpan], trace: Trace | None, trace_error: str | None = None) -> ReportData:
+    """Gather the report of one trace from its spans (and the ``Trace`` mapped from them, when available)."""
+    ordered = _ordered([s for s in spans if s.context is not None])
+    if not ordered:
+        raise ValueError("no spans to report on")
+    start = min(s.start_time or 0 for s in ordered)
+    end = max(s.end_time or s.start_time or 0 for s in ordered)
+    depths = _depths(ordered)
+    names = {s.context.span_id: s.name for s in ordered if s.context is not None}
+    rows: list[SpanRow] = []
+    scores: list[ScoreRow] = []
+    for span in ordered:
+        assert span.context is not None
+        attributes = dict(span.attributes or {})
+        status = span.status
+        error = (status.description or "error") if status.status_code is StatusCode.ERROR else None
+        row = SpanRow(
+            span_id=_hex(span.context.span_id, 16),
+            parent_id=_hex(span.parent.span_id, 16) if span.parent is not None else None,
+            name=span.name,
+            kind=str(attributes.get(semconv.EVALTRACE_SPAN_KIND) or span.kind.name.lower()),
+            depth=depths.get(span.context.span_id, 0),
+            offset_ms=((span.start_time or start) - start) / 1e6,
+            duration_ms=((span.end_time or span.start_time or start) - (span.start_time or start)) / 1e6,
+            error=error,
+            attributes=attributes,
+            events=[(e.name, (e.timestamp - start) / 1e6, dict(e.attributes or {})) for e in span.events],
+            scores=span_scores(span),
+        )
+        rows.append(row)
+        scores.extend(row.scores)
+        parent_name = names.get(span.parent.span_id, "?") if span.parent is not None else "?"
+        late = _late_score(span, parent_name)
+        if late is not None:
+            scores.append(late)
+    root = ordered[0]
+    assert root.context is not None
+    return ReportData(
+        trace_id=_hex(root.context.trace_id, 32),
+        root_name=root.name,
+        service=str(root.resource.attributes.get(semconv.SERVICE_NAME, "")),
+        started_ns=start,
+        duration_ms=(end - start) / 1e6,
+        spans=rows,
+        scores=scores,
+        trace=trace,
+        trace_error=trace_error,
+    )
