@@ -26,14 +26,15 @@ _BATCH = 256
 class Engine:
     """Run job coroutines on a private event loop in a daemon thread.
 
+    Call :meth:`start` with the job coroutine function before submitting.
+
     Args:
-        run_job: Coroutine function called with each submitted job.
         sync_workers: Size of the thread pool for synchronous work.
         max_async_concurrency: Async evaluations allowed at once (the semaphore lives on the loop).
     """
 
-    def __init__(self, run_job: JobRunner, sync_workers: int, max_async_concurrency: int) -> None:
-        self._run_job = run_job
+    def __init__(self, sync_workers: int, max_async_concurrency: int) -> None:
+        self._run_job: JobRunner | None = None
         self.pool = concurrent.futures.ThreadPoolExecutor(sync_workers, thread_name_prefix="evaltrace-eval")
         self.loop = asyncio.new_event_loop()
         self.async_slots = asyncio.Semaphore(max_async_concurrency)
@@ -41,6 +42,10 @@ class Engine:
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop_thread = threading.Thread(target=self._run_loop, name="evaltrace-eval-loop", daemon=True)
         self._dispatcher = threading.Thread(target=self._dispatch, name="evaltrace-eval-dispatch", daemon=True)
+
+    def start(self, run_job: JobRunner) -> None:
+        """Start the loop and dispatcher threads; ``run_job`` is awaited once per submitted job."""
+        self._run_job = run_job
         self._loop_thread.start()
         self._dispatcher.start()
 
@@ -94,6 +99,7 @@ class Engine:
                 return
 
     def _start_batch(self, batch: list[Any]) -> None:
+        assert self._run_job is not None  # start() ran before any submit
         for job in batch:
             task = self.loop.create_task(self._run_job(job))
             self._tasks.add(task)

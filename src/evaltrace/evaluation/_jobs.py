@@ -9,6 +9,7 @@ anything else went wrong (including cancellation at shutdown), so a span is neve
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import time
 from collections.abc import Callable
@@ -65,7 +66,7 @@ class JobContext:
     log_events: LogEventEmitter | None
     metrics: PipelineMetrics
     forward: Callable[[ReadableSpan], None]
-    pool: object
+    pool: concurrent.futures.Executor
     async_slots: asyncio.Semaphore
 
 
@@ -130,7 +131,7 @@ class JobRunner:
             trace,
             None,
             options=options,
-            executor=self.ctx.pool,  # type: ignore[arg-type]
+            executor=self.ctx.pool,
             on_retry=lambda: self.ctx.stats.incr("retries"),
         )
         if is_async_evaluator(spec.evaluator):

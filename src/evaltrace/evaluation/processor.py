@@ -100,10 +100,8 @@ class EvaluationSpanProcessor(SpanProcessor):
         self._shutdown = False
         metrics = PipelineMetrics(opts.meter_provider, lambda: self._pending, self._pass_rates, self._sink_counts)
         self._metrics = metrics
-        runner = JobRunner(self._job_context(metrics), self._job_done)
-        self._engine = Engine(runner.run, opts.sync_workers, opts.max_async_concurrency)
-        runner.ctx.pool = self._engine.pool
-        runner.ctx.async_slots = self._engine.async_slots
+        self._engine = Engine(opts.sync_workers, opts.max_async_concurrency)
+        self._engine.start(JobRunner(self._job_context(metrics), self._job_done).run)
 
     def _job_context(self, metrics: PipelineMetrics) -> JobContext:
         opts = self.options
@@ -115,8 +113,8 @@ class EvaluationSpanProcessor(SpanProcessor):
             log_events=LogEventEmitter(opts.logger_provider) if opts.emit_log_events else None,
             metrics=metrics,
             forward=self._forward,
-            pool=None,
-            async_slots=None,  # type: ignore[arg-type]  # set once the engine exists
+            pool=self._engine.pool,
+            async_slots=self._engine.async_slots,
         )
 
     def _sink_worker(self, sink: ScoreSink) -> SinkWorker:
