@@ -222,3 +222,18 @@ async def test_sentinels_and_none_are_not_request_parameters(
     (span,) = exporter.get_finished_spans()
     request_keys = {k for k in span.attributes or {} if k.startswith("gen_ai.request.")}
     assert request_keys == {"gen_ai.request.model"}
+
+
+async def test_explicit_tracer_provider_receives_the_spans(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    own = InMemorySpanExporter()
+    explicit = TracerProvider()
+    explicit.add_span_processor(SimpleSpanProcessor(own))
+    OpenAIInstrumentor().instrument(tracer_provider=explicit)
+    try:
+        await _chat(is_async)
+    finally:
+        OpenAIInstrumentor().uninstrument()
+    assert len(own.get_finished_spans()) == 1
+    assert exporter.get_finished_spans() == ()

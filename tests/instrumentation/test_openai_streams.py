@@ -240,12 +240,15 @@ async def _exit(stream: Any, how: str, is_async: bool) -> None:
     ],
 )
 async def test_stream_exit_paths_end_the_span_once(
-    how: str, reason: str, chunks: int, is_async: bool, exporter: InMemorySpanExporter
+    how: str, reason: str, chunks: int, is_async: bool, exporter: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
 ) -> None:
     stream = await _stream_chat([_simple_stream()], is_async)
     await _exit(stream, how, is_async)
+    await stream.close() if is_async else stream.close()  # a second exit must not end the span again
     del stream
     gc.collect()
+    # The SDK logs (and ignores) a second end(); there must be none.
+    assert not [r for r in caplog.records if "ended span" in r.getMessage()]
     (span,) = exporter.get_finished_spans()
     assert span.attributes["evaltrace.stream.end_reason"] == reason
     assert span.attributes["evaltrace.stream.completed"] is (reason == "exhausted")
