@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, overload, runtime_checkable
 
-from evaltrace.schema import EvalCase, EvaluationResult, Trace
+from evaltrace.schema import EvalCase, EvaluationResult, ScoreConfig, Trace
 
 DEFAULT_THRESHOLD = 0.5
 FAIL_LABELS = frozenset({"fail", "failed", "false", "no", "incorrect", "wrong"})
@@ -225,7 +225,7 @@ class EvaluatorSpec:
     sampler: SpanPredicate | None = None
     trace_level: bool = False
     timeout_s: float | None = None
-    config: Any = None
+    config: ScoreConfig | None = None
     _kinds: frozenset[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

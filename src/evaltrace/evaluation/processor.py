@@ -199,7 +199,8 @@ class EvaluationSpanProcessor(SpanProcessor):
         specs = self._matching(self._span_specs, span, attributes)
         ref = attributes.get(semconv.EVALTRACE_EVALUATORS_REF)
         if isinstance(ref, str) and ref:
-            specs.extend(s for s in self._resolve(ref) if _sampled(s, attributes))
+            chosen = {id(spec.evaluator) for spec in specs}  # one evaluator attached twice runs once
+            specs.extend(s for s in self._resolve(ref) if id(s.evaluator) not in chosen and _sampled(s, attributes))
         trace_specs = self._matching(self._trace_specs, span, attributes) if root else []
         tracked = self._buffer.is_tracked(context.trace_id)
         if root and tracked:
@@ -269,6 +270,9 @@ class EvaluationSpanProcessor(SpanProcessor):
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Finish queued evaluations, deliver queued scores, then flush downstream, all within the timeout.
+
+        With export sampling, traces whose root has not ended stay parked (their fate is not decided yet);
+        :meth:`shutdown` releases them.
 
         Returns:
             False when something was still pending at the deadline (see :meth:`stats` for what).

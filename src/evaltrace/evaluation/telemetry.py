@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from opentelemetry import metrics
-from opentelemetry._logs import LoggerProvider, get_logger_provider
+from opentelemetry._logs import Logger, LoggerProvider, get_logger_provider
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import NonRecordingSpan, set_span_in_context
@@ -32,14 +32,21 @@ class LogEventEmitter:
 
     def __init__(self, logger_provider: LoggerProvider | None = None) -> None:
         self._provider = logger_provider
+        self._logger: tuple[LoggerProvider, Logger] | None = None
+
+    def _get_logger(self) -> Logger:
+        provider = self._provider or get_logger_provider()
+        cached = self._logger
+        if cached is None or cached[0] is not provider:  # the global provider may be replaced later
+            cached = (provider, provider.get_logger(INSTRUMENTATION_NAME, __version__))
+            self._logger = cached
+        return cached[1]
 
     def emit(self, span: ReadableSpan, result: EvaluationResult) -> None:
         """Emit the event for ``result`` parented to ``span``."""
         if span.context is None:
             return
-        provider = self._provider or get_logger_provider()
-        logger = provider.get_logger(INSTRUMENTATION_NAME, __version__)
-        logger.emit(
+        self._get_logger().emit(
             event_name=semconv.GEN_AI_EVALUATION_RESULT_EVENT,
             attributes=evaluation_event_attributes(result, response_id_of(span.attributes)),
             context=set_span_in_context(NonRecordingSpan(span.context)),
