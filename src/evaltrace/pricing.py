@@ -88,8 +88,19 @@ FALLBACK_PRICES: dict[str, ModelPrice] = {
 }
 
 _DATE_SUFFIX = re.compile(r"-\d{4}-\d{2}-\d{2}$")
+# gen_ai.provider.name -> genai-prices provider id; the fallback table holds OpenAI prices only.
+_GENAI_PRICES_PROVIDER = {
+    "openai": "openai",
+    "azure.ai.openai": "azure",
+    "deepseek": "deepseek",
+    "groq": "groq",
+    "x_ai": "x-ai",
+    "mistral_ai": "mistral",
+    "perplexity": "perplexity",
+}
+_FALLBACK_PROVIDERS = frozenset({"openai", "azure.ai.openai"})
 _overrides: dict[str, ModelPrice] = {}
-_resolved: dict[str, ModelPrice | None] = {}  # per-process cache: lookups are on every LLM span
+_resolved: dict[tuple[str, str], ModelPrice | None] = {}  # per-process cache: lookups are on every LLM span
 
 
 def set_model_price(model: str, *, input: float, output: float = 0.0, cached_input: float | None = None) -> None:
@@ -111,37 +122,44 @@ def clear_model_prices() -> None:
     _resolved.clear()
 
 
-def price_of(model: str) -> ModelPrice | None:
-    """Return the price of ``model`` (overrides, genai-prices, fallback table), or None when unknown."""
+def price_of(model: str, provider: str = "openai") -> ModelPrice | None:
+    """Return the price of ``model`` (overrides, genai-prices, fallback table), or None when unknown.
+
+    Args:
+        model: Model name as the API reports it.
+        provider: ``gen_ai.provider.name`` of the endpoint that served it (prices differ between providers).
+    """
+    key = (provider, model)
     try:
-        return _resolved[model]
+        return _resolved[key]
     except KeyError:
         pass
-    price = _lookup(model)
+    price = _lookup(model, provider)
     if len(_resolved) > 4096:  # bounded: model names come from responses
         _resolved.clear()
-    _resolved[model] = price
+    _resolved[key] = price
     return price
 
 
-def _lookup(model: str) -> ModelPrice | None:
+def _lookup(model: str, provider: str) -> ModelPrice | None:
     base = _DATE_SUFFIX.sub("", model)
     for name in (model, base):
         if name in _overrides:
             return _overrides[name]
-    found = _from_genai_prices(model)
-    if found is not None:
+    genai_provider = _GENAI_PRICES_PROVIDER.get(provider)
+    found = _from_genai_prices(model, genai_provider) if genai_provider else None
+    if found is not None or provider not in _FALLBACK_PROVIDERS:
         return found
     return FALLBACK_PRICES.get(model) or FALLBACK_PRICES.get(base)
 
 
-def _from_genai_prices(model: str) -> ModelPrice | None:
+def _from_genai_prices(model: str, provider_id: str) -> ModelPrice | None:
     try:
         from genai_prices import data_snapshot
     except ImportError:
         return None
     try:
-        _, info = data_snapshot.get_snapshot().find_provider_model(model, None, "openai", None)
+        _, info = data_snapshot.get_snapshot().find_provider_model(model, None, provider_id, None)
     except LookupError:
         return None
     prices = info.get_prices(dt.datetime.now(tz=dt.UTC))
@@ -180,15 +198,16 @@ def cost_of(
     output_tokens: int | None,
     cached_tokens: int | None = None,
     reasoning_tokens: int | None = None,
+    provider: str = "openai",
 ) -> Cost | None:
     """Return the cost of one call, or None when the model or the input token count is unknown.
 
     Token counts follow OTel: ``input_tokens`` includes ``cached_tokens``, ``output_tokens`` includes
-    ``reasoning_tokens``.
+    ``reasoning_tokens``. ``provider`` is the ``gen_ai.provider.name`` of the endpoint.
     """
     if not model or input_tokens is None:
         return None
-    price = price_of(model)
+    price = price_of(model, provider)
     if price is None:
         return None
     price = price.at(input_tokens)

@@ -49,7 +49,7 @@ def test_genai_prices_snapshot_is_used_offline() -> None:
 
 
 def test_fallback_table_when_genai_prices_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pricing, "_from_genai_prices", lambda model: None)
+    monkeypatch.setattr(pricing, "_from_genai_prices", lambda model, provider: None)
     assert pricing.price_of("gpt-4.1-mini-2025-04-14") == pricing.FALLBACK_PRICES["gpt-4.1-mini"]
     assert pricing.price_of("gpt-9-ultra") is None
 
@@ -58,3 +58,11 @@ def test_tiers_bill_every_token_at_the_crossed_rate() -> None:
     price = pricing.ModelPrice(2.5, 15.0, 0.25, tiers=((272_000, 5.0, 0.5, 22.5),))
     assert price.at(272_000) is price
     assert price.at(272_001) == pricing.ModelPrice(5.0, 22.5, 0.5)
+
+
+def test_prices_depend_on_the_provider() -> None:
+    pytest.importorskip("genai_prices")
+    assert pricing.price_of("deepseek-reasoner", "openai") is None
+    deepseek = pricing.price_of("deepseek-reasoner", "deepseek")
+    assert deepseek is not None and deepseek.output > 0
+    assert pricing.price_of("llama-3-8b", "vllm-unknown") is None

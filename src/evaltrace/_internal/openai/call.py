@@ -45,7 +45,18 @@ _KIND_ATTRS = {
 class LLMCall:
     """The span of one call and what is needed to finish it."""
 
-    __slots__ = ("capture", "ended", "instruments", "kind", "max_len", "metric_attrs", "model", "span", "start")
+    __slots__ = (
+        "capture",
+        "ended",
+        "instruments",
+        "kind",
+        "max_len",
+        "metric_attrs",
+        "model",
+        "provider",
+        "span",
+        "start",
+    )
 
     def __init__(
         self,
@@ -65,7 +76,7 @@ class LLMCall:
         self.model: str | None = model if isinstance(model, str) else None
         host, port = server
         attrs: dict[str, Any] = dict(_KIND_ATTRS[kind])
-        attrs[sc.GEN_AI_PROVIDER_NAME] = provider_for_host(host)
+        self.provider = attrs[sc.GEN_AI_PROVIDER_NAME] = provider_for_host(host)
         if self.model:
             attrs[sc.GEN_AI_REQUEST_MODEL] = self.model
         if host:
@@ -104,6 +115,7 @@ class LLMCall:
                 output_tokens=usage.output_tokens,
                 cached_tokens=usage.cached_tokens,
                 reasoning_tokens=usage.reasoning_tokens,
+                provider=self.provider,
             )
             if cost is not None:
                 attrs[sc.EVALTRACE_COST_USD] = cost.total_usd
