@@ -20,7 +20,7 @@ from evaltrace.evaluation.sinks import SinkWorker, read_dead_letters, write_dead
 from evaltrace.exceptions import ConfigError
 from evaltrace.schema import Score, ScoreConfig, Trace, score_id
 
-from .conftest import Backend, MakePipeline
+from .conftest import Backend, MakePipeline, wait_until
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 SPAN = "00f067aa0ba902b7"
@@ -226,3 +226,11 @@ def test_unreachable_backend_fails_whole_batch_fast(tmp_path: Path) -> None:
     result = sink.export([numeric("a"), numeric("b"), numeric("c")])
     assert len(result.failed) == 3 and not result.rejected
     sink._client.close()
+
+
+def test_worker_sends_a_partial_batch_after_the_schedule_delay(tmp_path: Path) -> None:
+    out = tmp_path / "scores.jsonl"
+    worker = SinkWorker(JsonlScoreSink(out), batch_size=100, schedule_delay_s=0.01)
+    worker.submit([numeric()])  # far below the batch size, and nobody calls force_flush
+    assert wait_until(lambda: out.exists() and len(out.read_text().splitlines()) == 1)
+    worker.shutdown(5)

@@ -99,13 +99,16 @@ class SinkWorker:
         """Queue ``scores`` for delivery; overflow goes to the dead-letter file (never blocks on the backend)."""
         overflow: list[Score] = []
         with self._cond:
+            was_empty = not self._queue
             for score in scores:
                 if self._shutdown or len(self._queue) >= self._max_queue:
                     overflow.append(score)
                 else:
                     self._queue.append(score)
                     self.stats.queued += 1
-            if len(self._queue) >= self._batch_size:
+            # Wake the worker when a batch is full, or when the first score arrives so it starts the
+            # schedule-delay clock (an idle worker waits without a timeout).
+            if len(self._queue) >= self._batch_size or (was_empty and self._queue):
                 self._cond.notify_all()
         if overflow:
             self._dead_letter(overflow, "sink queue full or shut down")
@@ -116,12 +119,14 @@ class SinkWorker:
         with self._cond:
             self._flush_requested = True
             self._cond.notify_all()
-            while self._queue or self._busy:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or not self._thread.is_alive():
-                    return False
-                self._cond.wait(remaining)
-            self._flush_requested = False
+            try:
+                while self._queue or self._busy:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0 or not self._thread.is_alive():
+                        return False
+                    self._cond.wait(remaining)
+            finally:
+                self._flush_requested = False
         return self.sink.force_flush(max(0, int((deadline - time.monotonic()) * 1000)))
 
     def shutdown(self, timeout_s: float) -> bool:
