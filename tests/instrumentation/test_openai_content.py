@@ -12,8 +12,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode
 from tests_paths import cassette
 
-from evaltrace.instrumentation.openai import OpenAIInstrumentor
-
 pytestmark = pytest.mark.usefixtures("cassettes", "instrumented")
 
 WEATHER_TOOL = {
@@ -228,10 +226,3 @@ async def test_with_raw_response_streaming_yields_the_traced_stream(
     (span,) = exporter.get_finished_spans()
     assert span.attributes["evaltrace.stream.chunks"] == len(chunks)
     assert span.attributes["evaltrace.stream.completed"] is True
-
-
-def test_instrumentor_is_public(instrumented: OpenAIInstrumentor) -> None:
-    import evaltrace.instrumentation as inst
-
-    assert inst.OpenAIInstrumentor is OpenAIInstrumentor
-    assert inst.__all__ == ["OpenAIInstrumentor", "instrument_openai", "uninstrument_openai"]

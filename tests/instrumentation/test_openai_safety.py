@@ -237,3 +237,10 @@ async def test_explicit_tracer_provider_receives_the_spans(is_async: bool, expor
         OpenAIInstrumentor().uninstrument()
     assert len(own.get_finished_spans()) == 1
     assert exporter.get_finished_spans() == ()
+
+
+def test_instrumentor_is_public() -> None:
+    import evaltrace.instrumentation as inst
+
+    assert inst.OpenAIInstrumentor is OpenAIInstrumentor
+    assert inst.__all__ == ["OpenAIInstrumentor", "instrument_openai", "uninstrument_openai"]
