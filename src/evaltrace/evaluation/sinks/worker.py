@@ -169,15 +169,17 @@ class SinkWorker:
 
     def _next_batch(self) -> list[Score] | None:
         with self._cond:
-            fill_deadline = time.monotonic() + self._delay
+            fill_deadline: float | None = None  # starts when the first score of the batch is seen
             while True:
+                if self._queue and fill_deadline is None:
+                    fill_deadline = time.monotonic() + self._delay
                 ready = len(self._queue) >= self._batch_size or self._flush_requested or self._shutdown
-                if self._queue and (ready or time.monotonic() >= fill_deadline):
+                if fill_deadline is not None and (ready or time.monotonic() >= fill_deadline):
                     break
                 if not self._queue and self._shutdown:
                     return None
-                timeout = fill_deadline - time.monotonic() if self._queue else None
-                self._cond.wait(timeout if timeout is None else max(timeout, 0.0))
+                timeout = None if fill_deadline is None else max(fill_deadline - time.monotonic(), 0.0)
+                self._cond.wait(timeout)
             count = min(self._batch_size, len(self._queue))
             batch = [self._queue.popleft() for _ in range(count)]
             self._busy = True
