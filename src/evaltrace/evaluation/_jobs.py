@@ -99,6 +99,14 @@ class JobRunner:
         trace = build_trace(members, job.span)
         specs = [*job.specs, *job.trace_specs]
         tasks = [asyncio.ensure_future(self._evaluate(job.span, trace, spec)) for spec in specs]
+        try:
+            await self._hold_and_forward(job, tasks)
+        finally:
+            for task in tasks:  # only when the job itself was cancelled (shutdown past its deadline)
+                if not task.done():
+                    task.cancel()
+
+    async def _hold_and_forward(self, job: Job, tasks: list[asyncio.Task[EvaluationResult]]) -> None:
         remaining = job.admitted_at + self.ctx.options.hold_timeout_s - time.monotonic()
         _, pending = await asyncio.wait(tasks, timeout=max(0.0, remaining))
         if not pending:
