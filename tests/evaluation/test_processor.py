@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any
 
@@ -361,3 +362,40 @@ def test_spans_fed_without_on_start_still_get_subtree_and_trace_evaluation(make_
     target.flush()
     assert len(seen) == 1 and seen[0].metrics.token_input == 7
     assert target.one("root").attributes["evaltrace.eval.whole.passed"] is True
+
+
+@pytest.mark.parametrize("is_async", [False, True])
+def test_concurrency_limits(make_pipeline: MakePipeline, is_async: bool) -> None:
+    lock = threading.Lock()
+    state = {"now": 0, "max": 0}
+
+    def enter() -> None:
+        with lock:
+            state["now"] += 1
+            state["max"] = max(state["max"], state["now"])
+
+    def leave() -> None:
+        with lock:
+            state["now"] -= 1
+
+    @evaluator(name="sync_limited")
+    def sync_limited(trace: Trace) -> bool:
+        enter()
+        threading.Event().wait(0.005)
+        leave()
+        return True
+
+    @evaluator(name="async_limited")
+    async def async_limited(trace: Trace) -> bool:
+        enter()
+        await asyncio.sleep(0.005)
+        leave()
+        return True
+
+    p = make_pipeline([async_limited if is_async else sync_limited], sync_workers=1, max_async_concurrency=1)
+    for i in range(6):
+        with p.tracer.start_as_current_span(f"s{i}"):
+            pass
+    p.flush()
+    assert state["max"] == 1
+    assert p.processor.stats()["evaluated"] == 6
