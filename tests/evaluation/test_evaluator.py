@@ -10,6 +10,7 @@ from evaltrace.evaluation import (
     Evaluator,
     FunctionEvaluator,
     RetryableEvaluatorError,
+    SkipEvaluation,
     arun_evaluator,
     evaluator,
     run_evaluator,
@@ -182,3 +183,12 @@ def test_evaluation_result_returned_as_is_and_stamped() -> None:
 
 async def test_run_evaluator_inside_a_running_loop() -> None:
     assert run_evaluator(evaluator(lambda trace: True), make_trace()).passed is True
+
+
+def test_skip_evaluation_gives_a_skipped_result() -> None:
+    @evaluator
+    def needs_reference(trace: Trace) -> bool:
+        raise SkipEvaluation("no expected answer")
+
+    result = run_evaluator(needs_reference, make_trace())
+    assert (result.status, result.reason, result.error) == ("skipped", "no expected answer", None)

@@ -20,6 +20,7 @@ from evaltrace.evaluation.evaluator import (
     EvaluatorSpec,
     FunctionEvaluator,
     RetryableEvaluatorError,
+    SkipEvaluation,
     coerce_output,
     evaluator,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "RunOptions",
     "ScoreSink",
     "SinkResult",
+    "SkipEvaluation",
     "arun_evaluator",
     "coerce_output",
     "evaluation_event_attributes",

@@ -31,6 +31,14 @@ class RetryableEvaluatorError(Exception):
     retryable = True
 
 
+class SkipEvaluation(Exception):
+    """Raise from an evaluator that does not apply to this trace (e.g. the case has no expected answer).
+
+    The result gets ``status="skipped"`` with the message as its reason: it is neither a pass nor a failure,
+    produces no score, and is left out of pass rates.
+    """
+
+
 @runtime_checkable
 class Evaluator(Protocol):
     """What the evaluation pipeline needs from an evaluator.

@@ -3,7 +3,7 @@
 ``arun_evaluator`` is what the processor's event loop awaits; ``run_evaluator`` is the synchronous front door
 for scripts and the offline runner. Neither raises because of the evaluator: an exception, a timeout or an
 output of the wrong type becomes an ``EvaluationResult`` with ``status="failed"``, ``passed=False`` and
-``error`` set (``detail["error_type"]`` holds the exception class name, used as OTel ``error.type``).
+``error`` set; :class:`~evaltrace.evaluation.evaluator.SkipEvaluation` gives ``status="skipped"`` (``detail["error_type"]`` holds the exception class name, used as OTel ``error.type``).
 Exceptions marked retryable (:class:`~evaltrace.evaluation.evaluator.RetryableEvaluatorError`, or any exception
 with ``retryable = True``) are retried with exponential backoff first.
 """
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evaltrace._internal.tracing import suppress_instrumentation
-from evaltrace.evaluation.evaluator import Evaluator
+from evaltrace.evaluation.evaluator import Evaluator, SkipEvaluation
 from evaltrace.schema import EvalCase, EvaluationResult, Trace
 from evaltrace.schema.trace import TraceError
 
@@ -129,6 +129,8 @@ async def _run_with_retries(
     while True:
         try:
             produced = await _attempt(evaluator, trace, case, executor, options.timeout_s)
+        except SkipEvaluation as skip:
+            return skipped_result(evaluator, str(skip) or "not applicable")
         except TimeoutError:
             return failed_result(evaluator, TIMEOUT_ERROR_TYPE, f"timed out after {options.timeout_s} s", timeout=True)
         except Exception as exc:
