@@ -68,3 +68,10 @@ def test_score_config_violation_is_rejected() -> None:
         result_to_score(EvaluationResult(evaluator="rel", passed=True, score=3.0), TRACE, SPAN, config)
     ok = result_to_score(EvaluationResult(evaluator="rel", passed=True, score=0.5), TRACE, SPAN, config)
     assert ok is not None and ok.config_id == config.id
+
+
+def test_skipped_results_are_not_verdicts() -> None:
+    skipped = EvaluationResult(evaluator="ref", passed=False, status="skipped", reason="no reference")
+    assert evaluation_event_attributes(skipped)["gen_ai.evaluation.score.label"] == "skipped"
+    assert span_result_attributes([skipped]) == {"evaltrace.eval.failed": False}
+    assert result_to_score(skipped, TRACE, SPAN) is None

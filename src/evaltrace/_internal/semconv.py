@@ -170,6 +170,7 @@ EVALUATION_SPAN_NAME_PREFIX: Final = "evaluation "  # child span "evaluation {ev
 LANGFUSE_TYPE_EVALUATOR: Final = "evaluator"
 EVAL_LABEL_PASS: Final = "pass"
 EVAL_LABEL_FAIL: Final = "fail"
+EVAL_LABEL_SKIPPED: Final = "skipped"
 METRIC_EVAL_EVALUATIONS: Final = "evaltrace.evaluation.count"  # counter, attrs evaluator + status + passed
 METRIC_EVAL_DURATION: Final = "evaltrace.evaluation.duration"  # histogram, seconds, attr evaluator
 METRIC_EVAL_SPANS_DROPPED: Final = "evaltrace.evaluation.spans_dropped"  # counter, queue overflow

@@ -5,7 +5,8 @@ Outputs: ``gen_ai.evaluation.result`` event attributes, ``evaltrace.eval.*`` spa
 
 Label values written to ``gen_ai.evaluation.score.label`` (the spec asks implementations to document them):
 the evaluator's own label when it returned one (``detail["label"]``, e.g. a string from a function
-evaluator), otherwise ``"pass"`` or ``"fail"`` from ``passed``.
+evaluator), ``"skipped"`` for an evaluation that did not apply, otherwise ``"pass"`` or ``"fail"`` from
+``passed``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ def result_label(result: EvaluationResult) -> str:
     label = result.detail.get(LABEL_KEY)
     if isinstance(label, str) and label:
         return label
+    if result.status == "skipped":
+        return semconv.EVAL_LABEL_SKIPPED
     return semconv.EVAL_LABEL_PASS if result.passed else semconv.EVAL_LABEL_FAIL
 
 
@@ -76,11 +79,14 @@ def eval_attribute(name: str, suffix: str) -> str:
 def span_result_attributes(results: Iterable[EvaluationResult]) -> dict[str, Any]:
     """Return ``evaltrace.eval.<name>.score`` / ``.passed`` for each result and ``evaltrace.eval.failed``.
 
-    ``evaltrace.eval.failed`` is True when any result did not pass, including evaluations that errored.
+    ``evaltrace.eval.failed`` is True when any result did not pass, including evaluations that errored;
+    skipped evaluations are left out.
     """
     attributes: dict[str, Any] = {}
     any_failed = False
     for result in results:
+        if result.status == "skipped":  # not a verdict: neither passed nor failed
+            continue
         if result.score is not None:
             attributes[eval_attribute(result.evaluator, semconv.EVALTRACE_EVAL_SCORE_SUFFIX)] = float(result.score)
         attributes[eval_attribute(result.evaluator, semconv.EVALTRACE_EVAL_PASSED_SUFFIX)] = result.passed
