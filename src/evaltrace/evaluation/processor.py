@@ -135,15 +135,22 @@ class EvaluationSpanProcessor(SpanProcessor):
         """Forward to downstream; remember spans started under suppression and decorated spans' traces."""
         self._saw_start = True
         context = span.context
-        if context is not None:
-            if is_suppressed():
-                if len(self._suppressed) < _MAX_SUPPRESSED:
-                    self._suppressed.add(context.span_id)
-            elif self._may_evaluate(span):
-                # Descendants start after this span, so tracking its trace now buffers every one of them.
-                self._buffer.track(context.trace_id)
+        try:
+            if context is not None:
+                if is_suppressed():
+                    if len(self._suppressed) < _MAX_SUPPRESSED:
+                        self._suppressed.add(context.span_id)
+                elif self._may_evaluate(span):
+                    # Descendants start after this span, so tracking its trace now buffers every one of them.
+                    self._buffer.track(context.trace_id)
+        except Exception:
+            self._stats.incr("internal_errors")
+            log_internal_error("noting a span start")
         for processor in self._downstream:
-            processor.on_start(span, parent_context=parent_context)
+            try:
+                processor.on_start(span, parent_context=parent_context)
+            except Exception:
+                log_internal_error("forwarding a span start to a downstream processor")
 
     def _may_evaluate(self, span: Span) -> bool:
         """At span start: could an evaluator need this span's subtree when it ends?"""
