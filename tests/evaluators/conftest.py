@@ -46,7 +46,7 @@ async def judge(fake_openai: Any) -> Any:
     try:
         yield judge
     finally:
-        await judge.client.close()
+        await judge.aclose()
 
 
 @pytest.fixture
@@ -57,4 +57,4 @@ async def embedder(fake_openai: Any) -> Any:
     try:
         yield embedder
     finally:
-        await embedder.client.close()
+        await embedder.aclose()

@@ -59,6 +59,8 @@ class FakeOpenAI:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as real servers: clients reuse connections
+
             def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
                 pass
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
+import warnings
 from typing import Any
 
 import httpx
@@ -175,7 +177,7 @@ async def test_concurrency_limit(fake_openai: FakeOpenAI) -> None:
         traces = [build_trace(f"answer {i}", question=QUESTION, contexts=CONTEXTS) for i in range(6)]
         results = await asyncio.gather(*(Faithfulness(judge).evaluate(t) for t in traces))
     finally:
-        await judge.client.close()
+        await judge.aclose()
     assert all(r.status == "completed" for r in results)
     assert len(fake_openai.chat_requests) == 6 and fake_openai.max_in_flight <= 2
 
@@ -202,6 +204,23 @@ async def test_json_mode_can_be_turned_off(fake_openai: FakeOpenAI) -> None:
     try:
         await Faithfulness(judge).evaluate(qa_trace())
     finally:
-        await judge.client.close()
+        await judge.aclose()
     assert "response_format" not in fake_openai.chat_requests[0]
     assert "max_tokens" not in fake_openai.chat_requests[0]
+
+
+def test_one_judge_across_event_loops(fake_openai: FakeOpenAI) -> None:
+    # run_evaluator starts a private event loop per call: the judge must not reuse another loop's connections.
+    runner = pytest.importorskip("evaltrace.evaluation.runner")
+    fake_openai.responder = lambda body: CLAIMS_REPLY
+    judge = Judge("m", base_url=fake_openai.url, api_key="k", max_retries=0)
+    for i in range(3):
+        result = runner.run_evaluator(Faithfulness(judge), build_trace(f"a{i}", contexts=CONTEXTS))
+        assert result.status == "completed", result.reason
+    # Each private loop is closed by now, so its kept-alive connection cannot be closed cleanly; drop them here
+    # rather than let the ResourceWarning surface in a later test.
+    del judge
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        gc.collect()
+    assert len(fake_openai.chat_requests) == 3

@@ -188,3 +188,24 @@ def test_length_counts() -> None:
     assert result.detail["word_count"] == 7
     assert result.detail["sentence_count"] == 2
     assert result.detail["distance_from_optimal"] == 2
+
+
+def test_inputs_are_found_where_documented() -> None:
+    from evaltrace.evaluators._base import MissingInputError, context_chunks, question_text
+    from evaltrace.schema import ToolResult, TraceMessage
+
+    assert question_text(build_trace("", question="Q?")) == "Q?"
+    only_context = build_trace("", contexts=["c"])
+    with pytest.raises(MissingInputError):
+        question_text(only_context)
+    single = build_trace("").model_copy(update={"input": {"city": "Paris", "contexts": ["c"]}})
+    assert question_text(single) == "Paris"
+    chat = build_trace("").model_copy(update={"messages": [TraceMessage(role="user", content="Hi there")]})
+    assert question_text(chat) == "Hi there"
+    assert context_chunks(only_context) == ["c"]
+    tools = build_trace("").model_copy(
+        update={"tool_results": [ToolResult(name="search", content={"hits": [1]}), ToolResult(name="x", content="doc")]}
+    )
+    assert context_chunks(tools) == ['{"hits": [1]}', "doc"]
+    with pytest.raises(MissingInputError):
+        context_chunks(build_trace(""))

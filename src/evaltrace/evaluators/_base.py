@@ -170,8 +170,9 @@ def question_text(trace: Trace, explicit: str | None = None) -> str:
     for message in trace.messages:
         if message.role == "user" and message.content is not None:
             return as_text(message.content) or ""
-    if len(trace.input) == 1:
-        return as_text(next(iter(trace.input.values()))) or ""
+    others = [v for k, v in trace.input.items() if k not in _CONTEXT_KEYS and k not in _EXPECTED_KEYS]
+    if len(others) == 1:  # a function called with one argument: that argument is the question
+        return as_text(others[0]) or ""
     raise MissingInputError("no question found in trace.input or the user messages")
 
 

@@ -1,25 +1,85 @@
-"""Build the ``openai.AsyncOpenAI`` client shared by the judge and the embedder (openai is imported lazily)."""
+"""The ``openai.AsyncOpenAI`` clients of the judge and the embedder, one per event loop (openai is imported lazily).
+
+An async HTTP client's connections belong to the event loop that opened them. The evaluation processor runs every
+async evaluator on one loop, but ``run_evaluator`` and notebooks start a fresh loop per call; a client built by
+evaltrace is therefore rebuilt for each new loop, from settings resolved once at construction (no environment
+read while evaluating). A client supplied by the user is always used as is.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import threading
+import weakref
 from typing import Any
 
 
-def build_async_client(
-    *, base_url: str | None, api_key: str | None, http_client: Any, timeout: float, max_retries: int
-) -> Any:
-    """Return an ``openai.AsyncOpenAI``; the API key defaults to ``OPENAI_API_KEY``.
+class LoopClients:
+    """Hands out an ``AsyncOpenAI`` for the running event loop, semaphores alike, built from fixed settings."""
 
-    A missing key is passed as ``""`` rather than failing here, so evaluators can be created without a key; the
-    judge calls then fail as ``failed`` results (HTTP 401) instead of breaking the application at import time.
-    """
-    import openai
+    def __init__(
+        self,
+        *,
+        client: Any,
+        base_url: str | None,
+        api_key: str | None,
+        http_client: Any,
+        timeout: float,
+        max_retries: int,
+        max_concurrency: int,
+    ) -> None:
+        # Resolved here, once: a missing key becomes "" so evaluators can be created without one (calls then
+        # fail as results, HTTP 401, rather than breaking the application at import time).
+        self._settings: dict[str, Any] = {
+            "api_key": api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", ""),
+            "base_url": base_url if base_url is not None else os.environ.get("OPENAI_BASE_URL"),
+            "http_client": http_client,
+            "timeout": timeout,
+            "max_retries": max_retries,
+        }
+        self._fixed = client is not None or http_client is not None
+        self.primary: Any = client if client is not None else self._build()
+        self._primary_loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._max_concurrency = max_concurrency
+        self._lock = threading.Lock()
 
-    return openai.AsyncOpenAI(
-        api_key=api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", ""),
-        base_url=base_url,
-        http_client=http_client,
-        timeout=timeout,
-        max_retries=max_retries,
-    )
+    def _build(self) -> Any:
+        import openai
+
+        return openai.AsyncOpenAI(**self._settings)
+
+    def client(self) -> Any:
+        """Return the client for the running loop (the primary one for the first loop that asks)."""
+        if self._fixed:
+            return self.primary
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._primary_loop is None or self._primary_loop() is None:
+                self._primary_loop = weakref.ref(loop)
+            if self._primary_loop() is loop:
+                return self.primary
+            if loop not in self._clients:
+                self._clients[loop] = self._build()
+            return self._clients[loop]
+
+    async def aclose(self) -> None:
+        """Close the running loop's client (the primary one included when it belongs to this loop)."""
+        client = self.client()
+        if not self._fixed:
+            with self._lock:
+                self._clients.pop(asyncio.get_running_loop(), None)
+        await client.close()
+
+    def semaphore(self) -> asyncio.Semaphore:
+        """Return the running loop's concurrency limiter (asyncio primitives must not cross loops)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            semaphore = self._semaphores.get(loop)
+            if semaphore is None:
+                semaphore = self._semaphores[loop] = asyncio.Semaphore(self._max_concurrency)
+            return semaphore

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import math
 import os
-import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from evaltrace._internal.tracing import suppress_instrumentation
-from evaltrace.evaluators._client import build_async_client
+from evaltrace.evaluators._client import LoopClients
 
 DEFAULT_EMBEDDING_MODEL = "text-embedding-3-small"
 
@@ -75,34 +73,33 @@ class OpenAIEmbedder:
             max_retries: The openai client's retries.
             cache_size: Vectors kept in the cache.
         """
-        if client is None:
-            client = build_async_client(
-                base_url=base_url, api_key=api_key, http_client=http_client, timeout=timeout, max_retries=max_retries
-            )
-        self.client = client
+        self._clients = LoopClients(
+            client=client,
+            base_url=base_url,
+            api_key=api_key,
+            http_client=http_client,
+            timeout=timeout,
+            max_retries=max_retries,
+            max_concurrency=max_concurrency,
+        )
+        self.client = self._clients.primary
         self.model = model or os.environ.get("EVALTRACE_EMBEDDING_MODEL") or DEFAULT_EMBEDDING_MODEL
         self.max_concurrency = max_concurrency
         self._cache: OrderedDict[str, list[float]] = OrderedDict()
         self._cache_size = cache_size
-        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
-            weakref.WeakKeyDictionary()
-        )
 
-    def _semaphore(self) -> asyncio.Semaphore:
-        loop = asyncio.get_running_loop()
-        semaphore = self._semaphores.get(loop)
-        if semaphore is None:
-            semaphore = self._semaphores[loop] = asyncio.Semaphore(self.max_concurrency)
-        return semaphore
+    async def aclose(self) -> None:
+        """Close the HTTP client used on the running event loop (call it before the loop ends)."""
+        await self._clients.aclose()
 
     async def __call__(self, texts: Sequence[str]) -> list[list[float]]:
         """Return one vector per text; texts seen before are served from the cache."""
         missing = list(dict.fromkeys(t for t in texts if t not in self._cache))
         fresh: dict[str, list[float]] = {}
         if missing:
-            async with self._semaphore():
+            async with self._clients.semaphore():
                 with suppress_instrumentation():
-                    response = await self.client.embeddings.create(
+                    response = await self._clients.client().embeddings.create(
                         model=self.model, input=missing, encoding_format="float"
                     )
             for item in sorted(response.data, key=lambda d: d.index):

@@ -9,19 +9,17 @@ repeated identical judgement costs nothing.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os
 import re
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 from evaltrace._internal.tracing import suppress_instrumentation
-from evaltrace.evaluators._client import build_async_client
+from evaltrace.evaluators._client import LoopClients
 from evaltrace.evaluators._prompts import Prompt
 from evaltrace.schema import TraceErrorType
 
@@ -153,11 +151,16 @@ class Judge:
             price_per_million_tokens: (input, output) USD per million tokens, to record cost.
             cache_size: Judgements kept in the (prompt hash, model) cache.
         """
-        if client is None:
-            client = build_async_client(
-                base_url=base_url, api_key=api_key, http_client=http_client, timeout=timeout, max_retries=max_retries
-            )
-        self.client = client
+        self._clients = LoopClients(
+            client=client,
+            base_url=base_url,
+            api_key=api_key,
+            http_client=http_client,
+            timeout=timeout,
+            max_retries=max_retries,
+            max_concurrency=max_concurrency,
+        )
+        self.client = self._clients.primary
         self.model = model or os.environ.get("EVALTRACE_JUDGE_MODEL") or DEFAULT_MODEL
         self.max_concurrency = max_concurrency
         self.temperature = temperature
@@ -166,20 +169,13 @@ class Judge:
         self.prices = price_per_million_tokens
         self._cache: OrderedDict[tuple[str, str], tuple[Any, JudgeCall]] = OrderedDict()
         self._cache_size = cache_size
-        self._semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
-            weakref.WeakKeyDictionary()
-        )
 
     def __repr__(self) -> str:
         return f"Judge(model={self.model!r})"
 
-    def _semaphore(self) -> asyncio.Semaphore:
-        # One semaphore per loop: an asyncio.Semaphore must not be shared between event loops.
-        loop = asyncio.get_running_loop()
-        semaphore = self._semaphores.get(loop)
-        if semaphore is None:
-            semaphore = self._semaphores[loop] = asyncio.Semaphore(self.max_concurrency)
-        return semaphore
+    async def aclose(self) -> None:
+        """Close the HTTP client used on the running event loop (call it before the loop ends)."""
+        await self._clients.aclose()
 
     def _cost(self, input_tokens: int, output_tokens: int) -> float | None:
         if self.prices is None:
@@ -202,9 +198,9 @@ class Judge:
             kwargs["max_tokens"] = self.max_tokens
         if json_mode:
             kwargs["response_format"] = {"type": "json_object"}
-        async with self._semaphore():
+        async with self._clients.semaphore():
             with suppress_instrumentation():
-                response = await self.client.chat.completions.create(**kwargs)
+                response = await self._clients.client().chat.completions.create(**kwargs)
         usage = response.usage
         tokens_in = int(usage.prompt_tokens) if usage is not None else 0
         tokens_out = int(usage.completion_tokens) if usage is not None else 0
