@@ -54,7 +54,7 @@ fi
 
 if healthy; then
   say "Phoenix already healthy at $URL (reusing it)"
-  echo "PHOENIX_URL=$URL PHOENIX_GRPC=127.0.0.1:${GRPC_PORT}"
+  echo "EVALTRACE_PHOENIX_URL=$URL EVALTRACE_PHOENIX_GRPC=http://127.0.0.1:${GRPC_PORT}"
   exit 0
 fi
 
@@ -121,4 +121,4 @@ while ! healthy; do
   sleep 0.5
 done
 say "healthy: install ${install_s}s, start $(( $(date +%s) - start_t ))s, total $(elapsed)s"
-echo "PHOENIX_URL=$URL PHOENIX_GRPC=127.0.0.1:${GRPC_PORT}"
+echo "EVALTRACE_PHOENIX_URL=$URL EVALTRACE_PHOENIX_GRPC=http://127.0.0.1:${GRPC_PORT}"

@@ -102,3 +102,29 @@ def test_scores_become_span_annotations(phoenix: Phoenix, project: str) -> None:
     assert annotation["result"]["score"] == 1.0
     assert annotation["span_id"] == span_id
     assert handle.evaluation_processor.stats()["sinks"]["phoenix"]["successes"] >= 1
+
+
+def test_worker_between_app_and_phoenix(phoenix: Phoenix, project: str) -> None:
+    """App (no evaluators) -> evaltrace worker over OTLP/HTTP -> Phoenix over gRPC, annotations by the worker."""
+    from evaltrace.worker import EvaluationWorker, build_exporters
+
+    exporters = build_exporters(phoenix.grpc, "grpc", None, None)
+    worker = EvaluationWorker(
+        [EvaluatorSpec(mentions_sun, span_kinds={"agent"})],
+        [PhoenixScoreSink(phoenix.url)],
+        exporters,
+        port=0,
+        evaluation_options=NO_DEAD_LETTERS,
+    )
+    with worker:
+        handle = evaltrace.configure("it-worker", otlp_endpoint=worker.url, local_store=False)
+        run_app()
+        assert handle.force_flush(30_000)
+        handle.shutdown()
+        poll(lambda: worker.stats()["accepted_spans"] >= 2 and worker.stats()["inflight"] == 0)
+        assert worker.force_flush(30_000)
+    spans = poll(lambda: (found := phoenix.spans(project)) and len(found) >= 2 and found)
+    agent = assert_spans(spans)["invoke_agent weather"]
+    assert agent["attributes"]["evaltrace.eval.mentions_sun.passed"] is True
+    (annotation,) = poll(lambda: phoenix.span_annotations(project, agent["context"]["span_id"]))
+    assert (annotation["name"], annotation["result"]["score"]) == ("mentions_sun", 1.0)
