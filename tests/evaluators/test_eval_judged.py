@@ -312,3 +312,26 @@ async def test_embedder_failure_is_a_failed_result() -> None:
     wrong_count = await SemanticSimilarity(lambda texts: [[1.0]]).evaluate(trace(), case())
     assert wrong_count.status == "failed"
     assert (await SemanticSimilarity(broken).evaluate(trace(), None)).status == "skipped"
+
+
+async def test_concurrent_identical_judgements_make_one_call(fake_openai: FakeOpenAI, judge: Judge) -> None:
+    import asyncio
+
+    fake_openai.delay_s = 0.02
+    fake_openai.script(RELEVANCE)
+    results = await asyncio.gather(
+        *(cls(judge).evaluate(trace(), case()) for cls in (ContextPrecision, ContextRelevancy, ContextMRR))
+    )
+    assert [r.score for r in results] == pytest.approx([(1 / 2 + 2 / 3) / 2, 2 / 3, 1 / 2])
+    assert len(fake_openai.chat_requests) == 1
+    assert sorted(r.detail["judge"]["cached"] for r in results) == [False, True, True]
+
+
+async def test_cached_values_are_not_shared_objects(fake_openai: FakeOpenAI, judge: Judge) -> None:
+    fake_openai.script(reply({"claims": [{"claim": "x", "supported": True}]}))
+    from evaltrace.evaluators import Faithfulness
+
+    first = await Faithfulness(judge).evaluate(trace())
+    first.detail["claims"][0]["supported"] = False
+    second = await Faithfulness(judge).evaluate(trace())
+    assert second.detail["claims"][0]["supported"] is True and second.score == 1.0

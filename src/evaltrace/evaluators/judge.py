@@ -9,10 +9,14 @@ repeated identical judgement costs nothing.
 
 from __future__ import annotations
 
+import asyncio
+import copy
 import hashlib
 import json
 import os
 import re
+import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -169,6 +173,10 @@ class Judge:
         self.prices = price_per_million_tokens
         self._cache: OrderedDict[tuple[str, str], tuple[Any, JudgeCall]] = OrderedDict()
         self._cache_size = cache_size
+        self._lock = threading.Lock()  # the cache may be read from several threads' event loops
+        self._pending: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[tuple[str, str], asyncio.Future[None]]
+        ] = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:
         return f"Judge(model={self.model!r})"
@@ -248,11 +256,44 @@ class Judge:
         json_mode = prompt.json_mode and self.json_mode
         messages = prompt.render(variables)
         key = (self.prompt_hash(messages, json_mode), self.model)
-        hit = self._cache.get(key)
-        if hit is not None:
+        while True:
+            hit = self._cached(key)
+            if hit is not None:
+                return hit
+            pending = self._pending.setdefault(asyncio.get_running_loop(), {})
+            waiting = pending.get(key)
+            if waiting is None:
+                break
+            # An identical judgement is in flight on this loop: wait for it, then read the cache (if it failed,
+            # the loop comes back here and this caller makes its own attempt).
+            await asyncio.shield(waiting)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        pending[key] = done
+        try:
+            return await self._ask_uncached(prompt, messages, json_mode, key, parse)
+        finally:
+            del pending[key]
+            done.set_result(None)
+
+    def _cached(self, key: tuple[str, str]) -> JudgeReply[Any] | None:
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is None:
+                return None
             self._cache.move_to_end(key)
-            value, call = hit
-            return JudgeReply(value, replace(call, cached=True, cost_usd=0.0 if call.cost_usd is not None else None))
+        value, call = hit
+        # A copy, so that a caller mutating its result cannot change what later callers get.
+        cost = 0.0 if call.cost_usd is not None else None
+        return JudgeReply(copy.deepcopy(value), replace(call, cached=True, cost_usd=cost))
+
+    async def _ask_uncached(
+        self,
+        prompt: Prompt,
+        messages: list[dict[str, str]],
+        json_mode: bool,
+        key: tuple[str, str],
+        parse: Callable[[str], T],
+    ) -> JudgeReply[T]:
         call = JudgeCall(model=self.model, prompt=prompt.ref, prompt_hash=key[0])
         error = ""
         for attempt in range(2):
@@ -269,14 +310,12 @@ class Judge:
             except (ValueError, KeyError, TypeError) as exc:
                 error = str(exc) or type(exc).__name__
                 continue
-            self._remember(key, value, call)
+            with self._lock:
+                self._cache[key] = (copy.deepcopy(value), call)
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
             return JudgeReply(value, call)
         raise JudgeError(f"unparseable judge reply after retry: {error}", call)
-
-    def _remember(self, key: tuple[str, str], value: Any, call: JudgeCall) -> None:
-        self._cache[key] = (value, call)
-        while len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
 
 
 _default_judge: Judge | None = None
