@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Install (once) and start (once) an Arize Phoenix server on loopback for tests/integration.
 #
-#   bash scripts/ci_phoenix.sh          # install if needed, start if not running, wait until healthy
-#   bash scripts/ci_phoenix.sh stop     # stop the server this script started
+#   eval "$(bash scripts/ci_phoenix.sh)"   # install if needed, start if not running, wait until healthy
+#   bash scripts/ci_phoenix.sh stop        # stop the server this script started
+#
+# stdout carries only `export EVALTRACE_PHOENIX_URL=... EVALTRACE_PHOENIX_GRPC=...` (for eval); progress and
+# timings go to stderr.
 #
 # Idempotent: a healthy server on the port is reused, an existing venv is reused. Phoenix lives in its own
 # venv (it pins many packages) and is installed with uv (~20 s instead of ~2 min with pip).
@@ -29,7 +32,7 @@ PY="${PYTHON:-python3}"
 
 t0=$(date +%s)
 elapsed() { echo $(( $(date +%s) - t0 )); }
-say() { echo "[ci_phoenix +$(elapsed)s] $*"; }
+say() { echo "[ci_phoenix +$(elapsed)s] $*" >&2; }
 
 healthy() {
   "$PY" - "$URL/healthz" <<'EOF'
@@ -54,20 +57,22 @@ fi
 
 if healthy; then
   say "Phoenix already healthy at $URL (reusing it)"
-  echo "EVALTRACE_PHOENIX_URL=$URL EVALTRACE_PHOENIX_GRPC=http://127.0.0.1:${GRPC_PORT}"
+  echo "export EVALTRACE_PHOENIX_URL=$URL EVALTRACE_PHOENIX_GRPC=http://127.0.0.1:${GRPC_PORT}"
   exit 0
 fi
 
 # --- install -------------------------------------------------------------------------------------------
-if [[ -x "$VENV/bin/phoenix" ]] && "$VENV/bin/python" -c "import phoenix" 2>/dev/null; then
+MARKER="$VENV/.evaltrace-installed"  # written after a complete install; importing phoenix to check takes ~25 s
+if [[ -x "$VENV/bin/python" && "$(cat "$MARKER" 2>/dev/null)" == "arize-phoenix==$VERSION" ]]; then
   say "reusing venv $VENV"
 else
   say "installing arize-phoenix==$VERSION into $VENV"
   rm -rf "$VENV"
   mkdir -p "$(dirname "$VENV")"
-  "$PY" -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check uv
-  "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" "arize-phoenix==$VERSION"
+  "$PY" -m venv "$VENV" >&2
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check uv >&2
+  "$VENV/bin/uv" pip install --quiet --python "$VENV/bin/python" "arize-phoenix==$VERSION" >&2
+  echo "arize-phoenix==$VERSION" >"$MARKER"
   say "installed"
 fi
 install_s=$(elapsed)
@@ -121,4 +126,4 @@ while ! healthy; do
   sleep 0.5
 done
 say "healthy: install ${install_s}s, start $(( $(date +%s) - start_t ))s, total $(elapsed)s"
-echo "EVALTRACE_PHOENIX_URL=$URL EVALTRACE_PHOENIX_GRPC=http://127.0.0.1:${GRPC_PORT}"
+echo "export EVALTRACE_PHOENIX_URL=$URL EVALTRACE_PHOENIX_GRPC=http://127.0.0.1:${GRPC_PORT}"
