@@ -335,3 +335,13 @@ async def test_cached_values_are_not_shared_objects(fake_openai: FakeOpenAI, jud
     first.detail["claims"][0]["supported"] = False
     second = await Faithfulness(judge).evaluate(trace())
     assert second.detail["claims"][0]["supported"] is True and second.score == 1.0
+
+
+async def test_embedding_model_is_recorded(fake_openai: FakeOpenAI, judge: Judge, embedder: Any) -> None:
+    fake_openai.script(reply({"TP": [], "FP": [], "FN": []}))
+    from evaltrace.evaluators import AnswerCorrectness
+
+    correctness = await AnswerCorrectness(judge, embedder=embedder).evaluate(trace(), case())
+    assert correctness.detail["embedding_model"] == "embed-model" and correctness.detail["f1"] == 0.0
+    similarity = await SemanticSimilarity(lambda texts: [letter_vector(t) for t in texts]).evaluate(trace(), case())
+    assert similarity.detail["embedding_model"] == "function"

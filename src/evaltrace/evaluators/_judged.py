@@ -69,6 +69,11 @@ async def embed_or_fail(embedder: Embedder, texts: Sequence[str]) -> list[list[f
         raise EmbeddingFailure(f"embedding failed: {type(exc).__name__}: {exc}") from exc
 
 
+def embedder_name(embedder: Embedder) -> str:
+    """Name an embedder in ``detail``: its ``model`` attribute, else its type."""
+    return str(getattr(embedder, "model", None) or type(embedder).__name__)
+
+
 def failed_result(
     evaluator: Any, trace: Trace, message: str, detail: dict[str, Any], **kwargs: Any
 ) -> EvaluationResult:
@@ -203,6 +208,7 @@ class EmbeddingEvaluator:
             return skipped_result(self, trace, str(exc), evaluator_type=self.evaluator_type)
         except EmbeddingFailure as exc:
             return failed_result(self, trace, str(exc), {"error": str(exc)})
+        verdict.detail["embedding_model"] = embedder_name(self.embedder)
         return build_result(self, trace, verdict, evaluator_type=self.evaluator_type)
 
     def __repr__(self) -> str:

@@ -9,6 +9,7 @@ from evaltrace.evaluators._judged import (
     EmbeddingEvaluator,
     JudgeEvaluator,
     embed_or_fail,
+    embedder_name,
     flag,
     json_object,
     object_list,
@@ -80,10 +81,11 @@ class AnswerCorrectness(JudgeEvaluator):
         """Combine F1 and similarity."""
         tp, fp, fn = (len(parsed[key]) for key in ("TP", "FP", "FN"))
         f1 = statement_f1(tp, fp, fn)
-        similarity = None
+        similarity, model = None, None
         if self.weights[1] and self.embedder is not None:
             a, e = await embed_or_fail(self.embedder, [answer_text(trace), expected_answer(case, self.expected)])
             similarity = cosine(a, e)
+            model = embedder_name(self.embedder)
         w_f1, w_sim = self.weights
         score = f1 if similarity is None else (w_f1 * f1 + w_sim * similarity) / (w_f1 + w_sim)
         detail = {
@@ -94,6 +96,7 @@ class AnswerCorrectness(JudgeEvaluator):
             "tp": tp,
             "fp": fp,
             "fn": fn,
+            "embedding_model": model,
         }
         reason = f"F1 {f1:.2f} (TP {tp}, FP {fp}, FN {fn})" + (
             "" if similarity is None else f", similarity {similarity:.2f}"
@@ -154,6 +157,7 @@ class AnswerRelevancy(JudgeEvaluator):
             "generated_questions": parsed["questions"],
             "similarities": similarities,
             "noncommittal": parsed["noncommittal"],
+            "embedding_model": embedder_name(self.embedder),
         }
         reason = "noncommittal answer" if parsed["noncommittal"] else f"mean question similarity {mean:.2f}"
         return Verdict(passes(score, self.threshold, self.direction), score, reason, detail)
