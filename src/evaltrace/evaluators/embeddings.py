@@ -84,7 +84,6 @@ class OpenAIEmbedder:
         )
         self.client = self._clients.primary
         self.model = model or os.environ.get("EVALTRACE_EMBEDDING_MODEL") or DEFAULT_EMBEDDING_MODEL
-        self.max_concurrency = max_concurrency
         self._cache: OrderedDict[str, list[float]] = OrderedDict()
         self._cache_size = cache_size
 

@@ -114,6 +114,37 @@ def _error_type(exc: Exception) -> TraceErrorType:
     return "exception"
 
 
+class _ReplyCache:
+    """Parsed judgements by (prompt hash, model), LRU-bounded; plus the judgements in flight per event loop."""
+
+    def __init__(self, size: int) -> None:
+        self._entries: OrderedDict[tuple[str, str], tuple[Any, JudgeCall]] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()  # several threads' event loops may share one judge
+        self._pending: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[tuple[str, str], asyncio.Future[None]]
+        ] = weakref.WeakKeyDictionary()
+
+    def get(self, key: tuple[str, str]) -> tuple[Any, JudgeCall] | None:
+        # Copies, so that a caller mutating its result cannot change what later callers get.
+        with self._lock:
+            hit = self._entries.get(key)
+            if hit is None:
+                return None
+            self._entries.move_to_end(key)
+        return copy.deepcopy(hit[0]), hit[1]
+
+    def put(self, key: tuple[str, str], value: Any, call: JudgeCall) -> None:
+        with self._lock:
+            self._entries[key] = (copy.deepcopy(value), call)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+    def pending(self) -> dict[tuple[str, str], asyncio.Future[None]]:
+        with self._lock:
+            return self._pending.setdefault(asyncio.get_running_loop(), {})
+
+
 class Judge:
     """An OpenAI-compatible chat model used as a judge (any ``base_url`` and model: OpenAI, vLLM, llama.cpp...).
 
@@ -166,17 +197,11 @@ class Judge:
         )
         self.client = self._clients.primary
         self.model = model or os.environ.get("EVALTRACE_JUDGE_MODEL") or DEFAULT_MODEL
-        self.max_concurrency = max_concurrency
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.json_mode = json_mode
         self.prices = price_per_million_tokens
-        self._cache: OrderedDict[tuple[str, str], tuple[Any, JudgeCall]] = OrderedDict()
-        self._cache_size = cache_size
-        self._lock = threading.Lock()  # the cache may be read from several threads' event loops
-        self._pending: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, dict[tuple[str, str], asyncio.Future[None]]
-        ] = weakref.WeakKeyDictionary()
+        self._cache = _ReplyCache(cache_size)
 
     def __repr__(self) -> str:
         return f"Judge(model={self.model!r})"
@@ -260,7 +285,7 @@ class Judge:
             hit = self._cached(key)
             if hit is not None:
                 return hit
-            pending = self._pending.setdefault(asyncio.get_running_loop(), {})
+            pending = self._cache.pending()
             waiting = pending.get(key)
             if waiting is None:
                 break
@@ -276,15 +301,11 @@ class Judge:
             done.set_result(None)
 
     def _cached(self, key: tuple[str, str]) -> JudgeReply[Any] | None:
-        with self._lock:
-            hit = self._cache.get(key)
-            if hit is None:
-                return None
-            self._cache.move_to_end(key)
+        hit = self._cache.get(key)
+        if hit is None:
+            return None
         value, call = hit
-        # A copy, so that a caller mutating its result cannot change what later callers get.
-        cost = 0.0 if call.cost_usd is not None else None
-        return JudgeReply(copy.deepcopy(value), replace(call, cached=True, cost_usd=cost))
+        return JudgeReply(value, replace(call, cached=True, cost_usd=0.0 if call.cost_usd is not None else None))
 
     async def _ask_uncached(
         self,
@@ -310,10 +331,7 @@ class Judge:
             except (ValueError, KeyError, TypeError) as exc:
                 error = str(exc) or type(exc).__name__
                 continue
-            with self._lock:
-                self._cache[key] = (copy.deepcopy(value), call)
-                while len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
+            self._cache.put(key, value, call)
             return JudgeReply(value, call)
         raise JudgeError(f"unparseable judge reply after retry: {error}", call)
 
