@@ -161,3 +161,13 @@ async def test_span_is_closed_when_our_response_code_fails(
     assert completion.id == "chatcmpl-parse"
     (span,) = exporter.get_finished_spans()
     assert "gen_ai.response.id" not in (span.attributes or {})
+
+
+@pytest.mark.usefixtures("instrumented", "cassettes")
+async def test_beta_responses_create_is_traced(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    item = load(cassette("test_responses_create_basic[content_mode0].yaml"))[0]
+    api, server = client([item], is_async)
+    response = await _maybe(api.beta.responses.create(**item.request), is_async)
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["openai.api.type"] == "responses"
+    assert span.attributes["gen_ai.response.id"] == response.id == item.json["id"]

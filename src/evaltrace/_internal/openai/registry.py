@@ -35,6 +35,7 @@ class Endpoint:
 
 _CHAT = "openai.resources.chat.completions.completions"
 _RESPONSES = "openai.resources.responses.responses"
+_BETA_RESPONSES = "openai.resources.beta.responses.responses"  # absent in older openai: skipped
 _EMBEDDINGS = "openai.resources.embeddings"
 
 ENDPOINTS: tuple[Endpoint, ...] = (
@@ -46,6 +47,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(_RESPONSES, "Responses", "parse", EndpointKind.RESPONSES, False),
     Endpoint(_RESPONSES, "AsyncResponses", "create", EndpointKind.RESPONSES, True),
     Endpoint(_RESPONSES, "AsyncResponses", "parse", EndpointKind.RESPONSES, True),
+    Endpoint(_BETA_RESPONSES, "Responses", "create", EndpointKind.RESPONSES, False),
+    Endpoint(_BETA_RESPONSES, "AsyncResponses", "create", EndpointKind.RESPONSES, True),
     Endpoint(_EMBEDDINGS, "Embeddings", "create", EndpointKind.EMBEDDINGS, False),
     Endpoint(_EMBEDDINGS, "AsyncEmbeddings", "create", EndpointKind.EMBEDDINGS, True),
 )
