@@ -59,6 +59,7 @@ async def test_default_agent_rubric(fake_openai: FakeOpenAI, judge: Judge) -> No
         "passed": False,
         "status": "completed",
         "reason": "poor: source_quality",
+        "version": "v1.0.0+rubric-level.v1",
         "weight": 0.10,
     }
     assert len(fake_openai.chat_requests) == 4
@@ -177,7 +178,7 @@ async def test_judge_evaluators_fit_the_pipeline(fake_openai: FakeOpenAI, judge:
     evaluator = Faithfulness(judge)
     assert runner.is_async_evaluator(evaluator)
     stamped = await runner.arun_evaluator(evaluator, build_trace("x", contexts=["x"]))
-    assert stamped.passed and stamped.evaluator_version == "v1.0.0+faithfulness@v1"
+    assert stamped.passed and stamped.evaluator_version == "v1.0.0+faithfulness.v1"
 
 
 def test_catalogue_names_match_evaluator_names() -> None:

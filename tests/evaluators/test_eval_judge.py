@@ -91,7 +91,7 @@ async def test_answer_correctness_prompt_and_score(fake_openai: FakeOpenAI, judg
     assert len(judge_detail["prompt_hash"]) == 64
     assert (judge_detail["input_tokens"], judge_detail["output_tokens"]) == (100, 20)
     assert judge_detail["cost_usd"] == pytest.approx((100 * 1.0 + 20 * 2.0) / 1e6) == result.cost_usd
-    assert result.evaluator_type == "llm_judge" and result.evaluator_version == "v1.0.0+answer_correctness@v1"
+    assert result.evaluator_type == "llm_judge" and result.evaluator_version == "v1.0.0+answer-correctness.v1"
 
 
 async def test_f1_only_when_similarity_weight_is_zero(fake_openai: FakeOpenAI, judge: Judge) -> None:
@@ -224,3 +224,20 @@ def test_one_judge_across_event_loops(fake_openai: FakeOpenAI) -> None:
         warnings.simplefilter("ignore", ResourceWarning)
         gc.collect()
     assert len(fake_openai.chat_requests) == 3
+
+
+def test_missing_openai_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from evaltrace.evaluators import MissingExtraError
+
+    monkeypatch.setitem(sys.modules, "openai", None)
+    with pytest.raises(MissingExtraError, match=r"evaltrace\[openai\]"):
+        Judge("m", api_key="k")
+
+
+def test_judge_reads_environment_only_when_created(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVALTRACE_JUDGE_MODEL", "env-model")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    judge = Judge(api_key="k")
+    assert judge.model == "env-model" and str(judge.client.base_url).startswith("http://127.0.0.1:9/v1")

@@ -199,7 +199,7 @@ async def test_byop(fake_openai: FakeOpenAI, judge: Judge, text: str, passed: bo
     assert result.passed is passed
     assert fake_openai.prompts()[0] == f"Q: {Q}\nA: {A}\nRef: {EA}\nIs A right? {{unknown}}"
     assert "response_format" not in fake_openai.chat_requests[0]
-    assert evaluator.version.startswith("v1.0.0+byop@v")
+    assert evaluator.version.startswith("v1.0.0+byop.v")
 
 
 async def test_byop_without_boolean_fails(fake_openai: FakeOpenAI, judge: Judge) -> None:

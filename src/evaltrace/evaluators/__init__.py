@@ -7,6 +7,7 @@ return an awaitable). They are pure functions of ``(trace, case)``: the same obj
 
 from __future__ import annotations
 
+from evaltrace.evaluators._base import MissingExtraError
 from evaltrace.evaluators.answer import (
     AnswerCorrectness,
     AnswerRelevancy,
@@ -40,7 +41,7 @@ from evaltrace.evaluators.grading import (
 from evaltrace.evaluators.insights import EvaluatorInsight, RunInsights, run_insights
 from evaltrace.evaluators.judge import Judge, JudgeCall, JudgeError
 from evaltrace.evaluators.looping import LoopingDetection, LoopingMetrics, looping_metrics
-from evaltrace.evaluators.overlap import Bleu, MissingExtraError, Rouge
+from evaltrace.evaluators.overlap import Bleu, Rouge
 from evaltrace.evaluators.pii import ContactInfo, NoPII, PIILeakage, SensitiveData
 from evaltrace.evaluators.rag import (
     ContextMRR,

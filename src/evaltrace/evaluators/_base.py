@@ -16,11 +16,14 @@ Each evaluator also accepts explicit values or dotted paths in its constructor, 
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Literal
 
+from evaltrace.exceptions import EvaltraceError
 from evaltrace.schema import EvalCase, EvaluationResult, EvaluationStatus, Trace, TraceError
 
 Direction = Literal["higher", "lower"]
@@ -32,6 +35,32 @@ _QUESTION_KEYS = ("question", "query", "input", "prompt", "message")
 _EXPECTED_KEYS = ("expected_answer", "answer", "reference")
 _CONTEXT_KEYS = ("contexts", "context", "retrieved_context", "documents")
 _MISSING = object()
+
+
+class MissingExtraError(EvaltraceError, ImportError):
+    """An evaluator needs an optional dependency that is not installed; the message names the extra."""
+
+
+def require_extra(module: str, package: str, extra: str = "metrics") -> ModuleType:
+    """Import ``module`` or raise MissingExtraError saying which extra installs it.
+
+    Args:
+        module: Module to import.
+        package: PyPI package that provides it.
+        extra: evaltrace extra that depends on the package.
+
+    Returns:
+        The module.
+
+    Raises:
+        MissingExtraError: The package is not installed.
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingExtraError(
+            f"{module} is not installed; install it with `pip install 'evaltrace[{extra}]'` (or `pip install {package}`)"
+        ) from exc
 
 
 class MissingInputError(Exception):

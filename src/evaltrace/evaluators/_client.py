@@ -14,6 +14,8 @@ import threading
 import weakref
 from typing import Any
 
+from evaltrace.evaluators._base import require_extra
+
 
 class LoopClients:
     """Hands out an ``AsyncOpenAI`` for the running event loop, semaphores alike, built from fixed settings."""
@@ -49,8 +51,7 @@ class LoopClients:
         self._lock = threading.Lock()
 
     def _build(self) -> Any:
-        import openai
-
+        openai = require_extra("openai", "openai", extra="openai")
         return openai.AsyncOpenAI(**self._settings)
 
     def client(self) -> Any:

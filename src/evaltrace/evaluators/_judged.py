@@ -121,8 +121,8 @@ class JudgeEvaluator:
 
     @property
     def version(self) -> str:
-        """Code version plus prompt version, e.g. ``v1.0.0+faithfulness@v1``."""
-        return f"{CODE_VERSION}+{self.prompt.ref}"
+        """Code version with the prompt as semver build metadata, e.g. ``v1.0.0+faithfulness.v1``."""
+        return f"{CODE_VERSION}+{self.prompt.name.replace('_', '-')}.v{self.prompt.version}"
 
     def variables(self, trace: Trace, case: EvalCase | None) -> dict[str, str]:
         """Return the prompt variables; raise MissingInputError when an input is absent."""

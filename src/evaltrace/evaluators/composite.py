@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import inspect
 from collections.abc import Mapping
 from typing import Any
@@ -77,9 +78,12 @@ class AgentRubric:
 
     @property
     def version(self) -> str:
-        """Code version plus each dimension evaluator's version."""
-        parts = ",".join(f"{name}={getattr(e, 'version', '?')}" for name, e in self.evaluators.items())
-        return f"{CODE_VERSION}[{parts}]"
+        """Code version plus a short hash of the rubric and every dimension evaluator's version."""
+        parts = [
+            f"{d.name}:{d.weight}:{getattr(self.evaluators[d.name], 'version', '')}" for d in self.rubric.dimensions
+        ]
+        digest = hashlib.sha256(f"{self.rubric.threshold}|{'|'.join(parts)}".encode()).hexdigest()[:8]
+        return f"{CODE_VERSION}+rubric.{digest}"
 
     async def evaluate(self, trace: Trace, case: EvalCase | None = None) -> EvaluationResult:
         """Run every dimension concurrently and combine their scores.
@@ -99,7 +103,14 @@ class AgentRubric:
         outcome = self.rubric.evaluate(scored)
         left_out = [n for n in names if n not in scored]
         dimensions = {
-            n: {"score": r.score, "passed": r.passed, "status": r.status, "reason": r.reason, "weight": w.weight}
+            n: {
+                "score": r.score,
+                "passed": r.passed,
+                "status": r.status,
+                "reason": r.reason,
+                "weight": w.weight,
+                "version": r.evaluator_version,
+            }
             for n, r, w in zip(names, results, self.rubric.dimensions, strict=True)
         }
         costs = [r.cost_usd for r in results if r.cost_usd is not None]

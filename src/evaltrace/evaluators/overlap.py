@@ -2,41 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
 from typing import Any, Literal
 
-from evaltrace.evaluators._base import DeterministicEvaluator, Verdict, answer_text, expected_answer
-from evaltrace.exceptions import EvaltraceError
+from evaltrace.evaluators._base import DeterministicEvaluator, Verdict, answer_text, expected_answer, require_extra
 from evaltrace.schema import EvalCase, Trace
 
 RougeType = Literal["rouge1", "rouge2", "rougeL"]
-
-
-class MissingExtraError(EvaltraceError, ImportError):
-    """An evaluator needs an optional dependency that is not installed; the message names the extra."""
-
-
-def require_extra(module: str, package: str, extra: str = "metrics") -> ModuleType:
-    """Import ``module`` or raise MissingExtraError saying which extra installs it.
-
-    Args:
-        module: Module to import.
-        package: PyPI package that provides it.
-        extra: evaltrace extra that depends on the package.
-
-    Returns:
-        The module.
-
-    Raises:
-        MissingExtraError: The package is not installed.
-    """
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise MissingExtraError(
-            f"{module} is not installed; install it with `pip install 'evaltrace[{extra}]'` (or `pip install {package}`)"
-        ) from exc
 
 
 class Bleu(DeterministicEvaluator):

@@ -8,8 +8,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evaltrace.evaluators._base import DeterministicEvaluator, MissingInputError, Verdict, answer_text, case_list
-from evaltrace.evaluators.overlap import require_extra
+from evaltrace.evaluators._base import (
+    DeterministicEvaluator,
+    MissingInputError,
+    Verdict,
+    answer_text,
+    case_list,
+    require_extra,
+)
 from evaltrace.schema import EvalCase, Trace
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(?P<body>.*?)\n\s*```\s*$", re.DOTALL)
