@@ -399,3 +399,19 @@ def test_concurrency_limits(make_pipeline: MakePipeline, is_async: bool) -> None
     p.flush()
     assert state["max"] == 1
     assert p.processor.stats()["evaluated"] == 6
+
+
+def test_inline_sync_evaluator_runs_on_the_loop_thread(make_pipeline: MakePipeline) -> None:
+    threads: list[str] = []
+
+    @evaluator(name="where")
+    def where(trace: Trace) -> bool:
+        threads.append(threading.current_thread().name)
+        return True
+
+    p = make_pipeline([EvaluatorSpec(where, inline=True)])
+    with p.tracer.start_as_current_span("s"):
+        pass
+    p.flush()
+    assert threads == ["evaltrace-eval-loop"]
+    assert p.one("s").attributes["evaltrace.eval.where.passed"] is True

@@ -139,7 +139,7 @@ class JobRunner:
             trace,
             None,
             options=options,
-            executor=self.ctx.pool,
+            executor=None if spec.inline else self.ctx.pool,
             on_retry=lambda: self.ctx.stats.incr("retries"),
         )
         if is_async_evaluator(spec.evaluator):
