@@ -192,3 +192,19 @@ def test_catalogue_names_match_evaluator_names() -> None:
     assert create_evaluator("pii_leakage").name == "pii_leakage"
     with pytest.raises(KeyError, match="known: agent_rubric"):
         create_evaluator("nope")
+
+
+def test_run_insights_reports_flips_after_perturbation() -> None:
+    from evaltrace.schema import EvalCase
+
+    cases = [EvalCase(id="c1"), EvalCase(id="c1-typo", metadata={"perturbation_of": "c1"}), EvalCase(id="c2")]
+    results = [
+        result("facts", "a", "c1", 1.0, True),
+        result("facts", "a", "c1-typo", 0.0, False),
+        result("facts", "b", "c1", 1.0, True),
+        result("facts", "b", "c1-typo", 1.0, True),
+        result("facts", "a", "c2", 1.0, True),
+    ]
+    insights = run_insights(results, cases=cases)
+    flips = [p for p in insights.problems if "perturbed" in p]
+    assert flips == ["facts: variant 'a' fails perturbed case 'c1-typo' but passes its original 'c1'"]

@@ -6,7 +6,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from evaltrace.schema import EvaluationResult, Trace
+from evaltrace.schema import EvalCase, EvaluationResult, Trace
 
 
 @dataclass(frozen=True)
@@ -103,26 +103,50 @@ def _trace_averages(traces: Iterable[Trace]) -> dict[str, dict[str, float]]:
     return out
 
 
-def run_insights(results: Iterable[EvaluationResult], traces: Iterable[Trace] = ()) -> RunInsights:
+PERTURBATION_KEY = "perturbation_of"
+"""``EvalCase.metadata`` key naming the case a perturbed case was derived from."""
+
+
+def _flips(results: Sequence[EvaluationResult], cases: Iterable[EvalCase]) -> list[str]:
+    origin = {c.id: str(c.metadata[PERTURBATION_KEY]) for c in cases if c.metadata.get(PERTURBATION_KEY)}
+    verdicts = {(r.evaluator, r.variant_name, r.case_id): r.passed for r in results}
+    problems = []
+    for (evaluator, variant, case_id), passed in sorted(verdicts.items()):
+        original = verdicts.get((evaluator, variant, origin.get(case_id, "")))
+        if case_id in origin and original is not None and original != passed:
+            direction = "passes" if passed else "fails"
+            problems.append(
+                f"{evaluator}: variant {variant!r} {direction} perturbed case {case_id!r} but "
+                f"{'fails' if passed else 'passes'} its original {origin[case_id]!r}"
+            )
+    return problems
+
+
+def run_insights(
+    results: Iterable[EvaluationResult], traces: Iterable[Trace] = (), cases: Iterable[EvalCase] = ()
+) -> RunInsights:
     """Summarise a run per evaluator and per variant.
 
     Per evaluator: the average and pass rate per variant, the best variant, the hardest case (failed by most
     variants) and problems (an average on the wrong side of the evaluator's threshold). With the traces, also the
-    cheapest, most expensive and fastest variants. Only ``completed`` results count.
+    cheapest, most expensive and fastest variants; with the cases, verdicts that flip after a perturbation. Only
+    ``completed`` results count.
 
     Args:
         results: The run's results (any evaluators, variants and cases).
         traces: The run's traces, for cost and latency.
+        cases: The run's cases; a case whose ``metadata["perturbation_of"]`` names another case is a perturbation
+            of it, and a verdict that flips between the two is reported as a problem.
 
     Returns:
         The insights.
     """
+    completed = [r for r in results if r.status == "completed"]
     grouped: dict[str, list[EvaluationResult]] = defaultdict(list)
-    for r in results:
-        if r.status == "completed":
-            grouped[r.evaluator].append(r)
+    for r in completed:
+        grouped[r.evaluator].append(r)
     insights = {name: _insight(name, rs) for name, rs in sorted(grouped.items())}
-    problems = [p for i in insights.values() for p in _problems(i)]
+    problems = [p for i in insights.values() for p in _problems(i)] + _flips(completed, cases)
     averages = _trace_averages(traces)
     with_cost = {v: a["avg_cost_usd"] for v, a in averages.items() if "avg_cost_usd" in a}
     latency = {v: a["avg_latency_ms"] for v, a in averages.items()}
