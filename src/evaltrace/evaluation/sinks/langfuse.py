@@ -22,6 +22,7 @@ from evaltrace.schema import Score
 LANGFUSE_PUBLIC_KEY_ENV = "LANGFUSE_PUBLIC_KEY"
 LANGFUSE_SECRET_KEY_ENV = "LANGFUSE_SECRET_KEY"
 LANGFUSE_HOST_ENV = "LANGFUSE_HOST"
+LANGFUSE_BASE_URL_ENV = "LANGFUSE_BASE_URL"  # the newer SDKs' name for the same setting
 DEFAULT_LANGFUSE_HOST = "https://cloud.langfuse.com"
 SCORES_PATH = "/api/public/scores"
 
@@ -53,7 +54,8 @@ class LangfuseScoreSink:
     """Send scores to Langfuse's public scores API with Basic auth.
 
     Args:
-        host: Langfuse base URL; defaults to ``LANGFUSE_HOST`` or ``https://cloud.langfuse.com``.
+        host: Langfuse base URL; defaults to ``LANGFUSE_HOST``, ``LANGFUSE_BASE_URL``, then
+            ``https://cloud.langfuse.com``.
         public_key: Defaults to ``LANGFUSE_PUBLIC_KEY``.
         secret_key: Defaults to ``LANGFUSE_SECRET_KEY``.
         environment: Langfuse environment recorded on each score (None leaves Langfuse's default).
@@ -80,7 +82,8 @@ class LangfuseScoreSink:
         secret_key = secret_key or os.environ.get(LANGFUSE_SECRET_KEY_ENV)
         if not public_key or not secret_key:
             raise ConfigError("langfuse", f"set {LANGFUSE_PUBLIC_KEY_ENV} and {LANGFUSE_SECRET_KEY_ENV} (or pass keys)")
-        base = (host or os.environ.get(LANGFUSE_HOST_ENV) or DEFAULT_LANGFUSE_HOST).rstrip("/")
+        env_host = os.environ.get(LANGFUSE_HOST_ENV) or os.environ.get(LANGFUSE_BASE_URL_ENV)
+        base = (host or env_host or DEFAULT_LANGFUSE_HOST).rstrip("/")
         self.url = base + SCORES_PATH
         self._environment = environment
         self._owns_client = client is None
