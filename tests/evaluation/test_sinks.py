@@ -234,3 +234,14 @@ def test_worker_sends_a_partial_batch_after_the_schedule_delay(tmp_path: Path) -
     worker.submit([numeric()])  # far below the batch size, and nobody calls force_flush
     assert wait_until(lambda: out.exists() and len(out.read_text().splitlines()) == 1)
     worker.shutdown(5)
+
+
+def test_replay_picks_up_an_interrupted_replay(tmp_path: Path, backend: Backend) -> None:
+    dead = tmp_path / "phoenix.jsonl"
+    staged = tmp_path / "phoenix.jsonl.replaying"
+    write_dead_letters(staged, "phoenix", [numeric("a"), numeric("b")], "left by a crashed replay")
+    write_dead_letters(dead, "phoenix", [numeric("b"), numeric("c")], "new failures")
+    assert cli_main(["scores", "replay", str(dead), "--sink", "phoenix", "--base-url", backend.url]) == 0
+    names = sorted(item["name"] for body in backend.bodies() for item in body["data"])
+    assert names == ["a", "b", "c"]  # "b" was in both files: sent once
+    assert not dead.exists() and not staged.exists()
