@@ -241,3 +241,16 @@ def test_judge_reads_environment_only_when_created(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     judge = Judge(api_key="k")
     assert judge.model == "env-model" and str(judge.client.base_url).startswith("http://127.0.0.1:9/v1")
+
+
+async def test_evaluators_without_any_key_fail_as_results(
+    fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    judge = Judge("m", base_url=fake_openai.url, max_retries=0)  # creating it must not raise
+    fake_openai.script({"status": 401, "message": "invalid api key"})
+    try:
+        result = await Faithfulness(judge).evaluate(qa_trace())
+    finally:
+        await judge.aclose()
+    assert result.status == "failed" and "401" in result.reason

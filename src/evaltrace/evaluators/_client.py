@@ -16,6 +16,9 @@ from typing import Any
 
 from evaltrace.evaluators._base import require_extra
 
+MISSING_API_KEY = "missing-api-key"
+"""Sent when no key was given or set: the endpoint rejects it and the evaluation ends as a failed result."""
+
 
 class LoopClients:
     """Hands out an ``AsyncOpenAI`` for the running event loop, semaphores alike, built from fixed settings."""
@@ -31,10 +34,11 @@ class LoopClients:
         max_retries: int,
         max_concurrency: int,
     ) -> None:
-        # Resolved here, once: a missing key becomes "" so evaluators can be created without one (calls then
-        # fail as results, HTTP 401, rather than breaking the application at import time).
+        # Resolved here, once: a missing key becomes a placeholder (the openai client refuses an empty one) so
+        # evaluators can be created without a key; calls then fail as results (HTTP 401) instead of breaking the
+        # application at import time.
         self._settings: dict[str, Any] = {
-            "api_key": api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", ""),
+            "api_key": api_key or os.environ.get("OPENAI_API_KEY") or MISSING_API_KEY,
             "base_url": base_url if base_url is not None else os.environ.get("OPENAI_BASE_URL"),
             "http_client": http_client,
             "timeout": timeout,
