@@ -6,6 +6,7 @@ from typing import Any
 
 from evaltrace.evaluators._base import MissingInputError, Verdict, answer_text, expected_answer, passes, question_text
 from evaltrace.evaluators._judged import (
+    NOT_GIVEN,
     EmbeddingEvaluator,
     JudgeEvaluator,
     embed_or_fail,
@@ -65,7 +66,7 @@ class AnswerCorrectness(JudgeEvaluator):
         try:
             question = question_text(trace)
         except MissingInputError:
-            question = "(not given)"
+            question = NOT_GIVEN
         return {
             "question": question,
             "answer": answer_text(trace),

@@ -10,6 +10,8 @@ from evaltrace.evaluators._base import DeterministicEvaluator, MissingInputError
 from evaltrace.evaluators._detectors import ALL_TYPES, CONTACT_TYPES, SENSITIVE_TYPES, detect
 from evaltrace.schema import EvalCase, Trace
 
+MAX_FINDINGS = 100
+
 
 class NoPII(DeterministicEvaluator):
     """No personal data or secret in the answer (and in any other listed field).
@@ -61,7 +63,8 @@ class NoPII(DeterministicEvaluator):
             raise MissingInputError(f"none of the fields {list(self.fields)} is present")
         counts = Counter(f["type"] for f in findings)
         reason = "no finding" if not findings else "found " + ", ".join(f"{n} {t}" for t, n in sorted(counts.items()))
-        detail = {"findings": findings, "counts": dict(counts), "types_checked": sorted(self.types)}
+        # The list is capped (counts are not) so a huge leaking document cannot bloat every stored result.
+        detail = {"findings": findings[:MAX_FINDINGS], "counts": dict(counts), "types_checked": sorted(self.types)}
         return Verdict(not findings, 0.0 if findings else 1.0, reason, detail)
 
 
