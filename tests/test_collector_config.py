@@ -124,11 +124,10 @@ def test_compose_publishes_the_receiver_ports_and_mounts_the_config(config: str)
         assert endpoint.startswith("0.0.0.0:"), "a collector in a container must listen on all interfaces"
         assert port_of(endpoint) in container_ports, f"{name} does not publish {endpoint}"
     assert port_of(data["extensions"]["health_check"]["endpoint"]) in container_ports
-    for section in ("exporters",):
-        for exporter in data[section].values():
-            endpoint = exporter.get("endpoint", "")
-            if endpoint.startswith("jaeger:"):
-                assert port_of(endpoint) in JAEGER_PORTS
+    for exporter in data["exporters"].values():
+        endpoint = exporter.get("endpoint", "")
+        if endpoint.startswith("jaeger:"):
+            assert port_of(endpoint) in JAEGER_PORTS
     assert set(service["depends_on"]) >= {"jaeger"}
     assert service["environment"]["LANGFUSE_AUTH"] == "${LANGFUSE_AUTH:-}"
 
