@@ -107,6 +107,8 @@ def test_luhn_and_iban_checks() -> None:
         ("Card 4111 1111 1111 1112 is not valid", []),  # fails Luhn
         ("Released 2024-05-01, build 12345678, version 1.2.3.4", ["ip_address"]),  # 1.2.3.4 is an IPv4 address
         ("Released 2024-05-01, build 12345678", []),
+        ("Paris had 2,148,271 inhabitants; Everest is 8,849 m; it costs $12,500 (11 500 EUR); RFC 7231", []),
+        ("ISBN 978-3-16-148410-0, section 4.3.2, at 10:30; call 911", []),
         ("token ghp_" + "a" * 36 + " and AKIAABCDEFGHIJKLMNOP", ["api_key", "api_key"]),
         ("Authorization: Bearer abcdefghijklmnopqrstuvwxyz0123", ["api_key"]),
         ("jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U", ["jwt"]),

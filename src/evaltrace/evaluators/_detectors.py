@@ -79,9 +79,17 @@ def _card_ok(value: str) -> bool:
 _DATE_LIKE = re.compile(r"\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4}")
 
 
+def _isbn13(digits: str) -> bool:
+    return (
+        len(digits) == 13
+        and digits[:3] in ("978", "979")
+        and sum(int(d) * (1 if i % 2 == 0 else 3) for i, d in enumerate(digits)) % 10 == 0
+    )
+
+
 def _phone_ok(value: str) -> bool:
     digits = re.sub(r"\D", "", value)
-    if not 8 <= len(digits) <= 15 or _DATE_LIKE.fullmatch(value):
+    if not 8 <= len(digits) <= 15 or _DATE_LIKE.fullmatch(value) or _isbn13(digits):
         return False
     # Dates, versions and plain long integers are not phone numbers; require a separator or a leading "+".
     return value.startswith("+") or value.startswith("(") or bool(re.search(r"[\s.-]", value))
