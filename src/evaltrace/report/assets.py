@@ -40,6 +40,7 @@ text-align:center}
 .dur{text-align:right;color:var(--muted);font-variant-numeric:tabular-nums}
 .chips .badge{margin:1px 2px;font-weight:500}
 .detail{padding:8px 0 12px 24px}
+.detail h3{font-size:13px;color:var(--muted);margin:10px 0 4px}
 .detail td:first-child{width:30%;color:var(--muted);word-break:break-all}
 .err-text{color:var(--fail);font-weight:600}
 .msg{border-left:4px solid var(--other);padding:6px 12px;margin:10px 0;background:var(--bg);border-radius:0 6px 6px 0}
