@@ -1,0 +1,43 @@
+"""ReadableSpans of one trace (or one subtree) -> ``schema.Trace``: the only reader of span attributes.
+
+Modules: ``_spans`` (root, subtree, attribute values), ``_messages`` (message parts -> TraceMessages),
+``_tools`` (tool spans), ``_conversation`` (ordering, repeated history), ``_metrics``, ``_build`` (the Trace).
+
+Rules (DESIGN.md section 4, data-model.md part A), where the spec left a choice:
+
+* Messages come from the LLM spans in start order. A call's input usually repeats the conversation so far;
+  only the part after the prefix the conversation already holds is appended. That prefix is the longer of
+  (a) the longest input prefix found in order in the conversation, gaps allowed (a context window dropped old
+  messages), whose match reaches the conversation's last message, and (b) the longest input prefix equal to
+  the conversation's beginning (a retry or a fan-out from the same history). A call with
+  ``gen_ai.request.previous_response.id`` sends only new items, so only its already-seen system messages are
+  skipped. Messages are compared without ``thinking`` (providers do not send reasoning back) and without the
+  tool name of tool messages. Output messages are always appended.
+* One tool call per assistant message: a message with several ``tool_call`` parts becomes several messages
+  (the first also carries the text and reasoning). ``tool_call_response`` parts become ``tool`` messages.
+  Tool arguments that are not a JSON object are kept as ``{"_raw": <value>}``; tool results that are neither a
+  string nor an object are kept as their JSON text. Media and unknown parts make the message content
+  ``{"parts": [...]}`` (blob bytes replaced by their length). ``<think>...</think>`` blocks inlined in assistant
+  text are moved to ``thinking``.
+* Tool spans: without LLM spans each one becomes an assistant tool-call message plus a tool result message.
+  With LLM spans a tool span is matched to a call (by call id, else name and arguments) and stamps its
+  ``started_at``; its result is inserted only when no tool message already answers the call. An unmatched
+  tool span (called by application code) is appended as a call plus result at its place in time.
+* Trace fields: ``input`` is the root's ``input.value`` (a non-object wrapped as ``{"input": value}``);
+  ``final_answer`` the root's output when it is a string, else the last assistant text, else the JSON text of
+  a non-object output; ``structured`` the root's output when it is an object; ``thinking`` all reasoning
+  joined by blank lines. Run, case and variant come from the root's ``evaltrace.*`` attributes (else from the
+  first span of the subtree that has them), else the live defaults.
+* Metrics: token and cost sums over LLM spans (None when no span reports one). Streaming: first/last chunk
+  latency from the first streamed call, ``tokens_per_second`` the mean over streamed calls, chunks summed,
+  ``stream_completed`` true only if every streamed call completed.
+* Values cut at capture (the truncation marker of ``_internal.jsonutil``) are kept as they are and noted in
+  ``extra["enrichment_errors"]``; malformed or foreign attributes are skipped with a note, never raised. JSON
+  nested deeper than 64 levels, and non-finite numbers, are kept as text so the Trace always serialises.
+"""
+
+from __future__ import annotations
+
+from evaltrace.mapping._build import trace_from_spans
+
+__all__ = ["trace_from_spans"]

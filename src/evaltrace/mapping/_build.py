@@ -1,0 +1,122 @@
+"""Assembly of the Trace: root and subtree, identity, input, output, error, conversation and metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import StatusCode
+
+from evaltrace._internal import semconv as sc
+from evaltrace.mapping._conversation import build_messages
+from evaltrace.mapping._metrics import build_metrics
+from evaltrace.mapping._spans import (
+    MISSING,
+    attrs,
+    compact,
+    context,
+    is_llm,
+    is_truncated,
+    json_attr,
+    select_root,
+    subtree,
+    timestamp,
+)
+from evaltrace.schema import Trace, TraceError, TraceMessage, TraceOutput
+
+
+def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | str | None = None) -> Trace:
+    """Build the Trace of one trace, or of the subtree under ``root``, from finished spans.
+
+    Args:
+        spans: Spans of one trace, in any order (other traces' spans are ignored).
+        root: The root span, or its span id (int or 16-hex string); only it and its descendants are read.
+            None selects the span whose parent is not among ``spans`` (the earliest if several).
+
+    Returns:
+        The Trace. Live defaults apply when the root carries no ``evaltrace.run_id`` / ``case_id`` /
+        ``variant``: run_id ``"live"``, case_id the 32-hex trace id, variant_name the resource's service name.
+
+    Raises:
+        ValueError: ``spans`` is empty, or ``root`` is an id not found among them.
+    """
+    root_span = select_root(spans, root)
+    selected = subtree(spans, root_span)
+    notes: list[str] = []
+    messages = build_messages(selected, notes)
+    root_ctx = context(root_span)
+    extra: dict[str, Any] = {
+        "trace_id": format(root_ctx.trace_id if root_ctx else 0, "032x"),
+        "span_id": format(root_ctx.span_id if root_ctx else 0, "016x"),
+    }
+    run_id, case_id, variant = _identity(root_span, selected, extra["trace_id"])
+    started = timestamp(root_span.start_time)
+    trace = Trace(
+        run_id=run_id,
+        case_id=case_id,
+        variant_name=variant,
+        started_at=started,
+        finished_at=timestamp(root_span.end_time) if root_span.end_time else started,
+        input=_input(root_span, notes),
+        output=_output(root_span, messages, notes),
+        messages=messages,
+        metrics=build_metrics([s for s in selected if is_llm(s)]),
+        error=_error(root_span),
+        extra=extra,
+    )
+    if notes:
+        trace.extra["enrichment_errors"] = notes
+    return trace
+
+
+def _identity(root: ReadableSpan, spans: list[ReadableSpan], trace_id: str) -> tuple[str, str, str]:
+    """Return run id, case id and variant name: the root's, else the first span's of the subtree, else defaults."""
+
+    def first(key: str) -> str | None:
+        for span in (root, *spans):
+            value = attrs(span).get(key)
+            if isinstance(value, str) and value:
+                return value
+        return None
+
+    service = root.resource.attributes.get(sc.SERVICE_NAME) if root.resource else None
+    return (
+        first(sc.EVALTRACE_RUN_ID) or "live",
+        first(sc.EVALTRACE_CASE_ID) or trace_id,
+        first(sc.EVALTRACE_VARIANT) or (str(service) if service else "unknown_service"),
+    )
+
+
+def _input(root: ReadableSpan, notes: list[str]) -> dict[str, Any]:
+    value = json_attr(root, sc.INPUT_VALUE, notes)
+    if value is MISSING:
+        return {}
+    return value if isinstance(value, dict) else {"input": value}
+
+
+def _output(root: ReadableSpan, messages: list[TraceMessage], notes: list[str]) -> TraceOutput:
+    value = json_attr(root, sc.OUTPUT_VALUE, notes)
+    last = next((m.content for m in reversed(messages) if m.role == "assistant" and isinstance(m.content, str)), None)
+    thinking = "\n\n".join(m.thinking for m in messages if m.thinking) or None
+    if isinstance(value, str):
+        return TraceOutput(final_answer=value, thinking=thinking)
+    structured = value if isinstance(value, dict) and not is_truncated(value) else None
+    if last is None and value not in (MISSING, None) and structured is None and not is_truncated(value):
+        last = compact(value)
+    return TraceOutput(final_answer=last, thinking=thinking, structured=structured)
+
+
+def _error(root: ReadableSpan) -> TraceError | None:
+    if root.status.status_code is not StatusCode.ERROR:
+        return None
+    events = [e for e in root.events if e.name == sc.EXCEPTION_EVENT]
+    event_attrs: Mapping[str, Any] = (events[-1].attributes or {}) if events else {}
+    exc_type, exc_message = event_attrs.get(sc.EXCEPTION_TYPE), event_attrs.get(sc.EXCEPTION_MESSAGE)
+    from_event = f"{exc_type}: {exc_message}" if exc_type and exc_message else (exc_message or exc_type)
+    stack = event_attrs.get(sc.EXCEPTION_STACKTRACE) or attrs(root).get(sc.EVALTRACE_EXCEPTION_STACK)
+    return TraceError(
+        type="exception",
+        message=str(root.status.description or from_event or "error"),
+        stack=str(stack) if stack else None,
+    )

@@ -1,0 +1,91 @@
+"""The conversation of a trace: messages of LLM and tool spans in start order, without history inputs repeat."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from evaltrace._internal import semconv as sc
+from evaltrace.mapping._messages import MessageReader
+from evaltrace.mapping._spans import attrs, is_llm, is_tool
+from evaltrace.mapping._tools import ToolPlacer
+from evaltrace.schema import TraceMessage
+
+
+def build_messages(spans: Iterable[ReadableSpan], notes: list[str]) -> list[TraceMessage]:
+    """Return the conversation of ``spans`` (in start order), noting unreadable attributes in ``notes``."""
+    conversation = Conversation(notes)
+    for span in spans:
+        if is_llm(span):
+            conversation.add_llm_span(span)
+        elif is_tool(span):
+            conversation.add_tool_span(span)
+    return conversation.finish()
+
+
+def message_key(message: TraceMessage) -> str:
+    """Identity of a message when deciding whether a call's input repeats it."""
+    call = message.tool_call
+    ident: list[Any] = [message.role, message.content, message.tool_call_id]
+    if call is not None:
+        ident.append([call.id, call.name, call.arguments])
+    return json.dumps(ident, sort_keys=True, default=str)
+
+
+def repeated_prefix(keys: list[str], wanted: list[str]) -> int:
+    """Return how many leading messages of a call's input (keys ``wanted``) the conversation (``keys``) holds.
+
+    The larger of: the longest input prefix found in order in the conversation (gaps allowed, for context
+    windows that drop old messages) whose match reaches the conversation's last message (the input caught
+    up with everything so far), and the longest input prefix equal to the conversation's beginning (a retry
+    or a fan-out from the same history).
+    """
+    caught_up = position = 0
+    for count, key in enumerate(wanted, start=1):
+        if key not in keys[position:]:
+            break
+        position = keys.index(key, position) + 1
+        caught_up = count if position == len(keys) else caught_up
+    shared = 0
+    while shared < min(len(keys), len(wanted)) and keys[shared] == wanted[shared]:
+        shared += 1
+    return max(caught_up, shared)
+
+
+class Conversation:
+    """Accumulates messages from LLM and tool spans in start order."""
+
+    def __init__(self, notes: list[str]) -> None:
+        self.messages: list[TraceMessage] = []
+        self._reader = MessageReader(notes)
+        self._tools = ToolPlacer(notes)
+        self._key_cache: dict[int, str] = {}  # id() of messages in self.messages, which keeps them alive
+
+    def _keys(self) -> list[str]:
+        return [self._key_cache.setdefault(id(m), message_key(m)) for m in self.messages]
+
+    def add_llm_span(self, span: ReadableSpan) -> None:
+        """Append the part of the span's input the conversation does not hold yet, then its output."""
+        system = self._reader.system(span)
+        inputs = self._reader.messages(span, sc.GEN_AI_INPUT_MESSAGES, "user")
+        if isinstance(attrs(span).get(sc.GEN_AI_REQUEST_PREVIOUS_RESPONSE_ID), str):
+            # The provider keeps the history (Responses API): the input holds only new items.
+            known = set(self._keys())
+            self.messages.extend([m for m in system if message_key(m) not in known] + inputs)
+        else:
+            candidate = system + inputs
+            wanted = [message_key(m) for m in candidate]
+            self.messages.extend(candidate[repeated_prefix(self._keys(), wanted) :])
+        self.messages.extend(self._reader.messages(span, sc.GEN_AI_OUTPUT_MESSAGES, "assistant"))
+
+    def add_tool_span(self, span: ReadableSpan) -> None:
+        """Match the tool span to the call it executed, or append it as a call plus result."""
+        self._tools.add(self.messages, span)
+
+    def finish(self) -> list[TraceMessage]:
+        """Insert the results of executed calls that no tool message answers; return the messages."""
+        self._tools.insert_results(self.messages)
+        return self.messages

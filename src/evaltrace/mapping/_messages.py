@@ -1,0 +1,165 @@
+"""gen_ai message-part JSON -> TraceMessages: roles, text, reasoning, tool calls and results, media parts."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from evaltrace._internal import semconv as sc
+from evaltrace.mapping._spans import MISSING, compact, is_truncated, json_attr, loads, note_ignored
+from evaltrace.schema import Role, ToolCall, TraceMessage
+
+_ROLES: dict[str, Role] = {
+    "user": "user",
+    "assistant": "assistant",
+    "tool": "tool",
+    "system": "system",
+    "developer": "system",
+    "function": "tool",
+}
+_THINK = re.compile(r"<think>(.*?)</think>\s*", re.DOTALL)
+
+
+class MessageReader:
+    """Reads the messages of LLM spans, remembering tool names by call id so that results can name their tool."""
+
+    def __init__(self, notes: list[str]) -> None:
+        self.notes = notes
+        self.tool_names: dict[str, str] = {}
+
+    def system(self, span: ReadableSpan) -> list[TraceMessage]:
+        """Return the span's system instructions as system messages."""
+        value = json_attr(span, sc.GEN_AI_SYSTEM_INSTRUCTIONS, self.notes)
+        if value is MISSING:
+            return []
+        if isinstance(value, str) or is_truncated(value):
+            return [TraceMessage(role="system", content=value)]
+        if not isinstance(value, list):
+            note_ignored(self.notes, span, sc.GEN_AI_SYSTEM_INSTRUCTIONS, "is not a JSON array of parts")
+            return []
+        return self._convert("system", value, None)
+
+    def messages(self, span: ReadableSpan, key: str, default_role: Role) -> list[TraceMessage]:
+        """Return the messages of attribute ``key`` (input or output messages), ``default_role`` for unknown roles."""
+        value = json_attr(span, key, self.notes)
+        if value is MISSING:
+            return []
+        if is_truncated(value):
+            return [TraceMessage(role=default_role, content=value)]
+        if not isinstance(value, list):
+            note_ignored(self.notes, span, key, "is not a JSON array of messages")
+            return []
+        out: list[TraceMessage] = []
+        for item in value:
+            if not isinstance(item, dict):
+                note_ignored(self.notes, span, key, f"has a message that is not an object: {str(item)[:80]!r}")
+                continue
+            role = _ROLES.get(str(item.get("role")), default_role)
+            parts = item.get("parts")
+            if parts is None and "content" in item:  # older {"role", "content"} shape
+                parts = [{"type": "text", "content": item["content"]}]
+            name = item.get("name") if isinstance(item.get("name"), str) else None
+            out.extend(self._convert(role, parts if isinstance(parts, list) else [], name))
+        return out
+
+    def _convert(self, role: Role, parts: list[Any], name: str | None) -> list[TraceMessage]:
+        texts, reasoning, calls, results, others = _split_parts(parts)
+        if role == "assistant":
+            texts, inline = _strip_think(texts)
+            reasoning += inline
+        out = [self._tool_message(part, name) for part in results]
+        if role == "tool" and not results and texts:
+            out.append(TraceMessage(role="tool", name=name, content="\n".join(texts)))
+            return out
+        content: str | dict[str, Any] | None = "\n".join(texts) if texts else None
+        if others:
+            content = {"parts": others}
+        thinking = "\n".join(reasoning) if reasoning else None
+        tool_calls = [self._tool_call(part) for part in calls]
+        if content is not None or thinking is not None or tool_calls:
+            first = tool_calls[0] if tool_calls else None
+            out.append(TraceMessage(role=role, content=content, thinking=thinking, tool_call=first, name=name))
+            out.extend(TraceMessage(role=role, tool_call=call) for call in tool_calls[1:])
+        return out
+
+    def _tool_call(self, part: dict[str, Any]) -> ToolCall:
+        call_id = part.get("id") if isinstance(part.get("id"), str) else None
+        name = str(part.get("name") or "")
+        if call_id:
+            self.tool_names[call_id] = name
+        return ToolCall(id=call_id, name=name, arguments=tool_arguments(part.get("arguments")))
+
+    def _tool_message(self, part: dict[str, Any], name: str | None) -> TraceMessage:
+        call_id = part.get("id") if isinstance(part.get("id"), str) else None
+        tool_name = self.tool_names.get(call_id or "", name)
+        return TraceMessage(
+            role="tool", name=tool_name, tool_call_id=call_id, content=tool_content(part.get("response"))
+        )
+
+
+def tool_arguments(value: Any) -> dict[str, Any]:
+    """Return tool-call arguments as an object; anything that is not a JSON object is kept as ``{"_raw": value}``."""
+    if value is None or value is MISSING:
+        return {}
+    if isinstance(value, str):
+        parsed = loads(value) if value.strip() else {}
+        return parsed if isinstance(parsed, dict) else {"_raw": value}
+    return value if isinstance(value, dict) else {"_raw": value}
+
+
+def tool_content(value: Any) -> dict[str, Any] | str:
+    """Return a tool result as message content: strings and objects as they are, anything else as JSON text."""
+    if isinstance(value, dict | str):
+        return value
+    return "" if value is None else compact(value)
+
+
+def _split_parts(
+    parts: list[Any],
+) -> tuple[list[str], list[str], list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
+    """Sort message parts into texts, reasoning texts, tool calls, tool responses and everything else."""
+    texts: list[str] = []
+    reasoning: list[str] = []
+    calls: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    others: list[Any] = []
+    parts = [p for p in parts if isinstance(p, dict | str)]  # null or numeric parts carry nothing
+    for part in parts:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if isinstance(part, str):
+            texts.append(part)
+        elif kind == "text":
+            texts.append(str(part.get("content") or ""))
+        elif kind == "reasoning":
+            reasoning.append(str(part.get("content") or ""))
+        elif kind == "tool_call":
+            calls.append(part)
+        elif kind == "tool_call_response":
+            results.append(part)
+        else:
+            others.append(part)
+    if others:  # a media message keeps its text parts in place among the others
+        skip = {"reasoning", "tool_call", "tool_call_response"}
+        others = [_other_part(p) for p in parts if not (isinstance(p, dict) and p.get("type") in skip)]
+    return texts, reasoning, calls, results, others
+
+
+def _strip_think(texts: list[str]) -> tuple[list[str], list[str]]:
+    """Move ``<think>...</think>`` blocks that some models inline in their text out of it."""
+    kept: list[str] = []
+    thoughts: list[str] = []
+    for text in texts:
+        found = _THINK.findall(text)
+        thoughts.extend(t.strip() for t in found)
+        stripped = _THINK.sub("", text) if found else text
+        if stripped or not found:
+            kept.append(stripped)
+    return kept, thoughts
+
+
+def _other_part(part: Any) -> Any:
+    if isinstance(part, dict) and part.get("type") == "blob" and isinstance(part.get("content"), str):
+        return {**part, "content": f"<{len(part['content'])} base64 characters>"}
+    return part

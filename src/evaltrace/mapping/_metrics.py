@@ -1,0 +1,52 @@
+"""Trace metrics from LLM spans: token and cost sums, and streaming latency, rate and completion."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from evaltrace._internal import semconv as sc
+from evaltrace.mapping._spans import attrs, number
+from evaltrace.schema import TraceMetrics
+
+
+def build_metrics(llm_spans: list[ReadableSpan]) -> TraceMetrics:
+    """Return the metrics of a trace's LLM spans (in start order).
+
+    Sums are None when no span reports the value. Streaming: first/last chunk latency from the first streamed
+    call, ``tokens_per_second`` the mean over streamed calls, chunks summed, ``stream_completed`` true only if
+    every streamed call completed.
+    """
+    streamed = [
+        s
+        for s in llm_spans
+        if sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK in attrs(s) or sc.EVALTRACE_STREAM_CHUNKS in attrs(s)
+    ]
+    first = streamed[0] if streamed else None
+    ttfc = number(first, sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK) if first else None
+    ttlc = number(first, sc.EVALTRACE_STREAM_TIME_TO_LAST_CHUNK) if first else None
+    rates = [r for s in streamed if (r := number(s, sc.EVALTRACE_STREAM_OUTPUT_TOKENS_PER_SECOND)) is not None]
+    completed = [v for s in streamed if isinstance(v := attrs(s).get(sc.EVALTRACE_STREAM_COMPLETED), bool)]
+    return TraceMetrics(
+        token_input=_sum_int(llm_spans, sc.GEN_AI_USAGE_INPUT_TOKENS),
+        token_output=_sum_int(llm_spans, sc.GEN_AI_USAGE_OUTPUT_TOKENS),
+        token_thinking=_sum_int(llm_spans, sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS),
+        cost_usd=_sum(llm_spans, sc.EVALTRACE_COST_USD),
+        cost_thinking_usd=_sum(llm_spans, sc.EVALTRACE_COST_THINKING_USD),
+        latency_first_token_ms=None if ttfc is None else round(ttfc * 1000),
+        latency_last_token_ms=None if ttlc is None else round(ttlc * 1000),
+        tokens_per_second=sum(rates) / len(rates) if rates else None,
+        stream_chunks=_sum_int(streamed, sc.EVALTRACE_STREAM_CHUNKS),
+        stream_completed=all(completed) if completed else None,
+    )
+
+
+def _sum(spans: Iterable[ReadableSpan], key: str) -> float | None:
+    values = [v for s in spans if (v := number(s, key)) is not None]
+    return sum(values) if values else None
+
+
+def _sum_int(spans: Iterable[ReadableSpan], key: str) -> int | None:
+    total = _sum(spans, key)
+    return None if total is None else int(total)

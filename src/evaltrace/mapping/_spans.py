@@ -1,0 +1,190 @@
+"""Span selection and attribute reading: the subtree to map, span kinds, and typed attribute values."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeGuard
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanContext
+
+from evaltrace._internal import semconv as sc
+from evaltrace._internal.jsonutil import TRUNCATED_KEY
+
+# Absent attribute; None cannot mark absence because JSON null is a value.
+MISSING: Any = object()
+_LLM_OPERATIONS = frozenset({sc.OP_CHAT, "text_completion", "generate_content"})
+_MAX_DEPTH = 64
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+# --- span selection ------------------------------------------------------------------------------------
+
+
+def context(span: ReadableSpan) -> SpanContext | None:
+    """Return the span's context (None for spans rebuilt without one)."""
+    ctx: SpanContext | None = span.context
+    return ctx
+
+
+def span_id(span: ReadableSpan) -> int:
+    """Return the span's id, 0 when it has no context."""
+    ctx = context(span)
+    return ctx.span_id if ctx else 0
+
+
+def select_root(spans: Sequence[ReadableSpan], root: ReadableSpan | int | str | None) -> ReadableSpan:
+    """Return the root span: ``root`` itself, the span with that id, else the earliest parentless span.
+
+    Raises:
+        ValueError: ``spans`` is empty, or ``root`` is an id not found among them.
+    """
+    if isinstance(root, ReadableSpan):
+        return root
+    if not spans:
+        raise ValueError("trace_from_spans needs at least one span")
+    if root is not None:
+        wanted = int(root, 16) if isinstance(root, str) else root
+        for span in spans:
+            if span_id(span) == wanted:
+                return span
+        raise ValueError(f"root span {root!r} is not among the {len(spans)} given spans")
+    ids = {span_id(s) for s in spans}
+    tops = [s for s in spans if s.parent is None or s.parent.span_id not in ids]
+    return min(tops or spans, key=lambda s: s.start_time or 0)
+
+
+def subtree(spans: Sequence[ReadableSpan], root: ReadableSpan) -> list[ReadableSpan]:
+    """Return ``root`` and its descendants among ``spans``, ordered by start time."""
+    root_ctx = context(root)
+    trace_id = root_ctx.trace_id if root_ctx else None
+    children: dict[int, list[ReadableSpan]] = {}
+    for span in spans:
+        ctx = context(span)
+        if span.parent is not None and (ctx is None or ctx.trace_id == trace_id):
+            children.setdefault(span.parent.span_id, []).append(span)
+    found: dict[int, ReadableSpan] = {}
+    stack = [root]
+    while stack:
+        span = stack.pop()
+        if span_id(span) in found:
+            continue
+        found[span_id(span)] = span
+        stack.extend(children.get(span_id(span), ()))
+    return sorted(found.values(), key=lambda s: s.start_time or 0)
+
+
+def attrs(span: ReadableSpan) -> Mapping[str, Any]:
+    """Return the span's attributes (empty when it has none)."""
+    return span.attributes or {}
+
+
+def is_llm(span: ReadableSpan) -> bool:
+    """Whether the span is a model call: by ``evaltrace.span.kind``, else by its gen_ai operation or messages."""
+    span_attrs = attrs(span)
+    kind = span_attrs.get(sc.EVALTRACE_SPAN_KIND)
+    if kind is not None:
+        return bool(kind == sc.KIND_LLM)
+    if span_attrs.get(sc.GEN_AI_OPERATION_NAME) in _LLM_OPERATIONS:
+        return True
+    return sc.GEN_AI_INPUT_MESSAGES in span_attrs or sc.GEN_AI_OUTPUT_MESSAGES in span_attrs
+
+
+def is_tool(span: ReadableSpan) -> bool:
+    """Whether the span is a tool execution."""
+    span_attrs = attrs(span)
+    return (
+        span_attrs.get(sc.EVALTRACE_SPAN_KIND) == sc.KIND_TOOL
+        or span_attrs.get(sc.GEN_AI_OPERATION_NAME) == sc.OP_EXECUTE_TOOL
+    )
+
+
+# --- attribute values ----------------------------------------------------------------------------------
+
+
+def timestamp(ns: int | None) -> dt.datetime:
+    """Return the UTC datetime of an OTel nanosecond timestamp (the epoch for None)."""
+    return _EPOCH + dt.timedelta(microseconds=(ns or 0) // 1000)
+
+
+def is_truncated(value: Any) -> TypeGuard[dict[str, Any]]:
+    """Whether ``value`` is the marker ``_internal.jsonutil`` leaves for a value cut at capture."""
+    return isinstance(value, dict) and value.get(TRUNCATED_KEY) is True
+
+
+def json_attr(span: ReadableSpan, key: str, notes: list[str]) -> Any:
+    """Return the parsed JSON value of ``key`` (text kept when it is not JSON), or ``MISSING``."""
+    span_attrs = attrs(span)
+    raw = span_attrs.get(key)
+    if raw is None:
+        return MISSING
+    if isinstance(raw, str):
+        text_mime = key == sc.INPUT_VALUE and span_attrs.get(sc.INPUT_MIME_TYPE) == sc.MIME_TEXT
+        text_mime = text_mime or (key == sc.OUTPUT_VALUE and span_attrs.get(sc.OUTPUT_MIME_TYPE) == sc.MIME_TEXT)
+        value = raw if text_mime else loads(raw)
+    elif isinstance(raw, Mapping):
+        value = dict(raw)
+    elif isinstance(raw, Sequence) and not isinstance(raw, bytes):
+        value = list(raw)
+    else:
+        value = raw
+    if is_truncated(value):
+        notes.append(
+            f"{key} of span {span.name!r} ({span_id(span):016x}) was truncated at capture "
+            f"(original length {value.get('original_length')})"
+        )
+    return value
+
+
+def note_ignored(notes: list[str], span: ReadableSpan, key: str, problem: str) -> None:
+    """Record that attribute ``key`` of ``span`` has ``problem`` and was skipped."""
+    notes.append(f"{key} of span {span.name!r} ({span_id(span):016x}) {problem}; ignored")
+
+
+def number(span: ReadableSpan, key: str) -> float | None:
+    """Return attribute ``key`` as a finite float, or None (absent, boolean, non-numeric or non-finite)."""
+    value = attrs(span).get(key)
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        result = float(value)
+    except (TypeError, ValueError):
+        return None
+    return result if math.isfinite(result) else None
+
+
+def _finite(text: str) -> float | str:
+    parsed = float(text)
+    return parsed if math.isfinite(parsed) else text
+
+
+def loads(text: str) -> Any:
+    """Parse JSON text; text that is not JSON is returned as is, and non-finite numbers stay text."""
+    try:
+        value = json.loads(text, parse_float=_finite, parse_constant=str)
+    except (ValueError, RecursionError):
+        return text
+    return value if _shallow(value) else text
+
+
+def _shallow(value: Any) -> bool:
+    """Whether ``value`` nests at most ``_MAX_DEPTH`` deep (pydantic refuses to serialise deeper values)."""
+    level: list[Any] = [value]
+    for _ in range(_MAX_DEPTH):
+        level = [
+            child
+            for item in level
+            if isinstance(item, dict | list)
+            for child in (item.values() if isinstance(item, dict) else item)
+        ]
+        if not level:
+            return True
+    return False
+
+
+def compact(value: Any) -> str:
+    """Return ``value`` as compact JSON text (non-JSON values via ``str``)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)

@@ -1,0 +1,92 @@
+"""Tool spans: match each to the assistant tool call it executed, or add it as a call plus result of its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import StatusCode
+
+from evaltrace._internal import semconv as sc
+from evaltrace.mapping._messages import tool_arguments, tool_content
+from evaltrace.mapping._spans import MISSING, attrs, json_attr, timestamp
+from evaltrace.schema import ToolCall, TraceMessage
+
+
+class ToolPlacer:
+    """Places tool spans in a conversation; results of matched calls wait for ``insert_results``."""
+
+    def __init__(self, notes: list[str]) -> None:
+        self.notes = notes
+        self.matched: set[int] = set()  # id() of assistant ToolCalls already claimed by a tool span
+        self.pending: list[tuple[ToolCall, Any]] = []
+
+    def add(self, messages: list[TraceMessage], span: ReadableSpan) -> None:
+        """Stamp the call ``span`` executed with its start time, or append it to ``messages`` as call and result."""
+        call, result = self._read(span)
+        matched = self._match(messages, call)
+        if matched is not None:
+            matched.started_at = call.started_at
+            self.pending.append((matched, result))
+            return
+        messages.append(TraceMessage(role="assistant", tool_call=call))
+        if result is not MISSING:
+            content = tool_content(result)
+            messages.append(TraceMessage(role="tool", name=call.name, tool_call_id=call.id, content=content))
+
+    def _read(self, span: ReadableSpan) -> tuple[ToolCall, Any]:
+        """Return the call a tool span made and its result (``MISSING`` when it recorded none)."""
+        span_attrs = attrs(span)
+        name = span_attrs.get(sc.GEN_AI_TOOL_NAME)
+        name = name if isinstance(name, str) else span.name.removeprefix(f"{sc.OP_EXECUTE_TOOL} ")
+        call_id = span_attrs.get(sc.GEN_AI_TOOL_CALL_ID)
+        call_id = call_id if isinstance(call_id, str) else None
+        args = json_attr(span, sc.GEN_AI_TOOL_CALL_ARGUMENTS, self.notes)
+        if args is MISSING:
+            args = json_attr(span, sc.INPUT_VALUE, self.notes)
+        result = json_attr(span, sc.GEN_AI_TOOL_CALL_RESULT, self.notes)
+        if result is MISSING:
+            result = json_attr(span, sc.OUTPUT_VALUE, self.notes)
+        if result is MISSING and span.status.status_code is StatusCode.ERROR:
+            result = {"error": span.status.description or "tool raised"}
+        call = ToolCall(id=call_id, name=name, arguments=tool_arguments(args), started_at=timestamp(span.start_time))
+        return call, result
+
+    def _match(self, messages: list[TraceMessage], call: ToolCall) -> ToolCall | None:
+        """Find the unmatched assistant tool call a tool span executed: same id, else same name and arguments."""
+        candidates = [
+            m.tool_call
+            for m in messages
+            if m.role == "assistant" and m.tool_call is not None and id(m.tool_call) not in self.matched
+        ]
+        found = next((c for c in candidates if call.id and c.id == call.id), None)
+        if found is None:
+            found = next(
+                (
+                    c
+                    for c in candidates
+                    if c.name == call.name and c.arguments == call.arguments and not (c.id and call.id)
+                ),
+                None,
+            )
+        if found is not None:
+            self.matched.add(id(found))
+        return found
+
+    def insert_results(self, messages: list[TraceMessage]) -> None:
+        """Insert the results of executed calls that no tool message answers, after the call's tool messages."""
+        for call, result in self.pending:
+            index = next((i for i, m in enumerate(messages) if m.tool_call is call), None)
+            if result is MISSING or index is None:
+                continue
+            if any(m.role == "tool" and _answers(m, call) for m in messages[index + 1 :]):
+                continue
+            after = index + 1
+            while after < len(messages) and messages[after].role == "tool":
+                after += 1
+            message = TraceMessage(role="tool", name=call.name, tool_call_id=call.id, content=tool_content(result))
+            messages.insert(after, message)
+
+
+def _answers(message: TraceMessage, call: ToolCall) -> bool:
+    return message.tool_call_id == call.id if call.id else message.name == call.name
