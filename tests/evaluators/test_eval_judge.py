@@ -254,3 +254,21 @@ async def test_evaluators_without_any_key_fail_as_results(
     finally:
         await judge.aclose()
     assert result.status == "failed" and "401" in result.reason
+
+
+async def test_cost_from_the_price_table(fake_openai: FakeOpenAI) -> None:
+    from evaltrace import pricing
+
+    pricing.set_model_price("priced-judge", input=3.0, output=5.0)
+    judge = Judge("priced-judge", base_url=fake_openai.url, api_key="k", max_retries=0)
+    unknown = Judge("unpriced-judge-xyz", base_url=fake_openai.url, api_key="k", max_retries=0)
+    fake_openai.script(CLAIMS_REPLY, CLAIMS_REPLY)
+    try:
+        priced = await Faithfulness(judge).evaluate(qa_trace())
+        unpriced = await Faithfulness(unknown).evaluate(qa_trace())
+    finally:
+        pricing.clear_model_prices()
+        await judge.aclose()
+        await unknown.aclose()
+    assert priced.cost_usd == pytest.approx((100 * 3.0 + 20 * 5.0) / 1e6)
+    assert unpriced.cost_usd is None and unpriced.detail["judge"]["cost_usd"] is None

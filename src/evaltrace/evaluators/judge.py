@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
+from evaltrace import pricing
 from evaltrace._internal.tracing import suppress_instrumentation
 from evaltrace.evaluators._client import LoopClients
 from evaltrace.evaluators._prompts import Prompt
@@ -183,7 +184,7 @@ class Judge:
             timeout: Per-request timeout in seconds.
             max_retries: The openai client's retries on 429/5xx/connection errors.
             json_mode: Send ``response_format={"type": "json_object"}`` for JSON prompts.
-            price_per_million_tokens: (input, output) USD per million tokens, to record cost.
+            price_per_million_tokens: (input, output) USD per million tokens; default ``evaltrace.pricing``.
             cache_size: Judgements kept in the (prompt hash, model) cache.
         """
         self._clients = LoopClients(
@@ -212,7 +213,9 @@ class Judge:
 
     def _cost(self, input_tokens: int, output_tokens: int) -> float | None:
         if self.prices is None:
-            return None
+            # evaltrace's price table (overrides, genai-prices, fallback); None for an unknown model.
+            cost = pricing.cost_of(self.model, input_tokens=input_tokens, output_tokens=output_tokens)
+            return None if cost is None else cost.total_usd
         return (input_tokens * self.prices[0] + output_tokens * self.prices[1]) / 1_000_000
 
     def prompt_hash(self, messages: list[dict[str, str]], json_mode: bool) -> str:
