@@ -82,6 +82,13 @@ class EvaluationSpanProcessor(SpanProcessor):
         specs = as_specs(evaluators)
         self._span_specs = tuple(s for s in specs if not s.trace_level)
         self._trace_specs = tuple(s for s in specs if s.trace_level)
+        # Union of span kinds the span-level specs accept; None when one of them accepts any kind.
+        self._only_kinds: frozenset[Any] | None = frozenset()
+        for spec in self._span_specs:
+            if spec.span_kinds is None:
+                self._only_kinds = None
+                break
+            self._only_kinds = self._only_kinds | frozenset(spec.span_kinds)
         opts = self.options
         self._buffer = TraceBuffer(
             opts.trace_buffer_max_traces, opts.trace_buffer_max_spans, opts.trace_buffer_max_age_s
@@ -195,36 +202,41 @@ class EvaluationSpanProcessor(SpanProcessor):
             self._suppressed.discard(context.span_id)
             return None
         attributes = span.attributes or {}
-        if attributes.get(semconv.EVALTRACE_SPAN_KIND) == semconv.KIND_EVALUATION:
+        kind = attributes.get(semconv.EVALTRACE_SPAN_KIND)
+        if kind == semconv.KIND_EVALUATION:
             return None
-        root = _is_root(span)
+        trace_id = context.trace_id
         # Spans that reach us without on_start (an OTLP receiver feeding on_end) were never tracked: buffer
         # every trace then, since which ancestor will need them is unknown until it ends.
         buffer_all = self.options.buffer_all_traces or not self._saw_start
-        if buffer_all or self._buffer.is_tracked(context.trace_id):
+        tracked = buffer_all or self._buffer.is_tracked(trace_id)
+        if tracked:
             self._buffer.add(span, create=buffer_all)  # the span itself too: a root's job reads it from the list
-        specs = self._matching(self._span_specs, span, attributes)
+        root = _is_root(span)
         ref = attributes.get(semconv.EVALTRACE_EVALUATORS_REF)
+        if not ref and not (root and tracked) and self._only_kinds is not None and kind not in self._only_kinds:
+            return None  # fast path: no global evaluator can match this kind and nothing else applies
+        specs = self._matching(self._span_specs, span, attributes, kind)
         if isinstance(ref, str) and ref:
             chosen = {id(spec.evaluator) for spec in specs}  # one evaluator attached twice runs once
             specs.extend(s for s in self._resolve(ref) if id(s.evaluator) not in chosen and _sampled(s, attributes))
-        trace_specs = self._matching(self._trace_specs, span, attributes) if root else []
-        tracked = self._buffer.is_tracked(context.trace_id)
+        trace_specs = self._matching(self._trace_specs, span, attributes, kind) if root else []
         if root and tracked:
-            spans = self._buffer.pop(context.trace_id)
+            spans = self._buffer.pop(trace_id)
             count = len(spans)
         elif tracked and (specs or trace_specs):
-            spans, count = self._buffer.view(context.trace_id)
+            spans, count = self._buffer.view(trace_id)
         else:
             spans, count = [], 0
         if not specs and not trace_specs:
             return None
         return Job(span, specs, trace_specs, spans, count, admitted_at=time.monotonic())
 
-    def _matching(self, specs: Sequence[EvaluatorSpec], span: ReadableSpan, attributes: Any) -> list[EvaluatorSpec]:
+    def _matching(
+        self, specs: Sequence[EvaluatorSpec], span: ReadableSpan, attributes: Any, kind: Any
+    ) -> list[EvaluatorSpec]:
         if not specs:
             return []
-        kind = attributes.get(semconv.EVALTRACE_SPAN_KIND)
         chosen = []
         for spec in specs:
             if spec.matches(span.name, attributes, kind):
