@@ -415,3 +415,23 @@ def test_inline_sync_evaluator_runs_on_the_loop_thread(make_pipeline: MakePipeli
     p.flush()
     assert threads == ["evaltrace-eval-loop"]
     assert p.one("s").attributes["evaltrace.eval.where.passed"] is True
+
+
+def test_kind_fast_path_keeps_refs_and_releases_buffers(make_pipeline: MakePipeline) -> None:
+    @evaluator(name="by_ref")
+    def by_ref(trace: Trace) -> bool:
+        return True
+
+    key = register_evaluators("tests.fast", [by_ref])
+    p = make_pipeline(
+        [EvaluatorSpec(always_pass, span_kinds={"llm"}), EvaluatorSpec(half, span_kinds={"agent"}, trace_level=True)]
+    )
+    with p.tracer.start_as_current_span("root", attributes={"evaltrace.span.kind": "task"}):
+        with p.tracer.start_as_current_span(
+            "tool", attributes={"evaltrace.span.kind": "tool", "evaltrace.evaluators.ref": key}
+        ):
+            pass
+    p.flush()
+    assert p.one("tool").attributes["evaltrace.eval.by_ref.passed"] is True
+    assert "evaltrace.eval.failed" not in p.one("root").attributes  # trace-level spec wants an agent root
+    assert p.processor.stats()["buffer"]["traces"] == 0
