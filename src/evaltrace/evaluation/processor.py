@@ -126,7 +126,9 @@ class EvaluationSpanProcessor(SpanProcessor):
 
     def _sink_worker(self, sink: ScoreSink) -> SinkWorker:
         opts = self.options
-        dead_letter = Path(opts.dead_letter_dir) / f"{sink.name}.jsonl" if opts.dead_letter_dir is not None else None
+        # Absolute now: a later chdir in the application must not scatter dead letters.
+        directory = Path(opts.dead_letter_dir).absolute() if opts.dead_letter_dir is not None else None
+        dead_letter = directory / f"{sink.name}.jsonl" if directory is not None else None
         return SinkWorker(
             sink,
             max_queue=opts.sink_max_queue,
