@@ -338,7 +338,8 @@ class EvaluationSpanProcessor(SpanProcessor):
         Keys: ``queued`` (admitted, not finished), ``enqueued``, ``dropped`` (queue full: forwarded
         unevaluated), ``enriched``, ``held_timeout``, ``evaluation_spans``, ``evaluated``,
         ``failed``, ``timed_out``, ``skipped``, ``retries``, ``sampled_out``, ``score_rejects``,
-        ``log_events``, ``internal_errors``, ``evaluators`` (per evaluator: counts, ``pass_rate``,
+        ``log_events``, ``internal_errors``, ``cancelled`` / ``unflushed_jobs`` (shutdown deadline),
+        ``evaluators`` (per evaluator: counts, ``pass_rate``,
         ``latency_ms_p50``/``p95``), ``buffer`` (trace buffer), ``sinks`` (per sink: ``queued``,
         ``successes``, ``retries``, ``dead_lettered``, ``dropped``), ``export_sampling`` and ``monitor``.
         """

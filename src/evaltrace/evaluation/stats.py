@@ -51,6 +51,8 @@ class PipelineStats:
             "score_rejects": 0,
             "log_events": 0,
             "internal_errors": 0,
+            "cancelled": 0,
+            "unflushed_jobs": 0,
         }
         self._by_evaluator: dict[str, _EvaluatorCounters] = {}
 
