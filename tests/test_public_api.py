@@ -15,9 +15,11 @@ EXPECTED = [
     "agent",
     "configure",
     "context",
+    "instrument_openai",
     "llm",
     "tool",
     "trace",
+    "uninstrument_openai",
     "workflow",
     "wrap_context",
 ]

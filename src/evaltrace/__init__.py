@@ -15,6 +15,7 @@ Quick start::
 
 from __future__ import annotations
 
+from evaltrace._internal.lazy_instrumentation import instrument_openai, uninstrument_openai
 from evaltrace._version import __version__
 from evaltrace.config import EvaltraceHandle, configure
 from evaltrace.context import ContextThreadPoolExecutor, context, wrap_context
@@ -32,9 +33,11 @@ __all__ = [
     "agent",
     "configure",
     "context",
+    "instrument_openai",
     "llm",
     "tool",
     "trace",
+    "uninstrument_openai",
     "workflow",
     "wrap_context",
 ]

@@ -1,0 +1,27 @@
+"""Top-level ``evaltrace.instrument_openai()``: imported lazily so ``import evaltrace`` never needs the extra."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def instrument_openai(**kwargs: Any) -> Any:
+    """Trace every call of the official ``openai`` client (idempotent); return the instrumentor.
+
+    Needs the ``openai`` extra (``pip install 'evaltrace[openai]'``). See ``evaltrace.instrumentation.openai``.
+
+    Args:
+        **kwargs: ``tracer_provider`` and/or ``meter_provider`` to use instead of the defaults.
+    """
+    try:
+        from evaltrace.instrumentation.openai import instrument_openai as _instrument
+    except ImportError as exc:  # the extra is missing: say which one
+        raise ImportError(f"instrument_openai() needs: pip install 'evaltrace[openai]' ({exc})") from exc
+    return _instrument(**kwargs)
+
+
+def uninstrument_openai() -> None:
+    """Restore the original ``openai`` methods (no-op when not instrumented)."""
+    from evaltrace.instrumentation.openai import uninstrument_openai as _uninstrument
+
+    _uninstrument()
