@@ -15,6 +15,7 @@ EXPECTED = [
     "agent",
     "configure",
     "context",
+    "evaluator",
     "instrument_openai",
     "llm",
     "tool",

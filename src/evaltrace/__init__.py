@@ -20,6 +20,7 @@ from evaltrace._version import __version__
 from evaltrace.config import EvaltraceHandle, configure
 from evaltrace.context import ContextThreadPoolExecutor, context, wrap_context
 from evaltrace.decorators import agent, llm, tool, trace, workflow
+from evaltrace.evaluation import evaluator
 from evaltrace.exceptions import ConfigError, EvaltraceError, SchemaError, ScoreValidationError
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "agent",
     "configure",
     "context",
+    "evaluator",
     "instrument_openai",
     "llm",
     "tool",

@@ -128,10 +128,13 @@ def _choose_provider(resource: Resource, explicit: TracerProvider | None) -> Tra
     return provider
 
 
-def _resource(service_name: str | None, environment: str | None) -> Resource:
+def _resource(service_name: str | None, environment: str | None, phoenix_project: str | None) -> Resource:
     attributes: dict[str, str] = {}
     if service_name:
         attributes[semconv.SERVICE_NAME] = service_name
+    project = phoenix_project or os.environ.get("PHOENIX_PROJECT_NAME")
+    if project:
+        attributes[semconv.OPENINFERENCE_PROJECT_NAME] = project
     env = environment or os.environ.get("EVALTRACE_ENVIRONMENT")
     if env:
         attributes[semconv.DEPLOYMENT_ENVIRONMENT_NAME] = env
@@ -177,15 +180,17 @@ def _collect_exporters(
     options: dict[str, Any],
 ) -> _Exporters:
     exporters = _Exporters()
-    otlp = resolve_otlp(options["otlp_endpoint"], options["protocol"], options["headers"])
-    if otlp is not None:
-        exporters.add_target(backends.otlp_target(otlp))
+    # Named backends first: if the generic OTLP endpoint points at the same URL, the named target (with its
+    # auth headers) must be the one kept by the de-duplication.
     langfuse = backends.resolve_langfuse(options["langfuse"])
     if langfuse is not None:
         exporters.add_target(backends.langfuse_target(langfuse))
     phoenix = backends.resolve_phoenix(options["phoenix"])
     if phoenix is not None:
         exporters.add_target(backends.phoenix_target(phoenix))
+    otlp = resolve_otlp(options["otlp_endpoint"], options["protocol"], options["headers"])
+    if otlp is not None:
+        exporters.add_target(backends.otlp_target(otlp))
     for index, exporter in enumerate(options["exporters"]):
         exporters.named.append((f"custom[{index}]", exporter))
     local = options["local_store"]
@@ -196,6 +201,20 @@ def _collect_exporters(
     if options["console"]:
         exporters.named.append(("console", ConsoleSpanExporter()))
     return exporters
+
+
+def _backend_sinks(options: dict[str, Any]) -> list[Any]:
+    """Score sinks implied by the backends: Langfuse's scores API, Phoenix span annotations."""
+    from evaltrace.evaluation import LangfuseScoreSink, PhoenixScoreSink
+
+    sinks: list[Any] = []
+    langfuse = backends.resolve_langfuse(options["langfuse"])
+    if langfuse is not None:
+        sinks.append(LangfuseScoreSink(langfuse.host, langfuse.public_key, langfuse.secret_key))
+    phoenix = backends.resolve_phoenix(options["phoenix"])
+    if phoenix is not None:
+        sinks.append(PhoenixScoreSink(phoenix))
+    return sinks
 
 
 def _build_evaluation(
@@ -217,6 +236,7 @@ def configure(
     headers: dict[str, str] | str | None = None,
     langfuse: bool | None = None,
     phoenix: str | bool | None = None,
+    phoenix_project: str | None = None,
     local_store: bool | str | Path | None = None,
     console: bool = False,
     exporters: Sequence[SpanExporter] = (),
@@ -224,8 +244,9 @@ def configure(
     max_attribute_length: int | None = None,
     redact: bool | Callable[[str], str] | None = None,
     evaluators: Sequence[Any] = (),
-    sinks: Sequence[Any] = (),
+    sinks: Sequence[Any] | None = None,
     evaluation_options: dict[str, Any] | None = None,
+    evaluation: bool = True,
     tracer_provider: TracerProvider | None = None,
     batch: bool = True,
 ) -> EvaltraceHandle:
@@ -243,6 +264,7 @@ def configure(
         headers: OTLP headers, a mapping or ``k=v,k2=v2``.
         langfuse: Export to Langfuse (default: when LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY are set).
         phoenix: Export to Phoenix: True (PHOENIX_COLLECTOR_ENDPOINT or localhost:6006) or its base URL.
+        phoenix_project: Phoenix project (resource ``openinference.project.name``; default PHOENIX_PROJECT_NAME).
         local_store: True, False, or a directory; default on when no other exporter is configured.
         console: Also print one line per span to stderr.
         exporters: Further span exporters.
@@ -251,8 +273,11 @@ def configure(
         max_attribute_length: Cap for each captured JSON value (0 = no cap).
         redact: True for built-in PII/secret masking, or a ``str -> str`` function; applied to exported copies only.
         evaluators: Evaluators (or EvaluatorSpecs) run on spans as they end.
-        sinks: Score sinks receiving evaluation scores.
+        sinks: Score sinks receiving evaluation scores. Default (None): the Langfuse scores API and Phoenix span
+            annotations when those backends are configured; pass ``[]`` for none.
         evaluation_options: Extra keyword arguments for the EvaluationSpanProcessor.
+        evaluation: Include the evaluation processor (default). It costs ~2 us per span end when no evaluator
+            applies, and it is what runs evaluators attached with ``@agent(evaluators=...)``.
         tracer_provider: Attach to this provider instead of the global/own one.
         batch: Batch exports (default); False exports synchronously (tests, short scripts).
 
@@ -269,16 +294,21 @@ def configure(
     capture = _capture_settings(capture_content, max_attribute_length)
     redactor = _redactor(redact)
     collected = _collect_exporters(options)  # validates every setting before anything is replaced
-    resource = _resource(service_name, environment)
+    resource = _resource(service_name, environment, phoenix_project)
 
     downstream: list[SpanProcessor] = []
     for _, exporter in collected.named:
         wrapped = RedactingSpanExporter(exporter, redactor) if redactor else exporter
         downstream.append(BatchSpanProcessor(wrapped) if batch else SimpleSpanProcessor(wrapped))
-    evaluation = _build_evaluation(downstream, evaluators, sinks, evaluation_options) if evaluators or sinks else None
+    score_sinks = list(sinks) if sinks is not None else _backend_sinks(options)
+    evaluator_processor = (
+        _build_evaluation(downstream, evaluators, score_sinks, evaluation_options)
+        if evaluation or evaluators or score_sinks
+        else None
+    )
     pipeline = SynchronousMultiSpanProcessor()  # type: ignore[no-untyped-call]
     pipeline.add_span_processor(ContextAttributesProcessor())
-    for processor in [evaluation] if evaluation is not None else downstream:
+    for processor in [evaluator_processor] if evaluator_processor is not None else downstream:
         pipeline.add_span_processor(processor)
 
     with _state.lock:
@@ -289,7 +319,7 @@ def configure(
             switch.delegate = pipeline
         tracing.set_tracer_provider(provider)
         settings.replace(capture)
-        handle = EvaltraceHandle(provider, pipeline, [name for name, _ in collected.named], evaluation)
+        handle = EvaltraceHandle(provider, pipeline, [name for name, _ in collected.named], evaluator_processor)
         _state.handle = handle
         if not _state.atexit_registered:
             atexit.register(_shutdown_at_exit)

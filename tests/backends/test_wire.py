@@ -183,11 +183,6 @@ def test_langfuse_given_twice_is_exported_once(monkeypatch: pytest.MonkeyPatch) 
         assert {r.headers["authorization"] for r in langfuse.requests} == {auth}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="config.py adds the generic OTLP target first, so when it equals Langfuse's URL the de-duplication keeps "
-    "it and drops Langfuse's auth headers (Langfuse would answer 401); named backends should win",
-)
 def test_otlp_endpoint_equal_to_langfuse_keeps_langfuse_auth(monkeypatch: pytest.MonkeyPatch) -> None:
     with OTLPHttpReceiver() as langfuse:
         auth = langfuse_env(monkeypatch, langfuse.base_url)

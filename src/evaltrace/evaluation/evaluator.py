@@ -48,8 +48,16 @@ class Evaluator(Protocol):
         version: Optional version (e.g. ``"v1.2.0"``); part of the score id, so a new version is a new score.
     """
 
-    name: str
-    version: str | None
+    # Read-only in the protocol, so classes declaring ``version: str`` (or properties) satisfy it.
+    @property
+    def name(self) -> str:
+        """Metric name."""
+        ...
+
+    @property
+    def version(self) -> str | None:
+        """Evaluator version."""
+        ...
 
     def evaluate(self, trace: Trace, case: EvalCase | None) -> EvaluationResult | Awaitable[EvaluationResult]:
         """Judge ``trace`` (and ``case`` when known); return the result, or an awaitable of it."""

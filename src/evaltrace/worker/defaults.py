@@ -5,23 +5,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from evaltrace._internal import semconv
 from evaltrace.evaluation import EvaluatorSpec
 from evaltrace.evaluators import AgentSanity, EncodingGuardrail, LoopingDetection, NoPII
 
-# The built-in evaluators declare ``version: str``; the Evaluator protocol has a mutable ``str | None``
-# attribute, which mypy treats as invariant, hence the Any.
-_no_pii: Any = NoPII()
-_encoding: Any = EncodingGuardrail()
-_sanity: Any = AgentSanity()
-_looping: Any = LoopingDetection()
-
 EVALUATORS = [
-    EvaluatorSpec(_no_pii, span_kinds={semconv.KIND_LLM, semconv.KIND_AGENT}),
-    EvaluatorSpec(_encoding, span_kinds={semconv.KIND_LLM}),
-    EvaluatorSpec(_sanity, trace_level=True),
-    EvaluatorSpec(_looping, trace_level=True),
+    EvaluatorSpec(NoPII(), span_kinds={semconv.KIND_LLM, semconv.KIND_AGENT}),
+    EvaluatorSpec(EncodingGuardrail(), span_kinds={semconv.KIND_LLM}),
+    EvaluatorSpec(AgentSanity(), trace_level=True),
+    EvaluatorSpec(LoopingDetection(), trace_level=True),
 ]
 """Per-span PII and encoding checks on LLM/agent spans; agent sanity and looping over each whole trace."""
