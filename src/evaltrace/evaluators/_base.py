@@ -16,6 +16,7 @@ Each evaluator also accepts explicit values or dotted paths in its constructor, 
 
 from __future__ import annotations
 
+import abc
 import importlib
 import json
 from collections.abc import Mapping, Sequence
@@ -252,7 +253,7 @@ def case_list(explicit: Sequence[str] | None, case: EvalCase | None, attribute: 
     return []
 
 
-class DeterministicEvaluator:
+class DeterministicEvaluator(abc.ABC):
     """Base of the model-free evaluators: subclasses implement :meth:`check` and set name/threshold/direction.
 
     A missing input becomes a ``skipped`` result; any other exception propagates to the caller (the evaluation
@@ -280,9 +281,9 @@ class DeterministicEvaluator:
             return skipped_result(self, trace, str(exc))
         return build_result(self, trace, verdict)
 
+    @abc.abstractmethod
     def check(self, trace: Trace, case: EvalCase | None) -> Verdict:
         """Return the verdict on ``trace``; raise MissingInputError when an input is absent."""
-        raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, threshold={self.threshold!r})"

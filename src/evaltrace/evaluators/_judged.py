@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -89,7 +90,7 @@ def failed_result(
     )
 
 
-class JudgeEvaluator:
+class JudgeEvaluator(abc.ABC):
     """Base of the LLM-judge evaluators.
 
     Subclasses set ``name``, ``prompt_name``, ``threshold``/``direction`` and implement :meth:`variables`,
@@ -124,17 +125,17 @@ class JudgeEvaluator:
         """Code version with the prompt as semver build metadata, e.g. ``v1.0.0+faithfulness.v1``."""
         return f"{CODE_VERSION}+{self.prompt.name.replace('_', '-')}.v{self.prompt.version}"
 
+    @abc.abstractmethod
     def variables(self, trace: Trace, case: EvalCase | None) -> dict[str, str]:
         """Return the prompt variables; raise MissingInputError when an input is absent."""
-        raise NotImplementedError
 
     def parse(self, text: str) -> Any:
         """Parse and check a reply; raise ValueError/KeyError/TypeError to trigger the retry."""
         return json_object(text)
 
+    @abc.abstractmethod
     async def verdict(self, parsed: Any, trace: Trace, case: EvalCase | None) -> Verdict:
         """Turn the parsed reply into a verdict."""
-        raise NotImplementedError
 
     async def evaluate(self, trace: Trace, case: EvalCase | None = None) -> EvaluationResult:
         """Judge ``trace`` (against ``case`` when given).
@@ -168,7 +169,7 @@ class JudgeEvaluator:
         return f"{type(self).__name__}(judge={self.judge!r}, threshold={self.threshold!r})"
 
 
-class EmbeddingEvaluator:
+class EmbeddingEvaluator(abc.ABC):
     """Base of the embedding-only evaluators: subclasses implement :meth:`measure`."""
 
     name = "semantic_similarity"
@@ -188,9 +189,9 @@ class EmbeddingEvaluator:
         if threshold is not None:
             self.threshold = threshold
 
+    @abc.abstractmethod
     async def measure(self, trace: Trace, case: EvalCase | None) -> Verdict:
         """Return the verdict (embed through :func:`embed_or_fail`); raise MissingInputError without inputs."""
-        raise NotImplementedError
 
     async def evaluate(self, trace: Trace, case: EvalCase | None = None) -> EvaluationResult:
         """Embed and compare; an embedding failure ends as ``status="failed"``, never an exception.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 from typing import Any
 
 from evaltrace.evaluators._base import DeterministicEvaluator, MissingInputError, Verdict
@@ -36,11 +37,13 @@ class _Budget(DeterministicEvaluator):
     threshold = 1.0
     direction = "lower"
 
+    @abc.abstractmethod
     def _limits(self) -> dict[str, float | None]:
-        raise NotImplementedError
+        """The limits by metric name (None = no limit)."""
 
+    @abc.abstractmethod
     def _measured(self, trace: Trace) -> dict[str, float | None]:
-        raise NotImplementedError
+        """The measured figures by metric name (None = not reported)."""
 
     def check(self, trace: Trace, case: EvalCase | None) -> Verdict:
         """Compare the measured figures with the limits; score = the highest measured/limit ratio."""

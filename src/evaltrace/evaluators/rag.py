@@ -5,6 +5,7 @@ Faithfulness, groundedness and hallucination judge the answer; precision, recall
 
 from __future__ import annotations
 
+import abc
 from typing import Any
 
 from evaltrace.evaluators._base import (
@@ -184,9 +185,9 @@ class _ContextRelevance(JudgeEvaluator):
         detail = {"relevant": relevant, "relevant_ranks": [i for i, r in enumerate(relevant, 1) if r]}
         return Verdict(passes(score, self.threshold, self.direction), score, reason, detail)
 
+    @abc.abstractmethod
     def metric(self, relevant: list[bool]) -> tuple[float, str]:
         """Return (score, reason) for the ranked relevance list."""
-        raise NotImplementedError
 
 
 class ContextPrecision(_ContextRelevance):
