@@ -8,7 +8,14 @@ import sys
 from collections.abc import Sequence
 
 # Each module defines register(subparsers) and sets ``func`` on its parsers; new nouns are added here.
-_COMMAND_MODULES = ("evaltrace.cli.traces", "evaltrace.cli.scores", "evaltrace.cli.worker", "evaltrace.cli.report")
+_COMMAND_MODULES = (
+    "evaltrace.cli.traces",
+    "evaltrace.cli.scores",
+    "evaltrace.cli.worker",
+    "evaltrace.cli.report",
+    "evaltrace.cli.run",
+    "evaltrace.cli.runs",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

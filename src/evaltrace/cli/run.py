@@ -1,0 +1,138 @@
+"""``evaltrace run eval.yaml`` and ``evaltrace re-evaluate <run>``: offline runs with a progress bar and a summary.
+
+Exit codes: 0 done (whatever the pass rate), 1 ``--fail-on-regression`` and a case regressed, 2 a malformed
+eval.yaml / cases.yaml (the message names the file, the entry and the problem) or a run that cannot be found.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from evaltrace.cli.runs import EXIT_FAILED, EXIT_OK, add_runs_dir, print_error, render_summary
+from evaltrace.exceptions import EvaltraceError
+from evaltrace.runner import RunDirectory, RunOutcome, re_evaluate, resolve_run, run_eval
+
+
+class RichProgress:
+    """A rich progress bar per phase (running cases, evaluating)."""
+
+    def __init__(self, console: Console, enabled: bool) -> None:
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            disable=not enabled,
+        )
+        self._task: TaskID | None = None
+
+    def __enter__(self) -> RichProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def start(self, description: str, total: int) -> None:
+        """Start a bar for a phase."""
+        self._task = self._progress.add_task(description, total=total)
+
+    def advance(self) -> None:
+        """Advance the current bar by one."""
+        if self._task is not None:
+            self._progress.advance(self._task)
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``run`` and ``re-evaluate`` commands."""
+    run = subparsers.add_parser("run", help="run an eval.yaml: cases × variants, traced, evaluated, summarised")
+    run.add_argument("config", type=Path, help="the eval.yaml")
+    run.add_argument("--runs-dir", type=Path, default=None, help="where runs go (default: runs_dir of eval.yaml)")
+    run.add_argument("--drift", action="store_true", help="compare with the promoted baseline of this eval")
+    run.add_argument("--sqlite", type=Path, default=None, metavar="PATH", help="also store the run in this SQLite db")
+    run.add_argument(
+        "--namespace",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="run namespace recorded in SQLite (repeatable), e.g. --namespace branch=main",
+    )
+    _add_common(run)
+    run.set_defaults(func=run_command)
+
+    again = subparsers.add_parser(
+        "re-evaluate", help="re-run the evaluators over a run's traces.jsonl (the system is not called)"
+    )
+    again.add_argument("run", help="run directory, run id or unique prefix")
+    again.add_argument("--config", type=Path, default=None, help="use this eval.yaml's evaluators instead")
+    again.add_argument("--drift", action="store_true", help="compare with the promoted baseline of this eval")
+    add_runs_dir(again)
+    _add_common(again)
+    again.set_defaults(func=re_evaluate_command)
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-progress", action="store_true", help="do not show progress bars")
+    parser.add_argument("--fail-on-regression", action="store_true", help="exit 1 when a case regressed (for CI)")
+
+
+def _namespace(pairs: list[str]) -> dict[str, str] | None:
+    if not pairs:
+        return None
+    namespace: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--namespace expects KEY=VALUE, got {pair!r}")
+        namespace[key] = value
+    return namespace
+
+
+def _report(console: Console, outcome: RunOutcome, fail_on_regression: bool) -> int:
+    for note in outcome.notes:
+        console.print(f"[yellow]note:[/yellow] {note}")
+    render_summary(console, outcome.summary, outcome.run.path)
+    comparison = outcome.summary.comparison
+    if fail_on_regression and comparison is not None and comparison.regressions_count:
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def run_command(args: argparse.Namespace) -> int:
+    """Run an eval.yaml and print its summary."""
+    console = Console()
+    try:
+        namespace = _namespace(args.namespace)
+    except ValueError as exc:
+        return print_error(exc)
+    try:
+        with RichProgress(console, not args.no_progress) as progress:
+            outcome = run_eval(
+                args.config,
+                runs_dir=args.runs_dir,
+                drift=args.drift,
+                sqlite_path=args.sqlite,
+                run_namespace=namespace,
+                progress=progress,
+            )
+    except EvaltraceError as exc:
+        return print_error(exc)
+    return _report(console, outcome, args.fail_on_regression)
+
+
+def re_evaluate_command(args: argparse.Namespace) -> int:
+    """Re-evaluate a run from its traces and print the new summary."""
+    console = Console()
+    try:
+        run = RunDirectory(resolve_run(args.run, args.runs_dir))
+        with RichProgress(console, not args.no_progress) as progress:
+            outcome = re_evaluate(run, config_path=args.config, runs_dir=None, drift=args.drift, progress=progress)
+    except EvaltraceError as exc:
+        return print_error(exc)
+    return _report(console, outcome, args.fail_on_regression)

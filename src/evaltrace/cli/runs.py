@@ -1,0 +1,150 @@
+"""``evaltrace compare`` and ``evaltrace promote``, and the rich rendering of run summaries and comparisons."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from evaltrace.exceptions import EvaltraceError
+from evaltrace.runner import RunDirectory, compare_runs, compare_with_baseline, promote_run, resolve_run
+from evaltrace.runner.config import DEFAULT_RUNS_DIR
+from evaltrace.schema import ComparisonReport, RunSummary
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``compare`` and ``promote`` commands."""
+    compare = subparsers.add_parser(
+        "compare", help="compare two runs (or a run with its promoted baseline): pass rate, latency, regressions"
+    )
+    compare.add_argument("run_a", help="baseline run: directory, run id or unique prefix")
+    compare.add_argument("run_b", nargs="?", help="run to judge; omitted: RUN_A against its promoted baseline")
+    add_runs_dir(compare)
+    compare.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any case regressed (for CI)")
+    compare.set_defaults(func=compare_command)
+
+    promote = subparsers.add_parser("promote", help="make a run the baseline of its eval (runs/baselines/<eval>/)")
+    promote.add_argument("run", help="run directory, run id or unique prefix")
+    add_runs_dir(promote)
+    promote.set_defaults(func=promote_command)
+
+
+def add_runs_dir(parser: argparse.ArgumentParser) -> None:
+    """Add ``--runs-dir`` (where run ids are looked up and baselines live)."""
+    parser.add_argument(
+        "--runs-dir", type=Path, default=Path(DEFAULT_RUNS_DIR), help="runs directory (default: ./runs)"
+    )
+
+
+def print_error(exc: BaseException) -> int:
+    """Print ``error: <message>`` to stderr (the message is not read as rich markup); return exit code 2."""
+    Console(stderr=True).print(Text.assemble(("error: ", "bold red"), str(exc)))
+    return EXIT_USAGE
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:.1f}%"
+
+
+def _signed_pct(value: float) -> str:
+    colour = "green" if value > 0 else "red" if value < 0 else "white"
+    return f"[{colour}]{value * 100:+.1f} pts[/{colour}]"
+
+
+def render_summary(console: Console, summary: RunSummary, run_path: Path | None = None) -> None:
+    """Print a run's per-variant table and per-evaluator pass rates."""
+    table = Table(title=f"Run {summary.run_id}" + (f"  ({run_path})" if run_path else ""))
+    for column in (
+        "variant",
+        "cases",
+        "passed",
+        "errored",
+        "pass rate",
+        "avg latency",
+        "avg cost",
+        "avg tokens in/out",
+    ):
+        table.add_column(column)
+    for v in summary.variants:
+        tokens = "-"
+        if v.avg_tokens_input is not None or v.avg_tokens_output is not None:
+            tokens = f"{v.avg_tokens_input or 0:.0f} / {v.avg_tokens_output or 0:.0f}"
+        cost = f"${v.avg_cost_usd:.5f}" if v.avg_cost_usd is not None else "-"
+        table.add_row(
+            v.name,
+            str(v.cases_total),
+            str(v.cases_passed),
+            f"[red]{v.cases_errored}[/red]" if v.cases_errored else "0",
+            _pct(v.pass_rate),
+            f"{v.avg_latency_ms:.1f} ms",
+            cost,
+            tokens,
+        )
+    console.print(table)
+    if summary.by_evaluator:
+        names = [v.name for v in summary.variants]
+        evaluators = Table(title="Pass rate by evaluator (skipped results excluded)")
+        evaluators.add_column("evaluator")
+        for name in names:
+            evaluators.add_column(name)
+        for rollup in summary.by_evaluator:
+            cells = [rollup.by_variant.get(n) for n in names]
+            evaluators.add_row(rollup.evaluator, *(_pct(c.pass_rate) if c else "n/a" for c in cells))
+        console.print(evaluators)
+    if summary.comparison is not None:
+        render_comparison(console, summary.comparison)
+
+
+def render_comparison(console: Console, report: ComparisonReport) -> None:
+    """Print the deltas of a comparison, with the regressed and improved case ids."""
+    what = "baseline variant" if report.kind == "ad_hoc" else "baseline run"
+    table = Table(title=f"Compared with {what} {report.baseline} ({report.kind})")
+    for column in ("variant", "pass rate", "avg latency", "regressions", "improvements"):
+        table.add_column(column)
+    for delta in report.deltas:
+        table.add_row(
+            delta.variant,
+            _signed_pct(delta.pass_rate_delta),
+            f"{delta.avg_latency_delta_ms:+.1f} ms",
+            "[red]" + ", ".join(delta.regressions) + "[/red]" if delta.regressions else "-",
+            "[green]" + ", ".join(delta.improvements) + "[/green]" if delta.improvements else "-",
+        )
+    console.print(table)
+    console.print(f"regressions: {report.regressions_count or 0}, improvements: {report.improvements_count or 0}")
+
+
+def compare_command(args: argparse.Namespace) -> int:
+    """Print the comparison of two runs, or of a run with its eval's promoted baseline."""
+    console = Console()
+    try:
+        first = RunDirectory(resolve_run(args.run_a, args.runs_dir))
+        if args.run_b is None:
+            report = compare_with_baseline(first, args.runs_dir)
+        else:
+            report = compare_runs(first, RunDirectory(resolve_run(args.run_b, args.runs_dir)))
+    except EvaltraceError as exc:
+        return print_error(exc)
+    render_comparison(console, report)
+    if args.fail_on_regression and report.regressions_count:
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def promote_command(args: argparse.Namespace) -> int:
+    """Copy a run's summary (and per-case outcomes) to ``runs/baselines/<eval_name>/``."""
+    console = Console()
+    try:
+        run = RunDirectory(resolve_run(args.run, args.runs_dir))
+        target = promote_run(run, args.runs_dir)
+    except EvaltraceError as exc:
+        return print_error(exc)
+    console.print(f"promoted {run.run_id} -> {target}")
+    return EXIT_OK

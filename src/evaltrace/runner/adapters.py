@@ -1,0 +1,254 @@
+"""Variant adapters: how one case input reaches the system under test (a Python function, an HTTP endpoint).
+
+An adapter returns the system's output, or raises :class:`AdapterFailure` with the TraceError type that
+describes what went wrong (``timeout``, ``http_5xx``, ``adapter_error``); any other exception is the system's
+own and becomes an ``exception`` error. Configuration problems are found when the adapter is built and raised
+as :class:`~evaltrace.runner.errors.RunConfigError`, before any case runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+from evaltrace.runner.config import expand_env
+from evaltrace.runner.errors import RunConfigError
+from evaltrace.schema import RunVariant, TraceErrorType
+
+__all__ = ["ADAPTERS", "Adapter", "AdapterFailure", "FunctionAdapter", "HttpAdapter", "build_adapter", "import_object"]
+
+_HTTP_METHODS = frozenset({"GET", "POST", "PUT", "PATCH"})
+DEFAULT_HTTP_TIMEOUT_S = 30.0
+
+
+class AdapterFailure(Exception):
+    """The call to the system failed in a way the adapter classifies (timeout, HTTP 5xx, adapter error)."""
+
+    def __init__(self, error_type: TraceErrorType, message: str) -> None:
+        super().__init__(message)
+        self.error_type: TraceErrorType = error_type
+        self.message = message
+
+
+class Adapter(Protocol):
+    """Calls the system under test with one case input."""
+
+    async def call(self, case_input: dict[str, Any]) -> Any:
+        """Return the system's output for ``case_input``."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections."""
+        ...
+
+
+def import_object(reference: str, base_dir: Path) -> Any:
+    """Import ``"package.module:attribute"``, with ``base_dir`` (the eval.yaml's directory) importable.
+
+    Args:
+        reference: ``module:attribute`` (the attribute may be dotted).
+        base_dir: Directory put on ``sys.path`` so modules next to the eval.yaml import.
+
+    Returns:
+        The object.
+
+    Raises:
+        ValueError: Malformed reference, module not importable, or attribute missing (the message says which).
+    """
+    module_name, sep, attribute = reference.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"expected 'module:attribute', got {reference!r}")
+    directory = str(base_dir.resolve())
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ValueError(f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}") from None
+    for part in attribute.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"module {module_name!r} has no attribute {attribute!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+class FunctionAdapter:
+    """Calls a Python function (sync or async) with the case input as keyword arguments.
+
+    Sync functions run on a worker thread (the OTel context follows them, so their spans join the case);
+    ``timeout_s`` abandons a call that runs too long, although Python cannot stop the thread itself.
+    """
+
+    def __init__(self, func: Callable[..., Any], timeout_s: float | None = None) -> None:
+        self.func = func
+        self.timeout_s = timeout_s
+        self._signature = _signature(func)
+
+    async def call(self, case_input: dict[str, Any]) -> Any:
+        """Call the function; a mismatch between the input keys and its parameters is an adapter error."""
+        if self._signature is not None:
+            try:
+                self._signature.bind(**case_input)
+            except TypeError as exc:
+                raise AdapterFailure("adapter_error", f"case input does not fit the function: {exc}") from None
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                if inspect.iscoroutinefunction(self.func):
+                    return await self.func(**case_input)
+                produced = await asyncio.to_thread(self.func, **case_input)
+                return await produced if inspect.isawaitable(produced) else produced
+        except TimeoutError:
+            raise AdapterFailure("timeout", f"no answer within {self.timeout_s} s") from None
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+def _signature(func: Callable[..., Any]) -> inspect.Signature | None:
+    try:
+        return inspect.signature(func)
+    except (TypeError, ValueError):
+        return None
+
+
+def _render(template: Any, case_input: dict[str, Any]) -> Any:
+    """Fill ``{{input}}`` / ``{{input.key}}`` placeholders: a whole-string placeholder keeps the value's type."""
+    if isinstance(template, dict):
+        return {k: _render(v, case_input) for k, v in template.items()}
+    if isinstance(template, list):
+        return [_render(v, case_input) for v in template]
+    if not isinstance(template, str) or "{{" not in template:
+        return template
+    stripped = template.strip()
+    if stripped.startswith("{{") and stripped.endswith("}}") and stripped.count("{{") == 1:
+        return _lookup(stripped[2:-2].strip(), case_input)
+    text = template
+    for key in list(case_input):
+        value = case_input[key]
+        text = text.replace("{{input." + key + "}}", value if isinstance(value, str) else json.dumps(value))
+    return text.replace("{{input}}", json.dumps(case_input))
+
+
+def _lookup(expression: str, case_input: dict[str, Any]) -> Any:
+    if expression == "input":
+        return case_input
+    if expression.startswith("input."):
+        return case_input.get(expression[len("input.") :])
+    raise AdapterFailure("adapter_error", f"unknown placeholder {{{{{expression}}}}} in body_template")
+
+
+class HttpAdapter:
+    """Sends the case input as JSON to an HTTP endpoint and returns the JSON (or text) response.
+
+    Status 5xx is ``http_5xx``, a timeout ``timeout``, any other non-2xx status or transport error
+    ``adapter_error``. ``GET`` sends the input as query parameters.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        method: str = "POST",
+        headers: dict[str, str] | None = None,
+        timeout_s: float = DEFAULT_HTTP_TIMEOUT_S,
+        body_template: Any = None,
+    ) -> None:
+        self.url = url
+        self.method = method
+        self.body_template = body_template
+        self._client = httpx.AsyncClient(headers=headers or {}, timeout=timeout_s)
+
+    async def call(self, case_input: dict[str, Any]) -> Any:
+        """POST (or the configured method) the input; classify failures; decode the body."""
+        body = _render(self.body_template, case_input) if self.body_template is not None else case_input
+        try:
+            if self.method == "GET":
+                response = await self._client.get(self.url, params=body if isinstance(body, dict) else None)
+            else:
+                response = await self._client.request(self.method, self.url, json=body)
+        except httpx.TimeoutException as exc:
+            raise AdapterFailure("timeout", f"{self.method} {self.url} timed out: {type(exc).__name__}") from None
+        except httpx.HTTPError as exc:
+            raise AdapterFailure("adapter_error", f"{self.method} {self.url} failed: {exc!r}") from None
+        if response.status_code >= 500:
+            raise AdapterFailure("http_5xx", f"HTTP {response.status_code}: {response.text[:500]}")
+        if response.status_code >= 300:
+            raise AdapterFailure("adapter_error", f"HTTP {response.status_code}: {response.text[:500]}")
+        try:
+            return response.json()
+        except ValueError:
+            return response.text
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._client.aclose()
+
+
+def _function_adapter(variant: RunVariant, path: Path, entry: str) -> Adapter:
+    target = variant.config.get("target")
+    if not isinstance(target, str):
+        raise RunConfigError(path, f"{entry}.config.target", "expected 'module:function'")
+    try:
+        func = import_object(target, path.parent)
+    except ValueError as exc:
+        raise RunConfigError(path, f"{entry}.config.target", str(exc)) from None
+    if not callable(func):
+        raise RunConfigError(path, f"{entry}.config.target", f"{target!r} is not callable")
+    return FunctionAdapter(func, timeout_s=_timeout(variant.config, path, entry, None))
+
+
+def _timeout(config: dict[str, Any], path: Path, entry: str, default: float | None) -> float | None:
+    value = config.get("timeout_s", default)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value <= 0):
+        raise RunConfigError(path, f"{entry}.config.timeout_s", f"expected a positive number, got {value!r}")
+    return None if value is None else float(value)
+
+
+def _http_adapter(variant: RunVariant, path: Path, entry: str) -> Adapter:
+    config = expand_env(variant.config, path, f"{entry}.config")
+    url = config.get("url")
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise RunConfigError(path, f"{entry}.config.url", f"expected an http(s) URL, got {url!r}")
+    method = str(config.get("method", "POST")).upper()
+    if method not in _HTTP_METHODS:
+        raise RunConfigError(path, f"{entry}.config.method", f"expected one of {sorted(_HTTP_METHODS)}")
+    headers = config.get("headers") or {}
+    if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
+        raise RunConfigError(path, f"{entry}.config.headers", "expected a mapping of header names to strings")
+    timeout_s = _timeout(config, path, entry, DEFAULT_HTTP_TIMEOUT_S)
+    assert timeout_s is not None  # a default is given
+    return HttpAdapter(
+        url, method=method, headers=headers, timeout_s=timeout_s, body_template=config.get("body_template")
+    )
+
+
+ADAPTERS: dict[str, Callable[[RunVariant, Path, str], Adapter]] = {
+    "http": _http_adapter,
+    "python_function": _function_adapter,
+}
+"""Adapter name -> builder ``(variant, eval.yaml path, entry) -> Adapter``."""
+
+
+def build_adapter(variant: RunVariant, config_path: Path, index: int) -> Adapter:
+    """Build the adapter of ``variant`` (the ``index``-th in ``config_path``).
+
+    Raises:
+        RunConfigError: Unknown adapter or invalid adapter config.
+    """
+    entry = f"variants[{index}]"
+    builder = ADAPTERS.get(variant.adapter)
+    if builder is None:
+        raise RunConfigError(path=config_path, entry=f"{entry}.adapter", problem=_unknown_adapter(variant.adapter))
+    return builder(variant, config_path, entry)
+
+
+def _unknown_adapter(name: str) -> str:
+    return f"unknown adapter {name!r}; known: {', '.join(sorted(ADAPTERS))}"

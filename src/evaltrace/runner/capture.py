@@ -1,0 +1,139 @@
+"""Run one (case, variant) under tracing and build its Trace from the spans it produced.
+
+A private TracerProvider is installed as evaltrace's provider for the duration of a run; a collector keeps
+finished spans per trace id, so each case (one root span, one trace id) gets exactly its own spans even when
+cases run concurrently. The root span carries ``evaltrace.run_id`` / ``case_id`` / ``variant`` and the case
+input and output, and ``evaltrace.context(attributes=...)`` stamps the same ids on every span inside.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.trace import Status, StatusCode, Tracer
+
+from evaltrace._internal import semconv as sc
+from evaltrace._internal.jsonutil import capped_json
+from evaltrace._internal.tracing import INSTRUMENTATION_NAME, set_tracer_provider
+from evaltrace._version import __version__
+from evaltrace.context import ContextAttributesProcessor, context
+from evaltrace.mapping import trace_from_spans
+from evaltrace.runner.adapters import Adapter, AdapterFailure
+from evaltrace.schema import EvalCase, Trace, TraceError
+
+__all__ = ["CASE_SPAN_NAME", "CaseCapture", "capture_run"]
+
+CASE_SPAN_NAME = "evaltrace.case"
+"""Name of the root span of one (case, variant) execution."""
+_STACK_LIMIT = 4000
+_ANSWER_KEYS = ("final_answer", "answer", "output", "response", "text", "content")
+
+
+class _Collector(SpanProcessor):
+    """Keeps finished spans grouped by trace id until the case that owns the trace takes them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._spans: defaultdict[int, list[ReadableSpan]] = defaultdict(list)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """Store the span under its trace id (O(1))."""
+        if span.context is not None:
+            with self._lock:
+                self._spans[span.context.trace_id].append(span)
+
+    def pop(self, trace_id: int) -> list[ReadableSpan]:
+        """Take (and forget) the spans of one trace."""
+        with self._lock:
+            return self._spans.pop(trace_id, [])
+
+    def shutdown(self) -> None:
+        """Drop what is left."""
+        with self._lock:
+            self._spans.clear()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Nothing is exported."""
+        return True
+
+
+class CaseCapture:
+    """Executes cases with an adapter on a private provider and returns their Traces."""
+
+    def __init__(self, tracer: Tracer, collector: _Collector) -> None:
+        self._tracer = tracer
+        self._collector = collector
+
+    async def execute(self, adapter: Adapter, case: EvalCase, variant_name: str, run_id: str) -> Trace:
+        """Run ``case`` through ``adapter``; the system's failures become ``Trace.error``, never exceptions.
+
+        Args:
+            adapter: The variant's adapter.
+            case: The case.
+            variant_name: The variant's name.
+            run_id: The run's id.
+
+        Returns:
+            The Trace built from the case's spans.
+        """
+        ids = {sc.EVALTRACE_RUN_ID: run_id, sc.EVALTRACE_CASE_ID: case.id, sc.EVALTRACE_VARIANT: variant_name}
+        failure: TraceError | None = None
+        output: Any = None
+        with context(attributes=ids):
+            attributes = {**ids, sc.EVALTRACE_SPAN_KIND: sc.KIND_TASK, sc.INPUT_VALUE: capped_json(case.input)}
+            with self._tracer.start_as_current_span(
+                CASE_SPAN_NAME, attributes=attributes, record_exception=False, set_status_on_exception=False
+            ) as span:
+                try:
+                    output = await adapter.call(dict(case.input))
+                except AdapterFailure as exc:
+                    failure = TraceError(type=exc.error_type, message=exc.message)
+                except Exception as exc:
+                    stack = "".join(traceback.format_exception(exc))[-_STACK_LIMIT:]
+                    failure = TraceError(type="exception", message=f"{type(exc).__name__}: {exc}", stack=stack)
+                if failure is None:
+                    span.set_attribute(sc.OUTPUT_VALUE, capped_json(output))
+                else:
+                    span.set_status(Status(StatusCode.ERROR, failure.message))
+        span_context = span.get_span_context()
+        trace = trace_from_spans(self._collector.pop(span_context.trace_id), root=span_context.span_id)
+        return _finish(trace, output, failure)
+
+
+def _finish(trace: Trace, output: Any, failure: TraceError | None) -> Trace:
+    """Apply the adapter's error classification and pick a final answer out of a JSON object output."""
+    updates: dict[str, Any] = {"error": failure}
+    if failure is None and trace.output.final_answer is None and isinstance(output, dict):
+        answer = next((output[k] for k in _ANSWER_KEYS if isinstance(output.get(k), str)), None)
+        if answer is not None:
+            updates["output"] = trace.output.model_copy(update={"final_answer": answer})
+    return Trace.model_validate({**trace.model_dump(exclude={"latency_ms"}), **updates})
+
+
+@contextmanager
+def capture_run(service_name: str) -> Iterator[CaseCapture]:
+    """Install a private TracerProvider as evaltrace's provider for the block and yield a CaseCapture.
+
+    The previous provider is restored afterwards. Spans made through evaltrace's tracer (decorators, the
+    OpenAI instrumentation) inside the block are captured; they are not exported anywhere else.
+
+    Args:
+        service_name: ``service.name`` of the provider's resource (the eval name).
+    """
+    collector = _Collector()
+    provider = TracerProvider(resource=Resource.create({sc.SERVICE_NAME: service_name}))
+    provider.add_span_processor(ContextAttributesProcessor())
+    provider.add_span_processor(collector)
+    previous = set_tracer_provider(provider)
+    try:
+        yield CaseCapture(provider.get_tracer(INSTRUMENTATION_NAME, __version__), collector)
+    finally:
+        set_tracer_provider(previous)
+        provider.shutdown()

@@ -1,0 +1,197 @@
+"""A SQLite store of runs (stdlib ``sqlite3``): summaries, traces and results of many runs, with run namespaces.
+
+Rows hold the models as JSON (the same text as the jsonl files), with the keys needed to select them in
+columns. ``run_namespace`` (``{str: str}``, e.g. project and branch) is a JSON column of ``runs``; a database
+created before it existed gets the column added in place (``ALTER TABLE``) when opened, its old runs reading
+as the empty namespace. The schema version lives in ``PRAGMA user_version``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from evaltrace.exceptions import SchemaError
+from evaltrace.schema import EvaluationResult, RunSummary, Trace
+
+__all__ = ["SCHEMA_USER_VERSION", "SqliteRunStore", "StoredRun"]
+
+SCHEMA_USER_VERSION = 2
+"""1: runs/traces/results; 2: ``runs.run_namespace`` added."""
+
+_CREATE = (
+    """CREATE TABLE IF NOT EXISTS runs (
+        run_id TEXT PRIMARY KEY,
+        eval_name TEXT NOT NULL,
+        started_at TEXT NOT NULL,
+        finished_at TEXT NOT NULL,
+        config_hash TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        run_namespace TEXT NOT NULL DEFAULT '{}'
+    )""",
+    """CREATE TABLE IF NOT EXISTS traces (
+        run_id TEXT NOT NULL,
+        case_id TEXT NOT NULL,
+        variant_name TEXT NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (run_id, variant_name, case_id)
+    )""",
+    """CREATE TABLE IF NOT EXISTS results (
+        run_id TEXT NOT NULL,
+        case_id TEXT NOT NULL,
+        variant_name TEXT NOT NULL,
+        evaluator TEXT NOT NULL,
+        data TEXT NOT NULL,
+        PRIMARY KEY (run_id, variant_name, case_id, evaluator)
+    )""",
+)
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """One row of ``runs``."""
+
+    run_id: str
+    eval_name: str
+    summary: RunSummary
+    run_namespace: dict[str, str]
+
+
+def _namespace_json(namespace: Mapping[str, str] | None) -> str:
+    clean = {str(k): str(v) for k, v in (namespace or {}).items()}
+    return json.dumps(clean, sort_keys=True, separators=(",", ":"))
+
+
+class SqliteRunStore:
+    """Runs in one SQLite file; use as a context manager or call :meth:`close`.
+
+    Example:
+        >>> with SqliteRunStore("runs.db") as store:  # doctest: +SKIP
+        ...     store.list_runs(run_namespace={"branch": "main"})
+    """
+
+    def __init__(self, path: Path | str) -> None:
+        """Open (creating or migrating) the database at ``path``."""
+        self.path = Path(path)
+        self._db = sqlite3.connect(self.path)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        with self._db:
+            for statement in _CREATE:
+                self._db.execute(statement)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(runs)")}
+            if "run_namespace" not in columns:
+                self._db.execute("ALTER TABLE runs ADD COLUMN run_namespace TEXT NOT NULL DEFAULT '{}'")
+            self._db.execute(f"PRAGMA user_version = {SCHEMA_USER_VERSION}")
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._db.close()
+
+    def __enter__(self) -> SqliteRunStore:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def save_run(
+        self,
+        summary: RunSummary,
+        traces: Sequence[Trace],
+        results: Sequence[EvaluationResult],
+        *,
+        eval_name: str,
+        run_namespace: Mapping[str, str] | None = None,
+    ) -> None:
+        """Insert or update a run; its results are replaced, traces already stored are kept (write-once).
+
+        Args:
+            summary: The run's summary.
+            traces: Its traces.
+            results: Its results (replace any stored for the run, as a re-evaluation does).
+            eval_name: The eval's name.
+            run_namespace: Namespace of the run; None keeps the stored one (empty for a new run).
+        """
+        with self._db:
+            self._db.execute(
+                """INSERT INTO runs (run_id, eval_name, started_at, finished_at, config_hash, summary, run_namespace)
+                   VALUES (?, ?, ?, ?, ?, ?, ?)
+                   ON CONFLICT(run_id) DO UPDATE SET eval_name = excluded.eval_name,
+                       finished_at = excluded.finished_at, config_hash = excluded.config_hash,
+                       summary = excluded.summary,
+                       run_namespace = CASE WHEN ? THEN excluded.run_namespace ELSE runs.run_namespace END""",
+                (
+                    summary.run_id,
+                    eval_name,
+                    summary.started_at.isoformat(),
+                    summary.finished_at.isoformat(),
+                    summary.config_hash,
+                    summary.model_dump_json(),
+                    _namespace_json(run_namespace),
+                    run_namespace is not None,
+                ),
+            )
+            self._db.executemany(
+                "INSERT OR IGNORE INTO traces (run_id, case_id, variant_name, data) VALUES (?, ?, ?, ?)",
+                [(summary.run_id, t.case_id, t.variant_name, t.model_dump_json()) for t in traces],
+            )
+            self._db.execute("DELETE FROM results WHERE run_id = ?", (summary.run_id,))
+            self._db.executemany(
+                "INSERT OR REPLACE INTO results (run_id, case_id, variant_name, evaluator, data) VALUES (?, ?, ?, ?, ?)",
+                [(summary.run_id, r.case_id, r.variant_name, r.evaluator, r.model_dump_json()) for r in results],
+            )
+
+    def list_runs(
+        self, *, eval_name: str | None = None, run_namespace: Mapping[str, str] | None = None
+    ) -> list[StoredRun]:
+        """Return stored runs, newest first, optionally of one eval and within a namespace.
+
+        Args:
+            eval_name: Only runs of this eval.
+            run_namespace: Only runs whose namespace holds every given key with the given value.
+        """
+        query = "SELECT run_id, eval_name, summary, run_namespace FROM runs"
+        params: tuple[str, ...] = ()
+        if eval_name is not None:
+            query, params = query + " WHERE eval_name = ?", (eval_name,)
+        wanted = {str(k): str(v) for k, v in (run_namespace or {}).items()}
+        runs = []
+        for run_id, name, summary, namespace_text in self._db.execute(query + " ORDER BY run_id DESC", params):
+            namespace = json.loads(namespace_text or "{}")
+            if all(namespace.get(k) == v for k, v in wanted.items()):
+                runs.append(StoredRun(run_id, name, RunSummary.model_validate_json(summary), namespace))
+        return runs
+
+    def get_run(self, run_id: str) -> StoredRun:
+        """Return one run.
+
+        Raises:
+            SchemaError: No such run in the database.
+        """
+        row = self._db.execute(
+            "SELECT run_id, eval_name, summary, run_namespace FROM runs WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        if row is None:
+            raise SchemaError(f"{self.path}: no run {run_id!r}")
+        return StoredRun(row[0], row[1], RunSummary.model_validate_json(row[2]), json.loads(row[3] or "{}"))
+
+    def traces(self, run_id: str) -> list[Trace]:
+        """Return a run's traces (variant, then case order)."""
+        rows = self._db.execute(
+            "SELECT data FROM traces WHERE run_id = ? ORDER BY variant_name, case_id", (run_id,)
+        ).fetchall()
+        return [Trace.model_validate_json(row[0]) for row in rows]
+
+    def results(self, run_id: str) -> list[EvaluationResult]:
+        """Return a run's evaluation results."""
+        rows = self._db.execute(
+            "SELECT data FROM results WHERE run_id = ? ORDER BY variant_name, case_id, evaluator", (run_id,)
+        ).fetchall()
+        return [EvaluationResult.model_validate_json(row[0]) for row in rows]
