@@ -30,6 +30,7 @@ __all__ = [
     "expand_env",
     "load_cases",
     "load_eval_config",
+    "load_evaluator_entries",
     "mask_secrets",
 ]
 
@@ -140,7 +141,12 @@ def _load_variants(path: Path, data: Any) -> list[RunVariant]:
     return variants
 
 
-def _load_evaluator_entries(path: Path, data: Any) -> list[dict[str, Any]]:
+def load_evaluator_entries(path: Path, data: Any) -> list[dict[str, Any]]:
+    """Validate the ``evaluators`` list: mappings with exactly one of ``name`` / ``import``.
+
+    Raises:
+        RunConfigError: An entry is malformed (named by its index).
+    """
     if data is None:
         return []
     if not isinstance(data, list):
@@ -197,7 +203,7 @@ def load_eval_config(path: Path | str) -> EvalConfig:
         raw=raw,
         cases=load_cases(path.parent / cases_ref),
         variants=variants,
-        evaluators=_load_evaluator_entries(path, raw.get("evaluators")),
+        evaluators=load_evaluator_entries(path, raw.get("evaluators")),
         concurrency=_positive_int(path, "concurrency", raw.get("concurrency", DEFAULT_CONCURRENCY)),
         runs_dir=Path(runs_dir),
         baseline=baseline,

@@ -17,7 +17,14 @@ from typing import Protocol
 from evaltrace.runner.adapters import Adapter, build_adapter
 from evaltrace.runner.baselines import load_baseline, run_eval_name
 from evaltrace.runner.capture import capture_run
-from evaltrace.runner.config import DEFAULT_CONCURRENCY, EvalConfig, config_hash, load_eval_config, mask_secrets
+from evaltrace.runner.config import (
+    DEFAULT_CONCURRENCY,
+    EvalConfig,
+    config_hash,
+    load_eval_config,
+    load_evaluator_entries,
+    mask_secrets,
+)
 from evaltrace.runner.evaluate import ConfiguredEvaluator, build_evaluators, evaluate_traces
 from evaltrace.runner.rundir import CONFIG_FILE, SUMMARY_FILE, RunDirectory
 from evaltrace.runner.sqlite_store import SqliteRunStore
@@ -174,29 +181,30 @@ def run_eval(
     evaluators = build_evaluators(config.evaluators, config.path)
     target_dir = runs_dir if runs_dir is not None else config.runs_dir
     started = utcnow()
-    run = RunDirectory.create(target_dir, config.name, started)
-    masked = mask_secrets(config.raw)
-    verbatim = config.path.read_text(encoding="utf-8") if masked == config.raw else None
-    run.write_config(masked, config_hash(masked, config.cases), config.cases, verbatim=verbatim)
+    run = _start_run(config, target_dir, started)
     traces = asyncio.run(_execute(config, adapters, run.run_id, progress))
     run.write_traces(traces)  # before any evaluator runs: a crash below never loses what the system did
     results = asyncio.run(_evaluate(traces, config.cases, evaluators, config.concurrency, progress))
     run.write_results(results)
     notes: list[str] = []
-    inputs = _SummaryInputs(
-        run,
-        started,
-        str(config.path),
-        [v.name for v in config.variants],
-        config.baseline,
-        target_dir if drift else None,
-    )
+    variant_names = [v.name for v in config.variants]
+    drift_dir = target_dir if drift else None
+    inputs = _SummaryInputs(run, started, str(config.path), variant_names, config.baseline, drift_dir)
     summary = _summarise(inputs, traces, results, notes)
     run.write_summary(summary)
     if sqlite_path is not None:
         with SqliteRunStore(sqlite_path) as store:
             store.save_run(summary, traces, results, eval_name=config.name, run_namespace=run_namespace)
     return RunOutcome(run, summary, traces, results, notes)
+
+
+def _start_run(config: EvalConfig, runs_dir: Path, started: dt.datetime) -> RunDirectory:
+    """Create the run directory with config.yaml (verbatim when nothing needed masking), hash and cases."""
+    run = RunDirectory.create(runs_dir, config.name, started)
+    masked = mask_secrets(config.raw)
+    verbatim = config.path.read_text(encoding="utf-8") if masked == config.raw else None
+    run.write_config(masked, config_hash(masked, config.cases), config.cases, verbatim=verbatim)
+    return run
 
 
 def re_evaluate(
@@ -220,20 +228,10 @@ def re_evaluate(
         The outcome.
     """
     progress = progress or NullProgress()
-    if config_path is not None:
-        raw, source, base_dir = load_eval_config(config_path).raw, Path(config_path), Path(config_path).parent
-    else:
-        raw, source = run.read_config(), run.path / CONFIG_FILE
-        base_dir = None
     previous = _previous_summary(run)
-    if base_dir is None:
-        # Imported evaluators live next to the original eval.yaml, not in the run directory.
-        base_dir = Path(previous.config_path).parent if previous else run.path
-    evaluators = build_evaluators(list(raw.get("evaluators") or []), source, base_dir=base_dir)
+    setup = _re_evaluation_setup(run, config_path, previous)
     traces = run.read_traces()
-    concurrency = raw.get("concurrency")
-    limit = concurrency if isinstance(concurrency, int) and concurrency > 0 else DEFAULT_CONCURRENCY
-    results = asyncio.run(_evaluate(traces, run.read_cases(), evaluators, limit, progress))
+    results = asyncio.run(_evaluate(traces, run.read_cases(), setup.evaluators, setup.concurrency, progress))
     run.write_results(results)
     variant_names = (
         [v.name for v in previous.variants] if previous else list(dict.fromkeys(t.variant_name for t in traces))
@@ -243,14 +241,46 @@ def re_evaluate(
     inputs = _SummaryInputs(
         run,
         started,
-        previous.config_path if previous else str(source),
+        previous.config_path if previous else str(setup.source),
         variant_names,
-        raw.get("baseline"),
+        setup.baseline,
         (runs_dir or run.path.parent) if drift else None,
     )
     summary = _summarise(inputs, traces, results, notes)
     run.write_summary(summary)
     return RunOutcome(run, summary, traces, results, notes)
+
+
+@dataclass(frozen=True)
+class _ReEvaluationSetup:
+    evaluators: list[ConfiguredEvaluator]
+    concurrency: int
+    baseline: str | None
+    source: Path
+
+
+def _re_evaluation_setup(
+    run: RunDirectory, config_path: Path | None, previous: RunSummary | None
+) -> _ReEvaluationSetup:
+    """Evaluators, concurrency and baseline variant from ``config_path``, else from the run's config.yaml."""
+    if config_path is not None:
+        source = Path(config_path)
+        raw = load_eval_config(source).raw
+        base_dir = source.parent
+    else:
+        source = run.path / CONFIG_FILE
+        raw = run.read_config()
+        # Imported evaluators live next to the original eval.yaml, not in the run directory.
+        base_dir = Path(previous.config_path).parent if previous else run.path
+    entries = load_evaluator_entries(source, raw.get("evaluators"))
+    concurrency = raw.get("concurrency")
+    baseline = raw.get("baseline")
+    return _ReEvaluationSetup(
+        evaluators=build_evaluators(entries, source, base_dir=base_dir),
+        concurrency=concurrency if isinstance(concurrency, int) and concurrency > 0 else DEFAULT_CONCURRENCY,
+        baseline=baseline if isinstance(baseline, str) else None,
+        source=source,
+    )
 
 
 def _previous_summary(run: RunDirectory) -> RunSummary | None:
