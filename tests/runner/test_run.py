@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import re
 import stat
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,16 @@ def _lines(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+@pytest.fixture
+def example_module() -> Iterator[None]:
+    """The example imports its ``app`` module by that plain name: forget it afterwards."""
+    yield
+    sys.modules.pop("app", None)
+    if str(EXAMPLE_DIR.resolve()) in sys.path:
+        sys.path.remove(str(EXAMPLE_DIR.resolve()))
+
+
+@pytest.mark.usefixtures("example_module")
 def test_example_runs_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     runs = tmp_path / "runs"
     code = main(["run", str(EXAMPLE_DIR / "eval.yaml"), "--runs-dir", str(runs), "--no-progress"])

@@ -9,6 +9,9 @@ as :class:`~evaltrace.runner.errors.RunConfigError`, before any case runs.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
+import functools
 import importlib
 import inspect
 import json
@@ -27,6 +30,7 @@ __all__ = ["ADAPTERS", "Adapter", "AdapterFailure", "FunctionAdapter", "HttpAdap
 
 _HTTP_METHODS = frozenset({"GET", "POST", "PUT", "PATCH"})
 DEFAULT_HTTP_TIMEOUT_S = 30.0
+_FUNCTION_WORKERS = 32
 
 
 class AdapterFailure(Exception):
@@ -91,6 +95,9 @@ class FunctionAdapter:
         self.func = func
         self.timeout_s = timeout_s
         self._signature = _signature(func)
+        # Our own pool, not the loop's default one: asyncio.run() joins the default pool on exit, so a call
+        # abandoned after a timeout would hold the whole run until it returned.
+        self._pool = concurrent.futures.ThreadPoolExecutor(_FUNCTION_WORKERS, thread_name_prefix="evaltrace-sut")
 
     async def call(self, case_input: dict[str, Any]) -> Any:
         """Call the function; a mismatch between the input keys and its parameters is an adapter error."""
@@ -103,13 +110,16 @@ class FunctionAdapter:
             async with asyncio.timeout(self.timeout_s):
                 if inspect.iscoroutinefunction(self.func):
                     return await self.func(**case_input)
-                produced = await asyncio.to_thread(self.func, **case_input)
+                # The copied context carries the case's root span and ids into the worker thread.
+                call = functools.partial(contextvars.copy_context().run, self.func, **case_input)
+                produced = await asyncio.get_running_loop().run_in_executor(self._pool, call)
                 return await produced if inspect.isawaitable(produced) else produced
         except TimeoutError:
             raise AdapterFailure("timeout", f"no answer within {self.timeout_s} s") from None
 
     async def aclose(self) -> None:
-        """Nothing to release."""
+        """Release the worker threads without waiting for calls abandoned after a timeout."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _signature(func: Callable[..., Any]) -> inspect.Signature | None:

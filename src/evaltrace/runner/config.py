@@ -252,8 +252,8 @@ def mask_secrets(value: Any, key: str = "") -> Any:
         return {k: mask_secrets(v, str(k)) for k, v in value.items()}
     if isinstance(value, list):
         return [mask_secrets(v, key) for v in value]
-    if isinstance(value, str) and _SECRET_KEY.search(key) and not _ENV_REF.fullmatch(value.strip()):
-        return _ENV_REF.sub(lambda m: m.group(0), value) if _only_refs(value) else MASK
+    if isinstance(value, str) and _SECRET_KEY.search(key) and not _only_refs(value):
+        return MASK
     return value
 
 

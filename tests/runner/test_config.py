@@ -1,0 +1,41 @@
+"""Config helpers: secret masking, ${VAR} expansion and the config hash."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evaltrace.runner import RunConfigError
+from evaltrace.runner.config import MASK, config_hash, expand_env, mask_secrets
+from evaltrace.schema import EvalCase
+
+
+def test_mask_secrets_keeps_references_and_masks_literals() -> None:
+    config = {
+        "headers": {"Authorization": "Bearer ${TOKEN}", "X-Api-Key": "abc123", "Accept": "application/json"},
+        "api_key": "${OPENAI_API_KEY}",
+        "list": [{"password": "hunter2"}],
+        "url": "https://example.com",
+    }
+    assert mask_secrets(config) == {
+        "headers": {"Authorization": "Bearer ${TOKEN}", "X-Api-Key": MASK, "Accept": "application/json"},
+        "api_key": "${OPENAI_API_KEY}",
+        "list": [{"password": MASK}],
+        "url": "https://example.com",
+    }
+
+
+def test_expand_env_names_the_entry() -> None:
+    env = {"TOKEN": "t"}
+    assert expand_env({"a": ["x ${TOKEN}"]}, Path("e.yaml"), "variants[0].config", env) == {"a": ["x t"]}
+    with pytest.raises(RunConfigError, match=r"e.yaml: variants\[0\].config.b\[1\]: environment variable NOPE"):
+        expand_env({"b": ["ok", "${NOPE}"]}, Path("e.yaml"), "variants[0].config", env)
+
+
+def test_config_hash_depends_on_config_and_cases() -> None:
+    cases = [EvalCase(id="a")]
+    first = config_hash({"name": "x"}, cases)
+    assert first == config_hash({"name": "x"}, [EvalCase(id="a")])
+    assert first != config_hash({"name": "y"}, cases)
+    assert first != config_hash({"name": "x"}, [EvalCase(id="b")])
