@@ -123,3 +123,18 @@ def test_promote_replaces_the_previous_baseline(project: Project) -> None:
     promote_run(first.run, project.runs_dir)
     target = promote_run(second.run, project.runs_dir)
     assert yaml.safe_load((target / SUMMARY_FILE).read_text())["run_id"] == second.run.run_id
+
+
+def test_runs_list(project: Project, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "250")  # rich wraps long cells at the default 80 columns
+    path = project.write(_config(project))
+    first = run_eval(path, runs_dir=project.runs_dir)
+    second = run_eval(path, runs_dir=project.runs_dir, sqlite_path=project.root / "r.db", run_namespace={"b": "x"})
+    capsys.readouterr()
+    assert main(["runs", "list", "--runs-dir", str(project.runs_dir)]) == 0
+    out = capsys.readouterr().out
+    assert out.index(second.run.run_id) < out.index(first.run.run_id)  # newest first
+    assert "v 66.7%" in out
+    assert main(["runs", "list", "--sqlite", str(project.root / "r.db"), "--namespace", "b=x"]) == 0
+    out = capsys.readouterr().out
+    assert second.run.run_id in out and first.run.run_id not in out

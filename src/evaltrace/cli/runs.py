@@ -1,8 +1,9 @@
-"""``evaltrace compare`` and ``evaltrace promote``, and the rich rendering of run summaries and comparisons."""
+"""``evaltrace compare``, ``promote`` and ``runs list``, and the rich rendering of run summaries and comparisons."""
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,16 @@ from rich.table import Table
 from rich.text import Text
 
 from evaltrace.exceptions import EvaltraceError
-from evaltrace.runner import RunDirectory, compare_runs, compare_with_baseline, promote_run, resolve_run
+from evaltrace.runner import (
+    RunDirectory,
+    SqliteRunStore,
+    compare_runs,
+    compare_with_baseline,
+    promote_run,
+    resolve_run,
+)
 from evaltrace.runner.config import DEFAULT_RUNS_DIR
+from evaltrace.runner.rundir import SUMMARY_FILE
 from evaltrace.schema import ComparisonReport, RunSummary
 
 EXIT_OK = 0
@@ -35,6 +44,17 @@ def register(subparsers: Any) -> None:
     promote.add_argument("run", help="run directory, run id or unique prefix")
     add_runs_dir(promote)
     promote.set_defaults(func=promote_command)
+
+    runs = subparsers.add_parser("runs", help="list offline runs (run directories or a SQLite store)")
+    verbs = runs.add_subparsers(dest="verb", metavar="VERB", required=True)
+    listing = verbs.add_parser("list", help="list runs, newest first, with each variant's pass rate")
+    add_runs_dir(listing)
+    listing.add_argument("--sqlite", type=Path, default=None, metavar="PATH", help="list the runs of this database")
+    listing.add_argument(
+        "--namespace", action="append", default=[], metavar="KEY=VALUE", help="only runs in this namespace (SQLite)"
+    )
+    listing.add_argument("-n", "--limit", type=int, default=20, help="how many runs to show")
+    listing.set_defaults(func=list_command)
 
 
 def add_runs_dir(parser: argparse.ArgumentParser) -> None:
@@ -135,6 +155,47 @@ def compare_command(args: argparse.Namespace) -> int:
     render_comparison(console, report)
     if args.fail_on_regression and report.regressions_count:
         return EXIT_FAILED
+    return EXIT_OK
+
+
+def _summaries(args: argparse.Namespace) -> list[tuple[RunSummary, str]]:
+    """(summary, where) of the runs to list, newest first."""
+    if args.sqlite is not None:
+        wanted = dict(pair.partition("=")[::2] for pair in args.namespace)
+        with SqliteRunStore(args.sqlite) as store:
+            return [(r.summary, json.dumps(r.run_namespace)) for r in store.list_runs(run_namespace=wanted)]
+    found = []
+    if args.runs_dir.is_dir():
+        for path in sorted(args.runs_dir.iterdir(), reverse=True):
+            if (path / SUMMARY_FILE).is_file():
+                found.append((RunDirectory(path).read_summary(), str(path)))
+    return found
+
+
+def list_command(args: argparse.Namespace) -> int:
+    """Print a table of runs: id, variants with pass rates, comparison."""
+    console = Console()
+    try:
+        summaries = _summaries(args)[: args.limit]
+    except EvaltraceError as exc:
+        return print_error(exc)
+    if not summaries:
+        console.print(f"No runs in {args.sqlite or args.runs_dir}.")
+        return EXIT_OK
+    table = Table(title=f"Runs in {args.sqlite or args.runs_dir}")
+    for column in (
+        "run id",
+        "cases",
+        "pass rate by variant",
+        "regressions",
+        "where" if not args.sqlite else "namespace",
+    ):
+        table.add_column(column)
+    for summary, where in summaries:
+        rates = ", ".join(f"{v.name} {_pct(v.pass_rate)}" for v in summary.variants)
+        regressions = summary.comparison.regressions_count if summary.comparison else None
+        table.add_row(summary.run_id, str(summary.cases_total), rates, str(regressions or "-"), where)
+    console.print(table)
     return EXIT_OK
 
 

@@ -186,7 +186,8 @@ class HttpAdapter:
                 response = await self._client.request(self.method, self.url, json=body)
         except httpx.TimeoutException as exc:
             raise AdapterFailure("timeout", f"{self.method} {self.url} timed out: {type(exc).__name__}") from None
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, TypeError, ValueError) as exc:
+            # TypeError/ValueError: the input cannot be encoded (e.g. nested values as GET query parameters).
             raise AdapterFailure("adapter_error", f"{self.method} {self.url} failed: {exc!r}") from None
         if response.status_code >= 500:
             raise AdapterFailure("http_5xx", f"HTTP {response.status_code}: {response.text[:500]}")
