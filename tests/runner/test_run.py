@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import stat
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -196,3 +198,21 @@ def test_secrets_are_masked_in_config_yaml(project: Project, monkeypatch: pytest
     text = (outcome.run.path / "config.yaml").read_text()
     assert "literal-key-123" not in text and "***" in text
     assert {r.evaluator for r in outcome.results} == {"has_alpha"}
+
+
+def test_example_as_a_user_runs_it(tmp_path: Path) -> None:
+    """`evaltrace run examples/offline_eval/eval.yaml` in a fresh directory: ./runs/<run_id>/ appears there."""
+    script = "from evaltrace.cli import main; raise SystemExit(main())"
+    completed = subprocess.run(
+        [sys.executable, "-c", script, "run", str(EXAMPLE_DIR / "eval.yaml"), "--fail-on-regression"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    # v2 regresses two cases against the baseline variant v1, so --fail-on-regression exits 1.
+    assert completed.returncode == 1, completed.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    assert (run_dir / "summary.yaml").is_file()
+    assert "regressions: 2" in completed.stdout

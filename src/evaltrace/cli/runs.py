@@ -66,7 +66,7 @@ def add_runs_dir(parser: argparse.ArgumentParser) -> None:
 
 def print_error(exc: BaseException) -> int:
     """Print ``error: <message>`` to stderr (the message is not read as rich markup); return exit code 2."""
-    Console(stderr=True).print(Text.assemble(("error: ", "bold red"), str(exc)))
+    Console(stderr=True).print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
     return EXIT_USAGE
 
 
