@@ -74,7 +74,10 @@ def _build_one(entry: dict[str, Any], path: Path, index: int, base_dir: Path) ->
     if not callable(getattr(built, "evaluate", None)):
         raise RunConfigError(path, where, f"{type(built).__name__} has no evaluate(trace, case) method")
     if "as" in expanded:
-        built.name = str(expanded["as"])
+        try:
+            built.name = str(expanded["as"])
+        except AttributeError:
+            raise RunConfigError(path, f"{where}.as", f"{type(built).__name__} does not allow renaming") from None
     timeout = expanded.get("timeout_s")
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
         raise RunConfigError(path, f"{where}.timeout_s", f"expected a positive number, got {timeout!r}")
