@@ -13,13 +13,17 @@ TracerProvider without processors, so export cost (identical for every mode) is 
 End to end, per-chunk overhead is the slope between a 20-chunk and a 200-chunk stream. Because one mock call
 already costs ~1 ms inside openai/httpx, end-to-end differences of tens of µs are close to the noise, so the
 script also measures the instrumentation work in isolation: the wrapper around a ``create`` that returns a
-pre-parsed ChatCompletion, and the stream proxy over 200 pre-parsed chunks.
+pre-parsed ChatCompletion, and the stream proxy over 200 pre-parsed chunks. Those figures are the cost on the
+application thread. Most span attributes are built when the span is first read (on the exporter's or the
+evaluation processor's worker thread), so the script also reports that work separately: the time to read every
+attribute of a finished span, evaltrace's against a span carrying the same attributes set eagerly.
 """
 
 from __future__ import annotations
 
 import gc
 import json
+import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -27,13 +31,13 @@ from typing import Any
 
 import httpx
 import openai
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.trace import SpanKind
 
 from evaltrace._internal import settings, tracing
 from evaltrace.instrumentation.openai import instrument_openai, uninstrument_openai
 
-ROUNDS = 25
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "25"))
 # CPU time of this process, not wall time: other jobs on the machine then barely move the figures.
 _clock = time.process_time
 CALLS = 80
@@ -257,6 +261,47 @@ def _timed(fn: Callable[[], Any], n: int) -> float:
     return (_clock() - start) / n
 
 
+class _Collect(SpanProcessor):
+    """Keeps every ended span, as a BatchSpanProcessor's queue would, for the worker-side measurement."""
+
+    def __init__(self) -> None:
+        self.spans: list[ReadableSpan] = []
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.spans.append(span)
+
+
+def _export_read(spans: list[ReadableSpan]) -> None:
+    # What an OTLP encoder does with each span: iterate its attributes.
+    for span in spans:
+        for _key, _value in (span.attributes or {}).items():
+            pass
+
+
+def _worker_cost(bench: _Isolated, n: int = 2000) -> tuple[float, float]:
+    """µs per span to read a finished span's attributes on the exporter side: (evaltrace, floor-full).
+
+    With deferred attributes, the evaltrace figure includes building them (once, on the first read).
+    """
+    collect = _Collect()
+    provider = TracerProvider()
+    provider.add_span_processor(collect)
+    ours = _Isolated(provider)
+    ours.start_attrs, ours.end_attrs = bench.start_attrs, bench.end_attrs
+    timing: dict[str, list[float]] = {}
+    for _ in range(ROUNDS // 5):
+        for mode, fn in (("evaltrace", ours.evaltrace), ("floor-full", ours.floor_full)):
+            collect.spans.clear()
+            for _ in range(n):
+                fn()
+            gc.disable()
+            start = _clock()
+            _export_read(collect.spans)
+            timing.setdefault(mode, []).append((_clock() - start) / n)
+            gc.enable()
+    return statistics.median(timing["evaltrace"]) * 1e6, statistics.median(timing["floor-full"]) * 1e6
+
+
 def _isolated(provider: TracerProvider) -> None:
     bench = _Isolated(provider)
     calls = (("evaltrace", bench.evaltrace, True), ("ev-nocap", bench.evaltrace, False))
@@ -281,6 +326,15 @@ def _isolated(provider: TracerProvider) -> None:
     ours = (med["proxy"] - med["proxy0"] - med["plain"]) / n
     floor_chunk = (med["floorit"] - med["plain"]) / n
     print(f"  per chunk: evaltrace proxy +{ours:.3f} µs, floor generator +{floor_chunk:.3f} µs ({n} chunks)")
+    with_capture = settings.replace(settings.CaptureSettings(capture_content=True))
+    try:
+        worker, plain = _worker_cost(bench)
+    finally:
+        settings.replace(with_capture)
+    print(
+        f"  exporter side, per span (reading all attributes, content on): evaltrace {worker:.1f} µs,"
+        f" floor-full {plain:.1f} µs -> deferred work {worker - plain:.1f} µs/span off the app thread"
+    )
 
 
 def main() -> None:

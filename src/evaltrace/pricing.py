@@ -207,8 +207,29 @@ def cost_of(
     """
     if not model or input_tokens is None:
         return None
-    price = price_of(model, provider)
-    if price is None:
+    return cost_at(
+        price_of(model, provider),
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cached_tokens=cached_tokens,
+        reasoning_tokens=reasoning_tokens,
+    )
+
+
+def cost_at(
+    price: ModelPrice | None,
+    *,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    cached_tokens: int | None = None,
+    reasoning_tokens: int | None = None,
+) -> Cost | None:
+    """Return the cost of one call at ``price`` (already looked up), or None without a price or input count.
+
+    Token counts follow :func:`cost_of`. The instrumentation looks the price up when the call ends and
+    computes the cost later, off the application thread.
+    """
+    if price is None or input_tokens is None:
         return None
     price = price.at(input_tokens)
     cached = cached_tokens or 0

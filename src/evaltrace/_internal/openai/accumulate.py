@@ -8,7 +8,14 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from evaltrace._internal.openai.parts import Part, assistant_parts, output_message, reasoning_extra, tool_call_part
-from evaltrace._internal.openai.response import Outcome, chat_usage, responses_finish_reason, responses_outcome
+from evaltrace._internal.openai.response import (
+    Outcome,
+    Summary,
+    chat_usage,
+    responses_finish_reason,
+    responses_outcome,
+    responses_summary,
+)
 
 
 class Accumulator(Protocol):
@@ -20,6 +27,10 @@ class Accumulator(Protocol):
 
     def outcome(self) -> Outcome:
         """Return what the chunks so far amount to."""
+        ...
+
+    def summary(self) -> Summary:
+        """Return the response model and token counts ``outcome()`` would report, cheaply (no content)."""
         ...
 
 
@@ -100,6 +111,13 @@ class ChatAccumulator:
             if fn is not None and fn.arguments:
                 slot.arguments.append(fn.arguments)
 
+    def summary(self) -> Summary:
+        """Model and token counts only."""
+        usage = chat_usage(self.usage)
+        if usage is None:
+            return Summary(self.model)
+        return Summary(self.model, usage.input_tokens, usage.output_tokens)
+
     def outcome(self) -> Outcome:
         """Return the accumulated Outcome (finish reasons in choice order)."""
         ordered = [self.choices[i] for i in sorted(self.choices)]
@@ -162,6 +180,12 @@ class ResponsesAccumulator:
             if slot is None:
                 slot = self.calls[chunk.output_index] = _ToolCallBuffer(None, None)
             slot.call_id, slot.name = item.call_id, item.name
+
+    def summary(self) -> Summary:
+        """Model and token counts only (token counts come with the terminal response)."""
+        if self.final is not None:
+            return responses_summary(self.final)
+        return Summary(getattr(self.snapshot, "model", None))
 
     def outcome(self) -> Outcome:
         """The terminal response when present, else what the deltas so far amount to."""

@@ -1,52 +1,46 @@
-"""One traced OpenAI call: start the span with every sampling-relevant attribute, end it exactly once.
+"""One traced OpenAI call: start the span with the attributes required at creation, end it exactly once.
 
-``LLMCall`` is the shell around the pure request/response functions: it owns the span, the clock and the
-metric attributes. The wrappers create it; the stream proxies finish it.
+``LLMCall`` is the shell around the pure builders (``build``): it owns the span, the clock and the metric
+attributes, and decides what is built now and what is deferred. The wrappers create it; the stream proxies
+finish it.
 """
 
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from evaltrace import pricing
+from evaltrace._internal import deferred_attributes, settings
 from evaltrace._internal import semconv as sc
-from evaltrace._internal import settings
-from evaltrace._internal.jsonutil import capped_json
-from evaltrace._internal.openai import request as req
+from evaltrace._internal.openai import build
 from evaltrace._internal.openai.metrics import Instruments
 from evaltrace._internal.openai.provider import provider_for_host
 from evaltrace._internal.openai.registry import EndpointKind
-from evaltrace._internal.openai.response import Outcome, outcome_attributes, usage_details
+from evaltrace._internal.openai.response import Summary
 
-_KIND_ATTRS = {
-    EndpointKind.CHAT: {
-        sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT,
-        sc.OPENAI_API_TYPE: sc.OPENAI_API_TYPE_CHAT_COMPLETIONS,
-        sc.EVALTRACE_SPAN_KIND: sc.KIND_LLM,
-        sc.LANGFUSE_OBSERVATION_TYPE: sc.LANGFUSE_TYPE_GENERATION,
-    },
-    EndpointKind.RESPONSES: {
-        sc.GEN_AI_OPERATION_NAME: sc.OP_CHAT,
-        sc.OPENAI_API_TYPE: sc.OPENAI_API_TYPE_RESPONSES,
-        sc.EVALTRACE_SPAN_KIND: sc.KIND_LLM,
-        sc.LANGFUSE_OBSERVATION_TYPE: sc.LANGFUSE_TYPE_GENERATION,
-    },
-    EndpointKind.EMBEDDINGS: {
-        sc.GEN_AI_OPERATION_NAME: sc.OP_EMBEDDINGS,
-        sc.EVALTRACE_SPAN_KIND: sc.KIND_EMBEDDING,
-        sc.LANGFUSE_OBSERVATION_TYPE: sc.LANGFUSE_TYPE_EMBEDDING,
-    },
-}
+# Set at span creation with the provider, request model and server (what the GenAI spec lists as relevant to
+# sampling): the operation and our span kind, which on_start processors route on. The rest is built later.
+_CHAT = (sc.OP_CHAT, sc.KIND_LLM)
+_EMBEDDINGS = (sc.OP_EMBEDDINGS, sc.KIND_EMBEDDING)
 
 
 class LLMCall:
-    """The span of one call and what is needed to finish it."""
+    """The span of one call and what is needed to finish it.
+
+    On the application thread it sets only what the GenAI spec requires at span creation (operation,
+    provider, request model, server address/port, plus our kind) and the status/error attributes; every
+    other attribute is built from a snapshot by ``build`` when the span's attributes are first read
+    (see ``deferred_attributes``), or at once where deferral is unavailable. A span that is not recording
+    (sampled out) gets no attribute work at all; metrics are still recorded.
+    """
 
     __slots__ = (
         "capture",
+        "deferred",
         "ended",
         "instruments",
         "kind",
@@ -54,6 +48,7 @@ class LLMCall:
         "metric_attrs",
         "model",
         "provider",
+        "recording",
         "span",
         "start",
     )
@@ -67,66 +62,63 @@ class LLMCall:
         instruments: Instruments | None,
     ) -> None:
         current = settings.get()
-        self.capture = current.capture_content
-        self.max_len = current.max_attribute_length
+        self.capture = capture = current.capture_content
+        self.max_len = max_len = current.max_attribute_length
         self.kind = kind
         self.instruments = instruments
         self.ended = False
         model = params.get("model")
-        self.model: str | None = model if isinstance(model, str) else None
+        self.model = model = model if isinstance(model, str) else None
         host, port = server
-        attrs: dict[str, Any] = dict(_KIND_ATTRS[kind])
-        self.provider = attrs[sc.GEN_AI_PROVIDER_NAME] = provider_for_host(host)
-        if self.model:
-            attrs[sc.GEN_AI_REQUEST_MODEL] = self.model
+        self.provider = provider = provider_for_host(host)
+        op, span_kind = _EMBEDDINGS if kind is EndpointKind.EMBEDDINGS else _CHAT
+        metric: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: op, sc.GEN_AI_PROVIDER_NAME: provider}
+        if model:
+            metric[sc.GEN_AI_REQUEST_MODEL] = model
         if host:
-            attrs[sc.SERVER_ADDRESS] = host
+            metric[sc.SERVER_ADDRESS] = host
         if port:
-            attrs[sc.SERVER_PORT] = port
-        self.metric_attrs = {k: attrs[k] for k in _METRIC_KEYS if k in attrs}
-        attrs.update(req.request_attributes(kind, params))
-        if self.capture and kind is not EndpointKind.EMBEDDINGS:
-            self._content_attributes(params, attrs)
-        op = attrs[sc.GEN_AI_OPERATION_NAME]
-        name = f"{op} {self.model}" if self.model else op
+            metric[sc.SERVER_PORT] = port
+        self.metric_attrs = metric
+        attrs = {**metric, sc.EVALTRACE_SPAN_KIND: span_kind}
         self.start = time.perf_counter()
-        self.span: Span = tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attrs)
+        span: Span = tracer.start_span(f"{op} {model}" if model else op, kind=SpanKind.CLIENT, attributes=attrs)
+        self.span = span
+        self.recording = recording = span.is_recording()
+        self.deferred = False
+        if recording:  # a sampled-out span gets no attribute work
+            request = partial(build.request_attributes, kind, build.snapshot_request(kind, params), capture, max_len)
+            self.deferred = deferred_attributes.install(span, build.DEFERRED_KEYS, request)
+            if not self.deferred:
+                span.set_attributes(request())
 
-    def _content_attributes(self, params: dict[str, Any], attrs: dict[str, Any]) -> None:
-        attrs[sc.GEN_AI_INPUT_MESSAGES] = capped_json(req.input_messages(self.kind, params), self.max_len)
-        instructions = req.system_instructions(params)
-        if instructions:
-            attrs[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = capped_json(instructions, self.max_len)
-        tools = req.tool_definitions(params)
-        if tools:
-            attrs[sc.GEN_AI_TOOL_DEFINITIONS] = capped_json(tools, self.max_len)
+    def _add_response(self, make_outcome: build.OutcomeFn, summary: Summary, extra: build.ExtraFn | None) -> None:
+        if not self.recording:
+            return
+        model = summary.response_model or self.model
+        priced = (model, pricing.price_of(model, self.provider)) if model and summary.input_tokens is not None else None
+        builder = partial(
+            build.response_attributes,
+            make_outcome,
+            extra,
+            self.capture,
+            self.max_len,
+            priced,
+            self.model,
+            self.provider,
+        )
+        if not (self.deferred and deferred_attributes.defer(self.span, builder, overwrite=True)):
+            self.span.set_attributes(builder())
 
-    def finish(self, outcome: Outcome, extra: dict[str, Any] | None = None) -> None:
-        """Write the response attributes, cost and metrics, then end the span."""
-        attrs = outcome_attributes(outcome)
-        if self.capture and outcome.output_messages is not None:
-            attrs[sc.GEN_AI_OUTPUT_MESSAGES] = capped_json(outcome.output_messages, self.max_len)
-        usage = outcome.usage
-        if usage is not None:
-            attrs[sc.LANGFUSE_OBSERVATION_USAGE_DETAILS] = capped_json(usage_details(usage), self.max_len)
-            cost = pricing.cost_of(
-                outcome.response_model or self.model,
-                input_tokens=usage.input_tokens,
-                output_tokens=usage.output_tokens,
-                cached_tokens=usage.cached_tokens,
-                reasoning_tokens=usage.reasoning_tokens,
-                provider=self.provider,
-            )
-            if cost is not None:
-                attrs[sc.EVALTRACE_COST_USD] = cost.total_usd
-                attrs[sc.EVALTRACE_COST_THINKING_USD] = cost.reasoning_usd
-                attrs[sc.LANGFUSE_OBSERVATION_COST_DETAILS] = capped_json(cost.details(), self.max_len)
-        if extra:
-            attrs.update(extra)
-        self.span.set_attributes(attrs)
-        self._end(outcome, None)
+    def finish(self, make_outcome: build.OutcomeFn, summary: Summary, extra: build.ExtraFn | None = None) -> None:
+        """Defer the response attributes (``make_outcome`` runs later), record metrics, end the span.
 
-    def fail(self, error: BaseException, extra: dict[str, Any] | None = None) -> None:
+        ``summary`` holds what is needed now: the response model and token counts, for metrics and pricing.
+        """
+        self._add_response(make_outcome, summary, extra)
+        self._end(summary, None)
+
+    def fail(self, error: BaseException) -> None:
         """Mark the span failed (status, error.type, exception event), then end it."""
         error_type = error_type_of(error)
         span = self.span
@@ -134,41 +126,29 @@ class LLMCall:
         status = getattr(error, "status_code", None)
         if isinstance(status, int):
             attrs[sc.HTTP_RESPONSE_STATUS_CODE] = status
-        if extra:
-            attrs.update(extra)
         span.set_attributes(attrs)
         span.record_exception(error)
         span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
         self._end(None, error_type)
 
-    def fail_with_outcome(self, error: BaseException, outcome: Outcome, extra: dict[str, Any]) -> None:
+    def fail_with_outcome(
+        self, error: BaseException, make_outcome: build.OutcomeFn, summary: Summary, extra: build.ExtraFn
+    ) -> None:
         """A stream that broke mid-way: keep what arrived, then fail."""
-        attrs = outcome_attributes(outcome)
-        if self.capture and outcome.output_messages is not None:
-            attrs[sc.GEN_AI_OUTPUT_MESSAGES] = capped_json(outcome.output_messages, self.max_len)
-        self.span.set_attributes(attrs)
-        self.fail(error, extra)
+        self._add_response(make_outcome, summary, extra)
+        self.fail(error)
 
     def abandon(self) -> None:
         """End the span as it is, if nothing ended it (our own code failed half-way)."""
         if not self.ended:
             self._end(None, None)
 
-    def _end(self, outcome: Outcome | None, error_type: str | None) -> None:
+    def _end(self, summary: Summary | None, error_type: str | None) -> None:
         self.ended = True
         elapsed = time.perf_counter() - self.start
         self.span.end()
         if self.instruments is not None:
-            self.instruments.record_call(self.metric_attrs, elapsed, outcome, error_type)
-
-
-_METRIC_KEYS = (
-    sc.GEN_AI_OPERATION_NAME,
-    sc.GEN_AI_PROVIDER_NAME,
-    sc.GEN_AI_REQUEST_MODEL,
-    sc.SERVER_ADDRESS,
-    sc.SERVER_PORT,
-)
+            self.instruments.record_call(self.metric_attrs, elapsed, summary, error_type)
 
 
 def error_type_of(error: BaseException) -> str:

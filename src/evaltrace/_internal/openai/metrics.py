@@ -11,7 +11,7 @@ from evaltrace._internal.tracing import INSTRUMENTATION_NAME
 from evaltrace._version import __version__
 
 if TYPE_CHECKING:
-    from evaltrace._internal.openai.response import Outcome
+    from evaltrace._internal.openai.response import Summary
 
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
 TOKEN_BUCKETS = (
@@ -66,22 +66,22 @@ class Instruments:
         )
 
     def record_call(
-        self, base: dict[str, Any], elapsed: float, outcome: Outcome | None, error_type: str | None
+        self, base: dict[str, Any], elapsed: float, summary: Summary | None, error_type: str | None
     ) -> None:
         """Record duration (with error.type on failure) and token usage of one finished call."""
-        attrs = dict(base)
-        if outcome is not None and outcome.response_model:
-            attrs[sc.GEN_AI_RESPONSE_MODEL] = outcome.response_model
+        if summary is not None and summary.response_model:
+            attrs = {**base, sc.GEN_AI_RESPONSE_MODEL: summary.response_model}
+        else:
+            attrs = dict(base)
         if error_type is not None:
             attrs[sc.ERROR_TYPE] = error_type
         self.duration.record(elapsed, attrs)
-        usage = outcome.usage if outcome is not None else None
-        if usage is None:
+        if summary is None:
             return
-        if usage.input_tokens is not None:
-            self.token_usage.record(usage.input_tokens, {**attrs, sc.GEN_AI_TOKEN_TYPE: sc.TOKEN_TYPE_INPUT})
-        if usage.output_tokens is not None:
-            self.token_usage.record(usage.output_tokens, {**attrs, sc.GEN_AI_TOKEN_TYPE: sc.TOKEN_TYPE_OUTPUT})
+        if summary.input_tokens is not None:
+            self.token_usage.record(summary.input_tokens, {**attrs, sc.GEN_AI_TOKEN_TYPE: sc.TOKEN_TYPE_INPUT})
+        if summary.output_tokens is not None:
+            self.token_usage.record(summary.output_tokens, {**attrs, sc.GEN_AI_TOKEN_TYPE: sc.TOKEN_TYPE_OUTPUT})
 
     def record_stream(self, base: dict[str, Any], first: float | None, per_chunk: float | None) -> None:
         """Record time to first chunk and the mean time per output chunk of one stream."""

@@ -79,13 +79,24 @@ def given_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if v is not None and not isinstance(v, sentinels)}
 
 
+# (base_url object, its (host, port)) of the last call: one client is the norm. Replaced whole, never mutated,
+# so a concurrent reader sees a consistent pair.
+_last_server: tuple[Any, tuple[str | None, int | None]] = (None, (None, None))
+
+
 def server_of(resource: Any) -> tuple[str | None, int | None]:
     """Return (host, port) of the resource's client base URL; the port defaults from the scheme."""
     client = getattr(resource, "_client", None)
     url = getattr(client, "base_url", None)
     if url is None:
         return None, None
-    return _host_port(str(url))
+    global _last_server
+    last_url, last = _last_server
+    if url is last_url:  # the same URL object as last call: skip str() and the parse cache
+        return last
+    server = _host_port(str(url))
+    _last_server = (url, server)
+    return server
 
 
 @lru_cache(maxsize=256)

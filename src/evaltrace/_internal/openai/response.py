@@ -7,7 +7,7 @@ attribute writer (``outcome_attributes``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.openai.parts import (
@@ -167,6 +167,43 @@ def embeddings_outcome(response: Any, content: bool = True) -> Outcome:
         response_model=get(response, "model"),
         usage=Usage(input_tokens=get(usage, "prompt_tokens")) if usage is not None else None,
     )
+
+
+class Summary(NamedTuple):
+    """What metrics and pricing need when a call ends: read cheaply, without touching the content."""
+
+    response_model: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+    @classmethod
+    def of(cls, outcome: Outcome) -> Summary:
+        """The summary of a full outcome."""
+        usage = outcome.usage
+        if usage is None:
+            return cls(outcome.response_model)
+        return cls(outcome.response_model, usage.input_tokens, usage.output_tokens)
+
+
+EMPTY_SUMMARY = Summary()
+
+
+def chat_summary(completion: Any) -> Summary:
+    """``Summary`` of a ChatCompletion (the fields ``chat_outcome`` reads for model and token counts)."""
+    usage = getattr(completion, "usage", None)
+    model = getattr(completion, "model", None)
+    if usage is None:
+        return Summary(model)
+    return Summary(model, getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None))
+
+
+def responses_summary(response: Any) -> Summary:
+    """``Summary`` of a Response."""
+    usage = getattr(response, "usage", None)
+    model = getattr(response, "model", None)
+    if usage is None:
+        return Summary(model)
+    return Summary(model, getattr(usage, "input_tokens", None), getattr(usage, "output_tokens", None))
 
 
 def outcome_attributes(outcome: Outcome) -> dict[str, Any]:

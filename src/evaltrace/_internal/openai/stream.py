@@ -8,17 +8,17 @@ read, a counter, and the accumulator's append.
 
 from __future__ import annotations
 
-import datetime as dt
 import time
+from functools import partial
 from typing import Any
 
 import wrapt
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.errors import handle_internal_errors
+from evaltrace._internal.openai import build
 from evaltrace._internal.openai.accumulate import Accumulator
 from evaltrace._internal.openai.call import LLMCall
-from evaltrace._internal.openai.response import Outcome
 
 
 class StreamState:
@@ -37,6 +37,8 @@ class StreamState:
 
     def on_chunk(self, chunk: Any) -> None:
         """Fold one chunk in: count it, stamp it, accumulate it."""
+        if self.done:
+            return  # the span is ended; its attributes may be built from the accumulator on another thread
         now = time.perf_counter()
         self.chunks += 1
         self.last = now
@@ -45,41 +47,26 @@ class StreamState:
             self.first_wall_ns = time.time_ns()
 
     def end(self, reason: str, error: BaseException | None = None) -> None:
-        """Finish the span with the stream attributes; later calls do nothing."""
+        """Finish the span (its stream attributes are built later, from these timestamps); later calls do nothing."""
         if self.done:
             return
         self.done = True
         with handle_internal_errors("ending an OpenAI stream span"):
-            outcome = self.acc.outcome()
-            extra = self._stream_attributes(reason, outcome)
+            call, acc = self.call, self.acc
+            summary = acc.summary()
+            first, last = self.first, self.last
+            extra = partial(build.stream_attributes, reason, self.chunks, call.start, first, self.first_wall_ns, last)
+            instruments = call.instruments
+            if instruments is not None:
+                ttfc = first - call.start if first is not None else None
+                per_chunk = (
+                    (last - first) / (self.chunks - 1) if first is not None and last and self.chunks > 1 else None
+                )
+                instruments.record_stream(call.metric_attrs, ttfc, per_chunk)
             if error is None:
-                self.call.finish(outcome, extra)
+                call.finish(acc.outcome, summary, extra)
             else:
-                self.call.fail_with_outcome(error, outcome, extra)
-
-    def _stream_attributes(self, reason: str, outcome: Outcome) -> dict[str, Any]:
-        start = self.call.start
-        attrs: dict[str, Any] = {
-            sc.EVALTRACE_STREAM_COMPLETED: reason == sc.STREAM_END_EXHAUSTED,
-            sc.EVALTRACE_STREAM_END_REASON: reason,
-            sc.EVALTRACE_STREAM_CHUNKS: self.chunks,
-        }
-        first, last = self.first, self.last
-        ttfc = first - start if first is not None else None
-        if ttfc is not None:
-            attrs[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = ttfc
-            stamp = dt.datetime.fromtimestamp(self.first_wall_ns / 1e9, tz=dt.UTC)
-            attrs[sc.LANGFUSE_OBSERVATION_COMPLETION_START_TIME] = stamp.isoformat(timespec="microseconds")
-        if last is not None:
-            attrs[sc.EVALTRACE_STREAM_TIME_TO_LAST_CHUNK] = last - start
-        output = outcome.usage.output_tokens if outcome.usage is not None else None
-        if output is not None and first is not None and last is not None and last > first:
-            attrs[sc.EVALTRACE_STREAM_OUTPUT_TOKENS_PER_SECOND] = output / (last - first)
-        instruments = self.call.instruments
-        if instruments is not None:
-            per_chunk = (last - first) / (self.chunks - 1) if first is not None and last and self.chunks > 1 else None
-            instruments.record_stream(self.call.metric_attrs, ttfc, per_chunk)
-        return attrs
+                call.fail_with_outcome(error, acc.outcome, summary, extra)
 
 
 def _chunk_failed() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
+from functools import partial
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -23,16 +24,20 @@ from evaltrace._internal.openai.accumulate import Accumulator, ChatAccumulator, 
 from evaltrace._internal.openai.call import LLMCall
 from evaltrace._internal.openai.metrics import Instruments
 from evaltrace._internal.openai.registry import Endpoint, EndpointKind
-from evaltrace._internal.openai.response import Outcome, chat_outcome, embeddings_outcome, responses_outcome
+from evaltrace._internal.openai.response import (
+    EMPTY_SUMMARY,
+    Outcome,
+    Summary,
+    chat_outcome,
+    chat_summary,
+    embeddings_outcome,
+    responses_outcome,
+    responses_summary,
+)
 from evaltrace._internal.openai.stream import AsyncStreamProxy, StreamState, SyncStreamProxy
 
 _ACTIVE: ContextVar[bool] = ContextVar("evaltrace_openai_call_active", default=False)
 
-_OUTCOME: dict[EndpointKind, Callable[[Any, bool], Outcome]] = {
-    EndpointKind.CHAT: chat_outcome,
-    EndpointKind.RESPONSES: responses_outcome,
-    EndpointKind.EMBEDDINGS: embeddings_outcome,
-}
 
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -54,9 +59,23 @@ def make_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
     return _async_wrapper(endpoint, telemetry) if endpoint.is_async else _sync_wrapper(endpoint, telemetry)
 
 
-def _start(endpoint: Endpoint, telemetry: Telemetry, instance: Any, kwargs: dict[str, Any]) -> LLMCall:
-    params = registry.given_kwargs(kwargs)
-    return LLMCall(telemetry.tracer(), endpoint.kind, params, registry.server_of(instance), telemetry.instruments)
+def _start(endpoint: Endpoint, telemetry: Telemetry, instance: Any, kwargs: dict[str, Any]) -> LLMCall | None:
+    """The call's span, or None if our code failed (logged; re-raised under tests)."""
+    try:
+        return LLMCall(telemetry.tracer(), endpoint.kind, kwargs, registry.server_of(instance), telemetry.instruments)
+    except Exception:
+        _internal_error("starting an OpenAI span")
+        return None
+
+
+def _internal_error(what: str) -> None:
+    """Route the exception being handled through the one error boundary; call from an ``except`` block.
+
+    The hot paths use plain ``try``/``except`` (no context-manager frame on every call) and come here only on
+    an error, so the boundary's policy (log; re-raise under tests) stays in one place.
+    """
+    with handle_internal_errors(what):
+        raise
 
 
 def _skip() -> bool:
@@ -68,9 +87,7 @@ def _sync_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if _skip():
             return wrapped(*args, **kwargs)
-        call: LLMCall | None = None
-        with handle_internal_errors("starting an OpenAI span"):
-            call = _start(endpoint, telemetry, instance, kwargs)
+        call = _start(endpoint, telemetry, instance, kwargs)
         if call is None:
             return wrapped(*args, **kwargs)
         active = _ACTIVE.set(True)
@@ -94,9 +111,7 @@ def _async_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
     ) -> Any:
         if _skip():
             return await wrapped(*args, **kwargs)
-        call: LLMCall | None = None
-        with handle_internal_errors("starting an OpenAI span"):
-            call = _start(endpoint, telemetry, instance, kwargs)
+        call = _start(endpoint, telemetry, instance, kwargs)
         if call is None:
             return await wrapped(*args, **kwargs)
         active = _ACTIVE.set(True)
@@ -121,8 +136,10 @@ def _record_error(call: LLMCall, error: BaseException) -> None:
 
 def _record_result(call: LLMCall, kind: EndpointKind, result: Any) -> Any:
     """End the span from ``result`` (or hand it to a stream proxy); return what the user receives."""
-    with handle_internal_errors("recording an OpenAI response"):
+    try:
         return _finish(call, kind, result)
+    except Exception:
+        _internal_error("recording an OpenAI response")
     # Our own error, logged: the user still gets the untouched result, and the span is not left open.
     with handle_internal_errors("closing an OpenAI span"):
         call.abandon()
@@ -130,6 +147,31 @@ def _record_result(call: LLMCall, kind: EndpointKind, result: Any) -> Any:
 
 
 def _finish(call: LLMCall, kind: EndpointKind, result: Any) -> Any:
+    if type(result) not in _PLAIN_TYPES:
+        special = _finish_special(call, kind, result)
+        if special is not _PLAIN:
+            return special
+        if len(_PLAIN_TYPES) < 64:  # bounded: a handful of response model classes in practice
+            _PLAIN_TYPES.add(type(result))
+    if kind is EndpointKind.EMBEDDINGS:
+        outcome = embeddings_outcome(result)  # cheap, and the vectors are not kept alive until export
+        call.finish(lambda: outcome, Summary.of(outcome))
+    elif kind is EndpointKind.CHAT:
+        # The response object is kept (by reference) and converted when the span is first read.
+        call.finish(partial(chat_outcome, result, call.capture), chat_summary(result))
+    else:
+        call.finish(partial(responses_outcome, result, call.capture), responses_summary(result))
+    return result
+
+
+# Result classes known to be a parsed response body (not a raw/streaming wrapper, not a stream): the common
+# case skips the isinstance checks below.
+_PLAIN_TYPES: set[type[Any]] = set()
+_PLAIN = object()
+
+
+def _finish_special(call: LLMCall, kind: EndpointKind, result: Any) -> Any:
+    """Raw responses, streaming responses and streams; ``_PLAIN`` for a parsed response body."""
     if registry.is_raw_response(result):
         # with_raw_response: openai caches parse(), so reading it here gives the user the same object.
         parsed = registry.parse_raw_response(result)
@@ -139,15 +181,14 @@ def _finish(call: LLMCall, kind: EndpointKind, result: Any) -> Any:
         return result
     if registry.is_streaming_response(result):
         # with_streaming_response: the body is the user's to read; we do not consume it.
-        call.finish(Outcome())
+        call.finish(Outcome, EMPTY_SUMMARY)
         return result
     sync_stream, async_stream = registry.stream_types()
     if isinstance(result, sync_stream):
         return SyncStreamProxy(result, StreamState(call, _accumulator(kind)))
     if isinstance(result, async_stream):
         return AsyncStreamProxy(result, StreamState(call, _accumulator(kind)))
-    call.finish(_OUTCOME[kind](result, call.capture))
-    return result
+    return _PLAIN
 
 
 def _accumulator(kind: EndpointKind) -> Accumulator:

@@ -1,0 +1,284 @@
+"""Span attributes built when first read, not on the application thread. The one module that knows SDK internals.
+
+Why: most of an LLM span's attributes (request parameters, message JSON, response fields, usage, cost) are
+read only by processors and exporters, and with ``BatchSpanProcessor`` (and our evaluation processor) that
+happens on a worker thread. Building them on the application thread is the largest part of our per-call cost.
+
+How: in opentelemetry-sdk 1.x a ``Span`` keeps its attributes in ``span._attributes``, a ``BoundedAttributes``,
+and ``Span.end()`` hands that same object to every processor inside the ``ReadableSpan`` (whose
+``.attributes`` is a read-only view over it). :func:`install` switches that object's class to
+:class:`DeferredAttributes`, a subclass whose read methods first run the registered builders, exactly once,
+under a lock, then store their output through the SDK's own cleaning (``_clean_attribute_value`` and the
+locked setter), so what readers see is what eager ``set_attributes`` would have stored. Reads of keys the
+builders can never produce (``evaltrace.span.kind``, ``gen_ai.operation.name``...) are answered without
+building. Processors usually write ``span.attributes or {}``; ``ReadableSpan.attributes`` is a
+``MappingProxyType`` whose truth test calls ``len()``, which would build on the application thread, so
+:func:`install` also makes the span's ``_readable_span()`` retype the SDK's snapshot to a subclass whose
+``attributes`` view answers truth tests without building. If the SDK's shape is not the expected one,
+:func:`install` returns False and callers build the attributes eagerly, as before.
+
+Builders run on whichever thread reads first; they must only use data snapshotted at call time. Their errors
+go through ``handle_internal_errors`` (logged; re-raised under tests), so a read never fails outside tests.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType, MethodType
+from typing import Any
+
+import opentelemetry.attributes as otel_attributes
+from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.sdk.trace import ReadableSpan
+
+from evaltrace._internal.errors import handle_internal_errors, reraise_internal_errors
+
+# Private: the SDK's own value cleaning, so built values are stored exactly as set_attributes would store them.
+_clean_attribute_value: Callable[[Any, int | None], Any] | None = getattr(
+    otel_attributes, "_clean_attribute_value", None
+)
+# What install() relies on finding in a BoundedAttributes instance.
+_EXPECTED_STATE = ("_dict", "_lock", "_immutable", "maxlen", "max_value_len", "dropped")
+
+
+def _sdk_shape_ok() -> bool:
+    """Checked once: does this SDK's BoundedAttributes keep the state and methods we build on?"""
+    if _clean_attribute_value is None or not callable(getattr(BoundedAttributes, "_setitem_locked", None)):
+        return False
+    if not isinstance(getattr(ReadableSpan, "attributes", None), property):
+        return False
+    try:
+        probe = BoundedAttributes(8, {"k": "v"}, immutable=False)
+    except Exception:
+        return False
+    return all(name in probe.__dict__ for name in _EXPECTED_STATE) and probe._dict == {"k": "v"}
+
+
+_SDK_SHAPE_OK = _sdk_shape_ok()
+
+Builder = Callable[[], Mapping[str, Any]]
+
+
+class DeferredAttributes(BoundedAttributes):
+    """A ``BoundedAttributes`` whose pending builders run on the first read of a key they may produce.
+
+    Instances are never constructed: :func:`install` switches the class of a span's existing object, so
+    no attribute is copied and the SDK's own state (lock, limits, ``_immutable``) stays as it is.
+    """
+
+    # Set by install(): builders as (builder, overwrite) pairs, or None once built; the keys they may
+    # produce; a re-entrant lock serialising the build; the thread building (its own reads see the dict).
+    _pending: list[tuple[Builder, bool]] | None
+    _deferred_keys: frozenset[str]
+    _build_lock: threading.RLock
+    _builder_thread: int | None = None
+
+    def _build(self) -> None:
+        with self._build_lock:
+            pending = self._pending
+            if pending is None or self._builder_thread is not None:
+                return  # built by another reader meanwhile, or a read from inside our own builder
+            self._builder_thread = threading.get_ident()
+            try:
+                for builder, overwrite in pending:
+                    self._apply(builder, overwrite)
+            finally:
+                self._builder_thread = None
+                # Cleared last: readers that skip the lock (pending is None) must see the complete dict.
+                self._pending = None
+
+    def _apply(self, builder: Builder, overwrite: bool) -> None:
+        built: Mapping[str, Any] = {}
+        with handle_internal_errors("building deferred span attributes"):
+            built = builder()
+            if reraise_internal_errors():
+                unknown = set(built) - self._deferred_keys
+                if unknown:
+                    raise AssertionError(f"deferred builder produced undeclared keys {sorted(unknown)}")
+        if not built:
+            return
+        clean = _clean_attribute_value
+        assert clean is not None  # install() checked
+        cleaned = clean(built, self.max_value_len)
+        with self._lock:
+            if self.maxlen == 0:
+                self.dropped += len(built)
+                return
+            self.dropped += len(built) - len(cleaned)
+            for key, value in cleaned.items():
+                # overwrite=False: written at span start, so a later set_attribute (user, processor) wins.
+                if overwrite or key not in self._dict:
+                    self._setitem_locked(key, value)
+
+    def _ready(self) -> None:
+        if self._pending is not None:
+            self._build()
+
+    def _ready_for(self, key: object) -> None:
+        if self._pending is not None and key in self._deferred_keys:
+            self._build()
+
+    def __getitem__(self, key: str) -> Any:
+        self._ready_for(key)
+        return self._dict[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``Mapping.get``, building first only when ``key`` is one the builders may produce."""
+        self._ready_for(key)
+        return self._dict.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        self._ready_for(key)
+        return key in self._dict
+
+    def __bool__(self) -> bool:
+        # ReadableSpan.attributes evaluates ``self._attributes or {}``: answer without building.
+        return bool(self._dict) or self._pending is not None
+
+    def __iter__(self) -> Iterator[str]:
+        self._ready()
+        return super().__iter__()  # type: ignore[no-any-return,no-untyped-call]
+
+    def __len__(self) -> int:
+        self._ready()
+        return len(self._dict)
+
+    def __repr__(self) -> str:
+        self._ready()
+        return super().__repr__()
+
+    def __eq__(self, other: object) -> bool:
+        self._ready()
+        return super().__eq__(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def copy(self) -> Any:
+        """A plain dict of every attribute."""
+        self._ready()
+        return self._dict.copy()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        self._ready()
+        return super().__deepcopy__(memo)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # copy.copy and pickle: a plain BoundedAttributes of the built values (no builders, no locks).
+        self._ready()
+        return _restore, (self.maxlen, self.max_value_len, self._immutable, dict(self._dict), self.dropped)
+
+
+class _View(Mapping[str, Any]):
+    """Read-only view of a ``DeferredAttributes``, as ``MappingProxyType`` is of a plain one.
+
+    Processors commonly write ``attrs = span.attributes or {}`` and then read one key; a ``MappingProxyType``
+    answers that truth test with ``len()``, which would build everything on the application thread. This view
+    answers it without building.
+    """
+
+    __slots__ = ("_attributes",)
+
+    def __init__(self, attributes: DeferredAttributes) -> None:
+        self._attributes = attributes
+
+    def __getitem__(self, key: str) -> Any:
+        return self._attributes[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``Mapping.get`` without building for keys no builder produces."""
+        return self._attributes.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._attributes
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._attributes)
+
+    def __len__(self) -> int:
+        return len(self._attributes)
+
+    def __bool__(self) -> bool:
+        return bool(self._attributes)
+
+    def __eq__(self, other: object) -> bool:
+        return self._attributes == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return repr(self._attributes)
+
+    def copy(self) -> Any:
+        """A plain dict of every attribute, as ``MappingProxyType.copy`` gives."""
+        return self._attributes.copy()
+
+
+class _DeferredReadableSpan(ReadableSpan):
+    """The ``ReadableSpan`` processors receive for a deferred span: same state, a non-building truth test."""
+
+    @property
+    def attributes(self) -> Any:
+        """The span's attributes (built on the first read of a deferred key)."""
+        attributes = self._attributes
+        if type(attributes) is DeferredAttributes:
+            return _View(attributes)
+        return MappingProxyType(attributes or {})
+
+
+def _readable_span(span: Any) -> ReadableSpan:
+    # Installed on the span instance: the SDK's own snapshot, retyped (same layout) to answer truth tests cheaply.
+    readable: ReadableSpan = type(span)._readable_span(span)
+    if type(readable) is ReadableSpan:
+        readable.__class__ = _DeferredReadableSpan
+    return readable
+
+
+def _restore(
+    maxlen: int | None, max_value_len: int | None, immutable: bool, values: dict[str, Any], dropped: int
+) -> Any:
+    restored = BoundedAttributes(maxlen, immutable=immutable, max_value_len=max_value_len)
+    restored._dict = values  # already cleaned
+    restored.dropped = dropped
+    return restored
+
+
+def install(span: Any, keys: frozenset[str], builder: Builder) -> bool:
+    """Defer ``builder`` (whose values act as if set at span start) on a just-started ``span``.
+
+    ``keys`` are every key this and any builder later passed to :func:`defer` may produce: reads of other keys
+    never build. Returns False, registering nothing, when this SDK does not keep attributes the way we expect
+    (the caller then sets the attributes eagerly).
+    """
+    attributes = getattr(span, "_attributes", None)
+    if not _SDK_SHAPE_OK or type(attributes) is not BoundedAttributes:
+        return False
+    if not callable(getattr(type(span), "_readable_span", None)):
+        return False
+    span._readable_span = MethodType(_readable_span, span)
+    attributes._pending = [(builder, False)]  # type: ignore[attr-defined]
+    attributes._deferred_keys = keys  # type: ignore[attr-defined]
+    attributes._build_lock = threading.RLock()  # type: ignore[attr-defined]
+    attributes.__class__ = DeferredAttributes
+    return True
+
+
+def defer(span: Any, builder: Builder, *, overwrite: bool) -> bool:
+    """Register ``builder`` to run on the first read of ``span``'s attributes; False if not deferrable.
+
+    ``overwrite`` False keeps values already present (set after the span started, by the user or a processor),
+    which is how attributes written at span start behave; True replaces them, like attributes written at end.
+    When False is returned the caller must set the attributes eagerly.
+    """
+    attributes = getattr(span, "_attributes", None)
+    if type(attributes) is not DeferredAttributes:
+        return False
+    with attributes._build_lock:
+        pending = attributes._pending
+        if pending is None:
+            # Already read once: later builders run now, so later reads see them.
+            attributes._pending = [(builder, overwrite)]
+            attributes._build()
+        else:
+            pending.append((builder, overwrite))
+    return True

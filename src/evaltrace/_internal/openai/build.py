@@ -1,0 +1,189 @@
+"""Pure: the span attributes built from what a call snapshotted, usually off the application thread.
+
+``LLMCall`` hands these builders to ``deferred_attributes``, which runs them on the first read of the span's
+attributes (an exporter or processor worker), or runs them at once when deferral is unavailable. They read only
+their arguments, which were snapshotted at call time, so the thread that runs them does not matter.
+``DEFERRED_KEYS`` lists every key they can write: reads of any other key never trigger a build.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+from evaltrace import pricing
+from evaltrace._internal import semconv as sc
+from evaltrace._internal.jsonutil import capped_json
+from evaltrace._internal.openai import registry
+from evaltrace._internal.openai import request as req
+from evaltrace._internal.openai.registry import EndpointKind
+from evaltrace._internal.openai.response import Outcome, outcome_attributes, usage_details
+
+Attributes = dict[str, Any]
+OutcomeFn = Callable[[], Outcome]
+ExtraFn = Callable[[Outcome], Attributes]
+
+DEFERRED_KEYS: frozenset[str] = frozenset(
+    {
+        # request parameters (request.request_attributes)
+        sc.GEN_AI_REQUEST_TEMPERATURE,
+        sc.GEN_AI_REQUEST_TOP_P,
+        sc.GEN_AI_REQUEST_FREQUENCY_PENALTY,
+        sc.GEN_AI_REQUEST_PRESENCE_PENALTY,
+        sc.GEN_AI_REQUEST_ENCODING_FORMATS,
+        sc.GEN_AI_EMBEDDINGS_DIMENSION_COUNT,
+        sc.GEN_AI_REQUEST_MAX_TOKENS,
+        sc.GEN_AI_REQUEST_STOP_SEQUENCES,
+        sc.GEN_AI_REQUEST_SEED,
+        sc.GEN_AI_REQUEST_CHOICE_COUNT,
+        sc.GEN_AI_REQUEST_REASONING_LEVEL,
+        sc.GEN_AI_OUTPUT_TYPE,
+        sc.GEN_AI_REQUEST_PREVIOUS_RESPONSE_ID,
+        sc.GEN_AI_CONVERSATION_ID,
+        sc.GEN_AI_REQUEST_STREAM,
+        sc.OPENAI_REQUEST_SERVICE_TIER,
+        sc.LANGFUSE_OBSERVATION_TYPE,
+        sc.OPENAI_API_TYPE,
+        # request content
+        sc.GEN_AI_INPUT_MESSAGES,
+        sc.GEN_AI_SYSTEM_INSTRUCTIONS,
+        sc.GEN_AI_TOOL_DEFINITIONS,
+        # response (response.outcome_attributes), output content, usage and cost
+        sc.GEN_AI_RESPONSE_ID,
+        sc.GEN_AI_RESPONSE_MODEL,
+        sc.GEN_AI_RESPONSE_FINISH_REASONS,
+        sc.OPENAI_RESPONSE_SERVICE_TIER,
+        sc.OPENAI_RESPONSE_SYSTEM_FINGERPRINT,
+        sc.GEN_AI_USAGE_INPUT_TOKENS,
+        sc.GEN_AI_USAGE_OUTPUT_TOKENS,
+        sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+        sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
+        sc.GEN_AI_OUTPUT_MESSAGES,
+        sc.LANGFUSE_OBSERVATION_USAGE_DETAILS,
+        sc.EVALTRACE_COST_USD,
+        sc.EVALTRACE_COST_THINKING_USD,
+        sc.LANGFUSE_OBSERVATION_COST_DETAILS,
+        # streams
+        sc.EVALTRACE_STREAM_COMPLETED,
+        sc.EVALTRACE_STREAM_END_REASON,
+        sc.EVALTRACE_STREAM_CHUNKS,
+        sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
+        sc.LANGFUSE_OBSERVATION_COMPLETION_START_TIME,
+        sc.EVALTRACE_STREAM_TIME_TO_LAST_CHUNK,
+        sc.EVALTRACE_STREAM_OUTPUT_TOKENS_PER_SECOND,
+    }
+)
+
+_KIND_ATTRS: dict[EndpointKind, Attributes] = {
+    EndpointKind.CHAT: {
+        sc.OPENAI_API_TYPE: sc.OPENAI_API_TYPE_CHAT_COMPLETIONS,
+        sc.LANGFUSE_OBSERVATION_TYPE: sc.LANGFUSE_TYPE_GENERATION,
+    },
+    EndpointKind.RESPONSES: {
+        sc.OPENAI_API_TYPE: sc.OPENAI_API_TYPE_RESPONSES,
+        sc.LANGFUSE_OBSERVATION_TYPE: sc.LANGFUSE_TYPE_GENERATION,
+    },
+    EndpointKind.EMBEDDINGS: {sc.LANGFUSE_OBSERVATION_TYPE: sc.LANGFUSE_TYPE_EMBEDDING},
+}
+
+# Request keys whose (list) values users commonly keep appending to after the call: copied at call time.
+_MUTABLE_CONTENT = ("messages", "input")
+
+
+def snapshot_request(kind: EndpointKind, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A copy of the call's keyword arguments that later changes by the caller cannot alter (O(1) per key)."""
+    params = dict(kwargs)
+    if kind is EndpointKind.EMBEDDINGS:
+        params.pop("input", None)  # not an attribute, and possibly large: not kept alive until export
+        return params
+    for key in _MUTABLE_CONTENT:
+        value = params.get(key)
+        if type(value) is list:
+            params[key] = value.copy()
+    return params
+
+
+def request_attributes(kind: EndpointKind, kwargs: dict[str, Any], capture: bool, max_len: int) -> Attributes:
+    """Request parameters, and the request content when ``capture``, of one call."""
+    params = registry.given_kwargs(kwargs)
+    attrs = req.request_attributes(kind, params)
+    attrs.update(_KIND_ATTRS[kind])
+    if capture and kind is not EndpointKind.EMBEDDINGS:
+        attrs[sc.GEN_AI_INPUT_MESSAGES] = capped_json(req.input_messages(kind, params), max_len)
+        instructions = req.system_instructions(params)
+        if instructions:
+            attrs[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = capped_json(instructions, max_len)
+        tools = req.tool_definitions(params)
+        if tools:
+            attrs[sc.GEN_AI_TOOL_DEFINITIONS] = capped_json(tools, max_len)
+    return attrs
+
+
+def response_attributes(
+    make_outcome: OutcomeFn,
+    extra: ExtraFn | None,
+    capture: bool,
+    max_len: int,
+    priced: tuple[str, pricing.ModelPrice | None] | None,
+    request_model: str | None,
+    provider: str,
+) -> Attributes:
+    """Response fields, output content (when ``capture``), usage details and cost of one call.
+
+    ``priced`` is (model, price) resolved at call end, so a price changed before the span is read does not
+    apply retroactively; the price is looked up here only when it was not, or for another model.
+    """
+    outcome = make_outcome()
+    attrs = outcome_attributes(outcome)
+    if capture and outcome.output_messages is not None:
+        attrs[sc.GEN_AI_OUTPUT_MESSAGES] = capped_json(outcome.output_messages, max_len)
+    usage = outcome.usage
+    if usage is not None:
+        attrs[sc.LANGFUSE_OBSERVATION_USAGE_DETAILS] = capped_json(usage_details(usage), max_len)
+        model = outcome.response_model or request_model
+        if priced is not None and model == priced[0]:
+            price = priced[1]
+        else:
+            price = pricing.price_of(model, provider) if model else None
+        cost = pricing.cost_at(
+            price,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cached_tokens=usage.cached_tokens,
+            reasoning_tokens=usage.reasoning_tokens,
+        )
+        if cost is not None:
+            attrs[sc.EVALTRACE_COST_USD] = cost.total_usd
+            attrs[sc.EVALTRACE_COST_THINKING_USD] = cost.reasoning_usd
+            attrs[sc.LANGFUSE_OBSERVATION_COST_DETAILS] = capped_json(cost.details(), max_len)
+    if extra is not None:
+        attrs.update(extra(outcome))
+    return attrs
+
+
+def stream_attributes(
+    reason: str,
+    chunks: int,
+    start: float,
+    first: float | None,
+    first_wall_ns: int,
+    last: float | None,
+    outcome: Outcome,
+) -> Attributes:
+    """Stream attributes from the timestamps the proxy took on the application thread."""
+    attrs: Attributes = {
+        sc.EVALTRACE_STREAM_COMPLETED: reason == sc.STREAM_END_EXHAUSTED,
+        sc.EVALTRACE_STREAM_END_REASON: reason,
+        sc.EVALTRACE_STREAM_CHUNKS: chunks,
+    }
+    if first is not None:
+        attrs[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = first - start
+        stamp = dt.datetime.fromtimestamp(first_wall_ns / 1e9, tz=dt.UTC)
+        attrs[sc.LANGFUSE_OBSERVATION_COMPLETION_START_TIME] = stamp.isoformat(timespec="microseconds")
+    if last is not None:
+        attrs[sc.EVALTRACE_STREAM_TIME_TO_LAST_CHUNK] = last - start
+    output = outcome.usage.output_tokens if outcome.usage is not None else None
+    if output is not None and first is not None and last is not None and last > first:
+        attrs[sc.EVALTRACE_STREAM_OUTPUT_TOKENS_PER_SECOND] = output / (last - first)
+    return attrs
