@@ -253,14 +253,22 @@ def install(span: Any, keys: frozenset[str], builder: Builder) -> bool:
     attributes = getattr(span, "_attributes", None)
     if not _SDK_SHAPE_OK or type(attributes) is not BoundedAttributes:
         return False
-    if not callable(getattr(type(span), "_readable_span", None)):
-        return False
-    span._readable_span = MethodType(_readable_span, span)
-    attributes._pending = [(builder, False)]  # type: ignore[attr-defined]
-    attributes._deferred_keys = keys  # type: ignore[attr-defined]
-    attributes._build_lock = threading.RLock()  # type: ignore[attr-defined]
+    span_type = type(span)
+    if span_type not in _SPAN_TYPES_OK:
+        if not callable(getattr(span_type, "_readable_span", None)) or not hasattr(span, "__dict__"):
+            return False
+        _SPAN_TYPES_OK.add(span_type)
+    # Straight into the instance dicts: setattr would search these classes' (ABC-heavy) MROs first.
+    span.__dict__["_readable_span"] = MethodType(_readable_span, span)
+    state = attributes.__dict__
+    state["_pending"] = [(builder, False)]
+    state["_deferred_keys"] = keys
+    state["_build_lock"] = threading.RLock()
     attributes.__class__ = DeferredAttributes
     return True
+
+
+_SPAN_TYPES_OK: set[type[Any]] = set()  # span classes already checked to have what install() relies on
 
 
 def defer(span: Any, builder: Builder, *, overwrite: bool) -> bool:

@@ -78,14 +78,11 @@ def _internal_error(what: str) -> None:
         raise
 
 
-def _skip() -> bool:
-    # Nested inside one of our calls, or another instrumentation / an evaluator asked for silence.
-    return _ACTIVE.get() or tracing.is_llm_suppressed()
-
-
 def _sync_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if _skip():
+        if (
+            _ACTIVE.get() or tracing.is_llm_suppressed()
+        ):  # nested in our call, or silenced by another instrumentation / an evaluator
             return wrapped(*args, **kwargs)
         call = _start(endpoint, telemetry, instance, kwargs)
         if call is None:
@@ -109,7 +106,9 @@ def _async_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
     async def wrapper(
         wrapped: Callable[..., Awaitable[Any]], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        if _skip():
+        if (
+            _ACTIVE.get() or tracing.is_llm_suppressed()
+        ):  # nested in our call, or silenced by another instrumentation / an evaluator
             return await wrapped(*args, **kwargs)
         call = _start(endpoint, telemetry, instance, kwargs)
         if call is None:
