@@ -51,8 +51,7 @@ def test_span_attributes() -> None:
 
 def test_score_conversion_numeric_boolean_categorical() -> None:
     numeric = result_to_score(EvaluationResult(evaluator="rel", passed=True, score=0.8, reason="ok"), TRACE, SPAN)
-    assert numeric is not None
-    assert (numeric.data_type, numeric.value, numeric.comment) == ("NUMERIC", 0.8, "ok")
+    assert numeric is not None and (numeric.data_type, numeric.value, numeric.comment) == ("NUMERIC", 0.8, "ok")
     assert numeric.id == score_id(TRACE, SPAN, "rel", None)
     assert numeric.observation_id == SPAN and numeric.trace_id == TRACE
     boolean = result_to_score(EvaluationResult(evaluator="b", passed=False), TRACE, SPAN)

@@ -55,7 +55,7 @@ def test_metrics_mirror_stats(make_pipeline: MakePipeline) -> None:
             pass
     p.flush()
     data = reader.get_metrics_data()
-    assert data is not None
+    assert data is not None and data.resource_metrics, "no metrics were recorded"
     points: dict[str, list[object]] = {}
     for resource_metrics in data.resource_metrics:
         for scope in resource_metrics.scope_metrics:

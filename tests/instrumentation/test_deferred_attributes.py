@@ -60,8 +60,12 @@ def test_builds_once_on_first_read(tracer_provider: TracerProvider, exporter: In
     (span,) = exporter.get_finished_spans()
     assert start.calls == end.calls == 0  # ending the span built nothing
     attributes = span.attributes
-    assert attributes is not None
-    assert dict(attributes) == {"eager.kind": "llm", "late.a": 1, "late.b": "x", "late.end": (1, 2)}
+    assert attributes is not None and dict(attributes) == {
+        "eager.kind": "llm",
+        "late.a": 1,
+        "late.b": "x",
+        "late.end": (1, 2),
+    }
     assert len(attributes) == 4 and attributes["late.a"] == 1 and "late.b" in attributes
     assert sorted(attributes.items()) == sorted(dict(attributes).items())
     assert start.calls == end.calls == 1

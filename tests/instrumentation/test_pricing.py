@@ -25,8 +25,7 @@ def test_override_wins_and_matches_dated_snapshots() -> None:
         cached_tokens=200_000,
         reasoning_tokens=100_000,
     )
-    assert cost is not None
-    assert cost.input_usd == pytest.approx(0.8)
+    assert cost is not None and cost.input_usd == pytest.approx(0.8)
     assert cost.cached_input_usd == pytest.approx(0.1)
     assert cost.output_usd == pytest.approx(1.0)
     assert cost.reasoning_usd == pytest.approx(0.2)
