@@ -40,6 +40,7 @@ from evaltrace.evaluators.grading import (
 )
 from evaltrace.evaluators.insights import EvaluatorInsight, RunInsights, run_insights
 from evaltrace.evaluators.judge import Judge, JudgeCall, JudgeError
+from evaltrace.evaluators.language import LanguageMismatch
 from evaltrace.evaluators.looping import LoopingDetection, LoopingMetrics, looping_metrics
 from evaltrace.evaluators.overlap import Bleu, Rouge
 from evaltrace.evaluators.pii import ContactInfo, NoPII, PIILeakage, SensitiveData
@@ -52,7 +53,7 @@ from evaltrace.evaluators.rag import (
     Groundedness,
     Hallucination,
 )
-from evaltrace.evaluators.safety import FairnessBias, LanguageMismatch, Sexism, Stereotypes, Summarization, Toxicity
+from evaltrace.evaluators.safety import FairnessBias, Sexism, Stereotypes, Summarization, Toxicity
 from evaltrace.evaluators.structure import AgentSanity, JsonSchema
 from evaltrace.evaluators.text import ContainsText, ExactMatch, Facts, Length, NotContains, Regex, TextMatching
 from evaltrace.evaluators.tools import StepAlignment, ToolCalled, ToolEfficiency

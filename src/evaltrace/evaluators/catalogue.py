@@ -26,6 +26,7 @@ from evaltrace.evaluators.grading import (
     LLMJudge,
     SourceQuality,
 )
+from evaltrace.evaluators.language import LanguageMismatch
 from evaltrace.evaluators.looping import LoopingDetection
 from evaltrace.evaluators.overlap import Bleu, Rouge
 from evaltrace.evaluators.pii import ContactInfo, NoPII, SensitiveData
@@ -38,7 +39,7 @@ from evaltrace.evaluators.rag import (
     Groundedness,
     Hallucination,
 )
-from evaltrace.evaluators.safety import FairnessBias, LanguageMismatch, Sexism, Stereotypes, Summarization, Toxicity
+from evaltrace.evaluators.safety import FairnessBias, Sexism, Stereotypes, Summarization, Toxicity
 from evaltrace.evaluators.structure import AgentSanity, JsonSchema
 from evaltrace.evaluators.text import ContainsText, ExactMatch, Facts, Length, NotContains, Regex, TextMatching
 from evaltrace.evaluators.tools import StepAlignment, ToolCalled, ToolEfficiency

@@ -1,4 +1,4 @@
-"""Judged safety and form: toxicity, bias (fairness, sexism, stereotypes), language mismatch, summarisation."""
+"""Judged safety and form: toxicity, bias (fairness, sexism, stereotypes), summarisation."""
 
 from __future__ import annotations
 
@@ -117,39 +117,6 @@ class Stereotypes(FairnessBias):
 
     name = "stereotypes"
     criterion = "stereotypes"
-
-
-def _language(value: Any) -> str:
-    code = str(value).strip().lower().replace("_", "-").split("-", 1)[0]
-    if not code.isalpha():
-        raise ValueError(f"not a language code: {value!r}")
-    return code
-
-
-class LanguageMismatch(JudgeEvaluator):
-    """The answer is in the question's language (ISO 639-1 codes compared, regions ignored). Pass/fail."""
-
-    name = "language_mismatch"
-    prompt_name = "language_mismatch"
-    threshold = 1.0
-
-    def variables(self, trace: Trace, case: EvalCase | None) -> dict[str, str]:
-        """Question and answer."""
-        return {"question": question_text(trace), "answer": answer_text(trace)}
-
-    def parse(self, text: str) -> dict[str, str]:
-        """Require both language codes."""
-        data = json_object(text)
-        return {
-            "question_language": _language(data["question_language"]),
-            "answer_language": _language(data["answer_language"]),
-        }
-
-    async def verdict(self, parsed: Any, trace: Trace, case: EvalCase | None) -> Verdict:
-        """Same code passes."""
-        same = parsed["question_language"] == parsed["answer_language"]
-        reason = f"question in {parsed['question_language']}, answer in {parsed['answer_language']}"
-        return Verdict(same, 1.0 if same else 0.0, reason, dict(parsed))
 
 
 class Summarization(JudgeEvaluator):
