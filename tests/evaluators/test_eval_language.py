@@ -28,7 +28,12 @@ TABLE = [
     ("¿Cuál es la capital de Francia?", "La capital de Francia es París.", "es", "es"),
     ("What is the capital of France?", "La capitale de la France est Paris.", "en", "fr"),
     ("Quelle est la capitale de la France ?", "Die Hauptstadt von Frankreich ist Paris.", "fr", "de"),
-    ("Was ist die Hauptstadt von Frankreich?", "It is Paris, which is also the largest city in the country.", "de", "en"),
+    (
+        "Was ist die Hauptstadt von Frankreich?",
+        "It is Paris, which is also the largest city in the country.",
+        "de",
+        "en",
+    ),
     ("¿Cuál es la capital de Francia?", "La capitale della Francia è Parigi.", "es", "it"),
     ("Wat is de hoofdstad van Frankrijk?", "De hoofdstad van Frankrijk is Parijs.", "nl", "nl"),
     # Code and URLs are not prose: the French string inside the code block must not decide.

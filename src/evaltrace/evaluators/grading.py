@@ -5,7 +5,9 @@ Rubric levels cover factual accuracy, completeness, citation accuracy and source
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from evaltrace.evaluators._base import (
@@ -18,7 +20,7 @@ from evaltrace.evaluators._base import (
     passes,
     question_text,
 )
-from evaltrace.evaluators._judged import NOT_GIVEN, JudgeEvaluator, json_object, numbered, unit_score
+from evaltrace.evaluators._judged import NOT_GIVEN, JudgeEvaluator, flag, json_object, numbered, unit_score
 from evaltrace.evaluators._prompts import Prompt, custom_prompt
 from evaltrace.evaluators.judge import Judge
 from evaltrace.schema import EvalCase, RubricLevel, Trace
@@ -54,8 +56,25 @@ def _ground_truth(case: EvalCase | None) -> str:
     return "\n".join(parts) or NOT_GIVEN
 
 
+def _importance(value: Any) -> float:
+    """A claim's weight: a positive finite number, else 1 (weak judges write "high", null or -1 here)."""
+    try:
+        weight = float(value)
+    except (TypeError, ValueError):
+        return 1.0
+    return weight if math.isfinite(weight) and weight > 0 else 1.0
+
+
+def _verified(claim: Mapping[str, Any]) -> bool:
+    """A claim's ``verified`` flag; ``"no"``/``"false"`` are false (``bool("no")`` is not), anything unclear too."""
+    try:
+        return flag(claim, "verified")
+    except (KeyError, ValueError):
+        return False
+
+
 def _claims_score(claims: list[dict[str, Any]]) -> float | None:
-    weights = [(float(c.get("importance", 1.0) or 1.0), bool(c.get("verified"))) for c in claims if isinstance(c, dict)]
+    weights = [(_importance(c.get("importance", 1.0)), _verified(c)) for c in claims if isinstance(c, dict)]
     total = sum(w for w, _ in weights)
     return sum(w for w, ok in weights if ok) / total if total else None
 

@@ -55,7 +55,7 @@ def extract_json(text: str) -> Any:
     for candidate in candidates:
         try:
             return json.loads(candidate)
-        except ValueError:
+        except (ValueError, RecursionError):  # a looping model can nest brackets deeper than json's recursion limit
             continue
     raise ValueError(f"reply is not JSON: {stripped[:80]!r}")
 
