@@ -2,12 +2,15 @@
 
 Each row is (module, class, method, endpoint kind, async). The ``stream()`` helpers of chat completions and
 Responses are not listed: in openai >= 1.40 they call ``create(stream=True)``, so they are traced through it
-(one span per call), and wrapping them too would double the span.
+(one span per call), and wrapping them too would double the span. ``beta.chat.completions.parse`` is listed but
+wrapped only where it sends its own request: openai 1.40 routes it through ``chat.completions.create`` (traced
+there), later 1.x versions post it themselves.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
@@ -31,18 +34,25 @@ class Endpoint:
     method: str
     kind: EndpointKind
     is_async: bool
+    own_request_only: bool = False  # wrap only if the method sends its request itself (see _sends_own_request)
 
 
-_CHAT = "openai.resources.chat.completions.completions"
-_RESPONSES = "openai.resources.responses.responses"
-_BETA_RESPONSES = "openai.resources.beta.responses.responses"  # absent in older openai: skipped
+# The resource packages, whose ``__init__`` re-exports the classes in every openai >= 1.40: the defining modules
+# moved (``chat/completions.py`` became ``chat/completions/completions.py`` in 1.6x), the re-exports did not.
+# A package or method this openai lacks (Responses before 1.66, ``parse`` before it left beta) is skipped.
+_CHAT = "openai.resources.chat"
+_RESPONSES = "openai.resources.responses"
+_BETA_RESPONSES = "openai.resources.beta.responses"
 _EMBEDDINGS = "openai.resources.embeddings"
+_BETA_CHAT = "openai.resources.beta.chat"  # parse() before it moved to chat.completions; later an alias of it
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(_CHAT, "Completions", "create", EndpointKind.CHAT, False),
     Endpoint(_CHAT, "Completions", "parse", EndpointKind.CHAT, False),
     Endpoint(_CHAT, "AsyncCompletions", "create", EndpointKind.CHAT, True),
     Endpoint(_CHAT, "AsyncCompletions", "parse", EndpointKind.CHAT, True),
+    Endpoint(_BETA_CHAT, "Completions", "parse", EndpointKind.CHAT, False, own_request_only=True),
+    Endpoint(_BETA_CHAT, "AsyncCompletions", "parse", EndpointKind.CHAT, True, own_request_only=True),
     Endpoint(_RESPONSES, "Responses", "create", EndpointKind.RESPONSES, False),
     Endpoint(_RESPONSES, "Responses", "parse", EndpointKind.RESPONSES, False),
     Endpoint(_RESPONSES, "AsyncResponses", "create", EndpointKind.RESPONSES, True),
@@ -63,7 +73,19 @@ def resolve_class(endpoint: Endpoint) -> type[Any] | None:
     cls = getattr(module, endpoint.cls, None)
     if not isinstance(cls, type) or not hasattr(cls, endpoint.method):
         return None
+    if endpoint.own_request_only and not _sends_own_request(getattr(cls, endpoint.method)):
+        return None
     return cls
+
+
+def _sends_own_request(method: Any) -> bool:
+    """True when ``method``'s own code calls ``self._post`` (it does not delegate to a traced ``create``).
+
+    Feature detection on the function itself, once at ``instrument()``: a delegating helper wrapped too would make
+    two spans for one call, a posting one left unwrapped would make none.
+    """
+    code = getattr(inspect.unwrap(method), "__code__", None)
+    return code is not None and "_post" in code.co_names
 
 
 @lru_cache(maxsize=1)
