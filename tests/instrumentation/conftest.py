@@ -5,11 +5,25 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from openai_replay import skip_unless_api
 from opentelemetry.sdk.trace import TracerProvider
 from tests_paths import CASSETTES
 
 from evaltrace._internal import settings
 from evaltrace.instrumentation.openai import OpenAIInstrumentor
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "openai_api(*dotted): skip unless the installed openai client has client.<dotted> for each name "
+        "(feature detection: the supported openai range spans APIs that came later, such as Responses)",
+    )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("openai_api"):
+        skip_unless_api(*mark.args)
 
 
 @pytest.fixture(params=["sync", "async"])

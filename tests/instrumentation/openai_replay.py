@@ -6,14 +6,17 @@ per event so the client sees one network read per event, as on the wire.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
+import pytest
 import yaml
 
 _DROP_HEADERS = {"content-length", "content-encoding", "transfer-encoding"}
@@ -139,14 +142,72 @@ def client(
     return openai.OpenAI(api_key="test", base_url=base_url, http_client=sclient, max_retries=0), server
 
 
-def method_for(api: Any, path: str) -> Callable[..., Any]:
-    if path.endswith("/chat/completions"):
-        return api.chat.completions.create  # type: ignore[no-any-return]
-    if path.endswith("/responses"):
-        return api.responses.create  # type: ignore[no-any-return]
-    if path.endswith("/embeddings"):
-        return api.embeddings.create  # type: ignore[no-any-return]
+_RESOURCES = (("/chat/completions", "chat.completions"), ("/responses", "responses"), ("/embeddings", "embeddings"))
+
+
+def resource_for(path: str) -> str:
+    """The client attribute path that serves a URL path: ``/v1/chat/completions`` -> ``chat.completions``."""
+    for suffix, resource in _RESOURCES:
+        if path.endswith(suffix):
+            return resource
     raise AssertionError(path)
+
+
+def method_for(api: Any, path: str) -> Callable[..., Any]:
+    return attribute(api, f"{resource_for(path)}.create")  # type: ignore[no-any-return]
+
+
+def attribute(obj: Any, dotted: str) -> Any:
+    """``attribute(api, "chat.completions.parse")`` is ``api.chat.completions.parse``; None when absent."""
+    for name in dotted.split("."):
+        obj = getattr(obj, name, None)
+        if obj is None:
+            return None
+    return obj
+
+
+@lru_cache(maxsize=1)
+def _probe() -> openai.OpenAI:
+    # A client that is never called: only its resource attributes are looked at.
+    probe = openai.OpenAI(api_key="probe", http_client=httpx.Client(transport=httpx.MockTransport(Server([], False))))
+    probe.close()
+    return probe
+
+
+@cache
+def has_api(dotted: str) -> bool:
+    """True when the installed openai client has ``client.<dotted>``: feature detection, never a version check.
+
+    The supported range (pyproject's ``openai>=``) spans APIs that came later: Responses (``client.responses``),
+    ``responses.parse`` / ``stream``, ``chat.completions.parse`` out of beta, ``beta.responses``.
+    """
+    return attribute(_probe(), dotted) is not None
+
+
+def skip_unless_api(*dotted: str) -> None:
+    """Skip the running test, naming what is missing, when the installed client lacks one of these APIs."""
+    missing = [name for name in dotted if not has_api(name)]
+    if missing:
+        names = ", ".join(f"client.{name}" for name in missing)
+        pytest.skip(f"openai {openai.__version__} has no {names} (feature-detected)")
+
+
+def skip_unless_accepts(dotted: str, *params: str) -> None:
+    """Skip unless ``client.<dotted>`` exists and takes these keyword arguments (request fields added later)."""
+    skip_unless_api(dotted)
+    accepted = inspect.signature(attribute(_probe(), dotted)).parameters
+    missing = [name for name in params if name not in accepted]
+    if missing:
+        pytest.skip(f"openai {openai.__version__}: client.{dotted}() takes no {', '.join(missing)} (feature-detected)")
+
+
+def import_or_skip(module: str, *names: str) -> list[Any]:
+    """``from module import names``, or skip naming what this openai lacks (types added in later versions)."""
+    imported = pytest.importorskip(module, reason=f"openai {openai.__version__} has no {module}")
+    missing = [name for name in names if not hasattr(imported, name)]
+    if missing:
+        pytest.skip(f"openai {openai.__version__} has no {module}.{', '.join(missing)} (feature-detected)")
+    return [getattr(imported, name) for name in names]
 
 
 async def drain(result: Any, is_async: bool) -> list[Any]:

@@ -109,6 +109,7 @@ async def test_chat_tool_call_round_trip(is_async: bool, exporter: InMemorySpanE
     ]
 
 
+@pytest.mark.openai_api("responses")
 async def test_responses_reasoning_tokens_and_cost(is_async: bool, exporter: InMemorySpanExporter) -> None:
     await _replay("test_responses_create_reports_reasoning_tokens[content_mode0].yaml", is_async)
     (span,) = exporter.get_finished_spans()
@@ -138,6 +139,7 @@ async def test_responses_reasoning_tokens_and_cost(is_async: bool, exporter: InM
     assert attrs["evaltrace.cost_thinking_usd"] == pytest.approx(9 * 15 / 1e6)
 
 
+@pytest.mark.openai_api("responses")
 async def test_responses_instructions_and_tool_call(is_async: bool, exporter: InMemorySpanExporter) -> None:
     await _replay("test_responses_create_captures_content[content_mode0].yaml", is_async)
     await _replay("test_responses_create_captures_tool_call_content[content_mode0].yaml", is_async)

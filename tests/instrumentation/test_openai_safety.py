@@ -9,7 +9,7 @@ from typing import Any
 import openai
 import pytest
 from openai.types.chat import ChatCompletion
-from openai_replay import client, json_interaction
+from openai_replay import client, has_api, json_interaction
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
@@ -36,8 +36,19 @@ COMPLETION = ChatCompletion.model_validate(
 )
 
 
+# The registry rows this openai has (older clients lack Responses and chat parse(); see registry.resolve_class).
+PRESENT = [e for e in ENDPOINTS if registry.resolve_class(e) is not None]
+
+
+def _client_path(endpoint: Endpoint) -> str:
+    """Where users reach a registry row: ``Completions.parse`` -> ``chat.completions.parse``."""
+    resource = {"Completions": "chat.completions", "Responses": "responses", "Embeddings": "embeddings"}
+    beta = "beta." if ".beta." in endpoint.module else ""
+    return f"{beta}{resource[endpoint.cls.removeprefix('Async')]}.{endpoint.method}"
+
+
 def _originals() -> dict[Endpoint, Any]:
-    return {e: registry.resolve_class(e).__dict__[e.method] for e in ENDPOINTS}  # type: ignore[union-attr]
+    return {e: registry.resolve_class(e).__dict__[e.method] for e in PRESENT}  # type: ignore[union-attr]
 
 
 async def _chat(is_async: bool, base_url: str = "https://api.openai.com/v1", **kwargs: Any) -> Any:
@@ -49,14 +60,18 @@ async def _chat(is_async: bool, base_url: str = "https://api.openai.com/v1", **k
 
 def test_nothing_is_patched_at_import_and_uninstrument_restores_identity(provider: TracerProvider) -> None:
     before = _originals()
+    available = {e for e in ENDPOINTS if has_api(_client_path(e))}
+    # Every method the client has is wrapped, but for a beta parse() that delegates to the (wrapped) create().
+    assert set(PRESENT) <= available
+    assert all(e.own_request_only for e in available - set(PRESENT))
     instrument_openai()
     instrument_openai()  # second call is a no-op
     patched = _originals()
-    assert all(patched[e] is not before[e] for e in ENDPOINTS)
-    assert all(patched[e].__wrapped__ is before[e] for e in ENDPOINTS)  # wrapped once, not twice
+    assert all(patched[e] is not before[e] for e in PRESENT)
+    assert all(patched[e].__wrapped__ is before[e] for e in PRESENT)  # wrapped once, not twice
     uninstrument_openai()
     assert _originals() == before
-    assert all(_originals()[e] is before[e] for e in ENDPOINTS)
+    assert all(_originals()[e] is before[e] for e in PRESENT)
     uninstrument_openai()  # idempotent
 
 
@@ -218,7 +233,8 @@ async def test_metrics_follow_semconv(is_async: bool, provider: TracerProvider, 
 async def test_sentinels_and_none_are_not_request_parameters(
     is_async: bool, instrumented: OpenAIInstrumentor, exporter: InMemorySpanExporter
 ) -> None:
-    await _chat(is_async, temperature=openai.NOT_GIVEN, seed=openai.omit, max_tokens=None, stop=openai.omit, n=1)
+    omit = getattr(openai, "omit", openai.NOT_GIVEN)  # ``omit`` came after NOT_GIVEN; older clients have only that
+    await _chat(is_async, temperature=openai.NOT_GIVEN, seed=omit, max_tokens=None, stop=omit, n=1)
     (span,) = exporter.get_finished_spans()
     request_keys = {k for k in span.attributes or {} if k.startswith("gen_ai.request.")}
     assert request_keys == {"gen_ai.request.model"}

@@ -18,10 +18,7 @@ from openai.types.chat.chat_completion_chunk import (
     ChoiceDeltaToolCall,
     ChoiceDeltaToolCallFunction,
 )
-from openai.types.completion_usage import CompletionTokensDetails, CompletionUsage, PromptTokensDetails
-from openai.types.responses import ResponseReasoningItem, ResponseReasoningSummaryTextDeltaEvent
-from openai.types.responses.response_reasoning_item import Summary
-from openai_replay import Interaction, client, drain, load, sse_interaction
+from openai_replay import Interaction, attribute, client, drain, import_or_skip, load, skip_unless_api, sse_interaction
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 from tests_paths import CASSETTE_DIR
@@ -43,14 +40,15 @@ def _chunk(delta: dict[str, Any] | None = None, finish: str | None = None, usage
     )
 
 
-def _usage(prompt: int, completion: int, cached: int, reasoning: int) -> CompletionUsage:
-    return CompletionUsage(
-        prompt_tokens=prompt,
-        completion_tokens=completion,
-        total_tokens=prompt + completion,
-        prompt_tokens_details=PromptTokensDetails(cached_tokens=cached),
-        completion_tokens_details=CompletionTokensDetails(reasoning_tokens=reasoning),
-    )
+def _usage(prompt: int, completion: int, cached: int, reasoning: int) -> dict[str, Any]:
+    # As on the wire: typed by clients that know the *_tokens_details fields, pydantic extras for older ones.
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+        "completion_tokens_details": {"reasoning_tokens": reasoning},
+    }
 
 
 async def _stream_chat(items: list[Interaction], is_async: bool, base_url: str = "https://api.deepseek.com/v1") -> Any:
@@ -147,6 +145,11 @@ async def test_tool_call_deltas_tolerate_none_arguments(is_async: bool, exporter
 
 def _responses_stream_with_reasoning() -> Interaction:
     """The recorded Responses stream, with reasoning-summary deltas and a reasoning item added (SDK types)."""
+    ResponseReasoningItem, ResponseReasoningSummaryTextDeltaEvent = import_or_skip(
+        "openai.types.responses", "ResponseReasoningItem", "ResponseReasoningSummaryTextDeltaEvent"
+    )
+    (Summary,) = import_or_skip("openai.types.responses.response_reasoning_item", "Summary")
+
     item = load(CASSETTE_DIR / "test_responses_create_streaming[content_mode0].yaml")[0]
     events = item.sse_events()
     summary = ResponseReasoningSummaryTextDeltaEvent(
@@ -166,6 +169,7 @@ def _responses_stream_with_reasoning() -> Interaction:
     return sse_interaction("/v1/responses", [events[0], summary, *events[1:]], item.request)
 
 
+@pytest.mark.openai_api("responses")
 @pytest.mark.usefixtures("cassettes")
 async def test_responses_stream_reasoning_summary(is_async: bool, exporter: InMemorySpanExporter) -> None:
     item = _responses_stream_with_reasoning()
@@ -178,6 +182,7 @@ async def test_responses_stream_reasoning_summary(is_async: bool, exporter: InMe
     assert message["finish_reason"] == "stop"
 
 
+@pytest.mark.openai_api("responses")
 @pytest.mark.usefixtures("cassettes")
 async def test_responses_stream_closed_early_keeps_partial_output(
     is_async: bool, exporter: InMemorySpanExporter
@@ -305,9 +310,12 @@ async def test_proxy_keeps_the_stream_type(is_async: bool, exporter: InMemorySpa
     await drain(stream, is_async)
 
 
-async def test_chat_stream_helper_is_traced_once(is_async: bool, exporter: InMemorySpanExporter) -> None:
+# stream() lived under client.beta until it moved to client.chat.completions; users call whichever their openai has.
+@pytest.mark.parametrize("resource", ["chat.completions", "beta.chat.completions"])
+async def test_chat_stream_helper_is_traced_once(resource: str, is_async: bool, exporter: InMemorySpanExporter) -> None:
+    skip_unless_api(f"{resource}.stream")
     api, _ = client([_simple_stream()], is_async, base_url="https://api.groq.com/openai/v1")
-    manager = api.chat.completions.stream(model="llama", messages=[{"role": "user", "content": "hi"}])
+    manager = attribute(api, f"{resource}.stream")(model="llama", messages=[{"role": "user", "content": "hi"}])
     if is_async:
         async with manager as stream:
             async for _ in stream:
@@ -321,6 +329,7 @@ async def test_chat_stream_helper_is_traced_once(is_async: bool, exporter: InMem
     assert span.attributes["evaltrace.stream.end_reason"] == "closed_early"
 
 
+@pytest.mark.openai_api("responses.stream")
 @pytest.mark.usefixtures("cassettes")
 async def test_responses_stream_helper_is_traced_once(is_async: bool, exporter: InMemorySpanExporter) -> None:
     item = load(CASSETTE_DIR / "test_responses_create_streaming_iteration[content_mode0].yaml")[0]
