@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Reply = str | dict[str, Any]
-"""A reply: message content (str), or {"status": 429/500, ...}, {"refusal": "..."}, {"content": ..., "usage": ...}."""
+"""A reply: content (str), or {"status": 429/500, ...}, {"refusal": "..."}, {"content", "usage", "finish_reason"}."""
 
 
 def letter_vector(text: str) -> list[float]:
@@ -111,10 +111,12 @@ def chat_response(body: dict[str, Any], reply: Reply) -> tuple[int, dict[str, An
         return int(reply["status"]), {"error": error}
     message: dict[str, Any] = {"role": "assistant", "content": reply}
     usage = {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}
+    finish_reason = "stop"
     if isinstance(reply, dict):
         message = {"role": "assistant", "content": reply.get("content"), "refusal": reply.get("refusal")}
         usage = reply.get("usage", usage)
-    choice = {"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}
+        finish_reason = reply.get("finish_reason", finish_reason)
+    choice = {"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": None}
     return 200, {
         "id": "chatcmpl-test",
         "object": "chat.completion",

@@ -155,6 +155,18 @@ async def test_unparseable_twice_fails_with_raw_reply(
     assert again.status == "completed"  # failures are not cached
 
 
+async def test_reply_cut_at_max_tokens_says_so(fake_openai: FakeOpenAI, judge: Judge) -> None:
+    # What SmolLM2 on llama.cpp does with a long claims list: valid JSON until the token limit stops it.
+    cut = {"content": '{"claims": [{"claim": "boils at 100 C", "supp', "finish_reason": "length"}
+    fake_openai.script(cut, cut)
+    result = await Faithfulness(judge).evaluate(qa_trace())
+    assert result.status == "failed" and result.detail["judge"]["finish_reasons"] == ["length", "length"]
+    assert result.error is not None and result.error.message.endswith("(the reply was cut at max_tokens=1024)")
+    fake_openai.script(CLAIMS_REPLY)
+    again = await Faithfulness(judge).evaluate(qa_trace())
+    assert again.status == "completed" and again.detail["judge"]["finish_reasons"] == ["stop"]
+
+
 @pytest.mark.parametrize(("status", "error_type"), [(429, "exception"), (500, "http_5xx"), (503, "http_5xx")])
 async def test_http_errors_end_as_failed(fake_openai: FakeOpenAI, judge: Judge, status: int, error_type: str) -> None:
     fake_openai.script({"status": status, "message": "slow down"})

@@ -73,6 +73,7 @@ class JudgeCall:
     cost_usd: float | None = None
     attempts: int = 0
     cached: bool = False
+    finish_reasons: list[str | None] = field(default_factory=list)
 
     def as_detail(self) -> dict[str, Any]:
         """Return the record stored under ``detail["judge"]``."""
@@ -85,6 +86,7 @@ class JudgeCall:
             "cost_usd": self.cost_usd,
             "attempts": self.attempts,
             "cached": self.cached,
+            "finish_reasons": list(self.finish_reasons),
         }
 
 
@@ -228,7 +230,7 @@ class Judge:
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
-    async def _complete(self, messages: list[dict[str, str]], json_mode: bool) -> tuple[str, int, int]:
+    async def _complete(self, messages: list[dict[str, str]], json_mode: bool) -> tuple[str, int, int, str | None]:
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
         if self.max_tokens is not None:
             kwargs["max_tokens"] = self.max_tokens
@@ -241,15 +243,16 @@ class Judge:
         tokens_in = int(usage.prompt_tokens) if usage is not None else 0
         tokens_out = int(usage.completion_tokens) if usage is not None else 0
         if not response.choices:
-            return "", tokens_in, tokens_out
-        message = response.choices[0].message
+            return "", tokens_in, tokens_out, None
+        choice = response.choices[0]
+        message = choice.message
         # A refusal (OpenAI's `refusal` field, or no content) is kept as the raw text; it will not parse.
         text = message.content if message.content is not None else (getattr(message, "refusal", None) or "")
-        return str(text), tokens_in, tokens_out
+        return str(text), tokens_in, tokens_out, getattr(choice, "finish_reason", None)
 
     async def _call(self, call: JudgeCall, messages: list[dict[str, str]], json_mode: bool) -> JudgeCall:
         try:
-            text, tokens_in, tokens_out = await self._complete(messages, json_mode)
+            text, tokens_in, tokens_out, finish_reason = await self._complete(messages, json_mode)
         except Exception as exc:
             import openai
 
@@ -265,6 +268,7 @@ class Judge:
             output_tokens=output_tokens,
             cost_usd=self._cost(input_tokens, output_tokens),
             attempts=call.attempts + 1,
+            finish_reasons=[*call.finish_reasons, finish_reason],
         )
 
     async def ask(self, prompt: Prompt, variables: Mapping[str, str], parse: Callable[[str], T]) -> JudgeReply[T]:
@@ -336,6 +340,9 @@ class Judge:
                 continue
             self._cache.put(key, value, call)
             return JudgeReply(value, call)
+        if call.finish_reasons and call.finish_reasons[-1] == "length":
+            # Weak or verbose models run out of tokens mid-JSON; say so, the fix is a larger max_tokens.
+            error += f" (the reply was cut at max_tokens={self.max_tokens})"
         raise JudgeError(f"unparseable judge reply after retry: {error}", call)
 
 
