@@ -54,6 +54,9 @@ GARBAGE = [
     '{"level": "good", "claims": [{"claim": "x", "verified": "no", "importance": "high"}, {"importance": null}]}',
     '{"facts": [{"fact": "x", "status": null}], "question_language": 7, "answer_language": "??"}',
     '{"result": "maybe", "score": [0.5], "level": ["good"]}',
+    # Real SmolLM2-135M replies (scripts/e2e_llm.sh): a verdict without its flag, an object missing a key.
+    '{"verdicts": [{"index": 2, "relevant": true}, {"reason": "..."}]}',
+    '{"answer_language": "en", "reason": "..."}',
     "[" * 3000,  # a looping model nests deeper than json's recursion limit
     '{"a": ' * 3000,
 ]
