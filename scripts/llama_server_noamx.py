@@ -1,0 +1,27 @@
+"""Start llama-cpp-python's OpenAI-compatible server with llama.cpp's extra (AMX/repack) weight buffers disabled.
+
+Same command-line arguments as ``python -m llama_cpp.server``. Some VMs advertise AMX in CPUID but fault on
+``ldtilecfg``: a ``-march=native`` build then dies with SIGSEGV on the first completion (see
+../shared/docs/backends-here.md section 5). scripts/e2e_llm.sh builds with ``GGML_NATIVE=OFF``, which avoids
+AMX already; this launcher also protects a wheel that pip's cache may hold from an earlier native build.
+"""
+
+from __future__ import annotations
+
+import llama_cpp.llama_cpp as lc
+
+_default_params = lc.llama_model_default_params
+
+
+def _params_without_extra_buffers():  # type: ignore[no-untyped-def]
+    params = _default_params()
+    params.use_extra_bufts = False
+    return params
+
+
+lc.llama_model_default_params = _params_without_extra_buffers
+
+from llama_cpp.server.__main__ import main  # noqa: E402  (imported after the patch, as in the verified recipe)
+
+if __name__ == "__main__":
+    main()
