@@ -13,8 +13,9 @@ locked setter), so what readers see is what eager ``set_attributes`` would have 
 builders can never produce (``evaltrace.span.kind``, ``gen_ai.operation.name``...) are answered without
 building. Processors usually write ``span.attributes or {}``; ``ReadableSpan.attributes`` is a
 ``MappingProxyType`` whose truth test calls ``len()``, which would build on the application thread, so
-:func:`install` also makes the span's ``_readable_span()`` retype the SDK's snapshot to a subclass whose
-``attributes`` view answers truth tests without building. If the SDK's shape is not the expected one,
+:func:`install` also switches the span to a subclass of its own class whose ``_readable_span()`` retypes the
+SDK's snapshot to a subclass whose ``attributes`` view answers truth tests without building. (A subclass, not
+a bound method stored on the span: that would be a reference cycle per span, left to the cyclic GC.) If the SDK's shape is not the expected one,
 :func:`install` returns False and callers build the attributes eagerly, as before.
 
 Builders run on whichever thread reads first; they must only use data snapshotted at call time. Their errors
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from types import MappingProxyType, MethodType
+from types import MappingProxyType
 from typing import Any
 
 import opentelemetry.attributes as otel_attributes
@@ -226,12 +227,30 @@ class _DeferredReadableSpan(ReadableSpan):
         return MappingProxyType(attributes or {})
 
 
-def _readable_span(span: Any) -> ReadableSpan:
-    # Installed on the span instance: the SDK's own snapshot, retyped (same layout) to answer truth tests cheaply.
-    readable: ReadableSpan = type(span)._readable_span(span)
+def _deferred_readable_span(span: Any) -> ReadableSpan:
+    # The SDK's own snapshot, retyped (same layout) so its attributes answer truth tests without building.
+    readable: ReadableSpan = super(type(span), span)._readable_span()
     if type(readable) is ReadableSpan:
         readable.__class__ = _DeferredReadableSpan
     return readable
+
+
+def _deferred_span_class(span_type: type[Any]) -> type[Any] | None:
+    """The subclass of ``span_type`` that ``install`` switches deferred spans to; None if it cannot be made."""
+    try:
+        return _SPAN_CLASSES[span_type]
+    except KeyError:
+        pass
+    deferred: type[Any] | None = None
+    if callable(getattr(span_type, "_readable_span", None)):
+        try:
+            deferred = type(span_type.__name__, (span_type,), {"_readable_span": _deferred_readable_span})
+            deferred.__module__ = span_type.__module__
+            deferred.__qualname__ = span_type.__qualname__
+        except TypeError:  # a final class, or one with an incompatible layout
+            deferred = None
+    _SPAN_CLASSES[span_type] = deferred
+    return deferred
 
 
 def _restore(
@@ -253,22 +272,24 @@ def install(span: Any, keys: frozenset[str], builder: Builder) -> bool:
     attributes = getattr(span, "_attributes", None)
     if not _SDK_SHAPE_OK or type(attributes) is not BoundedAttributes:
         return False
-    span_type = type(span)
-    if span_type not in _SPAN_TYPES_OK:
-        if not callable(getattr(span_type, "_readable_span", None)) or not hasattr(span, "__dict__"):
-            return False
-        _SPAN_TYPES_OK.add(span_type)
-    # Straight into the instance dicts: setattr would search these classes' (ABC-heavy) MROs first.
-    span.__dict__["_readable_span"] = MethodType(_readable_span, span)
-    state = attributes.__dict__
+    deferred_class = _SPAN_CLASSES.get(type(span), _UNKNOWN)
+    if deferred_class is _UNKNOWN:
+        deferred_class = _deferred_span_class(type(span))
+    if deferred_class is None:
+        return False
+    state = attributes.__dict__  # straight into the dict: setattr would search ABC-heavy MROs first
     state["_pending"] = [(builder, False)]
     state["_deferred_keys"] = keys
     state["_build_lock"] = threading.RLock()
     attributes.__class__ = DeferredAttributes
+    span.__class__ = deferred_class
     return True
 
 
-_SPAN_TYPES_OK: set[type[Any]] = set()  # span classes already checked to have what install() relies on
+# Span class -> its deferring subclass (None: that class cannot be deferred), cached so each span class gets
+# exactly one subclass.
+_SPAN_CLASSES: dict[type[Any], type[Any] | None] = {}
+_UNKNOWN: Any = object()
 
 
 def defer(span: Any, builder: Builder, *, overwrite: bool) -> bool:

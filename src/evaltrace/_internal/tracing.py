@@ -56,14 +56,19 @@ def get_tracer() -> Tracer:
 
 def is_suppressed() -> bool:
     """True when instrumentation must not create spans here (suppression by OTel, an LLM framework, or us)."""
-    return bool(
-        otel_context.get_value(_SUPPRESS_INSTRUMENTATION_KEY) or otel_context.get_value(_SUPPRESS_EVALTRACE_KEY)
-    )
+    # One context lookup, then plain dict reads: this runs on every traced call.
+    current = otel_context.get_current()
+    return bool(current.get(_SUPPRESS_INSTRUMENTATION_KEY) or current.get(_SUPPRESS_EVALTRACE_KEY))
 
 
 def is_llm_suppressed() -> bool:
     """True when an outer framework already records the LLM call (its span must not be doubled)."""
-    return is_suppressed() or bool(otel_context.get_value(_SUPPRESS_LLM_KEY))
+    current = otel_context.get_current()
+    return bool(
+        current.get(_SUPPRESS_INSTRUMENTATION_KEY)
+        or current.get(_SUPPRESS_EVALTRACE_KEY)
+        or current.get(_SUPPRESS_LLM_KEY)
+    )
 
 
 @contextmanager

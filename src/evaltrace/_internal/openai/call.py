@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
@@ -69,20 +69,11 @@ class LLMCall:
         self.ended = False
         model = params.get("model")
         self.model = model = model if isinstance(model, str) else None
-        host, port = server
-        self.provider = provider = provider_for_host(host)
-        op, span_kind = _EMBEDDINGS if kind is EndpointKind.EMBEDDINGS else _CHAT
-        metric: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: op, sc.GEN_AI_PROVIDER_NAME: provider}
-        if model:
-            metric[sc.GEN_AI_REQUEST_MODEL] = model
-        if host:
-            metric[sc.SERVER_ADDRESS] = host
-        if port:
-            metric[sc.SERVER_PORT] = port
-        self.metric_attrs = metric
-        attrs = {**metric, sc.EVALTRACE_SPAN_KIND: span_kind}
+        shape = _shape_of(kind, model, server)
+        self.provider = shape.provider
+        self.metric_attrs = shape.metric_attrs
         self.start = time.perf_counter()
-        span: Span = tracer.start_span(f"{op} {model}" if model else op, kind=SpanKind.CLIENT, attributes=attrs)
+        span: Span = tracer.start_span(shape.span_name, kind=SpanKind.CLIENT, attributes=shape.start_attrs)
         self.span = span
         self.recording = recording = span.is_recording()
         self.deferred = False
@@ -149,6 +140,41 @@ class LLMCall:
         self.span.end()
         if self.instruments is not None:
             self.instruments.record_call(self.metric_attrs, elapsed, summary, error_type)
+
+
+class _Shape(NamedTuple):
+    """What a call's (endpoint kind, request model, server) determine: computed once per distinct triple."""
+
+    span_name: str
+    provider: str
+    metric_attrs: dict[str, Any]  # shared between calls: never mutated (metrics copy before adding keys)
+    start_attrs: dict[str, Any]  # shared between calls: the SDK copies it into each span
+
+
+_SHAPES: dict[tuple[EndpointKind, str | None, str | None, int | None], _Shape] = {}
+
+
+def _shape_of(kind: EndpointKind, model: str | None, server: tuple[str | None, int | None]) -> _Shape:
+    host, port = server
+    key = (kind, model, host, port)
+    try:
+        return _SHAPES[key]
+    except KeyError:
+        pass
+    provider = provider_for_host(host)
+    op, span_kind = _EMBEDDINGS if kind is EndpointKind.EMBEDDINGS else _CHAT
+    metric: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: op, sc.GEN_AI_PROVIDER_NAME: provider}
+    if model:
+        metric[sc.GEN_AI_REQUEST_MODEL] = model
+    if host:
+        metric[sc.SERVER_ADDRESS] = host
+    if port:
+        metric[sc.SERVER_PORT] = port
+    shape = _Shape(f"{op} {model}" if model else op, provider, metric, {**metric, sc.EVALTRACE_SPAN_KIND: span_kind})
+    if len(_SHAPES) >= 1024:  # bounded: model names and hosts come from user code, usually a handful
+        _SHAPES.clear()
+    _SHAPES[key] = shape
+    return shape
 
 
 def error_type_of(error: BaseException) -> str:
