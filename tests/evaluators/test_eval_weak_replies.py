@@ -6,7 +6,9 @@ counterpart is tests/e2e_llm (scripts/e2e_llm.sh).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -96,15 +98,23 @@ async def test_weak_replies_complete_or_fail_cleanly(
     fake_openai: FakeOpenAI, judge: Judge, embedder: Any, factory: Factory
 ) -> None:
     evaluator = factory(judge, embedder)
-    trace = build_trace(
-        "Gustave Eiffel's company designed it. It opened in 1889.",
-        question="Who designed the Eiffel Tower?",
-        contexts=["The Eiffel Tower opened in 1889.", "Eiffel's company designed the tower."],
-    )
     case = build_case(facts={"expected_answer": "Engineers of Gustave Eiffel's company."})
-    for garbage in GARBAGE:
-        fake_openai.responder = lambda body, text=garbage: text
-        result = await evaluator.evaluate(trace, case)
+
+    def garbage_for(body: dict[str, Any]) -> str:
+        # Each trace carries its garbage's index, so all of them can be judged at once (distinct prompts).
+        return GARBAGE[int(re.search(r"note (\d+)", json.dumps(body["messages"])).group(1))]  # type: ignore[union-attr]
+
+    fake_openai.responder = garbage_for
+    traces = [
+        build_trace(
+            f"Gustave Eiffel's company designed it (note {i}). It opened in 1889.",
+            question=f"Who designed the Eiffel Tower (note {i})?",  # context prompts show no answer
+            contexts=["The Eiffel Tower opened in 1889.", "Eiffel's company designed the tower."],
+        )
+        for i in range(len(GARBAGE))
+    ]
+    results = await asyncio.gather(*(evaluator.evaluate(trace, case) for trace in traces))
+    for garbage, result in zip(GARBAGE, results, strict=True):
         assert result.status in ("completed", "failed"), (garbage[:60], result)
         if result.status == "completed":
             assert result.score is not None and 0.0 <= result.score <= 1.0, (garbage[:60], result.score)
