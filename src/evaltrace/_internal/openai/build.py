@@ -92,16 +92,23 @@ _MUTABLE_CONTENT = ("messages", "input")
 
 
 def snapshot_request(kind: EndpointKind, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """A copy of the call's keyword arguments that later changes by the caller cannot alter (O(1) per key)."""
-    params = dict(kwargs)
+    """What later changes by the caller cannot alter: O(1) per key, and no copy of ``kwargs`` itself.
+
+    ``kwargs`` is the dict the wrapper received, built afresh for this call (``**kwargs`` at the call site, then
+    unpacked again into the wrapped method), so no other code can reach it. Only the lists inside it are the
+    caller's own objects, often appended to after the call (a growing ``messages`` history): those are copied.
+    """
     if kind is EndpointKind.EMBEDDINGS:
-        params.pop("input", None)  # not an attribute, and possibly large: not kept alive until export
-        return params
+        # ``input`` is no attribute and possibly large: not kept alive until export.
+        return {key: value for key, value in kwargs.items() if key != "input"}
+    snapshot = kwargs
     for key in _MUTABLE_CONTENT:
-        value = params.get(key)
+        value = kwargs.get(key)
         if type(value) is list:
-            params[key] = value.copy()
-    return params
+            if snapshot is kwargs:
+                snapshot = dict(kwargs)
+            snapshot[key] = value.copy()
+    return snapshot
 
 
 def request_attributes(kind: EndpointKind, kwargs: dict[str, Any], capture: bool, max_len: int) -> Attributes:

@@ -17,7 +17,7 @@ from evaltrace import pricing
 from evaltrace._internal import deferred_attributes, settings
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.openai import build
-from evaltrace._internal.openai.metrics import Instruments
+from evaltrace._internal.openai.metrics import Instruments, MetricAttributes
 from evaltrace._internal.openai.provider import provider_for_host
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import Summary
@@ -147,7 +147,7 @@ class _Shape(NamedTuple):
 
     span_name: str
     provider: str
-    metric_attrs: dict[str, Any]  # shared between calls: never mutated (metrics copy before adding keys)
+    metric_attrs: MetricAttributes  # shared between calls
     start_attrs: dict[str, Any]  # shared between calls: the SDK copies it into each span
 
 
@@ -170,7 +170,8 @@ def _shape_of(kind: EndpointKind, model: str | None, server: tuple[str | None, i
         metric[sc.SERVER_ADDRESS] = host
     if port:
         metric[sc.SERVER_PORT] = port
-    shape = _Shape(f"{op} {model}" if model else op, provider, metric, {**metric, sc.EVALTRACE_SPAN_KIND: span_kind})
+    start = {**metric, sc.EVALTRACE_SPAN_KIND: span_kind}
+    shape = _Shape(f"{op} {model}" if model else op, provider, MetricAttributes(metric), start)
     if len(_SHAPES) >= 1024:  # bounded: model names and hosts come from user code, usually a handful
         _SHAPES.clear()
     _SHAPES[key] = shape

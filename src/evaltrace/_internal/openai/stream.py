@@ -62,7 +62,7 @@ class StreamState:
                 per_chunk = (
                     (last - first) / (self.chunks - 1) if first is not None and last and self.chunks > 1 else None
                 )
-                instruments.record_stream(call.metric_attrs, ttfc, per_chunk)
+                instruments.record_stream(call.metric_attrs.base, ttfc, per_chunk)
             if error is None:
                 call.finish(acc.outcome, summary, extra)
             else:
