@@ -158,11 +158,6 @@ async def test_forced_tool_call_streamed_with_repeated_names(
     OUTCOMES.append(f"streamed forced tool call ({len(names)} chunks naming it): get_weather({arguments.strip()})")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="llama.cpp also sends the legacy message.function_call for the same call, and the instrumentation "
-    "records it as a second tool call (_internal/openai/response.py, _chat_choice_message)",
-)
 async def test_forced_tool_call(base_url: str, exporter: InMemorySpanExporter) -> None:
     response = await create(
         base_url, False, messages=ASK_WEATHER, tools=[WEATHER_TOOL], tool_choice=FORCE_WEATHER, max_tokens=48

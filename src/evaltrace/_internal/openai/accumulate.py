@@ -44,19 +44,24 @@ class _ToolCallBuffer:
 
 
 class _ChoiceBuffer:
-    __slots__ = ("finish_reason", "reasoning", "refusal", "text", "tool_calls")
+    __slots__ = ("finish_reason", "legacy_call", "reasoning", "refusal", "text", "tool_calls")
 
     def __init__(self) -> None:
         self.text: list[str] = []
         self.reasoning: list[str] = []
         self.refusal: list[str] = []
         self.tool_calls: dict[int, _ToolCallBuffer] = {}
+        self.legacy_call: _ToolCallBuffer | None = None  # the deprecated ``delta.function_call``
         self.finish_reason: str | None = None
 
     def message(self) -> dict[str, Any]:
         parts = assistant_parts("".join(self.reasoning) or None, "".join(self.text) or None, "".join(self.refusal))
         for call in self.tool_calls.values():
             parts.append(tool_call_part(call.call_id, call.name, "".join(call.arguments)))
+        legacy = self.legacy_call
+        # Servers that send both announce the same call twice: ``function_call`` counts only on its own.
+        if legacy is not None and not self.tool_calls:
+            parts.append(tool_call_part(None, legacy.name, "".join(legacy.arguments)))
         return output_message(parts, self.finish_reason)
 
 
@@ -110,6 +115,12 @@ class ChatAccumulator:
                 slot = buffer.tool_calls[call.index] = _ToolCallBuffer(call.id, fn.name if fn else None)
             if fn is not None and fn.arguments:
                 slot.arguments.append(fn.arguments)
+        legacy = getattr(delta, "function_call", None)
+        if legacy is not None:
+            if buffer.legacy_call is None:
+                buffer.legacy_call = _ToolCallBuffer(None, legacy.name)
+            if legacy.arguments:
+                buffer.legacy_call.arguments.append(legacy.arguments)
 
     def summary(self) -> Summary:
         """Model and token counts only."""

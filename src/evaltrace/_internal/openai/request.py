@@ -157,11 +157,12 @@ def _chat_message(message: Any) -> Message:
     if role == "tool":
         return {"role": "tool", "parts": [tool_response_part(field(message, "tool_call_id"), _plain(content))]}
     parts = _content_parts(content)
-    for call in field(message, "tool_calls") or ():
+    tool_calls = field(message, "tool_calls")
+    for call in tool_calls or ():
         fn = field(call, "function")
         parts.append(tool_call_part(field(call, "id"), field(fn, "name"), field(fn, "arguments")))
     legacy = field(message, "function_call")
-    if legacy is not None:
+    if legacy is not None and not tool_calls:  # a duplicate of the tool call when both came (response.py)
         parts.append(tool_call_part(None, field(legacy, "name"), field(legacy, "arguments")))
     out: Message = {"role": role, "parts": parts}
     name = field(message, "name")

@@ -98,11 +98,14 @@ def _chat_choice_message(message: Any, reason: str | None) -> Message:
     if message is None:
         return output_message([], reason)
     parts = assistant_parts(reasoning_extra(message), get(message, "content"), get(message, "refusal"))
-    for call in get(message, "tool_calls") or ():
+    tool_calls = get(message, "tool_calls")
+    for call in tool_calls or ():
         fn = get(call, "function")
         parts.append(tool_call_part(get(call, "id"), get(fn, "name"), get(fn, "arguments")))
     legacy = get(message, "function_call")
-    if legacy is not None:
+    # llama.cpp and other OpenAI-compatible servers repeat each tool call as the legacy ``function_call``:
+    # it is a call of its own only when no ``tool_calls`` came with it (the pre-tools API).
+    if legacy is not None and not tool_calls:
         parts.append(tool_call_part(None, get(legacy, "name"), get(legacy, "arguments")))
     return output_message(parts, reason)
 
