@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import openai
@@ -90,6 +91,36 @@ def _check_common(span: ReadableSpan, item: Interaction) -> None:
     assert attrs.get("gen_ai.request.encoding_formats") == ((fmt,) if fmt else None)
     effort = (body.get("reasoning") or {}).get("effort")
     assert attrs.get("gen_ai.request.reasoning.level") == effort
+    _check_model_parameters(attrs, body, embeddings)
+
+
+# Request keywords the recordings use that are model parameters (all scalars, as Langfuse wants them).
+_MODEL_PARAMETERS = (
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "max_output_tokens",
+    "seed",
+    "n",
+    "stop",
+    "service_tier",
+    "stream",
+)
+
+
+def _check_model_parameters(attrs: Any, body: dict[str, Any], embeddings: bool) -> None:
+    expected = {key: body[key] for key in _MODEL_PARAMETERS if key in body}
+    if "reasoning" in body:
+        expected["reasoning_effort"] = body["reasoning"]["effort"]
+    fmt = body.get("response_format") or (body.get("text") or {}).get("format")
+    if fmt:
+        expected["response_format"] = fmt["type"]
+    if embeddings or not expected:
+        assert "langfuse.observation.model.parameters" not in attrs
+        return
+    parameters = attrs["langfuse.observation.model.parameters"]
+    assert isinstance(parameters, str) and json.loads(parameters) == expected
+    assert all(isinstance(v, str | int | float | bool) for v in json.loads(parameters).values())
 
 
 def _check_error(span: ReadableSpan, item: Interaction) -> None:

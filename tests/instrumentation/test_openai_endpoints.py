@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -71,6 +72,7 @@ async def test_chat_parse_is_one_span_with_json_output(
     assert span.name == "chat gpt-4o"
     assert span.attributes["gen_ai.output.type"] == "json"
     assert span.attributes["gen_ai.response.id"] == "chatcmpl-parse"
+    assert json.loads(span.attributes["langfuse.observation.model.parameters"]) == {"response_format": "json_schema"}
 
 
 @pytest.mark.usefixtures("instrumented", "cassettes")
@@ -87,6 +89,7 @@ async def test_responses_parse_is_one_span(is_async: bool, exporter: InMemorySpa
     (span,) = exporter.get_finished_spans()
     assert span.attributes["gen_ai.output.type"] == "json"
     assert span.attributes["gen_ai.conversation.id"] == "conv_123"
+    assert json.loads(span.attributes["langfuse.observation.model.parameters"]) == {"response_format": "json_schema"}
     assert span.attributes["gen_ai.response.id"] == body["id"]
 
 

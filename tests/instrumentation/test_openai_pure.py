@@ -99,6 +99,7 @@ def test_responses_input_items() -> None:
     assert req.system_instructions(params) == [{"type": "text", "content": "Be kind."}]
     attrs = req.request_attributes(RESPONSES, params)
     assert attrs == {"gen_ai.request.reasoning.level": "high", "gen_ai.output.type": "json"}
+    assert req.model_parameters(RESPONSES, params) == {"reasoning_effort": "high", "response_format": "json_schema"}
 
 
 def test_chat_request_parameters() -> None:
@@ -123,6 +124,27 @@ def test_chat_request_parameters() -> None:
         "gen_ai.output.type": "json",
         "gen_ai.request.stream": True,
     }
+    assert req.model_parameters(CHAT, {**params, "temperature": 0, "seed": 7, "service_tier": "flex"}) == {
+        "temperature": 0,
+        "max_tokens": 50,
+        "max_completion_tokens": 100,
+        "frequency_penalty": 0.5,
+        "presence_penalty": -1,
+        "seed": 7,
+        "n": 3,
+        "stop": '["a", "b"]',
+        "reasoning_effort": "low",
+        "service_tier": "flex",
+        "stream": True,
+        "response_format": "json_object",
+    }
+
+
+def test_model_parameters_skip_wrong_types_content_and_embeddings() -> None:
+    params = {"n": True, "seed": "7", "temperature": None, "stop": [], "messages": [{"role": "user"}], "tools": [{}]}
+    assert req.model_parameters(CHAT, params) == {}
+    assert req.model_parameters(CHAT, {"stop": "END", "stream": False}) == {"stop": "END", "stream": False}
+    assert req.model_parameters(EndpointKind.EMBEDDINGS, {"dimensions": 8, "encoding_format": "float"}) == {}
 
 
 def test_split_think() -> None:

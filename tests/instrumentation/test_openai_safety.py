@@ -238,6 +238,7 @@ async def test_sentinels_and_none_are_not_request_parameters(
     (span,) = exporter.get_finished_spans()
     request_keys = {k for k in span.attributes or {} if k.startswith("gen_ai.request.")}
     assert request_keys == {"gen_ai.request.model"}
+    assert json.loads(span.attributes["langfuse.observation.model.parameters"]) == {"n": 1}  # the one given
 
 
 async def test_explicit_tracer_provider_receives_the_spans(is_async: bool, exporter: InMemorySpanExporter) -> None:

@@ -43,6 +43,7 @@ DEFERRED_KEYS: frozenset[str] = frozenset(
         sc.GEN_AI_CONVERSATION_ID,
         sc.GEN_AI_REQUEST_STREAM,
         sc.OPENAI_REQUEST_SERVICE_TIER,
+        sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS,
         sc.LANGFUSE_OBSERVATION_TYPE,
         sc.OPENAI_API_TYPE,
         # request content
@@ -116,6 +117,9 @@ def request_attributes(kind: EndpointKind, kwargs: dict[str, Any], capture: bool
     params = registry.given_kwargs(kwargs)
     attrs = req.request_attributes(kind, params)
     attrs.update(_KIND_ATTRS[kind])
+    parameters = req.model_parameters(kind, params)
+    if parameters:
+        attrs[sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS] = capped_json(parameters, max_len)
     if capture and kind is not EndpointKind.EMBEDDINGS:
         attrs[sc.GEN_AI_INPUT_MESSAGES] = capped_json(req.input_messages(kind, params), max_len)
         instructions = req.system_instructions(params)

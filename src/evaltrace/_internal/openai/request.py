@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from evaltrace._internal import semconv as sc
@@ -20,6 +21,7 @@ from evaltrace._internal.openai.parts import (
 from evaltrace._internal.openai.registry import EndpointKind
 
 Attributes = dict[str, Any]
+Scalar = str | int | float | bool
 
 # Request keyword -> attribute, copied when the value has the expected type.
 _NUMERIC = (
@@ -49,6 +51,68 @@ def request_attributes(kind: EndpointKind, params: dict[str, Any]) -> Attributes
     if isinstance(tier, str):
         attrs[sc.OPENAI_REQUEST_SERVICE_TIER] = tier
     return attrs
+
+
+# Request keywords copied verbatim into ``langfuse.observation.model.parameters`` when of these types.
+_NUMBER = (int, float)
+_MODEL_PARAMETERS: tuple[tuple[str, tuple[type, ...]], ...] = (
+    ("temperature", _NUMBER),
+    ("top_p", _NUMBER),
+    ("max_tokens", (int,)),
+    ("max_completion_tokens", (int,)),
+    ("max_output_tokens", (int,)),
+    ("frequency_penalty", _NUMBER),
+    ("presence_penalty", _NUMBER),
+    ("seed", (int,)),
+    ("n", (int,)),
+    ("stop", (str, list, tuple)),
+    ("reasoning_effort", (str,)),
+    ("service_tier", (str,)),
+    ("stream", (bool,)),
+)
+
+
+def model_parameters(kind: EndpointKind, params: dict[str, Any]) -> dict[str, Scalar]:
+    """The model parameters the call gave, for ``langfuse.observation.model.parameters`` (chat and Responses).
+
+    Keys are the request keywords as given (``reasoning.effort`` and ``text.format`` of Responses are named
+    ``reasoning_effort`` and ``response_format``, as in chat); values are scalars, and a non-scalar (a list of
+    ``stop`` sequences) is JSON-stringified, as Langfuse does for parameters (conventions.md 4.2).
+    """
+    out: dict[str, Scalar] = {}
+    if kind is EndpointKind.EMBEDDINGS:
+        return out
+    for key, types in _MODEL_PARAMETERS:
+        value: Any = params.get(key)
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            continue
+        if isinstance(value, list | tuple):
+            if not value:
+                continue
+            value = json.dumps([str(v) for v in value])
+        out[key] = value
+    if kind is EndpointKind.RESPONSES:
+        effort = field(params.get("reasoning"), "effort")
+        if isinstance(effort, str):
+            out["reasoning_effort"] = effort
+    fmt = _format_type(kind, params)
+    if fmt is not None:
+        out["response_format"] = fmt
+    return out
+
+
+def _format_type(kind: EndpointKind, params: dict[str, Any]) -> str | None:
+    """The response format type as sent: parse()'s pydantic class goes out as a ``json_schema`` format."""
+    if kind is EndpointKind.RESPONSES:
+        fmt = params.get("text_format")
+        if fmt is None:
+            fmt = field(params.get("text"), "format")
+    else:
+        fmt = params.get("response_format")
+    if isinstance(fmt, type):
+        return "json_schema"
+    fmt_type = field(fmt, "type")
+    return fmt_type if isinstance(fmt_type, str) else None
 
 
 def _embedding_params(params: dict[str, Any], attrs: Attributes) -> None:
