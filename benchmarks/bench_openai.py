@@ -4,6 +4,10 @@ Compares, against an in-process ``httpx.MockTransport``:
   none      the uninstrumented client
   floor     a minimal hand-written span patch of ``Completions.create`` (span, model, id, usage; streams end the
             span when exhausted): the least any tracing can cost
+  floor-cur the same patch, but making its span current (``start_as_current_span``) as any instrumentation must
+            for spans created inside the call (HTTP client, retries) to nest under it
+  official  opentelemetry-instrumentation-openai-v2 (the official OTel instrumentation), when installed:
+            ``pip install -e '.[bench]'``
   evaltrace ``instrument_openai()`` with content capture on (messages, output, cost, usage details)
   ev-nocap  ``instrument_openai()`` with content capture off
 
@@ -17,6 +21,10 @@ pre-parsed ChatCompletion, and the stream proxy over 200 pre-parsed chunks. Thos
 application thread. Most span attributes are built when the span is first read (on the exporter's or the
 evaluation processor's worker thread), so the script also reports that work separately: the time to read every
 attribute of a finished span, evaltrace's against a span carrying the same attributes set eagerly.
+
+Timed windows run with the cyclic GC disabled (a collection landing in one mode's window is the largest source
+of noise), so the script also reports, per mode, how many GC-tracked objects each call leaves behind for the
+cyclic collector: a cost the timings alone would hide.
 """
 
 from __future__ import annotations
@@ -123,6 +131,50 @@ def _floor_patch(provider: TracerProvider) -> Callable[[], None]:
     return undo
 
 
+def _floor_current_patch(provider: TracerProvider) -> Callable[[], None]:
+    from openai.resources.chat.completions import Completions
+
+    tracer = provider.get_tracer("floor-cur")
+    original = Completions.create
+
+    def create(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with tracer.start_as_current_span(
+            f"chat {kwargs.get('model')}", kind=SpanKind.CLIENT, end_on_exit=False
+        ) as span:
+            span.set_attribute("gen_ai.request.model", kwargs.get("model", ""))
+            result = original(self, *args, **kwargs)
+        if kwargs.get("stream"):
+            return _floor_stream(result, span)
+        span.set_attribute("gen_ai.response.id", result.id)
+        span.set_attribute("gen_ai.usage.input_tokens", result.usage.prompt_tokens)
+        span.set_attribute("gen_ai.usage.output_tokens", result.usage.completion_tokens)
+        span.end()
+        return result
+
+    Completions.create = create  # type: ignore[method-assign]
+
+    def undo() -> None:
+        Completions.create = original  # type: ignore[method-assign]
+
+    return undo
+
+
+def _official_available() -> bool:
+    try:
+        import opentelemetry.instrumentation.openai_v2  # noqa: F401
+    except Exception:  # not installed, or installed against an incompatible opentelemetry-util-genai
+        return False
+    return True
+
+
+def _official_patch(provider: TracerProvider) -> Callable[[], None]:
+    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=provider)
+    return instrumentor.uninstrument  # type: ignore[no-any-return]
+
+
 def _floor_stream(stream: Any, span: Any) -> Iterator[Any]:
     try:
         yield from stream
@@ -136,6 +188,10 @@ def _floor_stream(stream: Any, span: Any) -> Iterator[Any]:
 def _setup(mode: str, provider: TracerProvider) -> Callable[[], None]:
     if mode == "floor":
         return _floor_patch(provider)
+    if mode == "floor-cur":
+        return _floor_current_patch(provider)
+    if mode == "official":
+        return _official_patch(provider)
     if mode in ("evaltrace", "ev-nocap"):
         previous = settings.replace(settings.CaptureSettings(capture_content=mode == "evaltrace"))
         instrument_openai()
@@ -185,6 +241,18 @@ class _Isolated:
         self.tracer = provider.get_tracer("floor")
         self.kwargs = {"model": "gpt-4o-mini", "messages": MESSAGES, "temperature": 0.2}
         self.start_attrs, self.end_attrs = self._our_attributes()
+        self.official_wrapper: Any = None
+        if _official_available():
+            # The official instrumentation's own wrapper for Completions.create, as instrument() builds it.
+            from opentelemetry._logs import get_logger
+            from opentelemetry.instrumentation.openai_v2.instruments import Instruments as OfficialInstruments
+            from opentelemetry.instrumentation.openai_v2.patch import chat_completions_create_v_old
+            from opentelemetry.metrics import get_meter
+
+            instruments = OfficialInstruments(get_meter("official"))
+            self.official_wrapper = chat_completions_create_v_old(
+                self.tracer, get_logger("official"), instruments, True
+            )
 
     def _our_attributes(self) -> tuple[dict[str, Any], dict[str, Any]]:
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -220,6 +288,18 @@ class _Isolated:
         span.set_attribute("gen_ai.usage.input_tokens", result.usage.prompt_tokens)
         span.set_attribute("gen_ai.usage.output_tokens", result.usage.completion_tokens)
         span.end()
+
+    def floor_cur(self) -> None:
+        with self.tracer.start_as_current_span("chat gpt-4o-mini", kind=SpanKind.CLIENT, end_on_exit=False) as span:
+            span.set_attribute("gen_ai.request.model", "gpt-4o-mini")
+            result = self.create(**self.kwargs)
+        span.set_attribute("gen_ai.response.id", result.id)
+        span.set_attribute("gen_ai.usage.input_tokens", result.usage.prompt_tokens)
+        span.set_attribute("gen_ai.usage.output_tokens", result.usage.completion_tokens)
+        span.end()
+
+    def official(self) -> None:
+        self.official_wrapper(self.create, None, (), self.kwargs)
 
     def floor_full(self) -> None:
         """The floor, but writing the same attributes evaltrace writes (precomputed): OTel's share of our cost."""
@@ -289,7 +369,7 @@ def _worker_cost(bench: _Isolated, n: int = 2000) -> tuple[float, float]:
     ours = _Isolated(provider)
     ours.start_attrs, ours.end_attrs = bench.start_attrs, bench.end_attrs
     timing: dict[str, list[float]] = {}
-    for _ in range(ROUNDS // 5):
+    for _ in range(max(1, ROUNDS // 5)):
         for mode, fn in (("evaltrace", ours.evaltrace), ("floor-full", ours.floor_full)):
             collect.spans.clear()
             for _ in range(n):
@@ -302,26 +382,59 @@ def _worker_cost(bench: _Isolated, n: int = 2000) -> tuple[float, float]:
     return statistics.median(timing["evaltrace"]) * 1e6, statistics.median(timing["floor-full"]) * 1e6
 
 
+def _leftovers(fn: Callable[[], Any], n: int = 2000) -> float:
+    """GC-tracked objects each call leaves for the cyclic collector (reference cycles, or objects kept alive)."""
+    fn()
+    gc.collect()
+    gc.disable()
+    try:
+        before = gc.get_count()[0]
+        for _ in range(n):
+            fn()
+        return (gc.get_count()[0] - before) / n
+    finally:
+        gc.enable()
+        gc.collect()
+
+
 def _isolated(provider: TracerProvider) -> None:
     bench = _Isolated(provider)
-    calls = (("evaltrace", bench.evaltrace, True), ("ev-nocap", bench.evaltrace, False))
-    calls += (("floor", bench.floor, True), ("floor-full", bench.floor_full, True), ("bare", bench.bare, True))
+    calls = [("evaltrace", bench.evaltrace, True), ("ev-nocap", bench.evaltrace, False)]
+    calls += [("floor", bench.floor, True), ("floor-cur", bench.floor_cur, True)]
+    if bench.official_wrapper is not None:
+        calls.append(("official", bench.official, True))
+    calls += [("floor-full", bench.floor_full, True), ("bare", bench.bare, True)]
     streams = (("plain", bench.plain_iter), ("proxy", bench.proxy_iter), ("proxy0", bench.empty_proxy))
     streams += (("floorit", bench.floor_iter),)
     timing: dict[str, list[float]] = {}
-    for _ in range(ROUNDS):
-        for mode, fn, capture in calls:
+    for round_ in range(ROUNDS):
+        rotated = calls[round_ % len(calls) :] + calls[: round_ % len(calls)]
+        for mode, fn, capture in rotated:
             previous = settings.replace(settings.CaptureSettings(capture_content=capture))
-            timing.setdefault(mode, []).append(_timed(fn, 2000))
-            settings.replace(previous)
+            gc.collect()
+            gc.disable()
+            try:
+                timing.setdefault(mode, []).append(_timed(fn, 2000))
+            finally:
+                gc.enable()
+                settings.replace(previous)
         for name, fn in streams:
             timing.setdefault(name, []).append(_timed(fn, 50))
     med = {k: statistics.median(v) * 1e6 for k, v in timing.items()}
     floor_cost = med["floor"] - med["bare"]
+    floor_cur_cost = med["floor-cur"] - med["bare"]
     print("isolated instrumentation work (no HTTP, no parsing; medians; floor-full = floor writing our attributes):")
-    for mode in ("floor", "floor-full", "evaltrace", "ev-nocap"):
+    print(f"  {'mode':<10} {'+µs/call':>9} {'x floor':>8} {'x floor-cur':>12} {'GC objs/call':>13}")
+    for mode in ("floor", "floor-cur", "official", "floor-full", "evaltrace", "ev-nocap"):
+        if mode not in med:
+            print(f"  {mode:<10} (not installed: pip install -e '.[bench]')")
+            continue
         added = med[mode] - med["bare"]
-        print(f"  {mode:<10} +{added:7.1f} µs/call  ({added / floor_cost:4.2f} x floor)")
+        fn = next(f for m, f, _ in calls if m == mode)
+        print(
+            f"  {mode:<10} {added:+9.1f} {added / floor_cost:8.2f} {added / floor_cur_cost:12.2f}"
+            f" {_leftovers(fn):13.1f}"
+        )
     n = len(bench.chunks)
     ours = (med["proxy"] - med["proxy0"] - med["plain"]) / n
     floor_chunk = (med["floorit"] - med["plain"]) / n
@@ -341,7 +454,11 @@ def main() -> None:
     provider = TracerProvider()
     tracing.set_tracer_provider(provider)
     api = openai.OpenAI(api_key="bench", http_client=httpx.Client(transport=httpx.MockTransport(_handler)))
-    modes = ["none", "floor", "evaltrace", "ev-nocap"]
+    modes = ["none", "floor", "floor-cur", "evaltrace", "ev-nocap"]
+    if _official_available():
+        modes.insert(3, "official")
+    else:
+        print("official: opentelemetry-instrumentation-openai-v2 not installed (pip install -e '.[bench]'): skipped")
     results: dict[tuple[str, str], list[float]] = {}
     _time_calls(api)  # warm-up: imports, caches
     for round_ in range(ROUNDS):
@@ -380,6 +497,10 @@ def _report(modes: list[str], med: dict[tuple[str, str], float]) -> None:
             f" {s200 * us:11.1f} {per_chunk * us:10.3f}"
         )
     print(f"uninstrumented call: {base_call * us:.1f} µs; uninstrumented 200-chunk stream: {base200 * us:.1f} µs")
+    floor, floor_cur = (med[(m, "call")] - base_call for m in ("floor", "floor-cur"))
+    for mode in modes[1:]:
+        over = med[(mode, "call")] - base_call
+        print(f"  {mode:<10} added per call: {over / floor:5.2f} x floor, {over / floor_cur:5.2f} x floor-cur")
 
 
 if __name__ == "__main__":

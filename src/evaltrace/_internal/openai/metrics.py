@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import opentelemetry.metrics._internal as _metrics_state
 from opentelemetry.metrics import Histogram, MeterProvider, get_meter_provider
 
 from evaltrace._internal import semconv as sc
@@ -65,10 +66,14 @@ class MetricAttributes:
 class Instruments:
     """The four client histograms, created once per instrumentation."""
 
-    __slots__ = ("duration", "time_per_chunk", "time_to_first_chunk", "token_usage")
+    __slots__ = ("duration", "follows_global", "time_per_chunk", "time_to_first_chunk", "token_usage")
 
     def __init__(self, meter_provider: MeterProvider | None = None) -> None:
         provider = meter_provider if meter_provider is not None else get_meter_provider()
+        # On the global provider, nothing is recorded until the application sets a MeterProvider (until then the
+        # API's proxy instruments drop every measurement): skip the work, as the spec's "when a MeterProvider is
+        # configured" allows. Checked per call, so a provider set after instrument() is picked up.
+        self.follows_global = meter_provider is None and hasattr(_metrics_state, "_METER_PROVIDER")
         meter = provider.get_meter(INSTRUMENTATION_NAME, __version__)
         self.duration: Histogram = meter.create_histogram(
             sc.METRIC_CLIENT_OPERATION_DURATION,
@@ -99,6 +104,8 @@ class Instruments:
         self, attributes: MetricAttributes, elapsed: float, summary: Summary | None, error_type: str | None
     ) -> None:
         """Record duration (with error.type on failure) and token usage of one finished call."""
+        if self.follows_global and _metrics_state._METER_PROVIDER is None:
+            return
         model = summary.response_model if summary is not None else None
         attrs, input_attrs, output_attrs = attributes.for_model(model)
         if error_type is not None:
@@ -113,6 +120,8 @@ class Instruments:
 
     def record_stream(self, base: dict[str, Any], first: float | None, per_chunk: float | None) -> None:
         """Record time to first chunk and the mean time per output chunk of one stream."""
+        if self.follows_global and _metrics_state._METER_PROVIDER is None:
+            return
         if first is not None:
             self.time_to_first_chunk.record(first, base)
         if per_chunk is not None:
