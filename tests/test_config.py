@@ -131,6 +131,37 @@ def test_configure_twice_replaces_without_duplicates() -> None:
     assert [s.name for s in second.get_finished_spans()] == ["f"]
 
 
+@pytest.mark.parametrize("batch", [True, False], ids=["batch", "simple"])
+def test_configure_twice_with_the_same_exporter_keeps_exporting(batch: bool) -> None:
+    exporter = InMemorySpanExporter()
+    other = InMemorySpanExporter()
+
+    @evaltrace.trace
+    def first() -> None:
+        return None
+
+    @evaltrace.trace
+    def second() -> None:
+        return None
+
+    evaltrace.configure(exporters=[exporter, other], local_store=False, batch=batch)
+    first()
+    handle = evaltrace.configure(exporters=[exporter], local_store=False, batch=batch, redact=True)
+    second()
+    assert handle.force_flush()
+    # The reused exporter was flushed by the old pipeline and not shut down by it; the dropped one was.
+    spans = exporter.get_finished_spans()
+    assert [s.name for s in spans] == ["first", "second"]
+    assert [s.name for s in other.get_finished_spans()] == ["first"]
+    other.clear()
+    other.export(spans)
+    assert other.get_finished_spans() == ()  # an exporter the new configuration dropped was shut down
+    handle.shutdown()
+    exporter.clear()
+    exporter.export(spans)
+    assert exporter.get_finished_spans() == ()  # and the last configuration's shutdown still releases it
+
+
 def test_attaches_to_an_explicit_user_provider() -> None:
     user_provider = TracerProvider()
     exporter = InMemorySpanExporter()

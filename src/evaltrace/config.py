@@ -20,7 +20,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, SynchronousMultiSpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 from evaltrace._internal import backends, semconv, settings, tracing
 from evaltrace._internal.jsonutil import DEFAULT_MAX_LENGTH
@@ -62,6 +62,31 @@ class _SwitchableProcessor(SpanProcessor):
         return delegate.force_flush(timeout_millis) if delegate is not None else True
 
 
+class _UserExporter(SpanExporter):
+    """A user's exporter in one pipeline; when the next ``configure()`` reuses it, that pipeline's shutdown spares it.
+
+    Shutting down a replaced pipeline shuts down its exporters, and a shut exporter drops every later span: without
+    this, ``configure(exporters=[x])`` twice would silently lose everything after the second call.
+    """
+
+    def __init__(self, exporter: SpanExporter) -> None:
+        self.exporter = exporter
+        self.reused = False
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return self.exporter.export(spans)
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.exporter.force_flush(timeout_millis)
+
+    def shutdown(self) -> None:
+        # The batch processor has already exported what it held; the new pipeline owns the exporter now.
+        if self.reused:
+            self.exporter.force_flush()
+        else:
+            self.exporter.shutdown()
+
+
 @dataclass
 class EvaltraceHandle:
     """What ``configure()`` returns: the provider in use and the means to flush and shut down the pipeline."""
@@ -71,6 +96,7 @@ class EvaltraceHandle:
     exporter_names: list[str] = field(default_factory=list)
     evaluation_processor: Any = None
     _shut: bool = False
+    _user_exporters: list[_UserExporter] = field(default_factory=list)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Export (and evaluate) everything pending; True when it all completed within the deadline."""
@@ -192,7 +218,7 @@ def _collect_exporters(
     if otlp is not None:
         exporters.add_target(backends.otlp_target(otlp))
     for index, exporter in enumerate(options["exporters"]):
-        exporters.named.append((f"custom[{index}]", exporter))
+        exporters.named.append((f"custom[{index}]", _UserExporter(exporter)))
     local = options["local_store"]
     if local is True or (local is None and not exporters.named):
         exporters.named.append(("local_store", LocalStoreExporter(DEFAULT_DIRECTORY)))
@@ -267,7 +293,8 @@ def configure(
         phoenix_project: Phoenix project (resource ``openinference.project.name``; default PHOENIX_PROJECT_NAME).
         local_store: True, False, or a directory; default on when no other exporter is configured.
         console: Also print one line per span to stderr.
-        exporters: Further span exporters.
+        exporters: Further span exporters. Calling ``configure()`` again shuts down the ones it no longer lists;
+            one passed again stays open (the old pipeline flushes into it, then the new one exports to it).
         capture_content: Record messages, arguments and results (default: on, unless
             OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT turns it off).
         max_attribute_length: Cap for each captured JSON value (0 = no cap).
@@ -320,11 +347,15 @@ def configure(
         tracing.set_tracer_provider(provider)
         settings.replace(capture)
         handle = EvaltraceHandle(provider, pipeline, [name for name, _ in collected.named], evaluator_processor)
+        handle._user_exporters = [e for _, e in collected.named if isinstance(e, _UserExporter)]
         _state.handle = handle
         if not _state.atexit_registered:
             atexit.register(_shutdown_at_exit)
             _state.atexit_registered = True
     if previous is not None:
+        reused = {id(e.exporter) for e in handle._user_exporters}
+        for old in previous._user_exporters:
+            old.reused = id(old.exporter) in reused
         previous._shut = True
         previous.pipeline.shutdown()  # flushes the old exporters; new spans already go to the new pipeline
     return handle
