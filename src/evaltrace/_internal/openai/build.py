@@ -136,14 +136,13 @@ def response_attributes(
     extra: ExtraFn | None,
     capture: bool,
     max_len: int,
-    priced: tuple[str, pricing.ModelPrice | None] | None,
     request_model: str | None,
     provider: str,
 ) -> Attributes:
     """Response fields, output content (when ``capture``), usage details and cost of one call.
 
-    ``priced`` is (model, price) resolved at call end, so a price changed before the span is read does not
-    apply retroactively; the price is looked up here only when it was not, or for another model.
+    The price is looked up here, when the span is first read: ``set_model_price`` overrides belong at start-up,
+    and a lookup per call on the application thread would cost every user for that rare case.
     """
     outcome = make_outcome()
     attrs = outcome_attributes(outcome)
@@ -153,10 +152,7 @@ def response_attributes(
     if usage is not None:
         attrs[sc.LANGFUSE_OBSERVATION_USAGE_DETAILS] = capped_json(usage_details(usage), max_len)
         model = outcome.response_model or request_model
-        if priced is not None and model == priced[0]:
-            price = priced[1]
-        else:
-            price = pricing.price_of(model, provider) if model else None
+        price = pricing.price_of(model, provider) if model else None
         cost = pricing.cost_at(
             price,
             input_tokens=usage.input_tokens,

@@ -8,12 +8,12 @@ finish it.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any, NamedTuple
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
-from evaltrace import pricing
 from evaltrace._internal import deferred_attributes, settings
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.openai import build
@@ -21,6 +21,8 @@ from evaltrace._internal.openai.metrics import Instruments, MetricAttributes
 from evaltrace._internal.openai.provider import provider_for_host
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import Summary
+
+SummaryFn = Callable[[], Summary]
 
 # Set at span creation with the provider, request model and server (what the GenAI spec lists as relevant to
 # sampling): the operation and our span kind, which on_start processors route on. The rest is built later.
@@ -83,31 +85,23 @@ class LLMCall:
             if not self.deferred:
                 span.set_attributes(request())
 
-    def _add_response(self, make_outcome: build.OutcomeFn, summary: Summary, extra: build.ExtraFn | None) -> None:
+    def _add_response(self, make_outcome: build.OutcomeFn, extra: build.ExtraFn | None) -> None:
         if not self.recording:
             return
-        model = summary.response_model or self.model
-        priced = (model, pricing.price_of(model, self.provider)) if model and summary.input_tokens is not None else None
         builder = partial(
-            build.response_attributes,
-            make_outcome,
-            extra,
-            self.capture,
-            self.max_len,
-            priced,
-            self.model,
-            self.provider,
+            build.response_attributes, make_outcome, extra, self.capture, self.max_len, self.model, self.provider
         )
         if not (self.deferred and deferred_attributes.defer(self.span, builder, overwrite=True)):
             self.span.set_attributes(builder())
 
-    def finish(self, make_outcome: build.OutcomeFn, summary: Summary, extra: build.ExtraFn | None = None) -> None:
+    def finish(self, make_outcome: build.OutcomeFn, summarize: SummaryFn, extra: build.ExtraFn | None = None) -> None:
         """Defer the response attributes (``make_outcome`` runs later), record metrics, end the span.
 
-        ``summary`` holds what is needed now: the response model and token counts, for metrics and pricing.
+        ``summarize`` gives the response model and token counts; it is called now, and only when metrics are
+        recorded (everything else about the response, cost included, is built when the span is read).
         """
-        self._add_response(make_outcome, summary, extra)
-        self._end(summary, None)
+        self._add_response(make_outcome, extra)
+        self._end(summarize, None)
 
     def fail(self, error: BaseException) -> None:
         """Mark the span failed (status, error.type, exception event), then end it."""
@@ -122,11 +116,9 @@ class LLMCall:
         span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
         self._end(None, error_type)
 
-    def fail_with_outcome(
-        self, error: BaseException, make_outcome: build.OutcomeFn, summary: Summary, extra: build.ExtraFn
-    ) -> None:
+    def fail_with_outcome(self, error: BaseException, make_outcome: build.OutcomeFn, extra: build.ExtraFn) -> None:
         """A stream that broke mid-way: keep what arrived, then fail."""
-        self._add_response(make_outcome, summary, extra)
+        self._add_response(make_outcome, extra)
         self.fail(error)
 
     def abandon(self) -> None:
@@ -134,12 +126,14 @@ class LLMCall:
         if not self.ended:
             self._end(None, None)
 
-    def _end(self, summary: Summary | None, error_type: str | None) -> None:
+    def _end(self, summarize: SummaryFn | None, error_type: str | None) -> None:
         self.ended = True
         elapsed = time.perf_counter() - self.start
         self.span.end()
-        if self.instruments is not None:
-            self.instruments.record_call(self.metric_attrs, elapsed, summary, error_type)
+        instruments = self.instruments
+        if instruments is not None and instruments.enabled():
+            summary = summarize() if summarize is not None else None
+            instruments.record_call(self.metric_attrs, elapsed, summary, error_type)
 
 
 class _Shape(NamedTuple):

@@ -100,6 +100,10 @@ class Instruments:
             explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
         )
 
+    def enabled(self) -> bool:
+        """False while these instruments follow the global provider and none is set (nothing would record)."""
+        return not self.follows_global or _metrics_state._METER_PROVIDER is not None
+
     def record_call(
         self, attributes: MetricAttributes, elapsed: float, summary: Summary | None, error_type: str | None
     ) -> None:

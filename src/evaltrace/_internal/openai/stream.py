@@ -53,7 +53,6 @@ class StreamState:
         self.done = True
         with handle_internal_errors("ending an OpenAI stream span"):
             call, acc = self.call, self.acc
-            summary = acc.summary()
             first, last = self.first, self.last
             extra = partial(build.stream_attributes, reason, self.chunks, call.start, first, self.first_wall_ns, last)
             instruments = call.instruments
@@ -64,9 +63,9 @@ class StreamState:
                 )
                 instruments.record_stream(call.metric_attrs.base, ttfc, per_chunk)
             if error is None:
-                call.finish(acc.outcome, summary, extra)
+                call.finish(acc.outcome, acc.summary, extra)
             else:
-                call.fail_with_outcome(error, acc.outcome, summary, extra)
+                call.fail_with_outcome(error, acc.outcome, extra)
 
 
 def _chunk_failed() -> None:

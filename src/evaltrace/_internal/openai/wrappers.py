@@ -154,12 +154,12 @@ def _finish(call: LLMCall, kind: EndpointKind, result: Any) -> Any:
             _PLAIN_TYPES.add(type(result))
     if kind is EndpointKind.EMBEDDINGS:
         outcome = embeddings_outcome(result)  # cheap, and the vectors are not kept alive until export
-        call.finish(lambda: outcome, Summary.of(outcome))
+        call.finish(lambda: outcome, partial(Summary.of, outcome))
     elif kind is EndpointKind.CHAT:
         # The response object is kept (by reference) and converted when the span is first read.
-        call.finish(partial(chat_outcome, result, call.capture), chat_summary(result))
+        call.finish(partial(chat_outcome, result, call.capture), partial(chat_summary, result))
     else:
-        call.finish(partial(responses_outcome, result, call.capture), responses_summary(result))
+        call.finish(partial(responses_outcome, result, call.capture), partial(responses_summary, result))
     return result
 
 
@@ -180,7 +180,7 @@ def _finish_special(call: LLMCall, kind: EndpointKind, result: Any) -> Any:
         return result
     if registry.is_streaming_response(result):
         # with_streaming_response: the body is the user's to read; we do not consume it.
-        call.finish(Outcome, EMPTY_SUMMARY)
+        call.finish(Outcome, _empty_summary)
         return result
     sync_stream, async_stream = registry.stream_types()
     if isinstance(result, sync_stream):
@@ -188,6 +188,10 @@ def _finish_special(call: LLMCall, kind: EndpointKind, result: Any) -> Any:
     if isinstance(result, async_stream):
         return AsyncStreamProxy(result, StreamState(call, _accumulator(kind)))
     return _PLAIN
+
+
+def _empty_summary() -> Summary:
+    return EMPTY_SUMMARY
 
 
 def _accumulator(kind: EndpointKind) -> Accumulator:
