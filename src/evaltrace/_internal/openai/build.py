@@ -92,17 +92,20 @@ _KIND_ATTRS: dict[EndpointKind, Attributes] = {
 _MUTABLE_CONTENT = ("messages", "input")
 
 
-def snapshot_request(kind: EndpointKind, kwargs: dict[str, Any]) -> dict[str, Any]:
+def snapshot_request(kind: EndpointKind, kwargs: dict[str, Any], capture: bool) -> dict[str, Any]:
     """What later changes by the caller cannot alter: O(1) per key, and no copy of ``kwargs`` itself.
 
     ``kwargs`` is the dict the wrapper received, built afresh for this call (``**kwargs`` at the call site, then
     unpacked again into the wrapped method), so no other code can reach it. Only the lists inside it are the
-    caller's own objects, often appended to after the call (a growing ``messages`` history): those are copied.
+    caller's own objects, often appended to after the call (a growing ``messages`` history): those are copied,
+    and only when content is captured (nothing else reads them).
     """
     if kind is EndpointKind.EMBEDDINGS:
         # ``input`` is no attribute and possibly large: not kept alive until export.
         return {key: value for key, value in kwargs.items() if key != "input"}
     snapshot = kwargs
+    if not capture:
+        return snapshot
     for key in _MUTABLE_CONTENT:
         value = kwargs.get(key)
         if type(value) is list:

@@ -80,7 +80,9 @@ class LLMCall:
         self.recording = recording = span.is_recording()
         self.deferred = False
         if recording:  # a sampled-out span gets no attribute work
-            request = partial(build.request_attributes, kind, build.snapshot_request(kind, params), capture, max_len)
+            request = partial(
+                build.request_attributes, kind, build.snapshot_request(kind, params, capture), capture, max_len
+            )
             self.deferred = deferred_attributes.install(span, build.DEFERRED_KEYS, request)
             if not self.deferred:
                 span.set_attributes(request())
