@@ -278,6 +278,14 @@ async def test_embedding_evaluators_with_openai_embedder(fake_openai: FakeOpenAI
     assert fake_openai.embedding_requests[0]["encoding_format"] == "float"
 
 
+async def test_cosine_of_equal_vectors_is_exactly_one(fake_openai: FakeOpenAI, embedder: Any) -> None:
+    # Found against a real server: unclamped, these vectors' cosine is 1.0000000000000002, a score above 1.
+    fake_openai.embed = lambda text: [0.1, 0.7]
+    result = await SemanticSimilarity(embedder).evaluate(trace(), case())
+    assert result.status == "completed" and result.score == 1.0
+    assert cosine([0.1, 0.7], [-0.1, -0.7]) == -1.0
+
+
 def test_embedders_may_be_plain_callables() -> None:
     import asyncio
 

@@ -38,10 +38,11 @@ async def embed(embedder: Embedder, texts: Sequence[str]) -> list[list[float]]:
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    """Return the cosine similarity of two vectors (0.0 when either is all zeros)."""
+    """Return the cosine similarity of two vectors, within [-1, 1] (0.0 when either is all zeros)."""
     dot = sum(x * y for x, y in zip(a, b, strict=True))
     norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
-    return dot / norm if norm else 0.0
+    # Clamped: rounding makes equal vectors score 1.0000000000000002, which a score range [0, 1] rejects.
+    return max(-1.0, min(1.0, dot / norm)) if norm else 0.0
 
 
 class OpenAIEmbedder:
