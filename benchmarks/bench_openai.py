@@ -22,6 +22,9 @@ application thread. Most span attributes are built when the span is first read (
 evaluation processor's worker thread), so the script also reports that work separately: the time to read every
 attribute of a finished span, evaltrace's against a span carrying the same attributes set eagerly.
 
+``python benchmarks/bench_openai.py --instructions`` counts instructions per isolated call instead (valgrind's
+callgrind): slower (minutes), but deterministic on a noisy machine.
+
 Timed windows run with the cyclic GC disabled (a collection landing in one mode's window is the largest source
 of noise), so the script also reports, per mode, how many GC-tracked objects each call leaves behind for the
 cyclic collector: a cost the timings alone would hide.
@@ -503,5 +506,87 @@ def _report(modes: list[str], med: dict[tuple[str, str], float]) -> None:
         print(f"  {mode:<10} added per call: {over / floor:5.2f} x floor, {over / floor_cur:5.2f} x floor-cur")
 
 
+# --- instruction counts: deterministic, whatever else the machine is doing -------------------------------------
+
+_COUNTED = ("bare", "floor", "floor-cur", "official", "evaltrace", "ev-nocap")
+
+
+def _run_isolated(mode: str, n: int) -> None:
+    """Child of ``--instructions``: ``n`` isolated calls of one mode (after a warm-up), nothing else."""
+    provider = TracerProvider()
+    tracing.set_tracer_provider(provider)
+    bench = _Isolated(provider)
+    settings.replace(settings.CaptureSettings(capture_content=mode != "ev-nocap"))
+    fn = {
+        "bare": bench.bare,
+        "floor": bench.floor,
+        "floor-cur": bench.floor_cur,
+        "official": bench.official,
+        "evaltrace": bench.evaltrace,
+        "ev-nocap": bench.evaltrace,
+    }[mode]
+    for _ in range(200):
+        fn()
+    gc.disable()
+    for _ in range(n):
+        fn()
+
+
+def _instructions(mode: str, n: int) -> int:
+    import re
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            sys.executable,
+            __file__,
+            "--run",
+            mode,
+            str(n),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if found is None:
+        raise RuntimeError(f"no instruction count from valgrind: {done.stderr[-500:]}")
+    return int(found.group(1))
+
+
+def count_instructions() -> None:
+    """Per-call instructions of each isolated mode under callgrind: (I(2200 calls) - I(200 calls)) / 2000.
+
+    Instruction counts do not move with load on the machine (a 2-core machine shared with other work makes the
+    timings above wander by tens of percent); the per-call figure differences out start-up and warm-up.
+    """
+    import shutil
+    from concurrent.futures import ThreadPoolExecutor
+
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
+    modes = [m for m in _COUNTED if m != "official" or _official_available()]
+    jobs = [(m, n) for m in modes for n in (200, 2200)]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        counts = dict(zip(jobs, pool.map(lambda job: _instructions(*job), jobs), strict=True))
+    per_call = {m: (counts[(m, 2200)] - counts[(m, 200)]) / 2000 for m in modes}
+    added = {m: per_call[m] - per_call["bare"] for m in modes if m != "bare"}
+    print("instructions per call, isolated instrumentation work (callgrind; deterministic):")
+    print(f"  {'mode':<10} {'+instr/call':>12} {'x floor':>8} {'x floor-cur':>12}")
+    for mode, extra in added.items():
+        print(f"  {mode:<10} {extra:12,.0f} {extra / added['floor']:8.2f} {extra / added['floor-cur']:12.2f}")
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if sys.argv[1:2] == ["--run"]:
+        _run_isolated(sys.argv[2], int(sys.argv[3]))
+    elif sys.argv[1:2] == ["--instructions"]:
+        count_instructions()
+    else:
+        main()
