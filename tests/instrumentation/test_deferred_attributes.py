@@ -7,6 +7,7 @@ import logging
 import pickle
 import threading
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -83,6 +84,21 @@ def test_eager_and_unknown_keys_do_not_build(tracer_provider: TracerProvider, ex
     assert start.calls == 0
     assert attributes.get("late.a") == 1  # a key a builder may produce does build
     assert start.calls == 1
+
+
+def test_other_spans_attributes_are_the_sdks_own_view(
+    tracer_provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    _span(tracer_provider, Counting({"late.a": 1}))  # installs the non-building view for deferred spans
+    plain = tracer_provider.get_tracer("t").start_span("plain", attributes={"k": "v"})
+    live = plain.attributes
+    plain.end()
+    deferred, ended = exporter.get_finished_spans()
+    assert type(deferred.attributes) is not MappingProxyType  # the view that truth-tests without building
+    for attributes in (live, ended.attributes):
+        assert type(attributes) is MappingProxyType  # every other span: exactly what the SDK returns
+        assert dict(attributes) == {"k": "v"}
+    assert tracer_provider.get_tracer("t").start_span("empty").attributes == {}
 
 
 def test_concurrent_readers_build_once_and_all_see_everything(
