@@ -24,12 +24,13 @@ from evaltrace._internal.openai.parts import field as get
 
 @dataclass(slots=True)
 class Usage:
-    """Token counts with OTel's inclusive semantics (input includes cached, output includes reasoning)."""
+    """Token counts with OTel's inclusive semantics (input includes cached and cache writes, output reasoning)."""
 
     input_tokens: int | None = None
     output_tokens: int | None = None
     cached_tokens: int | None = None
     reasoning_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
 
 @dataclass(slots=True)
@@ -56,6 +57,7 @@ def chat_usage(usage: Any) -> Usage | None:
         output_tokens=get(usage, "completion_tokens"),
         cached_tokens=get(prompt_details, "cached_tokens") if prompt_details is not None else None,
         reasoning_tokens=get(completion_details, "reasoning_tokens") if completion_details is not None else None,
+        cache_write_tokens=get(prompt_details, "cache_write_tokens") if prompt_details is not None else None,
     )
 
 
@@ -70,6 +72,7 @@ def responses_usage(usage: Any) -> Usage | None:
         output_tokens=get(usage, "output_tokens"),
         cached_tokens=get(input_details, "cached_tokens") if input_details is not None else None,
         reasoning_tokens=get(output_details, "reasoning_tokens") if output_details is not None else None,
+        cache_write_tokens=get(input_details, "cache_write_tokens") if input_details is not None else None,
     )
 
 
@@ -228,18 +231,28 @@ def outcome_attributes(outcome: Outcome) -> dict[str, Any]:
         _put_int(attrs, sc.GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens)
         _put_int(attrs, sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, usage.cached_tokens)
         _put_int(attrs, sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, usage.reasoning_tokens)
+        # conventions.md 6.1: cache_write_tokens -> the v1.41 name (1.1: "emit the v1.41 names"), the one
+        # Langfuse prices as cache creation; [main]'s cache_write would become an unrelated usage key there (4.2).
+        _put_int(attrs, sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, usage.cache_write_tokens)
     return attrs
 
 
 def usage_details(usage: Usage) -> dict[str, int]:
-    """Langfuse ``usage_details``: input/output exclude the cached/reasoning subsets (conventions.md 4.4)."""
+    """Langfuse ``usage_details``: input/output exclude the cached, cache-write and reasoning subsets.
+
+    As Langfuse itself normalises ``gen_ai.usage.*`` (conventions.md 4.2): ``input = input_tokens - cache_read -
+    cache_creation``, with the cache writes under ``input_cache_creation``.
+    """
     details: dict[str, int] = {}
     cached = usage.cached_tokens or 0
+    writes = usage.cache_write_tokens if isinstance(usage.cache_write_tokens, int) else 0
     reasoning = usage.reasoning_tokens or 0
     if usage.input_tokens is not None:
-        details["input"] = usage.input_tokens - cached
+        details["input"] = max(usage.input_tokens - cached - writes, 0)
     if usage.cached_tokens is not None:
         details["input_cached_tokens"] = cached
+    if isinstance(usage.cache_write_tokens, int):
+        details["input_cache_creation"] = writes
     if usage.output_tokens is not None:
         details["output"] = usage.output_tokens - reasoning
     if usage.reasoning_tokens is not None:

@@ -1,0 +1,100 @@
+"""Usage attributes the recordings do not contain, checked against conventions.md's exact names and values."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from openai_replay import client, json_interaction
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+pytestmark = pytest.mark.usefixtures("instrumented")
+
+_CHAT = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "created": 1,
+    "model": "gpt-4o-2024-08-06",
+    "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Hi"}}],
+    # conventions.md 6.1's example usage, with some prompt tokens written to the cache.
+    "usage": {
+        "prompt_tokens": 1270,
+        "completion_tokens": 155,
+        "total_tokens": 1425,
+        "prompt_tokens_details": {"cached_tokens": 1000, "cache_write_tokens": 200},
+        "completion_tokens_details": {"reasoning_tokens": 64},
+    },
+}
+
+_RESPONSE = {
+    "id": "resp_1",
+    "object": "response",
+    "created_at": 1,
+    "model": "gpt-4o-2024-08-06",
+    "status": "completed",
+    "output": [
+        {
+            "type": "message",
+            "id": "msg_1",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "Hi", "annotations": []}],
+        }
+    ],
+    "parallel_tool_calls": True,
+    "tool_choice": "auto",
+    "tools": [],
+    # conventions.md 6.3's example usage, with some input tokens written to the cache.
+    "usage": {
+        "input_tokens": 1270,
+        "input_tokens_details": {"cached_tokens": 1000, "cache_write_tokens": 200},
+        "output_tokens": 155,
+        "output_tokens_details": {"reasoning_tokens": 64},
+        "total_tokens": 1425,
+    },
+}
+
+
+async def _call(path: str, body: dict[str, Any], is_async: bool) -> None:
+    api, _ = client([json_interaction(path, body)], is_async)
+    if path.endswith("/responses"):
+        result = api.responses.create(model="gpt-4o", input="Hello")
+    else:
+        result = api.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "Hello"}])
+    if is_async:
+        await result
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/chat/completions", _CHAT),
+        pytest.param("/v1/responses", _RESPONSE, marks=pytest.mark.openai_api("responses")),
+    ],
+    ids=["chat", "responses"],
+)
+async def test_cache_writes_are_reported_as_cache_creation_tokens(
+    path: str, body: dict[str, Any], is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """conventions.md 6.1: ``cache_write_tokens`` -> ``gen_ai.usage.cache_creation.input_tokens`` (v1.41 name).
+
+    Langfuse's usage details then follow its own normalisation (4.2): ``input`` excludes cache reads and writes,
+    the writes are ``input_cache_creation``.
+    """
+    await _call(path, body, is_async)
+    (span,) = exporter.get_finished_spans()
+    attrs = span.attributes or {}
+    assert attrs["gen_ai.usage.input_tokens"] == 1270
+    assert attrs["gen_ai.usage.cache_read.input_tokens"] == 1000
+    assert attrs["gen_ai.usage.cache_creation.input_tokens"] == 200
+    assert attrs["gen_ai.usage.output_tokens"] == 155
+    assert attrs["gen_ai.usage.reasoning.output_tokens"] == 64
+    assert "gen_ai.usage.cache_write.input_tokens" not in attrs
+    assert json.loads(str(attrs["langfuse.observation.usage_details"])) == {
+        "input": 70,
+        "input_cached_tokens": 1000,
+        "input_cache_creation": 200,
+        "output": 91,
+        "output_reasoning_tokens": 64,
+    }
