@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar, overload
+from typing import Any, Protocol, TypeVar, overload
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace as otel_trace
@@ -186,7 +186,27 @@ def _decorate(
     return _wrap_function(spec, target)
 
 
-def _make_decorator(kind: str, doc: str) -> Any:
+class SpanDecorator(Protocol):
+    """The type of ``trace``, ``workflow``, ``agent``, ``tool`` and ``llm``: the decorated function keeps its type."""
+
+    @overload
+    def __call__(self, func: F, /) -> F: ...
+
+    @overload
+    def __call__(
+        self,
+        func: None = None,
+        /,
+        *,
+        name: str | None = None,
+        attributes: Mapping[str, AttributeValue] | None = None,
+        capture_input: bool | None = None,
+        capture_output: bool | None = None,
+        evaluators: Sequence[Any] | None = None,
+    ) -> Callable[[F], F]: ...
+
+
+def _make_decorator(kind: str, doc: str) -> SpanDecorator:
     @overload
     def decorator(func: F, /) -> F: ...
 
