@@ -108,43 +108,20 @@ def _handler(request: httpx.Request) -> httpx.Response:
 # --- the floor: a minimal hand-written patch ---------------------------------------------------------------
 
 
-def _floor_patch(provider: TracerProvider) -> Callable[[], None]:
-    from openai.resources.chat.completions import Completions
+def _floor_patch(provider: TracerProvider, *, current: bool) -> Callable[[], None]:
+    """Patch ``Completions.create`` with the minimal span; ``current`` makes the span current during the call."""
+    from contextlib import nullcontext
 
-    tracer = provider.get_tracer("floor")
+    from openai.resources.chat.completions import Completions
+    from opentelemetry import trace
+
+    tracer = provider.get_tracer("floor-cur" if current else "floor")
     original = Completions.create
 
     def create(self: Any, *args: Any, **kwargs: Any) -> Any:
         span = tracer.start_span(f"chat {kwargs.get('model')}", kind=SpanKind.CLIENT)
         span.set_attribute("gen_ai.request.model", kwargs.get("model", ""))
-        result = original(self, *args, **kwargs)
-        if kwargs.get("stream"):
-            return _floor_stream(result, span)
-        span.set_attribute("gen_ai.response.id", result.id)
-        span.set_attribute("gen_ai.usage.input_tokens", result.usage.prompt_tokens)
-        span.set_attribute("gen_ai.usage.output_tokens", result.usage.completion_tokens)
-        span.end()
-        return result
-
-    Completions.create = create  # type: ignore[method-assign]
-
-    def undo() -> None:
-        Completions.create = original  # type: ignore[method-assign]
-
-    return undo
-
-
-def _floor_current_patch(provider: TracerProvider) -> Callable[[], None]:
-    from openai.resources.chat.completions import Completions
-
-    tracer = provider.get_tracer("floor-cur")
-    original = Completions.create
-
-    def create(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with tracer.start_as_current_span(
-            f"chat {kwargs.get('model')}", kind=SpanKind.CLIENT, end_on_exit=False
-        ) as span:
-            span.set_attribute("gen_ai.request.model", kwargs.get("model", ""))
+        with trace.use_span(span, end_on_exit=False) if current else nullcontext():
             result = original(self, *args, **kwargs)
         if kwargs.get("stream"):
             return _floor_stream(result, span)
@@ -189,10 +166,8 @@ def _floor_stream(stream: Any, span: Any) -> Iterator[Any]:
 
 
 def _setup(mode: str, provider: TracerProvider) -> Callable[[], None]:
-    if mode == "floor":
-        return _floor_patch(provider)
-    if mode == "floor-cur":
-        return _floor_current_patch(provider)
+    if mode in ("floor", "floor-cur"):
+        return _floor_patch(provider, current=mode == "floor-cur")
     if mode == "official":
         return _official_patch(provider)
     if mode in ("evaltrace", "ev-nocap"):

@@ -207,21 +207,6 @@ class SpanDecorator(Protocol):
 
 
 def _make_decorator(kind: str, doc: str) -> SpanDecorator:
-    @overload
-    def decorator(func: F, /) -> F: ...
-
-    @overload
-    def decorator(
-        func: None = None,
-        /,
-        *,
-        name: str | None = None,
-        attributes: Mapping[str, AttributeValue] | None = None,
-        capture_input: bool | None = None,
-        capture_output: bool | None = None,
-        evaluators: Sequence[Any] | None = None,
-    ) -> Callable[[F], F]: ...
-
     def decorator(
         func: Any = None,
         /,
