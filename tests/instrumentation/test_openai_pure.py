@@ -237,3 +237,38 @@ def test_responses_incomplete_and_server_tools() -> None:
         }
     ]
     assert outcome.usage is not None and (outcome.usage.cached_tokens, outcome.usage.reasoning_tokens) == (2, 3)
+
+
+def test_chat_custom_tool_calls_and_definitions_keep_their_names() -> None:
+    """conventions.md 1.5: a ``tool_call`` part requires ``name``; tool definitions are flattened (``name`` on top).
+
+    Custom tools nest under ``custom`` (``{name, input}`` in calls, ``{name, description, format}`` in definitions)
+    where function tools use ``function``.
+    """
+    custom_call = {"id": "call_1", "type": "custom", "custom": {"name": "run_sql", "input": "SELECT 1"}}
+    completion = {
+        "id": "x",
+        "model": "gpt-5",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {"role": "assistant", "content": None, "tool_calls": [custom_call]},
+            }
+        ],
+    }
+    expected_part = {"type": "tool_call", "id": "call_1", "name": "run_sql", "arguments": "SELECT 1"}
+    assert chat_outcome(completion).output_messages == [
+        {"role": "assistant", "parts": [expected_part], "finish_reason": "tool_call"}
+    ]
+    params = {
+        "messages": [{"role": "assistant", "tool_calls": [custom_call]}],
+        "tools": [
+            {
+                "type": "custom",
+                "custom": {"name": "run_sql", "description": "Runs SQL", "format": {"type": "text"}},
+            }
+        ],
+    }
+    assert req.input_messages(CHAT, params) == [{"role": "assistant", "parts": [expected_part]}]
+    assert req.tool_definitions(params) == [{"type": "custom", "name": "run_sql", "description": "Runs SQL"}]

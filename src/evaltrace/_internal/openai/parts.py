@@ -46,6 +46,19 @@ def tool_call_part(call_id: Any, name: Any, arguments: Any) -> Part:
     return part
 
 
+def chat_tool_call_part(call: Any) -> Part:
+    """A Chat Completions ``tool_calls`` entry -> a ``tool_call`` part (``name`` is required, conventions.md 1.5).
+
+    Function calls carry ``function.{name,arguments}``; custom-tool calls carry ``custom.{name,input}`` instead.
+    """
+    fn = field(call, "function")
+    if fn is None:
+        custom = field(call, "custom")
+        if custom is not None:
+            return tool_call_part(field(call, "id"), field(custom, "name"), field(custom, "input"))
+    return tool_call_part(field(call, "id"), field(fn, "name"), field(fn, "arguments"))
+
+
 def tool_response_part(call_id: Any, response: Any) -> Part:
     """A ``tool_call_response`` part (semconv uses ``response``, not ``result``)."""
     return {"type": "tool_call_response", "id": call_id, "response": response}

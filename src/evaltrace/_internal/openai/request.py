@@ -12,6 +12,7 @@ from evaltrace._internal import semconv as sc
 from evaltrace._internal.openai.parts import (
     Message,
     Part,
+    chat_tool_call_part,
     field,
     text_part,
     tool_call_part,
@@ -198,14 +199,19 @@ def system_instructions(params: dict[str, Any]) -> list[Part] | None:
 
 
 def tool_definitions(params: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """Tools flattened as semconv shows: ``{"type":"function","name":...,"description":...,"parameters":...}``."""
+    """Tools flattened as semconv shows: ``{"type":"function","name":...,"description":...,"parameters":...}``.
+
+    Chat nests a tool's fields under its type (``function``, ``custom``); Responses tools are flat already.
+    """
     tools = params.get("tools")
     if not tools:
         return None
     out: list[dict[str, Any]] = []
     for tool in tools:
-        fn = field(tool, "function")
-        source = fn if fn is not None else tool
+        nested = field(tool, "function")
+        if nested is None:
+            nested = field(tool, "custom")
+        source = nested if nested is not None else tool
         entry: dict[str, Any] = {"type": field(tool, "type") or "function"}
         for key in ("name", "description", "parameters"):
             value = field(source, key)
@@ -223,8 +229,7 @@ def _chat_message(message: Any) -> Message:
     parts = _content_parts(content)
     tool_calls = field(message, "tool_calls")
     for call in tool_calls or ():
-        fn = field(call, "function")
-        parts.append(tool_call_part(field(call, "id"), field(fn, "name"), field(fn, "arguments")))
+        parts.append(chat_tool_call_part(call))
     legacy = field(message, "function_call")
     if legacy is not None and not tool_calls:  # a duplicate of the tool call when both came (response.py)
         parts.append(tool_call_part(None, field(legacy, "name"), field(legacy, "arguments")))

@@ -14,6 +14,7 @@ from evaltrace._internal.openai.parts import (
     Message,
     Part,
     assistant_parts,
+    chat_tool_call_part,
     output_message,
     reasoning_extra,
     reasoning_part,
@@ -103,8 +104,7 @@ def _chat_choice_message(message: Any, reason: str | None) -> Message:
     parts = assistant_parts(reasoning_extra(message), get(message, "content"), get(message, "refusal"))
     tool_calls = get(message, "tool_calls")
     for call in tool_calls or ():
-        fn = get(call, "function")
-        parts.append(tool_call_part(get(call, "id"), get(fn, "name"), get(fn, "arguments")))
+        parts.append(chat_tool_call_part(call))
     legacy = get(message, "function_call")
     # llama.cpp and other OpenAI-compatible servers repeat each tool call as the legacy ``function_call``:
     # it is a call of its own only when no ``tool_calls`` came with it (the pre-tools API).
