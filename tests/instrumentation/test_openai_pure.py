@@ -94,7 +94,18 @@ def test_responses_input_items() -> None:
             "parts": [{"type": "tool_call", "id": "call_9", "name": "lookup", "arguments": {"q": "x"}}],
         },
         {"role": "tool", "parts": [{"type": "tool_call_response", "id": "call_9", "response": "found"}]},
-        {"role": "assistant", "parts": [{"type": "web_search_call", "id": "ws_1"}]},
+        # conventions.md 6.3: web_search_call and the other built-in tool items "map to server_tool_call parts".
+        {
+            "role": "assistant",
+            "parts": [
+                {
+                    "type": "server_tool_call",
+                    "id": "ws_1",
+                    "name": "web_search_call",
+                    "server_tool_call": {"type": "web_search_call"},
+                }
+            ],
+        },
     ]
     assert req.system_instructions(params) == [{"type": "text", "content": "Be kind."}]
     attrs = req.request_attributes(RESPONSES, params)

@@ -14,6 +14,7 @@ from evaltrace._internal.openai.parts import (
     Part,
     chat_tool_call_part,
     field,
+    server_tool_call_part,
     text_part,
     tool_call_part,
     tool_response_part,
@@ -252,6 +253,8 @@ def _responses_item(item: Any) -> Message:
         return {"role": "assistant", "parts": [{"type": "reasoning", "content": t} for t in texts if t]}
     if item_type in (None, "message"):
         return {"role": field(item, "role") or "user", "parts": _content_parts(field(item, "content"))}
+    if isinstance(item_type, str) and item_type.endswith("_call"):  # a built-in tool's call, echoed back as input
+        return {"role": "assistant", "parts": [server_tool_call_part(item_type, field(item, "id"))]}
     return {"role": "assistant", "parts": [{"type": str(item_type), "id": field(item, "id")}]}
 
 

@@ -18,6 +18,7 @@ from evaltrace._internal.openai.parts import (
     output_message,
     reasoning_extra,
     reasoning_part,
+    server_tool_call_part,
     tool_call_part,
 )
 from evaltrace._internal.openai.parts import field as get
@@ -159,10 +160,7 @@ def _responses_item_parts(item: Any, parts: list[Part]) -> bool:
     if item_type == "function_call":
         parts.append(tool_call_part(get(item, "call_id"), get(item, "name"), get(item, "arguments")))
         return True
-    server_call = {"type": item_type}
-    parts.append(
-        {"type": "server_tool_call", "id": get(item, "id"), "name": item_type, "server_tool_call": server_call}
-    )
+    parts.append(server_tool_call_part(str(item_type), get(item, "id")))
     return False
 
 
