@@ -86,6 +86,7 @@ GEN_AI_TOKEN_TYPE: Final = "gen_ai.token.type"
 
 # --- general OTel ----------------------------------------------------------------------------------------
 ERROR_TYPE: Final = "error.type"
+ERROR_TYPE_OTHER: Final = "_OTHER"  # error.type when neither a provider error code nor an exception type is known
 SERVER_ADDRESS: Final = "server.address"
 SERVER_PORT: Final = "server.port"
 SERVICE_NAME: Final = "service.name"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from evaltrace._internal import semconv as sc
 from evaltrace._internal.openai.parts import Part, assistant_parts, output_message, reasoning_extra, tool_call_part
 from evaltrace._internal.openai.response import (
     Outcome,
@@ -31,6 +32,10 @@ class Accumulator(Protocol):
 
     def summary(self) -> Summary:
         """Return the response model and token counts ``outcome()`` would report, cheaply (no content)."""
+        ...
+
+    def failure(self) -> tuple[str, str] | None:
+        """(``error.type``, message) when the stream itself reported that the call failed, else None."""
         ...
 
 
@@ -129,6 +134,10 @@ class ChatAccumulator:
             return Summary(self.model)
         return Summary(self.model, usage.input_tokens, usage.output_tokens)
 
+    def failure(self) -> tuple[str, str] | None:
+        """Chat streams report no failure of their own (errors arrive as exceptions)."""
+        return None
+
     def outcome(self) -> Outcome:
         """Return the accumulated Outcome (finish reasons in choice order)."""
         ordered = [self.choices[i] for i in sorted(self.choices)]
@@ -191,6 +200,20 @@ class ResponsesAccumulator:
             if slot is None:
                 slot = self.calls[chunk.output_index] = _ToolCallBuffer(None, None)
             slot.call_id, slot.name = item.call_id, item.name
+
+    def failure(self) -> tuple[str, str] | None:
+        """A stream that ended in ``response.failed``: the provider's error code (else ``_OTHER``) and message.
+
+        The SDK raises nothing for it, so this is the only sign that the call failed (conventions.md 1.2).
+        """
+        final = self.final
+        if final is None or getattr(final, "status", None) != "failed":
+            return None
+        error = getattr(final, "error", None)
+        code = getattr(error, "code", None)
+        error_type = code if isinstance(code, str) and code else sc.ERROR_TYPE_OTHER
+        message = getattr(error, "message", None)
+        return error_type, f"{error_type}: {message}" if message else error_type
 
     def summary(self) -> Summary:
         """Model and token counts only (token counts come with the terminal response)."""

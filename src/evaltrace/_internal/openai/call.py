@@ -105,6 +105,24 @@ class LLMCall:
         self._add_response(make_outcome, extra)
         self._end(summarize, None)
 
+    def finish_failed(
+        self,
+        make_outcome: build.OutcomeFn,
+        summarize: SummaryFn,
+        extra: build.ExtraFn | None,
+        failure: tuple[str, str],
+    ) -> None:
+        """A call the API answered with a failure but no exception (a ``response.failed`` stream event).
+
+        The response is kept (its usage is billed); the span gets ERROR status and ``error.type`` as the GenAI
+        spec's "Recording Errors" asks, without an exception event, as nothing was raised.
+        """
+        error_type, message = failure
+        self._add_response(make_outcome, extra)
+        self.span.set_attribute(sc.ERROR_TYPE, error_type)
+        self.span.set_status(Status(StatusCode.ERROR, message))
+        self._end(summarize, error_type)
+
     def fail(self, error: BaseException) -> None:
         """Mark the span failed (status, error.type, exception event), then end it."""
         error_type = error_type_of(error)

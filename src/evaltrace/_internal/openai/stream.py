@@ -63,7 +63,11 @@ class StreamState:
                 )
                 instruments.record_stream(call.metric_attrs.base, ttfc, per_chunk)
             if error is None:
-                call.finish(acc.outcome, acc.summary, extra)
+                failure = acc.failure()
+                if failure is None:
+                    call.finish(acc.outcome, acc.summary, extra)
+                else:
+                    call.finish_failed(acc.outcome, acc.summary, extra, failure)
             else:
                 call.fail_with_outcome(error, acc.outcome, extra)
 
