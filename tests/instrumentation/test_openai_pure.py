@@ -283,3 +283,10 @@ def test_chat_custom_tool_calls_and_definitions_keep_their_names() -> None:
     }
     assert req.input_messages(CHAT, params) == [{"role": "assistant", "parts": [expected_part]}]
     assert req.tool_definitions(params) == [{"type": "custom", "name": "run_sql", "description": "Runs SQL"}]
+
+
+def test_legacy_functions_are_tool_definitions() -> None:
+    """``functions`` (the pre-tools Chat API) defines tools too: flattened as conventions.md 1.5 shows."""
+    weather = {"name": "get_weather", "description": "Weather", "parameters": {"type": "object", "properties": {}}}
+    assert req.tool_definitions({"functions": [weather]}) == [{"type": "function", **weather}]
+    assert req.tool_definitions({"functions": []}) is None

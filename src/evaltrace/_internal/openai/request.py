@@ -206,6 +206,9 @@ def tool_definitions(params: dict[str, Any]) -> list[dict[str, Any]] | None:
     """
     tools = params.get("tools")
     if not tools:
+        # Chat's deprecated ``functions`` (the pre-tools API, whose ``function_call`` messages we read too).
+        tools = [{"type": "function", "function": fn} for fn in params.get("functions") or ()]
+    if not tools:
         return None
     out: list[dict[str, Any]] = []
     for tool in tools:
