@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from openai_replay import client, drain, sse_interaction
+from openai_replay import client, drain, json_interaction, sse_interaction
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
@@ -87,3 +87,19 @@ async def test_completed_and_incomplete_response_streams_stay_unset(
         ("max_output_tokens",),
         ("stop",),
     ]
+
+
+async def test_a_failed_response_body_marks_the_span_failed(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    """Not streamed: HTTP 200 with ``status: failed`` in the body; the SDK returns it without raising."""
+    failed = _response("failed", error={"code": "rate_limit_exceeded", "message": "Slow down."})
+    api, _ = client([json_interaction("/v1/responses", failed)], is_async)
+    result = api.responses.create(model="gpt-4o", input="Hello")
+    if is_async:
+        result = await result
+    assert result.status == "failed"  # the user still gets the response as the SDK returned it
+    (span,) = exporter.get_finished_spans()
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.status.description == "rate_limit_exceeded: Slow down."
+    assert (span.attributes or {})["error.type"] == "rate_limit_exceeded"
+    assert (span.attributes or {})["gen_ai.response.id"] == "resp_1"
+    assert not span.events

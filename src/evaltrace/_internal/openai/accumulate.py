@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from evaltrace._internal import semconv as sc
 from evaltrace._internal.openai.parts import Part, assistant_parts, output_message, reasoning_extra, tool_call_part
 from evaltrace._internal.openai.response import (
     Outcome,
     Summary,
     chat_usage,
+    responses_failure,
     responses_finish_reason,
     responses_outcome,
     responses_summary,
@@ -202,18 +202,8 @@ class ResponsesAccumulator:
             slot.call_id, slot.name = item.call_id, item.name
 
     def failure(self) -> tuple[str, str] | None:
-        """A stream that ended in ``response.failed``: the provider's error code (else ``_OTHER``) and message.
-
-        The SDK raises nothing for it, so this is the only sign that the call failed (conventions.md 1.2).
-        """
-        final = self.final
-        if final is None or getattr(final, "status", None) != "failed":
-            return None
-        error = getattr(final, "error", None)
-        code = getattr(error, "code", None)
-        error_type = code if isinstance(code, str) and code else sc.ERROR_TYPE_OTHER
-        message = getattr(error, "message", None)
-        return error_type, f"{error_type}: {message}" if message else error_type
+        """A stream that ended in ``response.failed`` (see ``responses_failure``)."""
+        return responses_failure(self.final) if self.final is not None else None
 
     def summary(self) -> Summary:
         """Model and token counts only (token counts come with the terminal response)."""

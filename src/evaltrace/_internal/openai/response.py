@@ -210,6 +210,22 @@ def responses_summary(response: Any) -> Summary:
     return Summary(model, getattr(usage, "input_tokens", None), getattr(usage, "output_tokens", None))
 
 
+def responses_failure(response: Any) -> tuple[str, str] | None:
+    """(``error.type``, status message) of a Response whose status is ``failed``, else None.
+
+    The API reports such a failure in the body (HTTP 200, or a ``response.failed`` stream event) and the SDK
+    raises nothing, so this is the only sign that the call failed (conventions.md 1.2): ``error.type`` is the
+    provider's error code, else ``_OTHER``.
+    """
+    if getattr(response, "status", None) != "failed":
+        return None
+    error = getattr(response, "error", None)
+    code = getattr(error, "code", None)
+    error_type = code if isinstance(code, str) and code else sc.ERROR_TYPE_OTHER
+    message = getattr(error, "message", None)
+    return error_type, f"{error_type}: {message}" if message else error_type
+
+
 def outcome_attributes(outcome: Outcome) -> dict[str, Any]:
     """Response attributes without content (id, model, finish reasons, tiers, token counts)."""
     attrs: dict[str, Any] = {}

@@ -31,6 +31,7 @@ from evaltrace._internal.openai.response import (
     chat_outcome,
     chat_summary,
     embeddings_outcome,
+    responses_failure,
     responses_outcome,
     responses_summary,
 )
@@ -159,7 +160,12 @@ def _finish(call: LLMCall, kind: EndpointKind, result: Any) -> Any:
         # The response object is kept (by reference) and converted when the span is first read.
         call.finish(partial(chat_outcome, result, call.capture), partial(chat_summary, result))
     else:
-        call.finish(partial(responses_outcome, result, call.capture), partial(responses_summary, result))
+        make_outcome, summarize = partial(responses_outcome, result, call.capture), partial(responses_summary, result)
+        failure = responses_failure(result)  # a body with status "failed": the SDK raised nothing
+        if failure is None:
+            call.finish(make_outcome, summarize)
+        else:
+            call.finish_failed(make_outcome, summarize, None, failure)
     return result
 
 
