@@ -159,7 +159,8 @@ async def test_stream_metrics(is_async: bool, provider: TracerProvider, exporter
     metrics = {m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
     (first,) = metrics["gen_ai.client.operation.time_to_first_chunk"].data.data_points
     (per_chunk,) = metrics["gen_ai.client.operation.time_per_output_chunk"].data.data_points
-    assert first.count == 1 and per_chunk.count == 1
+    # conventions.md 1.7: time_per_output_chunk is "recorded once per chunk after the first" ("b", then the finish)
+    assert first.count == 1 and per_chunk.count == 2
     assert first.attributes["gen_ai.operation.name"] == "chat"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import opentelemetry.metrics._internal as _metrics_state
@@ -122,11 +123,12 @@ class Instruments:
         if summary.output_tokens is not None:
             self.token_usage.record(summary.output_tokens, output_attrs)
 
-    def record_stream(self, base: dict[str, Any], first: float | None, per_chunk: float | None) -> None:
-        """Record time to first chunk and the mean time per output chunk of one stream."""
+    def record_stream(self, base: dict[str, Any], first: float | None, gaps: Sequence[float]) -> None:
+        """Record time to first chunk, and time per output chunk once per chunk after the first (``gaps``)."""
         if self.follows_global and _metrics_state._METER_PROVIDER is None:
             return
         if first is not None:
             self.time_to_first_chunk.record(first, base)
-        if per_chunk is not None:
-            self.time_per_chunk.record(per_chunk, base)
+        record = self.time_per_chunk.record
+        for gap in gaps:
+            record(gap, base)

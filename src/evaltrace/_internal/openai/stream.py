@@ -3,7 +3,7 @@
 The span ends exactly once, on whichever exit comes first: exhaustion, an exception while iterating, ``close()``
 / ``aclose()``, context exit (``break`` inside ``with``), closing ``.response`` (what the ``stream()`` helpers
 do), or garbage collection of a stream that was never finished. Per chunk the proxy does O(1) work: one clock
-read, a counter, and the accumulator's append.
+read, a counter, the accumulator's append, and (only when metrics record) the gap since the previous chunk.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from evaltrace._internal.openai.call import LLMCall
 class StreamState:
     """Timing, counters and the accumulator of one stream; ``end`` runs once."""
 
-    __slots__ = ("acc", "call", "chunks", "done", "first", "first_wall_ns", "last")
+    __slots__ = ("acc", "call", "chunks", "done", "first", "first_wall_ns", "gaps", "last")
 
     def __init__(self, call: LLMCall, acc: Accumulator) -> None:
         self.call = call
@@ -34,6 +34,10 @@ class StreamState:
         self.first_wall_ns = 0
         self.last: float | None = None
         self.done = False
+        # Seconds between consecutive chunks after the first output chunk, kept only when metrics record:
+        # time_per_output_chunk is recorded once per such chunk (conventions.md 1.7), at the end of the stream.
+        instruments = call.instruments
+        self.gaps: list[float] | None = [] if instruments is not None and instruments.enabled() else None
 
     def on_chunk(self, chunk: Any) -> None:
         """Fold one chunk in: count it, stamp it, accumulate it."""
@@ -41,6 +45,8 @@ class StreamState:
             return  # the span is ended; its attributes may be built from the accumulator on another thread
         now = time.perf_counter()
         self.chunks += 1
+        if self.gaps is not None and self.first is not None:
+            self.gaps.append(now - self.last)  # type: ignore[operator]  # last is set once first is
         self.last = now
         if self.acc.add(chunk) and self.first is None:
             self.first = now
@@ -56,12 +62,9 @@ class StreamState:
             first, last = self.first, self.last
             extra = partial(build.stream_attributes, reason, self.chunks, call.start, first, self.first_wall_ns, last)
             instruments = call.instruments
-            if instruments is not None:
+            if instruments is not None and self.gaps is not None:
                 ttfc = first - call.start if first is not None else None
-                per_chunk = (
-                    (last - first) / (self.chunks - 1) if first is not None and last and self.chunks > 1 else None
-                )
-                instruments.record_stream(call.metric_attrs.base, ttfc, per_chunk)
+                instruments.record_stream(call.metric_attrs.base, ttfc, self.gaps)
             if error is None:
                 failure = acc.failure()
                 if failure is None:
