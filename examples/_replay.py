@@ -175,3 +175,10 @@ class _HTTPServer(ThreadingHTTPServer):
     def __init__(self, replay: ReplayServer) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.replay = replay
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that drops its keep-alive connection (the example breaks out of a stream, or exits) is not an
+        # error of this stand-in server; anything else is still printed.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
