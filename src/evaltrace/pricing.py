@@ -226,8 +226,9 @@ def cost_at(
 ) -> Cost | None:
     """Return the cost of one call at ``price`` (already looked up), or None without a price or input count.
 
-    Token counts follow :func:`cost_of`. The instrumentation looks the price up when the call ends and
-    computes the cost later, off the application thread.
+    Token counts follow :func:`cost_of`. The instrumentation looks the price up and computes the cost when the
+    span's attributes are first read, off the application thread (so install ``set_model_price`` overrides at
+    start-up).
     """
     if price is None or input_tokens is None:
         return None
