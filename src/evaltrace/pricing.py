@@ -26,7 +26,7 @@ _PER = 1_000_000
 
 @dataclass(frozen=True, slots=True)
 class ModelPrice:
-    """USD per 1M tokens; ``cached_input`` None means cached input costs the input rate.
+    """USD per 1M tokens; ``cached_input`` (``cache_write``) None means cache reads (writes) cost the input rate.
 
     ``tiers`` holds (input-token threshold, input, cached_input, output) rows: above a threshold every token
     is billed at that row's rates (the "cliff" model genai-prices uses).
@@ -36,12 +36,13 @@ class ModelPrice:
     output: float = 0.0
     cached_input: float | None = None
     tiers: tuple[tuple[int, float, float | None, float], ...] = ()
+    cache_write: float | None = None
 
     def at(self, input_tokens: int) -> ModelPrice:
         """Return the flat price in force for a request with ``input_tokens`` input tokens."""
         for start, inp, cached, out in reversed(self.tiers):
             if input_tokens > start:
-                return ModelPrice(inp, out, cached)
+                return ModelPrice(inp, out, cached, cache_write=self.cache_write)
         return self
 
 
@@ -53,21 +54,25 @@ class Cost:
     cached_input_usd: float
     output_usd: float
     reasoning_usd: float
+    cache_write_usd: float = 0.0
 
     @property
     def total_usd(self) -> float:
-        """Input + cached input + output (reasoning is inside output)."""
-        return self.input_usd + self.cached_input_usd + self.output_usd
+        """Input + cached input + cache writes + output (reasoning is inside output)."""
+        return self.input_usd + self.cached_input_usd + self.cache_write_usd + self.output_usd
 
     def details(self) -> dict[str, float]:
-        """Langfuse ``cost_details``, keyed like ``usage_details``."""
-        return {
+        """Langfuse ``cost_details``, keyed like ``usage_details`` (cache writes only when there were some)."""
+        details = {
             "input": self.input_usd,
             "input_cached_tokens": self.cached_input_usd,
             "output": self.output_usd - self.reasoning_usd,
             "output_reasoning_tokens": self.reasoning_usd,
-            "total": self.total_usd,
         }
+        if self.cache_write_usd:
+            details["input_cache_creation"] = self.cache_write_usd
+        details["total"] = self.total_usd
+        return details
 
 
 # Standard-tier OpenAI list prices, USD per 1M tokens (openai.com/api/pricing, checked against the
@@ -103,7 +108,14 @@ _overrides: dict[str, ModelPrice] = {}
 _resolved: dict[tuple[str, str], ModelPrice | None] = {}  # per-process cache: lookups are on every LLM span
 
 
-def set_model_price(model: str, *, input: float, output: float = 0.0, cached_input: float | None = None) -> None:
+def set_model_price(
+    model: str,
+    *,
+    input: float,
+    output: float = 0.0,
+    cached_input: float | None = None,
+    cache_write: float | None = None,
+) -> None:
     """Set (or replace) the price of ``model`` in USD per 1M tokens; it wins over every other source.
 
     Args:
@@ -111,8 +123,9 @@ def set_model_price(model: str, *, input: float, output: float = 0.0, cached_inp
         input: Price of uncached input tokens.
         output: Price of output tokens (reasoning tokens included).
         cached_input: Price of cached input tokens; None bills them at ``input``.
+        cache_write: Price of input tokens written to the prompt cache; None bills them at ``input``.
     """
-    _overrides[model] = ModelPrice(input, output, cached_input)
+    _overrides[model] = ModelPrice(input, output, cached_input, cache_write=cache_write)
     _resolved.clear()
 
 
@@ -167,14 +180,16 @@ def _from_genai_prices(model: str, provider_id: str) -> ModelPrice | None:
 
 
 def _convert(prices: Any) -> ModelPrice | None:
-    inp, cached, out = (getattr(prices, k, None) for k in ("input_mtok", "cache_read_mtok", "output_mtok"))
+    inp, cached, out, write = (
+        getattr(prices, k, None) for k in ("input_mtok", "cache_read_mtok", "output_mtok", "cache_write_mtok")
+    )
     if inp is None:
         return None
     thresholds = sorted({t.start for p in (inp, cached, out) if p is not None for t in getattr(p, "tiers", ())})
     tiers = tuple(
         (start, _rate(inp, start) or 0.0, _rate(cached, start), _rate(out, start) or 0.0) for start in thresholds
     )
-    return ModelPrice(_rate(inp, -1) or 0.0, _rate(out, -1) or 0.0, _rate(cached, -1), tiers)
+    return ModelPrice(_rate(inp, -1) or 0.0, _rate(out, -1) or 0.0, _rate(cached, -1), tiers, _rate(write, -1))
 
 
 def _rate(price: Any, above: int) -> float | None:
@@ -199,11 +214,12 @@ def cost_of(
     cached_tokens: int | None = None,
     reasoning_tokens: int | None = None,
     provider: str = "openai",
+    cache_write_tokens: int | None = None,
 ) -> Cost | None:
     """Return the cost of one call, or None when the model or the input token count is unknown.
 
-    Token counts follow OTel: ``input_tokens`` includes ``cached_tokens``, ``output_tokens`` includes
-    ``reasoning_tokens``. ``provider`` is the ``gen_ai.provider.name`` of the endpoint.
+    Token counts follow OTel: ``input_tokens`` includes ``cached_tokens`` and ``cache_write_tokens``,
+    ``output_tokens`` includes ``reasoning_tokens``. ``provider`` is the ``gen_ai.provider.name`` of the endpoint.
     """
     if not model or input_tokens is None:
         return None
@@ -213,6 +229,7 @@ def cost_of(
         output_tokens=output_tokens,
         cached_tokens=cached_tokens,
         reasoning_tokens=reasoning_tokens,
+        cache_write_tokens=cache_write_tokens,
     )
 
 
@@ -223,6 +240,7 @@ def cost_at(
     output_tokens: int | None,
     cached_tokens: int | None = None,
     reasoning_tokens: int | None = None,
+    cache_write_tokens: int | None = None,
 ) -> Cost | None:
     """Return the cost of one call at ``price`` (already looked up), or None without a price or input count.
 
@@ -234,10 +252,13 @@ def cost_at(
         return None
     price = price.at(input_tokens)
     cached = cached_tokens or 0
+    writes = cache_write_tokens or 0
     cached_rate = price.input if price.cached_input is None else price.cached_input
+    write_rate = price.input if price.cache_write is None else price.cache_write
     return Cost(
-        input_usd=(input_tokens - cached) * price.input / _PER,
+        input_usd=max(input_tokens - cached - writes, 0) * price.input / _PER,
         cached_input_usd=cached * cached_rate / _PER,
         output_usd=(output_tokens or 0) * price.output / _PER,
         reasoning_usd=(reasoning_tokens or 0) * price.output / _PER,
+        cache_write_usd=writes * write_rate / _PER,
     )

@@ -9,6 +9,8 @@ import pytest
 from openai_replay import client, json_interaction
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from evaltrace import pricing
+
 pytestmark = pytest.mark.usefixtures("instrumented")
 
 _CHAT = {
@@ -98,3 +100,38 @@ async def test_cache_writes_are_reported_as_cache_creation_tokens(
         "output": 91,
         "output_reasoning_tokens": 64,
     }
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/chat/completions", _CHAT),
+        pytest.param("/v1/responses", _RESPONSE, marks=pytest.mark.openai_api("responses")),
+    ],
+    ids=["chat", "responses"],
+)
+async def test_cache_writes_are_priced_at_their_own_rate(
+    path: str, body: dict[str, Any], is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """Cost details are keyed like the usage details, so the cache writes are costed apart from plain input."""
+    pricing.set_model_price("gpt-4o", input=2.0, output=8.0, cached_input=0.5, cache_write=2.5)
+    try:
+        await _call(path, body, is_async)
+        (span,) = exporter.get_finished_spans()
+        attrs = dict(span.attributes or {})  # read (and so priced) while the override is in force
+    finally:
+        pricing.clear_model_prices()
+    # Per 1M tokens: 70 x 2.0 + 1000 x 0.5 + 200 x 2.5 + 155 x 8.0 (64 of them reasoning) = 2380.
+    assert attrs["evaltrace.cost_usd"] == pytest.approx(2380 / 1e6)
+    assert attrs["evaltrace.cost_thinking_usd"] == pytest.approx(512 / 1e6)
+    details = json.loads(str(attrs["langfuse.observation.cost_details"]))
+    assert details == pytest.approx(
+        {
+            "input": 140 / 1e6,
+            "input_cached_tokens": 500 / 1e6,
+            "input_cache_creation": 500 / 1e6,
+            "output": 728 / 1e6,
+            "output_reasoning_tokens": 512 / 1e6,
+            "total": 2380 / 1e6,
+        }
+    )

@@ -35,6 +35,22 @@ def test_override_wins_and_matches_dated_snapshots() -> None:
     )
 
 
+def test_cache_writes_cost_their_own_rate_or_the_input_rate() -> None:
+    pricing.set_model_price("cached-model", input=1.0, cached_input=0.1, cache_write=1.25, output=2.0)
+    pricing.set_model_price("plain-model", input=1.0, output=2.0)
+    usage = {"input_tokens": 1_000_000, "output_tokens": 0, "cached_tokens": 200_000, "cache_write_tokens": 400_000}
+    cost = pricing.cost_of("cached-model", **usage)
+    assert cost is not None
+    assert (cost.input_usd, cost.cached_input_usd, cost.cache_write_usd) == pytest.approx((0.4, 0.02, 0.5))
+    assert cost.total_usd == pytest.approx(0.92)
+    assert cost.details()["input_cache_creation"] == pytest.approx(0.5)
+    plain = pricing.cost_of("plain-model", **usage)  # no cache prices: every input token at the input rate
+    assert plain is not None and plain.total_usd == pytest.approx(1.0)
+    assert "input_cache_creation" in plain.details()
+    no_writes = pricing.cost_of("plain-model", input_tokens=10, output_tokens=0)
+    assert no_writes is not None and "input_cache_creation" not in no_writes.details()
+
+
 def test_unknown_model_has_no_cost() -> None:
     assert pricing.cost_of("my-local-llama", input_tokens=10, output_tokens=10) is None
     assert pricing.cost_of(None, input_tokens=10, output_tokens=10) is None

@@ -163,6 +163,7 @@ def response_attributes(
             output_tokens=usage.output_tokens,
             cached_tokens=usage.cached_tokens,
             reasoning_tokens=usage.reasoning_tokens,
+            cache_write_tokens=usage.cache_write_tokens if isinstance(usage.cache_write_tokens, int) else None,
         )
         if cost is not None:
             attrs[sc.EVALTRACE_COST_USD] = cost.total_usd
