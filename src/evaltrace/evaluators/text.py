@@ -25,15 +25,13 @@ def _present(needle: str, haystack: str, case_sensitive: bool) -> bool:
     return normalise(needle, case_sensitive=case_sensitive) in normalise(haystack, case_sensitive=case_sensitive)
 
 
-class ContainsText(DeterministicEvaluator):
-    """Every expected text appears in a field (``expected.answer_should_include`` unless texts are given).
+class _TextPresence(DeterministicEvaluator):
+    """Texts looked up in a field: ``ContainsText`` wants each present, ``NotContains`` each absent."""
 
-    Whitespace is collapsed before comparing; case-insensitive by default. Score: share present; passes when all
-    are (threshold 1.0, higher is better). ``field`` is any dotted path of the Trace (``output.final_answer``
-    default, ``output.thinking``, ``input.question``, ``messages.-1.content``...).
-    """
-
-    name = "contains_text"
+    _case_key: str  # the case's expected list used when no texts are given
+    _want_present: bool
+    _labels: tuple[str, str]  # detail keys: (the texts, the offending ones)
+    _reasons: tuple[str, str]  # (reason when none offends, prefix of the offending list)
 
     def __init__(
         self, *texts: str, field: str = "output.final_answer", case_sensitive: bool = False, threshold: float = 1.0
@@ -41,10 +39,10 @@ class ContainsText(DeterministicEvaluator):
         """Configure the check.
 
         Args:
-            *texts: Texts that must appear; when empty, the case's ``expected.answer_should_include``.
+            *texts: Texts to look for; when empty, the case's expected list (see the class).
             field: Dotted path of the Trace to search.
             case_sensitive: Compare case-sensitively.
-            threshold: Share of texts that must be present.
+            threshold: Share of texts that must behave as required (present, or absent).
         """
         self.texts = texts
         self.field = field
@@ -53,54 +51,45 @@ class ContainsText(DeterministicEvaluator):
 
     def check(self, trace: Trace, case: EvalCase | None) -> Verdict:
         """Search the field for each text."""
-        texts = case_list(self.texts, case, "answer_should_include")
+        texts = case_list(self.texts, case, self._case_key)
         if not texts:
-            raise MissingInputError("no texts configured or in case.expected.answer_should_include")
+            raise MissingInputError(f"no texts configured or in case.expected.{self._case_key}")
         haystack = answer_text(trace, self.field)
-        missing = [t for t in texts if not _present(t, haystack, self.case_sensitive)]
-        score = 1.0 - len(missing) / len(texts)
-        reason = "all texts present" if not missing else f"missing: {', '.join(map(repr, missing))}"
-        return Verdict(
-            score >= self.threshold, score, reason, {"field": self.field, "expected": texts, "missing": missing}
-        )
+        offending = [t for t in texts if _present(t, haystack, self.case_sensitive) is not self._want_present]
+        score = 1.0 - len(offending) / len(texts)
+        expected_key, offending_key = self._labels
+        detail = {"field": self.field, expected_key: texts, offending_key: offending}
+        fine, prefix = self._reasons
+        reason = fine if not offending else f"{prefix}: {', '.join(map(repr, offending))}"
+        return Verdict(score >= self.threshold, score, reason, detail)
 
 
-class NotContains(DeterministicEvaluator):
+class ContainsText(_TextPresence):
+    """Every expected text appears in a field (``expected.answer_should_include`` unless texts are given).
+
+    Whitespace is collapsed before comparing; case-insensitive by default. Score: share present; passes when all
+    are (threshold 1.0, higher is better). ``field`` is any dotted path of the Trace (``output.final_answer``
+    default, ``output.thinking``, ``input.question``, ``messages.-1.content``...).
+    """
+
+    name = "contains_text"
+    _case_key = "answer_should_include"
+    _want_present = True
+    _labels = ("expected", "missing")
+    _reasons = ("all texts present", "missing")
+
+
+class NotContains(_TextPresence):
     """No forbidden text appears in a field (``expected.answer_should_not_include`` unless texts are given).
 
     Score: share of forbidden texts absent; passes when none is present (threshold 1.0, higher is better).
     """
 
     name = "not_contains"
-
-    def __init__(
-        self, *texts: str, field: str = "output.final_answer", case_sensitive: bool = False, threshold: float = 1.0
-    ) -> None:
-        """Configure the check.
-
-        Args:
-            *texts: Forbidden texts; when empty, the case's ``expected.answer_should_not_include``.
-            field: Dotted path of the Trace to search.
-            case_sensitive: Compare case-sensitively.
-            threshold: Share of texts that must be absent.
-        """
-        self.texts = texts
-        self.field = field
-        self.case_sensitive = case_sensitive
-        self.threshold = threshold
-
-    def check(self, trace: Trace, case: EvalCase | None) -> Verdict:
-        """Search the field for each forbidden text."""
-        texts = case_list(self.texts, case, "answer_should_not_include")
-        if not texts:
-            raise MissingInputError("no texts configured or in case.expected.answer_should_not_include")
-        haystack = answer_text(trace, self.field)
-        found = [t for t in texts if _present(t, haystack, self.case_sensitive)]
-        score = 1.0 - len(found) / len(texts)
-        reason = "no forbidden text present" if not found else f"forbidden: {', '.join(map(repr, found))}"
-        return Verdict(
-            score >= self.threshold, score, reason, {"field": self.field, "forbidden": texts, "found": found}
-        )
+    _case_key = "answer_should_not_include"
+    _want_present = False
+    _labels = ("forbidden", "found")
+    _reasons = ("no forbidden text present", "forbidden")
 
 
 class Regex(DeterministicEvaluator):
