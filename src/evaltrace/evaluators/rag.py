@@ -42,14 +42,8 @@ def _optional_question(trace: Trace) -> str:
         return NOT_GIVEN
 
 
-class Faithfulness(JudgeEvaluator):
-    """Claims in the answer inferable from the retrieved context / claims in the answer.
-
-    An answer without claims scores 1.0. Threshold 0.75, higher is better.
-    """
-
-    name = "faithfulness"
-    prompt_name = "faithfulness"
+class _AnswerAgainstContext(JudgeEvaluator):
+    """Judge evaluators that check the answer against the retrieved context."""
 
     def variables(self, trace: Trace, case: EvalCase | None) -> dict[str, str]:
         """Question (if any), numbered context and answer."""
@@ -58,6 +52,16 @@ class Faithfulness(JudgeEvaluator):
             "context": numbered(context_chunks(trace)),
             "answer": answer_text(trace),
         }
+
+
+class Faithfulness(_AnswerAgainstContext):
+    """Claims in the answer inferable from the retrieved context / claims in the answer.
+
+    An answer without claims scores 1.0. Threshold 0.75, higher is better.
+    """
+
+    name = "faithfulness"
+    prompt_name = "faithfulness"
 
     def parse(self, text: str) -> list[dict[str, Any]]:
         """Require claims with a boolean ``supported``."""
@@ -74,7 +78,7 @@ class Faithfulness(JudgeEvaluator):
         return Verdict(passes(score, self.threshold, self.direction), score, reason, {"claims": parsed})
 
 
-class Hallucination(JudgeEvaluator):
+class Hallucination(_AnswerAgainstContext):
     """The judge lists the facts of the answer as supported / unsupported / contradicted by the context.
 
     Score = 1 − hallucinated facts / facts (higher is better, threshold 0.75); ``detail.hallucination_rate`` is
@@ -83,14 +87,6 @@ class Hallucination(JudgeEvaluator):
 
     name = "hallucination"
     prompt_name = "hallucination"
-
-    def variables(self, trace: Trace, case: EvalCase | None) -> dict[str, str]:
-        """Question (if any), numbered context and answer."""
-        return {
-            "question": _optional_question(trace),
-            "context": numbered(context_chunks(trace)),
-            "answer": answer_text(trace),
-        }
 
     def parse(self, text: str) -> list[dict[str, Any]]:
         """Require facts with a known status."""
