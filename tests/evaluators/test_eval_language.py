@@ -105,7 +105,15 @@ def test_missing_lingua_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None
     # A None entry in sys.modules makes `import lingua` raise ImportError, as if it were not installed.
     monkeypatch.setitem(sys.modules, "lingua", None)
     with pytest.raises(MissingExtraError, match=r"evaltrace\[languages\].*lingua-language-detector"):
-        LanguageMismatch()
+        LanguageMismatch(detector="lingua")
+    with pytest.raises(MissingExtraError, match=r"evaltrace\[languages\]"):
+        LanguageMismatch(languages=["en", "fr"])  # a lingua option selects lingua
+
+
+def test_without_detector_or_lingua_options_the_judge_is_used(judge: Judge) -> None:
+    assert LanguageMismatch().detector == "judge"  # never loads lingua's models unasked
+    assert LanguageMismatch(judge).detector == "judge"
+    assert LanguageMismatch(languages=["en", "fr"]).detector == "lingua"
 
 
 async def test_judge_detector_needs_no_lingua(

@@ -77,7 +77,9 @@ def lingua_detector(languages: tuple[str, ...] | None, low_accuracy: bool) -> An
             builder = lingua.LanguageDetectorBuilder.from_iso_codes_639_1(*codes)
         if low_accuracy:
             builder = builder.with_low_accuracy_mode()
-        detector = _detectors[key] = builder.build()
+        # Loaded now, at construction: lazy loading would happen inside the first evaluation, holding the GIL
+        # for seconds (tens of seconds with every language) while the application runs.
+        detector = _detectors[key] = builder.with_preloaded_language_models().build()
         return detector
 
 
@@ -123,8 +125,10 @@ class LanguageMismatch:
     """The answer is in the question's language (ISO 639-1 codes compared, regions ignored). Pass/fail.
 
     ``detector="lingua"`` identifies both languages offline (extra ``languages``); ``detector="judge"`` asks the
-    LLM judge. Without ``detector``, passing a ``judge`` selects the judge, otherwise lingua. With lingua, a text
-    with no detectable language (only digits, code or URLs) makes the result ``skipped``.
+    LLM judge. Without ``detector``, giving ``languages`` (or ``low_accuracy``) selects lingua, otherwise the judge
+    (``judge``, or the default one). With lingua, a text with no detectable language (only digits, code or URLs)
+    makes the result ``skipped``. lingua's models load when the evaluator is built, not during an evaluation:
+    loading holds the GIL, so it would pause every thread of the application.
 
     Example:
         ``LanguageMismatch(languages=["en", "fr", "de"])``, ``LanguageMismatch(judge)``.
@@ -147,7 +151,8 @@ class LanguageMismatch:
 
         Args:
             judge: The judge (selects ``detector="judge"`` unless ``detector`` says otherwise).
-            detector: ``"lingua"`` (offline) or ``"judge"``; default: ``"judge"`` when a judge is given, else lingua.
+            detector: ``"lingua"`` (offline) or ``"judge"``; default: lingua when ``languages`` or ``low_accuracy``
+                is given without a judge, else the judge.
             languages: lingua only: ISO 639-1 codes to choose among; default every language lingua knows.
             low_accuracy: lingua only: its low-accuracy mode (less memory, unreliable on short texts).
             threshold: Override of the default threshold.
@@ -156,7 +161,9 @@ class LanguageMismatch:
             MissingExtraError: lingua is selected but not installed.
             ValueError: An unknown detector or language code.
         """
-        chosen = detector or ("judge" if judge is not None else "lingua")
+        # Without ``detector``: lingua when a lingua option says so, else the judge (as before lingua existed), so a
+        # bare ``language_mismatch`` never loads lingua's ~1 GB of models unasked.
+        chosen = detector or ("lingua" if judge is None and (languages is not None or low_accuracy) else "judge")
         if chosen not in ("lingua", "judge"):
             raise ValueError(f"detector must be 'lingua' or 'judge', got {detector!r}")
         self.detector: Detector = chosen
@@ -199,7 +206,7 @@ class LanguageMismatch:
             question, answer = question_text(trace), answer_text(trace)
         except MissingInputError as exc:
             return skipped_result(self, trace, str(exc), evaluator_type=self.evaluator_type)
-        # Loading lingua's models can take seconds: keep it off the event loop the judge evaluators share.
+        # Detection itself takes milliseconds per text; still off the event loop the judge evaluators share.
         q_found, a_found = await asyncio.to_thread(
             lambda: (detect(self._lingua, question), detect(self._lingua, answer))
         )
