@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import opentelemetry.metrics._internal as _metrics_state
@@ -123,12 +122,8 @@ class Instruments:
         if summary.output_tokens is not None:
             self.token_usage.record(summary.output_tokens, output_attrs)
 
-    def record_stream(self, base: dict[str, Any], first: float | None, gaps: Sequence[float]) -> None:
-        """Record time to first chunk, and time per output chunk once per chunk after the first (``gaps``)."""
+    def record_first_chunk(self, base: dict[str, Any], seconds: float) -> None:
+        """Record the time to the first chunk of one stream (the per-chunk gaps are recorded as they arrive)."""
         if self.follows_global and _metrics_state._METER_PROVIDER is None:
             return
-        if first is not None:
-            self.time_to_first_chunk.record(first, base)
-        record = self.time_per_chunk.record
-        for gap in gaps:
-            record(gap, base)
+        self.time_to_first_chunk.record(seconds, base)

@@ -3,7 +3,8 @@
 The span ends exactly once, on whichever exit comes first: exhaustion, an exception while iterating, ``close()``
 / ``aclose()``, context exit (``break`` inside ``with``), closing ``.response`` (what the ``stream()`` helpers
 do), or garbage collection of a stream that was never finished. Per chunk the proxy does O(1) work: one clock
-read, a counter, the accumulator's append, and (only when metrics record) the gap since the previous chunk.
+read, a counter, the accumulator's append, and (only when metrics record) one histogram point for the gap
+since the previous chunk.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from evaltrace._internal.openai.call import LLMCall
 class StreamState:
     """Timing, counters and the accumulator of one stream; ``end`` runs once."""
 
-    __slots__ = ("acc", "call", "chunks", "done", "first", "first_wall_ns", "gaps", "last")
+    __slots__ = ("acc", "call", "chunks", "done", "first", "first_wall_ns", "last", "record_gap")
 
     def __init__(self, call: LLMCall, acc: Accumulator) -> None:
         self.call = call
@@ -34,10 +35,12 @@ class StreamState:
         self.first_wall_ns = 0
         self.last: float | None = None
         self.done = False
-        # Seconds between consecutive chunks after the first output chunk, kept only when metrics record:
-        # time_per_output_chunk is recorded once per such chunk (conventions.md 1.7), at the end of the stream.
+        # time_per_output_chunk is recorded once per chunk after the first output chunk (conventions.md 1.7), as
+        # each arrives: O(1) per chunk, and nothing at all while no MeterProvider records.
         instruments = call.instruments
-        self.gaps: list[float] | None = [] if instruments is not None and instruments.enabled() else None
+        enabled = instruments is not None and instruments.enabled()
+        record = instruments.time_per_chunk.record if instruments is not None and enabled else None
+        self.record_gap = partial(record, attributes=call.metric_attrs.base) if record is not None else None
 
     def on_chunk(self, chunk: Any) -> None:
         """Fold one chunk in: count it, stamp it, accumulate it."""
@@ -45,8 +48,8 @@ class StreamState:
             return  # the span is ended; its attributes may be built from the accumulator on another thread
         now = time.perf_counter()
         self.chunks += 1
-        if self.gaps is not None and self.first is not None:
-            self.gaps.append(now - self.last)  # type: ignore[operator]  # last is set once first is
+        if self.record_gap is not None and self.first is not None:
+            self.record_gap(now - self.last)  # type: ignore[operator]  # last is set once first is
         self.last = now
         if self.acc.add(chunk) and self.first is None:
             self.first = now
@@ -61,10 +64,6 @@ class StreamState:
             call, acc = self.call, self.acc
             first, last = self.first, self.last
             extra = partial(build.stream_attributes, reason, self.chunks, call.start, first, self.first_wall_ns, last)
-            instruments = call.instruments
-            if instruments is not None and self.gaps is not None:
-                ttfc = first - call.start if first is not None else None
-                instruments.record_stream(call.metric_attrs.base, ttfc, self.gaps)
             if error is None:
                 failure = acc.failure()
                 if failure is None:
@@ -73,6 +72,9 @@ class StreamState:
                     call.finish_failed(acc.outcome, acc.summary, extra, failure)
             else:
                 call.fail_with_outcome(error, acc.outcome, extra)
+            instruments = call.instruments
+            if instruments is not None and first is not None:  # after the span and its duration are measured
+                instruments.record_first_chunk(call.metric_attrs.base, first - call.start)
 
 
 def _chunk_failed() -> None:
