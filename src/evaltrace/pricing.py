@@ -118,6 +118,9 @@ def set_model_price(
 ) -> None:
     """Set (or replace) the price of ``model`` in USD per 1M tokens; it wins over every other source.
 
+    Instrumented calls are priced when their span is first read (by the exporter, usually within seconds, off the
+    application thread), so set prices at start-up: a change applies to calls whose spans are not read yet.
+
     Args:
         model: Model name as the API reports it; a dated snapshot (``-2024-07-18``) also matches.
         input: Price of uncached input tokens.

@@ -101,6 +101,18 @@ def test_other_spans_attributes_are_the_sdks_own_view(
     assert tracer_provider.get_tracer("t").start_span("empty").attributes == {}
 
 
+def test_the_view_behaves_like_mappingproxytype(
+    tracer_provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    _span(tracer_provider, Counting({"late.a": 1}))
+    (span,) = exporter.get_finished_spans()
+    view = span.attributes
+    assert view | {"x": 2} == {"eager.kind": "llm", "late.a": 1, "x": 2}
+    assert {"late.a": 0, "x": 2} | view == {"late.a": 1, "x": 2, "eager.kind": "llm"}
+    assert list(reversed(view)) == list(reversed(list(view)))
+    assert view.copy() == dict(view) and len(view) == 2
+
+
 def test_concurrent_readers_build_once_and_all_see_everything(
     tracer_provider: TracerProvider, exporter: InMemorySpanExporter
 ) -> None:

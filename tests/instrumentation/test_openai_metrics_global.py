@@ -28,9 +28,13 @@ _SCRIPT = textwrap.dedent(
     instrument_openai()  # no meter_provider: follows the global one, which is not set yet
     api, _ = client([json_interaction(CHAT, COMPLETION)] * 2, is_async=False)
     request = {{"model": "gpt-4o-mini", "messages": [{{"role": "user", "content": "hi"}}]}}
+    from evaltrace._internal.openai.metrics import Instruments
+    follows_global = Instruments()
     api.chat.completions.create(**request)  # before any MeterProvider: must not be recorded anywhere
+    print(follows_global.enabled())  # False: no metric work at all until a provider is set
     reader = InMemoryMetricReader()
     metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))
+    print(follows_global.enabled())
     api.chat.completions.create(**request)  # after: recorded, through the proxy instruments
     data = reader.get_metrics_data()
     found = {{m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}}
@@ -46,4 +50,4 @@ def test_global_meter_provider_set_after_instrument_records_later_calls_only() -
         [sys.executable, "-c", _SCRIPT.format(tests=tests)], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["1", "gpt-4o-mini-2024-07-18"]
+    assert done.stdout.split() == ["False", "True", "1", "gpt-4o-mini-2024-07-18"]

@@ -8,8 +8,9 @@ finish it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
@@ -162,7 +163,7 @@ class _Shape(NamedTuple):
     span_name: str
     provider: str
     metric_attrs: MetricAttributes  # shared between calls
-    start_attrs: dict[str, Any]  # shared between calls: the SDK copies it into each span
+    start_attrs: Mapping[str, Any]  # shared between calls (read-only): the SDK copies it into each span
 
 
 _SHAPES: dict[tuple[EndpointKind, str | None, str | None, int | None], _Shape] = {}
@@ -184,7 +185,8 @@ def _shape_of(kind: EndpointKind, model: str | None, server: tuple[str | None, i
         metric[sc.SERVER_ADDRESS] = host
     if port:
         metric[sc.SERVER_PORT] = port
-    start = {**metric, sc.EVALTRACE_SPAN_KIND: span_kind}
+    # Read-only: shared by every span of this shape, and samplers are handed it as is.
+    start = MappingProxyType({**metric, sc.EVALTRACE_SPAN_KIND: span_kind})
     shape = _Shape(f"{op} {model}" if model else op, provider, MetricAttributes(metric), start)
     if len(_SHAPES) >= 1024:  # bounded: model names and hosts come from user code, usually a handful
         _SHAPES.clear()
