@@ -10,6 +10,7 @@ Compares, against an in-process ``httpx.MockTransport``:
             ``pip install -e '.[bench]'``
   evaltrace ``instrument_openai()`` with content capture on (messages, output, cost, usage details)
   ev-nocap  ``instrument_openai()`` with content capture off
+  ev-metrics (isolated only) as evaltrace, with an SDK MeterProvider recording the GenAI client metrics
 
 Runs are interleaved (every mode once per round, rotating the order) and the medians of the rounds are reported;
 times are process CPU time, so other load on the machine does not count. Spans go to a
@@ -216,6 +217,12 @@ class _Isolated:
         self.completion = ChatCompletion.model_validate(COMPLETION)
         self.chunks = [ChatCompletionChunk.model_validate_json(e[len(b"data: ") :]) for e in _STREAMS[200][:-1]]
         self.wrapper = make_wrapper(ENDPOINTS[0], Telemetry(provider, None))
+        # The same with an SDK MeterProvider: the three GenAI client metric points per call recorded for real.
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+        meters = MeterProvider(metric_readers=[InMemoryMetricReader()])
+        self.metrics_wrapper = make_wrapper(ENDPOINTS[0], Telemetry(provider, meters))
         self.tracer = provider.get_tracer("floor")
         self.kwargs = {"model": "gpt-4o-mini", "messages": MESSAGES, "temperature": 0.2}
         self.start_attrs, self.end_attrs = self._our_attributes()
@@ -275,6 +282,9 @@ class _Isolated:
         span.set_attribute("gen_ai.usage.input_tokens", result.usage.prompt_tokens)
         span.set_attribute("gen_ai.usage.output_tokens", result.usage.completion_tokens)
         span.end()
+
+    def ev_metrics(self) -> None:
+        self.metrics_wrapper(self.create, None, (), self.kwargs)
 
     def official(self) -> None:
         self.official_wrapper(self.create, None, (), self.kwargs)
@@ -378,6 +388,7 @@ def _leftovers(fn: Callable[[], Any], n: int = 2000) -> float:
 def _isolated(provider: TracerProvider) -> None:
     bench = _Isolated(provider)
     calls = [("evaltrace", bench.evaltrace, True), ("ev-nocap", bench.evaltrace, False)]
+    calls += [("ev-metrics", bench.ev_metrics, True)]
     calls += [("floor", bench.floor, True), ("floor-cur", bench.floor_cur, True)]
     if bench.official_wrapper is not None:
         calls.append(("official", bench.official, True))
@@ -403,7 +414,7 @@ def _isolated(provider: TracerProvider) -> None:
     floor_cur_cost = med["floor-cur"] - med["bare"]
     print("isolated instrumentation work (no HTTP, no parsing; medians; floor-full = floor writing our attributes):")
     print(f"  {'mode':<10} {'+µs/call':>9} {'x floor':>8} {'x floor-cur':>12} {'GC objs/call':>13}")
-    for mode in ("floor", "floor-cur", "official", "floor-full", "evaltrace", "ev-nocap"):
+    for mode in ("floor", "floor-cur", "official", "floor-full", "evaltrace", "ev-nocap", "ev-metrics"):
         if mode not in med:
             print(f"  {mode:<10} (not installed: pip install -e '.[bench]')")
             continue
