@@ -71,17 +71,22 @@ trap stop_server EXIT
 trap 'exit 130' INT TERM
 
 base_url=http://127.0.0.1:$port/v1
+# Ready when *our* server answers: /models must list the smollm2 alias (the port was free a moment ago, but another
+# process could have taken it since).
+serves_smollm2='import json, sys, urllib.request
+models = json.load(urllib.request.urlopen(sys.argv[1] + "/models", timeout=2))
+sys.exit(0 if any(m.get("id") == "smollm2" for m in models.get("data", [])) else 1)'
 for _ in $(seq 1 120); do
   if ! kill -0 "$server_pid" 2>/dev/null; then
     tail -30 "$server_log"; echo "llama server exited before it was ready (log: $server_log)" >&2; exit 1
   fi
-  if "$python" -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + '/models', timeout=2)" \
+  if "$python" -c "$serves_smollm2" \
     "$base_url" >/dev/null 2>&1; then
     break
   fi
   sleep 0.5
 done
-"$python" -c "import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + '/models', timeout=2)" "$base_url"
+"$python" -c "$serves_smollm2" "$base_url"
 echo "--- llama server ready at $base_url (pid $server_pid, log: $server_log)"
 
 # 4. The suite (`-m e2e_llm` overrides the `not e2e_llm` of the default addopts).
