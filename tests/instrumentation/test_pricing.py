@@ -40,8 +40,9 @@ def test_cache_writes_cost_their_own_rate_or_the_input_rate() -> None:
     pricing.set_model_price("plain-model", input=1.0, output=2.0)
     usage = {"input_tokens": 1_000_000, "output_tokens": 0, "cached_tokens": 200_000, "cache_write_tokens": 400_000}
     cost = pricing.cost_of("cached-model", **usage)
-    assert cost is not None
-    assert (cost.input_usd, cost.cached_input_usd, cost.cache_write_usd) == pytest.approx((0.4, 0.02, 0.5))
+    assert cost is not None and (cost.input_usd, cost.cached_input_usd, cost.cache_write_usd) == pytest.approx(
+        (0.4, 0.02, 0.5)
+    )
     assert cost.total_usd == pytest.approx(0.92)
     assert cost.details()["input_cache_creation"] == pytest.approx(0.5)
     plain = pricing.cost_of("plain-model", **usage)  # no cache prices: every input token at the input rate
