@@ -58,6 +58,17 @@ _RESPONSE = {
 }
 
 
+# Each test runs on Chat Completions and on Responses (the latter skipped on clients without it).
+_BOTH_APIS = pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/chat/completions", _CHAT),
+        pytest.param("/v1/responses", _RESPONSE, marks=pytest.mark.openai_api("responses")),
+    ],
+    ids=["chat", "responses"],
+)
+
+
 async def _call(path: str, body: dict[str, Any], is_async: bool) -> None:
     api, _ = client([json_interaction(path, body)], is_async)
     if path.endswith("/responses"):
@@ -68,14 +79,7 @@ async def _call(path: str, body: dict[str, Any], is_async: bool) -> None:
         await result
 
 
-@pytest.mark.parametrize(
-    ("path", "body"),
-    [
-        ("/v1/chat/completions", _CHAT),
-        pytest.param("/v1/responses", _RESPONSE, marks=pytest.mark.openai_api("responses")),
-    ],
-    ids=["chat", "responses"],
-)
+@_BOTH_APIS
 async def test_cache_writes_are_reported_as_cache_creation_tokens(
     path: str, body: dict[str, Any], is_async: bool, exporter: InMemorySpanExporter
 ) -> None:
@@ -102,14 +106,7 @@ async def test_cache_writes_are_reported_as_cache_creation_tokens(
     }
 
 
-@pytest.mark.parametrize(
-    ("path", "body"),
-    [
-        ("/v1/chat/completions", _CHAT),
-        pytest.param("/v1/responses", _RESPONSE, marks=pytest.mark.openai_api("responses")),
-    ],
-    ids=["chat", "responses"],
-)
+@_BOTH_APIS
 async def test_cache_writes_are_priced_at_their_own_rate(
     path: str, body: dict[str, Any], is_async: bool, exporter: InMemorySpanExporter
 ) -> None:

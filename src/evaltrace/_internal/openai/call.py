@@ -46,7 +46,6 @@ class LLMCall:
         "deferred",
         "ended",
         "instruments",
-        "kind",
         "max_len",
         "metric_attrs",
         "model",
@@ -67,7 +66,6 @@ class LLMCall:
         current = settings.get()
         self.capture = capture = current.capture_content
         self.max_len = max_len = current.max_attribute_length
-        self.kind = kind
         self.instruments = instruments
         self.ended = False
         model = params.get("model")
