@@ -61,9 +61,12 @@ def is_suppressed() -> bool:
     return bool(current.get(_SUPPRESS_INSTRUMENTATION_KEY) or current.get(_SUPPRESS_EVALTRACE_KEY))
 
 
-def is_llm_suppressed() -> bool:
-    """True when an outer framework already records the LLM call (its span must not be doubled)."""
-    current = otel_context.get_current()
+def is_llm_suppressed(context: otel_context.Context | None = None) -> bool:
+    """True when an outer framework already records the LLM call (its span must not be doubled).
+
+    ``context`` is the current context when the caller has it already (None: look it up).
+    """
+    current = otel_context.get_current() if context is None else context
     return bool(
         current.get(_SUPPRESS_INSTRUMENTATION_KEY)
         or current.get(_SUPPRESS_EVALTRACE_KEY)

@@ -8,12 +8,12 @@ finish it.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from functools import partial
-from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.context import Context
+from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
 from evaltrace._internal import deferred_attributes, settings
 from evaltrace._internal import semconv as sc
@@ -62,8 +62,10 @@ class LLMCall:
         params: dict[str, Any],
         server: tuple[str | None, int | None],
         instruments: Instruments | None,
+        context: Context | None = None,
     ) -> None:
-        current = settings.get()
+        """Start the span of one call of ``kind`` with ``params`` under ``context`` (None: the current one)."""
+        current = settings.current  # read directly: this runs on every call
         self.capture = capture = current.capture_content
         self.max_len = max_len = current.max_attribute_length
         self.instruments = instruments
@@ -74,7 +76,7 @@ class LLMCall:
         self.provider = shape.provider
         self.metric_attrs = shape.metric_attrs
         self.start = time.perf_counter()
-        span: Span = tracer.start_span(shape.span_name, kind=SpanKind.CLIENT, attributes=shape.start_attrs)
+        span = deferred_attributes.start_span(tracer, shape.span_name, SpanKind.CLIENT, shape.start_attrs, context)
         self.span = span
         self.recording = recording = span.is_recording()
         self.deferred = False
@@ -161,7 +163,7 @@ class _Shape(NamedTuple):
     span_name: str
     provider: str
     metric_attrs: MetricAttributes  # shared between calls
-    start_attrs: Mapping[str, Any]  # shared between calls (read-only): the SDK copies it into each span
+    start_attrs: deferred_attributes.Preset  # shared between calls, validated once
 
 
 _SHAPES: dict[tuple[EndpointKind, str | None, str | None, int | None], _Shape] = {}
@@ -184,7 +186,7 @@ def _shape_of(kind: EndpointKind, model: str | None, server: tuple[str | None, i
     if port:
         metric[sc.SERVER_PORT] = port
     # Read-only: shared by every span of this shape, and samplers are handed it as is.
-    start = MappingProxyType({**metric, sc.EVALTRACE_SPAN_KIND: span_kind})
+    start = deferred_attributes.Preset({**metric, sc.EVALTRACE_SPAN_KIND: span_kind})
     shape = _Shape(f"{op} {model}" if model else op, provider, MetricAttributes(metric), start)
     if len(_SHAPES) >= 1024:  # bounded: model names and hosts come from user code, usually a handful
         _SHAPES.clear()

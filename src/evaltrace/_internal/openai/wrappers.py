@@ -60,10 +60,14 @@ def make_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
     return _async_wrapper(endpoint, telemetry) if endpoint.is_async else _sync_wrapper(endpoint, telemetry)
 
 
-def _start(endpoint: Endpoint, telemetry: Telemetry, instance: Any, kwargs: dict[str, Any]) -> LLMCall | None:
+def _start(
+    endpoint: Endpoint, telemetry: Telemetry, instance: Any, kwargs: dict[str, Any], context: otel_context.Context
+) -> LLMCall | None:
     """The call's span, or None if our code failed (logged; re-raised under tests)."""
     try:
-        return LLMCall(telemetry.tracer(), endpoint.kind, kwargs, registry.server_of(instance), telemetry.instruments)
+        return LLMCall(
+            telemetry.tracer(), endpoint.kind, kwargs, registry.server_of(instance), telemetry.instruments, context
+        )
     except Exception:
         _internal_error("starting an OpenAI span")
         return None
@@ -81,15 +85,14 @@ def _internal_error(what: str) -> None:
 
 def _sync_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if (
-            _ACTIVE.get() or tracing.is_llm_suppressed()
-        ):  # nested in our call, or silenced by another instrumentation / an evaluator
-            return wrapped(*args, **kwargs)
-        call = _start(endpoint, telemetry, instance, kwargs)
+        current = otel_context.get_current()  # looked up once: suppression, parent span, our span's context
+        if _ACTIVE.get() or tracing.is_llm_suppressed(current):
+            return wrapped(*args, **kwargs)  # nested in our call, or silenced by another instrumentation
+        call = _start(endpoint, telemetry, instance, kwargs, current)
         if call is None:
             return wrapped(*args, **kwargs)
         active = _ACTIVE.set(True)
-        scope = otel_context.attach(set_span_in_context(call.span))
+        scope = otel_context.attach(set_span_in_context(call.span, current))
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as error:
@@ -107,15 +110,14 @@ def _async_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
     async def wrapper(
         wrapped: Callable[..., Awaitable[Any]], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        if (
-            _ACTIVE.get() or tracing.is_llm_suppressed()
-        ):  # nested in our call, or silenced by another instrumentation / an evaluator
-            return await wrapped(*args, **kwargs)
-        call = _start(endpoint, telemetry, instance, kwargs)
+        current = otel_context.get_current()  # looked up once: suppression, parent span, our span's context
+        if _ACTIVE.get() or tracing.is_llm_suppressed(current):
+            return await wrapped(*args, **kwargs)  # nested in our call, or silenced by another instrumentation
+        call = _start(endpoint, telemetry, instance, kwargs, current)
         if call is None:
             return await wrapped(*args, **kwargs)
         active = _ACTIVE.set(True)
-        scope = otel_context.attach(set_span_in_context(call.span))
+        scope = otel_context.attach(set_span_in_context(call.span, current))
         try:
             result = await wrapped(*args, **kwargs)
         except BaseException as error:
