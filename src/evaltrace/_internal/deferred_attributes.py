@@ -267,10 +267,10 @@ def _restore(
     return restored
 
 
-def install(span: Any, keys: frozenset[str], builder: Builder) -> bool:
-    """Defer ``builder`` (whose values act as if set at span start) on a just-started ``span``.
+def install(span: Any, keys: frozenset[str], builder: Builder, then: Builder | None = None) -> bool:
+    """Defer ``builder`` (whose values act as if set at span start) and ``then`` (as if set at end) on ``span``.
 
-    ``keys`` are every key this and any builder later passed to :func:`defer` may produce: reads of other keys
+    ``keys`` are every key these and any builder later passed to :func:`defer` may produce: reads of other keys
     never build. Returns False, registering nothing, when this SDK does not keep attributes the way we expect
     (the caller then sets the attributes eagerly).
     """
@@ -280,7 +280,7 @@ def install(span: Any, keys: frozenset[str], builder: Builder) -> bool:
     if not _view_installed:
         _install_view()
     state = attributes.__dict__  # straight into the dict: setattr would search ABC-heavy MROs first
-    state["_pending"] = [(builder, False)]
+    state["_pending"] = [(builder, False)] if then is None else [(builder, False), (then, True)]
     state["_deferred_keys"] = keys
     state["_build_lock"] = threading.RLock()
     attributes.__class__ = DeferredAttributes
@@ -322,13 +322,14 @@ def defer(span: Any, builder: Builder, *, overwrite: bool) -> bool:
 class Preset:
     """Start attributes shared by many spans, validated once (keys non-empty strings, values scalars)."""
 
-    __slots__ = ("attributes", "longest")
+    __slots__ = ("attributes", "longest", "values")
 
     def __init__(self, attributes: Mapping[str, str | bool | int | float]) -> None:
         for key, value in attributes.items():
             if not (isinstance(key, str) and key) or not isinstance(value, str | bool | int | float):
                 raise ValueError(f"preset span attribute {key!r}={value!r}: keys must be strings, values scalars")
-        self.attributes: Mapping[str, Any] = MappingProxyType(dict(attributes))
+        self.values: dict[str, Any] = dict(attributes)  # never mutated: merged into spans (a dict merges fastest)
+        self.attributes: Mapping[str, Any] = MappingProxyType(self.values)  # what samplers are handed
         # The longest string value: a span attribute length limit below it makes the SDK truncate.
         self.longest = max((len(v) for v in attributes.values() if isinstance(v, str)), default=0)
 
@@ -347,16 +348,13 @@ def _claim(window: _Window, span: Any) -> None:
 
 
 _starting = threading.local()
-# The last sampler checked, and whether it ignores attributes (one identity test per call in the common case).
-_last_sampler: tuple[object, bool] = (None, False)
 
 
 def start_span(tracer: Tracer, name: str, kind: SpanKind, preset: Preset, context: Context | None) -> Span:
     """``tracer.start_span(name, context, kind, preset.attributes)``, without re-validating the preset per span."""
-    if not _preset_start_ok(tracer):
+    sampler = getattr(tracer, "sampler", None)
+    if sampler is not _blind_sampler and not _ignored_by(sampler):
         return tracer.start_span(name, context, kind, preset.attributes)
-    if not _view_installed:
-        _install_view()
     window = [name, kind, preset, None]
     outer = getattr(_starting, "window", None)  # a span started by an on_start processor of ours: restored
     _starting.window = window
@@ -369,17 +367,19 @@ def start_span(tracer: Tracer, name: str, kind: SpanKind, preset: Preset, contex
     return span
 
 
-def _preset_start_ok(tracer: Tracer) -> bool:
-    global _last_sampler
-    if not _SDK_SHAPE_OK:
+# The last sampler found to ignore attributes: one identity test per call in the common case.
+_blind_sampler: object = None
+
+
+def _ignored_by(sampler: object) -> bool:
+    """Checked once per sampler in a row: are start attributes ignored by ``sampler``? Installs the view if so."""
+    global _blind_sampler
+    if not _SDK_SHAPE_OK or sampler is None or not _ignores_attributes(sampler, 0):
         return False
-    sampler = getattr(tracer, "sampler", None)
-    last, ok = _last_sampler
-    if sampler is last:
-        return ok
-    ok = sampler is not None and _ignores_attributes(sampler, 0)
-    _last_sampler = (sampler, ok)
-    return ok
+    if not _view_installed:
+        _install_view()
+    _blind_sampler = sampler
+    return True
 
 
 # The SDK's samplers whose decision never depends on attributes, and which pass them through unchanged to the
@@ -426,17 +426,16 @@ def _put(span: Any, preset: Preset) -> None:
         if span.is_recording():  # not the SDK's span class: its own setter
             span.set_attributes(preset.attributes)
         return
-    values = preset.attributes
+    values = preset.values
     with attributes._lock:  # an on_start processor may hold the span already
         current = attributes._dict
         maxlen, max_value_len = attributes.maxlen, attributes.max_value_len
         if (maxlen is None or len(current) + len(values) <= maxlen) and (
             max_value_len is None or max_value_len >= preset.longest
         ):
-            if current:  # set by on_start processors, after the start attributes: theirs win
-                attributes._dict = {**values, **current}
-            else:
-                current.update(values)
+            # Keys set by on_start processors were set after the start attributes: theirs win. (A new dict
+            # either way: copying a small dict is cheaper than growing an empty one.)
+            attributes._dict = values | current if current else values.copy()
             return
     # A limit bites: the SDK's own setter truncates and evicts.
     span.set_attributes({k: v for k, v in values.items() if k not in current})

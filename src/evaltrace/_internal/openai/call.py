@@ -37,8 +37,10 @@ class LLMCall:
     On the application thread it sets only what the GenAI spec requires at span creation (operation,
     provider, request model, server address/port, plus our kind) and the status/error attributes; every
     other attribute is built from a snapshot by ``build`` when the span's attributes are first read
-    (see ``deferred_attributes``), or at once where deferral is unavailable. A span that is not recording
-    (sampled out) gets no attribute work at all; metrics are still recorded.
+    (see ``deferred_attributes``), or at once where deferral is unavailable. The request is snapshotted and
+    its builder registered once the wrapped call has returned or raised (together with the response's, for a
+    plain response), so a live span shows only its start attributes. A span that is not recording (sampled
+    out) gets no attribute work at all; metrics are still recorded.
     """
 
     __slots__ = (
@@ -46,9 +48,11 @@ class LLMCall:
         "deferred",
         "ended",
         "instruments",
+        "kind",
         "max_len",
         "metric_attrs",
         "model",
+        "params",
         "provider",
         "recording",
         "span",
@@ -64,12 +68,16 @@ class LLMCall:
         instruments: Instruments | None,
         context: Context | None = None,
     ) -> None:
-        """Start the span of one call of ``kind`` with ``params`` under ``context`` (None: the current one)."""
+        """Start the span of one call of ``kind`` with ``params`` under ``context`` (None: the current one).
+
+        ``params`` is the wrapper's own kwargs dict: it is snapshotted in place once the call has returned.
+        """
         current = settings.current  # read directly: this runs on every call
-        self.capture = capture = current.capture_content
-        self.max_len = max_len = current.max_attribute_length
+        self.capture = current.capture_content
+        self.max_len = current.max_attribute_length
         self.instruments = instruments
         self.ended = False
+        self.kind = kind
         model = params.get("model")
         self.model = model = model if isinstance(model, str) else None
         shape = _shape_of(kind, model, server)
@@ -79,23 +87,39 @@ class LLMCall:
         span = deferred_attributes.start_span(tracer, shape.span_name, SpanKind.CLIENT, shape.start_attrs, context)
         self.span = span
         self.recording = recording = span.is_recording()
+        self.params: dict[str, Any] | None = params if recording else None  # a sampled-out span: no attribute work
         self.deferred = False
-        if recording:  # a sampled-out span gets no attribute work
-            request = partial(
-                build.request_attributes, kind, build.snapshot_request(kind, params, capture), capture, max_len
-            )
-            self.deferred = deferred_attributes.install(span, build.DEFERRED_KEYS, request)
-            if not self.deferred:
-                span.set_attributes(request())
+
+    def record_request(self, response: deferred_attributes.Builder | None = None) -> None:
+        """Record the request (the first time only) and ``response``: deferred where possible, else set now.
+
+        Call once the wrapped call has returned or raised: the request is snapshotted then.
+        """
+        if not self.recording:
+            return
+        params = self.params
+        if params is not None:
+            self.params = None
+            capture = self.capture
+            snapshot = build.snapshot_request(self.kind, params, capture)
+            request = partial(build.request_attributes, self.kind, snapshot, capture, self.max_len)
+            self.deferred = deferred_attributes.install(self.span, build.DEFERRED_KEYS, request, response)
+            if self.deferred:
+                return
+            self.span.set_attributes(request())
+        elif response is not None and self.deferred and deferred_attributes.defer(self.span, response, overwrite=True):
+            return
+        if response is not None:
+            self.span.set_attributes(response())
 
     def _add_response(self, make_outcome: build.OutcomeFn, extra: build.ExtraFn | None) -> None:
         if not self.recording:
             return
-        builder = partial(
-            build.response_attributes, make_outcome, extra, self.capture, self.max_len, self.model, self.provider
+        self.record_request(
+            partial(
+                build.response_attributes, make_outcome, extra, self.capture, self.max_len, self.model, self.provider
+            )
         )
-        if not (self.deferred and deferred_attributes.defer(self.span, builder, overwrite=True)):
-            self.span.set_attributes(builder())
 
     def finish(self, make_outcome: build.OutcomeFn, summarize: SummaryFn, extra: build.ExtraFn | None = None) -> None:
         """Defer the response attributes (``make_outcome`` runs later), record metrics, end the span.
@@ -103,7 +127,18 @@ class LLMCall:
         ``summarize`` gives the response model and token counts; it is called now, and only when metrics are
         recorded (everything else about the response, cost included, is built when the span is read).
         """
-        self._add_response(make_outcome, extra)
+        if self.recording:
+            self.record_request(
+                partial(
+                    build.response_attributes,
+                    make_outcome,
+                    extra,
+                    self.capture,
+                    self.max_len,
+                    self.model,
+                    self.provider,
+                )
+            )
         self._end(summarize, None)
 
     def finish_failed(
@@ -126,6 +161,7 @@ class LLMCall:
 
     def fail(self, error: BaseException) -> None:
         """Mark the span failed (status, error.type, exception event), then end it."""
+        self.record_request()
         error_type = error_type_of(error)
         span = self.span
         attrs: dict[str, Any] = {sc.ERROR_TYPE: error_type}
@@ -146,6 +182,7 @@ class LLMCall:
         """End the span as it is, if nothing ended it (our own code failed half-way)."""
         if not self.ended:
             self._end(None, None)
+            self.params = None
 
     def _end(self, summarize: SummaryFn | None, error_type: str | None) -> None:
         self.ended = True

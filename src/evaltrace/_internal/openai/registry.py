@@ -24,6 +24,10 @@ class EndpointKind(Enum):
     RESPONSES = "responses"
     EMBEDDINGS = "embeddings"
 
+    # Members are singletons compared by identity: hash them so too (Enum's own hash is Python code, and a
+    # kind is part of a cache key looked up on every call).
+    __hash__ = object.__hash__
+
 
 @dataclass(frozen=True)
 class Endpoint:

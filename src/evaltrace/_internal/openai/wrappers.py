@@ -60,19 +60,6 @@ def make_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
     return _async_wrapper(endpoint, telemetry) if endpoint.is_async else _sync_wrapper(endpoint, telemetry)
 
 
-def _start(
-    endpoint: Endpoint, telemetry: Telemetry, instance: Any, kwargs: dict[str, Any], context: otel_context.Context
-) -> LLMCall | None:
-    """The call's span, or None if our code failed (logged; re-raised under tests)."""
-    try:
-        return LLMCall(
-            telemetry.tracer(), endpoint.kind, kwargs, registry.server_of(instance), telemetry.instruments, context
-        )
-    except Exception:
-        _internal_error("starting an OpenAI span")
-        return None
-
-
 def _internal_error(what: str) -> None:
     """Route the exception being handled through the one error boundary; call from an ``except`` block.
 
@@ -84,12 +71,16 @@ def _internal_error(what: str) -> None:
 
 
 def _sync_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
+    kind, instruments = endpoint.kind, telemetry.instruments
+
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         current = otel_context.get_current()  # looked up once: suppression, parent span, our span's context
         if _ACTIVE.get() or tracing.is_llm_suppressed(current):
             return wrapped(*args, **kwargs)  # nested in our call, or silenced by another instrumentation
-        call = _start(endpoint, telemetry, instance, kwargs, current)
-        if call is None:
+        try:
+            call = LLMCall(telemetry.tracer(), kind, kwargs, registry.server_of(instance), instruments, current)
+        except Exception:
+            _internal_error("starting an OpenAI span")
             return wrapped(*args, **kwargs)
         active = _ACTIVE.set(True)
         scope = otel_context.attach(set_span_in_context(call.span, current))
@@ -101,20 +92,24 @@ def _sync_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
         finally:
             otel_context.detach(scope)
             _ACTIVE.reset(active)
-        return _record_result(call, endpoint.kind, result)
+        return _record_result(call, kind, result)
 
     return wrapper
 
 
 def _async_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
+    kind, instruments = endpoint.kind, telemetry.instruments
+
     async def wrapper(
         wrapped: Callable[..., Awaitable[Any]], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         current = otel_context.get_current()  # looked up once: suppression, parent span, our span's context
         if _ACTIVE.get() or tracing.is_llm_suppressed(current):
             return await wrapped(*args, **kwargs)  # nested in our call, or silenced by another instrumentation
-        call = _start(endpoint, telemetry, instance, kwargs, current)
-        if call is None:
+        try:
+            call = LLMCall(telemetry.tracer(), kind, kwargs, registry.server_of(instance), instruments, current)
+        except Exception:
+            _internal_error("starting an OpenAI span")
             return await wrapped(*args, **kwargs)
         active = _ACTIVE.set(True)
         scope = otel_context.attach(set_span_in_context(call.span, current))
@@ -126,7 +121,7 @@ def _async_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
         finally:
             otel_context.detach(scope)
             _ACTIVE.reset(active)
-        return _record_result(call, endpoint.kind, result)
+        return _record_result(call, kind, result)
 
     return wrapper
 
@@ -192,8 +187,10 @@ def _finish_special(call: LLMCall, kind: EndpointKind, result: Any) -> Any:
         return result
     sync_stream, async_stream = registry.stream_types()
     if isinstance(result, sync_stream):
+        call.record_request()  # the response follows when the stream ends
         return SyncStreamProxy(result, StreamState(call, _accumulator(kind)))
     if isinstance(result, async_stream):
+        call.record_request()
         return AsyncStreamProxy(result, StreamState(call, _accumulator(kind)))
     return _PLAIN
 
