@@ -7,7 +7,7 @@ processors and exporters see exactly what ``start_span(attributes=...)`` would h
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -33,10 +33,10 @@ from opentelemetry.trace import Link, SpanKind
 from opentelemetry.trace.span import TraceState
 from opentelemetry.util.types import Attributes
 
-from evaltrace._internal import deferred_attributes, settings, tracing
-from evaltrace.instrumentation.openai import OpenAIInstrumentor
+from evaltrace._internal import deferred_attributes, tracing
 
 CHAT = "/v1/chat/completions"
+pytestmark = pytest.mark.usefixtures("instrumented")  # conftest: OpenAIInstrumentor, content captured
 START = {
     "gen_ai.operation.name": "chat",
     "gen_ai.provider.name": "openai",
@@ -116,16 +116,6 @@ def _completion() -> dict[str, Any]:
             "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
         }
     ).model_dump(mode="json")
-
-
-@pytest.fixture(autouse=True)
-def instrumented() -> Iterator[None]:
-    previous = settings.replace(settings.CaptureSettings(capture_content=True))
-    instrumentor = OpenAIInstrumentor()
-    instrumentor.instrument()
-    yield
-    instrumentor.uninstrument()
-    settings.replace(previous)
 
 
 def _start_attributes(span: ReadableSpan) -> dict[str, Any]:

@@ -64,6 +64,10 @@ _SDK_SHAPE_OK = _sdk_shape_ok()
 Builder = Callable[[], Mapping[str, Any]]
 
 
+# Held only while one span's build lock is made (never during a build): two first readers get the same lock.
+_MAKING_LOCKS = threading.Lock()
+
+
 class DeferredAttributes(BoundedAttributes):
     """A ``BoundedAttributes`` whose pending builders run on the first read of a key they may produce.
 
@@ -72,14 +76,27 @@ class DeferredAttributes(BoundedAttributes):
     """
 
     # Set by install(): builders as (builder, overwrite) pairs, or None once built; the keys they may
-    # produce; a re-entrant lock serialising the build; the thread building (its own reads see the dict).
+    # produce. Then: the thread building (its own reads see the dict); the build lock, made on first need.
     _pending: list[tuple[Builder, bool]] | None
     _deferred_keys: frozenset[str]
-    _build_lock: threading.RLock
     _builder_thread: int | None = None
 
+    def _build_lock(self) -> threading.RLock:
+        """The lock serialising the build and later registrations, made by the first who needs it.
+
+        Not made at install: for a plain call nobody on the application thread needs it, and making one costs
+        about as much as the rest of install.
+        """
+        lock: threading.RLock | None = self.__dict__.get("_lock_for_build")
+        if lock is None:
+            with _MAKING_LOCKS:
+                lock = self.__dict__.get("_lock_for_build")
+                if lock is None:
+                    lock = self.__dict__["_lock_for_build"] = threading.RLock()
+        return lock
+
     def _build(self) -> None:
-        with self._build_lock:
+        with self._build_lock():
             pending = self._pending
             if pending is None or self._builder_thread is not None:
                 return  # built by another reader meanwhile, or a read from inside our own builder
@@ -282,7 +299,6 @@ def install(span: Any, keys: frozenset[str], builder: Builder, then: Builder | N
     state = attributes.__dict__  # straight into the dict: setattr would search ABC-heavy MROs first
     state["_pending"] = [(builder, False)] if then is None else [(builder, False), (then, True)]
     state["_deferred_keys"] = keys
-    state["_build_lock"] = threading.RLock()
     attributes.__class__ = DeferredAttributes
     return True
 
@@ -297,7 +313,7 @@ def defer(span: Any, builder: Builder, *, overwrite: bool) -> bool:
     attributes = getattr(span, "_attributes", None)
     if type(attributes) is not DeferredAttributes:
         return False
-    with attributes._build_lock:
+    with attributes._build_lock():
         pending = attributes._pending
         if pending is None:
             # Already read once: later builders run now, so later reads see them.

@@ -15,7 +15,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry.metrics import MeterProvider
-from opentelemetry.trace import Tracer, TracerProvider, set_span_in_context
+from opentelemetry.trace import TracerProvider, set_span_in_context
 
 from evaltrace._internal import tracing
 from evaltrace._internal.errors import handle_internal_errors
@@ -47,12 +47,11 @@ class Telemetry:
     """Where spans and metrics go: an explicit provider, or evaltrace's current one (looked up per call)."""
 
     def __init__(self, tracer_provider: TracerProvider | None, meter_provider: MeterProvider | None) -> None:
-        self._tracer = tracer_provider.get_tracer(tracing.INSTRUMENTATION_NAME) if tracer_provider is not None else None
+        # The explicit provider's tracer; None: evaltrace's current tracer, looked up per call.
+        self.own_tracer = (
+            tracer_provider.get_tracer(tracing.INSTRUMENTATION_NAME) if tracer_provider is not None else None
+        )
         self.instruments = Instruments(meter_provider)
-
-    def tracer(self) -> Tracer:
-        """Return the tracer for the next span."""
-        return self._tracer if self._tracer is not None else tracing.get_tracer()
 
 
 def make_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
@@ -71,14 +70,15 @@ def _internal_error(what: str) -> None:
 
 
 def _sync_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
-    kind, instruments = endpoint.kind, telemetry.instruments
+    kind, instruments, own_tracer = endpoint.kind, telemetry.instruments, telemetry.own_tracer
 
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         current = otel_context.get_current()  # looked up once: suppression, parent span, our span's context
         if _ACTIVE.get() or tracing.is_llm_suppressed(current):
             return wrapped(*args, **kwargs)  # nested in our call, or silenced by another instrumentation
         try:
-            call = LLMCall(telemetry.tracer(), kind, kwargs, registry.server_of(instance), instruments, current)
+            tracer = own_tracer if own_tracer is not None else tracing.get_tracer()
+            call = LLMCall(tracer, kind, kwargs, registry.server_of(instance), instruments, current)
         except Exception:
             _internal_error("starting an OpenAI span")
             return wrapped(*args, **kwargs)
@@ -98,7 +98,7 @@ def _sync_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
 
 
 def _async_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
-    kind, instruments = endpoint.kind, telemetry.instruments
+    kind, instruments, own_tracer = endpoint.kind, telemetry.instruments, telemetry.own_tracer
 
     async def wrapper(
         wrapped: Callable[..., Awaitable[Any]], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -107,7 +107,8 @@ def _async_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
         if _ACTIVE.get() or tracing.is_llm_suppressed(current):
             return await wrapped(*args, **kwargs)  # nested in our call, or silenced by another instrumentation
         try:
-            call = LLMCall(telemetry.tracer(), kind, kwargs, registry.server_of(instance), instruments, current)
+            tracer = own_tracer if own_tracer is not None else tracing.get_tracer()
+            call = LLMCall(tracer, kind, kwargs, registry.server_of(instance), instruments, current)
         except Exception:
             _internal_error("starting an OpenAI span")
             return await wrapped(*args, **kwargs)
