@@ -61,6 +61,10 @@ def is_suppressed() -> bool:
     return bool(current.get(_SUPPRESS_INSTRUMENTATION_KEY) or current.get(_SUPPRESS_EVALTRACE_KEY))
 
 
+# Any of these set in the context: no LLM span (hot paths read the keys directly; see is_llm_suppressed).
+LLM_SUPPRESSION_KEYS = (_SUPPRESS_INSTRUMENTATION_KEY, _SUPPRESS_EVALTRACE_KEY, _SUPPRESS_LLM_KEY)
+
+
 def is_llm_suppressed(context: otel_context.Context | None = None) -> bool:
     """True when an outer framework already records the LLM call (its span must not be doubled).
 

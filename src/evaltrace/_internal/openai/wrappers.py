@@ -1,7 +1,7 @@
 """One generic sync and one generic async wrapper for every endpoint in the registry.
 
 Only our own work runs inside ``handle_internal_errors``; the user's call runs outside it, so its exceptions
-propagate unchanged (the same object) after being recorded on the span. A context variable marks "inside a
+propagate unchanged (the same object) after being recorded on the span. A key in the OTel context marks "inside a
 traced call", so an SDK method that delegates to another wrapped method (``parse`` -> ``create`` in some
 versions, ``with_raw_response``) produces one span, not two.
 """
@@ -9,16 +9,17 @@ versions, ``with_raw_response``) produces one span, not two.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from functools import partial
 from typing import Any
 
 from opentelemetry import context as otel_context
+from opentelemetry.context import Context
 from opentelemetry.metrics import MeterProvider
-from opentelemetry.trace import TracerProvider, set_span_in_context
+from opentelemetry.trace import TracerProvider
 
 from evaltrace._internal import tracing
 from evaltrace._internal.errors import handle_internal_errors
+from evaltrace._internal.fast_context import SPAN_KEY, attach, detach, get_current
 from evaltrace._internal.openai import registry
 from evaltrace._internal.openai.accumulate import Accumulator, ChatAccumulator, ResponsesAccumulator
 from evaltrace._internal.openai.call import LLMCall
@@ -37,7 +38,10 @@ from evaltrace._internal.openai.response import (
 )
 from evaltrace._internal.openai.stream import AsyncStreamProxy, StreamState, SyncStreamProxy
 
-_ACTIVE: ContextVar[bool] = ContextVar("evaltrace_openai_call_active", default=False)
+# Set in the context our span is current in: a wrapped method called by another one (``parse`` -> ``create``)
+# makes no second span.
+_IN_CALL = otel_context.create_key("evaltrace-openai-call")
+_SUPPRESS_OTEL, _SUPPRESS_OURS, _SUPPRESS_LLM = tracing.LLM_SUPPRESSION_KEYS
 
 
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
@@ -73,8 +77,13 @@ def _sync_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
     kind, instruments, own_tracer = endpoint.kind, telemetry.instruments, telemetry.own_tracer
 
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        current = otel_context.get_current()  # looked up once: suppression, parent span, our span's context
-        if _ACTIVE.get() or tracing.is_llm_suppressed(current):
+        current = get_current()  # looked up once: suppression, parent span, our span's context
+        if (
+            current.get(_IN_CALL)
+            or current.get(_SUPPRESS_OTEL)
+            or current.get(_SUPPRESS_OURS)
+            or current.get(_SUPPRESS_LLM)
+        ):
             return wrapped(*args, **kwargs)  # nested in our call, or silenced by another instrumentation
         try:
             tracer = own_tracer if own_tracer is not None else tracing.get_tracer()
@@ -82,16 +91,18 @@ def _sync_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
         except Exception:
             _internal_error("starting an OpenAI span")
             return wrapped(*args, **kwargs)
-        active = _ACTIVE.set(True)
-        scope = otel_context.attach(set_span_in_context(call.span, current))
+        # Our span current, and marked as inside our call: set_span_in_context plus set_value, in one copy.
+        scope = attach(Context({**current, SPAN_KEY: call.span, _IN_CALL: True}))
         try:
             result = wrapped(*args, **kwargs)
         except BaseException as error:
             _record_error(call, error)
             raise
         finally:
-            otel_context.detach(scope)
-            _ACTIVE.reset(active)
+            try:
+                detach(scope)
+            except Exception:  # as opentelemetry.context.detach does: never into the user's code
+                _internal_error("leaving an OpenAI span's context")
         return _record_result(call, kind, result)
 
     return wrapper
@@ -103,8 +114,13 @@ def _async_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
     async def wrapper(
         wrapped: Callable[..., Awaitable[Any]], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        current = otel_context.get_current()  # looked up once: suppression, parent span, our span's context
-        if _ACTIVE.get() or tracing.is_llm_suppressed(current):
+        current = get_current()  # looked up once: suppression, parent span, our span's context
+        if (
+            current.get(_IN_CALL)
+            or current.get(_SUPPRESS_OTEL)
+            or current.get(_SUPPRESS_OURS)
+            or current.get(_SUPPRESS_LLM)
+        ):
             return await wrapped(*args, **kwargs)  # nested in our call, or silenced by another instrumentation
         try:
             tracer = own_tracer if own_tracer is not None else tracing.get_tracer()
@@ -112,16 +128,18 @@ def _async_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
         except Exception:
             _internal_error("starting an OpenAI span")
             return await wrapped(*args, **kwargs)
-        active = _ACTIVE.set(True)
-        scope = otel_context.attach(set_span_in_context(call.span, current))
+        # Our span current, and marked as inside our call: set_span_in_context plus set_value, in one copy.
+        scope = attach(Context({**current, SPAN_KEY: call.span, _IN_CALL: True}))
         try:
             result = await wrapped(*args, **kwargs)
         except BaseException as error:
             _record_error(call, error)
             raise
         finally:
-            otel_context.detach(scope)
-            _ACTIVE.reset(active)
+            try:
+                detach(scope)
+            except Exception:  # as opentelemetry.context.detach does: never into the user's code
+                _internal_error("leaving an OpenAI span's context")
         return _record_result(call, kind, result)
 
     return wrapper
