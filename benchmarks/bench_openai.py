@@ -225,6 +225,8 @@ class _Isolated:
         self.metrics_wrapper = make_wrapper(ENDPOINTS[0], Telemetry(provider, meters))
         self.tracer = provider.get_tracer("floor")
         self.kwargs = {"model": "gpt-4o-mini", "messages": MESSAGES, "temperature": 0.2}
+        # The resource a wrapper receives as ``instance``: instrumentations read the server address from its client.
+        self.resource = openai.OpenAI(api_key="bench", base_url="https://api.openai.com/v1").chat.completions
         self.start_attrs, self.end_attrs = self._our_attributes()
         self.official_wrapper: Any = None
         if _official_available():
@@ -263,7 +265,7 @@ class _Isolated:
         self.create(**self.kwargs)
 
     def evaltrace(self) -> None:
-        self.wrapper(self.create, None, (), self.kwargs)
+        self.wrapper(self.create, self.resource, (), self.kwargs)
 
     def floor(self) -> None:
         span = self.tracer.start_span("chat gpt-4o-mini", kind=SpanKind.CLIENT)
@@ -284,10 +286,10 @@ class _Isolated:
         span.end()
 
     def ev_metrics(self) -> None:
-        self.metrics_wrapper(self.create, None, (), self.kwargs)
+        self.metrics_wrapper(self.create, self.resource, (), self.kwargs)
 
     def official(self) -> None:
-        self.official_wrapper(self.create, None, (), self.kwargs)
+        self.official_wrapper(self.create, self.resource, (), self.kwargs)
 
     def floor_full(self) -> None:
         """The floor, but writing the same attributes evaltrace writes (precomputed): OTel's share of our cost."""

@@ -172,6 +172,7 @@ async def test_span_is_closed_when_our_response_code_fails(
         raise RuntimeError("bug in evaltrace")
 
     monkeypatch.setattr(LLMCall, "finish", broken)
+    monkeypatch.setattr(LLMCall, "finish_result", broken)  # a parsed body's path
     monkeypatch.delenv("PYTEST_CURRENT_TEST")
     api, _ = client([json_interaction(CHAT, _completion("hi"))], is_async)
     completion = await _maybe(api.chat.completions.create(model="gpt-4o", messages=[]), is_async)

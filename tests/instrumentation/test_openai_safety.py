@@ -180,6 +180,7 @@ async def test_our_errors_never_reach_the_user(
     monkeypatch.undo()
     monkeypatch.delenv("PYTEST_CURRENT_TEST")
     monkeypatch.setattr(LLMCall, "finish", broken)
+    monkeypatch.setattr(LLMCall, "finish_result", broken)  # a parsed body's path
     result, _ = await _chat(is_async)
     assert result.id == "chatcmpl-1"
 

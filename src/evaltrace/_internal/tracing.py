@@ -47,7 +47,7 @@ def get_tracer_provider() -> TracerProvider:
 def get_tracer() -> Tracer:
     """Return evaltrace's tracer, cached per provider (the lookup is on every decorated call)."""
     global _tracer, _tracer_for
-    provider = get_tracer_provider()
+    provider = _provider if _provider is not None else trace.get_tracer_provider()  # get_tracer_provider, inlined
     if _tracer is None or _tracer_for is not provider:
         _tracer = provider.get_tracer(INSTRUMENTATION_NAME, __version__)
         _tracer_for = provider
@@ -61,21 +61,8 @@ def is_suppressed() -> bool:
     return bool(current.get(_SUPPRESS_INSTRUMENTATION_KEY) or current.get(_SUPPRESS_EVALTRACE_KEY))
 
 
-# Any of these set in the context: no LLM span (hot paths read the keys directly; see is_llm_suppressed).
+# Any of these set in the context: no LLM span. The OpenAI wrappers read them straight from the context they hold.
 LLM_SUPPRESSION_KEYS = (_SUPPRESS_INSTRUMENTATION_KEY, _SUPPRESS_EVALTRACE_KEY, _SUPPRESS_LLM_KEY)
-
-
-def is_llm_suppressed(context: otel_context.Context | None = None) -> bool:
-    """True when an outer framework already records the LLM call (its span must not be doubled).
-
-    ``context`` is the current context when the caller has it already (None: look it up).
-    """
-    current = otel_context.get_current() if context is None else context
-    return bool(
-        current.get(_SUPPRESS_INSTRUMENTATION_KEY)
-        or current.get(_SUPPRESS_EVALTRACE_KEY)
-        or current.get(_SUPPRESS_LLM_KEY)
-    )
 
 
 @contextmanager

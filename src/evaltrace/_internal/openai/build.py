@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from evaltrace import pricing
@@ -169,6 +170,18 @@ def response_attributes(
     if extra is not None:
         attrs.update(extra(outcome))
     return attrs
+
+
+def result_attributes(
+    outcome_of: Callable[[Any, bool], Outcome],
+    result: Any,
+    capture: bool,
+    max_len: int,
+    request_model: str | None,
+    provider: str,
+) -> Attributes:
+    """``response_attributes`` of a parsed response body, its ``Outcome`` made here by ``outcome_of``."""
+    return response_attributes(partial(outcome_of, result, capture), None, capture, max_len, request_model, provider)
 
 
 def stream_attributes(

@@ -21,7 +21,7 @@ from evaltrace._internal.openai import build
 from evaltrace._internal.openai.metrics import Instruments, MetricAttributes
 from evaltrace._internal.openai.provider import provider_for_host
 from evaltrace._internal.openai.registry import EndpointKind
-from evaltrace._internal.openai.response import Summary
+from evaltrace._internal.openai.response import Outcome, Summary
 
 SummaryFn = Callable[[], Summary]
 
@@ -141,6 +141,26 @@ class LLMCall:
                 )
             )
         self._end(summarize, None)
+
+    def finish_result(
+        self, result: Any, outcome_of: Callable[[Any, bool], Outcome], summary_of: Callable[[Any], Summary]
+    ) -> None:
+        """``finish`` for a parsed response body: one deferred builder, and the summary only when metrics record.
+
+        The plain call's path, so it creates one ``partial`` where ``finish`` needs three.
+        """
+        if self.recording:
+            self.record_request(
+                partial(
+                    build.result_attributes, outcome_of, result, self.capture, self.max_len, self.model, self.provider
+                )
+            )
+        self.ended = True
+        elapsed = time.perf_counter() - self.start
+        self.span.end()
+        instruments = self.instruments
+        if instruments is not None and instruments.enabled():
+            instruments.record_call(self.metric_attrs, elapsed, summary_of(result), None)
 
     def finish_failed(
         self,

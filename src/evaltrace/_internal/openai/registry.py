@@ -113,9 +113,11 @@ _last_server: tuple[Any, tuple[str | None, int | None]] = (None, (None, None))
 def server_of(resource: Any) -> tuple[str | None, int | None]:
     """Return (host, port) of the resource's client base URL; the port defaults from the scheme."""
     client = getattr(resource, "_client", None)
-    url = getattr(client, "base_url", None)
+    url = getattr(client, "_base_url", None)  # what the client's base_url property returns, without the call
     if url is None:
-        return None, None
+        url = getattr(client, "base_url", None)
+        if url is None:
+            return None, None
     global _last_server
     last_url, last = _last_server
     if url is last_url:  # the same URL object as last call: skip str() and the parse cache

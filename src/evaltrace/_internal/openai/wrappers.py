@@ -103,7 +103,10 @@ def _sync_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
                 detach(scope)
             except Exception:  # as opentelemetry.context.detach does: never into the user's code
                 _internal_error("leaving an OpenAI span's context")
-        return _record_result(call, kind, result)
+        try:
+            return _finish(call, kind, result)  # end the span (or hand it to a stream proxy); what the user gets
+        except Exception:
+            return _recover(call, result)
 
     return wrapper
 
@@ -140,7 +143,10 @@ def _async_wrapper(endpoint: Endpoint, telemetry: Telemetry) -> Wrapper:
                 detach(scope)
             except Exception:  # as opentelemetry.context.detach does: never into the user's code
                 _internal_error("leaving an OpenAI span's context")
-        return _record_result(call, kind, result)
+        try:
+            return _finish(call, kind, result)  # end the span (or hand it to a stream proxy); what the user gets
+        except Exception:
+            return _recover(call, result)
 
     return wrapper
 
@@ -150,13 +156,10 @@ def _record_error(call: LLMCall, error: BaseException) -> None:
         call.fail(error)
 
 
-def _record_result(call: LLMCall, kind: EndpointKind, result: Any) -> Any:
-    """End the span from ``result`` (or hand it to a stream proxy); return what the user receives."""
-    try:
-        return _finish(call, kind, result)
-    except Exception:
-        _internal_error("recording an OpenAI response")
-    # Our own error, logged: the user still gets the untouched result, and the span is not left open.
+def _recover(call: LLMCall, result: Any) -> Any:
+    """After our own error recording ``result`` (call from ``except``): logged, span closed, result returned."""
+    _internal_error("recording an OpenAI response")
+    # The user still gets the untouched result, and the span is not left open.
     with handle_internal_errors("closing an OpenAI span"):
         call.abandon()
     return result
@@ -174,14 +177,14 @@ def _finish(call: LLMCall, kind: EndpointKind, result: Any) -> Any:
         call.finish(lambda: outcome, partial(Summary.of, outcome))
     elif kind is EndpointKind.CHAT:
         # The response object is kept (by reference) and converted when the span is first read.
-        call.finish(partial(chat_outcome, result, call.capture), partial(chat_summary, result))
+        call.finish_result(result, chat_outcome, chat_summary)
     else:
-        make_outcome, summarize = partial(responses_outcome, result, call.capture), partial(responses_summary, result)
         failure = responses_failure(result)  # a body with status "failed": the SDK raised nothing
         if failure is None:
-            call.finish(make_outcome, summarize)
+            call.finish_result(result, responses_outcome, responses_summary)
         else:
-            call.finish_failed(make_outcome, summarize, None, failure)
+            make_outcome = partial(responses_outcome, result, call.capture)
+            call.finish_failed(make_outcome, partial(responses_summary, result), None, failure)
     return result
 
 
