@@ -543,6 +543,8 @@ def _instructions(mode: str, n: int) -> int:
         capture_output=True,
         text=True,
         check=True,
+        # String hashes vary per process and move dict probing by a few thousand instructions per call.
+        env={**os.environ, "PYTHONHASHSEED": "0"},
     )
     found = re.search(r"Collected : (\d+)", done.stderr)
     if found is None:
