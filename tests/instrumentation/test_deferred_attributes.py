@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import json
 import logging
+import operator
 import pickle
 import threading
 from collections.abc import Mapping
@@ -245,6 +247,33 @@ def test_messages_appended_after_the_call_are_not_captured(exporter: InMemorySpa
     (span,) = exporter.get_finished_spans()
     captured = (span.attributes or {})["gen_ai.input.messages"]
     assert "hi" in captured and "appended later" not in captured
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_the_callers_kwargs_dict_is_never_written(exporter: InMemorySpanExporter) -> None:
+    """operator.methodcaller hands the wrapper the very dict it stores: calling it again must send the same."""
+    history = [{"role": "user", "content": "hi"}]
+    ask = operator.methodcaller("create", model="gpt-4o", messages=history)
+    embed = operator.methodcaller("create", model="text-embedding-3-small", input=["a"])
+    embedding = {
+        "object": "list",
+        "model": "text-embedding-3-small",
+        "data": [{"object": "embedding", "index": 0, "embedding": [0.1]}],
+        "usage": {"prompt_tokens": 1, "total_tokens": 1},
+    }
+    interactions = [json_interaction(CHAT, _completion()) for _ in range(2)]
+    interactions += [json_interaction("/v1/embeddings", embedding) for _ in range(2)]
+    api, server = client(interactions, False)
+    ask(api.chat.completions)
+    history.append({"role": "user", "content": "again"})
+    ask(api.chat.completions)
+    embed(api.embeddings)
+    embed(api.embeddings)  # raised TypeError (missing 'input') when the snapshot popped it from the dict
+    bodies = [json.loads(request.content) for request in server.requests]
+    assert [len(body["messages"]) for body in bodies[:2]] == [1, 2]
+    assert [body["input"] for body in bodies[2:]] == [["a"], ["a"]]
+    first, second = (span.attributes or {} for span in exporter.get_finished_spans()[:2])
+    assert "again" not in first["gen_ai.input.messages"] and "again" in second["gen_ai.input.messages"]
 
 
 @pytest.mark.usefixtures("instrumented")

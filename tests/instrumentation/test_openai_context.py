@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import importlib
 from typing import Any
 
 import httpx
@@ -55,11 +56,18 @@ def test_the_llm_span_is_current_during_the_call_only(
     else:
         api = openai.OpenAI(api_key="test", http_client=httpx.Client(transport=transport), max_retries=0)
 
+    messages = [{"role": "user", "content": "hi"}]
     with tracer.start_as_current_span("outer") as outer:
-        call = api.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
         if is_async:
-            asyncio.run(call)
-        assert trace.get_current_span() is outer  # restored after the call
+
+            async def run() -> None:
+                await api.chat.completions.create(model="gpt-4o", messages=messages)
+                assert trace.get_current_span() is outer  # restored in the coroutine's own context
+
+            asyncio.run(run())  # runs in a copy of this context: the check must be inside
+        else:
+            api.chat.completions.create(model="gpt-4o", messages=messages)
+            assert trace.get_current_span() is outer  # restored after the call
 
     spans = {span.name: span for span in exporter.get_finished_spans()}
     llm, http = spans["chat gpt-4o"], spans["HTTP POST"]
@@ -86,12 +94,13 @@ class _DictRuntime(_RuntimeContext):
 
     def __init__(self) -> None:
         self._var: contextvars.ContextVar[Context] = contextvars.ContextVar("other")
+        self._empty = Context()
 
     def attach(self, context: Context) -> object:
         return self._var.set(context)
 
     def get_current(self) -> Context:
-        return self._var.get(Context())
+        return self._var.get(self._empty)
 
     def detach(self, token: object) -> None:
         self._var.reset(token)  # type: ignore[arg-type]
@@ -99,4 +108,12 @@ class _DictRuntime(_RuntimeContext):
 
 def test_another_runtime_context_gets_the_public_api(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(otel_context, "_RUNTIME_CONTEXT", _DictRuntime())
-    assert fast_context._runtime_var() is None  # so get_current/attach/detach stay the API functions
+    try:
+        importlib.reload(fast_context)  # what an import under OTEL_PYTHON_CONTEXT=<another runtime> decides
+        assert fast_context.get_current is otel_context.get_current
+        assert fast_context.attach is otel_context.attach and fast_context.detach is otel_context.detach
+        test_fast_context_is_the_public_api()
+    finally:
+        monkeypatch.undo()
+        importlib.reload(fast_context)
+    assert fast_context.get_current is not otel_context.get_current  # the ContextVar's own method again

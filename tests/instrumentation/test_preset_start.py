@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from openai.types.chat import ChatCompletion
 from openai_replay import client, json_interaction
+from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -71,15 +72,19 @@ class Recording(Sampler):
 
 
 class OnStart(SpanProcessor):
-    """Reads the span's attributes when it starts, and optionally writes some, as context processors do."""
+    """Reads the span's attributes when it starts, and optionally writes some (before or after reading), as
+    context processors do."""
 
-    def __init__(self, writes: dict[str, Any] | None = None) -> None:
+    def __init__(self, writes: dict[str, Any] | None = None, write_first: bool = False) -> None:
         self.writes = writes or {}
+        self.write_first = write_first
         self.seen: list[dict[str, Any]] = []
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        if self.write_first and self.writes:
+            span.set_attributes(self.writes)
         self.seen.append(dict(span.attributes or {}))
-        if self.writes:
+        if not self.write_first and self.writes:
             span.set_attributes(self.writes)
 
     def on_end(self, span: ReadableSpan) -> None:
@@ -152,19 +157,81 @@ def test_a_span_nobody_reads_at_start_gets_them_too() -> None:
         None,
         SpanLimits(max_span_attribute_length=5),  # truncates "gpt-4o", "openai", "api.openai.com"
         SpanLimits(max_span_attributes=8),  # on_start's two writes and the start six fill it: later ones evict
+        SpanLimits(max_span_attributes=7),  # one too few for both: which key is evicted is the SDK's choice
         SpanLimits(max_span_attributes=4),
     ],
-    ids=["no-limits", "value-length", "count-8", "count-4"],
+    ids=["no-limits", "value-length", "count-8", "count-7", "count-4"],
 )
-def test_spans_are_the_same_as_with_start_span_attributes(limits: SpanLimits | None) -> None:
+@pytest.mark.parametrize("write_first", [False, True], ids=["read-then-write", "write-then-read"])
+def test_spans_are_the_same_as_with_start_span_attributes(limits: SpanLimits | None, write_first: bool) -> None:
     """Limits, and on_start writes of the same keys (theirs win, being later), as the SDK applies them."""
     writes = {"gen_ai.provider.name": "set-on-start", "session.id": "s-1"}
-    fast = _traced_call(DEFAULT_ON, OnStart(writes), limits)
-    slow = _traced_call(Recording(), OnStart(writes), limits)  # the usual path: attributes to start_span
+    fast_reader, slow_reader = OnStart(writes, write_first), OnStart(writes, write_first)
+    fast = _traced_call(DEFAULT_ON, fast_reader, limits)
+    slow = _traced_call(Recording(), slow_reader, limits)  # the usual path: attributes to start_span
+    assert fast_reader.seen == slow_reader.seen  # what on_start saw, in order
     assert list((fast.attributes or {}).items()) == list((slow.attributes or {}).items())
     assert fast.dropped_attributes == slow.dropped_attributes
     if limits is None:
         assert (fast.attributes or {})["gen_ai.provider.name"] == "set-on-start"
+
+
+class InheritsFromParent(SpanProcessor):
+    """Copies the parent span's ``app.*`` attributes onto each new span, reading the parent at on_start."""
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        parent = trace.get_current_span(parent_context)
+        if isinstance(parent, ReadableSpan):
+            span.set_attributes({k: v for k, v in (parent.attributes or {}).items() if k.startswith("app.")})
+
+    def on_end(self, span: ReadableSpan) -> None:
+        pass
+
+
+def test_a_parent_read_at_start_is_not_taken_for_the_new_span() -> None:
+    """A framework's span may be named like ours ("chat {model}", CLIENT); reading it must not give it our preset."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(InheritsFromParent())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    previous = tracing.set_tracer_provider(provider)
+    try:
+        api, _ = client([json_interaction(CHAT, _completion())], False)
+        with provider.get_tracer("framework").start_as_current_span(
+            "chat gpt-4o", kind=SpanKind.CLIENT, attributes={"app.user": "u1"}
+        ):
+            api.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+    finally:
+        tracing.set_tracer_provider(previous)
+    ours, framework = exporter.get_finished_spans()
+    assert dict(framework.attributes or {}) == {"app.user": "u1"}
+    assert _start_attributes(ours) == START and (ours.attributes or {})["app.user"] == "u1"
+
+
+class TaggingTracer:
+    """A tracer wrapper (as vendor SDKs write them) whose start_span reads the attributes it is given."""
+
+    def __init__(self, inner: trace.Tracer) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)  # so it even exposes the SDK tracer's sampler
+
+    def start_span(self, name: str, context: Any = None, kind: Any = SpanKind.INTERNAL, attributes: Any = None) -> Any:
+        tagged = {**(attributes or {}), "team.tag": (attributes or {}).get("gen_ai.operation.name")}
+        return self._inner.start_span(name, context, kind, tagged)
+
+
+def test_a_wrapping_tracer_is_given_the_start_attributes(monkeypatch: pytest.MonkeyPatch) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(tracing, "get_tracer", lambda: TaggingTracer(provider.get_tracer("evaltrace")))
+    api, _ = client([json_interaction(CHAT, _completion())], False)
+    api.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+    (span,) = exporter.get_finished_spans()
+    assert (span.attributes or {})["team.tag"] == "chat"
+    assert _start_attributes(span) == START
 
 
 @pytest.mark.parametrize(

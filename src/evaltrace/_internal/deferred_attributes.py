@@ -24,6 +24,7 @@ go through ``handle_internal_errors`` (logged; re-raised under tests), so a read
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
@@ -34,7 +35,8 @@ import opentelemetry.sdk.trace.sampling as otel_sampling
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import Span, SpanKind, Tracer
+from opentelemetry.sdk.trace import Tracer as SdkTracer
+from opentelemetry.trace import Span, SpanKind, Tracer, get_current_span
 
 from evaltrace._internal.errors import handle_internal_errors, reraise_internal_errors
 
@@ -251,7 +253,7 @@ def _attributes_property(span: ReadableSpan) -> Any:
     if type(attributes) is DeferredAttributes:
         return _View(attributes)
     window: _Window | None = getattr(_starting, "window", None)
-    if window is not None and window[3] is None:
+    if window is not None and window[4] is None:
         _claim(window, span)
     return _SDK_ATTRIBUTES_GETTER(span)
 
@@ -338,29 +340,38 @@ def defer(span: Any, builder: Builder, *, overwrite: bool) -> bool:
 class Preset:
     """Start attributes shared by many spans, validated once (keys non-empty strings, values scalars)."""
 
-    __slots__ = ("attributes", "longest", "values")
+    __slots__ = ("attributes", "first", "longest", "values")
 
     def __init__(self, attributes: Mapping[str, str | bool | int | float]) -> None:
         for key, value in attributes.items():
             if not (isinstance(key, str) and key) or not isinstance(value, str | bool | int | float):
                 raise ValueError(f"preset span attribute {key!r}={value!r}: keys must be strings, values scalars")
         self.values: dict[str, Any] = dict(attributes)  # never mutated: merged into spans (a dict merges fastest)
+        self.first = next(iter(self.values), "")  # present in a span once the preset is in
         self.attributes: Mapping[str, Any] = MappingProxyType(self.values)  # what samplers are handed
         # The longest string value: a span attribute length limit below it makes the SDK truncate.
         self.longest = max((len(v) for v in attributes.values() if isinstance(v, str)), default=0)
 
 
 # The span ``start_span`` is creating on this thread, for ``on_start`` readers of ``span.attributes``:
-# [name, kind, preset, the span once claimed]. A list, not a class: it is built on every call.
+# [name, kind, preset, parent context, the span once claimed]. A list, not a class: it is built on every call.
 _Window = list[Any]
 
 
 def _claim(window: _Window, span: Any) -> None:
-    name, kind, preset, _ = window
-    # Only the span being started: new, of our name and kind, its attributes not deferred yet.
-    if span.name == name and span.kind is kind and span.end_time is None:
-        window[3] = span
-        _put(span, preset)
+    name, kind, preset, context, _ = window
+    # Only the span being started: of our name and kind, open, without the preset yet, and a child of the parent
+    # we start it under (a processor may read the parent's attributes, and a framework's span may share our name).
+    if span.name != name or span.kind is not kind or span.end_time is not None:
+        return
+    attributes = getattr(span, "_attributes", None)
+    if type(attributes) is not BoundedAttributes or preset.first in attributes._dict:
+        return
+    parent = get_current_span(context).get_span_context()
+    if span.parent != (parent if parent.is_valid else None):
+        return
+    window[4] = span
+    _put(span, preset)
 
 
 _starting = threading.local()
@@ -368,33 +379,45 @@ _starting = threading.local()
 
 def start_span(tracer: Tracer, name: str, kind: SpanKind, preset: Preset, context: Context | None) -> Span:
     """``tracer.start_span(name, context, kind, preset.attributes)``, without re-validating the preset per span."""
-    sampler = getattr(tracer, "sampler", None)
-    if sampler is not _blind_sampler and not _ignored_by(sampler):
+    if tracer is not _fast_tracer and not _preset_start_ok(tracer):
         return tracer.start_span(name, context, kind, preset.attributes)
-    window = [name, kind, preset, None]
+    if preset.longest > _fast_value_limit:  # the SDK would truncate a value: its own path
+        return tracer.start_span(name, context, kind, preset.attributes)
+    window = [name, kind, preset, context, None]
     outer = getattr(_starting, "window", None)  # a span started by an on_start processor of ours: restored
     _starting.window = window
     try:
         span = tracer.start_span(name, context, kind)
     finally:
         _starting.window = outer
-    if window[3] is not span:
+    if window[4] is not span:
         _put(span, preset)
     return span
 
 
-# The last sampler found to ignore attributes: one identity test per call in the common case.
-_blind_sampler: object = None
+# The last tracer found fit for preset starts, and its span attribute value length limit (inf: none).
+_fast_tracer: object = None
+_fast_value_limit: float = 0
+# A span count limit below this takes the SDK's path: on_start processors writing more than the margin before
+# the preset goes in could otherwise evict other keys than the SDK would (the SDK's default limit is 128).
+_MIN_COUNT_LIMIT = 64
 
 
-def _ignored_by(sampler: object) -> bool:
-    """Checked once per sampler in a row: are start attributes ignored by ``sampler``? Installs the view if so."""
-    global _blind_sampler
-    if not _SDK_SHAPE_OK or sampler is None or not _ignores_attributes(sampler, 0):
+def _preset_start_ok(tracer: Tracer) -> bool:
+    """Checked once per tracer in a row: the SDK's own tracer, an attribute-blind sampler, loose count limits."""
+    global _fast_tracer, _fast_value_limit
+    if not _SDK_SHAPE_OK or type(tracer) is not SdkTracer:  # a wrapping tracer may read the attributes
+        return False
+    limits = getattr(tracer, "_span_limits", None)
+    count = getattr(limits, "max_span_attributes", 0)
+    length = getattr(limits, "max_span_attribute_length", 0)
+    if limits is None or (count is not None and count < _MIN_COUNT_LIMIT):
+        return False
+    if not _ignores_attributes(getattr(tracer, "sampler", None), 0):
         return False
     if not _view_installed:
         _install_view()
-    _blind_sampler = sampler
+    _fast_tracer, _fast_value_limit = tracer, math.inf if length is None else length
     return True
 
 
@@ -449,9 +472,14 @@ def _put(span: Any, preset: Preset) -> None:
         if (maxlen is None or len(current) + len(values) <= maxlen) and (
             max_value_len is None or max_value_len >= preset.longest
         ):
-            # Keys set by on_start processors were set after the start attributes: theirs win. (A new dict
-            # either way: copying a small dict is cheaper than growing an empty one.)
-            attributes._dict = values | current if current else values.copy()
+            if current:
+                # Set by on_start processors, so after the start attributes: theirs win, and a key they set again
+                # moves to the end, as the SDK's setter does.
+                merged = {key: value for key, value in values.items() if key not in current}
+                merged.update(current)
+                attributes._dict = merged
+            else:
+                attributes._dict = values.copy()  # cheaper than growing the empty dict
             return
     # A limit bites: the SDK's own setter truncates and evicts.
     span.set_attributes({k: v for k, v in values.items() if k not in current})

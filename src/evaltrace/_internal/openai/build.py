@@ -95,23 +95,26 @@ _MUTABLE_CONTENT = ("messages", "input")
 
 
 def snapshot_request(kind: EndpointKind, kwargs: dict[str, Any], capture: bool) -> dict[str, Any]:
-    """Make ``kwargs`` safe to read later, in place: O(1) per key.
+    """What later changes by the caller cannot alter: O(1) per key; ``kwargs`` itself is never written.
 
-    Called once the wrapped call has returned (or raised): ``kwargs`` is the dict the wrapper received, built
-    afresh for this call (``**kwargs`` at the call site, unpacked again into the wrapped method), so no other
-    code can reach it any more. Only the lists inside it are the caller's own objects, often appended to after
-    the call (a growing ``messages`` history): those are copied, and only when content is captured (nothing
-    else reads them).
+    ``kwargs`` is usually a dict built afresh for the call, but not always (``operator.methodcaller`` hands the
+    wrapper the dict it stores), so it is copied before anything is replaced. Only the lists inside it are the
+    caller's own objects, often appended to after the call (a growing ``messages`` history): those are copied,
+    and only when content is captured (nothing else reads them).
     """
     if kind is EndpointKind.EMBEDDINGS:
-        kwargs.pop("input", None)  # no attribute, and possibly large: not kept alive until export
-        return kwargs
-    if capture:
-        for key in _MUTABLE_CONTENT:
-            value = kwargs.get(key)
-            if type(value) is list:
-                kwargs[key] = value.copy()
-    return kwargs
+        # ``input`` is no attribute and possibly large: not kept alive until export.
+        return {key: value for key, value in kwargs.items() if key != "input"}
+    snapshot = kwargs
+    if not capture:
+        return snapshot
+    for key in _MUTABLE_CONTENT:
+        value = kwargs.get(key)
+        if type(value) is list:
+            if snapshot is kwargs:
+                snapshot = dict(kwargs)
+            snapshot[key] = value.copy()
+    return snapshot
 
 
 def request_attributes(kind: EndpointKind, kwargs: dict[str, Any], capture: bool, max_len: int) -> Attributes:

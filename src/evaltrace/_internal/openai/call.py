@@ -17,6 +17,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
 
 from evaltrace._internal import deferred_attributes, settings
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.errors import handle_internal_errors
 from evaltrace._internal.openai import build
 from evaltrace._internal.openai.metrics import Instruments, MetricAttributes
 from evaltrace._internal.openai.provider import provider_for_host
@@ -70,7 +71,7 @@ class LLMCall:
     ) -> None:
         """Start the span of one call of ``kind`` with ``params`` under ``context`` (None: the current one).
 
-        ``params`` is the wrapper's own kwargs dict: it is snapshotted in place once the call has returned.
+        ``params`` is the wrapper's kwargs: snapshotted (copied where needed) once the call has returned.
         """
         current = settings.current  # read directly: this runs on every call
         self.capture = current.capture_content
@@ -202,8 +203,9 @@ class LLMCall:
     def abandon(self) -> None:
         """End the span as it is, if nothing ended it (our own code failed half-way)."""
         if not self.ended:
+            with handle_internal_errors("recording an OpenAI request"):
+                self.record_request()  # registered when the call returned: our error may have come first
             self._end(None, None)
-            self.params = None
 
     def _end(self, summarize: SummaryFn | None, error_type: str | None) -> None:
         self.ended = True
