@@ -330,11 +330,12 @@ def defer(span: Any, builder: Builder, *, overwrite: bool) -> bool:
 #
 # Why: the attributes a span must carry from its creation (the GenAI spec's sampling-relevant ones) are the same
 # for every call of one (operation, model, server), yet ``start_span(attributes=...)`` re-validates them key by
-# key on every call: ~3 µs for six attributes, a fifth of an instrumented call. When the tracer's sampler is one
-# of the SDK's own, which never look at attributes, :func:`start_span` starts the span without them and puts
-# the validated set in at once, before anyone can read it: on the span's return, or on the first read of
-# ``span.attributes`` by an ``on_start`` processor (the read opens a per-thread "window" while ``start_span``
-# runs). Any other sampler gets the attributes as usual.
+# key on every call: ~3 µs for six attributes, a fifth of an instrumented call. When the tracer is the SDK's own,
+# its sampler one of the SDK's samplers that never look at attributes, and its limits too loose to truncate or
+# evict anything, :func:`start_span` starts the span without them and puts the validated set in at once, before
+# anyone can read it: on the span's return, or on the first read of the new span's ``span.attributes`` by an
+# ``on_start`` processor (a per-thread "window" is open while ``start_span`` runs). Otherwise the tracer gets the
+# attributes as usual.
 
 
 class Preset:
@@ -384,7 +385,7 @@ def start_span(tracer: Tracer, name: str, kind: SpanKind, preset: Preset, contex
     if preset.longest > _fast_value_limit:  # the SDK would truncate a value: its own path
         return tracer.start_span(name, context, kind, preset.attributes)
     window = [name, kind, preset, context, None]
-    outer = getattr(_starting, "window", None)  # a span started by an on_start processor of ours: restored
+    outer = getattr(_starting, "window", None)  # an LLM call made by an on_start processor: restored after
     _starting.window = window
     try:
         span = tracer.start_span(name, context, kind)

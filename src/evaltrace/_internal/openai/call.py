@@ -129,18 +129,7 @@ class LLMCall:
         ``summarize`` gives the response model and token counts; it is called now, and only when metrics are
         recorded (everything else about the response, cost included, is built when the span is read).
         """
-        if self.recording:
-            self.record_request(
-                partial(
-                    build.response_attributes,
-                    make_outcome,
-                    extra,
-                    self.capture,
-                    self.max_len,
-                    self.model,
-                    self.provider,
-                )
-            )
+        self._add_response(make_outcome, extra)
         self._end(summarize, None)
 
     def finish_result(
