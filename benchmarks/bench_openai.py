@@ -412,9 +412,17 @@ def _isolated(provider: TracerProvider) -> None:
         for name, fn in streams:
             timing.setdefault(name, []).append(_timed(fn, 50))
     med = {k: statistics.median(v) * 1e6 for k, v in timing.items()}
-    floor_cost = med["floor"] - med["bare"]
-    floor_cur_cost = med["floor-cur"] - med["bare"]
-    print("isolated instrumentation work (no HTTP, no parsing; medians; floor-full = floor writing our attributes):")
+
+    def paired(mode: str, base: str) -> float:
+        # Ratios taken within each round, then their median: load on the machine moves a whole round together.
+        return statistics.median(
+            (m - b) / (f - b) for m, f, b in zip(timing[mode], timing[base], timing["bare"], strict=True)
+        )
+
+    print(
+        "isolated instrumentation work (no HTTP, no parsing; medians; ratios: median of per-round ratios;"
+        " floor-full = floor writing our attributes):"
+    )
     print(f"  {'mode':<10} {'+µs/call':>9} {'x floor':>8} {'x floor-cur':>12} {'GC objs/call':>13}")
     for mode in ("floor", "floor-cur", "official", "floor-full", "evaltrace", "ev-nocap", "ev-metrics"):
         if mode not in med:
@@ -423,7 +431,7 @@ def _isolated(provider: TracerProvider) -> None:
         added = med[mode] - med["bare"]
         fn = next(f for m, f, _ in calls if m == mode)
         print(
-            f"  {mode:<10} {added:+9.1f} {added / floor_cost:8.2f} {added / floor_cur_cost:12.2f}"
+            f"  {mode:<10} {added:+9.1f} {paired(mode, 'floor'):8.2f} {paired(mode, 'floor-cur'):12.2f}"
             f" {_leftovers(fn):13.1f}"
         )
     n = len(bench.chunks)
