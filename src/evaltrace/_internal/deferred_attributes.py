@@ -467,20 +467,23 @@ def _put(span: Any, preset: Preset) -> None:
             span.set_attributes(preset.attributes)
         return
     values = preset.values
-    with attributes._lock:  # an on_start processor may hold the span already
+    lock = attributes._lock  # an on_start processor may hold the span already
+    lock.acquire()  # not ``with``: its special-method calls cost more than the lock itself, on every call
+    try:
         current = attributes._dict
         maxlen, max_value_len = attributes.maxlen, attributes.max_value_len
-        if (maxlen is None or len(current) + len(values) <= maxlen) and (
+        fits = (maxlen is None or len(current) + len(values) <= maxlen) and (
             max_value_len is None or max_value_len >= preset.longest
-        ):
-            if current:
-                # Set by on_start processors, so after the start attributes: theirs win, and a key they set again
-                # moves to the end, as the SDK's setter does.
-                merged = {key: value for key, value in values.items() if key not in current}
-                merged.update(current)
-                attributes._dict = merged
-            else:
-                attributes._dict = values.copy()  # cheaper than growing the empty dict
-            return
-    # A limit bites: the SDK's own setter truncates and evicts.
-    span.set_attributes({k: v for k, v in values.items() if k not in current})
+        )
+        if fits and not current:
+            attributes._dict = values.copy()  # cheaper than growing the empty dict
+        elif fits:
+            # Set by on_start processors, so after the start attributes: theirs win, and a key they set again
+            # moves to the end, as the SDK's setter does.
+            merged = {key: value for key, value in values.items() if key not in current}
+            merged.update(current)
+            attributes._dict = merged
+    finally:
+        lock.release()
+    if not fits:  # a limit bites: the SDK's own setter truncates and evicts
+        span.set_attributes({k: v for k, v in values.items() if k not in current})
