@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from openai.types.chat import ChatCompletion
 
 from evaltrace._internal.openai import request as req
@@ -111,6 +114,21 @@ def test_responses_input_items() -> None:
     attrs = req.request_attributes(RESPONSES, params)
     assert attrs == {"gen_ai.request.reasoning.level": "high", "gen_ai.output.type": "json"}
     assert req.model_parameters(RESPONSES, params) == {"reasoning_effort": "high", "response_format": "json_schema"}
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({"modalities": ["text", "audio"], "audio": {"voice": "alloy", "format": "wav"}}, "speech"),
+        ({"modalities": ["text", "audio"], "response_format": {"type": "json_object"}}, "speech"),
+        ({"modalities": ["text"], "response_format": {"type": "json_object"}}, "json"),
+        ({"modalities": ["text"]}, None),
+    ],
+    ids=["audio", "audio-and-json", "text-json", "text"],
+)
+def test_chat_output_type_from_modalities(params: dict[str, Any], expected: str | None) -> None:
+    """conventions.md: gen_ai.output.type is set when the request asks for an output format; audio is speech."""
+    assert req.request_attributes(CHAT, params).get("gen_ai.output.type") == expected
 
 
 def test_chat_request_parameters() -> None:

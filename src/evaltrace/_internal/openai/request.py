@@ -144,7 +144,10 @@ def _chat_params(params: dict[str, Any], attrs: Attributes) -> None:
     effort = params.get("reasoning_effort")
     if isinstance(effort, str):
         attrs[sc.GEN_AI_REQUEST_REASONING_LEVEL] = effort
-    output_type = _output_type(params.get("response_format"))
+    modalities = params.get("modalities")
+    # Audio output asked for (modalities ["text", "audio"]): the reply is spoken, whatever its text format.
+    speech = isinstance(modalities, list | tuple) and "audio" in modalities
+    output_type = "speech" if speech else _output_type(params.get("response_format"))
     if output_type:
         attrs[sc.GEN_AI_OUTPUT_TYPE] = output_type
 
