@@ -145,6 +145,7 @@ class LLMCall:
                     build.result_attributes, outcome_of, result, self.capture, self.max_len, self.model, self.provider
                 )
             )
+        # _end's body, written out: going through _end would need a partial for the summary on every call.
         self.ended = True
         elapsed = time.perf_counter() - self.start
         self.span.end()
