@@ -10,13 +10,13 @@ the pool (``sync_workers`` threads), async evaluators on the loop under a semaph
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import queue
 import threading
 import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from evaltrace._internal.daemon_pool import DaemonExecutor
 from evaltrace._internal.errors import log_internal_error
 
 JobRunner = Callable[[Any], Coroutine[Any, Any, None]]
@@ -37,7 +37,9 @@ class Engine:
 
     def __init__(self, sync_workers: int, max_async_concurrency: int) -> None:
         self._run_job: JobRunner | None = None
-        self.pool = concurrent.futures.ThreadPoolExecutor(sync_workers, thread_name_prefix="evaltrace-eval")
+        # Daemon threads, not ThreadPoolExecutor's: those are joined at interpreter exit (a hung evaluator would
+        # keep the process alive) and refuse work once exit begins (evaluations drained at exit would fail).
+        self.pool = DaemonExecutor(sync_workers, thread_name_prefix="evaltrace-eval")
         self.loop = asyncio.new_event_loop()
         self.async_slots = asyncio.Semaphore(max_async_concurrency)
         self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from evaltrace._internal.daemon_pool import DaemonExecutor, UserAbort
 from evaltrace._internal.tracing import suppress_instrumentation
 from evaltrace.evaluation.evaluator import Evaluator, SkipEvaluation
 from evaltrace.schema import EvalCase, EvaluationResult, Trace
@@ -36,7 +37,9 @@ class RunOptions:
 
     Attributes:
         timeout_s: Seconds before the attempt is abandoned (None: no limit). A timed-out *sync* evaluator
-            keeps its pool thread until it returns; Python cannot stop a thread.
+            keeps its thread until it returns (Python cannot stop a thread); with a
+            :class:`~evaltrace._internal.daemon_pool.DaemonExecutor` that thread is replaced and never
+            delays the process's exit.
         max_retries: Extra attempts for retryable failures.
         initial_backoff_s: Wait before the first retry; doubled for each further retry.
     """
@@ -85,7 +88,10 @@ def _call(evaluator: Evaluator, trace: Trace, case: EvalCase | None) -> Any:
     # Suppressed so that a judge model's HTTP calls and any spans the evaluator makes are not traced by us
     # (and so can never be evaluated, which would recurse).
     with suppress_instrumentation():
-        return evaluator.evaluate(trace, case)
+        try:
+            return evaluator.evaluate(trace, case)
+        except (SystemExit, KeyboardInterrupt) as exc:  # inline on the loop: it would stop the loop
+            raise UserAbort(exc) from exc
 
 
 async def _attempt(
@@ -95,17 +101,45 @@ async def _attempt(
     executor: concurrent.futures.Executor | None,
     timeout_s: float | None,
 ) -> Any:
-    loop = asyncio.get_running_loop()
     # asyncio.timeout (not wait_for): no extra task per call, which matters at thousands of evaluations/s.
     async with asyncio.timeout(timeout_s):
         if executor is None or is_async_evaluator(evaluator):
             produced = _call(evaluator, trace, case)
         else:
-            produced = await loop.run_in_executor(executor, _call, evaluator, trace, case)
+            produced = await _in_executor(executor, evaluator, trace, case)
         if inspect.isawaitable(produced):
             with suppress_instrumentation():
-                produced = await produced
+                produced = await _contained(produced)
     return produced
+
+
+async def _in_executor(
+    executor: concurrent.futures.Executor, evaluator: Evaluator, trace: Trace, case: EvalCase | None
+) -> Any:
+    future = executor.submit(_call, evaluator, trace, case)
+    try:
+        return await asyncio.wrap_future(future)
+    except BaseException:
+        # Timed out or cancelled while the evaluator still runs: a daemon pool lets its thread go (and starts a
+        # replacement), so a stuck evaluator costs a thread, never the pool's capacity or the process's exit.
+        if not future.done():
+            abandon = getattr(executor, "abandon", None)
+            if abandon is not None:
+                abandon(future)
+            else:
+                future.cancel()
+        raise
+
+
+async def _contained(awaitable: Any) -> Any:
+    """Await user code, turning its ``SystemExit``/``KeyboardInterrupt`` into an ordinary exception.
+
+    Left alone, either would propagate out of the event loop's ``run_forever`` and stop every evaluation.
+    """
+    try:
+        return await awaitable
+    except (SystemExit, KeyboardInterrupt) as exc:
+        raise UserAbort(exc) from exc
 
 
 def is_async_evaluator(evaluator: Any) -> bool:
@@ -141,6 +175,10 @@ async def _run_with_retries(
                 await asyncio.sleep(options.initial_backoff_s * (2 ** (attempt - 1)))
                 continue
             stack = "".join(traceback.format_exception(exc))[-_STACK_LIMIT:]
+            if isinstance(exc, UserAbort):  # the evaluator raised SystemExit/KeyboardInterrupt: name that
+                cause = exc.cause
+                message = f"{type(cause).__name__}: {cause} (raised by the evaluator; contained)"
+                return failed_result(evaluator, type(cause).__qualname__, message, stack=stack)
             return failed_result(evaluator, type(exc).__qualname__, f"{type(exc).__name__}: {exc}", stack=stack)
         if not isinstance(produced, EvaluationResult):
             got = type(produced).__name__
@@ -213,16 +251,19 @@ def run_evaluator(
     options = RunOptions(timeout_s=timeout_s, max_retries=max_retries)
 
     def run() -> EvaluationResult:
-        pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="evaltrace-eval")
+        # Daemon threads: a timed-out sync evaluator finishes (or not) on its own and never holds up exit.
+        pool = DaemonExecutor(1, thread_name_prefix="evaltrace-eval")
         try:
             return asyncio.run(arun_evaluator(evaluator, trace, case, options=options, executor=pool))
         finally:
-            # Do not wait for a timed-out sync evaluator: its thread finishes (or not) on its own.
             pool.shutdown(wait=False, cancel_futures=True)
 
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return run()
-    with concurrent.futures.ThreadPoolExecutor(1) as helper:
+    helper = DaemonExecutor(1, thread_name_prefix="evaltrace-eval-helper")
+    try:
         return helper.submit(run).result()
+    finally:
+        helper.shutdown(wait=False)

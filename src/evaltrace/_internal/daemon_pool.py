@@ -1,0 +1,159 @@
+"""A thread pool for user code that can be walked away from: daemon threads, abandonable tasks, no exit join.
+
+``concurrent.futures.ThreadPoolExecutor`` is the wrong home for evaluators: its threads are joined at
+interpreter exit (so one evaluator stuck in ``time.sleep(1e9)`` keeps the process alive for ever), it refuses
+work once the interpreter starts shutting down (so evaluations still queued at exit fail with "cannot schedule
+new futures after interpreter shutdown"), and a ``SystemExit`` raised by user code comes back out of the
+future as a ``BaseException`` that kills whatever awaits it.
+
+:class:`DaemonExecutor` fixes the three: its threads are daemons and are never joined at exit; it accepts work
+until :meth:`shutdown`; user ``BaseException`` s (``SystemExit``, ``KeyboardInterrupt``) reach the future
+wrapped in :class:`UserAbort`, an ordinary ``Exception``. A caller that gives up on a running task (a timeout)
+calls :meth:`abandon`: the thread is left to finish on its own and a replacement is started, so stuck tasks
+cost threads, never capacity, up to ``max_abandoned`` at once.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class UserAbort(Exception):
+    """User code raised ``SystemExit``/``KeyboardInterrupt`` (or another ``BaseException``) in a pool thread."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.cause = cause
+
+
+class _Item:
+    __slots__ = ("abandoned", "args", "fn", "future", "kwargs")
+
+    def __init__(self, future: concurrent.futures.Future[Any], fn: Callable[..., Any], args: Any, kwargs: Any):
+        self.future = future
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+        self.abandoned = False
+
+
+class DaemonExecutor(concurrent.futures.Executor):
+    """An executor of daemon threads whose running tasks can be abandoned.
+
+    Args:
+        max_workers: Threads working at once on tasks nobody gave up on.
+        thread_name_prefix: Name prefix of the worker threads.
+        max_abandoned: Abandoned tasks whose threads are replaced; past it, new work waits for a thread.
+    """
+
+    def __init__(self, max_workers: int, thread_name_prefix: str = "evaltrace", max_abandoned: int = 64) -> None:
+        if max_workers < 1:
+            raise ValueError("max_workers must be at least 1")
+        self._max_workers = max_workers
+        self._max_abandoned = max_abandoned
+        self._prefix = thread_name_prefix
+        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+        self._abandoned = 0
+        self._running: dict[concurrent.futures.Future[Any], _Item] = {}
+        self._shutdown = False
+        self._serial = 0
+
+    @property
+    def abandoned(self) -> int:
+        """Tasks given up on whose threads have not returned yet."""
+        return self._abandoned
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
+        """Schedule ``fn(*args, **kwargs)``; raises RuntimeError after :meth:`shutdown`."""
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        with self._lock:
+            if self._shutdown:
+                raise RuntimeError("cannot schedule new work after shutdown")
+            self._queue.put(_Item(future, fn, args, kwargs))
+            self._grow_locked()
+        return future
+
+    def abandon(self, future: concurrent.futures.Future[Any]) -> None:
+        """Give up on ``future``: cancel it if it has not started, else let its thread go and replace it."""
+        if future.cancel():
+            return
+        with self._lock:
+            item = self._running.get(future)
+            if item is None or item.abandoned:
+                return
+            item.abandoned = True
+            self._abandoned += 1
+            self._grow_locked()
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop taking work; optionally cancel queued tasks. ``wait`` joins nothing: the threads are daemons."""
+        with self._lock:
+            self._shutdown = True
+            threads = self._threads
+        if cancel_futures:
+            while True:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    item.future.cancel()
+        for _ in range(threads):
+            self._queue.put(None)
+
+    # --- workers -------------------------------------------------------------------------------------------
+
+    def _grow_locked(self) -> None:
+        # A new thread when no thread is idle and the working (not abandoned) ones are below the limit.
+        working = self._threads - self._abandoned
+        if self._idle > 0 or working >= self._max_workers or self._abandoned > self._max_abandoned:
+            return
+        self._threads += 1
+        self._idle += 1
+        self._serial += 1
+        name = f"{self._prefix}-{self._serial}"
+        threading.Thread(target=self._work, name=name, daemon=True).start()
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                with self._lock:
+                    self._threads -= 1
+                    self._idle -= 1
+                return
+            with self._lock:
+                self._idle -= 1
+                self._running[item.future] = item
+            self._run(item)
+            with self._lock:
+                del self._running[item.future]
+                if item.abandoned:
+                    self._abandoned -= 1
+                # An abandoned task's replacement took this thread's place: a surplus thread leaves.
+                if self._threads - self._abandoned > self._max_workers:
+                    self._threads -= 1
+                    return
+                self._idle += 1
+
+    @staticmethod
+    def _run(item: _Item) -> None:
+        if not item.future.set_running_or_notify_cancel():
+            return
+        try:
+            result = item.fn(*item.args, **item.kwargs)
+        except Exception as exc:
+            item.future.set_exception(exc)
+        except BaseException as exc:  # user code's SystemExit / KeyboardInterrupt must not escape as such
+            item.future.set_exception(UserAbort(exc))
+        else:
+            item.future.set_result(result)
