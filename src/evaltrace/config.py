@@ -12,6 +12,7 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +21,10 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, SynchronousMultiSpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
-from evaltrace._internal import backends, semconv, settings, tracing
+from evaltrace._internal import backends, exit_hooks, semconv, settings, tracing
+from evaltrace._internal.export_queue import ExportQueue
 from evaltrace._internal.jsonutil import DEFAULT_MAX_LENGTH
 from evaltrace._internal.otlp_settings import resolve_otlp
 from evaltrace.context import ContextAttributesProcessor
@@ -34,6 +36,8 @@ from evaltrace.exporters.redaction import RedactingSpanExporter, Redactor, mask_
 __all__ = ["EvaltraceHandle", "configure"]
 
 MAX_LENGTH_ENV = "EVALTRACE_MAX_ATTRIBUTE_LENGTH"
+LOCAL_STORE_MAX_QUEUE = 65_536
+DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
 
 
 class _SwitchableProcessor(SpanProcessor):
@@ -95,6 +99,7 @@ class EvaltraceHandle:
     pipeline: SpanProcessor
     exporter_names: list[str] = field(default_factory=list)
     evaluation_processor: Any = None
+    shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S
     _shut: bool = False
     _user_exporters: list[_UserExporter] = field(default_factory=list)
 
@@ -102,14 +107,23 @@ class EvaltraceHandle:
         """Export (and evaluate) everything pending; True when it all completed within the deadline."""
         return self.pipeline.force_flush(timeout_millis)
 
-    def shutdown(self) -> None:
-        """Flush and release the pipeline; later spans go nowhere until ``configure()`` is called again."""
+    def shutdown(self, timeout_s: float | None = None) -> None:
+        """Flush and release the pipeline; later spans go nowhere until ``configure()`` is called again.
+
+        Args:
+            timeout_s: Deadline for evaluations, score deliveries and exports (default ``shutdown_timeout_s``).
+                Evaluations not finished by then are not evaluated (never a verdict); scores not delivered go
+                to the dead-letter file; spans not exported are counted as lost in ``stats()``.
+        """
         if self._shut:
             return
         self._shut = True
         for switch in _state.switches:
             if switch.delegate is self.pipeline:
                 switch.delegate = None
+        timeout = self.shutdown_timeout_s if timeout_s is None else timeout_s
+        if self.evaluation_processor is not None:  # first, with the deadline; the pipeline's call is then a no-op
+            self.evaluation_processor.shutdown(int(timeout * 1000))
         self.pipeline.shutdown()
 
 
@@ -121,6 +135,7 @@ class _State:
         self.own_provider: TracerProvider | None = None
         self.created: list[TracerProvider] = []  # every provider configure() made (the first may be global)
         self.atexit_registered = False
+        self.exit_deadline: float | None = None
 
 
 _state = _State()
@@ -243,6 +258,17 @@ def _backend_sinks(options: dict[str, Any]) -> list[Any]:
     return sinks
 
 
+def _export_processor(name: str, exporter: SpanExporter) -> SpanProcessor:
+    """An :class:`ExportQueue` per exporter: bounded, every lost span counted, at most ~1 s of spans held."""
+    if name == "local_store":
+        # A local file takes a burst at disk speed: size the queue so a burst it absorbs on average loses nothing.
+        # Its batches are written every 0.5 s, which bounds what a SIGKILL loses to about the last second.
+        return ExportQueue(
+            exporter, name, max_queue_size=LOCAL_STORE_MAX_QUEUE, max_batch_size=2048, schedule_delay_s=0.5
+        )
+    return ExportQueue(exporter, name)
+
+
 def _build_evaluation(
     downstream: list[SpanProcessor], evaluators: Sequence[Any], sinks: Sequence[Any], opts: Any
 ) -> Any:
@@ -275,6 +301,8 @@ def configure(
     evaluation: bool = True,
     tracer_provider: TracerProvider | None = None,
     batch: bool = True,
+    shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
+    handle_sigterm: bool = True,
 ) -> EvaltraceHandle:
     """Set up tracing (and live evaluation) for this process; call again to replace the setup.
 
@@ -307,6 +335,11 @@ def configure(
             applies, and it is what runs evaluators attached with ``@agent(evaluators=...)``.
         tracer_provider: Attach to this provider instead of the global/own one.
         batch: Batch exports (default); False exports synchronously (tests, short scripts).
+        shutdown_timeout_s: Longest ``shutdown()`` (and the exit drain, at interpreter exit) waits for
+            evaluations, score deliveries and exports. What misses it is reported, never lost silently: see
+            docs/reliability.md.
+        handle_sigterm: Make SIGTERM exit cleanly (``SystemExit(143)``), so it flushes like a normal exit. Only
+            when SIGTERM still has Python's default disposition (a server's own handler is left alone).
 
     Returns:
         A handle with ``force_flush()`` and ``shutdown()`` (also called at interpreter exit).
@@ -318,15 +351,17 @@ def configure(
         "otlp_endpoint": otlp_endpoint, "protocol": protocol, "headers": headers, "langfuse": langfuse,
         "phoenix": phoenix, "local_store": local_store, "console": console, "exporters": exporters,
     }  # fmt: skip
+    if shutdown_timeout_s <= 0:
+        raise ConfigError("shutdown_timeout_s", f"must be > 0 seconds, got {shutdown_timeout_s}")
     capture = _capture_settings(capture_content, max_attribute_length)
     redactor = _redactor(redact)
     collected = _collect_exporters(options)  # validates every setting before anything is replaced
     resource = _resource(service_name, environment, phoenix_project)
 
     downstream: list[SpanProcessor] = []
-    for _, exporter in collected.named:
+    for name, exporter in collected.named:
         wrapped = RedactingSpanExporter(exporter, redactor) if redactor else exporter
-        downstream.append(BatchSpanProcessor(wrapped) if batch else SimpleSpanProcessor(wrapped))
+        downstream.append(_export_processor(name, wrapped) if batch else SimpleSpanProcessor(wrapped))
     score_sinks = list(sinks) if sinks is not None else _backend_sinks(options)
     evaluator_processor = (
         _build_evaluation(downstream, evaluators, score_sinks, evaluation_options)
@@ -347,11 +382,15 @@ def configure(
         tracing.set_tracer_provider(provider)
         settings.replace(capture)
         handle = EvaltraceHandle(provider, pipeline, [name for name, _ in collected.named], evaluator_processor)
+        handle.shutdown_timeout_s = shutdown_timeout_s
         handle._user_exporters = [e for _, e in collected.named if isinstance(e, _UserExporter)]
         _state.handle = handle
         if not _state.atexit_registered:
             atexit.register(_shutdown_at_exit)
+            exit_hooks.drain_before_executors_stop(_drain_at_exit)
             _state.atexit_registered = True
+        if handle_sigterm:
+            exit_hooks.exit_on_sigterm()
     if previous is not None:
         reused = {id(e.exporter) for e in handle._user_exporters}
         for old in previous._user_exporters:
@@ -366,7 +405,17 @@ def current_handle() -> EvaltraceHandle | None:
     return _state.handle
 
 
+def _drain_at_exit() -> None:
+    """Finish evaluations and deliveries while thread pools still work; the rest waits for ``atexit``."""
+    handle = _state.handle
+    if handle is not None and not handle._shut:
+        _state.exit_deadline = time.monotonic() + handle.shutdown_timeout_s
+        handle.force_flush(int(handle.shutdown_timeout_s * 1000))
+
+
 def _shutdown_at_exit() -> None:
     handle = _state.handle
     if handle is not None:
-        handle.shutdown()
+        # One deadline for the whole exit: what the drain used is not given again.
+        deadline = _state.exit_deadline or time.monotonic() + handle.shutdown_timeout_s
+        handle.shutdown(timeout_s=max(0.5, deadline - time.monotonic()))

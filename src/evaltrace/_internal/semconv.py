@@ -149,11 +149,15 @@ KIND_WORKFLOW: Final = "workflow"
 KIND_TASK: Final = "task"
 KIND_EVALUATION: Final = "evaluation"
 
-# Stream end reasons (evaltrace.stream.end_reason).
-STREAM_END_EXHAUSTED: Final = "exhausted"
+# Stream end reasons (evaltrace.stream.end_reason); evaltrace.stream.completed is true only for "exhausted".
+STREAM_END_EXHAUSTED: Final = "exhausted"  # read to the end, and the stream carried its terminal signal
 STREAM_END_CLOSED: Final = "closed_early"
-STREAM_END_ERROR: Final = "error"
+STREAM_END_ERROR: Final = "error"  # an exception while iterating, an ``error`` event, or ``response.failed``
 STREAM_END_GC: Final = "garbage_collected"
+# The server ended the stream before its terminal signal: a chat choice without a finish_reason, a Responses
+# stream without a terminal event (``response.completed`` / ``.incomplete`` / ``.failed``).
+STREAM_END_TRUNCATED: Final = "truncated"
+STREAM_END_INCOMPLETE: Final = "incomplete"  # a Responses stream that ended in ``response.incomplete``
 
 # openai.api.type values, Langfuse observation types and gen_ai.token.type values (OpenAI instrumentation).
 OPENAI_API_TYPE_CHAT_COMPLETIONS: Final = "chat_completions"
@@ -172,6 +176,19 @@ LANGFUSE_TYPE_EVALUATOR: Final = "evaluator"
 EVAL_LABEL_PASS: Final = "pass"
 EVAL_LABEL_FAIL: Final = "fail"
 EVAL_LABEL_SKIPPED: Final = "skipped"
+EVAL_LABEL_NOT_EVALUATED: Final = "not_evaluated"  # label of a skipped evaluation (older traces: "skipped")
+# Outcome of one evaluation, derived from its status and verdict: the only vocabulary results are shown in.
+# An "error" (the evaluation itself failed) and "not_evaluated" (skipped) are never a pass or a fail.
+OUTCOME_PASS: Final = "pass"
+OUTCOME_FAIL: Final = "fail"
+OUTCOME_ERROR: Final = "error"
+OUTCOME_NOT_EVALUATED: Final = "not_evaluated"
+OUTCOME_PENDING: Final = "pending"
+EVALTRACE_EVAL_OUTCOME_SUFFIX: Final = ".outcome"  # evaltrace.eval.<name>.outcome (one of the OUTCOME_* values)
+EVALTRACE_EVAL_ERROR_TYPE_SUFFIX: Final = ".error_type"  # evaltrace.eval.<name>.error_type, outcome error only
+EVALTRACE_EVAL_SKIP_REASON_SUFFIX: Final = ".skip_reason"  # evaltrace.eval.<name>.skip_reason, not_evaluated only
+EVALTRACE_EVAL_ERRORS: Final = "evaltrace.eval.errors"  # string[]: evaluators whose evaluation errored
+EVALTRACE_EVAL_NOT_EVALUATED: Final = "evaltrace.eval.not_evaluated"  # string[]: evaluators that skipped
 METRIC_EVAL_EVALUATIONS: Final = "evaltrace.evaluation.count"  # counter, attrs evaluator + status + passed
 METRIC_EVAL_DURATION: Final = "evaltrace.evaluation.duration"  # histogram, seconds, attr evaluator
 METRIC_EVAL_SPANS_DROPPED: Final = "evaltrace.evaluation.spans_dropped"  # counter, queue overflow
@@ -179,9 +196,13 @@ METRIC_EVAL_QUEUE_SIZE: Final = "evaltrace.evaluation.queue_size"  # observable 
 METRIC_EVAL_SCORES_REJECTED: Final = "evaltrace.evaluation.scores_rejected"  # counter, ScoreConfig violations
 METRIC_EVAL_SINK_EXPORTS: Final = "evaltrace.evaluation.sink.scores"  # counter, attrs sink + outcome
 METRIC_EVAL_PASS_RATE: Final = "evaltrace.evaluation.pass_rate"  # observable gauge per evaluator (window)
+METRIC_EXPORT_SPANS: Final = "evaltrace.export.spans"  # observable counter, attrs exporter + outcome
+EVALTRACE_EXPORTER_NAME: Final = "evaltrace.exporter"
+EVALTRACE_EXPORT_OUTCOME: Final = "evaltrace.export.outcome"  # exported, export_failed, dropped_queue_full, ...
 EVALTRACE_EVALUATOR_NAME: Final = "evaltrace.evaluator"  # metric attribute: evaluator name
 EVALTRACE_EVAL_STATUS: Final = "evaltrace.evaluation.status"  # metric attribute: completed / failed / skipped
-EVALTRACE_EVAL_PASSED_ATTR: Final = "evaltrace.evaluation.passed"  # metric attribute: bool
+EVALTRACE_EVAL_PASSED_ATTR: Final = "evaltrace.evaluation.passed"  # metric attribute: bool, judged results only
+EVALTRACE_EVAL_OUTCOME_ATTR: Final = "evaltrace.evaluation.outcome"  # metric attribute: OUTCOME_* value
 EVALTRACE_SINK_NAME: Final = "evaltrace.sink"  # metric attribute: sink name
 EVALTRACE_SINK_OUTCOME: Final = "evaltrace.sink.outcome"  # metric attribute: delivered / retried / dead_lettered
 

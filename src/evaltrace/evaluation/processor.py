@@ -10,6 +10,7 @@ recurse.
 
 from __future__ import annotations
 
+import logging
 import random
 import threading
 import time
@@ -22,8 +23,10 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from evaltrace._internal import semconv
+from evaltrace._internal.episodes import LossEpisode
 from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.evaluator_registry import resolve_evaluators
+from evaltrace._internal.export_queue import ExportQueue, observe_export_counts
 from evaltrace._internal.tracing import is_suppressed
 from evaltrace.evaluation._engine import Engine
 from evaltrace.evaluation._jobs import Job, JobContext, JobRunner
@@ -38,6 +41,7 @@ from evaltrace.evaluation.stats import PipelineStats
 from evaltrace.evaluation.telemetry import LogEventEmitter, PipelineMetrics
 
 _MAX_SUPPRESSED = 65_536
+logger = logging.getLogger("evaltrace.evaluation")
 
 
 def _is_root(span: ReadableSpan) -> bool:
@@ -107,6 +111,10 @@ class EvaluationSpanProcessor(SpanProcessor):
         self._shutdown = False
         metrics = PipelineMetrics(opts.meter_provider, lambda: self._pending, self._pass_rates, self._sink_counts)
         self._metrics = metrics
+        self._export_queues = [p for p in self._downstream if isinstance(p, ExportQueue)]
+        observe_export_counts(opts.meter_provider, self._export_queues)
+        # Spans forwarded unevaluated because the queue was full: one WARNING per episode, exact counts in stats().
+        self._overflow = LossEpisode(logger, "the evaluation queue", "evaluation")
         self._engine = Engine(opts.sync_workers, opts.max_async_concurrency)
         self._engine.start(JobRunner(self._job_context(metrics), self._job_done).run)
 
@@ -189,6 +197,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         if not admitted:
             self._stats.incr("dropped")
             self._metrics.record_dropped()
+            self._overflow.loss(1, f"{self.options.max_queue_size} spans already queued; spans go out unevaluated")
             self._forward(span)
             return
         self._stats.incr("enqueued")
@@ -275,8 +284,11 @@ class EvaluationSpanProcessor(SpanProcessor):
             self._gate.job_finished(job.span.context.trace_id)
         with self._cond:
             self._pending -= 1
-            if self._pending == 0:
+            idle = self._pending == 0
+            if idle:
                 self._cond.notify_all()
+        if idle:  # an overflow episode ends when the queue has emptied, not at each freed slot
+            self._overflow.ok()
 
     # --- flush, shutdown, monitoring --------------------------------------------------------------------
 
@@ -328,7 +340,10 @@ class EvaluationSpanProcessor(SpanProcessor):
             worker.shutdown(max(0.1, deadline - time.monotonic()))
         for processor in self._downstream:
             try:
-                processor.shutdown()
+                if isinstance(processor, ExportQueue):  # ours takes the deadline; the SDK's take none
+                    processor.shutdown(max(100, int((deadline - time.monotonic()) * 1000)))
+                else:
+                    processor.shutdown()
             except Exception:
                 log_internal_error("shutting down a downstream processor")
 
@@ -347,6 +362,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         data["queued"] = self._pending
         data["buffer"] = asdict(self._buffer.stats)
         data["sinks"] = {worker.sink.name: asdict(worker.stats) for worker in self._sinks}
+        data["exporters"] = {queue.name: queue.stats() for queue in self._export_queues}
         if self._gate is not None:
             data["export_sampling"] = {**asdict(self._gate.stats), "parked_spans": self._gate.parked_spans()}
         data["monitor"] = {name: asdict(health) for name, health in self.monitor.health().items()}

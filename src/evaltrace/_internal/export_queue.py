@@ -1,0 +1,249 @@
+"""The batch span processor in front of each of our exporters: bounded, and every span it loses is counted.
+
+The SDK's ``BatchSpanProcessor`` drops spans when its queue is full with one log line and, before SDK 1.34, no
+count anywhere, and it ignores an exporter's ``FAILURE`` result, so a burst or a dead disk loses spans with
+nothing to show for it. :class:`ExportQueue` does the same job on the public ``SpanProcessor`` /
+``SpanExporter`` API and accounts for every span it was handed::
+
+    received = exported + export_failed + dropped_queue_full + dropped_shutdown + queued (incl. in flight)
+
+Each loss is logged once per episode (the first loss logs a WARNING naming the exporter and the cause; the
+first success afterwards logs how many were lost in between) and counted in :meth:`ExportQueue.stats`, which
+the evaluation processor's ``stats()`` and the pipeline metrics report.
+
+``on_end`` is O(1): a ``deque.append`` and, when a batch is full, one ``Event.set``.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from evaltrace._internal import semconv
+from evaltrace._internal.episodes import LossEpisode
+from evaltrace._internal.errors import log_internal_error
+from evaltrace._internal.tracing import suppress_instrumentation
+
+logger = logging.getLogger("evaltrace.export")
+
+DEFAULT_MAX_QUEUE = 8192
+DEFAULT_BATCH = 512
+DEFAULT_SCHEDULE_DELAY_S = 1.0
+
+
+@dataclass
+class ExportStats:
+    """Counters of one :class:`ExportQueue` (what was received is these plus what is queued or in flight)."""
+
+    exported: int = 0
+    export_failed: int = 0
+    dropped_queue_full: int = 0
+    dropped_shutdown: int = 0
+
+    @property
+    def lost(self) -> int:
+        """Spans that will never reach the exporter's backend."""
+        return self.export_failed + self.dropped_queue_full + self.dropped_shutdown
+
+
+class ExportQueue(SpanProcessor):
+    """Queue ended spans and export them in batches from a daemon thread.
+
+    Args:
+        exporter: Where the batches go.
+        name: The exporter's name in stats and logs (``local_store``, ``otlp``...).
+        max_queue_size: Spans held before new ones are dropped (and counted).
+        max_batch_size: Most spans per ``export`` call; a full batch wakes the worker at once.
+        schedule_delay_s: Longest a span waits before its batch is exported. It bounds what a SIGKILL loses.
+    """
+
+    def __init__(
+        self,
+        exporter: SpanExporter,
+        name: str,
+        *,
+        max_queue_size: int = DEFAULT_MAX_QUEUE,
+        max_batch_size: int = DEFAULT_BATCH,
+        schedule_delay_s: float = DEFAULT_SCHEDULE_DELAY_S,
+    ) -> None:
+        if max_queue_size < 1 or max_batch_size < 1 or schedule_delay_s <= 0:
+            raise ValueError("max_queue_size and max_batch_size must be >= 1 and schedule_delay_s > 0")
+        self.exporter = exporter
+        self.name = name
+        self._max_queue = max_queue_size
+        self._batch = max_batch_size
+        self._delay = schedule_delay_s
+        self._queue: collections.deque[ReadableSpan] = collections.deque()
+        self._stats = ExportStats()
+        self._in_flight = 0
+        self._loss_lock = threading.Lock()  # losses come from application threads and the worker alike
+        self._episode = LossEpisode(logger, f"exporter {name}")
+        self._wake = threading.Event()
+        self._idle = threading.Condition()
+        self._busy = False
+        self._flushes = 0
+        self._shutdown = False
+        self._thread = threading.Thread(target=self._run, name=f"evaltrace-export-{name}", daemon=True)
+        self._thread.start()
+
+    # --- SpanProcessor (application thread) -----------------------------------------------------------------
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        """Nothing to do at start."""
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """Queue ``span`` (O(1)); a full queue or a shut processor drops it, counted."""
+        context = span.context
+        if context is not None and not context.trace_flags.sampled:
+            return
+        queue = self._queue
+        if self._shutdown or len(queue) >= self._max_queue:
+            self._drop(shutdown=self._shutdown)
+            return
+        queue.append(span)
+        if len(queue) >= self._batch and not self._wake.is_set():
+            self._wake.set()
+
+    def _drop(self, *, shutdown: bool) -> None:
+        with self._loss_lock:
+            if shutdown:
+                self._stats.dropped_shutdown += 1
+                self._episode.loss(1, "span ended after shutdown")
+            else:
+                self._stats.dropped_queue_full += 1
+                self._episode.loss(
+                    1, f"export queue full ({self._max_queue} spans): the backend is slower than the app"
+                )
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Export everything queued now; False when the queue is not empty at the deadline."""
+        deadline = time.monotonic() + timeout_millis / 1000
+        if not self._thread.is_alive():
+            return not self._queue
+        with self._idle:
+            self._flushes += 1
+            self._wake.set()
+            try:
+                while self._queue or self._busy:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                    self._idle.wait(min(remaining, 0.05))
+            finally:
+                self._flushes -= 1
+        try:
+            return bool(self.exporter.force_flush(max(0, int((deadline - time.monotonic()) * 1000))))
+        except Exception:
+            log_internal_error(f"flushing exporter {self.name}")
+            return False
+
+    def shutdown(self, timeout_millis: int = 30_000) -> None:
+        """Export what is queued within the deadline, count what is left as lost, then shut the exporter."""
+        if self._shutdown:
+            return
+        deadline = time.monotonic() + timeout_millis / 1000
+        self._shutdown = True
+        self._wake.set()
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        left = len(self._queue)
+        if left:
+            self._queue.clear()
+            with self._loss_lock:
+                self._stats.dropped_shutdown += left
+                self._episode.loss(left, "shutdown deadline reached with spans still queued")
+        try:
+            self.exporter.shutdown()
+        except Exception:
+            log_internal_error(f"shutting down exporter {self.name}")
+
+    def stats(self) -> dict[str, int]:
+        """The counters, plus ``queued`` (waiting or being exported), ``received`` and ``lost``."""
+        data: dict[str, int] = asdict(self._stats)
+        data["queued"] = len(self._queue) + self._in_flight
+        data["received"] = sum(data.values())
+        data["lost"] = self._stats.lost
+        return data
+
+    # --- worker thread ------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait(self._delay)
+            self._wake.clear()
+            stopping = self._shutdown
+            self._drain()
+            if stopping:
+                return
+
+    def _drain(self) -> None:
+        queue = self._queue
+        with self._idle:
+            self._busy = True
+        try:
+            while queue:
+                count = min(self._batch, len(queue))
+                batch = [queue.popleft() for _ in range(count)]
+                self._in_flight = count
+                self._export(batch)
+                self._in_flight = 0
+        finally:
+            with self._idle:
+                self._busy = False
+                self._idle.notify_all()
+
+    def _export(self, batch: list[ReadableSpan]) -> None:
+        try:
+            with suppress_instrumentation():  # the exporter's own HTTP calls must not become spans
+                result = self.exporter.export(batch)
+        except Exception as exc:
+            log_internal_error(f"exporting spans to {self.name}")
+            result = SpanExportResult.FAILURE
+            cause = f"{type(exc).__name__}: {exc}"
+        else:
+            cause = "the exporter reported FAILURE"
+        with self._loss_lock:
+            if result is SpanExportResult.SUCCESS:
+                self._stats.exported += len(batch)
+                if not self._queue:  # a loss episode ends when the backlog is gone, not at each batch
+                    self._episode.ok()
+            else:
+                self._stats.export_failed += len(batch)
+                self._episode.loss(len(batch), cause)
+
+
+def observe_export_counts(meter_provider: Any, queues: Sequence[ExportQueue]) -> None:
+    """Publish every queue's counters as the observable counter ``evaltrace.export.spans`` (exporter, outcome).
+
+    Args:
+        meter_provider: The MeterProvider (None: the global one, a no-op unless the application set one).
+        queues: The queues to observe.
+    """
+    if not queues:
+        return
+    from opentelemetry import metrics
+    from opentelemetry.metrics import CallbackOptions, Observation
+
+    def observe(options: CallbackOptions) -> Iterable[Observation]:
+        return [
+            Observation(count, {semconv.EVALTRACE_EXPORTER_NAME: queue.name, semconv.EVALTRACE_EXPORT_OUTCOME: key})
+            for queue in queues
+            for key, count in queue.stats().items()
+            if key in _OUTCOMES
+        ]
+
+    meter = (meter_provider or metrics.get_meter_provider()).get_meter("evaltrace")
+    meter.create_observable_counter(
+        semconv.METRIC_EXPORT_SPANS, [observe], unit="{span}", description="Spans by export outcome"
+    )
+
+
+_OUTCOMES = frozenset(("exported", "export_failed", "dropped_queue_full", "dropped_shutdown"))
