@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from evaltrace._internal import semconv as sc
 from evaltrace._internal.openai.parts import Part, assistant_parts, output_message, reasoning_extra, tool_call_part
+from evaltrace._internal.openai.parts import field as get
 from evaltrace._internal.openai.response import (
     Outcome,
     Summary,
@@ -24,6 +26,14 @@ class Accumulator(Protocol):
 
     def add(self, chunk: Any) -> bool:
         """Fold one chunk in; return True when it carries output (for time to first chunk)."""
+        ...
+
+    def end_reason(self) -> str:
+        """How a stream read to its end ended: ``exhausted`` only when it carried its terminal signal.
+
+        The SDK hides the transport's end (a chat stream's ``data: [DONE]``): a server that closed the stream
+        early looks like a finished one, so only what the chunks themselves say tells the two apart.
+        """
         ...
 
     def outcome(self) -> Outcome:
@@ -73,7 +83,7 @@ class _ChoiceBuffer:
 class ChatAccumulator:
     """Accumulates ``ChatCompletionChunk``s by choice index and (choice, tool) index."""
 
-    __slots__ = ("choices", "fingerprint", "model", "response_id", "service_tier", "usage")
+    __slots__ = ("choices", "fingerprint", "header_pending", "model", "response_id", "service_tier", "usage")
 
     def __init__(self) -> None:
         self.choices: dict[int, _ChoiceBuffer] = {}
@@ -82,15 +92,18 @@ class ChatAccumulator:
         self.service_tier: str | None = None
         self.fingerprint: str | None = None
         self.usage: Any = None
+        self.header_pending = True  # until a chunk has given a non-empty id and model
 
     def add(self, chunk: Any) -> bool:
-        """Fold one chunk in."""
-        if self.response_id is None:
-            self.response_id = chunk.id
-            self.model = chunk.model
-            self.service_tier = getattr(chunk, "service_tier", None)
-            self.fingerprint = getattr(chunk, "system_fingerprint", None)
-        for choice in chunk.choices:
+        """Fold one chunk in; True when it carries at least one choice (output, for time to first chunk).
+
+        Azure OpenAI opens a stream with a chunk of ``prompt_filter_results`` only: no choices, and an empty
+        ``id`` and ``model``. It neither names the response nor starts the time-to-first-chunk clock.
+        """
+        if self.header_pending:
+            self._read_header(chunk)
+        choices = chunk.choices or ()
+        for choice in choices:
             buffer = self.choices.get(choice.index)
             if buffer is None:
                 buffer = self.choices[choice.index] = _ChoiceBuffer()
@@ -100,7 +113,15 @@ class ChatAccumulator:
         usage = getattr(chunk, "usage", None)
         if usage is not None:
             self.usage = usage
-        return True
+        return bool(choices)
+
+    def _read_header(self, chunk: Any) -> None:
+        """Take each of id, model, tier and fingerprint from the first chunk that has it (not empty)."""
+        self.response_id = self.response_id or chunk.id or None
+        self.model = self.model or chunk.model or None
+        self.service_tier = self.service_tier or getattr(chunk, "service_tier", None)
+        self.fingerprint = self.fingerprint or getattr(chunk, "system_fingerprint", None)
+        self.header_pending = not (self.response_id and self.model)
 
     @staticmethod
     def _add_delta(buffer: _ChoiceBuffer, delta: Any) -> None:
@@ -138,6 +159,13 @@ class ChatAccumulator:
         """Chat streams report no failure of their own (errors arrive as exceptions)."""
         return None
 
+    def end_reason(self) -> str:
+        """``exhausted`` when every choice got its finish_reason, else ``truncated`` (no choice at all included)."""
+        choices = self.choices.values()
+        if choices and all(c.finish_reason is not None for c in choices):
+            return sc.STREAM_END_EXHAUSTED
+        return sc.STREAM_END_TRUNCATED
+
     def outcome(self) -> Outcome:
         """Return the accumulated Outcome (finish reasons in choice order)."""
         ordered = [self.choices[i] for i in sorted(self.choices)]
@@ -155,13 +183,18 @@ class ChatAccumulator:
 _TEXT_DELTA = "response.output_text.delta"
 _REASONING_DELTAS = frozenset({"response.reasoning_summary_text.delta", "response.reasoning_text.delta"})
 _ARGS_DELTA = "response.function_call_arguments.delta"
-_FINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+# Terminal event -> end reason (a ``response.failed`` stream is also a failure: see ``failure``).
+_FINAL = {
+    "response.completed": sc.STREAM_END_EXHAUSTED,
+    "response.incomplete": sc.STREAM_END_INCOMPLETE,
+    "response.failed": sc.STREAM_END_ERROR,
+}
 
 
 class ResponsesAccumulator:
     """Accumulates Responses stream events; the terminal event's full ``response`` wins when it arrives."""
 
-    __slots__ = ("calls", "final", "reasoning", "refusal", "snapshot", "text")
+    __slots__ = ("calls", "error", "final", "reasoning", "refusal", "snapshot", "terminal", "text")
 
     def __init__(self) -> None:
         self.text: list[str] = []
@@ -169,7 +202,9 @@ class ResponsesAccumulator:
         self.refusal: list[str] = []
         self.calls: dict[int, _ToolCallBuffer] = {}
         self.final: Any = None
+        self.terminal = sc.STREAM_END_TRUNCATED  # the end reason, until a terminal event arrives
         self.snapshot: Any = None
+        self.error: tuple[str, str] | None = None  # (error.type, message) of an ``error`` event
 
     def add(self, chunk: Any) -> bool:
         """Fold one event in; True for ``*.delta`` events (output)."""
@@ -189,8 +224,11 @@ class ResponsesAccumulator:
             self._item_added(chunk)
         elif etype in _FINAL:
             self.final = chunk.response
+            self.terminal = _FINAL[etype]
         elif etype == "response.created":
             self.snapshot = chunk.response
+        elif etype == "error":
+            self.error = _error_event(chunk)
         return bool(etype.endswith(".delta"))
 
     def _item_added(self, chunk: Any) -> None:
@@ -202,8 +240,17 @@ class ResponsesAccumulator:
             slot.call_id, slot.name = item.call_id, item.name
 
     def failure(self) -> tuple[str, str] | None:
-        """A stream that ended in ``response.failed`` (see ``responses_failure``)."""
+        """An ``error`` event, else a ``response.failed`` terminal response (see ``responses_failure``)."""
+        if self.error is not None:
+            return self.error
         return responses_failure(self.final) if self.final is not None else None
+
+    def end_reason(self) -> str:
+        """By the terminal event: completed -> exhausted, incomplete, failed -> error; none -> truncated.
+
+        An ``error`` event makes it ``error`` whatever followed it.
+        """
+        return sc.STREAM_END_ERROR if self.error is not None else self.terminal
 
     def summary(self) -> Summary:
         """Model and token counts only (token counts come with the terminal response)."""
@@ -227,3 +274,16 @@ class ResponsesAccumulator:
         if snapshot is not None and getattr(snapshot, "status", None) not in (None, "in_progress", "queued"):
             outcome.finish_reasons = [responses_finish_reason(snapshot, bool(self.calls))]
         return outcome
+
+
+def _error_event(event: Any) -> tuple[str, str]:
+    """(``error.type``, message) of a Responses ``error`` event: its code, else ``_OTHER``.
+
+    The documented event has ``code`` / ``message`` at the top; a nested ``error`` object is read too (servers
+    that mirror the HTTP error body; the SDK raises on some of those, which ends the stream with an exception).
+    """
+    nested = get(event, "error")
+    code = get(event, "code") or get(nested, "code")
+    message = get(event, "message") or get(nested, "message")
+    error_type = code if isinstance(code, str) and code else sc.ERROR_TYPE_OTHER
+    return error_type, f"{error_type}: {message}" if isinstance(message, str) and message else error_type

@@ -5,6 +5,10 @@ The span ends exactly once, on whichever exit comes first: exhaustion, an except
 do), or garbage collection of a stream that was never finished. Per chunk the proxy does O(1) work: one clock
 read, a counter, the accumulator's append, and (only when metrics record) one histogram point for the gap
 since the previous chunk.
+
+A stream read to its end is ``exhausted`` (``evaltrace.stream.completed``) only when its chunks carried the
+terminal signal (every chat choice's finish_reason; a Responses terminal event): a server that hung up early is
+recorded as ``truncated``, with the span status left UNSET, since nothing was raised and what arrived is kept.
 """
 
 from __future__ import annotations
@@ -63,6 +67,8 @@ class StreamState:
         with handle_internal_errors("ending an OpenAI stream span"):
             call, acc = self.call, self.acc
             first, last = self.first, self.last
+            if reason == sc.STREAM_END_EXHAUSTED:
+                reason = acc.end_reason()  # read to the end, but did the server finish it?
             extra = partial(build.stream_attributes, reason, self.chunks, call.start, first, self.first_wall_ns, last)
             if error is None:
                 failure = acc.failure()
