@@ -141,7 +141,8 @@ class ExportQueue(SpanProcessor):
             finally:
                 self._flushes -= 1
         try:
-            return bool(self.exporter.force_flush(max(0, int((deadline - time.monotonic()) * 1000))))
+            # The SDK's base SpanExporter.force_flush returns None: only an explicit False is a failure.
+            return self.exporter.force_flush(max(0, int((deadline - time.monotonic()) * 1000))) is not False
         except Exception:
             log_internal_error(f"flushing exporter {self.name}")
             return False
