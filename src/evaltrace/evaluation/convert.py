@@ -3,16 +3,22 @@
 Outputs: ``gen_ai.evaluation.result`` event attributes, ``evaltrace.eval.*`` span attributes and
 :class:`~evaltrace.schema.Score` objects.
 
+Every result is shown as one *outcome* (:func:`result_outcome`): ``pass`` or ``fail`` for a judgement,
+``error`` when the evaluation itself failed (timeout, unreachable judge, evaluator bug, our bug; status
+``failed``), ``not_evaluated`` when it was skipped, ``pending`` while it has not run. An error or a skip is never
+written, counted or shown as a pass or a fail.
+
 Label values written to ``gen_ai.evaluation.score.label`` (the spec asks implementations to document them):
 the evaluator's own label when it returned one (``detail["label"]``, e.g. a string from a function
-evaluator), ``"skipped"`` for an evaluation that did not apply, otherwise ``"pass"`` or ``"fail"`` from
-``passed``.
+evaluator), otherwise ``"pass"`` or ``"fail"`` from ``passed``; ``"not_evaluated"`` for an evaluation that did
+not apply (with the skip reason as the explanation); no label at all for an evaluation that errored (the event
+carries ``error.type`` instead: a label there would read as a verdict).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from evaltrace._internal import semconv
 from evaltrace.evaluation.runner import ERROR_TYPE_KEY
@@ -22,14 +28,40 @@ LABEL_KEY = "label"
 SPAN_ID_KEY = "span_id"
 _LLM_TYPE_MARKERS = ("llm", "judge")
 
+Outcome = Literal["pass", "fail", "error", "not_evaluated", "pending"]
 
-def result_label(result: EvaluationResult) -> str:
-    """Return the label for ``result``: its own label if it has one, else ``"pass"``/``"fail"``."""
+
+def result_outcome(result: EvaluationResult) -> Outcome:
+    """Return what ``result`` is shown as: ``pass``, ``fail``, ``error``, ``not_evaluated`` or ``pending``.
+
+    Only a completed evaluation is a verdict; ``passed`` of any other result means nothing.
+    """
+    if result.status == "failed":
+        return "error"
+    if result.status == "skipped":
+        return "not_evaluated"
+    if result.status == "pending":
+        return "pending"
+    return "pass" if result.passed else "fail"
+
+
+def is_judged(outcome: str) -> bool:
+    """Return True for the outcomes that are verdicts (``pass``/``fail``), the only ones in a pass rate."""
+    return outcome in (semconv.OUTCOME_PASS, semconv.OUTCOME_FAIL)
+
+
+def result_label(result: EvaluationResult) -> str | None:
+    """Return the event label of ``result`` (None for an errored evaluation, which has no verdict to label)."""
+    outcome = result_outcome(result)
+    if outcome == "error":
+        return None
+    if outcome == "not_evaluated":
+        return semconv.EVAL_LABEL_NOT_EVALUATED
+    if outcome == "pending":
+        return semconv.OUTCOME_PENDING
     label = result.detail.get(LABEL_KEY)
     if isinstance(label, str) and label:
         return label
-    if result.status == "skipped":
-        return semconv.EVAL_LABEL_SKIPPED
     return semconv.EVAL_LABEL_PASS if result.passed else semconv.EVAL_LABEL_FAIL
 
 
@@ -51,15 +83,15 @@ def evaluation_event_attributes(result: EvaluationResult, response_id: str | Non
         response_id: ``gen_ai.response.id`` of the evaluated span, when it has one.
 
     Returns:
-        ``gen_ai.evaluation.name``, ``.score.value`` (a double, when the result has a score),
-        ``.score.label``, ``.explanation`` (the reason, when non-empty), ``gen_ai.response.id`` and
-        ``error.type`` (only when the evaluation itself failed).
+        ``gen_ai.evaluation.name``; for a judgement ``.score.value`` (a double, when the result has a score)
+        and ``.score.label``; ``.explanation`` (the reason or skip reason, when non-empty); ``gen_ai.response.id``;
+        and ``error.type`` instead of score and label when the evaluation itself failed.
     """
-    attributes: dict[str, Any] = {
-        semconv.GEN_AI_EVALUATION_NAME: result.evaluator,
-        semconv.GEN_AI_EVALUATION_SCORE_LABEL: result_label(result),
-    }
-    if result.score is not None:
+    attributes: dict[str, Any] = {semconv.GEN_AI_EVALUATION_NAME: result.evaluator}
+    label = result_label(result)
+    if label is not None:
+        attributes[semconv.GEN_AI_EVALUATION_SCORE_LABEL] = label
+    if result.score is not None and is_judged(result_outcome(result)):
         attributes[semconv.GEN_AI_EVALUATION_SCORE_VALUE] = float(result.score)
     if result.reason:
         attributes[semconv.GEN_AI_EVALUATION_EXPLANATION] = result.reason
@@ -77,21 +109,44 @@ def eval_attribute(name: str, suffix: str) -> str:
 
 
 def span_result_attributes(results: Iterable[EvaluationResult]) -> dict[str, Any]:
-    """Return ``evaltrace.eval.<name>.score`` / ``.passed`` for each result and ``evaltrace.eval.failed``.
+    """Return the ``evaltrace.eval.*`` span attributes of ``results``.
 
-    ``evaltrace.eval.failed`` is True when any result did not pass, including evaluations that errored;
-    skipped evaluations are left out.
+    Per evaluator: ``.outcome`` always; ``.passed`` and ``.score`` only for a judgement (pass/fail);
+    ``.error_type`` for an evaluation that errored; ``.skip_reason`` for one that was not evaluated. Per span:
+    ``evaltrace.eval.failed`` (True when a judgement failed; written only when at least one result is a
+    judgement, so a span nothing judged never reads as "not failed"), ``evaltrace.eval.errors`` and
+    ``evaltrace.eval.not_evaluated`` (the evaluator names, when there are any). Attributes rather than
+    events only, because Langfuse ignores span events (conventions.md 4.2) and shows attributes as metadata.
     """
     attributes: dict[str, Any] = {}
+    judged = False
     any_failed = False
+    errors: list[str] = []
+    not_evaluated: list[str] = []
     for result in results:
-        if result.status == "skipped":  # not a verdict: neither passed nor failed
-            continue
-        if result.score is not None:
-            attributes[eval_attribute(result.evaluator, semconv.EVALTRACE_EVAL_SCORE_SUFFIX)] = float(result.score)
-        attributes[eval_attribute(result.evaluator, semconv.EVALTRACE_EVAL_PASSED_SUFFIX)] = result.passed
-        any_failed = any_failed or not result.passed
-    attributes[semconv.EVALTRACE_EVAL_FAILED] = any_failed
+        outcome = result_outcome(result)
+        attributes[eval_attribute(result.evaluator, semconv.EVALTRACE_EVAL_OUTCOME_SUFFIX)] = outcome
+        if outcome == "error":
+            errors.append(result.evaluator)
+            attributes[eval_attribute(result.evaluator, semconv.EVALTRACE_EVAL_ERROR_TYPE_SUFFIX)] = (
+                error_type(result) or semconv.ERROR_TYPE_OTHER
+            )
+        elif outcome in ("not_evaluated", "pending"):
+            not_evaluated.append(result.evaluator)
+            if result.reason:
+                attributes[eval_attribute(result.evaluator, semconv.EVALTRACE_EVAL_SKIP_REASON_SUFFIX)] = result.reason
+        else:
+            judged = True
+            any_failed = any_failed or outcome == "fail"
+            if result.score is not None:
+                attributes[eval_attribute(result.evaluator, semconv.EVALTRACE_EVAL_SCORE_SUFFIX)] = float(result.score)
+            attributes[eval_attribute(result.evaluator, semconv.EVALTRACE_EVAL_PASSED_SUFFIX)] = outcome == "pass"
+    if judged:
+        attributes[semconv.EVALTRACE_EVAL_FAILED] = any_failed
+    if errors:  # tuples: the immutable sequence form the SDK itself stores attribute arrays in
+        attributes[semconv.EVALTRACE_EVAL_ERRORS] = tuple(errors)
+    if not_evaluated:
+        attributes[semconv.EVALTRACE_EVAL_NOT_EVALUATED] = tuple(not_evaluated)
     return attributes
 
 

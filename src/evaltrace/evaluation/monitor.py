@@ -1,9 +1,12 @@
 """Production monitoring: per-evaluator pass rate over a sliding window, with health thresholds.
 
 Status per evaluator (data-model.md part D): ``healthy``; ``warning`` when the pass rate is below 0.85;
-``critical`` below 0.70; ``insufficient_data`` when nothing was sampled in the window (or fewer than
-``min_samples``). Each sample keeps 200-character previews of the query and output, the score and ``passed``.
-Memory is bounded by ``max_samples`` per evaluator.
+``critical`` below 0.70; ``insufficient_data`` when nothing was judged in the window (or fewer than
+``min_samples``). The pass rate and the status come from judgements (pass/fail) only: an evaluation that
+errored (a judge outage, a timeout) or was not evaluated (skipped) is counted on its own (``errors``,
+``skipped``, ``error_rate``), so an outage of the judge shows as a rising error rate, never as a collapse of
+the pass rate. Each sample keeps 200-character previews of the query and output, the score and ``passed``.
+Memory is bounded by ``max_samples`` per evaluator (and per kind of non-verdict).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from evaltrace.evaluation.convert import is_judged, result_outcome
 from evaltrace.schema import EvaluationResult
 
 HealthStatus = Literal["healthy", "warning", "critical", "insufficient_data"]
@@ -40,10 +44,13 @@ class EvaluatorHealth:
 
     Attributes:
         evaluator: Evaluator name.
-        sample_count: Completed evaluations in the window (failed/skipped ones are not judgements).
-        pass_rate: Share that passed, or None without samples.
+        sample_count: Judged evaluations (pass or fail) in the window.
+        pass_rate: Share of the judged ones that passed, or None without any.
         average_score: Mean score of the samples that have one, or None.
-        status: ``healthy`` / ``warning`` / ``critical`` / ``insufficient_data``.
+        status: ``healthy`` / ``warning`` / ``critical`` / ``insufficient_data``, from the judged ones only.
+        errors: Evaluations in the window that errored (status ``failed``): not in ``pass_rate``.
+        skipped: Evaluations in the window that were not evaluated (status ``skipped``): not in any rate.
+        error_rate: ``errors / (sample_count + errors)``, or None when neither happened.
     """
 
     evaluator: str
@@ -51,6 +58,9 @@ class EvaluatorHealth:
     pass_rate: float | None
     average_score: float | None
     status: HealthStatus
+    errors: int = 0
+    skipped: int = 0
+    error_rate: float | None = None
 
 
 def health_status(pass_rate: float | None, samples: int, min_samples: int = 1) -> HealthStatus:
@@ -87,6 +97,8 @@ class ProductionMonitor:
         self._max_samples = max_samples
         self._clock = clock
         self._samples: dict[str, deque[MonitorSample]] = {}
+        # When each non-verdict happened, per evaluator: {"error" | "not_evaluated": deque of clock times}.
+        self._non_verdicts: dict[str, dict[str, deque[float]]] = {}
         self._lock = threading.Lock()
 
     def register(self, evaluator: str) -> None:
@@ -95,9 +107,15 @@ class ProductionMonitor:
             self._samples.setdefault(evaluator, deque(maxlen=self._max_samples))
 
     def record(self, result: EvaluationResult, query: str | None = None, output: str | None = None) -> None:
-        """Add a completed result (failed and skipped evaluations are ignored: they are not verdicts)."""
-        if result.status != "completed":
-            self.register(result.evaluator)
+        """Add a result: a judgement becomes a sample; an error or a skip is only counted (it is no verdict)."""
+        outcome = result_outcome(result)
+        if not is_judged(outcome):
+            at = self._clock()
+            with self._lock:
+                self._samples.setdefault(result.evaluator, deque(maxlen=self._max_samples))
+                if outcome != "pending":
+                    kinds = self._non_verdicts.setdefault(result.evaluator, {})
+                    kinds.setdefault(outcome, deque(maxlen=self._max_samples)).append(at)
             return
         sample = MonitorSample(
             at=self._clock(),
@@ -121,10 +139,19 @@ class ProductionMonitor:
             names = sorted(self._samples)
         return {name: self._health_of(name) for name in names}
 
+    def _non_verdicts_in_window(self, name: str, outcome: str) -> int:
+        horizon = self._clock() - self.window_s
+        with self._lock:
+            return sum(1 for at in self._non_verdicts.get(name, {}).get(outcome, ()) if at >= horizon)
+
     def _health_of(self, name: str) -> EvaluatorHealth:
         window = self.samples(name)
         count = len(window)
         pass_rate = sum(s.passed for s in window) / count if count else None
         scores = [s.score for s in window if s.score is not None]
         average = sum(scores) / len(scores) if scores else None
-        return EvaluatorHealth(name, count, pass_rate, average, health_status(pass_rate, count, self.min_samples))
+        errors = self._non_verdicts_in_window(name, "error")
+        skipped = self._non_verdicts_in_window(name, "not_evaluated")
+        error_rate = errors / (count + errors) if count + errors else None
+        status = health_status(pass_rate, count, self.min_samples)
+        return EvaluatorHealth(name, count, pass_rate, average, status, errors, skipped, error_rate)

@@ -1,8 +1,8 @@
 """Eval-aware export sampling: downstream gets the traces worth looking at, and a fraction of the rest.
 
-A trace is *kept* when any evaluation on it did not pass (``evaltrace.eval.failed`` on a span, or a failed
-``evaluation`` child span), when it exceeds a budget (root latency, summed cost, summed tokens), or by a random
-draw with probability ``keep_rate``. To decide, every span of a trace is parked until the trace's local root
+A trace is *kept* when any evaluation on it failed or errored (``evaltrace.eval.failed`` or
+``evaltrace.eval.errors`` on a span or an ``evaluation`` child span), when it exceeds a budget (root latency,
+summed cost, summed tokens), or by a random draw with probability ``keep_rate``. To decide, every span of a trace is parked until the trace's local root
 has been forwarded and every evaluation job of that trace has finished; then the whole trace is released or
 discarded at once. Spans of a trace arriving after its decision follow it (a bounded memory of decisions).
 
@@ -161,7 +161,8 @@ class ExportGate:
 
     def _account(self, entry: _Parked, span: ReadableSpan) -> None:
         attrs = span.attributes or {}
-        if attrs.get(semconv.EVALTRACE_EVAL_FAILED) is True:
+        # An evaluation that errored is no fail, but its trace is kept as before: it may need re-evaluating.
+        if attrs.get(semconv.EVALTRACE_EVAL_FAILED) is True or attrs.get(semconv.EVALTRACE_EVAL_ERRORS):
             entry.failed = True
         entry.cost += _number(attrs.get(semconv.EVALTRACE_COST_USD) or attrs.get(semconv.GEN_AI_USAGE_COST))
         entry.tokens += int(

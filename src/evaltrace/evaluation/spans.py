@@ -55,7 +55,10 @@ def result_events(span: ReadableSpan, results: Sequence[EvaluationResult]) -> li
 
 
 def enriched_copy(span: ReadableSpan, results: Sequence[EvaluationResult]) -> ReadableSpan:
-    """Return a copy of ``span`` carrying the results as events and ``evaltrace.eval.*`` attributes."""
+    """Return a copy of ``span`` carrying the results as events and ``evaltrace.eval.*`` attributes.
+
+    The span's own status is never changed: an evaluation's verdict or error is not the application's.
+    """
     attributes = dict(span.attributes or {})
     attributes.update(span_result_attributes(results))
     return ReadableSpan(
@@ -78,7 +81,10 @@ def evaluation_span(span: ReadableSpan, result: EvaluationResult) -> ReadableSpa
     """Return the child span ``evaluation {name}`` carrying one late result (None for a span without context).
 
     Kind INTERNAL, ``evaltrace.span.kind=evaluation``, ``langfuse.observation.type=evaluator``; it spans the
-    evaluation's own start and finish times and has status ERROR when the evaluation itself failed.
+    evaluation's own start and finish times. Its status is ERROR only when the evaluation itself errored
+    (outcome ``error``, with ``error.type`` as the description): the span is the *evaluation's* operation, and an
+    evaluation that judged the output a fail, or was not evaluated, ran correctly, so its status stays UNSET
+    and its verdict is in ``evaltrace.eval.<name>.outcome``.
     """
     parent = span.context
     if parent is None:

@@ -1,4 +1,9 @@
-"""Counters and latency summaries of the evaluation pipeline, returned by ``processor.stats()``."""
+"""Counters and latency summaries of the evaluation pipeline, returned by ``processor.stats()``.
+
+Each finished evaluation is counted under one outcome: ``passed`` / ``failed`` (judgements), ``errors`` (the
+evaluation itself failed: timeout, unreachable judge, evaluator bug) or ``skipped`` (not evaluated). Pass rates
+are over judgements only, so a judge outage raises ``error_rate`` and leaves ``pass_rate`` alone.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from evaltrace.evaluation.convert import result_outcome
 from evaltrace.schema import EvaluationResult
 
 _LATENCY_SAMPLES = 1024
@@ -26,6 +32,7 @@ class _EvaluatorCounters:
     evaluated: int = 0
     passed: int = 0
     failed: int = 0
+    errors: int = 0
     timed_out: int = 0
     skipped: int = 0
     latencies_ms: deque[float] = field(default_factory=lambda: deque(maxlen=_LATENCY_SAMPLES))
@@ -43,7 +50,9 @@ class PipelineStats:
             "held_timeout": 0,
             "evaluation_spans": 0,
             "evaluated": 0,
+            "passed": 0,
             "failed": 0,
+            "errors": 0,
             "timed_out": 0,
             "skipped": 0,
             "retries": 0,
@@ -62,21 +71,18 @@ class PipelineStats:
             self.counters[name] = self.counters.get(name, 0) + amount
 
     def record(self, result: EvaluationResult) -> None:
-        """Count one finished evaluation."""
+        """Count one finished evaluation under its outcome."""
+        outcome = result_outcome(result)
+        key = {"pass": "passed", "fail": "failed", "error": "errors", "not_evaluated": "skipped"}.get(outcome)
         timed_out = result.error is not None and result.error.type == "timeout"
         with self._lock:
             per = self._by_evaluator.setdefault(result.evaluator, _EvaluatorCounters())
             per.evaluated += 1
             per.latencies_ms.append(float(result.latency_ms))
             self.counters["evaluated"] += 1
-            if result.status == "failed":
-                per.failed += 1
-                self.counters["failed"] += 1
-            elif result.status == "skipped":
-                per.skipped += 1
-                self.counters["skipped"] += 1
-            elif result.passed:
-                per.passed += 1
+            if key is not None:
+                setattr(per, key, getattr(per, key) + 1)
+                self.counters[key] += 1
             if timed_out:
                 per.timed_out += 1
                 self.counters["timed_out"] += 1
@@ -84,22 +90,27 @@ class PipelineStats:
     def snapshot(self) -> dict[str, Any]:
         """Return a copy of the counters plus per-evaluator figures.
 
-        ``evaluators`` maps each name to ``evaluated, passed, failed, timed_out, skipped, pass_rate,
-        latency_ms_p50, latency_ms_p95``; ``pass_rate`` is over completed evaluations.
+        ``evaluators`` maps each name to ``evaluated, passed, failed, errors, timed_out, skipped, pass_rate,
+        error_rate, latency_ms_p50, latency_ms_p95``: ``failed`` counts judgements that failed, ``errors``
+        evaluations that errored (``timed_out`` is the subset that timed out); ``pass_rate`` is
+        ``passed / (passed + failed)`` and ``error_rate`` ``errors / (passed + failed + errors)`` (None when
+        their denominator is 0); skipped evaluations are in neither.
         """
         with self._lock:
             data: dict[str, Any] = dict(self.counters)
             evaluators: dict[str, Any] = {}
             for name, per in self._by_evaluator.items():
                 latencies = list(per.latencies_ms)
-                completed = per.evaluated - per.failed - per.skipped
+                judged = per.passed + per.failed
                 evaluators[name] = {
                     "evaluated": per.evaluated,
                     "passed": per.passed,
                     "failed": per.failed,
+                    "errors": per.errors,
                     "timed_out": per.timed_out,
                     "skipped": per.skipped,
-                    "pass_rate": per.passed / completed if completed else None,
+                    "pass_rate": per.passed / judged if judged else None,
+                    "error_rate": per.errors / (judged + per.errors) if judged + per.errors else None,
                     "latency_ms_p50": percentile(latencies, 0.50),
                     "latency_ms_p95": percentile(latencies, 0.95),
                 }

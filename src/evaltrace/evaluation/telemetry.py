@@ -19,7 +19,7 @@ from opentelemetry.trace import NonRecordingSpan, set_span_in_context
 from evaltrace._internal import semconv
 from evaltrace._internal.tracing import INSTRUMENTATION_NAME
 from evaltrace._version import __version__
-from evaltrace.evaluation.convert import evaluation_event_attributes, response_id_of
+from evaltrace.evaluation.convert import evaluation_event_attributes, is_judged, response_id_of, result_outcome
 from evaltrace.schema import EvaluationResult
 
 
@@ -60,7 +60,8 @@ class PipelineMetrics:
     Args:
         meter_provider: The provider; None uses the global one (a no-op unless the application set one).
         observe_queue: Returns the current queue size, for an observable gauge.
-        observe_pass_rates: Returns ``{evaluator: pass rate}`` over the monitor's window, for a gauge.
+        observe_pass_rates: Returns ``{evaluator: pass rate}`` over the monitor's window (judgements only), for
+            a gauge.
         observe_sinks: Returns ``{sink: {outcome: cumulative count}}`` for an observable counter.
     """
 
@@ -94,12 +95,20 @@ class PipelineMetrics:
         meter.create_observable_gauge(semconv.METRIC_EVAL_PASS_RATE, [self._pass_rate_callback], unit="1")
 
     def record_result(self, result: EvaluationResult) -> None:
-        """Count one evaluation and record its duration."""
+        """Count one evaluation and record its duration.
+
+        The count carries the evaluator, the status and the outcome (pass / fail / error / not_evaluated);
+        ``evaltrace.evaluation.passed`` only for a judgement, so a dashboard summing ``passed=false`` counts
+        fails, never errors or skips.
+        """
+        outcome = result_outcome(result)
         attributes: dict[str, str | bool] = {
             semconv.EVALTRACE_EVALUATOR_NAME: result.evaluator,
             semconv.EVALTRACE_EVAL_STATUS: result.status,
-            semconv.EVALTRACE_EVAL_PASSED_ATTR: result.passed,
+            semconv.EVALTRACE_EVAL_OUTCOME_ATTR: outcome,
         }
+        if is_judged(outcome):
+            attributes[semconv.EVALTRACE_EVAL_PASSED_ATTR] = outcome == semconv.OUTCOME_PASS
         self._evaluations.add(1, attributes)
         self._duration.record(result.latency_ms / 1000, {semconv.EVALTRACE_EVALUATOR_NAME: result.evaluator})
 

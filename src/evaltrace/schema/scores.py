@@ -16,6 +16,14 @@ ScoreSource = Literal["API", "EVAL", "ANNOTATION"]
 
 _SCORE_ID_NAMESPACE = uuid.UUID("6f1c2f4e-0b7a-5d3e-9a51-3c0e2b7d4e10")
 
+RANGE_TOLERANCE = 1e-9
+"""How far outside a config's range a NUMERIC value may be and still count as on its bound (then clamped).
+
+Relative to the bound's magnitude, and absolute below 1: ``1e-9 * max(1, |bound|)``. Float rounding puts a value
+a few ulps past its bound (sacrebleu's BLEU of identical texts is ``1.0000000000000004``, two ulps and
+4.4e-16 past: far inside this tolerance); a value further out is taken as a real violation and rejected.
+"""
+
 
 def score_id(trace_id: str, span_id: str | None, evaluator_name: str, evaluator_version: str | None = None) -> str:
     """Return the deterministic score id of one evaluator's judgement of one span (or trace).
@@ -183,7 +191,8 @@ class ScoreConfig(SchemaModel):
         """Check ``score`` against this config and return it typed by the config.
 
         The returned copy has this config's ``data_type`` and ``id`` (as ``config_id``); a categorical
-        score's ``string_value`` (or ``value``) is derived from the matching category.
+        score's ``string_value`` (or ``value``) is derived from the matching category; a NUMERIC value outside
+        the range by float rounding only (within :data:`RANGE_TOLERANCE`) is clamped onto the bound.
 
         Args:
             score: The score to check.
@@ -201,8 +210,7 @@ class ScoreConfig(SchemaModel):
         data = score.model_dump()
         data.update(data_type=self.data_type, config_id=self.id)
         if self.data_type == "NUMERIC":
-            data.update(string_value=None)
-            self._check_range(where, score.value)
+            data.update(string_value=None, value=self._in_range(where, score.value))
         elif self.data_type == "BOOLEAN":
             if score.value not in (0.0, 1.0) and score.string_value not in ("True", "False"):
                 raise ScoreValidationError(f"{where}: a BOOLEAN score needs 0/1 or 'True'/'False', got {score.value}")
@@ -213,13 +221,23 @@ class ScoreConfig(SchemaModel):
         except ValidationError as exc:
             raise ScoreValidationError(f"{where}: {exc}") from exc
 
-    def _check_range(self, where: str, value: float | None) -> None:
+    def _in_range(self, where: str, value: float | None) -> float:
+        """Return ``value``, clamped onto a bound it misses by float rounding only (:data:`RANGE_TOLERANCE`).
+
+        Raises:
+            ScoreValidationError: No value, or a value clearly outside ``[min_value, max_value]``.
+        """
         if value is None:
             raise ScoreValidationError(f"{where}: a NUMERIC score needs a value")
         low = -math.inf if self.min_value is None else self.min_value
         high = math.inf if self.max_value is None else self.max_value
-        if not low <= value <= high:
-            raise ScoreValidationError(f"{where}: value {value} is outside the allowed range [{low}, {high}]")
+        if low <= value <= high:
+            return value
+        if value < low and low - value <= RANGE_TOLERANCE * max(1.0, abs(low)):
+            return low
+        if value > high and value - high <= RANGE_TOLERANCE * max(1.0, abs(high)):
+            return high
+        raise ScoreValidationError(f"{where}: value {value} is outside the allowed range [{low}, {high}]")
 
     def _category(self, where: str, score: Score) -> dict[str, Any]:
         for category in self.categories or ():
