@@ -49,6 +49,8 @@ DEFERRED_KEYS: frozenset[str] = frozenset(
         sc.OPENAI_API_TYPE,
         # request content
         sc.GEN_AI_INPUT_MESSAGES,
+        sc.INPUT_VALUE,  # embeddings
+        sc.INPUT_MIME_TYPE,
         sc.GEN_AI_SYSTEM_INSTRUCTIONS,
         sc.GEN_AI_TOOL_DEFINITIONS,
         # response (response.outcome_attributes), output content, usage and cost
@@ -103,8 +105,12 @@ def snapshot_request(kind: EndpointKind, kwargs: dict[str, Any], capture: bool) 
     and only when content is captured (nothing else reads them).
     """
     if kind is EndpointKind.EMBEDDINGS:
-        # ``input`` is no attribute and possibly large: not kept alive until export.
-        return {key: value for key, value in kwargs.items() if key != "input"}
+        # ``input`` is possibly large: kept until export only when captured, and then as a copy of the list.
+        snapshot = {key: value for key, value in kwargs.items() if key != "input"}
+        if capture and "input" in kwargs:
+            value = kwargs["input"]
+            snapshot["input"] = value.copy() if type(value) is list else value
+        return snapshot
     snapshot = kwargs
     if not capture:
         return snapshot
@@ -125,7 +131,9 @@ def request_attributes(kind: EndpointKind, kwargs: dict[str, Any], capture: bool
     parameters = req.model_parameters(kind, params)
     if parameters:
         attrs[sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS] = capped_json(parameters, max_len)
-    if capture and kind is not EndpointKind.EMBEDDINGS:
+    if capture and kind is EndpointKind.EMBEDDINGS:
+        _add_embedding_inputs(attrs, params, max_len)
+    elif capture:
         attrs[sc.GEN_AI_INPUT_MESSAGES] = capped_json(req.input_messages(kind, params), max_len)
         instructions = req.system_instructions(params)
         if instructions:
@@ -134,6 +142,19 @@ def request_attributes(kind: EndpointKind, kwargs: dict[str, Any], capture: bool
         if tools:
             attrs[sc.GEN_AI_TOOL_DEFINITIONS] = capped_json(tools, max_len)
     return attrs
+
+
+def _add_embedding_inputs(attrs: Attributes, params: dict[str, Any], max_len: int) -> None:
+    """The embedded texts as ``input.value`` (JSON), which Langfuse and Phoenix show as the span's input.
+
+    GenAI semconv has no embeddings input attribute; OpenInference's embedding spans put the raw input in
+    ``input.value``. Its per-text ``embedding.embeddings.N.embedding.text`` is not written: one attribute per
+    input would be uncapped in number and could push other attributes out of the SDK's attribute limit.
+    """
+    inputs = req.embedding_inputs(params)
+    if inputs is not None:
+        attrs[sc.INPUT_VALUE] = capped_json(inputs, max_len)
+        attrs[sc.INPUT_MIME_TYPE] = sc.MIME_JSON
 
 
 def response_attributes(

@@ -196,6 +196,26 @@ def input_messages(kind: EndpointKind, params: dict[str, Any]) -> list[Message]:
     return [_responses_item(item) for item in items or ()]
 
 
+def embedding_inputs(params: dict[str, Any]) -> list[Any] | None:
+    """What an embeddings request embedded, one entry per input (``input.value``); None for an unknown shape.
+
+    Texts are kept as they are. A pre-tokenised input (a list of token ids) becomes ``{"type": "tokens",
+    "count": n}``: ids say nothing without the model's tokenizer, and a batch of them would fill the cap.
+    """
+    value = params.get("input")
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, list | tuple):
+        return None  # an iterable the SDK has consumed by now, or an array type: nothing to read safely
+    if value and isinstance(value[0], int):  # one pre-tokenised input
+        return [_token_ids(value)]
+    return [item if isinstance(item, str) else _token_ids(item) for item in value]
+
+
+def _token_ids(ids: Any) -> dict[str, Any]:
+    return {"type": "tokens", "count": len(ids) if hasattr(ids, "__len__") else None}
+
+
 def system_instructions(params: dict[str, Any]) -> list[Part] | None:
     """Responses ``instructions`` -> ``gen_ai.system_instructions``."""
     instructions = params.get("instructions")
