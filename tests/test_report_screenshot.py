@@ -113,3 +113,35 @@ def test_inline_script_runs_and_marks_every_span(report: Path, tmp_path: Path) -
     browser = chromium()
     result = run_chromium(browser, tmp_path, "--dump-dom", report.as_uri())
     assert 'data-report-ready="6"' in result.stdout, result.stderr[-2000:]  # 6 spans in the demo trace
+
+
+PASS_RGB, FAIL_RGB, ERROR_RGB, NEUTRAL_RGB = (
+    (0x1A, 0x7F, 0x37),
+    (0xC6, 0x28, 0x28),
+    (0xB4, 0x53, 0x09),
+    (0x90, 0xA4, 0xAE),
+)
+
+
+def test_header_shows_each_evaluation_outcome_in_its_own_colour(tmp_path: Path) -> None:
+    """Pass, fail, error and not-evaluated badges are all in the header band, each in a distinct colour."""
+    from evaltrace import config
+    from outcome_trace import MIXED, record_trace
+
+    browser = chromium()
+    try:
+        trace_id = record_trace(tmp_path / "store", MIXED)
+    finally:
+        handle = config.current_handle()
+        if handle is not None:
+            handle.shutdown()
+    page = write_report(trace_id, tmp_path / "outcomes.html", tmp_path / "store")
+    shot = tmp_path / "outcomes.png"
+    result = run_chromium(browser, tmp_path, f"--screenshot={shot}", page.as_uri())
+    assert shot.is_file(), result.stderr[-2000:]
+    _, height, rows = decode_png(shot.read_bytes())
+    band = [y for y in range(height) if pixel(rows, 5, y) == HEADER_RGB]
+    assert band and band[0] == 0, "the header is not at the top"
+    header = {pixel(rows, x, y) for y in band for x in range(0, WIDTH, 2)}
+    for name, rgb in (("pass", PASS_RGB), ("fail", FAIL_RGB), ("error", ERROR_RGB), ("not evaluated", NEUTRAL_RGB)):
+        assert rgb in header, f"no {name} badge in the header"

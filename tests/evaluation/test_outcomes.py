@@ -19,6 +19,7 @@ from opentelemetry.trace import StatusCode
 
 from evaltrace.evaluation import ProductionMonitor, SkipEvaluation, evaluator
 from evaltrace.evaluation.runner import failed_result, skipped_result
+from evaltrace.report import build_report
 from evaltrace.schema import EvaluationResult, Trace
 
 from .conftest import MakePipeline, wait_until
@@ -130,6 +131,14 @@ def test_late_child_spans_are_error_only_when_the_evaluation_errored(make_pipeli
     assert skipped_attrs["evaltrace.eval.needs_ref.outcome"] == "not_evaluated"
     assert "evaltrace.eval.needs_ref.passed" not in skipped_attrs
     assert dict(children["bad"].attributes or {})["evaltrace.eval.bad.passed"] is False
+    # The report counts each late result once, on the evaluated span (not again on its evaluation span).
+    report = build_report(p.spans(), None)
+    assert sorted((r.span_name, r.name, r.outcome) for r in report.scores) == [
+        ("agent", "bad", "fail"),
+        ("agent", "broken", "error"),
+        ("agent", "good", "pass"),
+        ("agent", "needs_ref", "not_evaluated"),
+    ]
 
 
 def test_log_events_carry_error_type_and_no_verdict(make_pipeline: MakePipeline) -> None:

@@ -1,4 +1,9 @@
-"""Render a trace's spans as a terminal waterfall: tree, kinds, timing bars, tokens, cost and scores."""
+"""Render a trace's spans as a terminal waterfall: tree, kinds, timing bars, tokens, cost and scores.
+
+Each evaluation shows its outcome in words, not only in colour: ``pass`` / ``fail`` (with the score), ``ERROR``
+with its ``error.type`` when the evaluation itself failed, ``not evaluated`` with the skip reason. The caption
+counts the trace's results by outcome, and says ``not evaluated`` when nothing was judged.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evaltrace._internal import semconv
+from evaltrace.report.model import ScoreRow, outcome_counts, span_scores
 
 _BAR_WIDTH = 32
 _KIND_COLOURS = {
@@ -51,31 +57,43 @@ def _bar(span: ReadableSpan, start: int, total: int, colour: str) -> Text:
     return Text(" " * begin + "█" * length + " " * (_BAR_WIDTH - begin - length), style=colour)
 
 
-def scores_of(attributes: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """``{evaluator: (score, passed)}`` from ``evaltrace.eval.<name>.score/.passed`` attributes."""
-    scores: dict[str, tuple[Any, Any]] = {}
-    for key, value in attributes.items():
-        if not key.startswith(semconv.EVALTRACE_EVAL_PREFIX) or key == semconv.EVALTRACE_EVAL_FAILED:
-            continue
-        name, _, field = key[len(semconv.EVALTRACE_EVAL_PREFIX) :].rpartition(".")
-        score, passed = scores.get(name, (None, None))
-        if field == "score":
-            score = value
-        elif field == "passed":
-            passed = value
-        else:
-            continue
-        scores[name] = (score, passed)
-    return scores
+# (style, word) per outcome; "other" is a foreign result that carries only a label.
+_OUTCOME_STYLES = {
+    "pass": ("green", "pass"),
+    "fail": ("red", "fail"),
+    "error": ("bold yellow", "ERROR"),
+    "not_evaluated": ("dim", "not evaluated"),
+    "pending": ("dim", "pending"),
+}
+_SUMMARY_WORDS = {"not_evaluated": "not evaluated", "error": "error"}
 
 
-def _scores_text(attributes: Mapping[str, Any]) -> Text:
+def describe(row: ScoreRow) -> str:
+    """One evaluation as the terminal shows it, e.g. ``relevance=0.82 pass`` or ``judge=ERROR(timeout)``."""
+    _, word = _OUTCOME_STYLES.get(row.outcome or "", ("white", row.label or "?"))
+    if row.outcome == "error":
+        return f"{row.name}={word}({row.error_type or 'unknown'})"
+    if row.outcome in ("not_evaluated", "pending"):
+        return f"{row.name}={word}" + (f" ({row.explanation})" if row.explanation else "")
+    score = f"{row.score:.2f} " if row.score is not None else ""
+    return f"{row.name}={score}{word}"
+
+
+def _scores_text(rows: Sequence[ScoreRow]) -> Text:
     text = Text()
-    for name, (score, passed) in sorted(scores_of(attributes).items()):
-        style = "green" if passed is True else "red" if passed is False else "white"
-        shown = f"{score:.2f}" if isinstance(score, float) else ("pass" if passed else "fail")
-        text.append(f"{name}={shown} ", style=style)
+    for row in sorted(rows, key=lambda r: r.name):
+        style, _ = _OUTCOME_STYLES.get(row.outcome or "", ("white", ""))
+        text.append(describe(row) + " ", style=style)
     return text
+
+
+def summary_line(rows: Sequence[ScoreRow]) -> str:
+    """``evaluations: 2 pass · 1 fail · 1 error · 1 not evaluated``; ``evaluations: not evaluated`` for none."""
+    counts = outcome_counts(rows)
+    if not counts:
+        return "evaluations: not evaluated"
+    order = ("pass", "fail", "error", "not_evaluated", "pending", "other")
+    return "evaluations: " + " · ".join(f"{counts[o]} {_SUMMARY_WORDS.get(o, o)}" for o in order if counts.get(o))
 
 
 def _tokens(attributes: Mapping[str, Any]) -> str:
@@ -93,10 +111,14 @@ def render_waterfall(console: Console, spans: Sequence[ReadableSpan], details: b
     total = max(end - start, 1)
     first = spans[0].get_span_context()
     trace_hex = f"{first.trace_id:032x}" if first else "?"
-    table = Table(title=f"trace {trace_hex} · {total / 1e6:.1f} ms", expand=False)
+    ordered = _tree_order(spans)
+    # Each result is on exactly one span (the enriched span, or its own late ``evaluation`` span): no double count.
+    scores = {id(span): span_scores(span) if span.context is not None else [] for _, span in ordered}
+    caption = summary_line([row for rows in scores.values() for row in rows])
+    table = Table(title=f"trace {trace_hex} · {total / 1e6:.1f} ms", caption=caption, expand=False)
     for column in ("span", "kind", "duration", "timeline", "tokens", "cost $", "scores"):
         table.add_column(column, no_wrap=column != "scores")
-    for depth, span in _tree_order(spans):
+    for depth, span in ordered:
         attributes = dict(span.attributes or {})
         kind = str(attributes.get(semconv.EVALTRACE_SPAN_KIND, span.kind.name.lower()))
         colour = _KIND_COLOURS.get(kind, "white")
@@ -112,7 +134,7 @@ def render_waterfall(console: Console, spans: Sequence[ReadableSpan], details: b
             _bar(span, start, total, colour),
             _tokens(attributes),
             f"{cost:.6f}" if isinstance(cost, float) else "",
-            _scores_text(attributes),
+            _scores_text(scores[id(span)]),
         )
     console.print(table)
     if details:
@@ -139,15 +161,10 @@ def _print_details(console: Console, spans: Sequence[ReadableSpan]) -> None:
             )
             if key in attributes
         ]
-        for event in span.events:
-            if event.name == semconv.GEN_AI_EVALUATION_RESULT_EVENT:
-                ev = dict(event.attributes or {})
-                lines.append(
-                    f"  evaluation {ev.get(semconv.GEN_AI_EVALUATION_NAME)}: "
-                    f"score={ev.get(semconv.GEN_AI_EVALUATION_SCORE_VALUE)} "
-                    f"label={ev.get(semconv.GEN_AI_EVALUATION_SCORE_LABEL)} "
-                    f"{_short(ev.get(semconv.GEN_AI_EVALUATION_EXPLANATION, ''), 200)}"
-                )
+        for row in span_scores(span) if span.context is not None else []:
+            shown = row.explanation and row.outcome not in ("not_evaluated", "pending")  # describe() has those
+            explanation = f" {_short(row.explanation, 200)}" if shown else ""
+            lines.append(f"  evaluation {describe(row)}{explanation}")
         if lines:
             console.print(Text(span.name, style="bold"))
             for line in lines:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 CSS = """
-:root{--fg:#1d2330;--muted:#6b7385;--line:#e3e6ee;--bg:#f7f8fb;--card:#fff;--pass:#1a7f37;--fail:#c62828;
+:root{--fg:#1d2330;--muted:#6b7385;--line:#e3e6ee;--bg:#f7f8fb;--card:#fff;--pass:#1a7f37;--fail:#c62828;--error:#b45309;
 --llm:#7c4dff;--tool:#0b8bd9;--agent:#e07b00;--workflow:#00897b;--task:#5c6bc0;--evaluation:#8d6e63;--other:#90a4ae}
 *{box-sizing:border-box}
 body{margin:0;font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--fg);background:var(--bg)}
@@ -21,7 +21,8 @@ code,pre{font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 pre{margin:0;white-space:pre-wrap;word-break:break-word;max-height:320px;overflow:auto;background:var(--bg);
 padding:6px 8px;border-radius:4px}
 .badge{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;font-weight:600;color:#fff}
-.pass{background:var(--pass)}.fail{background:var(--fail)}.neutral{background:var(--other)}
+.pass{background:var(--pass)}.fail{background:var(--fail)}.error{background:var(--error)}
+.neutral{background:var(--other)}
 .kind{display:inline-block;min-width:64px;padding:0 6px;margin-right:6px;border-radius:3px;color:#fff;font-size:11px;
 text-align:center}
 .k-llm{background:var(--llm)}.k-tool{background:var(--tool)}.k-agent{background:var(--agent)}

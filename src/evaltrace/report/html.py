@@ -15,7 +15,7 @@ from typing import Any
 
 from evaltrace._version import __version__
 from evaltrace.report.assets import CSS, JS
-from evaltrace.report.model import ReportData, ScoreRow, SpanRow
+from evaltrace.report.model import ReportData, ScoreRow, SpanRow, outcome_counts
 from evaltrace.schema import Trace, TraceMessage
 
 __all__ = ["render_html"]
@@ -55,24 +55,62 @@ def _kind_class(kind: str) -> str:
     return f"k-{kind}" if kind in _KINDS else "k-other"
 
 
+# How each outcome is shown: (badge CSS class, text). An error and a skip are never shown as pass or fail.
+_OUTCOME_BADGES = {
+    "pass": ("pass", "pass"),
+    "fail": ("fail", "fail"),
+    "error": ("error", "error"),
+    "not_evaluated": ("neutral", "not evaluated"),
+    "pending": ("neutral", "pending"),
+}
+# Header summary order and wording: (outcome, CSS class, text after the count).
+_SUMMARY = (
+    ("pass", "pass", "pass"),
+    ("fail", "fail", "fail"),
+    ("error", "error", "error"),
+    ("not_evaluated", "neutral", "not evaluated"),
+    ("pending", "neutral", "pending"),
+    ("other", "neutral", "other"),
+)
+
+
 def _verdict(row: ScoreRow) -> str:
-    if row.passed is True:
-        return '<span class="badge pass">pass</span>'
-    if row.passed is False:
-        return '<span class="badge fail">fail</span>'
-    return f'<span class="badge neutral">{_e(row.label or "n/a")}</span>'
+    css, text = _OUTCOME_BADGES.get(row.outcome or "", ("neutral", row.label or "n/a"))
+    if row.outcome == "error" and row.error_type:
+        text = f"error: {row.error_type}"
+    return f'<span class="badge {css}">{_e(text)}</span>'
 
 
 def _chip(row: ScoreRow) -> str:
-    css = "pass" if row.passed is True else "fail" if row.passed is False else "neutral"
-    value = f" {row.score:.2f}" if row.score is not None else ""
-    return f'<span class="badge {css}" title="{_e(row.explanation or "")}">{_e(row.name)}{value}</span>'
+    css, text = _OUTCOME_BADGES.get(row.outcome or "", ("neutral", row.label or ""))
+    if row.outcome in ("pass", "fail"):  # the colour says pass/fail; the score, when there is one, says how much
+        text = f"{row.score:.2f}" if row.score is not None else ""
+    shown = f"{row.name} {text}".rstrip()
+    title = row.explanation or row.error_type or ""
+    return f'<span class="badge {css}" title="{_e(title)}">{_e(shown)}</span>'
+
+
+def evaluation_summary(rows: list[ScoreRow]) -> str:
+    """Badges counting the results by outcome (``pass`` / ``fail`` / ``error`` / ``not evaluated``).
+
+    With no result at all, one ``not evaluated`` badge: a trace nothing judged is never shown as passing.
+    """
+    if not rows:
+        return '<span class="badge neutral" data-outcome="none">not evaluated</span>'
+    counts = outcome_counts(rows)
+    return " ".join(
+        f'<span class="badge {css}" data-outcome="{outcome}">{counts[outcome]} {text}</span>'
+        for outcome, css, text in _SUMMARY
+        if counts.get(outcome)
+    )
 
 
 def _header(data: ReportData) -> str:
     started = dt.datetime.fromtimestamp(data.started_ns / 1e9, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     errors = sum(1 for s in data.spans if s.error)
-    status = f'<span class="badge fail">{errors} error(s)</span>' if errors else '<span class="badge pass">ok</span>'
+    # Span errors (the application's) and evaluation outcomes (ours) are separate badges; neither says "ok".
+    spans = f'<span class="badge fail" data-outcome="span-error">{errors} span error(s)</span> ' if errors else ""
+    status = f'{spans}<span class="evals">{evaluation_summary(data.scores)}</span>'
     items = [
         ("trace", f"<code>{_e(data.trace_id)}</code>"),
         ("service", _e(data.service or "-")),
@@ -95,20 +133,21 @@ def _header(data: ReportData) -> str:
 
 def _scores(rows: list[ScoreRow]) -> str:
     if not rows:
-        return '<section id="scores"><h2>Scores</h2><p class="empty">No evaluation results on this trace.</p></section>'
+        return (
+            '<section id="scores"><h2>Scores &middot; not evaluated</h2>'
+            '<p class="empty">No evaluation results on this trace.</p></section>'
+        )
     body = "".join(
-        f"<tr><td><b>{_e(r.name)}</b></td>"
+        f'<tr data-outcome="{_e(r.outcome or "other")}"><td><b>{_e(r.name)}</b></td>'
         f'<td><a href="#span-{_e(r.span_id)}" data-span-link="{_e(r.span_id)}">{_e(r.span_name)}</a></td>'
         f"<td>{'' if r.score is None else f'{r.score:.3f}'}</td><td>{_verdict(r)}</td>"
         f"<td>{_e(r.explanation or '')}</td></tr>"
         for r in rows
     )
-    passed = sum(1 for r in rows if r.passed is True)
+    counts = outcome_counts(rows)
+    title = " &middot; ".join(f"{counts[o]} {text}" for o, _, text in _SUMMARY if counts.get(o))
     head = "<tr><th>Evaluator</th><th>Span</th><th>Score</th><th>Result</th><th>Explanation</th></tr>"
-    return (
-        f'<section id="scores"><h2>Scores &middot; {passed}/{len(rows)} passed</h2>'
-        f"<table>{head}{body}</table></section>"
-    )
+    return f'<section id="scores"><h2>Scores &middot; {title}</h2><table>{head}{body}</table></section>'
 
 
 def _attributes_table(attributes: Mapping[str, Any]) -> str:

@@ -1,8 +1,12 @@
 """What a trace report shows, gathered from the spans of one trace: waterfall rows, scores, and the Trace.
 
 Scores are read from the three places the evaluation pipeline writes them: ``gen_ai.evaluation.result`` span
-events and ``evaltrace.eval.<name>.score`` / ``.passed`` attributes on the evaluated span, and child
-``evaluation {name}`` spans for results that came after the span was exported. One row per (span, evaluator).
+events and ``evaltrace.eval.<name>.*`` attributes on the evaluated span, and child ``evaluation {name}`` spans
+for results that came after the span was exported. One row per (span, evaluator), each with one outcome:
+``pass``, ``fail``, ``error`` (the evaluation itself failed), ``not_evaluated`` (skipped, with its reason) or
+None for a foreign result that carries only a label. Traces recorded before ``.outcome`` existed are read
+right too: an event with ``error.type`` is an error whatever ``.passed`` said, a ``skipped`` label is not
+evaluated.
 """
 
 from __future__ import annotations
@@ -17,7 +21,16 @@ from opentelemetry.trace import StatusCode
 from evaltrace._internal import semconv
 from evaltrace.schema import Trace
 
-__all__ = ["ReportData", "ScoreRow", "SpanRow", "build_report"]
+__all__ = ["OUTCOMES", "ReportData", "ScoreRow", "SpanRow", "build_report", "outcome_counts", "span_scores"]
+
+OUTCOMES = (
+    semconv.OUTCOME_PASS,
+    semconv.OUTCOME_FAIL,
+    semconv.OUTCOME_ERROR,
+    semconv.OUTCOME_NOT_EVALUATED,
+    semconv.OUTCOME_PENDING,
+)
+_NOT_EVALUATED_LABELS = (semconv.EVAL_LABEL_NOT_EVALUATED, semconv.EVAL_LABEL_SKIPPED)
 
 
 @dataclass
@@ -30,7 +43,13 @@ class ScoreRow:
     score: float | None = None
     label: str | None = None
     passed: bool | None = None
+    """True/False for a judgement only; None for an error, a skip or a label-only result."""
     explanation: str | None = None
+    """The evaluator's reason; for ``not_evaluated`` the skip reason, for ``error`` the failure message."""
+    outcome: str | None = None
+    """``pass`` / ``fail`` / ``error`` / ``not_evaluated`` / ``pending``; None when only a label is known."""
+    error_type: str | None = None
+    """``error.type`` of an evaluation that errored."""
 
 
 @dataclass
@@ -84,15 +103,57 @@ def _row(rows: dict[str, ScoreRow], span_id: str, span_name: str, name: str) -> 
 
 
 def _fill_from_result(row: ScoreRow, attributes: Mapping[str, Any]) -> None:
+    """Fill ``row`` from ``gen_ai.evaluation.result`` attributes (an event, or a child evaluation span)."""
     row.score = _number(attributes.get(semconv.GEN_AI_EVALUATION_SCORE_VALUE, row.score))
     row.label = _text(attributes.get(semconv.GEN_AI_EVALUATION_SCORE_LABEL)) or row.label
     row.explanation = _text(attributes.get(semconv.GEN_AI_EVALUATION_EXPLANATION)) or row.explanation
-    if row.passed is None and row.label in (semconv.EVAL_LABEL_PASS, semconv.EVAL_LABEL_FAIL):
-        row.passed = row.label == semconv.EVAL_LABEL_PASS
+    row.error_type = _text(attributes.get(semconv.ERROR_TYPE)) or row.error_type
+
+
+def _fill_from_attribute(row: ScoreRow, suffix: str, value: Any) -> None:
+    """Fill ``row`` from one ``evaltrace.eval.<name><suffix>`` attribute."""
+    if suffix == semconv.EVALTRACE_EVAL_SCORE_SUFFIX:
+        row.score = _number(value)
+    elif suffix == semconv.EVALTRACE_EVAL_PASSED_SUFFIX and isinstance(value, bool):
+        row.passed = value
+    elif suffix == semconv.EVALTRACE_EVAL_OUTCOME_SUFFIX and value in OUTCOMES:
+        row.outcome = value
+    elif suffix == semconv.EVALTRACE_EVAL_ERROR_TYPE_SUFFIX:
+        row.error_type = _text(value) or row.error_type
+    elif suffix == semconv.EVALTRACE_EVAL_SKIP_REASON_SUFFIX:
+        row.explanation = row.explanation or _text(value)
+
+
+def _settle(row: ScoreRow) -> ScoreRow:
+    """Decide the row's outcome from what was found; only a judgement keeps ``passed`` (and a score)."""
+    if row.outcome is None:
+        if row.error_type is not None:
+            row.outcome = semconv.OUTCOME_ERROR  # before ``passed``: older traces wrote passed=False for errors
+        elif row.label in _NOT_EVALUATED_LABELS:
+            row.outcome = semconv.OUTCOME_NOT_EVALUATED
+        elif row.passed is not None:
+            row.outcome = semconv.OUTCOME_PASS if row.passed else semconv.OUTCOME_FAIL
+        elif row.label in (semconv.EVAL_LABEL_PASS, semconv.EVAL_LABEL_FAIL):
+            row.outcome = row.label
+    if row.outcome in (semconv.OUTCOME_PASS, semconv.OUTCOME_FAIL):
+        row.passed = row.outcome == semconv.OUTCOME_PASS
+    elif row.outcome is not None:
+        row.passed = None
+        row.score = None
+    return row
+
+
+_SUFFIXES = (
+    semconv.EVALTRACE_EVAL_SCORE_SUFFIX,
+    semconv.EVALTRACE_EVAL_PASSED_SUFFIX,
+    semconv.EVALTRACE_EVAL_OUTCOME_SUFFIX,
+    semconv.EVALTRACE_EVAL_ERROR_TYPE_SUFFIX,
+    semconv.EVALTRACE_EVAL_SKIP_REASON_SUFFIX,
+)
 
 
 def span_scores(span: ReadableSpan) -> list[ScoreRow]:
-    """The evaluation results carried by ``span`` (events and ``evaltrace.eval.*`` attributes)."""
+    """The evaluation results carried by ``span`` (events and ``evaltrace.eval.*`` attributes), one per evaluator."""
     assert span.context is not None
     span_id = _hex(span.context.span_id, 16)
     rows: dict[str, ScoreRow] = {}
@@ -105,14 +166,20 @@ def span_scores(span: ReadableSpan) -> list[ScoreRow]:
     for key, value in (span.attributes or {}).items():
         if not key.startswith(prefix):
             continue
-        for suffix in (semconv.EVALTRACE_EVAL_SCORE_SUFFIX, semconv.EVALTRACE_EVAL_PASSED_SUFFIX):
-            if key.endswith(suffix):
-                row = _row(rows, span_id, span.name, key[len(prefix) : -len(suffix)])
-                if suffix == semconv.EVALTRACE_EVAL_SCORE_SUFFIX:
-                    row.score = _number(value)
-                elif isinstance(value, bool):
-                    row.passed = value
-    return list(rows.values())
+        for suffix in _SUFFIXES:
+            if key.endswith(suffix) and len(key) > len(prefix) + len(suffix):
+                _fill_from_attribute(_row(rows, span_id, span.name, key[len(prefix) : -len(suffix)]), suffix, value)
+                break
+    return [_settle(row) for row in rows.values()]
+
+
+def outcome_counts(rows: Sequence[ScoreRow]) -> dict[str, int]:
+    """Count ``rows`` by outcome (``"other"`` for label-only results); outcomes with no row are left out."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        key = row.outcome or "other"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def _late_score(span: ReadableSpan, parent_name: str) -> ScoreRow | None:
@@ -125,7 +192,11 @@ def _late_score(span: ReadableSpan, parent_name: str) -> ScoreRow | None:
         return None
     row = ScoreRow(_hex(span.parent.span_id, 16), parent_name, name)
     _fill_from_result(row, attributes)
-    return row
+    for suffix in _SUFFIXES:
+        key = semconv.EVALTRACE_EVAL_PREFIX + name + suffix
+        if key in attributes:
+            _fill_from_attribute(row, suffix, attributes[key])
+    return _settle(row)
 
 
 def _depths(spans: Sequence[ReadableSpan]) -> dict[int, int]:
@@ -189,11 +260,12 @@ def build_report(spans: Sequence[ReadableSpan], trace: Trace | None, trace_error
             scores=span_scores(span),
         )
         rows.append(row)
-        scores.extend(row.scores)
         parent_name = names.get(span.parent.span_id, "?") if span.parent is not None else "?"
         late = _late_score(span, parent_name)
         if late is not None:
-            scores.append(late)
+            scores.append(late)  # the evaluation span's own row.scores is the same result: counted once
+        else:
+            scores.extend(row.scores)
     root = ordered[0]
     assert root.context is not None
     return ReportData(
