@@ -113,7 +113,7 @@ class ChatAccumulator:
         usage = getattr(chunk, "usage", None)
         if usage is not None:
             self.usage = usage
-        return bool(choices)
+        return True if choices else False  # a truth test, no call: this runs per chunk
 
     def _read_header(self, chunk: Any) -> None:
         """Take each of id, model, tier and fingerprint from the first chunk that has it (not empty)."""
