@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace import Event, ReadableSpan
-from opentelemetry.trace import SpanContext, TraceFlags
+from opentelemetry.trace import SpanContext, StatusCode, TraceFlags
 
 from evaltrace import config
 from evaltrace.cli import main
 from evaltrace.exporters import LocalTraceStore
 from evaltrace.report import build_report, report_from_spans
-from outcome_trace import ALL_SKIPPED, MIXED, record_trace
+from outcome_trace import ALL_SKIPPED, MIXED, record_trace, relevance
 
 
 def _record(store: Path, evaluators: tuple[object, ...]) -> str:
@@ -140,3 +140,28 @@ def test_report_reads_errors_right_on_traces_written_before_outcomes() -> None:
     rows = {row.name: row for row in build_report([span], None).scores}
     assert (rows["judge"].outcome, rows["judge"].passed) == ("error", None)
     assert (rows["ref"].outcome, rows["ref"].passed) == ("not_evaluated", None)
+
+
+def test_a_late_evaluation_error_is_no_application_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The late ``evaluation`` span is ERROR (its operation failed), but the trace is not shown as failing."""
+    store = tmp_path / "late"
+    try:
+        trace_id = record_trace(store, (relevance,), late=True)
+    finally:
+        handle = config.current_handle()
+        if handle is not None:
+            handle.shutdown()
+    spans = LocalTraceStore(store).spans(trace_id)
+    (child,) = [s for s in spans if s.name == "evaluation late_judge"]
+    assert child.status.status_code is StatusCode.ERROR
+    monkeypatch.setenv("COLUMNS", "240")
+    assert main(["traces", "list", "--store", str(store)]) == 0
+    listed = capsys.readouterr().out
+    assert "ERROR" not in listed and " ok " in listed
+    header = _header(report_from_spans(spans))
+    assert "span error" not in header
+    assert 'data-outcome="error">1 error<' in header and 'data-outcome="pass">1 pass<' in header
+    shown = _show(store, trace_id, capsys)
+    assert "late_judge=ERROR(ConnectionError)" in shown and "evaluations: 1 pass · 1 error" in shown

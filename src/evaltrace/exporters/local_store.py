@@ -16,6 +16,7 @@ from pathlib import Path
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from evaltrace._internal import semconv
 from evaltrace._internal.errors import log_internal_error
 from evaltrace.exporters.span_json import span_from_dict, span_to_dict
 
@@ -126,6 +127,12 @@ def _is_error(record: dict[str, object]) -> bool:
     return isinstance(status, dict) and status.get("code") == "ERROR"
 
 
+def _is_evaluation(record: dict[str, object]) -> bool:
+    """A late ``evaluation`` span: its ERROR is an evaluation that errored, not the application's failure."""
+    attributes = record.get("attributes")
+    return isinstance(attributes, dict) and attributes.get(semconv.EVALTRACE_SPAN_KIND) == semconv.KIND_EVALUATION
+
+
 def _summarise(trace_id: str, records: list[dict[str, object]]) -> TraceSummary:
     ids = {r["span_id"] for r in records}
     roots = [r for r in records if r.get("parent_span_id") not in ids] or records
@@ -140,6 +147,6 @@ def _summarise(trace_id: str, records: list[dict[str, object]]) -> TraceSummary:
         start_time=start,
         duration_ms=(end - start) / 1e6,
         span_count=len(records),
-        error=any(_is_error(r) for r in records),
+        error=any(_is_error(r) and not _is_evaluation(r) for r in records),
         service_name=service,
     )

@@ -107,8 +107,9 @@ def evaluation_summary(rows: list[ScoreRow]) -> str:
 
 def _header(data: ReportData) -> str:
     started = dt.datetime.fromtimestamp(data.started_ns / 1e9, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    errors = sum(1 for s in data.spans if s.error)
-    # Span errors (the application's) and evaluation outcomes (ours) are separate badges; neither says "ok".
+    # Span errors (the application's) and evaluation outcomes (ours) are separate badges; neither says "ok". A
+    # late ``evaluation`` span in ERROR is an evaluation that errored: counted among the outcomes, not here.
+    errors = sum(1 for s in data.spans if s.error and s.kind != "evaluation")
     spans = f'<span class="badge fail" data-outcome="span-error">{errors} span error(s)</span> ' if errors else ""
     status = f'{spans}<span class="evals">{evaluation_summary(data.scores)}</span>'
     items = [
