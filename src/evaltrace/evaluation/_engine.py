@@ -18,6 +18,7 @@ from typing import Any
 
 from evaltrace._internal.daemon_pool import DaemonExecutor
 from evaltrace._internal.errors import log_internal_error
+from evaltrace.evaluation._user_loop import UserLoop
 
 JobRunner = Callable[[Any], Coroutine[Any, Any, None]]
 _STOP = object()
@@ -42,6 +43,8 @@ class Engine:
         self.pool = DaemonExecutor(sync_workers, thread_name_prefix="evaltrace-eval")
         self.loop = asyncio.new_event_loop()
         self.async_slots = asyncio.Semaphore(max_async_concurrency)
+        # Async evaluators run there, never on self.loop: user code that blocks cannot stall the pipeline.
+        self.user_loop = UserLoop()
         self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop_thread = threading.Thread(target=self._run_loop, name="evaltrace-eval-loop", daemon=True)
@@ -70,6 +73,7 @@ class Engine:
             self.loop.call_soon_threadsafe(self.loop.stop)
         self._loop_thread.join(timeout_s)
         self.pool.shutdown(wait=False, cancel_futures=True)
+        self.user_loop.close()
 
     def _run_loop(self) -> None:
         asyncio.set_event_loop(self.loop)

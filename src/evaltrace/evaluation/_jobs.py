@@ -24,7 +24,7 @@ from evaltrace.evaluation.convert import result_to_score
 from evaltrace.evaluation.evaluator import EvaluatorSpec
 from evaltrace.evaluation.monitor import ProductionMonitor
 from evaltrace.evaluation.options import ProcessorOptions
-from evaltrace.evaluation.runner import RunOptions, arun_evaluator, is_async_evaluator
+from evaltrace.evaluation.runner import AsyncRunner, RunOptions, arun_evaluator, is_async_evaluator
 from evaltrace.evaluation.sinks.worker import SinkWorker
 from evaltrace.evaluation.spans import enriched_copy, evaluation_span
 from evaltrace.evaluation.stats import PipelineStats
@@ -68,6 +68,7 @@ class JobContext:
     forward: Callable[[ReadableSpan], None]
     pool: concurrent.futures.Executor
     async_slots: asyncio.Semaphore
+    async_runner: AsyncRunner | None = None
 
 
 class JobRunner:
@@ -141,6 +142,7 @@ class JobRunner:
             options=options,
             executor=None if spec.inline else self.ctx.pool,
             on_retry=lambda: self.ctx.stats.incr("retries"),
+            async_runner=None if spec.inline else self.ctx.async_runner,
         )
         if is_async_evaluator(spec.evaluator):
             async with self.ctx.async_slots:

@@ -130,6 +130,7 @@ class EvaluationSpanProcessor(SpanProcessor):
             forward=self._forward,
             pool=self._engine.pool,
             async_slots=self._engine.async_slots,
+            async_runner=self._engine.user_loop.run,
         )
 
     def _sink_worker(self, sink: ScoreSink) -> SinkWorker:

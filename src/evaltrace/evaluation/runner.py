@@ -15,7 +15,7 @@ import concurrent.futures
 import datetime as dt
 import inspect
 import traceback
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,7 @@ from evaltrace.evaluation.evaluator import Evaluator, SkipEvaluation
 from evaltrace.schema import EvalCase, EvaluationResult, Trace
 from evaltrace.schema.trace import TraceError
 
+AsyncRunner = Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
 ERROR_TYPE_KEY = "error_type"
 TIMEOUT_ERROR_TYPE = "timeout"
 INVALID_OUTPUT_ERROR_TYPE = "invalid_output"
@@ -100,9 +101,12 @@ async def _attempt(
     case: EvalCase | None,
     executor: concurrent.futures.Executor | None,
     timeout_s: float | None,
+    async_runner: AsyncRunner | None = None,
 ) -> Any:
     # asyncio.timeout (not wait_for): no extra task per call, which matters at thousands of evaluations/s.
     async with asyncio.timeout(timeout_s):
+        if async_runner is not None and is_async_evaluator(evaluator):
+            return await async_runner(lambda: _call_async(evaluator, trace, case))
         if executor is None or is_async_evaluator(evaluator):
             produced = _call(evaluator, trace, case)
         else:
@@ -110,6 +114,15 @@ async def _attempt(
         if inspect.isawaitable(produced):
             with suppress_instrumentation():
                 produced = await _contained(produced)
+    return produced
+
+
+async def _call_async(evaluator: Evaluator, trace: Trace, case: EvalCase | None) -> Any:
+    # Runs as a task on the async runner's loop: the suppression must be set inside that task's context.
+    with suppress_instrumentation():
+        produced = evaluator.evaluate(trace, case)
+        if inspect.isawaitable(produced):
+            produced = await produced
     return produced
 
 
@@ -158,11 +171,12 @@ async def _run_with_retries(
     options: RunOptions,
     executor: concurrent.futures.Executor | None,
     on_retry: Callable[[], None] | None,
+    async_runner: AsyncRunner | None,
 ) -> EvaluationResult:
     attempt = 0
     while True:
         try:
-            produced = await _attempt(evaluator, trace, case, executor, options.timeout_s)
+            produced = await _attempt(evaluator, trace, case, executor, options.timeout_s, async_runner)
         except SkipEvaluation as skip:
             return skipped_result(evaluator, str(skip) or "not applicable")
         except TimeoutError:
@@ -194,6 +208,7 @@ async def arun_evaluator(
     options: RunOptions | None = None,
     executor: concurrent.futures.Executor | None = None,
     on_retry: Callable[[], None] | None = None,
+    async_runner: AsyncRunner | None = None,
 ) -> EvaluationResult:
     """Run ``evaluator`` on ``trace``; never raises for the evaluator's sake.
 
@@ -204,6 +219,8 @@ async def arun_evaluator(
         options: Timeout and retries.
         executor: Where sync evaluators run (None: inline on the loop, which the timeout cannot interrupt).
         on_retry: Called before each retry (the processor counts them).
+        async_runner: Where async evaluators' coroutines run (the processor's user loop, so that one that blocks
+            its loop cannot stall the pipeline); None runs them on the calling loop.
 
     Returns:
         The result stamped with the trace's run, case and variant, the evaluator's name and version, and the
@@ -211,7 +228,7 @@ async def arun_evaluator(
     """
     options = options or RunOptions()
     started = _now()
-    result = await _run_with_retries(evaluator, trace, case, options, executor, on_retry)
+    result = await _run_with_retries(evaluator, trace, case, options, executor, on_retry, async_runner)
     updates: dict[str, Any] = {"evaluator": result.evaluator or evaluator_name(evaluator)}
     version = getattr(evaluator, "version", None)
     if result.evaluator_version is None and version is not None:

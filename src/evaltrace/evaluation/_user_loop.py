@@ -1,0 +1,188 @@
+"""The event loop that async evaluators run on: apart from the pipeline's loop, and replaced when user code blocks it.
+
+The processor's own loop orchestrates every job (hold deadlines, forwarding, child evaluation spans). If user
+coroutines ran there, one ``async def evaluate`` that calls ``time.sleep`` or a blocking HTTP client would stall
+every evaluation and every span waiting to be forwarded, and shutdown could not cancel anything. So async
+evaluators run here, on a loop in a daemon thread of its own, and a watchdog checks its heartbeat: when the loop
+has not turned for ``stall_s``, the coroutine running on it is the one blocking it. The watchdog then moves
+every *other* evaluation to a fresh loop (they start again there; an evaluator is a pure function of its
+input, like a retry) and leaves the blocking one alone on the old loop. It may still finish within its timeout;
+if not, the caller's timeout abandons it and the old loop's daemon thread is left to end with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from evaltrace._internal.daemon_pool import UserAbort
+
+logger = logging.getLogger("evaltrace.evaluation")
+
+_BEAT_S = 0.05
+
+
+class _Moved(Exception):
+    """The loop this run was on is blocked by another evaluator: start again on the new loop."""
+
+
+class _Run:
+    __slots__ = ("future", "loop", "make", "task")
+
+    def __init__(self, make: Callable[[], Awaitable[Any]], loop: _Loop) -> None:
+        self.make = make
+        self.loop = loop
+        self.future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.task: asyncio.Task[Any] | None = None
+
+
+class _Loop:
+    """One user loop in its daemon thread, with a heartbeat the watchdog reads."""
+
+    def __init__(self, serial: int) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.beat = time.monotonic()
+        self.runs: set[_Run] = set()
+        self.retired = False
+        self.thread = threading.Thread(target=self._main, name=f"evaltrace-async-eval-{serial}", daemon=True)
+        self.thread.start()
+
+    def _main(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(self._tick)
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.close()
+
+    def _tick(self) -> None:
+        self.beat = time.monotonic()
+        self.loop.call_later(_BEAT_S, self._tick)
+
+    def stop(self) -> None:
+        if not self.loop.is_closed():
+            try:
+                self.loop.call_soon_threadsafe(self.loop.stop)
+            except RuntimeError:  # closed meanwhile
+                pass
+
+
+class UserLoop:
+    """Run async evaluators' coroutines off the pipeline's loop, containing any that block their loop.
+
+    Args:
+        stall_s: How long the loop may go without turning before its other evaluations are moved.
+    """
+
+    def __init__(self, stall_s: float = 1.0) -> None:
+        self._stall_s = stall_s
+        self._lock = threading.Lock()
+        self._serial = 0
+        self._current = self._new_loop()
+        self.moved = 0  # evaluations restarted on a fresh loop (for tests and stats)
+        self.stalls = 0
+        self._closed = threading.Event()
+        self._watchdog = threading.Thread(target=self._watch, name="evaltrace-async-eval-watchdog", daemon=True)
+        self._watchdog.start()
+
+    def _new_loop(self) -> _Loop:
+        self._serial += 1
+        return _Loop(self._serial)
+
+    async def run(self, make: Callable[[], Awaitable[Any]]) -> Any:
+        """Await ``make()`` run on the user loop, from the pipeline's loop; cancellation reaches the coroutine."""
+        while True:
+            run = self._submit(make)
+            try:
+                return await asyncio.wrap_future(run.future)
+            except _Moved:
+                continue
+            except asyncio.CancelledError:  # our timeout or shutdown: stop the coroutine where it runs
+                self._cancel(run)
+                raise
+
+    def close(self) -> None:
+        """Stop the watchdog and the loops (a loop blocked by user code ends with its daemon thread)."""
+        self._closed.set()
+        with self._lock:
+            self._current.stop()
+
+    # --- internals ----------------------------------------------------------------------------------------
+
+    def _submit(self, make: Callable[[], Awaitable[Any]]) -> _Run:
+        with self._lock:
+            holder = self._current
+            run = _Run(make, holder)
+            holder.runs.add(run)
+        holder.loop.call_soon_threadsafe(self._start, run)
+        return run
+
+    def _start(self, run: _Run) -> None:
+        if run.future.done():  # moved or cancelled before it started
+            return
+        task = run.loop.loop.create_task(self._guarded(run.make))
+        run.task = task
+        task.add_done_callback(lambda done: self._finish(run, done))
+
+    @staticmethod
+    async def _guarded(make: Callable[[], Awaitable[Any]]) -> Any:
+        try:
+            return await make()
+        except (SystemExit, KeyboardInterrupt) as exc:  # would stop this loop's run_forever
+            raise UserAbort(exc) from exc
+
+    def _finish(self, run: _Run, task: asyncio.Task[Any]) -> None:
+        with self._lock:
+            run.loop.runs.discard(run)
+            retire = run.loop.retired and not run.loop.runs
+            if run.future.done():
+                pass
+            elif task.cancelled():
+                run.future.cancel()
+            elif task.exception() is not None:
+                run.future.set_exception(task.exception())
+            else:
+                run.future.set_result(task.result())
+        if retire:  # the blocking evaluation was the last one on a replaced loop
+            run.loop.stop()
+
+    def _cancel(self, run: _Run) -> None:
+        task = run.task
+        if task is not None and not run.loop.loop.is_closed():
+            try:
+                run.loop.loop.call_soon_threadsafe(task.cancel)
+            except RuntimeError:
+                pass
+
+    def _watch(self) -> None:
+        while not self._closed.wait(self._stall_s / 4):
+            holder = self._current
+            if holder.runs and time.monotonic() - holder.beat > self._stall_s:
+                self._replace(holder)
+
+    def _replace(self, blocked: _Loop) -> None:
+        culprit = asyncio.current_task(blocked.loop)
+        with self._lock:
+            if self._current is not blocked:
+                return
+            self._current = self._new_loop()
+            blocked.retired = True
+            others = [run for run in blocked.runs if run.task is None or run.task is not culprit]
+            for run in others:
+                blocked.runs.discard(run)
+                if not run.future.done():
+                    run.future.set_exception(_Moved())
+                self._cancel(run)  # runs when (if) the blocked loop turns again: no work done twice
+            self.moved += len(others)
+            self.stalls += 1
+        logger.warning(
+            "evaltrace: an async evaluator blocked its event loop for over %.1f s (it calls blocking code); "
+            "%d other evaluation(s) moved to a new loop",
+            self._stall_s,
+            len(others),
+        )

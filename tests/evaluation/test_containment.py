@@ -1,0 +1,118 @@
+"""Evaluators cannot take the live pipeline down: BaseExceptions, blocked event loops, hung threads."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from evaltrace.evaluation import EvaluatorSpec, evaluator
+from evaltrace.schema import Trace
+
+from .conftest import MakePipeline
+
+
+@evaluator(name="fine")
+def fine(trace: Trace) -> bool:
+    return True
+
+
+@evaluator(name="fine_async")
+async def fine_async(trace: Trace) -> bool:
+    await asyncio.sleep(0.01)
+    return True
+
+
+def _raiser(kind: type[BaseException], is_async: bool) -> Any:
+    if is_async:
+
+        async def raise_async(trace: Trace) -> bool:
+            raise kind("from the evaluator")
+
+        return evaluator(name="raiser")(raise_async)
+
+    def raise_sync(trace: Trace) -> bool:
+        raise kind("from the evaluator")
+
+    return evaluator(name="raiser")(raise_sync)
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("kind", [SystemExit, KeyboardInterrupt])
+def test_base_exceptions_from_evaluators_are_contained(
+    make_pipeline: MakePipeline, kind: type[BaseException], is_async: bool
+) -> None:
+    p = make_pipeline([_raiser(kind, is_async), fine, fine_async])
+    for name in ("first", "second"):  # the pipeline still works after the first one
+        with p.tracer.start_as_current_span(name):
+            pass
+    p.flush()
+    for name in ("first", "second"):
+        out = p.one(name)
+        assert out.attributes["evaltrace.eval.fine.passed"] is True
+        assert out.attributes["evaltrace.eval.fine_async.passed"] is True
+        assert out.attributes["evaltrace.eval.raiser.outcome"] == "error"
+        assert "evaltrace.eval.raiser.passed" not in out.attributes
+        event = next(e for e in out.events if e.attributes["gen_ai.evaluation.name"] == "raiser")
+        assert event.attributes["error.type"] == kind.__name__
+
+
+def test_an_async_evaluator_blocking_its_loop_does_not_stall_the_others(make_pipeline: MakePipeline) -> None:
+    release = threading.Event()
+
+    @evaluator(name="blocker")
+    async def blocker(trace: Trace) -> bool:
+        release.wait(10)  # blocking call inside async code: the loop it runs on cannot turn
+        return True
+
+    @evaluator(name="patient")
+    async def patient(trace: Trace) -> bool:
+        await asyncio.sleep(0.05)
+        return True
+
+    p = make_pipeline([EvaluatorSpec(blocker, timeout_s=5.0), patient], hold_timeout_s=30)
+    try:
+        with p.tracer.start_as_current_span("blocked"):
+            pass
+        # The other evaluation, and a later span's, complete while the blocker still holds its loop.
+        with p.tracer.start_as_current_span("later"):
+            pass
+        deadline = time.monotonic() + 10
+        user_loop = p.processor._engine.user_loop
+        while user_loop.stalls == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert user_loop.stalls >= 1
+    finally:
+        release.set()  # the blocker finishes within its timeout: a slow evaluator is not an error
+    p.flush()
+    for name in ("blocked", "later"):
+        out = p.one(name)
+        assert out.attributes["evaltrace.eval.patient.passed"] is True
+        assert out.attributes["evaltrace.eval.blocker.passed"] is True
+
+
+def test_a_hung_sync_evaluator_costs_a_thread_not_the_pool(make_pipeline: MakePipeline) -> None:
+    release = threading.Event()
+
+    @evaluator(name="stuck")
+    def stuck(trace: Trace) -> bool:
+        release.wait(30)
+        return True
+
+    # One worker thread: without abandoning, the first stuck evaluation would hold it and starve the rest.
+    p = make_pipeline([EvaluatorSpec(stuck, timeout_s=0.1), fine], sync_workers=1)
+    try:
+        for i in range(4):
+            with p.tracer.start_as_current_span(f"s{i}"):
+                pass
+        p.flush()
+        for i in range(4):
+            out = p.one(f"s{i}")
+            assert out.attributes["evaltrace.eval.fine.passed"] is True
+            assert out.attributes["evaltrace.eval.stuck.outcome"] == "error"
+        assert p.processor._engine.pool.abandoned >= 1
+    finally:
+        release.set()
