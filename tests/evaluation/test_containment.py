@@ -116,3 +116,30 @@ def test_a_hung_sync_evaluator_costs_a_thread_not_the_pool(make_pipeline: MakePi
         assert p.processor._engine.pool.abandoned >= 1
     finally:
         release.set()
+
+
+def test_evaluation_queue_overflow_is_counted_and_logged_once(
+    make_pipeline: MakePipeline, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    release = threading.Event()
+
+    @evaluator(name="gate")
+    def gate(trace: Trace) -> bool:
+        release.wait(10)
+        return True
+
+    p = make_pipeline([gate], max_queue_size=2, hold_timeout_s=30)
+    with caplog.at_level(logging.WARNING, logger="evaltrace.evaluation"):
+        for i in range(10):
+            with p.tracer.start_as_current_span(f"s{i}"):
+                pass
+        release.set()
+        p.flush()
+    stats = p.processor.stats()
+    assert stats["dropped"] == 8
+    assert len(p.spans()) == 10  # dropped from evaluation, never from export
+    messages = [r.getMessage() for r in caplog.records if "evaluation queue" in r.getMessage()]
+    assert len(messages) == 2, messages  # the episode's start, then its end with the total
+    assert "8 evaluation(s) lost" in messages[1]
