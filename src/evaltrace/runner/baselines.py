@@ -1,7 +1,9 @@
 """Promoted baselines: ``runs/baselines/<eval_name>/`` holds the summary of the run a drift check compares with.
 
-Beside ``summary.yaml`` the baseline keeps ``case_outcomes.json`` (variant -> case id -> passed) and the id of
-the promoted run, because regressions are per case and a summary alone only has rates.
+Beside ``summary.yaml`` the baseline keeps ``case_outcomes.json`` (variant -> case id -> outcome: ``pass``,
+``fail``, ``error`` or ``not_evaluated``; older baselines hold booleans, read as pass / fail), because regressions
+are per case and a summary alone only has rates. A run that judged no case cannot be promoted: a baseline of
+nothing would make every later drift check vacuous.
 """
 
 from __future__ import annotations
@@ -11,15 +13,27 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaltrace.exceptions import SchemaError
+from evaltrace.exceptions import EvaltraceError, SchemaError
 from evaltrace.runner.rundir import SUMMARY_FILE, RunDirectory, read_summary_file
-from evaltrace.runner.summary import CaseOutcomes, case_outcomes
+from evaltrace.runner.summary import JUDGED, CaseOutcomes, Outcome, case_outcomes
 from evaltrace.schema import RunSummary
 
-__all__ = ["BASELINES_DIR", "Baseline", "baseline_dir", "load_baseline", "promote_run", "run_eval_name"]
+__all__ = [
+    "BASELINES_DIR",
+    "Baseline",
+    "NothingEvaluatedError",
+    "baseline_dir",
+    "load_baseline",
+    "promote_run",
+    "run_eval_name",
+]
 
 BASELINES_DIR = "baselines"
 OUTCOMES_FILE = "case_outcomes.json"
+
+
+class NothingEvaluatedError(EvaltraceError):
+    """The run judged no case (every evaluation errored or was skipped): it cannot be a baseline."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +72,10 @@ def promote_run(run: RunDirectory, runs_dir: Path) -> Path:
     if summary.run_id != run.run_id:
         raise SchemaError(f"{run.path / SUMMARY_FILE}: run_id {summary.run_id!r} does not match the directory")
     outcomes = case_outcomes(run.read_traces(), run.read_results())
+    if not any(o in JUDGED for cases in outcomes.values() for o in cases.values()):
+        raise NothingEvaluatedError(
+            f"run {run.run_id} judged no case (every evaluation errored or was skipped): not promoted"
+        )
     target = baseline_dir(runs_dir, run_eval_name(run))
     target.mkdir(parents=True, exist_ok=True)
     for name, text in (
@@ -80,5 +98,19 @@ def load_baseline(runs_dir: Path, eval_name: str) -> Baseline | None:
         raw = json.loads((directory / OUTCOMES_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise SchemaError(f"{directory / OUTCOMES_FILE}: cannot read the baseline outcomes ({exc})") from None
-    outcomes = {str(v): {str(c): bool(p) for c, p in cases.items()} for v, cases in raw.items()}
+    try:
+        outcomes = {str(v): {str(c): _OUTCOMES[p] for c, p in cases.items()} for v, cases in raw.items()}
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise SchemaError(f"{directory / OUTCOMES_FILE}: not a map of case outcomes ({exc!r})") from None
     return Baseline(summary, outcomes)
+
+
+# Booleans: baselines promoted before outcomes had four values.
+_OUTCOMES: dict[object, Outcome] = {
+    "pass": "pass",
+    "fail": "fail",
+    "error": "error",
+    "not_evaluated": "not_evaluated",
+    True: "pass",
+    False: "fail",
+}

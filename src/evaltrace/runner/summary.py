@@ -1,14 +1,21 @@
 """Pure summaries of a run: per-variant figures, per-evaluator rollups, and comparisons with a baseline.
 
-A (case, variant) passes when the system did not fail (no ``Trace.error``) and every evaluator result that was
-not skipped passed (a failed evaluation counts as not passed). Skipped results are left out of evaluator pass
-rates; a variant on which an evaluator never applied is absent from that evaluator's ``by_variant``.
+Every evaluation result has a verdict: *pass* / *fail* (status completed, by ``passed``), *error* (status failed:
+the evaluator crashed, timed out or misbehaved, so it said nothing about the system) or *not evaluated*
+(skipped, pending). A (case, variant) is:
+
+- ``fail`` when the system failed (``Trace.error``) or any result failed;
+- else ``error`` when any evaluation errored (an errored evaluator might have failed it: no verdict);
+- else ``pass`` when at least one result passed;
+- else ``not_evaluated`` (every evaluator skipped, or none applies): never a pass.
+
+Pass rates are over judged cells / results only (pass + fail); errors and not-evaluated ones are counted apart.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from statistics import fmean
 from typing import Literal
@@ -24,22 +31,60 @@ from evaltrace.schema import (
     VariantSummary,
 )
 
-__all__ = ["CaseOutcomes", "case_outcomes", "compare_variants", "run_comparison", "summarise_run"]
+__all__ = [
+    "JUDGED",
+    "CaseOutcomes",
+    "Outcome",
+    "case_outcomes",
+    "compare_variants",
+    "result_verdict",
+    "run_comparison",
+    "summarise_run",
+]
 
-CaseOutcomes = dict[str, dict[str, bool]]
-"""variant name -> case id -> passed."""
+Outcome = Literal["pass", "fail", "error", "not_evaluated"]
+"""The verdict on one result or one (case, variant)."""
+JUDGED: frozenset[str] = frozenset({"pass", "fail"})
+"""Verdicts that count in pass rates."""
+CaseOutcomes = dict[str, dict[str, Outcome]]
+"""variant name -> case id -> outcome."""
+_NO_EVALUATOR = "no evaluator applies"
+
+
+def result_verdict(result: EvaluationResult) -> Outcome:
+    """Return ``pass``/``fail`` for a judged result, ``error`` for a failed evaluation, else ``not_evaluated``."""
+    if result.status == "completed":
+        return "pass" if result.passed else "fail"
+    if result.status == "failed":
+        return "error"
+    return "not_evaluated"
+
+
+def _cell_outcome(trace: Trace, verdicts: Iterable[Outcome]) -> Outcome:
+    if trace.error is not None:
+        return "fail"  # the system failed: that is a verdict on the system, not on us
+    seen = set(verdicts)
+    if "fail" in seen:
+        return "fail"
+    if "error" in seen:
+        return "error"  # an errored evaluator might have failed the case: no verdict either way
+    return "pass" if "pass" in seen else "not_evaluated"
+
+
+def _by_cell(results: Iterable[EvaluationResult]) -> dict[tuple[str, str], list[EvaluationResult]]:
+    cells: dict[tuple[str, str], list[EvaluationResult]] = defaultdict(list)
+    for result in results:
+        cells[result.variant_name, result.case_id].append(result)
+    return cells
 
 
 def case_outcomes(traces: Iterable[Trace], results: Iterable[EvaluationResult]) -> CaseOutcomes:
-    """Decide, for every traced (variant, case), whether it passed."""
-    failed_cells: set[tuple[str, str]] = set()
-    for result in results:
-        if result.status != "skipped" and not result.passed:
-            failed_cells.add((result.variant_name, result.case_id))
-    outcomes: CaseOutcomes = defaultdict(dict)
+    """Decide the outcome of every traced (variant, case)."""
+    cells = _by_cell(results)
+    outcomes: dict[str, dict[str, Outcome]] = defaultdict(dict)
     for trace in traces:
-        cell = (trace.variant_name, trace.case_id)
-        outcomes[trace.variant_name][trace.case_id] = trace.error is None and cell not in failed_cells
+        verdicts = (result_verdict(r) for r in cells.get((trace.variant_name, trace.case_id), []))
+        outcomes[trace.variant_name][trace.case_id] = _cell_outcome(trace, verdicts)
     return dict(outcomes)
 
 
@@ -48,39 +93,66 @@ def _mean(values: Iterable[float | int | None]) -> float | None:
     return fmean(present) if present else None
 
 
-def _variant_summary(name: str, traces: Sequence[Trace], passed: Mapping[str, bool]) -> VariantSummary:
-    total = len(traces)
-    cases_passed = sum(1 for t in traces if passed.get(t.case_id, False))
+def _rate(passed: int, failed: int) -> float:
+    return passed / (passed + failed) if passed + failed else 0.0
+
+
+def _skip_reason(result: EvaluationResult) -> str:
+    return f"{result.evaluator}: {result.reason or 'skipped'}"
+
+
+def _variant_summary(
+    name: str,
+    traces: Sequence[Trace],
+    outcomes: Mapping[str, Outcome],
+    cells: Mapping[tuple[str, str], list[EvaluationResult]],
+) -> VariantSummary:
+    counts = Counter(outcomes.get(t.case_id, "not_evaluated") for t in traces)
+    reasons: Counter[str] = Counter()
+    for trace in traces:
+        if outcomes.get(trace.case_id) == "not_evaluated":
+            found = {_skip_reason(r) for r in cells.get((name, trace.case_id), [])}
+            reasons.update(found or {_NO_EVALUATOR})
     return VariantSummary(
         name=name,
-        cases_total=total,
-        cases_passed=cases_passed,
+        cases_total=len(traces),
+        cases_passed=counts["pass"],
         cases_errored=sum(1 for t in traces if t.error is not None),
-        pass_rate=cases_passed / total if total else 0.0,
+        pass_rate=_rate(counts["pass"], counts["fail"]),
         avg_latency_ms=_mean(t.latency_ms for t in traces) or 0.0,
         avg_cost_usd=_mean(t.metrics.cost_usd for t in traces),
         avg_tokens_input=_mean(t.metrics.token_input for t in traces),
         avg_tokens_output=_mean(t.metrics.token_output for t in traces),
+        cases_failed=counts["fail"],
+        cases_eval_errors=counts["error"],
+        cases_not_evaluated=counts["not_evaluated"],
+        not_evaluated_reasons=dict(sorted(reasons.items())),
+    )
+
+
+def _rollup(items: Sequence[EvaluationResult]) -> EvaluatorVariantRollup:
+    verdicts = Counter(result_verdict(r) for r in items)
+    judged = [r for r in items if r.status == "completed"]
+    reasons = Counter(r.reason or "skipped" for r in items if result_verdict(r) == "not_evaluated")
+    return EvaluatorVariantRollup(
+        pass_rate=_rate(verdicts["pass"], verdicts["fail"]),
+        avg_score=_mean(r.score for r in judged),
+        passed=verdicts["pass"],
+        failed=verdicts["fail"],
+        errors=verdicts["error"],
+        not_evaluated=verdicts["not_evaluated"],
+        skip_reasons=dict(sorted(reasons.items())),
     )
 
 
 def _rollups(results: Sequence[EvaluationResult]) -> list[EvaluatorRollup]:
     cells: dict[str, dict[str, list[EvaluationResult]]] = {}
     for result in results:
-        if result.status == "skipped":
-            cells.setdefault(result.evaluator, {})
-            continue
         cells.setdefault(result.evaluator, {}).setdefault(result.variant_name, []).append(result)
-    rollups = []
-    for evaluator, by_variant in cells.items():
-        figures = {
-            variant: EvaluatorVariantRollup(
-                pass_rate=sum(r.passed for r in items) / len(items), avg_score=_mean(r.score for r in items)
-            )
-            for variant, items in by_variant.items()
-        }
-        rollups.append(EvaluatorRollup(evaluator=evaluator, by_variant=figures))
-    return rollups
+    return [
+        EvaluatorRollup(evaluator=evaluator, by_variant={v: _rollup(items) for v, items in by_variant.items()})
+        for evaluator, by_variant in cells.items()
+    ]
 
 
 def summarise_run(
@@ -110,6 +182,7 @@ def summarise_run(
         ``(summary, outcomes)``.
     """
     outcomes = case_outcomes(traces, results)
+    cells = _by_cell(results)
     by_variant: dict[str, list[Trace]] = defaultdict(list)
     for trace in traces:
         by_variant[trace.variant_name].append(trace)
@@ -121,22 +194,32 @@ def summarise_run(
         config_path=config_path,
         config_hash=config_hash,
         cases_total=len({t.case_id for t in traces}),
-        variants=[_variant_summary(n, by_variant.get(n, []), outcomes.get(n, {})) for n in names],
+        variants=[_variant_summary(n, by_variant.get(n, []), outcomes.get(n, {}), cells) for n in names],
         by_evaluator=_rollups(results),
     )
     return summary, outcomes
 
 
+def _judged_nothing(summary: VariantSummary) -> bool:
+    # Summaries from before the counts existed: their pass rate was over every case, so it stands.
+    if summary.cases_failed is None:
+        return False
+    return summary.cases_passed + summary.cases_failed == 0
+
+
 def _delta(
-    current: VariantSummary, base: VariantSummary, now: Mapping[str, bool], before: Mapping[str, bool]
+    current: VariantSummary, base: VariantSummary, now: Mapping[str, Outcome], before: Mapping[str, Outcome]
 ) -> VariantDelta:
     shared = [case for case in now if case in before]
+    unjudged = _judged_nothing(current) or _judged_nothing(base)
     return VariantDelta(
         variant=current.name,
-        pass_rate_delta=current.pass_rate - base.pass_rate,
+        pass_rate_delta=0.0 if unjudged else current.pass_rate - base.pass_rate,
         avg_latency_delta_ms=current.avg_latency_ms - base.avg_latency_ms,
-        regressions=sorted(c for c in shared if before[c] and not now[c]),
-        improvements=sorted(c for c in shared if now[c] and not before[c]),
+        regressions=sorted(c for c in shared if before[c] == "pass" and now[c] == "fail"),
+        improvements=sorted(c for c in shared if before[c] == "fail" and now[c] == "pass"),
+        unverified=sorted(c for c in shared if before[c] == "pass" and now[c] not in JUDGED),
+        not_evaluated=unjudged,
     )
 
 
@@ -150,6 +233,7 @@ def _report(
         baseline_run_id=baseline_run_id,
         regressions_count=sum(len(d.regressions) for d in deltas),
         improvements_count=sum(len(d.improvements) for d in deltas),
+        unverified_count=sum(len(d.unverified) for d in deltas),
     )
 
 
