@@ -9,7 +9,6 @@ as :class:`~evaltrace.runner.errors.RunConfigError`, before any case runs.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextvars
 import functools
 import importlib
@@ -22,6 +21,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from evaltrace._internal.daemon_pool import DaemonExecutor, UserAbort
 from evaltrace.runner.config import expand_env
 from evaltrace.runner.errors import RunConfigError
 from evaltrace.schema import RunVariant, TraceErrorType
@@ -88,16 +88,19 @@ class FunctionAdapter:
     """Calls a Python function (sync or async) with the case input as keyword arguments.
 
     Sync functions run on a worker thread (the OTel context follows them, so their spans join the case);
-    ``timeout_s`` abandons a call that runs too long, although Python cannot stop the thread itself.
+    ``timeout_s`` abandons a call that runs too long: Python cannot stop the thread, but it is a daemon that is
+    replaced in the pool and never joined, so a hung system costs a thread, not the run or the process's exit.
+    ``SystemExit``/``KeyboardInterrupt`` raised by the function are the system's failure (an ``exception`` error
+    of the case), not the run's end.
     """
 
     def __init__(self, func: Callable[..., Any], timeout_s: float | None = None) -> None:
         self.func = func
         self.timeout_s = timeout_s
         self._signature = _signature(func)
-        # Our own pool, not the loop's default one: asyncio.run() joins the default pool on exit, so a call
-        # abandoned after a timeout would hold the whole run until it returned.
-        self._pool = concurrent.futures.ThreadPoolExecutor(_FUNCTION_WORKERS, thread_name_prefix="evaltrace-sut")
+        # Not the loop's default pool (asyncio.run() joins it) nor a ThreadPoolExecutor (joined at interpreter
+        # exit): either would keep a run whose system hung past timeout_s from ever finishing.
+        self._pool = DaemonExecutor(_FUNCTION_WORKERS, thread_name_prefix="evaltrace-sut")
 
     async def call(self, case_input: dict[str, Any]) -> Any:
         """Call the function; a mismatch between the input keys and its parameters is an adapter error."""
@@ -112,10 +115,21 @@ class FunctionAdapter:
                     return await self.func(**case_input)
                 # The copied context carries the case's root span and ids into the worker thread.
                 call = functools.partial(contextvars.copy_context().run, self.func, **case_input)
-                produced = await asyncio.get_running_loop().run_in_executor(self._pool, call)
+                produced = await self._in_thread(call)
                 return await produced if inspect.isawaitable(produced) else produced
         except TimeoutError:
             raise AdapterFailure("timeout", f"no answer within {self.timeout_s} s") from None
+        except (SystemExit, KeyboardInterrupt) as exc:  # raised by an async function, on the run's loop
+            raise UserAbort(exc) from exc
+
+    async def _in_thread(self, call: Callable[[], Any]) -> Any:
+        future = self._pool.submit(call)
+        try:
+            return await asyncio.wrap_future(future)
+        except BaseException:
+            if not future.done():
+                self._pool.abandon(future)  # timed out: let the thread go, a new one takes its place
+            raise
 
     async def aclose(self) -> None:
         """Release the worker threads without waiting for calls abandoned after a timeout."""

@@ -5,26 +5,33 @@ An entry is ``{name: <catalogue name>, **options}`` or ``{import: "module:object
 when one evaluator appears twice) and ``timeout_s`` (per evaluation). An imported object that already has
 ``evaluate`` is used as is; a class is instantiated with the options; another callable is wrapped with
 ``@evaltrace.evaluator`` (the options are its keyword arguments, e.g. ``threshold``).
+
+User evaluators cannot take the run down: sync ones run on a :class:`DaemonExecutor` of their own (daemon threads;
+one stuck past its ``timeout_s`` is abandoned, never joined, and costs only its own evaluator's threads), async
+ones on their own event loop (:mod:`evaltrace.runner._loops`, abandoned when blocked); ``SystemExit`` and
+``KeyboardInterrupt`` raised by either become a failed result naming them.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evaltrace._internal.daemon_pool import DaemonExecutor
 from evaltrace.evaluation import Evaluator, RunOptions, arun_evaluator, evaluator
+from evaltrace.evaluation.runner import is_async_evaluator
 from evaltrace.evaluators import create_evaluator
+from evaltrace.runner._loops import OnOwnLoop
 from evaltrace.runner.adapters import import_object
 from evaltrace.runner.config import expand_env
 from evaltrace.runner.errors import RunConfigError
 from evaltrace.schema import EvalCase, EvaluationResult, Trace
 
-__all__ = ["ConfiguredEvaluator", "build_evaluators", "evaluate_traces"]
+__all__ = ["ConfiguredEvaluator", "ResultKey", "build_evaluators", "evaluate_traces", "result_key"]
 
 _RESERVED = ("name", "import", "args", "as", "timeout_s")
 
@@ -40,6 +47,20 @@ class ConfiguredEvaluator:
 
     evaluator: Evaluator
     timeout_s: float | None = None
+
+    @property
+    def name(self) -> str:
+        """The name results carry (``as:`` if given)."""
+        return str(getattr(self.evaluator, "name", "") or type(self.evaluator).__name__)
+
+
+ResultKey = tuple[str, str, str]
+"""(case id, variant name, evaluator name): one result each."""
+
+
+def result_key(result: EvaluationResult) -> ResultKey:
+    """The key of a result."""
+    return (result.case_id, result.variant_name, result.evaluator)
 
 
 def _instantiate(entry: dict[str, Any], path: Path, where: str, base_dir: Path) -> Any:
@@ -110,6 +131,27 @@ def build_evaluators(
     return built
 
 
+class _Runners:
+    """Where each evaluator runs: its own daemon pool (sync) or its own event loop (async)."""
+
+    def __init__(self, evaluators: Sequence[ConfiguredEvaluator], concurrency: int) -> None:
+        self.items: list[tuple[ConfiguredEvaluator, Evaluator, DaemonExecutor | None]] = []
+        for item in evaluators:
+            if is_async_evaluator(item.evaluator):
+                self.items.append((item, OnOwnLoop(item.evaluator), None))
+            else:
+                pool = DaemonExecutor(max(1, concurrency), thread_name_prefix=f"evaltrace-eval-{item.name}")
+                self.items.append((item, item.evaluator, pool))
+
+    def close(self) -> None:
+        # Nothing is joined: a stuck evaluator's thread or loop is a daemon and never delays the exit.
+        for _, runner, pool in self.items:
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+            if isinstance(runner, OnOwnLoop):
+                runner.loop.close()
+
+
 async def evaluate_traces(
     traces: Sequence[Trace],
     cases: Sequence[EvalCase],
@@ -117,10 +159,13 @@ async def evaluate_traces(
     *,
     concurrency: int,
     on_done: Callable[[], None] | None = None,
+    done: Collection[ResultKey] = (),
+    on_result: Callable[[EvaluationResult], None] | None = None,
 ) -> list[EvaluationResult]:
     """Run every evaluator on every trace; one result per (trace, evaluator), in trace then evaluator order.
 
-    A crashing, hanging or misbehaving evaluator yields a ``failed`` result for its cell only.
+    A crashing, hanging, exiting or loop-blocking evaluator yields a ``failed`` result for its cell only. Each
+    result carries its configured name (``as:``), whatever name the evaluator put in it.
 
     Args:
         traces: The traces (read from traces.jsonl).
@@ -128,21 +173,34 @@ async def evaluate_traces(
         evaluators: The evaluators.
         concurrency: How many evaluations run at once.
         on_done: Called after each trace's evaluations (progress).
+        done: Keys of results that exist already (a resumed run): those evaluations are not run again.
+        on_result: Called with each result as soon as it exists, on the event loop's thread (to persist it).
 
     Returns:
-        The results.
+        The new results (those in ``done`` left out).
     """
     by_id = {c.id: c for c in cases}
     limit = asyncio.Semaphore(concurrency)
-    pool = concurrent.futures.ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="evaltrace-run-eval")
+    runners = _Runners(evaluators, concurrency)
 
-    async def one(trace: Trace, item: ConfiguredEvaluator) -> EvaluationResult:
+    async def one(trace: Trace, item: ConfiguredEvaluator, runner: Evaluator, pool: Any) -> EvaluationResult:
         async with limit:
             options = RunOptions(timeout_s=item.timeout_s)
-            return await arun_evaluator(item.evaluator, trace, by_id.get(trace.case_id), options=options, executor=pool)
+            case = by_id.get(trace.case_id)
+            result = await arun_evaluator(runner, trace, case, options=options, executor=pool)
+        if result.evaluator != item.name:
+            result = result.stamped(evaluator=item.name)
+        if on_result is not None:
+            on_result(result)
+        return result
 
     async def per_trace(trace: Trace) -> list[EvaluationResult]:
-        results = await asyncio.gather(*(one(trace, item) for item in evaluators))
+        todo = [
+            (item, runner, pool)
+            for item, runner, pool in runners.items
+            if (trace.case_id, trace.variant_name, item.name) not in done
+        ]
+        results = await asyncio.gather(*(one(trace, *entry) for entry in todo))
         if on_done is not None:
             on_done()
         return list(results)
@@ -150,6 +208,5 @@ async def evaluate_traces(
     try:
         nested = await asyncio.gather(*(per_trace(t) for t in traces))
     finally:
-        # A timed-out sync evaluator keeps its thread; do not wait for it.
-        pool.shutdown(wait=False, cancel_futures=True)
+        runners.close()
     return [result for group in nested for result in group]

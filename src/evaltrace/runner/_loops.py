@@ -1,0 +1,168 @@
+"""Async evaluators of an offline run, each on its own event loop in a daemon thread, abandoned when it blocks.
+
+An ``async def evaluate`` that calls ``time.sleep(60)`` (or any blocking code) stops the loop it runs on; on the
+run's own loop no timeout could fire and every other evaluation would stall with it. So each async evaluator
+gets a private loop on a daemon thread (:class:`EvaluatorLoop`), and the run's loop only awaits a future:
+``asyncio.timeout`` fires on time whatever the evaluator does. When an evaluation times out and its loop does
+not answer a ping within :data:`PROBE_GRACE_S`, the loop is blocked: it is retired (its daemon thread is left
+to finish, or not, on its own and never delays exit) and the evaluator's next evaluation starts a fresh loop.
+
+Why one loop per evaluator and not one per evaluation: async clients (the judge's ``AsyncOpenAI``, a user's
+``httpx.AsyncClient``) keep connections that belong to the loop that opened them, so an evaluator keeps one loop
+for the whole run while it behaves; and a blocking evaluator stalls only its own evaluations, never another's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from evaltrace._internal.daemon_pool import UserAbort
+from evaltrace._internal.tracing import suppress_instrumentation
+from evaltrace.schema import EvalCase, EvaluationResult, Trace
+
+__all__ = ["PROBE_GRACE_S", "EvaluatorLoop", "OnOwnLoop"]
+
+PROBE_GRACE_S = 0.5
+"""How long a loop may take to answer a ping after a timeout before it counts as blocked (a live one: < 1 ms)."""
+
+
+async def _contained(call: Callable[[], Any]) -> Any:
+    # Runs on the evaluator's loop. SystemExit/KeyboardInterrupt escaping a task would stop that loop's
+    # run_forever and kill its thread: make them ordinary exceptions, named in the failed result.
+    with suppress_instrumentation():
+        try:
+            produced = call()
+            return await produced if inspect.isawaitable(produced) else produced
+        except (SystemExit, KeyboardInterrupt) as exc:
+            raise UserAbort(exc) from exc
+
+
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        # Stopped by close(): cancel what is left (the cancellations of timed-out evaluations) and close.
+        tasks = asyncio.all_tasks(loop)
+        for task in tasks:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+
+def _stop(loop: asyncio.AbstractEventLoop) -> None:
+    try:
+        loop.call_soon_threadsafe(loop.stop)
+    except RuntimeError:  # already closed
+        pass
+
+
+class EvaluatorLoop:
+    """An event loop on a daemon thread for one async evaluator; replaced when found blocked.
+
+    Args:
+        name: Thread name (the evaluator's name is useful in a thread dump).
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._probe: tuple[threading.Event, float] | None = None
+        self._retired = 0
+        self._started = 0
+
+    @property
+    def retired(self) -> int:
+        """Loops given up on because they were blocked."""
+        return self._retired
+
+    def _current(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._probe is not None:
+                answered, sent = self._probe
+                if answered.is_set():
+                    self._probe = None
+                elif self._loop is not None and time.monotonic() - sent > PROBE_GRACE_S:
+                    self._retire_locked()
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                self._started += 1
+                thread = threading.Thread(
+                    target=_serve, args=(self._loop,), name=f"evaltrace-{self._name}-{self._started}", daemon=True
+                )
+                thread.start()
+            return self._loop
+
+    def _retire_locked(self) -> None:
+        assert self._loop is not None
+        # Stops once it unblocks (if ever); its thread is a daemon, so exit never waits for it.
+        _stop(self._loop)
+        self._loop = None
+        self._probe = None
+        self._retired += 1
+
+    def _ping(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._lock:
+            if loop is not self._loop or self._probe is not None:
+                return
+            answered = threading.Event()
+            try:
+                loop.call_soon_threadsafe(answered.set)
+            except RuntimeError:  # closed meanwhile
+                return
+            self._probe = (answered, time.monotonic())
+
+    async def run(self, call: Callable[[], Any]) -> Any:
+        """Run ``call()`` (returning an awaitable or a value) on this evaluator's loop and await its outcome."""
+        loop = self._current()
+        future = asyncio.run_coroutine_threadsafe(_contained(call), loop)
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            # Timed out (or the run is cancelled): the cancellation reaches the task when its loop next runs.
+            # A loop that does not even answer a ping is blocked; the next evaluation then gets a new loop.
+            future.cancel()
+            self._ping(loop)
+            raise
+
+    def close(self) -> None:
+        """Stop the current loop (a blocked one stops when it unblocks); nothing is joined."""
+        with self._lock:
+            if self._loop is not None:
+                _stop(self._loop)
+                self._loop = None
+
+
+class OnOwnLoop:
+    """An async evaluator proxied onto its :class:`EvaluatorLoop`, with the same name and version.
+
+    Args:
+        inner: The async evaluator.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.loop = EvaluatorLoop(str(getattr(inner, "name", type(inner).__name__)))
+
+    @property
+    def name(self) -> str:
+        """The evaluator's name."""
+        return str(getattr(self.inner, "name", None) or type(self.inner).__name__)
+
+    @property
+    def version(self) -> str | None:
+        """The evaluator's version."""
+        version = getattr(self.inner, "version", None)
+        return None if version is None else str(version)
+
+    async def evaluate(self, trace: Trace, case: EvalCase | None) -> EvaluationResult:
+        """Evaluate on the evaluator's own loop."""
+        result: EvaluationResult = await self.loop.run(lambda: self.inner.evaluate(trace, case))
+        return result
