@@ -143,3 +143,17 @@ def test_evaluation_queue_overflow_is_counted_and_logged_once(
     messages = [r.getMessage() for r in caplog.records if "evaluation queue" in r.getMessage()]
     assert len(messages) == 2, messages  # the episode's start, then its end with the total
     assert "8 evaluation(s) lost" in messages[1]
+
+
+def test_an_evaluators_own_timeout_error_is_not_our_timeout(make_pipeline: MakePipeline) -> None:
+    @evaluator(name="client_timeout")
+    def client_timeout(trace: Trace) -> bool:
+        raise TimeoutError("judge endpoint read timeout")
+
+    p = make_pipeline([EvaluatorSpec(client_timeout, timeout_s=30)])
+    with p.tracer.start_as_current_span("s"):
+        pass
+    p.flush()
+    out = p.one("s")
+    assert out.attributes["evaltrace.eval.client_timeout.error_type"] == "TimeoutError"
+    assert p.processor.stats()["timed_out"] == 0

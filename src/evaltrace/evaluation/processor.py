@@ -352,12 +352,15 @@ class EvaluationSpanProcessor(SpanProcessor):
         """Return the pipeline's counters.
 
         Keys: ``queued`` (admitted, not finished), ``enqueued``, ``dropped`` (queue full: forwarded
-        unevaluated), ``enriched``, ``held_timeout``, ``evaluation_spans``, ``evaluated``,
-        ``failed``, ``timed_out``, ``skipped``, ``retries``, ``sampled_out``, ``score_rejects``,
+        unevaluated), ``enriched``, ``held_timeout``, ``evaluation_spans``, ``evaluated``, ``passed`` and
+        ``failed`` (judged verdicts only), ``errors`` (the evaluation itself failed: never a verdict),
+        ``timed_out``, ``skipped`` (not evaluated), ``retries``, ``sampled_out``, ``score_rejects``,
         ``log_events``, ``internal_errors``, ``cancelled`` / ``unflushed_jobs`` (shutdown deadline),
-        ``evaluators`` (per evaluator: counts, ``pass_rate``,
-        ``latency_ms_p50``/``p95``), ``buffer`` (trace buffer), ``sinks`` (per sink: ``queued``,
-        ``successes``, ``retries``, ``dead_lettered``, ``dropped``), ``export_sampling`` and ``monitor``.
+        ``evaluators`` (per evaluator: counts, ``pass_rate`` over judged results, ``error_rate``,
+        ``latency_ms_p50``/``p95``), ``buffer`` (trace buffer), ``sinks`` (per sink: delivery counters, see
+        :class:`~evaltrace.evaluation.sinks.worker.SinkStats`), ``exporters`` (per exporter: ``exported``,
+        ``export_failed``, ``dropped_queue_full``, ``dropped_shutdown``, ``queued``, ``received``, ``lost``),
+        ``export_sampling`` and ``monitor``.
         """
         data = self._stats.snapshot()
         data["queued"] = self._pending

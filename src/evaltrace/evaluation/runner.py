@@ -104,17 +104,27 @@ async def _attempt(
     async_runner: AsyncRunner | None = None,
 ) -> Any:
     # asyncio.timeout (not wait_for): no extra task per call, which matters at thousands of evaluations/s.
-    async with asyncio.timeout(timeout_s):
-        if async_runner is not None and is_async_evaluator(evaluator):
-            return await async_runner(lambda: _call_async(evaluator, trace, case))
-        if executor is None or is_async_evaluator(evaluator):
-            produced = _call(evaluator, trace, case)
-        else:
-            produced = await _in_executor(executor, evaluator, trace, case)
-        if inspect.isawaitable(produced):
-            with suppress_instrumentation():
-                produced = await _contained(produced)
+    deadline = asyncio.timeout(timeout_s)
+    try:
+        async with deadline:
+            if async_runner is not None and is_async_evaluator(evaluator):
+                return await async_runner(lambda: _call_async(evaluator, trace, case))
+            if executor is None or is_async_evaluator(evaluator):
+                produced = _call(evaluator, trace, case)
+            else:
+                produced = await _in_executor(executor, evaluator, trace, case)
+            if inspect.isawaitable(produced):
+                with suppress_instrumentation():
+                    produced = await _contained(produced)
+    except TimeoutError:
+        if deadline.expired():
+            raise _TimedOut from None
+        raise  # the evaluator's own TimeoutError (e.g. its HTTP client's): an error like any other
     return produced
+
+
+class _TimedOut(Exception):
+    """Our deadline for the evaluation passed (not a ``TimeoutError`` the evaluator raised itself)."""
 
 
 async def _call_async(evaluator: Evaluator, trace: Trace, case: EvalCase | None) -> Any:
@@ -179,7 +189,7 @@ async def _run_with_retries(
             produced = await _attempt(evaluator, trace, case, executor, options.timeout_s, async_runner)
         except SkipEvaluation as skip:
             return skipped_result(evaluator, str(skip) or "not applicable")
-        except TimeoutError:
+        except _TimedOut:
             return failed_result(evaluator, TIMEOUT_ERROR_TYPE, f"timed out after {options.timeout_s} s", timeout=True)
         except Exception as exc:
             if _is_retryable(exc) and attempt < options.max_retries:
