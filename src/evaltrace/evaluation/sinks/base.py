@@ -8,7 +8,10 @@ id: the worker re-sends a failed score with the same id, and backends upsert on 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -25,11 +28,16 @@ class SinkResult:
         rejected: Scores the backend refused for good (a 4xx: the score itself is wrong); they go straight to
             the dead-letter file.
         error: A short description of the last failure, for logs and the dead-letter file.
+        retry_after_s: How long the backend asked us to wait before the next request (an HTTP ``Retry-After``
+            on a 429 or 503), in seconds; None when it did not say. The worker sends nothing to this sink
+            before that time has passed: it waits, or dead-letters when the wait would pass its shutdown
+            deadline or :attr:`RetryPolicy.max_retry_after_s <evaltrace.evaluation.sinks.worker.RetryPolicy>`.
     """
 
     failed: Sequence[Score] = field(default_factory=tuple)
     rejected: Sequence[Score] = field(default_factory=tuple)
     error: str | None = None
+    retry_after_s: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -62,3 +70,32 @@ class ScoreSink(Protocol):
     def shutdown(self) -> None:
         """Release resources (HTTP clients, files); export is not called afterwards."""
         ...
+
+
+# Returns the monotonic time by which the export running on this thread must return (the worker's shutdown
+# deadline, infinity before shutdown). A ContextVar so the worker can pass it to sinks without changing the
+# ``export(batch)`` signature; a callable so a deadline set while a batch is being sent applies to its next request.
+_export_deadline: ContextVar[Callable[[], float] | None] = ContextVar("evaltrace_sink_export_deadline", default=None)
+
+
+def export_time_left() -> float | None:
+    """Seconds left before the running export must return, or None when there is no deadline (yet).
+
+    A sink doing blocking I/O should cap its timeouts with it: during shutdown the worker stops waiting at its
+    deadline and dead-letters the batch in flight, so a request still running after that only holds a thread.
+    """
+    deadline = _export_deadline.get()
+    if deadline is None:
+        return None
+    left = deadline() - time.monotonic()
+    return None if left == float("inf") else left
+
+
+@contextmanager
+def export_deadline(deadline: Callable[[], float]) -> Iterator[None]:
+    """Make ``deadline()`` (a ``time.monotonic()`` value, infinity for none) what :func:`export_time_left` reads."""
+    token = _export_deadline.set(deadline)
+    try:
+        yield
+    finally:
+        _export_deadline.reset(token)

@@ -102,10 +102,11 @@ class PhoenixScoreSink:
         outcome = post_json(self._client, self.url, payload, headers=self._headers)
         if outcome is None:
             return SinkResult(rejected=not_on_spans, error=error)
-        error, retryable = outcome
-        if retryable:
-            return SinkResult(failed=tuple(on_spans), rejected=not_on_spans, error=error)
-        return SinkResult(rejected=tuple(on_spans) + not_on_spans, error=error)
+        if outcome.retryable:
+            return SinkResult(
+                failed=tuple(on_spans), rejected=not_on_spans, error=outcome.error, retry_after_s=outcome.retry_after_s
+            )
+        return SinkResult(rejected=tuple(on_spans) + not_on_spans, error=outcome.error)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Nothing is buffered here (the worker batches); always True."""

@@ -1,16 +1,23 @@
-"""One background thread per sink: batching, retries with exponential backoff and jitter, dead-lettering.
+"""One background thread per sink: batching, retries with backoff and jitter, ``Retry-After``, dead-lettering.
 
 Scores arrive from the evaluation worker through :meth:`SinkWorker.submit` (never from the application
 thread). The queue is bounded; a score that does not fit is written to the dead-letter file at once (or, when
 there is none, dropped and counted), so nothing is lost silently. A batch the sink fails to deliver is retried
 with the *same* scores, hence the same ids, so a retry after a lost response is an upsert, not a duplicate.
-When retries run out, or the failure is permanent (a 4xx), or shutdown's deadline is near, the undelivered
-scores go to the dead-letter file for ``evaltrace scores replay``.
+When the backend answers with ``Retry-After``, nothing is sent to it before that time. When retries run out,
+the failure is permanent (a 4xx), the backend's ``Retry-After`` passes the shutdown deadline, or the deadline
+comes while a request hangs, the undelivered scores go to the dead-letter file for ``evaltrace scores replay``.
+
+Every score handed to :meth:`SinkWorker.submit` ends in exactly one of ``successes``, ``dead_lettered`` or
+``dropped`` (the last only without a dead-letter file) by the time :meth:`SinkWorker.shutdown` returns: each
+score has one owner at a time (the queue, the batch in flight, or the code settling it), and ownership moves
+under one lock. At the deadline shutdown takes the batch still in flight away from a hung worker thread and
+dead-letters it; if that request lands later, the thread counts and writes nothing (the backend has the score
+and the dead-letter file has it too: a replay upserts it under the same id, so it is still stored once).
 """
 
 from __future__ import annotations
 
-import logging
 import random
 import threading
 import time
@@ -20,22 +27,36 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evaltrace._internal.errors import log_internal_error
-from evaltrace.evaluation.sinks.base import ScoreSink, SinkResult
+from evaltrace.evaluation.sinks._health import OutageLog
+from evaltrace.evaluation.sinks.base import ScoreSink, SinkResult, export_deadline
 from evaltrace.evaluation.sinks.deadletter import write_dead_letters
 from evaltrace.schema import Score
-
-logger = logging.getLogger("evaltrace.evaluation")
 
 
 @dataclass
 class SinkStats:
-    """Counters of one sink worker (read them through ``EvaluationSpanProcessor.stats()``)."""
+    """Counters of one sink worker (read them through ``EvaluationSpanProcessor.stats()``).
 
+    Once :meth:`SinkWorker.shutdown` has returned, ``submitted == successes + dead_lettered + dropped``.
+
+    Attributes:
+        submitted: Scores handed to the worker.
+        queued: Those that entered the queue (the others overflowed straight to the dead-letter file).
+        successes: Scores the backend acknowledged.
+        retries: Export attempts repeated after a transient failure.
+        dead_lettered: Scores written to the dead-letter file.
+        dropped: Scores lost: no dead-letter file configured, or writing it failed.
+        abandoned: Of ``dead_lettered``, those whose request was still in flight at the shutdown deadline (the
+            backend may get them too; a replay then upserts them under the same id).
+    """
+
+    submitted: int = 0
     queued: int = 0
     successes: int = 0
     retries: int = 0
     dead_lettered: int = 0
     dropped: int = 0
+    abandoned: int = 0
 
 
 @dataclass(frozen=True)
@@ -43,12 +64,22 @@ class RetryPolicy:
     """Retry schedule: attempt ``n`` (from 0) waits ``min(max_backoff_s, initial_backoff_s * 2**n)``.
 
     The wait is multiplied by a random factor in [0.5, 1.0) (jitter) so that many processes recovering from
-    the same outage do not retry in lock-step.
+    the same outage do not retry in lock-step. A backend's ``Retry-After`` lengthens the wait (never shortens
+    it) and holds back every batch for that sink until it has passed.
+
+    Attributes:
+        max_retries: Retries per batch before its scores are dead-lettered.
+        initial_backoff_s: First backoff.
+        max_backoff_s: Longest backoff.
+        max_retry_after_s: Longest ``Retry-After`` waited for; a backend asking for more gets the batch
+            dead-lettered at once (waiting longer would hold every score behind it; retrying sooner would
+            ignore what it asked).
     """
 
     max_retries: int = 5
     initial_backoff_s: float = 0.5
     max_backoff_s: float = 30.0
+    max_retry_after_s: float = 120.0
 
     def delay(self, attempt: int) -> float:
         """Return the wait before retry number ``attempt`` (0-based)."""
@@ -67,6 +98,7 @@ class SinkWorker:
         schedule_delay_s: Longest wait for a batch to fill before a partial batch is sent.
         retry: Retry schedule for retryable failures.
         dead_letter_path: JSONL file for scores that could not be delivered; None counts them as dropped.
+        outage_log_interval_s: Shortest time between two outage WARNINGs for this sink (see ``_health``).
     """
 
     def __init__(
@@ -78,6 +110,7 @@ class SinkWorker:
         schedule_delay_s: float = 0.5,
         retry: RetryPolicy | None = None,
         dead_letter_path: Path | None = None,
+        outage_log_interval_s: float = 60.0,
     ) -> None:
         self.sink = sink
         self.stats = SinkStats()
@@ -86,21 +119,27 @@ class SinkWorker:
         self._delay = schedule_delay_s
         self._retry = retry or RetryPolicy()
         self._dead_letter_path = dead_letter_path
+        self._health = OutageLog(sink.name, dead_letter_path, outage_log_interval_s)
         self._queue: deque[Score] = deque()
+        self._inflight: list[Score] = []  # the batch the thread owns: not yet delivered nor dead-lettered
         self._cond = threading.Condition()
         self._busy = False
         self._flush_requested = False
         self._shutdown = False
+        self._abandoned = False  # set at the shutdown deadline: the thread settles nothing afterwards
+        self._closed: bool | None = None  # shutdown's result, once it has run
         self._deadline = float("inf")
+        self._not_before = 0.0  # monotonic time before which the backend asked not to be called (Retry-After)
         self._thread = threading.Thread(target=self._run, name=f"evaltrace-sink-{sink.name}", daemon=True)
         self._thread.start()
 
     def submit(self, scores: Iterable[Score]) -> None:
         """Queue ``scores`` for delivery; overflow goes to the dead-letter file (never blocks on the backend)."""
-        overflow: list[Score] = []
         with self._cond:
+            overflow: list[Score] = []
             was_empty = not self._queue
             for score in scores:
+                self.stats.submitted += 1
                 if self._shutdown or len(self._queue) >= self._max_queue:
                     overflow.append(score)
                 else:
@@ -110,8 +149,9 @@ class SinkWorker:
             # schedule-delay clock (an idle worker waits without a timeout).
             if len(self._queue) >= self._batch_size or (was_empty and self._queue):
                 self._cond.notify_all()
-        if overflow:
-            self._dead_letter(overflow, "sink queue full or shut down")
+            if overflow:
+                cause = "the sink is shut down" if self._shutdown else f"the sink queue is full ({self._max_queue})"
+                self._settle_lost(overflow, cause)
 
     def force_flush(self, timeout_s: float) -> bool:
         """Deliver (or dead-letter) everything queued; return False if the queue is not empty at the deadline."""
@@ -130,76 +170,127 @@ class SinkWorker:
         return self.sink.force_flush(max(0, int((deadline - time.monotonic()) * 1000)))
 
     def shutdown(self, timeout_s: float) -> bool:
-        """Drain within ``timeout_s``: deliver what the backend takes, dead-letter the rest, stop the thread."""
+        """Drain within ``timeout_s``: deliver what the backend takes, dead-letter the rest, stop the thread.
+
+        Returns by the deadline even when a request hangs: the batch in flight is then dead-lettered and the
+        thread, a daemon, is left to its request.
+
+        Returns:
+            True when the thread settled every score itself (delivered, or dead-lettered because the backend
+            failed); False when the deadline cut it short and shutdown dead-lettered what it still held.
+        """
         with self._cond:
+            if self._closed is not None:
+                return self._closed
             self._shutdown = True
-            self._deadline = time.monotonic() + timeout_s
+            self._deadline = min(self._deadline, time.monotonic() + timeout_s)
             self._cond.notify_all()
         self._thread.join(max(0.0, timeout_s))
-        clean = not self._thread.is_alive()
         with self._cond:
-            leftover = list(self._queue)
+            leftover = [*self._inflight, *self._queue]
+            self.stats.abandoned += len(self._inflight)
+            self._inflight = []
             self._queue.clear()
-        if leftover:
-            # The sink is hung past the deadline: keep what it never got so a replay can deliver it.
-            self._dead_letter(leftover, "shutdown deadline reached")
-            clean = False
+            self._abandoned = True
+            self._settle_lost(leftover, f"shutdown deadline reached ({timeout_s:.1f} s) before delivery")
+            self._closed = not leftover and not self._thread.is_alive()
+            self._cond.notify_all()
         try:
             self.sink.shutdown()
         except Exception:
             log_internal_error(f"shutting down score sink {self.sink.name}")
-        return clean
+        return self._closed
 
     # --- worker thread ------------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        while True:
-            batch = self._next_batch()
-            if batch is None:
-                return
-            try:
-                self._deliver(batch)
-            except Exception:  # the worker must survive a broken sink
-                log_internal_error(f"delivering scores to {self.sink.name}")
-                self._dead_letter(batch, "internal error")
-            finally:
-                with self._cond:
-                    self._busy = False
-                    self._cond.notify_all()
+        # Sinks cap their request timeouts with what is left of the deadline (sinks.base.export_time_left).
+        with export_deadline(lambda: self._deadline):
+            while self._next_batch():
+                try:
+                    self._deliver()
+                except Exception:  # the worker must survive a broken sink
+                    log_internal_error(f"delivering scores to {self.sink.name}")
+                    self._give_up("internal error")
+                finally:
+                    with self._cond:
+                        self._busy = False
+                        self._cond.notify_all()
 
-    def _next_batch(self) -> list[Score] | None:
+    def _next_batch(self) -> bool:
+        """Wait for a batch and make it the one in flight; False when the worker should stop."""
         with self._cond:
             fill_deadline: float | None = None  # starts when the first score of the batch is seen
             while True:
+                if self._abandoned:
+                    return False
                 if self._queue and fill_deadline is None:
                     fill_deadline = time.monotonic() + self._delay
                 ready = len(self._queue) >= self._batch_size or self._flush_requested or self._shutdown
                 if fill_deadline is not None and (ready or time.monotonic() >= fill_deadline):
                     break
                 if not self._queue and self._shutdown:
-                    return None
+                    return False
                 timeout = None if fill_deadline is None else max(fill_deadline - time.monotonic(), 0.0)
                 self._cond.wait(timeout)
             count = min(self._batch_size, len(self._queue))
-            batch = [self._queue.popleft() for _ in range(count)]
+            self._inflight = [self._queue.popleft() for _ in range(count)]
             self._busy = True
-            return batch
+            return True
 
-    def _deliver(self, batch: Sequence[Score]) -> None:
-        pending: Sequence[Score] = batch
+    def _deliver(self) -> None:
         attempt = 0
         while True:
-            result = self._export(pending)
-            self.stats.successes += len(pending) - len(result.failed) - len(result.rejected)
-            self._dead_letter(result.rejected, result.error)
-            if not result.failed:
+            with self._cond:
+                pending = list(self._inflight)
+            if not pending:
                 return
-            pending = result.failed
-            if attempt >= self._retry.max_retries or not self._wait_backoff(self._retry.delay(attempt)):
-                self._dead_letter(pending, result.error)
+            if not self._wait_until(self._not_before):  # an earlier Retry-After still holds
+                self._give_up("the backend's Retry-After ends after the shutdown deadline")
+                return
+            result = self._export(pending)
+            if not self._settle(pending, result):
+                return
+            wait = self._retry_wait(result, attempt)
+            if isinstance(wait, str):
+                self._give_up(wait)
+                return
+            if not self._wait_until(wait):
+                self._give_up(f"{result.error}; shutdown deadline reached before the next retry")
                 return
             attempt += 1
-            self.stats.retries += 1
+            with self._cond:
+                self.stats.retries += 1
+
+    def _settle(self, pending: Sequence[Score], result: SinkResult) -> bool:
+        """Count what ``result`` delivered, dead-letter what it rejected; True when some remain to retry."""
+        with self._cond:
+            if self._abandoned:  # shutdown already dead-lettered this batch: count nothing twice
+                return False
+            self.stats.successes += len(pending) - len(result.failed) - len(result.rejected)
+            self._inflight = list(result.failed)
+            self._settle_lost(result.rejected, result.error)
+            if result.failed:
+                self._health.failed(result.error)
+            elif len(result.rejected) < len(pending):
+                self._health.delivered()
+            return bool(result.failed)
+
+    def _retry_wait(self, result: SinkResult, attempt: int) -> float | str:
+        """When (monotonic) to retry ``result.failed``, or why not to."""
+        now = time.monotonic()
+        retry_after = result.retry_after_s
+        if retry_after is not None:
+            if retry_after > self._retry.max_retry_after_s:
+                return (
+                    f"{result.error}; Retry-After {retry_after:.0f} s exceeds max_retry_after_s "
+                    f"({self._retry.max_retry_after_s:.0f} s)"
+                )
+            with self._cond:
+                self._not_before = max(self._not_before, now + retry_after)
+        if attempt >= self._retry.max_retries:
+            return result.error or "retries exhausted"
+        return max(now + self._retry.delay(attempt), self._not_before)
 
     def _export(self, batch: Sequence[Score]) -> SinkResult:
         try:
@@ -208,24 +299,32 @@ class SinkWorker:
             log_internal_error(f"exporting scores to {self.sink.name}")
             return SinkResult(failed=tuple(batch), error=f"{type(exc).__name__}: {exc}")
 
-    def _wait_backoff(self, delay: float) -> bool:
-        """Sleep ``delay`` unless shutdown's deadline comes first; return False when there is no time left."""
+    def _wait_until(self, end: float) -> bool:
+        """Sleep until ``end`` (monotonic); False, at once, if shutdown's deadline comes first."""
         with self._cond:
-            if self._shutdown and time.monotonic() + delay >= self._deadline:
-                return False
-            end = time.monotonic() + delay
-            while (remaining := end - time.monotonic()) > 0:
-                self._cond.wait(remaining)
-                if self._shutdown and end >= self._deadline:
+            while True:
+                if self._abandoned or end > self._deadline:
                     return False
-        return True
+                remaining = end - time.monotonic()
+                if remaining <= 0:
+                    return True
+                self._cond.wait(remaining)  # shutdown notifies: its deadline may rule the wait out
 
-    def _dead_letter(self, scores: Sequence[Score], error: str | None) -> None:
+    def _give_up(self, error: str | None) -> None:
+        """Dead-letter the batch in flight, unless shutdown already took it."""
+        with self._cond:
+            if self._abandoned:
+                return
+            lost, self._inflight = self._inflight, []
+            self._settle_lost(lost, error)
+
+    def _settle_lost(self, scores: Sequence[Score], error: str | None) -> None:
+        """Dead-letter (or drop and count) ``scores``; called with the lock held, so each is settled once."""
         if not scores:
             return
+        self._health.lost(len(scores), error)
         if self._dead_letter_path is None:
             self.stats.dropped += len(scores)
-            logger.warning("evaltrace: %d score(s) for %s not delivered: %s", len(scores), self.sink.name, error)
             return
         try:
             self.stats.dead_lettered += write_dead_letters(self._dead_letter_path, self.sink.name, scores, error)
