@@ -1,21 +1,31 @@
-"""``evaltrace scores replay <file> --sink ...``: deliver dead-lettered scores, each id exactly once.
+"""``evaltrace scores replay <file> --sink ...``: deliver dead-lettered scores, each id once, losing none.
 
-The dead-letter file is first moved aside (``<file>.replaying``) so a process still appending to it is not
-overwritten; scores are de-duplicated by id (the last line wins), sent in batches, and whatever a backend
-still refuses is appended back to ``<file>``. A replay interrupted half-way leaves ``<file>.replaying``,
-which the next replay picks up first. Because score ids are deterministic and backends upsert on them, a
-score delivered twice across an interruption is still stored once.
+The dead-letter file is first moved aside (``<file>.replaying``, under the writers' lock) so a process still
+dead-lettering appends to a new ``<file>`` instead. Scores are de-duplicated by id (the last line wins) and
+sent in batches; at the first batch the backend fails to take, replay stops (it does not retry: run it again
+later). Then, in this order: lines that hold no valid score go to ``<file>.rejects.jsonl`` with the reason;
+every score not delivered goes back to ``<file>``; only then is ``<file>.replaying`` removed. So the file is
+never deleted or truncated while it holds anything undelivered, and a replay interrupted at any point leaves
+``<file>.replaying``, which the next replay merges first. Score ids are deterministic and backends upsert on
+them, so a score delivered twice across an interruption is still stored once.
 """
 
 from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from evaltrace.evaluation.sinks import JsonlScoreSink, LangfuseScoreSink, PhoenixScoreSink, ScoreSink
-from evaltrace.evaluation.sinks.deadletter import read_dead_letters, write_dead_letters
+from evaltrace.evaluation.sinks.deadletter import (
+    REJECTS_SUFFIX,
+    parse_dead_letters,
+    stage_for_replay,
+    write_dead_letters,
+    write_rejects,
+)
 from evaltrace.evaluation.sinks.jsonl import read_score_ids
 from evaltrace.exceptions import ConfigError
 from evaltrace.schema import Score
@@ -27,7 +37,13 @@ def register(subparsers: Any) -> None:
     """Add the ``scores`` noun and its ``replay`` verb."""
     scores = subparsers.add_parser("scores", help="manage evaluation scores")
     verbs = scores.add_subparsers(dest="verb", metavar="VERB", required=True)
-    replay = verbs.add_parser("replay", help="deliver the scores of a dead-letter file")
+    replay = verbs.add_parser(
+        "replay",
+        help="deliver the scores of a dead-letter file",
+        description="Deliver a dead-letter file's scores. Undelivered scores stay in FILE; lines holding no valid "
+        f"score move to FILE{REJECTS_SUFFIX} with the reason. Exit status: 0 when everything was delivered, 1 "
+        "when anything remains, 2 on a configuration error.",
+    )
     replay.add_argument("file", type=Path, help="dead-letter JSONL file (e.g. .evaltrace/dead-letter/langfuse.jsonl)")
     replay.add_argument("--sink", choices=SINK_CHOICES, required=True, help="where to deliver them")
     replay.add_argument("--host", help="Langfuse host (default: LANGFUSE_HOST)")
@@ -51,55 +67,87 @@ def build_sink(args: argparse.Namespace) -> ScoreSink:
     return JsonlScoreSink(args.output)
 
 
-def _load(path: Path) -> tuple[list[Score], int]:
-    staged = path.with_name(path.name + ".replaying")
-    if path.exists():
-        if staged.exists():  # an earlier replay was interrupted: merge, then restage
-            write_dead_letters(staged, "replay", read_dead_letters(path)[0], "merged before replay")
-            path.unlink()
-        else:
-            path.replace(staged)
-    if not staged.exists():
-        return [], 0
-    return read_dead_letters(staged)
+@dataclass
+class Delivery:
+    """What a replay did with the scores it read."""
 
-
-def deliver(sink: ScoreSink, scores: Sequence[Score], batch_size: int) -> tuple[list[Score], str | None]:
-    """Send ``scores`` in batches; return the undelivered ones and the last error."""
-    undelivered: list[Score] = []
+    delivered: int = 0
+    failed: list[Score] = field(default_factory=list)  # the backend may take them later
+    refused: list[Score] = field(default_factory=list)  # the backend refused them (a 4xx)
+    not_attempted: list[Score] = field(default_factory=list)  # after the backend started failing
     error: str | None = None
-    for start in range(0, len(scores), max(1, batch_size)):
-        result = sink.export(scores[start : start + batch_size])
-        undelivered.extend([*result.failed, *result.rejected])
-        error = result.error or error
-    return undelivered, error
+    retry_after_s: float | None = None
+
+    @property
+    def undelivered(self) -> list[Score]:
+        """Every score that goes back to the dead-letter file."""
+        return [*self.failed, *self.refused, *self.not_attempted]
+
+
+def deliver(sink: ScoreSink, scores: Sequence[Score], batch_size: int) -> Delivery:
+    """Send ``scores`` in batches; stop at the first batch with a retryable failure (the backend is struggling)."""
+    outcome = Delivery()
+    size = max(1, batch_size)
+    for start in range(0, len(scores), size):
+        batch = scores[start : start + size]
+        result = sink.export(batch)
+        outcome.delivered += len(batch) - len(result.failed) - len(result.rejected)
+        outcome.failed.extend(result.failed)
+        outcome.refused.extend(result.rejected)
+        outcome.error = result.error or outcome.error
+        if result.failed:
+            outcome.retry_after_s = result.retry_after_s
+            outcome.not_attempted.extend(scores[start + size :])
+            break
+    return outcome
 
 
 def replay_scores(args: argparse.Namespace) -> int:
-    """Replay a dead-letter file; exit 0 when every score was delivered, 1 otherwise."""
+    """Replay a dead-letter file; exit 0 when every score was delivered, 1 when anything remains, 2 on config."""
     try:
         sink = build_sink(args)
     except ConfigError as exc:
         print(f"error: {exc}")
         return 2
     path: Path = args.file
-    scores, bad_lines = _load(path)
+    staged = stage_for_replay(path)
+    if not staged.exists():
+        sink.shutdown()
+        print(f"nothing to replay: {path} does not exist")
+        return 0
+    scores, rejected = parse_dead_letters(staged)
     skipped = 0
     if args.sink == "jsonl":
         present = read_score_ids(args.output)
         skipped = sum(score.id in present for score in scores)
         scores = [score for score in scores if score.id not in present]
     try:
-        undelivered, error = deliver(sink, scores, args.batch_size)
+        outcome = deliver(sink, scores, args.batch_size)
     finally:
         sink.shutdown()
-    if undelivered:
-        write_dead_letters(path, sink.name, undelivered, error)
-    path.with_name(path.name + ".replaying").unlink(missing_ok=True)
-    delivered = len(scores) - len(undelivered)
-    print(
-        f"replayed {path}: {delivered} delivered to {args.sink}, {len(undelivered)} still failing"
-        f"{f' (kept in {path}; last error: {error})' if undelivered else ''}"
-        f", {skipped} already present, {bad_lines} unreadable line(s)"
-    )
-    return 0 if not undelivered else 1
+    # Keep before removing: rejects first, then what was not delivered; the staged copy goes last.
+    rejects_path = path.with_name(path.name + REJECTS_SUFFIX)
+    write_rejects(rejects_path, path, rejected)
+    write_dead_letters(path, sink.name, outcome.undelivered, outcome.error)
+    staged.unlink()
+    print(_report(path, args.sink, outcome, skipped, len(rejected), rejects_path))
+    return 1 if outcome.undelivered or rejected else 0
+
+
+def _report(path: Path, sink: str, outcome: Delivery, skipped: int, rejected: int, rejects_path: Path) -> str:
+    parts = [f"replayed {path} to {sink}: {outcome.delivered} delivered"]
+    if skipped:
+        parts.append(f"{skipped} already present")
+    if outcome.undelivered:
+        kept = f"{len(outcome.undelivered)} kept in {path} ({len(outcome.failed)} failed"
+        if outcome.refused:
+            kept += f", {len(outcome.refused)} refused by the backend"
+        if outcome.not_attempted:
+            kept += f", {len(outcome.not_attempted)} not attempted after the failure"
+        kept += f"; last error: {outcome.error}"
+        if outcome.retry_after_s is not None:
+            kept += f"; the backend asked to retry after {outcome.retry_after_s:.0f} s"
+        parts.append(kept + ")")
+    if rejected:
+        parts.append(f"{rejected} unreadable or invalid line(s) kept in {rejects_path} with the reason")
+    return ", ".join(parts)

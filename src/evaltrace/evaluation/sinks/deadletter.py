@@ -2,21 +2,54 @@
 
 One line per score: ``{"sink": <sink name>, "error": <last error>, "failed_at": <ISO time>, "score": <Score>}``.
 Score ids are deterministic (uuid5 of trace, span, evaluator and version), so a replay is an idempotent
-upsert; :func:`read_dead_letters` keeps the last line per id so a file that holds a score twice (e.g. dead-lettered,
-replayed, failed again) still delivers it once.
+upsert; :func:`parse_dead_letters` keeps the last line per id so a file that holds a score twice (e.g.
+dead-lettered, replayed, failed again) still delivers it once.
+
+Writers append under an exclusive lock (``flock`` where the platform has it, plus a process-wide lock), and
+:func:`stage_for_replay` takes the same lock to move the file aside: a process still dead-lettering while a
+replay runs writes into a new file rather than into the one being replayed, so no line falls between the two.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
+
+from pydantic import ValidationError
 
 from evaltrace.schema import Score
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: the process-wide lock still orders this process's writers
+    fcntl = None  # type: ignore[assignment]
+
+STAGED_SUFFIX = ".replaying"
+REJECTS_SUFFIX = ".rejects.jsonl"
+
 _lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class RejectedLine:
+    """A line of a dead-letter file that holds no valid score.
+
+    Attributes:
+        line: Its 1-based line number in the file read.
+        raw: The line as written (undecodable bytes replaced).
+        reason: Why it was rejected.
+    """
+
+    line: int
+    raw: str
+    reason: str
 
 
 def write_dead_letters(path: Path, sink_name: str, scores: Iterable[Score], error: str | None) -> int:
@@ -39,41 +72,145 @@ def write_dead_letters(path: Path, sink_name: str, scores: Iterable[Score], erro
         )
         for score in scores
     ]
-    if not lines:
-        return 0
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # One lock for every writer in the process: two sinks may share a file, and lines must not interleave.
-    with _lock, path.open("a", encoding="utf-8") as handle:
-        handle.write("\n".join(lines) + "\n")
+    append_lines(path, lines)
     return len(lines)
+
+
+def append_lines(path: Path, lines: list[str], *, durable: bool = False) -> None:
+    """Append ``lines`` to ``path`` under the dead-letter lock; ``durable`` fsyncs before returning."""
+    if not lines:
+        return
+    with _locked(path) as handle:
+        handle.write("\n".join(lines) + "\n")
+        handle.flush()
+        if durable:
+            os.fsync(handle.fileno())
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[IO[str]]:
+    """Open ``path`` for appending, locked against other writers and :func:`stage_for_replay`.
+
+    A replay may rename the file between our ``open`` and our lock; the inode check then sends the write to
+    the file now at ``path`` instead of the renamed one.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _lock:
+        while True:
+            with path.open("a", encoding="utf-8") as handle:
+                if fcntl is not None:
+                    fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # released when the handle closes
+                    if not _is_file_at(handle, path):
+                        continue
+                yield handle
+                return
+
+
+def _is_file_at(handle: IO[str], path: Path) -> bool:
+    try:
+        return os.fstat(handle.fileno()).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+        return False
+
+
+def stage_for_replay(path: Path) -> Path:
+    """Move ``path`` aside to ``<path>.replaying`` for a replay and return that file (it may not exist).
+
+    When a ``.replaying`` file is already there (an earlier replay was interrupted), the lines of ``path`` are
+    appended to it, byte for byte (unreadable lines too), so nothing of either is lost.
+    """
+    staged = path.with_name(path.name + STAGED_SUFFIX)
+    if not path.exists():
+        return staged
+    with _locked(path):
+        if not staged.exists():
+            path.replace(staged)
+            return staged
+        content = path.read_bytes()
+        if content:
+            with staged.open("ab") as out:
+                if staged.stat().st_size and not _ends_with_newline(staged):
+                    out.write(b"\n")
+                out.write(content if content.endswith(b"\n") else content + b"\n")
+                out.flush()
+                os.fsync(out.fileno())
+        path.unlink()
+    return staged
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with path.open("rb") as handle:
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"
+
+
+def parse_dead_letters(path: Path) -> tuple[list[Score], list[RejectedLine]]:
+    """Read a dead-letter file: the scores (one per id, last line wins, file order) and the lines that hold none.
+
+    A line is rejected when it is not UTF-8, not JSON, or does not hold a valid :class:`Score` (under
+    ``"score"``, or as the whole line); the reason says which.
+    """
+    by_id: dict[str, Score] = {}
+    rejected: list[RejectedLine] = []
+    with path.open("rb") as handle:
+        for number, raw_bytes in enumerate(handle, start=1):
+            raw = raw_bytes.decode("utf-8", errors="replace").rstrip("\r\n")
+            if not raw.strip():
+                continue
+            score, reason = _parse_line(raw_bytes)
+            if score is None:
+                rejected.append(RejectedLine(number, raw, reason))
+                continue
+            by_id.pop(score.id, None)
+            by_id[score.id] = score
+    return list(by_id.values()), rejected
+
+
+def _parse_line(raw: bytes) -> tuple[Score | None, str]:
+    try:
+        record = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8: {exc}"
+    except json.JSONDecodeError as exc:
+        return None, f"invalid JSON: {exc}"
+    if not isinstance(record, dict):
+        return None, f"invalid record: a JSON {type(record).__name__}, not an object"
+    try:
+        return Score.model_validate(record["score"] if "score" in record else record), ""
+    except ValidationError as exc:
+        details = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'score'}: {e['msg']}" for e in exc.errors())
+        return None, f"invalid score: {details}"
+    except (ValueError, TypeError) as exc:
+        return None, f"invalid score: {exc}"
 
 
 def read_dead_letters(path: Path) -> tuple[list[Score], int]:
     """Read a dead-letter file; return the scores (one per id, last line wins, file order) and bad-line count."""
-    by_id: dict[str, Score] = {}
-    bad = 0
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            if not line.strip():
-                continue
+    scores, rejected = parse_dead_letters(path)
+    return scores, len(rejected)
+
+
+def write_rejects(path: Path, source: Path, rejected: Iterable[RejectedLine]) -> int:
+    """Append ``rejected`` lines to the rejects file ``path`` (skipping lines it already holds); return how many.
+
+    Each line is ``{"source": <file read>, "line": n, "reason": ..., "rejected_at": <ISO time>, "raw": <line>}``:
+    the raw text is kept whole, so a human can repair it and put it back in a dead-letter file.
+    """
+    known: set[str] = set()
+    if path.exists():
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             try:
-                record = json.loads(line)
-                score = Score.model_validate(record["score"] if "score" in record else record)
+                known.add(json.loads(line)["raw"])
             except (ValueError, KeyError, TypeError):
-                bad += 1
                 continue
-            by_id.pop(score.id, None)
-            by_id[score.id] = score
-    return list(by_id.values()), bad
-
-
-def rewrite_dead_letters(path: Path, sink_name: str, remaining: Iterable[Score], error: str | None) -> None:
-    """Replace ``path`` with the scores still undelivered (atomically, through a temporary file)."""
-    remaining = list(remaining)
-    if not remaining:
-        path.unlink(missing_ok=True)
-        return
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.unlink(missing_ok=True)
-    write_dead_letters(tmp, sink_name, remaining, error)
-    tmp.replace(path)
+    now = dt.datetime.now(dt.UTC).isoformat()
+    lines = [
+        json.dumps(
+            {"source": str(source), "line": r.line, "reason": r.reason, "rejected_at": now, "raw": r.raw},
+            ensure_ascii=False,
+        )
+        for r in rejected
+        if r.raw not in known
+    ]
+    append_lines(path, lines, durable=True)
+    return len(lines)
