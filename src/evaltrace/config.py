@@ -244,16 +244,22 @@ def _collect_exporters(
     return exporters
 
 
-def _backend_sinks(options: dict[str, Any]) -> list[Any]:
-    """Score sinks implied by the backends: Langfuse's scores API, Phoenix span annotations."""
+def _score_sinks(options: dict[str, Any], sinks: Sequence[Any] | None) -> list[Any]:
+    """The sinks the backends bring, then the user's; a user sink named like a backend's replaces it."""
+    given = list(sinks or ())
+    return [*_backend_sinks(options, skip={getattr(sink, "name", None) for sink in given}), *given]
+
+
+def _backend_sinks(options: dict[str, Any], skip: set[str | None]) -> list[Any]:
+    """Score sinks implied by the backends (Langfuse's scores API, Phoenix span annotations), but not ``skip``."""
     from evaltrace.evaluation import LangfuseScoreSink, PhoenixScoreSink
 
     sinks: list[Any] = []
     langfuse = backends.resolve_langfuse(options["langfuse"])
-    if langfuse is not None:
+    if langfuse is not None and LangfuseScoreSink.name not in skip:
         sinks.append(LangfuseScoreSink(langfuse.host, langfuse.public_key, langfuse.secret_key))
     phoenix = backends.resolve_phoenix(options["phoenix"])
-    if phoenix is not None:
+    if phoenix is not None and PhoenixScoreSink.name not in skip:
         sinks.append(PhoenixScoreSink(phoenix))
     return sinks
 
@@ -328,8 +334,9 @@ def configure(
         max_attribute_length: Cap for each captured JSON value (0 = no cap).
         redact: True for built-in PII/secret masking, or a ``str -> str`` function; applied to exported copies only.
         evaluators: Evaluators (or EvaluatorSpecs) run on spans as they end.
-        sinks: Score sinks receiving evaluation scores. Default (None): the Langfuse scores API and Phoenix span
-            annotations when those backends are configured; pass ``[]`` for none.
+        sinks: Score sinks receiving evaluation scores, in addition to those the configured backends bring (the
+            Langfuse scores API, Phoenix span annotations). A sink with the same ``name`` as a backend's (e.g.
+            your own ``LangfuseScoreSink``) replaces it; ``None`` and ``[]`` add nothing.
         evaluation_options: Extra keyword arguments for the EvaluationSpanProcessor.
         evaluation: Include the evaluation processor (default). It costs ~2 us per span end when no evaluator
             applies, and it is what runs evaluators attached with ``@agent(evaluators=...)``.
@@ -362,7 +369,7 @@ def configure(
     for name, exporter in collected.named:
         wrapped = RedactingSpanExporter(exporter, redactor) if redactor else exporter
         downstream.append(_export_processor(name, wrapped) if batch else SimpleSpanProcessor(wrapped))
-    score_sinks = list(sinks) if sinks is not None else _backend_sinks(options)
+    score_sinks = _score_sinks(options, sinks)
     evaluator_processor = (
         _build_evaluation(downstream, evaluators, score_sinks, evaluation_options)
         if evaluation or evaluators or score_sinks
