@@ -1,0 +1,493 @@
+"""Score delivery under backend faults: every score ends delivered or dead-lettered, none twice after replay.
+
+The backend is a real HTTP server on 127.0.0.1 that misbehaves on purpose (500s, hangs, slow answers, 429/503 with
+``Retry-After``) and counts, on its side, what it actually received and acknowledged: the worker's counters are
+checked against it, not against themselves.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import math
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import evaltrace
+from evaltrace._internal import settings, tracing
+from evaltrace.cli import main as cli_main
+from evaltrace.evaluation import JsonlScoreSink, LangfuseScoreSink, RetryPolicy, evaluator
+from evaltrace.evaluation.sinks import SinkWorker, read_dead_letters, write_dead_letters
+from evaltrace.schema import Score, Trace, score_id
+
+from .conftest import wait_until
+
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+TINY = RetryPolicy(max_retries=3, initial_backoff_s=0.001, max_backoff_s=0.01)
+SCORES_PATH = "/api/public/scores"
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the backend does with one request."""
+
+    status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+    hang: bool = False  # accept the request and never answer (until the test releases it)
+
+
+@dataclass
+class Received:
+    wall: float
+    mono: float
+    path: str
+    score_id: str | None
+
+
+@dataclass
+class FaultBackend:
+    """Answers each request as ``behave(index)`` says; records what it received and what it acknowledged."""
+
+    url: str = ""
+    behave: Callable[[int], Reply] = lambda index: Reply()
+    received: list[Received] = field(default_factory=list)
+    stored: Counter[str] = field(default_factory=Counter)  # id -> upserts acknowledged with a 2xx
+    release: threading.Event = field(default_factory=threading.Event)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def record(self, path: str, raw: bytes) -> Reply:
+        score = json.loads(raw).get("id") if path == SCORES_PATH else None
+        with self.lock:
+            index = len(self.received)
+            self.received.append(Received(time.time(), time.monotonic(), path, score))
+        return self.behave(index)
+
+    def score_requests(self) -> list[Received]:
+        with self.lock:
+            return [r for r in self.received if r.score_id is not None]
+
+    def acknowledge(self, raw: bytes, path: str) -> None:
+        if path == SCORES_PATH:
+            with self.lock:
+                self.stored[json.loads(raw)["id"]] += 1
+
+
+def _handler(backend: FaultBackend) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, as real backends and httpx's pool do
+        disable_nagle_algorithm = True  # headers and body are two writes: no 40 ms delayed-ACK stall per request
+
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            reply = backend.record(self.path, raw)
+            if reply.hang:
+                backend.release.wait(30)  # the hung request "lands" only when the test says so
+            elif reply.delay_s:
+                time.sleep(reply.delay_s)
+            payload = b'{"id": "ok"}' if reply.status < 300 else b'{"error": "boom"}'
+            try:
+                self.send_response(reply.status)
+                for key, value in reply.headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+                self.wfile.flush()
+            except OSError:  # the client gave up on us
+                return
+            if reply.status < 300:
+                backend.acknowledge(raw, self.path)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    return Handler
+
+
+@pytest.fixture
+def fault() -> Iterator[FaultBackend]:
+    backend = FaultBackend()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(backend))
+    server.daemon_threads = True
+    host, port = server.server_address[:2]
+    backend.url = f"http://{host}:{port}"
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        yield backend
+    finally:
+        backend.release.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+def make_scores(count: int, name: str = "quality") -> list[Score]:
+    spans = [format(index + 1, "016x") for index in range(count)]
+    return [
+        Score(id=score_id(TRACE, span, name, "v1"), name=name, value=0.5, trace_id=TRACE, observation_id=span)
+        for span in spans
+    ]
+
+
+def langfuse_worker(backend: FaultBackend, dead: Path | None, *, timeout_s: float = 5.0, **kwargs: Any) -> SinkWorker:
+    kwargs.setdefault("retry", TINY)
+    kwargs.setdefault("schedule_delay_s", 0.01)
+    sink = LangfuseScoreSink(backend.url, "pk", "sk", timeout_s=timeout_s)
+    return SinkWorker(sink, dead_letter_path=dead, **kwargs)
+
+
+def dead_ids(path: Path) -> list[str]:
+    if not path.exists():
+        return []
+    return [json.loads(line)["score"]["id"] for line in path.read_text().splitlines()]
+
+
+def replay(dead: Path, backend: FaultBackend) -> int:
+    return cli_main(
+        ["scores", "replay", str(dead), "--sink", "langfuse", "--host", backend.url, "--public-key", "pk"]
+        + ["--secret-key", "sk"]
+    )
+
+
+# --- Retry-After -----------------------------------------------------------------------------------------
+
+
+def test_retry_after_seconds_delays_every_next_request(tmp_path: Path, fault: FaultBackend) -> None:
+    fault.behave = lambda index: Reply(429, {"Retry-After": "1"}) if index == 0 else Reply()
+    worker = langfuse_worker(fault, tmp_path / "dl.jsonl", batch_size=1)
+    worker.submit(make_scores(3))
+    assert worker.force_flush(10)
+    assert worker.shutdown(5)
+    first, *later = fault.score_requests()
+    assert len(later) == 3  # the retry of the first score, then the two others
+    # Not only the retry: the next batches also wait, since the backend asked this client to hold off.
+    assert all(request.mono - first.mono >= 1.0 for request in later), [r.mono - first.mono for r in later]
+    assert (worker.stats.successes, worker.stats.retries, worker.stats.dead_lettered) == (3, 1, 0)
+
+
+def test_retry_after_http_date_is_honoured(tmp_path: Path, fault: FaultBackend) -> None:
+    not_before: list[int] = []
+
+    def behave(index: int) -> Reply:
+        if index:
+            return Reply()
+        when = math.ceil(time.time() + 0.5)  # an HTTP-date has whole seconds: at least 0.5 s ahead
+        not_before.append(when)
+        return Reply(503, {"Retry-After": email.utils.formatdate(when, usegmt=True)})
+
+    fault.behave = behave
+    worker = langfuse_worker(fault, tmp_path / "dl.jsonl")
+    worker.submit(make_scores(1))
+    assert worker.force_flush(10)
+    worker.shutdown(5)
+    first, retry = fault.score_requests()
+    assert retry.wall >= not_before[0] > first.wall
+    assert worker.stats.successes == 1
+
+
+def test_retry_after_past_the_shutdown_deadline_dead_letters_instead_of_retrying_early(
+    tmp_path: Path, fault: FaultBackend
+) -> None:
+    dead = tmp_path / "dl.jsonl"
+    fault.behave = lambda index: Reply(429, {"Retry-After": "30"})
+    worker = langfuse_worker(fault, dead, batch_size=10)
+    scores = make_scores(4)
+    worker.submit(scores)
+    assert wait_until(lambda: len(fault.score_requests()) == 1)
+    started = time.monotonic()
+    worker.shutdown(0.5)
+    assert time.monotonic() - started < 3.0  # the deadline, not the 30 s the backend asked for
+    # One request only: the rest of the batch was not sent into a 429 either.
+    assert len(fault.score_requests()) == 1
+    assert sorted(dead_ids(dead)) == sorted(s.id for s in scores)
+    assert worker.stats.dead_lettered == 4
+
+
+def test_retry_after_beyond_the_cap_dead_letters_at_once(tmp_path: Path, fault: FaultBackend) -> None:
+    dead = tmp_path / "dl.jsonl"
+    fault.behave = lambda index: Reply(503, {"Retry-After": "3600"})
+    retry = RetryPolicy(max_retries=5, initial_backoff_s=0.001, max_backoff_s=0.01, max_retry_after_s=2.0)
+    worker = langfuse_worker(fault, dead, retry=retry)
+    worker.submit(make_scores(1))
+    assert worker.force_flush(5)
+    worker.shutdown(5)
+    assert len(fault.score_requests()) == 1
+    assert worker.stats.dead_lettered == 1 and worker.stats.retries == 0
+    (line,) = dead.read_text().splitlines()
+    assert "Retry-After" in json.loads(line)["error"]
+
+
+# --- produced == delivered + dead-lettered, then replay without duplicates ----------------------------------
+
+
+def _always(reply: Reply) -> Callable[[int], Reply]:
+    return lambda index: reply
+
+
+BEHAVIOURS: dict[str, Callable[[int], Reply]] = {
+    "500": _always(Reply(500)),
+    # Healthy at first, then hangs: the batch in flight at the deadline is the one that used to vanish.
+    "hang-after-10": lambda index: Reply() if index < 10 else Reply(hang=True),
+    "slow": _always(Reply(delay_s=0.05)),
+    "flaky": lambda index: Reply(500) if index % 3 == 0 else Reply(),
+    "429": _always(Reply(429, {"Retry-After": "1"})),
+}
+
+
+@pytest.mark.parametrize("behaviour", sorted(BEHAVIOURS))
+def test_every_score_is_delivered_or_dead_lettered_then_replayed_once(
+    tmp_path: Path, fault: FaultBackend, behaviour: str
+) -> None:
+    dead = tmp_path / "langfuse.jsonl"
+    fault.behave = BEHAVIOURS[behaviour]
+    scores = make_scores(40)
+    produced = {score.id for score in scores}
+    # The client timeout (5 s) is far longer than the shutdown deadline: shutdown must not wait for it.
+    worker = langfuse_worker(fault, dead, batch_size=5, timeout_s=5.0)
+    worker.submit(scores)
+    started = time.monotonic()
+    worker.shutdown(0.5)
+    assert time.monotonic() - started < 2.0  # within the deadline (slack for a loaded machine)
+
+    stats = worker.stats
+    written = dead_ids(dead)
+    assert stats.submitted == 40
+    assert stats.successes + stats.dead_lettered == 40 and stats.dropped == 0
+    assert len(written) == len(set(written)) == stats.dead_lettered
+    if behaviour == "hang-after-10":
+        assert stats.abandoned == 5  # the batch hung in flight at the deadline: dead-lettered, not lost
+    acknowledged = set(fault.stored)
+    assert produced == acknowledged | set(written)  # nothing lost
+    assert stats.successes <= len(acknowledged)  # never counted as delivered without the backend's 2xx
+
+    # The hung requests land now; the abandoned worker thread must neither count them nor write them again.
+    fault.behave = _always(Reply())
+    fault.release.set()
+    worker._thread.join(10)
+    assert not worker._thread.is_alive()
+    assert (stats.successes, stats.dead_lettered) == (40 - len(written), len(written))
+    assert dead_ids(dead) == written
+
+    if written:
+        assert replay(dead, fault) == 0
+    assert not dead.exists()
+    received = {r.score_id for r in fault.score_requests()}
+    assert received == produced == set(fault.stored)  # every id stored, nothing else, each an upsert on its id
+
+
+def test_shutdown_while_a_request_hangs_returns_by_the_deadline(tmp_path: Path, fault: FaultBackend) -> None:
+    fault.behave = _always(Reply(hang=True))
+    worker = langfuse_worker(fault, tmp_path / "dl.jsonl", timeout_s=30.0)
+    worker.submit(make_scores(1))
+    assert wait_until(lambda: len(fault.score_requests()) == 1)
+    started = time.monotonic()
+    assert not worker.shutdown(0.3)
+    assert time.monotonic() - started < 2.0
+    assert worker.stats.dead_lettered == 1 and worker.stats.abandoned == 1
+
+
+def test_exit_without_shutdown_dead_letters_what_a_hung_backend_never_took(tmp_path: Path, fault: FaultBackend) -> None:
+    fault.behave = lambda index: Reply() if index < 3 else Reply(hang=True)
+    script = tmp_path / "app.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import evaltrace
+        from evaltrace.evaluation import LangfuseScoreSink
+
+        @evaltrace.evaluator(name="quality")
+        def quality(trace, case=None) -> float:
+            return 0.5
+
+        @evaltrace.agent(evaluators=[quality])
+        def answer(i):
+            return f"answer {{i}}"
+
+        evaltrace.configure(
+            "exit-sinks",
+            local_store="traces",
+            sinks=[LangfuseScoreSink({fault.url!r}, "pk", "sk", timeout_s=60)],
+            shutdown_timeout_s=1.0,
+            evaluation_options={{"dead_letter_dir": "dead", "sink_schedule_delay_s": 0.01, "sink_batch_size": 2}},
+        )
+        for i in range(12):
+            answer(i)
+        """)
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30
+    )
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert elapsed < 15, "exit waited for the hung backend instead of the shutdown deadline"
+    written = dead_ids(tmp_path / "dead" / "langfuse.jsonl")
+    assert len(written) == len(set(written))
+    delivered = {r.score_id for r in fault.score_requests()[:3]}
+    assert len(delivered | set(written)) == 12 and len(written) >= 9, done.stderr
+
+
+# --- replay of a bad file --------------------------------------------------------------------------------
+
+
+def test_replay_keeps_what_it_could_not_deliver_and_rejects_bad_lines(tmp_path: Path, fault: FaultBackend) -> None:
+    dead = tmp_path / "langfuse.jsonl"
+    good = make_scores(4)
+    write_dead_letters(dead, "langfuse", good[:2], "down")
+    invalid = {"sink": "langfuse", "score": {"name": "x", "data_type": "BOOLEAN", "value": 7, "trace_id": TRACE}}
+    with dead.open("a") as handle:
+        handle.write('{"sink": "langfuse", "score": {"name": \n')  # cut short by a crash mid-write
+        handle.write(json.dumps(invalid) + "\n")
+    write_dead_letters(dead, "langfuse", good[2:], "down")
+    fault.behave = lambda index: Reply() if index < 2 else Reply(500)  # fails part way
+
+    assert replay(dead, fault) == 1
+    assert set(fault.stored) == {good[0].id, good[1].id}
+    assert sorted(s.id for s in read_dead_letters(dead)[0]) == sorted(s.id for s in good[2:])
+    assert not dead.with_name(dead.name + ".replaying").exists()
+    rejects = [json.loads(line) for line in (tmp_path / "langfuse.jsonl.rejects.jsonl").read_text().splitlines()]
+    assert [r["raw"] for r in rejects] == ['{"sink": "langfuse", "score": {"name": ', json.dumps(invalid)]
+    assert "JSON" in rejects[0]["reason"] and "BOOLEAN" in rejects[1]["reason"]
+
+    fault.behave = _always(Reply())  # the backend recovers: the rest goes, the rejects stay put for a human
+    assert replay(dead, fault) == 0
+    assert set(fault.stored) == {s.id for s in good}
+    assert not dead.exists()
+    assert len((tmp_path / "langfuse.jsonl.rejects.jsonl").read_text().splitlines()) == 2
+
+
+def test_replay_of_a_file_that_only_holds_bad_lines_keeps_them(tmp_path: Path, fault: FaultBackend) -> None:
+    dead = tmp_path / "langfuse.jsonl"
+    dead.write_text("not json at all\n")
+    assert replay(dead, fault) == 1
+    assert fault.score_requests() == []
+    (reject,) = (tmp_path / "langfuse.jsonl.rejects.jsonl").read_text().splitlines()
+    assert json.loads(reject)["raw"] == "not json at all"
+
+
+# --- failures are visible --------------------------------------------------------------------------------
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("evaltrace")]
+
+
+def test_an_outage_logs_one_warning_and_one_recovery(
+    tmp_path: Path, fault: FaultBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="evaltrace")
+    fault.behave = lambda index: Reply(500) if index < 6 else Reply()
+    retry = RetryPolicy(max_retries=10, initial_backoff_s=0.001, max_backoff_s=0.01)
+    worker = langfuse_worker(fault, tmp_path / "dl.jsonl", retry=retry, batch_size=1)
+    worker.submit(make_scores(5))
+    assert worker.force_flush(10)
+    worker.shutdown(5)
+    failing, recovered = _warnings(caplog)
+    assert "langfuse" in failing and "HTTP 500" in failing
+    assert "langfuse" in recovered and "delivering again after 6 failed attempt(s)" in recovered
+    assert worker.stats.successes == 5
+
+
+def test_dead_lettering_logs_once_per_episode(
+    tmp_path: Path, fault: FaultBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    dead = tmp_path / "dl.jsonl"
+    fault.behave = _always(Reply(503))
+    no_retry = RetryPolicy(max_retries=0, initial_backoff_s=0.001, max_backoff_s=0.01)
+    worker = langfuse_worker(fault, dead, retry=no_retry, batch_size=1)
+    worker.submit(make_scores(5))
+    assert worker.force_flush(10)
+    failing, dead_lettering = _warnings(caplog)
+    assert "HTTP 503" in failing
+    assert str(dead) in dead_lettering and "evaltrace scores replay" in dead_lettering
+    assert worker.stats.dead_lettered == 5
+
+    fault.behave = _always(Reply())
+    worker.submit(make_scores(1, name="later"))
+    assert worker.force_flush(10)
+    worker.shutdown(5)
+    (recovered,) = _warnings(caplog)[2:]
+    assert "delivering again" in recovered and "5 score(s)" in recovered
+
+
+def test_without_a_dead_letter_file_losses_are_counted_and_logged_once(
+    fault: FaultBackend, caplog: pytest.LogCaptureFixture
+) -> None:
+    fault.behave = _always(Reply(500))
+    worker = langfuse_worker(fault, None, retry=RetryPolicy(max_retries=0), batch_size=1)
+    worker.submit(make_scores(3))
+    assert worker.force_flush(10)
+    worker.shutdown(5)
+    assert (worker.stats.dropped, worker.stats.dead_lettered, worker.stats.submitted) == (3, 0, 3)
+    warnings = _warnings(caplog)
+    assert len(warnings) == 2 and "dropped" in warnings[1]
+
+
+# --- configure(sinks=[...]) adds ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def reset_configuration() -> Iterator[None]:
+    saved = settings.current
+    yield
+    from evaltrace import config
+
+    handle = config.current_handle()
+    if handle is not None:
+        handle.shutdown()
+    tracing.set_tracer_provider(None)
+    settings.replace(saved)
+
+
+@evaluator(name="said_hi")
+def said_hi(trace: Trace) -> bool:
+    return True
+
+
+@pytest.mark.usefixtures("reset_configuration")
+def test_configure_sinks_add_to_the_backend_sinks(
+    tmp_path: Path, fault: FaultBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LANGFUSE_PUBLIC_KEY", "pk")
+    monkeypatch.setenv("LANGFUSE_SECRET_KEY", "sk")
+    monkeypatch.setenv("LANGFUSE_HOST", fault.url)
+    options = {"dead_letter_dir": None, "sink_schedule_delay_s": 0.01}
+
+    def run(sinks: Any) -> list[str]:
+        handle = evaltrace.configure(
+            "adds", local_store=False, batch=False, evaluators=[said_hi], sinks=sinks, evaluation_options=options
+        )
+        with tracing.get_tracer().start_as_current_span("step"):
+            pass
+        assert handle.force_flush(10_000)
+        names = sorted(handle.evaluation_processor.stats()["sinks"])
+        handle.shutdown()
+        return names
+
+    out = tmp_path / "scores.jsonl"
+    assert run([JsonlScoreSink(out)]) == ["jsonl", "langfuse"]
+    assert len(out.read_text().splitlines()) == 1
+    assert len(fault.score_requests()) == 1  # the Langfuse scores API still gets the score
+
+    # A sink of the same name replaces the backend's (here: a Langfuse sink with an environment), never doubles it.
+    custom = LangfuseScoreSink(fault.url, "pk", "sk", environment="staging")
+    assert run([custom]) == ["langfuse"]
+    assert len(fault.score_requests()) == 2
+    assert run([]) == ["langfuse"]  # [] adds nothing; the backend's own sink stays
+    assert len(fault.score_requests()) == 3
