@@ -62,6 +62,7 @@ class DaemonExecutor(concurrent.futures.Executor):
         self._lock = threading.Lock()
         self._threads = 0
         self._idle = 0
+        self._queued = 0
         self._abandoned = 0
         self._running: dict[concurrent.futures.Future[Any], _Item] = {}
         self._shutdown = False
@@ -79,6 +80,7 @@ class DaemonExecutor(concurrent.futures.Executor):
             if self._shutdown:
                 raise RuntimeError("cannot schedule new work after shutdown")
             self._queue.put(_Item(future, fn, args, kwargs))
+            self._queued += 1
             self._grow_locked()
         return future
 
@@ -106,6 +108,8 @@ class DaemonExecutor(concurrent.futures.Executor):
                 except queue.Empty:
                     break
                 if item is not None:
+                    with self._lock:
+                        self._queued -= 1
                     item.future.cancel()
         for _ in range(threads):
             self._queue.put(None)
@@ -113,9 +117,11 @@ class DaemonExecutor(concurrent.futures.Executor):
     # --- workers -------------------------------------------------------------------------------------------
 
     def _grow_locked(self) -> None:
-        # A new thread when no thread is idle and the working (not abandoned) ones are below the limit.
+        # A new thread when queued tasks outnumber idle threads (an idle thread that has not yet taken a task
+        # is counted once, not once per submit: else tasks queue behind one thread that may hang) and the
+        # working (not abandoned) ones are below the limit.
         working = self._threads - self._abandoned
-        if self._idle > 0 or working >= self._max_workers or self._abandoned > self._max_abandoned:
+        if self._idle >= self._queued or working >= self._max_workers or self._abandoned > self._max_abandoned:
             return
         self._threads += 1
         self._idle += 1
@@ -133,6 +139,7 @@ class DaemonExecutor(concurrent.futures.Executor):
                 return
             with self._lock:
                 self._idle -= 1
+                self._queued -= 1
                 self._running[item.future] = item
             self._run(item)
             with self._lock:
