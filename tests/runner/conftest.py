@@ -85,7 +85,7 @@ from evaltrace.schema import EvaluationResult
 
 
 class TracesWritten:
-    """Passes only if traces.jsonl of the trace's run already exists and holds this trace."""
+    """Passes only if traces.jsonl of the trace's run holds this trace and was sealed (every cell ran)."""
 
     name = "traces_written"
     version = "1"
@@ -96,7 +96,7 @@ class TracesWritten:
     def evaluate(self, trace, case):
         path = self.runs_dir / trace.run_id / "traces.jsonl"
         assert path.is_file(), f"{path} missing while evaluating"
-        assert not (path.parent / "results.jsonl").exists(), "results written before evaluation finished"
+        assert not path.stat().st_mode & 0o222, "traces.jsonl still writable while evaluating"
         held = f'"case_id":"{trace.case_id}"' in path.read_text()
         return EvaluationResult(evaluator=self.name, passed=held, reason="traces.jsonl present")
 

@@ -29,6 +29,8 @@ from evaltrace.schema import EvaluationResult
 def answer(question):
     if question == "hang":
         time.sleep(600)  # past the variant's timeout_s: the cell is a timeout error, the run goes on
+    if question == "exit":
+        raise SystemExit(2)  # the system's failure, not the end of the run
     return f"{question}: ok"
 
 
@@ -125,7 +127,11 @@ def _cli(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProc
 def fault_run(tmp_path_factory: pytest.TempPathFactory) -> FaultRun:
     root = tmp_path_factory.mktemp("faults")
     (root / "faulty_user_code.py").write_text(textwrap.dedent(USER_CODE))
-    cases = [{"id": "ok", "input": {"question": "q"}}, {"id": "hangs", "input": {"question": "hang"}}]
+    cases = [
+        {"id": "ok", "input": {"question": "q"}},
+        {"id": "hangs", "input": {"question": "hang"}},
+        {"id": "exits", "input": {"question": "exit"}},
+    ]
     (root / "cases.yaml").write_text(yaml.safe_dump(cases))
     evaluators: list[dict[str, object]] = []
     for name, timeout in EVALUATORS.items():
@@ -164,19 +170,22 @@ def fault_run(tmp_path_factory: pytest.TempPathFactory) -> FaultRun:
 
 def test_the_run_finishes_and_writes_every_file(fault_run: FaultRun) -> None:
     assert fault_run.completed.returncode == 0, fault_run.completed.stderr
-    assert set(fault_run.results) == {(c, e) for c in ("ok", "hangs") for e in EVALUATORS}
+    assert set(fault_run.results) == {(c, e) for c in ("ok", "hangs", "exits") for e in EVALUATORS}
     assert fault_run.results["ok", "fine"].status == "completed" and fault_run.results["ok", "fine"].passed
 
 
-def test_a_hung_target_is_a_timeout_error_of_its_cell(fault_run: FaultRun) -> None:
+def test_a_hung_or_exiting_target_is_an_error_of_its_cell(fault_run: FaultRun) -> None:
     hung = fault_run.traces["hangs"]
     assert hung.error is not None and hung.error.type == "timeout"
+    exited = fault_run.traces["exits"]
+    assert exited.error is not None and exited.error.type == "exception"
+    assert exited.error.message == "SystemExit: 2"
     assert fault_run.traces["ok"].error is None
 
 
 @pytest.mark.parametrize("evaluator", ["hangsync", "blockasync"])
 def test_a_hung_evaluator_is_a_timeout_error(fault_run: FaultRun, evaluator: str) -> None:
-    for case in ("ok", "hangs"):
+    for case in ("ok", "hangs", "exits"):
         result = fault_run.results[case, evaluator]
         assert result.status == "failed" and result.error is not None and result.error.type == "timeout"
 
@@ -191,7 +200,7 @@ def test_a_hung_evaluator_is_a_timeout_error(fault_run: FaultRun, evaluator: str
     ],
 )
 def test_base_exceptions_are_contained_and_named(fault_run: FaultRun, evaluator: str, cause: str) -> None:
-    for case in ("ok", "hangs"):
+    for case in ("ok", "hangs", "exits"):
         result = fault_run.results[case, evaluator]
         assert result.status == "failed" and result.error is not None
         assert result.error.message.startswith(cause)
@@ -200,11 +209,13 @@ def test_base_exceptions_are_contained_and_named(fault_run: FaultRun, evaluator:
 def test_errors_are_reported_as_errors_not_failures(fault_run: FaultRun) -> None:
     (variant,) = fault_run.summary.variants
     # "ok": the target answered, one evaluator passed, the others errored: an error, not a fail, not a pass.
-    # "hangs": the system timed out, which is the system failing.
-    assert (variant.cases_passed, variant.cases_failed, variant.cases_eval_errors) == (0, 1, 1)
-    assert variant.pass_rate == 0.0 and variant.cases_errored == 1
+    # "hangs" and "exits": the system timed out or raised, which is the system failing.
+    assert (variant.cases_passed, variant.cases_failed, variant.cases_eval_errors) == (0, 2, 1)
+    assert variant.pass_rate == 0.0 and variant.cases_errored == 2
     rollups = {r.evaluator: r.by_variant["v"] for r in fault_run.summary.by_evaluator}
-    assert rollups["hangsync"].errors == 2 and rollups["hangsync"].passed == rollups["hangsync"].failed == 0
-    assert rollups["fine"].passed == 2 and rollups["fine"].pass_rate == 1.0
-    out = fault_run.completed.stdout
-    assert "error" in out and "hangsync" in out
+    assert rollups["hangsync"].errors == 3 and rollups["hangsync"].passed == rollups["hangsync"].failed == 0
+    assert rollups["fine"].passed == 3 and rollups["fine"].pass_rate == 1.0
+    # The terminal shows the errors as errors: "fine" judged 3 of 3, "hangsync" judged nothing.
+    rows = {line.split("│")[1].strip(): line for line in fault_run.completed.stdout.splitlines() if "│" in line}
+    assert "100.0% (3/3)" in rows["fine"]
+    assert "3 errors" in rows["hangsync"] and "%" not in rows["hangsync"]

@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.trace import Status, StatusCode, Tracer
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.daemon_pool import UserAbort
 from evaltrace._internal.jsonutil import capped_json
 from evaltrace._internal.tracing import INSTRUMENTATION_NAME, set_tracer_provider
 from evaltrace._version import __version__
@@ -97,7 +98,9 @@ class CaseCapture:
                     failure = TraceError(type=exc.error_type, message=exc.message)
                 except Exception as exc:
                     stack = "".join(traceback.format_exception(exc))[-_STACK_LIMIT:]
-                    failure = TraceError(type="exception", message=f"{type(exc).__name__}: {exc}", stack=stack)
+                    # SystemExit/KeyboardInterrupt raised by the system arrive wrapped: name what it raised.
+                    raised = exc.cause if isinstance(exc, UserAbort) else exc
+                    failure = TraceError(type="exception", message=f"{type(raised).__name__}: {raised}", stack=stack)
                 if failure is None:
                     span.set_attribute(sc.OUTPUT_VALUE, capped_json(output))
                 else:

@@ -165,11 +165,15 @@ def _positive_int(path: Path, key: str, value: Any) -> int:
     return value
 
 
-def load_eval_config(path: Path | str) -> EvalConfig:
+def load_eval_config(
+    path: Path | str, *, raw: dict[str, Any] | None = None, cases: list[EvalCase] | None = None
+) -> EvalConfig:
     """Read and validate an eval.yaml and the cases file it names.
 
     Args:
         path: The eval.yaml file.
+        raw: Its content, already read (a run's saved config.yaml, for a resume); the file is then not read.
+        cases: The cases, already loaded (a run's snapshot); the cases file is then not read.
 
     Returns:
         The validated config.
@@ -178,7 +182,8 @@ def load_eval_config(path: Path | str) -> EvalConfig:
         RunConfigError: Anything malformed; the message names the file, the entry and the problem.
     """
     path = Path(path)
-    raw = _read_yaml(path)
+    if raw is None:
+        raw = _read_yaml(path)
     if not isinstance(raw, dict):
         raise RunConfigError(path, "", "expected a mapping at the top level")
     unknown = sorted(set(raw) - _KNOWN_KEYS)
@@ -201,7 +206,7 @@ def load_eval_config(path: Path | str) -> EvalConfig:
         name=name,
         path=path,
         raw=raw,
-        cases=load_cases(path.parent / cases_ref),
+        cases=cases if cases is not None else load_cases(path.parent / cases_ref),
         variants=variants,
         evaluators=load_evaluator_entries(path, raw.get("evaluators")),
         concurrency=_positive_int(path, "concurrency", raw.get("concurrency", DEFAULT_CONCURRENCY)),

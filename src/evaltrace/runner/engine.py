@@ -1,37 +1,44 @@
 """``run`` and ``re-evaluate``: cases × variants under tracing, traces persisted, then evaluated and summarised.
 
 Order of a run (data-model.md part A): validate eval.yaml, the cases, adapters and evaluators (every config
-error surfaces before the system is called) -> create ``runs/<run_id>/`` with config.yaml, config_hash.txt and
-the cases snapshot -> execute -> write ``traces.jsonl`` -> evaluate -> write ``results.jsonl`` ->
+error surfaces before the system is called) -> create ``runs/<run_id>/`` with config.yaml, config_hash.txt, the
+cases snapshot and run_meta.json -> execute, appending each cell's trace to ``traces.jsonl`` as it finishes ->
+evaluate, appending each result to ``results.jsonl`` as it finishes -> rewrite ``results.jsonl`` in order ->
 ``summary.yaml`` (with the ad-hoc or drift comparison) -> optionally the SQLite store.
+
+:func:`resume_run` continues a killed run from those files: cells with a trace are not run again, evaluations
+with a result are not run again (a torn last line is cut off first); what was in flight at the kill is redone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from evaltrace.runner.adapters import Adapter, build_adapter
 from evaltrace.runner.baselines import load_baseline, run_eval_name
 from evaltrace.runner.capture import capture_run
 from evaltrace.runner.config import (
-    DEFAULT_CONCURRENCY,
     EvalConfig,
     config_hash,
     load_eval_config,
-    load_evaluator_entries,
     mask_secrets,
 )
-from evaltrace.runner.evaluate import ConfiguredEvaluator, build_evaluators, evaluate_traces
-from evaltrace.runner.rundir import CONFIG_FILE, SUMMARY_FILE, RunDirectory
+from evaltrace.runner.evaluate import ConfiguredEvaluator, ResultKey, build_evaluators, evaluate_traces, result_key
+from evaltrace.runner.resume import current_sys_path, incomplete_runs, re_evaluation_setup, resume_config
+from evaltrace.runner.rundir import SUMMARY_FILE, RunDirectory, RunMeta
 from evaltrace.runner.sqlite_store import SqliteRunStore
 from evaltrace.runner.summary import CaseOutcomes, compare_variants, run_comparison, summarise_run
 from evaltrace.schema import ComparisonReport, EvalCase, EvaluationResult, RunSummary, Trace, utcnow
 
-__all__ = ["NullProgress", "ProgressReporter", "RunOutcome", "re_evaluate", "run_eval"]
+T = TypeVar("T")
+K = TypeVar("K")
+
+__all__ = ["NullProgress", "ProgressReporter", "RunOutcome", "re_evaluate", "resume_run", "run_eval"]
 
 
 class ProgressReporter(Protocol):
@@ -75,24 +82,38 @@ class RunOutcome:
     notes: list[str] = field(default_factory=list)
 
 
-async def _execute(config: EvalConfig, adapters: list[Adapter], run_id: str, progress: ProgressReporter) -> list[Trace]:
+Cell = tuple[str, str]
+"""(case id, variant name)."""
+
+
+async def _execute(
+    config: EvalConfig,
+    adapters: list[Adapter],
+    run_id: str,
+    progress: ProgressReporter,
+    done: set[Cell],
+    on_trace: Callable[[Trace], None],
+) -> list[Trace]:
+    """Run every (case, variant) not in ``done``; each trace goes to ``on_trace`` as soon as it exists."""
     limit = asyncio.Semaphore(config.concurrency)
-    progress.start("running cases", len(config.cases) * len(config.variants))
+    todo = [
+        (adapter, case, variant.name)
+        for variant, adapter in zip(config.variants, adapters, strict=True)
+        for case in config.cases
+        if (case.id, variant.name) not in done
+    ]
+    progress.start("running cases", len(todo))
     with capture_run(config.name) as capture:
 
         async def one(adapter: Adapter, case: EvalCase, variant: str) -> Trace:
             async with limit:
                 trace = await capture.execute(adapter, case, variant, run_id)
+            on_trace(trace)  # persisted before any evaluator runs, and before a kill could lose it
             progress.advance()
             return trace
 
         try:
-            jobs = [
-                one(adapter, case, variant.name)
-                for variant, adapter in zip(config.variants, adapters, strict=True)
-                for case in config.cases
-            ]
-            return list(await asyncio.gather(*jobs))
+            return list(await asyncio.gather(*(one(*job) for job in todo)))
         finally:
             await asyncio.gather(*(a.aclose() for a in adapters), return_exceptions=True)
 
@@ -103,9 +124,19 @@ async def _evaluate(
     evaluators: list[ConfiguredEvaluator],
     concurrency: int,
     progress: ProgressReporter,
+    done: set[ResultKey] | None = None,
+    on_result: Callable[[EvaluationResult], None] | None = None,
 ) -> list[EvaluationResult]:
     progress.start("evaluating", len(traces))
-    return await evaluate_traces(traces, cases, evaluators, concurrency=concurrency, on_done=progress.advance)
+    return await evaluate_traces(
+        traces,
+        cases,
+        evaluators,
+        concurrency=concurrency,
+        on_done=progress.advance,
+        done=done or set(),
+        on_result=on_result,
+    )
 
 
 @dataclass(frozen=True)
@@ -150,6 +181,14 @@ def _drift(
     return run_comparison(baseline.summary, baseline.outcomes, summary, outcomes, kind="drift")
 
 
+@dataclass(frozen=True)
+class _Options:
+    drift_dir: Path | None
+    sqlite_path: Path | None
+    run_namespace: dict[str, str] | None
+    progress: ProgressReporter
+
+
 def run_eval(
     config_path: Path | str,
     *,
@@ -160,6 +199,9 @@ def run_eval(
     progress: ProgressReporter | None = None,
 ) -> RunOutcome:
     """Run an eval.yaml end to end and write its run directory.
+
+    A new run always starts afresh; when an unfinished run of the same config exists, a note names it (see
+    :func:`resume_run`).
 
     Args:
         config_path: The eval.yaml.
@@ -175,36 +217,150 @@ def run_eval(
     Raises:
         RunConfigError: The config, the cases, an adapter or an evaluator is malformed (nothing was run).
     """
-    progress = progress or NullProgress()
     config = load_eval_config(config_path)
+    target_dir = runs_dir if runs_dir is not None else config.runs_dir
+    masked = mask_secrets(config.raw)
+    digest = config_hash(masked, config.cases)
+    unfinished = incomplete_runs(target_dir, config.name, digest)
     adapters = [build_adapter(v, config.path, i) for i, v in enumerate(config.variants)]
     evaluators = build_evaluators(config.evaluators, config.path)
-    target_dir = runs_dir if runs_dir is not None else config.runs_dir
     started = utcnow()
-    run = _start_run(config, target_dir, started)
-    traces = asyncio.run(_execute(config, adapters, run.run_id, progress))
-    run.write_traces(traces)  # before any evaluator runs: a crash below never loses what the system did
-    results = asyncio.run(_evaluate(traces, config.cases, evaluators, config.concurrency, progress))
-    run.write_results(results)
-    notes: list[str] = []
+    run = RunDirectory.create(target_dir, config.name, started)
+    verbatim = config.path.read_text(encoding="utf-8") if masked == config.raw else None
+    run.write_config(masked, digest, config.cases, verbatim=verbatim)
+    run.write_meta(
+        RunMeta(
+            eval_path=str(config.path.resolve()),
+            config_dir=str(config.path.resolve().parent),
+            sys_path=current_sys_path(),
+            config_verbatim=verbatim is not None,
+            started_at=started,
+        )
+    )
+    notes = [
+        f"run {rid} of this config did not finish; `evaltrace run --resume {rid}` continues it" for rid in unfinished
+    ]
+    options = _Options(target_dir if drift else None, sqlite_path, run_namespace, progress or NullProgress())
+    return _carry_out(run, config, adapters, evaluators, started, options, new_run=True, notes=notes)
+
+
+def resume_run(
+    run: RunDirectory,
+    *,
+    config_path: Path | str | None = None,
+    drift: bool = False,
+    sqlite_path: Path | None = None,
+    run_namespace: dict[str, str] | None = None,
+    progress: ProgressReporter | None = None,
+) -> RunOutcome:
+    """Continue a run that was killed (or finish one that already completed, which only re-summarises it).
+
+    Cells (case, variant) with a trace in traces.jsonl are not run again, and evaluations with a result in
+    results.jsonl are not run again; a torn last line of either file is cut off first. The run's own config
+    and cases are used (:func:`evaltrace.runner.resume.resume_config`).
+
+    Args:
+        run: The run directory.
+        config_path: Its eval.yaml, if the run's saved config cannot stand in (it must hash the same).
+        drift: Compare with the promoted baseline (in the run's parent directory).
+        sqlite_path: Also store the run in this SQLite database.
+        run_namespace: Namespace recorded with the run in SQLite.
+        progress: Progress receiver.
+
+    Returns:
+        The outcome of the whole run (earlier and new traces and results).
+
+    Raises:
+        RunConfigError: The run's config cannot be rebuilt, or ``config_path`` is not the run's config.
+    """
+    config = resume_config(run, None if config_path is None else Path(config_path))
+    adapters = [build_adapter(v, config.path, i) for i, v in enumerate(config.variants)]
+    evaluators = build_evaluators(config.evaluators, config.path)
+    meta = run.read_meta()
+    started = meta.started_at if meta is not None and meta.started_at is not None else utcnow()
+    notes = run.repair()
+    options = _Options(run.path.parent if drift else None, sqlite_path, run_namespace, progress or NullProgress())
+    return _carry_out(run, config, adapters, evaluators, started, options, new_run=False, notes=notes)
+
+
+def _carry_out(
+    run: RunDirectory,
+    config: EvalConfig,
+    adapters: list[Adapter],
+    evaluators: list[ConfiguredEvaluator],
+    started: dt.datetime,
+    options: _Options,
+    *,
+    new_run: bool,
+    notes: list[str],
+) -> RunOutcome:
+    """Execute the missing cells, evaluate the missing results, summarise: the common body of runs and resumes."""
+    earlier = [] if new_run else _first_per_key(run.read_traces(), lambda t: (t.case_id, t.variant_name))
+    done_cells = {(t.case_id, t.variant_name) for t in earlier}
+    log = run.append_traces(new_run=new_run)
+    try:
+        fresh = asyncio.run(_execute(config, adapters, run.run_id, options.progress, done_cells, log.append))
+    finally:
+        log.close()
+    run.seal_traces()
+    order = _Order([v.name for v in config.variants], [c.id for c in config.cases], [e.name for e in evaluators])
+    traces = sorted([*earlier, *fresh], key=order.trace)
+    wanted = {(t.case_id, t.variant_name, e.name) for t in traces for e in evaluators}
+    kept = [r for r in _first_per_key(run.read_results(), result_key) if result_key(r) in wanted] if not new_run else []
+    log = run.append_results()
+    try:
+        new_results = asyncio.run(
+            _evaluate(
+                traces,
+                config.cases,
+                evaluators,
+                config.concurrency,
+                options.progress,
+                {result_key(r) for r in kept},
+                log.append,
+            )
+        )
+    finally:
+        log.close()
+    results = sorted([*kept, *new_results], key=order.result)
+    run.write_results(results)  # the same results, in order and without torn or stray lines
     variant_names = [v.name for v in config.variants]
-    drift_dir = target_dir if drift else None
-    inputs = _SummaryInputs(run, started, str(config.path), variant_names, config.baseline, drift_dir)
+    inputs = _SummaryInputs(run, started, str(config.path), variant_names, config.baseline, options.drift_dir)
     summary = _summarise(inputs, traces, results, notes)
     run.write_summary(summary)
-    if sqlite_path is not None:
-        with SqliteRunStore(sqlite_path) as store:
-            store.save_run(summary, traces, results, eval_name=config.name, run_namespace=run_namespace)
+    if options.sqlite_path is not None:
+        with SqliteRunStore(options.sqlite_path) as store:
+            store.save_run(summary, traces, results, eval_name=config.name, run_namespace=options.run_namespace)
     return RunOutcome(run, summary, traces, results, notes)
 
 
-def _start_run(config: EvalConfig, runs_dir: Path, started: dt.datetime) -> RunDirectory:
-    """Create the run directory with config.yaml (verbatim when nothing needed masking), hash and cases."""
-    run = RunDirectory.create(runs_dir, config.name, started)
-    masked = mask_secrets(config.raw)
-    verbatim = config.path.read_text(encoding="utf-8") if masked == config.raw else None
-    run.write_config(masked, config_hash(masked, config.cases), config.cases, verbatim=verbatim)
-    return run
+def _first_per_key(items: Sequence[T], key: Callable[[T], K]) -> list[T]:
+    seen: dict[K, T] = {}
+    for item in items:
+        seen.setdefault(key(item), item)
+    return list(seen.values())
+
+
+class _Order:
+    """Config order: variants, then cases, then evaluators (unknown ones last)."""
+
+    def __init__(self, variants: Sequence[str], cases: Sequence[str], evaluators: Sequence[str]) -> None:
+        self._variants = {name: i for i, name in enumerate(variants)}
+        self._cases = {case: i for i, case in enumerate(cases)}
+        self._evaluators = {name: i for i, name in enumerate(evaluators)}
+
+    def trace(self, trace: Trace) -> tuple[int, int]:
+        return (
+            self._variants.get(trace.variant_name, len(self._variants)),
+            self._cases.get(trace.case_id, len(self._cases)),
+        )
+
+    def result(self, result: EvaluationResult) -> tuple[int, int, int]:
+        return (
+            self._variants.get(result.variant_name, len(self._variants)),
+            self._cases.get(result.case_id, len(self._cases)),
+            self._evaluators.get(result.evaluator, len(self._evaluators)),
+        )
 
 
 def re_evaluate(
@@ -229,13 +385,15 @@ def re_evaluate(
     """
     progress = progress or NullProgress()
     previous = _previous_summary(run)
-    setup = _re_evaluation_setup(run, config_path, previous)
-    traces = run.read_traces()
-    results = asyncio.run(_evaluate(traces, run.read_cases(), setup.evaluators, setup.concurrency, progress))
+    setup = re_evaluation_setup(run, config_path, previous)
+    cases = run.read_cases()
+    known = setup.variant_names or ([v.name for v in previous.variants] if previous else [])
+    traces = run.read_traces()  # appended as cells finished: put them back in config order
+    variant_names = [*known, *dict.fromkeys(t.variant_name for t in traces if t.variant_name not in known)]
+    order = _Order(variant_names, [c.id for c in cases], [e.name for e in setup.evaluators])
+    traces.sort(key=order.trace)
+    results = asyncio.run(_evaluate(traces, cases, setup.evaluators, setup.concurrency, progress))
     run.write_results(results)
-    variant_names = (
-        [v.name for v in previous.variants] if previous else list(dict.fromkeys(t.variant_name for t in traces))
-    )
     started = previous.started_at if previous else min((t.started_at for t in traces), default=utcnow())
     notes: list[str] = []
     inputs = _SummaryInputs(
@@ -249,38 +407,6 @@ def re_evaluate(
     summary = _summarise(inputs, traces, results, notes)
     run.write_summary(summary)
     return RunOutcome(run, summary, traces, results, notes)
-
-
-@dataclass(frozen=True)
-class _ReEvaluationSetup:
-    evaluators: list[ConfiguredEvaluator]
-    concurrency: int
-    baseline: str | None
-    source: Path
-
-
-def _re_evaluation_setup(
-    run: RunDirectory, config_path: Path | None, previous: RunSummary | None
-) -> _ReEvaluationSetup:
-    """Evaluators, concurrency and baseline variant from ``config_path``, else from the run's config.yaml."""
-    if config_path is not None:
-        source = Path(config_path)
-        raw = load_eval_config(source).raw
-        base_dir = source.parent
-    else:
-        source = run.path / CONFIG_FILE
-        raw = run.read_config()
-        # Imported evaluators live next to the original eval.yaml, not in the run directory.
-        base_dir = Path(previous.config_path).parent if previous else run.path
-    entries = load_evaluator_entries(source, raw.get("evaluators"))
-    concurrency = raw.get("concurrency")
-    baseline = raw.get("baseline")
-    return _ReEvaluationSetup(
-        evaluators=build_evaluators(entries, source, base_dir=base_dir),
-        concurrency=concurrency if isinstance(concurrency, int) and concurrency > 0 else DEFAULT_CONCURRENCY,
-        baseline=baseline if isinstance(baseline, str) else None,
-        source=source,
-    )
 
 
 def _previous_summary(run: RunDirectory) -> RunSummary | None:

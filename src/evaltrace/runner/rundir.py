@@ -1,9 +1,17 @@
 """The run directory ``runs/<run_id>/``: the durable surface of an offline run (data-model.md part A).
 
-``traces.jsonl`` is written once (exclusive create, then made read-only) and before any evaluator runs;
-``results.jsonl`` and ``summary.yaml`` are replaced atomically, so ``re-evaluate`` can rewrite them. Beside the
-files of the layout the directory holds ``cases.jsonl``: the cases as they were when the run executed, so a
-re-evaluation judges against the same expectations even after cases.yaml was edited.
+``traces.jsonl`` is appended one line per (case, variant) as each finishes, before any evaluator runs, and made
+read-only once every cell ran; ``results.jsonl`` is appended one line per evaluation as it finishes, then
+replaced atomically in canonical order when evaluation ends (``re-evaluate`` replaces it too); ``summary.yaml``
+is replaced atomically. Each line goes out in one ``write`` on an ``O_APPEND`` descriptor, so a killed run leaves
+whole lines plus at most one torn last line, which readers ignore and :meth:`RunDirectory.repair` cuts off before
+a resume appends. Lines are not fsynced one by one: a SIGKILL loses nothing written (the kernel has it), a power
+cut may lose the last lines (a resume redoes them).
+
+Beside the files of the layout the directory holds ``cases.jsonl`` (the cases as they were when the run executed,
+so a re-evaluation judges against the same expectations after cases.yaml was edited) and ``run_meta.json``
+(:class:`RunMeta`: where the eval.yaml was and the ``sys.path`` the run imported from, so ``re-evaluate`` and
+``run --resume`` find ``import:`` evaluators and targets without extra flags).
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from evaltrace.exceptions import EvaltraceError, SchemaError
 from evaltrace.schema import EvalCase, EvaluationResult, RunSummary, Trace
@@ -25,10 +33,13 @@ __all__ = [
     "CASES_FILE",
     "CONFIG_FILE",
     "HASH_FILE",
+    "META_FILE",
     "RESULTS_FILE",
     "SUMMARY_FILE",
     "TRACES_FILE",
+    "JsonlAppender",
     "RunDirectory",
+    "RunMeta",
     "RunNotFoundError",
     "new_run_id",
     "resolve_run",
@@ -40,6 +51,7 @@ SUMMARY_FILE = "summary.yaml"
 CONFIG_FILE = "config.yaml"
 HASH_FILE = "config_hash.txt"
 CASES_FILE = "cases.jsonl"
+META_FILE = "run_meta.json"
 _ID_TIME_FORMAT = "%Y-%m-%dT%H-%M-%S"
 _MAX_ID_ATTEMPTS = 1000
 
@@ -48,6 +60,48 @@ M = TypeVar("M", bound=BaseModel)
 
 class RunNotFoundError(EvaltraceError, LookupError):
     """No run directory matches the given id or path."""
+
+
+class RunMeta(BaseModel):
+    """How a run was started, for re-evaluating and resuming it from any working directory.
+
+    Attributes:
+        eval_path: Absolute path of the eval.yaml.
+        config_dir: Its directory (``import:`` references resolve here first).
+        sys_path: The absolute ``sys.path`` of the run (PYTHONPATH, the working directory, ...).
+        config_verbatim: config.yaml is the eval.yaml as written (no secret was masked), so it can rebuild the run.
+        started_at: When the run started.
+    """
+
+    eval_path: str
+    config_dir: str
+    sys_path: list[str] = Field(default_factory=list)
+    config_verbatim: bool = False
+    started_at: dt.datetime | None = None
+
+
+class JsonlAppender:
+    """Appends models to a jsonl file, one whole line per ``write`` (``O_APPEND``), for a killed run to resume.
+
+    Args:
+        path: The file.
+        exclusive: Create it, failing if it exists (a new run); else append to it (a resume).
+    """
+
+    def __init__(self, path: Path, *, exclusive: bool) -> None:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | (os.O_EXCL if exclusive else 0)
+        self._fd = os.open(path, flags, 0o644)
+
+    def append(self, model: BaseModel) -> None:
+        """Write ``model`` as one line."""
+        view = memoryview((model.model_dump_json() + "\n").encode("utf-8"))
+        while view:  # a short write (rare: a full disk, a signal) is continued, never left half done
+            view = view[os.write(self._fd, view) :]
+
+    def close(self) -> None:
+        """Flush to disk and close."""
+        os.fsync(self._fd)
+        os.close(self._fd)
 
 
 def new_run_id(eval_name: str, when: dt.datetime) -> str:
@@ -62,18 +116,23 @@ def resolve_run(reference: str | Path, runs_dir: Path) -> Path:
         RunNotFoundError: Nothing (or more than one run) matches.
     """
     candidate = Path(reference)
-    if (candidate / SUMMARY_FILE).is_file() or (candidate / TRACES_FILE).is_file():
+    if _is_run(candidate):
         return candidate
     direct = runs_dir / str(reference)
-    if (direct / TRACES_FILE).is_file():
+    if _is_run(direct):
         return direct
-    matches = sorted(p for p in runs_dir.glob(f"{reference}*") if (p / TRACES_FILE).is_file())
+    matches = sorted(p for p in runs_dir.glob(f"{reference}*") if _is_run(p))
     if len(matches) == 1:
         return matches[0]
     if matches:
         names = ", ".join(p.name for p in matches[:5])
         raise RunNotFoundError(f"{reference!r} matches several runs in {runs_dir}: {names}")
     raise RunNotFoundError(f"no run {str(reference)!r} (not a run directory, nor a run id in {runs_dir})")
+
+
+def _is_run(path: Path) -> bool:
+    # config.yaml is written first: a run killed before its first trace is still a run (to resume).
+    return any((path / name).is_file() for name in (SUMMARY_FILE, TRACES_FILE, CONFIG_FILE))
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -86,11 +145,30 @@ def _jsonl(models: Iterable[BaseModel]) -> str:
     return "".join(m.model_dump_json() + "\n" for m in models)
 
 
-def _read_jsonl(path: Path, model: type[M]) -> list[M]:
+def _split(data: bytes) -> tuple[list[bytes], bytes]:
+    """Split jsonl bytes into newline-terminated lines and what follows the last newline."""
+    end = data.rfind(b"\n") + 1
+    return data[:end].splitlines(), data[end:]
+
+
+def _whole(tail: bytes, model: type[BaseModel]) -> bool:
+    """True when an unterminated last line is a whole record (cut just before its newline), not a torn one."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        model.model_validate_json(tail)
+    except ValidationError:
+        return False
+    return True
+
+
+def _read_jsonl(path: Path, model: type[M]) -> list[M]:
+    """Load every line of ``path``; a torn last line (a killed writer) is left out, other bad lines raise."""
+    try:
+        data = path.read_bytes()
     except OSError as exc:
         raise SchemaError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    lines, tail = _split(data)
+    if tail.strip() and _whole(tail, model):
+        lines.append(tail)
     items: list[M] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -158,6 +236,58 @@ class RunDirectory:
             handle.flush()
             os.fsync(handle.fileno())
         target.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+
+    def append_traces(self, *, new_run: bool) -> JsonlAppender:
+        """Open ``traces.jsonl`` for appending one trace per finished cell (created by a new run)."""
+        target = self.path / TRACES_FILE
+        if not new_run and target.exists():
+            target.chmod(stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH)
+        return JsonlAppender(target, exclusive=new_run)
+
+    def seal_traces(self) -> None:
+        """Make ``traces.jsonl`` read-only: every cell ran."""
+        (self.path / TRACES_FILE).chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+
+    def append_results(self) -> JsonlAppender:
+        """Open ``results.jsonl`` for appending one result per finished evaluation."""
+        return JsonlAppender(self.path / RESULTS_FILE, exclusive=False)
+
+    def repair(self) -> list[str]:
+        """Cut a torn last line off traces.jsonl and results.jsonl (a killed run); return what was cut, per file."""
+        repaired = []
+        models: tuple[tuple[str, type[BaseModel]], ...] = ((TRACES_FILE, Trace), (RESULTS_FILE, EvaluationResult))
+        for name, model in models:
+            path = self.path / name
+            if not path.is_file():
+                continue
+            data = path.read_bytes()
+            _, tail = _split(data)
+            if not tail:
+                continue
+            mode = path.stat().st_mode
+            path.chmod(mode | stat.S_IWUSR)
+            if _whole(tail, model):  # cut just before its newline: complete it, or the next line would join it
+                with path.open("ab") as handle:
+                    handle.write(b"\n")
+            else:
+                os.truncate(path, len(data) - len(tail))
+                repaired.append(f"{name}: dropped a torn last line ({len(tail)} bytes)")
+            path.chmod(mode)
+        return repaired
+
+    def write_meta(self, meta: RunMeta) -> None:
+        """Write ``run_meta.json``."""
+        _atomic_write(self.path / META_FILE, meta.model_dump_json(indent=1) + "\n")
+
+    def read_meta(self) -> RunMeta | None:
+        """Load ``run_meta.json`` (None for runs made before it existed)."""
+        path = self.path / META_FILE
+        if not path.is_file():
+            return None
+        try:
+            return RunMeta.model_validate_json(path.read_bytes())
+        except ValidationError as exc:
+            raise SchemaError(f"{path}: not valid run metadata: {exc.errors()[0]['msg']}") from None
 
     def write_results(self, results: list[EvaluationResult]) -> None:
         """Replace ``results.jsonl`` atomically."""
