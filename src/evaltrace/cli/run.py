@@ -1,7 +1,11 @@
 """``evaltrace run eval.yaml`` and ``evaltrace re-evaluate <run>``: offline runs with a progress bar and a summary.
 
-Exit codes: 0 done (whatever the pass rate), 1 ``--fail-on-regression`` and a case regressed, 2 a malformed
-eval.yaml / cases.yaml (the message names the file, the entry and the problem) or a run that cannot be found.
+``evaltrace run --resume <run_id>`` continues a killed run (:func:`evaltrace.runner.resume_run`); a plain
+``run`` always starts a new run and names any unfinished run of the same config.
+
+Exit codes: 0 done (whatever the pass rate), 1 ``--fail-on-regression`` and the gate failed (a case regressed,
+a case that passed on the baseline has no verdict now, or a variant judged no case), 2 a malformed eval.yaml /
+cases.yaml (the message names the file, the entry and the problem) or a run that cannot be found.
 """
 
 from __future__ import annotations
@@ -13,9 +17,11 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from evaltrace.cli.runs import EXIT_FAILED, EXIT_OK, add_runs_dir, print_error, render_summary
+from evaltrace.cli.runs import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_runs_dir, print_error, render_summary
 from evaltrace.exceptions import EvaltraceError
-from evaltrace.runner import RunDirectory, RunOutcome, re_evaluate, resolve_run, run_eval
+from evaltrace.runner import RunDirectory, RunOutcome, load_eval_config, re_evaluate, resolve_run, resume_run, run_eval
+from evaltrace.runner.config import DEFAULT_RUNS_DIR
+from evaltrace.runner.gate import run_gate_problems
 
 
 class RichProgress:
@@ -52,7 +58,13 @@ class RichProgress:
 def register(subparsers: Any) -> None:
     """Add the ``run`` and ``re-evaluate`` commands."""
     run = subparsers.add_parser("run", help="run an eval.yaml: cases × variants, traced, evaluated, summarised")
-    run.add_argument("config", type=Path, help="the eval.yaml")
+    run.add_argument("config", type=Path, nargs="?", help="the eval.yaml (optional with --resume)")
+    run.add_argument(
+        "--resume",
+        metavar="RUN",
+        default=None,
+        help="continue this killed run (id, unique prefix or directory): finished cells and results are kept",
+    )
     run.add_argument("--runs-dir", type=Path, default=None, help="where runs go (default: runs_dir of eval.yaml)")
     run.add_argument("--drift", action="store_true", help="compare with the promoted baseline of this eval")
     run.add_argument("--sqlite", type=Path, default=None, metavar="PATH", help="also store the run in this SQLite db")
@@ -79,7 +91,11 @@ def register(subparsers: Any) -> None:
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="do not show progress bars")
-    parser.add_argument("--fail-on-regression", action="store_true", help="exit 1 when a case regressed (for CI)")
+    parser.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 when a case regressed, a baseline pass has no verdict now, or a variant judged nothing (CI)",
+    )
 
 
 def _namespace(pairs: list[str]) -> dict[str, str] | None:
@@ -98,10 +114,12 @@ def _report(console: Console, outcome: RunOutcome, fail_on_regression: bool) -> 
     for note in outcome.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     render_summary(console, outcome.summary, outcome.run.path)
-    comparison = outcome.summary.comparison
-    if fail_on_regression and comparison is not None and comparison.regressions_count:
-        return EXIT_FAILED
-    return EXIT_OK
+    if not fail_on_regression:
+        return EXIT_OK
+    problems = run_gate_problems(outcome.summary)
+    for problem in problems:
+        console.print(f"[red]gate failed:[/red] {problem}", highlight=False)
+    return EXIT_FAILED if problems else EXIT_OK
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -111,19 +129,40 @@ def run_command(args: argparse.Namespace) -> int:
         namespace = _namespace(args.namespace)
     except ValueError as exc:
         return print_error(exc)
+    if args.config is None and args.resume is None:
+        print_error(ValueError("name an eval.yaml, or a run to continue with --resume RUN"))
+        return EXIT_USAGE
     try:
         with RichProgress(console, not args.no_progress) as progress:
-            outcome = run_eval(
-                args.config,
-                runs_dir=args.runs_dir,
-                drift=args.drift,
-                sqlite_path=args.sqlite,
-                run_namespace=namespace,
-                progress=progress,
-            )
+            if args.resume is not None:
+                outcome = _resume(args, namespace, progress)
+            else:
+                outcome = run_eval(
+                    args.config,
+                    runs_dir=args.runs_dir,
+                    drift=args.drift,
+                    sqlite_path=args.sqlite,
+                    run_namespace=namespace,
+                    progress=progress,
+                )
     except EvaltraceError as exc:
         return print_error(exc)
     return _report(console, outcome, args.fail_on_regression)
+
+
+def _resume(args: argparse.Namespace, namespace: dict[str, str] | None, progress: RichProgress) -> RunOutcome:
+    runs_dir = args.runs_dir
+    if runs_dir is None:
+        runs_dir = load_eval_config(args.config).runs_dir if args.config is not None else Path(DEFAULT_RUNS_DIR)
+    run = RunDirectory(resolve_run(args.resume, runs_dir))
+    return resume_run(
+        run,
+        config_path=args.config,
+        drift=args.drift,
+        sqlite_path=args.sqlite,
+        run_namespace=namespace,
+        progress=progress,
+    )
 
 
 def re_evaluate_command(args: argparse.Namespace) -> int:

@@ -21,8 +21,9 @@ from evaltrace.runner import (
     resolve_run,
 )
 from evaltrace.runner.config import DEFAULT_RUNS_DIR
+from evaltrace.runner.gate import comparison_gate_problems
 from evaltrace.runner.rundir import SUMMARY_FILE
-from evaltrace.schema import ComparisonReport, RunSummary
+from evaltrace.schema import ComparisonReport, EvaluatorVariantRollup, RunSummary, VariantSummary
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -37,7 +38,11 @@ def register(subparsers: Any) -> None:
     compare.add_argument("run_a", help="baseline run: directory, run id or unique prefix")
     compare.add_argument("run_b", nargs="?", help="run to judge; omitted: RUN_A against its promoted baseline")
     add_runs_dir(compare)
-    compare.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any case regressed (for CI)")
+    compare.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 when a case regressed or a baseline pass has no verdict now (for CI)",
+    )
     compare.set_defaults(func=compare_command)
 
     promote = subparsers.add_parser("promote", help="make a run the baseline of its eval (runs/baselines/<eval>/)")
@@ -79,20 +84,49 @@ def _signed_pct(value: float) -> str:
     return f"[{colour}]{value * 100:+.1f} pts[/{colour}]"
 
 
+NOT_EVALUATED = "[yellow]not evaluated[/yellow]"
+
+
+def _count(value: int | None, colour: str) -> str:
+    if value is None:
+        return "-"  # a summary written before the count existed
+    return f"[{colour}]{value}[/{colour}]" if value else "0"
+
+
+def _variant_rate(v: VariantSummary) -> str:
+    if v.cases_failed is not None and v.cases_passed + v.cases_failed == 0:
+        return NOT_EVALUATED  # no case judged: 0/0 is not 0% and certainly not 100%
+    return _pct(v.pass_rate)
+
+
+def _rollup_cell(cell: EvaluatorVariantRollup | None) -> str:
+    if cell is None:
+        return "n/a"
+    if cell.passed is None or cell.failed is None:
+        return _pct(cell.pass_rate)  # a summary written before the counts existed
+    judged = cell.passed + cell.failed
+    parts = [f"{_pct(cell.pass_rate)} ({cell.passed}/{judged})"] if judged else []
+    if cell.errors:
+        parts.append(f"[red]{cell.errors} error{'s' if cell.errors > 1 else ''}[/red]")
+    if cell.not_evaluated:
+        parts.append(f"[yellow]{cell.not_evaluated} not evaluated[/yellow]")
+    return ", ".join(parts) or "n/a"
+
+
+def _fail_cell(v: VariantSummary) -> str:
+    failed = _count(v.cases_failed, "red")
+    # System errors (the system raised or timed out) are failures of the system: they count among "fail".
+    return f"{failed} ({v.cases_errored} system)" if v.cases_errored and v.cases_failed is not None else failed
+
+
 def render_summary(console: Console, summary: RunSummary, run_path: Path | None = None) -> None:
-    """Print a run's per-variant table and per-evaluator pass rates."""
+    """Print a run's outcomes per variant (pass / fail / error / not evaluated), costs, and evaluator figures."""
     table = Table(title=f"Run {summary.run_id}" + (f"  ({run_path})" if run_path else ""))
-    for column in (
-        "variant",
-        "cases",
-        "passed",
-        "errored",
-        "pass rate",
-        "avg latency",
-        "avg cost",
-        "avg tokens in/out",
-    ):
+    for column in ("variant", "cases", "pass", "fail", "error", "not evaluated", "pass rate"):
         table.add_column(column)
+    costs = Table(title="Latency, cost and tokens (averages per case)")
+    for column in ("variant", "latency", "cost", "tokens in / out"):
+        costs.add_column(column)
     for v in summary.variants:
         tokens = "-"
         if v.avg_tokens_input is not None or v.avg_tokens_output is not None:
@@ -102,43 +136,61 @@ def render_summary(console: Console, summary: RunSummary, run_path: Path | None 
             v.name,
             str(v.cases_total),
             str(v.cases_passed),
-            f"[red]{v.cases_errored}[/red]" if v.cases_errored else "0",
-            _pct(v.pass_rate),
-            f"{v.avg_latency_ms:.1f} ms",
-            cost,
-            tokens,
+            _fail_cell(v) if v.cases_failed is not None else f"[red]{v.cases_errored}[/red] system errors",
+            _count(v.cases_eval_errors, "red"),
+            _count(v.cases_not_evaluated, "yellow"),
+            _variant_rate(v),
         )
+        costs.add_row(v.name, f"{v.avg_latency_ms:.1f} ms", cost, tokens)
     console.print(table)
+    console.print("pass rate = pass / (pass + fail): an error (evaluation failed) or not evaluated is neither")
+    for v in summary.variants:
+        if v.not_evaluated_reasons:
+            reasons = "; ".join(f"{reason} ({n})" for reason, n in v.not_evaluated_reasons.items())
+            console.print(f"[yellow]not evaluated[/yellow] in {v.name}: {reasons}", highlight=False)
     if summary.by_evaluator:
         names = [v.name for v in summary.variants]
-        evaluators = Table(title="Pass rate by evaluator (skipped results excluded)")
+        evaluators = Table(title="Evaluators: pass rate over judged results (errors and skips counted apart)")
         evaluators.add_column("evaluator")
         for name in names:
             evaluators.add_column(name)
         for rollup in summary.by_evaluator:
-            cells = [rollup.by_variant.get(n) for n in names]
-            evaluators.add_row(rollup.evaluator, *(_pct(c.pass_rate) if c else "n/a" for c in cells))
+            evaluators.add_row(rollup.evaluator, *(_rollup_cell(rollup.by_variant.get(n)) for n in names))
         console.print(evaluators)
+    console.print(costs)
     if summary.comparison is not None:
         render_comparison(console, summary.comparison)
 
 
 def render_comparison(console: Console, report: ComparisonReport) -> None:
-    """Print the deltas of a comparison, with the regressed and improved case ids."""
+    """Print the deltas of a comparison, then the regressed, improved and unverified case ids in full."""
     what = "baseline variant" if report.kind == "ad_hoc" else "baseline run"
     table = Table(title=f"Compared with {what} {report.baseline} ({report.kind})")
-    for column in ("variant", "pass rate", "avg latency", "regressions", "improvements"):
+    for column in ("variant", "pass rate", "avg latency", "regressions", "improvements", "unverified"):
         table.add_column(column)
     for delta in report.deltas:
         table.add_row(
             delta.variant,
-            _signed_pct(delta.pass_rate_delta),
+            NOT_EVALUATED if delta.not_evaluated else _signed_pct(delta.pass_rate_delta),
             f"{delta.avg_latency_delta_ms:+.1f} ms",
-            "[red]" + ", ".join(delta.regressions) + "[/red]" if delta.regressions else "-",
-            "[green]" + ", ".join(delta.improvements) + "[/green]" if delta.improvements else "-",
+            _count(len(delta.regressions), "red"),
+            _count(len(delta.improvements), "green"),
+            _count(len(delta.unverified), "yellow"),
         )
     console.print(table)
-    console.print(f"regressions: {report.regressions_count or 0}, improvements: {report.improvements_count or 0}")
+    # Case ids on lines of their own, never cut by a narrow table: they are what the reader acts on.
+    for delta in report.deltas:
+        for label, ids, colour in (
+            ("regressed", delta.regressions, "red"),
+            ("improved", delta.improvements, "green"),
+            ("unverified (passed on the baseline, no verdict now)", delta.unverified, "yellow"),
+        ):
+            if ids:
+                console.print(f"[{colour}]{label}[/{colour}] in {delta.variant}: {', '.join(ids)}", soft_wrap=True)
+    console.print(
+        f"regressions: {report.regressions_count or 0}, improvements: {report.improvements_count or 0},"
+        f" unverified: {report.unverified_count or 0}"
+    )
 
 
 def compare_command(args: argparse.Namespace) -> int:
@@ -153,9 +205,12 @@ def compare_command(args: argparse.Namespace) -> int:
     except EvaltraceError as exc:
         return print_error(exc)
     render_comparison(console, report)
-    if args.fail_on_regression and report.regressions_count:
-        return EXIT_FAILED
-    return EXIT_OK
+    if not args.fail_on_regression:
+        return EXIT_OK
+    problems = comparison_gate_problems(report)
+    for problem in problems:
+        console.print(f"[red]gate failed:[/red] {problem}", highlight=False)
+    return EXIT_FAILED if problems else EXIT_OK
 
 
 def _summaries(args: argparse.Namespace) -> list[tuple[RunSummary, str]]:
@@ -192,7 +247,7 @@ def list_command(args: argparse.Namespace) -> int:
     ):
         table.add_column(column)
     for summary, where in summaries:
-        rates = ", ".join(f"{v.name} {_pct(v.pass_rate)}" for v in summary.variants)
+        rates = ", ".join(f"{v.name} {_variant_rate(v)}" for v in summary.variants)
         regressions = summary.comparison.regressions_count if summary.comparison else None
         table.add_row(summary.run_id, str(summary.cases_total), rates, str(regressions or "-"), where)
     console.print(table)
