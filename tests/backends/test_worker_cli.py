@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -11,37 +9,29 @@ from pathlib import Path
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
-from otlp_receivers import poll
 from test_worker import TRACE_ID, make_spans
+from worker_process import MAIN, start_worker
 
 from evaltrace.exporters import LocalTraceStore
 from evaltrace.worker import build_sinks, load_evaluators
 
-MAIN = "import sys; from evaltrace.cli import main; sys.exit(main())"
-
 
 def test_worker_process_evaluates_into_the_local_store_and_stops_on_sigterm(tmp_path: Path) -> None:
-    command = [sys.executable, "-c", MAIN, "worker", "--port", "0", "--local-store", str(tmp_path / "store"),
-               "--sink", f"jsonl:{tmp_path / 'scores.jsonl'}", "--hold-timeout", "5"]  # fmt: skip
-    process = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    worker = start_worker(
+        tmp_path, "--local-store", str(tmp_path / "store"), "--sink", f"jsonl:{tmp_path / 'scores.jsonl'}",
+        "--hold-timeout", "5",
+    )  # fmt: skip
     try:
-        assert process.stderr is not None
-        banner = process.stderr.readline()  # blocks until the worker listens (or dies: empty line)
-        match = re.search(r"OTLP/HTTP on (http://127\.0\.0\.1:\d+)/v1/traces", banner)
-        assert match, banner
-        assert "4 evaluator(s), 1 sink(s), 1 exporter(s)" in banner  # the default evaluators
-        exporter = OTLPSpanExporter(endpoint=match.group(1) + "/v1/traces")
+        url = worker.wait_ready()
+        assert "4 evaluator(s), 1 sink(s), 1 exporter(s)" in worker.output()  # the default evaluators
+        exporter = OTLPSpanExporter(endpoint=url + "/v1/traces")
         assert exporter.export(make_spans()) is SpanExportResult.SUCCESS
         exporter.shutdown()
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=60) == 0
+        assert worker.stop() == 0
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-        if process.stderr is not None:
-            process.stderr.close()
-    spans = poll(lambda: LocalTraceStore(tmp_path / "store").spans(format(TRACE_ID, "032x")[:8]))
+        worker.kill()
+    # Read once, without polling: the worker exited, so whatever it drained is on disk now.
+    spans = LocalTraceStore(tmp_path / "store").spans(format(TRACE_ID, "032x")[:8])
     assert {s.name for s in spans} == {"invoke_agent remote", "chat gpt-4o-mini"}
     root = next(s for s in spans if s.name == "invoke_agent remote")
     evaluated = {k for k in (root.attributes or {}) if k.startswith("evaltrace.eval.")}

@@ -4,17 +4,32 @@ Example (Jaeger receives the enriched spans, scores go to a JSONL file and to La
 
     evaltrace worker --port 4318 --evaluators mypkg.evals:EVALUATORS \
         --otlp-endpoint http://jaeger:4318 --sink jsonl:scores.jsonl --sink langfuse
+
+SIGTERM and SIGINT stop it: new exports get 503 / UNAVAILABLE, what was received is evaluated and forwarded,
+scores reach their sinks (or dead-letter files), all within ``--shutdown-timeout``; then it exits 0. Whatever
+happens, the process is gone ``--shutdown-timeout`` + 4 s after the signal (:class:`ExitWatchdog`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
+import time
 from typing import Any
 
 from evaltrace.exceptions import ConfigError
 
 DEFAULT_EVALUATORS = "evaltrace.worker.defaults:EVALUATORS"
+# 5 s of draining plus the watchdog's margin stays under Docker's default 10 s between SIGTERM and SIGKILL.
+DEFAULT_SHUTDOWN_TIMEOUT_S = 5.0
+# Past a drain deadline that running evaluations used up, the evaluation processor's fixed clean-up steps
+# (cancelled jobs forwarding their spans, stopping its loop) take up to about 3 s: the watchdog allows for them.
+WATCHDOG_MARGIN_S = 4.0
+# How long interpreter exit may take once stopping is done (joining threads, atexit handlers).
+EXIT_GRACE_S = 2.0
 
 
 def register(subparsers: Any) -> None:
@@ -49,7 +64,66 @@ def register(subparsers: Any) -> None:
     worker.add_argument("--max-inflight", type=int, default=4096, help="spans in flight before answering 503")
     worker.add_argument("--hold-timeout", type=float, default=10.0, help="seconds a span may wait for its scores")
     worker.add_argument("--retry-after", type=int, default=1, help="Retry-After seconds sent with 503")
+    worker.add_argument(
+        "--shutdown-timeout", type=float, default=DEFAULT_SHUTDOWN_TIMEOUT_S, metavar="SECONDS",
+        help="on SIGTERM/SIGINT, time allowed to finish evaluations and deliver scores and spans "
+        f"(default {DEFAULT_SHUTDOWN_TIMEOUT_S:g}; the process exits at most {WATCHDOG_MARGIN_S:g} s later)",
+    )  # fmt: skip
     worker.set_defaults(func=run_worker)
+
+
+class ExitWatchdog:
+    """End the process (``os._exit``) when stopping or interpreter exit overruns its bound.
+
+    Every wait of the worker's stop is bounded, but two things are not ours to bound: the interpreter's exit
+    joins every non-daemon thread without a timeout (an evaluator's ``asyncio.to_thread`` call stuck on a
+    socket keeps the process alive for ever), and a sink's or exporter's own ``shutdown()`` could block. The
+    watchdog runs on a daemon thread, which keeps running while the main thread is blocked in either.
+
+    Args:
+        hard_deadline_s: From now, the longest the process lives whatever happens; if :meth:`stopped` was not
+            called by then, it exits with 1 (the drain did not finish: what was left is lost).
+        exit_grace_s: After :meth:`stopped`, how long interpreter exit may take before the watchdog exits with
+            the code given to :meth:`stopped` (the drain finished; only the exit was held).
+    """
+
+    def __init__(self, hard_deadline_s: float, exit_grace_s: float = EXIT_GRACE_S) -> None:
+        self._hard_deadline = time.monotonic() + hard_deadline_s
+        self._hard_deadline_s = hard_deadline_s
+        self._exit_grace_s = exit_grace_s
+        self._exit_by = self._hard_deadline
+        self._code = 1
+        self._stopped = threading.Event()
+        threading.Thread(target=self._run, name="evaltrace-worker-exit-watchdog", daemon=True).start()
+
+    def stopped(self, code: int) -> None:
+        """The worker has stopped; the process should now exit with ``code`` within the exit grace."""
+        self._code = code
+        self._exit_by = min(self._hard_deadline, time.monotonic() + self._exit_grace_s)
+        self._stopped.set()
+
+    def _run(self) -> None:
+        if self._stopped.wait(max(0.0, self._hard_deadline - time.monotonic())):
+            time.sleep(max(0.0, self._exit_by - time.monotonic()))
+            main = threading.main_thread()
+            held = [t.name for t in threading.enumerate() if not t.daemon and t is not main and t.is_alive()]
+            message = (
+                f"evaltrace worker: stopped, but exit was held past {self._exit_grace_s:g}s by non-daemon "
+                f"thread(s) {', '.join(held) or '(none found: an atexit handler?)'}; exiting now"
+            )
+            code = self._code
+        else:
+            message = (
+                f"evaltrace worker: did not finish stopping within {self._hard_deadline_s:g}s; exiting now "
+                "(spans or scores not yet drained are lost)"
+            )
+            code = 1
+        try:
+            print(message, file=sys.stderr)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
 
 
 def run_worker(args: argparse.Namespace) -> int:
@@ -77,6 +151,7 @@ def run_worker(args: argparse.Namespace) -> int:
     except (ConfigError, OSError) as exc:
         print(f"evaltrace worker: {exc}", file=sys.stderr)
         return 2
+    worker.install_signal_handlers()  # before the port answers: a supervisor may signal from then on
     worker.start()
     grpc = f", OTLP/gRPC on {args.host}:{worker.grpc.port}" if worker.grpc is not None else ""
     print(
@@ -85,5 +160,26 @@ def run_worker(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    worker.wait()
+    signum = worker.wait_for_signal()
+    watchdog = ExitWatchdog(args.shutdown_timeout + WATCHDOG_MARGIN_S)
+    cause = signal.Signals(signum).name if signum is not None else "stop"
+    print(f"evaltrace worker: {cause}, stopping (deadline {args.shutdown_timeout:g}s)", file=sys.stderr, flush=True)
+    started = time.monotonic()
+    worker.stop(args.shutdown_timeout)
+    print(
+        f"evaltrace worker: stopped in {time.monotonic() - started:.1f}s; {_summary(worker.stats())}", file=sys.stderr
+    )
+    watchdog.stopped(0)
     return 0
+
+
+def _summary(stats: dict[str, Any]) -> str:
+    """One line of what the stop left behind (read defensively: a missing counter reads 0)."""
+    evaluation = stats.get("evaluation", {})
+    dead = sum(s.get("dead_lettered", 0) for s in evaluation.get("sinks", {}).values())
+    lost = sum(e.get("lost", 0) for e in evaluation.get("exporters", {}).values())
+    return (
+        f"{stats.get('accepted_spans', 0)} span(s) accepted, {stats.get('refused_spans', 0)} refused; "
+        f"{evaluation.get('unflushed_jobs', 0)} evaluation(s) cut off at the deadline, "
+        f"{dead} score(s) dead-lettered, {lost} span(s) lost in export"
+    )

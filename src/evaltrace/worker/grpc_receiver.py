@@ -51,10 +51,8 @@ class OTLPGrpcReceiver:
     """
 
     def __init__(self, pipeline: WorkerPipeline, host: str = "127.0.0.1", port: int = 4317, max_workers: int = 4):
-        self._server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="evaltrace-worker-grpc"),
-            options=[("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES)],
-        )
+        self._executor = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="evaltrace-worker-grpc")
+        self._server = grpc.server(self._executor, options=[("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES)])
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(  # type: ignore[no-untyped-call]
             _TraceService(pipeline), self._server
         )
@@ -70,6 +68,12 @@ class OTLPGrpcReceiver:
         """Start serving."""
         self._server.start()
 
-    def stop(self, grace_s: float = 5.0) -> None:
-        """Stop, letting running calls finish for up to ``grace_s``."""
-        self._server.stop(grace_s).wait(grace_s + 1)
+    def stop(self, grace_s: float = 5.0) -> bool:
+        """Refuse new calls at once, let running ones finish for up to ``grace_s``; returns False past it.
+
+        The server does not shut the executor it was given, and ``ThreadPoolExecutor`` threads are joined at
+        interpreter exit: shut it here, without waiting (a call still running past the grace was cancelled).
+        """
+        stopped = self._server.stop(grace_s).wait(grace_s + 0.5)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        return stopped

@@ -3,7 +3,11 @@
 Answers follow the OTLP/HTTP specification: 200 with an ``ExportTraceServiceResponse`` in the request's
 encoding; 400 (undecodable body) and 415 (unknown content type or encoding) with a ``google.rpc.Status``
 whose message says why (not retryable); 413 for a body over the limit; 503 with ``Retry-After`` when the
-worker is full (retryable). Every error is answered, none escapes the handler thread.
+worker is full or stopping (retryable). Every error is answered, none escapes the handler thread.
+
+Stopping never loses an acknowledged export: once :meth:`OTLPHttpReceiver.stop` begins, no request is admitted
+any more (it gets a 503, so the sender retries, elsewhere or later), and the stop waits, up to its timeout, for
+the requests already admitted to hand their spans to the pipeline, which then drains them.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import importlib
 import json
 import logging
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -39,13 +44,52 @@ DEFAULT_MAX_BODY_BYTES = 20 * 1024 * 1024  # the collector's OTLP/HTTP default
 _Status: Any = importlib.import_module("google.rpc.status_pb2").Status
 # google.rpc.Code values for the Status body.
 _RPC_CODES = {400: 3, 404: 5, 411: 3, 413: 8, 415: 3, 500: 13, 503: 14}
+# How often the serving loop looks at the stop flag; also the longest a stop waits for the loop to notice.
+_POLL_S = 0.05
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    timeout = _POLL_S  # handle_request() returns after this when idle, so the serving loop sees a stop quickly
     pipeline: WorkerPipeline
     max_body_bytes: int
     retry_after_s: int
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        super().__init__(address, _Handler)
+        self.closing = False  # set once, under _admission; read unlocked by the serving loop (a bool read)
+        self._admitted = 0
+        self._admission = threading.Condition()
+
+    def admit(self) -> bool:
+        """Count a request in (it will hand spans to the pipeline); False once stopping has begun."""
+        with self._admission:
+            if self.closing:
+                return False
+            self._admitted += 1
+            return True
+
+    def release(self) -> None:
+        """The admitted request has handed its spans over."""
+        with self._admission:
+            self._admitted -= 1
+            if self._admitted == 0:
+                self._admission.notify_all()
+
+    def close_admission(self) -> None:
+        """Admit nothing from now on."""
+        with self._admission:
+            self.closing = True
+
+    def wait_admitted(self, deadline: float) -> bool:
+        """Wait until no admitted request is left; False at the deadline (monotonic)."""
+        with self._admission:
+            while self._admitted:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._admission.wait(remaining)
+        return True
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -104,10 +148,19 @@ class _Handler(BaseHTTPRequestHandler):
         except PayloadError as exc:
             self._error(exc.status, exc.reason)
             return
-        pipeline = self.server.pipeline
-        if not pipeline.submit(spans):
-            retry = str(self.server.retry_after_s)
-            reason = f"evaluation queue full ({pipeline.max_inflight_spans} spans in flight); retry after {retry}s"
+        server = self.server
+        retry = str(server.retry_after_s)
+        if not server.admit():
+            self.close_connection = True
+            self._error(503, f"evaluation worker shutting down; retry after {retry}s", {"Retry-After": retry})
+            return
+        try:
+            accepted = server.pipeline.submit(spans)
+        finally:
+            server.release()
+        if not accepted:
+            limit = server.pipeline.max_inflight_spans
+            reason = f"evaluation queue full ({limit} spans in flight); retry after {retry}s"
             self._error(503, reason, {"Retry-After": retry})
             return
         response = ExportTraceServiceResponse()
@@ -119,6 +172,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         if self.path.split("?", 1)[0].rstrip("/") != HEALTH_PATH:
             self._send(404, b"not found\n", "text/plain")
+            return
+        if self.server.closing:  # a load balancer or readiness probe stops sending here
+            self.close_connection = True
+            self._send(503, json.dumps({"status": "stopping"}).encode(), CONTENT_JSON)
             return
         stats = self.server.pipeline.stats()
         body = json.dumps({"status": "ok", **stats}, default=str).encode()
@@ -148,7 +205,7 @@ class OTLPHttpReceiver:
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         retry_after_s: int = 1,
     ) -> None:
-        self._server = _Server((host, port), _Handler)
+        self._server = _Server((host, port))
         self._server.pipeline = pipeline
         self._server.max_body_bytes = max_body_bytes
         self._server.retry_after_s = retry_after_s
@@ -167,13 +224,31 @@ class OTLPHttpReceiver:
 
     def start(self) -> None:
         """Start serving in a daemon thread."""
-        self._thread = threading.Thread(target=self._server.serve_forever, name="evaltrace-worker-http", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name="evaltrace-worker-http", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
-        """Stop accepting requests and close the socket."""
+    def _serve(self) -> None:
+        # Not serve_forever(): its shutdown() waits for the loop without a timeout. This loop checks a flag
+        # every _POLL_S, so stop() can wait for it with a deadline.
+        server = self._server
+        while not server.closing:
+            try:
+                server.handle_request()
+            except Exception:  # handle_request reports a failing request itself; this is the loop's own error
+                logger.exception("evaltrace worker: error in the OTLP/HTTP serving loop")
+
+    def stop(self, timeout_s: float = 5.0) -> bool:
+        """Refuse new requests (503), close the socket, let admitted requests hand over their spans.
+
+        Every wait is bounded by ``timeout_s``.
+
+        Returns:
+            False when an admitted request was still handing spans over at the deadline.
+        """
+        deadline = time.monotonic() + timeout_s
+        self._server.close_admission()
         if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join()
+            self._thread.join(max(0.0, deadline - time.monotonic()))
             self._thread = None
         self._server.server_close()
+        return self._server.wait_admitted(deadline)

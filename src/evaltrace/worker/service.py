@@ -4,17 +4,28 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Sequence
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from evaltrace.worker.grpc_receiver import OTLPGrpcReceiver
 from evaltrace.worker.http_receiver import DEFAULT_MAX_BODY_BYTES, OTLPHttpReceiver
 from evaltrace.worker.pipeline import DEFAULT_MAX_INFLIGHT, WorkerPipeline
 
+if TYPE_CHECKING:
+    from evaltrace.worker.grpc_receiver import OTLPGrpcReceiver
+
 __all__ = ["EvaluationWorker"]
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# The longest the main thread sleeps between two looks at the stop flag. Python runs a signal handler only on
+# the main thread, between two bytecodes: when the kernel hands the signal to another thread (it may pick any
+# thread that does not block it), nothing wakes a main thread blocked without a timeout.
+_SIGNAL_POLL_S = 0.05
+# Receivers get this long (at most half the stop timeout) to finish requests already admitted.
+_RECEIVER_GRACE_S = 2.0
 
 
 class EvaluationWorker:
@@ -24,7 +35,7 @@ class EvaluationWorker:
 
         with EvaluationWorker(evaluators=[NoPII()], sinks=[JsonlScoreSink("scores.jsonl")],
                               exporters=[OTLPSpanExporter("http://jaeger:4318/v1/traces")], port=4318) as worker:
-            worker.wait()
+            worker.wait()  # until SIGTERM or SIGINT, then drains within 30 s
 
     Args:
         evaluators: Evaluators or ``EvaluatorSpec`` objects.
@@ -67,10 +78,17 @@ class EvaluationWorker:
             self.http = OTLPHttpReceiver(
                 self.pipeline, host, port, max_body_bytes=max_body_bytes, retry_after_s=retry_after_s
             )
-            self.grpc = OTLPGrpcReceiver(self.pipeline, host, grpc_port) if grpc_port is not None else None
+            self.grpc: OTLPGrpcReceiver | None = None
+            if grpc_port is not None:
+                # Imported here: grpc is the largest import of the worker, and HTTP-only workers never need it.
+                from evaltrace.worker.grpc_receiver import OTLPGrpcReceiver
+
+                self.grpc = OTLPGrpcReceiver(self.pipeline, host, grpc_port)
         except BaseException:
             self.pipeline.shutdown(1000)
             raise
+        self.signal_received: int | None = None
+        self._stop_lock = threading.Lock()
         self._stopped = threading.Event()
 
     @property
@@ -86,24 +104,69 @@ class EvaluationWorker:
         return self
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        """Refuse new requests, then drain evaluations, sinks and exporters within ``timeout_s``."""
-        if self._stopped.is_set():
-            return
-        self.http.stop()
-        if self.grpc is not None:
-            self.grpc.stop(grace_s=min(5.0, timeout_s / 2))
-        self.pipeline.shutdown(int(timeout_s * 1000))
-        self._stopped.set()
+        """Refuse new requests, then drain evaluations, sinks and exporters; every wait bounded by ``timeout_s``.
 
-    def wait(self) -> None:
-        """Block until SIGINT or SIGTERM (main thread only), then stop."""
+        Requests already admitted hand their spans over, evaluations finish (those still running at the
+        deadline are cancelled and their spans forwarded unenriched), scores reach the sinks (or their
+        dead-letter files) and exporters flush. The evaluation processor's fixed clean-up steps may add about
+        three seconds past a deadline that running evaluations used up; nothing waits without a bound.
+        """
+        deadline = time.monotonic() + timeout_s
+        if not self._stop_lock.acquire(timeout=max(0.0, timeout_s)):
+            return  # another thread is stopping the worker, within its own deadline
+        try:
+            if self._stopped.is_set():
+                return
+            grace = min(_RECEIVER_GRACE_S, timeout_s / 2)
+            self.http.stop(grace)
+            if self.grpc is not None:
+                self.grpc.stop(grace_s=max(0.0, min(grace, deadline - time.monotonic())))
+            self.pipeline.shutdown(max(0, int((deadline - time.monotonic()) * 1000)))
+            self._stopped.set()
+        finally:
+            self._stop_lock.release()
 
-        def on_signal(signum: int, frame: FrameType | None) -> None:
-            threading.Thread(target=self.stop, name="evaltrace-worker-stop", daemon=True).start()
+    def install_signal_handlers(self) -> None:
+        """Make SIGTERM and SIGINT request a stop; main thread only.
 
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
-        self._stopped.wait()
+        Call it before :meth:`start`: once the port answers, a supervisor may signal at any moment, and under
+        the default disposition SIGTERM would kill the worker with everything it holds in memory.
+        """
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        # Records the signal and nothing else. A handler runs between two bytecodes of the main thread, which
+        # may hold a lock at that moment (inside Event.wait, a logging handler...): taking any lock here could
+        # deadlock, and blocking work would stall whatever the main thread was doing. A repeated signal (a
+        # wrapper such as `uv run` forwards Ctrl-C on top of the terminal's own) changes nothing: the drain is
+        # bounded anyway; SIGKILL is there for not waiting.
+        self.signal_received = signum
+
+    def wait_for_signal(self) -> int | None:
+        """Block until SIGTERM or SIGINT arrives (or :meth:`stop` runs elsewhere); main thread only.
+
+        Installs the handlers when :meth:`install_signal_handlers` was not called.
+
+        Returns:
+            The signal received, or None when another thread stopped the worker.
+        """
+        if signal.getsignal(signal.SIGTERM) != self._on_signal:
+            self.install_signal_handlers()
+        while self.signal_received is None and not self._stopped.is_set():
+            # Never an untimed wait (see _SIGNAL_POLL_S): a signal is noticed within one poll.
+            self._stopped.wait(_SIGNAL_POLL_S)
+        return self.signal_received
+
+    def wait(self, timeout_s: float = 30.0) -> int | None:
+        """Block until SIGINT or SIGTERM (main thread only), then :meth:`stop` within ``timeout_s``.
+
+        Returns:
+            The signal received, or None when another thread stopped the worker.
+        """
+        signum = self.wait_for_signal()
+        self.stop(timeout_s)
+        return signum
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Finish evaluations, deliver scores and flush exporters."""

@@ -1,0 +1,87 @@
+"""``evaltrace worker`` as a real child process for the CLI and signal tests.
+
+Readiness is observed, never slept for: the worker's banner names its port (it listens on port 0, so no port
+can be taken by someone else between choosing and binding it), then ``GET /healthz`` must answer 200. The
+worker's stderr goes to a file, not a pipe: a pipe nobody drains fills up and blocks the worker's next log line,
+which would look exactly like the hang these tests exist to catch.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+MAIN = "import sys; from evaltrace.cli import main; sys.exit(main())"
+READY_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 10.0  # the bound a signalled worker must exit within (its drain deadline is far shorter)
+_BANNER = re.compile(r"OTLP/HTTP on (http://127\.0\.0\.1:\d+)/v1/traces")
+
+
+@dataclass
+class WorkerProcess:
+    """A running ``evaltrace worker`` child."""
+
+    process: subprocess.Popen[bytes]
+    log: Path
+    url: str = ""
+
+    def output(self) -> str:
+        """Everything the worker wrote to stderr so far."""
+        return self.log.read_text(errors="replace")
+
+    def wait_ready(self, timeout_s: float = READY_TIMEOUT_S) -> str:
+        """Wait for the banner, then for ``/healthz`` to answer; return the OTLP/HTTP base URL."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.process.poll() is not None:
+                raise AssertionError(f"worker exited with {self.process.returncode} before ready:\n{self.output()}")
+            if not self.url and (match := _BANNER.search(self.output())):
+                self.url = match.group(1)
+            if self.url and _healthy(self.url):
+                return self.url
+            if time.monotonic() > deadline:
+                raise AssertionError(f"worker not ready within {timeout_s}s:\n{self.output()}")
+            time.sleep(0.005)  # a polling interval, not a guess at how long startup takes
+
+    def stop(self, signum: int = signal.SIGTERM, timeout_s: float = STOP_TIMEOUT_S) -> int:
+        """Send ``signum`` and return the exit code; fail (after killing it) if it does not exit in time."""
+        self.process.send_signal(signum)
+        try:
+            return self.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise AssertionError(f"worker still running {timeout_s}s after signal {signum}:\n{self.output()}") from None
+
+    def kill(self) -> None:
+        """SIGKILL the worker if it still runs (test cleanup)."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(url + "/healthz", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def start_worker(workdir: Path, *args: str, name: str = "worker") -> WorkerProcess:
+    """Start ``evaltrace worker --port 0 ARGS...`` in ``workdir`` (importable: modules written there)."""
+    log = workdir / f"{name}.log"
+    with log.open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-c", MAIN, "worker", "--port", "0", *args],
+            cwd=workdir,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    return WorkerProcess(process, log)
