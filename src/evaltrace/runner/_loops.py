@@ -4,8 +4,10 @@ An ``async def evaluate`` that calls ``time.sleep(60)`` (or any blocking code) s
 run's own loop no timeout could fire and every other evaluation would stall with it. So each async evaluator
 gets a private loop on a daemon thread (:class:`EvaluatorLoop`), and the run's loop only awaits a future:
 ``asyncio.timeout`` fires on time whatever the evaluator does. When an evaluation times out and its loop does
-not answer a ping within :data:`PROBE_GRACE_S`, the loop is blocked: it is retired (its daemon thread is left
-to finish, or not, on its own and never delays exit) and the evaluator's next evaluation starts a fresh loop.
+not answer a ping within :data:`PROBE_WAIT_S`, the loop is blocked: it is retired at once (its daemon thread is
+left to finish, or not, on its own and never delays exit) and the evaluator's next evaluation gets a fresh loop.
+A loop wrongly taken for blocked (too slow to answer under load) only costs a new loop: the old one still runs
+what it holds.
 
 Why one loop per evaluator and not one per evaluation: async clients (the judge's ``AsyncOpenAI``, a user's
 ``httpx.AsyncClient``) keep connections that belong to the loop that opened them, so an evaluator keeps one loop
@@ -17,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -25,9 +26,9 @@ from evaltrace._internal.daemon_pool import UserAbort
 from evaltrace._internal.tracing import suppress_instrumentation
 from evaltrace.schema import EvalCase, EvaluationResult, Trace
 
-__all__ = ["PROBE_GRACE_S", "EvaluatorLoop", "OnOwnLoop"]
+__all__ = ["PROBE_WAIT_S", "EvaluatorLoop", "OnOwnLoop"]
 
-PROBE_GRACE_S = 0.5
+PROBE_WAIT_S = 0.1
 """How long a loop may take to answer a ping after a timeout before it counts as blocked (a live one: < 1 ms)."""
 
 
@@ -74,7 +75,6 @@ class EvaluatorLoop:
         self._name = name
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._probe: tuple[threading.Event, float] | None = None
         self._retired = 0
         self._started = 0
 
@@ -85,12 +85,6 @@ class EvaluatorLoop:
 
     def _current(self) -> asyncio.AbstractEventLoop:
         with self._lock:
-            if self._probe is not None:
-                answered, sent = self._probe
-                if answered.is_set():
-                    self._probe = None
-                elif self._loop is not None and time.monotonic() - sent > PROBE_GRACE_S:
-                    self._retire_locked()
             if self._loop is None:
                 self._loop = asyncio.new_event_loop()
                 self._started += 1
@@ -100,24 +94,23 @@ class EvaluatorLoop:
                 thread.start()
             return self._loop
 
-    def _retire_locked(self) -> None:
-        assert self._loop is not None
-        # Stops once it unblocks (if ever); its thread is a daemon, so exit never waits for it.
-        _stop(self._loop)
-        self._loop = None
-        self._probe = None
-        self._retired += 1
-
-    def _ping(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _retire_if_blocked(self, loop: asyncio.AbstractEventLoop) -> None:
+        if loop is not self._loop:
+            return  # retired already (the evaluations queued on a blocked loop all time out)
+        answered = threading.Event()
+        try:
+            loop.call_soon_threadsafe(answered.set)
+        except RuntimeError:  # closed meanwhile
+            return
+        # Waits on the run's loop, but only after a timeout and for PROBE_WAIT_S at most: a live loop answers
+        # at once, and a blocked one is retired here, once, so the evaluations after it do not queue behind it.
+        if answered.wait(PROBE_WAIT_S):
+            return
         with self._lock:
-            if loop is not self._loop or self._probe is not None:
-                return
-            answered = threading.Event()
-            try:
-                loop.call_soon_threadsafe(answered.set)
-            except RuntimeError:  # closed meanwhile
-                return
-            self._probe = (answered, time.monotonic())
+            if self._loop is loop:
+                _stop(loop)  # stops once it unblocks, if ever; its thread is a daemon, so exit never waits for it
+                self._loop = None
+                self._retired += 1
 
     async def run(self, call: Callable[[], Any]) -> Any:
         """Run ``call()`` (returning an awaitable or a value) on this evaluator's loop and await its outcome."""
@@ -127,9 +120,9 @@ class EvaluatorLoop:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:
             # Timed out (or the run is cancelled): the cancellation reaches the task when its loop next runs.
-            # A loop that does not even answer a ping is blocked; the next evaluation then gets a new loop.
+            # A loop that does not even answer a ping is blocked: the next evaluation gets a new loop.
             future.cancel()
-            self._ping(loop)
+            self._retire_if_blocked(loop)
             raise
 
     def close(self) -> None:
