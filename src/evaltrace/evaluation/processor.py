@@ -285,11 +285,11 @@ class EvaluationSpanProcessor(SpanProcessor):
             self._gate.job_finished(job.span.context.trace_id)
         with self._cond:
             self._pending -= 1
-            idle = self._pending == 0
-            if idle:
+            if self._pending == 0:
+                # An overflow episode ends when the queue has emptied, not at each freed slot; its line is logged
+                # before flush() waiters wake, so a flush returns with the episode's end already logged.
+                self._overflow.ok()
                 self._cond.notify_all()
-        if idle:  # an overflow episode ends when the queue has emptied, not at each freed slot
-            self._overflow.ok()
 
     # --- flush, shutdown, monitoring --------------------------------------------------------------------
 
