@@ -29,8 +29,9 @@ import pytest
 import evaltrace
 from evaltrace._internal import settings, tracing
 from evaltrace.cli import main as cli_main
-from evaltrace.evaluation import JsonlScoreSink, LangfuseScoreSink, RetryPolicy, evaluator
+from evaltrace.evaluation import JsonlScoreSink, LangfuseScoreSink, PhoenixScoreSink, RetryPolicy, evaluator
 from evaltrace.evaluation.sinks import SinkWorker, read_dead_letters, write_dead_letters
+from evaltrace.evaluation.sinks._http import parse_retry_after
 from evaltrace.schema import Score, Trace, score_id
 
 from .conftest import wait_until
@@ -231,6 +232,18 @@ def test_retry_after_beyond_the_cap_dead_letters_at_once(tmp_path: Path, fault: 
     assert worker.stats.dead_lettered == 1 and worker.stats.retries == 0
     (line,) = dead.read_text().splitlines()
     assert "Retry-After" in json.loads(line)["error"]
+
+
+def test_retry_after_reaches_the_worker_from_phoenix_and_bad_values_are_ignored(fault: FaultBackend) -> None:
+    fault.behave = lambda index: Reply(429, {"Retry-After": ["7", "soon", "-3"][index]})
+    sink = PhoenixScoreSink(fault.url)
+    try:
+        waits = [sink.export(make_scores(1)).retry_after_s for _ in range(3)]
+    finally:
+        sink.shutdown()
+    assert waits == [7.0, None, None]  # unreadable values fall back to the worker's own backoff
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now=1445412480.0 - 5) == 5.0
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date in the past: no wait
 
 
 # --- produced == delivered + dead-lettered, then replay without duplicates ----------------------------------
