@@ -310,3 +310,25 @@ def proto_for(spans: list[ReadableSpan]) -> bytes:
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
     return encode_spans(spans).SerializeToString()
+
+
+def test_a_stopping_worker_answers_503_instead_of_accepting_what_it_can_no_longer_process(
+    exported: InMemorySpanExporter,
+) -> None:
+    # Exporters keep their connection open between exports: a handler thread can outlive the listening socket.
+    # Past the start of stop(), what arrives on such a connection must be refused (the sender retries
+    # elsewhere), never acknowledged and then dropped by a pipeline that has shut down.
+    worker = EvaluationWorker([], [], [exported], port=0, batch=False).start()
+    body = proto_for(make_spans())
+    headers = {"Content-Type": "application/x-protobuf"}
+    with httpx.Client(timeout=5) as sender, httpx.Client(timeout=5) as probe:
+        assert sender.post(worker.url + "/v1/traces", content=body, headers=headers).status_code == 200
+        assert probe.get(worker.url + "/healthz").json()["status"] == "ok"
+        worker.stop(5)
+        late = sender.post(worker.url + "/v1/traces", content=body, headers=headers)
+        health = probe.get(worker.url + "/healthz")
+    assert (late.status_code, late.headers["retry-after"]) == (503, "1")
+    assert "shutting down" in late.text
+    assert (health.status_code, health.json()) == (503, {"status": "stopping"})
+    assert len(exported.get_finished_spans()) == 2  # the accepted export, drained by stop()
+    assert worker.stats()["accepted_spans"] == 2

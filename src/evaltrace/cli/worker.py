@@ -118,12 +118,21 @@ class ExitWatchdog:
                 "(spans or scores not yet drained are lost)"
             )
             code = 1
-        try:
-            print(message, file=sys.stderr)
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+        # Said from a thread of its own and waited for briefly: stderr may be a pipe nobody reads any more, or
+        # the main thread may be blocked writing to it, and nothing may keep the exit below from happening.
+        say = threading.Thread(target=_say, args=(message,), name="evaltrace-worker-exit-message", daemon=True)
+        say.start()
+        say.join(0.5)
+        os._exit(code)
+
+
+def _say(message: str) -> None:
+    try:
+        print(message, file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed or broken stderr: the exit code still tells
+        pass
 
 
 def run_worker(args: argparse.Namespace) -> int:
@@ -166,10 +175,10 @@ def run_worker(args: argparse.Namespace) -> int:
     print(f"evaltrace worker: {cause}, stopping (deadline {args.shutdown_timeout:g}s)", file=sys.stderr, flush=True)
     started = time.monotonic()
     worker.stop(args.shutdown_timeout)
+    watchdog.stopped(0)
     print(
         f"evaltrace worker: stopped in {time.monotonic() - started:.1f}s; {_summary(worker.stats())}", file=sys.stderr
     )
-    watchdog.stopped(0)
     return 0
 
 
