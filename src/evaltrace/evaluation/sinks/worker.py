@@ -71,9 +71,9 @@ class RetryPolicy:
         max_retries: Retries per batch before its scores are dead-lettered.
         initial_backoff_s: First backoff.
         max_backoff_s: Longest backoff.
-        max_retry_after_s: Longest ``Retry-After`` waited for; a backend asking for more gets the batch
-            dead-lettered at once (waiting longer would hold every score behind it; retrying sooner would
-            ignore what it asked).
+        max_retry_after_s: Longest ``Retry-After`` waited for; while a backend's longer one is in force,
+            batches are dead-lettered without being sent (waiting would hold every score behind them; sending
+            would ignore what the backend asked).
     """
 
     max_retries: int = 5
@@ -245,8 +245,9 @@ class SinkWorker:
                 pending = list(self._inflight)
             if not pending:
                 return
-            if not self._wait_until(self._not_before):  # an earlier Retry-After still holds
-                self._give_up("the backend's Retry-After ends after the shutdown deadline")
+            held = self._hold_off()
+            if held is not None:
+                self._give_up(held)
                 return
             result = self._export(pending)
             if not self._settle(pending, result):
@@ -281,16 +282,26 @@ class SinkWorker:
         now = time.monotonic()
         retry_after = result.retry_after_s
         if retry_after is not None:
+            with self._cond:  # holds back every later batch too, not only this retry
+                self._not_before = max(self._not_before, now + retry_after)
             if retry_after > self._retry.max_retry_after_s:
                 return (
                     f"{result.error}; Retry-After {retry_after:.0f} s exceeds max_retry_after_s "
                     f"({self._retry.max_retry_after_s:.0f} s)"
                 )
-            with self._cond:
-                self._not_before = max(self._not_before, now + retry_after)
         if attempt >= self._retry.max_retries:
             return result.error or "retries exhausted"
         return max(now + self._retry.delay(attempt), self._not_before)
+
+    def _hold_off(self) -> str | None:
+        """Wait out a ``Retry-After`` still in force; return why the batch must be dead-lettered instead, if so."""
+        left = self._not_before - time.monotonic()
+        if left > self._retry.max_retry_after_s:
+            # Sending would ignore what the backend asked; holding every score that long would stall the queue.
+            return f"the backend asked not to be called for {left:.0f} s more (Retry-After)"
+        if not self._wait_until(self._not_before):
+            return "the backend's Retry-After ends after the shutdown deadline"
+        return None
 
     def _export(self, batch: Sequence[Score]) -> SinkResult:
         try:
