@@ -157,3 +157,18 @@ def test_an_evaluators_own_timeout_error_is_not_our_timeout(make_pipeline: MakeP
     out = p.one("s")
     assert out.attributes["evaltrace.eval.client_timeout.error_type"] == "TimeoutError"
     assert p.processor.stats()["timed_out"] == 0
+
+
+def test_two_sinks_of_one_kind_keep_their_own_counters_and_dead_letter_files(
+    make_pipeline: MakePipeline, tmp_path: Any
+) -> None:
+    from evaltrace.evaluation import JsonlScoreSink
+
+    first, second = JsonlScoreSink(tmp_path / "a.jsonl"), JsonlScoreSink(tmp_path / "b.jsonl")
+    p = make_pipeline([fine], sinks=[first, second])
+    with p.tracer.start_as_current_span("s"):
+        pass
+    p.flush()
+    sinks = p.processor.stats()["sinks"]
+    assert set(sinks) == {"jsonl", "jsonl-2"}
+    assert sinks["jsonl"]["successes"] == sinks["jsonl-2"]["successes"] == 1

@@ -44,6 +44,16 @@ _MAX_SUPPRESSED = 65_536
 logger = logging.getLogger("evaltrace.evaluation")
 
 
+def _unique_names(names: Sequence[str]) -> list[str]:
+    """``["jsonl", "langfuse", "jsonl"]`` -> ``["jsonl", "langfuse", "jsonl-2"]``."""
+    seen: dict[str, int] = {}
+    unique = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        unique.append(name if seen[name] == 1 else f"{name}-{seen[name]}")
+    return unique
+
+
 def _is_root(span: ReadableSpan) -> bool:
     return span.parent is None or span.parent.is_remote
 
@@ -104,7 +114,10 @@ class EvaluationSpanProcessor(SpanProcessor):
         self.monitor = ProductionMonitor(opts.monitor_window_s)
         for spec in specs:
             self.monitor.register(spec.evaluator.name)
-        self._sinks = [self._sink_worker(sink) for sink in sinks]
+        # One key per sink for stats and the dead-letter file: two JSONL sinks (both named "jsonl") must not
+        # share a file or overwrite each other's counters.
+        self._sink_keys = _unique_names([sink.name for sink in sinks])
+        self._sinks = [self._sink_worker(sink, key) for sink, key in zip(sinks, self._sink_keys, strict=True)]
         self._gate = ExportGate(opts.export_sampling, self._deliver) if opts.export_sampling else None
         self._pending = 0
         self._cond = threading.Condition()
@@ -133,11 +146,11 @@ class EvaluationSpanProcessor(SpanProcessor):
             async_runner=self._engine.user_loop.run,
         )
 
-    def _sink_worker(self, sink: ScoreSink) -> SinkWorker:
+    def _sink_worker(self, sink: ScoreSink, key: str) -> SinkWorker:
         opts = self.options
         # Absolute now: a later chdir in the application must not scatter dead letters.
         directory = Path(opts.dead_letter_dir).absolute() if opts.dead_letter_dir is not None else None
-        dead_letter = directory / f"{sink.name}.jsonl" if directory is not None else None
+        dead_letter = directory / f"{key}.jsonl" if directory is not None else None
         return SinkWorker(
             sink,
             max_queue=opts.sink_max_queue,
@@ -365,7 +378,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         data = self._stats.snapshot()
         data["queued"] = self._pending
         data["buffer"] = asdict(self._buffer.stats)
-        data["sinks"] = {worker.sink.name: asdict(worker.stats) for worker in self._sinks}
+        data["sinks"] = {key: asdict(worker.stats) for key, worker in zip(self._sink_keys, self._sinks, strict=True)}
         data["exporters"] = {queue.name: queue.stats() for queue in self._export_queues}
         if self._gate is not None:
             data["export_sampling"] = {**asdict(self._gate.stats), "parked_spans": self._gate.parked_spans()}
@@ -379,11 +392,12 @@ class EvaluationSpanProcessor(SpanProcessor):
 
     def _sink_counts(self) -> dict[str, dict[str, int]]:
         return {
-            worker.sink.name: {
+            key: {
                 "delivered": worker.stats.successes,
                 "retried": worker.stats.retries,
                 "dead_lettered": worker.stats.dead_lettered,
+                "abandoned": worker.stats.abandoned,
                 "dropped": worker.stats.dropped,
             }
-            for worker in self._sinks
+            for key, worker in zip(self._sink_keys, self._sinks, strict=True)
         }
