@@ -154,8 +154,9 @@ class EvaluationWorker:
         if signal.getsignal(signal.SIGTERM) != self._on_signal:
             self.install_signal_handlers()
         while self.signal_received is None and not self._stopped.is_set():
-            # Never an untimed wait (see _SIGNAL_POLL_S): a signal is noticed within one poll.
-            self._stopped.wait(_SIGNAL_POLL_S)
+            # A sleep, not Event.wait: no lock, no untimed wait (see _SIGNAL_POLL_S); a signal, or a stop by
+            # another thread, is noticed within one poll.
+            time.sleep(_SIGNAL_POLL_S)
         return self.signal_received
 
     def wait(self, timeout_s: float = 30.0) -> int | None:
