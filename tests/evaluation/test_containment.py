@@ -172,3 +172,51 @@ def test_two_sinks_of_one_kind_keep_their_own_counters_and_dead_letter_files(
     sinks = p.processor.stats()["sinks"]
     assert set(sinks) == {"jsonl", "jsonl-2"}
     assert sinks["jsonl"]["successes"] == sinks["jsonl-2"]["successes"] == 1
+
+
+def test_shutdown_keeps_its_deadline_with_a_stuck_evaluator_and_a_hung_sink(
+    make_pipeline: MakePipeline, tmp_path: Any
+) -> None:
+    from collections.abc import Sequence
+
+    from evaltrace.evaluation import SinkResult
+    from evaltrace.schema import Score
+
+    release = threading.Event()
+
+    class HungSink:
+        name = "hung"
+
+        def export(self, batch: Sequence[Score]) -> SinkResult:
+            release.wait(30)
+            return SinkResult.success()
+
+        def force_flush(self, timeout_millis: int = 30_000) -> bool:
+            return True
+
+        def shutdown(self) -> None:
+            return None
+
+    @evaluator(name="stuck")
+    def stuck(trace: Trace) -> bool:
+        release.wait(30)
+        return True
+
+    p = make_pipeline([fine, EvaluatorSpec(stuck, timeout_s=None)], sinks=[HungSink()], sink_schedule_delay_s=0.01)
+    try:
+        with p.tracer.start_as_current_span("s"):
+            pass
+        time.sleep(0.2)  # the "fine" score reaches the hung sink
+        started = time.monotonic()
+        p.processor.shutdown(2_000)
+        assert time.monotonic() - started < 3.0  # the deadline (2 s) and a margin, not 30 s
+        stats = p.processor.stats()
+        assert stats["unflushed_jobs"] == 1
+        assert stats["sinks"]["hung"]["dead_lettered"] == 1  # the in-flight score, kept for replay
+        (out,) = p.spans()  # forwarded with what finished; the stuck evaluation is "not evaluated", no verdict
+        assert out.attributes["evaltrace.eval.fine.passed"] is True
+        assert out.attributes["evaltrace.eval.stuck.outcome"] == "not_evaluated"
+        assert "evaltrace.eval.stuck.passed" not in out.attributes
+        assert "shutdown deadline" in out.attributes["evaltrace.eval.stuck.skip_reason"]
+    finally:
+        release.set()

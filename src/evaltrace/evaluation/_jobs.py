@@ -24,7 +24,7 @@ from evaltrace.evaluation.convert import result_to_score
 from evaltrace.evaluation.evaluator import EvaluatorSpec
 from evaltrace.evaluation.monitor import ProductionMonitor
 from evaltrace.evaluation.options import ProcessorOptions
-from evaltrace.evaluation.runner import AsyncRunner, RunOptions, arun_evaluator, is_async_evaluator
+from evaltrace.evaluation.runner import AsyncRunner, RunOptions, arun_evaluator, is_async_evaluator, skipped_result
 from evaltrace.evaluation.sinks.worker import SinkWorker
 from evaltrace.evaluation.spans import enriched_copy, evaluation_span
 from evaltrace.evaluation.stats import PipelineStats
@@ -53,6 +53,7 @@ class Job:
     span_count: int = 0
     admitted_at: float = 0.0
     forwarded: bool = False
+    running: list[tuple[EvaluatorSpec, asyncio.Task[EvaluationResult]]] = field(default_factory=list)
 
 
 @dataclass
@@ -84,6 +85,7 @@ class JobRunner:
             await self._evaluate_job(job)
         except asyncio.CancelledError:
             self.ctx.stats.incr("cancelled")
+            self._forward_unfinished(job)
         except Exception:
             self.ctx.stats.incr("internal_errors")
             log_internal_error("evaluating a span")
@@ -100,6 +102,7 @@ class JobRunner:
         trace = build_trace(members, job.span)
         specs = [*job.specs, *job.trace_specs]
         tasks = [asyncio.ensure_future(self._evaluate(job.span, trace, spec)) for spec in specs]
+        job.running = list(zip(specs, tasks, strict=True))
         try:
             await self._hold_and_forward(job, tasks)
         finally:
@@ -121,6 +124,21 @@ class JobRunner:
             if child is not None:
                 self.ctx.forward(child)
                 self.ctx.stats.incr("evaluation_spans")
+
+    def _forward_unfinished(self, job: Job) -> None:
+        """Shutdown cancelled ``job``: forward its span with what finished, the rest marked not evaluated."""
+        if job.forwarded or not job.running:
+            return
+        try:
+            results = [
+                task.result()
+                if task.done() and not task.cancelled()
+                else skipped_result(spec.evaluator, "not evaluated: the shutdown deadline came first")
+                for spec, task in job.running
+            ]
+            self._forward_once(job, enriched_copy(job.span, results))
+        except Exception:
+            log_internal_error("forwarding a span whose evaluation was cut short")
 
     def _forward_once(self, job: Job, span: ReadableSpan) -> None:
         if job.forwarded:

@@ -342,20 +342,26 @@ class EvaluationSpanProcessor(SpanProcessor):
         if self._shutdown:
             return
         self._shutdown = True
-        deadline = time.monotonic() + timeout_millis / 1000
-        if not self._wait_idle(deadline):
+        total = timeout_millis / 1000
+        deadline = time.monotonic() + total
+        # Evaluations may use most of the budget, not all of it: what they produce still has to be delivered
+        # (scores to sinks, spans to exporters) before the same deadline.
+        reserve = min(2.0, total * 0.3)
+        if not self._wait_idle(deadline - reserve):
             self._stats.incr("unflushed_jobs", self._pending)
             self._engine.cancel_all()
-            self._wait_idle(time.monotonic() + 1.0)  # cancelled jobs still forward their spans
-        self._engine.stop(max(0.1, min(1.0, deadline - time.monotonic())))
+            self._wait_idle(time.monotonic() + min(0.5, reserve / 4))  # cancelled jobs still forward their spans
+        self._engine.stop(min(0.25, reserve / 8))
         if self._gate is not None:
             self._gate.release_all()
-        for worker in self._sinks:
-            worker.shutdown(max(0.1, deadline - time.monotonic()))
+        # Sinks share what is left, keeping a slice for the span exporters that follow.
+        for index, worker in enumerate(self._sinks):
+            left = deadline - time.monotonic()
+            worker.shutdown(max(0.05, left * 0.75 / (len(self._sinks) - index)))
         for processor in self._downstream:
             try:
                 if isinstance(processor, ExportQueue):  # ours takes the deadline; the SDK's take none
-                    processor.shutdown(max(100, int((deadline - time.monotonic()) * 1000)))
+                    processor.shutdown(max(50, int((deadline - time.monotonic()) * 1000)))
                 else:
                     processor.shutdown()
             except Exception:
