@@ -53,6 +53,7 @@ from evaltrace.schema.trace import (
     TraceMessage,
     TraceMetrics,
     TraceOutput,
+    WorkspaceSpec,
     derive_tool_views,
 )
 
@@ -105,6 +106,7 @@ __all__ = [
     "VariantDelta",
     "VariantSummary",
     "WorkspaceKind",
+    "WorkspaceSpec",
     "derive_tool_views",
     "new_evaluation_id",
     "score_id",

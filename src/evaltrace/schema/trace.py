@@ -23,6 +23,8 @@ class ExpectedBehavior(SchemaModel):
     """Ground truth, keyed by fact name."""
     must_modify_files: list[str] = Field(default_factory=list)
     must_not_modify_files: list[str] = Field(default_factory=list)
+    must_create_files: list[str] = Field(default_factory=list)
+    """Globs (relative to the workspace) of files the system must create (filesystem evals)."""
 
 
 class EvalCase(VersionedModel):
@@ -34,6 +36,16 @@ class EvalCase(VersionedModel):
     expected: ExpectedBehavior = Field(default_factory=ExpectedBehavior)
 
 
+class WorkspaceSpec(SchemaModel):
+    """Where a filesystem eval's system works: a fresh copy of ``path`` per (case, variant)."""
+
+    kind: Literal["tempdir_snapshot", "git_branch"]
+    path: str
+    """The source directory (relative to the eval.yaml) copied, or the git repository branched, per cell."""
+    ignore: list[str] = Field(default_factory=list)
+    """Globs left out of the manifests and the diff (``.git`` is always left out)."""
+
+
 class RunVariant(VersionedModel):
     """One way of running the system (a function, an HTTP endpoint, ...) that cases are run against."""
 
@@ -42,6 +54,8 @@ class RunVariant(VersionedModel):
     """``"python_function"``, ``"http"`` or another registered adapter name."""
     config: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    workspace: WorkspaceSpec | None = None
+    """Set for filesystem evals: each (case, variant) runs in a fresh copy and its changes are recorded."""
 
 
 class ToolCall(SchemaModel):
