@@ -44,6 +44,7 @@ from evaltrace.schema import (
     TraceOutput,
     VariantDelta,
     VariantSummary,
+    WorkspaceSpec,
 )
 
 T0 = dt.datetime(2026, 5, 3, 10, 30, 0, 123456, tzinfo=dt.UTC)
@@ -95,6 +96,8 @@ SAMPLES: list[BaseModel] = [
     ExpectedBehavior(must_call_tools=["t"], facts={"a": 1}),
     EvalCase(id="c", input={"q": "x"}, expected=ExpectedBehavior(answer_should_include=["x"])),
     RunVariant(name="v", adapter="http", config={"url": "http://127.0.0.1:1"}),
+    WorkspaceSpec(kind="tempdir_snapshot", path="repo", ignore=["*.pyc"]),
+    RunVariant(name="w", adapter="python_function", workspace=WorkspaceSpec(kind="git_branch", path="repo")),
     CALL,
     ToolResult(tool_call_id="c1", name="get_weather", content={"sky": "rain"}),
     *MESSAGES,
