@@ -32,6 +32,8 @@ Direction = Literal["higher", "lower"]
 CODE_VERSION = "v1.0.0"
 """Version of the evaluator implementations; judge evaluators append their prompt version."""
 
+DEFAULT_FIELD = "output.final_answer"
+"""The field an evaluator reads as the answer unless given ``field``."""
 _QUESTION_KEYS = ("question", "query", "input", "prompt", "message")
 _EXPECTED_KEYS = ("expected_answer", "answer", "reference")
 _CONTEXT_KEYS = ("contexts", "context", "retrieved_context", "documents")
@@ -184,9 +186,26 @@ def field_text(trace: Trace, path: str) -> str:
     return text
 
 
-def answer_text(trace: Trace, field: str = "output.final_answer") -> str:
+def answer_text(trace: Trace, field: str = DEFAULT_FIELD) -> str:
     """Return AA (the actual answer), or the text at ``field``."""
     return field_text(trace, field)
+
+
+def check_field(field: str) -> str:
+    """Return ``field`` if it can name a part of a Trace, else raise ValueError at construction time.
+
+    The first step must be a Trace field (``output``, ``input``, ``messages``, ``extra``, ...) and, under
+    ``output``, the second one of ``final_answer``, ``thinking``, ``structured`` (``output.structured.<path>``
+    goes on into the object). A typo would otherwise skip every evaluation as a missing field.
+    """
+    parts = field.split(".") if isinstance(field, str) else []
+    known = {*Trace.model_fields, "latency_ms"}
+    if not parts or parts[0] not in known:
+        raise ValueError(f"field {field!r} does not start with a Trace field ({', '.join(sorted(known))})")
+    outputs = ("final_answer", "thinking", "structured")
+    if parts[0] == "output" and (len(parts) < 2 or parts[1] not in outputs):
+        raise ValueError(f"field {field!r}: expected output.final_answer, output.thinking or output.structured.<path>")
+    return field
 
 
 def question_text(trace: Trace, explicit: str | None = None) -> str:

@@ -6,7 +6,17 @@ import abc
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from evaltrace.evaluators._base import CODE_VERSION, Direction, MissingInputError, Verdict, build_result, skipped_result
+from evaltrace.evaluators._base import (
+    CODE_VERSION,
+    DEFAULT_FIELD,
+    Direction,
+    MissingInputError,
+    Verdict,
+    answer_text,
+    build_result,
+    check_field,
+    skipped_result,
+)
 from evaltrace.evaluators._prompts import Prompt, load_prompt
 from evaltrace.evaluators.embeddings import Embedder, default_embedder, embed
 from evaltrace.evaluators.judge import Judge, JudgeError, default_judge, extract_json
@@ -96,6 +106,7 @@ class JudgeEvaluator(abc.ABC):
     Subclasses set ``name``, ``prompt_name``, ``threshold``/``direction`` and implement :meth:`variables`,
     :meth:`parse` and :meth:`verdict`. ``evaluate`` is async; it never raises for judge problems: an endpoint error
     or a reply still unparseable after one retry ends as ``status="failed"`` with the raw replies in ``detail``.
+    The judged answer is the Trace's ``field`` (:meth:`answer`); a trace without it is skipped, not failed.
     """
 
     name = "llm_judge"
@@ -104,16 +115,28 @@ class JudgeEvaluator(abc.ABC):
     direction: Direction = "higher"
     evaluator_type = "llm_judge"
 
-    def __init__(self, judge: Judge | None = None, *, threshold: float | None = None) -> None:
+    def __init__(
+        self, judge: Judge | None = None, *, threshold: float | None = None, field: str = DEFAULT_FIELD
+    ) -> None:
         """Configure the judge.
 
         Args:
             judge: The judge; default :func:`~evaltrace.evaluators.judge.default_judge` (from the environment).
             threshold: Override of the default threshold.
+            field: Dotted path of the Trace judged as the answer: ``output.final_answer`` (default),
+                ``output.thinking``, ``output.structured.<path>``.
+
+        Raises:
+            ValueError: ``field`` cannot name a part of a Trace.
         """
+        self.field = check_field(field)
         self.judge = judge or default_judge()
         if threshold is not None:
             self.threshold = threshold
+
+    def answer(self, trace: Trace) -> str:
+        """Return the text judged as the answer (the ``field``); raise MissingInputError when it is absent."""
+        return answer_text(trace, self.field)
 
     @property
     def prompt(self) -> Prompt:
@@ -178,16 +201,27 @@ class EmbeddingEvaluator(abc.ABC):
     version = CODE_VERSION
     evaluator_type = "embedding"
 
-    def __init__(self, embedder: Embedder | None = None, *, threshold: float | None = None) -> None:
+    def __init__(
+        self, embedder: Embedder | None = None, *, threshold: float | None = None, field: str = DEFAULT_FIELD
+    ) -> None:
         """Configure the embedder.
 
         Args:
             embedder: Any callable returning vectors; default the shared OpenAI embedder (from the environment).
             threshold: Override of the default threshold.
+            field: Dotted path of the Trace compared as the answer (default ``output.final_answer``).
+
+        Raises:
+            ValueError: ``field`` cannot name a part of a Trace.
         """
+        self.field = check_field(field)
         self.embedder: Embedder = embedder if embedder is not None else default_embedder()
         if threshold is not None:
             self.threshold = threshold
+
+    def answer(self, trace: Trace) -> str:
+        """Return the text compared as the answer (the ``field``); raise MissingInputError when it is absent."""
+        return answer_text(trace, self.field)
 
     @abc.abstractmethod
     async def measure(self, trace: Trace, case: EvalCase | None) -> Verdict:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaltrace.evaluators._base import MissingInputError, Verdict, answer_text, expected_answer, passes, question_text
+from evaltrace.evaluators._base import (
+    DEFAULT_FIELD,
+    MissingInputError,
+    Verdict,
+    expected_answer,
+    passes,
+    question_text,
+)
 from evaltrace.evaluators._judged import (
     NOT_GIVEN,
     EmbeddingEvaluator,
@@ -46,6 +53,7 @@ class AnswerCorrectness(JudgeEvaluator):
         weights: tuple[float, float] = (0.75, 0.25),
         expected: str | None = None,
         threshold: float | None = None,
+        field: str = DEFAULT_FIELD,
     ) -> None:
         """Configure the evaluator.
 
@@ -55,8 +63,9 @@ class AnswerCorrectness(JudgeEvaluator):
             weights: (F1 weight, similarity weight).
             expected: The expected answer; default the case's.
             threshold: Override of 0.75.
+            field: Dotted path of the Trace judged as the answer (default ``output.final_answer``).
         """
-        super().__init__(judge, threshold=threshold)
+        super().__init__(judge, threshold=threshold, field=field)
         self.weights = weights
         self.expected = expected
         self.embedder: Embedder | None = embedder if embedder is not None or not weights[1] else default_embedder()
@@ -69,7 +78,7 @@ class AnswerCorrectness(JudgeEvaluator):
             question = NOT_GIVEN
         return {
             "question": question,
-            "answer": answer_text(trace),
+            "answer": self.answer(trace),
             "expected_answer": expected_answer(case, self.expected),
         }
 
@@ -84,7 +93,7 @@ class AnswerCorrectness(JudgeEvaluator):
         f1 = statement_f1(tp, fp, fn)
         similarity, model = None, None
         if self.weights[1] and self.embedder is not None:
-            a, e = await embed_or_fail(self.embedder, [answer_text(trace), expected_answer(case, self.expected)])
+            a, e = await embed_or_fail(self.embedder, [self.answer(trace), expected_answer(case, self.expected)])
             similarity = cosine(a, e)
             model = embedder_name(self.embedder)
         w_f1, w_sim = self.weights
@@ -121,6 +130,7 @@ class AnswerRelevancy(JudgeEvaluator):
         embedder: Embedder | None = None,
         n: int = 3,
         threshold: float | None = None,
+        field: str = DEFAULT_FIELD,
     ) -> None:
         """Configure the evaluator.
 
@@ -129,15 +139,16 @@ class AnswerRelevancy(JudgeEvaluator):
             embedder: Embeds the questions; default the shared OpenAI embedder.
             n: Questions to generate.
             threshold: Override of 0.75.
+            field: Dotted path of the Trace judged as the answer (default ``output.final_answer``).
         """
-        super().__init__(judge, threshold=threshold)
+        super().__init__(judge, threshold=threshold, field=field)
         self.embedder: Embedder = embedder if embedder is not None else default_embedder()
         self.n = n
 
     def variables(self, trace: Trace, case: EvalCase | None) -> dict[str, str]:
         """The answer and N (the question is compared later, not shown to the judge)."""
         question_text(trace)  # fail early (skipped) when there is no question to compare with
-        return {"answer": answer_text(trace), "n": str(self.n)}
+        return {"answer": self.answer(trace), "n": str(self.n)}
 
     def parse(self, text: str) -> dict[str, Any]:
         """Require a non-empty list of question strings and the noncommittal flag."""
@@ -172,7 +183,7 @@ class AnswerRelevancySentences(EmbeddingEvaluator):
     async def measure(self, trace: Trace, case: EvalCase | None) -> Verdict:
         """Embed the question and each answer sentence."""
         question = question_text(trace)
-        sentences = split_sentences(answer_text(trace)) or [answer_text(trace)]
+        sentences = split_sentences(self.answer(trace)) or [self.answer(trace)]
         vectors = await embed_or_fail(self.embedder, [question, *sentences])
         similarities = [cosine(vectors[0], v) for v in vectors[1:]]
         best = max(similarities)
@@ -198,6 +209,7 @@ class SemanticSimilarity(EmbeddingEvaluator):
         expected: str | None = None,
         sentences: bool = False,
         threshold: float | None = None,
+        field: str = DEFAULT_FIELD,
     ) -> None:
         """Configure the evaluator.
 
@@ -206,8 +218,9 @@ class SemanticSimilarity(EmbeddingEvaluator):
             expected: The expected answer; default the case's.
             sentences: Compare sentence by sentence.
             threshold: Override of 0.75.
+            field: Dotted path of the Trace compared as the answer (default ``output.final_answer``).
         """
-        super().__init__(embedder, threshold=threshold)
+        super().__init__(embedder, threshold=threshold, field=field)
         self.expected = expected
         self.sentences = sentences
         if sentences:
@@ -215,7 +228,7 @@ class SemanticSimilarity(EmbeddingEvaluator):
 
     async def measure(self, trace: Trace, case: EvalCase | None) -> Verdict:
         """Embed and compare."""
-        answer, expected = answer_text(trace), expected_answer(case, self.expected)
+        answer, expected = self.answer(trace), expected_answer(case, self.expected)
         if not self.sentences:
             a, e = await embed_or_fail(self.embedder, [answer, expected])
             score = cosine(a, e)
@@ -233,7 +246,12 @@ class SemanticSimilaritySentences(SemanticSimilarity):
     """Sentence variant of :class:`SemanticSimilarity` (mean and min over sentence pairs)."""
 
     def __init__(
-        self, embedder: Embedder | None = None, *, expected: str | None = None, threshold: float | None = None
+        self,
+        embedder: Embedder | None = None,
+        *,
+        expected: str | None = None,
+        threshold: float | None = None,
+        field: str = DEFAULT_FIELD,
     ) -> None:
         """Configure the evaluator (see :class:`SemanticSimilarity`)."""
-        super().__init__(embedder, expected=expected, sentences=True, threshold=threshold)
+        super().__init__(embedder, expected=expected, sentences=True, threshold=threshold, field=field)

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from evaltrace.evaluators._base import (
+    DEFAULT_FIELD,
     MissingInputError,
     Verdict,
     answer_text,
@@ -35,14 +36,14 @@ def _optional(getter: Any, *args: Any) -> str:
         return NOT_GIVEN
 
 
-def standard_variables(trace: Trace, case: EvalCase | None) -> dict[str, str]:
-    """Q, EA, RC and AA for prompts that take whatever is available (absent inputs shown as ``(none)``)."""
+def standard_variables(trace: Trace, case: EvalCase | None, field: str = DEFAULT_FIELD) -> dict[str, str]:
+    """Q, EA, RC and AA (the text at ``field``) for prompts that take whatever is available (absent: ``(none)``)."""
     context = _optional(lambda t: numbered(context_chunks(t)), trace)
     return {
         "question": _optional(question_text, trace),
         "expected_answer": _optional(expected_answer, case),
         "context": context,
-        "answer": answer_text(trace),
+        "answer": answer_text(trace, field),
     }
 
 
@@ -100,7 +101,7 @@ class RubricJudge(JudgeEvaluator):
             "question": _optional(question_text, trace),
             "ground_truth": _ground_truth(case),
             "context": _optional(lambda t: numbered(context_chunks(t)), trace),
-            "answer": answer_text(trace),
+            "answer": self.answer(trace),
             "claims_instruction": claims["instruction"] if self.with_claims else "",
             "claims_shape": claims["shape"] if self.with_claims else "",
         }
@@ -165,7 +166,7 @@ class FactCheck(JudgeEvaluator):
 
     def variables(self, trace: Trace, case: EvalCase | None) -> dict[str, str]:
         """Question and answer."""
-        return {"question": question_text(trace), "answer": answer_text(trace)}
+        return {"question": question_text(trace), "answer": self.answer(trace)}
 
     def parse(self, text: str) -> dict[str, Any]:
         """Require the three fields."""
@@ -204,6 +205,7 @@ class LLMJudge(JudgeEvaluator):
         scale: tuple[float, float] = (0.0, 1.0),
         name: str | None = None,
         threshold: float | None = None,
+        field: str = DEFAULT_FIELD,
     ) -> None:
         """Configure the rubric.
 
@@ -213,8 +215,9 @@ class LLMJudge(JudgeEvaluator):
             scale: (worst, best) scores the judge uses.
             name: Evaluator name; default ``llm_judge`` (``llm_judge_<preset>`` for presets).
             threshold: Normalised score needed to pass.
+            field: Dotted path of the Trace judged as the answer (default ``output.final_answer``).
         """
-        super().__init__(judge, threshold=threshold)
+        super().__init__(judge, threshold=threshold, field=field)
         presets = self.prompt.table("rubrics")
         self.criteria = presets.get(rubric, rubric)
         self.name = name or (f"llm_judge_{rubric}" if rubric in presets else "llm_judge")
@@ -225,7 +228,7 @@ class LLMJudge(JudgeEvaluator):
     def variables(self, trace: Trace, case: EvalCase | None) -> dict[str, str]:
         """The rubric, the scale and every available input."""
         return {
-            **standard_variables(trace, case),
+            **standard_variables(trace, case, self.field),
             "criteria": self.criteria,
             "scale_min": f"{self.scale[0]:g}",
             "scale_max": f"{self.scale[1]:g}",
@@ -260,7 +263,15 @@ class BYOP(JudgeEvaluator):
     name = "byop"
     threshold = 1.0
 
-    def __init__(self, prompt: str, *, judge: Judge | None = None, name: str = "byop", system: str = "") -> None:
+    def __init__(
+        self,
+        prompt: str,
+        *,
+        judge: Judge | None = None,
+        name: str = "byop",
+        system: str = "",
+        field: str = DEFAULT_FIELD,
+    ) -> None:
         """Configure the prompt.
 
         Args:
@@ -268,8 +279,9 @@ class BYOP(JudgeEvaluator):
             judge: The judge.
             name: Evaluator name.
             system: Optional system prompt.
+            field: Dotted path of the Trace given as ``actual_answer`` (default ``output.final_answer``).
         """
-        super().__init__(judge)
+        super().__init__(judge, field=field)
         self._prompt = custom_prompt(name, prompt, system=system, json_mode=False)
         self.name = name
 
@@ -280,7 +292,7 @@ class BYOP(JudgeEvaluator):
 
     def variables(self, trace: Trace, case: EvalCase | None) -> dict[str, str]:
         """Every available input, the answer as ``actual_answer`` (and ``answer``)."""
-        values = standard_variables(trace, case)
+        values = standard_variables(trace, case, self.field)
         return {**values, "actual_answer": values["answer"]}
 
     def parse(self, text: str) -> bool:

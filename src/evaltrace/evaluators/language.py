@@ -101,7 +101,7 @@ class _JudgedLanguage(JudgeEvaluator):
 
     def variables(self, trace: Trace, case: EvalCase | None) -> dict[str, str]:
         """Question and answer."""
-        return {"question": question_text(trace), "answer": answer_text(trace)}
+        return {"question": question_text(trace), "answer": self.answer(trace)}
 
     def parse(self, text: str) -> dict[str, str]:
         """Require both language codes."""

@@ -11,7 +11,6 @@ from typing import Any
 from evaltrace.evaluators._base import (
     MissingInputError,
     Verdict,
-    answer_text,
     context_chunks,
     expected_answer,
     passes,
@@ -50,7 +49,7 @@ class _AnswerAgainstContext(JudgeEvaluator):
         return {
             "question": _optional_question(trace),
             "context": numbered(context_chunks(trace)),
-            "answer": answer_text(trace),
+            "answer": self.answer(trace),
         }
 
 
@@ -114,7 +113,7 @@ class Groundedness(EmbeddingEvaluator):
 
     async def measure(self, trace: Trace, case: EvalCase | None) -> Verdict:
         """Embed answer and context sentences."""
-        answer = answer_text(trace)
+        answer = self.answer(trace)
         mine = split_sentences(answer) or [answer]
         context = [s for chunk in context_chunks(trace) for s in (split_sentences(chunk) or [chunk])]
         vectors = await embed_or_fail(self.embedder, [*mine, *context])

@@ -8,7 +8,6 @@ from evaltrace.evaluators._base import (
     Direction,
     MissingInputError,
     Verdict,
-    answer_text,
     expected_answer,
     passes,
     question_text,
@@ -33,7 +32,7 @@ class Toxicity(JudgeEvaluator):
 
     def variables(self, trace: Trace, case: EvalCase | None) -> dict[str, str]:
         """The answer."""
-        return {"answer": answer_text(trace)}
+        return {"answer": self.answer(trace)}
 
     def parse(self, text: str) -> dict[str, Any]:
         """Require a score in [0, 1] for each of the six categories."""
@@ -83,7 +82,7 @@ class FairnessBias(JudgeEvaluator):
         return {
             "criterion": self.prompt.table("criteria")[self.criterion],
             "question": question,
-            "answer": answer_text(trace),
+            "answer": self.answer(trace),
         }
 
     def parse(self, text: str) -> dict[str, Any]:
@@ -134,7 +133,7 @@ class Summarization(JudgeEvaluator):
             reference = expected_answer(case)
         except MissingInputError:
             reference = NOT_GIVEN
-        return {"question": question_text(trace), "expected_answer": reference, "answer": answer_text(trace)}
+        return {"question": question_text(trace), "expected_answer": reference, "answer": self.answer(trace)}
 
     def parse(self, text: str) -> dict[str, Any]:
         """Require both scores."""

@@ -13,6 +13,7 @@ from evaltrace.evaluators._base import (
     answer_text,
     as_text,
     case_list,
+    check_field,
     expected_answer,
 )
 from evaltrace.evaluators._text import normalise, numbers_equal, parse_number, parse_numbers, split_sentences, words
@@ -40,12 +41,16 @@ class _TextPresence(DeterministicEvaluator):
 
         Args:
             *texts: Texts to look for; when empty, the case's expected list (see the class).
-            field: Dotted path of the Trace to search.
+            field: Dotted path of the Trace to search: ``output.final_answer`` (default), ``output.thinking``,
+                ``output.structured.<path>``, ``input.<key>``... A trace without it is skipped, not failed.
             case_sensitive: Compare case-sensitively.
             threshold: Share of texts that must behave as required (present, or absent).
+
+        Raises:
+            ValueError: ``field`` cannot name a part of a Trace.
         """
         self.texts = texts
-        self.field = field
+        self.field = check_field(field)
         self.case_sensitive = case_sensitive
         self.threshold = threshold
 
@@ -123,7 +128,7 @@ class Regex(DeterministicEvaluator):
             raise ValueError("Regex needs at least one pattern")
         self.patterns = [re.compile(p, flags) for p in patterns]
         self.mode = mode
-        self.field = field
+        self.field = check_field(field)
         self.threshold = 1.0
 
     def check(self, trace: Trace, case: EvalCase | None) -> Verdict:
@@ -162,7 +167,7 @@ class TextMatching(DeterministicEvaluator):
         """
         self.expected = expected
         self.mode: MatchMode = mode
-        self.field = field
+        self.field = check_field(field)
         self.threshold = 1.0
 
     def _matches(self, actual: str, expected: str) -> bool:
@@ -229,7 +234,7 @@ class Facts(DeterministicEvaluator):
             threshold: Share of facts that must be found.
         """
         self.facts = dict(facts) if facts else None
-        self.field = field
+        self.field = check_field(field)
         self.threshold = threshold
 
     def check(self, trace: Trace, case: EvalCase | None) -> Verdict:
@@ -275,7 +280,7 @@ class Length(DeterministicEvaluator):
         self.min_words = min_words
         self.max_words = max_words
         self.optimal_words = optimal_words
-        self.field = field
+        self.field = check_field(field)
         self.threshold = 1.0
 
     def check(self, trace: Trace, case: EvalCase | None) -> Verdict:

@@ -17,16 +17,17 @@ Rules (DESIGN.md section 4, data-model.md part A), where the spec left a choice:
   (the first also carries the text and reasoning). ``tool_call_response`` parts become ``tool`` messages.
   Tool arguments that are not a JSON object are kept as ``{"_raw": <value>}``; tool results that are neither a
   string nor an object are kept as their JSON text. Media and unknown parts make the message content
-  ``{"parts": [...]}`` (blob bytes replaced by their length). ``<think>...</think>`` blocks inlined in assistant
-  text are moved to ``thinking``.
+  ``{"parts": [...]}`` (blob bytes replaced by their length). ``<think>`` reasoning inlined in assistant text
+  (closed blocks, a leading ``...</think>`` whose opening tag was in the prompt, an unclosed ``<think>`` tail)
+  is moved to ``thinking``.
 * Tool spans: without LLM spans each one becomes an assistant tool-call message plus a tool result message.
   With LLM spans a tool span is matched to a call (by call id, else name and arguments) and stamps its
   ``started_at``; its result is inserted only when no tool message already answers the call. An unmatched
   tool span (called by application code) is appended as a call plus result at its place in time.
 * Trace fields: ``input`` is the root's ``input.value`` (a non-object wrapped as ``{"input": value}``);
-  ``final_answer`` the root's output when it is a string, else the last assistant text, else the JSON text of
-  a non-object output; ``structured`` the root's output when it is an object; ``thinking`` all reasoning
-  joined by blank lines. Run, case and variant come from the root's ``evaltrace.*`` attributes (else from the
+  ``final_answer`` the root's output when it is a string (inline ``<think>`` reasoning moved to ``thinking``),
+  else the last assistant text, else the JSON text of a non-object output; ``structured`` the root's output
+  when it is an object; ``thinking`` all reasoning joined by blank lines. Run, case and variant come from the root's ``evaltrace.*`` attributes (else from the
   first span of the subtree that has them), else the live defaults.
 * Metrics: token and cost sums over LLM spans (None when no span reports one). Streaming: first/last chunk
   latency from the first streamed call, ``tokens_per_second`` the mean over streamed calls, chunks summed,

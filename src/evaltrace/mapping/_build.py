@@ -9,6 +9,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.thinking import split_thinking
 from evaltrace.mapping._conversation import build_messages
 from evaltrace.mapping._metrics import build_metrics
 from evaltrace.mapping._spans import (
@@ -98,9 +99,14 @@ def _input(root: ReadableSpan, notes: list[str]) -> dict[str, Any]:
 def _output(root: ReadableSpan, messages: list[TraceMessage], notes: list[str]) -> TraceOutput:
     value = json_attr(root, sc.OUTPUT_VALUE, notes)
     last = next((m.content for m in reversed(messages) if m.role == "assistant" and isinstance(m.content, str)), None)
-    thinking = "\n\n".join(m.thinking for m in messages if m.thinking) or None
+    thoughts = [m.thinking for m in messages if m.thinking]
+    thinking = "\n\n".join(thoughts) or None
     if isinstance(value, str):
-        return TraceOutput(final_answer=value, thinking=thinking)
+        # A function returning a model's raw text returns its inline reasoning too: never part of the answer.
+        # The LLM span's message usually holds the same reasoning already; add only what it lacks.
+        split = split_thinking(value)
+        thoughts += [t for t in split.thoughts if t not in thoughts]
+        return TraceOutput(final_answer=split.answer, thinking="\n\n".join(thoughts) or None)
     structured = value if isinstance(value, dict) and not is_truncated(value) else None
     if last is None and value not in (MISSING, None) and structured is None and not is_truncated(value):
         last = compact(value)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.thinking import split_thinking
 from evaltrace.mapping._spans import MISSING, compact, is_truncated, json_attr, loads, note_ignored
 from evaltrace.schema import Role, ToolCall, TraceMessage
 
@@ -19,7 +19,6 @@ _ROLES: dict[str, Role] = {
     "developer": "system",
     "function": "tool",
 }
-_THINK = re.compile(r"<think>(.*?)</think>\s*", re.DOTALL)
 
 
 class MessageReader:
@@ -147,15 +146,14 @@ def _split_parts(
 
 
 def _strip_think(texts: list[str]) -> tuple[list[str], list[str]]:
-    """Move ``<think>...</think>`` blocks that some models inline in their text out of it."""
+    """Move ``<think>`` reasoning that some models inline in their text out of it (closed or not)."""
     kept: list[str] = []
     thoughts: list[str] = []
     for text in texts:
-        found = _THINK.findall(text)
-        thoughts.extend(t.strip() for t in found)
-        stripped = _THINK.sub("", text) if found else text
-        if stripped or not found:
-            kept.append(stripped)
+        split = split_thinking(text)
+        thoughts.extend(split.thoughts)
+        if split.answer or split.answer == text:
+            kept.append(split.answer)
     return kept, thoughts
 
 

@@ -1,0 +1,89 @@
+"""What the system returned -> the Trace's output fields, with reasoning always kept out of the answer.
+
+The span mapping already gives a Trace for every case (string outputs split there); this module completes it
+with what only the adapter's return value says:
+
+* a JSON object (a function's dict, an HTTP body without ``response_mapping``): the answer is its first string
+  among ``final_answer``, ``answer``, ``output``, ``response``, ``text``, ``content`` (unless the spans gave
+  one), its reasoning the first string among ``thinking``, ``reasoning``, ``reasoning_content``;
+* a :class:`~evaltrace.runner.response_mapping.MappedOutput`: every mapped field, an assistant message
+  carrying the answer, reasoning and tool calls, and the mapped metrics.
+
+Inline ``<think>`` reasoning found in any answer moves to ``output.thinking``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from evaltrace._internal.thinking import join_thinking, split_thinking
+from evaltrace.runner.response_mapping import MappedOutput
+from evaltrace.schema import Trace, TraceError, TraceMessage, TraceOutput
+
+__all__ = ["ANSWER_KEYS", "THINKING_KEYS", "finish_trace"]
+
+ANSWER_KEYS = ("final_answer", "answer", "output", "response", "text", "content")
+"""Keys of a returned JSON object read as the answer, first string wins."""
+THINKING_KEYS = ("thinking", "reasoning", "reasoning_content")
+"""Keys of a returned JSON object read as reasoning, first string wins."""
+
+
+def finish_trace(
+    trace: Trace, output: Any, failure: TraceError | None, extra: Mapping[str, Any] | None = None
+) -> Trace:
+    """Complete the Trace built from a case's spans with the adapter's output, error and variant facts.
+
+    Args:
+        trace: The Trace from the spans.
+        output: What the adapter returned (None when it failed).
+        failure: The adapter's error classification, or None.
+        extra: Keys added to ``Trace.extra`` (the variant's kwargs and metadata).
+
+    Returns:
+        The completed Trace (a new object; latency recomputed from the timestamps).
+    """
+    updates: dict[str, Any] = {"error": failure}
+    if failure is None and isinstance(output, MappedOutput):
+        updates.update(_mapped(trace, output))
+    elif failure is None and isinstance(output, dict):
+        updates["output"] = _picked(trace.output, output)
+    if extra:
+        updates["extra"] = {**trace.extra, **extra}
+    return Trace.model_validate({**trace.model_dump(exclude={"latency_ms"}), **updates})
+
+
+def _picked(current: TraceOutput, output: dict[str, Any]) -> TraceOutput:
+    answer = current.final_answer
+    thoughts: list[str] = []
+    if answer is None:
+        found = next((output[k] for k in ANSWER_KEYS if isinstance(output.get(k), str)), None)
+        if found is not None:
+            split = split_thinking(found)
+            answer, thoughts = split.answer, list(split.thoughts)
+    stated = next((output[k] for k in THINKING_KEYS if isinstance(output.get(k), str)), None)
+    thinking = join_thinking(current.thinking, stated, *thoughts)
+    return current.model_copy(update={"final_answer": answer, "thinking": thinking})
+
+
+def _mapped(trace: Trace, mapped: MappedOutput) -> dict[str, Any]:
+    answer, thoughts = mapped.final_answer, tuple[str, ...]()
+    if answer is not None:
+        split = split_thinking(answer)
+        answer, thoughts = split.answer, split.thoughts
+    thinking = join_thinking(mapped.thinking, *thoughts)
+    messages = list(trace.messages)
+    calls = mapped.tool_calls
+    if answer or thinking or calls:
+        first = calls[0] if calls else None
+        messages.append(TraceMessage(role="assistant", content=answer or None, thinking=thinking, tool_call=first))
+        messages.extend(TraceMessage(role="assistant", tool_call=call) for call in calls[1:])
+    figures = {k: v for k, v in mapped.metrics.items() if k != "custom"}
+    custom = {**trace.metrics.custom, **mapped.metrics.get("custom", {})}
+    return {
+        "output": TraceOutput(final_answer=answer, thinking=thinking, structured=mapped.structured),
+        "messages": messages,
+        "tool_calls": [],  # derived again from the messages
+        "tool_results": [],
+        "metrics": trace.metrics.model_copy(update={**figures, "custom": custom}),
+    }
