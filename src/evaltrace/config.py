@@ -23,7 +23,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, SynchronousMultiSpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
-from evaltrace._internal import backends, exit_hooks, semconv, settings, tracing
+from evaltrace._internal import backends, exit_hooks, forks, semconv, settings, tracing
 from evaltrace._internal.export_queue import ExportQueue
 from evaltrace._internal.jsonutil import DEFAULT_MAX_LENGTH
 from evaltrace._internal.otlp_settings import resolve_otlp
@@ -136,6 +136,15 @@ class _State:
         self.created: list[TracerProvider] = []  # every provider configure() made (the first may be global)
         self.atexit_registered = False
         self.exit_deadline: float | None = None
+        forks.reinit_after_fork(self)
+
+    def _reinit_after_fork(self) -> None:
+        """In a forked child: a new lock; the exit hooks registered in the parent stay and drain the child's pipeline.
+
+        Each component of the pipeline re-initialises itself (``_internal/forks.py``).
+        """
+        self.lock = threading.Lock()
+        self.exit_deadline = None
 
 
 _state = _State()

@@ -11,6 +11,9 @@ until :meth:`shutdown`; user ``BaseException`` s (``SystemExit``, ``KeyboardInte
 wrapped in :class:`UserAbort`, an ordinary ``Exception``. A caller that gives up on a running task (a timeout)
 calls :meth:`abandon`: the thread is left to finish on its own and a replacement is started, so stuck tasks
 cost threads, never capacity, up to ``max_abandoned`` at once.
+
+In a child forked from the process, the pool starts empty (no threads, nothing queued or running: the parent's
+tasks are the parent's) and grows again on the child's first :meth:`submit`; see ``_internal/forks.py``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import queue
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
+
+from evaltrace._internal import forks
 
 T = TypeVar("T")
 
@@ -67,6 +72,21 @@ class DaemonExecutor(concurrent.futures.Executor):
         self._running: dict[concurrent.futures.Future[Any], _Item] = {}
         self._shutdown = False
         self._serial = 0
+        forks.reinit_after_fork(self)
+
+    def _reinit_after_fork(self) -> None:
+        """In a forked child: no thread exists, so count none (else ``submit`` would wait for idle ghosts).
+
+        The parent's queued and running tasks are dropped without a trace: their futures are the parent's. A pool
+        shut down before the fork stays shut down.
+        """
+        self._queue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+        self._queued = 0
+        self._abandoned = 0
+        self._running = {}
 
     @property
     def abandoned(self) -> int:

@@ -12,6 +12,9 @@ first success afterwards logs how many were lost in between) and counted in :met
 the evaluation processor's ``stats()`` and the pipeline metrics report.
 
 ``on_end`` is O(1): a ``deque.append`` and, when a batch is full, one ``Event.set``.
+
+In a child forked from the process (gunicorn ``--preload``...) the queue starts empty, with zeroed counters, and
+its thread starts with the child's first span (see ``_internal/forks.py``): the parent's spans are the parent's.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from evaltrace._internal import semconv
+from evaltrace._internal import forks, semconv
 from evaltrace._internal.episodes import LossEpisode
 from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.tracing import suppress_instrumentation
@@ -92,8 +95,37 @@ class ExportQueue(SpanProcessor):
         self._busy = False
         self._flushes = 0
         self._shutdown = False
-        self._thread = threading.Thread(target=self._run, name=f"evaltrace-export-{name}", daemon=True)
-        self._thread.start()
+        self._start_lock = threading.Lock()
+        self._thread: threading.Thread | None = None  # None: not started (yet) in this process
+        self._start_thread()
+        forks.reinit_after_fork(self)
+
+    def _start_thread(self) -> None:
+        """Start the worker thread unless it runs already or the queue is shut (a forked child starts it lazily)."""
+        with self._start_lock:
+            if self._thread is None and not self._shutdown:
+                thread = threading.Thread(target=self._run, name=f"evaltrace-export-{self.name}", daemon=True)
+                thread.start()
+                self._thread = thread
+
+    def _reinit_after_fork(self) -> None:
+        """In a forked child: new locks and an empty queue, counters at zero; the thread starts on first use.
+
+        What the parent had queued or was exporting is the parent's to export: the child neither exports it again
+        nor counts it as lost. A queue shut down before the fork stays shut down.
+        """
+        self._start_lock = threading.Lock()
+        self._loss_lock = threading.Lock()
+        self._episode = LossEpisode(logger, f"exporter {self.name}")
+        self._wake = threading.Event()
+        self._idle = threading.Condition()
+        self._queue = collections.deque()
+        self._stats = ExportStats()
+        self._in_flight = 0
+        self._busy = False
+        self._flushes = 0
+        if not self._shutdown:
+            self._thread = None
 
     # --- SpanProcessor (application thread) -----------------------------------------------------------------
 
@@ -110,6 +142,8 @@ class ExportQueue(SpanProcessor):
             self._drop(shutdown=self._shutdown)
             return
         queue.append(span)
+        if self._thread is None:  # the first span of a forked child
+            self._start_thread()
         if len(queue) >= self._batch and not self._wake.is_set():
             self._wake.set()
 
@@ -127,8 +161,10 @@ class ExportQueue(SpanProcessor):
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Export everything queued now; False when the queue is not empty at the deadline."""
         deadline = time.monotonic() + timeout_millis / 1000
-        if not self._thread.is_alive():
+        thread = self._thread
+        if thread is not None and not thread.is_alive():
             return not self._queue
+        # No thread (a forked child that has ended no span yet): nothing is queued, the exporter is still flushed.
         with self._idle:
             self._flushes += 1
             self._wake.set()
@@ -154,7 +190,10 @@ class ExportQueue(SpanProcessor):
         deadline = time.monotonic() + timeout_millis / 1000
         self._shutdown = True
         self._wake.set()
-        self._thread.join(max(0.0, deadline - time.monotonic()))
+        with self._start_lock:  # a thread being started now is joined; none starts after this
+            thread = self._thread
+        if thread is not None:
+            thread.join(max(0.0, deadline - time.monotonic()))
         left = len(self._queue)
         if left:
             self._queue.clear()

@@ -5,6 +5,9 @@ Python-level lock). A dispatcher thread moves jobs onto the loop in batches, so 
 for waking the loop. On the loop each job is a task; synchronous evaluators and the span→Trace mapping run in
 the pool (``sync_workers`` threads), async evaluators on the loop under a semaphore
 (``max_async_concurrency``). Admission (the bounded queue) is counted by the caller, not here.
+
+In a child forked from the process the engine gets a new loop, inbox and semaphore, forgets the parent's jobs
+(the parent runs them), and starts its threads with the child's first job (see ``_internal/forks.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from evaltrace._internal import forks
 from evaltrace._internal.daemon_pool import DaemonExecutor
 from evaltrace._internal.errors import log_internal_error
 from evaltrace.evaluation._user_loop import UserLoop
@@ -38,6 +42,7 @@ class Engine:
 
     def __init__(self, sync_workers: int, max_async_concurrency: int) -> None:
         self._run_job: JobRunner | None = None
+        self._max_async = max_async_concurrency
         # Daemon threads, not ThreadPoolExecutor's: those are joined at interpreter exit (a hung evaluator would
         # keep the process alive) and refuse work once exit begins (evaluations drained at exit would fail).
         self.pool = DaemonExecutor(sync_workers, thread_name_prefix="evaltrace-eval")
@@ -47,17 +52,52 @@ class Engine:
         self.user_loop = UserLoop()
         self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._loop_thread = threading.Thread(target=self._run_loop, name="evaltrace-eval-loop", daemon=True)
-        self._dispatcher = threading.Thread(target=self._dispatch, name="evaltrace-eval-dispatch", daemon=True)
+        self._start_lock = threading.Lock()
+        self._running = False  # the threads were started in this process
+        self._stopped = False
+        self._loop_thread, self._dispatcher = self._new_threads()
+        forks.reinit_after_fork(self)
+
+    def _new_threads(self) -> tuple[threading.Thread, threading.Thread]:
+        return (
+            threading.Thread(target=self._run_loop, name="evaltrace-eval-loop", daemon=True),
+            threading.Thread(target=self._dispatch, name="evaltrace-eval-dispatch", daemon=True),
+        )
 
     def start(self, run_job: JobRunner) -> None:
         """Start the loop and dispatcher threads; ``run_job`` is awaited once per submitted job."""
         self._run_job = run_job
-        self._loop_thread.start()
-        self._dispatcher.start()
+        self._start_threads()
+
+    def _start_threads(self) -> None:
+        with self._start_lock:
+            if self._running or self._stopped or self._run_job is None:
+                return
+            self._running = True
+            self._loop_thread.start()
+            self._dispatcher.start()
+
+    def _reinit_after_fork(self) -> None:
+        """In a forked child: a new loop, inbox and semaphore; the threads start with the first job.
+
+        The parent's jobs (queued, or tasks on its loop) are the parent's: they are neither run nor waited for
+        here. The parent's loop is kept inert, never run. An engine stopped before the fork stays stopped.
+        """
+        self._start_lock = threading.Lock()
+        if self._stopped:
+            return
+        forks.keep_inherited(self.loop)
+        self.loop = asyncio.new_event_loop()
+        self.async_slots = asyncio.Semaphore(self._max_async)
+        self._inbox = queue.SimpleQueue()
+        self._tasks = set()
+        self._running = False
+        self._loop_thread, self._dispatcher = self._new_threads()
 
     def submit(self, job: Any) -> None:
         """Hand ``job`` to the loop; O(1) and non-blocking."""
+        if not self._running:  # the first job of a forked child
+            self._start_threads()
         self._inbox.put(job)
 
     def cancel_all(self) -> None:
@@ -67,11 +107,19 @@ class Engine:
 
     def stop(self, timeout_s: float) -> None:
         """Stop the dispatcher and the loop; do not wait for timed-out sync evaluators still in the pool."""
-        self._inbox.put(_STOP)
-        self._dispatcher.join(timeout_s)
-        if self.loop.is_running():
-            self.loop.call_soon_threadsafe(self.loop.stop)
-        self._loop_thread.join(timeout_s)
+        with self._start_lock:
+            self._stopped = True
+            running = self._running
+        if running:
+            self._inbox.put(_STOP)
+            self._dispatcher.join(timeout_s)
+            try:  # also when the loop has not begun to run yet: it then stops as soon as it does
+                self.loop.call_soon_threadsafe(self.loop.stop)
+            except RuntimeError:  # closed: the loop thread has ended
+                pass
+            self._loop_thread.join(timeout_s)
+        elif not self.loop.is_closed():  # never ran in this process (a forked child that evaluated nothing)
+            self.loop.close()
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.user_loop.close()
 

@@ -8,6 +8,9 @@ has not turned for ``stall_s``, the coroutine running on it is the one blocking 
 every *other* evaluation to a fresh loop (they start again there; an evaluator is a pure function of its
 input, like a retry) and leaves the blocking one alone on the old loop. It may still finish within its timeout;
 if not, the caller's timeout abandons it and the old loop's daemon thread is left to end with it.
+
+In a child forked from the process, the parent's loops are never run: the child's first evaluation starts a new
+loop and a new watchdog (see ``_internal/forks.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from evaltrace._internal import forks
 from evaltrace._internal.daemon_pool import UserAbort
 
 logger = logging.getLogger("evaltrace.evaluation")
@@ -83,16 +87,46 @@ class UserLoop:
         self._stall_s = stall_s
         self._lock = threading.Lock()
         self._serial = 0
-        self._current = self._new_loop()
+        self._current: _Loop | None = None  # None: no loop (yet) in this process (a forked child)
+        self._watchdog: threading.Thread | None = None
         self.moved = 0  # evaluations restarted on a fresh loop (for tests and stats)
         self.stalls = 0
         self._closed = threading.Event()
-        self._watchdog = threading.Thread(target=self._watch, name="evaltrace-async-eval-watchdog", daemon=True)
-        self._watchdog.start()
+        with self._lock:
+            self._started_locked()
+        forks.reinit_after_fork(self)
 
     def _new_loop(self) -> _Loop:
         self._serial += 1
         return _Loop(self._serial)
+
+    def _started_locked(self) -> _Loop:
+        """The current loop, started with the watchdog when there is none; call with the lock held."""
+        if self._current is None:
+            self._current = self._new_loop()
+            self._watchdog = threading.Thread(target=self._watch, name="evaltrace-async-eval-watchdog", daemon=True)
+            self._watchdog.start()
+        return self._current
+
+    def _reinit_after_fork(self) -> None:
+        """In a forked child: new lock, counters at zero; the first run starts a new loop and watchdog.
+
+        The parent's loops are kept inert (their threads are not here); the runs on them are the parent's. A
+        closed UserLoop stays closed.
+        """
+        self._lock = threading.Lock()
+        self.moved = 0
+        self.stalls = 0
+        if self._closed.is_set():
+            closed = threading.Event()
+            closed.set()
+            self._closed = closed
+            return
+        self._closed = threading.Event()
+        if self._current is not None:
+            forks.keep_inherited(self._current)
+        self._current = None
+        self._watchdog = None
 
     async def run(self, make: Callable[[], Awaitable[Any]]) -> Any:
         """Await ``make()`` run on the user loop, from the pipeline's loop; cancellation reaches the coroutine."""
@@ -110,13 +144,14 @@ class UserLoop:
         """Stop the watchdog and the loops (a loop blocked by user code ends with its daemon thread)."""
         self._closed.set()
         with self._lock:
-            self._current.stop()
+            if self._current is not None:
+                self._current.stop()
 
     # --- internals ----------------------------------------------------------------------------------------
 
     def _submit(self, make: Callable[[], Awaitable[Any]]) -> _Run:
         with self._lock:
-            holder = self._current
+            holder = self._started_locked()
             run = _Run(make, holder)
             holder.runs.add(run)
         holder.loop.call_soon_threadsafe(self._start, run)
@@ -162,7 +197,7 @@ class UserLoop:
     def _watch(self) -> None:
         while not self._closed.wait(self._stall_s / 4):
             holder = self._current
-            if holder.runs and time.monotonic() - holder.beat > self._stall_s:
+            if holder is not None and holder.runs and time.monotonic() - holder.beat > self._stall_s:
                 self._replace(holder)
 
     def _replace(self, blocked: _Loop) -> None:

@@ -6,6 +6,11 @@ downstream immediately; otherwise it is admitted to a bounded queue (a full queu
 unevaluated and counts a drop) and a worker evaluates it, then forwards an enriched copy (see ``_jobs``).
 Spans started while evaluators run (``suppress_instrumentation``) are never evaluated, so judge calls cannot
 recurse.
+
+In a child forked from the process (gunicorn ``--preload``, ``multiprocessing`` with ``fork``) the processor and
+everything it runs on start afresh: no pending job of the parent's (the parent evaluates them, and the child's
+``shutdown`` does not wait for them), ``stats()`` and the monitor at zero, threads started on first use (see
+``_internal/forks.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from typing import Any
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from evaltrace._internal import semconv
+from evaltrace._internal import forks, semconv
 from evaltrace._internal.episodes import LossEpisode
 from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.evaluator_registry import resolve_evaluators
@@ -111,9 +116,8 @@ class EvaluationSpanProcessor(SpanProcessor):
         self._suppressed: set[int] = set()
         self._saw_start = False
         self._stats = PipelineStats()
-        self.monitor = ProductionMonitor(opts.monitor_window_s)
-        for spec in specs:
-            self.monitor.register(spec.evaluator.name)
+        self._monitored = tuple(spec.evaluator.name for spec in specs)
+        self.monitor = self._new_monitor()
         # One key per sink for stats and the dead-letter file: two JSONL sinks (both named "jsonl") must not
         # share a file or overwrite each other's counters.
         self._sink_keys = _unique_names([sink.name for sink in sinks])
@@ -129,7 +133,36 @@ class EvaluationSpanProcessor(SpanProcessor):
         # Spans forwarded unevaluated because the queue was full: one WARNING per episode, exact counts in stats().
         self._overflow = LossEpisode(logger, "the evaluation queue", "evaluation")
         self._engine = Engine(opts.sync_workers, opts.max_async_concurrency)
-        self._engine.start(JobRunner(self._job_context(metrics), self._job_done).run)
+        self._runner = JobRunner(self._job_context(metrics), self._job_done)
+        self._engine.start(self._runner.run)
+        forks.reinit_after_fork(self)  # after the engine, the sinks and the export queues: they re-initialise first
+
+    def _new_monitor(self) -> ProductionMonitor:
+        monitor = ProductionMonitor(self.options.monitor_window_s)
+        for name in self._monitored:
+            monitor.register(name)
+        return monitor
+
+    def _reinit_after_fork(self) -> None:
+        """In a forked child: no pending job (the parent's are the parent's), counters and monitor at zero.
+
+        New locks throughout; the engine, the sink workers and the export queues have re-initialised
+        themselves already (they were created first). A processor shut down before the fork stays shut down.
+        """
+        opts = self.options
+        self._cond = threading.Condition()
+        self._pending = 0
+        self._stats = PipelineStats()
+        self._overflow = LossEpisode(logger, "the evaluation queue", "evaluation")
+        if self._shutdown:
+            return
+        self._buffer = TraceBuffer(
+            opts.trace_buffer_max_traces, opts.trace_buffer_max_spans, opts.trace_buffer_max_age_s
+        )
+        self._suppressed = set()
+        self.monitor = self._new_monitor()
+        self._gate = ExportGate(opts.export_sampling, self._deliver) if opts.export_sampling else None
+        self._runner.ctx = self._job_context(self._metrics)  # the engine's new semaphore, the new stats
 
     def _job_context(self, metrics: PipelineMetrics) -> JobContext:
         opts = self.options

@@ -16,7 +16,7 @@ from pathlib import Path
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from evaltrace._internal import semconv
+from evaltrace._internal import forks, semconv
 from evaltrace._internal.errors import log_internal_error
 from evaltrace.exporters.span_json import span_from_dict, span_to_dict
 
@@ -37,6 +37,11 @@ class LocalStoreExporter(SpanExporter):
         self._file_name = file_name
         self._lock = threading.Lock()
         self._closed = False
+        forks.reinit_after_fork(self)
+
+    def _reinit_after_fork(self) -> None:
+        """In a forked child: a new lock (the parent's export thread may have held this one at the fork)."""
+        self._lock = threading.Lock()
 
     def _path(self) -> Path:
         name = self._file_name or dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")

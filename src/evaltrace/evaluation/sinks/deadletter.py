@@ -24,6 +24,7 @@ from typing import IO
 
 from pydantic import ValidationError
 
+from evaltrace._internal import forks
 from evaltrace.schema import Score
 
 try:
@@ -35,6 +36,15 @@ STAGED_SUFFIX = ".replaying"
 REJECTS_SUFFIX = ".rejects.jsonl"
 
 _lock = threading.Lock()
+
+
+def _reinit_after_fork() -> None:
+    """In a forked child: a new lock (a parent's sink thread may have held this one at the fork)."""
+    global _lock
+    _lock = threading.Lock()
+
+
+forks.call_in_child(_reinit_after_fork)
 
 
 @dataclass(frozen=True)

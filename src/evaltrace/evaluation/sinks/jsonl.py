@@ -6,6 +6,7 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from evaltrace._internal import forks
 from evaltrace.evaluation.sinks.base import SinkResult
 from evaltrace.schema import Score
 
@@ -39,6 +40,11 @@ class JsonlScoreSink:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
+        self._lock = threading.Lock()
+        forks.reinit_after_fork(self)
+
+    def _reinit_after_fork(self) -> None:
+        """In a forked child: a new lock (the parent's sink thread may have held this one at the fork)."""
         self._lock = threading.Lock()
 
     def export(self, batch: Sequence[Score]) -> SinkResult:

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from evaltrace._internal import forks
 from evaltrace.evaluation.sinks._http import DEFAULT_TIMEOUT_S, post_each
 from evaltrace.evaluation.sinks.base import SinkResult
 from evaltrace.exceptions import ConfigError
@@ -88,12 +89,15 @@ class LangfuseScoreSink:
         self._environment = environment
         self._owns_client = client is None
         self._client = client or httpx.Client(timeout=timeout_s)
+        self._forked = False  # in a forked child, until the first export replaces the parent's client
+        if self._owns_client:
+            forks.reinit_after_fork(self)
         self._auth = httpx.BasicAuth(public_key, secret_key)
 
     def export(self, batch: Sequence[Score]) -> SinkResult:
         """POST each score; see :func:`langfuse_score_body` for the mapping."""
         return post_each(
-            self._client,
+            self._http(),
             self.url,
             batch,
             lambda score: langfuse_score_body(score, self._environment),
@@ -106,5 +110,16 @@ class LangfuseScoreSink:
 
     def shutdown(self) -> None:
         """Close the HTTP client if this sink created it."""
-        if self._owns_client:
+        if self._owns_client and not self._forked:
             self._client.close()
+
+    def _reinit_after_fork(self) -> None:
+        """In a forked child: the first export makes a client of its own (the parent's connections are the parent's)."""
+        self._forked = True
+
+    def _http(self) -> httpx.Client:
+        if self._forked:  # only the sink's worker thread exports: no race
+            forks.keep_inherited(self._client)  # never closed here: its connections are the parent's
+            self._client = httpx.Client(timeout=self._client.timeout)
+            self._forked = False
+        return self._client

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from evaltrace._internal import forks
 from evaltrace.evaluation.sinks._http import DEFAULT_TIMEOUT_S, post_json
 from evaltrace.evaluation.sinks.base import SinkResult
 from evaltrace.schema import Score
@@ -89,6 +90,9 @@ class PhoenixScoreSink:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._owns_client = client is None
         self._client = client or httpx.Client(timeout=timeout_s)
+        self._forked = False  # in a forked child, until the first export replaces the parent's client
+        if self._owns_client:
+            forks.reinit_after_fork(self)
         self._headers = headers
 
     def export(self, batch: Sequence[Score]) -> SinkResult:
@@ -99,7 +103,7 @@ class PhoenixScoreSink:
         if not on_spans:
             return SinkResult(rejected=not_on_spans, error=error)
         payload = {"data": [phoenix_annotation(score) for score in on_spans]}
-        outcome = post_json(self._client, self.url, payload, headers=self._headers)
+        outcome = post_json(self._http(), self.url, payload, headers=self._headers)
         if outcome is None:
             return SinkResult(rejected=not_on_spans, error=error)
         if outcome.retryable:
@@ -114,5 +118,16 @@ class PhoenixScoreSink:
 
     def shutdown(self) -> None:
         """Close the HTTP client if this sink created it."""
-        if self._owns_client:
+        if self._owns_client and not self._forked:
             self._client.close()
+
+    def _reinit_after_fork(self) -> None:
+        """In a forked child: the first export makes a client of its own (the parent's connections are the parent's)."""
+        self._forked = True
+
+    def _http(self) -> httpx.Client:
+        if self._forked:  # only the sink's worker thread exports: no race
+            forks.keep_inherited(self._client)  # never closed here: its connections are the parent's
+            self._client = httpx.Client(timeout=self._client.timeout)
+            self._forked = False
+        return self._client

@@ -14,6 +14,10 @@ score has one owner at a time (the queue, the batch in flight, or the code settl
 under one lock. At the deadline shutdown takes the batch still in flight away from a hung worker thread and
 dead-letters it; if that request lands later, the thread counts and writes nothing (the backend has the score
 and the dead-letter file has it too: a replay upserts it under the same id, so it is still stored once).
+
+In a child forked from the process the worker starts empty, with zeroed stats, and its thread starts with the
+child's first score (see ``_internal/forks.py``): the parent's queued and in-flight scores are the parent's to
+deliver, so the child neither sends them again nor dead-letters them.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from evaltrace._internal import forks
 from evaltrace._internal.errors import log_internal_error
 from evaltrace.evaluation.sinks._health import OutageLog
 from evaltrace.evaluation.sinks.base import ScoreSink, SinkResult, export_deadline
@@ -119,6 +124,7 @@ class SinkWorker:
         self._delay = schedule_delay_s
         self._retry = retry or RetryPolicy()
         self._dead_letter_path = dead_letter_path
+        self._health_interval = outage_log_interval_s
         self._health = OutageLog(sink.name, dead_letter_path, outage_log_interval_s)
         self._queue: deque[Score] = deque()
         self._inflight: list[Score] = []  # the batch the thread owns: not yet delivered nor dead-lettered
@@ -130,12 +136,37 @@ class SinkWorker:
         self._closed: bool | None = None  # shutdown's result, once it has run
         self._deadline = float("inf")
         self._not_before = 0.0  # monotonic time before which the backend asked not to be called (Retry-After)
-        self._thread = threading.Thread(target=self._run, name=f"evaltrace-sink-{sink.name}", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None  # None: not started (yet) in this process
+        with self._cond:
+            self._start_locked()
+        forks.reinit_after_fork(self)
+
+    def _start_locked(self) -> None:
+        """Start the worker thread unless it runs already or the worker is shut; call with the lock held."""
+        if self._thread is None and not self._shutdown:
+            self._thread = threading.Thread(target=self._run, name=f"evaltrace-sink-{self.sink.name}", daemon=True)
+            self._thread.start()
+
+    def _reinit_after_fork(self) -> None:
+        """In a forked child: a new lock, an empty queue, stats at zero; the thread starts with the first score.
+
+        The parent's queued and in-flight scores are the parent's (it delivers or dead-letters them): the child
+        forgets them. The backend's ``Retry-After`` still holds. A worker shut down before the fork stays shut.
+        """
+        self.stats = SinkStats()
+        self._health = OutageLog(self.sink.name, self._dead_letter_path, self._health_interval)
+        self._queue = deque()
+        self._inflight = []
+        self._cond = threading.Condition()
+        self._busy = False
+        self._flush_requested = False
+        if not self._shutdown:
+            self._thread = None
 
     def submit(self, scores: Iterable[Score]) -> None:
         """Queue ``scores`` for delivery; overflow goes to the dead-letter file (never blocks on the backend)."""
         with self._cond:
+            self._start_locked()
             overflow: list[Score] = []
             was_empty = not self._queue
             for score in scores:
@@ -162,7 +193,7 @@ class SinkWorker:
             try:
                 while self._queue or self._busy:
                     remaining = deadline - time.monotonic()
-                    if remaining <= 0 or not self._thread.is_alive():
+                    if remaining <= 0 or self._thread is None or not self._thread.is_alive():
                         return False
                     self._cond.wait(remaining)
             finally:
@@ -185,7 +216,9 @@ class SinkWorker:
             self._shutdown = True
             self._deadline = min(self._deadline, time.monotonic() + timeout_s)
             self._cond.notify_all()
-        self._thread.join(max(0.0, timeout_s))
+            thread = self._thread
+        if thread is not None:
+            thread.join(max(0.0, timeout_s))
         with self._cond:
             leftover = [*self._inflight, *self._queue]
             self.stats.abandoned += len(self._inflight)
@@ -193,7 +226,7 @@ class SinkWorker:
             self._queue.clear()
             self._abandoned = True
             self._settle_lost(leftover, f"shutdown deadline reached ({timeout_s:.1f} s) before delivery")
-            self._closed = not leftover and not self._thread.is_alive()
+            self._closed = not leftover and not (thread is not None and thread.is_alive())
             self._cond.notify_all()
         try:
             self.sink.shutdown()
