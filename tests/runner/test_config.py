@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from evaltrace.runner import RunConfigError
+from evaltrace.runner._config_errors import format_loc, unknown_key_problem
 from evaltrace.runner.config import MASK, config_hash, expand_env, mask_secrets
 from evaltrace.schema import EvalCase
 
@@ -39,3 +40,10 @@ def test_config_hash_depends_on_config_and_cases() -> None:
     assert first == config_hash({"name": "x"}, [EvalCase(id="a")])
     assert first != config_hash({"name": "y"}, cases)
     assert first != config_hash({"name": "x"}, [EvalCase(id="b")])
+
+
+def test_unknown_key_problem_names_the_nearest_key_or_lists_them() -> None:
+    assert unknown_key_problem("timout_s", ["target", "timeout_s", "kwargs"]) == "unknown key; did you mean timeout_s?"
+    assert unknown_key_problem("zzz", ["b", "a"]) == "unknown key; expected one of a, b"
+    assert format_loc(("systems", 1, "config", "timout_s")) == "systems[1].config.timout_s"
+    assert format_loc((0, "id")) == "[0].id"

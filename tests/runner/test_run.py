@@ -181,14 +181,15 @@ def test_secrets_are_masked_in_config_yaml(project: Project, monkeypatch: pytest
                 {
                     "name": "v",
                     "adapter": "python_function",
-                    "config": {"target": project.target("answer"), "api_key": "literal-key-123"},
+                    "config": {"target": project.target("answer")},
+                    "metadata": {"api_key": "literal-key-123"},
                 }
             ],
             "evaluators": [{"name": "regex", "args": ["alpha"], "as": "has_alpha", "token": "Bearer ${SUT_TOKEN}"}],
         }
     )
     # regex takes no 'token' option: a config error, raised before anything runs.
-    with pytest.raises(RunConfigError, match=r"evaluators\[0\]: cannot build the evaluator"):
+    with pytest.raises(RunConfigError, match=r"evaluators\[0\]\.token: unknown option of regex"):
         run_eval(path, runs_dir=project.runs_dir)
     assert not project.runs_dir.exists()
     config = yaml.safe_load(path.read_text())

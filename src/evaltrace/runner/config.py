@@ -1,8 +1,10 @@
 """Loading ``eval.yaml`` and ``cases.yaml`` into validated models, with errors that name file, entry and problem.
 
-Paths inside eval.yaml (``cases``) are relative to the eval.yaml's directory; ``runs_dir`` is relative to the
-working directory (where runs of every eval land). ``${VAR}`` references are kept unexpanded in the loaded
-config (so nothing secret is ever persisted) and expanded only when an adapter or evaluator is built.
+The authoring models of :mod:`evaltrace.runner.config_models` define every key; an unknown one is an error naming
+the nearest known key (``eval.yaml: systems[1].config.timout_s: unknown key; did you mean timeout_s?``). Paths
+inside eval.yaml (``cases``) are relative to the eval.yaml's directory; ``runs_dir`` is relative to the working
+directory (where runs of every eval land). ``${VAR}`` references are kept unexpanded in the loaded config (so
+nothing secret is ever persisted) and expanded only when an adapter, store or judge is built.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from evaltrace.runner._config_errors import first_problem
+from evaltrace.runner.config_models import CaseConfig, EvalFileConfig, EvaluatorEntry, JudgeConfig, OutputConfig
 from evaltrace.runner.errors import RunConfigError
 from evaltrace.schema import EvalCase, RunVariant
 
@@ -31,16 +35,19 @@ __all__ = [
     "load_cases",
     "load_eval_config",
     "load_evaluator_entries",
+    "load_judge",
     "mask_secrets",
+    "system_entries",
 ]
 
 DEFAULT_RUNS_DIR = "runs"
 DEFAULT_CONCURRENCY = 4
 MASK = "***"
-_KNOWN_KEYS = frozenset({"name", "cases", "variants", "evaluators", "concurrency", "runs_dir", "baseline"})
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SECRET_KEY = re.compile(r"(authorization|api[_-]?key|token|secret|password|passwd|cookie)", re.IGNORECASE)
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# Keys that look secret but hold none: response_mapping's token-count selectors.
+_NOT_SECRET_KEYS = frozenset({"token_input", "token_output", "token_thinking"})
+M = TypeVar("M", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -52,11 +59,15 @@ class EvalConfig:
         path: The eval.yaml file.
         raw: The authored mapping, ``${VAR}`` references unexpanded.
         cases: The cases, in file order.
-        variants: The variants, in file order.
-        evaluators: Evaluator entries (``{name: ..., **options}`` or ``{import: "module:object", **options}``).
+        variants: The systems (``systems:``, or its alias ``variants:``), in file order.
+        evaluators: Evaluator entries as written (see :class:`~evaltrace.runner.config_models.EvaluatorEntry`).
         concurrency: How many (case, variant) executions run at once.
         runs_dir: Where run directories are created.
         baseline: Variant that the others are compared with, if any.
+        outputs: The ``output:`` stores, validated (``${VAR}`` in a dsn unexpanded); empty when none are given,
+            None only for a config made without :func:`load_eval_config` (``raw["output"]`` is then read).
+        judge: The ``judge:`` block (``${VAR}`` unexpanded), or None: judges then use the environment's defaults.
+        variants_key: The key the systems were written under, for messages (``systems[1]`` or ``variants[1]``).
     """
 
     name: str
@@ -68,6 +79,9 @@ class EvalConfig:
     concurrency: int = DEFAULT_CONCURRENCY
     runs_dir: Path = Path(DEFAULT_RUNS_DIR)
     baseline: str | None = None
+    outputs: list[OutputConfig] | None = None
+    judge: JudgeConfig | None = None
+    variants_key: str = "variants"
 
 
 def _read_yaml(path: Path) -> Any:
@@ -81,10 +95,12 @@ def _read_yaml(path: Path) -> Any:
         raise RunConfigError(path, "", f"not valid YAML: {exc}") from None
 
 
-def _first_error(exc: ValidationError) -> tuple[str, str]:
-    error = exc.errors()[0]
-    where = ".".join(str(p) for p in error["loc"])
-    return where, str(error["msg"])
+def _validated(model: type[M], data: Any, path: Path, entry: str = "") -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        where, problem, _ = first_problem(exc, entry)
+        raise RunConfigError(path, where, problem) from None
 
 
 def load_cases(path: Path) -> list[EvalCase]:
@@ -97,7 +113,8 @@ def load_cases(path: Path) -> list[EvalCase]:
         The cases, in file order.
 
     Raises:
-        RunConfigError: The file is missing, not YAML, not a list, an entry is invalid, or ids repeat.
+        RunConfigError: The file is missing, not YAML, not a list, an entry is invalid or has an unknown key, or
+            ids repeat.
     """
     data = _read_yaml(path)
     if isinstance(data, dict) and "cases" in data:
@@ -109,11 +126,8 @@ def load_cases(path: Path) -> list[EvalCase]:
     for index, entry in enumerate(data):
         if not isinstance(entry, dict):
             raise RunConfigError(path, f"cases[{index}]", f"expected a mapping, got {type(entry).__name__}")
-        try:
-            case = EvalCase.model_validate(entry)
-        except ValidationError as exc:
-            where, msg = _first_error(exc)
-            raise RunConfigError(path, f"cases[{index}].{where}", msg) from None
+        _validated(CaseConfig, entry, path, f"cases[{index}]")
+        case = EvalCase.model_validate(entry)
         if case.id in seen:
             raise RunConfigError(path, f"cases[{index}].id", f"duplicate case id {case.id!r}")
         seen.add(case.id)
@@ -121,28 +135,13 @@ def load_cases(path: Path) -> list[EvalCase]:
     return cases
 
 
-def _load_variants(path: Path, data: Any) -> list[RunVariant]:
-    if not isinstance(data, list) or not data:
-        raise RunConfigError(path, "variants", "expected a non-empty list of variants")
-    variants: list[RunVariant] = []
-    for index, entry in enumerate(data):
-        if not isinstance(entry, dict):
-            raise RunConfigError(path, f"variants[{index}]", f"expected a mapping, got {type(entry).__name__}")
-        try:
-            variant = RunVariant.model_validate(entry)
-        except ValidationError as exc:
-            where, msg = _first_error(exc)
-            raise RunConfigError(path, f"variants[{index}].{where}", msg) from None
-        if not _NAME.match(variant.name):
-            raise RunConfigError(path, f"variants[{index}].name", f"{variant.name!r} is not a valid variant name")
-        if any(v.name == variant.name for v in variants):
-            raise RunConfigError(path, f"variants[{index}].name", f"duplicate variant name {variant.name!r}")
-        variants.append(variant)
-    return variants
+def system_entries(raw: Mapping[str, Any]) -> Any:
+    """The authored systems of a config mapping: ``systems``, else its alias ``variants`` (None when neither)."""
+    return raw["systems"] if raw.get("systems") is not None else raw.get("variants")
 
 
 def load_evaluator_entries(path: Path, data: Any) -> list[dict[str, Any]]:
-    """Validate the ``evaluators`` list: mappings with exactly one of ``name`` / ``import``.
+    """Validate the ``evaluators`` list (each entry's form and reserved keys; options are checked when built).
 
     Raises:
         RunConfigError: An entry is malformed (named by its index).
@@ -152,17 +151,19 @@ def load_evaluator_entries(path: Path, data: Any) -> list[dict[str, Any]]:
     if not isinstance(data, list):
         raise RunConfigError(path, "evaluators", "expected a list of evaluator entries")
     for index, entry in enumerate(data):
-        if not isinstance(entry, dict) or ("name" in entry) == ("import" in entry):
-            raise RunConfigError(
-                path, f"evaluators[{index}]", "expected a mapping with exactly one of 'name' or 'import'"
-            )
+        if not isinstance(entry, dict):
+            raise RunConfigError(path, f"evaluators[{index}]", f"expected a mapping, got {type(entry).__name__}")
+        _validated(EvaluatorEntry, entry, path, f"evaluators[{index}]")
     return [dict(entry) for entry in data]
 
 
-def _positive_int(path: Path, key: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise RunConfigError(path, key, f"expected a positive integer, got {value!r}")
-    return value
+def load_judge(path: Path, data: Any) -> JudgeConfig | None:
+    """Validate a ``judge:`` block (None when absent).
+
+    Raises:
+        RunConfigError: The block is malformed or has an unknown key.
+    """
+    return None if data is None else _validated(JudgeConfig, data, path, "judge")
 
 
 def load_eval_config(
@@ -186,32 +187,22 @@ def load_eval_config(
         raw = _read_yaml(path)
     if not isinstance(raw, dict):
         raise RunConfigError(path, "", "expected a mapping at the top level")
-    unknown = sorted(set(raw) - _KNOWN_KEYS)
-    if unknown:
-        raise RunConfigError(path, unknown[0], f"unknown key; expected one of {', '.join(sorted(_KNOWN_KEYS))}")
-    name = raw.get("name")
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise RunConfigError(path, "name", f"expected a name of letters, digits, '_', '-' or '.', got {name!r}")
-    cases_ref = raw.get("cases")
-    if not isinstance(cases_ref, str) or not cases_ref:
-        raise RunConfigError(path, "cases", "expected the path of a cases.yaml file")
-    variants = _load_variants(path, raw.get("variants"))
-    baseline = raw.get("baseline")
-    if baseline is not None and baseline not in {v.name for v in variants}:
-        raise RunConfigError(path, "baseline", f"{baseline!r} is not one of the variants")
-    runs_dir = raw.get("runs_dir", DEFAULT_RUNS_DIR)
-    if not isinstance(runs_dir, str) or not runs_dir:
-        raise RunConfigError(path, "runs_dir", f"expected a directory path, got {runs_dir!r}")
+    authored = _validated(EvalFileConfig, raw, path)
+    key = authored.systems_key
     return EvalConfig(
-        name=name,
+        name=authored.name,
         path=path,
         raw=raw,
-        cases=cases if cases is not None else load_cases(path.parent / cases_ref),
-        variants=variants,
-        evaluators=load_evaluator_entries(path, raw.get("evaluators")),
-        concurrency=_positive_int(path, "concurrency", raw.get("concurrency", DEFAULT_CONCURRENCY)),
-        runs_dir=Path(runs_dir),
-        baseline=baseline,
+        cases=cases if cases is not None else load_cases(path.parent / authored.cases),
+        # Plain schema models for the engine, built from the entries as written (defaults not filled in).
+        variants=[RunVariant.model_validate(entry) for entry in raw[key]],
+        evaluators=[dict(entry) for entry in raw.get("evaluators") or []],
+        concurrency=authored.concurrency,
+        runs_dir=Path(authored.runs_dir),
+        baseline=authored.baseline,
+        outputs=list(authored.output),
+        judge=authored.judge,
+        variants_key=key,
     )
 
 
@@ -257,7 +248,7 @@ def mask_secrets(value: Any, key: str = "") -> Any:
         return {k: mask_secrets(v, str(k)) for k, v in value.items()}
     if isinstance(value, list):
         return [mask_secrets(v, key) for v in value]
-    if isinstance(value, str) and _SECRET_KEY.search(key) and not _only_refs(value):
+    if isinstance(value, str) and _SECRET_KEY.search(key) and key not in _NOT_SECRET_KEYS and not _only_refs(value):
         return MASK
     return value
 

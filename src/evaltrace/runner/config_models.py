@@ -1,0 +1,311 @@
+"""Authoring models of ``eval.yaml`` and ``cases.yaml``: the one source of truth for their keys.
+
+Every key a user may write is a field of these models (each adapter's ``config``: :mod:`evaltrace.runner.adapter_configs`);
+any other key is an error naming the nearest known one
+(``systems[1].config.timout_s: unknown key; did you mean timeout_s?``). docs/offline.md's key tables are checked
+against these models by a test, so the docs cannot drift from the code.
+
+The persisted schema models (:mod:`evaltrace.schema`) ignore unknown fields for forward compatibility; the
+authoring models of cases and systems derive from them and forbid extras instead, so both share one field list.
+Values stay as authored (``${VAR}`` unexpanded): adapters, stores and judges expand them when they are built.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from evaltrace.runner._authoring import AuthoringModel
+from evaltrace.runner._config_errors import first_problem, key_error, unknown_key_problem
+from evaltrace.runner.adapter_configs import (
+    ADAPTER_CONFIGS,
+    HTTP_METHODS,
+    FunctionConfig,
+    HttpConfig,
+    ResponseMappingConfig,
+)
+from evaltrace.schema import EvalCase, ExpectedBehavior, RunVariant, WorkspaceSpec
+
+__all__ = [
+    "ADAPTER_CONFIGS",
+    "AUTHORING_MODELS",
+    "HTTP_METHODS",
+    "NAME_PATTERN",
+    "RESERVED_EVALUATOR_KEYS",
+    "STORE_KEYS",
+    "AuthoringModel",
+    "CaseConfig",
+    "EvalFileConfig",
+    "EvaluatorEntry",
+    "ExpectedConfig",
+    "FunctionConfig",
+    "HttpConfig",
+    "JudgeConfig",
+    "OutputConfig",
+    "ResponseMappingConfig",
+    "SystemConfig",
+    "WorkspaceConfig",
+]
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+"""Eval and system names: they become parts of run ids and paths."""
+StoreType = Literal["local_files", "sqlite", "postgres"]
+STORE_KEYS: Mapping[str, tuple[str, ...]] = {
+    "local_files": ("type", "path", "run_namespace"),
+    "sqlite": ("type", "path", "run_namespace"),
+    "postgres": ("type", "dsn", "run_namespace"),
+}
+"""The keys each store type takes (together, the fields of :class:`OutputConfig`)."""
+
+
+def _nonempty_text(value: Any, problem: str) -> Any:
+    if not isinstance(value, str) or not value.strip():
+        raise key_error("", f"{problem}, got {value!r}")
+    return value
+
+
+class WorkspaceConfig(AuthoringModel, WorkspaceSpec):
+    """``workspace`` of a system: where a filesystem eval's system works (fields of WorkspaceSpec)."""
+
+    model_config = ConfigDict(extra="forbid", strict=False, allow_inf_nan=False)
+
+
+class SystemConfig(AuthoringModel, RunVariant):
+    """One entry of ``systems`` (alias ``variants``): the fields of RunVariant, ``config`` checked per adapter."""
+
+    model_config = ConfigDict(extra="forbid", strict=False, allow_inf_nan=False)
+
+    workspace: WorkspaceConfig | None = None
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _valid_name(cls, value: Any) -> Any:
+        if isinstance(value, str) and not NAME_PATTERN.match(value):
+            raise key_error("", f"{value!r} is not a valid system name (letters, digits, '_', '-', '.')")
+        return value
+
+    @model_validator(mode="after")
+    def _adapter_config(self) -> SystemConfig:
+        model = ADAPTER_CONFIGS.get(self.adapter)
+        if model is not None:
+            try:
+                model.model_validate(self.config)
+            except ValidationError as exc:
+                where, problem, unknown = first_problem(exc)
+                raise key_error(f"config.{where}" if where else "config", problem, unknown=unknown) from None
+        return self
+
+
+class OutputConfig(AuthoringModel):
+    """One entry of ``output``: a store the finished run is saved to.
+
+    Attributes:
+        type: ``local_files``, ``sqlite`` or ``postgres``.
+        path: Runs directory (local_files, optional) or database file (sqlite, required).
+        dsn: Connection string (postgres, required; ``${VAR}`` kept unexpanded).
+        run_namespace: ``{key: value}`` recorded with each run (ignored by local files).
+    """
+
+    type: StoreType
+    path: str | None = None
+    dsn: str | None = None
+    run_namespace: dict[str, str] | None = None
+
+    @classmethod
+    def keys_for(cls, data: Mapping[str, Any]) -> Collection[str]:
+        """The keys of the entry's store type."""
+        kind = data.get("type")
+        if kind is None:
+            return cls.authored_keys()
+        if kind not in STORE_KEYS:
+            raise key_error("type", f"unknown store {kind!r}; known: {', '.join(STORE_KEYS)}")
+        return STORE_KEYS[kind]
+
+    @classmethod
+    def key_kind(cls, data: Mapping[str, Any]) -> str:
+        """Unknown keys are named with the store type, whose keys differ."""
+        return f"key for a {data['type']} store" if data.get("type") in STORE_KEYS else "key"
+
+    @field_validator("run_namespace", mode="before")
+    @classmethod
+    def _namespace_text(cls, value: Any) -> Any:
+        # YAML reads `version: 2` as a number; a namespace value is a label, so scalars are kept as text.
+        if isinstance(value, Mapping):
+            return {k: str(v) if isinstance(v, int | float) else v for k, v in value.items()}
+        return value
+
+    @model_validator(mode="after")
+    def _location(self) -> OutputConfig:
+        if self.type == "sqlite" and not self.path:
+            raise key_error("path", "a sqlite store needs the database file's path")
+        if self.type == "postgres" and not self.dsn:
+            raise key_error("dsn", "a postgres store needs a connection string")
+        return self
+
+
+class JudgeConfig(AuthoringModel):
+    """The ``judge`` block: the OpenAI-compatible model every LLM-judge evaluator of the run uses."""
+
+    model: str
+    base_url: str | None = None
+    api_key: str | None = None
+    """Usually ``"${VAR}"``: expanded only when the judge is built, never written anywhere."""
+    temperature: float | None = Field(default=None, ge=0)
+    timeout_s: float | None = Field(default=None, gt=0)
+
+
+RESERVED_EVALUATOR_KEYS = ("name", "type", "as", "import", "args", "timeout_s", "field", "judge")
+"""Keys of an evaluator entry that are not constructor options."""
+
+
+class EvaluatorEntry(AuthoringModel):
+    """One entry of ``evaluators``; keys other than the reserved ones are constructor options.
+
+    Forms: ``{name: <result name>, type: <catalogue type>}``, ``{import: "module:object", name?: <result name>}``,
+    and the legacy ``{name: <catalogue type>, as?: <result name>}``. Options are checked against the evaluator's
+    constructor when it is built (:mod:`evaltrace.runner.evaluate`).
+    """
+
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+
+    name: str | None = None
+    type: str | None = None
+    as_: str | None = Field(default=None, alias="as")
+    import_: str | None = Field(default=None, alias="import")
+    args: list[Any] = Field(default_factory=list)
+    timeout_s: float | None = Field(default=None, gt=0)
+    field: str | None = None
+    """Dotted Trace path judged as the answer, for evaluators that take ``field``."""
+    judge: dict[str, Any] | None = None
+    """Keys of the ``judge`` block overriding the run's judge for this evaluator."""
+
+    @classmethod
+    def keys_for(cls, data: Mapping[str, Any]) -> Collection[str]:
+        """Every key: the unknown ones are options, checked against the constructor."""
+        return data.keys()
+
+    @model_validator(mode="after")
+    def _one_form(self) -> EvaluatorEntry:
+        if self.type is not None and self.import_ is not None:
+            raise key_error("type", "give either type (a catalogue evaluator) or import, not both")
+        if self.type is None and self.import_ is None and self.name is None:
+            raise key_error("", "expected 'type' (a catalogue name) or 'import' ('module:object')")
+        if self.as_ is not None and self.name is not None and (self.type or self.import_):
+            raise key_error("as", "'name' already names the result; drop 'as'")
+        if self.judge is not None:
+            unknown = sorted(set(self.judge) - set(JudgeConfig.authored_keys()))
+            if unknown:
+                problem = unknown_key_problem(unknown[0], JudgeConfig.authored_keys())
+                raise key_error(f"judge.{unknown[0]}", problem, unknown=True)
+        return self
+
+    @property
+    def catalogue_type(self) -> str | None:
+        """The catalogue name (``type``, or the legacy ``name``); None for ``import``."""
+        if self.import_ is not None:
+            return None
+        return self.type if self.type is not None else self.name
+
+    @property
+    def result_name(self) -> str | None:
+        """The name results carry, when the entry sets one (else the evaluator's own name)."""
+        if self.as_ is not None:
+            return self.as_
+        return self.name if (self.type is not None or self.import_ is not None) else None
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """Constructor options: the keys that are not reserved."""
+        return dict(self.model_extra or {})
+
+
+class EvalFileConfig(AuthoringModel):
+    """The top level of eval.yaml."""
+
+    name: str
+    cases: str
+    systems: list[SystemConfig] | None = None
+    variants: list[SystemConfig] | None = None
+    """Alias of ``systems``."""
+    evaluators: list[EvaluatorEntry] = Field(default_factory=list)
+    concurrency: int = Field(default=4, gt=0)
+    runs_dir: str = "runs"
+    baseline: str | None = None
+    output: list[OutputConfig] = Field(default_factory=list)
+    judge: JudgeConfig | None = None
+
+    @field_validator("evaluators", "output", mode="before")
+    @classmethod
+    def _empty_list(cls, value: Any) -> Any:
+        return [] if value is None else value  # `evaluators:` with nothing under it
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _valid_name(cls, value: Any) -> Any:
+        if not isinstance(value, str) or not NAME_PATTERN.match(value):
+            raise key_error("", f"expected a name of letters, digits, '_', '-' or '.', got {value!r}")
+        return value
+
+    @field_validator("cases", mode="before")
+    @classmethod
+    def _cases_path(cls, value: Any) -> Any:
+        return _nonempty_text(value, "expected the path of a cases.yaml file")
+
+    @field_validator("runs_dir", mode="before")
+    @classmethod
+    def _runs_dir(cls, value: Any) -> Any:
+        return _nonempty_text(value, "expected a directory path")
+
+    @property
+    def systems_key(self) -> str:
+        """The key the systems were written under (``systems`` or its alias ``variants``)."""
+        return "variants" if self.variants is not None else "systems"
+
+    @model_validator(mode="after")
+    def _systems(self) -> EvalFileConfig:
+        if self.systems is not None and self.variants is not None:
+            raise key_error("variants", "is an alias of systems; give one of them, not both")
+        systems, key = self.systems or self.variants, self.systems_key
+        if not systems:
+            raise key_error(key, f"expected a non-empty list of {key}")
+        names: set[str] = set()
+        for index, system in enumerate(systems):
+            if system.name in names:
+                raise key_error(f"{key}[{index}].name", f"duplicate {key[:-1]} name {system.name!r}")
+            names.add(system.name)
+        if self.baseline is not None and self.baseline not in names:
+            raise key_error("baseline", f"{self.baseline!r} is not one of the {key}")
+        return self
+
+
+class ExpectedConfig(AuthoringModel, ExpectedBehavior):
+    """``expected`` of a case (fields of ExpectedBehavior)."""
+
+    model_config = ConfigDict(extra="forbid", strict=False, allow_inf_nan=False)
+
+
+class CaseConfig(AuthoringModel, EvalCase):
+    """One case of cases.yaml (fields of EvalCase)."""
+
+    model_config = ConfigDict(extra="forbid", strict=False, allow_inf_nan=False)
+
+    expected: ExpectedConfig = Field(default_factory=ExpectedConfig)
+
+
+AUTHORING_MODELS: tuple[type[AuthoringModel], ...] = (
+    EvalFileConfig,
+    SystemConfig,
+    FunctionConfig,
+    HttpConfig,
+    ResponseMappingConfig,
+    WorkspaceConfig,
+    EvaluatorEntry,
+    OutputConfig,
+    JudgeConfig,
+    CaseConfig,
+    ExpectedConfig,
+)
+"""Every authoring model; each has a key table in docs/offline.md (checked by a test)."""
