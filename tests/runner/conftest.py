@@ -1,9 +1,12 @@
-"""Fixtures for offline runs: throwaway projects (eval.yaml, cases.yaml, a system-under-test module) in tmp dirs."""
+"""Fixtures for offline runs: throwaway projects (eval.yaml, cases.yaml, a system-under-test module) in tmp dirs,
+a real HTTP system, and a real PostgreSQL server (skipped with the reason when none can start, failed under CI)."""
 
 from __future__ import annotations
 
 import itertools
 import json
+import os
+import subprocess
 import sys
 import textwrap
 import threading
@@ -17,6 +20,8 @@ from typing import Any
 
 import pytest
 import yaml
+
+from .postgres_server import PostgresServer, ServerUnavailable
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_DIR = REPO_ROOT / "examples" / "offline_eval"
@@ -222,3 +227,34 @@ def http_system() -> Iterator[HttpSystem]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def _postgres_unavailable(reason: str) -> None:
+    # CI must not go green by skipping its only real database server (.ci/run installs one).
+    if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        pytest.fail(f"CI is set but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server for the session (initdb in a temp dir, loopback port); skipped when none can run."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        _postgres_unavailable("psycopg is not installed (pip install -e '.[dev]')")
+    try:
+        server = PostgresServer.start()
+    except (ServerUnavailable, OSError, subprocess.SubprocessError) as exc:
+        _postgres_unavailable(f"no PostgreSQL server could start: {exc}")
+        raise  # unreachable: skip/fail raise
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def postgres_dsn(postgres_server: PostgresServer) -> str:
+    """DSN of a fresh, empty database on the session's server."""
+    return postgres_server.create_database(f"evaltrace_test_{os.getpid()}_{next(_counter)}")

@@ -1,4 +1,4 @@
-"""``evaltrace compare``, ``promote`` and ``runs list``, and the rich rendering of run summaries and comparisons."""
+"""``evaltrace compare``, ``promote``, ``runs list``/``runs push``, and the rich rendering of runs and comparisons."""
 
 from __future__ import annotations
 
@@ -14,20 +14,24 @@ from rich.text import Text
 from evaltrace.exceptions import EvaltraceError
 from evaltrace.runner import (
     RunDirectory,
-    SqliteRunStore,
     compare_runs,
     compare_with_baseline,
     promote_run,
     resolve_run,
 )
+from evaltrace.runner.baselines import run_eval_name
 from evaltrace.runner.config import DEFAULT_RUNS_DIR
 from evaltrace.runner.gate import comparison_gate_problems
-from evaltrace.runner.rundir import SUMMARY_FILE
+from evaltrace.runner.migrate import current_summary
+from evaltrace.runner.rundir import CONFIG_FILE, SUMMARY_FILE
+from evaltrace.runner.stores import StoreSpec, open_store, parse_outputs, save_to_stores
 from evaltrace.schema import ComparisonReport, EvaluatorVariantRollup, RunSummary, VariantSummary
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_STORE = 3
+"""The run finished and its directory is complete, but a store (``output:``, ``--sqlite``, ``--postgres``) failed."""
 
 
 def register(subparsers: Any) -> None:
@@ -50,16 +54,78 @@ def register(subparsers: Any) -> None:
     add_runs_dir(promote)
     promote.set_defaults(func=promote_command)
 
-    runs = subparsers.add_parser("runs", help="list offline runs (run directories or a SQLite store)")
+    runs = subparsers.add_parser("runs", help="list offline runs (run directories, SQLite or PostgreSQL) or save one")
     verbs = runs.add_subparsers(dest="verb", metavar="VERB", required=True)
     listing = verbs.add_parser("list", help="list runs, newest first, with each variant's pass rate")
     add_runs_dir(listing)
-    listing.add_argument("--sqlite", type=Path, default=None, metavar="PATH", help="list the runs of this database")
+    add_store_options(listing, "list the runs of")
     listing.add_argument(
-        "--namespace", action="append", default=[], metavar="KEY=VALUE", help="only runs in this namespace (SQLite)"
+        "--namespace",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="only runs in this namespace (repeatable: all must match; SQLite and PostgreSQL)",
     )
     listing.add_argument("-n", "--limit", type=int, default=20, help="how many runs to show")
     listing.set_defaults(func=list_command)
+
+    push = verbs.add_parser(
+        "push", help="save a run directory to a store (--sqlite/--postgres, else the run's output: stores)"
+    )
+    push.add_argument("run", help="run directory, run id or unique prefix")
+    add_runs_dir(push)
+    add_store_options(push, "save the run to")
+    push.add_argument(
+        "--namespace",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="run namespace (repeatable; default: the --namespace the run was started with)",
+    )
+    push.set_defaults(func=push_command)
+
+
+def add_store_options(parser: argparse.ArgumentParser, verb: str) -> None:
+    """Add ``--sqlite PATH`` and ``--postgres DSN``."""
+    parser.add_argument("--sqlite", type=Path, default=None, metavar="PATH", help=f"{verb} this SQLite database")
+    parser.add_argument(
+        "--postgres", default=None, metavar="DSN", help=f"{verb} this PostgreSQL database (postgresql://...)"
+    )
+
+
+def parse_namespace(pairs: list[str]) -> dict[str, str] | None:
+    """``["k=v", ...]`` -> ``{k: v}`` (None when empty).
+
+    Raises:
+        ValueError: A pair is not ``KEY=VALUE``.
+    """
+    if not pairs:
+        return None
+    namespace: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--namespace expects KEY=VALUE, got {pair!r}")
+        namespace[key] = value
+    return namespace
+
+
+def report_stores(console: Console, stored: list[str], errors: list[str], run_path: Path) -> int:
+    """Print where the run was saved and which stores failed; return EXIT_STORE when one failed, else EXIT_OK."""
+    for where in stored:
+        console.print(f"saved to {where}", highlight=False)
+    if not errors:
+        return EXIT_OK
+    err = Console(stderr=True)
+    for problem in errors:
+        err.print(Text.assemble(("store failed: ", "bold red"), problem), soft_wrap=True)
+    err.print(
+        f"the run is complete in {run_path}; save it later with `evaltrace runs push {run_path}`"
+        " (--sqlite PATH / --postgres DSN, or the run's output: stores)",
+        highlight=False,
+        soft_wrap=True,
+    )
+    return EXIT_STORE
 
 
 def add_runs_dir(parser: argparse.ArgumentParser) -> None:
@@ -213,17 +279,27 @@ def compare_command(args: argparse.Namespace) -> int:
     return EXIT_FAILED if problems else EXIT_OK
 
 
-def _summaries(args: argparse.Namespace) -> list[tuple[RunSummary, str]]:
-    """(summary, where) of the runs to list, newest first."""
+def _flag_store(args: argparse.Namespace) -> StoreSpec | None:
+    if args.sqlite is not None and args.postgres is not None:
+        raise ValueError("give one of --sqlite and --postgres")
     if args.sqlite is not None:
-        wanted = dict(pair.partition("=")[::2] for pair in args.namespace)
-        with SqliteRunStore(args.sqlite) as store:
-            return [(r.summary, json.dumps(r.run_namespace)) for r in store.list_runs(run_namespace=wanted)]
+        return StoreSpec("sqlite", path=str(args.sqlite), entry="--sqlite")
+    if args.postgres is not None:
+        return StoreSpec("postgres", dsn=args.postgres, entry="--postgres")
+    return None
+
+
+def _summaries(args: argparse.Namespace, store: StoreSpec | None) -> list[tuple[RunSummary, str]]:
+    """(summary, where) of the runs to list, newest first."""
+    if store is not None:
+        wanted = parse_namespace(args.namespace)
+        with open_store(store) as opened:
+            return [(r.summary, json.dumps(r.run_namespace)) for r in opened.list_runs(run_namespace=wanted)]
     found = []
     if args.runs_dir.is_dir():
         for path in sorted(args.runs_dir.iterdir(), reverse=True):
             if (path / SUMMARY_FILE).is_file():
-                found.append((RunDirectory(path).read_summary(), str(path)))
+                found.append((current_summary(RunDirectory(path)), str(path)))
     return found
 
 
@@ -231,19 +307,21 @@ def list_command(args: argparse.Namespace) -> int:
     """Print a table of runs: id, variants with pass rates, comparison."""
     console = Console()
     try:
-        summaries = _summaries(args)[: args.limit]
-    except EvaltraceError as exc:
+        store = _flag_store(args)
+        summaries = _summaries(args, store)[: args.limit]
+    except (EvaltraceError, ValueError) as exc:
         return print_error(exc)
+    source = store.describe() if store is not None else str(args.runs_dir)
     if not summaries:
-        console.print(f"No runs in {args.sqlite or args.runs_dir}.")
+        console.print(f"No runs in {source}.", highlight=False)
         return EXIT_OK
-    table = Table(title=f"Runs in {args.sqlite or args.runs_dir}")
+    table = Table(title=f"Runs in {source}")
     for column in (
         "run id",
         "cases",
         "pass rate by variant",
         "regressions",
-        "where" if not args.sqlite else "namespace",
+        "where" if store is None else "namespace",
     ):
         table.add_column(column)
     for summary, where in summaries:
@@ -264,3 +342,23 @@ def promote_command(args: argparse.Namespace) -> int:
         return print_error(exc)
     console.print(f"promoted {run.run_id} -> {target}")
     return EXIT_OK
+
+
+def push_command(args: argparse.Namespace) -> int:
+    """Save a run directory (summary, traces, results) to a store: the one named, else the run's ``output:``."""
+    console = Console()
+    try:
+        run = RunDirectory(resolve_run(args.run, args.runs_dir))
+        meta = run.read_meta()
+        namespace = parse_namespace(args.namespace) or (meta.run_namespace if meta is not None else None)
+        flag = _flag_store(args)
+        stores = [flag] if flag is not None else parse_outputs(run.path / CONFIG_FILE, run.read_config().get("output"))
+        if not any(s.type != "local_files" for s in stores):
+            raise ValueError(f"run {run.run_id} names no database store in its output:; give --sqlite or --postgres")
+        summary, traces, results = current_summary(run), run.read_traces(), run.read_results()
+    except (EvaltraceError, ValueError) as exc:
+        return print_error(exc)
+    stored, errors = save_to_stores(
+        stores, summary, traces, results, eval_name=run_eval_name(run), run_namespace=namespace
+    )
+    return report_stores(console, stored, errors, run.path)

@@ -3,7 +3,8 @@
 Rows hold the models as JSON (the same text as the jsonl files), with the keys needed to select them in
 columns. ``run_namespace`` (``{str: str}``, e.g. project and branch) is a JSON column of ``runs``; a database
 created before it existed gets the column added in place (``ALTER TABLE``) when opened, its old runs reading
-as the empty namespace. The schema version lives in ``PRAGMA user_version``.
+as the empty namespace. The schema version lives in ``PRAGMA user_version``. Traces and results stored by an
+older release are migrated as they are read, like the jsonl files (:mod:`evaltrace.schema.migrations`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from types import TracebackType
 
 from evaltrace.exceptions import SchemaError
+from evaltrace.runner.rundir import load_record
 from evaltrace.schema import EvaluationResult, RunSummary, Trace
 
 __all__ = ["SCHEMA_USER_VERSION", "SqliteRunStore", "StoredRun"]
@@ -187,11 +189,11 @@ class SqliteRunStore:
         rows = self._db.execute(
             "SELECT data FROM traces WHERE run_id = ? ORDER BY variant_name, case_id", (run_id,)
         ).fetchall()
-        return [Trace.model_validate_json(row[0]) for row in rows]
+        return [load_record(Trace, row[0]) for row in rows]
 
     def results(self, run_id: str) -> list[EvaluationResult]:
         """Return a run's evaluation results."""
         rows = self._db.execute(
             "SELECT data FROM results WHERE run_id = ? ORDER BY variant_name, case_id, evaluator", (run_id,)
         ).fetchall()
-        return [EvaluationResult.model_validate_json(row[0]) for row in rows]
+        return [load_record(EvaluationResult, row[0]) for row in rows]
