@@ -1,4 +1,10 @@
-"""``evaltrace report <trace_id> -o report.html``: a self-contained HTML page of one trace from the local store."""
+"""``evaltrace report``: a self-contained HTML page of an offline run, or of one trace from the local store.
+
+``evaltrace report <run_id|run dir> -o run.html`` reports a run (matrix of cases × variants, each cell opening its
+trace); ``evaltrace report <trace_id> -o report.html`` reports one trace of the local store. A reference that
+names a run (a run directory, or a run id or unique prefix under ``--runs-dir``) is a run; anything else is a
+trace id (``last``: the newest trace).
+"""
 
 from __future__ import annotations
 
@@ -7,28 +13,54 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from evaltrace.exceptions import EvaltraceError
 from evaltrace.exporters.local_store import DEFAULT_DIRECTORY
+from evaltrace.runner.config import DEFAULT_RUNS_DIR
+from evaltrace.runner.rundir import RunDirectory, RunNotFoundError, resolve_run
 
 
 def register(subparsers: Any) -> None:
     """Add the ``report`` command."""
     report = subparsers.add_parser(
-        "report", help="write a static HTML report of one trace (waterfall, messages, tool calls, scores)"
+        "report",
+        help="write a static HTML report of an offline run (case × variant matrix) or of one trace (waterfall, "
+        "messages, tool calls, scores)",
     )
-    report.add_argument("trace_id", help="trace id or a unique prefix of it ('last' for the newest)")
-    report.add_argument("-o", "--output", type=Path, help="HTML file to write (default evaltrace-<trace id>.html)")
-    report.add_argument("--store", type=Path, default=DEFAULT_DIRECTORY, help="store directory (.evaltrace)")
+    report.add_argument(
+        "target", metavar="RUN_OR_TRACE", help="run id, unique prefix or run directory; or a trace id ('last')"
+    )
+    report.add_argument("-o", "--output", type=Path, help="HTML file to write (default evaltrace-<id>.html)")
+    report.add_argument("--store", type=Path, default=DEFAULT_DIRECTORY, help="trace store directory (.evaltrace)")
+    report.add_argument(
+        "--runs-dir", type=Path, default=Path(DEFAULT_RUNS_DIR), help="where run ids are looked up (default: ./runs)"
+    )
     report.set_defaults(func=run_report)
 
 
-def run_report(args: argparse.Namespace) -> int:
-    """Write the report; exit code 1 when the trace is not found."""
-    from evaltrace.report import write_report
-
-    output = args.output or Path(f"evaltrace-{args.trace_id[:16]}.html")
+def _run(reference: str, runs_dir: Path) -> RunDirectory | None:
+    if reference == "last":
+        return None  # the newest *trace*, as before runs could be reported
     try:
-        path = write_report(args.trace_id, output, args.store)
-    except LookupError as exc:
+        return RunDirectory(resolve_run(reference, runs_dir))
+    except RunNotFoundError:
+        if runs_dir.is_dir() and any(runs_dir.glob(f"{reference}*")):
+            raise  # names several runs: say so rather than look for a trace
+        return None
+
+
+def run_report(args: argparse.Namespace) -> int:
+    """Write the report; exit code 1 when the run or trace is not found or cannot be read."""
+    from evaltrace.report import write_report
+    from evaltrace.report.run_report import write_run_report
+
+    try:
+        run = _run(args.target, args.runs_dir)
+        if run is not None:
+            path = write_run_report(run, args.output or Path(f"evaltrace-{run.run_id}.html"))
+        else:
+            output = args.output or Path(f"evaltrace-{args.target[:16]}.html")
+            path = write_report(args.target, output, args.store)
+    except (LookupError, EvaltraceError) as exc:
         print(f"evaltrace report: {exc}", file=sys.stderr)
         return 1
     print(f"wrote {path}")

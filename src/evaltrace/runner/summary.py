@@ -37,6 +37,7 @@ __all__ = [
     "Outcome",
     "case_outcomes",
     "compare_variants",
+    "restrict_to_cases",
     "result_verdict",
     "run_comparison",
     "summarise_run",
@@ -272,3 +273,33 @@ def run_comparison(
         if v.name in before
     ]
     return _report(base.run_id, deltas, kind, base.run_id)
+
+
+def restrict_to_cases(
+    summary: RunSummary, outcomes: CaseOutcomes, case_ids: Iterable[str]
+) -> tuple[RunSummary, CaseOutcomes]:
+    """Narrow a run (typically a full baseline) to ``case_ids``, for comparing it with a run of part of the dataset.
+
+    Outcomes are filtered, and each variant's cases, outcome counts and pass rate are recounted from them, so the
+    pass-rate delta is over the same cases on both sides. Averages (latency, cost, tokens) and ``cases_errored``
+    cannot be recounted from outcomes and stay those of the whole run.
+    """
+    wanted = set(case_ids)
+    kept: CaseOutcomes = {v: {c: o for c, o in cases.items() if c in wanted} for v, cases in outcomes.items()}
+    variants = []
+    for variant in summary.variants:
+        counts = Counter(kept.get(variant.name, {}).values())
+        variants.append(
+            variant.model_copy(
+                update={
+                    "cases_total": sum(counts.values()),
+                    "cases_passed": counts["pass"],
+                    "cases_failed": counts["fail"],
+                    "cases_eval_errors": counts["error"],
+                    "cases_not_evaluated": counts["not_evaluated"],
+                    "pass_rate": _rate(counts["pass"], counts["fail"]),
+                }
+            )
+        )
+    total = len({c for cases in kept.values() for c in cases})
+    return summary.model_copy(update={"variants": variants, "cases_total": total}), kept

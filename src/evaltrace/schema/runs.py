@@ -60,6 +60,63 @@ class EvaluatorRollup(SchemaModel):
     by_variant: dict[str, EvaluatorVariantRollup] = Field(default_factory=dict)
 
 
+CellOutcome = Literal["pass", "fail", "error", "not_evaluated"]
+"""The outcome of one evaluation result or one (case, variant); see ``evaltrace.runner.summary``."""
+
+
+class EvaluatorVerdict(SchemaModel):
+    """One evaluator's word on one (case, variant): its outcome, score and reason (or error / skip reason)."""
+
+    evaluator: str
+    outcome: CellOutcome
+    score: float | None = None
+    reason: str = ""
+    error_type: str | None = None
+    """``error.type`` of an evaluation that errored (``timeout``, ``exception``, ...)."""
+
+
+class CaseReport(SchemaModel):
+    """A (case, variant) that did not pass: what said so, and where its trace is.
+
+    ``evaluators`` holds the results behind the outcome: the failing ones for ``fail``, the errored ones for
+    ``error``, every skip for ``not_evaluated`` (empty when no evaluator applies).
+    """
+
+    case_id: str
+    variant: str
+    outcome: CellOutcome
+    system_error: str | None = None
+    """``"<type>: <message>"`` when the system itself failed (``Trace.error``)."""
+    evaluators: list[EvaluatorVerdict] = Field(default_factory=list)
+    trace_id: str | None = None
+    """The OTel trace id of the case's execution (``Trace.extra.trace_id``)."""
+    trace_line: int | None = None
+    """1-based line of the case's Trace in the run's ``traces.jsonl``."""
+
+
+class EvaluatorChange(SchemaModel):
+    """How one evaluator's verdict on a case moved between the baseline and now (None: not known there)."""
+
+    evaluator: str
+    before: EvaluatorVerdict | None = None
+    now: EvaluatorVerdict | None = None
+
+
+class CaseChange(SchemaModel):
+    """A case whose outcome moved against the baseline, and the evaluators that moved it."""
+
+    case_id: str
+    kind: Literal["regression", "improvement", "unverified"]
+    before: CellOutcome
+    now: CellOutcome
+    system_error: str | None = None
+    """The system's failure now (``Trace.error``), if any."""
+    evaluators: list[EvaluatorChange] = Field(default_factory=list)
+    """Evaluators whose verdict differs; when the baseline's results are not at hand, ``before`` is None."""
+    trace_line: int | None = None
+    """Line of the case's Trace (now) in the run's ``traces.jsonl``."""
+
+
 class VariantDelta(SchemaModel):
     """How a variant differs from the baseline; regressions pass on the baseline and fail here."""
 
@@ -74,6 +131,8 @@ class VariantDelta(SchemaModel):
     """Case ids that passed on the baseline and have no verdict here (evaluation error, not evaluated)."""
     not_evaluated: bool = False
     """One side judged no case: ``pass_rate_delta`` (0.0) means nothing."""
+    changes: list[CaseChange] = Field(default_factory=list)
+    """What changed in each regressed, improved and unverified case (empty in older summaries)."""
 
 
 class ComparisonReport(SchemaModel):
@@ -89,6 +148,56 @@ class ComparisonReport(SchemaModel):
     unverified_count: int | None = None
 
 
+class EvaluatorInsightSummary(SchemaModel):
+    """What one evaluator says about the run (from :func:`evaltrace.evaluators.run_insights`)."""
+
+    evaluator: str
+    best_variant: str | None = None
+    hardest_case: str | None = None
+    """The case this evaluator failed on the most variants."""
+    hardest_case_failures: int = 0
+    average_by_variant: dict[str, float | None] = Field(default_factory=dict)
+
+
+class RunInsightsSummary(SchemaModel):
+    """Run-level insights: best variant, hardest case, cheapest / fastest variant, and problems.
+
+    ``best_variant`` has the highest case pass rate among variants that judged a case (ties: faster, then
+    name); ``hardest_case`` failed on the most variants. ``problems`` are averages on the wrong side of an
+    evaluator's threshold and verdicts that flip between a case and its perturbation (``metadata.perturbation_of``).
+    """
+
+    best_variant: str | None = None
+    hardest_case: str | None = None
+    hardest_case_failures: int = 0
+    cheapest_variant: str | None = None
+    most_expensive_variant: str | None = None
+    fastest_variant: str | None = None
+    evaluators: list[EvaluatorInsightSummary] = Field(default_factory=list)
+    problems: list[str] = Field(default_factory=list)
+
+
+class CaseSelection(SchemaModel):
+    """Which cases of the dataset a run used (``evaltrace run --case/--tag/--where/--sample/--limit``).
+
+    The criteria are kept as given; ``selected`` lists the chosen case ids in dataset order, so a resume or a
+    re-evaluation uses exactly these cases without selecting again.
+    """
+
+    cases: list[str] = Field(default_factory=list)
+    """Case ids or globs (any of them)."""
+    tags: list[str] = Field(default_factory=list)
+    """Tags in ``metadata.tags`` (any of them)."""
+    where: list[str] = Field(default_factory=list)
+    """``dotted.path=value`` conditions into the case (all of them)."""
+    sample: int | None = None
+    seed: int | None = None
+    limit: int | None = None
+    cases_total: int = 0
+    """How many cases the dataset had."""
+    selected: list[str] = Field(default_factory=list)
+
+
 class RunSummary(VersionedModel):
     """The ``summary.yaml`` of a run; regenerable from traces.jsonl and results.jsonl."""
 
@@ -101,3 +210,12 @@ class RunSummary(VersionedModel):
     variants: list[VariantSummary] = Field(default_factory=list)
     by_evaluator: list[EvaluatorRollup] = Field(default_factory=list)
     comparison: ComparisonReport | None = None
+    failed_cases: list[CaseReport] = Field(default_factory=list)
+    """Every (case, variant) that failed, with the failing evaluators' reasons or the system's error."""
+    eval_error_cases: list[CaseReport] = Field(default_factory=list)
+    """Every (case, variant) with no verdict because an evaluation errored."""
+    not_evaluated_cases: list[CaseReport] = Field(default_factory=list)
+    """Every (case, variant) no evaluator judged, with the skip reasons."""
+    insights: RunInsightsSummary | None = None
+    selection: CaseSelection | None = None
+    """Set when the run used part of the dataset."""

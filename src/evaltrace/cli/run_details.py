@@ -1,0 +1,140 @@
+"""The terminal's reading of a run beyond its tables: cases that did not pass, what changed, insights, traces.
+
+Everything printed here is also in summary.yaml (``failed_cases``, ``eval_error_cases``, ``not_evaluated_cases``,
+``comparison.deltas[].changes``, ``insights``) except the per-case trace lines, which come from traces.jsonl.
+User text (reasons, errors) is printed as plain text, never read as rich markup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.text import Text
+
+from evaltrace.runner.findings import CellKey
+from evaltrace.schema import RunSummary
+from evaltrace.schema.runs import CaseChange, CaseReport, EvaluatorVerdict, RunInsightsSummary
+
+__all__ = ["MAX_LINES", "render_details"]
+
+MAX_LINES = 40
+"""Cases listed per group before the rest is left to summary.yaml."""
+_REASON_CHARS = 160
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _REASON_CHARS else text[: _REASON_CHARS - 3] + "..."
+
+
+def _verdict(v: EvaluatorVerdict | None) -> str:
+    if v is None:
+        return "unknown"
+    word = v.outcome.replace("_", " ")
+    if v.error_type:
+        word += f" ({v.error_type})"
+    if v.score is not None:
+        word += f" {v.score:.2f}"
+    return f"{word}: {_short(v.reason)}" if v.reason else word
+
+
+def _where(line: int | None, traces: str) -> str:
+    # Short: the full path is printed once, with the trace listing.
+    return f"  [trace {Path(traces).name}:{line}]" if line is not None else ""
+
+
+def _print_reports(console: Console, title: str, style: str, reports: Sequence[CaseReport], traces: str) -> None:
+    if not reports:
+        return
+    console.print(Text(f"{title} ({len(reports)}):", style=style))
+    for report in reports[:MAX_LINES]:
+        why = [f"system {_short(report.system_error)}"] if report.system_error else []
+        why += [f"{v.evaluator} {_verdict(v)}" for v in report.evaluators]
+        if not why and report.outcome == "not_evaluated":
+            why = ["no evaluator applies"]
+        line = f"  {report.case_id} × {report.variant}: {'; '.join(why)}{_where(report.trace_line, traces)}"
+        console.print(Text(line), soft_wrap=True)
+    if len(reports) > MAX_LINES:
+        console.print(Text(f"  ... {len(reports) - MAX_LINES} more in summary.yaml"))
+
+
+def _print_change(console: Console, variant: str, change: CaseChange, traces: str) -> None:
+    parts = [f"{change.before} -> {change.now}"]
+    if change.system_error:
+        parts.append(f"system {_short(change.system_error)}")
+    parts += [f"{e.evaluator}: {_verdict(e.before)} => {_verdict(e.now)}" for e in change.evaluators]
+    text = f"  {change.kind} {change.case_id} in {variant}: {'; '.join(parts)}{_where(change.trace_line, traces)}"
+    console.print(Text(text), soft_wrap=True)
+
+
+def _print_changes(console: Console, summary: RunSummary, traces: str) -> None:
+    report = summary.comparison
+    if report is None or not any(d.changes for d in report.deltas):
+        return
+    console.print(Text(f"What changed against {report.baseline} ({report.kind}):", style="bold"))
+    for delta in report.deltas:
+        for change in delta.changes[:MAX_LINES]:
+            _print_change(console, delta.variant, change, traces)
+        if len(delta.changes) > MAX_LINES:
+            console.print(Text(f"  ... {len(delta.changes) - MAX_LINES} more in summary.yaml"))
+
+
+def _print_insights(console: Console, insights: RunInsightsSummary | None) -> None:
+    if insights is None:
+        return
+    facts = [
+        ("best variant", insights.best_variant),
+        ("hardest case", f"{insights.hardest_case} (failed on {insights.hardest_case_failures} variant(s))"
+         if insights.hardest_case else None),
+        ("fastest", insights.fastest_variant),
+        ("cheapest", insights.cheapest_variant),
+        ("most expensive", insights.most_expensive_variant),
+    ]  # fmt: skip
+    shown = [f"{label} {value}" for label, value in facts if value]
+    if shown:
+        console.print(Text("Insights: " + ", ".join(shown), style="bold"), soft_wrap=True)
+    for e in insights.evaluators:
+        if e.hardest_case or e.best_variant:
+            hardest = f", hardest case {e.hardest_case} ({e.hardest_case_failures})" if e.hardest_case else ""
+            console.print(Text(f"  {e.evaluator}: best variant {e.best_variant or '-'}{hardest}"), soft_wrap=True)
+    for problem in insights.problems:
+        console.print(Text(f"  problem: {problem}", style="yellow"), soft_wrap=True)
+
+
+def _print_traces(console: Console, locations: Mapping[CellKey, int], traces: str, run_id: str) -> None:
+    if not locations:
+        return
+    by_case: dict[str, list[str]] = {}
+    for (variant, case_id), line in sorted(locations.items(), key=lambda item: item[1]):
+        by_case.setdefault(case_id, []).append(f"{variant}:{line}")
+    console.print(Text(f"Traces: {traces}, line per case and variant", style="bold"), soft_wrap=True)
+    for case_id, cells in list(by_case.items())[:MAX_LINES]:
+        console.print(Text(f"  {case_id}  {'  '.join(cells)}"), soft_wrap=True)
+    if len(by_case) > MAX_LINES:
+        console.print(Text(f"  ... {len(by_case) - MAX_LINES} more cases"))
+    console.print(Text(f"Open them all: evaltrace report {run_id} -o run.html"), soft_wrap=True)
+
+
+def render_details(
+    console: Console, summary: RunSummary, traces_path: Path, locations: Mapping[CellKey, int] | None = None
+) -> None:
+    """Print the selection, the cases that did not pass, the changes against the baseline, insights and traces.
+
+    Args:
+        console: Where to print.
+        summary: The run's summary (with the findings fields filled).
+        traces_path: The run's traces.jsonl (named in each trace location).
+        locations: Line of each (variant, case) in traces.jsonl; omitted: the trace listing is left out.
+    """
+    traces = str(traces_path)
+    if summary.selection is not None:
+        chosen = summary.selection
+        console.print(Text(f"Selection: {len(chosen.selected)} of {chosen.cases_total} cases"), soft_wrap=True)
+    _print_reports(console, "Failed", "bold red", summary.failed_cases, traces)
+    _print_reports(console, "Evaluation errors (no verdict)", "bold dark_orange", summary.eval_error_cases, traces)
+    _print_reports(console, "Not evaluated", "bold yellow", summary.not_evaluated_cases, traces)
+    _print_changes(console, summary, traces)
+    _print_insights(console, summary.insights)
+    _print_traces(console, locations or {}, traces, summary.run_id)

@@ -1,0 +1,138 @@
+"""The run report in a real headless Chromium, driven over the DevTools protocol (tests/cdp_pipe.py).
+
+Checked like a user would see it: no console error and no request beyond the file itself, every matrix cell
+painted in its outcome's colour and laid out as a grid, a click on a cell opening that cell's trace, the XSS
+payloads of the demo run inert. Skips (with the reason) when no Chromium is installed, except under CI
+(``CI=true``), where it fails. Install on Debian: ``apt-get install chromium``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cdp_pipe import Browser
+from evaltrace.report.run_report import write_run_report
+from run_report_project import EXPECTED, run_project
+from test_report_screenshot import (
+    ERROR_RGB,
+    FAIL_RGB,
+    HEADER_RGB,
+    NEUTRAL_RGB,
+    PAGE_RGB,
+    PASS_RGB,
+    chromium,
+    decode_png,
+    pixel,
+)
+
+WIDTH, HEIGHT = 1280, 900
+COLOURS = {"pass": PASS_RGB, "fail": FAIL_RGB, "error": ERROR_RGB, "not_evaluated": NEUTRAL_RGB}
+CELLS_JS = """Array.from(document.querySelectorAll('a.cell')).map(function(a){
+  var r = a.getBoundingClientRect();
+  return {id: a.getAttribute('data-open'), outcome: a.getAttribute('data-outcome'), case: a.getAttribute('data-case'),
+          variant: a.getAttribute('data-variant'), x: r.left, y: r.top, w: r.width, h: r.height};
+})"""
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("run_report_browser")
+    outcome = run_project(root)
+    return write_run_report(outcome.run, root / "run.html")
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Browser]:
+    session = Browser(chromium(), tmp_path / "profile")
+    try:
+        yield session
+    finally:
+        session.close()
+
+
+def _cells(browser: Browser) -> list[dict[str, Any]]:
+    cells: list[dict[str, Any]] = browser.evaluate(CELLS_JS)
+    return cells
+
+
+def test_page_loads_clean_and_the_matrix_is_painted_as_a_grid(report: Path, browser: Browser) -> None:
+    browser.open(report.as_uri(), WIDTH, HEIGHT)
+    assert browser.evaluate("document.body.getAttribute('data-report-ready')") == "10"  # the inline script ran
+    assert browser.console_errors() == []
+    assert browser.requests() == [report.as_uri()], "the page must fetch nothing but itself"
+    assert browser.evaluate("typeof window.__pwned") == "undefined"  # the run's <script> payloads are text
+    assert browser.evaluate("document.documentElement.scrollWidth") <= WIDTH  # no horizontal overflow
+
+    cells = _cells(browser)
+    assert {(c["variant"], c["case"]): c["outcome"] for c in cells} == {
+        (v, case): o for v, by_case in EXPECTED.items() for case, o in by_case.items()
+    }
+    # A grid: one row per case (same top), one column per variant (same left), v1 left of v2.
+    rows: dict[str, set[float]] = {}
+    columns: dict[str, set[float]] = {}
+    for c in cells:
+        rows.setdefault(c["case"], set()).add(round(c["y"]))
+        columns.setdefault(c["variant"], set()).add(round(c["x"]))
+    assert all(len(tops) == 1 for tops in rows.values()) and all(len(lefts) == 1 for lefts in columns.values())
+    assert min(columns["v1"]) < min(columns["v2"])
+    tops = [next(iter(rows[case])) for case in EXPECTED["v1"]]
+    assert tops == sorted(tops), "rows follow the dataset order"
+
+    _, height, shot = decode_png(browser.screenshot())
+    assert height == HEIGHT
+    assert pixel(shot, 5, 5) == HEADER_RGB, "the inline stylesheet was not applied"
+    assert pixel(shot, 5, HEIGHT - 5) == PAGE_RGB
+    for c in cells:
+        assert c["y"] + c["h"] < HEIGHT, f"cell {c['case']} × {c['variant']} is below the fold"
+        # A pixel inside the cell, left of its centred text, carries the outcome's colour.
+        x, y = int(c["x"] + 4), int(c["y"] + c["h"] / 2)
+        assert pixel(shot, x, y) == COLOURS[c["outcome"]], (c, pixel(shot, x, y))
+
+
+def test_clicking_a_cell_opens_that_cells_trace(report: Path, browser: Browser) -> None:
+    browser.open(report.as_uri(), WIDTH, HEIGHT)
+    target = next(c for c in _cells(browser) if (c["variant"], c["case"]) == ("v2", "ok"))
+    browser.click(target["x"] + target["w"] / 2, target["y"] + target["h"] / 2)
+    opened = browser.evaluate("Array.from(document.querySelectorAll('dialog[open]')).map(function(d){return d.id})")
+    assert opened == [target["id"]]
+    dialog = f"document.getElementById('{target['id']}')"
+    assert (
+        browser.evaluate(f"{dialog}.getAttribute('data-case') + '/' + {dialog}.getAttribute('data-variant')") == "ok/v2"
+    )
+    assert "missing: 'alpha'" in browser.evaluate(f"{dialog}.innerText")  # its evaluation
+    assert "nothing" in browser.evaluate(f"{dialog}.querySelector('.content').innerText")  # its answer
+
+    head = browser.evaluate(
+        f"(function(r){{return [r.left, r.top, r.width]}})({dialog}.querySelector('.dhead').getBoundingClientRect())"
+    )
+    _, _, shot = decode_png(browser.screenshot())
+    assert pixel(shot, int(head[0] + 4), int(head[1] + 4)) == HEADER_RGB  # the dialog is on top, its header shown
+    assert pixel(shot, 5, HEIGHT - 5) != PAGE_RGB  # the page behind is dimmed by the backdrop
+    assert head[2] > WIDTH / 2
+
+    close = browser.evaluate(
+        f"(function(r){{return [r.left + r.width / 2, r.top + r.height / 2]}})"
+        f"({dialog}.querySelector('[data-close]').getBoundingClientRect())"
+    )
+    browser.click(*close)
+    assert browser.evaluate("document.querySelectorAll('dialog[open]').length") == 0
+
+    # The XSS cell's trace: its answer, input and error are shown as text and never run.
+    xss = next(c for c in _cells(browser) if (c["variant"], c["case"]) == ("v1", "xss"))
+    browser.click(xss["x"] + xss["w"] / 2, xss["y"] + xss["h"] / 2)
+    text = browser.evaluate(f"document.getElementById('{xss['id']}').innerText")
+    assert "<script>window.__pwned = 1</script>" in text
+    assert browser.evaluate("typeof window.__pwned") == "undefined"
+    assert browser.evaluate(f"document.getElementById('{xss['id']}').querySelectorAll('img, script').length") == 0
+    assert browser.console_errors() == []
+
+
+def test_a_link_to_a_cell_opens_its_trace(report: Path, browser: Browser) -> None:
+    browser.open(report.as_uri() + "#t-3", WIDTH, HEIGHT)
+    assert browser.evaluate("document.body.getAttribute('data-open-trace')") == "t-3"
+    assert browser.evaluate("document.getElementById('t-3').open") is True
+    assert browser.console_errors() == []
