@@ -47,3 +47,21 @@ def test_unknown_key_problem_names_the_nearest_key_or_lists_them() -> None:
     assert unknown_key_problem("zzz", ["b", "a"]) == "unknown key; expected one of a, b"
     assert format_loc(("systems", 1, "config", "timout_s")) == "systems[1].config.timout_s"
     assert format_loc((0, "id")) == "[0].id"
+
+
+def test_mask_secrets_masks_passwords_inside_connection_strings() -> None:
+    """A literal password in a store's dsn (URL or libpq key=value form) never reaches config.yaml."""
+    config = {
+        "output": [
+            {"type": "postgres", "dsn": "postgresql://evt:s3cr3t@db:5432/runs"},
+            {"type": "postgres", "dsn": "host=db port=5432 password='p w' dbname=runs"},
+            {"type": "postgres", "dsn": "postgresql://evt:${PGPASS}@db/runs"},
+        ],
+        "url": "http://127.0.0.1:8000/v1",
+        "other": "postgres://user@db/runs",
+    }
+    masked = mask_secrets(config)
+    assert masked["output"][0]["dsn"] == f"postgresql://evt:{MASK}@db:5432/runs"
+    assert masked["output"][1]["dsn"] == f"host=db port=5432 password={MASK} dbname=runs"
+    assert masked["output"][2]["dsn"] == "postgresql://evt:${PGPASS}@db/runs"
+    assert masked["url"] == config["url"] and masked["other"] == config["other"]

@@ -47,6 +47,9 @@ _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SECRET_KEY = re.compile(r"(authorization|api[_-]?key|token|secret|password|passwd|cookie)", re.IGNORECASE)
 # Keys that look secret but hold none: response_mapping's token-count selectors.
 _NOT_SECRET_KEYS = frozenset({"token_input", "token_output", "token_thinking"})
+# A password inside a connection string (postgresql://user:pw@host, or libpq's "password=pw"), whatever its key.
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)(?P<secret>[^@\s]+)(?P<tail>@)")
+_KV_PASSWORD = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<secret>'(?:[^'\\]|\\.)*'|[^\s']+)", re.IGNORECASE)
 M = TypeVar("M", bound=BaseModel)
 
 
@@ -250,7 +253,19 @@ def mask_secrets(value: Any, key: str = "") -> Any:
         return [mask_secrets(v, key) for v in value]
     if isinstance(value, str) and _SECRET_KEY.search(key) and key not in _NOT_SECRET_KEYS and not _only_refs(value):
         return MASK
+    if isinstance(value, str):
+        return _mask_connection_passwords(value)
     return value
+
+
+def _mask_connection_passwords(value: str) -> str:
+    def mask(match: re.Match[str]) -> str:
+        secret = match.group("secret")
+        if _ENV_REF.fullmatch(secret.strip("'")):  # a ${VAR} reference names the password without holding it
+            return match.group(0)
+        return match.group("head") + MASK + (match.groupdict().get("tail") or "")
+
+    return _KV_PASSWORD.sub(mask, _URL_PASSWORD.sub(mask, value))
 
 
 def _only_refs(value: str) -> bool:
