@@ -5,7 +5,8 @@
 
 Exit codes: 0 done (whatever the pass rate), 1 ``--fail-on-regression`` and the gate failed (a case regressed,
 a case that passed on the baseline has no verdict now, or a variant judged no case), 2 a malformed eval.yaml /
-cases.yaml (the message names the file, the entry and the problem) or a run that cannot be found.
+cases.yaml (the message names the file, the entry and the problem) or a run that cannot be found, 3 the run
+finished and its directory is complete but a store (``output:``, ``--sqlite``, ``--postgres``) could not save it.
 """
 
 from __future__ import annotations
@@ -17,11 +18,17 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from evaltrace.cli.runs import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_runs_dir, print_error, render_summary
+from evaltrace.cli.run_details import render_details
+from evaltrace.cli.runs import EXIT_FAILED, EXIT_USAGE, add_runs_dir, print_error, render_summary, report_stores
 from evaltrace.exceptions import EvaltraceError
 from evaltrace.runner import RunDirectory, RunOutcome, load_eval_config, re_evaluate, resolve_run, resume_run, run_eval
 from evaltrace.runner.config import DEFAULT_RUNS_DIR
+from evaltrace.runner.findings import trace_locations
 from evaltrace.runner.gate import run_gate_problems
+from evaltrace.runner.rundir import TRACES_FILE
+from evaltrace.runner.select import SelectionError
+from evaltrace.runner.stores import configured_runs_dir
+from evaltrace.schema.runs import CaseSelection
 
 
 class RichProgress:
@@ -68,13 +75,15 @@ def register(subparsers: Any) -> None:
     run.add_argument("--runs-dir", type=Path, default=None, help="where runs go (default: runs_dir of eval.yaml)")
     run.add_argument("--drift", action="store_true", help="compare with the promoted baseline of this eval")
     run.add_argument("--sqlite", type=Path, default=None, metavar="PATH", help="also store the run in this SQLite db")
+    run.add_argument("--postgres", default=None, metavar="DSN", help="also store the run in this PostgreSQL db")
     run.add_argument(
         "--namespace",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="run namespace recorded in SQLite (repeatable), e.g. --namespace branch=main",
+        help="run namespace recorded in the run's stores (repeatable), e.g. --namespace branch=main",
     )
+    _add_selection(run)
     _add_common(run)
     run.set_defaults(func=run_command)
 
@@ -87,6 +96,41 @@ def register(subparsers: Any) -> None:
     add_runs_dir(again)
     _add_common(again)
     again.set_defaults(func=re_evaluate_command)
+
+
+def _add_selection(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "selecting cases", "run part of the dataset; filters combine with AND, then --sample, then --limit"
+    )
+    group.add_argument("--case", action="append", default=[], metavar="ID", help="case id or glob (repeatable: any)")
+    group.add_argument(
+        "--tag",
+        action="append",
+        default=[],
+        metavar="TAG",
+        help="case with this tag in metadata.tags (repeatable: any)",
+    )
+    group.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="PATH=VALUE",
+        help="dotted path into the case equals VALUE, e.g. metadata.topic=weather (repeatable: all)",
+    )
+    group.add_argument("--sample", type=int, default=None, metavar="N", help="a random sample of N cases")
+    group.add_argument("--seed", type=int, default=None, metavar="S", help="seed of --sample (default 0)")
+    group.add_argument("--limit", type=int, default=None, metavar="N", help="at most the first N cases")
+
+
+def _selection(args: argparse.Namespace) -> CaseSelection | None:
+    selection = CaseSelection(
+        cases=args.case, tags=args.tag, where=args.where, sample=args.sample, seed=args.seed, limit=args.limit
+    )
+    if selection == CaseSelection():
+        return None
+    if args.resume is not None:
+        raise SelectionError("selection flags cannot be combined with --resume: a run keeps the cases it started with")
+    return selection
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -114,12 +158,15 @@ def _report(console: Console, outcome: RunOutcome, fail_on_regression: bool) -> 
     for note in outcome.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     render_summary(console, outcome.summary, outcome.run.path)
+    traces = outcome.run.path / TRACES_FILE
+    render_details(console, outcome.summary, traces, trace_locations(traces))
+    saved = report_stores(console, outcome.stored, outcome.store_errors, outcome.run.path)
     if not fail_on_regression:
-        return EXIT_OK
+        return saved
     problems = run_gate_problems(outcome.summary)
     for problem in problems:
         console.print(f"[red]gate failed:[/red] {problem}", highlight=False)
-    return EXIT_FAILED if problems else EXIT_OK
+    return EXIT_FAILED if problems else saved
 
 
 def run_command(args: argparse.Namespace) -> int:
@@ -127,6 +174,7 @@ def run_command(args: argparse.Namespace) -> int:
     console = Console()
     try:
         namespace = _namespace(args.namespace)
+        selection = _selection(args)
     except ValueError as exc:
         return print_error(exc)
     if args.config is None and args.resume is None:
@@ -144,6 +192,8 @@ def run_command(args: argparse.Namespace) -> int:
                     sqlite_path=args.sqlite,
                     run_namespace=namespace,
                     progress=progress,
+                    selection=selection,
+                    postgres_dsn=args.postgres,
                 )
     except EvaltraceError as exc:
         return print_error(exc)
@@ -153,7 +203,7 @@ def run_command(args: argparse.Namespace) -> int:
 def _resume(args: argparse.Namespace, namespace: dict[str, str] | None, progress: RichProgress) -> RunOutcome:
     runs_dir = args.runs_dir
     if runs_dir is None:
-        runs_dir = load_eval_config(args.config).runs_dir if args.config is not None else Path(DEFAULT_RUNS_DIR)
+        runs_dir = configured_runs_dir(load_eval_config(args.config)) if args.config else Path(DEFAULT_RUNS_DIR)
     run = RunDirectory(resolve_run(args.resume, runs_dir))
     return resume_run(
         run,
@@ -162,6 +212,7 @@ def _resume(args: argparse.Namespace, namespace: dict[str, str] | None, progress
         sqlite_path=args.sqlite,
         run_namespace=namespace,
         progress=progress,
+        postgres_dsn=args.postgres,
     )
 
 

@@ -28,6 +28,7 @@ from evaltrace.evaluators.classification import (
 from evaltrace.evaluators.composite import AgentRubric
 from evaltrace.evaluators.embeddings import Embedder, OpenAIEmbedder, cosine
 from evaltrace.evaluators.encoding import EncodingGuardrail
+from evaltrace.evaluators.files import FilesChanged, MustCreateFiles, MustModifyFiles, MustNotModifyFiles
 from evaltrace.evaluators.grading import (
     BYOP,
     CitationAccuracy,
@@ -88,6 +89,7 @@ __all__ = [
     "FactualAccuracy",
     "FairnessBias",
     "Faithfulness",
+    "FilesChanged",
     "Groundedness",
     "Hallucination",
     "JsonSchema",
@@ -101,6 +103,9 @@ __all__ = [
     "LoopingDetection",
     "LoopingMetrics",
     "MissingExtraError",
+    "MustCreateFiles",
+    "MustModifyFiles",
+    "MustNotModifyFiles",
     "NoPII",
     "NotContains",
     "OpenAIEmbedder",

@@ -17,6 +17,7 @@ from evaltrace.evaluators.budgets import Cost, Latency, TokenBudget
 from evaltrace.evaluators.classification import Classification
 from evaltrace.evaluators.composite import AgentRubric
 from evaltrace.evaluators.encoding import EncodingGuardrail
+from evaltrace.evaluators.files import FilesChanged, MustCreateFiles, MustModifyFiles, MustNotModifyFiles
 from evaltrace.evaluators.grading import (
     BYOP,
     CitationAccuracy,
@@ -69,6 +70,7 @@ CATALOGUE: Mapping[str, type[Any]] = MappingProxyType(
         "facts": Facts,
         "factual_accuracy": FactualAccuracy,
         "fairness_bias": FairnessBias,
+        "files_changed": FilesChanged,
         "faithfulness": Faithfulness,
         "groundedness": Groundedness,
         "hallucination": Hallucination,
@@ -78,6 +80,9 @@ CATALOGUE: Mapping[str, type[Any]] = MappingProxyType(
         "length": Length,
         "llm_judge": LLMJudge,
         "looping_detection": LoopingDetection,
+        "must_create_files": MustCreateFiles,
+        "must_modify_files": MustModifyFiles,
+        "must_not_modify_files": MustNotModifyFiles,
         "not_contains": NotContains,
         "pii_leakage": NoPII,
         "regex": Regex,

@@ -27,6 +27,8 @@ from evaltrace._version import __version__
 from evaltrace.context import ContextAttributesProcessor, context
 from evaltrace.mapping import trace_from_spans
 from evaltrace.runner.adapters import Adapter, AdapterFailure
+from evaltrace.runner.outputs import finish_trace
+from evaltrace.runner.response_mapping import MappedOutput
 from evaltrace.schema import EvalCase, Trace, TraceError
 
 __all__ = ["CASE_SPAN_NAME", "CaseCapture", "capture_run"]
@@ -34,7 +36,6 @@ __all__ = ["CASE_SPAN_NAME", "CaseCapture", "capture_run"]
 CASE_SPAN_NAME = "evaltrace.case"
 """Name of the root span of one (case, variant) execution."""
 _STACK_LIMIT = 4000
-_ANSWER_KEYS = ("final_answer", "answer", "output", "response", "text", "content")
 
 
 class _Collector(SpanProcessor):
@@ -102,22 +103,13 @@ class CaseCapture:
                     raised = exc.cause if isinstance(exc, UserAbort) else exc
                     failure = TraceError(type="exception", message=f"{type(raised).__name__}: {raised}", stack=stack)
                 if failure is None:
-                    span.set_attribute(sc.OUTPUT_VALUE, capped_json(output))
+                    raw = output.body if isinstance(output, MappedOutput) else output
+                    span.set_attribute(sc.OUTPUT_VALUE, capped_json(raw))
                 else:
                     span.set_status(Status(StatusCode.ERROR, failure.message))
         span_context = span.get_span_context()
         trace = trace_from_spans(self._collector.pop(span_context.trace_id), root=span_context.span_id)
-        return _finish(trace, output, failure)
-
-
-def _finish(trace: Trace, output: Any, failure: TraceError | None) -> Trace:
-    """Apply the adapter's error classification and pick a final answer out of a JSON object output."""
-    updates: dict[str, Any] = {"error": failure}
-    if failure is None and trace.output.final_answer is None and isinstance(output, dict):
-        answer = next((output[k] for k in _ANSWER_KEYS if isinstance(output.get(k), str)), None)
-        if answer is not None:
-            updates["output"] = trace.output.model_copy(update={"final_answer": answer})
-    return Trace.model_validate({**trace.model_dump(exclude={"latency_ms"}), **updates})
+        return finish_trace(trace, output, failure, getattr(adapter, "trace_extra", None))
 
 
 @contextmanager

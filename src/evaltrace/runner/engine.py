@@ -2,9 +2,10 @@
 
 Order of a run (data-model.md part A): validate eval.yaml, the cases, adapters and evaluators (every config
 error surfaces before the system is called) -> create ``runs/<run_id>/`` with config.yaml, config_hash.txt, the
-cases snapshot and run_meta.json -> execute, appending each cell's trace to ``traces.jsonl`` as it finishes ->
+cases snapshot and run_meta.json -> execute, appending each cell's trace to ``traces.jsonl`` as it finishes (a
+system with a ``workspace`` runs each cell in its own copy and writes ``artifacts/<case>/<variant>/`` first) ->
 evaluate, appending each result to ``results.jsonl`` as it finishes -> rewrite ``results.jsonl`` in order ->
-``summary.yaml`` (with the ad-hoc or drift comparison) -> optionally the SQLite store.
+``summary.yaml`` (with the ad-hoc or drift comparison) -> the ``output:`` / ``--sqlite`` / ``--postgres`` stores.
 
 :func:`resume_run` continues a killed run from those files: cells with a trace are not run again, evaluations
 with a result are not run again (a torn last line is cut off first); what was in flight at the kill is redone.
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from evaltrace.runner.adapters import Adapter, build_adapter
+from evaltrace.runner.artifacts import attach_artifacts
 from evaltrace.runner.baselines import load_baseline, run_eval_name
 from evaltrace.runner.capture import capture_run
 from evaltrace.runner.config import (
@@ -29,11 +31,16 @@ from evaltrace.runner.config import (
     mask_secrets,
 )
 from evaltrace.runner.evaluate import ConfiguredEvaluator, ResultKey, build_evaluators, evaluate_traces, result_key
+from evaltrace.runner.findings import baseline_run_results, describe_changes, trace_locations, with_findings
 from evaltrace.runner.resume import current_sys_path, incomplete_runs, re_evaluation_setup, resume_config
-from evaltrace.runner.rundir import SUMMARY_FILE, RunDirectory, RunMeta
-from evaltrace.runner.sqlite_store import SqliteRunStore
-from evaltrace.runner.summary import CaseOutcomes, compare_variants, run_comparison, summarise_run
+from evaltrace.runner.rundir import CONFIG_FILE, SUMMARY_FILE, TRACES_FILE, RunDirectory, RunMeta
+from evaltrace.runner.select import apply_selection
+from evaltrace.runner.stores import StoreSpec, configured_runs_dir, configured_stores, parse_outputs, save_to_stores
+from evaltrace.runner.summary import CaseOutcomes, compare_variants, restrict_to_cases, run_comparison, summarise_run
+from evaltrace.runner.workspace import WorkspaceSource, prepare_workspaces
+from evaltrace.runner.workspace_cells import WorkspaceCells
 from evaltrace.schema import ComparisonReport, EvalCase, EvaluationResult, RunSummary, Trace, utcnow
+from evaltrace.schema.runs import CaseSelection
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -73,6 +80,8 @@ class RunOutcome:
         traces: The traces (as in traces.jsonl).
         results: The evaluation results (as in results.jsonl).
         notes: Things the user should know (e.g. ``--drift`` without a promoted baseline).
+        stored: The stores (``output:``, ``--sqlite``, ``--postgres``) the run was saved to.
+        store_errors: One message per store that could not save the run (the run directory is complete).
     """
 
     run: RunDirectory
@@ -80,6 +89,8 @@ class RunOutcome:
     traces: list[Trace]
     results: list[EvaluationResult]
     notes: list[str] = field(default_factory=list)
+    stored: list[str] = field(default_factory=list)
+    store_errors: list[str] = field(default_factory=list)
 
 
 Cell = tuple[str, str]
@@ -93,8 +104,12 @@ async def _execute(
     progress: ProgressReporter,
     done: set[Cell],
     on_trace: Callable[[Trace], None],
+    cells: WorkspaceCells | None = None,
 ) -> list[Trace]:
-    """Run every (case, variant) not in ``done``; each trace goes to ``on_trace`` as soon as it exists."""
+    """Run every (case, variant) not in ``done``; each trace goes to ``on_trace`` as soon as it exists.
+
+    ``cells`` runs the cells of variants with a workspace, each in its own copy (filesystem evals).
+    """
     limit = asyncio.Semaphore(config.concurrency)
     todo = [
         (adapter, case, variant.name)
@@ -107,7 +122,10 @@ async def _execute(
 
         async def one(adapter: Adapter, case: EvalCase, variant: str) -> Trace:
             async with limit:
-                trace = await capture.execute(adapter, case, variant, run_id)
+                if cells is None:
+                    trace = await capture.execute(adapter, case, variant, run_id)
+                else:
+                    trace = await cells.execute(capture, adapter, case, variant, run_id)
             on_trace(trace)  # persisted before any evaluator runs, and before a kill could lose it
             progress.advance()
             return trace
@@ -116,6 +134,8 @@ async def _execute(
             return list(await asyncio.gather(*(one(*job) for job in todo)))
         finally:
             await asyncio.gather(*(a.aclose() for a in adapters), return_exceptions=True)
+            if cells is not None:
+                await cells.aclose()
 
 
 async def _evaluate(
@@ -147,11 +167,13 @@ class _SummaryInputs:
     variant_names: list[str]
     baseline_variant: str | None
     drift_runs_dir: Path | None
+    cases: list[EvalCase] = field(default_factory=list)
 
 
 def _summarise(
     inputs: _SummaryInputs, traces: list[Trace], results: list[EvaluationResult], notes: list[str]
 ) -> RunSummary:
+    """The summary with its findings (failing cases, insights) and comparison, each change described."""
     summary, outcomes = summarise_run(
         run_id=inputs.run.run_id,
         started_at=inputs.started_at,
@@ -162,31 +184,59 @@ def _summarise(
         traces=traces,
         results=results,
     )
-    comparison = None
+    locations = trace_locations(inputs.run.path / TRACES_FILE)
+    summary = with_findings(summary, outcomes, traces, results, cases=inputs.cases, locations=locations)
+    meta = inputs.run.read_meta()
+    selection = meta.selection if meta is not None else None
+    compared = None
     if inputs.drift_runs_dir is not None:
-        comparison = _drift(inputs.run, inputs.drift_runs_dir, summary, outcomes, notes)
-    if comparison is None and inputs.baseline_variant in {v.name for v in summary.variants}:
-        comparison = compare_variants(summary, outcomes, str(inputs.baseline_variant))
-    return summary.model_copy(update={"comparison": comparison})
+        compared = _drift(inputs.run, inputs.drift_runs_dir, summary, outcomes, notes, selection)
+    if compared is None and inputs.baseline_variant in {v.name for v in summary.variants}:
+        compared = (compare_variants(summary, outcomes, str(inputs.baseline_variant)), outcomes, results)
+    comparison = None
+    if compared is not None:
+        report, base_outcomes, base_results = compared
+        comparison = describe_changes(
+            report,
+            traces=traces,
+            results=results,
+            outcomes=outcomes,
+            base_outcomes=base_outcomes,
+            base_results=base_results,
+            locations=locations,
+        )
+    return summary.model_copy(update={"comparison": comparison, "selection": selection})
 
 
 def _drift(
-    run: RunDirectory, runs_dir: Path, summary: RunSummary, outcomes: CaseOutcomes, notes: list[str]
-) -> ComparisonReport | None:
+    run: RunDirectory,
+    runs_dir: Path,
+    summary: RunSummary,
+    outcomes: CaseOutcomes,
+    notes: list[str],
+    selection: CaseSelection | None,
+) -> tuple[ComparisonReport, CaseOutcomes, list[EvaluationResult] | None] | None:
+    """The drift comparison, the baseline's outcomes and (when its run is still there) its results."""
     eval_name = run_eval_name(run)
     baseline = load_baseline(runs_dir, eval_name)
     if baseline is None:
         notes.append(f"no promoted baseline for {eval_name!r} in {runs_dir}; drift comparison skipped")
         return None
-    return run_comparison(baseline.summary, baseline.outcomes, summary, outcomes, kind="drift")
+    base_summary, base_outcomes = baseline.summary, baseline.outcomes
+    if selection is not None:  # part of the dataset: compare with the same cases of the baseline only
+        base_summary, base_outcomes = restrict_to_cases(base_summary, base_outcomes, selection.selected)
+    report = run_comparison(base_summary, base_outcomes, summary, outcomes, kind="drift")
+    return report, base_outcomes, baseline_run_results(runs_dir, baseline.summary.run_id, run.run_id)
 
 
 @dataclass(frozen=True)
 class _Options:
     drift_dir: Path | None
-    sqlite_path: Path | None
+    stores: list[StoreSpec]
     run_namespace: dict[str, str] | None
     progress: ProgressReporter
+    workspaces: dict[str, WorkspaceSource] = field(default_factory=dict)
+    """Variant name -> its workspace source (filesystem evals)."""
 
 
 def run_eval(
@@ -197,6 +247,8 @@ def run_eval(
     sqlite_path: Path | None = None,
     run_namespace: dict[str, str] | None = None,
     progress: ProgressReporter | None = None,
+    selection: CaseSelection | None = None,
+    postgres_dsn: str | None = None,
 ) -> RunOutcome:
     """Run an eval.yaml end to end and write its run directory.
 
@@ -208,22 +260,28 @@ def run_eval(
         runs_dir: Where the run directory goes (default: the config's ``runs_dir``, relative to the cwd).
         drift: Compare with the promoted baseline of this eval (kind ``drift``) instead of the baseline variant.
         sqlite_path: Also store the run in this SQLite database.
-        run_namespace: Namespace recorded with the run in SQLite (project, branch, ...).
+        run_namespace: Namespace recorded with the run in its stores (project, branch, ...); its keys win over
+            an ``output:`` store's ``run_namespace``.
         progress: Progress receiver (default: none).
+        selection: Run part of the dataset (:mod:`evaltrace.runner.select`); recorded in run_meta.json and the
+            summary, and the config hash covers the chosen cases only.
+        postgres_dsn: Also store the run in this PostgreSQL database.
 
     Returns:
         The outcome.
 
     Raises:
         RunConfigError: The config, the cases, an adapter or an evaluator is malformed (nothing was run).
+        SelectionError: The selection is malformed or matches no case (nothing was run).
     """
-    config = load_eval_config(config_path)
-    target_dir = runs_dir if runs_dir is not None else config.runs_dir
+    config, selection = apply_selection(load_eval_config(config_path), selection)
+    target_dir = runs_dir if runs_dir is not None else configured_runs_dir(config)
     masked = mask_secrets(config.raw)
     digest = config_hash(masked, config.cases)
     unfinished = incomplete_runs(target_dir, config.name, digest)
-    adapters = [build_adapter(v, config.path, i) for i, v in enumerate(config.variants)]
-    evaluators = build_evaluators(config.evaluators, config.path)
+    adapters = [build_adapter(v, config.path, i, key=config.variants_key) for i, v in enumerate(config.variants)]
+    evaluators = build_evaluators(config.evaluators, config.path, judge=config.judge)
+    workspaces = prepare_workspaces(config.variants, adapters, config.path, key=config.variants_key)
     started = utcnow()
     run = RunDirectory.create(target_dir, config.name, started)
     verbatim = config.path.read_text(encoding="utf-8") if masked == config.raw else None
@@ -235,12 +293,15 @@ def run_eval(
             sys_path=current_sys_path(),
             config_verbatim=verbatim is not None,
             started_at=started,
+            selection=selection,
+            run_namespace=run_namespace,
         )
     )
     notes = [
         f"run {rid} of this config did not finish; `evaltrace run --resume {rid}` continues it" for rid in unfinished
     ]
-    options = _Options(target_dir if drift else None, sqlite_path, run_namespace, progress or NullProgress())
+    stores = _stores(configured_stores(config), sqlite_path, postgres_dsn)
+    options = _Options(target_dir if drift else None, stores, run_namespace, progress or NullProgress(), workspaces)
     return _carry_out(run, config, adapters, evaluators, started, options, new_run=True, notes=notes)
 
 
@@ -252,6 +313,7 @@ def resume_run(
     sqlite_path: Path | None = None,
     run_namespace: dict[str, str] | None = None,
     progress: ProgressReporter | None = None,
+    postgres_dsn: str | None = None,
 ) -> RunOutcome:
     """Continue a run that was killed (or finish one that already completed, which only re-summarises it).
 
@@ -264,8 +326,9 @@ def resume_run(
         config_path: Its eval.yaml, if the run's saved config cannot stand in (it must hash the same).
         drift: Compare with the promoted baseline (in the run's parent directory).
         sqlite_path: Also store the run in this SQLite database.
-        run_namespace: Namespace recorded with the run in SQLite.
+        run_namespace: Namespace recorded with the run in its stores (default: the run's own, from run_meta.json).
         progress: Progress receiver.
+        postgres_dsn: Also store the run in this PostgreSQL database.
 
     Returns:
         The outcome of the whole run (earlier and new traces and results).
@@ -274,13 +337,29 @@ def resume_run(
         RunConfigError: The run's config cannot be rebuilt, or ``config_path`` is not the run's config.
     """
     config = resume_config(run, None if config_path is None else Path(config_path))
-    adapters = [build_adapter(v, config.path, i) for i, v in enumerate(config.variants)]
-    evaluators = build_evaluators(config.evaluators, config.path)
+    adapters = [build_adapter(v, config.path, i, key=config.variants_key) for i, v in enumerate(config.variants)]
+    evaluators = build_evaluators(config.evaluators, config.path, judge=config.judge)
+    workspaces = prepare_workspaces(config.variants, adapters, config.path, key=config.variants_key)
     meta = run.read_meta()
     started = meta.started_at if meta is not None and meta.started_at is not None else utcnow()
     notes = run.repair()
-    options = _Options(run.path.parent if drift else None, sqlite_path, run_namespace, progress or NullProgress())
+    stores = _stores(configured_stores(config), sqlite_path, postgres_dsn)
+    if run_namespace is None and meta is not None:
+        run_namespace = meta.run_namespace
+    options = _Options(
+        run.path.parent if drift else None, stores, run_namespace, progress or NullProgress(), workspaces
+    )
     return _carry_out(run, config, adapters, evaluators, started, options, new_run=False, notes=notes)
+
+
+def _stores(configured: list[StoreSpec], sqlite_path: Path | None, postgres_dsn: str | None) -> list[StoreSpec]:
+    """The config's ``output:`` stores, then those named on the command line."""
+    stores = list(configured)
+    if sqlite_path is not None:
+        stores.append(StoreSpec("sqlite", path=str(sqlite_path), entry="--sqlite"))
+    if postgres_dsn is not None:
+        stores.append(StoreSpec("postgres", dsn=postgres_dsn, entry="--postgres"))
+    return stores
 
 
 def _carry_out(
@@ -299,7 +378,8 @@ def _carry_out(
     done_cells = {(t.case_id, t.variant_name) for t in earlier}
     log = run.append_traces(new_run=new_run)
     try:
-        fresh = asyncio.run(_execute(config, adapters, run.run_id, options.progress, done_cells, log.append))
+        cells = WorkspaceCells(options.workspaces, run.path) if options.workspaces else None
+        fresh = asyncio.run(_execute(config, adapters, run.run_id, options.progress, done_cells, log.append, cells))
     finally:
         log.close()
     run.seal_traces()
@@ -311,7 +391,7 @@ def _carry_out(
     try:
         new_results = asyncio.run(
             _evaluate(
-                traces,
+                attach_artifacts(traces, run.path),  # filesystem evals: each trace's artifact, read from disk
                 config.cases,
                 evaluators,
                 config.concurrency,
@@ -325,13 +405,16 @@ def _carry_out(
     results = sorted([*kept, *new_results], key=order.result)
     run.write_results(results)  # the same results, in order and without torn or stray lines
     variant_names = [v.name for v in config.variants]
-    inputs = _SummaryInputs(run, started, str(config.path), variant_names, config.baseline, options.drift_dir)
+    inputs = _SummaryInputs(
+        run, started, str(config.path), variant_names, config.baseline, options.drift_dir, config.cases
+    )
     summary = _summarise(inputs, traces, results, notes)
     run.write_summary(summary)
-    if options.sqlite_path is not None:
-        with SqliteRunStore(options.sqlite_path) as store:
-            store.save_run(summary, traces, results, eval_name=config.name, run_namespace=options.run_namespace)
-    return RunOutcome(run, summary, traces, results, notes)
+    # Only now, with the run directory complete: a store that fails loses nothing (see runner/stores.py).
+    stored, errors = save_to_stores(
+        options.stores, summary, traces, results, eval_name=config.name, run_namespace=options.run_namespace
+    )
+    return RunOutcome(run, summary, traces, results, notes, stored, errors)
 
 
 def _first_per_key(items: Sequence[T], key: Callable[[T], K]) -> list[T]:
@@ -381,18 +464,20 @@ def re_evaluate(
         progress: Progress receiver.
 
     Returns:
-        The outcome.
+        The outcome (saved to the ``output:`` stores of the run's own config.yaml).
     """
     progress = progress or NullProgress()
     previous = _previous_summary(run)
     setup = re_evaluation_setup(run, config_path, previous)
+    stores = parse_outputs(run.path / CONFIG_FILE, run.read_config().get("output"))
     cases = run.read_cases()
     known = setup.variant_names or ([v.name for v in previous.variants] if previous else [])
     traces = run.read_traces()  # appended as cells finished: put them back in config order
     variant_names = [*known, *dict.fromkeys(t.variant_name for t in traces if t.variant_name not in known)]
     order = _Order(variant_names, [c.id for c in cases], [e.name for e in setup.evaluators])
     traces.sort(key=order.trace)
-    results = asyncio.run(_evaluate(traces, cases, setup.evaluators, setup.concurrency, progress))
+    evaluated = attach_artifacts(traces, run.path)  # filesystem evals: each trace's artifact, read from disk
+    results = asyncio.run(_evaluate(evaluated, cases, setup.evaluators, setup.concurrency, progress))
     run.write_results(results)
     started = previous.started_at if previous else min((t.started_at for t in traces), default=utcnow())
     notes: list[str] = []
@@ -403,10 +488,16 @@ def re_evaluate(
         variant_names,
         setup.baseline,
         (runs_dir or run.path.parent) if drift else None,
+        cases,
     )
     summary = _summarise(inputs, traces, results, notes)
     run.write_summary(summary)
-    return RunOutcome(run, summary, traces, results, notes)
+    meta = run.read_meta()
+    namespace = meta.run_namespace if meta is not None else None
+    stored, errors = save_to_stores(
+        stores, summary, traces, results, eval_name=run_eval_name(run), run_namespace=namespace
+    )
+    return RunOutcome(run, summary, traces, results, notes, stored, errors)
 
 
 def _previous_summary(run: RunDirectory) -> RunSummary | None:

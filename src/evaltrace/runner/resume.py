@@ -27,11 +27,14 @@ from evaltrace.runner.config import (
     config_hash,
     load_eval_config,
     load_evaluator_entries,
+    load_judge,
     mask_secrets,
+    system_entries,
 )
 from evaltrace.runner.errors import RunConfigError
 from evaltrace.runner.evaluate import ConfiguredEvaluator, build_evaluators
 from evaltrace.runner.rundir import CONFIG_FILE, HASH_FILE, SUMMARY_FILE, RunDirectory, RunMeta
+from evaltrace.runner.select import restrict_to_selection
 from evaltrace.schema import RunSummary
 
 __all__ = [
@@ -84,8 +87,10 @@ def resume_config(run: RunDirectory, config_path: Path | None) -> EvalConfig:
     meta = run.read_meta()
     use_run_paths(meta)
     expected = run.read_hash()
+    # A run of part of the dataset (--case, --tag, ...) continues with exactly its recorded cases.
+    selection = meta.selection if meta is not None else None
     if config_path is not None:
-        config = load_eval_config(config_path)
+        config = restrict_to_selection(load_eval_config(config_path), selection)
         if _hash_of(config) != expected:
             raise RunConfigError(
                 config_path, "", f"differs from the config of run {run.run_id} (config hash); start a new run instead"
@@ -100,7 +105,7 @@ def resume_config(run: RunDirectory, config_path: Path | None) -> EvalConfig:
         # Path: the original eval.yaml's, so relative references and error messages mean what they meant.
         return load_eval_config(meta.eval_path, raw=run.read_config(), cases=cases)
     original = Path(meta.eval_path)
-    config = load_eval_config(original)
+    config = restrict_to_selection(load_eval_config(original), selection)
     if _hash_of(config) != expected:
         raise RunConfigError(
             original,
@@ -168,7 +173,7 @@ def re_evaluation_setup(run: RunDirectory, config_path: Path | None, previous: R
     concurrency = raw.get("concurrency")
     baseline = raw.get("baseline")
     return ReEvaluationSetup(
-        evaluators=build_evaluators(entries, source, base_dir=base_dir),
+        evaluators=build_evaluators(entries, source, base_dir=base_dir, judge=load_judge(source, raw.get("judge"))),
         concurrency=concurrency if isinstance(concurrency, int) and concurrency > 0 else DEFAULT_CONCURRENCY,
         baseline=baseline if isinstance(baseline, str) else None,
         source=source,
@@ -177,7 +182,7 @@ def re_evaluation_setup(run: RunDirectory, config_path: Path | None, previous: R
 
 
 def _variant_names(raw: dict[str, Any]) -> list[str]:
-    variants = raw.get("variants")
+    variants = system_entries(raw)
     if not isinstance(variants, list):
         return []
     return [str(v["name"]) for v in variants if isinstance(v, dict) and "name" in v]

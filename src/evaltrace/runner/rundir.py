@@ -12,11 +12,18 @@ Beside the files of the layout the directory holds ``cases.jsonl`` (the cases as
 so a re-evaluation judges against the same expectations after cases.yaml was edited) and ``run_meta.json``
 (:class:`RunMeta`: where the eval.yaml was and the ``sys.path`` the run imported from, so ``re-evaluate`` and
 ``run --resume`` find ``import:`` evaluators and targets without extra flags).
+
+Variants with a ``workspace`` also leave ``artifacts/<case_id>/<variant>/`` per cell (before/, after/, diff.txt,
+artifact.json; see :mod:`evaltrace.runner.artifacts`), written before the cell's trace is appended.
+
+Traces and results written by an older 1.x release are migrated as they are read
+(:mod:`evaltrace.schema.migrations`); the files themselves are not rewritten.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import stat
 from collections.abc import Iterable
@@ -28,8 +35,11 @@ from pydantic import BaseModel, Field, ValidationError
 
 from evaltrace.exceptions import EvaltraceError, SchemaError
 from evaltrace.schema import EvalCase, EvaluationResult, RunSummary, Trace
+from evaltrace.schema.migrations import RecordKind, migrate_record
+from evaltrace.schema.runs import CaseSelection
 
 __all__ = [
+    "ARTIFACTS_DIR",
     "CASES_FILE",
     "CONFIG_FILE",
     "HASH_FILE",
@@ -41,6 +51,7 @@ __all__ = [
     "RunDirectory",
     "RunMeta",
     "RunNotFoundError",
+    "load_record",
     "new_run_id",
     "resolve_run",
 ]
@@ -52,10 +63,14 @@ CONFIG_FILE = "config.yaml"
 HASH_FILE = "config_hash.txt"
 CASES_FILE = "cases.jsonl"
 META_FILE = "run_meta.json"
+ARTIFACTS_DIR = "artifacts"
+"""Filesystem evals' ``<case_id>/<variant>/`` directories (:mod:`evaltrace.runner.artifacts`)."""
 _ID_TIME_FORMAT = "%Y-%m-%dT%H-%M-%S"
 _MAX_ID_ATTEMPTS = 1000
 
 M = TypeVar("M", bound=BaseModel)
+# Produced records migrated on read (evaltrace.schema.migrations); files are never rewritten for it.
+_RECORD_KINDS: dict[type[BaseModel], RecordKind] = {Trace: "trace", EvaluationResult: "result"}
 
 
 class RunNotFoundError(EvaltraceError, LookupError):
@@ -71,6 +86,8 @@ class RunMeta(BaseModel):
         sys_path: The absolute ``sys.path`` of the run (PYTHONPATH, the working directory, ...).
         config_verbatim: config.yaml is the eval.yaml as written (no secret was masked), so it can rebuild the run.
         started_at: When the run started.
+        selection: The part of the dataset the run used (``--case``, ``--tag``, ...); None: every case.
+        run_namespace: The ``--namespace`` given to the run; re-evaluate, resume and ``runs push`` save with it.
     """
 
     eval_path: str
@@ -78,6 +95,8 @@ class RunMeta(BaseModel):
     sys_path: list[str] = Field(default_factory=list)
     config_verbatim: bool = False
     started_at: dt.datetime | None = None
+    selection: CaseSelection | None = None
+    run_namespace: dict[str, str] | None = None
 
 
 class JsonlAppender:
@@ -174,10 +193,26 @@ def _read_jsonl(path: Path, model: type[M]) -> list[M]:
         if not line.strip():
             continue
         try:
-            items.append(model.model_validate_json(line))
-        except ValidationError as exc:
-            raise SchemaError(f"{path}:{number}: not a valid {model.__name__}: {exc.errors()[0]['msg']}") from None
+            items.append(load_record(model, line))
+        except ValueError as exc:  # pydantic's ValidationError included
+            problem = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+            raise SchemaError(f"{path}:{number}: not a valid {model.__name__}: {problem}") from None
     return items
+
+
+def load_record(model: type[M], line: bytes | str) -> M:
+    """Parse one jsonl line as ``model``; traces and results written by older 1.x releases are migrated first.
+
+    Raises:
+        ValueError: The line is not JSON, or not a valid ``model`` (a pydantic ValidationError).
+    """
+    kind = _RECORD_KINDS.get(model)
+    if kind is None:
+        return model.model_validate_json(line)
+    data = json.loads(line)
+    if isinstance(data, dict):
+        data = migrate_record(kind, data).data
+    return model.model_validate(data)
 
 
 class RunDirectory:
