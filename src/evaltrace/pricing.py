@@ -102,6 +102,9 @@ _GENAI_PRICES_PROVIDER = {
     "x_ai": "x-ai",
     "mistral_ai": "mistral",
     "perplexity": "perplexity",
+    "anthropic": "anthropic",
+    "gcp.gemini": "google",
+    "gcp.vertex_ai": "google",
 }
 _FALLBACK_PROVIDERS = frozenset({"openai", "azure.ai.openai"})
 _overrides: dict[str, ModelPrice] = {}

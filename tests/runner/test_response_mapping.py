@@ -361,3 +361,52 @@ def test_unknown_key_and_explicit_token_output_keeps_gemini_counts_as_written() 
     assert raised.value.key == "final_anwser" and "unknown key" in raised.value.problem
     explicit = ResponseMapping.from_config({"preset": "gemini", "token_output": "$.usageMetadata.candidatesTokenCount"})
     assert explicit.apply(bodies.GEMINI_THOUGHTS_TOOL).metrics["token_output"] == 21
+
+
+def test_presets_price_the_call_from_model_and_tokens_unless_the_body_or_a_selector_gives_the_cost() -> None:
+    """Providers send no cost: a preset prices the call (cache reads and writes at their own rates)."""
+    from evaltrace import pricing
+
+    body = {
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": "a"}],
+        "usage": {
+            "input_tokens": 1000,
+            "cache_read_input_tokens": 4000,
+            "cache_creation_input_tokens": 500,
+            "output_tokens": 2000,
+        },
+    }
+    pricing.set_model_price("claude-sonnet-4-5", input=3.0, output=15.0, cached_input=0.3, cache_write=3.75)
+    try:
+        mapped = ResponseMapping.from_config({"preset": "anthropic"}).apply(body)
+        expected = (1000 * 3.0 + 4000 * 0.3 + 500 * 3.75 + 2000 * 15.0) / 1e6
+        assert mapped.metrics["token_input"] == 5500
+        assert mapped.metrics["cost_usd"] == pytest.approx(expected)
+        # A cost_usd selector wins over the price table, and an unknown model leaves the cost unknown.
+        own = ResponseMapping.from_config({"preset": "anthropic", "cost_usd": "$.usage.output_tokens"}).apply(body)
+        assert own.metrics["cost_usd"] == 2000.0
+        unknown = ResponseMapping.from_config({"preset": "anthropic"}).apply({**body, "model": "no-such-model-x"})
+        assert "cost_usd" not in unknown.metrics
+    finally:
+        pricing.clear_model_prices()
+
+
+def test_openai_preset_prices_reasoning_tokens_on_a_recorded_body() -> None:
+    from evaltrace import pricing
+
+    body = {
+        "model": "o4-mini-2025-04-16",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "4"}, "finish_reason": "stop"}],
+        "usage": {
+            "prompt_tokens": 100,
+            "completion_tokens": 300,
+            "completion_tokens_details": {"reasoning_tokens": 256},
+            "prompt_tokens_details": {"cached_tokens": 0},
+        },
+    }
+    mapped = ResponseMapping.from_config({"preset": "openai"}).apply(body)
+    cost = pricing.cost_of("o4-mini-2025-04-16", input_tokens=100, output_tokens=300, reasoning_tokens=256)
+    assert cost is not None
+    assert mapped.metrics["cost_usd"] == pytest.approx(cost.total_usd)
+    assert mapped.metrics["cost_thinking_usd"] == pytest.approx(cost.reasoning_usd) and cost.reasoning_usd > 0

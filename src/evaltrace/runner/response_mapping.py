@@ -24,6 +24,7 @@ from typing import Any
 
 import jsonpath
 
+from evaltrace import pricing
 from evaltrace.runner.response_presets import PRESETS, Preset
 from evaltrace.schema import ToolCall
 
@@ -42,6 +43,8 @@ FIELDS = (
 """Trace fields a selector can fill; ``custom`` adds ``metrics.custom.<name>``."""
 _KEYS = ("preset", *FIELDS, "custom")
 _INT_FIELDS = ("token_input", "token_output", "token_thinking")
+# Private selector keys of a preset's price lookup (never fields of the Trace).
+_MODEL, _CACHED, _CACHE_WRITE = "_model", "_cached_tokens", "_cache_write_tokens"
 
 
 class ResponseMappingError(ValueError):
@@ -99,10 +102,19 @@ class ResponseMapping:
         selectors: Mapping[str, tuple[_Selector, ...]],
         custom: Mapping[str, _Selector],
         preset: Preset | None = None,
+        priced_by: Preset | None = None,
     ) -> None:
         self._selectors = dict(selectors)
         self._custom = dict(custom)
         self._preset = preset
+        self._priced_by = priced_by
+        if priced_by is not None:  # the price lookup's inputs, read with the same machinery as the fields
+            for key, texts in (
+                (_MODEL, priced_by.model),
+                (_CACHED, priced_by.cached_tokens),
+                (_CACHE_WRITE, priced_by.cache_write_tokens),
+            ):
+                self._selectors[key] = tuple(_compile(key, t) for t in texts)
 
     @classmethod
     def from_config(cls, config: Any) -> ResponseMapping:
@@ -140,7 +152,10 @@ class ResponseMapping:
         explicit = {"token_output", "token_thinking"} & {k for k in config if config[k] is not None}
         # The preset's correction applies only to its own counts, never to a user's selector.
         preset_fix = preset if preset is not None and preset.output_excludes_thinking and not explicit else None
-        return cls(selectors, compiled_custom, preset_fix)
+        # Without a cost in the body (providers send none) and without a cost_usd selector, a preset prices the
+        # call from the model and token counts (genai-prices, or the user's set_model_price overrides).
+        priced_by = preset if preset is not None and preset.provider and config.get("cost_usd") is None else None
+        return cls(selectors, compiled_custom, preset_fix, priced_by)
 
     def apply(self, body: Any) -> MappedOutput:
         """Map a decoded JSON body (object or array).
@@ -154,6 +169,8 @@ class ResponseMapping:
         metrics["cost_usd"] = self._number("cost_usd", body, integer=False)
         if self._preset is not None and metrics["token_output"] is not None and metrics["token_thinking"]:
             metrics["token_output"] += metrics["token_thinking"]
+        if metrics["cost_usd"] is None and self._priced_by is not None:
+            metrics.update(self._price(body, metrics))
         custom = {}
         for name, selector in self._custom.items():
             values = selector.values(body)
@@ -168,6 +185,30 @@ class ResponseMapping:
             tool_calls=self._tool_calls(body),
             metrics={k: v for k, v in metrics.items() if v is not None},
         )
+
+    def _price(self, body: Any, metrics: Mapping[str, Any]) -> dict[str, float]:
+        assert self._priced_by is not None
+        _, models = self._matches(_MODEL, body)
+        model = next((m for m in models if isinstance(m, str) and m), None)
+        try:
+            cached, write = self._number(_CACHED, body, integer=True), self._number(_CACHE_WRITE, body, integer=True)
+        except MappingFailure:  # a malformed cache count leaves the cost unknown; it is no field of the trace
+            return {}
+        cost = pricing.cost_of(
+            model,
+            input_tokens=metrics.get("token_input"),
+            output_tokens=metrics.get("token_output"),
+            reasoning_tokens=metrics.get("token_thinking"),
+            cached_tokens=cached,
+            cache_write_tokens=write,
+            provider=self._priced_by.provider,
+        )
+        if cost is None:
+            return {}
+        priced = {"cost_usd": cost.total_usd}
+        if metrics.get("token_thinking"):
+            priced["cost_thinking_usd"] = cost.reasoning_usd
+        return priced
 
     def _matches(self, name: str, body: Any) -> tuple[_Selector | None, list[Any]]:
         """Values of the first alternative selector of ``name`` that matches one."""

@@ -40,6 +40,14 @@ class Preset:
     """Field name -> alternative JSONPath selectors (the first that matches a value wins)."""
     output_excludes_thinking: bool = False
     """The provider's output count leaves thinking tokens out; they are added to ``token_output``."""
+    provider: str = ""
+    """``gen_ai.provider.name`` of the API, for the price lookup of ``cost_usd`` when the body has no cost."""
+    model: tuple[str, ...] = ("$.model",)
+    """Selectors of the model that answered (priced with ``evaltrace.pricing``)."""
+    cached_tokens: tuple[str, ...] = ()
+    """Selectors of the input tokens read from the provider's prompt cache (billed at the cached rate)."""
+    cache_write_tokens: tuple[str, ...] = ()
+    """Selectors of the input tokens written to the prompt cache (billed at the cache-write rate)."""
 
 
 _CHAT = "$.choices[0].message"
@@ -60,6 +68,9 @@ ANTHROPIC = Preset(
         "token_input": ("$.usage['input_tokens','cache_creation_input_tokens','cache_read_input_tokens']",),
         "token_output": ("$.usage.output_tokens",),
     },
+    provider="anthropic",
+    cached_tokens=("$.usage.cache_read_input_tokens",),
+    cache_write_tokens=("$.usage.cache_creation_input_tokens",),
 )
 
 OPENAI = Preset(
@@ -78,6 +89,8 @@ OPENAI = Preset(
             "$.usage.output_tokens_details.reasoning_tokens",
         ),
     },
+    provider="openai",
+    cached_tokens=("$.usage.prompt_tokens_details.cached_tokens", "$.usage.input_tokens_details.cached_tokens"),
 )
 
 DEEPSEEK = Preset(
@@ -88,6 +101,8 @@ DEEPSEEK = Preset(
         "tool_calls": (_CHAT_TOOL_CALLS,),
         **_CHAT_TOKENS,
     },
+    provider="deepseek",
+    cached_tokens=("$.usage.prompt_cache_hit_tokens",),
 )
 
 _PARTS = "$.candidates[0].content.parts"
@@ -102,6 +117,9 @@ GEMINI = Preset(
         "token_thinking": ("$.usageMetadata.thoughtsTokenCount", "$.usage_metadata.thoughts_token_count"),
     },
     output_excludes_thinking=True,
+    provider="gcp.gemini",
+    model=("$.modelVersion", "$.model_version"),
+    cached_tokens=("$.usageMetadata.cachedContentTokenCount", "$.usage_metadata.cached_content_token_count"),
 )
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (ANTHROPIC, OPENAI, DEEPSEEK, GEMINI)}
