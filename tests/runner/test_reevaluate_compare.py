@@ -92,6 +92,9 @@ def test_promote_then_drift_reports_regressions(project: Project, capsys: pytest
     code = main(["compare", good.run.run_id, bad.run.run_id, "--runs-dir", str(project.runs_dir)])
     out = capsys.readouterr().out
     assert code == 0 and "c1, c2" in out and "-66.7 pts" in out
+    # It says what changed for each regressed case, and where the judged run's trace is.
+    assert "What changed against" in out and "regression c1 in " in out and "pass -> fail" in out
+    assert str(bad.run.path / "traces.jsonl") in out.replace("\n", "")
     assert main(["compare", bad.run.run_id, "--runs-dir", str(project.runs_dir), "--fail-on-regression"]) == 1
     # The reverse direction shows improvements.
     assert compare_runs(bad.run, good.run).deltas[0].improvements == ["c1", "c2"]

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from evaltrace.runner.findings import CellKey
-from evaltrace.schema import RunSummary
+from evaltrace.schema import ComparisonReport, RunSummary
 from evaltrace.schema.runs import CaseChange, CaseReport, EvaluatorVerdict, RunInsightsSummary
 
 __all__ = ["MAX_LINES", "render_details"]
@@ -70,8 +70,13 @@ def _print_change(console: Console, variant: str, change: CaseChange, traces: st
 
 
 def _print_changes(console: Console, summary: RunSummary, traces: str) -> None:
-    report = summary.comparison
-    if report is None or not any(d.changes for d in report.deltas):
+    if summary.comparison is not None:
+        print_changes(console, summary.comparison, traces)
+
+
+def print_changes(console: Console, report: ComparisonReport, traces: str) -> None:
+    """Print what changed for each regressed, improved or unverified case of ``report`` (nothing if none moved)."""
+    if not any(d.changes for d in report.deltas):
         return
     console.print(Text(f"What changed against {report.baseline} ({report.kind}):", style="bold"))
     for delta in report.deltas:

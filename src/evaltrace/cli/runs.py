@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from evaltrace.cli.run_details import print_changes
 from evaltrace.exceptions import EvaltraceError
 from evaltrace.runner import (
     RunDirectory,
@@ -23,7 +24,7 @@ from evaltrace.runner.baselines import run_eval_name
 from evaltrace.runner.config import DEFAULT_RUNS_DIR
 from evaltrace.runner.gate import comparison_gate_problems
 from evaltrace.runner.migrate import current_summary
-from evaltrace.runner.rundir import CONFIG_FILE, SUMMARY_FILE
+from evaltrace.runner.rundir import CONFIG_FILE, SUMMARY_FILE, TRACES_FILE
 from evaltrace.runner.stores import StoreSpec, open_store, parse_outputs, save_to_stores
 from evaltrace.schema import ComparisonReport, EvaluatorVariantRollup, RunSummary, VariantSummary
 
@@ -264,13 +265,19 @@ def compare_command(args: argparse.Namespace) -> int:
     console = Console()
     try:
         first = RunDirectory(resolve_run(args.run_a, args.runs_dir))
+        judged = first  # the run whose cases moved: RUN_B, or RUN_A against its baseline
         if args.run_b is None:
             report = compare_with_baseline(first, args.runs_dir)
         else:
-            report = compare_runs(first, RunDirectory(resolve_run(args.run_b, args.runs_dir)))
+            judged = RunDirectory(resolve_run(args.run_b, args.runs_dir))
+            report = compare_runs(first, judged)
     except EvaltraceError as exc:
         return print_error(exc)
     render_comparison(console, report)
+    traces = judged.path / TRACES_FILE
+    print_changes(console, report, str(traces))
+    if any(delta.changes for delta in report.deltas):
+        console.print(Text(f"Traces (line numbers above): {traces}"), soft_wrap=True)
     if not args.fail_on_regression:
         return EXIT_OK
     problems = comparison_gate_problems(report)
