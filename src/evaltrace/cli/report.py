@@ -4,19 +4,26 @@
 trace); ``evaltrace report <trace_id> -o report.html`` reports one trace of the local store. A reference that
 names a run (a run directory, or a run id or unique prefix under ``--runs-dir``) is a run; anything else is a
 trace id (``last``: the newest trace).
+
+Exit codes: 0 written, 1 the run or trace is not found or cannot be read, 2 a reference that is neither (a path
+that is no run directory, an id that is no trace id).
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import sys
 from pathlib import Path
 from typing import Any
 
+from evaltrace.cli._untrusted import clean
 from evaltrace.exceptions import EvaltraceError
-from evaltrace.exporters.local_store import DEFAULT_DIRECTORY
+from evaltrace.exporters.local_store import DEFAULT_DIRECTORY, TraceIdError, check_trace_id
 from evaltrace.runner.config import DEFAULT_RUNS_DIR
-from evaltrace.runner.rundir import RunDirectory, RunNotFoundError, resolve_run
+from evaltrace.runner.rundir import RunDirectory, RunNotFoundError, RunPathError, resolve_run
+
+_ARGUMENT = "RUN_OR_TRACE"
 
 
 def register(subparsers: Any) -> None:
@@ -41,15 +48,17 @@ def _run(reference: str, runs_dir: Path) -> RunDirectory | None:
     if reference == "last":
         return None  # the newest *trace*, as before runs could be reported
     try:
-        return RunDirectory(resolve_run(reference, runs_dir))
+        return RunDirectory(resolve_run(reference, runs_dir, argument=_ARGUMENT))
+    except RunPathError:
+        raise
     except RunNotFoundError:
-        if runs_dir.is_dir() and any(runs_dir.glob(f"{reference}*")):
+        if runs_dir.is_dir() and any(runs_dir.glob(f"{glob.escape(reference)}*")):
             raise  # names several runs: say so rather than look for a trace
         return None
 
 
 def run_report(args: argparse.Namespace) -> int:
-    """Write the report; exit code 1 when the run or trace is not found or cannot be read."""
+    """Write the report; exit code 1 when the run or trace is not found or cannot be read, 2 for a bad reference."""
     from evaltrace.report import write_report
     from evaltrace.report.run_report import write_run_report
 
@@ -58,10 +67,19 @@ def run_report(args: argparse.Namespace) -> int:
         if run is not None:
             path = write_run_report(run, args.output or Path(f"evaltrace-{run.run_id}.html"))
         else:
-            output = args.output or Path(f"evaltrace-{args.target[:16]}.html")
-            path = write_report(args.target, output, args.store)
+            # Checked before the id names the default output file: ``../x`` must not write outside the cwd.
+            trace_id = args.target if args.target == "last" else check_trace_id(args.target, _ARGUMENT)
+            output = args.output or Path(f"evaltrace-{trace_id[:16]}.html")
+            path = write_report(trace_id, output, args.store)
+    except RunPathError as exc:
+        print(clean(f"evaltrace report: {exc}"), file=sys.stderr)
+        return 2
+    except TraceIdError:
+        problem = f"{args.target!r} is no run in {args.runs_dir} and not a trace id (up to 32 hexadecimal digits)"
+        print(clean(f"evaltrace report: {_ARGUMENT}: {problem}"), file=sys.stderr)
+        return 2
     except (LookupError, EvaltraceError) as exc:
-        print(f"evaltrace report: {exc}", file=sys.stderr)
+        print(clean(f"evaltrace report: {exc}"), file=sys.stderr)
         return 1
-    print(f"wrote {path}")
+    print(clean(f"wrote {path}"))
     return 0

@@ -17,7 +17,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
+from evaltrace.cli._untrusted import clean
 from evaltrace.cli.run_details import render_details
 from evaltrace.cli.runs import EXIT_FAILED, EXIT_USAGE, add_runs_dir, print_error, render_summary, report_stores
 from evaltrace.exceptions import EvaltraceError
@@ -156,7 +158,7 @@ def _namespace(pairs: list[str]) -> dict[str, str] | None:
 
 def _report(console: Console, outcome: RunOutcome, fail_on_regression: bool) -> int:
     for note in outcome.notes:
-        console.print(f"[yellow]note:[/yellow] {note}")
+        console.print(Text.assemble(("note:", "yellow"), " ", clean(note)))
     render_summary(console, outcome.summary, outcome.run.path)
     traces = outcome.run.path / TRACES_FILE
     render_details(console, outcome.summary, traces, trace_locations(traces))
@@ -165,7 +167,7 @@ def _report(console: Console, outcome: RunOutcome, fail_on_regression: bool) -> 
         return saved
     problems = run_gate_problems(outcome.summary)
     for problem in problems:
-        console.print(f"[red]gate failed:[/red] {problem}", highlight=False)
+        console.print(Text.assemble(("gate failed:", "red"), " ", clean(problem)), highlight=False)
     return EXIT_FAILED if problems else saved
 
 
@@ -204,7 +206,7 @@ def _resume(args: argparse.Namespace, namespace: dict[str, str] | None, progress
     runs_dir = args.runs_dir
     if runs_dir is None:
         runs_dir = configured_runs_dir(load_eval_config(args.config)) if args.config else Path(DEFAULT_RUNS_DIR)
-    run = RunDirectory(resolve_run(args.resume, runs_dir))
+    run = RunDirectory(resolve_run(args.resume, runs_dir, argument="--resume"))
     return resume_run(
         run,
         config_path=args.config,
@@ -220,7 +222,7 @@ def re_evaluate_command(args: argparse.Namespace) -> int:
     """Re-evaluate a run from its traces and print the new summary."""
     console = Console()
     try:
-        run = RunDirectory(resolve_run(args.run, args.runs_dir))
+        run = RunDirectory(resolve_run(args.run, args.runs_dir, argument="RUN"))
         with RichProgress(console, not args.no_progress) as progress:
             outcome = re_evaluate(run, config_path=args.config, runs_dir=None, drift=args.drift, progress=progress)
     except EvaltraceError as exc:

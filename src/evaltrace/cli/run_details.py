@@ -2,7 +2,8 @@
 
 Everything printed here is also in summary.yaml (``failed_cases``, ``eval_error_cases``, ``not_evaluated_cases``,
 ``comparison.deltas[].changes``, ``insights``) except the per-case trace lines, which come from traces.jsonl.
-User text (reasons, errors) is printed as plain text, never read as rich markup.
+User text (reasons, errors, case ids) is printed as plain text, never read as rich markup, with terminal control
+characters shown escaped (:mod:`evaltrace.cli._untrusted`).
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rich.console import Console
-from rich.text import Text
 
+from evaltrace.cli._untrusted import plain
 from evaltrace.runner.findings import CellKey
 from evaltrace.schema import ComparisonReport, RunSummary
 from evaltrace.schema.runs import CaseChange, CaseReport, EvaluatorVerdict, RunInsightsSummary
@@ -48,16 +49,16 @@ def _where(line: int | None, traces: str) -> str:
 def _print_reports(console: Console, title: str, style: str, reports: Sequence[CaseReport], traces: str) -> None:
     if not reports:
         return
-    console.print(Text(f"{title} ({len(reports)}):", style=style))
+    console.print(plain(f"{title} ({len(reports)}):", style=style))
     for report in reports[:MAX_LINES]:
         why = [f"system {_short(report.system_error)}"] if report.system_error else []
         why += [f"{v.evaluator} {_verdict(v)}" for v in report.evaluators]
         if not why and report.outcome == "not_evaluated":
             why = ["no evaluator applies"]
         line = f"  {report.case_id} × {report.variant}: {'; '.join(why)}{_where(report.trace_line, traces)}"
-        console.print(Text(line), soft_wrap=True)
+        console.print(plain(line), soft_wrap=True)
     if len(reports) > MAX_LINES:
-        console.print(Text(f"  ... {len(reports) - MAX_LINES} more in summary.yaml"))
+        console.print(plain(f"  ... {len(reports) - MAX_LINES} more in summary.yaml"))
 
 
 def _print_change(console: Console, variant: str, change: CaseChange, traces: str) -> None:
@@ -66,7 +67,7 @@ def _print_change(console: Console, variant: str, change: CaseChange, traces: st
         parts.append(f"system {_short(change.system_error)}")
     parts += [f"{e.evaluator}: {_verdict(e.before)} => {_verdict(e.now)}" for e in change.evaluators]
     text = f"  {change.kind} {change.case_id} in {variant}: {'; '.join(parts)}{_where(change.trace_line, traces)}"
-    console.print(Text(text), soft_wrap=True)
+    console.print(plain(text), soft_wrap=True)
 
 
 def _print_changes(console: Console, summary: RunSummary, traces: str) -> None:
@@ -78,12 +79,12 @@ def print_changes(console: Console, report: ComparisonReport, traces: str) -> No
     """Print what changed for each regressed, improved or unverified case of ``report`` (nothing if none moved)."""
     if not any(d.changes for d in report.deltas):
         return
-    console.print(Text(f"What changed against {report.baseline} ({report.kind}):", style="bold"))
+    console.print(plain(f"What changed against {report.baseline} ({report.kind}):", style="bold"))
     for delta in report.deltas:
         for change in delta.changes[:MAX_LINES]:
             _print_change(console, delta.variant, change, traces)
         if len(delta.changes) > MAX_LINES:
-            console.print(Text(f"  ... {len(delta.changes) - MAX_LINES} more in summary.yaml"))
+            console.print(plain(f"  ... {len(delta.changes) - MAX_LINES} more in summary.yaml"))
 
 
 def _print_insights(console: Console, insights: RunInsightsSummary | None) -> None:
@@ -99,13 +100,13 @@ def _print_insights(console: Console, insights: RunInsightsSummary | None) -> No
     ]  # fmt: skip
     shown = [f"{label} {value}" for label, value in facts if value]
     if shown:
-        console.print(Text("Insights: " + ", ".join(shown), style="bold"), soft_wrap=True)
+        console.print(plain("Insights: " + ", ".join(shown), style="bold"), soft_wrap=True)
     for e in insights.evaluators:
         if e.hardest_case or e.best_variant:
             hardest = f", hardest case {e.hardest_case} ({e.hardest_case_failures})" if e.hardest_case else ""
-            console.print(Text(f"  {e.evaluator}: best variant {e.best_variant or '-'}{hardest}"), soft_wrap=True)
+            console.print(plain(f"  {e.evaluator}: best variant {e.best_variant or '-'}{hardest}"), soft_wrap=True)
     for problem in insights.problems:
-        console.print(Text(f"  problem: {problem}", style="yellow"), soft_wrap=True)
+        console.print(plain(f"  problem: {problem}", style="yellow"), soft_wrap=True)
 
 
 def _print_traces(console: Console, locations: Mapping[CellKey, int], traces: str, run_id: str) -> None:
@@ -114,12 +115,12 @@ def _print_traces(console: Console, locations: Mapping[CellKey, int], traces: st
     by_case: dict[str, list[str]] = {}
     for (variant, case_id), line in sorted(locations.items(), key=lambda item: item[1]):
         by_case.setdefault(case_id, []).append(f"{variant}:{line}")
-    console.print(Text(f"Traces: {traces}, line per case and variant", style="bold"), soft_wrap=True)
+    console.print(plain(f"Traces: {traces}, line per case and variant", style="bold"), soft_wrap=True)
     for case_id, cells in list(by_case.items())[:MAX_LINES]:
-        console.print(Text(f"  {case_id}  {'  '.join(cells)}"), soft_wrap=True)
+        console.print(plain(f"  {case_id}  {'  '.join(cells)}"), soft_wrap=True)
     if len(by_case) > MAX_LINES:
-        console.print(Text(f"  ... {len(by_case) - MAX_LINES} more cases"))
-    console.print(Text(f"Open them all: evaltrace report {run_id} -o run.html"), soft_wrap=True)
+        console.print(plain(f"  ... {len(by_case) - MAX_LINES} more cases"))
+    console.print(plain(f"Open them all: evaltrace report {run_id} -o run.html"), soft_wrap=True)
 
 
 def render_details(
@@ -136,7 +137,7 @@ def render_details(
     traces = str(traces_path)
     if summary.selection is not None:
         chosen = summary.selection
-        console.print(Text(f"Selection: {len(chosen.selected)} of {chosen.cases_total} cases"), soft_wrap=True)
+        console.print(plain(f"Selection: {len(chosen.selected)} of {chosen.cases_total} cases"), soft_wrap=True)
     _print_reports(console, "Failed", "bold red", summary.failed_cases, traces)
     _print_reports(console, "Evaluation errors (no verdict)", "bold dark_orange", summary.eval_error_cases, traces)
     _print_reports(console, "Not evaluated", "bold yellow", summary.not_evaluated_cases, traces)

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from evaltrace.cli._untrusted import clean, markup_safe, plain
 from evaltrace.cli.run_details import print_changes
 from evaltrace.exceptions import EvaltraceError
 from evaltrace.runner import (
@@ -114,15 +115,17 @@ def parse_namespace(pairs: list[str]) -> dict[str, str] | None:
 def report_stores(console: Console, stored: list[str], errors: list[str], run_path: Path) -> int:
     """Print where the run was saved and which stores failed; return EXIT_STORE when one failed, else EXIT_OK."""
     for where in stored:
-        console.print(f"saved to {where}", highlight=False)
+        console.print(plain(f"saved to {where}"), highlight=False)
     if not errors:
         return EXIT_OK
     err = Console(stderr=True)
     for problem in errors:
-        err.print(Text.assemble(("store failed: ", "bold red"), problem), soft_wrap=True)
+        err.print(Text.assemble(("store failed: ", "bold red"), clean(problem)), soft_wrap=True)
     err.print(
-        f"the run is complete in {run_path}; save it later with `evaltrace runs push {run_path}`"
-        " (--sqlite PATH / --postgres DSN, or the run's output: stores)",
+        plain(
+            f"the run is complete in {run_path}; save it later with `evaltrace runs push {run_path}`"
+            " (--sqlite PATH / --postgres DSN, or the run's output: stores)"
+        ),
         highlight=False,
         soft_wrap=True,
     )
@@ -137,8 +140,8 @@ def add_runs_dir(parser: argparse.ArgumentParser) -> None:
 
 
 def print_error(exc: BaseException) -> int:
-    """Print ``error: <message>`` to stderr (the message is not read as rich markup); return exit code 2."""
-    Console(stderr=True).print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
+    """Print ``error: <message>`` to stderr (not read as rich markup, control characters escaped); return 2."""
+    Console(stderr=True).print(Text.assemble(("error: ", "bold red"), clean(exc)), soft_wrap=True)
     return EXIT_USAGE
 
 
@@ -188,7 +191,7 @@ def _fail_cell(v: VariantSummary) -> str:
 
 def render_summary(console: Console, summary: RunSummary, run_path: Path | None = None) -> None:
     """Print a run's outcomes per variant (pass / fail / error / not evaluated), costs, and evaluator figures."""
-    table = Table(title=f"Run {summary.run_id}" + (f"  ({run_path})" if run_path else ""))
+    table = Table(title=plain(f"Run {summary.run_id}" + (f"  ({run_path})" if run_path else "")))
     for column in ("variant", "cases", "pass", "fail", "error", "not evaluated", "pass rate"):
         table.add_column(column)
     costs = Table(title="Latency, cost and tokens (averages per case)")
@@ -200,7 +203,7 @@ def render_summary(console: Console, summary: RunSummary, run_path: Path | None 
             tokens = f"{v.avg_tokens_input or 0:.0f} / {v.avg_tokens_output or 0:.0f}"
         cost = f"${v.avg_cost_usd:.5f}" if v.avg_cost_usd is not None else "-"
         table.add_row(
-            v.name,
+            plain(v.name, single_line=True),
             str(v.cases_total),
             str(v.cases_passed),
             _fail_cell(v) if v.cases_failed is not None else f"[red]{v.cases_errored}[/red] system errors",
@@ -208,21 +211,25 @@ def render_summary(console: Console, summary: RunSummary, run_path: Path | None 
             _count(v.cases_not_evaluated, "yellow"),
             _variant_rate(v),
         )
-        costs.add_row(v.name, f"{v.avg_latency_ms:.1f} ms", cost, tokens)
+        costs.add_row(plain(v.name, single_line=True), f"{v.avg_latency_ms:.1f} ms", cost, tokens)
     console.print(table)
     console.print("pass rate = pass / (pass + fail): an error (evaluation failed) or not evaluated is neither")
     for v in summary.variants:
         if v.not_evaluated_reasons:
             reasons = "; ".join(f"{reason} ({n})" for reason, n in v.not_evaluated_reasons.items())
-            console.print(f"[yellow]not evaluated[/yellow] in {v.name}: {reasons}", highlight=False)
+            console.print(
+                Text.assemble(("not evaluated", "yellow"), clean(f" in {v.name}: {reasons}")), highlight=False
+            )
     if summary.by_evaluator:
         names = [v.name for v in summary.variants]
         evaluators = Table(title="Evaluators: pass rate over judged results (errors and skips counted apart)")
         evaluators.add_column("evaluator")
         for name in names:
-            evaluators.add_column(name)
+            evaluators.add_column(plain(name, single_line=True))
         for rollup in summary.by_evaluator:
-            evaluators.add_row(rollup.evaluator, *(_rollup_cell(rollup.by_variant.get(n)) for n in names))
+            evaluators.add_row(
+                plain(rollup.evaluator, single_line=True), *(_rollup_cell(rollup.by_variant.get(n)) for n in names)
+            )
         console.print(evaluators)
     console.print(costs)
     if summary.comparison is not None:
@@ -232,12 +239,12 @@ def render_summary(console: Console, summary: RunSummary, run_path: Path | None 
 def render_comparison(console: Console, report: ComparisonReport) -> None:
     """Print the deltas of a comparison, then the regressed, improved and unverified case ids in full."""
     what = "baseline variant" if report.kind == "ad_hoc" else "baseline run"
-    table = Table(title=f"Compared with {what} {report.baseline} ({report.kind})")
+    table = Table(title=plain(f"Compared with {what} {report.baseline} ({report.kind})"))
     for column in ("variant", "pass rate", "avg latency", "regressions", "improvements", "unverified"):
         table.add_column(column)
     for delta in report.deltas:
         table.add_row(
-            delta.variant,
+            plain(delta.variant, single_line=True),
             NOT_EVALUATED if delta.not_evaluated else _signed_pct(delta.pass_rate_delta),
             f"{delta.avg_latency_delta_ms:+.1f} ms",
             _count(len(delta.regressions), "red"),
@@ -253,7 +260,8 @@ def render_comparison(console: Console, report: ComparisonReport) -> None:
             ("unverified (passed on the baseline, no verdict now)", delta.unverified, "yellow"),
         ):
             if ids:
-                console.print(f"[{colour}]{label}[/{colour}] in {delta.variant}: {', '.join(ids)}", soft_wrap=True)
+                line = Text.assemble((label, colour), clean(f" in {delta.variant}: {', '.join(ids)}"))
+                console.print(line, soft_wrap=True)
     console.print(
         f"regressions: {report.regressions_count or 0}, improvements: {report.improvements_count or 0},"
         f" unverified: {report.unverified_count or 0}"
@@ -264,12 +272,12 @@ def compare_command(args: argparse.Namespace) -> int:
     """Print the comparison of two runs, or of a run with its eval's promoted baseline."""
     console = Console()
     try:
-        first = RunDirectory(resolve_run(args.run_a, args.runs_dir))
+        first = RunDirectory(resolve_run(args.run_a, args.runs_dir, argument="RUN_A"))
         judged = first  # the run whose cases moved: RUN_B, or RUN_A against its baseline
         if args.run_b is None:
             report = compare_with_baseline(first, args.runs_dir)
         else:
-            judged = RunDirectory(resolve_run(args.run_b, args.runs_dir))
+            judged = RunDirectory(resolve_run(args.run_b, args.runs_dir, argument="RUN_B"))
             report = compare_runs(first, judged)
     except EvaltraceError as exc:
         return print_error(exc)
@@ -282,7 +290,7 @@ def compare_command(args: argparse.Namespace) -> int:
         return EXIT_OK
     problems = comparison_gate_problems(report)
     for problem in problems:
-        console.print(f"[red]gate failed:[/red] {problem}", highlight=False)
+        console.print(Text.assemble(("gate failed:", "red"), " ", clean(problem)), highlight=False)
     return EXIT_FAILED if problems else EXIT_OK
 
 
@@ -320,9 +328,9 @@ def list_command(args: argparse.Namespace) -> int:
         return print_error(exc)
     source = store.describe() if store is not None else str(args.runs_dir)
     if not summaries:
-        console.print(f"No runs in {source}.", highlight=False)
+        console.print(plain(f"No runs in {source}."), highlight=False)
         return EXIT_OK
-    table = Table(title=f"Runs in {source}")
+    table = Table(title=plain(f"Runs in {source}"))
     for column in (
         "run id",
         "cases",
@@ -332,9 +340,15 @@ def list_command(args: argparse.Namespace) -> int:
     ):
         table.add_column(column)
     for summary, where in summaries:
-        rates = ", ".join(f"{v.name} {_variant_rate(v)}" for v in summary.variants)
+        rates = ", ".join(f"{markup_safe(v.name)} {_variant_rate(v)}" for v in summary.variants)
         regressions = summary.comparison.regressions_count if summary.comparison else None
-        table.add_row(summary.run_id, str(summary.cases_total), rates, str(regressions or "-"), where)
+        table.add_row(
+            plain(summary.run_id, single_line=True),
+            str(summary.cases_total),
+            rates,
+            str(regressions or "-"),
+            plain(where, single_line=True),
+        )
     console.print(table)
     return EXIT_OK
 
@@ -343,11 +357,11 @@ def promote_command(args: argparse.Namespace) -> int:
     """Copy a run's summary (and per-case outcomes) to ``runs/baselines/<eval_name>/``."""
     console = Console()
     try:
-        run = RunDirectory(resolve_run(args.run, args.runs_dir))
+        run = RunDirectory(resolve_run(args.run, args.runs_dir, argument="RUN"))
         target = promote_run(run, args.runs_dir)
     except EvaltraceError as exc:
         return print_error(exc)
-    console.print(f"promoted {run.run_id} -> {target}")
+    console.print(plain(f"promoted {run.run_id} -> {target}"))
     return EXIT_OK
 
 
@@ -355,7 +369,7 @@ def push_command(args: argparse.Namespace) -> int:
     """Save a run directory (summary, traces, results) to a store: the one named, else the run's ``output:``."""
     console = Console()
     try:
-        run = RunDirectory(resolve_run(args.run, args.runs_dir))
+        run = RunDirectory(resolve_run(args.run, args.runs_dir, argument="RUN"))
         meta = run.read_meta()
         namespace = parse_namespace(args.namespace) or (meta.run_namespace if meta is not None else None)
         flag = _flag_store(args)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaltrace.cli._untrusted import clean
 from evaltrace.evaluation.sinks import JsonlScoreSink, LangfuseScoreSink, PhoenixScoreSink, ScoreSink
 from evaltrace.evaluation.sinks.deadletter import (
     REJECTS_SUFFIX,
@@ -107,13 +108,13 @@ def replay_scores(args: argparse.Namespace) -> int:
     try:
         sink = build_sink(args)
     except ConfigError as exc:
-        print(f"error: {exc}")
+        print(clean(f"error: {exc}"))
         return 2
     path: Path = args.file
     staged = stage_for_replay(path)
     if not staged.exists():
         sink.shutdown()
-        print(f"nothing to replay: {path} does not exist")
+        print(clean(f"nothing to replay: {path} does not exist"))
         return 0
     scores, rejected = parse_dead_letters(staged)
     skipped = 0
@@ -130,7 +131,7 @@ def replay_scores(args: argparse.Namespace) -> int:
     write_rejects(rejects_path, path, rejected)
     write_dead_letters(path, sink.name, outcome.undelivered, outcome.error)
     staged.unlink()
-    print(_report(path, args.sink, outcome, skipped, len(rejected), rejects_path))
+    print(clean(_report(path, args.sink, outcome, skipped, len(rejected), rejects_path)))  # errors echo backends
     return 1 if outcome.undelivered or rejected else 0
 
 

@@ -10,8 +10,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from evaltrace.cli._untrusted import plain
 from evaltrace.cli.waterfall import render_waterfall
-from evaltrace.exporters.local_store import DEFAULT_DIRECTORY, LocalTraceStore
+from evaltrace.exporters.local_store import DEFAULT_DIRECTORY, LocalTraceStore, TraceIdError, check_trace_id
 
 
 def register(subparsers: Any) -> None:
@@ -36,16 +37,20 @@ def list_traces(args: argparse.Namespace) -> int:
     console = Console()
     summaries = LocalTraceStore(args.store).list_traces(limit=args.limit)
     if not summaries:
-        console.print(f"No traces in {args.store}/traces yet. Run your app after evaltrace.configure().")
+        console.print(plain(f"No traces in {args.store}/traces yet. Run your app after evaltrace.configure()."))
         return 0
-    table = Table(title=f"Traces in {args.store}")
+    table = Table(title=plain(f"Traces in {args.store}"))
     for column in ("trace id", "root", "service", "started (UTC)", "duration", "spans", "status"):
         table.add_column(column)
     for s in summaries:
         started = dt.datetime.fromtimestamp(s.start_time / 1e9, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
         status = "[red]ERROR[/red]" if s.error else "[green]ok[/green]"
         table.add_row(
-            s.trace_id, s.root_name, s.service_name, started, f"{s.duration_ms:.1f} ms", str(s.span_count), status
+            *(plain(recorded, single_line=True) for recorded in (s.trace_id, s.root_name, s.service_name)),
+            started,
+            f"{s.duration_ms:.1f} ms",
+            str(s.span_count),
+            status,
         )
     console.print(table)
     return 0
@@ -59,16 +64,19 @@ def show_trace(args: argparse.Namespace) -> int:
     if trace_id == "last":
         latest = store.list_traces(limit=1)
         if not latest:
-            console.print(f"[red]No traces in {args.store}/traces[/red]")
+            console.print(plain(f"No traces in {args.store}/traces", "red"))
             return 1
         trace_id = latest[0].trace_id
     try:
-        spans = store.spans(trace_id)
+        spans = store.spans(check_trace_id(trace_id, "TRACE_ID"))
+    except TraceIdError as exc:
+        Console(stderr=True).print(plain(f"error: {exc}", "red"))
+        return 2
     except LookupError as exc:
-        console.print(f"[red]{exc}[/red]")
+        console.print(plain(exc, "red"))
         return 1
     if not spans:
-        console.print(f"[red]No trace {trace_id!r} in {args.store}/traces[/red]")
+        console.print(plain(f"No trace {trace_id!r} in {args.store}/traces", "red"))
         return 1
     render_waterfall(console, spans, details=args.details)
     return 0

@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evaltrace._internal import semconv
+from evaltrace.cli._untrusted import clean, plain
 from evaltrace.report.model import ScoreRow, outcome_counts, span_scores
 
 _BAR_WIDTH = 32
@@ -83,7 +84,7 @@ def _scores_text(rows: Sequence[ScoreRow]) -> Text:
     text = Text()
     for row in sorted(rows, key=lambda r: r.name):
         style, _ = _OUTCOME_STYLES.get(row.outcome or "", ("white", ""))
-        text.append(describe(row) + " ", style=style)
+        text.append(clean(describe(row), single_line=True) + " ", style=style)
     return text
 
 
@@ -96,12 +97,13 @@ def summary_line(rows: Sequence[ScoreRow]) -> str:
     return "evaluations: " + " · ".join(f"{counts[o]} {_SUMMARY_WORDS.get(o, o)}" for o in order if counts.get(o))
 
 
-def _tokens(attributes: Mapping[str, Any]) -> str:
+def _tokens(attributes: Mapping[str, Any]) -> Text:
     tokens_in = attributes.get(semconv.GEN_AI_USAGE_INPUT_TOKENS)
     tokens_out = attributes.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS)
     if tokens_in is None and tokens_out is None:
-        return ""
-    return f"{tokens_in if tokens_in is not None else '-'}→{tokens_out if tokens_out is not None else '-'}"
+        return Text()
+    shown = f"{tokens_in if tokens_in is not None else '-'}→{tokens_out if tokens_out is not None else '-'}"
+    return plain(shown, single_line=True)  # attributes a foreign exporter wrote may hold any string
 
 
 def render_waterfall(console: Console, spans: Sequence[ReadableSpan], details: bool = False) -> None:
@@ -115,21 +117,21 @@ def render_waterfall(console: Console, spans: Sequence[ReadableSpan], details: b
     # Each result is on exactly one span (the enriched span, or its own late ``evaluation`` span): no double count.
     scores = {id(span): span_scores(span) if span.context is not None else [] for _, span in ordered}
     caption = summary_line([row for rows in scores.values() for row in rows])
-    table = Table(title=f"trace {trace_hex} · {total / 1e6:.1f} ms", caption=caption, expand=False)
+    table = Table(title=f"trace {trace_hex} · {total / 1e6:.1f} ms", caption=plain(caption), expand=False)
     for column in ("span", "kind", "duration", "timeline", "tokens", "cost $", "scores"):
         table.add_column(column, no_wrap=column != "scores")
     for depth, span in ordered:
         attributes = dict(span.attributes or {})
         kind = str(attributes.get(semconv.EVALTRACE_SPAN_KIND, span.kind.name.lower()))
         colour = _KIND_COLOURS.get(kind, "white")
-        name = Text("  " * depth + ("└ " if depth else "") + span.name)
+        name = Text("  " * depth + ("└ " if depth else "") + clean(span.name, single_line=True))
         if span.status.status_code is StatusCode.ERROR:
             name.append(" ✗", style="bold red")
         cost = attributes.get(semconv.EVALTRACE_COST_USD)
         duration = ((span.end_time or 0) - (span.start_time or 0)) / 1e6
         table.add_row(
             name,
-            Text(kind, style=colour),
+            plain(kind, colour, single_line=True),
             f"{duration:.1f} ms",
             _bar(span, start, total, colour),
             _tokens(attributes),
@@ -166,6 +168,6 @@ def _print_details(console: Console, spans: Sequence[ReadableSpan]) -> None:
             explanation = f" {_short(row.explanation, 200)}" if shown else ""
             lines.append(f"  evaluation {describe(row)}{explanation}")
         if lines:
-            console.print(Text(span.name, style="bold"))
+            console.print(plain(span.name, "bold"))
             for line in lines:
-                console.print(Text(line))
+                console.print(plain(line))

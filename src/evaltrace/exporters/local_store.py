@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -18,13 +19,38 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from evaltrace._internal import forks, semconv
 from evaltrace._internal.errors import log_internal_error
+from evaltrace._internal.private_files import make_private_dirs, private_opener
+from evaltrace.exceptions import EvaltraceError
 from evaltrace.exporters.span_json import span_from_dict, span_to_dict
 
 DEFAULT_DIRECTORY = Path(".evaltrace")
+_TRACE_ID = re.compile(r"[0-9a-f]{1,32}")
+
+
+class TraceIdError(EvaltraceError, LookupError):
+    """A trace reference that is not a trace id or a prefix of one (32 hexadecimal digits at most)."""
+
+
+def check_trace_id(reference: str, argument: str = "trace id") -> str:
+    """Return ``reference`` lower-cased when it is a trace id or a prefix of one.
+
+    Trace ids are only ever compared with what the store holds, never used to build a path; checking them still
+    turns ``../x`` or ``/etc/passwd`` into a clear error instead of a silent "not found".
+
+    Raises:
+        TraceIdError: It holds anything but hexadecimal digits, or more than 32 of them.
+    """
+    lowered = reference.lower()
+    if not _TRACE_ID.fullmatch(lowered):
+        raise TraceIdError(f"{argument}: {reference!r} is not a trace id (up to 32 hexadecimal digits)")
+    return lowered
 
 
 class LocalStoreExporter(SpanExporter):
-    """Appends every exported span as one JSON line to ``<directory>/traces/<day or run>.jsonl``."""
+    """Appends every exported span as one JSON line to ``<directory>/traces/<day or run>.jsonl``.
+
+    Files are created ``0600`` and the folders evaltrace creates ``0700``: spans hold prompts and outputs.
+    """
 
     def __init__(self, directory: str | Path = DEFAULT_DIRECTORY, file_name: str | None = None) -> None:
         """Create the exporter.
@@ -54,8 +80,8 @@ class LocalStoreExporter(SpanExporter):
         try:
             payload = "".join(json.dumps(span_to_dict(s), ensure_ascii=False, default=str) + "\n" for s in spans)
             with self._lock:
-                self.traces_dir.mkdir(parents=True, exist_ok=True)
-                with self._path().open("a", encoding="utf-8") as f:
+                make_private_dirs(self.traces_dir)
+                with open(self._path(), "a", encoding="utf-8", opener=private_opener) as f:
                     f.write(payload)
         except Exception:
             log_internal_error("writing spans to the local store")
@@ -106,8 +132,13 @@ class LocalTraceStore:
                         continue  # a torn last line of a crashed writer: skip it, keep the rest
 
     def spans(self, trace_id: str) -> list[ReadableSpan]:
-        """All spans of the trace whose id is ``trace_id`` or starts with it (the latest copy of each span)."""
-        trace_id = trace_id.lower()
+        """All spans of the trace whose id is ``trace_id`` or starts with it (the latest copy of each span).
+
+        Raises:
+            TraceIdError: ``trace_id`` is not hexadecimal (:func:`check_trace_id`).
+            LookupError: The prefix matches several traces.
+        """
+        trace_id = check_trace_id(trace_id)
         matches = {str(r["trace_id"]) for r in self._records() if str(r["trace_id"]).startswith(trace_id)}
         if len(matches) > 1:
             raise LookupError(f"trace id prefix {trace_id!r} is ambiguous ({len(matches)} traces)")

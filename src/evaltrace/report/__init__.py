@@ -12,6 +12,7 @@ from pathlib import Path
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from evaltrace._internal.private_files import make_private_dirs, private_opener
 from evaltrace.exporters.local_store import DEFAULT_DIRECTORY, LocalTraceStore
 from evaltrace.report.html import render_html
 from evaltrace.report.model import ReportData, ScoreRow, SpanRow, build_report
@@ -50,6 +51,7 @@ def write_report(trace_id: str, output: str | Path, store: str | Path = DEFAULT_
     if not spans:
         raise LookupError(f"no trace {trace_id!r} in the local store {Path(store)}")
     path = Path(output)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(report_from_spans(spans), encoding="utf-8")
+    make_private_dirs(path.parent)
+    with open(path, "w", encoding="utf-8", opener=private_opener) as handle:  # 0600: it shows prompts and outputs
+        handle.write(report_from_spans(spans))
     return path

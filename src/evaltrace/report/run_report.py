@@ -15,6 +15,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from evaltrace._internal.private_files import make_private_dirs, private_opener
 from evaltrace._version import __version__
 from evaltrace.report.html import _calls_with_results, _content, _message, _ms, _pretty, _thinking
 from evaltrace.report.run_assets import CSS, JS
@@ -339,6 +340,7 @@ def write_run_report(run: RunDirectory, output: str | Path) -> Path:
         SchemaError: A file of the run is malformed.
     """
     path = Path(output)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_run_report(build_run_report(run)), encoding="utf-8")
+    make_private_dirs(path.parent)
+    with open(path, "w", encoding="utf-8", opener=private_opener) as handle:  # 0600: it shows prompts and outputs
+        handle.write(render_run_report(build_run_report(run)))
     return path

@@ -8,6 +8,8 @@ every added or modified path (symbolic links stay links); unchanged files are in
 run directory. The trace points at it through ``Trace.extra["artifact_path"]``; :func:`attach_artifacts` loads it
 back for evaluation (a run, a resume or ``re-evaluate``), so evaluators never touch the disk.
 
+Everything here is owner-only (``0600`` files, ``0700`` folders; copied files keep only their owner bits).
+
 A case id or variant name that is not a plain file name (``/``, ``..``, a leading dot, other characters than
 letters, digits, ``_ - .``) is percent-encoded in the directory name.
 """
@@ -25,6 +27,7 @@ from urllib.parse import quote
 
 from pydantic import ValidationError
 
+from evaltrace._internal.private_files import make_private_dirs, private_opener
 from evaltrace.evaluators.files import ARTIFACT_ERROR_KEY, ARTIFACT_KEY, ARTIFACT_PATH_KEY
 from evaltrace.runner.file_changes import TEXT_DIFF_MAX_BYTES, compare_manifests, render_diff, with_text_diffs
 from evaltrace.runner.rundir import ARTIFACTS_DIR
@@ -63,8 +66,15 @@ def read_file(root: Path, relative: str) -> bytes | None:
 def _copy_files(source: Path, target: Path, paths: Sequence[str]) -> None:
     for relative in paths:
         destination = target / relative
-        destination.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(destination.parent)
         shutil.copy2(source / relative, destination, follow_symlinks=False)
+        if not destination.is_symlink():  # copy2 copies the workspace's mode; keep the owner's bits only
+            destination.chmod(stat.S_IMODE(destination.stat().st_mode) & 0o700)
+
+
+def _write_private(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8", opener=private_opener) as handle:
+        handle.write(text)
 
 
 def store_artifact(
@@ -98,17 +108,17 @@ def store_artifact(
     """
     directory = artifact_dir(run_path, case_id, variant)
     shutil.rmtree(directory, ignore_errors=True)
-    directory.mkdir(parents=True)
+    make_private_dirs(directory)
     diff, binary = with_text_diffs(
         compare_manifests(before, after),
         lambda p: read_file(before_root, p),
         lambda p: read_file(after_root, p),
     )
-    (directory / "before").mkdir()
-    (directory / "after").mkdir()
+    make_private_dirs(directory / "before")
+    make_private_dirs(directory / "after")
     _copy_files(before_root, directory / "before", [*diff.removed, *diff.modified])
     _copy_files(after_root, directory / "after", [*diff.added, *diff.modified])
-    (directory / DIFF_FILE).write_text(render_diff(diff, binary), encoding="utf-8")
+    _write_private(directory / DIFF_FILE, render_diff(diff, binary))
     relative = directory.relative_to(run_path).as_posix()
     artifact = FilesystemArtifact(
         case_id=case_id,
@@ -119,7 +129,7 @@ def store_artifact(
         diff=diff,
         artifacts_path=relative,
     )
-    (directory / ARTIFACT_FILE).write_text(artifact.model_dump_json(indent=1) + "\n", encoding="utf-8")
+    _write_private(directory / ARTIFACT_FILE, artifact.model_dump_json(indent=1) + "\n")
     return artifact, f"{relative}/{ARTIFACT_FILE}"
 
 

@@ -9,10 +9,10 @@ nothing would make every later drift check vacuous.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from evaltrace._internal.private_files import make_private_dirs, write_private_text
 from evaltrace.exceptions import EvaltraceError, SchemaError
 from evaltrace.runner.rundir import SUMMARY_FILE, RunDirectory, read_summary_file
 from evaltrace.runner.summary import JUDGED, CaseOutcomes, Outcome, case_outcomes
@@ -77,14 +77,12 @@ def promote_run(run: RunDirectory, runs_dir: Path) -> Path:
             f"run {run.run_id} judged no case (every evaluation errored or was skipped): not promoted"
         )
     target = baseline_dir(runs_dir, run_eval_name(run))
-    target.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(target)
     for name, text in (
         (SUMMARY_FILE, (run.path / SUMMARY_FILE).read_text(encoding="utf-8")),
         (OUTCOMES_FILE, json.dumps(outcomes, indent=1, sort_keys=True) + "\n"),
     ):
-        tmp = target / (name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, target / name)
+        write_private_text(target / name, text)
     return target
 
 

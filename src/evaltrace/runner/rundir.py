@@ -8,6 +8,9 @@ whole lines plus at most one torn last line, which readers ignore and :meth:`Run
 a resume appends. Lines are not fsynced one by one: a SIGKILL loses nothing written (the kernel has it), a power
 cut may lose the last lines (a resume redoes them).
 
+They hold prompts and outputs, so every file is created owner-only (``0600``; ``traces.jsonl`` sealed ``0400``)
+and the run directory, and ``runs_dir`` when evaltrace creates it, ``0700`` (:mod:`evaltrace._internal.private_files`).
+
 Beside the files of the layout the directory holds ``cases.jsonl`` (the cases as they were when the run executed,
 so a re-evaluation judges against the same expectations after cases.yaml was edited) and ``run_meta.json``
 (:class:`RunMeta`: where the eval.yaml was and the ``sys.path`` the run imported from, so ``re-evaluate`` and
@@ -23,6 +26,7 @@ Traces and results written by an older 1.x release are migrated as they are read
 from __future__ import annotations
 
 import datetime as dt
+import glob
 import json
 import os
 import stat
@@ -33,6 +37,8 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
+from evaltrace._internal import safe_yaml
+from evaltrace._internal.private_files import PRIVATE_DIR_MODE, make_private_dirs, private_opener, write_private_text
 from evaltrace.exceptions import EvaltraceError, SchemaError
 from evaltrace.schema import EvalCase, EvaluationResult, RunSummary, Trace
 from evaltrace.schema.migrations import RecordKind, migrate_record
@@ -51,6 +57,7 @@ __all__ = [
     "RunDirectory",
     "RunMeta",
     "RunNotFoundError",
+    "RunPathError",
     "load_record",
     "new_run_id",
     "resolve_run",
@@ -75,6 +82,10 @@ _RECORD_KINDS: dict[type[BaseModel], RecordKind] = {Trace: "trace", EvaluationRe
 
 class RunNotFoundError(EvaltraceError, LookupError):
     """No run directory matches the given id or path."""
+
+
+class RunPathError(RunNotFoundError):
+    """A reference that can only be a path (``/tmp/x``, ``../x``, ``a/b``) is not a run directory."""
 
 
 class RunMeta(BaseModel):
@@ -109,7 +120,7 @@ class JsonlAppender:
 
     def __init__(self, path: Path, *, exclusive: bool) -> None:
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | (os.O_EXCL if exclusive else 0)
-        self._fd = os.open(path, flags, 0o644)
+        self._fd = private_opener(path, flags)
 
     def append(self, model: BaseModel) -> None:
         """Write ``model`` as one line."""
@@ -128,25 +139,53 @@ def new_run_id(eval_name: str, when: dt.datetime) -> str:
     return f"{when.astimezone(dt.UTC).strftime(_ID_TIME_FORMAT)}_{eval_name}"
 
 
-def resolve_run(reference: str | Path, runs_dir: Path) -> Path:
+def resolve_run(reference: str | Path, runs_dir: Path, *, argument: str | None = None) -> Path:
     """Find a run directory from a path, a run id under ``runs_dir``, or a unique prefix of one.
+
+    A reference that looks like a path (absolute, or holding a path separator, ``.`` or ``..``) must be a run
+    directory; it is never joined to ``runs_dir`` nor used as a prefix, so an id can only name a run inside
+    ``runs_dir``.
+
+    Args:
+        reference: A run directory, a run id, or a unique prefix of one.
+        runs_dir: Where run ids are looked up.
+        argument: The command-line argument it came from (``RUN_A``, ``--resume``), named in the error.
 
     Raises:
         RunNotFoundError: Nothing (or more than one run) matches.
     """
+    text = str(reference)
+    where = f"{argument}: " if argument else ""
     candidate = Path(reference)
     if _is_run(candidate):
         return candidate
-    direct = runs_dir / str(reference)
+    if _is_path_like(text):
+        raise RunPathError(
+            f"{where}{text!r} is not a run directory (no {SUMMARY_FILE}, {TRACES_FILE} or {CONFIG_FILE} in it);"
+            f" a run id names a directory in {runs_dir}"
+        )
+    direct = runs_dir / text
     if _is_run(direct):
         return direct
-    matches = sorted(p for p in runs_dir.glob(f"{reference}*") if _is_run(p))
+    matches = sorted(p for p in runs_dir.glob(f"{glob.escape(text)}*") if _is_run(p))
     if len(matches) == 1:
         return matches[0]
     if matches:
         names = ", ".join(p.name for p in matches[:5])
-        raise RunNotFoundError(f"{reference!r} matches several runs in {runs_dir}: {names}")
-    raise RunNotFoundError(f"no run {str(reference)!r} (not a run directory, nor a run id in {runs_dir})")
+        raise RunNotFoundError(f"{where}{text!r} matches several runs in {runs_dir}: {names}")
+    raise RunNotFoundError(f"{where}no run {text!r} (not a run directory, nor a run id in {runs_dir})")
+
+
+def _is_path_like(reference: str) -> bool:
+    """True when ``reference`` can only be a path: a run id is a plain directory name."""
+    separators = {"/", os.sep, os.altsep or "/"}
+    return (
+        not reference
+        or any(sep in reference for sep in separators)
+        or reference in (".", "..")
+        or Path(reference).is_absolute()
+        or "\0" in reference
+    )
 
 
 def _is_run(path: Path) -> bool:
@@ -155,9 +194,7 @@ def _is_run(path: Path) -> bool:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_private_text(path, text)
 
 
 def _jsonl(models: Iterable[BaseModel]) -> str:
@@ -233,13 +270,14 @@ class RunDirectory:
     @classmethod
     def create(cls, runs_dir: Path, eval_name: str, when: dt.datetime) -> RunDirectory:
         """Create a new, empty run directory; a taken id moves on by a second so ids stay unique and sortable."""
-        runs_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(runs_dir)
         for offset in range(_MAX_ID_ATTEMPTS):
             path = runs_dir / new_run_id(eval_name, when + dt.timedelta(seconds=offset))
             try:
-                path.mkdir()
+                path.mkdir(mode=PRIVATE_DIR_MODE)
             except FileExistsError:
                 continue
+            path.chmod(PRIVATE_DIR_MODE)  # mkdir's mode is ANDed with the umask
             return cls(path)
         raise FileExistsError(f"no free run id in {runs_dir} near {when.isoformat()}")
 
@@ -266,22 +304,22 @@ class RunDirectory:
             FileExistsError: The run already has traces (they are never rewritten).
         """
         target = self.path / TRACES_FILE
-        with target.open("x", encoding="utf-8") as handle:
+        with open(target, "x", encoding="utf-8", opener=private_opener) as handle:
             handle.write(_jsonl(traces))
             handle.flush()
             os.fsync(handle.fileno())
-        target.chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+        target.chmod(stat.S_IRUSR)
 
     def append_traces(self, *, new_run: bool) -> JsonlAppender:
         """Open ``traces.jsonl`` for appending one trace per finished cell (created by a new run)."""
         target = self.path / TRACES_FILE
         if not new_run and target.exists():
-            target.chmod(stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH)
+            target.chmod(stat.S_IRUSR | stat.S_IWUSR)
         return JsonlAppender(target, exclusive=new_run)
 
     def seal_traces(self) -> None:
         """Make ``traces.jsonl`` read-only: every cell ran."""
-        (self.path / TRACES_FILE).chmod(stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+        (self.path / TRACES_FILE).chmod(stat.S_IRUSR)
 
     def append_results(self) -> JsonlAppender:
         """Open ``results.jsonl`` for appending one result per finished evaluation."""
@@ -352,7 +390,7 @@ class RunDirectory:
 
     def read_config(self) -> dict[str, Any]:
         """Load ``config.yaml`` (the masked config the run used)."""
-        data = yaml.safe_load((self.path / CONFIG_FILE).read_text(encoding="utf-8"))
+        data = safe_yaml.load((self.path / CONFIG_FILE).read_text(encoding="utf-8"))
         if not isinstance(data, dict):
             raise SchemaError(f"{self.path / CONFIG_FILE}: expected a mapping")
         return data
@@ -369,7 +407,7 @@ def read_summary_file(path: Path) -> RunSummary:
         SchemaError: The file is missing or not a RunSummary.
     """
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = safe_yaml.load(path.read_text(encoding="utf-8"))
         return RunSummary.model_validate(data)
     except OSError as exc:
         raise SchemaError(f"{path}: cannot read ({exc.strerror or exc})") from None

@@ -10,12 +10,14 @@ older release are migrated as they are read, like the jsonl files (:mod:`evaltra
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+from evaltrace._internal.private_files import private_opener
 from evaltrace.exceptions import SchemaError
 from evaltrace.runner.rundir import load_record
 from evaltrace.schema import EvaluationResult, RunSummary, Trace
@@ -79,6 +81,9 @@ class SqliteRunStore:
     def __init__(self, path: Path | str) -> None:
         """Open (creating or migrating) the database at ``path``."""
         self.path = Path(path)
+        if not self.path.exists() and self.path.parent.is_dir():
+            # sqlite would create it 0644; its journal and WAL files copy the database's mode
+            os.close(private_opener(self.path, os.O_WRONLY | os.O_CREAT))
         self._db = sqlite3.connect(self.path)
         self._migrate()
 
