@@ -29,6 +29,7 @@ from evaltrace.evaluation.sinks.worker import SinkWorker
 from evaltrace.evaluation.spans import enriched_copy, evaluation_span
 from evaltrace.evaluation.stats import PipelineStats
 from evaltrace.evaluation.telemetry import LogEventEmitter, PipelineMetrics
+from evaltrace.exporters.redaction import redact_score
 from evaltrace.schema import EvaluationResult, Score, Trace
 
 logger = logging.getLogger("evaltrace.evaluation")
@@ -185,6 +186,12 @@ class JobRunner:
                 log_internal_error("emitting the gen_ai.evaluation.result log event")
         score = self._score(span, spec, result)
         if score is not None:
+            if ctx.options.redactor is not None:  # the one copy every sink, and its dead-letter file, gets
+                try:
+                    score = redact_score(score, ctx.options.redactor)
+                except Exception:  # fail closed: a score that could not be redacted must not leave unredacted
+                    log_internal_error("redacting a score (it was not delivered)")
+                    return
             for worker in ctx.sinks:
                 worker.submit([score])
 

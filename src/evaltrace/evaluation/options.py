@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,9 @@ class ProcessorOptions:
         dead_letter_dir: Directory of the per-sink dead-letter JSONL files (None: count and drop).
         monitor_window_s: Window of the :class:`~evaltrace.evaluation.ProductionMonitor`.
         export_sampling: Eval-aware export sampling (None: every span goes downstream).
+        redactor: Masks score comments, labels and metadata before they reach the sinks (and their dead-letter
+            files) and the log records' attributes; ``configure(redact=...)`` sets it. Evaluators and the
+            monitor see the real text.
     """
 
     max_queue_size: int = 2048
@@ -70,6 +73,7 @@ class ProcessorOptions:
     dead_letter_dir: Path | str | None = DEFAULT_DEAD_LETTER_DIR
     monitor_window_s: float = 3600.0
     export_sampling: ExportSampling | None = None
+    redactor: Callable[[str], str] | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_queue_size", "sync_workers", "max_async_concurrency", "sink_batch_size"):

@@ -171,7 +171,7 @@ class EvaluationSpanProcessor(SpanProcessor):
             stats=self._stats,
             monitor=self.monitor,
             sinks=self._sinks,
-            log_events=LogEventEmitter(opts.logger_provider) if opts.emit_log_events else None,
+            log_events=LogEventEmitter(opts.logger_provider, opts.redactor) if opts.emit_log_events else None,
             metrics=metrics,
             forward=self._forward,
             pool=self._engine.pool,

@@ -20,6 +20,7 @@ from evaltrace._internal import semconv
 from evaltrace._internal.tracing import INSTRUMENTATION_NAME
 from evaltrace._version import __version__
 from evaltrace.evaluation.convert import evaluation_event_attributes, is_judged, response_id_of, result_outcome
+from evaltrace.exporters.redaction import redact_attributes
 from evaltrace.schema import EvaluationResult
 
 
@@ -28,10 +29,14 @@ class LogEventEmitter:
 
     Args:
         logger_provider: The provider; None uses the global one at each emit (so one set later is honoured).
+        redactor: Applied to the string attributes of each record (the explanation, the label), when given.
     """
 
-    def __init__(self, logger_provider: LoggerProvider | None = None) -> None:
+    def __init__(
+        self, logger_provider: LoggerProvider | None = None, redactor: Callable[[str], str] | None = None
+    ) -> None:
         self._provider = logger_provider
+        self._redactor = redactor
         self._logger: tuple[LoggerProvider, Logger] | None = None
 
     def _get_logger(self) -> Logger:
@@ -46,9 +51,12 @@ class LogEventEmitter:
         """Emit the event for ``result`` parented to ``span``."""
         if span.context is None:
             return
+        attributes = evaluation_event_attributes(result, response_id_of(span.attributes))
+        if self._redactor is not None:
+            attributes = redact_attributes(attributes, self._redactor)
         self._get_logger().emit(
             event_name=semconv.GEN_AI_EVALUATION_RESULT_EVENT,
-            attributes=evaluation_event_attributes(result, response_id_of(span.attributes)),
+            attributes=attributes,
             context=set_span_in_context(NonRecordingSpan(span.context)),
             timestamp=int(result.finished_at.timestamp() * 1e9),
         )

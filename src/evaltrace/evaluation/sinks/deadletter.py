@@ -25,6 +25,7 @@ from typing import IO
 from pydantic import ValidationError
 
 from evaltrace._internal import forks
+from evaltrace._internal.private_files import make_private_dirs, private_opener
 from evaltrace.schema import Score
 
 try:
@@ -104,10 +105,10 @@ def _locked(path: Path) -> Iterator[IO[str]]:
     A replay may rename the file between our ``open`` and our lock; the inode check then sends the write to
     the file now at ``path`` instead of the renamed one.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(path.parent)
     with _lock:
         while True:
-            with path.open("a", encoding="utf-8") as handle:
+            with open(path, "a", encoding="utf-8", opener=private_opener) as handle:
                 if fcntl is not None:
                     fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # released when the handle closes
                     if not _is_file_at(handle, path):

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evaltrace._internal import forks
+from evaltrace._internal.private_files import make_private_dirs, private_opener
 from evaltrace.evaluation.sinks.base import SinkResult
 from evaltrace.schema import Score
 
@@ -33,7 +34,7 @@ class JsonlScoreSink:
     keep the last line per ``id`` (``evaltrace scores replay --sink jsonl`` skips ids already present).
 
     Args:
-        path: The file; its directory is created when missing.
+        path: The file (created ``0600``); its directory is created (``0700``) when missing.
     """
 
     name = "jsonl"
@@ -51,8 +52,8 @@ class JsonlScoreSink:
         """Append the batch; a disk error marks the whole batch as failed (retryable)."""
         text = "".join(score.model_dump_json() + "\n" for score in batch)
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self._lock, self.path.open("a", encoding="utf-8") as handle:
+            make_private_dirs(self.path.parent)
+            with self._lock, open(self.path, "a", encoding="utf-8", opener=private_opener) as handle:
                 handle.write(text)
         except OSError as exc:
             return SinkResult(failed=tuple(batch), error=f"{type(exc).__name__}: {exc}")

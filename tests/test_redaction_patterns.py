@@ -1,0 +1,132 @@
+"""The built-in detectors mask each secret and personal-data shape, and leave the look-alikes alone."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import evaltrace
+from evaltrace.exporters import Redactor, mask_pii
+from evaltrace.exporters.redaction_patterns import builtin_detectors
+
+# (case, text containing the value, the value, its label). Keys are built from parts so that no scanner takes
+# this file for a leak.
+MASKED = [
+    ("email", "write to ada@example.com today", "ada@example.com", "EMAIL"),
+    ("ipv4", "client 192.168.10.254 connected", "192.168.10.254", "IP_ADDRESS"),
+    ("ipv4_end_of_sentence", "from 8.8.4.4.", "8.8.4.4", "IP_ADDRESS"),
+    ("ipv6", "peer 2001:db8:85a3::8a2e:370:7334 up", "2001:db8:85a3::8a2e:370:7334", "IP_ADDRESS"),
+    ("ipv6_scoped", "link fe80::1ff:fe23:4567:890a%eth0 up", "fe80::1ff:fe23:4567:890a%eth0", "IP_ADDRESS"),
+    ("ipv6_mapped_ipv4", "via ::ffff:10.1.2.3 now", "::ffff:10.1.2.3", "IP_ADDRESS"),
+    ("stripe_live", "key " + "sk_live_" + "51HqLyjWDarjtT1zdp7dcXyZ", "sk_live_51HqLyjWDarjtT1zdp7dcXyZ", "API_KEY"),
+    ("stripe_restricted", "rk_live_" + "51HqLyjWDarjtT1zdp7dcXyZ", "rk_live_51HqLyjWDarjtT1zdp7dcXyZ", "API_KEY"),
+    ("stripe_test", "sk_test_" + "4eC39HqLyjWDarjtT1zdp7dc", "sk_test_4eC39HqLyjWDarjtT1zdp7dc", "API_KEY"),
+    ("google", "AIza" + "SyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY", "AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY", "API_KEY"),
+    ("openai", "sk-" + "abcdefghijklmnopqrstuvwxyz0123", "sk-abcdefghijklmnopqrstuvwxyz0123", "API_KEY"),
+    ("openai_project", "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8t", "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8t", "API_KEY"),
+    ("anthropic", "sk-ant-" + "api03-Ab3dEf6hIj9kLm2nOp5qRs8t", "sk-ant-api03-Ab3dEf6hIj9kLm2nOp5qRs8t", "API_KEY"),
+    ("slack", "xoxb-" + "123456789012-abcdefABCDEF", "xoxb-123456789012-abcdefABCDEF", "API_KEY"),
+    ("hugging_face", "hf_" + "abcdefghijklmnopqrstuvwxyzABCDEF", "hf_abcdefghijklmnopqrstuvwxyzABCDEF", "API_KEY"),
+    ("gitlab", "glpat-" + "xxxxXXXXxxxxXXXXxxxx", "glpat-xxxxXXXXxxxxXXXXxxxx", "API_KEY"),
+    ("aws_access_key", "AKIA" + "IOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE", "AWS_KEY"),
+    ("aws_session_key", "ASIA" + "IOSFODNN7EXAMPLE", "ASIAIOSFODNN7EXAMPLE", "AWS_KEY"),
+    ("github_classic", "ghp_" + "a" * 36, "ghp_" + "a" * 36, "GITHUB_TOKEN"),
+    ("github_oauth", "gho_" + "B" * 36, "gho_" + "B" * 36, "GITHUB_TOKEN"),
+    ("github_server", "ghs_" + "c1" * 18, "ghs_" + "c1" * 18, "GITHUB_TOKEN"),
+    ("github_fine_grained", "github_pat_" + "11ABCDEFG0" * 4, "github_pat_" + "11ABCDEFG0" * 4, "GITHUB_TOKEN"),
+    (
+        "jwt",
+        "token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U ok",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "JWT",
+    ),
+    (
+        "private_key",
+        "key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\nend",
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----",
+        "PRIVATE_KEY",
+    ),
+    ("bearer", "Authorization: Bearer abcdef0123456789abcdef", "Bearer abcdef0123456789abcdef", "BEARER_TOKEN"),
+    ("phone_international", "call +44 20 7946 0958 now", "+44 20 7946 0958", "PHONE"),
+    ("phone_us_national", "call (415) 555-2671 now", "(415) 555-2671", "PHONE"),
+    ("iban_grouped", "IBAN DE89 3704 0044 0532 0130 00 BIC COBADEFF", "DE89 3704 0044 0532 0130 00", "IBAN"),
+    ("iban_compact", "pay GB29NWBK60161331926819 now", "GB29NWBK60161331926819", "IBAN"),
+    ("ssn", "ssn 123-45-6789", "123-45-6789", "SSN"),
+    ("credit_card", "card 4111 1111 1111 1111", "4111 1111 1111 1111", "CREDIT_CARD"),
+]
+
+KEPT = [
+    ("version_five_parts", "upgraded to 1.2.3.4.5 today"),
+    ("version_three_parts", "requires python 3.11.2"),
+    ("version_prefixed", "release v1.2.3.4 is out"),
+    ("octet_out_of_range", "not an address: 999.10.10.10"),
+    ("clock", "at 12:30:45 sharp"),
+    ("cpp_scope", "use std::vector and a::b::c"),
+    ("sk_in_prose", "keys start with the sk- prefix, or sk_live_ for Stripe"),
+    ("short_sk", "task-force and risk-free"),
+    ("aiza_too_short", "AIzaShort"),
+    ("jwt_like_word", "eyJust.a.sentence"),
+    ("short_number", "order 12345 shipped"),
+    ("pem_public_key", "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----"),
+]
+
+
+@pytest.mark.parametrize(("case", "text", "value", "label"), MASKED, ids=[row[0] for row in MASKED])
+def test_each_shape_is_masked(case: str, text: str, value: str, label: str) -> None:
+    masked = mask_pii(text)
+    assert value not in masked
+    assert masked == text.replace(value, f"[REDACTED:{label}]")
+
+
+@pytest.mark.parametrize(("case", "text"), KEPT, ids=[row[0] for row in KEPT])
+def test_near_misses_are_kept(case: str, text: str) -> None:
+    assert mask_pii(text) == text
+
+
+def test_custom_patterns_add_to_the_builtins_or_replace_them() -> None:
+    text = "order ACME-123456 for ada@example.com"
+    assert Redactor([re.compile(r"ACME-\d+")])(text) == "order [REDACTED:CUSTOM] for [REDACTED:EMAIL]"
+    assert Redactor({"ORDER": r"ACME-\d+"}, builtins=False)(text) == "order [REDACTED:ORDER] for ada@example.com"
+    with pytest.raises(TypeError, match="int"):
+        Redactor([42])  # type: ignore[list-item]
+
+
+def test_configure_takes_a_list_of_patterns() -> None:
+    exporter = InMemorySpanExporter()
+    handle = evaltrace.configure(
+        exporters=[exporter], local_store=False, batch=False, evaluation=False, redact=[r"ACME-\d+"]
+    )
+
+    @evaltrace.trace
+    def echo(text: str) -> str:
+        return text
+
+    echo("ACME-42 from ada@example.com")
+    handle.shutdown()
+    (span,) = exporter.get_finished_spans()
+    exported = str(dict(span.attributes or {}))
+    assert "ACME-42" not in exported and "ada@example.com" not in exported
+    assert "[REDACTED:CUSTOM]" in exported and "[REDACTED:EMAIL]" in exported
+
+
+@pytest.mark.parametrize("redact", ["ACME", [42], ["(unclosed"], 3.5])
+def test_a_bad_redact_value_names_the_setting(redact: object) -> None:
+    with pytest.raises(evaltrace.ConfigError) as info:
+        evaltrace.configure(local_store=False, redact=redact)  # type: ignore[arg-type]
+    assert info.value.setting == "redact"
+
+
+def test_without_the_pii_extra_phones_fall_back_to_the_regex_and_ibans_are_not_detected(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "phonenumbers", None)  # import now raises ImportError
+    monkeypatch.setitem(sys.modules, "stdnum", None)
+    redactor = Redactor()
+    labels = [d.label for d in builtin_detectors()]
+    assert "IBAN" not in labels and "PHONE" in labels
+    assert redactor("call +44 20 7946 0958 now") == "call [REDACTED:PHONE] now"
+    assert redactor("IBAN GB29NWBK60161331926819") == "IBAN GB29NWBK60161331926819"
+    assert redactor("key " + "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc") == "key [REDACTED:API_KEY]"
