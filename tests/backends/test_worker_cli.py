@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
@@ -75,3 +77,42 @@ def test_sink_specs(tmp_path: Path) -> None:
     phoenix.shutdown()
     with pytest.raises(ConfigError, match="unknown sink"):
         build_sinks(["kafka"])
+
+
+def test_worker_process_takes_its_token_from_the_environment_and_its_limits_from_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EVALTRACE_WORKER_TOKEN", "from-env")
+    worker = start_worker(tmp_path, "--max-body-size", "1KiB", "--idle-timeout", "0.5")
+    try:
+        url = worker.wait_ready() + "/v1/traces"  # /healthz answers without the token
+        protobuf = {"Content-Type": "application/x-protobuf"}
+        token = {**protobuf, "Authorization": "Bearer from-env"}
+        assert httpx.post(url, content=b"", headers=protobuf).status_code == 401
+        assert httpx.post(url, content=b"\x00" * 2048, headers=token).status_code == 413
+        assert httpx.post(url, content=b"", headers=token).status_code == 200
+        with socket.create_connection(("127.0.0.1", httpx.URL(url).port or 0), timeout=20) as idle:
+            assert idle.recv(1) == b""  # closed by the worker after --idle-timeout
+        assert worker.stop() == 0
+    finally:
+        worker.kill()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--tls-cert", "cert.pem"], "--tls-cert and --tls-key go together"),
+        (["--tls-cert", "cert.pem", "--tls-key", "key.pem"], "'tls_cert': file 'cert.pem' does not exist"),
+        (["--max-body-size", "lots"], "'lots' is not a size"),
+        (["--max-connections", "0"], "'max_connections': must be a positive integer"),
+        (["--auth-token", ""], "'auth_token': must be a non-empty string"),
+        (["--host", "0.0.0.0", "--evaluators", "no_such_module_xyz:E"], "WARNING: listening on 0.0.0.0 without"),
+    ],
+)
+def test_bad_access_and_limit_settings_exit_2_naming_them(tmp_path: Path, args: list[str], message: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", MAIN, "worker", "--port", "0", *args],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert message in result.stderr

@@ -32,8 +32,9 @@ def test_gzip_from_the_real_exporter_is_accepted(tmp_path: Path) -> None:
 def test_deflate_and_identity_and_inflation_limit() -> None:
     assert decode_body(zlib.compress(b"abc"), "deflate", 10) == b"abc"
     assert decode_body(b"abc", None, 10) == b"abc"
-    with pytest.raises(PayloadError, match="exceeds 10 bytes"):
+    with pytest.raises(PayloadError, match="exceeds the limit of 10 bytes") as refused:
         decode_body(zlib.compress(b"x" * 1000), "deflate", 10)  # a zip bomb is cut off, not inflated
+    assert refused.value.status == 413
 
 
 def test_otlp_json_kvlist_bytes_links_and_remote_parent() -> None:

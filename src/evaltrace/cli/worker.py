@@ -14,13 +14,18 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
+from evaltrace.cli._untrusted import clean
 from evaltrace.exceptions import ConfigError
+from evaltrace.worker.limits import ReceiverLimits
+from evaltrace.worker.security import TOKEN_ENV, TlsFiles, TokenAuth, exposure_warning
 
 DEFAULT_EVALUATORS = "evaltrace.worker.defaults:EVALUATORS"
 # 5 s of draining plus the watchdog's margin stays under Docker's default 10 s between SIGTERM and SIGKILL.
@@ -64,12 +69,87 @@ def register(subparsers: Any) -> None:
     worker.add_argument("--max-inflight", type=int, default=4096, help="spans in flight before answering 503")
     worker.add_argument("--hold-timeout", type=float, default=10.0, help="seconds a span may wait for its scores")
     worker.add_argument("--retry-after", type=int, default=1, help="Retry-After seconds sent with 503")
+    _limit_arguments(worker)
+    _access_arguments(worker)
     worker.add_argument(
         "--shutdown-timeout", type=float, default=DEFAULT_SHUTDOWN_TIMEOUT_S, metavar="SECONDS",
         help="on SIGTERM/SIGINT, time allowed to finish evaluations and deliver scores and spans "
         f"(default {DEFAULT_SHUTDOWN_TIMEOUT_S:g}; the process exits at most {WATCHDOG_MARGIN_S:g} s later)",
     )  # fmt: skip
     worker.set_defaults(func=run_worker)
+
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(kib|mib|gib|b)?\s*", re.IGNORECASE)
+_UNITS = {None: 1, "b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
+
+
+def _size(text: str) -> int:
+    """``1048576``, ``512KiB``, ``20MiB`` or ``1GiB`` -> bytes (an argparse type)."""
+    match = _SIZE.fullmatch(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 1048576, 512KiB, 20MiB)")
+    unit = match.group(2).lower() if match.group(2) else None
+    value = int(float(match.group(1)) * _UNITS[unit])
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least one byte")
+    return value
+
+
+def _limit_arguments(worker: argparse.ArgumentParser) -> None:
+    defaults = ReceiverLimits()
+    mib = 1024 * 1024
+    group = worker.add_argument_group("limits (see docs/viewing.md)")
+    group.add_argument(
+        "--max-body-size", type=_size, default=defaults.max_body_bytes, metavar="SIZE",
+        help=f"largest request body or gRPC message, on the wire and decompressed; larger gets 413 "
+        f"(default {defaults.max_body_bytes // mib}MiB)",
+    )  # fmt: skip
+    group.add_argument(
+        "--max-connections", type=int, default=defaults.max_connections, metavar="N",
+        help=f"HTTP connections (and gRPC calls) served at once; more get 503 (default {defaults.max_connections})",
+    )  # fmt: skip
+    group.add_argument(
+        "--idle-timeout", type=float, default=defaults.idle_timeout_s, metavar="SECONDS",
+        help=f"close a connection that sends nothing for this long (default {defaults.idle_timeout_s:g})",
+    )  # fmt: skip
+    group.add_argument(
+        "--request-timeout", type=float, default=defaults.request_timeout_s, metavar="SECONDS",
+        help=f"close a connection whose request takes longer to arrive (default {defaults.request_timeout_s:g})",
+    )  # fmt: skip
+    group.add_argument(
+        "--max-inflight-bytes", type=_size, default=defaults.max_inflight_bytes, metavar="SIZE",
+        help="request bytes being read and decoded at once; more gets 503 + Retry-After "
+        f"(default {defaults.max_inflight_bytes // mib}MiB)",
+    )  # fmt: skip
+    group.add_argument(
+        "--max-json-depth", type=int, default=defaults.max_json_depth, metavar="N",
+        help=f"deepest nesting of an OTLP/JSON body; deeper gets 400 (default {defaults.max_json_depth})",
+    )  # fmt: skip
+
+
+def _access_arguments(worker: argparse.ArgumentParser) -> None:
+    group = worker.add_argument_group("access")
+    group.add_argument(
+        "--auth-token", default=os.environ.get(TOKEN_ENV), metavar="TOKEN",
+        help=f"require this token on every export (default: ${TOKEN_ENV}, which keeps it out of the process "
+        "list); /healthz stays open",
+    )  # fmt: skip
+    group.add_argument(
+        "--auth-header", default="Authorization", metavar="NAME",
+        help="header carrying the token: Authorization (value 'Bearer TOKEN', the default) or any other header "
+        "(value TOKEN)",
+    )  # fmt: skip
+    group.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS and gRPC over TLS with this certificate chain")
+    group.add_argument("--tls-key", metavar="PEM", help="private key of --tls-cert")
+
+
+def _access(args: argparse.Namespace) -> tuple[TokenAuth | None, TlsFiles | None]:
+    """The token and TLS settings from the command line; ConfigError when they do not make sense."""
+    auth = TokenAuth(args.auth_token, args.auth_header) if args.auth_token is not None else None
+    if (args.tls_cert is None) != (args.tls_key is None):
+        raise ConfigError("tls_cert" if args.tls_cert is None else "tls_key", "--tls-cert and --tls-key go together")
+    tls = TlsFiles(Path(args.tls_cert), Path(args.tls_key)) if args.tls_cert is not None else None
+    return auth, tls
 
 
 class ExitWatchdog:
@@ -143,6 +223,17 @@ def run_worker(args: argparse.Namespace) -> int:
     if local_store is None and args.otlp_endpoint is None:
         local_store = ".evaltrace"
     try:
+        auth, tls = _access(args)
+        if (warning := exposure_warning(args.host, auth)) is not None:  # said first: the worst setting to miss
+            print(f"evaltrace worker: {warning}", file=sys.stderr, flush=True)
+        limits = ReceiverLimits(
+            max_body_bytes=args.max_body_size,
+            max_connections=args.max_connections,
+            idle_timeout_s=args.idle_timeout,
+            request_timeout_s=args.request_timeout,
+            max_inflight_bytes=args.max_inflight_bytes,
+            max_json_depth=args.max_json_depth,
+        )
         evaluators = load_evaluators(args.evaluators or [DEFAULT_EVALUATORS])
         sinks = build_sinks(args.sink)
         exporters = build_exporters(args.otlp_endpoint, args.protocol, args.headers, local_store)
@@ -156,9 +247,12 @@ def run_worker(args: argparse.Namespace) -> int:
             max_inflight_spans=args.max_inflight,
             retry_after_s=args.retry_after,
             evaluation_options={"hold_timeout_s": args.hold_timeout},
+            limits=limits,
+            auth=auth,
+            tls=tls,
         )
     except (ConfigError, OSError) as exc:
-        print(f"evaltrace worker: {exc}", file=sys.stderr)
+        print(clean(f"evaltrace worker: {exc}"), file=sys.stderr)
         return 2
     worker.install_signal_handlers()  # before the port answers: a supervisor may signal from then on
     worker.start()

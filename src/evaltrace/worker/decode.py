@@ -27,6 +27,8 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope as SdkScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 
+from evaltrace.worker.limits import Reservation
+
 __all__ = ["PayloadError", "decode_body", "parse_request", "spans_from_request"]
 
 CONTENT_PROTOBUF = "application/x-protobuf"
@@ -44,6 +46,8 @@ _KINDS = {
     5: SpanKind.CONSUMER,
 }
 _STATUS = {0: StatusCode.UNSET, 1: StatusCode.OK, 2: StatusCode.ERROR}
+_INFLATE_CHUNK = 1024 * 1024  # bytes inflated (and counted in the memory budget) per step
+DEFAULT_MAX_JSON_DEPTH = 64
 
 
 class PayloadError(ValueError):
@@ -58,22 +62,44 @@ class PayloadError(ValueError):
         self.status = status
 
 
-def decode_body(body: bytes, content_encoding: str | None, max_bytes: int) -> bytes:
-    """Undo ``Content-Encoding`` (gzip, deflate or identity), refusing bodies that inflate beyond ``max_bytes``."""
+def decode_body(
+    body: bytes, content_encoding: str | None, max_bytes: int, reservation: Reservation | None = None
+) -> bytes:
+    """Undo ``Content-Encoding`` (gzip, deflate or identity), refusing bodies that inflate beyond ``max_bytes``.
+
+    Inflates a chunk at a time, so a bomb (a few KiB inflating to GiB) costs at most ``max_bytes`` before it
+    is refused, and each chunk is counted in ``reservation`` before it is made.
+
+    Raises:
+        PayloadError: 415 for an unknown encoding, 400 for a corrupt stream, 413 beyond ``max_bytes``.
+        BudgetExceeded: ``reservation`` could not grow (other requests hold the memory).
+    """
     encoding = (content_encoding or "identity").strip().lower()
     if encoding in ("", "identity"):
         return body
     if encoding not in ("gzip", "deflate"):
         raise PayloadError(f"unsupported Content-Encoding {encoding!r} (use gzip, deflate or identity)", 415)
     wbits = 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS
+    inflater = zlib.decompressobj(wbits)
+    out = bytearray()
+    pending = body
     try:
-        inflater = zlib.decompressobj(wbits)
-        out = inflater.decompress(body, max_bytes + 1)
+        while pending and not inflater.eof:
+            step = min(_INFLATE_CHUNK, max_bytes + 1 - len(out))
+            if reservation is not None:
+                reservation.grow(step)
+            out += inflater.decompress(pending, step)
+            pending = inflater.unconsumed_tail
+            if len(out) > max_bytes:
+                raise PayloadError(f"decompressed body exceeds the limit of {max_bytes} bytes", 413)
+        out += inflater.flush()
     except zlib.error as exc:
         raise PayloadError(f"body is not valid {encoding}: {exc}") from exc
     if len(out) > max_bytes:
-        raise PayloadError(f"decompressed body exceeds {max_bytes} bytes")
-    return out
+        raise PayloadError(f"decompressed body exceeds the limit of {max_bytes} bytes", 413)
+    if not inflater.eof:
+        raise PayloadError(f"body is not valid {encoding}: the stream is truncated")
+    return bytes(out)
 
 
 def _hex_to_b64(value: Any, field: str) -> Any:
@@ -86,21 +112,33 @@ def _hex_to_b64(value: Any, field: str) -> Any:
     return base64.b64encode(raw).decode()
 
 
-def _fix_ids(node: Any) -> None:
-    """Rewrite hex ids to base64 in place, wherever spans and links keep them."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key in _ID_FIELDS:
-                node[key] = _hex_to_b64(value, key)
-            else:
-                _fix_ids(value)
-    elif isinstance(node, list):
-        for item in node:
-            _fix_ids(item)
+def _fix_ids(data: Any, max_depth: int) -> None:
+    """Rewrite hex ids to base64 in place, wherever spans and links keep them; refuse nesting past ``max_depth``.
+
+    Walks with an explicit stack, not recursion: the depth check must not be the thing a deep body breaks.
+    """
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > max_depth:
+            raise PayloadError(f"JSON body is nested deeper than {max_depth} levels")
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in _ID_FIELDS:
+                    node[key] = _hex_to_b64(value, key)
+                elif isinstance(value, (dict, list)):
+                    stack.append((value, depth + 1))
+        elif isinstance(node, list):
+            stack.extend((item, depth + 1) for item in node if isinstance(item, (dict, list)))
 
 
-def parse_request(body: bytes, content_type: str | None) -> ExportTraceServiceRequest:
+def parse_request(
+    body: bytes, content_type: str | None, max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
+) -> ExportTraceServiceRequest:
     """Parse an OTLP/HTTP trace export body (already decompressed).
+
+    Nesting is bounded: protobuf by its parser's recursion limit (100 messages deep), OTLP/JSON by
+    ``max_json_depth`` objects and arrays.
 
     Raises:
         PayloadError: Unknown content type, or a body that does not parse as the content type says.
@@ -110,7 +148,7 @@ def parse_request(body: bytes, content_type: str | None) -> ExportTraceServiceRe
     if media == CONTENT_PROTOBUF:
         try:
             request.ParseFromString(body)
-        except DecodeError as exc:
+        except (DecodeError, RecursionError) as exc:
             raise PayloadError(f"body is not a protobuf ExportTraceServiceRequest: {exc}") from exc
         return request
     if media == CONTENT_JSON:
@@ -118,9 +156,11 @@ def parse_request(body: bytes, content_type: str | None) -> ExportTraceServiceRe
             data = json.loads(body)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise PayloadError(f"body is not JSON: {exc}") from exc
+        except RecursionError as exc:  # nesting past the interpreter's limit, long before max_json_depth matters
+            raise PayloadError(f"JSON body is nested deeper than {max_json_depth} levels") from exc
         if not isinstance(data, dict):
             raise PayloadError("OTLP/JSON body must be an object with resourceSpans")
-        _fix_ids(data)
+        _fix_ids(data, max_json_depth)
         try:
             ParseDict(data, request)
         except Exception as exc:  # json_format raises ParseError, TypeError, ValueError...

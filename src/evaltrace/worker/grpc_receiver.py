@@ -2,12 +2,17 @@
 
 Status codes follow the OTLP/gRPC specification: ``INVALID_ARGUMENT`` for a request whose spans cannot be
 rebuilt (not retryable) and ``UNAVAILABLE`` when the worker is full (retryable, so the sender backs off).
+Limits are gRPC's own: messages over ``max_body_bytes`` get ``RESOURCE_EXHAUSTED`` before they are decoded,
+calls beyond ``max_connections`` at once get ``RESOURCE_EXHAUSTED``, idle connections are closed after
+``idle_timeout_s``; without the token, calls get ``UNAUTHENTICATED``.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent import futures
+from typing import Any
 
 import grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
@@ -17,23 +22,54 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from evaltrace.worker.decode import PayloadError, spans_from_request
+from evaltrace.worker.limits import BudgetExceeded, ByteBudget, ReceiverLimits
 from evaltrace.worker.pipeline import WorkerPipeline
+from evaltrace.worker.security import TlsFiles, TokenAuth
 
 __all__ = ["OTLPGrpcReceiver"]
 
 logger = logging.getLogger("evaltrace.worker")
-_MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # the collector's default max_recv_msg_size_mib
+
+
+class _TokenInterceptor(grpc.ServerInterceptor):
+    """Refuse, before the request is even decoded, every call without the token in its metadata."""
+
+    def __init__(self, auth: TokenAuth) -> None:
+        self._auth = auth
+        key = auth.metadata_key
+
+        def deny(request: Any, context: grpc.ServicerContext) -> None:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, f"missing or wrong token in the {key} metadata")
+
+        self._deny: grpc.RpcMethodHandler[Any, None] = grpc.unary_unary_rpc_method_handler(deny)
+
+    def intercept_service(
+        self, continuation: Callable[[grpc.HandlerCallDetails], Any], handler_call_details: grpc.HandlerCallDetails
+    ) -> Any:
+        metadata = handler_call_details.invocation_metadata or ()
+        value = next((str(v) for k, v in metadata if k.lower() == self._auth.metadata_key), None)
+        if self._auth.allows(value):
+            return continuation(handler_call_details)
+        return self._deny
 
 
 class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
-    def __init__(self, pipeline: WorkerPipeline) -> None:
+    def __init__(self, pipeline: WorkerPipeline, budget: ByteBudget) -> None:
         self._pipeline = pipeline
+        self._budget = budget
 
     def Export(self, request: ExportTraceServiceRequest, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
-        try:
-            spans = spans_from_request(request)
-        except PayloadError as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.reason)
+        # The message is decoded already; the budget bounds how many are turned into spans at once, the step
+        # that multiplies their size.
+        with self._budget.reservation() as reservation:
+            try:
+                reservation.grow(request.ByteSize())
+            except BudgetExceeded as exc:
+                context.abort(grpc.StatusCode.UNAVAILABLE, f"evaluation worker memory budget in use ({exc})")
+            try:
+                spans = spans_from_request(request)
+            except PayloadError as exc:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.reason)
         if not self._pipeline.submit(spans):
             limit = self._pipeline.max_inflight_spans
             context.abort(grpc.StatusCode.UNAVAILABLE, f"evaluation queue full ({limit} spans in flight)")
@@ -48,21 +84,53 @@ class OTLPGrpcReceiver:
         host: Interface to bind.
         port: TCP port.
         max_workers: Threads handling requests.
+        limits: Message size, concurrent calls and idle time (defaults: :class:`ReceiverLimits`).
+        auth: A token every call must carry in its metadata; None accepts any sender.
+        tls: Certificate and key to serve over TLS; None serves plaintext.
+        budget: Bytes in flight, shared with the HTTP receiver (default: one of ``limits.max_inflight_bytes``).
     """
 
-    def __init__(self, pipeline: WorkerPipeline, host: str = "127.0.0.1", port: int = 4317, max_workers: int = 4):
+    def __init__(
+        self,
+        pipeline: WorkerPipeline,
+        host: str = "127.0.0.1",
+        port: int = 4317,
+        max_workers: int = 4,
+        *,
+        limits: ReceiverLimits | None = None,
+        auth: TokenAuth | None = None,
+        tls: TlsFiles | None = None,
+        budget: ByteBudget | None = None,
+    ):
+        limits = limits or ReceiverLimits()
+        budget = budget or ByteBudget(limits.max_inflight_bytes)
         self._executor = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="evaltrace-worker-grpc")
-        self._server = grpc.server(self._executor, options=[("grpc.max_receive_message_length", _MAX_MESSAGE_BYTES)])
-        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            _TraceService(pipeline), self._server
+        options = [
+            ("grpc.max_receive_message_length", limits.max_body_bytes),
+            ("grpc.max_connection_idle_ms", int(limits.idle_timeout_s * 1000)),
+        ]
+        self._server = grpc.server(
+            self._executor,
+            interceptors=[_TokenInterceptor(auth)] if auth is not None else None,
+            options=options,
+            maximum_concurrent_rpcs=limits.max_connections,
         )
-        self.port = self._server.add_insecure_port(f"{host}:{port}")
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(  # type: ignore[no-untyped-call]
+            _TraceService(pipeline, budget), self._server
+        )
+        address = f"{host}:{port}"
+        if tls is not None:
+            credentials = grpc.ssl_server_credentials([tls.grpc_pair()])
+            self.port = self._server.add_secure_port(address, credentials)
+        else:
+            self.port = self._server.add_insecure_port(address)
         self.host = host
+        self.tls = tls is not None
 
     @property
     def endpoint(self) -> str:
-        """``http://host:port`` as the OTLP gRPC exporter expects it."""
-        return f"http://{self.host}:{self.port}"
+        """``http://host:port`` (``https://`` with TLS) as the OTLP gRPC exporter expects it."""
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     def start(self) -> None:
         """Start serving."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import threading
 import time
@@ -11,8 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from evaltrace.worker.http_receiver import DEFAULT_MAX_BODY_BYTES, OTLPHttpReceiver
+from evaltrace.worker.http_receiver import OTLPHttpReceiver
+from evaltrace.worker.limits import ReceiverLimits
 from evaltrace.worker.pipeline import DEFAULT_MAX_INFLIGHT, WorkerPipeline
+from evaltrace.worker.security import TlsFiles, TokenAuth
 
 if TYPE_CHECKING:
     from evaltrace.worker.grpc_receiver import OTLPGrpcReceiver
@@ -46,9 +49,12 @@ class EvaluationWorker:
         grpc_port: OTLP/gRPC port; None serves HTTP only.
         max_inflight_spans: Spans admitted and not yet forwarded before senders get 503 / UNAVAILABLE.
         retry_after_s: ``Retry-After`` sent with 503.
-        max_body_bytes: Largest OTLP/HTTP body accepted.
+        max_body_bytes: Largest body or gRPC message accepted (overrides ``limits``).
         batch: Batch exports (default) or export each span synchronously.
         evaluation_options: Further ``EvaluationSpanProcessor`` options.
+        limits: Connections, timeouts, body size and memory in flight of both receivers.
+        auth: A token every export must carry; None accepts any sender.
+        tls: Certificate and key to serve both receivers over TLS.
     """
 
     def __init__(
@@ -62,10 +68,16 @@ class EvaluationWorker:
         grpc_port: int | None = None,
         max_inflight_spans: int = DEFAULT_MAX_INFLIGHT,
         retry_after_s: int = 1,
-        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        max_body_bytes: int | None = None,
         batch: bool = True,
         evaluation_options: dict[str, Any] | None = None,
+        limits: ReceiverLimits | None = None,
+        auth: TokenAuth | None = None,
+        tls: TlsFiles | None = None,
     ) -> None:
+        limits = limits or ReceiverLimits()
+        if max_body_bytes is not None:
+            limits = dataclasses.replace(limits, max_body_bytes=max_body_bytes)
         self.pipeline = WorkerPipeline(
             evaluators,
             sinks,
@@ -76,14 +88,16 @@ class EvaluationWorker:
         )
         try:
             self.http = OTLPHttpReceiver(
-                self.pipeline, host, port, max_body_bytes=max_body_bytes, retry_after_s=retry_after_s
+                self.pipeline, host, port, retry_after_s=retry_after_s, limits=limits, auth=auth, tls=tls
             )
             self.grpc: OTLPGrpcReceiver | None = None
             if grpc_port is not None:
                 # Imported here: grpc is the largest import of the worker, and HTTP-only workers never need it.
                 from evaltrace.worker.grpc_receiver import OTLPGrpcReceiver
 
-                self.grpc = OTLPGrpcReceiver(self.pipeline, host, grpc_port)
+                self.grpc = OTLPGrpcReceiver(
+                    self.pipeline, host, grpc_port, limits=limits, auth=auth, tls=tls, budget=self.http.budget
+                )
         except BaseException:
             self.pipeline.shutdown(1000)
             raise
