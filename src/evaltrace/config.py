@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -24,6 +25,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, Synchrono
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 from evaltrace._internal import backends, exit_hooks, forks, semconv, settings, tracing
+from evaltrace._internal.configure_args import check_configure_arguments
 from evaltrace._internal.export_queue import ExportQueue
 from evaltrace._internal.jsonutil import DEFAULT_MAX_LENGTH
 from evaltrace._internal.otlp_settings import resolve_otlp
@@ -31,7 +33,7 @@ from evaltrace.context import ContextAttributesProcessor
 from evaltrace.exceptions import ConfigError
 from evaltrace.exporters.console import ConsoleSpanExporter
 from evaltrace.exporters.local_store import DEFAULT_DIRECTORY, LocalStoreExporter
-from evaltrace.exporters.redaction import RedactingSpanExporter, Redactor, mask_pii
+from evaltrace.exporters.redaction import RedactFunction, RedactingSpanExporter, Redactor, mask_pii
 
 __all__ = ["EvaltraceHandle", "configure"]
 
@@ -197,22 +199,30 @@ def _capture_settings(capture_content: bool | None, max_attribute_length: int | 
             max_attribute_length = int(os.environ[MAX_LENGTH_ENV])
         except ValueError as exc:
             raise ConfigError(MAX_LENGTH_ENV, f"expected an integer, got {os.environ[MAX_LENGTH_ENV]!r}") from exc
-    if max_attribute_length is not None and max_attribute_length < 0:
-        raise ConfigError("max_attribute_length", f"must be >= 0 (0 = no cap), got {max_attribute_length}")
+        if max_attribute_length < 0:
+            raise ConfigError(MAX_LENGTH_ENV, f"must be >= 0 (0 = no cap), got {max_attribute_length}")
     return settings.CaptureSettings(
         capture_content=settings.capture_content_from_env() if capture_content is None else capture_content,
         max_attribute_length=DEFAULT_MAX_LENGTH if max_attribute_length is None else max_attribute_length,
     )
 
 
-def _redactor(redact: bool | Redactor | None) -> Redactor | None:
+def _redactor(redact: bool | RedactFunction | Sequence[str | re.Pattern[str]] | None) -> RedactFunction | None:
     if redact is None or redact is False:
         return None
     if redact is True:
         return mask_pii
     if callable(redact):
         return redact
-    raise ConfigError("redact", f"expected True, False or a str -> str callable, got {type(redact).__name__}")
+    if isinstance(redact, list | tuple):
+        try:
+            return Redactor(patterns=redact)
+        except (TypeError, re.error) as exc:
+            raise ConfigError("redact", f"invalid pattern: {exc}") from exc
+    raise ConfigError(
+        "redact",
+        f"expected True, False, a list of regex patterns or a str -> str callable, got {type(redact).__name__}",
+    )
 
 
 @dataclass
@@ -285,13 +295,17 @@ def _export_processor(name: str, exporter: SpanExporter) -> SpanProcessor:
 
 
 def _build_evaluation(
-    downstream: list[SpanProcessor], evaluators: Sequence[Any], sinks: Sequence[Any], opts: Any
+    downstream: list[SpanProcessor],
+    evaluators: Sequence[Any],
+    sinks: Sequence[Any],
+    opts: Any,
+    redactor: RedactFunction | None = None,
 ) -> Any:
     from evaltrace.evaluation import EvaluationSpanProcessor
 
-    return EvaluationSpanProcessor(
-        downstream=downstream, evaluators=list(evaluators), sinks=list(sinks), **(opts or {})
-    )
+    # Scores and log records leave the process too: the processor redacts them where it hands them out.
+    options = {"redactor": redactor, **(opts or {})} if redactor is not None else (opts or {})
+    return EvaluationSpanProcessor(downstream=downstream, evaluators=list(evaluators), sinks=list(sinks), **options)
 
 
 def configure(
@@ -309,7 +323,7 @@ def configure(
     exporters: Sequence[SpanExporter] = (),
     capture_content: bool | None = None,
     max_attribute_length: int | None = None,
-    redact: bool | Callable[[str], str] | None = None,
+    redact: bool | Callable[[str], str] | Sequence[str | re.Pattern[str]] | None = None,
     evaluators: Sequence[Any] = (),
     sinks: Sequence[Any] | None = None,
     evaluation_options: dict[str, Any] | None = None,
@@ -341,7 +355,10 @@ def configure(
         capture_content: Record messages, arguments and results (default: on, unless
             OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT turns it off).
         max_attribute_length: Cap for each captured JSON value (0 = no cap).
-        redact: True for built-in PII/secret masking, or a ``str -> str`` function; applied to exported copies only.
+        redact: True for built-in PII/secret masking; a list of regexes (str or compiled) masked as well as
+            the built-ins; or a ``str -> str`` function such as ``evaltrace.exporters.Redactor(patterns, builtins=
+            False)``. Applied to what leaves the process only (exported spans and their status, score sinks and
+            dead-letter files, evaluation log events); evaluators see the real text.
         evaluators: Evaluators (or EvaluatorSpecs) run on spans as they end.
         sinks: Score sinks receiving evaluation scores, in addition to those the configured backends bring (the
             Langfuse scores API, Phoenix span annotations). A sink with the same ``name`` as a backend's (e.g.
@@ -363,12 +380,11 @@ def configure(
     Raises:
         ConfigError: A setting is invalid; the message names it.
     """
+    check_configure_arguments(locals())  # first: a wrong type is named before anything is built or replaced
     options = {
         "otlp_endpoint": otlp_endpoint, "protocol": protocol, "headers": headers, "langfuse": langfuse,
         "phoenix": phoenix, "local_store": local_store, "console": console, "exporters": exporters,
     }  # fmt: skip
-    if shutdown_timeout_s <= 0:
-        raise ConfigError("shutdown_timeout_s", f"must be > 0 seconds, got {shutdown_timeout_s}")
     capture = _capture_settings(capture_content, max_attribute_length)
     redactor = _redactor(redact)
     collected = _collect_exporters(options)  # validates every setting before anything is replaced
@@ -380,7 +396,7 @@ def configure(
         downstream.append(_export_processor(name, wrapped) if batch else SimpleSpanProcessor(wrapped))
     score_sinks = _score_sinks(options, sinks)
     evaluator_processor = (
-        _build_evaluation(downstream, evaluators, score_sinks, evaluation_options)
+        _build_evaluation(downstream, evaluators, score_sinks, evaluation_options, redactor)
         if evaluation or evaluators or score_sinks
         else None
     )

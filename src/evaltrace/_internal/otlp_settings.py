@@ -45,12 +45,15 @@ class OTLPSettings:
 def parse_headers(raw: str, setting: str) -> dict[str, str]:
     """Parse ``k1=v1,k2=v2`` (values URL-decoded, as the OTel spec says); raise ConfigError when malformed."""
     headers: dict[str, str] = {}
-    for item in raw.split(","):
+    for position, item in enumerate(raw.split(","), start=1):
         if not item.strip():
             continue
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(setting, f"expected comma-separated key=value pairs, got {item.strip()!r}")
+            # The item is not echoed: a header with its "=" missing is often "Authorization Bearer <token>".
+            raise ConfigError(
+                setting, f"expected comma-separated key=value pairs; item {position} has no {'key' if sep else '='}"
+            )
         headers[unquote(key.strip()).lower()] = unquote(value.strip())
     return headers
 

@@ -6,25 +6,42 @@ reconfiguration is seen by the next span without locks (attribute assignment is 
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 
 from evaltrace._internal.jsonutil import DEFAULT_MAX_LENGTH
 
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+_CAPTURE_ON_VALUES = frozenset({"true", "1", "yes", "on", "span_only", "span_and_event"})
 _CAPTURE_OFF_VALUES = frozenset({"false", "0", "no", "off", "no_content", "event_only"})
+logger = logging.getLogger("evaltrace")
+_warned: set[str] = set()  # values already warned about: configure() reads the variable again on every call
 
 
 def capture_content_from_env(default: bool = True) -> bool:
     """Read the standard GenAI capture switch; evaltrace captures by default because evaluators need content.
 
-    ``span_only``, ``span_and_event``, ``true`` keep content on spans; ``false``, ``no_content`` and
-    ``event_only`` turn span content off. Unknown values keep the default.
+    ``span_only``, ``span_and_event``, ``true`` (also ``1``, ``yes``, ``on``) keep content on spans; ``false``,
+    ``no_content`` and ``event_only`` (also ``0``, ``no``, ``off``) turn span content off; case is ignored. An
+    unknown value turns content off (a typo in a switch meant to stop capture must not leave it on) and logs one
+    warning naming the variable and the value.
     """
     raw = os.environ.get(CAPTURE_CONTENT_ENV)
     if raw is None or not raw.strip():
         return default
-    return raw.strip().lower() not in _CAPTURE_OFF_VALUES
+    value = raw.strip().lower()
+    if value in _CAPTURE_ON_VALUES:
+        return True
+    if value not in _CAPTURE_OFF_VALUES and raw not in _warned:
+        _warned.add(raw)
+        logger.warning(
+            "%s=%r is not a known value (true, false, span_only, span_and_event, no_content, event_only): "
+            "message content is not captured",
+            CAPTURE_CONTENT_ENV,
+            raw,
+        )
+    return False
 
 
 @dataclass(frozen=True)

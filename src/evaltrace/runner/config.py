@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from evaltrace._internal import safe_yaml
 from evaltrace.runner._config_errors import first_problem
 from evaltrace.runner.config_models import CaseConfig, EvalFileConfig, EvaluatorEntry, JudgeConfig, OutputConfig
 from evaltrace.runner.errors import RunConfigError
@@ -88,12 +89,21 @@ class EvalConfig:
 
 
 def _read_yaml(path: Path) -> Any:
+    """Read an authored YAML file; hostile shapes (alias bombs, recursion, deep nesting) are refused by the loader."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise RunConfigError(path, "", f"cannot read the file ({exc.strerror or exc})") from None
     try:
-        return yaml.safe_load(text)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RunConfigError(
+            path, "", f"not UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start} ({exc.reason})"
+        ) from None
+    try:
+        return safe_yaml.load(text)
+    except safe_yaml.YamlLimitError as exc:
+        raise RunConfigError(path, "", f"refused: {exc}") from None
     except yaml.YAMLError as exc:
         raise RunConfigError(path, "", f"not valid YAML: {exc}") from None
 
