@@ -13,6 +13,11 @@ the evaluator's own label when it returned one (``detail["label"]``, e.g. a stri
 evaluator), otherwise ``"pass"`` or ``"fail"`` from ``passed``; ``"not_evaluated"`` for an evaluation that did
 not apply (with the skip reason as the explanation); no label at all for an evaluation that errored (the event
 carries ``error.type`` instead: a label there would read as a verdict).
+
+Every text an evaluator wrote (reason/explanation, skip reason, label, error type) is capped on its way out, to
+the configured ``max_attribute_length`` like any captured value (:func:`capped`): a text over the cap becomes
+the valid-JSON truncation marker of ``_internal.jsonutil``. The score comment sent to sinks uses the same cap.
+The :class:`EvaluationResult` itself keeps the full text, for the evaluators' and the caller's own use.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from evaltrace._internal import semconv
+from evaltrace._internal import semconv, settings
+from evaltrace._internal.jsonutil import capped_text
 from evaltrace.evaluation.runner import ERROR_TYPE_KEY
 from evaltrace.schema import EvaluationResult, Score, ScoreConfig, score_id
 
@@ -29,6 +35,11 @@ SPAN_ID_KEY = "span_id"
 _LLM_TYPE_MARKERS = ("llm", "judge")
 
 Outcome = Literal["pass", "fail", "error", "not_evaluated", "pending"]
+
+
+def capped(text: str) -> str:
+    """Return ``text`` capped to the configured ``max_attribute_length`` (bounded work, see ``capped_text``)."""
+    return capped_text(text, settings.current.max_attribute_length)
 
 
 def result_outcome(result: EvaluationResult) -> Outcome:
@@ -61,7 +72,7 @@ def result_label(result: EvaluationResult) -> str | None:
         return semconv.OUTCOME_PENDING
     label = result.detail.get(LABEL_KEY)
     if isinstance(label, str) and label:
-        return label
+        return capped(label)
     return semconv.EVAL_LABEL_PASS if result.passed else semconv.EVAL_LABEL_FAIL
 
 
@@ -71,7 +82,7 @@ def error_type(result: EvaluationResult) -> str | None:
         return None
     specific = result.detail.get(ERROR_TYPE_KEY)
     if isinstance(specific, str) and specific:
-        return specific
+        return capped(specific)
     return result.error.type if result.error is not None else "evaluation_failed"
 
 
@@ -94,7 +105,7 @@ def evaluation_event_attributes(result: EvaluationResult, response_id: str | Non
     if result.score is not None and is_judged(result_outcome(result)):
         attributes[semconv.GEN_AI_EVALUATION_SCORE_VALUE] = float(result.score)
     if result.reason:
-        attributes[semconv.GEN_AI_EVALUATION_EXPLANATION] = result.reason
+        attributes[semconv.GEN_AI_EVALUATION_EXPLANATION] = capped(result.reason)
     if response_id:
         attributes[semconv.GEN_AI_RESPONSE_ID] = response_id
     failure = error_type(result)
@@ -134,7 +145,9 @@ def span_result_attributes(results: Iterable[EvaluationResult]) -> dict[str, Any
         elif outcome in ("not_evaluated", "pending"):
             not_evaluated.append(result.evaluator)
             if result.reason:
-                attributes[eval_attribute(result.evaluator, semconv.EVALTRACE_EVAL_SKIP_REASON_SUFFIX)] = result.reason
+                attributes[eval_attribute(result.evaluator, semconv.EVALTRACE_EVAL_SKIP_REASON_SUFFIX)] = capped(
+                    result.reason
+                )
         else:
             judged = True
             any_failed = any_failed or outcome == "fail"
@@ -207,15 +220,26 @@ def result_to_score(
             id=score_id(trace_id, observation_id, result.evaluator, result.evaluator_version),
             name=result.evaluator,
             data_type="CATEGORICAL",
-            string_value=label,
+            string_value=capped(label),
             trace_id=trace_id,
             observation_id=observation_id,
-            comment=result.reason or None,
+            comment=capped(result.reason) or None,
             source="EVAL",
             timestamp=result.finished_at,
             metadata=metadata,
         )
-    return result.to_score(trace_id=trace_id, observation_id=observation_id, config=config, metadata=metadata)
+    score = result.to_score(trace_id=trace_id, observation_id=observation_id, config=config, metadata=metadata)
+    return _capped_score(score)
+
+
+def _capped_score(score: Score) -> Score:
+    """``score`` with its comment and label capped (validated against its config before, on the full result)."""
+    update: dict[str, str] = {}
+    for field in ("comment", "string_value"):
+        value = getattr(score, field)
+        if isinstance(value, str) and (short := capped(value)) is not value:
+            update[field] = short
+    return score.model_copy(update=update) if update else score
 
 
 def response_id_of(attributes: Mapping[str, Any] | None) -> str | None:

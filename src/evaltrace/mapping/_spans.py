@@ -12,7 +12,8 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext
 
 from evaltrace._internal import semconv as sc
-from evaltrace._internal.jsonutil import TRUNCATED_KEY
+from evaltrace._internal.jsonutil import MINIMUM_KEY, TRUNCATED_KEY
+from evaltrace.mapping import conventions
 
 # Absent attribute; None cannot mark absence because JSON null is a value.
 MISSING: Any = object()
@@ -83,23 +84,32 @@ def attrs(span: ReadableSpan) -> Mapping[str, Any]:
 
 
 def is_llm(span: ReadableSpan) -> bool:
-    """Whether the span is a model call: by ``evaltrace.span.kind``, else by its gen_ai operation or messages."""
+    """Whether the span is a model call.
+
+    By ``evaltrace.span.kind``, else a foreign convention's kind (``openinference.span.kind``, ...), else its
+    gen_ai operation, GenAI messages or foreign messages.
+    """
     span_attrs = attrs(span)
     kind = span_attrs.get(sc.EVALTRACE_SPAN_KIND)
+    if kind is None:
+        kind = conventions.foreign_kind(span_attrs)
     if kind is not None:
         return bool(kind == sc.KIND_LLM)
     if span_attrs.get(sc.GEN_AI_OPERATION_NAME) in _LLM_OPERATIONS:
         return True
-    return sc.GEN_AI_INPUT_MESSAGES in span_attrs or sc.GEN_AI_OUTPUT_MESSAGES in span_attrs
+    if sc.GEN_AI_INPUT_MESSAGES in span_attrs or sc.GEN_AI_OUTPUT_MESSAGES in span_attrs:
+        return True
+    return conventions.foreign_messages(span_attrs, span.events) is not None
 
 
 def is_tool(span: ReadableSpan) -> bool:
-    """Whether the span is a tool execution."""
+    """Whether the span is a tool execution (a foreign retriever's documents count as a tool result)."""
     span_attrs = attrs(span)
-    return (
-        span_attrs.get(sc.EVALTRACE_SPAN_KIND) == sc.KIND_TOOL
-        or span_attrs.get(sc.GEN_AI_OPERATION_NAME) == sc.OP_EXECUTE_TOOL
-    )
+    if span_attrs.get(sc.EVALTRACE_SPAN_KIND) == sc.KIND_TOOL:
+        return True
+    if span_attrs.get(sc.GEN_AI_OPERATION_NAME) == sc.OP_EXECUTE_TOOL:
+        return True
+    return sc.EVALTRACE_SPAN_KIND not in span_attrs and conventions.foreign_kind(span_attrs) in (sc.KIND_TOOL, "retriever")
 
 
 # --- attribute values ----------------------------------------------------------------------------------
@@ -134,7 +144,7 @@ def json_attr(span: ReadableSpan, key: str, notes: list[str]) -> Any:
     if is_truncated(value):
         notes.append(
             f"{key} of span {span.name!r} ({span_id(span):016x}) was truncated at capture "
-            f"(original length {value.get('original_length')})"
+            f"(original length {'at least ' if value.get(MINIMUM_KEY) is True else ''}{value.get('original_length')})"
         )
     return value
 
