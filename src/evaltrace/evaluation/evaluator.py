@@ -222,7 +222,10 @@ class EvaluatorSpec:
 
     Attributes:
         evaluator: The evaluator.
-        span_kinds: ``evaltrace.span.kind`` values to match (``"llm"``, ``"agent"``, ...); None matches any.
+        span_kinds: Span kinds to match (``"llm"``, ``"tool"``, ``"agent"``, ...); None matches any. The kind is
+            ``evaltrace.span.kind``, else derived from another instrumentation's attributes
+            (``openinference.span.kind``, ``traceloop.span.kind``, ``gen_ai.operation.name``; see
+            :func:`evaltrace.mapping.conventions.span_kind`).
         name_glob: ``fnmatch`` pattern on the span name (e.g. ``"chat *"``); None matches any.
         predicate: Callable on the span's attributes; None matches any. An exception counts as no match.
         sample_rate: Fraction of matching spans (or traces) evaluated, in [0, 1].

@@ -44,6 +44,7 @@ from evaltrace.evaluation.sinks.base import ScoreSink
 from evaltrace.evaluation.sinks.worker import SinkWorker
 from evaltrace.evaluation.stats import PipelineStats
 from evaltrace.evaluation.telemetry import LogEventEmitter, PipelineMetrics
+from evaltrace.mapping.conventions import span_kind
 
 _MAX_SUPPRESSED = 65_536
 logger = logging.getLogger("evaltrace.evaluation")
@@ -223,7 +224,7 @@ class EvaluationSpanProcessor(SpanProcessor):
             return True
         if self._trace_specs and _is_root(span):
             return True
-        kind = attributes.get(semconv.EVALTRACE_SPAN_KIND)
+        kind = span_kind(attributes)
         return any(spec.may_match(span.name, kind) for spec in self._span_specs)
 
     def on_end(self, span: ReadableSpan) -> None:
@@ -260,7 +261,7 @@ class EvaluationSpanProcessor(SpanProcessor):
             self._suppressed.discard(context.span_id)
             return None
         attributes = span.attributes or {}
-        kind = attributes.get(semconv.EVALTRACE_SPAN_KIND)
+        kind = span_kind(attributes)  # evaltrace.span.kind, else derived from a foreign convention
         if kind == semconv.KIND_EVALUATION:
             return None
         trace_id = context.trace_id

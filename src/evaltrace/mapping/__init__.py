@@ -1,7 +1,8 @@
 """ReadableSpans of one trace (or one subtree) -> ``schema.Trace``: the only reader of span attributes.
 
 Modules: ``_spans`` (root, subtree, attribute values), ``_messages`` (message parts -> TraceMessages),
-``_tools`` (tool spans), ``_conversation`` (ordering, repeated history), ``_metrics``, ``_build`` (the Trace).
+``_tools`` (tool spans), ``_conversation`` (ordering, repeated history), ``_metrics``, ``_build`` (the Trace),
+``conventions`` (other instrumentations' attributes: OpenInference, OpenLLMetry, Vercel AI SDK, GenAI span events).
 
 Rules (DESIGN.md section 4, data-model.md part A), where the spec left a choice:
 
@@ -32,6 +33,10 @@ Rules (DESIGN.md section 4, data-model.md part A), where the spec left a choice:
 * Metrics: token and cost sums over LLM spans (None when no span reports one). Streaming: first/last chunk
   latency from the first streamed call, ``tokens_per_second`` the mean over streamed calls, chunks summed,
   ``stream_completed`` true only if every streamed call completed.
+* Foreign conventions (``conventions``): a span without GenAI message attributes has its messages read by the first
+  convention that finds some (OpenInference, OpenLLMetry, Vercel AI SDK, then GenAI span events), converted to the
+  GenAI part form so every rule above applies; span kinds come from ``evaltrace.span.kind``, else the convention's
+  kind attribute, else ``gen_ai.operation.name``; token and cost keys fall back to their aliases per span.
 * Values cut at capture (the truncation marker of ``_internal.jsonutil``) are kept as they are and noted in
   ``extra["enrichment_errors"]``; malformed or foreign attributes are skipped with a note, never raised. JSON
   nested deeper than 64 levels, and non-finite numbers, are kept as text so the Trace always serialises.

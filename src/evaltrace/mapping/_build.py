@@ -10,6 +10,7 @@ from opentelemetry.trace import StatusCode
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.thinking import split_thinking
+from evaltrace.mapping import conventions
 from evaltrace.mapping._conversation import build_messages
 from evaltrace.mapping._metrics import build_metrics
 from evaltrace.mapping._spans import (
@@ -90,14 +91,14 @@ def _identity(root: ReadableSpan, spans: list[ReadableSpan], trace_id: str) -> t
 
 
 def _input(root: ReadableSpan, notes: list[str]) -> dict[str, Any]:
-    value = json_attr(root, sc.INPUT_VALUE, notes)
+    value = json_attr(root, conventions.input_key(attrs(root)), notes)
     if value is MISSING:
         return {}
     return value if isinstance(value, dict) else {"input": value}
 
 
 def _output(root: ReadableSpan, messages: list[TraceMessage], notes: list[str]) -> TraceOutput:
-    value = json_attr(root, sc.OUTPUT_VALUE, notes)
+    value = json_attr(root, conventions.output_key(attrs(root)), notes)
     last = next((m.content for m in reversed(messages) if m.role == "assistant" and isinstance(m.content, str)), None)
     thoughts = [m.thinking for m in messages if m.thinking]
     thinking = "\n\n".join(thoughts) or None

@@ -9,6 +9,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from evaltrace._internal import semconv as sc
+from evaltrace.mapping import conventions
 from evaltrace.mapping._messages import MessageReader
 from evaltrace.mapping._spans import attrs, is_llm, is_tool
 from evaltrace.mapping._tools import ToolPlacer
@@ -69,17 +70,22 @@ class Conversation:
 
     def add_llm_span(self, span: ReadableSpan) -> None:
         """Append the part of the span's input the conversation does not hold yet, then its output."""
-        system = self._reader.system(span)
-        inputs = self._reader.messages(span, sc.GEN_AI_INPUT_MESSAGES, "user")
-        if isinstance(attrs(span).get(sc.GEN_AI_REQUEST_PREVIOUS_RESPONSE_ID), str):
-            # The provider keeps the history (Responses API): the input holds only new items.
-            known = set(self._keys())
-            self.messages.extend([m for m in system if message_key(m) not in known] + inputs)
+        foreign = conventions.foreign_messages(attrs(span), span.events)
+        if foreign is not None:  # another instrumentation's convention (OpenInference, OpenLLMetry, ...)
+            candidate, outputs = self._reader.foreign(span, foreign)
         else:
+            system = self._reader.system(span)
+            inputs = self._reader.messages(span, sc.GEN_AI_INPUT_MESSAGES, "user")
+            outputs = self._reader.messages(span, sc.GEN_AI_OUTPUT_MESSAGES, "assistant")
+            if isinstance(attrs(span).get(sc.GEN_AI_REQUEST_PREVIOUS_RESPONSE_ID), str):
+                # The provider keeps the history (Responses API): the input holds only new items.
+                known = set(self._keys())
+                self.messages.extend([m for m in system if message_key(m) not in known] + inputs + outputs)
+                return
             candidate = system + inputs
-            wanted = [message_key(m) for m in candidate]
-            self.messages.extend(candidate[repeated_prefix(self._keys(), wanted) :])
-        self.messages.extend(self._reader.messages(span, sc.GEN_AI_OUTPUT_MESSAGES, "assistant"))
+        wanted = [message_key(m) for m in candidate]
+        self.messages.extend(candidate[repeated_prefix(self._keys(), wanted) :])
+        self.messages.extend(outputs)
 
     def add_tool_span(self, span: ReadableSpan) -> None:
         """Match the tool span to the call it executed, or append it as a call plus result."""

@@ -9,6 +9,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.thinking import split_thinking
 from evaltrace.mapping._spans import MISSING, compact, is_truncated, json_attr, loads, note_ignored
+from evaltrace.mapping.conventions import Messages
 from evaltrace.schema import Role, ToolCall, TraceMessage
 
 _ROLES: dict[str, Role] = {
@@ -50,6 +51,16 @@ class MessageReader:
         if not isinstance(value, list):
             note_ignored(self.notes, span, key, "is not a JSON array of messages")
             return []
+        return self.message_list(span, key, value, default_role)
+
+    def foreign(self, span: ReadableSpan, found: Messages) -> tuple[list[TraceMessage], list[TraceMessage]]:
+        """Return the (system + input, output) messages a foreign convention found on ``span``."""
+        system = self._convert("system", found.system, None) if found.system else []
+        inputs = self.message_list(span, "foreign input messages", found.inputs, "user")
+        return system + inputs, self.message_list(span, "foreign output messages", found.outputs, "assistant")
+
+    def message_list(self, span: ReadableSpan, key: str, value: list[Any], default_role: Role) -> list[TraceMessage]:
+        """Return the messages of a parsed GenAI message array (``key`` names it in notes)."""
         out: list[TraceMessage] = []
         for item in value:
             if not isinstance(item, dict):
@@ -65,6 +76,8 @@ class MessageReader:
 
     def _convert(self, role: Role, parts: list[Any], name: str | None) -> list[TraceMessage]:
         texts, reasoning, calls, results, others = _split_parts(parts)
+        if calls and not any(texts):  # some instrumentations write an empty text part beside tool calls
+            texts = []
         if role == "assistant":
             texts, inline = _strip_think(texts)
             reasoning += inline
@@ -132,7 +145,8 @@ def _split_parts(
         elif kind == "text":
             texts.append(str(part.get("content") or ""))
         elif kind == "reasoning":
-            reasoning.append(str(part.get("content") or ""))
+            if part.get("content"):  # a redacted (encrypted) thinking block has no text to show
+                reasoning.append(str(part["content"]))
         elif kind == "tool_call":
             calls.append(part)
         elif kind == "tool_call_response":

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from opentelemetry.sdk.trace import ReadableSpan
 
 from evaltrace._internal import semconv as sc
+from evaltrace.mapping import conventions
 from evaltrace.mapping._spans import attrs, number
 from evaltrace.schema import TraceMetrics
 
@@ -43,8 +44,18 @@ def build_metrics(llm_spans: list[ReadableSpan]) -> TraceMetrics:
 
 
 def _sum(spans: Iterable[ReadableSpan], key: str) -> float | None:
-    values = [v for s in spans if (v := number(s, key)) is not None]
+    keys = conventions.usage_keys(key)
+    values = [v for s in spans if (v := _first_number(s, keys)) is not None]
     return sum(values) if values else None
+
+
+def _first_number(span: ReadableSpan, keys: tuple[str, ...]) -> float | None:
+    """The span's own key, else a foreign convention's alias (``llm.token_count.prompt``, ...)."""
+    for key in keys:
+        value = number(span, key)
+        if value is not None:
+            return value
+    return None
 
 
 def _sum_int(spans: Iterable[ReadableSpan], key: str) -> int | None:

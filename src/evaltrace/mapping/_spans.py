@@ -109,7 +109,10 @@ def is_tool(span: ReadableSpan) -> bool:
         return True
     if span_attrs.get(sc.GEN_AI_OPERATION_NAME) == sc.OP_EXECUTE_TOOL:
         return True
-    return sc.EVALTRACE_SPAN_KIND not in span_attrs and conventions.foreign_kind(span_attrs) in (sc.KIND_TOOL, "retriever")
+    return sc.EVALTRACE_SPAN_KIND not in span_attrs and conventions.foreign_kind(span_attrs) in (
+        sc.KIND_TOOL,
+        "retriever",
+    )
 
 
 # --- attribute values ----------------------------------------------------------------------------------

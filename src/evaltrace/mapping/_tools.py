@@ -8,6 +8,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from evaltrace._internal import semconv as sc
+from evaltrace.mapping import conventions
 from evaltrace.mapping._messages import tool_arguments, tool_content
 from evaltrace.mapping._spans import MISSING, attrs, json_attr, timestamp
 from evaltrace.schema import ToolCall, TraceMessage
@@ -37,14 +38,20 @@ class ToolPlacer:
     def _read(self, span: ReadableSpan) -> tuple[ToolCall, Any]:
         """Return the call a tool span made and its result (``MISSING`` when it recorded none)."""
         span_attrs = attrs(span)
+        foreign = conventions.tool_run(span_attrs) or conventions.ToolRun()  # OpenInference, OpenLLMetry, Vercel
         name = span_attrs.get(sc.GEN_AI_TOOL_NAME)
-        name = name if isinstance(name, str) else span.name.removeprefix(f"{sc.OP_EXECUTE_TOOL} ")
+        if not isinstance(name, str):
+            name = foreign.name or span.name.removeprefix(f"{sc.OP_EXECUTE_TOOL} ")
         call_id = span_attrs.get(sc.GEN_AI_TOOL_CALL_ID)
-        call_id = call_id if isinstance(call_id, str) else None
+        call_id = call_id if isinstance(call_id, str) else foreign.call_id
         args = json_attr(span, sc.GEN_AI_TOOL_CALL_ARGUMENTS, self.notes)
+        if args is MISSING and foreign.has_arguments:
+            args = foreign.arguments
         if args is MISSING:
             args = json_attr(span, sc.INPUT_VALUE, self.notes)
         result = json_attr(span, sc.GEN_AI_TOOL_CALL_RESULT, self.notes)
+        if result is MISSING and foreign.has_result:
+            result = foreign.result
         if result is MISSING:
             result = json_attr(span, sc.OUTPUT_VALUE, self.notes)
         if result is MISSING and span.status.status_code is StatusCode.ERROR:

@@ -1,0 +1,113 @@
+"""Foreign GenAI conventions: what other instrumentations' spans say, in evaltrace's terms.
+
+One module per convention, each pure (attributes, and events for ``genai_events``, in; GenAI message JSON,
+a span kind, token keys, a tool run out), chosen by what the span carries:
+
+* ``openinference``: Arize OpenInference (``openinference.span.kind``, ``llm.input_messages.N.*``).
+* ``openllmetry``: traceloop OpenLLMetry (``gen_ai.prompt.N.*``, ``gen_ai.completion.N.*``, ``traceloop.*``).
+* ``vercel_ai``: the Vercel AI SDK (``ai.operationId``, ``ai.prompt.messages``, ``ai.usage.*``).
+* ``genai_events``: the older GenAI conventions' message content as span events.
+
+evaltrace's own attributes always win: ``evaltrace.span.kind`` over any derived kind, ``gen_ai.input.messages`` /
+``gen_ai.output.messages`` / ``gen_ai.system_instructions`` over any foreign message form, each
+``gen_ai.usage.*`` key over its foreign aliases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evaltrace._internal import semconv as sc
+from evaltrace.mapping.conventions import genai_events, openinference, openllmetry, vercel_ai
+from evaltrace.mapping.conventions._common import Messages, ToolRun
+
+__all__ = ["Messages", "ToolRun", "foreign_kind", "foreign_messages", "input_key", "output_key", "span_kind",
+           "tool_run", "usage_keys"]  # fmt: skip
+
+_OPERATION_KINDS = {
+    sc.OP_CHAT: sc.KIND_LLM,
+    "text_completion": sc.KIND_LLM,
+    "generate_content": sc.KIND_LLM,
+    sc.OP_EXECUTE_TOOL: sc.KIND_TOOL,
+    "invoke_agent": sc.KIND_AGENT,
+    "create_agent": sc.KIND_AGENT,
+    "invoke_workflow": sc.KIND_WORKFLOW,
+    "embeddings": sc.KIND_EMBEDDING,
+    "retrieval": "retriever",
+}
+_OWN_MESSAGES = (sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES, sc.GEN_AI_SYSTEM_INSTRUCTIONS)
+_USAGE: dict[str, tuple[str, ...]] = {}
+for _module_usage in (openinference.USAGE, openllmetry.USAGE, vercel_ai.USAGE):
+    for _key, _aliases in _module_usage.items():
+        _USAGE[_key] = (*_USAGE.get(_key, ()), *((_aliases,) if isinstance(_aliases, str) else _aliases))
+
+
+def foreign_kind(attributes: Mapping[str, Any]) -> str | None:
+    """Return the span kind a foreign convention's own kind attribute gives (OpenInference, OpenLLMetry, Vercel)."""
+    return openinference.span_kind(attributes) or openllmetry.span_kind(attributes) or vercel_ai.span_kind(attributes)
+
+
+def span_kind(attributes: Mapping[str, Any]) -> str | None:
+    """Return the span's evaltrace kind, as evaluator ``span_kinds`` filters see it.
+
+    ``evaltrace.span.kind`` when set; else the foreign convention's kind (an OpenInference ``TOOL`` span is
+    ``"tool"``, ``LLM`` ``"llm"``, ``AGENT`` ``"agent"``, ``CHAIN`` ``"workflow"``; ``traceloop.span.kind``
+    likewise); else the kind of ``gen_ai.operation.name`` (``chat`` -> ``"llm"``, ``execute_tool`` ->
+    ``"tool"``, ``invoke_agent`` -> ``"agent"``). None when nothing tells.
+    """
+    own = attributes.get(sc.EVALTRACE_SPAN_KIND)
+    if isinstance(own, str):
+        return own
+    operation = attributes.get(sc.GEN_AI_OPERATION_NAME)
+    return foreign_kind(attributes) or (_OPERATION_KINDS.get(operation) if isinstance(operation, str) else None)
+
+
+def foreign_messages(attributes: Mapping[str, Any], events: Sequence[Any] = ()) -> Messages | None:
+    """Return a span's messages read by the first foreign convention that finds some, or None.
+
+    None too when the span carries GenAI message attributes: those are read as evaltrace's own.
+    """
+    if any(key in attributes for key in _OWN_MESSAGES):
+        return None
+    for detect, read in (
+        (openinference.detect, openinference.messages),
+        (openllmetry.detect, openllmetry.messages),
+        (vercel_ai.detect, vercel_ai.messages),
+    ):
+        if detect(attributes) and (found := read(attributes)):
+            return found
+    if events and genai_events.detect(events) and (found := genai_events.messages(events)):
+        return found
+    return None
+
+
+def tool_run(attributes: Mapping[str, Any]) -> ToolRun | None:
+    """Return what a foreign tool (or retriever) span recorded, or None for a span of no foreign convention."""
+    for detect, read in (
+        (openinference.detect, openinference.tool_run),
+        (vercel_ai.detect, vercel_ai.tool_run),
+        (openllmetry.detect, openllmetry.tool_run),
+    ):
+        if detect(attributes):
+            return read(attributes)
+    return None
+
+
+def usage_keys(key: str) -> tuple[str, ...]:
+    """Return ``key`` (a ``gen_ai.usage.*`` or cost attribute) followed by its foreign aliases, in preference order."""
+    return (key, *_USAGE.get(key, ()))
+
+
+def input_key(attributes: Mapping[str, Any]) -> str:
+    """Return the attribute holding a span's input: ``input.value``, else OpenLLMetry's ``traceloop.entity.input``."""
+    if sc.INPUT_VALUE not in attributes and openllmetry.ENTITY_INPUT in attributes:
+        return openllmetry.ENTITY_INPUT
+    return sc.INPUT_VALUE
+
+
+def output_key(attributes: Mapping[str, Any]) -> str:
+    """Return the attribute holding a span's output: ``output.value``, else ``traceloop.entity.output``."""
+    if sc.OUTPUT_VALUE not in attributes and openllmetry.ENTITY_OUTPUT in attributes:
+        return openllmetry.ENTITY_OUTPUT
+    return sc.OUTPUT_VALUE

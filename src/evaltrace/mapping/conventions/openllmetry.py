@@ -1,0 +1,114 @@
+"""OpenLLMetry (traceloop): ``gen_ai.prompt.N.*`` / ``gen_ai.completion.N.*``, ``llm.*``, ``traceloop.*``.
+
+Versions up to 0.4x flatten messages into ``gen_ai.prompt.N.{role,content,tool_call_id}`` and
+``gen_ai.completion.N.{role,content,finish_reason,tool_calls.M.{id,name,arguments}}``; newer ones write the
+GenAI ``gen_ai.input/output.messages`` JSON, which the default reader handles. Workflow, task, agent and tool
+spans (``traceloop.span.kind``) carry their function's input and output as ``traceloop.entity.input/output``
+(JSON; the input is ``{"args": [...], "kwargs": {...}}``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from evaltrace._internal import semconv as sc
+from evaltrace.mapping.conventions._common import (
+    Messages,
+    ToolRun,
+    content_parts,
+    indexed,
+    parse_json,
+    text_or_none,
+    tool_call_part,
+    tool_response_part,
+    unflatten,
+)
+from evaltrace.mapping.conventions._common import (
+    node as as_node,
+)
+
+NAME = "openllmetry"
+SPAN_KIND = "traceloop.span.kind"
+REQUEST_TYPE = "llm.request.type"
+ENTITY_INPUT = "traceloop.entity.input"
+ENTITY_OUTPUT = "traceloop.entity.output"
+_PROMPT = "gen_ai.prompt"
+_COMPLETION = "gen_ai.completion"
+
+_KINDS = {"workflow": sc.KIND_WORKFLOW, "task": sc.KIND_TASK, "agent": sc.KIND_AGENT, "tool": sc.KIND_TOOL}
+_REQUEST_KINDS = {"chat": sc.KIND_LLM, "completion": sc.KIND_LLM, "embedding": sc.KIND_EMBEDDING}
+
+USAGE = {
+    sc.GEN_AI_USAGE_INPUT_TOKENS: "gen_ai.usage.prompt_tokens",
+    sc.GEN_AI_USAGE_OUTPUT_TOKENS: "gen_ai.usage.completion_tokens",
+    sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: "gen_ai.usage.reasoning_tokens",
+}
+
+
+def detect(attributes: Mapping[str, Any]) -> bool:
+    """Whether the span carries OpenLLMetry attributes."""
+    if SPAN_KIND in attributes or REQUEST_TYPE in attributes:
+        return True
+    return any(_numbered(key) for key in attributes)
+
+
+def _numbered(key: str) -> bool:
+    """``gen_ai.prompt.0.role`` is OpenLLMetry's; ``gen_ai.prompt.name`` (GenAI conventions) is not."""
+    for prefix in (_PROMPT, _COMPLETION):
+        if (
+            key.startswith(prefix)
+            and key[len(prefix) : len(prefix) + 1] == "."
+            and key[len(prefix) + 1 : len(prefix) + 2].isdigit()
+        ):
+            return True
+    return False
+
+
+def span_kind(attributes: Mapping[str, Any]) -> str | None:
+    """Return the evaltrace kind of ``traceloop.span.kind``, else of ``llm.request.type``."""
+    kind = attributes.get(SPAN_KIND)
+    if isinstance(kind, str) and kind in _KINDS:
+        return _KINDS[kind]
+    request = attributes.get(REQUEST_TYPE)
+    return _REQUEST_KINDS.get(request) if isinstance(request, str) else None
+
+
+def messages(attributes: Mapping[str, Any]) -> Messages:
+    """Return the LLM span's prompt and completion messages."""
+    return Messages(
+        inputs=[_message(m, "user") for m in indexed(unflatten(attributes, _PROMPT))],
+        outputs=[_message(m, "assistant") for m in indexed(unflatten(attributes, _COMPLETION))],
+    )
+
+
+def _message(item: Any, default_role: str) -> dict[str, Any]:
+    node = as_node(item)
+    role = text_or_none(node.get("role")) or default_role
+    parts = content_parts(node.get("content"))
+    for call in indexed(node.get("tool_calls")):
+        if isinstance(call, dict):
+            parts.append(tool_call_part(call.get("id"), call.get("name"), call.get("arguments")))
+    if role == "tool":
+        text = "\n".join(p["content"] for p in parts if isinstance(p, dict) and p.get("type") == "text")
+        parts = [tool_response_part(node.get("tool_call_id"), text)]
+    message: dict[str, Any] = {"role": role, "parts": parts}
+    if isinstance(node.get("finish_reason"), str):
+        message["finish_reason"] = node["finish_reason"]
+    return message
+
+
+def tool_run(attributes: Mapping[str, Any]) -> ToolRun:
+    """Return what a ``traceloop.span.kind=tool`` span recorded: name, keyword (or positional) args, result."""
+    raw_input = parse_json(attributes.get(ENTITY_INPUT))
+    arguments: Any = raw_input
+    if isinstance(raw_input, dict) and set(raw_input) <= {"args", "kwargs"}:
+        args, kwargs = raw_input.get("args") or [], raw_input.get("kwargs") or {}
+        arguments = {**({"args": args} if args else {}), **(kwargs if isinstance(kwargs, dict) else {})}
+    return ToolRun(
+        name=text_or_none(attributes.get("traceloop.entity.name")),
+        arguments=arguments,
+        result=parse_json(attributes.get(ENTITY_OUTPUT)),
+        has_arguments=ENTITY_INPUT in attributes,
+        has_result=ENTITY_OUTPUT in attributes,
+    )
