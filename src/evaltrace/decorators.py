@@ -257,5 +257,7 @@ tool = _make_decorator(
 )
 llm = _make_decorator(
     semconv.KIND_LLM,
-    "Trace a hand-written model call as an LLM (generation) CLIENT span." + _ARGS_DOC.format(n="llm"),
+    "Trace a hand-written model call as an LLM (generation) CLIENT span; inside it,"
+    " ``evaltrace.current_llm_call().record(...)`` records messages, output, usage and cost like ``llm_call``."
+    + _ARGS_DOC.format(n="llm"),
 )

@@ -261,4 +261,11 @@ def test_instrumentor_is_public() -> None:
     import evaltrace.instrumentation as inst
 
     assert inst.OpenAIInstrumentor is OpenAIInstrumentor
-    assert inst.__all__ == ["OpenAIInstrumentor", "instrument_openai", "uninstrument_openai"]
+    assert inst.__all__ == [
+        "AnthropicInstrumentor",
+        "OpenAIInstrumentor",
+        "instrument_anthropic",
+        "instrument_openai",
+        "uninstrument_anthropic",
+        "uninstrument_openai",
+    ]

@@ -1,4 +1,4 @@
-"""Top-level ``evaltrace.instrument_openai()``: imported lazily so ``import evaltrace`` never needs the extra."""
+"""Top-level ``evaltrace.instrument_openai()`` / ``instrument_anthropic()``: imported lazily so ``import evaltrace`` never needs the extra."""
 
 from __future__ import annotations
 
@@ -23,5 +23,28 @@ def instrument_openai(**kwargs: Any) -> Any:
 def uninstrument_openai() -> None:
     """Restore the original ``openai`` methods (no-op when not instrumented)."""
     from evaltrace.instrumentation.openai import uninstrument_openai as _uninstrument
+
+    _uninstrument()
+
+
+def instrument_anthropic(**kwargs: Any) -> Any:
+    """Trace every ``messages`` call of the official ``anthropic`` client (idempotent); return the instrumentor.
+
+    Needs the ``anthropic`` extra (``pip install 'evaltrace[anthropic]'``). See
+    ``evaltrace.instrumentation.anthropic``.
+
+    Args:
+        **kwargs: ``tracer_provider`` and/or ``meter_provider`` to use instead of the defaults.
+    """
+    try:
+        from evaltrace.instrumentation.anthropic import instrument_anthropic as _instrument
+    except ImportError as exc:  # the extra is missing: say which one
+        raise ImportError(f"instrument_anthropic() needs: pip install 'evaltrace[anthropic]' ({exc})") from exc
+    return _instrument(**kwargs)
+
+
+def uninstrument_anthropic() -> None:
+    """Restore the original ``anthropic`` methods (no-op when not instrumented)."""
+    from evaltrace.instrumentation.anthropic import uninstrument_anthropic as _uninstrument
 
     _uninstrument()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
@@ -102,10 +102,8 @@ class LLMCall:
         params = self.params
         if params is not None:
             self.params = None
-            capture = self.capture
-            snapshot = build.snapshot_request(self.kind, params, capture)
-            request = partial(build.request_attributes, self.kind, snapshot, capture, self.max_len)
-            self.deferred = deferred_attributes.install(self.span, build.DEFERRED_KEYS, request, response)
+            request = self._request_builder(params)
+            self.deferred = deferred_attributes.install(self.span, self.deferred_keys, request, response)
             if self.deferred:
                 return
             self.span.set_attributes(request())
@@ -113,6 +111,15 @@ class LLMCall:
             return
         if response is not None:
             self.span.set_attributes(response())
+
+    # Every key the request and response builders can write (a provider's subclass adds its own).
+    deferred_keys: ClassVar[frozenset[str]] = build.DEFERRED_KEYS
+
+    def _request_builder(self, params: dict[str, Any]) -> deferred_attributes.Builder:
+        """Snapshot ``params`` now; return the builder of the request attributes (a provider's subclass overrides)."""
+        capture = self.capture
+        snapshot = build.snapshot_request(self.kind, params, capture)
+        return partial(build.request_attributes, self.kind, snapshot, capture, self.max_len)
 
     def _add_response(self, make_outcome: build.OutcomeFn, extra: build.ExtraFn | None) -> None:
         if not self.recording:
@@ -245,8 +252,16 @@ def _shape_of(kind: EndpointKind, model: str | None, server: tuple[str | None, i
 
 
 def error_type_of(error: BaseException) -> str:
-    """``error.type``: the provider's error code when the API sent one, else the exception class qualname."""
+    """``error.type``: the provider's error code when the API sent one, else the exception class qualname.
+
+    OpenAI's errors carry it as ``code``; Anthropic's only in the body, as ``{"error": {"type": ...}}``.
+    """
     code = getattr(error, "code", None)
+    if isinstance(code, str) and code:
+        return code
+    body = getattr(error, "body", None)
+    nested = body.get("error") if isinstance(body, dict) else None
+    code = nested.get("type") if isinstance(nested, dict) else None
     if isinstance(code, str) and code:
         return code
     return type(error).__qualname__

@@ -1,0 +1,151 @@
+"""What gets wrapped, as data; and the only module that names anthropic internals.
+
+Each row is (module, class, method, async, helper). ``messages.create`` is traced for plain and ``stream=True``
+calls. The ``messages.stream()`` helper does not go through ``create``: it returns a manager whose
+``__enter__`` sends the request, so it is wrapped too and traced when the request is sent (``helper=True``).
+``messages.count_tokens`` is deliberately absent: it generates nothing. A package or class this anthropic lacks
+(``beta`` in old versions) is skipped, by feature detection at ``instrument()``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import weakref
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One wrapped method: ``{module}.{cls}.{method}``."""
+
+    module: str
+    cls: str
+    method: str
+    is_async: bool
+    helper: bool = False  # the ``stream()`` helper: returns a manager that sends the request on enter
+
+
+_MESSAGES = "anthropic.resources.messages"
+_BETA_MESSAGES = "anthropic.resources.beta.messages"
+
+ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint(_MESSAGES, "Messages", "create", False),
+    Endpoint(_MESSAGES, "AsyncMessages", "create", True),
+    Endpoint(_MESSAGES, "Messages", "stream", False, helper=True),
+    Endpoint(_MESSAGES, "AsyncMessages", "stream", True, helper=True),
+    Endpoint(_BETA_MESSAGES, "Messages", "create", False),
+    Endpoint(_BETA_MESSAGES, "AsyncMessages", "create", True),
+    Endpoint(_BETA_MESSAGES, "Messages", "stream", False, helper=True),
+    Endpoint(_BETA_MESSAGES, "AsyncMessages", "stream", True, helper=True),
+)
+
+
+def resolve_class(endpoint: Endpoint) -> type[Any] | None:
+    """Return the class owning ``endpoint``, or None when this anthropic version lacks it."""
+    try:
+        module = importlib.import_module(endpoint.module)
+    except ImportError:
+        return None
+    cls = getattr(module, endpoint.cls, None)
+    if not isinstance(cls, type) or not hasattr(cls, endpoint.method):
+        return None
+    return cls
+
+
+@lru_cache(maxsize=1)
+def _sentinel_types() -> tuple[type[Any], ...]:
+    import anthropic
+
+    return tuple(
+        t for t in (getattr(anthropic, "NotGiven", None), getattr(anthropic, "Omit", None)) if isinstance(t, type)
+    )
+
+
+def given_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Drop anthropic's NOT_GIVEN / omit sentinels and None values: they mean 'not in the request'."""
+    sentinels = _sentinel_types()
+    return {k: v for k, v in kwargs.items() if v is not None and not isinstance(v, sentinels)}
+
+
+@lru_cache(maxsize=1)
+def stream_types() -> tuple[type[Any], type[Any]]:
+    """Return (Stream, AsyncStream)."""
+    import anthropic
+
+    return anthropic.Stream, anthropic.AsyncStream
+
+
+@lru_cache(maxsize=1)
+def _raw_response_types() -> tuple[type[Any], ...]:
+    """The ``with_raw_response`` class of anthropic < 2 (its body is read); anthropic 2 has no such module."""
+    try:
+        from anthropic import _legacy_response  # type: ignore[attr-defined,unused-ignore]
+    except ImportError:
+        return ()
+    return (_legacy_response.LegacyAPIResponse,)
+
+
+@lru_cache(maxsize=1)
+def _api_response_types() -> tuple[type[Any], ...]:
+    from anthropic import _response
+
+    return (_response.APIResponse, _response.AsyncAPIResponse)
+
+
+def is_raw_response(obj: Any) -> bool:
+    """True for anthropic < 2's ``with_raw_response`` object (its body is read; ``parse()`` caches)."""
+    types = _raw_response_types()
+    return bool(types) and isinstance(obj, types)
+
+
+def is_api_response(obj: Any) -> bool:
+    """True for an ``APIResponse`` (``with_streaming_response``, and anthropic 2's ``with_raw_response``).
+
+    Its body is the user's to read (or parse with their own type): we do not read it.
+    """
+    return isinstance(obj, _api_response_types())
+
+
+_API_REQUEST_SUFFIX = "__api_request"  # MessageStreamManager's private (name-mangled) request
+
+
+def helper_request(manager: Any) -> tuple[str, Any] | None:
+    """(attribute name, value) of the request a ``stream()`` manager sends on enter, or None if not found.
+
+    Sync managers hold a callable returning the raw ``Stream``; async ones an awaitable of the ``AsyncStream``.
+    Found by suffix, as name mangling puts the (possibly beta) class name in front.
+    """
+    state = getattr(manager, "__dict__", None)
+    if not isinstance(state, dict):
+        return None
+    for name, value in state.items():
+        if name.endswith(_API_REQUEST_SUFFIX):
+            return name, value
+    return None
+
+
+def suppress_sdk_span(resource: Any) -> None:
+    """Turn off the SDK's own call span on this client (anthropic >= 2 traces its calls itself).
+
+    Both spans would describe the same call with ``gen_ai.operation.name=chat``: a trace would count the call, its
+    tokens and its cost twice. The SDK looks its tracer up lazily and keeps it in ``_lazy_tracer``; None means "no
+    spans" there. Only done while we trace this client; :func:`restore_sdk_span` undoes it.
+    """
+    client = getattr(resource, "_client", None)
+    if client is not None and getattr(client, "_lazy_tracer", False) is not None and "_lazy_tracer" in vars(client):
+        client._lazy_tracer = None
+        _silenced.add(client)
+
+
+_silenced: weakref.WeakSet[Any] = weakref.WeakSet()  # weak: never keeps a client alive
+
+
+def restore_sdk_span() -> None:
+    """Let every client :func:`suppress_sdk_span` silenced look its tracer up again (on ``uninstrument()``)."""
+    from anthropic import NOT_GIVEN
+
+    for client in list(_silenced):
+        client._lazy_tracer = NOT_GIVEN
+    _silenced.clear()

@@ -1,0 +1,190 @@
+"""Pure: the keyword arguments of a ``messages.create()`` call -> request span attributes and input messages.
+
+``params`` never holds anthropic's NOT_GIVEN / omit sentinels (``registry.given_kwargs`` drops them first).
+Content blocks become GenAI parts (conventions.md 1.5): ``tool_use`` a ``tool_call`` part with its parsed
+input, ``tool_result`` a ``tool_call_response`` part in a ``tool`` message, ``thinking`` a ``reasoning`` part,
+images and documents ``uri`` / ``file`` parts that never carry a base64 payload.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from evaltrace._internal import semconv as sc
+from evaltrace._internal.openai.parts import (
+    Message,
+    Part,
+    field,
+    reasoning_part,
+    text_part,
+    tool_call_part,
+    tool_response_part,
+    uri_part,
+)
+
+Attributes = dict[str, Any]
+Scalar = str | int | float | bool
+
+# A redacted thinking block: encrypted, nothing readable, but it was there (and is billed as output).
+REDACTED_REASONING: Part = {"type": "reasoning", "content": "", "redacted": True}
+
+
+def request_attributes(params: dict[str, Any]) -> Attributes:
+    """Return the request attributes (parameters) of one call; no content."""
+    attrs: Attributes = {}
+    for key, name in (("temperature", sc.GEN_AI_REQUEST_TEMPERATURE), ("top_p", sc.GEN_AI_REQUEST_TOP_P)):
+        value = params.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            attrs[name] = float(value)
+    top_k = params.get("top_k")
+    if isinstance(top_k, int) and not isinstance(top_k, bool):
+        attrs[sc.GEN_AI_REQUEST_TOP_K] = top_k  # an int, as on the conventions' main branch
+    max_tokens = params.get("max_tokens")
+    if isinstance(max_tokens, int):
+        attrs[sc.GEN_AI_REQUEST_MAX_TOKENS] = max_tokens
+    stop = params.get("stop_sequences")
+    if isinstance(stop, list | tuple) and stop:
+        attrs[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = [str(s) for s in stop]
+    if params.get("stream") is True:
+        attrs[sc.GEN_AI_REQUEST_STREAM] = True
+    return attrs
+
+
+_MODEL_PARAMETERS: tuple[tuple[str, tuple[type, ...]], ...] = (
+    ("max_tokens", (int,)),
+    ("temperature", (int, float)),
+    ("top_p", (int, float)),
+    ("top_k", (int,)),
+    ("stop_sequences", (list, tuple)),
+    ("service_tier", (str,)),
+    ("stream", (bool,)),
+)
+
+
+def model_parameters(params: dict[str, Any]) -> dict[str, Scalar]:
+    """The model parameters the call gave, for ``langfuse.observation.model.parameters``.
+
+    ``thinking`` becomes ``thinking_budget_tokens`` (its budget, when enabled); a list is JSON-stringified, as
+    Langfuse does for non-scalar parameters (conventions.md 4.2).
+    """
+    out: dict[str, Scalar] = {}
+    for key, types in _MODEL_PARAMETERS:
+        value: Any = params.get(key)
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            continue
+        if isinstance(value, list | tuple):
+            if not value:
+                continue
+            value = json.dumps([str(v) for v in value])
+        out[key] = value
+    thinking = params.get("thinking")
+    if field(thinking, "type") == "enabled":
+        budget = field(thinking, "budget_tokens")
+        if isinstance(budget, int):
+            out["thinking_budget_tokens"] = budget
+    return out
+
+
+def system_instructions(params: dict[str, Any]) -> list[Part] | None:
+    """``system`` (a string or text blocks) -> ``gen_ai.system_instructions``."""
+    system = params.get("system")
+    if isinstance(system, str):
+        return [text_part(system)] if system else None
+    if not system:
+        return None
+    return [content_part(block) for block in system]
+
+
+def input_messages(params: dict[str, Any]) -> list[Message]:
+    """``messages`` -> ``gen_ai.input.messages``; tool results go into a ``tool`` message of their own."""
+    out: list[Message] = []
+    for message in params.get("messages") or ():
+        role = field(message, "role") or "user"
+        content = field(message, "content")
+        if isinstance(content, str):
+            out.append({"role": role, "parts": [text_part(content)]})
+            continue
+        results: list[Part] = []
+        parts: list[Part] = []
+        for block in content or ():
+            if field(block, "type") == "tool_result":
+                results.append(_tool_result_part(block))
+            else:
+                parts.append(content_part(block))
+        # The API wants tool results first in their user message: a tool message, then what the user added.
+        if results:
+            out.append({"role": "tool", "parts": results})
+        if parts or not results:
+            out.append({"role": role, "parts": parts})
+    return out
+
+
+def tool_definitions(params: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """Tools flattened as semconv shows: custom tools as ``function``, server tools by their versioned type."""
+    tools = params.get("tools")
+    if not tools:
+        return None
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        tool_type = field(tool, "type")
+        entry: dict[str, Any] = {"type": "function" if tool_type in (None, "custom") else str(tool_type)}
+        for key, name in (("name", "name"), ("description", "description"), ("input_schema", "parameters")):
+            value = field(tool, key)
+            if value is not None:
+                entry[name] = value
+        out.append(entry)
+    return out
+
+
+def content_part(block: Any) -> Part:
+    """One content block (request or response) -> one GenAI part."""
+    btype = field(block, "type")
+    if btype == "text":
+        return text_part(field(block, "text") or "")
+    if btype == "thinking":
+        return reasoning_part(field(block, "thinking") or "")
+    if btype == "redacted_thinking":
+        return dict(REDACTED_REASONING)
+    if btype == "tool_use":
+        return tool_call_part(field(block, "id"), field(block, "name"), field(block, "input"))
+    if btype in ("image", "document"):
+        return _media_part(field(block, "source"), "image" if btype == "image" else "document")
+    if btype == "server_tool_use" or btype == "mcp_tool_use":
+        name = field(block, "name")
+        return {"type": "server_tool_call", "id": field(block, "id"), "name": name, "server_tool_call": {"type": btype}}
+    if isinstance(btype, str) and btype.endswith("_tool_result"):
+        response = {"type": btype}
+        return {
+            "type": "server_tool_call_response",
+            "id": field(block, "tool_use_id"),
+            "server_tool_call_response": response,
+        }
+    return {"type": str(btype)}
+
+
+def _tool_result_part(block: Any) -> Part:
+    content = field(block, "content")
+    if isinstance(content, list | tuple):
+        parts = [content_part(b) for b in content]
+        texts = [p.get("content") for p in parts if p.get("type") == "text"]
+        content = "".join(str(t) for t in texts) if len(texts) == len(parts) else parts
+    part = tool_response_part(field(block, "tool_use_id"), content if content is not None else "")
+    if field(block, "is_error") is True:
+        part["is_error"] = True
+    return part
+
+
+def _media_part(source: Any, modality: str) -> Part:
+    """An image or document source: base64 data as a payload-free ``data:`` URI, a URL as is, a file by id."""
+    stype = field(source, "type")
+    if stype == "base64":
+        data = field(source, "data") or ""
+        return uri_part(f"data:{field(source, 'media_type') or ''};base64,{data}", modality)
+    if stype == "url":
+        return uri_part(str(field(source, "url") or ""), modality)
+    if stype == "file":
+        return {"type": "file", "modality": modality, "file_id": field(source, "file_id")}
+    if stype == "text":  # a plain-text document: its text is content, not media
+        return text_part(field(source, "data") or "")
+    return {"type": "uri", "modality": modality, "uri": f"<{stype} source>"}

@@ -1,0 +1,273 @@
+"""Pure: messages in any common shape -> GenAI messages of parts (conventions.md 1.5), provider-independent.
+
+Manual LLM spans (``evaltrace.llm_call``) accept what users of any SDK have at hand, one message at a time:
+
+* our own ``TraceMessage``;
+* a GenAI message already (a mapping with ``parts``), kept as it is;
+* an OpenAI-style chat message (``{"role", "content", "tool_calls"?, "tool_call_id"?}``, dict or SDK object),
+  converted by the OpenAI instrumentation's own request converter so both write identical parts;
+* an Anthropic-style message whose ``content`` is a list of blocks (``text``, ``thinking``,
+  ``redacted_thinking``, ``tool_use``, ``tool_result``, ``image``, ``document``). Its ``tool_result`` blocks
+  become ``tool`` messages, as tool results are in OpenAI's shape.
+
+Reasoning is always a ``reasoning`` part, never folded into text. Bad input raises ``ValueError`` / ``TypeError``
+naming the message index and the problem.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evaltrace._internal.openai import request as openai_request
+from evaltrace._internal.openai.parts import (
+    Message,
+    Part,
+    assistant_parts,
+    chat_tool_call_part,
+    field,
+    reasoning_part,
+    text_part,
+    tool_call_part,
+    tool_response_part,
+    uri_part,
+)
+from evaltrace._internal.openai.registry import EndpointKind
+from evaltrace.schema import ToolCall, TraceMessage
+
+# Block types only Anthropic's Messages API uses: a message with any of them is read as Anthropic-shaped.
+_ANTHROPIC_BLOCKS = frozenset(
+    {"tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document", "server_tool_use"}
+)
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+# A redacted thinking block: nothing readable, but it was there (and is billed as output).
+REDACTED_REASONING: Part = {"type": "reasoning", "content": "", "redacted": True}
+
+# Provider finish/stop reasons -> the GenAI finish reason of the output message (stop, length, content_filter,
+# tool_call, error); the Anthropic instrumentation maps stop reasons the same way. Unknown ones are kept as sent.
+FINISH_REASONS: dict[str, str] = {
+    "tool_calls": "tool_call",
+    "function_call": "tool_call",
+    "tool_use": "tool_call",  # Anthropic
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "content_filter",
+    "STOP": "stop",  # Gemini
+    "MAX_TOKENS": "length",
+    "SAFETY": "content_filter",
+}
+
+
+def finish_reason(reason: str) -> str:
+    """Map a provider's finish or stop reason to the GenAI vocabulary; unknown values are kept as given."""
+    return FINISH_REASONS.get(reason, reason)
+
+
+def input_messages(messages: Sequence[Any]) -> list[Message]:
+    """Convert the input messages of one call (see the module docstring for the shapes accepted)."""
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
+        raise TypeError(f"messages must be a list of messages, not {type(messages).__name__}")
+    out: list[Message] = []
+    for index, message in enumerate(messages):
+        out.extend(_message(message, index))
+    return out
+
+
+def output_message(
+    output: Any,
+    thinking: str | None,
+    tool_calls: Sequence[Any] | None,
+    reason: str | None,
+) -> Message:
+    """The assistant's answer as one GenAI output message: reasoning first, then text, then tool calls.
+
+    ``output`` is a string, an assistant message in any accepted shape, a list of content blocks, or None.
+    ``reason`` (already mapped) defaults to ``tool_call`` when the answer calls a tool, else ``stop``.
+    """
+    parts: list[Part] = []
+    if isinstance(output, str):
+        parts = [text_part(output)]
+    elif isinstance(output, list | tuple):
+        parts = _blocks_parts(output, "output")
+    elif output is not None:
+        for message in _message(output, 0):
+            parts.extend(message["parts"])
+    # Inline <think> blocks move to reasoning, as the instrumentations do with an answer's text.
+    parts = [q for p in parts for q in (assistant_parts(None, p["content"]) if _is_text(p) else [p])]
+    if tool_calls and any(p.get("type") == "tool_call" for p in parts):
+        raise ValueError("tool calls were given twice: as tool_calls= and inside output")
+    if thinking:
+        if any(p.get("type") == "reasoning" for p in parts):
+            raise ValueError("thinking was given twice: as thinking= and as reasoning inside output")
+        parts.insert(0, reasoning_part(thinking))
+    for index, call in enumerate(tool_calls or ()):
+        parts.append(_tool_call(call, f"tool_calls[{index}]"))
+    if reason is None:
+        reason = "tool_call" if any(p.get("type") == "tool_call" for p in parts) else "stop"
+    return {"role": "assistant", "parts": parts, "finish_reason": reason}
+
+
+def _is_text(part: Part) -> bool:
+    return part.get("type") == "text" and isinstance(part.get("content"), str)
+
+
+def system_parts(system: str | Sequence[Any]) -> list[Part]:
+    """System instructions (a string, or text blocks as Anthropic's ``system``) -> ``text`` parts."""
+    if isinstance(system, str):
+        return [text_part(system)]
+    return _blocks_parts(system, "system")
+
+
+def tool_definitions(tools: Sequence[Any]) -> list[dict[str, Any]]:
+    """Tool definitions, OpenAI-style (nested ``function``) or flat (Anthropic ``input_schema``), flattened."""
+    out: list[dict[str, Any]] = []
+    for index, tool in enumerate(tools):
+        nested = field(tool, "function")
+        source = nested if nested is not None else tool
+        name = field(source, "name")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"tools[{index}] has no name")
+        entry: dict[str, Any] = {"type": field(tool, "type") or "function", "name": name}
+        if entry["type"] == "custom" and nested is None:  # Anthropic's user-defined tool type
+            entry["type"] = "function"
+        description = field(source, "description")
+        if description is not None:
+            entry["description"] = description
+        parameters = field(source, "parameters")
+        if parameters is None:
+            parameters = field(source, "input_schema")
+        if parameters is not None:
+            entry["parameters"] = parameters
+        out.append(entry)
+    return out
+
+
+# --- one message -----------------------------------------------------------------------------------------
+
+
+def _message(message: Any, index: int) -> list[Message]:
+    if isinstance(message, TraceMessage):
+        return [_trace_message(message)]
+    if isinstance(message, Mapping) and "parts" in message:
+        return [dict(message)]
+    role = field(message, "role")
+    if not isinstance(role, str) or role not in _ROLES:
+        raise ValueError(f"messages[{index}] has no valid role (got {role!r}; expected one of {sorted(_ROLES)})")
+    content = field(message, "content")
+    if isinstance(content, list | tuple) and any(field(b, "type") in _ANTHROPIC_BLOCKS for b in content):
+        return _anthropic_message(role, content, index)
+    if content is not None and not isinstance(content, str | list | tuple):
+        raise ValueError(
+            f"messages[{index}].content must be a string or a list of blocks, not {type(content).__name__}"
+        )
+    converted = openai_request.input_messages(EndpointKind.CHAT, {"messages": [message]})
+    reasoning = field(message, "reasoning_content")  # DeepSeek-style reasoning beside the content
+    if isinstance(reasoning, str) and reasoning:
+        converted[0]["parts"].insert(0, reasoning_part(reasoning))
+    return converted
+
+
+def _trace_message(message: TraceMessage) -> Message:
+    if message.role == "tool":
+        part = tool_response_part(message.tool_call_id, message.content)
+        out: Message = {"role": "tool", "parts": [part]}
+    else:
+        parts: list[Part] = []
+        if message.thinking:
+            parts.append(reasoning_part(message.thinking))
+        if isinstance(message.content, str) and message.content:
+            parts.append(text_part(message.content))
+        elif isinstance(message.content, dict):
+            # {"parts": [...]} is how the mapping keeps media parts; any other object is structured text.
+            nested = message.content.get("parts")
+            parts.extend(nested if isinstance(nested, list) else [text_part(json.dumps(message.content))])
+        if message.tool_call is not None:
+            call = message.tool_call
+            parts.append(tool_call_part(call.id, call.name, call.arguments))
+        out = {"role": message.role, "parts": parts}
+    if message.name:
+        out["name"] = message.name
+    return out
+
+
+def _anthropic_message(role: str, blocks: Sequence[Any], index: int) -> list[Message]:
+    """Tool results first, each in a ``tool`` message (as they answer the previous turn), then the rest."""
+    results = [b for b in blocks if field(b, "type") == "tool_result"]
+    others = [b for b in blocks if field(b, "type") != "tool_result"]
+    out: list[Message] = [
+        {"role": "tool", "parts": [tool_response_part(field(b, "tool_use_id"), _tool_result(field(b, "content")))]}
+        for b in results
+    ]
+    if others or not results:
+        out.append({"role": role, "parts": _blocks_parts(others, f"messages[{index}].content")})
+    return out
+
+
+def _tool_result(content: Any) -> Any:
+    """A ``tool_result`` block's content as sent: a string, or its text blocks joined."""
+    if isinstance(content, list | tuple):
+        texts = [field(b, "text") for b in content]
+        if all(isinstance(t, str) for t in texts):
+            return "".join(t for t in texts if isinstance(t, str))
+        return [_block_part(b, "tool_result.content") for b in content]
+    return content
+
+
+def _blocks_parts(blocks: Sequence[Any], where: str) -> list[Part]:
+    return [_block_part(block, f"{where}[{i}]") for i, block in enumerate(blocks)]
+
+
+def _block_part(block: Any, where: str) -> Part:
+    """One content block, Anthropic- or OpenAI-style, -> one part."""
+    if isinstance(block, str):
+        return text_part(block)
+    kind = field(block, "type")
+    if kind in ("text", "input_text", "output_text"):
+        text = field(block, "text")
+        if not isinstance(text, str):
+            raise ValueError(f"{where} is a text block without a string 'text'")
+        return text_part(text)
+    if kind == "thinking":
+        return reasoning_part(str(field(block, "thinking") or ""))
+    if kind == "redacted_thinking":
+        return dict(REDACTED_REASONING)
+    if kind in ("tool_use", "server_tool_use"):
+        return tool_call_part(field(block, "id"), field(block, "name"), field(block, "input"))
+    if kind in ("image", "document"):
+        return _source_part(field(block, "source"), "image" if kind == "image" else "document")
+    if kind == "image_url":
+        return uri_part(str(field(field(block, "image_url"), "url") or ""), "image")
+    if not isinstance(kind, str):
+        raise ValueError(f"{where} is not a content block (no 'type'): {str(block)[:80]!r}")
+    return {"type": kind}
+
+
+def _source_part(source: Any, modality: str) -> Part:
+    """An Anthropic media ``source``: a URL or file id as is, base64 data by media type only (never the payload)."""
+    kind = field(source, "type")
+    if kind == "url":
+        return uri_part(str(field(source, "url") or ""), modality)
+    if kind == "file":
+        return {"type": "file", "modality": modality, "file_id": field(source, "file_id")}
+    media = field(source, "media_type")
+    data = field(source, "data")
+    # uri_part keeps a data: URL's media type and replaces its payload by its size.
+    return uri_part(f"data:{media or ''};base64,{data if isinstance(data, str) else ''}", modality)
+
+
+def _tool_call(call: Any, where: str) -> Part:
+    """A tool call as ``ToolCall``, OpenAI ``tool_calls`` entry, Anthropic ``tool_use`` block or flat dict."""
+    if isinstance(call, ToolCall):
+        return tool_call_part(call.id, call.name, call.arguments)
+    if field(call, "function") is not None:
+        return chat_tool_call_part(call)
+    if field(call, "type") == "tool_use":
+        return tool_call_part(field(call, "id"), field(call, "name"), field(call, "input"))
+    name = field(call, "name")
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{where} has no tool name")
+    arguments = field(call, "arguments")
+    return tool_call_part(field(call, "id"), name, arguments if arguments is not None else field(call, "input"))

@@ -1,0 +1,222 @@
+"""Streamed Anthropic calls: ``create(stream=True)`` and the ``messages.stream()`` helper, every exit path."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+anthropic = pytest.importorskip("anthropic")
+
+from anthropic_replay import MODEL, Reply, attrs_json, client  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from opentelemetry.trace import StatusCode  # noqa: E402
+
+from evaltrace.instrumentation.anthropic import AnthropicInstrumentor  # noqa: E402
+
+REQUEST: dict[str, Any] = {"model": MODEL, "max_tokens": 1024, "messages": [{"role": "user", "content": "Hello"}]}
+ANSWER = "Hello! How can I help you today?"
+
+
+@pytest.fixture
+def instrumented(provider: TracerProvider, capture: None) -> Iterator[AnthropicInstrumentor]:
+    instrumentor = AnthropicInstrumentor()
+    instrumentor.instrument()
+    yield instrumentor
+    instrumentor.uninstrument()
+
+
+pytestmark = pytest.mark.usefixtures("instrumented")
+
+
+async def _stream(api: Any, is_async: bool) -> Any:
+    result = api.messages.create(**REQUEST, stream=True)
+    return await result if is_async else result
+
+
+async def _events(stream: Any, is_async: bool, limit: int | None = None) -> list[Any]:
+    events: list[Any] = []
+    if is_async:
+        async for event in stream:
+            events.append(event)
+            if limit is not None and len(events) >= limit:
+                break
+    else:
+        for event in stream:
+            events.append(event)
+            if limit is not None and len(events) >= limit:
+                break
+    return events
+
+
+def _span(exporter: InMemorySpanExporter) -> Any:
+    spans = exporter.get_finished_spans()
+    assert len(spans) == 1, [s.name for s in spans]  # ended exactly once
+    return spans[0]
+
+
+def _output_text(span: Any) -> str:
+    parts = attrs_json(span, "gen_ai.output.messages")[0]["parts"]
+    return "".join(p["content"] for p in parts if p["type"] == "text")
+
+
+async def test_stream_read_to_the_end(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    api, _ = client([Reply("stream_text.sse")], is_async)
+    stream = await _stream(api, is_async)
+    assert isinstance(stream, anthropic.AsyncStream if is_async else anthropic.Stream)  # the proxy keeps the type
+    assert not exporter.get_finished_spans()  # open while the stream is
+    events = await _events(stream, is_async)
+    assert [e.type for e in events][-1] == "message_stop"
+
+    span = _span(exporter)
+    a = span.attributes
+    assert a["gen_ai.request.stream"] is True
+    assert a["evaltrace.stream.completed"] is True
+    assert a["evaltrace.stream.end_reason"] == "exhausted"
+    assert a["evaltrace.stream.chunks"] == len(events)
+    assert 0 < a["gen_ai.response.time_to_first_chunk"] <= a["evaltrace.stream.time_to_last_chunk"]
+    assert "langfuse.observation.completion_start_time" in a
+    assert a["gen_ai.response.id"] == "msg_01StreamText00000001"
+    assert a["gen_ai.response.finish_reasons"] == ("end_turn",)
+    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (25, 15)
+    assert _output_text(span) == ANSWER
+    assert span.status.status_code is StatusCode.UNSET
+
+
+async def test_streamed_tool_input_is_parsed(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    api, _ = client([Reply("stream_tool.sse")], is_async)
+    await _events(await _stream(api, is_async), is_async)
+    message = attrs_json(_span(exporter), "gen_ai.output.messages")[0]
+    assert message["finish_reason"] == "tool_call"
+    assert message["parts"][1] == {
+        "type": "tool_call",
+        "id": "toolu_01T1x1fJ34qAmk2tNTrN7Up6",
+        "name": "get_weather",
+        "arguments": {"location": "San Francisco, CA"},
+    }
+
+
+async def test_streamed_thinking_stays_out_of_the_answer(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    api, _ = client([Reply("stream_thinking.sse")], is_async)
+    await _events(await _stream(api, is_async), is_async)
+    span = _span(exporter)
+    assert attrs_json(span, "gen_ai.output.messages")[0]["parts"] == [
+        {"type": "reasoning", "content": "I need to find the GCD of 1071 and 462 using the Euclidean algorithm."},
+        {"type": "reasoning", "content": "", "redacted": True},
+        {"type": "text", "content": "The greatest common divisor of 1071 and 462 is 21."},
+    ]
+    assert span.attributes["gen_ai.usage.input_tokens"] == 32 + 1200
+    assert span.attributes["gen_ai.usage.cache_read.input_tokens"] == 1200
+
+
+async def test_break_inside_with_closes_early(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    api, _ = client([Reply("stream_text.sse")], is_async)
+    stream = await _stream(api, is_async)
+    if is_async:
+        async with stream:
+            await _events(stream, is_async, limit=4)
+    else:
+        with stream:
+            await _events(stream, is_async, limit=4)
+    a = _span(exporter).attributes
+    assert a["evaltrace.stream.completed"] is False
+    assert a["evaltrace.stream.end_reason"] == "closed_early"
+    assert a["evaltrace.stream.chunks"] == 4  # the SDK drops ``ping``: start, block start, two deltas
+    assert _output_text(_span(exporter)) == "Hello! How can I help"
+
+
+async def test_close_before_the_end(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    api, _ = client([Reply("stream_text.sse")], is_async)
+    stream = await _stream(api, is_async)
+    await _events(stream, is_async, limit=1)
+    if is_async:
+        await stream.close()
+    else:
+        stream.close()
+    assert _span(exporter).attributes["evaltrace.stream.end_reason"] == "closed_early"
+
+
+async def test_never_iterated_stream_ends_when_collected(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    api, _ = client([Reply("stream_text.sse")], is_async)
+    stream = await _stream(api, is_async)
+    del stream
+    gc.collect()
+    a = _span(exporter).attributes
+    assert a["evaltrace.stream.end_reason"] == "garbage_collected"
+    assert a["evaltrace.stream.completed"] is False
+    assert a["evaltrace.stream.chunks"] == 0
+
+
+async def test_stream_cut_short_is_truncated(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    api, _ = client([Reply("stream_truncated.sse")], is_async)
+    await _events(await _stream(api, is_async), is_async)
+    span = _span(exporter)
+    assert span.attributes["evaltrace.stream.completed"] is False
+    assert span.attributes["evaltrace.stream.end_reason"] == "truncated"
+    assert span.status.status_code is StatusCode.UNSET  # nothing was raised; what arrived is kept
+    assert attrs_json(span, "gen_ai.output.messages")[0]["finish_reason"] == "error"
+    assert _output_text(span) == "Hello! How can I help"
+
+
+async def test_error_event_fails_the_span(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    api, _ = client([Reply("stream_error.sse")], is_async)
+    stream = await _stream(api, is_async)
+    with pytest.raises(anthropic.APIStatusError):
+        await _events(stream, is_async)
+    span = _span(exporter)
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes["error.type"] == "overloaded_error"
+    assert span.attributes["evaltrace.stream.end_reason"] == "error"
+    assert span.attributes["evaltrace.stream.completed"] is False
+    assert _output_text(span) == "Hello"  # what arrived before the error is kept
+
+
+async def test_stream_helper_text_stream_and_final_message(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    api, _ = client([Reply("stream_text.sse")], is_async)
+    manager = api.messages.stream(**REQUEST)
+    assert not exporter.get_finished_spans()  # nothing sent before enter
+    if is_async:
+        async with manager as stream:
+            texts = [t async for t in stream.text_stream]
+            final = await stream.get_final_message()
+    else:
+        with manager as stream:
+            texts = list(stream.text_stream)
+            final = stream.get_final_message()
+    assert "".join(texts) == ANSWER == final.content[0].text
+    span = _span(exporter)
+    assert span.attributes["gen_ai.request.stream"] is True
+    assert span.attributes["evaltrace.stream.end_reason"] == "exhausted"
+    assert span.attributes["gen_ai.usage.output_tokens"] == final.usage.output_tokens
+    assert _output_text(span) == ANSWER
+
+
+async def test_stream_helper_left_early(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    api, _ = client([Reply("stream_text.sse")], is_async)
+    if is_async:
+        async with api.messages.stream(**REQUEST) as stream:
+            async for _ in stream:
+                break
+    else:
+        with api.messages.stream(**REQUEST) as stream:
+            for _ in stream:
+                break
+    assert _span(exporter).attributes["evaltrace.stream.end_reason"] == "closed_early"
+
+
+async def test_stream_helper_parent_is_the_context_at_enter(
+    is_async: bool, exporter: InMemorySpanExporter, provider: TracerProvider
+) -> None:
+    api, _ = client([Reply("stream_text.sse")], is_async)
+    with provider.get_tracer("app").start_as_current_span("agent") as parent:
+        if is_async:
+            async with api.messages.stream(**REQUEST) as stream:
+                await stream.until_done()
+        else:
+            with api.messages.stream(**REQUEST) as stream:
+                stream.until_done()
+    llm = next(s for s in exporter.get_finished_spans() if s.name.startswith("chat "))
+    assert llm.parent is not None and llm.parent.span_id == parent.get_span_context().span_id
