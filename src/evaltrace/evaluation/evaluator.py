@@ -228,7 +228,11 @@ class EvaluatorSpec:
             :func:`evaltrace.mapping.conventions.span_kind`).
         name_glob: ``fnmatch`` pattern on the span name (e.g. ``"chat *"``); None matches any.
         predicate: Callable on the span's attributes; None matches any. An exception counts as no match.
-        sample_rate: Fraction of matching spans (or traces) evaluated, in [0, 1].
+        sample_rate: Fraction of traces evaluated, in [0, 1]. The draw is deterministic: a trace is in when a
+            hash of (``sample_group``, trace id) is below the rate, so every process and worker replica, and every
+            evaluator of the group, evaluates the same traces (all matching spans of a sampled trace).
+        sample_group: Evaluators sharing a group sample the same traces (default: one group for all); another
+            group draws an independent sample.
         sampler: Optional callable on the attributes deciding sampling instead of ``sample_rate``.
         trace_level: Evaluate the whole trace when its (local) root span ends; the filters then apply to
             the root span.
@@ -245,6 +249,7 @@ class EvaluatorSpec:
     name_glob: str | None = None
     predicate: SpanPredicate | None = None
     sample_rate: float = 1.0
+    sample_group: str = ""
     sampler: SpanPredicate | None = None
     trace_level: bool = False
     timeout_s: float | None = None
@@ -255,6 +260,8 @@ class EvaluatorSpec:
     def __post_init__(self) -> None:
         if not 0.0 <= self.sample_rate <= 1.0:
             raise ValueError(f"sample_rate must be in [0, 1], got {self.sample_rate}")
+        if len(self.sample_group.encode()) > 16:  # blake2b's personalisation holds 16 bytes
+            raise ValueError(f"sample_group must be at most 16 bytes, got {self.sample_group!r}")
         if self.span_kinds is not None:
             object.__setattr__(self, "_kinds", frozenset(self.span_kinds))
 

@@ -16,7 +16,6 @@ everything it runs on start afresh: no pending job of the parent's (the parent e
 from __future__ import annotations
 
 import logging
-import random
 import threading
 import time
 from collections.abc import Sequence
@@ -44,6 +43,7 @@ from evaltrace.evaluation.sinks.base import ScoreSink
 from evaltrace.evaluation.sinks.worker import SinkWorker
 from evaltrace.evaluation.stats import PipelineStats
 from evaltrace.evaluation.telemetry import LogEventEmitter, PipelineMetrics
+from evaltrace.evaluation.trace_sampling import trace_fraction
 from evaltrace.mapping.conventions import span_kind
 
 _MAX_SUPPRESSED = 65_536
@@ -64,13 +64,13 @@ def _is_root(span: ReadableSpan) -> bool:
     return span.parent is None or span.parent.is_remote
 
 
-def _sampled(spec: EvaluatorSpec, attributes: Any) -> bool:
+def _sampled(spec: EvaluatorSpec, attributes: Any, trace_id: int) -> bool:
     if spec.sampler is not None:
         try:
             return bool(spec.sampler(attributes))
         except Exception:
             return False
-    return spec.sample_rate >= 1.0 or random.random() < spec.sample_rate
+    return spec.sample_rate >= 1.0 or trace_fraction(trace_id, spec.sample_group) < spec.sample_rate
 
 
 class EvaluationSpanProcessor(SpanProcessor):
@@ -278,7 +278,9 @@ class EvaluationSpanProcessor(SpanProcessor):
         specs = self._matching(self._span_specs, span, attributes, kind)
         if isinstance(ref, str) and ref:
             chosen = {id(spec.evaluator) for spec in specs}  # one evaluator attached twice runs once
-            specs.extend(s for s in self._resolve(ref) if id(s.evaluator) not in chosen and _sampled(s, attributes))
+            specs.extend(
+                s for s in self._resolve(ref) if id(s.evaluator) not in chosen and _sampled(s, attributes, trace_id)
+            )
         trace_specs = self._matching(self._trace_specs, span, attributes, kind) if root else []
         if root and tracked:
             spans = self._buffer.pop(trace_id)
@@ -299,7 +301,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         chosen = []
         for spec in specs:
             if spec.matches(span.name, attributes, kind):
-                if _sampled(spec, attributes):
+                if _sampled(spec, attributes, span.context.trace_id if span.context is not None else 0):
                     chosen.append(spec)
                 else:
                     self._stats.incr("sampled_out")
