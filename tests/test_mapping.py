@@ -426,6 +426,22 @@ def test_pure_decorator_trace_builds_messages_from_tool_spans(spans: Spans) -> N
     assert result.error is None  # only the root's status counts
 
 
+def test_repeated_identical_tool_spans_stay_separate_calls(spans: Spans) -> None:
+    # A looping agent repeats the same call: each span is a call of its own, never matched to an earlier one.
+    root = spans.start("invoke_agent a", agent({"q": 1}), 0)
+    for i in range(3):
+        spans.span("execute_tool search", tool("search", {"q": "x"}, f"r{i}"), 1 + 2 * i, 2 + 2 * i, root)
+    root.end(end_time=T0_NS + 9_000_000)
+    result = trace_from_spans(spans.finished())
+
+    assert [(c.name, c.started_at) for c in result.tool_calls] == [
+        ("search", at(1)),
+        ("search", at(3)),
+        ("search", at(5)),
+    ]
+    assert [r.content for r in result.tool_results] == ["r0", "r1", "r2"]
+
+
 def test_parallel_calls_matching_by_name_and_missing_result_inserted(spans: Spans) -> None:
     root = spans.start("invoke_agent a", agent({"q": 1}), 0)
     calls = [

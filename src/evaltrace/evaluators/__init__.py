@@ -16,7 +16,7 @@ from evaltrace.evaluators.answer import (
     SemanticSimilaritySentences,
     statement_f1,
 )
-from evaltrace.evaluators.budgets import Cost, Latency, TokenBudget
+from evaltrace.evaluators.budgets import Cost, Latency, StepBudget, TokenBudget, count_model_calls
 from evaltrace.evaluators.catalogue import CATALOGUE, create_evaluator
 from evaltrace.evaluators.classification import (
     Classification,
@@ -57,7 +57,9 @@ from evaltrace.evaluators.rag import (
 from evaltrace.evaluators.safety import FairnessBias, Sexism, Stereotypes, Summarization, Toxicity
 from evaltrace.evaluators.structure import AgentSanity, JsonSchema
 from evaltrace.evaluators.text import ContainsText, ExactMatch, Facts, Length, NotContains, Regex, TextMatching
+from evaltrace.evaluators.tool_health import ToolErrorRate, ToolLoop, find_cycles, is_error_result
 from evaltrace.evaluators.tools import StepAlignment, ToolCalled, ToolEfficiency
+from evaltrace.evaluators.trajectory import ToolSequence
 
 __all__ = [
     "AgentRubric",
@@ -120,16 +122,23 @@ __all__ = [
     "Sexism",
     "SourceQuality",
     "StepAlignment",
+    "StepBudget",
     "Stereotypes",
     "Summarization",
     "TextMatching",
     "TokenBudget",
     "ToolCalled",
     "ToolEfficiency",
+    "ToolErrorRate",
+    "ToolLoop",
+    "ToolSequence",
     "Toxicity",
     "classification_report",
     "cosine",
+    "count_model_calls",
     "create_evaluator",
+    "find_cycles",
+    "is_error_result",
     "looping_metrics",
     "report_from_results",
     "run_insights",

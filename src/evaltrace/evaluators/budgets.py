@@ -6,7 +6,7 @@ import abc
 from typing import Any
 
 from evaltrace.evaluators._base import DeterministicEvaluator, MissingInputError, Verdict
-from evaltrace.schema import EvalCase, Trace
+from evaltrace.schema import EvalCase, Trace, TraceMessage
 
 
 def _utilisation(measured: dict[str, float | None], limits: dict[str, float | None]) -> Verdict:
@@ -14,7 +14,8 @@ def _utilisation(measured: dict[str, float | None], limits: dict[str, float | No
     if not checked:
         wanted = [k for k, v in limits.items() if v is not None]
         raise MissingInputError(f"the trace reports none of {wanted}")
-    usage = {k: v / float(limits[k] or 1.0) if limits[k] else float("inf") for k, v in checked.items()}
+    # A zero limit (e.g. "no tool calls") is met by zero; anything more scores 1 + the amount (finite, over 1).
+    usage = {k: v / float(limits[k] or 1.0) if limits[k] else (1.0 + v if v else 0.0) for k, v in checked.items()}
     over = sorted(k for k, u in usage.items() if u > 1.0)
     score = max(usage.values())
     unmeasured = sorted(k for k, v in limits.items() if v is not None and measured.get(k) is None)
@@ -149,3 +150,89 @@ class TokenBudget(_Budget):
         measured: dict[str, float | None] = {k: None if v is None else float(v) for k, v in values.items()}
         measured["token_total"] = None if total is None else float(total)
         return measured
+
+
+def _is_model_output(message: TraceMessage) -> bool:
+    """An assistant message the model wrote: text, reasoning, or a tool call with the provider's call id.
+
+    Tool calls without an id come from tool spans the application ran itself, not from a model response.
+    """
+    call = message.tool_call
+    return bool(message.content or message.thinking or (call is not None and call.id))
+
+
+def count_model_calls(trace: Trace) -> int | None:
+    """Return the number of model calls, or None when the trace cannot tell.
+
+    ``metrics.custom["model_calls"]`` when an adapter reports it, else the assistant turns in the messages (runs
+    of consecutive assistant messages with model output).
+    """
+    reported = trace.metrics.custom.get("model_calls")
+    if isinstance(reported, int) and not isinstance(reported, bool):
+        return reported
+    if not trace.messages:
+        return None
+    turns, in_turn = 0, False
+    for message in trace.messages:
+        model_made = message.role == "assistant" and _is_model_output(message)
+        if model_made and not in_turn:
+            turns += 1
+        in_turn = message.role == "assistant" and (model_made or in_turn)
+    return turns
+
+
+class StepBudget(_Budget):
+    """An agent's steps under limits: model calls, tool calls, tokens (input + output) and wall time.
+
+    Model calls are counted as :func:`count_model_calls` says; tool calls are ``trace.tool_calls`` (zero when
+    none: a step budget needs no tool evidence); wall time is ``latency_ms``. Score = highest measured/limit
+    ratio (lower is better); passes when every reported figure is within its limit; skipped when none of the
+    limited figures is reported.
+    """
+
+    name = "step_budget"
+
+    def __init__(
+        self,
+        *,
+        max_model_calls: int | None = None,
+        max_tool_calls: int | None = None,
+        max_tokens: int | None = None,
+        max_wall_ms: float | None = None,
+    ) -> None:
+        """Configure the limits.
+
+        Args:
+            max_model_calls: Limit on LLM calls (assistant turns).
+            max_tool_calls: Limit on tool calls.
+            max_tokens: Limit on input + output tokens.
+            max_wall_ms: Limit on the trace's duration in milliseconds.
+
+        Raises:
+            ValueError: No limit given, or a negative one.
+        """
+        self.limits: dict[str, float | None] = {
+            "model_calls": max_model_calls,
+            "tool_calls": max_tool_calls,
+            "tokens": max_tokens,
+            "wall_ms": max_wall_ms,
+        }
+        if all(v is None for v in self.limits.values()):
+            raise ValueError("StepBudget needs at least one limit")
+        negative = sorted(k for k, v in self.limits.items() if v is not None and v < 0)
+        if negative:
+            raise ValueError(f"StepBudget limits must be >= 0: {', '.join('max_' + k for k in negative)}")
+
+    def _limits(self) -> dict[str, float | None]:
+        return self.limits
+
+    def _measured(self, trace: Trace) -> dict[str, float | None]:
+        m = trace.metrics
+        tokens = None if m.token_input is None or m.token_output is None else m.token_input + m.token_output
+        model_calls = count_model_calls(trace)
+        return {
+            "model_calls": None if model_calls is None else float(model_calls),
+            "tool_calls": float(len(trace.tool_calls)),
+            "tokens": None if tokens is None else float(tokens),
+            "wall_ms": float(trace.latency_ms),
+        }

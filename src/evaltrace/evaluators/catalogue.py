@@ -13,7 +13,7 @@ from evaltrace.evaluators.answer import (
     SemanticSimilarity,
     SemanticSimilaritySentences,
 )
-from evaltrace.evaluators.budgets import Cost, Latency, TokenBudget
+from evaltrace.evaluators.budgets import Cost, Latency, StepBudget, TokenBudget
 from evaltrace.evaluators.classification import Classification
 from evaltrace.evaluators.composite import AgentRubric
 from evaltrace.evaluators.encoding import EncodingGuardrail
@@ -43,7 +43,9 @@ from evaltrace.evaluators.rag import (
 from evaltrace.evaluators.safety import FairnessBias, Sexism, Stereotypes, Summarization, Toxicity
 from evaltrace.evaluators.structure import AgentSanity, JsonSchema
 from evaltrace.evaluators.text import ContainsText, ExactMatch, Facts, Length, NotContains, Regex, TextMatching
+from evaltrace.evaluators.tool_health import ToolErrorRate, ToolLoop
 from evaltrace.evaluators.tools import StepAlignment, ToolCalled, ToolEfficiency
+from evaltrace.evaluators.trajectory import ToolSequence
 
 CATALOGUE: Mapping[str, type[Any]] = MappingProxyType(
     {
@@ -93,12 +95,16 @@ CATALOGUE: Mapping[str, type[Any]] = MappingProxyType(
         "sexism": Sexism,
         "source_quality": SourceQuality,
         "step_alignment": StepAlignment,
+        "step_budget": StepBudget,
         "stereotypes": Stereotypes,
         "summarization": Summarization,
         "text_matching": TextMatching,
         "token_budget": TokenBudget,
         "tool_called": ToolCalled,
         "tool_efficiency": ToolEfficiency,
+        "tool_error_rate": ToolErrorRate,
+        "tool_loop": ToolLoop,
+        "tool_sequence": ToolSequence,
         "toxicity": Toxicity,
     }
 )

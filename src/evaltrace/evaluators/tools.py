@@ -12,7 +12,8 @@ from evaltrace.evaluators._base import DeterministicEvaluator, MissingInputError
 from evaltrace.schema import EvalCase, RubricLevel, ToolCall, Trace
 
 
-def _call_key(call: ToolCall) -> str:
+def call_key(call: ToolCall) -> str:
+    """Return a key equal for calls of the same tool with the same arguments."""
     return call.name + "\x00" + json.dumps(call.arguments, sort_keys=True, default=str)
 
 
@@ -105,7 +106,7 @@ class ToolEfficiency(DeterministicEvaluator):
 
     def check(self, trace: Trace, case: EvalCase | None) -> Verdict:
         """Count calls and redundant repeats, then map to a level."""
-        keys = [_call_key(c) for c in trace.tool_calls]
+        keys = [call_key(c) for c in trace.tool_calls]
         redundant = len(keys) - len(set(keys))
         required = set(case_list(None, case, "must_call_tools"))
         optimal = self.optimal if self.optimal is not None else (len(required) or len(set(keys)))

@@ -31,6 +31,8 @@ class ToolPlacer:
             self.pending.append((matched, result))
             return
         messages.append(TraceMessage(role="assistant", tool_call=call))
+        # Claimed at once: a later identical span (a repeated call) is a call of its own, not this one again.
+        self.matched.add(id(call))
         if result is not MISSING:
             content = tool_content(result)
             messages.append(TraceMessage(role="tool", name=call.name, tool_call_id=call.id, content=content))
