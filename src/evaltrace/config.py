@@ -24,7 +24,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, SynchronousMultiSpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
-from evaltrace._internal import backends, exit_hooks, forks, semconv, settings, tracing
+from evaltrace._internal import backends, evals_env, exit_hooks, forks, semconv, settings, tracing
 from evaltrace._internal.configure_args import check_configure_arguments
 from evaltrace._internal.export_queue import ExportQueue
 from evaltrace._internal.jsonutil import DEFAULT_MAX_LENGTH
@@ -328,6 +328,7 @@ def configure(
     sinks: Sequence[Any] | None = None,
     evaluation_options: dict[str, Any] | None = None,
     evaluation: bool = True,
+    evaluation_provenance: bool | None = None,
     tracer_provider: TracerProvider | None = None,
     batch: bool = True,
     shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
@@ -359,13 +360,19 @@ def configure(
             the built-ins; or a ``str -> str`` function such as ``evaltrace.exporters.Redactor(patterns, builtins=
             False)``. Applied to what leaves the process only (exported spans and their status, score sinks and
             dead-letter files, evaluation log events); evaluators see the real text.
-        evaluators: Evaluators (or EvaluatorSpecs) run on spans as they end.
+        evaluators: Evaluators (or EvaluatorSpecs) run on spans as they end. When none are given, those named
+            in ``OTEL_INSTRUMENTATION_GENAI_EVALS_EVALUATORS`` (catalogue names) run; with neither, nothing is
+            evaluated (decorator-attached evaluators aside). The ``OTEL_INSTRUMENTATION_GENAI_EVALS_*`` /
+            ``..._EVALUATION_*`` variables are validated on every call: see docs/evaluation.md "Environment".
         sinks: Score sinks receiving evaluation scores, in addition to those the configured backends bring (the
             Langfuse scores API, Phoenix span annotations). A sink with the same ``name`` as a backend's (e.g.
             your own ``LangfuseScoreSink``) replaces it; ``None`` and ``[]`` add nothing.
-        evaluation_options: Extra keyword arguments for the EvaluationSpanProcessor.
+        evaluation_options: Extra keyword arguments for the EvaluationSpanProcessor (they win over the
+            environment's queue size and workers).
         evaluation: Include the evaluation processor (default). It costs ~2 us per span end when no evaluator
             applies, and it is what runs evaluators attached with ``@agent(evaluators=...)``.
+        evaluation_provenance: Add the evaluator's version and type to every ``gen_ai.evaluation.result`` event
+            (default: ``EVALTRACE_EVALUATION_PROVENANCE``, else off; the spec has no attribute for them yet).
         tracer_provider: Attach to this provider instead of the global/own one.
         batch: Batch exports (default); False exports synchronously (tests, short scripts).
         shutdown_timeout_s: Longest ``shutdown()`` (and the exit drain, at interpreter exit) waits for
@@ -386,6 +393,10 @@ def configure(
         "phoenix": phoenix, "local_store": local_store, "console": console, "exporters": exporters,
     }  # fmt: skip
     capture = _capture_settings(capture_content, max_attribute_length)
+    evals = evals_env.read_evaluation_environment()  # validated on every call, used or not
+    if not evaluators:
+        evaluators = evals_env.build_evaluators(evals)
+    evaluation_options = evals_env.apply_to_options(evals, evaluation_options, evaluation_provenance)
     redactor = _redactor(redact)
     collected = _collect_exporters(options)  # validates every setting before anything is replaced
     resource = _resource(service_name, environment, phoenix_project)

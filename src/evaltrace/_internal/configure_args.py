@@ -169,6 +169,7 @@ CHECKS: dict[str, Check] = {
     "sinks": _sinks,
     "evaluation_options": _evaluation_options,
     "evaluation": _flag,
+    "evaluation_provenance": _optional_flag,
     "tracer_provider": _tracer_provider,
     "batch": _flag,
     "shutdown_timeout_s": _timeout,

@@ -205,6 +205,25 @@ EVALTRACE_EVAL_PASSED_ATTR: Final = "evaltrace.evaluation.passed"  # metric attr
 EVALTRACE_EVAL_OUTCOME_ATTR: Final = "evaltrace.evaluation.outcome"  # metric attribute: OUTCOME_* value
 EVALTRACE_SINK_NAME: Final = "evaltrace.sink"  # metric attribute: sink name
 EVALTRACE_SINK_OUTCOME: Final = "evaltrace.sink.outcome"  # metric attribute: delivered / retried / dead_lettered
+# Evaluations an evaluator could have run and did not, by reason (stats()["not_evaluated_by_reason"], a metric,
+# and evaltrace.eval.<name>.skip_reason on spans enriched anyway).
+METRIC_EVAL_NOT_EVALUATED: Final = "evaltrace.evaluation.not_evaluated"  # counter, attrs evaluator + skip reason
+EVALTRACE_SKIP_REASON: Final = "evaltrace.evaluation.skip_reason"  # metric attribute: one of the SKIP_* values
+SKIP_SAMPLED_OUT: Final = "sampled_out"
+SKIP_QUEUE_FULL: Final = "queue_full"
+SKIP_RATE_LIMITED: Final = "rate_limited"
+SKIP_OVER_BUDGET: Final = "over_budget"
+# Judge spend, apart from the application's gen_ai.client.* (attrs evaluator + gen_ai.request.model).
+METRIC_EVAL_CLIENT_DURATION: Final = "gen_ai.evaluation.client.operation.duration"  # histogram, s
+METRIC_EVAL_CLIENT_TOKEN_USAGE: Final = "gen_ai.evaluation.client.token.usage"  # histogram, + gen_ai.token.type
+METRIC_EVAL_CLIENT_COST: Final = "gen_ai.evaluation.client.cost"  # counter, USD
+METRIC_GEN_AI_EVALUATION_SCORE: Final = "gen_ai.evaluation.score"  # histogram of score values, attr evaluation name
+METRIC_EVAL_PASSES: Final = "evaltrace.evaluation.passes"  # counter, attr evaluator (judgements that passed)
+METRIC_EVAL_ERRORS: Final = "evaltrace.evaluation.errors"  # counter, attrs evaluator + error.type
+METRIC_NAME_OVERFLOW: Final = "_other"  # evaluator name on metrics beyond the distinct-name bound
+# Provenance on gen_ai.evaluation.result (opt-in: the spec has no attribute for it yet, conventions.md 1.3).
+EVALTRACE_EVALUATOR_VERSION: Final = "evaltrace.evaluator.version"
+EVALTRACE_EVALUATOR_TYPE: Final = "evaltrace.evaluator.type"
 
 # --- OTel exception event (span.record_exception) --------------------------------------------------------
 EXCEPTION_EVENT: Final = "exception"

@@ -24,6 +24,7 @@ from evaltrace.evaluation.evaluator import (
     coerce_output,
     evaluator,
 )
+from evaltrace.evaluation.limits import Limits
 from evaltrace.evaluation.monitor import EvaluatorHealth, HealthStatus, ProductionMonitor, health_status
 from evaltrace.evaluation.options import ProcessorOptions
 from evaltrace.evaluation.processor import EvaluationSpanProcessor
@@ -48,6 +49,7 @@ __all__ = [
     "HealthStatus",
     "JsonlScoreSink",
     "LangfuseScoreSink",
+    "Limits",
     "PhoenixScoreSink",
     "ProcessorOptions",
     "ProductionMonitor",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -22,11 +23,13 @@ from evaltrace.evaluation._mapping import build_trace
 from evaltrace.evaluation.buffer import subtree
 from evaltrace.evaluation.convert import result_to_score
 from evaltrace.evaluation.evaluator import EvaluatorSpec
+from evaltrace.evaluation.limits import LimitGate
 from evaltrace.evaluation.monitor import ProductionMonitor
 from evaltrace.evaluation.options import ProcessorOptions
 from evaltrace.evaluation.runner import AsyncRunner, RunOptions, arun_evaluator, is_async_evaluator, skipped_result
 from evaltrace.evaluation.sinks.worker import SinkWorker
 from evaltrace.evaluation.spans import enriched_copy, evaluation_span
+from evaltrace.evaluation.spend import SpendMetrics, judge_usage
 from evaltrace.evaluation.stats import PipelineStats
 from evaltrace.evaluation.telemetry import LogEventEmitter, PipelineMetrics
 from evaltrace.exporters.redaction import redact_score
@@ -45,6 +48,8 @@ class Job:
         trace_specs: Trace-level evaluators (root spans only), run on the whole buffered trace.
         spans: The trace's buffered span list (shared, append-only) and its length at ``on_end``.
         admitted_at: ``time.monotonic()`` at ``on_end``; the hold deadline counts from here.
+        skipped: Evaluators that applied to the span and were not run, with the skip reason (``sampled_out``,
+            ``rate_limited``, ``over_budget``); they ride on the enriched copy as "not evaluated" results.
     """
 
     span: ReadableSpan
@@ -53,6 +58,7 @@ class Job:
     spans: list[ReadableSpan] = field(default_factory=list)
     span_count: int = 0
     admitted_at: float = 0.0
+    skipped: list[tuple[EvaluatorSpec, str]] = field(default_factory=list)
     forwarded: bool = False
     running: list[tuple[EvaluatorSpec, asyncio.Task[EvaluationResult]]] = field(default_factory=list)
 
@@ -71,6 +77,13 @@ class JobContext:
     pool: concurrent.futures.Executor
     async_slots: asyncio.Semaphore
     async_runner: AsyncRunner | None = None
+    limits: LimitGate | None = None
+    spend: SpendMetrics | None = None
+
+
+def _skipped_results(job: Job) -> list[EvaluationResult]:
+    """The "not evaluated" results of the evaluators ``job`` did not run; the reason is the skip reason code."""
+    return [skipped_result(spec.evaluator, reason) for spec, reason in job.skipped]
 
 
 class JobRunner:
@@ -115,13 +128,15 @@ class JobRunner:
         remaining = job.admitted_at + self.ctx.options.hold_timeout_s - time.monotonic()
         _, pending = await asyncio.wait(tasks, timeout=max(0.0, remaining))
         if not pending:
-            self._forward_once(job, enriched_copy(job.span, [task.result() for task in tasks]))
+            provenance = self.ctx.options.evaluation_provenance
+            results = [task.result() for task in tasks] + _skipped_results(job)
+            self._forward_once(job, enriched_copy(job.span, results, provenance=provenance))
             self.ctx.stats.incr("enriched")
             return
         self._forward_once(job, job.span)
         self.ctx.stats.incr("held_timeout")
         for result in await asyncio.gather(*tasks):
-            child = evaluation_span(job.span, result)
+            child = evaluation_span(job.span, result, provenance=self.ctx.options.evaluation_provenance)
             if child is not None:
                 self.ctx.forward(child)
                 self.ctx.stats.incr("evaluation_spans")
@@ -136,8 +151,8 @@ class JobRunner:
                 if task.done() and not task.cancelled()
                 else skipped_result(spec.evaluator, "not evaluated: the shutdown deadline came first")
                 for spec, task in job.running
-            ]
-            self._forward_once(job, enriched_copy(job.span, results))
+            ] + _skipped_results(job)
+            self._forward_once(job, enriched_copy(job.span, results, provenance=self.ctx.options.evaluation_provenance))
         except Exception:
             log_internal_error("forwarding a span whose evaluation was cut short")
 
@@ -163,13 +178,25 @@ class JobRunner:
             on_retry=lambda: self.ctx.stats.incr("retries"),
             async_runner=None if spec.inline else self.ctx.async_runner,
         )
-        if is_async_evaluator(spec.evaluator):
-            async with self.ctx.async_slots:
-                result = await run
-        else:
+        async with contextlib.AsyncExitStack() as stack:
+            if self.ctx.limits is not None:  # max_concurrent: wait for a slot (bounded by the evaluation queue)
+                await stack.enter_async_context(self.ctx.limits.slot(spec.evaluator.name))
+            if is_async_evaluator(spec.evaluator):
+                await stack.enter_async_context(self.ctx.async_slots)
             result = await run
+        self._charge(spec, result)
         self._publish(span, trace, spec, result)
         return result
+
+    def _charge(self, spec: EvaluatorSpec, result: EvaluationResult) -> None:
+        """Charge the judge's spend to the budgets and record it as ``gen_ai.evaluation.client.*`` metrics."""
+        usage = judge_usage(result)
+        if usage is None:
+            return
+        if self.ctx.limits is not None:
+            self.ctx.limits.charge(spec.evaluator.name, usage.input_tokens + usage.output_tokens, usage.cost_usd)
+        if self.ctx.spend is not None:
+            self.ctx.spend.record_usage(result.evaluator, usage)
 
     def _publish(self, span: ReadableSpan, trace: Trace, spec: EvaluatorSpec, result: EvaluationResult) -> None:
         """Record one result everywhere except on spans: stats, metrics, monitor, log event, score sinks."""

@@ -86,12 +86,16 @@ def error_type(result: EvaluationResult) -> str | None:
     return result.error.type if result.error is not None else "evaluation_failed"
 
 
-def evaluation_event_attributes(result: EvaluationResult, response_id: str | None = None) -> dict[str, Any]:
+def evaluation_event_attributes(
+    result: EvaluationResult, response_id: str | None = None, *, provenance: bool = False
+) -> dict[str, Any]:
     """Return the attributes of one ``gen_ai.evaluation.result`` event (span event or log record).
 
     Args:
         result: The evaluation result.
         response_id: ``gen_ai.response.id`` of the evaluated span, when it has one.
+        provenance: Add ``evaltrace.evaluator.version`` and ``evaltrace.evaluator.type`` (when known). Off by
+            default: the spec has no provenance attribute yet (conventions.md 1.3), so it is opt-in until it does.
 
     Returns:
         ``gen_ai.evaluation.name``; for a judgement ``.score.value`` (a double, when the result has a score)
@@ -111,6 +115,11 @@ def evaluation_event_attributes(result: EvaluationResult, response_id: str | Non
     failure = error_type(result)
     if failure is not None:
         attributes[semconv.ERROR_TYPE] = failure
+    if provenance:
+        if result.evaluator_version:
+            attributes[semconv.EVALTRACE_EVALUATOR_VERSION] = result.evaluator_version
+        if result.evaluator_type:
+            attributes[semconv.EVALTRACE_EVALUATOR_TYPE] = result.evaluator_type
     return attributes
 
 

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, overload, runtime_checkable
 
+from evaltrace.evaluation.limits import Limits
 from evaltrace.schema import EvalCase, EvaluationResult, ScoreConfig, Trace
 
 DEFAULT_THRESHOLD = 0.5
@@ -242,6 +243,10 @@ class EvaluatorSpec:
             deterministic checks (regex, contains, budgets) this saves a thread hop per evaluation (several
             times the throughput); the timeout cannot interrupt it and a slow one delays every other
             evaluation, so never use it for I/O or model calls.
+        limits: This evaluator's rate limit, judge token / USD budgets and concurrency (a
+            :class:`~evaltrace.evaluation.limits.Limits` or a mapping of its fields); the processor's
+            ``limits`` apply too. An evaluation over a limit is not run: its result is "not evaluated" with the
+            skip reason ``rate_limited`` or ``over_budget``, never a fail.
     """
 
     evaluator: Evaluator
@@ -255,9 +260,13 @@ class EvaluatorSpec:
     timeout_s: float | None = None
     config: ScoreConfig | None = None
     inline: bool = False
+    limits: Limits | None = None
     _kinds: frozenset[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "limits", Limits.coerce(self.limits, f"{getattr(self.evaluator, 'name', 'evaluator')}.limits")
+        )
         if not 0.0 <= self.sample_rate <= 1.0:
             raise ValueError(f"sample_rate must be in [0, 1], got {self.sample_rate}")
         if len(self.sample_group.encode()) > 16:  # blake2b's personalisation holds 16 bytes

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from evaltrace.evaluation.limits import Limits
 from evaltrace.evaluation.sampling import ExportSampling
 from evaltrace.evaluation.sinks.worker import RetryPolicy
 from evaltrace.exceptions import ConfigError
@@ -38,6 +40,10 @@ class ProcessorOptions:
         score_configs: ScoreConfig per evaluator name; scores violating it are rejected and counted.
         emit_log_events: Emit ``gen_ai.evaluation.result`` log records through the Logs API.
         logger_provider: LoggerProvider for those records (None: the global one).
+        evaluation_provenance: Add the evaluator's version and type (``evaltrace.evaluator.version`` / ``.type``)
+            to every ``gen_ai.evaluation.result`` event, span event and log record. Off by default: the GenAI
+            conventions have no provenance attribute yet. ``configure(evaluation_provenance=True)`` or
+            ``EVALTRACE_EVALUATION_PROVENANCE=true`` sets it.
         meter_provider: MeterProvider for pipeline metrics (None: the global one).
         sink_batch_size: Scores per sink export call.
         sink_max_queue: Scores queued per sink before overflowing to the dead-letter file.
@@ -46,6 +52,10 @@ class ProcessorOptions:
         dead_letter_dir: Directory of the per-sink dead-letter JSONL files (None: count and drop).
         monitor_window_s: Window of the :class:`~evaltrace.evaluation.ProductionMonitor`.
         export_sampling: Eval-aware export sampling (None: every span goes downstream).
+        limits: Rate limit and judge budgets over all evaluators together (a :class:`Limits` or a mapping of
+            its fields); each ``EvaluatorSpec.limits`` applies as well. What exceeds is not evaluated, with the
+            skip reason ``rate_limited`` / ``over_budget``.
+        limits_clock: Monotonic seconds used by the rate limits and budget windows (injectable for tests).
         redactor: Masks score comments, labels and metadata before they reach the sinks (and their dead-letter
             files) and the log records' attributes; ``configure(redact=...)`` sets it. Evaluators and the
             monitor see the real text.
@@ -65,6 +75,7 @@ class ProcessorOptions:
     score_configs: Mapping[str, ScoreConfig] = field(default_factory=dict)
     emit_log_events: bool = True
     logger_provider: Any = None
+    evaluation_provenance: bool = False
     meter_provider: Any = None
     sink_batch_size: int = 50
     sink_max_queue: int = 10_000
@@ -73,9 +84,12 @@ class ProcessorOptions:
     dead_letter_dir: Path | str | None = DEFAULT_DEAD_LETTER_DIR
     monitor_window_s: float = 3600.0
     export_sampling: ExportSampling | None = None
+    limits: Limits | None = None
+    limits_clock: Callable[[], float] = time.monotonic
     redactor: Callable[[str], str] | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "limits", Limits.coerce(self.limits, "limits"))
         for name in ("max_queue_size", "sync_workers", "max_async_concurrency", "sink_batch_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(name, "must be at least 1")

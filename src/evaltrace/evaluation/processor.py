@@ -5,7 +5,8 @@ processors). ``on_start`` forwards at once. ``on_end`` is O(1): when no evaluato
 downstream immediately; otherwise it is admitted to a bounded queue (a full queue forwards the span
 unevaluated and counts a drop) and a worker evaluates it, then forwards an enriched copy (see ``_jobs``).
 Spans started while evaluators run (``suppress_instrumentation``) are never evaluated, so judge calls cannot
-recurse.
+recurse. An evaluator that applies but does not run (sampled out, rate limited, over budget, queue full) is counted
+by reason in ``stats()``; the reason rides on the span only when another evaluator ran on it (see ``limits``).
 
 In a child forked from the process (gunicorn ``--preload``, ``multiprocessing`` with ``fork``) the processor and
 everything it runs on start afresh: no pending job of the parent's (the parent evaluates them, and the child's
@@ -36,11 +37,13 @@ from evaltrace.evaluation._engine import Engine
 from evaltrace.evaluation._jobs import Job, JobContext, JobRunner
 from evaltrace.evaluation.buffer import TraceBuffer
 from evaltrace.evaluation.evaluator import Evaluator, EvaluatorSpec, as_spec, as_specs
+from evaltrace.evaluation.limits import LimitGate
 from evaltrace.evaluation.monitor import ProductionMonitor
 from evaltrace.evaluation.options import ProcessorOptions
 from evaltrace.evaluation.sampling import ExportGate
 from evaltrace.evaluation.sinks.base import ScoreSink
 from evaltrace.evaluation.sinks.worker import SinkWorker
+from evaltrace.evaluation.spend import SpendMetrics
 from evaltrace.evaluation.stats import PipelineStats
 from evaltrace.evaluation.telemetry import LogEventEmitter, PipelineMetrics
 from evaltrace.evaluation.trace_sampling import trace_fraction
@@ -128,6 +131,8 @@ class EvaluationSpanProcessor(SpanProcessor):
         self._cond = threading.Condition()
         self._shutdown = False
         metrics = PipelineMetrics(opts.meter_provider, lambda: self._pending, self._pass_rates, self._sink_counts)
+        self._spend = SpendMetrics(opts.meter_provider, lambda: self._stats.not_evaluated_counts())
+        self._limits = self._new_limits(specs)
         self._metrics = metrics
         self._export_queues = [p for p in self._downstream if isinstance(p, ExportQueue)]
         observe_export_counts(opts.meter_provider, self._export_queues)
@@ -155,6 +160,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         self._pending = 0
         self._stats = PipelineStats()
         self._overflow = LossEpisode(logger, "the evaluation queue", "evaluation")
+        self._limits = self._new_limits((*self._span_specs, *self._trace_specs))  # asyncio slots of the old loop
         if self._shutdown:
             return
         self._buffer = TraceBuffer(
@@ -165,6 +171,12 @@ class EvaluationSpanProcessor(SpanProcessor):
         self._gate = ExportGate(opts.export_sampling, self._deliver) if opts.export_sampling else None
         self._runner.ctx = self._job_context(self._metrics)  # the engine's new semaphore, the new stats
 
+    def _new_limits(self, specs: Sequence[EvaluatorSpec]) -> LimitGate:
+        limits = LimitGate(self.options.limits, self.options.limits_clock)
+        for spec in specs:
+            limits.register(spec.evaluator.name, spec.limits)
+        return limits
+
     def _job_context(self, metrics: PipelineMetrics) -> JobContext:
         opts = self.options
         return JobContext(
@@ -172,12 +184,18 @@ class EvaluationSpanProcessor(SpanProcessor):
             stats=self._stats,
             monitor=self.monitor,
             sinks=self._sinks,
-            log_events=LogEventEmitter(opts.logger_provider, opts.redactor) if opts.emit_log_events else None,
+            log_events=(
+                LogEventEmitter(opts.logger_provider, opts.redactor, provenance=opts.evaluation_provenance)
+                if opts.emit_log_events
+                else None
+            ),
             metrics=metrics,
             forward=self._forward,
             pool=self._engine.pool,
             async_slots=self._engine.async_slots,
             async_runner=self._engine.user_loop.run,
+            limits=self._limits if self._limits.active else None,
+            spend=self._spend,
         )
 
     def _sink_worker(self, sink: ScoreSink, key: str) -> SinkWorker:
@@ -244,6 +262,8 @@ class EvaluationSpanProcessor(SpanProcessor):
                 self._pending += 1
         if not admitted:
             self._stats.incr("dropped")
+            for spec in (*job.specs, *job.trace_specs):
+                self._stats.not_evaluated(semconv.SKIP_QUEUE_FULL, spec.evaluator.name)
             self._metrics.record_dropped()
             self._overflow.loss(1, f"{self.options.max_queue_size} spans already queued; spans go out unevaluated")
             self._forward(span)
@@ -275,13 +295,13 @@ class EvaluationSpanProcessor(SpanProcessor):
         ref = attributes.get(semconv.EVALTRACE_EVALUATORS_REF)
         if not ref and not (root and tracked) and self._only_kinds is not None and kind not in self._only_kinds:
             return None  # fast path: no global evaluator can match this kind and nothing else applies
-        specs = self._matching(self._span_specs, span, attributes, kind)
+        skipped: list[tuple[EvaluatorSpec, str]] = []
+        specs = self._matching(self._span_specs, span, attributes, kind, skipped)
         if isinstance(ref, str) and ref:
             chosen = {id(spec.evaluator) for spec in specs}  # one evaluator attached twice runs once
-            specs.extend(
-                s for s in self._resolve(ref) if id(s.evaluator) not in chosen and _sampled(s, attributes, trace_id)
-            )
-        trace_specs = self._matching(self._trace_specs, span, attributes, kind) if root else []
+            attached = [s for s in self._resolve(ref) if id(s.evaluator) not in chosen]
+            specs.extend(self._admitted(attached, attributes, trace_id, skipped))
+        trace_specs = self._matching(self._trace_specs, span, attributes, kind, skipped) if root else []
         if root and tracked:
             spans = self._buffer.pop(trace_id)
             count = len(spans)
@@ -291,20 +311,46 @@ class EvaluationSpanProcessor(SpanProcessor):
             spans, count = [], 0
         if not specs and not trace_specs:
             return None
-        return Job(span, specs, trace_specs, spans, count, admitted_at=time.monotonic())
+        return Job(span, specs, trace_specs, spans, count, admitted_at=time.monotonic(), skipped=skipped)
 
     def _matching(
-        self, specs: Sequence[EvaluatorSpec], span: ReadableSpan, attributes: Any, kind: Any
+        self,
+        specs: Sequence[EvaluatorSpec],
+        span: ReadableSpan,
+        attributes: Any,
+        kind: Any,
+        skipped: list[tuple[EvaluatorSpec, str]],
     ) -> list[EvaluatorSpec]:
         if not specs:
             return []
+        matching = [spec for spec in specs if spec.matches(span.name, attributes, kind)]
+        trace_id = span.context.trace_id if span.context is not None else 0
+        return self._admitted(matching, attributes, trace_id, skipped) if matching else matching
+
+    def _admitted(
+        self,
+        specs: Sequence[EvaluatorSpec],
+        attributes: Any,
+        trace_id: int,
+        skipped: list[tuple[EvaluatorSpec, str]],
+    ) -> list[EvaluatorSpec]:
+        """Return the ``specs`` that run now; the others are counted and appended to ``skipped`` with the reason.
+
+        Sampling first (free and deterministic), then the rate limits and budgets (which take a token).
+        """
         chosen = []
+        limits = self._limits if self._limits.active else None
         for spec in specs:
-            if spec.matches(span.name, attributes, kind):
-                if _sampled(spec, attributes, span.context.trace_id if span.context is not None else 0):
-                    chosen.append(spec)
-                else:
-                    self._stats.incr("sampled_out")
+            if not _sampled(spec, attributes, trace_id):
+                self._stats.incr("sampled_out")
+                reason: str | None = semconv.SKIP_SAMPLED_OUT
+            else:
+                reason = limits.admit(spec.evaluator.name) if limits is not None else None
+            if reason is None:
+                chosen.append(spec)
+            else:
+                self._stats.not_evaluated(reason, spec.evaluator.name)
+                skipped.append((spec, reason))
         return chosen
 
     def _resolve(self, ref: str) -> tuple[EvaluatorSpec, ...]:

@@ -37,27 +37,29 @@ def _ns(result_time: object) -> int:
     return int(timestamp() * 1e9) if callable(timestamp) else 0
 
 
-def result_events(span: ReadableSpan, results: Sequence[EvaluationResult]) -> list[Event]:
+def result_events(span: ReadableSpan, results: Sequence[EvaluationResult], *, provenance: bool = False) -> list[Event]:
     """Return one ``gen_ai.evaluation.result`` span event per result.
 
     Events are stamped with the span's end time: a span event outside its span's interval renders oddly in
-    Jaeger, and the exact evaluation time is on the log event and the score.
+    Jaeger, and the exact evaluation time is on the log event and the score. ``provenance`` adds the evaluator's
+    version and type (see :func:`~evaltrace.evaluation.convert.evaluation_event_attributes`).
     """
     response_id = response_id_of(span.attributes)
     return [
         Event(
             semconv.GEN_AI_EVALUATION_RESULT_EVENT,
-            evaluation_event_attributes(result, response_id),
+            evaluation_event_attributes(result, response_id, provenance=provenance),
             timestamp=span.end_time,
         )
         for result in results
     ]
 
 
-def enriched_copy(span: ReadableSpan, results: Sequence[EvaluationResult]) -> ReadableSpan:
+def enriched_copy(span: ReadableSpan, results: Sequence[EvaluationResult], *, provenance: bool = False) -> ReadableSpan:
     """Return a copy of ``span`` carrying the results as events and ``evaltrace.eval.*`` attributes.
 
     The span's own status is never changed: an evaluation's verdict or error is not the application's.
+    ``provenance`` is passed on to :func:`result_events`.
     """
     attributes = dict(span.attributes or {})
     attributes.update(span_result_attributes(results))
@@ -67,7 +69,7 @@ def enriched_copy(span: ReadableSpan, results: Sequence[EvaluationResult]) -> Re
         parent=span.parent,
         resource=span.resource,
         attributes=attributes,
-        events=[*span.events, *result_events(span, results)],
+        events=[*span.events, *result_events(span, results, provenance=provenance)],
         links=span.links,
         kind=span.kind,
         status=span.status,
@@ -77,7 +79,7 @@ def enriched_copy(span: ReadableSpan, results: Sequence[EvaluationResult]) -> Re
     )
 
 
-def evaluation_span(span: ReadableSpan, result: EvaluationResult) -> ReadableSpan | None:
+def evaluation_span(span: ReadableSpan, result: EvaluationResult, *, provenance: bool = False) -> ReadableSpan | None:
     """Return the child span ``evaluation {name}`` carrying one late result (None for a span without context).
 
     Kind INTERNAL, ``evaltrace.span.kind=evaluation``, ``langfuse.observation.type=evaluator``; it spans the
@@ -96,7 +98,7 @@ def evaluation_span(span: ReadableSpan, result: EvaluationResult) -> ReadableSpa
         trace_flags=parent.trace_flags,
         trace_state=parent.trace_state,
     )
-    event_attributes = evaluation_event_attributes(result, response_id_of(span.attributes))
+    event_attributes = evaluation_event_attributes(result, response_id_of(span.attributes), provenance=provenance)
     attributes = {
         semconv.EVALTRACE_SPAN_KIND: semconv.KIND_EVALUATION,
         semconv.LANGFUSE_OBSERVATION_TYPE: semconv.LANGFUSE_TYPE_EVALUATOR,

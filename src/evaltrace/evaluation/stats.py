@@ -64,11 +64,25 @@ class PipelineStats:
             "unflushed_jobs": 0,
         }
         self._by_evaluator: dict[str, _EvaluatorCounters] = {}
+        # Evaluations an evaluator could have run and did not, by reason: {reason: {evaluator: count}}.
+        self._not_evaluated: dict[str, dict[str, int]] = {}
 
     def incr(self, name: str, amount: int = 1) -> None:
         """Add ``amount`` to counter ``name``."""
         with self._lock:
             self.counters[name] = self.counters.get(name, 0) + amount
+
+    def not_evaluated(self, reason: str, evaluator: str, amount: int = 1) -> None:
+        """Count ``amount`` evaluations of ``evaluator`` not run for ``reason`` (``sampled_out``, ``queue_full``...)."""
+        with self._lock:
+            self._by_evaluator.setdefault(evaluator, _EvaluatorCounters())  # listed with zeros, like the rest
+            per = self._not_evaluated.setdefault(reason, {})
+            per[evaluator] = per.get(evaluator, 0) + amount
+
+    def not_evaluated_counts(self) -> dict[str, dict[str, int]]:
+        """Return a copy of ``{reason: {evaluator: count}}`` (for the not-evaluated metric)."""
+        with self._lock:
+            return {reason: dict(per) for reason, per in self._not_evaluated.items()}
 
     def record(self, result: EvaluationResult) -> None:
         """Count one finished evaluation under its outcome."""
@@ -94,7 +108,9 @@ class PipelineStats:
         error_rate, latency_ms_p50, latency_ms_p95``: ``failed`` counts judgements that failed, ``errors``
         evaluations that errored (``timed_out`` is the subset that timed out); ``pass_rate`` is
         ``passed / (passed + failed)`` and ``error_rate`` ``errors / (passed + failed + errors)`` (None when
-        their denominator is 0); skipped evaluations are in neither.
+        their denominator is 0); skipped evaluations are in neither. ``not_evaluated_by_reason`` counts the
+        evaluations that were never started (``sampled_out``, ``queue_full``, ``rate_limited``,
+        ``over_budget``), in total and, under each evaluator's entry, per evaluator.
         """
         with self._lock:
             data: dict[str, Any] = dict(self.counters)
@@ -114,5 +130,10 @@ class PipelineStats:
                     "latency_ms_p50": percentile(latencies, 0.50),
                     "latency_ms_p95": percentile(latencies, 0.95),
                 }
+            by_reason = {reason: sum(counts.values()) for reason, counts in self._not_evaluated.items()}
+            for reason, counts in self._not_evaluated.items():
+                for name, count in counts.items():
+                    evaluators[name].setdefault("not_evaluated_by_reason", {})[reason] = count
         data["evaluators"] = evaluators
+        data["not_evaluated_by_reason"] = by_reason
         return data

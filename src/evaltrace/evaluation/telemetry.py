@@ -3,10 +3,16 @@
 The log event goes through the Logs API (the spec's direction, conventions.md 1.4), parented to the evaluated
 span through a context holding a ``NonRecordingSpan`` of its span context. Both use the provider given to the
 processor or, when none, the global one (a no-op until the application installs one), looked up lazily.
+
+Every metric attribute naming an evaluator goes through one :class:`NameGuard`: custom evaluator names are kept
+as they are (never dropped, never hashed) up to ``MAX_METRIC_EVALUATOR_NAMES`` distinct names per process; names
+first seen beyond that are recorded as ``_other``, so a bug minting a name per request cannot grow the metric
+storage without bound.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -19,9 +25,47 @@ from opentelemetry.trace import NonRecordingSpan, set_span_in_context
 from evaltrace._internal import semconv
 from evaltrace._internal.tracing import INSTRUMENTATION_NAME
 from evaltrace._version import __version__
-from evaltrace.evaluation.convert import evaluation_event_attributes, is_judged, response_id_of, result_outcome
+from evaltrace.evaluation.convert import (
+    error_type,
+    evaluation_event_attributes,
+    is_judged,
+    response_id_of,
+    result_outcome,
+)
 from evaltrace.exporters.redaction import redact_attributes
 from evaltrace.schema import EvaluationResult
+
+MAX_METRIC_EVALUATOR_NAMES = 200
+"""Distinct evaluator names a process records on metrics before further new names become ``_other``."""
+
+SCORE_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 100.0)
+"""``gen_ai.evaluation.score`` bucket boundaries: deciles for the usual 0-1 scores, then 1-5 / 1-10 / 0-100 scales.
+
+The SDK's default boundaries (0, 5, 10, 25, ...) would put every 0-1 score in one bucket.
+"""
+
+
+class NameGuard:
+    """Bound the distinct evaluator names recorded on metrics; names beyond the bound become ``_other``.
+
+    Args:
+        limit: Distinct names kept; the first ``limit`` names seen are kept for the life of the process.
+    """
+
+    def __init__(self, limit: int = MAX_METRIC_EVALUATOR_NAMES) -> None:
+        self._limit = limit
+        self._names: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, name: str) -> str:
+        """Return ``name`` when it is (or can still become) one of the kept names, else ``_other``."""
+        if name in self._names:  # the common case, lock-free: set membership is atomic in CPython
+            return name
+        with self._lock:
+            if name in self._names or len(self._names) < self._limit:
+                self._names.add(name)
+                return name
+        return semconv.METRIC_NAME_OVERFLOW
 
 
 class LogEventEmitter:
@@ -30,13 +74,19 @@ class LogEventEmitter:
     Args:
         logger_provider: The provider; None uses the global one at each emit (so one set later is honoured).
         redactor: Applied to the string attributes of each record (the explanation, the label), when given.
+        provenance: Add the evaluator's version and type to each record (opt-in, see ``ProcessorOptions``).
     """
 
     def __init__(
-        self, logger_provider: LoggerProvider | None = None, redactor: Callable[[str], str] | None = None
+        self,
+        logger_provider: LoggerProvider | None = None,
+        redactor: Callable[[str], str] | None = None,
+        *,
+        provenance: bool = False,
     ) -> None:
         self._provider = logger_provider
         self._redactor = redactor
+        self._provenance = provenance
         self._logger: tuple[LoggerProvider, Logger] | None = None
 
     def _get_logger(self) -> Logger:
@@ -51,7 +101,7 @@ class LogEventEmitter:
         """Emit the event for ``result`` parented to ``span``."""
         if span.context is None:
             return
-        attributes = evaluation_event_attributes(result, response_id_of(span.attributes))
+        attributes = evaluation_event_attributes(result, response_id_of(span.attributes), provenance=self._provenance)
         if self._redactor is not None:
             attributes = redact_attributes(attributes, self._redactor)
         self._get_logger().emit(
@@ -71,6 +121,7 @@ class PipelineMetrics:
         observe_pass_rates: Returns ``{evaluator: pass rate}`` over the monitor's window (judgements only), for
             a gauge.
         observe_sinks: Returns ``{sink: {outcome: cumulative count}}`` for an observable counter.
+        max_evaluator_names: Distinct evaluator names recorded before new ones become ``_other``.
     """
 
     def __init__(
@@ -79,8 +130,22 @@ class PipelineMetrics:
         observe_queue: Callable[[], int],
         observe_pass_rates: Callable[[], dict[str, float]],
         observe_sinks: Callable[[], dict[str, dict[str, int]]],
+        max_evaluator_names: int = MAX_METRIC_EVALUATOR_NAMES,
     ) -> None:
         meter = (meter_provider or metrics.get_meter_provider()).get_meter(INSTRUMENTATION_NAME, __version__)
+        self._name = NameGuard(max_evaluator_names)
+        self._scores = meter.create_histogram(
+            semconv.METRIC_GEN_AI_EVALUATION_SCORE,
+            unit="1",
+            description="Evaluation score values (judgements with a numeric score)",
+            explicit_bucket_boundaries_advisory=SCORE_BUCKETS,
+        )
+        self._passes = meter.create_counter(
+            semconv.METRIC_EVAL_PASSES, unit="{evaluation}", description="Evaluations judged a pass"
+        )
+        self._errors = meter.create_counter(
+            semconv.METRIC_EVAL_ERRORS, unit="{evaluation}", description="Evaluations that failed to run"
+        )
         self._evaluations = meter.create_counter(
             semconv.METRIC_EVAL_EVALUATIONS, unit="{evaluation}", description="Evaluations run"
         )
@@ -103,22 +168,35 @@ class PipelineMetrics:
         meter.create_observable_gauge(semconv.METRIC_EVAL_PASS_RATE, [self._pass_rate_callback], unit="1")
 
     def record_result(self, result: EvaluationResult) -> None:
-        """Count one evaluation and record its duration.
+        """Count one evaluation, record its duration and, for a judgement with a score, the score.
 
         The count carries the evaluator, the status and the outcome (pass / fail / error / not_evaluated);
         ``evaltrace.evaluation.passed`` only for a judgement, so a dashboard summing ``passed=false`` counts
-        fails, never errors or skips.
+        fails, never errors or skips. ``gen_ai.evaluation.score`` gets the score of a judgement only (an error or
+        a skip has no score worth averaging), with ``gen_ai.evaluation.name`` and the outcome (pass / fail);
+        ``evaltrace.evaluation.passes`` counts passes and ``evaltrace.evaluation.errors`` errors by ``error.type``.
         """
         outcome = result_outcome(result)
+        name = self._name(result.evaluator)
+        if is_judged(outcome) and result.score is not None:
+            self._scores.record(
+                float(result.score),
+                {semconv.GEN_AI_EVALUATION_NAME: name, semconv.EVALTRACE_EVAL_OUTCOME_ATTR: outcome},
+            )
+        if outcome == semconv.OUTCOME_PASS:
+            self._passes.add(1, {semconv.EVALTRACE_EVALUATOR_NAME: name})
+        elif outcome == semconv.OUTCOME_ERROR:
+            failure = error_type(result) or semconv.ERROR_TYPE_OTHER
+            self._errors.add(1, {semconv.EVALTRACE_EVALUATOR_NAME: name, semconv.ERROR_TYPE: failure})
         attributes: dict[str, str | bool] = {
-            semconv.EVALTRACE_EVALUATOR_NAME: result.evaluator,
+            semconv.EVALTRACE_EVALUATOR_NAME: name,
             semconv.EVALTRACE_EVAL_STATUS: result.status,
             semconv.EVALTRACE_EVAL_OUTCOME_ATTR: outcome,
         }
         if is_judged(outcome):
             attributes[semconv.EVALTRACE_EVAL_PASSED_ATTR] = outcome == semconv.OUTCOME_PASS
         self._evaluations.add(1, attributes)
-        self._duration.record(result.latency_ms / 1000, {semconv.EVALTRACE_EVALUATOR_NAME: result.evaluator})
+        self._duration.record(result.latency_ms / 1000, {semconv.EVALTRACE_EVALUATOR_NAME: name})
 
     def record_dropped(self) -> None:
         """Count one span dropped from the evaluation queue."""
@@ -126,14 +204,20 @@ class PipelineMetrics:
 
     def record_reject(self, evaluator: str) -> None:
         """Count one score rejected by its ScoreConfig."""
-        self._rejects.add(1, {semconv.EVALTRACE_EVALUATOR_NAME: evaluator})
+        self._rejects.add(1, {semconv.EVALTRACE_EVALUATOR_NAME: self._name(evaluator)})
 
     def _queue_callback(self, options: CallbackOptions) -> Iterable[Observation]:
         return [Observation(self._observe_queue())]
 
     def _pass_rate_callback(self, options: CallbackOptions) -> Iterable[Observation]:
         rates: dict[str, Any] = self._observe_pass_rates()
-        return [Observation(rate, {semconv.EVALTRACE_EVALUATOR_NAME: name}) for name, rate in rates.items()]
+        # Names past the bound are left out here rather than folded: averaging rates of unrelated evaluators
+        # into one "_other" gauge would be a number that means nothing.
+        return [
+            Observation(rate, {semconv.EVALTRACE_EVALUATOR_NAME: name})
+            for name, rate in rates.items()
+            if self._name(name) == name
+        ]
 
     def _sink_callback(self, options: CallbackOptions) -> Iterable[Observation]:
         return [

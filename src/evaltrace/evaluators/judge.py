@@ -16,6 +16,7 @@ import json
 import os
 import re
 import threading
+import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -74,6 +75,7 @@ class JudgeCall:
     attempts: int = 0
     cached: bool = False
     finish_reasons: list[str | None] = field(default_factory=list)
+    duration_s: float = 0.0
 
     def as_detail(self) -> dict[str, Any]:
         """Return the record stored under ``detail["judge"]``."""
@@ -87,6 +89,7 @@ class JudgeCall:
             "attempts": self.attempts,
             "cached": self.cached,
             "finish_reasons": list(self.finish_reasons),
+            "duration_s": self.duration_s,
         }
 
 
@@ -251,6 +254,7 @@ class Judge:
         return str(text), tokens_in, tokens_out, getattr(choice, "finish_reason", None)
 
     async def _call(self, call: JudgeCall, messages: list[dict[str, str]], json_mode: bool) -> JudgeCall:
+        started = time.perf_counter()
         try:
             text, tokens_in, tokens_out, finish_reason = await self._complete(messages, json_mode)
         except Exception as exc:
@@ -258,7 +262,8 @@ class Judge:
 
             if not isinstance(exc, openai.OpenAIError):
                 raise
-            failed = replace(call, attempts=call.attempts + 1)
+            spent = call.duration_s + time.perf_counter() - started
+            failed = replace(call, attempts=call.attempts + 1, duration_s=spent)
             raise JudgeError(f"judge call failed: {type(exc).__name__}: {exc}", failed, _error_type(exc)) from exc
         input_tokens, output_tokens = call.input_tokens + tokens_in, call.output_tokens + tokens_out
         return replace(
@@ -269,6 +274,7 @@ class Judge:
             cost_usd=self._cost(input_tokens, output_tokens),
             attempts=call.attempts + 1,
             finish_reasons=[*call.finish_reasons, finish_reason],
+            duration_s=call.duration_s + time.perf_counter() - started,
         )
 
     async def ask(self, prompt: Prompt, variables: Mapping[str, str], parse: Callable[[str], T]) -> JudgeReply[T]:

@@ -1,0 +1,104 @@
+"""Judge spend and skipped evaluations as metrics, apart from the application's own LLM metrics.
+
+Judge calls are suppressed from tracing (they would otherwise read as the application's LLM calls), so their
+duration, tokens and cost are measured here, from each result's ``detail["judge"]`` record, under
+``gen_ai.evaluation.client.*`` names. Attributes stay low-cardinality: the evaluator name and the judge model,
+plus the token type; skipped evaluations carry the evaluator name and one of a handful of skip reasons.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry import metrics
+from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
+
+from evaltrace._internal import semconv
+from evaltrace._internal.tracing import INSTRUMENTATION_NAME
+from evaltrace._version import __version__
+from evaltrace.evaluation.telemetry import NameGuard
+from evaltrace.schema import EvaluationResult
+
+
+@dataclass(frozen=True)
+class JudgeUsage:
+    """What one evaluation's judge calls cost (a cached judgement costs nothing)."""
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cost_usd: float | None
+    duration_s: float | None
+
+
+def judge_usage(result: EvaluationResult) -> JudgeUsage | None:
+    """Return the judge usage recorded on ``result`` (``detail["judge"]``), or None when no judge was called."""
+    record: Any = result.detail.get("judge") if isinstance(result.detail, dict) else None
+    if not isinstance(record, dict) or record.get("cached"):
+        return None
+    cost = record.get("cost_usd")
+    duration = record.get("duration_s")
+    return JudgeUsage(
+        model=str(record.get("model") or ""),
+        input_tokens=int(record.get("input_tokens") or 0),
+        output_tokens=int(record.get("output_tokens") or 0),
+        cost_usd=float(cost) if isinstance(cost, int | float) else None,
+        duration_s=float(duration) if isinstance(duration, int | float) else None,
+    )
+
+
+class SpendMetrics:
+    """Instruments for judge spend and for evaluations not run.
+
+    Args:
+        meter_provider: The provider; None uses the global one (a no-op unless the application set one).
+        observe_not_evaluated: Returns ``{reason: {evaluator: cumulative count}}`` of the evaluations not run.
+            An observable counter read at collection time, so a sampled-out span costs the application thread
+            no metric call.
+    """
+
+    def __init__(
+        self, meter_provider: MeterProvider | None, observe_not_evaluated: Callable[[], dict[str, dict[str, int]]]
+    ) -> None:
+        meter = (meter_provider or metrics.get_meter_provider()).get_meter(INSTRUMENTATION_NAME, __version__)
+        self._name = NameGuard()  # the same bound on distinct evaluator names as the other evaluation metrics
+        self._duration = meter.create_histogram(
+            semconv.METRIC_EVAL_CLIENT_DURATION, unit="s", description="Judge call duration per evaluation"
+        )
+        self._tokens = meter.create_histogram(
+            semconv.METRIC_EVAL_CLIENT_TOKEN_USAGE, unit="{token}", description="Judge tokens per evaluation"
+        )
+        self._cost = meter.create_counter(semconv.METRIC_EVAL_CLIENT_COST, unit="USD", description="Judge cost")
+        self._observe_not_evaluated = observe_not_evaluated
+        meter.create_observable_counter(
+            semconv.METRIC_EVAL_NOT_EVALUATED,
+            [self._not_evaluated_callback],
+            unit="{evaluation}",
+            description="Evaluations not run, by reason",
+        )
+
+    def record_usage(self, evaluator: str, usage: JudgeUsage) -> None:
+        """Record one evaluation's judge duration, tokens and cost."""
+        attributes = {
+            semconv.EVALTRACE_EVALUATOR_NAME: self._name(evaluator),
+            semconv.GEN_AI_REQUEST_MODEL: usage.model,
+        }
+        if usage.duration_s is not None:
+            self._duration.record(usage.duration_s, attributes)
+        self._tokens.record(usage.input_tokens, {**attributes, semconv.GEN_AI_TOKEN_TYPE: "input"})
+        self._tokens.record(usage.output_tokens, {**attributes, semconv.GEN_AI_TOKEN_TYPE: "output"})
+        if usage.cost_usd is not None:
+            self._cost.add(usage.cost_usd, attributes)
+
+    def _not_evaluated_callback(self, options: CallbackOptions) -> Iterable[Observation]:
+        totals: dict[tuple[str, str], int] = {}  # names past the bound add up under _other
+        for reason, per in self._observe_not_evaluated().items():
+            for name, count in per.items():
+                key = (self._name(name), reason)
+                totals[key] = totals.get(key, 0) + count
+        return [
+            Observation(count, {semconv.EVALTRACE_EVALUATOR_NAME: name, semconv.EVALTRACE_SKIP_REASON: reason})
+            for (name, reason), count in totals.items()
+        ]

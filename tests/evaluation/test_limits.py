@@ -1,0 +1,311 @@
+"""Rate limits, judge budgets and skip reasons, through the real pipeline (OTel SDK, Metrics SDK) and a real
+OpenAI-shaped judge server on 127.0.0.1.
+
+Rate limits run on an injected clock, so no assertion depends on how fast the machine is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan
+
+from evaltrace.evaluation import EvaluatorSpec, Limits, evaluator
+from evaltrace.evaluation.limits import LimitGate
+from evaltrace.evaluators import LLMJudge
+from evaltrace.evaluators.judge import Judge
+from evaltrace.exceptions import ConfigError
+from evaltrace.schema import Trace
+
+from .conftest import MakePipeline
+
+PROMPT_TOKENS = 100_000
+COMPLETION_TOKENS = 10_000
+# gpt-4o-mini in evaltrace.pricing: $0.15 / $0.60 per million tokens.
+CALL_USD = PROMPT_TOKENS * 0.15 / 1e6 + COMPLETION_TOKENS * 0.60 / 1e6
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@evaluator(name="limited")
+def limited(trace: Trace) -> bool:
+    return False  # a fail when it runs: a skipped evaluation must never read as one
+
+
+@evaluator(name="free")
+def free(trace: Trace) -> bool:
+    return True
+
+
+@dataclass
+class ChatServer:
+    """An OpenAI chat-completions endpoint that always answers ``{"score": 1}`` with fixed token usage."""
+
+    url: str = ""
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.requests)
+
+
+@pytest.fixture
+def chat_server() -> Iterator[ChatServer]:
+    chat = ChatServer()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with chat.lock:
+                chat.requests.append(body)
+            reply = {
+                "id": "chatcmpl-1",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": json.dumps({"score": 1, "reason": "fine"})},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": PROMPT_TOKENS,
+                    "completion_tokens": COMPLETION_TOKENS,
+                    "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS,
+                },
+            }
+            payload = json.dumps(reply).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    chat.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield chat
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def attrs(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+def metric_points(reader: InMemoryMetricReader, name: str) -> list[Any]:
+    data = reader.get_metrics_data()
+    assert data is not None
+    return [
+        point
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        if metric.name == name
+        for point in metric.data.data_points
+    ]
+
+
+def test_the_token_bucket_skips_evaluations_beyond_the_rate(make_pipeline: MakePipeline) -> None:
+    clock = FakeClock()
+    limits = Limits(evaluations_per_second=1, burst=2)
+    p = make_pipeline([EvaluatorSpec(limited, limits=limits), free], limits_clock=clock)
+    for i in range(5):
+        with p.tracer.start_as_current_span(f"chat-{i}"):
+            pass
+    clock.now += 1.0  # one more token
+    with p.tracer.start_as_current_span("chat-5"):
+        pass
+    p.flush()
+
+    outcomes = [attrs(p.one(f"chat-{i}")).get("evaltrace.eval.limited.outcome") for i in range(6)]
+    assert outcomes == ["fail", "fail", "not_evaluated", "not_evaluated", "not_evaluated", "fail"]
+    skipped = attrs(p.one("chat-2"))
+    assert skipped["evaltrace.eval.limited.skip_reason"] == "rate_limited"
+    assert "evaltrace.eval.limited.passed" not in skipped
+    assert skipped["evaltrace.eval.free.outcome"] == "pass"  # the unlimited evaluator ran on every span
+    stats = p.processor.stats()
+    assert stats["not_evaluated_by_reason"] == {"rate_limited": 3}
+    assert stats["evaluators"]["limited"]["failed"] == 3
+    assert stats["evaluators"]["limited"]["not_evaluated_by_reason"] == {"rate_limited": 3}
+    assert stats["evaluators"]["free"]["passed"] == 6
+
+
+def test_a_global_rate_limit_applies_to_every_evaluator_together(make_pipeline: MakePipeline) -> None:
+    clock = FakeClock()
+    p = make_pipeline([limited, free], limits={"evaluations_per_second": 1, "burst": 3}, limits_clock=clock)
+    for i in range(2):
+        with p.tracer.start_as_current_span(f"chat-{i}"):
+            pass
+    p.flush()
+    first, second = attrs(p.one("chat-0")), attrs(p.one("chat-1"))
+    assert first["evaltrace.eval.limited.outcome"] == "fail"
+    assert first["evaltrace.eval.free.outcome"] == "pass"
+    assert second["evaltrace.eval.limited.outcome"] == "fail"  # the third token
+    assert second["evaltrace.eval.free.outcome"] == "not_evaluated"  # the bucket was empty for it
+    assert second["evaltrace.eval.free.skip_reason"] == "rate_limited"
+    assert p.processor.stats()["not_evaluated_by_reason"] == {"rate_limited": 1}
+
+
+def test_a_usd_budget_stops_judge_calls_and_reports_over_budget(
+    make_pipeline: MakePipeline, chat_server: ChatServer
+) -> None:
+    reader = InMemoryMetricReader()
+    judge = Judge("gpt-4o-mini", base_url=chat_server.url, api_key="k", max_retries=0)  # priced by evaltrace.pricing
+    judged = LLMJudge(rubric="Answers the question", judge=judge)
+    budget = Limits(max_usd_per_day=CALL_USD * 1.5)  # the second call crosses it
+    p = make_pipeline(
+        [EvaluatorSpec(judged, limits=budget), free],
+        meter_provider=MeterProvider(metric_readers=[reader]),
+        limits_clock=FakeClock(),
+    )
+    for i in range(4):
+        with p.tracer.start_as_current_span(f"chat-{i}") as span:
+            span.set_attribute("output.value", f"answer number {i}")  # distinct prompts: no judge cache hit
+        p.flush()  # the spend is charged before the next span is admitted
+
+    assert chat_server.count() == 2
+    name = judged.name
+    outcomes = [attrs(p.one(f"chat-{i}")).get(f"evaltrace.eval.{name}.outcome") for i in range(4)]
+    assert outcomes == ["pass", "pass", "not_evaluated", "not_evaluated"]
+    assert attrs(p.one("chat-3"))[f"evaltrace.eval.{name}.skip_reason"] == "over_budget"
+    stats = p.processor.stats()
+    assert stats["not_evaluated_by_reason"] == {"over_budget": 2}
+    assert stats["failed"] == 0
+
+    cost = metric_points(reader, "gen_ai.evaluation.client.cost")
+    assert len(cost) == 1
+    assert cost[0].value == pytest.approx(2 * CALL_USD)
+    assert dict(cost[0].attributes) == {"evaltrace.evaluator": name, "gen_ai.request.model": "gpt-4o-mini"}
+    tokens = {
+        p.attributes["gen_ai.token.type"]: p.sum for p in metric_points(reader, "gen_ai.evaluation.client.token.usage")
+    }
+    assert tokens == {"input": 2 * PROMPT_TOKENS, "output": 2 * COMPLETION_TOKENS}
+    durations = metric_points(reader, "gen_ai.evaluation.client.operation.duration")
+    assert [d.count for d in durations] == [2]
+    skips = {
+        (d.attributes["evaltrace.evaluator"], d.attributes["evaltrace.evaluation.skip_reason"]): d.value
+        for d in metric_points(reader, "evaltrace.evaluation.not_evaluated")
+    }
+    assert skips == {(name, "over_budget"): 2}
+    # The judge's calls are never application LLM metrics.
+    assert metric_points(reader, "gen_ai.client.token.usage") == []
+
+
+def test_a_token_budget_counts_the_tokens_of_the_judge_replies(
+    make_pipeline: MakePipeline, chat_server: ChatServer
+) -> None:
+    judge = Judge("gpt-4o-mini", base_url=chat_server.url, api_key="k", max_retries=0)
+    judged = LLMJudge(rubric="Answers the question", judge=judge)
+    per_call = PROMPT_TOKENS + COMPLETION_TOKENS
+    p = make_pipeline([EvaluatorSpec(judged, limits=Limits(max_tokens_per_hour=per_call))], limits_clock=FakeClock())
+    for i in range(3):
+        with p.tracer.start_as_current_span(f"chat-{i}") as span:
+            span.set_attribute("output.value", f"answer number {i}")
+        p.flush()
+    assert chat_server.count() == 1
+    assert p.processor.stats()["not_evaluated_by_reason"] == {"over_budget": 2}
+
+
+def test_sampled_out_evaluators_are_counted_and_shown_on_spans_enriched_anyway(make_pipeline: MakePipeline) -> None:
+    reader = InMemoryMetricReader()
+    p = make_pipeline(
+        [EvaluatorSpec(limited, sample_rate=0.0), free], meter_provider=MeterProvider(metric_readers=[reader])
+    )
+    with p.tracer.start_as_current_span("chat"):
+        pass
+    p.flush()
+    span = attrs(p.one("chat"))
+    assert span["evaltrace.eval.limited.outcome"] == "not_evaluated"
+    assert span["evaltrace.eval.limited.skip_reason"] == "sampled_out"
+    assert span["evaltrace.eval.free.outcome"] == "pass"
+    stats = p.processor.stats()
+    assert stats["sampled_out"] == 1
+    assert stats["not_evaluated_by_reason"] == {"sampled_out": 1}
+    assert stats["evaluated"] == 1  # the skip is not an evaluation that ran
+    points = metric_points(reader, "evaltrace.evaluation.not_evaluated")
+    assert [(dict(d.attributes), d.value) for d in points] == [
+        ({"evaltrace.evaluator": "limited", "evaltrace.evaluation.skip_reason": "sampled_out"}, 1)
+    ]
+
+
+def test_a_full_queue_counts_each_evaluator_as_queue_full(make_pipeline: MakePipeline) -> None:
+    release = threading.Event()
+
+    @evaluator(name="slow")
+    def slow(trace: Trace) -> bool:
+        return release.wait(10)
+
+    p = make_pipeline([slow], max_queue_size=1, hold_timeout_s=10)
+    try:
+        with p.tracer.start_as_current_span("first"):
+            pass
+        with p.tracer.start_as_current_span("second"):
+            pass
+        assert p.processor.stats()["not_evaluated_by_reason"] == {"queue_full": 1}
+    finally:
+        release.set()
+    p.flush()
+    assert p.processor.stats()["evaluators"]["slow"]["not_evaluated_by_reason"] == {"queue_full": 1}
+
+
+def test_max_concurrent_holds_evaluations_to_the_limit() -> None:
+    asyncio.run(_concurrency())
+
+
+async def _concurrency() -> None:
+    gate = LimitGate(Limits(max_concurrent=2))
+    running = 0
+    peak = 0
+
+    async def one() -> None:
+        nonlocal running, peak
+        async with gate.slot("any"):
+            running += 1
+            peak = max(peak, running)
+            await asyncio.sleep(0)
+            running -= 1
+
+    await asyncio.gather(*(one() for _ in range(6)))
+    assert peak == 2
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"evaluations_per_secnd": 1}, "limits.evaluations_per_secnd"),
+        ({"max_usd_per_day": -1}, "limits.max_usd_per_day"),
+        ({"max_concurrent": 0}, "limits.max_concurrent"),
+        ({"max_tokens_per_hour": 1.5}, "limits.max_tokens_per_hour"),
+    ],
+)
+def test_bad_limits_are_config_errors_naming_the_key(value: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
+        Limits.coerce(value, "limits")
+    with pytest.raises(ConfigError, match=f"limited.{message}".replace(".", r"\.")):
+        EvaluatorSpec(limited, limits=value)  # type: ignore[arg-type]
