@@ -75,4 +75,6 @@ def test_the_eval_example_runs_offline_and_reports(tmp_path: Path) -> None:
     assert {v["name"] for v in summary["variants"]} == {"careful", "quick", "deployed"}
     report = (run / "run.html").read_text(encoding="utf-8")
     assert "save_note" in report and "deployed" in report
+    # The filesystem cell's detail shows what the system changed in its workspace (diff.txt), escaped.
+    assert "Files changed" in report and "last_note = &quot;notes/" in report
     assert "regressed in quick: convert_eur_usd, convert_gbp_eur, save_note" in completed.stdout

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from evaltrace.runner.artifacts import DIFF_FILE, artifact_dir
 from evaltrace.runner.findings import CellKey, trace_locations, verdict_of, with_findings
 from evaltrace.runner.rundir import CASES_FILE, HASH_FILE, SUMMARY_FILE, TRACES_FILE, RunDirectory
 from evaltrace.runner.summary import Outcome, case_outcomes, summarise_run
@@ -39,6 +40,8 @@ class RunCell:
     trace: Trace | None
     verdicts: list[EvaluatorVerdict] = field(default_factory=list)
     trace_line: int | None = None
+    file_diff: str | None = None
+    """The cell's ``diff.txt`` (filesystem evals), cut at :data:`MAX_DIFF_CHARS`; None without a workspace."""
 
 
 @dataclass
@@ -84,6 +87,22 @@ def _summary(run: RunDirectory, traces: list[Trace], results: list[EvaluationRes
     return with_findings(summary, outcomes, traces, results)
 
 
+MAX_DIFF_CHARS = 65_536
+"""Longest ``diff.txt`` shown in a cell's detail; the file in the run directory keeps the rest."""
+
+
+def _file_diff(run: RunDirectory, case_id: str, variant: str) -> str | None:
+    path = artifact_dir(run.path, case_id, variant) / DIFF_FILE
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            text = handle.read(MAX_DIFF_CHARS + 1)
+    except OSError:
+        return None
+    if len(text) > MAX_DIFF_CHARS:
+        text = text[:MAX_DIFF_CHARS] + f"\n... cut at {MAX_DIFF_CHARS} characters: the whole diff is {path}"
+    return text
+
+
 def build_run_report(run: RunDirectory) -> RunReportData:
     """Gather the report of a run directory.
 
@@ -117,6 +136,7 @@ def build_run_report(run: RunDirectory) -> RunReportData:
                 trace=trace,
                 verdicts=by_cell.get(key, []),
                 trace_line=locations.get(key),
+                file_diff=_file_diff(run, case_id, variant) if trace is not None else None,
             )
     return RunReportData(
         summary=summary,

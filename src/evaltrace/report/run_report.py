@@ -276,8 +276,15 @@ def _dialog(cell: RunCell, data: RunReportData) -> str:
     trace = cell.trace
     if trace is None or cell.outcome is None:
         return ""
+    files = f"<h3>Files changed</h3><pre>{_e(cell.file_diff)}</pre>" if cell.file_diff is not None else ""
     body = "".join(
-        [_evaluations(cell), _output(trace), _tools_and_messages(trace), _case(data.cases.get(cell.case_id), trace)]
+        [
+            _evaluations(cell),
+            _output(trace),
+            _tools_and_messages(trace),
+            files,
+            _case(data.cases.get(cell.case_id), trace),
+        ]
     )
     return (
         f'<dialog class="trace" id="{cell.dom_id}" data-case="{_e(cell.case_id)}" data-variant="{_e(cell.variant)}">'
