@@ -37,25 +37,9 @@ def parse_usage(value: Any) -> Usage:
     data = _as_dict(value)
     keys = data.keys()
     if keys & _OPENAI_CHAT:
-        prompt = _as_dict(data.get("prompt_tokens_details") or {})
-        completion = _as_dict(data.get("completion_tokens_details") or {})
-        return Usage(
-            input_tokens=_count(data, "prompt_tokens"),
-            output_tokens=_count(data, "completion_tokens"),
-            cached_tokens=_count(prompt, "cached_tokens"),
-            reasoning_tokens=_count(completion, "reasoning_tokens"),
-            cache_write_tokens=_count(prompt, "cache_write_tokens"),
-        )
+        return _openai(data, "prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details")
     if keys & _OPENAI_RESPONSES:
-        inputs = _as_dict(data.get("input_tokens_details") or {})
-        outputs = _as_dict(data.get("output_tokens_details") or {})
-        return Usage(
-            input_tokens=_count(data, "input_tokens"),
-            output_tokens=_count(data, "output_tokens"),
-            cached_tokens=_count(inputs, "cached_tokens"),
-            reasoning_tokens=_count(outputs, "reasoning_tokens"),
-            cache_write_tokens=_count(inputs, "cache_write_tokens"),
-        )
+        return _openai(data, "input_tokens", "output_tokens", "input_tokens_details", "output_tokens_details")
     if keys & _ANTHROPIC:
         return _anthropic(data)
     if keys & _GEMINI:
@@ -72,6 +56,19 @@ def parse_usage(value: Any) -> Usage:
         cached_tokens=_count(data, "cache_read_tokens"),
         reasoning_tokens=_count(data, "reasoning_tokens"),
         cache_write_tokens=_count(data, "cache_creation_tokens"),
+    )
+
+
+def _openai(data: Mapping[str, Any], inputs: str, outputs: str, input_details: str, output_details: str) -> Usage:
+    """OpenAI's Chat and Responses usage: the same counts under the two APIs' own key names."""
+    details_in = _as_dict(data.get(input_details) or {})
+    details_out = _as_dict(data.get(output_details) or {})
+    return Usage(
+        input_tokens=_count(data, inputs),
+        output_tokens=_count(data, outputs),
+        cached_tokens=_count(details_in, "cached_tokens"),
+        reasoning_tokens=_count(details_out, "reasoning_tokens"),
+        cache_write_tokens=_count(details_in, "cache_write_tokens"),
     )
 
 
