@@ -108,11 +108,15 @@ def test_every_pipeline_references_defined_components(config: str) -> None:
         assert pipeline["receivers"] and pipeline["exporters"], name
         for section in ("receivers", "processors", "exporters"):
             for component in pipeline.get(section, []):
-                assert component in (data.get(section) or {}), f"{name} uses undefined {section[:-1]} {component}"
-                used[section].add(component)
+                # A connector is an exporter of one pipeline and a receiver of another.
+                home = (
+                    "connectors" if section != "processors" and component in (data.get("connectors") or {}) else section
+                )
+                assert component in (data.get(home) or {}), f"{name} uses undefined {section[:-1]} {component}"
+                used[home].add(component)
         processors = pipeline.get("processors", [])
         assert processors and processors[0] == "memory_limiter", f"{name}: memory_limiter must come first"
-    for section in ("receivers", "processors", "exporters"):
+    for section in SECTIONS:
         assert set(data.get(section) or {}) == used[section], f"defined but unused {section}"
     for extension in data["service"].get("extensions", []):
         assert extension in data["extensions"]
@@ -138,10 +142,36 @@ def test_a_jaeger_only_config_has_no_langfuse_leg(config: str) -> None:
     # Without credentials a Langfuse exporter could only fail (401 on every batch, retried for 5 minutes).
     assert "langfuse" not in yaml.safe_dump(load(config)).lower()
     merged = load(f"{config}+{OVERLAY}")
-    viewers = merged["service"]["pipelines"]["traces/viewers"]
-    assert viewers["exporters"] == ["otlp_grpc/jaeger", "otlp_http/langfuse"]
+    pipelines = merged["service"]["pipelines"]
+    viewers = pipelines["traces/viewers"]
+    # The viewers' spans fork to Jaeger and, through a connector, to Langfuse's own pipeline.
+    assert viewers["exporters"] == ["otlp_grpc/jaeger", "forward/langfuse"]
     assert viewers["receivers"] == load(config)["service"]["pipelines"]["traces/viewers"]["receivers"]
-    assert set(merged["service"]["pipelines"]) == set(load(config)["service"]["pipelines"]), "overlay adds a pipeline"
+    assert set(pipelines) == {*load(config)["service"]["pipelines"], "traces/langfuse"}
+    langfuse = pipelines["traces/langfuse"]
+    assert (langfuse["receivers"], langfuse["exporters"]) == (["forward/langfuse"], ["otlp_http/langfuse"])
+    assert "forward/langfuse" in merged["connectors"]
+
+
+def test_langfuse_gets_llm_messages_not_their_one_line_list_values() -> None:
+    # Langfuse reads input.value before gen_ai.input.messages (conventions.md 4.2): as the application's own
+    # Langfuse exporter does (exporters/langfuse_view.py), the collector drops the list values where the messages
+    # are present, and nowhere else.
+    merged = load(f"otelcol.yaml+{OVERLAY}")
+    assert "transform/langfuse_view" in merged["service"]["pipelines"]["traces/langfuse"]["processors"]
+    (group,) = merged["processors"]["transform/langfuse_view"]["trace_statements"]
+    assert group["context"] == "span"
+    dropped = {}
+    for statement in group["statements"]:
+        found = re.fullmatch(r'delete_key\(attributes, "([\w.]+)"\) where attributes\["([\w.]+)"\] != nil', statement)
+        assert found, statement
+        dropped[found.group(1)] = found.group(2)
+    assert dropped == {
+        "input.value": "gen_ai.input.messages",
+        "input.mime_type": "gen_ai.input.messages",
+        "output.value": "gen_ai.output.messages",
+        "output.mime_type": "gen_ai.output.messages",
+    }
 
 
 def test_load_balancer_retries_and_queues_at_the_top_level() -> None:

@@ -1,0 +1,74 @@
+"""What Langfuse is sent: LLM spans without the plain-text ``input.value`` / ``output.value``.
+
+LLM spans carry ``input.value`` (the last user message's text) and ``output.value`` (the answer's text) so that
+list views reading the OpenInference attributes (Phoenix) show the prompt and the answer. Langfuse reads
+``input.value`` *before* ``gen_ai.input.messages`` (conventions.md 4.2, "Input/output precedence"), so a
+generation would show one line of text instead of the whole conversation (system prompt, history, tool calls).
+The Langfuse exporter therefore drops the list values from a span whose messages are present: Langfuse then
+renders the messages as a chat, and its trace list still shows the root span's input and output. Spans without
+messages (decorated functions, tools) keep their ``input.value``/``output.value``, which is what Langfuse shows
+for them. The copy is made on the export thread and only for spans that hold both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from evaltrace._internal import semconv
+
+# (messages attribute, the list-value attributes it supersedes in Langfuse)
+_SUPERSEDED = (
+    (semconv.GEN_AI_INPUT_MESSAGES, (semconv.INPUT_VALUE, semconv.INPUT_MIME_TYPE)),
+    (semconv.GEN_AI_OUTPUT_MESSAGES, (semconv.OUTPUT_VALUE, semconv.OUTPUT_MIME_TYPE)),
+)
+
+
+def for_langfuse(span: ReadableSpan) -> ReadableSpan:
+    """Return ``span``, or a copy without the list values its messages supersede in Langfuse."""
+    attributes = span.attributes
+    if not attributes:
+        return span
+    drop = [key for messages, keys in _SUPERSEDED if messages in attributes and keys[0] in attributes for key in keys]
+    if not drop:
+        return span
+    kept = {key: value for key, value in attributes.items() if key not in drop}
+    return ReadableSpan(
+        name=span.name,
+        context=span.context,
+        parent=span.parent,
+        resource=span.resource,
+        attributes=kept,
+        events=span.events,
+        links=span.links,
+        kind=span.kind,
+        status=span.status,
+        start_time=span.start_time,
+        end_time=span.end_time,
+        instrumentation_scope=span.instrumentation_scope,
+    )
+
+
+class LangfuseViewExporter(SpanExporter):
+    """Wraps the Langfuse OTLP exporter; every span is passed on, LLM spans as :func:`for_langfuse` makes them.
+
+    Args:
+        inner: The OTLP/HTTP exporter aimed at Langfuse.
+    """
+
+    def __init__(self, inner: SpanExporter) -> None:
+        self.inner = inner
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Export ``spans`` through the wrapped exporter."""
+        return self.inner.export([for_langfuse(span) for span in spans])
+
+    def shutdown(self) -> None:
+        """Shut the wrapped exporter down."""
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Flush the wrapped exporter."""
+        return self.inner.force_flush(timeout_millis)
