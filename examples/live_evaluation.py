@@ -3,7 +3,8 @@
 Run: ``python examples/live_evaluation.py [output-dir]``. No network, no API keys.
 
 - ``@evaltrace.agent(evaluators=[...])`` attaches an evaluator to the agent span: it judges the agent's subtree.
-- ``EvaluatorSpec(..., trace_level=True)`` runs once per trace when the root span ends.
+- ``EvaluatorSpec(..., trace_level=True)`` runs once per trace when it is complete: its root span has ended and
+  no span of it arrived for ``trace_quiet_period_s`` (``force_flush()`` below does not wait for that).
 - ``EvaluatorSpec(..., span_kinds={"tool"})`` runs on every tool span.
 Scores go to ``scores.jsonl``; spans (enriched with ``gen_ai.evaluation.result`` events) to the local store.
 """

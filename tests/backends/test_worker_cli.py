@@ -34,7 +34,9 @@ def test_worker_process_evaluates_into_the_local_store_and_stops_on_sigterm(tmp_
         worker.kill()
     # Read once, without polling: the worker exited, so whatever it drained is on disk now.
     spans = LocalTraceStore(tmp_path / "store").spans(format(TRACE_ID, "032x")[:8])
-    assert {s.name for s in spans} == {"invoke_agent remote", "chat gpt-4o-mini"}
+    # The default trace-level evaluators report as child spans once the trace is complete (here: at the stop).
+    evaluations = {"evaluation agent_sanity", "evaluation looping_detection"}
+    assert {s.name for s in spans} == {"invoke_agent remote", "chat gpt-4o-mini", *evaluations}
     root = next(s for s in spans if s.name == "invoke_agent remote")
     evaluated = {k for k in (root.attributes or {}) if k.startswith("evaltrace.eval.")}
     assert "evaltrace.eval.pii_leakage.passed" in evaluated

@@ -119,7 +119,7 @@ def test_export_sampling_keeps_failed_and_over_budget_traces(make_pipeline: Make
         return verdict["pass"]
 
     sampling = ExportSampling(keep_rate=0.0, max_tokens=100)
-    p = make_pipeline([EvaluatorSpec(quality, trace_level=True)], export_sampling=sampling)
+    p = make_pipeline([EvaluatorSpec(quality, trace_level=True)], export_sampling=sampling, trace_quiet_period_s=0)
 
     def run(name: str, tokens: int = 0) -> None:
         with p.tracer.start_as_current_span(name):

@@ -256,7 +256,7 @@ def test_trace_level_evaluation_over_the_tree(make_pipeline: MakePipeline) -> No
         seen.append(trace)
         return True
 
-    p = make_pipeline([EvaluatorSpec(whole, trace_level=True)])
+    p = make_pipeline([EvaluatorSpec(whole, trace_level=True)], trace_quiet_period_s=0)  # results on the root
     with p.tracer.start_as_current_span("root") as root:
         with p.tracer.start_as_current_span("step"):
             _llm(p, "chat 1", 10)
@@ -356,7 +356,7 @@ def test_spans_fed_without_on_start_still_get_subtree_and_trace_evaluation(make_
     with source.tracer.start_as_current_span("root"):
         _llm(source, "chat 1", 3)
         _llm(source, "chat 2", 4)
-    target = make_pipeline([EvaluatorSpec(whole, trace_level=True)])
+    target = make_pipeline([EvaluatorSpec(whole, trace_level=True)], trace_quiet_period_s=0)
     for span in source.spans():  # children first, as they ended
         target.processor.on_end(span)
     target.flush()

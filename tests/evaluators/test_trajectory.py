@@ -376,7 +376,8 @@ def test_live_trajectory_evaluators(tmp_path: Path, reset_configuration: None) -
         batch=False,
         evaluators=[EvaluatorSpec(e, trace_level=True) for e in trajectory],
         sinks=[JsonlScoreSink(tmp_path / "scores.jsonl")],
-        evaluation_options={"dead_letter_dir": None, "sink_schedule_delay_s": 0.01},
+        # Quiet period 0: the verdicts ride on the enriched root, where this test reads them.
+        evaluation_options={"dead_letter_dir": None, "sink_schedule_delay_s": 0.01, "trace_quiet_period_s": 0},
     )
     sink_file = tmp_path / "scores.jsonl"
 

@@ -49,6 +49,7 @@ MAX_TOKENS_PER_DAY_ENV = "OTEL_INSTRUMENTATION_GENAI_EVALS_MAX_TOKENS_PER_DAY"
 JUDGE_MODEL_ENV = "OTEL_INSTRUMENTATION_GENAI_EVALS_JUDGE_MODEL"
 JUDGE_BASE_URL_ENV = "OTEL_INSTRUMENTATION_GENAI_EVALS_JUDGE_BASE_URL"
 PROVENANCE_ENV = "EVALTRACE_EVALUATION_PROVENANCE"
+TRACE_QUIET_PERIOD_ENV = "OTEL_INSTRUMENTATION_GENAI_EVALS_TRACE_QUIET_PERIOD"
 
 ENVIRONMENT_VARIABLES = (
     EVALUATORS_ENV,
@@ -66,6 +67,7 @@ ENVIRONMENT_VARIABLES = (
     JUDGE_MODEL_ENV,
     JUDGE_BASE_URL_ENV,
     PROVENANCE_ENV,
+    TRACE_QUIET_PERIOD_ENV,
 )
 """Every variable this module reads (docs/evaluation.md "Environment" documents each)."""
 
@@ -92,6 +94,8 @@ class EvaluationEnvironment:
         judge_model: Chat model of the LLM-judge evaluators built from the environment.
         judge_base_url: OpenAI-compatible endpoint of that judge (http or https URL).
         provenance: Add evaluator version and type to the evaluation events.
+        trace_quiet_period_s: Seconds without a new span, after the root ended, before trace-level evaluation
+            (``trace_quiet_period_s``, >= 0).
     """
 
     evaluators: tuple[str, ...] = ()
@@ -107,6 +111,7 @@ class EvaluationEnvironment:
     judge_model: str | None = None
     judge_base_url: str | None = None
     provenance: bool | None = None
+    trace_quiet_period_s: float | None = None
 
 
 def _raw(environ: Mapping[str, str], name: str) -> str | None:
@@ -175,6 +180,16 @@ def _count(environ: Mapping[str, str], name: str, what: str, minimum: int = 1) -
     if value < minimum:
         # The utilities read a queue size of 0 as "unbounded"; evaltrace's queue is always bounded.
         raise ConfigError(name, f"expected a whole number of {what} >= {minimum}, got {raw!r}")
+    return value
+
+
+def _seconds(environ: Mapping[str, str], name: str) -> float | None:
+    raw = _raw(environ, name)
+    if raw is None:
+        return None
+    value = _number(name, raw)
+    if value < 0:
+        raise ConfigError(name, f"expected seconds >= 0, got {raw!r}")
     return value
 
 
@@ -253,6 +268,7 @@ def read_evaluation_environment(environ: Mapping[str, str] | None = None) -> Eva
         judge_model=_raw(env, JUDGE_MODEL_ENV),
         judge_base_url=_url(env, JUDGE_BASE_URL_ENV),
         provenance=_flag(env, PROVENANCE_ENV),
+        trace_quiet_period_s=_seconds(env, TRACE_QUIET_PERIOD_ENV),
     )
 
 
@@ -318,6 +334,8 @@ def apply_to_options(
         options.setdefault("max_queue_size", env.queue_size)
     if env.workers is not None:
         options.setdefault("sync_workers", env.workers)
+    if env.trace_quiet_period_s is not None:
+        options.setdefault("trace_quiet_period_s", env.trace_quiet_period_s)
     chosen = provenance if provenance is not None else env.provenance
     if chosen is not None:
         options.setdefault("evaluation_provenance", chosen)

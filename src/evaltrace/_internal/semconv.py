@@ -213,6 +213,12 @@ SKIP_SAMPLED_OUT: Final = "sampled_out"
 SKIP_QUEUE_FULL: Final = "queue_full"
 SKIP_RATE_LIMITED: Final = "rate_limited"
 SKIP_OVER_BUDGET: Final = "over_budget"
+SKIP_FILTERED: Final = "filtered"  # name/kind filters accepted the span, the attribute predicate rejected it
+SKIP_TRACE_INCOMPLETE: Final = "trace_incomplete"  # trace-level: the trace never completed within the bounds
+# Trace completion (docs/evaluation.md "Trace completion"): evaltrace.end_trace() sets the marker on a span; the
+# evaluation span of a trace-level result carries the revision (1, then +1 per re-evaluation after late spans).
+EVALTRACE_TRACE_END: Final = "evaltrace.trace.end"
+EVALTRACE_EVAL_REVISION: Final = "evaltrace.evaluation.revision"
 # Judge spend, apart from the application's gen_ai.client.* (attrs evaluator + gen_ai.request.model).
 METRIC_EVAL_CLIENT_DURATION: Final = "gen_ai.evaluation.client.operation.duration"  # histogram, s
 METRIC_EVAL_CLIENT_TOKEN_USAGE: Final = "gen_ai.evaluation.client.token.usage"  # histogram, + gen_ai.token.type

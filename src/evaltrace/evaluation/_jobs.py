@@ -4,6 +4,9 @@ Hold rule: the evaluated span is forwarded exactly once, either as an enriched c
 by ``hold deadline = span end (on_end time) + hold_timeout_s``, or as is at the deadline, in which case every
 result then follows as its own child ``evaluation {name}`` span. A ``finally`` forwards the span unenriched if
 anything else went wrong (including cancellation at shutdown), so a span is never lost.
+
+A *deferred* job is a trace-level evaluation run once the trace completed (see ``completion``): its root span
+went downstream already, so every result goes out as a child ``evaluation {name}`` span carrying the revision.
 """
 
 from __future__ import annotations
@@ -50,6 +53,9 @@ class Job:
         admitted_at: ``time.monotonic()`` at ``on_end``; the hold deadline counts from here.
         skipped: Evaluators that applied to the span and were not run, with the skip reason (``sampled_out``,
             ``rate_limited``, ``over_budget``); they ride on the enriched copy as "not evaluated" results.
+        deferred: A trace-level evaluation of a completed trace whose root was forwarded already.
+        revision: The trace's evaluation revision (deferred jobs: 1, then +1 per re-evaluation).
+        gate: The job counts for eval-aware export sampling's decision on its trace.
     """
 
     span: ReadableSpan
@@ -59,6 +65,9 @@ class Job:
     span_count: int = 0
     admitted_at: float = 0.0
     skipped: list[tuple[EvaluatorSpec, str]] = field(default_factory=list)
+    deferred: bool = False
+    revision: int = 1
+    gate: bool = True
     forwarded: bool = False
     running: list[tuple[EvaluatorSpec, asyncio.Task[EvaluationResult]]] = field(default_factory=list)
 
@@ -118,7 +127,10 @@ class JobRunner:
         tasks = [asyncio.ensure_future(self._evaluate(job.span, trace, spec)) for spec in specs]
         job.running = list(zip(specs, tasks, strict=True))
         try:
-            await self._hold_and_forward(job, tasks)
+            if job.deferred:
+                await self._emit_deferred(job, tasks)
+            else:
+                await self._hold_and_forward(job, tasks)
         finally:
             for task in tasks:  # only when the job itself was cancelled (shutdown past its deadline)
                 if not task.done():
@@ -137,6 +149,16 @@ class JobRunner:
         self.ctx.stats.incr("held_timeout")
         for result in await asyncio.gather(*tasks):
             child = evaluation_span(job.span, result, provenance=self.ctx.options.evaluation_provenance)
+            if child is not None:
+                self.ctx.forward(child)
+                self.ctx.stats.incr("evaluation_spans")
+
+    async def _emit_deferred(self, job: Job, tasks: list[asyncio.Task[EvaluationResult]]) -> None:
+        """The root is downstream already: each result goes out as a child span carrying the revision."""
+        for result in await asyncio.gather(*tasks):
+            child = evaluation_span(
+                job.span, result, provenance=self.ctx.options.evaluation_provenance, revision=job.revision
+            )
             if child is not None:
                 self.ctx.forward(child)
                 self.ctx.stats.incr("evaluation_spans")

@@ -235,8 +235,9 @@ class EvaluatorSpec:
         sample_group: Evaluators sharing a group sample the same traces (default: one group for all); another
             group draws an independent sample.
         sampler: Optional callable on the attributes deciding sampling instead of ``sample_rate``.
-        trace_level: Evaluate the whole trace when its (local) root span ends; the filters then apply to
-            the root span.
+        trace_level: Evaluate the whole trace once it is complete: its (local) root span has ended and no span
+            of it arrived for ``trace_quiet_period_s`` (or ``evaltrace.end_trace()`` marked it); the filters then
+            apply to the root span. See docs/evaluation.md, "Trace completion".
         timeout_s: Per-evaluation timeout; None uses the processor's ``evaluator_timeout_s``.
         config: Optional :class:`~evaltrace.schema.ScoreConfig` the scores must satisfy.
         inline: Run a *sync* evaluator directly on the evaluation loop instead of the thread pool. For cheap

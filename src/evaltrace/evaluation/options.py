@@ -35,6 +35,16 @@ class ProcessorOptions:
         trace_buffer_max_traces: Traces whose spans are buffered for subtree / trace-level evaluation.
         trace_buffer_max_spans: Spans buffered per trace.
         trace_buffer_max_age_s: Age after which a buffered trace whose root never ended is evicted.
+        trace_quiet_period_s: Trace-level evaluation waits for the root span to end and then this long without a
+            new span of the trace (0: evaluate when the root ends, results on the enriched root).
+        trace_late_window_s: After a trace-level evaluation, a span of the trace arriving within this window
+            re-opens it and the trace-level evaluators run again (0: late spans are not re-evaluated).
+        trace_max_wait_s: Longest wait from a trace's first span to its completion; a trace whose root has
+            not ended by then is not evaluated (skip reason ``trace_incomplete``).
+        trace_completion_max_traces: Traces waiting for completion at once (and, apart, evaluated traces kept
+            for late spans); the oldest open trace is evicted as ``trace_incomplete``.
+        trace_completion_max_spans: Spans kept per trace for trace-level evaluation; a trace with more is
+            not evaluated (``trace_incomplete``).
         buffer_all_traces: Buffer every trace, not only those an evaluator may need as judged at span start.
             Automatic when spans arrive without ``on_start`` (e.g. fed from an OTLP receiver).
         score_configs: ScoreConfig per evaluator name; scores violating it are rejected and counted.
@@ -71,6 +81,11 @@ class ProcessorOptions:
     trace_buffer_max_traces: int = 4096
     trace_buffer_max_spans: int = 2048
     trace_buffer_max_age_s: float = 300.0
+    trace_quiet_period_s: float = 2.0
+    trace_late_window_s: float = 30.0
+    trace_max_wait_s: float = 300.0
+    trace_completion_max_traces: int = 16_384
+    trace_completion_max_spans: int = 2048
     buffer_all_traces: bool = False
     score_configs: Mapping[str, ScoreConfig] = field(default_factory=dict)
     emit_log_events: bool = True
@@ -90,12 +105,21 @@ class ProcessorOptions:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "limits", Limits.coerce(self.limits, "limits"))
-        for name in ("max_queue_size", "sync_workers", "max_async_concurrency", "sink_batch_size"):
+        for name in (
+            "max_queue_size",
+            "sync_workers",
+            "max_async_concurrency",
+            "sink_batch_size",
+            "trace_completion_max_traces",
+            "trace_completion_max_spans",
+        ):
             if getattr(self, name) < 1:
                 raise ConfigError(name, "must be at least 1")
-        for name in ("hold_timeout_s", "retry_backoff_s", "max_retries"):
+        for name in ("hold_timeout_s", "retry_backoff_s", "max_retries", "trace_quiet_period_s", "trace_late_window_s"):
             if getattr(self, name) < 0:
                 raise ConfigError(name, "must not be negative")
+        if not self.trace_max_wait_s > 0:
+            raise ConfigError("trace_max_wait_s", "must be greater than 0")
 
     @classmethod
     def from_kwargs(cls, options: Mapping[str, Any]) -> ProcessorOptions:

@@ -8,6 +8,14 @@ Spans started while evaluators run (``suppress_instrumentation``) are never eval
 recurse. An evaluator that applies but does not run (sampled out, rate limited, over budget, queue full) is counted
 by reason in ``stats()``; the reason rides on the span only when another evaluator ran on it (see ``limits``).
 
+Trace-level evaluators wait for the trace to complete (see ``completion``): its root ended and no span of it
+arrived for ``trace_quiet_period_s``, or ``evaltrace.end_trace()`` marked a span. The root is forwarded without
+waiting; the results follow as child ``evaluation {name}`` spans. A timer thread finds the due traces, so
+``on_end`` only appends the span to its trace. With a quiet period of 0 (or the marker seen before the root
+ended) the trace is complete when the root ends and the results ride on the enriched root, as span-level
+ones do. In ``evaltrace worker`` (spans fed without ``on_start``) the trace's root is the span without a
+parent; a span whose parent is remote is a service's entry, not the root.
+
 In a child forked from the process (gunicorn ``--preload``, ``multiprocessing`` with ``fork``) the processor and
 everything it runs on start afresh: no pending job of the parent's (the parent evaluates them, and the child's
 ``shutdown`` does not wait for them), ``stats()`` and the monitor at zero, threads started on first use (see
@@ -36,6 +44,7 @@ from evaltrace._internal.tracing import is_suppressed
 from evaltrace.evaluation._engine import Engine
 from evaltrace.evaluation._jobs import Job, JobContext, JobRunner
 from evaltrace.evaluation.buffer import TraceBuffer
+from evaltrace.evaluation.completion import CompletionBuffer, CompletionTimer, OpenTrace
 from evaltrace.evaluation.evaluator import Evaluator, EvaluatorSpec, as_spec, as_specs
 from evaltrace.evaluation.limits import LimitGate
 from evaltrace.evaluation.monitor import ProductionMonitor
@@ -116,6 +125,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         self._buffer = TraceBuffer(
             opts.trace_buffer_max_traces, opts.trace_buffer_max_spans, opts.trace_buffer_max_age_s
         )
+        self._completion, self._timer = self._new_completion()
         self._ref_specs: dict[str, tuple[EvaluatorSpec, ...]] = {}
         self._suppressed: set[int] = set()
         self._saw_start = False
@@ -167,9 +177,24 @@ class EvaluationSpanProcessor(SpanProcessor):
             opts.trace_buffer_max_traces, opts.trace_buffer_max_spans, opts.trace_buffer_max_age_s
         )
         self._suppressed = set()
+        self._completion, self._timer = self._new_completion()  # the parent's timer thread is gone
         self.monitor = self._new_monitor()
         self._gate = ExportGate(opts.export_sampling, self._deliver) if opts.export_sampling else None
         self._runner.ctx = self._job_context(self._metrics)  # the engine's new semaphore, the new stats
+
+    def _new_completion(self) -> tuple[CompletionBuffer | None, CompletionTimer | None]:
+        """The completion buffer and its timer; none without trace-level evaluators (no per-span cost then)."""
+        if not self._trace_specs:
+            return None, None
+        opts = self.options
+        completion = CompletionBuffer(
+            opts.trace_quiet_period_s,
+            opts.trace_late_window_s,
+            opts.trace_max_wait_s,
+            opts.trace_completion_max_traces,
+            opts.trace_completion_max_spans,
+        )
+        return completion, CompletionTimer(self._tick)
 
     def _new_limits(self, specs: Sequence[EvaluatorSpec]) -> LimitGate:
         limits = LimitGate(self.options.limits, self.options.limits_clock)
@@ -223,9 +248,12 @@ class EvaluationSpanProcessor(SpanProcessor):
                 if is_suppressed():
                     if len(self._suppressed) < _MAX_SUPPRESSED:
                         self._suppressed.add(context.span_id)
-                elif self._may_evaluate(span):
-                    # Descendants start after this span, so tracking its trace now buffers every one of them.
-                    self._buffer.track(context.trace_id)
+                else:
+                    if self._may_evaluate(span):
+                        # Descendants start after this span, so tracking its trace now buffers every one of them.
+                        self._buffer.track(context.trace_id)
+                    if self._completion is not None and _is_root(span) and self._may_evaluate_trace(span):
+                        self._completion.track(context.trace_id)
         except Exception:
             self._stats.incr("internal_errors")
             log_internal_error("noting a span start")
@@ -245,6 +273,16 @@ class EvaluationSpanProcessor(SpanProcessor):
         kind = span_kind(attributes)
         return any(spec.may_match(span.name, kind) for spec in self._span_specs)
 
+    def _may_evaluate_trace(self, span: Span) -> bool:
+        kind = span_kind(span.attributes or {})
+        return any(spec.may_match(span.name, kind) for spec in self._trace_specs)
+
+    def _is_trace_root(self, span: ReadableSpan) -> bool:
+        """The span trace-level evaluation waits for: the local root in process, the true root in the worker."""
+        # Spans fed without on_start come from OTLP (evaltrace worker): a span with a remote parent is a
+        # service's entry span there, and the trace is whole only with its parentless root.
+        return _is_root(span) if self._saw_start else span.parent is None
+
     def on_end(self, span: ReadableSpan) -> None:
         """Forward ``span`` at once, or admit it for evaluation (O(1); never raises, never blocks)."""
         try:
@@ -256,6 +294,11 @@ class EvaluationSpanProcessor(SpanProcessor):
         if job is None:
             self._forward(span)
             return
+        if not self._submit(job):
+            self._forward(span)
+
+    def _submit(self, job: Job) -> bool:
+        """Admit ``job`` within ``max_queue_size`` and hand it to the engine; False (counted) when full."""
         with self._cond:
             admitted = self._pending < self.options.max_queue_size
             if admitted:
@@ -266,12 +309,12 @@ class EvaluationSpanProcessor(SpanProcessor):
                 self._stats.not_evaluated(semconv.SKIP_QUEUE_FULL, spec.evaluator.name)
             self._metrics.record_dropped()
             self._overflow.loss(1, f"{self.options.max_queue_size} spans already queued; spans go out unevaluated")
-            self._forward(span)
-            return
+            return False
         self._stats.incr("enqueued")
-        if self._gate is not None and span.context is not None:
-            self._gate.job_started(span.context.trace_id)
+        if self._gate is not None and job.gate and not job.deferred and job.span.context is not None:
+            self._gate.job_started(job.span.context.trace_id)  # a deferred job's trace was noted at its root's end
         self._engine.submit(job)
+        return True
 
     def _plan(self, span: ReadableSpan) -> Job | None:
         context = span.context
@@ -292,26 +335,135 @@ class EvaluationSpanProcessor(SpanProcessor):
         if tracked:
             self._buffer.add(span, create=buffer_all)  # the span itself too: a root's job reads it from the list
         root = _is_root(span)
+        # Only with trace-level evaluators: the root waits below, every other span joins its trace (O(1)).
+        trace_root = self._completion is not None and self._is_trace_root(span)
+        if self._completion is not None and not trace_root:
+            self._offer_completion(self._completion, span, attributes, buffer_all)
         ref = attributes.get(semconv.EVALTRACE_EVALUATORS_REF)
-        if not ref and not (root and tracked) and self._only_kinds is not None and kind not in self._only_kinds:
-            return None  # fast path: no global evaluator can match this kind and nothing else applies
+        if not ref and not (root and tracked) and not trace_root and self._only_kinds is not None:
+            if kind not in self._only_kinds:
+                return None  # fast path: no global evaluator can match this kind and nothing else applies
         skipped: list[tuple[EvaluatorSpec, str]] = []
         specs = self._matching(self._span_specs, span, attributes, kind, skipped)
         if isinstance(ref, str) and ref:
             chosen = {id(spec.evaluator) for spec in specs}  # one evaluator attached twice runs once
             attached = [s for s in self._resolve(ref) if id(s.evaluator) not in chosen]
             specs.extend(self._admitted(attached, attributes, trace_id, skipped))
-        trace_specs = self._matching(self._trace_specs, span, attributes, kind, skipped) if root else []
-        if root and tracked:
-            spans = self._buffer.pop(trace_id)
-            count = len(spans)
-        elif tracked and (specs or trace_specs):
-            spans, count = self._buffer.view(trace_id)
-        else:
-            spans, count = [], 0
+        trace_specs: list[EvaluatorSpec] = []
+        complete: OpenTrace | None = None
+        if trace_root:
+            trace_specs, complete = self._at_trace_root(span, attributes, kind, skipped)
+        spans, count = self._job_spans(trace_id, root and tracked, tracked and bool(specs), complete)
         if not specs and not trace_specs:
             return None
         return Job(span, specs, trace_specs, spans, count, admitted_at=time.monotonic(), skipped=skipped)
+
+    def _job_spans(
+        self, trace_id: int, release: bool, need: bool, complete: OpenTrace | None
+    ) -> tuple[list[ReadableSpan], int]:
+        """The span list a job reads (and its length now); ``release`` ends the trace's subtree buffering."""
+        if complete is not None:  # complete as the root ends: evaluated on the root's job, results on the root
+            if release:
+                self._buffer.pop(trace_id)
+            return complete.spans, len(complete.spans)
+        if release:
+            spans = self._buffer.pop(trace_id)
+            return spans, len(spans)
+        if need:
+            return self._buffer.view(trace_id)
+        return [], 0
+
+    def _offer_completion(
+        self, completion: CompletionBuffer, span: ReadableSpan, attributes: Any, buffer_all: bool
+    ) -> None:
+        marker = attributes.get(semconv.EVALTRACE_TRACE_END) is True
+        if completion.add(span, create=buffer_all, marker=marker):
+            self._watch()
+
+    def _at_trace_root(
+        self, span: ReadableSpan, attributes: Any, kind: Any, skipped: list[tuple[EvaluatorSpec, str]]
+    ) -> tuple[list[EvaluatorSpec], OpenTrace | None]:
+        """The trace's root ended: the trace-level evaluators to run on the root's job now, and the trace.
+
+        Both empty when the trace is not complete yet (its evaluation is deferred to the completion timer).
+        """
+        assert self._completion is not None  # only called with trace-level evaluators
+        trace_specs = self._matching(self._trace_specs, span, attributes, kind, skipped)
+        marker = attributes.get(semconv.EVALTRACE_TRACE_END) is True
+        complete = self._root_ended(self._completion, span, trace_specs, marker)
+        return (trace_specs, complete) if complete is not None else ([], None)
+
+    def _root_ended(
+        self, completion: CompletionBuffer, root: ReadableSpan, specs: list[EvaluatorSpec], marker: bool
+    ) -> OpenTrace | None:
+        """Hand the trace's root to the completion buffer; the trace when it is complete now, else None."""
+        trace_id = root.context.trace_id if root.context is not None else 0
+        if not specs:
+            completion.discard(trace_id)
+            return None
+        complete = completion.root_ended(root, specs, marker=marker)
+        if complete is None:
+            if self._gate is not None:
+                self._gate.job_started(trace_id)  # before the root is forwarded: the decision waits for it
+            self._watch()
+        return complete
+
+    def _watch(self) -> None:
+        if self._timer is not None:
+            self._timer.poke()
+
+    def _tick(self) -> bool:
+        """Timer thread: submit the traces that completed, count those that cannot; True while any is open."""
+        completion = self._completion
+        if completion is None:
+            return False
+        try:
+            self._settle(*completion.collect())
+        except Exception:
+            self._stats.incr("internal_errors")
+            log_internal_error("evaluating completed traces")
+        return len(completion) > 0 or completion.tombstone_count() > 0
+
+    def _settle(self, complete: list[OpenTrace], incomplete: list[OpenTrace]) -> None:
+        for entry in incomplete:
+            # Without its root the evaluators that would have applied are unknown: each trace-level one is counted.
+            for spec in entry.specs or self._trace_specs:
+                self._stats.not_evaluated(semconv.SKIP_TRACE_INCOMPLETE, spec.evaluator.name)
+            self._gate_done(entry)
+        for entry in complete:
+            self._submit_trace(entry)
+
+    def _gate_done(self, entry: OpenTrace) -> None:
+        """The first evaluation of a deferred trace will not run: export sampling may decide without it."""
+        if self._gate is not None and entry.revision == 1 and entry.root is not None:
+            self._gate.job_finished(entry.trace_id)
+
+    def _submit_trace(self, entry: OpenTrace) -> None:
+        root = entry.root
+        if root is None:
+            return
+        skipped: list[tuple[EvaluatorSpec, str]] = []
+        if entry.revision == 1:
+            specs = list(entry.specs)
+        else:  # a re-evaluation is another judge call: it takes its rate-limit token and budget again
+            self._stats.incr("reevaluations")
+            specs = self._admitted(entry.specs, root.attributes or {}, entry.trace_id, skipped)
+        if not specs:
+            return
+        job = Job(
+            root,
+            [],
+            specs,
+            entry.spans,
+            len(entry.spans),
+            admitted_at=time.monotonic(),
+            deferred=True,
+            revision=entry.revision,
+            gate=entry.revision == 1,
+            forwarded=True,  # the root went downstream when it ended
+        )
+        if not self._submit(job):
+            self._gate_done(entry)
 
     def _matching(
         self,
@@ -323,7 +475,14 @@ class EvaluationSpanProcessor(SpanProcessor):
     ) -> list[EvaluatorSpec]:
         if not specs:
             return []
-        matching = [spec for spec in specs if spec.matches(span.name, attributes, kind)]
+        matching = []
+        for spec in specs:
+            if spec.matches(span.name, attributes, kind):
+                matching.append(spec)
+            elif spec.predicate is not None and spec.may_match(span.name, kind):
+                # Name and kind said yes, the attribute predicate no: counted, so a predicate that rejects
+                # everything shows up instead of looking like an idle evaluator.
+                self._stats.not_evaluated(semconv.SKIP_FILTERED, spec.evaluator.name)
         trace_id = span.context.trace_id if span.context is not None else 0
         return self._admitted(matching, attributes, trace_id, skipped) if matching else matching
 
@@ -376,7 +535,7 @@ class EvaluationSpanProcessor(SpanProcessor):
                 log_internal_error("forwarding a span to a downstream processor")
 
     def _job_done(self, job: Job) -> None:
-        if self._gate is not None and job.span.context is not None:
+        if self._gate is not None and job.gate and job.span.context is not None:
             self._gate.job_finished(job.span.context.trace_id)
         with self._cond:
             self._pending -= 1
@@ -401,12 +560,17 @@ class EvaluationSpanProcessor(SpanProcessor):
         """Finish queued evaluations, deliver queued scores, then flush downstream, all within the timeout.
 
         With export sampling, traces whose root has not ended stay parked (their fate is not decided yet);
-        :meth:`shutdown` releases them.
+        :meth:`shutdown` releases them. Traces whose root has ended are evaluated now, without the rest of
+        their quiet period (a serverless function flushes at the end of each invocation, then may freeze);
+        traces whose root has not ended keep waiting.
 
         Returns:
             False when something was still pending at the deadline (see :meth:`stats` for what).
         """
         deadline = time.monotonic() + timeout_millis / 1000
+        if self._completion is not None:
+            self._completion.ready_now()
+            self._tick()
         ok = self._wait_idle(deadline)
         for worker in self._sinks:
             ok = worker.force_flush(max(0.0, deadline - time.monotonic())) and ok
@@ -419,7 +583,8 @@ class EvaluationSpanProcessor(SpanProcessor):
 
         Evaluations still running at the deadline are cancelled and their spans forwarded unenriched; scores
         a sink could not deliver in time go to its dead-letter file. ``stats()["unflushed_jobs"]`` counts the
-        cancelled evaluations. Later spans are forwarded without evaluation.
+        cancelled evaluations. Later spans are forwarded without evaluation. Traces waiting for completion are
+        evaluated at once when their root has ended; the others are counted as ``trace_incomplete``.
         """
         if self._shutdown:
             return
@@ -429,6 +594,9 @@ class EvaluationSpanProcessor(SpanProcessor):
         # Evaluations may use most of the budget, not all of it: what they produce still has to be delivered
         # (scores to sinks, spans to exporters) before the same deadline.
         reserve = min(2.0, total * 0.3)
+        if self._completion is not None and self._timer is not None:
+            self._timer.stop(min(0.25, reserve / 8))
+            self._settle(*self._completion.collect(drain=True))
         if not self._wait_idle(deadline - reserve):
             self._stats.incr("unflushed_jobs", self._pending)
             self._engine.cancel_all()
@@ -458,7 +626,9 @@ class EvaluationSpanProcessor(SpanProcessor):
         ``timed_out``, ``skipped`` (not evaluated), ``retries``, ``sampled_out``, ``score_rejects``,
         ``log_events``, ``internal_errors``, ``cancelled`` / ``unflushed_jobs`` (shutdown deadline),
         ``evaluators`` (per evaluator: counts, ``pass_rate`` over judged results, ``error_rate``,
-        ``latency_ms_p50``/``p95``), ``buffer`` (trace buffer), ``sinks`` (per sink: delivery counters, see
+        ``latency_ms_p50``/``p95``), ``buffer`` (trace buffer), ``completion`` (with trace-level evaluators:
+        ``open_traces``, ``tombstones``, ``completed``, ``reopened``, ``incomplete``, ``evicted_tombstones``),
+        ``reevaluations`` (trace-level re-runs after late spans), ``sinks`` (per sink: delivery counters, see
         :class:`~evaltrace.evaluation.sinks.worker.SinkStats`), ``exporters`` (per exporter: ``exported``,
         ``export_failed``, ``dropped_queue_full``, ``dropped_shutdown``, ``queued``, ``received``, ``lost``),
         ``export_sampling`` and ``monitor``.
@@ -466,6 +636,8 @@ class EvaluationSpanProcessor(SpanProcessor):
         data = self._stats.snapshot()
         data["queued"] = self._pending
         data["buffer"] = asdict(self._buffer.stats)
+        if self._completion is not None:
+            data["completion"] = asdict(self._completion.stats)
         data["sinks"] = {key: asdict(worker.stats) for key, worker in zip(self._sink_keys, self._sinks, strict=True)}
         data["exporters"] = {queue.name: queue.stats() for queue in self._export_queues}
         if self._gate is not None:

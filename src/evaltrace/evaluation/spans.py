@@ -79,14 +79,17 @@ def enriched_copy(span: ReadableSpan, results: Sequence[EvaluationResult], *, pr
     )
 
 
-def evaluation_span(span: ReadableSpan, result: EvaluationResult, *, provenance: bool = False) -> ReadableSpan | None:
+def evaluation_span(
+    span: ReadableSpan, result: EvaluationResult, *, provenance: bool = False, revision: int | None = None
+) -> ReadableSpan | None:
     """Return the child span ``evaluation {name}`` carrying one late result (None for a span without context).
 
     Kind INTERNAL, ``evaltrace.span.kind=evaluation``, ``langfuse.observation.type=evaluator``; it spans the
     evaluation's own start and finish times. Its status is ERROR only when the evaluation itself errored
     (outcome ``error``, with ``error.type`` as the description): the span is the *evaluation's* operation, and an
     evaluation that judged the output a fail, or was not evaluated, ran correctly, so its status stays UNSET
-    and its verdict is in ``evaltrace.eval.<name>.outcome``.
+    and its verdict is in ``evaltrace.eval.<name>.outcome``. ``revision`` (trace-level results after the trace
+    completed) is set as ``evaltrace.evaluation.revision``.
     """
     parent = span.context
     if parent is None:
@@ -105,6 +108,8 @@ def evaluation_span(span: ReadableSpan, result: EvaluationResult, *, provenance:
         **event_attributes,
         **span_result_attributes([result]),
     }
+    if revision is not None:
+        attributes[semconv.EVALTRACE_EVAL_REVISION] = revision
     end = max(_ns(result.finished_at), _ns(result.started_at))
     failure = error_type(result)
     status = Status(StatusCode.ERROR, failure) if failure is not None else Status(StatusCode.UNSET)

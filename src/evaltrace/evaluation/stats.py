@@ -62,6 +62,7 @@ class PipelineStats:
             "internal_errors": 0,
             "cancelled": 0,
             "unflushed_jobs": 0,
+            "reevaluations": 0,
         }
         self._by_evaluator: dict[str, _EvaluatorCounters] = {}
         # Evaluations an evaluator could have run and did not, by reason: {reason: {evaluator: count}}.
@@ -109,8 +110,8 @@ class PipelineStats:
         evaluations that errored (``timed_out`` is the subset that timed out); ``pass_rate`` is
         ``passed / (passed + failed)`` and ``error_rate`` ``errors / (passed + failed + errors)`` (None when
         their denominator is 0); skipped evaluations are in neither. ``not_evaluated_by_reason`` counts the
-        evaluations that were never started (``sampled_out``, ``queue_full``, ``rate_limited``,
-        ``over_budget``), in total and, under each evaluator's entry, per evaluator.
+        evaluations that were never started (``sampled_out``, ``filtered``, ``queue_full``, ``rate_limited``,
+        ``over_budget``, ``trace_incomplete``), in total and, under each evaluator's entry, per evaluator.
         """
         with self._lock:
             data: dict[str, Any] = dict(self.counters)

@@ -1,0 +1,297 @@
+"""Trace completion: trace-level evaluation waits for the trace to be complete, re-runs on late spans, is bounded.
+
+Real SDK pipelines with in-memory exporters; the buffer's own timing is checked with an injected clock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanContext, TraceFlags, set_span_in_context
+
+import evaltrace
+from evaltrace.evaluation import EvaluatorSpec, ExportSampling, JsonlScoreSink, evaluator
+from evaltrace.evaluation.completion import CompletionBuffer
+from evaltrace.exceptions import ConfigError
+from evaltrace.schema import Trace
+
+from .conftest import MakePipeline, wait_until
+
+TRACE = 0x0AF7651916CD43DD8448EB211C80319C
+
+
+def _span(name: str, span_id: int, parent: int | None) -> ReadableSpan:
+    flags = TraceFlags(TraceFlags.SAMPLED)
+    parent_ctx = SpanContext(TRACE, parent, False, flags) if parent is not None else None
+    return ReadableSpan(name=name, context=SpanContext(TRACE, span_id, False, flags), parent=parent_ctx)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_buffer_waits_for_root_and_quiet_period_then_reopens_on_a_late_span() -> None:
+    clock = Clock()
+    buffer = CompletionBuffer(2.0, 30.0, 300.0, max_traces=10, max_spans=10, clock=clock)
+    buffer.add(_span("child", 2, 1), create=True, marker=False)
+    clock.now += 5
+    assert buffer.collect() == ([], [])  # no root yet: never complete, however quiet
+    assert buffer.root_ended(_span("root", 1, None), ["spec"], marker=False) is None
+    clock.now += 1.5
+    buffer.add(_span("straggler", 3, 1), create=True, marker=False)  # restarts the quiet period
+    clock.now += 1.0
+    assert buffer.collect() == ([], [])
+    clock.now += 1.1
+    (done,), incomplete = buffer.collect()
+    assert incomplete == [] and [s.name for s in done.spans] == ["child", "root", "straggler"]
+    assert done.revision == 1 and buffer.tombstone_count() == 1 and len(buffer) == 0
+
+    clock.now += 10  # within the late window: the trace re-opens with every span, revision 2
+    assert buffer.add(_span("late", 4, 1), create=False, marker=False) is True
+    assert buffer.collect() == ([], [])
+    clock.now += 2.0
+    (again,), _ = buffer.collect()
+    assert again.revision == 2 and [s.name for s in again.spans] == ["child", "root", "straggler", "late"]
+    assert buffer.stats.reopened == 1 and buffer.stats.completed == 2
+
+
+def test_buffer_bounds_make_traces_incomplete_never_evaluated() -> None:
+    clock = Clock()
+    buffer = CompletionBuffer(0.5, 0.0, 60.0, max_traces=10, max_spans=2, clock=clock)
+    for span_id in (2, 3):
+        buffer.add(_span(f"c{span_id}", span_id, 1), create=True, marker=False)
+    assert buffer.root_ended(_span("root", 1, None), ["spec"], marker=True) is None  # truncated: not complete
+    clock.now += 1
+    complete, (incomplete,) = buffer.collect()
+    assert complete == [] and incomplete.truncated
+
+    waiting = CompletionBuffer(0.5, 0.0, 60.0, max_traces=10, max_spans=10, clock=clock)
+    waiting.add(_span("c", 2, 1), create=True, marker=False)
+    clock.now += 61  # the root never ended within max_wait
+    assert waiting.collect()[1][0].root is None
+
+
+def _ok(seen: list[Trace]) -> Any:
+    @evaluator(name="whole")
+    def whole(trace: Trace) -> bool:
+        seen.append(trace)
+        return True
+
+    return whole
+
+
+def _llm(tokens: int) -> dict[str, Any]:
+    return {"evaltrace.span.kind": "llm", "gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": tokens}
+
+
+def test_quiet_period_evaluates_once_with_the_span_that_ended_after_the_root(make_pipeline: MakePipeline) -> None:
+    seen: list[Trace] = []
+    p = make_pipeline([EvaluatorSpec(_ok(seen), trace_level=True)], trace_quiet_period_s=0.3)
+    root = p.tracer.start_span("root")
+    with p.tracer.start_as_current_span("chat", context=set_span_in_context(root), attributes=_llm(4)):
+        pass
+    detached = p.tracer.start_span("background chat", context=set_span_in_context(root), attributes=_llm(6))
+    root.end()
+    # The root goes downstream at once, without trace-level results: they wait for the trace to complete.
+    assert wait_until(lambda: len(p.by_name("root")) == 1)
+    assert "evaltrace.eval.whole.passed" not in (p.one("root").attributes or {})
+    detached.end()  # a span of the trace after its root: the quiet period restarts
+    assert wait_until(lambda: len(p.by_name("evaluation whole")) == 1)
+    assert len(seen) == 1 and seen[0].metrics.token_input == 10  # the late span was in the evaluated trace
+    child = p.one("evaluation whole")
+    assert child.parent is not None and child.parent.span_id == root.get_span_context().span_id
+    assert child.attributes["evaltrace.eval.whole.passed"] is True
+    assert child.attributes["evaltrace.evaluation.revision"] == 1
+    assert p.processor.stats()["completion"]["completed"] == 1
+
+
+def test_end_trace_skips_the_quiet_period_and_results_ride_on_the_root(make_pipeline: MakePipeline) -> None:
+    seen: list[Trace] = []
+    p = make_pipeline([EvaluatorSpec(_ok(seen), trace_level=True)], trace_quiet_period_s=3600)
+    assert evaltrace.end_trace() is False  # no current span: nothing to mark
+    with p.tracer.start_as_current_span("root"):
+        with p.tracer.start_as_current_span("last step"):
+            assert evaltrace.end_trace() is True
+    assert wait_until(lambda: len(seen) == 1)  # an hour's quiet period, yet evaluated as the root ended
+    assert wait_until(lambda: len(p.by_name("root")) == 1)
+    assert p.one("root").attributes["evaltrace.eval.whole.passed"] is True
+    assert p.one("last step").attributes["evaltrace.trace.end"] is True
+
+
+def test_late_span_reruns_and_replaces_the_score(make_pipeline: MakePipeline, tmp_path: Path) -> None:
+    seen: list[Trace] = []
+    sink_path = tmp_path / "scores.jsonl"
+    p = make_pipeline(
+        [EvaluatorSpec(_ok(seen), trace_level=True)],
+        [JsonlScoreSink(sink_path)],
+        trace_quiet_period_s=0,
+        sink_schedule_delay_s=0.01,
+    )
+    with p.tracer.start_as_current_span("root") as root:
+        pass
+    p.flush()
+    assert p.one("root").attributes["evaltrace.eval.whole.passed"] is True  # quiet 0: as before, on the root
+    with p.tracer.start_as_current_span("late", context=set_span_in_context(root)):
+        pass
+    assert wait_until(lambda: len(p.by_name("evaluation whole")) == 1)
+    p.flush()
+    assert len(seen) == 2
+    assert p.one("evaluation whole").attributes["evaltrace.evaluation.revision"] == 2
+    scores = [json.loads(line) for line in sink_path.read_text().splitlines()]
+    assert len(scores) == 2 and scores[0]["id"] == scores[1]["id"]  # the same id: an upsert in Langfuse/Phoenix
+    assert scores[0]["observation_id"] is None
+    stats = p.processor.stats()
+    assert stats["reevaluations"] == 1 and stats["completion"]["reopened"] == 1
+
+
+def test_evicted_and_unfinished_traces_count_as_trace_incomplete(make_pipeline: MakePipeline) -> None:
+    seen: list[Trace] = []
+    p = make_pipeline(
+        [EvaluatorSpec(_ok(seen), trace_level=True)], trace_quiet_period_s=3600, trace_completion_max_traces=2
+    )
+    roots = [p.tracer.start_span(f"root{i}") for i in range(3)]
+    for i, root in enumerate(roots):  # three traces open at once: the first is evicted when the third opens
+        with p.tracer.start_as_current_span(f"child{i}", context=set_span_in_context(root)):
+            pass
+    roots[1].end()  # root ended: evaluated at shutdown without the rest of its quiet period
+    by_reason = lambda: p.processor.stats()["not_evaluated_by_reason"]  # noqa: E731
+    assert wait_until(lambda: by_reason().get("trace_incomplete") == 1)
+    p.processor.shutdown()
+    assert [t.extra.get("span_id") for t in seen] == [format(roots[1].get_span_context().span_id, "016x")]
+    stats = p.processor.stats()
+    assert stats["not_evaluated_by_reason"]["trace_incomplete"] == 2  # evicted root0 + root2 never ended
+    assert stats["evaluators"]["whole"]["not_evaluated_by_reason"]["trace_incomplete"] == 2
+    assert p.one("evaluation whole").attributes["evaltrace.eval.whole.passed"] is True
+    for root in (roots[0], roots[2]):
+        root.end()
+
+
+def test_force_flush_evaluates_traces_whose_root_ended(make_pipeline: MakePipeline) -> None:
+    seen: list[Trace] = []
+    p = make_pipeline([EvaluatorSpec(_ok(seen), trace_level=True)], trace_quiet_period_s=3600)
+    with p.tracer.start_as_current_span("root"):
+        pass
+    open_root = p.tracer.start_span("still running")
+    with p.tracer.start_as_current_span("step", context=set_span_in_context(open_root)):
+        pass
+    assert seen == []
+    p.flush()  # a serverless invocation ends: the finished trace is evaluated, the running one keeps waiting
+    assert len(seen) == 1 and p.processor.stats()["completion"]["open_traces"] == 1
+    open_root.end()
+
+
+def test_predicate_rejection_counts_as_filtered(make_pipeline: MakePipeline) -> None:
+    seen: list[Trace] = []
+    spec = EvaluatorSpec(_ok(seen), span_kinds={"llm"}, predicate=lambda attrs: attrs.get("keep") is True)
+    p = make_pipeline([spec])
+    for keep in (True, False, False):
+        with p.tracer.start_as_current_span("chat", attributes={"evaltrace.span.kind": "llm", "keep": keep}):
+            pass
+    with p.tracer.start_as_current_span("tool", attributes={"evaltrace.span.kind": "tool"}):
+        pass  # the kind filter rejects it: not an evaluation that could have run, not counted
+    p.flush()
+    assert len(seen) == 1
+    assert p.processor.stats()["not_evaluated_by_reason"] == {"filtered": 2}
+
+
+def test_completion_options_are_validated(make_pipeline: MakePipeline) -> None:
+    with pytest.raises(ConfigError, match="trace_quiet_period_s"):
+        make_pipeline(trace_quiet_period_s=-1)
+    with pytest.raises(ConfigError, match="trace_max_wait_s"):
+        make_pipeline(trace_max_wait_s=0)
+
+
+def test_quiet_period_from_the_environment() -> None:
+    from evaltrace._internal.evals_env import apply_to_options, read_evaluation_environment
+
+    name = "OTEL_INSTRUMENTATION_GENAI_EVALS_TRACE_QUIET_PERIOD"
+    env = read_evaluation_environment({name: "0.5"})
+    assert apply_to_options(env, None)["trace_quiet_period_s"] == 0.5
+    assert apply_to_options(env, {"trace_quiet_period_s": 1})["trace_quiet_period_s"] == 1  # code wins
+    with pytest.raises(ConfigError) as info:
+        read_evaluation_environment({name: "soon"})
+    assert info.value.setting == name
+
+
+def test_export_sampling_waits_for_the_deferred_trace_evaluation(make_pipeline: MakePipeline) -> None:
+    verdict = {"pass": True}
+
+    @evaluator(name="quality")
+    def quality(trace: Trace) -> bool:
+        return verdict["pass"]
+
+    sampling = ExportSampling(keep_rate=0.0)
+    p = make_pipeline([EvaluatorSpec(quality, trace_level=True)], export_sampling=sampling, trace_quiet_period_s=0.1)
+    for name, passes in (("good", True), ("failing", False)):
+        verdict["pass"] = passes
+        with p.tracer.start_as_current_span(name):
+            with p.tracer.start_as_current_span(name + ".child"):
+                pass
+        # The trace's fate is decided only once its deferred evaluation ran (a quiet period after the root).
+        assert wait_until(lambda: p.processor.stats()["export_sampling"]["parked_spans"] == 0)
+    assert sorted(s.name for s in p.spans()) == ["evaluation quality", "failing", "failing.child"]
+    stats = p.processor.stats()["export_sampling"]
+    assert stats["kept_traces"] == 1 and stats["discarded_traces"] == 1
+
+
+FORK_SCRIPT = """
+import os, sys, time, warnings
+warnings.filterwarnings("ignore", ".*multi-threaded.*fork", DeprecationWarning)
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from evaltrace.evaluation import EvaluationSpanProcessor, EvaluatorSpec, evaluator
+
+@evaluator(name="whole")
+def whole(trace) -> bool:
+    return True
+
+exporter = InMemorySpanExporter()
+processor = EvaluationSpanProcessor(
+    [SimpleSpanProcessor(exporter)], [EvaluatorSpec(whole, trace_level=True)], dead_letter_dir=None,
+    trace_quiet_period_s=0.1,
+)
+provider = TracerProvider()
+provider.add_span_processor(processor)
+tracer = provider.get_tracer("t")
+
+def one_trace_evaluated(name):
+    with tracer.start_as_current_span(name):
+        pass
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:  # no flush: only the completion timer can evaluate it
+        if any(s.name == "evaluation whole" and s.parent.span_id == root_id(name) for s in exporter.get_finished_spans()):
+            return True
+        time.sleep(0.01)
+    return False
+
+def root_id(name):
+    return next(s.context.span_id for s in exporter.get_finished_spans() if s.name == name)
+
+assert one_trace_evaluated("parent")  # the parent's timer thread is running when it forks
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if one_trace_evaluated("child") else 3)
+_, status = os.waitpid(pid, 0)
+print("child", os.waitstatus_to_exitcode(status))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_runs_its_own_completion_timer(tmp_path: Path) -> None:
+    script = tmp_path / "fork_app.py"
+    script.write_text(FORK_SCRIPT)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=90, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "child 0" in done.stdout, done.stdout + done.stderr
