@@ -15,19 +15,27 @@ Quick start::
 
 from __future__ import annotations
 
-from evaltrace._internal.lazy_instrumentation import (
-    instrument_anthropic,
-    instrument_openai,
-    uninstrument_anthropic,
-    uninstrument_openai,
-)
+from typing import TYPE_CHECKING, Any
+
 from evaltrace._version import __version__
-from evaltrace.config import EvaltraceHandle, configure
+
+# Eager on purpose: the first import of the submodule ``evaltrace.context`` binds the package attribute ``context``
+# to the module; importing it here, before the function is bound, keeps ``evaltrace.context`` the function.
 from evaltrace.context import ContextThreadPoolExecutor, context, wrap_context
-from evaltrace.decorators import agent, llm, tool, trace, workflow
-from evaltrace.evaluation import evaluator
-from evaltrace.exceptions import ConfigError, EvaltraceError, SchemaError, ScoreValidationError
-from evaltrace.manual_llm import LLMCall, current_llm_call, llm_call
+
+if TYPE_CHECKING:  # type checkers and IDEs see the real names; at run time they resolve on first use
+    from evaltrace._internal.lazy_instrumentation import (
+        instrument_anthropic,
+        instrument_openai,
+        uninstrument_anthropic,
+        uninstrument_openai,
+    )
+    from evaltrace.config import EvaltraceHandle, configure
+    from evaltrace.decorators import agent, llm, tool, trace, workflow
+    from evaltrace.evaluation import evaluator
+    from evaltrace.exceptions import ConfigError, EvaltraceError, SchemaError, ScoreValidationError
+    from evaltrace.manual_llm import LLMCall, current_llm_call, llm_call
+    from evaltrace.trace_end import end_trace
 
 __all__ = [
     "ConfigError",
@@ -42,6 +50,7 @@ __all__ = [
     "configure",
     "context",
     "current_llm_call",
+    "end_trace",
     "evaluator",
     "instrument_anthropic",
     "instrument_openai",
@@ -54,3 +63,43 @@ __all__ = [
     "workflow",
     "wrap_context",
 ]
+
+# Where each public name lives. Resolved on first access (PEP 562), so ``import evaltrace`` costs only what the
+# application uses: the evaluation engine (pydantic models) loads when an evaluator or the processor is needed.
+_HOMES = {
+    "ConfigError": "evaltrace.exceptions",
+    "EvaltraceError": "evaltrace.exceptions",
+    "EvaltraceHandle": "evaltrace.config",
+    "LLMCall": "evaltrace.manual_llm",
+    "SchemaError": "evaltrace.exceptions",
+    "ScoreValidationError": "evaltrace.exceptions",
+    "agent": "evaltrace.decorators",
+    "configure": "evaltrace.config",
+    "current_llm_call": "evaltrace.manual_llm",
+    "end_trace": "evaltrace.trace_end",
+    "evaluator": "evaltrace.evaluation",
+    "instrument_anthropic": "evaltrace._internal.lazy_instrumentation",
+    "instrument_openai": "evaltrace._internal.lazy_instrumentation",
+    "llm": "evaltrace.decorators",
+    "llm_call": "evaltrace.manual_llm",
+    "tool": "evaltrace.decorators",
+    "trace": "evaltrace.decorators",
+    "uninstrument_anthropic": "evaltrace._internal.lazy_instrumentation",
+    "uninstrument_openai": "evaltrace._internal.lazy_instrumentation",
+    "workflow": "evaltrace.decorators",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'evaltrace' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later lookups are plain module attribute reads
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

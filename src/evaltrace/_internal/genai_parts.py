@@ -17,8 +17,9 @@ naming the message index and the problem.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evaltrace._internal.openai import request as openai_request
 from evaltrace._internal.openai.parts import (
@@ -34,7 +35,9 @@ from evaltrace._internal.openai.parts import (
     uri_part,
 )
 from evaltrace._internal.openai.registry import EndpointKind
-from evaltrace.schema import ToolCall, TraceMessage
+
+if TYPE_CHECKING:
+    from evaltrace.schema import TraceMessage
 
 # Block types only Anthropic's Messages API uses: a message with any of them is read as Anthropic-shaped.
 _ANTHROPIC_BLOCKS = frozenset(
@@ -148,8 +151,17 @@ def tool_definitions(tools: Sequence[Any]) -> list[dict[str, Any]]:
 # --- one message -----------------------------------------------------------------------------------------
 
 
+def _schema_instance(value: Any, name: str) -> bool:
+    """True when ``value`` is ``evaltrace.schema.<name>``; never imports the schema (pydantic) to find out.
+
+    An object of a schema class can only exist once the schema module is loaded, so an unloaded schema means no.
+    """
+    schema = sys.modules.get("evaltrace.schema")
+    return schema is not None and isinstance(value, getattr(schema, name))
+
+
 def _message(message: Any, index: int) -> list[Message]:
-    if isinstance(message, TraceMessage):
+    if _schema_instance(message, "TraceMessage"):
         return [_trace_message(message)]
     if isinstance(message, Mapping) and "parts" in message:
         return [dict(message)]
@@ -260,7 +272,7 @@ def _source_part(source: Any, modality: str) -> Part:
 
 def _tool_call(call: Any, where: str) -> Part:
     """A tool call as ``ToolCall``, OpenAI ``tool_calls`` entry, Anthropic ``tool_use`` block or flat dict."""
-    if isinstance(call, ToolCall):
+    if _schema_instance(call, "ToolCall"):
         return tool_call_part(call.id, call.name, call.arguments)
     if field(call, "function") is not None:
         return chat_tool_call_part(call)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -21,7 +21,9 @@ from opentelemetry.util.types import AttributeValue
 
 from evaltrace._internal.errors import log_internal_error
 from evaltrace.exporters.redaction_patterns import Detector, builtin_detectors, regex_finder
-from evaltrace.schema import Score
+
+if TYPE_CHECKING:  # annotations only: the schema (pydantic) loads with the evaluation engine, not with exporting
+    from evaltrace.schema import Score
 
 RedactFunction = Callable[[str], str]
 CUSTOM_LABEL = "CUSTOM"

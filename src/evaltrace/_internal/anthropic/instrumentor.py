@@ -1,21 +1,26 @@
-"""``AnthropicInstrumentor``: patches every registry endpoint on ``instrument()``, restores them on ``uninstrument()``.
+"""``AnthropicInstrumentor``: patches the registry endpoints on ``instrument()``, restores them on ``uninstrument()``.
 
 BaseInstrumentor makes the instance a singleton and ``instrument()`` idempotent; nothing is patched at import.
+A resource package anthropic has not imported yet is patched when it is, and the wrapper code loads with the
+first patch (see ``evaltrace._internal.import_patches``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-import wrapt
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
-from opentelemetry.instrumentation.utils import unwrap
 
 from evaltrace._internal.anthropic import registry
-from evaltrace._internal.anthropic.wrappers import Telemetry, make_wrapper
+from evaltrace._internal.import_patches import ImportPatches, wrap_endpoints
+
+if TYPE_CHECKING:
+    from evaltrace._internal.anthropic.wrappers import Telemetry
 
 _INSTRUMENTS = ("anthropic >= 0.40",)
+_PATCHES = ImportPatches("anthropic instrumentation")
 
 
 class AnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc]
@@ -30,28 +35,27 @@ class AnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     traces its calls itself) is turned off on each client we trace, so one call makes one span.
     """
 
-    # BaseInstrumentor is a singleton whose __init__ runs on every construction: no state in __init__.
-    _wrapped: list[tuple[type[Any], str]]
-
     def instrumentation_dependencies(self) -> Collection[str]:
         """Return the package requirements this instrumentation needs."""
         return _INSTRUMENTS
 
     def _instrument(self, **kwargs: Any) -> None:
-        telemetry = Telemetry(kwargs.get("tracer_provider"), kwargs.get("meter_provider"))
-        self._wrapped = []
-        for endpoint in registry.ENDPOINTS:
-            cls = registry.resolve_class(endpoint)
-            if cls is None or isinstance(cls.__dict__.get(endpoint.method), wrapt.FunctionWrapper):
-                continue
-            wrapt.wrap_function_wrapper(cls, endpoint.method, make_wrapper(endpoint, telemetry))
-            self._wrapped.append((cls, endpoint.method))
+        providers = (kwargs.get("tracer_provider"), kwargs.get("meter_provider"))
+        telemetry: list[Telemetry] = []  # built by the first patch, with the wrapper code
+
+        def patch(module: ModuleType) -> list[tuple[type[Any], str]]:
+            from evaltrace._internal.anthropic.wrappers import Telemetry, make_wrapper
+
+            if not telemetry:
+                telemetry.append(Telemetry(*providers))
+            return wrap_endpoints(
+                module, registry.ENDPOINTS, registry.owning_class, lambda e: make_wrapper(e, telemetry[0])
+            )
+
+        _PATCHES.start(registry.MODULES, patch)
 
     def _uninstrument(self, **kwargs: Any) -> None:
-        wrapped = getattr(self, "_wrapped", [])
-        while wrapped:
-            cls, method = wrapped.pop()
-            unwrap(cls, method)
+        _PATCHES.stop()
         registry.restore_sdk_span()
 
 
@@ -65,7 +69,10 @@ def instrument_anthropic(**kwargs: Any) -> AnthropicInstrumentor:
         The (singleton) instrumentor; call ``uninstrument()`` on it, or :func:`uninstrument_anthropic`, to undo.
     """
     instrumentor = AnthropicInstrumentor()
-    instrumentor.instrument(**kwargs)
+    # Already instrumented (by ``opentelemetry-instrument`` through our entry point, or an earlier call): keep
+    # that, without BaseInstrumentor's "already instrumented" warning for what is a normal start-up order.
+    if not instrumentor.is_instrumented_by_opentelemetry:
+        instrumentor.instrument(**kwargs)
     return instrumentor
 
 

@@ -68,12 +68,21 @@ ENDPOINTS: tuple[Endpoint, ...] = (
 )
 
 
+# The resource packages, each once: instrument() patches those already imported and hooks the others' import.
+MODULES: tuple[str, ...] = tuple(dict.fromkeys(endpoint.module for endpoint in ENDPOINTS))
+
+
 def resolve_class(endpoint: Endpoint) -> type[Any] | None:
-    """Return the class owning ``endpoint``, or None when this openai version lacks it."""
+    """Import the endpoint's package; return the class owning ``endpoint``, or None when this openai lacks it."""
     try:
         module = importlib.import_module(endpoint.module)
     except ImportError:
         return None
+    return owning_class(module, endpoint)
+
+
+def owning_class(module: Any, endpoint: Endpoint) -> type[Any] | None:
+    """Return the class of the imported ``module`` owning ``endpoint``, or None when this openai lacks it."""
     cls = getattr(module, endpoint.cls, None)
     if not isinstance(cls, type) or not hasattr(cls, endpoint.method):
         return None

@@ -1,0 +1,81 @@
+"""``import evaltrace`` stays light: the evaluation engine, pydantic and openai load only when something needs them.
+
+Checked in a fresh interpreter (sys.modules of this one already holds everything the other tests imported).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import evaltrace
+
+HEAVY = ("evaltrace.evaluation", "evaltrace.schema", "pydantic", "openai", "anthropic")
+
+
+def _loaded_after(code: str) -> list[str]:
+    """Run ``code`` in a fresh interpreter; return the heavy modules it left in sys.modules."""
+    probe = textwrap.dedent(code) + textwrap.dedent(f"""
+        import json, sys
+        print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in {HEAVY!r} or m in {HEAVY!r})))
+    """)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    return list(json.loads(done.stdout.splitlines()[-1]))
+
+
+def test_import_evaltrace_loads_no_heavy_module() -> None:
+    assert _loaded_after("import evaltrace") == []
+
+
+def test_decorators_and_configure_without_evaluation_load_no_heavy_module() -> None:
+    loaded = _loaded_after("""
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        import evaltrace
+
+        exporter = InMemorySpanExporter()
+        handle = evaltrace.configure(exporters=[exporter], local_store=False, evaluation=False, handle_sigterm=False)
+
+        @evaltrace.agent
+        def answer(question: str) -> str:
+            return question.upper()
+
+        with evaltrace.llm_call(provider="openai", model="gpt-4o-mini") as call:
+            call.record(messages=[{"role": "user", "content": "hi"}], output="hello", tool_calls=[
+                {"id": "c1", "name": "lookup", "arguments": {"q": "hi"}}
+            ])
+        answer("hi")
+        handle.force_flush()
+        assert len(exporter.get_finished_spans()) == 2
+        handle.shutdown()
+    """)
+    assert loaded == []
+
+
+def test_the_evaluation_engine_loads_when_asked_for() -> None:
+    loaded = _loaded_after("import evaltrace; evaltrace.evaluator")
+    assert "evaltrace.evaluation" in loaded
+
+
+def test_lazy_names_resolve_to_their_home_objects() -> None:
+    from evaltrace.config import configure
+    from evaltrace.context import context
+    from evaltrace.evaluation import evaluator
+
+    assert evaltrace.configure is configure
+    assert evaltrace.evaluator is evaluator
+    assert evaltrace.context is context  # the function, even though evaltrace.context is also a submodule
+
+
+def test_dir_lists_every_public_name() -> None:
+    assert set(evaltrace.__all__) <= set(dir(evaltrace))
+
+
+def test_unknown_name_is_an_attribute_error() -> None:
+    try:
+        evaltrace.no_such_name  # type: ignore[attr-defined]  # noqa: B018
+    except AttributeError as exc:
+        assert "no_such_name" in str(exc)
+    else:
+        raise AssertionError("expected AttributeError")
