@@ -43,7 +43,12 @@ class ExporterTarget:
             return GrpcExporter(endpoint=endpoint, insecure=insecure, headers=dict(self.headers) or None)
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 
-        return HttpExporter(endpoint=self.endpoint, headers=dict(self.headers))
+        exporter = HttpExporter(endpoint=self.endpoint, headers=dict(self.headers))
+        if self.name == "langfuse":  # LLM spans show their messages as a chat, not the one-line list values
+            from evaltrace.exporters.langfuse_view import LangfuseViewExporter
+
+            return LangfuseViewExporter(exporter)
+        return exporter
 
 
 def otlp_target(settings: OTLPSettings) -> ExporterTarget:

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, NamedTuple
 from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Tracer
 
-from evaltrace._internal import deferred_attributes, settings
+from evaltrace._internal import deferred_attributes, list_values, settings
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.anthropic import registry
 from evaltrace._internal.anthropic import request as req
@@ -56,7 +56,9 @@ def request_attributes(kwargs: dict[str, Any], capture: bool, max_len: int) -> d
     if parameters:
         attrs[sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS] = capped_json(parameters, max_len)
     if capture:
-        attrs[sc.GEN_AI_INPUT_MESSAGES] = capped_json(req.input_messages(params), max_len)
+        messages = req.input_messages(params)
+        attrs[sc.GEN_AI_INPUT_MESSAGES] = capped_json(messages, max_len)
+        attrs.update(list_values.prompt_attributes(messages, max_len))
         instructions = req.system_instructions(params)
         if instructions:
             attrs[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = capped_json(instructions, max_len)

@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any
 
 from evaltrace import pricing
+from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.jsonutil import capped_json
 from evaltrace._internal.openai import registry
@@ -49,7 +50,7 @@ DEFERRED_KEYS: frozenset[str] = frozenset(
         sc.OPENAI_API_TYPE,
         # request content
         sc.GEN_AI_INPUT_MESSAGES,
-        sc.INPUT_VALUE,  # embeddings
+        sc.INPUT_VALUE,  # embeddings: the inputs; chat and Responses: the prompt text (list_values)
         sc.INPUT_MIME_TYPE,
         sc.GEN_AI_SYSTEM_INSTRUCTIONS,
         sc.GEN_AI_TOOL_DEFINITIONS,
@@ -65,6 +66,8 @@ DEFERRED_KEYS: frozenset[str] = frozenset(
         sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
         sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
         sc.GEN_AI_OUTPUT_MESSAGES,
+        sc.OUTPUT_VALUE,
+        sc.OUTPUT_MIME_TYPE,
         sc.LANGFUSE_OBSERVATION_USAGE_DETAILS,
         sc.EVALTRACE_COST_USD,
         sc.EVALTRACE_COST_THINKING_USD,
@@ -134,7 +137,9 @@ def request_attributes(kind: EndpointKind, kwargs: dict[str, Any], capture: bool
     if capture and kind is EndpointKind.EMBEDDINGS:
         _add_embedding_inputs(attrs, params, max_len)
     elif capture:
-        attrs[sc.GEN_AI_INPUT_MESSAGES] = capped_json(req.input_messages(kind, params), max_len)
+        messages = req.input_messages(kind, params)
+        attrs[sc.GEN_AI_INPUT_MESSAGES] = capped_json(messages, max_len)
+        attrs.update(list_values.prompt_attributes(messages, max_len))
         instructions = req.system_instructions(params)
         if instructions:
             attrs[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = capped_json(instructions, max_len)
@@ -174,6 +179,7 @@ def response_attributes(
     attrs = outcome_attributes(outcome)
     if capture and outcome.output_messages is not None:
         attrs[sc.GEN_AI_OUTPUT_MESSAGES] = capped_json(outcome.output_messages, max_len)
+        attrs.update(list_values.answer_attributes(outcome.output_messages, max_len))
     usage = outcome.usage
     if usage is not None:
         attrs[sc.LANGFUSE_OBSERVATION_USAGE_DETAILS] = capped_json(usage_details(usage), max_len)
