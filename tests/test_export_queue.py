@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import evaltrace
 from evaltrace._internal.export_queue import ExportQueue
+from evaltrace.exporters import LocalTraceStore
 
 
 class GatedExporter(SpanExporter):
@@ -109,8 +110,7 @@ def test_a_burst_the_local_store_absorbs_loses_no_span(tmp_path: Path) -> None:
         exporters = handle.evaluation_processor.stats()["exporters"]
         assert exporters["local_store"]["lost"] == 0
         assert exporters["local_store"]["exported"] == 40_000
-        lines = sum(len(p.read_text().splitlines()) for p in (tmp_path / "traces").glob("*.jsonl"))
-        assert lines == 40_000
+        assert LocalTraceStore(tmp_path).counts()["spans"] == 40_000
     finally:
         handle.shutdown()
 

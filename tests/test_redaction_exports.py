@@ -25,6 +25,8 @@ from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogR
 import evaltrace
 from evaltrace.evaluation import JsonlScoreSink
 from evaltrace.evaluation.sinks import SinkResult
+from evaltrace.exporters import LocalTraceStore
+from evaltrace.exporters.span_json import span_to_dict
 from evaltrace.schema import EvaluationResult, Score, Trace
 
 SECRETS = {
@@ -167,7 +169,7 @@ def _run_scenario(secret: str, tmp: Path, server: _Server, monkeypatch: pytest.M
     logger_provider.shutdown()
 
     texts = {
-        "local_store": "\n".join(p.read_text() for p in (tmp / "traces").rglob("*") if p.is_file()),
+        "local_store": _stored_text(tmp / "traces"),
         "otlp": _otlp_text(server.received("/v1/traces")),
         "langfuse_traces": _otlp_text(server.received("/api/public/otel/v1/traces")),
         "langfuse_scores": "\n".join(b.decode() for b in server.received("/api/public/scores")),
@@ -176,6 +178,13 @@ def _run_scenario(secret: str, tmp: Path, server: _Server, monkeypatch: pytest.M
         "log_events": json.dumps([dict(r.log_record.attributes or {}) for r in logs.get_finished_logs()]),
     }
     return _Landed(texts, seen)
+
+
+def _stored_text(store: Path) -> str:
+    """Every span of the local store as JSON (the store is a SQLite file: read it through its reader)."""
+    reader = LocalTraceStore(store)
+    spans = [span_to_dict(s) for summary in reader.list_traces() for s in reader.spans(summary.trace_id)]
+    return json.dumps(spans, ensure_ascii=False)
 
 
 ENTRY_POINTS = ["local_store", "otlp", "langfuse_traces", "langfuse_scores", "jsonl_sink", "dead_letter", "log_events"]
@@ -211,8 +220,7 @@ def test_status_description_and_exception_event_are_redacted_in_the_store(
 ) -> None:
     secret, mask = SECRETS["openai_key"]
     _run_scenario(secret, tmp_path, server, monkeypatch)
-    lines = [json.loads(line) for p in (tmp_path / "traces").rglob("*.jsonl") for line in p.read_text().splitlines()]
-    description, message = _status_and_exception(lines)
+    description, message = _status_and_exception(json.loads(_stored_text(tmp_path / "traces")))
     assert description.startswith("ValueError: 400 Bad Request") and mask in description
     assert secret not in message and mask in message
 
@@ -229,5 +237,4 @@ def test_without_redaction_the_secret_is_exported(tmp_path: Path, server: _Serve
     with pytest.raises(ValueError):
         answer(secret)
     handle.shutdown()
-    stored = "\n".join(p.read_text() for p in (tmp_path / "traces").rglob("*") if p.is_file())
-    assert secret in stored
+    assert secret in _stored_text(tmp_path / "traces")

@@ -18,6 +18,9 @@ from typing import Any
 
 import pytest
 
+from evaltrace.exporters import LocalTraceStore
+from evaltrace.exporters.span_json import span_to_dict
+
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 
 PRELUDE = """
@@ -59,10 +62,8 @@ def _start(tmp_path: Path, body: str) -> subprocess.Popen[str]:
 
 
 def _spans(tmp_path: Path) -> list[dict[str, Any]]:
-    records = []
-    for path in sorted((tmp_path / ".evaltrace" / "traces").glob("*.jsonl")):
-        records += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    return records
+    with LocalTraceStore(tmp_path / ".evaltrace") as store:
+        return [span_to_dict(s) for t in store.list_traces() for s in store.spans(t.trace_id)]
 
 
 def _scores(tmp_path: Path) -> list[dict[str, Any]]:

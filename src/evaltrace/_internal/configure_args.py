@@ -39,6 +39,12 @@ def _flag(value: Any) -> str | None:
     return None if isinstance(value, bool) else f"expected True or False, {_got(value)}"
 
 
+def _evaluation_flag(value: Any) -> str | None:
+    return (
+        None if isinstance(value, bool) or value == "process" else f'expected True, False or "process", {_got(value)}'
+    )
+
+
 def _optional_flag(value: Any) -> str | None:
     return None if value is None or isinstance(value, bool) else f"expected True, False or None, {_got(value)}"
 
@@ -62,12 +68,17 @@ def _phoenix(value: Any) -> str | None:
 
 
 def _local_store(value: Any) -> str | None:
-    expected = "expected True, False, a directory (str or os.PathLike) or None"
-    if value is None or isinstance(value, bool | os.PathLike):
+    # Mappings and LocalStoreOptions are checked in full (keys, limits) when the exporter is built.
+    expected = "expected True, False, a directory (str or os.PathLike), store options or None"
+    if value is None or isinstance(value, bool | os.PathLike | Mapping) or _has_fields(value, "max_age_s"):
         return None
     if isinstance(value, str):
         return None if value.strip() else f"{expected}, got an empty string"
     return f"{expected}, {_got(value)}"
+
+
+def _has_fields(value: Any, *names: str) -> bool:
+    return all(hasattr(value, name) for name in names)
 
 
 def _items(value: Any, what: str, accepts: Callable[[Any], bool], *, optional: bool = False) -> str | None:
@@ -168,7 +179,7 @@ CHECKS: dict[str, Check] = {
     "evaluators": _evaluators,
     "sinks": _sinks,
     "evaluation_options": _evaluation_options,
-    "evaluation": _flag,
+    "evaluation": _evaluation_flag,
     "evaluation_provenance": _optional_flag,
     "tracer_provider": _tracer_provider,
     "batch": _flag,

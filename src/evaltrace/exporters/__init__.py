@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 from evaltrace.exporters.console import ConsoleSpanExporter
-from evaltrace.exporters.local_store import LocalStoreExporter, LocalTraceStore, TraceSummary
+from evaltrace.exporters.local_store import (
+    LocalStoreExporter,
+    LocalStoreOptions,
+    LocalTraceStore,
+    TraceFilter,
+    TraceSummary,
+)
 from evaltrace.exporters.redaction import RedactingSpanExporter, Redactor, mask_pii
 
 __all__ = [
     "ConsoleSpanExporter",
     "LocalStoreExporter",
+    "LocalStoreOptions",
     "LocalTraceStore",
     "RedactingSpanExporter",
     "Redactor",
+    "TraceFilter",
     "TraceSummary",
     "mask_pii",
 ]

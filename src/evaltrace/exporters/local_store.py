@@ -1,30 +1,59 @@
-"""The embedded default backend: spans as JSON Lines under ``.evaltrace/traces/``, and a reader for them.
+"""The embedded default backend: spans in an indexed SQLite file under ``.evaltrace/``, and a reader for it.
 
-One file per day (``YYYY-MM-DD.jsonl``) or per run (``file_name=``). Each span is one line written with a
-single ``write`` call under a lock, so concurrent exports from one process never interleave lines.
+:class:`LocalStoreExporter` writes each batch in one transaction from the export queue's thread (the
+application thread never touches the database); :class:`LocalTraceStore` lists and reads traces through
+indexes. JSON Lines files that older versions wrote under ``.evaltrace/traces/`` are imported on first open.
+See ``store_db`` for the schema and ``store_options`` for retention.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import json
+import logging
 import re
+import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from evaltrace._internal import forks, semconv
+from evaltrace._internal import forks
 from evaltrace._internal.errors import log_internal_error
-from evaltrace._internal.private_files import make_private_dirs, private_opener
 from evaltrace.exceptions import EvaltraceError
-from evaltrace.exporters.span_json import span_from_dict, span_to_dict
+from evaltrace.exporters.store_db import DB_NAME, open_db, write_transaction
+from evaltrace.exporters.store_import import ImportReport, import_jsonl
+from evaltrace.exporters.store_options import DEFAULT_DIRECTORY, LocalStoreOptions
+from evaltrace.exporters.store_query import (
+    AmbiguousTraceIdError,
+    TraceFilter,
+    TraceSummary,
+    find_traces,
+    resolve_trace_id,
+    trace_spans,
+)
+from evaltrace.exporters.store_rows import stored_span
+from evaltrace.exporters.store_writer import ResourceIds, RetentionResult, apply_retention, write_spans
 
-DEFAULT_DIRECTORY = Path(".evaltrace")
+__all__ = [
+    "DEFAULT_DIRECTORY",
+    "AmbiguousTraceIdError",
+    "LocalStoreExporter",
+    "LocalStoreOptions",
+    "LocalTraceStore",
+    "TraceFilter",
+    "TraceIdError",
+    "TraceSummary",
+    "check_trace_id",
+]
+
+logger = logging.getLogger("evaltrace.local_store")
 _TRACE_ID = re.compile(r"[0-9a-f]{1,32}")
+RETENTION_INTERVAL_S = 60.0
+"""Retention runs when the exporter opens the store, then at most once a minute (on the exporter thread)."""
+_abandoned: list[sqlite3.Connection] = []
 
 
 class TraceIdError(EvaltraceError, LookupError):
@@ -47,142 +76,195 @@ def check_trace_id(reference: str, argument: str = "trace id") -> str:
 
 
 class LocalStoreExporter(SpanExporter):
-    """Appends every exported span as one JSON line to ``<directory>/traces/<day or run>.jsonl``.
+    """Writes exported spans to ``<directory>/traces.sqlite3``, one transaction per ``export`` call.
 
-    Files are created ``0600`` and the folders evaltrace creates ``0700``: spans hold prompts and outputs.
+    The database and its WAL files are ``0600`` and the folders evaltrace creates ``0700``: spans hold prompts
+    and outputs. Several processes may write the same store. Retention deletes whole traces, oldest first, and
+    counts them in :meth:`stats`.
     """
 
-    def __init__(self, directory: str | Path = DEFAULT_DIRECTORY, file_name: str | None = None) -> None:
-        """Create the exporter.
+    def __init__(
+        self,
+        directory: str | Path | LocalStoreOptions = DEFAULT_DIRECTORY,
+        *,
+        max_age_s: float | None = None,
+        max_bytes: int | None = None,
+    ) -> None:
+        """Create the exporter; the store is opened on the first export.
 
         Args:
-            directory: Store root (created on first export).
-            file_name: Fixed file name (e.g. a run id); default is one file per UTC day.
+            directory: Store root, or :class:`LocalStoreOptions` (then the limits below are ignored).
+            max_age_s: Retention by age (default ``EVALTRACE_LOCAL_STORE_MAX_AGE``, else 7 days; 0 = forever).
+            max_bytes: Retention by size (default ``EVALTRACE_LOCAL_STORE_MAX_BYTES``, else 1 GB; 0 = no cap).
+
+        Raises:
+            ConfigError: A limit, or its environment variable, is invalid.
         """
-        self.traces_dir = Path(directory) / "traces"
-        self._file_name = file_name
+        options = (
+            directory
+            if isinstance(directory, LocalStoreOptions)
+            else LocalStoreOptions(Path(directory), max_age_s, max_bytes)
+        )
+        self.options = options.resolved()
+        self.directory = Path(self.options.directory)
         self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._resources = ResourceIds()
         self._closed = False
+        self._next_retention = 0.0
+        self._deleted = RetentionResult()
+        self.import_report = ImportReport()
         forks.reinit_after_fork(self)
 
     def _reinit_after_fork(self) -> None:
-        """In a forked child: a new lock (the parent's export thread may have held this one at the fork)."""
+        """In a forked child: a new lock and, on first export, a new connection (never the parent's)."""
         self._lock = threading.Lock()
+        if self._conn is not None:
+            _abandoned.append(self._conn)  # closing it here could disturb the parent's locks; just never use it
+        self._conn = None
+        self._resources = ResourceIds()
+        self._deleted = RetentionResult()
 
-    def _path(self) -> Path:
-        name = self._file_name or dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
-        return self.traces_dir / (name if name.endswith(".jsonl") else f"{name}.jsonl")
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            conn = open_db(self.directory)
+            self.import_report = import_jsonl(conn, self.directory)
+            self._conn = conn
+        return self._conn
+
+    def _maybe_retain(self, conn: sqlite3.Connection) -> None:
+        now = time.monotonic()
+        if now < self._next_retention:
+            return
+        self._next_retention = now + RETENTION_INTERVAL_S
+        max_age, max_bytes = self.options.max_age_s or 0.0, self.options.max_bytes or 0
+        result = write_transaction(conn, lambda c: apply_retention(c, max_age, max_bytes))
+        if result.traces:
+            conn.execute("PRAGMA incremental_vacuum")  # hand the freed pages back to the disk
+            self._deleted = RetentionResult(self._deleted.traces + result.traces, self._deleted.spans + result.spans)
+            logger.info(
+                "local store %s: retention deleted %d trace(s), %d span(s)", self.directory, result.traces, result.spans
+            )
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        """Append ``spans``; a failure is logged and reported, never raised."""
+        """Write ``spans`` in one transaction; a failure is logged and reported, never raised."""
         if self._closed:
             return SpanExportResult.FAILURE
         try:
-            payload = "".join(json.dumps(span_to_dict(s), ensure_ascii=False, default=str) + "\n" for s in spans)
+            rows = [stored_span(span) for span in spans]  # outside the lock: JSON work needs no database
             with self._lock:
-                make_private_dirs(self.traces_dir)
-                with open(self._path(), "a", encoding="utf-8", opener=private_opener) as f:
-                    f.write(payload)
+                conn = self._connection()
+                write_transaction(conn, lambda c: write_spans(c, rows, self._resources))
+                self._maybe_retain(conn)
         except Exception:
             log_internal_error("writing spans to the local store")
             return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS
 
+    def stats(self) -> dict[str, int]:
+        """What retention deleted in this process, and what the first open imported from JSONL files."""
+        return {
+            "retention_deleted_traces": self._deleted.traces,
+            "retention_deleted_spans": self._deleted.spans,
+            "imported_spans": self.import_report.spans,
+            "imported_unreadable_lines": self.import_report.unreadable_lines,
+        }
+
     def shutdown(self) -> None:
-        """Stop accepting spans."""
-        self._closed = True
+        """Stop accepting spans and close the database."""
+        with self._lock:
+            self._closed = True
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Every export is written through; nothing to flush."""
+        """Every export is committed before it returns; nothing to flush."""
         return True
 
 
-@dataclass(frozen=True)
-class TraceSummary:
-    """One line of ``evaltrace traces list``."""
-
-    trace_id: str
-    root_name: str
-    start_time: int
-    duration_ms: float
-    span_count: int
-    error: bool
-    service_name: str
-
-
 class LocalTraceStore:
-    """Reads traces back from a local store directory."""
+    """Reads traces back from a local store directory (importing older JSONL files on first open)."""
 
     def __init__(self, directory: str | Path = DEFAULT_DIRECTORY) -> None:
-        """Open the store rooted at ``directory`` (which may not exist yet)."""
-        self.traces_dir = Path(directory) / "traces"
+        """Open the store rooted at ``directory`` (which may not exist yet: it then reads as empty)."""
+        self.directory = Path(directory)
+        self.traces_dir = self.directory / "traces"
+        self._conn: sqlite3.Connection | None = None
+        self.import_report = ImportReport()
 
-    def _records(self) -> Iterator[dict[str, object]]:
-        if not self.traces_dir.is_dir():
-            return
-        for path in sorted(self.traces_dir.glob("*.jsonl")):
-            with path.open(encoding="utf-8") as f:
-                for line in f:
-                    line = line.strip()
-                    if not line:
-                        continue
-                    try:
-                        yield json.loads(line)
-                    except json.JSONDecodeError:
-                        continue  # a torn last line of a crashed writer: skip it, keep the rest
+    def _connection(self) -> sqlite3.Connection | None:
+        if self._conn is None:
+            if not (self.directory / DB_NAME).exists() and not any(self.traces_dir.glob("*.jsonl")):
+                return None  # nothing stored: reading creates no file
+            self._conn = open_db(self.directory)
+            self.import_report = import_jsonl(self._conn, self.directory)
+        return self._conn
 
-    def spans(self, trace_id: str) -> list[ReadableSpan]:
-        """All spans of the trace whose id is ``trace_id`` or starts with it (the latest copy of each span).
+    def close(self) -> None:
+        """Close the database connection (reopened on next use)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> LocalTraceStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def list_traces(self, limit: int | None = None, where: TraceFilter | None = None) -> list[TraceSummary]:
+        """Summaries of the stored traces ``where`` selects, newest first (``limit`` wins over ``where.limit``)."""
+        conn = self._connection()
+        if conn is None:
+            return []
+        query = where or TraceFilter()
+        if limit is not None:
+            query = TraceFilter(**{**query.__dict__, "limit": limit})
+        return find_traces(conn, query)
+
+    def resolve(self, trace_id: str) -> str | None:
+        """The full id of the one stored trace ``trace_id`` is or starts with, or None.
 
         Raises:
             TraceIdError: ``trace_id`` is not hexadecimal (:func:`check_trace_id`).
-            LookupError: The prefix matches several traces.
+            AmbiguousTraceIdError: Several traces start with it (a ``LookupError`` listing them).
         """
-        trace_id = check_trace_id(trace_id)
-        matches = {str(r["trace_id"]) for r in self._records() if str(r["trace_id"]).startswith(trace_id)}
-        if len(matches) > 1:
-            raise LookupError(f"trace id prefix {trace_id!r} is ambiguous ({len(matches)} traces)")
-        by_span: dict[str, dict[str, object]] = {}
-        for record in self._records():
-            if record["trace_id"] in matches:
-                by_span[str(record["span_id"])] = record  # a later copy (enriched) replaces an earlier one
-        return sorted((span_from_dict(r) for r in by_span.values()), key=lambda s: s.start_time or 0)
+        prefix = check_trace_id(trace_id)
+        conn = self._connection()
+        return None if conn is None else resolve_trace_id(conn, prefix)
 
-    def list_traces(self, limit: int | None = None) -> list[TraceSummary]:
-        """Summaries of the stored traces, newest first."""
-        spans_by_trace: dict[str, dict[str, dict[str, object]]] = {}
-        for record in self._records():
-            spans_by_trace.setdefault(str(record["trace_id"]), {})[str(record["span_id"])] = record
-        summaries = [_summarise(tid, list(spans.values())) for tid, spans in spans_by_trace.items()]
-        summaries.sort(key=lambda s: s.start_time, reverse=True)
-        return summaries[:limit] if limit else summaries
+    def spans(self, trace_id: str) -> list[ReadableSpan]:
+        """All spans of the trace whose id is ``trace_id`` or starts with it, by start time ([] when none).
 
+        Raises:
+            TraceIdError: ``trace_id`` is not hexadecimal (:func:`check_trace_id`).
+            AmbiguousTraceIdError: The prefix matches several traces (a ``LookupError``).
+        """
+        full = self.resolve(trace_id)
+        conn = self._connection()
+        return [] if full is None or conn is None else trace_spans(conn, full)
 
-def _is_error(record: dict[str, object]) -> bool:
-    status = record.get("status")
-    return isinstance(status, dict) and status.get("code") == "ERROR"
+    def iter_traces(self, where: TraceFilter | None = None) -> Iterator[tuple[TraceSummary, list[ReadableSpan]]]:
+        """Each trace ``where`` selects with its spans, newest first (for ``evaltrace traces export``)."""
+        conn = self._connection()
+        if conn is None:
+            return
+        for summary in find_traces(conn, where or TraceFilter()):
+            yield summary, trace_spans(conn, summary.trace_id)
 
-
-def _is_evaluation(record: dict[str, object]) -> bool:
-    """A late ``evaluation`` span: its ERROR is an evaluation that errored, not the application's failure."""
-    attributes = record.get("attributes")
-    return isinstance(attributes, dict) and attributes.get(semconv.EVALTRACE_SPAN_KIND) == semconv.KIND_EVALUATION
-
-
-def _summarise(trace_id: str, records: list[dict[str, object]]) -> TraceSummary:
-    ids = {r["span_id"] for r in records}
-    roots = [r for r in records if r.get("parent_span_id") not in ids] or records
-    root = min(roots, key=lambda r: int(str(r["start_time"] or 0)))
-    start = int(str(root["start_time"] or 0))
-    end = int(str(root["end_time"] or start))
-    resource = root.get("resource")
-    service = str(resource.get("service.name", "")) if isinstance(resource, dict) else ""
-    return TraceSummary(
-        trace_id=trace_id,
-        root_name=str(root["name"]),
-        start_time=start,
-        duration_ms=(end - start) / 1e6,
-        span_count=len(records),
-        error=any(_is_error(r) and not _is_evaluation(r) for r in records),
-        service_name=service,
-    )
+    def counts(self) -> dict[str, Any]:
+        """Traces and spans stored, and what imports of older JSONL files read and skipped overall."""
+        conn = self._connection()
+        if conn is None:
+            return {"traces": 0, "spans": 0, "imported_spans": 0, "imported_unreadable_lines": 0}
+        imported = conn.execute(
+            "SELECT coalesce(sum(spans), 0), coalesce(sum(unreadable_lines), 0) FROM imported_files"
+        )
+        spans, bad = imported.fetchone()
+        return {
+            "traces": conn.execute("SELECT count(*) FROM traces").fetchone()[0],
+            "spans": conn.execute("SELECT count(*) FROM spans").fetchone()[0],
+            "imported_spans": spans,
+            "imported_unreadable_lines": bad,
+        }

@@ -15,7 +15,8 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from opentelemetry.util.types import AttributeValue
 
 
-def _attrs(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+def attrs_dict(attributes: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Attributes as a JSON-able dict (tuples become lists)."""
     return {k: list(v) if isinstance(v, tuple) else v for k, v in (attributes or {}).items()}
 
 
@@ -33,17 +34,19 @@ def span_to_dict(span: ReadableSpan) -> dict[str, Any]:
         "start_time": span.start_time,
         "end_time": span.end_time,
         "status": {"code": span.status.status_code.name, "description": span.status.description},
-        "attributes": _attrs(span.attributes),
-        "events": [{"name": e.name, "timestamp": e.timestamp, "attributes": _attrs(e.attributes)} for e in span.events],
+        "attributes": attrs_dict(span.attributes),
+        "events": [
+            {"name": e.name, "timestamp": e.timestamp, "attributes": attrs_dict(e.attributes)} for e in span.events
+        ],
         "links": [
             {
                 "trace_id": format(link.context.trace_id, "032x"),
                 "span_id": format(link.context.span_id, "016x"),
-                "attributes": _attrs(link.attributes),
+                "attributes": attrs_dict(link.attributes),
             }
             for link in span.links
         ],
-        "resource": _attrs(span.resource.attributes),
+        "resource": attrs_dict(span.resource.attributes),
         "scope": {
             "name": span.instrumentation_scope.name if span.instrumentation_scope else "",
             "version": span.instrumentation_scope.version if span.instrumentation_scope else None,
@@ -51,7 +54,7 @@ def span_to_dict(span: ReadableSpan) -> dict[str, Any]:
     }
 
 
-def _tuple_attrs(attributes: Mapping[str, Any]) -> dict[str, AttributeValue]:
+def _tupleattrs_dict(attributes: Mapping[str, Any]) -> dict[str, AttributeValue]:
     return {k: tuple(v) if isinstance(v, list) else v for k, v in attributes.items()}
 
 
@@ -73,16 +76,16 @@ def span_from_dict(data: Mapping[str, Any]) -> ReadableSpan:
         name=data["name"],
         context=context,
         parent=parent,
-        resource=Resource(_tuple_attrs(data.get("resource") or {})),
-        attributes=_tuple_attrs(data.get("attributes") or {}),
+        resource=Resource(_tupleattrs_dict(data.get("resource") or {})),
+        attributes=_tupleattrs_dict(data.get("attributes") or {}),
         events=[
-            Event(e["name"], _tuple_attrs(e.get("attributes") or {}), timestamp=e.get("timestamp"))
+            Event(e["name"], _tupleattrs_dict(e.get("attributes") or {}), timestamp=e.get("timestamp"))
             for e in data.get("events") or []
         ],
         links=[
             Link(
                 SpanContext(int(link["trace_id"], 16), int(link["span_id"], 16), is_remote=False),
-                _tuple_attrs(link.get("attributes") or {}),
+                _tupleattrs_dict(link.get("attributes") or {}),
             )
             for link in data.get("links") or []
         ],

@@ -1,0 +1,201 @@
+"""The SQLite file of the local trace store: opening it, its schema, and write transactions that retry when busy.
+
+One database per store (``<store>/traces.sqlite3``) in WAL mode, so readers never block the writer and several
+processes (web-server workers, the ``evaltrace worker``) can write the same store: each waits up to
+``busy_timeout`` for the write lock, and a transaction that still finds the database busy is retried.
+
+Tables: ``spans`` (one row per span, the latest copy wins; attributes, events and links in one JSON blob),
+``traces`` (one summary per trace, maintained on write so listing never reads spans), ``evals`` (one row per
+span and evaluator, with its outcome), ``span_text`` (FTS5 over inputs and outputs; a plain table searched
+with LIKE when the sqlite build lacks FTS5), ``resources`` (each distinct resource stored once),
+``imported_files`` (JSONL files of older versions already read) and ``meta``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from evaltrace._internal.private_files import PRIVATE_FILE_MODE, make_private_dirs
+
+__all__ = ["DB_NAME", "has_fts", "open_db", "write_transaction"]
+
+DB_NAME = "traces.sqlite3"
+BUSY_TIMEOUT_MS = 10_000
+_RETRIES = 20
+_T = TypeVar("_T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS resources (id INTEGER PRIMARY KEY, json TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS spans (
+    id INTEGER PRIMARY KEY,
+    trace_id TEXT NOT NULL,
+    span_id TEXT NOT NULL,
+    parent_span_id TEXT,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    span_type TEXT,
+    status TEXT NOT NULL,
+    app_error INTEGER NOT NULL,
+    start_time INTEGER NOT NULL,
+    end_time INTEGER NOT NULL,
+    resource_id INTEGER NOT NULL,
+    service TEXT NOT NULL,
+    session_id TEXT,
+    user_id TEXT,
+    input_tokens INTEGER,
+    output_tokens INTEGER,
+    cost REAL,
+    data TEXT NOT NULL,
+    UNIQUE (trace_id, span_id)
+);
+CREATE INDEX IF NOT EXISTS spans_kind ON spans (span_type, status);
+CREATE TABLE IF NOT EXISTS traces (
+    trace_id TEXT PRIMARY KEY,
+    root_span_id TEXT NOT NULL,
+    root_name TEXT NOT NULL,
+    service TEXT NOT NULL,
+    start_time INTEGER NOT NULL,
+    duration_ns INTEGER NOT NULL,
+    span_count INTEGER NOT NULL,
+    error INTEGER NOT NULL,
+    eval_pass INTEGER NOT NULL,
+    eval_fail INTEGER NOT NULL,
+    eval_error INTEGER NOT NULL,
+    eval_not_evaluated INTEGER NOT NULL,
+    eval_pending INTEGER NOT NULL,
+    session_id TEXT,
+    user_id TEXT,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cost REAL NOT NULL,
+    stored_at INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS traces_start ON traces (start_time);
+CREATE INDEX IF NOT EXISTS traces_stored ON traces (stored_at);
+CREATE INDEX IF NOT EXISTS traces_service ON traces (service, start_time);
+CREATE INDEX IF NOT EXISTS traces_error ON traces (error, start_time);
+CREATE INDEX IF NOT EXISTS traces_failed ON traces (eval_fail, start_time);
+CREATE INDEX IF NOT EXISTS traces_session ON traces (session_id, start_time);
+CREATE INDEX IF NOT EXISTS traces_user ON traces (user_id, start_time);
+CREATE TABLE IF NOT EXISTS evals (
+    trace_id TEXT NOT NULL,
+    span_id TEXT NOT NULL,
+    evaluator TEXT NOT NULL,
+    outcome TEXT,
+    source_span_id TEXT NOT NULL,
+    PRIMARY KEY (trace_id, span_id, evaluator)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS evals_source ON evals (trace_id, source_span_id);
+CREATE INDEX IF NOT EXISTS evals_evaluator ON evals (evaluator, outcome, trace_id);
+CREATE INDEX IF NOT EXISTS evals_outcome ON evals (outcome, trace_id);
+CREATE TABLE IF NOT EXISTS imported_files (
+    name TEXT PRIMARY KEY, offset INTEGER NOT NULL, spans INTEGER NOT NULL, unreadable_lines INTEGER NOT NULL
+);
+"""
+_FTS_TABLE = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS span_text USING fts5 (trace_id UNINDEXED, text, detail = none, columnsize = 0)"
+)
+_PLAIN_TEXT_TABLE = "CREATE TABLE IF NOT EXISTS span_text (rowid INTEGER PRIMARY KEY, trace_id TEXT, text TEXT)"
+
+FTS_AVAILABLE: bool | None = None
+"""Whether this sqlite build has FTS5 (probed once); tests set it to False to exercise the LIKE fallback."""
+
+
+def _fts_available() -> bool:
+    global FTS_AVAILABLE
+    if FTS_AVAILABLE is None:
+        try:
+            sqlite3.connect(":memory:").execute("CREATE VIRTUAL TABLE t USING fts5 (x)")
+            FTS_AVAILABLE = True
+        except sqlite3.OperationalError:
+            FTS_AVAILABLE = False
+    return FTS_AVAILABLE
+
+
+def is_busy(error: sqlite3.OperationalError) -> bool:
+    """Another connection holds the lock (SQLITE_BUSY / SQLITE_LOCKED and their extended codes)."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(error) or "busy" in str(error)
+
+
+def write_transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T]) -> _T:
+    """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction, retrying (with jitter) while the database is busy.
+
+    ``busy_timeout`` already waits for the lock; a retry covers the cases SQLite reports busy at once (a WAL
+    checkpoint or recovery in another process).
+    """
+    for attempt in range(_RETRIES):
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or attempt == _RETRIES - 1:
+                raise
+            time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+            continue
+        try:
+            result = work(conn)
+        except BaseException:
+            conn.rollback()
+            raise
+        conn.commit()
+        return result
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def has_fts(conn: sqlite3.Connection) -> bool:
+    """Whether this database's ``span_text`` is an FTS5 table (else it is searched with LIKE)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'fts'").fetchone()
+    return row is not None and row[0] == "1"
+
+
+def _create_schema(conn: sqlite3.Connection) -> None:
+    if conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'meta'").fetchone()[0]:
+        return
+    fts = _fts_available()
+    conn.executescript("BEGIN IMMEDIATE;" + _SCHEMA)  # one transaction: a racing process sees all or nothing
+    try:
+        conn.execute(_FTS_TABLE if fts else _PLAIN_TEXT_TABLE)
+        conn.execute("INSERT OR IGNORE INTO meta VALUES ('fts', ?), ('version', '1')", ("1" if fts else "0",))
+    except BaseException:
+        conn.rollback()
+        raise
+    conn.commit()
+
+
+def open_db(directory: Path) -> sqlite3.Connection:
+    """Open (creating it ``0600`` with its schema when missing) the store database under ``directory``.
+
+    SQLite gives the ``-wal`` and ``-shm`` files the database file's mode, so they are private too.
+    """
+    make_private_dirs(directory)
+    path = directory / DB_NAME
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE_MODE))  # an empty file is a new database
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA cache_size = -16000")  # 16 MB: the id indexes of a large store stay in memory
+    # Checkpoint every ~40 MB of WAL rather than 4 MB: index pages rewritten by many batches are copied once.
+    conn.execute("PRAGMA wal_autocheckpoint = 10000")
+    conn.execute("PRAGMA journal_size_limit = 67108864")  # and the WAL file shrinks back to 64 MB after one
+    for attempt in range(_RETRIES):
+        try:
+            # auto_vacuum only takes effect before the first table: it lets retention hand space back to the disk.
+            conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable across app crashes, fast commits
+            _create_schema(conn)
+            break
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or attempt == _RETRIES - 1:
+                conn.close()
+                raise
+            time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+    return conn

@@ -1,0 +1,104 @@
+"""Import the JSON Lines files older versions wrote (``<store>/traces/*.jsonl``) into the SQLite store, once.
+
+Each file's imported length is remembered, so a file is read once, and a file still growing (an older
+evaltrace still running) is read on from where the last import stopped. Lines that are not spans are
+counted, logged and remembered; files are never deleted or changed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from evaltrace.exporters.span_json import span_from_dict
+from evaltrace.exporters.store_db import write_transaction
+from evaltrace.exporters.store_rows import StoredSpan, stored_span
+from evaltrace.exporters.store_writer import ResourceIds, write_spans
+
+__all__ = ["ImportReport", "import_jsonl"]
+
+logger = logging.getLogger("evaltrace.local_store")
+_CHUNK_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    """What one import pass read."""
+
+    files: int = 0
+    spans: int = 0
+    unreadable_lines: int = 0
+
+
+def _parse(lines: list[bytes]) -> tuple[list[StoredSpan], int]:
+    spans: list[StoredSpan] = []
+    bad = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        try:
+            spans.append(stored_span(span_from_dict(json.loads(line))))
+        except Exception:  # a torn line of a crashed writer, or not a span at all: counted, never fatal
+            bad += 1
+    return spans, bad
+
+
+def _import_file(conn: sqlite3.Connection, path: Path, resources: ResourceIds) -> tuple[int, int] | None:
+    row = conn.execute("SELECT offset FROM imported_files WHERE name = ?", (path.name,)).fetchone()
+    offset = int(row[0]) if row else 0
+    size = path.stat().st_size
+    if size <= offset:
+        return None
+    total_spans = total_bad = 0
+    with path.open("rb") as f:
+        f.seek(offset)
+        while offset < size:
+            chunk = f.read(_CHUNK_BYTES)
+            if not chunk:
+                break
+            end = chunk.rfind(b"\n") + 1
+            if end == 0 and len(chunk) < _CHUNK_BYTES:
+                end = len(chunk)  # a last line without a newline: read it now (counted if torn)
+            elif end == 0:
+                end = len(chunk)  # one line longer than a chunk: not a span we could have written
+            f.seek(offset + end)
+            spans, bad = _parse(chunk[:end].split(b"\n"))
+            offset += end
+
+            def work(
+                c: sqlite3.Connection, spans: list[StoredSpan] = spans, bad: int = bad, offset: int = offset
+            ) -> None:
+                write_spans(c, spans, resources)
+                c.execute(
+                    "INSERT INTO imported_files VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                    "offset = excluded.offset, spans = spans + excluded.spans, "
+                    "unreadable_lines = unreadable_lines + excluded.unreadable_lines",
+                    (path.name, offset, len(spans), bad),
+                )
+
+            write_transaction(conn, work)
+            total_spans += len(spans)
+            total_bad += bad
+    return total_spans, total_bad
+
+
+def import_jsonl(conn: sqlite3.Connection, store_dir: Path) -> ImportReport:
+    """Import what is new in ``<store_dir>/traces/*.jsonl``."""
+    folder = store_dir / "traces"
+    if not folder.is_dir():
+        return ImportReport()
+    files = spans = bad = 0
+    resources = ResourceIds()
+    for path in sorted(folder.glob("*.jsonl")):
+        result = _import_file(conn, path, resources)
+        if result is None:
+            continue
+        files += 1
+        spans += result[0]
+        bad += result[1]
+        if result[1]:
+            logger.warning("%s: %d line(s) are not spans and were skipped; the file is kept", path, result[1])
+    return ImportReport(files, spans, bad)

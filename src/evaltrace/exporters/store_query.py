@@ -1,0 +1,223 @@
+"""Reading the local store: trace summaries with filters (from ``traces`` and indexes only), a trace's spans.
+
+Listing the newest 50 traces of a million-span store reads 50 summary rows through the ``start_time`` index;
+showing a trace reads its spans through the ``(trace_id, span_id)`` index. Nothing scans every span.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+
+from evaltrace.exporters.span_json import span_from_dict
+from evaltrace.exporters.store_db import has_fts
+
+__all__ = ["AmbiguousTraceIdError", "TraceFilter", "TraceSummary", "find_traces", "resolve_trace_id", "trace_spans"]
+
+
+class AmbiguousTraceIdError(LookupError):
+    """A trace id prefix that matches several stored traces; ``candidates`` lists some of them."""
+
+    def __init__(self, prefix: str, candidates: list[str]) -> None:
+        self.prefix = prefix
+        self.candidates = candidates
+        shown = ", ".join(candidates[:10]) + (", ..." if len(candidates) > 10 else "")
+        super().__init__(f"trace id prefix {prefix!r} is ambiguous; it matches {shown}")
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    """One line of ``evaltrace traces list``: a trace as its summary row holds it."""
+
+    trace_id: str
+    root_name: str
+    start_time: int
+    duration_ms: float
+    span_count: int
+    error: bool
+    service_name: str
+    evaluations: dict[str, int] = field(default_factory=dict)
+    """Evaluation results by outcome: ``pass``, ``fail``, ``error``, ``not_evaluated``, ``pending``."""
+    session_id: str | None = None
+    user_id: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """The stable object ``evaltrace traces list --json`` prints for this trace."""
+        started = dt.datetime.fromtimestamp(self.start_time / 1e9, dt.UTC)
+        return {
+            "trace_id": self.trace_id,
+            "root_name": self.root_name,
+            "service": self.service_name,
+            "start_time": started.isoformat().replace("+00:00", "Z"),
+            "start_time_unix_nano": self.start_time,
+            "duration_ms": round(self.duration_ms, 3),
+            "span_count": self.span_count,
+            "status": "error" if self.error else "ok",
+            "evaluations": {outcome: self.evaluations.get(outcome, 0) for outcome in _OUTCOMES},
+            "session_id": self.session_id,
+            "user_id": self.user_id,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": self.cost_usd,
+        }
+
+
+_OUTCOMES = ("pass", "fail", "error", "not_evaluated", "pending")
+
+
+@dataclass(frozen=True)
+class TraceFilter:
+    """Which traces to list or export; unset fields do not filter. Every given condition must hold.
+
+    Attributes:
+        service: ``service.name`` of the root span.
+        since_ns: Traces that started at or after this Unix time (nanoseconds).
+        status: ``"error"`` (a span of the application failed) or ``"ok"``.
+        failed_evals: At least one evaluation (of ``evaluator``, when given) failed.
+        evaluator: An evaluator with a result on the trace, whatever its outcome.
+        session_id: ``session.id``.
+        user_id: ``user.id``.
+        search: Words in inputs and outputs (each matched as a word prefix with FTS5, as a substring without).
+        limit: Most traces returned, newest first (``None``: all).
+    """
+
+    service: str | None = None
+    since_ns: int | None = None
+    status: str | None = None
+    failed_evals: bool = False
+    evaluator: str | None = None
+    session_id: str | None = None
+    user_id: str | None = None
+    search: str | None = None
+    limit: int | None = None
+
+
+def _fts_query(text: str) -> str:
+    words = text.split()
+    return " ".join('"' + word.replace('"', '""') + '"*' for word in words)
+
+
+def _like(text: str) -> str:
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _where(conn: sqlite3.Connection, f: TraceFilter) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if f.service is not None:
+        clauses.append("t.service = ?")
+        params.append(f.service)
+    if f.since_ns is not None:
+        clauses.append("t.start_time >= ?")
+        params.append(f.since_ns)
+    if f.status is not None:
+        clauses.append("t.error = ?")
+        params.append(1 if f.status == "error" else 0)
+    if f.failed_evals and f.evaluator is None:
+        clauses.append("t.eval_fail > 0")
+    if f.evaluator is not None:
+        outcome = " AND e.outcome = 'fail'" if f.failed_evals else ""
+        clauses.append(f"t.trace_id IN (SELECT e.trace_id FROM evals AS e WHERE e.evaluator = ?{outcome})")
+        params.append(f.evaluator)
+    if f.session_id is not None:
+        clauses.append("t.session_id = ?")
+        params.append(f.session_id)
+    if f.user_id is not None:
+        clauses.append("t.user_id = ?")
+        params.append(f.user_id)
+    if f.search is not None and f.search.strip():
+        if has_fts(conn):
+            clauses.append("t.trace_id IN (SELECT trace_id FROM span_text WHERE span_text MATCH ?)")
+            params.append(_fts_query(f.search))
+        else:
+            clauses.append("t.trace_id IN (SELECT trace_id FROM span_text WHERE text LIKE ? ESCAPE '\\')")
+            params.append(_like(f.search))
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+_COLUMNS = (
+    "t.trace_id, t.root_name, t.start_time, t.duration_ns, t.span_count, t.error, t.service, t.eval_pass, "
+    "t.eval_fail, t.eval_error, t.eval_not_evaluated, t.eval_pending, t.session_id, t.user_id, t.input_tokens, "
+    "t.output_tokens, t.cost"
+)
+
+
+def _summary(row: tuple[Any, ...]) -> TraceSummary:
+    counts = dict(zip(_OUTCOMES, row[7:12], strict=True))
+    return TraceSummary(
+        trace_id=row[0],
+        root_name=row[1],
+        start_time=row[2],
+        duration_ms=row[3] / 1e6,
+        span_count=row[4],
+        error=bool(row[5]),
+        service_name=row[6],
+        evaluations={k: v for k, v in counts.items() if v},
+        session_id=row[12],
+        user_id=row[13],
+        input_tokens=row[14],
+        output_tokens=row[15],
+        cost_usd=row[16],
+    )
+
+
+def find_traces(conn: sqlite3.Connection, f: TraceFilter) -> list[TraceSummary]:
+    """Summaries of the traces ``f`` selects, newest first."""
+    where, params = _where(conn, f)
+    sql = f"SELECT {_COLUMNS} FROM traces AS t{where} ORDER BY t.start_time DESC"
+    if f.limit is not None:
+        sql += " LIMIT ?"
+        params.append(f.limit)
+    return [_summary(row) for row in conn.execute(sql, params)]
+
+
+def resolve_trace_id(conn: sqlite3.Connection, prefix: str) -> str | None:
+    """The one stored trace id starting with ``prefix`` (lower-case hex), or None.
+
+    Raises:
+        AmbiguousTraceIdError: Several traces start with it.
+    """
+    if len(prefix) == 32:
+        row = conn.execute("SELECT trace_id FROM traces WHERE trace_id = ?", (prefix,)).fetchone()
+        return row[0] if row else None
+    # 'g' sorts after every hex digit: the range is exactly the ids with this prefix, read from the primary key.
+    rows = conn.execute(
+        "SELECT trace_id FROM traces WHERE trace_id >= ? AND trace_id < ? ORDER BY trace_id LIMIT 11",
+        (prefix, prefix + "g"),
+    ).fetchall()
+    if len(rows) > 1:
+        raise AmbiguousTraceIdError(prefix, [r[0] for r in rows])
+    return rows[0][0] if rows else None
+
+
+def trace_spans(conn: sqlite3.Connection, trace_id: str) -> list[ReadableSpan]:
+    """The spans of the trace ``trace_id`` (a full id), by start time."""
+    rows = conn.execute(
+        "SELECT s.trace_id, s.span_id, s.parent_span_id, s.name, s.kind, s.status, s.start_time, s.end_time, "
+        "s.data, r.json FROM spans AS s JOIN resources AS r ON r.id = s.resource_id "
+        "WHERE s.trace_id = ? ORDER BY s.start_time, s.id",
+        (trace_id,),
+    ).fetchall()
+    spans: list[ReadableSpan] = []
+    for trace, span, parent, name, kind, status, start, end, data, resource in rows:
+        body = json.loads(data)
+        spans.append(
+            span_from_dict(
+                {
+                    "trace_id": trace, "span_id": span, "parent_span_id": parent, "name": name, "kind": kind,
+                    "start_time": start, "end_time": end,
+                    "status": {"code": status, "description": body.get("status_description")},
+                    "attributes": body.get("attributes"), "events": body.get("events"), "links": body.get("links"),
+                    "resource": json.loads(resource), "scope": body.get("scope"),
+                }
+            )
+        )  # fmt: skip
+    return spans

@@ -1,0 +1,193 @@
+"""One span as the rows the local store writes: its ``spans`` row, its evaluation results and its searchable text.
+
+What the trace list filters on is taken out of the span here, once, on the exporter thread: the span's type,
+whether it is an application error (an errored ``evaluation`` span is an evaluation that failed to run, not the
+application failing), session and user, tokens and cost of model calls, and each evaluation outcome as the
+HTML report decides it (:func:`evaltrace.report.model.span_scores`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan
+
+from evaltrace._internal import semconv
+from evaltrace.exporters.span_json import attrs_dict as _attrs
+
+__all__ = ["EvalRow", "StoredSpan", "stored_span"]
+
+MAX_SEARCH_TEXT = 32_768
+"""Characters of one span's inputs and outputs indexed for ``--search`` (the span itself is stored whole)."""
+
+_SEARCHED = (
+    semconv.INPUT_VALUE,
+    semconv.OUTPUT_VALUE,
+    semconv.GEN_AI_INPUT_MESSAGES,
+    semconv.GEN_AI_OUTPUT_MESSAGES,
+)
+_MODEL_TYPES = {semconv.KIND_LLM, semconv.KIND_EMBEDDING}
+_MODEL_OPERATIONS = {semconv.OP_CHAT, semconv.OP_EMBEDDINGS, "text_completion", "generate_content"}
+
+
+class EvalRow(NamedTuple):
+    """One evaluator's outcome on one span (``span_id`` is the evaluated span, ``source`` the span that said so)."""
+
+    span_id: str
+    evaluator: str
+    outcome: str | None
+    source: str
+
+
+class StoredSpan(NamedTuple):
+    """Everything written for one span (a tuple: a million of them are built per million spans written)."""
+
+    trace_id: str
+    span_id: str
+    parent_span_id: str | None
+    name: str
+    kind: str
+    span_type: str | None
+    status: str
+    app_error: bool
+    start_time: int
+    end_time: int
+    resource_json: str
+    service: str
+    session_id: str | None
+    user_id: str | None
+    input_tokens: int | None
+    output_tokens: int | None
+    cost: float | None
+    data: str
+    text: str
+    evals: tuple[EvalRow, ...]
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _is_model_call(span_type: str | None, attributes: Mapping[str, Any]) -> bool:
+    """Tokens and cost are summed over model calls only: agent spans often repeat their children's totals."""
+    if span_type is not None:
+        return span_type in _MODEL_TYPES
+    return attributes.get(semconv.GEN_AI_OPERATION_NAME) in _MODEL_OPERATIONS
+
+
+_scorers: tuple[Callable[[ReadableSpan], list[Any]], Callable[[ReadableSpan, str], Any]] | None = None
+
+
+def _score_functions() -> tuple[Callable[[ReadableSpan], list[Any]], Callable[[ReadableSpan, str], Any]]:
+    global _scorers
+    if _scorers is None:
+        # Imported on first use: the report package imports the store, and the store must not import it back.
+        from evaltrace.report.model import _late_score, span_scores
+
+        _scorers = (span_scores, _late_score)
+    return _scorers
+
+
+def _carries_results(span: ReadableSpan, attributes: Mapping[str, Any]) -> bool:
+    """A cheap test first: most spans carry no evaluation result, and reading them fully costs ~10 us."""
+    prefix = semconv.EVALTRACE_EVAL_PREFIX
+    return (
+        attributes.get(semconv.EVALTRACE_SPAN_KIND) == semconv.KIND_EVALUATION
+        or any(key.startswith(prefix) for key in attributes)
+        or any(event.name == semconv.GEN_AI_EVALUATION_RESULT_EVENT for event in span.events)
+    )
+
+
+def _evals(span: ReadableSpan, span_id: str, attributes: Mapping[str, Any]) -> tuple[EvalRow, ...]:
+    if not _carries_results(span, attributes):
+        return ()
+    span_scores, late_score = _score_functions()
+    late = late_score(span, "")
+    if late is not None:  # a late ``evaluation`` span: its result is about its parent, and counted once
+        return (EvalRow(late.span_id, late.name, late.outcome, span_id),)
+    return tuple(EvalRow(span_id, row.name, row.outcome, span_id) for row in span_scores(span))
+
+
+def _search_text(attributes: Mapping[str, Any]) -> str:
+    parts = [value for key in _SEARCHED if isinstance(value := attributes.get(key), str) and value]
+    return "\n".join(parts)[:MAX_SEARCH_TEXT]
+
+
+_resource_json: dict[int, tuple[Resource, str]] = {}
+
+
+def _resource(resource: Resource) -> str:
+    """The JSON of ``resource``, cached by identity: a process has a handful of resources, shared by its spans."""
+    cached = _resource_json.get(id(resource))
+    if cached is not None and cached[0] is resource:
+        return cached[1]
+    text = json.dumps(_attrs(resource.attributes), sort_keys=True, ensure_ascii=False, default=str)
+    if len(_resource_json) > 256:
+        _resource_json.clear()
+    _resource_json[id(resource)] = (resource, text)  # holding the resource keeps its id from being reused
+    return text
+
+
+def _hex(value: int, width: int) -> str:
+    return format(value, f"0{width}x")
+
+
+def stored_span(span: ReadableSpan) -> StoredSpan:
+    """The rows of ``span`` (the same fields :func:`~evaltrace.exporters.span_json.span_to_dict` writes)."""
+    ctx = span.get_span_context()
+    assert ctx is not None  # an SDK span always has a context
+    span_id = _hex(ctx.span_id, 16)
+    attributes = _attrs(span.attributes)
+    span_type = _str(attributes.get(semconv.EVALTRACE_SPAN_KIND))
+    status = span.status.status_code.name
+    model_call = _is_model_call(span_type, attributes)
+    start = span.start_time or 0
+    cost = _number(attributes.get(semconv.EVALTRACE_COST_USD, attributes.get(semconv.GEN_AI_USAGE_COST)))
+    scope = span.instrumentation_scope
+    data = {
+        "status_description": span.status.description,
+        "attributes": attributes,
+        "events": [{"name": e.name, "timestamp": e.timestamp, "attributes": _attrs(e.attributes)} for e in span.events],
+        "links": [
+            {
+                "trace_id": _hex(link.context.trace_id, 32),
+                "span_id": _hex(link.context.span_id, 16),
+                "attributes": _attrs(link.attributes),
+            }
+            for link in span.links
+        ],
+        "scope": {"name": scope.name if scope else "", "version": scope.version if scope else None},
+    }
+    return StoredSpan(
+        trace_id=_hex(ctx.trace_id, 32),
+        span_id=span_id,
+        parent_span_id=_hex(span.parent.span_id, 16) if span.parent is not None else None,
+        name=span.name,
+        kind=span.kind.name,
+        span_type=span_type,
+        status=status,
+        app_error=status == "ERROR" and span_type != semconv.KIND_EVALUATION,
+        start_time=start,
+        end_time=span.end_time or start,
+        resource_json=_resource(span.resource),
+        service=str(span.resource.attributes.get(semconv.SERVICE_NAME, "")),
+        session_id=_str(attributes.get(semconv.SESSION_ID)) or _str(attributes.get(semconv.LANGFUSE_SESSION_ID)),
+        user_id=_str(attributes.get(semconv.USER_ID)) or _str(attributes.get(semconv.LANGFUSE_USER_ID)),
+        input_tokens=_int(attributes.get(semconv.GEN_AI_USAGE_INPUT_TOKENS)) if model_call else None,
+        output_tokens=_int(attributes.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS)) if model_call else None,
+        cost=cost if model_call else None,
+        data=json.dumps(data, ensure_ascii=False, default=str),
+        text=_search_text(attributes),
+        evals=_evals(span, span_id, attributes),
+    )

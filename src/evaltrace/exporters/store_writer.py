@@ -1,0 +1,171 @@
+"""Writing to the local store: a batch of spans in one transaction, trace summaries kept current, retention.
+
+A span exported again (enriched by a late evaluation, or sent by both the app and the worker) replaces its
+earlier copy. After each batch the summaries of the traces it touched are recomputed from their spans in the
+same transaction, so they are right whatever order spans arrive in and whichever process wrote them.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from evaltrace.exporters.store_db import has_fts
+from evaltrace.exporters.store_rows import StoredSpan
+
+__all__ = ["RetentionResult", "apply_retention", "write_spans"]
+
+logger = logging.getLogger("evaltrace.local_store")
+
+_UPSERT_SPAN = """
+INSERT INTO spans (trace_id, span_id, parent_span_id, name, kind, span_type, status, app_error, start_time,
+                   end_time, resource_id, service, session_id, user_id, input_tokens, output_tokens, cost, data)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (trace_id, span_id) DO UPDATE SET
+    parent_span_id = excluded.parent_span_id, name = excluded.name, kind = excluded.kind,
+    span_type = excluded.span_type, status = excluded.status, app_error = excluded.app_error,
+    start_time = excluded.start_time, end_time = excluded.end_time, resource_id = excluded.resource_id,
+    service = excluded.service, session_id = excluded.session_id, user_id = excluded.user_id,
+    input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens, cost = excluded.cost,
+    data = excluded.data
+"""
+_SPAN_ROW_ID = "(SELECT id FROM spans WHERE trace_id = ?1 AND span_id = ?2)"
+
+# The root is the earliest span whose parent is not in the store (a remote parent counts as absent).
+_REFRESH_TRACE = """
+INSERT OR REPLACE INTO traces
+SELECT t.trace_id, r.span_id, r.name, r.service, r.start_time, r.end_time - r.start_time,
+       t.span_count, t.error,
+       v.pass, v.fail, v.error, v.not_evaluated, v.pending,
+       t.session_id, t.user_id, t.input_tokens, t.output_tokens, t.cost, ?2
+FROM (
+    SELECT trace_id, count(*) AS span_count, max(app_error) AS error, max(session_id) AS session_id,
+           max(user_id) AS user_id, coalesce(sum(input_tokens), 0) AS input_tokens,
+           coalesce(sum(output_tokens), 0) AS output_tokens, coalesce(sum(cost), 0.0) AS cost
+    FROM spans WHERE trace_id = ?1
+) AS t
+JOIN (
+    SELECT coalesce(sum(outcome = 'pass'), 0) AS pass, coalesce(sum(outcome = 'fail'), 0) AS fail,
+           coalesce(sum(outcome = 'error'), 0) AS error, coalesce(sum(outcome = 'not_evaluated'), 0) AS not_evaluated,
+           coalesce(sum(outcome = 'pending'), 0) AS pending
+    FROM evals WHERE trace_id = ?1
+) AS v
+JOIN spans AS r ON r.id = (
+    SELECT s.id FROM spans AS s WHERE s.trace_id = ?1
+    ORDER BY s.parent_span_id IS NOT NULL
+             AND EXISTS (SELECT 1 FROM spans AS p WHERE p.trace_id = ?1 AND p.span_id = s.parent_span_id),
+             s.start_time
+    LIMIT 1
+)
+"""
+
+
+class ResourceIds:
+    """Each distinct resource is stored once; its id is cached per connection."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+
+    def get(self, conn: sqlite3.Connection, resource_json: str) -> int:
+        """The id of ``resource_json``, inserting it when new."""
+        known = self._ids.get(resource_json)
+        if known is not None:
+            return known
+        conn.execute("INSERT OR IGNORE INTO resources (json) VALUES (?)", (resource_json,))
+        row = conn.execute("SELECT id FROM resources WHERE json = ?", (resource_json,)).fetchone()
+        if len(self._ids) > 1024:  # a process has a handful of resources; bound the cache anyway
+            self._ids.clear()
+        self._ids[resource_json] = int(row[0])
+        return int(row[0])
+
+
+def write_spans(conn: sqlite3.Connection, spans: Sequence[StoredSpan], resources: ResourceIds) -> None:
+    """Upsert ``spans`` and refresh the summaries of their traces; call inside a write transaction.
+
+    Each step is one ``executemany`` over the batch: the loops run in SQLite, not in Python.
+    """
+    unique = list({(s.trace_id, s.span_id): s for s in spans}.values())  # a later copy in the same batch wins
+    conn.executemany(
+        _UPSERT_SPAN,
+        [
+            (
+                s.trace_id, s.span_id, s.parent_span_id, s.name, s.kind, s.span_type, s.status, int(s.app_error),
+                s.start_time, s.end_time, resources.get(conn, s.resource_json), s.service, s.session_id,
+                s.user_id, s.input_tokens, s.output_tokens, s.cost, s.data,
+            )
+            for s in unique
+        ],
+    )  # fmt: skip
+    # A span written before (an enriched copy) gives up its earlier evaluation rows and searchable text.
+    keys = [(s.trace_id, s.span_id) for s in unique]
+    conn.executemany("DELETE FROM evals WHERE trace_id = ? AND source_span_id = ?", keys)
+    conn.executemany(
+        "INSERT OR REPLACE INTO evals VALUES (?, ?, ?, ?, ?)",
+        [(s.trace_id, e.span_id, e.evaluator, e.outcome, e.source) for s in unique for e in s.evals],
+    )
+    with_text = [(s.trace_id, s.span_id, s.text) for s in unique if s.text]
+    if with_text:
+        if has_fts(conn):  # an FTS5 table has no upsert: the earlier copy's row goes first
+            conn.executemany(f"DELETE FROM span_text WHERE rowid = {_SPAN_ROW_ID}", [k[:2] for k in with_text])
+        verb = "INSERT" if has_fts(conn) else "INSERT OR REPLACE"
+        conn.executemany(f"{verb} INTO span_text (rowid, trace_id, text) SELECT {_SPAN_ROW_ID}, ?1, ?3", with_text)
+    now = time.time_ns()
+    conn.executemany(_REFRESH_TRACE, [(trace_id, now) for trace_id in {s.trace_id for s in unique}])
+
+
+@dataclass(frozen=True)
+class RetentionResult:
+    """What one retention pass deleted."""
+
+    traces: int = 0
+    spans: int = 0
+
+
+def _delete_traces(conn: sqlite3.Connection, trace_ids: Sequence[str]) -> int:
+    spans = 0
+    for trace_id in trace_ids:
+        conn.execute("DELETE FROM span_text WHERE rowid IN (SELECT id FROM spans WHERE trace_id = ?)", (trace_id,))
+        spans += conn.execute("DELETE FROM spans WHERE trace_id = ?", (trace_id,)).rowcount
+        conn.execute("DELETE FROM evals WHERE trace_id = ?", (trace_id,))
+        conn.execute("DELETE FROM traces WHERE trace_id = ?", (trace_id,))
+    return spans
+
+
+def _used_bytes(conn: sqlite3.Connection) -> int:
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    pages = conn.execute("PRAGMA page_count").fetchone()[0] - conn.execute("PRAGMA freelist_count").fetchone()[0]
+    return int(page_size * pages)
+
+
+def apply_retention(conn: sqlite3.Connection, max_age_s: float, max_bytes: int) -> RetentionResult:
+    """Delete traces last written more than ``max_age_s`` ago, then the least recently written until the data fits.
+
+    Age counts from when a trace was stored, not from its spans' timestamps: spans replayed or received from a
+    host with a skewed clock are kept as long as any other. Runs inside a write transaction; ``0`` disables a
+    limit. Deleting by trace keeps every listed trace whole.
+    """
+    deleted_traces = deleted_spans = 0
+    if max_age_s > 0:
+        cutoff = time.time_ns() - int(max_age_s * 1e9)
+        old = [r[0] for r in conn.execute("SELECT trace_id FROM traces WHERE stored_at < ?", (cutoff,))]
+        deleted_spans += _delete_traces(conn, old)
+        deleted_traces += len(old)
+    if max_bytes > 0:
+        while _used_bytes(conn) > max_bytes:
+            total = conn.execute("SELECT count(*) FROM traces").fetchone()[0]
+            if not total:
+                break
+            # Drop a tenth of what is over, at least 1% of the traces, so a pass ends in a few rounds.
+            share = max(0.01, (1 - max_bytes / _used_bytes(conn)) * 1.1)
+            batch = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT trace_id FROM traces ORDER BY stored_at LIMIT ?", (max(1, int(total * share)),)
+                )
+            ]
+            deleted_spans += _delete_traces(conn, batch)
+            deleted_traces += len(batch)
+    return RetentionResult(deleted_traces, deleted_spans)
