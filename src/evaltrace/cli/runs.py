@@ -1,4 +1,4 @@
-"""``evaltrace compare``, ``promote``, ``runs list``/``runs push``, and the rich rendering of runs and comparisons."""
+"""``evaltrace compare``, ``promote``, ``runs list``/``show``/``push``, and the rich rendering of runs and comparisons."""
 
 from __future__ import annotations
 
@@ -8,11 +8,20 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from evaltrace.cli._untrusted import clean, markup_safe, plain
-from evaltrace.cli.run_details import print_changes
+from evaltrace.cli.format import format_duration_ms, format_money
+from evaltrace.cli.run_details import print_changes, render_details
+from evaltrace.cli.run_tables import (
+    COMPARISON_COLUMNS,
+    COST_COLUMNS,
+    LIST_COLUMNS,
+    SUMMARY_COLUMNS,
+    print_table,
+    signed_duration,
+)
+from evaltrace.cli.tables import Cell, Column
 from evaltrace.exceptions import EvaltraceError
 from evaltrace.runner import (
     RunDirectory,
@@ -23,6 +32,7 @@ from evaltrace.runner import (
 )
 from evaltrace.runner.baselines import run_eval_name
 from evaltrace.runner.config import DEFAULT_RUNS_DIR
+from evaltrace.runner.findings import trace_locations
 from evaltrace.runner.gate import comparison_gate_problems
 from evaltrace.runner.migrate import current_summary
 from evaltrace.runner.rundir import CONFIG_FILE, SUMMARY_FILE, TRACES_FILE
@@ -70,6 +80,11 @@ def register(subparsers: Any) -> None:
     )
     listing.add_argument("-n", "--limit", type=int, default=20, help="how many runs to show")
     listing.set_defaults(func=list_command)
+
+    show = verbs.add_parser("show", help="print a run's summary: outcomes per variant, evaluators, costs, cases")
+    show.add_argument("run", help="run directory, run id or unique prefix")
+    add_runs_dir(show)
+    show.set_defaults(func=show_command)
 
     push = verbs.add_parser(
         "push", help="save a run directory to a store (--sqlite/--postgres, else the run's output: stores)"
@@ -191,18 +206,14 @@ def _fail_cell(v: VariantSummary) -> str:
 
 def render_summary(console: Console, summary: RunSummary, run_path: Path | None = None) -> None:
     """Print a run's outcomes per variant (pass / fail / error / not evaluated), costs, and evaluator figures."""
-    table = Table(title=plain(f"Run {summary.run_id}" + (f"  ({run_path})" if run_path else "")))
-    for column in ("variant", "cases", "pass", "fail", "error", "not evaluated", "pass rate"):
-        table.add_column(column)
-    costs = Table(title="Latency, cost and tokens (averages per case)")
-    for column in ("variant", "latency", "cost", "tokens in / out"):
-        costs.add_column(column)
+    outcome_rows: list[list[Cell]] = []
+    cost_rows: list[list[Cell]] = []
     for v in summary.variants:
         tokens = "-"
         if v.avg_tokens_input is not None or v.avg_tokens_output is not None:
             tokens = f"{v.avg_tokens_input or 0:.0f} / {v.avg_tokens_output or 0:.0f}"
-        cost = f"${v.avg_cost_usd:.5f}" if v.avg_cost_usd is not None else "-"
-        table.add_row(
+        cost = format_money(v.avg_cost_usd) or "-"
+        outcome_rows.append([
             plain(v.name, single_line=True),
             str(v.cases_total),
             str(v.cases_passed),
@@ -210,9 +221,10 @@ def render_summary(console: Console, summary: RunSummary, run_path: Path | None 
             _count(v.cases_eval_errors, "red"),
             _count(v.cases_not_evaluated, "yellow"),
             _variant_rate(v),
-        )
-        costs.add_row(plain(v.name, single_line=True), f"{v.avg_latency_ms:.1f} ms", cost, tokens)
-    console.print(table)
+        ])  # fmt: skip
+        cost_rows.append([plain(v.name, single_line=True), format_duration_ms(v.avg_latency_ms), cost, tokens])
+    title = plain(f"Run {summary.run_id}" + (f"  ({run_path})" if run_path else ""))
+    print_table(console, SUMMARY_COLUMNS, outcome_rows, title)
     console.print("pass rate = pass / (pass + fail): an error (evaluation failed) or not evaluated is neither")
     for v in summary.variants:
         if v.not_evaluated_reasons:
@@ -222,16 +234,14 @@ def render_summary(console: Console, summary: RunSummary, run_path: Path | None 
             )
     if summary.by_evaluator:
         names = [v.name for v in summary.variants]
-        evaluators = Table(title="Evaluators: pass rate over judged results (errors and skips counted apart)")
-        evaluators.add_column("evaluator")
-        for name in names:
-            evaluators.add_column(plain(name, single_line=True))
-        for rollup in summary.by_evaluator:
-            evaluators.add_row(
-                plain(rollup.evaluator, single_line=True), *(_rollup_cell(rollup.by_variant.get(n)) for n in names)
-            )
-        console.print(evaluators)
-    console.print(costs)
+        columns = [Column("evaluator", fold=True), *(Column(clean(n, single_line=True), fold=True) for n in names)]
+        rows: list[list[Cell]] = [
+            [plain(r.evaluator, single_line=True), *(_rollup_cell(r.by_variant.get(n)) for n in names)]
+            for r in summary.by_evaluator
+        ]
+        heading = "Evaluators: pass rate over judged results (errors and skips counted apart)"
+        print_table(console, columns, rows, heading)
+    print_table(console, COST_COLUMNS, cost_rows, "Latency, cost and tokens (averages per case)")
     if summary.comparison is not None:
         render_comparison(console, summary.comparison)
 
@@ -239,19 +249,17 @@ def render_summary(console: Console, summary: RunSummary, run_path: Path | None 
 def render_comparison(console: Console, report: ComparisonReport) -> None:
     """Print the deltas of a comparison, then the regressed, improved and unverified case ids in full."""
     what = "baseline variant" if report.kind == "ad_hoc" else "baseline run"
-    table = Table(title=plain(f"Compared with {what} {report.baseline} ({report.kind})"))
-    for column in ("variant", "pass rate", "avg latency", "regressions", "improvements", "unverified"):
-        table.add_column(column)
+    rows: list[list[Cell]] = []
     for delta in report.deltas:
-        table.add_row(
+        rows.append([
             plain(delta.variant, single_line=True),
             NOT_EVALUATED if delta.not_evaluated else _signed_pct(delta.pass_rate_delta),
-            f"{delta.avg_latency_delta_ms:+.1f} ms",
+            signed_duration(delta.avg_latency_delta_ms),
             _count(len(delta.regressions), "red"),
             _count(len(delta.improvements), "green"),
             _count(len(delta.unverified), "yellow"),
-        )
-    console.print(table)
+        ])  # fmt: skip
+    print_table(console, COMPARISON_COLUMNS, rows, plain(f"Compared with {what} {report.baseline} ({report.kind})"))
     # Case ids on lines of their own, never cut by a narrow table: they are what the reader acts on.
     for delta in report.deltas:
         for label, ids, colour in (
@@ -330,26 +338,33 @@ def list_command(args: argparse.Namespace) -> int:
     if not summaries:
         console.print(plain(f"No runs in {source}."), highlight=False)
         return EXIT_OK
-    table = Table(title=plain(f"Runs in {source}"))
-    for column in (
-        "run id",
-        "cases",
-        "pass rate by variant",
-        "regressions",
-        "where" if store is None else "namespace",
-    ):
-        table.add_column(column)
+    rows: list[list[Cell]] = []
     for summary, where in summaries:
         rates = ", ".join(f"{markup_safe(v.name)} {_variant_rate(v)}" for v in summary.variants)
         regressions = summary.comparison.regressions_count if summary.comparison else None
-        table.add_row(
+        rows.append([
             plain(summary.run_id, single_line=True),
             str(summary.cases_total),
             rates,
             str(regressions or "-"),
             plain(where, single_line=True),
-        )
-    console.print(table)
+        ])  # fmt: skip
+    columns = [*LIST_COLUMNS, Column("where" if store is None else "namespace", fold=True, drop=1)]
+    print_table(console, columns, rows, plain(f"Runs in {source}"))
+    return EXIT_OK
+
+
+def show_command(args: argparse.Namespace) -> int:
+    """Print a stored run's summary and the cases that did not pass, as ``evaltrace run`` printed them."""
+    console = Console()
+    try:
+        run = RunDirectory(resolve_run(args.run, args.runs_dir, argument="RUN"))
+        summary = current_summary(run)
+    except EvaltraceError as exc:
+        return print_error(exc)
+    render_summary(console, summary, run.path)
+    traces = run.path / TRACES_FILE
+    render_details(console, summary, traces, trace_locations(traces))
     return EXIT_OK
 
 

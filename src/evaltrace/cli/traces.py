@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from evaltrace.cli._untrusted import plain
-from evaltrace.cli.waterfall import render_waterfall
+from evaltrace.cli.trace_table import render_trace_list
+from evaltrace.cli.traces_query import (
+    add_filter_arguments,
+    filter_from_args,
+    is_filtered,
+    print_json,
+    register_export,
+    report_import,
+)
 from evaltrace.exporters.local_store import DEFAULT_DIRECTORY, LocalTraceStore, TraceIdError, check_trace_id
 
 
@@ -21,8 +27,8 @@ def register(subparsers: Any) -> None:
     verbs = traces.add_subparsers(dest="verb", metavar="VERB", required=True)
 
     list_parser = verbs.add_parser("list", help="list stored traces, newest first")
-    list_parser.add_argument("--store", type=Path, default=DEFAULT_DIRECTORY, help="store directory (.evaltrace)")
-    list_parser.add_argument("-n", "--limit", type=int, default=20, help="how many traces to show")
+    add_filter_arguments(list_parser, default_limit=20)
+    list_parser.add_argument("--json", action="store_true", help="print a JSON array (stable keys) for scripts")
     list_parser.set_defaults(func=list_traces)
 
     show = verbs.add_parser("show", help="print one trace as a tree with timing bars")
@@ -30,29 +36,25 @@ def register(subparsers: Any) -> None:
     show.add_argument("--store", type=Path, default=DEFAULT_DIRECTORY, help="store directory (.evaltrace)")
     show.add_argument("--details", action="store_true", help="also print messages, tool calls and thinking")
     show.set_defaults(func=show_trace)
+    register_export(verbs)
 
 
 def list_traces(args: argparse.Namespace) -> int:
     """Print a table of stored traces."""
     console = Console()
-    summaries = LocalTraceStore(args.store).list_traces(limit=args.limit)
-    if not summaries:
-        console.print(plain(f"No traces in {args.store}/traces yet. Run your app after evaltrace.configure()."))
+    store = LocalTraceStore(args.store)
+    summaries = store.list_traces(where=filter_from_args(args))
+    report_import(store)
+    if args.json:
+        print_json(summaries)
         return 0
-    table = Table(title=plain(f"Traces in {args.store}"))
-    for column in ("trace id", "root", "service", "started (UTC)", "duration", "spans", "status"):
-        table.add_column(column)
-    for s in summaries:
-        started = dt.datetime.fromtimestamp(s.start_time / 1e9, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
-        status = "[red]ERROR[/red]" if s.error else "[green]ok[/green]"
-        table.add_row(
-            *(plain(recorded, single_line=True) for recorded in (s.trace_id, s.root_name, s.service_name)),
-            started,
-            f"{s.duration_ms:.1f} ms",
-            str(s.span_count),
-            status,
-        )
-    console.print(table)
+    if not summaries and is_filtered(args):
+        console.print(plain(f"No traces in {args.store} match these filters."))
+        return 0
+    if not summaries:
+        console.print(plain(f"No traces in {args.store} yet. Run your app after evaltrace.configure()."))
+        return 0
+    render_trace_list(console, summaries, f"Traces in {args.store}")
     return 0
 
 
@@ -64,7 +66,7 @@ def show_trace(args: argparse.Namespace) -> int:
     if trace_id == "last":
         latest = store.list_traces(limit=1)
         if not latest:
-            console.print(plain(f"No traces in {args.store}/traces", "red"))
+            console.print(plain(f"No traces in {args.store}", "red"))
             return 1
         trace_id = latest[0].trace_id
     try:
@@ -76,7 +78,9 @@ def show_trace(args: argparse.Namespace) -> int:
         console.print(plain(exc, "red"))
         return 1
     if not spans:
-        console.print(plain(f"No trace {trace_id!r} in {args.store}/traces", "red"))
+        console.print(plain(f"No trace {trace_id!r} in {args.store}", "red"))
         return 1
+    from evaltrace.cli.waterfall import render_waterfall  # here: `traces list` starts without it (~130 ms)
+
     render_waterfall(console, spans, details=args.details)
     return 0
