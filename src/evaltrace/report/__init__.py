@@ -1,8 +1,10 @@
 """Static, self-contained HTML report of one trace (``evaltrace report <trace_id> -o report.html``).
 
-The page has the waterfall (with span attributes and events), the scores (``gen_ai.evaluation.result`` events,
-``evaltrace.eval.*`` attributes and late ``evaluation`` spans), the final answer, thinking, tool calls and the
-conversation, with inline CSS and JavaScript only, so it can be attached to a ticket or opened offline.
+The page has a header (session, user, tags, token and cost totals, the evaluation badge), the scores
+(``gen_ai.evaluation.result`` events, ``evaltrace.eval.*`` attributes and late ``evaluation`` spans), the
+waterfall (tokens and cost per span; model calls unfold as a chat, every span keeps its raw attributes), the
+final answer, reasoning, tool calls and the conversation, with inline CSS and JavaScript only, so it can be
+attached to a ticket or opened offline.
 """
 
 from __future__ import annotations

@@ -28,7 +28,11 @@ text-align:center}
 .k-llm{background:var(--llm)}.k-tool{background:var(--tool)}.k-agent{background:var(--agent)}
 .k-workflow{background:var(--workflow)}.k-task{background:var(--task)}.k-evaluation{background:var(--evaluation)}
 .k-other{background:var(--other)}
-.axis,.span>summary{display:grid;grid-template-columns:minmax(260px,34%) 1fr 86px 190px;gap:8px;align-items:center}
+.axis,.span>summary{display:grid;grid-template-columns:minmax(240px,30%) 1fr 70px 112px 82px 190px;gap:8px;
+align-items:center}
+.no-usage .axis,.no-usage .span>summary{grid-template-columns:minmax(260px,34%) 1fr 86px 190px}
+.no-usage .tokens,.no-usage .cost{display:none}
+.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap;color:var(--muted);font-size:12px}
 .axis{color:var(--muted);font-size:11px;border-bottom:1px solid var(--line);padding-bottom:4px}
 .ticks{display:flex;justify-content:space-between}
 .span>summary{list-style:none;cursor:pointer;padding:3px 0;border-bottom:1px solid #f0f1f5}
@@ -52,6 +56,32 @@ text-align:center}
 .toolcall{margin-top:6px;border:1px dashed var(--tool);border-radius:6px;padding:6px 8px;background:#fff}
 details.thinking>summary{cursor:pointer;color:var(--llm);font-size:12px;font-weight:600}
 details.thinking pre{background:#f4f0ff}
+.status{font-size:14px;vertical-align:middle}
+.verdict-label{font-size:12px;font-weight:400;color:#c5cbd8;margin-left:8px}
+.badge.verdict{font-size:13px;padding:2px 12px}
+.tags{margin-top:6px}
+.tag{display:inline-block;margin:0 4px 0 2px;padding:0 8px;border:1px solid #5d6679;border-radius:10px;color:#fff;
+font-size:12px}
+.facts{color:var(--muted);margin:4px 0 8px}
+.facts b{color:var(--fg);font-weight:500}
+details.raw{margin-top:10px}
+details.raw>summary{cursor:pointer;color:var(--muted);font-size:12px;font-weight:600}
+pre.io{max-height:220px}
+.chat{display:flex;flex-direction:column;gap:8px;max-width:980px}
+.bubble{max-width:82%;padding:8px 12px;border-radius:10px;background:var(--bg);border:1px solid var(--line);
+align-self:flex-start}
+.bubble .role{margin-bottom:2px}
+.bubble.user{align-self:flex-end;background:#e8f3fc;border-color:#b9dcf4}
+.bubble.assistant{background:#f1edff;border-color:#d6cbff}
+.bubble.system{max-width:100%;align-self:stretch;background:#f3f4f7;border-style:dashed}
+.bubble.tool{background:#fff6eb;border-color:#f5d3a6}
+.bubble.out{box-shadow:0 0 0 2px #d6cbff}
+.bubble pre{max-height:240px}
+.call-head{font-size:12px;color:var(--tool);margin-bottom:2px}
+.call-id{color:var(--muted);font-size:11px}
+.chat-sep{display:flex;align-items:center;gap:8px;color:var(--muted);font-size:11px;text-transform:uppercase;
+letter-spacing:.05em}
+.chat-sep::before,.chat-sep::after{content:"";flex:1;border-top:1px solid var(--line)}
 .buttons{float:right}
 .buttons button{font:inherit;font-size:12px;border:1px solid var(--line);background:#fff;border-radius:4px;padding:2px 8px;
 cursor:pointer}

@@ -10,22 +10,22 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterable, Mapping
-from html import escape
 from typing import Any
 
+from evaltrace._internal import semconv
 from evaltrace._version import __version__
 from evaltrace.report.assets import CSS, JS
-from evaltrace.report.model import ReportData, ScoreRow, SpanRow, outcome_counts
+from evaltrace.report.chat import chat_messages
+from evaltrace.report.chat_html import render_bubbles, render_span_chat, render_thinking
+from evaltrace.report.model import ReportData, ScoreRow, SpanRow, SpanUsage, outcome_counts
+from evaltrace.report.text import esc, money, pretty, token_count
 from evaltrace.schema import Trace, TraceMessage
 
 __all__ = ["render_html"]
 
 _KINDS = {"llm", "tool", "agent", "workflow", "task", "evaluation"}
-_MAX_VALUE_CHARS = 20_000
-
-
-def _e(value: Any) -> str:
-    return escape(str(value), quote=True)
+_e = esc  # short names: used on every line below, and by the run report
+_pretty = pretty
 
 
 def _ms(value: float) -> str:
@@ -34,21 +34,6 @@ def _ms(value: float) -> str:
     if value >= 1000:
         return f"{value / 1000:.2f} s"
     return f"{value:.1f} ms" if value < 100 else f"{value:.0f} ms"
-
-
-def _pretty(value: Any) -> str:
-    """Pretty-print JSON strings and structures; cap very long values (the page must stay usable)."""
-    if isinstance(value, str):
-        stripped = value.strip()
-        if stripped[:1] in ("{", "["):
-            try:
-                value = json.loads(stripped)
-            except ValueError:
-                pass
-    text = value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False, default=str)
-    if len(text) > _MAX_VALUE_CHARS:
-        text = text[:_MAX_VALUE_CHARS] + f"\n... ({len(text) - _MAX_VALUE_CHARS} more characters)"
-    return text
 
 
 def _kind_class(kind: str) -> str:
@@ -105,13 +90,36 @@ def evaluation_summary(rows: list[ScoreRow]) -> str:
     )
 
 
+def _verdict_badge(data: ReportData) -> str:
+    """The trace's evaluation badge; with no result at all it also stands for the (empty) outcome counts."""
+    css, text = _OUTCOME_BADGES[data.verdict]
+    none = ' data-outcome="none"' if not data.scores else ""
+    return (
+        f'<span class="verdict-label">evaluation</span> <span class="badge verdict {css}" '
+        f'data-verdict="{_e(data.verdict)}"{none}>{_e(text)}</span>'
+    )
+
+
+def usage_text(usage: SpanUsage) -> str:
+    """``52 in (10 cached) / 31 out (12 reasoning)``: the recorded token counts, empty when there are none."""
+    if usage.input_tokens is None and usage.output_tokens is None:
+        return ""
+    text = f"{token_count(usage.input_tokens or 0)} in"
+    if usage.cache_read_tokens:
+        text += f" ({token_count(usage.cache_read_tokens)} cached)"
+    text += f" / {token_count(usage.output_tokens or 0)} out"
+    if usage.reasoning_tokens:
+        text += f" ({token_count(usage.reasoning_tokens)} reasoning)"
+    return text
+
+
 def _header(data: ReportData) -> str:
     started = dt.datetime.fromtimestamp(data.started_ns / 1e9, dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     # Span errors (the application's) and evaluation outcomes (ours) are separate badges; neither says "ok". A
     # late ``evaluation`` span in ERROR is an evaluation that errored: counted among the outcomes, not here.
     errors = sum(1 for s in data.spans if s.error and s.kind != "evaluation")
     spans = f'<span class="badge fail" data-outcome="span-error">{errors} span error(s)</span> ' if errors else ""
-    status = f'{spans}<span class="evals">{evaluation_summary(data.scores)}</span>'
+    counts = f' <span class="evals">{evaluation_summary(data.scores)}</span>' if data.scores else ""
     items = [
         ("trace", f"<code>{_e(data.trace_id)}</code>"),
         ("service", _e(data.service or "-")),
@@ -119,17 +127,22 @@ def _header(data: ReportData) -> str:
         ("duration", _ms(data.duration_ms)),
         ("spans", str(len(data.spans))),
     ]
-    metrics = data.trace.metrics if data.trace is not None else None
-    if metrics is not None:
-        if metrics.token_input is not None or metrics.token_output is not None:
-            tokens = f"{metrics.token_input or 0} in / {metrics.token_output or 0} out"
-            if metrics.token_thinking:
-                tokens += f" / {metrics.token_thinking} thinking"
-            items.append(("tokens", tokens))
-        if metrics.cost_usd is not None:
-            items.append(("cost", f"${metrics.cost_usd:.6f}"))
+    if data.session_id:
+        items.append(("session", f'<code data-field="session">{_e(data.session_id)}</code>'))
+    if data.user_id:
+        items.append(("user", f'<code data-field="user">{_e(data.user_id)}</code>'))
+    tokens = usage_text(data.usage)
+    if tokens:
+        items.append(("tokens", f'<span data-field="tokens">{tokens}</span>'))
+    if data.usage.cost_usd is not None:
+        items.append(("cost", f'<span data-field="cost">{_e(money(data.usage.cost_usd))}</span>'))
     meta = "".join(f"<span>{label} <b>{value}</b></span>" for label, value in items)
-    return f"<header><h1>{_e(data.root_name)} {status}</h1><div class='meta'>{meta}</div></header>"
+    tags = "".join(f'<span class="tag">{_e(tag)}</span>' for tag in data.tags)
+    tag_line = f"<div class='meta tags' data-field='tags'>tags {tags}</div>" if tags else ""
+    return (
+        f"<header><h1>{_e(data.root_name)} <span class='status'>{_verdict_badge(data)}{counts} {spans}</span></h1>"
+        f"<div class='meta'>{meta}</div>{tag_line}</header>"
+    )
 
 
 def _scores(rows: list[ScoreRow]) -> str:
@@ -161,6 +174,43 @@ def _attributes_table(attributes: Mapping[str, Any]) -> str:
     return f"<table>{rows}</table>"
 
 
+# What a span that is no model call took and gave, shown above its raw attributes: (heading, keys, first wins).
+_IO = (
+    ("Input", (semconv.INPUT_VALUE, semconv.GEN_AI_TOOL_CALL_ARGUMENTS, "traceloop.entity.input")),
+    ("Output", (semconv.OUTPUT_VALUE, semconv.GEN_AI_TOOL_CALL_RESULT, "traceloop.entity.output")),
+)
+
+
+def _io(attributes: Mapping[str, Any]) -> str:
+    blocks = []
+    for heading, keys in _IO:
+        value = next((attributes[key] for key in keys if key in attributes), None)
+        if isinstance(value, str) and value.startswith('"'):  # a JSON-encoded string: show the string
+            try:
+                value = json.loads(value)
+            except ValueError:
+                pass
+        if value is not None:
+            blocks.append(f'<h3>{heading}</h3><pre class="io">{_e(_pretty(value))}</pre>')
+    return "".join(blocks)
+
+
+def _facts(row: SpanRow) -> str:
+    """Ids, model, tokens and cost of a span, on one line."""
+    facts = [f"span <code>{_e(row.span_id)}</code>"]
+    if row.parent_id:
+        facts.append(f"parent <code>{_e(row.parent_id)}</code>")
+    model = row.attributes.get(semconv.GEN_AI_RESPONSE_MODEL) or row.attributes.get(semconv.GEN_AI_REQUEST_MODEL)
+    if model:
+        facts.append(f"model <b>{_e(model)}</b>")
+    tokens = usage_text(row.usage)
+    if tokens:
+        facts.append(f"tokens <b>{tokens}</b>")
+    if row.usage.cost_usd is not None:
+        facts.append(f"cost <b>{_e(money(row.usage.cost_usd))}</b>")
+    return f'<p class="facts">{" &middot; ".join(facts)}</p>'
+
+
 def _span_row(row: SpanRow, total_ms: float) -> str:
     total = total_ms or 1.0
     left = min(100.0, row.offset_ms / total * 100)
@@ -172,20 +222,35 @@ def _span_row(row: SpanRow, total_ms: float) -> str:
         f'<span class="kind {_kind_class(row.kind)}">{_e(row.kind)}</span>{_e(row.name)}</div>'
     )
     chips = "".join(_chip(s) for s in row.scores)
+    usage = row.usage
+    tokens = (
+        f"{token_count(usage.input_tokens or 0)} &rarr; {token_count(usage.output_tokens or 0)}"
+        if usage.input_tokens is not None or usage.output_tokens is not None
+        else ""
+    )
+    cost = _e(money(usage.cost_usd)) if usage.cost_usd is not None else ""
     events = "".join(
         f"<tr><td>{_e(name)} <span class='dur'>@ {_ms(at)}</span></td><td><pre>{_e(_pretty(attrs))}</pre></td></tr>"
         for name, at, attrs in row.events
     )
+    events_view = (
+        f'<details class="raw"><summary>Events ({len(row.events)})</summary><table>{events}</table></details>'
+        if events
+        else ""
+    )
     error = f'<p class="err-text">Error: {_e(row.error)}</p>' if row.error else ""
+    body = f"<h3>Messages</h3>{render_span_chat(row.chat)}" if row.chat is not None else _io(row.attributes)
     detail = (
-        f'<div class="detail">{error}<p>span <code>{_e(row.span_id)}</code>'
-        f"{f' &middot; parent <code>{_e(row.parent_id)}</code>' if row.parent_id else ''}</p>"
-        f"<h3>Attributes</h3>{_attributes_table(row.attributes)}"
-        f"{f'<h3>Events</h3><table>{events}</table>' if events else ''}</div>"
+        f'<div class="detail">{error}{_facts(row)}{body}'
+        f'<details class="raw"><summary>Raw attributes ({len(row.attributes)})</summary>'
+        f"{_attributes_table(row.attributes)}</details>"
+        f"{events_view}</div>"
     )
     return (
-        f'<details class="span" id="span-{_e(row.span_id)}"><summary>{name}<div class="track">{bar}</div>'
-        f'<div class="dur">{_ms(row.duration_ms)}</div><div class="chips">{chips}</div></summary>{detail}</details>'
+        f'<details class="span" id="span-{_e(row.span_id)}" data-kind="{_e(row.kind)}"><summary>{name}'
+        f'<div class="track">{bar}</div><div class="dur">{_ms(row.duration_ms)}</div>'
+        f'<div class="num tokens" title="input &rarr; output tokens">{tokens}</div><div class="num cost">{cost}</div>'
+        f'<div class="chips">{chips}</div></summary>{detail}</details>'
     )
 
 
@@ -196,8 +261,13 @@ def _waterfall(data: ReportData) -> str:
         '<span class="buttons"><button data-toggle="open">Expand all</button> '
         '<button data-toggle="close">Collapse all</button></span>'
     )
-    axis = f'<div class="axis"><span>Span</span><div class="ticks">{ticks}</div><span>Duration</span><span>Scores</span></div>'
-    return f'<section id="waterfall"><h2>Waterfall {buttons}</h2>{axis}{rows}</section>'
+    axis = (
+        f'<div class="axis"><span>Span</span><div class="ticks">{ticks}</div><span class="num">Duration</span>'
+        '<span class="num tokens">Tokens in &rarr; out</span><span class="num cost">Cost</span><span>Scores</span></div>'
+    )
+    # Token and cost columns only when some span recorded them: empty columns take no room.
+    usage = "" if any(not row.usage.empty for row in data.spans) else " no-usage"
+    return f'<section id="waterfall" class="waterfall{usage}"><h2>Waterfall {buttons}</h2>{axis}{rows}</section>'
 
 
 def _content(content: Any) -> str:
@@ -250,7 +320,7 @@ def _conversation(trace: Trace | None, error: str | None) -> str:
     if trace is None:
         reason = f" ({_e(error)})" if error else ""
         return f'<section id="conversation"><h2>Messages</h2><p class="empty">Not available{reason}.</p></section>'
-    messages = "".join(_message(m) for m in trace.messages) or '<p class="empty">No messages.</p>'
+    messages = render_bubbles(chat_messages(trace.messages)) or '<p class="empty">No messages.</p>'
     calls = "".join(
         f"<tr><td><b>{_e(c.name)}</b></td><td><pre>{_e(_pretty(c.arguments))}</pre></td>"
         f"<td><pre>{_e(_pretty(result))}</pre></td></tr>"
@@ -266,9 +336,9 @@ def _conversation(trace: Trace | None, error: str | None) -> str:
     return (
         f'<section id="answer"><h2>Final answer</h2>{error_text}'
         f"{_content(answer) if answer else '<p class=empty>No final answer.</p>'}"
-        f"{_thinking(trace.output.thinking, 'Thinking (whole trace)')}</section>"
+        f"{render_thinking(trace.output.thinking, 'Reasoning (whole trace)')}</section>"
         f'<section id="tools"><h2>Tool calls</h2>{tools}</section>'
-        f'<section id="conversation"><h2>Messages</h2>{messages}</section>'
+        f'<section id="conversation"><h2>Messages</h2><div class="chat">{messages}</div></section>'
     )
 
 

@@ -1,5 +1,9 @@
 """What a trace report shows, gathered from the spans of one trace: waterfall rows, scores, and the Trace.
 
+Each row carries its span's tokens and recorded cost (:func:`span_usage`) and, for a model call, its chat
+(:mod:`evaltrace.report.chat`); the report carries session, user and tags (the first span, root first, that
+has each) and the trace's evaluation badge (:func:`trace_verdict`).
+
 Scores are read from the three places the evaluation pipeline writes them: ``gen_ai.evaluation.result`` span
 events and ``evaltrace.eval.<name>.*`` attributes on the evaluated span, and child ``evaluation {name}`` spans
 for results that came after the span was exported. One row per (span, evaluator), each with one outcome:
@@ -11,6 +15,7 @@ evaluated.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,9 +24,23 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from evaltrace._internal import semconv
+from evaltrace.mapping import conventions
+from evaltrace.mapping._spans import is_llm
+from evaltrace.report.chat import SpanChat, span_chat
 from evaltrace.schema import Trace
 
-__all__ = ["OUTCOMES", "ReportData", "ScoreRow", "SpanRow", "build_report", "outcome_counts", "span_scores"]
+__all__ = [
+    "OUTCOMES",
+    "ReportData",
+    "ScoreRow",
+    "SpanRow",
+    "SpanUsage",
+    "build_report",
+    "outcome_counts",
+    "span_scores",
+    "span_usage",
+    "trace_verdict",
+]
 
 OUTCOMES = (
     semconv.OUTCOME_PASS,
@@ -31,6 +50,10 @@ OUTCOMES = (
     semconv.OUTCOME_PENDING,
 )
 _NOT_EVALUATED_LABELS = (semconv.EVAL_LABEL_NOT_EVALUATED, semconv.EVAL_LABEL_SKIPPED)
+# Where session, user and tags are found: ours (``evaltrace.context``), then Langfuse's and OpenInference's.
+_SESSION_KEYS = (semconv.SESSION_ID, semconv.LANGFUSE_SESSION_ID)
+_USER_KEYS = (semconv.USER_ID, semconv.LANGFUSE_USER_ID)
+_TAG_KEYS = (semconv.LANGFUSE_TRACE_TAGS, "tag.tags")
 
 
 @dataclass
@@ -53,6 +76,30 @@ class ScoreRow:
 
 
 @dataclass
+class SpanUsage:
+    """Tokens and cost of one span (or, summed over the model calls, of a trace); None when not recorded.
+
+    ``cost_usd`` is the cost the instrumentation recorded (``evaltrace.cost_usd`` or a foreign alias); the
+    report never prices a call itself, so a model without a known price shows no cost rather than a guess.
+    """
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    """A part of ``output_tokens``, not added to them."""
+    cache_read_tokens: int | None = None
+    """A part of ``input_tokens``."""
+    cost_usd: float | None = None
+
+    @property
+    def empty(self) -> bool:
+        """Whether nothing at all was recorded."""
+        return all(
+            value is None for value in (self.input_tokens, self.output_tokens, self.reasoning_tokens, self.cost_usd)
+        )
+
+
+@dataclass
 class SpanRow:
     """One waterfall row."""
 
@@ -67,6 +114,9 @@ class SpanRow:
     attributes: dict[str, Any]
     events: list[tuple[str, float, dict[str, Any]]]
     scores: list[ScoreRow] = field(default_factory=list)
+    usage: SpanUsage = field(default_factory=SpanUsage)
+    chat: SpanChat | None = None
+    """The messages of a model call, shown as a chat instead of their JSON attributes."""
 
 
 @dataclass
@@ -82,6 +132,13 @@ class ReportData:
     scores: list[ScoreRow]
     trace: Trace | None
     trace_error: str | None = None
+    session_id: str | None = None
+    user_id: str | None = None
+    tags: list[str] = field(default_factory=list)
+    usage: SpanUsage = field(default_factory=SpanUsage)
+    """Summed over the model calls only (an agent span repeating its calls' usage is not counted twice)."""
+    verdict: str = semconv.OUTCOME_NOT_EVALUATED
+    """The trace's evaluation badge, from :func:`trace_verdict`."""
 
 
 def _hex(value: int, width: int) -> str:
@@ -182,6 +239,80 @@ def outcome_counts(rows: Sequence[ScoreRow]) -> dict[str, int]:
     return counts
 
 
+def trace_verdict(rows: Sequence[ScoreRow]) -> str:
+    """The trace's evaluation badge, from the outcomes of its evaluation results.
+
+    ``fail`` if any evaluation failed, else ``error`` if any errored, else ``pending`` if any is still running,
+    else ``pass`` if at least one passed, else ``not_evaluated``. An error comes before a pass because the errored evaluator might have failed the trace; skips and
+    label-only results never make a verdict, so a trace nothing judged is ``not_evaluated``, never ``pass``.
+    """
+    seen = {row.outcome for row in rows}
+    for outcome in (semconv.OUTCOME_FAIL, semconv.OUTCOME_ERROR, semconv.OUTCOME_PENDING, semconv.OUTCOME_PASS):
+        if outcome in seen:
+            return outcome
+    return semconv.OUTCOME_NOT_EVALUATED
+
+
+def _first_number(attributes: Mapping[str, Any], key: str) -> float | None:
+    """Attribute ``key``, else its first foreign alias that holds a finite number."""
+    for name in conventions.usage_keys(key):
+        value = attributes.get(name)
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+    return None
+
+
+def _tokens(attributes: Mapping[str, Any], key: str) -> int | None:
+    value = _first_number(attributes, key)
+    return None if value is None else int(value)
+
+
+def span_usage(attributes: Mapping[str, Any]) -> SpanUsage:
+    """Tokens and recorded cost of a span, from ``gen_ai.usage.*`` and ``evaltrace.cost_usd`` (or their aliases)."""
+    return SpanUsage(
+        input_tokens=_tokens(attributes, semconv.GEN_AI_USAGE_INPUT_TOKENS),
+        output_tokens=_tokens(attributes, semconv.GEN_AI_USAGE_OUTPUT_TOKENS),
+        reasoning_tokens=_tokens(attributes, semconv.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS),
+        cache_read_tokens=_tokens(attributes, semconv.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS),
+        cost_usd=_first_number(attributes, semconv.EVALTRACE_COST_USD),
+    )
+
+
+def _sum(values: Sequence[int | None]) -> int | None:
+    present = [value for value in values if value is not None]
+    return sum(present) if present else None
+
+
+def _total_usage(rows: Sequence[SpanUsage]) -> SpanUsage:
+    costs = [usage.cost_usd for usage in rows if usage.cost_usd is not None]
+    return SpanUsage(
+        input_tokens=_sum([usage.input_tokens for usage in rows]),
+        output_tokens=_sum([usage.output_tokens for usage in rows]),
+        reasoning_tokens=_sum([usage.reasoning_tokens for usage in rows]),
+        cache_read_tokens=_sum([usage.cache_read_tokens for usage in rows]),
+        cost_usd=sum(costs) if costs else None,
+    )
+
+
+def _first_text(attributes: Mapping[str, Any], keys: Sequence[str]) -> str | None:
+    return next((value for key in keys if (value := _text(attributes.get(key)))), None)
+
+
+def _who(ordered: Sequence[ReadableSpan]) -> tuple[str | None, str | None, list[str]]:
+    """Session, user and tags: the first span (root first) that has each; tags from every span, in order."""
+    session = user = None
+    tags: list[str] = []
+    for span in ordered:
+        attributes = span.attributes or {}
+        session = session or _first_text(attributes, _SESSION_KEYS)
+        user = user or _first_text(attributes, _USER_KEYS)
+        for key in _TAG_KEYS:
+            value = attributes.get(key)
+            values = [value] if isinstance(value, str) else value if isinstance(value, Sequence) else ()
+            tags.extend(tag for tag in values if isinstance(tag, str) and tag and tag not in tags)
+    return session, user, tags
+
+
 def _late_score(span: ReadableSpan, parent_name: str) -> ScoreRow | None:
     """A child ``evaluation {name}`` span: a result that arrived after its span was exported."""
     attributes = span.attributes or {}
@@ -258,6 +389,8 @@ def build_report(spans: Sequence[ReadableSpan], trace: Trace | None, trace_error
             attributes=attributes,
             events=[(e.name, (e.timestamp - start) / 1e6, dict(e.attributes or {})) for e in span.events],
             scores=span_scores(span),
+            usage=span_usage(attributes),
+            chat=span_chat(span),
         )
         rows.append(row)
         parent_name = names.get(span.parent.span_id, "?") if span.parent is not None else "?"
@@ -268,6 +401,7 @@ def build_report(spans: Sequence[ReadableSpan], trace: Trace | None, trace_error
             scores.extend(row.scores)
     root = ordered[0]
     assert root.context is not None
+    session, user, tags = _who(ordered)
     return ReportData(
         trace_id=_hex(root.context.trace_id, 32),
         root_name=root.name,
@@ -278,4 +412,9 @@ def build_report(spans: Sequence[ReadableSpan], trace: Trace | None, trace_error
         scores=scores,
         trace=trace,
         trace_error=trace_error,
+        session_id=session,
+        user_id=user,
+        tags=tags,
+        usage=_total_usage([row.usage for row, span in zip(rows, ordered, strict=True) if is_llm(span)]),
+        verdict=trace_verdict(scores),
     )
