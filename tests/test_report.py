@@ -73,6 +73,19 @@ def test_last_and_missing_traces(store: tuple[Path, str], tmp_path: Path, capsys
     assert "no trace 'ffffffff'" in capsys.readouterr().err
 
 
+def test_last_names_the_file_after_the_trace(
+    store: tuple[Path, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory, trace_id = store
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", "last", "--store", str(directory)]) == 0
+    written = tmp_path / f"evaltrace-{trace_id[:16]}.html"  # not evaltrace-last.html, overwritten by the next one
+    assert trace_id in written.read_text()
+    assert str(written.name) in capsys.readouterr().out
+    assert main(["report", "last", "--store", str(tmp_path / "empty")]) == 1
+    assert "holds no traces" in capsys.readouterr().err
+
+
 def test_a_trace_that_cannot_be_mapped_still_renders(store: tuple[Path, str]) -> None:
     directory, trace_id = store
     spans = LocalTraceStore(directory).spans(trace_id)

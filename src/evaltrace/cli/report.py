@@ -57,6 +57,15 @@ def _run(reference: str, runs_dir: Path) -> RunDirectory | None:
         return None
 
 
+def _newest_trace(store: Path) -> str:
+    from evaltrace.exporters.local_store import LocalTraceStore
+
+    newest = LocalTraceStore(store).list_traces(limit=1)
+    if not newest:
+        raise LookupError(f"the local store {store} holds no traces")
+    return newest[0].trace_id
+
+
 def run_report(args: argparse.Namespace) -> int:
     """Write the report; exit code 1 when the run or trace is not found or cannot be read, 2 for a bad reference."""
     from evaltrace.report import write_report
@@ -68,8 +77,8 @@ def run_report(args: argparse.Namespace) -> int:
             path = write_run_report(run, args.output or Path(f"evaltrace-{run.run_id}.html"))
         else:
             # Checked before the id names the default output file: ``../x`` must not write outside the cwd.
-            trace_id = args.target if args.target == "last" else check_trace_id(args.target, _ARGUMENT)
-            output = args.output or Path(f"evaltrace-{trace_id[:16]}.html")
+            trace_id = _newest_trace(args.store) if args.target == "last" else check_trace_id(args.target, _ARGUMENT)
+            output = args.output or Path(f"evaltrace-{trace_id[:16]}.html")  # the trace's id, also for ``last``
             path = write_report(trace_id, output, args.store)
     except RunPathError as exc:
         print(clean(f"evaltrace report: {exc}"), file=sys.stderr)
