@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -45,6 +46,24 @@ def test_quickstart_trace_is_listed_and_shown(
     assert tool_line > agent_line
     assert "agent" in lines[agent_line] and "tool" in lines[tool_line]
     assert '"city":"Paris"' in shown  # --details prints tool arguments
+
+
+def test_the_quickstart_failure_is_found_without_reading_json(
+    store_with_quickstart: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")  # a CI log or a pipe
+    failed = ["traces", "list", "--failed-evals", "--store", str(store_with_quickstart)]
+    assert main([*failed, "--json"]) == 0
+    (listed,) = json.loads(capsys.readouterr().out)
+    assert listed["root_name"] == "invoke_agent weather-assistant"
+    assert main([*failed, "--evaluator", "tool_called", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []  # that check passed
+    assert main(failed) == 0
+    assert listed["trace_id"][:12] in capsys.readouterr().out  # the table names it too
+    assert main(["traces", "show", "last", "--store", str(store_with_quickstart)]) == 0
+    shown = capsys.readouterr().out
+    assert "evaluations: 1 pass · 1 fail" in shown
+    assert "contains_text=0.00 fail" in shown and "tool_called=1.00 pass" in shown
 
 
 def test_show_unknown_trace_fails_clearly(store_with_quickstart: Path, capsys: pytest.CaptureFixture[str]) -> None:
