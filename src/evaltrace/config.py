@@ -1,6 +1,6 @@
 """``configure()``: wire a TracerProvider, processors and exporters from keyword arguments and the environment.
 
-The pipeline, in order of flow: ``ContextAttributesProcessor`` (session/user stamps) -> optional
+The pipeline, in order of flow: ``StampingPipeline`` (session/user stamps) -> optional
 ``EvaluationSpanProcessor`` -> one batch processor per exporter (local store, OTLP, Langfuse, Phoenix, console,
 user exporters), each exporter wrapped for redaction when asked. The pipeline hangs off one switchable
 processor per provider, so calling ``configure()`` again swaps the whole pipeline (no duplicate exporters)
@@ -14,14 +14,14 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, SynchronousMultiSpanProcessor, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 
 from evaltrace._internal import backends, evals_env, exit_hooks, forks, semconv, settings, tracing
@@ -29,11 +29,12 @@ from evaltrace._internal.configure_args import check_configure_arguments
 from evaltrace._internal.export_queue import ExportQueue
 from evaltrace._internal.jsonutil import DEFAULT_MAX_LENGTH
 from evaltrace._internal.otlp_settings import resolve_otlp
-from evaltrace.context import ContextAttributesProcessor
+from evaltrace.context import StampingPipeline
 from evaltrace.exceptions import ConfigError
 from evaltrace.exporters.console import ConsoleSpanExporter
 from evaltrace.exporters.local_store import DEFAULT_DIRECTORY, LocalStoreExporter
 from evaltrace.exporters.redaction import RedactFunction, RedactingSpanExporter, Redactor, mask_pii
+from evaltrace.exporters.store_options import LocalStoreOptions, resolve_store_options
 
 __all__ = ["EvaltraceHandle", "configure"]
 
@@ -256,8 +257,8 @@ def _collect_exporters(
     local = options["local_store"]
     if local is True or (local is None and not exporters.named):
         exporters.named.append(("local_store", LocalStoreExporter(DEFAULT_DIRECTORY)))
-    elif isinstance(local, str | Path):
-        exporters.named.append(("local_store", LocalStoreExporter(local)))
+    elif local is not None and local is not False:  # a directory, a mapping or LocalStoreOptions
+        exporters.named.append(("local_store", LocalStoreExporter(resolve_store_options(local))))
     if options["console"]:
         exporters.named.append(("console", ConsoleSpanExporter()))
     return exporters
@@ -271,13 +272,15 @@ def _score_sinks(options: dict[str, Any], sinks: Sequence[Any] | None) -> list[A
 
 def _backend_sinks(options: dict[str, Any], skip: set[str | None]) -> list[Any]:
     """Score sinks implied by the backends (Langfuse's scores API, Phoenix span annotations), but not ``skip``."""
-    from evaltrace.evaluation import LangfuseScoreSink, PhoenixScoreSink
-
     sinks: list[Any] = []
     langfuse = backends.resolve_langfuse(options["langfuse"])
+    phoenix = backends.resolve_phoenix(options["phoenix"])
+    if langfuse is None and phoenix is None:  # the common case: no need to load the evaluation engine for it
+        return sinks
+    from evaltrace.evaluation import LangfuseScoreSink, PhoenixScoreSink
+
     if langfuse is not None and LangfuseScoreSink.name not in skip:
         sinks.append(LangfuseScoreSink(langfuse.host, langfuse.public_key, langfuse.secret_key))
-    phoenix = backends.resolve_phoenix(options["phoenix"])
     if phoenix is not None and PhoenixScoreSink.name not in skip:
         sinks.append(PhoenixScoreSink(phoenix))
     return sinks
@@ -318,7 +321,7 @@ def configure(
     langfuse: bool | None = None,
     phoenix: str | bool | None = None,
     phoenix_project: str | None = None,
-    local_store: bool | str | Path | None = None,
+    local_store: bool | str | Path | LocalStoreOptions | Mapping[str, Any] | None = None,
     console: bool = False,
     exporters: Sequence[SpanExporter] = (),
     capture_content: bool | None = None,
@@ -327,7 +330,7 @@ def configure(
     evaluators: Sequence[Any] = (),
     sinks: Sequence[Any] | None = None,
     evaluation_options: dict[str, Any] | None = None,
-    evaluation: bool = True,
+    evaluation: bool | Literal["process"] = True,
     evaluation_provenance: bool | None = None,
     tracer_provider: TracerProvider | None = None,
     batch: bool = True,
@@ -336,7 +339,7 @@ def configure(
 ) -> EvaltraceHandle:
     """Set up tracing (and live evaluation) for this process; call again to replace the setup.
 
-    With nothing configured, spans go to the local store (``.evaltrace/traces/``), readable with
+    With nothing configured, spans go to the local store (``.evaltrace/traces.sqlite3``), readable with
     ``evaltrace traces list``. Standard OTel environment variables (``OTEL_SERVICE_NAME``,
     ``OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT/PROTOCOL/HEADERS``) and ``LANGFUSE_*`` keys are honoured.
 
@@ -349,7 +352,10 @@ def configure(
         langfuse: Export to Langfuse (default: when LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY are set).
         phoenix: Export to Phoenix: True (PHOENIX_COLLECTOR_ENDPOINT or localhost:6006) or its base URL.
         phoenix_project: Phoenix project (resource ``openinference.project.name``; default PHOENIX_PROJECT_NAME).
-        local_store: True, False, or a directory; default on when no other exporter is configured.
+        local_store: True, False, a directory, or retention options (``LocalStoreOptions`` or a mapping with
+            ``directory``, ``max_age`` such as ``"7d"``, ``max_bytes`` such as ``"1GB"``); default on when no
+            other exporter is configured. Limits default to ``EVALTRACE_LOCAL_STORE_MAX_AGE`` /
+            ``EVALTRACE_LOCAL_STORE_MAX_BYTES``, else 7 days and 1 GB.
         console: Also print one line per span to stderr.
         exporters: Further span exporters. Calling ``configure()`` again shuts down the ones it no longer lists;
             one passed again stays open (the old pipeline flushes into it, then the new one exports to it).
@@ -369,8 +375,10 @@ def configure(
             your own ``LangfuseScoreSink``) replaces it; ``None`` and ``[]`` add nothing.
         evaluation_options: Extra keyword arguments for the EvaluationSpanProcessor (they win over the
             environment's queue size and workers).
-        evaluation: Include the evaluation processor (default). It costs ~2 us per span end when no evaluator
-            applies, and it is what runs evaluators attached with ``@agent(evaluators=...)``.
+        evaluation: Include the evaluation processor (default). It is nearly free while no evaluator applies,
+            and it is what runs evaluators attached with ``@agent(evaluators=...)``. ``"process"`` runs the
+            evaluators in a child process instead of this process's threads (see docs/evaluation.md,
+            "Evaluation in a separate process"); every evaluator must then be importable by reference.
         evaluation_provenance: Add the evaluator's version and type to every ``gen_ai.evaluation.result`` event
             (default: ``EVALTRACE_EVALUATION_PROVENANCE``, else off; the spec has no attribute for them yet).
         tracer_provider: Attach to this provider instead of the global/own one.
@@ -397,6 +405,8 @@ def configure(
     if not evaluators:
         evaluators = evals_env.build_evaluators(evals)
     evaluation_options = evals_env.apply_to_options(evals, evaluation_options, evaluation_provenance)
+    if evaluation == "process":
+        evaluation_options = {"engine": "process", **(evaluation_options or {})}
     redactor = _redactor(redact)
     collected = _collect_exporters(options)  # validates every setting before anything is replaced
     resource = _resource(service_name, environment, phoenix_project)
@@ -411,10 +421,8 @@ def configure(
         if evaluation or evaluators or score_sinks
         else None
     )
-    pipeline = SynchronousMultiSpanProcessor()  # type: ignore[no-untyped-call]
-    pipeline.add_span_processor(ContextAttributesProcessor())
-    for processor in [evaluator_processor] if evaluator_processor is not None else downstream:
-        pipeline.add_span_processor(processor)
+    # Context stamps, then evaluation (which forwards to the exporters) or the exporters: one processor, one call.
+    pipeline = StampingPipeline([evaluator_processor] if evaluator_processor is not None else downstream)
 
     with _state.lock:
         previous = _state.handle

@@ -2,7 +2,8 @@
 
 ``with evaltrace.context(session_id="s1", user_id="u7", tags=["beta"]):`` puts ``session.id``, ``user.id``,
 ``langfuse.trace.tags`` and ``langfuse.trace.metadata.<key>`` on every span started inside, including spans
-of other instrumentations, through ``ContextAttributesProcessor`` (which ``configure()`` installs).
+of other instrumentations, through ``ContextAttributesProcessor`` (add it to your own provider; ``configure()``
+installs ``StampingPipeline``, which stamps the same way in front of its other processors).
 The values travel in the OTel context, so they follow the code into asyncio tasks and, with
 ``wrap_context`` or ``ContextThreadPoolExecutor``, into threads.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -113,6 +115,48 @@ class ContextAttributesProcessor(SpanProcessor):
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Nothing buffered."""
         return True
+
+
+class StampingPipeline(SpanProcessor):
+    """``configure()``'s pipeline: :class:`ContextAttributesProcessor`'s stamping, then the processors after it.
+
+    One processor instead of the SDK's ``SynchronousMultiSpanProcessor`` over the stamping processor and the rest:
+    every span start and end makes one call fewer, and none into the stamping processor's empty ``on_end``.
+    """
+
+    def __init__(self, processors: Sequence[SpanProcessor]) -> None:
+        self._processors = tuple(processors)
+
+    def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:
+        """Stamp the ``context()`` attributes in force, then start the span in each processor."""
+        context = parent_context if parent_context is not None else otel_context.get_current()
+        stamp: _Stamp | None = context.get(_CONTEXT_KEY)  # type: ignore[assignment]
+        if stamp is not None and stamp.attributes:
+            span.set_attributes(stamp.attributes)
+        for processor in self._processors:
+            processor.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        """End the span in each processor."""
+        for processor in self._processors:
+            processor.on_end(span)
+
+    def shutdown(self) -> None:
+        """Shut every processor down, in order."""
+        for processor in self._processors:
+            processor.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        """Flush every processor, in order, within one deadline shared by all (as the SDK's multi-processor does)."""
+        deadline = time.monotonic() + timeout_millis / 1000
+        flushed = True
+        for processor in self._processors:
+            remaining = int((deadline - time.monotonic()) * 1000)
+            if remaining <= 0:
+                return False
+            if processor.force_flush(remaining) is False:  # the SDK's base class returns None: not a failure
+                flushed = False
+        return flushed
 
 
 def wrap_context(func: Callable[P, R]) -> Callable[P, R]:

@@ -19,17 +19,18 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, overload
 
-from opentelemetry import context as otel_context
-from opentelemetry import trace as otel_trace
+from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind
 from opentelemetry.util.types import AttributeValue
 
 from evaltrace._internal import semconv
 from evaltrace._internal.capture import ArgBinder
+from evaltrace._internal.errors import handle_internal_errors
 from evaltrace._internal.evaluator_registry import register_evaluators
+from evaltrace._internal.fast_context import SPAN_KEY, attach, detach, get_current
 from evaltrace._internal.generators import trace_async_generator, trace_generator
 from evaltrace._internal.spans import SpanSpec, end_error, end_ok, start_span
-from evaltrace._internal.tracing import is_suppressed
+from evaltrace._internal.tracing import SUPPRESSION_KEYS, is_suppressed
 
 __all__ = ["agent", "llm", "tool", "trace", "workflow"]
 
@@ -118,20 +119,35 @@ def _wrap_generator(spec: SpanSpec, func: Callable[..., Any]) -> Callable[..., A
     return generator_wrapper
 
 
+def _leave_context_failed() -> None:
+    """Report a failed context restore (an error of ours, never the caller's) by the boundary's policy."""
+    with handle_internal_errors("leaving a decorated function's context"):
+        raise
+
+
+# The per-call path of both wrappers: the current context is read once (suppression, parent, our span's context),
+# the span's context is one dict copy, and attach/detach are the ContextVar's own methods (see fast_context).
+# The async wrapper is the sync one line for line (keep them so): a shared helper would cost a call per call.
 def _wrap_coroutine(spec: SpanSpec, func: Callable[..., Any]) -> Callable[..., Any]:
+    suppress_otel, suppress_ours = SUPPRESSION_KEYS
+
     @functools.wraps(func)
     async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-        if is_suppressed():
+        current = get_current()
+        if current.get(suppress_otel) or current.get(suppress_ours):
             return await func(*args, **kwargs)
-        span = start_span(spec, args, kwargs)
-        token = otel_context.attach(otel_trace.set_span_in_context(span))
+        span = start_span(spec, args, kwargs, current)
+        token = attach(Context({**current, SPAN_KEY: span}))
         try:
             result = await func(*args, **kwargs)
         except BaseException as exc:
             end_error(span, exc)
             raise
         finally:
-            otel_context.detach(token)
+            try:
+                detach(token)
+            except Exception:  # as opentelemetry.context.detach does: never into the user's code
+                _leave_context_failed()
         end_ok(span, spec, result)
         return result
 
@@ -139,19 +155,25 @@ def _wrap_coroutine(spec: SpanSpec, func: Callable[..., Any]) -> Callable[..., A
 
 
 def _wrap_sync(spec: SpanSpec, func: Callable[..., Any]) -> Callable[..., Any]:
+    suppress_otel, suppress_ours = SUPPRESSION_KEYS
+
     @functools.wraps(func)
     def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
-        if is_suppressed():
+        current = get_current()
+        if current.get(suppress_otel) or current.get(suppress_ours):
             return func(*args, **kwargs)
-        span = start_span(spec, args, kwargs)
-        token = otel_context.attach(otel_trace.set_span_in_context(span))
+        span = start_span(spec, args, kwargs, current)
+        token = attach(Context({**current, SPAN_KEY: span}))
         try:
             result = func(*args, **kwargs)
         except BaseException as exc:
             end_error(span, exc)
             raise
         finally:
-            otel_context.detach(token)
+            try:
+                detach(token)
+            except Exception:  # as opentelemetry.context.detach does: never into the user's code
+                _leave_context_failed()
         end_ok(span, spec, result)
         return result
 

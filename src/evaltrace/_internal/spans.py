@@ -56,7 +56,8 @@ def start_span(
 ) -> Span:
     """Start (not activate) the span of one call, with its static and input attributes."""
     attributes = spec.attributes
-    if spec.wants_input():
+    wanted = spec.capture_input  # spec.wants_input(), inlined: this runs on every decorated call
+    if settings.current.capture_content if wanted is None else wanted:
         try:
             attributes = {**attributes, spec.input_attribute: capture_arguments(spec.binder, args, kwargs)}
         except Exception:  # capture is best effort; the call goes ahead untraced-input
@@ -68,7 +69,8 @@ def start_span(
 
 def end_ok(span: Span, spec: SpanSpec, value: Any) -> None:
     """Record the result (when captured) and end the span."""
-    if spec.wants_output():
+    wanted = spec.capture_output  # spec.wants_output(), inlined
+    if settings.current.capture_content if wanted is None else wanted:
         try:
             span.set_attribute(spec.output_attribute, capture_value(value))
         except Exception:

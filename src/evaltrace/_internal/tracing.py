@@ -17,10 +17,12 @@ from evaltrace._version import __version__
 
 INSTRUMENTATION_NAME = "evaltrace"
 
-# The key OTel instrumentations check to stay quiet (opentelemetry.instrumentation.utils uses the same string).
-_SUPPRESS_INSTRUMENTATION_KEY = otel_context.create_key("suppress_instrumentation")
+# The key OTel instrumentations check to stay quiet: opentelemetry.instrumentation.utils.suppress_instrumentation()
+# sets this plain string next to its private key. Plain strings, not create_key(): that appends a random suffix,
+# and a key nobody else knows would never be set by anyone else.
+_SUPPRESS_INSTRUMENTATION_KEY = "suppress_instrumentation"
 # The key LLM instrumentations (OpenLLMetry and others) check so that an outer framework's span is not doubled.
-_SUPPRESS_LLM_KEY = otel_context.create_key("suppress_language_model_instrumentation")
+_SUPPRESS_LLM_KEY = "suppress_language_model_instrumentation"
 # Our own key: set while evaluators (and their judge calls) run, so they are neither traced nor evaluated.
 _SUPPRESS_EVALTRACE_KEY = otel_context.create_key("evaltrace-suppress")
 
@@ -60,6 +62,9 @@ def is_suppressed() -> bool:
     current = otel_context.get_current()
     return bool(current.get(_SUPPRESS_INSTRUMENTATION_KEY) or current.get(_SUPPRESS_EVALTRACE_KEY))
 
+
+# Either set in the context: no evaltrace span (what is_suppressed checks; wrappers read them from the context they hold).
+SUPPRESSION_KEYS = (_SUPPRESS_INSTRUMENTATION_KEY, _SUPPRESS_EVALTRACE_KEY)
 
 # Any of these set in the context: no LLM span. The OpenAI wrappers read them straight from the context they hold.
 LLM_SUPPRESSION_KEYS = (_SUPPRESS_INSTRUMENTATION_KEY, _SUPPRESS_EVALTRACE_KEY, _SUPPRESS_LLM_KEY)

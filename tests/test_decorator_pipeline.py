@@ -1,0 +1,152 @@
+"""The decorators' fast path through what ``configure()`` installs: stamps, parents, suppression, flushing.
+
+The wrappers read the current context once and pass it on as the parent; ``configure()`` installs one
+``StampingPipeline`` instead of the SDK's multi-processor. These tests run the real pipeline into an in-memory
+exporter and would fail if the parent, the stamps or suppression were lost on that path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry import context as otel_context
+from opentelemetry.instrumentation.utils import suppress_instrumentation
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import evaltrace
+from evaltrace._internal import settings, tracing
+from evaltrace._internal.jsonutil import capped_json, to_jsonable
+from evaltrace.context import StampingPipeline
+
+
+@pytest.fixture(autouse=True)
+def reset_configuration() -> Iterator[None]:
+    saved = settings.current
+    yield
+    from evaltrace import config
+
+    handle = config.current_handle()
+    if handle is not None:
+        handle.shutdown()
+    tracing.set_tracer_provider(None)
+    settings.replace(saved)
+
+
+def configured(evaluation: bool) -> tuple[evaltrace.EvaltraceHandle, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    handle = evaltrace.configure(
+        service_name="t", exporters=[exporter], local_store=False, evaluation=evaluation, handle_sigterm=False
+    )
+    return handle, exporter
+
+
+def finished(handle: evaltrace.EvaltraceHandle, exporter: InMemorySpanExporter) -> dict[str, ReadableSpan]:
+    assert handle.force_flush(5_000)
+    return {span.name: span for span in exporter.get_finished_spans()}
+
+
+@pytest.mark.parametrize("evaluation", [True, False])
+def test_configure_stamps_nests_and_captures_decorated_and_foreign_spans(evaluation: bool) -> None:
+    handle, exporter = configured(evaluation)
+    foreign = handle.provider.get_tracer("someone-else")
+
+    @evaltrace.tool
+    def lookup(city: str) -> dict[str, Any]:
+        with foreign.start_as_current_span("http GET"):
+            return {"city": city, "temp": 21}
+
+    @evaltrace.agent
+    async def answer(question: str) -> str:
+        return str(lookup("Paris")["temp"]) + question
+
+    with evaltrace.context(session_id="s1", user_id="u7", tags=["beta"]):
+        assert asyncio.run(answer("?")) == "21?"
+    spans = finished(handle, exporter)
+
+    agent, tool, http = spans["invoke_agent answer"], spans["execute_tool lookup"], spans["http GET"]
+    assert agent.parent is None
+    assert tool.parent is not None and tool.parent.span_id == agent.context.span_id
+    assert http.parent is not None and http.parent.span_id == tool.context.span_id
+    assert {s.context.trace_id for s in spans.values()} == {agent.context.trace_id}
+    for span in spans.values():
+        attributes = dict(span.attributes or {})
+        assert attributes["session.id"] == "s1" and attributes["user.id"] == "u7"
+        assert tuple(attributes["langfuse.trace.tags"]) == ("beta",)
+    assert json.loads(str(dict(tool.attributes or {})["gen_ai.tool.call.arguments"])) == {"city": "Paris"}
+    assert json.loads(str(dict(agent.attributes or {})["output.value"])) == "21?"
+
+
+def test_otel_suppress_instrumentation_silences_sync_and_async_decorators() -> None:
+    handle, exporter = configured(evaluation=True)
+
+    @evaltrace.trace
+    def sync_call() -> int:
+        return 1
+
+    @evaltrace.trace
+    async def async_call() -> int:
+        return 2
+
+    with suppress_instrumentation():  # OTel's own switch, as HTTP client instrumentations use it
+        assert sync_call() == 1
+        assert asyncio.run(async_call()) == 2
+    assert finished(handle, exporter) == {}
+    assert sync_call() == 1
+    assert set(finished(handle, exporter)) == {"sync_call"}
+
+
+def test_the_span_is_current_inside_and_the_caller_context_restored_after() -> None:
+    handle, exporter = configured(evaluation=False)
+    seen: list[int] = []
+
+    @evaltrace.trace
+    def inner() -> None:
+        seen.append(evaltrace_current_span_id())
+
+    before = otel_context.get_current()
+    inner()
+    assert otel_context.get_current() is before
+    assert seen == [finished(handle, exporter)["inner"].context.span_id]
+
+
+def evaltrace_current_span_id() -> int:
+    from opentelemetry import trace
+
+    return trace.get_current_span().get_span_context().span_id
+
+
+class _Flush(SpanProcessor):
+    """A processor whose force_flush answers what it is given, and records that it was asked."""
+
+    def __init__(self, answer: bool | None) -> None:
+        self.answer = answer
+        self.asked = 0
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        self.asked += 1
+        return self.answer  # type: ignore[return-value]  # None: what the SDK's base SpanProcessor returns
+
+
+def test_stamping_pipeline_flush_follows_the_sdk_rules() -> None:
+    done = SimpleSpanProcessor(InMemorySpanExporter())
+    assert StampingPipeline([done, _Flush(None)]).force_flush(1_000) is True  # None is not a failure
+    failing, after = _Flush(False), _Flush(True)
+    assert StampingPipeline([failing, after]).force_flush(1_000) is False
+    assert after.asked == 1  # a failure does not stop the others being flushed
+    late = _Flush(True)
+    assert StampingPipeline([late]).force_flush(0) is False  # no time left: not flushed, not asked
+    assert late.asked == 0
+
+
+def test_plain_values_with_non_finite_floats_serialise_as_before() -> None:
+    value = {"x": [1.5, math.nan], "y": {"z": -math.inf}, "s": "é\n"}
+    expected = json.dumps(to_jsonable(value), ensure_ascii=False, separators=(",", ":"))
+    assert capped_json(value) == expected == '{"x":[1.5,"nan"],"y":{"z":"-inf"},"s":"é\\n"}'
+    assert capped_json(["a", 1, 2.5, None, True, ("t",)]) == '["a",1,2.5,null,true,["t"]]'
