@@ -41,7 +41,7 @@ BAD_VALUES: dict[str, tuple[Any, str]] = {
     "evaluators": ([42], "Evaluator or EvaluatorSpec objects, got int at [0]"),
     "sinks": ("jsonl", "got str"),
     "evaluation_options": ([("concurrency", 2)], "got list"),
-    "evaluation": (None, "expected True or False, got NoneType"),
+    "evaluation": (None, 'expected True, False or "process", got NoneType'),
     "evaluation_provenance": ("yes", "expected True, False or None, got str"),
     "tracer_provider": (object(), "TracerProvider or None, got object"),
     "batch": ("false", "got str"),

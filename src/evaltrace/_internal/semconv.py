@@ -215,6 +215,8 @@ SKIP_RATE_LIMITED: Final = "rate_limited"
 SKIP_OVER_BUDGET: Final = "over_budget"
 SKIP_FILTERED: Final = "filtered"  # name/kind filters accepted the span, the attribute predicate rejected it
 SKIP_TRACE_INCOMPLETE: Final = "trace_incomplete"  # trace-level: the trace never completed within the bounds
+SKIP_ENGINE_UNAVAILABLE: Final = "engine_unavailable"  # evaluation process down, restarting or its queue full
+SKIP_NOT_SHIPPABLE: Final = "not_shippable"  # evaluation process: the evaluator cannot be imported by reference
 # Trace completion (docs/evaluation.md "Trace completion"): evaltrace.end_trace() sets the marker on a span; the
 # evaluation span of a trace-level result carries the revision (1, then +1 per re-evaluation after late spans).
 EVALTRACE_TRACE_END: Final = "evaltrace.trace.end"

@@ -5,6 +5,10 @@ by ``hold deadline = span end (on_end time) + hold_timeout_s``, or as is at the 
 result then follows as its own child ``evaluation {name}`` span. A ``finally`` forwards the span unenriched if
 anything else went wrong (including cancellation at shutdown), so a span is never lost.
 
+With the process engine (``ProcessEngine``) the mapping and the evaluators run in the child; everything
+after the results (hold rule, enrichment, scores, metrics) still runs here. A job the child cannot take or
+finish is "not evaluated" (skip reason ``engine_unavailable``), never a verdict.
+
 A *deferred* job is a trace-level evaluation run once the trace completed (see ``completion``): its root span
 went downstream already, so every result goes out as a child ``evaluation {name}`` span carrying the revision.
 """
@@ -21,8 +25,11 @@ from dataclasses import dataclass, field
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from evaltrace._internal import semconv
 from evaltrace._internal.errors import log_internal_error
 from evaltrace.evaluation._mapping import build_trace
+from evaltrace.evaluation._process import EngineUnavailable, EvaluatorRef, ProcessEngine, RemoteOutcome
+from evaltrace.evaluation._shipping import evaluator_reference
 from evaltrace.evaluation.buffer import subtree
 from evaltrace.evaluation.convert import result_to_score
 from evaltrace.evaluation.evaluator import EvaluatorSpec
@@ -35,10 +42,13 @@ from evaltrace.evaluation.spans import enriched_copy, evaluation_span
 from evaltrace.evaluation.spend import SpendMetrics, judge_usage
 from evaltrace.evaluation.stats import PipelineStats
 from evaltrace.evaluation.telemetry import LogEventEmitter, PipelineMetrics
+from evaltrace.exceptions import ConfigError
 from evaltrace.exporters.redaction import redact_score
 from evaltrace.schema import EvaluationResult, Score, Trace
 
 logger = logging.getLogger("evaltrace.evaluation")
+# A job evaluated in the child: per evaluator a result or a skip reason, then the query and answer the monitor shows.
+_Answers = tuple[list[EvaluationResult | str], str, str | None]
 
 
 @dataclass
@@ -88,6 +98,7 @@ class JobContext:
     async_runner: AsyncRunner | None = None
     limits: LimitGate | None = None
     spend: SpendMetrics | None = None
+    remote: ProcessEngine | None = None
 
 
 def _skipped_results(job: Job) -> list[EvaluationResult]:
@@ -101,6 +112,7 @@ class JobRunner:
     def __init__(self, ctx: JobContext, on_done: Callable[[Job], None]) -> None:
         self.ctx = ctx
         self._on_done = on_done
+        self._refs: dict[int, str | None] = {}  # id(evaluator) -> import reference (None: cannot be shipped)
 
     async def run(self, job: Job) -> None:
         """Evaluate ``job`` and forward its span exactly once; never raises."""
@@ -120,11 +132,17 @@ class JobRunner:
     async def _evaluate_job(self, job: Job) -> None:
         spans = job.spans[: job.span_count]
         members = subtree(job.span, spans) if spans else [job.span]
-        # Mapping runs on the loop: it is pure CPU (tens of microseconds for a typical subtree), and a hop to
-        # the pool would cost more than the work itself.
-        trace = build_trace(members, job.span)
         specs = [*job.specs, *job.trace_specs]
-        tasks = [asyncio.ensure_future(self._evaluate(job.span, trace, spec)) for spec in specs]
+        if self.ctx.remote is not None:
+            shared = asyncio.ensure_future(self._remote(self.ctx.remote, members, job.span, specs))
+            tasks = [
+                asyncio.ensure_future(self._evaluate_remote(job.span, spec, shared, i)) for i, spec in enumerate(specs)
+            ]
+        else:
+            # Mapping runs on the loop: it is pure CPU (tens of microseconds for a typical subtree), and a hop to
+            # the pool would cost more than the work itself.
+            trace = build_trace(members, job.span)
+            tasks = [asyncio.ensure_future(self._evaluate(job.span, trace, spec)) for spec in specs]
         job.running = list(zip(specs, tasks, strict=True))
         try:
             if job.deferred:
@@ -184,6 +202,61 @@ class JobRunner:
         job.forwarded = True
         self.ctx.forward(span)
 
+    def _reference(self, spec: EvaluatorSpec) -> EvaluatorRef | None:
+        """What the child needs to run ``spec``; None (warned once per evaluator) when it cannot be shipped."""
+        key = id(spec.evaluator)
+        if key not in self._refs:
+            try:
+                self._refs[key] = evaluator_reference(spec.evaluator)
+            except ConfigError as exc:
+                self._refs[key] = None
+                logger.warning("evaltrace: %s; it is not evaluated (skip reason not_shippable)", exc.problem)
+        reference = self._refs[key]
+        if reference is None:
+            return None
+        timeout = spec.timeout_s if spec.timeout_s is not None else self.ctx.options.evaluator_timeout_s
+        opts = self.ctx.options
+        return (reference, timeout, opts.max_retries, opts.retry_backoff_s, spec.inline)
+
+    async def _remote(
+        self, engine: ProcessEngine, members: list[ReadableSpan], span: ReadableSpan, specs: list[EvaluatorSpec]
+    ) -> _Answers | str:
+        """Evaluate ``specs`` in the child: a result (or a skip reason) per spec, or one skip reason for all."""
+        refs = [self._reference(spec) for spec in specs]
+        shipped = [ref for ref in refs if ref is not None]
+        outcome: RemoteOutcome | None = None
+        if shipped:
+            try:
+                outcome = await engine.evaluate(members, span, shipped)
+            except EngineUnavailable:
+                return semconv.SKIP_ENGINE_UNAVAILABLE
+            if outcome.retries:
+                self.ctx.stats.incr("retries", outcome.retries)
+        answers = iter(outcome.results if outcome is not None else ())
+        per_spec = [next(answers) if ref is not None else semconv.SKIP_NOT_SHIPPABLE for ref in refs]
+        if outcome is None:
+            return per_spec, "", None
+        return per_spec, outcome.query, outcome.final_answer
+
+    async def _evaluate_remote(
+        self,
+        span: ReadableSpan,
+        spec: EvaluatorSpec,
+        shared: asyncio.Future[_Answers | str],
+        index: int,
+    ) -> EvaluationResult:
+        """One evaluator's share of a job evaluated in the child: recorded and published as in process."""
+        outcome = await asyncio.shield(shared)  # the job's other evaluators wait on it too
+        answer = outcome if isinstance(outcome, str) else outcome[0][index]
+        if isinstance(answer, str):  # never started or lost with the child: not evaluated, never a verdict
+            self.ctx.stats.not_evaluated(answer, spec.evaluator.name)
+            return skipped_result(spec.evaluator, answer)
+        assert not isinstance(outcome, str)
+        _, query, final_answer = outcome
+        self._charge(spec, answer)
+        self._publish(span, query, final_answer, spec, answer)
+        return answer
+
     async def _evaluate(self, span: ReadableSpan, trace: Trace, spec: EvaluatorSpec) -> EvaluationResult:
         timeout = spec.timeout_s if spec.timeout_s is not None else self.ctx.options.evaluator_timeout_s
         options = RunOptions(
@@ -207,7 +280,9 @@ class JobRunner:
                 await stack.enter_async_context(self.ctx.async_slots)
             result = await run
         self._charge(spec, result)
-        self._publish(span, trace, spec, result)
+        raw = trace.input.get("input")
+        query = raw if isinstance(raw, str) else str(trace.input or "")
+        self._publish(span, query, trace.output.final_answer, spec, result)
         return result
 
     def _charge(self, spec: EvaluatorSpec, result: EvaluationResult) -> None:
@@ -220,19 +295,22 @@ class JobRunner:
         if self.ctx.spend is not None:
             self.ctx.spend.record_usage(result.evaluator, usage)
 
-    def _publish(self, span: ReadableSpan, trace: Trace, spec: EvaluatorSpec, result: EvaluationResult) -> None:
+    def _publish(
+        self, span: ReadableSpan, query: str, output: str | None, spec: EvaluatorSpec, result: EvaluationResult
+    ) -> None:
         """Record one result everywhere except on spans: stats, metrics, monitor, log event, score sinks."""
         ctx = self.ctx
         ctx.stats.record(result)
         ctx.metrics.record_result(result)
-        query = trace.input.get("input") if isinstance(trace.input.get("input"), str) else str(trace.input or "")
-        ctx.monitor.record(result, query=query, output=trace.output.final_answer)
+        ctx.monitor.record(result, query=query, output=output)
         if ctx.log_events is not None:
             try:
                 ctx.log_events.emit(span, result)
                 ctx.stats.incr("log_events")
             except Exception:
                 log_internal_error("emitting the gen_ai.evaluation.result log event")
+        if not ctx.sinks and spec.config is None and result.evaluator not in ctx.options.score_configs:
+            return  # no sink to deliver to and no ScoreConfig to check: building the Score would be wasted
         score = self._score(span, spec, result)
         if score is not None:
             if ctx.options.redactor is not None:  # the one copy every sink, and its dead-letter file, gets

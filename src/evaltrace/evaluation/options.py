@@ -66,6 +66,9 @@ class ProcessorOptions:
             its fields); each ``EvaluatorSpec.limits`` applies as well. What exceeds is not evaluated, with the
             skip reason ``rate_limited`` / ``over_budget``.
         limits_clock: Monotonic seconds used by the rate limits and budget windows (injectable for tests).
+        engine: Where evaluators run: ``"thread"`` (default: threads of this process) or ``"process"`` (a child
+            process fed span records; ``configure(evaluation="process")`` sets it). See docs/evaluation.md,
+            "Evaluation in a separate process".
         redactor: Masks score comments, labels and metadata before they reach the sinks (and their dead-letter
             files) and the log records' attributes; ``configure(redact=...)`` sets it. Evaluators and the
             monitor see the real text.
@@ -102,6 +105,7 @@ class ProcessorOptions:
     limits: Limits | None = None
     limits_clock: Callable[[], float] = time.monotonic
     redactor: Callable[[str], str] | None = None
+    engine: str = "thread"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "limits", Limits.coerce(self.limits, "limits"))
@@ -118,6 +122,8 @@ class ProcessorOptions:
         for name in ("hold_timeout_s", "retry_backoff_s", "max_retries", "trace_quiet_period_s", "trace_late_window_s"):
             if getattr(self, name) < 0:
                 raise ConfigError(name, "must not be negative")
+        if self.engine not in ("thread", "process"):
+            raise ConfigError("engine", f'expected "thread" or "process", got {self.engine!r}')
         if not self.trace_max_wait_s > 0:
             raise ConfigError("trace_max_wait_s", "must be greater than 0")
 

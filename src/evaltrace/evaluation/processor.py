@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -38,11 +38,13 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from evaltrace._internal import forks, semconv
 from evaltrace._internal.episodes import LossEpisode
 from evaltrace._internal.errors import log_internal_error
-from evaltrace._internal.evaluator_registry import resolve_evaluators
+from evaltrace._internal.evaluator_registry import registered, resolve_evaluators
 from evaltrace._internal.export_queue import ExportQueue, observe_export_counts
 from evaltrace._internal.tracing import is_suppressed
 from evaltrace.evaluation._engine import Engine
 from evaltrace.evaluation._jobs import Job, JobContext, JobRunner
+from evaltrace.evaluation._process import ProcessEngine
+from evaltrace.evaluation._shipping import evaluator_reference
 from evaltrace.evaluation.buffer import TraceBuffer
 from evaltrace.evaluation.completion import CompletionBuffer, CompletionTimer, OpenTrace
 from evaltrace.evaluation.evaluator import Evaluator, EvaluatorSpec, as_spec, as_specs
@@ -114,6 +116,13 @@ class EvaluationSpanProcessor(SpanProcessor):
         specs = as_specs(evaluators)
         self._span_specs = tuple(s for s in specs if not s.trace_level)
         self._trace_specs = tuple(s for s in specs if s.trace_level)
+        # No global evaluator: only decorator-attached ones (a span's evaltrace.evaluators.ref) can apply, and
+        # while none is registered every span is forwarded at once (the default pipeline's common case).
+        self._global = bool(specs) or self.options.buffer_all_traces
+        # Sampling decided at span start: every global evaluator samples by trace id, none by attributes.
+        self._rate_only = bool(specs) and all(s.sampler is None for s in specs)
+        self._sample_memo: tuple[int, bool] = (-1, False)
+        self._sampled_out_ticks: tuple[Callable[[], int], ...] = ()
         # Union of span kinds the span-level specs accept; None when one of them accepts any kind.
         self._only_kinds: frozenset[Any] | None = frozenset()
         for spec in self._span_specs:
@@ -122,6 +131,8 @@ class EvaluationSpanProcessor(SpanProcessor):
                 break
             self._only_kinds = self._only_kinds | frozenset(spec.span_kinds)
         opts = self.options
+        # First: an evaluator that cannot be shipped is a ConfigError before any thread starts.
+        self._remote = self._new_remote(specs) if opts.engine == "process" else None
         self._buffer = TraceBuffer(
             opts.trace_buffer_max_traces, opts.trace_buffer_max_spans, opts.trace_buffer_max_age_s
         )
@@ -130,6 +141,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         self._suppressed: set[int] = set()
         self._saw_start = False
         self._stats = PipelineStats()
+        self._sampled_out_ticks = self._new_ticks()
         self._monitored = tuple(spec.evaluator.name for spec in specs)
         self.monitor = self._new_monitor()
         # One key per sink for stats and the dead-letter file: two JSONL sinks (both named "jsonl") must not
@@ -153,6 +165,23 @@ class EvaluationSpanProcessor(SpanProcessor):
         self._engine.start(self._runner.run)
         forks.reinit_after_fork(self)  # after the engine, the sinks and the export queues: they re-initialise first
 
+    def _new_remote(self, specs: Sequence[EvaluatorSpec]) -> ProcessEngine:
+        """The evaluation process (started with the first job); every evaluator known now must be shippable.
+
+        Raises:
+            ConfigError: A global evaluator, or one a decorator attached already, cannot be imported by reference.
+        """
+        for spec in specs:
+            evaluator_reference(spec.evaluator)
+        for attached in list(registered.values()):
+            for item in attached:
+                evaluator_reference(as_spec(item).evaluator)
+        return ProcessEngine(self.options.max_queue_size, self.options.sync_workers)
+
+    def _new_ticks(self) -> tuple[Callable[[], int], ...]:
+        stats = self._stats
+        return tuple(stats.ticker(semconv.SKIP_SAMPLED_OUT, spec.evaluator.name) for spec in self._span_specs)
+
     def _new_monitor(self) -> ProductionMonitor:
         monitor = ProductionMonitor(self.options.monitor_window_s)
         for name in self._monitored:
@@ -169,6 +198,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         self._cond = threading.Condition()
         self._pending = 0
         self._stats = PipelineStats()
+        self._sampled_out_ticks = self._new_ticks()
         self._overflow = LossEpisode(logger, "the evaluation queue", "evaluation")
         self._limits = self._new_limits((*self._span_specs, *self._trace_specs))  # asyncio slots of the old loop
         if self._shutdown:
@@ -221,6 +251,7 @@ class EvaluationSpanProcessor(SpanProcessor):
             async_runner=self._engine.user_loop.run,
             limits=self._limits if self._limits.active else None,
             spend=self._spend,
+            remote=self._remote,
         )
 
     def _sink_worker(self, sink: ScoreSink, key: str) -> SinkWorker:
@@ -242,6 +273,13 @@ class EvaluationSpanProcessor(SpanProcessor):
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         """Forward to downstream; remember spans started under suppression and decorated spans' traces."""
         self._saw_start = True
+        if not self._global and not registered:  # nothing can evaluate any span: a pass-through
+            for processor in self._downstream:
+                try:
+                    processor.on_start(span, parent_context=parent_context)
+                except Exception:
+                    log_internal_error("forwarding a span start to a downstream processor")
+            return
         context = span.context
         try:
             if context is not None:
@@ -270,8 +308,54 @@ class EvaluationSpanProcessor(SpanProcessor):
             return True
         if self._trace_specs and _is_root(span):
             return True
+        if self._rate_only and span.context is not None and not self._in_sample(span.context.trace_id):
+            return False  # no global evaluator will run in this trace: its spans need no buffering
         kind = span_kind(attributes)
         return any(spec.may_match(span.name, kind) for spec in self._span_specs)
+
+    def _in_sample(self, trace_id: int) -> bool:
+        """Whether any global span-level evaluator samples ``trace_id`` in (only with rate sampling).
+
+        Deterministic by trace id, so on_start and on_end agree; the last answer is memoised, since a span's
+        start and end (and its trace's other spans) ask about the same trace.
+        """
+        memo = self._sample_memo
+        if memo[0] == trace_id:
+            return memo[1]
+        sampled = any(
+            spec.sample_rate >= 1.0 or trace_fraction(trace_id, spec.sample_group) < spec.sample_rate
+            for spec in self._span_specs
+        )
+        self._sample_memo = (trace_id, sampled)  # one tuple store: atomic under the GIL
+        return sampled
+
+    def _passes_by(self, span: ReadableSpan, attributes: Any, trace_id: int) -> bool:
+        """Decide without matching or a job when no evaluator can run on ``span`` (then True, handled).
+
+        That is: only decorator-attached evaluators exist and none is on this span, or every global one sampled
+        this trace out (by trace id, as on_start did).
+        """
+        if not self._saw_start or self._completion is not None or attributes.get(semconv.EVALTRACE_EVALUATORS_REF):
+            return False
+        if self._global and not (self._rate_only and not self._in_sample(trace_id)):
+            return False
+        self._pass_by(span, attributes, trace_id, sampled_out=self._global)
+        return True
+
+    def _pass_by(self, span: ReadableSpan, attributes: Any, trace_id: int, sampled_out: bool) -> None:
+        """Plan nothing for ``span`` (no evaluator runs on it); buffer it for a tracked ancestor, count skips."""
+        if self._buffer.is_tracked(trace_id):
+            self._buffer.add(span, create=False)
+            if _is_root(span):
+                self._buffer.pop(trace_id)
+        if not sampled_out:
+            return
+        kind = span_kind(attributes)
+        for spec, tick in zip(self._span_specs, self._sampled_out_ticks, strict=True):
+            if spec.matches(span.name, attributes, kind):
+                tick()  # stats()["sampled_out"] and not_evaluated_by_reason, without a lock
+            elif spec.predicate is not None and spec.may_match(span.name, kind):
+                self._stats.not_evaluated(semconv.SKIP_FILTERED, spec.evaluator.name)
 
     def _may_evaluate_trace(self, span: Span) -> bool:
         kind = span_kind(span.attributes or {})
@@ -285,6 +369,13 @@ class EvaluationSpanProcessor(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         """Forward ``span`` at once, or admit it for evaluation (O(1); never raises, never blocks)."""
+        if not self._global and not registered and not self._suppressed and self._gate is None:
+            for processor in self._downstream:  # nothing can evaluate any span: a pass-through
+                try:
+                    processor.on_end(span)
+                except Exception:
+                    log_internal_error("forwarding a span to a downstream processor")
+            return
         try:
             job = self._plan(span)
         except Exception:
@@ -324,10 +415,12 @@ class EvaluationSpanProcessor(SpanProcessor):
             self._suppressed.discard(context.span_id)
             return None
         attributes = span.attributes or {}
+        trace_id = context.trace_id
+        if self._passes_by(span, attributes, trace_id):
+            return None
         kind = span_kind(attributes)  # evaltrace.span.kind, else derived from a foreign convention
         if kind == semconv.KIND_EVALUATION:
             return None
-        trace_id = context.trace_id
         # Spans that reach us without on_start (an OTLP receiver feeding on_end) were never tracked: buffer
         # every trace then, since which ancestor will need them is unknown until it ends.
         buffer_all = self.options.buffer_all_traces or not self._saw_start
@@ -602,6 +695,8 @@ class EvaluationSpanProcessor(SpanProcessor):
             self._engine.cancel_all()
             self._wait_idle(time.monotonic() + min(0.5, reserve / 4))  # cancelled jobs still forward their spans
         self._engine.stop(min(0.25, reserve / 8))
+        if self._remote is not None:
+            self._remote.stop(min(1.0, reserve / 4))
         if self._gate is not None:
             self._gate.release_all()
         # Sinks share what is left, keeping a slice for the span exporters that follow.
@@ -642,6 +737,12 @@ class EvaluationSpanProcessor(SpanProcessor):
         data["exporters"] = {queue.name: queue.stats() for queue in self._export_queues}
         if self._gate is not None:
             data["export_sampling"] = {**asdict(self._gate.stats), "parked_spans": self._gate.parked_spans()}
+        if self._remote is not None:
+            data["process"] = {
+                **asdict(self._remote.stats),
+                "alive": self._remote.alive(),
+                "in_flight": self._remote.in_flight(),
+            }
         data["monitor"] = {name: asdict(health) for name, health in self.monitor.health().items()}
         return data
 

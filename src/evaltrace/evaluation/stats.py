@@ -7,8 +7,10 @@ are over judgements only, so a judge outage raises ``error_rate`` and leaves ``p
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +27,14 @@ def percentile(values: list[float], fraction: float) -> float | None:
     ordered = sorted(values)
     rank = max(0, min(len(ordered) - 1, round(fraction * len(ordered) + 0.5) - 1))
     return ordered[rank]
+
+
+def _ticks(tick: itertools.count[int]) -> int:
+    """Calls made to a ticker started at 1: its next number minus 1.
+
+    Read from ``repr`` (``count(N)``): ``__reduce__`` is deprecated for itertools since Python 3.12.
+    """
+    return int(repr(tick)[6:-1]) - 1
 
 
 @dataclass
@@ -67,6 +77,9 @@ class PipelineStats:
         self._by_evaluator: dict[str, _EvaluatorCounters] = {}
         # Evaluations an evaluator could have run and did not, by reason: {reason: {evaluator: count}}.
         self._not_evaluated: dict[str, dict[str, int]] = {}
+        # Hot-path counters (a skip decided on the application thread): itertools.count's next() is one C call,
+        # atomic under the GIL, no lock; their values are added to the locked counts when read.
+        self._tickers: dict[tuple[str, str], itertools.count[int]] = {}
 
     def incr(self, name: str, amount: int = 1) -> None:
         """Add ``amount`` to counter ``name``."""
@@ -80,10 +93,34 @@ class PipelineStats:
             per = self._not_evaluated.setdefault(reason, {})
             per[evaluator] = per.get(evaluator, 0) + amount
 
+    def ticker(self, reason: str, evaluator: str) -> Callable[[], int]:
+        """Return a lock-free counter of ``evaluator`` not run for ``reason``: each call counts one.
+
+        For the application thread's hot path; counted exactly like :meth:`not_evaluated` (and, for
+        ``sampled_out``, in the ``sampled_out`` counter too).
+        """
+        with self._lock:
+            self._by_evaluator.setdefault(evaluator, _EvaluatorCounters())
+            tick = self._tickers.setdefault((reason, evaluator), itertools.count(1))
+        return tick.__next__
+
+    def _merged_not_evaluated(self) -> dict[str, dict[str, int]]:
+        """Under the lock: the locked counts plus the tickers' (a ticker's value is its next number minus 1)."""
+        merged = {reason: dict(per) for reason, per in self._not_evaluated.items()}
+        for (reason, evaluator), tick in self._tickers.items():
+            ticks = _ticks(tick)
+            if ticks:
+                per = merged.setdefault(reason, {})
+                per[evaluator] = per.get(evaluator, 0) + ticks
+        return merged
+
+    def _ticked(self, reason: str) -> int:
+        return sum(_ticks(t) for (r, _), t in self._tickers.items() if r == reason)
+
     def not_evaluated_counts(self) -> dict[str, dict[str, int]]:
         """Return a copy of ``{reason: {evaluator: count}}`` (for the not-evaluated metric)."""
         with self._lock:
-            return {reason: dict(per) for reason, per in self._not_evaluated.items()}
+            return self._merged_not_evaluated()
 
     def record(self, result: EvaluationResult) -> None:
         """Count one finished evaluation under its outcome."""
@@ -115,6 +152,8 @@ class PipelineStats:
         """
         with self._lock:
             data: dict[str, Any] = dict(self.counters)
+            data["sampled_out"] += self._ticked("sampled_out")
+            not_evaluated = self._merged_not_evaluated()
             evaluators: dict[str, Any] = {}
             for name, per in self._by_evaluator.items():
                 latencies = list(per.latencies_ms)
@@ -131,8 +170,8 @@ class PipelineStats:
                     "latency_ms_p50": percentile(latencies, 0.50),
                     "latency_ms_p95": percentile(latencies, 0.95),
                 }
-            by_reason = {reason: sum(counts.values()) for reason, counts in self._not_evaluated.items()}
-            for reason, counts in self._not_evaluated.items():
+            by_reason = {reason: sum(counts.values()) for reason, counts in not_evaluated.items()}
+            for reason, counts in not_evaluated.items():
                 for name, count in counts.items():
                     evaluators[name].setdefault("not_evaluated_by_reason", {})[reason] = count
         data["evaluators"] = evaluators

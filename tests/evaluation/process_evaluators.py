@@ -1,0 +1,30 @@
+"""Evaluators for the process-engine tests: module-level names, so the evaluation process can import them."""
+
+from __future__ import annotations
+
+import time
+
+from evaltrace.evaluation import evaluator
+from evaltrace.schema import EvaluationResult, Trace
+
+
+@evaluator(name="mentions_paris")
+def mentions_paris(trace: Trace) -> bool:
+    return "Paris" in (trace.output.final_answer or "")
+
+
+@evaluator(name="answer_length")
+def answer_length(trace: Trace) -> EvaluationResult:
+    answer = trace.output.final_answer or ""
+    return EvaluationResult(
+        evaluator="answer_length",
+        passed=len(answer) >= 10,
+        score=min(1.0, len(answer) / 40),
+        reason=f"{len(answer)} characters for {trace.input}",
+    )
+
+
+@evaluator(name="slow")
+def slow(trace: Trace) -> bool:
+    time.sleep(0.3)  # long enough to be in flight when a test kills the child or shuts down
+    return True
