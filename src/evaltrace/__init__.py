@@ -15,13 +15,11 @@ Quick start::
 
 from __future__ import annotations
 
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 from evaltrace._version import __version__
-
-# Eager on purpose: the first import of the submodule ``evaltrace.context`` binds the package attribute ``context``
-# to the module; importing it here, before the function is bound, keeps ``evaltrace.context`` the function.
-from evaltrace.context import ContextThreadPoolExecutor, context, wrap_context
 
 if TYPE_CHECKING:  # type checkers and IDEs see the real names; at run time they resolve on first use
     from evaltrace._internal.lazy_instrumentation import (
@@ -31,6 +29,7 @@ if TYPE_CHECKING:  # type checkers and IDEs see the real names; at run time they
         uninstrument_openai,
     )
     from evaltrace.config import EvaltraceHandle, configure
+    from evaltrace.context import ContextThreadPoolExecutor, context, wrap_context
     from evaltrace.decorators import agent, llm, tool, trace, workflow
     from evaltrace.evaluation import evaluator
     from evaltrace.exceptions import ConfigError, EvaltraceError, SchemaError, ScoreValidationError
@@ -68,6 +67,7 @@ __all__ = [
 # application uses: the evaluation engine (pydantic models) loads when an evaluator or the processor is needed.
 _HOMES = {
     "ConfigError": "evaltrace.exceptions",
+    "ContextThreadPoolExecutor": "evaltrace.context",
     "EvaltraceError": "evaltrace.exceptions",
     "EvaltraceHandle": "evaltrace.config",
     "LLMCall": "evaltrace.manual_llm",
@@ -75,6 +75,7 @@ _HOMES = {
     "ScoreValidationError": "evaltrace.exceptions",
     "agent": "evaltrace.decorators",
     "configure": "evaltrace.config",
+    "context": "evaltrace.context",
     "current_llm_call": "evaltrace.manual_llm",
     "end_trace": "evaltrace.trace_end",
     "evaluator": "evaltrace.evaluation",
@@ -87,7 +88,25 @@ _HOMES = {
     "uninstrument_anthropic": "evaltrace._internal.lazy_instrumentation",
     "uninstrument_openai": "evaltrace._internal.lazy_instrumentation",
     "workflow": "evaltrace.decorators",
+    "wrap_context": "evaltrace.context",
 }
+
+
+class _Package(types.ModuleType):
+    """Keeps ``evaltrace.context`` the function when the submodule of the same name is imported.
+
+    Importing ``evaltrace.context`` (the module) sets the package attribute ``context`` to the module once it has
+    run; binding the module's function instead lets the submodule load lazily, so ``import evaltrace`` (and
+    every ``evaltrace`` command) does not import the OpenTelemetry SDK until something needs it.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "context" and isinstance(value, types.ModuleType):
+            value = value.context
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:

@@ -18,7 +18,8 @@ from evaltrace.cli.traces_query import (
     register_export,
     report_import,
 )
-from evaltrace.exporters.local_store import DEFAULT_DIRECTORY, LocalTraceStore, TraceIdError, check_trace_id
+from evaltrace.exporters.store_options import DEFAULT_DIRECTORY
+from evaltrace.exporters.store_reader import LocalTraceStore, TraceIdError, check_trace_id
 
 
 def register(subparsers: Any) -> None:

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from evaltrace.exceptions import ConfigError
-from evaltrace.exporters.local_store import DEFAULT_DIRECTORY, LocalTraceStore, TraceFilter, TraceSummary
-from evaltrace.exporters.store_options import parse_duration
+from evaltrace.exporters.store_options import DEFAULT_DIRECTORY, parse_duration
+from evaltrace.exporters.store_query import TraceFilter, TraceSummary
+from evaltrace.exporters.store_reader import LocalTraceStore
 
 __all__ = ["add_filter_arguments", "filter_from_args", "print_json", "register_export", "report_import"]
 

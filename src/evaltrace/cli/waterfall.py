@@ -20,11 +20,11 @@ from rich.console import Console
 from rich.text import Text
 
 from evaltrace._internal import semconv
+from evaltrace._internal.span_scores import ScoreRow, outcome_counts, span_scores
 from evaltrace.cli._untrusted import clean, plain
 from evaltrace.cli.format import format_count, format_duration_ns, format_money
 from evaltrace.cli.tables import Cell, Column, fit_table, print_fitted
 from evaltrace.cli.trace_totals import trace_totals
-from evaltrace.report.model import ScoreRow, outcome_counts, span_scores
 
 _KIND_COLOURS = {
     semconv.KIND_LLM: "magenta",

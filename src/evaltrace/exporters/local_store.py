@@ -1,39 +1,30 @@
 """The embedded default backend: spans in an indexed SQLite file under ``.evaltrace/``, and a reader for it.
 
 :class:`LocalStoreExporter` writes each batch in one transaction from the export queue's thread (the
-application thread never touches the database); :class:`LocalTraceStore` lists and reads traces through
-indexes. JSON Lines files that older versions wrote under ``.evaltrace/traces/`` are imported on first open.
+application thread never touches the database); :class:`LocalTraceStore` (defined in ``store_reader``, which
+imports no OpenTelemetry SDK, and re-exported here) lists and reads traces through indexes. JSON Lines files that older versions wrote under ``.evaltrace/traces/`` are imported on first open.
 See ``store_db`` for the schema and ``store_options`` for retention.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from evaltrace._internal import forks
 from evaltrace._internal.errors import log_internal_error
-from evaltrace.exceptions import EvaltraceError
-from evaltrace.exporters.store_db import DB_NAME, open_db, write_transaction
+from evaltrace.exporters.store_db import open_db, write_transaction
 from evaltrace.exporters.store_import import ImportReport, import_jsonl
 from evaltrace.exporters.store_options import DEFAULT_DIRECTORY, LocalStoreOptions
-from evaltrace.exporters.store_query import (
-    AmbiguousTraceIdError,
-    TraceFilter,
-    TraceSummary,
-    find_traces,
-    resolve_trace_id,
-    trace_spans,
-)
+from evaltrace.exporters.store_query import AmbiguousTraceIdError, TraceFilter, TraceSummary
+from evaltrace.exporters.store_reader import LocalTraceStore, TraceIdError, check_trace_id
 from evaltrace.exporters.store_rows import stored_span
 from evaltrace.exporters.store_writer import ResourceIds, RetentionResult, apply_retention, write_spans
 
@@ -50,29 +41,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger("evaltrace.local_store")
-_TRACE_ID = re.compile(r"[0-9a-f]{1,32}")
 RETENTION_INTERVAL_S = 60.0
 """Retention runs when the exporter opens the store, then at most once a minute (on the exporter thread)."""
 _abandoned: list[sqlite3.Connection] = []
-
-
-class TraceIdError(EvaltraceError, LookupError):
-    """A trace reference that is not a trace id or a prefix of one (32 hexadecimal digits at most)."""
-
-
-def check_trace_id(reference: str, argument: str = "trace id") -> str:
-    """Return ``reference`` lower-cased when it is a trace id or a prefix of one.
-
-    Trace ids are only ever compared with what the store holds, never used to build a path; checking them still
-    turns ``../x`` or ``/etc/passwd`` into a clear error instead of a silent "not found".
-
-    Raises:
-        TraceIdError: It holds anything but hexadecimal digits, or more than 32 of them.
-    """
-    lowered = reference.lower()
-    if not _TRACE_ID.fullmatch(lowered):
-        raise TraceIdError(f"{argument}: {reference!r} is not a trace id (up to 32 hexadecimal digits)")
-    return lowered
 
 
 class LocalStoreExporter(SpanExporter):
@@ -181,90 +152,3 @@ class LocalStoreExporter(SpanExporter):
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Every export is committed before it returns; nothing to flush."""
         return True
-
-
-class LocalTraceStore:
-    """Reads traces back from a local store directory (importing older JSONL files on first open)."""
-
-    def __init__(self, directory: str | Path = DEFAULT_DIRECTORY) -> None:
-        """Open the store rooted at ``directory`` (which may not exist yet: it then reads as empty)."""
-        self.directory = Path(directory)
-        self.traces_dir = self.directory / "traces"
-        self._conn: sqlite3.Connection | None = None
-        self.import_report = ImportReport()
-
-    def _connection(self) -> sqlite3.Connection | None:
-        if self._conn is None:
-            if not (self.directory / DB_NAME).exists() and not any(self.traces_dir.glob("*.jsonl")):
-                return None  # nothing stored: reading creates no file
-            self._conn = open_db(self.directory)
-            self.import_report = import_jsonl(self._conn, self.directory)
-        return self._conn
-
-    def close(self) -> None:
-        """Close the database connection (reopened on next use)."""
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
-
-    def __enter__(self) -> LocalTraceStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def list_traces(self, limit: int | None = None, where: TraceFilter | None = None) -> list[TraceSummary]:
-        """Summaries of the stored traces ``where`` selects, newest first (``limit`` wins over ``where.limit``)."""
-        conn = self._connection()
-        if conn is None:
-            return []
-        query = where or TraceFilter()
-        if limit is not None:
-            query = TraceFilter(**{**query.__dict__, "limit": limit})
-        return find_traces(conn, query)
-
-    def resolve(self, trace_id: str) -> str | None:
-        """The full id of the one stored trace ``trace_id`` is or starts with, or None.
-
-        Raises:
-            TraceIdError: ``trace_id`` is not hexadecimal (:func:`check_trace_id`).
-            AmbiguousTraceIdError: Several traces start with it (a ``LookupError`` listing them).
-        """
-        prefix = check_trace_id(trace_id)
-        conn = self._connection()
-        return None if conn is None else resolve_trace_id(conn, prefix)
-
-    def spans(self, trace_id: str) -> list[ReadableSpan]:
-        """All spans of the trace whose id is ``trace_id`` or starts with it, by start time ([] when none).
-
-        Raises:
-            TraceIdError: ``trace_id`` is not hexadecimal (:func:`check_trace_id`).
-            AmbiguousTraceIdError: The prefix matches several traces (a ``LookupError``).
-        """
-        full = self.resolve(trace_id)
-        conn = self._connection()
-        return [] if full is None or conn is None else trace_spans(conn, full)
-
-    def iter_traces(self, where: TraceFilter | None = None) -> Iterator[tuple[TraceSummary, list[ReadableSpan]]]:
-        """Each trace ``where`` selects with its spans, newest first (for ``evaltrace traces export``)."""
-        conn = self._connection()
-        if conn is None:
-            return
-        for summary in find_traces(conn, where or TraceFilter()):
-            yield summary, trace_spans(conn, summary.trace_id)
-
-    def counts(self) -> dict[str, Any]:
-        """Traces and spans stored, and what imports of older JSONL files read and skipped overall."""
-        conn = self._connection()
-        if conn is None:
-            return {"traces": 0, "spans": 0, "imported_spans": 0, "imported_unreadable_lines": 0}
-        imported = conn.execute(
-            "SELECT coalesce(sum(spans), 0), coalesce(sum(unreadable_lines), 0) FROM imported_files"
-        )
-        spans, bad = imported.fetchone()
-        return {
-            "traces": conn.execute("SELECT count(*) FROM traces").fetchone()[0],
-            "spans": conn.execute("SELECT count(*) FROM spans").fetchone()[0],
-            "imported_spans": spans,
-            "imported_unreadable_lines": bad,
-        }

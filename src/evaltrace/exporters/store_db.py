@@ -94,7 +94,6 @@ CREATE TABLE IF NOT EXISTS evals (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS evals_source ON evals (trace_id, source_span_id);
 CREATE INDEX IF NOT EXISTS evals_evaluator ON evals (evaluator, outcome, trace_id);
-CREATE INDEX IF NOT EXISTS evals_outcome ON evals (outcome, trace_id);
 CREATE TABLE IF NOT EXISTS imported_files (
     name TEXT PRIMARY KEY, offset INTEGER NOT NULL, spans INTEGER NOT NULL, unreadable_lines INTEGER NOT NULL
 );

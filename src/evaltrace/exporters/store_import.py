@@ -12,11 +12,13 @@ import logging
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from evaltrace.exporters.span_json import span_from_dict
 from evaltrace.exporters.store_db import write_transaction
-from evaltrace.exporters.store_rows import StoredSpan, stored_span
 from evaltrace.exporters.store_writer import ResourceIds, write_spans
+
+if TYPE_CHECKING:
+    from evaltrace.exporters.store_rows import StoredSpan
 
 __all__ = ["ImportReport", "import_jsonl"]
 
@@ -34,6 +36,10 @@ class ImportReport:
 
 
 def _parse(lines: list[bytes]) -> tuple[list[StoredSpan], int]:
+    # Imported here: a store without JSONL files is read without the OpenTelemetry SDK (CLI start-up).
+    from evaltrace.exporters.span_json import span_from_dict
+    from evaltrace.exporters.store_rows import stored_span
+
     spans: list[StoredSpan] = []
     bad = 0
     for line in lines:

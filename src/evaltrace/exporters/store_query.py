@@ -10,12 +10,12 @@ import datetime as dt
 import json
 import sqlite3
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from opentelemetry.sdk.trace import ReadableSpan
-
-from evaltrace.exporters.span_json import span_from_dict
 from evaltrace.exporters.store_db import has_fts
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
 
 __all__ = ["AmbiguousTraceIdError", "TraceFilter", "TraceSummary", "find_traces", "resolve_trace_id", "trace_spans"]
 
@@ -200,6 +200,8 @@ def resolve_trace_id(conn: sqlite3.Connection, prefix: str) -> str | None:
 
 def trace_spans(conn: sqlite3.Connection, trace_id: str) -> list[ReadableSpan]:
     """The spans of the trace ``trace_id`` (a full id), by start time."""
+    from evaltrace.exporters.span_json import span_from_dict  # the SDK: only `show` and `export` need spans
+
     rows = conn.execute(
         "SELECT s.trace_id, s.span_id, s.parent_span_id, s.name, s.kind, s.status, s.start_time, s.end_time, "
         "s.data, r.json FROM spans AS s JOIN resources AS r ON r.id = s.resource_id "

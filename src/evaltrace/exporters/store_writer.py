@@ -12,9 +12,12 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from evaltrace.exporters.store_db import has_fts
-from evaltrace.exporters.store_rows import StoredSpan
+
+if TYPE_CHECKING:
+    from evaltrace.exporters.store_rows import StoredSpan
 
 __all__ = ["RetentionResult", "apply_retention", "write_spans"]
 
@@ -82,12 +85,28 @@ class ResourceIds:
         return int(row[0])
 
 
+_IN_CHUNK = 500
+"""Trace ids per ``IN (...)`` query: well under SQLite's default limit of 32,766 parameters."""
+
+
+def _stored_keys(conn: sqlite3.Connection, trace_ids: set[str]) -> set[tuple[str, str]]:
+    """The (trace id, span id) already stored for these traces: one index range read per trace."""
+    ids = list(trace_ids)
+    keys: set[tuple[str, str]] = set()
+    for i in range(0, len(ids), _IN_CHUNK):
+        chunk = ids[i : i + _IN_CHUNK]
+        marks = ",".join("?" * len(chunk))
+        keys.update(conn.execute(f"SELECT trace_id, span_id FROM spans WHERE trace_id IN ({marks})", chunk))
+    return keys
+
+
 def write_spans(conn: sqlite3.Connection, spans: Sequence[StoredSpan], resources: ResourceIds) -> None:
     """Upsert ``spans`` and refresh the summaries of their traces; call inside a write transaction.
 
     Each step is one ``executemany`` over the batch: the loops run in SQLite, not in Python.
     """
     unique = list({(s.trace_id, s.span_id): s for s in spans}.values())  # a later copy in the same batch wins
+    stored = _stored_keys(conn, {s.trace_id for s in unique})
     conn.executemany(
         _UPSERT_SPAN,
         [
@@ -99,17 +118,20 @@ def write_spans(conn: sqlite3.Connection, spans: Sequence[StoredSpan], resources
             for s in unique
         ],
     )  # fmt: skip
-    # A span written before (an enriched copy) gives up its earlier evaluation rows and searchable text.
-    keys = [(s.trace_id, s.span_id) for s in unique]
-    conn.executemany("DELETE FROM evals WHERE trace_id = ? AND source_span_id = ?", keys)
+    # A span written before (an enriched copy) gives up its earlier evaluation rows and searchable text; most
+    # spans are new, and skipping their deletes saves two index probes each.
+    again = [(s.trace_id, s.span_id) for s in unique if (s.trace_id, s.span_id) in stored]
+    if again:
+        conn.executemany("DELETE FROM evals WHERE trace_id = ? AND source_span_id = ?", again)
     conn.executemany(
         "INSERT OR REPLACE INTO evals VALUES (?, ?, ?, ?, ?)",
         [(s.trace_id, e.span_id, e.evaluator, e.outcome, e.source) for s in unique for e in s.evals],
     )
     with_text = [(s.trace_id, s.span_id, s.text) for s in unique if s.text]
     if with_text:
-        if has_fts(conn):  # an FTS5 table has no upsert: the earlier copy's row goes first
-            conn.executemany(f"DELETE FROM span_text WHERE rowid = {_SPAN_ROW_ID}", [k[:2] for k in with_text])
+        fts_again = [k[:2] for k in with_text if k[:2] in stored]
+        if has_fts(conn) and fts_again:  # an FTS5 table has no upsert: the earlier copy's row goes first
+            conn.executemany(f"DELETE FROM span_text WHERE rowid = {_SPAN_ROW_ID}", fts_again)
         verb = "INSERT" if has_fts(conn) else "INSERT OR REPLACE"
         conn.executemany(f"{verb} INTO span_text (rowid, trace_id, text) SELECT {_SPAN_ROW_ID}, ?1, ?3", with_text)
     now = time.time_ns()
