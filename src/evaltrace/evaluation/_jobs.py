@@ -142,6 +142,9 @@ class JobRunner:
             # Mapping runs on the loop: it is pure CPU (tens of microseconds for a typical subtree), and a hop to
             # the pool would cost more than the work itself.
             trace = build_trace(members, job.span)
+            if not job.deferred and all(self._runs_in_place(spec) for spec in specs):
+                await self._evaluate_in_place(job, trace, specs)
+                return
             tasks = [asyncio.ensure_future(self._evaluate(job.span, trace, spec)) for spec in specs]
         job.running = list(zip(specs, tasks, strict=True))
         try:
@@ -153,6 +156,39 @@ class JobRunner:
             for task in tasks:  # only when the job itself was cancelled (shutdown past its deadline)
                 if not task.done():
                     task.cancel()
+
+    def _runs_in_place(self, spec: EvaluatorSpec) -> bool:
+        """Whether ``spec`` runs to its result on the loop with nothing to wait for (inline, sync, no slot)."""
+        # With limits set, a max_concurrent slot may have to be waited for: the general path then.
+        return spec.inline and self.ctx.limits is None and not is_async_evaluator(spec.evaluator)
+
+    async def _evaluate_in_place(self, job: Job, trace: Trace, specs: list[EvaluatorSpec]) -> None:
+        """Run inline sync evaluators one after the other in this job's task, then apply the hold rule.
+
+        They would block the loop inside their own tasks just the same; what this saves is a task per
+        evaluator and the ``asyncio.wait`` (with its timeout handle) that waited for work already done. The
+        only await left is a retryable failure's backoff: results that come after the hold deadline that way
+        go out as child spans after the span, as on the general path.
+        """
+        results: list[EvaluationResult] = []
+        for spec in specs:
+            result = await arun_evaluator(
+                spec.evaluator, trace, None, options=self._run_options(spec), on_retry=self._count_retry
+            )
+            self._record(job.span, trace, spec, result)
+            results.append(result)
+        provenance = self.ctx.options.evaluation_provenance
+        if time.monotonic() <= job.admitted_at + self.ctx.options.hold_timeout_s:
+            self._forward_once(job, enriched_copy(job.span, results + _skipped_results(job), provenance=provenance))
+            self.ctx.stats.incr("enriched")
+            return
+        self._forward_once(job, job.span)
+        self.ctx.stats.incr("held_timeout")
+        for result in results:
+            child = evaluation_span(job.span, result, provenance=provenance)
+            if child is not None:
+                self.ctx.forward(child)
+                self.ctx.stats.incr("evaluation_spans")
 
     async def _hold_and_forward(self, job: Job, tasks: list[asyncio.Task[EvaluationResult]]) -> None:
         remaining = job.admitted_at + self.ctx.options.hold_timeout_s - time.monotonic()
@@ -257,20 +293,25 @@ class JobRunner:
         self._publish(span, query, final_answer, spec, answer)
         return answer
 
-    async def _evaluate(self, span: ReadableSpan, trace: Trace, spec: EvaluatorSpec) -> EvaluationResult:
+    def _run_options(self, spec: EvaluatorSpec) -> RunOptions:
         timeout = spec.timeout_s if spec.timeout_s is not None else self.ctx.options.evaluator_timeout_s
-        options = RunOptions(
+        return RunOptions(
             timeout_s=timeout,
             max_retries=self.ctx.options.max_retries,
             initial_backoff_s=self.ctx.options.retry_backoff_s,
         )
+
+    def _count_retry(self) -> None:
+        self.ctx.stats.incr("retries")
+
+    async def _evaluate(self, span: ReadableSpan, trace: Trace, spec: EvaluatorSpec) -> EvaluationResult:
         run = arun_evaluator(
             spec.evaluator,
             trace,
             None,
-            options=options,
+            options=self._run_options(spec),
             executor=None if spec.inline else self.ctx.pool,
-            on_retry=lambda: self.ctx.stats.incr("retries"),
+            on_retry=self._count_retry,
             async_runner=None if spec.inline else self.ctx.async_runner,
         )
         async with contextlib.AsyncExitStack() as stack:
@@ -279,11 +320,15 @@ class JobRunner:
             if is_async_evaluator(spec.evaluator):
                 await stack.enter_async_context(self.ctx.async_slots)
             result = await run
+        self._record(span, trace, spec, result)
+        return result
+
+    def _record(self, span: ReadableSpan, trace: Trace, spec: EvaluatorSpec, result: EvaluationResult) -> None:
+        """Charge and publish one in-process result."""
         self._charge(spec, result)
         raw = trace.input.get("input")
         query = raw if isinstance(raw, str) else str(trace.input or "")
         self._publish(span, query, trace.output.final_answer, spec, result)
-        return result
 
     def _charge(self, spec: EvaluatorSpec, result: EvaluationResult) -> None:
         """Charge the judge's spend to the budgets and record it as ``gen_ai.evaluation.client.*`` metrics."""

@@ -30,6 +30,7 @@ ERROR_TYPE_KEY = "error_type"
 TIMEOUT_ERROR_TYPE = "timeout"
 INVALID_OUTPUT_ERROR_TYPE = "invalid_output"
 _STACK_LIMIT = 4000
+_NOT_CALLED: Any = object()
 
 
 @dataclass(frozen=True)
@@ -103,13 +104,22 @@ async def _attempt(
     timeout_s: float | None,
     async_runner: AsyncRunner | None = None,
 ) -> Any:
+    produced: Any = _NOT_CALLED
+    if executor is None and not is_async_evaluator(evaluator):
+        # Inline and sync: a deadline only fires at an await, so none is armed for the call itself (it costs a
+        # timer per evaluation); only an awaitable it returns runs under one.
+        produced = _call(evaluator, trace, case)
+        if not inspect.isawaitable(produced):
+            return produced
     # asyncio.timeout (not wait_for): no extra task per call, which matters at thousands of evaluations/s.
     deadline = asyncio.timeout(timeout_s)
     try:
         async with deadline:
-            if async_runner is not None and is_async_evaluator(evaluator):
+            if produced is not _NOT_CALLED:
+                pass
+            elif async_runner is not None and is_async_evaluator(evaluator):
                 return await async_runner(lambda: _call_async(evaluator, trace, case))
-            if executor is None or is_async_evaluator(evaluator):
+            elif executor is None or is_async_evaluator(evaluator):
                 produced = _call(evaluator, trace, case)
             else:
                 produced = await _in_executor(executor, evaluator, trace, case)

@@ -25,7 +25,7 @@ from evaltrace.mapping._spans import (
     subtree,
     timestamp,
 )
-from evaltrace.schema import Trace, TraceError, TraceMessage, TraceOutput
+from evaltrace.schema import Trace, TraceError, TraceMessage, TraceOutput, derive_tool_views
 
 
 def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | str | None = None) -> Trace:
@@ -54,19 +54,29 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
     }
     run_id, case_id, variant = _identity(root_span, selected, extra["trace_id"])
     started = timestamp(root_span.start_time)
-    trace = Trace(
-        run_id=run_id,
-        case_id=case_id,
-        variant_name=variant,
-        started_at=started,
-        finished_at=timestamp(root_span.end_time) if root_span.end_time else started,
-        input=_input(root_span, notes),
-        output=_output(root_span, messages, notes),
-        messages=messages,
-        metrics=build_metrics([s for s in selected if is_llm(s)]),
-        error=_error(root_span),
-        extra=extra,
-    )
+    finished = timestamp(root_span.end_time) if root_span.end_time else started
+    values: dict[str, Any] = {
+        "run_id": run_id,
+        "case_id": case_id,
+        "variant_name": variant,
+        "started_at": started,
+        "finished_at": finished,
+        "input": _input(root_span, notes),
+        "output": _output(root_span, messages, notes),
+        "messages": messages,
+        "metrics": build_metrics([s for s in selected if is_llm(s)]),
+        "error": _error(root_span),
+        "extra": extra,
+    }
+    if finished < started:
+        trace = Trace(**values)  # validation names the broken invariant
+    else:
+        # Every value is built here, of its field's type already (validated nested models, aware UTC times in
+        # order, JSON-parsed input with finite numbers), so re-validating it all was pure cost on every
+        # evaluated span. The after-validator's work is done here: the tool views derived from the messages,
+        # passed explicitly so that the fields set (and so exclude_unset dumps) match a validated Trace.
+        tool_calls, tool_results = derive_tool_views(messages)
+        trace = Trace.model_construct(**values, tool_calls=tool_calls, tool_results=tool_results)
     if notes:
         trace.extra["enrichment_errors"] = notes
     return trace

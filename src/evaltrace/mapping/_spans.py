@@ -174,10 +174,14 @@ def _finite(text: str) -> float | str:
     return parsed if math.isfinite(parsed) else text
 
 
+# One decoder for every call: ``json.loads`` with hooks builds a new decoder (and scanner) per call.
+_DECODER = json.JSONDecoder(parse_float=_finite, parse_constant=str)
+
+
 def loads(text: str) -> Any:
     """Parse JSON text; text that is not JSON is returned as is, and non-finite numbers stay text."""
     try:
-        value = json.loads(text, parse_float=_finite, parse_constant=str)
+        value = _DECODER.decode(text)
     except (ValueError, RecursionError):
         return text
     return value if _shallow(value) else text
@@ -185,6 +189,8 @@ def loads(text: str) -> Any:
 
 def _shallow(value: Any) -> bool:
     """Whether ``value`` nests at most ``_MAX_DEPTH`` deep (pydantic refuses to serialise deeper values)."""
+    if not isinstance(value, dict | list):
+        return True
     level: list[Any] = [value]
     for _ in range(_MAX_DEPTH):
         level = [

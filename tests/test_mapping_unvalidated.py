@@ -1,0 +1,54 @@
+"""The mapping builds its Trace without re-validation: it must equal, dump and load as a validated one."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from evaltrace.mapping import trace_from_spans
+from evaltrace.schema import Trace
+
+
+def _spans() -> list[ReadableSpan]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("agent") as root:
+        root.set_attribute("evaltrace.span.kind", "agent")
+        root.set_attribute("input.value", json.dumps({"question": "capital of France?", "n": 1.5}))
+        root.set_attribute("output.value", json.dumps("Paris"))
+        with tracer.start_as_current_span("chat") as llm:
+            llm.set_attribute("gen_ai.operation.name", "chat")
+            llm.set_attribute(
+                "gen_ai.input.messages", json.dumps([{"role": "user", "parts": [{"type": "text", "content": "hi"}]}])
+            )
+            call = {"type": "tool_call", "id": "c1", "name": "lookup", "arguments": {"q": "France"}}
+            llm.set_attribute("gen_ai.output.messages", json.dumps([{"role": "assistant", "parts": [call]}]))
+            llm.set_attribute("gen_ai.usage.input_tokens", 7)
+    return list(exporter.get_finished_spans())
+
+
+def test_trace_equals_its_validated_twin() -> None:
+    trace = trace_from_spans(_spans())
+    given = {k: getattr(trace, k) for k in trace.model_fields_set if k not in ("tool_calls", "tool_results")}
+    validated = Trace(**given)
+    assert trace == validated
+    assert trace.model_fields_set == validated.model_fields_set
+    assert trace.model_dump_json() == validated.model_dump_json()
+    assert trace.model_dump(exclude_unset=True) == validated.model_dump(exclude_unset=True)
+    assert [c.name for c in trace.tool_calls] == ["lookup"]  # the validator's derived views, done by the mapping
+    assert Trace.model_validate_json(trace.model_dump_json()) == trace
+
+
+def test_times_out_of_order_still_fail_validation() -> None:
+    spans = _spans()
+    root = next(s for s in spans if s.name == "agent")
+    assert root.start_time is not None
+    root._end_time = root.start_time - 1_000_000  # ended before it started: a malformed foreign span
+    with pytest.raises(ValueError, match="before started_at"):
+        trace_from_spans(spans, root=root)
