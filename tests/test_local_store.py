@@ -16,6 +16,7 @@ from opentelemetry import trace as otel_trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode
 
 import evaltrace
@@ -127,6 +128,39 @@ def test_summary_counts_outcomes_tokens_cost_and_only_application_errors(tmp_pat
     assert (summary.input_tokens, summary.output_tokens, summary.cost_usd) == (10, 5, 0.25)
     assert (summary.session_id, summary.user_id) == ("s-1", "u-1")
     assert summary.to_json()["evaluations"] == {"pass": 1, "fail": 1, "error": 2, "not_evaluated": 1, "pending": 0}
+
+
+def test_summaries_are_the_same_whatever_batches_and_order_spans_arrive_in(tmp_path: Path) -> None:
+    # A trace first seen in a batch is summarised in Python; one with stored spans is recomputed in SQL. Both
+    # must agree, with the root arriving last, spans split over batches and a whole batch exported twice.
+    memory = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource({"service.name": "svc"}))
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    for n in range(3):
+        _trace(provider, f"agent-{n}", start=NOW + n, error=n == 1, evals={"tone": "fail", "pii": "pass"},
+               session=f"s-{n}", user="ada")  # fmt: skip
+    spans = list(memory.get_finished_spans())  # children before their roots, as the SDK ends them
+    orders = {
+        "one batch": [spans],
+        "one batch, twice": [spans, spans],
+        "root first, alone": [[s] for s in reversed(spans)],
+        "children first, then roots": [[s for s in spans if s.parent], [s for s in spans if not s.parent]],
+        "split mid-trace": [spans[:3], spans[3:]],
+    }
+    summaries = {}
+    for label, batches in orders.items():
+        exporter = LocalStoreExporter(tmp_path / label.replace(" ", "-").replace(",", ""))
+        for batch in batches:
+            assert exporter.export(batch).name == "SUCCESS"
+        summaries[label] = [t.to_json() for t in LocalTraceStore(exporter.directory).list_traces()]
+        exporter.shutdown()
+    first = summaries["one batch"]
+    assert [t["root_name"] for t in first] == ["agent-2", "agent-1", "agent-0"]
+    assert [t["span_count"] for t in first] == [2, 2, 2] and [t["status"] for t in first] == ["ok", "error", "ok"]
+    assert first[0]["evaluations"] == {"pass": 1, "fail": 1, "error": 0, "not_evaluated": 0, "pending": 0}
+    assert (first[0]["input_tokens"], first[0]["cost_usd"], first[0]["session_id"]) == (10, 0.25, "s-2")
+    for label, listed in summaries.items():
+        assert listed == first, label
 
 
 @pytest.fixture
