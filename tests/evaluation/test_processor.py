@@ -417,6 +417,33 @@ def test_inline_sync_evaluator_runs_on_the_loop_thread(make_pipeline: MakePipeli
     assert p.one("s").attributes["evaltrace.eval.where.passed"] is True
 
 
+def test_inline_results_past_the_hold_deadline_follow_as_evaluation_spans(make_pipeline: MakePipeline) -> None:
+    # All-inline jobs run without a task per evaluator; a retry backoff can still carry them past the hold
+    # deadline, and then the span must go out as is, once, with the result following, as on the general path.
+    attempts: list[int] = []
+
+    @evaluator(name="flaky_inline")
+    def flaky_inline(trace: Trace) -> bool:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise RetryableEvaluatorError("judge busy")
+        return True
+
+    p = make_pipeline([EvaluatorSpec(flaky_inline, inline=True)], hold_timeout_s=0.05, retry_backoff_s=0.2)
+    with p.tracer.start_as_current_span("s"):
+        pass
+    p.flush()
+    assert len(attempts) == 2
+    spans = p.exporter.get_finished_spans()
+    (evaluated,) = [s for s in spans if s.name == "s"]  # forwarded exactly once
+    assert "evaltrace.eval.flaky_inline.passed" not in (evaluated.attributes or {})
+    (late,) = [s for s in spans if s.name == "evaluation flaky_inline"]
+    assert late.parent is not None and late.parent.span_id == evaluated.context.span_id
+    assert (late.attributes or {})["evaltrace.eval.flaky_inline.outcome"] == "pass"
+    stats = p.processor.stats()
+    assert (stats["held_timeout"], stats["evaluation_spans"], stats["enriched"]) == (1, 1, 0)
+
+
 def test_kind_fast_path_keeps_refs_and_releases_buffers(make_pipeline: MakePipeline) -> None:
     @evaluator(name="by_ref")
     def by_ref(trace: Trace) -> bool:
