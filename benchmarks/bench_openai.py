@@ -19,9 +19,9 @@ End to end, per-chunk overhead is the slope between a 20-chunk and a 200-chunk s
 already costs ~1 ms inside openai/httpx, end-to-end differences of tens of µs are close to the noise, so the
 script also measures the instrumentation work in isolation: the wrapper around a ``create`` that returns a
 pre-parsed ChatCompletion, and the stream proxy over 200 pre-parsed chunks. Those figures are the cost on the
-application thread. Most span attributes are built when the span is first read (on the exporter's or the
-evaluation processor's worker thread), so the script also reports that work separately: the time to read every
-attribute of a finished span, evaltrace's against a span carrying the same attributes set eagerly.
+application thread. The script also reports the exporter side: the time to read every attribute of a finished span,
+evaltrace's against a span carrying the same attributes set by ``set_attributes``. What users run (the
+``configure()`` pipeline, a reading exporter, recorded traffic, all threads) is ``bench_openai_pipeline.py``.
 
 ``python benchmarks/bench_openai.py --instructions`` counts instructions per isolated call instead (valgrind's
 callgrind): slower (minutes), but deterministic on a noisy machine.

@@ -1,36 +1,26 @@
-"""Span attributes built when first read, not on the application thread. The one module that knows SDK internals.
+"""Span attributes set at lower cost than the SDK's generic path. The one module that knows SDK internals.
 
-Why: most of an LLM span's attributes (request parameters, message JSON, response fields, usage, cost) are
-read only by processors and exporters, and with ``BatchSpanProcessor`` (and our evaluation processor) that
-happens on a worker thread. Building them on the application thread is the largest part of our per-call cost.
+Two things, both for LLM spans, both written straight into the SDK's ``BoundedAttributes`` under its lock:
 
-How: in opentelemetry-sdk 1.x a ``Span`` keeps its attributes in ``span._attributes``, a ``BoundedAttributes``,
-and ``Span.end()`` hands that same object to every processor inside the ``ReadableSpan`` (whose
-``.attributes`` is a read-only view over it). :func:`install` switches that object's class to
-:class:`DeferredAttributes`, a subclass whose read methods first run the registered builders, exactly once,
-under a lock, then store their output through the SDK's own cleaning (``_clean_attribute_value`` and the
-locked setter), so what readers see is what eager ``set_attributes`` would have stored. Reads of keys the
-builders can never produce (``evaltrace.span.kind``, ``gen_ai.operation.name``...) are answered without
-building. Processors usually write ``span.attributes or {}``; ``ReadableSpan.attributes`` is a
-``MappingProxyType`` whose truth test calls ``len()``, which would build on the application thread, so
-:func:`install` also replaces, once, the ``ReadableSpan.attributes`` property (which the SDK's ``Span`` inherits) with one
-that answers exactly as the SDK's for every other span and, for a deferred one, with a read-only view whose
-truth test does not build. If the SDK's shape is not the expected one,
-:func:`install` returns False and callers build the attributes eagerly, as before.
+* :func:`start_span` starts a span with a preset of start attributes (operation, provider, model, server, our
+  kind) validated once per distinct preset, not per span;
+* :func:`set_built` stores the attributes our builders made (known-valid values) without re-running the SDK's
+  value cleaning on each.
 
-Builders run on whichever thread reads first; they must only use data snapshotted at call time. Their errors
-go through ``handle_internal_errors`` (logged; re-raised under tests), so a read never fails outside tests.
+Both fall back to the SDK's own setters whenever a limit could bite, the span is not the SDK's, or the SDK's
+shape is not the expected one. Attributes are built on the calling thread, when the call returns: building them
+later, on the first read of the span (an earlier design), cost more in total (a subclass switched in per span,
+the SDK's cleaning re-run on read, locks) than building them at once (benchmarks/README.md, issue 17).
 """
 
 from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-import opentelemetry.attributes as otel_attributes
 import opentelemetry.sdk.trace.sampling as otel_sampling
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context
@@ -38,20 +28,12 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace import Tracer as SdkTracer
 from opentelemetry.trace import Span, SpanKind, Tracer, get_current_span
 
-from evaltrace._internal.errors import handle_internal_errors, reraise_internal_errors
-
-# Private: the SDK's own value cleaning, so built values are stored exactly as set_attributes would store them.
-_clean_attribute_value: Callable[[Any, int | None], Any] | None = getattr(
-    otel_attributes, "_clean_attribute_value", None
-)
-# What install() relies on finding in a BoundedAttributes instance.
+# What this module relies on finding in a BoundedAttributes instance.
 _EXPECTED_STATE = ("_dict", "_lock", "_immutable", "maxlen", "max_value_len", "dropped")
 
 
 def _sdk_shape_ok() -> bool:
-    """Checked once: does this SDK's BoundedAttributes keep the state and methods we build on?"""
-    if _clean_attribute_value is None or not callable(getattr(BoundedAttributes, "_setitem_locked", None)):
-        return False
+    """Checked once: does this SDK's BoundedAttributes keep the state we write into?"""
     if not isinstance(ReadableSpan.__dict__.get("attributes"), property):
         return False
     try:
@@ -63,195 +45,12 @@ def _sdk_shape_ok() -> bool:
 
 _SDK_SHAPE_OK = _sdk_shape_ok()
 
-Builder = Callable[[], Mapping[str, Any]]
-
-
-# Held only while one span's build lock is made (never during a build): two first readers get the same lock.
-_MAKING_LOCKS = threading.Lock()
-
-
-class DeferredAttributes(BoundedAttributes):
-    """A ``BoundedAttributes`` whose pending builders run on the first read of a key they may produce.
-
-    Instances are never constructed: :func:`install` switches the class of a span's existing object, so
-    no attribute is copied and the SDK's own state (lock, limits, ``_immutable``) stays as it is.
-    """
-
-    # Set by install(): builders as (builder, overwrite) pairs, or None once built; the keys they may
-    # produce. Then: the thread building (its own reads see the dict); the build lock, made on first need.
-    _pending: list[tuple[Builder, bool]] | None
-    _deferred_keys: frozenset[str]
-    _builder_thread: int | None = None
-
-    def _build_lock(self) -> threading.RLock:
-        """The lock serialising the build and later registrations, made by the first who needs it.
-
-        Not made at install: for a plain call nobody on the application thread needs it, and making one costs
-        about as much as the rest of install.
-        """
-        lock: threading.RLock | None = self.__dict__.get("_lock_for_build")
-        if lock is None:
-            with _MAKING_LOCKS:
-                lock = self.__dict__.get("_lock_for_build")
-                if lock is None:
-                    lock = self.__dict__["_lock_for_build"] = threading.RLock()
-        return lock
-
-    def _build(self) -> None:
-        with self._build_lock():
-            pending = self._pending
-            if pending is None or self._builder_thread is not None:
-                return  # built by another reader meanwhile, or a read from inside our own builder
-            self._builder_thread = threading.get_ident()
-            try:
-                for builder, overwrite in pending:
-                    self._apply(builder, overwrite)
-            finally:
-                self._builder_thread = None
-                # Cleared last: readers that skip the lock (pending is None) must see the complete dict.
-                self._pending = None
-
-    def _apply(self, builder: Builder, overwrite: bool) -> None:
-        built: Mapping[str, Any] = {}
-        with handle_internal_errors("building deferred span attributes"):
-            built = builder()
-            if reraise_internal_errors():
-                unknown = set(built) - self._deferred_keys
-                if unknown:
-                    raise AssertionError(f"deferred builder produced undeclared keys {sorted(unknown)}")
-        if not built:
-            return
-        clean = _clean_attribute_value
-        assert clean is not None  # install() checked
-        cleaned = clean(built, self.max_value_len)
-        with self._lock:
-            if self.maxlen == 0:
-                self.dropped += len(built)
-                return
-            self.dropped += len(built) - len(cleaned)
-            for key, value in cleaned.items():
-                # overwrite=False: written at span start, so a later set_attribute (user, processor) wins.
-                if overwrite or key not in self._dict:
-                    self._setitem_locked(key, value)
-
-    def _ready(self) -> None:
-        if self._pending is not None:
-            self._build()
-
-    def _ready_for(self, key: object) -> None:
-        if self._pending is not None and key in self._deferred_keys:
-            self._build()
-
-    def __getitem__(self, key: str) -> Any:
-        self._ready_for(key)
-        return self._dict[key]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """``Mapping.get``, building first only when ``key`` is one the builders may produce."""
-        self._ready_for(key)
-        return self._dict.get(key, default)
-
-    def __contains__(self, key: object) -> bool:
-        self._ready_for(key)
-        return key in self._dict
-
-    def __bool__(self) -> bool:
-        # ReadableSpan.attributes evaluates ``self._attributes or {}``: answer without building.
-        return bool(self._dict) or self._pending is not None
-
-    def __iter__(self) -> Iterator[str]:
-        self._ready()
-        return super().__iter__()  # type: ignore[no-any-return,no-untyped-call]
-
-    def __len__(self) -> int:
-        self._ready()
-        return len(self._dict)
-
-    def __repr__(self) -> str:
-        self._ready()
-        return super().__repr__()
-
-    def __eq__(self, other: object) -> bool:
-        self._ready()
-        return super().__eq__(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def copy(self) -> Any:
-        """A plain dict of every attribute."""
-        self._ready()
-        return self._dict.copy()
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
-        self._ready()
-        return super().__deepcopy__(memo)
-
-    def __reduce_ex__(self, protocol: Any) -> Any:
-        # copy.copy and pickle: a plain BoundedAttributes of the built values (no builders, no locks).
-        self._ready()
-        return _restore, (self.maxlen, self.max_value_len, self._immutable, dict(self._dict), self.dropped)
-
-
-class _View(Mapping[str, Any]):
-    """Read-only view of a ``DeferredAttributes``, as ``MappingProxyType`` is of a plain one.
-
-    Processors commonly write ``attrs = span.attributes or {}`` and then read one key; a ``MappingProxyType``
-    answers that truth test with ``len()``, which would build everything on the application thread. This view
-    answers it without building.
-    """
-
-    __slots__ = ("_attributes",)
-
-    def __init__(self, attributes: DeferredAttributes) -> None:
-        self._attributes = attributes
-
-    def __getitem__(self, key: str) -> Any:
-        return self._attributes[key]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """``Mapping.get`` without building for keys no builder produces."""
-        return self._attributes.get(key, default)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._attributes
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._attributes)
-
-    def __len__(self) -> int:
-        return len(self._attributes)
-
-    def __bool__(self) -> bool:
-        return bool(self._attributes)
-
-    def __eq__(self, other: object) -> bool:
-        return self._attributes == other
-
-    __hash__ = None  # type: ignore[assignment]
-
-    # The rest of MappingProxyType's interface, so code written against it keeps working.
-    def __or__(self, other: Mapping[str, Any]) -> dict[str, Any]:
-        return {**self.copy(), **other}
-
-    def __ror__(self, other: Mapping[str, Any]) -> dict[str, Any]:
-        return {**other, **self.copy()}
-
-    def __reversed__(self) -> Iterator[str]:
-        return reversed(list(self._attributes))
-
-    def __repr__(self) -> str:
-        return repr(self._attributes)
-
-    def copy(self) -> Any:
-        """A plain dict of every attribute, as ``MappingProxyType.copy`` gives."""
-        return self._attributes.copy()
+# Makes a span's attributes (a fresh dict the caller may keep or give away).
+Builder = Callable[[], dict[str, Any]]
 
 
 def _attributes_property(span: ReadableSpan) -> Any:
-    """``ReadableSpan.attributes``: a non-building view for deferred attributes, else the SDK's own answer."""
-    attributes = span._attributes
-    if type(attributes) is DeferredAttributes:
-        return _View(attributes)
+    """``ReadableSpan.attributes``: the SDK's own answer, after giving a span being started its preset."""
     window: _Window | None = getattr(_starting, "window", None)
     if window is not None and window[4] is None:
         _claim(window, span)
@@ -264,10 +63,9 @@ _view_installed = False
 
 
 def _install_view() -> None:
-    # Once, on the first deferred span: ReadableSpan (which the SDK's Span inherits ``attributes`` from) answers
-    # with a view that does not build on truth tests. One class-level property instead of per-span work: every
-    # per-span alternative measured ~1.3 µs per call (a bound method on the span, or a span subclass). Whatever
-    # property is there now (the SDK's, or another library's patch of it) answers for every other span.
+    # Once, on the first preset start: an on_start processor reading ``span.attributes`` of the span being started
+    # must see the preset (see start_span). One class-level property instead of per-span work. Whatever property
+    # is there now (the SDK's, or another library's patch of it) answers after that.
     global _view_installed, _SDK_ATTRIBUTES_GETTER
     current = ReadableSpan.__dict__.get("attributes")
     getter = getattr(current, "fget", None)
@@ -275,55 +73,6 @@ def _install_view() -> None:
         _SDK_ATTRIBUTES_GETTER = getter
         ReadableSpan.attributes = property(_attributes_property, doc=getattr(current, "__doc__", None))  # type: ignore[method-assign,assignment]
     _view_installed = True
-
-
-def _restore(
-    maxlen: int | None, max_value_len: int | None, immutable: bool, values: dict[str, Any], dropped: int
-) -> Any:
-    restored = BoundedAttributes(maxlen, immutable=immutable, max_value_len=max_value_len)
-    restored._dict = values  # already cleaned
-    restored.dropped = dropped
-    return restored
-
-
-def install(span: Any, keys: frozenset[str], builder: Builder, then: Builder | None = None) -> bool:
-    """Defer ``builder`` (whose values act as if set at span start) and ``then`` (as if set at end) on ``span``.
-
-    ``keys`` are every key these and any builder later passed to :func:`defer` may produce: reads of other keys
-    never build. Returns False, registering nothing, when this SDK does not keep attributes the way we expect
-    (the caller then sets the attributes eagerly).
-    """
-    attributes = getattr(span, "_attributes", None)
-    if not _SDK_SHAPE_OK or type(attributes) is not BoundedAttributes:
-        return False
-    if not _view_installed:
-        _install_view()
-    state = attributes.__dict__  # straight into the dict: setattr would search ABC-heavy MROs first
-    state["_pending"] = [(builder, False)] if then is None else [(builder, False), (then, True)]
-    state["_deferred_keys"] = keys
-    attributes.__class__ = DeferredAttributes
-    return True
-
-
-def defer(span: Any, builder: Builder, *, overwrite: bool) -> bool:
-    """Register ``builder`` to run on the first read of ``span``'s attributes; False if not deferrable.
-
-    ``overwrite`` False keeps values already present (set after the span started, by the user or a processor),
-    which is how attributes written at span start behave; True replaces them, like attributes written at end.
-    When False is returned the caller must set the attributes eagerly.
-    """
-    attributes = getattr(span, "_attributes", None)
-    if type(attributes) is not DeferredAttributes:
-        return False
-    with attributes._build_lock():
-        pending = attributes._pending
-        if pending is None:
-            # Already read once: later builders run now, so later reads see them.
-            attributes._pending = [(builder, overwrite)]
-            attributes._build()
-        else:
-            pending.append((builder, overwrite))
-    return True
 
 
 # --- Starting a span with preset attributes ---------------------------------------------------------------
@@ -487,3 +236,67 @@ def _put(span: Any, preset: Preset) -> None:
         lock.release()
     if not fits:  # a limit bites: the SDK's own setter truncates and evicts
         span.set_attributes({k: v for k, v in values.items() if k not in current})
+
+
+# --- Setting attributes we built --------------------------------------------------------------------------
+#
+# Why: ``span.set_attributes`` re-cleans every value (``_clean_attribute_value``: type checks, sequence copies,
+# truncation) and takes the lock per key; for an LLM span's ~25 attributes that is a large share of the call.
+# Values the builders make are already valid: strings (JSON capped to our own length), ints, floats, bools, and
+# sequences of one such type. :func:`set_built` writes those straight into the SDK's dict under its lock, as the
+# SDK's setter would store them (a re-set key moves to the end; sequences stored as tuples), and hands anything
+# else, or a span whose limits could bite, to the SDK's own setter.
+
+_SCALARS = (str, bool, int, float)
+
+
+def _valid_sequence(value: list[Any] | tuple[Any, ...]) -> bool:
+    if not value:
+        return True
+    first = type(value[0])
+    return first in _SCALARS and all(type(item) is first for item in value)
+
+
+def set_built(span: Any, values: Mapping[str, Any]) -> None:
+    """``span.set_attributes(values)`` for values built by us, without the SDK's cleaning when none is needed.
+
+    When any value would be changed by the SDK's cleaning (another type, a mixed sequence, a string over the
+    length limit) or a count limit could evict, everything goes through the SDK's setter, so what is stored,
+    its order and the dropped count are always the SDK's.
+    """
+    if not values:
+        return
+    attributes = getattr(span, "_attributes", None)
+    if not _SDK_SHAPE_OK or type(attributes) is not BoundedAttributes or span.end_time is not None:
+        span.set_attributes(values)  # the SDK's own path (it warns about an ended span)
+        return
+    max_value_len = attributes.max_value_len
+    clean: dict[str, Any] = {}
+    for key, value in values.items():
+        kind = type(value)
+        if kind is str:
+            if max_value_len is not None and len(value) > max_value_len:
+                break
+        elif kind is list or kind is tuple:
+            if max_value_len is not None or not _valid_sequence(value):
+                break
+            value = tuple(value)
+        elif kind is not int and kind is not float and kind is not bool:
+            break
+        clean[key] = value
+    else:
+        lock = attributes._lock
+        lock.acquire()  # not ``with``: its special-method calls cost more than the lock itself
+        try:
+            current = attributes._dict
+            maxlen = attributes.maxlen
+            fits = not attributes._immutable and (maxlen is None or len(current) + len(clean) <= maxlen)
+            if fits:
+                for key in clean.keys() & current.keys():
+                    del current[key]  # a re-set key moves to the end, as with the SDK's setter
+                current.update(clean)
+        finally:
+            lock.release()
+        if fits:
+            return
+    span.set_attributes(values)

@@ -1,15 +1,14 @@
 """One traced Anthropic call: OpenAI's ``LLMCall`` with Anthropic's span shape and request builder.
 
-Everything after the request (deferred response attributes, usage, cost, metrics, errors, ending the span
-exactly once) is provider-independent and inherited. The request attributes are built, as for OpenAI, from a
-snapshot when the span is first read.
+Everything after the request (response attributes, usage, cost, metrics, errors, ending the span exactly once)
+is provider-independent and inherited. The request attributes are built, as for OpenAI, once the call returned.
 """
 
 from __future__ import annotations
 
 import time
 from functools import partial
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Tracer
@@ -19,27 +18,11 @@ from evaltrace._internal import semconv as sc
 from evaltrace._internal.anthropic import registry
 from evaltrace._internal.anthropic import request as req
 from evaltrace._internal.jsonutil import capped_json
-from evaltrace._internal.openai import build
 from evaltrace._internal.openai.call import LLMCall
 from evaltrace._internal.openai.metrics import Instruments, MetricAttributes
 from evaltrace._internal.openai.registry import EndpointKind
 
 PROVIDER = "anthropic"
-DEFERRED_KEYS: frozenset[str] = build.DEFERRED_KEYS | {sc.GEN_AI_REQUEST_TOP_K}
-
-# Request list values users keep appending to after the call (a growing conversation): copied at call time.
-_MUTABLE_CONTENT = ("messages", "system", "tools")
-
-
-def snapshot_request(kwargs: dict[str, Any], capture: bool) -> dict[str, Any]:
-    """What later changes by the caller cannot alter: the kwargs copied, its content lists copied when captured."""
-    snapshot = dict(kwargs)
-    if capture:
-        for key in _MUTABLE_CONTENT:
-            value = snapshot.get(key)
-            if type(value) is list:
-                snapshot[key] = value.copy()
-    return snapshot
 
 
 def request_attributes(kwargs: dict[str, Any], capture: bool, max_len: int) -> dict[str, Any]:
@@ -102,8 +85,6 @@ class AnthropicCall(LLMCall):
 
     __slots__ = ()
 
-    deferred_keys: ClassVar[frozenset[str]] = DEFERRED_KEYS
-
     def __init__(
         self,
         tracer: Tracer,
@@ -129,8 +110,7 @@ class AnthropicCall(LLMCall):
         self.span = span
         self.recording = recording = span.is_recording()
         self.params: dict[str, Any] | None = params if recording else None
-        self.deferred = False
 
     def _request_builder(self, params: dict[str, Any]) -> deferred_attributes.Builder:
         capture = self.capture
-        return partial(request_attributes, snapshot_request(params, capture), capture, self.max_len)
+        return partial(request_attributes, params, capture, self.max_len)

@@ -1,9 +1,7 @@
-"""Pure: the span attributes built from what a call snapshotted, usually off the application thread.
+"""Pure: the span attributes of one call, built from its request kwargs and its response.
 
-``LLMCall`` hands these builders to ``deferred_attributes``, which runs them on the first read of the span's
-attributes (an exporter or processor worker), or runs them at once when deferral is unavailable. They read only
-their arguments, which were snapshotted at call time, so the thread that runs them does not matter.
-``DEFERRED_KEYS`` lists every key they can write: reads of any other key never trigger a build.
+``LLMCall`` runs them once the call has returned (a stream's response part when it ends) and sets their output
+in one write (``deferred_attributes.set_built``). They read only their arguments and never write them.
 """
 
 from __future__ import annotations
@@ -26,63 +24,6 @@ Attributes = dict[str, Any]
 OutcomeFn = Callable[[], Outcome]
 ExtraFn = Callable[[Outcome], Attributes]
 
-DEFERRED_KEYS: frozenset[str] = frozenset(
-    {
-        # request parameters (request.request_attributes)
-        sc.GEN_AI_REQUEST_TEMPERATURE,
-        sc.GEN_AI_REQUEST_TOP_P,
-        sc.GEN_AI_REQUEST_FREQUENCY_PENALTY,
-        sc.GEN_AI_REQUEST_PRESENCE_PENALTY,
-        sc.GEN_AI_REQUEST_ENCODING_FORMATS,
-        sc.GEN_AI_EMBEDDINGS_DIMENSION_COUNT,
-        sc.GEN_AI_REQUEST_MAX_TOKENS,
-        sc.GEN_AI_REQUEST_STOP_SEQUENCES,
-        sc.GEN_AI_REQUEST_SEED,
-        sc.GEN_AI_REQUEST_CHOICE_COUNT,
-        sc.GEN_AI_REQUEST_REASONING_LEVEL,
-        sc.GEN_AI_OUTPUT_TYPE,
-        sc.GEN_AI_REQUEST_PREVIOUS_RESPONSE_ID,
-        sc.GEN_AI_CONVERSATION_ID,
-        sc.GEN_AI_REQUEST_STREAM,
-        sc.OPENAI_REQUEST_SERVICE_TIER,
-        sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS,
-        sc.LANGFUSE_OBSERVATION_TYPE,
-        sc.OPENAI_API_TYPE,
-        # request content
-        sc.GEN_AI_INPUT_MESSAGES,
-        sc.INPUT_VALUE,  # embeddings: the inputs; chat and Responses: the prompt text (list_values)
-        sc.INPUT_MIME_TYPE,
-        sc.GEN_AI_SYSTEM_INSTRUCTIONS,
-        sc.GEN_AI_TOOL_DEFINITIONS,
-        # response (response.outcome_attributes), output content, usage and cost
-        sc.GEN_AI_RESPONSE_ID,
-        sc.GEN_AI_RESPONSE_MODEL,
-        sc.GEN_AI_RESPONSE_FINISH_REASONS,
-        sc.OPENAI_RESPONSE_SERVICE_TIER,
-        sc.OPENAI_RESPONSE_SYSTEM_FINGERPRINT,
-        sc.GEN_AI_USAGE_INPUT_TOKENS,
-        sc.GEN_AI_USAGE_OUTPUT_TOKENS,
-        sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
-        sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
-        sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
-        sc.GEN_AI_OUTPUT_MESSAGES,
-        sc.OUTPUT_VALUE,
-        sc.OUTPUT_MIME_TYPE,
-        sc.LANGFUSE_OBSERVATION_USAGE_DETAILS,
-        sc.EVALTRACE_COST_USD,
-        sc.EVALTRACE_COST_THINKING_USD,
-        sc.LANGFUSE_OBSERVATION_COST_DETAILS,
-        # streams
-        sc.EVALTRACE_STREAM_COMPLETED,
-        sc.EVALTRACE_STREAM_END_REASON,
-        sc.EVALTRACE_STREAM_CHUNKS,
-        sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK,
-        sc.LANGFUSE_OBSERVATION_COMPLETION_START_TIME,
-        sc.EVALTRACE_STREAM_TIME_TO_LAST_CHUNK,
-        sc.EVALTRACE_STREAM_OUTPUT_TOKENS_PER_SECOND,
-    }
-)
-
 _KIND_ATTRS: dict[EndpointKind, Attributes] = {
     EndpointKind.CHAT: {
         sc.OPENAI_API_TYPE: sc.OPENAI_API_TYPE_CHAT_COMPLETIONS,
@@ -94,36 +35,6 @@ _KIND_ATTRS: dict[EndpointKind, Attributes] = {
     },
     EndpointKind.EMBEDDINGS: {sc.LANGFUSE_OBSERVATION_TYPE: sc.LANGFUSE_TYPE_EMBEDDING},
 }
-
-# Request keys whose (list) values users commonly keep appending to after the call: copied at call time.
-_MUTABLE_CONTENT = ("messages", "input")
-
-
-def snapshot_request(kind: EndpointKind, kwargs: dict[str, Any], capture: bool) -> dict[str, Any]:
-    """What later changes by the caller cannot alter: O(1) per key; ``kwargs`` itself is never written.
-
-    ``kwargs`` is usually a dict built afresh for the call, but not always (``operator.methodcaller`` hands the
-    wrapper the dict it stores), so it is copied before anything is replaced. Only the lists inside it are the
-    caller's own objects, often appended to after the call (a growing ``messages`` history): those are copied,
-    and only when content is captured (nothing else reads them).
-    """
-    if kind is EndpointKind.EMBEDDINGS:
-        # ``input`` is possibly large: kept until export only when captured, and then as a copy of the list.
-        snapshot = {key: value for key, value in kwargs.items() if key != "input"}
-        if capture and "input" in kwargs:
-            value = kwargs["input"]
-            snapshot["input"] = value.copy() if type(value) is list else value
-        return snapshot
-    snapshot = kwargs
-    if not capture:
-        return snapshot
-    for key in _MUTABLE_CONTENT:
-        value = kwargs.get(key)
-        if type(value) is list:
-            if snapshot is kwargs:
-                snapshot = dict(kwargs)
-            snapshot[key] = value.copy()
-    return snapshot
 
 
 def request_attributes(kind: EndpointKind, kwargs: dict[str, Any], capture: bool, max_len: int) -> Attributes:
@@ -172,8 +83,7 @@ def response_attributes(
 ) -> Attributes:
     """Response fields, output content (when ``capture``), usage details and cost of one call.
 
-    The price is looked up here, when the span is first read: ``set_model_price`` overrides belong at start-up,
-    and a lookup per call on the application thread would cost every user for that rare case.
+    The price comes from ``pricing.price_of``, which resolves each (provider, model) once and caches it.
     """
     outcome = make_outcome()
     attrs = outcome_attributes(outcome)

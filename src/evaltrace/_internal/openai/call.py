@@ -1,7 +1,7 @@
 """One traced OpenAI call: start the span with the attributes required at creation, end it exactly once.
 
 ``LLMCall`` is the shell around the pure builders (``build``): it owns the span, the clock and the metric
-attributes, and decides what is built now and what is deferred. The wrappers create it; the stream proxies
+attributes, and sets what the builders make. The wrappers create it; the stream proxies
 finish it.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind, Status, StatusCode, Tracer
@@ -35,18 +35,15 @@ _EMBEDDINGS = (sc.OP_EMBEDDINGS, sc.KIND_EMBEDDING)
 class LLMCall:
     """The span of one call and what is needed to finish it.
 
-    On the application thread it sets only what the GenAI spec requires at span creation (operation,
-    provider, request model, server address/port, plus our kind) and the status/error attributes; every
-    other attribute is built from a snapshot by ``build`` when the span's attributes are first read
-    (see ``deferred_attributes``), or at once where deferral is unavailable. The request is snapshotted and
-    its builder registered once the wrapped call has returned or raised (together with the response's, for a
-    plain response), so a live span shows only its start attributes. A span that is not recording (sampled
-    out) gets no attribute work at all; metrics are still recorded.
+    At span creation it sets what the GenAI spec requires then (operation, provider, request model, server
+    address/port, plus our kind). The request's attributes are built by ``build`` once the wrapped call has
+    returned or raised (together with the response's, in one write, for a plain response), a stream's response
+    attributes when it ends. A span that is not recording (sampled out) gets no attribute work at all; metrics
+    are still recorded.
     """
 
     __slots__ = (
         "capture",
-        "deferred",
         "ended",
         "instruments",
         "kind",
@@ -71,7 +68,7 @@ class LLMCall:
     ) -> None:
         """Start the span of one call of ``kind`` with ``params`` under ``context`` (None: the current one).
 
-        ``params`` is the wrapper's kwargs: snapshotted (copied where needed) once the call has returned.
+        ``params`` is the wrapper's kwargs: read (never written) once the call has returned.
         """
         current = settings.current  # read directly: this runs on every call
         self.capture = current.capture_content
@@ -90,36 +87,29 @@ class LLMCall:
         self.span = span
         self.recording = recording = span.is_recording()
         self.params: dict[str, Any] | None = params if recording else None  # a sampled-out span: no attribute work
-        self.deferred = False
 
     def record_request(self, response: deferred_attributes.Builder | None = None) -> None:
-        """Record the request (the first time only) and ``response``: deferred where possible, else set now.
+        """Set the request's attributes (the first time only) and ``response``'s, in one write.
 
-        Call once the wrapped call has returned or raised: the request is snapshotted then.
+        Call once the wrapped call has returned or raised. Our errors are logged, never raised to the caller.
         """
         if not self.recording:
             return
-        params = self.params
-        if params is not None:
-            self.params = None
-            request = self._request_builder(params)
-            self.deferred = deferred_attributes.install(self.span, self.deferred_keys, request, response)
-            if self.deferred:
-                return
-            self.span.set_attributes(request())
-        elif response is not None and self.deferred and deferred_attributes.defer(self.span, response, overwrite=True):
-            return
-        if response is not None:
-            self.span.set_attributes(response())
-
-    # Every key the request and response builders can write (a provider's subclass adds its own).
-    deferred_keys: ClassVar[frozenset[str]] = build.DEFERRED_KEYS
+        with handle_internal_errors("recording OpenAI span attributes"):
+            params = self.params
+            built: dict[str, Any] | None = None
+            if params is not None:
+                self.params = None
+                built = self._request_builder(params)()
+            if response is not None:
+                # The response's values win over the request's, as when set after them.
+                built = response() if built is None else {**built, **response()}
+            if built:
+                deferred_attributes.set_built(self.span, built)
 
     def _request_builder(self, params: dict[str, Any]) -> deferred_attributes.Builder:
-        """Snapshot ``params`` now; return the builder of the request attributes (a provider's subclass overrides)."""
-        capture = self.capture
-        snapshot = build.snapshot_request(self.kind, params, capture)
-        return partial(build.request_attributes, self.kind, snapshot, capture, self.max_len)
+        """The builder of the request attributes, run at once (a provider's subclass overrides)."""
+        return partial(build.request_attributes, self.kind, params, self.capture, self.max_len)
 
     def _add_response(self, make_outcome: build.OutcomeFn, extra: build.ExtraFn | None) -> None:
         if not self.recording:
@@ -142,7 +132,7 @@ class LLMCall:
     def finish_result(
         self, result: Any, outcome_of: Callable[[Any, bool], Outcome], summary_of: Callable[[Any], Summary]
     ) -> None:
-        """``finish`` for a parsed response body: one deferred builder, and the summary only when metrics record.
+        """``finish`` for a parsed response body: one builder, and the summary only when metrics record.
 
         The plain call's path, so it creates one ``partial`` where ``finish`` needs three.
         """

@@ -178,7 +178,7 @@ def _finish(call: LLMCall, kind: EndpointKind, result: Any) -> Any:
         outcome = embeddings_outcome(result)  # cheap, and the vectors are not kept alive until export
         call.finish(lambda: outcome, partial(Summary.of, outcome))
     elif kind is EndpointKind.CHAT:
-        # The response object is kept (by reference) and converted when the span is first read.
+        # Converted into the span attributes now, in the same write as the request's.
         call.finish_result(result, chat_outcome, chat_summary)
     else:
         failure = responses_failure(result)  # a body with status "failed": the SDK raised nothing
