@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import fnmatch
 import inspect
+import math
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, overload, runtime_checkable
 
 from evaltrace.evaluation.limits import Limits
 from evaltrace.schema import EvalCase, EvaluationResult, ScoreConfig, Trace
+from evaltrace.schema._base import utcnow
+from evaltrace.schema.evaluation import new_evaluation_id
 
 DEFAULT_THRESHOLD = 0.5
 FAIL_LABELS = frozenset({"fail", "failed", "false", "no", "incorrect", "wrong"})
@@ -90,6 +93,9 @@ def coerce_output(
     """
     if isinstance(value, EvaluationResult):
         return value
+    judgement = _judgement(value, threshold, pass_labels)
+    if judgement is not None and isinstance(name, str):
+        return _trusted_result(evaluator=name, **judgement)
     if isinstance(value, bool):
         return EvaluationResult(evaluator=name, passed=value)
     if isinstance(value, int | float):
@@ -101,6 +107,33 @@ def coerce_output(
     raise TypeError(
         f"evaluator {name!r} returned {type(value).__name__}; expected bool, number, str or EvaluationResult"
     )
+
+
+def _judgement(value: Any, threshold: float, pass_labels: Collection[str] | None) -> dict[str, Any] | None:
+    """The fields :func:`coerce_output` sets for a bool, a finite number or a str; None for anything else."""
+    if isinstance(value, bool):
+        return {"passed": value}
+    if isinstance(value, int | float):
+        score = float(value)
+        # A non-finite score is refused by the model's validation: left to the validated path to fail.
+        return {"passed": score >= threshold, "score": score} if math.isfinite(score) else None
+    if isinstance(value, str):
+        return {"passed": _coerce_label(value, pass_labels), "reason": value, "detail": {"label": value}}
+    return None
+
+
+def _trusted_result(**fields: Any) -> EvaluationResult:
+    """An EvaluationResult built without validation from values of their fields' types, timed "now".
+
+    Equal to ``EvaluationResult(**fields)``, fields set included (validation adds both times): validating
+    values built here was most of a cheap evaluator's own cost per evaluated span.
+    """
+    now = utcnow()
+    fields_set = {*fields, "started_at", "finished_at"}
+    # The fields with default factories are given (left unset): model_construct inspects a factory's signature
+    # on every call, which cost more than the validation it saves.
+    values = {"detail": {}, "evaluation_id": new_evaluation_id(), **fields, "started_at": now, "finished_at": now}
+    return EvaluationResult.model_construct(fields_set, **values)
 
 
 class FunctionEvaluator:
@@ -137,6 +170,12 @@ class FunctionEvaluator:
         return self._coerce(await self.func(*args))
 
     def _coerce(self, value: Any) -> EvaluationResult:
+        judgement = None if isinstance(value, EvaluationResult) else _judgement(value, self.threshold, self.pass_labels)
+        if judgement is not None and isinstance(self.name, str):
+            # In one step what coerce_output and the copy below give (the copy never validated these two).
+            if self.version is not None:
+                judgement["evaluator_version"] = self.version
+            return _trusted_result(evaluator=self.name, evaluator_type=self.evaluator_type, **judgement)
         result = coerce_output(value, name=self.name, threshold=self.threshold, pass_labels=self.pass_labels)
         updates: dict[str, Any] = {}
         if not result.evaluator_type:

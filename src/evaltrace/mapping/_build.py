@@ -15,17 +15,21 @@ from evaltrace.mapping._conversation import build_messages
 from evaltrace.mapping._metrics import build_metrics
 from evaltrace.mapping._spans import (
     MISSING,
-    attrs,
     compact,
     context,
     is_llm,
+    is_tool,
     is_truncated,
     json_attr,
+    plain_attrs,
     select_root,
     subtree,
     timestamp,
 )
-from evaltrace.schema import Trace, TraceError, TraceMessage, TraceOutput, derive_tool_views
+from evaltrace.schema import Trace, TraceError, TraceMessage, TraceMetrics, TraceOutput, derive_tool_views
+
+# The metrics of a subtree without LLM spans (every value None), as the field values a validated TraceMetrics sets.
+_NO_LLM_METRICS = {name: getattr(m, name) for m in (build_metrics([]),) for name in m.model_fields_set}
 
 
 def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | str | None = None) -> Trace:
@@ -46,13 +50,26 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
     root_span = select_root(spans, root)
     selected = subtree(spans, root_span)
     notes: list[str] = []
-    messages = build_messages(selected, notes)
+    # Each span's attributes are read once, into a plain dict: reading them one by one through the SDK's view
+    # was a large part of mapping a small subtree (an evaluated span is mapped on every evaluation).
+    read = [(span, plain_attrs(span)) for span in selected]
+    root_attrs = next(a for s, a in read if s is root_span)
+    llm_spans = [s for s, a in read if is_llm(s, a)]
+    if llm_spans or any(is_tool(s, a) for s, a in read):
+        messages = build_messages(selected, notes)
+        metrics = build_metrics(llm_spans)
+    else:
+        # Nothing for the conversation or the metrics to read (a decorated function without model or tool
+        # calls under it): the builders would return an empty conversation and all-None metrics.
+        messages = []
+        # ``custom`` given (not its default factory: pydantic inspects a factory's signature on every call).
+        metrics = TraceMetrics.model_construct(set(_NO_LLM_METRICS), **_NO_LLM_METRICS, custom={})
     root_ctx = context(root_span)
     extra: dict[str, Any] = {
         "trace_id": format(root_ctx.trace_id if root_ctx else 0, "032x"),
         "span_id": format(root_ctx.span_id if root_ctx else 0, "016x"),
     }
-    run_id, case_id, variant = _identity(root_span, selected, extra["trace_id"])
+    run_id, case_id, variant = _identity(root_span, root_attrs, read, extra["trace_id"])
     started = timestamp(root_span.start_time)
     finished = timestamp(root_span.end_time) if root_span.end_time else started
     values: dict[str, Any] = {
@@ -61,11 +78,11 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
         "variant_name": variant,
         "started_at": started,
         "finished_at": finished,
-        "input": _input(root_span, notes),
-        "output": _output(root_span, messages, notes),
+        "input": _input(root_span, root_attrs, notes),
+        "output": _output(root_span, root_attrs, messages, notes),
         "messages": messages,
-        "metrics": build_metrics([s for s in selected if is_llm(s)]),
-        "error": _error(root_span),
+        "metrics": metrics,
+        "error": _error(root_span, root_attrs),
         "extra": extra,
     }
     if finished < started:
@@ -82,12 +99,14 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
     return trace
 
 
-def _identity(root: ReadableSpan, spans: list[ReadableSpan], trace_id: str) -> tuple[str, str, str]:
+def _identity(
+    root: ReadableSpan, root_attrs: Mapping[str, Any], read: list[tuple[ReadableSpan, dict[str, Any]]], trace_id: str
+) -> tuple[str, str, str]:
     """Return run id, case id and variant name: the root's, else the first span's of the subtree, else defaults."""
 
     def first(key: str) -> str | None:
-        for span in (root, *spans):
-            value = attrs(span).get(key)
+        for span_attrs in (root_attrs, *(a for _, a in read)):
+            value = span_attrs.get(key)
             if isinstance(value, str) and value:
                 return value
         return None
@@ -100,15 +119,17 @@ def _identity(root: ReadableSpan, spans: list[ReadableSpan], trace_id: str) -> t
     )
 
 
-def _input(root: ReadableSpan, notes: list[str]) -> dict[str, Any]:
-    value = json_attr(root, conventions.input_key(attrs(root)), notes)
+def _input(root: ReadableSpan, root_attrs: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
+    value = json_attr(root, conventions.input_key(root_attrs), notes, root_attrs)
     if value is MISSING:
         return {}
     return value if isinstance(value, dict) else {"input": value}
 
 
-def _output(root: ReadableSpan, messages: list[TraceMessage], notes: list[str]) -> TraceOutput:
-    value = json_attr(root, conventions.output_key(attrs(root)), notes)
+def _output(
+    root: ReadableSpan, root_attrs: Mapping[str, Any], messages: list[TraceMessage], notes: list[str]
+) -> TraceOutput:
+    value = json_attr(root, conventions.output_key(root_attrs), notes, root_attrs)
     last = next((m.content for m in reversed(messages) if m.role == "assistant" and isinstance(m.content, str)), None)
     thoughts = [m.thinking for m in messages if m.thinking]
     thinking = "\n\n".join(thoughts) or None
@@ -124,14 +145,14 @@ def _output(root: ReadableSpan, messages: list[TraceMessage], notes: list[str]) 
     return TraceOutput(final_answer=last, thinking=thinking, structured=structured)
 
 
-def _error(root: ReadableSpan) -> TraceError | None:
+def _error(root: ReadableSpan, root_attrs: Mapping[str, Any]) -> TraceError | None:
     if root.status.status_code is not StatusCode.ERROR:
         return None
     events = [e for e in root.events if e.name == sc.EXCEPTION_EVENT]
     event_attrs: Mapping[str, Any] = (events[-1].attributes or {}) if events else {}
     exc_type, exc_message = event_attrs.get(sc.EXCEPTION_TYPE), event_attrs.get(sc.EXCEPTION_MESSAGE)
     from_event = f"{exc_type}: {exc_message}" if exc_type and exc_message else (exc_message or exc_type)
-    stack = event_attrs.get(sc.EXCEPTION_STACKTRACE) or attrs(root).get(sc.EVALTRACE_EXCEPTION_STACK)
+    stack = event_attrs.get(sc.EXCEPTION_STACKTRACE) or root_attrs.get(sc.EVALTRACE_EXCEPTION_STACK)
     return TraceError(
         type="exception",
         message=str(root.status.description or from_event or "error"),

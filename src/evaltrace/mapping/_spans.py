@@ -83,13 +83,22 @@ def attrs(span: ReadableSpan) -> Mapping[str, Any]:
     return span.attributes or {}
 
 
-def is_llm(span: ReadableSpan) -> bool:
+def plain_attrs(span: ReadableSpan) -> dict[str, Any]:
+    """Return a plain-dict copy of the span's attributes, for code that reads many of them.
+
+    Each read through the SDK's view (a mapping proxy over ``BoundedAttributes``) runs several Python-level
+    calls; copying once costs about as much as two reads.
+    """
+    return dict(span.attributes or {})
+
+
+def is_llm(span: ReadableSpan, span_attrs: Mapping[str, Any] | None = None) -> bool:
     """Whether the span is a model call.
 
     By ``evaltrace.span.kind``, else a foreign convention's kind (``openinference.span.kind``, ...), else its
-    gen_ai operation, GenAI messages or foreign messages.
+    gen_ai operation, GenAI messages or foreign messages. ``span_attrs``: the span's attributes, read already.
     """
-    span_attrs = attrs(span)
+    span_attrs = attrs(span) if span_attrs is None else span_attrs
     kind = span_attrs.get(sc.EVALTRACE_SPAN_KIND)
     if kind is None:
         kind = conventions.foreign_kind(span_attrs)
@@ -102,9 +111,9 @@ def is_llm(span: ReadableSpan) -> bool:
     return conventions.foreign_messages(span_attrs, span.events) is not None
 
 
-def is_tool(span: ReadableSpan) -> bool:
+def is_tool(span: ReadableSpan, span_attrs: Mapping[str, Any] | None = None) -> bool:
     """Whether the span is a tool execution (a foreign retriever's documents count as a tool result)."""
-    span_attrs = attrs(span)
+    span_attrs = attrs(span) if span_attrs is None else span_attrs
     if span_attrs.get(sc.EVALTRACE_SPAN_KIND) == sc.KIND_TOOL:
         return True
     if span_attrs.get(sc.GEN_AI_OPERATION_NAME) == sc.OP_EXECUTE_TOOL:
@@ -128,9 +137,12 @@ def is_truncated(value: Any) -> TypeGuard[dict[str, Any]]:
     return isinstance(value, dict) and value.get(TRUNCATED_KEY) is True
 
 
-def json_attr(span: ReadableSpan, key: str, notes: list[str]) -> Any:
-    """Return the parsed JSON value of ``key`` (text kept when it is not JSON), or ``MISSING``."""
-    span_attrs = attrs(span)
+def json_attr(span: ReadableSpan, key: str, notes: list[str], span_attrs: Mapping[str, Any] | None = None) -> Any:
+    """Return the parsed JSON value of ``key`` (text kept when it is not JSON), or ``MISSING``.
+
+    ``span_attrs``: the span's attributes when the caller read them already.
+    """
+    span_attrs = attrs(span) if span_attrs is None else span_attrs
     raw = span_attrs.get(key)
     if raw is None:
         return MISSING
