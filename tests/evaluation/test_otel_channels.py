@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricReader
 
@@ -20,6 +20,7 @@ from evaltrace.evaluation.telemetry import MAX_METRIC_EVALUATOR_NAMES, NameGuard
 from evaltrace.schema import EvaluationResult, Trace
 
 from .conftest import MakePipeline
+from .log_records import InMemoryLogRecordExporter, event_record
 
 EVENT_SPEC_KEYS = {
     "gen_ai.evaluation.name",
@@ -136,10 +137,11 @@ def test_event_attributes_follow_the_spec_on_span_events_and_log_records(
         for e in p.one("chat").events
         if e.name == "gen_ai.evaluation.result"
     }
+    records = [event_record(r.log_record) for r in exporter.get_finished_logs()]
     log_events = {
-        r.log_record.attributes["gen_ai.evaluation.name"]: dict(r.log_record.attributes or {})  # type: ignore[index]
-        for r in exporter.get_finished_logs()
-        if r.log_record.event_name == "gen_ai.evaluation.result"
+        attributes["gen_ai.evaluation.name"]: attributes
+        for name, attributes in records
+        if name == "gen_ai.evaluation.result"
     }
     expected = {
         "tone_of_voice_v2": {
@@ -175,6 +177,6 @@ def test_provenance_is_added_when_opted_in(
     carrier = p.one("evaluation tone_of_voice_v2") if late else p.one("chat")
     (event,) = [e for e in carrier.events if e.name == "gen_ai.evaluation.result"]
     (record,) = [r.log_record for r in exporter.get_finished_logs()]
-    for attributes in (dict(event.attributes or {}), dict(record.attributes or {})):
+    for attributes in (dict(event.attributes or {}), event_record(record)[1]):
         assert attributes["evaltrace.evaluator.version"] == "2.1"
         assert attributes["evaltrace.evaluator.type"] == "custom_rubric"

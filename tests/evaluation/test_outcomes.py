@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
@@ -23,6 +23,7 @@ from evaltrace.report import build_report
 from evaltrace.schema import EvaluationResult, Trace
 
 from .conftest import MakePipeline, wait_until
+from .log_records import InMemoryLogRecordExporter, event_record
 
 
 @evaluator(name="good")
@@ -149,10 +150,8 @@ def test_log_events_carry_error_type_and_no_verdict(make_pipeline: MakePipeline)
     with p.tracer.start_as_current_span("chat"):
         pass
     p.flush()
-    records = {
-        r.log_record.attributes["gen_ai.evaluation.name"]: dict(r.log_record.attributes)  # type: ignore[index]
-        for r in logs.get_finished_logs()
-    }
+    events = [event_record(r.log_record) for r in logs.get_finished_logs()]
+    records = {attributes["gen_ai.evaluation.name"]: attributes for _, attributes in events}
     assert records["broken"] == {
         "gen_ai.evaluation.name": "broken",
         "gen_ai.evaluation.explanation": "evaluator failed: ConnectionError: judge unreachable",

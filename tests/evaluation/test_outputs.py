@@ -4,7 +4,7 @@ import threading
 
 import pytest
 from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.trace import set_span_in_context
@@ -15,6 +15,7 @@ from evaltrace.exceptions import ConfigError
 from evaltrace.schema import EvaluationResult, Trace
 
 from .conftest import MakePipeline
+from .log_records import InMemoryLogRecordExporter, event_record
 
 
 @evaluator(name="ok")
@@ -36,9 +37,10 @@ def test_log_event_parented_to_the_evaluated_span(make_pipeline: MakePipeline) -
         ctx = span.get_span_context()
     p.flush()
     (record,) = [r.log_record for r in logs.get_finished_logs()]
-    assert record.event_name == "gen_ai.evaluation.result"
+    name, attributes = event_record(record)
+    assert name == "gen_ai.evaluation.result"
     assert (record.trace_id, record.span_id) == (ctx.trace_id, ctx.span_id)
-    assert dict(record.attributes or {}) == {
+    assert attributes == {
         "gen_ai.evaluation.name": "ok",
         "gen_ai.evaluation.score.label": "pass",
         "gen_ai.response.id": "resp_1",

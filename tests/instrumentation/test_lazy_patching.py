@@ -64,18 +64,26 @@ def test_instrument_imports_no_openai_resource_module() -> None:
         evaltrace.instrument_openai(tracer_provider=provider)
         after = {m for m in sys.modules if m.startswith(("openai.resources", "evaltrace._internal.openai.wrappers"))}
         result["new"] = sorted(after - before)
+        result["chat_preloaded"] = "openai.resources.chat" in before  # openai < 1.5x imports resources eagerly
     """)
-    assert result["new"] == []  # in particular not openai.resources.responses, which openai loads lazily
+    # In particular not openai.resources.responses, which openai loads lazily. An openai that imported its
+    # resource modules itself gets them patched at once, which loads our wrappers, and nothing else.
+    expected = ["evaltrace._internal.openai.wrappers"] if result["chat_preloaded"] else []
+    assert result["new"] == expected
 
 
 def test_module_imported_after_instrument_is_patched_at_import() -> None:
     result = _run("""
-        assert "openai.resources.chat" not in sys.modules
+        if "openai.resources.chat" in sys.modules:  # an older openai imports its resources with the package
+            print(json.dumps({"skip": True}))
+            raise SystemExit(0)
         evaltrace.instrument_openai(tracer_provider=provider)
         call()  # the client's first .chat access imports openai.resources.chat
         result["spans"] = [s.name for s in exporter.get_finished_spans()]
         result["responses_loaded"] = "openai.resources.responses" in sys.modules
     """)
+    if result.get("skip"):
+        pytest.skip("this openai imports openai.resources.chat with the package: nothing is imported later")
     assert result == {"spans": ["chat gpt-4o-mini"], "responses_loaded": False}
 
 

@@ -12,6 +12,7 @@ storage without bound.
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -34,6 +35,10 @@ from evaltrace.evaluation.convert import (
 )
 from evaltrace.exporters.redaction import redact_attributes
 from evaltrace.schema import EvaluationResult
+
+# opentelemetry-api >= 1.35 emits log records from keyword arguments (``event_name=``, ``context=``); the supported
+# floor (1.30) takes one LogRecord and knows events only through the Events API. Decided once, from the API.
+_EMIT_TAKES_KEYWORDS = "event_name" in inspect.signature(Logger.emit).parameters
 
 MAX_METRIC_EVALUATOR_NAMES = 200
 """Distinct evaluator names a process records on metrics before further new names become ``_other``."""
@@ -104,11 +109,39 @@ class LogEventEmitter:
         attributes = evaluation_event_attributes(result, response_id_of(span.attributes), provenance=self._provenance)
         if self._redactor is not None:
             attributes = redact_attributes(attributes, self._redactor)
+        timestamp = int(result.finished_at.timestamp() * 1e9)
+        if not _EMIT_TAKES_KEYWORDS:
+            self._emit_as_event(span, attributes, timestamp)
+            return
         self._get_logger().emit(
             event_name=semconv.GEN_AI_EVALUATION_RESULT_EVENT,
             attributes=attributes,
             context=set_span_in_context(NonRecordingSpan(span.context)),
-            timestamp=int(result.finished_at.timestamp() * 1e9),
+            timestamp=timestamp,
+        )
+
+    def _emit_as_event(self, span: ReadableSpan, attributes: dict[str, Any], timestamp: int) -> None:
+        """The same record through the Events API of an older SDK (the record then carries ``event.name``)."""
+        # Both removed from later releases, which take the keyword form instead.
+        from opentelemetry._events import Event  # type: ignore[import-not-found,unused-ignore]
+        from opentelemetry.sdk._events import EventLoggerProvider  # type: ignore[import-not-found,unused-ignore]
+        from opentelemetry.sdk._logs import LoggerProvider as SdkLoggerProvider
+
+        provider = self._provider or get_logger_provider()
+        if not isinstance(provider, SdkLoggerProvider):
+            return  # no SDK logger provider installed: the records would go nowhere
+        context = span.context
+        assert context is not None  # checked by emit()
+        events = EventLoggerProvider(provider).get_event_logger(INSTRUMENTATION_NAME, __version__)
+        events.emit(
+            Event(
+                semconv.GEN_AI_EVALUATION_RESULT_EVENT,
+                timestamp=timestamp,
+                trace_id=context.trace_id,
+                span_id=context.span_id,
+                trace_flags=context.trace_flags,
+                attributes=attributes,
+            )
         )
 
 

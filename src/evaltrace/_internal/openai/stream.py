@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import wrapt
 
@@ -24,6 +24,13 @@ from evaltrace._internal.errors import handle_internal_errors
 from evaltrace._internal.openai import build
 from evaltrace._internal.openai.accumulate import Accumulator
 from evaltrace._internal.openai.call import LLMCall
+
+# wrapt 2 makes ObjectProxy generic; wrapt 1.x (still pinned by opentelemetry-instrumentation < 0.55) cannot be
+# subscripted at run time, so only the type checker sees the parameter.
+if TYPE_CHECKING:
+    _ObjectProxy = wrapt.ObjectProxy[Any]
+else:
+    _ObjectProxy = wrapt.ObjectProxy
 
 
 class StreamState:
@@ -89,7 +96,7 @@ def _chunk_failed() -> None:
         raise
 
 
-class _ResponseCloseHook(wrapt.ObjectProxy[Any]):
+class _ResponseCloseHook(_ObjectProxy):
     """``stream.response`` for outside callers: closing it (as the stream helpers do) ends the span."""
 
     def __init__(self, wrapped: Any, state: StreamState) -> None:
@@ -109,7 +116,7 @@ class _ResponseCloseHook(wrapt.ObjectProxy[Any]):
             self._self_state.end(sc.STREAM_END_CLOSED)
 
 
-class StreamProxyBase(wrapt.ObjectProxy[Any]):
+class StreamProxyBase(_ObjectProxy):
     """State shared by the sync and async proxies, and the garbage-collection exit."""
 
     def __init__(self, wrapped: Any, state: StreamState) -> None:
