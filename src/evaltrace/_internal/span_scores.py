@@ -53,17 +53,20 @@ class ScoreRow:
     """``error.type`` of an evaluation that errored."""
 
 
-def _hex(value: int, width: int) -> str:
+def hex_id(value: int, width: int) -> str:
+    """A trace (32) or span (16) id as lower-case hex, zero-padded."""
     return format(value, f"0{width}x")
 
 
-def _number(value: Any) -> float | None:
+def as_number(value: Any) -> float | None:
+    """A recorded int or float as a float; None for anything else (bools included)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
 
 
-def _text(value: Any) -> str | None:
+def as_text(value: Any) -> str | None:
+    """A recorded non-empty string; None for anything else."""
     return value if isinstance(value, str) and value else None
 
 
@@ -73,24 +76,24 @@ def _row(rows: dict[str, ScoreRow], span_id: str, span_name: str, name: str) -> 
 
 def _fill_from_result(row: ScoreRow, attributes: Mapping[str, Any]) -> None:
     """Fill ``row`` from ``gen_ai.evaluation.result`` attributes (an event, or a child evaluation span)."""
-    row.score = _number(attributes.get(semconv.GEN_AI_EVALUATION_SCORE_VALUE, row.score))
-    row.label = _text(attributes.get(semconv.GEN_AI_EVALUATION_SCORE_LABEL)) or row.label
-    row.explanation = _text(attributes.get(semconv.GEN_AI_EVALUATION_EXPLANATION)) or row.explanation
-    row.error_type = _text(attributes.get(semconv.ERROR_TYPE)) or row.error_type
+    row.score = as_number(attributes.get(semconv.GEN_AI_EVALUATION_SCORE_VALUE, row.score))
+    row.label = as_text(attributes.get(semconv.GEN_AI_EVALUATION_SCORE_LABEL)) or row.label
+    row.explanation = as_text(attributes.get(semconv.GEN_AI_EVALUATION_EXPLANATION)) or row.explanation
+    row.error_type = as_text(attributes.get(semconv.ERROR_TYPE)) or row.error_type
 
 
 def _fill_from_attribute(row: ScoreRow, suffix: str, value: Any) -> None:
     """Fill ``row`` from one ``evaltrace.eval.<name><suffix>`` attribute."""
     if suffix == semconv.EVALTRACE_EVAL_SCORE_SUFFIX:
-        row.score = _number(value)
+        row.score = as_number(value)
     elif suffix == semconv.EVALTRACE_EVAL_PASSED_SUFFIX and isinstance(value, bool):
         row.passed = value
     elif suffix == semconv.EVALTRACE_EVAL_OUTCOME_SUFFIX and value in OUTCOMES:
         row.outcome = value
     elif suffix == semconv.EVALTRACE_EVAL_ERROR_TYPE_SUFFIX:
-        row.error_type = _text(value) or row.error_type
+        row.error_type = as_text(value) or row.error_type
     elif suffix == semconv.EVALTRACE_EVAL_SKIP_REASON_SUFFIX:
-        row.explanation = row.explanation or _text(value)
+        row.explanation = row.explanation or as_text(value)
 
 
 def _settle(row: ScoreRow) -> ScoreRow:
@@ -124,7 +127,7 @@ _SUFFIXES = (
 def span_scores(span: ReadableSpan) -> list[ScoreRow]:
     """The evaluation results carried by ``span`` (events and ``evaltrace.eval.*`` attributes), one per evaluator."""
     assert span.context is not None
-    span_id = _hex(span.context.span_id, 16)
+    span_id = hex_id(span.context.span_id, 16)
     rows: dict[str, ScoreRow] = {}
     for event in span.events:
         attributes = event.attributes or {}
@@ -173,7 +176,7 @@ def late_score(span: ReadableSpan, parent_name: str) -> ScoreRow | None:
         return None
     if span.parent is None:
         return None
-    row = ScoreRow(_hex(span.parent.span_id, 16), parent_name, name)
+    row = ScoreRow(hex_id(span.parent.span_id, 16), parent_name, name)
     _fill_from_result(row, attributes)
     for suffix in _SUFFIXES:
         key = semconv.EVALTRACE_EVAL_PREFIX + name + suffix

@@ -18,6 +18,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode
 
 from evaltrace._internal import semconv
+from evaltrace._internal.span_copy import replaced
 from evaltrace._internal.tracing import INSTRUMENTATION_NAME
 from evaltrace._version import __version__
 from evaltrace.evaluation.convert import (
@@ -63,19 +64,8 @@ def enriched_copy(span: ReadableSpan, results: Sequence[EvaluationResult], *, pr
     """
     attributes = dict(span.attributes or {})
     attributes.update(span_result_attributes(results))
-    return ReadableSpan(
-        name=span.name,
-        context=span.context,
-        parent=span.parent,
-        resource=span.resource,
-        attributes=attributes,
-        events=[*span.events, *result_events(span, results, provenance=provenance)],
-        links=span.links,
-        kind=span.kind,
-        status=span.status,
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
+    return replaced(
+        span, attributes=attributes, events=[*span.events, *result_events(span, results, provenance=provenance)]
     )
 
 

@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from evaltrace._internal import semconv
+from evaltrace._internal.span_copy import replaced
 
 # (messages attribute, the list-value attributes it supersedes in Langfuse)
 _SUPERSEDED = (
@@ -34,21 +35,7 @@ def for_langfuse(span: ReadableSpan) -> ReadableSpan:
     drop = [key for messages, keys in _SUPERSEDED if messages in attributes and keys[0] in attributes for key in keys]
     if not drop:
         return span
-    kept = {key: value for key, value in attributes.items() if key not in drop}
-    return ReadableSpan(
-        name=span.name,
-        context=span.context,
-        parent=span.parent,
-        resource=span.resource,
-        attributes=kept,
-        events=span.events,
-        links=span.links,
-        kind=span.kind,
-        status=span.status,
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
-    )
+    return replaced(span, attributes={key: value for key, value in attributes.items() if key not in drop})
 
 
 class LangfuseViewExporter(SpanExporter):

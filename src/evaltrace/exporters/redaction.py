@@ -20,6 +20,7 @@ from opentelemetry.trace import Link, Status
 from opentelemetry.util.types import AttributeValue
 
 from evaltrace._internal.errors import log_internal_error
+from evaltrace._internal.span_copy import replaced
 from evaltrace.exporters.redaction_patterns import Detector, builtin_detectors, regex_finder
 
 if TYPE_CHECKING:  # annotations only: the schema (pydantic) loads with the evaluation engine, not with exporting
@@ -117,19 +118,12 @@ def redact_span(span: ReadableSpan, redactor: RedactFunction) -> ReadableSpan:
     status = span.status
     if status.description:
         status = Status(status.status_code, redactor(status.description))
-    return ReadableSpan(
-        name=span.name,
-        context=span.get_span_context(),
-        parent=span.parent,
-        resource=span.resource,
+    return replaced(
+        span,
         attributes=_redact_attributes(span.attributes, redactor),
         events=[Event(e.name, _redact_attributes(e.attributes, redactor), e.timestamp) for e in span.events],
         links=[Link(link.context, _redact_attributes(link.attributes, redactor)) for link in span.links],
-        kind=span.kind,
         status=status,
-        start_time=span.start_time,
-        end_time=span.end_time,
-        instrumentation_scope=span.instrumentation_scope,
     )
 
 

@@ -27,6 +27,8 @@ from evaltrace._internal import semconv
 from evaltrace._internal.span_scores import (
     OUTCOMES,
     ScoreRow,
+    as_text,
+    hex_id,
     outcome_counts,
     span_scores,
     trace_verdict,
@@ -122,20 +124,6 @@ class ReportData:
     """The trace's evaluation badge, from :func:`trace_verdict`."""
 
 
-def _hex(value: int, width: int) -> str:
-    return format(value, f"0{width}x")
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
 def _first_number(attributes: Mapping[str, Any], key: str) -> float | None:
     """Attribute ``key``, else its first foreign alias that holds a finite number."""
     for name in conventions.usage_keys(key):
@@ -178,7 +166,7 @@ def _total_usage(rows: Sequence[SpanUsage]) -> SpanUsage:
 
 
 def _first_text(attributes: Mapping[str, Any], keys: Sequence[str]) -> str | None:
-    return next((value for key in keys if (value := _text(attributes.get(key)))), None)
+    return next((value for key in keys if (value := as_text(attributes.get(key)))), None)
 
 
 def _who(ordered: Sequence[ReadableSpan]) -> tuple[str | None, str | None, list[str]]:
@@ -244,8 +232,8 @@ def build_report(spans: Sequence[ReadableSpan], trace: Trace | None, trace_error
         status = span.status
         error = (status.description or "error") if status.status_code is StatusCode.ERROR else None
         row = SpanRow(
-            span_id=_hex(span.context.span_id, 16),
-            parent_id=_hex(span.parent.span_id, 16) if span.parent is not None else None,
+            span_id=hex_id(span.context.span_id, 16),
+            parent_id=hex_id(span.parent.span_id, 16) if span.parent is not None else None,
             name=span.name,
             kind=str(attributes.get(semconv.EVALTRACE_SPAN_KIND) or span.kind.name.lower()),
             depth=depths.get(span.context.span_id, 0),
@@ -269,7 +257,7 @@ def build_report(spans: Sequence[ReadableSpan], trace: Trace | None, trace_error
     assert root.context is not None
     session, user, tags = _who(ordered)
     return ReportData(
-        trace_id=_hex(root.context.trace_id, 32),
+        trace_id=hex_id(root.context.trace_id, 32),
         root_name=root.name,
         service=str(root.resource.attributes.get(semconv.SERVICE_NAME, "")),
         started_ns=start,
