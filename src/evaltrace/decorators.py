@@ -92,8 +92,9 @@ def _build_spec(
     if attributes:
         static.update(attributes)
     if evaluators:
-        owner = f"{getattr(func, '__module__', '?')}.{getattr(func, '__qualname__', display_name)}"
-        static[semconv.EVALTRACE_EVALUATORS_REF] = register_evaluators(owner, evaluators)
+        module = getattr(func, "__module__", None)
+        owner = f"{module or '?'}.{getattr(func, '__qualname__', display_name)}"
+        static[semconv.EVALTRACE_EVALUATORS_REF] = register_evaluators(owner, evaluators, module=module)
     tool = kind == semconv.KIND_TOOL
     return SpanSpec(
         name=_span_name(kind, display_name),

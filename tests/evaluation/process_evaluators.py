@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 from evaltrace.evaluation import evaluator
@@ -27,4 +28,20 @@ def answer_length(trace: Trace) -> EvaluationResult:
 @evaluator(name="slow")
 def slow(trace: Trace) -> bool:
     time.sleep(0.3)  # long enough to be in flight when a test kills the child or shuts down
+    return True
+
+
+@evaluator(name="unpicklable")
+def unpicklable(trace: Trace) -> EvaluationResult:
+    # A lock in the detail: the result cannot be pickled back to the application.
+    return EvaluationResult(evaluator="unpicklable", passed=True, detail={"raw": threading.Lock()})
+
+
+HANG_S = 3.0
+
+
+@evaluator(name="hangs")
+def hangs(trace: Trace) -> bool:
+    # Run inline (on the child's loop): no timeout can interrupt it, the child stays alive and silent.
+    time.sleep(HANG_S)
     return True

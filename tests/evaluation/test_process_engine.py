@@ -4,19 +4,25 @@ child, shutdown draining, evaluators that cannot be shipped."""
 from __future__ import annotations
 
 import json
+import multiprocessing.util
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import evaltrace
+from evaltrace._internal import settings, tracing
 from evaltrace.evaluation import EvaluatorSpec, JsonlScoreSink, evaluator
+from evaltrace.evaluators import ContainsText
 from evaltrace.exceptions import ConfigError
 
+from . import process_agents
 from .conftest import MakePipeline, Pipeline, wait_until
-from .process_evaluators import answer_length, mentions_paris, slow
+from .process_evaluators import answer_length, hangs, mentions_paris, slow, unpicklable
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="kills the child with POSIX signals")
 
@@ -163,3 +169,176 @@ def test_configure_process_engine_evaluates_decorated_functions(tmp_path: Path) 
         assert handle.evaluation_processor.stats()["process"]["answered"] == 1
     finally:
         handle.shutdown()
+
+
+# --- replies that never come (bug: jobs waited for ever) ------------------------------------------------------
+
+
+def test_an_unpicklable_result_is_an_error_naming_the_evaluator_and_the_job_finishes(
+    make_pipeline: MakePipeline,
+) -> None:
+    specs = [EvaluatorSpec(unpicklable, span_kinds=["agent"]), EvaluatorSpec(mentions_paris, span_kinds=["agent"])]
+    pipeline = make_pipeline(specs, engine="process", hold_timeout_s=30.0)
+    _answer(pipeline, "capital of France?", "Paris.")
+    pipeline.flush()  # asserts the job finished: before the fix it waited for a reply that never came
+
+    attributes = pipeline.one("invoke_agent helper").attributes or {}
+    assert attributes["evaltrace.eval.mentions_paris.passed"] is True  # the job's other result arrives intact
+    assert attributes["evaltrace.eval.unpicklable.outcome"] == "error"  # never shown as a pass
+    assert attributes["evaltrace.eval.unpicklable.error_type"] == "UnpicklableResult"
+    explained = [str(v) for e in pipeline.one("invoke_agent helper").events for v in (e.attributes or {}).values()]
+    assert any("evaluator 'unpicklable' cannot be sent back from the evaluation process" in v for v in explained)
+    stats = pipeline.processor.stats()
+    assert stats["process"]["answered"] == 1 and stats["passed"] == 1
+
+
+def test_a_hung_child_is_answered_engine_unavailable_at_the_job_deadline(make_pipeline: MakePipeline) -> None:
+    pipeline = make_pipeline(
+        [EvaluatorSpec(hangs, span_kinds=["agent"], inline=True)],
+        engine="process",
+        hold_timeout_s=30.0,
+        evaluator_timeout_s=0.2,
+        max_retries=0,
+    )
+    engine = pipeline.processor._remote
+    assert engine is not None
+    engine._answer_margin_s = 0.3  # deadline 0.2 s x 1 attempt + 0.3 s; the evaluator blocks the child for 3 s
+    _answer(pipeline, "capital of France?", "Paris.")
+    pipeline.flush()  # the job ends at its deadline although the child neither answers nor dies
+
+    attributes = pipeline.one("invoke_agent helper").attributes or {}
+    assert attributes["evaltrace.eval.hangs.outcome"] == "not_evaluated"
+    assert attributes["evaltrace.eval.hangs.skip_reason"] == "engine_unavailable"
+    stats = pipeline.processor.stats()
+    assert stats["process"]["timed_out_jobs"] == 1 and stats["process"]["crashes"] == 0
+    assert stats["not_evaluated_by_reason"]["engine_unavailable"] == 1
+    assert stats["passed"] == stats["failed"] == 0
+    assert engine.in_flight() == 0
+
+
+def test_a_forked_child_exiting_leaves_the_evaluation_process_running(make_pipeline: MakePipeline) -> None:
+    pipeline = make_pipeline([EvaluatorSpec(mentions_paris, span_kinds=["agent"])], engine="process")
+    engine = pipeline.processor._remote
+    assert engine is not None
+    _answer(pipeline, "capital of France?", "Paris.")
+    pipeline.flush()
+    assert engine.alive()
+
+    pid = os.fork()
+    if pid == 0:  # a gunicorn-style worker that exits normally: multiprocessing's exit hook runs in it
+        try:
+            multiprocessing.util._exit_function()  # type: ignore[attr-defined]
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+    assert engine.alive()  # before the fix the worker's exit hook terminated it
+    _answer(pipeline, "and again?", "Paris again.")
+    pipeline.flush()
+    stats = pipeline.processor.stats()
+    assert stats["process"]["crashes"] == 0 and stats["process"]["started"] == 1 and stats["passed"] == 2
+
+
+# --- evaluators attached by decorators ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def configured() -> Iterator[None]:
+    saved = settings.current
+    yield
+    from evaltrace import config
+
+    handle = config.current_handle()
+    if handle is not None:
+        handle.shutdown()
+    tracing.set_tracer_provider(None)
+    settings.replace(saved)
+
+
+def _quickstart(process: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Run the quickstart-style agents; return their spans' evaluation attributes by span name, and stats."""
+    exporter = InMemorySpanExporter()
+    handle = evaltrace.configure(
+        service_name="quickstart",
+        exporters=[exporter],
+        local_store=False,
+        batch=False,
+        handle_sigterm=False,
+        evaluation="process" if process else True,
+        evaluation_options={"dead_letter_dir": None, "hold_timeout_s": 30.0},
+    )
+    try:
+        process_agents.answer("What's the weather in Paris?")
+        process_agents.advise("rain tomorrow?")
+        process_agents.advise("sun tomorrow?")
+        assert handle.force_flush()
+        stats = handle.evaluation_processor.stats()
+    finally:
+        handle.shutdown()
+        tracing.set_tracer_provider(None)
+    spans = sorted(
+        (s for s in exporter.get_finished_spans() if s.name.startswith("invoke_agent")),
+        key=lambda s: (s.name, str((s.attributes or {}).get("input.value"))),
+    )
+    return [{"name": s.name, **_eval_attributes(s)} for s in spans], stats
+
+
+def test_inline_decorator_evaluators_give_the_same_results_in_the_process(configured: None) -> None:
+    in_thread, _ = _quickstart(process=False)
+    in_process, stats = _quickstart(process=True)
+
+    assert in_process == in_thread
+    assert stats["process"]["answered"] == 3 and stats["process"]["not_shippable"] == 0
+    assert "not_shippable" not in stats["not_evaluated_by_reason"]
+    weather = next(s for s in in_process if s["name"] == "invoke_agent weather-assistant")
+    passed = {k for k, v in weather.items() if k.endswith(".passed") and v is True}
+    failed = {k for k, v in weather.items() if k.endswith(".passed") and v is False}
+    assert len(passed) == 1 and len(failed) == 1  # the tool was called; no umbrella in the answer
+    assert stats["passed"] == 2 and stats["failed"] == 2  # and one advice of two mentions the umbrella
+
+
+def test_unshippable_registrations_never_break_configure_and_are_counted(configured: None) -> None:
+    @evaltrace.agent(name="nested", evaluators=[ContainsText("hello")])
+    def nested(question: str) -> str:  # defined in a function: importing its module does not register it
+        return "hello"
+
+    def in_main(question: str) -> str:
+        return "hello"
+
+    in_main.__module__ = "__main__"  # as in the application's script: the child cannot import it
+    main_agent = evaltrace.agent(name="in-main", evaluators=[ContainsText("hello")])(in_main)
+
+    process_agents.decorate_late()  # decorated at run time: the child's import of the module does not do it
+
+    exporter = InMemorySpanExporter()
+    handle = evaltrace.configure(  # before the fix: ConfigError for these unrelated registrations
+        service_name="t",
+        exporters=[exporter],
+        local_store=False,
+        batch=False,
+        handle_sigterm=False,
+        evaluation="process",
+        evaluation_options={"dead_letter_dir": None, "hold_timeout_s": 30.0},
+    )
+    nested("hi")
+    nested("hi again")
+    main_agent("hi")
+    process_agents.late("hi")
+    process_agents.advise("rain tomorrow?")  # a shippable one in the same configuration still evaluates
+    assert handle.force_flush()
+
+    by_name: dict[str, list[dict[str, Any]]] = {}
+    for span in exporter.get_finished_spans():
+        by_name.setdefault(span.name, []).append(_eval_attributes(span))
+    for name, count in (("invoke_agent nested", 2), ("invoke_agent in-main", 1), ("invoke_agent late", 1)):
+        assert len(by_name[name]) == count
+        for attributes in by_name[name]:
+            assert attributes["evaltrace.eval.contains_text.outcome"] == "not_evaluated"
+            assert attributes["evaltrace.eval.contains_text.skip_reason"] == "not_shippable"
+    (advice,) = by_name["invoke_agent umbrella-assistant"]
+    assert advice["evaltrace.eval.contains_text.passed"] is True
+    stats = handle.evaluation_processor.stats()
+    assert stats["not_evaluated_by_reason"]["not_shippable"] == 4
+    assert stats["process"]["not_shippable"] == 1  # "late": found missing by the child; the others refused here
+    assert stats["passed"] == 1 and stats["failed"] == 0

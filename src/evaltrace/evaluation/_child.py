@@ -8,16 +8,20 @@ async ones on the loop. Results go back through a pipe as ``EvaluationResult`` o
 
 Request: ``(job_id, evaluators, records, resources, root_index)`` with ``evaluators`` a tuple of
 ``(reference, timeout_s, max_retries, retry_backoff_s, inline)``; ``None`` asks the child to finish what it
-has and exit. Reply: ``(job_id, results, query, final_answer, retries, error)``: ``results`` is None and
-``error`` says why when the job could not be evaluated at all (an evaluator that cannot be imported, say).
+has and exit. Reply: ``(job_id, results, query, final_answer, retries, error)``: per evaluator an
+``EvaluationResult`` or ``(skip_reason, detail)`` when its reference cannot be resolved here (skip reason
+``not_shippable``); ``results`` is None and ``error`` says why when the job could not be evaluated at all.
+A result that cannot be pickled is replaced by an error result naming the evaluator, so every job is answered.
 """
 
 from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import pickle
 import queue
 import threading
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -58,12 +62,18 @@ class _Child:
         if self.stopping and not self.tasks:
             self.loop.stop()
 
-    def _evaluator(self, reference: str) -> Any:
+    def _evaluator(self, reference: Any) -> Any:
+        """The evaluator ``reference`` names, or why it cannot be found here (cached either way)."""
+        from evaltrace._internal import semconv
         from evaltrace.evaluation._shipping import resolve_reference
 
         found = self.evaluators.get(reference)
         if found is None:
-            found = self.evaluators[reference] = resolve_reference(reference)
+            try:
+                found = resolve_reference(reference)
+            except Exception as exc:  # an import error or a registration not found: this evaluator only
+                found = _Unresolved(semconv.SKIP_NOT_SHIPPABLE, f"{reference!r}: {type(exc).__name__}: {exc}")
+            self.evaluators[reference] = found
         return found
 
     async def run(self, item: Any) -> None:
@@ -82,7 +92,9 @@ class _Child:
             spans = from_records(records, resources)
             trace = build_trace(spans, spans[root_index])
             runs = [
-                arun_evaluator(
+                _unresolved(evaluator)
+                if isinstance(evaluator, _Unresolved)
+                else arun_evaluator(
                     evaluator,
                     trace,
                     None,
@@ -96,13 +108,71 @@ class _Child:
             raw = trace.input.get("input")
             query = raw if isinstance(raw, str) else str(trace.input or "")
             reply: tuple[Any, ...] = (job_id, results, query, trace.output.final_answer, retries[0], None)
-        except Exception as exc:
+        except BaseException as exc:  # every job is answered, or its span waits in the parent until the deadline
             reply = (job_id, None, "", None, retries[0], f"{type(exc).__name__}: {exc}")
+            if not isinstance(exc, Exception):
+                self._send(reply)
+                raise
+        self._send(reply)
+
+    def _send(self, reply: tuple[Any, ...]) -> None:
         try:
             self.results.send(reply)
+            return
         except OSError:  # the application is gone: nobody reads answers any more
-            self.stopping = True
-            self.loop.stop()
+            self._stop_now()
+            return
+        except Exception:  # pickling failed before anything was written: the pipe is intact
+            reply = _picklable(reply)
+        try:
+            self.results.send(reply)
+        except Exception:
+            self._stop_now()
+
+    def _stop_now(self) -> None:
+        self.stopping = True
+        self.loop.stop()
+
+
+@dataclass(frozen=True)
+class _Unresolved:
+    """An evaluator whose reference could not be resolved in this process: its skip reason and why."""
+
+    reason: str
+    detail: str
+
+
+async def _unresolved(found: _Unresolved) -> tuple[str, str]:
+    return (found.reason, found.detail)
+
+
+def _picklable(reply: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``reply`` with each result that cannot be pickled replaced by an error result naming its evaluator."""
+    from types import SimpleNamespace
+
+    from evaltrace.evaluation.runner import failed_result
+
+    job_id, results, query, answer, retries, error = reply
+    if results is None:
+        return (job_id, None, "", None, retries, str(error))
+    fixed = []
+    for result in results:
+        try:
+            pickle.dumps(result)
+            fixed.append(result)
+        except Exception as exc:
+            name = str(getattr(result, "evaluator", None) or "?")
+            message = (
+                f"the result of evaluator {name!r} cannot be sent back from the evaluation process "
+                f"({type(exc).__name__}: {exc}); keep its detail/metadata to plain data"
+            )
+            named = SimpleNamespace(name=name, version=getattr(result, "evaluator_version", None))
+            fixed.append(failed_result(named, "UnpicklableResult", message))
+    try:
+        pickle.dumps((query, answer))
+    except Exception:
+        query, answer = str(query), None if answer is None else str(answer)
+    return (job_id, fixed, query, answer, retries, None)
 
 
 def child_main(requests: Any, results: Connection, sync_workers: int) -> None:

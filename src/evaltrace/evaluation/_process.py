@@ -11,6 +11,12 @@ flight is answered "not evaluated" (skip reason ``engine_unavailable``, counted)
 new child after a back-off (0.5 s, doubling to 30 s, reset by the first answer). Until then jobs are answered
 the same way at once, so nothing waits on a child that is not there. The child is a daemon process: it is
 stopped at the application's exit, and it exits on its own when the application is gone.
+
+A child that is alive but never answers (an evaluator blocking its loop) or an answer lost on the way must not
+hold a span for ever: each job has a deadline (its slowest evaluator's timeout times its attempts, the
+retries' back-off, plus a margin) after which it is answered ``engine_unavailable`` (counted ``timed_out_jobs``).
+An ``os.fork()`` child of the application keeps its hands off the parent's evaluation process: it is taken out
+of ``multiprocessing``'s children, whose exit hook would otherwise terminate it.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import multiprocessing.process
 import queue
 import threading
 import time
@@ -33,12 +40,13 @@ from evaltrace._internal import forks
 from evaltrace._internal.errors import log_internal_error
 from evaltrace.evaluation._child import CHILD_NAME, child_main, in_evaluation_child
 from evaltrace.evaluation._records import to_records
+from evaltrace.evaluation._shipping import Reference
 from evaltrace.schema import EvaluationResult
 
 logger = logging.getLogger("evaltrace.evaluation")
 
 # (reference, timeout_s, max_retries, retry_backoff_s, inline): what the child needs to run one evaluator.
-EvaluatorRef = tuple[str, float | None, int, float, bool]
+EvaluatorRef = tuple[Reference, float | None, int, float, bool]
 
 
 class EngineUnavailable(Exception):
@@ -49,7 +57,8 @@ class EngineUnavailable(Exception):
 class RemoteOutcome:
     """The child's answer to one job: results in the order of the evaluators sent, and what the monitor needs."""
 
-    results: list[EvaluationResult]
+    results: list[EvaluationResult | str]
+    """Per evaluator sent: its result, or a skip reason (``not_shippable``) when the child could not find it."""
     query: str
     final_answer: str | None
     retries: int
@@ -66,6 +75,8 @@ class ProcessStats:
     sent: int = 0
     answered: int = 0
     failed_jobs: int = 0
+    timed_out_jobs: int = 0
+    not_shippable: int = 0
 
 
 class ProcessEngine:
@@ -76,9 +87,20 @@ class ProcessEngine:
         sync_workers: Threads for sync evaluators in the child.
         backoff_s: First wait before restarting a child that died (doubled per death, up to ``max_backoff_s``).
         max_backoff_s: Longest wait between restarts.
+        answer_margin_s: Added to a job's own time bound (timeouts, retries) for its deadline: the time it may
+            wait in the child's queue and travel both ways.
     """
 
-    def __init__(self, max_queue: int, sync_workers: int, backoff_s: float = 0.5, max_backoff_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        max_queue: int,
+        sync_workers: int,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 30.0,
+        answer_margin_s: float = 10.0,
+    ) -> None:
+        self._answer_margin_s = answer_margin_s
+        self._unshippable: set[Reference] = set()  # references warned about once
         self._ctx = get_context("spawn")
         self._max_queue = max_queue
         self._sync_workers = sync_workers
@@ -99,6 +121,13 @@ class ProcessEngine:
 
     def _reinit_after_fork(self) -> None:
         """In a child forked from the application: the parent's evaluation process is the parent's; start anew."""
+        if self._process is not None:
+            # multiprocessing's exit hook terminates the daemon processes it knows of: in this child that would be
+            # the parent's evaluation process. The inherited queue stays as inert memory (its feeder thread and
+            # finalizers belong to the parent).
+            multiprocessing.process._children.discard(self._process)  # type: ignore[attr-defined]
+            forks.keep_inherited(self._process)
+            forks.keep_inherited(self._requests)
         self._lock = threading.Lock()
         self._pending = {}
         self._process = self._requests = None
@@ -230,13 +259,52 @@ class ProcessEngine:
             ) from None
         with self._lock:
             self.stats.sent += 1
+        deadline = self._deadline(evaluators)
         try:
-            result: RemoteOutcome = await future
+            result: RemoteOutcome = await asyncio.wait_for(future, deadline)
+        except TimeoutError:
+            with self._lock:
+                self._pending.pop(job_id, None)
+                self.stats.timed_out_jobs += 1
+            logger.warning("evaltrace: the evaluation process did not answer within %.1f s; not evaluated", deadline)
+            raise EngineUnavailable(f"no answer from the evaluation process within {deadline:.1f} s") from None
         except asyncio.CancelledError:
             with self._lock:
                 self._pending.pop(job_id, None)
             raise
-        return result
+        return self._checked(result, evaluators)
+
+    def _deadline(self, evaluators: Sequence[EvaluatorRef]) -> float | None:
+        """The longest a job may take in the child: its slowest evaluator's attempts and back-offs, plus the margin."""
+        bound = 0.0
+        for _, timeout_s, max_retries, backoff_s, _ in evaluators:
+            if timeout_s is None:  # no timeout: nothing bounds the evaluator, so nothing bounds the job
+                return None
+            attempts = max_retries + 1
+            bound = max(bound, timeout_s * attempts + backoff_s * (2**max_retries - 1))
+        return bound + self._answer_margin_s
+
+    def _checked(self, outcome: RemoteOutcome, evaluators: Sequence[EvaluatorRef]) -> RemoteOutcome:
+        """Skip reasons for the evaluators the child could not find (warned once per reference)."""
+        results: list[EvaluationResult | str] = []
+        raw: list[Any] = list(outcome.results)  # the child's ``(skip_reason, detail)`` pairs become reasons here
+        for result, ref in zip(raw, evaluators, strict=False):
+            if isinstance(result, EvaluationResult):
+                results.append(result)
+                continue
+            reason, detail = result
+            with self._lock:
+                self.stats.not_shippable += 1
+                first = ref[0] not in self._unshippable
+                self._unshippable.add(ref[0])
+            if first:
+                logger.warning(
+                    "evaltrace: the evaluation process cannot find evaluator %s; not evaluated (skip reason %s)",
+                    detail,
+                    reason,
+                )
+            results.append(str(reason))
+        return RemoteOutcome(results, outcome.query, outcome.final_answer, outcome.retries)
 
     def in_flight(self) -> int:
         """Jobs sent and not answered yet."""
