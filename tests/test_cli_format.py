@@ -23,6 +23,10 @@ from evaltrace.cli.tables import Column, fit_table, print_fitted
         (0.0, "$0.00"),
         (1234.567, "$1,234.57"),
         (1e-9, "<$0.000001"),
+        (5e-7, "<$0.000001"),  # rounds to $0.000000: decided on the printed digits, not a threshold
+        (-5e-7, "-<$0.000001"),
+        (-0.0, "$0.00"),  # negative zero is zero
+        (0.999_999_6, "$1.00"),
         (-0.25, "-$0.25"),
         (None, ""),
         (float("nan"), ""),

@@ -244,10 +244,11 @@ def test_jsonl_files_are_imported_once_counted_and_kept(tmp_path: Path) -> None:
     folder.mkdir()
     day = folder / "2026-01-01.jsonl"
     lines = [json.dumps(_jsonl_record("1" * 32, "2" * 16, "ok")), "not json", json.dumps({"trace_id": "x"})]
-    day.write_text("\n".join(lines) + "\n" + '{"trace_id": "1111')  # a torn last line of a crashed writer
+    day.write_text("\n".join(lines) + "\n" + '{"trace_id": "1111')  # a last line without its newline
     store = LocalTraceStore(tmp_path)
     assert [s.name for s in store.spans("1" * 32)] == ["ok"]
-    assert (store.import_report.files, store.import_report.spans, store.import_report.unreadable_lines) == (1, 1, 3)
+    # The unfinished last line is left for later (a writer may still be writing it), not counted yet.
+    assert (store.import_report.files, store.import_report.spans, store.import_report.unreadable_lines) == (1, 1, 2)
     assert day.exists() and day.read_text().startswith(lines[0])
 
     again = LocalTraceStore(tmp_path)

@@ -19,19 +19,20 @@ def format_money(usd: float | None) -> str:
 
     Six decimals below a dollar with trailing zeros dropped down to two (``4.185e-05`` -> ``$0.000042``,
     ``0.0123`` -> ``$0.0123``, ``0.5`` -> ``$0.50``), cents from a dollar up (``$1,234.57``), and ``<$0.000001``
-    for a positive amount that would round to zero (too small to print is still not free).
+    for an amount that would round to zero (too small to print is still not free; ``-<$0.000001`` below zero).
+    ``-0.0`` is ``$0.00``.
 
     Args:
         usd: The amount; None (or not a finite number) gives ``""``, so an unknown cost is an empty cell.
     """
     if usd is None or not math.isfinite(usd):
         return ""
-    sign, amount = ("-", -usd) if usd < 0 else ("", usd)
-    if amount >= 1:
-        return f"{sign}${amount:,.2f}"
-    if 0 < amount < 0.0000005:
+    sign, amount = ("-", -usd) if usd < 0 else ("", abs(usd))  # abs: -0.0 is zero, shown "$0.00"
+    # Rounded first, then read: what decides "too small" is the printed text, never a threshold beside it.
+    text = f"{amount:,.2f}" if amount >= 1 else f"{amount:.6f}".rstrip("0")
+    if amount > 0 and not text.strip("0.,"):
         return f"{sign}<$0.000001"
-    whole, _, fraction = f"{amount:.6f}".rstrip("0").partition(".")
+    whole, _, fraction = text.partition(".")
     return f"{sign}${whole}.{fraction.ljust(2, '0')}"
 
 

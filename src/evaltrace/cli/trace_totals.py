@@ -1,19 +1,19 @@
 """What the header of ``evaltrace traces show`` says about a whole trace: tokens, cost, session, user, errors.
 
-Tokens and cost are summed over the spans that carry them, leaving out a span when one of its descendants
-carries them too: an agent span that repeats the sum of its model calls is not counted twice.
+Tokens and cost follow :func:`evaltrace.exporters.store_values.trace_usage`, the rule ``traces list`` uses too:
+summed over the spans that carry them, leaving out a span when one of its descendants carries them too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
 from evaltrace._internal import semconv
+from evaltrace.exporters.store_values import NO_USAGE, span_usage, trace_usage
 
 __all__ = ["TraceTotals", "trace_totals"]
 
@@ -34,11 +34,6 @@ class TraceTotals:
     """Spans with an ERROR status, evaluation spans excluded (their error is the evaluator's, not the app's)."""
 
 
-def _number(attributes: Mapping[str, Any], key: str) -> float | None:
-    value = attributes.get(key)
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
 def _first_text(spans: Sequence[ReadableSpan], keys: Sequence[str]) -> str | None:
     for span in spans:
         for key in keys:
@@ -48,23 +43,6 @@ def _first_text(spans: Sequence[ReadableSpan], keys: Sequence[str]) -> str | Non
     return None
 
 
-def _leaf_sum(spans: Sequence[ReadableSpan], key: str) -> float | None:
-    """Sum of ``key`` over the spans carrying it that have no descendant carrying it."""
-    by_id = {s.context.span_id: s for s in spans if s.context is not None}
-    carriers = {sid for sid, s in by_id.items() if _number(s.attributes or {}, key) is not None}
-    if not carriers:
-        return None
-    covered: set[int] = set()  # carriers with a carrying descendant
-    for sid in carriers:
-        parent = by_id[sid].parent
-        seen: set[int] = set()
-        while parent is not None and parent.span_id in by_id and parent.span_id not in seen:
-            seen.add(parent.span_id)  # a corrupt store could hold a parent cycle
-            covered.add(parent.span_id)
-            parent = by_id[parent.span_id].parent
-    return sum(_number(by_id[sid].attributes or {}, key) or 0.0 for sid in carriers - covered)
-
-
 def _is_app_error(span: ReadableSpan) -> bool:
     kind = (span.attributes or {}).get(semconv.EVALTRACE_SPAN_KIND)
     return span.status.status_code is StatusCode.ERROR and kind != semconv.KIND_EVALUATION
@@ -72,15 +50,15 @@ def _is_app_error(span: ReadableSpan) -> bool:
 
 def trace_totals(spans: Sequence[ReadableSpan]) -> TraceTotals:
     """Totals of one trace's spans (any order)."""
-    tokens_in = _leaf_sum(spans, semconv.GEN_AI_USAGE_INPUT_TOKENS)
-    tokens_out = _leaf_sum(spans, semconv.GEN_AI_USAGE_OUTPUT_TOKENS)
-    cost = _leaf_sum(spans, semconv.EVALTRACE_COST_USD)
-    if cost is None:
-        cost = _leaf_sum(spans, semconv.GEN_AI_USAGE_COST)
+    ids = [(span, f"{span.context.span_id:016x}") for span in spans if span.context is not None]
+    usage = trace_usage(
+        [(span_id, usage) for span, span_id in ids if (usage := span_usage(span.attributes or {})) != NO_USAGE],
+        ((span_id, None if span.parent is None else f"{span.parent.span_id:016x}") for span, span_id in ids),
+    )
     return TraceTotals(
-        input_tokens=None if tokens_in is None else int(tokens_in),
-        output_tokens=None if tokens_out is None else int(tokens_out),
-        cost_usd=cost,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cost_usd=usage.cost,
         session_id=_first_text(spans, _SESSION_KEYS),
         user_id=_first_text(spans, _USER_KEYS),
         error_spans=sum(_is_app_error(s) for s in spans),

@@ -17,6 +17,7 @@ from evaltrace.cli.traces_query import (
     print_json,
     register_export,
     report_import,
+    store_errors,
 )
 from evaltrace.exporters.store_options import DEFAULT_DIRECTORY
 from evaltrace.exporters.store_reader import LocalTraceStore, TraceIdError, check_trace_id
@@ -40,6 +41,7 @@ def register(subparsers: Any) -> None:
     register_export(verbs)
 
 
+@store_errors
 def list_traces(args: argparse.Namespace) -> int:
     """Print a table of stored traces."""
     console = Console()
@@ -59,6 +61,7 @@ def list_traces(args: argparse.Namespace) -> int:
     return 0
 
 
+@store_errors
 def show_trace(args: argparse.Namespace) -> int:
     """Print one trace as a waterfall tree."""
     console = Console()

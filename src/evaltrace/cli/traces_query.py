@@ -7,18 +7,28 @@ Rendering lives in ``traces.py`` and its helpers; this module turns flags into a
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from evaltrace.exceptions import ConfigError
 from evaltrace.exporters.store_options import DEFAULT_DIRECTORY, parse_duration
 from evaltrace.exporters.store_query import TraceFilter, TraceSummary
-from evaltrace.exporters.store_reader import LocalTraceStore
+from evaltrace.exporters.store_reader import LocalTraceStore, StoreError
 
-__all__ = ["add_filter_arguments", "filter_from_args", "print_json", "register_export", "report_import"]
+__all__ = [
+    "add_filter_arguments",
+    "filter_from_args",
+    "print_json",
+    "register_export",
+    "report_import",
+    "store_errors",
+]
 
 EXPORT_EPILOG = """examples:
   evaltrace traces export --format otlp-json --output traces.jsonl --since 1d
@@ -62,12 +72,33 @@ def add_filter_arguments(parser: argparse.ArgumentParser, *, default_limit: int 
     parser.add_argument("-n", "--limit", type=_positive, default=default_limit, help=limit_help)
 
 
+def store_errors(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Run ``command``; a store that cannot be read is one line on stderr and exit status 1, not a traceback."""
+
+    @functools.wraps(command)
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return command(args)
+        except StoreError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+
+    return run
+
+
+def _since_ns(since: float | None) -> int | None:
+    if since is None:
+        return None
+    now = time.time_ns()
+    # Clamped: an age beyond the epoch (999999999999d) means every trace, not an integer overflow.
+    return now - int(since * 1e9) if since * 1e9 < now else 0
+
+
 def filter_from_args(args: argparse.Namespace) -> TraceFilter:
     """The :class:`TraceFilter` the parsed flags describe."""
-    since = getattr(args, "since", None)
     return TraceFilter(
         service=getattr(args, "service", None),
-        since_ns=time.time_ns() - int(since * 1e9) if since is not None else None,
+        since_ns=_since_ns(getattr(args, "since", None)),
         status=getattr(args, "status", None),
         failed_evals=bool(getattr(args, "failed_evals", False)),
         evaluator=getattr(args, "evaluator", None),
@@ -84,14 +115,28 @@ def is_filtered(args: argparse.Namespace) -> bool:
     return any(getattr(args, name, None) is not None for name in names) or bool(getattr(args, "failed_evals", False))
 
 
+# Inside JSON strings: characters a terminal acts on (C0, DEL, C1, bidirectional overrides, line separators).
+_TERMINAL_CONTROL = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
 def print_json(summaries: list[TraceSummary]) -> None:
-    """Print ``summaries`` as one JSON array of objects with stable keys (see docs/viewing.md)."""
-    sys.stdout.write(json.dumps([s.to_json() for s in summaries], ensure_ascii=False, indent=2) + "\n")
+    r"""Print ``summaries`` as one JSON array of objects with stable keys (see docs/viewing.md).
+
+    Strict JSON (never ``NaN`` or ``Infinity``); characters a terminal would act on are ``\u`` escapes, other
+    text is printed as it is.
+    """
+    text = json.dumps([s.to_json() for s in summaries], ensure_ascii=False, indent=2, allow_nan=False)
+    sys.stdout.write(_TERMINAL_CONTROL.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n")
 
 
 def report_import(store: LocalTraceStore) -> None:
     """Say on stderr what opening the store imported from older JSONL files (the files are kept)."""
     report = store.import_report
+    if report.unreadable_files:
+        print(
+            f"note: {report.unreadable_files} JSONL file(s) in {store.traces_dir} cannot be read and were skipped",
+            file=sys.stderr,
+        )
     if report.files:
         skipped = f", skipped {report.unreadable_lines} unreadable line(s)" if report.unreadable_lines else ""
         print(
@@ -119,11 +164,13 @@ def register_export(verbs: Any) -> None:
     export.set_defaults(func=export_traces)
 
 
+@store_errors
 def export_traces(args: argparse.Namespace) -> int:
     """Write or send the traces the filters select; prints a count on stderr."""
     from evaltrace.exporters.otlp_json import send_traces, write_otlp_json
 
     store = LocalTraceStore(args.store)
+    store.counts()  # opens the store (importing older JSONL files) so the note below comes first
     report_import(store)
     traces = (spans for _, spans in store.iter_traces(filter_from_args(args)))
     if args.endpoint is not None:

@@ -20,13 +20,13 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from evaltrace._internal import forks
 from evaltrace._internal.errors import log_internal_error
-from evaltrace.exporters.store_db import open_db, write_transaction
+from evaltrace.exporters.store_db import StoreError, open_db, write_transaction
 from evaltrace.exporters.store_import import ImportReport, import_jsonl
 from evaltrace.exporters.store_options import DEFAULT_DIRECTORY, LocalStoreOptions
 from evaltrace.exporters.store_query import AmbiguousTraceIdError, TraceFilter, TraceSummary
 from evaltrace.exporters.store_reader import LocalTraceStore, TraceIdError, check_trace_id
 from evaltrace.exporters.store_rows import stored_span
-from evaltrace.exporters.store_writer import ResourceIds, RetentionResult, apply_retention, write_spans
+from evaltrace.exporters.store_writer import ResourceIds, RetentionResult, apply_retention, write_batch
 
 __all__ = [
     "DEFAULT_DIRECTORY",
@@ -84,6 +84,8 @@ class LocalStoreExporter(SpanExporter):
         self._closed = False
         self._next_retention = 0.0
         self._deleted = RetentionResult()
+        self._lost_spans = 0
+        self._disabled = False
         self.import_report = ImportReport()
         forks.reinit_after_fork(self)
 
@@ -95,12 +97,15 @@ class LocalStoreExporter(SpanExporter):
         self._conn = None
         self._resources = ResourceIds()
         self._deleted = RetentionResult()
+        self._lost_spans = 0  # counts are per process, as the export queue's
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
-            conn = open_db(self.directory)
-            self.import_report = import_jsonl(conn, self.directory)
-            self._conn = conn
+            self._conn = conn = open_db(self.directory)
+            try:
+                self.import_report = import_jsonl(conn, self.directory)
+            except Exception:  # old files are a bonus: never a reason to lose the spans being exported
+                log_internal_error("importing JSONL files into the local store")
         return self._conn
 
     def _maybe_retain(self, conn: sqlite3.Connection) -> None:
@@ -111,34 +116,51 @@ class LocalStoreExporter(SpanExporter):
         max_age, max_bytes = self.options.max_age_s or 0.0, self.options.max_bytes or 0
         result = write_transaction(conn, lambda c: apply_retention(c, max_age, max_bytes))
         if result.traces:
-            conn.execute("PRAGMA incremental_vacuum")  # hand the freed pages back to the disk
+            # executescript steps the pragma to the end; a plain execute() frees a single page.
+            conn.executescript("PRAGMA incremental_vacuum;")  # hand the freed pages back to the disk
             self._deleted = RetentionResult(self._deleted.traces + result.traces, self._deleted.spans + result.spans)
             logger.info(
                 "local store %s: retention deleted %d trace(s), %d span(s)", self.directory, result.traces, result.spans
             )
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        """Write ``spans`` in one transaction; a failure is logged and reported, never raised."""
-        if self._closed:
+        """Write ``spans`` in one transaction; a failure is logged and reported, never raised.
+
+        A span SQLite refuses loses only itself: the batch is then written span by span, and the spans that
+        still fail are counted in :meth:`stats` (``lost_spans``).
+        """
+        if self._closed or self._disabled:
             return SpanExportResult.FAILURE
         try:
             rows = [stored_span(span) for span in spans]  # outside the lock: JSON work needs no database
             with self._lock:
                 conn = self._connection()
-                write_transaction(conn, lambda c: write_spans(c, rows, self._resources))
-                self._maybe_retain(conn)
+                lost = write_batch(conn, rows, self._resources)
+                self._lost_spans += lost
+        except StoreError as exc:  # corrupt, or a newer evaltrace's: it will not heal while this process runs
+            self._disabled = True  # one warning, not one per batch
+            logger.warning("%s; spans are not written to it", exc)
+            return SpanExportResult.FAILURE
         except Exception:
+            self._lost_spans += len(spans)
             log_internal_error("writing spans to the local store")
             return SpanExportResult.FAILURE
-        return SpanExportResult.SUCCESS
+        try:
+            with self._lock:
+                self._maybe_retain(conn)
+        except Exception:  # the spans are committed: a failed clean-up is not a failed export
+            log_internal_error("applying retention to the local store")
+        return SpanExportResult.SUCCESS  # spans lost one by one are logged and counted, the rest are stored
 
     def stats(self) -> dict[str, int]:
-        """What retention deleted in this process, and what the first open imported from JSONL files."""
+        """What retention deleted in this process, spans it could not write, and what the first open imported."""
         return {
             "retention_deleted_traces": self._deleted.traces,
             "retention_deleted_spans": self._deleted.spans,
             "imported_spans": self.import_report.spans,
             "imported_unreadable_lines": self.import_report.unreadable_lines,
+            "imported_unreadable_files": self.import_report.unreadable_files,
+            "lost_spans": self._lost_spans,
         }
 
     def shutdown(self) -> None:

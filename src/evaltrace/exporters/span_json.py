@@ -11,7 +11,7 @@ from typing import Any
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags, TraceState
 from opentelemetry.util.types import AttributeValue
 
 
@@ -64,12 +64,27 @@ def _status(data: Mapping[str, Any]) -> Status:
     return Status(code, data.get("description") if code is StatusCode.ERROR else None)
 
 
+def _trace_state(header: Any) -> TraceState | None:
+    return TraceState.from_header([header]) if isinstance(header, str) and header else None
+
+
 def span_from_dict(data: Mapping[str, Any]) -> ReadableSpan:
-    """Rebuild a ReadableSpan from ``span_to_dict`` output (for mapping and the CLI)."""
+    """Rebuild a ReadableSpan from ``span_to_dict`` output (for mapping and the CLI).
+
+    Also reads what the local store keeps when present: ``trace_state`` (of the span and of each link),
+    ``parent_remote``, and the scope's ``schema_url`` and ``attributes``.
+    """
     trace_id = int(data["trace_id"], 16)
-    context = SpanContext(trace_id, int(data["span_id"], 16), is_remote=False, trace_flags=TraceFlags(1))
+    context = SpanContext(
+        trace_id,
+        int(data["span_id"], 16),
+        is_remote=False,
+        trace_flags=TraceFlags(1),
+        trace_state=_trace_state(data.get("trace_state")),
+    )
     parent_id = data.get("parent_span_id")
-    parent = SpanContext(trace_id, int(parent_id, 16), is_remote=False) if parent_id else None
+    remote = bool(data.get("parent_remote"))
+    parent = SpanContext(trace_id, int(parent_id, 16), is_remote=remote) if parent_id else None
     status = data.get("status") or {}
     scope = data.get("scope") or {}
     return ReadableSpan(
@@ -84,7 +99,12 @@ def span_from_dict(data: Mapping[str, Any]) -> ReadableSpan:
         ],
         links=[
             Link(
-                SpanContext(int(link["trace_id"], 16), int(link["span_id"], 16), is_remote=False),
+                SpanContext(
+                    int(link["trace_id"], 16),
+                    int(link["span_id"], 16),
+                    is_remote=False,
+                    trace_state=_trace_state(link.get("trace_state")),
+                ),
                 _tupleattrs_dict(link.get("attributes") or {}),
             )
             for link in data.get("links") or []
@@ -93,5 +113,10 @@ def span_from_dict(data: Mapping[str, Any]) -> ReadableSpan:
         status=_status(status),
         start_time=data.get("start_time"),
         end_time=data.get("end_time"),
-        instrumentation_scope=InstrumentationScope(scope.get("name", ""), scope.get("version")),
+        instrumentation_scope=InstrumentationScope(
+            scope.get("name", ""),
+            scope.get("version"),
+            scope.get("schema_url"),
+            _tupleattrs_dict(scope["attributes"]) if scope.get("attributes") else None,
+        ),
     )

@@ -22,10 +22,22 @@ from pathlib import Path
 from typing import TypeVar
 
 from evaltrace._internal.private_files import PRIVATE_FILE_MODE, make_private_dirs
+from evaltrace.exceptions import EvaltraceError
 
-__all__ = ["DB_NAME", "has_fts", "open_db", "write_transaction"]
+__all__ = [
+    "DB_NAME",
+    "STORE_VERSION",
+    "StoreError",
+    "StoreVersionError",
+    "has_fts",
+    "open_db",
+    "open_db_readonly",
+    "write_transaction",
+]
 
 DB_NAME = "traces.sqlite3"
+STORE_VERSION = 1
+"""The schema version this evaltrace writes (``meta.version``); a store with a higher one is refused."""
 BUSY_TIMEOUT_MS = 10_000
 _RETRIES = 20
 _T = TypeVar("_T")
@@ -118,6 +130,14 @@ def _fts_available() -> bool:
     return FTS_AVAILABLE
 
 
+class StoreError(EvaltraceError):
+    """The local store cannot be used: the file is unreadable, not a database, or corrupt."""
+
+
+class StoreVersionError(StoreError):
+    """The local store was written by a newer evaltrace (a higher ``meta.version``)."""
+
+
 def is_busy(error: sqlite3.OperationalError) -> bool:
     """Another connection holds the lock (SQLITE_BUSY / SQLITE_LOCKED and their extended codes)."""
     code = getattr(error, "sqlite_errorcode", None)
@@ -163,22 +183,102 @@ def _create_schema(conn: sqlite3.Connection) -> None:
     conn.executescript("BEGIN IMMEDIATE;" + _SCHEMA)  # one transaction: a racing process sees all or nothing
     try:
         conn.execute(_FTS_TABLE if fts else _PLAIN_TEXT_TABLE)
-        conn.execute("INSERT OR IGNORE INTO meta VALUES ('fts', ?), ('version', '1')", ("1" if fts else "0",))
+        conn.execute(
+            "INSERT OR IGNORE INTO meta VALUES ('fts', ?), ('version', ?)", ("1" if fts else "0", str(STORE_VERSION))
+        )
     except BaseException:
         conn.rollback()
         raise
     conn.commit()
 
 
+def _check_version(conn: sqlite3.Connection, path: Path) -> None:
+    """Refuse a store a newer evaltrace wrote: its tables may mean something this version cannot know."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
+    try:
+        version = int(row[0]) if row else STORE_VERSION
+    except ValueError:
+        version = STORE_VERSION + 1  # not a number we wrote: treat as unknown, never guess
+    if version > STORE_VERSION:
+        raise StoreVersionError(
+            f"local store {path} was written by a newer evaltrace (store version {row[0]}, this evaltrace "
+            f"reads version {STORE_VERSION}); upgrade evaltrace or use another --store"
+        )
+
+
+def _unusable(path: Path, exc: BaseException) -> StoreError:
+    return StoreError(f"local store {path} is unreadable or corrupt ({exc})")
+
+
+def open_db_readonly(directory: Path) -> sqlite3.Connection:
+    """Open the existing store database under ``directory`` for reading only (a store the user cannot write).
+
+    Raises:
+        StoreError: The file cannot be read, is not a store, or a newer evaltrace wrote it.
+    """
+    path = directory / DB_NAME
+    try:
+        return _connect_readonly(path, "mode=ro")
+    except StoreVersionError:
+        raise
+    except sqlite3.OperationalError:
+        pass  # a WAL store whose -shm file this user can neither find nor create (a folder it cannot write)
+    except sqlite3.DatabaseError as exc:
+        raise _unusable(path, exc) from None
+    try:
+        return _connect_readonly(path, "mode=ro&immutable=1")
+    except sqlite3.DatabaseError as exc:
+        raise _unusable(path, exc) from None
+
+
+def _connect_readonly(path: Path, flags: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(
+        f"{path.resolve().as_uri()}?{flags}", uri=True, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False
+    )
+    conn.isolation_level = None
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        _check_version(conn, path)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 def open_db(directory: Path) -> sqlite3.Connection:
     """Open (creating it ``0600`` with its schema when missing) the store database under ``directory``.
 
     SQLite gives the ``-wal`` and ``-shm`` files the database file's mode, so they are private too.
+
+    Raises:
+        StoreError: The file is not a store or is corrupt, or a newer evaltrace wrote it.
+        OSError: The folder or file cannot be created or opened for writing.
     """
+    try:
+        return _open_db(directory)
+    except sqlite3.OperationalError as exc:
+        if is_busy(exc):
+            raise
+        raise _unusable(directory / DB_NAME, exc) from None
+    except sqlite3.DatabaseError as exc:
+        raise _unusable(directory / DB_NAME, exc) from None
+
+
+def _open_db(directory: Path) -> sqlite3.Connection:
     make_private_dirs(directory)
     path = directory / DB_NAME
     os.close(os.open(path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE_MODE))  # an empty file is a new database
     conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False)
+    try:
+        _configure(conn)
+        _check_version(conn, path)
+    except BaseException:
+        conn.close()  # a corrupt or newer store: never leak the connection
+        raise
+    return conn
+
+
+def _configure(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA cache_size = -16000")  # 16 MB: the id indexes of a large store stay in memory
     # Checkpoint every ~40 MB of WAL rather than 4 MB: index pages rewritten by many batches are copied once.
@@ -191,10 +291,8 @@ def open_db(directory: Path) -> sqlite3.Connection:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable across app crashes, fast commits
             _create_schema(conn)
-            break
+            return
         except sqlite3.OperationalError as exc:
             if not is_busy(exc) or attempt == _RETRIES - 1:
-                conn.close()
                 raise
             time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
-    return conn

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evaltrace.exporters.store_db import write_transaction
-from evaltrace.exporters.store_writer import ResourceIds, write_spans
+from evaltrace.exporters.store_writer import ResourceIds, in_transaction, write_spans
 
 if TYPE_CHECKING:
     from evaltrace.exporters.store_rows import StoredSpan
@@ -33,6 +32,7 @@ class ImportReport:
     files: int = 0
     spans: int = 0
     unreadable_lines: int = 0
+    unreadable_files: int = 0
 
 
 def _parse(lines: list[bytes]) -> tuple[list[StoredSpan], int]:
@@ -52,54 +52,79 @@ def _parse(lines: list[bytes]) -> tuple[list[StoredSpan], int]:
     return spans, bad
 
 
+def _offset(conn: sqlite3.Connection, name: str) -> int:
+    row = conn.execute("SELECT offset FROM imported_files WHERE name = ?", (name,)).fetchone()
+    return int(row[0]) if row else 0
+
+
 def _import_file(conn: sqlite3.Connection, path: Path, resources: ResourceIds) -> tuple[int, int] | None:
-    row = conn.execute("SELECT offset FROM imported_files WHERE name = ?", (path.name,)).fetchone()
-    offset = int(row[0]) if row else 0
+    """Import what is new in ``path``; None when nothing was.
+
+    Only whole lines are read: a last line without its newline may be one an older evaltrace is still
+    writing, and is read by a later import once complete. Each chunk is written under the write lock after
+    checking the remembered offset again, so two processes importing at once never import a chunk twice.
+    """
+    offset = _offset(conn, path.name)
     size = path.stat().st_size
     if size <= offset:
         return None
     total_spans = total_bad = 0
     with path.open("rb") as f:
-        f.seek(offset)
         while offset < size:
+            f.seek(offset)
             chunk = f.read(_CHUNK_BYTES)
-            if not chunk:
-                break
             end = chunk.rfind(b"\n") + 1
             if end == 0 and len(chunk) < _CHUNK_BYTES:
-                end = len(chunk)  # a last line without a newline: read it now (counted if torn)
-            elif end == 0:
+                break  # a last line still being written: left for a later import
+            if end == 0:
                 end = len(chunk)  # one line longer than a chunk: not a span we could have written
-            f.seek(offset + end)
             spans, bad = _parse(chunk[:end].split(b"\n"))
-            offset += end
 
             def work(
-                c: sqlite3.Connection, spans: list[StoredSpan] = spans, bad: int = bad, offset: int = offset
-            ) -> None:
+                c: sqlite3.Connection,
+                start: int = offset,
+                spans: list[StoredSpan] = spans,
+                bad: int = bad,
+                end: int = end,
+            ) -> bool:
+                if _offset(c, path.name) != start:
+                    return False  # another process imported this chunk first
                 write_spans(c, spans, resources)
                 c.execute(
                     "INSERT INTO imported_files VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
                     "offset = excluded.offset, spans = spans + excluded.spans, "
                     "unreadable_lines = unreadable_lines + excluded.unreadable_lines",
-                    (path.name, offset, len(spans), bad),
+                    (path.name, start + end, len(spans), bad),
                 )
+                return True
 
-            write_transaction(conn, work)
+            if not in_transaction(conn, resources, work):
+                offset = _offset(conn, path.name)
+                continue
+            offset += end
             total_spans += len(spans)
             total_bad += bad
-    return total_spans, total_bad
+    return (total_spans, total_bad) if total_spans or total_bad else None
 
 
 def import_jsonl(conn: sqlite3.Connection, store_dir: Path) -> ImportReport:
-    """Import what is new in ``<store_dir>/traces/*.jsonl``."""
+    """Import what is new in ``<store_dir>/traces/*.jsonl``.
+
+    A file that cannot be read (a dangling link, another user's file) is logged, counted in
+    ``unreadable_files`` and skipped: it never stops the store from opening.
+    """
     folder = store_dir / "traces"
     if not folder.is_dir():
         return ImportReport()
-    files = spans = bad = 0
+    files = spans = bad = unreadable = 0
     resources = ResourceIds()
     for path in sorted(folder.glob("*.jsonl")):
-        result = _import_file(conn, path, resources)
+        try:
+            result = _import_file(conn, path, resources)
+        except OSError as exc:
+            unreadable += 1
+            logger.warning("%s: cannot be read and was skipped (%s)", path, exc.strerror or exc)
+            continue
         if result is None:
             continue
         files += 1
@@ -107,4 +132,4 @@ def import_jsonl(conn: sqlite3.Connection, store_dir: Path) -> ImportReport:
         bad += result[1]
         if result[1]:
             logger.warning("%s: %d line(s) are not spans and were skipped; the file is kept", path, result[1])
-    return ImportReport(files, spans, bad)
+    return ImportReport(files, spans, bad, unreadable)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
+import re
 import sqlite3
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -66,7 +68,7 @@ class TraceSummary:
             "user_id": self.user_id,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
-            "cost_usd": self.cost_usd,
+            "cost_usd": self.cost_usd if math.isfinite(self.cost_usd) else None,  # strict JSON: no Infinity
         }
 
 
@@ -100,9 +102,18 @@ class TraceFilter:
     limit: int | None = None
 
 
-def _fts_query(text: str) -> str:
-    words = text.split()
-    return " ".join('"' + word.replace('"', '""') + '"*' for word in words)
+# Runs of letters and digits: what FTS5's unicode61 tokenizer keeps as one token. A word that tokenizes into
+# several (gpt-4o, don't, a:b) would be a phrase query, which a ``detail = none`` index refuses.
+_WORD = re.compile(r"[^\W_]+")
+
+
+def _fts_words(text: str) -> list[str]:
+    return _WORD.findall(text)
+
+
+def _fts_query(words: list[str]) -> str:
+    """Every word as a prefix, all required: ``gpt-4o`` finds text holding ``gpt`` and a word starting ``4o``."""
+    return " AND ".join(f'"{word}"*' for word in words)
 
 
 def _like(text: str) -> str:
@@ -134,9 +145,10 @@ def _where(conn: sqlite3.Connection, f: TraceFilter) -> tuple[str, list[Any]]:
         clauses.append("t.user_id = ?")
         params.append(f.user_id)
     if f.search is not None and f.search.strip():
-        if has_fts(conn):
+        words = _fts_words(f.search)
+        if has_fts(conn) and words:
             clauses.append("t.trace_id IN (SELECT trace_id FROM span_text WHERE span_text MATCH ?)")
-            params.append(_fts_query(f.search))
+            params.append(_fts_query(words))
         else:
             clauses.append("t.trace_id IN (SELECT trace_id FROM span_text WHERE text LIKE ? ESCAPE '\\')")
             params.append(_like(f.search))
@@ -204,7 +216,7 @@ def trace_spans(conn: sqlite3.Connection, trace_id: str) -> list[ReadableSpan]:
 
     rows = conn.execute(
         "SELECT s.trace_id, s.span_id, s.parent_span_id, s.name, s.kind, s.status, s.start_time, s.end_time, "
-        "s.data, r.json FROM spans AS s JOIN resources AS r ON r.id = s.resource_id "
+        "s.data, coalesce(r.json, '{}') FROM spans AS s LEFT JOIN resources AS r ON r.id = s.resource_id "
         "WHERE s.trace_id = ? ORDER BY s.start_time, s.id",
         (trace_id,),
     ).fetchall()
@@ -219,6 +231,7 @@ def trace_spans(conn: sqlite3.Connection, trace_id: str) -> list[ReadableSpan]:
                     "status": {"code": status, "description": body.get("status_description")},
                     "attributes": body.get("attributes"), "events": body.get("events"), "links": body.get("links"),
                     "resource": json.loads(resource), "scope": body.get("scope"),
+                    "trace_state": body.get("trace_state"), "parent_remote": body.get("parent_remote"),
                 }
             )
         )  # fmt: skip

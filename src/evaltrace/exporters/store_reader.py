@@ -6,6 +6,7 @@ OpenTelemetry SDK (spans are only rebuilt, with the SDK, by ``show`` and ``expor
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evaltrace.exceptions import EvaltraceError
-from evaltrace.exporters.store_db import DB_NAME, open_db
+from evaltrace.exporters.store_db import DB_NAME, StoreError, open_db, open_db_readonly
 from evaltrace.exporters.store_import import ImportReport, import_jsonl
 from evaltrace.exporters.store_options import DEFAULT_DIRECTORY
 from evaltrace.exporters.store_query import TraceFilter, TraceSummary, find_traces, resolve_trace_id, trace_spans
@@ -21,7 +22,7 @@ from evaltrace.exporters.store_query import TraceFilter, TraceSummary, find_trac
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
-__all__ = ["LocalTraceStore", "TraceIdError", "check_trace_id"]
+__all__ = ["LocalTraceStore", "StoreError", "TraceIdError", "check_trace_id"]
 
 _TRACE_ID = re.compile(r"[0-9a-f]{1,32}")
 
@@ -49,17 +50,34 @@ class LocalTraceStore:
     """Reads traces back from a local store directory (importing older JSONL files on first open)."""
 
     def __init__(self, directory: str | Path = DEFAULT_DIRECTORY) -> None:
-        """Open the store rooted at ``directory`` (which may not exist yet: it then reads as empty)."""
+        """Open the store rooted at ``directory`` (which may not exist yet: it then reads as empty).
+
+        The database is opened on first use; every reading method then raises :class:`StoreError` when the
+        store is unreadable, corrupt or written by a newer evaltrace. A store this user cannot write is read
+        read-only (older JSONL files are then not imported).
+        """
         self.directory = Path(directory)
         self.traces_dir = self.directory / "traces"
         self._conn: sqlite3.Connection | None = None
         self.import_report = ImportReport()
 
     def _connection(self) -> sqlite3.Connection | None:
+        """The open database, None when nothing is stored.
+
+        Raises:
+            StoreError: The store cannot be opened: unreadable, corrupt, or written by a newer evaltrace.
+        """
         if self._conn is None:
-            if not (self.directory / DB_NAME).exists() and not any(self.traces_dir.glob("*.jsonl")):
+            path = self.directory / DB_NAME
+            if not path.exists() and not any(self.traces_dir.glob("*.jsonl")):
                 return None  # nothing stored: reading creates no file
-            self._conn = open_db(self.directory)
+            if path.exists() and not (os.access(path, os.W_OK) and os.access(self.directory, os.W_OK)):
+                self._conn = open_db_readonly(self.directory)  # another user's store: read it, import nothing
+                return self._conn
+            try:
+                self._conn = open_db(self.directory)
+            except OSError as exc:
+                raise StoreError(f"local store {path} cannot be opened ({exc.strerror or exc})") from None
             self.import_report = import_jsonl(self._conn, self.directory)
         return self._conn
 

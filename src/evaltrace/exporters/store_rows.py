@@ -2,7 +2,7 @@
 
 What the trace list filters on is taken out of the span here, once, on the exporter thread: the span's type,
 whether it is an application error (an errored ``evaluation`` span is an evaluation that failed to run, not the
-application failing), session and user, tokens and cost of model calls, and each evaluation outcome as the
+application failing), session and user, the tokens and cost the span records, and each evaluation outcome as the
 HTML report decides it (:func:`evaltrace._internal.span_scores.span_scores`).
 """
 
@@ -15,11 +15,13 @@ from typing import Any, NamedTuple
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanKind, StatusCode
 
 from evaltrace._internal import semconv
 from evaltrace._internal.span_scores import late_score, span_scores
 from evaltrace.exporters.span_json import attrs_dict as _attrs
+from evaltrace.exporters.store_values import clamp_int, clean_text, span_usage
 
 __all__ = ["EvalRow", "StoredSpan", "stored_span"]
 
@@ -32,8 +34,6 @@ _SEARCHED = (
     semconv.GEN_AI_INPUT_MESSAGES,
     semconv.GEN_AI_OUTPUT_MESSAGES,
 )
-_MODEL_TYPES = {semconv.KIND_LLM, semconv.KIND_EMBEDDING}
-_MODEL_OPERATIONS = {semconv.OP_CHAT, semconv.OP_EMBEDDINGS, "text_completion", "generate_content"}
 
 
 class EvalRow(NamedTuple):
@@ -71,22 +71,7 @@ class StoredSpan(NamedTuple):
 
 
 def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _is_model_call(span_type: str | None, attributes: Mapping[str, Any]) -> bool:
-    """Tokens and cost are summed over model calls only: agent spans often repeat their children's totals."""
-    if span_type is not None:
-        return span_type in _MODEL_TYPES
-    return attributes.get(semconv.GEN_AI_OPERATION_NAME) in _MODEL_OPERATIONS
+    return clean_text(value) if isinstance(value, str) and value else None
 
 
 _is_result_key = operator.methodcaller("startswith", semconv.EVALTRACE_EVAL_PREFIX)
@@ -106,13 +91,16 @@ def _evals(span: ReadableSpan, span_id: str, attributes: Mapping[str, Any]) -> t
         return ()
     late = late_score(span, "")
     if late is not None:  # a late ``evaluation`` span: its result is about its parent, and counted once
-        return (EvalRow(late.span_id, late.name, late.outcome, span_id),)
-    return tuple(EvalRow(span_id, row.name, row.outcome, span_id) for row in span_scores(span))
+        return (EvalRow(late.span_id, clean_text(late.name), late.outcome and clean_text(late.outcome), span_id),)
+    return tuple(
+        EvalRow(span_id, clean_text(row.name), row.outcome and clean_text(row.outcome), span_id)
+        for row in span_scores(span)
+    )
 
 
 def _search_text(attributes: Mapping[str, Any]) -> str:
     parts = [value for key in _SEARCHED if isinstance(value := attributes.get(key), str) and value]
-    return "\n".join(parts)[:MAX_SEARCH_TEXT]
+    return clean_text("\n".join(parts)[:MAX_SEARCH_TEXT])
 
 
 _resource_json: dict[int, tuple[Resource, str, str]] = {}
@@ -123,8 +111,8 @@ def _resource(resource: Resource) -> tuple[str, str]:
     cached = _resource_json.get(id(resource))
     if cached is not None and cached[0] is resource:
         return cached[1], cached[2]
-    text = json.dumps(_attrs(resource.attributes), sort_keys=True, ensure_ascii=False, default=str)
-    service = str(resource.attributes.get(semconv.SERVICE_NAME, ""))
+    text = clean_text(json.dumps(_attrs(resource.attributes), sort_keys=True, ensure_ascii=False, default=str))
+    service = clean_text(str(resource.attributes.get(semconv.SERVICE_NAME, "")))
     if len(_resource_json) > 256:
         _resource_json.clear()
     _resource_json[id(resource)] = (resource, text, service)  # holding the resource keeps its id from being reused
@@ -142,15 +130,30 @@ def _events(span: ReadableSpan) -> list[dict[str, Any]]:
     return [{"name": e.name, "timestamp": e.timestamp, "attributes": _attrs(e.attributes)} for e in span.events]
 
 
+def _link(link: Link) -> dict[str, Any]:
+    row = {
+        "trace_id": f"{link.context.trace_id:032x}",
+        "span_id": f"{link.context.span_id:016x}",
+        "attributes": _attrs(link.attributes),
+    }
+    if link.context.trace_state:
+        row["trace_state"] = link.context.trace_state.to_header()
+    return row
+
+
 def _links(span: ReadableSpan) -> list[dict[str, Any]]:
-    return [
-        {
-            "trace_id": f"{link.context.trace_id:032x}",
-            "span_id": f"{link.context.span_id:016x}",
-            "attributes": _attrs(link.attributes),
-        }
-        for link in span.links
-    ]
+    return [_link(link) for link in span.links]
+
+
+def _scope(scope: InstrumentationScope | None) -> dict[str, Any]:
+    if scope is None:
+        return {"name": "", "version": None}
+    row: dict[str, Any] = {"name": scope.name, "version": scope.version}
+    if scope.schema_url:
+        row["schema_url"] = scope.schema_url
+    if scope.attributes:
+        row["attributes"] = _attrs(scope.attributes)
+    return row
 
 
 def stored_span(span: ReadableSpan) -> StoredSpan:
@@ -167,38 +170,34 @@ def stored_span(span: ReadableSpan) -> StoredSpan:
     span_type = _str(get(semconv.EVALTRACE_SPAN_KIND))
     span_status = span.status
     status = _STATUS_NAMES[span_status.status_code]
-    model_call = _is_model_call(span_type, attributes)
-    start = span.start_time or 0
+    start = clamp_int(span.start_time or 0)
     scope = span.instrumentation_scope
     resource_json, service = _resource(span.resource)
-    data = {
+    data: dict[str, Any] = {
         "status_description": span_status.description,
         "attributes": attributes,
         "events": _events(span) if span.events else [],
         "links": _links(span) if span.links else [],
-        "scope": {"name": scope.name if scope else "", "version": scope.version if scope else None},
+        "scope": _scope(scope),
     }
-    if model_call:
-        input_tokens, output_tokens = (
-            _int(get(semconv.GEN_AI_USAGE_INPUT_TOKENS)),
-            _int(get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS)),
-        )
-        cost = _number(get(semconv.EVALTRACE_COST_USD, get(semconv.GEN_AI_USAGE_COST)))
-    else:
-        input_tokens = output_tokens = None
-        cost = None
+    # Kept only when present (most spans have none): what an OTLP export needs to give back what was received.
+    if ctx.trace_state:
+        data["trace_state"] = ctx.trace_state.to_header()
+    if span.parent is not None and span.parent.is_remote:
+        data["parent_remote"] = True
+    input_tokens, output_tokens, cost = span_usage(attributes)
     parent = span.parent
     return StoredSpan(
         trace_id=f"{ctx.trace_id:032x}",
         span_id=span_id,
         parent_span_id=f"{parent.span_id:016x}" if parent is not None else None,
-        name=span.name,
+        name=clean_text(span.name),
         kind=_KIND_NAMES[span.kind],
         span_type=span_type,
         status=status,
         app_error=status == "ERROR" and span_type != semconv.KIND_EVALUATION,
         start_time=start,
-        end_time=span.end_time or start,
+        end_time=clamp_int(span.end_time or start),
         resource_json=resource_json,
         service=service,
         session_id=_str(get(semconv.SESSION_ID)) or _str(get(semconv.LANGFUSE_SESSION_ID)),
@@ -206,7 +205,7 @@ def stored_span(span: ReadableSpan) -> StoredSpan:
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         cost=cost,
-        data=_encode(data),
+        data=clean_text(_encode(data)),
         text=_search_text(attributes),
         evals=_evals(span, span_id, attributes),
     )

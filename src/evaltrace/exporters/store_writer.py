@@ -13,16 +13,17 @@ import logging
 import sqlite3
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
-from evaltrace.exporters.store_db import has_fts
+from evaltrace.exporters.store_db import has_fts, is_busy, write_transaction
+from evaltrace.exporters.store_values import Usage, trace_usage
 
 if TYPE_CHECKING:
     from evaltrace.exporters.store_rows import StoredSpan
 
-__all__ = ["RetentionResult", "apply_retention", "write_spans"]
+__all__ = ["ResourceIds", "RetentionResult", "apply_retention", "write_batch", "write_spans"]
 
 logger = logging.getLogger("evaltrace.local_store")
 
@@ -41,16 +42,20 @@ ON CONFLICT (trace_id, span_id) DO UPDATE SET
 _SPAN_ROW_ID = "(SELECT id FROM spans WHERE trace_id = ?1 AND span_id = ?2)"
 
 # The root is the earliest span whose parent is not in the store (a remote parent counts as absent).
-_REFRESH_TRACE = """
-INSERT OR REPLACE INTO traces
+_TRACE_COLUMNS = (
+    "trace_id, root_span_id, root_name, service, start_time, duration_ns, span_count, error, eval_pass, eval_fail, "
+    "eval_error, eval_not_evaluated, eval_pending, session_id, user_id, input_tokens, output_tokens, cost, stored_at"
+)
+# Tokens and cost (?3-?5) are computed in Python by ``trace_usage``: the rule ``traces show`` uses too.
+_REFRESH_TRACE = f"""
+INSERT OR REPLACE INTO traces ({_TRACE_COLUMNS})
 SELECT t.trace_id, r.span_id, r.name, r.service, r.start_time, r.end_time - r.start_time,
        t.span_count, t.error,
        v.pass, v.fail, v.error, v.not_evaluated, v.pending,
-       t.session_id, t.user_id, t.input_tokens, t.output_tokens, t.cost, ?2
+       t.session_id, t.user_id, ?3, ?4, ?5, ?2
 FROM (
     SELECT trace_id, count(*) AS span_count, max(app_error) AS error, max(session_id) AS session_id,
-           max(user_id) AS user_id, coalesce(sum(input_tokens), 0) AS input_tokens,
-           coalesce(sum(output_tokens), 0) AS output_tokens, coalesce(sum(cost), 0.0) AS cost
+           max(user_id) AS user_id
     FROM spans WHERE trace_id = ?1
 ) AS t
 JOIN (
@@ -70,22 +75,93 @@ JOIN spans AS r ON r.id = (
 
 
 class ResourceIds:
-    """Each distinct resource is stored once; its id is cached per connection."""
+    """Each distinct resource is stored once; its id is cached per connection.
+
+    An id learnt inside a transaction is only trusted once that transaction commits: after a rollback the
+    row it names does not exist, and spans written with it would vanish from ``show`` and ``export``.
+    """
 
     def __init__(self) -> None:
         self._ids: dict[str, int] = {}
+        self._pending: dict[str, int] = {}
 
     def get(self, conn: sqlite3.Connection, resource_json: str) -> int:
         """The id of ``resource_json``, inserting it when new."""
         known = self._ids.get(resource_json)
+        if known is None:
+            known = self._pending.get(resource_json)
         if known is not None:
             return known
         conn.execute("INSERT OR IGNORE INTO resources (json) VALUES (?)", (resource_json,))
         row = conn.execute("SELECT id FROM resources WHERE json = ?", (resource_json,)).fetchone()
+        self._pending[resource_json] = int(row[0])
+        return int(row[0])
+
+    def committed(self) -> None:
+        """The transaction that learnt the pending ids committed: keep them."""
         if len(self._ids) > 1024:  # a process has a handful of resources; bound the cache anyway
             self._ids.clear()
-        self._ids[resource_json] = int(row[0])
-        return int(row[0])
+        self._ids.update(self._pending)
+        self._pending.clear()
+
+    def rolled_back(self) -> None:
+        """The transaction rolled back: the ids it learnt name no row."""
+        self._pending.clear()
+
+
+_T = TypeVar("_T")
+
+
+def in_transaction(conn: sqlite3.Connection, resources: ResourceIds, work: Callable[[sqlite3.Connection], _T]) -> _T:
+    """:func:`write_transaction` that keeps the resource ids ``work`` learnt only if it commits."""
+    try:
+        result = write_transaction(conn, work)
+    except BaseException:
+        resources.rolled_back()
+        raise
+    resources.committed()
+    return result
+
+
+def _writer(spans: Sequence[StoredSpan], resources: ResourceIds) -> Callable[[sqlite3.Connection], None]:
+    return lambda conn: write_spans(conn, spans, resources)
+
+
+def write_batch(conn: sqlite3.Connection, spans: Sequence[StoredSpan], resources: ResourceIds) -> int:
+    """Write ``spans`` in one transaction; if that fails, span by span, so one bad span loses only itself.
+
+    Returns:
+        How many spans could not be written (logged; the caller counts them).
+
+    Raises:
+        sqlite3.OperationalError: The database stayed busy (nothing is retried span by span then).
+        Exception: Not one span could be written (the store itself is failing, not a span).
+    """
+    try:
+        in_transaction(conn, resources, _writer(spans, resources))
+        return 0
+    except sqlite3.OperationalError as exc:
+        if is_busy(exc) or len(spans) < 2:
+            raise
+        first: Exception = exc
+    except (sqlite3.Error, ValueError, OverflowError) as exc:  # a value SQLite refused
+        if len(spans) < 2:
+            raise
+        first = exc
+    lost = 0
+    for span in spans:
+        try:
+            in_transaction(conn, resources, _writer([span], resources))
+        except sqlite3.OperationalError as exc:
+            if is_busy(exc):
+                raise
+            lost += 1
+        except (sqlite3.Error, ValueError, OverflowError):
+            lost += 1
+    if lost == len(spans):
+        raise first
+    logger.warning("local store: %d span(s) of a batch of %d could not be written (%s)", lost, len(spans), first)
+    return lost
 
 
 _IN_CHUNK = 500
@@ -103,7 +179,7 @@ def _stored_keys(conn: sqlite3.Connection, trace_ids: set[str]) -> set[tuple[str
     return keys
 
 
-_NEW_TRACE = "INSERT OR REPLACE INTO traces VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_NEW_TRACE = f"INSERT OR REPLACE INTO traces ({_TRACE_COLUMNS}) VALUES ({', '.join('?' * 19)})"
 _OUTCOMES = ("pass", "fail", "error", "not_evaluated", "pending")
 
 
@@ -121,6 +197,14 @@ def _new_trace_row(trace_id: str, spans: list[StoredSpan], now: int) -> tuple[ob
     # The root: the earliest span whose parent is not in the trace (a remote parent counts as absent).
     root = min(spans, key=lambda s: (s.parent_span_id is not None and s.parent_span_id in ids, s.start_time))
     outcomes = {(e.span_id, e.evaluator): e.outcome for s in spans for e in s.evals}  # a later row replaces
+    usage = trace_usage(
+        [
+            (s.span_id, Usage(s.input_tokens, s.output_tokens, s.cost))
+            for s in spans
+            if s.input_tokens is not None or s.output_tokens is not None or s.cost is not None
+        ],
+        ((s.span_id, s.parent_span_id) for s in spans),
+    )
     counts = [0] * len(_OUTCOMES)
     for outcome in outcomes.values():
         if outcome in _OUTCOMES:
@@ -129,9 +213,20 @@ def _new_trace_row(trace_id: str, spans: list[StoredSpan], now: int) -> tuple[ob
         trace_id, root.span_id, root.name, root.service, root.start_time, root.end_time - root.start_time,
         len(spans), int(any(s.app_error for s in spans)), *counts,
         _max_str([s.session_id for s in spans]), _max_str([s.user_id for s in spans]),
-        sum(s.input_tokens or 0 for s in spans), sum(s.output_tokens or 0 for s in spans),
-        float(sum(s.cost or 0.0 for s in spans)), now,
+        usage.input_tokens or 0, usage.output_tokens or 0, usage.cost or 0.0, now,
     )  # fmt: skip
+
+
+def _stored_usage(conn: sqlite3.Connection, trace_id: str) -> tuple[int, int, float]:
+    """Tokens and cost of a trace as its stored spans give them (every span: a parent link may matter)."""
+    rows = conn.execute(
+        "SELECT span_id, parent_span_id, input_tokens, output_tokens, cost FROM spans WHERE trace_id = ?", (trace_id,)
+    ).fetchall()
+    usage = trace_usage(
+        [(span, Usage(i, o, c)) for span, _, i, o, c in rows if i is not None or o is not None or c is not None],
+        ((span, parent) for span, parent, *_ in rows),
+    )
+    return usage.input_tokens or 0, usage.output_tokens or 0, usage.cost or 0.0
 
 
 def write_spans(conn: sqlite3.Connection, spans: Sequence[StoredSpan], resources: ResourceIds) -> None:
@@ -176,7 +271,7 @@ def write_spans(conn: sqlite3.Connection, spans: Sequence[StoredSpan], resources
     new = [_new_trace_row(t, rows, now) for t, rows in by_trace.items() if t not in seen]
     if new:
         conn.executemany(_NEW_TRACE, new)
-    conn.executemany(_REFRESH_TRACE, [(t, now) for t in by_trace if t in seen])
+    conn.executemany(_REFRESH_TRACE, [(t, now, *_stored_usage(conn, t)) for t in by_trace if t in seen])
 
 
 @dataclass(frozen=True)
