@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,11 +44,12 @@ def _span(service: str, name: str, span_id: int, parent: int | None, *, remote: 
     )
 
 
-@pytest.fixture
-def worker(tmp_path: Path) -> Iterator[tuple[EvaluationWorker, InMemorySpanExporter]]:
+@pytest.fixture(params=[{}])
+def worker(request: pytest.FixtureRequest) -> Iterator[tuple[EvaluationWorker, InMemorySpanExporter]]:
     SEEN.clear()
     exported = InMemorySpanExporter()
     options: dict[str, Any] = {"dead_letter_dir": None, "emit_log_events": False, "trace_quiet_period_s": 0.2}
+    options.update(request.param)
     with EvaluationWorker(
         [EvaluatorSpec(whole_trace, trace_level=True)], [], [exported], port=0, grpc_port=None, batch=False,
         evaluation_options=options,
@@ -94,3 +94,34 @@ def test_a_trace_whose_root_never_arrives_is_counted_incomplete(
     running.pipeline.shutdown(5_000)  # what stopping the worker does: an open trace without its root
     stats = running.pipeline.stats()["evaluation"]
     assert SEEN == [] and stats["not_evaluated_by_reason"] == {"trace_incomplete": 1}
+
+
+def _one_trace() -> list[ReadableSpan]:
+    return [_span("gateway", "chat outer", 0x02, 0x01), _span("gateway", "invoke_agent", 0x01, None)]
+
+
+def test_a_re_sent_request_is_not_evaluated_again(worker: tuple[EvaluationWorker, InMemorySpanExporter]) -> None:
+    running, exported = worker
+    _send(running.url, _one_trace())
+    poll(lambda: [s for s in exported.get_finished_spans() if s.name == "evaluation whole_trace"])
+    _send(running.url, _one_trace())  # the client's retry after a lost response: the same spans again
+    assert running.force_flush(10_000)
+    assert len(SEEN) == 1 and len([s for s in exported.get_finished_spans() if s.name.startswith("evaluation")]) == 1
+    stats = running.pipeline.stats()["evaluation"]
+    assert stats["completion"]["duplicate_spans"] == 2 and stats["completion"]["reopened"] == 0
+
+
+@pytest.mark.parametrize("worker", [{"trace_late_window_s": 0}], indirect=True)
+def test_spans_after_the_late_window_are_forwarded_never_judged_or_counted_incomplete(
+    worker: tuple[EvaluationWorker, InMemorySpanExporter],
+) -> None:
+    running, exported = worker
+    _send(running.url, _one_trace())
+    poll(lambda: [s for s in exported.get_finished_spans() if s.name == "evaluation whole_trace"])
+    _send(running.url, [_span("tools", "chat straggler", 0x13, 0x02)])  # after the (zero) late window
+    _send(running.url, [_span("gateway", "invoke_agent", 0x01, None)])  # the root re-sent by an exporter retry
+    poll(lambda: len(exported.get_finished_spans()) == 5)
+    running.pipeline.shutdown(5_000)
+    stats = running.pipeline.stats()["evaluation"]
+    assert len(SEEN) == 1 and stats["not_evaluated_by_reason"] == {}  # no root-only verdict, nothing incomplete
+    assert stats["completion"]["late_after_window"] == 2 and stats["completion"]["open_traces"] == 0

@@ -9,18 +9,19 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import SpanContext, TraceFlags, set_span_in_context
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
 import evaltrace
 from evaltrace.evaluation import EvaluatorSpec, ExportSampling, JsonlScoreSink, evaluator
 from evaltrace.evaluation.completion import CompletionBuffer
 from evaltrace.exceptions import ConfigError
-from evaltrace.schema import Trace
+from evaltrace.schema import EvaluationResult, Trace
 
 from .conftest import MakePipeline, wait_until
 
@@ -47,7 +48,7 @@ def test_buffer_waits_for_root_and_quiet_period_then_reopens_on_a_late_span() ->
     buffer.add(_span("child", 2, 1), create=True, marker=False)
     clock.now += 5
     assert buffer.collect() == ([], [])  # no root yet: never complete, however quiet
-    assert buffer.root_ended(_span("root", 1, None), ["spec"], marker=False) is None
+    assert buffer.root_ended(_span("root", 1, None), ["spec"], marker=False) == ("waiting", None)
     clock.now += 1.5
     buffer.add(_span("straggler", 3, 1), create=True, marker=False)  # restarts the quiet period
     clock.now += 1.0
@@ -71,7 +72,8 @@ def test_buffer_bounds_make_traces_incomplete_never_evaluated() -> None:
     buffer = CompletionBuffer(0.5, 0.0, 60.0, max_traces=10, max_spans=2, clock=clock)
     for span_id in (2, 3):
         buffer.add(_span(f"c{span_id}", span_id, 1), create=True, marker=False)
-    assert buffer.root_ended(_span("root", 1, None), ["spec"], marker=True) is None  # truncated: not complete
+    # Truncated: not complete, whatever the marker says.
+    assert buffer.root_ended(_span("root", 1, None), ["spec"], marker=True) == ("waiting", None)
     clock.now += 1
     complete, (incomplete,) = buffer.collect()
     assert complete == [] and incomplete.truncated
@@ -295,3 +297,155 @@ def test_a_forked_child_runs_its_own_completion_timer(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=90, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "child 0" in done.stdout, done.stdout + done.stderr
+
+
+# --- review r1: regressions -------------------------------------------------------------------------------------
+
+
+def test_buffer_never_reopens_a_given_up_trace_from_its_root() -> None:
+    clock = Clock()
+    buffer = CompletionBuffer(0.5, 30.0, 60.0, max_traces=1, max_spans=10, clock=clock)
+    buffer.add(_span("child", 2, 1), create=True, marker=False)
+    other = ReadableSpan(name="other", context=SpanContext(TRACE + 1, 9, False, TraceFlags(TraceFlags.SAMPLED)))
+    buffer.add(other, create=True, marker=False)  # max_traces=1: the first trace is evicted, given up
+    assert buffer.add(_span("late child", 3, 1), create=True, marker=False) is False
+    assert buffer.root_ended(_span("root", 1, None), ["spec"], marker=True) == ("closed", None)
+    clock.now += 1
+    assert buffer.collect()[0] == []  # never handed out as complete
+    assert buffer.stats.after_incomplete == 2 and buffer.stats.incomplete == 1
+
+
+def test_a_trace_given_up_is_not_judged_from_its_root_later(make_pipeline: MakePipeline) -> None:
+    seen: list[Trace] = []
+    p = make_pipeline([EvaluatorSpec(_ok(seen), trace_level=True)], trace_quiet_period_s=0.1, trace_max_wait_s=0.2)
+    root = p.tracer.start_span("agent run")  # a long-running agent: its root outlives trace_max_wait_s
+    with p.tracer.start_as_current_span("step", context=set_span_in_context(root)):
+        pass
+    by_reason = lambda: p.processor.stats()["not_evaluated_by_reason"]  # noqa: E731
+    assert wait_until(lambda: by_reason().get("trace_incomplete") == 1)
+    with p.tracer.start_as_current_span("late step", context=set_span_in_context(root)):
+        pass
+    root.end()
+    p.flush()
+    assert seen == []  # the root alone is not the trace
+    stats = p.processor.stats()
+    assert stats["not_evaluated_by_reason"] == {"trace_incomplete": 1}  # counted once, not again at the root
+    assert stats["completion"]["after_incomplete"] == 2 and not p.by_name("evaluation whole")
+    assert {s.name for s in p.spans()} == {"agent run", "step", "late step"}  # every span still forwarded
+
+
+def test_a_root_renamed_before_it_ends_is_evaluated_with_all_its_spans(make_pipeline: MakePipeline) -> None:
+    seen: list[Trace] = []
+    spec = EvaluatorSpec(_ok(seen), trace_level=True, name_glob="POST /chat")
+    p = make_pipeline([spec], trace_quiet_period_s=0.1)
+    root = p.tracer.start_span("POST")  # an HTTP server span: its route is known only later
+    for tokens in (3, 4):
+        with p.tracer.start_as_current_span("chat", context=set_span_in_context(root), attributes=_llm(tokens)):
+            pass
+    root.update_name("POST /chat")
+    root.end()
+    assert wait_until(lambda: len(seen) == 1)
+    assert seen[0].metrics.token_input == 7  # both children, not the root alone
+    with p.tracer.start_as_current_span("GET /health"):  # a root no evaluator matches: discarded at its end
+        with p.tracer.start_as_current_span("check"):
+            pass
+    p.flush()
+    assert len(seen) == 1 and p.processor.stats()["completion"]["open_traces"] == 0
+
+
+def test_a_late_revision_finishing_first_is_not_overwritten_by_the_stale_one(
+    make_pipeline: MakePipeline, tmp_path: Path
+) -> None:
+    started, release = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    @evaluator(name="whole")
+    def whole(trace: Trace) -> EvaluationResult:
+        call = len(calls) + 1
+        calls.append(call)
+        if call == 1:  # revision 1: a slow judge call, still running when revision 2 is submitted
+            started.set()
+            release.wait(10)
+        return EvaluationResult(evaluator="whole", passed=call > 1, score=float(call))
+
+    sink_path = tmp_path / "scores.jsonl"
+    p = make_pipeline(
+        [EvaluatorSpec(whole, trace_level=True)],
+        [JsonlScoreSink(sink_path)],
+        trace_quiet_period_s=0.05,
+        sink_schedule_delay_s=0.01,
+    )
+    with p.tracer.start_as_current_span("root") as root:
+        pass
+    assert started.wait(10)
+    with p.tracer.start_as_current_span("late tool call", context=set_span_in_context(root)):
+        pass
+    assert wait_until(lambda: len(p.by_name("evaluation whole")) == 1)  # revision 2 finished first
+    release.set()
+    p.flush()
+    scores = [json.loads(line) for line in sink_path.read_text().splitlines()]
+    assert [score["value"] for score in scores] == [2.0]  # only revision 2's verdict is published
+    stats = p.processor.stats()
+    assert stats["superseded"] == 1 and stats["evaluated"] == 1 and stats["failed"] == 0
+    revisions = sorted(s.attributes["evaltrace.evaluation.revision"] for s in p.by_name("evaluation whole"))
+    assert revisions == [1, 2]  # revision 1's span still says what ran, under its own revision
+
+
+def test_a_mapping_failure_of_ours_is_not_evaluated_never_a_verdict(
+    make_pipeline: MakePipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import evaltrace.mapping
+
+    def broken(*args: Any, **kwargs: Any) -> Trace:
+        raise RuntimeError("a mapping bug of ours")
+
+    monkeypatch.setattr(evaltrace.mapping, "trace_from_spans", broken)
+
+    @evaluator(name="used_a_tool")
+    def used_a_tool(trace: Trace) -> bool:
+        return len(trace.tool_calls) > 0
+
+    p = make_pipeline([used_a_tool, EvaluatorSpec(_ok([]), trace_level=True)], trace_quiet_period_s=0)
+    with p.tracer.start_as_current_span("agent", attributes={"evaltrace.span.kind": "agent"}):
+        with p.tracer.start_as_current_span("search", attributes={"evaltrace.span.kind": "tool"}):
+            pass
+    p.flush()
+    attributes = p.one("agent").attributes or {}
+    for name in ("used_a_tool", "whole"):
+        assert attributes[f"evaltrace.eval.{name}.outcome"] == "not_evaluated"
+        assert attributes[f"evaltrace.eval.{name}.skip_reason"] == "mapping_failed"
+    stats = p.processor.stats()
+    assert stats["failed"] == 0 and stats["passed"] == 0
+    assert stats["not_evaluated_by_reason"]["mapping_failed"] == 3  # used_a_tool on both spans, whole once
+
+
+def test_evaluations_cut_short_at_shutdown_are_counted_by_reason(make_pipeline: MakePipeline) -> None:
+    started, release = threading.Event(), threading.Event()
+
+    @evaluator(name="slow")
+    def slow(trace: Trace) -> bool:
+        started.set()
+        release.wait(10)
+        return True
+
+    p = make_pipeline([EvaluatorSpec(slow, trace_level=True)], trace_quiet_period_s=0)
+    with p.tracer.start_as_current_span("root"):
+        pass
+    assert started.wait(10)
+    p.processor.shutdown(timeout_millis=300)
+    release.set()
+    stats = p.processor.stats()
+    assert stats["cancelled"] == 1 and stats["not_evaluated_by_reason"] == {"shutdown": 1}
+    assert p.one("root").attributes["evaltrace.eval.slow.outcome"] == "not_evaluated"
+
+
+def test_another_root_of_an_evaluated_trace_after_its_late_window_is_counted(make_pipeline: MakePipeline) -> None:
+    seen: list[Trace] = []
+    p = make_pipeline([EvaluatorSpec(_ok(seen), trace_level=True)], trace_quiet_period_s=0, trace_late_window_s=0)
+    caller = NonRecordingSpan(SpanContext(TRACE, 0x99, True, TraceFlags(TraceFlags.SAMPLED)))
+    for name in ("call 1", "call 2"):  # this service called twice within one distributed trace
+        with p.tracer.start_as_current_span(name, context=set_span_in_context(caller)):
+            pass
+    p.flush()
+    assert len(seen) == 1  # the second call's spans alone are not the trace the first verdict was about
+    assert p.processor.stats()["not_evaluated_by_reason"] == {"late_after_window": 1}

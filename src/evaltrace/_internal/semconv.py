@@ -216,6 +216,9 @@ SKIP_OVER_BUDGET: Final = "over_budget"
 SKIP_FILTERED: Final = "filtered"  # name/kind filters accepted the span, the attribute predicate rejected it
 SKIP_TRACE_INCOMPLETE: Final = "trace_incomplete"  # trace-level: the trace never completed within the bounds
 SKIP_ENGINE_UNAVAILABLE: Final = "engine_unavailable"  # evaluation process down, restarting or its queue full
+SKIP_SHUTDOWN: Final = "shutdown"  # cancelled at the shutdown deadline, or due after shutdown had drained
+SKIP_LATE_AFTER_WINDOW: Final = "late_after_window"  # trace-level: a new root of a trace evaluated before
+SKIP_MAPPING_FAILED: Final = "mapping_failed"  # our mapping of the spans to a Trace failed: never a verdict
 SKIP_NOT_SHIPPABLE: Final = "not_shippable"  # evaluation process: the evaluator cannot be imported by reference
 # Trace completion (docs/evaluation.md "Trace completion"): evaltrace.end_trace() sets the marker on a span; the
 # evaluation span of a trace-level result carries the revision (1, then +1 per re-evaluation after late spans).

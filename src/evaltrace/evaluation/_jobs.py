@@ -27,9 +27,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from evaltrace._internal import semconv
 from evaltrace._internal.errors import log_internal_error
-from evaltrace.evaluation._mapping import build_trace
+from evaltrace.evaluation._mapping import MappingFailed, build_trace
 from evaltrace.evaluation._process import EngineUnavailable, EvaluatorRef, ProcessEngine, RemoteOutcome
-from evaltrace.evaluation._shipping import evaluator_reference
+from evaltrace.evaluation._shipping import Reference, shipping_reference
 from evaltrace.evaluation.buffer import subtree
 from evaltrace.evaluation.convert import result_to_score
 from evaltrace.evaluation.evaluator import EvaluatorSpec
@@ -99,6 +99,8 @@ class JobContext:
     limits: LimitGate | None = None
     spend: SpendMetrics | None = None
     remote: ProcessEngine | None = None
+    # (root span, revision) -> a newer revision of that trace was handed out: this verdict is not published.
+    superseded: Callable[[ReadableSpan, int], bool] | None = None
 
 
 def _skipped_results(job: Job) -> list[EvaluationResult]:
@@ -112,7 +114,7 @@ class JobRunner:
     def __init__(self, ctx: JobContext, on_done: Callable[[Job], None]) -> None:
         self.ctx = ctx
         self._on_done = on_done
-        self._refs: dict[int, str | None] = {}  # id(evaluator) -> import reference (None: cannot be shipped)
+        self._refs: dict[int, Reference | None] = {}  # id(evaluator) -> its reference (None: cannot be shipped)
 
     async def run(self, job: Job) -> None:
         """Evaluate ``job`` and forward its span exactly once; never raises."""
@@ -120,6 +122,7 @@ class JobRunner:
             await self._evaluate_job(job)
         except asyncio.CancelledError:
             self.ctx.stats.incr("cancelled")
+            self._count_cancelled(job)
             self._forward_unfinished(job)
         except Exception:
             self.ctx.stats.incr("internal_errors")
@@ -136,16 +139,21 @@ class JobRunner:
         if self.ctx.remote is not None:
             shared = asyncio.ensure_future(self._remote(self.ctx.remote, members, job.span, specs))
             tasks = [
-                asyncio.ensure_future(self._evaluate_remote(job.span, spec, shared, i)) for i, spec in enumerate(specs)
+                asyncio.ensure_future(self._evaluate_remote(job.span, spec, shared, i, job.revision))
+                for i, spec in enumerate(specs)
             ]
         else:
             # Mapping runs on the loop: it is pure CPU (tens of microseconds for a typical subtree), and a hop to
             # the pool would cost more than the work itself.
-            trace = build_trace(members, job.span)
-            if not job.deferred and all(self._runs_in_place(spec) for spec in specs):
-                await self._evaluate_in_place(job, trace, specs)
-                return
-            tasks = [asyncio.ensure_future(self._evaluate(job.span, trace, spec)) for spec in specs]
+            try:
+                trace = build_trace(members, job.span)
+            except MappingFailed:  # our failure: each evaluator is "not evaluated", never judged on a stand-in
+                tasks = [asyncio.ensure_future(self._not_mapped(spec)) for spec in specs]
+            else:
+                if not job.deferred and all(self._runs_in_place(spec) for spec in specs):
+                    await self._evaluate_in_place(job, trace, specs)
+                    return
+                tasks = [asyncio.ensure_future(self._evaluate(job.span, trace, spec, job.revision)) for spec in specs]
         job.running = list(zip(specs, tasks, strict=True))
         try:
             if job.deferred:
@@ -156,6 +164,19 @@ class JobRunner:
             for task in tasks:  # only when the job itself was cancelled (shutdown past its deadline)
                 if not task.done():
                     task.cancel()
+
+    async def _not_mapped(self, spec: EvaluatorSpec) -> EvaluationResult:
+        self.ctx.stats.not_evaluated(semconv.SKIP_MAPPING_FAILED, spec.evaluator.name)
+        return skipped_result(spec.evaluator, semconv.SKIP_MAPPING_FAILED)
+
+    def _count_cancelled(self, job: Job) -> None:
+        """Each evaluator the shutdown deadline cut short counts as not evaluated (reason ``shutdown``)."""
+        if job.running:
+            cut = [spec for spec, task in job.running if not task.done() or task.cancelled()]
+        else:  # cancelled before its evaluators started
+            cut = [*job.specs, *job.trace_specs]
+        for spec in cut:
+            self.ctx.stats.not_evaluated(semconv.SKIP_SHUTDOWN, spec.evaluator.name)
 
     def _runs_in_place(self, spec: EvaluatorSpec) -> bool:
         """Whether ``spec`` runs to its result on the loop with nothing to wait for (inline, sync, no slot)."""
@@ -175,7 +196,7 @@ class JobRunner:
             result = await arun_evaluator(
                 spec.evaluator, trace, None, options=self._run_options(spec), on_retry=self._count_retry
             )
-            self._record(job.span, trace, spec, result)
+            self._record(job.span, trace, spec, result, job.revision)
             results.append(result)
         provenance = self.ctx.options.evaluation_provenance
         if time.monotonic() <= job.admitted_at + self.ctx.options.hold_timeout_s:
@@ -243,7 +264,7 @@ class JobRunner:
         key = id(spec.evaluator)
         if key not in self._refs:
             try:
-                self._refs[key] = evaluator_reference(spec.evaluator)
+                self._refs[key] = shipping_reference(spec.evaluator)
             except ConfigError as exc:
                 self._refs[key] = None
                 logger.warning("evaltrace: %s; it is not evaluated (skip reason not_shippable)", exc.problem)
@@ -280,6 +301,7 @@ class JobRunner:
         spec: EvaluatorSpec,
         shared: asyncio.Future[_Answers | str],
         index: int,
+        revision: int = 1,
     ) -> EvaluationResult:
         """One evaluator's share of a job evaluated in the child: recorded and published as in process."""
         outcome = await asyncio.shield(shared)  # the job's other evaluators wait on it too
@@ -290,7 +312,7 @@ class JobRunner:
         assert not isinstance(outcome, str)
         _, query, final_answer = outcome
         self._charge(spec, answer)
-        self._publish(span, query, final_answer, spec, answer)
+        self._publish(span, query, final_answer, spec, answer, revision)
         return answer
 
     def _run_options(self, spec: EvaluatorSpec) -> RunOptions:
@@ -304,7 +326,9 @@ class JobRunner:
     def _count_retry(self) -> None:
         self.ctx.stats.incr("retries")
 
-    async def _evaluate(self, span: ReadableSpan, trace: Trace, spec: EvaluatorSpec) -> EvaluationResult:
+    async def _evaluate(
+        self, span: ReadableSpan, trace: Trace, spec: EvaluatorSpec, revision: int = 1
+    ) -> EvaluationResult:
         run = arun_evaluator(
             spec.evaluator,
             trace,
@@ -320,15 +344,17 @@ class JobRunner:
             if is_async_evaluator(spec.evaluator):
                 await stack.enter_async_context(self.ctx.async_slots)
             result = await run
-        self._record(span, trace, spec, result)
+        self._record(span, trace, spec, result, revision)
         return result
 
-    def _record(self, span: ReadableSpan, trace: Trace, spec: EvaluatorSpec, result: EvaluationResult) -> None:
+    def _record(
+        self, span: ReadableSpan, trace: Trace, spec: EvaluatorSpec, result: EvaluationResult, revision: int = 1
+    ) -> None:
         """Charge and publish one in-process result."""
         self._charge(spec, result)
         raw = trace.input.get("input")
         query = raw if isinstance(raw, str) else str(trace.input or "")
-        self._publish(span, query, trace.output.final_answer, spec, result)
+        self._publish(span, query, trace.output.final_answer, spec, result, revision)
 
     def _charge(self, spec: EvaluatorSpec, result: EvaluationResult) -> None:
         """Charge the judge's spend to the budgets and record it as ``gen_ai.evaluation.client.*`` metrics."""
@@ -341,10 +367,23 @@ class JobRunner:
             self.ctx.spend.record_usage(result.evaluator, usage)
 
     def _publish(
-        self, span: ReadableSpan, query: str, output: str | None, spec: EvaluatorSpec, result: EvaluationResult
+        self,
+        span: ReadableSpan,
+        query: str,
+        output: str | None,
+        spec: EvaluatorSpec,
+        result: EvaluationResult,
+        revision: int = 1,
     ) -> None:
-        """Record one result everywhere except on spans: stats, metrics, monitor, log event, score sinks."""
+        """Record one result everywhere except on spans: stats, metrics, monitor, log event, score sinks.
+
+        A trace-level result of a revision that a newer one superseded while it ran is not published (counted
+        ``superseded``): its score has the same id as the newer one's and would overwrite it if it came later.
+        """
         ctx = self.ctx
+        if spec.trace_level and ctx.superseded is not None and ctx.superseded(span, revision):
+            ctx.stats.incr("superseded")
+            return
         ctx.stats.record(result)
         ctx.metrics.record_result(result)
         ctx.monitor.record(result, query=query, output=output)

@@ -14,6 +14,14 @@ Bounds: ``max_traces`` open traces (the oldest is evicted first) and as many tom
 per trace, ``max_wait_s`` from a trace's first span to its root's end. A trace that hits a bound before it is
 complete is never evaluated (a partial trace judged as whole would give false fails): it is returned as
 *incomplete* so the processor counts it under the skip reason ``trace_incomplete``.
+
+A trace is judged at most once per revision and never after it was given up: every trace that was evaluated or
+given up stays *closed* (its id only, ``4 * max_traces`` ids, oldest forgotten first) after its tombstone is gone.
+A span of a closed trace is forwarded without being buffered (counted ``late_after_window`` or
+``after_incomplete``), and its root, when it ends after the trace was given up or is re-sent, is never judged
+from its own spans. A span whose id is already in its trace (an OTLP request re-sent after a lost response) is
+ignored (``duplicate_spans``). The revision handed out last per trace is kept (:meth:`is_latest`), so a job of an
+older revision that finishes late does not publish its verdict over the newer one.
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from opentelemetry.sdk.trace import ReadableSpan
 
@@ -53,6 +61,7 @@ class OpenTrace:
     revision: int = 1
     forced: bool = False
     truncated: bool = False
+    span_ids: set[int] = field(default_factory=set)
 
 
 @dataclass
@@ -65,12 +74,26 @@ class CompletionStats:
     reopened: int = 0
     incomplete: int = 0
     evicted_tombstones: int = 0
+    late_after_window: int = 0
+    after_incomplete: int = 0
+    duplicate_spans: int = 0
 
 
 @dataclass
 class _Tombstone:
     expires: float
     trace: OpenTrace
+
+
+# What became of a root span handed to :meth:`CompletionBuffer.root_ended`.
+RootOutcome = Literal["complete", "waiting", "closed"]
+# Why a span may not join its trace: seen already, trace evaluated and past its late window, or given up.
+ClosedReason = Literal["duplicate", "done", "given_up"]
+_GIVEN_UP = -1  # in the closed-trace map; an evaluated trace maps to its root's span id
+
+
+def _span_id(span: ReadableSpan) -> int:
+    return span.context.span_id if span.context is not None else 0
 
 
 class CompletionBuffer:
@@ -106,6 +129,9 @@ class CompletionBuffer:
         self._tombstones: OrderedDict[int, _Tombstone] = OrderedDict()
         self._tracked: OrderedDict[int, None] = OrderedDict()  # roots started, no span of theirs ended yet
         self._spill: list[OpenTrace] = []  # evicted by add(): handed to the next collect (counted there)
+        # Evaluated or given-up traces, kept longer than their tombstones (ids only): never judged again from a part.
+        self._closed: OrderedDict[int, int] = OrderedDict()
+        self._latest: OrderedDict[int, int] = OrderedDict()  # revision handed out last, per trace
         self._lock = threading.Lock()
         self.stats = CompletionStats()
 
@@ -128,10 +154,12 @@ class CompletionBuffer:
         trace_id = span.context.trace_id if span.context is not None else 0
         now = self._clock()
         with self._lock:
+            if self._settled(trace_id, span, now) is not None:
+                return False
             entry = self._open.get(trace_id)
             opened = entry is None
             if entry is None:
-                entry = self._reopen(trace_id, now)
+                entry = self._reopen(trace_id, span, now)
             if entry is None:
                 if not create and trace_id not in self._tracked:
                     return False
@@ -146,30 +174,53 @@ class CompletionBuffer:
                     self._forced.append(entry)
             return opened
 
-    def root_ended(self, root: ReadableSpan, specs: Sequence[Any], *, marker: bool) -> OpenTrace | None:
+    def closed(self, root: ReadableSpan) -> ClosedReason | None:
+        """Why ``root`` must not be judged (None: it may be): a re-sent root, or its trace was given up or evaluated.
+
+        A cheap early answer (before sampling and rate limits take anything); :meth:`root_ended` decides again.
+        """
+        trace_id = root.context.trace_id if root.context is not None else 0
+        with self._lock:
+            return self._settled(trace_id, root, self._clock())
+
+    def root_ended(
+        self, root: ReadableSpan, specs: Sequence[Any], *, marker: bool
+    ) -> tuple[RootOutcome, OpenTrace | None]:
         """Record the root's end with the admitted trace-level evaluators.
 
         Returns:
-            The trace when it is complete right now (quiet period 0, or the end marker seen): the caller
-            evaluates it with the root's own job and the buffer keeps a tombstone. None otherwise: the trace
-            becomes due later through :meth:`collect`.
+            ``("complete", trace)`` when it is complete right now (quiet period 0, or the end marker seen): the
+            caller evaluates it with the root's own job and the buffer keeps a tombstone. ``("waiting", None)``:
+            the trace becomes due later through :meth:`collect`. ``("closed", None)``: nothing to evaluate (the
+            trace was given up or evaluated already, or this root was seen before); counted here.
         """
         trace_id = root.context.trace_id if root.context is not None else 0
         now = self._clock()
         with self._lock:
             self._tracked.pop(trace_id, None)
-            entry = self._open.get(trace_id) or self._insert(trace_id, now)
+            if self._settled(trace_id, root, now) is not None:
+                return "closed", None
+            # A tombstone still in its late window: another local root of the trace (a service called twice)
+            # re-opens it like any late span.
+            entry = self._open.get(trace_id) or self._reopen(trace_id, root, now) or self._insert(trace_id, now)
             self._append(entry, root, now)
             entry.root, entry.specs = root, specs
             entry.forced = entry.forced or marker
             if (self.quiet_s <= 0 or entry.forced) and not entry.truncated:
                 del self._open[trace_id]
+                self._ready.pop(trace_id, None)
                 self._bury(entry, now)
                 self.stats.completed += 1
                 self._count()
-                return entry
+                return "complete", entry
             self._ready[trace_id] = entry
-            return None
+            self._ready.move_to_end(trace_id)
+            return "waiting", None
+
+    def is_latest(self, trace_id: int, revision: int) -> bool:
+        """Whether no revision newer than ``revision`` of ``trace_id`` was handed out for evaluation."""
+        with self._lock:
+            return self._latest.get(trace_id, revision) <= revision
 
     def collect(self, *, drain: bool = False) -> tuple[list[OpenTrace], list[OpenTrace]]:
         """Take the traces that are due now: ``(complete, incomplete)``.
@@ -208,6 +259,8 @@ class CompletionBuffer:
             incomplete.extend(truncated)
             for entry in complete:
                 self._bury(entry, now)
+            for entry in incomplete:
+                self._close(entry.trace_id, _GIVEN_UP)
             while self._tombstones and next(iter(self._tombstones.values())).expires <= now:
                 self._tombstones.popitem(last=False)
             self.stats.completed += len(complete)
@@ -244,28 +297,64 @@ class CompletionBuffer:
             entry.truncated = True  # the trace can no longer be evaluated whole
             return
         entry.spans.append(span)
+        entry.span_ids.add(_span_id(span))
+
+    def _duplicate(self, entry: OpenTrace, span: ReadableSpan) -> bool:
+        """A span already in ``entry`` (re-sent): counted, never appended twice."""
+        if _span_id(span) in entry.span_ids:
+            self.stats.duplicate_spans += 1
+            return True
+        return False
+
+    def _settled(self, trace_id: int, span: ReadableSpan, now: float) -> ClosedReason | None:
+        """Why ``span`` must not join its trace (counted), or None: seen already, or its trace is closed."""
+        entry = self._open.get(trace_id)
+        if entry is not None:
+            return "duplicate" if self._duplicate(entry, span) else None
+        tomb = self._tombstones.get(trace_id)
+        if tomb is not None and tomb.expires > now:  # a new span re-opens the trace
+            return "duplicate" if self._duplicate(tomb.trace, span) else None
+        state = self._closed.get(trace_id)
+        if state is None:
+            return None
+        if state == _GIVEN_UP:
+            self.stats.after_incomplete += 1
+            return "given_up"
+        self.stats.late_after_window += 1  # evaluated, its late window over
+        return "duplicate" if state == _span_id(span) else "done"  # its root re-sent, or another root
+
+    def _close(self, trace_id: int, state: int) -> None:
+        self._closed[trace_id] = state
+        self._closed.move_to_end(trace_id)
+        while len(self._closed) > 4 * self._max_traces:
+            self._closed.popitem(last=False)
 
     def _insert(self, trace_id: int, now: float) -> OpenTrace:
         while len(self._open) >= self._max_traces:
             _, oldest = self._open.popitem(last=False)
             self._ready.pop(oldest.trace_id, None)
+            self._close(oldest.trace_id, _GIVEN_UP)  # from now on, not from the next collect: no gap to re-open
             self._spill.append(oldest)
         entry = OpenTrace(trace_id, created=now, last=now)
         self._open[trace_id] = entry
         self.stats.open_traces = len(self._open)
         return entry
 
-    def _reopen(self, trace_id: int, now: float) -> OpenTrace | None:
-        """A late span of an evaluated trace: re-open it from its tombstone (None when there is none)."""
+    def _reopen(self, trace_id: int, span: ReadableSpan, now: float) -> OpenTrace | None:
+        """A late span of an evaluated trace: re-open it from its tombstone (None when there is none).
+
+        A span the evaluated trace holds already (re-sent) re-opens nothing; the caller sees the tombstone.
+        """
         if not self._tombstones:
             return None
-        tomb = self._tombstones.pop(trace_id, None)
-        if tomb is None or tomb.expires <= now:
+        tomb = self._tombstones.get(trace_id)
+        if tomb is None or tomb.expires <= now or _span_id(span) in tomb.trace.span_ids:
             return None
+        del self._tombstones[trace_id]
         old = tomb.trace
         entry = self._insert(trace_id, now)
         # A new list: a job of the previous revision may still be reading the old one up to its own length.
-        entry.spans = list(old.spans)
+        entry.spans, entry.span_ids = list(old.spans), set(old.span_ids)
         entry.root, entry.specs, entry.revision = old.root, old.specs, old.revision + 1
         entry.truncated = old.truncated
         self._ready[trace_id] = entry
@@ -273,6 +362,13 @@ class CompletionBuffer:
         return entry
 
     def _bury(self, entry: OpenTrace, now: float) -> None:
+        """``entry`` is handed out for evaluation: its revision is the latest, its trace closed but for late spans."""
+        self._latest[entry.trace_id] = entry.revision
+        self._latest.move_to_end(entry.trace_id)
+        while len(self._latest) > 4 * self._max_traces:
+            self._latest.popitem(last=False)
+        root = _span_id(entry.root) if entry.root is not None else 0
+        self._close(entry.trace_id, root)  # consulted once its tombstone is gone (or with no late window)
         if self._late_window <= 0:
             return
         self._tombstones[entry.trace_id] = _Tombstone(now + self._late_window, entry)
@@ -309,6 +405,10 @@ class CompletionTimer:
                     self._thread.start()
         if not self._wake.is_set():
             self._wake.set()
+
+    def is_current(self) -> bool:
+        """Whether the caller is this timer's thread."""
+        return self._thread is threading.current_thread()
 
     def stop(self, timeout_s: float) -> None:
         """Stop the thread (waits at most ``timeout_s``)."""

@@ -166,16 +166,17 @@ class EvaluationSpanProcessor(SpanProcessor):
         forks.reinit_after_fork(self)  # after the engine, the sinks and the export queues: they re-initialise first
 
     def _new_remote(self, specs: Sequence[EvaluatorSpec]) -> ProcessEngine:
-        """The evaluation process (started with the first job); every evaluator known now must be shippable.
+        """The evaluation process (started with the first job); every global evaluator must be shippable.
+
+        Decorator-attached evaluators are not checked here: they are shipped by their registration, resolved when
+        a span first carries them; one that cannot be is not evaluated (skip reason ``not_shippable``, counted),
+        so an unrelated module's decorated function never fails ``configure()``.
 
         Raises:
-            ConfigError: A global evaluator, or one a decorator attached already, cannot be imported by reference.
+            ConfigError: A global evaluator cannot be imported by reference.
         """
         for spec in specs:
             evaluator_reference(spec.evaluator)
-        for attached in list(registered.values()):
-            for item in attached:
-                evaluator_reference(as_spec(item).evaluator)
         return ProcessEngine(self.options.max_queue_size, self.options.sync_workers)
 
     def _new_ticks(self) -> tuple[Callable[[], int], ...]:
@@ -252,7 +253,15 @@ class EvaluationSpanProcessor(SpanProcessor):
             limits=self._limits if self._limits.active else None,
             spend=self._spend,
             remote=self._remote,
+            superseded=self._superseded,
         )
+
+    def _superseded(self, root: ReadableSpan, revision: int) -> bool:
+        """Whether a newer evaluation revision of ``root``'s trace was handed out (the loop thread asks)."""
+        completion = self._completion
+        if completion is None or root.context is None:
+            return False
+        return not completion.is_latest(root.context.trace_id, revision)
 
     def _sink_worker(self, sink: ScoreSink, key: str) -> SinkWorker:
         opts = self.options
@@ -290,7 +299,10 @@ class EvaluationSpanProcessor(SpanProcessor):
                     if self._may_evaluate(span):
                         # Descendants start after this span, so tracking its trace now buffers every one of them.
                         self._buffer.track(context.trace_id)
-                    if self._completion is not None and _is_root(span) and self._may_evaluate_trace(span):
+                    if self._completion is not None and _is_root(span):
+                        # Every local root, not only those whose name matches now: HTTP server instrumentations
+                        # rename the root (update_name("POST /chat")) before it ends. Non-matching roots are
+                        # discarded when they end; until then their spans are buffered (within the bounds).
                         self._completion.track(context.trace_id)
         except Exception:
             self._stats.incr("internal_errors")
@@ -356,10 +368,6 @@ class EvaluationSpanProcessor(SpanProcessor):
                 tick()  # stats()["sampled_out"] and not_evaluated_by_reason, without a lock
             elif spec.predicate is not None and spec.may_match(span.name, kind):
                 self._stats.not_evaluated(semconv.SKIP_FILTERED, spec.evaluator.name)
-
-    def _may_evaluate_trace(self, span: Span) -> bool:
-        kind = span_kind(span.attributes or {})
-        return any(spec.may_match(span.name, kind) for spec in self._trace_specs)
 
     def _is_trace_root(self, span: ReadableSpan) -> bool:
         """The span trace-level evaluation waits for: the local root in process, the true root in the worker."""
@@ -449,7 +457,10 @@ class EvaluationSpanProcessor(SpanProcessor):
         spans, count = self._job_spans(trace_id, root and tracked, tracked and bool(specs), complete)
         if not specs and not trace_specs:
             return None
-        return Job(span, specs, trace_specs, spans, count, admitted_at=time.monotonic(), skipped=skipped)
+        revision = complete.revision if complete is not None else 1
+        return Job(
+            span, specs, trace_specs, spans, count, admitted_at=time.monotonic(), skipped=skipped, revision=revision
+        )
 
     def _job_spans(
         self, trace_id: int, release: bool, need: bool, complete: OpenTrace | None
@@ -481,6 +492,15 @@ class EvaluationSpanProcessor(SpanProcessor):
         Both empty when the trace is not complete yet (its evaluation is deferred to the completion timer).
         """
         assert self._completion is not None  # only called with trace-level evaluators
+        closed = self._completion.closed(span)
+        if closed is not None:
+            # Given up (counted trace_incomplete then), evaluated already, or a re-sent root: judging it now would
+            # judge a part of the trace as the whole, or count it twice.
+            if closed == "done":  # another root of the trace (a service called again) past the late window
+                for spec in self._trace_specs:
+                    if spec.matches(span.name, attributes, kind):
+                        self._stats.not_evaluated(semconv.SKIP_LATE_AFTER_WINDOW, spec.evaluator.name)
+            return [], None
         trace_specs = self._matching(self._trace_specs, span, attributes, kind, skipped)
         marker = attributes.get(semconv.EVALTRACE_TRACE_END) is True
         complete = self._root_ended(self._completion, span, trace_specs, marker)
@@ -494,8 +514,8 @@ class EvaluationSpanProcessor(SpanProcessor):
         if not specs:
             completion.discard(trace_id)
             return None
-        complete = completion.root_ended(root, specs, marker=marker)
-        if complete is None:
+        outcome, complete = completion.root_ended(root, specs, marker=marker)
+        if outcome == "waiting":
             if self._gate is not None:
                 self._gate.job_started(trace_id)  # before the root is forwarded: the decision waits for it
             self._watch()
@@ -542,6 +562,12 @@ class EvaluationSpanProcessor(SpanProcessor):
             self._stats.incr("reevaluations")
             specs = self._admitted(entry.specs, root.attributes or {}, entry.trace_id, skipped)
         if not specs:
+            return
+        if self._shutdown and self._timer is not None and self._timer.is_current():
+            # The timer's tick raced shutdown's drain: the engine may be stopping; counted, never queued to it.
+            for spec in specs:
+                self._stats.not_evaluated(semconv.SKIP_SHUTDOWN, spec.evaluator.name)
+            self._gate_done(entry)
             return
         job = Job(
             root,
@@ -722,8 +748,9 @@ class EvaluationSpanProcessor(SpanProcessor):
         ``log_events``, ``internal_errors``, ``cancelled`` / ``unflushed_jobs`` (shutdown deadline),
         ``evaluators`` (per evaluator: counts, ``pass_rate`` over judged results, ``error_rate``,
         ``latency_ms_p50``/``p95``), ``buffer`` (trace buffer), ``completion`` (with trace-level evaluators:
-        ``open_traces``, ``tombstones``, ``completed``, ``reopened``, ``incomplete``, ``evicted_tombstones``),
-        ``reevaluations`` (trace-level re-runs after late spans), ``sinks`` (per sink: delivery counters, see
+        ``open_traces``, ``tombstones``, ``completed``, ``reopened``, ``incomplete``, ``evicted_tombstones``,
+        ``late_after_window``, ``after_incomplete``, ``duplicate_spans``), ``reevaluations`` (trace-level re-runs
+        after late spans), ``superseded`` (results of a revision a newer one replaced: not published), ``sinks`` (per sink: delivery counters, see
         :class:`~evaltrace.evaluation.sinks.worker.SinkStats`), ``exporters`` (per exporter: ``exported``,
         ``export_failed``, ``dropped_queue_full``, ``dropped_shutdown``, ``queued``, ``received``, ``lost``),
         ``export_sampling`` and ``monitor``.

@@ -73,6 +73,7 @@ class PipelineStats:
             "cancelled": 0,
             "unflushed_jobs": 0,
             "reevaluations": 0,
+            "superseded": 0,
         }
         self._by_evaluator: dict[str, _EvaluatorCounters] = {}
         # Evaluations an evaluator could have run and did not, by reason: {reason: {evaluator: count}}.
@@ -148,7 +149,7 @@ class PipelineStats:
         ``passed / (passed + failed)`` and ``error_rate`` ``errors / (passed + failed + errors)`` (None when
         their denominator is 0); skipped evaluations are in neither. ``not_evaluated_by_reason`` counts the
         evaluations that were never started (``sampled_out``, ``filtered``, ``queue_full``, ``rate_limited``,
-        ``over_budget``, ``trace_incomplete``), in total and, under each evaluator's entry, per evaluator.
+        ``over_budget``, ``trace_incomplete``, ``mapping_failed``, ``shutdown``, ...), in total and, under each evaluator's entry, per evaluator.
         """
         with self._lock:
             data: dict[str, Any] = dict(self.counters)
