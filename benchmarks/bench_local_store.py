@@ -6,7 +6,8 @@ Run: python benchmarks/bench_local_store.py [--spans 1000000] [--store DIR] [--r
    the application-thread rate the store has to keep up with.
 2. Write: traces of 10 spans with realistic attributes (an agent root with input/output, session, user and
    evaluation outcomes; 3 LLM calls with messages, tokens and cost; 4 tool calls; 2 tasks) handed to
-   ``LocalStoreExporter.export`` in batches of 2,048, as the export queue's thread does. Reported: spans/s of
+   ``LocalStoreExporter.export`` in batches of ``LOCAL_STORE_MAX_BATCH`` (8,192), as the export queue's thread
+   does. Reported: spans/s of
    the export calls (the exporter thread's rate) over wall time and over that thread's CPU time, and the
    database size; the decorator rate is given both ways too (CPU time is the steadier figure on a shared
    machine). Retention is off for the benchmark
@@ -42,7 +43,9 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
-BATCH = 2048
+from evaltrace.config import LOCAL_STORE_MAX_BATCH
+
+BATCH = LOCAL_STORE_MAX_BATCH  # the local store's export queue batch
 SPANS_PER_TRACE = 10
 BUDGET_MS, BUDGET_MB = 200.0, 150.0
 SCOPE = InstrumentationScope("evaltrace", "1.0")

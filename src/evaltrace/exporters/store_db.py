@@ -68,6 +68,8 @@ CREATE TABLE IF NOT EXISTS spans (
     UNIQUE (trace_id, span_id)
 );
 CREATE INDEX IF NOT EXISTS spans_kind ON spans (span_type, status);
+-- A rowid table (older stores have it WITHOUT ROWID; the same SQL reads both): its wide rows are appended
+-- in write order, and only the narrow trace_id index takes the random-key inserts whose pages a commit rewrites.
 CREATE TABLE IF NOT EXISTS traces (
     trace_id TEXT PRIMARY KEY,
     root_span_id TEXT NOT NULL,
@@ -88,7 +90,7 @@ CREATE TABLE IF NOT EXISTS traces (
     output_tokens INTEGER NOT NULL,
     cost REAL NOT NULL,
     stored_at INTEGER NOT NULL
-) WITHOUT ROWID;
+);
 CREATE INDEX IF NOT EXISTS traces_start ON traces (start_time);
 CREATE INDEX IF NOT EXISTS traces_stored ON traces (stored_at);
 CREATE INDEX IF NOT EXISTS traces_service ON traces (service, start_time);

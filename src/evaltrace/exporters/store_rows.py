@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import operator
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanKind, StatusCode
 
@@ -77,17 +77,19 @@ def _str(value: Any) -> str | None:
 _is_result_key = operator.methodcaller("startswith", semconv.EVALTRACE_EVAL_PREFIX)
 
 
-def _carries_results(span: ReadableSpan, attributes: Mapping[str, Any]) -> bool:
+def _carries_results(events: Sequence[Event], attributes: Mapping[str, Any]) -> bool:
     """A cheap test first: most spans carry no evaluation result, and reading them fully costs ~10 us."""
     return (
         attributes.get(semconv.EVALTRACE_SPAN_KIND) == semconv.KIND_EVALUATION
         or any(map(_is_result_key, attributes))  # map with a C callable: no Python frame per attribute
-        or any(event.name == semconv.GEN_AI_EVALUATION_RESULT_EVENT for event in span.events)
+        or any(event.name == semconv.GEN_AI_EVALUATION_RESULT_EVENT for event in events)
     )
 
 
-def _evals(span: ReadableSpan, span_id: str, attributes: Mapping[str, Any]) -> tuple[EvalRow, ...]:
-    if not _carries_results(span, attributes):
+def _evals(
+    span: ReadableSpan, events: Sequence[Event], span_id: str, attributes: Mapping[str, Any]
+) -> tuple[EvalRow, ...]:
+    if not _carries_results(events, attributes):
         return ()
     late = late_score(span, "")
     if late is not None:  # a late ``evaluation`` span: its result is about its parent, and counted once
@@ -126,8 +128,8 @@ _STATUS_NAMES = {code: code.name for code in StatusCode}
 _KIND_NAMES = {kind: kind.name for kind in SpanKind}
 
 
-def _events(span: ReadableSpan) -> list[dict[str, Any]]:
-    return [{"name": e.name, "timestamp": e.timestamp, "attributes": _attrs(e.attributes)} for e in span.events]
+def _events(events: Sequence[Event]) -> list[dict[str, Any]]:
+    return [{"name": e.name, "timestamp": e.timestamp, "attributes": _attrs(e.attributes)} for e in events]
 
 
 def _link(link: Link) -> dict[str, Any]:
@@ -141,18 +143,28 @@ def _link(link: Link) -> dict[str, Any]:
     return row
 
 
-def _links(span: ReadableSpan) -> list[dict[str, Any]]:
-    return [_link(link) for link in span.links]
+def _links(links: Sequence[Link]) -> list[dict[str, Any]]:
+    return [_link(link) for link in links]
+
+
+_scope_rows: dict[int, tuple[InstrumentationScope | None, dict[str, Any]]] = {}
 
 
 def _scope(scope: InstrumentationScope | None) -> dict[str, Any]:
-    if scope is None:
-        return {"name": "", "version": None}
-    row: dict[str, Any] = {"name": scope.name, "version": scope.version}
-    if scope.schema_url:
-        row["schema_url"] = scope.schema_url
-    if scope.attributes:
-        row["attributes"] = _attrs(scope.attributes)
+    """The ``scope`` object of the blob, cached by identity (a tracer's scope is one object; only read after)."""
+    cached = _scope_rows.get(id(scope))
+    if cached is not None and cached[0] is scope:
+        return cached[1]
+    row: dict[str, Any] = {"name": "", "version": None}
+    if scope is not None:
+        row = {"name": scope.name, "version": scope.version}
+        if scope.schema_url:
+            row["schema_url"] = scope.schema_url
+        if scope.attributes:
+            row["attributes"] = _attrs(scope.attributes)
+    if len(_scope_rows) > 256:
+        _scope_rows.clear()
+    _scope_rows[id(scope)] = (scope, row)  # holding the scope keeps its id from being reused
     return row
 
 
@@ -173,11 +185,12 @@ def stored_span(span: ReadableSpan) -> StoredSpan:
     start = clamp_int(span.start_time or 0)
     scope = span.instrumentation_scope
     resource_json, service = _resource(span.resource)
+    events, links = span.events, span.links  # each access copies the SDK's list: once
     data: dict[str, Any] = {
         "status_description": span_status.description,
         "attributes": attributes,
-        "events": _events(span) if span.events else [],
-        "links": _links(span) if span.links else [],
+        "events": _events(events) if events else [],
+        "links": _links(links) if links else [],
         "scope": _scope(scope),
     }
     # Kept only when present (most spans have none): what an OTLP export needs to give back what was received.
@@ -207,5 +220,5 @@ def stored_span(span: ReadableSpan) -> StoredSpan:
         cost=cost,
         data=clean_text(_encode(data)),
         text=_search_text(attributes),
-        evals=_evals(span, span_id, attributes),
+        evals=_evals(span, events, span_id, attributes),
     )

@@ -9,6 +9,7 @@ a span is re-exported and whichever process wrote them.
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 import time
@@ -17,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
+from evaltrace.exporters.store_bulk import bulk_statement, execute_bulk, json_rows_available
 from evaltrace.exporters.store_db import has_fts, is_busy, write_transaction
 from evaltrace.exporters.store_values import Usage, trace_usage
 
@@ -27,10 +29,11 @@ __all__ = ["ResourceIds", "RetentionResult", "apply_retention", "write_batch", "
 
 logger = logging.getLogger("evaltrace.local_store")
 
-_UPSERT_SPAN = """
+_UPSERT_SPAN = bulk_statement(
+    """
 INSERT INTO spans (trace_id, span_id, parent_span_id, name, kind, span_type, status, app_error, start_time,
                    end_time, resource_id, service, session_id, user_id, input_tokens, output_tokens, cost, data)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+SELECT {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}, {16}, {17} {rows}
 ON CONFLICT (trace_id, span_id) DO UPDATE SET
     parent_span_id = excluded.parent_span_id, name = excluded.name, kind = excluded.kind,
     span_type = excluded.span_type, status = excluded.status, app_error = excluded.app_error,
@@ -38,7 +41,10 @@ ON CONFLICT (trace_id, span_id) DO UPDATE SET
     service = excluded.service, session_id = excluded.session_id, user_id = excluded.user_id,
     input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens, cost = excluded.cost,
     data = excluded.data
-"""
+""",
+    18,
+    text_last=True,
+)
 _SPAN_ROW_ID = "(SELECT id FROM spans WHERE trace_id = ?1 AND span_id = ?2)"
 
 # The root is the earliest span whose parent is not in the store (a remote parent counts as absent).
@@ -168,10 +174,24 @@ _IN_CHUNK = 500
 """Trace ids per ``IN (...)`` query: well under SQLite's default limit of 32,766 parameters."""
 
 
+_STORED_KEYS_JSON = (
+    "SELECT json_group_array(json_array(trace_id, span_id)) FROM spans "
+    "WHERE trace_id IN (SELECT value FROM json_each(?))"
+)
+
+
 def _stored_keys(conn: sqlite3.Connection, trace_ids: set[str]) -> set[tuple[str, str]]:
-    """The (trace id, span id) already stored for these traces: one index range read per trace."""
+    """The (trace id, span id) already stored for these traces: one index range read per trace.
+
+    One result row (a JSON array) rather than one per span: each row fetched is a ``sqlite3_step`` that gives
+    up the GIL (see ``store_bulk``). Trace ids are hex, never holding a NUL.
+    """
     ids = list(trace_ids)
     keys: set[tuple[str, str]] = set()
+    if json_rows_available():
+        (found,) = conn.execute(_STORED_KEYS_JSON, (json.dumps(ids),)).fetchone()
+        keys.update((trace_id, span_id) for trace_id, span_id in json.loads(found))
+        return keys
     for i in range(0, len(ids), _IN_CHUNK):
         chunk = ids[i : i + _IN_CHUNK]
         marks = ",".join("?" * len(chunk))
@@ -179,7 +199,19 @@ def _stored_keys(conn: sqlite3.Connection, trace_ids: set[str]) -> set[tuple[str
     return keys
 
 
-_NEW_TRACE = f"INSERT OR REPLACE INTO traces ({_TRACE_COLUMNS}) VALUES ({', '.join('?' * 19)})"
+_NEW_TRACE = bulk_statement(
+    f"INSERT OR REPLACE INTO traces ({_TRACE_COLUMNS}) SELECT {', '.join(f'{{{i}}}' for i in range(19))} {{rows}}", 19
+)
+_INSERT_EVALS = bulk_statement("INSERT OR REPLACE INTO evals SELECT {0}, {1}, {2}, {3}, {4} {rows}", 5)
+# FTS5 has no upsert (its earlier row is deleted first); the plain fallback table has.
+_INSERT_TEXT = {
+    fts: bulk_statement(
+        f"{verb} INTO span_text (rowid, trace_id, text) "
+        "SELECT (SELECT id FROM spans WHERE trace_id = {0} AND span_id = {1}), {0}, {2} {rows}",
+        3,
+    )
+    for fts, verb in ((True, "INSERT"), (False, "INSERT OR REPLACE"))
+}
 _OUTCOMES = ("pass", "fail", "error", "not_evaluated", "pending")
 
 
@@ -232,11 +264,12 @@ def _stored_usage(conn: sqlite3.Connection, trace_id: str) -> tuple[int, int, fl
 def write_spans(conn: sqlite3.Connection, spans: Sequence[StoredSpan], resources: ResourceIds) -> None:
     """Upsert ``spans`` and refresh the summaries of their traces; call inside a write transaction.
 
-    Each step is one ``executemany`` over the batch: the loops run in SQLite, not in Python.
+    Each step is one statement over the whole batch (``store_bulk``): the loops run in SQLite, without the GIL.
     """
     unique = list({(s.trace_id, s.span_id): s for s in spans}.values())  # a later copy in the same batch wins
     stored = _stored_keys(conn, {s.trace_id for s in unique})
-    conn.executemany(
+    execute_bulk(
+        conn,
         _UPSERT_SPAN,
         [
             (
@@ -252,25 +285,25 @@ def write_spans(conn: sqlite3.Connection, spans: Sequence[StoredSpan], resources
     again = [(s.trace_id, s.span_id) for s in unique if (s.trace_id, s.span_id) in stored]
     if again:
         conn.executemany("DELETE FROM evals WHERE trace_id = ? AND source_span_id = ?", again)
-    conn.executemany(
-        "INSERT OR REPLACE INTO evals VALUES (?, ?, ?, ?, ?)",
+    execute_bulk(
+        conn,
+        _INSERT_EVALS,
         [(s.trace_id, e.span_id, e.evaluator, e.outcome, e.source) for s in unique for e in s.evals],
     )
     with_text = [(s.trace_id, s.span_id, s.text) for s in unique if s.text]
     if with_text:
+        fts = has_fts(conn)
         fts_again = [k[:2] for k in with_text if k[:2] in stored]
-        if has_fts(conn) and fts_again:  # an FTS5 table has no upsert: the earlier copy's row goes first
+        if fts and fts_again:  # an FTS5 table has no upsert: the earlier copy's row goes first
             conn.executemany(f"DELETE FROM span_text WHERE rowid = {_SPAN_ROW_ID}", fts_again)
-        verb = "INSERT" if has_fts(conn) else "INSERT OR REPLACE"
-        conn.executemany(f"{verb} INTO span_text (rowid, trace_id, text) SELECT {_SPAN_ROW_ID}, ?1, ?3", with_text)
+        execute_bulk(conn, _INSERT_TEXT[fts], with_text)
     now = time.time_ns()
     by_trace: defaultdict[str, list[StoredSpan]] = defaultdict(list)
     for s in unique:
         by_trace[s.trace_id].append(s)
     seen = {trace_id for trace_id, _ in stored}
     new = [_new_trace_row(t, rows, now) for t, rows in by_trace.items() if t not in seen]
-    if new:
-        conn.executemany(_NEW_TRACE, new)
+    execute_bulk(conn, _NEW_TRACE, new)
     conn.executemany(_REFRESH_TRACE, [(t, now, *_stored_usage(conn, t)) for t in by_trace if t in seen])
 
 
