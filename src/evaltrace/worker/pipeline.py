@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
 from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.export_queue import ExportQueue
-from evaltrace.config import LOCAL_STORE_MAX_QUEUE
+from evaltrace.config import LOCAL_STORE_MAX_BATCH, LOCAL_STORE_MAX_QUEUE
 from evaltrace.evaluation import EvaluationSpanProcessor
 from evaltrace.exporters.local_store import LocalStoreExporter
 from evaltrace.worker.decode import span_keys
@@ -62,7 +62,7 @@ def _export_queue(exporter: SpanExporter, taken: set[str]) -> ExportQueue:
         # As configure() sets up the local store: a burst the disk absorbs on average loses nothing, and
         # 0.5 s batches bound what a SIGKILL loses.
         name = "local_store"
-        options: dict[str, Any] = {"max_queue_size": LOCAL_STORE_MAX_QUEUE, "max_batch_size": 2048}
+        options: dict[str, Any] = {"max_queue_size": LOCAL_STORE_MAX_QUEUE, "max_batch_size": LOCAL_STORE_MAX_BATCH}
         options["schedule_delay_s"] = 0.5
     else:
         name = "otlp" if "otlp" in type(exporter).__module__ else type(exporter).__name__
