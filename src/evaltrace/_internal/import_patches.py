@@ -10,6 +10,7 @@ this patcher is stopped: ``stop()`` undoes the patches applied and disarms those
 
 from __future__ import annotations
 
+import importlib
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -36,6 +37,18 @@ class EndpointRow(Protocol):
 
 
 E = TypeVar("E", bound=EndpointRow)
+
+
+class _Instrumentor(Protocol):
+    """What :func:`instrument_once` uses of a ``BaseInstrumentor``."""
+
+    @property
+    def is_instrumented_by_opentelemetry(self) -> bool: ...
+
+    def instrument(self, **kwargs: Any) -> None: ...
+
+
+InstrumentorT = TypeVar("InstrumentorT", bound=_Instrumentor)
 
 
 def wrap_endpoints(
@@ -109,3 +122,39 @@ class ImportPatches:
     def _apply(self, module: ModuleType) -> None:
         if self._patch is not None:
             self._wrapped.extend(self._patch(module))
+
+
+def start_wrapping(
+    patches: ImportPatches,
+    modules: Iterable[str],
+    endpoints: Iterable[E],
+    owning_class: Callable[[ModuleType, E], type[Any] | None],
+    wrappers: str,
+    providers: tuple[Any, Any],
+) -> None:
+    """Wrap ``endpoints`` in ``modules`` (now, or when imported) with the ``make_wrapper`` of module ``wrappers``.
+
+    The wrapper module and its ``Telemetry(tracer_provider, meter_provider)`` are loaded by the first patch, so
+    instrumenting imports no wrapper code and no client module.
+    """
+    rows = list(endpoints)
+    telemetry: list[Any] = []
+
+    def patch(module: ModuleType) -> list[tuple[type[Any], str]]:
+        code = importlib.import_module(wrappers)
+        if not telemetry:
+            telemetry.append(code.Telemetry(*providers))
+        return wrap_endpoints(module, rows, owning_class, lambda row: code.make_wrapper(row, telemetry[0]))
+
+    patches.start(modules, patch)
+
+
+def instrument_once(instrumentor: InstrumentorT, kwargs: dict[str, Any]) -> InstrumentorT:
+    """``instrumentor.instrument(**kwargs)`` unless it is instrumented already; return it.
+
+    Already instrumented (by ``opentelemetry-instrument`` through our entry point, or an earlier call) is kept as is,
+    without BaseInstrumentor's "already instrumented" warning for what is a normal start-up order.
+    """
+    if not instrumentor.is_instrumented_by_opentelemetry:
+        instrumentor.instrument(**kwargs)
+    return instrumentor

@@ -8,16 +8,12 @@ first patch (see ``evaltrace._internal.import_patches``).
 from __future__ import annotations
 
 from collections.abc import Collection
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
 from evaltrace._internal.anthropic import registry
-from evaltrace._internal.import_patches import ImportPatches, wrap_endpoints
-
-if TYPE_CHECKING:
-    from evaltrace._internal.anthropic.wrappers import Telemetry
+from evaltrace._internal.import_patches import ImportPatches, instrument_once, start_wrapping
 
 _INSTRUMENTS = ("anthropic >= 0.40",)
 _PATCHES = ImportPatches("anthropic instrumentation")
@@ -41,18 +37,14 @@ class AnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def _instrument(self, **kwargs: Any) -> None:
         providers = (kwargs.get("tracer_provider"), kwargs.get("meter_provider"))
-        telemetry: list[Telemetry] = []  # built by the first patch, with the wrapper code
-
-        def patch(module: ModuleType) -> list[tuple[type[Any], str]]:
-            from evaltrace._internal.anthropic.wrappers import Telemetry, make_wrapper
-
-            if not telemetry:
-                telemetry.append(Telemetry(*providers))
-            return wrap_endpoints(
-                module, registry.ENDPOINTS, registry.owning_class, lambda e: make_wrapper(e, telemetry[0])
-            )
-
-        _PATCHES.start(registry.MODULES, patch)
+        start_wrapping(
+            _PATCHES,
+            registry.MODULES,
+            registry.ENDPOINTS,
+            registry.owning_class,
+            "evaltrace._internal.anthropic.wrappers",
+            providers,
+        )
 
     def _uninstrument(self, **kwargs: Any) -> None:
         _PATCHES.stop()
@@ -68,12 +60,7 @@ def instrument_anthropic(**kwargs: Any) -> AnthropicInstrumentor:
     Returns:
         The (singleton) instrumentor; call ``uninstrument()`` on it, or :func:`uninstrument_anthropic`, to undo.
     """
-    instrumentor = AnthropicInstrumentor()
-    # Already instrumented (by ``opentelemetry-instrument`` through our entry point, or an earlier call): keep
-    # that, without BaseInstrumentor's "already instrumented" warning for what is a normal start-up order.
-    if not instrumentor.is_instrumented_by_opentelemetry:
-        instrumentor.instrument(**kwargs)
-    return instrumentor
+    return instrument_once(AnthropicInstrumentor(), kwargs)
 
 
 def uninstrument_anthropic() -> None:
