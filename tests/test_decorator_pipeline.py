@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 from opentelemetry import context as otel_context
 from opentelemetry.instrumentation.utils import suppress_instrumentation
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, SpanLimits, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Link, SpanContext
 
 import evaltrace
 from evaltrace._internal import settings, tracing
@@ -150,3 +151,59 @@ def test_plain_values_with_non_finite_floats_serialise_as_before() -> None:
     expected = json.dumps(to_jsonable(value), ensure_ascii=False, separators=(",", ":"))
     assert capped_json(value) == expected == '{"x":[1.5,"nan"],"y":{"z":"-inf"},"s":"é\\n"}'
     assert capped_json(["a", 1, 2.5, None, True, ("t",)]) == '["a",1,2.5,null,true,["t"]]'
+
+
+def test_ended_spans_reach_exporters_as_plain_read_only_mappings() -> None:
+    """``configure()``'s pipeline hands exporters the ended span's own dict (read in C), unchanged and read-only."""
+    handle, exporter = configured(evaluation=True)
+
+    @evaltrace.trace
+    def step(x: int) -> int:
+        return x + 1
+
+    assert step(1) == 2
+    span = finished(handle, exporter)["step"]
+    assert type(span._attributes) is dict  # the fast read; a regression makes every exporter pay ~8 calls/span
+    assert dict(span.attributes or {}) == {
+        "evaltrace.span.kind": "task",
+        "langfuse.observation.type": "chain",
+        "openinference.span.kind": "CHAIN",
+        "input.value": '{"x":1}',
+        "output.value": "2",
+    }
+    assert span.dropped_attributes == 0
+    with pytest.raises(TypeError):
+        span.attributes["evaltrace.span.kind"] = "llm"  # type: ignore[index]
+
+
+def test_a_span_that_dropped_attributes_keeps_its_dropped_count() -> None:
+    """The SDK counts what it dropped on its own containers: those are left exactly as the SDK made them."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(span_limits=SpanLimits(max_span_attributes=2, max_events=1))
+    provider.add_span_processor(StampingPipeline([SimpleSpanProcessor(exporter)]))
+    link = Link(SpanContext(1, 2, is_remote=True), {"l": 1})
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("step", attributes={"a": 1, "b": 2, "c": 3}, links=[link]) as span:
+        span.add_event("first")
+        span.add_event("second", {"e": 1})
+    (ended,) = exporter.get_finished_spans()
+    assert dict(ended.attributes or {}) == {"b": 2, "c": 3}
+    assert ended.dropped_attributes == 1
+    assert [(e.name, dict(e.attributes or {})) for e in ended.events] == [("second", {"e": 1})]
+    assert ended.dropped_events == 1
+    assert [dict(k.attributes or {}) for k in ended.links] == [{"l": 1}] and ended.dropped_links == 0
+    assert type(ended._links) is tuple  # nothing dropped there: read as a tuple
+
+
+def test_events_and_links_of_an_ended_span_read_unchanged() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(StampingPipeline([SimpleSpanProcessor(exporter)]))
+    link = Link(SpanContext(1, 2, is_remote=True), {"l": 1})
+    with provider.get_tracer("t").start_as_current_span("step", links=[link]) as span:
+        span.add_event("first", {"e": 1})
+    (ended,) = exporter.get_finished_spans()
+    assert type(ended._events) is tuple and type(ended._links) is tuple
+    assert [(e.name, dict(e.attributes or {})) for e in ended.events] == [("first", {"e": 1})]
+    assert ended.links[0].context.span_id == 2 and dict(ended.links[0].attributes or {}) == {"l": 1}
+    assert (ended.dropped_events, ended.dropped_links, ended.dropped_attributes) == (0, 0, 0)

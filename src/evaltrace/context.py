@@ -24,6 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from opentelemetry.util.types import AttributeValue
 
 from evaltrace._internal import semconv
+from evaltrace._internal.deferred_attributes import freeze_ended
 from evaltrace._internal.jsonutil import capped_json
 
 __all__ = ["ContextAttributesProcessor", "ContextThreadPoolExecutor", "context", "wrap_context"]
@@ -137,7 +138,8 @@ class StampingPipeline(SpanProcessor):
             processor.on_start(span, parent_context=parent_context)
 
     def on_end(self, span: ReadableSpan) -> None:
-        """End the span in each processor."""
+        """End the span in each processor (its attributes first made a plain mapping for the readers after)."""
+        freeze_ended(span)
         for processor in self._processors:
             processor.on_end(span)
 

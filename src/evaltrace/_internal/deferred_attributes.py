@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections import deque
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -26,6 +27,7 @@ from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace import Tracer as SdkTracer
+from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import Span, SpanKind, Tracer, get_current_span
 
 # What this module relies on finding in a BoundedAttributes instance.
@@ -300,3 +302,46 @@ def set_built(span: Any, values: Mapping[str, Any]) -> None:
         if fits:
             return
     span.set_attributes(values)
+
+
+# --- Ended spans read as plain containers -----------------------------------------------------------------
+#
+# Why: every exporter reads every attribute, event and link of every span (the OTLP encoder, Langfuse's, our
+# store), and an ended SDK span hands them out through Python containers: attributes as a ``MappingProxyType``
+# over ``BoundedAttributes`` (a ``MutableMapping``: each ``items()`` walk runs ``collections.abc``'s Python item
+# view, the class's ``__iter__`` and one ``__getitem__`` call per key), events and links as ``tuple()`` of a
+# ``BoundedList`` (a Python ``__iter__`` that locks and copies). Once the span has ended nothing can change them
+# (the SDK's setters ignore an ended span; SDK 1.4x also marks the attributes immutable in ``end()``), so the span
+# handed to ``on_end`` can carry the underlying dict and tuples: the same contents, read in C. Only for a container
+# that dropped nothing (``dropped_attributes`` / ``dropped_events`` / ``dropped_links`` read the count off the
+# SDK's container) and when the SDK's shape is the expected one; otherwise that container is left as the SDK made it.
+
+
+def _sdk_list_shape_ok() -> bool:
+    try:
+        probe: BoundedList[int] = BoundedList(4)
+        probe.append(1)
+    except Exception:
+        return False
+    return isinstance(probe.__dict__.get("_dq"), deque) and probe.__dict__.get("dropped") == 0
+
+
+_LIST_SHAPE_OK = _sdk_list_shape_ok()
+
+
+def freeze_ended(span: ReadableSpan) -> None:
+    """Let the readers of an ended span (exporters, evaluators) read its attributes, events and links in C.
+
+    Called once per span, by ``configure()``'s pipeline, before any other processor's ``on_end`` sees it.
+    """
+    if span.end_time is None:
+        return
+    state = span.__dict__
+    attributes = state.get("_attributes")
+    if type(attributes) is BoundedAttributes and _SDK_SHAPE_OK and not attributes.dropped:
+        state["_attributes"] = attributes._dict
+    if _LIST_SHAPE_OK:
+        for name in ("_events", "_links"):
+            items = state.get(name)
+            if type(items) is BoundedList and not items.dropped:
+                state[name] = tuple(items.__dict__["_dq"])
