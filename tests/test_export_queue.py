@@ -145,3 +145,54 @@ def test_stats_and_metrics_report_export_losses() -> None:
         assert points[("custom[0]", "export_failed")] == 3
     finally:
         handle.shutdown()
+
+
+class BatchRecorder(SpanExporter):
+    """Records each batch's size; the first export blocks until the test opens the gate."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+        self.sizes: list[int] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.entered.set()
+        self.gate.wait(10)
+        self.sizes.append(len(spans))
+        return SpanExportResult.SUCCESS
+
+
+def test_spans_arriving_during_an_export_wait_for_a_full_batch_the_delay_or_a_flush() -> None:
+    """A queue woken by a full batch exports full batches, not the trickle that arrived meanwhile in tiny ones."""
+    exporter = BatchRecorder()
+    queue = ExportQueue(exporter, "batches", max_queue_size=1000, max_batch_size=10, schedule_delay_s=60)
+    provider, tracer = _tracer(queue)
+    for i in range(10):
+        tracer.start_span(f"s{i}").end()  # type: ignore[attr-defined]
+    assert exporter.entered.wait(10)  # the full batch is being exported
+    for i in range(15):
+        tracer.start_span(f"late{i}").end()  # type: ignore[attr-defined]
+    exporter.gate.set()
+    deadline = threading.Event()
+    while len(exporter.sizes) < 2 and not deadline.wait(0.01):
+        pass
+    deadline.wait(0.2)  # time for a (wrong) export of the 5 left over
+    assert exporter.sizes == [10, 10]  # the 5 left wait: no export of a few spans each
+    assert queue.stats()["queued"] == 5
+    assert queue.force_flush(5_000)
+    assert exporter.sizes == [10, 10, 5] and queue.stats()["exported"] == 25
+    provider.shutdown()
+
+
+def test_a_partial_batch_goes_out_at_the_schedule_delay() -> None:
+    exporter = BatchRecorder()
+    exporter.gate.set()
+    queue = ExportQueue(exporter, "delay", max_queue_size=1000, max_batch_size=10, schedule_delay_s=0.05)
+    provider, tracer = _tracer(queue)
+    for i in range(3):
+        tracer.start_span(f"s{i}").end()  # type: ignore[attr-defined]
+    waited = threading.Event()
+    while not exporter.sizes and not waited.wait(0.01):
+        pass
+    assert exporter.sizes == [3]
+    provider.shutdown()
