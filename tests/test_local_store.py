@@ -295,13 +295,38 @@ def test_retention_by_age_and_size_is_counted(tmp_path: Path) -> None:
     for i in range(300):
         _trace(sized_provider, f"t{i}", start=NOW - (300 - i) * 10**9, text="x" * 2000)
     full = LocalTraceStore(tmp_path / "sized").counts()["traces"]
-    sized.options = LocalStoreOptions(tmp_path / "sized", max_age_s=0, max_bytes=400_000)
+    with sqlite3.connect(tmp_path / "sized" / "traces.sqlite3") as db:
+        used = db.execute("PRAGMA page_count").fetchone()[0] * db.execute("PRAGMA page_size").fetchone()[0]
+    # Most of the data, never the empty tables' own pages (one 16 kB page each at least).
+    sized.options = LocalStoreOptions(tmp_path / "sized", max_age_s=0, max_bytes=used * 3 // 4)
     sized._next_retention = 0.0
     _trace(sized_provider, "newest", text="y")
     kept = LocalTraceStore(tmp_path / "sized").list_traces()
     assert 0 < len(kept) < full and kept[0].root_name == "newest"
     assert sized.stats()["retention_deleted_traces"] == full + 1 - len(kept)
     assert min(int(s.root_name[1:]) for s in kept if s.root_name != "newest") > 0  # the oldest went first
+
+
+def test_a_store_with_the_older_4k_pages_is_written_and_searched_as_before(tmp_path: Path) -> None:
+    """New stores get 16 kB pages; a store an earlier version made keeps its 4 kB pages and works the same."""
+    older = sqlite3.connect(tmp_path / store_db.DB_NAME)
+    older.execute("PRAGMA page_size = 4096")
+    older.execute("PRAGMA journal_mode = WAL")  # writes the header: the page size is now fixed
+    older.close()
+    provider = _provider(LocalStoreExporter(tmp_path, max_age_s=0, max_bytes=0))
+    first = _trace(provider, "first", text="hello paris")
+    second = _trace(provider, "second", text="hello rome", start=NOW + 1)
+    with sqlite3.connect(tmp_path / store_db.DB_NAME) as db:
+        assert db.execute("PRAGMA page_size").fetchone()[0] == 4096
+    store = LocalTraceStore(tmp_path)
+    assert [t.trace_id for t in store.list_traces(where=TraceFilter(search="hello"))] == [second, first]
+    assert [t.trace_id for t in store.list_traces(where=TraceFilter(search="rome"))] == [second]
+    new = LocalTraceStore(tmp_path / "new")
+    LocalStoreExporter(tmp_path / "new").export([])
+    _trace(_provider(LocalStoreExporter(tmp_path / "new")), "x")
+    with sqlite3.connect(tmp_path / "new" / store_db.DB_NAME) as db:
+        assert db.execute("PRAGMA page_size").fetchone()[0] == 16384
+    assert len(new.list_traces()) == 1
 
 
 def test_store_files_are_private(tmp_path: Path) -> None:
@@ -369,6 +394,11 @@ def test_several_processes_write_one_store_without_losing_spans(tmp_path: Path) 
     assert counts == {"traces": 1200, "spans": 6000, "imported_spans": 0, "imported_unreadable_lines": 0}
     services = {s.service_name for s in LocalTraceStore(store).list_traces()}
     assert services == {"writer-0", "writer-1", "writer-2"}
+    # Row ids are given by each writer inside its transaction: every search row is its own span's.
+    assert len(LocalTraceStore(store).list_traces(where=TraceFilter(search="q"))) == 1200
+    with sqlite3.connect(store / "traces.sqlite3") as db:
+        joined = "SELECT count(*) FROM span_text AS t JOIN spans AS s ON s.id = t.rowid AND s.trace_id = t.trace_id"
+        assert db.execute(joined).fetchone()[0] == 1200
     assert sqlite3.connect(store / "traces.sqlite3").execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 

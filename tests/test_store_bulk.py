@@ -1,4 +1,4 @@
-"""A batch reaches the local store in a few statements (never one per span), and loses nothing on the way.
+"""A batch reaches the local store in a few multi-row statements (never one per span), and loses nothing.
 
 Python's sqlite3 gives up the GIL around every statement step: one step per span let a busy application
 thread starve the exporter thread (``store_bulk``). These tests use real SDK spans and a real store file.
@@ -15,7 +15,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.trace import Status, StatusCode, set_span_in_context
 
-from evaltrace.exporters import LocalStoreExporter, LocalTraceStore, store_bulk
+from evaltrace.exporters import LocalStoreExporter, LocalTraceStore, TraceFilter, store_bulk
 from evaltrace.exporters.store_db import DB_NAME
 
 TRICKY: dict[str, Any] = {  # values whose JSON text SQLite must give back unchanged
@@ -82,35 +82,66 @@ def test_a_batch_is_written_in_a_few_statements_whatever_its_size(tmp_path: Path
     exporter = LocalStoreExporter(tmp_path, max_age_s=0, max_bytes=0)
     exporter.export(_spans(1))  # opens the store: schema, resource row, first retention pass
     small = _statements(exporter, _spans(5))
-    large = _statements(exporter, _spans(500))
-    assert len(large) == len(small) < 20, large  # one statement per table, not one per span
-    assert len(LocalTraceStore(tmp_path).list_traces(limit=1000)) == 506
+    large = _statements(exporter, _spans(1500))  # 3,000 spans
+    assert len(small) < 20, small
+    # Full statements of MAX_ROWS rows, then the rest in power-of-two sizes: never one statement per span.
+    assert len(large) < 60, large
+    assert len(LocalTraceStore(tmp_path).list_traces(limit=10_000)) == 1506
 
 
-@pytest.mark.parametrize("json_rows", [True, False], ids=["json-rows", "executemany"])
-def test_both_ways_of_sending_rows_store_the_same(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, json_rows: bool
-) -> None:
+@pytest.mark.parametrize("total", [0, 1, 2, 3, 1023, 1024, 1025, 2500])
+def test_rows_are_cut_into_full_statements_then_powers_of_two(total: int) -> None:
+    conn = sqlite3.connect(":memory:")
+    rows = list(range(total))
+    chunks = [list(chunk) for chunk in store_bulk.bulk_chunks(conn, 18, rows)]
+    assert [row for chunk in chunks for row in chunk] == rows
+    sizes = [len(chunk) for chunk in chunks]
+    assert all(size & (size - 1) == 0 and 0 < size <= store_bulk.MAX_ROWS for size in sizes)
+    assert sizes == sorted(sizes, reverse=True) and len(set(sizes[1:])) == len(sizes[1:])  # each rest size once
+
+
+def _reference(tmp_path: Path, spans: list[ReadableSpan]) -> dict[str, list[tuple[Any, ...]]]:
+    """The store ``spans`` make when each is exported alone (one-row statements)."""
+    reference = tmp_path / "one-by-one"
+    exporter = LocalStoreExporter(reference, max_age_s=0, max_bytes=0)
+    for span in spans:
+        exporter.export([span])
+    return _dump(reference)
+
+
+def test_a_batch_stores_what_spans_exported_one_by_one_store(tmp_path: Path) -> None:
     spans = _spans(20) + _spans(3, "re-exported", {"x.nan": float("nan"), "x.inf": float("-inf")})[:2]
-    monkeypatch.setattr(store_bulk, "_JSON_ROWS", None)  # probed for real
-    reference = tmp_path / "probed"
-    LocalStoreExporter(reference, max_age_s=0, max_bytes=0).export(spans)
-    monkeypatch.setattr(store_bulk, "_JSON_ROWS", json_rows)
-    store = tmp_path / "forced"
+    expected = _reference(tmp_path, spans[:10] + spans)
+    store = tmp_path / "batched"
     exporter = LocalStoreExporter(store, max_age_s=0, max_bytes=0)
     exporter.export(spans[:10])
     exporter.export(spans)  # half of them again: the upsert and delete paths
-    stored, expected = _dump(store), _dump(reference)
+    stored = _dump(store)
     assert stored["spans"] and [r[1:] for r in stored["spans"]] == [r[1:] for r in expected["spans"]]
     assert stored["traces"] == expected["traces"]
     assert stored["evals"] == expected["evals"] and stored["evals"]
-    assert stored["text"] == expected["text"] and stored["text"]
+    assert stored["text"] == expected["text"] and len(stored["text"]) == 21  # re-exports replaced, not added
     summary = LocalTraceStore(store).list_traces(limit=1)[0]
     assert (summary.input_tokens, summary.output_tokens, summary.cost_usd) == (3, 5, 0.000042)
+    assert [t.root_name for t in LocalTraceStore(store).list_traces(where=TraceFilter(search="paris"))]
+
+
+def test_a_connection_allowing_few_parameters_still_stores_every_row(tmp_path: Path) -> None:
+    """SQLite before 3.32 allows 999 parameters a statement: statements then hold fewer rows."""
+    spans = _spans(200)
+    expected = _reference(tmp_path, spans)
+    exporter = LocalStoreExporter(tmp_path / "limited", max_age_s=0, max_bytes=0)
+    conn = exporter._connection()
+    conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
+    assert store_bulk.rows_per_statement(conn, 19) == 32
+    assert exporter.export(spans).name == "SUCCESS"
+    stored = _dump(tmp_path / "limited")
+    assert [r[1:] for r in stored["spans"]] == [r[1:] for r in expected["spans"]]
+    assert stored["traces"] == expected["traces"] and stored["text"] == expected["text"]
 
 
 def test_text_holding_a_nul_is_stored_whole(tmp_path: Path) -> None:
-    """SQLite's JSON functions end a string at an escaped NUL: such a batch is sent row by row instead."""
+    """Values are bound, never parsed from text by SQLite: a NUL inside a string is kept."""
     exporter = LocalStoreExporter(tmp_path, max_age_s=0, max_bytes=0)
     spans = _spans(3, "nul\x00name", {"input.value": "before\x00after"})
     assert exporter.export(spans).name == "SUCCESS"
@@ -119,3 +150,28 @@ def test_text_holding_a_nul_is_stored_whole(tmp_path: Path) -> None:
     assert names == ["nul\x00name 0", "nul\x00name 1", "nul\x00name 2"]
     (root,) = [s for s in store.spans(store.list_traces()[0].trace_id) if s.name.startswith("nul")]
     assert (root.attributes or {})["input.value"] == "before\x00after"
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"x.huge": 2**70},
+        {"x.path": b"report-\xff.txt".decode("utf-8", "surrogateescape")},
+        {"x.nan": float("nan"), "x.inf": (1.0, float("-inf"))},
+        {"x.word": "null"},
+    ],
+    ids=["orjson", "int-beyond-64-bits", "lone-surrogate", "non-finite-floats", "the-word-null"],
+)
+def test_attributes_come_back_as_they_were_whichever_encoder_wrote_them(tmp_path: Path, extra: dict[str, Any]) -> None:
+    """orjson writes the blob; what it refuses or would write as null (NaN, infinities) goes through json."""
+    exporter = LocalStoreExporter(tmp_path, max_age_s=0, max_bytes=0)
+    assert exporter.export(_spans(1, "values", extra)).name == "SUCCESS"
+    store = LocalTraceStore(tmp_path)
+    (root,) = [s for s in store.spans(store.list_traces()[0].trace_id) if s.name == "values 0"]
+    attributes = dict(root.attributes or {})
+    for key, value in extra.items():
+        expected = value.encode("utf-8", "surrogatepass").decode("utf-8", "replace") if key == "x.path" else value
+        assert repr(attributes[key]) == repr(expected)  # repr: NaN is not equal to itself
+    (child,) = [s for s in store.spans(store.list_traces()[0].trace_id) if s.name == "llm"]
+    assert {k: (child.attributes or {})[k] for k in TRICKY} == TRICKY

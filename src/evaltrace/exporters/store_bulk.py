@@ -1,103 +1,90 @@
-r"""Many rows in one SQLite statement: a batch is sent as one JSON array and read back with ``json_each``.
+"""Many rows in one SQLite statement: ``INSERT ... VALUES (?, ...), (?, ...), ...`` with every value bound.
 
 Why not ``executemany``: Python's ``sqlite3`` releases the GIL around every ``sqlite3_step``, so ``executemany``
 gives it up and takes it back once per row. While the application thread runs Python flat out, taking the GIL
 back waits for the application to yield it (up to ``sys.getswitchinterval()``, 5 ms): a batch of 2,048 spans took
-~4 s of wall time for 0.1 s of CPU, and the export queue filled. One ``INSERT ... SELECT ... FROM json_each(?)``
-is one step: SQLite loops over the rows without the GIL, and the exporter thread waits for it once per statement.
+~4 s of wall time for 0.1 s of CPU, and the export queue filled. One multi-row ``INSERT`` is one step: SQLite
+loops over the rows without the GIL, and the exporter thread waits for it once per statement.
 
-SQLite unescapes a JSON string slowly (~8 ns a byte): a span's ``data`` blob, itself JSON full of escaped quotes,
-cost ~25 us per 3 kB sent that way. A statement whose last column is long text (``text_last``) sends that column
-of every row as one UTF-8 blob, each row giving its offset and length: ``substr`` of a blob is a copy.
+Why bound values rather than one JSON array read with ``json_each`` (the previous way): SQLite parses the row
+again for every ``json_extract``, and unescapes strings slowly; binding is a copy. A span row cost ~15 us that
+way against ~5 us bound (``benchmarks/README.md``).
 
-SQLite's JSON text functions cut a string at an escaped NUL (``\u0000``); a batch holding one (or anything that
-looks like one) and a SQLite built without JSON functions fall back to ``executemany``: same rows, same result.
+A statement holds at most :data:`MAX_ROWS` rows (and never more parameters than the connection allows). Each
+statement size is prepared once and kept in the connection's statement cache: preparing a 1,000-row statement
+costs ~10 us a row, more than running it. So a batch is cut into full statements, and the rest into
+power-of-two sizes: a bounded set of sizes, and ``log2(MAX_ROWS)`` extra statements at most.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Iterator, Sequence
+from functools import lru_cache
+from itertools import chain
+from typing import NamedTuple, TypeVar
 
-__all__ = ["BulkStatement", "bulk_statement", "execute_bulk", "json_rows_available"]
+__all__ = ["MAX_ROWS", "BulkStatement", "bulk_chunks", "bulk_statement", "execute_bulk", "rows_per_statement"]
 
-_JSON_ROWS: bool | None = None
-"""Whether this sqlite build has ``json_each`` and ``json_extract`` (probed once); tests may set it to False."""
-
-# Strings are already cleaned of lone surrogates (``store_values.clean_text``): ensure_ascii=False keeps the
-# payload short and is bound as UTF-8 like any other text. No circular check: rows hold primitives only.
-_encode = json.JSONEncoder(ensure_ascii=False, check_circular=False, allow_nan=False).encode
-
-
-def json_rows_available() -> bool:
-    """Whether the linked SQLite has the JSON functions (built in since 3.38; an option before)."""
-    global _JSON_ROWS
-    if _JSON_ROWS is None:
-        try:
-            probe = sqlite3.connect(":memory:")
-            try:
-                _JSON_ROWS = probe.execute("SELECT json_extract(value, '$[0]') FROM json_each('[[1]]')").fetchone() == (
-                    1,
-                )
-            finally:
-                probe.close()
-        except sqlite3.Error:
-            _JSON_ROWS = False
-    return _JSON_ROWS
+MAX_ROWS = 1024
+"""Rows per statement at most: each size's prepared statement (~0.5 MB at 1,024 rows) stays cached."""
 
 
 class BulkStatement(NamedTuple):
-    """One statement in its two forms: over a JSON array of rows, and per row for ``executemany``."""
+    """One multi-row statement: ``head``, then ``row`` repeated once per row (comma separated), then ``tail``."""
 
-    json: str
-    many: str
-    text_last: bool = False
-    """The last value of each row is a string, sent in one blob with the last column of the other rows."""
+    head: str
+    row: str
+    tail: str
+    width: int
+    """Parameters (``?``) in ``row``."""
 
 
-def bulk_statement(template: str, width: int, *, text_last: bool = False) -> BulkStatement:
-    """Both forms of ``template``, which names a row's values ``{0}`` .. ``{width - 1}`` and its source ``{rows}``.
+def bulk_statement(head: str, width: int, tail: str = "", *, row: str | None = None) -> BulkStatement:
+    """A statement ``head VALUES row, row, ... tail``; ``row`` defaults to ``width`` plain ``?`` values.
 
-    ``{rows}`` goes where a ``SELECT``'s ``FROM`` and ``WHERE`` would be; it ends in ``WHERE true``, which an
-    ``INSERT ... SELECT`` followed by ``ON CONFLICT`` needs to parse. ``text_last``: see :class:`BulkStatement`.
+    ``row`` may hold expressions (a sub-select) as long as it binds exactly ``width`` anonymous parameters.
     """
-    columns = [f"json_extract(value, '$[{i}]')" for i in range(width)]
-    if text_last:
-        last = width - 1
-        columns[last] = f"CAST(substr(?2, json_extract(value, '$[{last}]'), json_extract(value, '$[{width}]')) AS TEXT)"
-    return BulkStatement(
-        json=template.format(*columns, rows="FROM json_each(?1) WHERE true"),
-        many=template.format(*(f"?{i + 1}" for i in range(width)), rows="WHERE true"),
-        text_last=text_last,
-    )
+    if row is None:
+        row = "(" + ", ".join("?" * width) + ")"
+    if row.count("?") != width:
+        raise ValueError(f"row {row!r} binds {row.count('?')} parameters, not {width}")
+    return BulkStatement(head, row, tail, width)
 
 
-def _params(rows: Sequence[Sequence[object]], text_last: bool) -> tuple[str] | tuple[str, bytes]:
-    if not text_last:
-        return (_encode(rows),)
-    texts = [str(row[-1]).encode("utf-8") for row in rows]  # cleaned of lone surrogates: never fails
-    heads: list[list[object]] = []
-    start = 1  # substr counts from 1
-    for row, text in zip(rows, texts, strict=True):
-        heads.append([*row[:-1], start, len(text)])
-        start += len(text)
-    return _encode(heads), b"".join(texts)
+@lru_cache(maxsize=256)
+def _sql(statement: BulkStatement, rows: int) -> str:
+    return f"{statement.head} VALUES {', '.join([statement.row] * rows)} {statement.tail}"
+
+
+def rows_per_statement(conn: sqlite3.Connection, width: int) -> int:
+    """The most rows of ``width`` values one statement may bind: :data:`MAX_ROWS`, a power of two, or fewer."""
+    limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER)  # 32,766 by default, 999 before SQLite 3.32
+    rows = MAX_ROWS
+    while rows > 1 and rows * width > limit:
+        rows //= 2
+    return rows
+
+
+_T = TypeVar("_T")
+
+
+def bulk_chunks(conn: sqlite3.Connection, width: int, rows: Sequence[_T]) -> Iterator[Sequence[_T]]:
+    """``rows`` cut as one statement each: full statements, then the rest in power-of-two sizes."""
+    most = rows_per_statement(conn, width)
+    start, total = 0, len(rows)
+    while start < total:
+        left = total - start
+        size = most if left >= most else 1 << (left.bit_length() - 1)  # the largest power of two that fits
+        yield rows[start : start + size]
+        start += size
 
 
 def execute_bulk(conn: sqlite3.Connection, statement: BulkStatement, rows: Sequence[Sequence[object]]) -> None:
-    """Run ``statement`` for every row of ``rows`` (str, int, float or None values; ints within 64 bits).
+    """Run ``statement`` for every row of ``rows``, in a few statements (see the module docstring).
 
     Raises:
         sqlite3.Error: As ``executemany`` would (the caller's transaction then rolls back all rows).
-        ValueError: A float that is not finite (SQLite would store NaN as NULL; callers never pass one).
     """
-    if not rows:
-        return
-    if json_rows_available():
-        params = _params(rows, statement.text_last)
-        if "\\u0000" not in params[0]:  # a false alarm (an escaped backslash before "u0000") only costs speed
-            conn.execute(statement.json, params)
-            return
-    conn.executemany(statement.many, rows)
+    for chunk in bulk_chunks(conn, statement.width, rows):
+        conn.execute(_sql(statement, len(chunk)), list(chain.from_iterable(chunk)))

@@ -288,7 +288,10 @@ def _configure(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA journal_size_limit = 67108864")  # and the WAL file shrinks back to 64 MB after one
     for attempt in range(_RETRIES):
         try:
-            # auto_vacuum only takes effect before the first table: it lets retention hand space back to the disk.
+            # auto_vacuum and page_size only take effect before the first table. auto_vacuum lets retention hand
+            # space back to the disk; 16 kB pages (not 4 kB) halve what a commit costs: fewer pages, frames and
+            # checksums per batch written (older stores keep their page size, and work the same).
+            conn.execute("PRAGMA page_size = 16384")  # first: once auto_vacuum is set, the page size is fixed
             conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable across app crashes, fast commits

@@ -34,6 +34,8 @@ def clean_text(text: str) -> str:
 
 def clamp_int(value: int) -> int:
     """``value`` within SQLite's signed 64-bit integers (a runaway token count is kept, as the largest)."""
+    if -_INT64_MAX - 1 <= value <= _INT64_MAX:  # nearly always: one comparison, no call
+        return value
     return max(-_INT64_MAX - 1, min(_INT64_MAX, value))
 
 

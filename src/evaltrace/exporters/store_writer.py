@@ -5,11 +5,13 @@ earlier copy. The summary of a trace first seen in a batch is computed in Python
 traces: a trace's spans usually leave in one batch); a trace that already had stored spans is recomputed from
 its spans in SQL in the same transaction, so summaries are right whatever order spans arrive in, however often
 a span is re-exported and whichever process wrote them.
+
+Span row ids are given by the writer (the next after the largest, read inside the write transaction, so two
+processes never take the same): the search index rows share them without a look-up per row.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import sqlite3
 import time
@@ -18,8 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from evaltrace.exporters.store_bulk import bulk_statement, execute_bulk, json_rows_available
-from evaltrace.exporters.store_db import has_fts, is_busy, write_transaction
+from evaltrace.exporters.store_bulk import bulk_chunks, bulk_statement, execute_bulk
+from evaltrace.exporters.store_db import is_busy, write_transaction
 from evaltrace.exporters.store_values import Usage, trace_usage
 
 if TYPE_CHECKING:
@@ -30,22 +32,17 @@ __all__ = ["ResourceIds", "RetentionResult", "apply_retention", "write_batch", "
 logger = logging.getLogger("evaltrace.local_store")
 
 _UPSERT_SPAN = bulk_statement(
-    """
-INSERT INTO spans (trace_id, span_id, parent_span_id, name, kind, span_type, status, app_error, start_time,
-                   end_time, resource_id, service, session_id, user_id, input_tokens, output_tokens, cost, data)
-SELECT {0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}, {10}, {11}, {12}, {13}, {14}, {15}, {16}, {17} {rows}
-ON CONFLICT (trace_id, span_id) DO UPDATE SET
+    "INSERT INTO spans (id, trace_id, span_id, parent_span_id, name, kind, span_type, status, app_error, start_time, "
+    "end_time, resource_id, service, session_id, user_id, input_tokens, output_tokens, cost, data)",
+    19,
+    """ON CONFLICT (trace_id, span_id) DO UPDATE SET
     parent_span_id = excluded.parent_span_id, name = excluded.name, kind = excluded.kind,
     span_type = excluded.span_type, status = excluded.status, app_error = excluded.app_error,
     start_time = excluded.start_time, end_time = excluded.end_time, resource_id = excluded.resource_id,
     service = excluded.service, session_id = excluded.session_id, user_id = excluded.user_id,
     input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens, cost = excluded.cost,
-    data = excluded.data
-""",
-    18,
-    text_last=True,
+    data = excluded.data""",
 )
-_SPAN_ROW_ID = "(SELECT id FROM spans WHERE trace_id = ?1 AND span_id = ?2)"
 
 # The root is the earliest span whose parent is not in the store (a remote parent counts as absent).
 _TRACE_COLUMNS = (
@@ -170,48 +167,26 @@ def write_batch(conn: sqlite3.Connection, spans: Sequence[StoredSpan], resources
     return lost
 
 
-_IN_CHUNK = 500
-"""Trace ids per ``IN (...)`` query: well under SQLite's default limit of 32,766 parameters."""
+def _stored_ids(conn: sqlite3.Connection, trace_ids: set[str]) -> dict[tuple[str, str], int]:
+    """The row id of each (trace id, span id) already stored for these traces: one index range read per trace.
 
-
-_STORED_KEYS_JSON = (
-    "SELECT json_group_array(json_array(trace_id, span_id)) FROM spans "
-    "WHERE trace_id IN (SELECT value FROM json_each(?))"
-)
-
-
-def _stored_keys(conn: sqlite3.Connection, trace_ids: set[str]) -> set[tuple[str, str]]:
-    """The (trace id, span id) already stored for these traces: one index range read per trace.
-
-    One result row (a JSON array) rather than one per span: each row fetched is a ``sqlite3_step`` that gives
-    up the GIL (see ``store_bulk``). Trace ids are hex, never holding a NUL.
+    One result row per query (the keys joined in one string) rather than one per span: each row fetched is a
+    ``sqlite3_step`` that gives up the GIL (see ``store_bulk``). Ids are fixed-width hex (32 and 16 digits).
     """
-    ids = list(trace_ids)
-    keys: set[tuple[str, str]] = set()
-    if json_rows_available():
-        (found,) = conn.execute(_STORED_KEYS_JSON, (json.dumps(ids),)).fetchone()
-        keys.update((trace_id, span_id) for trace_id, span_id in json.loads(found))
-        return keys
-    for i in range(0, len(ids), _IN_CHUNK):
-        chunk = ids[i : i + _IN_CHUNK]
+    ids: dict[tuple[str, str], int] = {}
+    for chunk in bulk_chunks(conn, 1, list(trace_ids)):
         marks = ",".join("?" * len(chunk))
-        keys.update(conn.execute(f"SELECT trace_id, span_id FROM spans WHERE trace_id IN ({marks})", chunk))
-    return keys
+        (found,) = conn.execute(
+            f"SELECT group_concat(trace_id || span_id || id, ',') FROM spans WHERE trace_id IN ({marks})", chunk
+        ).fetchone()
+        for key in found.split(",") if found else ():
+            ids[key[:32], key[32:48]] = int(key[48:])
+    return ids
 
 
-_NEW_TRACE = bulk_statement(
-    f"INSERT OR REPLACE INTO traces ({_TRACE_COLUMNS}) SELECT {', '.join(f'{{{i}}}' for i in range(19))} {{rows}}", 19
-)
-_INSERT_EVALS = bulk_statement("INSERT OR REPLACE INTO evals SELECT {0}, {1}, {2}, {3}, {4} {rows}", 5)
-# FTS5 has no upsert (its earlier row is deleted first); the plain fallback table has.
-_INSERT_TEXT = {
-    fts: bulk_statement(
-        f"{verb} INTO span_text (rowid, trace_id, text) "
-        "SELECT (SELECT id FROM spans WHERE trace_id = {0} AND span_id = {1}), {0}, {2} {rows}",
-        3,
-    )
-    for fts, verb in ((True, "INSERT"), (False, "INSERT OR REPLACE"))
-}
+_NEW_TRACE = bulk_statement(f"INSERT OR REPLACE INTO traces ({_TRACE_COLUMNS})", 19)
+_INSERT_EVALS = bulk_statement("INSERT OR REPLACE INTO evals", 5)
+_INSERT_TEXT = bulk_statement("INSERT OR REPLACE INTO span_text (rowid, trace_id, text)", 3)  # FTS5 has it too
 _OUTCOMES = ("pass", "fail", "error", "not_evaluated", "pending")
 
 
@@ -220,31 +195,44 @@ def _max_str(values: list[str | None]) -> str | None:
     return max(present) if present else None  # as SQL ``max()``, which skips NULLs
 
 
-def _new_trace_row(trace_id: str, spans: list[StoredSpan], now: int) -> tuple[object, ...]:
-    """The ``traces`` row of a trace none of whose spans was stored before: what ``_REFRESH_TRACE`` computes.
-
-    Costs ~1 us per span against ~4 us for the SQL recompute, which reads every span of the trace back.
-    """
-    ids = {s.span_id for s in spans}
-    # The root: the earliest span whose parent is not in the trace (a remote parent counts as absent).
-    root = min(spans, key=lambda s: (s.parent_span_id is not None and s.parent_span_id in ids, s.start_time))
-    outcomes = {(e.span_id, e.evaluator): e.outcome for s in spans for e in s.evals}  # a later row replaces
-    usage = trace_usage(
-        [
-            (s.span_id, Usage(s.input_tokens, s.output_tokens, s.cost))
-            for s in spans
-            if s.input_tokens is not None or s.output_tokens is not None or s.cost is not None
-        ],
-        ((s.span_id, s.parent_span_id) for s in spans),
-    )
+def _outcome_counts(spans: list[StoredSpan]) -> list[int]:
     counts = [0] * len(_OUTCOMES)
+    results = [e for s in spans for e in s.evals]
+    if not results:
+        return counts
+    outcomes = {(e.span_id, e.evaluator): e.outcome for e in results}  # a later row replaces
     for outcome in outcomes.values():
         if outcome in _OUTCOMES:
             counts[_OUTCOMES.index(outcome)] += 1
+    return counts
+
+
+def _new_trace_row(trace_id: str, spans: list[StoredSpan], now: int) -> tuple[object, ...]:
+    """The ``traces`` row of a trace none of whose spans was stored before: what ``_REFRESH_TRACE`` computes.
+
+    Costs ~1 us per span against ~4 us for the SQL recompute, which reads every span of the trace back; a
+    trace of one span (every call of a decorated function outside any other span) takes a shorter path.
+    """
+    if len(spans) == 1:
+        (root,) = spans
+        session_id, user_id = root.session_id, root.user_id
+        usage = Usage(root.input_tokens, root.output_tokens, root.cost)
+    else:
+        ids = {s.span_id for s in spans}
+        # The root: the earliest span whose parent is not in the trace (a remote parent counts as absent).
+        root = min(spans, key=lambda s: (s.parent_span_id is not None and s.parent_span_id in ids, s.start_time))
+        usage = trace_usage(
+            [
+                (s.span_id, Usage(s.input_tokens, s.output_tokens, s.cost))
+                for s in spans
+                if s.input_tokens is not None or s.output_tokens is not None or s.cost is not None
+            ],
+            ((s.span_id, s.parent_span_id) for s in spans),
+        )
+        session_id, user_id = _max_str([s.session_id for s in spans]), _max_str([s.user_id for s in spans])
     return (
         trace_id, root.span_id, root.name, root.service, root.start_time, root.end_time - root.start_time,
-        len(spans), int(any(s.app_error for s in spans)), *counts,
-        _max_str([s.session_id for s in spans]), _max_str([s.user_id for s in spans]),
+        len(spans), int(any(s.app_error for s in spans)), *_outcome_counts(spans), session_id, user_id,
         usage.input_tokens or 0, usage.output_tokens or 0, usage.cost or 0.0, now,
     )  # fmt: skip
 
@@ -264,39 +252,41 @@ def _stored_usage(conn: sqlite3.Connection, trace_id: str) -> tuple[int, int, fl
 def write_spans(conn: sqlite3.Connection, spans: Sequence[StoredSpan], resources: ResourceIds) -> None:
     """Upsert ``spans`` and refresh the summaries of their traces; call inside a write transaction.
 
-    Each step is one statement over the whole batch (``store_bulk``): the loops run in SQLite, without the GIL.
+    Each step is a few multi-row statements over the whole batch (``store_bulk``): the loops run in SQLite,
+    without the GIL.
     """
     unique = list({(s.trace_id, s.span_id): s for s in spans}.values())  # a later copy in the same batch wins
-    stored = _stored_keys(conn, {s.trace_id for s in unique})
+    stored = _stored_ids(conn, {s.trace_id for s in unique})
+    # Row ids are given here, not by SQLite: the search text rows share them (no look-up per row), and a span
+    # written before keeps its id. Inside the write transaction, no other writer can take the same ids.
+    next_id = (conn.execute("SELECT max(id) FROM spans").fetchone()[0] or 0) + 1
+    ids: list[int] = []
+    for s in unique:
+        known = stored.get((s.trace_id, s.span_id))
+        if known is None:
+            known, next_id = next_id, next_id + 1
+        ids.append(known)
+    resource_ids = {text: resources.get(conn, text) for text in {s.resource_json for s in unique}}
+    # A StoredSpan holds the columns in order (store_rows): two slices and the two ids make a row.
     execute_bulk(
         conn,
         _UPSERT_SPAN,
-        [
-            (
-                s.trace_id, s.span_id, s.parent_span_id, s.name, s.kind, s.span_type, s.status, int(s.app_error),
-                s.start_time, s.end_time, resources.get(conn, s.resource_json), s.service, s.session_id,
-                s.user_id, s.input_tokens, s.output_tokens, s.cost, s.data,
-            )
-            for s in unique
-        ],
-    )  # fmt: skip
+        [(i, *s[:10], resource_ids[s.resource_json], *s[11:18]) for i, s in zip(ids, unique, strict=True)],
+    )
     # A span written before (an enriched copy) gives up its earlier evaluation rows and searchable text; most
     # spans are new, and skipping their deletes saves two index probes each.
     again = [(s.trace_id, s.span_id) for s in unique if (s.trace_id, s.span_id) in stored]
     if again:
         conn.executemany("DELETE FROM evals WHERE trace_id = ? AND source_span_id = ?", again)
+        # FTS5 has no upsert: the earlier copy's text goes first (the plain fallback table has none either way).
+        conn.executemany("DELETE FROM span_text WHERE rowid = ?", [(stored[key],) for key in again])
     execute_bulk(
         conn,
         _INSERT_EVALS,
         [(s.trace_id, e.span_id, e.evaluator, e.outcome, e.source) for s in unique for e in s.evals],
     )
-    with_text = [(s.trace_id, s.span_id, s.text) for s in unique if s.text]
-    if with_text:
-        fts = has_fts(conn)
-        fts_again = [k[:2] for k in with_text if k[:2] in stored]
-        if fts and fts_again:  # an FTS5 table has no upsert: the earlier copy's row goes first
-            conn.executemany(f"DELETE FROM span_text WHERE rowid = {_SPAN_ROW_ID}", fts_again)
-        execute_bulk(conn, _INSERT_TEXT[fts], with_text)
+    with_text = [(row_id, s.trace_id, s.text) for row_id, s in zip(ids, unique, strict=True) if s.text]
+    execute_bulk(conn, _INSERT_TEXT, with_text)
     now = time.time_ns()
     by_trace: defaultdict[str, list[StoredSpan]] = defaultdict(list)
     for s in unique:
