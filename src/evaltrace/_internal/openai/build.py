@@ -17,6 +17,7 @@ from evaltrace._internal import semconv as sc
 from evaltrace._internal.jsonutil import capped_json
 from evaltrace._internal.openai import registry
 from evaltrace._internal.openai import request as req
+from evaltrace._internal.openai.encode import encoded, text_size
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import Outcome, outcome_attributes, usage_details
 
@@ -48,8 +49,14 @@ def request_attributes(kind: EndpointKind, kwargs: dict[str, Any], capture: bool
     if capture and kind is EndpointKind.EMBEDDINGS:
         _add_embedding_inputs(attrs, params, max_len)
     elif capture:
-        messages = req.input_messages(kind, params)
-        attrs[sc.GEN_AI_INPUT_MESSAGES] = capped_json(messages, max_len)
+        given = params.get("messages")
+        plain = req.plain_chat_messages(given) if kind is EndpointKind.CHAT and type(given) is list else None
+        if plain is not None:  # the common request: converted and measured in one loop, encoded in one call
+            messages, size = plain
+            attrs[sc.GEN_AI_INPUT_MESSAGES] = encoded(messages, size, max_len)
+        else:
+            messages = req.input_messages(kind, params)
+            attrs[sc.GEN_AI_INPUT_MESSAGES] = capped_json(messages, max_len)
         attrs.update(list_values.prompt_attributes(messages, max_len))
         instructions = req.system_instructions(params)
         if instructions:
@@ -87,12 +94,14 @@ def response_attributes(
     """
     outcome = make_outcome()
     attrs = outcome_attributes(outcome)
-    if capture and outcome.output_messages is not None:
-        attrs[sc.GEN_AI_OUTPUT_MESSAGES] = capped_json(outcome.output_messages, max_len)
-        attrs.update(list_values.answer_attributes(outcome.output_messages, max_len))
+    output = outcome.output_messages
+    if capture and output is not None:
+        size = text_size(output)
+        attrs[sc.GEN_AI_OUTPUT_MESSAGES] = encoded(output, size, max_len) if size >= 0 else capped_json(output, max_len)
+        attrs.update(list_values.answer_attributes(output, max_len))
     usage = outcome.usage
     if usage is not None:
-        attrs[sc.LANGFUSE_OBSERVATION_USAGE_DETAILS] = capped_json(usage_details(usage), max_len)
+        attrs[sc.LANGFUSE_OBSERVATION_USAGE_DETAILS] = encoded(usage_details(usage), 0, max_len)  # ints only
         model = outcome.response_model or request_model
         price = pricing.price_of(model, provider) if model else None
         cost = pricing.cost_at(
@@ -106,7 +115,7 @@ def response_attributes(
         if cost is not None:
             attrs[sc.EVALTRACE_COST_USD] = cost.total_usd
             attrs[sc.EVALTRACE_COST_THINKING_USD] = cost.reasoning_usd
-            attrs[sc.LANGFUSE_OBSERVATION_COST_DETAILS] = capped_json(cost.details(), max_len)
+            attrs[sc.LANGFUSE_OBSERVATION_COST_DETAILS] = encoded(cost.details(), 0, max_len)  # floats only
     if extra is not None:
         attrs.update(extra(outcome))
     return attrs

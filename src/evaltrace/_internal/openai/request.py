@@ -33,11 +33,13 @@ _NUMERIC = (
     ("presence_penalty", sc.GEN_AI_REQUEST_PRESENCE_PENALTY, float),
 )
 
+_NUMERIC_KEYS = frozenset(key for key, _, _ in _NUMERIC)
+
 
 def request_attributes(kind: EndpointKind, params: dict[str, Any]) -> Attributes:
     """Return the request attributes (model, parameters) of one call; no content."""
     attrs: Attributes = {}
-    for key, name, cast in _NUMERIC:
+    for key, name, cast in _NUMERIC if not _NUMERIC_KEYS.isdisjoint(params) else ():
         value = params.get(key)
         if isinstance(value, int | float) and not isinstance(value, bool):
             attrs[name] = cast(value)
@@ -74,6 +76,9 @@ _MODEL_PARAMETERS: tuple[tuple[str, tuple[type, ...]], ...] = (
 )
 
 
+_MODEL_PARAMETER_KEYS = frozenset(key for key, _ in _MODEL_PARAMETERS)
+
+
 def model_parameters(kind: EndpointKind, params: dict[str, Any]) -> dict[str, Scalar]:
     """The model parameters the call gave, for ``langfuse.observation.model.parameters`` (chat and Responses).
 
@@ -84,7 +89,7 @@ def model_parameters(kind: EndpointKind, params: dict[str, Any]) -> dict[str, Sc
     out: dict[str, Scalar] = {}
     if kind is EndpointKind.EMBEDDINGS:
         return out
-    for key, types in _MODEL_PARAMETERS:
+    for key, types in _MODEL_PARAMETERS if not _MODEL_PARAMETER_KEYS.isdisjoint(params) else ():
         value: Any = params.get(key)
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             continue
@@ -126,7 +131,15 @@ def _embedding_params(params: dict[str, Any], attrs: Attributes) -> None:
         attrs[sc.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = dims
 
 
+# The keywords _chat_params reads: a call with none of them (model and messages only) skips it.
+_CHAT_KEYS = frozenset(
+    ("max_completion_tokens", "max_tokens", "stop", "seed", "n", "reasoning_effort", "modalities", "response_format")
+)
+
+
 def _chat_params(params: dict[str, Any], attrs: Attributes) -> None:
+    if _CHAT_KEYS.isdisjoint(params):
+        return
     max_tokens = params.get("max_completion_tokens", params.get("max_tokens"))
     if isinstance(max_tokens, int):
         attrs[sc.GEN_AI_REQUEST_MAX_TOKENS] = max_tokens
@@ -184,6 +197,40 @@ def _output_type(response_format: Any) -> str | None:
 
 
 # --- content ---------------------------------------------------------------------------------------------
+
+
+# The keys of a chat message that ``plain_chat_messages`` converts itself; any other key takes ``_chat_message``.
+_PLAIN_KEYS = frozenset({"role", "content", "name"})
+
+
+def plain_chat_messages(messages: Any) -> tuple[list[Message], int] | None:
+    """Chat messages that are dicts of a role and a text content (and a name): converted, and their text's size.
+
+    The common request (system, user and assistant turns as plain dicts) converted in one loop, with the number
+    of characters in its strings for ``encode.encoded``. None when any message has another shape (tool calls,
+    tool results, content parts, SDK objects): ``input_messages`` converts those, to the same output.
+    """
+    out: list[Message] = []
+    size = 0
+    for message in messages:
+        if type(message) is not dict:
+            return None
+        role = message.get("role")
+        content = message.get("content")
+        if type(content) is not str or type(role) is not str or not role or role == "tool":
+            return None
+        if not _PLAIN_KEYS.issuperset(message):
+            return None
+        converted: Message = {"role": role, "parts": [{"type": "text", "content": content}]}
+        name = message.get("name")
+        if type(name) is str:
+            converted["name"] = name
+            size += len(name)
+        elif name is not None:
+            return None
+        out.append(converted)
+        size += len(content) + len(role)
+    return out, size
 
 
 def input_messages(kind: EndpointKind, params: dict[str, Any]) -> list[Message]:

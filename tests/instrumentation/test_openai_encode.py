@@ -1,0 +1,90 @@
+"""The builders' cheap paths (plain chat messages, ``encode.encoded``) give exactly what the general paths give."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+
+from evaltrace._internal.jsonutil import TRUNCATED_KEY, capped_json
+from evaltrace._internal.openai import build
+from evaltrace._internal.openai import request as req
+from evaltrace._internal.openai.encode import encoded, text_size
+from evaltrace._internal.openai.registry import EndpointKind
+
+PLAIN: list[dict[str, Any]] = [
+    {"role": "system", "content": 'Be brief. Ünïcödé "quotes" and \n newlines.'},
+    {"role": "user", "content": "What is 2+2?", "name": "ann"},
+    {"role": "assistant", "content": ""},
+    {"role": "user", "content": "And 3+3?"},
+]
+
+
+def test_plain_chat_messages_convert_as_the_general_converter_does() -> None:
+    converted = req.plain_chat_messages(PLAIN)
+    assert converted is not None
+    messages, size = converted
+    assert messages == req.input_messages(EndpointKind.CHAT, {"messages": PLAIN})
+    assert size == sum(len(m["content"]) + len(m["role"]) + len(m.get("name", "")) for m in PLAIN)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"role": "tool", "content": "42", "tool_call_id": "call_1"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "function": {"name": "f"}}]},
+        {"role": "user", "content": [{"type": "text", "text": "parts"}]},
+        {"role": "", "content": "no role: the converter makes it a user"},
+        {"role": "user", "content": "a name that is not a string", "name": 7},
+    ],
+)
+def test_other_shapes_take_the_general_converter(message: dict[str, Any]) -> None:
+    assert req.plain_chat_messages([*PLAIN, message]) is None
+
+
+@pytest.mark.parametrize("cap", [0, 40, 200, 32_768])
+def test_encoded_is_capped_json(cap: int) -> None:
+    messages, size = req.plain_chat_messages(PLAIN) or ([], 0)
+    assert encoded(messages, size, cap) == capped_json(messages, cap)
+    details = {"input": 1.8e-06, "input_cached_tokens": 0.0, "output": 3e-06, "total": 4.8e-06}
+    assert encoded(details, 0, cap) == capped_json(details, cap)
+
+
+def test_encoded_falls_back_on_what_the_encoder_refuses() -> None:
+    assert encoded({"nan": math.nan}, 0, 100) == capped_json({"nan": math.nan}, 100)
+    odd = {"set": {3, 1, 2}}
+    assert encoded(odd, 0, 100) == capped_json(odd, 100) == '{"set":[1,2,3]}'
+
+
+def test_a_value_over_the_cap_becomes_the_truncation_marker() -> None:
+    content = "x" * 5_000
+    messages = [{"role": "user", "parts": [{"type": "text", "content": content}]}]
+    value = encoded(messages, text_size(messages), 1_000)
+    marker = json.loads(value)
+    assert marker[TRUNCATED_KEY] is True and len(value) <= 1_000 and value == capped_json(messages, 1_000)
+
+
+def test_text_size_refuses_parts_with_arbitrary_values() -> None:
+    call = {"type": "tool_call", "id": "c", "name": "f", "arguments": {"x": [1, 2]}}
+    assert text_size([{"role": "assistant", "parts": [call], "finish_reason": "tool_call"}]) == -1
+    assert text_size([{"role": "assistant", "parts": [{"type": "text", "content": "hi"}]}]) == 2
+
+
+def test_request_attributes_are_the_same_on_both_paths() -> None:
+    """A plain history and the same history with one SDK-shaped message (general path) give the same JSON."""
+
+    class Message:  # an object, not a dict: takes the general converter
+        role = "user"
+        content = "And 3+3?"
+        name = None
+        tool_calls = None
+        function_call = None
+
+    fast = build.request_attributes(EndpointKind.CHAT, {"model": "m", "messages": PLAIN}, True, 32_768)
+    general = build.request_attributes(
+        EndpointKind.CHAT, {"model": "m", "messages": [*PLAIN[:3], Message()]}, True, 32_768
+    )
+    assert fast == general
+    assert fast["input.value"] == "And 3+3?"
