@@ -1,6 +1,6 @@
 """Live evaluation cost: a decorated call with one cheap evaluator, in process and in a separate process.
 
-Run: python benchmarks/bench_evaluation.py [--rounds 7] [--calls 2000] [--threads 4] [--instructions]
+Run: python benchmarks/bench_evaluation.py [--rounds 7] [--calls 2000] [--threads 4] [--instructions [--cases none,thread,...]]
 
 Every variant is what users run: ``evaltrace.configure()`` (context stamps, the evaluation processor, a batching
 export queue) into an exporter that reads every attribute of every span. Variants:
@@ -55,6 +55,8 @@ THREAD = "@agent + cheap evaluator (thread)"
 INLINE = "@agent + cheap evaluator (thread, inline)"
 PROCESS = "@agent + cheap evaluator (process)"
 VARIANTS = (FLOOR, OFF, NO_EVALUATOR, SAMPLED_OUT, THREAD, INLINE, PROCESS)
+# Short names for --cases.
+CASES = dict(zip(("floor", "off", "none", "sampled", "thread", "inline", "process"), VARIANTS, strict=True))
 QUESTION, CONTEXT = "What is the capital of France?", {"user": "ada", "locale": "en-GB", "turn": 3}
 
 
@@ -194,15 +196,18 @@ def timings(rounds: int, calls: int, threads: int) -> None:
         )
 
 
-def instructions(calls: int) -> None:
-    results = _callgrind.measure(__file__, list(VARIANTS), calls)
+def instructions(calls: int, cases: list[str]) -> None:
+    results = _callgrind.measure(__file__, cases, calls)
     print(f"instructions per call (callgrind, {calls} calls, PYTHONHASHSEED=0; the evaluation child not counted)")
-    _callgrind.report(results, FLOOR)
-    ratio = results[NO_EVALUATOR].app_thread / results[OFF].app_thread
-    print(f"budget {NO_EVALUATOR} <= 1.05x {OFF} (app thread): {ratio:.3f}x {'OK' if ratio <= 1.05 else 'OVER'}")
-    ratio = results[NO_EVALUATOR].all_threads / results[OFF].all_threads
-    print(f"budget {NO_EVALUATOR} <= 1.05x {OFF} (all threads): {ratio:.3f}x {'OK' if ratio <= 1.05 else 'OVER'}")
-    for variant in (THREAD, INLINE, PROCESS):
+    _callgrind.report(results, FLOOR if FLOOR in results else cases[0])
+    if OFF in results and NO_EVALUATOR in results:
+        ratio = results[NO_EVALUATOR].app_thread / results[OFF].app_thread
+        print(f"budget {NO_EVALUATOR} <= 1.05x {OFF} (app thread): {ratio:.3f}x {'OK' if ratio <= 1.05 else 'OVER'}")
+        ratio = results[NO_EVALUATOR].all_threads / results[OFF].all_threads
+        print(f"budget {NO_EVALUATOR} <= 1.05x {OFF} (all threads): {ratio:.3f}x {'OK' if ratio <= 1.05 else 'OVER'}")
+    if NO_EVALUATOR not in results:
+        return
+    for variant in (v for v in (THREAD, INLINE, PROCESS) if v in results):
         extra = results[variant].all_threads - results[NO_EVALUATOR].all_threads
         verdict = "OK" if extra <= 250_000 else "OVER"
         print(f"budget {variant}: evaluation work per span <= 250,000 (all threads): {extra:,.0f} {verdict}")
@@ -222,10 +227,18 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--instructions", action="store_true", help="count instructions with callgrind")
+    parser.add_argument(
+        "--cases",
+        default=",".join(CASES),
+        help=f"comma-separated variants for --instructions, of: {','.join(CASES)} (default: all)",
+    )
     args = parser.parse_args()
+    unknown = [name for name in args.cases.split(",") if name not in CASES]
+    if unknown:
+        parser.error(f"unknown case(s) {unknown}; choose from {','.join(CASES)}")
     os.environ.setdefault("PYTHONHASHSEED", "0")
     if args.instructions:
-        instructions(args.calls)
+        instructions(args.calls, [CASES[name] for name in args.cases.split(",")])
     else:
         timings(args.rounds, args.calls, args.threads)
 

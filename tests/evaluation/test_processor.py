@@ -401,7 +401,7 @@ def test_concurrency_limits(make_pipeline: MakePipeline, is_async: bool) -> None
     assert p.processor.stats()["evaluated"] == 6
 
 
-def test_inline_sync_evaluator_runs_on_the_loop_thread(make_pipeline: MakePipeline) -> None:
+def test_sync_evaluators_run_on_the_fast_lane_not_the_pool(make_pipeline: MakePipeline) -> None:
     threads: list[str] = []
 
     @evaluator(name="where")
@@ -413,7 +413,7 @@ def test_inline_sync_evaluator_runs_on_the_loop_thread(make_pipeline: MakePipeli
     with p.tracer.start_as_current_span("s"):
         pass
     p.flush()
-    assert threads == ["evaltrace-eval-loop"]
+    assert threads == ["evaltrace-eval-lane-1"]  # one worker thread runs the whole job: no hop to the pool
     assert p.one("s").attributes["evaltrace.eval.where.passed"] is True
 
 

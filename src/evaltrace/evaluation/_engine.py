@@ -2,9 +2,11 @@
 
 The application thread hands a job over with :meth:`Engine.submit`: one ``SimpleQueue.put`` (a C call, no
 Python-level lock). A dispatcher thread moves jobs onto the loop in batches, so the application never pays
-for waking the loop. On the loop each job is a task; synchronous evaluators and the span→Trace mapping run in
-the pool (``sync_workers`` threads), async evaluators on the loop under a semaphore
-(``max_async_concurrency``). Admission (the bounded queue) is counted by the caller, not here.
+for waking the loop. Span-level jobs whose evaluators are all sync go to the fast lane instead (``_fast_lane``: one
+worker thread runs each job to the end, no task; the dispatcher supervises it and demotes slow calls to the
+loop). On the loop each job is a task; synchronous evaluators run in the pool (``sync_workers`` threads),
+async evaluators on the user loop under a semaphore (``max_async_concurrency``). Admission (the bounded
+queue) is counted by the caller, not here.
 
 In a child forked from the process the engine gets a new loop, inbox and semaphore, forgets the parent's jobs
 (the parent runs them), and starts its threads with the child's first job (see ``_internal/forks.py``).
@@ -17,15 +19,30 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, Protocol
 
 from evaltrace._internal import forks
 from evaltrace._internal.daemon_pool import DaemonExecutor
 from evaltrace._internal.errors import log_internal_error
+from evaltrace.evaluation._fast_lane import FastLane, LaneRunner
 from evaltrace.evaluation._user_loop import UserLoop
 
-JobRunner = Callable[[Any], Coroutine[Any, Any, None]]
+JobRunner = Callable[..., Coroutine[Any, Any, None]]
 _STOP = object()
+
+
+class FastRunner(LaneRunner, Protocol):
+    """A job runner with a fast lane: it says which jobs may take it."""
+
+    def fast_eligible(self, job: Any) -> bool:
+        """Whether ``job`` may run on the fast lane."""
+        ...
+
+    def slow_after_s(self) -> float:
+        """How long one evaluator call may run on the fast lane before its job is demoted to the loop."""
+        ...
+
+
 _BATCH = 256
 _COALESCE_S = 0.001
 
@@ -42,6 +59,8 @@ class Engine:
 
     def __init__(self, sync_workers: int, max_async_concurrency: int) -> None:
         self._run_job: JobRunner | None = None
+        self._fast_eligible: Callable[[Any], bool] | None = None
+        self.lane: FastLane | None = None
         self._max_async = max_async_concurrency
         # Daemon threads, not ThreadPoolExecutor's: those are joined at interpreter exit (a hung evaluator would
         # keep the process alive) and refuse work once exit begins (evaluations drained at exit would fail).
@@ -64,9 +83,15 @@ class Engine:
             threading.Thread(target=self._dispatch, name="evaltrace-eval-dispatch", daemon=True),
         )
 
-    def start(self, run_job: JobRunner) -> None:
-        """Start the loop and dispatcher threads; ``run_job`` is awaited once per submitted job."""
+    def start(self, run_job: JobRunner, fast: FastRunner | None = None) -> None:
+        """Start the loop and dispatcher threads; ``run_job`` is awaited once per submitted job.
+
+        With ``fast``, the jobs it calls eligible run on the fast lane (see ``_fast_lane``) instead.
+        """
         self._run_job = run_job
+        if fast is not None:
+            self._fast_eligible = fast.fast_eligible
+            self.lane = FastLane(fast, self._hand_off, slow_s=fast.slow_after_s())
         self._start_threads()
 
     def _start_threads(self) -> None:
@@ -102,6 +127,8 @@ class Engine:
 
     def cancel_all(self) -> None:
         """Cancel every running job (shutdown past its deadline); each job's cleanup still runs."""
+        if self.lane is not None:
+            self.lane.cancel()
         if self.loop.is_running():
             self.loop.call_soon_threadsafe(self._cancel_tasks)
 
@@ -110,6 +137,8 @@ class Engine:
         with self._start_lock:
             self._stopped = True
             running = self._running
+        if self.lane is not None:
+            self.lane.stop()
         if running:
             self._inbox.put(_STOP)
             self._dispatcher.join(timeout_s)
@@ -132,7 +161,9 @@ class Engine:
 
     def _dispatch(self) -> None:
         while True:
-            first = self._inbox.get()
+            first = self._next()
+            if first is None:
+                continue
             if first is _STOP:
                 return
             # Let a burst accumulate: one wake-up of the loop per batch instead of one per span keeps the
@@ -149,18 +180,59 @@ class Engine:
                     stop = True
                     break
                 batch.append(item)
+            if self.lane is not None:
+                batch = self._to_lane(self.lane, batch)
             try:
-                self.loop.call_soon_threadsafe(self._start_batch, batch)
+                if batch:
+                    self.loop.call_soon_threadsafe(self._start_batch, batch)
             except RuntimeError:  # loop closed: nothing can run any more
                 log_internal_error("dispatching evaluation jobs after the loop stopped")
                 return
             if stop:
                 return
 
+    def _next(self) -> Any:
+        """The next job (or ``_STOP``); None after supervising the busy fast lane when none came in time."""
+        lane = self.lane
+        if lane is None or not lane.busy():
+            return self._inbox.get()
+        try:  # the lane has work: wake up to supervise it even when no job arrives
+            return self._inbox.get(timeout=lane.tick_s)
+        except queue.Empty:
+            lane.supervise()
+            return None
+
+    def _to_lane(self, lane: FastLane, batch: list[Any]) -> list[Any]:
+        """Queue the fast lane's jobs of ``batch`` there; return the others (for the loop)."""
+        eligible = self._fast_eligible
+        assert eligible is not None  # set with the lane
+        fast: list[Any] = []
+        rest: list[Any] = []
+        for job in batch:
+            (fast if eligible(job) else rest).append(job)
+        if fast:
+            lane.submit(fast)
+        lane.supervise()
+        return rest
+
     def _start_batch(self, batch: list[Any]) -> None:
         assert self._run_job is not None  # start() ran before any submit
         for job in batch:
             task = self.loop.create_task(self._run_job(job))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _hand_off(self, items: list[tuple[Any, Any]]) -> None:
+        """Jobs the fast lane demoted: each goes on the loop with what it has done so far."""
+        try:
+            self.loop.call_soon_threadsafe(self._start_resumed, items)
+        except RuntimeError:  # loop closed (stopped at shutdown): nothing can run them any more
+            log_internal_error("handing demoted evaluation jobs to a stopped loop")
+
+    def _start_resumed(self, items: list[tuple[Any, Any]]) -> None:
+        assert self._run_job is not None
+        for job, progress in items:
+            task = self.loop.create_task(self._run_job(job, progress))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 

@@ -1,4 +1,7 @@
-"""One evaluation job on the loop: build the Trace, run the evaluators, forward the span once, emit results.
+"""One evaluation job: build the Trace, run the evaluators, forward the span once, emit results.
+
+A span-level job of sync evaluators runs on the fast lane's thread (``run_now``, see ``_fast_lane``); a job
+the lane demotes continues on the loop from where it was (``Progress``); every other job runs on the loop.
 
 Hold rule: the evaluated span is forwarded exactly once, either as an enriched copy when every result is ready
 by ``hold deadline = span end (on_end time) + hold_timeout_s``, or as is at the deadline, in which case every
@@ -18,15 +21,20 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import datetime as dt
+import inspect
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
 from evaltrace._internal import semconv
 from evaltrace._internal.errors import log_internal_error
+from evaltrace._internal.tracing import suppress_instrumentation
+from evaltrace.evaluation._fast_lane import Demoted, Worker
 from evaltrace.evaluation._mapping import MappingFailed, build_trace
 from evaltrace.evaluation._process import EngineUnavailable, EvaluatorRef, ProcessEngine, RemoteOutcome
 from evaltrace.evaluation._shipping import Reference, shipping_reference
@@ -36,7 +44,18 @@ from evaltrace.evaluation.evaluator import EvaluatorSpec
 from evaltrace.evaluation.limits import LimitGate
 from evaltrace.evaluation.monitor import ProductionMonitor
 from evaltrace.evaluation.options import ProcessorOptions
-from evaltrace.evaluation.runner import AsyncRunner, RunOptions, arun_evaluator, is_async_evaluator, skipped_result
+from evaltrace.evaluation.runner import (
+    AsyncRunner,
+    RunOptions,
+    arun_evaluator,
+    contained,
+    is_async_evaluator,
+    now,
+    settle,
+    skipped_result,
+    stamp,
+    timed_out_result,
+)
 from evaltrace.evaluation.sinks.worker import SinkWorker
 from evaltrace.evaluation.spans import enriched_copy, evaluation_span
 from evaltrace.evaluation.spend import SpendMetrics, judge_usage
@@ -47,6 +66,14 @@ from evaltrace.exporters.redaction import redact_score
 from evaltrace.schema import EvaluationResult, Score, Trace
 
 logger = logging.getLogger("evaltrace.evaluation")
+
+
+def _failed_future(exc: Exception) -> concurrent.futures.Future[Any]:
+    future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    future.set_exception(exc)
+    return future
+
+
 # A job evaluated in the child: per evaluator a result or a skip reason, then the query and answer the monitor shows.
 _Answers = tuple[list[EvaluationResult | str], str, str | None]
 
@@ -83,6 +110,26 @@ class Job:
 
 
 @dataclass
+class Progress:
+    """A fast-lane job handed to the loop part-way (see ``_fast_lane``).
+
+    Attributes:
+        trace: The job's Trace (mapped once, on the lane).
+        results: Results of the job's first specs, published already.
+        inflight: The outcome of the next spec's call, still running (a future of its output) or needing the
+            loop (a future holding a retryable exception, or an awaitable the sync call returned); None: none.
+        started: ``time.monotonic()`` when that call began (its timeout counts from there).
+        started_at: The same as a result's start time.
+    """
+
+    trace: Trace
+    results: list[EvaluationResult] = field(default_factory=list)
+    inflight: Any = None
+    started: float = 0.0
+    started_at: dt.datetime | None = None
+
+
+@dataclass
 class JobContext:
     """What jobs share: settings, outputs and bookkeeping (owned by the processor)."""
 
@@ -115,11 +162,15 @@ class JobRunner:
         self.ctx = ctx
         self._on_done = on_done
         self._refs: dict[int, Reference | None] = {}  # id(evaluator) -> its reference (None: cannot be shipped)
+        self._sync: dict[int, bool] = {}  # id(evaluator) -> it is a sync evaluator
 
-    async def run(self, job: Job) -> None:
-        """Evaluate ``job`` and forward its span exactly once; never raises."""
+    async def run(self, job: Job, progress: Progress | None = None) -> None:
+        """Evaluate ``job`` (from ``progress`` when the fast lane began it) and forward its span exactly once."""
         try:
-            await self._evaluate_job(job)
+            if progress is None:
+                await self._evaluate_job(job)
+            else:
+                await self._resume(job, progress)
         except asyncio.CancelledError:
             self.ctx.stats.incr("cancelled")
             self._count_cancelled(job)
@@ -198,6 +249,10 @@ class JobRunner:
             )
             self._record(job.span, trace, spec, result, job.revision)
             results.append(result)
+        self._deliver(job, results)
+
+    def _deliver(self, job: Job, results: list[EvaluationResult]) -> None:
+        """Apply the hold rule to results that are all in: the enriched copy, else the span then child spans."""
         provenance = self.ctx.options.evaluation_provenance
         if time.monotonic() <= job.admitted_at + self.ctx.options.hold_timeout_s:
             self._forward_once(job, enriched_copy(job.span, results + _skipped_results(job), provenance=provenance))
@@ -210,6 +265,173 @@ class JobRunner:
             if child is not None:
                 self.ctx.forward(child)
                 self.ctx.stats.incr("evaluation_spans")
+
+    # --- the fast lane -----------------------------------------------------------------------------------
+
+    def slow_after_s(self) -> float:
+        """A fast-lane call running longer than this is demoted: 0.2 s, less with a short hold deadline.
+
+        Long enough that a cheap check kept from the GIL by busy application threads is not mistaken for a
+        slow one; short enough that the hold rule still forwards spans near their deadline.
+        """
+        return min(0.2, max(0.005, self.ctx.options.hold_timeout_s / 4))
+
+    def fast_eligible(self, job: Job) -> bool:
+        """Whether ``job`` may run on the fast lane: span-level, in process, sync evaluators none seen slow."""
+        if job.deferred or job.trace_specs or self.ctx.remote is not None or self.ctx.limits is not None:
+            return False
+        sync = self._sync
+        for spec in job.specs:
+            evaluator = spec.evaluator
+            known = sync.get(id(evaluator))
+            if known is None:
+                known = sync[id(evaluator)] = not is_async_evaluator(evaluator)
+            if not known:
+                return False
+        return True
+
+    def run_now(self, job: Job, worker: Worker) -> None:
+        """On the fast lane: evaluate ``job`` here and forward its span once, or hand it to the loop.
+
+        Raises:
+            Demoted: The supervisor took the job to the loop while an evaluator ran (the worker ends).
+        """
+        settled = False  # finished here (forwarded, on_done called) or handed to the loop
+        try:
+            settled = self._run_now(job, worker)
+        except Demoted:
+            raise
+        except Exception:
+            self.ctx.stats.incr("internal_errors")
+            log_internal_error("evaluating a span")
+        if not settled:
+            self._forward_once(job, job.span)
+            self._on_done(job)
+
+    def _run_now(self, job: Job, worker: Worker) -> bool:
+        """Evaluate ``job``; True when it was handed to the loop or cut short, False when the caller finishes it."""
+        spans = job.spans[: job.span_count]
+        if len(spans) == 1 and spans[0] is job.span:  # no descendant: no subtree to walk
+            members = spans
+        else:
+            members = subtree(job.span, spans) if spans else [job.span]
+        try:
+            trace = build_trace(members, job.span)
+        except MappingFailed:  # our failure: each evaluator is "not evaluated", never judged on a stand-in
+            for spec in job.specs:
+                self.ctx.stats.not_evaluated(semconv.SKIP_MAPPING_FAILED, spec.evaluator.name)
+            self._deliver(job, [skipped_result(spec.evaluator, semconv.SKIP_MAPPING_FAILED) for spec in job.specs])
+            return False
+        progress = Progress(trace)
+        lane = worker.lane
+        may_retry = self.ctx.options.max_retries > 0
+        for spec in job.specs:
+            evaluator = spec.evaluator
+            if lane.cancelled:
+                self.cancel_now(job, progress)
+                return True
+            if lane.is_slow(evaluator):  # the loop runs it (pool, timeout, parallelism): with what is done
+                worker.lane.hand_off([(job, progress)])
+                return True
+            progress.started_at = started_at = now()
+            produced, exc = worker.call(evaluator, trace, job, progress)
+            if exc is None and inspect.isawaitable(produced):  # a sync evaluate that returned an awaitable
+                result = None
+            else:
+                result = settle(evaluator, produced, exc, may_retry=may_retry)
+            if result is None:  # a retry (after a backoff) or an awaitable: the loop takes it from here
+                progress.inflight = produced if exc is None else _failed_future(exc)
+                progress.started = time.monotonic()
+                worker.lane.hand_off([(job, progress)])
+                return True
+            result = stamp(result, evaluator, trace, started_at)
+            self._record(job.span, trace, spec, result, job.revision)
+            progress.results.append(result)
+        self._deliver(job, progress.results + _skipped_results(job))
+        return False
+
+    def cancel_now(self, job: Job, progress: Progress | None) -> None:
+        """Shutdown past its deadline cut ``job`` short on the fast lane: counted, forwarded with what finished."""
+        try:
+            self.ctx.stats.incr("cancelled")
+            done = progress.results if progress is not None else []
+            cut = job.specs[len(done) :]
+            for spec in cut:
+                self.ctx.stats.not_evaluated(semconv.SKIP_SHUTDOWN, spec.evaluator.name)
+            results = (
+                done
+                + [skipped_result(s.evaluator, "not evaluated: the shutdown deadline came first") for s in cut]
+                + _skipped_results(job)
+            )
+            self._forward_once(job, enriched_copy(job.span, results, provenance=self.ctx.options.evaluation_provenance))
+        except Exception:
+            log_internal_error("forwarding a span whose evaluation was cut short")
+        finally:
+            self._forward_once(job, job.span)
+            self._on_done(job)
+
+    async def _resume(self, job: Job, progress: Progress) -> None:
+        """A fast-lane job on the loop: what finished, the call in flight, then the rest as on the general path."""
+        done = len(progress.results)
+        tasks: list[asyncio.Future[EvaluationResult]] = []
+        for result in progress.results:
+            finished: asyncio.Future[EvaluationResult] = asyncio.get_running_loop().create_future()
+            finished.set_result(result)
+            tasks.append(finished)
+        rest = job.specs[done:]
+        if progress.inflight is not None and rest:
+            tasks.append(asyncio.ensure_future(self._finish_inflight(job, rest[0], progress)))
+            rest = rest[1:]
+        tasks += [asyncio.ensure_future(self._evaluate(job.span, progress.trace, spec, job.revision)) for spec in rest]
+        job.running = list(zip(job.specs, tasks, strict=True))  # type: ignore[arg-type]
+        try:
+            await self._hold_and_forward(job, tasks)  # type: ignore[arg-type]
+        finally:
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+
+    async def _finish_inflight(self, job: Job, spec: EvaluatorSpec, progress: Progress) -> EvaluationResult:
+        """The outcome of the call the fast lane began, under the evaluator's timeout; retries as usual."""
+        evaluator, trace = spec.evaluator, progress.trace
+        options = self._run_options(spec)
+        inflight = progress.inflight
+        left = None if options.timeout_s is None else max(0.0, progress.started + options.timeout_s - time.monotonic())
+        produced: Any = None
+        exc: Exception | None = None
+        deadline = asyncio.timeout(left)
+        try:
+            async with deadline:
+                if isinstance(inflight, concurrent.futures.Future):
+                    produced = await asyncio.wrap_future(inflight)
+                else:
+                    with suppress_instrumentation():
+                        produced = await contained(inflight)
+        except TimeoutError as error:
+            if not deadline.expired():
+                exc = error
+            else:
+                return self._recorded(job, spec, trace, timed_out_result(evaluator, options.timeout_s), progress)
+        except Exception as error:
+            exc = error
+        result = settle(evaluator, produced, exc, may_retry=options.max_retries > 0)
+        if result is None:  # retryable: the remaining attempts as on the general path
+            self._count_retry()
+            await asyncio.sleep(options.initial_backoff_s)
+            again = RunOptions(options.timeout_s, options.max_retries - 1, options.initial_backoff_s * 2)
+            result = await arun_evaluator(
+                evaluator, trace, None, options=again, executor=self.ctx.pool, on_retry=self._count_retry
+            )
+            self._record(job.span, trace, spec, result, job.revision)
+            return result
+        return self._recorded(job, spec, trace, result, progress)
+
+    def _recorded(
+        self, job: Job, spec: EvaluatorSpec, trace: Trace, result: EvaluationResult, progress: Progress
+    ) -> EvaluationResult:
+        result = stamp(result, spec.evaluator, trace, progress.started_at or now())
+        self._record(job.span, trace, spec, result, job.revision)
+        return result
 
     async def _hold_and_forward(self, job: Job, tasks: list[asyncio.Task[EvaluationResult]]) -> None:
         remaining = job.admitted_at + self.ctx.options.hold_timeout_s - time.monotonic()

@@ -15,10 +15,11 @@ from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, overload, runtime_checkable
 
+from evaltrace._internal.ids import evaluation_id
+from evaltrace._internal.trusted_models import trusted
 from evaltrace.evaluation.limits import Limits
 from evaltrace.schema import EvalCase, EvaluationResult, ScoreConfig, Trace
 from evaltrace.schema._base import utcnow
-from evaltrace.schema.evaluation import new_evaluation_id
 
 DEFAULT_THRESHOLD = 0.5
 FAIL_LABELS = frozenset({"fail", "failed", "false", "no", "incorrect", "wrong"})
@@ -130,10 +131,8 @@ def _trusted_result(**fields: Any) -> EvaluationResult:
     """
     now = utcnow()
     fields_set = {*fields, "started_at", "finished_at"}
-    # The fields with default factories are given (left unset): model_construct inspects a factory's signature
-    # on every call, which cost more than the validation it saves.
-    values = {"detail": {}, "evaluation_id": new_evaluation_id(), **fields, "started_at": now, "finished_at": now}
-    return EvaluationResult.model_construct(fields_set, **values)
+    values = {"detail": {}, "evaluation_id": evaluation_id(), **fields, "started_at": now, "finished_at": now}
+    return trusted(EvaluationResult, fields_set, **values)
 
 
 class FunctionEvaluator:
@@ -279,10 +278,11 @@ class EvaluatorSpec:
             apply to the root span. See docs/evaluation.md, "Trace completion".
         timeout_s: Per-evaluation timeout; None uses the processor's ``evaluator_timeout_s``.
         config: Optional :class:`~evaltrace.schema.ScoreConfig` the scores must satisfy.
-        inline: Run a *sync* evaluator directly on the evaluation loop instead of the thread pool. For cheap
-            deterministic checks (regex, contains, budgets) this saves a thread hop per evaluation (several
-            times the throughput); the timeout cannot interrupt it and a slow one delays every other
-            evaluation, so never use it for I/O or model calls.
+        inline: Where a *sync* evaluator runs when its span does not take the fast lane (trace-level
+            evaluation, or ``limits`` set): on the evaluation loop instead of the thread pool, which saves a
+            thread hop but cannot be interrupted by the timeout and delays every other evaluation while it runs
+            (never for I/O or model calls). Span-level sync evaluations take the fast lane either way (see
+            docs/evaluation.md, "Where evaluators run").
         limits: This evaluator's rate limit, judge token / USD budgets and concurrency (a
             :class:`~evaltrace.evaluation.limits.Limits` or a mapping of its fields); the processor's
             ``limits`` apply too. An evaluation over a limit is not run: its result is "not evaluated" with the

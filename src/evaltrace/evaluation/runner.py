@@ -55,6 +55,10 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+now = _now
+"""The current UTC time (a result's start and finish)."""
+
+
 def evaluator_name(evaluator: Any) -> str:
     """Return the evaluator's name, tolerating objects that lack one."""
     return str(getattr(evaluator, "name", None) or type(evaluator).__name__)
@@ -125,7 +129,7 @@ async def _attempt(
                 produced = await _in_executor(executor, evaluator, trace, case)
             if inspect.isawaitable(produced):
                 with suppress_instrumentation():
-                    produced = await _contained(produced)
+                    produced = await contained(produced)
     except TimeoutError:
         if deadline.expired():
             raise _TimedOut from None
@@ -164,7 +168,7 @@ async def _in_executor(
         raise
 
 
-async def _contained(awaitable: Any) -> Any:
+async def contained(awaitable: Any) -> Any:
     """Await user code, turning its ``SystemExit``/``KeyboardInterrupt`` into an ordinary exception.
 
     Left alone, either would propagate out of the event loop's ``run_forever`` and stop every evaluation.
@@ -184,6 +188,42 @@ def _is_retryable(exc: BaseException) -> bool:
     return bool(getattr(exc, "retryable", False))
 
 
+def settle(evaluator: Any, produced: Any, exc: Exception | None, *, may_retry: bool) -> EvaluationResult | None:
+    """The result of one attempt that returned ``produced`` or raised ``exc``; None when it should be retried.
+
+    A ``SkipEvaluation`` is "not evaluated"; any other exception (retries used up, or not retryable) and an
+    output that is not an ``EvaluationResult`` are errors, never verdicts.
+    """
+    if exc is None:
+        if not isinstance(produced, EvaluationResult):
+            got = type(produced).__name__
+            return failed_result(evaluator, INVALID_OUTPUT_ERROR_TYPE, f"returned {got}, not an EvaluationResult")
+        return produced
+    if isinstance(exc, SkipEvaluation):
+        return skipped_result(evaluator, str(exc) or "not applicable")
+    if _is_retryable(exc) and may_retry:
+        return None
+    stack = "".join(traceback.format_exception(exc))[-_STACK_LIMIT:]
+    if isinstance(exc, UserAbort):  # the evaluator raised SystemExit/KeyboardInterrupt: name that
+        cause = exc.cause
+        message = f"{type(cause).__name__}: {cause} (raised by the evaluator; contained)"
+        return failed_result(evaluator, type(cause).__qualname__, message, stack=stack)
+    return failed_result(evaluator, type(exc).__qualname__, f"{type(exc).__name__}: {exc}", stack=stack)
+
+
+def timed_out_result(evaluator: Any, timeout_s: float | None) -> EvaluationResult:
+    """The result of an evaluation our deadline cut short."""
+    return failed_result(evaluator, TIMEOUT_ERROR_TYPE, f"timed out after {timeout_s} s", timeout=True)
+
+
+def call_evaluator(evaluator: Evaluator, trace: Trace) -> tuple[Any, Exception | None]:
+    """Call a sync evaluator once, here and now (suppressed): ``(output, None)`` or ``(None, exception)``."""
+    try:
+        return _call(evaluator, trace, None), None
+    except Exception as exc:
+        return None, exc
+
+
 async def _run_with_retries(
     evaluator: Evaluator,
     trace: Trace,
@@ -195,29 +235,21 @@ async def _run_with_retries(
 ) -> EvaluationResult:
     attempt = 0
     while True:
+        exc: Exception | None = None
+        produced: Any = None
         try:
             produced = await _attempt(evaluator, trace, case, executor, options.timeout_s, async_runner)
-        except SkipEvaluation as skip:
-            return skipped_result(evaluator, str(skip) or "not applicable")
         except _TimedOut:
-            return failed_result(evaluator, TIMEOUT_ERROR_TYPE, f"timed out after {options.timeout_s} s", timeout=True)
-        except Exception as exc:
-            if _is_retryable(exc) and attempt < options.max_retries:
-                attempt += 1
-                if on_retry is not None:
-                    on_retry()
-                await asyncio.sleep(options.initial_backoff_s * (2 ** (attempt - 1)))
-                continue
-            stack = "".join(traceback.format_exception(exc))[-_STACK_LIMIT:]
-            if isinstance(exc, UserAbort):  # the evaluator raised SystemExit/KeyboardInterrupt: name that
-                cause = exc.cause
-                message = f"{type(cause).__name__}: {cause} (raised by the evaluator; contained)"
-                return failed_result(evaluator, type(cause).__qualname__, message, stack=stack)
-            return failed_result(evaluator, type(exc).__qualname__, f"{type(exc).__name__}: {exc}", stack=stack)
-        if not isinstance(produced, EvaluationResult):
-            got = type(produced).__name__
-            return failed_result(evaluator, INVALID_OUTPUT_ERROR_TYPE, f"returned {got}, not an EvaluationResult")
-        return produced
+            return timed_out_result(evaluator, options.timeout_s)
+        except Exception as error:
+            exc = error
+        result = settle(evaluator, produced, exc, may_retry=attempt < options.max_retries)
+        if result is not None:
+            return result
+        attempt += 1
+        if on_retry is not None:
+            on_retry()
+        await asyncio.sleep(options.initial_backoff_s * (2 ** (attempt - 1)))
 
 
 async def arun_evaluator(
@@ -249,6 +281,11 @@ async def arun_evaluator(
     options = options or RunOptions()
     started = _now()
     result = await _run_with_retries(evaluator, trace, case, options, executor, on_retry, async_runner)
+    return stamp(result, evaluator, trace, started)
+
+
+def stamp(result: EvaluationResult, evaluator: Any, trace: Trace, started: dt.datetime) -> EvaluationResult:
+    """Return ``result`` stamped with the trace's run, case and variant, the evaluator, and the call's times."""
     updates: dict[str, Any] = {"evaluator": result.evaluator or evaluator_name(evaluator)}
     version = getattr(evaluator, "version", None)
     if result.evaluator_version is None and version is not None:

@@ -10,6 +10,7 @@ from opentelemetry.trace import StatusCode
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.thinking import split_thinking
+from evaltrace._internal.trusted_models import trusted
 from evaltrace.mapping import conventions
 from evaltrace.mapping._conversation import build_messages
 from evaltrace.mapping._metrics import build_metrics
@@ -48,7 +49,8 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
         ValueError: ``spans`` is empty, or ``root`` is an id not found among them.
     """
     root_span = select_root(spans, root)
-    selected = subtree(spans, root_span)
+    # One span given and it is the root (an evaluated span without descendants): nothing to walk.
+    selected = [root_span] if len(spans) == 1 and spans[0] is root_span else subtree(spans, root_span)
     notes: list[str] = []
     # Each span's attributes are read once, into a plain dict: reading them one by one through the SDK's view
     # was a large part of mapping a small subtree (an evaluated span is mapped on every evaluation).
@@ -62,8 +64,7 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
         # Nothing for the conversation or the metrics to read (a decorated function without model or tool
         # calls under it): the builders would return an empty conversation and all-None metrics.
         messages = []
-        # ``custom`` given (not its default factory: pydantic inspects a factory's signature on every call).
-        metrics = TraceMetrics.model_construct(set(_NO_LLM_METRICS), **_NO_LLM_METRICS, custom={})
+        metrics = trusted(TraceMetrics, set(_NO_LLM_METRICS), **_NO_LLM_METRICS, custom={})
     root_ctx = context(root_span)
     extra: dict[str, Any] = {
         "trace_id": format(root_ctx.trace_id if root_ctx else 0, "032x"),
@@ -93,7 +94,7 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
         # evaluated span. The after-validator's work is done here: the tool views derived from the messages,
         # passed explicitly so that the fields set (and so exclude_unset dumps) match a validated Trace.
         tool_calls, tool_results = derive_tool_views(messages)
-        trace = Trace.model_construct(**values, tool_calls=tool_calls, tool_results=tool_results)
+        trace = trusted(Trace, None, **values, tool_calls=tool_calls, tool_results=tool_results)
     if notes:
         trace.extra["enrichment_errors"] = notes
     return trace
@@ -138,7 +139,8 @@ def _output(
         # The LLM span's message usually holds the same reasoning already; add only what it lacks.
         split = split_thinking(value)
         thoughts += [t for t in split.thoughts if t not in thoughts]
-        return TraceOutput(final_answer=split.answer, thinking="\n\n".join(thoughts) or None)
+        # Built unvalidated (str and None values, made here): validating them was a tenth of a small mapping.
+        return trusted(TraceOutput, None, final_answer=split.answer, thinking="\n\n".join(thoughts) or None)
     structured = value if isinstance(value, dict) and not is_truncated(value) else None
     if last is None and value not in (MISSING, None) and structured is None and not is_truncated(value):
         last = compact(value)
