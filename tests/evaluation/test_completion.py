@@ -449,3 +449,62 @@ def test_another_root_of_an_evaluated_trace_after_its_late_window_is_counted(mak
     p.flush()
     assert len(seen) == 1  # the second call's spans alone are not the trace the first verdict was about
     assert p.processor.stats()["not_evaluated_by_reason"] == {"late_after_window": 1}
+
+
+# --- trace_incomplete counts only the evaluators that would have run ---------------------------------------------
+
+
+def _named(name: str) -> Any:
+    @evaluator(name=name)
+    def check(trace: Trace) -> bool:
+        return True
+
+    return check
+
+
+def test_a_trace_given_up_counts_trace_incomplete_only_for_evaluators_that_would_have_run(
+    make_pipeline: MakePipeline,
+) -> None:
+    specs = [
+        EvaluatorSpec(_named("everything"), trace_level=True),
+        EvaluatorSpec(_named("chat_route"), trace_level=True, name_glob="POST /chat"),  # matches once renamed
+        EvaluatorSpec(_named("never_sampled"), trace_level=True, sample_rate=0.0),
+        EvaluatorSpec(_named("agents_only"), trace_level=True, span_kinds={"agent"}),
+        EvaluatorSpec(_named("premium"), trace_level=True, predicate=lambda attrs: attrs.get("tier") == "premium"),
+    ]
+    p = make_pipeline(specs, trace_quiet_period_s=0.1, trace_max_wait_s=0.2)
+    root = p.tracer.start_span("POST", attributes={"evaltrace.span.kind": "workflow", "tier": "free"})
+    root.update_name("POST /chat")  # an HTTP server span learns its route
+    with p.tracer.start_as_current_span("step", context=set_span_in_context(root)):
+        pass
+    by_reason = lambda: p.processor.stats()["not_evaluated_by_reason"]  # noqa: E731
+    # The root outlives trace_max_wait_s; the timer counts the evaluators one after the other: wait for all four.
+    assert wait_until(lambda: sum(by_reason().values()) == 4)
+    stats = p.processor.stats()
+    per_evaluator = {name: e["not_evaluated_by_reason"] for name, e in stats["evaluators"].items()}
+    # Only the evaluators whose filters and sampling would have run on this root count it incomplete; the root's
+    # name and attributes are read as they are when the trace is given up (renamed already).
+    assert per_evaluator["everything"] == {"trace_incomplete": 1}
+    assert per_evaluator["chat_route"] == {"trace_incomplete": 1}
+    assert per_evaluator["never_sampled"] == {"sampled_out": 1}  # what it would have counted at the root's end
+    assert per_evaluator["premium"] == {"filtered": 1}
+    assert "agents_only" not in per_evaluator or not per_evaluator["agents_only"]  # a kind filter: never counted
+    assert by_reason() == {"trace_incomplete": 2, "sampled_out": 1, "filtered": 1}
+    root.end()
+
+
+def test_a_root_less_trace_in_the_worker_counts_trace_incomplete_for_evaluators_it_cannot_rule_out(
+    make_pipeline: MakePipeline,
+) -> None:
+    specs = [
+        EvaluatorSpec(_named("agents_only"), trace_level=True, span_kinds={"agent"}),
+        EvaluatorSpec(_named("never_sampled"), trace_level=True, sample_rate=0.0),
+    ]
+    p = make_pipeline(specs, trace_quiet_period_s=0.1, trace_max_wait_s=0.2)
+    # Spans fed without on_start (an OTLP receiver): the root never arrives, its name and kind are unknown.
+    p.processor.on_end(_span("step", 2, 1))
+    assert wait_until(lambda: sum(p.processor.stats()["not_evaluated_by_reason"].values()) == 2)
+    stats = p.processor.stats()
+    # The kind filter cannot be decided without the root: counted as possibly applying. Sampling by trace id can.
+    assert stats["evaluators"]["agents_only"]["not_evaluated_by_reason"] == {"trace_incomplete": 1}
+    assert stats["evaluators"]["never_sampled"]["not_evaluated_by_reason"] == {"sampled_out": 1}

@@ -22,6 +22,12 @@ A span of a closed trace is forwarded without being buffered (counted ``late_aft
 from its own spans. A span whose id is already in its trace (an OTLP request re-sent after a lost response) is
 ignored (``duplicate_spans``). The revision handed out last per trace is kept (:meth:`is_latest`), so a job of an
 older revision that finishes late does not publish its verdict over the newer one.
+
+Export sampling is told, under this buffer's lock, whenever a trace (or a new revision of it) starts waiting with
+its root known (``on_wait(trace_id, +1)``), and when such a wait ends without being handed out
+(``on_wait(trace_id, -1)``: evaluated on its root's own job, or dropped); a wait handed out by :meth:`collect` is
+ended by the caller once its evaluation ran (or will not run). So sampling never decides a trace between its
+root's end and its trace-level verdict, even when the timer hands the trace out before the root's caller returns.
 """
 
 from __future__ import annotations
@@ -50,6 +56,10 @@ class OpenTrace:
         revision: 1 for the first evaluation, +1 for each re-evaluation after late spans.
         forced: A span carrying the end marker has ended: no quiet period once the root has ended.
         truncated: A span was refused by the spans-per-trace bound: the trace is incomplete.
+        started: The root as it started (in process; None in the worker), live: when the trace is given up
+            before its root ended, its name and attributes then tell which evaluators it was lost to.
+        awaited: ``on_wait(trace_id, +1)`` was called for this revision: whoever ends its wait calls -1 (the
+            processor, for a trace handed out by :meth:`CompletionBuffer.collect`).
     """
 
     trace_id: int
@@ -62,6 +72,8 @@ class OpenTrace:
     forced: bool = False
     truncated: bool = False
     span_ids: set[int] = field(default_factory=set)
+    started: ReadableSpan | None = None
+    awaited: bool = False
 
 
 @dataclass
@@ -106,6 +118,9 @@ class CompletionBuffer:
         max_traces: Open traces (and, separately, tombstones) kept at once.
         max_spans: Spans kept per trace.
         clock: Monotonic seconds (injectable for tests).
+        on_wait: Called under the buffer's lock with ``(trace_id, +1)`` when a trace with a known root starts
+            waiting for its evaluation and ``(trace_id, -1)`` when that wait ends here (see the module docstring);
+            it must not block nor call back into the buffer.
     """
 
     def __init__(
@@ -116,8 +131,10 @@ class CompletionBuffer:
         max_traces: int,
         max_spans: int,
         clock: Callable[[], float] = time.monotonic,
+        on_wait: Callable[[int, int], None] | None = None,
     ) -> None:
         self.quiet_s = quiet_s
+        self._on_wait = on_wait
         self._late_window = late_window_s
         self._max_wait = max_wait_s
         self._max_traces = max_traces
@@ -127,7 +144,8 @@ class CompletionBuffer:
         self._ready: OrderedDict[int, OpenTrace] = OrderedDict()  # root ended, by last arrival: quiet-period order
         self._forced: list[OpenTrace] = []  # root ended and end marker seen: due at the next collect
         self._tombstones: OrderedDict[int, _Tombstone] = OrderedDict()
-        self._tracked: OrderedDict[int, None] = OrderedDict()  # roots started, no span of theirs ended yet
+        # Roots started (the live span, None in the worker), no span of their trace ended yet.
+        self._tracked: OrderedDict[int, ReadableSpan | None] = OrderedDict()
         self._spill: list[OpenTrace] = []  # evicted by add(): handed to the next collect (counted there)
         # Evaluated or given-up traces, kept longer than their tombstones (ids only): never judged again from a part.
         self._closed: OrderedDict[int, int] = OrderedDict()
@@ -135,10 +153,10 @@ class CompletionBuffer:
         self._lock = threading.Lock()
         self.stats = CompletionStats()
 
-    def track(self, trace_id: int) -> None:
-        """Buffer ``trace_id`` from now on (its root may be evaluated; called at the root's start)."""
+    def track(self, trace_id: int, root: ReadableSpan | None = None) -> None:
+        """Buffer ``trace_id`` from now on (its root may be evaluated; called at the root's start with the root)."""
         with self._lock:
-            self._tracked[trace_id] = None
+            self._tracked[trace_id] = root
             # Bounded apart from the open traces (ints only): roots that never end must not stop tracking new ones.
             if len(self._tracked) > 4 * self._max_traces:
                 self._tracked.popitem(last=False)
@@ -163,8 +181,9 @@ class CompletionBuffer:
             if entry is None:
                 if not create and trace_id not in self._tracked:
                     return False
-                self._tracked.pop(trace_id, None)
+                started = self._tracked.pop(trace_id, None)
                 entry = self._insert(trace_id, now)
+                entry.started = started
             self._append(entry, span, now)
             if marker:
                 entry.forced = True
@@ -209,12 +228,14 @@ class CompletionBuffer:
             if (self.quiet_s <= 0 or entry.forced) and not entry.truncated:
                 del self._open[trace_id]
                 self._ready.pop(trace_id, None)
+                self._unwait(entry)  # evaluated on the root's own job from here, which sampling waits for
                 self._bury(entry, now)
                 self.stats.completed += 1
                 self._count()
                 return "complete", entry
             self._ready[trace_id] = entry
             self._ready.move_to_end(trace_id)
+            self._wait(entry)
             return "waiting", None
 
     def is_latest(self, trace_id: int, revision: int) -> bool:
@@ -275,6 +296,7 @@ class CompletionBuffer:
             entry = self._open.pop(trace_id, None)
             if entry is not None:
                 self._ready.pop(trace_id, None)
+                self._unwait(entry)
                 self._count()
 
     def ready_now(self) -> None:
@@ -358,6 +380,7 @@ class CompletionBuffer:
         entry.root, entry.specs, entry.revision = old.root, old.specs, old.revision + 1
         entry.truncated = old.truncated
         self._ready[trace_id] = entry
+        self._wait(entry)  # a new revision to evaluate: sampling waits for it too
         self.stats.reopened += 1
         return entry
 
@@ -376,6 +399,16 @@ class CompletionBuffer:
         while len(self._tombstones) > self._max_traces:
             self._tombstones.popitem(last=False)
             self.stats.evicted_tombstones += 1
+
+    def _wait(self, entry: OpenTrace) -> None:
+        if not entry.awaited and self._on_wait is not None:
+            entry.awaited = True
+            self._on_wait(entry.trace_id, 1)
+
+    def _unwait(self, entry: OpenTrace) -> None:
+        if entry.awaited and self._on_wait is not None:
+            entry.awaited = False
+            self._on_wait(entry.trace_id, -1)
 
     def _count(self) -> None:
         self.stats.open_traces = len(self._open)

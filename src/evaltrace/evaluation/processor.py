@@ -162,7 +162,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         self._overflow = LossEpisode(logger, "the evaluation queue", "evaluation")
         self._engine = Engine(opts.sync_workers, opts.max_async_concurrency)
         self._runner = JobRunner(self._job_context(metrics), self._job_done)
-        self._engine.start(self._runner.run)
+        self._engine.start(self._runner.run, fast=self._runner)
         forks.reinit_after_fork(self)  # after the engine, the sinks and the export queues: they re-initialise first
 
     def _new_remote(self, specs: Sequence[EvaluatorSpec]) -> ProcessEngine:
@@ -224,8 +224,14 @@ class EvaluationSpanProcessor(SpanProcessor):
             opts.trace_max_wait_s,
             opts.trace_completion_max_traces,
             opts.trace_completion_max_spans,
+            on_wait=self._sampling_wait,
         )
         return completion, CompletionTimer(self._tick)
+
+    def _sampling_wait(self, trace_id: int, delta: int) -> None:
+        """Completion buffer, under its lock: a trace-level verdict of ``trace_id`` to wait for (1), or not (-1)."""
+        if self._gate is not None:
+            self._gate.expect(trace_id, delta)
 
     def _new_limits(self, specs: Sequence[EvaluatorSpec]) -> LimitGate:
         limits = LimitGate(self.options.limits, self.options.limits_clock)
@@ -303,7 +309,7 @@ class EvaluationSpanProcessor(SpanProcessor):
                         # Every local root, not only those whose name matches now: HTTP server instrumentations
                         # rename the root (update_name("POST /chat")) before it ends. Non-matching roots are
                         # discarded when they end; until then their spans are buffered (within the bounds).
-                        self._completion.track(context.trace_id)
+                        self._completion.track(context.trace_id, span)
         except Exception:
             self._stats.incr("internal_errors")
             log_internal_error("noting a span start")
@@ -515,9 +521,7 @@ class EvaluationSpanProcessor(SpanProcessor):
             completion.discard(trace_id)
             return None
         outcome, complete = completion.root_ended(root, specs, marker=marker)
-        if outcome == "waiting":
-            if self._gate is not None:
-                self._gate.job_started(trace_id)  # before the root is forwarded: the decision waits for it
+        if outcome == "waiting":  # export sampling was told by the buffer, before the root is forwarded
             self._watch()
         return complete
 
@@ -539,16 +543,40 @@ class EvaluationSpanProcessor(SpanProcessor):
 
     def _settle(self, complete: list[OpenTrace], incomplete: list[OpenTrace]) -> None:
         for entry in incomplete:
-            # Without its root the evaluators that would have applied are unknown: each trace-level one is counted.
-            for spec in entry.specs or self._trace_specs:
-                self._stats.not_evaluated(semconv.SKIP_TRACE_INCOMPLETE, spec.evaluator.name)
+            self._count_incomplete(entry)
             self._gate_done(entry)
         for entry in complete:
             self._submit_trace(entry)
 
+    def _count_incomplete(self, entry: OpenTrace) -> None:
+        """Count ``trace_incomplete`` for the trace-level evaluators that would have run on the given-up trace.
+
+        Its root ended: those admitted then. Else they are decided as at the root's end on what is known now: the
+        live root in process (name and attributes as they are now) for the filters, the trace id for rate
+        sampling (``sampled_out``, ``filtered`` as usual); in the worker, without the root, a filter cannot be
+        decided and its evaluator is counted as possibly applying.
+        """
+        if entry.specs:
+            for spec in entry.specs:
+                self._stats.not_evaluated(semconv.SKIP_TRACE_INCOMPLETE, spec.evaluator.name)
+            return
+        root = entry.started
+        attributes = dict(root.attributes or {}) if root is not None else {}  # a snapshot: the root still runs
+        kind = span_kind(attributes) if root is not None else None
+        for spec in self._trace_specs:
+            reason = semconv.SKIP_TRACE_INCOMPLETE
+            if root is not None and not spec.matches(root.name, attributes, kind):
+                if spec.predicate is None or not spec.may_match(root.name, kind):
+                    continue  # its name or kind filter rules the root out: not an evaluation that could have run
+                reason = semconv.SKIP_FILTERED
+            elif (root is not None or spec.sampler is None) and not _sampled(spec, attributes, entry.trace_id):
+                self._stats.incr("sampled_out")
+                reason = semconv.SKIP_SAMPLED_OUT
+            self._stats.not_evaluated(reason, spec.evaluator.name)
+
     def _gate_done(self, entry: OpenTrace) -> None:
-        """The first evaluation of a deferred trace will not run: export sampling may decide without it."""
-        if self._gate is not None and entry.revision == 1 and entry.root is not None:
+        """A deferred evaluation export sampling waits for will not run: it may decide without it."""
+        if self._gate is not None and entry.awaited:
             self._gate.job_finished(entry.trace_id)
 
     def _submit_trace(self, entry: OpenTrace) -> None:
@@ -562,6 +590,7 @@ class EvaluationSpanProcessor(SpanProcessor):
             self._stats.incr("reevaluations")
             specs = self._admitted(entry.specs, root.attributes or {}, entry.trace_id, skipped)
         if not specs:
+            self._gate_done(entry)
             return
         if self._shutdown and self._timer is not None and self._timer.is_current():
             # The timer's tick raced shutdown's drain: the engine may be stopping; counted, never queued to it.
@@ -578,7 +607,7 @@ class EvaluationSpanProcessor(SpanProcessor):
             admitted_at=time.monotonic(),
             deferred=True,
             revision=entry.revision,
-            gate=entry.revision == 1,
+            gate=entry.awaited,
             forwarded=True,  # the root went downstream when it ended
         )
         if not self._submit(job):

@@ -2,9 +2,18 @@
 
 A trace is *kept* when any evaluation on it failed or errored (``evaltrace.eval.failed`` or
 ``evaltrace.eval.errors`` on a span or an ``evaluation`` child span), when it exceeds a budget (root latency,
-summed cost, summed tokens), or by a random draw with probability ``keep_rate``. To decide, every span of a trace is parked until the trace's local root
-has been forwarded and every evaluation job of that trace has finished; then the whole trace is released or
-discarded at once. Spans of a trace arriving after its decision follow it (a bounded memory of decisions).
+summed cost, summed tokens), or by a random draw with probability ``keep_rate``. To decide, every span of a
+trace is parked until the trace's local root has been forwarded and every evaluation of that trace has finished,
+including a trace-level one still waiting for the trace to complete (its quiet period: the completion buffer
+announces it with :meth:`ExportGate.expect` as the root ends); then the whole trace is released or discarded at
+once. Spans of a trace arriving after its decision follow it (a bounded memory of decisions), with one exception:
+
+*Late evaluations of a discarded trace.* When an evaluation starts on a trace already discarded (a re-run of
+its trace-level evaluators after late spans, or a span-level evaluation of a span that ended after the
+decision), what arrives from then on is parked again until it finishes: if it failed or errored, that late part
+(the late spans and the evaluation spans) is forwarded and counted ``late_kept``; otherwise it is discarded
+like the rest. The spans discarded before cannot be recalled: downstream then has the late part and the
+failing evaluation, whose parent span is missing.
 
 Memory bound: at most ``max_traces`` traces × ``max_spans_per_trace`` spans are parked. When a bound is hit,
 or a trace is older than ``max_age_s`` (its root never ended here), that trace is released *unsampled*
@@ -61,6 +70,7 @@ class _Parked:
     latency_ms: float = 0.0
     root_done: bool = False
     jobs: int = 0
+    late: bool = False  # the late part of a discarded trace: kept only for a failure
 
 
 @dataclass
@@ -71,6 +81,8 @@ class SamplingStats:
     discarded_traces: int = 0
     discarded_spans: int = 0
     released_unsampled: int = 0
+    late_parked: int = 0  # discarded traces parked again for a late evaluation
+    late_kept: int = 0  # ... whose late evaluation failed: their late part was forwarded
 
 
 def _is_root(span: ReadableSpan) -> bool:
@@ -94,21 +106,34 @@ class ExportGate:
         self._lock = threading.Lock()
 
     def job_started(self, trace_id: int) -> None:
-        """Note an evaluation job for ``trace_id``: its decision waits for the job."""
+        """Note an evaluation job for ``trace_id``: its decision waits for the job (see the module docstring)."""
         with self._lock:
-            if trace_id not in self._decided:
-                self._entry(trace_id).jobs += 1
+            self._note_job(trace_id)
             spill = self._take_spill()
         self._flush(spill)
+
+    def expect(self, trace_id: int, delta: int) -> None:
+        """Note an evaluation of ``trace_id`` to come (``delta`` 1: a trace waiting for completion) or not to come.
+
+        The completion buffer calls it under its own lock, before its timer can hand the evaluation out, so the
+        decision is never taken between the root's end and the verdict. It delivers nothing (a trace it
+        releases goes out with the next span offered or job finished); a wait handed out for evaluation is
+        ended by :meth:`job_finished`.
+        """
+        with self._lock:
+            if delta > 0:
+                self._note_job(trace_id)
+                return
+            entry = self._parked.get(trace_id)
+            if entry is not None:
+                self._spill.extend(self._job_done(trace_id, entry))
 
     def job_finished(self, trace_id: int) -> None:
         """Note that a job ended (after it forwarded its spans); may release the trace."""
         with self._lock:
             entry = self._parked.get(trace_id)
-            if entry is None:
-                return
-            entry.jobs -= 1
-            ready = self._ready(trace_id, entry)
+            ready = [] if entry is None else self._job_done(trace_id, entry)
+            ready = self._take_spill() + ready
         self._flush(ready)
 
     def offer(self, span: ReadableSpan) -> None:
@@ -136,6 +161,7 @@ class ExportGate:
         """Deliver every parked trace in full (shutdown: nothing is lost)."""
         with self._lock:
             spans = [span for trace_id in list(self._parked) for span in self._release_unsampled(trace_id)]
+            spans = self._take_spill() + spans
         self._flush(spans)
 
     def parked_spans(self) -> int:
@@ -144,6 +170,24 @@ class ExportGate:
             return sum(len(entry.spans) for entry in self._parked.values())
 
     # --- under the lock -----------------------------------------------------------------------------------
+
+    def _note_job(self, trace_id: int) -> None:
+        decision = self._decided.get(trace_id)
+        if decision is True:
+            return  # kept: whatever the job forwards goes downstream
+        if decision is False:
+            # Discarded, yet an evaluation starts: park what comes until it finishes, so a failure is not lost.
+            del self._decided[trace_id]
+            entry = self._entry(trace_id)
+            entry.late = entry.root_done = True
+            self.stats.late_parked += 1
+        else:
+            entry = self._entry(trace_id)
+        entry.jobs += 1
+
+    def _job_done(self, trace_id: int, entry: _Parked) -> list[ReadableSpan]:
+        entry.jobs -= 1
+        return self._ready(trace_id, entry)
 
     def _entry(self, trace_id: int) -> _Parked:
         entry = self._parked.get(trace_id)
@@ -187,12 +231,16 @@ class ExportGate:
         if not entry.root_done or entry.jobs > 0:
             return []
         del self._parked[trace_id]
-        keep = self._keep(entry)
+        keep = entry.failed if entry.late else self._keep(entry)  # a late part was drawn once already
         self._remember(trace_id, keep)
         if keep:
-            self.stats.kept_traces += 1
+            if entry.late:
+                self.stats.late_kept += 1
+            else:
+                self.stats.kept_traces += 1
             return entry.spans
-        self.stats.discarded_traces += 1
+        if not entry.late:
+            self.stats.discarded_traces += 1
         self.stats.discarded_spans += len(entry.spans)
         return []
 

@@ -51,8 +51,9 @@ class SinkStats:
         retries: Export attempts repeated after a transient failure.
         dead_lettered: Scores written to the dead-letter file.
         dropped: Scores lost: no dead-letter file configured, or writing it failed.
-        abandoned: Of ``dead_lettered``, those whose request was still in flight at the shutdown deadline (the
-            backend may get them too; a replay then upserts them under the same id).
+        abandoned: Of ``dead_lettered``, those of the batch whose request was still in flight at the shutdown
+            deadline, whether shutdown took it from a hung request or the request's timeout (capped at the
+            deadline) ended it (the backend may get them too; a replay then upserts them under the same id).
     """
 
     submitted: int = 0
@@ -282,7 +283,11 @@ class SinkWorker:
             if held is not None:
                 self._give_up(held)
                 return
+            sent_at = time.monotonic()
             result = self._export(pending)
+            # The request ran into the shutdown deadline (the sink caps its timeout with it): it was in flight
+            # then, as a hung one shutdown takes away is, and the backend may have it; counted alike either way.
+            cut = sent_at < self._deadline <= time.monotonic()
             if not self._settle(pending, result):
                 return
             wait = self._retry_wait(result, attempt)
@@ -290,7 +295,7 @@ class SinkWorker:
                 self._give_up(wait)
                 return
             if not self._wait_until(wait):
-                self._give_up(f"{result.error}; shutdown deadline reached before the next retry")
+                self._give_up(f"{result.error}; shutdown deadline reached before the next retry", in_flight=cut)
                 return
             attempt += 1
             with self._cond:
@@ -354,12 +359,18 @@ class SinkWorker:
                     return True
                 self._cond.wait(remaining)  # shutdown notifies: its deadline may rule the wait out
 
-    def _give_up(self, error: str | None) -> None:
-        """Dead-letter the batch in flight, unless shutdown already took it."""
+    def _give_up(self, error: str | None, *, in_flight: bool = False) -> None:
+        """Dead-letter the batch in flight, unless shutdown already took it.
+
+        ``in_flight``: its last request was cut by the shutdown deadline; counted ``abandoned`` like a batch that
+        shutdown takes from a hung request, so the count does not depend on which of the two settles it first.
+        """
         with self._cond:
             if self._abandoned:
                 return
             lost, self._inflight = self._inflight, []
+            if in_flight:
+                self.stats.abandoned += len(lost)
             self._settle_lost(lost, error)
 
     def _settle_lost(self, scores: Sequence[Score], error: str | None) -> None:
