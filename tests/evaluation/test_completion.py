@@ -508,3 +508,143 @@ def test_a_root_less_trace_in_the_worker_counts_trace_incomplete_for_evaluators_
     # The kind filter cannot be decided without the root: counted as possibly applying. Sampling by trace id can.
     assert stats["evaluators"]["agents_only"]["not_evaluated_by_reason"] == {"trace_incomplete": 1}
     assert stats["evaluators"]["never_sampled"]["not_evaluated_by_reason"] == {"sampled_out": 1}
+
+
+# --- several local roots of one trace (a service called twice) ---------------------------------------------------
+
+
+def test_a_stale_end_marker_entry_never_takes_the_next_revision_out_of_the_buffer() -> None:
+    clock = Clock()
+    waits: list[int] = []
+    buffer = CompletionBuffer(0.5, 30.0, 60.0, 10, 10, clock=clock, on_wait=lambda t, d: waits.append(d))
+    buffer.add(_span("child", 2, 1), create=True, marker=False)
+    assert buffer.root_ended(_span("root A", 1, None), ["spec"], marker=False) == ("waiting", None)
+    buffer.add(_span("marked", 3, 1), create=False, marker=True)  # due at the next collect
+    outcome, first = buffer.root_ended(_span("root B", 4, None), ["spec"], marker=True)
+    assert outcome == "complete" and first is not None and first.awaited  # the wait goes to root B's job
+    buffer.add(_span("late", 5, 1), create=False, marker=False)  # re-opens: revision 2
+    clock.now += 1
+    (second,), incomplete = buffer.collect()  # the stale entry of revision 1 is skipped, revision 2 is due
+    assert incomplete == [] and second.revision == 2 and second.awaited
+    assert len(second.spans) == 5 and len(buffer) == 0
+    assert waits == [1, 1]  # never ended by the buffer: by root B's job and collect()'s caller
+
+
+def test_a_root_no_evaluator_is_for_joins_a_trace_another_root_left_waiting() -> None:
+    clock = Clock()
+    waits: list[int] = []
+    buffer = CompletionBuffer(0.5, 30.0, 60.0, 10, 10, clock=clock, on_wait=lambda t, d: waits.append(d))
+    buffer.track(TRACE)
+    buffer.track(TRACE)  # two local roots of the trace run
+    buffer.add(_span("step A", 2, 1), create=False, marker=False)
+    assert buffer.discard(_span("health B", 4, None)) is False  # root A still runs: its trace is kept
+    assert len(buffer) == 1
+    assert buffer.root_ended(_span("chat A", 1, None), ["spec"], marker=False) == ("waiting", None)
+    assert waits == [1]
+    clock.now += 1
+    (done,), _ = buffer.collect()
+    assert sorted(s.name for s in done.spans) == ["chat A", "health B", "step A"]  # judged on the whole trace
+
+
+def test_a_root_no_evaluator_is_for_leaves_a_waiting_trace_waiting() -> None:
+    clock = Clock()
+    waits: list[int] = []
+    buffer = CompletionBuffer(0.5, 30.0, 60.0, 10, 10, clock=clock, on_wait=lambda t, d: waits.append(d))
+    buffer.track(TRACE)
+    buffer.add(_span("step A", 2, 1), create=False, marker=False)
+    assert buffer.root_ended(_span("chat A", 1, None), ["spec"], marker=False) == ("waiting", None)
+    buffer.track(TRACE)
+    assert buffer.discard(_span("health B", 4, None)) is False
+    clock.now += 1
+    (done,), _ = buffer.collect()
+    assert done.awaited and waits == [1]  # the wait was not ended: sampling still waits for the verdict
+    assert sorted(s.name for s in done.spans) == ["chat A", "health B", "step A"]
+    # The only root of another trace, no evaluator for it: forgotten, nothing waits.
+    other = ReadableSpan(name="step", context=SpanContext(7, 2, False), parent=SpanContext(7, 1, False))
+    buffer.track(7)
+    buffer.add(other, create=False, marker=False)
+    assert len(buffer) == 1
+    assert buffer.discard(ReadableSpan(name="health", context=SpanContext(7, 1, False))) is False
+    assert len(buffer) == 0 and waits == [1]
+
+
+def test_the_buffer_does_not_keep_a_root_that_never_ends_alive() -> None:
+    import gc
+    import weakref
+
+    from opentelemetry.sdk.trace import TracerProvider
+
+    buffer = CompletionBuffer(0.5, 30.0, 60.0, 10, 10)
+    root = TracerProvider().get_tracer("t").start_span("abandoned")  # the application drops it without end()
+    assert root.context is not None
+    buffer.track(root.context.trace_id, root)
+    ref = weakref.ref(root)
+    del root
+    gc.collect()
+    assert ref() is None
+
+
+def test_shutdown_releases_parked_spans_and_shuts_exporters_down_even_if_the_drain_fails(
+    make_pipeline: MakePipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    @evaluator(name="quality")
+    def quality(trace: Trace) -> bool:
+        return True
+
+    p = make_pipeline(
+        [EvaluatorSpec(quality, trace_level=True)],
+        export_sampling=ExportSampling(keep_rate=0.0),
+        trace_quiet_period_s=30.0,
+    )
+    with p.tracer.start_as_current_span("root"):
+        with p.tracer.start_as_current_span("step"):
+            pass
+    completion = p.processor._completion
+    assert completion is not None
+
+    def broken(*, drain: bool = False) -> Any:
+        raise RuntimeError("a bug of ours")
+
+    monkeypatch.setattr(completion, "collect", broken)
+    p.processor.shutdown(3000)  # does not raise
+    assert sorted(s.name for s in p.spans()) == ["root", "step"]  # released in full: nothing lost
+    assert p.processor.stats()["internal_errors"] >= 1
+
+
+def test_one_trace_that_fails_to_settle_does_not_leak_the_others(
+    make_pipeline: MakePipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    judged: list[str] = []
+
+    @evaluator(name="quality")
+    def quality(trace: Trace) -> bool:
+        judged.append(trace.case_id)
+        return False
+
+    p = make_pipeline(
+        [EvaluatorSpec(quality, trace_level=True)],
+        export_sampling=ExportSampling(keep_rate=0.0),
+        trace_quiet_period_s=30.0,
+    )
+    processor = p.processor
+    submit = processor._submit_trace
+    first = True
+
+    def flaky(entry: Any) -> None:
+        nonlocal first
+        if first:
+            first = False
+            raise RuntimeError("a bug of ours")
+        submit(entry)
+
+    monkeypatch.setattr(processor, "_submit_trace", flaky)
+    for name in ("one", "two"):
+        with p.tracer.start_as_current_span(name):
+            pass
+    p.flush()  # both are due now; the first one's error must not drop the second
+    assert wait_until(lambda: processor.stats()["export_sampling"]["parked_spans"] == 0)
+    assert len(judged) == 1
+    stats = processor.stats()
+    assert stats["internal_errors"] == 1
+    # The one that failed to settle is decided without a verdict (its wait ended); the other is kept for its fail.
+    assert stats["export_sampling"]["kept_traces"] == 1 and stats["export_sampling"]["discarded_traces"] == 1

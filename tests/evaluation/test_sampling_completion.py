@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import threading
 
-from opentelemetry.trace import set_span_in_context
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, set_span_in_context
 
 from evaltrace.evaluation import EvaluatorSpec, ExportSampling, evaluator
 from evaltrace.evaluation.completion import CompletionBuffer
+from evaltrace.evaluation.sampling import ExportGate
 from evaltrace.schema import Trace
 
 from .conftest import MakePipeline, Pipeline, wait_until
@@ -141,6 +144,140 @@ def test_sampling_hears_of_a_wait_before_the_timer_can_hand_the_trace_out() -> N
     assert done.awaited  # the caller ends the wait once the evaluation ran
     buffer.add(_span("late", 3, 1), create=False, marker=False)  # re-opened: revision 2 is waited for too
     assert calls == [(TRACE, 1), (TRACE, 1)]
-    # Another root of the trace with the end marker: evaluated on that root's own job, so the wait ends here.
-    assert buffer.root_ended(_span("second root", 4, None), ["spec"], marker=True)[0] == "complete"
-    assert calls[-1] == (TRACE, -1)
+    # Another root of the trace with the end marker: evaluated on that root's own job, which the wait goes to
+    # (ending it here would let sampling decide before that job even started).
+    outcome, complete = buffer.root_ended(_span("second root", 4, None), ["spec"], marker=True)
+    assert outcome == "complete" and complete is not None and complete.awaited
+    assert calls == [(TRACE, 1), (TRACE, 1)]
+
+
+# --- reviewed: a verdict is never decided away before it exists ------------------------------------------------
+
+
+def _remote_parent() -> Context:
+    """The context of a caller in another service: each span started under it is a local root of one trace."""
+    parent = SpanContext(0x5B8EFFF798038103D269B633813FC60C, 0x00F067AA0BA902B7, True, TraceFlags(TraceFlags.SAMPLED))
+    return set_span_in_context(NonRecordingSpan(parent))
+
+
+@evaluator(name="quality")
+def _failing(trace: Trace) -> bool:
+    return False
+
+
+def test_a_second_local_root_with_the_end_marker_keeps_the_whole_trace_when_its_verdict_fails(
+    make_pipeline: MakePipeline,
+) -> None:
+    p = make_pipeline([EvaluatorSpec(_failing, trace_level=True)], export_sampling=NEVER, trace_quiet_period_s=5.0)
+    caller = _remote_parent()  # the service is called twice in one trace
+    with p.tracer.start_as_current_span("call A", context=caller):
+        with p.tracer.start_as_current_span("step A"):
+            pass
+    # The second call ends the trace: its own job evaluates the trace, and sampling must wait for that verdict.
+    with p.tracer.start_as_current_span("call B", context=caller, attributes={"evaltrace.trace.end": True}):
+        pass
+    p.flush()
+    assert wait_until(lambda: p.processor.stats()["export_sampling"]["parked_spans"] == 0)
+    assert _names(p) == ["call A", "call B", "step A"]
+    assert p.one("call B").attributes["evaltrace.eval.quality.passed"] is False
+    stats = p.processor.stats()["export_sampling"]
+    assert (stats["kept_traces"], stats["discarded_traces"], stats["late_parked"]) == (1, 0, 0)
+
+
+def test_a_second_local_root_no_evaluator_matches_leaves_the_first_roots_evaluation_pending(
+    make_pipeline: MakePipeline,
+) -> None:
+    judged: list[Trace] = []
+
+    @evaluator(name="quality")
+    def quality(trace: Trace) -> bool:
+        judged.append(trace)
+        return False
+
+    spec = EvaluatorSpec(quality, trace_level=True, name_glob="chat *")
+    p = make_pipeline([spec], export_sampling=NEVER, trace_quiet_period_s=0.05)
+    caller = _remote_parent()
+    with p.tracer.start_as_current_span("chat A", context=caller):
+        with p.tracer.start_as_current_span("step A"):
+            pass
+    with p.tracer.start_as_current_span("health B", context=caller):  # no trace-level evaluator is for this root
+        pass
+    assert wait_until(lambda: len(judged) == 1)
+    p.flush()
+    assert wait_until(lambda: p.processor.stats()["export_sampling"]["parked_spans"] == 0)
+    # chat A's evaluation still ran (on the whole trace: see test_completion) and its failure kept the trace.
+    assert len(judged) == 1
+    assert _names(p) == ["chat A", "evaluation quality", "health B", "step A"]
+    assert p.processor.stats()["export_sampling"]["kept_traces"] == 1
+
+
+def _otlp_span(name: str, span_id: int, parent: int | None, *, remote: bool = False) -> ReadableSpan:
+    flags = TraceFlags(TraceFlags.SAMPLED)
+    parent_ctx = SpanContext(TRACE, parent, remote, flags) if parent is not None else None
+    return ReadableSpan(
+        name=name,
+        context=SpanContext(TRACE, span_id, False, flags),
+        parent=parent_ctx,
+        start_time=1_000_000_000,
+        end_time=2_000_000_000,
+    )
+
+
+def test_in_the_worker_a_service_entry_span_does_not_decide_the_trace_before_its_root(
+    make_pipeline: MakePipeline,
+) -> None:
+    p = make_pipeline([EvaluatorSpec(_failing, trace_level=True)], export_sampling=NEVER, trace_quiet_period_s=0.05)
+    # Spans fed without on_start (an OTLP receiver). Service B's spans arrive before service A's: A root -> A client
+    # -> (remote) B server -> B db.
+    p.processor.on_end(_otlp_span("B db", 4, 3))
+    p.processor.on_end(_otlp_span("B server", 3, 2, remote=True))
+    stats = lambda: p.processor.stats()["export_sampling"]  # noqa: E731
+    assert stats()["discarded_traces"] == 0 and stats()["parked_spans"] == 2  # B's entry span is not the root
+    p.processor.on_end(_otlp_span("A client", 2, 1))
+    p.processor.on_end(_otlp_span("A root", 1, None))
+    assert wait_until(lambda: stats()["kept_traces"] == 1)
+    p.flush()
+    assert _names(p) == ["A client", "A root", "B db", "B server", "evaluation quality"]
+    assert stats()["discarded_traces"] == 0
+
+
+def test_a_trace_parked_past_max_age_is_released_in_full_by_force_flush(make_pipeline: MakePipeline) -> None:
+    p = make_pipeline([EvaluatorSpec(_failing)], export_sampling=ExportSampling(keep_rate=0.0, max_age_s=0.05))
+    root = p.tracer.start_span("request")  # never ends here
+    with p.tracer.start_as_current_span("step", context=set_span_in_context(root)):
+        pass
+    # Nothing else happens in the process: the age is checked by force_flush, not only when another trace parks.
+    assert wait_until(lambda: p.processor.force_flush(1000) and len(p.spans()) == 1)
+    assert _names(p) == ["step"]
+    stats = p.processor.stats()["export_sampling"]
+    assert stats["released_unsampled"] == 1 and stats["parked_spans"] == 0
+
+
+def test_a_trace_parked_past_max_age_is_released_by_the_completion_timer(make_pipeline: MakePipeline) -> None:
+    p = make_pipeline(
+        [EvaluatorSpec(_failing, trace_level=True)],
+        export_sampling=ExportSampling(keep_rate=0.0, max_age_s=0.05),
+        trace_quiet_period_s=0.05,
+    )
+    root = p.tracer.start_span("request")  # still running: its trace stays open and parked
+    with p.tracer.start_as_current_span("step", context=set_span_in_context(root)):
+        pass
+    assert wait_until(lambda: _names(p) == ["step"])  # no flush, no other trace: the timer released it
+    assert p.processor.stats()["export_sampling"]["released_unsampled"] == 1
+    root.end()
+
+
+def test_export_gate_releases_a_trace_older_than_max_age_on_expire() -> None:
+    delivered: list[str] = []
+    now = [100.0]
+    gate = ExportGate(
+        ExportSampling(keep_rate=0.0, max_age_s=10.0), lambda s: delivered.append(s.name), clock=lambda: now[0]
+    )
+    gate.expect(TRACE, 1)  # a verdict to wait for, whose end never comes (an internal error)
+    gate.offer(_span("root", 1, None))
+    gate.expire()
+    assert delivered == [] and gate.parked_spans() == 1  # not old yet
+    now[0] += 11
+    gate.expire()
+    assert delivered == ["root"]  # fail-open: forwarded in full and counted
+    assert gate.stats.released_unsampled == 1 and gate.parked_spans() == 0

@@ -323,6 +323,26 @@ def test_shutdown_while_a_request_hangs_returns_by_the_deadline(tmp_path: Path, 
     assert worker.stats.dead_lettered == 1 and worker.stats.abandoned == 1
 
 
+@pytest.mark.parametrize("max_retries", [0, 1])
+def test_a_request_its_timeout_ends_at_the_deadline_is_counted_abandoned_whatever_settles_it_first(
+    tmp_path: Path, fault: FaultBackend, monkeypatch: pytest.MonkeyPatch, max_retries: int
+) -> None:
+    fault.behave = _always(Reply(hang=True))
+    retry = RetryPolicy(max_retries=max_retries, initial_backoff_s=0.01)
+    worker = langfuse_worker(fault, tmp_path / "dl.jsonl", timeout_s=30.0, retry=retry)
+    worker.submit(make_scores(1))
+    assert wait_until(lambda: len(fault.score_requests()) == 1)
+    thread = worker._thread
+    assert thread is not None
+    # The worker thread settles the batch first: its request's timeout, capped at the deadline, ends it while
+    # shutdown's caller is descheduled (a busy machine), on its last attempt or with a retry left alike.
+    join = thread.join
+    monkeypatch.setattr(thread, "join", lambda timeout=None: join(None if timeout is None else timeout + 0.5))
+    worker.shutdown(0.2)
+    assert worker.stats.dead_lettered == 1 and worker.stats.abandoned == 1 and worker.stats.dropped == 0
+    fault.release.set()
+
+
 def test_exit_without_shutdown_dead_letters_what_a_hung_backend_never_took(tmp_path: Path, fault: FaultBackend) -> None:
     fault.behave = lambda index: Reply() if index < 3 else Reply(hang=True)
     script = tmp_path / "app.py"

@@ -93,6 +93,8 @@ class Job:
         deferred: A trace-level evaluation of a completed trace whose root was forwarded already.
         revision: The trace's evaluation revision (deferred jobs: 1, then +1 per re-evaluation).
         gate: The job counts for eval-aware export sampling's decision on its trace.
+        gate_held: Sampling counts the job already: the trace-level wait the completion buffer announced goes to
+            this root's job, which evaluates the trace (not noted again at submit; ended when the job is done).
     """
 
     span: ReadableSpan
@@ -105,6 +107,7 @@ class Job:
     deferred: bool = False
     revision: int = 1
     gate: bool = True
+    gate_held: bool = False
     forwarded: bool = False
     running: list[tuple[EvaluatorSpec, asyncio.Task[EvaluationResult]]] = field(default_factory=list)
 

@@ -24,16 +24,22 @@ ignored (``duplicate_spans``). The revision handed out last per trace is kept (:
 older revision that finishes late does not publish its verdict over the newer one.
 
 Export sampling is told, under this buffer's lock, whenever a trace (or a new revision of it) starts waiting with
-its root known (``on_wait(trace_id, +1)``), and when such a wait ends without being handed out
-(``on_wait(trace_id, -1)``: evaluated on its root's own job, or dropped); a wait handed out by :meth:`collect` is
-ended by the caller once its evaluation ran (or will not run). So sampling never decides a trace between its
-root's end and its trace-level verdict, even when the timer hands the trace out before the root's caller returns.
+its root known (``on_wait(trace_id, +1)``). The wait goes with the trace (``OpenTrace.awaited``) to whoever
+evaluates it, who ends it once the evaluation ran or will not run: the caller of :meth:`collect`, or, for a trace
+:meth:`root_ended` returns complete, the root's own job. The buffer never ends a wait itself, so sampling never
+decides a trace between its root's end and its trace-level verdict, even when the timer hands the trace out
+before the root's caller returns, or another root of the trace completes it.
+
+A trace may have several local roots (a service called twice in one trace): the roots started and not ended yet
+are counted per trace, so a root no trace-level evaluator is for (:meth:`discard`) forgets its trace only when no
+other root of it ended waiting or still runs; otherwise it joins the trace like any span.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -56,10 +62,10 @@ class OpenTrace:
         revision: 1 for the first evaluation, +1 for each re-evaluation after late spans.
         forced: A span carrying the end marker has ended: no quiet period once the root has ended.
         truncated: A span was refused by the spans-per-trace bound: the trace is incomplete.
-        started: The root as it started (in process; None in the worker), live: when the trace is given up
-            before its root ended, its name and attributes then tell which evaluators it was lost to.
-        awaited: ``on_wait(trace_id, +1)`` was called for this revision: whoever ends its wait calls -1 (the
-            processor, for a trace handed out by :meth:`CompletionBuffer.collect`).
+        started_ref: A weak reference to the root as it started (in process; None in the worker); see ``started``.
+        running: Local roots of the trace started and not ended yet (in process).
+        awaited: ``on_wait(trace_id, +1)`` was called for this revision: whoever evaluates it ends the wait (the
+            caller of :meth:`CompletionBuffer.collect`, or the root's job for a trace complete at its root's end).
     """
 
     trace_id: int
@@ -72,8 +78,18 @@ class OpenTrace:
     forced: bool = False
     truncated: bool = False
     span_ids: set[int] = field(default_factory=set)
-    started: ReadableSpan | None = None
+    started_ref: weakref.ref[ReadableSpan] | None = None
+    running: int = 0
     awaited: bool = False
+
+    @property
+    def started(self) -> ReadableSpan | None:
+        """The root as it started, live (None in the worker, or once the application dropped it unended).
+
+        When the trace is given up before its root ended, its name and attributes then tell which evaluators the
+        trace was lost to. A weak reference: a root that never ends is not kept alive by the buffer.
+        """
+        return self.started_ref() if self.started_ref is not None else None
 
 
 @dataclass
@@ -89,6 +105,14 @@ class CompletionStats:
     late_after_window: int = 0
     after_incomplete: int = 0
     duplicate_spans: int = 0
+
+
+@dataclass
+class _Started:
+    """Roots of a trace started (in process) before any span of it ended: the first one, and how many run."""
+
+    root: weakref.ref[ReadableSpan] | None
+    running: int = 1
 
 
 @dataclass
@@ -119,8 +143,7 @@ class CompletionBuffer:
         max_spans: Spans kept per trace.
         clock: Monotonic seconds (injectable for tests).
         on_wait: Called under the buffer's lock with ``(trace_id, +1)`` when a trace with a known root starts
-            waiting for its evaluation and ``(trace_id, -1)`` when that wait ends here (see the module docstring);
-            it must not block nor call back into the buffer.
+            waiting for its evaluation (see the module docstring); it must not block nor call back into the buffer.
     """
 
     def __init__(
@@ -144,8 +167,8 @@ class CompletionBuffer:
         self._ready: OrderedDict[int, OpenTrace] = OrderedDict()  # root ended, by last arrival: quiet-period order
         self._forced: list[OpenTrace] = []  # root ended and end marker seen: due at the next collect
         self._tombstones: OrderedDict[int, _Tombstone] = OrderedDict()
-        # Roots started (the live span, None in the worker), no span of their trace ended yet.
-        self._tracked: OrderedDict[int, ReadableSpan | None] = OrderedDict()
+        # Roots started, no span of their trace ended yet: small records with a weak reference (bounded below).
+        self._tracked: OrderedDict[int, _Started] = OrderedDict()
         self._spill: list[OpenTrace] = []  # evicted by add(): handed to the next collect (counted there)
         # Evaluated or given-up traces, kept longer than their tombstones (ids only): never judged again from a part.
         self._closed: OrderedDict[int, int] = OrderedDict()
@@ -156,8 +179,17 @@ class CompletionBuffer:
     def track(self, trace_id: int, root: ReadableSpan | None = None) -> None:
         """Buffer ``trace_id`` from now on (its root may be evaluated; called at the root's start with the root)."""
         with self._lock:
-            self._tracked[trace_id] = root
-            # Bounded apart from the open traces (ints only): roots that never end must not stop tracking new ones.
+            entry = self._open.get(trace_id)
+            if entry is not None:
+                entry.running += 1  # another root of an open trace (a service called again)
+                return
+            started = self._tracked.get(trace_id)
+            if started is not None:
+                started.running += 1
+                return
+            self._tracked[trace_id] = _Started(weakref.ref(root) if root is not None else None)
+            # Bounded apart from the open traces (small records, the root held weakly): roots that never end must
+            # not stop tracking new ones.
             if len(self._tracked) > 4 * self._max_traces:
                 self._tracked.popitem(last=False)
 
@@ -169,29 +201,9 @@ class CompletionBuffer:
             create: Buffer its trace even when it was never tracked (spans fed without ``on_start``).
             marker: The span carries the end marker.
         """
-        trace_id = span.context.trace_id if span.context is not None else 0
         now = self._clock()
         with self._lock:
-            if self._settled(trace_id, span, now) is not None:
-                return False
-            entry = self._open.get(trace_id)
-            opened = entry is None
-            if entry is None:
-                entry = self._reopen(trace_id, span, now)
-            if entry is None:
-                if not create and trace_id not in self._tracked:
-                    return False
-                started = self._tracked.pop(trace_id, None)
-                entry = self._insert(trace_id, now)
-                entry.started = started
-            self._append(entry, span, now)
-            if marker:
-                entry.forced = True
-            if entry.root is not None:
-                self._ready.move_to_end(trace_id)
-                if marker:
-                    self._forced.append(entry)
-            return opened
+            return self._add(span, now, create=create, marker=marker)
 
     def closed(self, root: ReadableSpan) -> ClosedReason | None:
         """Why ``root`` must not be judged (None: it may be): a re-sent root, or its trace was given up or evaluated.
@@ -216,19 +228,22 @@ class CompletionBuffer:
         trace_id = root.context.trace_id if root.context is not None else 0
         now = self._clock()
         with self._lock:
-            self._tracked.pop(trace_id, None)
+            running = self._root_done(trace_id)
             if self._settled(trace_id, root, now) is not None:
                 return "closed", None
             # A tombstone still in its late window: another local root of the trace (a service called twice)
             # re-opens it like any late span.
             entry = self._open.get(trace_id) or self._reopen(trace_id, root, now) or self._insert(trace_id, now)
+            if running is not None:
+                entry.running = running
             self._append(entry, root, now)
             entry.root, entry.specs = root, specs
             entry.forced = entry.forced or marker
             if (self.quiet_s <= 0 or entry.forced) and not entry.truncated:
+                # Evaluated on the root's own job from here: a wait sampling was told of (``awaited``) goes with
+                # the trace to that job, which ends it once it ran; ending it here would let sampling decide first.
                 del self._open[trace_id]
                 self._ready.pop(trace_id, None)
-                self._unwait(entry)  # evaluated on the root's own job from here, which sampling waits for
                 self._bury(entry, now)
                 self.stats.completed += 1
                 self._count()
@@ -256,7 +271,10 @@ class CompletionBuffer:
             incomplete, self._spill = self._spill, []
             forced, self._forced = self._forced, []
             for entry in forced:
-                if self._open.pop(entry.trace_id, None) is entry:
+                # Only the entry itself: it may have left already (completed by another root of its trace) and a
+                # newer revision of the trace be open under the same id.
+                if self._open.get(entry.trace_id) is entry:
+                    del self._open[entry.trace_id]
                     self._ready.pop(entry.trace_id, None)
                     complete.append(entry)
             while self._ready:
@@ -264,7 +282,7 @@ class CompletionBuffer:
                 if not drain and entry.last + self.quiet_s > now:
                     break
                 self._ready.popitem(last=False)
-                del self._open[entry.trace_id]
+                self._open.pop(entry.trace_id, None)
                 complete.append(entry)
             while self._open:
                 entry = next(iter(self._open.values()))
@@ -289,15 +307,32 @@ class CompletionBuffer:
             self._count()
         return complete, incomplete
 
-    def discard(self, trace_id: int) -> None:
-        """Forget ``trace_id`` (its root ended and no trace-level evaluator applies to it)."""
+    def discard(self, root: ReadableSpan, *, marker: bool = False) -> bool:
+        """A root no trace-level evaluator is for ended: forget its trace, unless another evaluation stands.
+
+        When another root of the trace ended and waits for its evaluation (or a re-opened revision waits, or an
+        evaluated trace is in its late window), or another root of it still runs, ``root`` is a span of that
+        trace like any other: it joins it (re-opening it from its tombstone). Otherwise the trace is forgotten.
+
+        Returns:
+            True when it opened or re-opened a trace (the timer must watch it), as :meth:`add`.
+        """
+        trace_id = root.context.trace_id if root.context is not None else 0
+        now = self._clock()
         with self._lock:
-            self._tracked.pop(trace_id, None)
-            entry = self._open.pop(trace_id, None)
+            running = self._root_done(trace_id)
+            entry = self._open.get(trace_id)
             if entry is not None:
-                self._ready.pop(trace_id, None)
-                self._unwait(entry)
-                self._count()
+                if running is not None:
+                    entry.running = running
+                if entry.root is None and entry.running <= 0:  # nothing waits for the trace: never awaited
+                    del self._open[trace_id]
+                    self._ready.pop(trace_id, None)
+                    self._count()
+                    return False
+            elif running:  # another root still runs: it may be evaluated on the whole trace, this root included
+                self._tracked[trace_id] = _Started(None, running)
+            return self._add(root, now, create=False, marker=marker)
 
     def ready_now(self) -> None:
         """Make every trace whose root has ended due at the next :meth:`collect` (``force_flush``)."""
@@ -312,6 +347,41 @@ class CompletionBuffer:
         return len(self._tombstones)
 
     # --- under the lock -----------------------------------------------------------------------------------
+
+    def _add(self, span: ReadableSpan, now: float, *, create: bool, marker: bool) -> bool:
+        trace_id = span.context.trace_id if span.context is not None else 0
+        if self._settled(trace_id, span, now) is not None:
+            return False
+        entry = self._open.get(trace_id)
+        opened = entry is None
+        if entry is None:
+            entry = self._reopen(trace_id, span, now)
+        if entry is None:
+            if not create and trace_id not in self._tracked:
+                return False
+            started = self._tracked.pop(trace_id, None)
+            entry = self._insert(trace_id, now)
+            if started is not None:
+                entry.started_ref, entry.running = started.root, started.running
+        self._append(entry, span, now)
+        if marker:
+            entry.forced = True
+        if entry.root is not None:
+            self._ready.move_to_end(trace_id)
+            if marker:
+                self._forced.append(entry)
+        return opened
+
+    def _root_done(self, trace_id: int) -> int | None:
+        """A local root of ``trace_id`` ended: how many others still run (None: not known here, the worker).
+
+        Counted on the open trace, or on the started record (then taken: the caller opens or joins the trace).
+        """
+        entry = self._open.get(trace_id)
+        started = self._tracked.pop(trace_id, None)
+        if entry is not None:
+            return max(0, entry.running - 1)
+        return max(0, started.running - 1) if started is not None else None
 
     def _append(self, entry: OpenTrace, span: ReadableSpan, now: float) -> None:
         entry.last = now
@@ -404,11 +474,6 @@ class CompletionBuffer:
         if not entry.awaited and self._on_wait is not None:
             entry.awaited = True
             self._on_wait(entry.trace_id, 1)
-
-    def _unwait(self, entry: OpenTrace) -> None:
-        if entry.awaited and self._on_wait is not None:
-            entry.awaited = False
-            self._on_wait(entry.trace_id, -1)
 
     def _count(self) -> None:
         self.stats.open_traces = len(self._open)

@@ -148,7 +148,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         # share a file or overwrite each other's counters.
         self._sink_keys = _unique_names([sink.name for sink in sinks])
         self._sinks = [self._sink_worker(sink, key) for sink, key in zip(sinks, self._sink_keys, strict=True)]
-        self._gate = ExportGate(opts.export_sampling, self._deliver) if opts.export_sampling else None
+        self._gate = self._new_gate()
         self._pending = 0
         self._cond = threading.Condition()
         self._shutdown = False
@@ -210,7 +210,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         self._suppressed = set()
         self._completion, self._timer = self._new_completion()  # the parent's timer thread is gone
         self.monitor = self._new_monitor()
-        self._gate = ExportGate(opts.export_sampling, self._deliver) if opts.export_sampling else None
+        self._gate = self._new_gate()
         self._runner.ctx = self._job_context(self._metrics)  # the engine's new semaphore, the new stats
 
     def _new_completion(self) -> tuple[CompletionBuffer | None, CompletionTimer | None]:
@@ -227,6 +227,11 @@ class EvaluationSpanProcessor(SpanProcessor):
             on_wait=self._sampling_wait,
         )
         return completion, CompletionTimer(self._tick)
+
+    def _new_gate(self) -> ExportGate | None:
+        sampling = self.options.export_sampling
+        # The decision waits for the root trace completion waits for: in the worker, not a service's entry span.
+        return ExportGate(sampling, self._deliver, self._is_trace_root) if sampling else None
 
     def _sampling_wait(self, trace_id: int, delta: int) -> None:
         """Completion buffer, under its lock: a trace-level verdict of ``trace_id`` to wait for (1), or not (-1)."""
@@ -414,10 +419,13 @@ class EvaluationSpanProcessor(SpanProcessor):
                 self._stats.not_evaluated(semconv.SKIP_QUEUE_FULL, spec.evaluator.name)
             self._metrics.record_dropped()
             self._overflow.loss(1, f"{self.options.max_queue_size} spans already queued; spans go out unevaluated")
+            if self._gate is not None and job.gate_held and job.span.context is not None:
+                self._gate.job_finished(job.span.context.trace_id)  # the trace-level wait it held: will not run
             return False
         self._stats.incr("enqueued")
-        if self._gate is not None and job.gate and not job.deferred and job.span.context is not None:
-            self._gate.job_started(job.span.context.trace_id)  # a deferred job's trace was noted at its root's end
+        held = job.deferred or job.gate_held  # noted already: at its root's end, or by the completion buffer
+        if self._gate is not None and job.gate and not held and job.span.context is not None:
+            self._gate.job_started(job.span.context.trace_id)
         self._engine.submit(job)
         return True
 
@@ -464,8 +472,17 @@ class EvaluationSpanProcessor(SpanProcessor):
         if not specs and not trace_specs:
             return None
         revision = complete.revision if complete is not None else 1
+        held = complete is not None and complete.awaited  # the wait sampling was told of goes to this job
         return Job(
-            span, specs, trace_specs, spans, count, admitted_at=time.monotonic(), skipped=skipped, revision=revision
+            span,
+            specs,
+            trace_specs,
+            spans,
+            count,
+            admitted_at=time.monotonic(),
+            skipped=skipped,
+            revision=revision,
+            gate_held=held,
         )
 
     def _job_spans(
@@ -516,9 +533,10 @@ class EvaluationSpanProcessor(SpanProcessor):
         self, completion: CompletionBuffer, root: ReadableSpan, specs: list[EvaluatorSpec], marker: bool
     ) -> OpenTrace | None:
         """Hand the trace's root to the completion buffer; the trace when it is complete now, else None."""
-        trace_id = root.context.trace_id if root.context is not None else 0
         if not specs:
-            completion.discard(trace_id)
+            # Forgets the trace, or (another root's evaluation pending) adds this root to it like any span.
+            if completion.discard(root, marker=marker):
+                self._watch()
             return None
         outcome, complete = completion.root_ended(root, specs, marker=marker)
         if outcome == "waiting":  # export sampling was told by the buffer, before the root is forwarded
@@ -539,14 +557,29 @@ class EvaluationSpanProcessor(SpanProcessor):
         except Exception:
             self._stats.incr("internal_errors")
             log_internal_error("evaluating completed traces")
-        return len(completion) > 0 or completion.tombstone_count() > 0
+        gate = self._gate
+        if gate is not None:
+            gate.expire()  # a trace parked past max_age_s goes out in full even when nothing else happens
+        return len(completion) > 0 or completion.tombstone_count() > 0 or (gate is not None and len(gate) > 0)
 
     def _settle(self, complete: list[OpenTrace], incomplete: list[OpenTrace]) -> None:
         for entry in incomplete:
-            self._count_incomplete(entry)
-            self._gate_done(entry)
+            self._settle_one(entry, complete=False)
         for entry in complete:
-            self._submit_trace(entry)
+            self._settle_one(entry, complete=True)
+
+    def _settle_one(self, entry: OpenTrace, *, complete: bool) -> None:
+        """Submit or count one trace; an error is counted and ends this trace's sampling wait, no other trace's."""
+        try:
+            if complete:
+                self._submit_trace(entry)
+            else:
+                self._count_incomplete(entry)
+                self._gate_done(entry)
+        except Exception:
+            self._stats.incr("internal_errors")
+            log_internal_error("evaluating a completed trace")
+            self._gate_done(entry)
 
     def _count_incomplete(self, entry: OpenTrace) -> None:
         """Count ``trace_incomplete`` for the trace-level evaluators that would have run on the given-up trace.
@@ -575,8 +608,9 @@ class EvaluationSpanProcessor(SpanProcessor):
             self._stats.not_evaluated(reason, spec.evaluator.name)
 
     def _gate_done(self, entry: OpenTrace) -> None:
-        """A deferred evaluation export sampling waits for will not run: it may decide without it."""
+        """A deferred evaluation export sampling waits for will not run: it may decide without it (once)."""
         if self._gate is not None and entry.awaited:
+            entry.awaited = False
             self._gate.job_finished(entry.trace_id)
 
     def _submit_trace(self, entry: OpenTrace) -> None:
@@ -708,7 +742,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         """Finish queued evaluations, deliver queued scores, then flush downstream, all within the timeout.
 
         With export sampling, traces whose root has not ended stay parked (their fate is not decided yet);
-        :meth:`shutdown` releases them. Traces whose root has ended are evaluated now, without the rest of
+        :meth:`shutdown` releases them, and so does any flush once they are older than ``max_age_s``. Traces whose root has ended are evaluated now, without the rest of
         their quiet period (a serverless function flushes at the end of each invocation, then may freeze);
         traces whose root has not ended keep waiting.
 
@@ -720,6 +754,8 @@ class EvaluationSpanProcessor(SpanProcessor):
             self._completion.ready_now()
             self._tick()
         ok = self._wait_idle(deadline)
+        if self._gate is not None:
+            self._gate.expire()  # older than max_age_s: forwarded in full (and what a released trace left waiting)
         for worker in self._sinks:
             ok = worker.force_flush(max(0.0, deadline - time.monotonic())) and ok
         for processor in self._downstream:
@@ -744,7 +780,11 @@ class EvaluationSpanProcessor(SpanProcessor):
         reserve = min(2.0, total * 0.3)
         if self._completion is not None and self._timer is not None:
             self._timer.stop(min(0.25, reserve / 8))
-            self._settle(*self._completion.collect(drain=True))
+            try:  # a bug here must not skip what follows: parked spans, sinks and exporters
+                self._settle(*self._completion.collect(drain=True))
+            except Exception:
+                self._stats.incr("internal_errors")
+                log_internal_error("evaluating the traces waiting for completion at shutdown")
         if not self._wait_idle(deadline - reserve):
             self._stats.incr("unflushed_jobs", self._pending)
             self._engine.cancel_all()

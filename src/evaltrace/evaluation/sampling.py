@@ -15,10 +15,14 @@ decision), what arrives from then on is parked again until it finishes: if it fa
 like the rest. The spans discarded before cannot be recalled: downstream then has the late part and the
 failing evaluation, whose parent span is missing.
 
+The trace's root is the span the owner's predicate names (``is_root``): the local root in process; in
+``evaltrace worker`` the span without a parent, since a service's entry span (remote parent) may arrive first.
+
 Memory bound: at most ``max_traces`` traces × ``max_spans_per_trace`` spans are parked. When a bound is hit,
-or a trace is older than ``max_age_s`` (its root never ended here), that trace is released *unsampled*
-(fail-open: forwarded in full) and counted, so the bound never costs data that may show a failure.
-Shutdown releases every parked trace.
+or a trace is older than ``max_age_s`` (its root never ended here, or a verdict it waits for never came), that
+trace is released *unsampled* (fail-open: forwarded in full) and counted, so the bound never costs data that may
+show a failure. The age is checked when a trace is parked and by :meth:`ExportGate.expire` (the owner's timer
+and ``force_flush``), so an idle process releases it too. Shutdown releases every parked trace.
 """
 
 from __future__ import annotations
@@ -85,7 +89,7 @@ class SamplingStats:
     late_kept: int = 0  # ... whose late evaluation failed: their late part was forwarded
 
 
-def _is_root(span: ReadableSpan) -> bool:
+def _local_root(span: ReadableSpan) -> bool:
     return span.parent is None or span.parent.is_remote
 
 
@@ -94,10 +98,25 @@ def _number(value: object) -> float:
 
 
 class ExportGate:
-    """Park spans per trace, then release or discard each trace as a whole (see the module docstring)."""
+    """Park spans per trace, then release or discard each trace as a whole (see the module docstring).
 
-    def __init__(self, settings: ExportSampling, deliver: Callable[[ReadableSpan], None]) -> None:
+    Args:
+        settings: The sampling settings.
+        deliver: Sends one span downstream (called without the gate's lock).
+        is_root: Whether a span is its trace's root, whose end the decision waits for (default: the local root).
+        clock: Monotonic seconds (injectable for tests).
+    """
+
+    def __init__(
+        self,
+        settings: ExportSampling,
+        deliver: Callable[[ReadableSpan], None],
+        is_root: Callable[[ReadableSpan], bool] = _local_root,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.settings = settings
+        self._is_root = is_root
+        self._clock = clock
         self.stats = SamplingStats()
         self._deliver = deliver
         self._parked: OrderedDict[int, _Parked] = OrderedDict()
@@ -157,12 +176,23 @@ class ExportGate:
             release.append(span)
         self._flush(release)
 
+    def expire(self) -> None:
+        """Release (unsampled, counted) every trace parked longer than ``max_age_s``, and deliver what waits."""
+        with self._lock:
+            self._expire(self._clock())
+            spans = self._take_spill()
+        self._flush(spans)
+
     def release_all(self) -> None:
         """Deliver every parked trace in full (shutdown: nothing is lost)."""
         with self._lock:
             spans = [span for trace_id in list(self._parked) for span in self._release_unsampled(trace_id)]
             spans = self._take_spill() + spans
         self._flush(spans)
+
+    def __len__(self) -> int:
+        """Return how many traces are parked now."""
+        return len(self._parked)
 
     def parked_spans(self) -> int:
         """Return how many spans are parked now."""
@@ -186,22 +216,30 @@ class ExportGate:
         entry.jobs += 1
 
     def _job_done(self, trace_id: int, entry: _Parked) -> list[ReadableSpan]:
-        entry.jobs -= 1
+        # Never below 0: an end heard for a job this entry never counted (its decision forgotten, then re-parked)
+        # must not make the next job's start look like none.
+        entry.jobs = max(0, entry.jobs - 1)
         return self._ready(trace_id, entry)
 
     def _entry(self, trace_id: int) -> _Parked:
         entry = self._parked.get(trace_id)
         if entry is not None:
             return entry
-        now = time.monotonic()
-        while self._parked:
-            oldest_id, oldest = next(iter(self._parked.items()))
-            if len(self._parked) < self.settings.max_traces and now - oldest.created < self.settings.max_age_s:
-                break
-            self._spill.extend(self._release_unsampled(oldest_id))
+        now = self._clock()
+        while len(self._parked) >= self.settings.max_traces:
+            self._spill.extend(self._release_unsampled(next(iter(self._parked))))
+        self._expire(now)
         entry = _Parked(created=now)
         self._parked[trace_id] = entry
         return entry
+
+    def _expire(self, now: float) -> None:
+        # Oldest first (insertion order): the scan stops at the first trace younger than max_age_s.
+        while self._parked:
+            oldest_id, oldest = next(iter(self._parked.items()))
+            if now - oldest.created < self.settings.max_age_s:
+                return
+            self._spill.extend(self._release_unsampled(oldest_id))
 
     def _account(self, entry: _Parked, span: ReadableSpan) -> None:
         attrs = span.attributes or {}
@@ -213,7 +251,7 @@ class ExportGate:
             _number(attrs.get(semconv.GEN_AI_USAGE_INPUT_TOKENS))
             + _number(attrs.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS))
         )
-        if _is_root(span) and attrs.get(semconv.EVALTRACE_SPAN_KIND) != semconv.KIND_EVALUATION:
+        if self._is_root(span) and attrs.get(semconv.EVALTRACE_SPAN_KIND) != semconv.KIND_EVALUATION:
             entry.root_done = True
             entry.latency_ms = ((span.end_time or 0) - (span.start_time or 0)) / 1e6
 

@@ -292,7 +292,7 @@ class SinkWorker:
                 return
             wait = self._retry_wait(result, attempt)
             if isinstance(wait, str):
-                self._give_up(wait)
+                self._give_up(wait, in_flight=cut)  # its last attempt: cut by the deadline all the same
                 return
             if not self._wait_until(wait):
                 self._give_up(f"{result.error}; shutdown deadline reached before the next retry", in_flight=cut)
