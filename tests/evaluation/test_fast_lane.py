@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
+
+import pytest
 
 from evaltrace.evaluation import EvaluatorSpec, RetryableEvaluatorError, evaluator
 from evaltrace.schema import EvaluationResult, Trace
@@ -181,3 +184,234 @@ def test_shutdown_cuts_a_stuck_lane_job_short_and_counts_it(make_pipeline: MakeP
         assert stats["not_evaluated_by_reason"]["shutdown"] >= 1
     finally:
         release.set()
+
+
+# --- regressions (review of the fast lane) ------------------------------------------------------------------
+
+
+def test_an_evaluator_slow_by_its_call_time_leaves_the_lane_for_the_pool(make_pipeline: MakePipeline) -> None:
+    # Each call is well under the demotion threshold, so only the slow mark by call time takes it off the
+    # one-after-another lane: in the pool the spans are evaluated side by side again.
+    lock = threading.Lock()
+    running = [0]
+    most = [0]
+    overlap = threading.Event()
+
+    @evaluator(name="judge")
+    def judge(trace: Trace) -> bool:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            if running[0] > 1:
+                overlap.set()
+        overlap.wait(0.1)
+        with lock:
+            running[0] -= 1
+        return True
+
+    p = make_pipeline([judge], hold_timeout_s=30, sync_workers=4)
+    for i in range(12):
+        with p.tracer.start_as_current_span(f"s{i}"):
+            pass
+    p.flush()
+    assert most[0] > 1
+    assert p.processor.stats()["passed"] == 12
+
+
+def test_jobs_queued_on_the_lane_are_forwarded_by_their_hold_deadline(make_pipeline: MakePipeline) -> None:
+    release = threading.Event()
+
+    @evaluator(name="stuck")
+    def stuck(trace: Trace) -> bool:
+        release.wait(30)
+        return True
+
+    p = make_pipeline(
+        [EvaluatorSpec(stuck, timeout_s=20, predicate=lambda a: a.get("stuck") is True), fine], hold_timeout_s=0.4
+    )
+    lane = p.processor._engine.lane
+    assert lane is not None
+    lane.slow_s = 60.0  # no call is slow enough to demote: only the jobs' age can keep the hold rule
+    try:
+        with p.tracer.start_as_current_span("hung", attributes={"stuck": True}):
+            pass
+        for i in range(3):
+            with p.tracer.start_as_current_span(f"s{i}"):
+                pass
+        # Forwarded while the first job's call still runs on the lane thread, not queued behind it.
+        assert wait_until(lambda: all(len(p.by_name(n)) == 1 for n in ("hung", "s0", "s1", "s2")))
+        assert not release.is_set()
+    finally:
+        release.set()
+    p.flush()
+    assert p.processor.stats()["passed"] == 5
+
+
+class Abort(BaseException):
+    """What gevent.Timeout and friends look like: not an Exception."""
+
+
+def test_a_base_exception_from_an_evaluator_is_an_error_and_the_lane_goes_on(make_pipeline: MakePipeline) -> None:
+    calls: list[int] = []
+
+    @evaluator(name="boom")
+    def boom(trace: Trace) -> bool:
+        calls.append(1)
+        if len(calls) == 1:
+            raise Abort("user code aborted")
+        return True
+
+    p = make_pipeline([EvaluatorSpec(boom, timeout_s=None)])
+    with p.tracer.start_as_current_span("bad"):
+        pass
+    for i in range(3):
+        with p.tracer.start_as_current_span(f"good{i}"):
+            pass
+    p.flush()
+    attributes = p.one("bad").attributes or {}
+    assert attributes["evaltrace.eval.boom.outcome"] == "error"
+    assert attributes["evaltrace.eval.boom.error_type"] == "Abort"
+    stats = p.processor.stats()
+    assert (stats["errors"], stats["passed"], stats["timed_out"]) == (1, 3, 0)
+
+
+def _sampled_out() -> EvaluatorSpec:
+    @evaluator(name="sampled")
+    def sampled(trace: Trace) -> bool:
+        return True
+
+    return EvaluatorSpec(sampled, sampler=lambda attributes: False)
+
+
+def test_a_skipped_evaluator_is_reported_once_on_the_lane(make_pipeline: MakePipeline) -> None:
+    p = make_pipeline([fine, _sampled_out()])
+    with p.tracer.start_as_current_span("s"):
+        pass
+    p.flush()
+    events = [e for e in p.one("s").events if (e.attributes or {}).get("gen_ai.evaluation.name") == "sampled"]
+    assert len(events) == 1
+
+
+def test_a_skipped_evaluator_gets_no_child_span_when_the_lane_is_late(make_pipeline: MakePipeline) -> None:
+    @evaluator(name="late")
+    def late(trace: Trace) -> bool:
+        time.sleep(0.05)
+        return True
+
+    p = make_pipeline([late, _sampled_out()], hold_timeout_s=0.01)
+    lane = p.processor._engine.lane
+    assert lane is not None
+    lane.slow_s = 60.0  # the job stays on the lane and finishes there after its hold deadline
+    lane.hold_margin_s = -60.0
+    with p.tracer.start_as_current_span("s"):
+        pass
+    p.flush()
+    assert [s.name for s in p.spans() if s.name.startswith("evaluation")] == ["evaluation late"]
+
+
+def test_a_call_past_its_timeout_under_the_demotion_threshold_is_a_timeout(make_pipeline: MakePipeline) -> None:
+    @evaluator(name="judge")
+    def judge(trace: Trace) -> bool:
+        time.sleep(0.12)
+        return False
+
+    p = make_pipeline([EvaluatorSpec(judge, timeout_s=0.05)], hold_timeout_s=5)
+    with p.tracer.start_as_current_span("s"):
+        pass
+    p.flush()
+    attributes = p.one("s").attributes or {}
+    assert (attributes["evaltrace.eval.judge.outcome"], attributes["evaltrace.eval.judge.error_type"]) == (
+        "error",
+        "timeout",
+    )
+    stats = p.processor.stats()
+    assert (stats["failed"], stats["errors"], stats["timed_out"]) == (0, 1, 1)
+
+
+class SlowThenAwaitable:
+    """A sync ``evaluate`` that works past the demotion threshold, then returns an awaitable."""
+
+    name = "slow_then_awaitable"
+    version = None
+
+    def evaluate(self, trace: Trace, case: Any) -> Any:
+        time.sleep(0.3)
+
+        async def finish() -> EvaluationResult:
+            return EvaluationResult(evaluator=self.name, passed=True)
+
+        return finish()
+
+
+def test_a_demoted_call_returning_an_awaitable_is_awaited(make_pipeline: MakePipeline) -> None:
+    p = make_pipeline([SlowThenAwaitable()], hold_timeout_s=5)
+    with p.tracer.start_as_current_span("s"):
+        pass
+    p.flush()
+    assert p.one("s").attributes["evaltrace.eval.slow_then_awaitable.passed"] is True  # type: ignore[index]
+    lane = p.processor._engine.lane
+    assert lane is not None and lane.demoted == 1
+
+
+class _PausingQueue:
+    """The lane's queue, with the worker paused right after it takes a batch (the window of a preemption)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def get(self, *args: Any, **kwargs: Any) -> Any:
+        item = self.inner.get(*args, **kwargs)
+        time.sleep(0.1)
+        return item
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_the_lane_is_supervised_while_its_worker_takes_a_batch(make_pipeline: MakePipeline) -> None:
+    release = threading.Event()
+
+    @evaluator(name="hang")
+    def hang(trace: Trace) -> bool:
+        release.wait(30)
+        return True
+
+    p = make_pipeline([EvaluatorSpec(hang, timeout_s=0.5)], hold_timeout_s=0.3)
+    lane = p.processor._engine.lane
+    assert lane is not None
+    lane._queue = _PausingQueue(lane._queue)  # type: ignore[assignment]
+    try:
+        with p.tracer.start_as_current_span("s"):
+            pass
+        # No other span arrives to wake the dispatcher: supervision alone must forward it and time it out.
+        assert wait_until(lambda: len(p.by_name("s")) == 1)
+        p.flush()
+        assert p.processor.stats()["timed_out"] == 1
+    finally:
+        release.set()
+
+
+def test_a_lane_thread_that_cannot_start_sends_its_jobs_to_the_loop(
+    make_pipeline: MakePipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_start = threading.Thread.start
+
+    def start(self: threading.Thread) -> None:
+        if self.name.startswith("evaltrace-eval-lane"):
+            raise RuntimeError("can't start new thread")
+        real_start(self)
+
+    p = make_pipeline([fine])
+    monkeypatch.setattr(threading.Thread, "start", start)
+    with p.tracer.start_as_current_span("s0"):
+        pass
+    assert wait_until(lambda: len(p.by_name("s0")) == 1)
+    monkeypatch.setattr(threading.Thread, "start", real_start)
+    for i in range(1, 4):
+        with p.tracer.start_as_current_span(f"s{i}"):
+            pass
+    p.flush()
+    for i in range(4):
+        assert p.one(f"s{i}").attributes["evaltrace.eval.fine.passed"] is True  # type: ignore[index]
+    stats = p.processor.stats()
+    assert (stats["passed"], stats["internal_errors"]) == (4, 1)

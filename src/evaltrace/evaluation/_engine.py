@@ -34,9 +34,12 @@ _STOP = object()
 class FastRunner(LaneRunner, Protocol):
     """A job runner with a fast lane: it says which jobs may take it."""
 
-    def fast_eligible(self, job: Any) -> bool:
-        """Whether ``job`` may run on the fast lane."""
+    def fast_eligible(self, job: Any, is_slow: Callable[[Any], bool]) -> bool:
+        """Whether ``job`` may run on the fast lane (none of its evaluators ``is_slow``)."""
         ...
+
+    def lane_failed(self) -> None:
+        """Count a failure of the lane's machinery (the lane is then turned off)."""
 
     def slow_after_s(self) -> float:
         """How long one evaluator call may run on the fast lane before its job is demoted to the loop."""
@@ -59,8 +62,9 @@ class Engine:
 
     def __init__(self, sync_workers: int, max_async_concurrency: int) -> None:
         self._run_job: JobRunner | None = None
-        self._fast_eligible: Callable[[Any], bool] | None = None
+        self._fast: FastRunner | None = None
         self.lane: FastLane | None = None
+        self._lane_off = False  # the lane's machinery failed once: every job takes the loop from then on
         self._max_async = max_async_concurrency
         # Daemon threads, not ThreadPoolExecutor's: those are joined at interpreter exit (a hung evaluator would
         # keep the process alive) and refuse work once exit begins (evaluations drained at exit would fail).
@@ -90,7 +94,7 @@ class Engine:
         """
         self._run_job = run_job
         if fast is not None:
-            self._fast_eligible = fast.fast_eligible
+            self._fast = fast
             self.lane = FastLane(fast, self._hand_off, slow_s=fast.slow_after_s())
         self._start_threads()
 
@@ -199,21 +203,46 @@ class Engine:
         try:  # the lane has work: wake up to supervise it even when no job arrives
             return self._inbox.get(timeout=lane.tick_s)
         except queue.Empty:
-            lane.supervise()
+            self._supervise(lane)
             return None
 
     def _to_lane(self, lane: FastLane, batch: list[Any]) -> list[Any]:
         """Queue the fast lane's jobs of ``batch`` there; return the others (for the loop)."""
-        eligible = self._fast_eligible
-        assert eligible is not None  # set with the lane
+        fast_runner = self._fast
+        assert fast_runner is not None  # set with the lane
+        if self._lane_off:
+            return batch
         fast: list[Any] = []
         rest: list[Any] = []
-        for job in batch:
-            (fast if eligible(job) else rest).append(job)
-        if fast:
-            lane.submit(fast)
-        lane.supervise()
+        try:  # our own failure here (a thread that cannot start, ...) must not stop the dispatcher
+            eligible, is_slow = fast_runner.fast_eligible, lane.is_slow
+            for job in batch:
+                (fast if eligible(job, is_slow) else rest).append(job)
+            if fast:
+                lane.submit(fast)  # queues nothing when it raises
+        except Exception:
+            self._lane_failed(lane, "routing evaluation jobs to the fast lane")
+            return batch
+        self._supervise(lane)
         return rest
+
+    def _supervise(self, lane: FastLane) -> None:
+        try:
+            lane.supervise()
+        except Exception:
+            self._lane_failed(lane, "supervising the fast lane")
+
+    def _lane_failed(self, lane: FastLane, what: str) -> None:
+        """Turn the lane off (logged and counted once); the jobs waiting on it go to the loop."""
+        if not self._lane_off:
+            self._lane_off = True
+            log_internal_error(f"{what} (the fast lane is turned off; evaluation continues on the loop)")
+            if self._fast is not None:
+                self._fast.lane_failed()
+        try:
+            lane.evacuate()
+        except Exception:
+            log_internal_error("moving the fast lane's jobs to the loop")
 
     def _start_batch(self, batch: list[Any]) -> None:
         assert self._run_job is not None  # start() ran before any submit

@@ -5,14 +5,21 @@ hop to the thread pool and back, and the loop's wake-ups: several times the chec
 thread takes the dispatcher's batches and, per job, maps the span, calls each evaluator, publishes the result
 and forwards the enriched copy (``JobRunner.run_now``), one job after the other.
 
-What the loop gave for free is kept by demotion. The dispatcher thread calls :meth:`FastLane.supervise`
-while the lane has work (every ``tick_s``); when the worker has been inside one evaluator call for ``slow_s``
-(a slow judge, a hung check) the job is *demoted*: it goes to the loop with what it has done so far, the call
-still running becomes a future the loop awaits under the evaluator's timeout and the hold rule, the worker
-thread is left to finish that call alone (a daemon: it never blocks exit) and a new worker takes the lane's
-queue. The evaluator is marked slow for ``slow_ttl_s``: its jobs go to the loop (thread pool, timeouts,
-parallelism) meanwhile. At shutdown past the deadline (:meth:`cancel`) the job in the stuck call is cut
-short the same way as on the loop: counted, its span forwarded with what finished.
+One after the other only suits cheap calls, so the lane keeps what the loop gave for free:
+
+- An evaluator whose calls take ``slow_call_s`` or more (a running average) is marked slow for
+  ``slow_ttl_s``: its jobs go to the loop (thread pool, timeouts, parallelism) meanwhile.
+- The dispatcher thread calls :meth:`FastLane.supervise` while the lane has work (every ``tick_s``). A call
+  running for ``slow_s`` (or its evaluator's timeout, if shorter) is *demoted*: its job goes to the loop with
+  what it has done so far, the call still running becomes a future the loop awaits under the evaluator's
+  timeout and the hold rule, the worker thread is left to finish that call alone (a daemon: it never blocks
+  exit) and a new worker takes the rest of the lane's work.
+- Hold rule: when the oldest job on the lane comes within ``hold_margin_s`` of its hold deadline, every job waiting
+  on the lane goes to the loop (whose hold timer forwards each span by its deadline), and the running job too
+  if it is inside an evaluator call.
+
+At shutdown past the deadline (:meth:`cancel`) the job in the stuck call is cut short the same way as on the
+loop: counted, its span forwarded with what finished.
 
 In a child forked from the process the lane starts empty; its worker starts with the child's first job.
 """
@@ -23,6 +30,7 @@ import concurrent.futures
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -31,6 +39,7 @@ from evaltrace._internal.errors import log_internal_error
 from evaltrace.evaluation.runner import call_evaluator
 
 _STOP = object()
+_SMOOTHING = 0.25  # weight of the newest call in an evaluator's running average call time
 
 
 class Demoted(Exception):
@@ -46,34 +55,50 @@ class LaneRunner(Protocol):
     def cancel_now(self, job: Any, progress: Any) -> None:
         """Cut ``job`` short (shutdown): count it, forward its span with what finished."""
 
+    def hold_deadline(self, job: Any) -> float:
+        """``time.monotonic()`` by which ``job``'s span must be forwarded (the hold rule)."""
+        ...
+
 
 class Worker:
-    """One lane thread and what it is doing (read by the supervisor)."""
+    """One lane thread and what it is doing (read by the supervisor, changed under the lane's lock)."""
 
-    __slots__ = ("batch", "demoted", "evaluator", "job", "lane", "position", "progress", "since")
+    __slots__ = ("demoted", "evaluator", "job", "lane", "limit_s", "pending", "progress", "since", "took_s")
 
-    def __init__(self, lane: FastLane) -> None:
+    def __init__(self, lane: FastLane, pending: list[Any] | None = None) -> None:
         self.lane = lane
-        self.batch: list[Any] | None = None
-        self.position = 0
-        self.job: Any = None
+        self.pending: deque[Any] = deque(pending or ())  # the rest of the batch being worked through
+        self.job: Any = None  # the job running on this thread (None between jobs)
         self.progress: Any = None
         self.evaluator: Any = None
         self.since: float | None = None  # monotonic start of the evaluator call in progress; None between calls
+        self.limit_s = lane.slow_s  # that call is demoted once it has run this long
+        self.took_s = 0.0  # how long the last call ran
         self.demoted: concurrent.futures.Future[Any] | None = None
 
-    def call(self, evaluator: Any, trace: Any, job: Any, progress: Any) -> tuple[Any, Exception | None]:
+    def call(
+        self, evaluator: Any, trace: Any, job: Any, progress: Any, timeout_s: float | None = None
+    ) -> tuple[Any, Exception | None]:
         """Call ``evaluator`` on ``trace`` where the supervisor can see it; raise ``Demoted`` if it was demoted.
+
+        The call is demoted after ``slow_s``, or after ``timeout_s`` when that is shorter. Any exception the
+        evaluator raises is returned (a ``BaseException`` wrapped in ``UserAbort``), never raised here.
 
         Returns:
             ``(output, None)`` or ``(None, exception)``.
         """
+        lane = self.lane
         self.job, self.progress, self.evaluator = job, progress, evaluator
-        self.since = time.monotonic()
-        outcome = call_evaluator(evaluator, trace)
-        with self.lane.lock:
-            demoted = self.demoted
-            self.since = None
+        self.limit_s = lane.slow_s if timeout_s is None else min(lane.slow_s, timeout_s)
+        since = self.since = time.monotonic()
+        try:
+            outcome = call_evaluator(evaluator, trace)  # never raises for the evaluator's sake
+        finally:
+            with lane.lock:
+                demoted = self.demoted
+                self.since = None
+            self.took_s = time.monotonic() - since
+        lane.note_call(evaluator, self.took_s)
         if demoted is None:
             return outcome
         produced, exc = outcome
@@ -88,13 +113,17 @@ class Worker:
 
 
 class FastLane:
-    """Run span-level jobs of sync evaluators on a worker thread; demote slow ones to the loop.
+    """Run span-level jobs of sync evaluators on a worker thread; send slow or late ones to the loop.
 
     Args:
         runner: Runs and cuts short jobs.
-        hand_off: Called with ``[(job, progress)]`` to run on the loop (from the supervising thread).
+        hand_off: Called with ``[(job, progress)]`` to run on the loop (from any thread); ``progress`` is None
+            for a job the lane has not begun.
         slow_s: An evaluator call longer than this is demoted.
         slow_ttl_s: How long an evaluator seen slow has its jobs sent to the loop.
+        slow_call_s: An evaluator whose calls take this long on average is seen slow (default: ``slow_s / 10``,
+            at least 2 ms).
+        hold_margin_s: A job this close to its hold deadline leaves the lane (default: ``slow_s``).
     """
 
     def __init__(
@@ -103,11 +132,15 @@ class FastLane:
         hand_off: Callable[[list[tuple[Any, Any]]], None],
         slow_s: float = 0.2,
         slow_ttl_s: float = 10.0,
+        slow_call_s: float | None = None,
+        hold_margin_s: float | None = None,
     ) -> None:
         self._runner = runner
         self.hand_off = hand_off
         self.slow_s = slow_s
         self.tick_s = slow_s / 2
+        self.slow_call_s = max(0.002, slow_s / 10) if slow_call_s is None else slow_call_s
+        self.hold_margin_s = slow_s if hold_margin_s is None else hold_margin_s
         self._slow_ttl_s = slow_ttl_s
         self._init()
         forks.reinit_after_fork(self)
@@ -117,9 +150,12 @@ class FastLane:
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._worker: Worker | None = None
         self._serial = 0
+        self._outstanding = 0  # jobs submitted and not yet finished here or handed to the loop
         self._slow: dict[int, float] = {}  # id(evaluator) -> monotonic time it was seen slow
+        self._cost: dict[int, float] = {}  # id(evaluator) -> running average call time (s)
         self.cancelled = False
-        self.demoted = 0  # jobs the supervisor took to the loop (diagnostics and tests)
+        self.demoted = 0  # jobs the supervisor took to the loop mid-call (diagnostics and tests)
+        self.moved = 0  # waiting jobs the supervisor sent to the loop to keep their hold deadline
 
     def _reinit_after_fork(self) -> None:
         """In a forked child: an empty lane (the parent's jobs are the parent's), no worker until the first job."""
@@ -136,81 +172,146 @@ class FastLane:
             return False
         if time.monotonic() - seen > self._slow_ttl_s:
             self._slow.pop(id(evaluator), None)
+            self._cost.pop(id(evaluator), None)
             return False
         return True
 
+    def note_call(self, evaluator: Any, took_s: float) -> None:
+        """Fold one call's duration into ``evaluator``'s average; mark it slow when that reaches ``slow_call_s``."""
+        key = id(evaluator)
+        average = self._cost.get(key)
+        average = took_s if average is None else average + _SMOOTHING * (took_s - average)
+        self._cost[key] = average
+        if average >= self.slow_call_s:
+            self._slow[key] = time.monotonic()
+
     def submit(self, batch: list[Any]) -> None:
-        """Queue ``batch`` (from the dispatcher thread) for the worker."""
-        if self._worker is None:
-            with self.lock:
-                if self._worker is None:
-                    self._start_worker_locked()
+        """Queue ``batch`` (from the dispatcher thread) for the worker; nothing is queued if this raises."""
+        with self.lock:
+            if self._worker is None:
+                self._start_worker_locked()
+            self._outstanding += len(batch)  # before the worker can take it: busy() never misses it
         self._queue.put(batch)
 
     def busy(self) -> bool:
         """Whether the lane has work (queued or running): the dispatcher then supervises it."""
-        worker = self._worker
-        return not self._queue.empty() or (worker is not None and worker.batch is not None)
+        return self._outstanding > 0
 
-    def _start_worker_locked(self) -> None:
-        worker = Worker(self)
-        self._worker = worker
+    def _start_worker_locked(self, pending: list[Any] | None = None) -> None:
+        worker = Worker(self, pending)
         self._serial += 1
         threading.Thread(
             target=self._work, args=(worker,), name=f"evaltrace-eval-lane-{self._serial}", daemon=True
         ).start()
+        self._worker = worker  # only once it runs: a failed start leaves the previous state
 
     # --- the worker -----------------------------------------------------------------------------------------
 
     def _work(self, me: Worker) -> None:
-        runner = self._runner
         while True:
-            batch = self._queue.get()
-            if batch is _STOP:
-                return
-            me.batch = batch
-            for position, job in enumerate(batch):
-                me.position = position
-                try:
-                    if self.cancelled:
-                        runner.cancel_now(job, None)
-                    else:
-                        runner.run_now(job, me)
-                except Demoted:
-                    return  # the supervisor took this job and the rest of the batch; a new worker runs the lane
-                except Exception:
-                    log_internal_error("running an evaluation job on the fast lane")
-            me.batch = None
+            with self.lock:
+                job = me.pending.popleft() if me.pending else None
+                me.job = job
+            if job is None:
+                batch = self._queue.get()
+                if batch is _STOP:
+                    return
+                with self.lock:
+                    me.pending.extend(batch)
+                continue
+            self._run(me, job)
+            if me.demoted is not None:
+                return  # the supervisor took this job and the rest; a new worker runs the lane
+
+    def _run(self, me: Worker, job: Any) -> None:
+        try:
+            if self.cancelled:
+                self._runner.cancel_now(job, None)
+            else:
+                self._runner.run_now(job, me)
+        except Demoted:
+            return  # the job is the loop's now (and no longer counted here)
+        except BaseException:  # the runner finishes its job whatever happens: only our own bug gets here
+            log_internal_error("running an evaluation job on the fast lane")
+        with self.lock:
+            me.job = None
+            self._outstanding -= 1
 
     # --- supervision (the dispatcher thread) ----------------------------------------------------------------
 
     def supervise(self) -> None:
-        """Demote the job of a worker stuck in one evaluator call for ``slow_s`` (any time after ``cancel``)."""
+        """Demote a call that ran too long, and send jobs that would miss their hold deadline to the loop."""
         worker = self._worker
         if worker is None:
             return
+        now = time.monotonic()
         since = worker.since
-        if since is None or (not self.cancelled and time.monotonic() - since < self.slow_s):
+        late = False
+        if not self.cancelled:
+            with self.lock:
+                job = worker.job
+                oldest = job if job is not None else (worker.pending[0] if worker.pending else None)
+            late = oldest is not None and self._runner.hold_deadline(oldest) - now <= self.hold_margin_s
+            if late:
+                self._move_waiting(worker)
+        overran = since is not None and now - since >= worker.limit_s
+        if since is None or not (self.cancelled or late or overran):
             return
         with self.lock:
             # The same call as read above (not a new one begun meanwhile), still running, on the current worker.
             if worker.since != since or worker.demoted is not None or self._worker is not worker:
                 return
+            rest = list(worker.pending)
+            worker.pending.clear()
+            try:
+                self._start_worker_locked(rest)  # the rest of the batch first, then the lane's queue
+            except BaseException:  # the worker goes on after its call: only the rest of its batch leaves
+                self._outstanding -= len(rest)
+                self.hand_off([(waiting, None) for waiting in rest])
+                raise
             worker.demoted = concurrent.futures.Future()
             job, progress, evaluator = worker.job, worker.progress, worker.evaluator
-            rest = worker.batch[worker.position + 1 :] if worker.batch is not None else []
-            worker.batch = None
-            self._start_worker_locked()
+            self._outstanding -= 1
         self.demoted += 1
-        self._slow[id(evaluator)] = time.monotonic()
-        if rest:
-            self._queue.put(rest)
+        if overran:  # not when only the job's age moved it: the lane's backlog is not this evaluator's doing
+            self._slow[id(evaluator)] = time.monotonic()
         progress.inflight = worker.demoted
         progress.started = since
         if self.cancelled:
             self._runner.cancel_now(job, progress)
         else:
             self.hand_off([(job, progress)])
+
+    def _move_waiting(self, worker: Worker) -> None:
+        """Send every job waiting on the lane to the loop (each begins there, under its hold timer)."""
+        moved: list[Any] = []
+        stop = False
+        with self.lock:
+            moved.extend(worker.pending)
+            worker.pending.clear()
+            while True:
+                try:
+                    batch = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if batch is _STOP:
+                    stop = True
+                else:
+                    moved.extend(batch)
+            self._outstanding -= len(moved)
+        if stop:
+            self._queue.put(_STOP)
+        if moved:
+            self.moved += len(moved)
+            self.hand_off([(job, None) for job in moved])
+
+    def evacuate(self) -> None:
+        """The lane is being turned off: send every job waiting on it to the loop (the running one finishes)."""
+        worker = self._worker
+        if worker is not None:
+            self._move_waiting(worker)
+        else:
+            self._move_waiting(Worker(self))
 
     def cancel(self) -> None:
         """Shutdown past its deadline: cut short the job in progress and every queued one."""

@@ -279,8 +279,16 @@ class JobRunner:
         """
         return min(0.2, max(0.005, self.ctx.options.hold_timeout_s / 4))
 
-    def fast_eligible(self, job: Job) -> bool:
-        """Whether ``job`` may run on the fast lane: span-level, in process, sync evaluators none seen slow."""
+    def lane_failed(self) -> None:
+        """Count a failure of the fast lane's machinery (the engine turns the lane off and logs it)."""
+        self.ctx.stats.incr("internal_errors")
+
+    def hold_deadline(self, job: Job) -> float:
+        """``time.monotonic()`` by which ``job``'s span must be forwarded (the hold rule)."""
+        return job.admitted_at + self.ctx.options.hold_timeout_s
+
+    def fast_eligible(self, job: Job, is_slow: Callable[[Any], bool]) -> bool:
+        """Whether ``job`` may run on the fast lane: span-level, in process, sync evaluators none ``is_slow``."""
         if job.deferred or job.trace_specs or self.ctx.remote is not None or self.ctx.limits is not None:
             return False
         sync = self._sync
@@ -289,7 +297,7 @@ class JobRunner:
             known = sync.get(id(evaluator))
             if known is None:
                 known = sync[id(evaluator)] = not is_async_evaluator(evaluator)
-            if not known:
+            if not known or is_slow(evaluator):
                 return False
         return True
 
@@ -304,7 +312,7 @@ class JobRunner:
             settled = self._run_now(job, worker)
         except Demoted:
             raise
-        except Exception:
+        except BaseException:  # the thread carries on: the job is finished below either way
             self.ctx.stats.incr("internal_errors")
             log_internal_error("evaluating a span")
         if not settled:
@@ -328,6 +336,7 @@ class JobRunner:
         progress = Progress(trace)
         lane = worker.lane
         may_retry = self.ctx.options.max_retries > 0
+        timeout_default = self.ctx.options.evaluator_timeout_s
         for spec in job.specs:
             evaluator = spec.evaluator
             if lane.cancelled:
@@ -337,20 +346,28 @@ class JobRunner:
                 worker.lane.hand_off([(job, progress)])
                 return True
             progress.started_at = started_at = now()
-            produced, exc = worker.call(evaluator, trace, job, progress)
-            if exc is None and inspect.isawaitable(produced):  # a sync evaluate that returned an awaitable
+            timeout_s = spec.timeout_s if spec.timeout_s is not None else timeout_default
+            produced, exc = worker.call(evaluator, trace, job, progress, timeout_s)
+            if timeout_s is not None and worker.took_s > timeout_s:  # returned, but after its deadline
+                close = getattr(produced, "close", None)  # an awaitable never awaited: no RuntimeWarning
+                if inspect.isawaitable(produced) and close is not None:
+                    with contextlib.suppress(Exception):
+                        close()
+                result = timed_out_result(evaluator, timeout_s)
+            elif exc is None and inspect.isawaitable(produced):  # a sync evaluate that returned an awaitable
                 result = None
             else:
                 result = settle(evaluator, produced, exc, may_retry=may_retry)
             if result is None:  # a retry (after a backoff) or an awaitable: the loop takes it from here
                 progress.inflight = produced if exc is None else _failed_future(exc)
-                progress.started = time.monotonic()
+                # An awaitable runs under what is left of the call's timeout; a retry's attempts have their own.
+                progress.started = time.monotonic() - (worker.took_s if exc is None else 0.0)
                 worker.lane.hand_off([(job, progress)])
                 return True
             result = stamp(result, evaluator, trace, started_at)
             self._record(job.span, trace, spec, result, job.revision)
             progress.results.append(result)
-        self._deliver(job, progress.results + _skipped_results(job))
+        self._deliver(job, progress.results)  # it adds the skipped evaluators' results itself
         return False
 
     def cancel_now(self, job: Job, progress: Progress | None) -> None:
@@ -408,8 +425,10 @@ class JobRunner:
                 if isinstance(inflight, concurrent.futures.Future):
                     produced = await asyncio.wrap_future(inflight)
                 else:
+                    produced = inflight
+                if inspect.isawaitable(produced):  # a sync evaluate's awaitable: the same deadline holds
                     with suppress_instrumentation():
-                        produced = await contained(inflight)
+                        produced = await contained(produced)
         except TimeoutError as error:
             if not deadline.expired():
                 exc = error

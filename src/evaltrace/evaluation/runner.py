@@ -217,11 +217,17 @@ def timed_out_result(evaluator: Any, timeout_s: float | None) -> EvaluationResul
 
 
 def call_evaluator(evaluator: Evaluator, trace: Trace) -> tuple[Any, Exception | None]:
-    """Call a sync evaluator once, here and now (suppressed): ``(output, None)`` or ``(None, exception)``."""
+    """Call a sync evaluator once, here and now (suppressed): ``(output, None)`` or ``(None, exception)``.
+
+    A ``BaseException`` that is not an ``Exception`` (``gevent.Timeout``, a ``CancelledError`` raised by sync
+    code) comes back wrapped in ``UserAbort``, as from the thread pool: an error naming its type, never raised.
+    """
     try:
         return _call(evaluator, trace, None), None
     except Exception as exc:
         return None, exc
+    except BaseException as exc:
+        return None, UserAbort(exc)
 
 
 async def _run_with_retries(
