@@ -415,3 +415,25 @@ def test_a_lane_thread_that_cannot_start_sends_its_jobs_to_the_loop(
         assert p.one(f"s{i}").attributes["evaltrace.eval.fine.passed"] is True  # type: ignore[index]
     stats = p.processor.stats()
     assert (stats["passed"], stats["internal_errors"]) == (4, 1)
+
+
+def test_a_slow_first_call_alone_does_not_mark_a_cheap_evaluator_slow(make_pipeline: MakePipeline) -> None:
+    # The first call pays one-time costs (imports, caches): it must not send a cheap evaluator to the pool for
+    # the next slow_ttl_s.
+    calls = [0]
+
+    @evaluator(name="warming")
+    def warming(trace: Trace) -> bool:
+        calls[0] += 1
+        if calls[0] == 1:
+            time.sleep(0.06)  # over slow_call_s (20 ms), under the 0.2 s demotion
+        return True
+
+    p = make_pipeline([warming], hold_timeout_s=30)
+    for i in range(5):
+        with p.tracer.start_as_current_span(f"s{i}"):
+            pass
+        p.flush()
+    lane = p.processor._engine.lane
+    assert not lane.is_slow(warming)
+    assert p.processor.stats()["passed"] == 5

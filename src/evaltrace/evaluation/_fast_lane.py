@@ -153,6 +153,7 @@ class FastLane:
         self._outstanding = 0  # jobs submitted and not yet finished here or handed to the loop
         self._slow: dict[int, float] = {}  # id(evaluator) -> monotonic time it was seen slow
         self._cost: dict[int, float] = {}  # id(evaluator) -> running average call time (s)
+        self._warm: set[int] = set()  # id(evaluator) of evaluators past their first call
         self.cancelled = False
         self.demoted = 0  # jobs the supervisor took to the loop mid-call (diagnostics and tests)
         self.moved = 0  # waiting jobs the supervisor sent to the loop to keep their hold deadline
@@ -179,6 +180,12 @@ class FastLane:
     def note_call(self, evaluator: Any, took_s: float) -> None:
         """Fold one call's duration into ``evaluator``'s average; mark it slow when that reaches ``slow_call_s``."""
         key = id(evaluator)
+        if key not in self._warm:
+            # A first call pays one-time costs (imports, caches, the first model build): counted, it would mark
+            # a cheap evaluator slow for the next ``slow_ttl_s`` after start-up. A slow one is marked by its
+            # next calls; meanwhile the job-age check keeps the hold rule.
+            self._warm.add(key)
+            return
         average = self._cost.get(key)
         average = took_s if average is None else average + _SMOOTHING * (took_s - average)
         self._cost[key] = average
