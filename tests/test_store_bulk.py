@@ -15,8 +15,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.trace import Status, StatusCode, set_span_in_context
 
-from evaltrace.exporters import LocalStoreExporter, LocalTraceStore, TraceFilter, store_bulk
+from evaltrace.exporters import LocalStoreExporter, LocalTraceStore, TraceFilter, store_bulk, store_writer
 from evaltrace.exporters.store_db import DB_NAME
+from evaltrace.exporters.store_rows import stored_span
 
 TRICKY: dict[str, Any] = {  # values whose JSON text SQLite must give back unchanged
     "x.float": 0.1,
@@ -89,15 +90,67 @@ def test_a_batch_is_written_in_a_few_statements_whatever_its_size(tmp_path: Path
     assert len(LocalTraceStore(tmp_path).list_traces(limit=10_000)) == 1506
 
 
-@pytest.mark.parametrize("total", [0, 1, 2, 3, 1023, 1024, 1025, 2500])
-def test_rows_are_cut_into_full_statements_then_powers_of_two(total: int) -> None:
-    conn = sqlite3.connect(":memory:")
-    rows = list(range(total))
-    chunks = [list(chunk) for chunk in store_bulk.bulk_chunks(conn, 18, rows)]
-    assert [row for chunk in chunks for row in chunk] == rows
-    sizes = [len(chunk) for chunk in chunks]
-    assert all(size & (size - 1) == 0 and 0 < size <= store_bulk.MAX_ROWS for size in sizes)
-    assert sizes == sorted(sizes, reverse=True) and len(set(sizes[1:])) == len(sizes[1:])  # each rest size once
+@pytest.mark.parametrize("total", [1, 2, 3, 5, 1023, 1024, 1025, 2500, 8191, 8192, 8193])
+def test_rows_go_in_full_statements_then_one_padded_statement(total: int) -> None:
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    conn.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, a TEXT, b REAL)")
+    statement = store_bulk.bulk_statement("INSERT INTO t (k, a, b)", 3, "ON CONFLICT (k) DO UPDATE SET a = excluded.a")
+    rows = [(index, f"row {index}", index / 3) for index in range(total)]
+    executed: list[str] = []
+    conn.set_trace_callback(executed.append)
+    store_bulk.execute_bulk(conn, statement, rows)
+    conn.set_trace_callback(None)
+    assert conn.execute("SELECT k, a, b FROM t ORDER BY k").fetchall() == rows  # no padding row stored
+    most = store_bulk.rows_per_statement(conn, 3)
+    assert len(executed) == total // most + (1 if total % most else 0)
+    if total % most:  # the rest: one statement of the next power of two, padded with rows the WHERE skips
+        assert executed[-1].count("), (") + 1 == store_bulk.padded_size(total % most, most)
+
+
+def test_a_batch_of_one_span_traces_takes_a_handful_of_statements(tmp_path: Path) -> None:
+    """Every statement returns to Python and waits for the GIL: 8,192 decorator-like spans take at most 9."""
+    tracer = TracerProvider(resource=Resource({"service.name": "svc"})).get_tracer("t")
+    spans: list[ReadableSpan] = []
+    for index in range(8192):
+        span = tracer.start_span("answer", attributes={"input.value": f"question {index}", "output.value": "42"})
+        span.end()
+        assert isinstance(span, ReadableSpan)
+        spans.append(span)
+    exporter = LocalStoreExporter(tmp_path, max_age_s=0, max_bytes=0)
+    exporter.export(spans[:1])  # opens the store
+    conn = exporter._connection()
+    most = store_bulk.rows_per_statement(conn, 19)
+    statements = _statements(exporter, spans[1:])
+    # BEGIN, the look-up, the spans, their text, the summaries in one INSERT ... SELECT, COMMIT.
+    assert len(statements) <= 5 + -(-8191 // most), statements
+    store = LocalTraceStore(tmp_path)
+    assert len(store.list_traces(limit=10_000)) == 8192
+    assert [t.root_name for t in store.list_traces(where=TraceFilter(search="question 8191"))] == ["answer"]
+
+
+def test_one_span_traces_summarised_in_sql_match_the_python_summary(tmp_path: Path) -> None:
+    """The ``INSERT ... SELECT`` for one-span traces gives each column as the general path computes it."""
+    tracer = TracerProvider(resource=Resource({"service.name": "svc"})).get_tracer("t")
+    shapes: list[dict[str, Any]] = [
+        {},
+        {"session.id": "s1", "user.id": "u1"},
+        {"langfuse.session.id": "s2", "langfuse.user.id": "u2"},
+        {"gen_ai.usage.input_tokens": 3, "gen_ai.usage.output_tokens": 5, "evaltrace.cost_usd": 0.25},
+        {"gen_ai.usage.input_tokens": 7},
+        {"gen_ai.usage.cost": 1.5},
+    ]
+    spans: list[ReadableSpan] = []
+    for index, attributes in enumerate(shapes * 2):
+        span = tracer.start_span(f"one {index}", attributes=attributes)
+        if index >= len(shapes):
+            span.set_status(Status(StatusCode.ERROR, "boom"))
+        span.end()
+        assert isinstance(span, ReadableSpan)
+        spans.append(span)
+    exporter = LocalStoreExporter(tmp_path, max_age_s=0, max_bytes=0)
+    assert exporter.export(spans).name == "SUCCESS"
+    expected = sorted(store_writer._new_trace_row(row.trace_id, [row], 0)[:-1] for row in map(stored_span, spans))
+    assert [tuple(row) for row in _dump(tmp_path)["traces"]] == expected
 
 
 def _reference(tmp_path: Path, spans: list[ReadableSpan]) -> dict[str, list[tuple[Any, ...]]]:
@@ -175,3 +228,30 @@ def test_attributes_come_back_as_they_were_whichever_encoder_wrote_them(tmp_path
         assert repr(attributes[key]) == repr(expected)  # repr: NaN is not equal to itself
     (child,) = [s for s in store.spans(store.list_traces()[0].trace_id) if s.name == "llm"]
     assert {k: (child.attributes or {})[k] for k in TRICKY} == TRICKY
+
+
+def test_a_one_span_trace_exported_again_is_summarised_from_its_latest_copy(tmp_path: Path) -> None:
+    """A one-span trace already stored leaves the ``INSERT ... SELECT`` path: its summary is recomputed."""
+    tracer = TracerProvider(resource=Resource({"service.name": "svc"})).get_tracer("t")
+    first = tracer.start_span("answer", attributes={"input.value": "first question"})
+    first.end()
+    assert isinstance(first, ReadableSpan)
+    again = ReadableSpan(
+        name="answer v2",
+        context=first.context,
+        resource=first.resource,
+        attributes={"input.value": "second question", "evaltrace.eval.relevance.outcome": "fail", "user.id": "u1"},
+        start_time=first.start_time,
+        end_time=first.end_time,
+        instrumentation_scope=first.instrumentation_scope,
+    )
+    exporter = LocalStoreExporter(tmp_path, max_age_s=0, max_bytes=0)
+    assert exporter.export([first]).name == "SUCCESS"
+    assert exporter.export([again]).name == "SUCCESS"
+    store = LocalTraceStore(tmp_path)
+    (summary,) = store.list_traces()
+    assert (summary.root_name, summary.span_count, summary.user_id) == ("answer v2", 1, "u1")
+    assert summary.evaluations == {"fail": 1}
+    assert not store.list_traces(where=TraceFilter(search="first"))
+    assert [t.trace_id for t in store.list_traces(where=TraceFilter(search="second"))] == [summary.trace_id]
+    assert len(_dump(tmp_path)["text"]) == 1

@@ -15,12 +15,19 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
-from evaltrace.exporters.store_bulk import bulk_chunks, bulk_statement, execute_bulk
+from evaltrace.exporters.store_bulk import (
+    SPAN_PARAMETERS,
+    bulk_statement,
+    execute_bulk,
+    execute_flat,
+    padded_size,
+    rows_per_statement,
+)
 from evaltrace.exporters.store_db import is_busy, write_transaction
 from evaltrace.exporters.store_values import Usage, trace_usage
 
@@ -42,6 +49,7 @@ _UPSERT_SPAN = bulk_statement(
     service = excluded.service, session_id = excluded.session_id, user_id = excluded.user_id,
     input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens, cost = excluded.cost,
     data = excluded.data""",
+    most_values=SPAN_PARAMETERS,
 )
 
 # The root is the earliest span whose parent is not in the store (a remote parent counts as absent).
@@ -167,26 +175,46 @@ def write_batch(conn: sqlite3.Connection, spans: Sequence[StoredSpan], resources
     return lost
 
 
-def _stored_ids(conn: sqlite3.Connection, trace_ids: set[str]) -> dict[tuple[str, str], int]:
-    """The row id of each (trace id, span id) already stored for these traces: one index range read per trace.
+def _stored_ids(conn: sqlite3.Connection, trace_ids: list[str]) -> tuple[dict[tuple[str, str], int], int]:
+    """The row id of each (trace id, span id) already stored for these traces, and the next free span id.
 
-    One result row per query (the keys joined in one string) rather than one per span: each row fetched is a
-    ``sqlite3_step`` that gives up the GIL (see ``store_bulk``). Ids are fixed-width hex (32 and 16 digits).
+    One statement for a whole batch (as many trace ids as the connection binds) and one result row (the keys
+    joined in one string): each statement and each row fetched is a ``sqlite3_step`` that gives up the GIL (see
+    ``store_bulk``). Ids are fixed-width hex (32 and 16 digits).
     """
     ids: dict[tuple[str, str], int] = {}
-    for chunk in bulk_chunks(conn, 1, list(trace_ids)):
-        marks = ",".join("?" * len(chunk))
-        (found,) = conn.execute(
-            f"SELECT group_concat(trace_id || span_id || id, ',') FROM spans WHERE trace_id IN ({marks})", chunk
+    next_id = 0
+    most = rows_per_statement(conn, 1)
+    for start in range(0, len(trace_ids), most):
+        chunk = trace_ids[start : start + most]
+        size = padded_size(len(chunk), most)  # a few prepared sizes: repeating an id changes nothing
+        chunk += chunk[:1] * (size - len(chunk))
+        marks = ",".join("?" * size)
+        largest, found = conn.execute(
+            f"SELECT (SELECT max(id) FROM spans), group_concat(trace_id || span_id || id, ',') FROM spans "
+            f"WHERE trace_id IN ({marks})",
+            chunk,
         ).fetchone()
+        next_id = (largest or 0) + 1
         for key in found.split(",") if found else ():
             ids[key[:32], key[32:48]] = int(key[48:])
-    return ids
+    return ids, next_id
 
 
 _NEW_TRACE = bulk_statement(f"INSERT OR REPLACE INTO traces ({_TRACE_COLUMNS})", 19)
 _INSERT_EVALS = bulk_statement("INSERT OR REPLACE INTO evals", 5)
-_INSERT_TEXT = bulk_statement("INSERT OR REPLACE INTO span_text (rowid, trace_id, text)", 3)  # FTS5 has it too
+# A plain INSERT: a text row is only written under a span id given in this transaction or freed by its delete
+# (FTS5 runs ``OR REPLACE`` as a look-up and a delete per row, ~1 us).
+_INSERT_TEXT = bulk_statement("INSERT INTO span_text (rowid, trace_id, text)", 3)
+# The summary of a trace of one new span without evaluation results (every call of a decorated function outside
+# any other span): read back from the span rows just written (ids ?2 to ?3), in one statement for the batch,
+# rather than built and bound in Python (19 values per trace). The same values ``_new_trace_row`` gives.
+_SINGLE_SPAN_TRACES = f"""
+INSERT OR REPLACE INTO traces ({_TRACE_COLUMNS})
+SELECT trace_id, span_id, name, service, start_time, end_time - start_time, 1, app_error, 0, 0, 0, 0, 0,
+       session_id, user_id, coalesce(input_tokens, 0), coalesce(output_tokens, 0), coalesce(cost, 0.0), ?1
+FROM spans WHERE id >= ?2 AND id < ?3
+"""
 _OUTCOMES = ("pass", "fail", "error", "not_evaluated", "pending")
 
 
@@ -249,30 +277,65 @@ def _stored_usage(conn: sqlite3.Connection, trace_id: str) -> tuple[int, int, fl
     return usage.input_tokens or 0, usage.output_tokens or 0, usage.cost or 0.0
 
 
-def write_spans(conn: sqlite3.Connection, spans: Sequence[StoredSpan], resources: ResourceIds) -> None:
-    """Upsert ``spans`` and refresh the summaries of their traces; call inside a write transaction.
+def _row_ids(unique: Sequence[StoredSpan], stored: dict[tuple[str, str], int], next_id: int) -> list[int]:
+    """The row id of each span: its earlier copy's, else the next free one, in order.
 
-    Each step is a few multi-row statements over the whole batch (``store_bulk``): the loops run in SQLite,
-    without the GIL.
+    Row ids are given here, not by SQLite: the search text rows share them (no look-up per row), and a span
+    written before keeps its id. Inside the write transaction, no other writer can take the same ids.
     """
-    unique = list({(s.trace_id, s.span_id): s for s in spans}.values())  # a later copy in the same batch wins
-    stored = _stored_ids(conn, {s.trace_id for s in unique})
-    # Row ids are given here, not by SQLite: the search text rows share them (no look-up per row), and a span
-    # written before keeps its id. Inside the write transaction, no other writer can take the same ids.
-    next_id = (conn.execute("SELECT max(id) FROM spans").fetchone()[0] or 0) + 1
+    if not stored:
+        return list(range(next_id, next_id + len(unique)))
     ids: list[int] = []
     for s in unique:
         known = stored.get((s.trace_id, s.span_id))
         if known is None:
             known, next_id = next_id, next_id + 1
         ids.append(known)
+    return ids
+
+
+def _insert_spans(
+    conn: sqlite3.Connection, unique: Sequence[StoredSpan], ids: Sequence[int], resources: ResourceIds
+) -> None:
+    """Upsert the ``spans`` rows: a StoredSpan holds the columns in order (store_rows), the two ids aside.
+
+    The rows go into one flat list, no tuple per row kept alive (see ``store_bulk.execute_flat``).
+    """
     resource_ids = {text: resources.get(conn, text) for text in {s.resource_json for s in unique}}
-    # A StoredSpan holds the columns in order (store_rows): two slices and the two ids make a row.
-    execute_bulk(
-        conn,
-        _UPSERT_SPAN,
-        [(i, *s[:10], resource_ids[s.resource_json], *s[11:18]) for i, s in zip(ids, unique, strict=True)],
-    )
+    values: list[object] = []
+    extend = values.extend
+    for i, s in zip(ids, unique, strict=True):
+        extend((i, *s[:10], resource_ids[s.resource_json], *s[11:18]))
+    execute_flat(conn, _UPSERT_SPAN, values)
+
+
+def write_spans(conn: sqlite3.Connection, spans: Sequence[StoredSpan], resources: ResourceIds) -> None:
+    """Upsert ``spans`` and refresh the summaries of their traces; call inside a write transaction.
+
+    Each step is a few multi-row statements over the whole batch (``store_bulk``): the loops run in SQLite,
+    without the GIL, and the exporter thread waits to take the GIL back once per statement, so there are few:
+    for a batch of new spans, the look-up, the spans, their text, and the trace summaries.
+    """
+    unique = list({(s.trace_id, s.span_id): s for s in spans}.values())  # a later copy in the same batch wins
+    if not unique:
+        return
+    sizes = Counter(s.trace_id for s in unique)
+    stored, next_id = _stored_ids(conn, list(sizes))
+    seen = {trace_id for trace_id, _ in stored}
+    # Traces of one new span with no evaluation result take the first ids, so one statement over that id range
+    # writes their summaries (_SINGLE_SPAN_TRACES); the other spans follow in batch order, grouped by trace
+    # (only those: a list per trace kept alive is work for the garbage collector).
+    single = [s for s in unique if sizes[s.trace_id] == 1 and not s.evals and s.trace_id not in seen]
+    first_single = next_id
+    by_trace: defaultdict[str, list[StoredSpan]] = defaultdict(list)
+    if len(single) < len(unique):
+        single_ids = set(map(id, single))
+        rest = [s for s in unique if id(s) not in single_ids]
+        for s in rest:
+            by_trace[s.trace_id].append(s)
+        unique = single + rest
+    ids = _row_ids(unique, stored, next_id)
+    _insert_spans(conn, unique, ids, resources)
     # A span written before (an enriched copy) gives up its earlier evaluation rows and searchable text; most
     # spans are new, and skipping their deletes saves two index probes each.
     again = [(s.trace_id, s.span_id) for s in unique if (s.trace_id, s.span_id) in stored]
@@ -285,15 +348,20 @@ def write_spans(conn: sqlite3.Connection, spans: Sequence[StoredSpan], resources
         _INSERT_EVALS,
         [(s.trace_id, e.span_id, e.evaluator, e.outcome, e.source) for s in unique for e in s.evals],
     )
-    with_text = [(row_id, s.trace_id, s.text) for row_id, s in zip(ids, unique, strict=True) if s.text]
-    execute_bulk(conn, _INSERT_TEXT, with_text)
+    text: list[object] = []
+    extend = text.extend
+    for row_id, s in zip(ids, unique, strict=True):
+        if s.text:
+            extend((row_id, s.trace_id, s.text))
+    execute_flat(conn, _INSERT_TEXT, text)  # after the deletes: FTS5 has no upsert
     now = time.time_ns()
-    by_trace: defaultdict[str, list[StoredSpan]] = defaultdict(list)
-    for s in unique:
-        by_trace[s.trace_id].append(s)
-    seen = {trace_id for trace_id, _ in stored}
-    new = [_new_trace_row(t, rows, now) for t, rows in by_trace.items() if t not in seen]
-    execute_bulk(conn, _NEW_TRACE, new)
+    if single:
+        conn.execute(_SINGLE_SPAN_TRACES, (now, first_single, first_single + len(single)))
+    new: list[object] = []
+    for t, rows in by_trace.items():
+        if t not in seen:
+            new.extend(_new_trace_row(t, rows, now))
+    execute_flat(conn, _NEW_TRACE, new)
     conn.executemany(_REFRESH_TRACE, [(t, now, *_stored_usage(conn, t)) for t in by_trace if t in seen])
 
 
