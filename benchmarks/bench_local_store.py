@@ -19,6 +19,10 @@ Run: python benchmarks/bench_local_store.py [--spans 1000000] [--store DIR] [--r
    time of ``main()`` (no interpreter start-up, no ``import evaltrace``).
    Baseline in the same run: ``evaltrace traces list`` on an empty store (interpreter + imports + nothing read).
 
+4. End to end (``--sustain N``, default 200,000; 0 skips it), in a fresh process: ``configure(local_store=...)``
+   and N calls of a decorated function flat out on one thread, then ``force_flush``: the application's span
+   rate with the store writing beside it, and the spans stored and lost (every span must be stored).
+
 Budgets (issue 16): list and show < 200 ms and < 150 MB each; write rate >= the decorator span rate.
 """
 
@@ -165,6 +169,40 @@ def decorator_span_rate(rounds: int, calls: int) -> tuple[float, float]:
     return statistics.median(rates), statistics.median(cpu_rates)
 
 
+def sustain(calls: int) -> dict[str, float]:
+    """End to end: ``configure(local_store=...)``, ``calls`` decorated calls flat out on one thread, then a flush.
+
+    Runs in a fresh process (nothing of the write phase in its heap). Returns the application's span rate (wall
+    and thread CPU) while the store writes beside it, the spans the store holds afterwards (``count(*)``) and
+    the spans its export queue counted lost.
+    """
+    code = f"""
+import json, sqlite3, sys, tempfile, time
+import evaltrace
+store = tempfile.mkdtemp(prefix="evaltrace-sustain-")
+handle = evaltrace.configure(service_name="bench", local_store=store, handle_sigterm=False)
+
+@evaltrace.trace
+def answer(question, context):
+    return question + str(len(context))
+
+context = {{"user": "ada", "locale": "en-GB", "turn": 3}}
+start, cpu = time.perf_counter(), time.thread_time()
+for _ in range({calls}):
+    answer("What is the weather in Paris today?", context)
+wall, cpu = time.perf_counter() - start, time.thread_time() - cpu
+handle.force_flush(600_000)
+stats = handle.evaluation_processor.stats() if handle.evaluation_processor is not None else {{}}
+lost = sum(int(queue.get("lost", 0)) for queue in stats.get("exporters", {{}}).values())
+handle.shutdown()
+stored = sqlite3.connect(store + "/traces.sqlite3").execute("SELECT count(*) FROM spans").fetchone()[0]
+print(json.dumps({{"wall_rate": {calls} / wall, "cpu_rate": {calls} / cpu, "stored": stored, "lost": lost}}))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600, check=True)
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
 def write(store: Path, total: int) -> tuple[float, float, int, str]:
     """Write ``total`` spans; returns (spans/s of the export calls: wall, CPU of their thread; bytes; a trace id)."""
     from evaltrace.exporters import LocalStoreExporter
@@ -270,6 +308,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per read command (median)")
     parser.add_argument("--quick", action="store_true", help="20,000 spans, 3 runs")
     parser.add_argument("--reads-only", action="store_true", help="time the reads of an existing --store only")
+    parser.add_argument(
+        "--sustain", type=int, default=200_000, help="decorated calls of the end-to-end check (0: skip it)"
+    )
     args = parser.parse_args()
     if args.quick:
         args.spans, args.runs = 20_000, 3
@@ -336,6 +377,14 @@ def main() -> None:
             print(
                 f"write rate {'meets' if rate >= decorator_rate else 'is BELOW'} the decorator span rate (wall); "
                 f"{'meets' if cpu_rate >= decorator_cpu_rate else 'is BELOW'} it (CPU)"
+            )
+        if args.sustain and not args.reads_only:
+            kept = sustain(args.sustain)
+            print(
+                f"end to end: {args.sustain:,} decorated calls flat out into configure(local_store=...): app "
+                f"{kept['wall_rate']:,.0f} spans/s wall, {kept['cpu_rate']:,.0f} spans/s of its CPU; stored "
+                f"{kept['stored']:,.0f}, lost {kept['lost']:,.0f}: "
+                f"{'sustained' if kept['stored'] == args.sustain and not kept['lost'] else 'NOT sustained'}"
             )
     finally:
         shutil.rmtree(empty, ignore_errors=True)
