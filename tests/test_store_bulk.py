@@ -6,6 +6,7 @@ thread starve the exporter thread (``store_bulk``). These tests use real SDK spa
 
 from __future__ import annotations
 
+import math
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import Status, StatusCode, set_span_in_context
 
 from evaltrace.exporters import LocalStoreExporter, LocalTraceStore, TraceFilter, store_bulk, store_writer
@@ -255,3 +257,45 @@ def test_a_one_span_trace_exported_again_is_summarised_from_its_latest_copy(tmp_
     assert not store.list_traces(where=TraceFilter(search="first"))
     assert [t.trace_id for t in store.list_traces(where=TraceFilter(search="second"))] == [summary.trace_id]
     assert len(_dump(tmp_path)["text"]) == 1
+
+
+def test_float_subclasses_are_stored_as_numbers(tmp_path: Path) -> None:
+    """OpenTelemetry accepts float subclasses (numpy.float64): the store keeps them numbers, not strings."""
+
+    class Confidence(float):
+        pass
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(LocalStoreExporter(tmp_path, max_age_s=0, max_bytes=0)))
+    with provider.get_tracer("t").start_as_current_span("predict") as span:
+        span.set_attribute("model.confidence", Confidence(0.93))
+        span.set_attribute("model.probs", (Confidence(0.1), Confidence(0.9)))
+        span.set_attribute("model.nan", Confidence("nan"))
+    provider.shutdown()
+    with LocalTraceStore(tmp_path) as store:
+        (summary,) = store.list_traces()
+        (stored,) = store.spans(summary.trace_id)
+    attributes = dict(stored.attributes or {})
+    assert attributes["model.confidence"] == 0.93 and type(attributes["model.confidence"]) is float
+    assert tuple(attributes["model.probs"]) == (0.1, 0.9)
+    assert math.isnan(attributes["model.nan"])
+
+
+def test_a_search_row_above_every_span_id_does_not_block_new_spans(tmp_path: Path) -> None:
+    """Span ids are assigned past search rows too: a store repaired by hand must keep accepting spans."""
+    exporter = LocalStoreExporter(tmp_path, max_age_s=0, max_bytes=0)
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("first", attributes={"input.value": "hello"}):
+        pass
+    conn = sqlite3.connect(tmp_path / DB_NAME)
+    with conn:
+        conn.execute("INSERT INTO span_text (rowid, trace_id, text) VALUES (2, 'x', 'stray')")
+    conn.close()
+    with tracer.start_as_current_span("second", attributes={"input.value": "world"}):
+        pass
+    provider.shutdown()
+    assert exporter.stats()["lost_spans"] == 0
+    with LocalTraceStore(tmp_path) as store:
+        assert sorted(s.root_name for s in store.list_traces()) == ["first", "second"]

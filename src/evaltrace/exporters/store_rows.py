@@ -25,7 +25,7 @@ from evaltrace.exporters.store_values import clamp_int, clean_text, span_usage
 
 try:
     import orjson as _orjson
-except ImportError:  # pragma: no cover - a dependency; the json module gives the same text, slower
+except ImportError:  # pragma: no cover - a dependency; the json module gives the same values, slower
     _orjson = None  # type: ignore[assignment]
 
 __all__ = ["EvalRow", "StoredSpan", "stored_span"]
@@ -144,16 +144,26 @@ def _resource(resource: Resource) -> tuple[str, str]:
 _encode = json.JSONEncoder(ensure_ascii=False, default=str, check_circular=False).encode
 
 
+def _orjson_default(value: Any) -> Any:
+    # orjson writes subclasses of str and int itself but hands float subclasses (numpy.float64: OpenTelemetry
+    # accepts them) to ``default``: ``str`` would store 0.93 as the string "0.93". A non-finite one becomes
+    # ``null`` here and so goes through ``json`` like any NaN.
+    if isinstance(value, float):
+        return float(value)
+    return str(value)
+
+
 def _dumps(data: dict[str, Any]) -> str:
     """``data`` as JSON text: orjson (~0.8 us for a 600-byte span blob against ~3.7 us for ``json``) when it can.
 
     orjson refuses what SQLite could not store either (a lone surrogate) and integers beyond 64 bits, and writes
     NaN and infinities as ``null``: the blob holds no ``None`` of its own, so a ``null`` anywhere (or a string
-    holding that word) sends the span through ``json``, which keeps those values and cleans the text.
+    holding that word) sends the span through ``json``, which keeps those values and cleans the text (its text is
+    spaced differently; every reader parses the blob, so the values are what counts).
     """
     if _orjson is not None:
         try:
-            blob = _orjson.dumps(data, default=str)
+            blob = _orjson.dumps(data, default=_orjson_default)
         except TypeError:  # orjson.JSONEncodeError
             pass
         else:

@@ -191,7 +191,10 @@ def _stored_ids(conn: sqlite3.Connection, trace_ids: list[str]) -> tuple[dict[tu
         chunk += chunk[:1] * (size - len(chunk))
         marks = ",".join("?" * size)
         largest, found = conn.execute(
-            f"SELECT (SELECT max(id) FROM spans), group_concat(trace_id || span_id || id, ',') FROM spans "
+            # The next id is past search rows too: their plain INSERT takes the span's id, and a search row left
+            # above every span (a store repaired or restored by hand) would otherwise refuse every new span.
+            f"SELECT max((SELECT ifnull(max(id), 0) FROM spans), (SELECT ifnull(max(rowid), 0) FROM span_text)), "
+            f"group_concat(trace_id || span_id || id, ',') FROM spans "
             f"WHERE trace_id IN ({marks})",
             chunk,
         ).fetchone()
