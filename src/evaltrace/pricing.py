@@ -63,16 +63,24 @@ class Cost:
 
     def details(self) -> dict[str, float]:
         """Langfuse ``cost_details``, keyed like ``usage_details`` (cache writes only when there were some)."""
-        details = {
-            "input": self.input_usd,
-            "input_cached_tokens": self.cached_input_usd,
-            "output": self.output_usd - self.reasoning_usd,
-            "output_reasoning_tokens": self.reasoning_usd,
-        }
-        if self.cache_write_usd:
-            details["input_cache_creation"] = self.cache_write_usd
-        details["total"] = self.total_usd
-        return details
+        return _details(
+            self.input_usd, self.cached_input_usd, self.output_usd, self.reasoning_usd, self.cache_write_usd
+        )
+
+
+def _details(
+    input_usd: float, cached_usd: float, output_usd: float, reasoning_usd: float, write_usd: float
+) -> dict[str, float]:
+    details = {
+        "input": input_usd,
+        "input_cached_tokens": cached_usd,
+        "output": output_usd - reasoning_usd,
+        "output_reasoning_tokens": reasoning_usd,
+    }
+    if write_usd:
+        details["input_cache_creation"] = write_usd
+    details["total"] = input_usd + cached_usd + write_usd + output_usd  # Cost.total_usd, same order
+    return details
 
 
 # Standard-tier OpenAI list prices, USD per 1M tokens (openai.com/api/pricing, checked against the
@@ -256,15 +264,41 @@ def cost_at(
     """
     if price is None or input_tokens is None:
         return None
+    return Cost(*_amounts(price, input_tokens, output_tokens, cached_tokens, reasoning_tokens, cache_write_tokens))
+
+
+def cost_details_at(
+    price: ModelPrice | None,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    cached_tokens: int | None,
+    reasoning_tokens: int | None,
+    cache_write_tokens: int | None,
+) -> dict[str, float] | None:
+    """``cost_at(...).details()`` (with ``total``), without the ``Cost``: the instrumentation's per-call form."""
+    if price is None or input_tokens is None:
+        return None
+    return _details(*_amounts(price, input_tokens, output_tokens, cached_tokens, reasoning_tokens, cache_write_tokens))
+
+
+def _amounts(
+    price: ModelPrice,
+    input_tokens: int,
+    output_tokens: int | None,
+    cached_tokens: int | None,
+    reasoning_tokens: int | None,
+    cache_write_tokens: int | None,
+) -> tuple[float, float, float, float, float]:
+    """USD of (uncached input, cached input, output, reasoning within output, cache writes): ``Cost``'s fields."""
     price = price.at(input_tokens)
     cached = cached_tokens or 0
     writes = cache_write_tokens or 0
     cached_rate = price.input if price.cached_input is None else price.cached_input
     write_rate = price.input if price.cache_write is None else price.cache_write
-    return Cost(
-        input_usd=max(input_tokens - cached - writes, 0) * price.input / _PER,
-        cached_input_usd=cached * cached_rate / _PER,
-        output_usd=(output_tokens or 0) * price.output / _PER,
-        reasoning_usd=(reasoning_tokens or 0) * price.output / _PER,
-        cache_write_usd=writes * write_rate / _PER,
+    return (
+        max(input_tokens - cached - writes, 0) * price.input / _PER,
+        cached * cached_rate / _PER,
+        (output_tokens or 0) * price.output / _PER,
+        (reasoning_tokens or 0) * price.output / _PER,
+        writes * write_rate / _PER,
     )

@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 
+from evaltrace._internal import list_values
 from evaltrace._internal.jsonutil import TRUNCATED_KEY, capped_json
 from evaltrace._internal.openai import build
 from evaltrace._internal.openai import request as req
 from evaltrace._internal.openai.encode import encoded, text_size
 from evaltrace._internal.openai.registry import EndpointKind
+from evaltrace._internal.openai.response import Outcome
 
 PLAIN: list[dict[str, Any]] = [
     {"role": "system", "content": 'Be brief. Ünïcödé "quotes" and \n newlines.'},
@@ -88,3 +90,23 @@ def test_request_attributes_are_the_same_on_both_paths() -> None:
     )
     assert fast == general
     assert fast["input.value"] == "And 3+3?"
+
+
+def test_plain_prompt_is_the_last_user_message_with_text() -> None:
+    """The plain path's ``input.value`` is ``list_values.prompt_text`` of the converted history."""
+    history = [*PLAIN, {"role": "user", "content": ""}, {"role": "assistant", "content": "4 and 6."}]
+    attrs = build.request_attributes(EndpointKind.CHAT, {"model": "m", "messages": history}, True, 32_768)
+    expected = list_values.prompt_attributes(req.input_messages(EndpointKind.CHAT, {"messages": history}), 32_768)
+    assert expected == {"input.value": "And 3+3?"}
+    assert {k: v for k, v in attrs.items() if k.startswith("input.")} == expected
+
+
+@pytest.mark.parametrize("text", ["This is a test.", '"Quoted": could parse as JSON', "x" * 300])
+def test_one_text_answer_takes_the_short_path_to_the_same_attributes(text: str) -> None:
+    message = {"role": "assistant", "parts": [{"type": "text", "content": text}], "finish_reason": "stop"}
+    attrs = build.response_attributes(lambda: Outcome(output_messages=[message]), None, True, 200, None, "openai")
+    expected = {
+        "gen_ai.output.messages": capped_json([message], 200),
+        **list_values.answer_attributes([message], 200),
+    }
+    assert attrs == expected

@@ -18,6 +18,7 @@ from openai.types.chat.chat_completion_chunk import (
     ChoiceDeltaToolCall,
     ChoiceDeltaToolCallFunction,
 )
+from openai_langfuse_usage import langfuse_usage
 from openai_replay import Interaction, attribute, client, drain, import_or_skip, load, skip_unless_api, sse_interaction
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
@@ -93,7 +94,7 @@ async def test_reasoning_deltas_become_a_reasoning_part(
     assert attrs["server.address"] == "api.deepseek.com"
     assert attrs["gen_ai.usage.reasoning.output_tokens"] == 12
     assert attrs["gen_ai.usage.cache_read.input_tokens"] == 4
-    assert json.loads(attrs["langfuse.observation.usage_details"]) == {
+    assert langfuse_usage(attrs) == {
         "input": 6,
         "input_cached_tokens": 4,
         "output": 8,

@@ -49,6 +49,9 @@ START = {
     "server.address": "api.openai.com",
     "server.port": 443,
     "evaltrace.span.kind": "llm",
+    # Fixed per endpoint kind, so set with the preset rather than built per call.
+    "openai.api.type": "chat_completions",
+    "langfuse.observation.type": "generation",
 }
 
 

@@ -82,3 +82,26 @@ def test_prices_depend_on_the_provider() -> None:
     deepseek = pricing.price_of("deepseek-reasoner", "deepseek")
     assert deepseek is not None and deepseek.output > 0
     assert pricing.price_of("llama-3-8b", "vllm-unknown") is None
+
+
+@pytest.mark.parametrize(
+    ("input_tokens", "output_tokens", "cached", "reasoning", "writes"),
+    [(12, 5, 0, 0, None), (1270, 155, 1000, 64, 200), (300_000, 10, None, None, None), (5, None, None, None, 0)],
+)
+def test_cost_details_at_is_cost_at_details(
+    input_tokens: int, output_tokens: int | None, cached: int | None, reasoning: int | None, writes: int | None
+) -> None:
+    """The instrumentation's per-call form gives the same numbers as ``Cost.details()``, tiers included."""
+    price = pricing.ModelPrice(2.0, 8.0, 0.5, tiers=((272_000, 4.0, 1.0, 16.0),), cache_write=2.5)
+    cost = pricing.cost_at(
+        price,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cached_tokens=cached,
+        reasoning_tokens=reasoning,
+        cache_write_tokens=writes,
+    )
+    assert cost is not None
+    details = pricing.cost_details_at(price, input_tokens, output_tokens, cached, reasoning, writes)
+    assert details == cost.details() and details["total"] == cost.total_usd
+    assert pricing.cost_details_at(None, input_tokens, output_tokens, cached, reasoning, writes) is None

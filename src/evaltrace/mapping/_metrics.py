@@ -34,7 +34,7 @@ def build_metrics(llm_spans: list[ReadableSpan]) -> TraceMetrics:
         token_output=_sum_int(llm_spans, sc.GEN_AI_USAGE_OUTPUT_TOKENS),
         token_thinking=_sum_int(llm_spans, sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS),
         cost_usd=_sum(llm_spans, sc.EVALTRACE_COST_USD),
-        cost_thinking_usd=_sum(llm_spans, sc.EVALTRACE_COST_THINKING_USD),
+        cost_thinking_usd=_thinking_cost(llm_spans),
         latency_first_token_ms=None if ttfc is None else round(ttfc * 1000),
         latency_last_token_ms=None if ttlc is None else round(ttlc * 1000),
         tokens_per_second=sum(rates) / len(rates) if rates else None,
@@ -56,6 +56,17 @@ def _first_number(span: ReadableSpan, keys: tuple[str, ...]) -> float | None:
         if value is not None:
             return value
     return None
+
+
+def _thinking_cost(spans: list[ReadableSpan]) -> float | None:
+    """``_sum`` of the thinking cost, where a span we priced without one had no reasoning tokens (0.0).
+
+    The instrumentation writes ``evaltrace.cost_thinking_usd`` only when reasoning tokens were billed.
+    """
+    total = _sum(spans, sc.EVALTRACE_COST_THINKING_USD)
+    if total is None and any(number(s, sc.EVALTRACE_COST_USD) is not None for s in spans):
+        return 0.0
+    return total
 
 
 def _sum_int(spans: Iterable[ReadableSpan], key: str) -> int | None:

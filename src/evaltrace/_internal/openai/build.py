@@ -19,13 +19,14 @@ from evaltrace._internal.openai import registry
 from evaltrace._internal.openai import request as req
 from evaltrace._internal.openai.encode import encoded, text_size
 from evaltrace._internal.openai.registry import EndpointKind
-from evaltrace._internal.openai.response import Outcome, outcome_attributes, usage_details
+from evaltrace._internal.openai.response import Outcome, outcome_attributes
 
 Attributes = dict[str, Any]
 OutcomeFn = Callable[[], Outcome]
 ExtraFn = Callable[[Outcome], Attributes]
 
-_KIND_ATTRS: dict[EndpointKind, Attributes] = {
+# Fixed per endpoint kind: ``LLMCall`` sets them at span start with the shape's preset (built once per shape).
+KIND_ATTRS: dict[EndpointKind, Attributes] = {
     EndpointKind.CHAT: {
         sc.OPENAI_API_TYPE: sc.OPENAI_API_TYPE_CHAT_COMPLETIONS,
         sc.LANGFUSE_OBSERVATION_TYPE: sc.LANGFUSE_TYPE_GENERATION,
@@ -39,10 +40,9 @@ _KIND_ATTRS: dict[EndpointKind, Attributes] = {
 
 
 def request_attributes(kind: EndpointKind, kwargs: dict[str, Any], capture: bool, max_len: int) -> Attributes:
-    """Request parameters, and the request content when ``capture``, of one call."""
+    """Request parameters, and the request content when ``capture``, of one call (``KIND_ATTRS`` excepted)."""
     params = registry.given_kwargs(kwargs)
     attrs = req.request_attributes(kind, params)
-    attrs.update(_KIND_ATTRS[kind])
     parameters = req.model_parameters(kind, params)
     if parameters:
         attrs[sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS] = capped_json(parameters, max_len)
@@ -54,10 +54,14 @@ def request_attributes(kind: EndpointKind, kwargs: dict[str, Any], capture: bool
         if plain is not None:  # the common request: converted and measured in one loop, encoded in one call
             messages, size = plain
             attrs[sc.GEN_AI_INPUT_MESSAGES] = encoded(messages, size, max_len)
+            # list_values.prompt_text of plain messages: the last user message with text is that message's text.
+            texts = (m["parts"][0]["content"] for m in reversed(messages) if m["role"] == "user")
+            prompt = next((text for text in texts if text), None)
+            attrs.update(list_values.text_attributes(sc.INPUT_VALUE, sc.INPUT_MIME_TYPE, prompt, max_len))
         else:
             messages = req.input_messages(kind, params)
             attrs[sc.GEN_AI_INPUT_MESSAGES] = capped_json(messages, max_len)
-        attrs.update(list_values.prompt_attributes(messages, max_len))
+            attrs.update(list_values.prompt_attributes(messages, max_len))
         instructions = req.system_instructions(params)
         if instructions:
             attrs[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = capped_json(instructions, max_len)
@@ -88,34 +92,44 @@ def response_attributes(
     request_model: str | None,
     provider: str,
 ) -> Attributes:
-    """Response fields, output content (when ``capture``), usage details and cost of one call.
+    """Response fields, output content (when ``capture``) and cost of one call.
 
-    The price comes from ``pricing.price_of``, which resolves each (provider, model) once and caches it.
+    The price comes from ``pricing.price_of``, which resolves each (provider, model) once and caches it. Not
+    written: Langfuse's ``usage_details``, which Langfuse derives from the ``gen_ai.usage.*`` counts to the same
+    values (conventions.md 4.2), and the thinking cost of a call without reasoning tokens (the mapping reads 0.0).
     """
     outcome = make_outcome()
     attrs = outcome_attributes(outcome)
     output = outcome.output_messages
     if capture and output is not None:
-        size = text_size(output)
-        attrs[sc.GEN_AI_OUTPUT_MESSAGES] = encoded(output, size, max_len) if size >= 0 else capped_json(output, max_len)
-        attrs.update(list_values.answer_attributes(output, max_len))
+        parts = output[0]["parts"] if len(output) == 1 else None
+        if parts and len(parts) == 1 and parts[0]["type"] == "text" and type(text := parts[0]["content"]) is str:
+            # One choice answering in text (the common reply): its size and its list value are that text.
+            attrs[sc.GEN_AI_OUTPUT_MESSAGES] = encoded(output, len(text), max_len)
+            attrs.update(list_values.text_attributes(sc.OUTPUT_VALUE, sc.OUTPUT_MIME_TYPE, text or None, max_len))
+        else:
+            size = text_size(output)
+            attrs[sc.GEN_AI_OUTPUT_MESSAGES] = (
+                encoded(output, size, max_len) if size >= 0 else capped_json(output, max_len)
+            )
+            attrs.update(list_values.answer_attributes(output, max_len))
     usage = outcome.usage
     if usage is not None:
-        attrs[sc.LANGFUSE_OBSERVATION_USAGE_DETAILS] = encoded(usage_details(usage), 0, max_len)  # ints only
         model = outcome.response_model or request_model
-        price = pricing.price_of(model, provider) if model else None
-        cost = pricing.cost_at(
-            price,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cached_tokens=usage.cached_tokens,
-            reasoning_tokens=usage.reasoning_tokens,
-            cache_write_tokens=usage.cache_write_tokens if isinstance(usage.cache_write_tokens, int) else None,
+        writes = usage.cache_write_tokens
+        details = pricing.cost_details_at(
+            pricing.price_of(model, provider) if model else None,
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cached_tokens,
+            usage.reasoning_tokens,
+            writes if isinstance(writes, int) else None,
         )
-        if cost is not None:
-            attrs[sc.EVALTRACE_COST_USD] = cost.total_usd
-            attrs[sc.EVALTRACE_COST_THINKING_USD] = cost.reasoning_usd
-            attrs[sc.LANGFUSE_OBSERVATION_COST_DETAILS] = encoded(cost.details(), 0, max_len)  # floats only
+        if details is not None:
+            attrs[sc.EVALTRACE_COST_USD] = details["total"]
+            if usage.reasoning_tokens:  # absent means none: the mapping reads a priced span without it as 0.0
+                attrs[sc.EVALTRACE_COST_THINKING_USD] = details["output_reasoning_tokens"]
+            attrs[sc.LANGFUSE_OBSERVATION_COST_DETAILS] = encoded(details, 0, max_len)  # floats only
     if extra is not None:
         attrs.update(extra(outcome))
     return attrs

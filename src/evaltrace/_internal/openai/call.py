@@ -27,7 +27,8 @@ from evaltrace._internal.openai.response import Outcome, Summary
 SummaryFn = Callable[[], Summary]
 
 # Set at span creation with the provider, request model and server (what the GenAI spec lists as relevant to
-# sampling): the operation and our span kind, which on_start processors route on. The rest is built later.
+# sampling): the operation and our span kind, which on_start processors route on, and the attributes fixed per
+# endpoint kind (``build.KIND_ATTRS``), so no call builds them. The rest is built once the call returns.
 _CHAT = (sc.OP_CHAT, sc.KIND_LLM)
 _EMBEDDINGS = (sc.OP_EMBEDDINGS, sc.KIND_EMBEDDING)
 
@@ -233,7 +234,7 @@ def _shape_of(kind: EndpointKind, model: str | None, server: tuple[str | None, i
     if port:
         metric[sc.SERVER_PORT] = port
     # Read-only: shared by every span of this shape, and samplers are handed it as is.
-    start = deferred_attributes.Preset({**metric, sc.EVALTRACE_SPAN_KIND: span_kind})
+    start = deferred_attributes.Preset({**metric, sc.EVALTRACE_SPAN_KIND: span_kind, **build.KIND_ATTRS[kind]})
     shape = _Shape(f"{op} {model}" if model else op, provider, MetricAttributes(metric), start)
     if len(_SHAPES) >= 1024:  # bounded: model names and hosts come from user code, usually a handful
         _SHAPES.clear()

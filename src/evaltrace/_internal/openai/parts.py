@@ -19,8 +19,11 @@ _DATA_URL = re.compile(r"^data:([^;,]*)(;base64)?,", re.IGNORECASE)
 FINISH_REASON_MAP = {"tool_calls": "tool_call", "function_call": "tool_call"}
 
 
-def field(obj: Any, name: str) -> Any:
-    """Read ``name`` from a dict (request params) or an object (SDK models); None when absent."""
+def field(obj: Any, name: str, default: None = None) -> Any:
+    """Read ``name`` from a dict (request params) or an object (SDK models); None when absent.
+
+    ``default`` is always None: it lets callers pick ``field`` or the ``getattr`` builtin with one call shape.
+    """
     if isinstance(obj, dict):
         return obj.get(name)
     return getattr(obj, name, None)

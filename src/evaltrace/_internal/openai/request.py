@@ -77,6 +77,8 @@ _MODEL_PARAMETERS: tuple[tuple[str, tuple[type, ...]], ...] = (
 
 
 _MODEL_PARAMETER_KEYS = frozenset(key for key, _ in _MODEL_PARAMETERS)
+# Every chat keyword ``model_parameters`` reads: a call with none of them (model and messages only) skips it all.
+_CHAT_PARAMETER_KEYS = _MODEL_PARAMETER_KEYS | {"response_format"}
 
 
 def model_parameters(kind: EndpointKind, params: dict[str, Any]) -> dict[str, Scalar]:
@@ -87,7 +89,7 @@ def model_parameters(kind: EndpointKind, params: dict[str, Any]) -> dict[str, Sc
     ``stop`` sequences) is JSON-stringified, as Langfuse does for parameters (conventions.md 4.2).
     """
     out: dict[str, Scalar] = {}
-    if kind is EndpointKind.EMBEDDINGS:
+    if kind is EndpointKind.EMBEDDINGS or (kind is EndpointKind.CHAT and _CHAT_PARAMETER_KEYS.isdisjoint(params)):
         return out
     for key, types in _MODEL_PARAMETERS if not _MODEL_PARAMETER_KEYS.isdisjoint(params) else ():
         value: Any = params.get(key)
