@@ -22,11 +22,12 @@ _FILL: Any = object()  # a template slot filled per call (required field, defaul
 
 
 class _Plan:
-    __slots__ = ("fill", "template")
+    __slots__ = ("fill", "fill_names", "template")
 
     def __init__(self, template: dict[str, Any], fill: tuple[tuple[str, Callable[[], Any] | None], ...]) -> None:
         self.template = template
         self.fill = fill  # (field, maker): maker None for a required field (the caller must give it)
+        self.fill_names = frozenset(name for name, _ in fill)
 
 
 _PLANS: dict[type[BaseModel], _Plan | None] = {}
@@ -61,6 +62,14 @@ def _plan(cls: type[BaseModel]) -> _Plan | None:
     return _Plan(template, tuple(fill))
 
 
+def _plan_of(cls: type[BaseModel]) -> _Plan | None:
+    try:
+        return _PLANS[cls]
+    except KeyError:
+        plan = _PLANS[cls] = _plan(cls)
+        return plan
+
+
 def _immutable(value: Any) -> bool:
     return value is None or isinstance(value, bool | int | float | str | bytes | tuple | frozenset)
 
@@ -73,15 +82,13 @@ def trusted(cls: type[M], fields_set: set[str] | None = None, /, **values: Any) 
         fields_set: The fields reported as set (``model_fields_set``); default: the names in ``values``.
         **values: Field values, each of its field's type already (nothing is checked).
     """
-    try:
-        plan = _PLANS[cls]
-    except KeyError:
-        plan = _PLANS[cls] = _plan(cls)
+    plan = _plan_of(cls)
     if plan is None:
         return cls.model_construct(fields_set, **values)
     data = plan.template.copy()
     data.update(values)
-    for name, make in plan.fill:
+    # Callers usually give every slot to fill (one set operation in C then, no Python loop over the fields).
+    for name, make in () if plan.fill_names <= values.keys() else plan.fill:
         if data[name] is _FILL:
             if make is None:
                 raise TypeError(f"{cls.__name__}: required field {name!r} not given")
@@ -94,3 +101,22 @@ def trusted(cls: type[M], fields_set: set[str] | None = None, /, **values: Any) 
     object.__setattr__(model, "__pydantic_extra__", None)
     object.__setattr__(model, "__pydantic_private__", None)
     return model
+
+
+def trusted_copy(model: M, update: dict[str, Any]) -> M:
+    """Return ``model.model_copy(update=update)`` (a shallow copy, ``update`` unvalidated), at a fraction of its cost.
+
+    Args:
+        model: The model to copy.
+        update: Field values to replace, each of its field's type already; they are added to the fields set.
+    """
+    if _plan_of(type(model)) is None or model.__pydantic_extra__ is not None or model.__pydantic_private__ is not None:
+        return model.model_copy(update=update)
+    data = model.__dict__.copy()
+    data.update(update)
+    copied = type(model).__new__(type(model))
+    object.__setattr__(copied, "__dict__", data)
+    object.__setattr__(copied, "__pydantic_fields_set__", model.__pydantic_fields_set__ | update.keys())
+    object.__setattr__(copied, "__pydantic_extra__", None)
+    object.__setattr__(copied, "__pydantic_private__", None)
+    return copied

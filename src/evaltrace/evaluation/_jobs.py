@@ -258,7 +258,8 @@ class JobRunner:
         """Apply the hold rule to results that are all in: the enriched copy, else the span then child spans."""
         provenance = self.ctx.options.evaluation_provenance
         if time.monotonic() <= job.admitted_at + self.ctx.options.hold_timeout_s:
-            self._forward_once(job, enriched_copy(job.span, results + _skipped_results(job), provenance=provenance))
+            every = results + _skipped_results(job) if job.skipped else results
+            self._forward_once(job, enriched_copy(job.span, every, provenance=provenance))
             self.ctx.stats.incr("enriched")
             return
         self._forward_once(job, job.span)
@@ -354,7 +355,8 @@ class JobRunner:
                     with contextlib.suppress(Exception):
                         close()
                 result = timed_out_result(evaluator, timeout_s)
-            elif exc is None and inspect.isawaitable(produced):  # a sync evaluate that returned an awaitable
+            elif exc is None and type(produced) is not EvaluationResult and inspect.isawaitable(produced):
+                # A sync evaluate that returned an awaitable (a result, the usual answer, is not asked).
                 result = None
             else:
                 result = settle(evaluator, produced, exc, may_retry=may_retry)
@@ -602,6 +604,8 @@ class JobRunner:
 
     def _charge(self, spec: EvaluatorSpec, result: EvaluationResult) -> None:
         """Charge the judge's spend to the budgets and record it as ``gen_ai.evaluation.client.*`` metrics."""
+        if not result.detail:  # no judge record (a deterministic check): nothing to charge
+            return
         usage = judge_usage(result)
         if usage is None:
             return

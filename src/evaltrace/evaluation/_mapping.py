@@ -7,8 +7,10 @@ instead (the root alone, without tool calls or messages) would turn our failure 
 
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Sequence
+from types import ModuleType
 
 from opentelemetry.sdk.trace import ReadableSpan
 
@@ -16,6 +18,16 @@ from evaltrace.schema import Trace
 
 logger = logging.getLogger("evaltrace.evaluation")
 LIVE_RUN_ID = "live"
+_MAPPING: list[ModuleType] = []
+
+
+def _mapping() -> ModuleType:
+    """``evaltrace.mapping``, imported on first use (not with this module), then kept."""
+    # A ``from`` import of a package runs Python code each time it executes: once per evaluated span here.
+    # The module, not its function, is kept: its ``trace_from_spans`` is looked up on each call.
+    if not _MAPPING:
+        _MAPPING.append(importlib.import_module("evaltrace.mapping"))
+    return _MAPPING[0]
 
 
 class MappingFailed(Exception):
@@ -29,9 +41,8 @@ def build_trace(spans: Sequence[ReadableSpan], root: ReadableSpan) -> Trace:
         MappingFailed: The mapping raised (logged with its traceback).
     """
     try:
-        from evaltrace.mapping import trace_from_spans
-
-        return trace_from_spans(list(spans), root=root)
+        trace: Trace = _mapping().trace_from_spans(list(spans), root=root)
+        return trace
     except Exception as exc:
         logger.warning(
             "evaltrace: mapping spans to a Trace failed; the span is not evaluated (skip reason mapping_failed)",

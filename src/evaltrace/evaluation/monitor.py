@@ -125,7 +125,10 @@ class ProductionMonitor:
             output_preview=(output or "")[:PREVIEW_CHARS],
         )
         with self._lock:
-            self._samples.setdefault(result.evaluator, deque(maxlen=self._max_samples)).append(sample)
+            samples = self._samples.get(result.evaluator)
+            if samples is None:  # not setdefault: it would build a deque on every call
+                samples = self._samples[result.evaluator] = deque(maxlen=self._max_samples)
+            samples.append(sample)
 
     def samples(self, evaluator: str) -> list[MonitorSample]:
         """Return the samples of ``evaluator`` still in the window, oldest first."""

@@ -461,9 +461,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         skipped: list[tuple[EvaluatorSpec, str]] = []
         specs = self._matching(self._span_specs, span, attributes, kind, skipped)
         if isinstance(ref, str) and ref:
-            chosen = {id(spec.evaluator) for spec in specs}  # one evaluator attached twice runs once
-            attached = [s for s in self._resolve(ref) if id(s.evaluator) not in chosen]
-            specs.extend(self._admitted(attached, attributes, trace_id, skipped))
+            specs.extend(self._admitted(self._attached(ref, specs), attributes, trace_id, skipped))
         trace_specs: list[EvaluatorSpec] = []
         complete: OpenTrace | None = None
         if trace_root:
@@ -693,6 +691,14 @@ class EvaluationSpanProcessor(SpanProcessor):
                 self._stats.not_evaluated(reason, spec.evaluator.name)
                 skipped.append((spec, reason))
         return chosen
+
+    def _attached(self, ref: str, specs: list[EvaluatorSpec]) -> Sequence[EvaluatorSpec]:
+        """The decorator-attached specs of ``ref`` not already among the global ``specs`` chosen."""
+        attached = self._resolve(ref)
+        if not specs:  # the usual case: no global evaluator matched, nothing to leave out
+            return attached
+        chosen = {id(spec.evaluator) for spec in specs}  # one evaluator attached twice runs once
+        return [s for s in attached if id(s.evaluator) not in chosen]
 
     def _resolve(self, ref: str) -> tuple[EvaluatorSpec, ...]:
         specs = self._ref_specs.get(ref)

@@ -21,6 +21,7 @@ from typing import Any
 
 from evaltrace._internal.daemon_pool import DaemonExecutor, UserAbort
 from evaltrace._internal.tracing import suppress_instrumentation
+from evaltrace._internal.trusted_models import trusted_copy
 from evaltrace.evaluation.evaluator import Evaluator, SkipEvaluation
 from evaltrace.schema import EvalCase, EvaluationResult, Trace
 from evaltrace.schema.trace import TraceError
@@ -301,16 +302,12 @@ def stamp(result: EvaluationResult, evaluator: Any, trace: Trace, started: dt.da
         # Every value is of its field's type already (the trace's validated strings, aware UTC datetimes in
         # order), so an unvalidated copy is the same result as stamped()'s dump-and-validate, at a fraction of
         # its cost (it was the largest part of a cheap evaluator's cost per span).
-        return result.model_copy(
-            update={
-                "run_id": trace.run_id,
-                "case_id": trace.case_id,
-                "variant_name": trace.variant_name,
-                "started_at": started,
-                "finished_at": finished,
-                **updates,
-            }
-        )
+        updates["run_id"] = trace.run_id
+        updates["case_id"] = trace.case_id
+        updates["variant_name"] = trace.variant_name
+        updates["started_at"] = started
+        updates["finished_at"] = finished
+        return trusted_copy(result, updates)
     return result.stamped(
         run_id=trace.run_id,
         case_id=trace.case_id,

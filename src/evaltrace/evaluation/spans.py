@@ -38,35 +38,26 @@ def _ns(result_time: object) -> int:
     return int(timestamp() * 1e9) if callable(timestamp) else 0
 
 
-def result_events(span: ReadableSpan, results: Sequence[EvaluationResult], *, provenance: bool = False) -> list[Event]:
-    """Return one ``gen_ai.evaluation.result`` span event per result.
-
-    Events are stamped with the span's end time: a span event outside its span's interval renders oddly in
-    Jaeger, and the exact evaluation time is on the log event and the score. ``provenance`` adds the evaluator's
-    version and type (see :func:`~evaltrace.evaluation.convert.evaluation_event_attributes`).
-    """
-    response_id = response_id_of(span.attributes)
-    return [
-        Event(
-            semconv.GEN_AI_EVALUATION_RESULT_EVENT,
-            evaluation_event_attributes(result, response_id, provenance=provenance),
-            timestamp=span.end_time,
-        )
-        for result in results
-    ]
-
-
 def enriched_copy(span: ReadableSpan, results: Sequence[EvaluationResult], *, provenance: bool = False) -> ReadableSpan:
     """Return a copy of ``span`` carrying the results as events and ``evaltrace.eval.*`` attributes.
 
-    The span's own status is never changed: an evaluation's verdict or error is not the application's.
-    ``provenance`` is passed on to :func:`result_events`.
+    The span's own status is never changed: an evaluation's verdict or error is not the application's. One
+    ``gen_ai.evaluation.result`` event per result, stamped with the span's end time: a span event outside its
+    span's interval renders oddly in Jaeger, and the exact evaluation time is on the log event and the score.
+    ``provenance`` adds the evaluator's version and type (see
+    :func:`~evaltrace.evaluation.convert.evaluation_event_attributes`).
     """
-    attributes = dict(span.attributes or {})
+    # The span's attributes are read once and the events built in place: this runs once per evaluated span.
+    original = span.attributes
+    attributes = dict(original or {})
     attributes.update(span_result_attributes(results))
-    return replaced(
-        span, attributes=attributes, events=[*span.events, *result_events(span, results, provenance=provenance)]
-    )
+    response_id = response_id_of(original)
+    end = span.end_time
+    events = list(span.events)
+    for result in results:
+        event_attributes = evaluation_event_attributes(result, response_id, provenance=provenance)
+        events.append(Event(semconv.GEN_AI_EVALUATION_RESULT_EVENT, event_attributes, timestamp=end))
+    return replaced(span, attributes=attributes, events=events)
 
 
 def evaluation_span(

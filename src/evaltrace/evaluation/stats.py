@@ -48,6 +48,9 @@ class _EvaluatorCounters:
     latencies_ms: deque[float] = field(default_factory=lambda: deque(maxlen=_LATENCY_SAMPLES))
 
 
+_COUNTER_OF_OUTCOME = {"pass": "passed", "fail": "failed", "error": "errors", "not_evaluated": "skipped"}
+
+
 class PipelineStats:
     """Thread-safe counters; every increment is a few dict operations under one lock."""
 
@@ -126,12 +129,15 @@ class PipelineStats:
     def record(self, result: EvaluationResult) -> None:
         """Count one finished evaluation under its outcome."""
         outcome = result_outcome(result)
-        key = {"pass": "passed", "fail": "failed", "error": "errors", "not_evaluated": "skipped"}.get(outcome)
+        key = _COUNTER_OF_OUTCOME.get(outcome)
         timed_out = result.error is not None and result.error.type == "timeout"
+        latency_ms = float(result.latency_ms)  # outside the lock the application's threads count skips under
         with self._lock:
-            per = self._by_evaluator.setdefault(result.evaluator, _EvaluatorCounters())
+            per = self._by_evaluator.get(result.evaluator)
+            if per is None:  # not setdefault: it would build a counters object (and its deque) on every call
+                per = self._by_evaluator[result.evaluator] = _EvaluatorCounters()
             per.evaluated += 1
-            per.latencies_ms.append(float(result.latency_ms))
+            per.latencies_ms.append(latency_ms)
             self.counters["evaluated"] += 1
             if key is not None:
                 setattr(per, key, getattr(per, key) + 1)

@@ -49,15 +49,22 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
         ValueError: ``spans`` is empty, or ``root`` is an id not found among them.
     """
     root_span = select_root(spans, root)
-    # One span given and it is the root (an evaluated span without descendants): nothing to walk.
-    selected = [root_span] if len(spans) == 1 and spans[0] is root_span else subtree(spans, root_span)
     notes: list[str] = []
     # Each span's attributes are read once, into a plain dict: reading them one by one through the SDK's view
     # was a large part of mapping a small subtree (an evaluated span is mapped on every evaluation).
-    read = [(span, plain_attrs(span)) for span in selected]
-    root_attrs = next(a for s, a in read if s is root_span)
-    llm_spans = [s for s, a in read if is_llm(s, a)]
-    if llm_spans or any(is_tool(s, a) for s, a in read):
+    if len(spans) == 1 and spans[0] is root_span:  # the evaluated span without descendants: nothing to walk
+        selected = [root_span]
+        root_attrs = plain_attrs(root_span)
+        read = [(root_span, root_attrs)]
+        llm_spans = [root_span] if is_llm(root_span, root_attrs) else []
+        mapped = bool(llm_spans) or is_tool(root_span, root_attrs)
+    else:
+        selected = subtree(spans, root_span)
+        read = [(span, plain_attrs(span)) for span in selected]
+        root_attrs = next(a for s, a in read if s is root_span)
+        llm_spans = [s for s, a in read if is_llm(s, a)]
+        mapped = bool(llm_spans) or any(is_tool(s, a) for s, a in read)
+    if mapped:
         messages = build_messages(selected, notes)
         metrics = build_metrics(llm_spans)
     else:
@@ -93,7 +100,7 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
         # order, JSON-parsed input with finite numbers), so re-validating it all was pure cost on every
         # evaluated span. The after-validator's work is done here: the tool views derived from the messages,
         # passed explicitly so that the fields set (and so exclude_unset dumps) match a validated Trace.
-        tool_calls, tool_results = derive_tool_views(messages)
+        tool_calls, tool_results = derive_tool_views(messages) if messages else ([], [])
         trace = trusted(Trace, None, **values, tool_calls=tool_calls, tool_results=tool_results)
     if notes:
         trace.extra["enrichment_errors"] = notes
@@ -104,20 +111,25 @@ def _identity(
     root: ReadableSpan, root_attrs: Mapping[str, Any], read: list[tuple[ReadableSpan, dict[str, Any]]], trace_id: str
 ) -> tuple[str, str, str]:
     """Return run id, case id and variant name: the root's, else the first span's of the subtree, else defaults."""
-
-    def first(key: str) -> str | None:
-        for span_attrs in (root_attrs, *(a for _, a in read)):
-            value = span_attrs.get(key)
-            if isinstance(value, str) and value:
-                return value
-        return None
-
+    # The root alone when it is the whole subtree (an evaluated span without descendants): same answers.
+    sources: list[Mapping[str, Any]] = (
+        [root_attrs] if len(read) == 1 and read[0][1] is root_attrs else [root_attrs, *(a for _, a in read)]
+    )
     service = root.resource.attributes.get(sc.SERVICE_NAME) if root.resource else None
     return (
-        first(sc.EVALTRACE_RUN_ID) or "live",
-        first(sc.EVALTRACE_CASE_ID) or trace_id,
-        first(sc.EVALTRACE_VARIANT) or (str(service) if service else "unknown_service"),
+        _first(sources, sc.EVALTRACE_RUN_ID) or "live",
+        _first(sources, sc.EVALTRACE_CASE_ID) or trace_id,
+        _first(sources, sc.EVALTRACE_VARIANT) or (str(service) if service else "unknown_service"),
     )
+
+
+def _first(sources: list[Mapping[str, Any]], key: str) -> str | None:
+    """The first non-empty string value of ``key`` in ``sources``."""
+    for span_attrs in sources:
+        value = span_attrs.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
 
 
 def _input(root: ReadableSpan, root_attrs: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
@@ -131,9 +143,7 @@ def _output(
     root: ReadableSpan, root_attrs: Mapping[str, Any], messages: list[TraceMessage], notes: list[str]
 ) -> TraceOutput:
     value = json_attr(root, conventions.output_key(root_attrs), notes, root_attrs)
-    last = next((m.content for m in reversed(messages) if m.role == "assistant" and isinstance(m.content, str)), None)
-    thoughts = [m.thinking for m in messages if m.thinking]
-    thinking = "\n\n".join(thoughts) or None
+    thoughts = [m.thinking for m in messages if m.thinking] if messages else []
     if isinstance(value, str):
         # A function returning a model's raw text returns its inline reasoning too: never part of the answer.
         # The LLM span's message usually holds the same reasoning already; add only what it lacks.
@@ -141,6 +151,8 @@ def _output(
         thoughts += [t for t in split.thoughts if t not in thoughts]
         # Built unvalidated (str and None values, made here): validating them was a tenth of a small mapping.
         return trusted(TraceOutput, None, final_answer=split.answer, thinking="\n\n".join(thoughts) or None)
+    last = next((m.content for m in reversed(messages) if m.role == "assistant" and isinstance(m.content, str)), None)
+    thinking = "\n\n".join(thoughts) or None
     structured = value if isinstance(value, dict) and not is_truncated(value) else None
     if last is None and value not in (MISSING, None) and structured is None and not is_truncated(value):
         last = compact(value)
