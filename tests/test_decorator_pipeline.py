@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,6 +26,7 @@ import evaltrace
 from evaltrace._internal import settings, tracing
 from evaltrace._internal.jsonutil import capped_json, to_jsonable
 from evaltrace.context import StampingPipeline
+from evaltrace.evaluation import evaluator
 
 
 @pytest.fixture(autouse=True)
@@ -207,3 +209,39 @@ def test_events_and_links_of_an_ended_span_read_unchanged() -> None:
     assert [(e.name, dict(e.attributes or {})) for e in ended.events] == [("first", {"e": 1})]
     assert ended.links[0].context.span_id == 2 and dict(ended.links[0].attributes or {}) == {"l": 1}
     assert (ended.dropped_events, ended.dropped_links, ended.dropped_attributes) == (0, 0, 0)
+
+
+def _evaluation_threads() -> list[str]:
+    names = (t.name for t in threading.enumerate())
+    return sorted(n for n in names if n.startswith(("evaltrace-eval", "evaltrace-async-eval")))
+
+
+def test_a_pipeline_no_evaluator_applies_to_runs_no_evaluation_thread() -> None:
+    """configure() with no evaluator: spans are forwarded, and nothing wakes up for evaluation (no idle ticks)."""
+    before = _evaluation_threads()
+    handle, exporter = configured(evaluation=True)
+
+    @evaltrace.trace
+    def step(x: int) -> int:
+        return x + 1
+
+    step(1)
+    assert "step" in finished(handle, exporter)
+    assert _evaluation_threads() == before
+
+
+def test_evaluation_threads_start_with_the_first_evaluation() -> None:
+    exporter = InMemorySpanExporter()
+    handle = evaltrace.configure(service_name="t", exporters=[exporter], local_store=False, handle_sigterm=False)
+
+    async def polite(trace: Any) -> bool:
+        return True
+
+    @evaltrace.agent(evaluators=[evaluator(name="polite")(polite)])
+    def answer(question: str) -> str:
+        return "ok"
+
+    answer("?")
+    spans = finished(handle, exporter)
+    assert dict(spans["invoke_agent answer"].attributes or {})["evaltrace.eval.polite.outcome"] == "pass"
+    assert any(name.startswith("evaltrace-eval") for name in _evaluation_threads())

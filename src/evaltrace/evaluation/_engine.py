@@ -88,15 +88,16 @@ class Engine:
         )
 
     def start(self, run_job: JobRunner, fast: FastRunner | None = None) -> None:
-        """Start the loop and dispatcher threads; ``run_job`` is awaited once per submitted job.
+        """Make the engine ready; ``run_job`` is awaited once per submitted job.
 
-        With ``fast``, the jobs it calls eligible run on the fast lane (see ``_fast_lane``) instead.
+        The loop and dispatcher threads start with the first job (:meth:`submit`): a pipeline no evaluator
+        applies to (``configure()`` with none) runs no evaluation thread. With ``fast``, the jobs it calls
+        eligible run on the fast lane (see ``_fast_lane``) instead.
         """
         self._run_job = run_job
         if fast is not None:
             self._fast = fast
             self.lane = FastLane(fast, self._hand_off, slow_s=fast.slow_after_s())
-        self._start_threads()
 
     def _start_threads(self) -> None:
         with self._start_lock:
@@ -125,7 +126,7 @@ class Engine:
 
     def submit(self, job: Any) -> None:
         """Hand ``job`` to the loop; O(1) and non-blocking."""
-        if not self._running:  # the first job of a forked child
+        if not self._running:  # the first job (of this process: a forked child starts its own)
             self._start_threads()
         self._inbox.put(job)
 

@@ -92,8 +92,8 @@ class UserLoop:
         self.moved = 0  # evaluations restarted on a fresh loop (for tests and stats)
         self.stalls = 0
         self._closed = threading.Event()
-        with self._lock:
-            self._started_locked()
+        # The loop (a 50 ms heartbeat) and its watchdog start with the first async evaluation: an application
+        # with no async evaluator never wakes for them.
         forks.reinit_after_fork(self)
 
     def _new_loop(self) -> _Loop:
