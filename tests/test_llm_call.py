@@ -467,6 +467,17 @@ def test_given_cost_wins_and_record_merges(exporter: InMemorySpanExporter) -> No
     ]
 
 
+def test_a_given_cost_with_reasoning_tokens_leaves_the_thinking_cost_unknown(exporter: InMemorySpanExporter) -> None:
+    """A cost the user gave has no known thinking share: the trace never says its reasoning tokens cost 0.0."""
+    with evaltrace.llm_call(provider="openai", model="o1") as call:
+        call.record(
+            output="ok", usage={"input_tokens": 100, "output_tokens": 500, "reasoning_tokens": 400}, cost_usd=0.05
+        )
+    metrics = trace_from_spans([only_span(exporter)]).metrics
+    assert metrics.token_thinking == 400 and metrics.cost_usd == pytest.approx(0.05)
+    assert metrics.cost_thinking_usd is None
+
+
 def test_first_token_timing(exporter: InMemorySpanExporter) -> None:
     with evaltrace.llm_call(model="m", provider="custom", stream=True) as call:
         call.first_token()

@@ -59,12 +59,17 @@ def _first_number(span: ReadableSpan, keys: tuple[str, ...]) -> float | None:
 
 
 def _thinking_cost(spans: list[ReadableSpan]) -> float | None:
-    """``_sum`` of the thinking cost, where a span we priced without one had no reasoning tokens (0.0).
+    """``_sum`` of the thinking cost, where a priced span without one and without reasoning tokens adds 0.0.
 
-    The instrumentation writes ``evaltrace.cost_thinking_usd`` only when reasoning tokens were billed.
+    The instrumentation writes ``evaltrace.cost_thinking_usd`` only when reasoning tokens were billed. A span
+    with a cost and reasoning tokens but no thinking cost (a cost the user gave, its split unknown) says nothing:
+    its thinking cost is unknown, never 0.0.
     """
     total = _sum(spans, sc.EVALTRACE_COST_THINKING_USD)
-    if total is None and any(number(s, sc.EVALTRACE_COST_USD) is not None for s in spans):
+    if total is None and any(
+        number(s, sc.EVALTRACE_COST_USD) is not None and not number(s, sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS)
+        for s in spans
+    ):
         return 0.0
     return total
 
