@@ -19,6 +19,17 @@ def fine(trace: Trace) -> bool:
     return True
 
 
+def stuck_until(release: threading.Event) -> Any:
+    """An evaluator named ``stuck`` whose calls hang until ``release`` is set (then pass)."""
+
+    @evaluator(name="stuck")
+    def stuck(trace: Trace) -> bool:
+        release.wait(30)
+        return True
+
+    return stuck
+
+
 def test_a_slow_evaluation_is_demoted_and_keeps_the_hold_rule(make_pipeline: MakePipeline) -> None:
     release = threading.Event()
 
@@ -45,11 +56,7 @@ def test_a_slow_evaluation_is_demoted_and_keeps_the_hold_rule(make_pipeline: Mak
 
 def test_jobs_behind_a_hung_evaluation_are_not_held_up(make_pipeline: MakePipeline) -> None:
     release = threading.Event()
-
-    @evaluator(name="stuck")
-    def stuck(trace: Trace) -> bool:
-        release.wait(30)
-        return True
+    stuck = stuck_until(release)
 
     p = make_pipeline([EvaluatorSpec(stuck, timeout_s=20, predicate=lambda a: a.get("stuck") is True), fine])
     try:
@@ -72,11 +79,7 @@ def test_jobs_behind_a_hung_evaluation_are_not_held_up(make_pipeline: MakePipeli
 
 def test_a_hung_evaluation_on_the_lane_times_out_as_an_error(make_pipeline: MakePipeline) -> None:
     release = threading.Event()
-
-    @evaluator(name="stuck")
-    def stuck(trace: Trace) -> bool:
-        release.wait(30)
-        return True
+    stuck = stuck_until(release)
 
     p = make_pipeline([EvaluatorSpec(stuck, timeout_s=0.3, inline=True), fine])
     try:
@@ -220,11 +223,7 @@ def test_an_evaluator_slow_by_its_call_time_leaves_the_lane_for_the_pool(make_pi
 
 def test_jobs_queued_on_the_lane_are_forwarded_by_their_hold_deadline(make_pipeline: MakePipeline) -> None:
     release = threading.Event()
-
-    @evaluator(name="stuck")
-    def stuck(trace: Trace) -> bool:
-        release.wait(30)
-        return True
+    stuck = stuck_until(release)
 
     p = make_pipeline(
         [EvaluatorSpec(stuck, timeout_s=20, predicate=lambda a: a.get("stuck") is True), fine], hold_timeout_s=0.4
