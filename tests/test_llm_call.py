@@ -312,7 +312,9 @@ def test_usage_shapes(
     assert span.attributes is not None
     written = {k.removeprefix("gen_ai.usage."): v for k, v in span.attributes.items() if k.startswith("gen_ai.usage.")}
     assert written == tokens
-    assert json_attr(span, "langfuse.observation.usage_details") == details
+    # As on instrumented spans: no usage_details; Langfuse derives the details from the counts (conventions 4.2).
+    assert "langfuse.observation.usage_details" not in span.attributes
+    assert _sibling("openai_langfuse_usage").langfuse_usage(span.attributes) == details
 
 
 def test_usage_sdk_objects_are_read() -> None:
@@ -442,13 +444,30 @@ def test_request_attributes_and_priced_cost(exporter: InMemorySpanExporter) -> N
         "gen_ai.usage.cache_read.input_tokens": 200,
         "gen_ai.usage.cache_creation.input_tokens": 100,
         "gen_ai.usage.reasoning.output_tokens": 40,
-        "langfuse.observation.usage_details": '{"input":700,"input_cached_tokens":200,"input_cache_creation":100,"output":60,"output_reasoning_tokens":40}',
         # 700 * 1.0 + 200 * 0.5 + 100 * 2.0 + 100 * 4.0, per 1M (the dated response model matches the override)
         "evaltrace.cost_usd": pytest.approx(1400 / 1e6),
         "evaltrace.cost_thinking_usd": pytest.approx(160 / 1e6),
     }  # fmt: skip
     assert cost["total"] == pytest.approx(1400 / 1e6)
     assert cost["input_cache_creation"] == pytest.approx(200 / 1e6)
+    assert _sibling("openai_langfuse_usage").langfuse_usage(attrs) == {
+        "input": 700, "input_cached_tokens": 200, "input_cache_creation": 100, "output": 60, "output_reasoning_tokens": 40
+    }  # fmt: skip
+
+
+def test_priced_cost_without_reasoning_tokens_writes_no_thinking_cost(exporter: InMemorySpanExporter) -> None:
+    """As the OpenAI and Anthropic builders: the thinking cost only with reasoning tokens; a Trace reads 0.0."""
+    pricing.set_model_price("acme-1", input=1.0, output=4.0)
+    try:
+        with evaltrace.llm_call(model="acme-1", provider="acme") as call:
+            call.record(usage={"input_tokens": 1000, "output_tokens": 100})
+    finally:
+        pricing.clear_model_prices()
+    span = only_span(exporter)
+    attrs = span.attributes or {}
+    assert attrs["evaltrace.cost_usd"] == pytest.approx(1400 / 1e6)
+    assert "evaltrace.cost_thinking_usd" not in attrs
+    assert trace_from_spans([span]).metrics.cost_thinking_usd == 0.0
 
 
 def test_given_cost_wins_and_record_merges(exporter: InMemorySpanExporter) -> None:
@@ -620,12 +639,17 @@ def test_current_llm_call_outside_any_llm_span_reports_misuse(exporter: InMemory
 
 
 def _openai_replay() -> ModuleType:
-    """The instrumentation tests' replay helper (a sibling directory's module, not on this file's import path)."""
+    """The instrumentation tests' replay helper."""
     pytest.importorskip("openai")
-    name = "_llm_call_openai_replay"
+    return _sibling("openai_replay")
+
+
+def _sibling(module: str) -> ModuleType:
+    """A helper module of the instrumentation tests (a sibling directory's, not on this file's import path)."""
+    name = f"_llm_call_{module}"
     if name in sys.modules:
         return sys.modules[name]
-    path = Path(__file__).parent / "instrumentation" / "openai_replay.py"
+    path = Path(__file__).parent / "instrumentation" / f"{module}.py"
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

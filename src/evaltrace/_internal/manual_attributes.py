@@ -1,8 +1,10 @@
 """Pure: what a manual LLM span (``evaltrace.llm_call``) was given -> the attributes the auto-instrumentations write.
 
 Request parameters are validated here so that bad input fails with a message naming the parameter; the
-response half reuses the OpenAI instrumentation's writers (``outcome_attributes``, ``usage_details``), so
-token counts, Langfuse usage/cost details and cost read the same whichever way the span was made.
+response half reuses the OpenAI instrumentation's writer (``outcome_attributes``), so token counts, Langfuse
+cost details and cost read the same whichever way the span was made. Like the instrumented spans, manual ones
+write no ``langfuse.observation.usage_details`` (Langfuse derives it from the ``gen_ai.usage.*`` counts,
+conventions.md 4.2) and ``evaltrace.cost_thinking_usd`` only when reasoning tokens were billed.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from evaltrace import pricing
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.genai_parts import system_parts, tool_definitions
 from evaltrace._internal.jsonutil import capped_json
-from evaltrace._internal.openai.response import Outcome, Usage, outcome_attributes, usage_details
+from evaltrace._internal.openai.response import Outcome, Usage, outcome_attributes
 
 Attributes = dict[str, Any]
 
@@ -119,21 +121,21 @@ def response_attributes(
     usage: Usage | None,
     finish_reason: str | None,
 ) -> Attributes:
-    """Response id/model, finish reasons and token counts, exactly as the OpenAI instrumentation writes them."""
+    """Response id/model, finish reasons and token counts, exactly as the OpenAI instrumentation writes them.
+
+    No ``langfuse.observation.usage_details``: Langfuse derives the same object from the counts.
+    """
     outcome = Outcome(
         response_id=response_id,
         response_model=response_model,
         finish_reasons=[finish_reason] if finish_reason else [],
         usage=usage,
     )
-    attrs = outcome_attributes(outcome)
-    if usage is not None:
-        attrs[sc.LANGFUSE_OBSERVATION_USAGE_DETAILS] = capped_json(usage_details(usage))
-    return attrs
+    return outcome_attributes(outcome)
 
 
 def cost_attributes(usage: Usage | None, model: str | None, provider: str | None, cost_usd: float | None) -> Attributes:
-    """``evaltrace.cost_usd`` (+ thinking share) and Langfuse ``cost_details``: given, or priced from usage.
+    """``evaltrace.cost_usd`` (+ thinking share, with reasoning tokens) and Langfuse ``cost_details``: given, or priced.
 
     A given cost is the total only (its split is unknown). Without one, the price is looked up for
     ``model`` at ``provider`` (``set_model_price`` overrides win); no price or no input count means no cost.
@@ -155,8 +157,8 @@ def cost_attributes(usage: Usage | None, model: str | None, provider: str | None
     )
     if cost is None:
         return {}
-    return {
-        sc.EVALTRACE_COST_USD: cost.total_usd,
-        sc.EVALTRACE_COST_THINKING_USD: cost.reasoning_usd,
-        sc.LANGFUSE_OBSERVATION_COST_DETAILS: capped_json(cost.details()),
-    }
+    attrs: Attributes = {sc.EVALTRACE_COST_USD: cost.total_usd}
+    if usage.reasoning_tokens:  # absent means none: the mapping reads a priced span without it as 0.0
+        attrs[sc.EVALTRACE_COST_THINKING_USD] = cost.reasoning_usd
+    attrs[sc.LANGFUSE_OBSERVATION_COST_DETAILS] = capped_json(cost.details())
+    return attrs
