@@ -35,12 +35,36 @@ def _hex_ids(node: Any) -> None:
             _hex_ids(item)
 
 
+def _link_trace_states(spans: Sequence[ReadableSpan], request: Any) -> None:
+    """Fill ``Span.Link.trace_state``, which the SDK's encoder leaves empty, from each span's links."""
+    states: dict[tuple[bytes, bytes], list[str]] = {}
+    for span in spans:
+        ctx, links = span.get_span_context(), span.links  # each access to links copies the SDK's tuple: once
+        if ctx is None or not links:
+            continue
+        headers = [link.context.trace_state.to_header() if link.context.trace_state else "" for link in links]
+        if any(headers):
+            states[(ctx.trace_id.to_bytes(16, "big"), ctx.span_id.to_bytes(8, "big"))] = headers
+    if not states:
+        return
+    for resource_spans in request.resource_spans:
+        for scope_spans in resource_spans.scope_spans:
+            for encoded in scope_spans.spans:
+                written = states.get((encoded.trace_id, encoded.span_id)) or []
+                # Zipped in order: the encoder writes a span's links in the order the span keeps them.
+                for link, header in zip(encoded.links, written, strict=False):
+                    if header:
+                        link.trace_state = header
+
+
 def otlp_json_line(spans: Sequence[ReadableSpan]) -> str:
     """One ``ExportTraceServiceRequest`` holding ``spans``, as one line of OTLP/JSON."""
     from google.protobuf.json_format import MessageToDict
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-    document = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
+    request = encode_spans(spans)
+    _link_trace_states(spans, request)
+    document = MessageToDict(request, use_integers_for_enums=True)
     _hex_ids(document)
     return json.dumps(document, ensure_ascii=False, separators=(",", ":"))
 
