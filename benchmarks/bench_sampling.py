@@ -64,7 +64,8 @@ def evaluation(specs: list[EvaluatorSpec], queue: int) -> EvaluationSpanProcesso
 def run(make: Callable[[], SpanProcessor], rounds: int, batch: int) -> Result:
     """Median per-span cost and throughput of ``rounds`` bursts of ``batch`` spans, a fresh processor each."""
     cpu, wall, rates = [], [], []
-    evaluated, skipped = 0, {}
+    evaluated = 0
+    skipped: dict[str, int] = {}
     for _ in range(rounds):
         processor = make()
         provider = TracerProvider()

@@ -7,11 +7,8 @@ Rate limits run on an injected clock, so no assertion depends on how fast the ma
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -25,6 +22,7 @@ from evaltrace.evaluators import LLMJudge
 from evaltrace.evaluators.judge import Judge
 from evaltrace.exceptions import ConfigError
 from evaltrace.schema import Trace
+from judge_server import JudgeServer, serve_judge
 
 from .conftest import MakePipeline
 
@@ -52,66 +50,12 @@ def free(trace: Trace) -> bool:
     return True
 
 
-@dataclass
-class ChatServer:
-    """An OpenAI chat-completions endpoint that always answers ``{"score": 1}`` with fixed token usage."""
-
-    url: str = ""
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def count(self) -> int:
-        with self.lock:
-            return len(self.requests)
-
-
 @pytest.fixture
-def chat_server() -> Iterator[ChatServer]:
-    chat = ChatServer()
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            with chat.lock:
-                chat.requests.append(body)
-            reply = {
-                "id": "chatcmpl-1",
-                "object": "chat.completion",
-                "created": 0,
-                "model": body["model"],
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": json.dumps({"score": 1, "reason": "fine"})},
-                        "finish_reason": "stop",
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": PROMPT_TOKENS,
-                    "completion_tokens": COMPLETION_TOKENS,
-                    "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS,
-                },
-            }
-            payload = json.dumps(reply).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    chat.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield chat
-    finally:
-        server.shutdown()
-        server.server_close()
+def chat_server() -> Iterator[JudgeServer]:
+    """An OpenAI chat-completions endpoint that always answers ``{"score": 1}`` with fixed token usage."""
+    fine = {"score": 1, "reason": "fine"}
+    with serve_judge(lambda body: fine, prompt_tokens=PROMPT_TOKENS, completion_tokens=COMPLETION_TOKENS) as judge:
+        yield judge
 
 
 def attrs(span: ReadableSpan) -> dict[str, Any]:
@@ -173,7 +117,7 @@ def test_a_global_rate_limit_applies_to_every_evaluator_together(make_pipeline: 
 
 
 def test_a_usd_budget_stops_judge_calls_and_reports_over_budget(
-    make_pipeline: MakePipeline, chat_server: ChatServer
+    make_pipeline: MakePipeline, chat_server: JudgeServer
 ) -> None:
     reader = InMemoryMetricReader()
     judge = Judge("gpt-4o-mini", base_url=chat_server.url, api_key="k", max_retries=0)  # priced by evaltrace.pricing
@@ -218,7 +162,7 @@ def test_a_usd_budget_stops_judge_calls_and_reports_over_budget(
 
 
 def test_a_token_budget_counts_the_tokens_of_the_judge_replies(
-    make_pipeline: MakePipeline, chat_server: ChatServer
+    make_pipeline: MakePipeline, chat_server: JudgeServer
 ) -> None:
     judge = Judge("gpt-4o-mini", base_url=chat_server.url, api_key="k", max_retries=0)
     judged = LLMJudge(rubric="Answers the question", judge=judge)

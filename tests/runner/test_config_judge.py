@@ -2,76 +2,29 @@
 
 from __future__ import annotations
 
-import json
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 from evaltrace.runner import RunConfigError, run_eval
+from judge_server import JudgeServer, serve_judge
 
 from .conftest import Project
 
 JUDGE_KEY = "s3cret-judge-key"
 
 
-@dataclass
-class ChatServer:
-    """An OpenAI chat-completions endpoint: scores 5 when the judged answer mentions alpha, else 1."""
-
-    url: str = ""
-    requests: list[dict[str, Any]] = field(default_factory=list)
-
-    def reply(self, body: dict[str, Any]) -> dict[str, Any]:
-        prompt = body["messages"][-1]["content"]
-        verdict = {"score": 5, "reason": "names alpha"} if ": alpha" in prompt else {"score": 1, "reason": "no alpha"}
-        return {
-            "id": f"chatcmpl-{len(self.requests)}",
-            "object": "chat.completion",
-            "created": 0,
-            "model": body["model"],
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": json.dumps(verdict)},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
-        }
+def _verdict(body: dict[str, Any]) -> dict[str, Any]:
+    """Scores 5 when the judged answer mentions alpha, else 1."""
+    prompt = body["messages"][-1]["content"]
+    return {"score": 5, "reason": "names alpha"} if ": alpha" in prompt else {"score": 1, "reason": "no alpha"}
 
 
 @pytest.fixture
-def chat_server() -> Iterator[ChatServer]:
-    chat = ChatServer()
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            chat.requests.append({"path": self.path, "body": body, "authorization": self.headers["Authorization"]})
-            payload = json.dumps(chat.reply(body)).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    chat.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield chat
-    finally:
-        server.shutdown()
-        server.server_close()
+def chat_server() -> Iterator[JudgeServer]:
+    with serve_judge(_verdict) as judge:
+        yield judge
 
 
 def _config(project: Project, judge: dict[str, Any], evaluators: list[dict[str, Any]]) -> dict[str, Any]:
@@ -80,7 +33,7 @@ def _config(project: Project, judge: dict[str, Any], evaluators: list[dict[str, 
 
 
 def test_judge_evaluators_call_the_judge_block_model(
-    project: Project, chat_server: ChatServer, monkeypatch: pytest.MonkeyPatch
+    project: Project, chat_server: JudgeServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("EVALTRACE_TEST_JUDGE_URL", chat_server.url)
     monkeypatch.setenv("EVALTRACE_TEST_JUDGE_KEY", JUDGE_KEY)
@@ -126,7 +79,7 @@ def test_judge_evaluators_call_the_judge_block_model(
     assert not any(JUDGE_KEY in p.read_text() for p in outcome.run.path.iterdir() if p.is_file())
 
 
-def test_a_literal_judge_key_is_masked_in_config_yaml(project: Project, chat_server: ChatServer) -> None:
+def test_a_literal_judge_key_is_masked_in_config_yaml(project: Project, chat_server: JudgeServer) -> None:
     judge = {"model": "judge-small", "base_url": chat_server.url, "api_key": JUDGE_KEY}
     evaluators = [{"name": "names_alpha", "type": "llm_judge", "rubric": "The answer names alpha.", "scale": [1, 5]}]
     outcome = run_eval(project.write(_config(project, judge, evaluators)), runs_dir=project.runs_dir)

@@ -1,0 +1,91 @@
+"""A real OpenAI chat-completions endpoint on 127.0.0.1 for judge evaluators: scripted verdicts, recorded requests."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Verdict = Callable[[dict[str, Any]], dict[str, Any]]
+"""The judge's verdict (``{"score": ..., "reason": ...}``) for a request body."""
+
+
+@dataclass
+class JudgeServer:
+    """What the endpoint answers and what it was asked.
+
+    Attributes:
+        verdict: The JSON content of every reply, from the request body.
+        prompt_tokens: Usage reported with every reply.
+        completion_tokens: Usage reported with every reply.
+        url: The ``base_url`` to give the client (ends in ``/v1``).
+        requests: Per request: ``path``, ``body`` (parsed JSON) and ``authorization`` (the header).
+    """
+
+    verdict: Verdict
+    prompt_tokens: int = 50
+    completion_tokens: int = 10
+    url: str = ""
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def count(self) -> int:
+        """Requests received so far."""
+        with self.lock:
+            return len(self.requests)
+
+    def reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A chat completion carrying the verdict as its content."""
+        return {
+            "id": f"chatcmpl-{self.count()}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": json.dumps(self.verdict(body))},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens,
+                "total_tokens": self.prompt_tokens + self.completion_tokens,
+            },
+        }
+
+
+@contextmanager
+def serve_judge(verdict: Verdict, *, prompt_tokens: int = 50, completion_tokens: int = 10) -> Iterator[JudgeServer]:
+    """Run a :class:`JudgeServer` on a free port of 127.0.0.1 for the ``with`` block."""
+    judge = JudgeServer(verdict, prompt_tokens, completion_tokens)
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:  # keep test output quiet
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            payload = json.dumps(judge.reply(body)).encode()
+            with judge.lock:
+                judge.requests.append({"path": self.path, "body": body, "authorization": self.headers["Authorization"]})
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    judge.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield judge
+    finally:
+        server.shutdown()
+        server.server_close()
