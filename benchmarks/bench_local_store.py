@@ -1,6 +1,7 @@
 """Local store at scale: write N spans (default 1,000,000) through the real exporter, then time the CLI on them.
 
 Run: python benchmarks/bench_local_store.py [--spans 1000000] [--store DIR] [--runs 5] [--quick] [--reads-only]
+     [--writer process|thread|both] [--write-only] [--sustain N]
 
 1. Span rate of ``@evaltrace.trace`` (capture on) through ``configure()``, as ``bench_decorators.py`` measures it:
    the application-thread rate the store has to keep up with.
@@ -11,7 +12,10 @@ Run: python benchmarks/bench_local_store.py [--spans 1000000] [--store DIR] [--r
    the export calls (the exporter thread's rate) over wall time and over that thread's CPU time, and the
    database size; the decorator rate is given both ways too (CPU time is the steadier figure on a shared
    machine). Retention is off for the benchmark
-   (the 1 GB default would start deleting before a million spans).
+   (the 1 GB default would start deleting before a million spans). With the writer process (``--writer``,
+   default ``process``; ``both`` writes a store with each), ``export`` returns once the batch is handed over:
+   the wall time then ends with ``force_flush`` (every batch stored), and the writer process's own CPU time
+   (``/proc/<pid>/stat``) is reported per span beside the exporter thread's and the decorator's.
 3. Read, each in a fresh process, ``--runs`` times: ``evaltrace traces list`` (latest 50), ``evaltrace traces list
    --failed-evals --service web`` and ``evaltrace traces show <12-digit prefix>``: wall time; CPU time
    (user + sys of the child, from ``wait4``); the child's peak
@@ -23,6 +27,7 @@ Run: python benchmarks/bench_local_store.py [--spans 1000000] [--store DIR] [--r
    and N calls of a decorated function flat out on one thread, then ``force_flush``: the application's span
    rate with the store writing beside it, and the spans stored and lost (every span must be stored). N must
    be well past what the export queue absorbs (65,536 spans): a shorter burst only shows the queue's size.
+   Run with each ``--writer`` (``EVALTRACE_LOCAL_STORE_WRITER`` in the child).
 
 Budgets (issue 16): list and show < 200 ms and < 150 MB each; write rate >= the decorator span rate.
 """
@@ -170,7 +175,7 @@ def decorator_span_rate(rounds: int, calls: int) -> tuple[float, float]:
     return statistics.median(rates), statistics.median(cpu_rates)
 
 
-def sustain(calls: int) -> dict[str, float]:
+def sustain(calls: int, writer: str) -> dict[str, float]:
     """End to end: ``configure(local_store=...)``, ``calls`` decorated calls flat out on one thread, then a flush.
 
     Runs in a fresh process (nothing of the write phase in its heap). Returns the application's span rate (wall
@@ -195,20 +200,56 @@ wall, cpu = time.perf_counter() - start, time.thread_time() - cpu
 handle.force_flush(600_000)
 stats = handle.evaluation_processor.stats() if handle.evaluation_processor is not None else {{}}
 lost = sum(int(queue.get("lost", 0)) for queue in stats.get("exporters", {{}}).values())
+from evaltrace.exporters import LocalStoreExporter
+import gc, os, threading
+store_exporters = [o for o in gc.get_objects() if isinstance(o, LocalStoreExporter)]
+lost += sum(e.stats()["lost_spans"] for e in store_exporters)
+
+def cpu_s(stat_path):  # utime + stime of a process or thread, from /proc
+    try:
+        fields = open(stat_path).read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+queue = [t for t in threading.enumerate() if t.name == "evaltrace-export-local_store"]
+exporter_cpu = cpu_s(f"/proc/self/task/{{queue[0].native_id}}/stat") if queue else 0.0
+writer_cpu = sum(cpu_s(f"/proc/{{e.writer_pid}}/stat") for e in store_exporters if e.writer_pid)
 handle.shutdown()
 stored = sqlite3.connect(store + "/traces.sqlite3").execute("SELECT count(*) FROM spans").fetchone()[0]
-print(json.dumps({{"wall_rate": {calls} / wall, "cpu_rate": {calls} / cpu, "stored": stored, "lost": lost}}))
+print(json.dumps({{"wall_rate": {calls} / wall, "cpu_rate": {calls} / cpu, "stored": stored, "lost": lost,
+                  "exporter_us": exporter_cpu * 1e6 / {calls}, "writer_us": writer_cpu * 1e6 / {calls},
+                  "app_s": wall, "total_s": time.perf_counter() - start}}))
 """
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=3600, check=True)
+    env = {**os.environ, "EVALTRACE_LOCAL_STORE_WRITER": writer}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=3600, check=True, env=env
+    )
     result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
-def write(store: Path, total: int) -> tuple[float, float, int, str]:
-    """Write ``total`` spans; returns (spans/s of the export calls: wall, CPU of their thread; bytes; a trace id)."""
+def _process_cpu_s(pid: int | None) -> float:
+    """User + system CPU seconds of process ``pid`` so far (0 without one, or off Linux)."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def write(store: Path, total: int, writer: str) -> tuple[float, float, int, str, float]:
+    """Write ``total`` spans with ``writer``.
+
+    Returns:
+        Spans/s of the export calls (wall, up to every batch stored; CPU of their thread), the store's bytes, a
+        trace id, and the writer process's CPU seconds (0 for the thread writer).
+    """
     from evaltrace.exporters import LocalStoreExporter
 
-    exporter = LocalStoreExporter(store, max_age_s=0, max_bytes=0)
+    exporter = LocalStoreExporter(store, max_age_s=0, max_bytes=0, writer=writer)
     rng = random.Random(16)
     now = time.time_ns()
     spent = cpu_spent = 0.0
@@ -248,9 +289,14 @@ def write(store: Path, total: int) -> tuple[float, float, int, str]:
     if pending:
         wall, cpu = export(pending)
         spent, cpu_spent, written = spent + wall, cpu_spent + cpu, written + len(pending)
+    flushing = time.perf_counter()
+    assert exporter.force_flush(3_600_000)  # the writer process's last batches: part of the wall time
+    spent += time.perf_counter() - flushing
+    child_cpu = _process_cpu_s(exporter.writer_pid)
+    assert exporter.stats()["lost_spans"] == 0
     exporter.shutdown()
     size = sum(p.stat().st_size for p in store.iterdir() if p.is_file())
-    return written / spent, written / cpu_spent, size, some_trace
+    return written / spent, written / cpu_spent, size, some_trace, child_cpu
 
 
 CHILD = """
@@ -302,6 +348,53 @@ def measure(label: str, args: list[str], runs: int) -> dict[str, float]:
     return result
 
 
+def _report_writes(root: Path, spans: int, writers: list[str]) -> tuple[float, float, float, float, str]:
+    """The decorator's span rate, then a store of ``spans`` written with each writer (the last one is kept)."""
+    decorator_rate, decorator_cpu_rate = decorator_span_rate(rounds=5, calls=5_000)
+    print(
+        f"decorator span rate (@evaltrace.trace, capture on): {decorator_rate:,.0f} spans/s wall, "
+        f"{decorator_cpu_rate:,.0f} spans/s of application-thread CPU",
+        flush=True,
+    )
+    rate = cpu_rate = 0.0
+    trace_id = ""
+    for writer in writers:
+        shutil.rmtree(root, ignore_errors=True)
+        started = time.perf_counter()
+        rate, cpu_rate, size, trace_id, child_cpu = write(root, spans, writer)
+        print(
+            f"write ({writer} writer): {spans:,} spans in {time.perf_counter() - started:.0f} s wall; "
+            f"{rate:,.0f} spans/s wall (to the last batch stored) = {rate / decorator_rate:.2f}x the "
+            f"decorator span rate; exporter thread {cpu_rate:,.0f} spans/s of its CPU = "
+            f"{cpu_rate / decorator_cpu_rate:.2f}x the decorator's; store {size / 1e6:,.0f} MB "
+            f"({size / spans:,.0f} B/span)",
+            flush=True,
+        )
+        print(
+            f"  CPU per span: decorator (application thread) {1e6 / decorator_cpu_rate:.1f} us, exporter "
+            f"thread {1e6 / cpu_rate:.1f} us, writer process {child_cpu * 1e6 / spans:.1f} us",
+            flush=True,
+        )
+    return decorator_rate, decorator_cpu_rate, rate, cpu_rate, trace_id
+
+
+def _report_sustain(calls: int, writer: str) -> None:
+    kept = sustain(calls, writer)
+    print(
+        f"end to end ({writer} writer): {calls:,} decorated calls flat out into configure(local_store=...): app "
+        f"{kept['wall_rate']:,.0f} spans/s wall, {kept['cpu_rate']:,.0f} spans/s of its CPU; stored "
+        f"{kept['stored']:,.0f}, lost {kept['lost']:,.0f}: "
+        f"{'sustained' if kept['stored'] == calls and not kept['lost'] else 'NOT sustained'}",
+        flush=True,
+    )
+    print(
+        f"  CPU per call: application thread {1e6 / kept['cpu_rate']:.1f} us, exporter thread "
+        f"{kept['exporter_us']:.1f} us, writer process {kept['writer_us']:.1f} us; calls took {kept['app_s']:.1f} s, "
+        f"stored by {kept['total_s']:.1f} s",
+        flush=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spans", type=int, default=1_000_000, help="spans to write (default 1,000,000)")
@@ -312,7 +405,15 @@ def main() -> None:
     parser.add_argument(
         "--sustain", type=int, default=1_000_000, help="decorated calls of the end-to-end check (0: skip it)"
     )
+    parser.add_argument(
+        "--writer",
+        choices=("process", "thread", "both"),
+        default="process",
+        help="the store's writer (default process)",
+    )
+    parser.add_argument("--write-only", action="store_true", help="skip the reads")
     args = parser.parse_args()
+    writers = ["process", "thread"] if args.writer == "both" else [args.writer]
     if args.quick:
         args.spans, args.runs = 20_000, 3
     root = args.store or Path(tempfile.mkdtemp(prefix="evaltrace-bench-"))
@@ -330,21 +431,11 @@ def main() -> None:
                 listed_ids = [s.trace_id for s in store.list_traces()]
             trace_id = listed_ids[len(listed_ids) // 2]
         else:
-            decorator_rate, decorator_cpu_rate = decorator_span_rate(rounds=5, calls=5_000)
-            print(
-                f"decorator span rate (@evaltrace.trace, capture on): {decorator_rate:,.0f} spans/s wall, "
-                f"{decorator_cpu_rate:,.0f} spans/s of application-thread CPU",
-                flush=True,
-            )
-            started = time.perf_counter()
-            rate, cpu_rate, size, trace_id = write(root, args.spans)
-            print(
-                f"write: {args.spans:,} spans in {time.perf_counter() - started:.0f} s wall; exporter thread "
-                f"{rate:,.0f} spans/s wall = {rate / decorator_rate:.2f}x the decorator span rate, "
-                f"{cpu_rate:,.0f} spans/s of its CPU = {cpu_rate / decorator_cpu_rate:.2f}x the decorator's; "
-                f"store {size / 1e6:,.0f} MB ({size / args.spans:,.0f} B/span)",
-                flush=True,
-            )
+            decorator_rate, decorator_cpu_rate, rate, cpu_rate, trace_id = _report_writes(root, args.spans, writers)
+        if args.write_only:
+            for writer in writers if args.sustain else ():
+                _report_sustain(args.sustain, writer)
+            return
         print(
             "\n| command (fresh process, median) | wall ms | CPU ms | command ms | peak RSS MB |\n|---|---:|---:|---:|---:|"
         )
@@ -380,13 +471,8 @@ def main() -> None:
                 f"{'meets' if cpu_rate >= decorator_cpu_rate else 'is BELOW'} it (CPU)"
             )
         if args.sustain and not args.reads_only:
-            kept = sustain(args.sustain)
-            print(
-                f"end to end: {args.sustain:,} decorated calls flat out into configure(local_store=...): app "
-                f"{kept['wall_rate']:,.0f} spans/s wall, {kept['cpu_rate']:,.0f} spans/s of its CPU; stored "
-                f"{kept['stored']:,.0f}, lost {kept['lost']:,.0f}: "
-                f"{'sustained' if kept['stored'] == args.sustain and not kept['lost'] else 'NOT sustained'}"
-            )
+            for writer in writers:
+                _report_sustain(args.sustain, writer)
     finally:
         shutil.rmtree(empty, ignore_errors=True)
         if args.store is None:  # a --store is kept, for --reads-only

@@ -21,10 +21,11 @@ from opentelemetry.trace import Status, StatusCode
 
 import evaltrace
 from evaltrace.exceptions import ConfigError
-from evaltrace.exporters import LocalStoreExporter, LocalStoreOptions, LocalTraceStore, TraceFilter, store_db
+from evaltrace.exporters import LocalStoreExporter, LocalTraceStore, TraceFilter, store_db
 from evaltrace.exporters.local_store import AmbiguousTraceIdError, TraceIdError
 from evaltrace.exporters.span_json import span_from_dict, span_to_dict
 from evaltrace.exporters.store_options import MAX_AGE_ENV, MAX_BYTES_ENV
+from store_writers import writer  # noqa: F401 - autouse: every test runs with both writers
 
 NOW = time.time_ns()
 HOUR = 3600 * 10**9
@@ -205,8 +206,8 @@ def test_filters(filled: tuple[Path, dict[str, str]], where: TraceFilter, expect
 
 
 def test_search_falls_back_to_like_without_fts5(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(store_db, "FTS_AVAILABLE", False)
-    provider = _provider(LocalStoreExporter(tmp_path))
+    monkeypatch.setattr(store_db, "FTS_AVAILABLE", False)  # in this process: its own thread writes
+    provider = _provider(LocalStoreExporter(tmp_path, writer="thread"))
     rain = _trace(provider, "a", text="light rain 100%")
     _trace(provider, "b", text="sunny")
     store = LocalTraceStore(tmp_path)
@@ -278,19 +279,20 @@ def test_reading_a_missing_store_creates_nothing(tmp_path: Path) -> None:
 
 
 def test_retention_by_age_and_size_is_counted(tmp_path: Path) -> None:
-    exporter = LocalStoreExporter(tmp_path, max_age_s=24 * 3600, max_bytes=0)
+    # The pass is forced below through the in-process session (test_store_writer_process covers the writer's).
+    exporter = LocalStoreExporter(tmp_path, max_age_s=24 * 3600, max_bytes=0, writer="thread")
     provider = _provider(exporter)
     old = _trace(provider, "old", start=NOW - 48 * HOUR)
     young = _trace(provider, "young", start=NOW - 48 * HOUR)  # old timestamps alone (a skewed clock) are kept
     assert {s.trace_id for s in LocalTraceStore(tmp_path).list_traces()} == {old, young}
     with sqlite3.connect(tmp_path / "traces.sqlite3") as db:  # as if "old" had been written two days ago
         db.execute("UPDATE traces SET stored_at = ? WHERE trace_id = ?", (NOW - 48 * HOUR, old))
-    exporter._next_retention = 0.0  # the next export runs the next pass (normally a minute later)
+    exporter._session._next_retention = 0.0  # the next export runs the next pass (normally a minute later)
     _trace(provider, "trigger")
     assert old not in {s.trace_id for s in LocalTraceStore(tmp_path).list_traces()}
     assert exporter.stats()["retention_deleted_traces"] == 1 and exporter.stats()["retention_deleted_spans"] == 2
 
-    sized = LocalStoreExporter(tmp_path / "sized", max_age_s=0, max_bytes=10**9)
+    sized = LocalStoreExporter(tmp_path / "sized", max_age_s=0, max_bytes=10**9, writer="thread")
     sized_provider = _provider(sized)
     for i in range(300):
         _trace(sized_provider, f"t{i}", start=NOW - (300 - i) * 10**9, text="x" * 2000)
@@ -298,8 +300,8 @@ def test_retention_by_age_and_size_is_counted(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "sized" / "traces.sqlite3") as db:
         used = db.execute("PRAGMA page_count").fetchone()[0] * db.execute("PRAGMA page_size").fetchone()[0]
     # Most of the data, never the empty tables' own pages (one 16 kB page each at least).
-    sized.options = LocalStoreOptions(tmp_path / "sized", max_age_s=0, max_bytes=used * 3 // 4)
-    sized._next_retention = 0.0
+    sized._session.max_bytes = used * 3 // 4
+    sized._session._next_retention = 0.0
     _trace(sized_provider, "newest", text="y")
     kept = LocalTraceStore(tmp_path / "sized").list_traces()
     assert 0 < len(kept) < full and kept[0].root_name == "newest"

@@ -20,6 +20,7 @@ from opentelemetry.trace import Status, StatusCode, set_span_in_context
 from evaltrace.exporters import LocalStoreExporter, LocalTraceStore, TraceFilter, store_bulk, store_writer
 from evaltrace.exporters.store_db import DB_NAME
 from evaltrace.exporters.store_rows import stored_span
+from store_writers import writer  # noqa: F401 - autouse: every test runs with both writers
 
 TRICKY: dict[str, Any] = {  # values whose JSON text SQLite must give back unchanged
     "x.float": 0.1,
@@ -82,7 +83,8 @@ def _dump(store: Path) -> dict[str, list[tuple[Any, ...]]]:
 
 
 def test_a_batch_is_written_in_a_few_statements_whatever_its_size(tmp_path: Path) -> None:
-    exporter = LocalStoreExporter(tmp_path, max_age_s=0, max_bytes=0)
+    # Traced on the in-process connection; the writer process runs the same write_batch.
+    exporter = LocalStoreExporter(tmp_path, max_age_s=0, max_bytes=0, writer="thread")
     exporter.export(_spans(1))  # opens the store: schema, resource row, first retention pass
     small = _statements(exporter, _spans(5))
     large = _statements(exporter, _spans(1500))  # 3,000 spans
@@ -118,7 +120,7 @@ def test_a_batch_of_one_span_traces_takes_a_handful_of_statements(tmp_path: Path
         span.end()
         assert isinstance(span, ReadableSpan)
         spans.append(span)
-    exporter = LocalStoreExporter(tmp_path, max_age_s=0, max_bytes=0)
+    exporter = LocalStoreExporter(tmp_path, max_age_s=0, max_bytes=0, writer="thread")  # traced in-process
     exporter.export(spans[:1])  # opens the store
     conn = exporter._connection()
     most = store_bulk.rows_per_statement(conn, 19)
@@ -185,7 +187,7 @@ def test_a_connection_allowing_few_parameters_still_stores_every_row(tmp_path: P
     """SQLite before 3.32 allows 999 parameters a statement: statements then hold fewer rows."""
     spans = _spans(200)
     expected = _reference(tmp_path, spans)
-    exporter = LocalStoreExporter(tmp_path / "limited", max_age_s=0, max_bytes=0)
+    exporter = LocalStoreExporter(tmp_path / "limited", max_age_s=0, max_bytes=0, writer="thread")  # its conn is set
     conn = exporter._connection()
     conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
     assert store_bulk.rows_per_statement(conn, 19) == 32

@@ -32,6 +32,7 @@ from evaltrace.exporters import LocalStoreExporter, LocalTraceStore, store_impor
 from evaltrace.exporters.otlp_json import otlp_json_line
 from evaltrace.exporters.store_db import DB_NAME, open_db
 from evaltrace.exporters.store_import import import_jsonl
+from store_writers import writer  # noqa: F401 - autouse: every test runs with both writers
 
 NOW = time.time_ns()
 
@@ -309,14 +310,14 @@ def test_two_processes_importing_at_once_import_each_span_once(tmp_path: Path, m
 
 
 def test_retention_gives_the_freed_space_back_to_the_disk(tmp_path: Path) -> None:
-    exporter = LocalStoreExporter(tmp_path, max_age_s=0, max_bytes=0)
+    exporter = LocalStoreExporter(tmp_path, max_age_s=0, max_bytes=0, writer="thread")  # its session is tuned below
     tracer = _provider(exporter).get_tracer("t")
     for i in range(400):
         tracer.start_span(f"t{i}", attributes={"input.value": f"{i} " + "x" * 4000}).end()
     with sqlite3.connect(tmp_path / DB_NAME) as db:
         before = db.execute("PRAGMA page_count").fetchone()[0]
-    exporter.options = type(exporter.options)(tmp_path, max_age_s=0, max_bytes=100_000)
-    exporter._next_retention = 0.0
+    exporter._session.max_bytes = 100_000
+    exporter._session._next_retention = 0.0
     tracer.start_span("newest").end()
     with sqlite3.connect(tmp_path / DB_NAME) as db:
         after = db.execute("PRAGMA page_count").fetchone()[0]

@@ -361,7 +361,8 @@ def configure(
         local_store: True, False, a directory, or retention options (``LocalStoreOptions`` or a mapping with
             ``directory``, ``max_age`` such as ``"7d"``, ``max_bytes`` such as ``"1GB"``); default on when no
             other exporter is configured. Limits default to ``EVALTRACE_LOCAL_STORE_MAX_AGE`` /
-            ``EVALTRACE_LOCAL_STORE_MAX_BYTES``, else 7 days and 1 GB.
+            ``EVALTRACE_LOCAL_STORE_MAX_BYTES``, else 7 days and 1 GB. ``writer``: ``"process"`` (default: a
+            writer process owns the database) or ``"thread"`` (``EVALTRACE_LOCAL_STORE_WRITER``).
         console: Also print one line per span to stderr.
         exporters: Further span exporters. Calling ``configure()`` again shuts down the ones it no longer lists;
             one passed again stays open (the old pipeline flushes into it, then the new one exports to it).

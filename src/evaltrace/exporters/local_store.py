@@ -1,9 +1,13 @@
 """The embedded default backend: spans in an indexed SQLite file under ``.evaltrace/``, and a reader for it.
 
-:class:`LocalStoreExporter` writes each batch in one transaction from the export queue's thread (the
-application thread never touches the database); :class:`LocalTraceStore` (defined in ``store_reader``, which
-imports no OpenTelemetry SDK, and re-exported here) lists and reads traces through indexes. JSON Lines files that older versions wrote under ``.evaltrace/traces/`` are imported on first open.
-See ``store_db`` for the schema and ``store_options`` for retention.
+:class:`LocalStoreExporter` builds each batch's rows on the export queue's thread and hands them to a writer
+process (``store_client``/``store_process``) that owns the database and writes the batch in one transaction,
+so neither the application thread nor its GIL pays for SQLite; with ``writer="thread"``, where no usable
+``sys.executable`` exists, or after the writer process died, the export queue's thread writes them itself
+(``store_session``). :class:`LocalTraceStore` (defined in ``store_reader``, which imports no OpenTelemetry SDK,
+and re-exported here) lists and reads traces through indexes. JSON Lines files that older versions wrote under
+``.evaltrace/traces/`` are imported on first open. See ``store_db`` for the schema and ``store_options`` for
+retention.
 """
 
 from __future__ import annotations
@@ -11,7 +15,6 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -20,16 +23,19 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from evaltrace._internal import forks
 from evaltrace._internal.errors import log_internal_error
-from evaltrace.exporters.store_db import StoreError, open_db, write_transaction
-from evaltrace.exporters.store_import import ImportReport, import_jsonl
+from evaltrace.exporters.store_client import WriterProcess, WriterStartError, python_is_usable
+from evaltrace.exporters.store_db import StoreError
+from evaltrace.exporters.store_import import ImportReport
 from evaltrace.exporters.store_options import DEFAULT_DIRECTORY, LocalStoreOptions
 from evaltrace.exporters.store_query import AmbiguousTraceIdError, TraceFilter, TraceSummary
 from evaltrace.exporters.store_reader import LocalTraceStore, TraceIdError, check_trace_id
-from evaltrace.exporters.store_rows import stored_span
-from evaltrace.exporters.store_writer import ResourceIds, RetentionResult, apply_retention, write_batch
+from evaltrace.exporters.store_rows import stored_row, stored_span
+from evaltrace.exporters.store_session import RETENTION_INTERVAL_S, StoreSession
+from evaltrace.exporters.store_span import from_plain
 
 __all__ = [
     "DEFAULT_DIRECTORY",
+    "RETENTION_INTERVAL_S",
     "AmbiguousTraceIdError",
     "LocalStoreExporter",
     "LocalStoreOptions",
@@ -41,9 +47,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger("evaltrace.local_store")
-RETENTION_INTERVAL_S = 60.0
-"""Retention runs when the exporter opens the store, then at most once a minute (on the exporter thread)."""
-_abandoned: list[sqlite3.Connection] = []
+SHUTDOWN_TIMEOUT_S = 10.0
+"""How long :meth:`LocalStoreExporter.shutdown` waits for the writer process to finish what it was sent."""
+_abandoned: list[object] = []
 
 
 class LocalStoreExporter(SpanExporter):
@@ -51,7 +57,8 @@ class LocalStoreExporter(SpanExporter):
 
     The database and its WAL files are ``0600`` and the folders evaltrace creates ``0700``: spans hold prompts
     and outputs. Several processes may write the same store. Retention deletes whole traces, oldest first, and
-    counts them in :meth:`stats`.
+    counts them in :meth:`stats`. With the writer process, ``export`` returns once the batch is handed over:
+    :meth:`force_flush` waits until it is stored.
     """
 
     def __init__(
@@ -60,83 +67,113 @@ class LocalStoreExporter(SpanExporter):
         *,
         max_age_s: float | None = None,
         max_bytes: int | None = None,
+        writer: str | None = None,
     ) -> None:
-        """Create the exporter; the store is opened on the first export.
+        """Create the exporter; the store (and the writer process) is opened on the first export.
 
         Args:
-            directory: Store root, or :class:`LocalStoreOptions` (then the limits below are ignored).
+            directory: Store root, or :class:`LocalStoreOptions` (then the settings below are ignored).
             max_age_s: Retention by age (default ``EVALTRACE_LOCAL_STORE_MAX_AGE``, else 7 days; 0 = forever).
             max_bytes: Retention by size (default ``EVALTRACE_LOCAL_STORE_MAX_BYTES``, else 1 GB; 0 = no cap).
+            writer: ``"process"`` or ``"thread"`` (default ``EVALTRACE_LOCAL_STORE_WRITER``, else ``"process"``).
 
         Raises:
-            ConfigError: A limit, or its environment variable, is invalid.
+            ConfigError: A setting, or its environment variable, is invalid.
         """
         options = (
             directory
             if isinstance(directory, LocalStoreOptions)
-            else LocalStoreOptions(Path(directory), max_age_s, max_bytes)
+            else LocalStoreOptions(Path(directory), max_age_s, max_bytes, writer)
         )
         self.options = options.resolved()
         self.directory = Path(self.options.directory)
         self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        self._resources = ResourceIds()
         self._closed = False
-        self._next_retention = 0.0
-        self._deleted = RetentionResult()
-        self._lost_spans = 0
         self._disabled = False
-        self.import_report = ImportReport()
+        self._lost_spans = 0
+        self._session = self._new_session()
+        self._use_process = self.options.writer == "process" and python_is_usable()
+        self._process: WriterProcess | None = None
+        self._processes: list[WriterProcess] = []  # every one started in this process, for their counts
         forks.reinit_after_fork(self)
 
+    def _new_session(self) -> StoreSession:
+        return StoreSession(self.directory, self.options.max_age_s or 0.0, self.options.max_bytes or 0)
+
+    @property
+    def import_report(self) -> ImportReport:
+        """What the first open imported from JSONL files (in this process or its writer process)."""
+        for process in self._processes:
+            if process.import_report.files or process.import_report.unreadable_files:
+                return process.import_report
+        return self._session.import_report
+
+    @property
+    def writer_pid(self) -> int | None:
+        """The writer process's id while one is writing for this exporter, else ``None``."""
+        process = self._process
+        return process.pid if process is not None and not process.dead else None
+
     def _reinit_after_fork(self) -> None:
-        """In a forked child: a new lock and, on first export, a new connection (never the parent's)."""
+        """In a forked child: a new lock, session and writer process on first export (never the parent's)."""
         self._lock = threading.Lock()
-        if self._conn is not None:
-            _abandoned.append(self._conn)  # closing it here could disturb the parent's locks; just never use it
-        self._conn = None
-        self._resources = ResourceIds()
-        self._deleted = RetentionResult()
+        if self._session.conn is not None:
+            _abandoned.append(self._session.conn)  # closing it here could disturb the parent's locks; never use it
+        self._session = self._new_session()
+        for process in self._processes:
+            process.abandon_after_fork()  # the parent's pipe: never written from here
+            _abandoned.append(process)
+        self._process = None
+        self._processes = []
         self._lost_spans = 0  # counts are per process, as the export queue's
 
     def _connection(self) -> sqlite3.Connection:
-        if self._conn is None:
-            self._conn = conn = open_db(self.directory)
-            try:
-                self.import_report = import_jsonl(conn, self.directory)
-            except Exception:  # old files are a bonus: never a reason to lose the spans being exported
-                log_internal_error("importing JSONL files into the local store")
-        return self._conn
+        """The in-process connection (the thread writer's)."""
+        return self._session.connection()
 
-    def _maybe_retain(self, conn: sqlite3.Connection) -> None:
-        now = time.monotonic()
-        if now < self._next_retention:
-            return
-        self._next_retention = now + RETENTION_INTERVAL_S
-        max_age, max_bytes = self.options.max_age_s or 0.0, self.options.max_bytes or 0
-        result = write_transaction(conn, lambda c: apply_retention(c, max_age, max_bytes))
-        if result.traces:
-            # executescript steps the pragma to the end; a plain execute() frees a single page.
-            conn.executescript("PRAGMA incremental_vacuum;")  # hand the freed pages back to the disk
-            self._deleted = RetentionResult(self._deleted.traces + result.traces, self._deleted.spans + result.spans)
-            logger.info(
-                "local store %s: retention deleted %d trace(s), %d span(s)", self.directory, result.traces, result.spans
-            )
+    def _writer(self) -> WriterProcess | None:
+        """The writer process, started on first use; ``None`` when batches are written in this process."""
+        if not self._use_process:
+            return None
+        process = self._process
+        if process is None:
+            try:
+                process = WriterProcess(self.directory, self.options.max_age_s or 0.0, self.options.max_bytes or 0)
+            except WriterStartError as exc:
+                self._use_process = False  # nothing was sent: nothing lost, this process writes instead
+                logger.warning("local store: no writer process (%s); spans are written in this process", exc)
+                return None
+            self._process = process
+            self._processes.append(process)
+        if process.dead:
+            self._use_process = False  # it said so once (store_client): this process writes from now on
+            return None
+        return process
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        """Write ``spans`` in one transaction; a failure is logged and reported, never raised.
+        """Store ``spans`` in one transaction; a failure is logged and reported, never raised.
 
-        A span SQLite refuses loses only itself: the batch is then written span by span, and the spans that
-        still fail are counted in :meth:`stats` (``lost_spans``).
+        With the writer process this returns once the batch is handed over (waiting, without the GIL, while
+        the process is busy with earlier batches). A span SQLite refuses loses only itself: the batch is then
+        written span by span, and the spans that still fail are counted in :meth:`stats` (``lost_spans``).
         """
         if self._closed or self._disabled:
             return SpanExportResult.FAILURE
+        if self._process is not None and self._process.store_unusable:
+            self._disabled = True  # the writer process logged why, once
+            return SpanExportResult.FAILURE
         try:
-            rows = [stored_span(span) for span in spans]  # outside the lock: JSON work needs no database
+            if self._use_process:
+                rows = [stored_row(span) for span in spans]  # outside the lock: JSON work needs no database
+                with self._lock:
+                    process = self._writer()
+                    if process is not None and process.send(rows):
+                        return SpanExportResult.SUCCESS
+                stored = [from_plain(row) for row in rows]  # the writer process is gone: written here
+            else:
+                stored = [stored_span(span) for span in spans]
             with self._lock:
-                conn = self._connection()
-                lost = write_batch(conn, rows, self._resources)
-                self._lost_spans += lost
+                self._lost_spans += self._session.write(stored)
         except StoreError as exc:  # corrupt, or a newer evaltrace's: it will not heal while this process runs
             self._disabled = True  # one warning, not one per batch
             logger.warning("%s; spans are not written to it", exc)
@@ -145,32 +182,41 @@ class LocalStoreExporter(SpanExporter):
             self._lost_spans += len(spans)
             log_internal_error("writing spans to the local store")
             return SpanExportResult.FAILURE
-        try:
-            with self._lock:
-                self._maybe_retain(conn)
-        except Exception:  # the spans are committed: a failed clean-up is not a failed export
-            log_internal_error("applying retention to the local store")
         return SpanExportResult.SUCCESS  # spans lost one by one are logged and counted, the rest are stored
 
     def stats(self) -> dict[str, int]:
-        """What retention deleted in this process, spans it could not write, and what the first open imported."""
+        """What retention deleted in this process, spans it could not write, and what the first open imported.
+
+        Counts include what the writer process acknowledged so far, and the spans it had not acknowledged when
+        it died (``lost_spans``).
+        """
+        report = self.import_report
+        processes = self._processes
         return {
-            "retention_deleted_traces": self._deleted.traces,
-            "retention_deleted_spans": self._deleted.spans,
-            "imported_spans": self.import_report.spans,
-            "imported_unreadable_lines": self.import_report.unreadable_lines,
-            "imported_unreadable_files": self.import_report.unreadable_files,
-            "lost_spans": self._lost_spans,
+            "retention_deleted_traces": self._session.deleted.traces + sum(p.deleted_traces for p in processes),
+            "retention_deleted_spans": self._session.deleted.spans + sum(p.deleted_spans for p in processes),
+            "imported_spans": report.spans,
+            "imported_unreadable_lines": report.unreadable_lines,
+            "imported_unreadable_files": report.unreadable_files,
+            "lost_spans": self._lost_spans + sum(p.lost_spans for p in processes),
         }
 
-    def shutdown(self) -> None:
-        """Stop accepting spans and close the database."""
+    def shutdown(self, timeout_millis: int = int(SHUTDOWN_TIMEOUT_S * 1000)) -> None:
+        """Stop accepting spans; let the writer process finish within ``timeout_millis``; close the database.
+
+        What the writer process has not acknowledged by then is counted lost (``lost_spans``) and logged.
+        """
+        self._closed = True
+        process = self._process
+        if process is not None:
+            process.close(timeout_millis / 1000)
         with self._lock:
-            self._closed = True
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            self._session.close()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Every export is committed before it returns; nothing to flush."""
-        return True
+        """Wait until the writer process stored every batch handed to it; False at the timeout.
+
+        Batches written in this process are committed before ``export`` returns.
+        """
+        process = self._process
+        return process is None or process.wait(timeout_millis / 1000)

@@ -4,6 +4,10 @@ Retention defaults keep a laptop healthy: traces stored more than 7 days ago go,
 stored go first when the spans take more than 1 GB. ``EVALTRACE_LOCAL_STORE_MAX_AGE`` (``30d``, ``12h``, ``0`` = keep forever) and
 ``EVALTRACE_LOCAL_STORE_MAX_BYTES`` (``500MB``, ``2GB``, ``0`` = no cap) override the defaults; options passed
 to ``configure()`` win over both.
+
+Who writes: ``writer="process"`` (the default where ``sys.executable`` is a Python) sends each batch to a
+writer process that owns the SQLite connection; ``"thread"`` writes from the export queue's thread, in this
+process. ``EVALTRACE_LOCAL_STORE_WRITER`` sets it when ``configure()`` does not.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "MAX_AGE_ENV",
     "MAX_BYTES_ENV",
+    "WRITER_ENV",
+    "WRITERS",
     "LocalStoreOptions",
     "parse_duration",
     "parse_size",
@@ -34,6 +40,9 @@ DEFAULT_MAX_AGE_S = 7 * 24 * 3600.0
 DEFAULT_MAX_BYTES = 1_000_000_000
 MAX_AGE_ENV = "EVALTRACE_LOCAL_STORE_MAX_AGE"
 MAX_BYTES_ENV = "EVALTRACE_LOCAL_STORE_MAX_BYTES"
+WRITER_ENV = "EVALTRACE_LOCAL_STORE_WRITER"
+WRITERS = ("process", "thread")
+DEFAULT_WRITER = "process"
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", re.IGNORECASE)
 _SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -73,20 +82,23 @@ class LocalStoreOptions:
         directory: Store root; the database is ``<directory>/traces.sqlite3``.
         max_age_s: Traces last written longer ago are deleted; ``0`` keeps them forever.
         max_bytes: When the stored spans take more, the oldest traces are deleted; ``0`` means no cap.
+        writer: ``"process"`` (a writer process owns the database) or ``"thread"`` (the export queue's thread
+            writes it); ``None`` takes ``EVALTRACE_LOCAL_STORE_WRITER``, else ``"process"``.
     """
 
     directory: str | Path = DEFAULT_DIRECTORY
     max_age_s: float | None = None
     max_bytes: int | None = None
+    writer: str | None = None
 
     def resolved(self, environ: Mapping[str, str] | None = None) -> LocalStoreOptions:
         """These options with every unset limit taken from the environment, then the defaults.
 
         Raises:
-            ConfigError: A limit or an environment variable is invalid; the message names it.
+            ConfigError: A limit, the writer or an environment variable is invalid; the message names it.
         """
         env = os.environ if environ is None else environ
-        max_age, max_bytes = self.max_age_s, self.max_bytes
+        max_age, max_bytes, writer = self.max_age_s, self.max_bytes, self.writer
         if max_age is None:
             raw = env.get(MAX_AGE_ENV, "").strip()
             max_age = parse_duration(raw, MAX_AGE_ENV) if raw else DEFAULT_MAX_AGE_S
@@ -97,14 +109,20 @@ class LocalStoreOptions:
             raise ConfigError("local_store.max_age_s", f"expected seconds >= 0, got {max_age!r}")
         if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
             raise ConfigError("local_store.max_bytes", f"expected an int >= 0, got {max_bytes!r}")
-        return replace(self, max_age_s=float(max_age), max_bytes=max_bytes)
+        setting = "local_store.writer"
+        if writer is None:
+            writer, setting = env.get(WRITER_ENV, "").strip().lower() or DEFAULT_WRITER, WRITER_ENV
+        if writer not in WRITERS:
+            raise ConfigError(setting, f"expected 'process' or 'thread', got {writer!r}")
+        return replace(self, max_age_s=float(max_age), max_bytes=max_bytes, writer=writer)
 
 
 def resolve_store_options(value: Any, environ: Mapping[str, str] | None = None) -> LocalStoreOptions:
     """Options from what ``configure(local_store=...)`` accepts besides True/False/None.
 
     Accepts a directory (``str`` or ``os.PathLike``), a :class:`LocalStoreOptions`, or a mapping with the keys
-    ``directory``, ``max_age`` (seconds or ``"7d"``) and ``max_bytes`` (bytes or ``"1GB"``).
+    ``directory``, ``max_age`` (seconds or ``"7d"``), ``max_bytes`` (bytes or ``"1GB"``) and ``writer``
+    (``"process"`` or ``"thread"``).
 
     Raises:
         ConfigError: Anything else, or an invalid limit; the message names it.
@@ -114,14 +132,17 @@ def resolve_store_options(value: Any, environ: Mapping[str, str] | None = None) 
     if isinstance(value, str | os.PathLike):
         return LocalStoreOptions(Path(value)).resolved(environ)
     if isinstance(value, Mapping):
-        unknown = set(value) - {"directory", "max_age", "max_bytes"}
+        unknown = set(value) - {"directory", "max_age", "max_bytes", "writer"}
         if unknown:
-            raise ConfigError("local_store", f"unknown option(s) {sorted(unknown)}; use directory, max_age, max_bytes")
+            raise ConfigError(
+                "local_store", f"unknown option(s) {sorted(unknown)}; use directory, max_age, max_bytes, writer"
+            )
         age, size = value.get("max_age"), value.get("max_bytes")
         return LocalStoreOptions(
             directory=Path(value.get("directory", DEFAULT_DIRECTORY)),
             max_age_s=parse_duration(age, "local_store.max_age") if isinstance(age, str) else age,
             max_bytes=parse_size(size, "local_store.max_bytes") if isinstance(size, str) else size,
+            writer=value.get("writer"),
         ).resolved(environ)
     raise ConfigError(
         "local_store", f"expected True, False, a directory, a mapping or LocalStoreOptions, got {value!r}"

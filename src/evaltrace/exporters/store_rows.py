@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import operator
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -21,6 +21,7 @@ from opentelemetry.trace import Link, SpanKind, StatusCode
 from evaltrace._internal import semconv
 from evaltrace._internal.span_scores import late_score, span_scores
 from evaltrace.exporters.span_json import attrs_dict as _attrs
+from evaltrace.exporters.store_span import EvalRow, PlainSpan, StoredSpan
 from evaltrace.exporters.store_values import clamp_int, clean_text, span_usage
 
 try:
@@ -28,7 +29,7 @@ try:
 except ImportError:  # pragma: no cover - a dependency; the json module gives the same values, slower
     _orjson = None  # type: ignore[assignment]
 
-__all__ = ["EvalRow", "StoredSpan", "stored_span"]
+__all__ = ["EvalRow", "StoredSpan", "stored_row", "stored_span"]
 
 MAX_SEARCH_TEXT = 32_768
 """Characters of one span's inputs and outputs indexed for ``--search`` (the span itself is stored whole)."""
@@ -39,45 +40,6 @@ _SEARCHED = (
     semconv.GEN_AI_INPUT_MESSAGES,
     semconv.GEN_AI_OUTPUT_MESSAGES,
 )
-
-
-class EvalRow(NamedTuple):
-    """One evaluator's outcome on one span (``span_id`` is the evaluated span, ``source`` the span that said so)."""
-
-    span_id: str
-    evaluator: str
-    outcome: str | None
-    source: str
-
-
-class StoredSpan(NamedTuple):
-    """Everything written for one span (a tuple: a million of them are built per million spans written).
-
-    The fields up to ``data`` are the ``spans`` columns in order, ``resource_json`` standing for the resource
-    id: the writer binds slices of this tuple, not one attribute at a time.
-    """
-
-    trace_id: str
-    span_id: str
-    parent_span_id: str | None
-    name: str
-    kind: str
-    span_type: str | None
-    status: str
-    app_error: int
-    """1 when the span is an application error (not an evaluation that failed to run), else 0."""
-    start_time: int
-    end_time: int
-    resource_json: str
-    service: str
-    session_id: str | None
-    user_id: str | None
-    input_tokens: int | None
-    output_tokens: int | None
-    cost: float | None
-    data: str
-    text: str
-    evals: tuple[EvalRow, ...]
 
 
 def _str(value: Any) -> str | None:
@@ -244,6 +206,18 @@ def stored_span(span: ReadableSpan) -> StoredSpan:
     needs: attributes are copied once, the blob is one encoder call, and everything else is a dictionary lookup,
     with a short path for what most spans lack (events, links, session, user, evaluation results).
     """
+    return _new_stored_span(StoredSpan, _fields(span))
+
+
+def stored_row(span: ReadableSpan) -> PlainSpan:
+    """:func:`stored_span` as a plain tuple (evaluation rows too), which ``marshal`` encodes in one C call."""
+    row = _fields(span)
+    evals = row[19]
+    return row if not evals else (*row[:19], tuple(map(tuple, evals)))
+
+
+def _fields(span: ReadableSpan) -> tuple[Any, ...]:
+    """The fields of ``span``'s :class:`StoredSpan`, in order."""
     ctx = span.context
     assert ctx is not None  # an SDK span always has a context
     span_id = f"{ctx.span_id:016x}"
@@ -276,28 +250,25 @@ def stored_span(span: ReadableSpan) -> StoredSpan:
         session_id = user_id = None
     input_tokens, output_tokens, cost = span_usage(attributes)
     name = span.name
-    return _new_stored_span(
-        StoredSpan,
-        (
-            f"{ctx.trace_id:032x}",
-            span_id,
-            f"{parent.span_id:016x}" if parent is not None else None,
-            name if name.isascii() else clean_text(name),
-            _KIND_NAMES[span.kind._value_],
-            span_type,
-            status,
-            int(status == "ERROR" and span_type != semconv.KIND_EVALUATION),  # app_error
-            start,
-            clamp_int(span.end_time or start),
-            resource_json,
-            service,
-            session_id,
-            user_id,
-            input_tokens,
-            output_tokens,
-            cost,
-            _dumps(data),
-            _search_text(attributes),
-            _evals(span, events, span_id, attributes) if _carries_results(events, attributes) else (),
-        ),
+    return (
+        f"{ctx.trace_id:032x}",
+        span_id,
+        f"{parent.span_id:016x}" if parent is not None else None,
+        name if name.isascii() else clean_text(name),
+        _KIND_NAMES[span.kind._value_],
+        span_type,
+        status,
+        int(status == "ERROR" and span_type != semconv.KIND_EVALUATION),  # app_error
+        start,
+        clamp_int(span.end_time or start),
+        resource_json,
+        service,
+        session_id,
+        user_id,
+        input_tokens,
+        output_tokens,
+        cost,
+        _dumps(data),
+        _search_text(attributes),
+        _evals(span, events, span_id, attributes) if _carries_results(events, attributes) else (),
     )
