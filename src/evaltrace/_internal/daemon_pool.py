@@ -12,6 +12,12 @@ wrapped in :class:`UserAbort`, an ordinary ``Exception``. A caller that gives up
 calls :meth:`abandon`: the thread is left to finish on its own and a replacement is started, so stuck tasks
 cost threads, never capacity, up to ``max_abandoned`` at once.
 
+Threads walked away from are capped per process by :data:`stuck_calls` (:class:`StuckCalls`): the thread pool
+counts a task abandoned while it runs, the fast lane a call it demoted, each until the call returns. Once
+``limit`` threads are stuck, an evaluator with a call among them gets no new thread: its calls are errors
+(``overloaded``) until one returns, so one evaluator hanging for ever costs at most ``limit`` threads, not one
+more per timeout.
+
 In a child forked from the process, the pool starts empty (no threads, nothing queued or running: the parent's
 tasks are the parent's) and grows again on the child's first :meth:`submit`; see ``_internal/forks.py``.
 """
@@ -27,6 +33,64 @@ from typing import Any, TypeVar
 from evaltrace._internal import forks
 
 T = TypeVar("T")
+
+DEFAULT_MAX_STUCK_THREADS = 32
+
+
+class StuckCalls:
+    """Per process: threads left running a user call nobody waits for, by the callable (evaluator) they run.
+
+    Args:
+        limit: Stuck threads at which a callable with a stuck call of its own gets no new one.
+    """
+
+    def __init__(self, limit: int = DEFAULT_MAX_STUCK_THREADS) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._by_key: dict[int, int] = {}
+        self._total = 0
+        forks.reinit_after_fork(self)
+
+    def _reinit_after_fork(self) -> None:
+        """In a forked child: the parent's stuck threads do not exist here."""
+        self._lock = threading.Lock()
+        self._by_key = {}
+        self._total = 0
+
+    @property
+    def total(self) -> int:
+        """Threads stuck now, all callables together."""
+        return self._total
+
+    def stuck(self, key: int) -> None:
+        """A thread running ``key``'s call was walked away from (timed out, demoted)."""
+        with self._lock:
+            self._by_key[key] = self._by_key.get(key, 0) + 1
+            self._total += 1
+
+    def returned(self, key: int) -> None:
+        """A call counted by :meth:`stuck` returned: its thread is free again."""
+        with self._lock:
+            left = self._by_key.get(key, 0) - 1
+            if left < 0:  # never counted (or counted in the parent before a fork): nothing to free
+                return
+            if left:
+                self._by_key[key] = left
+            else:
+                del self._by_key[key]
+            self._total -= 1
+
+    def refuses(self, key: int) -> bool:
+        """Whether a new call of ``key`` must not start: the cap is reached and ``key`` holds stuck threads."""
+        return self._total >= self.limit and key in self._by_key
+
+    def of(self, key: int) -> int:
+        """Threads stuck in ``key``'s calls."""
+        return self._by_key.get(key, 0)
+
+
+stuck_calls = StuckCalls()
+"""The process's count of stuck evaluator threads (the thread pool's abandoned tasks, the fast lane's demoted calls)."""
 
 
 class UserAbort(Exception):

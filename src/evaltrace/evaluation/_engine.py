@@ -8,6 +8,11 @@ loop). On the loop each job is a task; synchronous evaluators run in the pool (`
 async evaluators on the user loop under a semaphore (``max_async_concurrency``). Admission (the bounded
 queue) is counted by the caller, not here.
 
+Nothing handed to the engine is stranded by :meth:`Engine.stop`: a job that reaches the loop after
+:meth:`Engine.cancel_all` or ``stop`` began (the fast lane hands jobs over from its own threads at any time), or
+that is submitted after it, is cut short at once (``cancel_now``: counted, its span forwarded with what finished);
+tasks still running when the loop is stopped are cancelled and awaited first, never left pending on a closed loop.
+
 In a child forked from the process the engine gets a new loop, inbox and semaphore, forgets the parent's jobs
 (the parent runs them), and starts its threads with the child's first job (see ``_internal/forks.py``).
 """
@@ -78,6 +83,7 @@ class Engine:
         self._start_lock = threading.Lock()
         self._running = False  # the threads were started in this process
         self._stopped = False
+        self._cancelled = False  # cancel_all ran: jobs reaching the loop from then on are cut short, not started
         self._loop_thread, self._dispatcher = self._new_threads()
         forks.reinit_after_fork(self)
 
@@ -129,13 +135,22 @@ class Engine:
         if not self._running:  # the first job (of this process: a forked child starts its own)
             self._start_threads()
         self._inbox.put(job)
+        if self._stopped:  # read after the put: either this or stop()'s own drain finds the job
+            self._drain_inbox()
 
     def cancel_all(self) -> None:
-        """Cancel every running job (shutdown past its deadline); each job's cleanup still runs."""
+        """Cancel every running job (shutdown past its deadline); each job's cleanup still runs.
+
+        Jobs reaching the loop afterwards (handed over by the fast lane, or dispatched late) are cut short.
+        """
+        self._cancelled = True
         if self.lane is not None:
             self.lane.cancel()
         if self.loop.is_running():
-            self.loop.call_soon_threadsafe(self._cancel_tasks)
+            try:
+                self.loop.call_soon_threadsafe(self._cancel_started)
+            except RuntimeError:  # closed meanwhile: stop() dealt with its tasks
+                pass
 
     def stop(self, timeout_s: float) -> None:
         """Stop the dispatcher and the loop; do not wait for timed-out sync evaluators still in the pool."""
@@ -147,15 +162,62 @@ class Engine:
         if running:
             self._inbox.put(_STOP)
             self._dispatcher.join(timeout_s)
-            try:  # also when the loop has not begun to run yet: it then stops as soon as it does
-                self.loop.call_soon_threadsafe(self.loop.stop)
+            try:  # also when the loop has not begun to run yet: it then winds down as soon as it does
+                self.loop.call_soon_threadsafe(self._wind_down, timeout_s)
             except RuntimeError:  # closed: the loop thread has ended
                 pass
-            self._loop_thread.join(timeout_s)
+            self._loop_thread.join(2 * timeout_s)  # the tasks' own deadline, then their cleanup
         elif not self.loop.is_closed():  # never ran in this process (a forked child that evaluated nothing)
             self.loop.close()
+        self._drain_inbox()  # jobs submitted after the dispatcher's last look
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.user_loop.close()
+
+    def _wind_down(self, timeout_s: float) -> None:
+        """On the loop, at stop: cancel the tasks still running, give them ``timeout_s`` to clean up, stop."""
+        self.loop.create_task(self._finish_tasks(timeout_s))
+
+    async def _finish_tasks(self, timeout_s: float) -> None:
+        try:
+            # Tasks created before this one take their first step now: a task cancelled before it would never
+            # run its job's cleanup (the span would be neither forwarded nor counted).
+            await asyncio.sleep(0)
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.wait(tasks, timeout=timeout_s)
+        finally:
+            self.loop.stop()
+
+    def _drain_inbox(self) -> None:
+        """Cut short every job left in the inbox (the dispatcher has stopped, or is about to)."""
+        jobs: list[Any] = []
+        stop = False
+        while True:
+            try:
+                item = self._inbox.get_nowait()
+            except queue.Empty:
+                break
+            if item is _STOP:
+                stop = True
+            else:
+                jobs.append(item)
+        if stop and self._dispatcher.is_alive():  # not ours to take: the dispatcher still ends on it
+            self._inbox.put(_STOP)
+        if jobs:
+            self._cut_short([(job, None) for job in jobs])
+
+    def _cut_short(self, items: list[tuple[Any, Any]]) -> None:
+        """Shutdown came first: each job is counted and its span forwarded with what finished (``cancel_now``)."""
+        runner = self._fast
+        for job, progress in items:
+            try:
+                if runner is None:
+                    raise RuntimeError("no runner to cut the job short")
+                runner.cancel_now(job, progress)
+            except Exception:
+                log_internal_error("cutting an evaluation job short at shutdown")
 
     def _run_loop(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -247,24 +309,38 @@ class Engine:
 
     def _start_batch(self, batch: list[Any]) -> None:
         assert self._run_job is not None  # start() ran before any submit
+        if self._cancelled or self._stopped:  # the tasks it would start are past cancel_all or stop's sweep
+            self._cut_short([(job, None) for job in batch])
+            return
         for job in batch:
             task = self.loop.create_task(self._run_job(job))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
     def _hand_off(self, items: list[tuple[Any, Any]]) -> None:
-        """Jobs the fast lane demoted: each goes on the loop with what it has done so far."""
+        """Jobs the fast lane demoted: each goes on the loop with what it has done so far (cut short at shutdown)."""
+        if self._cancelled or self._stopped:
+            self._cut_short(items)
+            return
         try:
             self.loop.call_soon_threadsafe(self._start_resumed, items)
         except RuntimeError:  # loop closed (stopped at shutdown): nothing can run them any more
-            log_internal_error("handing demoted evaluation jobs to a stopped loop")
+            self._cut_short(items)
 
     def _start_resumed(self, items: list[tuple[Any, Any]]) -> None:
         assert self._run_job is not None
+        if self._cancelled or self._stopped:
+            self._cut_short(items)
+            return
         for job, progress in items:
             task = self.loop.create_task(self._run_job(job, progress))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+
+    def _cancel_started(self) -> None:
+        # Called soon, not now: tasks created earlier in this loop iteration have not taken their first step, and
+        # a task cancelled before it never runs its job's cleanup.
+        self.loop.call_soon(self._cancel_tasks)
 
     def _cancel_tasks(self) -> None:
         for task in list(self._tasks):

@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from evaltrace._internal import forks
+from evaltrace._internal.daemon_pool import stuck_calls
 from evaltrace._internal.errors import log_internal_error
 from evaltrace.evaluation.runner import call_evaluator
 
@@ -101,6 +102,7 @@ class Worker:
         lane.note_call(evaluator, self.took_s)
         if demoted is None:
             return outcome
+        stuck_calls.returned(id(evaluator))  # counted when the supervisor walked away from this thread
         produced, exc = outcome
         try:  # the loop awaits it (unless its timeout or a cancellation gave up on it first)
             if exc is not None:
@@ -278,6 +280,7 @@ class FastLane:
                 raise
             worker.demoted = concurrent.futures.Future()
             job, progress, evaluator = worker.job, worker.progress, worker.evaluator
+            stuck_calls.stuck(id(evaluator))  # this thread is left to its call: counted against the cap
             self._outstanding -= 1
         self.demoted += 1
         if overran:  # not when only the job's age moved it: the lane's backlog is not this evaluator's doing

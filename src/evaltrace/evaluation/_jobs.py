@@ -39,7 +39,7 @@ from evaltrace.evaluation._mapping import MappingFailed, build_trace
 from evaltrace.evaluation._process import EngineUnavailable, EvaluatorRef, ProcessEngine, RemoteOutcome
 from evaltrace.evaluation._shipping import Reference, shipping_reference
 from evaltrace.evaluation.buffer import subtree
-from evaltrace.evaluation.convert import result_to_score
+from evaltrace.evaluation.convert import result_outcome, result_to_score
 from evaltrace.evaluation.evaluator import EvaluatorSpec
 from evaltrace.evaluation.limits import LimitGate
 from evaltrace.evaluation.monitor import ProductionMonitor
@@ -317,7 +317,8 @@ class JobRunner:
             self.ctx.stats.incr("internal_errors")
             log_internal_error("evaluating a span")
         if not settled:
-            self._forward_once(job, job.span)
+            if not job.forwarded:  # _forward_once() (it was, unless something went wrong)
+                self._forward_once(job, job.span)
             self._on_done(job)
 
     def _run_now(self, job: Job, worker: Worker) -> bool:
@@ -355,8 +356,9 @@ class JobRunner:
                     with contextlib.suppress(Exception):
                         close()
                 result = timed_out_result(evaluator, timeout_s)
-            elif exc is None and type(produced) is not EvaluationResult and inspect.isawaitable(produced):
-                # A sync evaluate that returned an awaitable (a result, the usual answer, is not asked).
+            elif exc is None and type(produced) is EvaluationResult:  # the usual answer: settle()'s, without its call
+                result = produced
+            elif exc is None and inspect.isawaitable(produced):  # a sync evaluate that returned an awaitable
                 result = None
             else:
                 result = settle(evaluator, produced, exc, may_retry=may_retry)
@@ -373,11 +375,11 @@ class JobRunner:
         return False
 
     def cancel_now(self, job: Job, progress: Progress | None) -> None:
-        """Shutdown past its deadline cut ``job`` short on the fast lane: counted, forwarded with what finished."""
+        """Shutdown cut ``job`` short (fast lane, or before its task began): counted, forwarded with what finished."""
         try:
             self.ctx.stats.incr("cancelled")
             done = progress.results if progress is not None else []
-            cut = job.specs[len(done) :]
+            cut = [*job.specs, *job.trace_specs][len(done) :]
             for spec in cut:
                 self.ctx.stats.not_evaluated(semconv.SKIP_SHUTDOWN, spec.evaluator.name)
             results = (
@@ -597,7 +599,8 @@ class JobRunner:
         self, span: ReadableSpan, trace: Trace, spec: EvaluatorSpec, result: EvaluationResult, revision: int = 1
     ) -> None:
         """Charge and publish one in-process result."""
-        self._charge(spec, result)
+        if result.detail:  # else no judge record (a deterministic check): nothing to charge, no call
+            self._charge(spec, result)
         raw = trace.input.get("input")
         query = raw if isinstance(raw, str) else str(trace.input or "")
         self._publish(span, query, trace.output.final_answer, spec, result, revision)
@@ -632,9 +635,10 @@ class JobRunner:
         if spec.trace_level and ctx.superseded is not None and ctx.superseded(span, revision):
             ctx.stats.incr("superseded")
             return
-        ctx.stats.record(result)
-        ctx.metrics.record_result(result)
-        ctx.monitor.record(result, query=query, output=output)
+        outcome = result_outcome(result)  # once for the three of them
+        ctx.stats.record(result, outcome)
+        ctx.metrics.record_result(result, outcome)
+        ctx.monitor.record(result, query=query, output=output, outcome=outcome)
         if ctx.log_events is not None:
             try:
                 ctx.log_events.emit(span, result)

@@ -19,8 +19,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from evaltrace._internal.daemon_pool import DaemonExecutor, UserAbort
-from evaltrace._internal.tracing import suppress_instrumentation
+from opentelemetry import context as otel_context
+
+from evaltrace._internal.daemon_pool import DaemonExecutor, UserAbort, stuck_calls
+from evaltrace._internal.tracing import SUPPRESS_EVALTRACE_KEY, suppress_instrumentation
 from evaltrace._internal.trusted_models import trusted_copy
 from evaltrace.evaluation.evaluator import Evaluator, SkipEvaluation
 from evaltrace.schema import EvalCase, EvaluationResult, Trace
@@ -30,6 +32,7 @@ AsyncRunner = Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
 ERROR_TYPE_KEY = "error_type"
 TIMEOUT_ERROR_TYPE = "timeout"
 INVALID_OUTPUT_ERROR_TYPE = "invalid_output"
+OVERLOADED_ERROR_TYPE = "overloaded"
 _STACK_LIMIT = 4000
 _NOT_CALLED: Any = object()
 
@@ -93,12 +96,15 @@ def skipped_result(evaluator: Any, reason: str) -> EvaluationResult:
 
 def _call(evaluator: Evaluator, trace: Trace, case: EvalCase | None) -> Any:
     # Suppressed so that a judge model's HTTP calls and any spans the evaluator makes are not traced by us
-    # (and so can never be evaluated, which would recurse).
-    with suppress_instrumentation():
-        try:
-            return evaluator.evaluate(trace, case)
-        except (SystemExit, KeyboardInterrupt) as exc:  # inline on the loop: it would stop the loop
-            raise UserAbort(exc) from exc
+    # (and so can never be evaluated, which would recurse). What suppress_instrumentation() does, without its
+    # generator-based context manager: this runs once per evaluation.
+    token = otel_context.attach(otel_context.set_value(SUPPRESS_EVALTRACE_KEY, True))
+    try:
+        return evaluator.evaluate(trace, case)
+    except (SystemExit, KeyboardInterrupt) as exc:  # inline on the loop: it would stop the loop
+        raise UserAbort(exc) from exc
+    finally:
+        otel_context.detach(token)
 
 
 async def _attempt(
@@ -142,6 +148,17 @@ class _TimedOut(Exception):
     """Our deadline for the evaluation passed (not a ``TimeoutError`` the evaluator raised itself)."""
 
 
+class Overloaded(Exception):
+    """The call was not started: the process's stuck threads are at their cap and some are this evaluator's."""
+
+    def __init__(self, evaluator: Any) -> None:
+        mine = stuck_calls.of(id(evaluator))
+        super().__init__(
+            f"not run: {stuck_calls.total} evaluator threads are stuck past their timeout ({mine} in this "
+            f"evaluator's calls, cap {stuck_calls.limit}); it gets no new thread until one returns"
+        )
+
+
 async def _call_async(evaluator: Evaluator, trace: Trace, case: EvalCase | None) -> Any:
     # Runs as a task on the async runner's loop: the suppression must be set inside that task's context.
     with suppress_instrumentation():
@@ -154,6 +171,8 @@ async def _call_async(evaluator: Evaluator, trace: Trace, case: EvalCase | None)
 async def _in_executor(
     executor: concurrent.futures.Executor, evaluator: Evaluator, trace: Trace, case: EvalCase | None
 ) -> Any:
+    if stuck_calls.refuses(id(evaluator)):  # its stuck threads are at the cap: no new one
+        raise Overloaded(evaluator)
     future = executor.submit(_call, evaluator, trace, case)
     try:
         return await asyncio.wrap_future(future)
@@ -164,6 +183,10 @@ async def _in_executor(
             abandon = getattr(executor, "abandon", None)
             if abandon is not None:
                 abandon(future)
+                if not future.cancelled():  # it runs on: counted against the cap until it returns
+                    key = id(evaluator)
+                    stuck_calls.stuck(key)
+                    future.add_done_callback(lambda _: stuck_calls.returned(key))
             else:
                 future.cancel()
         raise
@@ -202,6 +225,8 @@ def settle(evaluator: Any, produced: Any, exc: Exception | None, *, may_retry: b
         return produced
     if isinstance(exc, SkipEvaluation):
         return skipped_result(evaluator, str(exc) or "not applicable")
+    if isinstance(exc, Overloaded):  # ours, not the evaluator's: no stack, never retried
+        return failed_result(evaluator, OVERLOADED_ERROR_TYPE, str(exc))
     if _is_retryable(exc) and may_retry:
         return None
     stack = "".join(traceback.format_exception(exc))[-_STACK_LIMIT:]
@@ -222,7 +247,10 @@ def call_evaluator(evaluator: Evaluator, trace: Trace) -> tuple[Any, Exception |
 
     A ``BaseException`` that is not an ``Exception`` (``gevent.Timeout``, a ``CancelledError`` raised by sync
     code) comes back wrapped in ``UserAbort``, as from the thread pool: an error naming its type, never raised.
+    Not called when the evaluator's stuck threads are at the cap: ``(None, Overloaded)`` then.
     """
+    if stuck_calls.refuses(id(evaluator)):
+        return None, Overloaded(evaluator)
     try:
         return _call(evaluator, trace, None), None
     except Exception as exc:
@@ -297,7 +325,7 @@ def stamp(result: EvaluationResult, evaluator: Any, trace: Trace, started: dt.da
     version = getattr(evaluator, "version", None)
     if result.evaluator_version is None and version is not None:
         updates["evaluator_version"] = version
-    finished = max(started, _now())
+    finished = max(started, dt.datetime.now(dt.UTC))  # _now(), without its call
     if version is None or isinstance(version, str):
         # Every value is of its field's type already (the trace's validated strings, aware UTC datetimes in
         # order), so an unvalidated copy is the same result as stamped()'s dump-and-validate, at a fraction of
