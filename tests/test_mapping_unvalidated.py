@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -52,3 +53,43 @@ def test_times_out_of_order_still_fail_validation() -> None:
     root._end_time = root.start_time - 1_000_000  # ended before it started: a malformed foreign span
     with pytest.raises(ValueError, match="before started_at"):
         trace_from_spans(spans, root=root)
+
+
+def _single(service: str, **attributes: str) -> ReadableSpan:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource({"service.name": service}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with provider.get_tracer("test").start_as_current_span("agent", attributes=attributes):
+        pass
+    (span,) = exporter.get_finished_spans()
+    return span
+
+
+def test_a_single_span_reads_its_own_identity_and_its_own_resource() -> None:
+    # The single-span path reads identity inline and remembers the last resource's service name: each span
+    # still gets its own resource's name, and its own run/case/variant when it has them.
+    first, second = _single("svc-a"), _single("svc-b")
+    assert trace_from_spans([first], root=first).variant_name == "svc-a"
+    assert trace_from_spans([second], root=second).variant_name == "svc-b"
+    assert trace_from_spans([first], root=first).variant_name == "svc-a"
+    named = _single("svc-a", **{"evaltrace.run_id": "r1", "evaltrace.case_id": "c1", "evaltrace.variant": "v1"})
+    trace = trace_from_spans([named], root=named)
+    assert (trace.run_id, trace.case_id, trace.variant_name) == ("r1", "c1", "v1")
+    empty = _single("svc-a", **{"evaltrace.run_id": "", "evaltrace.variant": ""})
+    trace = trace_from_spans([empty], root=empty)
+    assert (trace.run_id, trace.case_id, trace.variant_name) == ("live", f"{empty.context.trace_id:032x}", "svc-a")
+
+
+@pytest.mark.parametrize(
+    ("output", "answer", "thinking"),
+    [
+        ("Paris", "Paris", None),
+        ("<think>capital?</think>Paris", "Paris", "capital?"),
+        ("thinks> Paris", "thinks> Paris", None),
+    ],
+)
+def test_a_text_output_loses_only_its_reasoning(output: str, answer: str, thinking: str | None) -> None:
+    span = _single("svc", **{"output.value": json.dumps(output)})
+    trace = trace_from_spans([span], root=span)
+    assert (trace.output.final_answer, trace.output.thinking) == (answer, thinking)
+    assert trace.output == Trace.model_validate_json(trace.model_dump_json()).output

@@ -25,6 +25,8 @@ _SUPPRESS_INSTRUMENTATION_KEY = "suppress_instrumentation"
 _SUPPRESS_LLM_KEY = "suppress_language_model_instrumentation"
 # Our own key: set while evaluators (and their judge calls) run, so they are neither traced nor evaluated.
 _SUPPRESS_EVALTRACE_KEY = otel_context.create_key("evaltrace-suppress")
+# The same key, for the one caller that sets it without the context manager (the evaluator call, once per evaluation).
+SUPPRESS_EVALTRACE_KEY = _SUPPRESS_EVALTRACE_KEY
 
 _provider: TracerProvider | None = None
 _tracer: Tracer | None = None

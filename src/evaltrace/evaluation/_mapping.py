@@ -41,7 +41,8 @@ def build_trace(spans: Sequence[ReadableSpan], root: ReadableSpan) -> Trace:
         MappingFailed: The mapping raised (logged with its traceback).
     """
     try:
-        trace: Trace = _mapping().trace_from_spans(list(spans), root=root)
+        mapping = _MAPPING[0] if _MAPPING else _mapping()
+        trace: Trace = mapping.trace_from_spans(list(spans), root=root)
         return trace
     except Exception as exc:
         logger.warning(

@@ -61,9 +61,16 @@ def is_judged(outcome: str) -> bool:
     return outcome in (semconv.OUTCOME_PASS, semconv.OUTCOME_FAIL)
 
 
+JUDGED = frozenset((semconv.OUTCOME_PASS, semconv.OUTCOME_FAIL))
+"""The outcomes that are verdicts (what :func:`is_judged` answers True for), for hot paths that test membership."""
+
+
 def result_label(result: EvaluationResult) -> str | None:
     """Return the event label of ``result`` (None for an errored evaluation, which has no verdict to label)."""
-    outcome = result_outcome(result)
+    return _label(result, result_outcome(result))
+
+
+def _label(result: EvaluationResult, outcome: str) -> str | None:
     if outcome == "error":
         return None
     if outcome == "not_evaluated":
@@ -103,16 +110,17 @@ def evaluation_event_attributes(
         and ``error.type`` instead of score and label when the evaluation itself failed.
     """
     attributes: dict[str, Any] = {semconv.GEN_AI_EVALUATION_NAME: result.evaluator}
-    label = result_label(result)
+    outcome = result_outcome(result)  # once: this runs for every result of every evaluated span
+    label = _label(result, outcome)
     if label is not None:
         attributes[semconv.GEN_AI_EVALUATION_SCORE_LABEL] = label
-    if result.score is not None and is_judged(result_outcome(result)):
+    if result.score is not None and outcome in JUDGED:
         attributes[semconv.GEN_AI_EVALUATION_SCORE_VALUE] = float(result.score)
     if result.reason:
         attributes[semconv.GEN_AI_EVALUATION_EXPLANATION] = capped(result.reason)
     if response_id:
         attributes[semconv.GEN_AI_RESPONSE_ID] = response_id
-    failure = error_type(result)
+    failure = error_type(result) if outcome == "error" else None
     if failure is not None:
         attributes[semconv.ERROR_TYPE] = failure
     if provenance:
@@ -145,24 +153,23 @@ def span_result_attributes(results: Iterable[EvaluationResult]) -> dict[str, Any
     not_evaluated: list[str] = []
     for result in results:
         outcome = result_outcome(result)
-        attributes[eval_attribute(result.evaluator, semconv.EVALTRACE_EVAL_OUTCOME_SUFFIX)] = outcome
+        prefix = semconv.EVALTRACE_EVAL_PREFIX + result.evaluator  # eval_attribute()'s names, built in place
+        attributes[prefix + semconv.EVALTRACE_EVAL_OUTCOME_SUFFIX] = outcome
         if outcome == "error":
             errors.append(result.evaluator)
-            attributes[eval_attribute(result.evaluator, semconv.EVALTRACE_EVAL_ERROR_TYPE_SUFFIX)] = (
+            attributes[prefix + semconv.EVALTRACE_EVAL_ERROR_TYPE_SUFFIX] = (
                 error_type(result) or semconv.ERROR_TYPE_OTHER
             )
         elif outcome in ("not_evaluated", "pending"):
             not_evaluated.append(result.evaluator)
             if result.reason:
-                attributes[eval_attribute(result.evaluator, semconv.EVALTRACE_EVAL_SKIP_REASON_SUFFIX)] = capped(
-                    result.reason
-                )
+                attributes[prefix + semconv.EVALTRACE_EVAL_SKIP_REASON_SUFFIX] = capped(result.reason)
         else:
             judged = True
             any_failed = any_failed or outcome == "fail"
             if result.score is not None:
-                attributes[eval_attribute(result.evaluator, semconv.EVALTRACE_EVAL_SCORE_SUFFIX)] = float(result.score)
-            attributes[eval_attribute(result.evaluator, semconv.EVALTRACE_EVAL_PASSED_SUFFIX)] = outcome == "pass"
+                attributes[prefix + semconv.EVALTRACE_EVAL_SCORE_SUFFIX] = float(result.score)
+            attributes[prefix + semconv.EVALTRACE_EVAL_PASSED_SUFFIX] = outcome == "pass"
     if judged:
         attributes[semconv.EVALTRACE_EVAL_FAILED] = any_failed
     if errors:  # tuples: the immutable sequence form the SDK itself stores attribute arrays in

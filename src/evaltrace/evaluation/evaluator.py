@@ -8,6 +8,7 @@ and async ones on its event loop.
 
 from __future__ import annotations
 
+import datetime as dt
 import fnmatch
 import inspect
 import math
@@ -19,7 +20,6 @@ from evaltrace._internal.ids import evaluation_id
 from evaltrace._internal.trusted_models import trusted
 from evaltrace.evaluation.limits import Limits
 from evaltrace.schema import EvalCase, EvaluationResult, ScoreConfig, Trace
-from evaltrace.schema._base import utcnow
 
 DEFAULT_THRESHOLD = 0.5
 FAIL_LABELS = frozenset({"fail", "failed", "false", "no", "incorrect", "wrong"})
@@ -129,7 +129,7 @@ def _trusted_result(**fields: Any) -> EvaluationResult:
     Equal to ``EvaluationResult(**fields)``, fields set included (validation adds both times): validating
     values built here was most of a cheap evaluator's own cost per evaluated span.
     """
-    now = utcnow()
+    now = dt.datetime.now(dt.UTC)  # utcnow(), without its call
     fields_set = {*fields, "started_at", "finished_at"}
     values = {"detail": {}, "evaluation_id": evaluation_id(), **fields, "started_at": now, "finished_at": now}
     return trusted(EvaluationResult, fields_set, **values)
@@ -169,7 +169,12 @@ class FunctionEvaluator:
         return self._coerce(await self.func(*args))
 
     def _coerce(self, value: Any) -> EvaluationResult:
-        judgement = None if isinstance(value, EvaluationResult) else _judgement(value, self.threshold, self.pass_labels)
+        if value is True or value is False:  # the commonest answer: _judgement()'s, without its call
+            judgement: dict[str, Any] | None = {"passed": value}
+        elif isinstance(value, EvaluationResult):
+            judgement = None
+        else:
+            judgement = _judgement(value, self.threshold, self.pass_labels)
         if judgement is not None and isinstance(self.name, str):
             # In one step what coerce_output and the copy below give (the copy never validated these two).
             if self.version is not None:

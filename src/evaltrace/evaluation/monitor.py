@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from evaltrace.evaluation.convert import is_judged, result_outcome
+from evaltrace.evaluation.convert import JUDGED, result_outcome
 from evaltrace.schema import EvaluationResult
 
 HealthStatus = Literal["healthy", "warning", "critical", "insufficient_data"]
@@ -106,10 +106,16 @@ class ProductionMonitor:
         with self._lock:
             self._samples.setdefault(evaluator, deque(maxlen=self._max_samples))
 
-    def record(self, result: EvaluationResult, query: str | None = None, output: str | None = None) -> None:
-        """Add a result: a judgement becomes a sample; an error or a skip is only counted (it is no verdict)."""
-        outcome = result_outcome(result)
-        if not is_judged(outcome):
+    def record(
+        self, result: EvaluationResult, query: str | None = None, output: str | None = None, outcome: str | None = None
+    ) -> None:
+        """Add a result: a judgement becomes a sample; an error or a skip is only counted (it is no verdict).
+
+        ``outcome``: ``result_outcome(result)``, when the caller has it already.
+        """
+        if outcome is None:
+            outcome = result_outcome(result)
+        if outcome not in JUDGED:  # not is_judged(outcome), without its call
             at = self._clock()
             with self._lock:
                 self._samples.setdefault(result.evaluator, deque(maxlen=self._max_samples))

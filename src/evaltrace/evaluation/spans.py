@@ -11,6 +11,7 @@ instead (conventions.md 1.4 option b), parented to the evaluated span's context.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
@@ -50,14 +51,31 @@ def enriched_copy(span: ReadableSpan, results: Sequence[EvaluationResult], *, pr
     # The span's attributes are read once and the events built in place: this runs once per evaluated span.
     original = span.attributes
     attributes = dict(original or {})
+    response_id = attributes.get(semconv.GEN_AI_RESPONSE_ID)  # response_id_of(original), without its call
+    if not isinstance(response_id, str) or not response_id:
+        response_id = None
     attributes.update(span_result_attributes(results))
-    response_id = response_id_of(original)
     end = span.end_time
     events = list(span.events)
     for result in results:
         event_attributes = evaluation_event_attributes(result, response_id, provenance=provenance)
-        events.append(Event(semconv.GEN_AI_EVALUATION_RESULT_EVENT, event_attributes, timestamp=end))
+        events.append(_event(semconv.GEN_AI_EVALUATION_RESULT_EVENT, event_attributes, end))
     return replaced(span, attributes=attributes, events=events)
+
+
+# What Event's constructor stores (read off one built here). With that layout an event is built by setting it
+# directly: the constructor's two Python frames, per result of every evaluated span, were a visible share of it.
+_EVENT_STATE = vars(Event("", {}, timestamp=0)).keys()
+_DIRECT_EVENTS = _EVENT_STATE == {"_name", "_timestamp", "_attributes"}
+
+
+def _event(name: str, attributes: dict[str, Any], timestamp: int | None) -> Event:
+    """``Event(name, attributes, timestamp=timestamp)``; ``timestamp`` None means now, as there."""
+    if not _DIRECT_EVENTS or timestamp is None:
+        return Event(name, attributes, timestamp=timestamp)
+    event = Event.__new__(Event)
+    event.__dict__.update(_name=name, _timestamp=timestamp, _attributes=attributes)
+    return event
 
 
 def evaluation_span(

@@ -16,6 +16,7 @@ from typing import Any
 
 from evaltrace.evaluation.convert import result_outcome
 from evaltrace.schema import EvaluationResult
+from evaltrace.schema._base import whole_ms
 
 _LATENCY_SAMPLES = 1024
 
@@ -126,12 +127,15 @@ class PipelineStats:
         with self._lock:
             return self._merged_not_evaluated()
 
-    def record(self, result: EvaluationResult) -> None:
-        """Count one finished evaluation under its outcome."""
-        outcome = result_outcome(result)
+    def record(self, result: EvaluationResult, outcome: str | None = None) -> None:
+        """Count one finished evaluation under its outcome (``result_outcome(result)``, when the caller has it)."""
+        if outcome is None:
+            outcome = result_outcome(result)
         key = _COUNTER_OF_OUTCOME.get(outcome)
         timed_out = result.error is not None and result.error.type == "timeout"
-        latency_ms = float(result.latency_ms)  # outside the lock the application's threads count skips under
+        latency_ms = float(
+            whole_ms(result.started_at, result.finished_at)
+        )  # latency_ms; outside the lock the application's threads count skips under
         with self._lock:
             per = self._by_evaluator.get(result.evaluator)
             if per is None:  # not setdefault: it would build a counters object (and its deque) on every call

@@ -27,14 +27,15 @@ from evaltrace._internal import semconv
 from evaltrace._internal.tracing import INSTRUMENTATION_NAME
 from evaltrace._version import __version__
 from evaltrace.evaluation.convert import (
+    JUDGED,
     error_type,
     evaluation_event_attributes,
-    is_judged,
     response_id_of,
     result_outcome,
 )
 from evaltrace.exporters.redaction import redact_attributes
 from evaltrace.schema import EvaluationResult
+from evaltrace.schema._base import whole_ms
 
 # opentelemetry-api >= 1.35 emits log records from keyword arguments (``event_name=``, ``context=``); the supported
 # floor (1.30) takes one LogRecord and knows events only through the Events API. Decided once, from the API.
@@ -200,7 +201,7 @@ class PipelineMetrics:
         meter.create_observable_gauge(semconv.METRIC_EVAL_QUEUE_SIZE, [self._queue_callback], unit="{span}")
         meter.create_observable_gauge(semconv.METRIC_EVAL_PASS_RATE, [self._pass_rate_callback], unit="1")
 
-    def record_result(self, result: EvaluationResult) -> None:
+    def record_result(self, result: EvaluationResult, outcome: str | None = None) -> None:
         """Count one evaluation, record its duration and, for a judgement with a score, the score.
 
         The count carries the evaluator, the status and the outcome (pass / fail / error / not_evaluated);
@@ -208,10 +209,13 @@ class PipelineMetrics:
         fails, never errors or skips. ``gen_ai.evaluation.score`` gets the score of a judgement only (an error or
         a skip has no score worth averaging), with ``gen_ai.evaluation.name`` and the outcome (pass / fail);
         ``evaltrace.evaluation.passes`` counts passes and ``evaltrace.evaluation.errors`` errors by ``error.type``.
+        ``outcome``: ``result_outcome(result)``, when the caller has it already.
         """
-        outcome = result_outcome(result)
+        if outcome is None:
+            outcome = result_outcome(result)
         name = self._name(result.evaluator)
-        if is_judged(outcome) and result.score is not None:
+        judged = outcome in JUDGED
+        if judged and result.score is not None:
             self._scores.record(
                 float(result.score),
                 {semconv.GEN_AI_EVALUATION_NAME: name, semconv.EVALTRACE_EVAL_OUTCOME_ATTR: outcome},
@@ -226,10 +230,11 @@ class PipelineMetrics:
             semconv.EVALTRACE_EVAL_STATUS: result.status,
             semconv.EVALTRACE_EVAL_OUTCOME_ATTR: outcome,
         }
-        if is_judged(outcome):
+        if judged:
             attributes[semconv.EVALTRACE_EVAL_PASSED_ATTR] = outcome == semconv.OUTCOME_PASS
         self._evaluations.add(1, attributes)
-        self._duration.record(result.latency_ms / 1000, {semconv.EVALTRACE_EVALUATOR_NAME: name})
+        latency_ms = whole_ms(result.started_at, result.finished_at)  # result.latency_ms, without the property
+        self._duration.record(latency_ms / 1000, {semconv.EVALTRACE_EVALUATOR_NAME: name})
 
     def record_dropped(self) -> None:
         """Count one span dropped from the evaluation queue."""

@@ -17,7 +17,6 @@ from evaltrace.mapping._metrics import build_metrics
 from evaltrace.mapping._spans import (
     MISSING,
     compact,
-    context,
     is_llm,
     is_tool,
     is_truncated,
@@ -48,13 +47,13 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
     Raises:
         ValueError: ``spans`` is empty, or ``root`` is an id not found among them.
     """
-    root_span = select_root(spans, root)
+    root_span = root if isinstance(root, ReadableSpan) else select_root(spans, root)
     notes: list[str] = []
     # Each span's attributes are read once, into a plain dict: reading them one by one through the SDK's view
     # was a large part of mapping a small subtree (an evaluated span is mapped on every evaluation).
     if len(spans) == 1 and spans[0] is root_span:  # the evaluated span without descendants: nothing to walk
         selected = [root_span]
-        root_attrs = plain_attrs(root_span)
+        root_attrs = dict(root_span.attributes or {})  # plain_attrs(), without its call
         read = [(root_span, root_attrs)]
         llm_spans = [root_span] if is_llm(root_span, root_attrs) else []
         mapped = bool(llm_spans) or is_tool(root_span, root_attrs)
@@ -72,14 +71,15 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
         # calls under it): the builders would return an empty conversation and all-None metrics.
         messages = []
         metrics = trusted(TraceMetrics, set(_NO_LLM_METRICS), **_NO_LLM_METRICS, custom={})
-    root_ctx = context(root_span)
+    root_ctx = root_span.context
     extra: dict[str, Any] = {
         "trace_id": format(root_ctx.trace_id if root_ctx else 0, "032x"),
         "span_id": format(root_ctx.span_id if root_ctx else 0, "016x"),
     }
     run_id, case_id, variant = _identity(root_span, root_attrs, read, extra["trace_id"])
     started = timestamp(root_span.start_time)
-    finished = timestamp(root_span.end_time) if root_span.end_time else started
+    end_time = root_span.end_time
+    finished = timestamp(end_time) if end_time else started
     values: dict[str, Any] = {
         "run_id": run_id,
         "case_id": case_id,
@@ -112,15 +112,38 @@ def _identity(
 ) -> tuple[str, str, str]:
     """Return run id, case id and variant name: the root's, else the first span's of the subtree, else defaults."""
     # The root alone when it is the whole subtree (an evaluated span without descendants): same answers.
-    sources: list[Mapping[str, Any]] = (
-        [root_attrs] if len(read) == 1 and read[0][1] is root_attrs else [root_attrs, *(a for _, a in read)]
-    )
-    service = root.resource.attributes.get(sc.SERVICE_NAME) if root.resource else None
+    service = _service_name(root.resource)
+    if len(read) == 1 and read[0][1] is root_attrs:
+        # _first() over the root alone, inline (an evaluated span is mapped on every evaluation).
+        get = root_attrs.get
+        run_id, case_id, variant = get(sc.EVALTRACE_RUN_ID), get(sc.EVALTRACE_CASE_ID), get(sc.EVALTRACE_VARIANT)
+        return (
+            run_id if isinstance(run_id, str) and run_id else "live",
+            case_id if isinstance(case_id, str) and case_id else trace_id,
+            variant if isinstance(variant, str) and variant else (str(service) if service else "unknown_service"),
+        )
+    sources: list[Mapping[str, Any]] = [root_attrs, *(a for _, a in read)]
     return (
         _first(sources, sc.EVALTRACE_RUN_ID) or "live",
         _first(sources, sc.EVALTRACE_CASE_ID) or trace_id,
         _first(sources, sc.EVALTRACE_VARIANT) or (str(service) if service else "unknown_service"),
     )
+
+
+# The last resource seen and its service name: a process has one or a few resources, and reading a Resource's
+# attributes runs the SDK's locked mapping code (resources are immutable, so the same object has the same name).
+_last_service: tuple[Any, Any] = (object(), None)
+
+
+def _service_name(resource: Any) -> Any:
+    """``resource.attributes.get("service.name")``; None without a resource."""
+    global _last_service
+    seen, service = _last_service
+    if resource is seen:
+        return service
+    service = resource.attributes.get(sc.SERVICE_NAME) if resource else None
+    _last_service = (resource, service)
+    return service
 
 
 def _first(sources: list[Mapping[str, Any]], key: str) -> str | None:
@@ -133,7 +156,8 @@ def _first(sources: list[Mapping[str, Any]], key: str) -> str | None:
 
 
 def _input(root: ReadableSpan, root_attrs: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
-    value = json_attr(root, conventions.input_key(root_attrs), notes, root_attrs)
+    key = sc.INPUT_VALUE if sc.INPUT_VALUE in root_attrs else conventions.input_key(root_attrs)
+    value = json_attr(root, key, notes, root_attrs)
     if value is MISSING:
         return {}
     return value if isinstance(value, dict) else {"input": value}
@@ -142,9 +166,12 @@ def _input(root: ReadableSpan, root_attrs: Mapping[str, Any], notes: list[str]) 
 def _output(
     root: ReadableSpan, root_attrs: Mapping[str, Any], messages: list[TraceMessage], notes: list[str]
 ) -> TraceOutput:
-    value = json_attr(root, conventions.output_key(root_attrs), notes, root_attrs)
+    key = sc.OUTPUT_VALUE if sc.OUTPUT_VALUE in root_attrs else conventions.output_key(root_attrs)
+    value = json_attr(root, key, notes, root_attrs)
     thoughts = [m.thinking for m in messages if m.thinking] if messages else []
     if isinstance(value, str):
+        if "think>" not in value:  # neither <think> nor </think>: split_thinking() would return it unchanged
+            return trusted(TraceOutput, None, final_answer=value, thinking="\n\n".join(thoughts) or None)
         # A function returning a model's raw text returns its inline reasoning too: never part of the answer.
         # The LLM span's message usually holds the same reasoning already; add only what it lacks.
         split = split_thinking(value)

@@ -156,7 +156,7 @@ def json_attr(span: ReadableSpan, key: str, notes: list[str], span_attrs: Mappin
         value = list(raw)
     else:
         value = raw
-    if is_truncated(value):
+    if isinstance(value, dict) and value.get(TRUNCATED_KEY) is True:  # is_truncated(value), inline
         notes.append(
             f"{key} of span {span.name!r} ({span_id(span):016x}) was truncated at capture "
             f"(original length {'at least ' if value.get(MINIMUM_KEY) is True else ''}{value.get('original_length')})"
