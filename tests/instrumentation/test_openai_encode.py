@@ -12,7 +12,7 @@ from evaltrace._internal import list_values
 from evaltrace._internal.jsonutil import TRUNCATED_KEY, capped_json
 from evaltrace._internal.openai import build
 from evaltrace._internal.openai import request as req
-from evaltrace._internal.openai.encode import encoded, text_size
+from evaltrace._internal.openai.encode import encoded, text_answer, text_messages, text_size
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import Outcome
 
@@ -110,3 +110,44 @@ def test_one_text_answer_takes_the_short_path_to_the_same_attributes(text: str) 
         **list_values.answer_attributes([message], 200),
     }
     assert attrs == expected
+
+
+@pytest.mark.parametrize("cap", [0, 40, 200, 32_768])
+def test_text_messages_is_capped_json(cap: int) -> None:
+    """The written-out JSON of plain histories and one-text answers is the encoder's, escapes and cap included."""
+    odd = {"role": "user", "content": "lone \ud800 surrogate, \x00 control, \u2028 separator, \\ backslash"}
+    messages, size = req.plain_chat_messages([*PLAIN, odd]) or ([], 0)
+    assert text_messages(messages, size, cap, "name") == capped_json(messages, cap)
+    answer = [{"role": "assistant", "parts": [{"type": "text", "content": 'Say "hi"\n'}], "finish_reason": "stop"}]
+    assert text_messages(answer, 10, cap, "finish_reason") == capped_json(answer, cap)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"role": "assistant", "parts": [{"type": "text", "content": "a"}, {"type": "text", "content": "b"}]},
+        {"role": "assistant", "parts": [{"type": "reasoning", "content": "hmm"}]},
+        {"role": "assistant", "parts": [{"type": "text", "content": 7}]},
+        {"role": "assistant", "parts": [], "finish_reason": "error"},
+        {"role": "assistant", "parts": [{"type": "text", "content": "a"}], "finish_reason": None},
+        {"role": "user", "parts": [{"type": "text", "content": "a"}], "name": "n", "extra": 1},
+    ],
+)
+def test_text_messages_hands_other_shapes_to_the_encoder(message: dict[str, Any]) -> None:
+    assert text_messages([message], 1, 200, "finish_reason") == capped_json([message], 200)
+
+
+@pytest.mark.parametrize("cap", [0, 30, 200])
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"role": "assistant", "parts": [{"type": "text", "content": 'Say "hi" \u00e9\n'}], "finish_reason": "stop"},
+        {"role": "assistant", "parts": [{"type": "text", "content": "x" * 100}], "finish_reason": "length"},
+        {"role": "assistant", "parts": [{"type": "text", "content": "a"}], "finish_reason": 3},
+        {"role": "user", "parts": [{"type": "text", "content": "a"}], "finish_reason": "stop"},
+        {"role": "assistant", "parts": [{"type": "text", "content": "a"}]},
+    ],
+)
+def test_text_answer_is_capped_json(message: dict[str, Any], cap: int) -> None:
+    text = message["parts"][0]["content"]
+    assert text_answer([message], text, cap) == capped_json([message], cap)

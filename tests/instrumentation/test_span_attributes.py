@@ -23,6 +23,8 @@ CHAT = "/v1/chat/completions"
 
 # What our builders make: stored without the SDK's cleaning.
 CLEAN: dict[str, Any] = {"s": "text", "i": 3, "f": 0.5, "b": True, "strs": ["a", "b"], "ints": (1, 2), "empty": []}
+# Scalars and tuples of one scalar type (the builders' own output): stored by one type check, no per-value loop.
+AS_IS: dict[str, Any] = {"s": "text", "i": 3, "f": 0.5, "b": True, "strs": ("a", "b"), "empty": ()}
 # Anything else makes the whole write go through the SDK's setter.
 VALUES: dict[str, Any] = {
     **CLEAN,
@@ -39,7 +41,7 @@ def _spans(limits: SpanLimits | None = None) -> tuple[Any, Any]:
     return tracer.start_span("ours", attributes={"a": 1}), tracer.start_span("sdk", attributes={"a": 1})
 
 
-@pytest.mark.parametrize("values", [CLEAN, VALUES], ids=["clean", "needs-cleaning"])
+@pytest.mark.parametrize("values", [AS_IS, CLEAN, VALUES], ids=["as-is", "clean", "needs-cleaning"])
 @pytest.mark.parametrize(
     "limits",
     [None, SpanLimits(max_span_attribute_length=10), SpanLimits(max_span_attributes=5)],
@@ -54,6 +56,16 @@ def test_set_built_stores_what_set_attributes_stores(limits: SpanLimits | None, 
     assert list(ours.attributes.items()) == list(sdk.attributes.items())
     assert ours._attributes.dropped == sdk._attributes.dropped  # type: ignore[attr-defined]
     assert type(ours._attributes) is BoundedAttributes  # type: ignore[attr-defined]  # no subclass switched in
+
+
+@pytest.mark.parametrize("values", [AS_IS, CLEAN], ids=["as-is", "clean"])
+def test_set_built_stores_clean_values_without_the_sdk_setter(
+    monkeypatch: pytest.MonkeyPatch, values: dict[str, Any]
+) -> None:
+    ours, _ = _spans()
+    monkeypatch.setattr(type(ours), "set_attributes", lambda *_: pytest.fail("took the SDK's setter"))
+    set_built(ours, values)
+    assert dict(ours.attributes) == {"a": 1, **{k: tuple(v) if type(v) is list else v for k, v in values.items()}}
 
 
 def test_set_built_on_an_ended_span_changes_nothing() -> None:

@@ -53,7 +53,7 @@ Builder = Callable[[], dict[str, Any]]
 
 def _attributes_property(span: ReadableSpan) -> Any:
     """``ReadableSpan.attributes``: the SDK's own answer, after giving a span being started its preset."""
-    window: _Window | None = getattr(_starting, "window", None)
+    window = _starting.window  # the class default on threads that never started a span: no AttributeError
     if window is not None and window[4] is None:
         _claim(window, span)
     return _SDK_ATTRIBUTES_GETTER(span)
@@ -126,7 +126,17 @@ def _claim(window: _Window, span: Any) -> None:
     _put(span, preset)
 
 
-_starting = threading.local()
+class _Starting(threading.local):
+    """Per thread: the window of the span ``start_span`` is creating, else None.
+
+    None is a class default, so reading it on a thread that never started a span (an exporter's) raises and
+    catches no AttributeError (~4k instructions per span read).
+    """
+
+    window: _Window | None = None
+
+
+_starting = _Starting()
 
 
 def start_span(tracer: Tracer, name: str, kind: SpanKind, preset: Preset, context: Context | None) -> Span:
@@ -136,7 +146,7 @@ def start_span(tracer: Tracer, name: str, kind: SpanKind, preset: Preset, contex
     if preset.longest > _fast_value_limit:  # the SDK would truncate a value: its own path
         return tracer.start_span(name, context, kind, preset.attributes)
     window = [name, kind, preset, context, None]
-    outer = getattr(_starting, "window", None)  # an LLM call made by an on_start processor: restored after
+    outer = _starting.window  # an LLM call made by an on_start processor: restored after
     _starting.window = window
     try:
         span = tracer.start_span(name, context, kind)
@@ -247,9 +257,13 @@ def _put(span: Any, preset: Preset) -> None:
 # Values the builders make are already valid: strings (JSON capped to our own length), ints, floats, bools, and
 # sequences of one such type. :func:`set_built` writes those straight into the SDK's dict under its lock, as the
 # SDK's setter would store them (a re-set key moves to the end; sequences stored as tuples), and hands anything
-# else, or a span whose limits could bite, to the SDK's own setter.
+# else, or a span whose limits could bite, to the SDK's own setter. Each Python step costs ~100 instructions, so
+# the common case (no value length limit, only scalars and tuples) is checked by one C-level pass over the types
+# instead of a loop per value (~4k instead of ~14k instructions for a chat call's ~15 values).
 
 _SCALARS = (str, bool, int, float)
+# Stored by the SDK unchanged when no value length limit is set (tuples: see set_built's contract).
+_AS_IS = frozenset((str, bool, int, float, tuple))
 
 
 def _valid_sequence(value: list[Any] | tuple[Any, ...]) -> bool:
@@ -262,9 +276,11 @@ def _valid_sequence(value: list[Any] | tuple[Any, ...]) -> bool:
 def set_built(span: Any, values: Mapping[str, Any]) -> None:
     """``span.set_attributes(values)`` for values built by us, without the SDK's cleaning when none is needed.
 
-    When any value would be changed by the SDK's cleaning (another type, a mixed sequence, a string over the
-    length limit) or a count limit could evict, everything goes through the SDK's setter, so what is stored,
-    its order and the dropped count are always the SDK's.
+    Contract: a ``tuple`` value holds items of one of str, bool, int, float (the builders make tuples only from
+    items they checked); a ``list`` value is checked here and stored as a tuple, as the SDK does. When any value
+    would be changed by the SDK's cleaning (another type, a mixed list, a string over the length limit) or a
+    count limit could evict, everything goes through the SDK's setter, so what is stored, its order and the
+    dropped count are always the SDK's.
     """
     if not values:
         return
@@ -273,35 +289,48 @@ def set_built(span: Any, values: Mapping[str, Any]) -> None:
         span.set_attributes(values)  # the SDK's own path (it warns about an ended span)
         return
     max_value_len = attributes.max_value_len
+    clean: Mapping[str, Any]
+    if max_value_len is None and _AS_IS.issuperset(map(type, values.values())):
+        clean = values  # every value is what the SDK would store
+    else:
+        checked = _checked(values, max_value_len)
+        if checked is None:
+            span.set_attributes(values)
+            return
+        clean = checked
+    lock = attributes._lock
+    lock.acquire()  # not ``with``: its special-method calls cost more than the lock itself
+    try:
+        current = attributes._dict
+        maxlen = attributes.maxlen
+        fits = not attributes._immutable and (maxlen is None or len(current) + len(clean) <= maxlen)
+        if fits:
+            if not current.keys().isdisjoint(clean):
+                for key in clean.keys() & current.keys():
+                    del current[key]  # a re-set key moves to the end, as with the SDK's setter
+            current.update(clean)
+    finally:
+        lock.release()
+    if not fits:
+        span.set_attributes(values)
+
+
+def _checked(values: Mapping[str, Any], max_value_len: int | None) -> dict[str, Any] | None:
+    """``values`` as the SDK would store them (lists as tuples); None when its cleaning would change any."""
     clean: dict[str, Any] = {}
     for key, value in values.items():
         kind = type(value)
         if kind is str:
             if max_value_len is not None and len(value) > max_value_len:
-                break
+                return None
         elif kind is list or kind is tuple:
             if max_value_len is not None or not _valid_sequence(value):
-                break
+                return None
             value = tuple(value)
         elif kind is not int and kind is not float and kind is not bool:
-            break
+            return None
         clean[key] = value
-    else:
-        lock = attributes._lock
-        lock.acquire()  # not ``with``: its special-method calls cost more than the lock itself
-        try:
-            current = attributes._dict
-            maxlen = attributes.maxlen
-            fits = not attributes._immutable and (maxlen is None or len(current) + len(clean) <= maxlen)
-            if fits:
-                for key in clean.keys() & current.keys():
-                    del current[key]  # a re-set key moves to the end, as with the SDK's setter
-                current.update(clean)
-        finally:
-            lock.release()
-        if fits:
-            return
-    span.set_attributes(values)
+    return clean
 
 
 # --- Ended spans read as plain containers -----------------------------------------------------------------

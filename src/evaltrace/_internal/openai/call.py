@@ -96,17 +96,23 @@ class LLMCall:
         """
         if not self.recording:
             return
-        with handle_internal_errors("recording OpenAI span attributes"):
+        # try/except, not ``handle_internal_errors``: a context manager's generator costs ~10k instructions per call.
+        try:
             params = self.params
             built: dict[str, Any] | None = None
             if params is not None:
                 self.params = None
-                built = self._request_builder(params)()
+                built = self._request_builder(params)()  # a fresh dict: ours to extend
             if response is not None:
                 # The response's values win over the request's, as when set after them.
-                built = response() if built is None else {**built, **response()}
+                if built is None:
+                    built = response()
+                else:
+                    built.update(response())
             if built:
                 deferred_attributes.set_built(self.span, built)
+        except Exception:
+            _internal_error("recording OpenAI span attributes")
 
     def _request_builder(self, params: dict[str, Any]) -> deferred_attributes.Builder:
         """The builder of the request attributes, run at once (a provider's subclass overrides)."""
@@ -133,16 +139,24 @@ class LLMCall:
     def finish_result(
         self, result: Any, outcome_of: Callable[[Any, bool], Outcome], summary_of: Callable[[Any], Summary]
     ) -> None:
-        """``finish`` for a parsed response body: one builder, and the summary only when metrics record.
+        """``finish`` for a parsed response body: built at once, and the summary only when metrics record.
 
-        The plain call's path, so it creates one ``partial`` where ``finish`` needs three.
+        The plain call's path, so it creates one ``partial`` (the request builder's) where ``finish`` needs three.
         """
         if self.recording:
-            self.record_request(
-                partial(
-                    build.result_attributes, outcome_of, result, self.capture, self.max_len, self.model, self.provider
+            # record_request's body, the response's attributes built in place (no partial for them).
+            try:
+                params = self.params
+                built: dict[str, Any] = {}
+                if params is not None:
+                    self.params = None
+                    built = self._request_builder(params)()
+                built.update(
+                    build.result_attributes(outcome_of, result, self.capture, self.max_len, self.model, self.provider)
                 )
-            )
+                deferred_attributes.set_built(self.span, built)
+            except Exception:
+                _internal_error("recording OpenAI span attributes")
         # _end's body, written out: going through _end would need a partial for the summary on every call.
         self.ended = True
         elapsed = time.perf_counter() - self.start
@@ -240,6 +254,12 @@ def _shape_of(kind: EndpointKind, model: str | None, server: tuple[str | None, i
         _SHAPES.clear()
     _SHAPES[key] = shape
     return shape
+
+
+def _internal_error(what: str) -> None:
+    """Route the exception being handled through the one error boundary; call from an ``except`` block."""
+    with handle_internal_errors(what):
+        raise
 
 
 def error_type_of(error: BaseException) -> str:

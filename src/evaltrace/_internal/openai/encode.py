@@ -46,6 +46,67 @@ def encoded(obj: Any, size: int, max_len: int) -> str:
     return text
 
 
+# Quotes and escapes a string as the C encoder does with ``encode_basestring`` (non-ASCII kept).
+_QUOTE: Callable[[str], str] = json.encoder.encode_basestring
+
+
+def text_messages(messages: list[dict[str, Any]], size: int, max_len: int, extra_key: str) -> str:
+    """``encoded(messages, size, max_len)`` of messages of one text part each, written out without the encoder.
+
+    Each message must be ``{"role": str, "parts": [{"type": "text", "content": str}]}``, optionally followed by a
+    string under ``extra_key`` (``name`` for a chat request, ``finish_reason`` for an answer): the shapes of a plain
+    chat history (``request.plain_chat_messages``) and of a one-text answer. The text is the same (same key order,
+    same escaping, compact separators) at about half the encoder's cost (~7k instead of ~14k instructions for one
+    message: the encoder's per-call setup dominates small values); any other shape takes ``encoded``.
+    """
+    if max_len > 0 and size > max_len:
+        return capped_json(messages, max_len)
+    quote = _QUOTE
+    pieces: list[str] = []
+    for message in messages:
+        role = message["role"]
+        parts = message["parts"]
+        part = parts[0] if len(parts) == 1 else None
+        if (
+            part is None
+            or len(part) != 2
+            or part["type"] != "text"
+            or type(content := part["content"]) is not str
+            or type(role) is not str
+        ):
+            return encoded(messages, size, max_len)
+        if len(message) == 2:
+            tail = ""
+        elif len(message) == 3 and type(extra := message.get(extra_key)) is str:
+            tail = f',"{extra_key}":{quote(extra)}'
+        else:
+            return encoded(messages, size, max_len)
+        pieces.append(f'{{"role":{quote(role)},"parts":[{{"type":"text","content":{quote(content)}}}]{tail}}}')
+    text = f"[{','.join(pieces)}]"
+    if max_len > 0 and len(text) > max_len:
+        return capped_json(messages, max_len)  # the truncation marker, as capped_json makes it
+    return text
+
+
+def text_answer(output: list[dict[str, Any]], text: str, max_len: int) -> str:
+    """``text_messages(output, len(text), max_len, "finish_reason")`` of a one-text answer, with fewer checks.
+
+    ``output`` is one message from ``parts.output_message`` (role, parts, finish_reason, in that order) whose only
+    part is a text part holding ``text`` (the caller checked the part). Anything else takes ``text_messages``.
+    """
+    message = output[0]
+    reason = message.get("finish_reason")
+    if len(message) != 3 or message["role"] != "assistant" or type(reason) is not str or len(message["parts"][0]) != 2:
+        return text_messages(output, len(text), max_len, "finish_reason")
+    if max_len > 0 and len(text) > max_len:
+        return capped_json(output, max_len)
+    content, finish = _QUOTE(text), _QUOTE(reason)
+    json_text = f'[{{"role":"assistant","parts":[{{"type":"text","content":{content}}}],"finish_reason":{finish}}}]'
+    if max_len > 0 and len(json_text) > max_len:
+        return capped_json(output, max_len)
+    return json_text
+
+
 def text_size(messages: list[dict[str, Any]]) -> int:
     """Characters in the strings of GenAI messages whose parts are all plain (text, reasoning, refusal); else -1.
 

@@ -108,8 +108,18 @@ def _sentinel_types() -> tuple[type[Any], ...]:
     return tuple(t for t in (getattr(openai, "NotGiven", None), getattr(openai, "Omit", None)) if isinstance(t, type))
 
 
+# Keyword value types that are neither None nor a sentinel: a call whose values are all of these has nothing to drop.
+_PLAIN_VALUE_TYPES = frozenset((str, int, float, bool, list, dict, tuple))
+
+
 def given_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Drop openai's NOT_GIVEN / omit sentinels and None values: they mean 'not in the request'."""
+    """Drop openai's NOT_GIVEN / omit sentinels and None values: they mean 'not in the request'.
+
+    The result is only read: a call with nothing to drop (the common case, checked in one C-level pass over the
+    value types) gets ``kwargs`` itself back, uncopied.
+    """
+    if _PLAIN_VALUE_TYPES.issuperset(map(type, kwargs.values())):
+        return kwargs
     sentinels = _sentinel_types()
     return {k: v for k, v in kwargs.items() if v is not None and not isinstance(v, sentinels)}
 

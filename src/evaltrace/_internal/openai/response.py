@@ -55,13 +55,16 @@ def chat_usage(usage: Any) -> Usage | None:
     read = get if isinstance(usage, dict) else getattr
     prompt_details = read(usage, "prompt_tokens_details", None)
     completion_details = read(usage, "completion_tokens_details", None)
-    return Usage(
-        read(usage, "prompt_tokens", None),
-        read(usage, "completion_tokens", None),
-        get(prompt_details, "cached_tokens") if prompt_details is not None else None,
-        get(completion_details, "reasoning_tokens") if completion_details is not None else None,
-        get(prompt_details, "cache_write_tokens") if prompt_details is not None else None,
-    )
+    cached = writes = reasoning = None
+    if prompt_details is not None:
+        read_prompt = get if isinstance(prompt_details, dict) else getattr
+        cached = read_prompt(prompt_details, "cached_tokens", None)
+        writes = read_prompt(prompt_details, "cache_write_tokens", None)
+    if completion_details is not None:
+        reasoning = (get if isinstance(completion_details, dict) else getattr)(
+            completion_details, "reasoning_tokens", None
+        )
+    return Usage(read(usage, "prompt_tokens", None), read(usage, "completion_tokens", None), cached, reasoning, writes)
 
 
 def responses_usage(usage: Any) -> Usage | None:
@@ -86,10 +89,11 @@ def chat_outcome(completion: Any, content: bool = True) -> Outcome:
     messages: list[Message] | None = [] if content else None
     reasons: list[str] = []
     for choice in read(completion, "choices", None) or ():
-        reason = get(choice, "finish_reason")
+        read_choice = get if isinstance(choice, dict) else getattr
+        reason = read_choice(choice, "finish_reason", None)
         reasons.append(reason if reason is not None else "")
         if messages is not None:
-            messages.append(_chat_choice_message(get(choice, "message"), reason))
+            messages.append(_chat_choice_message(read_choice(choice, "message", None), reason))
     return Outcome(
         read(completion, "id", None),
         read(completion, "model", None),
@@ -105,7 +109,13 @@ def _chat_choice_message(message: Any, reason: str | None) -> Message:
     if message is None:
         return output_message([], reason)
     read = get if isinstance(message, dict) else getattr
-    parts = assistant_parts(reasoning_extra(message), read(message, "content", None), read(message, "refusal", None))
+    reasoning = reasoning_extra(message)
+    content = read(message, "content", None)
+    refusal = read(message, "refusal", None)
+    if not reasoning and not refusal and type(content) is str and content and "<think>" not in content:
+        parts: list[Part] = [{"type": "text", "content": content}]  # assistant_parts of a plain answer, inlined
+    else:
+        parts = assistant_parts(reasoning, content, refusal)
     tool_calls = read(message, "tool_calls", None)
     for call in tool_calls or ():
         parts.append(chat_tool_call_part(call))
@@ -229,6 +239,10 @@ def responses_failure(response: Any) -> tuple[str, str] | None:
     return error_type, f"{error_type}: {message}" if message else error_type
 
 
+# Finish reasons that are all strings are written as a tuple (see outcome_attributes).
+_STR = frozenset((str,))
+
+
 def outcome_attributes(outcome: Outcome) -> dict[str, Any]:
     """Response attributes without content (id, model, finish reasons, tiers, token counts)."""
     attrs: dict[str, Any] = {}
@@ -236,21 +250,30 @@ def outcome_attributes(outcome: Outcome) -> dict[str, Any]:
         attrs[sc.GEN_AI_RESPONSE_ID] = outcome.response_id
     if outcome.response_model:
         attrs[sc.GEN_AI_RESPONSE_MODEL] = outcome.response_model
-    if outcome.finish_reasons:
-        attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS] = outcome.finish_reasons
+    reasons = outcome.finish_reasons
+    if reasons:
+        # A tuple when every reason is a string, as the SDK stores it (set_built stores such tuples as they are);
+        # anything else stays a list, which the SDK's cleaning (or set_built's check) handles.
+        attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS] = tuple(reasons) if _STR.issuperset(map(type, reasons)) else reasons
     if outcome.service_tier:
         attrs[sc.OPENAI_RESPONSE_SERVICE_TIER] = outcome.service_tier
     if outcome.system_fingerprint:
         attrs[sc.OPENAI_RESPONSE_SYSTEM_FINGERPRINT] = outcome.system_fingerprint
     usage = outcome.usage
     if usage is not None:
-        _put_int(attrs, sc.GEN_AI_USAGE_INPUT_TOKENS, usage.input_tokens)
-        _put_int(attrs, sc.GEN_AI_USAGE_OUTPUT_TOKENS, usage.output_tokens)
-        _put_int(attrs, sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, usage.cached_tokens)
-        _put_int(attrs, sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, usage.reasoning_tokens)
+        # Written out, not a helper per count: a Python call costs ~1k instructions, five per call.
+        if isinstance(count := usage.input_tokens, int):
+            attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] = count
+        if isinstance(count := usage.output_tokens, int):
+            attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] = count
+        if isinstance(count := usage.cached_tokens, int):
+            attrs[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = count
+        if isinstance(count := usage.reasoning_tokens, int):
+            attrs[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = count
         # conventions.md 6.1: cache_write_tokens -> the v1.41 name (1.1: "emit the v1.41 names"), the one
         # Langfuse prices as cache creation; [main]'s cache_write would become an unrelated usage key there (4.2).
-        _put_int(attrs, sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, usage.cache_write_tokens)
+        if isinstance(count := usage.cache_write_tokens, int):
+            attrs[sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS] = count
     return attrs
 
 
@@ -275,8 +298,3 @@ def usage_details(usage: Usage) -> dict[str, int]:
     if usage.reasoning_tokens is not None:
         details["output_reasoning_tokens"] = reasoning
     return details
-
-
-def _put_int(attrs: dict[str, Any], key: str, value: Any) -> None:
-    if isinstance(value, int):
-        attrs[key] = value
