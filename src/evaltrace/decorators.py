@@ -25,6 +25,7 @@ from opentelemetry.util.types import AttributeValue
 
 from evaltrace._internal import semconv
 from evaltrace._internal.capture import ArgBinder
+from evaltrace._internal.deferred_attributes import Preset
 from evaltrace._internal.errors import handle_internal_errors
 from evaltrace._internal.evaluator_registry import register_evaluators
 from evaltrace._internal.fast_context import SPAN_KEY, attach, detach, get_current
@@ -105,7 +106,16 @@ def _build_spec(
         binder=ArgBinder.for_function(func),
         capture_input=capture_input,
         capture_output=capture_output,
+        preset=_preset(static),
     )
+
+
+def _preset(static: Mapping[str, AttributeValue]) -> Preset | None:
+    """The static attributes validated once, for starts that skip the SDK's per-span check (see ``start_span``)."""
+    try:
+        return Preset(static)  # type: ignore[arg-type]  # non-scalar values are refused, below
+    except ValueError:  # a sequence among the user's ``attributes=``: every start goes through the SDK's check
+        return None
 
 
 def _wrap_generator(spec: SpanSpec, func: Callable[..., Any]) -> Callable[..., Any]:
