@@ -1,4 +1,9 @@
-"""replaced(): the slot-by-slot copy of a plain ReadableSpan equals the constructor's copy in everything read."""
+"""replaced(): the field-by-field copy of a plain ReadableSpan equals the constructor's copy in everything read.
+
+Both paths are run: the fast one (``deferred_attributes.copy_span``/``new_event``), and the constructor it falls
+back to when the running SDK's layout is not exactly the one the fast path writes (simulated here). This file
+also runs in CI's oldest-versions step (OTel SDK at its floor).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 
+from evaltrace._internal import deferred_attributes
+from evaltrace._internal.deferred_attributes import copy_span, new_event
 from evaltrace._internal.span_copy import replaced
 
 _READ = (
@@ -126,12 +133,46 @@ def test_a_subclass_takes_the_constructor() -> None:
     assert type(copied) is ReadableSpan and copied.name == "renamed"
 
 
-def test_evaluation_events_are_the_constructors_events() -> None:
-    from evaltrace.evaluation.spans import _event
+def test_a_plain_span_takes_the_fast_path_on_this_sdk() -> None:
+    # The SDKs we support (1.30 up) store exactly the fields the fast path writes: else it would never be used.
+    assert deferred_attributes._span_fields() == deferred_attributes._SPAN_FIELDS
+    span = _plain()
+    fast = copy_span(span, None, None, None, None)
+    assert fast is not None
+    _same(fast, _by_constructor(span))
 
+
+@pytest.mark.parametrize("make", [_plain, _sdk_span], ids=["plain ReadableSpan", "SDK span"])
+def test_with_the_fast_path_off_the_constructor_gives_the_same_copy(make: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(deferred_attributes, "_SPAN_COPY_OK", False)
+    span = make()
+    assert copy_span(span, None, None, None, None) is None
+    _same(replaced(span), _by_constructor(span))
+    _same(replaced(span, attributes={"n": 1}), _by_constructor(span, attributes={"n": 1}))
+
+
+def test_an_sdk_storing_one_more_span_field_takes_the_constructor(monkeypatch: pytest.MonkeyPatch) -> None:
+    sdk_init = ReadableSpan.__init__
+
+    def init(self: ReadableSpan, *args: Any, **kwargs: Any) -> None:
+        sdk_init(self, *args, **kwargs)
+        self._dropped_attributes = 7  # a future SDK's extra state (hypothetical)
+
+    monkeypatch.setattr(ReadableSpan, "__init__", init)
+    # The guard compares with the fields the fast path writes, not with whatever the SDK stores: it is off here.
+    assert deferred_attributes._span_fields() != deferred_attributes._SPAN_FIELDS
+    span = _plain()
+    assert copy_span(span, None, None, None, None) is None  # the span's own fields differ too
+    copied = replaced(span, attributes={"b": 2})
+    assert copied.__dict__["_dropped_attributes"] == 7  # was: the fast copy lacked the field (AttributeError)
+    assert copied.__dict__.keys() == span.__dict__.keys()
+
+
+def test_evaluation_events_are_the_constructors_events() -> None:
+    assert deferred_attributes._event_fields() == deferred_attributes._EVENT_FIELDS
     attributes = {"gen_ai.evaluation.name": "x"}
     built, reference = (
-        _event("gen_ai.evaluation.result", attributes, 42),
+        new_event("gen_ai.evaluation.result", attributes, 42),
         Event("gen_ai.evaluation.result", attributes, timestamp=42),
     )
     assert type(built) is Event
@@ -141,4 +182,30 @@ def test_evaluation_events_are_the_constructors_events() -> None:
         reference.timestamp,
         reference.attributes,
     )
-    assert _event("e", {}, None).timestamp > 0  # None: now, as the constructor does
+    assert new_event("e", {}, None).timestamp > 0  # None: now, as the constructor does
+
+
+def test_with_the_direct_event_off_events_come_from_the_constructor(monkeypatch: pytest.MonkeyPatch) -> None:
+    sdk_init = Event.__init__
+    made: list[Event] = []
+
+    def init(self: Event, *args: Any, **kwargs: Any) -> None:
+        sdk_init(self, *args, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(Event, "__init__", init)
+    monkeypatch.setattr(deferred_attributes, "_EVENT_DIRECT_OK", False)
+    built = new_event("gen_ai.evaluation.result", {"k": 1}, 42)
+    assert made == [built]  # the constructor built it
+    assert (built.name, built.timestamp, dict(built.attributes or {})) == ("gen_ai.evaluation.result", 42, {"k": 1})
+
+
+def test_an_sdk_storing_one_more_event_field_takes_the_constructor(monkeypatch: pytest.MonkeyPatch) -> None:
+    sdk_init = Event.__init__
+
+    def init(self: Event, *args: Any, **kwargs: Any) -> None:
+        sdk_init(self, *args, **kwargs)
+        self._dropped = 0  # hypothetical
+
+    monkeypatch.setattr(Event, "__init__", init)
+    assert deferred_attributes._event_fields() != deferred_attributes._EVENT_FIELDS

@@ -1,8 +1,10 @@
-"""A sync evaluator that hangs past its timeout costs at most ``stuck_calls.limit`` threads, never one per timeout.
+"""A sync evaluator that hangs past its timeout costs about ``stuck_calls.limit`` threads, never one per timeout.
 
 Each timed-out call leaves its thread running (Python cannot stop a thread). Once the process's stuck threads
-reach the cap, an evaluator with calls among them gets no new thread: its calls are errors (``overloaded``),
-counted, never verdicts, until one of its threads returns.
+reach the cap, an evaluator holding its fair share of them gets no new thread: its calls are not evaluated
+(``overloaded``), counted, never verdicts and never errors, until one of its threads returns. An evaluator that
+hung once besides the one filling the cap is not refused, and a call the fast lane merely moved to the loop is not
+stuck until its timeout passes.
 """
 
 from __future__ import annotations
@@ -31,19 +33,47 @@ def small_cap() -> Iterator[None]:
         stuck_calls.limit = before
 
 
-def test_stuck_calls_refuse_only_an_evaluator_holding_stuck_threads_at_the_cap() -> None:
+def test_stuck_calls_refuse_only_an_evaluator_holding_its_share_at_the_cap() -> None:
     calls = StuckCalls(limit=2)
     calls.stuck(1)
     assert not calls.refuses(1)  # under the cap
-    calls.stuck(2)
-    assert (calls.refuses(1), calls.refuses(2), calls.refuses(3)) == (True, True, False)
+    calls.stuck(1)
+    assert (calls.refuses(1), calls.refuses(2)) == (True, False)  # 1 fills the cap; 2 holds none
+    calls.stuck(2)  # 2 hangs once besides: not refused for it (the regression: every call of 2 was refused)
+    assert (calls.total, calls.refuses(1), calls.refuses(2)) == (3, True, False)
+    calls.stuck(2)  # a second hang: 2 holds its share too
+    assert calls.refuses(2)
     calls.returned(1)
-    assert (calls.total, calls.refuses(2)) == (1, False)
+    calls.returned(1)
+    assert (calls.total, calls.refuses(1), calls.refuses(2)) == (2, False, True)
     calls.returned(1)  # not counted any more: nothing to free
-    assert (calls.total, calls.of(1), calls.of(2)) == (1, 0, 1)
+    assert (calls.total, calls.of(1), calls.of(2)) == (2, 0, 2)
 
 
-def test_a_hung_evaluator_is_capped_and_its_calls_past_the_cap_are_overloaded_errors(
+def test_the_share_shrinks_as_more_evaluators_hold_stuck_threads() -> None:
+    calls = StuckCalls(limit=8)
+    for _ in range(4):
+        calls.stuck(1)
+    assert not calls.refuses(1)  # 4 of 8: under the cap
+    for _ in range(4):
+        calls.stuck(2)
+    assert (calls.refuses(1), calls.refuses(2), calls.refuses(3)) == (True, True, False)  # 4 each = 8 // 2
+    calls.stuck(3)
+    assert not calls.refuses(3)  # one hang: under the floor of 2, whatever the share
+
+
+def hung_until(release: threading.Event, name: str) -> object:
+    """An evaluator whose calls block until ``release`` is set (then pass)."""
+
+    @evaluator(name=name)
+    def hung(trace: Trace) -> bool:
+        release.wait(30)
+        return True
+
+    return hung
+
+
+def test_a_hung_evaluator_is_capped_and_its_calls_past_the_cap_are_not_evaluated(
     make_pipeline: MakePipeline, small_cap: None
 ) -> None:
     release = threading.Event()
@@ -79,13 +109,21 @@ def test_a_hung_evaluator_is_capped_and_its_calls_past_the_cap_are_overloaded_er
         assert most == LIMIT  # without the cap: one thread per span, all still hanging
         assert stuck_calls.of(id(hung)) == LIMIT
         outcomes = [p.one(f"s{i}").attributes or {} for i in range(spans)]
-        assert [a["evaltrace.eval.hung.error_type"] for a in outcomes] == ["timeout"] * LIMIT + ["overloaded"] * (
+        assert [a["evaltrace.eval.hung.outcome"] for a in outcomes] == ["error"] * LIMIT + ["not_evaluated"] * (
             spans - LIMIT
         )
-        assert all(a["evaltrace.eval.hung.outcome"] == "error" for a in outcomes)
+        assert [a.get("evaltrace.eval.hung.error_type") for a in outcomes] == ["timeout"] * LIMIT + [None] * (
+            spans - LIMIT
+        )
+        # Our refusal, not the evaluator failing on the span: a skip reason, never an error or a verdict.
+        assert [a.get("evaltrace.eval.hung.skip_reason") for a in outcomes[LIMIT:]] == ["overloaded"] * 3
+        assert all("evaltrace.eval.hung.passed" not in a for a in outcomes[LIMIT:])
         assert all(a["evaltrace.eval.fine.passed"] is True for a in outcomes)  # other evaluators run on
         stats = p.processor.stats()
-        assert (stats["errors"], stats["timed_out"], stats["passed"], stats["failed"]) == (spans, LIMIT, spans, 0)
+        assert (stats["errors"], stats["timed_out"], stats["passed"], stats["failed"]) == (LIMIT, LIMIT, spans, 0)
+        assert stats["not_evaluated_by_reason"]["overloaded"] == spans - LIMIT
+        assert stats["evaluators"]["hung"]["error_rate"] == 1.0  # the refused calls are in no rate
+        assert stats["evaluators"]["hung"]["evaluated"] == LIMIT
     finally:
         release.set()
     assert wait_until(lambda: stuck_calls.of(id(hung)) == 0)  # the threads came back: the evaluator runs again
@@ -93,3 +131,69 @@ def test_a_hung_evaluator_is_capped_and_its_calls_past_the_cap_are_overloaded_er
         pass
     p.flush()
     assert p.one("after").attributes["evaltrace.eval.hung.passed"] is True  # type: ignore[index]
+
+
+def test_one_hang_of_another_evaluator_while_the_cap_is_full_does_not_disable_it(
+    make_pipeline: MakePipeline, small_cap: None
+) -> None:
+    release = threading.Event()
+    hog = hung_until(release, "hog")
+    calls = 0
+
+    @evaluator(name="flaky")
+    def flaky(trace: Trace) -> bool:
+        nonlocal calls
+        calls += 1
+        if calls == 1:  # one transient hang
+            release.wait(30)
+        return True
+
+    p = make_pipeline(
+        [EvaluatorSpec(hog, timeout_s=0.05, name_glob="a*"), EvaluatorSpec(flaky, timeout_s=0.05, name_glob="b*")],
+        hold_timeout_s=5,
+    )
+    try:
+        for name in ("a1", "a2", "b1", "b2", "b3"):
+            with p.tracer.start_as_current_span(name):
+                pass
+            assert wait_until(lambda name=name: len(p.by_name(name)) == 1, timeout=10)
+        assert (stuck_calls.of(id(hog)), stuck_calls.of(id(flaky))) == (LIMIT, 1)
+        flaky_outcomes = [(p.one(n).attributes or {})["evaltrace.eval.flaky.outcome"] for n in ("b1", "b2", "b3")]
+        assert flaky_outcomes == ["error", "pass", "pass"]  # was: error, then overloaded for as long as b1 hung
+        assert calls == 3
+    finally:
+        release.set()
+    assert wait_until(lambda: stuck_calls.total == 0)
+
+
+def test_a_call_the_lane_moves_to_the_loop_is_stuck_only_once_its_timeout_passed(
+    make_pipeline: MakePipeline,
+) -> None:
+    within = threading.Event()
+    past = threading.Event()
+    slow = hung_until(within, "slow")
+    late = hung_until(past, "late")
+    p = make_pipeline(
+        [EvaluatorSpec(slow, timeout_s=30, name_glob="slow*"), EvaluatorSpec(late, timeout_s=0.3, name_glob="late*")],
+        hold_timeout_s=60,
+    )
+    lane = p.processor._engine.lane
+    assert lane is not None
+    try:
+        with p.tracer.start_as_current_span("slow"):
+            pass
+        assert wait_until(lambda: lane.demoted == 1)  # moved to the loop (after slow_s), well within its 30 s
+        assert stuck_calls.of(id(slow)) == 0  # was 1: a legitimate slow call counted against the cap
+        within.set()
+        assert wait_until(lambda: len(p.by_name("slow")) == 1)
+        assert p.one("slow").attributes["evaltrace.eval.slow.passed"] is True  # type: ignore[index]
+
+        with p.tracer.start_as_current_span("late"):
+            pass
+        assert wait_until(lambda: len(p.by_name("late")) == 1)  # forwarded once its timeout passed
+        assert p.one("late").attributes["evaltrace.eval.late.error_type"] == "timeout"  # type: ignore[index]
+        assert stuck_calls.of(id(late)) == 1  # the loop gave up on it; its thread still runs the call
+    finally:
+        within.set()
+        past.set()
+    assert wait_until(lambda: stuck_calls.of(id(late)) == 0)  # the call returned: its thread is free

@@ -13,10 +13,12 @@ calls :meth:`abandon`: the thread is left to finish on its own and a replacement
 cost threads, never capacity, up to ``max_abandoned`` at once.
 
 Threads walked away from are capped per process by :data:`stuck_calls` (:class:`StuckCalls`): the thread pool
-counts a task abandoned while it runs, the fast lane a call it demoted, each until the call returns. Once
-``limit`` threads are stuck, an evaluator with a call among them gets no new thread: its calls are errors
-(``overloaded``) until one returns, so one evaluator hanging for ever costs at most ``limit`` threads, not one
-more per timeout.
+counts a task abandoned at its timeout while it runs, the fast lane a call whose timeout passed on the loop, each
+until the call returns. Once ``limit`` threads are stuck, an evaluator holding at least its fair share of them
+(``limit // evaluators with stuck threads``, and at least :data:`MIN_STUCK_TO_REFUSE`) gets no new thread: its
+calls are not evaluated (``overloaded``) until one returns. One evaluator hanging for ever so costs about
+``limit`` threads, not one more per timeout, and an evaluator that hung once is never refused because another
+one fills the cap.
 
 In a child forked from the process, the pool starts empty (no threads, nothing queued or running: the parent's
 tasks are the parent's) and grows again on the child's first :meth:`submit`; see ``_internal/forks.py``.
@@ -35,13 +37,15 @@ from evaltrace._internal import forks
 T = TypeVar("T")
 
 DEFAULT_MAX_STUCK_THREADS = 32
+MIN_STUCK_TO_REFUSE = 2
+"""An evaluator with fewer stuck threads than this is never refused: one transient hang does not disable it."""
 
 
 class StuckCalls:
     """Per process: threads left running a user call nobody waits for, by the callable (evaluator) they run.
 
     Args:
-        limit: Stuck threads at which a callable with a stuck call of its own gets no new one.
+        limit: Stuck threads at which a callable holding its fair share of them gets no new one.
     """
 
     def __init__(self, limit: int = DEFAULT_MAX_STUCK_THREADS) -> None:
@@ -81,8 +85,18 @@ class StuckCalls:
             self._total -= 1
 
     def refuses(self, key: int) -> bool:
-        """Whether a new call of ``key`` must not start: the cap is reached and ``key`` holds stuck threads."""
-        return self._total >= self.limit and key in self._by_key
+        """Whether a new call of ``key`` must not start: the cap is reached and ``key`` holds its share of it.
+
+        Its share is ``limit // holders`` (the callables with stuck threads), at least
+        :data:`MIN_STUCK_TO_REFUSE`: the one filling the cap is refused, not one that hung once besides it. Past
+        the cap, each holder can so add at most its share: the total stays under about ``2 * limit`` plus
+        ``MIN_STUCK_TO_REFUSE`` per evaluator.
+        """
+        if self._total < self.limit:  # the usual case: one comparison, no lock
+            return False
+        with self._lock:
+            mine = self._by_key.get(key, 0)
+            return mine >= max(MIN_STUCK_TO_REFUSE, self.limit // max(1, len(self._by_key)))
 
     def of(self, key: int) -> int:
         """Threads stuck in ``key``'s calls."""

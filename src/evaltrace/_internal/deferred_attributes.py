@@ -8,7 +8,9 @@ Two things, both for LLM spans, both written straight into the SDK's ``BoundedAt
   value cleaning on each.
 
 Both fall back to the SDK's own setters whenever a limit could bite, the span is not the SDK's, or the SDK's
-shape is not the expected one. Attributes are built on the calling thread, when the call returns: building them
+shape is not the expected one. Two more fast paths live here for the same reason (they write SDK private state):
+:func:`copy_span` (a finished span with some parts replaced, field by field) and :func:`new_event`, each used
+only when the running SDK's instances hold exactly the fields they write, else the public constructor. Attributes are built on the calling thread, when the call returns: building them
 later, on the first read of the span (an earlier design), cost more in total (a subclass switched in per span,
 the SDK's cleaning re-run on read, locks) than building them at once (benchmarks/README.md, issue 17).
 """
@@ -18,17 +20,18 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
 import opentelemetry.sdk.trace.sampling as otel_sampling
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace import Tracer as SdkTracer
 from opentelemetry.sdk.util import BoundedList
-from opentelemetry.trace import Span, SpanKind, Tracer, get_current_span
+from opentelemetry.trace import Link, Span, SpanKind, Status, Tracer, get_current_span
 
 # What this module relies on finding in a BoundedAttributes instance.
 _EXPECTED_STATE = ("_dict", "_lock", "_immutable", "maxlen", "max_value_len", "dropped")
@@ -374,3 +377,97 @@ def freeze_ended(span: ReadableSpan) -> None:
             items = state.get(name)
             if type(items) is BoundedList and not items.dropped:
                 state[name] = tuple(items.__dict__["_dq"])
+
+
+# --- Copying a finished span, building an event -----------------------------------------------------------
+
+# Exactly the fields copy_span writes, and new_event: each fast path is used only when the running SDK's
+# constructor sets this very set (an SDK that adds, drops or renames one takes the constructor).
+_SPAN_FIELDS = frozenset(
+    (
+        "_name",
+        "_context",
+        "_kind",
+        "_instrumentation_info",
+        "_instrumentation_scope",
+        "_parent",
+        "_start_time",
+        "_end_time",
+        "_attributes",
+        "_events",
+        "_links",
+        "_resource",
+        "_status",
+    )
+)
+_EVENT_FIELDS = frozenset(("_name", "_timestamp", "_attributes"))
+
+
+def _span_fields() -> frozenset[str]:
+    """The instance fields the running SDK's ``ReadableSpan`` constructor sets (empty if it cannot be probed)."""
+    try:
+        return frozenset(vars(ReadableSpan(name="", resource=Resource({}))))
+    except Exception:
+        return frozenset()
+
+
+def _event_fields() -> frozenset[str]:
+    """The instance fields the running SDK's ``Event`` constructor sets (empty if it cannot be probed)."""
+    try:
+        return frozenset(vars(Event("", {}, timestamp=0)))
+    except Exception:
+        return frozenset()
+
+
+_SPAN_COPY_OK = _span_fields() == _SPAN_FIELDS
+_EVENT_DIRECT_OK = _event_fields() == _EVENT_FIELDS
+
+
+def copy_span(
+    span: ReadableSpan,
+    attributes: Mapping[str, Any] | None,
+    events: Sequence[Event] | None,
+    links: Sequence[Link] | None,
+    status: Status | None,
+) -> ReadableSpan | None:
+    """A copy of ``span`` with the given parts replaced, written field by field; None: use the constructor.
+
+    The same values ``ReadableSpan(...)`` stores, without its twelve property reads and its frame (this runs once
+    per evaluated span). Only for a span of exactly ``ReadableSpan`` (a subclass may override the properties)
+    holding exactly :data:`_SPAN_FIELDS`, on an SDK whose constructor sets exactly those.
+    """
+    if not _SPAN_COPY_OK or type(span) is not ReadableSpan:
+        return None
+    state = span.__dict__
+    if state.keys() != _SPAN_FIELDS or state["_resource"] is None:
+        return None
+    copy = ReadableSpan.__new__(ReadableSpan)
+    copy.__dict__.update(
+        _name=state["_name"],
+        _context=state["_context"],
+        _kind=state["_kind"],
+        _instrumentation_info=None,
+        _instrumentation_scope=state["_instrumentation_scope"],
+        _parent=state["_parent"],
+        _start_time=state["_start_time"],
+        _end_time=state["_end_time"],
+        _attributes=MappingProxyType(state["_attributes"] or {}) if attributes is None else attributes,
+        _events=tuple(state["_events"]) if events is None else events,
+        _links=tuple(state["_links"]) if links is None else links,
+        _resource=state["_resource"],
+        _status=state["_status"] if status is None else status,
+    )
+    return copy
+
+
+def new_event(name: str, attributes: dict[str, Any], timestamp: int | None) -> Event:
+    """``Event(name, attributes, timestamp=timestamp)``; ``timestamp`` None means now, as there.
+
+    Built by setting its fields when the SDK's ``Event`` holds exactly :data:`_EVENT_FIELDS`: the constructor's two
+    Python frames, per result of every evaluated span, were a visible share of it.
+    """
+    if not _EVENT_DIRECT_OK or timestamp is None:
+        return Event(name, attributes, timestamp=timestamp)
+    event = Event.__new__(Event)
+    event.__dict__.update(_name=name, _timestamp=timestamp, _attributes=attributes)
+    return event

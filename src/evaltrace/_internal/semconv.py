@@ -220,6 +220,7 @@ SKIP_SHUTDOWN: Final = "shutdown"  # cancelled at the shutdown deadline, or due 
 SKIP_LATE_AFTER_WINDOW: Final = "late_after_window"  # trace-level: a new root of a trace evaluated before
 SKIP_MAPPING_FAILED: Final = "mapping_failed"  # our mapping of the spans to a Trace failed: never a verdict
 SKIP_NOT_SHIPPABLE: Final = "not_shippable"  # evaluation process: the evaluator cannot be imported by reference
+SKIP_OVERLOADED: Final = "overloaded"  # the process's stuck evaluator threads are at their cap: no new one
 # Trace completion (docs/evaluation.md "Trace completion"): evaltrace.end_trace() sets the marker on a span; the
 # evaluation span of a trace-level result carries the revision (1, then +1 per re-evaluation after late spans).
 EVALTRACE_TRACE_END: Final = "evaltrace.trace.end"

@@ -2,23 +2,19 @@
 
 The SDK's ``ReadableSpan`` is immutable once ended, so a changed span (enriched with results, redacted, trimmed for
 one backend) is a new ``ReadableSpan`` carrying everything else of the original: ids, parent, resource, kind,
-times and instrumentation scope.
+times and instrumentation scope. A plain ``ReadableSpan`` is copied field by field where the SDK's layout allows
+(``deferred_attributes.copy_span``, the one module that writes SDK private state), else by the constructor.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from types import MappingProxyType
 from typing import Any
 
-from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.trace import Link, Status
 
-# The instance state a ReadableSpan's constructor sets, read off one built here: a span of exactly that class and
-# state is copied slot by slot (each public property of ReadableSpan only returns one of them). An SDK version that
-# stores anything else, or a subclass (which may override the properties), takes the constructor as before.
-_STATE = frozenset(vars(ReadableSpan(name="", resource=Resource({}))))
+from evaltrace._internal.deferred_attributes import copy_span
 
 
 def replaced(
@@ -30,26 +26,8 @@ def replaced(
     status: Status | None = None,
 ) -> ReadableSpan:
     """Return a copy of ``span`` with the given parts replaced (None keeps the original's)."""
-    state: dict[str, Any] = span.__dict__ if type(span) is ReadableSpan else {}
-    if state.keys() == _STATE and state["_resource"] is not None:
-        # The same values the constructor call below stores, without its twelve property reads and frame: this
-        # runs once per evaluated span.
-        copy = ReadableSpan.__new__(ReadableSpan)
-        copy.__dict__.update(
-            _name=state["_name"],
-            _context=state["_context"],
-            _kind=state["_kind"],
-            _instrumentation_info=None,
-            _instrumentation_scope=state["_instrumentation_scope"],
-            _parent=state["_parent"],
-            _start_time=state["_start_time"],
-            _end_time=state["_end_time"],
-            _attributes=MappingProxyType(state["_attributes"] or {}) if attributes is None else attributes,
-            _events=tuple(state["_events"]) if events is None else events,
-            _links=tuple(state["_links"]) if links is None else links,
-            _resource=state["_resource"],
-            _status=state["_status"] if status is None else status,
-        )
+    copy = copy_span(span, attributes, events, links, status)  # the fast path, when this SDK's layout allows
+    if copy is not None:
         return copy
     return ReadableSpan(
         name=span.name,

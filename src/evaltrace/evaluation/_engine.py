@@ -12,6 +12,9 @@ Nothing handed to the engine is stranded by :meth:`Engine.stop`: a job that reac
 :meth:`Engine.cancel_all` or ``stop`` began (the fast lane hands jobs over from its own threads at any time), or
 that is submitted after it, is cut short at once (``cancel_now``: counted, its span forwarded with what finished);
 tasks still running when the loop is stopped are cancelled and awaited first, never left pending on a closed loop.
+The fast lane is stopped only once the dispatcher (the only thread submitting to it) has ended, and the lane's
+waiting jobs are cut short then; a callback carrying jobs that reaches the loop as it stops still runs (one last
+iteration, see ``_run_loop``), and one sent once the loop is closed is cut short by its sender.
 
 In a child forked from the process the engine gets a new loop, inbox and semaphore, forgets the parent's jobs
 (the parent runs them), and starts its threads with the child's first job (see ``_internal/forks.py``).
@@ -84,6 +87,9 @@ class Engine:
         self._running = False  # the threads were started in this process
         self._stopped = False
         self._cancelled = False  # cancel_all ran: jobs reaching the loop from then on are cut short, not started
+        # Guards the loop's closing against callbacks carrying jobs (_send): each is either run or refused.
+        self._send_lock = threading.Lock()
+        self._loop_closed = False
         self._loop_thread, self._dispatcher = self._new_threads()
         forks.reinit_after_fork(self)
 
@@ -128,6 +134,8 @@ class Engine:
         self._inbox = queue.SimpleQueue()
         self._tasks = set()
         self._running = False
+        self._send_lock = threading.Lock()
+        self._loop_closed = False
         self._loop_thread, self._dispatcher = self._new_threads()
 
     def submit(self, job: Any) -> None:
@@ -153,21 +161,35 @@ class Engine:
                 pass
 
     def stop(self, timeout_s: float) -> None:
-        """Stop the dispatcher and the loop; do not wait for timed-out sync evaluators still in the pool."""
+        """Stop the dispatcher, the fast lane and the loop, in about ``2 * timeout_s`` at most in all.
+
+        The dispatcher first (it is the only thread submitting to the lane), then the lane (its waiting jobs are
+        cut short, the running one gets what is left of ``timeout_s``), then the loop (its tasks are cancelled
+        and get what is left of the total for their cleanup). Timed-out sync evaluators still in the pool are
+        not waited for.
+        """
+        deadline = time.monotonic() + 2 * timeout_s
+
+        def left(most: float) -> float:
+            return max(0.0, min(most, deadline - time.monotonic()))
+
         with self._start_lock:
             self._stopped = True
             running = self._running
-        if self.lane is not None:
-            self.lane.stop()
         if running:
             self._inbox.put(_STOP)
             self._dispatcher.join(timeout_s)
+        if self.lane is not None:  # a batch the dispatcher still routes now is refused by the lane and cut short
+            self.lane.stop(left(timeout_s))
+        if running:
             try:  # also when the loop has not begun to run yet: it then winds down as soon as it does
-                self.loop.call_soon_threadsafe(self._wind_down, timeout_s)
+                self.loop.call_soon_threadsafe(self._wind_down, left(timeout_s))
             except RuntimeError:  # closed: the loop thread has ended
                 pass
-            self._loop_thread.join(2 * timeout_s)  # the tasks' own deadline, then their cleanup
+            self._loop_thread.join(left(2 * timeout_s))  # the tasks' own deadline, then their cleanup
         elif not self.loop.is_closed():  # never ran in this process (a forked child that evaluated nothing)
+            with self._send_lock:
+                self._loop_closed = True
             self.loop.close()
         self._drain_inbox()  # jobs submitted after the dispatcher's last look
         self.pool.shutdown(wait=False, cancel_futures=True)
@@ -224,7 +246,28 @@ class Engine:
         try:
             self.loop.run_forever()
         finally:
-            self.loop.close()
+            with self._send_lock:  # from here _send refuses (its caller cuts the jobs short)
+                self._loop_closed = True
+            try:
+                # Callbacks sent between loop.stop() and now would be dropped by close(): one last iteration runs
+                # them (stop() before run_forever() runs what is ready, then returns). They cut their jobs short.
+                self.loop.stop()
+                self.loop.run_forever()
+            except Exception:
+                log_internal_error("running the evaluation loop's last callbacks")
+            finally:
+                self.loop.close()
+
+    def _send(self, callback: Callable[[list[Any]], None], items: list[Any]) -> bool:
+        """Schedule ``callback(items)`` on the loop; False (nothing scheduled) once the loop is closing."""
+        with self._send_lock:
+            if self._loop_closed:
+                return False
+            try:
+                self.loop.call_soon_threadsafe(callback, items)
+            except RuntimeError:  # closed otherwise (never expected: the flag is set first)
+                return False
+        return True
 
     def _dispatch(self) -> None:
         while True:
@@ -247,13 +290,14 @@ class Engine:
                     stop = True
                     break
                 batch.append(item)
-            if self.lane is not None:
+            if self._stopped or self._cancelled:  # past stop's or cancel_all's sweep: nothing new starts
+                self._cut_short([(job, None) for job in batch])
+                batch = []
+            elif self.lane is not None:
                 batch = self._to_lane(self.lane, batch)
-            try:
-                if batch:
-                    self.loop.call_soon_threadsafe(self._start_batch, batch)
-            except RuntimeError:  # loop closed: nothing can run any more
-                log_internal_error("dispatching evaluation jobs after the loop stopped")
+            if batch and not self._send(self._start_batch, batch):  # the loop is closing: nothing runs any more
+                self._cut_short([(job, None) for job in batch])
+                self._drain_inbox()
                 return
             if stop:
                 return
@@ -281,8 +325,8 @@ class Engine:
             eligible, is_slow = fast_runner.fast_eligible, lane.is_slow
             for job in batch:
                 (fast if eligible(job, is_slow) else rest).append(job)
-            if fast:
-                lane.submit(fast)  # queues nothing when it raises
+            if fast and not lane.submit(fast):  # queues nothing when it raises
+                rest += fast  # the lane was stopped: _start_batch (or _send's refusal) cuts them short
         except Exception:
             self._lane_failed(lane, "routing evaluation jobs to the fast lane")
             return batch
@@ -319,13 +363,8 @@ class Engine:
 
     def _hand_off(self, items: list[tuple[Any, Any]]) -> None:
         """Jobs the fast lane demoted: each goes on the loop with what it has done so far (cut short at shutdown)."""
-        if self._cancelled or self._stopped:
-            self._cut_short(items)
-            return
-        try:
-            self.loop.call_soon_threadsafe(self._start_resumed, items)
-        except RuntimeError:  # loop closed (stopped at shutdown): nothing can run them any more
-            self._cut_short(items)
+        if self._cancelled or self._stopped or not self._send(self._start_resumed, items):
+            self._cut_short(items)  # at shutdown (the loop may be closed): nothing can run them any more
 
     def _start_resumed(self, items: list[tuple[Any, Any]]) -> None:
         assert self._run_job is not None

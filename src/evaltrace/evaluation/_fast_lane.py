@@ -18,8 +18,13 @@ One after the other only suits cheap calls, so the lane keeps what the loop gave
   on the lane goes to the loop (whose hold timer forwards each span by its deadline), and the running job too
   if it is inside an evaluator call.
 
+A demoted call counts against the stuck-thread cap (``daemon_pool.stuck_calls``) only once the loop gives up on
+it (its timeout passed, or shutdown cut it short) while it still runs: a slow call within its timeout never counts.
+
 At shutdown past the deadline (:meth:`cancel`) the job in the stuck call is cut short the same way as on the
-loop: counted, its span forwarded with what finished.
+loop: counted, its span forwarded with what finished. :meth:`FastLane.stop` (once the dispatcher, the only thread
+that submits, has ended) cuts short every job still waiting on the lane, refuses later batches (the caller cuts
+them short) and waits, bounded, for the job running.
 
 In a child forked from the process the lane starts empty; its worker starts with the child's first job.
 """
@@ -45,6 +50,37 @@ _SMOOTHING = 0.25  # weight of the newest call in an evaluator's running average
 
 class Demoted(Exception):
     """Raised in a worker whose job went to the loop while it was in an evaluator call: the worker ends."""
+
+
+class DemotedCall(concurrent.futures.Future[Any]):
+    """The outcome of an evaluator call the lane demoted, which the loop awaits; it knows when the call returns.
+
+    The thread is counted stuck only from :meth:`give_up` (the loop's timeout passed, or the job was cut short)
+    until the call returns, whichever order the two come in.
+    """
+
+    def __init__(self, evaluator: Any) -> None:
+        super().__init__()
+        self._key = id(evaluator)
+        self._state_lock = threading.Lock()
+        self._returned = False
+        self._stuck = False
+
+    def give_up(self) -> None:
+        """Nobody waits for the call any more: counted stuck until it returns (if it has not already)."""
+        with self._state_lock:
+            if self._returned or self._stuck:
+                return
+            self._stuck = True
+        stuck_calls.stuck(self._key)
+
+    def call_returned(self) -> None:
+        """The worker thread's call returned: its thread is no longer stuck."""
+        with self._state_lock:
+            self._returned = True
+            was_stuck, self._stuck = self._stuck, False
+        if was_stuck:
+            stuck_calls.returned(self._key)
 
 
 class LaneRunner(Protocol):
@@ -75,7 +111,7 @@ class Worker:
         self.since: float | None = None  # monotonic start of the evaluator call in progress; None between calls
         self.limit_s = lane.slow_s  # that call is demoted once it has run this long
         self.took_s = 0.0  # how long the last call ran
-        self.demoted: concurrent.futures.Future[Any] | None = None
+        self.demoted: DemotedCall | None = None
 
     def call(
         self, evaluator: Any, trace: Any, job: Any, progress: Any, timeout_s: float | None = None
@@ -102,7 +138,7 @@ class Worker:
         lane.note_call(evaluator, self.took_s)
         if demoted is None:
             return outcome
-        stuck_calls.returned(id(evaluator))  # counted when the supervisor walked away from this thread
+        demoted.call_returned()  # counted stuck if the loop gave up on it meanwhile
         produced, exc = outcome
         try:  # the loop awaits it (unless its timeout or a cancellation gave up on it first)
             if exc is not None:
@@ -157,14 +193,16 @@ class FastLane:
         self._cost: dict[int, float] = {}  # id(evaluator) -> running average call time (s)
         self._warm: set[int] = set()  # id(evaluator) of evaluators past their first call
         self.cancelled = False
+        self.stopped = False
+        self._idle = threading.Condition(self.lock)  # notified when _outstanding reaches 0
         self.demoted = 0  # jobs the supervisor took to the loop mid-call (diagnostics and tests)
         self.moved = 0  # waiting jobs the supervisor sent to the loop to keep their hold deadline
 
     def _reinit_after_fork(self) -> None:
         """In a forked child: an empty lane (the parent's jobs are the parent's), no worker until the first job."""
-        cancelled = self.cancelled
+        cancelled, stopped = self.cancelled, self.stopped
         self._init()
-        self.cancelled = cancelled
+        self.cancelled, self.stopped = cancelled, stopped
 
     # --- routing --------------------------------------------------------------------------------------------
 
@@ -194,13 +232,20 @@ class FastLane:
         if average >= self.slow_call_s:
             self._slow[key] = time.monotonic()
 
-    def submit(self, batch: list[Any]) -> None:
-        """Queue ``batch`` (from the dispatcher thread) for the worker; nothing is queued if this raises."""
+    def submit(self, batch: list[Any]) -> bool:
+        """Queue ``batch`` (from the dispatcher thread) for the worker; nothing is queued if this raises.
+
+        Returns:
+            False, queuing nothing, once :meth:`stop` began: the caller cuts the batch short.
+        """
         with self.lock:
+            if self.stopped:
+                return False
             if self._worker is None:
                 self._start_worker_locked()
             self._outstanding += len(batch)  # before the worker can take it: busy() never misses it
-        self._queue.put(batch)
+            self._queue.put(batch)  # under the lock: stop() finds it, never behind its _STOP
+        return True
 
     def busy(self) -> bool:
         """Whether the lane has work (queued or running): the dispatcher then supervises it."""
@@ -244,7 +289,13 @@ class FastLane:
             log_internal_error("running an evaluation job on the fast lane")
         with self.lock:
             me.job = None
-            self._outstanding -= 1
+            self._finished_locked(1)
+
+    def _finished_locked(self, jobs: int) -> None:
+        """``jobs`` are no longer the lane's (done, handed to the loop, or cut short); under the lock."""
+        self._outstanding -= jobs
+        if self._outstanding <= 0:
+            self._idle.notify_all()
 
     # --- supervision (the dispatcher thread) ----------------------------------------------------------------
 
@@ -266,6 +317,7 @@ class FastLane:
         overran = since is not None and now - since >= worker.limit_s
         if since is None or not (self.cancelled or late or overran):
             return
+        failed: BaseException | None = None
         with self.lock:
             # The same call as read above (not a new one begun meanwhile), still running, on the current worker.
             if worker.since != since or worker.demoted is not None or self._worker is not worker:
@@ -274,20 +326,24 @@ class FastLane:
             worker.pending.clear()
             try:
                 self._start_worker_locked(rest)  # the rest of the batch first, then the lane's queue
-            except BaseException:  # the worker goes on after its call: only the rest of its batch leaves
-                self._outstanding -= len(rest)
-                self.hand_off([(waiting, None) for waiting in rest])
-                raise
-            worker.demoted = concurrent.futures.Future()
-            job, progress, evaluator = worker.job, worker.progress, worker.evaluator
-            stuck_calls.stuck(id(evaluator))  # this thread is left to its call: counted against the cap
-            self._outstanding -= 1
+            except BaseException as exc:  # the worker goes on after its call: only the rest of its batch leaves
+                self._finished_locked(len(rest))
+                failed = exc
+            else:
+                job, progress, evaluator = worker.job, worker.progress, worker.evaluator
+                worker.demoted = demoted = DemotedCall(evaluator)
+                self._finished_locked(1)
+        if failed is not None:
+            # Outside the lock: handing off may cut the jobs short, which forwards downstream (an exporter's I/O).
+            self.hand_off([(waiting, None) for waiting in rest])
+            raise failed
         self.demoted += 1
         if overran:  # not when only the job's age moved it: the lane's backlog is not this evaluator's doing
             self._slow[id(evaluator)] = time.monotonic()
-        progress.inflight = worker.demoted
+        progress.inflight = demoted
         progress.started = since
         if self.cancelled:
+            demoted.give_up()  # nobody will await it: its thread is stuck until the call returns
             self._runner.cancel_now(job, progress)
         else:
             self.hand_off([(job, progress)])
@@ -308,7 +364,7 @@ class FastLane:
                     stop = True
                 else:
                     moved.extend(batch)
-            self._outstanding -= len(moved)
+            self._finished_locked(len(moved))
         if stop:
             self._queue.put(_STOP)
         if moved:
@@ -328,7 +384,39 @@ class FastLane:
         self.cancelled = True
         self.supervise()
 
-    def stop(self) -> None:
-        """End the worker once the queue is empty."""
-        if self._worker is not None:
-            self._queue.put(_STOP)
+    def stop(self, timeout_s: float) -> None:
+        """Cut short every job waiting on the lane, end the worker, wait up to ``timeout_s`` for the running job.
+
+        A job still in an evaluator call after that is cut short too (:meth:`cancel`).
+
+        Call it once nothing submits any more (the dispatcher has ended); a later :meth:`submit` queues nothing.
+        The wait lets the spans of jobs cut short reach the downstream processors before they shut down.
+        """
+        waiting: list[Any] = []
+        with self.lock:
+            self.stopped = True
+            worker = self._worker
+            if worker is not None:
+                waiting.extend(worker.pending)
+                worker.pending.clear()
+            while True:
+                try:
+                    batch = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if batch is not _STOP:
+                    waiting.extend(batch)
+            if worker is not None:
+                self._queue.put(_STOP)
+        for job in waiting:  # counted out one by one: a failure cutting one short leaves the others' count right
+            try:
+                self._runner.cancel_now(job, None)
+            except Exception:
+                log_internal_error("cutting an evaluation job short at shutdown")
+            finally:
+                with self.lock:
+                    self._finished_locked(1)
+        with self.lock:
+            idle = self._idle.wait_for(lambda: self._outstanding <= 0, timeout=max(0.0, timeout_s))
+        if not idle:  # the running job is in a call that outlasts the wait: cut short (the call runs on alone)
+            self.cancel()

@@ -34,7 +34,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from evaltrace._internal import semconv
 from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.tracing import suppress_instrumentation
-from evaltrace.evaluation._fast_lane import Demoted, Worker
+from evaltrace.evaluation._fast_lane import Demoted, DemotedCall, Worker
 from evaltrace.evaluation._mapping import MappingFailed, build_trace
 from evaltrace.evaluation._process import EngineUnavailable, EvaluatorRef, ProcessEngine, RemoteOutcome
 from evaltrace.evaluation._shipping import Reference, shipping_reference
@@ -66,6 +66,12 @@ from evaltrace.exporters.redaction import redact_score
 from evaltrace.schema import EvaluationResult, Score, Trace
 
 logger = logging.getLogger("evaltrace.evaluation")
+
+
+def _give_up(inflight: Any) -> None:
+    """The loop stops waiting for a call the fast lane demoted: it counts against the stuck-thread cap."""
+    if isinstance(inflight, DemotedCall):
+        inflight.give_up()
 
 
 def _failed_future(exc: Exception) -> concurrent.futures.Future[Any]:
@@ -378,6 +384,8 @@ class JobRunner:
         """Shutdown cut ``job`` short (fast lane, or before its task began): counted, forwarded with what finished."""
         try:
             self.ctx.stats.incr("cancelled")
+            if progress is not None:  # a demoted call still running is walked away from
+                _give_up(progress.inflight)
             done = progress.results if progress is not None else []
             cut = [*job.specs, *job.trace_specs][len(done) :]
             for spec in cut:
@@ -437,7 +445,11 @@ class JobRunner:
             if not deadline.expired():
                 exc = error
             else:
+                _give_up(inflight)  # its timeout passed: a lane thread still in the call is stuck from now
                 return self._recorded(job, spec, trace, timed_out_result(evaluator, options.timeout_s), progress)
+        except asyncio.CancelledError:  # shutdown cut the job short: nobody awaits the call any more
+            _give_up(inflight)
+            raise
         except Exception as error:
             exc = error
         result = settle(evaluator, produced, exc, may_retry=options.max_retries > 0)
@@ -598,7 +610,11 @@ class JobRunner:
     def _record(
         self, span: ReadableSpan, trace: Trace, spec: EvaluatorSpec, result: EvaluationResult, revision: int = 1
     ) -> None:
-        """Charge and publish one in-process result."""
+        """Charge and publish one in-process result (a call the stuck-thread cap refused: counted, not published)."""
+        if result.status == "skipped" and result.reason == semconv.SKIP_OVERLOADED:
+            # Never run, as with queue_full: counted by reason, neither evaluated nor scored (sinks, monitor, log).
+            self.ctx.stats.not_evaluated(semconv.SKIP_OVERLOADED, spec.evaluator.name)
+            return
         if result.detail:  # else no judge record (a deterministic check): nothing to charge, no call
             self._charge(spec, result)
         raw = trace.input.get("input")

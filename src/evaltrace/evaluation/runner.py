@@ -21,6 +21,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 
+from evaltrace._internal import semconv
 from evaltrace._internal.daemon_pool import DaemonExecutor, UserAbort, stuck_calls
 from evaltrace._internal.tracing import SUPPRESS_EVALTRACE_KEY, suppress_instrumentation
 from evaltrace._internal.trusted_models import trusted_copy
@@ -32,7 +33,6 @@ AsyncRunner = Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
 ERROR_TYPE_KEY = "error_type"
 TIMEOUT_ERROR_TYPE = "timeout"
 INVALID_OUTPUT_ERROR_TYPE = "invalid_output"
-OVERLOADED_ERROR_TYPE = "overloaded"
 _STACK_LIMIT = 4000
 _NOT_CALLED: Any = object()
 
@@ -149,13 +149,16 @@ class _TimedOut(Exception):
 
 
 class Overloaded(Exception):
-    """The call was not started: the process's stuck threads are at their cap and some are this evaluator's."""
+    """The call was not started: the process's stuck threads are at their cap and this evaluator holds its share.
+
+    Our decision, not the evaluator failing on the span: the evaluation is "not evaluated" (``overloaded``).
+    """
 
     def __init__(self, evaluator: Any) -> None:
         mine = stuck_calls.of(id(evaluator))
         super().__init__(
-            f"not run: {stuck_calls.total} evaluator threads are stuck past their timeout ({mine} in this "
-            f"evaluator's calls, cap {stuck_calls.limit}); it gets no new thread until one returns"
+            f"not run: {stuck_calls.total} evaluator threads are still running calls whose timeout passed (cap "
+            f"{stuck_calls.limit}), {mine} of them this evaluator's; it gets no new thread until one returns"
         )
 
 
@@ -215,8 +218,9 @@ def _is_retryable(exc: BaseException) -> bool:
 def settle(evaluator: Any, produced: Any, exc: Exception | None, *, may_retry: bool) -> EvaluationResult | None:
     """The result of one attempt that returned ``produced`` or raised ``exc``; None when it should be retried.
 
-    A ``SkipEvaluation`` is "not evaluated"; any other exception (retries used up, or not retryable) and an
-    output that is not an ``EvaluationResult`` are errors, never verdicts.
+    A ``SkipEvaluation`` is "not evaluated", and so is ``Overloaded`` (reason ``overloaded``); any other exception
+    (retries used up, or not retryable) and an output that is not an ``EvaluationResult`` are errors, never
+    verdicts.
     """
     if exc is None:
         if not isinstance(produced, EvaluationResult):
@@ -225,8 +229,8 @@ def settle(evaluator: Any, produced: Any, exc: Exception | None, *, may_retry: b
         return produced
     if isinstance(exc, SkipEvaluation):
         return skipped_result(evaluator, str(exc) or "not applicable")
-    if isinstance(exc, Overloaded):  # ours, not the evaluator's: no stack, never retried
-        return failed_result(evaluator, OVERLOADED_ERROR_TYPE, str(exc))
+    if isinstance(exc, Overloaded):  # our decision, not the evaluator's failure: not evaluated, never retried
+        return skipped_result(evaluator, semconv.SKIP_OVERLOADED)
     if _is_retryable(exc) and may_retry:
         return None
     stack = "".join(traceback.format_exception(exc))[-_STACK_LIMIT:]
@@ -247,7 +251,7 @@ def call_evaluator(evaluator: Evaluator, trace: Trace) -> tuple[Any, Exception |
 
     A ``BaseException`` that is not an ``Exception`` (``gevent.Timeout``, a ``CancelledError`` raised by sync
     code) comes back wrapped in ``UserAbort``, as from the thread pool: an error naming its type, never raised.
-    Not called when the evaluator's stuck threads are at the cap: ``(None, Overloaded)`` then.
+    Not called when the evaluator holds its share of the stuck threads at the cap: ``(None, Overloaded)`` then.
     """
     if stuck_calls.refuses(id(evaluator)):
         return None, Overloaded(evaluator)

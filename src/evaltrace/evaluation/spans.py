@@ -11,7 +11,6 @@ instead (conventions.md 1.4 option b), parented to the evaluated span's context.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
@@ -19,6 +18,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode
 
 from evaltrace._internal import semconv
+from evaltrace._internal.deferred_attributes import new_event
 from evaltrace._internal.span_copy import replaced
 from evaltrace._internal.tracing import INSTRUMENTATION_NAME
 from evaltrace._version import __version__
@@ -59,23 +59,8 @@ def enriched_copy(span: ReadableSpan, results: Sequence[EvaluationResult], *, pr
     events = list(span.events)
     for result in results:
         event_attributes = evaluation_event_attributes(result, response_id, provenance=provenance)
-        events.append(_event(semconv.GEN_AI_EVALUATION_RESULT_EVENT, event_attributes, end))
+        events.append(new_event(semconv.GEN_AI_EVALUATION_RESULT_EVENT, event_attributes, end))
     return replaced(span, attributes=attributes, events=events)
-
-
-# What Event's constructor stores (read off one built here). With that layout an event is built by setting it
-# directly: the constructor's two Python frames, per result of every evaluated span, were a visible share of it.
-_EVENT_STATE = vars(Event("", {}, timestamp=0)).keys()
-_DIRECT_EVENTS = _EVENT_STATE == {"_name", "_timestamp", "_attributes"}
-
-
-def _event(name: str, attributes: dict[str, Any], timestamp: int | None) -> Event:
-    """``Event(name, attributes, timestamp=timestamp)``; ``timestamp`` None means now, as there."""
-    if not _DIRECT_EVENTS or timestamp is None:
-        return Event(name, attributes, timestamp=timestamp)
-    event = Event.__new__(Event)
-    event.__dict__.update(_name=name, _timestamp=timestamp, _attributes=attributes)
-    return event
 
 
 def evaluation_span(

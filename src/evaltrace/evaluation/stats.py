@@ -133,9 +133,12 @@ class PipelineStats:
             outcome = result_outcome(result)
         key = _COUNTER_OF_OUTCOME.get(outcome)
         timed_out = result.error is not None and result.error.type == "timeout"
-        latency_ms = float(
-            whole_ms(result.started_at, result.finished_at)
-        )  # latency_ms; outside the lock the application's threads count skips under
+        # result.latency_ms without the property for our own class (a user subclass may override it); outside the
+        # lock the application's threads count skips under.
+        if type(result) is EvaluationResult:
+            latency_ms = float(whole_ms(result.started_at, result.finished_at))
+        else:
+            latency_ms = float(result.latency_ms)
         with self._lock:
             per = self._by_evaluator.get(result.evaluator)
             if per is None:  # not setdefault: it would build a counters object (and its deque) on every call

@@ -233,7 +233,11 @@ class PipelineMetrics:
         if judged:
             attributes[semconv.EVALTRACE_EVAL_PASSED_ATTR] = outcome == semconv.OUTCOME_PASS
         self._evaluations.add(1, attributes)
-        latency_ms = whole_ms(result.started_at, result.finished_at)  # result.latency_ms, without the property
+        # result.latency_ms without the property for our own class; a user subclass may override the property.
+        if type(result) is EvaluationResult:
+            latency_ms = whole_ms(result.started_at, result.finished_at)
+        else:
+            latency_ms = result.latency_ms
         self._duration.record(latency_ms / 1000, {semconv.EVALTRACE_EVALUATOR_NAME: name})
 
     def record_dropped(self) -> None:
