@@ -185,3 +185,78 @@ def test_configure_pipeline_gives_ended_spans_the_same_attributes_with_evaluatio
         "gen_ai.workflow.name": "pipeline",
     }
     assert span.dropped_attributes == 0
+
+
+def test_context_stamps_survive_a_count_limit_a_large_preset_would_reach() -> None:
+    """126 user attributes + the session/user stamps pass the default limit of 128: the SDK evicts the oldest
+    static keys, never the stamps (the preset start used to set the preset last, evicting the stamps)."""
+
+    @evaltrace.trace(attributes={f"k{i}": i for i in range(126)})
+    def busy() -> int:
+        return 1
+
+    for exporter in provider_with(ContextAttributesProcessor()):
+        with evaltrace.context(session_id="s-1", user_id="u-1"):
+            assert busy() == 1
+        (span,) = exporter.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert attributes["session.id"] == "s-1"
+    assert attributes["user.id"] == "u-1"
+    assert attributes["k125"] == 125
+    assert span.dropped_attributes > 0
+
+
+class WritingSampler(Sampler):
+    """A sampler that (against its contract) writes into the attributes it is handed."""
+
+    def should_sample(
+        self,
+        parent_context: Context | None,
+        trace_id: int,
+        name: str,
+        kind: SpanKind | None = None,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        trace_state: TraceState | None = None,
+    ) -> SamplingResult:
+        assert attributes is not None
+        attributes["sampled.by"] = "writer"  # type: ignore[index]
+        attributes["calls"] = int(attributes.get("calls", 0)) + 1  # type: ignore[index]
+        return SamplingResult(Decision.RECORD_AND_SAMPLE, attributes)
+
+    def get_description(self) -> str:
+        return "WritingSampler"
+
+
+def test_a_sampler_writing_into_its_attributes_breaks_neither_the_call_nor_later_spans() -> None:
+    @evaltrace.trace
+    def step(x: int) -> int:
+        return x
+
+    for exporter in provider_with(sampler=WritingSampler()):
+        assert step(1) == 1
+        assert step(2) == 2
+        spans = exporter.get_finished_spans()
+    assert [dict(s.attributes or {}).get("calls") for s in spans] == [1, 1]  # each span its own dict
+    assert all(dict(s.attributes or {})["sampled.by"] == "writer" for s in spans)
+
+
+def test_enum_attribute_values_are_stored_as_their_plain_values() -> None:
+    import enum
+
+    class Tier(enum.StrEnum):
+        GOLD = "gold"
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    @evaltrace.trace(attributes={"tier": Tier.GOLD, "level": Level.HIGH})
+    def step() -> int:
+        return 1
+
+    for exporter in provider_with():
+        assert step() == 1
+        (span,) = exporter.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert (attributes["tier"], attributes["level"]) == ("gold", 3)
+    assert type(attributes["tier"]) is str and type(attributes["level"]) is int

@@ -114,7 +114,7 @@ def _preset(static: Mapping[str, AttributeValue]) -> Preset | None:
     """The static attributes validated once, for starts that skip the SDK's per-span check (see ``start_span``)."""
     try:
         return Preset(static)  # type: ignore[arg-type]  # non-scalar values are refused, below
-    except ValueError:  # a sequence among the user's ``attributes=``: every start goes through the SDK's check
+    except Exception:  # a sequence among the user's ``attributes=`` (or anything odd): the SDK's check per start
         return None
 
 

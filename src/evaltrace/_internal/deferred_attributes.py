@@ -98,14 +98,34 @@ class Preset:
     __slots__ = ("attributes", "first", "longest", "values")
 
     def __init__(self, attributes: Mapping[str, str | bool | int | float]) -> None:
+        values: dict[str, Any] = {}
         for key, value in attributes.items():
             if not (isinstance(key, str) and key) or not isinstance(value, str | bool | int | float):
                 raise ValueError(f"preset span attribute {key!r}={value!r}: keys must be strings, values scalars")
-        self.values: dict[str, Any] = dict(attributes)  # never mutated: merged into spans (a dict merges fastest)
+            values[key] = value if type(value) in _EXACT_SCALARS else _plain(value)
+        self.values = values  # never mutated: merged into spans (a dict merges fastest)
         self.first = next(iter(self.values), "")  # present in a span once the preset is in
         self.attributes: Mapping[str, Any] = MappingProxyType(self.values)  # what samplers are handed
         # The longest string value: a span attribute length limit below it makes the SDK truncate.
         self.longest = max((len(v) for v in attributes.values() if isinstance(v, str)), default=0)
+
+
+_EXACT_SCALARS = frozenset((str, bool, int, float))
+
+
+def _plain(value: str | bool | int | float) -> str | bool | int | float:
+    """A subclass's value (a ``StrEnum`` model name, an ``IntEnum``) as the plain type every span of a preset shares.
+
+    The SDK stores such a value as given, or as a plain ``str`` once a length limit slices it (OTel SDK 1.30):
+    a preset is shared by many spans, so it holds the plain value, which every exporter writes the same way.
+    """
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):
+        return int.__index__(value)
+    return float.__float__(value)
 
 
 # The span ``start_span`` is creating on this thread, for ``on_start`` readers of ``span.attributes``:
@@ -144,10 +164,13 @@ _starting = _Starting()
 
 def start_span(tracer: Tracer, name: str, kind: SpanKind, preset: Preset, context: Context | None) -> Span:
     """``tracer.start_span(name, context, kind, preset.attributes)``, without re-validating the preset per span."""
-    if tracer is not _fast_tracer and not _preset_start_ok(tracer):
-        return tracer.start_span(name, context, kind, preset.attributes)
-    if preset.longest > _fast_value_limit:  # the SDK would truncate a value: its own path
-        return tracer.start_span(name, context, kind, preset.attributes)
+    if (
+        (tracer is not _fast_tracer and not _preset_start_ok(tracer))
+        or preset.longest > _fast_value_limit  # the SDK would truncate a value
+        or len(preset.values) + _MIN_COUNT_LIMIT > _fast_count_limit  # on_start stamps could be evicted instead
+    ):
+        # The SDK's own path, with a dict of its own: a sampler may (against its contract) write into it.
+        return tracer.start_span(name, context, kind, dict(preset.values))
     window = [name, kind, preset, context, None]
     outer = _starting.window  # an LLM call made by an on_start processor: restored after
     _starting.window = window
@@ -163,14 +186,16 @@ def start_span(tracer: Tracer, name: str, kind: SpanKind, preset: Preset, contex
 # The last tracer found fit for preset starts, and its span attribute value length limit (inf: none).
 _fast_tracer: object = None
 _fast_value_limit: float = 0
-# A span count limit below this takes the SDK's path: on_start processors writing more than the margin before
-# the preset goes in could otherwise evict other keys than the SDK would (the SDK's default limit is 128).
+_fast_count_limit: float = 0
+# Slots a span count limit must leave beyond the preset, else the SDK's path: on_start processors (session and
+# user stamps) writing more than this margin before the preset goes in could otherwise have their keys evicted
+# where the SDK would evict the preset's oldest ones (the SDK's default limit is 128).
 _MIN_COUNT_LIMIT = 64
 
 
 def _preset_start_ok(tracer: Tracer) -> bool:
     """Checked once per tracer in a row: the SDK's own tracer, an attribute-blind sampler, loose count limits."""
-    global _fast_tracer, _fast_value_limit
+    global _fast_tracer, _fast_value_limit, _fast_count_limit
     if not _SDK_SHAPE_OK or type(tracer) is not SdkTracer:  # a wrapping tracer may read the attributes
         return False
     limits = getattr(tracer, "_span_limits", None)
@@ -183,6 +208,7 @@ def _preset_start_ok(tracer: Tracer) -> bool:
     if not _view_installed:
         _install_view()
     _fast_tracer, _fast_value_limit = tracer, math.inf if length is None else length
+    _fast_count_limit = math.inf if count is None else count
     return True
 
 
