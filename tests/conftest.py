@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+# Before any test's TracerProvider: see the comment on this import in src/evaltrace/_internal/forks.py (a forked
+# child of the test process would otherwise hang in the SDK's fork hook).
+import concurrent.futures.thread  # noqa: F401
 import os
 from collections.abc import Iterator
 from pathlib import Path

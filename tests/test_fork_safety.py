@@ -305,3 +305,28 @@ def test_the_fork_registry_holds_components_weakly() -> None:
     gc.collect()
     assert ref() is None
     assert not any(isinstance(c, Component) for c in forks._components.values())
+
+
+def test_a_provider_made_before_the_thread_pool_module_does_not_hang_a_forked_child() -> None:
+    """OTel SDK >= 1.44 re-detects resources on a ThreadPoolExecutor in each provider's fork hook; if the pool
+    module (whose own hook releases its submit lock in the child) were imported after the provider (a provider
+    given its resource runs no detector, so nothing imported it), the child would wait on that lock for ever.
+    Loading evaltrace's fork module imports the pool module first."""
+    script = textwrap.dedent(
+        """
+        import os
+        from evaltrace._internal import forks  # noqa: F401
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        provider = TracerProvider(resource=Resource({"service.name": "s"}))  # no detector run: no pool yet
+        import concurrent.futures.thread  # noqa: F401  # as asyncio or httpx would, later
+        pid = os.fork()
+        if pid == 0:
+            os._exit(7)
+        _, status = os.waitpid(pid, 0)
+        print(os.waitstatus_to_exitcode(status))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "7"

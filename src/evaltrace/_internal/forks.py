@@ -24,6 +24,14 @@ own pipeline like any process (see ``docs/reliability.md``, "Fork").
 
 from __future__ import annotations
 
+# Imported for its fork hooks, before any TracerProvider of ours exists. OTel SDK >= 1.44 registers an
+# ``after_in_child`` hook per TracerProvider that re-detects resources on a ThreadPoolExecutor, and this module
+# registers hooks that hold its global submit lock across fork() and reinitialise it in the child. Child hooks
+# run in registration order: when this module is first imported after a provider was made (asyncio, httpx and
+# our own pools import it lazily), the provider's hook runs first and waits for ever on the still-held lock,
+# and the forked child (a gunicorn worker) hangs before it runs a line (a provider given its resource runs no
+# detector, so nothing imported the module before it; tests/test_fork_safety.py).
+import concurrent.futures.thread  # noqa: F401
 import itertools
 import os
 import weakref
