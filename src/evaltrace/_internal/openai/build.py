@@ -16,7 +16,7 @@ from evaltrace._internal import semconv as sc
 from evaltrace._internal.jsonutil import capped_json
 from evaltrace._internal.openai import registry
 from evaltrace._internal.openai import request as req
-from evaltrace._internal.openai.encode import encoded, text_answer, text_messages, text_size
+from evaltrace._internal.openai.encode import encoded, scalars_json, text_answer, text_messages, text_size
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import Outcome, outcome_attributes
 
@@ -51,7 +51,7 @@ def request_attributes(kind: EndpointKind, kwargs: dict[str, Any], capture: bool
         attrs = req.request_attributes(kind, params)
         parameters = req.model_parameters(kind, params)
         if parameters:
-            attrs[sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS] = capped_json(parameters, max_len)
+            attrs[sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS] = scalars_json(parameters, max_len)
     if capture and kind is EndpointKind.EMBEDDINGS:
         _add_embedding_inputs(attrs, params, max_len)
     elif capture:

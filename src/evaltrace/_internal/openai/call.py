@@ -46,6 +46,7 @@ class LLMCall:
     __slots__ = (
         "capture",
         "ended",
+        "held",
         "instruments",
         "kind",
         "max_len",
@@ -76,6 +77,7 @@ class LLMCall:
         self.max_len = current.max_attribute_length
         self.instruments = instruments
         self.ended = False
+        self.held: dict[str, Any] | None = None
         self.kind = kind
         model = params.get("model")
         self.model = model = model if isinstance(model, str) else None
@@ -89,6 +91,23 @@ class LLMCall:
         self.recording = recording = span.is_recording()
         self.params: dict[str, Any] | None = params if recording else None  # a sampled-out span: no attribute work
 
+    def hold_request(self) -> None:
+        """Build the request's attributes now and keep them for the span's one write, when the call ends.
+
+        For a stream: its kwargs are read before the user can change them (a chat history is often appended to
+        mid-stream), and the span gets one write at the end, with the response's, instead of one now and one
+        then. What the span records when it ends is the same.
+        """
+        if not self.recording:
+            return
+        try:
+            params = self.params
+            if params is not None:
+                self.params = None
+                self.held = self._request_builder(params)()
+        except Exception:
+            _internal_error("recording OpenAI span attributes")
+
     def record_request(self, response: deferred_attributes.Builder | None = None) -> None:
         """Set the request's attributes (the first time only) and ``response``'s, in one write.
 
@@ -99,7 +118,9 @@ class LLMCall:
         # try/except, not ``handle_internal_errors``: a context manager's generator costs ~10k instructions per call.
         try:
             params = self.params
-            built: dict[str, Any] | None = None
+            # Built by hold_request, not written yet (a getattr: a subclass's own __init__ may not set the slot).
+            built: dict[str, Any] | None = getattr(self, "held", None)
+            self.held = None
             if params is not None:
                 self.params = None
                 built = self._request_builder(params)()  # a fresh dict: ours to extend
@@ -108,7 +129,11 @@ class LLMCall:
                 if built is None:
                     built = response()
                 else:
-                    built.update(response())
+                    try:
+                        built.update(response())
+                    except Exception:
+                        deferred_attributes.set_built(self.span, built)  # the request's, kept as if written first
+                        raise
             if built:
                 deferred_attributes.set_built(self.span, built)
         except Exception:

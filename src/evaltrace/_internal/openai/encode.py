@@ -46,6 +46,15 @@ def encoded(obj: Any, size: int, max_len: int) -> str:
     return text
 
 
+def scalars_json(values: dict[str, Any], max_len: int) -> str:
+    """``capped_json(values, max_len)`` of a flat dict of scalars (the model parameters), through ``encoded``."""
+    size = 0
+    for value in values.values():
+        if type(value) is str:
+            size += len(value)
+    return encoded(values, size, max_len)
+
+
 # Quotes and escapes a string as the C encoder does with ``encode_basestring`` (non-ASCII kept).
 _QUOTE: Callable[[str], str] = json.encoder.encode_basestring
 

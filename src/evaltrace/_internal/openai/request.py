@@ -77,6 +77,9 @@ _MODEL_PARAMETERS: tuple[tuple[str, tuple[type, ...]], ...] = (
 
 
 _MODEL_PARAMETER_KEYS = frozenset(key for key, _ in _MODEL_PARAMETERS)
+_MODEL_PARAMETER_TYPES = dict(_MODEL_PARAMETERS)
+# The keys' place in ``_MODEL_PARAMETERS``: the given ones are written in that order, whatever order they came in.
+_MODEL_PARAMETER_RANK = {key: rank for rank, (key, _) in enumerate(_MODEL_PARAMETERS)}
 # Every chat keyword ``model_parameters`` reads: a call with none of them (model and messages only) skips it all.
 _CHAT_PARAMETER_KEYS = _MODEL_PARAMETER_KEYS | {"response_format"}
 
@@ -91,8 +94,11 @@ def model_parameters(kind: EndpointKind, params: dict[str, Any]) -> dict[str, Sc
     out: dict[str, Scalar] = {}
     if kind is EndpointKind.EMBEDDINGS or (kind is EndpointKind.CHAT and _CHAT_PARAMETER_KEYS.isdisjoint(params)):
         return out
-    for key, types in _MODEL_PARAMETERS if not _MODEL_PARAMETER_KEYS.isdisjoint(params) else ():
-        value: Any = params.get(key)
+    # Only the keywords given are looked at (a stream's call gives two or three of the thirteen).
+    given = _MODEL_PARAMETER_KEYS.intersection(params)
+    for key in sorted(given, key=_MODEL_PARAMETER_RANK.__getitem__) if len(given) > 1 else given:
+        types = _MODEL_PARAMETER_TYPES[key]
+        value: Any = params[key]
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             continue
         if isinstance(value, list | tuple):

@@ -211,10 +211,10 @@ def _finish_special(call: LLMCall, kind: EndpointKind, result: Any) -> Any:
         return result
     sync_stream, async_stream = registry.stream_types()
     if isinstance(result, sync_stream):
-        call.record_request()  # the response follows when the stream ends
+        call.hold_request()  # written with the response, when the stream ends
         return SyncStreamProxy(result, StreamState(call, _accumulator(kind)))
     if isinstance(result, async_stream):
-        call.record_request()
+        call.hold_request()
         return AsyncStreamProxy(result, StreamState(call, _accumulator(kind)))
     return _PLAIN
 
