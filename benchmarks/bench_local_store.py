@@ -2,6 +2,7 @@
 
 Run: python benchmarks/bench_local_store.py [--spans 1000000] [--store DIR] [--runs 5] [--quick] [--reads-only]
      [--writer process|thread|both] [--write-only] [--sustain N]
+     python benchmarks/bench_local_store.py --growth 1000000 [--growth-batch 8192]  (only 5. below)
 
 1. Span rate of ``@evaltrace.trace`` (capture on) through ``configure()``, as ``bench_decorators.py`` measures it:
    the application-thread rate the store has to keep up with.
@@ -28,6 +29,8 @@ Run: python benchmarks/bench_local_store.py [--spans 1000000] [--store DIR] [--r
    rate with the store writing beside it, and the spans stored and lost (every span must be stored). N must
    be well past what the export queue absorbs (65,536 spans): a shorter burst only shows the queue's size.
    Run with each ``--writer`` (``EVALTRACE_LOCAL_STORE_WRITER`` in the child).
+
+5. Store size (``--growth N``): the writer process's CPU per span as its store grows to N spans (see ``growth``).
 
 Budgets (issue 16): list and show < 200 ms and < 150 MB each; write rate >= the decorator span rate.
 """
@@ -395,6 +398,99 @@ def _report_sustain(calls: int, writer: str) -> None:
     )
 
 
+def _written_bytes() -> int:
+    """Bytes this process passed to ``write`` calls so far (``wchar``: WAL, checkpoints and temporary files)."""
+    try:
+        fields = dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())
+    except OSError:
+        return 0
+    return int(fields["wchar"])
+
+
+def growth(total: int, batch: int, window: int) -> None:
+    """The writer process's cost per span as its store grows (``--growth``), where it goes, and what it writes.
+
+    One-span traces of the decorator (``@evaltrace.trace``, capture on, as ``--sustain`` makes them) with random
+    trace ids, ``batch`` spans a transaction (8,192: one export batch; the writer merges up to 32,768 when
+    batches wait), written by ``store_session.StoreSession`` as the writer process opens it (its page cache
+    included), in this process: CPU time per span over each ``window`` spans, with the write-statement and
+    commit (WAL and checkpoint) shares, KB passed to ``write`` per span, and the WAL's size.
+    """
+    import marshal
+
+    from opentelemetry import trace as otel_trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    import evaltrace
+    from evaltrace.exporters import store_process, store_writer
+    from evaltrace.exporters.store_rows import stored_row
+    from evaltrace.exporters.store_session import StoreSession
+    from evaltrace.exporters.store_span import from_plain
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    otel_trace.set_tracer_provider(provider)  # this mode runs alone in its process
+    evaltrace.trace(lambda question, context: question)("What is the weather in Paris today?", {"turn": 3})
+    template = stored_row(memory.get_finished_spans()[-1])
+    spent = {"commit": 0.0}
+    patched = "write_transaction"  # the name store_writer calls: timed here, restored at the end
+    commit = getattr(store_writer, patched)
+
+    def timed_transaction(conn: Any, work: Any) -> Any:
+        def timed_work(c: Any) -> Any:
+            result = work(c)
+            spent["commit"] -= time.process_time()  # the commit follows the work at once
+            return result
+
+        result = commit(conn, timed_work)
+        spent["commit"] += time.process_time()
+        return result
+
+    setattr(store_writer, patched, timed_transaction)
+    directory = Path(tempfile.mkdtemp(prefix="evaltrace-growth-"))
+    cache = getattr(store_process, "WRITER_CACHE_KIB", None)  # None: a tree from before it (for a baseline)
+    session = StoreSession(directory, 0, 0, *([cache] if cache else []))
+    rng = random.Random()
+    start_ns = time.time_ns()
+    print(
+        "\n| spans stored | writer CPU us/span | of which commit | KB written/span | WAL MB | load |\n"
+        "|---:|---:|---:|---:|---:|---:|"
+    )
+    try:
+        written = 0
+        cpu = wrote = 0.0
+        spent["commit"] = 0.0
+        while written < total:
+            rows = []
+            for index in range(batch):
+                start = start_ns + (written + index) * 1000
+                rows.append((f"{rng.getrandbits(128):032x}", f"{rng.getrandbits(64):016x}", None, *template[3:8]))
+                rows[-1] += (start, start + 500, *template[10:20])
+            payload = marshal.dumps(rows)  # what the writer process receives and decodes
+            before, bytes_before = time.process_time(), _written_bytes()
+            assert session.write([from_plain(row) for row in marshal.loads(payload)]) == 0
+            cpu += time.process_time() - before
+            wrote += _written_bytes() - bytes_before
+            written += batch
+            if written % window < batch or written >= total:
+                spans = window if written % window < batch else written % window or window
+                wal = directory / "traces.sqlite3-wal"
+                print(
+                    f"| {written:,} | {cpu * 1e6 / spans:.1f} | {spent['commit'] * 1e6 / spans:.1f} | "
+                    f"{wrote / spans / 1024:.1f} | {wal.stat().st_size / 2**20 if wal.exists() else 0:.0f} | "
+                    f"{os.getloadavg()[0]:.1f} |",
+                    flush=True,
+                )
+                cpu = wrote = spent["commit"] = 0.0
+    finally:
+        session.close()
+        setattr(store_writer, patched, commit)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spans", type=int, default=1_000_000, help="spans to write (default 1,000,000)")
@@ -412,7 +508,18 @@ def main() -> None:
         help="the store's writer (default process)",
     )
     parser.add_argument("--write-only", action="store_true", help="skip the reads")
+    parser.add_argument(
+        "--growth", type=int, default=0, help="only: the writer's CPU per span as a store grows to N spans"
+    )
+    parser.add_argument("--growth-batch", type=int, default=BATCH, help="spans per transaction for --growth")
     args = parser.parse_args()
+    if args.growth:
+        growth(args.growth, args.growth_batch, max(args.growth_batch, 98_304 // args.growth_batch * args.growth_batch))
+    else:
+        _run(parser, args)
+
+
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     writers = ["process", "thread"] if args.writer == "both" else [args.writer]
     if args.quick:
         args.spans, args.runs = 20_000, 3

@@ -26,7 +26,7 @@ from opentelemetry.trace import Status, StatusCode
 
 import evaltrace
 from evaltrace.exceptions import ConfigError
-from evaltrace.exporters import LocalStoreExporter, LocalTraceStore, local_store
+from evaltrace.exporters import LocalStoreExporter, LocalTraceStore, local_store, store_client, store_process
 from evaltrace.exporters.store_client import WriterProcess
 from evaltrace.exporters.store_db import DB_NAME
 from evaltrace.exporters.store_options import WRITER_ENV
@@ -146,8 +146,10 @@ def test_a_killed_writer_counts_what_it_had_not_stored_and_later_spans_are_still
     with caplog.at_level(logging.WARNING, logger="evaltrace"):
         assert exporter.export(_spans(3)).name == "SUCCESS"  # 6 spans in the pipe, never read
         os.kill(pid, signal.SIGKILL)
-        assert exporter.force_flush(30_000)  # the death settles them: counted lost, not waited for
+        assert exporter.force_flush(30_000) is False  # the death settles them, counted lost: the flush says so
         assert exporter.stats()["lost_spans"] == 6
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)  # reaped when it died, not left a zombie until shutdown
         assert exporter.export(_spans(2, "after")).name == "SUCCESS"
         assert exporter.export(_spans(2, "later")).name == "SUCCESS"
     assert exporter.writer_pid is None  # written in this process from now on
@@ -155,6 +157,7 @@ def test_a_killed_writer_counts_what_it_had_not_stored_and_later_spans_are_still
     assert {"after0 agent é", "after1 agent é", "later0 agent é", "later1 agent é"} <= names
     assert not any(name.startswith("t") for name in names)
     assert exporter.stats()["lost_spans"] == 6  # nothing counted twice
+    assert exporter.force_flush(30_000)  # no new loss since the previous flush
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]  # once
     assert f"writer process (pid {pid})" in warning and "6 span(s)" in warning and "counted lost" in warning
 
@@ -324,6 +327,7 @@ def test_the_writer_exits_by_itself_when_the_application_dies_and_keeps_what_it_
         """
     )
     done = subprocess.run([sys.executable, "-c", app], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stderr == ""  # the writer's broken pipe is its own business, never a traceback on the app's stderr
     writer = int(done.stdout.strip())
     for _ in range(600):  # its input pipe closed with the application: it stores what it read, then exits
         try:
@@ -335,3 +339,341 @@ def test_the_writer_exits_by_itself_when_the_application_dies_and_keeps_what_it_
         os.kill(writer, signal.SIGKILL)
         pytest.fail("the writer process outlived its application by 30 s")
     assert _count(tmp_path) == 100
+
+
+def test_shutdown_through_configure_is_bounded_by_shutdown_timeout_s_with_a_hung_writer(tmp_path: Path) -> None:
+    handle = evaltrace.configure(local_store=str(tmp_path), shutdown_timeout_s=1.0, handle_sigterm=False)
+    try:
+        with otel_trace.get_tracer("t").start_as_current_span("warm-up"):
+            pass
+        assert handle.force_flush()
+        (exporter,) = [e for e in _live_exporters() if e.directory == tmp_path]
+        pid = exporter.writer_pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)  # a writer stuck on a slow disk or a lock
+        for i in range(20):
+            with otel_trace.get_tracer("t").start_as_current_span(f"stuck{i}"):
+                pass
+        handle.force_flush(200)
+        started = time.monotonic()
+    finally:
+        handle.shutdown()
+    # Generous: the promise is 1 s plus a kill; the bug this guards against took 16 s (10 s + two 5 s waits).
+    assert time.monotonic() - started < 8.0
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)  # killed and reaped
+    stats = handle.evaluation_processor.stats()["exporters"]["local_store"]
+    assert stats["export_failed"] == exporter.stats()["lost_spans"] == 20  # the queue and the exporter agree
+    assert stats["exported"] == 1
+
+
+def _live_exporters() -> list[LocalStoreExporter]:
+    import gc
+
+    return [o for o in gc.get_objects() if isinstance(o, LocalStoreExporter) and not o._closed]
+
+
+def test_losses_inside_the_writer_process_are_export_failures_in_the_pipeline_stats(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "a-file").write_text("not a folder")
+    handle = evaltrace.configure(local_store=str(tmp_path / "a-file" / "store"), handle_sigterm=False)
+    try:
+        with caplog.at_level(logging.WARNING, logger="evaltrace"):
+            for i in range(30):
+                with otel_trace.get_tracer("t").start_as_current_span(f"s{i}"):
+                    pass
+            assert handle.force_flush() is False  # spans were lost: the flush does not say it went well
+        (exporter,) = [e for e in _live_exporters() if e.directory == tmp_path / "a-file" / "store"]
+        assert exporter.writer_pid is not None  # the writer process is the one that failed, not a fallback
+        stats = handle.evaluation_processor.stats()["exporters"]["local_store"]
+        assert stats["exported"] == 0 and stats["export_failed"] == exporter.stats()["lost_spans"] == 30
+        assert any("local_store is losing spans" in r.getMessage() for r in caplog.records)
+    finally:
+        handle.shutdown()
+
+
+def _app(tmp_path: Path, body: str) -> Path:
+    """A script that configures evaltrace on ``store`` and runs ``body``; it prints what it produced."""
+    script = tmp_path / "app" / "app.py"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import os, signal, sys, time
+            import evaltrace
+            handle = evaltrace.configure(local_store={str(tmp_path / "store")!r}, handle_sigterm=True)
+
+            @evaltrace.tool
+            def step(i):
+                return i
+            """
+        )
+        + textwrap.dedent(body)
+    )
+    return script
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_to_the_process_group_keeps_every_span_and_prints_no_traceback(tmp_path: Path, sig: str) -> None:
+    script = _app(
+        tmp_path,
+        f"""
+        from evaltrace.exporters import LocalStoreExporter
+        produced = 0
+        try:
+            for produced in range(1, 20_001):
+                step(produced)
+                if produced == 5_000:  # the writer runs by now
+                    handle.force_flush()
+                if produced == 15_000:  # spans in the queue and in the pipe: what a terminal's Ctrl-C does
+                    os.killpg(os.getpgid(0), signal.{sig})
+                    time.sleep(1.0)
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        print(produced, flush=True)
+        """,
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, start_new_session=True
+    )
+    assert "Traceback" not in done.stderr and "KeyboardInterrupt" not in done.stderr, done.stderr
+    assert "counted lost" not in done.stderr, done.stderr
+    produced = int(done.stdout.split()[-1])
+    assert produced >= 15_000
+    assert _count(tmp_path / "store") == produced  # the exit drain stored every span, through the writer
+
+
+def test_output_and_user_modules_at_interpreter_start_never_reach_the_writer(tmp_path: Path) -> None:
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    # A site hook that prints (into what used to be the protocol) and records which processes ran it.
+    (hooks / "sitecustomize.py").write_text(
+        f"import os\nprint('hello from a site hook')\nprint()\nopen(os.path.join({str(marks)!r}, str(os.getpid())), 'w')\n"
+    )
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    (cwd / "queue.py").write_text("print('a user module named queue')\n")  # shadows the stdlib from the cwd
+    script = _app(
+        tmp_path,
+        """
+        for i in range(100):
+            step(i)
+        assert handle.force_flush()
+        from evaltrace.exporters import LocalStoreExporter
+        import gc
+        (exporter,) = [o for o in gc.get_objects() if isinstance(o, LocalStoreExporter)]
+        print(exporter.writer_pid, flush=True)
+        """,
+    )
+    path = os.pathsep.join(p for p in (str(hooks), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "OTEL_PYTHON_DISABLED_INSTRUMENTATIONS": "none"}
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=cwd, env=env, check=True
+    )
+    writer = int(done.stdout.split()[-1])
+    assert done.stderr == "", done.stderr  # no fallback warning, no traceback
+    assert _count(tmp_path / "store") == 100
+    ran_the_hook = {int(p.name) for p in marks.iterdir()}
+    assert ran_the_hook and writer not in ran_the_hook  # the app ran its hook; the writer ran none
+
+
+def test_a_foreign_stream_is_refused_without_reading_its_length() -> None:
+    with subprocess.Popen([sys.executable, "-c", ""]) as child:  # stands for a writer that has not said a word
+        read, write = os.pipe()
+        with os.fdopen(read, "rb", buffering=0) as stream, os.fdopen(write, "wb", buffering=0) as sink:
+            sink.write(b"\n" * 8)  # as print() would have made it: a length of 0x0a0a... bytes
+            with pytest.raises(ValueError, match="torn or foreign"):  # never a MemoryError, never a wait
+                store_process.read_payload(stream)
+            sink.write(b"\n")
+            with pytest.raises(store_client.WriterStartError, match="does not speak"):
+                store_client._wait_ready(read, child, 5.0, lambda: "")  # refused at the first byte that differs
+            with pytest.raises(store_client.WriterStartError, match="said nothing within"):
+                store_client._wait_ready(read, child, 0.2, lambda: "")  # bounded: never a hang
+
+
+def test_a_shutdown_during_the_writers_start_leaves_no_writer_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slow = tmp_path / "bin" / "python3"
+    slow.parent.mkdir()
+    slow.write_text(f'#!/bin/sh\nsleep 3\nexec {sys.executable} "$@"\n')  # exec: the pid stays the writer's
+    slow.chmod(slow.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setattr(sys, "executable", str(slow))
+    spawned: list[int] = []
+
+    class Recorded(WriterProcess):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            spawned.append(self.pid)
+
+    monkeypatch.setattr(local_store, "WriterProcess", Recorded)
+    exporter = LocalStoreExporter(tmp_path / "store", writer="process")
+    results: list[str] = []
+    export = threading.Thread(target=lambda: results.append(exporter.export(_spans(2)).name))
+    export.start()
+    for _ in range(600):
+        if spawned:
+            break
+        time.sleep(0.01)
+    exporter.shutdown(timeout_millis=300)
+    export.join(60)
+    assert results == ["FAILURE"]  # the export queue counts the batch as failed
+    assert exporter.writer_pid is None
+    with pytest.raises(ChildProcessError):
+        os.waitpid(spawned[0], os.WNOHANG)  # killed and reaped, not left running after shutdown
+
+
+def test_a_batch_interrupted_while_handed_over_never_garbles_the_next(
+    tmp_path: Path, exporters: list[LocalStoreExporter], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exporter = _exporter(exporters, tmp_path, writer="process")
+    exporter.export(_spans(2, "before"))
+    first = exporter.writer_pid
+    real_write_frame = store_client.write_frame
+
+    def torn(fd: int, message: Any) -> None:  # half a frame, then Ctrl-C on the exporting thread
+        monkeypatch.setattr(store_client, "write_frame", real_write_frame)
+        os.write(fd, b"\x40\x00\x00\x00\x00\x00\x00\x00abc")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store_client, "write_frame", torn)
+    with pytest.raises(KeyboardInterrupt):
+        exporter.export(_spans(3, "torn"))
+    assert exporter.export(_spans(2, "after")).name == "SUCCESS"
+    assert exporter.force_flush(30_000) is False  # the torn batch was lost: the flush says so
+    assert exporter.writer_pid not in (None, first)  # a new writer process took over
+    names = {t.root_name.split(" ")[0] for t in LocalTraceStore(tmp_path).list_traces()}
+    assert names == {"before0", "before1", "after0", "after1"}
+    assert exporter.stats()["lost_spans"] == 6
+
+
+def test_the_warning_about_a_dead_writer_counts_what_the_counters_count(
+    tmp_path: Path, exporters: list[LocalStoreExporter], caplog: pytest.LogCaptureFixture
+) -> None:
+    exporter = _exporter(exporters, tmp_path, writer="process")
+    pid = _stopped(exporter)
+    process = exporter._process
+    assert process is not None
+    exporter.export(_spans(3))  # 6 spans in the pipe: lost with the writer
+    big = _spans(40, "big")
+    for span in big:  # ~3 MiB: more than the pipe holds, so the export blocks in its write
+        span._attributes = {**(span.attributes or {}), "input.value": "x" * 40_000}  # type: ignore[attr-defined]
+    with caplog.at_level(logging.WARNING, logger="evaltrace"):
+        blocked = threading.Thread(target=exporter.export, args=(big,))
+        blocked.start()
+        for _ in range(1000):
+            if len(process._pending) == 2:
+                break
+            time.sleep(0.01)
+        time.sleep(0.2)  # now inside the pipe write
+        os.kill(pid, signal.SIGKILL)
+        blocked.join(60)
+    assert exporter.stats()["lost_spans"] == 6  # the blocked batch was written in this process instead
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and "pid" in r.getMessage()]
+    assert "6 span(s) it had not acknowledged are counted lost" in warning
+    assert sum(1 for t in LocalTraceStore(tmp_path).list_traces() if t.root_name.startswith("big")) == 40
+
+
+def test_a_str_subclass_goes_through_the_writer_process(tmp_path: Path, exporters: list[LocalStoreExporter]) -> None:
+    import enum
+
+    class Step(enum.StrEnum):
+        PLAN = "plan"
+
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    span = provider.get_tracer("t").start_span(Step.PLAN, attributes={"evaltrace.span.kind": Step.PLAN})
+    span.set_attribute("session.id", Step.PLAN)
+    span.end()
+    exporter = _exporter(exporters, tmp_path, writer="process")
+    sent: list[bool] = []
+    process_send = WriterProcess.send
+
+    def send(self: WriterProcess, rows: list[Any]) -> bool:
+        sent.append(process_send(self, rows))
+        return sent[-1]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(WriterProcess, "send", send)
+        assert exporter.export(memory.get_finished_spans()).name == "SUCCESS"
+    assert sent == [True]  # through the pipe, in order with the other batches, not in this process
+    assert exporter.force_flush(30_000)
+    (trace,) = LocalTraceStore(tmp_path).list_traces()
+    assert trace.root_name == "plan"
+
+
+def test_where_pipes_cannot_be_waited_on_the_thread_writes_without_trying(
+    tmp_path: Path,
+    exporters: list[LocalStoreExporter],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    monkeypatch.setattr(store_client, "_PIPES_SELECTABLE", False)  # Windows
+
+    def no_spawn(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a writer process was started")
+
+    monkeypatch.setattr(store_client, "_spawn", no_spawn)
+    exporter = _exporter(exporters, tmp_path, writer="process")
+    with caplog.at_level(logging.WARNING, logger="evaltrace"):
+        assert exporter.export(_spans(1)).name == "SUCCESS"
+    assert exporter.writer_pid is None and _count(tmp_path) == 2 and not caplog.records
+
+
+def test_no_file_descriptors_left_falls_back_to_the_thread_once(
+    tmp_path: Path,
+    exporters: list[LocalStoreExporter],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    calls: list[int] = []
+
+    def emfile() -> tuple[int, int]:
+        calls.append(1)
+        raise OSError(24, "Too many open files")
+
+    monkeypatch.setattr(store_client.os, "pipe", emfile)
+    exporter = _exporter(exporters, tmp_path, writer="process")
+    with caplog.at_level(logging.WARNING, logger="evaltrace"):
+        assert exporter.export(_spans(1)).name == "SUCCESS"
+        assert exporter.export(_spans(1, "again")).name == "SUCCESS"
+    monkeypatch.undo()
+    assert calls == [1] and _count(tmp_path) == 4 and exporter.stats()["lost_spans"] == 0
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "no writer process" in warning and "Too many open files" in warning
+
+
+def test_a_relative_store_directory_is_fixed_when_the_exporter_is_made(
+    tmp_path: Path, exporters: list[LocalStoreExporter], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    exporter = _exporter(exporters, Path("rel"), writer="thread")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # the application moves; the store does not
+    exporter.export(_spans(1))
+    assert exporter.directory == tmp_path / "rel" and _count(tmp_path / "rel") == 2
+
+
+def test_a_writer_of_another_evaltrace_version_is_refused(
+    tmp_path: Path,
+    exporters: list[LocalStoreExporter],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import shutil
+
+    upgraded = tmp_path / "site" / "evaltrace"
+    shutil.copytree(Path(evaltrace.__file__).parent, upgraded, ignore=shutil.ignore_patterns("__pycache__"))
+    module = upgraded / "exporters" / "store_process.py"
+    module.write_text(module.read_text() + "\n# a later release\n")  # PROTOCOL was not bumped by hand
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "site"), *sys.path])  # upgraded on disk while running
+    exporter = _exporter(exporters, tmp_path / "store", writer="process")
+    with caplog.at_level(logging.WARNING, logger="evaltrace"):
+        assert exporter.export(_spans(1)).name == "SUCCESS"
+    assert exporter.writer_pid is None and _count(tmp_path / "store") == 2  # written here, by this version
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "does not speak this evaltrace's protocol" in warning

@@ -20,6 +20,7 @@ its thread starts with the child's first span (see ``_internal/forks.py``): the 
 from __future__ import annotations
 
 import collections
+import inspect
 import logging
 import threading
 import time
@@ -97,6 +98,8 @@ class ExportQueue(SpanProcessor):
         self._shutdown = False
         self._start_lock = threading.Lock()
         self._thread: threading.Thread | None = None  # None: not started (yet) in this process
+        if getattr(exporter, "on_lost", False) is None:  # the local store: losses after a SUCCESS come later
+            exporter.on_lost = self._lost_after_export  # type: ignore[attr-defined]
         self._start_thread()
         forks.reinit_after_fork(self)
 
@@ -201,9 +204,25 @@ class ExportQueue(SpanProcessor):
                 self._stats.dropped_shutdown += left
                 self._episode.loss(left, "shutdown deadline reached with spans still queued")
         try:
-            self.exporter.shutdown()
+            if "timeout_millis" in inspect.signature(self.exporter.shutdown).parameters:  # bounded by our deadline
+                remaining = max(0, int((deadline - time.monotonic()) * 1000))
+                self.exporter.shutdown(timeout_millis=remaining)  # type: ignore[call-arg]
+            else:
+                self.exporter.shutdown()
         except Exception:
             log_internal_error(f"shutting down exporter {self.name}")
+
+    def _lost_after_export(self, spans: int, cause: str) -> None:
+        """Spans the exporter lost after it reported SUCCESS for them: moved from ``exported`` to ``export_failed``.
+
+        The local store's writer process acknowledges a batch after ``export`` returned; what it then loses
+        (its death, a store it cannot open, spans SQLite refused) is counted and logged as any failed export.
+        """
+        with self._loss_lock:
+            moved = min(spans, self._stats.exported)
+            self._stats.exported -= moved
+            self._stats.export_failed += moved
+            self._episode.loss(spans, cause or "the exporter lost spans after accepting them")
 
     def stats(self) -> dict[str, int]:
         """The counters, plus ``queued`` (waiting or being exported), ``received`` and ``lost``."""

@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -86,14 +87,19 @@ class LocalStoreExporter(SpanExporter):
             else LocalStoreOptions(Path(directory), max_age_s, max_bytes, writer)
         )
         self.options = options.resolved()
-        self.directory = Path(self.options.directory)
+        # Absolute now: the writer process and an in-process fallback after a chdir() write the same store.
+        self.directory = Path(self.options.directory).absolute()
+        self.on_lost: Callable[[int, str], None] | None = None
+        """Told of spans lost after ``export`` returned SUCCESS (the export queue moves them to ``export_failed``)."""
         self._lock = threading.Lock()
         self._closed = False
         self._disabled = False
         self._lost_spans = 0
+        self._lost_at_flush = 0
         self._session = self._new_session()
         self._use_process = self.options.writer == "process" and python_is_usable()
         self._process: WriterProcess | None = None
+        self._starting: WriterProcess | None = None  # spawned, not ready yet: shutdown() kills it
         self._processes: list[WriterProcess] = []  # every one started in this process, for their counts
         forks.reinit_after_fork(self)
 
@@ -124,8 +130,9 @@ class LocalStoreExporter(SpanExporter):
             process.abandon_after_fork()  # the parent's pipe: never written from here
             _abandoned.append(process)
         self._process = None
+        self._starting = None
         self._processes = []
-        self._lost_spans = 0  # counts are per process, as the export queue's
+        self._lost_spans = self._lost_at_flush = 0  # counts are per process, as the export queue's
 
     def _connection(self) -> sqlite3.Connection:
         """The in-process connection (the thread writer's)."""
@@ -136,19 +143,41 @@ class LocalStoreExporter(SpanExporter):
         if not self._use_process:
             return None
         process = self._process
+        if process is not None and process.dead and process.restartable:
+            process = self._process = None  # retired after a torn frame (store_client): a new one takes over
         if process is None:
             try:
-                process = WriterProcess(self.directory, self.options.max_age_s or 0.0, self.options.max_bytes or 0)
+                process = self._start_writer()
             except WriterStartError as exc:
+                if self._closed:  # shut down while it started: shutdown() killed it
+                    return None
                 self._use_process = False  # nothing was sent: nothing lost, this process writes instead
                 logger.warning("local store: no writer process (%s); spans are written in this process", exc)
                 return None
-            self._process = process
-            self._processes.append(process)
+            if self._closed:  # shut down while it started: nothing may outlive shutdown()
+                process.close(0.0)
+                return None
         if process.dead:
             self._use_process = False  # it said so once (store_client): this process writes from now on
             return None
         return process
+
+    def _start_writer(self) -> WriterProcess:
+        process = WriterProcess(self.directory, self.options.max_age_s or 0.0, self.options.max_bytes or 0)
+        process.on_lost = self._lost_after_export
+        self._starting = process
+        try:
+            process.start()
+        finally:
+            self._starting = None
+        self._process = process
+        self._processes.append(process)
+        return process
+
+    def _lost_after_export(self, spans: int, cause: str) -> None:
+        listener = self.on_lost
+        if listener is not None:
+            listener(spans, cause)
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Store ``spans`` in one transaction; a failure is logged and reported, never raised.
@@ -173,7 +202,12 @@ class LocalStoreExporter(SpanExporter):
             else:
                 stored = [stored_span(span) for span in spans]
             with self._lock:
-                self._lost_spans += self._session.write(stored)
+                if self._closed:  # shut down while this batch waited: the export queue counts it failed
+                    return SpanExportResult.FAILURE
+                lost = self._session.write(stored)
+                self._lost_spans += lost
+            if lost:
+                self._lost_after_export(lost, "spans refused by SQLite")
         except StoreError as exc:  # corrupt, or a newer evaltrace's: it will not heal while this process runs
             self._disabled = True  # one warning, not one per batch
             logger.warning("%s; spans are not written to it", exc)
@@ -204,19 +238,34 @@ class LocalStoreExporter(SpanExporter):
     def shutdown(self, timeout_millis: int = int(SHUTDOWN_TIMEOUT_S * 1000)) -> None:
         """Stop accepting spans; let the writer process finish within ``timeout_millis``; close the database.
 
-        What the writer process has not acknowledged by then is counted lost (``lost_spans``) and logged.
+        Returns within ``timeout_millis`` (plus about a second if the writer must be killed), with no writer
+        process left running: one still starting is killed. What the writer process has not acknowledged by
+        then is counted lost (``lost_spans``) and logged.
         """
+        deadline = time.monotonic() + timeout_millis / 1000
         self._closed = True
+        starting = self._starting
+        if starting is not None:
+            starting.kill()  # nothing was sent to it yet; the export starting it returns FAILURE
         process = self._process
-        if process is not None:
-            process.close(timeout_millis / 1000)
-        with self._lock:
-            self._session.close()
+        if process is not None:  # outside the lock: an export blocked on a full pipe holds it
+            process.close(deadline - time.monotonic())
+        if self._lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
+            try:
+                self._session.close()
+            finally:
+                self._lock.release()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Wait until the writer process stored every batch handed to it; False at the timeout.
+        """Wait until the writer process stored every batch handed to it.
 
         Batches written in this process are committed before ``export`` returns.
+
+        Returns:
+            False at the timeout, or when spans were lost (``lost_spans`` grew) since the previous flush.
         """
         process = self._process
-        return process is None or process.wait(timeout_millis / 1000)
+        settled = process is None or process.wait(timeout_millis / 1000)
+        lost = self.stats()["lost_spans"]
+        clean, self._lost_at_flush = lost == self._lost_at_flush, lost
+        return settled and clean

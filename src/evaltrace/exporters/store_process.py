@@ -6,10 +6,13 @@ first open, so none of that takes the application's GIL. It imports no OpenTelem
 JSONL files to import) and exits when its input pipe closes: the application shut the exporter down or died.
 
 Frames both ways are an 8-byte little-endian length and a ``marshal`` payload (a format private to one evaltrace
-version: parent and child are the same interpreter running the same files, checked by ``PROTOCOL``). To the
-writer: ``("open", directory, max_age_s, max_bytes)`` once, then ``("batch", seq, rows)``. From the writer:
-``("ready", PROTOCOL)`` once imported, then one ``("ack", seq, lost, deleted_traces, deleted_spans, import_report,
-logs, disabled)`` per batch: ``lost`` counts the batch's spans not stored, ``import_report`` is ``None`` or the
+version: parent and child are the same interpreter running the same files, checked by ``PROTOCOL``, derived
+from the package version and a digest of this module and the record layout). A frame longer than
+``MAX_FRAME_BYTES`` is refused as torn or foreign. The parent passes two dedicated pipe ends (``main(input_fd,
+output_fd)``), so nothing printed while the interpreter starts can reach the protocol. To the writer:
+``("open", directory, max_age_s, max_bytes)`` once, then ``("batch", seq, rows)``. From the writer:
+``ready_frame()`` (raw bytes, not a frame) once imported, then one ``("ack", seq, lost, deleted_traces,
+deleted_spans, import_report, logs, disabled)`` per batch: ``lost`` counts the batch's spans not stored, ``import_report`` is ``None`` or the
 first open's four counts, ``logs`` are the log records raised meanwhile (the application logs them as its own),
 and ``disabled`` says the store cannot be used (corrupt, a newer evaltrace's): the application stops sending.
 """
@@ -17,10 +20,12 @@ and ``disabled`` says the store cannot be used (corrupt, a newer evaltrace's): t
 from __future__ import annotations
 
 import gc
+import hashlib
 import logging
 import marshal
 import os
 import queue
+import signal
 import struct
 import sys
 import threading
@@ -33,11 +38,28 @@ from evaltrace.exporters.store_db import StoreError
 from evaltrace.exporters.store_session import StoreSession
 from evaltrace.exporters.store_span import from_plain
 
-__all__ = ["read_frame", "read_payload", "write_frame"]
+__all__ = ["MAX_FRAME_BYTES", "PROTOCOL", "read_frame", "read_payload", "ready_frame", "write_frame"]
 
 _HEADER = struct.Struct("<Q")
-PROTOCOL = 1
-"""Sent with ``ready``: an application that loaded another evaltrace version (upgraded while it ran) writes itself."""
+MAX_FRAME_BYTES = 1 << 28
+"""Longest frame either side accepts (256 MiB): a bigger length is a torn or foreign stream, never an allocation."""
+
+
+def _protocol() -> str:
+    """This evaltrace's version and a digest of the record layout and of this module: derived, never bumped by hand."""
+    from evaltrace._version import __version__
+    from evaltrace.exporters.store_span import EvalRow, StoredSpan
+
+    digest = hashlib.sha256(repr((StoredSpan._fields, EvalRow._fields)).encode())
+    try:
+        digest.update(Path(__file__).read_bytes())
+    except OSError:  # pragma: no cover - a zip import: the version and the layout still tell versions apart
+        pass
+    return f"{__version__}:{digest.hexdigest()[:16]}"
+
+
+PROTOCOL = _protocol()
+"""Sent with ``ready``: an application that loaded another evaltrace (upgraded while it ran) writes itself."""
 logger = logging.getLogger("evaltrace.local_store")
 
 
@@ -49,9 +71,17 @@ def write_frame(fd: int, message: Any) -> None:
         OSError: The pipe is closed (``BrokenPipeError``: the reader is gone).
     """
     payload = marshal.dumps(message)
-    view = memoryview(_HEADER.pack(len(payload)) + payload)
-    while view:
-        view = view[os.write(fd, view) :]
+    if len(payload) > MAX_FRAME_BYTES:
+        raise ValueError(f"a frame of {len(payload)} bytes, more than {MAX_FRAME_BYTES}")
+    for part in (_HEADER.pack(len(payload)), payload):  # two writes: no copy of a multi-MB batch
+        view = memoryview(part)
+        while view:
+            view = view[os.write(fd, view) :]
+
+
+def ready_frame() -> bytes:
+    """The exact bytes the writer sends first; the parent compares them, never decoding what it reads before."""
+    return f"evaltrace local store writer {PROTOCOL}\n".encode()
 
 
 def _read_exact(stream: BinaryIO, size: int) -> bytes | None:
@@ -93,7 +123,7 @@ class _Writer:
     """The store side of the pipe: what ``LocalStoreExporter`` does on its thread, for batches received."""
 
     def __init__(self, directory: str, max_age_s: float, max_bytes: int) -> None:
-        self.session = StoreSession(Path(directory), max_age_s, max_bytes)
+        self.session = StoreSession(Path(directory), max_age_s, max_bytes, WRITER_CACHE_KIB)
         self._reported_import = False
         self.disabled = False
 
@@ -122,6 +152,11 @@ class _Writer:
         return lost, after.traces - before.traces, after.spans - before.spans, report
 
 
+WRITER_CACHE_KIB = 131_072
+"""The writer process's SQLite page cache, 128 MB (allocated as pages are read; the application's own writer keeps
+16 MB). With random trace ids every batch changes pages all over the ``spans (trace_id, span_id)`` and ``traces
+(trace_id)`` indexes, ~100 MB at 1,000,000 decorator spans: in a 16 MB cache each transaction wrote changed pages
+out to the WAL before its commit and read them back, ~10 us a span more at that size (benchmarks/README.md)."""
 MERGE_SPANS = 32_768
 """Batches waiting when the writer is free are written together, up to this many spans a transaction: with random
 trace ids each batch dirties most leaves of the id indexes, so one commit for several batches writes those pages
@@ -135,7 +170,12 @@ GC_EVERY = 64
 def read_payload(stream: BinaryIO) -> bytes | None:
     """The next frame's payload on ``stream`` (not decoded), or ``None`` at the end of the stream."""
     header = _read_exact(stream, _HEADER.size)
-    return None if header is None else _read_exact(stream, _HEADER.unpack(header)[0])
+    if header is None:
+        return None
+    size = _HEADER.unpack(header)[0]
+    if size > MAX_FRAME_BYTES:
+        raise ValueError(f"a frame of {size} bytes: a torn or foreign stream")
+    return _read_exact(stream, size)
 
 
 def _read_ahead(stream: BinaryIO, frames: queue.Queue[bytes | None]) -> None:
@@ -188,9 +228,9 @@ def _serve(stream: BinaryIO, out: int, relay: _Relay) -> _Writer | None:
             lost, traces, deleted, report = writer.write(rows)
         # The counts ride on the first ack (the application adds them up); every batch is acknowledged.
         disabled = writer is None or writer.disabled
-        write_frame(out, ("ack", batches[0][1], lost, traces, deleted, report, relay.take(), disabled))
-        for batch in batches[1:]:
-            write_frame(out, ("ack", batch[1], 0, 0, 0, None, [], disabled))
+        acks = [("ack", batches[0][1], lost, traces, deleted, report, relay.take(), disabled)]
+        acks += [("ack", batch[1], 0, 0, 0, None, [], disabled) for batch in batches[1:]]
+        out = _acknowledge(out, acks)
         served += len(batches)
         if served >= GC_EVERY:
             served = 0
@@ -198,18 +238,45 @@ def _serve(stream: BinaryIO, out: int, relay: _Relay) -> _Writer | None:
     return writer
 
 
-def main() -> int:
-    """Serve one application process until its pipe closes."""
+def _acknowledge(out: int, acks: list[Any]) -> int:
+    """Send ``acks`` on ``out``; ``-1`` once the application is gone (what was read is still stored, unacknowledged)."""
+    if out >= 0:
+        try:
+            for ack in acks:
+                write_frame(out, ack)
+        except OSError:  # EPIPE: the application exited without waiting; nothing to tell, nothing to print
+            return -1
+    return out
+
+
+def main(input_fd: int | None = None, output_fd: int | None = None) -> int:
+    """Serve one application process until its input pipe closes.
+
+    Args:
+        input_fd: The pipe the batches arrive on (default: stdin, as ``python -m``).
+        output_fd: The pipe acks go to (default: a copy of stdout, stdout then going to stderr).
+    """
+    # The application's Ctrl-C, or a signal to its process group, is the application's to handle: it flushes,
+    # then closes our input, and we exit once what we read is stored. A SIGKILL still ends us.
+    for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
     gc.disable()
-    out = os.dup(1)  # acks only: anything printed by mistake goes to stderr, never into the protocol
-    os.dup2(2, 1)
+    if output_fd is None:
+        out = os.dup(1)  # acks only: anything printed by mistake goes to stderr, never into the protocol
+        os.dup2(2, 1)
+    else:
+        out = output_fd
     relay = _Relay()
     root = logging.getLogger("evaltrace")
     root.addHandler(relay)
     root.setLevel(logging.INFO)
     root.propagate = False
-    stream = os.fdopen(0, "rb", buffering=1 << 20)
-    write_frame(out, ("ready", PROTOCOL))
+    stream = os.fdopen(0 if input_fd is None else input_fd, "rb", buffering=1 << 20)
+    try:
+        os.write(out, ready_frame())  # a few bytes: one write
+    except OSError:
+        return 0  # the application is already gone
     writer = _serve(stream, out, relay)
     if writer is not None:
         writer.session.close()

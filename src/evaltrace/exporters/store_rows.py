@@ -254,7 +254,7 @@ def _fields(span: ReadableSpan) -> tuple[Any, ...]:
         f"{ctx.trace_id:032x}",
         span_id,
         f"{parent.span_id:016x}" if parent is not None else None,
-        name if name.isascii() else clean_text(name),
+        name if type(name) is str and name.isascii() else clean_text(name),
         _KIND_NAMES[span.kind._value_],
         span_type,
         status,

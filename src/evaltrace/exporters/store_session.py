@@ -28,11 +28,16 @@ RETENTION_INTERVAL_S = 60.0
 class StoreSession:
     """A connection to ``<directory>/traces.sqlite3`` opened on the first :meth:`write`; not thread-safe."""
 
-    def __init__(self, directory: Path, max_age_s: float, max_bytes: int) -> None:
-        """Remember where the store is and its limits (``0`` disables one); nothing is opened yet."""
+    def __init__(self, directory: Path, max_age_s: float, max_bytes: int, cache_kib: int | None = None) -> None:
+        """Remember where the store is and its limits (``0`` disables one); nothing is opened yet.
+
+        ``cache_kib`` replaces the connection's page cache size (``open_db`` sets 16 MB, for a writer inside the
+        application); the writer process sets more (``store_process.WRITER_CACHE_KIB``).
+        """
         self.directory = directory
         self.max_age_s = max_age_s
         self.max_bytes = max_bytes
+        self.cache_kib = cache_kib
         self.conn: sqlite3.Connection | None = None
         self.resources = ResourceIds()
         self.deleted = RetentionResult()
@@ -52,6 +57,8 @@ class StoreSession:
         """
         if self.conn is None:
             self.conn = conn = open_db(self.directory)
+            if self.cache_kib is not None:
+                conn.execute(f"PRAGMA cache_size = -{int(self.cache_kib)}")
             try:
                 self.import_report = import_jsonl(conn, self.directory)
             except Exception:  # old files are a bonus: never a reason to lose the spans being exported

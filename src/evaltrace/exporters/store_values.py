@@ -23,6 +23,8 @@ def clean_text(text: str) -> str:
     SQLite binds text as UTF-8, which a lone surrogate cannot be; unchecked, one such attribute would fail
     the whole batch. ASCII, most text, is returned at once.
     """
+    if type(text) is not str:  # a str subclass (a StrEnum member): the writer process's pipe takes plain str only
+        text = str.__str__(text)
     if text.isascii():
         return text
     try:

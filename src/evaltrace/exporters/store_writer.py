@@ -38,9 +38,19 @@ __all__ = ["ResourceIds", "RetentionResult", "apply_retention", "write_batch", "
 
 logger = logging.getLogger("evaltrace.local_store")
 
+_SPAN_COLUMNS = (
+    "spans (id, trace_id, span_id, parent_span_id, name, kind, span_type, status, app_error, start_time, end_time, "
+    "resource_id, service, session_id, user_id, input_tokens, output_tokens, cost, data)"
+)
+# Why ``OR FAIL`` for rows known to be new: a multi-row statement that may *abort* (an upsert, ``OR REPLACE``,
+# the default ``ABORT``) copies every page it changes to a statement journal first, so that it can undo its own
+# rows alone; with random trace ids that is most leaves of the id indexes, ~16 kB a span on a store of 1,000,000
+# spans (benchmarks/README.md, "store size"). ``FAIL`` keeps the rows before a failing one and journals nothing;
+# the write transaction rolls back as a whole on any error anyway.
+_INSERT_SPAN = bulk_statement(f"INSERT OR FAIL INTO {_SPAN_COLUMNS}", 19, most_values=SPAN_PARAMETERS)
+"""New spans: the look-up in the same transaction found no stored copy and gave them free row ids."""
 _UPSERT_SPAN = bulk_statement(
-    "INSERT INTO spans (id, trace_id, span_id, parent_span_id, name, kind, span_type, status, app_error, start_time, "
-    "end_time, resource_id, service, session_id, user_id, input_tokens, output_tokens, cost, data)",
+    f"INSERT INTO {_SPAN_COLUMNS}",
     19,
     """ON CONFLICT (trace_id, span_id) DO UPDATE SET
     parent_span_id = excluded.parent_span_id, name = excluded.name, kind = excluded.kind,
@@ -204,7 +214,8 @@ def _stored_ids(conn: sqlite3.Connection, trace_ids: list[str]) -> tuple[dict[tu
     return ids, next_id
 
 
-_NEW_TRACE = bulk_statement(f"INSERT OR REPLACE INTO traces ({_TRACE_COLUMNS})", 19)
+_NEW_TRACE = bulk_statement(f"INSERT OR FAIL INTO traces ({_TRACE_COLUMNS})", 19)
+_NEW_TRACE_AGAIN = bulk_statement(f"INSERT OR REPLACE INTO traces ({_TRACE_COLUMNS})", 19)
 _INSERT_EVALS = bulk_statement("INSERT OR REPLACE INTO evals", 5)
 # A plain INSERT: a text row is only written under a span id given in this transaction or freed by its delete
 # (FTS5 runs ``OR REPLACE`` as a look-up and a delete per row, ~1 us).
@@ -213,11 +224,12 @@ _INSERT_TEXT = bulk_statement("INSERT INTO span_text (rowid, trace_id, text)", 3
 # any other span): read back from the span rows just written (ids ?2 to ?3), in one statement for the batch,
 # rather than built and bound in Python (19 values per trace). The same values ``_new_trace_row`` gives.
 _SINGLE_SPAN_TRACES = f"""
-INSERT OR REPLACE INTO traces ({_TRACE_COLUMNS})
+INSERT OR FAIL INTO traces ({_TRACE_COLUMNS})
 SELECT trace_id, span_id, name, service, start_time, end_time - start_time, 1, app_error, 0, 0, 0, 0, 0,
        session_id, user_id, coalesce(input_tokens, 0), coalesce(output_tokens, 0), coalesce(cost, 0.0), ?1
 FROM spans WHERE id >= ?2 AND id < ?3
 """
+_SINGLE_SPAN_TRACES_AGAIN = _SINGLE_SPAN_TRACES.replace("OR FAIL", "OR REPLACE", 1)
 _OUTCOMES = ("pass", "fail", "error", "not_evaluated", "pending")
 
 
@@ -298,18 +310,45 @@ def _row_ids(unique: Sequence[StoredSpan], stored: dict[tuple[str, str], int], n
 
 
 def _insert_spans(
-    conn: sqlite3.Connection, unique: Sequence[StoredSpan], ids: Sequence[int], resources: ResourceIds
+    conn: sqlite3.Connection,
+    unique: Sequence[StoredSpan],
+    ids: Sequence[int],
+    resources: ResourceIds,
+    stored: dict[tuple[str, str], int],
 ) -> None:
-    """Upsert the ``spans`` rows: a StoredSpan holds the columns in order (store_rows), the two ids aside.
+    """Write the ``spans`` rows: a StoredSpan holds the columns in order (store_rows), the two ids aside.
 
-    The rows go into one flat list, no tuple per row kept alive (see ``store_bulk.execute_flat``).
+    New spans are inserted, spans in ``stored`` (written before) upserted. The rows go into flat lists, no
+    tuple per row kept alive (see ``store_bulk.execute_flat``).
     """
     resource_ids = {text: resources.get(conn, text) for text in {s.resource_json for s in unique}}
     values: list[object] = []
+    again: list[object] = []
     extend = values.extend
     for i, s in zip(ids, unique, strict=True):
-        extend((i, *s[:10], resource_ids[s.resource_json], *s[11:18]))
-    execute_flat(conn, _UPSERT_SPAN, values)
+        if stored and (s.trace_id, s.span_id) in stored:
+            again.extend((i, *s[:10], resource_ids[s.resource_json], *s[11:18]))
+        else:
+            extend((i, *s[:10], resource_ids[s.resource_json], *s[11:18]))
+    execute_flat(conn, _INSERT_SPAN, values)
+    execute_flat(conn, _UPSERT_SPAN, again)
+
+
+def _insert_traces(conn: sqlite3.Connection, values: list[object], first_single: int, singles: int, now: int) -> None:
+    """Write the summaries of traces none of whose spans was stored before this batch.
+
+    Such a trace has no summary row, so they are inserted (``OR FAIL``: no statement journal, see
+    ``_INSERT_SPAN``); a summary left without its spans (a store edited by hand) is replaced instead.
+    """
+    try:
+        if singles:
+            conn.execute(_SINGLE_SPAN_TRACES, (now, first_single, first_single + singles))
+        execute_flat(conn, _NEW_TRACE, values.copy())  # execute_flat may pad the list it is given
+    except sqlite3.IntegrityError:
+        # FAIL kept the rows before the conflict: writing every row again replaces them too.
+        if singles:
+            conn.execute(_SINGLE_SPAN_TRACES_AGAIN, (now, first_single, first_single + singles))
+        execute_flat(conn, _NEW_TRACE_AGAIN, values)
 
 
 def write_spans(conn: sqlite3.Connection, spans: Sequence[StoredSpan], resources: ResourceIds) -> None:
@@ -338,7 +377,7 @@ def write_spans(conn: sqlite3.Connection, spans: Sequence[StoredSpan], resources
             by_trace[s.trace_id].append(s)
         unique = single + rest
     ids = _row_ids(unique, stored, next_id)
-    _insert_spans(conn, unique, ids, resources)
+    _insert_spans(conn, unique, ids, resources, stored)
     # A span written before (an enriched copy) gives up its earlier evaluation rows and searchable text; most
     # spans are new, and skipping their deletes saves two index probes each.
     again = [(s.trace_id, s.span_id) for s in unique if (s.trace_id, s.span_id) in stored]
@@ -358,13 +397,11 @@ def write_spans(conn: sqlite3.Connection, spans: Sequence[StoredSpan], resources
             extend((row_id, s.trace_id, s.text))
     execute_flat(conn, _INSERT_TEXT, text)  # after the deletes: FTS5 has no upsert
     now = time.time_ns()
-    if single:
-        conn.execute(_SINGLE_SPAN_TRACES, (now, first_single, first_single + len(single)))
     new: list[object] = []
     for t, rows in by_trace.items():
         if t not in seen:
             new.extend(_new_trace_row(t, rows, now))
-    execute_flat(conn, _NEW_TRACE, new)
+    _insert_traces(conn, new, first_single, len(single), now)
     conn.executemany(_REFRESH_TRACE, [(t, now, *_stored_usage(conn, t)) for t in by_trace if t in seen])
 
 
