@@ -1,0 +1,223 @@
+"""The pipeline's counts (admission, the fast lane's results, metrics, finished jobs) are exact after a flush.
+
+Each figure is read right after ``force_flush`` and must equal what happened, to the unit: across flush rounds
+larger than the dispatcher's batches, several application threads, a full queue, a job demoted mid-batch,
+decorator-attached evaluators and a hung call. (Written to guard publishing once per batch, measured and not
+landed; they hold for any way of publishing.)
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+from evaltrace._internal import semconv
+from evaltrace._internal.evaluator_registry import register_evaluators
+from evaltrace.evaluation import EvaluatorSpec, evaluator
+from evaltrace.schema import EvaluationResult, Trace
+
+from .conftest import MakePipeline, Pipeline
+
+
+def _n(trace: Trace) -> int:
+    """The span's number, carried as its input."""
+    return int(trace.input["input"])
+
+
+@evaluator(name="parity")
+def parity(trace: Trace) -> bool:
+    """Passes on spans whose ``n`` attribute is even, fails on odd ones."""
+    return _n(trace) % 2 == 0
+
+
+@evaluator(name="broken")
+def broken(trace: Trace) -> bool:
+    """Errors on every third span (an evaluation error: never a verdict), else passes."""
+    if _n(trace) % 3 == 0:
+        raise ValueError("boom")
+    return True
+
+
+@evaluator(name="scored")
+def scored(trace: Trace) -> EvaluationResult:
+    return EvaluationResult(evaluator="scored", score=0.5, passed=True)
+
+
+def _spans(p: Pipeline, count: int, start: int = 0) -> None:
+    for n in range(start, start + count):
+        with p.tracer.start_as_current_span(f"s{n}", attributes={"input.value": str(n)}):
+            pass
+
+
+def _counts(stats: dict[str, Any], name: str) -> tuple[int, int, int, int]:
+    per = stats["evaluators"][name]
+    return per["evaluated"], per["passed"], per["failed"], per["errors"]
+
+
+def _points(reader: InMemoryMetricReader, name: str) -> dict[tuple[tuple[str, Any], ...], Any]:
+    data = reader.get_metrics_data()
+    assert data is not None
+    return {
+        tuple(sorted(point.attributes.items())): point
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        if metric.name == name
+        for point in metric.data.data_points
+    }
+
+
+def test_each_flush_sees_every_result_and_every_admission_counted(make_pipeline: MakePipeline) -> None:
+    p = make_pipeline([parity, broken], max_retries=0)
+    total = 0
+    for round_size in (1, 7, 300, 2):  # single spans, small batches and batches past the dispatcher's 256
+        _spans(p, round_size, start=total)
+        total += round_size
+        p.flush()
+        stats = p.processor.stats()
+        evens = (total + 1) // 2
+        thirds = (total + 2) // 3
+        assert (stats["enqueued"], stats["queued"], stats["dropped"]) == (total, 0, 0)
+        assert stats["evaluated"] == 2 * total
+        assert (stats["passed"], stats["failed"], stats["errors"]) == (evens + total - thirds, total - evens, thirds)
+        assert _counts(stats, "parity") == (total, evens, total - evens, 0)
+        assert _counts(stats, "broken") == (total, total - thirds, 0, thirds)
+        assert stats["enriched"] == total
+        health = p.processor.monitor.health()
+        assert (health["parity"].sample_count, health["broken"].sample_count) == (total, total - thirds)
+        assert health["broken"].errors == thirds
+    assert len(p.spans()) == total
+
+
+def test_metrics_add_up_exactly(make_pipeline: MakePipeline) -> None:
+    reader = InMemoryMetricReader()
+    p = make_pipeline([parity, scored], meter_provider=MeterProvider(metric_readers=[reader]))
+    _spans(p, 40)
+    p.flush()
+    counts = _points(reader, semconv.METRIC_EVAL_EVALUATIONS)
+    by_outcome = {
+        (dict(key)[semconv.EVALTRACE_EVALUATOR_NAME], dict(key)[semconv.EVALTRACE_EVAL_OUTCOME_ATTR]): point.value
+        for key, point in counts.items()
+    }
+    assert by_outcome == {("parity", "pass"): 20, ("parity", "fail"): 20, ("scored", "pass"): 40}
+    passes = {
+        dict(key)[semconv.EVALTRACE_EVALUATOR_NAME]: point.value
+        for key, point in _points(reader, semconv.METRIC_EVAL_PASSES).items()
+    }
+    assert passes == {"parity": 20, "scored": 40}
+    durations = _points(reader, semconv.METRIC_EVAL_DURATION)
+    assert sorted((dict(k)[semconv.EVALTRACE_EVALUATOR_NAME], v.count) for k, v in durations.items()) == [
+        ("parity", 40),
+        ("scored", 40),
+    ]
+    (score,) = _points(reader, semconv.METRIC_GEN_AI_EVALUATION_SCORE).values()
+    assert (score.count, score.sum) == (40, 20.0)
+
+
+def test_admissions_from_many_threads_are_counted_once_each(make_pipeline: MakePipeline) -> None:
+    p = make_pipeline([parity])
+    threads = [threading.Thread(target=_spans, args=(p, 50, 1000 * i)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    p.flush()
+    stats = p.processor.stats()
+    assert (stats["enqueued"], stats["evaluated"], stats["queued"]) == (200, 200, 0)
+    assert (stats["passed"], stats["failed"]) == (100, 100)
+
+
+def test_a_full_queue_counts_every_span_as_enqueued_or_dropped(make_pipeline: MakePipeline) -> None:
+    release = threading.Event()
+
+    @evaluator(name="waits")
+    def waits(trace: Trace) -> bool:
+        release.wait(10)
+        return True
+
+    p = make_pipeline([waits], max_queue_size=3, hold_timeout_s=30)
+    try:
+        _spans(p, 10)
+        stats = p.processor.stats()
+        assert (stats["enqueued"], stats["dropped"]) == (3, 7)
+    finally:
+        release.set()
+    p.flush()
+    stats = p.processor.stats()
+    assert (stats["enqueued"], stats["dropped"], stats["evaluated"], stats["queued"]) == (3, 7, 3, 0)
+    assert stats["not_evaluated_by_reason"] == {semconv.SKIP_QUEUE_FULL: 7}
+
+
+def test_a_demoted_job_in_a_batch_leaves_the_counts_exact(make_pipeline: MakePipeline) -> None:
+    release = threading.Event()
+
+    @evaluator(name="slow")
+    def slow(trace: Trace) -> bool:
+        if _n(trace) == 5:
+            release.wait(10)
+        return True
+
+    # Two evaluators per job: the first result of the demoted job is published before its second call.
+    p = make_pipeline([parity, slow], hold_timeout_s=0.3)
+    _spans(p, 5)
+    with p.tracer.start_as_current_span("hung", attributes={"input.value": "5"}):
+        pass
+    _spans(p, 5, start=6)
+    # The later spans go on while the slow call runs (demoted to the loop); their results are counted.
+    assert p.processor.force_flush(200) is False
+    release.set()
+    p.flush()
+    stats = p.processor.stats()
+    assert (stats["enqueued"], stats["evaluated"], stats["queued"]) == (11, 22, 0)
+    assert _counts(stats, "parity") == (11, 6, 5, 0)
+    assert _counts(stats, "slow") == (11, 11, 0, 0)
+    assert p.processor.monitor.health()["slow"].sample_count == 11
+
+
+def test_decorator_attached_evaluators_skip_sampling_and_are_counted_exactly(make_pipeline: MakePipeline) -> None:
+    ref = register_evaluators("tests.batched.attached", [parity])
+    sampled_ref = register_evaluators("tests.batched.sampled", [EvaluatorSpec(parity, sample_rate=0.0)])
+    p = make_pipeline()
+    for n in range(6):
+        with p.tracer.start_as_current_span(
+            f"a{n}", attributes={"input.value": str(n), semconv.EVALTRACE_EVALUATORS_REF: ref}
+        ):
+            pass
+    for n in range(4):
+        with p.tracer.start_as_current_span(
+            f"b{n}", attributes={"input.value": str(n), semconv.EVALTRACE_EVALUATORS_REF: sampled_ref}
+        ):
+            pass
+    p.flush()
+    stats = p.processor.stats()
+    assert (stats["enqueued"], stats["evaluated"], stats["sampled_out"]) == (6, 6, 4)
+    assert _counts(stats, "parity") == (6, 3, 3, 0)
+    assert stats["not_evaluated_by_reason"] == {semconv.SKIP_SAMPLED_OUT: 4}
+    assert p.one("a2").attributes["evaltrace.eval.parity.passed"] is True  # type: ignore[index]
+    assert "evaltrace.eval.parity.passed" not in (p.one("b2").attributes or {})
+
+
+def test_jobs_finished_before_a_hung_call_are_counted_without_waiting_for_it(make_pipeline: MakePipeline) -> None:
+    release = threading.Event()
+
+    @evaluator(name="hangs")
+    def hangs(trace: Trace) -> bool:
+        if _n(trace) == 3:
+            release.wait(30)
+        return True
+
+    # The hung call is demoted and times out on the loop; the lane thread stays in it. The jobs of its batch
+    # that finished before it are published and finished at the demotion, not when the call returns.
+    p = make_pipeline([EvaluatorSpec(hangs, timeout_s=0.5)], hold_timeout_s=0.2)
+    try:
+        _spans(p, 4)
+        assert p.processor.force_flush(10_000)
+        stats = p.processor.stats()
+        assert (stats["enqueued"], stats["evaluated"], stats["queued"]) == (4, 4, 0)
+        assert (stats["passed"], stats["errors"], stats["timed_out"]) == (3, 1, 1)
+        assert not release.is_set()
+    finally:
+        release.set()
