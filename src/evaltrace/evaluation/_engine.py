@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from evaltrace._internal import forks
 from evaltrace._internal.daemon_pool import DaemonExecutor
 from evaltrace._internal.errors import log_internal_error
-from evaltrace.evaluation._fast_lane import FastLane, LaneRunner
+from evaltrace.evaluation._fast_lane import FastLane, LaneRunner, take_all
 from evaltrace.evaluation._user_loop import UserLoop
 
 JobRunner = Callable[..., Coroutine[Any, Any, None]]
@@ -214,17 +214,7 @@ class Engine:
 
     def _drain_inbox(self) -> None:
         """Cut short every job left in the inbox (the dispatcher has stopped, or is about to)."""
-        jobs: list[Any] = []
-        stop = False
-        while True:
-            try:
-                item = self._inbox.get_nowait()
-            except queue.Empty:
-                break
-            if item is _STOP:
-                stop = True
-            else:
-                jobs.append(item)
+        jobs, stop = take_all(self._inbox, _STOP)
         if stop and self._dispatcher.is_alive():  # not ours to take: the dispatcher still ends on it
             self._inbox.put(_STOP)
         if jobs:

@@ -45,6 +45,23 @@ from evaltrace._internal.errors import log_internal_error
 from evaltrace.evaluation.runner import call_evaluator
 
 _STOP = object()
+
+
+def take_all(waiting: queue.SimpleQueue[Any] | queue.Queue[Any], stop: object) -> tuple[list[Any], bool]:
+    """Everything ``waiting`` holds now, without blocking, and whether the ``stop`` marker was among it."""
+    items: list[Any] = []
+    saw_stop = False
+    while True:
+        try:
+            item = waiting.get_nowait()
+        except queue.Empty:
+            return items, saw_stop
+        if item is stop:
+            saw_stop = True
+        else:
+            items.append(item)
+
+
 _SMOOTHING = 0.25  # weight of the newest call in an evaluator's running average call time
 
 
@@ -351,19 +368,12 @@ class FastLane:
     def _move_waiting(self, worker: Worker) -> None:
         """Send every job waiting on the lane to the loop (each begins there, under its hold timer)."""
         moved: list[Any] = []
-        stop = False
         with self.lock:
             moved.extend(worker.pending)
             worker.pending.clear()
-            while True:
-                try:
-                    batch = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if batch is _STOP:
-                    stop = True
-                else:
-                    moved.extend(batch)
+            batches, stop = take_all(self._queue, _STOP)
+            for batch in batches:
+                moved.extend(batch)
             self._finished_locked(len(moved))
         if stop:
             self._queue.put(_STOP)
@@ -399,13 +409,8 @@ class FastLane:
             if worker is not None:
                 waiting.extend(worker.pending)
                 worker.pending.clear()
-            while True:
-                try:
-                    batch = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if batch is not _STOP:
-                    waiting.extend(batch)
+            for batch in take_all(self._queue, _STOP)[0]:
+                waiting.extend(batch)
             if worker is not None:
                 self._queue.put(_STOP)
         for job in waiting:  # counted out one by one: a failure cutting one short leaves the others' count right
