@@ -59,7 +59,7 @@ def _counts(stats: dict[str, Any], name: str) -> tuple[int, int, int, int]:
 
 def _points(reader: InMemoryMetricReader, name: str) -> dict[tuple[tuple[str, Any], ...], Any]:
     data = reader.get_metrics_data()
-    assert data is not None
+    assert data is not None and data.resource_metrics, "the pipeline exported no metrics"
     return {
         tuple(sorted(point.attributes.items())): point
         for rm in data.resource_metrics
