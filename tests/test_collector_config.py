@@ -1,6 +1,6 @@
 """collector/: every pipeline references defined components, and docker-compose agrees with the configs.
 
-No collector binary runs on these machines (../shared/docs/backends-here.md section 3), so this checks the
+No collector binary runs on these machines (the project's notes on the backends available here, section 3), so this checks the
 wiring statically, including each config as the collector merges it with the Langfuse overlay;
 ``otelcol-contrib validate --config=...`` runs as well where the binary is on PATH (never downloaded here).
 """

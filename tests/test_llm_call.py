@@ -26,7 +26,7 @@ from evaltrace.evaluation import EvaluatorSpec, evaluator
 from evaltrace.mapping import trace_from_spans
 from evaltrace.schema import ToolCall, Trace, TraceMessage
 
-CASSETTES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "openai-cassettes" / "otel-contrib"
+CASSETTES = Path(__file__).resolve().parent / "fixtures" / "openai-cassettes" / "otel-contrib"
 
 
 @pytest.fixture(autouse=True)

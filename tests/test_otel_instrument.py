@@ -25,7 +25,7 @@ EXAMPLE = REPO_ROOT / "examples" / "otel_instrument.py"
 # The same place as tests/conftest.py's CASSETTE_DIR (conftest modules are not importable by name).
 CASSETTE_DIR = Path(
     os.environ.get(
-        "EVALTRACE_CASSETTE_DIR", REPO_ROOT.parent / "shared" / "fixtures" / "openai-cassettes" / "otel-contrib"
+        "EVALTRACE_CASSETTE_DIR", REPO_ROOT / "tests" / "fixtures" / "openai-cassettes" / "otel-contrib"
     )
 )
 CASSETTE = CASSETTE_DIR / "test_chat_completion_streaming.yaml"

@@ -1,6 +1,6 @@
 """Streams that end short of their terminal signal, Responses streams that end in an error, Azure's filter chunk.
 
-Every body is a recorded stream (../shared/fixtures/openai-cassettes) re-served through the real openai client,
+Every body is a recorded stream (tests/fixtures/openai-cassettes) re-served through the real openai client,
 cut or extended the way servers do it: the recording's own events, minus the ones a server never sent.
 """
 

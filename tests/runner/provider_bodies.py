@@ -1,6 +1,6 @@
 """Response bodies of four provider APIs, served by a local HTTP server to test the response_mapping presets.
 
-OpenAI bodies are real recordings (../shared/fixtures/openai-cassettes, from opentelemetry-python-contrib's
+OpenAI bodies are real recordings (tests/fixtures/openai-cassettes, from opentelemetry-python-contrib's
 openai-v2 tests). The others follow each provider's API reference example responses field for field:
 Anthropic Messages with extended thinking and tool use (thinking / redacted_thinking / text / tool_use blocks,
 usage with cache counts), DeepSeek chat completions (deepseek-reasoner's ``reasoning_content``, and DeepSeek-R1
@@ -22,7 +22,7 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CASSETTE_DIR = Path(
     os.environ.get(
-        "EVALTRACE_CASSETTE_DIR", REPO_ROOT.parent / "shared" / "fixtures" / "openai-cassettes" / "otel-contrib"
+        "EVALTRACE_CASSETTE_DIR", REPO_ROOT / "tests" / "fixtures" / "openai-cassettes" / "otel-contrib"
     )
 )
 
