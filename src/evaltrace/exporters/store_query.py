@@ -141,7 +141,7 @@ def _where(conn: sqlite3.Connection, f: TraceFilter) -> tuple[str, list[Any]]:
         if f.eval_errors:
             clauses.append("t.eval_error > 0")
     else:
-        outcomes = [outcome for outcome, wanted in (("fail", f.failed_evals), ("error", f.eval_errors)) if wanted]
+        outcomes: list[str | None] = [o for o, wanted in (("fail", f.failed_evals), ("error", f.eval_errors)) if wanted]
         for outcome in outcomes or [None]:  # each wanted outcome of this evaluator must be on the trace
             condition = " AND e.outcome = ?" if outcome else ""
             clauses.append(f"t.trace_id IN (SELECT e.trace_id FROM evals AS e WHERE e.evaluator = ?{condition})")
