@@ -106,13 +106,14 @@ _AWS_SECRET_BY_NAME = re.compile(
 _AWS_SECRET_BY_ID = re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b[^\n]{1,40}?" + _AWS_SECRET_VALUE)
 # Azure storage / Service Bus connection strings: the key after its name (the name and the rest stay readable).
 _AZURE_KEY = re.compile(r"(?i)\b(?:Account|SharedAccess)Key\s*=\s*(?P<secret>[A-Za-z0-9+/]{20,}={0,2})")
+_AZURE_NEEDLES = ("AccountKey", "AccessKey", "accountkey", "accesskey", "ACCOUNTKEY", "ACCESSKEY")
 _SLACK_WEBHOOK = re.compile(r"\bhttps://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{16,}")
 # Credentials in a URL's query string (absolute, or a path as in a request line): only the value is masked.
-_URL_QUERY = re.compile(r"(?:\b[A-Za-z][A-Za-z0-9+.\-]{0,30}://|(?<![\w/.])/)[^\s\"'<>?#]*\?[^\s\"'<>#]+")
 _URL_SECRET_PARAM = re.compile(
-    r"(?i)(?:^|&)(?:api[_-]?key|key|token|access[_-]?token|refresh[_-]?token|id[_-]?token|client[_-]?secret"
-    r"|password|secret)=(?P<secret>[^&]+)"
+    r"(?i)[?&](?:api[_-]?key|key|token|access[_-]?token|refresh[_-]?token|id[_-]?token|client[_-]?secret"
+    r"|password|secret)=(?P<secret>[^&#\s\"'<>]+)"
 )
+_URL_STOPS = (" ", "\t", "\n", '"', "'", "<", ">")
 # E-mail addresses in any script (jürgen.müller@exämple.de, 用户@例子.广告): the domain needs a dot and a
 # top-level label of letters.
 _EMAIL = re.compile(r"(?<![\w.%+\-])[\w.%+\-]+@(?:[\w\-]+\.)+[^\W\d_]{2,}\b")
@@ -201,18 +202,21 @@ def _mixed_case(secret: str) -> bool:
 
 
 def _find_url_secrets(text: str) -> Iterator[tuple[int, int]]:
-    """The values of credential parameters (``api_key=``, ``key=``, ``token=`` ...) in URL query strings."""
-    if "?" not in text or "=" not in text:
+    """The values of credential parameters (``api_key=``, ``key=``, ``token=`` ...) in URL query strings.
+
+    The parameter is found first (its ``?``/``&`` and ``=`` make the scan cheap), then the text before it, back to
+    a space or quote, must be a URL (``scheme://`` or a path from ``/``) with the query started.
+    """
+    if "=" not in text:
         return
-    for url in _URL_QUERY.finditer(text):
-        query_start = url.group().index("?") + 1
-        query = url.group()[query_start:]
-        for param in _URL_SECRET_PARAM.finditer(query):
-            value = param.group("secret")
-            if value.startswith("[REDACTED:"):  # already masked by a more specific detector
-                continue
-            offset = url.start() + query_start
-            yield offset + param.start("secret"), offset + param.end("secret")
+    for param in _URL_SECRET_PARAM.finditer(text):
+        value = param.group("secret")
+        if value.startswith("[REDACTED:"):  # already masked by a more specific detector
+            continue
+        start = param.start()
+        url = text[max(text.rfind(stop, 0, start) for stop in _URL_STOPS) + 1 : start + 1]
+        if "?" in url and ("://" in url or url.startswith("/")):
+            yield param.span("secret")
 
 
 def _phone_finder() -> Finder:
@@ -271,7 +275,7 @@ def builtin_detectors() -> list[Detector]:
         Detector("GITHUB_TOKEN", regex_finder(_GITHUB_TOKEN)),
         Detector("BEARER_TOKEN", regex_finder(_BEARER)),
         Detector("BASIC_AUTH", regex_finder(_BASIC, _valid_basic, group="token", needles=("asic", "ASIC"))),
-        Detector("AZURE_KEY", regex_finder(_AZURE_KEY, group="secret", needles=("=",))),
+        Detector("AZURE_KEY", regex_finder(_AZURE_KEY, group="secret", needles=_AZURE_NEEDLES)),
         Detector("URL_SECRET", _find_url_secrets),
         Detector("EMAIL", regex_finder(_EMAIL, needles=("@",))),
         *_iban_detectors(),
