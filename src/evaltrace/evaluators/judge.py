@@ -210,7 +210,8 @@ class Judge:
         Args:
             model: Chat model name; default ``EVALTRACE_JUDGE_MODEL`` or ``gpt-4o-mini``.
             base_url: OpenAI-compatible endpoint; default ``OPENAI_BASE_URL`` or OpenAI.
-            api_key: Key; default ``OPENAI_API_KEY`` (an absent key makes calls fail as results, not here).
+            api_key: Key; default ``OPENAI_API_KEY``. Without one, evaluations fail as results naming the
+                missing key (calls to OpenAI's endpoint are then not made), never here.
             client: A ready ``openai.AsyncOpenAI`` to use instead of building one.
             http_client: ``httpx.AsyncClient`` passed to the built client (tests, proxies).
             max_concurrency: Most judge calls in flight at once per event loop.
