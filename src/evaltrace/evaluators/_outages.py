@@ -6,8 +6,8 @@ told the user why. An outage of one evaluator's judge (from its first failed cal
 answers) logs one WARNING naming the evaluator, the judge's URL and the cause; the answer that ends it logs one
 INFO line with what it cost. A judge that flaps logs at most one outage per ``WARNING_INTERVAL_S``.
 
-State is per process and keyed by (evaluator name, URL), not kept on the evaluator: evaluators are copied into
-evaluation processes and lanes, and one outage must not warn once per copy of the same process.
+State is per process and keyed by (evaluator name, URL), not kept on the evaluator: an evaluator may be copied
+(into an evaluation process, across event loops), and the copies in one process share one outage and one WARNING.
 """
 
 from __future__ import annotations
