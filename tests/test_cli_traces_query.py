@@ -24,7 +24,16 @@ JSON_KEYS = {
 }  # fmt: skip
 
 
-def _write(store: Path, service: str, name: str, *, ago_s: float, fail: bool = False, error: bool = False) -> str:
+def _write(
+    store: Path,
+    service: str,
+    name: str,
+    *,
+    ago_s: float,
+    fail: bool = False,
+    error: bool = False,
+    eval_error: bool = False,
+) -> str:
     provider = TracerProvider(resource=Resource({"service.name": service}))
     provider.add_span_processor(SimpleSpanProcessor(LocalStoreExporter(store)))
     tracer = provider.get_tracer("t")
@@ -32,6 +41,8 @@ def _write(store: Path, service: str, name: str, *, ago_s: float, fail: bool = F
     root = tracer.start_span(name, start_time=start, attributes={"input.value": f"question about {name}"})
     root.set_attribute("evaltrace.eval.tone.outcome", "fail" if fail else "pass")
     root.set_attribute("session.id", f"session-{service}")
+    if eval_error:  # a judge that was down: the evaluation errored, it did not judge
+        root.set_attribute("evaltrace.eval.judge.outcome", "error")
     with otel_trace.use_span(root, end_on_exit=False):
         child = tracer.start_span("chat", start_time=start + 1000, attributes={"evaltrace.span.kind": "llm"})
         child.set_attribute("gen_ai.usage.input_tokens", 7)
@@ -85,6 +96,27 @@ def test_list_json_has_stable_keys_and_filters(
     assert ids_of("--session", "session-batch") == [ids["old"]]
     assert ids_of("--user", "nobody") == []
     assert ids_of("--search", "checkout") == [ids["failed"]]
+
+
+def test_eval_errors_lists_the_traces_whose_evaluations_errored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / ".evaltrace"
+    healthy = _write(root, "web", "healthy", ago_s=30)
+    failed = _write(root, "web", "judged-bad", ago_s=20, fail=True)
+    errored = _write(root, "web", "judge-down", ago_s=10, eval_error=True)
+    both = _write(root, "web", "both", ago_s=5, fail=True, eval_error=True)
+
+    def ids_of(*flags: str) -> list[object]:
+        return [t["trace_id"] for t in _json(capsys, "--store", str(root), *flags)]
+
+    assert ids_of("--eval-errors") == [both, errored]
+    assert ids_of("--eval-errors", "--evaluator", "judge") == [both, errored]
+    assert ids_of("--eval-errors", "--evaluator", "tone") == []  # tone judged every trace
+    assert ids_of("--eval-errors", "--failed-evals") == [both]  # every given filter holds
+    assert healthy not in ids_of("--eval-errors") and failed not in ids_of("--eval-errors")
+    assert main(["traces", "export", "--store", str(root), "--eval-errors"]) == 0
+    assert "exported 2 trace(s)" in capsys.readouterr().err
 
 
 def test_list_table_says_when_filters_match_nothing(

@@ -15,6 +15,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import evaltrace
+from evaltrace import config
 from evaltrace._internal import settings, tracing
 from evaltrace._internal.otlp_settings import resolve_otlp
 from evaltrace.exporters import LocalTraceStore
@@ -56,6 +57,117 @@ def test_invalid_settings_raise_config_error_naming_the_setting(
         evaltrace.configure(local_store=False, **kwargs)
     assert info.value.setting == setting
     assert setting in str(info.value)
+
+
+_BACKEND_ENV = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    "LANGFUSE_PUBLIC_KEY",
+    "LANGFUSE_SECRET_KEY",
+    "LANGFUSE_HOST",
+    "LANGFUSE_BASE_URL",
+    "PHOENIX_COLLECTOR_ENDPOINT",
+)
+
+
+@pytest.fixture
+def clean_backend_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in _BACKEND_ENV:
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+@pytest.mark.parametrize(
+    ("given", "missing"),
+    [("LANGFUSE_PUBLIC_KEY", "LANGFUSE_SECRET_KEY"), ("LANGFUSE_SECRET_KEY", "LANGFUSE_PUBLIC_KEY")],
+    ids=["public_only", "secret_only"],
+)
+@pytest.mark.parametrize("langfuse", [None, True], ids=["env", "kwarg"])
+def test_half_a_langfuse_key_pair_raises_naming_the_missing_key(
+    given: str, missing: str, langfuse: bool | None, clean_backend_env: pytest.MonkeyPatch
+) -> None:
+    clean_backend_env.setenv(given, "pk-lf-0123" if given == "LANGFUSE_PUBLIC_KEY" else "sk-lf-0123")
+    before = config.current_handle()
+    with pytest.raises(evaltrace.ConfigError) as info:
+        evaltrace.configure(local_store=False, langfuse=langfuse)
+    assert info.value.setting == missing
+    message = str(info.value)
+    assert f"{given} is set but {missing} is not" in message and "set both" in message, message
+    assert "langfuse=False" in message  # the way out for a user who did not mean Langfuse
+    assert "0123" not in message  # the key that is set is not echoed
+    assert config.current_handle() is before
+    clean_backend_env.setenv(missing, "x")
+    evaltrace.configure(local_store=False, langfuse=False)  # opting out still works with half a pair
+
+
+@pytest.mark.parametrize(
+    ("env", "kwargs", "setting", "fragment"),
+    [
+        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "localhost:4318"}, {}, "OTEL_EXPORTER_OTLP_ENDPOINT", "http://localhost:4318"),
+        (
+            {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "collector:4318/v1/traces"},
+            {},
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "http://collector:4318/v1/traces",
+        ),
+        ({}, {"otlp_endpoint": "localhost:4318"}, "otlp_endpoint", "http://localhost:4318"),
+        ({}, {"otlp_endpoint": "not a url"}, "otlp_endpoint", "is not a URL"),
+        ({}, {"otlp_endpoint": "not a url", "protocol": "grpc"}, "otlp_endpoint", "is not a URL"),
+        ({}, {"otlp_endpoint": "http://"}, "otlp_endpoint", "is not an http(s) URL"),
+        ({}, {"otlp_endpoint": "http://host:port"}, "otlp_endpoint", "is not an http(s) URL"),
+        (
+            {"LANGFUSE_PUBLIC_KEY": "pk-lf-1", "LANGFUSE_SECRET_KEY": "sk-lf-1", "LANGFUSE_HOST": "localhost:3000"},
+            {},
+            "LANGFUSE_HOST",
+            "http://localhost:3000",
+        ),
+        (
+            {
+                "LANGFUSE_PUBLIC_KEY": "pk-lf-1",
+                "LANGFUSE_SECRET_KEY": "sk-lf-1",
+                "LANGFUSE_BASE_URL": "langfuse.internal",
+            },
+            {},
+            "LANGFUSE_BASE_URL",
+            "https://langfuse.internal",
+        ),
+        ({"PHOENIX_COLLECTOR_ENDPOINT": "localhost:6006"}, {"phoenix": True}, "PHOENIX_COLLECTOR_ENDPOINT", "http://"),
+        ({}, {"phoenix": "localhost:6006/v1/traces"}, "phoenix", "http://localhost:6006/v1/traces"),
+    ],
+    ids=[
+        "otlp_env",
+        "otlp_traces_env",
+        "otlp_kwarg",
+        "otlp_kwarg_not_a_url",
+        "otlp_kwarg_grpc_not_a_url",
+        "otlp_kwarg_no_host",
+        "otlp_kwarg_bad_port",
+        "langfuse_host_env",
+        "langfuse_base_url_env",
+        "phoenix_env",
+        "phoenix_kwarg",
+    ],
+)
+def test_an_endpoint_that_is_not_a_url_raises_naming_its_setting_and_the_fix(
+    env: dict[str, str], kwargs: dict[str, Any], setting: str, fragment: str, clean_backend_env: pytest.MonkeyPatch
+) -> None:
+    for name, value in env.items():
+        clean_backend_env.setenv(name, value)
+    before = config.current_handle()
+    with pytest.raises(evaltrace.ConfigError) as info:
+        evaltrace.configure(local_store=False, **kwargs)
+    assert info.value.setting == setting
+    assert setting in str(info.value) and fragment in str(info.value), str(info.value)
+    assert config.current_handle() is before
+
+
+def test_grpc_still_takes_host_port_without_a_scheme(clean_backend_env: pytest.MonkeyPatch) -> None:
+    grpc = resolve_otlp("localhost:4317", "grpc", environ={})
+    assert grpc is not None and grpc.endpoint == "localhost:4317" and grpc.insecure
+    ipv6 = resolve_otlp(environ={"OTEL_EXPORTER_OTLP_ENDPOINT": "[::1]:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"})
+    assert ipv6 is not None and ipv6.endpoint == "[::1]:4317"
 
 
 def test_invalid_environment_is_named(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from evaltrace._internal.otlp_settings import OTLPSettings
+from evaltrace._internal.otlp_settings import OTLPSettings, validate_endpoint
 from evaltrace.exceptions import ConfigError
 
 LANGFUSE_DEFAULT_HOST = "https://cloud.langfuse.com"
@@ -78,20 +78,46 @@ def resolve_langfuse(
     secret_key: str | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> LangfuseSettings | None:
-    """Langfuse settings when enabled explicitly or by the presence of its keys in the environment."""
+    """Langfuse settings when enabled explicitly or by the presence of its keys in the environment.
+
+    Raises:
+        ConfigError: One key is set without the other (the setting named is the missing one), no key is set
+            while ``enabled`` is True, or the host is not an http(s) URL (named by the variable it came from).
+    """
     env = os.environ if environ is None else environ
     public = public_key or env.get("LANGFUSE_PUBLIC_KEY")
     secret = secret_key or env.get("LANGFUSE_SECRET_KEY")
-    if enabled is False or (enabled is None and not (public and secret)):
+    if enabled is False:
         return None
+    if bool(public) != bool(secret):
+        # Half a key pair: exporting would be refused (401) on every batch, and not exporting would hide that
+        # the user meant Langfuse to get the traces. Say which half is missing.
+        given, missing = ("LANGFUSE_PUBLIC_KEY", "LANGFUSE_SECRET_KEY") if public else _SECRET_ONLY
+        raise ConfigError(
+            missing,
+            f"{given} is set but {missing} is not; set both (Langfuse project settings > API keys), "
+            f"or unset {given} (or pass langfuse=False) to not export to Langfuse",
+        )
     if not public or not secret:
+        if enabled is None:
+            return None
         raise ConfigError("langfuse", "needs LANGFUSE_PUBLIC_KEY and LANGFUSE_SECRET_KEY (or the matching kwargs)")
-    resolved_host = (host or env.get("LANGFUSE_HOST") or env.get("LANGFUSE_BASE_URL") or LANGFUSE_DEFAULT_HOST).rstrip(
-        "/"
-    )
-    if not resolved_host.startswith(("http://", "https://")):
-        raise ConfigError("langfuse_host", f"{resolved_host!r} is not an http(s) URL")
+    setting, raw_host = _first_set(("langfuse_host", host), ("LANGFUSE_HOST", env.get("LANGFUSE_HOST")))
+    if raw_host is None:
+        setting, raw_host = "LANGFUSE_BASE_URL", env.get("LANGFUSE_BASE_URL") or LANGFUSE_DEFAULT_HOST
+    resolved_host = validate_endpoint(raw_host, setting).rstrip("/")
     return LangfuseSettings(resolved_host, public, secret)
+
+
+_SECRET_ONLY = ("LANGFUSE_SECRET_KEY", "LANGFUSE_PUBLIC_KEY")
+
+
+def _first_set(*candidates: tuple[str, str | None]) -> tuple[str, str | None]:
+    """The first (setting, value) whose value is set (non-empty), else ("", None)."""
+    for setting, value in candidates:
+        if value:
+            return setting, value
+    return "", None
 
 
 def langfuse_target(settings: LangfuseSettings) -> ExporterTarget:
@@ -105,16 +131,21 @@ def langfuse_target(settings: LangfuseSettings) -> ExporterTarget:
 
 
 def resolve_phoenix(phoenix: str | bool | None, environ: Mapping[str, str] | None = None) -> str | None:
-    """Phoenix base URL when enabled (``True`` = PHOENIX_COLLECTOR_ENDPOINT or localhost:6006)."""
+    """Phoenix base URL when enabled (``True`` = PHOENIX_COLLECTOR_ENDPOINT or localhost:6006).
+
+    Raises:
+        ConfigError: The URL is not an http(s) URL (named ``phoenix`` or ``PHOENIX_COLLECTOR_ENDPOINT``).
+    """
     env = os.environ if environ is None else environ
     if phoenix is None or phoenix is False:
         return None
-    url = phoenix if isinstance(phoenix, str) else env.get("PHOENIX_COLLECTOR_ENDPOINT", PHOENIX_DEFAULT_URL)
-    url = url.rstrip("/")
+    if isinstance(phoenix, str):
+        setting, url = "phoenix", phoenix
+    else:
+        setting, url = "PHOENIX_COLLECTOR_ENDPOINT", env.get("PHOENIX_COLLECTOR_ENDPOINT") or PHOENIX_DEFAULT_URL
+    url = validate_endpoint(url, setting).rstrip("/")
     if url.endswith("/v1/traces"):
         url = url[: -len("/v1/traces")]
-    if not url.startswith(("http://", "https://")):
-        raise ConfigError("phoenix", f"{url!r} is not an http(s) URL")
     return url
 
 

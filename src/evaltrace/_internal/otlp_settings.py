@@ -8,6 +8,7 @@ endpoint is used verbatim (OTel exporter specification).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlparse
@@ -66,16 +67,45 @@ def validate_protocol(protocol: str, setting: str) -> str:
     return normalised
 
 
-def validate_endpoint(endpoint: str, setting: str) -> str:
-    """Reject endpoints that cannot be URLs or host:port pairs."""
+# host:port as gRPC takes it without a scheme: a name, an IPv4 address or a bracketed IPv6 address, and a port.
+_HOST_PORT = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\]):\d{1,5}")
+# What a URL missing only its scheme looks like: a host, maybe a port and a path ("localhost:4318/v1/traces").
+_SCHEMELESS = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9.\-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?(?:/\S*)?")
+
+
+def validate_endpoint(endpoint: str, setting: str, protocol: str = "http/protobuf") -> str:
+    """Return ``endpoint`` stripped, or raise ConfigError saying what is wrong with it and how to write it.
+
+    HTTP needs an ``http://`` or ``https://`` URL: an exporter given ``localhost:4318`` fails on every export,
+    long after configure() returned. gRPC also takes a bare ``host:port`` (TLS unless the host is loopback, see
+    ``OTLPSettings.insecure``).
+
+    Args:
+        endpoint: The value as given.
+        setting: The keyword argument or environment variable it came from (named in the error).
+        protocol: ``grpc`` accepts ``host:port``; anything else needs a URL.
+    """
     endpoint = endpoint.strip()
     if not endpoint:
-        raise ConfigError(setting, "the endpoint is empty")
+        raise ConfigError(setting, "the endpoint is empty; give a URL such as http://localhost:4318")
     if "://" in endpoint:
         parsed = urlparse(endpoint)
-        if parsed.scheme not in {"http", "https"} or not parsed.netloc:
-            raise ConfigError(setting, f"{endpoint!r} is not an http(s) URL")
-    return endpoint
+        try:
+            parsed.port  # noqa: B018 (raises ValueError for a port that is not a number)
+        except ValueError:
+            parsed = parsed._replace(netloc="")
+        if parsed.scheme not in {"http", "https"} or not parsed.hostname or any(c.isspace() for c in endpoint):
+            raise ConfigError(
+                setting, f"{endpoint!r} is not an http(s) URL; write it as http://host:port or https://host:port"
+            )
+        return endpoint
+    if protocol == "grpc" and _HOST_PORT.fullmatch(endpoint):
+        return endpoint
+    if _SCHEMELESS.fullmatch(endpoint):
+        problem = f"{endpoint!r} has no scheme; write it as http://{endpoint} (or https://{endpoint} for TLS)"
+    else:
+        problem = f"{endpoint!r} is not a URL; write it as http://host:port, e.g. http://localhost:4318"
+    raise ConfigError(setting, problem)
 
 
 def _traces_url(base: str) -> str:
@@ -107,13 +137,13 @@ def resolve_otlp(
         proto = "http/protobuf"
 
     if endpoint is not None:
-        url = validate_endpoint(endpoint, "otlp_endpoint")
+        url = validate_endpoint(endpoint, "otlp_endpoint", proto)
         if proto != "grpc" and not url.rstrip("/").endswith("/v1/traces"):
             url = _traces_url(url)
     elif env.get(ENV_TRACES_ENDPOINT):
-        url = validate_endpoint(env[ENV_TRACES_ENDPOINT], ENV_TRACES_ENDPOINT)
+        url = validate_endpoint(env[ENV_TRACES_ENDPOINT], ENV_TRACES_ENDPOINT, proto)
     elif env.get(ENV_ENDPOINT):
-        url = validate_endpoint(env[ENV_ENDPOINT], ENV_ENDPOINT)
+        url = validate_endpoint(env[ENV_ENDPOINT], ENV_ENDPOINT, proto)
         url = url if proto == "grpc" else _traces_url(url)
     else:
         return None

@@ -61,7 +61,14 @@ def add_filter_arguments(parser: argparse.ArgumentParser, *, default_limit: int 
     parser.add_argument("--status", choices=("error", "ok"), help="error: a span of the application failed")
     parser.add_argument("--failed-evals", action="store_true", help="only traces with a failed evaluation")
     parser.add_argument(
-        "--evaluator", metavar="NAME", help="only traces evaluated by NAME (with --failed-evals: it failed)"
+        "--eval-errors",
+        action="store_true",
+        help="only traces with an evaluation that errored (e.g. its judge was down or refused the key)",
+    )
+    parser.add_argument(
+        "--evaluator",
+        metavar="NAME",
+        help="only traces evaluated by NAME (with --failed-evals / --eval-errors: it failed / errored)",
     )
     parser.add_argument("--session", metavar="ID", help="only traces of this session.id")
     parser.add_argument("--user", metavar="ID", help="only traces of this user.id")
@@ -101,6 +108,7 @@ def filter_from_args(args: argparse.Namespace) -> TraceFilter:
         since_ns=_since_ns(getattr(args, "since", None)),
         status=getattr(args, "status", None),
         failed_evals=bool(getattr(args, "failed_evals", False)),
+        eval_errors=bool(getattr(args, "eval_errors", False)),
         evaluator=getattr(args, "evaluator", None),
         session_id=getattr(args, "session", None),
         user_id=getattr(args, "user", None),
@@ -112,7 +120,10 @@ def filter_from_args(args: argparse.Namespace) -> TraceFilter:
 def is_filtered(args: argparse.Namespace) -> bool:
     """Whether any filter beyond ``--limit`` was given (an empty answer then means "nothing matched")."""
     names = ("service", "since", "status", "evaluator", "session", "user", "search")
-    return any(getattr(args, name, None) is not None for name in names) or bool(getattr(args, "failed_evals", False))
+    flags = ("failed_evals", "eval_errors")
+    return any(getattr(args, name, None) is not None for name in names) or any(
+        bool(getattr(args, flag, False)) for flag in flags
+    )
 
 
 # Inside JSON strings: characters a terminal acts on (C0, DEL, C1, bidirectional overrides, line separators).

@@ -17,7 +17,8 @@ from typing import Any
 from evaltrace.evaluators._base import require_extra
 
 MISSING_API_KEY = "missing-api-key"
-"""Sent when no key was given or set: the endpoint rejects it and the evaluation ends as a failed result."""
+"""Sent when no key was given or set: a local server may need none; OpenAI's rejects it (the call is not made)."""
+OPENAI_URL = "https://api.openai.com/"
 
 
 class LoopClients:
@@ -37,8 +38,11 @@ class LoopClients:
         # Resolved here, once: a missing key becomes a placeholder (the openai client refuses an empty one) so
         # evaluators can be created without a key; calls then fail as results (HTTP 401) instead of breaking the
         # application at import time.
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        self.key_missing = client is None and not key
+        """No key was given or set: failures are reported as a missing key, not as the endpoint's bare error."""
         self._settings: dict[str, Any] = {
-            "api_key": api_key or os.environ.get("OPENAI_API_KEY") or MISSING_API_KEY,
+            "api_key": key or MISSING_API_KEY,
             "base_url": base_url if base_url is not None else os.environ.get("OPENAI_BASE_URL"),
             "http_client": http_client,
             "timeout": timeout,
@@ -53,6 +57,17 @@ class LoopClients:
         )
         self._max_concurrency = max_concurrency
         self._lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        """The endpoint the calls go to (``https://api.openai.com/v1/`` unless a base URL was given or set)."""
+        base_url = getattr(self.primary, "base_url", None)
+        return str(base_url) if base_url is not None else "(the client's endpoint)"
+
+    @property
+    def key_required(self) -> bool:
+        """Whether a call is bound to be refused for want of a key: none is set and the endpoint is OpenAI's."""
+        return self.key_missing and self.url.startswith(OPENAI_URL)
 
     def _build(self) -> Any:
         openai = require_extra("openai", "openai", extra="openai")

@@ -17,6 +17,7 @@ from evaltrace.evaluators._base import (
     check_field,
     skipped_result,
 )
+from evaltrace.evaluators._outages import judge_answered, judge_failed
 from evaltrace.evaluators._prompts import Prompt, load_prompt
 from evaltrace.evaluators.embeddings import Embedder, default_embedder, embed
 from evaltrace.evaluators.judge import Judge, JudgeError, default_judge, extract_json
@@ -177,10 +178,16 @@ class JudgeEvaluator(abc.ABC):
         try:
             reply = await self.judge.ask(self.prompt, variables, self.parse)
         except JudgeError as exc:
+            if exc.cause is not None:
+                judge_failed(self.name, self.judge.url, exc.cause)
+            else:  # the endpoint answered; the reply was the problem
+                judge_answered(self.name, self.judge.url)
             detail = {"judge": exc.call.as_detail(), "raw_replies": exc.call.raw, "error": str(exc)}
             return failed_result(
                 self, trace, f"judge failed: {exc}", detail, error_type=exc.error_type, cost_usd=exc.call.cost_usd
             )
+        if not reply.call.cached:
+            judge_answered(self.name, self.judge.url)
         try:
             verdict = await self.verdict(reply.value, trace, case)
         except EmbeddingFailure as exc:

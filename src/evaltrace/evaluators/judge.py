@@ -102,12 +102,25 @@ class JudgeReply(Generic[T]):
 
 
 class JudgeError(Exception):
-    """A judgement could not be made: the endpoint failed or the reply stayed unparseable after one retry."""
+    """A judgement could not be made: the endpoint failed or the reply stayed unparseable after one retry.
 
-    def __init__(self, message: str, call: JudgeCall, error_type: TraceErrorType = "exception") -> None:
+    Attributes:
+        call: What the judgement cost before it failed.
+        error_type: The error's kind on the result (``timeout``, ``http_5xx``, ``exception``).
+        cause: Why the endpoint could not be used (down, refused the key, no key), for the user to act on; None
+            when the endpoint answered and the reply was the problem.
+    """
+
+    def __init__(
+        self, message: str, call: JudgeCall, error_type: TraceErrorType = "exception", cause: str | None = None
+    ) -> None:
         super().__init__(message)
         self.call = call
         self.error_type: TraceErrorType = error_type
+        self.cause = cause
+
+
+NO_KEY = "no API key: OPENAI_API_KEY is not set and no api_key= was given to the Judge"
 
 
 def _error_type(exc: Exception) -> TraceErrorType:
@@ -118,6 +131,23 @@ def _error_type(exc: Exception) -> TraceErrorType:
     if isinstance(exc, openai.APIStatusError) and exc.status_code >= 500:
         return "http_5xx"
     return "exception"
+
+
+def _cause(exc: Exception, timeout: float, key_missing: bool) -> str:
+    """What went wrong with the endpoint, in words a user can act on (openai's own is a bare "Connection error.")."""
+    import openai
+
+    if isinstance(exc, openai.APITimeoutError):
+        cause = f"no reply within {timeout:g} s"
+    elif isinstance(exc, openai.APIConnectionError):
+        inner = exc.__cause__
+        cause = f"cannot connect ({type(inner).__name__}: {inner})" if inner is not None else "cannot connect"
+    elif isinstance(exc, openai.APIStatusError):
+        meaning = {401: " (the API key was refused)", 403: " (the API key is not allowed to use this model)"}
+        cause = f"HTTP {exc.status_code}{meaning.get(exc.status_code, '')}: {str(exc.message)[:200]}"
+    else:
+        cause = f"{type(exc).__name__}: {exc}"
+    return f"{NO_KEY}; the call failed with {cause}" if key_missing else cause
 
 
 class _ReplyCache:
@@ -180,7 +210,8 @@ class Judge:
         Args:
             model: Chat model name; default ``EVALTRACE_JUDGE_MODEL`` or ``gpt-4o-mini``.
             base_url: OpenAI-compatible endpoint; default ``OPENAI_BASE_URL`` or OpenAI.
-            api_key: Key; default ``OPENAI_API_KEY`` (an absent key makes calls fail as results, not here).
+            api_key: Key; default ``OPENAI_API_KEY``. Without one, evaluations fail as results naming the
+                missing key (calls to OpenAI's endpoint are then not made), never here.
             client: A ready ``openai.AsyncOpenAI`` to use instead of building one.
             http_client: ``httpx.AsyncClient`` passed to the built client (tests, proxies).
             max_concurrency: Most judge calls in flight at once per event loop.
@@ -202,6 +233,7 @@ class Judge:
             max_concurrency=max_concurrency,
         )
         self.client = self._clients.primary
+        self.timeout = timeout
         self.model = model or os.environ.get("EVALTRACE_JUDGE_MODEL") or DEFAULT_MODEL
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -211,6 +243,11 @@ class Judge:
 
     def __repr__(self) -> str:
         return f"Judge(model={self.model!r})"
+
+    @property
+    def url(self) -> str:
+        """The endpoint judgements are asked of (named when it fails)."""
+        return self._clients.url
 
     async def aclose(self) -> None:
         """Close the HTTP client used on the running event loop (call it before the loop ends)."""
@@ -254,6 +291,8 @@ class Judge:
         return str(text), tokens_in, tokens_out, getattr(choice, "finish_reason", None)
 
     async def _call(self, call: JudgeCall, messages: list[dict[str, str]], json_mode: bool) -> JudgeCall:
+        if self._clients.key_required:  # OpenAI refuses a call without a key: say so instead of making it
+            raise JudgeError(f"judge call not made: {NO_KEY}", call, cause=NO_KEY)
         started = time.perf_counter()
         try:
             text, tokens_in, tokens_out, finish_reason = await self._complete(messages, json_mode)
@@ -264,7 +303,8 @@ class Judge:
                 raise
             spent = call.duration_s + time.perf_counter() - started
             failed = replace(call, attempts=call.attempts + 1, duration_s=spent)
-            raise JudgeError(f"judge call failed: {type(exc).__name__}: {exc}", failed, _error_type(exc)) from exc
+            cause = _cause(exc, self.timeout, self._clients.key_missing)
+            raise JudgeError(f"judge call failed: {cause}", failed, _error_type(exc), cause) from exc
         input_tokens, output_tokens = call.input_tokens + tokens_in, call.output_tokens + tokens_out
         return replace(
             call,

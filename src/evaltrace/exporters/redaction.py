@@ -41,7 +41,8 @@ class Redactor:
     Args:
         patterns: Extra patterns, applied before the built-in ones: compiled or string regexes (labelled
             ``CUSTOM``), or a mapping ``{label: regex}``.
-        builtins: Also apply the built-in detectors (secrets, e-mails, IP addresses, cards, SSNs, phones, IBANs).
+        builtins: Also apply the built-in detectors (keys and tokens, credentials in URLs and connection strings,
+            e-mails, IP addresses, cards, SSNs, phones, IBANs; see docs/reliability.md "Redaction").
 
     Raises:
         TypeError: A pattern is neither a string nor a compiled regex.
@@ -90,7 +91,7 @@ _default: Redactor | None = None
 
 
 def mask_pii(text: str) -> str:
-    """Mask e-mails, IP addresses, phone and card numbers, SSNs, IBANs, API keys, tokens and private keys."""
+    """Mask e-mails, IP addresses, phone and card numbers, SSNs, IBANs, API keys, tokens, credentials and private keys."""
     global _default
     if _default is None:  # built lazily: importing phonenumbers costs ~0.1 s, paid only when redaction is used
         _default = Redactor()

@@ -84,6 +84,8 @@ class TraceFilter:
         since_ns: Traces that started at or after this Unix time (nanoseconds).
         status: ``"error"`` (a span of the application failed) or ``"ok"``.
         failed_evals: At least one evaluation (of ``evaluator``, when given) failed.
+        eval_errors: At least one evaluation (of ``evaluator``, when given) errored instead of judging (a judge
+            down or refusing its key, an evaluator that raised or timed out).
         evaluator: An evaluator with a result on the trace, whatever its outcome.
         session_id: ``session.id``.
         user_id: ``user.id``.
@@ -95,6 +97,7 @@ class TraceFilter:
     since_ns: int | None = None
     status: str | None = None
     failed_evals: bool = False
+    eval_errors: bool = False
     evaluator: str | None = None
     session_id: str | None = None
     user_id: str | None = None
@@ -132,12 +135,17 @@ def _where(conn: sqlite3.Connection, f: TraceFilter) -> tuple[str, list[Any]]:
     if f.status is not None:
         clauses.append("t.error = ?")
         params.append(1 if f.status == "error" else 0)
-    if f.failed_evals and f.evaluator is None:
-        clauses.append("t.eval_fail > 0")
-    if f.evaluator is not None:
-        outcome = " AND e.outcome = 'fail'" if f.failed_evals else ""
-        clauses.append(f"t.trace_id IN (SELECT e.trace_id FROM evals AS e WHERE e.evaluator = ?{outcome})")
-        params.append(f.evaluator)
+    if f.evaluator is None:
+        if f.failed_evals:
+            clauses.append("t.eval_fail > 0")
+        if f.eval_errors:
+            clauses.append("t.eval_error > 0")
+    else:
+        outcomes: list[str | None] = [o for o, wanted in (("fail", f.failed_evals), ("error", f.eval_errors)) if wanted]
+        for outcome in outcomes or [None]:  # each wanted outcome of this evaluator must be on the trace
+            condition = " AND e.outcome = ?" if outcome else ""
+            clauses.append(f"t.trace_id IN (SELECT e.trace_id FROM evals AS e WHERE e.evaluator = ?{condition})")
+            params.extend([f.evaluator, outcome] if outcome else [f.evaluator])
     if f.session_id is not None:
         clauses.append("t.session_id = ?")
         params.append(f.session_id)
