@@ -4,6 +4,8 @@ each wait is bounded, ``evaltrace run`` exits 3 with the run complete on disk, a
 from __future__ import annotations
 
 import os
+import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -113,3 +115,44 @@ def test_cli_run_against_a_server_frozen_during_the_save_exits_3_and_push_saves_
         (stored,) = store.list_runs()
         assert stored.run_id == run_dir.name
         assert len(store.traces(stored.run_id)) == 3 and len(store.results(stored.run_id)) == 3
+
+
+def test_ctrl_c_while_a_store_holds_the_save_says_the_run_is_complete_and_how_to_push_it(
+    project: Project, postgres_dsn: str
+) -> None:
+    path = _project_config(project)
+    with psycopg.connect(postgres_dsn, autocommit=True) as admin:
+        admin.execute("SELECT pg_advisory_lock(%s)", (_MIGRATION_LOCK,))  # the save waits: Ctrl-C lands in it
+        process = subprocess.Popen(
+            [*CLI, "run", str(path), "--runs-dir", str(project.runs_dir), "--postgres", postgres_dsn, "--no-progress"],
+            cwd=project.root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "COLUMNS": "250"},
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while not _lock_waiter(admin):
+                assert process.poll() is None, process.communicate()
+                assert time.monotonic() < deadline, "the run never reached its save"
+                time.sleep(0.02)
+            process.send_signal(signal.SIGINT)
+            out, err = process.communicate(timeout=60)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
+        admin.execute("SELECT pg_advisory_unlock(%s)", (_MIGRATION_LOCK,))
+    assert process.returncode == 130, (out, err)
+    assert "Traceback" not in err
+    (run_dir,) = project.runs_dir.iterdir()
+    assert f"interrupted while saving to the stores: the run is complete in {run_dir}" in err
+    (line,) = [line for line in err.splitlines() if line.startswith("save it with: ")]
+    words = shlex.split(line.removeprefix("save it with: "))
+    assert words[:4] == ["evaltrace", "runs", "push", str(run_dir)] and words[4] == "--postgres"
+    pushed = subprocess.run([*CLI, *words[1:]], cwd=project.root, capture_output=True, text=True, timeout=120)
+    assert pushed.returncode == 0, pushed.stderr
+    with PostgresRunStore(postgres_dsn) as store:
+        (stored,) = store.list_runs()
+        assert stored.run_id == run_dir.name and len(store.results(stored.run_id)) == 3
