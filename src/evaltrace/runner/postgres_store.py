@@ -281,13 +281,13 @@ class PostgresRunStore:
                         )
                 with self._answer():
                     cur.execute("DELETE FROM evaltrace_results WHERE run_id = %s", (run_id,))
-                for chunk in _chunks(result_rows):
+                for rows in _chunks(result_rows):
                     with self._answer():
                         cur.executemany(
                             """INSERT INTO evaltrace_results (run_id, case_id, variant_name, evaluator, data)
                                VALUES (%s, %s, %s, %s, %s::jsonb)
                                ON CONFLICT (run_id, variant_name, case_id, evaluator) DO UPDATE SET data = excluded.data""",
-                            chunk,
+                            rows,
                         )
             with self._answer():
                 self._db.commit()
