@@ -195,7 +195,7 @@ def _interrupted(stop: RunInterrupted | None, args: argparse.Namespace) -> int:
     """Say what a Ctrl-C left saved and how to go on; return 130."""
     err = Console(stderr=True)
     if stop is None:
-        err.print(plain("interrupted: no run was started, nothing was saved"), highlight=False, soft_wrap=True)
+        err.print(plain("interrupted: no run was left unfinished"), highlight=False, soft_wrap=True)
         return EXIT_INTERRUPTED
     if stop.complete:
         push = shlex.join(["evaltrace", "runs", "push", str(stop.run_path), *_store_flags(args)])
@@ -222,7 +222,8 @@ def run_command(args: argparse.Namespace) -> int:
     except RunInterrupted as stop:
         return _interrupted(stop, args)
     except KeyboardInterrupt:
-        # Before the run directory existed (loading the config) or after the run (printing its summary).
+        # Before the run directory existed (loading the config) or once the run was done (printing its summary):
+        # either way nothing is left to resume.
         return _interrupted(None, args)
 
 
