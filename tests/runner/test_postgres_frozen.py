@@ -56,6 +56,9 @@ def test_the_dsn_sets_the_timeouts() -> None:
     own: dict[str, object] = {"connect_timeout": "3", "options": "-c search_path=x -c statement_timeout=5s"}
     assert connect_params(own, 10, 30) == 7
     assert own == {"connect_timeout": "3", "options": "-c search_path=x -c statement_timeout=5s"}
+    unbounded: dict[str, object] = {"options": "-c statement_timeout=0"}  # the dsn's owner wants no bound
+    assert connect_params(unbounded, 10, 30) is None
+    assert unbounded == {"connect_timeout": "10", "options": "-c statement_timeout=0"}
 
 
 def _lock_waiter(admin: psycopg.Connection[tuple[object, ...]]) -> bool:

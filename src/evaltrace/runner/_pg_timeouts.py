@@ -50,19 +50,20 @@ class NoAnswerError(Exception):
 
 
 def _statement_timeout_s(options: str) -> float | None:
-    """The ``statement_timeout`` set by libpq ``options`` in seconds (None when unset, or 0: disabled)."""
+    """The ``statement_timeout`` set by libpq ``options``, in seconds (None when unset; 0 means none)."""
     found = _STATEMENT_TIMEOUT.search(options)
     if found is None:
         return None
-    seconds = float(found.group(1)) * _UNIT_S[(found.group(2) or "ms").lower()]
-    return seconds or None
+    return float(found.group(1)) * _UNIT_S[(found.group(2) or "ms").lower()]
 
 
-def connect_params(params: dict[str, Any], connect_timeout_s: float, statement_timeout_s: float) -> float:
+def connect_params(params: dict[str, Any], connect_timeout_s: float, statement_timeout_s: float) -> float | None:
     """Complete libpq ``params`` in place with the defaults it lacks; return the client-side deadline in seconds.
 
     The dsn's own ``connect_timeout`` and ``statement_timeout`` win over the defaults; the client deadline follows
-    whichever statement timeout applies (the server gets the first chance to cancel cleanly).
+    whichever statement timeout applies (the server gets the first chance to cancel cleanly). A dsn that turns
+    the statement timeout off (``statement_timeout=0``) turns the client deadline off too (None): its owner
+    asked for statements without a bound.
 
     Args:
         params: The dsn as a mapping (``psycopg.conninfo.conninfo_to_dict``).
@@ -76,17 +77,17 @@ def connect_params(params: dict[str, Any], connect_timeout_s: float, statement_t
     if own is None:
         own = statement_timeout_s
         params["options"] = f"{options} -c statement_timeout={round(own * 1000)}".strip()
-    return own + GRACE_S
+    return own + GRACE_S if own > 0 else None
 
 
 class Deadline:
     """Cuts a connection that leaves a call unanswered past ``timeout_s``; use :meth:`answer_within` per call."""
 
-    def __init__(self, timeout_s: float, socket_fd: Any) -> None:
+    def __init__(self, timeout_s: float | None, socket_fd: Any) -> None:
         """Watch the connection whose socket ``socket_fd()`` returns (read when the deadline passes).
 
         Args:
-            timeout_s: Seconds each guarded call may wait.
+            timeout_s: Seconds each guarded call may wait (None: no deadline).
             socket_fd: Returns the connection's socket descriptor (``pgconn.socket``); may raise once closed.
         """
         self.timeout_s = timeout_s
@@ -118,6 +119,9 @@ class Deadline:
         """
         if self.cut:
             raise NoAnswerError(f"no answer within {self.timeout_s:g} s")
+        if self.timeout_s is None:
+            yield
+            return
         with self._lock:
             self._generation += 1
             self._armed = generation = self._generation
