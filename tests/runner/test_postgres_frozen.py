@@ -8,6 +8,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import psycopg
@@ -26,20 +27,35 @@ CLI = [sys.executable, "-c", "from evaltrace.cli import main; raise SystemExit(m
 def test_a_store_frozen_mid_save_gives_up_within_its_statement_timeout(
     postgres_server: PostgresServer, postgres_dsn: str
 ) -> None:
-    store = PostgresRunStore(postgres_dsn, statement_timeout_s=2)
+    # The bound as a user sets it, in the dsn: 2 s per statement, so the client gives up 4 s into a freeze.
+    store = PostgresRunStore(f"{postgres_dsn}?options=-c%20statement_timeout%3D2s")
+    outcome: list[BaseException | None] = []
+
+    def save() -> None:
+        try:
+            store.save_run(_summary("r1"), _traces("r1"), _results("r1", True), eval_name="bot")
+        except BaseException as exc:
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
     try:
         with postgres_server.frozen():
             started = time.monotonic()
-            with pytest.raises(PostgresStoreError, match=r"no answer within 4 s; the server is frozen") as caught:
-                store.save_run(_summary("r1"), _traces("r1"), _results("r1", True), eval_name="bot")
+            saver = threading.Thread(target=save, daemon=True)
+            saver.start()
+            saver.join(timeout=30)  # before the fix: never returned (a thread, so the test fails instead of hanging)
             elapsed = time.monotonic() - started
+            assert not saver.is_alive(), "the save was still waiting for the frozen server after 30 s"
             # A new connection to the frozen server is given up too (the startup exchange never gets an answer).
             with pytest.raises(PostgresStoreError, match="cannot connect: connection timeout expired"):
                 PostgresRunStore(postgres_dsn, connect_timeout_s=1)
     finally:
         store.close()
+    (error,) = outcome
+    assert isinstance(error, PostgresStoreError), error
+    assert "no answer within 4 s; the server is frozen" in str(error) and "127.0.0.1" in str(error)
     assert 3.5 < elapsed < 20, elapsed  # the stated bound (2 s + 2 s grace), with room for a loaded machine
-    assert "127.0.0.1" in str(caught.value)
     # Nothing half-saved; once the server is back, the same run saves whole.
     with PostgresRunStore(postgres_dsn) as again:
         assert again.list_runs() == []
