@@ -63,18 +63,22 @@ def test_a_store_frozen_mid_save_gives_up_within_its_statement_timeout(
         assert len(again.traces("r1")) == 2 and len(again.results("r1")) == 2
 
 
-def test_the_dsn_sets_the_timeouts() -> None:
-    from evaltrace.runner._pg_timeouts import connect_params
+def test_the_dsn_sets_the_timeouts(postgres_dsn: str) -> None:
+    from evaltrace.runner._pg_timeouts import Timeouts, connect_params
 
     params: dict[str, object] = {"host": "db"}
-    assert connect_params(params, 10, 30) == 32
-    assert params == {"host": "db", "connect_timeout": "10", "options": "-c statement_timeout=30000"}
+    assert connect_params(params, 10, 30) == Timeouts(32, 30000)
+    assert params == {"host": "db", "connect_timeout": "10"}  # no startup options: a PgBouncer would refuse them
     own: dict[str, object] = {"connect_timeout": "3", "options": "-c search_path=x -c statement_timeout=5s"}
-    assert connect_params(own, 10, 30) == 7
+    assert connect_params(own, 10, 30) == Timeouts(7, None)
     assert own == {"connect_timeout": "3", "options": "-c search_path=x -c statement_timeout=5s"}
     unbounded: dict[str, object] = {"options": "-c statement_timeout=0"}  # the dsn's owner wants no bound
-    assert connect_params(unbounded, 10, 30) is None
-    assert unbounded == {"connect_timeout": "10", "options": "-c statement_timeout=0"}
+    assert connect_params(unbounded, 10, 30) == Timeouts(None, None)
+    # On a real server: the default is in force on the store's session, and the dsn's own value wins.
+    with PostgresRunStore(postgres_dsn) as store:
+        assert store._db.execute("SHOW statement_timeout").fetchone() == ("30s",)
+    with PostgresRunStore(f"{postgres_dsn}?options=-c%20statement_timeout%3D5s") as store:
+        assert store._db.execute("SHOW statement_timeout").fetchone() == ("5s",)
 
 
 def _lock_waiter(admin: psycopg.Connection[tuple[object, ...]]) -> bool:

@@ -4,8 +4,9 @@ Three bounds, each settable in the dsn (libpq parameters), with defaults when it
 
 * ``connect_timeout`` (default :data:`CONNECT_TIMEOUT_S` s per address): connecting, including the startup
   exchange, so a server that accepts TCP but never answers is given up;
-* ``options=-c statement_timeout=...`` (default :data:`STATEMENT_TIMEOUT_S` s): the server cancels a slow
-  statement (a lock wait, say) itself and the transaction ends cleanly on its side;
+* ``options=-c statement_timeout=...`` (default :data:`STATEMENT_TIMEOUT_S` s, set with ``SET`` once connected:
+  a startup ``options`` parameter of our own would be refused by a PgBouncer in front of the server): the server
+  cancels a slow statement (a lock wait, say) itself and the transaction ends cleanly on its side;
 * a client-side deadline of the statement timeout plus :data:`GRACE_S` s on every round trip. A stopped server
   (SIGSTOP, a hung VM, a dead host behind a live route) cannot cancel anything and its kernel still acknowledges
   our packets, so neither ``statement_timeout`` nor TCP keepalives or ``tcp_user_timeout`` ever fire: only the
@@ -21,6 +22,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "STATEMENT_TIMEOUT_S",
     "Deadline",
     "NoAnswerError",
+    "Timeouts",
     "connect_params",
 ]
 
@@ -57,13 +60,26 @@ def _statement_timeout_s(options: str) -> float | None:
     return float(found.group(1)) * _UNIT_S[(found.group(2) or "ms").lower()]
 
 
-def connect_params(params: dict[str, Any], connect_timeout_s: float, statement_timeout_s: float) -> float | None:
-    """Complete libpq ``params`` in place with the defaults it lacks; return the client-side deadline in seconds.
+@dataclass(frozen=True)
+class Timeouts:
+    """What :func:`connect_params` decided.
+
+    Attributes:
+        answer_s: The client-side deadline of each call, in seconds (None: none).
+        set_statement_timeout_ms: The ``statement_timeout`` to ``SET`` once connected (None: the dsn sets its own).
+    """
+
+    answer_s: float | None
+    set_statement_timeout_ms: int | None
+
+
+def connect_params(params: dict[str, Any], connect_timeout_s: float, statement_timeout_s: float) -> Timeouts:
+    """Complete libpq ``params`` in place with a ``connect_timeout`` if it lacks one; decide the other two bounds.
 
     The dsn's own ``connect_timeout`` and ``statement_timeout`` win over the defaults; the client deadline follows
     whichever statement timeout applies (the server gets the first chance to cancel cleanly). A dsn that turns
-    the statement timeout off (``statement_timeout=0``) turns the client deadline off too (None): its owner
-    asked for statements without a bound.
+    the statement timeout off (``statement_timeout=0``) turns the client deadline off too: its owner asked for
+    statements without a bound.
 
     Args:
         params: The dsn as a mapping (``psycopg.conninfo.conninfo_to_dict``).
@@ -72,12 +88,10 @@ def connect_params(params: dict[str, Any], connect_timeout_s: float, statement_t
     """
     if not str(params.get("connect_timeout") or "").strip():
         params["connect_timeout"] = str(max(1, round(connect_timeout_s)))  # libpq takes whole seconds, 0 = never
-    options = str(params.get("options") or "")
-    own = _statement_timeout_s(options)
-    if own is None:
-        own = statement_timeout_s
-        params["options"] = f"{options} -c statement_timeout={round(own * 1000)}".strip()
-    return own + GRACE_S if own > 0 else None
+    own = _statement_timeout_s(str(params.get("options") or ""))
+    if own is not None:
+        return Timeouts(own + GRACE_S if own > 0 else None, None)
+    return Timeouts(statement_timeout_s + GRACE_S, max(1, round(statement_timeout_s * 1000)))
 
 
 class Deadline:

@@ -164,13 +164,19 @@ class PostgresRunStore:
         self.where = f"postgres {redact_dsn(dsn)}"
         try:
             params = conninfo_to_dict(dsn)
-            answer_s = connect_params(params, connect_timeout_s, statement_timeout_s)
+            timeouts = connect_params(params, connect_timeout_s, statement_timeout_s)
             self._db: psycopg.Connection[Any] = psycopg.connect(make_conninfo("", **params))
         except psycopg.Error as exc:
             raise PostgresStoreError(f"{self.where}: cannot connect: {str(exc).strip()}") from None
-        self._deadline = Deadline(answer_s, lambda: self._db.pgconn.socket)
+        self._deadline = Deadline(timeouts.answer_s, lambda: self._db.pgconn.socket)
         try:
             with self._answer():
+                if timeouts.set_statement_timeout_ms is not None:
+                    # Session-wide, committed at once: it must hold for the migration's statements too.
+                    self._db.execute(
+                        "SELECT set_config('statement_timeout', %s, false)", (f"{timeouts.set_statement_timeout_ms}ms",)
+                    )
+                    self._db.commit()
                 self._migrate()
         except BaseException:
             self._db.close()
