@@ -12,10 +12,13 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,6 +115,43 @@ class PostgresServer:
                     self.stop()
                     raise ServerUnavailable(f"server on port {self.port} never accepted connections: {exc}") from None
                 time.sleep(0.2)
+
+    def pids(self) -> list[int]:
+        """The postmaster's pid, then every process it started (backends, checkpointer, walwriter, ...)."""
+        postmaster = int((self.root / "data" / "postmaster.pid").read_text().split()[0])
+        children = []
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                # Fields after the command (which may hold spaces) begin after its closing parenthesis.
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # a process that exited meanwhile
+            if int(fields[1]) == postmaster:
+                children.append(int(stat.parent.name))
+        return [postmaster, *children]
+
+    @contextmanager
+    def frozen(self) -> Iterator[list[int]]:
+        """SIGSTOP the whole server (postmaster first, so it starts no one new), SIGCONT it on exit, whatever happens.
+
+        Stopping the postmaster alone freezes nothing already connected: its backends answer on their own.
+        The kernel still completes TCP handshakes and acknowledges data, as with a hung host or VM.
+        """
+        stopped: list[int] = []
+        try:
+            for pid in self.pids():
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except ProcessLookupError:
+                    continue
+                stopped.append(pid)
+            yield stopped
+        finally:
+            for pid in stopped:
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
 
     def create_database(self, name: str) -> str:
         """Create an empty database; return its DSN."""

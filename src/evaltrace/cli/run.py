@@ -6,12 +6,14 @@
 Exit codes: 0 done (whatever the pass rate), 1 ``--fail-on-regression`` and the gate failed (a case regressed,
 a case that passed on the baseline has no verdict now, or a variant judged no case), 2 a malformed eval.yaml /
 cases.yaml (the message names the file, the entry and the problem) or a run that cannot be found, 3 the run
-finished and its directory is complete but a store (``output:``, ``--sqlite``, ``--postgres``) could not save it.
+finished and its directory is complete but a store (``output:``, ``--sqlite``, ``--postgres``) could not save it,
+130 Ctrl-C (SIGINT): what was saved is printed with the exact command that continues the run, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +21,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from evaltrace.cli._untrusted import clean
+from evaltrace.cli._untrusted import clean, plain
 from evaltrace.cli.run_details import render_details
 from evaltrace.cli.runs import EXIT_FAILED, EXIT_USAGE, add_runs_dir, print_error, render_summary, report_stores
 from evaltrace.exceptions import EvaltraceError
 from evaltrace.runner import RunDirectory, RunOutcome, load_eval_config, re_evaluate, resolve_run, resume_run, run_eval
 from evaltrace.runner.config import DEFAULT_RUNS_DIR
+from evaltrace.runner.errors import RunInterrupted
 from evaltrace.runner.findings import trace_locations
 from evaltrace.runner.gate import run_gate_problems
+from evaltrace.runner.postgres_store import redact_dsn
+from evaltrace.runner.resume import resume_command
 from evaltrace.runner.rundir import TRACES_FILE
 from evaltrace.runner.select import SelectionError
 from evaltrace.runner.stores import configured_runs_dir
@@ -171,8 +176,58 @@ def _report(console: Console, outcome: RunOutcome, fail_on_regression: bool) -> 
     return EXIT_FAILED if problems else saved
 
 
+EXIT_INTERRUPTED = 130
+"""Ctrl-C: 128 + SIGINT, as a shell reports a process that SIGINT ended."""
+
+
+def _store_flags(args: argparse.Namespace) -> list[str]:
+    """The flags naming where the run is saved (and how it is compared), to repeat on ``--resume``/``runs push``."""
+    flags: list[str] = []
+    if args.sqlite is not None:
+        flags += ["--sqlite", str(args.sqlite)]
+    if args.postgres is not None:
+        # Never echo a password (terminals and CI logs are read by others): libpq finds it in PGPASSWORD/.pgpass.
+        flags += ["--postgres", redact_dsn(args.postgres)]
+    return flags
+
+
+def _interrupted(stop: RunInterrupted | None, args: argparse.Namespace) -> int:
+    """Say what a Ctrl-C left saved and how to go on; return 130."""
+    err = Console(stderr=True)
+    if stop is None:
+        err.print(plain("interrupted: no run was left unfinished"), highlight=False, soft_wrap=True)
+        return EXIT_INTERRUPTED
+    if stop.complete:
+        push = shlex.join(["evaltrace", "runs", "push", str(stop.run_path), *_store_flags(args)])
+        lines = [
+            f"interrupted while saving to the stores: the run is complete in {stop.run_path}",
+            f"save it with: {push}",
+        ]
+    else:
+        extra = [*_store_flags(args), *(["--drift"] if args.drift else [])]
+        lines = [
+            f"interrupted: saved {stop.traces_saved} of {stop.cells} traces and {stop.results_saved} evaluation"
+            f" results in {stop.run_path}",
+            f"continue with: {resume_command(stop.run_path, extra)}",
+        ]
+    for line in lines:
+        err.print(plain(line), highlight=False, soft_wrap=True)
+    return EXIT_INTERRUPTED
+
+
 def run_command(args: argparse.Namespace) -> int:
-    """Run an eval.yaml and print its summary."""
+    """Run an eval.yaml and print its summary (Ctrl-C: what was saved and the ``--resume`` command, exit 130)."""
+    try:
+        return _run_command(args)
+    except RunInterrupted as stop:
+        return _interrupted(stop, args)
+    except KeyboardInterrupt:
+        # Before the run directory existed (loading the config) or once the run was done (printing its summary):
+        # either way nothing is left to resume.
+        return _interrupted(None, args)
+
+
+def _run_command(args: argparse.Namespace) -> int:
     console = Console()
     try:
         namespace = _namespace(args.namespace)

@@ -35,6 +35,7 @@ from evaltrace.runner.config import DEFAULT_RUNS_DIR
 from evaltrace.runner.findings import trace_locations
 from evaltrace.runner.gate import comparison_gate_problems
 from evaltrace.runner.migrate import current_summary
+from evaltrace.runner.resume import UnfinishedRun, resume_command, unfinished_runs
 from evaltrace.runner.rundir import CONFIG_FILE, SUMMARY_FILE, TRACES_FILE
 from evaltrace.runner.stores import StoreSpec, open_store, parse_outputs, save_to_stores
 from evaltrace.schema import ComparisonReport, EvaluatorVariantRollup, RunSummary, VariantSummary
@@ -326,31 +327,60 @@ def _summaries(args: argparse.Namespace, store: StoreSpec | None) -> list[tuple[
     return found
 
 
+def _unfinished_row(run: UnfinishedRun) -> list[Cell]:
+    of = f" of {run.cells}" if run.cells is not None else ""
+    progress = f"unfinished: {run.traces_saved}{of} traces, {run.results_saved} results saved"
+    return [
+        plain(run.path.name, single_line=True),
+        "-",
+        f"[yellow]{progress}[/yellow]",
+        "-",
+        plain(run.path, single_line=True),
+    ]
+
+
 def list_command(args: argparse.Namespace) -> int:
-    """Print a table of runs: id, variants with pass rates, comparison."""
+    """Print a table of runs: id, variants with pass rates, comparison; unfinished runs with their resume command."""
     console = Console()
     try:
         store = _flag_store(args)
-        summaries = _summaries(args, store)[: args.limit]
+        summaries = _summaries(args, store)
     except (EvaltraceError, ValueError) as exc:
         return print_error(exc)
+    # Only run directories can be unfinished: a store receives a run once it is complete.
+    unfinished = unfinished_runs(args.runs_dir) if store is None else []
     source = store.describe() if store is not None else str(args.runs_dir)
-    if not summaries:
+    if not summaries and not unfinished:
         console.print(plain(f"No runs in {source}."), highlight=False)
         return EXIT_OK
-    rows: list[list[Cell]] = []
+    listed: list[tuple[str, list[Cell], UnfinishedRun | None]] = []
     for summary, where in summaries:
         rates = ", ".join(f"{markup_safe(v.name)} {_variant_rate(v)}" for v in summary.variants)
         regressions = summary.comparison.regressions_count if summary.comparison else None
-        rows.append([
+        row: list[Cell] = [
             plain(summary.run_id, single_line=True),
             str(summary.cases_total),
             rates,
             str(regressions or "-"),
             plain(where, single_line=True),
-        ])  # fmt: skip
+        ]
+        listed.append((summary.run_id, row, None))
+    listed += [(run.path.name, _unfinished_row(run), run) for run in unfinished]
+    listed.sort(key=lambda item: item[0], reverse=True)  # run ids sort by start time
+    listed = listed[: args.limit]
     columns = [*LIST_COLUMNS, Column("where" if store is None else "namespace", fold=True, drop=1)]
-    print_table(console, columns, rows, plain(f"Runs in {source}"))
+    print_table(console, columns, [row for _, row, _ in listed], plain(f"Runs in {source}"))
+    # Commands on lines of their own, never folded by a narrow table: they are meant to be copied.
+    for _, _, run in listed:
+        if run is not None:
+            console.print(
+                plain(
+                    f"unfinished {run.path.name} (killed, interrupted or still running);"
+                    f" continue with: {resume_command(run.path)}"
+                ),
+                highlight=False,
+                soft_wrap=True,
+            )
     return EXIT_OK
 
 

@@ -30,10 +30,19 @@ from evaltrace.runner.config import (
     load_eval_config,
     mask_secrets,
 )
+from evaltrace.runner.errors import RunInterrupted
 from evaltrace.runner.evaluate import ConfiguredEvaluator, ResultKey, build_evaluators, evaluate_traces, result_key
 from evaltrace.runner.findings import baseline_run_results, describe_changes, trace_locations, with_findings
 from evaltrace.runner.resume import current_sys_path, incomplete_runs, re_evaluation_setup, resume_config
-from evaltrace.runner.rundir import CONFIG_FILE, SUMMARY_FILE, TRACES_FILE, RunDirectory, RunMeta
+from evaltrace.runner.rundir import (
+    CONFIG_FILE,
+    RESULTS_FILE,
+    SUMMARY_FILE,
+    TRACES_FILE,
+    RunDirectory,
+    RunMeta,
+    saved_lines,
+)
 from evaltrace.runner.select import apply_selection
 from evaltrace.runner.stores import StoreSpec, configured_runs_dir, configured_stores, parse_outputs, save_to_stores
 from evaltrace.runner.summary import CaseOutcomes, compare_variants, restrict_to_cases, run_comparison, summarise_run
@@ -373,7 +382,35 @@ def _carry_out(
     new_run: bool,
     notes: list[str],
 ) -> RunOutcome:
-    """Execute the missing cells, evaluate the missing results, summarise: the common body of runs and resumes."""
+    """Execute the missing cells, evaluate the missing results, summarise: the common body of runs and resumes.
+
+    Raises:
+        RunInterrupted: Ctrl-C stopped it (what was saved is kept for ``run --resume``).
+    """
+    try:
+        return _carry_out_steps(run, config, adapters, evaluators, started, options, new_run=new_run, notes=notes)
+    except KeyboardInterrupt as stop:
+        # The appenders closed on the way out: every line in the files is whole, so it is what a resume keeps.
+        raise RunInterrupted(
+            run.path,
+            cells=len(config.cases) * len(config.variants),
+            traces_saved=saved_lines(run.path / TRACES_FILE),
+            results_saved=saved_lines(run.path / RESULTS_FILE),
+            complete=(run.path / SUMMARY_FILE).is_file(),
+        ) from stop
+
+
+def _carry_out_steps(
+    run: RunDirectory,
+    config: EvalConfig,
+    adapters: list[Adapter],
+    evaluators: list[ConfiguredEvaluator],
+    started: dt.datetime,
+    options: _Options,
+    *,
+    new_run: bool,
+    notes: list[str],
+) -> RunOutcome:
     earlier = [] if new_run else _first_per_key(run.read_traces(), lambda t: (t.case_id, t.variant_name))
     done_cells = {(t.case_id, t.variant_name) for t in earlier}
     log = run.append_traces(new_run=new_run)

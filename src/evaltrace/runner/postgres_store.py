@@ -7,6 +7,9 @@ Tables (prefixed ``evaltrace_`` so they can share a database with an application
 * ``evaltrace_traces`` / ``evaltrace_results``: the run's models as JSONB, keyed like the jsonl files;
 * ``evaltrace_schema_migrations``: the schema versions applied.
 
+Every wait on the server is bounded (:mod:`evaltrace.runner._pg_timeouts`): a server that freezes or vanishes makes
+the call fail with :class:`PostgresStoreError` within the connect or statement timeout, never hang the run.
+
 The schema is created or migrated when a store is opened. The migration runs in one transaction holding a
 transaction-level advisory lock, so processes opening the same database at once wait for each other instead of
 failing, and a half-applied migration is never visible. Every statement is also idempotent (``IF NOT EXISTS``), so
@@ -16,17 +19,27 @@ tables made by hand or by an older release are adopted and completed.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, LiteralString
+from typing import TYPE_CHECKING, Any, LiteralString, TypeVar
 
 from evaltrace.exceptions import EvaltraceError, SchemaError
+from evaltrace.runner._pg_timeouts import (
+    CONNECT_TIMEOUT_S,
+    STATEMENT_TIMEOUT_S,
+    Deadline,
+    NoAnswerError,
+    connect_params,
+)
 from evaltrace.runner.rundir import load_record
 from evaltrace.runner.sqlite_store import StoredRun
 from evaltrace.schema import EvaluationResult, RunSummary, Trace
 
 if TYPE_CHECKING:
     import psycopg
+
+T = TypeVar("T")
 
 __all__ = ["SCHEMA_MIGRATIONS", "PostgresRunStore", "PostgresStoreError", "redact_dsn"]
 
@@ -101,6 +114,15 @@ def _namespace(namespace: Mapping[str, str] | None) -> str:
     return json.dumps({str(k): str(v) for k, v in (namespace or {}).items()}, sort_keys=True)
 
 
+_CHUNK_ROWS = 200
+"""Rows per executemany: each chunk is one guarded wait, so the deadline bounds a wait, not the size of a run."""
+
+
+def _chunks(rows: list[T]) -> Iterator[list[T]]:
+    for start in range(0, len(rows), _CHUNK_ROWS):
+        yield rows[start : start + _CHUNK_ROWS]
+
+
 def _load(model: type[Any], value: Any) -> Any:
     # JSONB comes back parsed; load_record migrates rows written by an older release, as for the jsonl files.
     return load_record(model, json.dumps(value))
@@ -116,26 +138,60 @@ class PostgresRunStore:
         ...     store.list_runs(run_namespace={"project": "bot", "branch": "main"})
     """
 
-    def __init__(self, dsn: str, *, connect_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        connect_timeout_s: float = CONNECT_TIMEOUT_S,
+        statement_timeout_s: float = STATEMENT_TIMEOUT_S,
+    ) -> None:
         """Connect to ``dsn`` and create or migrate the tables.
 
+        Args:
+            dsn: Connection string (URL or ``key=value``).
+            connect_timeout_s: Seconds to connect, unless the dsn sets ``connect_timeout``.
+            statement_timeout_s: Seconds per statement, unless the dsn's ``options`` set ``statement_timeout``;
+                the client stops waiting for any answer 2 s later (a frozen server cannot cancel anything).
+
         Raises:
-            PostgresStoreError: psycopg is not installed, or the server cannot be reached.
+            PostgresStoreError: psycopg is not installed, or the server cannot be reached or does not answer.
         """
         try:
             import psycopg
+            from psycopg.conninfo import conninfo_to_dict, make_conninfo
         except ImportError:
             raise PostgresStoreError("the PostgreSQL store needs psycopg: pip install 'evaltrace[postgres]'") from None
         self.where = f"postgres {redact_dsn(dsn)}"
         try:
-            self._db: psycopg.Connection[Any] = psycopg.connect(dsn, connect_timeout=max(1, round(connect_timeout_s)))
+            params = conninfo_to_dict(dsn)
+            timeouts = connect_params(params, connect_timeout_s, statement_timeout_s)
+            self._db: psycopg.Connection[Any] = psycopg.connect(make_conninfo("", **params))
         except psycopg.Error as exc:
             raise PostgresStoreError(f"{self.where}: cannot connect: {str(exc).strip()}") from None
+        self._deadline = Deadline(timeouts.answer_s, lambda: self._db.pgconn.socket)
         try:
-            self._migrate()
+            with self._answer():
+                if timeouts.set_statement_timeout_ms is not None:
+                    # Session-wide, committed at once: it must hold for the migration's statements too.
+                    self._db.execute(
+                        "SELECT set_config('statement_timeout', %s, false)", (f"{timeouts.set_statement_timeout_ms}ms",)
+                    )
+                    self._db.commit()
+                self._migrate()
         except BaseException:
             self._db.close()
             raise
+
+    @contextmanager
+    def _answer(self) -> Iterator[None]:
+        """Guard one call to the server: one that stays unanswered past the deadline is a PostgresStoreError."""
+        try:
+            with self._deadline.answer_within():
+                yield
+        except NoAnswerError as exc:
+            raise PostgresStoreError(
+                f"{self.where}: {exc}; the server is frozen, overloaded or unreachable (connection abandoned)"
+            ) from None
 
     def _migrate(self) -> None:
         with self._db.transaction():
@@ -160,8 +216,9 @@ class PostgresRunStore:
 
     def schema_versions(self) -> list[int]:
         """Return the schema versions applied to this database, in order."""
-        rows = self._db.execute("SELECT version FROM evaltrace_schema_migrations ORDER BY version").fetchall()
-        self._db.commit()
+        with self._answer():
+            rows = self._db.execute("SELECT version FROM evaltrace_schema_migrations ORDER BY version").fetchall()
+            self._db.commit()
         return [row[0] for row in rows]
 
     def close(self) -> None:
@@ -195,39 +252,64 @@ class PostgresRunStore:
             run_namespace: Namespace of the run; None keeps the stored one (empty for a new run).
         """
         run_id = summary.run_id
-        with self._db.transaction(), self._db.cursor() as cur:
-            cur.execute(
-                """INSERT INTO evaltrace_runs
-                       (run_id, eval_name, started_at, finished_at, config_hash, summary, run_namespace)
-                   VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb)
-                   ON CONFLICT (run_id) DO UPDATE SET eval_name = excluded.eval_name,
-                       finished_at = excluded.finished_at, config_hash = excluded.config_hash,
-                       summary = excluded.summary,
-                       run_namespace = CASE WHEN %s THEN excluded.run_namespace
-                                            ELSE evaltrace_runs.run_namespace END""",
-                (
-                    run_id,
-                    eval_name,
-                    summary.started_at,
-                    summary.finished_at,
-                    summary.config_hash,
-                    summary.model_dump_json(),
-                    _namespace(run_namespace),
-                    run_namespace is not None,
-                ),
-            )
-            cur.executemany(
-                """INSERT INTO evaltrace_traces (run_id, case_id, variant_name, data) VALUES (%s, %s, %s, %s::jsonb)
-                   ON CONFLICT DO NOTHING""",
-                [(run_id, t.case_id, t.variant_name, t.model_dump_json()) for t in traces],
-            )
-            cur.execute("DELETE FROM evaltrace_results WHERE run_id = %s", (run_id,))
-            cur.executemany(
-                """INSERT INTO evaltrace_results (run_id, case_id, variant_name, evaluator, data)
-                   VALUES (%s, %s, %s, %s, %s::jsonb)
-                   ON CONFLICT (run_id, variant_name, case_id, evaluator) DO UPDATE SET data = excluded.data""",
-                [(run_id, r.case_id, r.variant_name, r.evaluator, r.model_dump_json()) for r in results],
-            )
+        trace_rows = [(run_id, t.case_id, t.variant_name, t.model_dump_json()) for t in traces]
+        result_rows = [(run_id, r.case_id, r.variant_name, r.evaluator, r.model_dump_json()) for r in results]
+        # One transaction, each round trip guarded on its own: a big run is many short waits, never one long one.
+        try:
+            with self._db.cursor() as cur:
+                with self._answer():
+                    cur.execute(
+                        """INSERT INTO evaltrace_runs
+                               (run_id, eval_name, started_at, finished_at, config_hash, summary, run_namespace)
+                           VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb)
+                           ON CONFLICT (run_id) DO UPDATE SET eval_name = excluded.eval_name,
+                               finished_at = excluded.finished_at, config_hash = excluded.config_hash,
+                               summary = excluded.summary,
+                               run_namespace = CASE WHEN %s THEN excluded.run_namespace
+                                                    ELSE evaltrace_runs.run_namespace END""",
+                        (
+                            run_id,
+                            eval_name,
+                            summary.started_at,
+                            summary.finished_at,
+                            summary.config_hash,
+                            summary.model_dump_json(),
+                            _namespace(run_namespace),
+                            run_namespace is not None,
+                        ),
+                    )
+                for chunk in _chunks(trace_rows):
+                    with self._answer():
+                        cur.executemany(
+                            """INSERT INTO evaltrace_traces (run_id, case_id, variant_name, data)
+                               VALUES (%s, %s, %s, %s::jsonb) ON CONFLICT DO NOTHING""",
+                            chunk,
+                        )
+                with self._answer():
+                    cur.execute("DELETE FROM evaltrace_results WHERE run_id = %s", (run_id,))
+                for rows in _chunks(result_rows):
+                    with self._answer():
+                        cur.executemany(
+                            """INSERT INTO evaltrace_results (run_id, case_id, variant_name, evaluator, data)
+                               VALUES (%s, %s, %s, %s, %s::jsonb)
+                               ON CONFLICT (run_id, variant_name, case_id, evaluator) DO UPDATE SET data = excluded.data""",
+                            rows,
+                        )
+            with self._answer():
+                self._db.commit()
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _rollback(self) -> None:
+        """End a failed transaction, unless the connection is gone (the server then discards it)."""
+        if self._deadline.cut or self._db.closed:
+            return
+        try:
+            with self._answer():
+                self._db.rollback()
+        except Exception:  # the save's own error is the one to report
+            pass
 
     def list_runs(
         self, *, eval_name: str | None = None, run_namespace: Mapping[str, str] | None = None
@@ -238,13 +320,14 @@ class PostgresRunStore:
             eval_name: Only runs of this eval.
             run_namespace: Only runs whose namespace holds every given key with the given value (``@>``).
         """
-        rows = self._db.execute(
-            """SELECT run_id, eval_name, summary, run_namespace FROM evaltrace_runs
-               WHERE (%s::text IS NULL OR eval_name = %s) AND run_namespace @> %s::jsonb
-               ORDER BY run_id COLLATE "C" DESC""",
-            (eval_name, eval_name, _namespace(run_namespace)),
-        ).fetchall()
-        self._db.commit()  # end the read transaction: a long-lived store must not pin old row versions
+        with self._answer():
+            rows = self._db.execute(
+                """SELECT run_id, eval_name, summary, run_namespace FROM evaltrace_runs
+                   WHERE (%s::text IS NULL OR eval_name = %s) AND run_namespace @> %s::jsonb
+                   ORDER BY run_id COLLATE "C" DESC""",
+                (eval_name, eval_name, _namespace(run_namespace)),
+            ).fetchall()
+            self._db.commit()  # end the read transaction: a long-lived store must not pin old row versions
         return [self._stored(row) for row in rows]
 
     def get_run(self, run_id: str) -> StoredRun:
@@ -253,10 +336,11 @@ class PostgresRunStore:
         Raises:
             SchemaError: No such run in the database.
         """
-        row = self._db.execute(
-            "SELECT run_id, eval_name, summary, run_namespace FROM evaltrace_runs WHERE run_id = %s", (run_id,)
-        ).fetchone()
-        self._db.commit()
+        with self._answer():
+            row = self._db.execute(
+                "SELECT run_id, eval_name, summary, run_namespace FROM evaltrace_runs WHERE run_id = %s", (run_id,)
+            ).fetchone()
+            self._db.commit()
         if row is None:
             raise SchemaError(f"{self.where}: no run {run_id!r}")
         return self._stored(row)
@@ -267,20 +351,22 @@ class PostgresRunStore:
 
     def traces(self, run_id: str) -> list[Trace]:
         """Return a run's traces (variant, then case order)."""
-        rows = self._db.execute(
-            "SELECT data FROM evaltrace_traces WHERE run_id = %s"
-            ' ORDER BY variant_name COLLATE "C", case_id COLLATE "C"',
-            (run_id,),
-        ).fetchall()
-        self._db.commit()
+        with self._answer():
+            rows = self._db.execute(
+                "SELECT data FROM evaltrace_traces WHERE run_id = %s"
+                ' ORDER BY variant_name COLLATE "C", case_id COLLATE "C"',
+                (run_id,),
+            ).fetchall()
+            self._db.commit()
         return [_load(Trace, row[0]) for row in rows]
 
     def results(self, run_id: str) -> list[EvaluationResult]:
         """Return a run's evaluation results."""
-        rows = self._db.execute(
-            "SELECT data FROM evaltrace_results WHERE run_id = %s"
-            ' ORDER BY variant_name COLLATE "C", case_id COLLATE "C", evaluator COLLATE "C"',
-            (run_id,),
-        ).fetchall()
-        self._db.commit()
+        with self._answer():
+            rows = self._db.execute(
+                "SELECT data FROM evaltrace_results WHERE run_id = %s"
+                ' ORDER BY variant_name COLLATE "C", case_id COLLATE "C", evaluator COLLATE "C"',
+                (run_id,),
+            ).fetchall()
+            self._db.commit()
         return [_load(EvaluationResult, row[0]) for row in rows]

@@ -16,13 +16,16 @@ existed. It starts a new run and says which unfinished run of the same config ``
 from __future__ import annotations
 
 import os
+import shlex
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evaltrace.runner.config import (
     DEFAULT_CONCURRENCY,
+    DEFAULT_RUNS_DIR,
     EvalConfig,
     config_hash,
     load_eval_config,
@@ -33,16 +36,28 @@ from evaltrace.runner.config import (
 )
 from evaltrace.runner.errors import RunConfigError
 from evaltrace.runner.evaluate import ConfiguredEvaluator, build_evaluators
-from evaltrace.runner.rundir import CONFIG_FILE, HASH_FILE, SUMMARY_FILE, RunDirectory, RunMeta
+from evaltrace.runner.rundir import (
+    CONFIG_FILE,
+    HASH_FILE,
+    RESULTS_FILE,
+    SUMMARY_FILE,
+    TRACES_FILE,
+    RunDirectory,
+    RunMeta,
+    saved_lines,
+)
 from evaltrace.runner.select import restrict_to_selection
 from evaltrace.schema import RunSummary
 
 __all__ = [
     "ReEvaluationSetup",
+    "UnfinishedRun",
     "current_sys_path",
     "incomplete_runs",
     "re_evaluation_setup",
+    "resume_command",
     "resume_config",
+    "unfinished_runs",
     "use_run_paths",
 ]
 
@@ -116,6 +131,22 @@ def resume_config(run: RunDirectory, config_path: Path | None) -> EvalConfig:
     return config
 
 
+def resume_command(run_path: Path, extra: Sequence[str] = ()) -> str:
+    """The exact shell command that continues the run in ``run_path`` from the current working directory.
+
+    ``--runs-dir`` is given unless the run lives in the default ``runs`` directory, since ``--resume`` without an
+    eval.yaml looks run ids up there.
+
+    Args:
+        run_path: The run directory.
+        extra: More arguments (``--sqlite PATH``, ...), appended as given.
+    """
+    words = ["evaltrace", "run", "--resume", run_path.name]
+    if run_path.parent != Path(DEFAULT_RUNS_DIR):
+        words += ["--runs-dir", str(run_path.parent)]
+    return shlex.join([*words, *extra])
+
+
 def incomplete_runs(runs_dir: Path, eval_name: str, digest: str) -> list[str]:
     """Ids of runs of ``eval_name`` under ``runs_dir`` with this config hash that never wrote their summary."""
     if not runs_dir.is_dir():
@@ -126,6 +157,42 @@ def incomplete_runs(runs_dir: Path, eval_name: str, digest: str) -> list[str]:
             continue
         if (path / HASH_FILE).read_text(encoding="utf-8").strip() == digest:
             found.append(path.name)
+    return found
+
+
+@dataclass(frozen=True)
+class UnfinishedRun:
+    """A run directory without its summary: killed, interrupted, or still running.
+
+    Attributes:
+        path: The run directory.
+        cells: Its cells (cases × variants), or None when its config or cases snapshot cannot be read.
+        traces_saved: Cells with a trace saved (not run again on resume).
+        results_saved: Evaluation results saved (not evaluated again on resume).
+    """
+
+    path: Path
+    cells: int | None
+    traces_saved: int
+    results_saved: int
+
+
+def unfinished_runs(runs_dir: Path) -> list[UnfinishedRun]:
+    """The runs under ``runs_dir`` that never wrote their summary, newest first (any config)."""
+    if not runs_dir.is_dir():
+        return []
+    found = []
+    for path in sorted(runs_dir.iterdir(), reverse=True):
+        # config.yaml is written first: a run killed before its first trace is still one to resume.
+        if (path / SUMMARY_FILE).exists() or not (path / CONFIG_FILE).is_file():
+            continue
+        run = RunDirectory(path)
+        try:
+            cells: int | None = len(run.read_cases()) * len(_variant_names(run.read_config()))
+        # Broad on purpose: one damaged run must not hide the others; its resume names what is wrong.
+        except Exception:
+            cells = None
+        found.append(UnfinishedRun(path, cells, saved_lines(path / TRACES_FILE), saved_lines(path / RESULTS_FILE)))
     return found
 
 

@@ -61,6 +61,7 @@ __all__ = [
     "load_record",
     "new_run_id",
     "resolve_run",
+    "saved_lines",
 ]
 
 TRACES_FILE = "traces.jsonl"
@@ -174,6 +175,15 @@ def resolve_run(reference: str | Path, runs_dir: Path, *, argument: str | None =
         names = ", ".join(p.name for p in matches[:5])
         raise RunNotFoundError(f"{where}{text!r} matches several runs in {runs_dir}: {names}")
     raise RunNotFoundError(f"{where}no run {text!r} (not a run directory, nor a run id in {runs_dir})")
+
+
+def saved_lines(path: Path) -> int:
+    """How many whole records an appended jsonl file holds (a torn last line, cut off on resume, is not one)."""
+    try:
+        with path.open("rb") as handle:
+            return sum(1 for line in handle if line.endswith(b"\n") and line.strip())
+    except OSError:  # not written yet (or unreadable: nothing a resume could keep either)
+        return 0
 
 
 def _is_path_like(reference: str) -> bool:
