@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from evaltrace.schema._base import SCHEMA_VERSION, UtcDatetime, utcnow
 from evaltrace.schema.artifacts import FileDiff, FileEntry, FileManifest, FilesystemArtifact, WorkspaceKind
+from evaltrace.schema.conversation import Conversation, Turn, turn_user_input
 from evaltrace.schema.evaluation import (
     BatchMetadata,
     BatchStatus,
@@ -61,6 +62,7 @@ __all__ = [
     "BatchMetadata",
     "BatchStatus",
     "ComparisonReport",
+    "Conversation",
     "DEFAULT_AGENT_RUBRIC",
     "EvalCase",
     "Evaluation",
@@ -102,6 +104,7 @@ __all__ = [
     "TraceMessage",
     "TraceMetrics",
     "TraceOutput",
+    "Turn",
     "UtcDatetime",
     "VariantDelta",
     "VariantSummary",
@@ -110,5 +113,6 @@ __all__ = [
     "derive_tool_views",
     "new_evaluation_id",
     "score_id",
+    "turn_user_input",
     "utcnow",
 ]
