@@ -278,3 +278,20 @@ def test_byte_drops_are_an_outcome_of_the_export_metric() -> None:
     finally:
         exporter.gate.set()
         handle.shutdown()
+
+
+def test_force_flush_says_false_when_spans_were_lost_since_the_previous_flush() -> None:
+    exporter = GatedExporter(SpanExportResult.FAILURE)  # the backend refuses: every span of the batch is lost
+    exporter.gate.set()
+    handle = evaltrace.configure(service_name="f", local_store=False, exporters=[exporter], handle_sigterm=False)
+    try:
+        tracer = handle.provider.get_tracer("t")
+        for i in range(3):
+            tracer.start_span(f"refused {i}").end()
+        assert handle.force_flush(10_000) is False  # nothing is left queued, but nothing got through either
+        assert handle.evaluation_processor.stats()["exporters"]["custom[0]"]["export_failed"] == 3
+        exporter.result = SpanExportResult.SUCCESS  # the backend is back
+        tracer.start_span("accepted").end()
+        assert handle.force_flush(10_000) is True  # nothing lost since the previous flush
+    finally:
+        handle.shutdown()
