@@ -9,7 +9,6 @@ even on a provider the user set up themselves.
 
 from __future__ import annotations
 
-import atexit
 import os
 import re
 import threading
@@ -462,7 +461,7 @@ def configure(
         handle._user_exporters = [e for _, e in collected.named if isinstance(e, _UserExporter)]
         _state.handle = handle
         if not _state.atexit_registered:
-            atexit.register(_shutdown_at_exit)
+            exit_hooks.shutdown_at_exit(_shutdown_at_exit)
             exit_hooks.drain_before_executors_stop(_drain_at_exit)
             _state.atexit_registered = True
         if handle_sigterm:
