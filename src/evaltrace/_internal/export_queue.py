@@ -51,8 +51,9 @@ DEFAULT_SCHEDULE_DELAY_S = 1.0
 DEFAULT_MAX_QUEUE_BYTES = 256_000_000
 """Estimated bytes of spans one queue holds, in flight included (``configure(export_queue_max_bytes=...)``).
 
-About 8,000 spans carrying a 30 kB prompt (the app of issue 24 reached 2.95 GB with the span bound alone), while a
-burst of 40,000 ordinary spans the local store absorbs still fits whole; see docs/reliability.md ("Spans").
+About 8,000 spans carrying a 30 kB prompt (the app of issue 24 reached 2.95 GB with the span bound alone). A
+decorated call's span is estimated at ~3.4 kB, so for spans of that size the local store's span bound (65,536, about
+220 MB) binds first: the byte bound only bites on large spans, and a burst the store absorbs loses nothing to it.
 """
 SPAN_BYTES = 2048
 """The estimate's fixed cost of a span (the objects the SDK makes for it, measured at ~3 kB with a few attributes)."""
@@ -375,11 +376,11 @@ class ExportQueue(SpanProcessor):
                 entries = [queue.popleft() for _ in range(count)]
                 self._in_flight = count
                 self._export([span for span, _ in entries])
-                self._in_flight = 0
                 size = sum(size for _, size in entries)
                 if size:
                     with self._bytes_lock:  # resident until exported: an export in progress still holds them
                         self._queued_bytes -= size
+                self._in_flight = 0
         finally:
             with self._idle:
                 self._busy = False
