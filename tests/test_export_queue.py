@@ -280,10 +280,14 @@ def test_byte_drops_are_an_outcome_of_the_export_metric() -> None:
         handle.shutdown()
 
 
-def test_force_flush_says_false_when_spans_were_lost_since_the_previous_flush() -> None:
+@pytest.mark.parametrize("batch", [True, False], ids=["batched", "synchronous"])
+def test_force_flush_says_false_when_spans_were_lost_since_the_previous_flush(batch: bool) -> None:
+    # With batch=False the SDK's SimpleSpanProcessor ignored a FAILURE: no count, and every flush said True.
     exporter = GatedExporter(SpanExportResult.FAILURE)  # the backend refuses: every span of the batch is lost
     exporter.gate.set()
-    handle = evaltrace.configure(service_name="f", local_store=False, exporters=[exporter], handle_sigterm=False)
+    handle = evaltrace.configure(
+        service_name="f", local_store=False, exporters=[exporter], handle_sigterm=False, batch=batch
+    )
     try:
         tracer = handle.provider.get_tracer("t")
         for i in range(3):

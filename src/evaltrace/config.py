@@ -21,7 +21,7 @@ from typing import Any, Literal
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from evaltrace._internal import backends, evals_env, exit_hooks, forks, semconv, settings, tracing
 from evaltrace._internal.configure_args import check_configure_arguments
@@ -401,7 +401,8 @@ def configure(
         evaluation_provenance: Add the evaluator's version and type to every ``gen_ai.evaluation.result`` event
             (default: ``EVALTRACE_EVALUATION_PROVENANCE``, else off; the spec has no attribute for them yet).
         tracer_provider: Attach to this provider instead of the global/own one.
-        batch: Batch exports (default); False exports synchronously (tests, short scripts).
+        batch: Batch exports (default); False exports each span as it ends, on its thread (tests, short scripts),
+            counted in ``stats()`` as batched exports are.
         shutdown_timeout_s: Longest ``shutdown()`` (and the exit drain, at interpreter exit) waits for
             evaluations, score deliveries and exports. What misses it is reported, never lost silently: see
             docs/reliability.md.
@@ -438,7 +439,9 @@ def configure(
     downstream: list[SpanProcessor] = []
     for name, exporter in collected.named:
         wrapped = RedactingSpanExporter(exporter, redactor) if redactor else exporter
-        downstream.append(_export_processor(name, wrapped, queue_bytes) if batch else SimpleSpanProcessor(wrapped))
+        downstream.append(
+            _export_processor(name, wrapped, queue_bytes) if batch else ExportQueue(wrapped, name, synchronous=True)
+        )
     score_sinks = _score_sinks(options, sinks)
     evaluator_processor = (
         _build_evaluation(downstream, evaluators, score_sinks, evaluation_options, redactor)

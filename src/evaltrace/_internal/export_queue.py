@@ -119,6 +119,9 @@ class ExportQueue(SpanProcessor):
             counted as ``dropped_queue_bytes``); 0 = no byte bound.
         max_batch_size: Most spans per ``export`` call; a full batch wakes the worker at once.
         schedule_delay_s: Longest a span waits before its batch is exported. It bounds what a SIGKILL loses.
+        synchronous: Export each span on the thread that ends it, with no queue or thread
+            (``configure(batch=False)``), counted as the queue counts: unlike the SDK's ``SimpleSpanProcessor``,
+            an export that fails is counted and makes the next :meth:`force_flush` say False.
     """
 
     def __init__(
@@ -130,6 +133,7 @@ class ExportQueue(SpanProcessor):
         max_batch_size: int = DEFAULT_BATCH,
         schedule_delay_s: float = DEFAULT_SCHEDULE_DELAY_S,
         max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
+        synchronous: bool = False,
     ) -> None:
         if max_queue_size < 1 or max_batch_size < 1 or schedule_delay_s <= 0 or max_queue_bytes < 0:
             raise ValueError(
@@ -139,6 +143,7 @@ class ExportQueue(SpanProcessor):
         self.name = name
         self._max_queue = max_queue_size
         self._max_bytes = max_queue_bytes
+        self._synchronous = synchronous
         self._batch = max_batch_size
         self._delay = schedule_delay_s
         # Each span with its estimated size, so the worker gives back exactly what was counted in.
@@ -160,7 +165,8 @@ class ExportQueue(SpanProcessor):
         self._thread: threading.Thread | None = None  # None: not started (yet) in this process
         if getattr(exporter, "on_lost", False) is None:  # the local store: losses after a SUCCESS come later
             exporter.on_lost = self._lost_after_export  # type: ignore[attr-defined]
-        self._start_thread()
+        if not synchronous:
+            self._start_thread()
         forks.reinit_after_fork(self)
 
     def _start_thread(self) -> None:
@@ -203,6 +209,12 @@ class ExportQueue(SpanProcessor):
         """Queue ``span``; a queue full (by spans or bytes) or a shut processor drops it, counted by reason."""
         context = span.context
         if context is not None and not context.trace_flags.sampled:
+            return
+        if self._synchronous:
+            if self._shutdown:
+                self._drop(_SHUTDOWN)
+            else:
+                self._export([span])
             return
         queue = self._queue
         if self._shutdown or len(queue) >= self._max_queue:
