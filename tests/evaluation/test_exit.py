@@ -224,6 +224,8 @@ class Recorder(SpanExporter):
             out.writelines(span.name + "\\n" for span in spans)
         return SpanExportResult.SUCCESS
 
+import atexit
+atexit.register(lambda: open("early-atexit.txt", "w").close())  # the application's, registered before configure()
 evaltrace.configure(service_name="term", local_store=False, exporters=[Recorder()], shutdown_timeout_s=20)
 from opentelemetry import trace
 for i in range(3):
@@ -245,3 +247,5 @@ for i in range(3):
     assert time.monotonic() - sent < 20  # the thread sleeping for an hour was not waited for
     # The drain or shutdown in progress finished: every span went out.
     assert sorted((tmp_path / "exported.txt").read_text().split("\n")[:-1]) == ["span 0", "span 1", "span 2"], err
+    if phase != "atexit":  # the application's atexit handlers ran (in the atexit phase only those after configure)
+        assert (tmp_path / "early-atexit.txt").exists()

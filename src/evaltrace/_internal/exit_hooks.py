@@ -14,10 +14,12 @@ span and score in memory lost. :func:`exit_on_sigterm` makes it raise ``SystemEx
 instead (only when no other handler is installed), so the same drain and shutdown as a clean exit run.
 
 A SIGTERM once the exit has begun (a ``SystemExit`` raised there is printed as "Exception ignored" with a
-traceback and cannot change the exit status, which is already decided) is noted instead: the drain and shutdown
-in progress finish within their deadline, ``atexit`` handlers run, and the process exits with status 143. Outside
-evaltrace's own drain and shutdown (joining non-daemon threads, another exit hook) it finishes at once. Non-daemon
-threads are not waited for then: SIGTERM asked the process to end.
+traceback and cannot change the exit status, which is already decided) is noted instead: the drain or ``atexit``
+handler in progress finishes (evaltrace's within its deadline), the ``atexit`` handlers run, then the process ends
+with status 143 (``os._exit``, after flushing logging and the std streams). Non-daemon threads are not waited for
+then: SIGTERM asked the process to end. A SIGTERM while the ``atexit`` handlers already run skips those
+registered before ``configure()`` (logging is still flushed): running them from a handler would run the others twice
+on Pythons whose ``atexit`` iterates over a copy of its list.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ class _Phase:
     DRAINING = "draining"  # evaltrace's exit drain runs (a threading exit hook)
     JOINING = "joining"  # after the drain, before atexit: other exit hooks, joins of non-daemon threads
     AT_EXIT = "at_exit"  # atexit handlers run, evaltrace's shutdown among them
-    DONE = "done"  # evaltrace's shutdown is over
+    FINAL = "final"  # the atexit handlers registered since this module was imported have run
 
     def __init__(self) -> None:
         self.phase = self.RUNNING
@@ -66,7 +68,7 @@ def drain_before_executors_stop(drain: Callable[[], None]) -> None:
 
 
 def shutdown_at_exit(shutdown: Callable[[], None]) -> None:
-    """Run ``shutdown`` among the ``atexit`` handlers; after a SIGTERM during the exit, then exit with 143."""
+    """Run ``shutdown`` among the ``atexit`` handlers (a SIGTERM meanwhile lets it finish, see the module doc)."""
     atexit.register(lambda: _run_shutdown(shutdown))
 
 
@@ -89,12 +91,19 @@ def _atexit_began() -> None:
 
 def _run_shutdown(shutdown: Callable[[], None]) -> None:
     _exit.phase = _Phase.AT_EXIT
-    try:
-        shutdown()
-    finally:
-        _exit.phase = _Phase.DONE
+    shutdown()
+
+
+def _after_atexit_handlers() -> None:
+    """Registered at import, before any evaltrace handler: runs after them (and after the application's later ones)."""
+    if _exit.phase == _Phase.RUNNING:  # atexit runs without the threading hooks (an embedded interpreter...)
+        return
+    _exit.phase = _Phase.FINAL
     if _exit.terminated and not _exit.finishing:
         _exit_now()
+
+
+atexit.register(_after_atexit_handlers)
 
 
 def _finish() -> None:
@@ -104,7 +113,7 @@ def _finish() -> None:
     try:
         run: Callable[[], None] | None = getattr(atexit, "_run_exitfuncs", None)
         if run is not None:
-            run()  # they run once: atexit forgets them afterwards
+            run()  # each runs once: atexit forgets them afterwards
     finally:
         _exit_now()
 
@@ -131,9 +140,10 @@ def _raise_exit(signum: int, frame: FrameType | None) -> None:
     _exit.terminated = True
     if phase == _Phase.JOINING:  # nothing of evaltrace's is running: run the atexit handlers and end
         _finish()
-    elif phase == _Phase.DONE:
+    elif phase == _Phase.FINAL:
         _exit_now()
-    # DRAINING, AT_EXIT: the drain or shutdown in progress finishes within its deadline, then the exit is 143.
+    # DRAINING, AT_EXIT: the drain or the atexit handlers in progress finish (evaltrace's within its deadline),
+    # then the process exits with 143.
 
 
 def exit_on_sigterm() -> bool:
