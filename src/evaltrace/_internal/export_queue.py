@@ -240,10 +240,10 @@ class ExportQueue(SpanProcessor):
 
     def _drop(self, reason: str) -> None:
         with self._loss_lock:
-            if reason is _SHUTDOWN:
+            if reason == _SHUTDOWN:
                 self._stats.dropped_shutdown += 1
                 self._episode.loss(1, "span ended after shutdown")
-            elif reason is _FULL:
+            elif reason == _FULL:
                 self._stats.dropped_queue_full += 1
                 self._episode.loss(
                     1, f"export queue full ({self._max_queue} spans): the backend is slower than the app"
