@@ -20,13 +20,14 @@ from evaltrace.exporters import LocalTraceStore
 class GatedExporter(SpanExporter):
     """A real exporter that blocks until the test opens the gate (a backend slower than the application)."""
 
-    def __init__(self, result: SpanExportResult = SpanExportResult.SUCCESS) -> None:
+    def __init__(self, result: SpanExportResult = SpanExportResult.SUCCESS, wait_s: float = 10) -> None:
         self.gate = threading.Event()
         self.result = result
         self.received = 0
+        self.wait_s = wait_s
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        self.gate.wait(10)
+        self.gate.wait(self.wait_s)
         self.received += len(spans)
         return self.result
 
@@ -207,7 +208,7 @@ def test_the_queue_is_bounded_by_bytes_and_its_drops_are_counted_and_reported(
     setting: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     bound = 2_000_000
-    exporter = GatedExporter()  # the backend is stuck: everything the app ends piles up in the queue
+    exporter = GatedExporter(wait_s=120)  # the backend is stuck: everything the app ends piles up in the queue
     options: dict[str, object] = {"export_queue_max_bytes": bound}
     if setting == "environment":
         monkeypatch.setenv("EVALTRACE_EXPORT_QUEUE_MAX_BYTES", "2MB")
@@ -255,7 +256,7 @@ def test_byte_drops_are_an_outcome_of_the_export_metric() -> None:
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
     reader = InMemoryMetricReader()
-    exporter = GatedExporter()
+    exporter = GatedExporter(wait_s=120)
     handle = evaltrace.configure(
         service_name="m", local_store=False, exporters=[exporter], handle_sigterm=False,
         export_queue_max_bytes=100_000, evaluation_options={"meter_provider": MeterProvider(metric_readers=[reader])},

@@ -232,7 +232,8 @@ for i in range(3):
     trace.get_tracer("t").start_span(f"span {{i}}").end()
 {setup}print("exiting", flush=True)
 """
-    markers = {"drain": "exporting", "thread-join": "exiting", "atexit": "atexit"}
+    # "exporting" is printed by the exit drain's export: the script has ended by then.
+    markers = {"drain": "exporting", "thread-join": "exporting", "atexit": "atexit"}
     with _start(tmp_path, body) as child:
         assert child.stdout is not None
         while (line := child.stdout.readline()) and line.strip() != markers[phase]:
