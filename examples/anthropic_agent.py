@@ -147,11 +147,14 @@ def main() -> None:
         print(f"Q: {QUESTION}")
         print("A: ", end="")
         WeatherAgent(client).run(QUESTION)
-    handle.force_flush()  # waits for the evaluators and the score sink
+    # Waits for the evaluators and the score sink; False when a span was lost (the WARNING above says why).
+    stored = handle.force_flush()
     handle.shutdown()
     print(f"\nScores (appended to {SCORES}):")
     print_scores(offset)
-    print(f"\nTrace written to {STORE}/traces/ — see it with: evaltrace traces show last --details")
+    if not stored:
+        sys.exit(f"\nNOT all written to {STORE}: see the warning above")
+    print(f"\nTrace written to {STORE} — see it with: evaltrace traces show last --details")
 
 
 if __name__ == "__main__":

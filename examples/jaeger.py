@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Any
 
 from opentelemetry import trace as otel_trace
@@ -50,7 +51,7 @@ def answer(question: str) -> str:
     return call_model(f"{question} -> {weather['sky']}, {weather['temp_c']}C in {weather['city']}")
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--grpc", action="store_true", help="export over OTLP/gRPC instead of OTLP/HTTP")
     args = parser.parse_args()
@@ -69,12 +70,20 @@ def main() -> None:
         with evaltrace.context(session_id="demo-session", user_id="demo-user"):
             print(answer("What's the weather in Paris?"))
         trace_id = format(root.get_span_context().trace_id, "032x")
+    # False when a span was lost (Jaeger down, refused, too slow): the WARNING above names the cause.
     ok = handle.force_flush(30_000)
+    spans = handle.evaluation_processor.stats()["exporters"]["otlp"]
     handle.shutdown()
+    if not ok:
+        print(
+            f"NOT all sent to {endpoint}: {spans['lost']} span(s) lost, {spans['queued']} still queued", file=sys.stderr
+        )
+        return 1
     ui = os.environ.get("JAEGER_UI", "http://localhost:16686")
-    print(f"exported={'yes' if ok else 'INCOMPLETE'} via {protocol} to {endpoint}")
+    print(f"exported {spans['exported']} span(s) via {protocol} to {endpoint}")
     print(f"trace: {ui}/trace/{trace_id}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

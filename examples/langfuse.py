@@ -63,11 +63,19 @@ def main() -> int:
         with tracer.start_as_current_span("request") as root:
             print(answer("What's the weather in Paris?"))
             trace_id = format(root.get_span_context().trace_id, "032x")
+    # False when a span was lost or a score not delivered in time: the WARNING above names the cause.
     ok = handle.force_flush(30_000)
-    stats = handle.evaluation_processor.stats()["sinks"]["langfuse"]
+    stats = handle.evaluation_processor.stats()
+    spans, scores = stats["exporters"]["langfuse"], stats["sinks"]["langfuse"]
     handle.shutdown()
-    print(f"trace {trace_id} exported={'yes' if ok else 'INCOMPLETE'}; scores delivered={stats['successes']}")
-    print("undelivered scores (if any) are in .evaltrace/dead-letter/langfuse.jsonl: evaltrace scores replay ...")
+    print(f"scores delivered={scores['successes']}; undelivered ones go to .evaltrace/dead-letter/langfuse.jsonl")
+    if not ok or spans["lost"]:
+        print(
+            f"trace {trace_id} NOT all sent: {spans['lost']} span(s) lost, {spans['queued']} still queued",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"trace {trace_id}: exported {spans['exported']} span(s)")
     return 0
 
 

@@ -13,6 +13,7 @@ Run:
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import Any
 
@@ -61,7 +62,7 @@ def wait_for(url: str, params: dict[str, Any], timeout_s: float = 30.0) -> list[
     return []
 
 
-def main() -> None:
+def main() -> int:
     handle = evaltrace.configure(
         "evaltrace-phoenix-demo",
         phoenix=PHOENIX_URL,
@@ -70,14 +71,18 @@ def main() -> None:
     )
     with evaltrace.context(session_id="phoenix-demo-session", user_id="demo-user"):
         print(answer("What's the weather in Paris?"))
-    handle.force_flush(30_000)
+    ok = handle.force_flush(30_000)  # False when a span was lost: the WARNING above names the cause
+    lost = handle.evaluation_processor.stats()["exporters"]["phoenix"]["lost"]
     handle.shutdown()
+    if not ok or lost:
+        print(f"NOT all sent to {PHOENIX_URL}: {lost} span(s) lost; is Phoenix running?", file=sys.stderr)
+        return 1
 
     spans = wait_for(f"{PHOENIX_URL}/v1/projects/{PROJECT}/spans", {"limit": 20})
     agent = next((s for s in spans if s["name"] == "invoke_agent weather-bot"), None)
     if agent is None:
         print(f"no spans in project {PROJECT!r} yet; is Phoenix running at {PHOENIX_URL}?")
-        return
+        return 1
     print(f"{len(spans)} spans in project {PROJECT!r}; newest trace {agent['context']['trace_id']}")
     for event in agent["events"]:
         print(f"  event {event['name']}: {event['attributes']}")
@@ -87,7 +92,8 @@ def main() -> None:
     for note in annotations:
         print(f"  annotation {note['name']}: {note['result']} ({note['annotator_kind']})")
     print(f"open {PHOENIX_URL}/projects and pick {PROJECT!r}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

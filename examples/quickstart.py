@@ -13,6 +13,8 @@ Run:
 
 from __future__ import annotations
 
+import sys
+
 import evaltrace
 from evaltrace.evaluators import ContainsText, ToolCalled
 
@@ -42,15 +44,19 @@ def answer(question: str) -> str:
     return compose_answer(get_weather(city), get_forecast(city))
 
 
-def main() -> None:
+def main() -> int:
     handle = evaltrace.configure(service_name="quickstart")
     with evaltrace.context(session_id="session-42", user_id="ada", tags=["quickstart"]):
         print(answer("What's the weather in Paris?"))
-    handle.force_flush()  # waits for the evaluations too
+    # Waits for the evaluations too; False when a span was lost (the WARNING above says why) or not stored in time.
+    if not handle.force_flush():
+        print("NOT all written to .evaltrace/traces.sqlite3: see the warning above", file=sys.stderr)
+        return 1
     print("Trace and its evaluations written to .evaltrace/traces.sqlite3. See them with:")
     print("  evaltrace traces list --failed-evals    # the traces with a failed check")
     print("  evaltrace traces show last              # the tree, with each check's verdict")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -78,7 +78,7 @@ def main() -> None:
             if chunk.choices and chunk.choices[0].delta.content:
                 print(chunk.choices[0].delta.content, end="", flush=True)
         print()
-    handle.force_flush()
+    stored = handle.force_flush()  # False when a span was lost (the WARNING above says why)
     chat_spans = [s for s in memory.get_finished_spans() if s.name.startswith("chat ")]
     if not chat_spans:
         sys.exit("no chat span was recorded: is the openai extra installed (pip install 'evaltrace[openai]')?")
@@ -89,7 +89,9 @@ def main() -> None:
         value = attributes.get(key)
         print(f"  {label:<20} {'-' if value is None else fmt.format(value):<10} ({key})")
     handle.shutdown()
-    print("\nTrace written to .evaltrace/traces/ — see it with: evaltrace traces show last --details")
+    if not stored:
+        sys.exit("\nNOT all written to .evaltrace: see the warning above")
+    print("\nTrace written to .evaltrace — see it with: evaltrace traces show last --details")
 
 
 if __name__ == "__main__":

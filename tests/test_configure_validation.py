@@ -47,6 +47,7 @@ BAD_VALUES: dict[str, tuple[Any, str]] = {
     "batch": ("false", "got str"),
     "shutdown_timeout_s": ("10", "got str"),
     "handle_sigterm": (0, "got int"),
+    "export_queue_max_bytes": (1.5, "got float"),
 }
 
 
@@ -92,6 +93,7 @@ def test_a_wrong_type_raises_config_error_naming_the_setting(name: str, tmp_path
         ({"max_attribute_length": True}, "got bool"),
         ({"shutdown_timeout_s": 0}, "got 0"),
         ({"shutdown_timeout_s": float("inf")}, "got inf"),
+        ({"export_queue_max_bytes": -1}, "got -1"),
         ({"exporters": InMemorySpanExporter()}, "expected a list of SpanExporter objects"),
         ({"evaluation_options": {1: 2}}, "got a int key"),
         ({"redact": ["ACME", 42]}, "got int at [1]"),

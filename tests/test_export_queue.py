@@ -20,13 +20,14 @@ from evaltrace.exporters import LocalTraceStore
 class GatedExporter(SpanExporter):
     """A real exporter that blocks until the test opens the gate (a backend slower than the application)."""
 
-    def __init__(self, result: SpanExportResult = SpanExportResult.SUCCESS) -> None:
+    def __init__(self, result: SpanExportResult = SpanExportResult.SUCCESS, wait_s: float = 10) -> None:
         self.gate = threading.Event()
         self.result = result
         self.received = 0
+        self.wait_s = wait_s
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        self.gate.wait(10)
+        self.gate.wait(self.wait_s)
         self.received += len(spans)
         return self.result
 
@@ -45,7 +46,8 @@ def test_overflow_is_counted_and_logged_once_per_episode(caplog: pytest.LogCaptu
         for i in range(100):
             tracer.start_span(f"s{i}").end()  # type: ignore[attr-defined]
         exporter.gate.set()
-        assert queue.force_flush(10_000)
+        assert queue.force_flush(10_000) is False  # everything queued went out, but spans were lost
+    assert queue.force_flush(10_000)  # nothing lost since the previous flush
     stats = queue.stats()
     assert stats["received"] == 100
     assert stats["exported"] == exporter.received
@@ -196,3 +198,105 @@ def test_a_partial_batch_goes_out_at_the_schedule_delay() -> None:
         pass
     assert exporter.sizes == [3]
     provider.shutdown()
+
+
+PROMPT = "p" * 30_000  # a 30 kB prompt, as in the app of issue 24 that reached 2.95 GB
+
+
+@pytest.mark.parametrize("setting", ["argument", "environment"])
+def test_the_queue_is_bounded_by_bytes_and_its_drops_are_counted_and_reported(
+    setting: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    bound = 2_000_000
+    exporter = GatedExporter(wait_s=120)  # the backend is stuck: everything the app ends piles up in the queue
+    options: dict[str, object] = {"export_queue_max_bytes": bound}
+    if setting == "environment":
+        monkeypatch.setenv("EVALTRACE_EXPORT_QUEUE_MAX_BYTES", "2MB")
+        options = {}
+    handle = evaltrace.configure(
+        service_name="bytes", local_store=False, exporters=[exporter], handle_sigterm=False, **options
+    )  # type: ignore[arg-type]
+    try:
+        tracer = handle.provider.get_tracer("t")
+        highest = 0
+        with caplog.at_level(logging.WARNING, logger="evaltrace.export"):
+            for i in range(300):
+                with tracer.start_as_current_span(f"chat {i}", attributes={"input.value": PROMPT}) as span:
+                    span.add_event("gen_ai.user.message", {"content": PROMPT})
+                highest = max(highest, handle.evaluation_processor.stats()["exporters"]["custom[0]"]["queued_bytes"])
+        stats = handle.evaluation_processor.stats()["exporters"]["custom[0]"]
+        assert 0 < highest <= bound  # resident spans (queued and in flight) never passed the bound
+        # Each span holds ~60 kB: about 33 fit. A bound blind to the payload would have held all 300 (~600 kB).
+        assert stats["received"] == 300
+        assert stats["dropped_queue_bytes"] >= 300 - bound // 60_000
+        assert stats["dropped_queue_full"] == 0 and stats["lost"] == stats["dropped_queue_bytes"]
+        warnings = [r.getMessage() for r in caplog.records]
+        assert len(warnings) == 1 and "export_queue_max_bytes" in warnings[0] and "custom[0]" in warnings[0]
+        exporter.gate.set()
+        assert handle.force_flush(10_000) is False  # what was queued went out, but spans were lost
+        stats = handle.evaluation_processor.stats()["exporters"]["custom[0]"]
+        assert stats["exported"] == exporter.received == 300 - stats["dropped_queue_bytes"]
+        assert stats["queued_bytes"] == 0 and stats["queued"] == 0
+        assert handle.force_flush(10_000)  # nothing lost since
+    finally:
+        exporter.gate.set()
+        handle.shutdown()
+
+
+def test_a_bad_byte_bound_is_a_config_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(evaltrace.ConfigError, match="export_queue_max_bytes.*a size such as"):
+        evaltrace.configure(local_store=False, handle_sigterm=False, export_queue_max_bytes="lots")
+    monkeypatch.setenv("EVALTRACE_EXPORT_QUEUE_MAX_BYTES", "-5MB")
+    with pytest.raises(evaltrace.ConfigError, match="EVALTRACE_EXPORT_QUEUE_MAX_BYTES"):
+        evaltrace.configure(local_store=False, handle_sigterm=False)
+
+
+def test_byte_drops_are_an_outcome_of_the_export_metric() -> None:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    reader = InMemoryMetricReader()
+    exporter = GatedExporter(wait_s=120)
+    handle = evaltrace.configure(
+        service_name="m", local_store=False, exporters=[exporter], handle_sigterm=False,
+        export_queue_max_bytes=100_000, evaluation_options={"meter_provider": MeterProvider(metric_readers=[reader])},
+    )  # fmt: skip
+    try:
+        tracer = handle.provider.get_tracer("t")
+        for _ in range(10):
+            tracer.start_span("x", attributes={"input.value": PROMPT}).end()
+        dropped = handle.evaluation_processor.stats()["exporters"]["custom[0]"]["dropped_queue_bytes"]
+        assert dropped >= 7
+        points = {
+            dict(p.attributes)["evaltrace.export.outcome"]: p.value
+            for rm in reader.get_metrics_data().resource_metrics
+            for sm in rm.scope_metrics
+            for m in sm.metrics
+            if m.name == "evaltrace.export.spans"
+            for p in m.data.data_points
+        }
+        assert points["dropped_queue_bytes"] == dropped
+    finally:
+        exporter.gate.set()
+        handle.shutdown()
+
+
+@pytest.mark.parametrize("batch", [True, False], ids=["batched", "synchronous"])
+def test_force_flush_says_false_when_spans_were_lost_since_the_previous_flush(batch: bool) -> None:
+    # With batch=False the SDK's SimpleSpanProcessor ignored a FAILURE: no count, and every flush said True.
+    exporter = GatedExporter(SpanExportResult.FAILURE)  # the backend refuses: every span of the batch is lost
+    exporter.gate.set()
+    handle = evaltrace.configure(
+        service_name="f", local_store=False, exporters=[exporter], handle_sigterm=False, batch=batch
+    )
+    try:
+        tracer = handle.provider.get_tracer("t")
+        for i in range(3):
+            tracer.start_span(f"refused {i}").end()
+        assert handle.force_flush(10_000) is False  # nothing is left queued, but nothing got through either
+        assert handle.evaluation_processor.stats()["exporters"]["custom[0]"]["export_failed"] == 3
+        exporter.result = SpanExportResult.SUCCESS  # the backend is back
+        tracer.start_span("accepted").end()
+        assert handle.force_flush(10_000) is True  # nothing lost since the previous flush
+    finally:
+        handle.shutdown()

@@ -285,8 +285,8 @@ def test_a_pipeline_shut_down_before_the_fork_stays_shut_down_in_the_child(tmp_p
     child = json.loads((tmp_path / "child.json").read_text())
     assert child["threads"] == ["MainThread"], child  # nothing restarted
     assert child["stats"]["exporters"]["custom[0]"] == {
-        "exported": 0, "export_failed": 0, "dropped_queue_full": 0, "dropped_shutdown": 1, "queued": 0,
-        "received": 1, "lost": 1,
+        "exported": 0, "export_failed": 0, "dropped_queue_full": 0, "dropped_queue_bytes": 0, "dropped_shutdown": 1,
+        "queued": 0, "received": 1, "lost": 1, "queued_bytes": 0,
     }  # fmt: skip
     # configure() again in the child gives it a working pipeline.
     _check_process(tmp_path, result["child"], [f"child-{i}" for i in range(N)], done.stderr)

@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+import evaltrace
 from evaltrace.cli import main
 from evaltrace.cli.trace_totals import trace_totals
 from evaltrace.exporters import LocalStoreExporter, LocalTraceStore, store_import
@@ -111,6 +112,26 @@ def test_a_span_sqlite_refuses_loses_only_itself_and_is_counted(tmp_path: Path) 
         "good 4",
     }
     assert exporter.stats()["lost_spans"] == 1
+
+
+@pytest.mark.parametrize("redact", [False, True], ids=["plain", "redacted"])
+def test_spans_the_writer_loses_are_never_counted_exported(tmp_path: Path, redact: bool) -> None:
+    # The thread writer reported its loss during export, before the batch's SUCCESS was counted, and a loss behind
+    # redaction never reached the export queue: both were counted exported.
+    _batch(LocalStoreExporter(tmp_path, max_age_s=0, max_bytes=0), ["first"])  # creates the store
+    _refuse_spans_named(tmp_path, "bad")  # a real SQLite failure of one span
+    handle = evaltrace.configure(local_store=tmp_path, redact=redact, handle_sigterm=False)
+    try:
+        tracer = handle.provider.get_tracer("t")
+        for name in ("good 1", "bad", "good 2", "good 3"):
+            tracer.start_span(name).end()
+        assert handle.force_flush(30_000) is False  # a span was lost: the flush does not say it went well
+        stats = handle.evaluation_processor.stats()["exporters"]["local_store"]
+        assert (stats["exported"], stats["export_failed"], stats["lost"], stats["received"]) == (3, 1, 1, 4)
+        assert {s.root_name for s in LocalTraceStore(tmp_path).list_traces()} == {"first", "good 1", "good 2", "good 3"}
+        assert handle.force_flush(30_000)  # nothing lost since
+    finally:
+        handle.shutdown()
 
 
 def test_a_rolled_back_batch_leaves_no_stale_resource_id(tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ even on a provider the user set up themselves.
 
 from __future__ import annotations
 
-import atexit
 import os
 import re
 import threading
@@ -22,11 +21,11 @@ from typing import Any, Literal
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from evaltrace._internal import backends, evals_env, exit_hooks, forks, semconv, settings, tracing
 from evaltrace._internal.configure_args import check_configure_arguments
-from evaltrace._internal.export_queue import ExportQueue
+from evaltrace._internal.export_queue import DEFAULT_MAX_QUEUE_BYTES, ExportQueue
 from evaltrace._internal.jsonutil import DEFAULT_MAX_LENGTH
 from evaltrace._internal.otlp_settings import resolve_otlp
 from evaltrace.context import StampingPipeline
@@ -34,11 +33,12 @@ from evaltrace.exceptions import ConfigError
 from evaltrace.exporters.console import ConsoleSpanExporter
 from evaltrace.exporters.local_store import DEFAULT_DIRECTORY, LocalStoreExporter
 from evaltrace.exporters.redaction import RedactFunction, RedactingSpanExporter, Redactor, mask_pii
-from evaltrace.exporters.store_options import LocalStoreOptions, resolve_store_options
+from evaltrace.exporters.store_options import LocalStoreOptions, parse_size, resolve_store_options
 
 __all__ = ["EvaltraceHandle", "configure"]
 
 MAX_LENGTH_ENV = "EVALTRACE_MAX_ATTRIBUTE_LENGTH"
+QUEUE_BYTES_ENV = "EVALTRACE_EXPORT_QUEUE_MAX_BYTES"
 LOCAL_STORE_MAX_QUEUE = 65_536
 # Per-batch costs (a commit's pages, one statement per table) are shared by more spans: ~10% less per span.
 LOCAL_STORE_MAX_BATCH = 8192
@@ -210,6 +210,16 @@ def _capture_settings(capture_content: bool | None, max_attribute_length: int | 
     )
 
 
+def _queue_bytes(value: int | str | None) -> int:
+    """``export_queue_max_bytes``, else ``EVALTRACE_EXPORT_QUEUE_MAX_BYTES``, else the default (0 = no byte bound)."""
+    if isinstance(value, str):
+        return parse_size(value.strip(), "export_queue_max_bytes")
+    if value is not None:
+        return value
+    raw = os.environ.get(QUEUE_BYTES_ENV, "").strip()
+    return parse_size(raw, QUEUE_BYTES_ENV) if raw else DEFAULT_MAX_QUEUE_BYTES
+
+
 def _redactor(redact: bool | RedactFunction | Sequence[str | re.Pattern[str]] | None) -> RedactFunction | None:
     if redact is None or redact is False:
         return None
@@ -288,8 +298,8 @@ def _backend_sinks(options: dict[str, Any], skip: set[str | None]) -> list[Any]:
     return sinks
 
 
-def _export_processor(name: str, exporter: SpanExporter) -> SpanProcessor:
-    """An :class:`ExportQueue` per exporter: bounded, every lost span counted, at most ~1 s of spans held."""
+def _export_processor(name: str, exporter: SpanExporter, max_bytes: int) -> SpanProcessor:
+    """An :class:`ExportQueue` per exporter: bounded by spans and bytes, every lost span counted."""
     if name == "local_store":
         # A local file takes a burst at disk speed: size the queue so a burst it absorbs on average loses nothing.
         # Its batches are written every 0.5 s, which bounds what a SIGKILL loses to about the last second.
@@ -299,8 +309,9 @@ def _export_processor(name: str, exporter: SpanExporter) -> SpanProcessor:
             max_queue_size=LOCAL_STORE_MAX_QUEUE,
             max_batch_size=LOCAL_STORE_MAX_BATCH,
             schedule_delay_s=0.5,
+            max_queue_bytes=max_bytes,
         )
-    return ExportQueue(exporter, name)
+    return ExportQueue(exporter, name, max_queue_bytes=max_bytes)
 
 
 def _build_evaluation(
@@ -342,6 +353,7 @@ def configure(
     batch: bool = True,
     shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
     handle_sigterm: bool = True,
+    export_queue_max_bytes: int | str | None = None,
 ) -> EvaltraceHandle:
     """Set up tracing (and live evaluation) for this process; call again to replace the setup.
 
@@ -389,12 +401,17 @@ def configure(
         evaluation_provenance: Add the evaluator's version and type to every ``gen_ai.evaluation.result`` event
             (default: ``EVALTRACE_EVALUATION_PROVENANCE``, else off; the spec has no attribute for them yet).
         tracer_provider: Attach to this provider instead of the global/own one.
-        batch: Batch exports (default); False exports synchronously (tests, short scripts).
+        batch: Batch exports (default); False exports each span as it ends, on its thread (tests, short scripts),
+            counted in ``stats()`` as batched exports are.
         shutdown_timeout_s: Longest ``shutdown()`` (and the exit drain, at interpreter exit) waits for
             evaluations, score deliveries and exports. What misses it is reported, never lost silently: see
             docs/reliability.md.
         handle_sigterm: Make SIGTERM exit cleanly (``SystemExit(143)``), so it flushes like a normal exit. Only
             when SIGTERM still has Python's default disposition (a server's own handler is left alone).
+        export_queue_max_bytes: Bound of each exporter's queue by the estimated size of the spans it holds (in
+            flight included), as bytes or a size such as ``"64MB"``; 0 = spans bound only. Default:
+            ``EVALTRACE_EXPORT_QUEUE_MAX_BYTES``, else 256 MB. A span that would pass it is dropped and counted
+            (``dropped_queue_bytes``), as one past the span bound (65,536 for the local store, 8,192 others).
 
     Returns:
         A handle with ``force_flush()`` and ``shutdown()`` (also called at interpreter exit).
@@ -408,6 +425,7 @@ def configure(
         "phoenix": phoenix, "local_store": local_store, "console": console, "exporters": exporters,
     }  # fmt: skip
     capture = _capture_settings(capture_content, max_attribute_length)
+    queue_bytes = _queue_bytes(export_queue_max_bytes)
     evals = evals_env.read_evaluation_environment()  # validated on every call, used or not
     if not evaluators:
         evaluators = evals_env.build_evaluators(evals)
@@ -421,7 +439,9 @@ def configure(
     downstream: list[SpanProcessor] = []
     for name, exporter in collected.named:
         wrapped = RedactingSpanExporter(exporter, redactor) if redactor else exporter
-        downstream.append(_export_processor(name, wrapped) if batch else SimpleSpanProcessor(wrapped))
+        downstream.append(
+            _export_processor(name, wrapped, queue_bytes) if batch else ExportQueue(wrapped, name, synchronous=True)
+        )
     score_sinks = _score_sinks(options, sinks)
     evaluator_processor = (
         _build_evaluation(downstream, evaluators, score_sinks, evaluation_options, redactor)
@@ -444,7 +464,7 @@ def configure(
         handle._user_exporters = [e for _, e in collected.named if isinstance(e, _UserExporter)]
         _state.handle = handle
         if not _state.atexit_registered:
-            atexit.register(_shutdown_at_exit)
+            exit_hooks.shutdown_at_exit(_shutdown_at_exit)
             exit_hooks.drain_before_executors_stop(_drain_at_exit)
             _state.atexit_registered = True
         if handle_sigterm:

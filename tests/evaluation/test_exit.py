@@ -195,3 +195,58 @@ for i in range(6):  # more stuck evaluations than the pool has threads
         assert "evaltrace.eval.stuck.passed" not in attributes
     by_name = {s["name"] for s in _scores(tmp_path)}
     assert "quick" in by_name
+
+
+EXIT_PHASES = {
+    # The drain waits for an export that takes 3 s (a slow backend): SIGTERM arrives while it waits.
+    "drain": ("", "SLOW_EXPORT = 3.0"),
+    # A non-daemon thread still runs: interpreter exit joins it after evaltrace's drain.
+    "thread-join": ("import threading\nthreading.Thread(target=time.sleep, args=(3600,)).start()\n", ""),
+    # An atexit handler of the application, registered after configure(), runs before evaltrace's shutdown.
+    "atexit": ("import atexit\natexit.register(lambda: (print('atexit', flush=True), time.sleep(3)))\n", ""),
+}
+
+
+@pytest.mark.parametrize("phase", list(EXIT_PHASES))
+def test_sigterm_during_the_exit_exits_143_without_a_traceback(tmp_path: Path, phase: str) -> None:
+    # Today a SIGTERM arriving once the script had ended raised SystemExit inside the exit hooks: "Exception
+    # ignored" with a traceback, and the process exited 0 (its status was decided already).
+    setup, slow = EXIT_PHASES[phase]
+    body = f"""
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+{slow or "SLOW_EXPORT = 0.0"}
+
+class Recorder(SpanExporter):
+    def export(self, spans):
+        print("exporting", flush=True)
+        time.sleep(SLOW_EXPORT)
+        with open("exported.txt", "a") as out:
+            out.writelines(span.name + "\\n" for span in spans)
+        return SpanExportResult.SUCCESS
+
+import atexit
+atexit.register(lambda: open("early-atexit.txt", "w").close())  # the application's, registered before configure()
+evaltrace.configure(service_name="term", local_store=False, exporters=[Recorder()], shutdown_timeout_s=20)
+from opentelemetry import trace
+for i in range(3):
+    trace.get_tracer("t").start_span(f"span {{i}}").end()
+{setup}print("exiting", flush=True)
+"""
+    # "exporting" is printed by the exit drain's export: the script has ended by then.
+    markers = {"drain": "exporting", "thread-join": "exporting", "atexit": "atexit"}
+    with _start(tmp_path, body) as child:
+        assert child.stdout is not None
+        while (line := child.stdout.readline()) and line.strip() != markers[phase]:
+            pass
+        assert line, child.stderr.read() if child.stderr else ""
+        time.sleep(0.5)  # well inside the 3 s the exit is held up
+        sent = time.monotonic()
+        child.send_signal(signal.SIGTERM)
+        _, err = child.communicate(timeout=60)
+    assert child.returncode == 143, err
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert time.monotonic() - sent < 20  # the thread sleeping for an hour was not waited for
+    # The drain or shutdown in progress finished: every span went out.
+    assert sorted((tmp_path / "exported.txt").read_text().split("\n")[:-1]) == ["span 0", "span 1", "span 2"], err
+    if phase != "atexit":  # the application's atexit handlers ran (in the atexit phase only those after configure)
+        assert (tmp_path / "early-atexit.txt").exists()

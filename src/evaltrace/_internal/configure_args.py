@@ -161,6 +161,15 @@ def _timeout(value: Any) -> str | None:
     return None if value > 0 and math.isfinite(value) else f"expected a number of seconds > 0, got {value}"
 
 
+def _queue_bytes(value: Any) -> str | None:
+    # A string is parsed (and a bad one named) by parse_size when the queues are built.
+    if value is None or isinstance(value, str):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f'expected a number of bytes >= 0 (0 = no byte bound), a size such as "64MB" or None, {_got(value)}'
+    return None if value >= 0 else f"expected a number of bytes >= 0 (0 = no byte bound), got {value}"
+
+
 CHECKS: dict[str, Check] = {
     "service_name": _optional_str,
     "environment": _optional_str,
@@ -185,6 +194,7 @@ CHECKS: dict[str, Check] = {
     "batch": _flag,
     "shutdown_timeout_s": _timeout,
     "handle_sigterm": _flag,
+    "export_queue_max_bytes": _queue_bytes,
 }
 """What each ``configure()`` parameter accepts (every parameter has a row)."""
 

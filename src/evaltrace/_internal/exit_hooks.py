@@ -12,13 +12,24 @@ registers the drain among ``threading``'s exit hooks, after ``concurrent.futures
 A SIGTERM under Python's default disposition kills the process at once: no ``finally``, no ``atexit``, every
 span and score in memory lost. :func:`exit_on_sigterm` makes it raise ``SystemExit(143)`` in the main thread
 instead (only when no other handler is installed), so the same drain and shutdown as a clean exit run.
+
+A SIGTERM once the exit has begun (a ``SystemExit`` raised there is printed as "Exception ignored" with a
+traceback and cannot change the exit status, which is already decided) is noted instead: the drain or ``atexit``
+handler in progress finishes (evaltrace's within its deadline), the ``atexit`` handlers run, then the process ends
+with status 143 (``os._exit``, after flushing logging and the std streams). Non-daemon threads are not waited for
+then: SIGTERM asked the process to end. A SIGTERM while the ``atexit`` handlers already run skips those
+registered before ``configure()`` (logging is still flushed): running them from a handler would run the others twice
+on Pythons whose ``atexit`` iterates over a copy of its list.
 """
 
 from __future__ import annotations
 
 import atexit
 import concurrent.futures.thread  # noqa: F401  (imported first: its exit hook must be older than ours)
+import logging
+import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from types import FrameType
@@ -26,22 +37,113 @@ from types import FrameType
 SIGTERM_EXIT_CODE = 128 + signal.SIGTERM
 
 
+class _Phase:
+    """Where the interpreter's exit is, as far as SIGTERM is concerned (one per process)."""
+
+    RUNNING = "running"  # the application runs: SIGTERM raises SystemExit(143)
+    DRAINING = "draining"  # evaltrace's exit drain runs (a threading exit hook)
+    JOINING = "joining"  # after the drain, before atexit: other exit hooks, joins of non-daemon threads
+    AT_EXIT = "at_exit"  # atexit handlers run, evaltrace's shutdown among them
+    FINAL = "final"  # the atexit handlers registered since this module was imported have run
+
+    def __init__(self) -> None:
+        self.phase = self.RUNNING
+        self.terminated = False  # a SIGTERM arrived once the exit had begun
+        self.finishing = False  # _finish() runs the atexit handlers itself
+
+
+_exit = _Phase()
+
+
 def drain_before_executors_stop(drain: Callable[[], None]) -> None:
     """Run ``drain`` at interpreter exit while thread pools still accept work (fallback: ``atexit``)."""
     register: Callable[[Callable[[], None]], None] | None = getattr(threading, "_register_atexit", None)
     if register is not None:
         try:
-            register(drain)
+            register(lambda: _run_drain(drain, then=_Phase.JOINING))
             return
         except RuntimeError:  # the interpreter is already shutting down
             pass
-    atexit.register(drain)
+    atexit.register(lambda: _run_drain(drain, then=_Phase.AT_EXIT))
+
+
+def shutdown_at_exit(shutdown: Callable[[], None]) -> None:
+    """Run ``shutdown`` among the ``atexit`` handlers (a SIGTERM meanwhile lets it finish, see the module doc)."""
+    atexit.register(lambda: _run_shutdown(shutdown))
+
+
+def _run_drain(drain: Callable[[], None], *, then: str) -> None:
+    _exit.phase = _Phase.DRAINING
+    try:
+        drain()
+    finally:
+        _exit.phase = then
+        if then == _Phase.JOINING:
+            atexit.register(_atexit_began)  # registered last, so the first atexit handler to run
+    if _exit.terminated and then == _Phase.JOINING:
+        _finish()
+
+
+def _atexit_began() -> None:
+    if _exit.phase == _Phase.JOINING:
+        _exit.phase = _Phase.AT_EXIT
+
+
+def _run_shutdown(shutdown: Callable[[], None]) -> None:
+    _exit.phase = _Phase.AT_EXIT
+    shutdown()
+
+
+def _after_atexit_handlers() -> None:
+    """Registered at import, before any evaltrace handler: runs after them (and after the application's later ones)."""
+    if _exit.phase == _Phase.RUNNING:  # atexit runs without the threading hooks (an embedded interpreter...)
+        return
+    _exit.phase = _Phase.FINAL
+    if _exit.terminated and not _exit.finishing:
+        _exit_now()
+
+
+atexit.register(_after_atexit_handlers)
+
+
+def _finish() -> None:
+    """Run every atexit handler (as the interpreter would, in its order), then exit with 143."""
+    _exit.finishing = True
+    _exit.phase = _Phase.AT_EXIT
+    try:
+        run: Callable[[], None] | None = getattr(atexit, "_run_exitfuncs", None)
+        if run is not None:
+            run()  # each runs once: atexit forgets them afterwards
+    finally:
+        _exit_now()
+
+
+def _exit_now() -> None:
+    """Exit with 143 now, with what is buffered in logging handlers and std streams written out."""
+    try:
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except Exception:  # pragma: no cover - a closed or broken stream: exit anyway
+        pass
+    os._exit(SIGTERM_EXIT_CODE)
 
 
 def _raise_exit(signum: int, frame: FrameType | None) -> None:
-    # A second SIGTERM during the drain kills at once, as the sender presumably wants.
+    # A second SIGTERM kills at once, as the sender presumably wants.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    raise SystemExit(SIGTERM_EXIT_CODE)
+    phase = _exit.phase
+    if phase == _Phase.RUNNING:
+        raise SystemExit(SIGTERM_EXIT_CODE)
+    # The exit has begun: its status is decided and a SystemExit here would only print a traceback.
+    _exit.terminated = True
+    if phase == _Phase.JOINING:  # nothing of evaltrace's is running: run the atexit handlers and end
+        _finish()
+    elif phase == _Phase.FINAL:
+        _exit_now()
+    # DRAINING, AT_EXIT: the drain or the atexit handlers in progress finish (evaltrace's within its deadline),
+    # then the process exits with 143.
 
 
 def exit_on_sigterm() -> bool:

@@ -5,13 +5,19 @@ count anywhere, and it ignores an exporter's ``FAILURE`` result, so a burst or a
 nothing to show for it. :class:`ExportQueue` does the same job on the public ``SpanProcessor`` /
 ``SpanExporter`` API and accounts for every span it was handed::
 
-    received = exported + export_failed + dropped_queue_full + dropped_shutdown + queued (incl. in flight)
+    received = exported + export_failed + dropped_queue_full + dropped_queue_bytes + dropped_shutdown
+               + queued (incl. in flight)
+
+The queue is bounded by spans and by bytes: with large prompts a span-count bound alone let one queue hold
+gigabytes. A span's size is estimated when it is queued from what is already built (a fixed cost per span, event
+and attribute, plus the length of each string value): no encoding on the application's thread.
 
 Each loss is logged once per episode (the first loss logs a WARNING naming the exporter and the cause; the
 first success afterwards logs how many were lost in between) and counted in :meth:`ExportQueue.stats`, which
 the evaluation processor's ``stats()`` and the pipeline metrics report.
 
-``on_end`` is O(1): a ``deque.append`` and, when a batch is full, one ``Event.set``.
+``on_end`` is O(1) in the size of the payload: the size estimate (a ``len`` per attribute), one uncontended lock
+for the byte count, a ``deque.append`` and, when a batch is full, one ``Event.set``.
 
 In a child forked from the process (gunicorn ``--preload``...) the queue starts empty, with zeroed counters, and
 its thread starts with the child's first span (see ``_internal/forks.py``): the parent's spans are the parent's.
@@ -24,7 +30,7 @@ import inspect
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -42,6 +48,17 @@ logger = logging.getLogger("evaltrace.export")
 DEFAULT_MAX_QUEUE = 8192
 DEFAULT_BATCH = 512
 DEFAULT_SCHEDULE_DELAY_S = 1.0
+DEFAULT_MAX_QUEUE_BYTES = 256_000_000
+"""Estimated bytes of spans one queue holds, in flight included (``configure(export_queue_max_bytes=...)``).
+
+About 8,000 spans carrying a 30 kB prompt (the app of issue 24 reached 2.95 GB with the span bound alone). A
+decorated call's span is estimated at ~3.4 kB, so for spans of that size the local store's span bound (65,536, about
+220 MB) binds first: the byte bound only bites on large spans, and a burst the store absorbs loses nothing to it.
+"""
+SPAN_BYTES = 2048
+"""The estimate's fixed cost of a span (the objects the SDK makes for it, measured at ~3 kB with a few attributes)."""
+EVENT_BYTES = 256
+ATTRIBUTE_BYTES = 64
 
 
 @dataclass
@@ -51,12 +68,44 @@ class ExportStats:
     exported: int = 0
     export_failed: int = 0
     dropped_queue_full: int = 0
+    dropped_queue_bytes: int = 0
     dropped_shutdown: int = 0
 
     @property
     def lost(self) -> int:
         """Spans that will never reach the exporter's backend."""
-        return self.export_failed + self.dropped_queue_full + self.dropped_shutdown
+        return self.export_failed + self.dropped_queue_full + self.dropped_queue_bytes + self.dropped_shutdown
+
+
+def estimated_bytes(span: ReadableSpan) -> int:
+    """A cheap estimate of the memory ``span`` holds: fixed costs plus the length of its string values.
+
+    Reads only what is built already (no encoding): O(attributes + events), whatever the size of the values.
+    Lengths are in characters (one byte each for ASCII text, as CPython stores it).
+    """
+    size = SPAN_BYTES
+    attributes = span.attributes
+    if attributes:
+        size += _mapping_bytes(attributes)
+    events = span.events
+    if events:
+        for event in events:
+            size += EVENT_BYTES
+            if event.attributes:
+                size += _mapping_bytes(event.attributes)
+    return size
+
+
+def _mapping_bytes(attributes: Mapping[str, Any]) -> int:
+    size = ATTRIBUTE_BYTES * len(attributes)
+    for value in attributes.values():
+        kind = type(value)
+        if kind is str:
+            size += len(value)
+        elif kind is tuple or kind is list:  # a sequence attribute: its strings count, other items 8 bytes each
+            for item in value:
+                size += len(item) if type(item) is str else 8
+    return size
 
 
 class ExportQueue(SpanProcessor):
@@ -66,8 +115,13 @@ class ExportQueue(SpanProcessor):
         exporter: Where the batches go.
         name: The exporter's name in stats and logs (``local_store``, ``otlp``...).
         max_queue_size: Spans held before new ones are dropped (and counted).
+        max_queue_bytes: Estimated bytes of spans held, in flight included, before new ones are dropped (and
+            counted as ``dropped_queue_bytes``); 0 = no byte bound.
         max_batch_size: Most spans per ``export`` call; a full batch wakes the worker at once.
         schedule_delay_s: Longest a span waits before its batch is exported. It bounds what a SIGKILL loses.
+        synchronous: Export each span on the thread that ends it, with no queue or thread
+            (``configure(batch=False)``), counted as the queue counts: unlike the SDK's ``SimpleSpanProcessor``,
+            an export that fails is counted and makes the next :meth:`force_flush` say False.
     """
 
     def __init__(
@@ -78,17 +132,28 @@ class ExportQueue(SpanProcessor):
         max_queue_size: int = DEFAULT_MAX_QUEUE,
         max_batch_size: int = DEFAULT_BATCH,
         schedule_delay_s: float = DEFAULT_SCHEDULE_DELAY_S,
+        max_queue_bytes: int = DEFAULT_MAX_QUEUE_BYTES,
+        synchronous: bool = False,
     ) -> None:
-        if max_queue_size < 1 or max_batch_size < 1 or schedule_delay_s <= 0:
-            raise ValueError("max_queue_size and max_batch_size must be >= 1 and schedule_delay_s > 0")
+        if max_queue_size < 1 or max_batch_size < 1 or schedule_delay_s <= 0 or max_queue_bytes < 0:
+            raise ValueError(
+                "max_queue_size and max_batch_size must be >= 1, schedule_delay_s > 0 and max_queue_bytes >= 0"
+            )
         self.exporter = exporter
         self.name = name
         self._max_queue = max_queue_size
+        self._max_bytes = max_queue_bytes
+        self._synchronous = synchronous
         self._batch = max_batch_size
         self._delay = schedule_delay_s
-        self._queue: collections.deque[ReadableSpan] = collections.deque()
+        # Each span with its estimated size, so the worker gives back exactly what was counted in.
+        self._queue: collections.deque[tuple[ReadableSpan, int]] = collections.deque()
+        self._bytes_lock = threading.Lock()
+        self._queued_bytes = 0  # queued and in flight
         self._stats = ExportStats()
         self._in_flight = 0
+        self._unsettled_loss = 0  # lost after export, reported before the batch's SUCCESS was counted
+        self._lost_at_flush = 0
         self._loss_lock = threading.Lock()  # losses come from application threads and the worker alike
         self._episode = LossEpisode(logger, f"exporter {name}")
         self._wake = threading.Event()
@@ -100,7 +165,8 @@ class ExportQueue(SpanProcessor):
         self._thread: threading.Thread | None = None  # None: not started (yet) in this process
         if getattr(exporter, "on_lost", False) is None:  # the local store: losses after a SUCCESS come later
             exporter.on_lost = self._lost_after_export  # type: ignore[attr-defined]
-        self._start_thread()
+        if not synchronous:
+            self._start_thread()
         forks.reinit_after_fork(self)
 
     def _start_thread(self) -> None:
@@ -119,12 +185,16 @@ class ExportQueue(SpanProcessor):
         """
         self._start_lock = threading.Lock()
         self._loss_lock = threading.Lock()
+        self._bytes_lock = threading.Lock()
         self._episode = LossEpisode(logger, f"exporter {self.name}")
         self._wake = threading.Event()
         self._idle = threading.Condition()
         self._queue = collections.deque()
+        self._queued_bytes = 0
         self._stats = ExportStats()
         self._in_flight = 0
+        self._unsettled_loss = 0
+        self._lost_at_flush = 0
         self._busy = False
         self._flushes = 0
         if not self._shutdown:
@@ -136,33 +206,70 @@ class ExportQueue(SpanProcessor):
         """Nothing to do at start."""
 
     def on_end(self, span: ReadableSpan) -> None:
-        """Queue ``span`` (O(1)); a full queue or a shut processor drops it, counted."""
+        """Queue ``span``; a queue full (by spans or bytes) or a shut processor drops it, counted by reason."""
         context = span.context
         if context is not None and not context.trace_flags.sampled:
             return
+        if self._synchronous:
+            if self._shutdown:
+                self._drop(_SHUTDOWN)
+            else:
+                self._export([span])
+            return
         queue = self._queue
         if self._shutdown or len(queue) >= self._max_queue:
-            self._drop(shutdown=self._shutdown)
+            self._drop(_SHUTDOWN if self._shutdown else _FULL)
             return
-        queue.append(span)
+        max_bytes = self._max_bytes
+        if max_bytes:
+            size = estimated_bytes(span)
+            with self._bytes_lock:  # check and count as one: concurrent app threads never overshoot the bound
+                admitted = self._queued_bytes + size <= max_bytes
+                if admitted:
+                    self._queued_bytes += size
+                    queue.append((span, size))
+            if not admitted:
+                self._drop(_BYTES)
+                return
+        else:
+            queue.append((span, 0))
         if self._thread is None:  # the first span of a forked child
             self._start_thread()
         if len(queue) >= self._batch and not self._wake.is_set():
             self._wake.set()
 
-    def _drop(self, *, shutdown: bool) -> None:
+    def _drop(self, reason: str) -> None:
         with self._loss_lock:
-            if shutdown:
+            if reason == _SHUTDOWN:
                 self._stats.dropped_shutdown += 1
                 self._episode.loss(1, "span ended after shutdown")
-            else:
+            elif reason == _FULL:
                 self._stats.dropped_queue_full += 1
                 self._episode.loss(
                     1, f"export queue full ({self._max_queue} spans): the backend is slower than the app"
                 )
+            else:
+                self._stats.dropped_queue_bytes += 1
+                self._episode.loss(
+                    1,
+                    f"export queue full ({self._max_bytes:,} bytes of spans, export_queue_max_bytes): "
+                    "the backend is slower than the app",
+                )
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        """Export everything queued now; False when the queue is not empty at the deadline."""
+        """Export everything queued now.
+
+        Returns:
+            False when the queue is not empty at the deadline, the exporter's flush failed, or spans were lost
+            (dropped, or their export failed) since the previous flush.
+        """
+        flushed = self._flush(timeout_millis)
+        with self._loss_lock:
+            lost = self._stats.lost
+            clean, self._lost_at_flush = lost == self._lost_at_flush, lost
+        return flushed and clean
+
+    def _flush(self, timeout_millis: int) -> bool:
         deadline = time.monotonic() + timeout_millis / 1000
         thread = self._thread
         if thread is not None and not thread.is_alive():
@@ -197,9 +304,18 @@ class ExportQueue(SpanProcessor):
             thread = self._thread
         if thread is not None:
             thread.join(max(0.0, deadline - time.monotonic()))
-        left = len(self._queue)
+        left = size = 0
+        while True:  # one span at a time: a worker still exporting when the join timed out may pop one too
+            try:
+                _, bytes_ = self._queue.popleft()
+            except IndexError:
+                break
+            left += 1
+            size += bytes_
+        if size:
+            with self._bytes_lock:
+                self._queued_bytes -= size
         if left:
-            self._queue.clear()
             with self._loss_lock:
                 self._stats.dropped_shutdown += left
                 self._episode.loss(left, "shutdown deadline reached with spans still queued")
@@ -219,17 +335,30 @@ class ExportQueue(SpanProcessor):
         (its death, a store it cannot open, spans SQLite refused) is counted and logged as any failed export.
         """
         with self._loss_lock:
-            moved = min(spans, self._stats.exported)
-            self._stats.exported -= moved
-            self._stats.export_failed += moved
+            # Reported before the batch's SUCCESS was counted (the thread writer reports during ``export``; the
+            # writer process's acknowledgement may beat the export queue's thread): settled when it is counted.
+            self._unsettled_loss += spans
+            self._settle()
             self._episode.loss(spans, cause or "the exporter lost spans after accepting them")
 
+    def _settle(self) -> None:
+        """Move losses reported after export from ``exported`` to ``export_failed`` (called with the loss lock)."""
+        moved = min(self._unsettled_loss, self._stats.exported)
+        if moved:
+            self._unsettled_loss -= moved
+            self._stats.exported -= moved
+            self._stats.export_failed += moved
+
     def stats(self) -> dict[str, int]:
-        """The counters, plus ``queued`` (waiting or being exported), ``received`` and ``lost``."""
+        """The counters, plus ``queued`` (waiting or being exported), ``received``, ``lost`` and ``queued_bytes``.
+
+        ``queued_bytes`` is the estimated size of the spans queued or in flight (bounded by ``max_queue_bytes``).
+        """
         data: dict[str, int] = asdict(self._stats)
         data["queued"] = len(self._queue) + self._in_flight
         data["received"] = sum(data.values())
         data["lost"] = self._stats.lost
+        data["queued_bytes"] = self._queued_bytes
         return data
 
     # --- worker thread ------------------------------------------------------------------------------------
@@ -256,9 +385,13 @@ class ExportQueue(SpanProcessor):
                 if full_only and len(queue) < self._batch:
                     break
                 count = min(self._batch, len(queue))
-                batch = [queue.popleft() for _ in range(count)]
+                entries = [queue.popleft() for _ in range(count)]
                 self._in_flight = count
-                self._export(batch)
+                self._export([span for span, _ in entries])
+                size = sum(size for _, size in entries)
+                if size:
+                    with self._bytes_lock:  # resident until exported: an export in progress still holds them
+                        self._queued_bytes -= size
                 self._in_flight = 0
         finally:
             with self._idle:
@@ -278,6 +411,7 @@ class ExportQueue(SpanProcessor):
         with self._loss_lock:
             if result is SpanExportResult.SUCCESS:
                 self._stats.exported += len(batch)
+                self._settle()
                 if not self._queue:  # a loss episode ends when the backlog is gone, not at each batch
                     self._episode.ok()
             else:
@@ -311,4 +445,5 @@ def observe_export_counts(meter_provider: Any, queues: Sequence[ExportQueue]) ->
     )
 
 
-_OUTCOMES = frozenset(("exported", "export_failed", "dropped_queue_full", "dropped_shutdown"))
+_OUTCOMES = frozenset(("exported", "export_failed", "dropped_queue_full", "dropped_queue_bytes", "dropped_shutdown"))
+_SHUTDOWN, _FULL, _BYTES = "shutdown", "queue_full", "queue_bytes"  # why on_end dropped a span

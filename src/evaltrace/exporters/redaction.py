@@ -177,6 +177,16 @@ class RedactingSpanExporter(SpanExporter):
             return SpanExportResult.FAILURE
         return self.inner.export(copies)
 
+    @property
+    def on_lost(self) -> Any:
+        """The wrapped exporter's ``on_lost`` (spans it lost after a SUCCESS, see ``ExportQueue``); False if none."""
+        return getattr(self.inner, "on_lost", False)
+
+    @on_lost.setter
+    def on_lost(self, listener: Callable[[int, str], None] | None) -> None:
+        # Without this the export queue never heard of the local store's losses behind redaction: counted exported.
+        self.inner.on_lost = listener  # type: ignore[attr-defined]
+
     def shutdown(self) -> None:
         """Shut the wrapped exporter down."""
         self.inner.shutdown()
