@@ -35,6 +35,7 @@ from evaltrace._internal import semconv
 from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.tracing import suppress_instrumentation
 from evaltrace.evaluation._fast_lane import Demoted, DemotedCall, Worker
+from evaltrace.evaluation._isolation import Offenders
 from evaltrace.evaluation._mapping import MappingFailed, build_trace
 from evaltrace.evaluation._process import EngineUnavailable, EvaluatorRef, ProcessEngine, RemoteOutcome
 from evaltrace.evaluation._shipping import Reference, shipping_reference
@@ -47,6 +48,7 @@ from evaltrace.evaluation.options import ProcessorOptions
 from evaltrace.evaluation.runner import (
     AsyncRunner,
     RunOptions,
+    TimedAsyncRunner,
     arun_evaluator,
     contained,
     is_async_evaluator,
@@ -151,7 +153,8 @@ class JobContext:
     forward: Callable[[ReadableSpan], None]
     pool: concurrent.futures.Executor
     async_slots: asyncio.Semaphore
-    async_runner: AsyncRunner | None = None
+    async_runner: AsyncRunner | TimedAsyncRunner | None = None
+    offenders: Offenders | None = None
     limits: LimitGate | None = None
     spend: SpendMetrics | None = None
     remote: ProcessEngine | None = None
@@ -306,6 +309,9 @@ class JobRunner:
                 known = sync[id(evaluator)] = not is_async_evaluator(evaluator)
             if not known or is_slow(evaluator):
                 return False
+        offenders = self.ctx.offenders
+        if offenders is not None and any(offenders.isolated(id(spec.evaluator)) for spec in job.specs):
+            return False  # it hung before: the loop runs it on threads of its own, never on the lane's
         return True
 
     def run_now(self, job: Job, worker: Worker) -> None:
@@ -446,6 +452,8 @@ class JobRunner:
                 exc = error
             else:
                 _give_up(inflight)  # its timeout passed: a lane thread still in the call is stuck from now
+                if self.ctx.offenders is not None and isinstance(inflight, DemotedCall):  # it hangs: run it apart
+                    self.ctx.offenders.isolate(id(evaluator), spec.evaluator.name, "hung", options.timeout_s or 0.0)
                 return self._recorded(job, spec, trace, timed_out_result(evaluator, options.timeout_s), progress)
         except asyncio.CancelledError:  # shutdown cut the job short: nobody awaits the call any more
             _give_up(inflight)

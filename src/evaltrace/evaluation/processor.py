@@ -260,7 +260,8 @@ class EvaluationSpanProcessor(SpanProcessor):
             forward=self._forward,
             pool=self._engine.pool,
             async_slots=self._engine.async_slots,
-            async_runner=self._engine.user_loop.run,
+            async_runner=self._engine.user_loop,
+            offenders=self._engine.offenders,
             limits=self._limits if self._limits.active else None,
             spend=self._spend,
             remote=self._remote,
@@ -828,7 +829,9 @@ class EvaluationSpanProcessor(SpanProcessor):
         after late spans), ``superseded`` (results of a revision a newer one replaced: not published), ``sinks`` (per sink: delivery counters, see
         :class:`~evaltrace.evaluation.sinks.worker.SinkStats`), ``exporters`` (per exporter: ``exported``,
         ``export_failed``, ``dropped_queue_full``, ``dropped_shutdown``, ``queued``, ``received``, ``lost``),
-        ``export_sampling`` and ``monitor``.
+        ``export_sampling``, ``monitor`` and ``isolation`` (per evaluator caught hanging a shared thread or blocking
+        the shared event loop, now run apart: ``reason``, ``blocked_s``, ``stalls``, ``others_moved``,
+        ``calls_moved``; see :class:`~evaltrace.evaluation._isolation.OffenderCost`).
         """
         data = self._stats.snapshot()
         data["queued"] = self._pending
@@ -846,6 +849,7 @@ class EvaluationSpanProcessor(SpanProcessor):
                 "in_flight": self._remote.in_flight(),
             }
         data["monitor"] = {name: asdict(health) for name, health in self.monitor.health().items()}
+        data["isolation"] = self._engine.offenders.snapshot()
         return data
 
     def _pass_rates(self) -> dict[str, float]:
