@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -532,3 +533,65 @@ def test_configure_sinks_add_to_the_backend_sinks(
     assert len(fault.score_requests()) == 2
     assert run([]) == ["langfuse"]  # [] adds nothing; the backend's own sink stays
     assert len(fault.score_requests()) == 3
+
+
+def test_docker_stop_with_a_hung_score_backend_dead_letters_every_pending_score(
+    tmp_path: Path, fault: FaultBackend
+) -> None:
+    """``docker stop``: SIGTERM, then SIGKILL 10 s later. The default deadline fits inside, with margin."""
+    fault.behave = lambda index: Reply(hang=True)  # accepts every request, never answers
+    script = tmp_path / "app.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import time
+        import evaltrace
+        from evaltrace.evaluation import LangfuseScoreSink
+
+        @evaltrace.evaluator(name="quality")
+        def quality(trace, case=None) -> float:
+            return 0.5
+
+        @evaltrace.agent(evaluators=[quality])
+        def answer(i):
+            return f"answer {{i}}"
+
+        evaltrace.configure(
+            "docker-stop",
+            local_store="traces",
+            sinks=[LangfuseScoreSink({fault.url!r}, "pk", "sk")],
+            evaluation_options={{"dead_letter_dir": "dead"}},
+        )
+        for i in range(50):
+            answer(i)
+        print("served", flush=True)
+        while True:  # a server: it ends when the container is stopped
+            time.sleep(1)
+        """)
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    child = subprocess.Popen(
+        [sys.executable, "-u", str(script)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "served"
+        assert wait_until(lambda: len(fault.score_requests()) >= 1, timeout=20)  # a batch hangs in flight
+        child.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        try:
+            child.wait(10)  # docker stop's grace period
+            killed = False
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait(10)
+            killed = True
+        elapsed = time.monotonic() - started
+    finally:
+        if child.poll() is None:
+            child.kill()
+        _, stderr = child.communicate(timeout=10)  # reads and closes the pipes
+    assert not killed, f"still running 10 s after SIGTERM: SIGKILL would lose what it holds\n{stderr}"
+    assert child.returncode == 143, stderr
+    written = dead_ids(tmp_path / "dead" / "langfuse.jsonl")
+    assert len(set(written)) == 50, (len(written), elapsed, stderr)
