@@ -30,7 +30,7 @@ def test_an_async_evaluator_blocking_its_loop_on_every_span_gives_a_healthy_one_
         await asyncio.sleep(0.01)
         return True
 
-    p = make_pipeline([EvaluatorSpec(blocker, timeout_s=30), EvaluatorSpec(healthy, timeout_s=1.0)], hold_timeout_s=60)
+    p = make_pipeline([EvaluatorSpec(blocker, timeout_s=30), EvaluatorSpec(healthy, timeout_s=2.0)], hold_timeout_s=60)
     for i in range(10):
         with p.tracer.start_as_current_span(f"s{i}"):
             pass
@@ -61,7 +61,7 @@ def test_a_hung_sync_evaluator_in_a_burst_gives_a_healthy_one_no_timeout(make_pi
         time.sleep(0.005)
         return True
 
-    p = make_pipeline([EvaluatorSpec(hung, timeout_s=2.0), EvaluatorSpec(healthy, timeout_s=0.5)], hold_timeout_s=60)
+    p = make_pipeline([EvaluatorSpec(hung, timeout_s=2.0), EvaluatorSpec(healthy, timeout_s=1.0)], hold_timeout_s=60)
     try:
         for i in range(50):
             with p.tracer.start_as_current_span(f"s{i}"):

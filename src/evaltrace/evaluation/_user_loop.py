@@ -255,10 +255,15 @@ class UserLoop:
                 pass
 
     def _watch(self) -> None:
-        while not self._closed.wait(self._stall_s / 4):
+        while not self._closed.wait(self._stall_s / 4 if self._busy() else self._stall_s):
             holder = self._current
             if holder is not None and holder.runs and time.monotonic() - holder.beat > self._stall_s:
                 self._replace(holder)
+
+    def _busy(self) -> bool:
+        """Whether the shared loop has evaluations (else the watchdog looks less often: nothing to block)."""
+        holder = self._current
+        return holder is not None and bool(holder.runs)
 
     def _replace(self, blocked: _Loop) -> None:
         culprit = asyncio.current_task(blocked.loop)
