@@ -220,7 +220,7 @@ class EvaluatorThreads(concurrent.futures.Executor):
         deadline = asyncio.timeout(timeout_s)  # from submission: here it waits only behind itself
         try:
             async with deadline:
-                produced = await asyncio.shield(asyncio.wrap_future(future))
+                produced = await asyncio.wrap_future(future)  # cancelled: a call not begun never starts
         except TimeoutError:
             if not deadline.expired():
                 raise  # the evaluator's own TimeoutError: an error like any other
