@@ -33,7 +33,7 @@ from evaltrace.schema import EvalCase, Trace
 logger = logging.getLogger("evaltrace.evaluation")
 
 MAX_OWN_POOLS = 16
-"""Isolated sync evaluators with threads of their own; later ones share the last pool (bounded thread count)."""
+"""Isolated evaluators with threads (sync; later ones share the last pool) or a loop (async) of their own."""
 
 
 @dataclass

@@ -30,7 +30,7 @@ from typing import Any
 
 from evaltrace._internal import forks
 from evaltrace._internal.daemon_pool import UserAbort
-from evaltrace.evaluation._isolation import Offenders
+from evaltrace.evaluation._isolation import MAX_OWN_POOLS, Offenders
 from evaltrace.evaluation.runner import TimedOut, evaluator_name
 
 logger = logging.getLogger("evaltrace.evaluation")
@@ -64,7 +64,6 @@ class _Loop:
         self.beat = time.monotonic()
         self.runs: set[_Run] = set()
         self.retired = False
-        self.owner: int | None = None  # id(evaluator) whose own loop this is (an offender's), else None
         self.thread = threading.Thread(target=self._main, name=f"evaltrace-async-eval-{serial}", daemon=True)
         self.thread.start()
 
@@ -274,8 +273,9 @@ class UserLoop:
             blocking = next((run for run in blocked.runs if run.task is not None and run.task is culprit), None)
             key = blocking.key if blocking is not None else None
             self._current = self._new_loop()
+            if key is not None and key not in self._own and len(self._own) >= MAX_OWN_POOLS:
+                key = None  # bounded: past that many offenders, one more is contained as before (not isolated)
             if key is not None:  # the blocked loop becomes its evaluator's own: its calls go there from now on
-                blocked.owner = key
                 self._own[key] = blocked
                 others = [run for run in blocked.runs if run.key != key]
             else:  # not known whose: the blocking coroutine is left alone on the old loop, which then retires
