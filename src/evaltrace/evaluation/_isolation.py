@@ -26,6 +26,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from evaltrace._internal import forks
 from evaltrace._internal.daemon_pool import DaemonExecutor, TimedFuture, stuck_calls
 from evaltrace.evaluation.runner import Overloaded, TimedOut, call_in_thread, evaluator_name
 from evaltrace.schema import EvalCase, Trace
@@ -64,6 +65,11 @@ class Offenders:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_key: dict[int, tuple[str, OffenderCost]] = {}
+        forks.reinit_after_fork(self)
+
+    def _reinit_after_fork(self) -> None:
+        """In a forked child: a new lock; the offenders stay offenders (the same evaluators run there)."""
+        self._lock = threading.Lock()
 
     def isolated(self, key: int) -> bool:
         """Whether the evaluator ``key`` is isolated (one dict lookup: called on every call routed)."""
@@ -121,6 +127,11 @@ class EvaluatorThreads(concurrent.futures.Executor):
         self.shared = DaemonExecutor(workers, thread_name_prefix="evaltrace-eval")
         self.offenders = offenders
         self._own: dict[int, DaemonExecutor] = {}
+        self._lock = threading.Lock()
+        forks.reinit_after_fork(self)
+
+    def _reinit_after_fork(self) -> None:
+        """In a forked child: a new lock (each pool resets itself: no thread, nothing queued)."""
         self._lock = threading.Lock()
 
     # --- the Executor interface (the shared pool) ---------------------------------------------------------
