@@ -385,7 +385,7 @@ class JobRunner:
             if progress is not None:  # a demoted call still running is walked away from
                 _give_up(progress.inflight)
             done = progress.results if progress is not None else []
-            self._mark_cut(job, done, [*job.specs, *job.trace_specs][len(done) :])
+            self.mark_cut(job, done, [*job.specs, *job.trace_specs][len(done) :])
         except Exception:
             log_internal_error("forwarding a span whose evaluation was cut short")
         finally:
@@ -504,11 +504,11 @@ class JobRunner:
             else:  # cancelled before its evaluators had tasks (in place: at a retry's back-off)
                 done = list(job.finished)
                 cut = [*job.specs, *job.trace_specs][len(done) :]
-            self._mark_cut(job, done, cut)
+            self.mark_cut(job, done, cut)
         except Exception:
             log_internal_error("forwarding a span whose evaluation was cut short")
 
-    def _mark_cut(self, job: Job, done: list[EvaluationResult], cut: list[EvaluatorSpec]) -> None:
+    def mark_cut(self, job: Job, done: list[EvaluationResult], cut: list[EvaluatorSpec]) -> None:
         """Mark each evaluation in ``cut`` "not evaluated" (reason ``shutdown``) wherever its result would have gone.
 
         That is on the span, in ``stats()``, and in the score sinks (see ``SinkWorker.not_evaluated``). The span goes downstream enriched with ``done`` and the marks; one that went already (held past its

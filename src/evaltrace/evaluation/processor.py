@@ -625,12 +625,6 @@ class EvaluationSpanProcessor(SpanProcessor):
         if not specs:
             self._gate_done(entry)
             return
-        if self._shutdown and self._timer is not None and self._timer.is_current():
-            # The timer's tick raced shutdown's drain: the engine may be stopping; counted, never queued to it.
-            for spec in specs:
-                self._stats.not_evaluated(semconv.SKIP_SHUTDOWN, spec.evaluator.name)
-            self._gate_done(entry)
-            return
         job = Job(
             root,
             [],
@@ -643,6 +637,15 @@ class EvaluationSpanProcessor(SpanProcessor):
             gate=entry.awaited,
             forwarded=True,  # the root went downstream when it ended
         )
+        if self._shutdown and self._timer is not None and self._timer.is_current():
+            # The timer's tick raced shutdown's drain: the engine may be stopping; never queued to it. Each
+            # evaluation is counted and marked "not evaluated" (shutdown) like one the deadline cut short.
+            try:
+                self._runner.mark_cut(job, [], specs)
+            except Exception:
+                log_internal_error("marking the evaluations of a trace not evaluated at shutdown")
+            self._gate_done(entry)
+            return
         if not self._submit(job):
             self._gate_done(entry)
 
