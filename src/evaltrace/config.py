@@ -42,7 +42,13 @@ QUEUE_BYTES_ENV = "EVALTRACE_EXPORT_QUEUE_MAX_BYTES"
 LOCAL_STORE_MAX_QUEUE = 65_536
 # Per-batch costs (a commit's pages, one statement per table) are shared by more spans: ~10% less per span.
 LOCAL_STORE_MAX_BATCH = 8192
-DEFAULT_SHUTDOWN_TIMEOUT_S = 10.0
+DEFAULT_SHUTDOWN_TIMEOUT_S = 6.0
+"""The whole exit (evaluations, score deliveries, exports) ends by then: well inside the 10 s grace period that
+``docker stop`` and Kubernetes give between SIGTERM and SIGKILL, leaving time for the interpreter's own teardown."""
+EXIT_SHUTDOWN_SHARE = 0.3
+"""Share of the exit deadline kept from the drain for the shutdown that follows it (at most EXIT_SHUTDOWN_RESERVE_S):
+a sink whose backend hangs cannot spend it, so undelivered scores reach the dead-letter file in time."""
+EXIT_SHUTDOWN_RESERVE_S = 2.0
 
 
 class _SwitchableProcessor(SpanProcessor):
@@ -404,8 +410,10 @@ def configure(
         batch: Batch exports (default); False exports each span as it ends, on its thread (tests, short scripts),
             counted in ``stats()`` as batched exports are.
         shutdown_timeout_s: Longest ``shutdown()`` (and the exit drain, at interpreter exit) waits for
-            evaluations, score deliveries and exports. What misses it is reported, never lost silently: see
-            docs/reliability.md.
+            evaluations, score deliveries and exports (default 6 s: inside the 10 s ``docker stop`` and
+            Kubernetes give between SIGTERM and SIGKILL; the exit drain leaves the last 30 %, at most 2 s, to the
+            shutdown, which dead-letters the scores a hung backend did not take). What misses it is reported,
+            never lost silently: see docs/reliability.md.
         handle_sigterm: Make SIGTERM exit cleanly (``SystemExit(143)``), so it flushes like a normal exit. Only
             when SIGTERM still has Python's default disposition (a server's own handler is left alone).
         export_queue_max_bytes: Bound of each exporter's queue by the estimated size of the spans it holds (in
@@ -487,8 +495,12 @@ def _drain_at_exit() -> None:
     """Finish evaluations and deliveries while thread pools still work; the rest waits for ``atexit``."""
     handle = _state.handle
     if handle is not None and not handle._shut:
-        _state.exit_deadline = time.monotonic() + handle.shutdown_timeout_s
-        handle.force_flush(int(handle.shutdown_timeout_s * 1000))
+        total = handle.shutdown_timeout_s
+        _state.exit_deadline = time.monotonic() + total
+        # The drain stops short of the deadline: the shutdown after it dead-letters what a hung backend holds and
+        # stops the exporters, within the same deadline.
+        reserve = min(EXIT_SHUTDOWN_RESERVE_S, total * EXIT_SHUTDOWN_SHARE)
+        handle.force_flush(int((total - reserve) * 1000))
 
 
 def _shutdown_at_exit() -> None:

@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -532,3 +533,165 @@ def test_configure_sinks_add_to_the_backend_sinks(
     assert len(fault.score_requests()) == 2
     assert run([]) == ["langfuse"]  # [] adds nothing; the backend's own sink stays
     assert len(fault.score_requests()) == 3
+
+
+def test_docker_stop_with_a_hung_score_backend_dead_letters_every_pending_score(
+    tmp_path: Path, fault: FaultBackend
+) -> None:
+    """``docker stop``: SIGTERM, then SIGKILL 10 s later. The default deadline fits inside, with margin."""
+    fault.behave = lambda index: Reply(hang=True)  # accepts every request, never answers
+    script = tmp_path / "app.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import time
+        import evaltrace
+        from evaltrace.evaluation import LangfuseScoreSink
+
+        @evaltrace.evaluator(name="quality")
+        def quality(trace, case=None) -> float:
+            return 0.5
+
+        @evaltrace.agent(evaluators=[quality])
+        def answer(i):
+            return f"answer {{i}}"
+
+        evaltrace.configure(
+            "docker-stop",
+            local_store="traces",
+            sinks=[LangfuseScoreSink({fault.url!r}, "pk", "sk")],
+            evaluation_options={{"dead_letter_dir": "dead"}},
+        )
+        for i in range(50):
+            answer(i)
+        print("served", flush=True)
+        while True:  # a server: it ends when the container is stopped
+            time.sleep(1)
+        """)
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    child = subprocess.Popen(
+        [sys.executable, "-u", str(script)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "served"
+        assert wait_until(lambda: len(fault.score_requests()) >= 1, timeout=20)  # a batch hangs in flight
+        child.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        try:
+            child.wait(10)  # docker stop's grace period
+            killed = False
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait(10)
+            killed = True
+        elapsed = time.monotonic() - started
+    finally:
+        if child.poll() is None:
+            child.kill()
+        _, stderr = child.communicate(timeout=10)  # reads and closes the pipes
+    assert not killed, f"still running 10 s after SIGTERM: SIGKILL would lose what it holds\n{stderr}"
+    assert child.returncode == 143, stderr
+    written = dead_ids(tmp_path / "dead" / "langfuse.jsonl")
+    assert len(set(written)) == 50, (len(written), elapsed, stderr)
+
+
+def test_evaluations_cut_short_at_shutdown_leave_a_shutdown_mark_in_the_store_and_every_score_file(
+    tmp_path: Path, fault: FaultBackend
+) -> None:
+    """Each evaluation is a result or a ``shutdown`` "not evaluated" record: on the span, in JSONL and dead letters."""
+    fault.behave = lambda index: Reply(hang=True)  # the Langfuse sink dead-letters all it holds at the deadline
+    script = tmp_path / "app.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import asyncio, json, time
+        import evaltrace
+        from evaltrace.evaluation import JsonlScoreSink, LangfuseScoreSink
+
+        @evaltrace.evaluator(name="slow")
+        def slow(trace, case=None) -> bool:
+            time.sleep(0.05)
+            return True
+
+        @evaltrace.evaluator(name="aslow")
+        async def aslow(trace, case=None) -> bool:
+            await asyncio.sleep(0.05)
+            return True
+
+        handle = evaltrace.configure(
+            "cut-short",
+            local_store={{"directory": "traces", "writer": "thread"}},  # no writer process to start in the deadline
+            sinks=[JsonlScoreSink("scores.jsonl"), LangfuseScoreSink({fault.url!r}, "pk", "sk")],
+            evaluation_options={{"dead_letter_dir": "dead"}},
+        )
+
+        @evaltrace.agent(evaluators=[slow, aslow])
+        def answer(i):
+            return f"answer {{i}}"
+
+        for i in range(300):
+            answer(str(i))
+        handle.shutdown(timeout_s=3.0)
+        stats = handle.evaluation_processor.stats()
+        print(json.dumps(stats["exporters"]), flush=True)
+        print(json.dumps(stats["not_evaluated_by_reason"]), flush=True)
+        """)
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    cut = json.loads(done.stdout.strip().splitlines()[-1]).get("shutdown", 0)
+    assert cut > 0, "the deadline cut nothing short: the test proves nothing"
+
+    # The store: each agent span carries each evaluator's result or its "not evaluated: shutdown" mark.
+    from evaltrace.exporters import LocalTraceStore
+
+    store_marks = 0
+    with LocalTraceStore(tmp_path / "traces") as store:
+        spans = [span for t in store.list_traces() for span in store.spans(t.trace_id)]
+    agents = [span for span in spans if span.name.startswith("invoke_agent")]
+    assert len(agents) == 300, done.stdout  # the exporters' counts, should the store have lost any
+    # A span held past hold_timeout_s went out before its results: they follow as child "evaluation <name>" spans.
+    late = {(span.parent.span_id, span.name.removeprefix("evaluation ")): span for span in spans if span.parent}
+    expected: set[tuple[str, str, str]] = set()
+    for span in agents:
+        for name in ("slow", "aslow"):
+            carrier = late.get((span.context.span_id, name), span)
+            outcome = carrier.attributes.get(f"evaltrace.eval.{name}.outcome")
+            if outcome == "not_evaluated":
+                assert carrier.attributes[f"evaltrace.eval.{name}.skip_reason"] == "shutdown"
+                store_marks += 1
+            else:
+                assert outcome == "pass", (name, dict(carrier.attributes))
+            expected.add((format(span.context.trace_id, "032x"), format(span.context.span_id, "016x"), name))
+    assert store_marks == cut
+
+    def marks_and_scores(lines: list[dict[str, Any]]) -> tuple[set[tuple[str, str, str]], set[tuple[str, str, str]]]:
+        marks, scores = set(), set()
+        for line in lines:
+            if "not_evaluated" in line:
+                mark = line["not_evaluated"]
+                assert mark["reason"] == "shutdown"
+                marks.add((mark["trace_id"], mark["span_id"], mark["evaluator"]))
+            else:
+                score = line.get("score", line)
+                scores.add((score["trace_id"], score["observation_id"], score["name"]))
+        return marks, scores
+
+    jsonl = [json.loads(line) for line in (tmp_path / "scores.jsonl").read_text().splitlines()]
+    dead = [json.loads(line) for line in (tmp_path / "dead" / "langfuse.jsonl").read_text().splitlines()]
+    for lines in (jsonl, dead):
+        marks, scores = marks_and_scores(lines)
+        assert len(lines) == len(expected)  # one line each, none twice
+        assert marks | scores == expected and not marks & scores
+        assert len(marks) == cut
+
+    # A replay sends the scores and keeps the records (they are no scores): nothing rejected.
+    fault.behave = lambda index: Reply()
+    assert replay(tmp_path / "dead" / "langfuse.jsonl", fault) == 0
+    kept = [json.loads(line) for line in (tmp_path / "dead" / "langfuse.jsonl").read_text().splitlines()]
+    assert len(kept) == cut and all("not_evaluated" in line for line in kept)
+    assert not (tmp_path / "dead" / ("langfuse.jsonl" + ".rejects.jsonl")).exists()

@@ -29,6 +29,7 @@ from __future__ import annotations
 import concurrent.futures
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -115,6 +116,17 @@ class UserAbort(Exception):
         self.cause = cause
 
 
+class TimedFuture(concurrent.futures.Future[T]):
+    """A future that knows when its task began running (``started``: ``time.monotonic()``, None until then).
+
+    A timeout that counts the call's own running time, not its wait for a thread, starts from there.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started: float | None = None
+
+
 class _Item:
     __slots__ = ("abandoned", "args", "fn", "future", "kwargs")
 
@@ -171,9 +183,9 @@ class DaemonExecutor(concurrent.futures.Executor):
         """Tasks given up on whose threads have not returned yet."""
         return self._abandoned
 
-    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> TimedFuture[T]:
         """Schedule ``fn(*args, **kwargs)``; raises RuntimeError after :meth:`shutdown`."""
-        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        future: TimedFuture[T] = TimedFuture()
         with self._lock:
             if self._shutdown:
                 raise RuntimeError("cannot schedule new work after shutdown")
@@ -254,6 +266,8 @@ class DaemonExecutor(concurrent.futures.Executor):
     def _run(item: _Item) -> None:
         if not item.future.set_running_or_notify_cancel():
             return
+        if isinstance(item.future, TimedFuture):
+            item.future.started = time.monotonic()
         try:
             result = item.fn(*item.args, **item.kwargs)
         except Exception as exc:

@@ -22,6 +22,8 @@ from evaltrace.cli._untrusted import clean
 from evaltrace.evaluation.sinks import JsonlScoreSink, LangfuseScoreSink, PhoenixScoreSink, ScoreSink
 from evaltrace.evaluation.sinks.deadletter import (
     REJECTS_SUFFIX,
+    append_lines,
+    not_evaluated_lines,
     parse_dead_letters,
     stage_for_replay,
     write_dead_letters,
@@ -130,6 +132,7 @@ def replay_scores(args: argparse.Namespace) -> int:
     rejects_path = path.with_name(path.name + REJECTS_SUFFIX)
     write_rejects(rejects_path, path, rejected)
     write_dead_letters(path, sink.name, outcome.undelivered, outcome.error)
+    append_lines(path, not_evaluated_lines(staged))  # records of evaluations never run: kept, never sent
     staged.unlink()
     print(clean(_report(path, args.sink, outcome, skipped, len(rejected), rejects_path)))  # errors echo backends
     return 1 if outcome.undelivered or rejected else 0

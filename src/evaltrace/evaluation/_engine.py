@@ -30,9 +30,9 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from evaltrace._internal import forks
-from evaltrace._internal.daemon_pool import DaemonExecutor
 from evaltrace._internal.errors import log_internal_error
 from evaltrace.evaluation._fast_lane import FastLane, LaneRunner, take_all
+from evaltrace.evaluation._isolation import EvaluatorThreads, Offenders
 from evaltrace.evaluation._user_loop import UserLoop
 
 JobRunner = Callable[..., Coroutine[Any, Any, None]]
@@ -74,13 +74,15 @@ class Engine:
         self.lane: FastLane | None = None
         self._lane_off = False  # the lane's machinery failed once: every job takes the loop from then on
         self._max_async = max_async_concurrency
+        # Evaluators caught hanging a shared thread or blocking the shared loop run apart (``_isolation``).
+        self.offenders = Offenders()
         # Daemon threads, not ThreadPoolExecutor's: those are joined at interpreter exit (a hung evaluator would
         # keep the process alive) and refuse work once exit begins (evaluations drained at exit would fail).
-        self.pool = DaemonExecutor(sync_workers, thread_name_prefix="evaltrace-eval")
+        self.pool = EvaluatorThreads(sync_workers, self.offenders)
         self.loop = asyncio.new_event_loop()
         self.async_slots = asyncio.Semaphore(max_async_concurrency)
         # Async evaluators run there, never on self.loop: user code that blocks cannot stall the pipeline.
-        self.user_loop = UserLoop()
+        self.user_loop = UserLoop(offenders=self.offenders)
         self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._tasks: set[asyncio.Task[None]] = set()
         self._start_lock = threading.Lock()

@@ -35,6 +35,7 @@ from evaltrace._internal import semconv
 from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.tracing import suppress_instrumentation
 from evaltrace.evaluation._fast_lane import Demoted, DemotedCall, Worker
+from evaltrace.evaluation._isolation import Offenders
 from evaltrace.evaluation._mapping import MappingFailed, build_trace
 from evaltrace.evaluation._process import EngineUnavailable, EvaluatorRef, ProcessEngine, RemoteOutcome
 from evaltrace.evaluation._shipping import Reference, shipping_reference
@@ -47,6 +48,7 @@ from evaltrace.evaluation.options import ProcessorOptions
 from evaltrace.evaluation.runner import (
     AsyncRunner,
     RunOptions,
+    TimedAsyncRunner,
     arun_evaluator,
     contained,
     is_async_evaluator,
@@ -56,6 +58,7 @@ from evaltrace.evaluation.runner import (
     stamp,
     timed_out_result,
 )
+from evaltrace.evaluation.sinks.not_evaluated import NotEvaluated
 from evaltrace.evaluation.sinks.worker import SinkWorker
 from evaltrace.evaluation.spans import enriched_copy, evaluation_span
 from evaltrace.evaluation.spend import SpendMetrics, judge_usage
@@ -116,6 +119,7 @@ class Job:
     gate_held: bool = False
     forwarded: bool = False
     running: list[tuple[EvaluatorSpec, asyncio.Task[EvaluationResult]]] = field(default_factory=list)
+    finished: list[EvaluationResult] = field(default_factory=list)  # results of evaluators run in place
 
 
 @dataclass
@@ -151,7 +155,8 @@ class JobContext:
     forward: Callable[[ReadableSpan], None]
     pool: concurrent.futures.Executor
     async_slots: asyncio.Semaphore
-    async_runner: AsyncRunner | None = None
+    async_runner: AsyncRunner | TimedAsyncRunner | None = None
+    offenders: Offenders | None = None
     limits: LimitGate | None = None
     spend: SpendMetrics | None = None
     remote: ProcessEngine | None = None
@@ -182,8 +187,7 @@ class JobRunner:
                 await self._resume(job, progress)
         except asyncio.CancelledError:
             self.ctx.stats.incr("cancelled")
-            self._count_cancelled(job)
-            self._forward_unfinished(job)
+            self._cut_unfinished(job)
         except Exception:
             self.ctx.stats.incr("internal_errors")
             log_internal_error("evaluating a span")
@@ -229,15 +233,6 @@ class JobRunner:
         self.ctx.stats.not_evaluated(semconv.SKIP_MAPPING_FAILED, spec.evaluator.name)
         return skipped_result(spec.evaluator, semconv.SKIP_MAPPING_FAILED)
 
-    def _count_cancelled(self, job: Job) -> None:
-        """Each evaluator the shutdown deadline cut short counts as not evaluated (reason ``shutdown``)."""
-        if job.running:
-            cut = [spec for spec, task in job.running if not task.done() or task.cancelled()]
-        else:  # cancelled before its evaluators started
-            cut = [*job.specs, *job.trace_specs]
-        for spec in cut:
-            self.ctx.stats.not_evaluated(semconv.SKIP_SHUTDOWN, spec.evaluator.name)
-
     def _runs_in_place(self, spec: EvaluatorSpec) -> bool:
         """Whether ``spec`` runs to its result on the loop with nothing to wait for (inline, sync, no slot)."""
         # With limits set, a max_concurrent slot may have to be waited for: the general path then.
@@ -251,7 +246,7 @@ class JobRunner:
         only await left is a retryable failure's backoff: results that come after the hold deadline that way
         go out as child spans after the span, as on the general path.
         """
-        results: list[EvaluationResult] = []
+        results = job.finished  # what shutdown finds done if it cuts the job short at a retry's back-off
         for spec in specs:
             result = await arun_evaluator(
                 spec.evaluator, trace, None, options=self._run_options(spec), on_retry=self._count_retry
@@ -306,6 +301,9 @@ class JobRunner:
                 known = sync[id(evaluator)] = not is_async_evaluator(evaluator)
             if not known or is_slow(evaluator):
                 return False
+        offenders = self.ctx.offenders
+        if offenders is not None and any(offenders.isolated(id(spec.evaluator)) for spec in job.specs):
+            return False  # it hung before: the loop runs it on threads of its own, never on the lane's
         return True
 
     def run_now(self, job: Job, worker: Worker) -> None:
@@ -387,15 +385,7 @@ class JobRunner:
             if progress is not None:  # a demoted call still running is walked away from
                 _give_up(progress.inflight)
             done = progress.results if progress is not None else []
-            cut = [*job.specs, *job.trace_specs][len(done) :]
-            for spec in cut:
-                self.ctx.stats.not_evaluated(semconv.SKIP_SHUTDOWN, spec.evaluator.name)
-            results = (
-                done
-                + [skipped_result(s.evaluator, "not evaluated: the shutdown deadline came first") for s in cut]
-                + _skipped_results(job)
-            )
-            self._forward_once(job, enriched_copy(job.span, results, provenance=self.ctx.options.evaluation_provenance))
+            self.mark_cut(job, done, [*job.specs, *job.trace_specs][len(done) :])
         except Exception:
             log_internal_error("forwarding a span whose evaluation was cut short")
         finally:
@@ -446,6 +436,8 @@ class JobRunner:
                 exc = error
             else:
                 _give_up(inflight)  # its timeout passed: a lane thread still in the call is stuck from now
+                if self.ctx.offenders is not None and isinstance(inflight, DemotedCall):  # it hangs: run it apart
+                    self.ctx.offenders.isolate(id(evaluator), spec.evaluator.name, "hung", options.timeout_s or 0.0)
                 return self._recorded(job, spec, trace, timed_out_result(evaluator, options.timeout_s), progress)
         except asyncio.CancelledError:  # shutdown cut the job short: nobody awaits the call any more
             _give_up(inflight)
@@ -498,20 +490,68 @@ class JobRunner:
                 self.ctx.forward(child)
                 self.ctx.stats.incr("evaluation_spans")
 
-    def _forward_unfinished(self, job: Job) -> None:
-        """Shutdown cancelled ``job``: forward its span with what finished, the rest marked not evaluated."""
-        if job.forwarded or not job.running:
-            return
+    def _cut_unfinished(self, job: Job) -> None:
+        """Shutdown cancelled ``job``'s task: what finished is kept, every other evaluator is marked cut short."""
         try:
-            results = [
-                task.result()
-                if task.done() and not task.cancelled()
-                else skipped_result(spec.evaluator, "not evaluated: the shutdown deadline came first")
-                for spec, task in job.running
-            ] + _skipped_results(job)
-            self._forward_once(job, enriched_copy(job.span, results, provenance=self.ctx.options.evaluation_provenance))
+            done: list[EvaluationResult] = []
+            cut: list[EvaluatorSpec] = []
+            if job.running:
+                for spec, task in job.running:
+                    if task.done() and not task.cancelled() and task.exception() is None:
+                        done.append(task.result())
+                    else:
+                        cut.append(spec)
+            else:  # cancelled before its evaluators had tasks (in place: at a retry's back-off)
+                done = list(job.finished)
+                cut = [*job.specs, *job.trace_specs][len(done) :]
+            self.mark_cut(job, done, cut)
         except Exception:
             log_internal_error("forwarding a span whose evaluation was cut short")
+
+    def mark_cut(self, job: Job, done: list[EvaluationResult], cut: list[EvaluatorSpec]) -> None:
+        """Mark each evaluation in ``cut`` "not evaluated" (reason ``shutdown``) wherever its result would have gone.
+
+        That is on the span, in ``stats()``, and in the score sinks (see ``SinkWorker.not_evaluated``). The span goes downstream enriched with ``done`` and the marks; one that went already (held past its
+        deadline, or the root of a trace-level job) gets them as child ``evaluation {name}`` spans instead.
+        """
+        marks = [skipped_result(spec.evaluator, semconv.SKIP_SHUTDOWN) for spec in cut]
+        for spec in cut:
+            self.ctx.stats.not_evaluated(semconv.SKIP_SHUTDOWN, spec.evaluator.name)
+        if cut:
+            self._sink_not_evaluated(job, cut)
+        provenance = self.ctx.options.evaluation_provenance
+        if not job.forwarded:
+            self._forward_once(
+                job, enriched_copy(job.span, done + marks + _skipped_results(job), provenance=provenance)
+            )
+            return
+        revision = job.revision if job.deferred else None
+        for result in done + marks:  # none of them went out yet: results follow the held span all at once
+            child = evaluation_span(job.span, result, provenance=provenance, revision=revision)
+            if child is not None:
+                self.ctx.forward(child)
+                self.ctx.stats.incr("evaluation_spans")
+
+    def _sink_not_evaluated(self, job: Job, cut: list[EvaluatorSpec]) -> None:
+        """Record each cut-short evaluation in every score sink (its file, or its dead-letter file)."""
+        context = job.span.context
+        if not self.ctx.sinks or context is None:
+            return
+        trace_hex = format(context.trace_id, "032x")
+        span_hex = format(context.span_id, "016x")
+        records = [
+            NotEvaluated(
+                trace_id=trace_hex,
+                observation_id=None if spec.trace_level else span_hex,
+                span_id=span_hex,
+                evaluator=spec.evaluator.name,
+                evaluator_version=getattr(spec.evaluator, "version", None),
+                reason=semconv.SKIP_SHUTDOWN,
+            )
+            for spec in cut
+        ]
+        for worker in self.ctx.sinks:
+            worker.not_evaluated(records)
 
     def _forward_once(self, job: Job, span: ReadableSpan) -> None:
         if job.forwarded:

@@ -5,9 +5,14 @@ coroutines ran there, one ``async def evaluate`` that calls ``time.sleep`` or a 
 every evaluation and every span waiting to be forwarded, and shutdown could not cancel anything. So async
 evaluators run here, on a loop in a daemon thread of its own, and a watchdog checks its heartbeat: when the loop
 has not turned for ``stall_s``, the coroutine running on it is the one blocking it. The watchdog then moves
-every *other* evaluation to a fresh loop (they start again there; an evaluator is a pure function of its
-input, like a retry) and leaves the blocking one alone on the old loop. It may still finish within its timeout;
-if not, the caller's timeout abandons it and the old loop's daemon thread is left to end with it.
+every *other* evaluator's evaluation to a fresh loop (they start again there; an evaluator is a pure function of
+its input, like a retry) and the blocked loop becomes the blocking evaluator's own: its calls run there from then on
+(``_isolation``: a loop per offender, its cost counted), so it can never again stall anyone else's. Its blocking call
+may still finish within its timeout; if not, the caller's timeout abandons it.
+
+An evaluation's timeout counts from when its coroutine starts running (:meth:`UserLoop.run_timed`), never its
+wait for a loop another evaluator blocks; on an offender's own loop it counts from submission (it waits only
+behind itself there, and a loop it blocks for ever so never holds its later calls for ever).
 
 In a child forked from the process, the parent's loops are never run: the child's first evaluation starts a new
 loop and a new watchdog (see ``_internal/forks.py``).
@@ -25,6 +30,8 @@ from typing import Any
 
 from evaltrace._internal import forks
 from evaltrace._internal.daemon_pool import UserAbort
+from evaltrace.evaluation._isolation import MAX_OWN_POOLS, Offenders
+from evaltrace.evaluation.runner import TimedOut, evaluator_name
 
 logger = logging.getLogger("evaltrace.evaluation")
 
@@ -36,13 +43,17 @@ class _Moved(Exception):
 
 
 class _Run:
-    __slots__ = ("future", "loop", "make", "task")
+    __slots__ = ("future", "key", "loop", "make", "own", "started", "submitted", "task")
 
-    def __init__(self, make: Callable[[], Awaitable[Any]], loop: _Loop) -> None:
+    def __init__(self, make: Callable[[], Awaitable[Any]], loop: _Loop, key: int | None, own: bool) -> None:
         self.make = make
         self.loop = loop
+        self.key = key  # id(evaluator); None: unknown (``run``)
+        self.own = own  # on its evaluator's own loop (an offender's)
         self.future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         self.task: asyncio.Task[Any] | None = None
+        self.submitted = time.monotonic()
+        self.started: float | None = None  # set by the coroutine's first step, on the user loop
 
 
 class _Loop:
@@ -80,14 +91,19 @@ class UserLoop:
     """Run async evaluators' coroutines off the pipeline's loop, containing any that block their loop.
 
     Args:
-        stall_s: How long the loop may go without turning before its other evaluations are moved.
+        stall_s: How long the shared loop may go without turning before its blocking evaluator is isolated and the
+            other evaluations are moved (short: they may be waiting behind it meanwhile).
+        offenders: Where isolated evaluators and their cost are recorded.
     """
 
-    def __init__(self, stall_s: float = 1.0) -> None:
+    def __init__(self, stall_s: float = 0.25, offenders: Offenders | None = None) -> None:
         self._stall_s = stall_s
+        self.offenders = offenders if offenders is not None else Offenders()
         self._lock = threading.Lock()
         self._serial = 0
         self._current: _Loop | None = None  # None: no loop (yet) in this process (a forked child)
+        self._own: dict[int, _Loop] = {}  # id(evaluator) -> the offender's own loop
+        self._names: dict[int, str] = {}  # id(evaluator) -> its name (for the warning and the counters)
         self._watchdog: threading.Thread | None = None
         self.moved = 0  # evaluations restarted on a fresh loop (for tests and stats)
         self.stalls = 0
@@ -125,49 +141,90 @@ class UserLoop:
         self._closed = threading.Event()
         if self._current is not None:
             forks.keep_inherited(self._current)
+        for own in self._own.values():
+            forks.keep_inherited(own)
         self._current = None
+        self._own = {}
         self._watchdog = None
 
     async def run(self, make: Callable[[], Awaitable[Any]]) -> Any:
         """Await ``make()`` run on the user loop, from the pipeline's loop; cancellation reaches the coroutine."""
+        return await self.run_timed(None, make, None)
+
+    async def run_timed(self, evaluator: Any, make: Callable[[], Awaitable[Any]], timeout_s: float | None) -> Any:
+        """Await ``make()`` (``evaluator``'s coroutine) on its loop; cancellation reaches the coroutine.
+
+        Raises:
+            TimedOut: The coroutine ran ``timeout_s`` from its start (on an offender's own loop: from submission).
+        """
+        key = None
+        if evaluator is not None:
+            key = id(evaluator)
+            if key not in self._names:
+                self._names[key] = evaluator_name(evaluator)
         while True:
-            run = self._submit(make)
+            run = self._submit(make, key)
+            outcome = asyncio.wrap_future(run.future)
             try:
-                return await asyncio.wrap_future(run.future)
-            except _Moved:
-                continue
-            except asyncio.CancelledError:  # our timeout or shutdown: stop the coroutine where it runs
+                while not outcome.done():
+                    wait_s: float | None = None
+                    if timeout_s is not None:
+                        since = run.submitted if run.own else run.started
+                        if since is None:  # not started: look again in a while (its clock has not started)
+                            wait_s = max(0.05, timeout_s)
+                        else:
+                            wait_s = since + timeout_s - time.monotonic()
+                            if wait_s <= 0:
+                                break
+                    await asyncio.wait({outcome}, timeout=wait_s)
+            except asyncio.CancelledError:  # shutdown: stop the coroutine where it runs
                 self._cancel(run)
                 raise
+            if outcome.done():
+                try:
+                    return outcome.result()
+                except _Moved:
+                    continue
+            outcome.cancel()
+            self._cancel(run)
+            raise TimedOut
 
     def close(self) -> None:
         """Stop the watchdog and the loops (a loop blocked by user code ends with its daemon thread)."""
         self._closed.set()
         with self._lock:
-            if self._current is not None:
-                self._current.stop()
+            loops = [*([self._current] if self._current is not None else []), *self._own.values()]
+        for holder in loops:
+            holder.stop()
 
     # --- internals ----------------------------------------------------------------------------------------
 
-    def _submit(self, make: Callable[[], Awaitable[Any]]) -> _Run:
+    def _submit(self, make: Callable[[], Awaitable[Any]], key: int | None) -> _Run:
         with self._lock:
-            holder = self._started_locked()
-            run = _Run(make, holder)
+            own = self._own.get(key) if key is not None else None
+            holder = own if own is not None else self._started_locked()
+            run = _Run(make, holder, key, own is not None)
             holder.runs.add(run)
-        holder.loop.call_soon_threadsafe(self._start, run)
+        if own is not None and key is not None:
+            self.offenders.moved(key)
+        try:
+            holder.loop.call_soon_threadsafe(self._start, run)
+        except RuntimeError:  # its loop was closed (at close()): the run never starts
+            run.future.set_exception(RuntimeError("the evaluation loop is closed"))
         return run
 
     def _start(self, run: _Run) -> None:
         if run.future.done():  # moved or cancelled before it started
             return
-        task = run.loop.loop.create_task(self._guarded(run.make))
+        task = run.loop.loop.create_task(self._guarded(run))
         run.task = task
         task.add_done_callback(lambda done: self._finish(run, done))
 
     @staticmethod
-    async def _guarded(make: Callable[[], Awaitable[Any]]) -> Any:
+    async def _guarded(run: _Run) -> Any:
+        run.started = time.monotonic()  # its first step: its timeout counts from here
         try:
-            return await make()
+            return await run.make()
         except (SystemExit, KeyboardInterrupt) as exc:  # would stop this loop's run_forever
             raise UserAbort(exc) from exc
 
@@ -187,6 +244,8 @@ class UserLoop:
             run.loop.stop()
 
     def _cancel(self, run: _Run) -> None:
+        with self._lock:  # a run whose loop never turns again (blocked for ever) is not kept
+            run.loop.runs.discard(run)
         task = run.task
         if task is not None and not run.loop.loop.is_closed():
             try:
@@ -195,28 +254,57 @@ class UserLoop:
                 pass
 
     def _watch(self) -> None:
-        while not self._closed.wait(self._stall_s / 4):
+        while not self._closed.wait(self._stall_s / 4 if self._busy() else self._stall_s):
             holder = self._current
             if holder is not None and holder.runs and time.monotonic() - holder.beat > self._stall_s:
                 self._replace(holder)
 
+    def _busy(self) -> bool:
+        """Whether the shared loop has evaluations (else the watchdog looks less often: nothing to block)."""
+        holder = self._current
+        return holder is not None and bool(holder.runs)
+
     def _replace(self, blocked: _Loop) -> None:
         culprit = asyncio.current_task(blocked.loop)
+        stalled_s = time.monotonic() - blocked.beat
         with self._lock:
             if self._current is not blocked:
                 return
+            blocking = next((run for run in blocked.runs if run.task is not None and run.task is culprit), None)
+            key = blocking.key if blocking is not None else None
             self._current = self._new_loop()
-            blocked.retired = True
-            others = [run for run in blocked.runs if run.task is None or run.task is not culprit]
+            if key is not None and key not in self._own and len(self._own) >= MAX_OWN_POOLS:
+                key = None  # bounded: past that many offenders, one more is contained as before (not isolated)
+            if key is not None:  # the blocked loop becomes its evaluator's own: its calls go there from now on
+                self._own[key] = blocked
+                others = [run for run in blocked.runs if run.key != key]
+            else:  # not known whose: the blocking coroutine is left alone on the old loop, which then retires
+                blocked.retired = True
+                others = [run for run in blocked.runs if run.task is None or run.task is not culprit]
             for run in others:
                 blocked.runs.discard(run)
                 if not run.future.done():
                     run.future.set_exception(_Moved())
-                self._cancel(run)  # runs when (if) the blocked loop turns again: no work done twice
             self.moved += len(others)
             self.stalls += 1
+            mine = len(blocked.runs) if key is not None else 0  # its runs left there now run on its own loop
+        for run in others:
+            self._cancel(run)  # runs when (if) the blocked loop turns again: no work done twice
+        if key is not None:
+            name = self._names.get(key, "async evaluator")
+            first = self.offenders.isolate(key, name, "blocked_loop", stalled_s, len(others))
+            self.offenders.moved(key, mine)
+            if first:
+                logger.warning(
+                    "evaltrace: async evaluator %r blocked its event loop for %.2f s (it calls blocking code); it "
+                    "runs on a loop of its own from now on, and %d other evaluation(s) moved to a new loop",
+                    name,
+                    stalled_s,
+                    len(others),
+                )
+            return
         logger.warning(
-            "evaltrace: an async evaluator blocked its event loop for over %.1f s (it calls blocking code); "
+            "evaltrace: an async evaluator blocked its event loop for over %.2f s (it calls blocking code); "
             "%d other evaluation(s) moved to a new loop",
             self._stall_s,
             len(others),

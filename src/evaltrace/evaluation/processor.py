@@ -260,7 +260,8 @@ class EvaluationSpanProcessor(SpanProcessor):
             forward=self._forward,
             pool=self._engine.pool,
             async_slots=self._engine.async_slots,
-            async_runner=self._engine.user_loop.run,
+            async_runner=self._engine.user_loop,
+            offenders=self._engine.offenders,
             limits=self._limits if self._limits.active else None,
             spend=self._spend,
             remote=self._remote,
@@ -624,12 +625,6 @@ class EvaluationSpanProcessor(SpanProcessor):
         if not specs:
             self._gate_done(entry)
             return
-        if self._shutdown and self._timer is not None and self._timer.is_current():
-            # The timer's tick raced shutdown's drain: the engine may be stopping; counted, never queued to it.
-            for spec in specs:
-                self._stats.not_evaluated(semconv.SKIP_SHUTDOWN, spec.evaluator.name)
-            self._gate_done(entry)
-            return
         job = Job(
             root,
             [],
@@ -642,6 +637,15 @@ class EvaluationSpanProcessor(SpanProcessor):
             gate=entry.awaited,
             forwarded=True,  # the root went downstream when it ended
         )
+        if self._shutdown and self._timer is not None and self._timer.is_current():
+            # The timer's tick raced shutdown's drain: the engine may be stopping; never queued to it. Each
+            # evaluation is counted and marked "not evaluated" (shutdown) like one the deadline cut short.
+            try:
+                self._runner.mark_cut(job, [], specs)
+            except Exception:
+                log_internal_error("marking the evaluations of a trace not evaluated at shutdown")
+            self._gate_done(entry)
+            return
         if not self._submit(job):
             self._gate_done(entry)
 
@@ -828,7 +832,9 @@ class EvaluationSpanProcessor(SpanProcessor):
         after late spans), ``superseded`` (results of a revision a newer one replaced: not published), ``sinks`` (per sink: delivery counters, see
         :class:`~evaltrace.evaluation.sinks.worker.SinkStats`), ``exporters`` (per exporter: ``exported``,
         ``export_failed``, ``dropped_queue_full``, ``dropped_shutdown``, ``queued``, ``received``, ``lost``),
-        ``export_sampling`` and ``monitor``.
+        ``export_sampling``, ``monitor`` and ``isolation`` (per evaluator caught hanging a shared thread or blocking
+        the shared event loop, now run apart: ``reason``, ``blocked_s``, ``stalls``, ``others_moved``,
+        ``calls_moved``; see :class:`~evaltrace.evaluation._isolation.OffenderCost`).
         """
         data = self._stats.snapshot()
         data["queued"] = self._pending
@@ -846,6 +852,7 @@ class EvaluationSpanProcessor(SpanProcessor):
                 "in_flight": self._remote.in_flight(),
             }
         data["monitor"] = {name: asdict(health) for name, health in self.monitor.health().items()}
+        data["isolation"] = self._engine.offenders.snapshot()
         return data
 
     def _pass_rates(self) -> dict[str, float]:

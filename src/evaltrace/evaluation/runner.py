@@ -14,10 +14,11 @@ import asyncio
 import concurrent.futures
 import datetime as dt
 import inspect
+import time
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from opentelemetry import context as otel_context
 
@@ -30,6 +31,28 @@ from evaltrace.schema import EvalCase, EvaluationResult, Trace
 from evaltrace.schema.trace import TraceError
 
 AsyncRunner = Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
+
+
+@runtime_checkable
+class TimedAsyncRunner(Protocol):
+    """Runs async evaluators' coroutines and applies their timeout itself, from when each actually starts."""
+
+    async def run_timed(self, evaluator: Any, make: Callable[[], Awaitable[Any]], timeout_s: float | None) -> Any:
+        """Await ``make()``; raise :class:`TimedOut` once it has run ``timeout_s`` (its wait to start excluded)."""
+        ...
+
+
+@runtime_checkable
+class TimedExecutor(Protocol):
+    """Runs sync evaluators on threads and applies their timeout itself, from when each call actually starts."""
+
+    async def call_timed(
+        self, evaluator: Any, trace: Trace, case: EvalCase | None, timeout_s: float | None
+    ) -> tuple[Any, float]:
+        """Return the call's output and its ``time.monotonic()`` start; raise :class:`TimedOut` past ``timeout_s``."""
+        ...
+
+
 ERROR_TYPE_KEY = "error_type"
 TIMEOUT_ERROR_TYPE = "timeout"
 INVALID_OUTPUT_ERROR_TYPE = "invalid_output"
@@ -107,16 +130,41 @@ def _call(evaluator: Evaluator, trace: Trace, case: EvalCase | None) -> Any:
         otel_context.detach(token)
 
 
+call_in_thread = _call
+"""Call a sync evaluator (suppressed; ``SystemExit``/``KeyboardInterrupt`` wrapped in ``UserAbort``): a thread's task."""
+
+
+async def _call_timed(
+    executor: TimedExecutor, evaluator: Evaluator, trace: Trace, case: EvalCase | None, timeout_s: float | None
+) -> tuple[Any, float | None]:
+    """The call's output, and what is left of its own timeout for an awaitable it returned."""
+    produced, started = await executor.call_timed(evaluator, trace, case, timeout_s)
+    if timeout_s is None:
+        return produced, None
+    return produced, max(0.0, started + timeout_s - time.monotonic())
+
+
+"""Call a sync evaluator (suppressed; ``SystemExit``/``KeyboardInterrupt`` wrapped in ``UserAbort``): a thread's task."""
+
+
 async def _attempt(
     evaluator: Evaluator,
     trace: Trace,
     case: EvalCase | None,
     executor: concurrent.futures.Executor | None,
     timeout_s: float | None,
-    async_runner: AsyncRunner | None = None,
+    async_runner: AsyncRunner | TimedAsyncRunner | None = None,
 ) -> Any:
     produced: Any = _NOT_CALLED
-    if executor is None and not is_async_evaluator(evaluator):
+    # The None checks first: a protocol isinstance costs microseconds, and the in-place path passes neither.
+    if async_runner is not None and isinstance(async_runner, TimedAsyncRunner) and is_async_evaluator(evaluator):
+        # The runner's clock starts when the coroutine does: never time spent waiting behind another evaluator.
+        return await async_runner.run_timed(evaluator, lambda: _call_async(evaluator, trace, case), timeout_s)
+    if executor is not None and isinstance(executor, TimedExecutor) and not is_async_evaluator(evaluator):
+        produced, timeout_s = await _call_timed(executor, evaluator, trace, case, timeout_s)
+        if not inspect.isawaitable(produced):
+            return produced
+    elif executor is None and not is_async_evaluator(evaluator):
         # Inline and sync: a deadline only fires at an await, so none is armed for the call itself (it costs a
         # timer per evaluation); only an awaitable it returns runs under one.
         produced = _call(evaluator, trace, case)
@@ -129,6 +177,7 @@ async def _attempt(
             if produced is not _NOT_CALLED:
                 pass
             elif async_runner is not None and is_async_evaluator(evaluator):
+                assert not isinstance(async_runner, TimedAsyncRunner)  # taken above
                 return await async_runner(lambda: _call_async(evaluator, trace, case))
             elif executor is None or is_async_evaluator(evaluator):
                 produced = _call(evaluator, trace, case)
@@ -139,13 +188,16 @@ async def _attempt(
                     produced = await contained(produced)
     except TimeoutError:
         if deadline.expired():
-            raise _TimedOut from None
+            raise TimedOut from None
         raise  # the evaluator's own TimeoutError (e.g. its HTTP client's): an error like any other
     return produced
 
 
-class _TimedOut(Exception):
+class TimedOut(Exception):
     """Our deadline for the evaluation passed (not a ``TimeoutError`` the evaluator raised itself)."""
+
+
+_TimedOut = TimedOut
 
 
 class Overloaded(Exception):
@@ -270,7 +322,7 @@ async def _run_with_retries(
     options: RunOptions,
     executor: concurrent.futures.Executor | None,
     on_retry: Callable[[], None] | None,
-    async_runner: AsyncRunner | None,
+    async_runner: AsyncRunner | TimedAsyncRunner | None,
 ) -> EvaluationResult:
     attempt = 0
     while True:
@@ -299,7 +351,7 @@ async def arun_evaluator(
     options: RunOptions | None = None,
     executor: concurrent.futures.Executor | None = None,
     on_retry: Callable[[], None] | None = None,
-    async_runner: AsyncRunner | None = None,
+    async_runner: AsyncRunner | TimedAsyncRunner | None = None,
 ) -> EvaluationResult:
     """Run ``evaluator`` on ``trace``; never raises for the evaluator's sake.
 

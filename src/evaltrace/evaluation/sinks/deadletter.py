@@ -1,6 +1,8 @@
 """The dead-letter file: scores a backend would not take, kept as JSON Lines so they can be replayed.
 
-One line per score: ``{"sink": <sink name>, "error": <last error>, "failed_at": <ISO time>, "score": <Score>}``.
+One line per score: ``{"sink": <sink name>, "error": <last error>, "failed_at": <ISO time>, "score": <Score>}``;
+an evaluation cut short at shutdown leaves a ``{"not_evaluated": {...}}`` line (``not_evaluated``), which is no
+score: a replay neither sends nor rejects it, and keeps it in the file.
 Score ids are deterministic (uuid5 of trace, span, evaluator and version), so a replay is an idempotent
 upsert; :func:`parse_dead_letters` keeps the last line per id so a file that holds a score twice (e.g.
 dead-lettered, replayed, failed again) still delivers it once.
@@ -26,6 +28,7 @@ from pydantic import ValidationError
 
 from evaltrace._internal import forks
 from evaltrace._internal.private_files import make_private_dirs, private_opener
+from evaltrace.evaluation.sinks.not_evaluated import is_not_evaluated_line
 from evaltrace.schema import Score
 
 try:
@@ -159,7 +162,8 @@ def parse_dead_letters(path: Path) -> tuple[list[Score], list[RejectedLine]]:
     """Read a dead-letter file: the scores (one per id, last line wins, file order) and the lines that hold none.
 
     A line is rejected when it is not UTF-8, not JSON, or does not hold a valid :class:`Score` (under
-    ``"score"``, or as the whole line); the reason says which.
+    ``"score"``, or as the whole line); the reason says which. A ``not_evaluated`` record is neither (see
+    :func:`not_evaluated_lines`).
     """
     by_id: dict[str, Score] = {}
     rejected: list[RejectedLine] = []
@@ -169,12 +173,27 @@ def parse_dead_letters(path: Path) -> tuple[list[Score], list[RejectedLine]]:
             if not raw.strip():
                 continue
             score, reason = _parse_line(raw_bytes)
+            if score is None and reason == _NOT_A_SCORE:
+                continue
             if score is None:
                 rejected.append(RejectedLine(number, raw, reason))
                 continue
             by_id.pop(score.id, None)
             by_id[score.id] = score
     return list(by_id.values()), rejected
+
+
+def not_evaluated_lines(path: Path) -> list[str]:
+    """The ``not_evaluated`` records of a dead-letter file, as written (a replay keeps them in the file)."""
+    kept: list[str] = []
+    with path.open("rb") as handle:
+        for raw_bytes in handle:
+            if _parse_line(raw_bytes)[1] == _NOT_A_SCORE:
+                kept.append(raw_bytes.decode("utf-8").rstrip("\r\n"))
+    return kept
+
+
+_NOT_A_SCORE = "a not_evaluated record"
 
 
 def _parse_line(raw: bytes) -> tuple[Score | None, str]:
@@ -186,6 +205,8 @@ def _parse_line(raw: bytes) -> tuple[Score | None, str]:
         return None, f"invalid JSON: {exc}"
     if not isinstance(record, dict):
         return None, f"invalid record: a JSON {type(record).__name__}, not an object"
+    if is_not_evaluated_line(record):
+        return None, _NOT_A_SCORE
     try:
         return Score.model_validate(record["score"] if "score" in record else record), ""
     except ValidationError as exc:

@@ -1,4 +1,8 @@
-"""JSONL score sink: one ``Score`` per line, appended to a local file (the offline and test backend)."""
+"""JSONL score sink: one ``Score`` per line, appended to a local file (the offline and test backend).
+
+An evaluation the shutdown deadline cut short leaves a ``{"not_evaluated": {...}}`` line instead (see
+``not_evaluated``): never a score, so readers of scores skip it.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from pathlib import Path
 from evaltrace._internal import forks
 from evaltrace._internal.private_files import make_private_dirs, private_opener
 from evaltrace.evaluation.sinks.base import SinkResult
+from evaltrace.evaluation.sinks.not_evaluated import NotEvaluated
 from evaltrace.schema import Score
 
 
@@ -58,6 +63,13 @@ class JsonlScoreSink:
         except OSError as exc:
             return SinkResult(failed=tuple(batch), error=f"{type(exc).__name__}: {exc}")
         return SinkResult.success()
+
+    def record_not_evaluated(self, records: Sequence[NotEvaluated]) -> None:
+        """Append one ``{"not_evaluated": ...}`` line per evaluation never run (raises ``OSError`` on a disk error)."""
+        text = "".join(record.to_line() + "\n" for record in records)
+        make_private_dirs(self.path.parent)
+        with self._lock, open(self.path, "a", encoding="utf-8", opener=private_opener) as handle:
+            handle.write(text)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Writes are not buffered past ``export``; always True."""

@@ -34,7 +34,8 @@ from evaltrace._internal import forks
 from evaltrace._internal.errors import log_internal_error
 from evaltrace.evaluation.sinks._health import OutageLog
 from evaltrace.evaluation.sinks.base import ScoreSink, SinkResult, export_deadline
-from evaltrace.evaluation.sinks.deadletter import write_dead_letters
+from evaltrace.evaluation.sinks.deadletter import append_lines, write_dead_letters
+from evaltrace.evaluation.sinks.not_evaluated import NotEvaluated
 from evaltrace.schema import Score
 
 
@@ -54,6 +55,8 @@ class SinkStats:
         abandoned: Of ``dead_lettered``, those of the batch whose request was still in flight at the shutdown
             deadline, whether shutdown took it from a hung request or the request's timeout (capped at the
             deadline) ended it (the backend may get them too; a replay then upserts them under the same id).
+        not_evaluated: Records of evaluations never run (cut short at shutdown) written for this sink, in its
+            own file (JSONL) or its dead-letter file (see :meth:`SinkWorker.not_evaluated`); never scores.
     """
 
     submitted: int = 0
@@ -63,6 +66,7 @@ class SinkStats:
     dead_lettered: int = 0
     dropped: int = 0
     abandoned: int = 0
+    not_evaluated: int = 0
 
 
 @dataclass(frozen=True)
@@ -184,6 +188,30 @@ class SinkWorker:
             if overflow:
                 cause = "the sink is shut down" if self._shutdown else f"the sink queue is full ({self._max_queue})"
                 self._settle_lost(overflow, cause)
+
+    def not_evaluated(self, records: Sequence[NotEvaluated]) -> None:
+        """Record evaluations that were never run (cut short at shutdown) where this sink's scores are looked for.
+
+        A sink keeping a file of its own (``record_not_evaluated``: the JSONL sink) writes them there; any other
+        sink's go to its dead-letter file, beside the scores it could not deliver (``scores replay`` keeps them
+        and sends none). Written at once (local files, shutdown only): they never wait behind a hung backend.
+        Without such a file they are counted in ``stats()["not_evaluated_by_reason"]`` only.
+        """
+        if not records:
+            return
+        write = getattr(self.sink, "record_not_evaluated", None)
+        try:
+            if write is not None:
+                write(records)
+            elif self._dead_letter_path is not None:
+                append_lines(self._dead_letter_path, [record.to_line() for record in records])
+            else:
+                return
+        except Exception:
+            log_internal_error(f"recording evaluations not run for score sink {self.sink.name}")
+            return
+        with self._cond:
+            self.stats.not_evaluated += len(records)
 
     def force_flush(self, timeout_s: float) -> bool:
         """Deliver (or dead-letter) everything queued; return False if the queue is not empty at the deadline."""

@@ -1,0 +1,53 @@
+"""A record of an evaluation that was never run (cut short at shutdown), for files where scores are looked for.
+
+A failed or skipped evaluation produces no score (a 0 would read as a verdict), so a trace whose evaluation the
+shutdown deadline cut short would look, in a score file, as if nobody ever meant to evaluate it. Such an
+evaluation leaves one JSON line instead, never a score: ``{"not_evaluated": {"trace_id", "observation_id",
+"span_id", "evaluator", "evaluator_version", "reason", "at"}}``. The JSONL sink writes it into its file, other
+sinks into their dead-letter file; ``evaltrace scores replay`` never sends one (it keeps it in the file).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+NOT_EVALUATED_KEY = "not_evaluated"
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat()
+
+
+@dataclass(frozen=True)
+class NotEvaluated:
+    """One evaluation that was not run, and why.
+
+    Attributes:
+        trace_id: 32-hex trace id.
+        observation_id: 16-hex span id its score would have targeted; None for a trace-level evaluator.
+        span_id: 16-hex id of the evaluated span.
+        evaluator: Evaluator name.
+        evaluator_version: Evaluator version, if it has one.
+        reason: The skip reason code (``shutdown``).
+        at: ISO 8601 UTC time it was recorded.
+    """
+
+    trace_id: str
+    observation_id: str | None
+    span_id: str
+    evaluator: str
+    evaluator_version: str | None
+    reason: str
+    at: str = field(default_factory=_now)
+
+    def to_line(self) -> str:
+        """The record as one JSON line (no newline)."""
+        return json.dumps({NOT_EVALUATED_KEY: asdict(self)}, ensure_ascii=False)
+
+
+def is_not_evaluated_line(record: Any) -> bool:
+    """Whether a decoded JSON line is a :class:`NotEvaluated` record (not a score, not a bad line)."""
+    return isinstance(record, dict) and isinstance(record.get(NOT_EVALUATED_KEY), dict) and "score" not in record

@@ -1,0 +1,80 @@
+"""An evaluator's ``timeout_s`` counts its own running time, never time spent waiting behind another evaluator.
+
+A misbehaving evaluator (an async one that blocks its event loop, a sync one that hangs) is moved off what the
+others share (its own loop, its own threads) and what it cost is counted in ``stats()["isolation"]``; a healthy
+evaluator configured beside it reports no false timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+from evaltrace.evaluation import EvaluatorSpec, evaluator
+from evaltrace.schema import Trace
+
+from .conftest import MakePipeline
+
+
+def test_an_async_evaluator_blocking_its_loop_on_every_span_gives_a_healthy_one_no_timeout(
+    make_pipeline: MakePipeline,
+) -> None:
+    @evaluator(name="blocker")
+    async def blocker(trace: Trace) -> bool:
+        time.sleep(0.4)  # blocking call in async code, on every span
+        return True
+
+    @evaluator(name="healthy")
+    async def healthy(trace: Trace) -> bool:
+        await asyncio.sleep(0.01)
+        return True
+
+    p = make_pipeline([EvaluatorSpec(blocker, timeout_s=30), EvaluatorSpec(healthy, timeout_s=2.0)], hold_timeout_s=60)
+    for i in range(10):
+        with p.tracer.start_as_current_span(f"s{i}"):
+            pass
+    assert p.processor.force_flush(60_000)
+    stats = p.processor.stats()
+    assert stats["evaluators"]["healthy"]["errors"] == 0, stats["evaluators"]
+    assert stats["evaluators"]["healthy"]["passed"] == 10
+    assert stats["evaluators"]["blocker"]["passed"] == 10  # slow is not an error: within its own timeout
+    for i in range(10):
+        assert p.one(f"s{i}").attributes["evaltrace.eval.healthy.passed"] is True
+    isolated = stats["isolation"]["blocker"]
+    assert isolated["isolated"] is True
+    assert isolated["blocked_s"] >= 0.2  # the stall seen when it was caught
+    assert isolated["others_moved"] >= 1 and isolated["calls_moved"] >= 1
+    assert "healthy" not in stats["isolation"]
+
+
+def test_a_hung_sync_evaluator_in_a_burst_gives_a_healthy_one_no_timeout(make_pipeline: MakePipeline) -> None:
+    release = threading.Event()
+
+    @evaluator(name="hung")
+    def hung(trace: Trace) -> bool:
+        release.wait(30)
+        return True
+
+    @evaluator(name="healthy")
+    def healthy(trace: Trace) -> bool:
+        time.sleep(0.005)
+        return True
+
+    p = make_pipeline([EvaluatorSpec(hung, timeout_s=2.0), EvaluatorSpec(healthy, timeout_s=1.0)], hold_timeout_s=60)
+    try:
+        for i in range(50):
+            with p.tracer.start_as_current_span(f"s{i}"):
+                pass
+        assert p.processor.force_flush(60_000)
+        stats = p.processor.stats()
+    finally:
+        release.set()
+    assert stats["evaluators"]["healthy"]["errors"] == 0, stats["evaluators"]
+    assert stats["evaluators"]["healthy"]["passed"] == 50
+    hung_stats = stats["evaluators"]["hung"]
+    assert hung_stats["timed_out"] + hung_stats.get("not_evaluated_by_reason", {}).get("overloaded", 0) == 50
+    isolated = stats["isolation"]["hung"]
+    assert isolated["isolated"] is True
+    assert isolated["calls_moved"] >= 1
+    assert "healthy" not in stats["isolation"]
