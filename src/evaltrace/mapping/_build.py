@@ -8,6 +8,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
+from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.thinking import split_thinking
 from evaltrace._internal.trusted_models import trusted
@@ -90,7 +91,7 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
         "variant_name": variant,
         "started_at": started,
         "finished_at": finished,
-        "input": _input(root_span, root_attrs, notes),
+        "input": _input(root_span, root_attrs, root_is_llm, notes),
         "output": _output(root_span, root_attrs, messages, step, root_is_llm, notes),
         "messages": messages,
         "metrics": metrics,
@@ -159,11 +160,17 @@ def _first(sources: list[Mapping[str, Any]], key: str) -> str | None:
     return None
 
 
-def _input(root: ReadableSpan, root_attrs: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
+def _input(root: ReadableSpan, root_attrs: Mapping[str, Any], root_is_llm: bool, notes: list[str]) -> dict[str, Any]:
     key = sc.INPUT_VALUE if sc.INPUT_VALUE in root_attrs else conventions.input_key(root_attrs)
     value = json_attr(root, key, notes, root_attrs)
     if value is MISSING:
         return {}
+    if root_is_llm and isinstance(value, list):
+        # A model call's input.value holds its whole input as GenAI messages when it is more than one user text
+        # (what Langfuse and Phoenix show); the question its evaluators read is the last user text in it.
+        question = list_values.prompt_text(value)
+        if question is not None:
+            return {"input": question}
     return value if isinstance(value, dict) else {"input": value}
 
 
@@ -212,8 +219,6 @@ def _output(
     # call asked for tools (an earlier turn's text is not the answer).
     last = step_answer(step) if step is not None else None
     thinking = "\n\n".join(thoughts) or None
-    if root_is_llm:  # a model call without output messages: only a text output.value is an answer
-        return TraceOutput(final_answer=last, thinking=thinking, structured=None)
     structured = value if isinstance(value, dict) and not is_truncated(value) else None
     if last is None and value not in (MISSING, None) and structured is None and not is_truncated(value):
         last = compact(value)
