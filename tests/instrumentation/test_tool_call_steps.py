@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from judge_server import JudgeServer, serve_judge
 from openai_replay import client, load
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -24,6 +23,7 @@ from evaltrace.evaluation import EvaluatorSpec
 from evaltrace.evaluators import ContainsText, LLMJudge, NoPII
 from evaltrace.evaluators.judge import Judge
 from evaltrace.mapping import trace_from_spans
+from judge_server import JudgeServer, serve_judge
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "openai_tool_turns"
 TOOL_TURNS = FIXTURES / "test_chat_completion_tool_calls_with_content.yaml"

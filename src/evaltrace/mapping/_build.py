@@ -177,8 +177,11 @@ def _input(root: ReadableSpan, root_attrs: Mapping[str, Any], root_is_llm: bool,
 def _answering_step(
     steps: list[tuple[ReadableSpan, list[TraceMessage]]], root: ReadableSpan | None
 ) -> list[TraceMessage] | None:
-    """The output messages whose text is the trace's answer: the root's own when it is a model call, else those
-    of the last model call to end (start order breaks ties) that recorded any. None without such a call."""
+    """The output messages whose text is the trace's answer.
+
+    The root's own when it is a model call, else those of the last model call to end (start order breaks ties)
+    that recorded any. None without such a call.
+    """
     if root is not None:
         return next((outputs for span, outputs in steps if span is root), [])
     found: list[TraceMessage] | None = None
