@@ -46,8 +46,24 @@ def langfuse_shows(attributes: dict[str, Any]) -> tuple[Any, Any]:
     for input_key, output_key in pairs:
         shown = attributes.get(input_key), attributes.get(output_key)
         if any(shown):
-            return _parsed(shown[0]), _parsed(shown[1])
+            shown_input = _parsed(shown[0])
+            if input_key == "gen_ai.input.messages":
+                shown_input = _with_system(shown_input, attributes.get("gen_ai.system_instructions"))
+            return shown_input, _parsed(shown[1])
     return None, None
+
+
+def _with_system(messages: Any, instructions: Any) -> Any:
+    """Langfuse's ``prependSystemInstructions`` for text parts (OtelIngestionProcessor.systemInstructions.test.ts).
+
+    The text parts of ``gen_ai.system_instructions`` joined by newlines, as a ``{"role": "system", "content"}``
+    message before the input messages, unless they start with a system message already.
+    """
+    parts = _parsed(instructions) if instructions else []
+    texts = [p["content"] for p in parts if isinstance(p, dict) and p.get("type") == "text"]
+    if not texts or not isinstance(messages, list) or (messages and messages[0].get("role") == "system"):
+        return messages
+    return [{"role": "system", "content": "\n".join(texts)}, *messages]
 
 
 def _parsed(value: Any) -> Any:
@@ -70,7 +86,14 @@ def _covers(shown: Any, messages: list[Any]) -> bool:
     """Whether ``shown`` holds ``messages``: all of them as JSON, or the text of the one message of one text part."""
     if isinstance(shown, str):
         return len(messages) == 1 and messages[0]["parts"] == [{"type": "text", "content": shown}]
-    return bool(shown == messages)
+    return isinstance(shown, list) and [_as_parts(m) for m in shown] == messages
+
+
+def _as_parts(message: Any) -> Any:
+    """A ``{"role", "content": text}`` message as the ``{"role", "parts"}`` message it shows."""
+    if isinstance(message, dict) and isinstance(message.get("content"), str) and "parts" not in message:
+        return {"role": message["role"], "parts": [{"type": "text", "content": message["content"]}]}
+    return message
 
 
 def _assert_whole_exchange(span: ReadableSpan) -> None:
@@ -83,7 +106,8 @@ def _assert_whole_exchange(span: ReadableSpan) -> None:
     # Our own Langfuse route still sends the messages alone (Langfuse renders them as a chat).
     own = dict(for_langfuse(span).attributes or {})
     assert "input.value" not in own and "output.value" not in own
-    assert langfuse_shows(own) == (json.loads(own["gen_ai.input.messages"]), _parsed(own.get("gen_ai.output.messages")))
+    own_input, own_output = langfuse_shows(own)
+    assert _covers(own_input, inputs) and own_output == (outputs or None)
 
 
 @pytest.fixture
@@ -165,3 +189,37 @@ def test_langfuse_shows_every_message_of_anthropic_replies(
     assert {p["type"] for p in shown_output[0]["parts"]} == {"text", "tool_call"}  # the call is not hidden
     assert shown_input[0] == {"role": "system", "parts": [{"type": "text", "content": "Be brief."}]}
     assert langfuse_shows(dict(spans[2].attributes or {}))[0] == "Hello, Claude"  # one user text: plain
+
+
+def test_langfuse_shows_every_message_of_manual_llm_calls(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """``evaltrace.llm_call`` spans carry the same pair (Phoenix showed nothing for them); ``@llm`` keeps its own."""
+    import evaltrace
+
+    history = [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+                                              "function": {"name": "weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "rainy"},
+    ]  # fmt: skip
+    with evaltrace.llm_call(model="m", provider="custom", system="Be brief.") as call:
+        call.record(messages=history, tool_calls=[{"id": "c2", "name": "weather", "arguments": {"city": "Rome"}}])
+    with evaltrace.llm_call(model="m", provider="custom") as call:
+        call.record(messages=[{"role": "user", "content": "Hi"}], output="Hello!")
+
+    @evaltrace.llm
+    def ask(question: str) -> str:
+        evaltrace.current_llm_call().record(messages=[{"role": "user", "content": question}], output="Paris.")
+        return "Paris."
+
+    ask("Capital of France?")
+    tools, plain, decorated = sorted(exporter.get_finished_spans(), key=lambda s: s.start_time or 0)
+    _assert_whole_exchange(tools)
+    assert {"input.value", "output.value"} <= set(tools.attributes or {})  # what Phoenix's list shows
+    shown_input, shown_output = langfuse_shows(dict(tools.attributes or {}))
+    assert [m["role"] for m in shown_input] == ["system", "user", "assistant", "tool"]
+    assert shown_output[0]["parts"][0]["name"] == "weather"
+    assert langfuse_shows(dict(plain.attributes or {})) == ("Hi", "Hello!")
+    # An @llm function's span shows its arguments and return value, as every decorated function's does.
+    assert langfuse_shows(dict(decorated.attributes or {})) == ({"question": "Capital of France?"}, "Paris.")
