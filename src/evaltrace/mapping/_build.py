@@ -64,12 +64,15 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
         root_attrs = next(a for s, a in read if s is root_span)
         llm_spans = [s for s, a in read if is_llm(s, a)]
         mapped = bool(llm_spans) or any(is_tool(s, a) for s, a in read)
-    step: list[TraceMessage] | None = None  # the output messages of the step whose answer is the trace's
+    own: list[TraceMessage] = []  # the root's own output messages, when it is a model call
+    step: list[TraceMessage] | None = None  # those of the last model call to end that recorded output
     root_is_llm = bool(llm_spans) and any(s is root_span for s in llm_spans)
     if mapped:
         conversation = build_conversation(selected, notes)
         messages = conversation.finish()
-        step = _answering_step(conversation.steps, root_span if root_is_llm else None)
+        if root_is_llm:
+            own = next((outputs for span, outputs in conversation.steps if span is root_span), [])
+        step = own or _last_step(conversation.steps)
         metrics = build_metrics(llm_spans)
     else:
         # Nothing for the conversation or the metrics to read (a decorated function without model or tool
@@ -92,7 +95,7 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
         "started_at": started,
         "finished_at": finished,
         "input": _input(root_span, root_attrs, root_is_llm, notes),
-        "output": _output(root_span, root_attrs, messages, step, root_is_llm, notes),
+        "output": _output(root_span, root_attrs, messages, own, step, notes),
         "messages": messages,
         "metrics": metrics,
         "error": _error(root_span, root_attrs),
@@ -174,16 +177,8 @@ def _input(root: ReadableSpan, root_attrs: Mapping[str, Any], root_is_llm: bool,
     return value if isinstance(value, dict) else {"input": value}
 
 
-def _answering_step(
-    steps: list[tuple[ReadableSpan, list[TraceMessage]]], root: ReadableSpan | None
-) -> list[TraceMessage] | None:
-    """The output messages whose text is the trace's answer.
-
-    The root's own when it is a model call, else those of the last model call to end (start order breaks ties)
-    that recorded any. None without such a call.
-    """
-    if root is not None:
-        return next((outputs for span, outputs in steps if span is root), [])
+def _last_step(steps: list[tuple[ReadableSpan, list[TraceMessage]]]) -> list[TraceMessage] | None:
+    """The output messages of the last model call to end (start order breaks ties) that recorded any, or None."""
     found: list[TraceMessage] | None = None
     latest = -1
     for span, outputs in steps:
@@ -197,18 +192,18 @@ def _output(
     root: ReadableSpan,
     root_attrs: Mapping[str, Any],
     messages: list[TraceMessage],
+    own: list[TraceMessage],
     step: list[TraceMessage] | None,
-    root_is_llm: bool,
     notes: list[str],
 ) -> TraceOutput:
     key = sc.OUTPUT_VALUE if sc.OUTPUT_VALUE in root_attrs else conventions.output_key(root_attrs)
     value = json_attr(root, key, notes, root_attrs)
     thoughts = [m.thinking for m in messages if m.thinking] if messages else []
-    if root_is_llm and step:
+    if own:
         # A model call's answer is its own response, never the history its input repeats: a call that answered
         # with tool calls only has none. Its output.value (the answer, or the whole response as JSON: another
         # instrumentation may write the raw response body there) is not read.
-        return trusted(TraceOutput, None, final_answer=step_answer(step), thinking="\n\n".join(thoughts) or None)
+        return trusted(TraceOutput, None, final_answer=step_answer(own), thinking="\n\n".join(thoughts) or None)
     if isinstance(value, str):
         if "think>" not in value:  # neither <think> nor </think>: split_thinking() would return it unchanged
             return trusted(TraceOutput, None, final_answer=value, thinking="\n\n".join(thoughts) or None)
