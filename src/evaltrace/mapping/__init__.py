@@ -29,7 +29,8 @@ Rules (DESIGN.md section 4, data-model.md part A), where the spec left a choice:
   model call whose ``input.value`` holds its input messages, ``{"input": <the last user text>}``).
   ``final_answer``: for a model call (an LLM root) the text of its own output messages, None when it answered
   with tool calls only (its input's history is never its answer; its ``output.value``, which another
-  instrumentation may fill with the raw response body, is then not read); for any other root its output when
+  instrumentation may fill with the raw response body, is then not read); for any other root (and a model call
+  that recorded no output messages, such as an ``@llm`` function around an instrumented call) its output when
   it is a string (inline ``<think>`` reasoning moved to ``thinking``), else the answer of the last model call to
   end that recorded output (None when that call only asked for tools), else the JSON text of a non-object
   output. ``structured`` the root's output when it is an object (never for a model call with output messages); ``thinking`` all reasoning joined by blank lines. Run, case and variant come from the root's ``evaltrace.*`` attributes (else from the
