@@ -33,7 +33,7 @@ from opentelemetry import trace as otel_trace
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind
 from opentelemetry.util.types import AttributeValue
 
-from evaltrace._internal import genai_parts, settings
+from evaltrace._internal import genai_parts, list_values, settings
 from evaltrace._internal import manual_attributes as build
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.errors import handle_internal_errors
@@ -272,7 +272,10 @@ class LLMCall:
         _check_arguments({**strings, "response_model": response_model, "model": model, "provider": provider}, cost_usd)
         parsed_usage = parse_usage(usage) if usage is not None else self._usage
         if messages is not None and capture:
-            attrs[sc.GEN_AI_INPUT_MESSAGES] = capped_json(genai_parts.input_messages(messages), max_len)
+            inputs = genai_parts.input_messages(messages)
+            text = attrs[sc.GEN_AI_INPUT_MESSAGES] = capped_json(inputs, max_len)
+            if self._owns_span:  # an @llm function's span has its arguments there (the decorator's)
+                attrs.update(self._input_list_values(inputs, text, max_len))
         new_output = output is not None or thinking is not None or tool_calls is not None or finish_reason is not None
         reason = genai_parts.finish_reason(finish_reason) if finish_reason is not None else self._finish_reason
         if new_output and capture:
@@ -282,7 +285,9 @@ class LLMCall:
                 tool_calls if tool_calls is not None else self._tool_calls,
                 reason,
             )
-            attrs[sc.GEN_AI_OUTPUT_MESSAGES] = capped_json([message], max_len)
+            answer = attrs[sc.GEN_AI_OUTPUT_MESSAGES] = capped_json([message], max_len)
+            if self._owns_span:  # an @llm function's span has its return value there (the decorator's)
+                attrs.update(list_values.output_attributes([message], answer, max_len))
         # Everything was valid: keep it.
         if output is not None:
             self._output = output
@@ -309,6 +314,13 @@ class LLMCall:
         if not self._owns_span:  # nothing tells us when an @llm function's span ends: price on every record
             attrs.update(self._cost_attributes())
         return attrs
+
+    def _input_list_values(self, inputs: list[Any], text: str, max_len: int) -> dict[str, Any]:
+        """``input.value`` of the recorded messages, after the block's system instructions (as the instrumentations)."""
+        system = self._spec.system if self._spec is not None else None
+        instructions = genai_parts.system_parts(system) if system else None
+        instructions_json = capped_json(instructions, max_len) if instructions else None
+        return list_values.input_attributes(inputs, text, instructions, instructions_json, max_len)
 
     def _cost_attributes(self) -> dict[str, Any]:
         return build.cost_attributes(self._usage, self._response_model or self._model, self._provider, self._cost_usd)

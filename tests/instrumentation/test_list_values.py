@@ -57,24 +57,35 @@ async def test_chat_prompt_and_answer(is_async: bool, exporter: InMemorySpanExpo
 async def test_streamed_answer(is_async: bool, exporter: InMemorySpanExporter) -> None:
     await _replay("test_chat_completion_streaming.yaml", is_async)
     (span,) = exporter.get_finished_spans()
-    assert span.attributes["output.value"] == '"This is a test."'  # the model's own quotes
-    # Text that could parse as JSON is marked text, so the mapping keeps it as it is.
-    assert span.attributes["output.mime_type"] == "text/plain"
+    # The model's own quotes make the text JSON, which Langfuse would show as the bare string it parses to: the
+    # list value is the assistant message then (it was the text, marked text/plain, before issue 24).
+    assert span.attributes["output.value"] == span.attributes["gen_ai.output.messages"]
+    assert span.attributes["output.mime_type"] == "application/json"
+    assert json.loads(span.attributes["output.value"])[0]["parts"][0]["content"] == '"This is a test."'
     assert trace_from_spans([span]).output.final_answer == '"This is a test."'
 
 
-async def test_tool_turns_show_the_question(is_async: bool, exporter: InMemorySpanExporter) -> None:
+async def test_tool_turns_show_the_whole_exchange(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    """Issue 24: a tool-calls-only answer shows its tool calls, a turn ending in tool results its whole history.
+
+    Before, the first turn had no output.value (Langfuse showed an empty output) and both turns' input.value was
+    the user's question alone (a conversation cut to one line).
+    """
     await _replay("test_chat_completion_tool_calls_with_content.yaml", is_async)
     asks, answers = sorted(exporter.get_finished_spans(), key=lambda s: s.start_time or 0)
-    question = "What's the weather in Seattle and San Francisco today?"
-    # The first turn only asks for tools: no answer text, so no output.value (not a JSON of tool-call ids).
-    assert asks.attributes["input.value"] == question
-    assert "output.value" not in asks.attributes
-    # The second turn ends with tool results: the list still shows the user's question, then the answer.
-    last_input = json.loads(answers.attributes["gen_ai.input.messages"])[-1]
-    assert last_input["role"] == "tool"
-    assert answers.attributes["input.value"] == question
-    assert "Seattle" in answers.attributes["output.value"]
+    for span in (asks, answers):
+        assert span.attributes["input.value"] == span.attributes["gen_ai.input.messages"]
+        assert span.attributes["input.mime_type"] == "application/json"
+    calls = json.loads(asks.attributes["output.value"])[0]["parts"]
+    assert asks.attributes["output.mime_type"] == "application/json"
+    assert [(c["type"], c["arguments"]) for c in calls] == [
+        ("tool_call", {"location": "Seattle, WA"}),
+        ("tool_call", {"location": "San Francisco, CA"}),
+    ]
+    history = json.loads(answers.attributes["input.value"])
+    assert [m["role"] for m in history] == ["system", "user", "assistant", "tool", "tool"]
+    assert "Seattle" in answers.attributes["output.value"]  # a plain text answer stays plain text
+    assert "output.mime_type" not in answers.attributes
 
 
 @pytest.mark.usefixtures("capture_settings")
@@ -118,5 +129,11 @@ def test_anthropic_prompt_and_answer(provider: TracerProvider, capture: None, ex
     finally:
         instrumentor.uninstrument()
     (span,) = exporter.get_finished_spans()
-    assert span.attributes["input.value"] == "Hello, Claude"  # the system prompt is not the user's question
+    # The system prompt is part of the input: first, as a system message (as Langfuse shows system instructions).
+    assert json.loads(span.attributes["input.value"]) == [
+        {"role": "system", "parts": [{"type": "text", "content": "Be brief."}]},
+        {"role": "user", "parts": [{"type": "text", "content": "Hello, Claude"}]},
+    ]
+    assert span.attributes["input.mime_type"] == "application/json"
     assert span.attributes["output.value"] == "Hi! My name is Claude."
+    assert trace_from_spans([span]).input == {"input": "Hello, Claude"}  # the question evaluators read

@@ -89,25 +89,33 @@ def test_request_attributes_are_the_same_on_both_paths() -> None:
         EndpointKind.CHAT, {"model": "m", "messages": [*PLAIN[:3], Message()]}, True, 32_768
     )
     assert fast == general
-    assert fast["input.value"] == "And 3+3?"
+    # A conversation is the input: the whole history, as its gen_ai.input.messages text (issue 24).
+    assert fast["input.value"] == fast["gen_ai.input.messages"] and fast["input.mime_type"] == "application/json"
 
 
-def test_plain_prompt_is_the_last_user_message_with_text() -> None:
-    """The plain path's ``input.value`` is ``list_values.prompt_text`` of the converted history."""
+def test_a_conversation_input_is_the_whole_history_on_both_paths() -> None:
+    """The plain path's ``input.value`` is ``list_values.input_attributes`` of the converted history: every message.
+
+    It was the last user message's text (issue 24: Langfuse over plain OTLP then showed one line of a conversation).
+    """
     history = [*PLAIN, {"role": "user", "content": ""}, {"role": "assistant", "content": "4 and 6."}]
     attrs = build.request_attributes(EndpointKind.CHAT, {"model": "m", "messages": history}, True, 32_768)
-    expected = list_values.prompt_attributes(req.input_messages(EndpointKind.CHAT, {"messages": history}), 32_768)
-    assert expected == {"input.value": "And 3+3?"}
+    messages = req.input_messages(EndpointKind.CHAT, {"messages": history})
+    expected = list_values.input_attributes(messages, capped_json(messages, 32_768), None, None, 32_768)
+    assert json.loads(expected["input.value"]) == messages and expected["input.mime_type"] == "application/json"
     assert {k: v for k, v in attrs.items() if k.startswith("input.")} == expected
+    # One user text stays plain text: what a list shows best, and all there is.
+    one = build.request_attributes(EndpointKind.CHAT, {"model": "m", "messages": PLAIN[3:]}, True, 32_768)
+    assert one["input.value"] == "And 3+3?" and "input.mime_type" not in one
 
 
-@pytest.mark.parametrize("text", ["This is a test.", '"Quoted": could parse as JSON', "x" * 300])
+@pytest.mark.parametrize("text", ["This is a test.", '"Quoted": could parse as JSON', '{"city": "Paris"}', "x" * 300])
 def test_one_text_answer_takes_the_short_path_to_the_same_attributes(text: str) -> None:
     message = {"role": "assistant", "parts": [{"type": "text", "content": text}], "finish_reason": "stop"}
     attrs = build.response_attributes(lambda: Outcome(output_messages=[message]), None, True, 200, None, "openai")
     expected = {
         "gen_ai.output.messages": capped_json([message], 200),
-        **list_values.answer_attributes([message], 200),
+        **list_values.output_attributes([message], capped_json([message], 200), 200),
     }
     assert attrs == expected
 

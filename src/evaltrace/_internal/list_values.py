@@ -1,52 +1,62 @@
-"""Pure: an LLM call's prompt and answer as plain text, for ``input.value`` / ``output.value``.
+"""Pure: an LLM call's ``input.value`` / ``output.value``, the pair trace lists and Langfuse show.
 
 Trace lists show one input and one output per span: Phoenix reads OpenInference's ``input.value`` /
-``output.value``, and Langfuse reads them before ``gen_ai.*`` messages (docs/conventions.md). Without them a list
-shows ``--`` or a JSON of message parts. The full conversation stays in ``gen_ai.input.messages`` /
-``gen_ai.output.messages``; these two only name what a person scanning a list wants: the last thing the user
-asked (the last user message with text, so a tool-results turn still shows the question) and the model's text.
-Called only when content capture is on, and capped like every captured value. ``*.mime_type`` is written only when
-needed: ``text/plain`` for a text that could parse as JSON, ``application/json`` for a value cut at the cap (a JSON
-truncation marker); other text goes without (plain text is OpenInference's default).
+``output.value``, and Langfuse reads them *before* the ``gen_ai.*`` messages (its ``extractInputAndOutput``,
+docs/conventions.md 4.2). So whatever route a span takes to Langfuse (a plain OTLP exporter, a collector without
+our overlay), this pair is what it renders, and it must hold the whole exchange:
+
+* Plain text when the exchange is plain: the input is one user message of one text part (no system
+  instructions), the output one message of one text part, and the text cannot be read as JSON (Langfuse parses
+  JSON-looking strings, whatever the mime type says). No mime type then: plain text is OpenInference's default.
+* Otherwise the messages as JSON (``application/json``): the input messages, system instructions first as a
+  ``system`` message (as Langfuse itself prepends ``gen_ai.system_instructions``), and the output messages with
+  their tool calls. The text is the ``gen_ai.input.messages`` / ``gen_ai.output.messages`` value already
+  serialised (the same string object, no second encoding); only system instructions are spliced in front.
+
+A tool-calls-only answer therefore shows its tool calls, a structured (JSON) answer shows as the assistant's
+message, a turn ending in tool results shows the whole history. Our own Langfuse route drops the pair from spans
+with messages (``exporters.langfuse_view``), so Langfuse renders the messages there. Called only when content
+capture is on, and capped like every captured value: a value cut at the cap is the JSON truncation marker.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Sequence
 from typing import Any
 
 from evaltrace._internal import semconv as sc
-from evaltrace._internal.jsonutil import capped_text
+from evaltrace._internal.jsonutil import capped_json, capped_text
 
 Attributes = dict[str, Any]
 
 
-def _text_of(message: Any) -> str:
-    """The ``text`` parts of a GenAI message joined by blank lines (reasoning, tool calls and media left out)."""
-    parts = message.get("parts") if isinstance(message, dict) else None
-    if not isinstance(parts, list):
-        return ""
-    texts = [p["content"] for p in parts if isinstance(p, dict) and p.get("type") == "text"]
-    return "\n\n".join(text for text in texts if isinstance(text, str) and text)
+def only_text(message: Any, role: str) -> str | None:
+    """The text of ``message`` when it is a ``role`` message of exactly one text part; else None."""
+    if message.get("role") != role:
+        return None
+    parts = message.get("parts")
+    if type(parts) is not list or len(parts) != 1:
+        return None
+    part = parts[0]
+    if type(part) is not dict or part.get("type") != "text":
+        return None
+    text = part.get("content")
+    return text if type(text) is str else None
 
 
-def prompt_text(messages: Sequence[Any]) -> str | None:
-    """The text of the last user message that has some; None when no user message has text."""
-    for message in reversed(messages):
-        if isinstance(message, dict) and message.get("role") == "user":
-            text = _text_of(message)
-            if text:
-                return text
-    return None
-
-
-def answer_text(messages: Iterable[Any]) -> str | None:
-    """The text of the first output message that has some (the first choice); None for a tool-calls-only turn."""
-    for message in messages:
-        text = _text_of(message)
-        if text:
-            return text
-    return None
+def is_plain(text: str) -> bool:
+    """Whether ``text`` cannot be read as JSON (Langfuse would show a JSON-looking text as the value it parses to)."""
+    first = text[:1]
+    if first.isspace():
+        first = text.lstrip()[:1]
+    if first not in _JSON_STARTS:
+        return True
+    try:
+        json.loads(text)
+    except ValueError:
+        return True
+    return False
 
 
 def text_attributes(key: str, mime_key: str, text: str | None, max_len: int) -> Attributes:
@@ -72,11 +82,68 @@ def text_attributes(key: str, mime_key: str, text: str | None, max_len: int) -> 
 _JSON_STARTS = frozenset('{["-0123456789tfnNI')
 
 
-def prompt_attributes(messages: Sequence[Any], max_len: int) -> Attributes:
-    """``input.value`` (and ``input.mime_type`` when needed) for a call that sent ``messages``; empty without text."""
-    return text_attributes(sc.INPUT_VALUE, sc.INPUT_MIME_TYPE, prompt_text(messages), max_len)
+def input_attributes(
+    messages: Sequence[Any],
+    messages_json: str,
+    instructions: Sequence[Any] | None,
+    instructions_json: str | None,
+    max_len: int,
+) -> Attributes:
+    """``input.value`` (+ ``input.mime_type``) of a call that sent ``messages`` after system ``instructions``.
+
+    Args:
+        messages: The GenAI input messages (``{"role", "parts"}`` dicts).
+        messages_json: Their ``gen_ai.input.messages`` text, reused as the value.
+        instructions: The system instruction parts (None or empty: none).
+        instructions_json: Their ``gen_ai.system_instructions`` text.
+        max_len: The capture cap.
+    """
+    if not instructions and len(messages) == 1:
+        text = only_text(messages[0], "user")
+        if text is not None and is_plain(text):
+            return text_attributes(sc.INPUT_VALUE, sc.INPUT_MIME_TYPE, text or None, max_len)
+    if not instructions:
+        return {sc.INPUT_VALUE: messages_json, sc.INPUT_MIME_TYPE: sc.MIME_JSON} if messages else {}
+    return {sc.INPUT_VALUE: _with_system(messages, messages_json, instructions, instructions_json, max_len),
+            sc.INPUT_MIME_TYPE: sc.MIME_JSON}  # fmt: skip
 
 
-def answer_attributes(messages: Iterable[Any], max_len: int) -> Attributes:
-    """``output.value`` (and ``output.mime_type`` when needed) for a call that answered ``messages``, if any text."""
-    return text_attributes(sc.OUTPUT_VALUE, sc.OUTPUT_MIME_TYPE, answer_text(messages), max_len)
+def _with_system(
+    messages: Sequence[Any],
+    messages_json: str,
+    instructions: Sequence[Any],
+    instructions_json: str | None,
+    max_len: int,
+) -> str:
+    """The JSON of ``[{"role": "system", "parts": instructions}, *messages]``, spliced from the texts made already."""
+    if instructions_json and instructions_json[:1] == "[" and messages_json[:1] == "[":  # neither was cut
+        head = f'[{{"role":"system","parts":{instructions_json}}}'
+        text = f"{head}]" if messages_json == "[]" else f"{head},{messages_json[1:]}"
+        if max_len <= 0 or len(text) <= max_len:
+            return text
+    return capped_json([{"role": "system", "parts": list(instructions)}, *messages], max_len)
+
+
+def output_attributes(output: Sequence[Any], output_json: str, max_len: int) -> Attributes:
+    """``output.value`` (+ ``output.mime_type``) of a call that answered ``output`` (its messages' JSON text)."""
+    if len(output) == 1:
+        text = only_text(output[0], "assistant")
+        if text is not None and is_plain(text):
+            return text_attributes(sc.OUTPUT_VALUE, sc.OUTPUT_MIME_TYPE, text or None, max_len)
+    if not output:
+        return {}
+    return {sc.OUTPUT_VALUE: output_json, sc.OUTPUT_MIME_TYPE: sc.MIME_JSON}
+
+
+def prompt_text(messages: Sequence[Any]) -> str | None:
+    """The text of the last user message that has some; None when no user message has text."""
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "user":
+            parts = message.get("parts")
+            if not isinstance(parts, list):
+                continue
+            texts = [p["content"] for p in parts if isinstance(p, dict) and p.get("type") == "text"]
+            text = "\n\n".join(t for t in texts if isinstance(t, str) and t)
+            if text:
+                return text
+    return None

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Literal
 
+from evaltrace._internal import semconv
 from evaltrace.exceptions import EvaltraceError
 from evaltrace.schema import EvalCase, EvaluationResult, EvaluationStatus, Trace, TraceError
 
@@ -34,6 +35,7 @@ CODE_VERSION = "v1.0.0"
 
 DEFAULT_FIELD = "output.final_answer"
 """The field an evaluator reads as the answer unless given ``field``."""
+NO_ANSWER_WHY = "trace has no output.final_answer"
 _QUESTION_KEYS = ("question", "query", "input", "prompt", "message")
 _EXPECTED_KEYS = ("expected_answer", "answer", "reference")
 _CONTEXT_KEYS = ("contexts", "context", "retrieved_context", "documents")
@@ -68,6 +70,19 @@ def require_extra(module: str, package: str, extra: str = "metrics") -> ModuleTy
 
 class MissingInputError(Exception):
     """An input the evaluator needs is absent; the result is ``skipped``, not ``failed``."""
+
+    reason: str | None = None
+    """The skip reason recorded as the result's ``reason`` (a ``SKIP_*`` token), when the absence has one."""
+
+
+class NoAnswerError(MissingInputError):
+    """The trace has no final answer: its model call answered with tool calls only (or recorded no text).
+
+    Judging the answer of such a step would judge nothing, or, as before, an earlier turn's answer: the result
+    is not evaluated with the skip reason ``no_answer``.
+    """
+
+    reason = semconv.SKIP_NO_ANSWER
 
 
 @dataclass(frozen=True)
@@ -132,13 +147,19 @@ def build_result(
 
 
 def skipped_result(
-    evaluator: Any, trace: Trace, why: str, *, evaluator_type: str = "deterministic"
+    evaluator: Any, trace: Trace, why: str | MissingInputError, *, evaluator_type: str = "deterministic"
 ) -> EvaluationResult:
-    """Return a ``skipped`` result: an input was missing, so nothing was judged (and nothing passed)."""
+    """Return a ``skipped`` result: an input was missing, so nothing was judged (and nothing passed).
+
+    ``why``: what was missing, or the MissingInputError saying it; one with a ``reason`` token (``no_answer``)
+    gives that token as the result's reason, the skip reason shown on the span and in summaries.
+    """
+    token = why.reason if isinstance(why, MissingInputError) else None
+    text = str(why)
     return build_result(
         evaluator,
         trace,
-        Verdict(False, None, f"skipped: {why}", {"skipped": why}),
+        Verdict(False, None, token or f"skipped: {text}", {"skipped": text}),
         evaluator_type=evaluator_type,
         status="skipped",
     )
@@ -182,6 +203,8 @@ def field_text(trace: Trace, path: str) -> str:
     """Return the text at dotted ``path`` of the trace; a missing field raises MissingInputError."""
     text = as_text(resolve_path(trace, path))
     if text is None:
+        if path == DEFAULT_FIELD:
+            raise NoAnswerError(NO_ANSWER_WHY)
         raise MissingInputError(f"trace has no {path}")
     return text
 
@@ -297,7 +320,7 @@ class DeterministicEvaluator(abc.ABC):
         try:
             verdict = self.check(trace, case)
         except MissingInputError as exc:
-            return skipped_result(self, trace, str(exc))
+            return skipped_result(self, trace, exc)
         return build_result(self, trace, verdict)
 
     @abc.abstractmethod

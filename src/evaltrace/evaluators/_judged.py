@@ -174,7 +174,7 @@ class JudgeEvaluator(abc.ABC):
         try:
             variables = self.variables(trace, case)
         except MissingInputError as exc:
-            return skipped_result(self, trace, str(exc), evaluator_type=self.evaluator_type)
+            return skipped_result(self, trace, exc, evaluator_type=self.evaluator_type)
         try:
             reply = await self.judge.ask(self.prompt, variables, self.parse)
         except JudgeError as exc:
@@ -247,7 +247,7 @@ class EmbeddingEvaluator(abc.ABC):
         try:
             verdict = await self.measure(trace, case)
         except MissingInputError as exc:
-            return skipped_result(self, trace, str(exc), evaluator_type=self.evaluator_type)
+            return skipped_result(self, trace, exc, evaluator_type=self.evaluator_type)
         except EmbeddingFailure as exc:
             return failed_result(self, trace, str(exc), {"error": str(exc)})
         verdict.detail["embedding_model"] = embedder_name(self.embedder)

@@ -205,7 +205,7 @@ class LanguageMismatch:
         try:
             question, answer = question_text(trace), answer_text(trace)
         except MissingInputError as exc:
-            return skipped_result(self, trace, str(exc), evaluator_type=self.evaluator_type)
+            return skipped_result(self, trace, exc, evaluator_type=self.evaluator_type)
         # Detection itself takes milliseconds per text; still off the event loop the judge evaluators share.
         q_found, a_found = await asyncio.to_thread(
             lambda: (detect(self._lingua, question), detect(self._lingua, answer))

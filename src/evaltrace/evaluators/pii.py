@@ -6,7 +6,16 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from evaltrace.evaluators._base import DeterministicEvaluator, MissingInputError, Verdict, as_text, resolve_path
+from evaltrace.evaluators._base import (
+    DEFAULT_FIELD,
+    NO_ANSWER_WHY,
+    DeterministicEvaluator,
+    MissingInputError,
+    NoAnswerError,
+    Verdict,
+    as_text,
+    resolve_path,
+)
 from evaltrace.evaluators._detectors import ALL_TYPES, CONTACT_TYPES, SENSITIVE_TYPES, detect
 from evaltrace.schema import EvalCase, Trace
 
@@ -60,6 +69,8 @@ class NoPII(DeterministicEvaluator):
                 {"field": path, "type": f.type, "start": f.start, "end": f.end} for f in detect(text, self.types)
             ]
         if not scanned:
+            if self.fields == (DEFAULT_FIELD,):  # the answer alone, and the step has none (tool calls only)
+                raise NoAnswerError(NO_ANSWER_WHY)
             raise MissingInputError(f"none of the fields {list(self.fields)} is present")
         counts = Counter(f["type"] for f in findings)
         reason = "no finding" if not findings else "found " + ", ".join(f"{n} {t}" for t, n in sorted(counts.items()))

@@ -1,11 +1,12 @@
-"""What Langfuse is sent: LLM spans without the plain-text ``input.value`` / ``output.value``.
+"""What Langfuse is sent: LLM spans without their list values ``input.value`` / ``output.value``.
 
-LLM spans carry ``input.value`` (the last user message's text) and ``output.value`` (the answer's text) so that
-list views reading the OpenInference attributes (Phoenix) show the prompt and the answer. Langfuse reads
-``input.value`` *before* ``gen_ai.input.messages`` (conventions.md 4.2, "Input/output precedence"), so a
-generation would show one line of text instead of the whole conversation (system prompt, history, tool calls).
-The Langfuse exporter therefore drops the list values from a span whose messages are present: Langfuse then
-renders the messages as a chat, and its trace list still shows the root span's input and output. Spans without
+LLM spans carry ``input.value`` / ``output.value`` so that list views reading the OpenInference attributes
+(Phoenix) show the exchange: plain text for one user text and one text answer, else the messages as JSON
+(``_internal.list_values``), which is also what Langfuse shows when a span reaches it by another route. Langfuse
+reads ``input.value`` *before* ``gen_ai.input.messages`` (conventions.md 4.2, "Input/output precedence"); on our
+own route the list values are dropped from a span whose messages are present, so Langfuse renders the
+``gen_ai.*`` messages themselves as a chat (system instructions included), and its trace list still shows the
+root span's input and output. Spans without
 messages (decorated functions, tools) keep their ``input.value``/``output.value``, which is what Langfuse shows
 for them. The copy is made on the export thread and only for spans that hold both.
 """

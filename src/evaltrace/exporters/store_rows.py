@@ -78,7 +78,12 @@ def _evals(
 
 
 def _search_text(attributes: Mapping[str, Any]) -> str:
-    parts = [value for key in _SEARCHED if isinstance(value := attributes.get(key), str) and value]
+    parts: list[str] = []
+    for key in _SEARCHED:
+        value = attributes.get(key)
+        # An LLM call's input.value / output.value are often its messages' own text: indexed once.
+        if isinstance(value, str) and value and value not in parts:
+            parts.append(value)
     if not parts:
         return ""
     text = parts[0] if len(parts) == 1 else "\n".join(parts)

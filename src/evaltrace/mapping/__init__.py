@@ -25,10 +25,15 @@ Rules (DESIGN.md section 4, data-model.md part A), where the spec left a choice:
   With LLM spans a tool span is matched to a call (by call id, else name and arguments) and stamps its
   ``started_at``; its result is inserted only when no tool message already answers the call. An unmatched
   tool span (called by application code) is appended as a call plus result at its place in time.
-* Trace fields: ``input`` is the root's ``input.value`` (a non-object wrapped as ``{"input": value}``);
-  ``final_answer`` the root's output when it is a string (inline ``<think>`` reasoning moved to ``thinking``),
-  else the last assistant text, else the JSON text of a non-object output; ``structured`` the root's output
-  when it is an object; ``thinking`` all reasoning joined by blank lines. Run, case and variant come from the root's ``evaltrace.*`` attributes (else from the
+* Trace fields: ``input`` is the root's ``input.value`` (a non-object wrapped as ``{"input": value}``; for a
+  model call whose ``input.value`` holds its input messages, ``{"input": <the last user text>}``).
+  ``final_answer``: for a model call (an LLM root) the text of its own output messages, None when it answered
+  with tool calls only (its input's history is never its answer; its ``output.value``, which another
+  instrumentation may fill with the raw response body, is then not read); for any other root (and a model call
+  that recorded no output messages, such as an ``@llm`` function around an instrumented call) its output when
+  it is a string (inline ``<think>`` reasoning moved to ``thinking``), else the answer of the last model call to
+  end that recorded output (None when that call only asked for tools), else the JSON text of a non-object
+  output. ``structured`` the root's output when it is an object (never for a model call with output messages); ``thinking`` all reasoning joined by blank lines. Run, case and variant come from the root's ``evaltrace.*`` attributes (else from the
   first span of the subtree that has them), else the live defaults.
 * Metrics: token and cost sums over LLM spans (None when no span reports one). Streaming: first/last chunk
   latency from the first streamed call, ``tokens_per_second`` the mean over streamed calls, chunks summed,

@@ -8,11 +8,12 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
+from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.thinking import split_thinking
 from evaltrace._internal.trusted_models import trusted
 from evaltrace.mapping import conventions
-from evaltrace.mapping._conversation import build_messages
+from evaltrace.mapping._conversation import build_conversation, step_answer
 from evaltrace.mapping._metrics import build_metrics
 from evaltrace.mapping._spans import (
     MISSING,
@@ -63,8 +64,15 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
         root_attrs = next(a for s, a in read if s is root_span)
         llm_spans = [s for s, a in read if is_llm(s, a)]
         mapped = bool(llm_spans) or any(is_tool(s, a) for s, a in read)
+    own: list[TraceMessage] = []  # the root's own output messages, when it is a model call
+    step: list[TraceMessage] | None = None  # those of the last model call to end that recorded output
+    root_is_llm = bool(llm_spans) and any(s is root_span for s in llm_spans)
     if mapped:
-        messages = build_messages(selected, notes)
+        conversation = build_conversation(selected, notes)
+        messages = conversation.finish()
+        if root_is_llm:
+            own = next((outputs for span, outputs in conversation.steps if span is root_span), [])
+        step = own or _last_step(conversation.steps)
         metrics = build_metrics(llm_spans)
     else:
         # Nothing for the conversation or the metrics to read (a decorated function without model or tool
@@ -86,8 +94,8 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
         "variant_name": variant,
         "started_at": started,
         "finished_at": finished,
-        "input": _input(root_span, root_attrs, notes),
-        "output": _output(root_span, root_attrs, messages, notes),
+        "input": _input(root_span, root_attrs, root_is_llm, notes),
+        "output": _output(root_span, root_attrs, messages, own, step, notes),
         "messages": messages,
         "metrics": metrics,
         "error": _error(root_span, root_attrs),
@@ -155,20 +163,47 @@ def _first(sources: list[Mapping[str, Any]], key: str) -> str | None:
     return None
 
 
-def _input(root: ReadableSpan, root_attrs: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
+def _input(root: ReadableSpan, root_attrs: Mapping[str, Any], root_is_llm: bool, notes: list[str]) -> dict[str, Any]:
     key = sc.INPUT_VALUE if sc.INPUT_VALUE in root_attrs else conventions.input_key(root_attrs)
     value = json_attr(root, key, notes, root_attrs)
     if value is MISSING:
         return {}
+    if root_is_llm and isinstance(value, list):
+        # A model call's input.value holds its whole input as GenAI messages when it is more than one user text
+        # (what Langfuse and Phoenix show); the question its evaluators read is the last user text in it.
+        question = list_values.prompt_text(value)
+        if question is not None:
+            return {"input": question}
     return value if isinstance(value, dict) else {"input": value}
 
 
+def _last_step(steps: list[tuple[ReadableSpan, list[TraceMessage]]]) -> list[TraceMessage] | None:
+    """The output messages of the last model call to end (start order breaks ties) that recorded any, or None."""
+    found: list[TraceMessage] | None = None
+    latest = -1
+    for span, outputs in steps:
+        end = span.end_time or 0
+        if outputs and end >= latest:  # a call that recorded no output (content not captured) tells nothing
+            found, latest = outputs, end
+    return found
+
+
 def _output(
-    root: ReadableSpan, root_attrs: Mapping[str, Any], messages: list[TraceMessage], notes: list[str]
+    root: ReadableSpan,
+    root_attrs: Mapping[str, Any],
+    messages: list[TraceMessage],
+    own: list[TraceMessage],
+    step: list[TraceMessage] | None,
+    notes: list[str],
 ) -> TraceOutput:
     key = sc.OUTPUT_VALUE if sc.OUTPUT_VALUE in root_attrs else conventions.output_key(root_attrs)
     value = json_attr(root, key, notes, root_attrs)
     thoughts = [m.thinking for m in messages if m.thinking] if messages else []
+    if own:
+        # A model call's answer is its own response, never the history its input repeats: a call that answered
+        # with tool calls only has none. Its output.value (the answer, or the whole response as JSON: another
+        # instrumentation may write the raw response body there) is not read.
+        return trusted(TraceOutput, None, final_answer=step_answer(own), thinking="\n\n".join(thoughts) or None)
     if isinstance(value, str):
         if "think>" not in value:  # neither <think> nor </think>: split_thinking() would return it unchanged
             return trusted(TraceOutput, None, final_answer=value, thinking="\n\n".join(thoughts) or None)
@@ -178,7 +213,9 @@ def _output(
         thoughts += [t for t in split.thoughts if t not in thoughts]
         # Built unvalidated (str and None values, made here): validating them was a tenth of a small mapping.
         return trusted(TraceOutput, None, final_answer=split.answer, thinking="\n\n".join(thoughts) or None)
-    last = next((m.content for m in reversed(messages) if m.role == "assistant" and isinstance(m.content, str)), None)
+    # Without a text output of its own, the trace answers what its last model call answered: nothing when that
+    # call asked for tools (an earlier turn's text is not the answer).
+    last = step_answer(step) if step is not None else None
     thinking = "\n\n".join(thoughts) or None
     structured = value if isinstance(value, dict) and not is_truncated(value) else None
     if last is None and value not in (MISSING, None) and structured is None and not is_truncated(value):

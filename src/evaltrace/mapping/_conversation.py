@@ -18,13 +18,30 @@ from evaltrace.schema import TraceMessage
 
 def build_messages(spans: Iterable[ReadableSpan], notes: list[str]) -> list[TraceMessage]:
     """Return the conversation of ``spans`` (in start order), noting unreadable attributes in ``notes``."""
+    return build_conversation(spans, notes).finish()
+
+
+def build_conversation(spans: Iterable[ReadableSpan], notes: list[str]) -> Conversation:
+    """Return the Conversation of ``spans`` (in start order), not finished yet (its ``steps`` are read after)."""
     conversation = Conversation(notes)
     for span in spans:
         if is_llm(span):
             conversation.add_llm_span(span)
         elif is_tool(span):
             conversation.add_tool_span(span)
-    return conversation.finish()
+    return conversation
+
+
+def step_answer(outputs: list[TraceMessage]) -> str | None:
+    """The answer of one model call: the text of its first output message that has text.
+
+    None when the call answered with tool calls only (or reasoning only, or nothing was recorded): such a
+    step has no answer, and the history its input repeats is never taken for one.
+    """
+    for message in outputs:
+        if message.role == "assistant" and isinstance(message.content, str):
+            return message.content
+    return None
 
 
 def message_key(message: TraceMessage) -> str:
@@ -64,6 +81,8 @@ class Conversation:
         self._reader = MessageReader(notes)
         self._tools = ToolPlacer(notes)
         self._key_cache: dict[int, str] = {}  # id() of messages in self.messages, which keeps them alive
+        # Each LLM span with its own output messages, in start order: a step's answer is read from these only.
+        self.steps: list[tuple[ReadableSpan, list[TraceMessage]]] = []
 
     def _keys(self) -> list[str]:
         return [self._key_cache.setdefault(id(m), message_key(m)) for m in self.messages]
@@ -81,11 +100,13 @@ class Conversation:
                 # The provider keeps the history (Responses API): the input holds only new items.
                 known = set(self._keys())
                 self.messages.extend([m for m in system if message_key(m) not in known] + inputs + outputs)
+                self.steps.append((span, outputs))
                 return
             candidate = system + inputs
         wanted = [message_key(m) for m in candidate]
         self.messages.extend(candidate[repeated_prefix(self._keys(), wanted) :])
         self.messages.extend(outputs)
+        self.steps.append((span, outputs))
 
     def add_tool_span(self, span: ReadableSpan) -> None:
         """Match the tool span to the call it executed, or append it as a call plus result."""

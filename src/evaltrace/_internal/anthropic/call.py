@@ -40,11 +40,12 @@ def request_attributes(kwargs: dict[str, Any], capture: bool, max_len: int) -> d
         attrs[sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS] = capped_json(parameters, max_len)
     if capture:
         messages = req.input_messages(params)
-        attrs[sc.GEN_AI_INPUT_MESSAGES] = capped_json(messages, max_len)
-        attrs.update(list_values.prompt_attributes(messages, max_len))
+        text = attrs[sc.GEN_AI_INPUT_MESSAGES] = capped_json(messages, max_len)
         instructions = req.system_instructions(params)
-        if instructions:
-            attrs[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = capped_json(instructions, max_len)
+        instructions_json = capped_json(instructions, max_len) if instructions else None
+        if instructions_json is not None:
+            attrs[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = instructions_json
+        attrs.update(list_values.input_attributes(messages, text, instructions, instructions_json, max_len))
         tools = req.tool_definitions(params)
         if tools:
             attrs[sc.GEN_AI_TOOL_DEFINITIONS] = capped_json(tools, max_len)

@@ -59,23 +59,18 @@ def request_attributes(kind: EndpointKind, kwargs: dict[str, Any], capture: bool
         plain = req.plain_chat_messages(given) if kind is EndpointKind.CHAT and type(given) is list else None
         if plain is not None:  # the common request: converted and measured in one loop, encoded in one call
             messages, size = plain
-            attrs[sc.GEN_AI_INPUT_MESSAGES] = text_messages(messages, size, max_len, "name")
-            # list_values.prompt_text of plain messages: the last user message with text is that message's text.
-            prompt = None
-            for message in reversed(messages):  # a loop, not generators: ~3k instructions fewer per call
-                if message["role"] == "user" and (text := message["parts"][0]["content"]):
-                    prompt = text
-                    break
-            attrs.update(list_values.text_attributes(sc.INPUT_VALUE, sc.INPUT_MIME_TYPE, prompt, max_len))
+            text = attrs[sc.GEN_AI_INPUT_MESSAGES] = text_messages(messages, size, max_len, "name")
         else:
             messages = req.input_messages(kind, params)
-            attrs[sc.GEN_AI_INPUT_MESSAGES] = capped_json(messages, max_len)
-            attrs.update(list_values.prompt_attributes(messages, max_len))
+            text = attrs[sc.GEN_AI_INPUT_MESSAGES] = capped_json(messages, max_len)
+        # A chat request keeps its system messages among the messages; Responses ``instructions`` come apart.
+        instructions = None if bare else req.system_instructions(params)
+        instructions_json = capped_json(instructions, max_len) if instructions else None
+        if instructions_json is not None:
+            attrs[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = instructions_json
+        attrs.update(list_values.input_attributes(messages, text, instructions, instructions_json, max_len))
         if bare:
             return attrs
-        instructions = req.system_instructions(params)
-        if instructions:
-            attrs[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = capped_json(instructions, max_len)
         tools = req.tool_definitions(params)
         if tools:
             attrs[sc.GEN_AI_TOOL_DEFINITIONS] = capped_json(tools, max_len)
@@ -127,14 +122,17 @@ def outcome_attributes_of(
         parts = output[0]["parts"] if len(output) == 1 else None
         if parts and len(parts) == 1 and parts[0]["type"] == "text" and type(text := parts[0]["content"]) is str:
             # One choice answering in text (the common reply): its size and its list value are that text.
-            attrs[sc.GEN_AI_OUTPUT_MESSAGES] = text_answer(output, text, max_len)
-            attrs.update(list_values.text_attributes(sc.OUTPUT_VALUE, sc.OUTPUT_MIME_TYPE, text or None, max_len))
+            answer = attrs[sc.GEN_AI_OUTPUT_MESSAGES] = text_answer(output, text, max_len)
+            if list_values.is_plain(text):
+                attrs.update(list_values.text_attributes(sc.OUTPUT_VALUE, sc.OUTPUT_MIME_TYPE, text or None, max_len))
+            else:  # a structured (JSON) answer: the message, which Langfuse would otherwise show as a bare value
+                attrs.update(list_values.output_attributes(output, answer, max_len))
         else:
             size = text_size(output)
-            attrs[sc.GEN_AI_OUTPUT_MESSAGES] = (
+            answer = attrs[sc.GEN_AI_OUTPUT_MESSAGES] = (
                 encoded(output, size, max_len) if size >= 0 else capped_json(output, max_len)
             )
-            attrs.update(list_values.answer_attributes(output, max_len))
+            attrs.update(list_values.output_attributes(output, answer, max_len))
     usage = outcome.usage
     if usage is not None:
         model = outcome.response_model or request_model
