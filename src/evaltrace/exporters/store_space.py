@@ -1,0 +1,129 @@
+"""Keeping the local store inside ``max_bytes``: the database and its WAL together.
+
+SQLite appends every commit to the ``-wal`` file and copies it back into the database at a checkpoint; the WAL
+only shrinks when a checkpoint truncates it. Left to its defaults (a checkpoint every 10,000 pages of 16 kB) the
+WAL grew to ~160 MB whatever ``max_bytes`` said, and on a small disk it alone filled the disk for good. So a
+share of the budget is the WAL's (:func:`wal_budget`): automatic checkpoints run well before it, the file is cut
+back to it after each, and the writer truncates it outright when it passes it. The rest is the database's:
+past it the oldest traces are evicted down to a low-water mark (so not every batch evicts), the pages they
+freed are handed back and the WAL is truncated.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from evaltrace.exporters.store_db import write_transaction
+from evaltrace.exporters.store_writer import RetentionResult, apply_retention, delete_oldest
+
+__all__ = [
+    "EVICT_SHARE",
+    "LOW_WATER",
+    "WAL_SHARE",
+    "SpaceLimits",
+    "evict_for_room",
+    "keep_within",
+    "truncate_wal",
+]
+
+WAL_SHARE = 4
+"""The WAL may take a quarter of ``max_bytes`` (at most ``_WAL_MAX``), the database the rest."""
+_WAL_MAX = 64 * 1024 * 1024
+"""What the WAL was already cut back to after a checkpoint before caps counted it (``journal_size_limit``)."""
+_MAX_CHECKPOINT_PAGES = 2_048
+"""At most a checkpoint every 2,048 pages (32 MB of 16 kB pages), not SQLite's 4 MB: index pages rewritten by many
+batches are copied once. (It was 10,000 pages, meant as ~40 MB of 4 kB pages, ~160 MB once pages were 16 kB.)"""
+LOW_WATER = 0.8
+"""Eviction for size goes down to this share of the database's budget, so the next batches do not evict again."""
+EVICT_SHARE = 0.1
+"""On a full disk, this share of the traces (the oldest, at least one) is evicted before the batch is retried."""
+
+
+@dataclass(frozen=True)
+class SpaceLimits:
+    """The byte budgets that follow from ``max_bytes`` (``0``: no cap on the database; the WAL stays within 64 MB)."""
+
+    max_bytes: int
+
+    @property
+    def wal_bytes(self) -> int:
+        """The WAL's share: checkpoints keep it below this."""
+        return min(self.max_bytes // WAL_SHARE, _WAL_MAX) if self.max_bytes else _WAL_MAX
+
+    @property
+    def data_bytes(self) -> int:
+        """The database file's share: past it the oldest traces are evicted."""
+        return self.max_bytes - self.wal_bytes
+
+    def apply(self, conn: sqlite3.Connection) -> None:
+        """Set this connection's automatic checkpoint and WAL size limit from the budget."""
+        page_size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+        pages = max(16, min(_MAX_CHECKPOINT_PAGES, self.wal_bytes // 2 // page_size))  # half: a batch fits on top
+        conn.execute(f"PRAGMA wal_autocheckpoint = {pages}")
+        conn.execute(f"PRAGMA journal_size_limit = {self.wal_bytes}")
+
+
+def _wal_size(directory: Path, db_name: str) -> int:
+    try:
+        return os.stat(directory / f"{db_name}-wal").st_size
+    except OSError:
+        return 0
+
+
+def _file_bytes(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA page_count").fetchone()[0]) * int(conn.execute("PRAGMA page_size").fetchone()[0])
+
+
+def truncate_wal(conn: sqlite3.Connection) -> None:
+    """Copy the WAL into the database and cut it to zero bytes (it waits for other writers, as they wait for us).
+
+    A reader of an older snapshot (``traces list`` in another process) can keep part of it: then the WAL is
+    truncated at a later call.
+    """
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+
+def _give_back(conn: sqlite3.Connection) -> None:
+    # executescript steps the pragma to the end; a plain execute() frees a single page.
+    conn.executescript("PRAGMA incremental_vacuum;")  # freed pages leave the file (auto_vacuum = INCREMENTAL)
+    truncate_wal(conn)  # the database file shrinks when the WAL is copied back
+
+
+def keep_within(conn: sqlite3.Connection, directory: Path, db_name: str, limits: SpaceLimits) -> RetentionResult:
+    """After a commit: truncate a WAL past its share, evict the oldest traces when the database passes its share.
+
+    Returns:
+        What was evicted (nothing, most batches: a ``stat`` and two pragmas).
+    """
+    if _wal_size(directory, db_name) > limits.wal_bytes:
+        truncate_wal(conn)
+    if not limits.max_bytes or _file_bytes(conn) <= limits.data_bytes:
+        return RetentionResult()
+    _give_back(conn)  # pages freed by re-exported spans may be enough
+    if _file_bytes(conn) <= limits.data_bytes:
+        return RetentionResult()
+    low = int(limits.data_bytes * LOW_WATER)
+    result = write_transaction(conn, lambda c: apply_retention(c, 0, low))
+    _give_back(conn)
+    return result
+
+
+def evict_for_room(conn: sqlite3.Connection) -> RetentionResult:
+    """The disk is full: evict the oldest :data:`EVICT_SHARE` of the traces and give their pages back.
+
+    Deleting needs a little room in the WAL too: when even that fails, nothing is evicted (the error is raised).
+    """
+    try:
+        truncate_wal(conn)  # a WAL holding committed pages: copied back, its room is reused
+    except sqlite3.OperationalError:
+        pass
+    result = write_transaction(conn, lambda c: delete_oldest(c, EVICT_SHARE))
+    if result.traces:
+        try:
+            _give_back(conn)
+        except sqlite3.OperationalError:
+            pass  # the pages stay free inside the file: the retried batch reuses them
+    return result
