@@ -118,6 +118,24 @@ def test_max_bytes_bounds_the_database_and_its_wal_and_keeps_the_newest_spans(
     assert not _names(store, "b0-")  # the oldest went first
 
 
+def test_on_a_disk_smaller_than_max_bytes_old_traces_make_room_and_no_span_is_refused(
+    small_disk: Callable[[str], Path],
+) -> None:
+    disk = small_disk("32m")
+    store = disk / "store"
+    exporter = LocalStoreExporter(store, max_age_s=0, max_bytes=100_000_000)  # the cap cannot be reached
+    batches = 60  # ~60 x 200 spans x 2 kB, ~14 kB of WAL a span: several times what the disk holds
+    for k in range(batches):
+        assert exporter.export(_spans(f"b{k}-")) is SpanExportResult.SUCCESS
+    stats = exporter.stats()
+    assert stats["lost_spans"] == 0  # the oldest traces were evicted before the disk was full
+    assert stats["retention_deleted_spans"] > 0
+    assert len(_names(store, "b")) + stats["retention_deleted_spans"] == batches * 200
+    assert _names(store, f"b{batches - 1}-") == {f"b{batches - 1}-{i}" for i in range(200)}
+    free = os.statvfs(disk)
+    assert free.f_bavail * free.f_frsize > 0
+
+
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
 

@@ -54,6 +54,7 @@ class StoreSession:
         self.deleted = RetentionResult()
         self.import_report = ImportReport()
         self._next_retention = 0.0
+        self._batch_wal = 0  # the largest WAL a batch left: the room the next one may need (store_space)
         self._episode = LossEpisode(logger, f"local store {directory}", recovery_level=logging.INFO)
 
     @property
@@ -109,7 +110,8 @@ class StoreSession:
             raise StoreWriteError(str(exc)) from None
         self._episode.ok()
         try:
-            self._count(keep_within(conn, self.directory, DB_NAME, self.limits), "the size cap", logging.DEBUG)
+            wal = keep_within(conn, self.directory, DB_NAME, self.limits, self._batch_wal, self._size_evicted)
+            self._batch_wal = max(self._batch_wal, wal)
             self._maybe_retain(conn)
         except sqlite3.Error as exc:  # the spans are committed: a failed clean-up is not a failed export
             if not is_full(exc):  # on a full disk the next batch tells (and makes room)
@@ -157,6 +159,9 @@ class StoreSession:
                 result.traces,
                 result.spans,
             )
+
+    def _size_evicted(self, result: RetentionResult) -> None:
+        self._count(result, "the size cap", logging.DEBUG)
 
     def _maybe_retain(self, conn: sqlite3.Connection) -> None:
         now = time.monotonic()

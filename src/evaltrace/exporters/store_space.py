@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from evaltrace.exporters.store_db import write_transaction
-from evaltrace.exporters.store_writer import RetentionResult, apply_retention, delete_oldest
+from evaltrace.exporters.store_writer import RetentionResult, delete_oldest, used_bytes
 
 __all__ = [
+    "DISK_RESERVE",
     "EVICT_SHARE",
     "LOW_WATER",
+    "STEP_SHARE",
     "WAL_SHARE",
     "SpaceLimits",
     "evict_for_room",
@@ -38,6 +41,9 @@ _MAX_CHECKPOINT_PAGES = 2_048
 batches are copied once. (It was 10,000 pages, meant as ~40 MB of 4 kB pages, ~160 MB once pages were 16 kB.)"""
 LOW_WATER = 0.8
 """Eviction for size goes down to this share of the database's budget, so the next batches do not evict again."""
+STEP_SHARE = 0.05
+"""Eviction for size deletes at most this share of the traces a transaction (see ``keep_within``)."""
+_MAX_STEPS = 200
 EVICT_SHARE = 0.1
 """On a full disk, this share of the traces (the oldest, at least one) is evicted before the batch is retried."""
 
@@ -92,23 +98,75 @@ def _give_back(conn: sqlite3.Connection) -> None:
     truncate_wal(conn)  # the database file shrinks when the WAL is copied back
 
 
-def keep_within(conn: sqlite3.Connection, directory: Path, db_name: str, limits: SpaceLimits) -> RetentionResult:
+def _disk_bound(directory: Path, on_disk: int, batch_wal: int) -> int | None:
+    """What the store may take of its disk: what it holds plus the free room, less a reserve.
+
+    The reserve is :data:`DISK_RESERVE`, an eighth of that room, or twice the largest WAL a batch left (with 16 kB
+    pages and random trace ids, ~14 kB a span), whichever is most: a checkpoint grows the database before it
+    empties the WAL, and the next batch needs as much WAL room again. A store that filled its disk to the last
+    byte could do neither, and never write again.
+    """
+    try:
+        stat = os.statvfs(directory)
+    except (OSError, AttributeError):  # no statvfs (Windows): only max_bytes bounds the store
+        return None
+    room = on_disk + stat.f_bavail * stat.f_frsize
+    return max(1, room - max(DISK_RESERVE, room // 8, 2 * batch_wal))
+
+
+DISK_RESERVE = 2_000_000
+"""Room always left free on the store's disk (see ``_disk_bound``)."""
+
+
+def keep_within(
+    conn: sqlite3.Connection,
+    directory: Path,
+    db_name: str,
+    limits: SpaceLimits,
+    batch_wal: int,
+    evicted: Callable[[RetentionResult], None],
+) -> int:
     """After a commit: truncate a WAL past its share, evict the oldest traces when the database passes its share.
 
+    The budget is ``max_bytes``, or less when the disk is smaller (``_disk_bound``; the WAL is then truncated
+    after every batch): old traces are evicted before the disk is full, rather than new spans refused.
+
+    Args:
+        conn: The writer's connection, outside a transaction.
+        directory: The store's folder.
+        db_name: The database's file name in it.
+        limits: The budgets ``max_bytes`` gives.
+        batch_wal: The largest WAL a batch left so far (the caller keeps the largest value this returns).
+        evicted: Told of each eviction step once committed (a later step may fail on a full disk).
+
     Returns:
-        What was evicted (nothing, most batches: a ``stat`` and two pragmas).
+        The WAL's size as this batch left it. Most batches cost a ``stat``, a ``statvfs`` and two pragmas.
     """
-    if _wal_size(directory, db_name) > limits.wal_bytes:
+    wal = _wal_size(directory, db_name)
+    bound = _disk_bound(directory, _file_bytes(conn) + wal, max(batch_wal, wal))
+    if bound is not None and (not limits.max_bytes or bound < limits.max_bytes):
+        limits = SpaceLimits(bound)
+        if wal:
+            truncate_wal(conn)
+    elif wal > limits.wal_bytes:
         truncate_wal(conn)
     if not limits.max_bytes or _file_bytes(conn) <= limits.data_bytes:
-        return RetentionResult()
+        return wal
     _give_back(conn)  # pages freed by re-exported spans may be enough
-    if _file_bytes(conn) <= limits.data_bytes:
-        return RetentionResult()
     low = int(limits.data_bytes * LOW_WATER)
-    result = write_transaction(conn, lambda c: apply_retention(c, 0, low))
-    _give_back(conn)
-    return result
+    for _ in range(_MAX_STEPS):
+        used = used_bytes(conn)
+        if _file_bytes(conn) <= limits.data_bytes and used <= low:
+            break
+        # A step at a time, each committed, its pages handed back and the WAL emptied: deleting a fifth of a
+        # store in one transaction would put most of its pages in the WAL, on a disk that may not hold them.
+        share = min(STEP_SHARE, max(0.01, (1 - low / max(used, 1)) * 1.1))
+        result = write_transaction(conn, lambda c, share=share: delete_oldest(c, share))
+        if not result.traces:
+            break
+        evicted(result)
+        _give_back(conn)
+    return wal
 
 
 def evict_for_room(conn: sqlite3.Connection) -> RetentionResult:

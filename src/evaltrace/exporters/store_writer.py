@@ -34,7 +34,15 @@ from evaltrace.exporters.store_values import Usage, trace_usage
 if TYPE_CHECKING:
     from evaltrace.exporters.store_rows import StoredSpan
 
-__all__ = ["ResourceIds", "RetentionResult", "apply_retention", "delete_oldest", "write_batch", "write_spans"]
+__all__ = [
+    "ResourceIds",
+    "RetentionResult",
+    "apply_retention",
+    "delete_oldest",
+    "used_bytes",
+    "write_batch",
+    "write_spans",
+]
 
 logger = logging.getLogger("evaltrace.local_store")
 
@@ -424,7 +432,8 @@ def _delete_traces(conn: sqlite3.Connection, trace_ids: Sequence[str]) -> int:
     return spans
 
 
-def _used_bytes(conn: sqlite3.Connection) -> int:
+def used_bytes(conn: sqlite3.Connection) -> int:
+    """The bytes of the database's pages in use (its free pages left out)."""
     page_size = conn.execute("PRAGMA page_size").fetchone()[0]
     pages = conn.execute("PRAGMA page_count").fetchone()[0] - conn.execute("PRAGMA freelist_count").fetchone()[0]
     return int(page_size * pages)
@@ -444,12 +453,12 @@ def apply_retention(conn: sqlite3.Connection, max_age_s: float, max_bytes: int) 
         deleted_spans += _delete_traces(conn, old)
         deleted_traces += len(old)
     if max_bytes > 0:
-        while _used_bytes(conn) > max_bytes:
+        while used_bytes(conn) > max_bytes:
             total = conn.execute("SELECT count(*) FROM traces").fetchone()[0]
             if not total:
                 break
             # Drop a tenth of what is over, at least 1% of the traces, so a pass ends in a few rounds.
-            share = max(0.01, (1 - max_bytes / _used_bytes(conn)) * 1.1)
+            share = max(0.01, (1 - max_bytes / used_bytes(conn)) * 1.1)
             batch = [
                 r[0]
                 for r in conn.execute(
