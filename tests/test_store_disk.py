@@ -103,19 +103,22 @@ def test_max_bytes_bounds_the_database_and_its_wal_and_keeps_the_newest_spans(
 ) -> None:
     store = small_disk("64m") / "store"
     exporter = LocalStoreExporter(store, max_age_s=0, max_bytes=CAP)
-    batches = 60  # ~60 x 200 spans x 2 kB: 24 MB of input into a 5 MB cap
-    largest = 0
-    for k in range(batches):
-        assert exporter.export(_spans(f"b{k}-")) is SpanExportResult.SUCCESS
-        largest = max(largest, _on_disk(store))
-    assert largest <= CAP + SLACK, f"db + WAL reached {largest} bytes with max_bytes={CAP}"
-    stats = exporter.stats()
-    assert stats["lost_spans"] == 0  # nothing refused: old spans made room
-    assert stats["retention_deleted_spans"] > 0
-    stored = _names(store, "b")
-    assert len(stored) + stats["retention_deleted_spans"] == batches * 200  # every span stored or counted evicted
-    assert _names(store, f"b{batches - 1}-") == {f"b{batches - 1}-{i}" for i in range(200)}  # the newest kept
-    assert not _names(store, "b0-")  # the oldest went first
+    try:
+        batches = 60  # ~60 x 200 spans x 2 kB: 24 MB of input into a 5 MB cap
+        largest = 0
+        for k in range(batches):
+            assert exporter.export(_spans(f"b{k}-")) is SpanExportResult.SUCCESS
+            largest = max(largest, _on_disk(store))
+        assert largest <= CAP + SLACK, f"db + WAL reached {largest} bytes with max_bytes={CAP}"
+        stats = exporter.stats()
+        assert stats["lost_spans"] == 0  # nothing refused: old spans made room
+        assert stats["retention_deleted_spans"] > 0
+        stored = _names(store, "b")
+        assert len(stored) + stats["retention_deleted_spans"] == batches * 200  # every span stored or counted evicted
+        assert _names(store, f"b{batches - 1}-") == {f"b{batches - 1}-{i}" for i in range(200)}  # the newest kept
+        assert not _names(store, "b0-")  # the oldest went first
+    finally:
+        exporter.shutdown()  # before the tmpfs is unmounted
 
 
 def test_on_a_disk_smaller_than_max_bytes_old_traces_make_room_and_no_span_is_refused(
@@ -124,16 +127,19 @@ def test_on_a_disk_smaller_than_max_bytes_old_traces_make_room_and_no_span_is_re
     disk = small_disk("32m")
     store = disk / "store"
     exporter = LocalStoreExporter(store, max_age_s=0, max_bytes=100_000_000)  # the cap cannot be reached
-    batches = 60  # ~60 x 200 spans x 2 kB, ~14 kB of WAL a span: several times what the disk holds
-    for k in range(batches):
-        assert exporter.export(_spans(f"b{k}-")) is SpanExportResult.SUCCESS
-    stats = exporter.stats()
-    assert stats["lost_spans"] == 0  # the oldest traces were evicted before the disk was full
-    assert stats["retention_deleted_spans"] > 0
-    assert len(_names(store, "b")) + stats["retention_deleted_spans"] == batches * 200
-    assert _names(store, f"b{batches - 1}-") == {f"b{batches - 1}-{i}" for i in range(200)}
-    free = os.statvfs(disk)
-    assert free.f_bavail * free.f_frsize > 0
+    try:
+        batches = 60  # ~60 x 200 spans x 2 kB, ~14 kB of WAL a span: several times what the disk holds
+        for k in range(batches):
+            assert exporter.export(_spans(f"b{k}-")) is SpanExportResult.SUCCESS
+        stats = exporter.stats()
+        assert stats["lost_spans"] == 0  # the oldest traces were evicted before the disk was full
+        assert stats["retention_deleted_spans"] > 0
+        assert len(_names(store, "b")) + stats["retention_deleted_spans"] == batches * 200
+        assert _names(store, f"b{batches - 1}-") == {f"b{batches - 1}-{i}" for i in range(200)}
+        free = os.statvfs(disk)
+        assert free.f_bavail * free.f_frsize > 0
+    finally:
+        exporter.shutdown()  # before the tmpfs is unmounted
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -160,27 +166,29 @@ def test_a_full_disk_is_one_warning_per_episode_and_writing_resumes_by_itself(
     disk = small_disk("6m")
     store = disk / "store"
     exporter = LocalStoreExporter(store, max_age_s=0, max_bytes=3_000_000)
-    caplog.set_level(logging.INFO, logger="evaltrace")
-    assert exporter.export(_spans("before-", 50)) is SpanExportResult.SUCCESS
-    assert len(_names(store, "before-")) == 50
-    for episode in range(2):
-        caplog.clear()
-        ballast = _fill(disk)
-        for k in range(8):
-            exporter.export(_spans(f"full{episode}-{k}-", 50))
-        lost = exporter.stats()["lost_spans"]
-        assert lost > 0, "the disk was full, yet nothing was refused"
-        warnings = _warnings(caplog)
-        assert len(warnings) == 1, warnings  # one per episode: no traceback per batch, no "works again" between
-        assert "disk is full" in warnings[0] and str(store) in warnings[0]
-        assert not any(r.exc_info for r in caplog.records)
-        caplog.clear()
-        ballast.unlink()
-        _export_until_stored(exporter, store, f"after{episode}-")
-        for k in range(3):  # and it stays well: every later batch is stored, with no further warning
-            assert exporter.export(_spans(f"later{episode}-{k}-", 50)) is SpanExportResult.SUCCESS
-            assert len(_names(store, f"later{episode}-{k}-")) == 50
-        assert _warnings(caplog) == []
-        assert any("works again" in r.getMessage() for r in caplog.records)  # the end of the episode, at INFO
-        assert exporter.stats()["lost_spans"] >= lost
-    assert exporter.force_flush(30_000) is False or exporter.stats()["lost_spans"] > 0
+    try:
+        caplog.set_level(logging.INFO, logger="evaltrace")
+        assert exporter.export(_spans("before-", 50)) is SpanExportResult.SUCCESS
+        assert len(_names(store, "before-")) == 50
+        for episode in range(2):
+            caplog.clear()
+            ballast = _fill(disk)
+            for k in range(8):
+                exporter.export(_spans(f"full{episode}-{k}-", 50))
+            lost = exporter.stats()["lost_spans"]
+            assert lost > 0, "the disk was full, yet nothing was refused"
+            warnings = _warnings(caplog)
+            assert len(warnings) == 1, warnings  # one per episode: no traceback per batch, no "works again" between
+            assert "disk is full" in warnings[0] and str(store) in warnings[0]
+            assert not any(r.exc_info for r in caplog.records)
+            caplog.clear()
+            ballast.unlink()
+            _export_until_stored(exporter, store, f"after{episode}-")
+            for k in range(3):  # and it stays well: every later batch is stored, with no further warning
+                assert exporter.export(_spans(f"later{episode}-{k}-", 50)) is SpanExportResult.SUCCESS
+                assert len(_names(store, f"later{episode}-{k}-")) == 50
+            assert _warnings(caplog) == []
+            assert any("works again" in r.getMessage() for r in caplog.records)  # the end of the episode, at INFO
+            assert exporter.stats()["lost_spans"] >= lost
+    finally:
+        exporter.shutdown()  # before the tmpfs is unmounted

@@ -11,6 +11,7 @@ freed are handed back and the WAL is truncated.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 from collections.abc import Callable
@@ -161,7 +162,7 @@ def keep_within(
         # A step at a time, each committed, its pages handed back and the WAL emptied: deleting a fifth of a
         # store in one transaction would put most of its pages in the WAL, on a disk that may not hold them.
         share = min(STEP_SHARE, max(0.01, (1 - low / max(used, 1)) * 1.1))
-        result = write_transaction(conn, lambda c, share=share: delete_oldest(c, share))
+        result = write_transaction(conn, functools.partial(delete_oldest, share=share))
         if not result.traces:
             break
         evicted(result)
