@@ -1,4 +1,4 @@
-"""The local store on a small or full disk: a real tmpfs mounted for each test (the tests need root).
+"""The local store on a small or full disk: a real tmpfs mounted for each disk test (they need root).
 
 ``max_bytes`` bounds the database and its WAL together, the oldest traces are evicted rather than new spans
 refused, a full disk is one WARNING per episode, and writing resumes by itself once there is room. Without the
@@ -140,6 +140,28 @@ def test_on_a_disk_smaller_than_max_bytes_old_traces_make_room_and_no_span_is_re
         assert free.f_bavail * free.f_frsize > 0
     finally:
         exporter.shutdown()  # before the tmpfs is unmounted
+
+
+def test_a_reader_holding_an_old_snapshot_never_stalls_the_writer(tmp_path: Path) -> None:
+    """The WAL cannot be truncated while another process reads an older snapshot: batches go on regardless."""
+    store = tmp_path / "store"
+    exporter = LocalStoreExporter(store, max_age_s=0, max_bytes=CAP)
+    try:
+        assert exporter.export(_spans("first-", 50)) is SpanExportResult.SUCCESS
+        reader = sqlite3.connect(store / DB_NAME, isolation_level=None)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM spans").fetchone()  # a read transaction: its snapshot stays
+        started = time.monotonic()
+        for k in range(8):  # each past the WAL's share: a truncating checkpoint after every one
+            assert exporter.export(_spans(f"b{k}-")) is SpanExportResult.SUCCESS
+        elapsed = time.monotonic() - started
+        reader.execute("COMMIT")
+        reader.close()
+        assert elapsed < 40, f"8 batches took {elapsed:.1f} s behind a reader (a 10 s busy wait each?)"
+        assert len(_names(store, "b7-")) == 200 and exporter.stats()["lost_spans"] == 0
+        assert len(_names(store, "b")) >= 400  # the file could not shrink meanwhile: eviction did not take all
+    finally:
+        exporter.shutdown()
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -18,10 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from evaltrace.exporters.store_db import write_transaction
+from evaltrace.exporters.store_db import BUSY_TIMEOUT_MS, write_transaction
 from evaltrace.exporters.store_writer import RetentionResult, delete_oldest, used_bytes
 
 __all__ = [
+    "CHECKPOINT_WAIT_MS",
     "DISK_RESERVE",
     "EVICT_SHARE",
     "LOW_WATER",
@@ -84,19 +85,33 @@ def _file_bytes(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA page_count").fetchone()[0]) * int(conn.execute("PRAGMA page_size").fetchone()[0])
 
 
-def truncate_wal(conn: sqlite3.Connection) -> None:
-    """Copy the WAL into the database and cut it to zero bytes (it waits for other writers, as they wait for us).
+CHECKPOINT_WAIT_MS = 250
+"""How long a truncating checkpoint waits for another process's write or read to end (then a later batch tries)."""
 
-    A reader of an older snapshot (``traces list`` in another process) can keep part of it: then the WAL is
-    truncated at a later call.
+
+def truncate_wal(conn: sqlite3.Connection) -> bool:
+    """Copy the WAL into the database and cut it to zero bytes, if no other process is in the way.
+
+    It waits (at most :data:`CHECKPOINT_WAIT_MS`, not the connection's 10 s) for another writer, and for readers
+    of an older snapshot (``traces list`` in another process): a batch never waits long behind a reader, and the
+    WAL is truncated after a later batch instead.
+
+    Returns:
+        Whether the WAL was emptied.
     """
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    conn.execute(f"PRAGMA busy_timeout = {CHECKPOINT_WAIT_MS}")
+    try:
+        busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    return not busy
 
 
-def _give_back(conn: sqlite3.Connection) -> None:
+def _give_back(conn: sqlite3.Connection, checkpoint: bool = True) -> bool:
+    """Hand freed pages back to the disk; whether the WAL was emptied (not tried again when ``checkpoint`` is off)."""
     # executescript steps the pragma to the end; a plain execute() frees a single page.
     conn.executescript("PRAGMA incremental_vacuum;")  # freed pages leave the file (auto_vacuum = INCREMENTAL)
-    truncate_wal(conn)  # the database file shrinks when the WAL is copied back
+    return checkpoint and truncate_wal(conn)  # the database file shrinks when the WAL is copied back
 
 
 def _disk_bound(directory: Path, on_disk: int, batch_wal: int) -> int | None:
@@ -153,20 +168,24 @@ def keep_within(
         truncate_wal(conn)
     if not limits.max_bytes or _file_bytes(conn) <= limits.data_bytes:
         return wal
-    _give_back(conn)  # pages freed by re-exported spans may be enough
+    checkpointed = _give_back(conn)  # pages freed by re-exported spans may be enough
+    if _file_bytes(conn) <= limits.data_bytes:
+        return wal
     low = int(limits.data_bytes * LOW_WATER)
     for _ in range(_MAX_STEPS):
+        # Pages in use, not the file's size: a file that cannot shrink yet (a reader holds the WAL, or an older
+        # store without auto_vacuum) must not make every trace go.
         used = used_bytes(conn)
-        if _file_bytes(conn) <= limits.data_bytes and used <= low:
+        if used <= low:
             break
         # A step at a time, each committed, its pages handed back and the WAL emptied: deleting a fifth of a
         # store in one transaction would put most of its pages in the WAL, on a disk that may not hold them.
-        share = min(STEP_SHARE, max(0.01, (1 - low / max(used, 1)) * 1.1))
+        share = min(STEP_SHARE, max(0.01, (1 - low / used) * 1.1))
         result = write_transaction(conn, functools.partial(delete_oldest, share=share))
         if not result.traces:
             break
         evicted(result)
-        _give_back(conn)
+        checkpointed = _give_back(conn, checkpointed)  # behind a reader, once per batch is enough waiting
     return wal
 
 
