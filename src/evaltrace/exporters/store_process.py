@@ -126,8 +126,8 @@ class _Writer:
 
     def __init__(self, directory: str, max_age_s: float, max_bytes: int) -> None:
         self.session = StoreSession(Path(directory), max_age_s, max_bytes, WRITER_CACHE_KIB)
-        # Under a cap, one transaction's WAL stays near the WAL's share: fewer batches merged (~4 kB of WAL a span).
-        self.merge_spans = max(512, self.session.limits.wal_bytes // 4096) if max_bytes else MERGE_SPANS
+        # Under a small cap, batches are written a chunk at a time (store_space): no merging past one chunk.
+        self.merge_spans = self.session.limits.chunk_spans or MERGE_SPANS
         self._reported_import = False
         self.disabled = False
 

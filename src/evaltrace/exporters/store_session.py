@@ -20,7 +20,7 @@ from evaltrace._internal.episodes import LossEpisode
 from evaltrace._internal.errors import log_internal_error
 from evaltrace.exporters.store_db import DB_NAME, StoreError, is_full, open_db, write_transaction
 from evaltrace.exporters.store_import import ImportReport, import_jsonl
-from evaltrace.exporters.store_space import SpaceLimits, evict_for_room, keep_within
+from evaltrace.exporters.store_space import SpaceKeeper, SpaceLimits, evict_for_room
 from evaltrace.exporters.store_span import StoredSpan
 from evaltrace.exporters.store_writer import ResourceIds, RetentionResult, apply_retention, write_batch
 
@@ -54,7 +54,7 @@ class StoreSession:
         self.deleted = RetentionResult()
         self.import_report = ImportReport()
         self._next_retention = 0.0
-        self._batch_wal = 0  # the largest WAL a batch left: the room the next one may need (store_space)
+        self._space = SpaceKeeper(directory, DB_NAME)
         self._episode = LossEpisode(logger, f"local store {directory}", recovery_level=logging.INFO)
 
     @property
@@ -92,33 +92,54 @@ class StoreSession:
     def write(self, spans: Sequence[StoredSpan]) -> int:
         """Write ``spans`` in one transaction (evicting the oldest traces first if the disk is full), then retention.
 
+        Under a small cap (``SpaceLimits.chunk_spans``) the batch is written a chunk at a time, each followed by
+        the cap's upkeep, so one transaction's WAL stays within the WAL's share.
+
         Returns:
-            How many spans could not be written (one bad span loses only itself; see ``write_batch``).
+            How many spans could not be written (one bad span loses only itself; see ``write_batch``; chunks
+            after a failing one are counted too).
 
         Raises:
             StoreError: The store cannot be used (corrupt, or a newer evaltrace's).
             StoreWriteError: Nothing of the batch was written (logged once per episode; the caller counts it).
             Exception: Nothing of the batch was written, for a reason that is evaltrace's bug.
         """
-        try:
-            conn = self.connection()
-            lost = self._write_making_room(conn, spans)
-        except StoreError:
-            raise
-        except (sqlite3.Error, OSError) as exc:
-            self._episode.loss(len(spans), self._cause(exc))
-            raise StoreWriteError(str(exc)) from None
+        size = self.limits.chunk_spans or max(1, len(spans))
+        lost = stored = 0
+        for start in range(0, len(spans), size):
+            part = spans[start : start + size]
+            try:
+                conn = self.connection()
+                lost += self._write_making_room(conn, part)
+            except StoreError:
+                raise
+            except (sqlite3.Error, OSError) as exc:
+                self._episode.loss(len(spans) - stored, self._cause(exc))
+                if not stored:
+                    raise StoreWriteError(str(exc)) from None
+                return lost + len(spans) - stored  # the chunks before are stored: the rest is counted lost
+            stored += len(part)
+            self._upkeep(conn)
         self._episode.ok()
+        if self.conn is not None:
+            self._retain(self.conn)
+        return lost
+
+    def _upkeep(self, conn: sqlite3.Connection) -> None:
+        """Keep the store within its cap after a commit (``store_space``)."""
         try:
-            wal = keep_within(conn, self.directory, DB_NAME, self.limits, self._batch_wal, self._size_evicted)
-            self._batch_wal = max(self._batch_wal, wal)
-            self._maybe_retain(conn)
+            self._space.after_commit(conn, self.max_bytes, self._size_evicted)
         except sqlite3.Error as exc:  # the spans are committed: a failed clean-up is not a failed export
             if not is_full(exc):  # on a full disk the next batch tells (and makes room)
-                log_internal_error("applying retention to the local store")
+                log_internal_error("keeping the local store within max_bytes")
         except Exception:
+            log_internal_error("keeping the local store within max_bytes")
+
+    def _retain(self, conn: sqlite3.Connection) -> None:
+        try:
+            self._maybe_retain(conn)
+        except Exception:  # the spans are committed: a failed clean-up is not a failed export
             log_internal_error("applying retention to the local store")
-        return lost
 
     def _write_making_room(self, conn: sqlite3.Connection, spans: Sequence[StoredSpan]) -> int:
         """``write_batch``; on a full disk, evict the oldest traces and try once more (not again while failing).

@@ -29,8 +29,8 @@ __all__ = [
     "STEP_SHARE",
     "WAL_SHARE",
     "SpaceLimits",
+    "SpaceKeeper",
     "evict_for_room",
-    "keep_within",
     "truncate_wal",
 ]
 
@@ -41,6 +41,8 @@ _WAL_MAX = 64 * 1024 * 1024
 _MAX_CHECKPOINT_PAGES = 2_048
 """At most a checkpoint every 2,048 pages (32 MB of 16 kB pages), not SQLite's 4 MB: index pages rewritten by many
 batches are copied once. (It was 10,000 pages, meant as ~40 MB of 4 kB pages, ~160 MB once pages were 16 kB.)"""
+_WAL_PER_SPAN = 16_384
+"""A generous estimate of the WAL one new span of a random trace leaves (a 16 kB page of each index it enters)."""
 LOW_WATER = 0.8
 """Eviction for size goes down to this share of the database's budget, so the next batches do not evict again."""
 STEP_SHARE = 0.05
@@ -55,6 +57,8 @@ class SpaceLimits:
     """The byte budgets that follow from ``max_bytes`` (``0``: no cap on the database; the WAL stays within 64 MB)."""
 
     max_bytes: int
+    batch_wal: int = 0
+    """The largest WAL one transaction left so far: the room the next one needs on top of the database."""
 
     @property
     def wal_bytes(self) -> int:
@@ -63,8 +67,28 @@ class SpaceLimits:
 
     @property
     def data_bytes(self) -> int:
-        """The database file's share: past it the oldest traces are evicted."""
-        return self.max_bytes - self.wal_bytes
+        """The database file's share: past it the oldest traces are evicted.
+
+        What is left once the WAL's share, or the WAL a transaction was seen to write if more, is set aside (a
+        batch of random trace ids dirties a 16 kB page of each index per span: ~14 kB of WAL a span, so a batch
+        can need more than a small cap's share); never less than a quarter of the cap.
+        """
+        return max(self.max_bytes // WAL_SHARE, self.max_bytes - max(self.wal_bytes, self.batch_wal))
+
+    @property
+    def small(self) -> bool:
+        """A cap under 256 MB: the WAL is emptied after every batch, so it holds one transaction at most."""
+        return 0 < self.max_bytes < WAL_SHARE * _WAL_MAX
+
+    @property
+    def chunk_spans(self) -> int | None:
+        """Under a small cap, the most spans one transaction takes (a batch is written in several), else ``None``.
+
+        The export queue hands the store up to 8,192 spans at once: ~100 MB of WAL in one transaction, whatever
+        the cap. At ~14 kB of WAL a span (random trace ids dirty a 16 kB page of each index), a chunk's WAL
+        fits in the WAL's share.
+        """
+        return max(1, self.wal_bytes // _WAL_PER_SPAN) if self.small else None
 
     def apply(self, conn: sqlite3.Connection) -> None:
         """Set this connection's automatic checkpoint and WAL size limit from the budget."""
@@ -134,59 +158,65 @@ DISK_RESERVE = 2_000_000
 """Room always left free on the store's disk (see ``_disk_bound``)."""
 
 
-def keep_within(
-    conn: sqlite3.Connection,
-    directory: Path,
-    db_name: str,
-    limits: SpaceLimits,
-    batch_wal: int,
-    evicted: Callable[[RetentionResult], None],
-) -> int:
-    """After a commit: truncate a WAL past its share, evict the oldest traces when the database passes its share.
+class SpaceKeeper:
+    """Keeps one writer's store within its budget after each commit (:meth:`after_commit`).
 
-    The budget is ``max_bytes``, or less when the disk is smaller (``_disk_bound``; the WAL is then truncated
-    after every batch): old traces are evicted before the disk is full, rather than new spans refused.
-
-    Args:
-        conn: The writer's connection, outside a transaction.
-        directory: The store's folder.
-        db_name: The database's file name in it.
-        limits: The budgets ``max_bytes`` gives.
-        batch_wal: The largest WAL a batch left so far (the caller keeps the largest value this returns).
-        evicted: Told of each eviction step once committed (a later step may fail on a full disk).
-
-    Returns:
-        The WAL's size as this batch left it. Most batches cost a ``stat``, a ``statvfs`` and two pragmas.
+    It learns how much WAL one transaction writes (``batch_wal``), measured only after a batch that followed an
+    emptied WAL: a WAL that several batches (or a reader holding an old snapshot) left behind says nothing
+    about one batch, and would shrink the database's share for nothing.
     """
-    wal = _wal_size(directory, db_name)
-    bound = _disk_bound(directory, _file_bytes(conn) + wal, max(batch_wal, wal))
-    if bound is not None and (not limits.max_bytes or bound < limits.max_bytes):
-        limits = SpaceLimits(bound)
-        if wal:
-            truncate_wal(conn)
-    elif wal > limits.wal_bytes:
-        truncate_wal(conn)
-    if not limits.max_bytes or _file_bytes(conn) <= limits.data_bytes:
-        return wal
-    checkpointed = _give_back(conn)  # pages freed by re-exported spans may be enough
-    if _file_bytes(conn) <= limits.data_bytes:
-        return wal
-    low = int(limits.data_bytes * LOW_WATER)
-    for _ in range(_MAX_STEPS):
-        # Pages in use, not the file's size: a file that cannot shrink yet (a reader holds the WAL, or an older
-        # store without auto_vacuum) must not make every trace go.
-        used = used_bytes(conn)
-        if used <= low:
-            break
-        # A step at a time, each committed, its pages handed back and the WAL emptied: deleting a fifth of a
-        # store in one transaction would put most of its pages in the WAL, on a disk that may not hold them.
-        share = min(STEP_SHARE, max(0.01, (1 - low / used) * 1.1))
-        result = write_transaction(conn, functools.partial(delete_oldest, share=share))
-        if not result.traces:
-            break
-        evicted(result)
-        checkpointed = _give_back(conn, checkpointed)  # behind a reader, once per batch is enough waiting
-    return wal
+
+    def __init__(self, directory: Path, db_name: str) -> None:
+        """Keep the store ``directory / db_name``."""
+        self.directory = directory
+        self.db_name = db_name
+        self.batch_wal = 0
+        self._emptied = False
+
+    def after_commit(
+        self, conn: sqlite3.Connection, max_bytes: int, evicted: Callable[[RetentionResult], None]
+    ) -> None:
+        """Truncate a WAL past its share, evict the oldest traces when the database passes its share.
+
+        The budget is ``max_bytes``, or less when the disk is smaller (``_disk_bound``): old traces are evicted
+        before the disk is full, rather than new spans refused. Under a small budget (``SpaceLimits.small``) the
+        WAL is emptied after every batch. Most batches cost a ``stat``, a ``statvfs`` and two pragmas.
+
+        Args:
+            conn: The writer's connection, outside a transaction.
+            max_bytes: The cap (``0``: none).
+            evicted: Told of each eviction step once committed (a later step may fail on a full disk).
+        """
+        wal = _wal_size(self.directory, self.db_name)
+        if self._emptied:
+            self.batch_wal = max(self.batch_wal, wal)
+        self._emptied = False
+        limits = SpaceLimits(max_bytes, self.batch_wal)
+        bound = _disk_bound(self.directory, _file_bytes(conn) + wal, max(self.batch_wal, wal))
+        if bound is not None and (not max_bytes or bound < max_bytes):
+            limits = SpaceLimits(bound, self.batch_wal)
+        if wal > limits.wal_bytes or (wal and limits.small):
+            self._emptied = truncate_wal(conn)
+        if not limits.max_bytes or _file_bytes(conn) <= limits.data_bytes:
+            return
+        self._emptied = _give_back(conn)  # pages freed by re-exported spans may be enough
+        if _file_bytes(conn) <= limits.data_bytes:
+            return
+        low = int(limits.data_bytes * LOW_WATER)
+        for _ in range(_MAX_STEPS):
+            # Pages in use, not the file's size: a file that cannot shrink yet (a reader holds the WAL, or an
+            # older store without auto_vacuum) must not make every trace go.
+            used = used_bytes(conn)
+            if used <= low:
+                break
+            # A step at a time, each committed, its pages handed back and the WAL emptied: deleting a fifth of a
+            # store in one transaction would put most of its pages in the WAL, on a disk that may not hold them.
+            share = min(STEP_SHARE, max(0.01, (1 - low / used) * 1.1))
+            result = write_transaction(conn, functools.partial(delete_oldest, share=share))
+            if not result.traces:
+                break
+            evicted(result)
+            self._emptied = _give_back(conn, self._emptied)  # behind a reader, waiting once a batch is enough
 
 
 def evict_for_room(conn: sqlite3.Connection) -> RetentionResult:
