@@ -12,6 +12,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -119,6 +120,36 @@ def test_max_bytes_bounds_the_database_and_its_wal_and_keeps_the_newest_spans(
         assert not _names(store, "b0-")  # the oldest went first
     finally:
         exporter.shutdown()  # before the tmpfs is unmounted
+
+
+def test_a_batch_larger_than_a_small_cap_never_takes_the_wal_past_it(small_disk: Callable[[str], Path]) -> None:
+    """The export queue hands the store up to 8,192 spans at once: written a chunk at a time, WAL emptied after each."""
+    store = small_disk("64m") / "store"
+    exporter = LocalStoreExporter(store, max_age_s=0, max_bytes=CAP)
+    largest = 0
+    done = threading.Event()
+
+    def watch() -> None:  # db + WAL while batches are written, not only between them
+        nonlocal largest
+        while not done.is_set():
+            try:
+                largest = max(largest, _on_disk(store))
+            except OSError:  # the WAL truncated between exists() and stat()
+                pass
+            time.sleep(0.002)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        for k in range(3):
+            assert exporter.export(_spans(f"big{k}-", 4000, 500)) is SpanExportResult.SUCCESS
+    finally:
+        done.set()
+        watcher.join()
+        exporter.shutdown()
+    assert exporter.stats()["lost_spans"] == 0
+    assert largest <= CAP * 1.1, f"db + WAL reached {largest} bytes while a batch was written, max_bytes={CAP}"
+    assert _names(store, "big2-") >= {f"big2-{i}" for i in range(3900, 4000)}  # the newest kept
 
 
 def test_on_a_disk_smaller_than_max_bytes_old_traces_make_room_and_no_span_is_refused(
