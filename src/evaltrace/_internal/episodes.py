@@ -19,10 +19,15 @@ class LossEpisode:
         logger: Where the two lines go.
         what: Names the component in both lines (e.g. ``"exporter local_store"``).
         unit: Names what is lost (``"span"``, ``"score"``).
+        recovery_level: The level of the line that ends an episode (a component whose user must hear of a
+            failure once, and of its end without a second warning, logs it at INFO).
     """
 
-    def __init__(self, logger: logging.Logger, what: str, unit: str = "span") -> None:
+    def __init__(
+        self, logger: logging.Logger, what: str, unit: str = "span", recovery_level: int = logging.WARNING
+    ) -> None:
         self._logger = logger
+        self._recovery_level = recovery_level
         self._what = what
         self._unit = unit
         self._lost = 0
@@ -39,13 +44,19 @@ class LossEpisode:
                 )
             self._lost += count
 
+    @property
+    def open(self) -> bool:
+        """Whether an episode is going on (a loss since the last success)."""
+        return self._lost > 0
+
     def ok(self) -> None:
-        """Note a success; ends an episode (one WARNING with its total). O(1) and lock-free when nothing was lost."""
+        """Note a success; ends an episode (one line with its total, at ``recovery_level``). O(1) and lock-free when nothing was lost."""
         if not self._lost:
             return
         with self._lock:
             if self._lost:
-                self._logger.warning(
+                self._logger.log(
+                    self._recovery_level,
                     "evaltrace: %s works again; %d %s(s) lost over %.1f s",
                     self._what,
                     self._lost,

@@ -18,7 +18,7 @@ from typing import Any
 
 from evaltrace.exceptions import ConfigError
 from evaltrace.exporters.store_options import DEFAULT_DIRECTORY, parse_duration
-from evaltrace.exporters.store_query import TraceFilter, TraceSummary
+from evaltrace.exporters.store_query import TraceFilter, TraceSummary, Unreadable
 from evaltrace.exporters.store_reader import LocalTraceStore, StoreError
 
 __all__ = [
@@ -183,7 +183,8 @@ def export_traces(args: argparse.Namespace) -> int:
     store = LocalTraceStore(args.store)
     store.counts()  # opens the store (importing older JSONL files) so the note below comes first
     report_import(store)
-    traces = (spans for _, spans in store.iter_traces(filter_from_args(args)))
+    unreadable = Unreadable()  # a partly corrupt store: every readable span goes out, the rest is reported
+    traces = (spans for _, spans in store.iter_traces(filter_from_args(args), unreadable))
     if args.endpoint is not None:
         from evaltrace._internal import backends
         from evaltrace._internal.otlp_settings import resolve_otlp
@@ -198,8 +199,7 @@ def export_traces(args: argparse.Namespace) -> int:
         print(f"sent {result.sent_spans} span(s) to {settings.endpoint}", file=sys.stderr)
         if result.failed_spans:
             print(f"error: {result.failed_spans} span(s) were refused or not delivered", file=sys.stderr)
-            return 1
-        return 0
+        return 1 if _report_unreadable(unreadable, args.store) or result.failed_spans else 0
     if args.output is None:
         count, spans = write_otlp_json(traces, sys.stdout)
     else:
@@ -209,4 +209,16 @@ def export_traces(args: argparse.Namespace) -> int:
         with open(args.output, "w", encoding="utf-8", opener=private_opener) as out:  # 0600: prompts inside
             count, spans = write_otlp_json(traces, out)
     print(f"exported {count} trace(s), {spans} span(s)", file=sys.stderr)
-    return 0
+    return 1 if _report_unreadable(unreadable, args.store) else 0
+
+
+def _report_unreadable(unreadable: Unreadable, store: Path) -> bool:
+    """Name what a partly corrupt store kept back (one line on stderr); whether anything was."""
+    if not unreadable.spans and not unreadable.traces:
+        return False
+    print(
+        f"error: {unreadable.spans} span(s) in {unreadable.traces} trace(s) of {store} could not be read (the store "
+        "is partly corrupt) and were not exported; every readable span was",
+        file=sys.stderr,
+    )
+    return True

@@ -31,7 +31,7 @@ from evaltrace.exporters.store_options import DEFAULT_DIRECTORY, LocalStoreOptio
 from evaltrace.exporters.store_query import AmbiguousTraceIdError, TraceFilter, TraceSummary
 from evaltrace.exporters.store_reader import LocalTraceStore, TraceIdError, check_trace_id
 from evaltrace.exporters.store_rows import stored_row, stored_span
-from evaltrace.exporters.store_session import RETENTION_INTERVAL_S, StoreSession
+from evaltrace.exporters.store_session import RETENTION_INTERVAL_S, StoreSession, StoreWriteError
 from evaltrace.exporters.store_span import from_plain
 
 __all__ = [
@@ -50,6 +50,8 @@ __all__ = [
 logger = logging.getLogger("evaltrace.local_store")
 SHUTDOWN_TIMEOUT_S = 10.0
 """How long :meth:`LocalStoreExporter.shutdown` waits for the writer process to finish what it was sent."""
+SETTLE_TIMEOUT_S = 10.0
+"""While the writer process cannot store (a full disk), how long ``export`` waits to learn its batch's outcome."""
 _abandoned: list[object] = []
 
 
@@ -196,7 +198,11 @@ class LocalStoreExporter(SpanExporter):
                 rows = [stored_row(span) for span in spans]  # outside the lock: JSON work needs no database
                 with self._lock:
                     process = self._writer()
-                    if process is not None and process.send(rows):
+                    if process is not None and process.failing:  # this batch's outcome is the export's result
+                        lost = process.send_settled(rows, SETTLE_TIMEOUT_S)
+                        if lost is not None:
+                            return self._settled(lost, len(rows))
+                    elif process is not None and process.send(rows):
                         return SpanExportResult.SUCCESS
                 stored = [from_plain(row) for row in rows]  # the writer process is gone: written here
             else:
@@ -208,6 +214,9 @@ class LocalStoreExporter(SpanExporter):
                 self._lost_spans += lost
             if lost:
                 self._lost_after_export(lost, "spans refused by SQLite")
+        except StoreWriteError:  # a full disk...: the session logged it once for the episode
+            self._lost_spans += len(spans)
+            return SpanExportResult.FAILURE
         except StoreError as exc:  # corrupt, or a newer evaltrace's: it will not heal while this process runs
             self._disabled = True  # one warning, not one per batch
             logger.warning("%s; spans are not written to it", exc)
@@ -217,6 +226,14 @@ class LocalStoreExporter(SpanExporter):
             log_internal_error("writing spans to the local store")
             return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS  # spans lost one by one are logged and counted, the rest are stored
+
+    def _settled(self, lost: int, sent: int) -> SpanExportResult:
+        """The result of a batch the writer process answered while failing: FAILURE when none of it was stored."""
+        if sent and lost >= sent:
+            return SpanExportResult.FAILURE  # counted in the process's lost_spans; the export queue counts it failed
+        if lost:
+            self._lost_after_export(lost, "spans refused by SQLite")
+        return SpanExportResult.SUCCESS
 
     def stats(self) -> dict[str, int]:
         """What retention deleted in this process, spans it could not write, and what the first open imported.

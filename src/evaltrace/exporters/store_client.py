@@ -98,8 +98,11 @@ class WriterProcess:
         """It was retired after a torn frame, not because it failed: a new one may be started."""
         self.store_unusable = False
         """The writer found the store unusable (corrupt, a newer evaltrace's) and said so once: stop sending."""
+        self.failing = False
+        """The child's last batch could not be stored (a full disk): :meth:`send_settled` tells each outcome."""
         self.on_lost: Callable[[int, str], None] | None = None
         """Told of every span counted lost after ``send`` returned True (the export queue counted it exported)."""
+        self._settling: dict[int, int | None] = {}  # batch number -> spans lost, for send_settled() to return
         self._open = (str(directory), max_age_s, max_bytes)
         self._pending: dict[int, int] = {}  # batch number -> spans in it, until acknowledged
         self._writing: int | None = None  # the batch send() is writing now: its own to settle
@@ -145,28 +148,54 @@ class WriterProcess:
         half-way (a ``KeyboardInterrupt`` on the thread exporting), the batch is counted lost and this writer is
         retired (``restartable``) before the exception goes on: a torn frame never garbles a later one.
         """
+        return self._send(rows, settle=False) is not None
+
+    def send_settled(self, rows: list[PlainSpan], timeout_s: float) -> int | None:
+        """Hand ``rows`` over and wait (at most ``timeout_s``) for their acknowledgement.
+
+        Used while the child is :attr:`failing`, so that the export reports what happened to its batch and a
+        loss episode ends only when a batch was really stored.
+
+        Returns:
+            How many of the rows were not stored (counted in ``lost_spans``, not told to ``on_lost``); ``0``
+            when the answer comes later (then told as ``send`` tells it); ``None`` when the child is gone.
+        """
+        seq = self._send(rows, settle=True)
+        if seq is None:
+            return None
+        with self._done:
+            self._done.wait_for(lambda: self._settling.get(seq) is not None or self.dead, max(0.0, timeout_s))
+            lost = self._settling.pop(seq, None)
+        return lost or 0
+
+    def _send(self, rows: list[PlainSpan], settle: bool) -> int | None:
+        """``send``; returns the batch's number, or ``None`` when it was not handed over."""
         with self._send_lock:
             with self._done:
                 if self.dead:
-                    return False
+                    return None
                 self._seq += 1
                 seq = self._seq
                 self._pending[seq] = len(rows)
                 self._writing = seq
+                if settle:
+                    self._settling[seq] = None
             try:
                 write_frame(self._to_child, ("batch", seq, rows))
             except ValueError:  # a value marshal refuses, or a batch over the frame cap: written in-process
                 with self._done:
                     self._writing = None
                     self._pending.pop(seq, None)
+                    self._settling.pop(seq, None)
                     self._done.notify_all()
-                return False
+                return None
             except OSError:
                 with self._done:  # the child died: this batch was not sent, the caller writes it
                     self._writing = None
                     self._pending.pop(seq, None)
+                    self._settling.pop(seq, None)
                 self._died("its pipe closed")
-                return False
+                return None
             except BaseException:
                 self._retire(seq)
                 raise
@@ -178,7 +207,7 @@ class WriterProcess:
                     self._done.notify_all()
             if late is not None:
                 self._report_lost(late, "the writer process died as they were handed to it")
-            return True
+            return seq
 
     def wait(self, timeout_s: float) -> bool:
         """Wait until every batch sent was acknowledged (or counted lost); False at the timeout."""
@@ -233,11 +262,15 @@ class WriterProcess:
         self._close_fd(self._from_child)
 
     def _acknowledged(self, message: Any) -> None:
-        _, seq, lost, traces, spans, report, logs, disabled = message
+        _, seq, lost, traces, spans, report, logs, disabled, failing = message
         for name, level, text in logs:
             logging.getLogger(name).log(level, "%s", text)
         with self._done:
             self._pending.pop(seq, None)
+            settled = seq in self._settling  # send_settled() returns the loss: the export reports it
+            if settled:
+                self._settling[seq] = lost
+            self.failing = failing
             self.lost_spans += lost
             self.deleted_traces += traces
             self.deleted_spans += spans
@@ -245,7 +278,7 @@ class WriterProcess:
                 self.import_report = ImportReport(*report)
             self.store_unusable = self.store_unusable or disabled
             self._done.notify_all()
-        if lost:
+        if lost and not settled:
             self._report_lost(lost, "the writer process could not store them (it logged why)")
 
     def _died(self, why: str) -> None:

@@ -30,6 +30,7 @@ __all__ = [
     "StoreError",
     "StoreVersionError",
     "has_fts",
+    "is_full",
     "open_db",
     "open_db_readonly",
     "write_transaction",
@@ -148,6 +149,15 @@ def is_busy(error: sqlite3.OperationalError) -> bool:
     return "locked" in str(error) or "busy" in str(error)
 
 
+def is_full(error: sqlite3.Error) -> bool:
+    """The disk (or the filesystem's quota) is full: SQLITE_FULL, or an I/O error whose cause was ENOSPC."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF == sqlite3.SQLITE_FULL:
+        return True
+    text = str(error).lower()
+    return "disk is full" in text or "no space left" in text
+
+
 def write_transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T]) -> _T:
     """Run ``work`` in one ``BEGIN IMMEDIATE`` transaction, retrying (with jitter) while the database is busy.
 
@@ -164,10 +174,11 @@ def write_transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connecti
             continue
         try:
             result = work(conn)
+            conn.commit()  # a commit can fail too (a full disk): the transaction must not stay open
         except BaseException:
-            conn.rollback()
+            if conn.in_transaction:
+                conn.rollback()
             raise
-        conn.commit()
         return result
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -254,12 +265,13 @@ def open_db(directory: Path) -> sqlite3.Connection:
 
     Raises:
         StoreError: The file is not a store or is corrupt, or a newer evaltrace wrote it.
+        sqlite3.OperationalError: The database stayed busy, or the disk is full.
         OSError: The folder or file cannot be created or opened for writing.
     """
     try:
         return _open_db(directory)
     except sqlite3.OperationalError as exc:
-        if is_busy(exc):
+        if is_busy(exc) or is_full(exc):  # passing conditions, not a broken store: a later open may work
             raise
         raise _unusable(directory / DB_NAME, exc) from None
     except sqlite3.DatabaseError as exc:
@@ -283,8 +295,9 @@ def _open_db(directory: Path) -> sqlite3.Connection:
 def _configure(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA cache_size = -16000")  # 16 MB: the id indexes of a large store stay in memory
-    # Checkpoint every ~40 MB of WAL rather than 4 MB: index pages rewritten by many batches are copied once.
-    conn.execute("PRAGMA wal_autocheckpoint = 10000")
+    # Checkpoint every 32 MB of WAL (2,048 pages of 16 kB) rather than 4 MB: index pages rewritten by many batches
+    # are copied once. A writer's session sets both from its max_bytes (store_space.SpaceLimits).
+    conn.execute("PRAGMA wal_autocheckpoint = 2048")
     conn.execute("PRAGMA journal_size_limit = 67108864")  # and the WAL file shrinks back to 64 MB after one
     for attempt in range(_RETRIES):
         try:

@@ -1,7 +1,7 @@
 """Where the local trace store lives and how much it keeps: ``configure(local_store=...)`` and the environment.
 
 Retention defaults keep a laptop healthy: traces stored more than 7 days ago go, and the least recently
-stored go first when the spans take more than 1 GB. ``EVALTRACE_LOCAL_STORE_MAX_AGE`` (``30d``, ``12h``, ``0`` = keep forever) and
+stored go first when the database and its WAL take more than 1 GB. ``EVALTRACE_LOCAL_STORE_MAX_AGE`` (``30d``, ``12h``, ``0`` = keep forever) and
 ``EVALTRACE_LOCAL_STORE_MAX_BYTES`` (``500MB``, ``2GB``, ``0`` = no cap) override the defaults; options passed
 to ``configure()`` win over both.
 
@@ -81,7 +81,8 @@ class LocalStoreOptions:
     Attributes:
         directory: Store root; the database is ``<directory>/traces.sqlite3``.
         max_age_s: Traces last written longer ago are deleted; ``0`` keeps them forever.
-        max_bytes: When the stored spans take more, the oldest traces are deleted; ``0`` means no cap.
+        max_bytes: Bound on the database and its WAL together: past it the oldest traces are evicted (see
+            ``store_space``); ``0`` means no cap (the WAL still stays within 64 MB).
         writer: ``"process"`` (a writer process owns the database) or ``"thread"`` (the export queue's thread
             writes it); ``None`` takes ``EVALTRACE_LOCAL_STORE_WRITER``, else ``"process"``.
     """

@@ -12,9 +12,11 @@ from the package version and a digest of this module and the record layout). A f
 output_fd)``), so nothing printed while the interpreter starts can reach the protocol. To the writer:
 ``("open", directory, max_age_s, max_bytes)`` once, then ``("batch", seq, rows)``. From the writer:
 ``ready_frame()`` (raw bytes, not a frame) once imported, then one ``("ack", seq, lost, deleted_traces,
-deleted_spans, import_report, logs, disabled)`` per batch: ``lost`` counts the batch's spans not stored, ``import_report`` is ``None`` or the
+deleted_spans, import_report, logs, disabled, failing)`` per batch: ``lost`` counts the batch's spans not stored, ``import_report`` is ``None`` or the
 first open's four counts, ``logs`` are the log records raised meanwhile (the application logs them as its own),
-and ``disabled`` says the store cannot be used (corrupt, a newer evaltrace's): the application stops sending.
+``disabled`` says the store cannot be used (corrupt, a newer evaltrace's): the application stops sending, and
+``failing`` that the last batch could not be stored (a full disk): the application waits for each next ack,
+so that its export reports the outcome, until one is stored.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Any, BinaryIO
 
 from evaltrace._internal.errors import log_internal_error
 from evaltrace.exporters.store_db import StoreError
-from evaltrace.exporters.store_session import StoreSession
+from evaltrace.exporters.store_session import StoreSession, StoreWriteError
 from evaltrace.exporters.store_span import from_plain
 
 __all__ = ["MAX_FRAME_BYTES", "PROTOCOL", "read_frame", "read_payload", "ready_frame", "write_frame"]
@@ -124,6 +126,8 @@ class _Writer:
 
     def __init__(self, directory: str, max_age_s: float, max_bytes: int) -> None:
         self.session = StoreSession(Path(directory), max_age_s, max_bytes, WRITER_CACHE_KIB)
+        # Under a small cap, batches are written a chunk at a time (store_space): no merging past one chunk.
+        self.merge_spans = self.session.limits.chunk_spans or MERGE_SPANS
         self._reported_import = False
         self.disabled = False
 
@@ -141,6 +145,8 @@ class _Writer:
             except StoreError as exc:  # it will not heal while this process runs: one warning, not one per batch
                 self.disabled = True
                 logger.warning("%s; spans are not written to it", exc)
+            except StoreWriteError:  # a full disk...: the session logged it once for the episode
+                pass
             except Exception:  # nothing of the batch was written: counted, and the next batch is tried
                 log_internal_error("writing spans to the local store")
         after = self.session.deleted
@@ -187,14 +193,18 @@ def _read_ahead(stream: BinaryIO, frames: queue.Queue[bytes | None]) -> None:
         frames.put(None)
 
 
-def _next_batches(frames: queue.Queue[bytes | None]) -> tuple[list[Any], bool]:
-    """The next message and the batches waiting behind it (up to ``MERGE_SPANS``); and whether the input ended."""
+def _next_batches(frames: queue.Queue[bytes | None], most: int | None = None) -> tuple[list[Any], bool]:
+    """The next message and the batches waiting behind it, and whether the input ended.
+
+    Batches are merged up to ``most`` spans (the writer's, smaller under a size cap), never past ``MERGE_SPANS``.
+    """
+    limit = MERGE_SPANS if most is None else min(most, MERGE_SPANS)
     payload = frames.get()
     if payload is None:
         return [], True
     messages = [marshal.loads(payload)]
-    spans = len(messages[0][2]) if messages[0][0] == "batch" else MERGE_SPANS
-    while spans < MERGE_SPANS:
+    spans = len(messages[0][2]) if messages[0][0] == "batch" else limit
+    while spans < limit:
         try:
             payload = frames.get_nowait()
         except queue.Empty:
@@ -214,7 +224,7 @@ def _serve(stream: BinaryIO, out: int, relay: _Relay) -> _Writer | None:
     served = 0
     ended = False
     while not ended:
-        batches, ended = _next_batches(frames)
+        batches, ended = _next_batches(frames, None if writer is None else writer.merge_spans)
         if not batches:
             break
         if batches[0][0] == "open":
@@ -228,8 +238,9 @@ def _serve(stream: BinaryIO, out: int, relay: _Relay) -> _Writer | None:
             lost, traces, deleted, report = writer.write(rows)
         # The counts ride on the first ack (the application adds them up); every batch is acknowledged.
         disabled = writer is None or writer.disabled
-        acks = [("ack", batches[0][1], lost, traces, deleted, report, relay.take(), disabled)]
-        acks += [("ack", batch[1], 0, 0, 0, None, [], disabled) for batch in batches[1:]]
+        failing = writer is not None and writer.session.failing
+        acks = [("ack", batches[0][1], lost, traces, deleted, report, relay.take(), disabled, failing)]
+        acks += [("ack", batch[1], 0, 0, 0, None, [], disabled, failing) for batch in batches[1:]]
         out = _acknowledge(out, acks)
         served += len(batches)
         if served >= GC_EVERY:

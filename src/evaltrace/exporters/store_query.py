@@ -11,6 +11,7 @@ import json
 import math
 import re
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,15 @@ from evaltrace.exporters.store_db import has_fts
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
-__all__ = ["AmbiguousTraceIdError", "TraceFilter", "TraceSummary", "find_traces", "resolve_trace_id", "trace_spans"]
+__all__ = [
+    "AmbiguousTraceIdError",
+    "TraceFilter",
+    "TraceSummary",
+    "Unreadable",
+    "find_traces",
+    "resolve_trace_id",
+    "trace_spans",
+]
 
 
 class AmbiguousTraceIdError(LookupError):
@@ -218,8 +227,28 @@ def resolve_trace_id(conn: sqlite3.Connection, prefix: str) -> str | None:
     return rows[0][0] if rows else None
 
 
-def trace_spans(conn: sqlite3.Connection, trace_id: str) -> list[ReadableSpan]:
-    """The spans of the trace ``trace_id`` (a full id), by start time."""
+@dataclass
+class Unreadable:
+    """What a reader skipped in a partly corrupt store: span rows it could not decode, and the traces they were in.
+
+    ``traces`` counts every trace missing at least one span; a trace whose rows could not be read at all (a
+    damaged page) counts all the spans its summary says it has.
+    """
+
+    spans: int = 0
+    traces: int = 0
+
+
+_UNDECODABLE = (ValueError, TypeError, KeyError, AttributeError)
+"""What decoding a damaged row raises: JSON that does not parse, a value of the wrong type where a dict is read."""
+
+
+def trace_spans(conn: sqlite3.Connection, trace_id: str, unreadable: Unreadable | None = None) -> list[ReadableSpan]:
+    """The spans of the trace ``trace_id`` (a full id), by start time.
+
+    With ``unreadable``, a row that cannot be decoded (garbage in its JSON) is skipped and counted there;
+    without it, the error is raised.
+    """
     from evaltrace.exporters.span_json import span_from_dict  # the SDK: only `show` and `export` need spans
 
     rows = conn.execute(
@@ -229,18 +258,31 @@ def trace_spans(conn: sqlite3.Connection, trace_id: str) -> list[ReadableSpan]:
         (trace_id,),
     ).fetchall()
     spans: list[ReadableSpan] = []
-    for trace, span, parent, name, kind, status, start, end, data, resource in rows:
-        body = json.loads(data)
-        spans.append(
-            span_from_dict(
-                {
-                    "trace_id": trace, "span_id": span, "parent_span_id": parent, "name": name, "kind": kind,
-                    "start_time": start, "end_time": end,
-                    "status": {"code": status, "description": body.get("status_description")},
-                    "attributes": body.get("attributes"), "events": body.get("events"), "links": body.get("links"),
-                    "resource": json.loads(resource), "scope": body.get("scope"),
-                    "trace_state": body.get("trace_state"), "parent_remote": body.get("parent_remote"),
-                }
-            )
-        )  # fmt: skip
+    skipped = 0
+    for row in rows:
+        try:
+            spans.append(_span(span_from_dict, row))
+        except _UNDECODABLE:
+            if unreadable is None:
+                raise
+            skipped += 1
+    if skipped and unreadable is not None:
+        unreadable.spans += skipped
+        unreadable.traces += 1
     return spans
+
+
+def _span(span_from_dict: Callable[[dict[str, Any]], ReadableSpan], row: tuple[Any, ...]) -> ReadableSpan:
+    """The span one ``trace_spans`` row holds (``span_from_dict`` passed in: imported once per trace)."""
+    trace, span, parent, name, kind, status, start, end, data, resource = row
+    body = json.loads(data)
+    return span_from_dict(
+        {
+            "trace_id": trace, "span_id": span, "parent_span_id": parent, "name": name, "kind": kind,
+            "start_time": start, "end_time": end,
+            "status": {"code": status, "description": body.get("status_description")},
+            "attributes": body.get("attributes"), "events": body.get("events"), "links": body.get("links"),
+            "resource": json.loads(resource), "scope": body.get("scope"),
+            "trace_state": body.get("trace_state"), "parent_remote": body.get("parent_remote"),
+        }
+    )  # fmt: skip

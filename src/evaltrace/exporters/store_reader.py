@@ -17,7 +17,14 @@ from evaltrace.exceptions import EvaltraceError
 from evaltrace.exporters.store_db import DB_NAME, StoreError, open_db, open_db_readonly
 from evaltrace.exporters.store_import import ImportReport, import_jsonl
 from evaltrace.exporters.store_options import DEFAULT_DIRECTORY
-from evaltrace.exporters.store_query import TraceFilter, TraceSummary, find_traces, resolve_trace_id, trace_spans
+from evaltrace.exporters.store_query import (
+    TraceFilter,
+    TraceSummary,
+    Unreadable,
+    find_traces,
+    resolve_trace_id,
+    trace_spans,
+)
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -125,13 +132,37 @@ class LocalTraceStore:
         conn = self._connection()
         return [] if full is None or conn is None else trace_spans(conn, full)
 
-    def iter_traces(self, where: TraceFilter | None = None) -> Iterator[tuple[TraceSummary, list[ReadableSpan]]]:
-        """Each trace ``where`` selects with its spans, newest first (for ``evaltrace traces export``)."""
+    def iter_traces(
+        self, where: TraceFilter | None = None, unreadable: Unreadable | None = None
+    ) -> Iterator[tuple[TraceSummary, list[ReadableSpan]]]:
+        """Each trace ``where`` selects with its spans, newest first (for ``evaltrace traces export``).
+
+        With ``unreadable`` (a partly corrupt store), span rows that cannot be decoded and traces whose rows
+        cannot be read (a damaged page) are skipped and counted there; every readable span is still given.
+        Without it, the first such error is raised.
+
+        Raises:
+            StoreError: The list of traces itself cannot be read.
+        """
         conn = self._connection()
         if conn is None:
             return
-        for summary in find_traces(conn, where or TraceFilter()):
-            yield summary, trace_spans(conn, summary.trace_id)
+        try:
+            summaries = find_traces(conn, where or TraceFilter())
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(
+                f"local store {self.directory / DB_NAME}: its list of traces is unreadable ({exc})"
+            ) from None
+        for summary in summaries:
+            try:
+                spans = trace_spans(conn, summary.trace_id, unreadable)
+            except sqlite3.DatabaseError:
+                if unreadable is None:
+                    raise
+                unreadable.spans += summary.span_count
+                unreadable.traces += 1
+                continue
+            yield summary, spans
 
     def counts(self) -> dict[str, Any]:
         """Traces and spans stored, and what imports of older JSONL files read and skipped overall."""

@@ -28,13 +28,21 @@ from evaltrace.exporters.store_bulk import (
     padded_size,
     rows_per_statement,
 )
-from evaltrace.exporters.store_db import is_busy, write_transaction
+from evaltrace.exporters.store_db import is_busy, is_full, write_transaction
 from evaltrace.exporters.store_values import Usage, trace_usage
 
 if TYPE_CHECKING:
     from evaltrace.exporters.store_rows import StoredSpan
 
-__all__ = ["ResourceIds", "RetentionResult", "apply_retention", "write_batch", "write_spans"]
+__all__ = [
+    "ResourceIds",
+    "RetentionResult",
+    "apply_retention",
+    "delete_oldest",
+    "used_bytes",
+    "write_batch",
+    "write_spans",
+]
 
 logger = logging.getLogger("evaltrace.local_store")
 
@@ -155,14 +163,15 @@ def write_batch(conn: sqlite3.Connection, spans: Sequence[StoredSpan], resources
         How many spans could not be written (logged; the caller counts them).
 
     Raises:
-        sqlite3.OperationalError: The database stayed busy (nothing is retried span by span then).
+        sqlite3.OperationalError: The database stayed busy, or the disk is full (nothing is retried span by span
+            then).
         Exception: Not one span could be written (the store itself is failing, not a span).
     """
     try:
         in_transaction(conn, resources, _writer(spans, resources))
         return 0
     except sqlite3.OperationalError as exc:
-        if is_busy(exc) or len(spans) < 2:
+        if is_busy(exc) or is_full(exc) or len(spans) < 2:  # a full disk refuses every span: the caller makes room
             raise
         first: Exception = exc
     except (sqlite3.Error, ValueError, OverflowError) as exc:  # a value SQLite refused
@@ -423,7 +432,8 @@ def _delete_traces(conn: sqlite3.Connection, trace_ids: Sequence[str]) -> int:
     return spans
 
 
-def _used_bytes(conn: sqlite3.Connection) -> int:
+def used_bytes(conn: sqlite3.Connection) -> int:
+    """The bytes of the database's pages in use (its free pages left out)."""
     page_size = conn.execute("PRAGMA page_size").fetchone()[0]
     pages = conn.execute("PRAGMA page_count").fetchone()[0] - conn.execute("PRAGMA freelist_count").fetchone()[0]
     return int(page_size * pages)
@@ -443,12 +453,12 @@ def apply_retention(conn: sqlite3.Connection, max_age_s: float, max_bytes: int) 
         deleted_spans += _delete_traces(conn, old)
         deleted_traces += len(old)
     if max_bytes > 0:
-        while _used_bytes(conn) > max_bytes:
+        while used_bytes(conn) > max_bytes:
             total = conn.execute("SELECT count(*) FROM traces").fetchone()[0]
             if not total:
                 break
             # Drop a tenth of what is over, at least 1% of the traces, so a pass ends in a few rounds.
-            share = max(0.01, (1 - max_bytes / _used_bytes(conn)) * 1.1)
+            share = max(0.01, (1 - max_bytes / used_bytes(conn)) * 1.1)
             batch = [
                 r[0]
                 for r in conn.execute(
@@ -458,3 +468,15 @@ def apply_retention(conn: sqlite3.Connection, max_age_s: float, max_bytes: int) 
             deleted_spans += _delete_traces(conn, batch)
             deleted_traces += len(batch)
     return RetentionResult(deleted_traces, deleted_spans)
+
+
+def delete_oldest(conn: sqlite3.Connection, share: float) -> RetentionResult:
+    """Delete the least recently written ``share`` of the traces (at least one); call inside a write transaction."""
+    total = conn.execute("SELECT count(*) FROM traces").fetchone()[0]
+    if not total:
+        return RetentionResult()
+    batch = [
+        r[0]
+        for r in conn.execute("SELECT trace_id FROM traces ORDER BY stored_at LIMIT ?", (max(1, int(total * share)),))
+    ]
+    return RetentionResult(len(batch), _delete_traces(conn, batch))
