@@ -11,6 +11,7 @@ from evaltrace.evaluators._base import (
     DEFAULT_FIELD,
     Direction,
     MissingInputError,
+    Subject,
     Verdict,
     answer_text,
     build_result,
@@ -20,7 +21,7 @@ from evaltrace.evaluators._base import (
 from evaltrace.evaluators._outages import judge_answered, judge_failed
 from evaltrace.evaluators._prompts import Prompt, load_prompt
 from evaltrace.evaluators.embeddings import Embedder, default_embedder, embed
-from evaltrace.evaluators.judge import Judge, JudgeError, default_judge, extract_json
+from evaltrace.evaluators.judge import Judge, JudgeError, JudgeReply, default_judge, extract_json
 from evaltrace.schema import EvalCase, EvaluationResult, Trace, TraceError
 
 NOT_GIVEN = "(none)"
@@ -87,7 +88,7 @@ def embedder_name(embedder: Embedder) -> str:
 
 
 def failed_result(
-    evaluator: Any, trace: Trace, message: str, detail: dict[str, Any], **kwargs: Any
+    evaluator: Any, trace: Subject, message: str, detail: dict[str, Any], **kwargs: Any
 ) -> EvaluationResult:
     """Return a ``failed`` result carrying ``message`` as its error."""
     return build_result(
@@ -99,6 +100,41 @@ def failed_result(
         error=TraceError(type=kwargs.pop("error_type", "exception"), message=message),
         **kwargs,
     )
+
+
+async def ask_judge(
+    evaluator: Any, subject: Subject, prompt: Prompt, variables: Mapping[str, str], parse: Any
+) -> JudgeReply[Any] | EvaluationResult:
+    """Ask ``evaluator.judge`` once; a judge problem comes back as a ``failed`` result, never raised.
+
+    An endpoint failure or a reply still unparseable after the judge's retry is an error of the evaluation (status
+    ``failed``, raw replies in ``detail``), not a verdict on the subject. Outages are reported for the banner.
+
+    Args:
+        evaluator: The judge evaluator (reads ``name``, ``judge``, ``evaluator_type``).
+        subject: The trace or conversation judged (for the failed result's ids).
+        prompt: The template.
+        variables: Its values.
+        parse: Checks and parses the reply.
+
+    Returns:
+        The reply, or the failed result to return as is.
+    """
+    judge: Judge = evaluator.judge
+    try:
+        reply = await judge.ask(prompt, variables, parse)
+    except JudgeError as exc:
+        if exc.cause is not None:
+            judge_failed(evaluator.name, judge.url, exc.cause)
+        else:  # the endpoint answered; the reply was the problem
+            judge_answered(evaluator.name, judge.url)
+        detail = {"judge": exc.call.as_detail(), "raw_replies": exc.call.raw, "error": str(exc)}
+        return failed_result(
+            evaluator, subject, f"judge failed: {exc}", detail, error_type=exc.error_type, cost_usd=exc.call.cost_usd
+        )
+    if not reply.call.cached:
+        judge_answered(evaluator.name, judge.url)
+    return reply
 
 
 class JudgeEvaluator(abc.ABC):
@@ -175,19 +211,9 @@ class JudgeEvaluator(abc.ABC):
             variables = self.variables(trace, case)
         except MissingInputError as exc:
             return skipped_result(self, trace, str(exc), evaluator_type=self.evaluator_type)
-        try:
-            reply = await self.judge.ask(self.prompt, variables, self.parse)
-        except JudgeError as exc:
-            if exc.cause is not None:
-                judge_failed(self.name, self.judge.url, exc.cause)
-            else:  # the endpoint answered; the reply was the problem
-                judge_answered(self.name, self.judge.url)
-            detail = {"judge": exc.call.as_detail(), "raw_replies": exc.call.raw, "error": str(exc)}
-            return failed_result(
-                self, trace, f"judge failed: {exc}", detail, error_type=exc.error_type, cost_usd=exc.call.cost_usd
-            )
-        if not reply.call.cached:
-            judge_answered(self.name, self.judge.url)
+        reply = await ask_judge(self, trace, self.prompt, variables, self.parse)
+        if isinstance(reply, EvaluationResult):
+            return reply
         try:
             verdict = await self.verdict(reply.value, trace, case)
         except EmbeddingFailure as exc:
