@@ -21,11 +21,13 @@ from evaltrace.evaluators import (
     ConversationCompleteness,
     ConversationRelevancy,
     ExactMatch,
+    Faithfulness,
     Judge,
     KnowledgeRetention,
     LoopingDetection,
     RepeatedUserQuestion,
     RoleAdherence,
+    SemanticSimilarity,
     SessionBudget,
     StepAlignment,
     ToolCalled,
@@ -381,6 +383,13 @@ async def test_conversation_relevancy_fails_whole_when_one_window_fails(
     assert result.cost_usd == pytest.approx(3 * 0.00014)  # the three answered calls were paid for
 
 
-async def test_session_judges_reject_a_single_trace(judge: Judge) -> None:
+async def test_session_judges_reject_a_single_trace_and_trace_judges_a_conversation(
+    fake_openai: FakeOpenAI, judge: Judge, embedder: Any, support: Conversation
+) -> None:
     with pytest.raises(WrongSubjectError, match="scope='session'"):
         await ConversationCompleteness(judge).evaluate(build_trace("hi", question="hello"))
+    with pytest.raises(WrongSubjectError, match="'faithfulness' judges one trace, not a session's conversation"):
+        await Faithfulness(judge).evaluate(support)
+    with pytest.raises(WrongSubjectError, match="'semantic_similarity' judges one trace"):
+        await SemanticSimilarity(embedder).evaluate(support)
+    assert not fake_openai.chat_requests and not fake_openai.embedding_requests

@@ -297,6 +297,29 @@ class WrongSubjectError(TypeError):
     """An evaluator was given a subject it does not judge (a Conversation to a one-trace evaluator, or back)."""
 
 
+def one_trace_only(name: str) -> WrongSubjectError:
+    """The error for a one-trace evaluator given a session's conversation, naming the fix."""
+    return WrongSubjectError(
+        f"evaluator {name!r} judges one trace, not a session's conversation: "
+        "use it at span or trace scope, or pick a session evaluator (docs/evaluators.md, Session evaluators)"
+    )
+
+
+def conversation_only(name: str) -> WrongSubjectError:
+    """The error for a session evaluator given a single trace, naming the fix."""
+    return WrongSubjectError(
+        f"evaluator {name!r} judges a session's conversation, not one trace: "
+        "use it with EvaluatorSpec(..., scope='session')"
+    )
+
+
+def require_trace(evaluator: Any, subject: Subject) -> Trace:
+    """Return ``subject`` when it is a Trace; raise WrongSubjectError for a one-trace evaluator's conversation."""
+    if isinstance(subject, Conversation):
+        raise one_trace_only(evaluator.name)
+    return subject
+
+
 class DeterministicEvaluator(abc.ABC):
     """Base of the model-free evaluators: subclasses implement :meth:`check` and set name/threshold/direction.
 
@@ -341,10 +364,7 @@ class DeterministicEvaluator(abc.ABC):
 
     def check_conversation(self, conversation: Conversation, case: EvalCase | None) -> Verdict:
         """Return the verdict on a session's conversation; by default this evaluator judges single traces only."""
-        raise WrongSubjectError(
-            f"evaluator {self.name!r} judges one trace, not a session's conversation: "
-            "use it at span or trace scope, or pick a session evaluator (docs/evaluators.md, Session evaluators)"
-        )
+        raise one_trace_only(self.name)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, threshold={self.threshold!r})"
@@ -375,10 +395,7 @@ class ConversationEvaluator(DeterministicEvaluator):
 
     def check(self, trace: Trace, case: EvalCase | None) -> Verdict:
         """A single trace is not a conversation: raise WrongSubjectError naming the fix."""
-        raise WrongSubjectError(
-            f"evaluator {self.name!r} judges a session's conversation, not one trace: "
-            "use it with EvaluatorSpec(..., scope='session')"
-        )
+        raise conversation_only(self.name)
 
     @abc.abstractmethod
     def check_conversation(self, conversation: Conversation, case: EvalCase | None) -> Verdict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from evaltrace.evaluators._base import (
     CODE_VERSION,
@@ -16,6 +16,7 @@ from evaltrace.evaluators._base import (
     answer_text,
     build_result,
     check_field,
+    require_trace,
     skipped_result,
 )
 from evaltrace.evaluators._outages import judge_answered, judge_failed
@@ -151,6 +152,7 @@ class JudgeEvaluator(abc.ABC):
     threshold = 0.75
     direction: Direction = "higher"
     evaluator_type = "llm_judge"
+    subjects: ClassVar[frozenset[str]] = frozenset({"trace"})
 
     def __init__(
         self, judge: Judge | None = None, *, threshold: float | None = None, field: str = DEFAULT_FIELD
@@ -197,7 +199,7 @@ class JudgeEvaluator(abc.ABC):
     async def verdict(self, parsed: Any, trace: Trace, case: EvalCase | None) -> Verdict:
         """Turn the parsed reply into a verdict."""
 
-    async def evaluate(self, trace: Trace, case: EvalCase | None = None) -> EvaluationResult:
+    async def evaluate(self, trace: Subject, case: EvalCase | None = None) -> EvaluationResult:
         """Judge ``trace`` (against ``case`` when given).
 
         Args:
@@ -206,7 +208,11 @@ class JudgeEvaluator(abc.ABC):
 
         Returns:
             The result; ``detail["judge"]`` records model, prompt, prompt hash, tokens, cost and cache use.
+
+        Raises:
+            WrongSubjectError: Given a session's Conversation (these judges read one trace).
         """
+        trace = require_trace(self, trace)
         try:
             variables = self.variables(trace, case)
         except MissingInputError as exc:
@@ -233,6 +239,7 @@ class EmbeddingEvaluator(abc.ABC):
     direction: Direction = "higher"
     version = CODE_VERSION
     evaluator_type = "embedding"
+    subjects: ClassVar[frozenset[str]] = frozenset({"trace"})
 
     def __init__(
         self, embedder: Embedder | None = None, *, threshold: float | None = None, field: str = DEFAULT_FIELD
@@ -260,7 +267,7 @@ class EmbeddingEvaluator(abc.ABC):
     async def measure(self, trace: Trace, case: EvalCase | None) -> Verdict:
         """Return the verdict (embed through :func:`embed_or_fail`); raise MissingInputError without inputs."""
 
-    async def evaluate(self, trace: Trace, case: EvalCase | None = None) -> EvaluationResult:
+    async def evaluate(self, trace: Subject, case: EvalCase | None = None) -> EvaluationResult:
         """Embed and compare; an embedding failure ends as ``status="failed"``, never an exception.
 
         Args:
@@ -269,7 +276,11 @@ class EmbeddingEvaluator(abc.ABC):
 
         Returns:
             The result.
+
+        Raises:
+            WrongSubjectError: Given a session's Conversation (these evaluators read one trace).
         """
+        trace = require_trace(self, trace)
         try:
             verdict = await self.measure(trace, case)
         except MissingInputError as exc:

@@ -26,8 +26,8 @@ from evaltrace.evaluators._base import (
     MissingInputError,
     Subject,
     Verdict,
-    WrongSubjectError,
     build_result,
+    conversation_only,
     passes,
     skipped_result,
 )
@@ -160,10 +160,7 @@ class ConversationJudge(abc.ABC):
             WrongSubjectError: Given a single Trace (configure the evaluator at session scope).
         """
         if not isinstance(conversation, Conversation):
-            raise WrongSubjectError(
-                f"evaluator {self.name!r} judges a session's conversation, not one trace: "
-                "use it with EvaluatorSpec(..., scope='session')"
-            )
+            raise conversation_only(self.name)
         try:
             requests = self.requests(conversation, case)
         except MissingInputError as exc:
