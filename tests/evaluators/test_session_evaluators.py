@@ -393,3 +393,14 @@ async def test_session_judges_reject_a_single_trace_and_trace_judges_a_conversat
     with pytest.raises(WrongSubjectError, match="'semantic_similarity' judges one trace"):
         await SemanticSimilarity(embedder).evaluate(support)
     assert not fake_openai.chat_requests and not fake_openai.embedding_requests
+
+
+async def test_a_late_turn_re_judges_relevancy_only_for_its_own_window(
+    fake_openai: FakeOpenAI, judge: Judge, support: Conversation
+) -> None:
+    fake_openai.responder = lambda body: reply({"relevant": True})
+    first = Conversation.from_traces("s-1", support.traces[:3])
+    assert (await ConversationRelevancy(judge).evaluate(first)).cost_usd == pytest.approx(3 * 0.00014)
+    again = await ConversationRelevancy(judge).evaluate(support)  # turn 4 arrived late: a new revision
+    assert again.score == 1.0 and len(fake_openai.chat_requests) == 4
+    assert again.cost_usd == pytest.approx(0.00014)  # turns 1-3 came from the judge's cache, at no cost
