@@ -7,7 +7,13 @@ return an awaitable). They are pure functions of ``(trace, case)``: the same obj
 
 from __future__ import annotations
 
-from evaltrace.evaluators._base import MissingExtraError
+from evaltrace.evaluators._base import (
+    AnySubjectEvaluator,
+    ConversationEvaluator,
+    MissingExtraError,
+    Subject,
+    WrongSubjectError,
+)
 from evaltrace.evaluators.answer import (
     AnswerCorrectness,
     AnswerRelevancy,
@@ -26,6 +32,13 @@ from evaltrace.evaluators.classification import (
     report_from_results,
 )
 from evaltrace.evaluators.composite import AgentRubric
+from evaltrace.evaluators.conversation import (
+    ConversationCompleteness,
+    ConversationJudge,
+    ConversationRelevancy,
+    KnowledgeRetention,
+    RoleAdherence,
+)
 from evaltrace.evaluators.embeddings import Embedder, OpenAIEmbedder, cosine
 from evaltrace.evaluators.encoding import EncodingGuardrail
 from evaltrace.evaluators.files import FilesChanged, MustCreateFiles, MustModifyFiles, MustNotModifyFiles
@@ -55,6 +68,7 @@ from evaltrace.evaluators.rag import (
     Hallucination,
 )
 from evaltrace.evaluators.safety import FairnessBias, Sexism, Stereotypes, Summarization, Toxicity
+from evaltrace.evaluators.session_checks import RepeatedUserQuestion, SessionBudget, TurnCount
 from evaltrace.evaluators.structure import AgentSanity, JsonSchema
 from evaltrace.evaluators.text import ContainsText, ExactMatch, Facts, Length, NotContains, Regex, TextMatching
 from evaltrace.evaluators.tool_health import ToolErrorRate, ToolLoop, find_cycles, is_error_result
@@ -67,6 +81,7 @@ __all__ = [
     "AnswerCorrectness",
     "AnswerRelevancy",
     "AnswerRelevancySentences",
+    "AnySubjectEvaluator",
     "BYOP",
     "Bleu",
     "CATALOGUE",
@@ -81,6 +96,10 @@ __all__ = [
     "ContextPrecision",
     "ContextRecall",
     "ContextRelevancy",
+    "ConversationCompleteness",
+    "ConversationEvaluator",
+    "ConversationJudge",
+    "ConversationRelevancy",
     "Cost",
     "Embedder",
     "EncodingGuardrail",
@@ -98,6 +117,7 @@ __all__ = [
     "Judge",
     "JudgeCall",
     "JudgeError",
+    "KnowledgeRetention",
     "LLMJudge",
     "LanguageMismatch",
     "Latency",
@@ -113,17 +133,21 @@ __all__ = [
     "OpenAIEmbedder",
     "PIILeakage",
     "Regex",
+    "RepeatedUserQuestion",
+    "RoleAdherence",
     "Rouge",
     "RubricJudge",
     "RunInsights",
     "SemanticSimilarity",
     "SemanticSimilaritySentences",
     "SensitiveData",
+    "SessionBudget",
     "Sexism",
     "SourceQuality",
     "StepAlignment",
     "StepBudget",
     "Stereotypes",
+    "Subject",
     "Summarization",
     "TextMatching",
     "TokenBudget",
@@ -133,6 +157,8 @@ __all__ = [
     "ToolLoop",
     "ToolSequence",
     "Toxicity",
+    "TurnCount",
+    "WrongSubjectError",
     "classification_report",
     "cosine",
     "count_model_calls",

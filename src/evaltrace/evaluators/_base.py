@@ -22,13 +22,15 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from evaltrace._internal import semconv
 from evaltrace.exceptions import EvaltraceError
-from evaltrace.schema import EvalCase, EvaluationResult, EvaluationStatus, Trace, TraceError
+from evaltrace.schema import Conversation, EvalCase, EvaluationResult, EvaluationStatus, Trace, TraceError
 
 Direction = Literal["higher", "lower"]
+Subject = Trace | Conversation
+"""What an evaluator judges: one trace (span or trace scope) or a session's conversation (session scope)."""
 
 CODE_VERSION = "v1.0.0"
 """Version of the evaluator implementations; judge evaluators append their prompt version."""
@@ -100,9 +102,27 @@ def passes(score: float, threshold: float, direction: Direction) -> bool:
     return score >= threshold if direction == "higher" else score <= threshold
 
 
+def subject_ids(subject: Subject) -> tuple[str, str, str]:
+    """Return the (run, case, variant) ids of a trace, or of a conversation's first turn ("" when it has none).
+
+    The turns of one session share them: live turns carry the live defaults, a simulated-user case's turns its
+    run, case and variant.
+    """
+    if isinstance(subject, Conversation):
+        if not subject.turns:
+            return "", "", ""
+        subject = subject.turns[0].trace
+    return subject.run_id, subject.case_id, subject.variant_name
+
+
+def subject_noun(subject: Subject) -> str:
+    """Name the judged thing in reasons: ``"trace"`` or ``"conversation"``."""
+    return "conversation" if isinstance(subject, Conversation) else "trace"
+
+
 def build_result(
     evaluator: Any,
-    trace: Trace,
+    trace: Subject,
     verdict: Verdict,
     *,
     evaluator_type: str = "deterministic",
@@ -114,7 +134,7 @@ def build_result(
 
     Args:
         evaluator: The evaluator (reads ``name``, ``version``, ``threshold``, ``direction``).
-        trace: The evaluated trace (its run/case/variant ids are copied).
+        trace: The evaluated trace or conversation (its run/case/variant ids are copied, see :func:`subject_ids`).
         verdict: The decision.
         evaluator_type: Free-form kind recorded on the result.
         status: ``completed`` unless the evaluation could not be made.
@@ -129,10 +149,11 @@ def build_result(
         "direction": getattr(evaluator, "direction", "higher"),
     }
     detail.update(verdict.detail)
+    run_id, case_id, variant_name = subject_ids(trace)
     return EvaluationResult(
-        run_id=trace.run_id,
-        case_id=trace.case_id,
-        variant_name=trace.variant_name,
+        run_id=run_id,
+        case_id=case_id,
+        variant_name=variant_name,
         evaluator=evaluator.name,
         evaluator_type=evaluator_type,
         evaluator_version=evaluator.version,
@@ -147,7 +168,7 @@ def build_result(
 
 
 def skipped_result(
-    evaluator: Any, trace: Trace, why: str | MissingInputError, *, evaluator_type: str = "deterministic"
+    evaluator: Any, trace: Subject, why: str | MissingInputError, *, evaluator_type: str = "deterministic"
 ) -> EvaluationResult:
     """Return a ``skipped`` result: an input was missing, so nothing was judged (and nothing passed).
 
@@ -295,30 +316,67 @@ def case_list(explicit: Sequence[str] | None, case: EvalCase | None, attribute: 
     return []
 
 
+class WrongSubjectError(TypeError):
+    """An evaluator was given a subject it does not judge (a Conversation to a one-trace evaluator, or back)."""
+
+
+def one_trace_only(name: str) -> WrongSubjectError:
+    """The error for a one-trace evaluator given a session's conversation, naming the fix."""
+    return WrongSubjectError(
+        f"evaluator {name!r} judges one trace, not a session's conversation: "
+        "use it at span or trace scope, or pick a session evaluator (docs/evaluators.md, Session evaluators)"
+    )
+
+
+def conversation_only(name: str) -> WrongSubjectError:
+    """The error for a session evaluator given a single trace, naming the fix."""
+    return WrongSubjectError(
+        f"evaluator {name!r} judges a session's conversation, not one trace: "
+        "use it with EvaluatorSpec(..., scope='session')"
+    )
+
+
+def require_trace(evaluator: Any, subject: Subject) -> Trace:
+    """Return ``subject`` when it is a Trace; raise WrongSubjectError for a one-trace evaluator's conversation."""
+    if isinstance(subject, Conversation):
+        raise one_trace_only(evaluator.name)
+    return subject
+
+
 class DeterministicEvaluator(abc.ABC):
     """Base of the model-free evaluators: subclasses implement :meth:`check` and set name/threshold/direction.
 
     A missing input becomes a ``skipped`` result; any other exception propagates to the caller (the evaluation
-    processor turns it into a ``failed`` result), because it is a bug, not a verdict.
+    processor turns it into a ``failed`` result), because it is a bug, not a verdict. ``subjects`` says what the
+    evaluator judges: subclasses that also judge a session's Conversation derive from :class:`AnySubjectEvaluator`,
+    session-only ones from :class:`ConversationEvaluator`.
     """
 
     name: str = "deterministic"
     version: str = CODE_VERSION
     threshold: float = 1.0
     direction: Direction = "higher"
+    subjects: ClassVar[frozenset[str]] = frozenset({"trace"})
+    """``"trace"`` and/or ``"conversation"``: what :meth:`evaluate` accepts (span/trace vs session scope)."""
 
-    def evaluate(self, trace: Trace, case: EvalCase | None = None) -> EvaluationResult:
+    def evaluate(self, trace: Subject, case: EvalCase | None = None) -> EvaluationResult:
         """Evaluate ``trace`` (against ``case`` when given).
 
         Args:
-            trace: What the system did.
+            trace: What the system did: one Trace, or a session's Conversation for evaluators that judge one.
             case: The dataset case, with its expected behaviour (None for live traces).
 
         Returns:
             The result, with threshold and direction in ``detail``.
+
+        Raises:
+            WrongSubjectError: The evaluator does not judge this kind of subject (a configuration mistake).
         """
         try:
-            verdict = self.check(trace, case)
+            if isinstance(trace, Conversation):
+                verdict = self.check_conversation(trace, case)
+            else:
+                verdict = self.check(trace, case)
         except MissingInputError as exc:
             return skipped_result(self, trace, exc)
         return build_result(self, trace, verdict)
@@ -327,5 +385,64 @@ class DeterministicEvaluator(abc.ABC):
     def check(self, trace: Trace, case: EvalCase | None) -> Verdict:
         """Return the verdict on ``trace``; raise MissingInputError when an input is absent."""
 
+    def check_conversation(self, conversation: Conversation, case: EvalCase | None) -> Verdict:
+        """Return the verdict on a session's conversation; by default this evaluator judges single traces only."""
+        raise one_trace_only(self.name)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, threshold={self.threshold!r})"
+
+
+class AnySubjectEvaluator(DeterministicEvaluator):
+    """An evaluator that judges a Trace and a Conversation alike: over a conversation it reads all turns in order.
+
+    Subclasses implement :meth:`check` over :data:`Subject`, reading what both models offer (``tool_calls``,
+    ``tool_results``) or going through :func:`subject_traces` / :func:`subject_texts`.
+    """
+
+    subjects: ClassVar[frozenset[str]] = frozenset({"trace", "conversation"})
+
+    @abc.abstractmethod
+    def check(self, trace: Subject, case: EvalCase | None) -> Verdict:
+        """Return the verdict on a trace or conversation; raise MissingInputError when an input is absent."""
+
+    def check_conversation(self, conversation: Conversation, case: EvalCase | None) -> Verdict:
+        """Judge the conversation as :meth:`check` judges a trace."""
+        return self.check(conversation, case)
+
+
+class ConversationEvaluator(DeterministicEvaluator):
+    """A session evaluator: it judges a Conversation (session scope) and rejects a single trace."""
+
+    subjects: ClassVar[frozenset[str]] = frozenset({"conversation"})
+
+    def check(self, trace: Trace, case: EvalCase | None) -> Verdict:
+        """A single trace is not a conversation: raise WrongSubjectError naming the fix."""
+        raise conversation_only(self.name)
+
+    @abc.abstractmethod
+    def check_conversation(self, conversation: Conversation, case: EvalCase | None) -> Verdict:
+        """Return the verdict on the conversation; raise MissingInputError when an input is absent."""
+
+
+def subject_traces(subject: Subject) -> list[Trace]:
+    """Return the traces behind a subject: the trace itself, or a conversation's turns in order."""
+    return subject.traces if isinstance(subject, Conversation) else [subject]
+
+
+def subject_texts(subject: Subject, path: str) -> list[str]:
+    """Return the text at dotted ``path`` of the trace, or of every turn that has it, in order.
+
+    Raises:
+        MissingInputError: No trace of the subject has the field.
+    """
+    if isinstance(subject, Trace):
+        return [field_text(subject, path)]  # one trace: the same reasons (no_answer) as every other evaluator
+    if not subject.turns:
+        raise MissingInputError("the conversation has no turns")
+    texts = [text for trace in subject.traces if (text := as_text(resolve_path(trace, path))) is not None]
+    if not texts:
+        if path == DEFAULT_FIELD:
+            raise NoAnswerError("no turn of the conversation ended with an answer")
+        raise MissingInputError(f"{subject_noun(subject)} has no {path}")
+    return texts

@@ -4,23 +4,25 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from evaltrace.evaluators._base import (
     CODE_VERSION,
     DEFAULT_FIELD,
     Direction,
     MissingInputError,
+    Subject,
     Verdict,
     answer_text,
     build_result,
     check_field,
+    require_trace,
     skipped_result,
 )
 from evaltrace.evaluators._outages import judge_answered, judge_failed
 from evaltrace.evaluators._prompts import Prompt, load_prompt
 from evaltrace.evaluators.embeddings import Embedder, default_embedder, embed
-from evaltrace.evaluators.judge import Judge, JudgeError, default_judge, extract_json
+from evaltrace.evaluators.judge import Judge, JudgeError, JudgeReply, default_judge, extract_json
 from evaltrace.schema import EvalCase, EvaluationResult, Trace, TraceError
 
 NOT_GIVEN = "(none)"
@@ -87,7 +89,7 @@ def embedder_name(embedder: Embedder) -> str:
 
 
 def failed_result(
-    evaluator: Any, trace: Trace, message: str, detail: dict[str, Any], **kwargs: Any
+    evaluator: Any, trace: Subject, message: str, detail: dict[str, Any], **kwargs: Any
 ) -> EvaluationResult:
     """Return a ``failed`` result carrying ``message`` as its error."""
     return build_result(
@@ -99,6 +101,41 @@ def failed_result(
         error=TraceError(type=kwargs.pop("error_type", "exception"), message=message),
         **kwargs,
     )
+
+
+async def ask_judge(
+    evaluator: Any, subject: Subject, prompt: Prompt, variables: Mapping[str, str], parse: Any
+) -> JudgeReply[Any] | EvaluationResult:
+    """Ask ``evaluator.judge`` once; a judge problem comes back as a ``failed`` result, never raised.
+
+    An endpoint failure or a reply still unparseable after the judge's retry is an error of the evaluation (status
+    ``failed``, raw replies in ``detail``), not a verdict on the subject. Outages are reported for the banner.
+
+    Args:
+        evaluator: The judge evaluator (reads ``name``, ``judge``, ``evaluator_type``).
+        subject: The trace or conversation judged (for the failed result's ids).
+        prompt: The template.
+        variables: Its values.
+        parse: Checks and parses the reply.
+
+    Returns:
+        The reply, or the failed result to return as is.
+    """
+    judge: Judge = evaluator.judge
+    try:
+        reply = await judge.ask(prompt, variables, parse)
+    except JudgeError as exc:
+        if exc.cause is not None:
+            judge_failed(evaluator.name, judge.url, exc.cause)
+        else:  # the endpoint answered; the reply was the problem
+            judge_answered(evaluator.name, judge.url)
+        detail = {"judge": exc.call.as_detail(), "raw_replies": exc.call.raw, "error": str(exc)}
+        return failed_result(
+            evaluator, subject, f"judge failed: {exc}", detail, error_type=exc.error_type, cost_usd=exc.call.cost_usd
+        )
+    if not reply.call.cached:
+        judge_answered(evaluator.name, judge.url)
+    return reply
 
 
 class JudgeEvaluator(abc.ABC):
@@ -115,6 +152,7 @@ class JudgeEvaluator(abc.ABC):
     threshold = 0.75
     direction: Direction = "higher"
     evaluator_type = "llm_judge"
+    subjects: ClassVar[frozenset[str]] = frozenset({"trace"})
 
     def __init__(
         self, judge: Judge | None = None, *, threshold: float | None = None, field: str = DEFAULT_FIELD
@@ -161,7 +199,7 @@ class JudgeEvaluator(abc.ABC):
     async def verdict(self, parsed: Any, trace: Trace, case: EvalCase | None) -> Verdict:
         """Turn the parsed reply into a verdict."""
 
-    async def evaluate(self, trace: Trace, case: EvalCase | None = None) -> EvaluationResult:
+    async def evaluate(self, trace: Subject, case: EvalCase | None = None) -> EvaluationResult:
         """Judge ``trace`` (against ``case`` when given).
 
         Args:
@@ -170,24 +208,18 @@ class JudgeEvaluator(abc.ABC):
 
         Returns:
             The result; ``detail["judge"]`` records model, prompt, prompt hash, tokens, cost and cache use.
+
+        Raises:
+            WrongSubjectError: Given a session's Conversation (these judges read one trace).
         """
+        trace = require_trace(self, trace)
         try:
             variables = self.variables(trace, case)
         except MissingInputError as exc:
             return skipped_result(self, trace, exc, evaluator_type=self.evaluator_type)
-        try:
-            reply = await self.judge.ask(self.prompt, variables, self.parse)
-        except JudgeError as exc:
-            if exc.cause is not None:
-                judge_failed(self.name, self.judge.url, exc.cause)
-            else:  # the endpoint answered; the reply was the problem
-                judge_answered(self.name, self.judge.url)
-            detail = {"judge": exc.call.as_detail(), "raw_replies": exc.call.raw, "error": str(exc)}
-            return failed_result(
-                self, trace, f"judge failed: {exc}", detail, error_type=exc.error_type, cost_usd=exc.call.cost_usd
-            )
-        if not reply.call.cached:
-            judge_answered(self.name, self.judge.url)
+        reply = await ask_judge(self, trace, self.prompt, variables, self.parse)
+        if isinstance(reply, EvaluationResult):
+            return reply
         try:
             verdict = await self.verdict(reply.value, trace, case)
         except EmbeddingFailure as exc:
@@ -207,6 +239,7 @@ class EmbeddingEvaluator(abc.ABC):
     direction: Direction = "higher"
     version = CODE_VERSION
     evaluator_type = "embedding"
+    subjects: ClassVar[frozenset[str]] = frozenset({"trace"})
 
     def __init__(
         self, embedder: Embedder | None = None, *, threshold: float | None = None, field: str = DEFAULT_FIELD
@@ -234,7 +267,7 @@ class EmbeddingEvaluator(abc.ABC):
     async def measure(self, trace: Trace, case: EvalCase | None) -> Verdict:
         """Return the verdict (embed through :func:`embed_or_fail`); raise MissingInputError without inputs."""
 
-    async def evaluate(self, trace: Trace, case: EvalCase | None = None) -> EvaluationResult:
+    async def evaluate(self, trace: Subject, case: EvalCase | None = None) -> EvaluationResult:
         """Embed and compare; an embedding failure ends as ``status="failed"``, never an exception.
 
         Args:
@@ -243,7 +276,11 @@ class EmbeddingEvaluator(abc.ABC):
 
         Returns:
             The result.
+
+        Raises:
+            WrongSubjectError: Given a session's Conversation (these evaluators read one trace).
         """
+        trace = require_trace(self, trace)
         try:
             verdict = await self.measure(trace, case)
         except MissingInputError as exc:

@@ -16,6 +16,12 @@ from evaltrace.evaluators.answer import (
 from evaltrace.evaluators.budgets import Cost, Latency, StepBudget, TokenBudget
 from evaltrace.evaluators.classification import Classification
 from evaltrace.evaluators.composite import AgentRubric
+from evaltrace.evaluators.conversation import (
+    ConversationCompleteness,
+    ConversationRelevancy,
+    KnowledgeRetention,
+    RoleAdherence,
+)
 from evaltrace.evaluators.encoding import EncodingGuardrail
 from evaltrace.evaluators.files import FilesChanged, MustCreateFiles, MustModifyFiles, MustNotModifyFiles
 from evaltrace.evaluators.grading import (
@@ -41,6 +47,7 @@ from evaltrace.evaluators.rag import (
     Hallucination,
 )
 from evaltrace.evaluators.safety import FairnessBias, Sexism, Stereotypes, Summarization, Toxicity
+from evaltrace.evaluators.session_checks import RepeatedUserQuestion, SessionBudget, TurnCount
 from evaltrace.evaluators.structure import AgentSanity, JsonSchema
 from evaltrace.evaluators.text import ContainsText, ExactMatch, Facts, Length, NotContains, Regex, TextMatching
 from evaltrace.evaluators.tool_health import ToolErrorRate, ToolLoop
@@ -65,6 +72,8 @@ CATALOGUE: Mapping[str, type[Any]] = MappingProxyType(
         "context_precision": ContextPrecision,
         "context_recall": ContextRecall,
         "context_relevancy": ContextRelevancy,
+        "conversation_completeness": ConversationCompleteness,
+        "conversation_relevancy": ConversationRelevancy,
         "cost": Cost,
         "encoding_guardrail": EncodingGuardrail,
         "exact_match": ExactMatch,
@@ -72,11 +81,12 @@ CATALOGUE: Mapping[str, type[Any]] = MappingProxyType(
         "facts": Facts,
         "factual_accuracy": FactualAccuracy,
         "fairness_bias": FairnessBias,
-        "files_changed": FilesChanged,
         "faithfulness": Faithfulness,
+        "files_changed": FilesChanged,
         "groundedness": Groundedness,
         "hallucination": Hallucination,
         "json_schema": JsonSchema,
+        "knowledge_retention": KnowledgeRetention,
         "language_mismatch": LanguageMismatch,
         "latency": Latency,
         "length": Length,
@@ -88,10 +98,13 @@ CATALOGUE: Mapping[str, type[Any]] = MappingProxyType(
         "not_contains": NotContains,
         "pii_leakage": NoPII,
         "regex": Regex,
+        "repeated_user_question": RepeatedUserQuestion,
+        "role_adherence": RoleAdherence,
         "rouge": Rouge,
         "semantic_similarity": SemanticSimilarity,
         "semantic_similarity_sentences": SemanticSimilaritySentences,
         "sensitive_data": SensitiveData,
+        "session_budget": SessionBudget,
         "sexism": Sexism,
         "source_quality": SourceQuality,
         "step_alignment": StepAlignment,
@@ -106,6 +119,7 @@ CATALOGUE: Mapping[str, type[Any]] = MappingProxyType(
         "tool_loop": ToolLoop,
         "tool_sequence": ToolSequence,
         "toxicity": Toxicity,
+        "turn_count": TurnCount,
     }
 )
 """Catalogue name -> evaluator class."""

@@ -14,9 +14,9 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
-from evaltrace.evaluators._base import DeterministicEvaluator, Verdict, answer_text
+from evaltrace.evaluators._base import AnySubjectEvaluator, Subject, Verdict, subject_texts
 from evaltrace.evaluators._text import normalise, split_sentences
-from evaltrace.schema import EvalCase, Trace
+from evaltrace.schema import EvalCase
 
 MIN_SENTENCE_CHARS = 10
 MAX_SUBSTRING_CHARS = 20_000
@@ -94,12 +94,15 @@ def looping_metrics(text: str) -> LoopingMetrics:
     return LoopingMetrics(unique, counted, ratio, length, count, compression_ratio(text))
 
 
-class LoopingDetection(DeterministicEvaluator):
+class LoopingDetection(AnySubjectEvaluator):
     """Detect an answer stuck in a loop.
 
     Score = min(unique_sentence_ratio, 1 − repeated_substring_ratio), higher is better; passes when the score
     reaches ``threshold`` (0.75) and the compression ratio reaches ``min_compression_ratio`` (0.2; ordinary
     prose compresses to about 0.35-0.6, a loop to well under 0.2). All three raw metrics are in ``detail``.
+
+    Over a session's Conversation the measured text is every turn's ``field``, in order, one paragraph each, so
+    an assistant giving the same answer turn after turn is a loop too (``detail.turns_measured``).
     """
 
     name = "looping_detection"
@@ -118,9 +121,10 @@ class LoopingDetection(DeterministicEvaluator):
         self.min_compression_ratio = min_compression_ratio
         self.field = field
 
-    def check(self, trace: Trace, case: EvalCase | None) -> Verdict:
+    def check(self, trace: Subject, case: EvalCase | None) -> Verdict:
         """Measure the three metrics and combine them."""
-        text = answer_text(trace, self.field)
+        texts = subject_texts(trace, self.field)
+        text = "\n\n".join(texts)
         m = looping_metrics(text)
         score = min(m.unique_sentence_ratio, 1.0 - m.repeated_substring_ratio)
         compressible = len(text) >= 200 and m.compression_ratio < self.min_compression_ratio
@@ -133,6 +137,7 @@ class LoopingDetection(DeterministicEvaluator):
             "longest_repeated_count": m.longest_repeated_count,
             "compression_ratio": m.compression_ratio,
             "min_compression_ratio": self.min_compression_ratio,
+            "turns_measured": len(texts),
         }
         reason = (
             f"unique sentences {m.unique_sentence_ratio:.2f}, repeated substring {m.repeated_substring_ratio:.2f}, "

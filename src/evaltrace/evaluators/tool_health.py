@@ -1,7 +1,8 @@
 """Tool-call health across a trace: repeated calls and cycles (``tool_loop``), and the tool error rate.
 
 :class:`~evaltrace.evaluators.looping.LoopingDetection` measures repetition in the answer text; these read the
-tool calls and results instead, so an agent stuck calling tools is caught even when its answer looks fine.
+tool calls and results instead, so an agent stuck calling tools is caught even when its answer looks fine. Over a
+session's Conversation they read the calls and results of all turns in order.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evaltrace.evaluators._base import DeterministicEvaluator, MissingInputError, Verdict
+from evaltrace.evaluators._base import AnySubjectEvaluator, MissingInputError, Subject, Verdict, subject_noun
 from evaltrace.evaluators.tools import call_key
-from evaltrace.evaluators.trajectory import NO_TOOL_EVIDENCE, require_tool_calls
-from evaltrace.schema import EvalCase, ToolCall, ToolResult, Trace
+from evaltrace.evaluators.trajectory import no_tool_evidence, require_tool_calls
+from evaltrace.schema import Conversation, EvalCase, ToolCall, ToolResult
 
 MAX_CALLS_SCANNED = 2_000
 """Cycle search is quadratic in the number of calls; longer traces are scanned on their first 2,000 calls."""
@@ -62,13 +63,14 @@ def _label(call: ToolCall, with_arguments: bool) -> str:
     return f"{call.name}({json.dumps(call.arguments, sort_keys=True, default=str)})"
 
 
-class ToolLoop(DeterministicEvaluator):
+class ToolLoop(AnySubjectEvaluator):
     """Detect an agent looping over tools: the same call repeated, or a cycle of calls (A, B, A, B, ...).
 
     Findings: a call (same tool and, by default, same arguments) made more than ``max_repeats`` times in the
     trace; a block of 2..``max_cycle_length`` calls repeated back to back at least ``min_cycle_repeats`` times.
     Score = 1 − excess calls / calls (excess: repeats beyond the allowance, cycle turns beyond the allowed
-    ones); passes when there is no finding. Skipped when the trace has no tool calls.
+    ones); passes when there is no finding. Over a session's Conversation the calls of all turns count, in order,
+    so the same call made again in a later turn is a repeat. Skipped when there are no tool calls.
     """
 
     name = "tool_loop"
@@ -99,7 +101,7 @@ class ToolLoop(DeterministicEvaluator):
         self.max_cycle_length = max_cycle_length
         self.match_arguments = match_arguments
 
-    def check(self, trace: Trace, case: EvalCase | None) -> Verdict:
+    def check(self, trace: Subject, case: EvalCase | None) -> Verdict:
         """Count identical calls and search for cycles."""
         calls = require_tool_calls(trace)[:MAX_CALLS_SCANNED]
         keys = [call_key(c) if self.match_arguments else c.name for c in calls]
@@ -140,11 +142,12 @@ def is_error_result(result: ToolResult, pattern: re.Pattern[str] | None = None) 
     return isinstance(status, str) and status.lower() in ("error", "failed")
 
 
-class ToolErrorRate(DeterministicEvaluator):
+class ToolErrorRate(AnySubjectEvaluator):
     """Share of tool results that are errors (see :func:`is_error_result`), at most ``threshold``.
 
-    Score = errors / results (lower is better; threshold 0.25 by default, 0.0 to allow none). Skipped when the
-    trace has no tool calls or no tool results.
+    Score = errors / results (lower is better; threshold 0.25 by default, 0.0 to allow none). Over a session's
+    Conversation: the results of all turns, with ``detail.errors_by_turn``. Skipped when there are no tool calls
+    or no tool results.
     """
 
     name = "tool_error_rate"
@@ -168,16 +171,23 @@ class ToolErrorRate(DeterministicEvaluator):
             raise ValueError(f"error_pattern {error_pattern!r} is not a valid regex: {exc}") from None
         self.threshold = threshold
 
-    def check(self, trace: Trace, case: EvalCase | None) -> Verdict:
-        """Count failed results among all tool results."""
-        if not trace.tool_calls and not trace.tool_results:
-            raise MissingInputError(NO_TOOL_EVIDENCE)
-        if not trace.tool_results:
-            raise MissingInputError("no evidence: the trace's tool calls recorded no results")
-        failed = [r.name for r in trace.tool_results if is_error_result(r, self.pattern)]
-        rate = len(failed) / len(trace.tool_results)
-        detail = {"results": len(trace.tool_results), "errors": len(failed), "failed_tools": failed}
-        reason = f"{len(failed)} of {len(trace.tool_results)} tool results are errors"
+    def check(self, trace: Subject, case: EvalCase | None) -> Verdict:
+        """Count failed results among all tool results (of every turn, for a conversation)."""
+        results = trace.tool_results
+        if not results and not trace.tool_calls:
+            raise MissingInputError(no_tool_evidence(trace))
+        if not results:
+            raise MissingInputError(f"no evidence: the {subject_noun(trace)}'s tool calls recorded no results")
+        failed = [r.name for r in results if is_error_result(r, self.pattern)]
+        rate = len(failed) / len(results)
+        detail: dict[str, Any] = {"results": len(results), "errors": len(failed), "failed_tools": failed}
+        if isinstance(trace, Conversation):  # which turns went wrong, numbered from 1 as the reports show turns
+            detail["errors_by_turn"] = {
+                str(turn.index + 1): errors
+                for turn in trace.turns
+                if (errors := sum(is_error_result(r, self.pattern) for r in turn.tool_results))
+            }
+        reason = f"{len(failed)} of {len(results)} tool results are errors"
         if failed:
             reason += f" ({', '.join(dict.fromkeys(failed))})"
         return Verdict(rate <= self.threshold, rate, reason, detail)

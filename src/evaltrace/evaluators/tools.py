@@ -1,4 +1,7 @@
-"""Tool-use evaluators: were the required tools called, how efficiently, and in the expected order."""
+"""Tool-use evaluators: were the required tools called, how efficiently, and in the expected order.
+
+Each judges a Trace, or a session's Conversation through the tool calls of all its turns in order.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +11,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from evaltrace.evaluators._base import DeterministicEvaluator, MissingInputError, Verdict, case_list
-from evaltrace.schema import EvalCase, RubricLevel, ToolCall, Trace
+from evaltrace.evaluators._base import AnySubjectEvaluator, MissingInputError, Subject, Verdict, case_list
+from evaltrace.schema import EvalCase, RubricLevel, ToolCall
 
 
 def call_key(call: ToolCall) -> str:
@@ -21,7 +24,7 @@ def _args_match(call: ToolCall, expected: dict[str, Any]) -> bool:
     return all(call.arguments.get(key) == value for key, value in expected.items())
 
 
-class ToolCalled(DeterministicEvaluator):
+class ToolCalled(AnySubjectEvaluator):
     """Every required tool was called (``expected.must_call_tools`` unless tools are given).
 
     Score: share of required tools that were called; passes when all were (threshold 1.0, higher is better).
@@ -44,16 +47,17 @@ class ToolCalled(DeterministicEvaluator):
         self.arguments = arguments or {}
         self.threshold = threshold
 
-    def check(self, trace: Trace, case: EvalCase | None) -> Verdict:
+    def check(self, trace: Subject, case: EvalCase | None) -> Verdict:
         """Compare the required tools with ``trace.tool_calls``."""
         required = case_list(self.tools, case, "must_call_tools")
         if not required:
             raise MissingInputError("no required tools configured or in case.expected.must_call_tools")
-        called = [c.name for c in trace.tool_calls if _args_match(c, self.arguments)]
+        calls = trace.tool_calls
+        called = [c.name for c in calls if _args_match(c, self.arguments)]
         missing = [tool for tool in dict.fromkeys(required) if tool not in called]
         score = 1.0 - len(missing) / len(set(required))
         reason = "all required tools called" if not missing else f"missing tool calls: {', '.join(missing)}"
-        detail = {"required": required, "called": [c.name for c in trace.tool_calls], "missing": missing}
+        detail = {"required": required, "called": [c.name for c in calls], "missing": missing}
         return Verdict(score >= self.threshold, score, reason, detail)
 
 
@@ -82,7 +86,7 @@ def efficiency_level(calls: int, redundant: int, optimal: int, maximum: int, mis
     return level
 
 
-class ToolEfficiency(DeterministicEvaluator):
+class ToolEfficiency(AnySubjectEvaluator):
     """Tool-call count against an optimal and a maximum count, with identical repeated calls penalised.
 
     The count maps to a rubric level (excellent 1.0 … failed 0.0, see :func:`efficiency_level`). ``optimal``
@@ -104,14 +108,15 @@ class ToolEfficiency(DeterministicEvaluator):
         self.maximum = maximum
         self.threshold = threshold
 
-    def check(self, trace: Trace, case: EvalCase | None) -> Verdict:
+    def check(self, trace: Subject, case: EvalCase | None) -> Verdict:
         """Count calls and redundant repeats, then map to a level."""
-        keys = [call_key(c) for c in trace.tool_calls]
+        calls = trace.tool_calls
+        keys = [call_key(c) for c in calls]
         redundant = len(keys) - len(set(keys))
         required = set(case_list(None, case, "must_call_tools"))
         optimal = self.optimal if self.optimal is not None else (len(required) or len(set(keys)))
         maximum = self.maximum if self.maximum is not None else max(2 * optimal, optimal + 2)
-        missing = sorted(required - {c.name for c in trace.tool_calls})
+        missing = sorted(required - {c.name for c in calls})
         level = efficiency_level(len(keys), redundant, optimal, maximum, len(missing))
         detail = {
             "calls": len(keys),
@@ -137,7 +142,7 @@ def _lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
     return previous[-1]
 
 
-class StepAlignment(DeterministicEvaluator):
+class StepAlignment(AnySubjectEvaluator):
     """The agent's steps (tool calls, in order) against the expected steps.
 
     completeness = expected steps present (as a multiset) / expected steps; alignment = longest common
@@ -168,7 +173,7 @@ class StepAlignment(DeterministicEvaluator):
             raise MissingInputError("no expected steps configured or in the case")
         return steps
 
-    def check(self, trace: Trace, case: EvalCase | None) -> Verdict:
+    def check(self, trace: Subject, case: EvalCase | None) -> Verdict:
         """Compare the ordered tool names with the expected steps."""
         expected = self._expected(case)
         actual = [c.name for c in trace.tool_calls]

@@ -1,6 +1,7 @@
 """Tool-sequence match: the tool calls of a trace against expected steps, in one of four modes.
 
-Modes (``expected`` = the configured steps, ``calls`` = ``trace.tool_calls`` in order):
+Modes (``expected`` = the configured steps, ``calls`` = ``trace.tool_calls`` in order; over a session's
+Conversation, the calls of all its turns in order):
 
 * ``exact``: the calls are the expected steps, in order, nothing more;
 * ``in_order``: the expected steps occur in order, other calls may come between them;
@@ -16,20 +17,31 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, get_args
 
-from evaltrace.evaluators._base import DeterministicEvaluator, MissingInputError, Verdict
+from evaltrace.evaluators._base import AnySubjectEvaluator, MissingInputError, Subject, Verdict, subject_noun
 from evaltrace.evaluators._tool_match import ExpectedStep, parse_steps
-from evaltrace.schema import EvalCase, ToolCall, Trace
+from evaltrace.schema import EvalCase, ToolCall
 
 SequenceMode = Literal["exact", "in_order", "any_order", "subset"]
 NO_TOOL_EVIDENCE = "no evidence: the trace has no tool calls (no tool spans or tool messages)"
 """Why a tool evaluator skips a trace without tools: nothing to judge is not a failure."""
 
 
-def require_tool_calls(trace: Trace) -> list[ToolCall]:
-    """Return the trace's tool calls, or raise MissingInputError (skipped: no evidence) when there are none."""
-    if not trace.tool_calls:
-        raise MissingInputError(NO_TOOL_EVIDENCE)
-    return trace.tool_calls
+def no_tool_evidence(subject: Subject) -> str:
+    """Why a subject without tool calls is skipped: :data:`NO_TOOL_EVIDENCE`, worded for a conversation too."""
+    if subject_noun(subject) == "trace":
+        return NO_TOOL_EVIDENCE
+    return "no evidence: no turn of the conversation has tool calls (no tool spans or tool messages)"
+
+
+def require_tool_calls(trace: Subject) -> list[ToolCall]:
+    """Return the tool calls (of every turn, in order, for a conversation), or raise MissingInputError.
+
+    A subject without tool calls is skipped (no evidence), never failed.
+    """
+    calls = trace.tool_calls
+    if not calls:
+        raise MissingInputError(no_tool_evidence(trace))
+    return calls
 
 
 def ordered_matches(steps: Sequence[ExpectedStep], calls: Sequence[ToolCall]) -> int:
@@ -124,8 +136,8 @@ def _unordered_mismatch(
     return None
 
 
-class ToolSequence(DeterministicEvaluator):
-    """The trace's tool calls against expected steps: ``exact``, ``in_order``, ``any_order`` or ``subset``.
+class ToolSequence(AnySubjectEvaluator):
+    """The trace's (or a conversation's, all turns in order) tool calls against expected steps: ``exact``, ``in_order``, ``any_order`` or ``subset``.
 
     Expected steps: ``expected`` (names or ``{name, args}`` with argument matchers), else the case's
     ``metadata["expected_tool_sequence"]`` (same syntax), else ``expected.must_call_tools``. ``args`` maps a tool
@@ -176,7 +188,7 @@ class ToolSequence(DeterministicEvaluator):
                 return parse_steps(case.expected.must_call_tools, self.args)
         raise MissingInputError("no expected tools configured or in the case (expected.must_call_tools)")
 
-    def check(self, trace: Trace, case: EvalCase | None) -> Verdict:
+    def check(self, trace: Subject, case: EvalCase | None) -> Verdict:
         """Match the calls with the steps, score the match and name the first mismatch."""
         calls = require_tool_calls(trace)
         steps = self._expected(case)
