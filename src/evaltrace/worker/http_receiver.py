@@ -58,6 +58,11 @@ _FULL_RESPONSE = (
 )
 # How long the serving loop may spend writing that answer: the socket buffer of a fresh connection takes it.
 _REFUSE_TIMEOUT_S = 0.5
+# Over TLS the answer needs a handshake first, which takes round trips (and a slow client's time): it is done on
+# threads of its own, at most this many at once (beyond them, a connection over the cap is closed bare), each
+# socket operation bounded by this timeout.
+_TLS_REFUSERS = 4
+_TLS_REFUSE_TIMEOUT_S = 2.0
 _MAX_CHUNK_LINE = 1024  # a chunk-size line (hex size and extensions) or a trailer line
 _MAX_TRAILERS = 32
 
@@ -101,6 +106,7 @@ class _Server(ThreadingHTTPServer):
         self._admitted = 0
         self._admission = threading.Condition()
         self._slots = threading.BoundedSemaphore(limits.max_connections)
+        self._tls_refusers = threading.BoundedSemaphore(_TLS_REFUSERS)
         self._deadlines: dict[socket.socket, float] = {}
         self._deadlines_lock = threading.Lock()
 
@@ -121,19 +127,54 @@ class _Server(ThreadingHTTPServer):
         finally:
             self._slots.release()
 
+    def _refusal(self) -> bytes:
+        return _FULL_RESPONSE.replace(b"{retry}", str(self.retry_after_s).encode())
+
     def _refuse(self, request: socket.socket) -> None:
-        """Over the connection cap: a quick 503 from the serving loop (plain HTTP), then close."""
-        if self.tls is None:
+        """Over the connection cap: a quick 503 + ``Retry-After``, then close.
+
+        Plain HTTP: written by the serving loop itself (no thread). TLS: after the handshake, on one of a few
+        short-lived threads, so a client that stalls its handshake cannot hold up the serving loop.
+        """
+        if self.tls is not None:
+            if self._tls_refusers.acquire(blocking=False):
+                try:
+                    threading.Thread(
+                        target=self._refuse_tls, args=(request,), name="evaltrace-worker-refuse", daemon=True
+                    ).start()
+                    return
+                except RuntimeError:  # no thread to be had: close bare, as below
+                    self._tls_refusers.release()
+            self.shutdown_request(request)
+            return
+        try:
+            request.settimeout(_REFUSE_TIMEOUT_S)
+            request.sendall(self._refusal())
+            # Read what the client already sent: closing with unread bytes sends a reset, which can make
+            # the client lose the 503 it was just sent.
+            request.setblocking(False)
+            request.recv(65536)
+        except OSError:
+            pass
+        self.shutdown_request(request)
+
+    def _refuse_tls(self, request: ssl.SSLSocket) -> None:
+        try:
+            request.settimeout(_TLS_REFUSE_TIMEOUT_S)
+            request.do_handshake()
             try:
-                request.settimeout(_REFUSE_TIMEOUT_S)
-                request.sendall(_FULL_RESPONSE.replace(b"{retry}", str(self.retry_after_s).encode()))
-                # Read what the client already sent: closing with unread bytes sends a reset, which can make
-                # the client lose the 503 it was just sent.
-                request.setblocking(False)
+                # The request head comes right after the handshake: read it before answering, as above.
                 request.recv(65536)
             except OSError:
-                pass
-        self.shutdown_request(request)
+                pass  # nothing sent yet (or a timeout): the answer goes anyway
+            request.sendall(self._refusal())
+            request.setblocking(False)
+            request.recv(65536)
+        except (OSError, ValueError):  # ssl.SSLError and timeouts are OSErrors; a closed socket a ValueError
+            pass
+        finally:
+            self.shutdown_request(request)
+            self._tls_refusers.release()
 
     # Request deadline: the idle timeout bounds each wait for bytes; this bounds a whole request's reading, so
     # a client trickling one byte per idle period cannot hold a connection (and its thread) for ever.
