@@ -16,6 +16,7 @@ Deterministic at any load: each client sends a fixed number of requests; the sig
 
 from __future__ import annotations
 
+import os
 import random
 import re
 import signal
@@ -32,12 +33,15 @@ from otlp_receivers import OTLPHttpReceiver, poll
 from worker_process import WorkerProcess, start_worker
 
 from evaltrace._internal import semconv
+from evaltrace.exporters.local_store import LocalStoreExporter
+from evaltrace.worker import EvaluationWorker
 
 CLIENTS = 6
 REQUESTS_PER_CLIENT = 25
 TRACES_PER_REQUEST = 40  # two spans each: an agent root and its LLM call, as the default evaluators judge them
 # About 20 requests' worth: the worker holds at most this much not yet exported, whatever the load.
 BUDGET = "256KiB"
+PROTOBUF = {"Content-Type": "application/x-protobuf"}
 _LOST = re.compile(r"(\d+) acknowledged span\(s\) not delivered")
 
 
@@ -94,7 +98,7 @@ class Load:
         with httpx.Client(timeout=60) as http:
             for body, ids in requests:
                 try:
-                    response = http.post(self._url, content=body, headers={"Content-Type": "application/x-protobuf"})
+                    response = http.post(self._url, content=body, headers=PROTOBUF)
                 except httpx.HTTPError:
                     continue  # the worker closed its port (or the connection): not acknowledged
                 with self._lock:
@@ -175,3 +179,23 @@ def test_what_a_dead_downstream_never_got_is_counted_exactly(tmp_path: Path) -> 
     assert load.acknowledged and not received
     # Every acknowledged span is reported: those queued, and those of the export the deadline cut off.
     assert reported_lost(worker) == len(load.acknowledged), worker.output()
+
+
+def test_spans_the_local_store_lost_after_accepting_them_are_counted_undelivered(tmp_path: Path) -> None:
+    # The local store's writer process takes batches and writes them later: export() said SUCCESS, so only
+    # the store's own report of what died with the writer tells the worker that acknowledged spans were lost.
+    store = LocalStoreExporter(tmp_path / "store", max_age_s=0, max_bytes=0, writer="process")
+    with EvaluationWorker([], [], [store], port=0, batch=False) as worker:
+        url = worker.url + "/v1/traces"
+        assert httpx.post(url, content=request_body(random.Random(1))[0], headers=PROTOBUF).status_code == 200
+        assert store.force_flush(30_000)  # stored: the writer process runs
+        pid = store.writer_pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)  # it reads nothing more
+        try:
+            response = httpx.post(url, content=request_body(random.Random(2))[0], headers=PROTOBUF)
+            assert response.status_code == 200  # handed over (synchronously: batch=False) before the 200
+        finally:
+            os.kill(pid, signal.SIGKILL)
+        worker.stop(10)  # the death is noticed: what the writer had not read is lost
+        assert store.stats()["lost_spans"] == worker.stats()["undelivered_spans"] == 2 * TRACES_PER_REQUEST

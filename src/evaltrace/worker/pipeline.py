@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry.context import Context
@@ -82,16 +82,27 @@ class _Settling(SpanExporter):
     def __init__(self, exporter: SpanExporter, pipeline: WorkerPipeline) -> None:
         self.exporter = exporter
         self._pipeline = pipeline
+        if getattr(exporter, "on_lost", False) is None:  # heard even without an ExportQueue (batch=False)
+            self.on_lost = None
 
-    # The local store reports spans it lost after a SUCCESS through ``on_lost``, which ExportQueue sets.
+    # The local store reports spans it lost after a SUCCESS (its writer process died, or was stopped at the
+    # deadline with batches it had not written) through ``on_lost``, which ExportQueue sets: the pipeline
+    # counts them too, or a stop would report them delivered.
     @property
     def on_lost(self) -> Any:
         """The wrapped exporter's ``on_lost`` hook (AttributeError when it has none)."""
         return self.exporter.on_lost  # type: ignore[attr-defined]
 
     @on_lost.setter
-    def on_lost(self, hook: Any) -> None:
-        self.exporter.on_lost = hook  # type: ignore[attr-defined]
+    def on_lost(self, hook: Callable[[int, str], None] | None) -> None:
+        pipeline = self._pipeline
+
+        def lost(spans: int, cause: str) -> None:
+            pipeline._lost_after_export(spans)
+            if hook is not None:
+                hook(spans, cause)
+
+        self.exporter.on_lost = lost  # type: ignore[attr-defined]
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         """Export, then settle the spans' step for this exporter."""
@@ -183,6 +194,7 @@ class WorkerPipeline:
         self.refused = 0
         self.export_failed = 0  # acknowledged spans an exporter failed to export
         self.given_up = 0  # acknowledged spans still in flight after stale_after_s
+        self.lost_after_export = 0  # acknowledged spans an exporter lost after reporting them exported
         downstream: list[SpanProcessor] = [_Tap(self)]
         names: set[str] = set()
         for exporter in exporters:
@@ -222,6 +234,10 @@ class WorkerPipeline:
                 self.budget.give_back(freed)
             if not self._inflight:
                 self._lock.notify_all()
+
+    def _lost_after_export(self, spans: int) -> None:
+        with self._lock:
+            self.lost_after_export += spans
 
     def _evict_stale(self, now: float) -> None:
         # Admission order is insertion order: the stale spans are the first ones.
@@ -310,12 +326,13 @@ class WorkerPipeline:
         return True
 
     def undelivered(self) -> int:
-        """Acknowledged spans no exporter confirmed: failed exports, given up on, and still in flight now.
+        """Acknowledged spans not confirmed delivered by every exporter.
 
-        Read after :meth:`shutdown`, it is what the stop lost: spans still queued, being exported or evaluated.
+        Failed exports, spans an exporter lost after accepting them, spans given up on, and spans still in
+        flight now: read after :meth:`shutdown`, what the stop left queued, being exported or evaluated.
         """
         with self._lock:
-            return self.export_failed + self.given_up + len(self._inflight)
+            return self.export_failed + self.lost_after_export + self.given_up + len(self._inflight)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Finish evaluations, deliver scores, flush exporters."""
