@@ -26,7 +26,8 @@ from evaltrace.worker import EvaluationWorker
 from evaltrace.worker.limits import ReceiverLimits
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
-OPTIONS = {"dead_letter_dir": None, "emit_log_events": False}
+# Every span waits for its verdict, however loaded the machine (no unenriched span with a late evaluation span).
+OPTIONS = {"dead_letter_dir": None, "emit_log_events": False, "hold_timeout_s": 600.0, "evaluator_timeout_s": 300.0}
 KIB = 1024
 
 
@@ -81,11 +82,10 @@ def test_a_request_over_the_whole_budget_is_taken_alone_and_a_busy_worker_answer
     exported = InMemorySpanExporter()
     spec = EvaluatorSpec(held, span_kinds={semconv.KIND_LLM})
     limits = ReceiverLimits(max_inflight_bytes=64 * KIB)
-    options = {**OPTIONS, "hold_timeout_s": 120.0, "evaluator_timeout_s": 120.0}
     first, second = collector_batch(8192), collector_batch(10, first_trace=100_000)
     assert len(first) > 4 * limits.max_inflight_bytes  # the request alone is far over the budget
     with EvaluationWorker(
-        [spec], [], [exported], port=0, grpc_port=None, retry_after_s=2, limits=limits, evaluation_options=options
+        [spec], [], [exported], port=0, grpc_port=None, retry_after_s=2, limits=limits, evaluation_options=OPTIONS
     ) as worker:  # fmt: skip
         url = worker.url + "/v1/traces"
         with httpx.Client(timeout=120) as client:
