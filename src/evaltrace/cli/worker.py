@@ -221,7 +221,11 @@ def _say(message: str) -> None:
 
 
 def run_worker(args: argparse.Namespace) -> int:
-    """Start the worker and serve until SIGINT/SIGTERM; exit code 2 on a configuration error."""
+    """Start the worker and serve until SIGINT/SIGTERM, then exit the process with 0 once stopped.
+
+    Returns:
+        2 on a configuration error (the worker never started).
+    """
     from evaltrace.worker import EvaluationWorker, build_exporters, build_sinks, load_evaluators
 
     local_store = args.local_store
@@ -278,7 +282,13 @@ def run_worker(args: argparse.Namespace) -> int:
     print(
         f"evaltrace worker: stopped in {time.monotonic() - started:.1f}s; {_summary(worker.stats())}", file=sys.stderr
     )
-    return 0
+    # Everything is drained or counted: exit now. Evaluations cut off at the deadline may still be running on
+    # daemon threads (a sync evaluator cannot be interrupted), and interpreter finalization stops such a thread
+    # wherever it is: inside a native extension that catches the unwinding, that aborts the process (exit -6,
+    # "FATAL: exception not rethrown", seen at SIGTERM under load) after a clean drain.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _summary(stats: dict[str, Any]) -> str:
