@@ -29,6 +29,7 @@ from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.export_queue import ExportQueue
 from evaltrace.config import LOCAL_STORE_MAX_BATCH
 from evaltrace.evaluation import EvaluationSpanProcessor
+from evaltrace.exceptions import ConfigError
 from evaltrace.exporters.local_store import LocalStoreExporter
 from evaltrace.worker.decode import span_keys
 from evaltrace.worker.limits import DEFAULT_MAX_INFLIGHT_BYTES, ByteBudget, Reservation
@@ -179,6 +180,9 @@ class WorkerPipeline:
         stale_after_s: float | None = None,
         evaluation_options: dict[str, Any] | None = None,
     ) -> None:
+        for name, value in (("max_inflight_bytes", max_inflight_bytes), ("max_inflight_spans", max_inflight_spans)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise ConfigError(name, f"must be a positive integer, got {value!r}")
         # The evaluation queue must never turn away (forward unevaluated) what admission accepted.
         options = {"hold_timeout_s": DEFAULT_HOLD_TIMEOUT_S, "max_queue_size": max_inflight_spans or _UNBOUNDED}
         options.update(evaluation_options or {})
