@@ -11,9 +11,12 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import grpc
 import httpx
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -70,6 +73,23 @@ def test_an_idle_worker_accepts_a_collector_batch_and_evaluates_and_forwards_eve
     assert all((s.attributes or {}).get("evaltrace.eval.answered.passed") is True for s in forwarded)
     assert stats["accepted_spans"] == spans and stats["refused_spans"] == 0
     assert (stats["inflight"], stats["inflight_bytes"], stats["undelivered_spans"]) == (0, 0, 0)
+
+
+def test_over_grpc_as_the_loadbalancing_exporter_sends_an_idle_worker_accepts_a_collector_batch() -> None:
+    exported = InMemorySpanExporter()
+    spec = EvaluatorSpec(answered, span_kinds={semconv.KIND_LLM})
+    request = ExportTraceServiceRequest.FromString(collector_batch(8192))
+    with EvaluationWorker([spec], [], [exported], port=0, grpc_port=0, evaluation_options=OPTIONS) as worker:
+        assert worker.grpc is not None
+        with grpc.insecure_channel(f"127.0.0.1:{worker.grpc.port}") as channel:
+            stub = trace_service_pb2_grpc.TraceServiceStub(channel)  # type: ignore[no-untyped-call]
+            stub.Export(request, timeout=120)  # raises on any status but OK
+        poll(lambda: len(exported.get_finished_spans()) >= 8192, timeout=300)
+        stats = worker.stats()
+    assert stats["accepted_spans"] == 8192 and stats["refused_spans"] == 0
+    assert all(
+        (s.attributes or {}).get("evaltrace.eval.answered.passed") is True for s in exported.get_finished_spans()
+    )
 
 
 def test_a_request_over_the_whole_budget_is_taken_alone_and_a_busy_worker_answers_503_until_it_is_done() -> None:
