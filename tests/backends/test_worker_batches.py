@@ -119,3 +119,19 @@ def test_a_request_over_the_whole_budget_is_taken_alone_and_a_busy_worker_answer
             assert client.post(url, content=second, headers=PROTOBUF).status_code == 200  # the retry succeeds
         poll(lambda: len(exported.get_finished_spans()) == 8192 + 10, timeout=120)
         assert worker.stats()["refused_spans"] == 0  # refused while reading, before any span was admitted
+
+
+def test_the_optional_span_cap_also_takes_a_larger_request_alone_and_evaluates_all_of_it() -> None:
+    exported = InMemorySpanExporter()
+    spec = EvaluatorSpec(answered, span_kinds={semconv.KIND_LLM})
+    with EvaluationWorker(
+        [spec], [], [exported], port=0, max_inflight_spans=10, evaluation_options=OPTIONS
+    ) as worker:  # fmt: skip
+        response = httpx.post(worker.url + "/v1/traces", content=collector_batch(50), headers=PROTOBUF, timeout=60)
+        assert response.status_code == 200, response.text
+        poll(lambda: len(exported.get_finished_spans()) >= 50, timeout=120)
+        stats = worker.stats()
+    assert all(
+        (s.attributes or {}).get("evaltrace.eval.answered.passed") is True for s in exported.get_finished_spans()
+    )
+    assert stats["evaluation"]["dropped"] == 0  # none forwarded unevaluated for a full evaluation queue

@@ -183,8 +183,9 @@ class WorkerPipeline:
         for name, value in (("max_inflight_bytes", max_inflight_bytes), ("max_inflight_spans", max_inflight_spans)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 raise ConfigError(name, f"must be a positive integer, got {value!r}")
-        # The evaluation queue must never turn away (forward unevaluated) what admission accepted.
-        options = {"hold_timeout_s": DEFAULT_HOLD_TIMEOUT_S, "max_queue_size": max_inflight_spans or _UNBOUNDED}
+        # The evaluation queue must never turn away (forward unevaluated) what admission accepted, a request
+        # over max_inflight_spans taken alone included.
+        options = {"hold_timeout_s": DEFAULT_HOLD_TIMEOUT_S, "max_queue_size": _UNBOUNDED}
         options.update(evaluation_options or {})
         self.budget = ByteBudget(max_inflight_bytes, reclaim=self._reclaim)
         self.max_inflight_spans = max_inflight_spans
