@@ -164,7 +164,7 @@ def test_what_a_dead_downstream_never_got_is_counted_exactly(tmp_path: Path) -> 
     with OTLPHttpReceiver(gate=stalled) as downstream:
         worker = start_worker(
             tmp_path, "--otlp-endpoint", downstream.base_url, "--max-inflight-bytes", BUDGET,
-            "--shutdown-timeout", "2",
+            "--shutdown-timeout", "4",
         )  # fmt: skip
         try:
             load = run_until_pushed_back(worker)
