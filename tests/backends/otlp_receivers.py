@@ -115,15 +115,23 @@ class _Recorder:
 
 
 class OTLPHttpReceiver(_Recorder):
-    """OTLP/HTTP receiver accepting protobuf and JSON bodies (gzip or not) on any path."""
+    """OTLP/HTTP receiver accepting protobuf and JSON bodies (gzip or not) on any path.
 
-    def __init__(self, status: int = 200) -> None:
+    Args:
+        status: The status every export gets.
+        gate: When given, each request waits for it to be set before its body is read (a stalled backend);
+            nothing is recorded meanwhile.
+    """
+
+    def __init__(self, status: int = 200, gate: threading.Event | None = None) -> None:
         super().__init__()
         self.status = status
         recorder = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
+                if gate is not None:
+                    gate.wait()
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
@@ -156,6 +164,10 @@ class OTLPHttpReceiver(_Recorder):
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    def snapshot(self) -> set[str]:
+        """Span ids received so far."""
+        return {s.span_id for s in self.spans}
 
 
 class OTLPGrpcReceiver(_Recorder):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import socket
+import ssl
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,10 +15,12 @@ import pytest
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
+from otlp_receivers import poll
 from test_worker import make_spans
 
 from evaltrace.exceptions import ConfigError
 from evaltrace.worker import EvaluationWorker
+from evaltrace.worker.limits import ReceiverLimits
 from evaltrace.worker.security import TlsFiles, TokenAuth, exposure_warning
 
 TOKEN = "s3cret-token"
@@ -175,6 +178,37 @@ def test_tls_round_trip_over_http_and_grpc(certificate: TlsFiles, monkeypatch: p
         with pytest.raises(httpx.HTTPError):  # plain HTTP to the TLS port gets no answer
             httpx.post(f"http://127.0.0.1:{worker.http.port}/v1/traces", content=b"", headers=headers, timeout=5)
         assert worker.stats()["accepted_spans"] == 4
+
+
+def test_over_tls_a_connection_past_the_cap_gets_503_with_retry_after_not_a_bare_close(
+    certificate: TlsFiles, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("REQUESTS_CA_BUNDLE", raising=False)  # as above: the exporter's certificate_file must win
+    monkeypatch.delenv("CURL_CA_BUNDLE", raising=False)
+    trusted = ssl.create_default_context(cafile=str(certificate.cert))
+    limits = ReceiverLimits(max_connections=2, idle_timeout_s=30.0)
+    with EvaluationWorker([], port=0, batch=False, tls=certificate, limits=limits, retry_after_s=3) as worker:
+        holders = [trusted.wrap_socket(socket.create_connection(("127.0.0.1", worker.http.port), timeout=20),
+                                       server_hostname="127.0.0.1") for _ in range(2)]  # fmt: skip
+        try:
+            for holder in holders:  # each holds a connection thread, mid-request
+                holder.sendall(b"POST /v1/traces HTTP/1.1\r\n")
+            with httpx.Client(verify=trusted, timeout=20) as client:
+                refused = client.post(worker.url + "/v1/traces", content=b"", headers=EMPTY_EXPORT)
+                assert (refused.status_code, refused.headers.get("Retry-After")) == (503, "3"), refused.text
+                assert "too many connections" in refused.text
+                # A client that never starts its handshake takes a refusal thread for a bounded time only.
+                with socket.create_connection(("127.0.0.1", worker.http.port), timeout=20):
+                    again = client.post(worker.url + "/v1/traces", content=b"", headers=EMPTY_EXPORT)
+                assert again.status_code == 503
+        finally:
+            for holder in holders:
+                holder.close()
+        sender = HttpExporter(endpoint=worker.url + "/v1/traces", certificate_file=str(certificate.cert), timeout=10)
+        try:  # the slots come back once the holders are gone
+            assert poll(lambda: sender.export(make_spans()) is SpanExportResult.SUCCESS)
+        finally:
+            sender.shutdown()
 
 
 def test_tls_files_that_do_not_exist_or_do_not_match_are_a_config_error(tmp_path: Path, certificate: TlsFiles) -> None:

@@ -85,9 +85,14 @@ def test_worker_process_takes_its_token_from_the_environment_and_its_limits_from
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("EVALTRACE_WORKER_TOKEN", "from-env")
-    worker = start_worker(tmp_path, "--max-body-size", "1KiB", "--idle-timeout", "0.5")
+    worker = start_worker(
+        tmp_path, "--max-body-size", "1KiB", "--idle-timeout", "0.5", "--max-inflight-bytes", "2MiB",
+        "--max-inflight", "100",
+    )  # fmt: skip
     try:
         url = worker.wait_ready() + "/v1/traces"  # /healthz answers without the token
+        health = httpx.get(worker.url + "/healthz").json()
+        assert (health["max_inflight_bytes"], health["max_inflight_spans"]) == (2 * 1024 * 1024, 100)
         protobuf = {"Content-Type": "application/x-protobuf"}
         token = {**protobuf, "Authorization": "Bearer from-env"}
         assert httpx.post(url, content=b"", headers=protobuf).status_code == 401
@@ -107,6 +112,7 @@ def test_worker_process_takes_its_token_from_the_environment_and_its_limits_from
         (["--tls-cert", "cert.pem", "--tls-key", "key.pem"], "'tls_cert': file 'cert.pem' does not exist"),
         (["--max-body-size", "lots"], "'lots' is not a size"),
         (["--max-connections", "0"], "'max_connections': must be a positive integer"),
+        (["--max-inflight", "0"], "'max_inflight_spans': must be a positive integer"),
         (["--auth-token", ""], "'auth_token': must be a non-empty string"),
         (["--host", "0.0.0.0", "--evaluators", "no_such_module_xyz:E"], "WARNING: listening on 0.0.0.0 without"),
     ],

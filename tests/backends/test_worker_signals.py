@@ -146,12 +146,13 @@ def test_spans_received_before_the_signal_are_evaluated_exported_and_scored(tmp_
 
 
 def test_a_hung_evaluation_cannot_hold_the_stop_past_the_deadline(tmp_path: Path) -> None:
-    # Never released: the evaluation is still running when the 0.5 s drain deadline passes. The spans go out
-    # unenriched (received spans are never dropped) and the process exits.
+    # Never released (it would run 30 s): the evaluation is still running when the 3 s drain deadline passes.
+    # The spans go out unenriched (received spans are never dropped) and the process exits. The deadline
+    # leaves the local store's writer process time to write them at load 10 (at 0.5 s it was stopped first).
     (tmp_path / "blocking_evals.py").write_text(BLOCKING_EVALUATORS)
     worker = start_worker(
         tmp_path, "--evaluators", "blocking_evals:EVALUATORS", "--local-store", str(tmp_path / "store"),
-        "--shutdown-timeout", "0.5",
+        "--shutdown-timeout", "3",
     )  # fmt: skip
     try:
         send_trace(worker.wait_ready())
@@ -160,9 +161,10 @@ def test_a_hung_evaluation_cannot_hold_the_stop_past_the_deadline(tmp_path: Path
     finally:
         worker.kill()
     spans = stored_spans(tmp_path / "store")
-    assert set(spans) == {"invoke_agent remote", "chat gpt-4o-mini"}
+    assert set(spans) == {"invoke_agent remote", "chat gpt-4o-mini"}, worker.output()
     assert "evaltrace.eval.answered_slowly.passed" not in spans["invoke_agent remote"]
     assert "1 evaluation(s) cut off at the deadline" in worker.output()
+    assert "0 acknowledged span(s) not delivered" in worker.output()
 
 
 WATCHDOG_SCRIPTS = {

@@ -66,7 +66,11 @@ def register(subparsers: Any) -> None:
         "--local-store", metavar="DIR", help="also write enriched spans to this local store (default .evaltrace "
         "when no --otlp-endpoint is given)"
     )  # fmt: skip
-    worker.add_argument("--max-inflight", type=int, default=4096, help="spans in flight before answering 503")
+    worker.add_argument(
+        "--max-inflight", type=int, metavar="N",
+        help="optionally, also cap the spans in flight (admitted, not yet exported) before answering 503; "
+        "a request alone is always admitted (default: no cap, --max-inflight-bytes bounds the work)",
+    )  # fmt: skip
     worker.add_argument("--hold-timeout", type=float, default=10.0, help="seconds a span may wait for its scores")
     worker.add_argument("--retry-after", type=int, default=1, help="Retry-After seconds sent with 503")
     _limit_arguments(worker)
@@ -118,7 +122,8 @@ def _limit_arguments(worker: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     group.add_argument(
         "--max-inflight-bytes", type=_size, default=defaults.max_inflight_bytes, metavar="SIZE",
-        help="request bytes being read and decoded at once; more gets 503 + Retry-After "
+        help="work in flight: bytes of requests being read and decoded, then of their spans until exported; "
+        "more gets 503 + Retry-After, a request alone is always admitted "
         f"(default {defaults.max_inflight_bytes // mib}MiB)",
     )  # fmt: skip
     group.add_argument(
@@ -216,7 +221,11 @@ def _say(message: str) -> None:
 
 
 def run_worker(args: argparse.Namespace) -> int:
-    """Start the worker and serve until SIGINT/SIGTERM; exit code 2 on a configuration error."""
+    """Start the worker and serve until SIGINT/SIGTERM, then exit the process with 0 once stopped.
+
+    Returns:
+        2 on a configuration error (the worker never started).
+    """
     from evaltrace.worker import EvaluationWorker, build_exporters, build_sinks, load_evaluators
 
     local_store = args.local_store
@@ -273,7 +282,13 @@ def run_worker(args: argparse.Namespace) -> int:
     print(
         f"evaltrace worker: stopped in {time.monotonic() - started:.1f}s; {_summary(worker.stats())}", file=sys.stderr
     )
-    return 0
+    # Everything is drained or counted: exit now. Evaluations cut off at the deadline may still be running on
+    # daemon threads (a sync evaluator cannot be interrupted), and interpreter finalization stops such a thread
+    # wherever it is: inside a native extension that catches the unwinding, that aborts the process (exit -6,
+    # "FATAL: exception not rethrown", seen at SIGTERM under load) after a clean drain.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _summary(stats: dict[str, Any]) -> str:
@@ -284,5 +299,6 @@ def _summary(stats: dict[str, Any]) -> str:
     return (
         f"{stats.get('accepted_spans', 0)} span(s) accepted, {stats.get('refused_spans', 0)} refused; "
         f"{evaluation.get('unflushed_jobs', 0)} evaluation(s) cut off at the deadline, "
-        f"{dead} score(s) dead-lettered, {lost} span(s) lost in export"
+        f"{dead} score(s) dead-lettered, {lost} span(s) lost in export; "
+        f"{stats.get('undelivered_spans', 0)} acknowledged span(s) not delivered"
     )

@@ -22,7 +22,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from evaltrace.worker.decode import PayloadError, spans_from_request
-from evaltrace.worker.limits import BudgetExceeded, ByteBudget, ReceiverLimits
+from evaltrace.worker.limits import BudgetExceeded, ReceiverLimits
 from evaltrace.worker.pipeline import WorkerPipeline
 from evaltrace.worker.security import TlsFiles, TokenAuth
 
@@ -54,23 +54,26 @@ class _TokenInterceptor(grpc.ServerInterceptor):
 
 
 class _TraceService(trace_service_pb2_grpc.TraceServiceServicer):
-    def __init__(self, pipeline: WorkerPipeline, budget: ByteBudget) -> None:
+    def __init__(self, pipeline: WorkerPipeline) -> None:
         self._pipeline = pipeline
-        self._budget = budget
 
     def Export(self, request: ExportTraceServiceRequest, context: grpc.ServicerContext) -> ExportTraceServiceResponse:
-        # The message is decoded already; the budget bounds how many are turned into spans at once, the step
-        # that multiplies their size.
-        with self._budget.reservation() as reservation:
+        # The message is decoded already; the budget bounds how many are turned into spans at once (the step
+        # that multiplies their size), then holds the bytes until the spans are exported.
+        with self._pipeline.budget.reservation() as reservation:
+            size = request.ByteSize()
             try:
-                reservation.grow(request.ByteSize())
+                reservation.grow(size)
             except BudgetExceeded as exc:
                 context.abort(grpc.StatusCode.UNAVAILABLE, f"evaluation worker memory budget in use ({exc})")
             try:
                 spans = spans_from_request(request)
             except PayloadError as exc:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, exc.reason)
-        if not self._pipeline.submit(spans):
+            accepted = self._pipeline.submit(spans, reservation, size)
+        if not accepted:
+            if self._pipeline.closed:
+                context.abort(grpc.StatusCode.UNAVAILABLE, "evaluation worker shutting down")
             limit = self._pipeline.max_inflight_spans
             context.abort(grpc.StatusCode.UNAVAILABLE, f"evaluation queue full ({limit} spans in flight)")
         return ExportTraceServiceResponse()
@@ -84,10 +87,10 @@ class OTLPGrpcReceiver:
         host: Interface to bind.
         port: TCP port.
         max_workers: Threads handling requests.
-        limits: Message size, concurrent calls and idle time (defaults: :class:`ReceiverLimits`).
+        limits: Message size, concurrent calls and idle time (defaults: :class:`ReceiverLimits`); bytes in
+            flight are bounded by ``pipeline.budget``, shared with the HTTP receiver.
         auth: A token every call must carry in its metadata; None accepts any sender.
         tls: Certificate and key to serve over TLS; None serves plaintext.
-        budget: Bytes in flight, shared with the HTTP receiver (default: one of ``limits.max_inflight_bytes``).
     """
 
     def __init__(
@@ -100,10 +103,8 @@ class OTLPGrpcReceiver:
         limits: ReceiverLimits | None = None,
         auth: TokenAuth | None = None,
         tls: TlsFiles | None = None,
-        budget: ByteBudget | None = None,
     ):
         limits = limits or ReceiverLimits()
-        budget = budget or ByteBudget(limits.max_inflight_bytes)
         self._executor = futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="evaltrace-worker-grpc")
         options = [
             ("grpc.max_receive_message_length", limits.max_body_bytes),
@@ -116,7 +117,7 @@ class OTLPGrpcReceiver:
             maximum_concurrent_rpcs=limits.max_connections,
         )
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            _TraceService(pipeline, budget), self._server
+            _TraceService(pipeline), self._server
         )
         address = f"{host}:{port}"
         if tls is not None:

@@ -58,6 +58,11 @@ _FULL_RESPONSE = (
 )
 # How long the serving loop may spend writing that answer: the socket buffer of a fresh connection takes it.
 _REFUSE_TIMEOUT_S = 0.5
+# Over TLS the answer needs a handshake first, which takes round trips (and a slow client's time): it is done on
+# threads of its own, at most this many at once (beyond them, a connection over the cap is closed bare), each
+# socket operation bounded by this timeout.
+_TLS_REFUSERS = 4
+_TLS_REFUSE_TIMEOUT_S = 2.0
 _MAX_CHUNK_LINE = 1024  # a chunk-size line (hex size and extensions) or a trailer line
 _MAX_TRAILERS = 32
 
@@ -76,12 +81,12 @@ class _Reply(Exception):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     timeout = _POLL_S  # handle_request() returns after this when idle, so the serving loop sees a stop quickly
-    pipeline: WorkerPipeline
     retry_after_s: int
 
     def __init__(
         self,
         address: tuple[str, int],
+        pipeline: WorkerPipeline,
         limits: ReceiverLimits,
         auth: TokenAuth | None,
         tls: ssl.SSLContext | None,
@@ -95,11 +100,13 @@ class _Server(ThreadingHTTPServer):
             # The handshake is left to the connection's own thread: done on accept, one client that never
             # finishes it would stall the serving loop and so every other client.
             self.socket = tls.wrap_socket(self.socket, server_side=True, do_handshake_on_connect=False)
-        self.budget = ByteBudget(limits.max_inflight_bytes)
+        self.pipeline = pipeline
+        self.budget: ByteBudget = pipeline.budget  # bytes held from reading a request to exporting its spans
         self.closing = False  # set once, under _admission; read unlocked by the serving loop (a bool read)
         self._admitted = 0
         self._admission = threading.Condition()
         self._slots = threading.BoundedSemaphore(limits.max_connections)
+        self._tls_refusers = threading.BoundedSemaphore(_TLS_REFUSERS)
         self._deadlines: dict[socket.socket, float] = {}
         self._deadlines_lock = threading.Lock()
 
@@ -120,19 +127,54 @@ class _Server(ThreadingHTTPServer):
         finally:
             self._slots.release()
 
+    def _refusal(self) -> bytes:
+        return _FULL_RESPONSE.replace(b"{retry}", str(self.retry_after_s).encode())
+
     def _refuse(self, request: socket.socket) -> None:
-        """Over the connection cap: a quick 503 from the serving loop (plain HTTP), then close."""
-        if self.tls is None:
+        """Over the connection cap: a quick 503 + ``Retry-After``, then close.
+
+        Plain HTTP: written by the serving loop itself (no thread). TLS: after the handshake, on one of a few
+        short-lived threads, so a client that stalls its handshake cannot hold up the serving loop.
+        """
+        if self.tls is not None:
+            if self._tls_refusers.acquire(blocking=False):
+                try:
+                    threading.Thread(
+                        target=self._refuse_tls, args=(request,), name="evaltrace-worker-refuse", daemon=True
+                    ).start()
+                    return
+                except RuntimeError:  # no thread to be had: close bare, as below
+                    self._tls_refusers.release()
+            self.shutdown_request(request)
+            return
+        try:
+            request.settimeout(_REFUSE_TIMEOUT_S)
+            request.sendall(self._refusal())
+            # Read what the client already sent: closing with unread bytes sends a reset, which can make
+            # the client lose the 503 it was just sent.
+            request.setblocking(False)
+            request.recv(65536)
+        except OSError:
+            pass
+        self.shutdown_request(request)
+
+    def _refuse_tls(self, request: ssl.SSLSocket) -> None:
+        try:
+            request.settimeout(_TLS_REFUSE_TIMEOUT_S)
+            request.do_handshake()
             try:
-                request.settimeout(_REFUSE_TIMEOUT_S)
-                request.sendall(_FULL_RESPONSE.replace(b"{retry}", str(self.retry_after_s).encode()))
-                # Read what the client already sent: closing with unread bytes sends a reset, which can make
-                # the client lose the 503 it was just sent.
-                request.setblocking(False)
+                # The request head comes right after the handshake: read it before answering, as above.
                 request.recv(65536)
             except OSError:
-                pass
-        self.shutdown_request(request)
+                pass  # nothing sent yet (or a timeout): the answer goes anyway
+            request.sendall(self._refusal())
+            request.setblocking(False)
+            request.recv(65536)
+        except (OSError, ValueError):  # ssl.SSLError and timeouts are OSErrors; a closed socket a ValueError
+            pass
+        finally:
+            self.shutdown_request(request)
+            self._tls_refusers.release()
 
     # Request deadline: the idle timeout bounds each wait for bytes; this bounds a whole request's reading, so
     # a client trickling one byte per idle period cannot hold a connection (and its thread) for ever.
@@ -331,6 +373,7 @@ class _Handler(BaseHTTPRequestHandler):
                 body = decode_body(raw, self.headers.get("Content-Encoding"), server.max_body_bytes, reservation)
                 del raw  # the compressed copy is not needed any more
                 request = parse_request(body, self.headers.get("Content-Type"), server.limits.max_json_depth)
+                payload_bytes = len(body)
                 del body
                 spans = spans_from_request(request)
             except PayloadError as exc:
@@ -339,13 +382,16 @@ class _Handler(BaseHTTPRequestHandler):
                 raise _Reply(exc.status, exc.reason, close=exc.status == 413) from None
             except BudgetExceeded as exc:
                 raise self._busy(f"evaluation worker memory budget in use ({exc})") from None
-        if not server.admit():
-            raise self._busy("evaluation worker shutting down")
-        try:
-            accepted = server.pipeline.submit(spans)
-        finally:
-            server.release()
+            if not server.admit():
+                raise self._busy("evaluation worker shutting down")
+            try:
+                # The request's bytes go on being held by its spans until they are exported.
+                accepted = server.pipeline.submit(spans, reservation, payload_bytes)
+            finally:
+                server.release()
         if not accepted:
+            if server.pipeline.closed:
+                raise self._busy("evaluation worker shutting down")
             limit = server.pipeline.max_inflight_spans
             raise self._busy(f"evaluation queue full ({limit} spans in flight)", close=False)
         response = ExportTraceServiceResponse()
@@ -362,8 +408,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._send(503, json.dumps({"status": "stopping"}).encode(), CONTENT_JSON)
             return
-        stats = {**self.server.pipeline.stats(), "inflight_bytes": self.server.budget.used}
-        body = json.dumps({"status": "ok", **stats}, default=str).encode()
+        body = json.dumps({"status": "ok", **self.server.pipeline.stats()}, default=str).encode()
         self._send(200, body, CONTENT_JSON)
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -379,7 +424,8 @@ class OTLPHttpReceiver:
         port: TCP port.
         max_body_bytes: Largest accepted body, before and after decompression (overrides ``limits``).
         retry_after_s: ``Retry-After`` seconds sent with 503.
-        limits: Connection, time and memory bounds (defaults: :class:`ReceiverLimits`).
+        limits: Connection, time and body bounds (defaults: :class:`ReceiverLimits`); the bytes in flight are
+            bounded by ``pipeline.budget``, shared with the pipeline and the gRPC receiver.
         auth: A token every export must carry (``/healthz`` needs none); None accepts any sender.
         tls: Certificate and key to serve HTTPS; None serves plain HTTP.
     """
@@ -400,14 +446,13 @@ class OTLPHttpReceiver:
         if max_body_bytes is not None:
             limits = dataclasses.replace(limits, max_body_bytes=max_body_bytes)
         context = tls.server_context() if tls is not None else None
-        self._server = _Server((host, port), limits, auth, context)
-        self._server.pipeline = pipeline
+        self._server = _Server((host, port), pipeline, limits, auth, context)
         self._server.retry_after_s = retry_after_s
         self._thread: threading.Thread | None = None
 
     @property
     def budget(self) -> ByteBudget:
-        """Bytes of requests in flight (shared with the gRPC receiver)."""
+        """Bytes in flight: requests being read, spans not yet exported (the pipeline's, shared with gRPC)."""
         return self._server.budget
 
     @property

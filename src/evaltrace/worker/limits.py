@@ -7,13 +7,19 @@ Every limit has a default that keeps a worker on a network within a known footpr
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from evaltrace.exceptions import ConfigError
 
-__all__ = ["BudgetExceeded", "ByteBudget", "Reservation", "ReceiverLimits"]
+__all__ = ["DEFAULT_MAX_INFLIGHT_BYTES", "BudgetExceeded", "ByteBudget", "Reservation", "ReceiverLimits"]
 
 MIB = 1024 * 1024
+_RECLAIM_EVERY_S = 1.0  # a refused request looks for stale holdings at most this often (the look is O(stale))
+# Wire-size bytes; decoded spans take a few times as much memory. 128 MiB holds about 16 collector batches of
+# 8,192 one-kilobyte spans, and a request alone is admitted whatever its size.
+DEFAULT_MAX_INFLIGHT_BYTES = 128 * MIB
 
 
 @dataclass(frozen=True)
@@ -30,9 +36,10 @@ class ReceiverLimits:
         request_timeout_s: Longest time reading one request (headers and body) may take, however slowly the
             bytes trickle in, before the connection is closed; counted from when the worker starts waiting for
             it, so keep it above ``idle_timeout_s`` or kept-alive connections are closed at this bound.
-        max_inflight_bytes: Bytes of request bodies (wire and decompressed) being read and decoded across all
-            requests; a request that would go over it gets 503 + ``Retry-After``. A request alone is always
-            served, whatever its size up to ``max_body_bytes``, so a sender never retries for ever.
+        max_inflight_bytes: Work in flight, in bytes: request bodies (wire and decompressed) being read and
+            decoded, then the decoded payload of the spans admitted and not yet exported. A request that would
+            go over it gets 503 + ``Retry-After``. A request alone is always served, whatever its size up to
+            ``max_body_bytes``, so a sender never retries for ever.
         max_json_depth: Deepest nesting of objects and arrays in an OTLP/JSON body (400 beyond it).
     """
 
@@ -40,7 +47,7 @@ class ReceiverLimits:
     max_connections: int = 64
     idle_timeout_s: float = 30.0
     request_timeout_s: float = 60.0
-    max_inflight_bytes: int = 64 * MIB
+    max_inflight_bytes: int = DEFAULT_MAX_INFLIGHT_BYTES
     max_json_depth: int = 64
 
     def __post_init__(self) -> None:
@@ -59,16 +66,20 @@ class BudgetExceeded(Exception):
 
 
 class ByteBudget:
-    """A shared count of the bytes requests are holding, refused (never waited for) beyond ``limit``.
+    """A shared count of the bytes requests (and the spans they delivered) hold, refused beyond ``limit``.
 
     Args:
         limit: Bytes all requests together may hold.
+        reclaim: Called (without the budget's lock) before a refusal, to give back what is held for no reason
+            any more; the request is then tried once more.
     """
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, reclaim: Callable[[], None] | None = None) -> None:
         self.limit = limit
         self._used = 0
         self._lock = threading.Lock()
+        self._reclaim = reclaim
+        self._reclaimed_at = float("-inf")
 
     @property
     def used(self) -> int:
@@ -81,15 +92,32 @@ class ByteBudget:
         return Reservation(self)
 
     def _take(self, held: int, more: int) -> None:
+        if self._try_take(held, more):
+            return
+        now = time.monotonic()
+        if self._reclaim is not None and now - self._reclaimed_at >= _RECLAIM_EVERY_S:
+            self._reclaimed_at = now
+            self._reclaim()
+            if self._try_take(held, more):
+                return
+        raise BudgetExceeded(f"{self.used} bytes in flight, limit {self.limit}")
+
+    def _try_take(self, held: int, more: int) -> bool:
         with self._lock:
             # A request holding everything that is held may go over: alone, it is bounded by max_body_bytes.
             if self._used + more > self.limit and self._used != held:
-                raise BudgetExceeded(f"{self._used} bytes of requests in flight, limit {self.limit}")
+                return False
             self._used += more
+            return True
 
-    def _give_back(self, amount: int) -> None:
+    def give_back(self, amount: int) -> None:
+        """Release ``amount`` bytes held outside a reservation (spans handed over by :meth:`Reservation.hand_over`)."""
         with self._lock:
             self._used -= amount
+
+    def _convert(self, held: int, kept: int) -> None:
+        with self._lock:
+            self._used += kept - held
 
 
 class Reservation:
@@ -109,11 +137,24 @@ class Reservation:
             self._budget._take(self.held, amount)
             self.held += amount
 
+    def hand_over(self, amount: int) -> int:
+        """Keep ``amount`` bytes held past this reservation, giving the rest back.
+
+        The caller returns them later with :meth:`ByteBudget.give_back`. Never refused: the request was
+        admitted with what it holds.
+
+        Returns:
+            ``amount``, now held by the caller.
+        """
+        held, self.held = self.held, 0
+        self._budget._convert(held, amount)
+        return amount
+
     def release(self) -> None:
         """Give every held byte back (idempotent)."""
         held, self.held = self.held, 0
         if held:
-            self._budget._give_back(held)
+            self._budget.give_back(held)
 
     def __enter__(self) -> Reservation:
         return self

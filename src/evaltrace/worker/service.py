@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 
 from evaltrace.worker.http_receiver import OTLPHttpReceiver
 from evaltrace.worker.limits import ReceiverLimits
-from evaltrace.worker.pipeline import DEFAULT_MAX_INFLIGHT, WorkerPipeline
+from evaltrace.worker.pipeline import WorkerPipeline
 from evaltrace.worker.security import TlsFiles, TokenAuth
 
 if TYPE_CHECKING:
@@ -47,12 +47,15 @@ class EvaluationWorker:
         host: Interface for both receivers.
         port: OTLP/HTTP port (0: any free port).
         grpc_port: OTLP/gRPC port; None serves HTTP only.
-        max_inflight_spans: Spans admitted and not yet forwarded before senders get 503 / UNAVAILABLE.
+        max_inflight_spans: Optionally, spans admitted and not yet exported before senders get 503 /
+            UNAVAILABLE (a request alone is always admitted); None (default): ``limits.max_inflight_bytes``
+            alone bounds the work in flight.
         retry_after_s: ``Retry-After`` sent with 503.
         max_body_bytes: Largest body or gRPC message accepted (overrides ``limits``).
         batch: Batch exports (default) or export each span synchronously.
         evaluation_options: Further ``EvaluationSpanProcessor`` options.
-        limits: Connections, timeouts, body size and memory in flight of both receivers.
+        limits: Connections, timeouts, body size of both receivers, and the bytes in flight (requests being
+            read, spans not yet exported).
         auth: A token every export must carry; None accepts any sender.
         tls: Certificate and key to serve both receivers over TLS.
     """
@@ -66,7 +69,7 @@ class EvaluationWorker:
         host: str = "127.0.0.1",
         port: int = 4318,
         grpc_port: int | None = None,
-        max_inflight_spans: int = DEFAULT_MAX_INFLIGHT,
+        max_inflight_spans: int | None = None,
         retry_after_s: int = 1,
         max_body_bytes: int | None = None,
         batch: bool = True,
@@ -82,6 +85,7 @@ class EvaluationWorker:
             evaluators,
             sinks,
             exporters,
+            max_inflight_bytes=limits.max_inflight_bytes,
             max_inflight_spans=max_inflight_spans,
             batch=batch,
             evaluation_options=evaluation_options,
@@ -95,9 +99,7 @@ class EvaluationWorker:
                 # Imported here: grpc is the largest import of the worker, and HTTP-only workers never need it.
                 from evaltrace.worker.grpc_receiver import OTLPGrpcReceiver
 
-                self.grpc = OTLPGrpcReceiver(
-                    self.pipeline, host, grpc_port, limits=limits, auth=auth, tls=tls, budget=self.http.budget
-                )
+                self.grpc = OTLPGrpcReceiver(self.pipeline, host, grpc_port, limits=limits, auth=auth, tls=tls)
         except BaseException:
             self.pipeline.shutdown(1000)
             raise
@@ -124,6 +126,7 @@ class EvaluationWorker:
         deadline are cancelled and their spans forwarded unenriched), scores reach the sinks (or their
         dead-letter files) and exporters flush. The evaluation processor's fixed clean-up steps may add about
         three seconds past a deadline that running evaluations used up; nothing waits without a bound.
+        Acknowledged spans that were not delivered by then are counted in ``stats()["undelivered_spans"]``.
         """
         deadline = time.monotonic() + timeout_s
         if not self._stop_lock.acquire(timeout=max(0.0, timeout_s)):
@@ -135,6 +138,9 @@ class EvaluationWorker:
             self.http.stop(grace)
             if self.grpc is not None:
                 self.grpc.stop(grace_s=max(0.0, min(grace, deadline - time.monotonic())))
+            # A gRPC call cancelled at the grace may still be handing spans over: nothing is admitted from now
+            # on, and the drain starts once what was admitted is in.
+            self.pipeline.close(max(0.0, min(grace, deadline - time.monotonic())))
             self.pipeline.shutdown(max(0, int((deadline - time.monotonic()) * 1000)))
             self._stopped.set()
         finally:
