@@ -133,8 +133,9 @@ def _export_queue(exporter: SpanExporter, taken: set[str], pipeline: WorkerPipel
     Not the SDK's ``BatchSpanProcessor``: ours keeps to the worker's stop deadline (the SDK's joins its thread
     for up to 30 s whatever the deadline) and counts every span it loses in ``stats()`` (served at ``/healthz``).
     """
-    # No count limit of its own: what it holds is admitted, and admission is bounded by bytes until exported.
-    options: dict[str, Any] = {"max_queue_size": _UNBOUNDED}
+    # No count or byte limit of its own: what it holds is admitted, and admission is bounded by bytes until
+    # exported (a byte cap here would drop spans the worker already acknowledged; 0 turns it off).
+    options: dict[str, Any] = {"max_queue_size": _UNBOUNDED, "max_queue_bytes": 0}
     if isinstance(exporter, LocalStoreExporter):
         # As configure() sets up the local store: 0.5 s batches bound what a SIGKILL loses.
         name = "local_store"
