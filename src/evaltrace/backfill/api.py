@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,8 @@ def _specs(
     specs: list[EvaluatorSpec] = []
     for item in evaluators:
         if isinstance(item, EvaluatorSpec):
+            if item.span_kinds is None and item.name_glob is None and (span_kinds or span_name):
+                item = dataclasses.replace(item, span_kinds=span_kinds, name_glob=span_name)
             specs.append(item)
         elif callable(getattr(item, "evaluate", None)):
             specs.append(EvaluatorSpec(item, span_kinds=span_kinds, name_glob=span_name))
