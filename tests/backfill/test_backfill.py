@@ -1,0 +1,175 @@
+"""Re-judging stored traces (issue 25): ``evaltrace.evaluate_traces`` and ``evaltrace evaluate``.
+
+Real components throughout: SDK spans written by the local store's own writer, the real store read back, the
+JSONL score sink, the CLI in a real subprocess killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import evaltrace
+from evaltrace.evaluation import JsonlScoreSink
+from evaltrace.exporters import TraceFilter
+from evaltrace.exporters.store_db import DB_NAME
+
+from .backfill_evaluators import TurnCount, has_answer, short_answer
+from .stored import build_store
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE.parent.parent / "src"
+
+
+def _rows(store: Path, sql: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(store / DB_NAME) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE)]), **(env or {})}
+    return subprocess.Popen(
+        [sys.executable, "-c", "import sys; from evaltrace.cli import main; sys.exit(main())", *args],
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_a_second_run_over_10000_traces_upserts_every_result(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 10_000)
+    scores = tmp_path / "scores.jsonl"
+    for _ in range(2):
+        report = evaltrace.evaluate_traces(
+            [short_answer, has_answer], store=store, sinks=[JsonlScoreSink(scores)], concurrency=16
+        )
+        assert report.traces == 10_000 and report.evaluations == 20_000
+        assert report.outcomes == {"pass": 15_000, "fail": 5_000}
+    assert _rows(store, "SELECT count(*) FROM evals") == [(20_000,)]
+    # One evaluation span per result, replaced (same id) by the second run, never added.
+    assert _rows(store, "SELECT count(*) FROM spans WHERE span_type = 'evaluation'") == [(20_000,)]
+    assert _rows(store, "SELECT sum(eval_pass), sum(eval_fail) FROM traces") == [(15_000, 5_000)]
+    ids = [json.loads(line)["id"] for line in scores.read_text().splitlines()]
+    assert len(ids) == 40_000 and len(set(ids)) == 20_000  # the sink got each score twice, under one id
+
+
+def test_a_killed_backfill_resumes_and_judges_every_trace_once(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 400)
+    log = tmp_path / "judged.log"
+    env = {"BACKFILL_LOG": str(log), "BACKFILL_SLEEP_S": "0.01"}
+    args = ("evaluate", "--store", str(store), "-e", "backfill_evaluators:logged", "--concurrency", "1", "--no-progress")
+    first = _cli(*args, env=env)
+    deadline = time.monotonic() + 120
+    while (not log.exists() or len(log.read_text().splitlines()) < 150) and time.monotonic() < deadline:
+        assert first.poll() is None, first.communicate()
+        time.sleep(0.02)
+    first.send_signal(signal.SIGKILL)
+    first.communicate()
+    killed_at = len(log.read_text().splitlines())
+    assert killed_at < 400, "the backfill finished before it could be killed"
+    checkpoints = list((store / "backfill").glob("*.done"))
+    assert len(checkpoints) == 1 and checkpoints[0].read_text()
+
+    second = _cli(*args, env=env)
+    out, err = second.communicate(timeout=300)
+    assert second.returncode == 0, err
+    assert "resumed" in out
+    judged = log.read_text().splitlines()
+    all_ids = {row[0] for row in _rows(store, "SELECT trace_id FROM traces")}
+    assert set(judged) == all_ids  # every trace judged
+    # Only the batch in flight at the kill (64 traces at most) was judged again; its rows were replaced.
+    assert len(judged) - 400 <= 64
+    assert _rows(store, "SELECT count(*) FROM evals") == [(400,)]
+    assert _rows(store, "SELECT count(*) FROM spans WHERE span_type = 'evaluation'") == [(400,)]
+    assert not checkpoints[0].exists()  # a finished backfill forgets its checkpoint
+
+
+def test_span_scope_judges_each_matching_span_with_its_subtree(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 5)
+    report = evaltrace.evaluate_traces([short_answer], store=store, scope="span", span_kinds=["tool"])
+    assert (report.spans, report.evaluations) == (5, 5)
+    rows = _rows(store, "SELECT s.name FROM evals AS e JOIN spans AS s USING (trace_id, span_id)")
+    assert [name for (name,) in rows] == ["execute_tool lookup"] * 5
+
+
+def test_session_scope_passes_a_conversation_of_the_sessions_traces(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 8, sessions=2)
+    scores = tmp_path / "scores.jsonl"
+    TurnCount.seen.clear()
+    report = evaltrace.evaluate_traces(
+        [TurnCount()], store=store, scope="session", where=TraceFilter(session_id="s0"), sinks=[JsonlScoreSink(scores)]
+    )
+    assert (report.sessions, report.spans, report.outcomes) == (1, 4, {"fail": 1})
+    (conversation,) = TurnCount.seen
+    assert conversation.session_id == "s0" and len(conversation.turns) == 4
+    assert [t.user_input for t in conversation.turns] == ["question 0", "question 2", "question 4", "question 6"]
+    (score,) = [json.loads(line) for line in scores.read_text().splitlines()]
+    assert score["session_id"] == "s0" and score["trace_id"] is None and score["value"] == 4.0
+
+
+def test_traces_read_from_an_otlp_json_export_are_judged_into_the_store(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    build_store(source, 3)
+    exported = tmp_path / "traces.jsonl"
+    export = _cli("traces", "export", "--store", str(source), "--output", str(exported))
+    export.communicate(timeout=120)
+    assert export.returncode == 0
+    target = tmp_path / "target"
+    report = evaltrace.evaluate_traces([has_answer], store=target, otlp_json=[exported])
+    assert (report.traces, report.evaluations) == (3, 3)
+    # The traces are written next to their results.
+    assert _rows(target, "SELECT count(*), sum(eval_pass) FROM traces") == [(3, 3)]
+    assert _rows(target, "SELECT count(*) FROM spans") == [(9,)]
+
+
+def test_dry_run_counts_and_estimates_the_judge_cost_without_judging(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 6, sessions=2)
+    cli = _cli("evaluate", "--store", str(store), "-e", "answer_relevancy", "--scope", "session", "--dry-run")
+    out, err = cli.communicate(timeout=120)
+    assert cli.returncode == 0, err
+    assert "6 trace(s) selected: 2 session(s) of 6 trace(s), 2 evaluation(s) would run" in out
+    assert "estimated judge cost: $" in out and "an estimate" in out
+    assert _rows(store, "SELECT count(*) FROM evals") == [(0,)]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("-e", "no_such_evaluator"), "unknown evaluator 'no_such_evaluator'"),
+        (("-e", "pii_leakage", "--service", "nobody"), "no traces in"),
+        (("-e", "length:max_chars=3"), "unknown option of length"),
+        ((), "no evaluator given"),
+    ],
+)
+def test_usage_errors_exit_2_with_a_message(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    store = tmp_path / "store"
+    build_store(store, 2)
+    cli = _cli("evaluate", "--store", str(store), "--no-progress", *args)
+    out, err = cli.communicate(timeout=120)
+    assert cli.returncode == 2, (out, err)
+    assert message in err and "Traceback" not in err
+
+
+def test_fail_on_fail_sets_the_exit_status(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 4)
+    cli = _cli("evaluate", "--store", str(store), "-e", "backfill_evaluators:short_answer", "--no-progress")
+    out, _ = cli.communicate(timeout=120)
+    assert cli.returncode == 0 and "4 evaluation(s): 2 fail, 2 pass" in out
+    cli = _cli("evaluate", "--store", str(store), "-e", "backfill_evaluators:short_answer", "--fail-on-fail")
+    cli.communicate(timeout=120)
+    assert cli.returncode == 1
