@@ -28,10 +28,10 @@ if TYPE_CHECKING:  # type checkers and IDEs see the real names; at run time they
         uninstrument_anthropic,
         uninstrument_openai,
     )
+    from evaltrace.backfill import evaluate_traces
     from evaltrace.config import EvaltraceHandle, configure
     from evaltrace.context import ContextThreadPoolExecutor, context, wrap_context
     from evaltrace.decorators import agent, llm, tool, trace, workflow
-    from evaltrace.backfill import evaluate_traces
     from evaltrace.evaluation import evaluator
     from evaltrace.exceptions import ConfigError, EvaltraceError, SchemaError, ScoreValidationError
     from evaltrace.manual_llm import LLMCall, current_llm_call, llm_call

@@ -68,7 +68,16 @@ def test_a_killed_backfill_resumes_and_judges_every_trace_once(tmp_path: Path) -
     build_store(store, 400)
     log = tmp_path / "judged.log"
     env = {"BACKFILL_LOG": str(log), "BACKFILL_SLEEP_S": "0.01"}
-    args = ("evaluate", "--store", str(store), "-e", "backfill_evaluators:logged", "--concurrency", "1", "--no-progress")
+    args = (
+        "evaluate",
+        "--store",
+        str(store),
+        "-e",
+        "backfill_evaluators:logged",
+        "--concurrency",
+        "1",
+        "--no-progress",
+    )
     first = _cli(*args, env=env)
     deadline = time.monotonic() + 120
     while (not log.exists() or len(log.read_text().splitlines()) < 150) and time.monotonic() < deadline:

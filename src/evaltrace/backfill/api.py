@@ -12,7 +12,7 @@ from evaltrace.backfill.engine import BackfillReport, Outputs, describe_specs, r
 from evaltrace.backfill.sources import OtlpJsonSource, StoreSource, TraceSource
 from evaltrace.backfill.units import SCOPES, Unit
 from evaltrace.evaluation.evaluator import Evaluator, EvaluatorSpec
-from evaltrace.evaluation.limits import Limits, LimitGate
+from evaltrace.evaluation.limits import LimitGate, Limits
 from evaltrace.exceptions import ConfigError
 from evaltrace.exporters.store_options import DEFAULT_DIRECTORY
 from evaltrace.exporters.store_query import TraceFilter

@@ -130,7 +130,9 @@ class _Judging:
         for spec in specs:
             gate.register(spec.evaluator.name, spec.limits)
             sync = not spec.inline and not is_async_evaluator(spec.evaluator)
-            self.pools[id(spec)] = DaemonExecutor(concurrency, thread_name_prefix="evaltrace-backfill") if sync else None
+            self.pools[id(spec)] = (
+                DaemonExecutor(concurrency, thread_name_prefix="evaltrace-backfill") if sync else None
+            )
 
     def close(self) -> None:
         for pool in self.pools.values():

@@ -43,7 +43,9 @@ def register(subparsers: Any) -> None:
         metavar="NAME[:k=v,...]",
         help="a catalogue evaluator with options (contains:text=refund), or module:attr (repeatable)",
     )
-    which.add_argument("--evaluators", type=Path, metavar="FILE", help="a YAML file with an evaluators: list (eval.yaml)")
+    which.add_argument(
+        "--evaluators", type=Path, metavar="FILE", help="a YAML file with an evaluators: list (eval.yaml)"
+    )
     add_filter_arguments(parser, default_limit=None)
     parser.add_argument("--trace", action="append", default=[], metavar="ID", help="only this trace (repeatable)")
     parser.add_argument(
@@ -52,7 +54,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--scope", choices=("span", "trace", "session"), default="trace", help="what is judged")
     parser.add_argument("--span-kind", action="append", metavar="KIND", help="span scope: only spans of this kind")
     parser.add_argument("--span-name", metavar="GLOB", help="span scope: only spans whose name matches")
-    parser.add_argument("--sink", action="append", default=[], metavar="SPEC", help="jsonl:PATH, langfuse, phoenix[:URL]")
+    parser.add_argument(
+        "--sink", action="append", default=[], metavar="SPEC", help="jsonl:PATH, langfuse, phoenix[:URL]"
+    )
     parser.add_argument("--concurrency", type=int, default=8, help="evaluations at once (default 8)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per evaluation (default 60)")
     parser.add_argument("--dry-run", action="store_true", help="count what would be judged and estimate the cost")
