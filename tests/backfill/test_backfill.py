@@ -26,7 +26,7 @@ from .backfill_evaluators import TurnCount, has_answer, short_answer
 from .stored import build_store
 
 HERE = Path(__file__).resolve().parent
-SRC = HERE.parent.parent / "src"
+SRC = Path(evaltrace.__file__).resolve().parent.parent  # the evaltrace these tests import, for the subprocesses
 
 
 def _rows(store: Path, sql: str) -> list[tuple[object, ...]]:
@@ -182,3 +182,15 @@ def test_fail_on_fail_sets_the_exit_status(tmp_path: Path) -> None:
     cli = _cli("evaluate", "--store", str(store), "-e", "backfill_evaluators:short_answer", "--fail-on-fail")
     cli.communicate(timeout=120)
     assert cli.returncode == 1
+
+
+def test_the_live_rate_limit_is_waited_out_not_skipped(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 12)
+    started = time.monotonic()
+    report = evaltrace.evaluate_traces(
+        [has_answer], store=store, limits={"evaluations_per_second": 20, "burst": 1}, concurrency=4
+    )
+    # 12 evaluations at 20 a second after a burst of 1: at least 0.5 s, and none left "not evaluated".
+    assert time.monotonic() - started >= 0.5
+    assert report.outcomes == {"pass": 12}
