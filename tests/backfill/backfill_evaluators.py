@@ -45,3 +45,12 @@ class TurnCount:
         TurnCount.seen.append(conversation)
         turns = len(conversation.turns)
         return EvaluationResult(evaluator=self.name, passed=turns <= 3, score=float(turns), reason=f"{turns} turns")
+
+
+@evaltrace.evaluator(name="costly")
+def costly(trace: Trace) -> Any:
+    """Pass, reporting a judge call of 100 tokens (what budgets are charged from)."""
+    from evaltrace.schema import EvaluationResult
+
+    judge = {"model": "gpt-4o-mini", "input_tokens": 90, "output_tokens": 10, "cost_usd": 0.001}
+    return EvaluationResult(evaluator="costly", passed=True, detail={"judge": judge})

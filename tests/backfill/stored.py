@@ -11,12 +11,12 @@ from opentelemetry.trace import set_span_in_context
 from evaltrace.exporters import LocalStoreExporter
 
 
-def agent_spans(count: int, sessions: int = 0) -> list[ReadableSpan]:
+def agent_spans(count: int, sessions: int = 0, resource: dict[str, str] | None = None) -> list[ReadableSpan]:
     """``count`` traces of an agent span (question, answer) with a tool span under it.
 
     With ``sessions``, trace ``i`` belongs to session ``s{i % sessions}``.
     """
-    tracer = TracerProvider(resource=Resource({"service.name": "svc"})).get_tracer("backfill-test")
+    tracer = TracerProvider(resource=Resource({"service.name": "svc", **(resource or {})})).get_tracer("backfill-test")
     spans: list[ReadableSpan] = []
     for index in range(count):
         attributes = {

@@ -22,7 +22,7 @@ from evaltrace.evaluation import JsonlScoreSink
 from evaltrace.exporters import TraceFilter
 from evaltrace.exporters.store_db import DB_NAME
 
-from .backfill_evaluators import TurnCount, has_answer, short_answer
+from .backfill_evaluators import TurnCount, costly, has_answer, short_answer
 from .stored import build_store
 
 HERE = Path(__file__).resolve().parent
@@ -194,3 +194,15 @@ def test_the_live_rate_limit_is_waited_out_not_skipped(tmp_path: Path) -> None:
     # 12 evaluations at 20 a second after a burst of 1: at least 0.5 s, and none left "not evaluated".
     assert time.monotonic() - started >= 0.5
     assert report.outcomes == {"pass": 12}
+
+
+def test_a_spent_judge_budget_stops_the_backfill_and_a_later_run_judges_the_rest(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 20)
+    report = evaltrace.evaluate_traces([costly], store=store, limits={"max_tokens_per_hour": 450}, concurrency=1)
+    # 100 tokens an evaluation: the fifth reaches the budget, and nothing runs after it.
+    assert (report.stopped, report.evaluations) == ("over_budget", 5)
+    assert _rows(store, "SELECT count(*) FROM evals") == [(5,)]
+    report = evaltrace.evaluate_traces([costly], store=store, limits={"max_tokens_per_hour": 10_000})
+    assert (report.stopped, report.resumed, report.evaluations) == (None, 5, 15)
+    assert _rows(store, "SELECT count(*) FROM evals") == [(20,)]

@@ -84,9 +84,36 @@ def _outputs(store: Path, sinks: Sequence[Any] | None) -> tuple[Outputs, list[An
     return Outputs(exporter, started, redact), started
 
 
+_PHOENIX_FILTERS = ("since_ns", "session_id")
+
+
+def _phoenix_source(url: str, project: str | None, where: TraceFilter | None, trace_ids: Sequence[str]) -> TraceSource:
+    from evaltrace.backfill.phoenix_source import PhoenixSource
+
+    if not project:
+        raise ConfigError("project", "reading from Phoenix needs the project's name (--project NAME)")
+    where = where or TraceFilter()
+    unsupported = [
+        name for name, value in vars(where).items() if name not in _PHOENIX_FILTERS and value not in (None, False)
+    ]
+    if unsupported:
+        raise ConfigError("phoenix", f"Phoenix traces are selected by since, session and trace ids only, not by "
+                          f"{', '.join(unsupported)}")  # fmt: skip
+    return PhoenixSource(url, project, since_ns=where.since_ns, trace_ids=trace_ids, session_id=where.session_id)
+
+
 def _source(
-    store: LocalTraceStore, where: TraceFilter | None, trace_ids: Sequence[str], otlp_json: Sequence[str | Path]
+    store: LocalTraceStore,
+    where: TraceFilter | None,
+    trace_ids: Sequence[str],
+    otlp_json: Sequence[str | Path],
+    phoenix: str | None,
+    project: str | None,
 ) -> TraceSource:
+    if otlp_json and phoenix:
+        raise ConfigError("otlp_json", "read traces from files or from Phoenix, not both")
+    if phoenix:
+        return _phoenix_source(phoenix, project, where, trace_ids)
     if otlp_json:
         if where is not None or trace_ids:
             raise ConfigError("otlp_json", "filters and trace ids select from the local store, not from files")
@@ -101,6 +128,8 @@ def evaluate_traces(
     where: TraceFilter | None = None,
     trace_ids: Sequence[str] = (),
     otlp_json: Sequence[str | Path] = (),
+    phoenix: str | None = None,
+    project: str | None = None,
     scope: str = "trace",
     span_kinds: Collection[str] | None = None,
     span_name: str | None = None,
@@ -131,6 +160,9 @@ def evaluate_traces(
         where: Which stored traces (the filters of ``evaltrace traces list``); None: all.
         trace_ids: Only these stored traces (full ids or unique prefixes).
         otlp_json: Read the traces from these OTLP/JSON files (``evaltrace traces export``) instead of the store.
+        phoenix: Read the traces from this Phoenix server's REST API instead (``project`` names the project;
+            ``where`` may then select by ``since_ns`` and ``session_id`` only).
+        project: The Phoenix project.
         scope: ``"span"`` (each span the evaluator's filters match, with its subtree), ``"trace"`` (each
             trace, from its root) or ``"session"`` (the traces sharing a ``session.id``, as one Conversation).
         span_kinds: At span scope, only spans of these kinds (``llm``, ``tool``, ``agent``, ...).
@@ -164,10 +196,35 @@ def evaluate_traces(
         raise ConfigError("evaluators", "no evaluator given")
     store_path = Path(store)
     reader = LocalTraceStore(store_path)
-    source = _source(reader, where, trace_ids, otlp_json)
+    source = _source(reader, where, trace_ids, otlp_json, phoenix, project)
+    try:
+        return _evaluate(source, reader, specs, store_path, scope, sinks, concurrency, limits, timeout_s, resume,
+                         dry_run, on_progress, selection_key)  # fmt: skip
+    finally:
+        close = getattr(source, "close", None)
+        if close is not None:
+            close()
+        reader.close()
+
+
+def _evaluate(
+    source: TraceSource,
+    reader: LocalTraceStore,
+    specs: list[EvaluatorSpec],
+    store_path: Path,
+    scope: str,
+    sinks: Sequence[Any] | None,
+    concurrency: int,
+    limits: Limits | Mapping[str, Any] | None,
+    timeout_s: float | None,
+    resume: bool,
+    dry_run: bool,
+    on_progress: Callable[[int, int], None] | None,
+    selection_key: str | None,
+) -> BackfillReport:
     selected = source.trace_ids()
     report = BackfillReport(traces=len(selected), dry_run=dry_run)
-    if selection_key is not None and isinstance(source, StoreSource):
+    if selection_key is not None and hasattr(source, "key"):
         source.key = selection_key
     units = units_of(source, specs, scope, selected, report)
     if dry_run:
@@ -202,7 +259,6 @@ def evaluate_traces(
         for worker in started:
             worker.shutdown(outputs.flush_timeout_s)
         outputs.exporter.shutdown()
-        reader.close()
 
 
 def _progress(on_progress: Callable[[int, int], None] | None, total: int, scope: str) -> Callable[[Unit], None] | None:

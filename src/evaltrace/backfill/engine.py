@@ -156,9 +156,10 @@ class _Judging:
         if target.judged is None:
             return skipped_result(spec.evaluator, MAPPING_FAILED)
         name = spec.evaluator.name
-        await self.admit(name)
         timeout = spec.timeout_s if spec.timeout_s is not None else self.timeout_s
         async with self.slots, contextlib.AsyncExitStack() as stack:
+            # Admitted once a slot is free: a budget is overshot by at most the evaluations running at once.
+            await self.admit(name)
             if self.gate.active:
                 await stack.enter_async_context(self.gate.slot(name))
             result = await arun_evaluator(

@@ -12,16 +12,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from evaltrace.cli.traces_query import add_filter_arguments, filter_from_args
+from evaltrace.cli.traces_query import add_filter_arguments, filter_from_args, is_filtered
 
 __all__ = ["register"]
 
 EPILOG = """examples:
-  evaltrace evaluate -e no_pii --since 7d                       # a catalogue evaluator over last week's traces
+  evaltrace evaluate -e pii_leakage --since 7d                  # a catalogue evaluator over last week's traces
   evaltrace evaluate --evaluators eval.yaml --failed-evals      # eval.yaml's evaluators, failed traces only
   evaltrace evaluate -e myproject.evals:tone --scope session    # your evaluator, over whole sessions
-  evaltrace evaluate -e 'contains:text=refund' --scope span --span-kind llm --dry-run
-  evaltrace evaluate -e no_pii --otlp-json traces.jsonl --sink jsonl:scores.jsonl
+  evaltrace evaluate -e 'length:max_words=200' --scope span --span-kind llm --dry-run
+  evaltrace evaluate -e pii_leakage --otlp-json traces.jsonl --sink jsonl:scores.jsonl
+  evaltrace evaluate -e pii_leakage --phoenix http://127.0.0.1:6006 --project default --since 1d
 """
 
 
@@ -51,6 +52,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--otlp-json", action="append", default=[], type=Path, metavar="FILE", help="read traces from OTLP/JSON files"
     )
+    parser.add_argument("--phoenix", metavar="URL", help="read traces from this Phoenix server (with --project)")
+    parser.add_argument("--project", metavar="NAME", help="the Phoenix project to read")
     parser.add_argument("--scope", choices=("span", "trace", "session"), default="trace", help="what is judged")
     parser.add_argument("--span-kind", action="append", metavar="KIND", help="span scope: only spans of this kind")
     parser.add_argument("--span-name", metavar="GLOB", help="span scope: only spans whose name matches")
@@ -87,6 +90,10 @@ def evaluate_command(args: argparse.Namespace) -> int:
         return _error("no evaluator given: use -e NAME (or module:attr) or --evaluators FILE")
     if args.concurrency < 1:
         return _error(f"--concurrency: expected a whole number >= 1, got {args.concurrency}")
+    if args.otlp_json and (is_filtered(args) or args.trace or args.limit):
+        return _error("the trace filters select from the local store (or --phoenix), not from --otlp-json files")
+    if args.phoenix and args.otlp_json:
+        return _error("read traces from --otlp-json files or from --phoenix, not both")
     if (args.span_kind or args.span_name) and args.scope != "span":
         return _error("--span-kind and --span-name apply to --scope span")
     try:
@@ -109,10 +116,13 @@ def _run(args: argparse.Namespace, evaluators: list[Any], sinks: Any, config_err
     from rich.console import Console
 
     from evaltrace.backfill import BackfillStoreError, evaluate_traces
+    from evaltrace.backfill.phoenix_source import PhoenixSourceError
     from evaltrace.cli.run import RichProgress
 
     console = Console(stderr=True)
     where = filter_from_args(args) if not args.otlp_json else None
+    if args.phoenix and where is not None and where == type(where)():
+        where = None
     with RichProgress(console, enabled=not args.no_progress and not args.dry_run) as progress:
         started = [False]
 
@@ -129,6 +139,8 @@ def _run(args: argparse.Namespace, evaluators: list[Any], sinks: Any, config_err
                 where=where,
                 trace_ids=args.trace,
                 otlp_json=args.otlp_json,
+                phoenix=args.phoenix,
+                project=args.project,
                 scope=args.scope,
                 span_kinds=args.span_kind,
                 span_name=args.span_name,
@@ -142,7 +154,7 @@ def _run(args: argparse.Namespace, evaluators: list[Any], sinks: Any, config_err
             )
         except config_error as exc:
             return _error(str(exc))
-        except (store_error, BackfillStoreError) as exc:
+        except (store_error, BackfillStoreError, PhoenixSourceError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
     return _report(report, args)
@@ -151,6 +163,8 @@ def _run(args: argparse.Namespace, evaluators: list[Any], sinks: Any, config_err
 def _report(report: Any, args: argparse.Namespace) -> int:
     if report.traces == 0:
         source = ", ".join(map(str, args.otlp_json)) if args.otlp_json else f"{args.store}"
+        if args.phoenix:
+            source = f"Phoenix project {args.project!r} at {args.phoenix}"
         return _error(f"no traces in {source} match this selection; nothing to judge")
     counted = f"{report.traces} trace(s) selected: {report.spans} span(s)"
     if args.scope == "session":
