@@ -206,3 +206,24 @@ def test_a_spent_judge_budget_stops_the_backfill_and_a_later_run_judges_the_rest
     report = evaltrace.evaluate_traces([costly], store=store, limits={"max_tokens_per_hour": 10_000})
     assert (report.stopped, report.resumed, report.evaluations) == (None, 5, 15)
     assert _rows(store, "SELECT count(*) FROM evals") == [(20,)]
+
+
+def test_where_and_trace_select_what_is_judged(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 6)
+    where = TraceFilter(attributes=(("input.value", "question 3"),))
+    assert evaltrace.evaluate_traces([has_answer], store=store, where=where).traces == 1
+    (trace_id,) = _rows(store, "SELECT trace_id FROM evals")[0]
+    cli = _cli(
+        "evaluate", "--store", str(store), "-e", "backfill_evaluators:short_answer", "--trace", str(trace_id)[:10]
+    )
+    out, err = cli.communicate(timeout=120)
+    assert cli.returncode == 0, err
+    assert "1 trace(s) selected" in out
+    assert _rows(store, f"SELECT evaluator FROM evals WHERE trace_id = '{trace_id}' ORDER BY 1") == [
+        ("has_answer",),
+        ("short_answer",),
+    ]
+    cli = _cli("evaluate", "--store", str(store), "-e", "backfill_evaluators:short_answer", "--trace", "ffff")
+    _, err = cli.communicate(timeout=120)
+    assert cli.returncode == 2 and "no trace 'ffff'" in err

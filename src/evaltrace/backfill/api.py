@@ -84,7 +84,7 @@ def _outputs(store: Path, sinks: Sequence[Any] | None) -> tuple[Outputs, list[An
     return Outputs(exporter, started, redact), started
 
 
-_PHOENIX_FILTERS = ("since_ns", "session_id")
+_PHOENIX_FILTERS = ("since_ns", "session_id", "attributes")
 
 
 def _phoenix_source(url: str, project: str | None, where: TraceFilter | None, trace_ids: Sequence[str]) -> TraceSource:
@@ -99,7 +99,14 @@ def _phoenix_source(url: str, project: str | None, where: TraceFilter | None, tr
     if unsupported:
         raise ConfigError("phoenix", f"Phoenix traces are selected by since, session and trace ids only, not by "
                           f"{', '.join(unsupported)}")  # fmt: skip
-    return PhoenixSource(url, project, since_ns=where.since_ns, trace_ids=trace_ids, session_id=where.session_id)
+    return PhoenixSource(
+        url,
+        project,
+        since_ns=where.since_ns,
+        trace_ids=trace_ids,
+        session_id=where.session_id,
+        attributes=where.attributes,
+    )
 
 
 def _source(
@@ -161,7 +168,7 @@ def evaluate_traces(
         trace_ids: Only these stored traces (full ids or unique prefixes).
         otlp_json: Read the traces from these OTLP/JSON files (``evaltrace traces export``) instead of the store.
         phoenix: Read the traces from this Phoenix server's REST API instead (``project`` names the project;
-            ``where`` may then select by ``since_ns`` and ``session_id`` only).
+            ``where`` may then select by ``since_ns``, ``session_id`` and ``attributes`` only).
         project: The Phoenix project.
         scope: ``"span"`` (each span the evaluator's filters match, with its subtree), ``"trace"`` (each
             trace, from its root) or ``"session"`` (the traces sharing a ``session.id``, as one Conversation).

@@ -55,6 +55,7 @@ class PhoenixSource:
         since_ns: Only traces with spans that started at or after this Unix time (nanoseconds).
         trace_ids: Only these traces (full 32-hex ids).
         session_id: Only the traces of this ``session.id``.
+        attributes: Only traces with a span whose attribute ``key`` is ``value`` (Phoenix's ``attribute`` filter).
         api_key: Sent as ``Authorization: Bearer``; defaults to ``PHOENIX_API_KEY``.
         key: What the selection was written as, for the checkpoint's key.
 
@@ -72,6 +73,7 @@ class PhoenixSource:
         since_ns: int | None = None,
         trace_ids: Sequence[str] = (),
         session_id: str | None = None,
+        attributes: Sequence[tuple[str, str]] = (),
         api_key: str | None = None,
         key: str | None = None,
     ) -> None:
@@ -84,6 +86,7 @@ class PhoenixSource:
         self.since_ns = since_ns
         self.trace_ids_given = [t.lower() for t in trace_ids]
         self.session_id = session_id
+        self.attributes = list(attributes)
         self.key = key
         api_key = api_key or os.environ.get("PHOENIX_API_KEY")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -145,18 +148,25 @@ class PhoenixSource:
             self._read({"trace_id": list(trace_ids[start : start + _TRACE_IDS_PER_REQUEST])}, traces)
         return traces
 
-    def _session_traces(self, session_id: str, params: dict[str, Any]) -> list[str]:
+    def _matching_traces(self, filters: list[str], params: dict[str, Any]) -> list[str]:
+        """Traces with a span matching every ``key:value`` filter (the spans that carry them, not whole traces)."""
         found: dict[str, list[ReadableSpan]] = {}
-        self._read({**params, "attribute": f"session.id:{json.dumps(session_id)}"}, found)
+        self._read({**params, "attribute": filters}, found)
         return list(found)
+
+    def _session_traces(self, session_id: str, params: dict[str, Any]) -> list[str]:
+        return self._matching_traces([f"session.id:{json.dumps(session_id)}"], params)
 
     def _load(self) -> dict[str, list[ReadableSpan]]:
         if self._traces is None:
             params = self._base_params()
             if self.trace_ids_given:
                 traces = self._whole(self.trace_ids_given)
-            elif self.session_id is not None:
-                traces = self._whole(self._session_traces(self.session_id, params))
+            elif self.session_id is not None or self.attributes:
+                filters = [f"{key}:{value}" for key, value in self.attributes]
+                if self.session_id is not None:
+                    filters.append(f"session.id:{json.dumps(self.session_id)}")
+                traces = self._whole(self._matching_traces(filters, params))
             else:
                 traces = {}
                 self._read(params, traces)
@@ -185,7 +195,7 @@ class PhoenixSource:
 
     def describe(self) -> str:
         """The server, the project and the selection."""
-        selection = self.key if self.key is not None else repr((self.since_ns, self.session_id))
+        selection = self.key if self.key is not None else repr((self.since_ns, self.session_id, self.attributes))
         return f"phoenix:{self.url}|{self.project}|{selection}|{','.join(self.trace_ids_given)}"
 
     def close(self) -> None:

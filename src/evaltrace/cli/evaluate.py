@@ -76,7 +76,18 @@ def _error(message: str) -> int:
 
 def _selection_key(args: argparse.Namespace) -> str:
     """The filters as written (``--since 1d``, not the instant it meant), so a resumed run finds its checkpoint."""
-    names = ("service", "since", "status", "failed_evals", "eval_errors", "evaluator", "session", "user", "search")
+    names = (
+        "service",
+        "since",
+        "status",
+        "failed_evals",
+        "eval_errors",
+        "evaluator",
+        "session",
+        "user",
+        "search",
+        "where",
+    )
     return repr([(n, getattr(args, n, None)) for n in (*names, "limit")])
 
 
