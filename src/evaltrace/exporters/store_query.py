@@ -163,10 +163,15 @@ def _where(conn: sqlite3.Connection, f: TraceFilter) -> tuple[str, list[Any]]:
         else:
             clauses.append("t.trace_id IN (SELECT trace_id FROM span_text WHERE text LIKE ? ESCAPE '\\')")
             params.append(_like(f.search))
-    for key, value in f.attributes:
+    _attribute_clauses(f.attributes, clauses, params)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def _attribute_clauses(attributes: tuple[tuple[str, str], ...], clauses: list[str], params: list[Any]) -> None:
+    """A span of the trace has each attribute value: read from the span blobs (a scan, no index)."""
+    for key, value in attributes:
         clauses.append("t.trace_id IN (SELECT s.trace_id FROM spans AS s WHERE json_extract(s.data, ?) IN (?, ?))")
         params.extend([_attribute_path(key), value, _scalar(value)])
-    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
 
 
 def _attribute_path(key: str) -> str:
