@@ -54,3 +54,11 @@ def costly(trace: Trace) -> Any:
 
     judge = {"model": "gpt-4o-mini", "input_tokens": 90, "output_tokens": 10, "cost_usd": 0.001}
     return EvaluationResult(evaluator="costly", passed=True, detail={"judge": judge})
+
+
+@evaltrace.evaluator(name="chatty")
+def chatty(trace: Trace) -> Any:
+    """Fail with a reason that quotes an e-mail address (what redaction must mask)."""
+    from evaltrace.schema import EvaluationResult
+
+    return EvaluationResult(evaluator="chatty", passed=False, reason="the answer leaks jane.doe@example.com")

@@ -13,6 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,7 @@ from evaltrace.evaluation import JsonlScoreSink
 from evaltrace.exporters import TraceFilter
 from evaltrace.exporters.store_db import DB_NAME
 
-from .backfill_evaluators import TurnCount, costly, has_answer, short_answer
+from .backfill_evaluators import TurnCount, chatty, costly, has_answer, short_answer
 from .stored import build_store
 
 HERE = Path(__file__).resolve().parent
@@ -227,3 +228,72 @@ def test_where_and_trace_select_what_is_judged(tmp_path: Path) -> None:
     cli = _cli("evaluate", "--store", str(store), "-e", "backfill_evaluators:short_answer", "--trace", "ffff")
     _, err = cli.communicate(timeout=120)
     assert cli.returncode == 2 and "no trace 'ffff'" in err
+
+
+@pytest.fixture
+def configured() -> Iterator[None]:
+    from evaltrace import config
+    from evaltrace._internal import settings, tracing
+
+    saved = settings.current
+    yield
+    handle = config.current_handle()
+    if handle is not None:
+        handle.shutdown()
+    tracing.set_tracer_provider(None)
+    settings.replace(saved)
+
+
+def test_without_sinks_scores_go_to_configures_sinks_redacted_as_live_ones(tmp_path: Path, configured: None) -> None:
+    store, scores = tmp_path / "store", tmp_path / "scores.jsonl"
+    build_store(store, 2)
+    evaltrace.configure(
+        "backfill-test",
+        local_store=False,
+        sinks=[JsonlScoreSink(scores)],
+        redact=True,
+        evaluation_options={"dead_letter_dir": None},
+    )
+    report = evaltrace.evaluate_traces([chatty], store=store)
+    assert report.outcomes == {"fail": 2}
+    comments = [json.loads(line)["comment"] for line in scores.read_text().splitlines()]
+    assert len(comments) == 2 and all("jane.doe@example.com" not in c and "the answer leaks" in c for c in comments)
+    blobs = _rows(store, "SELECT data FROM spans WHERE span_type = 'evaluation'")
+    assert len(blobs) == 2 and all("jane.doe@example.com" not in str(blob) for (blob,) in blobs)
+
+
+def test_the_dry_run_estimate_prices_each_judge_call_from_the_text_it_would_be_sent(tmp_path: Path) -> None:
+    from evaltrace import pricing
+    from evaltrace.backfill.estimate import PROMPT_OVERHEAD_CHARS, REPLY_TOKENS
+    from evaltrace.evaluators.judge import Judge
+
+    store = tmp_path / "store"
+    build_store(store, 3)
+    judged = LLMJudgeStub(Judge("gpt-4o-mini", base_url="http://127.0.0.1:9", api_key="unused"))
+    report = evaltrace.evaluate_traces([judged, has_answer], store=store, dry_run=True)
+    assert (report.traces, report.spans, report.evaluations, report.judge_models) == (3, 3, 6, ["gpt-4o-mini"])
+    price = pricing.price_of("gpt-4o-mini")
+    assert price is not None
+    # Each trace: its input ({"input": "question N"}) and final answer, plus the rubric, / 4.
+    expected = 0.0
+    for index in range(3):
+        answer = "ok" if index % 2 else f"answer {index}"
+        chars = len(json.dumps({"input": f"question {index}"})) + len(answer) + PROMPT_OVERHEAD_CHARS
+        cost = pricing.cost_at(price, input_tokens=chars // 4, output_tokens=REPLY_TOKENS)
+        assert cost is not None
+        expected += cost.total_usd
+    assert report.estimated_cost_usd == pytest.approx(expected)
+    assert _rows(store, "SELECT count(*) FROM evals") == [(0,)]
+
+
+class LLMJudgeStub:
+    """An evaluator with a judge (the estimate reads ``evaluator.judge.model``); never called by a dry run."""
+
+    name = "judged"
+    version = None
+
+    def __init__(self, judge: object) -> None:
+        self.judge = judge
+
+    def evaluate(self, trace: object, case: object) -> bool:
+        raise AssertionError("a dry run judges nothing")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evaltrace.backfill.checkpoint import Checkpoint, checkpoint_key
 from evaltrace.backfill.engine import BackfillReport, Outputs, describe_specs, run_backfill, units_of
@@ -18,6 +18,9 @@ from evaltrace.exporters.store_options import DEFAULT_DIRECTORY
 from evaltrace.exporters.store_query import TraceFilter
 from evaltrace.exporters.store_reader import LocalTraceStore
 from evaltrace.schema import Score
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 __all__ = ["evaluate_traces"]
 
@@ -69,14 +72,16 @@ def _outputs(store: Path, sinks: Sequence[Any] | None) -> tuple[Outputs, list[An
     """The store's exporter and the sink workers; the workers this call started (to shut down) second."""
     from evaltrace.evaluation.sinks.worker import SinkWorker
     from evaltrace.exporters.local_store import LocalStoreExporter
-    from evaltrace.exporters.redaction import redact_score
+    from evaltrace.exporters.redaction import RedactingSpanExporter, redact_score
 
     # Written in this process, one transaction per batch, before the checkpoint moves; retention is left to
     # the application's own writes (a pass here could delete traces this backfill is reading).
-    exporter = LocalStoreExporter(store, max_age_s=0, max_bytes=0, writer="thread")
+    exporter: SpanExporter = LocalStoreExporter(store, max_age_s=0, max_bytes=0, writer="thread")
     processor = _configured()
     redactor = processor.options.redactor if processor is not None else None
     redact: Callable[[Score], Score] | None = (lambda s: redact_score(s, redactor)) if redactor else None
+    if redactor is not None:  # what leaves for the store is redacted as the live store's spans are
+        exporter = RedactingSpanExporter(exporter, redactor)
     if sinks is None:
         workers = processor.sink_workers if processor is not None else []
         return Outputs(exporter, workers, redact), []

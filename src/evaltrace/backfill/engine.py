@@ -63,6 +63,7 @@ class BackfillReport:
         without_session: Traces skipped at session scope because they carry no ``session.id``.
         stopped: Why the backfill stopped early (``over_budget``), None when it finished.
         estimated_cost_usd: ``dry_run``: an estimate of the judges' cost (None when no judge model has a price).
+        judge_models: ``dry_run``: the models the evaluators' judges call.
         unpriced_models: ``dry_run``: judge models genai-prices has no price for.
         dry_run: Nothing was judged or written.
     """
@@ -76,6 +77,7 @@ class BackfillReport:
     without_session: int = 0
     stopped: str | None = None
     estimated_cost_usd: float | None = None
+    judge_models: list[str] = field(default_factory=list)
     unpriced_models: list[str] = field(default_factory=list)
     dry_run: bool = False
 

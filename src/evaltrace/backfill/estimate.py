@@ -75,5 +75,6 @@ def estimate(units: Iterable[Unit], specs: Sequence[EvaluatorSpec], scope: str, 
                     continue
                 total += cost.total_usd
                 priced = True
+    report.judge_models = sorted(prices)
     report.unpriced_models = sorted(model for model, price in prices.items() if price is None)
     report.estimated_cost_usd = total if priced or not prices else None

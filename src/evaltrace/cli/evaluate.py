@@ -184,10 +184,12 @@ def _report(report: Any, args: argparse.Namespace) -> int:
         counted += f"; {report.without_session} trace(s) without a session.id skipped"
     if report.dry_run:
         print(f"dry run: {counted}, {report.evaluations} evaluation(s) would run")
-        if report.estimated_cost_usd is not None:
+        if not report.judge_models:
+            print("no evaluator calls a judge: no judge cost")
+        elif report.estimated_cost_usd is not None:
             print(
-                f"estimated judge cost: ${report.estimated_cost_usd:.4f} "
-                "(an estimate: text sizes / 4 as tokens, genai-prices rates)"
+                f"estimated judge cost: ${report.estimated_cost_usd:.4f} with {', '.join(report.judge_models)} "
+                "(an estimate: the text a judge is sent / 4 as tokens, at genai-prices rates)"
             )
         if report.unpriced_models:
             print(f"no price known for judge model(s) {', '.join(report.unpriced_models)}: not in the estimate")
