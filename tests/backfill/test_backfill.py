@@ -297,3 +297,35 @@ class LLMJudgeStub:
 
     def evaluate(self, trace: object, case: object) -> bool:
         raise AssertionError("a dry run judges nothing")
+
+
+def test_ctrl_c_exits_130_saying_how_to_finish_without_a_traceback(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 200)
+    log = tmp_path / "judged.log"
+    env = {"BACKFILL_LOG": str(log), "BACKFILL_SLEEP_S": "0.01"}
+    args = (
+        "evaluate",
+        "--store",
+        str(store),
+        "-e",
+        "backfill_evaluators:logged",
+        "--concurrency",
+        "1",
+        "--no-progress",
+    )
+    cli = _cli(*args, env=env)
+    deadline = time.monotonic() + 120
+    while (not log.exists() or len(log.read_text().splitlines()) < 80) and time.monotonic() < deadline:
+        assert cli.poll() is None, cli.communicate()
+        time.sleep(0.02)
+    cli.send_signal(signal.SIGINT)
+    _, err = cli.communicate(timeout=60)
+    assert cli.returncode == 130, err
+    assert "interrupted: run the same command again" in err and "Traceback" not in err
+    again = _cli(*args, env=env)
+    out, err = again.communicate(timeout=300)
+    assert again.returncode == 0, err
+    resumed = int(out.split("resumed: ")[1].split()[0])
+    assert 0 < resumed < 200 and resumed % 64 == 0  # whole batches (of 64) finished before the interrupt
+    assert _rows(store, "SELECT count(*) FROM evals") == [(200,)]

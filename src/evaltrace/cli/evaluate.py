@@ -168,6 +168,11 @@ def _run(args: argparse.Namespace, evaluators: list[Any], sinks: Any, config_err
         except (store_error, BackfillStoreError, PhoenixSourceError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
+        except KeyboardInterrupt:
+            print(
+                "interrupted: run the same command again to judge the rest (finished traces are kept)", file=sys.stderr
+            )
+            return 130
     return _report(report, args)
 
 
