@@ -329,3 +329,11 @@ def test_ctrl_c_exits_130_saying_how_to_finish_without_a_traceback(tmp_path: Pat
     resumed = int(out.split("resumed: ")[1].split()[0])
     assert 0 < resumed < 200 and resumed % 64 == 0  # whole batches (of 64) finished before the interrupt
     assert _rows(store, "SELECT count(*) FROM evals") == [(200,)]
+
+
+def test_a_trace_evaluator_given_a_conversation_errors_its_evaluations_not_the_backfill(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 4, sessions=2)
+    report = evaltrace.evaluate_traces([has_answer], store=store, scope="session")
+    assert (report.sessions, report.evaluations, report.outcomes) == (2, 2, {"error": 2})
+    assert _rows(store, "SELECT outcome, count(*) FROM evals GROUP BY outcome") == [("error", 2)]

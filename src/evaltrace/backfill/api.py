@@ -238,21 +238,24 @@ def _evaluate(
     report = BackfillReport(traces=len(selected), dry_run=dry_run)
     if selection_key is not None and hasattr(source, "key"):
         source.key = selection_key
-    units = units_of(source, specs, scope, selected, report)
     if dry_run:
         from evaltrace.backfill.estimate import estimate
 
-        estimate(units, specs, scope, report)
+        estimate(units_of(source, specs, scope, selected, report), specs, scope, report)
         return report
     key = checkpoint_key(source.describe(), scope, describe_specs(specs))
     checkpoint = Checkpoint(store_path / "backfill" / f"{key}.done")
     if not resume:
         checkpoint.finish()
         checkpoint = Checkpoint(checkpoint.path)
+    todo = selected
+    if scope != "session" and checkpoint.done:  # finished traces are not even read again (sessions: once gathered)
+        todo = [t for t in selected if t not in checkpoint.done]
+        report.resumed = len(selected) - len(todo)
+    units = units_of(source, specs, scope, todo, report)
     gate = LimitGate(Limits.coerce(limits, "limits") if limits is not None else _default_limits())
     outputs, started = _outputs(store_path, sinks)
-    total = len(selected)
-    progress = _progress(on_progress, total, scope)
+    progress = _progress(on_progress, len(todo), scope)
     try:
         return run_backfill(
             units,
