@@ -337,3 +337,25 @@ def test_a_trace_evaluator_given_a_conversation_errors_its_evaluations_not_the_b
     report = evaltrace.evaluate_traces([has_answer], store=store, scope="session")
     assert (report.sessions, report.evaluations, report.outcomes) == (2, 2, {"error": 2})
     assert _rows(store, "SELECT outcome, count(*) FROM evals GROUP BY outcome") == [("error", 2)]
+
+
+def test_evaluators_come_from_an_eval_yaml_as_written(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 3)
+    config = tmp_path / "eval.yaml"
+    config.write_text(
+        "name: x\ncases: cases.yaml\nevaluators:\n"
+        "  - import: backfill_evaluators:short_answer\n    name: terse\n"
+        "  - name: long_enough\n    type: length\n    min_words: 2\n"
+    )
+    cli = _cli("evaluate", "--store", str(store), "--evaluators", str(config), "--no-progress")
+    out, err = cli.communicate(timeout=120)
+    assert cli.returncode == 0, err
+    assert "6 evaluation(s)" in out
+    rows = _rows(store, "SELECT evaluator, outcome, count(*) FROM evals GROUP BY 1, 2 ORDER BY 1, 2")
+    # Answers "answer 0", "ok", "answer 2": two of two words, one short.
+    assert rows == [("long_enough", "fail", 1), ("long_enough", "pass", 2), ("terse", "fail", 2), ("terse", "pass", 1)]
+    config.write_text("name: x\n")
+    cli = _cli("evaluate", "--store", str(store), "--evaluators", str(config))
+    _, err = cli.communicate(timeout=120)
+    assert cli.returncode == 2 and "has no 'evaluators:' list" in err
