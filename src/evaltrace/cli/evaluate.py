@@ -16,23 +16,12 @@ from evaltrace.cli.traces_query import add_filter_arguments, filter_from_args, i
 
 __all__ = ["register"]
 
-EPILOG = """examples:
-  evaltrace evaluate -e pii_leakage --since 7d                  # a catalogue evaluator over last week's traces
-  evaltrace evaluate --evaluators eval.yaml --failed-evals      # eval.yaml's evaluators, failed traces only
-  evaltrace evaluate -e myproject.evals:tone --scope session    # your evaluator, over whole sessions
-  evaltrace evaluate -e 'length:max_words=200' --scope span --span-kind llm --dry-run
-  evaltrace evaluate -e pii_leakage --otlp-json traces.jsonl --sink jsonl:scores.jsonl
-  evaltrace evaluate -e pii_leakage --phoenix http://127.0.0.1:6006 --project default --since 1d
-"""
-
 
 def register(subparsers: Any) -> None:
     """Add ``evaltrace evaluate``."""
     parser = subparsers.add_parser(
         "evaluate",
         help="re-judge stored traces with evaluators, without running the application",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     which = parser.add_argument_group("evaluators")
     which.add_argument(
