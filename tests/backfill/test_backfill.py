@@ -359,3 +359,14 @@ def test_evaluators_come_from_an_eval_yaml_as_written(tmp_path: Path) -> None:
     cli = _cli("evaluate", "--store", str(store), "--evaluators", str(config))
     _, err = cli.communicate(timeout=120)
     assert cli.returncode == 2 and "has no 'evaluators:' list" in err
+
+
+def test_at_trace_scope_an_evaluators_filters_apply_to_the_root_as_live(tmp_path: Path) -> None:
+    from evaltrace.evaluation import EvaluatorSpec
+
+    store = tmp_path / "store"
+    build_store(store, 3)
+    tool_only = EvaluatorSpec(has_answer, span_kinds={"tool"})
+    assert evaltrace.evaluate_traces([tool_only], store=store).evaluations == 0
+    agents = EvaluatorSpec(has_answer, span_kinds={"agent"})
+    assert evaltrace.evaluate_traces([agents], store=store).evaluations == 3

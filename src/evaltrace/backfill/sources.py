@@ -8,7 +8,7 @@ one live evaluation uses.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
 __all__ = ["OtlpJsonSource", "StoreSource", "TraceSource", "session_of"]
-
-StoredTrace = tuple[str, "list[ReadableSpan]"]
 
 
 class TraceSource(Protocol):
@@ -68,7 +66,7 @@ class StoreSource:
     Args:
         store: The store.
         where: The filters ``evaltrace traces list`` takes.
-        trace_ids: Only these traces (full ids or unique prefixes); empty: every trace ``where`` selects.
+        trace_ids_given: Only these traces (full ids or unique prefixes); empty: every trace ``where`` selects.
         key: What the selection was written as (``--since 1d`` rather than the instant it meant), for the
             checkpoint's key; defaults to ``where`` itself.
     """
@@ -173,9 +171,3 @@ def _is_json_object(line: str) -> bool:
         return isinstance(json.loads(line), dict)
     except ValueError:
         return False
-
-
-def iter_traces(source: TraceSource, trace_ids: Sequence[str]) -> Iterator[StoredTrace]:
-    """``(trace id, spans)`` of each of ``trace_ids``, read one at a time."""
-    for trace_id in trace_ids:
-        yield trace_id, source.spans(trace_id)

@@ -75,11 +75,16 @@ def trace_unit(trace_id: str, spans: Sequence[ReadableSpan], specs: Sequence[Eva
     targets: list[Target] = []
     if scope == "trace":
         root = root_of(own)
-        if root is not None:
-            targets.append(Target(root, _mapped(own, root), list(specs)))
+        if root is None:
+            return Unit(trace_id, [], list(spans))
+        attributes: Any = root.attributes or {}
+        # As live trace-level evaluation: an evaluator's filters apply to the root.
+        matching = [s for s in specs if s.matches(root.name, attributes, span_kind(attributes))]
+        if matching:
+            targets.append(Target(root, _mapped(own, root), matching))
     else:
         for span in own:
-            attributes: Any = span.attributes or {}
+            attributes = span.attributes or {}
             kind = span_kind(attributes)
             matching = [spec for spec in specs if spec.matches(span.name, attributes, kind)]
             if matching:
