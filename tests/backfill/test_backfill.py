@@ -370,3 +370,20 @@ def test_at_trace_scope_an_evaluators_filters_apply_to_the_root_as_live(tmp_path
     assert evaltrace.evaluate_traces([tool_only], store=store).evaluations == 0
     agents = EvaluatorSpec(has_answer, span_kinds={"agent"})
     assert evaltrace.evaluate_traces([agents], store=store).evaluations == 3
+
+
+def test_a_pretty_printed_otlp_file_is_read_and_a_bad_one_is_named(tmp_path: Path) -> None:
+    source = tmp_path / "source"
+    build_store(source, 1)
+    exported = tmp_path / "traces.jsonl"
+    export = _cli("traces", "export", "--store", str(source), "--output", str(exported))
+    export.communicate(timeout=120)
+    pretty = tmp_path / "pretty.json"
+    pretty.write_text(json.dumps(json.loads(exported.read_text()), indent=2))
+    report = evaltrace.evaluate_traces([has_answer], store=tmp_path / "target", otlp_json=[pretty])
+    assert (report.traces, report.evaluations) == (1, 1)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(exported.read_text() + '{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "xyz"}]}]}]}\n')
+    cli = _cli("evaluate", "--store", str(tmp_path / "target"), "-e", "pii_leakage", "--otlp-json", str(bad))
+    _, err = cli.communicate(timeout=120)
+    assert cli.returncode == 2 and f"{bad}:2:" in err and "Traceback" not in err
