@@ -98,6 +98,21 @@ def test_list_json_has_stable_keys_and_filters(
     assert ids_of("--search", "checkout") == [ids["failed"]]
 
 
+def test_where_selects_traces_by_a_span_attribute(
+    store: tuple[Path, dict[str, str]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, ids = store
+
+    def ids_of(*flags: str) -> list[object]:
+        return [t["trace_id"] for t in _json(capsys, "--store", str(root), *flags)]
+
+    # A child span's attribute selects its trace; numbers and strings as written; several --where all hold.
+    assert ids_of("--where", "gen_ai.usage.input_tokens=7") == [ids["errored"], ids["failed"], ids["old"]]
+    assert ids_of("--where", "input.value=question about checkout") == [ids["failed"]]
+    assert ids_of("--where", "session.id=session-web", "--where", "evaltrace.eval.tone.outcome=fail") == [ids["failed"]]
+    assert ids_of("--where", "gen_ai.usage.input_tokens=8") == []
+
+
 def test_eval_errors_lists_the_traces_whose_evaluations_errored(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -18,6 +18,7 @@ EXPECTED = [
     "context",
     "current_llm_call",
     "end_trace",
+    "evaluate_traces",
     "evaluator",
     "instrument_anthropic",
     "instrument_openai",

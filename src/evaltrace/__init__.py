@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # type checkers and IDEs see the real names; at run time they
         uninstrument_anthropic,
         uninstrument_openai,
     )
+    from evaltrace.backfill import evaluate_traces
     from evaltrace.config import EvaltraceHandle, configure
     from evaltrace.context import ContextThreadPoolExecutor, context, wrap_context
     from evaltrace.decorators import agent, llm, tool, trace, workflow
@@ -50,6 +51,7 @@ __all__ = [
     "context",
     "current_llm_call",
     "end_trace",
+    "evaluate_traces",
     "evaluator",
     "instrument_anthropic",
     "instrument_openai",
@@ -78,6 +80,7 @@ _HOMES = {
     "context": "evaltrace.context",
     "current_llm_call": "evaltrace.manual_llm",
     "end_trace": "evaltrace.trace_end",
+    "evaluate_traces": "evaltrace.backfill",
     "evaluator": "evaltrace.evaluation",
     "instrument_anthropic": "evaltrace._internal.lazy_instrumentation",
     "instrument_openai": "evaltrace._internal.lazy_instrumentation",

@@ -18,6 +18,7 @@ _COMMAND_MODULES = (
     "evaltrace.cli.report",
     "evaltrace.cli.run",
     "evaltrace.cli.runs",
+    "evaltrace.cli.evaluate",
 )
 # Nouns whose module is the only one they need: ``evaltrace traces list`` starts without importing the runner,
 # the worker and their dependencies (the list budget of issue 16 is 200 ms for the whole process).

@@ -58,6 +58,13 @@ EXAMPLES: dict[str, str] = {
   evaltrace run eval.yaml
   evaltrace run eval.yaml --tag smoke --limit 10 --fail-on-regression
   evaltrace run --resume 20260301-120000     # continue a killed run""",
+    "evaluate": """\
+  evaltrace evaluate -e pii_leakage --since 7d                  # a catalogue evaluator over last week's traces
+  evaltrace evaluate --evaluators eval.yaml --failed-evals      # eval.yaml's evaluators, failed traces only
+  evaltrace evaluate -e myproject.evals:tone --scope session    # your evaluator, over whole sessions
+  evaltrace evaluate -e 'length:max_words=200' --scope span --span-kind llm --dry-run
+  evaltrace evaluate -e pii_leakage --otlp-json traces.jsonl --sink jsonl:scores.jsonl
+  evaltrace evaluate -e pii_leakage --phoenix http://127.0.0.1:6006 --project default --since 1d""",
     "re-evaluate": """\
   evaltrace re-evaluate 20260301-120000 --config eval.yaml""",
     "compare": """\

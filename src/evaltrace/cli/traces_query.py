@@ -53,6 +53,13 @@ def _positive(text: str) -> int:
     return value
 
 
+def _attribute(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip() or '"' in key:
+        raise argparse.ArgumentTypeError(f"expected ATTRIBUTE=VALUE (no double quote in the name), got {text!r}")
+    return key.strip(), value
+
+
 def add_filter_arguments(parser: argparse.ArgumentParser, *, default_limit: int | None) -> None:
     """Add ``--store`` and the trace filters shared by ``list`` and ``export``."""
     parser.add_argument("--store", type=Path, default=DEFAULT_DIRECTORY, help="store directory (.evaltrace)")
@@ -73,6 +80,14 @@ def add_filter_arguments(parser: argparse.ArgumentParser, *, default_limit: int 
     parser.add_argument("--session", metavar="ID", help="only traces of this session.id")
     parser.add_argument("--user", metavar="ID", help="only traces of this user.id")
     parser.add_argument("--search", metavar="TEXT", help="words in inputs and outputs (each matched as a word prefix)")
+    parser.add_argument(
+        "--where",
+        type=_attribute,
+        action="append",
+        default=[],
+        metavar="ATTR=VALUE",
+        help="a span of the trace has this attribute value, e.g. gen_ai.request.model=gpt-4o (repeatable)",
+    )
     limit_help = "how many traces, newest first" + (
         f" (default {default_limit})" if default_limit else " (default all)"
     )
@@ -114,6 +129,7 @@ def filter_from_args(args: argparse.Namespace) -> TraceFilter:
         user_id=getattr(args, "user", None),
         search=getattr(args, "search", None),
         limit=getattr(args, "limit", None),
+        attributes=tuple(getattr(args, "where", None) or ()),
     )
 
 
@@ -122,7 +138,7 @@ def is_filtered(args: argparse.Namespace) -> bool:
     names = ("service", "since", "status", "evaluator", "session", "user", "search")
     flags = ("failed_evals", "eval_errors")
     return any(getattr(args, name, None) is not None for name in names) or any(
-        bool(getattr(args, flag, False)) for flag in flags
+        bool(getattr(args, flag, False)) for flag in (*flags, "where")
     )
 
 

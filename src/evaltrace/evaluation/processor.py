@@ -817,6 +817,11 @@ class EvaluationSpanProcessor(SpanProcessor):
             except Exception:
                 log_internal_error("shutting down a downstream processor")
 
+    @property
+    def sink_workers(self) -> list[SinkWorker]:
+        """The workers delivering scores to this processor's sinks (a backfill hands its scores to them too)."""
+        return list(self._sinks)
+
     def stats(self) -> dict[str, Any]:
         """Return the pipeline's counters.
 

@@ -375,6 +375,14 @@ async def arun_evaluator(
     return stamp(result, evaluator, trace, started)
 
 
+def _unit_field(unit: Any, name: str) -> str:
+    """A field of the judged unit: a Trace has them all; a Conversation (session scope) is its session's case."""
+    value = getattr(unit, name, None)
+    if value is None and name == "case_id":
+        value = getattr(unit, "session_id", None)
+    return value if isinstance(value, str) else ""
+
+
 def stamp(result: EvaluationResult, evaluator: Any, trace: Trace, started: dt.datetime) -> EvaluationResult:
     """Return ``result`` stamped with the trace's run, case and variant, the evaluator, and the call's times."""
     updates: dict[str, Any] = {"evaluator": result.evaluator or evaluator_name(evaluator)}
@@ -386,16 +394,16 @@ def stamp(result: EvaluationResult, evaluator: Any, trace: Trace, started: dt.da
         # Every value is of its field's type already (the trace's validated strings, aware UTC datetimes in
         # order), so an unvalidated copy is the same result as stamped()'s dump-and-validate, at a fraction of
         # its cost (it was the largest part of a cheap evaluator's cost per span).
-        updates["run_id"] = trace.run_id
-        updates["case_id"] = trace.case_id
-        updates["variant_name"] = trace.variant_name
+        updates["run_id"] = trace.run_id if type(trace) is Trace else _unit_field(trace, "run_id")
+        updates["case_id"] = trace.case_id if type(trace) is Trace else _unit_field(trace, "case_id")
+        updates["variant_name"] = trace.variant_name if type(trace) is Trace else _unit_field(trace, "variant_name")
         updates["started_at"] = started
         updates["finished_at"] = finished
         return trusted_copy(result, updates)
     return result.stamped(
-        run_id=trace.run_id,
-        case_id=trace.case_id,
-        variant_name=trace.variant_name,
+        run_id=_unit_field(trace, "run_id"),
+        case_id=_unit_field(trace, "case_id"),
+        variant_name=_unit_field(trace, "variant_name"),
         started_at=started,
         finished_at=finished,
         **updates,

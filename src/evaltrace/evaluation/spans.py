@@ -64,7 +64,12 @@ def enriched_copy(span: ReadableSpan, results: Sequence[EvaluationResult], *, pr
 
 
 def evaluation_span(
-    span: ReadableSpan, result: EvaluationResult, *, provenance: bool = False, revision: int | None = None
+    span: ReadableSpan,
+    result: EvaluationResult,
+    *,
+    provenance: bool = False,
+    revision: int | None = None,
+    span_id: int | None = None,
 ) -> ReadableSpan | None:
     """Return the child span ``evaluation {name}`` carrying one late result (None for a span without context).
 
@@ -73,14 +78,15 @@ def evaluation_span(
     (outcome ``error``, with ``error.type`` as the description): the span is the *evaluation's* operation, and an
     evaluation that judged the output a fail, or was not evaluated, ran correctly, so its status stays UNSET
     and its verdict is in ``evaltrace.eval.<name>.outcome``. ``revision`` (trace-level results after the trace
-    completed) is set as ``evaltrace.evaluation.revision``.
+    completed) is set as ``evaltrace.evaluation.revision``. ``span_id`` fixes the new span's id (a re-judged stored
+    trace: the same result of the same evaluator replaces its span instead of adding one); random by default.
     """
     parent = span.context
     if parent is None:
         return None
     context = SpanContext(
         trace_id=parent.trace_id,
-        span_id=_ids.generate_span_id(),
+        span_id=span_id if span_id is not None else _ids.generate_span_id(),
         is_remote=False,
         trace_flags=parent.trace_flags,
         trace_state=parent.trace_state,

@@ -100,6 +100,8 @@ class TraceFilter:
         user_id: ``user.id``.
         search: Words in inputs and outputs (each matched as a word prefix with FTS5, as a substring without).
         limit: Most traces returned, newest first (``None``: all).
+        attributes: ``(key, value)`` pairs: a span of the trace has attribute ``key`` equal to ``value`` (the text,
+            or the number or boolean it spells), for each pair. Read from the spans themselves (no index).
     """
 
     service: str | None = None
@@ -112,6 +114,7 @@ class TraceFilter:
     user_id: str | None = None
     search: str | None = None
     limit: int | None = None
+    attributes: tuple[tuple[str, str], ...] = ()
 
 
 # Runs of letters and digits: what FTS5's unicode61 tokenizer keeps as one token. A word that tokenizes into
@@ -169,7 +172,38 @@ def _where(conn: sqlite3.Connection, f: TraceFilter) -> tuple[str, list[Any]]:
         else:
             clauses.append("t.trace_id IN (SELECT trace_id FROM span_text WHERE text LIKE ? ESCAPE '\\')")
             params.append(_like(f.search))
+    _attribute_clauses(f.attributes, clauses, params)
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def _attribute_clauses(attributes: tuple[tuple[str, str], ...], clauses: list[str], params: list[Any]) -> None:
+    """A span of the trace has each attribute value: read from the span blobs (a scan, no index)."""
+    for key, value in attributes:
+        clauses.append("t.trace_id IN (SELECT s.trace_id FROM spans AS s WHERE json_extract(s.data, ?) IN (?, ?))")
+        params.extend([_attribute_path(key), value, _scalar(value)])
+
+
+def _attribute_path(key: str) -> str:
+    """The JSON path of attribute ``key`` in a span's blob (a dotted name is one key, quoted).
+
+    Raises:
+        ValueError: ``key`` holds a double quote (a JSON path label cannot).
+    """
+    if '"' in key:
+        raise ValueError(f"attribute name {key!r} holds a double quote")
+    return '$.attributes."' + key + '"'
+
+
+def _scalar(text: str) -> Any:
+    """What ``text`` spells when it is a number or a boolean (as SQLite's JSON functions give them), else itself."""
+    if text in ("true", "false"):
+        return int(text == "true")
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text
 
 
 _COLUMNS = (

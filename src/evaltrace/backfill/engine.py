@@ -1,0 +1,323 @@
+"""Re-judge stored traces: the loop behind ``evaltrace evaluate`` and :func:`evaltrace.evaluate_traces`.
+
+Units (a trace, or a session) are judged a batch at a time, up to ``concurrency`` evaluations at once. Each
+evaluation runs as live ones do (:func:`~evaltrace.evaluation.arun_evaluator`, with the evaluator's timeout, the
+rate limits and judge budgets of :class:`~evaltrace.evaluation.limits.LimitGate`). After a batch, its results are
+written to the local store and delivered to the score sinks, then its units are added to the checkpoint: a
+killed backfill resumes after the last finished batch, and what it judges again replaces the same rows.
+
+Rate limits wait rather than skip (a backfill has time); a judge budget that runs out stops the backfill, with
+what was not judged left for a later run of the same command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from evaltrace._internal.daemon_pool import DaemonExecutor
+from evaltrace.backfill.checkpoint import Checkpoint
+from evaltrace.backfill.results import result_score, result_span
+from evaltrace.backfill.sources import TraceSource, session_of
+from evaltrace.backfill.units import Target, Unit, session_unit, trace_unit
+from evaltrace.evaluation.convert import result_outcome
+from evaltrace.evaluation.evaluator import EvaluatorSpec
+from evaltrace.evaluation.limits import OVER_BUDGET, RATE_LIMITED, LimitGate
+from evaltrace.evaluation.runner import RunOptions, arun_evaluator, is_async_evaluator, skipped_result
+from evaltrace.evaluation.spend import judge_usage
+from evaltrace.exceptions import EvaltraceError
+from evaltrace.schema import EvaluationResult, Score
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+    from evaltrace.evaluation.sinks.worker import SinkWorker
+
+__all__ = ["BackfillReport", "BackfillStoreError", "run_backfill", "units_of"]
+
+logger = logging.getLogger("evaltrace.backfill")
+MAPPING_FAILED = "mapping_failed"
+_RATE_WAIT_S = 0.05
+
+
+class BackfillStoreError(EvaltraceError):
+    """The local store refused the results of a batch: the backfill stops (resume once the store is fixed)."""
+
+
+@dataclass
+class BackfillReport:
+    """What a backfill judged (or, with ``dry_run``, would judge).
+
+    Attributes:
+        traces: Traces selected.
+        spans: Spans judged: the matching spans at span scope, the roots at trace scope, the turns at session scope.
+        sessions: Sessions judged (session scope only).
+        evaluations: Evaluations run (one per evaluator and judged span, trace or session).
+        outcomes: Evaluations by outcome: ``pass``, ``fail``, ``error``, ``not_evaluated``.
+        resumed: Units (traces or sessions) skipped because a killed run had finished them already.
+        without_session: Traces skipped at session scope because they carry no ``session.id``.
+        stopped: Why the backfill stopped early (``over_budget``), None when it finished.
+        estimated_cost_usd: ``dry_run``: an estimate of the judges' cost (None when no judge model has a price).
+        judge_models: ``dry_run``: the models the evaluators' judges call.
+        unpriced_models: ``dry_run``: judge models genai-prices has no price for.
+        dry_run: Nothing was judged or written.
+    """
+
+    traces: int = 0
+    spans: int = 0
+    sessions: int = 0
+    evaluations: int = 0
+    outcomes: dict[str, int] = field(default_factory=dict)
+    resumed: int = 0
+    without_session: int = 0
+    stopped: str | None = None
+    estimated_cost_usd: float | None = None
+    judge_models: list[str] = field(default_factory=list)
+    unpriced_models: list[str] = field(default_factory=list)
+    dry_run: bool = False
+
+    @property
+    def failed(self) -> int:
+        """Evaluations whose verdict was a fail."""
+        return self.outcomes.get("fail", 0)
+
+
+def units_of(
+    source: TraceSource, specs: Sequence[EvaluatorSpec], scope: str, trace_ids: Sequence[str], report: BackfillReport
+) -> Iterator[Unit]:
+    """The units to judge, one trace (or session) at a time; sessions are gathered from their selected traces."""
+    if scope != "session":
+        for trace_id in trace_ids:
+            yield trace_unit(trace_id, source.spans(trace_id), specs, scope)
+        return
+    seen: set[str] = set()
+    for trace_id in trace_ids:
+        session = session_of(source.spans(trace_id))
+        if session is None:
+            report.without_session += 1
+            continue
+        if session in seen:
+            continue
+        seen.add(session)
+        members = [(t, source.spans(t)) for t in source.session_trace_ids(session)]
+        yield session_unit(session, members, specs)
+
+
+class _Stop(Exception):
+    """A judge budget ran out."""
+
+
+@dataclass
+class _Done:
+    spans: list[ReadableSpan] = field(default_factory=list)
+    scores: list[Score] = field(default_factory=list)
+    finished: list[str] = field(default_factory=list)
+
+
+class _Judging:
+    """The evaluation side: where each evaluator runs, the limits, and the run options."""
+
+    def __init__(
+        self, specs: Sequence[EvaluatorSpec], gate: LimitGate, concurrency: int, timeout_s: float | None
+    ) -> None:
+        self.gate = gate
+        self.timeout_s = timeout_s
+        self.slots = asyncio.Semaphore(concurrency)
+        self.pools: dict[int, DaemonExecutor | None] = {}
+        for spec in specs:
+            gate.register(spec.evaluator.name, spec.limits)
+            sync = not spec.inline and not is_async_evaluator(spec.evaluator)
+            self.pools[id(spec)] = (
+                DaemonExecutor(concurrency, thread_name_prefix="evaltrace-backfill") if sync else None
+            )
+
+    def close(self) -> None:
+        for pool in self.pools.values():
+            if pool is not None:
+                pool.shutdown(wait=False, cancel_futures=True)
+
+    async def admit(self, name: str) -> None:
+        """Wait out the rate limit; raise :class:`_Stop` when a budget is spent."""
+        if not self.gate.active:
+            return
+        while True:
+            reason = self.gate.admit(name)
+            if reason is None:
+                return
+            if reason == OVER_BUDGET:
+                raise _Stop
+            assert reason == RATE_LIMITED
+            await asyncio.sleep(_RATE_WAIT_S)
+
+    async def judge(self, target: Target, spec: EvaluatorSpec) -> EvaluationResult:
+        if target.judged is None:
+            return skipped_result(spec.evaluator, MAPPING_FAILED)
+        name = spec.evaluator.name
+        timeout = spec.timeout_s if spec.timeout_s is not None else self.timeout_s
+        async with self.slots, contextlib.AsyncExitStack() as stack:
+            # Admitted once a slot is free: a budget is overshot by at most the evaluations running at once.
+            await self.admit(name)
+            if self.gate.active:
+                await stack.enter_async_context(self.gate.slot(name))
+            result = await arun_evaluator(
+                spec.evaluator,
+                target.judged,  # type: ignore[arg-type]  # a Conversation at session scope: Evaluator is duck-typed
+                None,
+                options=RunOptions(timeout_s=timeout),
+                executor=self.pools[id(spec)],
+            )
+        usage = judge_usage(result) if result.detail else None
+        if usage is not None:
+            self.gate.charge(name, usage.input_tokens + usage.output_tokens, usage.cost_usd)
+        return result
+
+
+async def _judge_unit(
+    judging: _Judging, unit: Unit, scope: str, report: BackfillReport, done: _Done, source_in_store: bool
+) -> None:
+    """Judge every target of ``unit``; its results join ``done`` (a budget stop leaves the unit unfinished)."""
+
+    async def one(target: Target, spec: EvaluatorSpec) -> tuple[Target, EvaluatorSpec, EvaluationResult | None]:
+        try:
+            return target, spec, await judging.judge(target, spec)
+        except _Stop:
+            return target, spec, None
+
+    pairs = [(target, spec) for target in unit.targets for spec in target.specs]
+    answers = await asyncio.gather(*(one(target, spec) for target, spec in pairs))
+    complete = all(result is not None for _, _, result in answers)
+    if any(result is not None for _, _, result in answers) and not source_in_store:
+        done.spans.extend(unit.spans)  # the trace next to its results
+    for target, spec, result in answers:
+        if result is None:
+            continue
+        report.evaluations += 1
+        outcome = result_outcome(result)
+        report.outcomes[outcome] = report.outcomes.get(outcome, 0) + 1
+        span = result_span(target, scope, result)
+        if span is not None:
+            done.spans.append(span)
+        score = result_score(target, scope, spec, result)
+        if score is not None:
+            done.scores.append(score)
+    if complete:
+        done.finished.append(unit.key)
+    else:
+        report.stopped = OVER_BUDGET
+
+
+@dataclass
+class Outputs:
+    """Where results go: the store's exporter, the sink workers, an optional redaction of scores."""
+
+    exporter: SpanExporter
+    sinks: Sequence[SinkWorker] = ()
+    redact: Callable[[Score], Score] | None = None
+    flush_timeout_s: float = 30.0
+
+
+def _deliver(outputs: Outputs, done: _Done) -> None:
+    """Store the batch's spans (synchronously), then hand its scores to the sinks and wait for them."""
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    if done.spans and outputs.exporter.export(done.spans) is not SpanExportResult.SUCCESS:
+        raise BackfillStoreError("the local store refused a batch of results (see the warning above)")
+    scores = [outputs.redact(s) for s in done.scores] if outputs.redact is not None else done.scores
+    if scores:
+        for worker in outputs.sinks:
+            worker.submit(scores)
+        for worker in outputs.sinks:
+            worker.force_flush(outputs.flush_timeout_s)
+
+
+async def _run_batches(
+    units: Iterator[Unit],
+    judging: _Judging,
+    scope: str,
+    checkpoint: Checkpoint,
+    outputs: Outputs,
+    report: BackfillReport,
+    batch_size: int,
+    on_unit: Callable[[Unit], None] | None,
+    source_in_store: bool,
+) -> None:
+    while report.stopped is None:
+        batch: list[Unit] = []
+        for unit in units:
+            if unit.key in checkpoint.done:
+                report.resumed += 1
+                if on_unit is not None:
+                    on_unit(unit)
+                continue
+            batch.append(unit)
+            if len(batch) >= batch_size:
+                break
+        if not batch:
+            return
+        done = _Done()
+        await asyncio.gather(*(_judge_unit(judging, u, scope, report, done, source_in_store) for u in batch))
+        for unit in batch:
+            _count(unit, scope, report)
+        _deliver(outputs, done)
+        checkpoint.add(done.finished)
+        if on_unit is not None:
+            for unit in batch:
+                on_unit(unit)
+
+
+def _count(unit: Unit, scope: str, report: BackfillReport) -> None:
+    if scope == "session":
+        report.sessions += 1 if unit.targets else 0
+        report.spans += unit.traces if unit.targets else 0
+    else:
+        report.spans += len(unit.targets)
+
+
+def run_backfill(
+    units: Iterator[Unit],
+    specs: Sequence[EvaluatorSpec],
+    *,
+    scope: str,
+    checkpoint: Checkpoint,
+    outputs: Outputs,
+    report: BackfillReport,
+    gate: LimitGate,
+    concurrency: int,
+    timeout_s: float | None,
+    source_in_store: bool,
+    on_unit: Callable[[Unit], None] | None = None,
+    batch_size: int | None = None,
+) -> BackfillReport:
+    """Judge ``units`` and deliver their results; the checkpoint is deleted once every unit is done."""
+    size = batch_size or max(64, concurrency * 8)
+
+    async def main() -> None:
+        judging = _Judging(specs, gate, concurrency, timeout_s)
+        try:
+            await _run_batches(units, judging, scope, checkpoint, outputs, report, size, on_unit, source_in_store)
+        finally:
+            judging.close()
+
+    asyncio.run(main())
+    if report.stopped is None:
+        checkpoint.finish()
+    return report
+
+
+def spec_names(specs: Sequence[EvaluatorSpec]) -> list[str]:
+    """``name@version`` of each evaluator (part of the checkpoint's key)."""
+    return [f"{spec.evaluator.name}@{getattr(spec.evaluator, 'version', None) or ''}" for spec in specs]
+
+
+def describe_specs(specs: Sequence[EvaluatorSpec]) -> str:
+    """The evaluators and their span filters, stable across runs."""
+    parts: list[Any] = []
+    for spec, name in zip(specs, spec_names(specs), strict=True):
+        kinds = ",".join(sorted(spec.span_kinds)) if spec.span_kinds else ""
+        parts.append(f"{name}[{kinds}|{spec.name_glob or ''}]")
+    return ";".join(parts)

@@ -1,0 +1,203 @@
+"""Traces read from a Phoenix server's REST API, for re-judging.
+
+Phoenix serves a project's spans in OTLP form at ``GET /v1/projects/{project}/spans/otlpv1`` (snake_case OTLP
+fields, hex ids, newest first, ``next_cursor`` pagination, filters ``start_time``, ``trace_id`` and
+``attribute=key:value``). Each page is handed, as an OTLP/JSON request, to the decoder ``evaltrace worker`` uses,
+so the spans are rebuilt exactly as received OTLP spans are. Phoenix does not return resources: the spans carry
+no ``service.name``.
+
+A filter on a session selects traces by the spans that carry the attribute, then reads those traces whole.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+import httpx
+
+from evaltrace.backfill.sources import session_of
+from evaltrace.exceptions import ConfigError, EvaltraceError
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+
+__all__ = ["PhoenixSource", "PhoenixSourceError"]
+
+PAGE_SIZE = 1000
+"""Spans per request (Phoenix's most)."""
+_TRACE_IDS_PER_REQUEST = 50
+_TIMEOUT_S = 30.0
+
+
+class PhoenixSourceError(EvaltraceError):
+    """Phoenix could not be read: unreachable, refusing the key, or answering something else than spans."""
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+class PhoenixSource:
+    """The traces of one Phoenix project.
+
+    Args:
+        url: Phoenix's base URL (``http://127.0.0.1:6006``).
+        project: The project's name (or id).
+        since_ns: Only traces with spans that started at or after this Unix time (nanoseconds).
+        trace_ids: Only these traces (full 32-hex ids).
+        session_id: Only the traces of this ``session.id``.
+        attributes: Only traces with a span whose attribute ``key`` is ``value`` (Phoenix's ``attribute`` filter).
+        api_key: Sent as ``Authorization: Bearer``; defaults to ``PHOENIX_API_KEY``.
+        key: What the selection was written as, for the checkpoint's key.
+
+    Raises:
+        ConfigError: An empty URL or project.
+    """
+
+    in_store = False
+
+    def __init__(
+        self,
+        url: str,
+        project: str,
+        *,
+        since_ns: int | None = None,
+        trace_ids: Sequence[str] = (),
+        session_id: str | None = None,
+        attributes: Sequence[tuple[str, str]] = (),
+        api_key: str | None = None,
+        key: str | None = None,
+    ) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ConfigError("--phoenix", f"expected Phoenix's http(s) URL, got {url!r}")
+        if not project or any(c in project for c in "/?#"):
+            raise ConfigError("--project", f"expected a Phoenix project name (no '/', '?' or '#'), got {project!r}")
+        self.url = url.rstrip("/")
+        self.project = project
+        self.since_ns = since_ns
+        self.trace_ids_given = [t.lower() for t in trace_ids]
+        self.session_id = session_id
+        self.attributes = list(attributes)
+        self.key = key
+        api_key = api_key or os.environ.get("PHOENIX_API_KEY")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(headers=headers, timeout=_TIMEOUT_S)
+        self._traces: dict[str, list[ReadableSpan]] | None = None
+
+    def _pages(self, params: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
+        """Every page of spans the query selects."""
+        path = f"{self.url}/v1/projects/{quote(self.project, safe='')}/spans/otlpv1"
+        cursor: str | None = None
+        while True:
+            query = {**params, "limit": PAGE_SIZE, **({"cursor": cursor} if cursor else {})}
+            try:
+                response = self._client.get(path, params=query)
+            except httpx.HTTPError as exc:
+                raise PhoenixSourceError(f"cannot read spans from Phoenix at {self.url}: {exc}") from None
+            if response.status_code == 404:
+                raise PhoenixSourceError(f"Phoenix at {self.url} has no project {self.project!r}")
+            if response.status_code in (401, 403):
+                raise PhoenixSourceError(f"Phoenix at {self.url} refused the request (HTTP {response.status_code}); "
+                                         "set PHOENIX_API_KEY")  # fmt: skip
+            if response.status_code != 200:
+                raise PhoenixSourceError(f"Phoenix at {self.url} answered HTTP {response.status_code}: "
+                                         f"{response.text[:200]}")  # fmt: skip
+            try:
+                body = response.json()
+                data = list(body["data"])
+            except (ValueError, KeyError, TypeError):
+                raise PhoenixSourceError(f"Phoenix at {self.url} answered something else than spans") from None
+            yield data
+            cursor = body.get("next_cursor")
+            if not cursor:
+                return
+
+    def _decode(self, spans: list[dict[str, Any]]) -> list[ReadableSpan]:
+        from evaltrace.worker.decode import PayloadError, parse_request, spans_from_request
+
+        request = {"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {}, "spans": _without_nulls(spans)}]}]}
+        try:
+            return spans_from_request(parse_request(json.dumps(request).encode(), "application/json"))
+        except PayloadError as exc:
+            raise PhoenixSourceError(f"Phoenix at {self.url} sent spans that are not OTLP: {exc.reason}") from None
+
+    def _base_params(self) -> dict[str, Any]:
+        if self.since_ns is None:
+            return {}
+        return {"start_time": dt.datetime.fromtimestamp(self.since_ns / 1e9, dt.UTC).isoformat()}
+
+    def _read(self, params: dict[str, Any], into: dict[str, list[ReadableSpan]]) -> None:
+        for page in self._pages(params):
+            for span in self._decode(page):
+                assert span.context is not None  # the decoder refuses spans without ids
+                into.setdefault(f"{span.context.trace_id:032x}", []).append(span)
+
+    def _whole(self, trace_ids: Sequence[str]) -> dict[str, list[ReadableSpan]]:
+        """Every span of these traces, whatever their start time."""
+        traces: dict[str, list[ReadableSpan]] = {}
+        for start in range(0, len(trace_ids), _TRACE_IDS_PER_REQUEST):
+            self._read({"trace_id": list(trace_ids[start : start + _TRACE_IDS_PER_REQUEST])}, traces)
+        return traces
+
+    def _matching_traces(self, filters: list[str], params: dict[str, Any]) -> list[str]:
+        """Traces with a span matching every ``key:value`` filter (the spans that carry them, not whole traces)."""
+        found: dict[str, list[ReadableSpan]] = {}
+        self._read({**params, "attribute": filters}, found)
+        return list(found)
+
+    def _session_traces(self, session_id: str, params: dict[str, Any]) -> list[str]:
+        return self._matching_traces([f"session.id:{json.dumps(session_id)}"], params)
+
+    def _load(self) -> dict[str, list[ReadableSpan]]:
+        if self._traces is None:
+            params = self._base_params()
+            if self.trace_ids_given:
+                traces = self._whole(self.trace_ids_given)
+            elif self.session_id is not None or self.attributes:
+                filters = [f"{key}:{value}" for key, value in self.attributes]
+                if self.session_id is not None:
+                    filters.append(f"session.id:{json.dumps(self.session_id)}")
+                traces = self._whole(self._matching_traces(filters, params))
+            else:
+                traces = {}
+                self._read(params, traces)
+                if self.since_ns is not None:  # a trace that started before the window keeps its early spans
+                    traces = self._whole(list(traces))
+            self._traces = traces
+        return self._traces
+
+    def trace_ids(self) -> list[str]:
+        """The selected trace ids, newest first."""
+        traces = self._load()
+        return sorted(traces, key=lambda t: -min(s.start_time or 0 for s in traces[t]))
+
+    def spans(self, trace_id: str) -> list[ReadableSpan]:
+        """The trace's spans, by start time."""
+        return sorted(self._load().get(trace_id, []), key=lambda s: s.start_time or 0)
+
+    def session_trace_ids(self, session_id: str) -> list[str]:
+        """Every trace of the session on the server (a session is judged whole)."""
+        traces = self._load()
+        ids = self._session_traces(session_id, {})
+        missing = [t for t in ids if t not in traces]
+        if missing:
+            traces.update(self._whole(missing))
+        return [t for t in ids if session_of(traces.get(t, [])) == session_id]
+
+    def describe(self) -> str:
+        """The server, the project and the selection."""
+        selection = self.key if self.key is not None else repr((self.since_ns, self.session_id, self.attributes))
+        return f"phoenix:{self.url}|{self.project}|{selection}|{','.join(self.trace_ids_given)}"
+
+    def close(self) -> None:
+        """Close the HTTP client."""
+        self._client.close()

@@ -1,0 +1,198 @@
+"""``evaltrace evaluate``: run evaluators over stored traces (the local store, or OTLP/JSON files) without the app.
+
+Exit status: 0 when every selected trace was judged (whatever the verdicts, unless ``--fail-on-fail``), 1 when a
+verdict failed with ``--fail-on-fail``, a judge budget stopped the backfill, or the store could not be written,
+2 for a usage error (an unknown evaluator, a bad file, no trace matched).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from evaltrace.cli.traces_query import add_filter_arguments, filter_from_args, is_filtered
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add ``evaltrace evaluate``."""
+    parser = subparsers.add_parser(
+        "evaluate",
+        help="re-judge stored traces with evaluators, without running the application",
+    )
+    which = parser.add_argument_group("evaluators")
+    which.add_argument(
+        "-e",
+        "--evaluator-entry",
+        dest="entries",
+        action="append",
+        default=[],
+        metavar="NAME[:k=v,...]",
+        help="a catalogue evaluator with options (contains:text=refund), or module:attr (repeatable)",
+    )
+    which.add_argument(
+        "--evaluators", type=Path, metavar="FILE", help="a YAML file with an evaluators: list (eval.yaml)"
+    )
+    add_filter_arguments(parser, default_limit=None)
+    parser.add_argument("--trace", action="append", default=[], metavar="ID", help="only this trace (repeatable)")
+    parser.add_argument(
+        "--otlp-json", action="append", default=[], type=Path, metavar="FILE", help="read traces from OTLP/JSON files"
+    )
+    parser.add_argument("--phoenix", metavar="URL", help="read traces from this Phoenix server (with --project)")
+    parser.add_argument("--project", metavar="NAME", help="the Phoenix project to read")
+    parser.add_argument("--scope", choices=("span", "trace", "session"), default="trace", help="what is judged")
+    parser.add_argument("--span-kind", action="append", metavar="KIND", help="span scope: only spans of this kind")
+    parser.add_argument("--span-name", metavar="GLOB", help="span scope: only spans whose name matches")
+    parser.add_argument(
+        "--sink", action="append", default=[], metavar="SPEC", help="jsonl:PATH, langfuse, phoenix[:URL]"
+    )
+    parser.add_argument("--concurrency", type=int, default=8, help="evaluations at once (default 8)")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per evaluation (default 60)")
+    parser.add_argument("--dry-run", action="store_true", help="count what would be judged and estimate the cost")
+    parser.add_argument("--restart", action="store_true", help="ignore what a killed run finished; start over")
+    parser.add_argument("--fail-on-fail", action="store_true", help="exit 1 when any verdict is a fail")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=evaluate_command)
+
+
+def _error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def _selection_key(args: argparse.Namespace) -> str:
+    """The filters as written (``--since 1d``, not the instant it meant), so a resumed run finds its checkpoint."""
+    names = (
+        "service",
+        "since",
+        "status",
+        "failed_evals",
+        "eval_errors",
+        "evaluator",
+        "session",
+        "user",
+        "search",
+        "where",
+    )
+    return repr([(n, getattr(args, n, None)) for n in (*names, "limit")])
+
+
+def evaluate_command(args: argparse.Namespace) -> int:
+    """Run the backfill the flags describe."""
+    from evaltrace.cli.evaluate_entries import EntryError, load_entries
+    from evaltrace.exceptions import ConfigError
+    from evaltrace.exporters.store_db import StoreError
+
+    if not args.entries and args.evaluators is None:
+        return _error("no evaluator given: use -e NAME (or module:attr) or --evaluators FILE")
+    if args.concurrency < 1:
+        return _error(f"--concurrency: expected a whole number >= 1, got {args.concurrency}")
+    if args.otlp_json and (is_filtered(args) or args.trace or args.limit):
+        return _error("the trace filters select from the local store (or --phoenix), not from --otlp-json files")
+    if args.phoenix and args.otlp_json:
+        return _error("read traces from --otlp-json files or from --phoenix, not both")
+    if (args.span_kind or args.span_name) and args.scope != "span":
+        return _error("--span-kind and --span-name apply to --scope span")
+    try:
+        evaluators = load_entries(args.entries, args.evaluators)
+        sinks = _sinks(args.sink)
+    except (EntryError, ConfigError) as exc:
+        return _error(str(exc))
+    return _run(args, evaluators, sinks, ConfigError, StoreError)
+
+
+def _sinks(specs: list[str]) -> list[Any] | None:
+    if not specs:
+        return None
+    from evaltrace.worker.loading import build_sinks
+
+    return build_sinks(specs)
+
+
+def _run(args: argparse.Namespace, evaluators: list[Any], sinks: Any, config_error: Any, store_error: Any) -> int:
+    from rich.console import Console
+
+    from evaltrace.backfill import BackfillStoreError, evaluate_traces
+    from evaltrace.backfill.phoenix_source import PhoenixSourceError
+    from evaltrace.cli.run import RichProgress
+
+    console = Console(stderr=True)
+    where = filter_from_args(args) if not args.otlp_json else None
+    if args.phoenix and where is not None and where == type(where)():
+        where = None
+    with RichProgress(console, enabled=not args.no_progress and not args.dry_run) as progress:
+        started = [False]
+
+        def advance(done: int, total: int) -> None:
+            if not started[0]:
+                progress.start("judging traces", total)
+                started[0] = True
+            progress.advance()
+
+        try:
+            report = evaluate_traces(
+                evaluators,
+                store=args.store,
+                where=where,
+                trace_ids=args.trace,
+                otlp_json=args.otlp_json,
+                phoenix=args.phoenix,
+                project=args.project,
+                scope=args.scope,
+                span_kinds=args.span_kind,
+                span_name=args.span_name,
+                sinks=sinks,
+                concurrency=args.concurrency,
+                timeout_s=args.timeout,
+                resume=not args.restart,
+                dry_run=args.dry_run,
+                on_progress=advance,
+                selection_key=_selection_key(args),
+            )
+        except config_error as exc:
+            return _error(str(exc))
+        except (store_error, BackfillStoreError, PhoenixSourceError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            print(
+                "interrupted: run the same command again to judge the rest (finished traces are kept)", file=sys.stderr
+            )
+            return 130
+    return _report(report, args)
+
+
+def _report(report: Any, args: argparse.Namespace) -> int:
+    if report.traces == 0:
+        source = ", ".join(map(str, args.otlp_json)) if args.otlp_json else f"{args.store}"
+        if args.phoenix:
+            source = f"Phoenix project {args.project!r} at {args.phoenix}"
+        return _error(f"no traces in {source} match this selection; nothing to judge")
+    counted = f"{report.traces} trace(s) selected: {report.spans} span(s)"
+    if args.scope == "session":
+        counted = f"{report.traces} trace(s) selected: {report.sessions} session(s) of {report.spans} trace(s)"
+    if report.without_session:
+        counted += f"; {report.without_session} trace(s) without a session.id skipped"
+    if report.dry_run:
+        print(f"dry run: {counted}, {report.evaluations} evaluation(s) would run")
+        if not report.judge_models:
+            print("no evaluator calls a judge: no judge cost")
+        elif report.estimated_cost_usd is not None:
+            print(
+                f"estimated judge cost: ${report.estimated_cost_usd:.4f} with {', '.join(report.judge_models)} "
+                "(an estimate: the text a judge is sent / 4 as tokens, at genai-prices rates)"
+            )
+        if report.unpriced_models:
+            print(f"no price known for judge model(s) {', '.join(report.unpriced_models)}: not in the estimate")
+        return 0
+    outcomes = ", ".join(f"{count} {outcome}" for outcome, count in sorted(report.outcomes.items())) or "none"
+    print(f"{counted}; {report.evaluations} evaluation(s): {outcomes}")
+    if report.resumed:
+        print(f"resumed: {report.resumed} trace(s) or session(s) were already judged by the interrupted run")
+    if report.stopped is not None:
+        print("stopped: a judge budget is spent; run the same command again later to judge the rest", file=sys.stderr)
+        return 1
+    return 1 if args.fail_on_fail and report.failed else 0

@@ -1,0 +1,64 @@
+"""Evaluators the backfill tests import by ``module:attr`` (also from a subprocess running ``evaltrace evaluate``)."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import evaltrace
+from evaltrace.schema import Trace
+
+
+@evaltrace.evaluator
+def logged(trace: Trace) -> bool:
+    """Append the judged trace's id to ``$BACKFILL_LOG`` (one line per call), then pass."""
+    path = os.environ["BACKFILL_LOG"]
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(f"{trace.extra['trace_id']}\n")
+    time.sleep(float(os.environ.get("BACKFILL_SLEEP_S", "0")))
+    return True
+
+
+@evaltrace.evaluator
+def short_answer(trace: Trace) -> bool:
+    """Pass when the final answer has fewer than 3 characters."""
+    return len(trace.output.final_answer or "") < 3
+
+
+@evaltrace.evaluator(name="has_answer", version="1")
+def has_answer(trace: Trace) -> bool:
+    """Pass when there is a final answer."""
+    return bool(trace.output.final_answer)
+
+
+class TurnCount:
+    """A session-scope evaluator: ``evaluate`` receives a Conversation (the Evaluator protocol is duck-typed)."""
+
+    name = "turn_count"
+    version = None
+    seen: list[Any] = []
+
+    def evaluate(self, conversation: Any, case: Any) -> Any:
+        from evaltrace.schema import EvaluationResult
+
+        TurnCount.seen.append(conversation)
+        turns = len(conversation.turns)
+        return EvaluationResult(evaluator=self.name, passed=turns <= 3, score=float(turns), reason=f"{turns} turns")
+
+
+@evaltrace.evaluator(name="costly")
+def costly(trace: Trace) -> Any:
+    """Pass, reporting a judge call of 100 tokens (what budgets are charged from)."""
+    from evaltrace.schema import EvaluationResult
+
+    judge = {"model": "gpt-4o-mini", "input_tokens": 90, "output_tokens": 10, "cost_usd": 0.001}
+    return EvaluationResult(evaluator="costly", passed=True, detail={"judge": judge})
+
+
+@evaltrace.evaluator(name="chatty")
+def chatty(trace: Trace) -> Any:
+    """Fail with a reason that quotes an e-mail address (what redaction must mask)."""
+    from evaltrace.schema import EvaluationResult
+
+    return EvaluationResult(evaluator="chatty", passed=False, reason="the answer leaks jane.doe@example.com")

@@ -1,0 +1,46 @@
+"""Local stores of synthetic traces for the backfill tests, written through the store's own bulk writer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.trace import set_span_in_context
+
+from evaltrace.exporters import LocalStoreExporter
+
+
+def agent_spans(count: int, sessions: int = 0, resource: dict[str, str] | None = None) -> list[ReadableSpan]:
+    """``count`` traces of an agent span (question, answer) with a tool span under it.
+
+    With ``sessions``, trace ``i`` belongs to session ``s{i % sessions}``.
+    """
+    tracer = TracerProvider(resource=Resource({"service.name": "svc", **(resource or {})})).get_tracer("backfill-test")
+    spans: list[ReadableSpan] = []
+    for index in range(count):
+        attributes = {
+            "evaltrace.span.kind": "agent",
+            "gen_ai.agent.name": "helper",
+            "input.value": f"question {index}",
+            "output.value": "ok" if index % 2 else f"answer {index}",
+        }
+        if sessions:
+            attributes["session.id"] = f"s{index % sessions}"
+        root = tracer.start_span("invoke_agent helper", attributes=attributes)
+        tool = tracer.start_span(
+            "execute_tool lookup",
+            context=set_span_in_context(root),
+            attributes={"evaltrace.span.kind": "tool", "gen_ai.tool.name": "lookup"},
+        )
+        tool.end()
+        root.end()
+        spans += [s for s in (tool, root) if isinstance(s, ReadableSpan)]
+    return spans
+
+
+def build_store(directory: Path, count: int, sessions: int = 0) -> None:
+    """Write ``count`` traces to a local store in one batch (the writer's bulk statements)."""
+    exporter = LocalStoreExporter(directory, writer="thread", max_age_s=0, max_bytes=0)
+    exporter.export(agent_spans(count, sessions))
+    exporter.shutdown()
