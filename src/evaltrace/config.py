@@ -39,6 +39,9 @@ from evaltrace.exporters.store_options import LocalStoreOptions, resolve_store_o
 __all__ = ["EvaltraceHandle", "configure"]
 
 MAX_LENGTH_ENV = "EVALTRACE_MAX_ATTRIBUTE_LENGTH"
+TRACE_JUDGES_ENV = "EVALTRACE_TRACE_JUDGES"
+_TRUE_VALUES = frozenset({"true", "1", "yes", "on"})
+_FALSE_VALUES = frozenset({"false", "0", "no", "off"})
 LOCAL_STORE_MAX_QUEUE = 65_536
 # Per-batch costs (a commit's pages, one statement per table) are shared by more spans: ~10% less per span.
 LOCAL_STORE_MAX_BATCH = 8192
@@ -196,7 +199,21 @@ def _resource(service_name: str | None, environment: str | None, phoenix_project
     return Resource.create(attributes)
 
 
-def _capture_settings(capture_content: bool | None, max_attribute_length: int | None) -> settings.CaptureSettings:
+def _trace_judges(given: bool | None) -> bool:
+    """``configure(trace_judges=...)``, else ``EVALTRACE_TRACE_JUDGES``, else on."""
+    if given is not None:
+        return given
+    raw = os.environ.get(TRACE_JUDGES_ENV, "").strip()
+    if not raw or raw.lower() in _TRUE_VALUES:
+        return True
+    if raw.lower() in _FALSE_VALUES:
+        return False
+    raise ConfigError(TRACE_JUDGES_ENV, f"expected true or false, got {raw!r}")
+
+
+def _capture_settings(
+    capture_content: bool | None, max_attribute_length: int | None, trace_judges: bool | None = None
+) -> settings.CaptureSettings:
     if max_attribute_length is None and os.environ.get(MAX_LENGTH_ENV):
         try:
             max_attribute_length = int(os.environ[MAX_LENGTH_ENV])
@@ -207,6 +224,7 @@ def _capture_settings(capture_content: bool | None, max_attribute_length: int | 
     return settings.CaptureSettings(
         capture_content=settings.capture_content_from_env() if capture_content is None else capture_content,
         max_attribute_length=DEFAULT_MAX_LENGTH if max_attribute_length is None else max_attribute_length,
+        trace_judges=_trace_judges(trace_judges),
     )
 
 
@@ -338,6 +356,7 @@ def configure(
     evaluation_options: dict[str, Any] | None = None,
     evaluation: bool | Literal["process"] = True,
     evaluation_provenance: bool | None = None,
+    trace_judges: bool | None = None,
     tracer_provider: TracerProvider | None = None,
     batch: bool = True,
     shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
@@ -388,6 +407,10 @@ def configure(
             "Evaluation in a separate process"); every evaluator must then be importable by reference.
         evaluation_provenance: Add the evaluator's version and type to every ``gen_ai.evaluation.result`` event
             (default: ``EVALTRACE_EVALUATION_PROVENANCE``, else off; the spec has no attribute for them yet).
+        trace_judges: Trace each LLM-judge call as a trace of its own (root ``judge {evaluator}``, a
+            ``chat {model}`` span with the judge's prompt and reply), named by the result's ``judge_trace_id``
+            and never evaluated (default: ``EVALTRACE_TRACE_JUDGES``, else on). See docs/evaluation.md,
+            "Following a judge's call".
         tracer_provider: Attach to this provider instead of the global/own one.
         batch: Batch exports (default); False exports synchronously (tests, short scripts).
         shutdown_timeout_s: Longest ``shutdown()`` (and the exit drain, at interpreter exit) waits for
@@ -407,7 +430,7 @@ def configure(
         "otlp_endpoint": otlp_endpoint, "protocol": protocol, "headers": headers, "langfuse": langfuse,
         "phoenix": phoenix, "local_store": local_store, "console": console, "exporters": exporters,
     }  # fmt: skip
-    capture = _capture_settings(capture_content, max_attribute_length)
+    capture = _capture_settings(capture_content, max_attribute_length, trace_judges)
     evals = evals_env.read_evaluation_environment()  # validated on every call, used or not
     if not evaluators:
         evaluators = evals_env.build_evaluators(evals)

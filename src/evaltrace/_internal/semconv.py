@@ -244,6 +244,8 @@ EVALTRACE_JUDGE_EVALUATOR: Final = "evaltrace.judge.evaluator"  # the evaluator 
 EVALTRACE_JUDGE_PROMPT: Final = "evaltrace.judge.prompt"  # the prompt's reference, e.g. faithfulness@1 (root span)
 EVALTRACE_JUDGE_TRACE_ID: Final = "evaltrace.judge.trace_id"  # 32-hex, on gen_ai.evaluation.result and late spans
 JUDGE_SPAN_NAME_PREFIX: Final = "judge "  # root span "judge {evaluator}"
+JUDGE_TRACE_ID_KEY: Final = "judge_trace_id"  # result and score metadata key: the judge trace's id (32 hex)
+JUDGE_SPAN_ID_KEY: Final = "judge_span_id"  # result metadata key: its root span's id (16 hex)
 # Judge spend, apart from the application's gen_ai.client.* (attrs evaluator + gen_ai.request.model).
 METRIC_EVAL_CLIENT_DURATION: Final = "gen_ai.evaluation.client.operation.duration"  # histogram, s
 METRIC_EVAL_CLIENT_TOKEN_USAGE: Final = "gen_ai.evaluation.client.token.usage"  # histogram, + gen_ai.token.type

@@ -46,10 +46,12 @@ def capture_content_from_env(default: bool = True) -> bool:
 
 @dataclass(frozen=True)
 class CaptureSettings:
-    """What instrumentation records: content on or off, and the cap for each JSON attribute value."""
+    """What instrumentation records: content on or off, the cap for each JSON attribute value, judge traces."""
 
     capture_content: bool = True
     max_attribute_length: int = DEFAULT_MAX_LENGTH
+    trace_judges: bool = True
+    """Trace each judge call as a trace of its own (``configure(trace_judges=...)``, ``EVALTRACE_TRACE_JUDGES``)."""
 
 
 current = CaptureSettings(capture_content=capture_content_from_env())

@@ -32,10 +32,6 @@ from evaltrace.schema import EvaluationResult, Score, ScoreConfig, score_id
 
 LABEL_KEY = "label"
 SPAN_ID_KEY = "span_id"
-JUDGE_TRACE_ID_KEY = "judge_trace_id"
-"""Result (and score) metadata key: the 32-hex id of the judge call's own trace (docs: "Following a judge's call")."""
-JUDGE_SPAN_ID_KEY = "judge_span_id"
-"""Result metadata key: the 16-hex id of that trace's root span ``judge {evaluator}``."""
 _LLM_TYPE_MARKERS = ("llm", "judge")
 
 Outcome = Literal["pass", "fail", "error", "not_evaluated", "pending"]
@@ -141,7 +137,7 @@ def evaluation_event_attributes(
 def judge_trace_id(result: EvaluationResult) -> str | None:
     """Return the id of the judge trace behind ``result`` (None without one: no judge, or not traced)."""
     metadata = result.metadata
-    value = metadata.get(JUDGE_TRACE_ID_KEY) if metadata else None
+    value = metadata.get(semconv.JUDGE_TRACE_ID_KEY) if metadata else None
     return value if isinstance(value, str) and value else None
 
 
@@ -169,7 +165,7 @@ def openinference_evaluation_attributes(result: EvaluationResult, *, trace_scope
     metadata = {"evaluation_id": result.evaluation_id, "evaluator_version": result.evaluator_version}
     judge = judge_trace_id(result)
     if judge is not None:
-        metadata[JUDGE_TRACE_ID_KEY] = judge
+        metadata[semconv.JUDGE_TRACE_ID_KEY] = judge
     attributes[prefix + semconv.OI_EVALUATION_METADATA] = capped_json(
         {key: value for key, value in metadata.items() if value is not None}
     )

@@ -28,7 +28,6 @@ from evaltrace._internal.span_copy import replaced
 from evaltrace._internal.tracing import INSTRUMENTATION_NAME
 from evaltrace._version import __version__
 from evaltrace.evaluation.convert import (
-    JUDGE_SPAN_ID_KEY,
     error_type,
     evaluation_event_attributes,
     judge_trace_id,
@@ -78,7 +77,7 @@ def enriched_copy(span: ReadableSpan, results: Sequence[EvaluationResult], *, pr
 def judge_link(result: EvaluationResult) -> Link | None:
     """A link to the root span of the judge trace behind ``result`` (None without one)."""
     trace_hex = judge_trace_id(result)
-    span_hex = result.metadata.get(JUDGE_SPAN_ID_KEY) if result.metadata else None
+    span_hex = result.metadata.get(semconv.JUDGE_SPAN_ID_KEY) if result.metadata else None
     if trace_hex is None or not isinstance(span_hex, str):
         return None
     try:
