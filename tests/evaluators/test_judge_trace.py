@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 
 import evaltrace
 from evaltrace._internal import settings, tracing
@@ -64,7 +64,7 @@ def catch_all(trace: Trace) -> bool:
     return True
 
 
-def _run(tmp_path: Path, judge_server: JudgeServer, **options: Any) -> tuple[Path, list[dict[str, Any]]]:
+def _run(tmp_path: Path, judge_server: JudgeServer, runs: int = 1, **options: Any) -> tuple[Path, list[dict[str, Any]]]:
     """Configure with the local store, run the app once, flush; return the store and the scores written."""
     store, scores = tmp_path / "store", tmp_path / "scores.jsonl"
     judge = Judge("judge-model", base_url=judge_server.url, api_key="test-key", max_retries=0)
@@ -78,8 +78,9 @@ def _run(tmp_path: Path, judge_server: JudgeServer, **options: Any) -> tuple[Pat
         **options,
     )
     seen_by_catch_all.clear()
-    assert support("How do I get a refund?") == ANSWER
-    assert handle.force_flush(30_000)
+    for _ in range(runs):
+        assert support("How do I get a refund?") == ANSWER
+        assert handle.force_flush(30_000)
     handle.shutdown()
     written = [json.loads(line) for line in scores.read_text().splitlines()] if scores.exists() else []
     return store, written
@@ -153,6 +154,18 @@ def test_the_stored_judge_trace_is_redacted_like_any_trace(tmp_path: Path, judge
     assert SECRET not in stored and "[REDACTED:EMAIL]" in stored
 
 
+def test_a_cached_judgement_makes_no_trace_and_names_the_call_that_made_it(
+    tmp_path: Path, judge_server: JudgeServer
+) -> None:
+    store, scores = _run(tmp_path, judge_server, runs=2)
+    first, second = [s for s in scores if s["name"] == "llm_judge"]
+    assert first["trace_id"] != second["trace_id"]  # two application traces judged...
+    assert judge_server.count() == 1  # ...by one call: the second judgement came from the cache
+    assert second["metadata"]["judge_trace_id"] == first["metadata"]["judge_trace_id"]
+    roots = [t for t in LocalTraceStore(store).list_traces() if t.root_name.startswith("judge ")]
+    assert [t.trace_id for t in roots] == [first["metadata"]["judge_trace_id"]]
+
+
 def test_trace_judges_false_makes_no_judge_trace(tmp_path: Path, judge_server: JudgeServer) -> None:
     store, scores = _run(tmp_path, judge_server, trace_judges=False)
     score = _judge_score(scores)
@@ -173,3 +186,20 @@ def test_the_environment_turns_judge_tracing_off_and_a_bad_value_is_named(
         evaltrace.configure("judged-app", local_store=False)
     with pytest.raises(ConfigError, match="trace_judges"):
         evaltrace.configure("judged-app", local_store=False, trace_judges="yes")  # type: ignore[arg-type]
+
+
+def test_a_failed_judgement_is_followed_too(tmp_path: Path) -> None:
+    with serve_judge(lambda body: {"verdict": "no score here"}) as server:  # parses as JSON, lacks the score
+        store, scores = _run(tmp_path, server)
+    assert server.count() == 2  # the reply and its one retry
+    assert not [s for s in scores if s["name"] == "llm_judge"]  # an error is no score
+    app_trace_id = next(t.trace_id for t in LocalTraceStore(store).list_traces() if t.root_name.startswith("invoke"))
+    (agent,) = _trace(store, app_trace_id)
+    (event,) = [e for e in agent.events if e.attributes and e.attributes["gen_ai.evaluation.name"] == "llm_judge"]
+    assert "error.type" in event.attributes
+    spans = _trace(store, event.attributes["evaltrace.judge.trace_id"])
+    (root,) = [s for s in spans if s.parent is None]
+    assert root.status.status_code is StatusCode.ERROR
+    chats = [s for s in spans if s.name == "chat judge-model"]
+    assert len(chats) == 2  # one span per attempt; the second shows the model its reply and the error
+    assert "no score here" in chats[1].attributes["gen_ai.input.messages"]
