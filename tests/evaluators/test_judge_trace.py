@@ -204,3 +204,17 @@ def test_a_failed_judgement_is_followed_too(tmp_path: Path) -> None:
     chats = [s for s in spans if s.name == "chat judge-model"]
     assert len(chats) == 2  # one span per attempt; the second shows the model its reply and the error
     assert "no score here" in chats[1].attributes["gen_ai.input.messages"]
+
+
+def test_a_judge_evaluating_inside_a_capture_leaves_the_captured_trace_alone(judge_server: JudgeServer) -> None:
+    from evaltrace.testing import capture_traces, evaluate
+
+    judge = Judge("judge-model", base_url=judge_server.url, api_key="test-key", max_retries=0)
+    with capture_traces() as capture:
+        support("How do I get a refund?")
+        (result,) = evaluate(capture.trace, LLMJudge("Gives a way to get help", judge=judge))
+        # The judge's trace was captured (its id is real), but it is not one of the code under test's traces.
+        assert result.metadata is not None and result.metadata["judge_trace_id"]
+        assert any(span.name == "chat judge-model" for span in capture.spans)
+        assert capture.trace.extra["trace_id"] != result.metadata["judge_trace_id"]
+        assert len(capture.traces) == 1
