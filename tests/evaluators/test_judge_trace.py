@@ -218,3 +218,25 @@ def test_a_judge_evaluating_inside_a_capture_leaves_the_captured_trace_alone(jud
         assert any(span.name == "chat judge-model" for span in capture.spans)
         assert capture.trace.extra["trace_id"] != result.metadata["judge_trace_id"]
         assert len(capture.traces) == 1
+
+
+def test_an_offline_run_keeps_no_judge_trace_in_its_span_collector(judge_server: JudgeServer) -> None:
+    from evaltrace.runner.capture import capture_run
+    from evaltrace.testing import evaluate
+
+    judge = Judge("judge-model", base_url=judge_server.url, api_key="test-key", max_retries=0)
+    with capture_run("offline") as capture:
+        for index in range(3):  # judged while the run's provider is evaltrace's: what `evaltrace run` does
+            trace = Trace(
+                run_id="r",
+                case_id="c",
+                variant_name="v",
+                started_at="2026-01-01T00:00:00Z",
+                finished_at="2026-01-01T00:00:01Z",
+                input={"input": f"question {index}"},
+                output={"final_answer": ANSWER},
+            )
+            (result,) = evaluate(trace, LLMJudge("Gives a way to get help", judge=judge))
+            assert result.metadata is not None and result.metadata["judge_trace_id"]
+        # The collector keeps spans per trace until a case takes its own: judge traces belong to no case.
+        assert capture._collector.pop(int(result.metadata["judge_trace_id"], 16)) == []

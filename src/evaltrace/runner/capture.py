@@ -46,8 +46,8 @@ class _Collector(SpanProcessor):
         self._spans: defaultdict[int, list[ReadableSpan]] = defaultdict(list)
 
     def on_end(self, span: ReadableSpan) -> None:
-        """Store the span under its trace id (O(1))."""
-        if span.context is not None:
+        """Store the span under its trace id (O(1)); a judge call's own trace is no case's, and is not kept."""
+        if span.context is not None and not (span.attributes or {}).get(sc.EVALTRACE_JUDGE):
             with self._lock:
                 self._spans[span.context.trace_id].append(span)
 
