@@ -240,3 +240,20 @@ def test_an_offline_run_keeps_no_judge_trace_in_its_span_collector(judge_server:
             assert result.metadata is not None and result.metadata["judge_trace_id"]
         # The collector keeps spans per trace until a case takes its own: judge traces belong to no case.
         assert capture._collector.pop(int(result.metadata["judge_trace_id"], 16)) == []
+
+
+def test_traces_list_and_last_leave_judge_traces_out_unless_asked(
+    tmp_path: Path, judge_server: JudgeServer, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, scores = _run(tmp_path, judge_server)
+    judge_trace_id = _judge_score(scores)["metadata"]["judge_trace_id"]
+    assert main(["traces", "list", "--store", str(store), "--json"]) == 0
+    assert [t["root_name"] for t in json.loads(capsys.readouterr().out)] == ["invoke_agent support"]
+    assert main(["traces", "list", "--store", str(store), "--json", "--judges"]) == 0
+    listed = {t["trace_id"]: t["root_name"] for t in json.loads(capsys.readouterr().out)}
+    assert listed[judge_trace_id] == "judge llm_judge" and len(listed) == 2
+    # The judge trace ended after the application's, yet `last` is the application's.
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["traces", "show", "last", "--store", str(store)]) == 0
+    shown = capsys.readouterr().out
+    assert "invoke_agent support" in shown and "judge llm_judge" not in shown

@@ -14,6 +14,7 @@ import sqlite3
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from evaltrace._internal import semconv
 from evaltrace.exporters.store_db import has_fts
 
 if TYPE_CHECKING:
@@ -91,6 +92,8 @@ class TraceFilter:
         user_id: ``user.id``.
         search: Words in inputs and outputs (each matched as a word prefix with FTS5, as a substring without).
         limit: Most traces returned, newest first (``None``: all).
+        judges: Include the traces of judge calls (root span ``judge {evaluator}``, kind ``judge``). Left out
+            by default: there is one per judged evaluation, and they are reached from their scores.
     """
 
     service: str | None = None
@@ -103,6 +106,7 @@ class TraceFilter:
     user_id: str | None = None
     search: str | None = None
     limit: int | None = None
+    judges: bool = False
 
 
 # Runs of letters and digits: what FTS5's unicode61 tokenizer keeps as one token. A word that tokenizes into
@@ -123,8 +127,15 @@ def _like(text: str) -> str:
     return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
+# A judge call's trace: its root span is of kind judge (one lookup per trace, through the (trace_id, span_id) key).
+_NOT_A_JUDGE = (
+    "NOT EXISTS (SELECT 1 FROM spans AS r WHERE r.trace_id = t.trace_id AND r.span_id = t.root_span_id"
+    f" AND r.span_type = '{semconv.KIND_JUDGE}')"
+)
+
+
 def _where(conn: sqlite3.Connection, f: TraceFilter) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
+    clauses: list[str] = [] if f.judges else [_NOT_A_JUDGE]
     params: list[Any] = []
     if f.service is not None:
         clauses.append("t.service = ?")
