@@ -39,9 +39,6 @@ from evaltrace.exporters.store_options import LocalStoreOptions, resolve_store_o
 __all__ = ["EvaltraceHandle", "configure"]
 
 MAX_LENGTH_ENV = "EVALTRACE_MAX_ATTRIBUTE_LENGTH"
-TRACE_JUDGES_ENV = "EVALTRACE_TRACE_JUDGES"
-_TRUE_VALUES = frozenset({"true", "1", "yes", "on"})
-_FALSE_VALUES = frozenset({"false", "0", "no", "off"})
 LOCAL_STORE_MAX_QUEUE = 65_536
 # Per-batch costs (a commit's pages, one statement per table) are shared by more spans: ~10% less per span.
 LOCAL_STORE_MAX_BATCH = 8192
@@ -199,18 +196,6 @@ def _resource(service_name: str | None, environment: str | None, phoenix_project
     return Resource.create(attributes)
 
 
-def _trace_judges(given: bool | None) -> bool:
-    """``configure(trace_judges=...)``, else ``EVALTRACE_TRACE_JUDGES``, else on."""
-    if given is not None:
-        return given
-    raw = os.environ.get(TRACE_JUDGES_ENV, "").strip()
-    if not raw or raw.lower() in _TRUE_VALUES:
-        return True
-    if raw.lower() in _FALSE_VALUES:
-        return False
-    raise ConfigError(TRACE_JUDGES_ENV, f"expected true or false, got {raw!r}")
-
-
 def _capture_settings(
     capture_content: bool | None, max_attribute_length: int | None, trace_judges: bool | None = None
 ) -> settings.CaptureSettings:
@@ -224,7 +209,7 @@ def _capture_settings(
     return settings.CaptureSettings(
         capture_content=settings.capture_content_from_env() if capture_content is None else capture_content,
         max_attribute_length=DEFAULT_MAX_LENGTH if max_attribute_length is None else max_attribute_length,
-        trace_judges=_trace_judges(trace_judges),
+        trace_judges=settings.trace_judges_from_env() if trace_judges is None else trace_judges,
     )
 
 

@@ -22,6 +22,7 @@ from evaltrace.evaluation import EvaluatorSpec, JsonlScoreSink, evaluator
 from evaltrace.evaluators import LLMJudge
 from evaltrace.evaluators.judge import Judge
 from evaltrace.exceptions import ConfigError
+from evaltrace.exporters.store_query import TraceFilter
 from evaltrace.exporters.store_reader import LocalTraceStore
 from evaltrace.schema import Trace
 from judge_server import JudgeServer, serve_judge
@@ -163,7 +164,8 @@ def test_a_cached_judgement_makes_no_trace_and_names_the_call_that_made_it(
     assert first["trace_id"] != second["trace_id"]  # two application traces judged...
     assert judge_server.count() == 1  # ...by one call: the second judgement came from the cache
     assert second["metadata"]["judge_trace_id"] == first["metadata"]["judge_trace_id"]
-    roots = [t for t in LocalTraceStore(store).list_traces() if t.root_name.startswith("judge ")]
+    everything = LocalTraceStore(store).list_traces(where=TraceFilter(judges=True))
+    roots = [t for t in everything if t.root_name.startswith("judge ")]
     assert [t.trace_id for t in roots] == [first["metadata"]["judge_trace_id"]]
 
 
@@ -172,7 +174,8 @@ def test_trace_judges_false_makes_no_judge_trace(tmp_path: Path, judge_server: J
     score = _judge_score(scores)
     assert "judge_trace_id" not in score["metadata"]
     assert judge_server.count() == 1  # the judgement was made, only not traced
-    names = {span.name for summary in LocalTraceStore(store).list_traces() for span in _trace(store, summary.trace_id)}
+    everything = LocalTraceStore(store).list_traces(where=TraceFilter(judges=True))
+    names = {span.name for summary in everything for span in _trace(store, summary.trace_id)}
     assert "invoke_agent support" in names and not any(name.startswith(("judge", "chat")) for name in names)
 
 
