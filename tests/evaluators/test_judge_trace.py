@@ -127,6 +127,10 @@ def test_a_judge_call_is_its_own_trace_named_by_the_score_and_never_evaluated(
     reply = json.loads(attributes["gen_ai.output.messages"])
     assert "answers with a contact" in json.dumps(reply)
     assert attributes["evaltrace.judge"] is True and root.attributes["evaltrace.judge"] is True
+    assert (
+        root.attributes["evaltrace.span.kind"] == "judge" and root.attributes["openinference.span.kind"] == "EVALUATOR"
+    )
+    assert attributes["openinference.span.kind"] == "LLM"
 
     # Never evaluated: the catch-all evaluator ran on the application's span only, never on a judge span.
     assert seen_by_catch_all == [app_trace_id]

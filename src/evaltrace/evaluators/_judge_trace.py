@@ -1,6 +1,6 @@
 """The trace of one judgement: its own trace, never a part of the application's, and never evaluated.
 
-A root span ``judge {evaluator}`` (INTERNAL, ``evaltrace.span.kind=judge``) with one child ``chat {model}`` per
+A root span ``judge {evaluator}`` (INTERNAL, ``evaltrace.span.kind=judge``, OpenInference ``EVALUATOR``) with one child ``chat {model}`` per
 attempt (CLIENT, the GenAI inference span: request parameters, the prompt as ``gen_ai.input.messages``, the reply
 as ``gen_ai.output.messages``, response id/model, token usage and cost, written by the same builders as
 ``evaltrace.llm_call``). The root starts from an empty context, so the judgement is a trace of its own even though
@@ -74,6 +74,8 @@ class JudgeTrace:
                 sc.EVALTRACE_SPAN_KIND: sc.KIND_JUDGE,
                 sc.EVALTRACE_JUDGE_PROMPT: prompt_ref,
                 sc.LANGFUSE_OBSERVATION_TYPE: sc.LANGFUSE_TYPE_EVALUATOR,
+                # OpenInference's kind for evaluation work; without evaluations.* it is no feedback carrier.
+                sc.OPENINFERENCE_SPAN_KIND: sc.OPENINFERENCE_KIND_EVALUATOR,
             }
             if evaluator:
                 attributes[sc.EVALTRACE_JUDGE_EVALUATOR] = evaluator
