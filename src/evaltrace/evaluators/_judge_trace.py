@@ -3,10 +3,11 @@
 A root span ``judge {evaluator}`` (INTERNAL, ``evaltrace.span.kind=judge``, OpenInference ``EVALUATOR``) with one
 child ``chat {model}`` per attempt (CLIENT, the GenAI inference span: request parameters, the prompt as
 ``gen_ai.input.messages``, the reply as ``gen_ai.output.messages``, response id/model, token usage and cost,
-written by the same builders as ``evaltrace.llm_call``). The root starts from an empty context, so the judgement is a trace of its own even though
-the judge runs while an evaluated span's trace may be current, and it carries a span link to the evaluated span.
-Every span of it carries ``evaltrace.judge=true``: the evaluation processor never evaluates such a span. They go
-to the configured exporters like any span, so redaction applies to them at the export boundary.
+written by the same builders as ``evaltrace.llm_call``). The root starts from an empty context, so the judgement
+is a trace of its own even though the judge runs while an evaluated span's trace may be current, and it carries a
+span link to the evaluated span. Every span of it carries ``evaltrace.judge=true``: the evaluation processor never
+evaluates such a span. They go to the configured exporters like any span, so redaction applies to them at the
+export boundary.
 
 Nothing here raises into the judge: a failure to trace is logged as an evaltrace error and the judgement goes on
 untraced. ``configure(trace_judges=False)`` (``EVALTRACE_TRACE_JUDGES=false``) turns it off.
