@@ -5,8 +5,9 @@ processors). ``on_start`` forwards at once. ``on_end`` is O(1): when no evaluato
 downstream immediately; otherwise it is admitted to a bounded queue (a full queue forwards the span
 unevaluated and counts a drop) and a worker evaluates it, then forwards an enriched copy (see ``_jobs``).
 Spans started while evaluators run (``suppress_instrumentation``) are never evaluated, and neither are the spans
-of a judge call's own trace (``evaltrace.judge``), so judge calls cannot recurse. An evaluator that applies but does not run (sampled out, rate limited, over budget, queue full) is counted
-by reason in ``stats()``; the reason rides on the span only when another evaluator ran on it (see ``limits``).
+of a judge call's own trace (``evaltrace.judge``), so judge calls cannot recurse. An evaluator that applies but
+does not run (sampled out, rate limited, over budget, queue full) is counted by reason in ``stats()``; the reason
+rides on the span only when another evaluator ran on it (see ``limits``).
 
 Trace-level evaluators wait for the trace to complete (see ``completion``): its root ended and no span of it
 arrived for ``trace_quiet_period_s``, or ``evaltrace.end_trace()`` marked a span. The root is forwarded without

@@ -100,8 +100,8 @@ def evaluation_span(
     Kind INTERNAL, ``evaltrace.span.kind=evaluation``, ``langfuse.observation.type=evaluator``,
     ``openinference.span.kind=EVALUATOR``; one span link to ``span`` (its target, and its parent too); for a
     judgement, the OpenInference feedback object ``evaluations.0.evaluation.*``, or
-    ``trace.evaluations.0.evaluation.*`` when ``trace_scope`` (a trace-level result; ``revision`` implies it). It spans the
-    evaluation's own start and finish times. Its status is ERROR only when the evaluation itself errored
+    ``trace.evaluations.0.evaluation.*`` when ``trace_scope`` (a trace-level result; ``revision`` implies it).
+    It spans the evaluation's own start and finish times. Its status is ERROR only when the evaluation itself errored
     (outcome ``error``, with ``error.type`` as the description): the span is the *evaluation's* operation, and an
     evaluation that judged the output a fail, or was not evaluated, ran correctly, so its status stays UNSET
     and its verdict is in ``evaltrace.eval.<name>.outcome``. ``revision`` (trace-level results after the trace

@@ -2,9 +2,9 @@
 
 ``evaltrace worker`` has no ``configure()``: without a tracer provider its judges' traces (see
 ``evaluators/_judge_trace.py``) would go nowhere (or to an unrelated global provider). Unless ``configure()``
-gave evaltrace a provider in this process, the worker installs one of its own while it runs, whose spans go to the evaluation processor's ``on_end`` only, like received
-spans (never ``on_start``: the processor reads spans fed without it as the worker's), where the ``evaltrace.judge``
-marker forwards them unevaluated to the exporters.
+gave evaltrace a provider in this process, the worker installs one of its own while it runs, whose spans go to
+the evaluation processor's ``on_end`` only, like received spans (never ``on_start``: the processor reads spans
+fed without it as the worker's), where the ``evaltrace.judge`` marker forwards them unevaluated to the exporters.
 """
 
 from __future__ import annotations
