@@ -16,9 +16,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CASSETTE_DIR = Path(
-    os.environ.get(
-        "EVALTRACE_CASSETTE_DIR", REPO_ROOT / "tests" / "fixtures" / "openai-cassettes" / "otel-contrib"
-    )
+    os.environ.get("EVALTRACE_CASSETTE_DIR", REPO_ROOT / "tests" / "fixtures" / "openai-cassettes" / "otel-contrib")
 )
 
 

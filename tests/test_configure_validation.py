@@ -43,6 +43,7 @@ BAD_VALUES: dict[str, tuple[Any, str]] = {
     "evaluation_options": ([("concurrency", 2)], "got list"),
     "evaluation": (None, 'expected True, False or "process", got NoneType'),
     "evaluation_provenance": ("yes", "expected True, False or None, got str"),
+    "trace_judges": ("yes", "expected True, False or None, got str"),
     "tracer_provider": (object(), "TracerProvider or None, got object"),
     "batch": ("false", "got str"),
     "shutdown_timeout_s": ("10", "got str"),

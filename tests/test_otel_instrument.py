@@ -24,9 +24,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO_ROOT / "examples" / "otel_instrument.py"
 # The same place as tests/conftest.py's CASSETTE_DIR (conftest modules are not importable by name).
 CASSETTE_DIR = Path(
-    os.environ.get(
-        "EVALTRACE_CASSETTE_DIR", REPO_ROOT / "tests" / "fixtures" / "openai-cassettes" / "otel-contrib"
-    )
+    os.environ.get("EVALTRACE_CASSETTE_DIR", REPO_ROOT / "tests" / "fixtures" / "openai-cassettes" / "otel-contrib")
 )
 CASSETTE = CASSETTE_DIR / "test_chat_completion_streaming.yaml"
 _ENV_PREFIXES = ("OPENAI_", "PYTEST_", "OTEL_", "EVALTRACE_")

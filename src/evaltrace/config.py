@@ -202,7 +202,9 @@ def _resource(service_name: str | None, environment: str | None, phoenix_project
     return Resource.create(attributes)
 
 
-def _capture_settings(capture_content: bool | None, max_attribute_length: int | None) -> settings.CaptureSettings:
+def _capture_settings(
+    capture_content: bool | None, max_attribute_length: int | None, trace_judges: bool | None = None
+) -> settings.CaptureSettings:
     if max_attribute_length is None and os.environ.get(MAX_LENGTH_ENV):
         try:
             max_attribute_length = int(os.environ[MAX_LENGTH_ENV])
@@ -213,6 +215,7 @@ def _capture_settings(capture_content: bool | None, max_attribute_length: int | 
     return settings.CaptureSettings(
         capture_content=settings.capture_content_from_env() if capture_content is None else capture_content,
         max_attribute_length=DEFAULT_MAX_LENGTH if max_attribute_length is None else max_attribute_length,
+        trace_judges=settings.trace_judges_from_env() if trace_judges is None else trace_judges,
     )
 
 
@@ -355,6 +358,7 @@ def configure(
     evaluation_options: dict[str, Any] | None = None,
     evaluation: bool | Literal["process"] = True,
     evaluation_provenance: bool | None = None,
+    trace_judges: bool | None = None,
     tracer_provider: TracerProvider | None = None,
     batch: bool = True,
     shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S,
@@ -406,6 +410,10 @@ def configure(
             "Evaluation in a separate process"); every evaluator must then be importable by reference.
         evaluation_provenance: Add the evaluator's version and type to every ``gen_ai.evaluation.result`` event
             (default: ``EVALTRACE_EVALUATION_PROVENANCE``, else off; the spec has no attribute for them yet).
+        trace_judges: Trace each LLM-judge call as a trace of its own (root ``judge {evaluator}``, a
+            ``chat {model}`` span with the judge's prompt and reply), named by the result's ``judge_trace_id``
+            and never evaluated (default: ``EVALTRACE_TRACE_JUDGES``, else on). See docs/evaluation.md,
+            "Following a judge's call".
         tracer_provider: Attach to this provider instead of the global/own one.
         batch: Batch exports (default); False exports each span as it ends, on its thread (tests, short scripts),
             counted in ``stats()`` as batched exports are.
@@ -432,7 +440,7 @@ def configure(
         "otlp_endpoint": otlp_endpoint, "protocol": protocol, "headers": headers, "langfuse": langfuse,
         "phoenix": phoenix, "local_store": local_store, "console": console, "exporters": exporters,
     }  # fmt: skip
-    capture = _capture_settings(capture_content, max_attribute_length)
+    capture = _capture_settings(capture_content, max_attribute_length, trace_judges)
     queue_bytes = _queue_bytes(export_queue_max_bytes)
     evals = evals_env.read_evaluation_environment()  # validated on every call, used or not
     if not evaluators:

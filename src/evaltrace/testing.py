@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from evaltrace._internal import tracing
+from evaltrace._internal import semconv, tracing
 from evaltrace.evaluation.convert import result_outcome
 from evaltrace.evaluation.runner import run_evaluator
 from evaltrace.schema import EvalCase, EvaluationResult, Trace
@@ -54,11 +54,17 @@ class TraceCapture:
 
     @property
     def traces(self) -> list[Trace]:
-        """One Trace per captured trace id, in the order the traces started."""
+        """One Trace per captured trace id, in the order the traces started.
+
+        A judge call's own trace (an LLM judge evaluating inside the capture) is not one of them: it is the
+        evaluation's, not the code under test's. Its spans are in :attr:`spans`.
+        """
         from evaltrace.mapping import trace_from_spans
 
         by_trace: dict[int, list[ReadableSpan]] = {}
         for span in sorted(self.spans, key=lambda s: s.start_time or 0):
+            if (span.attributes or {}).get(semconv.EVALTRACE_JUDGE) is True:
+                continue
             trace_id = span.context.trace_id if span.context is not None else 0
             by_trace.setdefault(trace_id, []).append(span)
         return [trace_from_spans(spans) for spans in by_trace.values()]

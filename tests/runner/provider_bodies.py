@@ -21,9 +21,7 @@ import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CASSETTE_DIR = Path(
-    os.environ.get(
-        "EVALTRACE_CASSETTE_DIR", REPO_ROOT / "tests" / "fixtures" / "openai-cassettes" / "otel-contrib"
-    )
+    os.environ.get("EVALTRACE_CASSETTE_DIR", REPO_ROOT / "tests" / "fixtures" / "openai-cassettes" / "otel-contrib")
 )
 
 

@@ -190,6 +190,7 @@ CHECKS: dict[str, Check] = {
     "evaluation_options": _evaluation_options,
     "evaluation": _evaluation_flag,
     "evaluation_provenance": _optional_flag,
+    "trace_judges": _optional_flag,
     "tracer_provider": _tracer_provider,
     "batch": _flag,
     "shutdown_timeout_s": _timeout,

@@ -107,6 +107,17 @@ OUTPUT_VALUE: Final = "output.value"
 OUTPUT_MIME_TYPE: Final = "output.mime_type"
 OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
 OPENINFERENCE_PROJECT_NAME: Final = "openinference.project.name"
+OPENINFERENCE_KIND_EVALUATOR: Final = "EVALUATOR"
+# OpenInference feedback on a post-hoc carrier span (spec/annotations.md): one object per carrier, at index 0,
+# for the span its one link targets, or (trace. prefix) for that span's trace.
+OI_SPAN_EVALUATION_PREFIX: Final = "evaluations.0.evaluation."
+OI_TRACE_EVALUATION_PREFIX: Final = "trace.evaluations.0.evaluation."
+OI_EVALUATION_NAME: Final = "name"
+OI_EVALUATION_SCORE: Final = "score"
+OI_EVALUATION_LABEL: Final = "label"
+OI_EVALUATION_EXPLANATION: Final = "explanation"
+OI_EVALUATION_ANNOTATOR_KIND: Final = "annotator_kind"
+OI_EVALUATION_METADATA: Final = "metadata"
 MIME_JSON: Final = "application/json"
 MIME_TEXT: Final = "text/plain"
 
@@ -148,6 +159,7 @@ KIND_AGENT: Final = "agent"
 KIND_WORKFLOW: Final = "workflow"
 KIND_TASK: Final = "task"
 KIND_EVALUATION: Final = "evaluation"
+KIND_JUDGE: Final = "judge"  # the root span ``judge {evaluator}`` of a judge call's own trace
 
 # Stream end reasons (evaltrace.stream.end_reason); evaltrace.stream.completed is true only for "exhausted".
 STREAM_END_EXHAUSTED: Final = "exhausted"  # read to the end, and the stream carried its terminal signal
@@ -226,6 +238,15 @@ SKIP_NO_ANSWER: Final = "no_answer"  # the evaluator reads the final answer; the
 # evaluation span of a trace-level result carries the revision (1, then +1 per re-evaluation after late spans).
 EVALTRACE_TRACE_END: Final = "evaltrace.trace.end"
 EVALTRACE_EVAL_REVISION: Final = "evaltrace.evaluation.revision"
+# Judge traces (docs/evaluation.md "Following a judge's call"): every span of one carries the marker, and is
+# never evaluated; the evaluation result names the judge trace (event/span attribute, score metadata key).
+EVALTRACE_JUDGE: Final = "evaltrace.judge"  # boolean marker on the spans of a judge call's trace
+EVALTRACE_JUDGE_EVALUATOR: Final = "evaltrace.judge.evaluator"  # the evaluator the judge worked for (root span)
+EVALTRACE_JUDGE_PROMPT: Final = "evaltrace.judge.prompt"  # the prompt's reference, e.g. faithfulness@1 (root span)
+EVALTRACE_JUDGE_TRACE_ID: Final = "evaltrace.judge.trace_id"  # 32-hex, on gen_ai.evaluation.result and late spans
+JUDGE_SPAN_NAME_PREFIX: Final = "judge "  # root span "judge {evaluator}"
+JUDGE_TRACE_ID_KEY: Final = "judge_trace_id"  # result and score metadata key: the judge trace's id (32 hex)
+JUDGE_SPAN_ID_KEY: Final = "judge_span_id"  # result metadata key: its root span's id (16 hex)
 # Judge spend, apart from the application's gen_ai.client.* (attrs evaluator + gen_ai.request.model).
 METRIC_EVAL_CLIENT_DURATION: Final = "gen_ai.evaluation.client.operation.duration"  # histogram, s
 METRIC_EVAL_CLIENT_TOKEN_USAGE: Final = "gen_ai.evaluation.client.token.usage"  # histogram, + gen_ai.token.type

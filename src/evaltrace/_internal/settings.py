@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from evaltrace._internal.jsonutil import DEFAULT_MAX_LENGTH
 
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+TRACE_JUDGES_ENV = "EVALTRACE_TRACE_JUDGES"
+_TRUE_VALUES = frozenset({"true", "1", "yes", "on"})
+_FALSE_VALUES = frozenset({"false", "0", "no", "off"})
 _CAPTURE_ON_VALUES = frozenset({"true", "1", "yes", "on", "span_only", "span_and_event"})
 _CAPTURE_OFF_VALUES = frozenset({"false", "0", "no", "off", "no_content", "event_only"})
 logger = logging.getLogger("evaltrace")
@@ -44,12 +47,30 @@ def capture_content_from_env(default: bool = True) -> bool:
     return False
 
 
+def trace_judges_from_env() -> bool:
+    """Read ``EVALTRACE_TRACE_JUDGES``: on unless ``false`` (also ``0``, ``no``, ``off``); case is ignored.
+
+    Raises:
+        ConfigError: Another value (a switch meant to turn something off must not be guessed at).
+    """
+    raw = os.environ.get(TRACE_JUDGES_ENV, "").strip()
+    if not raw or raw.lower() in _TRUE_VALUES:
+        return True
+    if raw.lower() in _FALSE_VALUES:
+        return False
+    from evaltrace.exceptions import ConfigError
+
+    raise ConfigError(TRACE_JUDGES_ENV, f"expected true or false, got {raw!r}")
+
+
 @dataclass(frozen=True)
 class CaptureSettings:
-    """What instrumentation records: content on or off, and the cap for each JSON attribute value."""
+    """What instrumentation records: content on or off, the cap for each JSON attribute value, judge traces."""
 
     capture_content: bool = True
     max_attribute_length: int = DEFAULT_MAX_LENGTH
+    trace_judges: bool = True
+    """Trace each judge call as a trace of its own (``configure(trace_judges=...)``, ``EVALTRACE_TRACE_JUDGES``)."""
 
 
 current = CaptureSettings(capture_content=capture_content_from_env())

@@ -43,6 +43,11 @@ def set_tracer_provider(provider: TracerProvider | None) -> TracerProvider | Non
     return previous
 
 
+def own_provider() -> TracerProvider | None:
+    """The provider ``configure()`` (or a test) installed for evaltrace; None while it follows the global one."""
+    return _provider
+
+
 def get_tracer_provider() -> TracerProvider:
     """Return the provider evaltrace currently emits to."""
     return _provider if _provider is not None else trace.get_tracer_provider()

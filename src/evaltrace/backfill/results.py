@@ -48,7 +48,7 @@ def _target_score_id(target: Target, scope: str, result: EvaluationResult) -> st
 def result_span(target: Target, scope: str, result: EvaluationResult) -> ReadableSpan | None:
     """The ``evaluation {name}`` span of ``result``, with an id fixed by its score id (a re-run replaces it)."""
     fixed = int(uuid.UUID(_target_score_id(target, scope, result)).hex[:16], 16) or 1
-    return evaluation_span(target.span, result, span_id=fixed)
+    return evaluation_span(target.span, result, span_id=fixed, trace_scope=scope != "span")
 
 
 def result_score(target: Target, scope: str, spec: EvaluatorSpec, result: EvaluationResult) -> Score | None:

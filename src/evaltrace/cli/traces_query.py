@@ -92,6 +92,9 @@ def add_filter_arguments(parser: argparse.ArgumentParser, *, default_limit: int 
         f" (default {default_limit})" if default_limit else " (default all)"
     )
     parser.add_argument("-n", "--limit", type=_positive, default=default_limit, help=limit_help)
+    parser.add_argument(
+        "--judges", action="store_true", help="also the traces of judge calls (left out: their scores name them)"
+    )
 
 
 def store_errors(command: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -130,6 +133,7 @@ def filter_from_args(args: argparse.Namespace) -> TraceFilter:
         search=getattr(args, "search", None),
         limit=getattr(args, "limit", None),
         attributes=tuple(getattr(args, "where", None) or ()),
+        judges=bool(getattr(args, "judges", False)),
     )
 
 

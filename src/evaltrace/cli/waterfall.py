@@ -223,11 +223,15 @@ def _short(value: Any, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+_JUDGE_LIMIT = 20_000  # a judge call's span is read for its whole prompt (and the text it judged): not cut at 300
+
+
 def _print_details(console: Console, spans: Sequence[ReadableSpan]) -> None:
     for _, span in _tree_order(spans):
         attributes = dict(span.attributes or {})
+        limit = _JUDGE_LIMIT if attributes.get(semconv.EVALTRACE_JUDGE) is True else 300
         lines = [
-            f"  {key}: {_short(attributes[key])}"
+            f"  {key}: {_short(attributes[key], limit)}"
             for key in (
                 semconv.INPUT_VALUE,
                 semconv.OUTPUT_VALUE,

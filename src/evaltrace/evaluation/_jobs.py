@@ -265,8 +265,8 @@ class JobRunner:
             return
         self._forward_once(job, job.span)
         self.ctx.stats.incr("held_timeout")
-        for result in results:
-            child = evaluation_span(job.span, result, provenance=provenance)
+        for index, result in enumerate(results):  # job.specs' results, then job.trace_specs'
+            child = evaluation_span(job.span, result, provenance=provenance, trace_scope=index >= len(job.specs))
             if child is not None:
                 self.ctx.forward(child)
                 self.ctx.stats.incr("evaluation_spans")
@@ -474,8 +474,13 @@ class JobRunner:
             return
         self._forward_once(job, job.span)
         self.ctx.stats.incr("held_timeout")
-        for result in await asyncio.gather(*tasks):
-            child = evaluation_span(job.span, result, provenance=self.ctx.options.evaluation_provenance)
+        for index, result in enumerate(await asyncio.gather(*tasks)):  # job.specs' results, then job.trace_specs'
+            child = evaluation_span(
+                job.span,
+                result,
+                provenance=self.ctx.options.evaluation_provenance,
+                trace_scope=index >= len(job.specs),
+            )
             if child is not None:
                 self.ctx.forward(child)
                 self.ctx.stats.incr("evaluation_spans")

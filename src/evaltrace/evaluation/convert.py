@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from evaltrace._internal import semconv, settings
-from evaltrace._internal.jsonutil import capped_text
+from evaltrace._internal.jsonutil import capped_json, capped_text
 from evaltrace.evaluation.runner import ERROR_TYPE_KEY
 from evaltrace.schema import EvaluationResult, Score, ScoreConfig, score_id
 
@@ -123,11 +123,52 @@ def evaluation_event_attributes(
     failure = error_type(result) if outcome == "error" else None
     if failure is not None:
         attributes[semconv.ERROR_TYPE] = failure
+    judge = judge_trace_id(result)
+    if judge is not None:
+        attributes[semconv.EVALTRACE_JUDGE_TRACE_ID] = judge
     if provenance:
         if result.evaluator_version:
             attributes[semconv.EVALTRACE_EVALUATOR_VERSION] = result.evaluator_version
         if result.evaluator_type:
             attributes[semconv.EVALTRACE_EVALUATOR_TYPE] = result.evaluator_type
+    return attributes
+
+
+def judge_trace_id(result: EvaluationResult) -> str | None:
+    """Return the id of the judge trace behind ``result`` (None without one: no judge, or not traced)."""
+    metadata = result.metadata
+    value = metadata.get(semconv.JUDGE_TRACE_ID_KEY) if metadata else None
+    return value if isinstance(value, str) and value else None
+
+
+def openinference_evaluation_attributes(result: EvaluationResult, *, trace_scope: bool = False) -> dict[str, Any]:
+    """Return the OpenInference feedback object of ``result`` for a post-hoc carrier span (empty for no verdict).
+
+    ``evaluations.0.evaluation.*`` (``trace.evaluations.0.evaluation.*`` for a trace-level result): ``name``,
+    ``score`` (numeric), ``label``, ``explanation``, ``annotator_kind`` (``LLM``/``CODE``) and ``metadata`` (a JSON
+    object: evaluation id, evaluator version, judge trace id). Only a judgement gets one, as only a judgement gets a
+    score: an errored or skipped evaluation would read as a verdict in Phoenix (OpenInference spec/annotations.md).
+    """
+    outcome = result_outcome(result)
+    if outcome not in JUDGED:
+        return {}
+    prefix = semconv.OI_TRACE_EVALUATION_PREFIX if trace_scope else semconv.OI_SPAN_EVALUATION_PREFIX
+    attributes: dict[str, Any] = {
+        prefix + semconv.OI_EVALUATION_NAME: result.evaluator,
+        prefix + semconv.OI_EVALUATION_LABEL: _label(result, outcome),
+        prefix + semconv.OI_EVALUATION_ANNOTATOR_KIND: annotator_kind(result),
+    }
+    if result.score is not None:
+        attributes[prefix + semconv.OI_EVALUATION_SCORE] = float(result.score)
+    if result.reason:
+        attributes[prefix + semconv.OI_EVALUATION_EXPLANATION] = capped(result.reason)
+    metadata = {"evaluation_id": result.evaluation_id, "evaluator_version": result.evaluator_version}
+    judge = judge_trace_id(result)
+    if judge is not None:
+        metadata[semconv.JUDGE_TRACE_ID_KEY] = judge
+    attributes[prefix + semconv.OI_EVALUATION_METADATA] = capped_json(
+        {key: value for key, value in metadata.items() if value is not None}
+    )
     return attributes
 
 

@@ -4,9 +4,10 @@ It sits in front of the downstream span processors (``configure()`` builds it wi
 processors). ``on_start`` forwards at once. ``on_end`` is O(1): when no evaluator applies the span goes
 downstream immediately; otherwise it is admitted to a bounded queue (a full queue forwards the span
 unevaluated and counts a drop) and a worker evaluates it, then forwards an enriched copy (see ``_jobs``).
-Spans started while evaluators run (``suppress_instrumentation``) are never evaluated, so judge calls cannot
-recurse. An evaluator that applies but does not run (sampled out, rate limited, over budget, queue full) is counted
-by reason in ``stats()``; the reason rides on the span only when another evaluator ran on it (see ``limits``).
+Spans started while evaluators run (``suppress_instrumentation``) are never evaluated, and neither are the spans
+of a judge call's own trace (``evaltrace.judge``), so judge calls cannot recurse. An evaluator that applies but
+does not run (sampled out, rate limited, over budget, queue full) is counted by reason in ``stats()``; the reason
+rides on the span only when another evaluator ran on it (see ``limits``).
 
 Trace-level evaluators wait for the trace to complete (see ``completion``): its root ended and no span of it
 arrived for ``trace_quiet_period_s``, or ``evaltrace.end_trace()`` marked a span. The root is forwarded without
@@ -304,7 +305,8 @@ class EvaluationSpanProcessor(SpanProcessor):
         context = span.context
         try:
             if context is not None:
-                if is_suppressed():
+                # A judge call's own trace (evaltrace.judge) is never evaluated, even when traced unsuppressed.
+                if is_suppressed() or (span.attributes or {}).get(semconv.EVALTRACE_JUDGE):
                     if len(self._suppressed) < _MAX_SUPPRESSED:
                         self._suppressed.add(context.span_id)
                 else:
@@ -442,7 +444,8 @@ class EvaluationSpanProcessor(SpanProcessor):
         if self._passes_by(span, attributes, trace_id):
             return None
         kind = span_kind(attributes)  # evaltrace.span.kind, else derived from a foreign convention
-        if kind == semconv.KIND_EVALUATION:
+        # Our own evaluation spans, and a judge call's trace (fed without on_start, in the worker): never evaluated.
+        if kind == semconv.KIND_EVALUATION or attributes.get(semconv.EVALTRACE_JUDGE):
             return None
         # Spans that reach us without on_start (an OTLP receiver feeding on_end) were never tracked: buffer
         # every trace then, since which ancestor will need them is unknown until it ends.

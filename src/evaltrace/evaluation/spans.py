@@ -4,8 +4,13 @@ An ended span is immutable (``add_event`` on it only logs a warning), so results
 forwarding a *copy*: a new ``ReadableSpan`` with the same context, parent, times, kind, status, resource,
 links and instrumentation scope, the original events plus one ``gen_ai.evaluation.result`` event per result,
 and the ``evaltrace.eval.*`` attributes. The copy replaces the original downstream; the original is never
-forwarded as well. Results that arrive after the hold deadline go out on a child span ``evaluation {name}``
-instead (conventions.md 1.4 option b), parented to the evaluated span's context.
+forwarded as well. A result whose judge call was traced adds a span link to that judge trace's root.
+
+Results that arrive after the hold deadline go out on a new span ``evaluation {name}`` instead (conventions.md 1.4
+option b): the post-hoc *carrier* of OpenInference's annotation spec (spec/annotations.md). It has exactly one span
+link, to the evaluated span (to the root, for a trace-level result): the link, not the parent, names the target
+there. It stays parented to the evaluated span as well, which the spec allows ("parentage MAY describe how the
+carrier was created") and which keeps it under its span in Jaeger and in ``evaltrace traces show``.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections.abc import Sequence
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from evaltrace._internal import semconv
 from evaltrace._internal.deferred_attributes import new_event
@@ -25,6 +30,8 @@ from evaltrace._version import __version__
 from evaltrace.evaluation.convert import (
     error_type,
     evaluation_event_attributes,
+    judge_trace_id,
+    openinference_evaluation_attributes,
     response_id_of,
     span_result_attributes,
 )
@@ -46,7 +53,8 @@ def enriched_copy(span: ReadableSpan, results: Sequence[EvaluationResult], *, pr
     ``gen_ai.evaluation.result`` event per result, stamped with the span's end time: a span event outside its
     span's interval renders oddly in Jaeger, and the exact evaluation time is on the log event and the score.
     ``provenance`` adds the evaluator's version and type (see
-    :func:`~evaltrace.evaluation.convert.evaluation_event_attributes`).
+    :func:`~evaltrace.evaluation.convert.evaluation_event_attributes`). A result with a traced judge call adds a
+    link to the judge trace's root span (the span's own links are kept, first).
     """
     # The span's attributes are read once and the events built in place: this runs once per evaluated span.
     original = span.attributes
@@ -60,7 +68,23 @@ def enriched_copy(span: ReadableSpan, results: Sequence[EvaluationResult], *, pr
     for result in results:
         event_attributes = evaluation_event_attributes(result, response_id, provenance=provenance)
         events.append(new_event(semconv.GEN_AI_EVALUATION_RESULT_EVENT, event_attributes, end))
+    judges = [link for link in map(judge_link, results) if link is not None]
+    if judges:
+        return replaced(span, attributes=attributes, events=events, links=[*span.links, *judges])
     return replaced(span, attributes=attributes, events=events)
+
+
+def judge_link(result: EvaluationResult) -> Link | None:
+    """A link to the root span of the judge trace behind ``result`` (None without one)."""
+    trace_hex = judge_trace_id(result)
+    span_hex = result.metadata.get(semconv.JUDGE_SPAN_ID_KEY) if result.metadata else None
+    if trace_hex is None or not isinstance(span_hex, str):
+        return None
+    try:
+        context = SpanContext(int(trace_hex, 16), int(span_hex, 16), is_remote=True, trace_flags=TraceFlags(1))
+    except ValueError:  # metadata written by hand: no link rather than a broken one
+        return None
+    return Link(context, {semconv.EVALTRACE_JUDGE_EVALUATOR: result.evaluator})
 
 
 def evaluation_span(
@@ -69,12 +93,16 @@ def evaluation_span(
     *,
     provenance: bool = False,
     revision: int | None = None,
+    trace_scope: bool = False,
     span_id: int | None = None,
 ) -> ReadableSpan | None:
-    """Return the child span ``evaluation {name}`` carrying one late result (None for a span without context).
+    """Return the carrier span ``evaluation {name}`` of one late result (None for a span without context).
 
-    Kind INTERNAL, ``evaltrace.span.kind=evaluation``, ``langfuse.observation.type=evaluator``; it spans the
-    evaluation's own start and finish times. Its status is ERROR only when the evaluation itself errored
+    Kind INTERNAL, ``evaltrace.span.kind=evaluation``, ``langfuse.observation.type=evaluator``,
+    ``openinference.span.kind=EVALUATOR``; one span link to ``span`` (its target, and its parent too); for a
+    judgement, the OpenInference feedback object ``evaluations.0.evaluation.*``, or
+    ``trace.evaluations.0.evaluation.*`` when ``trace_scope`` (a trace-level result; ``revision`` implies it).
+    It spans the evaluation's own start and finish times. Its status is ERROR only when the evaluation itself errored
     (outcome ``error``, with ``error.type`` as the description): the span is the *evaluation's* operation, and an
     evaluation that judged the output a fail, or was not evaluated, ran correctly, so its status stays UNSET
     and its verdict is in ``evaltrace.eval.<name>.outcome``. ``revision`` (trace-level results after the trace
@@ -95,8 +123,10 @@ def evaluation_span(
     attributes = {
         semconv.EVALTRACE_SPAN_KIND: semconv.KIND_EVALUATION,
         semconv.LANGFUSE_OBSERVATION_TYPE: semconv.LANGFUSE_TYPE_EVALUATOR,
+        semconv.OPENINFERENCE_SPAN_KIND: semconv.OPENINFERENCE_KIND_EVALUATOR,
         **event_attributes,
         **span_result_attributes([result]),
+        **openinference_evaluation_attributes(result, trace_scope=trace_scope or revision is not None),
     }
     if revision is not None:
         attributes[semconv.EVALTRACE_EVAL_REVISION] = revision
@@ -110,6 +140,7 @@ def evaluation_span(
         resource=span.resource,
         attributes=attributes,
         events=[Event(semconv.GEN_AI_EVALUATION_RESULT_EVENT, event_attributes, timestamp=end)],
+        links=[Link(parent)],  # exactly one: the target (the judge trace is named by an attribute instead)
         kind=SpanKind.INTERNAL,
         status=status,
         start_time=_ns(result.started_at),

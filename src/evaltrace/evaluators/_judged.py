@@ -6,6 +6,7 @@ import abc
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from evaltrace._internal import semconv
 from evaltrace.evaluators._base import (
     CODE_VERSION,
     DEFAULT_FIELD,
@@ -22,7 +23,7 @@ from evaltrace.evaluators._base import (
 from evaltrace.evaluators._outages import judge_answered, judge_failed
 from evaltrace.evaluators._prompts import Prompt, load_prompt
 from evaltrace.evaluators.embeddings import Embedder, default_embedder, embed
-from evaltrace.evaluators.judge import Judge, JudgeError, JudgeReply, default_judge, extract_json
+from evaltrace.evaluators.judge import Judge, JudgeCall, JudgeError, JudgeReply, default_judge, extract_json
 from evaltrace.schema import EvalCase, EvaluationResult, Trace, TraceError
 
 NOT_GIVEN = "(none)"
@@ -103,6 +104,21 @@ def failed_result(
     )
 
 
+def with_judge_trace(result: EvaluationResult, call: JudgeCall) -> EvaluationResult:
+    """Name the judge trace behind ``result`` in its metadata (``judge_trace_id``, ``judge_span_id``), if traced.
+
+    The metadata reaches the score's metadata; the evaluation event and late evaluation span carry the trace id
+    as ``evaltrace.judge.trace_id``, an enriched span a link to the judge trace's root.
+    """
+    if call.trace_id is None:
+        return result
+    metadata = dict(result.metadata or {})
+    metadata[semconv.JUDGE_TRACE_ID_KEY] = call.trace_id
+    if call.span_id is not None:
+        metadata[semconv.JUDGE_SPAN_ID_KEY] = call.span_id
+    return result.model_copy(update={"metadata": metadata})
+
+
 async def ask_judge(
     evaluator: Any, subject: Subject, prompt: Prompt, variables: Mapping[str, str], parse: Any
 ) -> JudgeReply[Any] | EvaluationResult:
@@ -123,16 +139,17 @@ async def ask_judge(
     """
     judge: Judge = evaluator.judge
     try:
-        reply = await judge.ask(prompt, variables, parse)
+        reply = await judge.ask(prompt, variables, parse, evaluator=evaluator.name, subject=subject.extra)
     except JudgeError as exc:
         if exc.cause is not None:
             judge_failed(evaluator.name, judge.url, exc.cause)
         else:  # the endpoint answered; the reply was the problem
             judge_answered(evaluator.name, judge.url)
         detail = {"judge": exc.call.as_detail(), "raw_replies": exc.call.raw, "error": str(exc)}
-        return failed_result(
+        failed = failed_result(
             evaluator, subject, f"judge failed: {exc}", detail, error_type=exc.error_type, cost_usd=exc.call.cost_usd
         )
+        return with_judge_trace(failed, exc.call)
     if not reply.call.cached:
         judge_answered(evaluator.name, judge.url)
     return reply
@@ -223,9 +240,13 @@ class JudgeEvaluator(abc.ABC):
         try:
             verdict = await self.verdict(reply.value, trace, case)
         except EmbeddingFailure as exc:
-            return failed_result(self, trace, str(exc), {"judge": reply.call.as_detail()}, cost_usd=reply.call.cost_usd)
+            failed = failed_result(
+                self, trace, str(exc), {"judge": reply.call.as_detail()}, cost_usd=reply.call.cost_usd
+            )
+            return with_judge_trace(failed, reply.call)
         verdict.detail["judge"] = reply.call.as_detail()
-        return build_result(self, trace, verdict, evaluator_type=self.evaluator_type, cost_usd=reply.call.cost_usd)
+        result = build_result(self, trace, verdict, evaluator_type=self.evaluator_type, cost_usd=reply.call.cost_usd)
+        return with_judge_trace(result, reply.call)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(judge={self.judge!r}, threshold={self.threshold!r})"

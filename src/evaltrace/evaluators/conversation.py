@@ -31,7 +31,7 @@ from evaltrace.evaluators._base import (
     passes,
     skipped_result,
 )
-from evaltrace.evaluators._judged import ask_judge, flag, json_object, object_list
+from evaltrace.evaluators._judged import ask_judge, flag, json_object, object_list, with_judge_trace
 from evaltrace.evaluators._prompts import Prompt, load_prompt
 from evaltrace.evaluators._transcript import (
     answered_turns,
@@ -179,9 +179,10 @@ class ConversationJudge(abc.ABC):
         calls = [r.call.as_detail() for r in replies]
         verdict.detail["judge"] = calls[0]
         verdict.detail["judge_calls"] = calls
-        return build_result(
+        result = build_result(
             self, conversation, verdict, evaluator_type=self.evaluator_type, cost_usd=_total_cost(replies)
         )
+        return with_judge_trace(result, replies[0].call)  # every call's trace id is in detail["judge_calls"]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(judge={self.judge!r}, threshold={self.threshold!r})"

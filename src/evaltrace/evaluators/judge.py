@@ -1,7 +1,9 @@
 """The LLM judge: one OpenAI-compatible chat client shared by the judge-based evaluators.
 
-Calls run inside :func:`evaltrace._internal.tracing.suppress_instrumentation`, so they are never traced or
-evaluated; at most ``max_concurrency`` run at once per event loop. Replies are asked for as JSON (JSON mode),
+Calls run inside :func:`evaltrace._internal.tracing.suppress_instrumentation`, so no instrumentation traces them
+into the application's trace and nothing evaluates them; instead each judgement that calls the model is traced as
+a trace of its own (see ``_judge_trace``; off with ``configure(trace_judges=False)``), whose id the call record
+keeps. At most ``max_concurrency`` calls run at once per event loop. Replies are asked for as JSON (JSON mode),
 parsed defensively (code fences and surrounding prose tolerated), and a reply that does not parse gets exactly one
 retry that shows the model its reply and the error. Successful judgements are cached by (prompt hash, model), so a
 repeated identical judgement costs nothing.
@@ -26,6 +28,7 @@ from typing import Any, Generic, TypeVar
 from evaltrace import pricing
 from evaltrace._internal.tracing import suppress_instrumentation
 from evaltrace.evaluators._client import LoopClients
+from evaltrace.evaluators._judge_trace import JudgeTrace
 from evaltrace.evaluators._prompts import Prompt
 from evaltrace.schema import TraceErrorType
 
@@ -76,6 +79,10 @@ class JudgeCall:
     cached: bool = False
     finish_reasons: list[str | None] = field(default_factory=list)
     duration_s: float = 0.0
+    trace_id: str | None = None
+    """The judge trace's id (32 hex): of this call, or, for a cached judgement, of the call that made it."""
+    span_id: str | None = None
+    """That trace's root span id (16 hex)."""
 
     def as_detail(self) -> dict[str, Any]:
         """Return the record stored under ``detail["judge"]``."""
@@ -90,6 +97,7 @@ class JudgeCall:
             "cached": self.cached,
             "finish_reasons": list(self.finish_reasons),
             "duration_s": self.duration_s,
+            "trace_id": self.trace_id,
         }
 
 
@@ -270,32 +278,45 @@ class Judge:
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
-    async def _complete(self, messages: list[dict[str, str]], json_mode: bool) -> tuple[str, int, int, str | None]:
+    async def _complete(
+        self, messages: list[dict[str, str]], json_mode: bool, traced: JudgeTrace
+    ) -> tuple[str, int, int, str | None]:
         kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
         if self.max_tokens is not None:
             kwargs["max_tokens"] = self.max_tokens
         if json_mode:
             kwargs["response_format"] = {"type": "json_object"}
+        params = {
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "output_type": "json" if json_mode else None,
+        }
         async with self._clients.semaphore():
-            with suppress_instrumentation():
-                response = await self._clients.client().chat.completions.create(**kwargs)
-        usage = response.usage
-        tokens_in = int(usage.prompt_tokens) if usage is not None else 0
-        tokens_out = int(usage.completion_tokens) if usage is not None else 0
-        if not response.choices:
-            return "", tokens_in, tokens_out, None
-        choice = response.choices[0]
-        message = choice.message
-        # A refusal (OpenAI's `refusal` field, or no content) is kept as the raw text; it will not parse.
-        text = message.content if message.content is not None else (getattr(message, "refusal", None) or "")
-        return str(text), tokens_in, tokens_out, getattr(choice, "finish_reason", None)
+            with traced.chat(self.model, messages, params, self.url) as span:
+                with suppress_instrumentation():
+                    response = await self._clients.client().chat.completions.create(**kwargs)
+                usage = response.usage
+                tokens_in = int(usage.prompt_tokens) if usage is not None else 0
+                tokens_out = int(usage.completion_tokens) if usage is not None else 0
+                if not response.choices:
+                    span.record(response, "", None, self._cost(tokens_in, tokens_out))
+                    return "", tokens_in, tokens_out, None
+                choice = response.choices[0]
+                message = choice.message
+                # A refusal (OpenAI's `refusal` field, or no content) is kept as the raw text; it will not parse.
+                text = message.content if message.content is not None else (getattr(message, "refusal", None) or "")
+                finish_reason = getattr(choice, "finish_reason", None)
+                span.record(response, str(text), finish_reason, self._cost(tokens_in, tokens_out))
+        return str(text), tokens_in, tokens_out, finish_reason
 
-    async def _call(self, call: JudgeCall, messages: list[dict[str, str]], json_mode: bool) -> JudgeCall:
+    async def _call(
+        self, call: JudgeCall, messages: list[dict[str, str]], json_mode: bool, traced: JudgeTrace
+    ) -> JudgeCall:
         if self._clients.key_required:  # OpenAI refuses a call without a key: say so instead of making it
             raise JudgeError(f"judge call not made: {NO_KEY}", call, cause=NO_KEY)
         started = time.perf_counter()
         try:
-            text, tokens_in, tokens_out, finish_reason = await self._complete(messages, json_mode)
+            text, tokens_in, tokens_out, finish_reason = await self._complete(messages, json_mode, traced)
         except Exception as exc:
             import openai
 
@@ -317,13 +338,27 @@ class Judge:
             duration_s=call.duration_s + time.perf_counter() - started,
         )
 
-    async def ask(self, prompt: Prompt, variables: Mapping[str, str], parse: Callable[[str], T]) -> JudgeReply[T]:
+    async def ask(
+        self,
+        prompt: Prompt,
+        variables: Mapping[str, str],
+        parse: Callable[[str], T],
+        *,
+        evaluator: str | None = None,
+        subject: Mapping[str, Any] | None = None,
+    ) -> JudgeReply[T]:
         """Render ``prompt``, ask the model, and parse the reply with ``parse`` (retrying once if it raises).
+
+        A judgement that calls the model is traced as a trace of its own (root ``judge {evaluator}``, one
+        ``chat {model}`` span per attempt); its ids are on the returned call record. A cached judgement makes
+        no call and no trace: its record names the trace of the call that made it.
 
         Args:
             prompt: The template.
             variables: Values for its placeholders.
             parse: Turns the reply text into a value; raises ValueError/KeyError/TypeError when it cannot.
+            evaluator: The evaluator asking, named by the judge trace's root span.
+            subject: The evaluated Trace's ``extra`` (``trace_id``, ``span_id``): the judge trace links to it.
 
         Returns:
             The parsed value and the call record (``cached`` True when served from the cache).
@@ -348,7 +383,14 @@ class Judge:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         pending[key] = done
         try:
-            return await self._ask_uncached(prompt, messages, json_mode, key, parse)
+            traced = JudgeTrace.start(evaluator, prompt.ref, subject)
+            try:
+                reply = await self._ask_uncached(prompt, messages, json_mode, key, parse, traced)
+            except BaseException as exc:
+                traced.end(exc)
+                raise
+            traced.end()
+            return reply
         finally:
             del pending[key]
             done.set_result(None)
@@ -367,8 +409,11 @@ class Judge:
         json_mode: bool,
         key: tuple[str, str],
         parse: Callable[[str], T],
+        traced: JudgeTrace,
     ) -> JudgeReply[T]:
-        call = JudgeCall(model=self.model, prompt=prompt.ref, prompt_hash=key[0])
+        call = JudgeCall(
+            model=self.model, prompt=prompt.ref, prompt_hash=key[0], trace_id=traced.trace_id, span_id=traced.span_id
+        )
         error = ""
         for attempt in range(2):
             if attempt:
@@ -378,7 +423,7 @@ class Judge:
                     {"role": "assistant", "content": call.raw[-1]},
                     {"role": "user", "content": retry},
                 ]
-            call = await self._call(call, messages, json_mode)
+            call = await self._call(call, messages, json_mode, traced)
             try:
                 value = parse(call.raw[-1])
             except (ValueError, KeyError, TypeError) as exc:

@@ -29,7 +29,18 @@ if TYPE_CHECKING:  # annotations only: the schema (pydantic) loads with the eval
 RedactFunction = Callable[[str], str]
 CUSTOM_LABEL = "CUSTOM"
 # Score metadata evaltrace itself writes to find the evaluation again: ids, never user text.
-_SCORE_ID_KEYS = frozenset({"span_id", "evaluation_id", "evaluator_version", "evaluator_type", "annotator_kind"})
+# Ids evaltrace writes into score metadata: never masked (a pattern matching hex must not break the judge link).
+_SCORE_ID_KEYS = frozenset(
+    {
+        "span_id",
+        "evaluation_id",
+        "evaluator_version",
+        "evaluator_type",
+        "annotator_kind",
+        "judge_trace_id",
+        "judge_span_id",
+    }
+)
 
 
 class Redactor:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from evaltrace._internal import semconv
 from evaltrace.exporters.store_db import has_fts
 
 if TYPE_CHECKING:
@@ -102,6 +103,8 @@ class TraceFilter:
         limit: Most traces returned, newest first (``None``: all).
         attributes: ``(key, value)`` pairs: a span of the trace has attribute ``key`` equal to ``value`` (the text,
             or the number or boolean it spells), for each pair. Read from the spans themselves (no index).
+        judges: Include the traces of judge calls (root span ``judge {evaluator}``, kind ``judge``). Left out
+            by default: there is one per judged evaluation, and they are reached from their scores.
     """
 
     service: str | None = None
@@ -115,6 +118,7 @@ class TraceFilter:
     search: str | None = None
     limit: int | None = None
     attributes: tuple[tuple[str, str], ...] = ()
+    judges: bool = False
 
 
 # Runs of letters and digits: what FTS5's unicode61 tokenizer keeps as one token. A word that tokenizes into
@@ -135,8 +139,15 @@ def _like(text: str) -> str:
     return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
+# A judge call's trace: its root span is of kind judge (one lookup per trace, through the (trace_id, span_id) key).
+_NOT_A_JUDGE = (
+    "NOT EXISTS (SELECT 1 FROM spans AS r WHERE r.trace_id = t.trace_id AND r.span_id = t.root_span_id"
+    f" AND r.span_type = '{semconv.KIND_JUDGE}')"
+)
+
+
 def _where(conn: sqlite3.Connection, f: TraceFilter) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
+    clauses: list[str] = [] if f.judges else [_NOT_A_JUDGE]
     params: list[Any] = []
     if f.service is not None:
         clauses.append("t.service = ?")

@@ -11,13 +11,16 @@ from __future__ import annotations
 import threading
 import traceback
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from opentelemetry.context import Context
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
-from opentelemetry.trace import Status, StatusCode, Tracer
+from opentelemetry.sdk.trace.sampling import DEFAULT_ON, Decision, Sampler, SamplingResult
+from opentelemetry.trace import Link, SpanKind, Status, StatusCode, Tracer, TraceState
+from opentelemetry.util.types import Attributes
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.daemon_pool import UserAbort
@@ -36,6 +39,33 @@ __all__ = ["CASE_SPAN_NAME", "CaseCapture", "capture_run"]
 CASE_SPAN_NAME = "evaltrace.case"
 """Name of the root span of one (case, variant) execution."""
 _STACK_LIMIT = 4000
+
+
+class _NoJudgeTraces(Sampler):
+    """Drop a judge call's own trace (``evaltrace.judge``, set at its start): it belongs to no case.
+
+    A run keeps only its cases' traces; dropped at the start, the judge trace is never recorded, so no result
+    names a trace the run does not keep.
+    """
+
+    def should_sample(
+        self,
+        parent_context: Context | None,
+        trace_id: int,
+        name: str,
+        kind: SpanKind | None = None,
+        attributes: Attributes = None,
+        links: Sequence[Link] | None = None,
+        trace_state: TraceState | None = None,
+    ) -> SamplingResult:
+        """DROP for a judge span; the SDK's default decision (parent-based, always on) for the rest."""
+        if attributes and attributes.get(sc.EVALTRACE_JUDGE):
+            return SamplingResult(Decision.DROP)
+        return DEFAULT_ON.should_sample(parent_context, trace_id, name, kind, attributes, links, trace_state)
+
+    def get_description(self) -> str:
+        """Named in the SDK's debug output."""
+        return "NoJudgeTraces"
 
 
 class _Collector(SpanProcessor):
@@ -123,7 +153,7 @@ def capture_run(service_name: str) -> Iterator[CaseCapture]:
         service_name: ``service.name`` of the provider's resource (the eval name).
     """
     collector = _Collector()
-    provider = TracerProvider(resource=Resource.create({sc.SERVICE_NAME: service_name}))
+    provider = TracerProvider(resource=Resource.create({sc.SERVICE_NAME: service_name}), sampler=_NoJudgeTraces())
     provider.add_span_processor(ContextAttributesProcessor())
     provider.add_span_processor(collector)
     previous = set_tracer_provider(provider)

@@ -12,12 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.trace.export import SpanExporter
 
+from evaltrace.worker import judges
 from evaltrace.worker.http_receiver import OTLPHttpReceiver
 from evaltrace.worker.limits import ReceiverLimits
 from evaltrace.worker.pipeline import WorkerPipeline
 from evaltrace.worker.security import TlsFiles, TokenAuth
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+
     from evaltrace.worker.grpc_receiver import OTLPGrpcReceiver
 
 __all__ = ["EvaluationWorker"]
@@ -104,6 +107,7 @@ class EvaluationWorker:
             self.pipeline.shutdown(1000)
             raise
         self.signal_received: int | None = None
+        self._judges: TracerProvider | None = None  # the provider of the worker's own judge traces, while it runs
         self._stop_lock = threading.Lock()
         self._stopped = threading.Event()
 
@@ -113,7 +117,8 @@ class EvaluationWorker:
         return self.http.url
 
     def start(self) -> EvaluationWorker:
-        """Start both receivers."""
+        """Start both receivers (and trace the worker's judge calls to its exporters, see ``worker/judges.py``)."""
+        self._judges = judges.install(self.pipeline.processor)
         self.http.start()
         if self.grpc is not None:
             self.grpc.start()
@@ -142,6 +147,8 @@ class EvaluationWorker:
             # on, and the drain starts once what was admitted is in.
             self.pipeline.close(max(0.0, min(grace, deadline - time.monotonic())))
             self.pipeline.shutdown(max(0, int((deadline - time.monotonic()) * 1000)))
+            judges.uninstall(self._judges)
+            self._judges = None
             self._stopped.set()
         finally:
             self._stop_lock.release()
