@@ -12,6 +12,7 @@ from evaltrace.schema import (
     DEFAULT_AGENT_RUBRIC,
     BatchMetadata,
     ComparisonReport,
+    Conversation,
     EvalCase,
     Evaluation,
     EvaluationBatch,
@@ -42,6 +43,7 @@ from evaltrace.schema import (
     TraceMessage,
     TraceMetrics,
     TraceOutput,
+    Turn,
     VariantDelta,
     VariantSummary,
     WorkspaceSpec,
@@ -92,7 +94,20 @@ ROLLUP = EvaluatorRollup(evaluator="e", by_variant={"v": EvaluatorVariantRollup(
 MANIFEST = FileManifest(files={"src/a.py": FileEntry(size=10, mode=0o100644, mtime=1.25, sha256="ab" * 32)})
 DIFF = FileDiff(added=["b"], removed=["c"], modified=["src/a.py"], text_diffs={"src/a.py": "@@ -1 +1 @@\n-x\n+y\n"})
 
+_TURN_TRACE = Trace(
+    run_id="live",
+    case_id="c",
+    variant_name="v",
+    started_at=T0,
+    finished_at=T0 + dt.timedelta(seconds=1),
+    messages=[TraceMessage(role="user", content="hi")],
+    output=TraceOutput(final_answer="hello"),
+    extra={"trace_id": "0" * 31 + "1"},
+)
+
 SAMPLES: list[BaseModel] = [
+    Turn(index=0, trace=_TURN_TRACE),
+    Conversation.from_traces("s-1", [_TURN_TRACE], user_id="ada", revision=2),
     ExpectedBehavior(must_call_tools=["t"], facts={"a": 1}),
     EvalCase(id="c", input={"q": "x"}, expected=ExpectedBehavior(answer_should_include=["x"])),
     RunVariant(name="v", adapter="http", config={"url": "http://127.0.0.1:1"}),
