@@ -99,8 +99,8 @@ def _consumed(validated: Any) -> None:
             pass
 
 
-def _accepts(hint: Any, value: Any) -> bool:
-    """Whether ``hint`` accepts ``value`` (True when the hint cannot be checked)."""
+def _accepts(hint: Any, value: Any, as_json: bool = True) -> bool:
+    """Whether ``hint`` accepts ``value`` (True when the hint cannot be checked); ``as_json``: or its JSON form."""
     if hint is Any or hint is inspect.Parameter.empty:
         return True
     adapter = _adapter(hint) if _hashable(hint) else None
@@ -113,6 +113,8 @@ def _accepts(hint: Any, value: Any) -> bool:
         pass
     except Exception:  # e.g. isinstance() on a non-runtime protocol: the callable judges the value itself
         return True
+    if not as_json:
+        return False
     try:
         text = json.dumps(value, allow_nan=True)
     except (TypeError, ValueError):
@@ -151,17 +153,19 @@ def _items(hint: Any, value: Any) -> list[tuple[str | int, Any, Any]]:
     return []
 
 
-def first_mismatch(hint: Any, value: Any) -> Mismatch | None:
+def first_mismatch(hint: Any, value: Any, *, as_json: bool = True) -> Mismatch | None:
     """Return where ``value`` does not fit ``hint`` (the innermost list item or mapping value at fault), or None.
 
     Args:
         hint: A resolved annotation.
         value: The value as authored (from YAML: None, bool, int, float, str, list, dict).
+        as_json: Also accept what the value's JSON form validates to (a list for a tuple, a mapping for a model):
+            right for values read from a file, wrong for Python arguments passed on as they are.
     """
-    if _accepts(hint, value):
+    if _accepts(hint, value, as_json):
         return None
     for key, item, item_hint in _items(hint, value):
-        inner = first_mismatch(item_hint, item)
+        inner = first_mismatch(item_hint, item, as_json=as_json)
         if inner is not None:
             return Mismatch((key, *inner.path), inner.expected, inner.value)
     return Mismatch((), describe_type(hint), value)
