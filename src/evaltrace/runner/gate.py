@@ -32,7 +32,7 @@ def comparison_gate_problems(report: ComparisonReport) -> list[str]:
 
 
 def run_gate_problems(summary: RunSummary) -> list[str]:
-    """Why a run fails the gate: its comparison's problems, and variants that judged no case."""
+    """Why a run fails the gate: its comparison's problems, and variants that judged no case or no evaluation."""
     problems = comparison_gate_problems(summary.comparison) if summary.comparison is not None else []
     judged = judged_results(summary)
     for variant in summary.variants:
@@ -42,14 +42,9 @@ def run_gate_problems(summary: RunSummary) -> list[str]:
                 f" error(s), {variant.cases_not_evaluated or 0} not evaluated)"
             )
         elif judged.get(variant.name) == 0:
-            errors = sum(
-                (r.by_variant[variant.name].errors or 0) for r in summary.by_evaluator if variant.name in r.by_variant
-            )
-            skipped = sum(
-                (r.by_variant[variant.name].not_evaluated or 0)
-                for r in summary.by_evaluator
-                if variant.name in r.by_variant
-            )
+            cells = [r.by_variant[variant.name] for r in summary.by_evaluator if variant.name in r.by_variant]
+            errors = sum(c.errors or 0 for c in cells)
+            skipped = sum(c.not_evaluated or 0 for c in cells)
             problems.append(
                 f"variant {variant.name}: not evaluated: no evaluator judged anything ({errors} evaluation error(s),"
                 f" {skipped} not evaluated; {variant.cases_errored} case(s) failed by the system)"
