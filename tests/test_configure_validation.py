@@ -193,3 +193,59 @@ def test_known_capture_values_keep_their_meaning(
     with caplog.at_level(logging.WARNING, logger="evaltrace"):
         assert _captured_input(monkeypatch, value) is captured
     assert not [r for r in caplog.records if CAPTURE_ENV in r.getMessage()]
+
+
+# --- evaluation_options: values (nested ones too) are checked against ProcessorOptions' annotations -----------
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        ({"hold_timeout_s": "fast"}, "hold_timeout_s: expected float, got 'fast'"),
+        ({"max_queue_size": True}, "max_queue_size: expected int, got True"),
+        ({"evaluator_timeout_s": [30]}, "evaluator_timeout_s: expected float | None, got <list>"),
+        ({"limits": {"max_usd_per_day": "twenty"}}, "limits.max_usd_per_day: expected float | None, got 'twenty'"),
+        ({"limits": {"max_concurrent": 2.5}}, "limits.max_concurrent: expected int | None, got 2.5"),
+        ({"sink_retry": {"max_retries": 3}}, "sink_retry: expected RetryPolicy, got <dict>"),
+        ({"score_configs": {"tone": {"min_value": 0}}}, "score_configs.tone: expected ScoreConfig, got <dict>"),
+        ({"emit_log_events": "no"}, "emit_log_events: expected bool, got 'no'"),
+    ],
+)
+def test_evaluation_option_values_are_type_checked_before_anything_is_built(
+    options: dict[str, Any], fragment: str, tmp_path: Path
+) -> None:
+    before = config.current_handle()
+    with pytest.raises(evaltrace.ConfigError) as info:
+        evaltrace.configure(local_store=tmp_path / "traces", evaluators=[nonempty], evaluation_options=options)
+    assert info.value.setting == "evaluation_options"
+    assert fragment in str(info.value), str(info.value)
+    assert config.current_handle() is before
+    assert not (tmp_path / "traces").exists()
+
+
+def test_a_processor_built_directly_checks_its_option_values_too() -> None:
+    from evaltrace.evaluation import EvaluationSpanProcessor
+
+    with pytest.raises(evaltrace.ConfigError) as info:
+        EvaluationSpanProcessor((), [nonempty], limits={"max_tokens_per_day": "lots"})
+    assert info.value.setting == "limits.max_tokens_per_day"
+    assert "expected int | None, got 'lots'" in str(info.value)
+
+
+def test_evaluation_options_of_the_right_types_still_configure(tmp_path: Path) -> None:
+    from evaltrace.evaluation.sinks.worker import RetryPolicy
+
+    handle = evaltrace.configure(
+        local_store=False,
+        evaluators=[nonempty],
+        evaluation_options={
+            "hold_timeout_s": 1,  # an int where a float is annotated
+            "evaluator_timeout_s": None,
+            "limits": {"max_usd_per_day": 20, "max_concurrent": 8},  # a mapping of Limits' fields
+            "sink_retry": RetryPolicy(max_retries=1),
+            "dead_letter_dir": tmp_path / "dead",
+            "limits_clock": lambda: 0.0,
+        },
+        handle_sigterm=False,
+    )
+    assert handle is config.current_handle()

@@ -6,6 +6,11 @@ tests count what the loader constructs instead of timing it.
 
 from __future__ import annotations
 
+import os
+import stat
+import subprocess
+import sys
+import threading
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +24,9 @@ from evaltrace._internal import safe_yaml
 from evaltrace.cli import main
 from evaltrace.exceptions import SchemaError
 from evaltrace.runner import RunConfigError, load_eval_config
+from evaltrace.runner import config as runner_config
 from evaltrace.runner.config import load_cases
+from evaltrace.runner.config_models import MAX_NAME_LENGTH
 from evaltrace.runner.rundir import read_summary_file
 
 from .conftest import Project
@@ -218,3 +225,110 @@ def test_a_large_cases_file_loads_through_libyaml(tmp_path: Path) -> None:
     assert path.stat().st_size > 1_500_000
     cases = load_cases(path)
     assert len(cases) == 20_000 and cases[-1].input["context"] == ["a", "b", "c"]
+
+
+def _loaded_within(path: Path, seconds: float = 30.0) -> BaseException | None:
+    """Load ``path`` as eval.yaml's cases in a thread; fail if it does not finish (a FIFO blocks its reader)."""
+    outcome: list[BaseException | None] = []
+
+    def load() -> None:
+        try:
+            load_cases(path)
+            outcome.append(None)
+        except BaseException as exc:  # reported to the test
+            outcome.append(exc)
+
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive() and stat.S_ISFIFO(os.stat(path).st_mode):
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))  # release the blocked reader before failing
+        worker.join(seconds)
+    assert outcome, f"loading {path} did not finish within {seconds} s"
+    return outcome[0]
+
+
+def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    path = tmp_path / "cases.yaml"
+    os.mkfifo(path)
+    error = _loaded_within(path)
+    assert isinstance(error, RunConfigError)
+    assert str(error) == f"{path}: expected a regular file, got a named pipe (FIFO)"
+
+
+def test_a_character_device_is_refused_without_reading_it(tmp_path: Path) -> None:
+    path = tmp_path / "cases.yaml"
+    try:  # a /dev/zero of our own (root), else a link to it: either way it is only stat()ed, never read
+        os.mknod(path, stat.S_IFCHR | 0o600, os.makedev(1, 5))
+    except PermissionError:
+        path.symlink_to("/dev/zero")
+    error = _loaded_within(path)
+    assert isinstance(error, RunConfigError)
+    assert str(error) == f"{path}: expected a regular file, got a character device"
+
+
+def test_a_directory_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "cases.yaml").mkdir()
+    with pytest.raises(RunConfigError, match=r"cases\.yaml: expected a regular file, got a directory$"):
+        load_cases(tmp_path / "cases.yaml")
+
+
+def test_reads_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _cases_file(tmp_path, "- id: a\n" * 200)
+    monkeypatch.setattr(runner_config, "MAX_AUTHORED_BYTES", 1024 * 1024 // 2)
+    with pytest.raises(RunConfigError, match="duplicate case id"):  # under the bound: read and parsed
+        load_cases(path)
+    monkeypatch.setattr(runner_config, "MAX_AUTHORED_BYTES", 100)
+    with pytest.raises(RunConfigError, match=r"cases\.yaml: larger than 0 MiB: refused"):
+        load_cases(path)
+
+
+def test_the_cli_names_a_fifo_cases_file_and_exits_2(project: Project) -> None:
+    # In a child process with a deadline: a run that blocks on the pipe must fail the test, not hang it.
+    system = {"name": "v", "adapter": "python_function", "config": {"target": project.target("answer")}}
+    project.write({"name": "x", "systems": [system], "cases": "pipe"})
+    os.mkfifo(project.root / "pipe")
+    command = "import sys; from evaltrace.cli import main; sys.exit(main(sys.argv[1:]))"
+    args = ["run", str(project.eval_path), "--runs-dir", str(project.runs_dir), "--no-progress"]
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", command, *args], capture_output=True, text=True, timeout=120, check=False
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("evaltrace run blocked on the FIFO")
+    assert done.returncode == 2
+    assert "pipe: expected a regular file, got a named pipe (FIFO)" in done.stderr.replace("\n", "")
+    assert "Traceback" not in done.stderr + done.stdout
+
+
+@pytest.mark.parametrize("where", ["name", "systems"])
+def test_a_10000_character_name_is_refused_naming_the_limit(
+    project: Project, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    system = {"name": "v", "adapter": "python_function", "config": {"target": project.target("answer")}}
+    long = "n" * 10_000
+    if where == "name":
+        project.write({"name": long, "systems": [system]})
+        entry = "name"
+    else:
+        project.write({"name": "x", "systems": [{**system, "name": long}]})
+        entry = "systems[0].name"
+    code = main(["run", str(project.eval_path), "--runs-dir", str(project.runs_dir), "--no-progress"])
+    captured = capsys.readouterr()
+    assert code == 2
+    err = captured.err.replace("\n", "")
+    assert f"eval.yaml: {entry}: expected at most {MAX_NAME_LENGTH} characters" in err
+    assert "got 10,000" in err and long not in err  # the name is not echoed whole
+    assert "Traceback" not in captured.err + captured.out
+    assert not project.runs_dir.exists()
+
+
+def test_a_name_at_the_limit_runs(project: Project, capsys: pytest.CaptureFixture[str]) -> None:
+    system = {
+        "name": "v" * MAX_NAME_LENGTH,
+        "adapter": "python_function",
+        "config": {"target": project.target("answer")},
+    }
+    project.write({"name": "n" * MAX_NAME_LENGTH, "systems": [system]})
+    assert main(["run", str(project.eval_path), "--runs-dir", str(project.runs_dir), "--no-progress"]) == 0
+    capsys.readouterr()

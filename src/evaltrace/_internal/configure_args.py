@@ -130,7 +130,10 @@ def _evaluation_options(value: Any) -> str | None:
     for key in value:
         if not isinstance(key, str):
             return f"expected option names (str) as keys, got a {type(key).__name__} key"
-    return None  # names and values: ProcessorOptions.from_kwargs, which names the option
+    from evaltrace.evaluation.options import option_value_problem  # only when given: a heavy import
+
+    problem = option_value_problem(value)  # unknown names: ProcessorOptions.from_kwargs, which names the option
+    return None if problem is None else f"{problem[0]}: {problem[1]}"
 
 
 def _max_attribute_length(value: Any) -> str | None:

@@ -161,8 +161,8 @@ def print_error(exc: BaseException) -> int:
     return EXIT_USAGE
 
 
-def _pct(value: float) -> str:
-    return f"{value * 100:.1f}%"
+def _pct(value: float | None) -> str:
+    return NOT_EVALUATED if value is None else f"{value * 100:.1f}%"  # None: nothing judged, not 0%
 
 
 def _signed_pct(value: float) -> str:

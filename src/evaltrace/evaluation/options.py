@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import time
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from evaltrace._internal.value_types import first_mismatch, format_path
 from evaltrace.evaluation.limits import Limits
 from evaltrace.evaluation.sampling import ExportSampling
 from evaltrace.evaluation.sinks.worker import RetryPolicy
@@ -129,9 +132,49 @@ class ProcessorOptions:
 
     @classmethod
     def from_kwargs(cls, options: Mapping[str, Any]) -> ProcessorOptions:
-        """Build options from keyword arguments, naming any unknown one."""
+        """Build options from keyword arguments, naming any unknown one and any value of the wrong type."""
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(options) - known)
         if unknown:
             raise ConfigError(unknown[0], f"unknown evaluation option; known: {', '.join(sorted(known))}")
+        problem = option_value_problem(options)
+        if problem is not None:
+            raise ConfigError(*problem)
         return cls(**options)
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _shown(value: Any) -> str:
+    """A scalar or short text as written; anything else by its type only (it may be large or hold a secret)."""
+    if value is None or isinstance(value, bool | int | float):
+        return repr(value)
+    if isinstance(value, str) and len(value) <= 60:
+        return repr(value)
+    return f"<{type(value).__name__}>"
+
+
+def option_value_problem(options: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first evaluation option whose value its annotation does not accept: ``(where, problem)``, else None.
+
+    Nested values are checked too: each item of a mapping given as ``limits`` against :class:`Limits`'s fields
+    (``limits.max_usd_per_day``), list items and mapping values against their annotation. Unknown names are left to
+    :meth:`ProcessorOptions.from_kwargs`.
+    """
+    hints = _hints(ProcessorOptions)
+    for name, value in options.items():
+        if name not in hints:
+            continue
+        if name == "limits" and isinstance(value, Mapping):
+            limit_hints = _hints(Limits)
+            checks = [(f"{name}.{key}", limit_hints[key], item) for key, item in value.items() if key in limit_hints]
+        else:
+            checks = [(str(name), hints[name], value)]
+        for where, hint, item in checks:
+            mismatch = first_mismatch(hint, item, as_json=False)
+            if mismatch is not None:
+                return format_path(where, mismatch.path), f"expected {mismatch.expected}, got {_shown(mismatch.value)}"
+    return None

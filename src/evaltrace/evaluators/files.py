@@ -28,6 +28,7 @@ from evaltrace.evaluators._base import DeterministicEvaluator, MissingInputError
 from evaltrace.schema import EvalCase, FileDiff, FilesystemArtifact, Trace
 
 __all__ = [
+    "ARTIFACT_DIR_KEY",
     "ARTIFACT_ERROR_KEY",
     "ARTIFACT_KEY",
     "ARTIFACT_PATH_KEY",
@@ -43,6 +44,9 @@ ARTIFACT_PATH_KEY = "artifact_path"
 """``Trace.extra`` key: the cell's ``artifact.json``, relative to the run directory (persisted in traces.jsonl)."""
 ARTIFACT_KEY = "filesystem_artifact"
 """``Trace.extra`` key: the FilesystemArtifact as JSON, added by the runner for evaluation (not persisted)."""
+ARTIFACT_DIR_KEY = "artifact_dir"
+"""``Trace.extra`` key: the cell's artifacts directory (``before/``, ``after/``), absolute, added by the runner with
+:data:`ARTIFACT_KEY` for evaluators that read the files the system wrote (not persisted)."""
 ARTIFACT_ERROR_KEY = "artifact_error"
 """``Trace.extra`` key: why the cell's artifact could not be recorded or read."""
 _MODIFY = "must_modify_files"

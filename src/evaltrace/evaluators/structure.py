@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from evaltrace._internal.pathglob import matching
 from evaltrace.evaluators._base import (
     DeterministicEvaluator,
     MissingInputError,
@@ -16,8 +17,13 @@ from evaltrace.evaluators._base import (
     case_list,
     require_extra,
 )
-from evaltrace.schema import EvalCase, Trace
+from evaltrace.evaluators.files import ARTIFACT_DIR_KEY, trace_artifact
+from evaltrace.schema import EvalCase, FilesystemArtifact, Trace
 
+_LEGACY_ROOT_KEY = "artifacts_path"  # a directory some callers set by hand before the runner gave one
+_GLOB_CHARACTERS = frozenset("*?[")
+_AFTER = "after"
+_UNCHANGED = "unchanged: the system did not write it"
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n(?P<body>.*?)\n\s*```\s*$", re.DOTALL)
 MAX_ERRORS = 10
 
@@ -96,9 +102,16 @@ def _file_problems(path: Path, required_keys: Sequence[str]) -> list[str]:
 class AgentSanity(DeterministicEvaluator):
     """Files the agent should have produced exist, are non-empty, parse (``.json``) and have the expected keys.
 
-    Files: the constructor, else ``case.expected.must_modify_files``; they are resolved against ``root``, else
-    ``trace.extra["artifacts_path"]`` (the run's workspace snapshot). Score: share of sane files; threshold
-    0.75, higher is better.
+    Files: the constructor, else ``case.expected.must_modify_files`` (globs are matched against the files the
+    workspace held afterwards). Where they are read:
+
+    * under ``root`` when given;
+    * else, for a run in a workspace (``evaltrace run``), in the run's snapshot of the cell: a file the system
+      added or modified is read from ``artifacts/<case>/<variant>/after/``; one it left unchanged is a problem
+      (``unchanged``: the system did not write it); one absent afterwards is ``missing``;
+    * else under ``trace.extra["artifacts_path"]`` (a directory set by the caller).
+
+    Score: share of sane files; threshold 0.75, higher is better. Without any of these, not evaluated.
     """
 
     name = "agent_sanity"
@@ -129,11 +142,44 @@ class AgentSanity(DeterministicEvaluator):
         files = case_list(self.files, case, "must_modify_files")
         if not files:
             raise MissingInputError("no files configured or in case.expected.must_modify_files")
-        root = self.root or (Path(str(trace.extra["artifacts_path"])) if trace.extra.get("artifacts_path") else None)
+        artifact = trace_artifact(trace) if self.root is None else None  # an unreadable one: an error, not a skip
+        snapshot = trace.extra.get(ARTIFACT_DIR_KEY)
+        if artifact is not None and snapshot:
+            return self._judge(_snapshot_problems(artifact, Path(str(snapshot)), files, self.required_keys), snapshot)
+        legacy = trace.extra.get(_LEGACY_ROOT_KEY)
+        root = self.root or (Path(str(legacy)) if legacy else None)
         if root is None:
-            raise MissingInputError("no workspace root configured or in trace.extra['artifacts_path']")
+            raise MissingInputError("no workspace root configured and the trace did not run in a workspace")
         problems = {name: _file_problems(root / name, self.required_keys.get(name, ())) for name in files}
+        return self._judge(problems, root)
+
+    def _judge(self, problems: Mapping[str, list[str]], root: Path | str) -> Verdict:
         bad = {name: issues for name, issues in problems.items() if issues}
-        score = 1.0 - len(bad) / len(files)
-        reason = "all files sane" if not bad else f"{len(bad)}/{len(files)} files with problems"
-        return Verdict(score >= self.threshold, score, reason, {"root": str(root), "files": files, "problems": bad})
+        score = 1.0 - len(bad) / len(problems)
+        reason = "all files sane" if not bad else f"{len(bad)}/{len(problems)} files with problems"
+        detail = {"root": str(root), "files": list(problems), "problems": bad}
+        return Verdict(score >= self.threshold, score, reason, detail)
+
+
+def _snapshot_problems(
+    artifact: FilesystemArtifact, directory: Path, files: Sequence[str], required_keys: Mapping[str, Sequence[str]]
+) -> dict[str, list[str]]:
+    """Each file's problems as the system left it: read from the snapshot's ``after/`` where the system wrote it."""
+    present = list(artifact.after_manifest.files)
+    written = {*artifact.diff.added, *artifact.diff.modified}
+    names: list[str] = []
+    for name in files:
+        found = matching(present, name) if _GLOB_CHARACTERS & set(name) else []
+        names.extend(found or [name])
+    problems: dict[str, list[str]] = {}
+    for name in dict.fromkeys(names):
+        if name in written:
+            path = directory / _AFTER / name
+            # A link is kept as a link in the snapshot: following it could read outside the run directory.
+            linked = path.is_symlink()
+            problems[name] = ["a symbolic link"] if linked else _file_problems(path, required_keys.get(name, ()))
+        elif name in artifact.after_manifest.files:
+            problems[name] = [_UNCHANGED]
+        else:
+            problems[name] = ["missing"]
+    return problems

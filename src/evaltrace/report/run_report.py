@@ -103,7 +103,7 @@ def _matrix(data: RunReportData) -> str:
 
 
 def _rate(v: VariantSummary) -> str:
-    if v.cases_failed is not None and v.cases_passed + v.cases_failed == 0:
+    if v.pass_rate is None or (v.cases_failed is not None and v.cases_passed + v.cases_failed == 0):
         return _badge("not_evaluated")
     return f"{v.pass_rate * 100:.1f}%"
 
@@ -150,7 +150,8 @@ def _evaluators(summary: RunSummary) -> str:
                 cells.append("<td>n/a</td>")
                 continue
             judged = (cell.passed or 0) + (cell.failed or 0)
-            parts = [f"{cell.pass_rate * 100:.1f}% ({cell.passed}/{judged})"] if judged else []
+            rate = cell.pass_rate
+            parts = [f"{rate * 100:.1f}% ({cell.passed}/{judged})"] if judged and rate is not None else []
             if cell.avg_score is not None and judged:
                 parts.append(f"avg {cell.avg_score:.2f}")
             parts += [f"{cell.errors} error(s)"] if cell.errors else []

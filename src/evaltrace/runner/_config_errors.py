@@ -14,7 +14,16 @@ from typing import Any, NamedTuple
 from pydantic import ValidationError
 from pydantic_core import PydanticCustomError
 
-__all__ = ["KEY_ERROR", "UNKNOWN_KEY", "Problem", "first_problem", "format_loc", "key_error", "unknown_key_problem"]
+__all__ = [
+    "KEY_ERROR",
+    "UNKNOWN_KEY",
+    "Problem",
+    "first_problem",
+    "format_loc",
+    "key_error",
+    "shown_value",
+    "unknown_key_problem",
+]
 
 UNKNOWN_KEY = "unknown_key"
 """Error type of an unknown key (reported before any other error: a typo often causes a missing key too)."""
@@ -62,7 +71,8 @@ def _join(base: str, where: str) -> str:
     return f"{base}{where}" if where.startswith("[") else f"{base}.{where}"
 
 
-def _shown(value: Any) -> str:
+def shown_value(value: Any) -> str:
+    """The value as shown in a message: its repr, cut to 60 characters."""
     text = repr(value)
     return text if len(text) <= _MAX_SHOWN else text[: _MAX_SHOWN - 3] + "..."
 
@@ -74,17 +84,17 @@ def _problem(error: Any) -> str:
     if kind == "missing":
         return "required key is missing"
     if kind in ("model_type", "model_attributes_type", "dict_type"):
-        return f"expected a mapping, got {_shown(error.get('input'))}"
+        return f"expected a mapping, got {shown_value(error.get('input'))}"
     if kind in ("greater_than", "greater_than_equal"):
         bound = "greater than" if kind == "greater_than" else "at least"
         context = error.get("ctx") or {}
         limit = context.get("gt", context.get("ge"))
         shown = f"{limit:g}" if isinstance(limit, int | float) else str(limit)
-        return f"expected a number {bound} {shown}, got {_shown(error.get('input'))}"
+        return f"expected a number {bound} {shown}, got {shown_value(error.get('input'))}"
     if kind == "value_error" and message.startswith("Value error, "):
         return message[len("Value error, ") :]
     if message.startswith("Input should be "):
-        return f"expected {message[len('Input should be ') :]}, got {_shown(error.get('input'))}"
+        return f"expected {message[len('Input should be ') :]}, got {shown_value(error.get('input'))}"
     return message
 
 

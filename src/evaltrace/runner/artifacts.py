@@ -28,7 +28,7 @@ from urllib.parse import quote
 from pydantic import ValidationError
 
 from evaltrace._internal.private_files import make_private_dirs, private_opener
-from evaltrace.evaluators.files import ARTIFACT_ERROR_KEY, ARTIFACT_KEY, ARTIFACT_PATH_KEY
+from evaltrace.evaluators.files import ARTIFACT_DIR_KEY, ARTIFACT_ERROR_KEY, ARTIFACT_KEY, ARTIFACT_PATH_KEY
 from evaltrace.runner.file_changes import TEXT_DIFF_MAX_BYTES, compare_manifests, render_diff, with_text_diffs
 from evaltrace.runner.rundir import ARTIFACTS_DIR
 from evaltrace.schema import FileManifest, FilesystemArtifact, Trace, WorkspaceKind
@@ -142,8 +142,14 @@ def _loaded(trace: Trace, run_path: Path) -> Trace:
     try:
         if ".." in Path(relative).parts:
             raise ValueError("points outside the run directory")
-        data = FilesystemArtifact.model_validate_json(path.read_bytes()).model_dump(mode="json")
-        update = {ARTIFACT_KEY: data}
+        artifact = FilesystemArtifact.model_validate_json(path.read_bytes())
+        if ".." in Path(artifact.artifacts_path).parts or Path(artifact.artifacts_path).is_absolute():
+            raise ValueError("its artifacts_path points outside the run directory")
+        # The snapshot directory (before/, after/) as the artifact names it, absolute: agent_sanity reads after/.
+        update = {
+            ARTIFACT_KEY: artifact.model_dump(mode="json"),
+            ARTIFACT_DIR_KEY: str((run_path / artifact.artifacts_path).absolute()),
+        }
     except OSError as exc:
         update = {ARTIFACT_ERROR_KEY: f"cannot read the filesystem artifact {path}: {exc.strerror or exc}"}
     except (ValueError, ValidationError) as exc:

@@ -13,10 +13,11 @@ import hashlib
 import json
 import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -30,6 +31,7 @@ from evaltrace.schema import EvalCase, RunVariant
 __all__ = [
     "DEFAULT_CONCURRENCY",
     "DEFAULT_RUNS_DIR",
+    "MAX_AUTHORED_BYTES",
     "EvalConfig",
     "config_hash",
     "expand_env",
@@ -52,6 +54,16 @@ _NOT_SECRET_KEYS = frozenset({"token_input", "token_output", "token_thinking"})
 _URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)(?P<secret>[^@\s]+)(?P<tail>@)")
 _KV_PASSWORD = re.compile(r"(?P<head>\bpassword\s*=\s*)(?P<secret>'(?:[^'\\]|\\.)*'|[^\s']+)", re.IGNORECASE)
 M = TypeVar("M", bound=BaseModel)
+MAX_AUTHORED_BYTES = 256 * 1024 * 1024
+"""Largest eval.yaml / cases.yaml read (a 58 MiB cases.yaml loads in about 12 s)."""
+_CHUNK = 1024 * 1024
+_NOT_REGULAR = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
 @dataclass(frozen=True)
@@ -88,12 +100,53 @@ class EvalConfig:
     variants_key: str = "variants"
 
 
-def _read_yaml(path: Path) -> Any:
-    """Read an authored YAML file; hostile shapes (alias bombs, recursion, deep nesting) are refused by the loader."""
+def _not_regular(mode: int) -> str | None:
+    """What a file of this mode is when it is not a regular file (None when it is one)."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((kind for test, kind in _NOT_REGULAR if test(mode)), "not a regular file")
+
+
+def _read_bounded(handle: BinaryIO, limit: int) -> bytes:
+    """Read up to ``limit`` bytes in chunks (``read(limit)`` would allocate ``limit`` bytes up front)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = handle.read(min(_CHUNK, limit - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def _read_authored(path: Path) -> bytes:
+    """Read an authored file: a regular file of at most :data:`MAX_AUTHORED_BYTES`, never a pipe or a device.
+
+    The type is checked before opening (opening a FIFO waits for a writer; ``/dev/zero`` never ends), again on
+    the open file (it may have been swapped), and the read is bounded whatever the size says (``/proc`` files).
+    """
     try:
-        data = path.read_bytes()
+        kind = _not_regular(os.stat(path).st_mode)
+        if kind is not None:
+            raise RunConfigError(path, "", f"expected a regular file, got {kind}")
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(descriptor, "rb") as handle:
+            kind = _not_regular(os.fstat(handle.fileno()).st_mode)
+            if kind is not None:
+                raise RunConfigError(path, "", f"expected a regular file, got {kind}")
+            data = _read_bounded(handle, MAX_AUTHORED_BYTES + 1)
     except OSError as exc:
         raise RunConfigError(path, "", f"cannot read the file ({exc.strerror or exc})") from None
+    if len(data) > MAX_AUTHORED_BYTES:
+        limit = MAX_AUTHORED_BYTES // (1024 * 1024)
+        raise RunConfigError(path, "", f"larger than {limit} MiB: refused")
+    return data
+
+
+def _read_yaml(path: Path) -> Any:
+    """Read an authored YAML file; hostile shapes (alias bombs, recursion, deep nesting) are refused by the loader."""
+    data = _read_authored(path)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

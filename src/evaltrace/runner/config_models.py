@@ -33,6 +33,7 @@ __all__ = [
     "ADAPTER_CONFIGS",
     "AUTHORING_MODELS",
     "HTTP_METHODS",
+    "MAX_NAME_LENGTH",
     "NAME_PATTERN",
     "RESERVED_EVALUATOR_KEYS",
     "STORE_KEYS",
@@ -52,6 +53,19 @@ __all__ = [
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 """Eval and system names: they become parts of run ids and paths."""
+MAX_NAME_LENGTH = 128
+"""Longest eval or system name: a run id (timestamp and eval name) and artifact paths must fit a file name."""
+
+
+def _name_length_problem(value: Any) -> str | None:
+    if isinstance(value, str) and len(value) > MAX_NAME_LENGTH:
+        return (
+            f"expected at most {MAX_NAME_LENGTH} characters (it becomes part of run ids and directory names),"
+            f" got {len(value):,}: {value[:20]!r}..."
+        )
+    return None
+
+
 StoreType = Literal["local_files", "sqlite", "postgres"]
 STORE_KEYS: Mapping[str, tuple[str, ...]] = {
     "local_files": ("type", "path", "run_namespace"),
@@ -83,6 +97,9 @@ class SystemConfig(AuthoringModel, RunVariant):
     @field_validator("name", mode="before")
     @classmethod
     def _valid_name(cls, value: Any) -> Any:
+        too_long = _name_length_problem(value)
+        if too_long is not None:
+            raise key_error("", too_long)
         if isinstance(value, str) and not NAME_PATTERN.match(value):
             raise key_error("", f"{value!r} is not a valid system name (letters, digits, '_', '-', '.')")
         return value
@@ -245,6 +262,9 @@ class EvalFileConfig(AuthoringModel):
     @field_validator("name", mode="before")
     @classmethod
     def _valid_name(cls, value: Any) -> Any:
+        too_long = _name_length_problem(value)
+        if too_long is not None:
+            raise key_error("", too_long)
         if not isinstance(value, str) or not NAME_PATTERN.match(value):
             raise key_error("", f"expected a name of letters, digits, '_', '-' or '.', got {value!r}")
         return value

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +26,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from evaltrace._internal.value_types import coerce_text, describe_type, first_mismatch, format_path, parameter_hints
 from evaltrace.evaluation import Evaluator, evaluator
 from evaltrace.evaluators.catalogue import CATALOGUE
 from evaltrace.evaluators.judge import Judge
-from evaltrace.runner._config_errors import first_problem, unknown_key_problem
+from evaltrace.runner._config_errors import first_problem, shown_value, unknown_key_problem
 from evaltrace.runner.adapters import import_object
 from evaltrace.runner.config import expand_env, load_evaluator_entries
 from evaltrace.runner.config_models import RESERVED_EVALUATOR_KEYS, EvaluatorEntry, JudgeConfig
@@ -39,6 +41,7 @@ __all__ = ["JUDGE_PARAMETER", "ConfiguredEvaluator", "build_evaluators", "build_
 JUDGE_PARAMETER = "judge"
 """Constructor parameter through which an evaluator receives the run's judge."""
 _FIELD_PARAMETER = "field"
+_ENV_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 
 @dataclass(frozen=True)
@@ -189,12 +192,76 @@ def _options(entry: EvaluatorEntry, plan: _Plan, judges: _Judges, path: Path, wh
     return options
 
 
+def _checked_arguments(
+    plan: _Plan, entry: EvaluatorEntry, args: list[Any], options: dict[str, Any], where: str
+) -> list[tuple[str, str, Any, Any, Any]]:
+    """Each authored argument: (where in the file, parameter it goes to, container, key in it, value as written).
+
+    The judge is left out: it is built here, not authored.
+    """
+    try:
+        parameters = list(inspect.signature(plan.factory).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    kinds = inspect.Parameter
+    positional = [p for p in parameters if p.kind in (kinds.POSITIONAL_ONLY, kinds.POSITIONAL_OR_KEYWORD)]
+    rest = next((p for p in parameters if p.kind is kinds.VAR_POSITIONAL), None)
+    extra = next((p for p in parameters if p.kind is kinds.VAR_KEYWORD), None)
+    named = {p.name: p for p in parameters if p.kind in (kinds.POSITIONAL_OR_KEYWORD, kinds.KEYWORD_ONLY)}
+    checks: list[tuple[str, str, Any, Any, Any]] = []
+    for index in range(len(args)):
+        parameter = positional[index] if index < len(positional) else rest
+        if parameter is None:
+            break  # too many: the constructor says so
+        checks.append((f"{where}.args[{index}]", parameter.name, args, index, entry.args[index]))
+    authored = {**entry.options, _FIELD_PARAMETER: entry.field}
+    for key in options:
+        parameter = named.get(key, extra)
+        if key != JUDGE_PARAMETER and parameter is not None:
+            checks.append((f"{where}.{key}", parameter.name, options, key, authored.get(key)))
+    return checks
+
+
+def _check_values(
+    plan: _Plan, entry: EvaluatorEntry, args: list[Any], options: dict[str, Any], path: Path, where: str
+) -> None:
+    """Check each authored argument against the annotation of the parameter it goes to (nested items included).
+
+    Parameters without a usable annotation are not checked. A whole ``${VAR}`` value is text once expanded: it is
+    read as the annotated type (``"500"`` as a float) and replaced in ``args`` / ``options`` by what it reads as.
+
+    Raises:
+        RunConfigError: A value its parameter's annotation does not accept, named by its path in the file.
+    """
+    if plan.kind == "instance":
+        return
+    hints = parameter_hints(plan.factory)
+    for location, name, container, key, written in _checked_arguments(plan, entry, args, options, where):
+        if name not in hints:
+            continue
+        mismatch = first_mismatch(hints[name], container[key])
+        if mismatch is None:
+            continue
+        if isinstance(written, str) and _ENV_REFERENCE.fullmatch(written.strip()):
+            read, coerced = coerce_text(hints[name], container[key])
+            if read:
+                container[key] = coerced
+                continue
+        problem = f"expected {mismatch.expected}, got {shown_value(mismatch.value)}"
+        if mismatch.path:
+            problem += f" (in {name} of {plan.label}, which takes {describe_type(hints[name])})"
+        else:
+            problem += f" ({name} of {plan.label})"
+        raise RunConfigError(path, format_path(location, mismatch.path), problem)
+
+
 def _build_one(raw: dict[str, Any], path: Path, index: int, base_dir: Path, judges: _Judges) -> ConfiguredEvaluator:
     where = f"evaluators[{index}]"
     entry = EvaluatorEntry.model_validate(raw)  # checked by load_evaluator_entries already
     plan = _plan(entry, path, where, base_dir)
     options = _options(entry, plan, judges, path, where)
     args = expand_env(entry.args, path, f"{where}.args")
+    _check_values(plan, entry, args, options, path, where)
     try:
         if plan.kind == "instance":
             built = plan.target

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Literal
 
 from evaltrace.evaluators.insights import run_insights
-from evaltrace.runner.summary import CaseOutcomes, Outcome, result_verdict
+from evaltrace.runner.summary import CaseOutcomes, Outcome, judged_results, result_verdict
 from evaltrace.schema import ComparisonReport, EvalCase, EvaluationResult, RunSummary, Trace, VariantDelta
 from evaltrace.schema.runs import (
     CaseChange,
@@ -271,8 +271,16 @@ def insights_summary(
 ) -> RunInsightsSummary:
     """The run's insights: :func:`~evaltrace.evaluators.run_insights` plus best variant and hardest case overall."""
     insights = run_insights(results, traces, cases)
-    judged = [v for v in summary.variants if v.cases_passed + (v.cases_failed or 0) > 0]
-    best = min(judged, key=lambda v: (-v.pass_rate, v.avg_latency_ms, v.name), default=None)
+    # Never a variant nothing was judged on: not by case (pass rate None) nor by any evaluator (all errored or
+    # skipped, whatever its system failures).
+    evaluated = judged_results(summary)
+    judged = [
+        (v, v.pass_rate)
+        for v in summary.variants
+        if v.pass_rate is not None and v.cases_passed + (v.cases_failed or 0) > 0 and evaluated.get(v.name) != 0
+    ]
+    best_pair = min(judged, key=lambda pair: (-pair[1], pair[0].avg_latency_ms, pair[0].name), default=None)
+    best = best_pair[0] if best_pair is not None else None
     failures = Counter(case for by_case in outcomes.values() for case, o in by_case.items() if o == "fail")
     order = {case: i for i, case in enumerate(dict.fromkeys(t.case_id for t in traces))}
     hardest = min(failures, key=lambda c: (-failures[c], order.get(c, len(order)), c), default=None)

@@ -9,7 +9,11 @@ the evaluator crashed, timed out or misbehaved, so it said nothing about the sys
 - else ``pass`` when at least one result passed;
 - else ``not_evaluated`` (every evaluator skipped, or none applies): never a pass.
 
-Pass rates are over judged cells / results only (pass + fail); errors and not-evaluated ones are counted apart.
+Pass rates are over judged cells / results only (pass + fail); errors and not-evaluated ones are counted apart,
+and a pass rate over nothing judged is None (``null`` in summary.yaml), never 0.0.
+
+A variant whose evaluations all errored or were not evaluated has no evaluator verdict at all, even when some of its
+cases failed by the system: :func:`judged_results` says so, and it then fails the gate and is never the best.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ __all__ = [
     "Outcome",
     "case_outcomes",
     "compare_variants",
+    "judged_results",
     "restrict_to_cases",
     "result_verdict",
     "run_comparison",
@@ -94,8 +99,8 @@ def _mean(values: Iterable[float | int | None]) -> float | None:
     return fmean(present) if present else None
 
 
-def _rate(passed: int, failed: int) -> float:
-    return passed / (passed + failed) if passed + failed else 0.0
+def _rate(passed: int, failed: int) -> float | None:
+    return passed / (passed + failed) if passed + failed else None  # nothing judged: no rate, not 0%
 
 
 def _skip_reason(result: EvaluationResult) -> str:
@@ -202,10 +207,28 @@ def summarise_run(
 
 
 def _judged_nothing(summary: VariantSummary) -> bool:
+    if summary.pass_rate is None:
+        return True
     # Summaries from before the counts existed: their pass rate was over every case, so it stands.
     if summary.cases_failed is None:
         return False
     return summary.cases_passed + summary.cases_failed == 0
+
+
+def judged_results(summary: RunSummary) -> dict[str, int | None]:
+    """Per variant of the run: how many evaluation results an evaluator judged (passed or failed).
+
+    0 means every evaluation of the variant errored or was not evaluated (system failures are no evaluator's
+    verdict); None that the summary predates the per-evaluator counts.
+    """
+    judged: dict[str, int | None] = {v.name: 0 for v in summary.variants}
+    for rollup in summary.by_evaluator:
+        for name, cell in rollup.by_variant.items():
+            if cell.passed is None or cell.failed is None:
+                judged[name] = None
+            elif judged.get(name) is not None:
+                judged[name] = (judged.get(name) or 0) + cell.passed + cell.failed
+    return judged
 
 
 def _delta(
@@ -215,7 +238,11 @@ def _delta(
     unjudged = _judged_nothing(current) or _judged_nothing(base)
     return VariantDelta(
         variant=current.name,
-        pass_rate_delta=0.0 if unjudged else current.pass_rate - base.pass_rate,
+        pass_rate_delta=(
+            0.0
+            if unjudged or current.pass_rate is None or base.pass_rate is None
+            else current.pass_rate - base.pass_rate
+        ),
         avg_latency_delta_ms=current.avg_latency_ms - base.avg_latency_ms,
         regressions=sorted(c for c in shared if before[c] == "pass" and now[c] == "fail"),
         improvements=sorted(c for c in shared if before[c] == "fail" and now[c] == "pass"),

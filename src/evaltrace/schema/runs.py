@@ -15,8 +15,9 @@ class VariantSummary(SchemaModel):
     Each (case, variant) has one outcome: *passed* (judged, nothing failed), *failed* (the system errored or an
     evaluator judged it failed), *eval error* (an evaluation errored and none failed it: no verdict) or *not
     evaluated* (every evaluator skipped). ``pass_rate`` is passed / (passed + failed): errors and not-evaluated
-    cases leave the denominator; with no judged case it is 0.0 and ``cases_passed + cases_failed == 0`` says
-    "not evaluated". The four counts are None in summaries written before they existed.
+    cases leave the denominator; with no judged case it is None (``null``: nothing was judged, which is not 0%).
+    Summaries written before that gave 0.0 with ``cases_passed + cases_failed == 0``. The four counts are None in
+    summaries written before they existed.
     """
 
     name: str
@@ -24,7 +25,7 @@ class VariantSummary(SchemaModel):
     cases_passed: int
     cases_errored: int
     """Cases where the system itself failed (``Trace.error``); they count as failed."""
-    pass_rate: float
+    pass_rate: float | None
     avg_latency_ms: float
     avg_cost_usd: float | None = None
     avg_tokens_input: float | None = None
@@ -40,11 +41,11 @@ class EvaluatorVariantRollup(SchemaModel):
     """One evaluator's figures on one variant.
 
     ``pass_rate`` is over judged results only (status completed): errored (status failed) and skipped results
-    are counted apart. With nothing judged it is 0.0 and ``passed + failed == 0``. The counts are None in
-    summaries written before they existed.
+    are counted apart. With nothing judged it is None (older summaries: 0.0 with ``passed + failed == 0``). The
+    counts are None in summaries written before they existed.
     """
 
-    pass_rate: float
+    pass_rate: float | None
     avg_score: float | None = None
     passed: int | None = None
     failed: int | None = None
@@ -162,8 +163,8 @@ class EvaluatorInsightSummary(SchemaModel):
 class RunInsightsSummary(SchemaModel):
     """Run-level insights: best variant, hardest case, cheapest / fastest variant, and problems.
 
-    ``best_variant`` has the highest case pass rate among variants that judged a case (ties: faster, then
-    name); ``hardest_case`` failed on the most variants. ``problems`` are averages on the wrong side of an
+    ``best_variant`` has the highest case pass rate among variants that judged a case and on which an evaluator
+    judged something (ties: faster, then name); ``hardest_case`` failed on the most variants. ``problems`` are averages on the wrong side of an
     evaluator's threshold and verdicts that flip between a case and its perturbation (``metadata.perturbation_of``).
     """
 
