@@ -225,6 +225,11 @@ SKIP_OVERLOADED: Final = "overloaded"  # the process's stuck evaluator threads a
 # evaluation span of a trace-level result carries the revision (1, then +1 per re-evaluation after late spans).
 EVALTRACE_TRACE_END: Final = "evaltrace.trace.end"
 EVALTRACE_EVAL_REVISION: Final = "evaltrace.evaluation.revision"
+EVALTRACE_SESSION_END: Final = "evaltrace.session.end"
+"""Set by ``evaltrace.end_session()`` on the current span: its session is judged once the trace is complete."""
+SESSION_ID_KEYS: Final = (SESSION_ID, LANGFUSE_SESSION_ID)
+"""Where a span carries its session id, in order of preference (ours, then Langfuse's convention)."""
+USER_ID_KEYS: Final = (USER_ID, LANGFUSE_USER_ID)
 # Judge spend, apart from the application's gen_ai.client.* (attrs evaluator + gen_ai.request.model).
 METRIC_EVAL_CLIENT_DURATION: Final = "gen_ai.evaluation.client.operation.duration"  # histogram, s
 METRIC_EVAL_CLIENT_TOKEN_USAGE: Final = "gen_ai.evaluation.client.token.usage"  # histogram, + gen_ai.token.type
