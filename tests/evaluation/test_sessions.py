@@ -18,8 +18,8 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 
 import evaltrace
-from evaltrace.evaluation import EvaluatorSpec, JsonlScoreSink, LangfuseScoreSink, evaluator
-from evaltrace.schema import EvaluationResult
+from evaltrace.evaluation import EvaluatorSpec, JsonlScoreSink, LangfuseScoreSink, PhoenixScoreSink, evaluator
+from evaltrace.schema import EvaluationResult, Score
 from evaltrace.schema.conversation import Conversation
 from evaltrace.schema.scores import session_score_id
 
@@ -212,3 +212,26 @@ def test_scope_and_trace_level_are_one_setting() -> None:
         EvaluatorSpec(judge, trace_level=True, scope="session")
     with pytest.raises(ValueError, match="scope must be one of"):
         EvaluatorSpec(judge, scope="conversation")  # type: ignore[arg-type]
+
+
+def test_phoenix_gets_session_scores_as_session_annotations(make_pipeline: MakePipeline, backend: Backend) -> None:
+    judge = Judge()
+    p = _session_pipeline(make_pipeline, judge, sinks=[PhoenixScoreSink(backend.url)], sink_schedule_delay_s=0.01)
+    _turn(p, "chat-9", "q", "a")
+    p.processor.end_session("chat-9")
+    assert wait_until(lambda: len(backend.requests) == 1, timeout=30)
+    (request,) = backend.requests
+    assert request.path == "/v1/session_annotations?sync=false"
+    (annotation,) = request.body["data"]
+    assert annotation["session_id"] == "chat-9" and "span_id" not in annotation
+    assert annotation["name"] == "coherent" and annotation["result"]["score"] == 0.1
+    assert annotation["identifier"] == "evaltrace"  # with the name and session: Phoenix's upsert key
+
+
+def test_phoenix_splits_a_mixed_batch_between_span_and_session_annotations(backend: Backend) -> None:
+    on_span = Score(name="exact", value=1.0, trace_id="ab" * 16, observation_id="cd" * 8)
+    on_session = Score(name="coherent", value=0.5, session_id="chat-10")
+    result = PhoenixScoreSink(backend.url).export([on_span, on_session])
+    assert result.ok
+    paths = sorted(r.path for r in backend.requests)
+    assert paths == ["/v1/session_annotations?sync=false", "/v1/span_annotations?sync=false"]
