@@ -221,7 +221,7 @@ def test_phoenix_gets_session_scores_as_session_annotations(make_pipeline: MakeP
     p.processor.end_session("chat-9")
     assert wait_until(lambda: len(backend.requests) == 1, timeout=30)
     (request,) = backend.requests
-    assert request.path == "/v1/session_annotations?sync=false"
+    assert request.path == "/v1/session_annotations?sync=true"
     (annotation,) = request.body["data"]
     assert annotation["session_id"] == "chat-9" and "span_id" not in annotation
     assert annotation["name"] == "coherent" and annotation["result"]["score"] == 0.1
@@ -234,4 +234,10 @@ def test_phoenix_splits_a_mixed_batch_between_span_and_session_annotations(backe
     result = PhoenixScoreSink(backend.url).export([on_span, on_session])
     assert result.ok
     paths = sorted(r.path for r in backend.requests)
-    assert paths == ["/v1/session_annotations?sync=false", "/v1/span_annotations?sync=false"]
+    assert paths == ["/v1/session_annotations?sync=true", "/v1/span_annotations?sync=false"]
+
+
+def test_phoenix_retries_a_session_it_does_not_know_yet(backend: Backend) -> None:
+    backend.statuses = [404]  # Phoenix: "Sessions with IDs ... do not exist" (its spans are still on the way)
+    result = PhoenixScoreSink(backend.url).export([Score(name="coherent", value=0.5, session_id="chat-11")])
+    assert len(result.failed) == 1 and not result.rejected  # retried by the sink worker, not dead-lettered at once

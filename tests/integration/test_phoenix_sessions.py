@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 from phoenix_helpers import Phoenix, poll
 
 import evaltrace
@@ -27,6 +28,16 @@ def reply(message: str) -> str:
     return f"echo: {message}"
 
 
+def session_annotations(phoenix: Phoenix, project: str, session_id: str) -> list[dict[str, Any]]:
+    """The session's annotations; none while Phoenix does not know the session yet (it answers 404 then)."""
+    path = f"/v1/projects/{project}/session_annotations"
+    response = httpx.get(phoenix.url + path, params={"session_ids": session_id}, timeout=10)
+    if response.status_code == 404:
+        return []
+    response.raise_for_status()
+    return list(response.json()["data"])
+
+
 def test_session_scores_become_phoenix_session_annotations(phoenix: Phoenix, project: str) -> None:
     handle = evaltrace.configure(
         "it-sessions",
@@ -42,16 +53,16 @@ def test_session_scores_become_phoenix_session_annotations(phoenix: Phoenix, pro
             "session_quiet_period_s": 600.0,
         },
     )
-    with evaltrace.context(session_id="it-chat-1", user_id="it-user"):
+    session_id = f"chat-{project}"  # Phoenix's session ids are global: one of an earlier run's project must not match
+    with evaltrace.context(session_id=session_id, user_id="it-user"):
         for message in ("hello", "how are you?", "bye"):
             reply(message)
     # force_flush judges every session with new traces at once, whatever its quiet period (a serverless
     # invocation may freeze after it); the spans and the annotation reach Phoenix in either order.
     assert handle.force_flush(30_000)
     poll(lambda: (found := phoenix.spans(project)) and len(found) >= 3 and found)
-    path = f"/v1/projects/{project}/session_annotations"
-    (annotation,) = poll(lambda: phoenix.get(path, session_ids="it-chat-1")["data"])
-    assert annotation["session_id"] == "it-chat-1"
+    (annotation,) = poll(lambda: session_annotations(phoenix, project, session_id))
+    assert annotation["session_id"] == session_id
     assert annotation["name"] == "turns_answered"
     assert annotation["result"]["score"] == 1.0
     assert annotation["result"]["explanation"] == "3 of 3 turns answered"

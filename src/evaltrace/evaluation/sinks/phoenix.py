@@ -1,7 +1,10 @@
 """Phoenix annotations sink: ``POST {base}/v1/span_annotations?sync=false`` with a batch of annotations.
 
-Scores on a session (session-scope evaluation) go to ``POST {base}/v1/session_annotations?sync=false`` instead,
+Scores on a session (session-scope evaluation) go to ``POST {base}/v1/session_annotations?sync=true`` instead,
 with ``session_id`` in place of ``span_id`` (Phoenix's session annotations, keyed by the ``session.id`` value).
+Synchronously, because Phoenix drops an asynchronous annotation of a session it has not ingested yet without a
+word, while a synchronous one answers 404: that answer is retried (the session's spans may still be on their
+way, e.g. right after ``force_flush``), then dead-lettered like any failure.
 
 Body (conventions.md 3.3): ``{"data": [{"span_id", "name", "annotator_kind", "result": {"label", "score",
 "explanation"}, "metadata", "identifier"}]}``. ``identifier`` makes each call an upsert per (name, span,
@@ -32,6 +35,7 @@ ANNOTATOR_KIND_KEY = "annotator_kind"
 LABEL_KEY = "label"
 SPAN_ID_KEY = "span_id"
 _DEFAULT_IDENTIFIER = "evaltrace"
+_NOT_FOUND = "HTTP 404 "  # how post_json reports a 404
 
 
 def span_id_of(score: Score) -> str | None:
@@ -97,7 +101,7 @@ class PhoenixScoreSink:
             or DEFAULT_PHOENIX_BASE_URL
         ).rstrip("/")
         self.url = base + ANNOTATIONS_PATH + "?sync=false"
-        self.session_url = base + SESSION_ANNOTATIONS_PATH + "?sync=false"
+        self.session_url = base + SESSION_ANNOTATIONS_PATH + "?sync=true"
         api_key = api_key or os.environ.get(PHOENIX_API_KEY_ENV)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._owns_client = client is None
@@ -132,7 +136,7 @@ class PhoenixScoreSink:
         outcome = post_json(self._http(), self.session_url, payload, headers=self._headers)
         if outcome is None:
             return SinkResult()
-        if outcome.retryable:
+        if outcome.retryable or outcome.error.startswith(_NOT_FOUND):  # the session is not ingested yet
             return SinkResult(failed=tuple(scores), error=outcome.error, retry_after_s=outcome.retry_after_s)
         return SinkResult(rejected=tuple(scores), error=outcome.error)
 
