@@ -33,6 +33,7 @@ from evaltrace.evaluation.sampling import ExportSampling
 from evaltrace.evaluation.sinks import (
     JsonlScoreSink,
     LangfuseScoreSink,
+    LocalStoreSessionSink,
     PhoenixScoreSink,
     RetryPolicy,
     ScoreSink,
@@ -49,6 +50,7 @@ __all__ = [
     "HealthStatus",
     "JsonlScoreSink",
     "LangfuseScoreSink",
+    "LocalStoreSessionSink",
     "Limits",
     "PhoenixScoreSink",
     "ProcessorOptions",

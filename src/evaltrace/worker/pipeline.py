@@ -21,6 +21,7 @@ from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.export_queue import ExportQueue
 from evaltrace.config import LOCAL_STORE_MAX_BATCH, LOCAL_STORE_MAX_QUEUE
 from evaltrace.evaluation import EvaluationSpanProcessor
+from evaltrace.evaluation.sinks.local_store import with_session_store
 from evaltrace.exporters.local_store import LocalStoreExporter
 from evaltrace.worker.decode import span_keys
 
@@ -111,6 +112,9 @@ class WorkerPipeline:
         downstream: list[SpanProcessor] = [_Tap(self)]
         names: set[str] = set()
         downstream += [_export_queue(e, names) if batch else SimpleSpanProcessor(e) for e in exporters]
+        # Session scores belong to no span: a local store among the exporters gets them through its own sink.
+        store = next((e.directory for e in exporters if isinstance(e, LocalStoreExporter)), None)
+        sinks = with_session_store(sinks, store, evaluators)
         self.processor = EvaluationSpanProcessor(
             downstream=downstream, evaluators=list(evaluators), sinks=list(sinks), **options
         )
