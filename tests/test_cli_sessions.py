@@ -134,3 +134,22 @@ def test_a_rejudged_session_keeps_one_row_with_its_latest_revision(tmp_path: Pat
     with sqlite3.connect(tmp_path / "store" / DB_NAME) as conn:
         rows = conn.execute("SELECT revision, outcome, value FROM session_evals").fetchall()
     assert rows == [(2, "fail", 0.0)]
+
+
+def test_report_renders_a_session_as_a_chat_with_its_scores(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = tmp_path / "store"
+    _run_chat(store)
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", "--session", "chat-42", "--store", str(store)]) == 0
+    page = (tmp_path / "evaltrace-session-chat-42.html").read_text()
+    turns = [page.index(f'data-turn="{n}"') for n in (1, 2, 3)]
+    assert turns == sorted(turns)
+    assert page.count('data-role="user"') == 3 and page.count('data-role="assistant"') == 3
+    assert 'data-tool="lookup"' in page and "sunny in Paris" in page
+    assert "rude turns: [2]" in page and 'data-outcome="fail"' in page
+    assert main(["report", "--session", "nope", "--store", str(store)]) == 1
+    assert main(["report", "abc", "--session", "chat-42", "--store", str(store)]) == 2
+    assert main(["report", "--session", "../../x", "--store", str(store)]) == 1  # never a path outside the cwd
+    capsys.readouterr()
