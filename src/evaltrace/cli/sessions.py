@@ -165,7 +165,7 @@ def show_session(args: argparse.Namespace) -> int:
     summary, traces = found
     conversation = _conversation(args.session_id, summary.user_id, traces)
     if args.json:
-        print_json([_Shown(_json(summary, conversation))])  # type: ignore[list-item]
+        print_json([_Shown(_json(summary, conversation))])
         return 0
     title = Text("Session ", style="bold") + plain(summary.session_id, "bold", single_line=True)
     if summary.user_id:
