@@ -8,6 +8,9 @@ Spans started while evaluators run (``suppress_instrumentation``) are never eval
 recurse. An evaluator that applies but does not run (sampled out, rate limited, over budget, queue full) is counted
 by reason in ``stats()``; the reason rides on the span only when another evaluator ran on it (see ``limits``).
 
+Session-scope evaluators (``EvaluatorSpec(scope="session")``) ride on the same completion: a completed trace's job
+maps it and hands it to the session buffer (see ``sessions``); the timer judges the sessions that are due.
+
 Trace-level evaluators wait for the trace to complete (see ``completion``): its root ended and no span of it
 arrived for ``trace_quiet_period_s``, or ``evaltrace.end_trace()`` marked a span. The root is forwarded without
 waiting; the results follow as child ``evaluation {name}`` spans. A timer thread finds the due traces, so
@@ -243,7 +246,9 @@ class EvaluationSpanProcessor(SpanProcessor):
         )
         self._suppressed = set()
         self._completion, self._timer = self._new_completion()  # the parent's timer thread is gone
-        self._sessions = self._new_sessions()
+        self._ending = set()
+        self._session_loss = LossEpisode(logger, "session evaluation", "session judgement")
+        self._sessions = self._new_sessions()  # the parent's sessions are the parent's to judge
         self.monitor = self._new_monitor()
         self._gate = self._new_gate()
         self._runner.ctx = self._job_context(self._metrics)  # the engine's new semaphore, the new stats
@@ -980,8 +985,9 @@ class EvaluationSpanProcessor(SpanProcessor):
         ``evaluators`` (per evaluator: counts, ``pass_rate`` over judged results, ``error_rate``,
         ``latency_ms_p50``/``p95``), ``buffer`` (trace buffer), ``completion`` (with trace-level evaluators:
         ``open_traces``, ``tombstones``, ``completed``, ``reopened``, ``incomplete``, ``evicted_tombstones``,
-        ``late_after_window``, ``after_incomplete``, ``duplicate_spans``), ``reevaluations`` (trace-level re-runs
-        after late spans), ``superseded`` (results of a revision a newer one replaced: not published), ``sinks`` (per sink: delivery counters, see
+        ``late_after_window``, ``after_incomplete``, ``duplicate_spans``), ``sessions`` (with session-scope evaluators:
+        see :class:`~evaltrace.evaluation.sessions.SessionStats`), ``session_results``, ``reevaluations`` (trace-level
+        re-runs after late spans, session re-judgements after later traces), ``superseded`` (results of a revision a newer one replaced: not published), ``sinks`` (per sink: delivery counters, see
         :class:`~evaltrace.evaluation.sinks.worker.SinkStats`), ``exporters`` (per exporter: ``exported``,
         ``export_failed``, ``dropped_queue_full``, ``dropped_shutdown``, ``queued``, ``received``, ``lost``),
         ``export_sampling``, ``monitor`` and ``isolation`` (per evaluator caught hanging a shared thread or blocking
