@@ -123,7 +123,7 @@ def test_a_three_trace_session_is_judged_once_when_quiet_then_rejudged_by_a_late
     sent = [item for body in backend.bodies() for item in (body.get("batch") or [body])]
     bodies = [item.get("body", item) for item in sent]
     assert [b["sessionId"] for b in bodies] == ["chat-1", "chat-1"]
-    assert all(b.get("traceId") is None for b in bodies)
+    assert all("traceId" not in b and "observationId" not in b for b in bodies)  # exactly one target
     assert bodies[0]["id"] == bodies[1]["id"]
     # Log events: gen_ai.evaluation.result with session.id, no span parent.
     records = [r.log_record for r in log_exporter.get_finished_logs()]
@@ -184,14 +184,16 @@ def test_memory_bounds_evict_the_oldest_session_counted_and_warned_once(
         assert wait_until(lambda: _arrived(p) == 7, timeout=30)
     stats = p.processor.stats()["sessions"]
     assert stats["evicted_sessions"] == 2  # s1 and s2, never judged
-    assert stats["after_eviction"] == 2  # their traces, arriving after they were given up, were not kept
+    # Their traces were either held when they were evicted, or arrived after and were not kept (the loop's pace).
+    assert stats["traces_added"] + stats["after_eviction"] == 7
+    before = stats["after_eviction"]
     assert stats["dropped_turns"] == 2  # s4 keeps its two latest turns
     assert stats["open_sessions"] == 2 and stats["traces"] == 3
     warnings = [r for r in caplog.records if "session evaluation is losing" in r.getMessage()]
     assert len(warnings) == 1
     _turn(p, "s1", "late", "a")  # a turn of an evicted session: never judged as if it were the whole session
     p.flush()
-    assert p.processor.stats()["sessions"]["after_eviction"] == 3
+    assert p.processor.stats()["sessions"]["after_eviction"] == before + 1
     assert sorted(c.session_id for c in judge.seen) == ["s3", "s4"]  # the flush judged what was held
     assert [[t.user_input for t in c.turns] for c in judge.seen if c.session_id == "s4"] == [["more 1", "more 2"]]
 
