@@ -243,3 +243,12 @@ def test_phoenix_retries_a_session_it_does_not_know_yet(backend: Backend) -> Non
     backend.statuses = [404]  # Phoenix: "Sessions with IDs ... do not exist" (its spans are still on the way)
     result = PhoenixScoreSink(backend.url).export([Score(name="coherent", value=0.5, session_id="chat-11")])
     assert len(result.failed) == 1 and not result.rejected  # retried by the sink worker, not dead-lettered at once
+
+
+def test_session_evaluators_run_in_process_with_the_process_engine(make_pipeline: MakePipeline) -> None:
+    judge = Judge()  # a closure: it could not be shipped to the evaluation process, and need not be
+    p = _session_pipeline(make_pipeline, judge, engine="process")
+    _turn(p, "chat-12", "q", "a")
+    p.processor.end_session("chat-12")
+    assert wait_until(lambda: len(judge.seen) == 1, timeout=30)
+    assert "process" not in p.processor.stats() or p.processor.stats()["process"]["alive"] is False

@@ -166,7 +166,9 @@ class EvaluationSpanProcessor(SpanProcessor):
             self._only_kinds = self._only_kinds | frozenset(spec.span_kinds)
         opts = self.options
         # First: an evaluator that cannot be shipped is a ConfigError before any thread starts.
-        self._remote = self._new_remote(specs) if opts.engine == "process" else None
+        # Session-scope evaluators run in this process whatever the engine: they need not be shippable.
+        shipped = [spec for spec in specs if spec.scope != "session"]
+        self._remote = self._new_remote(shipped) if opts.engine == "process" else None
         self._buffer = TraceBuffer(
             opts.trace_buffer_max_traces, opts.trace_buffer_max_spans, opts.trace_buffer_max_age_s
         )
