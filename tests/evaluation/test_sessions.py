@@ -252,3 +252,19 @@ def test_session_evaluators_run_in_process_with_the_process_engine(make_pipeline
     p.processor.end_session("chat-12")
     assert wait_until(lambda: len(judge.seen) == 1, timeout=30)
     assert "process" not in p.processor.stats() or p.processor.stats()["process"]["alive"] is False
+
+
+def test_rate_limits_are_taken_per_session_judgement_not_per_turn(make_pipeline: MakePipeline) -> None:
+    judge = Judge()
+    # One token, refilled once in ~17 minutes: the first session's judgement takes it, whatever its turns.
+    spec = EvaluatorSpec(judge.build(), scope="session", limits={"evaluations_per_second": 0.001, "burst": 1})
+    p = make_pipeline([spec], trace_quiet_period_s=0.0, session_quiet_period_s=600.0)
+    for i in range(3):
+        _turn(p, "chat-20", f"q{i}", "a")
+    p.flush()  # judges chat-20: one token for its three turns
+    assert [len(c.turns) for c in judge.seen] == [3]
+    _turn(p, "chat-21", "q", "a")
+    p.flush()  # no token left: not judged, counted, no score
+    assert [c.session_id for c in judge.seen] == ["chat-20"]
+    stats = p.processor.stats()
+    assert stats["not_evaluated_by_reason"]["rate_limited"] == 1

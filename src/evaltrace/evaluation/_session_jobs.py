@@ -22,7 +22,7 @@ from evaltrace._internal import semconv
 from evaltrace._internal.errors import log_internal_error
 from evaltrace.evaluation.convert import capped, result_outcome, score_metadata
 from evaltrace.evaluation.evaluator import EvaluatorSpec
-from evaltrace.evaluation.runner import RunOptions, arun_evaluator, is_async_evaluator, skipped_result
+from evaltrace.evaluation.runner import RunOptions, arun_evaluator, is_async_evaluator
 from evaltrace.evaluation.spend import judge_usage
 from evaltrace.exporters.redaction import redact_score
 from evaltrace.schema import EvaluationResult, Score
@@ -43,7 +43,8 @@ class SessionJob:
         conversation: The session's turns (``extra["revision"]``, ``extra["trace_ids"]``).
         specs: The session-scope evaluators admitted (rate limits and budgets taken).
         revision: 1 for the first judgement, +1 per re-judgement after a later trace.
-        skipped: Evaluators not run (rate limited, over budget), with the reason; published as not evaluated.
+        skipped: Evaluators not run (rate limited, over budget), with the reason (counted in ``stats()`` when
+            admitted, as for spans and traces; no score).
     """
 
     conversation: Conversation
@@ -94,8 +95,6 @@ class SessionJudge:
         tasks: list[asyncio.Task[EvaluationResult]] = []
         try:
             tasks = [asyncio.ensure_future(self._evaluate(job, spec)) for spec in job.specs]
-            for spec, reason in job.skipped:
-                self._publish(job, spec, skipped_result(spec.evaluator, reason))
             if tasks:
                 await asyncio.gather(*tasks)
         except asyncio.CancelledError:
