@@ -70,9 +70,10 @@ class Evaluator(Protocol):
         """Evaluator version."""
         ...
 
-    # ``trace`` stays typed ``Trace`` here: parameters are contravariant, so widening it would make every existing
-    # ``evaluate(self, trace: Trace, ...)`` class fail the protocol under a type checker.
-    def evaluate(self, trace: Trace, case: EvalCase | None) -> EvaluationResult | Awaitable[EvaluationResult]:
+    # ``trace`` is ``Any`` here, not ``Trace | Conversation``: parameters are contravariant, so a union would make
+    # every ``evaluate(self, trace: Trace, ...)`` class fail the protocol under a type checker, and a session
+    # evaluator's ``evaluate(self, conversation: Conversation, ...)`` would fail ``Trace``. ``Any`` accepts both.
+    def evaluate(self, trace: Any, case: EvalCase | None) -> EvaluationResult | Awaitable[EvaluationResult]:
         """Judge ``trace`` (and ``case`` when known); return the result, or an awaitable of it.
 
         A session-scope evaluator (``EvaluatorSpec(scope="session")``) receives a
