@@ -116,3 +116,14 @@ def test_the_session_end_marker_reaches_the_worker(worker: tuple[EvaluationWorke
     _send(running.url, _turn(0xB1 << 64, "hello", 0, **{semconv.EVALTRACE_SESSION_END: "worker-chat"}))
     poll(lambda: len(SEEN) == 1, timeout=60)
     assert running.pipeline.processor.stats()["sessions"]["ended"] == 1
+
+
+def test_the_worker_flag_sets_the_session_quiet_period_and_a_bad_one_is_named(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    main = "import sys; from evaltrace.cli import main; sys.exit(main(sys.argv[1:]))"
+    args = [sys.executable, "-c", main, "worker", "--port", "0", "--grpc-port", "0", "--session-quiet-period", "-1"]
+    result = subprocess.run(args, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "session_quiet_period_s" in result.stderr and "must not be negative" in result.stderr

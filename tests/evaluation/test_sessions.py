@@ -268,3 +268,18 @@ def test_rate_limits_are_taken_per_session_judgement_not_per_turn(make_pipeline:
     assert [c.session_id for c in judge.seen] == ["chat-20"]
     stats = p.processor.stats()
     assert stats["not_evaluated_by_reason"]["rate_limited"] == 1
+
+
+def test_session_quiet_period_from_the_environment_and_validated(make_pipeline: MakePipeline) -> None:
+    from evaltrace._internal.evals_env import apply_to_options, read_evaluation_environment
+    from evaltrace.exceptions import ConfigError
+
+    name = "OTEL_INSTRUMENTATION_GENAI_EVALS_SESSION_QUIET_PERIOD"
+    env = read_evaluation_environment({name: "30"})
+    assert apply_to_options(env, None)["session_quiet_period_s"] == 30
+    assert apply_to_options(env, {"session_quiet_period_s": 5})["session_quiet_period_s"] == 5  # code wins
+    with pytest.raises(ConfigError) as info:
+        read_evaluation_environment({name: "later"})
+    assert info.value.setting == name
+    with pytest.raises(ConfigError, match="session_max_sessions"):
+        make_pipeline(session_max_sessions=0)
