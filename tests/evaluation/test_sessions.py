@@ -283,3 +283,15 @@ def test_session_quiet_period_from_the_environment_and_validated(make_pipeline: 
     assert info.value.setting == name
     with pytest.raises(ConfigError, match="session_max_sessions"):
         make_pipeline(session_max_sessions=0)
+
+
+def test_shutdown_judges_the_sessions_still_waiting(make_pipeline: MakePipeline, tmp_path: Path) -> None:
+    judge = Judge()
+    jsonl = tmp_path / "at-exit.jsonl"
+    p = _session_pipeline(make_pipeline, judge, sinks=[JsonlScoreSink(jsonl)], session_quiet_period_s=600.0)
+    for i in range(2):
+        _turn(p, "chat-30", f"q{i}", "a")
+    p.processor.shutdown(10_000)  # nothing is lost on a clean shutdown: the waiting session is judged and delivered
+    assert [len(c.turns) for c in judge.seen] == [2]
+    (line,) = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert line.get("score", line)["session_id"] == "chat-30"
