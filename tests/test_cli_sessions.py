@@ -7,6 +7,7 @@ score reaches the store's ``session_evals`` table through the local store's sess
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -153,3 +154,33 @@ def test_report_renders_a_session_as_a_chat_with_its_scores(
     assert main(["report", "abc", "--session", "chat-42", "--store", str(store)]) == 2
     assert main(["report", "--session", "../../x", "--store", str(store)]) == 1  # never a path outside the cwd
     capsys.readouterr()
+
+
+def test_a_session_evaluator_attached_by_a_decorator_is_refused_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    seen: list[Any] = []
+
+    @evaluator(name="whole_chat")
+    def whole_chat(conversation: Any) -> bool:
+        seen.append(conversation)
+        return True
+
+    exporter = InMemorySpanExporter()
+    handle = evaltrace.configure(
+        "t", exporters=[exporter], local_store=False, evaluation_options={"dead_letter_dir": None}
+    )
+
+    @evaltrace.agent(evaluators=[EvaluatorSpec(whole_chat, scope="session")])
+    def turn(question: str) -> str:
+        return "answer"
+
+    with caplog.at_level(logging.WARNING, logger="evaltrace.evaluation"), evaltrace.context(session_id="chat-40"):
+        turn("q")
+    assert handle.force_flush(10_000)
+    assert seen == []  # never judged on one turn's Trace as if it were the conversation
+    (span,) = exporter.get_finished_spans()
+    assert not any(key.startswith("evaltrace.eval.whole_chat") for key in (span.attributes or {}))
+    assert any("scope='session'" in r.getMessage() and "whole_chat" in r.getMessage() for r in caplog.records)

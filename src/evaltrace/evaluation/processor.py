@@ -858,7 +858,15 @@ class EvaluationSpanProcessor(SpanProcessor):
     def _resolve(self, ref: str) -> tuple[EvaluatorSpec, ...]:
         specs = self._ref_specs.get(ref)
         if specs is None:
-            specs = tuple(as_spec(item) for item in resolve_evaluators(ref))
+            resolved = [as_spec(item) for item in resolve_evaluators(ref)]
+            for spec in resolved:
+                if spec.scope == "session":  # a decorated span is one turn: judging it as the session would be false
+                    logger.warning(
+                        "evaltrace: evaluator %r is attached by a decorator with scope='session'; session-scope "
+                        "evaluators are given to configure(evaluators=...), it is not run here",
+                        spec.evaluator.name,
+                    )
+            specs = tuple(spec for spec in resolved if spec.scope != "session")
             self._ref_specs[ref] = specs
         return specs
 
