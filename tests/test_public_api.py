@@ -17,6 +17,7 @@ EXPECTED = [
     "configure",
     "context",
     "current_llm_call",
+    "end_session",
     "end_trace",
     "evaluate_traces",
     "evaluator",

@@ -58,3 +58,49 @@ def test_decorated_functions_keep_their_signatures_under_mypy_strict(tmp_path: P
         'note: Revealed type is "def (goal: str) -> list[str]"',
         'error: Incompatible types in assignment (expression has type "int", variable has type "str")  [assignment]',
     ], done.stdout + done.stderr
+
+
+EVALUATOR_CODE = textwrap.dedent(
+    """
+    from evaltrace.evaluation import EvaluatorSpec, evaluator
+    from evaltrace.schema import EvalCase, EvaluationResult, Trace
+    from evaltrace.schema.conversation import Conversation
+
+    class OnTraces:
+        name = "on_traces"
+        version: str | None = None
+
+        def evaluate(self, trace: Trace, case: EvalCase | None) -> EvaluationResult:
+            return EvaluationResult(evaluator=self.name, passed=True)
+
+    class OnSessions:
+        name = "on_sessions"
+        version: str | None = None
+
+        def evaluate(self, conversation: Conversation, case: EvalCase | None) -> EvaluationResult:
+            return EvaluationResult(evaluator=self.name, passed=len(conversation.turns) > 1)
+
+    @evaluator
+    def turns(conversation: Conversation) -> bool:
+        return bool(conversation.turns)
+
+    specs = [
+        EvaluatorSpec(OnTraces(), scope="trace"),
+        EvaluatorSpec(OnSessions(), scope="session"),
+        EvaluatorSpec(turns, scope="session"),
+    ]
+    """
+)
+
+
+def test_trace_and_session_evaluators_both_satisfy_the_evaluator_protocol(tmp_path: Path) -> None:
+    user = tmp_path / "evaluators.py"
+    user.write_text(EVALUATOR_CODE)
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", "--cache-dir", str(tmp_path / "c"), str(user)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # type checkers and IDEs see the real names; at run time they
     from evaltrace.evaluation import evaluator
     from evaltrace.exceptions import ConfigError, EvaltraceError, SchemaError, ScoreValidationError
     from evaltrace.manual_llm import LLMCall, current_llm_call, llm_call
+    from evaltrace.session_end import end_session
     from evaltrace.trace_end import end_trace
 
 __all__ = [
@@ -50,6 +51,7 @@ __all__ = [
     "configure",
     "context",
     "current_llm_call",
+    "end_session",
     "end_trace",
     "evaluate_traces",
     "evaluator",
@@ -79,6 +81,7 @@ _HOMES = {
     "configure": "evaltrace.config",
     "context": "evaltrace.context",
     "current_llm_call": "evaltrace.manual_llm",
+    "end_session": "evaltrace.session_end",
     "end_trace": "evaltrace.trace_end",
     "evaluate_traces": "evaltrace.backfill",
     "evaluator": "evaltrace.evaluation",

@@ -291,6 +291,16 @@ def _score_sinks(options: dict[str, Any], sinks: Sequence[Any] | None) -> list[A
     return [*_backend_sinks(options, skip={getattr(sink, "name", None) for sink in given}), *given]
 
 
+def _session_store_sink(sinks: list[Any], named: Sequence[tuple[str, Any]], evaluators: Sequence[Any]) -> list[Any]:
+    """``sinks`` plus the local store's session-score sink (session scores belong to no span the store reads)."""
+    store = next((exporter for name, exporter in named if name == "local_store"), None)
+    if store is None or not any(getattr(item, "scope", None) == "session" for item in evaluators):
+        return sinks  # the common case: the evaluation engine's sink module is not even imported
+    from evaltrace.evaluation.sinks.local_store import with_session_store
+
+    return with_session_store(sinks, store.directory, evaluators)
+
+
 def _backend_sinks(options: dict[str, Any], skip: set[str | None]) -> list[Any]:
     """Score sinks implied by the backends (Langfuse's scores API, Phoenix span annotations), but not ``skip``."""
     sinks: list[Any] = []
@@ -458,7 +468,7 @@ def configure(
         downstream.append(
             _export_processor(name, wrapped, queue_bytes) if batch else ExportQueue(wrapped, name, synchronous=True)
         )
-    score_sinks = _score_sinks(options, sinks)
+    score_sinks = _session_store_sink(_score_sinks(options, sinks), collected.named, evaluators)
     evaluator_processor = (
         _build_evaluation(downstream, evaluators, score_sinks, evaluation_options, redactor)
         if evaluation or evaluators or score_sinks

@@ -50,6 +50,7 @@ JUDGE_MODEL_ENV = "OTEL_INSTRUMENTATION_GENAI_EVALS_JUDGE_MODEL"
 JUDGE_BASE_URL_ENV = "OTEL_INSTRUMENTATION_GENAI_EVALS_JUDGE_BASE_URL"
 PROVENANCE_ENV = "EVALTRACE_EVALUATION_PROVENANCE"
 TRACE_QUIET_PERIOD_ENV = "OTEL_INSTRUMENTATION_GENAI_EVALS_TRACE_QUIET_PERIOD"
+SESSION_QUIET_PERIOD_ENV = "OTEL_INSTRUMENTATION_GENAI_EVALS_SESSION_QUIET_PERIOD"
 
 ENVIRONMENT_VARIABLES = (
     EVALUATORS_ENV,
@@ -68,6 +69,7 @@ ENVIRONMENT_VARIABLES = (
     JUDGE_BASE_URL_ENV,
     PROVENANCE_ENV,
     TRACE_QUIET_PERIOD_ENV,
+    SESSION_QUIET_PERIOD_ENV,
 )
 """Every variable this module reads (docs/evaluation.md "Environment" documents each)."""
 
@@ -96,6 +98,8 @@ class EvaluationEnvironment:
         provenance: Add evaluator version and type to the evaluation events.
         trace_quiet_period_s: Seconds without a new span, after the root ended, before trace-level evaluation
             (``trace_quiet_period_s``, >= 0).
+        session_quiet_period_s: Seconds without a new trace of a session before session-scope evaluation
+            (``session_quiet_period_s``, >= 0).
     """
 
     evaluators: tuple[str, ...] = ()
@@ -112,6 +116,7 @@ class EvaluationEnvironment:
     judge_base_url: str | None = None
     provenance: bool | None = None
     trace_quiet_period_s: float | None = None
+    session_quiet_period_s: float | None = None
 
 
 def _raw(environ: Mapping[str, str], name: str) -> str | None:
@@ -269,6 +274,7 @@ def read_evaluation_environment(environ: Mapping[str, str] | None = None) -> Eva
         judge_base_url=_url(env, JUDGE_BASE_URL_ENV),
         provenance=_flag(env, PROVENANCE_ENV),
         trace_quiet_period_s=_seconds(env, TRACE_QUIET_PERIOD_ENV),
+        session_quiet_period_s=_seconds(env, SESSION_QUIET_PERIOD_ENV),
     )
 
 
@@ -336,6 +342,8 @@ def apply_to_options(
         options.setdefault("sync_workers", env.workers)
     if env.trace_quiet_period_s is not None:
         options.setdefault("trace_quiet_period_s", env.trace_quiet_period_s)
+    if env.session_quiet_period_s is not None:
+        options.setdefault("session_quiet_period_s", env.session_quiet_period_s)
     chosen = provenance if provenance is not None else env.provenance
     if chosen is not None:
         options.setdefault("evaluation_provenance", chosen)

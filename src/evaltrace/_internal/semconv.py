@@ -247,6 +247,11 @@ EVALTRACE_JUDGE_TRACE_ID: Final = "evaltrace.judge.trace_id"  # 32-hex, on gen_a
 JUDGE_SPAN_NAME_PREFIX: Final = "judge "  # root span "judge {evaluator}"
 JUDGE_TRACE_ID_KEY: Final = "judge_trace_id"  # result and score metadata key: the judge trace's id (32 hex)
 JUDGE_SPAN_ID_KEY: Final = "judge_span_id"  # result metadata key: its root span's id (16 hex)
+EVALTRACE_SESSION_END: Final = "evaltrace.session.end"
+"""Set by ``evaltrace.end_session()`` on the current span: its session is judged once the trace is complete."""
+SESSION_ID_KEYS: Final = (SESSION_ID, LANGFUSE_SESSION_ID)
+"""Where a span carries its session id, in order of preference (ours, then Langfuse's convention)."""
+USER_ID_KEYS: Final = (USER_ID, LANGFUSE_USER_ID)
 # Judge spend, apart from the application's gen_ai.client.* (attrs evaluator + gen_ai.request.model).
 METRIC_EVAL_CLIENT_DURATION: Final = "gen_ai.evaluation.client.operation.duration"  # histogram, s
 METRIC_EVAL_CLIENT_TOKEN_USAGE: Final = "gen_ai.evaluation.client.token.usage"  # histogram, + gen_ai.token.type

@@ -13,6 +13,7 @@ from evaltrace.cli.examples import add_examples
 # Each module defines register(subparsers) and sets ``func`` on its parsers; new nouns are added here.
 _COMMAND_MODULES = (
     "evaltrace.cli.traces",
+    "evaltrace.cli.sessions",
     "evaltrace.cli.scores",
     "evaltrace.cli.worker",
     "evaltrace.cli.report",
@@ -22,7 +23,7 @@ _COMMAND_MODULES = (
 )
 # Nouns whose module is the only one they need: ``evaltrace traces list`` starts without importing the runner,
 # the worker and their dependencies (the list budget of issue 16 is 200 ms for the whole process).
-_SINGLE_MODULE_NOUNS = {"traces": ("evaltrace.cli.traces",)}
+_SINGLE_MODULE_NOUNS = {"traces": ("evaltrace.cli.traces",), "sessions": ("evaltrace.cli.sessions",)}
 
 
 def build_parser(modules: Sequence[str] = _COMMAND_MODULES) -> argparse.ArgumentParser:

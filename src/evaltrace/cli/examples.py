@@ -41,6 +41,15 @@ EXAMPLES: dict[str, str] = {
   evaltrace traces show last                 # the newest trace
   evaltrace traces show 5f2b8c1e9d3a         # a unique prefix of its id is enough
   evaltrace traces show last --details       # also messages, tool calls and evaluation reasons""",
+    "sessions": """\
+  evaltrace sessions list
+  evaltrace sessions show chat-42""",
+    "sessions list": """\
+  evaltrace sessions list                    # the 20 most recently active sessions of ./.evaltrace
+  evaltrace sessions list --limit 100 --json # for scripts: turns, tokens, cost, session scores""",
+    "sessions show": """\
+  evaltrace sessions show chat-42            # its turns in order and its session scores
+  evaltrace sessions show chat-42 --json""",
     "traces export": """\
   evaltrace traces export --format otlp-json --output traces.jsonl""",
     "scores": """\
@@ -53,7 +62,8 @@ EXAMPLES: dict[str, str] = {
   evaltrace worker --host 0.0.0.0 --otlp-endpoint http://jaeger:4318 --sink langfuse""",
     "report": """\
   evaltrace report last -o report.html       # the newest trace of the local store
-  evaltrace report 20260301-120000 -o run.html  # an offline run (id, unique prefix or directory)""",
+  evaltrace report 20260301-120000 -o run.html  # an offline run (id, unique prefix or directory)
+  evaltrace report --session chat-42         # a session: its turns as a chat, its session scores""",
     "run": """\
   evaltrace run eval.yaml
   evaltrace run eval.yaml --tag smoke --limit 10 --fail-on-regression

@@ -1,9 +1,10 @@
-"""``evaltrace report``: a self-contained HTML page of an offline run, or of one trace from the local store.
+"""``evaltrace report``: a self-contained HTML page of an offline run, of one trace, or of one session.
 
 ``evaltrace report <run_id|run dir> -o run.html`` reports a run (matrix of cases × variants, each cell opening its
 trace); ``evaltrace report <trace_id> -o report.html`` reports one trace of the local store. A reference that
 names a run (a run directory, or a run id or unique prefix under ``--runs-dir``) is a run; anything else is a
-trace id (``last``: the newest trace).
+trace id (``last``: the newest trace). ``evaltrace report --session <session_id>`` reports a session of the local
+store: its turns as a chat and its session scores.
 
 Exit codes: 0 written, 1 the run or trace is not found or cannot be read, 2 a reference that is neither (a path
 that is no run directory, an id that is no trace id).
@@ -34,8 +35,12 @@ def register(subparsers: Any) -> None:
         "messages, tool calls, scores)",
     )
     report.add_argument(
-        "target", metavar="RUN_OR_TRACE", help="run id, unique prefix or run directory; or a trace id ('last')"
+        "target",
+        metavar="RUN_OR_TRACE",
+        nargs="?",
+        help="run id, unique prefix or run directory; or a trace id ('last')",
     )
+    report.add_argument("--session", metavar="SESSION_ID", help="report this session (its turns and scores) instead")
     report.add_argument("-o", "--output", type=Path, help="HTML file to write (default evaltrace-<id>.html)")
     report.add_argument("--store", type=Path, default=DEFAULT_DIRECTORY, help="trace store directory (.evaltrace)")
     report.add_argument(
@@ -71,6 +76,8 @@ def run_report(args: argparse.Namespace) -> int:
     from evaltrace.report import write_report
     from evaltrace.report.run_report import write_run_report
 
+    if args.session is not None or args.target is None:
+        return _session_report(args)
     try:
         run = _run(args.target, args.runs_dir)
         if run is not None:
@@ -87,6 +94,23 @@ def run_report(args: argparse.Namespace) -> int:
         problem = f"{args.target!r} is no run in {args.runs_dir} and not a trace id (up to 32 hexadecimal digits)"
         print(clean(f"evaltrace report: {_ARGUMENT}: {problem}"), file=sys.stderr)
         return 2
+    except (LookupError, EvaltraceError) as exc:
+        print(clean(f"evaltrace report: {exc}"), file=sys.stderr)
+        return 1
+    print(clean(f"wrote {path}"))
+    return 0
+
+
+def _session_report(args: argparse.Namespace) -> int:
+    """``report --session ID``: exit code 1 when the session is not stored, 2 for a bad combination."""
+    from evaltrace.report.session import default_session_output, write_session_report
+
+    if args.session is None or args.target is not None:
+        problem = "give a run or trace, or --session SESSION_ID" if args.session is None else "not both"
+        print(clean(f"evaltrace report: {_ARGUMENT} or --session: {problem}"), file=sys.stderr)
+        return 2
+    try:
+        path = write_session_report(args.session, args.output or default_session_output(args.session), args.store)
     except (LookupError, EvaltraceError) as exc:
         print(clean(f"evaltrace report: {exc}"), file=sys.stderr)
         return 1

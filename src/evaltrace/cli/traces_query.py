@@ -12,13 +12,13 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from evaltrace.exceptions import ConfigError
 from evaltrace.exporters.store_options import DEFAULT_DIRECTORY, parse_duration
-from evaltrace.exporters.store_query import TraceFilter, TraceSummary, Unreadable
+from evaltrace.exporters.store_query import TraceFilter, Unreadable
 from evaltrace.exporters.store_reader import LocalTraceStore, StoreError
 
 __all__ = [
@@ -150,7 +150,15 @@ def is_filtered(args: argparse.Namespace) -> bool:
 _TERMINAL_CONTROL = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
 
 
-def print_json(summaries: list[TraceSummary]) -> None:
+class Jsonable(Protocol):
+    """A row that prints itself as a JSON object (``TraceSummary``, a session summary)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The row's stable JSON object."""
+        ...
+
+
+def print_json(summaries: Sequence[Jsonable]) -> None:
     r"""Print ``summaries`` as one JSON array of objects with stable keys (see docs/viewing.md).
 
     Strict JSON (never ``NaN`` or ``Infinity``); characters a terminal would act on are ``\u`` escapes, other

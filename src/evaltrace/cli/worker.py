@@ -72,6 +72,12 @@ def register(subparsers: Any) -> None:
         "a request alone is always admitted (default: no cap, --max-inflight-bytes bounds the work)",
     )  # fmt: skip
     worker.add_argument("--hold-timeout", type=float, default=10.0, help="seconds a span may wait for its scores")
+    worker.add_argument(
+        "--session-quiet-period",
+        type=float,
+        metavar="SECONDS",
+        help="session-scope evaluators judge a session this long after its last trace (default 120)",
+    )
     worker.add_argument("--retry-after", type=int, default=1, help="Retry-After seconds sent with 503")
     _limit_arguments(worker)
     _access_arguments(worker)
@@ -255,7 +261,7 @@ def run_worker(args: argparse.Namespace) -> int:
             grpc_port=args.grpc_port,
             max_inflight_spans=args.max_inflight,
             retry_after_s=args.retry_after,
-            evaluation_options={"hold_timeout_s": args.hold_timeout},
+            evaluation_options=_evaluation_options(args),
             limits=limits,
             auth=auth,
             tls=tls,
@@ -289,6 +295,14 @@ def run_worker(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
+
+
+def _evaluation_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The processor options the flags set (an invalid value is the processor's ConfigError, naming it)."""
+    options: dict[str, Any] = {"hold_timeout_s": args.hold_timeout}
+    if args.session_quiet_period is not None:
+        options["session_quiet_period_s"] = args.session_quiet_period
+    return options
 
 
 def _summary(stats: dict[str, Any]) -> str:

@@ -33,6 +33,7 @@ from evaltrace.evaluation.sampling import ExportSampling
 from evaltrace.evaluation.sinks import (
     JsonlScoreSink,
     LangfuseScoreSink,
+    LocalStoreSessionSink,
     PhoenixScoreSink,
     RetryPolicy,
     ScoreSink,
@@ -50,6 +51,7 @@ __all__ = [
     "JsonlScoreSink",
     "LangfuseScoreSink",
     "Limits",
+    "LocalStoreSessionSink",
     "PhoenixScoreSink",
     "ProcessorOptions",
     "ProductionMonitor",

@@ -38,6 +38,7 @@ from evaltrace.evaluation._fast_lane import Demoted, DemotedCall, Worker
 from evaltrace.evaluation._isolation import Offenders
 from evaltrace.evaluation._mapping import MappingFailed, build_trace
 from evaltrace.evaluation._process import EngineUnavailable, EvaluatorRef, ProcessEngine, RemoteOutcome
+from evaltrace.evaluation._session_jobs import SessionJob, SessionJudge
 from evaltrace.evaluation._shipping import Reference, shipping_reference
 from evaltrace.evaluation.buffer import subtree
 from evaltrace.evaluation.convert import result_outcome, result_to_score
@@ -58,6 +59,7 @@ from evaltrace.evaluation.runner import (
     stamp,
     timed_out_result,
 )
+from evaltrace.evaluation.sessions import SessionBuffer
 from evaltrace.evaluation.sinks.not_evaluated import NotEvaluated
 from evaltrace.evaluation.sinks.worker import SinkWorker
 from evaltrace.evaluation.spans import enriched_copy, evaluation_span
@@ -104,6 +106,10 @@ class Job:
         gate: The job counts for eval-aware export sampling's decision on its trace.
         gate_held: Sampling counts the job already: the trace-level wait the completion buffer announced goes to
             this root's job, which evaluates the trace (not noted again at submit; ended when the job is done).
+        session_specs: Session-scope evaluators of a completed trace: the job maps the trace and hands it to the
+            session buffer under ``session_id`` (the session is judged later, see ``sessions``).
+        session_end: The trace carries the session end marker (``evaltrace.end_session()``).
+        user_id: The trace's ``user.id``, when it has one.
     """
 
     span: ReadableSpan
@@ -118,6 +124,10 @@ class Job:
     gate: bool = True
     gate_held: bool = False
     forwarded: bool = False
+    session_specs: list[EvaluatorSpec] = field(default_factory=list)
+    session_id: str | None = None
+    session_end: bool = False
+    user_id: str | None = None
     running: list[tuple[EvaluatorSpec, asyncio.Task[EvaluationResult]]] = field(default_factory=list)
     finished: list[EvaluationResult] = field(default_factory=list)  # results of evaluators run in place
 
@@ -162,6 +172,11 @@ class JobContext:
     remote: ProcessEngine | None = None
     # (root span, revision) -> a newer revision of that trace was handed out: this verdict is not published.
     superseded: Callable[[ReadableSpan, int], bool] | None = None
+    sessions: SessionBuffer | None = None
+    # A trace reached the session buffer: the timer must watch the session.
+    on_session: Callable[[], None] | None = None
+    # (session id, revision) -> a newer judgement of that session was handed out: this verdict is not published.
+    session_superseded: Callable[[str, int], bool] | None = None
 
 
 def _skipped_results(job: Job) -> list[EvaluationResult]:
@@ -177,9 +192,13 @@ class JobRunner:
         self._on_done = on_done
         self._refs: dict[int, Reference | None] = {}  # id(evaluator) -> its reference (None: cannot be shipped)
         self._sync: dict[int, bool] = {}  # id(evaluator) -> it is a sync evaluator
+        self._judge = SessionJudge(lambda: self.ctx, on_done)
 
-    async def run(self, job: Job, progress: Progress | None = None) -> None:
+    async def run(self, job: Job | SessionJob, progress: Progress | None = None) -> None:
         """Evaluate ``job`` (from ``progress`` when the fast lane began it) and forward its span exactly once."""
+        if isinstance(job, SessionJob):
+            await self._judge.run(job)
+            return
         try:
             if progress is None:
                 await self._evaluate_job(job)
@@ -192,14 +211,46 @@ class JobRunner:
             self.ctx.stats.incr("internal_errors")
             log_internal_error("evaluating a span")
         finally:
+            self._session_settled(job)
             if not job.forwarded:
                 self._forward_once(job, job.span)
             self._on_done(job)
+
+    def _session_settled(self, job: Job) -> None:
+        """A trace announced to the session buffer that never reached it (cut short, our failure): not awaited."""
+        if job.session_specs and job.session_id is not None and self.ctx.sessions is not None:
+            job.session_specs = []
+            self.ctx.sessions.settle(job.session_id)
+
+    def _offer_session(self, job: Job, members: list[ReadableSpan]) -> Trace | None:
+        """Map the completed trace and hand it to the session buffer; the Trace (None when mapping failed)."""
+        sessions, session_id = self.ctx.sessions, job.session_id
+        if sessions is None or session_id is None:
+            return None
+        try:
+            trace = build_trace(members, job.span)
+        except MappingFailed:
+            for spec in job.session_specs:
+                self.ctx.stats.not_evaluated(semconv.SKIP_MAPPING_FAILED, spec.evaluator.name)
+            self._session_settled(job)
+            return None
+        specs, job.session_specs = job.session_specs, []
+        # The end marker is looked for here, on the loop, not at submit (on_end may run on the application thread).
+        ended = job.session_end or any(
+            (span.attributes or {}).get(semconv.EVALTRACE_SESSION_END) == session_id for span in members
+        )
+        sessions.add(session_id, trace, specs, user_id=job.user_id, ended=ended)
+        if self.ctx.on_session is not None:
+            self.ctx.on_session()
+        return trace
 
     async def _evaluate_job(self, job: Job) -> None:
         spans = job.spans[: job.span_count]
         members = subtree(job.span, spans) if spans else [job.span]
         specs = [*job.specs, *job.trace_specs]
+        mapped = self._offer_session(job, members) if job.session_specs else None
+        if not specs:  # only session-scope evaluators: the trace is in its session, the span goes out as is
+            return
         if self.ctx.remote is not None:
             shared = asyncio.ensure_future(self._remote(self.ctx.remote, members, job.span, specs))
             tasks = [
@@ -210,7 +261,7 @@ class JobRunner:
             # Mapping runs on the loop: it is pure CPU (tens of microseconds for a typical subtree), and a hop to
             # the pool would cost more than the work itself.
             try:
-                trace = build_trace(members, job.span)
+                trace = mapped if mapped is not None else build_trace(members, job.span)
             except MappingFailed:  # our failure: each evaluator is "not evaluated", never judged on a stand-in
                 tasks = [asyncio.ensure_future(self._not_mapped(spec)) for spec in specs]
             else:
@@ -291,7 +342,9 @@ class JobRunner:
 
     def fast_eligible(self, job: Job, is_slow: Callable[[Any], bool]) -> bool:
         """Whether ``job`` may run on the fast lane: span-level, in process, sync evaluators none ``is_slow``."""
-        if job.deferred or job.trace_specs or self.ctx.remote is not None or self.ctx.limits is not None:
+        if isinstance(job, SessionJob) or job.deferred or job.trace_specs or job.session_specs:
+            return False
+        if self.ctx.remote is not None or self.ctx.limits is not None:
             return False
         sync = self._sync
         for spec in job.specs:
@@ -378,8 +431,12 @@ class JobRunner:
         self._deliver(job, progress.results)  # it adds the skipped evaluators' results itself
         return False
 
-    def cancel_now(self, job: Job, progress: Progress | None) -> None:
+    def cancel_now(self, job: Job | SessionJob, progress: Progress | None) -> None:
         """Shutdown cut ``job`` short (fast lane, or before its task began): counted, forwarded with what finished."""
+        if isinstance(job, SessionJob):
+            self._judge.cancel_now(job)
+            return
+        self._session_settled(job)
         try:
             self.ctx.stats.incr("cancelled")
             if progress is not None:  # a demoted call still running is walked away from

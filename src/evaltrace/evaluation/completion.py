@@ -339,6 +339,15 @@ class CompletionBuffer:
         with self._lock:
             self._forced.extend(self._ready.values())
 
+    def ready_where(self, predicate: Callable[[ReadableSpan], bool]) -> None:
+        """Make every trace whose root has ended and satisfies ``predicate`` due at the next :meth:`collect`.
+
+        ``evaltrace.end_session()``: the session's finished turns need not wait for their quiet period. Called from
+        the timer thread; ``predicate`` must not call back into the buffer.
+        """
+        with self._lock:
+            self._forced.extend(entry for entry in self._ready.values() if entry.root and predicate(entry.root))
+
     def __len__(self) -> int:
         return len(self._open)
 

@@ -14,12 +14,18 @@ import inspect
 import math
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, overload, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, overload, runtime_checkable
 
 from evaltrace._internal.ids import evaluation_id
 from evaltrace._internal.trusted_models import trusted
 from evaltrace.evaluation.limits import Limits
 from evaltrace.schema import EvalCase, EvaluationResult, ScoreConfig, Trace
+
+if TYPE_CHECKING:
+    from evaltrace.schema.conversation import Conversation
+
+Scope = Literal["span", "trace", "session"]
+SCOPES: tuple[str, ...] = ("span", "trace", "session")
 
 DEFAULT_THRESHOLD = 0.5
 FAIL_LABELS = frozenset({"fail", "failed", "false", "no", "incorrect", "wrong"})
@@ -64,8 +70,15 @@ class Evaluator(Protocol):
         """Evaluator version."""
         ...
 
-    def evaluate(self, trace: Trace, case: EvalCase | None) -> EvaluationResult | Awaitable[EvaluationResult]:
-        """Judge ``trace`` (and ``case`` when known); return the result, or an awaitable of it."""
+    # ``trace`` is ``Any`` here, not ``Trace | Conversation``: parameters are contravariant, so a union would make
+    # every ``evaluate(self, trace: Trace, ...)`` class fail the protocol under a type checker, and a session
+    # evaluator's ``evaluate(self, conversation: Conversation, ...)`` would fail ``Trace``. ``Any`` accepts both.
+    def evaluate(self, trace: Any, case: EvalCase | None) -> EvaluationResult | Awaitable[EvaluationResult]:
+        """Judge ``trace`` (and ``case`` when known); return the result, or an awaitable of it.
+
+        A session-scope evaluator (``EvaluatorSpec(scope="session")``) receives a
+        :class:`~evaltrace.schema.conversation.Conversation` instead: the session's traces as turns in order.
+        """
         ...
 
 
@@ -158,7 +171,9 @@ class FunctionEvaluator:
         self.is_async = inspect.iscoroutinefunction(func)
         """True for ``async def`` functions: the processor then runs them on its event loop."""
 
-    def evaluate(self, trace: Trace, case: EvalCase | None) -> EvaluationResult | Awaitable[EvaluationResult]:
+    def evaluate(
+        self, trace: Trace | Conversation, case: EvalCase | None
+    ) -> EvaluationResult | Awaitable[EvaluationResult]:
         """Call the function and coerce its output (see :func:`coerce_output`)."""
         args = (trace, case) if self._takes_case else (trace,)
         if self.is_async:
@@ -280,7 +295,12 @@ class EvaluatorSpec:
         sampler: Optional callable on the attributes deciding sampling instead of ``sample_rate``.
         trace_level: Evaluate the whole trace once it is complete: its (local) root span has ended and no span
             of it arrived for ``trace_quiet_period_s`` (or ``evaltrace.end_trace()`` marked it); the filters then
-            apply to the root span. See docs/evaluation.md, "Trace completion".
+            apply to the root span. See docs/evaluation.md, "Trace completion". An alias of ``scope="trace"``.
+        scope: What the evaluator judges: ``"span"`` (the default: each matching span's subtree), ``"trace"``
+            (the whole trace once complete, as ``trace_level=True``) or ``"session"`` (every trace sharing
+            ``session.id``, as a :class:`~evaltrace.schema.conversation.Conversation`, once the session is idle
+            for ``session_quiet_period_s`` or ``evaltrace.end_session()`` was called; the filters apply to each
+            trace's root and sampling draws by session id). See docs/evaluation.md, "Judging a conversation".
         timeout_s: Per-evaluation timeout; None uses the processor's ``evaluator_timeout_s``.
         config: Optional :class:`~evaltrace.schema.ScoreConfig` the scores must satisfy.
         inline: Where a *sync* evaluator runs when its span does not take the fast lane (trace-level
@@ -306,9 +326,11 @@ class EvaluatorSpec:
     config: ScoreConfig | None = None
     inline: bool = False
     limits: Limits | None = None
+    scope: Scope | None = None
     _kinds: frozenset[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        self._settle_scope()
         object.__setattr__(
             self, "limits", Limits.coerce(self.limits, f"{getattr(self.evaluator, 'name', 'evaluator')}.limits")
         )
@@ -318,6 +340,25 @@ class EvaluatorSpec:
             raise ValueError(f"sample_group must be at most 16 bytes, got {self.sample_group!r}")
         if self.span_kinds is not None:
             object.__setattr__(self, "_kinds", frozenset(self.span_kinds))
+
+    def _settle_scope(self) -> None:
+        """Derive ``scope`` and ``trace_level`` from each other (``trace_level=True`` is ``scope="trace"``)."""
+        scope = self.scope
+        if scope is None:
+            object.__setattr__(self, "scope", "trace" if self.trace_level else "span")
+            return
+        if scope not in SCOPES:
+            raise ValueError(f'scope must be one of "span", "trace", "session"; got {scope!r}')
+        if self.trace_level and scope != "trace":
+            raise ValueError(
+                f'trace_level=True means scope="trace", but scope={scope!r} was given; pass only one of them'
+            )
+        object.__setattr__(self, "trace_level", scope == "trace")
+
+    @property
+    def session_level(self) -> bool:
+        """Whether this evaluator judges whole sessions (``scope="session"``)."""
+        return self.scope == "session"
 
     def may_match(self, name: str, kind: Any) -> bool:
         """Return True when the kind and name filters pass (the predicate is left for ``on_end``).

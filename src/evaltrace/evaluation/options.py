@@ -13,6 +13,12 @@ from typing import Any
 from evaltrace._internal.value_types import first_mismatch, format_path
 from evaltrace.evaluation.limits import Limits
 from evaltrace.evaluation.sampling import ExportSampling
+from evaltrace.evaluation.sessions import (
+    DEFAULT_SESSION_MAX_BYTES,
+    DEFAULT_SESSION_MAX_SESSIONS,
+    DEFAULT_SESSION_MAX_TRACES,
+    DEFAULT_SESSION_QUIET_PERIOD_S,
+)
 from evaltrace.evaluation.sinks.worker import RetryPolicy
 from evaltrace.exceptions import ConfigError
 from evaltrace.schema import ScoreConfig
@@ -48,6 +54,14 @@ class ProcessorOptions:
             for late spans); the oldest open trace is evicted as ``trace_incomplete``.
         trace_completion_max_spans: Spans kept per trace for trace-level evaluation; a trace with more is
             not evaluated (``trace_incomplete``).
+        session_quiet_period_s: Session-scope evaluators judge a session once no trace of it completed for this
+            long (or at once after ``evaltrace.end_session()``); a later trace re-judges it (a new revision).
+            Default 120 s: a user who pauses longer than that usually starts a new topic, and coming back only
+            costs a re-judgement, while a longer wait delays every session's verdict.
+        session_max_sessions: Sessions held at once (judged ones are kept for re-judgement); the least recently
+            active is evicted first.
+        session_max_traces: Traces held per session; past it the oldest turn is dropped (counted).
+        session_max_bytes: Estimated bytes of traces held over all sessions (their JSON size).
         buffer_all_traces: Buffer every trace, not only those an evaluator may need as judged at span start.
             Automatic when spans arrive without ``on_start`` (e.g. fed from an OTLP receiver).
         score_configs: ScoreConfig per evaluator name; scores violating it are rejected and counted.
@@ -92,6 +106,10 @@ class ProcessorOptions:
     trace_max_wait_s: float = 300.0
     trace_completion_max_traces: int = 16_384
     trace_completion_max_spans: int = 2048
+    session_quiet_period_s: float = DEFAULT_SESSION_QUIET_PERIOD_S
+    session_max_sessions: int = DEFAULT_SESSION_MAX_SESSIONS
+    session_max_traces: int = DEFAULT_SESSION_MAX_TRACES
+    session_max_bytes: int = DEFAULT_SESSION_MAX_BYTES
     buffer_all_traces: bool = False
     score_configs: Mapping[str, ScoreConfig] = field(default_factory=dict)
     emit_log_events: bool = True
@@ -119,10 +137,20 @@ class ProcessorOptions:
             "sink_batch_size",
             "trace_completion_max_traces",
             "trace_completion_max_spans",
+            "session_max_sessions",
+            "session_max_traces",
+            "session_max_bytes",
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(name, "must be at least 1")
-        for name in ("hold_timeout_s", "retry_backoff_s", "max_retries", "trace_quiet_period_s", "trace_late_window_s"):
+        for name in (
+            "hold_timeout_s",
+            "retry_backoff_s",
+            "max_retries",
+            "trace_quiet_period_s",
+            "trace_late_window_s",
+            "session_quiet_period_s",
+        ):
             if getattr(self, name) < 0:
                 raise ConfigError(name, "must not be negative")
         if self.engine not in ("thread", "process"):

@@ -9,6 +9,9 @@ of a judge call's own trace (``evaltrace.judge``), so judge calls cannot recurse
 does not run (sampled out, rate limited, over budget, queue full) is counted by reason in ``stats()``; the reason
 rides on the span only when another evaluator ran on it (see ``limits``).
 
+Session-scope evaluators (``EvaluatorSpec(scope="session")``) ride on the same completion: a completed trace's job
+maps it and hands it to the session buffer (see ``sessions``); the timer judges the sessions that are due.
+
 Trace-level evaluators wait for the trace to complete (see ``completion``): its root ended and no span of it
 arrived for ``trace_quiet_period_s``, or ``evaltrace.end_trace()`` marked a span. The root is forwarded without
 waiting; the results follow as child ``evaluation {name}`` spans. A timer thread finds the due traces, so
@@ -45,6 +48,7 @@ from evaltrace._internal.tracing import is_suppressed
 from evaltrace.evaluation._engine import Engine
 from evaltrace.evaluation._jobs import Job, JobContext, JobRunner
 from evaltrace.evaluation._process import ProcessEngine
+from evaltrace.evaluation._session_jobs import SessionJob
 from evaltrace.evaluation._shipping import evaluator_reference
 from evaltrace.evaluation.buffer import TraceBuffer
 from evaltrace.evaluation.completion import CompletionBuffer, CompletionTimer, OpenTrace
@@ -53,12 +57,13 @@ from evaltrace.evaluation.limits import LimitGate
 from evaltrace.evaluation.monitor import ProductionMonitor
 from evaltrace.evaluation.options import ProcessorOptions
 from evaltrace.evaluation.sampling import ExportGate
+from evaltrace.evaluation.sessions import DueSession, SessionBuffer
 from evaltrace.evaluation.sinks.base import ScoreSink
 from evaltrace.evaluation.sinks.worker import SinkWorker
 from evaltrace.evaluation.spend import SpendMetrics
 from evaltrace.evaluation.stats import PipelineStats
 from evaltrace.evaluation.telemetry import LogEventEmitter, PipelineMetrics
-from evaltrace.evaluation.trace_sampling import trace_fraction
+from evaltrace.evaluation.trace_sampling import session_fraction, trace_fraction
 from evaltrace.mapping.conventions import span_kind
 
 _MAX_SUPPRESSED = 65_536
@@ -85,7 +90,33 @@ def _sampled(spec: EvaluatorSpec, attributes: Any, trace_id: int) -> bool:
             return bool(spec.sampler(attributes))
         except Exception:
             return False
-    return spec.sample_rate >= 1.0 or trace_fraction(trace_id, spec.sample_group) < spec.sample_rate
+    if spec.sample_rate >= 1.0:
+        return True
+    if spec.scope == "session":  # a whole session is in or out, never some of its turns
+        session_id = session_of(attributes)
+        if session_id is not None:
+            return session_fraction(session_id, spec.sample_group) < spec.sample_rate
+    return trace_fraction(trace_id, spec.sample_group) < spec.sample_rate
+
+
+def session_of(attributes: Any) -> str | None:
+    """The session id a span carries (``session.id``, else ``langfuse.session.id``), or None."""
+    for key in semconv.SESSION_ID_KEYS:
+        value = attributes.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _first_attribute(spans: Sequence[ReadableSpan], root: ReadableSpan, keys: Sequence[str]) -> str | None:
+    """The first of ``keys`` set on the root, else on any span of the trace (a foreign convention may put it lower)."""
+    for span in (root, *spans):
+        attributes = span.attributes or {}
+        for key in keys:
+            value = attributes.get(key)
+            if isinstance(value, str) and value:
+                return value
+    return None
 
 
 class EvaluationSpanProcessor(SpanProcessor):
@@ -115,8 +146,11 @@ class EvaluationSpanProcessor(SpanProcessor):
         self.options = ProcessorOptions.from_kwargs(options)
         self._downstream = tuple(downstream)
         specs = as_specs(evaluators)
-        self._span_specs = tuple(s for s in specs if not s.trace_level)
-        self._trace_specs = tuple(s for s in specs if s.trace_level)
+        self._span_specs = tuple(s for s in specs if s.scope == "span")
+        # Trace- and session-scope evaluators both wait for traces to complete: the completion machinery treats
+        # them alike; a completed trace's session-scope ones take it to its session (see ``sessions``).
+        self._trace_specs = tuple(s for s in specs if s.scope != "span")
+        self._has_sessions = any(s.scope == "session" for s in specs)
         # No global evaluator: only decorator-attached ones (a span's evaltrace.evaluators.ref) can apply, and
         # while none is registered every span is forwarded at once (the default pipeline's common case).
         self._global = bool(specs) or self.options.buffer_all_traces
@@ -133,11 +167,15 @@ class EvaluationSpanProcessor(SpanProcessor):
             self._only_kinds = self._only_kinds | frozenset(spec.span_kinds)
         opts = self.options
         # First: an evaluator that cannot be shipped is a ConfigError before any thread starts.
-        self._remote = self._new_remote(specs) if opts.engine == "process" else None
+        # Session-scope evaluators run in this process whatever the engine: they need not be shippable.
+        shipped = [spec for spec in specs if spec.scope != "session"]
+        self._remote = self._new_remote(shipped) if opts.engine == "process" else None
         self._buffer = TraceBuffer(
             opts.trace_buffer_max_traces, opts.trace_buffer_max_spans, opts.trace_buffer_max_age_s
         )
         self._completion, self._timer = self._new_completion()
+        self._session_loss = LossEpisode(logger, "session evaluation", "session judgement")
+        self._sessions = self._new_sessions()
         self._ref_specs: dict[str, tuple[EvaluatorSpec, ...]] = {}
         self._suppressed: set[int] = set()
         self._saw_start = False
@@ -152,6 +190,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         self._gate = self._new_gate()
         self._pending = 0
         self._cond = threading.Condition()
+        self._ending: set[str] = set()  # end_session() calls the timer has not seen yet
         self._shutdown = False
         metrics = PipelineMetrics(opts.meter_provider, lambda: self._pending, self._pass_rates, self._sink_counts)
         self._spend = SpendMetrics(opts.meter_provider, lambda: self._stats.not_evaluated_counts())
@@ -210,6 +249,9 @@ class EvaluationSpanProcessor(SpanProcessor):
         )
         self._suppressed = set()
         self._completion, self._timer = self._new_completion()  # the parent's timer thread is gone
+        self._ending = set()
+        self._session_loss = LossEpisode(logger, "session evaluation", "session judgement")
+        self._sessions = self._new_sessions()  # the parent's sessions are the parent's to judge
         self.monitor = self._new_monitor()
         self._gate = self._new_gate()
         self._runner.ctx = self._job_context(self._metrics)  # the engine's new semaphore, the new stats
@@ -228,6 +270,29 @@ class EvaluationSpanProcessor(SpanProcessor):
             on_wait=self._sampling_wait,
         )
         return completion, CompletionTimer(self._tick)
+
+    def _new_sessions(self) -> SessionBuffer | None:
+        """The session buffer; none without session-scope evaluators."""
+        if not self._has_sessions:
+            return None
+        opts = self.options
+        return SessionBuffer(
+            opts.session_quiet_period_s,
+            opts.session_max_sessions,
+            opts.session_max_traces,
+            opts.session_max_bytes,
+            on_loss=self._session_loss.loss,
+        )
+
+    def end_session(self, session_id: str) -> None:
+        """Judge ``session_id`` as soon as its traces that ended are in (see :func:`evaltrace.end_session`)."""
+        sessions = self._sessions
+        if sessions is None or self._shutdown:
+            return
+        sessions.end(session_id)
+        with self._cond:
+            self._ending.add(session_id)
+        self._watch()
 
     def _new_gate(self) -> ExportGate | None:
         sampling = self.options.export_sampling
@@ -267,7 +332,14 @@ class EvaluationSpanProcessor(SpanProcessor):
             spend=self._spend,
             remote=self._remote,
             superseded=self._superseded,
+            sessions=self._sessions,
+            on_session=self._watch,
+            session_superseded=self._session_superseded,
         )
+
+    def _session_superseded(self, session_id: str, revision: int) -> bool:
+        sessions = self._sessions
+        return sessions is not None and not sessions.is_latest(session_id, revision)
 
     def _superseded(self, root: ReadableSpan, revision: int) -> bool:
         """Whether a newer evaluation revision of ``root``'s trace was handed out (the loop thread asks)."""
@@ -412,6 +484,8 @@ class EvaluationSpanProcessor(SpanProcessor):
 
     def _submit(self, job: Job) -> bool:
         """Admit ``job`` within ``max_queue_size`` and hand it to the engine; False (counted) when full."""
+        if self._sessions is not None and job.trace_specs:
+            self._split_sessions(self._sessions, job)
         with self._cond:
             admitted = self._pending < self.options.max_queue_size
             if admitted:
@@ -424,6 +498,10 @@ class EvaluationSpanProcessor(SpanProcessor):
             self._overflow.loss(1, f"{self.options.max_queue_size} spans already queued; spans go out unevaluated")
             if self._gate is not None and job.gate_held and job.span.context is not None:
                 self._gate.job_finished(job.span.context.trace_id)  # the trace-level wait it held: will not run
+            for spec in job.session_specs:
+                self._stats.not_evaluated(semconv.SKIP_QUEUE_FULL, spec.evaluator.name)
+            if self._sessions is not None and job.session_specs and job.session_id is not None:
+                self._sessions.settle(job.session_id)
             return False
         self._stats.incr("enqueued")
         held = job.deferred or job.gate_held  # noted already: at its root's end, or by the completion buffer
@@ -431,6 +509,52 @@ class EvaluationSpanProcessor(SpanProcessor):
             self._gate.job_started(job.span.context.trace_id)
         self._engine.submit(job)
         return True
+
+    def _split_sessions(self, sessions: SessionBuffer, job: Job) -> None:
+        """Move a completed trace's session-scope evaluators to the job's session part, announced to the buffer.
+
+        A trace carrying no session id has no session to join: counted (``sessions.without_session``).
+        """
+        session_specs = [spec for spec in job.trace_specs if spec.scope == "session"]
+        if not session_specs:
+            return
+        job.trace_specs = [spec for spec in job.trace_specs if spec.scope != "session"]
+        spans = job.spans[: job.span_count]
+        session_id = _first_attribute(spans, job.span, semconv.SESSION_ID_KEYS)
+        if session_id is None:
+            sessions.stats.without_session += 1
+            return
+        job.session_specs, job.session_id = session_specs, session_id
+        job.user_id = _first_attribute(spans, job.span, semconv.USER_ID_KEYS)
+        sessions.expect(session_id)
+
+    def _submit_session(self, due: DueSession) -> None:
+        """Hand a due session to the engine (rate limits and budgets taken now, per judgement)."""
+        limits = self._limits if self._limits.active else None
+        specs: list[EvaluatorSpec] = []
+        skipped: list[tuple[EvaluatorSpec, str]] = []
+        for spec in due.specs:
+            reason = limits.admit(spec.evaluator.name) if limits is not None else None
+            if reason is None:
+                specs.append(spec)
+            else:
+                self._stats.not_evaluated(reason, spec.evaluator.name)
+                skipped.append((spec, reason))
+        if due.revision > 1:
+            self._stats.incr("reevaluations")
+        job = SessionJob(due.conversation, specs, due.revision, skipped)
+        with self._cond:
+            admitted = self._pending < self.options.max_queue_size
+            if admitted:
+                self._pending += 1
+        if not admitted:
+            for spec in specs:
+                self._stats.not_evaluated(semconv.SKIP_QUEUE_FULL, spec.evaluator.name)
+            self._session_loss.loss(1, f"{self.options.max_queue_size} evaluations already queued")
+            return
+        self._session_loss.ok()
+        self._stats.incr("enqueued")
+        self._engine.submit(job)
 
     def _plan(self, span: ReadableSpan) -> Job | None:
         context = span.context
@@ -555,14 +679,39 @@ class EvaluationSpanProcessor(SpanProcessor):
         if completion is None:
             return False
         try:
+            self._end_sessions(completion)
             self._settle(*completion.collect())
         except Exception:
             self._stats.incr("internal_errors")
             log_internal_error("evaluating completed traces")
+        sessions = self._sessions
+        if sessions is not None:
+            self._judge_sessions(sessions)
         gate = self._gate
         if gate is not None:
             gate.expire()  # a trace parked past max_age_s goes out in full even when nothing else happens
-        return len(completion) > 0 or completion.tombstone_count() > 0 or (gate is not None and len(gate) > 0)
+        return (
+            len(completion) > 0
+            or completion.tombstone_count() > 0
+            or (gate is not None and len(gate) > 0)
+            or (sessions is not None and sessions.waiting())
+        )
+
+    def _end_sessions(self, completion: CompletionBuffer) -> None:
+        """end_session() was called: the session's traces whose root ended complete now, without their quiet period."""
+        if not self._ending:
+            return
+        with self._cond:
+            ending, self._ending = self._ending, set()
+        completion.ready_where(lambda root: session_of(root.attributes or {}) in ending)
+
+    def _judge_sessions(self, sessions: SessionBuffer, *, drain: bool = False) -> None:
+        try:
+            for due in sessions.collect(drain=drain):
+                self._submit_session(due)
+        except Exception:
+            self._stats.incr("internal_errors")
+            log_internal_error("judging sessions")
 
     def _settle(self, complete: list[OpenTrace], incomplete: list[OpenTrace]) -> None:
         for entry in incomplete:
@@ -690,6 +839,8 @@ class EvaluationSpanProcessor(SpanProcessor):
             if not _sampled(spec, attributes, trace_id):
                 self._stats.incr("sampled_out")
                 reason: str | None = semconv.SKIP_SAMPLED_OUT
+            elif spec.scope == "session":  # limits are taken per session judgement (_submit_session), not per turn
+                reason = None
             else:
                 reason = limits.admit(spec.evaluator.name) if limits is not None else None
             if reason is None:
@@ -710,7 +861,15 @@ class EvaluationSpanProcessor(SpanProcessor):
     def _resolve(self, ref: str) -> tuple[EvaluatorSpec, ...]:
         specs = self._ref_specs.get(ref)
         if specs is None:
-            specs = tuple(as_spec(item) for item in resolve_evaluators(ref))
+            resolved = [as_spec(item) for item in resolve_evaluators(ref)]
+            for spec in resolved:
+                if spec.scope == "session":  # a decorated span is one turn: judging it as the session would be false
+                    logger.warning(
+                        "evaltrace: evaluator %r is attached by a decorator with scope='session'; session-scope "
+                        "evaluators are given to configure(evaluators=...), it is not run here",
+                        spec.evaluator.name,
+                    )
+            specs = tuple(spec for spec in resolved if spec.scope != "session")
             self._ref_specs[ref] = specs
         return specs
 
@@ -729,8 +888,8 @@ class EvaluationSpanProcessor(SpanProcessor):
             except Exception:
                 log_internal_error("forwarding a span to a downstream processor")
 
-    def _job_done(self, job: Job) -> None:
-        if self._gate is not None and job.gate and job.span.context is not None:
+    def _job_done(self, job: Job | SessionJob) -> None:
+        if self._gate is not None and isinstance(job, Job) and job.gate and job.span.context is not None:
             self._gate.job_finished(job.span.context.trace_id)
         with self._cond:
             self._pending -= 1
@@ -766,6 +925,11 @@ class EvaluationSpanProcessor(SpanProcessor):
         if self._completion is not None:
             self._completion.ready_now()
             self._tick()
+        if self._sessions is not None:
+            # The traces just completed reach their sessions once mapped: then every session with new traces is
+            # judged now (a serverless invocation may freeze after the flush), re-judged if more turns come.
+            self._wait_idle(deadline)
+            self._judge_sessions(self._sessions, drain=True)
         ok = self._wait_idle(deadline)
         if self._gate is not None:
             self._gate.expire()  # older than max_age_s: forwarded in full (and what a released trace left waiting)
@@ -798,6 +962,9 @@ class EvaluationSpanProcessor(SpanProcessor):
             except Exception:
                 self._stats.incr("internal_errors")
                 log_internal_error("evaluating the traces waiting for completion at shutdown")
+            if self._sessions is not None:  # the sessions of the traces just handed out are judged too
+                self._wait_idle(time.monotonic() + max(0.0, deadline - reserve - time.monotonic()) / 2)
+                self._judge_sessions(self._sessions, drain=True)
         if not self._wait_idle(deadline - reserve):
             self._stats.incr("unflushed_jobs", self._pending)
             self._engine.cancel_all()
@@ -836,8 +1003,9 @@ class EvaluationSpanProcessor(SpanProcessor):
         ``evaluators`` (per evaluator: counts, ``pass_rate`` over judged results, ``error_rate``,
         ``latency_ms_p50``/``p95``), ``buffer`` (trace buffer), ``completion`` (with trace-level evaluators:
         ``open_traces``, ``tombstones``, ``completed``, ``reopened``, ``incomplete``, ``evicted_tombstones``,
-        ``late_after_window``, ``after_incomplete``, ``duplicate_spans``), ``reevaluations`` (trace-level re-runs
-        after late spans), ``superseded`` (results of a revision a newer one replaced: not published), ``sinks`` (per sink: delivery counters, see
+        ``late_after_window``, ``after_incomplete``, ``duplicate_spans``), ``sessions`` (with session-scope evaluators:
+        see :class:`~evaltrace.evaluation.sessions.SessionStats`), ``session_results``, ``reevaluations`` (trace-level
+        re-runs after late spans, session re-judgements after later traces), ``superseded`` (results of a revision a newer one replaced: not published), ``sinks`` (per sink: delivery counters, see
         :class:`~evaltrace.evaluation.sinks.worker.SinkStats`), ``exporters`` (per exporter: ``exported``,
         ``export_failed``, ``dropped_queue_full``, ``dropped_shutdown``, ``queued``, ``received``, ``lost``),
         ``export_sampling``, ``monitor`` and ``isolation`` (per evaluator caught hanging a shared thread or blocking
@@ -849,6 +1017,8 @@ class EvaluationSpanProcessor(SpanProcessor):
         data["buffer"] = asdict(self._buffer.stats)
         if self._completion is not None:
             data["completion"] = asdict(self._completion.stats)
+        if self._sessions is not None:
+            data["sessions"] = asdict(self._sessions.stats)
         data["sinks"] = {key: asdict(worker.stats) for key, worker in zip(self._sink_keys, self._sinks, strict=True)}
         data["exporters"] = {queue.name: queue.stats() for queue in self._export_queues}
         if self._gate is not None:

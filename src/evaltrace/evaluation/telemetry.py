@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import metrics
 from opentelemetry._logs import Logger, LoggerProvider, get_logger_provider
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
@@ -118,6 +119,27 @@ class LogEventEmitter:
             event_name=semconv.GEN_AI_EVALUATION_RESULT_EVENT,
             attributes=attributes,
             context=set_span_in_context(NonRecordingSpan(span.context)),
+            timestamp=timestamp,
+        )
+
+    def emit_session(self, session_id: str, result: EvaluationResult, revision: int) -> None:
+        """Emit the event for a session-scope ``result``: no span parent (a session is no span), ``session.id`` set.
+
+        The record carries ``session.id`` and ``evaltrace.evaluation.revision`` so a log backend can group it
+        with the session's traces and tell a re-judgement from the first verdict.
+        """
+        attributes = evaluation_event_attributes(result, provenance=self._provenance)
+        attributes[semconv.SESSION_ID] = session_id
+        attributes[semconv.EVALTRACE_EVAL_REVISION] = revision
+        if self._redactor is not None:
+            attributes = redact_attributes(attributes, self._redactor)
+        timestamp = int(result.finished_at.timestamp() * 1e9)
+        if not _EMIT_TAKES_KEYWORDS:
+            return  # the Events API of older SDKs ties every record to a span context; there is none here
+        self._get_logger().emit(
+            event_name=semconv.GEN_AI_EVALUATION_RESULT_EVENT,
+            attributes=attributes,
+            context=otel_context.Context(),  # empty: never parented to whatever span the loop thread has
             timestamp=timestamp,
         )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 
-__all__ = ["trace_fraction"]
+__all__ = ["session_fraction", "trace_fraction"]
 
 _SCALE = float(1 << 64)
 
@@ -28,4 +28,13 @@ def trace_fraction(trace_id: int, group: str = "") -> float:
     # blake2b, not hash(): Python's string hashing is salted per process, and W3C trace ids need not be random
     # in every bit (some generators fill only the low 56), so the id is mixed, never used as the fraction itself.
     digest = hashlib.blake2b(trace_id.to_bytes(16, "big"), digest_size=8, person=group.encode()[:16]).digest()
+    return int.from_bytes(digest, "big") / _SCALE
+
+
+def session_fraction(session_id: str, group: str = "") -> float:
+    """Return the sampling fraction of a session: as :func:`trace_fraction`, drawn from the session id.
+
+    Session-scope evaluators sample whole sessions: every turn of a session is in, or none is.
+    """
+    digest = hashlib.blake2b(session_id.encode(), digest_size=8, person=group.encode()[:16]).digest()
     return int.from_bytes(digest, "big") / _SCALE

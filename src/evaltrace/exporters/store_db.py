@@ -8,7 +8,8 @@ Tables: ``spans`` (one row per span, the latest copy wins; attributes, events an
 ``traces`` (one summary per trace, maintained on write so listing never reads spans), ``evals`` (one row per
 span and evaluator, with its outcome), ``span_text`` (FTS5 over inputs and outputs; a plain table searched
 with LIKE when the sqlite build lacks FTS5), ``resources`` (each distinct resource stored once),
-``imported_files`` (JSONL files of older versions already read) and ``meta``.
+``imported_files`` (JSONL files of older versions already read), ``session_evals`` (the latest session-scope
+verdict per session and evaluator; see ``store_sessions``: created on first use in older stores) and ``meta``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from evaltrace.exceptions import EvaltraceError
 
 __all__ = [
     "DB_NAME",
+    "SESSION_SCHEMA",
     "STORE_VERSION",
     "StoreError",
     "StoreVersionError",
@@ -43,7 +45,25 @@ BUSY_TIMEOUT_MS = 10_000
 _RETRIES = 20
 _T = TypeVar("_T")
 
-_SCHEMA = """
+SESSION_SCHEMA = """
+CREATE TABLE IF NOT EXISTS session_evals (
+    session_id TEXT NOT NULL,
+    evaluator TEXT NOT NULL,
+    score_id TEXT NOT NULL,
+    revision INTEGER NOT NULL,
+    outcome TEXT,
+    value REAL,
+    label TEXT,
+    comment TEXT,
+    judged_at TEXT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (session_id, evaluator)
+) WITHOUT ROWID;
+"""
+"""The table of session-scope scores; in the schema of new stores, created on first use in older ones."""
+
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS resources (id INTEGER PRIMARY KEY, json TEXT NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS spans (
@@ -113,6 +133,8 @@ CREATE TABLE IF NOT EXISTS imported_files (
     name TEXT PRIMARY KEY, offset INTEGER NOT NULL, spans INTEGER NOT NULL, unreadable_lines INTEGER NOT NULL
 );
 """
+    + SESSION_SCHEMA
+)
 _FTS_TABLE = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS span_text USING fts5 (trace_id UNINDEXED, text, detail = none, columnsize = 0)"
 )

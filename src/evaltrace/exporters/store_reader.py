@@ -25,6 +25,7 @@ from evaltrace.exporters.store_query import (
     resolve_trace_id,
     trace_spans,
 )
+from evaltrace.exporters.store_sessions import SessionSummary, find_sessions, session_trace_ids
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -131,6 +132,21 @@ class LocalTraceStore:
         full = self.resolve(trace_id)
         conn = self._connection()
         return [] if full is None or conn is None else trace_spans(conn, full)
+
+    def list_sessions(self, limit: int = 20) -> list[SessionSummary]:
+        """Summaries of the stored sessions (traces sharing ``session.id``), most recently active first."""
+        conn = self._connection()
+        return [] if conn is None else find_sessions(conn, limit)
+
+    def session(self, session_id: str) -> tuple[SessionSummary, list[list[ReadableSpan]]] | None:
+        """One session's summary and its traces' spans, oldest trace first (its turns); None when not stored."""
+        conn = self._connection()
+        if conn is None:
+            return None
+        found = find_sessions(conn, 1, session_id)
+        if not found:
+            return None
+        return found[0], [trace_spans(conn, trace_id) for trace_id in session_trace_ids(conn, session_id)]
 
     def iter_traces(
         self, where: TraceFilter | None = None, unreadable: Unreadable | None = None

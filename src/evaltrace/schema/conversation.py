@@ -168,6 +168,21 @@ class Conversation(SchemaModel):
         return cls(session_id=session_id, turns=turns, user_id=user_id, extra=dict(extra))
 
     @property
+    def run_id(self) -> str:
+        """The run its turns belong to (``"live"`` for live traffic), so results are stamped as a trace's are."""
+        return self.turns[0].trace.run_id if self.turns else "live"
+
+    @property
+    def case_id(self) -> str:
+        """The session id: what a session-scope result is about."""
+        return self.session_id
+
+    @property
+    def variant_name(self) -> str:
+        """The variant of its first turn (empty for an empty conversation)."""
+        return self.turns[0].trace.variant_name if self.turns else ""
+
+    @property
     def traces(self) -> list[Trace]:
         """The traces behind the turns, in order."""
         return [turn.trace for turn in self.turns]

@@ -44,6 +44,15 @@ def score_id(trace_id: str, span_id: str | None, evaluator_name: str, evaluator_
     return str(uuid.uuid5(_SCORE_ID_NAMESPACE, key))
 
 
+def session_score_id(session_id: str, evaluator_name: str, evaluator_version: str | None = None) -> str:
+    """Return the deterministic score id of one evaluator's judgement of one session.
+
+    The same for every revision of the session's judgement, so a re-judgement upserts the earlier score.
+    """
+    key = "\x1f".join(("session", session_id, evaluator_name, evaluator_version or ""))
+    return str(uuid.uuid5(_SCORE_ID_NAMESPACE, key))
+
+
 class ScoreCategory(SchemaModel):
     """One allowed value of a categorical score config."""
 

@@ -29,6 +29,7 @@ from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.export_queue import ExportQueue
 from evaltrace.config import LOCAL_STORE_MAX_BATCH
 from evaltrace.evaluation import EvaluationSpanProcessor
+from evaltrace.evaluation.sinks.local_store import with_session_store
 from evaltrace.exceptions import ConfigError
 from evaltrace.exporters.local_store import LocalStoreExporter
 from evaltrace.worker.decode import span_keys
@@ -207,6 +208,9 @@ class WorkerPipeline:
             downstream.append(
                 _export_queue(exporter, names, self) if batch else SimpleSpanProcessor(_Settling(exporter, self))
             )
+        # Session scores belong to no span: a local store among the exporters gets them through its own sink.
+        store = next((e.directory for e in exporters if isinstance(e, LocalStoreExporter)), None)
+        sinks = with_session_store(sinks, store, evaluators)
         self.processor = EvaluationSpanProcessor(
             downstream=downstream, evaluators=list(evaluators), sinks=list(sinks), **options
         )

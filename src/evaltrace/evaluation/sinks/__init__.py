@@ -6,12 +6,14 @@ from evaltrace.evaluation.sinks.base import ScoreSink, SinkResult
 from evaltrace.evaluation.sinks.deadletter import read_dead_letters, write_dead_letters
 from evaltrace.evaluation.sinks.jsonl import JsonlScoreSink
 from evaltrace.evaluation.sinks.langfuse import LangfuseScoreSink, langfuse_score_body
+from evaltrace.evaluation.sinks.local_store import LocalStoreSessionSink
 from evaltrace.evaluation.sinks.phoenix import PhoenixScoreSink, phoenix_annotation
 from evaltrace.evaluation.sinks.worker import RetryPolicy, SinkStats, SinkWorker
 
 __all__ = [
     "JsonlScoreSink",
     "LangfuseScoreSink",
+    "LocalStoreSessionSink",
     "PhoenixScoreSink",
     "RetryPolicy",
     "ScoreSink",

@@ -1,4 +1,10 @@
-"""Phoenix span-annotations sink: ``POST {base}/v1/span_annotations?sync=false`` with a batch of annotations.
+"""Phoenix annotations sink: ``POST {base}/v1/span_annotations?sync=false`` with a batch of annotations.
+
+Scores on a session (session-scope evaluation) go to ``POST {base}/v1/session_annotations?sync=true`` instead,
+with ``session_id`` in place of ``span_id`` (Phoenix's session annotations, keyed by the ``session.id`` value).
+Synchronously, because Phoenix drops an asynchronous annotation of a session it has not ingested yet without a
+word, while a synchronous one answers 404: that answer is retried (the session's spans may still be on their
+way, e.g. right after ``force_flush``), then dead-lettered like any failure.
 
 Body (conventions.md 3.3): ``{"data": [{"span_id", "name", "annotator_kind", "result": {"label", "score",
 "explanation"}, "metadata", "identifier"}]}``. ``identifier`` makes each call an upsert per (name, span,
@@ -24,10 +30,12 @@ PHOENIX_BASE_URL_ENV = "PHOENIX_BASE_URL"
 PHOENIX_COLLECTOR_ENDPOINT_ENV = "PHOENIX_COLLECTOR_ENDPOINT"
 DEFAULT_PHOENIX_BASE_URL = "http://localhost:6006"
 ANNOTATIONS_PATH = "/v1/span_annotations"
+SESSION_ANNOTATIONS_PATH = "/v1/session_annotations"
 ANNOTATOR_KIND_KEY = "annotator_kind"
 LABEL_KEY = "label"
 SPAN_ID_KEY = "span_id"
 _DEFAULT_IDENTIFIER = "evaltrace"
+_NOT_FOUND = "HTTP 404 "  # how post_json reports a 404
 
 
 def span_id_of(score: Score) -> str | None:
@@ -39,7 +47,7 @@ def span_id_of(score: Score) -> str | None:
 
 
 def phoenix_annotation(score: Score) -> dict[str, Any]:
-    """Return one element of the span-annotations ``data`` array for ``score``."""
+    """Return one element of the span-annotations ``data`` array for ``score`` (session annotations: see below)."""
     metadata = dict(score.metadata or {})
     kind = str(metadata.get(ANNOTATOR_KIND_KEY) or "CODE").upper()
     label = metadata.get(LABEL_KEY)
@@ -56,6 +64,13 @@ def phoenix_annotation(score: Score) -> dict[str, Any]:
         "metadata": metadata,
         "identifier": identifier,
     }
+
+
+def phoenix_session_annotation(score: Score) -> dict[str, Any]:
+    """Return one element of the session-annotations ``data`` array for a score on a session."""
+    annotation = phoenix_annotation(score)
+    del annotation["span_id"]
+    return {"session_id": score.session_id, **annotation}
 
 
 class PhoenixScoreSink:
@@ -86,6 +101,7 @@ class PhoenixScoreSink:
             or DEFAULT_PHOENIX_BASE_URL
         ).rstrip("/")
         self.url = base + ANNOTATIONS_PATH + "?sync=false"
+        self.session_url = base + SESSION_ANNOTATIONS_PATH + "?sync=true"
         api_key = api_key or os.environ.get(PHOENIX_API_KEY_ENV)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._owns_client = client is None
@@ -96,7 +112,35 @@ class PhoenixScoreSink:
         self._headers = headers
 
     def export(self, batch: Sequence[Score]) -> SinkResult:
-        """POST the batch as one annotations request; scores without a span id are rejected."""
+        """POST the batch as annotations: span ones in one request, session ones in another.
+
+        Scores on neither a span nor a session are rejected.
+        """
+        on_sessions = [score for score in batch if score.session_id is not None]
+        if not on_sessions:
+            return self._export_spans(batch)
+        rest = [score for score in batch if score.session_id is None]
+        spans = self._export_spans(rest) if rest else SinkResult()
+        sessions = self._export_sessions(on_sessions)
+        return SinkResult(
+            failed=(*spans.failed, *sessions.failed),
+            rejected=(*spans.rejected, *sessions.rejected),
+            error=sessions.error or spans.error,
+            retry_after_s=max(
+                (r for r in (spans.retry_after_s, sessions.retry_after_s) if r is not None), default=None
+            ),
+        )
+
+    def _export_sessions(self, scores: Sequence[Score]) -> SinkResult:
+        payload = {"data": [phoenix_session_annotation(score) for score in scores]}
+        outcome = post_json(self._http(), self.session_url, payload, headers=self._headers)
+        if outcome is None:
+            return SinkResult()
+        if outcome.retryable or outcome.error.startswith(_NOT_FOUND):  # the session is not ingested yet
+            return SinkResult(failed=tuple(scores), error=outcome.error, retry_after_s=outcome.retry_after_s)
+        return SinkResult(rejected=tuple(scores), error=outcome.error)
+
+    def _export_spans(self, batch: Sequence[Score]) -> SinkResult:
         on_spans = [score for score in batch if span_id_of(score) is not None]
         not_on_spans = tuple(score for score in batch if span_id_of(score) is None)
         error = "Phoenix span annotations need a span id" if not_on_spans else None

@@ -1,0 +1,297 @@
+"""Session-scope evaluation: a session's traces judged together as a Conversation, once idle or ended.
+
+Real SDK pipelines (in-memory span and log exporters), real sinks (JSONL file, Langfuse's HTTP API on 127.0.0.1),
+with short quiet periods and generous polling deadlines.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
+
+import evaltrace
+from evaltrace.evaluation import EvaluatorSpec, JsonlScoreSink, LangfuseScoreSink, PhoenixScoreSink, evaluator
+from evaltrace.schema import EvaluationResult, Score
+from evaltrace.schema.conversation import Conversation
+from evaltrace.schema.scores import session_score_id
+
+from .conftest import Backend, MakePipeline, Pipeline, wait_until
+from .log_records import InMemoryLogRecordExporter, event_record
+
+QUIET = 0.5
+
+
+class Judge:
+    """A session evaluator recording each conversation it judged."""
+
+    def __init__(self) -> None:
+        self.seen: list[Conversation] = []
+
+    def build(self) -> Any:
+        @evaluator(name="coherent")
+        def coherent(conversation: Conversation) -> EvaluationResult:
+            self.seen.append(conversation)
+            turns = len(conversation.turns)
+            return EvaluationResult(evaluator="coherent", passed=True, score=turns / 10, reason=f"{turns} turns")
+
+        return coherent
+
+
+def _turn(p: Pipeline, session: str, question: str, answer: str, **extra: Any) -> None:
+    attributes = {
+        "session.id": session,
+        "user.id": "u7",
+        "evaltrace.span.kind": "agent",
+        "input.value": question,
+        "output.value": answer,
+        **extra,
+    }
+    with p.tracer.start_as_current_span("turn", attributes=attributes):
+        pass
+
+
+@pytest.fixture
+def logs() -> Iterator[tuple[LoggerProvider, InMemoryLogRecordExporter]]:
+    exporter = InMemoryLogRecordExporter()
+    provider = LoggerProvider()
+    provider.add_log_record_processor(SimpleLogRecordProcessor(exporter))
+    yield provider, exporter
+    provider.shutdown()
+
+
+def _session_pipeline(make_pipeline: MakePipeline, judge: Judge, sinks: Any = (), **options: Any) -> Pipeline:
+    options.setdefault("trace_quiet_period_s", 0.0)
+    options.setdefault("session_quiet_period_s", QUIET)
+    return make_pipeline([EvaluatorSpec(judge.build(), scope="session")], sinks=sinks, **options)
+
+
+def test_a_three_trace_session_is_judged_once_when_quiet_then_rejudged_by_a_late_fourth_trace(
+    make_pipeline: MakePipeline,
+    backend: Backend,
+    tmp_path: Path,
+    logs: tuple[LoggerProvider, InMemoryLogRecordExporter],
+) -> None:
+    judge = Judge()
+    jsonl = tmp_path / "scores.jsonl"
+    langfuse = LangfuseScoreSink(backend.url, "pk-lf-1", "sk-lf-2", timeout_s=5.0)
+    logger_provider, log_exporter = logs
+    p = _session_pipeline(
+        make_pipeline,
+        judge,
+        sinks=[JsonlScoreSink(jsonl), langfuse],
+        logger_provider=logger_provider,
+        sink_schedule_delay_s=0.01,
+    )
+    for i in range(3):
+        _turn(p, "chat-1", f"question {i}", f"answer {i}")
+    assert wait_until(lambda: len(judge.seen) == 1, timeout=30)
+    first = judge.seen[0]
+    assert [t.user_input for t in first.turns] == ["question 0", "question 1", "question 2"]
+    assert [t.final_answer for t in first.turns] == ["answer 0", "answer 1", "answer 2"]
+    assert first.session_id == "chat-1" and first.user_id == "u7" and first.extra["revision"] == 1
+    time.sleep(3 * QUIET)  # idle again: judged once, not once per tick or per trace
+    assert len(judge.seen) == 1
+
+    _turn(p, "chat-1", "question 3", "answer 3")  # the user comes back: a new revision on all four turns
+    assert wait_until(lambda: len(judge.seen) == 2, timeout=30)
+    second = judge.seen[1]
+    assert len(second.turns) == 4 and second.extra["revision"] == 2
+    assert second.turns[-1].user_input == "question 3"
+    p.flush()
+
+    stats = p.processor.stats()
+    assert stats["sessions"]["judged"] == 2 and stats["sessions"]["rejudged"] == 1
+    assert stats["sessions"]["traces_added"] == 4
+    # JSONL: one line per judgement, both on the session (no trace, no observation), the same id (an upsert).
+    lines = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    scores = [line.get("score", line) for line in lines]
+    assert [s["session_id"] for s in scores] == ["chat-1", "chat-1"]
+    assert all(s["trace_id"] is None and s["observation_id"] is None for s in scores)
+    assert scores[0]["id"] == scores[1]["id"] == session_score_id("chat-1", "coherent")
+    assert [s["metadata"]["revision"] for s in scores] == [1, 2]
+    assert [s["value"] for s in scores] == [0.3, 0.4]
+    # Langfuse: the score payload carries sessionId and no traceId, with the same id both times.
+    assert wait_until(lambda: len(backend.requests) >= 2, timeout=30)
+    sent = [item for body in backend.bodies() for item in (body.get("batch") or [body])]
+    bodies = [item.get("body", item) for item in sent]
+    assert [b["sessionId"] for b in bodies] == ["chat-1", "chat-1"]
+    assert all("traceId" not in b and "observationId" not in b for b in bodies)  # exactly one target
+    assert bodies[0]["id"] == bodies[1]["id"]
+    # Log events: gen_ai.evaluation.result with session.id, no span parent.
+    records = [r.log_record for r in log_exporter.get_finished_logs()]
+    events = [(r, event_record(r)) for r in records]
+    session_events = [(r, attrs) for r, (name, attrs) in events if name == "gen_ai.evaluation.result"]
+    assert [attrs["session.id"] for _, attrs in session_events] == ["chat-1", "chat-1"]
+    assert [attrs["evaltrace.evaluation.revision"] for _, attrs in session_events] == [1, 2]
+    assert all(not r.trace_id for r, _ in session_events)
+
+
+def test_end_session_judges_at_once_without_the_quiet_period(make_pipeline: MakePipeline) -> None:
+    judge = Judge()
+    # Quiet periods far beyond the test: only end_session() can make the session due.
+    p = _session_pipeline(make_pipeline, judge, session_quiet_period_s=600.0, trace_quiet_period_s=600.0)
+    for i in range(2):
+        _turn(p, "chat-2", f"q{i}", f"a{i}")
+    p.processor.end_session("chat-2")
+    assert wait_until(lambda: len(judge.seen) == 1, timeout=30)
+    assert len(judge.seen[0].turns) == 2  # both turns, though their own trace quiet period had not passed
+
+
+def test_end_session_through_the_public_api_and_the_span_marker(make_pipeline: MakePipeline) -> None:
+    judge = Judge()
+    p = _session_pipeline(make_pipeline, judge, session_quiet_period_s=600.0)
+    _turn(p, "chat-3", "q0", "a0")
+    with p.tracer.start_as_current_span("turn", attributes={"session.id": "chat-3", "input.value": "bye"}):
+        # No configure(): the in-process call reaches no processor, the marker on the current span does.
+        assert evaltrace.end_session("chat-3") is True
+    assert wait_until(lambda: len(judge.seen) == 1, timeout=30)
+    assert [t.user_input for t in judge.seen[0].turns] == ["q0", "bye"]
+    with pytest.raises(ValueError, match="session id"):
+        evaltrace.end_session("")
+
+
+def test_traces_without_a_session_id_are_counted_not_judged(make_pipeline: MakePipeline) -> None:
+    judge = Judge()
+    p = _session_pipeline(make_pipeline, judge)
+    with p.tracer.start_as_current_span("turn", attributes={"input.value": "hi"}):
+        pass
+    p.flush()
+    assert judge.seen == []
+    assert p.processor.stats()["sessions"]["without_session"] == 1
+
+
+def test_memory_bounds_evict_the_oldest_session_counted_and_warned_once(
+    make_pipeline: MakePipeline, caplog: pytest.LogCaptureFixture
+) -> None:
+    judge = Judge()
+    p = _session_pipeline(
+        make_pipeline, judge, session_quiet_period_s=600.0, session_max_sessions=2, session_max_traces=2
+    )
+    with caplog.at_level(logging.WARNING, logger="evaltrace.evaluation"):
+        for session in ("s1", "s2", "s3", "s4"):
+            _turn(p, session, "q", "a")
+        for i in range(3):
+            _turn(p, "s4", f"more {i}", "a")
+        # Each trace is announced to its session as it completes and arrives once mapped: every one is accounted.
+        assert wait_until(lambda: _arrived(p) == 7, timeout=30)
+    stats = p.processor.stats()["sessions"]
+    assert stats["evicted_sessions"] == 2  # s1 and s2, never judged
+    # Their traces were either held when they were evicted, or arrived after and were not kept (the loop's pace).
+    assert stats["traces_added"] + stats["after_eviction"] == 7
+    before = stats["after_eviction"]
+    assert stats["dropped_turns"] == 2  # s4 keeps its two latest turns
+    assert stats["open_sessions"] == 2 and stats["traces"] == 3
+    warnings = [r for r in caplog.records if "session evaluation is losing" in r.getMessage()]
+    assert len(warnings) == 1
+    _turn(p, "s1", "late", "a")  # a turn of an evicted session: never judged as if it were the whole session
+    p.flush()
+    assert p.processor.stats()["sessions"]["after_eviction"] == before + 1
+    assert sorted(c.session_id for c in judge.seen) == ["s3", "s4"]  # the flush judged what was held
+    assert [[t.user_input for t in c.turns] for c in judge.seen if c.session_id == "s4"] == [["more 1", "more 2"]]
+
+
+def _arrived(p: Pipeline) -> int:
+    stats = p.processor.stats()["sessions"]
+    return int(stats["traces_added"] + stats["after_eviction"])
+
+
+def test_scope_and_trace_level_are_one_setting() -> None:
+    judge = Judge().build()
+    assert EvaluatorSpec(judge, trace_level=True).scope == "trace"
+    assert EvaluatorSpec(judge, scope="trace").trace_level is True
+    assert EvaluatorSpec(judge).scope == "span" and EvaluatorSpec(judge).trace_level is False
+    session = EvaluatorSpec(judge, scope="session")
+    assert session.trace_level is False and session.session_level
+    with pytest.raises(ValueError, match='trace_level=True means scope="trace"'):
+        EvaluatorSpec(judge, trace_level=True, scope="session")
+    with pytest.raises(ValueError, match="scope must be one of"):
+        EvaluatorSpec(judge, scope="conversation")  # type: ignore[arg-type]
+
+
+def test_phoenix_gets_session_scores_as_session_annotations(make_pipeline: MakePipeline, backend: Backend) -> None:
+    judge = Judge()
+    p = _session_pipeline(make_pipeline, judge, sinks=[PhoenixScoreSink(backend.url)], sink_schedule_delay_s=0.01)
+    _turn(p, "chat-9", "q", "a")
+    p.processor.end_session("chat-9")
+    assert wait_until(lambda: len(backend.requests) == 1, timeout=30)
+    (request,) = backend.requests
+    assert request.path == "/v1/session_annotations?sync=true"
+    (annotation,) = request.body["data"]
+    assert annotation["session_id"] == "chat-9" and "span_id" not in annotation
+    assert annotation["name"] == "coherent" and annotation["result"]["score"] == 0.1
+    assert annotation["identifier"] == "evaltrace"  # with the name and session: Phoenix's upsert key
+
+
+def test_phoenix_splits_a_mixed_batch_between_span_and_session_annotations(backend: Backend) -> None:
+    on_span = Score(name="exact", value=1.0, trace_id="ab" * 16, observation_id="cd" * 8)
+    on_session = Score(name="coherent", value=0.5, session_id="chat-10")
+    result = PhoenixScoreSink(backend.url).export([on_span, on_session])
+    assert result.ok
+    paths = sorted(r.path for r in backend.requests)
+    assert paths == ["/v1/session_annotations?sync=true", "/v1/span_annotations?sync=false"]
+
+
+def test_phoenix_retries_a_session_it_does_not_know_yet(backend: Backend) -> None:
+    backend.statuses = [404]  # Phoenix: "Sessions with IDs ... do not exist" (its spans are still on the way)
+    result = PhoenixScoreSink(backend.url).export([Score(name="coherent", value=0.5, session_id="chat-11")])
+    assert len(result.failed) == 1 and not result.rejected  # retried by the sink worker, not dead-lettered at once
+
+
+def test_session_evaluators_run_in_process_with_the_process_engine(make_pipeline: MakePipeline) -> None:
+    judge = Judge()  # a closure: it could not be shipped to the evaluation process, and need not be
+    p = _session_pipeline(make_pipeline, judge, engine="process")
+    _turn(p, "chat-12", "q", "a")
+    p.processor.end_session("chat-12")
+    assert wait_until(lambda: len(judge.seen) == 1, timeout=30)
+    assert "process" not in p.processor.stats() or p.processor.stats()["process"]["alive"] is False
+
+
+def test_rate_limits_are_taken_per_session_judgement_not_per_turn(make_pipeline: MakePipeline) -> None:
+    judge = Judge()
+    # One token, refilled once in ~17 minutes: the first session's judgement takes it, whatever its turns.
+    spec = EvaluatorSpec(judge.build(), scope="session", limits={"evaluations_per_second": 0.001, "burst": 1})
+    p = make_pipeline([spec], trace_quiet_period_s=0.0, session_quiet_period_s=600.0)
+    for i in range(3):
+        _turn(p, "chat-20", f"q{i}", "a")
+    p.flush()  # judges chat-20: one token for its three turns
+    assert [len(c.turns) for c in judge.seen] == [3]
+    _turn(p, "chat-21", "q", "a")
+    p.flush()  # no token left: not judged, counted, no score
+    assert [c.session_id for c in judge.seen] == ["chat-20"]
+    stats = p.processor.stats()
+    assert stats["not_evaluated_by_reason"]["rate_limited"] == 1
+
+
+def test_session_quiet_period_from_the_environment_and_validated(make_pipeline: MakePipeline) -> None:
+    from evaltrace._internal.evals_env import apply_to_options, read_evaluation_environment
+    from evaltrace.exceptions import ConfigError
+
+    name = "OTEL_INSTRUMENTATION_GENAI_EVALS_SESSION_QUIET_PERIOD"
+    env = read_evaluation_environment({name: "30"})
+    assert apply_to_options(env, None)["session_quiet_period_s"] == 30
+    assert apply_to_options(env, {"session_quiet_period_s": 5})["session_quiet_period_s"] == 5  # code wins
+    with pytest.raises(ConfigError) as info:
+        read_evaluation_environment({name: "later"})
+    assert info.value.setting == name
+    with pytest.raises(ConfigError, match="session_max_sessions"):
+        make_pipeline(session_max_sessions=0)
+
+
+def test_shutdown_judges_the_sessions_still_waiting(make_pipeline: MakePipeline, tmp_path: Path) -> None:
+    judge = Judge()
+    jsonl = tmp_path / "at-exit.jsonl"
+    p = _session_pipeline(make_pipeline, judge, sinks=[JsonlScoreSink(jsonl)], session_quiet_period_s=600.0)
+    for i in range(2):
+        _turn(p, "chat-30", f"q{i}", "a")
+    p.processor.shutdown(10_000)  # nothing is lost on a clean shutdown: the waiting session is judged and delivered
+    assert [len(c.turns) for c in judge.seen] == [2]
+    (line,) = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert line.get("score", line)["session_id"] == "chat-30"
