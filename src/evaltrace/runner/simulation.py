@@ -1,0 +1,315 @@
+"""Multi-turn cases: a judge-block model plays the user, the system answers, turn by turn, as one session.
+
+A case with ``simulated_user`` is run as a conversation. Turn 1 sends ``first_message`` (or one the simulator
+writes); after each answer the runner checks ``stop_when`` (a phrase in the answer, or the judge's verdict that the
+goal was met), else asks the simulator for the next message, until ``stop_when`` holds or ``max_turns`` is reached.
+
+Each turn is its own trace (its own root span and trace id); every span of every turn carries the same
+``session.id`` (``<run_id>:<case_id>:<variant>``). The case is one unit: its line in traces.jsonl is the *case
+trace* (:func:`case_trace`), which holds the turn traces under ``extra["turns"]``, so a killed run redoes an
+unfinished conversation whole, and the summary, stores and comparisons count the case once.
+
+A simulator or goal-judge failure ends the conversation with an error of the case (never a pass).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from evaltrace.evaluators._prompts import load_prompt
+from evaltrace.evaluators._transcript import render_turns
+from evaltrace.evaluators.judge import Judge, JudgeCall, JudgeError, extract_json
+from evaltrace.runner.adapters import Adapter, FunctionAdapter
+from evaltrace.runner.capture import CaseCapture
+from evaltrace.runner.config import EvalConfig
+from evaltrace.runner.errors import RunConfigError
+from evaltrace.runner.evaluator_entries import build_judge
+from evaltrace.schema import (
+    Conversation,
+    EvalCase,
+    SimulatedUser,
+    Trace,
+    TraceError,
+    TraceMessage,
+    TraceMetrics,
+    utcnow,
+)
+
+__all__ = [
+    "HISTORY_KEY",
+    "MESSAGE_KEY",
+    "SESSION_KEY",
+    "TURNS_KEY",
+    "UserSimulator",
+    "build_simulator",
+    "case_conversation",
+    "case_trace",
+    "run_conversation",
+    "session_id_of",
+    "turn_traces",
+]
+
+MESSAGE_KEY = "message"
+"""The input key carrying the simulated user's new message."""
+HISTORY_KEY = "history"
+"""The input key carrying the earlier turns: ``[{"role": "user" | "assistant", "content": ...}, ...]``."""
+TURNS_KEY = "turns"
+"""``Trace.extra`` key of a case trace holding its turn traces (JSON dumps, in order)."""
+SESSION_KEY = "session_id"
+"""``Trace.extra`` key of the session id, on the case trace and on each turn trace."""
+_NOT_STARTED = "(the conversation has not started yet: write the user's first message)"
+
+
+def session_id_of(run_id: str, case_id: str, variant: str) -> str:
+    """The ``session.id`` every turn of one (case, variant) shares."""
+    return f"{run_id}:{case_id}:{variant}"
+
+
+@dataclass
+class _Spent:
+    """What the simulator's model calls cost over one conversation."""
+
+    calls: int = 0
+    cost_usd: float | None = None
+
+    def add(self, call: JudgeCall) -> None:
+        self.calls += 1
+        if call.cost_usd is not None:
+            self.cost_usd = (self.cost_usd or 0.0) + call.cost_usd
+
+
+class UserSimulator:
+    """Asks the judge-block model for the user's next message and for the goal verdict (never from a cache).
+
+    Args:
+        judge: The judge built from the run's ``judge:`` block, with its cache off (each turn asks afresh).
+    """
+
+    def __init__(self, judge: Judge) -> None:
+        self.judge = judge
+
+    async def next_message(self, user: SimulatedUser, turns: Sequence[Trace], spent: _Spent) -> str:
+        """The user's next message given the persona, goal and transcript.
+
+        Raises:
+            JudgeError: The model could not be reached or replied without a usable message (after one retry).
+        """
+
+        def parse(text: str) -> str:
+            value = extract_json(text)
+            message = value.get("message") if isinstance(value, dict) else None
+            if not isinstance(message, str) or not message.strip():
+                raise ValueError('expected {"message": "<non-empty text>"}')
+            return message.strip()
+
+        variables = {"persona": user.persona, "goal": user.goal, "transcript": _transcript(turns) or _NOT_STARTED}
+        reply = await self.judge.ask(load_prompt("simulated_user"), variables, parse)
+        spent.add(reply.call)
+        return reply.value
+
+    async def goal_met(self, user: SimulatedUser, turns: Sequence[Trace], spent: _Spent) -> tuple[bool, str]:
+        """The judge's verdict (and reason) on whether the user's goal was met by now.
+
+        Raises:
+            JudgeError: No strict ``{"goal_met": true|false}`` verdict could be had.
+        """
+
+        def parse(text: str) -> tuple[bool, str]:
+            value = extract_json(text)
+            met = value.get("goal_met") if isinstance(value, dict) else None
+            if not isinstance(met, bool):
+                raise ValueError('expected {"goal_met": true or false, "reason": "..."}')
+            return met, str(value.get("reason", ""))
+
+        variables = {"goal": user.goal, "transcript": _transcript(turns)}
+        reply = await self.judge.ask(load_prompt("simulated_user_goal"), variables, parse)
+        spent.add(reply.call)
+        return reply.value
+
+    async def aclose(self) -> None:
+        """Close the model client of the running event loop."""
+        await self.judge.aclose()
+
+
+def build_simulator(config: EvalConfig) -> UserSimulator | None:
+    """The simulator of a run whose cases include a ``simulated_user`` (None when none does).
+
+    It uses the ``judge:`` block (without one, ``EVALTRACE_JUDGE_MODEL`` / ``OPENAI_*``, as the judges do), with
+    the reply cache off. A variant with a ``workspace`` cannot run such a case (one copy per case, not per turn).
+
+    Raises:
+        RunConfigError: A variant has a workspace, a ``${VAR}`` of the block is unset, or ``openai`` is missing.
+    """
+    simulated = next((i for i, c in enumerate(config.cases) if c.simulated_user is not None), None)
+    if simulated is None:
+        return None
+    for index, variant in enumerate(config.variants):
+        if variant.workspace is not None:
+            problem = f"a simulated_user case (cases[{simulated}]) cannot run against a system with a workspace"
+            raise RunConfigError(config.path, f"{config.variants_key}[{index}].workspace", problem)
+    if config.judge is not None:
+        return UserSimulator(build_judge(config.judge, config.path, "judge", cache_size=0))
+    try:
+        return UserSimulator(Judge(cache_size=0))
+    except ImportError as exc:
+        raise RunConfigError(config.path, "judge", str(exc)) from None
+
+
+def _transcript(turns: Sequence[Trace]) -> str:
+    return render_turns(Conversation.from_traces("", turns).turns) if turns else ""
+
+
+def _turn_input(adapter: Adapter, case: EvalCase, message: str, history: list[dict[str, str]]) -> dict[str, Any]:
+    """The case input plus ``message``, and ``history`` unless a Python function takes no such parameter."""
+    given: dict[str, Any] = {**case.input, MESSAGE_KEY: message}
+    if not isinstance(adapter, FunctionAdapter) or adapter.takes(HISTORY_KEY):
+        given[HISTORY_KEY] = [dict(m) for m in history]
+    return given
+
+
+async def run_conversation(
+    capture: CaseCapture,
+    adapter: Adapter,
+    case: EvalCase,
+    variant: str,
+    run_id: str,
+    simulator: UserSimulator,
+) -> Trace:
+    """Play ``case``'s simulated user against the system; return the case trace holding every turn.
+
+    Never raises for the system's or the simulator's sake: a system failure ends the conversation at that turn
+    (its error is the case's), a simulator failure ends it with an error naming the simulator.
+    """
+    user = case.simulated_user
+    assert user is not None  # only simulated cases come here
+    session = session_id_of(run_id, case.id, variant)
+    turns: list[Trace] = []
+    history: list[dict[str, str]] = []
+    spent = _Spent()
+    stop_reason = "max_turns"
+    failure: TraceError | None = None
+    goal_reason: str | None = None
+    try:
+        message = user.first_message or await simulator.next_message(user, turns, spent)
+        for index in range(user.max_turns):
+            turn = await capture.execute(
+                adapter,
+                case,
+                variant,
+                run_id,
+                case_input=_turn_input(adapter, case, message, history),
+                session_id=session,
+            )
+            turn = turn.model_copy(update={"extra": {**turn.extra, SESSION_KEY: session, "turn": index}})
+            turns.append(turn)
+            if turn.error is not None:
+                stop_reason = "system_error"
+                break
+            answer = turn.output.final_answer or ""
+            history += [{"role": "user", "content": message}, {"role": "assistant", "content": answer}]
+            stop = user.stop_when
+            if stop is not None and stop.phrase is not None and stop.phrase.casefold() in answer.casefold():
+                stop_reason = "phrase"
+                break
+            if stop is not None and stop.goal_met:
+                met, goal_reason = await simulator.goal_met(user, turns, spent)
+                if met:
+                    stop_reason = "goal_met"
+                    break
+            if index + 1 < user.max_turns:
+                message = await simulator.next_message(user, turns, spent)
+    except JudgeError as exc:
+        stop_reason = "simulator_error"
+        where = f"after turn {len(turns)}" if turns else "before the first turn"
+        failure = TraceError(type=exc.error_type, message=f"simulated user failed {where}: {exc}")
+    facts: dict[str, Any] = {
+        "turns": len(turns),
+        "max_turns": user.max_turns,
+        "stop_reason": stop_reason,
+        "simulator_calls": spent.calls,
+        "simulator_cost_usd": spent.cost_usd,
+    }
+    if goal_reason is not None:
+        facts["goal_reason"] = goal_reason
+    return case_trace(case, variant, run_id, session, turns, facts, failure)
+
+
+def _sum(values: Sequence[float | int | None]) -> Any:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _case_messages(turns: Sequence[Trace]) -> list[TraceMessage]:
+    """The conversation as one message list: per turn the user's message, its tool calls and results, the answer."""
+    messages: list[TraceMessage] = []
+    for turn in turns:
+        said = turn.input.get(MESSAGE_KEY)
+        messages.append(TraceMessage(role="user", content=said if isinstance(said, str) else None))
+        messages.extend(m for m in turn.messages if m.tool_call is not None or m.role == "tool")
+        if turn.output.final_answer is not None or turn.output.thinking is not None:
+            answer = TraceMessage(role="assistant", content=turn.output.final_answer, thinking=turn.output.thinking)
+            messages.append(answer)
+    return messages
+
+
+def case_trace(
+    case: EvalCase,
+    variant: str,
+    run_id: str,
+    session: str,
+    turns: Sequence[Trace],
+    facts: dict[str, Any],
+    failure: TraceError | None,
+) -> Trace:
+    """The case's one trace for a conversation: what trace-scope evaluators, the summary and the stores see.
+
+    Its output is the last answer; its messages the whole conversation (so tool calls of every turn count); its
+    tokens and cost the turns' sums; its time from the first turn's start to the last turn's end; its error the
+    last turn's, or the simulator's. ``extra`` keeps the turn traces (``turns``), the ``session_id`` and what
+    ended the conversation (``simulated_user``).
+    """
+    last = turns[-1] if turns else None
+    started = turns[0].started_at if turns else None
+    metrics = TraceMetrics(
+        token_input=_sum([t.metrics.token_input for t in turns]),
+        token_output=_sum([t.metrics.token_output for t in turns]),
+        token_thinking=_sum([t.metrics.token_thinking for t in turns]),
+        cost_usd=_sum([t.metrics.cost_usd for t in turns]),
+    )
+    error = failure if failure is not None else (last.error if last is not None else None)
+    extra: dict[str, Any] = {k: v for k, v in (last.extra if last is not None else {}).items() if k != "turn"}
+    extra.pop("trace_id", None)  # each turn has its own trace id; the case trace is none of them
+    extra.pop("span_id", None)
+    extra.update({SESSION_KEY: session, "simulated_user": facts, TURNS_KEY: [t.model_dump(mode="json") for t in turns]})
+    now = utcnow()
+    return Trace(
+        run_id=run_id,
+        case_id=case.id,
+        variant_name=variant,
+        started_at=started or now,
+        finished_at=max([t.finished_at for t in turns], default=now),
+        input=dict(case.input),
+        output=last.output if last is not None else {},
+        messages=_case_messages(turns),
+        metrics=metrics,
+        error=error,
+        extra=extra,
+    )
+
+
+def turn_traces(trace: Trace) -> list[Trace] | None:
+    """The turn traces of a simulated-user case's trace, in order; None for a one-turn case."""
+    raw = trace.extra.get(TURNS_KEY)
+    if not isinstance(raw, list):
+        return None
+    return [Trace.model_validate(t) for t in raw]
+
+
+def case_conversation(trace: Trace) -> Conversation:
+    """The conversation a session-scope evaluator judges: the case's turns, or its one trace as a single turn."""
+    turns = turn_traces(trace)
+    stamped = trace.extra.get(SESSION_KEY)
+    session = stamped if isinstance(stamped, str) else session_id_of(trace.run_id, trace.case_id, trace.variant_name)
+    return Conversation.from_traces(session, turns if turns is not None else [trace])
