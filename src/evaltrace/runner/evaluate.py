@@ -47,8 +47,10 @@ def _labelled(result: EvaluationResult, item: ConfiguredEvaluator) -> Evaluation
 
 
 class _OnConversation:
-    """A session-scope evaluator bound to one case's conversation: it is asked about the case trace (which the
-    result is stamped from: run, case, variant) and judges the conversation instead.
+    """A session-scope evaluator bound to one case's conversation.
+
+    It is asked about the case trace (the result is stamped from it: run, case, variant) and judges the
+    conversation instead.
     """
 
     def __init__(self, runner: Evaluator, conversation: Conversation) -> None:
