@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import itertools
 import json
 import sys
@@ -12,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from evaltrace.runner import run_eval
+from evaltrace.report.run_report import write_run_report
+from evaltrace.runner import RunConfigError, resume_run, run_eval
 from judge_server import JudgeServer, serve_judge
 
 from .conftest import Project
@@ -99,6 +101,7 @@ def _case(**simulated: Any) -> dict[str, Any]:
 SESSION_EVALUATORS = [
     {"name": "turns", "type": "turn_count", "min_turns": 4, "max_turns": 4},
     {"name": "complete", "type": "conversation_completeness"},
+    {"name": "refunded", "type": "contains_text", "args": ["refund is done"]},  # trace scope: the last answer
 ]
 
 
@@ -141,13 +144,148 @@ def test_four_turn_conversation_is_one_session_judged_at_session_scope(chat_proj
         assert f"[Turn {asked + 1}]" not in prompt
 
     by_name = {r.evaluator: r for r in outcome.results}
-    assert set(by_name) == {"turns", "complete"}
+    assert set(by_name) == {"turns", "complete", "refunded"}
     for result in by_name.values():
         assert result.case_id == "refund" and result.variant_name == "v1"
-        assert result.metadata == {"session_id": session, "scope": "session"}
+    for name in ("turns", "complete"):
+        assert by_name[name].metadata == {"session_id": session, "scope": "session"}
+    assert by_name["refunded"].metadata is None and by_name["refunded"].passed is True
     assert (by_name["turns"].passed, by_name["turns"].detail["turns"]) == (True, 4)
     assert (by_name["complete"].passed, by_name["complete"].score) == (True, 1.0)
+    judged = by_name["complete"].detail["judge"]["prompt"]
+    assert judged.startswith("conversation_completeness")
+    completeness_prompt = judge.requests[3]["body"]["messages"][-1]["content"]
+    assert all(f"User: {m}" in completeness_prompt for m in messages)
     saved = [json.loads(line) for line in (outcome.run.path / "results.jsonl").read_text().splitlines()]
-    assert {r["metadata"]["session_id"] for r in saved} == {session}
+    assert [r["metadata"]["session_id"] for r in saved if r["evaluator"] != "refunded"] == [session, session]
     variant = outcome.summary.variants[0]
     assert (variant.cases_total, variant.cases_passed) == (1, 1)
+
+    # The run report shows the case as a chat: the four user messages and answers, in order.
+    page = write_run_report(outcome.run, chat_project.root / "run.html").read_text()
+    chat = page[page.index('<section class="conversation">') :]
+    chat = chat[: chat.index("</section>")]
+    assert "ended: max_turns reached" in chat and session in chat
+    positions = [chat.index(html.escape(text)) for pair in zip(messages, answers, strict=True) for text in pair]
+    assert positions == sorted(positions)
+    assert chat.count('data-role="user"') == 4 and chat.count('data-role="assistant"') == 4
+
+
+def _only_line(outcome: Any) -> dict[str, Any]:
+    lines = (outcome.run.path / "traces.jsonl").read_text().splitlines()
+    assert len(lines) == 1
+    return dict(json.loads(lines[0]))
+
+
+def test_a_stop_phrase_in_an_answer_ends_the_conversation_early(chat_project: Project) -> None:
+    with serve_judge(Script()) as judge:
+        cases = [_case(max_turns=10, stop_when="ANSWER 2 to")]  # a bare string is a phrase, matched ignoring case
+        outcome = run_eval(chat_project.write(_config(chat_project, judge, SESSION_EVALUATORS[:1]), cases))
+    facts = _only_line(outcome)["extra"]["simulated_user"]
+    assert (facts["turns"], facts["stop_reason"], facts["simulator_calls"]) == (2, "phrase", 1)
+    assert _kinds(judge) == ["simulator"]  # asked for turn 2's message only; nothing after the phrase
+    said, answered = "My blender arrived broken.", "[blendco] answer 1 to: My blender arrived broken.."
+    history = [{"role": "user", "content": said}, {"role": "assistant", "content": answered}]
+    assert _chat(chat_project).HISTORIES == [[], history]
+    turns = outcome.results[0]
+    assert (turns.passed, turns.detail["turns"]) == (False, 2)  # turn_count wanted 4
+
+
+def test_the_goal_judge_ends_the_conversation_and_writes_the_first_message(chat_project: Project) -> None:
+    with serve_judge(Script(goal_met_at=2)) as judge:
+        user = {"persona": PERSONA, "goal": GOAL, "max_turns": 5, "stop_when": {"goal_met": True}}
+        cases = [{"id": "refund", "simulated_user": user}]
+        outcome = run_eval(chat_project.write(_config(chat_project, judge, []), cases))
+    line = _only_line(outcome)
+    facts = line["extra"]["simulated_user"]
+    assert (facts["turns"], facts["stop_reason"], facts["goal_reason"]) == (2, "goal_met", "check 2")
+    # No first_message: the simulator wrote it, told that the conversation has not started.
+    assert _kinds(judge) == ["simulator", "goal", "simulator", "goal"]
+    first = judge.requests[0]["body"]["messages"][-1]["content"]
+    assert "has not started yet" in first and PERSONA in first
+    assert [t["input"]["message"] for t in line["extra"]["turns"]] == ["follow-up 1", "follow-up 2"]
+    goal_prompt = judge.requests[1]["body"]["messages"][-1]["content"]
+    assert GOAL in goal_prompt and "User: follow-up 1" in goal_prompt
+    assert judge.requests[0]["body"]["response_format"] == {"type": "json_object"}
+
+
+def test_a_simulator_failure_is_an_error_of_the_case_never_a_pass(chat_project: Project) -> None:
+    with serve_judge(lambda body: {"text": "I am not JSON of the asked shape"}) as judge:
+        cases = [_case(max_turns=4)]
+        outcome = run_eval(chat_project.write(_config(chat_project, judge, SESSION_EVALUATORS[:1]), cases))
+    line = _only_line(outcome)
+    assert line["extra"]["simulated_user"]["stop_reason"] == "simulator_error"
+    assert line["error"]["message"].startswith("simulated user failed after turn 1: unparseable judge reply")
+    assert len(judge.requests) == 2  # one retry, then given up
+    variant = outcome.summary.variants[0]
+    assert (variant.cases_passed, variant.cases_errored) == (0, 1)
+
+
+def test_each_turn_asks_the_simulator_afresh(chat_project: Project) -> None:
+    # Two variants get identical answers, so their simulator prompts are identical: no reply comes from a cache.
+    with serve_judge(Script()) as judge:
+        config = _config(chat_project, judge, [])
+        config["systems"].append({**config["systems"][0], "name": "v2"})
+        run_eval(chat_project.write(config, [_case(max_turns=2)]))
+    prompts = [r["body"]["messages"][-1]["content"] for r in judge.requests]
+    assert len(prompts) == 2 and prompts[0] == prompts[1]
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        (
+            {"type": "contains_text", "args": ["x"], "scope": "session"},
+            "judges one trace only; it cannot take scope session",
+        ),
+        (
+            {"type": "turn_count", "max_turns": 3, "scope": "trace"},
+            "judges a conversation only; it cannot take scope trace",
+        ),
+        ({"type": "turn_count", "max_turns": 3, "scope": "sessions"}, "evaluators[0].scope"),
+    ],
+)
+def test_a_scope_the_evaluator_cannot_take_is_a_config_error(
+    chat_project: Project, entry: dict[str, Any], problem: str
+) -> None:
+    with serve_judge(Script()) as judge, pytest.raises(RunConfigError, match="evaluators\\[0\\].scope") as raised:
+        run_eval(chat_project.write(_config(chat_project, judge, [entry]), [_case()]))
+    assert problem in str(raised.value)
+    assert _chat_calls(chat_project) == 0
+
+
+def _chat_calls(project: Project) -> int:
+    module = sys.modules.get(f"{project.module}_chat")
+    return 0 if module is None else len(module.SESSIONS)
+
+
+def test_a_simulated_case_with_a_workspace_system_is_refused(chat_project: Project) -> None:
+    (chat_project.root / "repo").mkdir()
+    with serve_judge(Script()) as judge:
+        config = _config(chat_project, judge, [])
+        config["systems"][0]["workspace"] = {"kind": "tempdir_snapshot", "path": "repo"}
+        with pytest.raises(RunConfigError, match=r"systems\[0\].workspace: a simulated_user case"):
+            run_eval(chat_project.write(config, [_case()]))
+    assert len(judge.requests) == 0
+
+
+def test_resume_redoes_an_unfinished_conversation_whole_and_keeps_finished_ones(chat_project: Project) -> None:
+    with serve_judge(Script()) as judge:
+        cases = [_case(max_turns=3), {**_case(max_turns=3), "id": "second"}]
+        outcome = run_eval(chat_project.write(_config(chat_project, judge, SESSION_EVALUATORS[:1]), cases))
+        traces = outcome.run.path / "traces.jsonl"
+        # As if killed mid-way through the second conversation: only the first case's line was written.
+        first_line = traces.read_text().splitlines()[0]
+        traces.chmod(0o600)
+        traces.write_text(first_line + "\n")
+        for name in ("results.jsonl", "summary.yaml"):
+            (outcome.run.path / name).unlink()
+        calls_before = _chat_calls(chat_project)
+        resumed = resume_run(outcome.run)
+    assert _chat_calls(chat_project) - calls_before == 3  # the unfinished case, all three turns again
+    assert sorted(t.case_id for t in resumed.traces) == ["refund", "second"]
+    assert {len(t.extra["turns"]) for t in resumed.traces} == {3}
+    assert {r.case_id: r.metadata["session_id"] for r in resumed.results} == {
+        "refund": f"{outcome.run.run_id}:refund:v1",
+        "second": f"{outcome.run.run_id}:second:v1",
+    }

@@ -298,8 +298,8 @@ def run_eval(
     unfinished = incomplete_runs(target_dir, config.name, digest)
     adapters = [build_adapter(v, config.path, i, key=config.variants_key) for i, v in enumerate(config.variants)]
     evaluators = build_evaluators(config.evaluators, config.path, judge=config.judge)
-    workspaces = prepare_workspaces(config.variants, adapters, config.path, key=config.variants_key)
     simulator = build_simulator(config)
+    workspaces = prepare_workspaces(config.variants, adapters, config.path, key=config.variants_key)
     started = utcnow()
     run = RunDirectory.create(target_dir, config.name, started)
     verbatim = config.path.read_text(encoding="utf-8") if masked == config.raw else None
@@ -359,8 +359,8 @@ def resume_run(
     config = resume_config(run, None if config_path is None else Path(config_path))
     adapters = [build_adapter(v, config.path, i, key=config.variants_key) for i, v in enumerate(config.variants)]
     evaluators = build_evaluators(config.evaluators, config.path, judge=config.judge)
-    workspaces = prepare_workspaces(config.variants, adapters, config.path, key=config.variants_key)
     simulator = build_simulator(config)
+    workspaces = prepare_workspaces(config.variants, adapters, config.path, key=config.variants_key)
     meta = run.read_meta()
     started = meta.started_at if meta is not None and meta.started_at is not None else utcnow()
     notes = run.repair()

@@ -20,8 +20,8 @@ from evaltrace._internal.daemon_pool import DaemonExecutor
 from evaltrace.evaluation import Evaluator, RunOptions, arun_evaluator
 from evaltrace.evaluation.runner import is_async_evaluator
 from evaltrace.runner._loops import OnOwnLoop
+from evaltrace.runner.case_turns import case_conversation
 from evaltrace.runner.evaluator_entries import ConfiguredEvaluator, build_evaluators
-from evaltrace.runner.simulation import case_conversation
 from evaltrace.schema import Conversation, EvalCase, EvaluationResult, Trace
 
 __all__ = ["ConfiguredEvaluator", "ResultKey", "build_evaluators", "evaluate_traces", "result_key"]

@@ -6,8 +6,8 @@ goal was met), else asks the simulator for the next message, until ``stop_when``
 
 Each turn is its own trace (its own root span and trace id); every span of every turn carries the same
 ``session.id`` (``<run_id>:<case_id>:<variant>``). The case is one unit: its line in traces.jsonl is the *case
-trace* (:func:`case_trace`), which holds the turn traces under ``extra["turns"]``, so a killed run redoes an
-unfinished conversation whole, and the summary, stores and comparisons count the case once.
+trace* (:mod:`evaltrace.runner.case_turns`), which holds the turn traces, so a killed run redoes an unfinished
+conversation whole.
 
 A simulator or goal-judge failure ends the conversation with an error of the case (never a pass).
 """
@@ -23,48 +23,15 @@ from evaltrace.evaluators._transcript import render_turns
 from evaltrace.evaluators.judge import Judge, JudgeCall, JudgeError, extract_json
 from evaltrace.runner.adapters import Adapter, FunctionAdapter
 from evaltrace.runner.capture import CaseCapture
+from evaltrace.runner.case_turns import HISTORY_KEY, MESSAGE_KEY, SESSION_KEY, TURN_KEY, case_trace, session_id_of
 from evaltrace.runner.config import EvalConfig
 from evaltrace.runner.errors import RunConfigError
 from evaltrace.runner.evaluator_entries import build_judge
-from evaltrace.schema import (
-    Conversation,
-    EvalCase,
-    SimulatedUser,
-    Trace,
-    TraceError,
-    TraceMessage,
-    TraceMetrics,
-    utcnow,
-)
+from evaltrace.schema import Conversation, EvalCase, SimulatedUser, Trace, TraceError
 
-__all__ = [
-    "HISTORY_KEY",
-    "MESSAGE_KEY",
-    "SESSION_KEY",
-    "TURNS_KEY",
-    "UserSimulator",
-    "build_simulator",
-    "case_conversation",
-    "case_trace",
-    "run_conversation",
-    "session_id_of",
-    "turn_traces",
-]
+__all__ = ["UserSimulator", "build_simulator", "run_conversation"]
 
-MESSAGE_KEY = "message"
-"""The input key carrying the simulated user's new message."""
-HISTORY_KEY = "history"
-"""The input key carrying the earlier turns: ``[{"role": "user" | "assistant", "content": ...}, ...]``."""
-TURNS_KEY = "turns"
-"""``Trace.extra`` key of a case trace holding its turn traces (JSON dumps, in order)."""
-SESSION_KEY = "session_id"
-"""``Trace.extra`` key of the session id, on the case trace and on each turn trace."""
 _NOT_STARTED = "(the conversation has not started yet: write the user's first message)"
-
-
-def session_id_of(run_id: str, case_id: str, variant: str) -> str:
-    """The ``session.id`` every turn of one (case, variant) shares."""
-    return f"{run_id}:{case_id}:{variant}"
 
 
 @dataclass
@@ -202,7 +169,7 @@ async def run_conversation(
                 case_input=_turn_input(adapter, case, message, history),
                 session_id=session,
             )
-            turn = turn.model_copy(update={"extra": {**turn.extra, SESSION_KEY: session, "turn": index}})
+            turn = turn.model_copy(update={"extra": {**turn.extra, SESSION_KEY: session, TURN_KEY: index}})
             turns.append(turn)
             if turn.error is not None:
                 stop_reason = "system_error"
@@ -234,82 +201,3 @@ async def run_conversation(
     if goal_reason is not None:
         facts["goal_reason"] = goal_reason
     return case_trace(case, variant, run_id, session, turns, facts, failure)
-
-
-def _sum(values: Sequence[float | int | None]) -> Any:
-    known = [v for v in values if v is not None]
-    return sum(known) if known else None
-
-
-def _case_messages(turns: Sequence[Trace]) -> list[TraceMessage]:
-    """The conversation as one message list: per turn the user's message, its tool calls and results, the answer."""
-    messages: list[TraceMessage] = []
-    for turn in turns:
-        said = turn.input.get(MESSAGE_KEY)
-        messages.append(TraceMessage(role="user", content=said if isinstance(said, str) else None))
-        messages.extend(m for m in turn.messages if m.tool_call is not None or m.role == "tool")
-        if turn.output.final_answer is not None or turn.output.thinking is not None:
-            answer = TraceMessage(role="assistant", content=turn.output.final_answer, thinking=turn.output.thinking)
-            messages.append(answer)
-    return messages
-
-
-def case_trace(
-    case: EvalCase,
-    variant: str,
-    run_id: str,
-    session: str,
-    turns: Sequence[Trace],
-    facts: dict[str, Any],
-    failure: TraceError | None,
-) -> Trace:
-    """The case's one trace for a conversation: what trace-scope evaluators, the summary and the stores see.
-
-    Its output is the last answer; its messages the whole conversation (so tool calls of every turn count); its
-    tokens and cost the turns' sums; its time from the first turn's start to the last turn's end; its error the
-    last turn's, or the simulator's. ``extra`` keeps the turn traces (``turns``), the ``session_id`` and what
-    ended the conversation (``simulated_user``).
-    """
-    last = turns[-1] if turns else None
-    started = turns[0].started_at if turns else None
-    metrics = TraceMetrics(
-        token_input=_sum([t.metrics.token_input for t in turns]),
-        token_output=_sum([t.metrics.token_output for t in turns]),
-        token_thinking=_sum([t.metrics.token_thinking for t in turns]),
-        cost_usd=_sum([t.metrics.cost_usd for t in turns]),
-    )
-    error = failure if failure is not None else (last.error if last is not None else None)
-    extra: dict[str, Any] = {k: v for k, v in (last.extra if last is not None else {}).items() if k != "turn"}
-    extra.pop("trace_id", None)  # each turn has its own trace id; the case trace is none of them
-    extra.pop("span_id", None)
-    extra.update({SESSION_KEY: session, "simulated_user": facts, TURNS_KEY: [t.model_dump(mode="json") for t in turns]})
-    now = utcnow()
-    return Trace(
-        run_id=run_id,
-        case_id=case.id,
-        variant_name=variant,
-        started_at=started or now,
-        finished_at=max([t.finished_at for t in turns], default=now),
-        input=dict(case.input),
-        output=last.output if last is not None else {},
-        messages=_case_messages(turns),
-        metrics=metrics,
-        error=error,
-        extra=extra,
-    )
-
-
-def turn_traces(trace: Trace) -> list[Trace] | None:
-    """The turn traces of a simulated-user case's trace, in order; None for a one-turn case."""
-    raw = trace.extra.get(TURNS_KEY)
-    if not isinstance(raw, list):
-        return None
-    return [Trace.model_validate(t) for t in raw]
-
-
-def case_conversation(trace: Trace) -> Conversation:
-    """The conversation a session-scope evaluator judges: the case's turns, or its one trace as a single turn."""
-    turns = turn_traces(trace)
-    stamped = trace.extra.get(SESSION_KEY)
-    session = stamped if isinstance(stamped, str) else session_id_of(trace.run_id, trace.case_id, trace.variant_name)
-    return Conversation.from_traces(session, turns if turns is not None else [trace])
