@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from evaltrace.report.run_report import write_run_report
-from evaltrace.runner import RunConfigError, resume_run, run_eval
+from evaltrace.runner import RunConfigError, re_evaluate, resume_run, run_eval
 from judge_server import JudgeServer, serve_judge
 
-from .conftest import Project
+from .conftest import HttpSystem, Project
 
 CHAT_SOURCE = """
 import evaltrace
@@ -38,6 +38,12 @@ def chat(message: str, history: list, shop: str = "acme") -> str:
 
 def forgetful(message: str) -> str:
     return f"no memory: {message}"
+
+
+def flaky(message: str, history: list, shop: str) -> str:
+    if history:
+        raise RuntimeError("backend down")
+    return "first answer"
 """
 
 PERSONA = "Dana, a customer whose blender arrived broken"
@@ -289,3 +295,66 @@ def test_resume_redoes_an_unfinished_conversation_whole_and_keeps_finished_ones(
         "refund": f"{outcome.run.run_id}:refund:v1",
         "second": f"{outcome.run.run_id}:second:v1",
     }
+
+
+def test_an_http_system_gets_each_message_and_the_history(chat_project: Project, http_system: HttpSystem) -> None:
+    with serve_judge(Script()) as judge:
+        body = {"question": "{{input.message}}", "past": "{{input.history}}", "shop": "{{input.shop}}"}
+        system = {"name": "api", "adapter": "http", "config": {"url": f"{http_system.url}/chat", "body_template": body}}
+        config = {**_config(chat_project, judge, SESSION_EVALUATORS[:1]), "systems": [system]}
+        outcome = run_eval(chat_project.write(config, [_case(max_turns=3)]))
+    sent = [r["body"] for r in http_system.requests]
+    messages = ["My blender arrived broken.", "follow-up 1", "follow-up 2"]
+    assert [b["question"] for b in sent] == messages
+    assert [len(b["past"]) for b in sent] == [0, 2, 4]
+    assert sent[2]["past"][3] == {"role": "assistant", "content": "follow-up 1: alpha"}
+    assert {b["shop"] for b in sent} == {"blendco"}
+    turns = _only_line(outcome)["extra"]["turns"]
+    assert [t["extra"]["session_id"] for t in turns] == [f"{outcome.run.run_id}:refund:api"] * 3
+    assert [t["output"]["final_answer"] for t in turns] == [f"{m}: alpha" for m in messages]
+    assert (outcome.results[0].passed, outcome.results[0].detail["turns"]) == (False, 3)
+
+
+def _target(config: dict[str, Any], project: Project, function: str) -> dict[str, Any]:
+    config["systems"][0]["config"]["target"] = f"{project.module}_chat:{function}"
+    return config
+
+
+def test_a_function_without_a_history_parameter_gets_the_message_only(chat_project: Project) -> None:
+    with serve_judge(Script()) as judge:
+        config = _target(_config(chat_project, judge, []), chat_project, "forgetful")
+        outcome = run_eval(
+            chat_project.write(
+                config,
+                [{"id": "c", "simulated_user": {"persona": "p", "goal": "g", "first_message": "hi", "max_turns": 2}}],
+            )
+        )
+    turns = _only_line(outcome)["extra"]["turns"]
+    assert [t["input"] for t in turns] == [{"message": "hi"}, {"message": "follow-up 1"}]
+    assert [t["output"]["final_answer"] for t in turns] == ["no memory: hi", "no memory: follow-up 1"]
+    assert [t["error"] for t in turns] == [None, None]
+
+
+def test_a_system_failure_ends_the_conversation_as_the_case_error(chat_project: Project) -> None:
+    with serve_judge(Script()) as judge:
+        config = _target(_config(chat_project, judge, SESSION_EVALUATORS[:1]), chat_project, "flaky")
+        outcome = run_eval(chat_project.write(config, [_case(max_turns=4)]))
+    line = _only_line(outcome)
+    assert line["extra"]["simulated_user"]["stop_reason"] == "system_error"
+    assert len(line["extra"]["turns"]) == 2
+    assert line["error"]["type"] == "exception" and "backend down" in line["error"]["message"]
+    assert _kinds(judge) == ["simulator"]  # nothing asked after the failed turn
+    assert (outcome.summary.variants[0].cases_errored, outcome.summary.variants[0].cases_passed) == (1, 0)
+
+
+def test_re_evaluate_judges_the_stored_conversation_without_calling_anything(chat_project: Project) -> None:
+    with serve_judge(Script()) as judge:
+        outcome = run_eval(
+            chat_project.write(_config(chat_project, judge, SESSION_EVALUATORS[:1]), [_case(max_turns=3)])
+        )
+        asked, called = len(judge.requests), _chat_calls(chat_project)
+        again = re_evaluate(outcome.run)
+        assert (len(judge.requests), _chat_calls(chat_project)) == (asked, called)
+    result = again.results[0]
+    assert (result.passed, result.detail["turns"]) == (False, 3)
+    assert result.metadata == {"session_id": f"{outcome.run.run_id}:refund:v1", "scope": "session"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from evaltrace.schema import Conversation, EvalCase, Trace, TraceError, TraceMessage, TraceMetrics, utcnow
+from evaltrace.schema import Conversation, EvalCase, Trace, TraceError, TraceMessage, TraceMetrics, TraceOutput, utcnow
 
 __all__ = [
     "HISTORY_KEY",
@@ -97,7 +97,7 @@ def case_trace(
         started_at=started or now,
         finished_at=max([t.finished_at for t in turns], default=now),
         input=dict(case.input),
-        output=last.output if last is not None else {},
+        output=last.output if last is not None else TraceOutput(),
         messages=conversation_messages(turns),
         metrics=metrics,
         error=error,
