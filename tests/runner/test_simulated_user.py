@@ -27,11 +27,18 @@ SESSIONS = []
 HISTORIES = []
 
 
+@evaltrace.tool
+def lookup_order(order: str) -> str:
+    return f"order {order}: blender, broken"
+
+
 @evaltrace.agent(name="shop")
 def chat(message: str, history: list, shop: str = "acme") -> str:
     SESSIONS.append(current_context_attributes().get("session.id"))
     HISTORIES.append([dict(m) for m in history])
     turn = len(history) // 2 + 1
+    if turn == 2:
+        lookup_order("1234")
     done = " Your refund is done." if turn == 4 else ""
     return f"[{shop}] answer {turn} to: {message}.{done}"
 
@@ -108,6 +115,7 @@ SESSION_EVALUATORS = [
     {"name": "turns", "type": "turn_count", "min_turns": 4, "max_turns": 4},
     {"name": "complete", "type": "conversation_completeness"},
     {"name": "refunded", "type": "contains_text", "args": ["refund is done"]},  # trace scope: the last answer
+    {"name": "looked_up", "type": "tool_called", "args": ["lookup_order"]},  # trace scope: every turn's calls
 ]
 
 
@@ -150,12 +158,16 @@ def test_four_turn_conversation_is_one_session_judged_at_session_scope(chat_proj
         assert f"[Turn {asked + 1}]" not in prompt
 
     by_name = {r.evaluator: r for r in outcome.results}
-    assert set(by_name) == {"turns", "complete", "refunded"}
+    assert set(by_name) == {"turns", "complete", "refunded", "looked_up"}
+    assert by_name["looked_up"].passed is True  # called in turn 2, judged on the case trace
+    assert [c["name"] for c in case_trace["tool_calls"]] == ["lookup_order"]
+    assert [c["name"] for c in turns[1]["tool_calls"]] == ["lookup_order"]
     for result in by_name.values():
         assert result.case_id == "refund" and result.variant_name == "v1"
     for name in ("turns", "complete"):
         assert by_name[name].metadata == {"session_id": session, "scope": "session"}
     assert by_name["refunded"].metadata is None and by_name["refunded"].passed is True
+    assert by_name["looked_up"].metadata is None
     assert (by_name["turns"].passed, by_name["turns"].detail["turns"]) == (True, 4)
     assert (by_name["complete"].passed, by_name["complete"].score) == (True, 1.0)
     judged = by_name["complete"].detail["judge"]["prompt"]
@@ -163,7 +175,7 @@ def test_four_turn_conversation_is_one_session_judged_at_session_scope(chat_proj
     completeness_prompt = judge.requests[3]["body"]["messages"][-1]["content"]
     assert all(f"User: {m}" in completeness_prompt for m in messages)
     saved = [json.loads(line) for line in (outcome.run.path / "results.jsonl").read_text().splitlines()]
-    assert [r["metadata"]["session_id"] for r in saved if r["evaluator"] != "refunded"] == [session, session]
+    assert [r["metadata"]["session_id"] for r in saved if r["evaluator"] in {"turns", "complete"}] == [session] * 2
     variant = outcome.summary.variants[0]
     assert (variant.cases_total, variant.cases_passed) == (1, 1)
 
@@ -174,7 +186,9 @@ def test_four_turn_conversation_is_one_session_judged_at_session_scope(chat_proj
     assert "ended: max_turns reached" in chat and session in chat
     positions = [chat.index(html.escape(text)) for pair in zip(messages, answers, strict=True) for text in pair]
     assert positions == sorted(positions)
-    assert chat.count('data-role="user"') == 4 and chat.count('data-role="assistant"') == 4
+    assert chat.count('data-role="user"') == 4
+    assert chat.count('data-role="assistant"') == 5  # the four answers and turn 2's tool call
+    assert chat.index('data-turn="2"') < chat.index('data-tool="lookup_order"') < chat.index('data-turn="3"')
 
 
 def _only_line(outcome: Any) -> dict[str, Any]:
@@ -358,3 +372,37 @@ def test_re_evaluate_judges_the_stored_conversation_without_calling_anything(cha
     result = again.results[0]
     assert (result.passed, result.detail["turns"]) == (False, 3)
     assert result.metadata == {"session_id": f"{outcome.run.run_id}:refund:v1", "scope": "session"}
+
+
+@pytest.mark.parametrize(
+    ("simulated", "where", "problem"),
+    [
+        ({"max_turns": 0}, "simulated_user.max_turns", "expected a whole number from 1 to 50, got 0"),
+        ({"max_turns": 51}, "simulated_user.max_turns", "expected a whole number from 1 to 50, got 51"),
+        ({"max_turns": "4"}, "simulated_user.max_turns", "expected a whole number from 1 to 50, got '4'"),
+        ({"persona": " "}, "simulated_user.persona", "expected a non-empty text"),
+        ({"goal": None}, "simulated_user.goal", "expected a non-empty text"),
+        ({"stop_when": {}}, "simulated_user.stop_when", "expected exactly one of {phrase: <text>} or {goal_met: true}"),
+        ({"stop_when": {"phrase": "bye", "goal_met": True}}, "simulated_user.stop_when", "exactly one of"),
+        ({"stop_when": {"goal_met": False}}, "simulated_user.stop_when", "exactly one of"),
+        ({"stop_when": {"phrse": "bye"}}, "simulated_user.stop_when.phrse", "unknown key; did you mean phrase?"),
+        ({"stop_when": ""}, "simulated_user.stop_when.phrase", "expected a non-empty phrase"),
+        ({"mood": "angry"}, "simulated_user.mood", "unknown key"),
+    ],
+)
+def test_a_malformed_simulated_user_is_named(
+    chat_project: Project, simulated: dict[str, Any], where: str, problem: str
+) -> None:
+    user = {"persona": PERSONA, "goal": GOAL, **simulated}
+    with serve_judge(Script()) as judge, pytest.raises(RunConfigError) as raised:
+        run_eval(chat_project.write(_config(chat_project, judge, []), [{"id": "c", "simulated_user": user}]))
+    message = str(raised.value)
+    assert f"cases.yaml: cases[0].{where}: " in message and problem in message
+    assert len(judge.requests) == 0
+
+
+@pytest.mark.parametrize("key", ["message", "history", "question", "query", "input"])
+def test_a_simulated_case_input_may_not_hold_what_the_turns_set(chat_project: Project, key: str) -> None:
+    case = {**_case(), "input": {key: "x"}}
+    with serve_judge(Script()) as judge, pytest.raises(RunConfigError, match=rf"cases\[0\]\.input\.{key}: a simulated"):
+        run_eval(chat_project.write(_config(chat_project, judge, []), [case]))
