@@ -35,6 +35,8 @@ from evaltrace.schema import (
     Score,
     ScoreCategory,
     ScoreConfig,
+    SimulatedUser,
+    StopWhen,
     ToolCall,
     ToolResult,
     Trace,
@@ -95,6 +97,9 @@ DIFF = FileDiff(added=["b"], removed=["c"], modified=["src/a.py"], text_diffs={"
 SAMPLES: list[BaseModel] = [
     ExpectedBehavior(must_call_tools=["t"], facts={"a": 1}),
     EvalCase(id="c", input={"q": "x"}, expected=ExpectedBehavior(answer_should_include=["x"])),
+    StopWhen(phrase="bye"),
+    SimulatedUser(persona="p", goal="g", first_message="hi", max_turns=3, stop_when=StopWhen(goal_met=True)),
+    EvalCase(id="s", input={"ctx": 1}, simulated_user=SimulatedUser(persona="p", goal="g", stop_when="bye")),
     RunVariant(name="v", adapter="http", config={"url": "http://127.0.0.1:1"}),
     WorkspaceSpec(kind="tempdir_snapshot", path="repo", ignore=["*.pyc"]),
     RunVariant(name="w", adapter="python_function", workspace=WorkspaceSpec(kind="git_branch", path="repo")),
