@@ -11,7 +11,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from evaltrace.schema import Conversation, EvalCase, Trace, TraceError, TraceMessage, TraceMetrics, TraceOutput, utcnow
+from evaltrace.schema import (
+    Conversation,
+    EvalCase,
+    Trace,
+    TraceError,
+    TraceMessage,
+    TraceMetrics,
+    TraceOutput,
+    Turn,
+    utcnow,
+)
 
 __all__ = [
     "HISTORY_KEY",
@@ -118,4 +128,6 @@ def case_conversation(trace: Trace) -> Conversation:
     turns = turn_traces(trace)
     stamped = trace.extra.get(SESSION_KEY)
     session = stamped if isinstance(stamped, str) else session_id_of(trace.run_id, trace.case_id, trace.variant_name)
-    return Conversation.from_traces(session, turns if turns is not None else [trace])
+    # The stored order is the order the turns were played in: never re-sorted by a clock that may tie.
+    ordered = turns if turns is not None else [trace]
+    return Conversation(session_id=session, turns=[Turn(index=i, trace=t) for i, t in enumerate(ordered)])

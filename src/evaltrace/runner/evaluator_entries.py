@@ -9,7 +9,8 @@ Forms of an entry (:class:`~evaltrace.runner.config_models.EvaluatorEntry`):
   as is; a class is instantiated with the options; another callable is wrapped with ``@evaltrace.evaluator``.
 
 Reserved keys: ``args`` (positional constructor arguments), ``timeout_s`` (per evaluation), ``field`` (passed to
-evaluators whose constructor takes it) and ``judge`` (keys overriding the run's ``judge:`` block). Every other key
+evaluators whose constructor takes it), ``judge`` (keys overriding the run's ``judge:`` block) and ``scope``
+(``trace`` or ``session``: a case's trace or its conversation; checked against the evaluator's ``subjects``). Every other key
 is a constructor option; one the constructor does not take is an error naming the nearest parameter. Evaluators
 whose constructor takes ``judge`` get the judge built from the run's ``judge:`` block, unless the entry has its own.
 """

@@ -27,7 +27,7 @@ from evaltrace.runner.case_turns import HISTORY_KEY, MESSAGE_KEY, SESSION_KEY, T
 from evaltrace.runner.config import EvalConfig
 from evaltrace.runner.errors import RunConfigError
 from evaltrace.runner.evaluator_entries import build_judge
-from evaltrace.schema import Conversation, EvalCase, SimulatedUser, Trace, TraceError
+from evaltrace.schema import EvalCase, SimulatedUser, Trace, TraceError, Turn
 
 __all__ = ["UserSimulator", "build_simulator", "run_conversation"]
 
@@ -125,7 +125,7 @@ def build_simulator(config: EvalConfig) -> UserSimulator | None:
 
 
 def _transcript(turns: Sequence[Trace]) -> str:
-    return render_turns(Conversation.from_traces("", turns).turns) if turns else ""
+    return render_turns([Turn(index=i, trace=t) for i, t in enumerate(turns)]) if turns else ""
 
 
 def _turn_input(adapter: Adapter, case: EvalCase, message: str, history: list[dict[str, str]]) -> dict[str, Any]:
