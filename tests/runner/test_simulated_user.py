@@ -116,6 +116,7 @@ SESSION_EVALUATORS = [
     {"name": "complete", "type": "conversation_completeness"},
     {"name": "refunded", "type": "contains_text", "args": ["refund is done"]},  # trace scope: the last answer
     {"name": "looked_up", "type": "tool_called", "args": ["lookup_order"]},  # trace scope: every turn's calls
+    {"name": "sequence", "type": "tool_sequence", "expected": ["lookup_order"], "scope": "session"},
 ]
 
 
@@ -158,14 +159,15 @@ def test_four_turn_conversation_is_one_session_judged_at_session_scope(chat_proj
         assert f"[Turn {asked + 1}]" not in prompt
 
     by_name = {r.evaluator: r for r in outcome.results}
-    assert set(by_name) == {"turns", "complete", "refunded", "looked_up"}
+    assert set(by_name) == {"turns", "complete", "refunded", "looked_up", "sequence"}
     assert by_name["looked_up"].passed is True  # called in turn 2, judged on the case trace
     assert [c["name"] for c in case_trace["tool_calls"]] == ["lookup_order"]
     assert [c["name"] for c in turns[1]["tool_calls"]] == ["lookup_order"]
     for result in by_name.values():
         assert result.case_id == "refund" and result.variant_name == "v1"
-    for name in ("turns", "complete"):
+    for name in ("turns", "complete", "sequence"):  # conversation-only ones, and one told `scope: session`
         assert by_name[name].metadata == {"session_id": session, "scope": "session"}
+    assert by_name["sequence"].passed is True
     assert by_name["refunded"].metadata is None and by_name["refunded"].passed is True
     assert by_name["looked_up"].metadata is None
     assert (by_name["turns"].passed, by_name["turns"].detail["turns"]) == (True, 4)
@@ -175,7 +177,9 @@ def test_four_turn_conversation_is_one_session_judged_at_session_scope(chat_proj
     completeness_prompt = judge.requests[3]["body"]["messages"][-1]["content"]
     assert all(f"User: {m}" in completeness_prompt for m in messages)
     saved = [json.loads(line) for line in (outcome.run.path / "results.jsonl").read_text().splitlines()]
-    assert [r["metadata"]["session_id"] for r in saved if r["evaluator"] in {"turns", "complete"}] == [session] * 2
+    assert [r["metadata"]["session_id"] for r in saved if r["evaluator"] in {"turns", "complete", "sequence"}] == [
+        session
+    ] * 3
     variant = outcome.summary.variants[0]
     assert (variant.cases_total, variant.cases_passed) == (1, 1)
 
@@ -406,3 +410,14 @@ def test_a_simulated_case_input_may_not_hold_what_the_turns_set(chat_project: Pr
     case = {**_case(), "input": {key: "x"}}
     with serve_judge(Script()) as judge, pytest.raises(RunConfigError, match=rf"cases\[0\]\.input\.{key}: a simulated"):
         run_eval(chat_project.write(_config(chat_project, judge, []), [case]))
+
+
+def test_a_one_turn_case_at_session_scope_is_a_one_turn_conversation(project: Project) -> None:
+    system = {"name": "v1", "adapter": "python_function", "config": {"target": project.target("answer")}}
+    evaluators = [{"name": "turns", "type": "turn_count", "max_turns": 1}]
+    cases = [{"id": "c1", "input": {"question": "q1"}}]
+    outcome = run_eval(project.write({"name": "plain", "systems": [system], "evaluators": evaluators}, cases))
+    result = outcome.results[0]
+    assert (result.passed, result.detail["turns"]) == (True, 1)
+    assert result.metadata == {"session_id": f"{outcome.run.run_id}:c1:v1", "scope": "session"}
+    assert "turns" not in outcome.traces[0].extra  # no simulator, no judge needed
