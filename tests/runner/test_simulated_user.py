@@ -47,6 +47,10 @@ def forgetful(message: str) -> str:
     return f"no memory: {message}"
 
 
+def verbose(message: str, history: list) -> str:
+    return "blah " * 4000 + f"(re: {message})"
+
+
 def flaky(message: str, history: list, shop: str) -> str:
     if history:
         raise RuntimeError("backend down")
@@ -135,7 +139,8 @@ def test_four_turn_conversation_is_one_session_judged_at_session_scope(chat_proj
     assert len({t["extra"]["trace_id"] for t in turns}) == 4  # four traces, one session
     messages = ["My blender arrived broken.", "follow-up 1", "follow-up 2", "follow-up 3"]
     assert [t["input"]["message"] for t in turns] == messages
-    assert [t["input"]["shop"] for t in turns] == ["blendco"] * 4  # the case input goes with every turn
+    # Each turn stores the case input and its message; the history it was sent is the earlier turns.
+    assert [t["input"] for t in turns] == [{"shop": "blendco", "message": m} for m in messages]
     answers = [f"[blendco] answer {n} to: {m}." for n, m in enumerate(messages, 1)]
     answers[3] += " Your refund is done."
     assert [t["output"]["final_answer"] for t in turns] == answers
@@ -421,3 +426,16 @@ def test_a_one_turn_case_at_session_scope_is_a_one_turn_conversation(project: Pr
     assert (result.passed, result.detail["turns"]) == (True, 1)
     assert result.metadata == {"session_id": f"{outcome.run.run_id}:c1:v1", "scope": "session"}
     assert "turns" not in outcome.traces[0].extra  # no simulator, no judge needed
+
+
+def test_each_turn_keeps_its_message_when_the_history_outgrows_the_attribute_cap(chat_project: Project) -> None:
+    # 20,000-character answers: from turn 3 the history sent is past the 32 KiB cap of the span's input.value.
+    with serve_judge(Script()) as judge:
+        config = _target(_config(chat_project, judge, SESSION_EVALUATORS[1:2]), chat_project, "verbose")
+        cases = [{"id": "c", "simulated_user": {"persona": "p", "goal": "g", "first_message": "hi", "max_turns": 3}}]
+        outcome = run_eval(chat_project.write(config, cases))
+    turns = _only_line(outcome)["extra"]["turns"]
+    assert [t["input"] for t in turns] == [{"message": m} for m in ("hi", "follow-up 1", "follow-up 2")]
+    judged = judge.requests[-1]["body"]["messages"][-1]["content"]
+    assert "[Turn 3]\nUser: follow-up 2\nAssistant: blah" in judged
+    assert outcome.results[0].passed is True

@@ -169,7 +169,13 @@ async def run_conversation(
                 case_input=_turn_input(adapter, case, message, history),
                 session_id=session,
             )
-            turn = turn.model_copy(update={"extra": {**turn.extra, SESSION_KEY: session, TURN_KEY: index}})
+            # The stored input is the case input and this turn's message, exactly: not the span's copy, which a
+            # long history could push past the attribute cap, and without the history, which the earlier turns
+            # already hold (kept, it would grow the case's line with the square of the turns).
+            stored = {**case.input, MESSAGE_KEY: message}
+            turn = turn.model_copy(
+                update={"input": stored, "extra": {**turn.extra, SESSION_KEY: session, TURN_KEY: index}}
+            )
             turns.append(turn)
             if turn.error is not None:
                 stop_reason = "system_error"
