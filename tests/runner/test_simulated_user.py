@@ -439,3 +439,19 @@ def test_each_turn_keeps_its_message_when_the_history_outgrows_the_attribute_cap
     judged = judge.requests[-1]["body"]["messages"][-1]["content"]
     assert "[Turn 3]\nUser: follow-up 2\nAssistant: blah" in judged
     assert outcome.results[0].passed is True
+
+
+def test_a_simulator_that_cannot_write_the_first_message_leaves_an_errored_case_without_turns(
+    chat_project: Project,
+) -> None:
+    with serve_judge(lambda body: {"message": ""}) as judge:
+        user = {"persona": PERSONA, "goal": GOAL, "max_turns": 3}
+        config = _config(chat_project, judge, SESSION_EVALUATORS[:1])
+        outcome = run_eval(chat_project.write(config, [{"id": "c", "simulated_user": user}]))
+    line = _only_line(outcome)
+    assert line["extra"]["turns"] == [] and _chat_calls(chat_project) == 0
+    assert line["error"]["message"].startswith("simulated user failed before the first turn: unparseable")
+    assert outcome.results[0].status == "skipped"  # no turns to count: not evaluated, never a verdict
+    assert outcome.summary.variants[0].cases_errored == 1
+    page = write_run_report(outcome.run, chat_project.root / "run.html").read_text()
+    assert "ended: the simulated user failed" in page
