@@ -397,6 +397,7 @@ def test_re_evaluate_judges_the_stored_conversation_without_calling_anything(cha
         ({"stop_when": {"phrse": "bye"}}, "simulated_user.stop_when.phrse", "unknown key; did you mean phrase?"),
         ({"stop_when": ""}, "simulated_user.stop_when.phrase", "expected a non-empty phrase"),
         ({"mood": "angry"}, "simulated_user.mood", "unknown key"),
+        ({"stop_when": "goal_met"}, "simulated_user.stop_when", "for the judge's verdict write {goal_met: true}"),
     ],
 )
 def test_a_malformed_simulated_user_is_named(

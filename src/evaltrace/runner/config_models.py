@@ -327,6 +327,16 @@ class SimulatedUserConfig(AuthoringModel, SimulatedUser):
     def _first(cls, value: Any) -> Any:
         return value if value is None else _nonempty_text(value, "expected a non-empty message")
 
+    @field_validator("stop_when", mode="before")
+    @classmethod
+    def _not_a_verdict_name(cls, value: Any) -> Any:
+        # A bare string is a phrase; this one is far likelier meant as the judge's verdict than as text to find.
+        if isinstance(value, str) and value.strip().lower() in {"goal_met", "goal met", "judge"}:
+            raise key_error(
+                "", f"{value!r} would be a phrase to find; for the judge's verdict write {{goal_met: true}}"
+            )
+        return value
+
     @field_validator("max_turns", mode="before")
     @classmethod
     def _turns(cls, value: Any) -> Any:
