@@ -156,7 +156,7 @@ def test_prompts_are_package_data_with_versions() -> None:
         for p in resources.files("evaltrace.evaluators").joinpath("prompts").iterdir()
         if p.name.endswith(".toml")
     )
-    assert len(names) == 17  # 13 trace judges + 4 session judges (conversation.py)
+    assert len(names) == 19  # 13 trace judges + 4 session judges (conversation.py) + 2 of the simulated user
     for name in names:
         prompt = load_prompt(name)
         assert prompt.name == name and prompt.version == "1" and prompt.user

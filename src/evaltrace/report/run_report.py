@@ -17,9 +17,12 @@ from typing import Any
 
 from evaltrace._internal.private_files import make_private_dirs, private_opener
 from evaltrace._version import __version__
+from evaltrace.report.chat import chat_messages
+from evaltrace.report.chat_html import render_bubbles
 from evaltrace.report.html import _calls_with_results, _content, _message, _ms, _pretty, _thinking
 from evaltrace.report.run_assets import CSS, JS
 from evaltrace.report.run_model import RunCell, RunReportData, build_run_report
+from evaltrace.runner.case_turns import SESSION_KEY, conversation_messages, turn_traces
 from evaltrace.runner.rundir import RunDirectory
 from evaltrace.schema import EvalCase, RunSummary, Trace
 from evaltrace.schema.runs import EvaluatorVerdict, VariantSummary
@@ -273,6 +276,35 @@ def _metrics(cell: RunCell, trace: Trace, traces_path: str) -> str:
     return "".join(f"<span>{_e(label)} <b>{_e(value)}</b></span>" for label, value in items if value not in (None, ""))
 
 
+_STOP_REASONS = {
+    "max_turns": "max_turns reached",
+    "phrase": "the stop phrase appeared in the answer",
+    "goal_met": "the judge found the goal met",
+    "system_error": "the system failed",
+    "simulator_error": "the simulated user failed",
+}
+
+
+def _conversation(trace: Trace) -> str:
+    """A simulated-user case's turns as a chat: each turn's user message, tool calls and answer, in order."""
+    turns = turn_traces(trace)
+    if turns is None:
+        return ""
+    facts = trace.extra.get("simulated_user")
+    facts = facts if isinstance(facts, dict) else {}
+    reason = _STOP_REASONS.get(str(facts.get("stop_reason")), str(facts.get("stop_reason", "")))
+    head = (
+        f'<p class="facts">session <b>{_e(trace.extra.get(SESSION_KEY, ""))}</b> &middot; '
+        f"<b>{len(turns)}</b> turn{'s' if len(turns) != 1 else ''} &middot; ended: {_e(reason)}</p>"
+    )
+    bubbles = "".join(
+        f'<div class="chat-sep" data-turn="{index + 1}"><span>turn {index + 1}</span></div>'
+        + render_bubbles(chat_messages(conversation_messages([turn])))
+        for index, turn in enumerate(turns)
+    )
+    return f'<section class="conversation"><h2>Conversation</h2>{head}<div class="chat">{bubbles}</div></section>'
+
+
 def _dialog(cell: RunCell, data: RunReportData) -> str:
     trace = cell.trace
     if trace is None or cell.outcome is None:
@@ -281,6 +313,7 @@ def _dialog(cell: RunCell, data: RunReportData) -> str:
     body = "".join(
         [
             _evaluations(cell),
+            _conversation(trace),
             _output(trace),
             _tools_and_messages(trace),
             files,

@@ -138,6 +138,13 @@ class FunctionAdapter:
         """Whether the function declares a ``workspace`` parameter (where a filesystem eval's copy is passed)."""
         return self._signature is not None and WORKSPACE_PARAMETER in self._signature.parameters
 
+    def takes(self, name: str) -> bool:
+        """Whether the function accepts a keyword argument ``name`` (declared, or through ``**kwargs``)."""
+        if self._signature is None:
+            return True
+        parameters = self._signature.parameters.values()
+        return name in self._signature.parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
     async def call(self, case_input: dict[str, Any], *, workspace: Path | None = None) -> Any:
         """Call the function; a mismatch between the input keys and its parameters is an adapter error.
 

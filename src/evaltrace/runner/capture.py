@@ -103,7 +103,16 @@ class CaseCapture:
         self._tracer = tracer
         self._collector = collector
 
-    async def execute(self, adapter: Adapter, case: EvalCase, variant_name: str, run_id: str) -> Trace:
+    async def execute(
+        self,
+        adapter: Adapter,
+        case: EvalCase,
+        variant_name: str,
+        run_id: str,
+        *,
+        case_input: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Trace:
         """Run ``case`` through ``adapter``; the system's failures become ``Trace.error``, never exceptions.
 
         Args:
@@ -111,20 +120,23 @@ class CaseCapture:
             case: The case.
             variant_name: The variant's name.
             run_id: The run's id.
+            case_input: What the system is called with instead of ``case.input`` (one turn of a conversation).
+            session_id: ``session.id`` stamped on every span (the turns of a simulated-user case share one).
 
         Returns:
             The Trace built from the case's spans.
         """
         ids = {sc.EVALTRACE_RUN_ID: run_id, sc.EVALTRACE_CASE_ID: case.id, sc.EVALTRACE_VARIANT: variant_name}
+        given = dict(case.input if case_input is None else case_input)
         failure: TraceError | None = None
         output: Any = None
-        with context(attributes=ids):
-            attributes = {**ids, sc.EVALTRACE_SPAN_KIND: sc.KIND_TASK, sc.INPUT_VALUE: capped_json(case.input)}
+        with context(session_id=session_id, attributes=ids):
+            attributes = {**ids, sc.EVALTRACE_SPAN_KIND: sc.KIND_TASK, sc.INPUT_VALUE: capped_json(given)}
             with self._tracer.start_as_current_span(
                 CASE_SPAN_NAME, attributes=attributes, record_exception=False, set_status_on_exception=False
             ) as span:
                 try:
-                    output = await adapter.call(dict(case.input))
+                    output = await adapter.call(given)
                 except AdapterFailure as exc:
                     failure = TraceError(type=exc.error_type, message=exc.message)
                 except Exception as exc:

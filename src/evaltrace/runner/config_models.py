@@ -27,7 +27,8 @@ from evaltrace.runner.adapter_configs import (
     HttpConfig,
     ResponseMappingConfig,
 )
-from evaltrace.schema import EvalCase, ExpectedBehavior, RunVariant, WorkspaceSpec
+from evaltrace.schema import EvalCase, ExpectedBehavior, RunVariant, SimulatedUser, StopWhen, WorkspaceSpec
+from evaltrace.schema.trace import MAX_SIMULATED_TURNS
 
 __all__ = [
     "ADAPTER_CONFIGS",
@@ -47,6 +48,9 @@ __all__ = [
     "JudgeConfig",
     "OutputConfig",
     "ResponseMappingConfig",
+    "SIMULATED_INPUT_KEYS",
+    "SimulatedUserConfig",
+    "StopWhenConfig",
     "SystemConfig",
     "WorkspaceConfig",
 ]
@@ -174,7 +178,7 @@ class JudgeConfig(AuthoringModel):
     timeout_s: float | None = Field(default=None, gt=0)
 
 
-RESERVED_EVALUATOR_KEYS = ("name", "type", "as", "import", "args", "timeout_s", "field", "judge")
+RESERVED_EVALUATOR_KEYS = ("name", "type", "as", "import", "args", "timeout_s", "field", "judge", "scope")
 """Keys of an evaluator entry that are not constructor options."""
 
 
@@ -198,6 +202,8 @@ class EvaluatorEntry(AuthoringModel):
     """Dotted Trace path judged as the answer, for evaluators that take ``field``."""
     judge: dict[str, Any] | None = None
     """Keys of the ``judge`` block overriding the run's judge for this evaluator."""
+    scope: Literal["trace", "session"] | None = None
+    """``session``: judge a case's whole conversation; default: ``session`` for conversation-only evaluators."""
 
     @classmethod
     def keys_for(cls, data: Mapping[str, Any]) -> Collection[str]:
@@ -307,12 +313,82 @@ class ExpectedConfig(AuthoringModel, ExpectedBehavior):
     model_config = ConfigDict(extra="forbid", strict=False, allow_inf_nan=False)
 
 
+class StopWhenConfig(AuthoringModel, StopWhen):
+    """``simulated_user.stop_when``: ``{phrase: <text>}`` or ``{goal_met: true}``; a bare string is a phrase."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    @field_validator("phrase", mode="before")
+    @classmethod
+    def _phrase(cls, value: Any) -> Any:
+        return value if value is None else _nonempty_text(value, "expected a non-empty phrase")
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> StopWhenConfig:
+        if (self.phrase is None) == (not self.goal_met):
+            raise key_error("", "expected exactly one of {phrase: <text>} or {goal_met: true}")
+        return self
+
+
+class SimulatedUserConfig(AuthoringModel, SimulatedUser):
+    """``simulated_user`` of a case: the runner plays this user with the judge-block model."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    stop_when: StopWhenConfig | None = None
+
+    @field_validator("persona", "goal", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        return _nonempty_text(value, "expected a non-empty text")
+
+    @field_validator("first_message", mode="before")
+    @classmethod
+    def _first(cls, value: Any) -> Any:
+        return value if value is None else _nonempty_text(value, "expected a non-empty message")
+
+    @field_validator("stop_when", mode="before")
+    @classmethod
+    def _not_a_verdict_name(cls, value: Any) -> Any:
+        # A bare string is a phrase; this one is far likelier meant as the judge's verdict than as text to find.
+        if isinstance(value, str) and value.strip().lower() in {"goal_met", "goal met", "judge"}:
+            raise key_error(
+                "", f"{value!r} would be a phrase to find; for the judge's verdict write {{goal_met: true}}"
+            )
+        return value
+
+    @field_validator("max_turns", mode="before")
+    @classmethod
+    def _turns(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SIMULATED_TURNS:
+            raise key_error("", f"expected a whole number from 1 to {MAX_SIMULATED_TURNS}, got {value!r}")
+        return value
+
+
+SIMULATED_INPUT_KEYS = ("message", "history", "question", "query", "input")
+"""Case input keys a simulated-user case may not hold: the runner sets ``message``/``history`` each turn, and the
+others would be read as the turn's user message instead of ``message`` (:func:`evaltrace.schema.turn_user_input`)."""
+
+
 class CaseConfig(AuthoringModel, EvalCase):
     """One case of cases.yaml (fields of EvalCase)."""
 
     model_config = ConfigDict(extra="forbid", strict=False, allow_inf_nan=False)
 
     expected: ExpectedConfig = Field(default_factory=ExpectedConfig)
+    simulated_user: SimulatedUserConfig | None = None
+
+    @model_validator(mode="after")
+    def _simulated_input(self) -> CaseConfig:
+        if self.simulated_user is not None:
+            for key in SIMULATED_INPUT_KEYS:
+                if key in self.input:
+                    problem = (
+                        f"a simulated_user case's input may not hold {key!r}: each turn passes the simulated "
+                        "user's message as 'message' and the earlier turns as 'history'"
+                    )
+                    raise key_error(f"input.{key}", problem)
+        return self
 
 
 AUTHORING_MODELS: tuple[type[AuthoringModel], ...] = (
@@ -327,5 +403,7 @@ AUTHORING_MODELS: tuple[type[AuthoringModel], ...] = (
     JudgeConfig,
     CaseConfig,
     ExpectedConfig,
+    SimulatedUserConfig,
+    StopWhenConfig,
 )
 """Every authoring model; each has a key table in docs/offline.md (checked by a test)."""

@@ -44,6 +44,7 @@ from evaltrace.runner.rundir import (
     saved_lines,
 )
 from evaltrace.runner.select import apply_selection
+from evaltrace.runner.simulation import UserSimulator, build_simulator, run_conversation
 from evaltrace.runner.stores import StoreSpec, configured_runs_dir, configured_stores, parse_outputs, save_to_stores
 from evaltrace.runner.summary import CaseOutcomes, compare_variants, restrict_to_cases, run_comparison, summarise_run
 from evaltrace.runner.workspace import WorkspaceSource, prepare_workspaces
@@ -114,10 +115,12 @@ async def _execute(
     done: set[Cell],
     on_trace: Callable[[Trace], None],
     cells: WorkspaceCells | None = None,
+    simulator: UserSimulator | None = None,
 ) -> list[Trace]:
     """Run every (case, variant) not in ``done``; each trace goes to ``on_trace`` as soon as it exists.
 
-    ``cells`` runs the cells of variants with a workspace, each in its own copy (filesystem evals).
+    ``cells`` runs the cells of variants with a workspace, each in its own copy (filesystem evals);
+    ``simulator`` plays the user of ``simulated_user`` cases, whose whole conversation is one cell's trace.
     """
     limit = asyncio.Semaphore(config.concurrency)
     todo = [
@@ -131,7 +134,9 @@ async def _execute(
 
         async def one(adapter: Adapter, case: EvalCase, variant: str) -> Trace:
             async with limit:
-                if cells is None:
+                if case.simulated_user is not None and simulator is not None:
+                    trace = await run_conversation(capture, adapter, case, variant, run_id, simulator)
+                elif cells is None:
                     trace = await capture.execute(adapter, case, variant, run_id)
                 else:
                     trace = await cells.execute(capture, adapter, case, variant, run_id)
@@ -142,7 +147,8 @@ async def _execute(
         try:
             return list(await asyncio.gather(*(one(*job) for job in todo)))
         finally:
-            await asyncio.gather(*(a.aclose() for a in adapters), return_exceptions=True)
+            closing = [a.aclose() for a in adapters] + ([simulator.aclose()] if simulator is not None else [])
+            await asyncio.gather(*closing, return_exceptions=True)
             if cells is not None:
                 await cells.aclose()
 
@@ -246,6 +252,8 @@ class _Options:
     progress: ProgressReporter
     workspaces: dict[str, WorkspaceSource] = field(default_factory=dict)
     """Variant name -> its workspace source (filesystem evals)."""
+    simulator: UserSimulator | None = None
+    """Plays the user of ``simulated_user`` cases (None: the run has none)."""
 
 
 def run_eval(
@@ -290,6 +298,7 @@ def run_eval(
     unfinished = incomplete_runs(target_dir, config.name, digest)
     adapters = [build_adapter(v, config.path, i, key=config.variants_key) for i, v in enumerate(config.variants)]
     evaluators = build_evaluators(config.evaluators, config.path, judge=config.judge)
+    simulator = build_simulator(config)
     workspaces = prepare_workspaces(config.variants, adapters, config.path, key=config.variants_key)
     started = utcnow()
     run = RunDirectory.create(target_dir, config.name, started)
@@ -310,7 +319,9 @@ def run_eval(
         f"run {rid} of this config did not finish; `evaltrace run --resume {rid}` continues it" for rid in unfinished
     ]
     stores = _stores(configured_stores(config), sqlite_path, postgres_dsn)
-    options = _Options(target_dir if drift else None, stores, run_namespace, progress or NullProgress(), workspaces)
+    options = _Options(
+        target_dir if drift else None, stores, run_namespace, progress or NullProgress(), workspaces, simulator
+    )
     return _carry_out(run, config, adapters, evaluators, started, options, new_run=True, notes=notes)
 
 
@@ -348,6 +359,7 @@ def resume_run(
     config = resume_config(run, None if config_path is None else Path(config_path))
     adapters = [build_adapter(v, config.path, i, key=config.variants_key) for i, v in enumerate(config.variants)]
     evaluators = build_evaluators(config.evaluators, config.path, judge=config.judge)
+    simulator = build_simulator(config)
     workspaces = prepare_workspaces(config.variants, adapters, config.path, key=config.variants_key)
     meta = run.read_meta()
     started = meta.started_at if meta is not None and meta.started_at is not None else utcnow()
@@ -356,7 +368,7 @@ def resume_run(
     if run_namespace is None and meta is not None:
         run_namespace = meta.run_namespace
     options = _Options(
-        run.path.parent if drift else None, stores, run_namespace, progress or NullProgress(), workspaces
+        run.path.parent if drift else None, stores, run_namespace, progress or NullProgress(), workspaces, simulator
     )
     return _carry_out(run, config, adapters, evaluators, started, options, new_run=False, notes=notes)
 
@@ -416,7 +428,9 @@ def _carry_out_steps(
     log = run.append_traces(new_run=new_run)
     try:
         cells = WorkspaceCells(options.workspaces, run.path) if options.workspaces else None
-        fresh = asyncio.run(_execute(config, adapters, run.run_id, options.progress, done_cells, log.append, cells))
+        fresh = asyncio.run(
+            _execute(config, adapters, run.run_id, options.progress, done_cells, log.append, cells, options.simulator)
+        )
     finally:
         log.close()
     run.seal_traces()

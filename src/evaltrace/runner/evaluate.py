@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import Any, cast
 
 from evaltrace._internal.daemon_pool import DaemonExecutor
 from evaltrace.evaluation import Evaluator, RunOptions, arun_evaluator
 from evaltrace.evaluation.runner import is_async_evaluator
 from evaltrace.runner._loops import OnOwnLoop
+from evaltrace.runner.case_turns import case_conversation
 from evaltrace.runner.evaluator_entries import ConfiguredEvaluator, build_evaluators
-from evaltrace.schema import EvalCase, EvaluationResult, Trace
+from evaltrace.schema import Conversation, EvalCase, EvaluationResult, Trace
 
 __all__ = ["ConfiguredEvaluator", "ResultKey", "build_evaluators", "evaluate_traces", "result_key"]
 
@@ -43,6 +44,33 @@ def _labelled(result: EvaluationResult, item: ConfiguredEvaluator) -> Evaluation
     if item.evaluator_type is not None and result.evaluator_type != item.evaluator_type:
         updates["evaluator_type"] = item.evaluator_type
     return result.stamped(**updates) if updates else result
+
+
+class _OnConversation:
+    """A session-scope evaluator bound to one case's conversation.
+
+    It is asked about the case trace (the result is stamped from it: run, case, variant) and judges the
+    conversation instead.
+    """
+
+    def __init__(self, runner: Evaluator, conversation: Conversation) -> None:
+        self._runner = runner
+        self._conversation = conversation
+        self.is_async = is_async_evaluator(runner)
+        self.name = getattr(runner, "name", type(runner).__name__)
+        self.version = getattr(runner, "version", None)
+
+    def evaluate(self, trace: Trace, case: EvalCase | None = None) -> Any:
+        return self._runner.evaluate(cast(Trace, self._conversation), case)
+
+    def __getattr__(self, name: str) -> Any:  # threshold, direction, ...: the evaluator's own
+        return getattr(self._runner, name)
+
+
+def _session_labelled(result: EvaluationResult, conversation: Conversation) -> EvaluationResult:
+    """A session-scope result names the session it judged (``metadata.session_id``, ``metadata.scope``)."""
+    metadata = {**(result.metadata or {}), "session_id": conversation.session_id, "scope": "session"}
+    return result.model_copy(update={"metadata": metadata})
 
 
 class _Runners:
@@ -101,8 +129,13 @@ async def evaluate_traces(
         async with limit:
             options = RunOptions(timeout_s=item.timeout_s)
             case = by_id.get(trace.case_id)
+            conversation = case_conversation(trace) if item.scope == "session" else None
+            if conversation is not None:
+                runner = cast(Evaluator, _OnConversation(runner, conversation))
             result = await arun_evaluator(runner, trace, case, options=options, executor=pool)
         result = _labelled(result, item)
+        if conversation is not None:
+            result = _session_labelled(result, conversation)
         if on_result is not None:
             on_result(result)
         return result

@@ -9,7 +9,8 @@ Forms of an entry (:class:`~evaltrace.runner.config_models.EvaluatorEntry`):
   as is; a class is instantiated with the options; another callable is wrapped with ``@evaltrace.evaluator``.
 
 Reserved keys: ``args`` (positional constructor arguments), ``timeout_s`` (per evaluation), ``field`` (passed to
-evaluators whose constructor takes it) and ``judge`` (keys overriding the run's ``judge:`` block). Every other key
+evaluators whose constructor takes it), ``judge`` (keys overriding the run's ``judge:`` block) and ``scope``
+(``trace`` or ``session``: a case's trace or its conversation; checked against the evaluator's ``subjects``). Every other key
 is a constructor option; one the constructor does not take is an error naming the nearest parameter. Evaluators
 whose constructor takes ``judge`` get the judge built from the run's ``judge:`` block, unless the entry has its own.
 """
@@ -22,7 +23,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -36,8 +37,10 @@ from evaltrace.runner.config import expand_env, load_evaluator_entries
 from evaltrace.runner.config_models import RESERVED_EVALUATOR_KEYS, EvaluatorEntry, JudgeConfig
 from evaltrace.runner.errors import RunConfigError
 
-__all__ = ["JUDGE_PARAMETER", "ConfiguredEvaluator", "build_evaluators", "build_judge"]
+__all__ = ["JUDGE_PARAMETER", "ConfiguredEvaluator", "Scope", "build_evaluators", "build_judge"]
 
+Scope = Literal["trace", "session"]
+"""What an evaluator of a run judges: each case's trace, or each case's conversation (a simulated-user case)."""
 JUDGE_PARAMETER = "judge"
 """Constructor parameter through which an evaluator receives the run's judge."""
 _FIELD_PARAMETER = "field"
@@ -52,11 +55,13 @@ class ConfiguredEvaluator:
         evaluator: The evaluator.
         timeout_s: Per-evaluation timeout (None: none).
         evaluator_type: The catalogue type its results carry as ``evaluator_type`` (None: the evaluator's own).
+        scope: ``trace`` (judges each case's trace) or ``session`` (judges each case's conversation).
     """
 
     evaluator: Evaluator
     timeout_s: float | None = None
     evaluator_type: str | None = None
+    scope: Scope = "trace"
 
     @property
     def name(self) -> str:
@@ -64,8 +69,10 @@ class ConfiguredEvaluator:
         return str(getattr(self.evaluator, "name", "") or type(self.evaluator).__name__)
 
 
-def build_judge(config: JudgeConfig, path: Path, entry: str) -> Judge:
+def build_judge(config: JudgeConfig, path: Path, entry: str, *, cache_size: int | None = None) -> Judge:
     """Build the judge of a ``judge:`` block, expanding its ``${VAR}`` references now (never persisted).
+
+    ``cache_size`` overrides the judge's reply cache (0: every call asks the model, as the simulated user must).
 
     Raises:
         RunConfigError: A referenced environment variable is not set, or the ``openai`` extra is missing.
@@ -74,6 +81,8 @@ def build_judge(config: JudgeConfig, path: Path, entry: str) -> Judge:
     options: dict[str, Any] = {k: settings[k] for k in ("base_url", "api_key", "temperature") if k in settings}
     if "timeout_s" in settings:
         options["timeout"] = float(settings["timeout_s"])
+    if cache_size is not None:
+        options["cache_size"] = cache_size
     try:
         return Judge(settings["model"], **options)
     except ImportError as exc:  # the judge's client needs the openai extra
@@ -282,7 +291,22 @@ def _build_one(raw: dict[str, Any], path: Path, index: int, base_dir: Path, judg
         except AttributeError:
             key = "as" if entry.as_ is not None else "name"
             raise RunConfigError(path, f"{where}.{key}", f"{type(built).__name__} does not allow renaming") from None
-    return ConfiguredEvaluator(built, entry.timeout_s, plan.catalogue_type)
+    return ConfiguredEvaluator(built, entry.timeout_s, plan.catalogue_type, _scope(built, entry.scope, path, where))
+
+
+def _scope(built: Any, written: Scope | None, path: Path, where: str) -> Scope:
+    """The entry's ``scope``, checked against what the evaluator judges (its ``subjects``); default from them."""
+    subjects = frozenset(getattr(built, "subjects", ("trace",)))
+    if written is None:
+        return "session" if subjects == {"conversation"} else "trace"
+    needed = "conversation" if written == "session" else "trace"
+    if needed not in subjects:
+        name = getattr(built, "name", type(built).__name__)
+        takes = "a conversation only" if "conversation" in subjects else "one trace only"
+        raise RunConfigError(
+            path, f"{where}.scope", f"evaluator {name!r} judges {takes}; it cannot take scope {written}"
+        )
+    return written
 
 
 def build_evaluators(

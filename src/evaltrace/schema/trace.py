@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, computed_field, field_validator, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    computed_field,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from evaltrace.schema._base import SchemaModel, UtcDatetime, VersionedModel, whole_ms
 
@@ -27,6 +34,39 @@ class ExpectedBehavior(SchemaModel):
     """Globs (relative to the workspace) of files the system must create (filesystem evals)."""
 
 
+MAX_SIMULATED_TURNS = 50
+"""Upper bound of ``simulated_user.max_turns``: a conversation longer than this is a loop, not a test."""
+
+
+class StopWhen(SchemaModel):
+    """When a simulated conversation ends before ``max_turns``: exactly one of the two is set."""
+
+    phrase: str | None = None
+    """The system's answer contains this text (case-insensitive)."""
+    goal_met: bool = False
+    """The judge model, shown the goal and the transcript, says the goal was met."""
+
+
+class SimulatedUser(SchemaModel):
+    """A case played as a conversation: a judge-block model acts as the user, turn by turn."""
+
+    persona: str
+    """Who the user is (the simulator is told to stay in this role)."""
+    goal: str
+    """What the user wants from the conversation."""
+    first_message: str | None = None
+    """The user's first message; when absent the simulator writes it."""
+    max_turns: int = Field(default=5, ge=1, le=MAX_SIMULATED_TURNS)
+    """Most turns (user message + system answer) before the conversation ends."""
+    stop_when: StopWhen | None = None
+    """An earlier end; None: the conversation runs ``max_turns`` turns."""
+
+    @field_validator("stop_when", mode="before")
+    @classmethod
+    def _phrase_shorthand(cls, value: Any) -> Any:
+        return {"phrase": value} if isinstance(value, str) else value
+
+
 class EvalCase(VersionedModel):
     """One dataset case: an opaque input for the system plus the behaviour expected of it."""
 
@@ -34,6 +74,16 @@ class EvalCase(VersionedModel):
     input: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
     expected: ExpectedBehavior = Field(default_factory=ExpectedBehavior)
+    simulated_user: SimulatedUser | None = None
+    """Set for a multi-turn case: the runner plays the user (docs/offline.md)."""
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_simulation(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A one-turn case serialises as before this field existed, so config hashes of older runs still match.
+        data: dict[str, Any] = handler(self)
+        if data.get("simulated_user", ...) is None:
+            del data["simulated_user"]
+        return data
 
 
 class WorkspaceSpec(SchemaModel):
