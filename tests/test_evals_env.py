@@ -114,6 +114,20 @@ def test_an_evaluator_that_needs_options_is_named() -> None:
     assert "'cost' needs options" in caught.value.problem
 
 
+def test_session_evaluators_named_in_the_environment_are_attached_at_session_scope() -> None:
+    env = read_evaluation_environment(
+        {f"{P}EVALS_EVALUATORS": "conversation_relevancy,conversation_completeness,pii_leakage,tool_error_rate"}
+    )
+    scopes = {spec.evaluator.name: spec.scope for spec in evals_env.build_evaluators(env)}
+    # A Conversation-only evaluator on spans would error on every span; one that judges both stays on spans.
+    assert scopes == {
+        "conversation_relevancy": "session",
+        "conversation_completeness": "session",
+        "pii_leakage": "span",
+        "tool_error_rate": "span",
+    }
+
+
 def test_judge_variables_build_one_shared_judge_with_sample_rate() -> None:
     env = read_evaluation_environment(
         {

@@ -318,7 +318,11 @@ def build_evaluators(env: EvaluationEnvironment) -> list[Any]:
         except Exception as exc:  # e.g. an optional dependency missing: named, not a deep traceback
             raise ConfigError(EVALUATORS_ENV, f"{name!r} cannot be built: {exc}") from None
         rate = 1.0 if env.sample_rate is None else env.sample_rate
-        specs.append(EvaluatorSpec(built, sample_rate=rate))
+        # A session evaluator (it judges a Conversation only) is attached at session scope; on spans it would
+        # only error on every span.
+        subjects = getattr(built, "subjects", frozenset({"trace"}))
+        scope = "span" if "trace" in subjects else "session"
+        specs.append(EvaluatorSpec(built, sample_rate=rate, scope=scope))
     return specs
 
 
