@@ -24,7 +24,7 @@ from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 from otlp_receivers import poll
 
 from evaltrace._internal import semconv
-from evaltrace.evaluation import EvaluatorSpec, evaluator
+from evaltrace.evaluation import EvaluatorSpec, ExportSampling, evaluator
 from evaltrace.worker import EvaluationWorker
 from evaltrace.worker.limits import ReceiverLimits
 
@@ -135,3 +135,33 @@ def test_the_optional_span_cap_also_takes_a_larger_request_alone_and_evaluates_a
         (s.attributes or {}).get("evaltrace.eval.answered.passed") is True for s in exported.get_finished_spans()
     )
     assert stats["evaluation"]["dropped"] == 0  # none forwarded unevaluated for a full evaluation queue
+
+
+def test_spans_export_sampling_discards_free_the_budget_at_once_and_are_not_undelivered() -> None:
+    exported = InMemorySpanExporter()
+    spec = EvaluatorSpec(answered, span_kinds={semconv.KIND_LLM})
+    options = {**OPTIONS, "export_sampling": ExportSampling(keep_rate=0.0)}  # every passing trace is discarded
+    limits = ReceiverLimits(max_inflight_bytes=64 * KIB)
+    first, second = collector_batch(50), collector_batch(50, first_trace=1000)
+    with EvaluationWorker(
+        [spec], [], [exported], port=0, grpc_port=None, limits=limits, evaluation_options=options
+    ) as worker:  # fmt: skip
+        url = worker.url + "/v1/traces"
+        with httpx.Client(timeout=60) as client:
+            assert client.post(url, content=first, headers=PROTOBUF).status_code == 200
+            poll(lambda: discarded(worker) == 50, timeout=120)
+            # The discarded spans are done with: nothing in flight, the budget free, the next request taken.
+            assert worker.pipeline.wait_idle(60)
+            stats = worker.stats()
+            assert (stats["inflight"], stats["inflight_bytes"], stats["undelivered_spans"]) == (0, 0, 0)
+            assert stats["sampled_out_spans"] == 50
+            assert client.post(url, content=second, headers=PROTOBUF).status_code == 200
+        poll(lambda: discarded(worker) == 100, timeout=120)
+        assert worker.pipeline.wait_idle(60)
+        stats = worker.stats()
+    assert (stats["sampled_out_spans"], stats["undelivered_spans"], stats["inflight_bytes"]) == (100, 0, 0)
+    assert exported.get_finished_spans() == ()
+
+
+def discarded(worker: EvaluationWorker) -> int:
+    return int(worker.stats()["evaluation"]["export_sampling"]["discarded_spans"])
