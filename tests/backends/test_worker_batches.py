@@ -19,6 +19,7 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 from otlp_receivers import poll
@@ -26,7 +27,9 @@ from otlp_receivers import poll
 from evaltrace._internal import semconv
 from evaltrace.evaluation import EvaluatorSpec, ExportSampling, evaluator
 from evaltrace.worker import EvaluationWorker
+from evaltrace.worker.decode import spans_from_request
 from evaltrace.worker.limits import ReceiverLimits
+from evaltrace.worker.pipeline import WorkerPipeline
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 # Every span waits for its verdict, however loaded the machine (no unenriched span with a late evaluation span).
@@ -165,3 +168,40 @@ def test_spans_export_sampling_discards_free_the_budget_at_once_and_are_not_unde
 
 def discarded(worker: EvaluationWorker) -> int:
     return int(worker.stats()["evaluation"]["export_sampling"]["discarded_spans"])
+
+
+class SecondExportWaits(SpanExporter):
+    """Exports at once, except the second call, which waits until released."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.waiting = threading.Event()
+        self.release = threading.Event()
+
+    def export(self, spans: Any) -> SpanExportResult:
+        self.calls += 1
+        if self.calls == 2:
+            self.waiting.set()
+            self.release.wait(60)
+        return SpanExportResult.SUCCESS
+
+
+def test_a_span_twice_in_one_request_holds_its_bytes_until_both_copies_are_exported() -> None:
+    exporter = SecondExportWaits()
+    pipeline = WorkerPipeline([], exporters=[exporter], batch=False, evaluation_options=OPTIONS)
+    request = ExportTraceServiceRequest.FromString(collector_batch(1))
+    (span,) = spans_from_request(request)
+    try:
+        with pipeline.budget.reservation() as reservation:
+            reservation.grow(1000)
+            submitting = threading.Thread(target=pipeline.submit, args=([span, span], reservation, 1000))
+            submitting.start()
+            assert exporter.waiting.wait(60)  # the first copy is exported, the second is being exported
+            # Still in flight: the second copy's export holds the span's bytes until it is done.
+            assert (pipeline.inflight, pipeline.budget.used) == (1, 1000)
+            exporter.release.set()
+            submitting.join(60)
+        assert (pipeline.inflight, pipeline.budget.used, pipeline.undelivered()) == (0, 0, 0)
+    finally:
+        exporter.release.set()
+        pipeline.shutdown(5000)

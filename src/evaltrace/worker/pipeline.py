@@ -312,8 +312,9 @@ class WorkerPipeline:
                 held = self._inflight.get(key)
                 if held is None:
                     self._inflight[key] = _Held(now, size, self._steps)
-                else:  # the same span twice at once (a re-sent request): tracked once, its bytes added
+                else:  # the same span twice at once (a re-sent request): tracked once, its bytes and steps added
                     held.size += size
+                    held.pending += self._steps  # each copy is forwarded and exported: free it after the last
             self.accepted += len(keys)
             self._submitting += 1
         try:
