@@ -205,17 +205,28 @@ def _find_url_secrets(text: str) -> Iterator[tuple[int, int]]:
     """The values of credential parameters (``api_key=``, ``key=``, ``token=`` ...) in URL query strings.
 
     The parameter is found first (its ``?``/``&`` and ``=`` make the scan cheap), then the text before it, back to
-    a space or quote, must be a URL (``scheme://`` or a path from ``/``) with the query started.
+    a space or quote, must be a URL (``scheme://`` or a path from ``/``) with the query started. That text is
+    read once, left to right: for each parameter only what follows the previous one is searched, so a text of
+    many parameters ("&key=1" repeated) costs time linear in its length, not in its length times the parameters.
     """
     if "=" not in text:
         return
+    word = 0  # where the text before the current parameter starts (after the last space or quote)
+    scanned = 0  # that text is known up to here: whether it holds a "?" and a "://"
+    query = scheme = False
     for param in _URL_SECRET_PARAM.finditer(text):
-        value = param.group("secret")
-        if value.startswith("[REDACTED:"):  # already masked by a more specific detector
-            continue
         start = param.start()
-        url = text[max(text.rfind(stop, 0, start) for stop in _URL_STOPS) + 1 : start + 1]
-        if "?" in url and ("://" in url or url.startswith("/")):
+        stop = max(text.rfind(char, scanned, start) for char in _URL_STOPS)
+        if stop >= 0:  # a new word since the previous parameter
+            word = scanned = stop + 1
+            query = scheme = False
+        end = start + 1  # the parameter's own "?" counts
+        query = query or text.find("?", scanned, end) >= 0
+        scheme = scheme or text.find("://", max(word, scanned - 2), end) >= 0  # one may straddle ``scanned``
+        scanned = end
+        if param.group("secret").startswith("[REDACTED:"):  # already masked by a more specific detector
+            continue
+        if query and (scheme or text.startswith("/", word)):
             yield param.span("secret")
 
 
