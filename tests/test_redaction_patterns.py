@@ -73,6 +73,9 @@ MASKED = [
     ),
     ("basic_auth", "Authorization: Basic " + "dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA==", "BASIC_AUTH"),
     ("basic_auth_lower_case", "authorization: basic " + "YWRhOnMzY3JldA==", "YWRhOnMzY3JldA==", "BASIC_AUTH"),
+    ("basic_auth_short_in_header", "Authorization: Basic " + "YTpi", "YTpi", "BASIC_AUTH"),  # "a:b"
+    ("basic_auth_json_header", '{"Authorization": "Basic ' + 'YTpi"}', "YTpi", "BASIC_AUTH"),
+    ("basic_auth_in_prose", "log in with Basic " + "YWRhOnMzY3JldA== please", "YWRhOnMzY3JldA==", "BASIC_AUTH"),
     ("email_german", "mail jürgen.müller@exämple.de now", "jürgen.müller@exämple.de", "EMAIL"),
     ("email_chinese", "写信给 用户@例子.广告 谢谢", "用户@例子.广告", "EMAIL"),
     ("card_dotted", "card 4111.1111.1111.1111.", "4111.1111.1111.1111", "CREDIT_CARD"),
@@ -122,6 +125,9 @@ KEPT = [
     ("aws_id_then_hex_digest", "AKIA key rotated in commit 3f786850e387550fdab836ed7e6dc881de23001b"),
     ("basic_in_prose", "a Basic understanding of Basic authentication"),
     ("basic_not_credentials", "Basic YWJj"),  # base64 of "abc": no user:password
+    # Review of issue 24: a word that happens to decode to text with a colon (":yr") is no credential.
+    ("basic_plan_name", "The Basic Only plan costs less"),
+    ("basic_plan_lower_case", "on the basic Only tier"),
     ("decorator_not_email", "use @functools.wraps and @app.route"),
     ("email_without_domain_dot", "ping jürgen@localhost"),
     ("dotted_number_failing_luhn", "ref 4111.1111.1111.1112"),

@@ -96,7 +96,12 @@ _AWS_KEY = re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")
 _GITHUB_TOKEN = re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})\b")
 _BEARER = re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._\-~+/]{16,}=*")
 # HTTP Basic credentials: base64 of "user:password" (confirmed by decoding), so "basic understanding" stays.
-_BASIC = re.compile(r"(?i)\bbasic\s+(?P<token>[A-Za-z0-9+/]{4,}={0,2})(?![A-Za-z0-9+/=])")
+# After an ``Authorization`` header name any such token counts; elsewhere only one of a real credential's length
+# with a user ("Basic Only plan": "Only" decodes to ":yr", no user; "YTpi" to "a:b"; both too short).
+_BASIC = re.compile(
+    r"(?i)(?P<header>\bauthorization[\"']?\s*[:=]\s*[\"']?)?\bbasic\s+(?P<token>[A-Za-z0-9+/]{4,}={0,2})(?![A-Za-z0-9+/=])"
+)
+_BASIC_MIN_TOKEN = 8  # base64 of "ab:cd"
 # An AWS secret access key is 40 base64 characters with nothing of its own to recognise it by: it is masked
 # after its name (aws_secret_access_key, SecretAccessKey) or within a short distance after its key id.
 _AWS_SECRET_VALUE = r"(?<![A-Za-z0-9/+])(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
@@ -187,13 +192,28 @@ def _card_end(groups: list[tuple[int, str]], start: int) -> int:
     return found
 
 
-def _valid_basic(token: str) -> bool:
-    """Whether ``token`` is base64 of ``user:password`` (printable text with a colon)."""
+def _valid_basic(token: str, *, header: bool) -> bool:
+    """Whether ``token`` is base64 of ``user:password`` (printable text with a colon).
+
+    Out of an ``Authorization`` header, only a token of at least 8 characters whose user is not empty.
+    """
+    if not header and len(token) < _BASIC_MIN_TOKEN:
+        return False
     try:
         decoded = base64.b64decode(token + "=" * (-len(token) % 4), validate=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):
         return False
-    return ":" in decoded and decoded.isprintable()
+    colon = decoded.find(":")
+    return (colon > 0 or (header and colon == 0)) and decoded.isprintable()
+
+
+def _find_basic(text: str) -> Iterator[tuple[int, int]]:
+    """HTTP Basic credentials (the token after ``Basic``), confirmed by :func:`_valid_basic`."""
+    if "asic" not in text and "ASIC" not in text:
+        return
+    for match in _BASIC.finditer(text):
+        if _valid_basic(match.group("token"), header=match.group("header") is not None):
+            yield match.span("token")
 
 
 def _mixed_case(secret: str) -> bool:
@@ -285,7 +305,7 @@ def builtin_detectors() -> list[Detector]:
         Detector("AWS_KEY", regex_finder(_AWS_KEY)),
         Detector("GITHUB_TOKEN", regex_finder(_GITHUB_TOKEN)),
         Detector("BEARER_TOKEN", regex_finder(_BEARER)),
-        Detector("BASIC_AUTH", regex_finder(_BASIC, _valid_basic, group="token", needles=("asic", "ASIC"))),
+        Detector("BASIC_AUTH", _find_basic),
         Detector("AZURE_KEY", regex_finder(_AZURE_KEY, group="secret", needles=_AZURE_NEEDLES)),
         Detector("URL_SECRET", _find_url_secrets),
         Detector("EMAIL", regex_finder(_EMAIL, needles=("@",))),
