@@ -87,6 +87,10 @@ MASKED = [
     ),
     ("card_amex_grouping", "amex 3782 822463 10005", "3782 822463 10005", "CREDIT_CARD"),
     ("card_then_expiry", "card 4111 1111 1111 1111 12/27", "4111 1111 1111 1111", "CREDIT_CARD"),
+    ("card_one_block_visa", "card 4111111111111111 ok", "4111111111111111", "CREDIT_CARD"),
+    ("card_one_block_mastercard_2", "card 2221000000000009 ok", "2221000000000009", "CREDIT_CARD"),
+    ("card_one_block_amex", "card 378282246310005 ok", "378282246310005", "CREDIT_CARD"),
+    ("card_one_block_discover", "card 6011111111111117 ok", "6011111111111117", "CREDIT_CARD"),
     (
         "azure_account_key",
         "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey="
@@ -134,6 +138,11 @@ KEPT = [
     ("grouped_number_failing_luhn", "order 1234 5678 9012 3456"),
     ("version_with_dots", "built 2024.01.15.1234 from 1.22.333.4444.55555"),
     ("timestamp_ms", "at 1700000000000 ms"),
+    # Review of issue 24: ids and timestamps of a card's length that happen to pass Luhn, starting with no
+    # card network's digit.
+    ("snowflake_id_passing_luhn", "message 1175284915736480190 edited"),
+    ("timestamp_ns_passing_luhn", "at 1700000000000000004 ns"),
+    ("order_id_passing_luhn", "order 987654321012347 shipped"),
     ("account_key_without_value", "set AccountKey= in the connection string; AccountKey=<key>"),
     ("slack_docs_url", "see https://api.slack.com/messaging/webhooks and https://hooks.slack.com/"),
     ("token_in_prose", "set token= in your config, or key=value pairs"),

@@ -135,6 +135,10 @@ _IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?!\w|\.\d)")
 _DIGIT_RUN = re.compile(r"(?<![\w.\-])\d{3,}(?:[ .\-\u00a0\u2009\u202f]\d{3,})*(?!\w)")
 _DIGITS = re.compile(r"\d+")
 _CARD_DIGITS = range(13, 20)
+# First digits of the card networks (Mastercard 2 and 5, Amex/Diners/JCB 3, Visa 4, Discover/UnionPay 6): an
+# ungrouped block must start with one, so ids and timestamps that pass Luhn (a snowflake id, nanoseconds since
+# 1970, both starting with 1) are not cards.
+_CARD_NETWORKS = frozenset("23456")
 _SSN = re.compile(r"\b\d{3}-\d{2}-\d{4}\b")
 _PHONE_FALLBACK = re.compile(r"(?<!\w)\+?\d{1,3}[ .\-]?\(?\d{2,4}\)?[ .\-]?\d{3,4}[ .\-]?\d{3,4}(?!\w)")
 _IBAN_CANDIDATE = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
@@ -155,6 +159,8 @@ def _luhn(digits: str) -> bool:
 
 def _find_cards(text: str) -> Iterator[tuple[int, int]]:
     """Card numbers written as one block or grouped by spaces, dots or dashes, confirmed by the Luhn check.
+
+    One block must also start with a card network's digit (2 to 6).
 
     Grouped, a card starts with a group of 4 digits and has groups of 3 to 7 (4-4-4-4, 4-6-5). A run of digit
     groups may hold more than the card ("4111 1111 1111 1111 12/27"): from each group, the longest run of
@@ -177,7 +183,7 @@ def _card_end(groups: list[tuple[int, str]], start: int) -> int:
     """One past the last group of the longest card starting at ``groups[start]``, or 0."""
     first = groups[start][1]
     if len(first) in _CARD_DIGITS:  # one block of digits
-        return start + 1 if _luhn(first) else 0
+        return start + 1 if first[0] in _CARD_NETWORKS and _luhn(first) else 0
     if len(first) != 4:
         return 0
     found = 0
