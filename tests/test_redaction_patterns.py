@@ -100,6 +100,19 @@ MASKED = [
         "AZURE_KEY",
     ),
     (
+        "azure_key_any_case",
+        "Endpoint=sb://acme.servicebus.windows.net/;SharedAccesskeyName=root;sharedaccesskey="
+        + "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsu=",
+        "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsu=",
+        "AZURE_KEY",
+    ),
+    (
+        "azure_key_capitalised_once",
+        "AccountName=acme;Accountkey=" + "Zx81kPq0LmW3Zx81kPq0LmW3",
+        "Zx81kPq0LmW3Zx81kPq0LmW3",
+        "AZURE_KEY",
+    ),
+    (
         "slack_webhook",
         "post to https://hooks.slack.com/services/" + "T0ABCDEF1/B0ABCDEF2/" + "abcdefghijklmnopqrstuvwx now",
         "https://hooks.slack.com/services/T0ABCDEF1/B0ABCDEF2/abcdefghijklmnopqrstuvwx",
