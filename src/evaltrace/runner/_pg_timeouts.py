@@ -120,6 +120,9 @@ class Deadline:
         with self._lock:
             if self._armed != generation:
                 return  # that call finished just before the timer fired
+            # Armed: the call has not returned to answer_within. One whose answer psycopg was still reading at
+            # the deadline is cut too (nothing outside psycopg tells it from one still waiting); its result
+            # stands, and since the socket is then shut down, the next call reports the cut connection.
             self.cut = True
             try:
                 # shutdown() on a duplicate of the descriptor ends the connection for its owner too, and wakes the
