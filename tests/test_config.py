@@ -163,6 +163,25 @@ def test_an_endpoint_that_is_not_a_url_raises_naming_its_setting_and_the_fix(
     assert config.current_handle() is before
 
 
+@pytest.mark.parametrize(
+    ("endpoint", "shown"),
+    [
+        ("ftp://collector-user:s3cret-token@collector:4318", "'ftp://***@collector:4318' is not an http(s) URL"),
+        ("http://user:s3cret-token@collector:port", "'http://***@collector:port' is not an http(s) URL"),
+        ("collector:4318/v1/traces?api-key=s3cret-token", "write it as http://collector:4318/v1/traces?***"),
+        ("user:s3cret-token@collector:4318", "'***@collector:4318' is not a URL"),
+    ],
+    ids=["userinfo_wrong_scheme", "userinfo_bad_port", "query_no_scheme", "userinfo_no_scheme"],
+)
+def test_an_endpoint_error_never_echoes_its_credentials(
+    endpoint: str, shown: str, clean_backend_env: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(evaltrace.ConfigError) as info:
+        evaltrace.configure(local_store=False, otlp_endpoint=endpoint)
+    assert "s3cret" not in str(info.value)
+    assert info.value.setting == "otlp_endpoint" and shown in str(info.value), str(info.value)
+
+
 def test_grpc_still_takes_host_port_without_a_scheme(clean_backend_env: pytest.MonkeyPatch) -> None:
     grpc = resolve_otlp("localhost:4317", "grpc", environ={})
     assert grpc is not None and grpc.endpoint == "localhost:4317" and grpc.insecure

@@ -19,14 +19,17 @@ from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 from otlp_receivers import poll
 
 from evaltrace._internal import semconv
-from evaltrace.evaluation import EvaluatorSpec, evaluator
+from evaltrace.evaluation import EvaluatorSpec, ExportSampling, evaluator
 from evaltrace.worker import EvaluationWorker
+from evaltrace.worker.decode import spans_from_request
 from evaltrace.worker.limits import ReceiverLimits
+from evaltrace.worker.pipeline import WorkerPipeline
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}
 # Every span waits for its verdict, however loaded the machine (no unenriched span with a late evaluation span).
@@ -135,3 +138,70 @@ def test_the_optional_span_cap_also_takes_a_larger_request_alone_and_evaluates_a
         (s.attributes or {}).get("evaltrace.eval.answered.passed") is True for s in exported.get_finished_spans()
     )
     assert stats["evaluation"]["dropped"] == 0  # none forwarded unevaluated for a full evaluation queue
+
+
+def test_spans_export_sampling_discards_free_the_budget_at_once_and_are_not_undelivered() -> None:
+    exported = InMemorySpanExporter()
+    spec = EvaluatorSpec(answered, span_kinds={semconv.KIND_LLM})
+    options = {**OPTIONS, "export_sampling": ExportSampling(keep_rate=0.0)}  # every passing trace is discarded
+    limits = ReceiverLimits(max_inflight_bytes=64 * KIB)
+    first, second = collector_batch(50), collector_batch(50, first_trace=1000)
+    with EvaluationWorker(
+        [spec], [], [exported], port=0, grpc_port=None, limits=limits, evaluation_options=options
+    ) as worker:  # fmt: skip
+        url = worker.url + "/v1/traces"
+        with httpx.Client(timeout=60) as client:
+            assert client.post(url, content=first, headers=PROTOBUF).status_code == 200
+            poll(lambda: discarded(worker) == 50, timeout=120)
+            # The discarded spans are done with: nothing in flight, the budget free, the next request taken.
+            assert worker.pipeline.wait_idle(60)
+            stats = worker.stats()
+            assert (stats["inflight"], stats["inflight_bytes"], stats["undelivered_spans"]) == (0, 0, 0)
+            assert stats["sampled_out_spans"] == 50
+            assert client.post(url, content=second, headers=PROTOBUF).status_code == 200
+        poll(lambda: discarded(worker) == 100, timeout=120)
+        assert worker.pipeline.wait_idle(60)
+        stats = worker.stats()
+    assert (stats["sampled_out_spans"], stats["undelivered_spans"], stats["inflight_bytes"]) == (100, 0, 0)
+    assert exported.get_finished_spans() == ()
+
+
+def discarded(worker: EvaluationWorker) -> int:
+    return int(worker.stats()["evaluation"]["export_sampling"]["discarded_spans"])
+
+
+class SecondExportWaits(SpanExporter):
+    """Exports at once, except the second call, which waits until released."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.waiting = threading.Event()
+        self.release = threading.Event()
+
+    def export(self, spans: Any) -> SpanExportResult:
+        self.calls += 1
+        if self.calls == 2:
+            self.waiting.set()
+            self.release.wait(60)
+        return SpanExportResult.SUCCESS
+
+
+def test_a_span_twice_in_one_request_holds_its_bytes_until_both_copies_are_exported() -> None:
+    exporter = SecondExportWaits()
+    pipeline = WorkerPipeline([], exporters=[exporter], batch=False, evaluation_options=OPTIONS)
+    request = ExportTraceServiceRequest.FromString(collector_batch(1))
+    (span,) = spans_from_request(request)
+    try:
+        with pipeline.budget.reservation() as reservation:
+            reservation.grow(1000)
+            submitting = threading.Thread(target=pipeline.submit, args=([span, span], reservation, 1000))
+            submitting.start()
+            assert exporter.waiting.wait(60)  # the first copy is exported, the second is being exported
+            # Still in flight: the second copy's export holds the span's bytes until it is done.
+            assert (pipeline.inflight, pipeline.budget.used) == (1, 1000)
+            exporter.release.set()
+            submitting.join(60)
+        assert (pipeline.inflight, pipeline.budget.used, pipeline.undelivered()) == (0, 0, 0)
+    finally:
+        exporter.release.set()
+        pipeline.shutdown(5000)

@@ -213,3 +213,43 @@ def test_the_warning_reaches_stderr_without_any_logging_setup(tmp_path: Path) ->
     assert len(lines) == 1, done.stderr
     assert "llm_judge" in lines[0] and "OPENAI_API_KEY is not set" in lines[0]
     assert "Traceback" not in done.stderr
+
+
+def test_a_judge_url_holding_credentials_is_logged_without_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A proxy base URL with a token in its userinfo, and one with a key in its query string (Azure-style).
+    reply: dict[str, Any] = {"now": REFUSED}
+    server = FakeOpenAI(responder=lambda body: reply["now"])
+    server.start()
+    try:
+        with_userinfo = server.url.replace("http://", "http://proxy-user:userinfo-s3cret@")
+        down_with_query = closed_port_url() + "?api-key=query-s3cret"
+        handle = evaltrace.configure(
+            service_name="outages",
+            local_store=tmp_path / "store",
+            evaluators=[
+                LLMJudge(rubric="a", name="by_proxy", judge=Judge("m", base_url=with_userinfo, api_key="sk-test")),
+                LLMJudge(rubric="b", name="by_query", judge=Judge("m", base_url=down_with_query, api_key="sk-test")),
+            ],
+            evaluation_options={"dead_letter_dir": None},
+        )
+        caplog.set_level(logging.INFO, logger="evaltrace")
+        traced_answer("refused")
+        assert handle.force_flush(30_000)
+        reply["now"] = VERDICT  # the proxy's judge answers again: its INFO line names the URL too
+        traced_answer("answered")
+        assert handle.force_flush(30_000)
+        handle.shutdown()
+    finally:
+        server.stop()
+    lines = [r.getMessage() for r in caplog.records if r.name == "evaltrace"]
+    by_proxy = [line for line in lines if "by_proxy" in line]
+    by_query = [line for line in lines if "by_query" in line]
+    assert any(OUTAGE in line for line in by_proxy) and any("answers again" in line for line in by_proxy)
+    assert any(OUTAGE in line for line in by_query)
+    assert all("s3cret" not in line for line in lines), lines
+    host = server.url.removeprefix("http://")
+    assert all(f"http://***@{host}" in line for line in by_proxy)  # still says where the calls went
+    down_at = down_with_query.split("?")[0]  # the client adds a "/" to the path
+    assert all(f"{down_at}/?***" in line for line in by_query)

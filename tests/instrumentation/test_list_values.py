@@ -137,3 +137,23 @@ def test_anthropic_prompt_and_answer(provider: TracerProvider, capture: None, ex
     assert span.attributes["input.mime_type"] == "application/json"
     assert span.attributes["output.value"] == "Hi! My name is Claude."
     assert trace_from_spans([span]).input == {"input": "Hello, Claude"}  # the question evaluators read
+
+
+async def test_a_json_looking_answer_is_parsed_once_per_call(
+    is_async: bool, exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On the application's thread: deciding that the answer reads as JSON parses it; nothing parses it again.
+    answer, parsed, loads = '"This is a test."', [], json.loads
+
+    def counting_loads(text: Any, *args: Any, **kwargs: Any) -> Any:
+        if text == answer:
+            parsed.append(text)
+        return loads(text, *args, **kwargs)
+
+    monkeypatch.setattr(json, "loads", counting_loads)
+    await _replay("test_chat_completion_streaming.yaml", is_async)
+    monkeypatch.undo()
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["output.value"] == span.attributes["gen_ai.output.messages"]
+    assert span.attributes["output.mime_type"] == "application/json"
+    assert len(parsed) == 1

@@ -81,6 +81,27 @@ def test_the_dsn_sets_the_timeouts(postgres_dsn: str) -> None:
         assert store._db.execute("SHOW statement_timeout").fetchone() == ("5s",)
 
 
+@pytest.mark.parametrize(
+    "options",
+    [
+        "--statement-timeout=5s",
+        "--statement_timeout=5000",
+        "-cstatement_timeout=5s",
+        "-c statement_timeout=1min -c statement_timeout=5s",
+    ],
+    ids=["long_option_dashes", "long_option_underscore", "c_without_space", "last_one_wins"],
+)
+def test_every_form_libpq_options_take_sets_the_dsns_own_statement_timeout(options: str, postgres_dsn: str) -> None:
+    from urllib.parse import quote
+
+    from evaltrace.runner._pg_timeouts import Timeouts, connect_params
+
+    assert connect_params({"options": options}, 10, 30) == Timeouts(7, None)  # 5 s, and no SET of our own
+    # On a real server: the dsn's value is in force, not evaltrace's 30 s default set over it.
+    with PostgresRunStore(f"{postgres_dsn}?options={quote(options)}") as store:
+        assert store._db.execute("SHOW statement_timeout").fetchone() == ("5s",)
+
+
 def _lock_waiter(admin: psycopg.Connection[tuple[object, ...]]) -> bool:
     row = admin.execute(
         "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",

@@ -321,8 +321,7 @@ def build_evaluators(env: EvaluationEnvironment) -> list[Any]:
         # A session evaluator (it judges a Conversation only) is attached at session scope; on spans it would
         # only error on every span.
         subjects = getattr(built, "subjects", frozenset({"trace"}))
-        scope = "span" if "trace" in subjects else "session"
-        specs.append(EvaluatorSpec(built, sample_rate=rate, scope=scope))
+        specs.append(EvaluatorSpec(built, sample_rate=rate, scope="span" if "trace" in subjects else "session"))
     return specs
 
 

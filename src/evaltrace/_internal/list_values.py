@@ -132,6 +132,11 @@ def output_attributes(output: Sequence[Any], output_json: str, max_len: int) -> 
             return text_attributes(sc.OUTPUT_VALUE, sc.OUTPUT_MIME_TYPE, text or None, max_len)
     if not output:
         return {}
+    return json_output_attributes(output_json)
+
+
+def json_output_attributes(output_json: str) -> Attributes:
+    """``output.value`` holding the answer's messages (``output_json``): for an answer that is no plain text."""
     return {sc.OUTPUT_VALUE: output_json, sc.OUTPUT_MIME_TYPE: sc.MIME_JSON}
 
 

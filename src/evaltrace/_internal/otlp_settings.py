@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlparse
 
+from evaltrace._internal.shown_urls import shown_url
 from evaltrace.exceptions import ConfigError
 
 PROTOCOLS = ("grpc", "http/protobuf")
@@ -88,6 +89,7 @@ def validate_endpoint(endpoint: str, setting: str, protocol: str = "http/protobu
     endpoint = endpoint.strip()
     if not endpoint:
         raise ConfigError(setting, "the endpoint is empty; give a URL such as http://localhost:4318")
+    shown = shown_url(endpoint)  # the error is printed: never a token in its userinfo or query string
     if "://" in endpoint:
         parsed = urlparse(endpoint)
         try:
@@ -96,15 +98,15 @@ def validate_endpoint(endpoint: str, setting: str, protocol: str = "http/protobu
             parsed = parsed._replace(netloc="")
         if parsed.scheme not in {"http", "https"} or not parsed.hostname or any(c.isspace() for c in endpoint):
             raise ConfigError(
-                setting, f"{endpoint!r} is not an http(s) URL; write it as http://host:port or https://host:port"
+                setting, f"{shown!r} is not an http(s) URL; write it as http://host:port or https://host:port"
             )
         return endpoint
     if protocol == "grpc" and _HOST_PORT.fullmatch(endpoint):
         return endpoint
     if _SCHEMELESS.fullmatch(endpoint):
-        problem = f"{endpoint!r} has no scheme; write it as http://{endpoint} (or https://{endpoint} for TLS)"
+        problem = f"{shown!r} has no scheme; write it as http://{shown} (or https://{shown} for TLS)"
     else:
-        problem = f"{endpoint!r} is not a URL; write it as http://host:port, e.g. http://localhost:4318"
+        problem = f"{shown!r} is not a URL; write it as http://host:port, e.g. http://localhost:4318"
     raise ConfigError(setting, problem)
 
 

@@ -124,7 +124,8 @@ class EvaluationSpanProcessor(SpanProcessor):
 
     Args:
         downstream: Span processors that receive every span (enriched when evaluated), e.g. a
-            ``BatchSpanProcessor`` per exporter.
+            ``BatchSpanProcessor`` per exporter. With ``export_sampling``, one with an ``on_sampled_out(span)``
+            method hears each span sampling discards instead.
         evaluators: Global evaluators: :class:`Evaluator` objects (evaluated on every span) or
             :class:`EvaluatorSpec` (filters, sampling, ``trace_level``). Evaluators attached by decorators are
             found through the spans' ``evaltrace.evaluators.ref`` attribute and need not be listed.
@@ -296,8 +297,25 @@ class EvaluationSpanProcessor(SpanProcessor):
 
     def _new_gate(self) -> ExportGate | None:
         sampling = self.options.export_sampling
+        if not sampling:
+            return None
+        # A downstream processor that counts spans until they are exported (the worker's admission) hears of
+        # those sampling discards, which it would otherwise wait for until it gives up on them.
+        hooks = [hook for p in self._downstream if (hook := getattr(p, "on_sampled_out", None)) is not None]
+        discard = self._discarder(hooks) if hooks else None
         # The decision waits for the root trace completion waits for: in the worker, not a service's entry span.
-        return ExportGate(sampling, self._deliver, self._is_trace_root) if sampling else None
+        return ExportGate(sampling, self._deliver, self._is_trace_root, discard=discard)
+
+    @staticmethod
+    def _discarder(hooks: Sequence[Callable[[ReadableSpan], None]]) -> Callable[[ReadableSpan], None]:
+        def discard(span: ReadableSpan) -> None:
+            for hook in hooks:
+                try:
+                    hook(span)
+                except Exception:
+                    log_internal_error("telling a downstream processor of a span sampled out")
+
+        return discard
 
     def _sampling_wait(self, trace_id: int, delta: int) -> None:
         """Completion buffer, under its lock: a trace-level verdict of ``trace_id`` to wait for (1), or not (-1)."""

@@ -105,6 +105,8 @@ class ExportGate:
         deliver: Sends one span downstream (called without the gate's lock).
         is_root: Whether a span is its trace's root, whose end the decision waits for (default: the local root).
         clock: Monotonic seconds (injectable for tests).
+        discard: Hears each span discarded (called without the gate's lock), so an owner that counts spans
+            until they are exported (``evaltrace worker``) knows they never will be.
     """
 
     def __init__(
@@ -113,23 +115,26 @@ class ExportGate:
         deliver: Callable[[ReadableSpan], None],
         is_root: Callable[[ReadableSpan], bool] = _local_root,
         clock: Callable[[], float] = time.monotonic,
+        discard: Callable[[ReadableSpan], None] | None = None,
     ) -> None:
         self.settings = settings
         self._is_root = is_root
         self._clock = clock
         self.stats = SamplingStats()
         self._deliver = deliver
+        self._discard = discard
         self._parked: OrderedDict[int, _Parked] = OrderedDict()
         self._decided: OrderedDict[int, bool] = OrderedDict()
         self._spill: list[ReadableSpan] = []  # traces released by a bound, delivered once the lock is free
+        self._dropped: list[ReadableSpan] = []  # discarded spans, told to ``discard`` once the lock is free
         self._lock = threading.Lock()
 
     def job_started(self, trace_id: int) -> None:
         """Note an evaluation job for ``trace_id``: its decision waits for the job (see the module docstring)."""
         with self._lock:
             self._note_job(trace_id)
-            spill = self._take_spill()
-        self._flush(spill)
+            spill, dropped = self._take_spill(), self._take_dropped()
+        self._flush(spill, dropped)
 
     def expect(self, trace_id: int, delta: int) -> None:
         """Note an evaluation of ``trace_id`` to come (``delta`` 1: a trace waiting for completion) or not to come.
@@ -153,7 +158,8 @@ class ExportGate:
             entry = self._parked.get(trace_id)
             ready = [] if entry is None else self._job_done(trace_id, entry)
             ready = self._take_spill() + ready
-        self._flush(ready)
+            dropped = self._take_dropped()
+        self._flush(ready, dropped)
 
     def offer(self, span: ReadableSpan) -> None:
         """Park ``span`` (or deliver/discard it at once when its trace is decided)."""
@@ -170,25 +176,28 @@ class ExportGate:
                 else:
                     release = self._ready(trace_id, entry)
             release = self._take_spill() + release
+            dropped = self._take_dropped()
         if decision is False:
             self.stats.discarded_spans += 1
+            dropped.append(span)
         elif decision is True:
             release.append(span)
-        self._flush(release)
+        self._flush(release, dropped)
 
     def expire(self) -> None:
         """Release (unsampled, counted) every trace parked longer than ``max_age_s``, and deliver what waits."""
         with self._lock:
             self._expire(self._clock())
-            spans = self._take_spill()
-        self._flush(spans)
+            spans, dropped = self._take_spill(), self._take_dropped()
+        self._flush(spans, dropped)
 
     def release_all(self) -> None:
         """Deliver every parked trace in full (shutdown: nothing is lost)."""
         with self._lock:
             spans = [span for trace_id in list(self._parked) for span in self._release_unsampled(trace_id)]
             spans = self._take_spill() + spans
-        self._flush(spans)
+            dropped = self._take_dropped()
+        self._flush(spans, dropped)
 
     def __len__(self) -> int:
         """Return how many traces are parked now."""
@@ -280,6 +289,8 @@ class ExportGate:
         if not entry.late:
             self.stats.discarded_traces += 1
         self.stats.discarded_spans += len(entry.spans)
+        if self._discard is not None:
+            self._dropped.extend(entry.spans)
         return []
 
     def _release_unsampled(self, trace_id: int) -> list[ReadableSpan]:
@@ -292,11 +303,18 @@ class ExportGate:
         spill, self._spill = self._spill, []
         return spill
 
+    def _take_dropped(self) -> list[ReadableSpan]:
+        dropped, self._dropped = self._dropped, []
+        return dropped
+
     def _remember(self, trace_id: int, keep: bool) -> None:
         self._decided[trace_id] = keep
         if len(self._decided) > _DECISIONS_KEPT:
             self._decided.popitem(last=False)
 
-    def _flush(self, spans: list[ReadableSpan]) -> None:
+    def _flush(self, spans: list[ReadableSpan], dropped: list[ReadableSpan]) -> None:
         for span in spans:
             self._deliver(span)
+        if self._discard is not None:
+            for span in dropped:
+                self._discard(span)

@@ -3,8 +3,9 @@
 During live tracing a judge that is unreachable, or that answers 401 because the key is missing or wrong, fails
 every evaluation. Each one is recorded as an error (on its span, in the local store, in ``stats()``), but nothing
 told the user why. An outage of one evaluator's judge (from its first failed call to the next call the judge
-answers) logs one WARNING naming the evaluator, the judge's URL and the cause; the answer that ends it logs one
-INFO line with what it cost. A judge that flaps logs at most one outage per ``WARNING_INTERVAL_S``.
+answers) logs one WARNING naming the evaluator, the judge's URL (without userinfo or query, which may hold a
+key) and the cause; the answer that ends it logs one INFO line with what it cost. A judge that flaps logs at most
+one outage per ``WARNING_INTERVAL_S``.
 
 State is per process and keyed by (evaluator name, URL), not kept on the evaluator: an evaluator may be copied
 (into an evaluation process, across event loops), and the copies in one process share one outage and one WARNING.
@@ -16,6 +17,8 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+
+from evaltrace._internal.shown_urls import shown_url
 
 logger = logging.getLogger("evaltrace")
 
@@ -55,7 +58,7 @@ def judge_failed(evaluator: str, url: str, cause: str) -> None:
         "evaltrace: evaluator %s cannot use its judge at %s: %s. Its evaluations are recorded as errors until the "
         "judge answers%s; `evaltrace traces list --eval-errors` lists the traces affected",
         evaluator,
-        url,
+        shown_url(url),  # a base URL may carry a key (user:token@, ?api-key=): never on stderr
         cause,
         earlier,
     )
@@ -71,7 +74,7 @@ def judge_answered(evaluator: str, url: str) -> None:
         logger.info(
             "evaltrace: evaluator %s: its judge at %s answers again; %d evaluation(s) failed over %.1f s",
             evaluator,
-            url,
+            shown_url(url),
             outage.failures,
             time.monotonic() - outage.since,
         )

@@ -96,7 +96,12 @@ _AWS_KEY = re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")
 _GITHUB_TOKEN = re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})\b")
 _BEARER = re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._\-~+/]{16,}=*")
 # HTTP Basic credentials: base64 of "user:password" (confirmed by decoding), so "basic understanding" stays.
-_BASIC = re.compile(r"(?i)\bbasic\s+(?P<token>[A-Za-z0-9+/]{4,}={0,2})(?![A-Za-z0-9+/=])")
+# After an ``Authorization`` header name any such token counts; elsewhere only one of a real credential's length
+# with a user ("Basic Only plan": "Only" decodes to ":yr", no user; "YTpi" to "a:b"; both too short).
+_BASIC = re.compile(
+    r"(?i)(?P<header>\bauthorization[\"']?\s*[:=]\s*[\"']?)?\bbasic\s+(?P<token>[A-Za-z0-9+/]{4,}={0,2})(?![A-Za-z0-9+/=])"
+)
+_BASIC_MIN_TOKEN = 8  # base64 of "ab:cd"
 # An AWS secret access key is 40 base64 characters with nothing of its own to recognise it by: it is masked
 # after its name (aws_secret_access_key, SecretAccessKey) or within a short distance after its key id.
 _AWS_SECRET_VALUE = r"(?<![A-Za-z0-9/+])(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
@@ -106,7 +111,7 @@ _AWS_SECRET_BY_NAME = re.compile(
 _AWS_SECRET_BY_ID = re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b[^\n]{1,40}?" + _AWS_SECRET_VALUE)
 # Azure storage / Service Bus connection strings: the key after its name (the name and the rest stay readable).
 _AZURE_KEY = re.compile(r"(?i)\b(?:Account|SharedAccess)Key\s*=\s*(?P<secret>[A-Za-z0-9+/]{20,}={0,2})")
-_AZURE_NEEDLES = ("AccountKey", "AccessKey", "accountkey", "accesskey", "ACCOUNTKEY", "ACCESSKEY")
+_AZURE_NEEDLES = ("accountkey", "accesskey")  # looked for in the case-folded text, as the pattern ignores case
 _SLACK_WEBHOOK = re.compile(r"\bhttps://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/\-]{16,}")
 # Credentials in a URL's query string (absolute, or a path as in a request line): only the value is masked.
 _URL_SECRET_PARAM = re.compile(
@@ -130,6 +135,10 @@ _IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?!\w|\.\d)")
 _DIGIT_RUN = re.compile(r"(?<![\w.\-])\d{3,}(?:[ .\-\u00a0\u2009\u202f]\d{3,})*(?!\w)")
 _DIGITS = re.compile(r"\d+")
 _CARD_DIGITS = range(13, 20)
+# First digits of the card networks (Mastercard 2 and 5, Amex/Diners/JCB 3, Visa 4, Discover/UnionPay 6): an
+# ungrouped block must start with one, so ids and timestamps that pass Luhn (a snowflake id, nanoseconds since
+# 1970, both starting with 1) are not cards.
+_CARD_NETWORKS = frozenset("23456")
 _SSN = re.compile(r"\b\d{3}-\d{2}-\d{4}\b")
 _PHONE_FALLBACK = re.compile(r"(?<!\w)\+?\d{1,3}[ .\-]?\(?\d{2,4}\)?[ .\-]?\d{3,4}[ .\-]?\d{3,4}(?!\w)")
 _IBAN_CANDIDATE = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
@@ -150,6 +159,8 @@ def _luhn(digits: str) -> bool:
 
 def _find_cards(text: str) -> Iterator[tuple[int, int]]:
     """Card numbers written as one block or grouped by spaces, dots or dashes, confirmed by the Luhn check.
+
+    One block must also start with a card network's digit (2 to 6).
 
     Grouped, a card starts with a group of 4 digits and has groups of 3 to 7 (4-4-4-4, 4-6-5). A run of digit
     groups may hold more than the card ("4111 1111 1111 1111 12/27"): from each group, the longest run of
@@ -172,7 +183,7 @@ def _card_end(groups: list[tuple[int, str]], start: int) -> int:
     """One past the last group of the longest card starting at ``groups[start]``, or 0."""
     first = groups[start][1]
     if len(first) in _CARD_DIGITS:  # one block of digits
-        return start + 1 if _luhn(first) else 0
+        return start + 1 if first[0] in _CARD_NETWORKS and _luhn(first) else 0
     if len(first) != 4:
         return 0
     found = 0
@@ -187,13 +198,28 @@ def _card_end(groups: list[tuple[int, str]], start: int) -> int:
     return found
 
 
-def _valid_basic(token: str) -> bool:
-    """Whether ``token`` is base64 of ``user:password`` (printable text with a colon)."""
+def _valid_basic(token: str, *, header: bool) -> bool:
+    """Whether ``token`` is base64 of ``user:password`` (printable text with a colon).
+
+    Out of an ``Authorization`` header, only a token of at least 8 characters whose user is not empty.
+    """
+    if not header and len(token) < _BASIC_MIN_TOKEN:
+        return False
     try:
         decoded = base64.b64decode(token + "=" * (-len(token) % 4), validate=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):
         return False
-    return ":" in decoded and decoded.isprintable()
+    colon = decoded.find(":")
+    return (colon > 0 or (header and colon == 0)) and decoded.isprintable()
+
+
+def _find_basic(text: str) -> Iterator[tuple[int, int]]:
+    """HTTP Basic credentials (the token after ``Basic``), confirmed by :func:`_valid_basic`."""
+    if "asic" not in text and "ASIC" not in text:
+        return
+    for match in _BASIC.finditer(text):
+        if _valid_basic(match.group("token"), header=match.group("header") is not None):
+            yield match.span("token")
 
 
 def _mixed_case(secret: str) -> bool:
@@ -205,18 +231,44 @@ def _find_url_secrets(text: str) -> Iterator[tuple[int, int]]:
     """The values of credential parameters (``api_key=``, ``key=``, ``token=`` ...) in URL query strings.
 
     The parameter is found first (its ``?``/``&`` and ``=`` make the scan cheap), then the text before it, back to
-    a space or quote, must be a URL (``scheme://`` or a path from ``/``) with the query started.
+    a space or quote, must be a URL (``scheme://`` or a path from ``/``) with the query started. That text is
+    read once, left to right: for each parameter only what follows the previous one is searched, so a text of
+    many parameters ("&key=1" repeated) costs time linear in its length, not in its length times the parameters.
     """
     if "=" not in text:
         return
+    word = 0  # where the text before the current parameter starts (after the last space or quote)
+    scanned = 0  # that text is known up to here: whether it holds a "?" and a "://"
+    query = scheme = False
     for param in _URL_SECRET_PARAM.finditer(text):
-        value = param.group("secret")
-        if value.startswith("[REDACTED:"):  # already masked by a more specific detector
-            continue
         start = param.start()
-        url = text[max(text.rfind(stop, 0, start) for stop in _URL_STOPS) + 1 : start + 1]
-        if "?" in url and ("://" in url or url.startswith("/")):
+        stop = max(text.rfind(char, scanned, start) for char in _URL_STOPS)
+        if stop >= 0:  # a new word since the previous parameter
+            word = scanned = stop + 1
+            query = scheme = False
+        end = start + 1  # the parameter's own "?" counts
+        query = query or text.find("?", scanned, end) >= 0
+        scheme = scheme or text.find("://", max(word, scanned - 2), end) >= 0  # one may straddle ``scanned``
+        scanned = end
+        if param.group("secret").startswith("[REDACTED:"):  # already masked by a more specific detector
+            continue
+        if query and (scheme or text.startswith("/", word)):
             yield param.span("secret")
+
+
+def _find_azure_keys(text: str) -> Iterator[tuple[int, int]]:
+    """Azure connection-string keys, in any case (``Accountkey=`` too): the text is case-folded for the check.
+
+    Only a text with an ``=`` is folded (one fast scan rules out most), then two searches in the folded copy,
+    which cost less than one per casing of each name.
+    """
+    if "=" not in text:
+        return
+    folded = text.casefold()
+    if not any(needle in folded for needle in _AZURE_NEEDLES):
+        return
+    for match in _AZURE_KEY.finditer(text):
+        yield match.span("secret")
 
 
 def _phone_finder() -> Finder:
@@ -274,8 +326,8 @@ def builtin_detectors() -> list[Detector]:
         Detector("AWS_KEY", regex_finder(_AWS_KEY)),
         Detector("GITHUB_TOKEN", regex_finder(_GITHUB_TOKEN)),
         Detector("BEARER_TOKEN", regex_finder(_BEARER)),
-        Detector("BASIC_AUTH", regex_finder(_BASIC, _valid_basic, group="token", needles=("asic", "ASIC"))),
-        Detector("AZURE_KEY", regex_finder(_AZURE_KEY, group="secret", needles=_AZURE_NEEDLES)),
+        Detector("BASIC_AUTH", _find_basic),
+        Detector("AZURE_KEY", _find_azure_keys),
         Detector("URL_SECRET", _find_url_secrets),
         Detector("EMAIL", regex_finder(_EMAIL, needles=("@",))),
         *_iban_detectors(),

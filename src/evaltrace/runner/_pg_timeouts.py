@@ -44,8 +44,12 @@ STATEMENT_TIMEOUT_S = 30.0
 GRACE_S = 2.0
 """Seconds past the statement timeout before the client stops waiting (time for the server's own cancel to arrive)."""
 
-_STATEMENT_TIMEOUT = re.compile(r"statement_timeout\s*=\s*'?(\d+(?:\.\d+)?)\s*(ms|s|min|h)?'?", re.IGNORECASE)
-_UNIT_S = {"ms": 0.001, "s": 1.0, "min": 60.0, "h": 3600.0}
+# Every form libpq ``options`` pass on to the server: ``-c statement_timeout=5s``, ``-cstatement_timeout=5s``, and
+# the long option ``--statement-timeout=5s`` (or ``--statement_timeout``: the server reads "-" in a name as "_").
+_STATEMENT_TIMEOUT = re.compile(
+    r"statement[_-]timeout\s*=\s*'?(\d+(?:\.\d+)?)\s*(us|ms|s|min|h|d)?'?(?![A-Za-z])", re.IGNORECASE
+)
+_UNIT_S = {"us": 0.000001, "ms": 0.001, "s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 class NoAnswerError(Exception):
@@ -54,10 +58,11 @@ class NoAnswerError(Exception):
 
 def _statement_timeout_s(options: str) -> float | None:
     """The ``statement_timeout`` set by libpq ``options``, in seconds (None when unset; 0 means none)."""
-    found = _STATEMENT_TIMEOUT.search(options)
-    if found is None:
+    given = _STATEMENT_TIMEOUT.findall(options)
+    if not given:
         return None
-    return float(found.group(1)) * _UNIT_S[(found.group(2) or "ms").lower()]
+    value, unit = given[-1]  # the last one given is the one the server keeps
+    return float(value) * _UNIT_S[(unit or "ms").lower()]
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,9 @@ class Deadline:
         with self._lock:
             if self._armed != generation:
                 return  # that call finished just before the timer fired
+            # Armed: the call has not returned to answer_within. One whose answer psycopg was still reading at
+            # the deadline is cut too (nothing outside psycopg tells it from one still waiting); its result
+            # stands, and since the socket is then shut down, the next call reports the cut connection.
             self.cut = True
             try:
                 # shutdown() on a duplicate of the descriptor ends the connection for its owner too, and wakes the

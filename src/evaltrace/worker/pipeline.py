@@ -10,7 +10,8 @@ Holding spans until they are exported, not merely forwarded, makes a slow downst
 instead of piling spans up in export queues that a shutdown deadline cannot drain.
 
 Every acknowledged span is accounted for: :meth:`WorkerPipeline.undelivered` counts those that no exporter
-confirmed (an export that failed, a span still queued or being exported when the worker stopped).
+confirmed (an export that failed, a span still queued or being exported when the worker stopped), and
+:attr:`WorkerPipeline.sampled_out` those export sampling discarded (done with at once: they free their bytes).
 """
 
 from __future__ import annotations
@@ -69,6 +70,10 @@ class _Tap(SpanProcessor):
     def on_end(self, span: ReadableSpan) -> None:
         """Count the forwarding step of the span."""
         self._pipeline._settle(span_keys([span]), ok=True)
+
+    def on_sampled_out(self, span: ReadableSpan) -> None:
+        """Export sampling discarded the span: no step of it is to come."""
+        self._pipeline._sampled_out(span_keys([span]))
 
     def shutdown(self) -> None:
         """Nothing to release."""
@@ -202,6 +207,7 @@ class WorkerPipeline:
         self.export_failed = 0  # acknowledged spans an exporter failed to export
         self.given_up = 0  # acknowledged spans still in flight after stale_after_s
         self.lost_after_export = 0  # acknowledged spans an exporter lost after reporting them exported
+        self.sampled_out = 0  # acknowledged spans export sampling discarded: never to be exported, not undelivered
         downstream: list[SpanProcessor] = [_Tap(self)]
         names: set[str] = set()
         for exporter in exporters:
@@ -240,6 +246,20 @@ class WorkerPipeline:
                     del self._inflight[key]
                     freed += held.size
                     self.export_failed += held.failed
+            if freed:
+                self.budget.give_back(freed)
+            if not self._inflight:
+                self._lock.notify_all()
+
+    def _sampled_out(self, keys: Sequence[_Key]) -> None:
+        """Export sampling discarded these spans: every step left is done, none of them failed."""
+        with self._lock:
+            freed = 0
+            for key in keys:
+                held = self._inflight.pop(key, None)
+                if held is not None:  # not an evaluation's own span, nor one given up on already
+                    freed += held.size
+                    self.sampled_out += 1
             if freed:
                 self.budget.give_back(freed)
             if not self._inflight:
@@ -296,8 +316,9 @@ class WorkerPipeline:
                 held = self._inflight.get(key)
                 if held is None:
                     self._inflight[key] = _Held(now, size, self._steps)
-                else:  # the same span twice at once (a re-sent request): tracked once, its bytes added
+                else:  # the same span twice at once (a re-sent request): tracked once, its bytes and steps added
                     held.size += size
+                    held.pending += self._steps  # each copy is forwarded and exported: free it after the last
             self.accepted += len(keys)
             self._submitting += 1
         try:
@@ -362,5 +383,6 @@ class WorkerPipeline:
             "accepted_spans": self.accepted,
             "refused_spans": self.refused,
             "undelivered_spans": self.undelivered(),
+            "sampled_out_spans": self.sampled_out,
             "evaluation": self.processor.stats(),
         }

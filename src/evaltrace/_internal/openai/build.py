@@ -126,7 +126,7 @@ def outcome_attributes_of(
             if list_values.is_plain(text):
                 attrs.update(list_values.text_attributes(sc.OUTPUT_VALUE, sc.OUTPUT_MIME_TYPE, text or None, max_len))
             else:  # a structured (JSON) answer: the message, which Langfuse would otherwise show as a bare value
-                attrs.update(list_values.output_attributes(output, answer, max_len))
+                attrs.update(list_values.json_output_attributes(answer))  # decided: not parsed a second time
         else:
             size = text_size(output)
             answer = attrs[sc.GEN_AI_OUTPUT_MESSAGES] = (
