@@ -63,7 +63,12 @@ def configured(judge: JudgeServer) -> Iterator[tuple[InMemorySpanExporter, Any]]
 
 
 def _chat_spans(exporter: InMemorySpanExporter) -> list[ReadableSpan]:
-    spans = [s for s in exporter.get_finished_spans() if (s.attributes or {}).get("evaltrace.span.kind") == "llm"]
+    """The application's model calls (the judge's own calls are traced too, in traces of their own)."""
+    spans = [
+        s
+        for s in exporter.get_finished_spans()
+        if (s.attributes or {}).get("evaltrace.span.kind") == "llm" and not (s.attributes or {}).get("evaltrace.judge")
+    ]
     return sorted(spans, key=lambda s: s.start_time or 0)
 
 
