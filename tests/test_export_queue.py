@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 from collections.abc import Sequence
@@ -300,3 +301,41 @@ def test_force_flush_says_false_when_spans_were_lost_since_the_previous_flush(ba
         assert handle.force_flush(10_000) is True  # nothing lost since the previous flush
     finally:
         handle.shutdown()
+
+
+class _RacingDeque(collections.deque):  # type: ignore[type-arg]
+    """The queue as the worker sees it when a timed-out shutdown empties it between the worker's len() and popleft()."""
+
+    def __init__(self, worker_name: str) -> None:
+        super().__init__()
+        self.worker_name = worker_name
+        self.raced = threading.Event()
+        self.lies = 2  # the worker's first look at a non-empty queue (its loop test, its batch size) is stale
+
+    def __len__(self) -> int:
+        real = super().__len__()
+        if real and threading.current_thread().name == self.worker_name and self.lies:
+            self.lies -= 1
+            if not self.lies:
+                self.raced.set()
+            return real + 3  # counted before the shutdown's pops: three of these spans are gone by popleft()
+        return real
+
+
+def test_the_worker_survives_a_shutdown_popping_the_queue_under_it_and_every_span_stays_counted() -> None:
+    exporter = GatedExporter()
+    exporter.gate.set()
+    queue = ExportQueue(exporter, "raced", max_batch_size=100, schedule_delay_s=0.05)
+    racing = _RacingDeque("evaltrace-export-raced")
+    queue._queue = racing
+    provider, tracer = _tracer(queue)
+    for i in range(4):
+        tracer.start_span(f"s{i}").end()  # type: ignore[attr-defined]
+    assert racing.raced.wait(30)
+    assert queue.force_flush(30_000)  # the worker is alive and drained the queue
+    assert queue._thread is not None and queue._thread.is_alive()
+    tracer.start_span("later").end()  # type: ignore[attr-defined]
+    assert queue.force_flush(30_000)
+    stats = queue.stats()
+    assert (stats["received"], stats["exported"], stats["queued"], stats["lost"]) == (5, 5, 0, 0)
+    queue.shutdown(5_000)

@@ -384,15 +384,23 @@ class ExportQueue(SpanProcessor):
             while queue:
                 if full_only and len(queue) < self._batch:
                     break
-                count = min(self._batch, len(queue))
-                entries = [queue.popleft() for _ in range(count)]
-                self._in_flight = count
-                self._export([span for span, _ in entries])
-                size = sum(size for _, size in entries)
-                if size:
-                    with self._bytes_lock:  # resident until exported: an export in progress still holds them
-                        self._queued_bytes -= size
-                self._in_flight = 0
+                entries: list[tuple[ReadableSpan, int]] = []
+                for _ in range(min(self._batch, len(queue))):
+                    try:  # a shutdown whose join timed out may empty the queue between our len() and popleft()
+                        entries.append(queue.popleft())
+                    except IndexError:
+                        break
+                if not entries:
+                    break
+                self._in_flight = len(entries)
+                try:
+                    self._export([span for span, _ in entries])
+                finally:
+                    size = sum(size for _, size in entries)
+                    if size:
+                        with self._bytes_lock:  # resident until exported: an export in progress still holds them
+                            self._queued_bytes -= size
+                    self._in_flight = 0
         finally:
             with self._idle:
                 self._busy = False
