@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import evaltrace
-from evaltrace._internal.export_queue import ExportQueue
+from evaltrace._internal.export_queue import ATTRIBUTE_BYTES, SPAN_BYTES, ExportQueue, estimated_bytes
 from evaltrace.exporters import LocalTraceStore
 
 
@@ -339,3 +339,17 @@ def test_the_worker_survives_a_shutdown_popping_the_queue_under_it_and_every_spa
     stats = queue.stats()
     assert (stats["received"], stats["exported"], stats["queued"], stats["lost"]) == (5, 5, 0, 0)
     queue.shutdown(5_000)
+
+
+def test_the_size_estimate_of_a_long_list_attribute_reads_its_first_items_only() -> None:
+    # Span end stays O(1): a list of 100,000 strings is estimated from its first 16 (their average times its length).
+    provider = TracerProvider()
+    tracer = provider.get_tracer("t")
+    span = tracer.start_span("long list")
+    span.set_attribute("documents", ["x" * 100] * 16 + [""] * 99_984)
+    span.end()
+    short = tracer.start_span("short list")
+    short.set_attribute("documents", ["x" * 100, ""])
+    short.end()
+    assert estimated_bytes(span) == SPAN_BYTES + ATTRIBUTE_BYTES + 100 * 100_000  # not the exact 1,600
+    assert estimated_bytes(short) == SPAN_BYTES + ATTRIBUTE_BYTES + 100  # short lists are counted exactly

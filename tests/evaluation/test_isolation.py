@@ -12,6 +12,7 @@ import threading
 import time
 
 from evaltrace.evaluation import EvaluatorSpec, evaluator
+from evaltrace.evaluation._isolation import MAX_OWN_POOLS, EvaluatorThreads, Offenders
 from evaltrace.schema import Trace
 
 from .conftest import MakePipeline
@@ -78,3 +79,21 @@ def test_a_hung_sync_evaluator_in_a_burst_gives_a_healthy_one_no_timeout(make_pi
     assert isolated["isolated"] is True
     assert isolated["calls_moved"] >= 1
     assert "healthy" not in stats["isolation"]
+
+
+def test_a_call_abandoned_on_the_pool_offenders_share_past_the_bound_is_counted_once() -> None:
+    # Past MAX_OWN_POOLS offenders the last own pool is shared: one stuck call there is one stuck call.
+    threads = EvaluatorThreads(1, Offenders())
+    release = threading.Event()
+    try:
+        pools = [threads._own_pool(key) for key in range(MAX_OWN_POOLS + 2)]
+        shared_by_three = pools[-1]
+        assert pools[-3] is shared_by_three
+        started = threading.Event()
+        future = shared_by_three.submit(lambda: (started.set(), release.wait(60)))
+        assert started.wait(30)
+        shared_by_three.abandon(future)
+        assert threads.abandoned == 1
+    finally:
+        release.set()
+        threads.shutdown(wait=False)

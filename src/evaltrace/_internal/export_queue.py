@@ -59,6 +59,8 @@ SPAN_BYTES = 2048
 """The estimate's fixed cost of a span (the objects the SDK makes for it, measured at ~3 kB with a few attributes)."""
 EVENT_BYTES = 256
 ATTRIBUTE_BYTES = 64
+SAMPLED_ITEMS = 16
+"""Items of a sequence attribute the estimate reads; a longer one counts as that many times their average."""
 
 
 @dataclass
@@ -80,7 +82,8 @@ class ExportStats:
 def estimated_bytes(span: ReadableSpan) -> int:
     """A cheap estimate of the memory ``span`` holds: fixed costs plus the length of its string values.
 
-    Reads only what is built already (no encoding): O(attributes + events), whatever the size of the values.
+    Reads only what is built already (no encoding): O(attributes + events), whatever the size of the values (a
+    sequence value by its first ``SAMPLED_ITEMS`` items).
     Lengths are in characters (one byte each for ASCII text, as CPython stores it).
     """
     size = SPAN_BYTES
@@ -103,8 +106,12 @@ def _mapping_bytes(attributes: Mapping[str, Any]) -> int:
         if kind is str:
             size += len(value)
         elif kind is tuple or kind is list:  # a sequence attribute: its strings count, other items 8 bytes each
-            for item in value:
-                size += len(item) if type(item) is str else 8
+            # Its first SAMPLED_ITEMS items stand for the rest: span end stays O(1) however long the list.
+            count = len(value)
+            sampled = 0
+            for item in value[:SAMPLED_ITEMS]:
+                sampled += len(item) if type(item) is str else 8
+            size += sampled if count <= SAMPLED_ITEMS else sampled * count // SAMPLED_ITEMS
     return size
 
 
