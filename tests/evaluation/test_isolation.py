@@ -8,11 +8,17 @@ evaluator configured beside it reports no false timeout.
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
+import weakref
+
+import pytest
 
 from evaltrace.evaluation import EvaluatorSpec, evaluator
 from evaltrace.evaluation._isolation import MAX_OWN_POOLS, EvaluatorThreads, Offenders
+from evaltrace.evaluation._user_loop import UserLoop
+from evaltrace.evaluation.runner import TimedOut
 from evaltrace.schema import Trace
 
 from .conftest import MakePipeline
@@ -97,3 +103,58 @@ def test_a_call_abandoned_on_the_pool_offenders_share_past_the_bound_is_counted_
     finally:
         release.set()
         threads.shutdown(wait=False)
+
+
+class _Payload:
+    """Stands for the trace a call holds (weakly referenceable, to see whether anything keeps it)."""
+
+
+def test_an_async_offenders_calls_queued_behind_its_block_time_out_and_later_ones_are_not_queued_to_its_dead_loop() -> (
+    None
+):
+    # Its loop blocked for good becomes its own; a call of it already queued there used to wait for ever (with an
+    # async slot), and every later call left its start, holding the trace, on that loop.
+    runner = UserLoop(stall_s=5.0)  # long: the second call is surely queued before the block is noticed
+    blocking = threading.Event()
+    release = threading.Event()
+
+    class Offender:
+        name = "blocks its loop"
+
+    offender = Offender()
+
+    async def block() -> str:
+        blocking.set()
+        release.wait(120)  # blocking code in a coroutine: the whole loop stops
+        return "late"
+
+    async def quick(payload: _Payload) -> str:
+        return "never runs"
+
+    async def main() -> tuple[float, bool]:
+        blocker = asyncio.ensure_future(runner.run_timed(offender, block, None))
+        assert await asyncio.to_thread(blocking.wait, 30)
+        queued = time.monotonic()
+        with pytest.raises(TimedOut):  # queued behind the block: timed out once the block makes it its own loop
+            await asyncio.wait_for(runner.run_timed(offender, lambda: quick(_Payload()), 1.0), 60)
+        waited = time.monotonic() - queued
+        assert runner.offenders.isolated(id(offender))
+        payload = _Payload()
+        held = weakref.ref(payload)
+        started = time.monotonic()
+        with pytest.raises(TimedOut):  # its loop has not turned for longer than the timeout: not queued there
+            await runner.run_timed(offender, lambda p=payload: quick(p), 1.0)  # type: ignore[misc]
+        fast = time.monotonic() - started < 1.0
+        del payload
+        gc.collect()
+        assert held() is None  # nothing (no start waiting on the dead loop) holds its trace
+        release.set()
+        assert await asyncio.wait_for(blocker, 60) == "late"
+        return waited, fast
+
+    try:
+        waited, fast = asyncio.run(main())
+    finally:
+        release.set()
+        runner.close()
+    assert waited < 55 and fast

@@ -8,7 +8,9 @@ has not turned for ``stall_s``, the coroutine running on it is the one blocking 
 every *other* evaluator's evaluation to a fresh loop (they start again there; an evaluator is a pure function of
 its input, like a retry) and the blocked loop becomes the blocking evaluator's own: its calls run there from then on
 (``_isolation``: a loop per offender, its cost counted), so it can never again stall anyone else's. Its blocking call
-may still finish within its timeout; if not, the caller's timeout abandons it.
+may still finish within its timeout; if not, the caller's timeout abandons it. Its calls already queued on that
+loop are timed from submission from then on, and while its loop has not turned for a call's timeout, the call
+times out at once rather than being queued behind the block (which may never end).
 
 An evaluation's timeout counts from when its coroutine starts running (:meth:`UserLoop.run_timed`), never its
 wait for a loop another evaluator blocks; on an offender's own loop it counts from submission (it waits only
@@ -163,6 +165,8 @@ class UserLoop:
             if key not in self._names:
                 self._names[key] = evaluator_name(evaluator)
         while True:
+            if timeout_s is not None and self._own_loop_stalled(key, timeout_s):
+                raise TimedOut  # it would wait behind its own block past its timeout: not queued to a dead loop
             run = self._submit(make, key)
             outcome = asyncio.wrap_future(run.future)
             try:
@@ -198,6 +202,16 @@ class UserLoop:
             holder.stop()
 
     # --- internals ----------------------------------------------------------------------------------------
+
+    def _own_loop_stalled(self, key: int | None, timeout_s: float) -> bool:
+        """Whether ``key``'s own loop has not turned for ``timeout_s``: a call queued there now would time out.
+
+        Queuing it anyway would leave its start (holding the trace) on a loop that may never run it again.
+        """
+        if key is None:
+            return False
+        own = self._own.get(key)
+        return own is not None and time.monotonic() - own.beat > timeout_s
 
     def _submit(self, make: Callable[[], Awaitable[Any]], key: int | None) -> _Run:
         with self._lock:
@@ -278,6 +292,9 @@ class UserLoop:
             if key is not None:  # the blocked loop becomes its evaluator's own: its calls go there from now on
                 self._own[key] = blocked
                 others = [run for run in blocked.runs if run.key != key]
+                for run in blocked.runs:  # its calls already queued there wait only behind itself now: timed from
+                    if run.key == key:  # submission, or a loop blocked for ever would hold them (and a slot) for ever
+                        run.own = True
             else:  # not known whose: the blocking coroutine is left alone on the old loop, which then retires
                 blocked.retired = True
                 others = [run for run in blocked.runs if run.task is None or run.task is not culprit]
