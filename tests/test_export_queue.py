@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import evaltrace
@@ -47,8 +47,9 @@ def test_overflow_is_counted_and_logged_once_per_episode(caplog: pytest.LogCaptu
         for i in range(100):
             tracer.start_span(f"s{i}").end()  # type: ignore[attr-defined]
         exporter.gate.set()
-        assert queue.force_flush(10_000) is False  # everything queued went out, but spans were lost
-    assert queue.force_flush(10_000)  # nothing lost since the previous flush
+        # Everything queued went out: the processor's flush says so (the handle's flush reports the losses).
+        assert queue.force_flush(10_000) is True
+    assert queue.lost == queue.stats()["lost"] > 0
     stats = queue.stats()
     assert stats["received"] == 100
     assert stats["exported"] == exporter.received
@@ -353,3 +354,45 @@ def test_the_size_estimate_of_a_long_list_attribute_reads_its_first_items_only()
     short.end()
     assert estimated_bytes(span) == SPAN_BYTES + ATTRIBUTE_BYTES + 100 * 100_000  # not the exact 1,600
     assert estimated_bytes(short) == SPAN_BYTES + ATTRIBUTE_BYTES + 100  # short lists are counted exactly
+
+
+def test_a_loss_leaves_the_providers_flush_to_the_applications_own_processors_and_is_reported_by_the_handle() -> None:
+    # On SDK 1.30 a provider's force_flush stops at the first processor saying False: after one lost span, the
+    # application's own processors added after ours were never flushed by provider.force_flush() again.
+    provider = TracerProvider()
+    refusing = GatedExporter(SpanExportResult.FAILURE)
+    refusing.gate.set()
+    handle = evaltrace.configure(
+        service_name="f", local_store=False, exporters=[refusing], handle_sigterm=False, tracer_provider=provider
+    )
+    mine = InMemorySpanExporter()
+    provider.add_span_processor(BatchSpanProcessor(mine, schedule_delay_millis=600_000))  # the app's, after ours
+    try:
+        tracer = provider.get_tracer("t")
+        tracer.start_span("refused by our backend").end()
+        assert provider.force_flush(30_000) is True  # every processor flushed in time: what the provider asks
+        assert [s.name for s in mine.get_finished_spans()] == ["refused by our backend"]
+        tracer.start_span("second").end()
+        assert provider.force_flush(30_000) is True
+        assert len(mine.get_finished_spans()) == 2
+        # The provider's flushes did not consume the losses: the handle's flush still reports them.
+        assert handle.force_flush(30_000) is False
+        assert handle.evaluation_processor.stats()["exporters"]["custom[0]"]["export_failed"] == 2
+        assert handle.force_flush(30_000) is True  # nothing lost since the handle's previous flush
+    finally:
+        handle.shutdown()
+
+
+def test_a_flush_of_the_provider_does_not_consume_a_loss_the_handles_flush_has_not_reported() -> None:
+    # An instrumentation (or another thread) flushing the provider used to reset the "lost since" marker.
+    refusing = GatedExporter(SpanExportResult.FAILURE)
+    refusing.gate.set()
+    handle = evaltrace.configure(service_name="f", local_store=False, exporters=[refusing], handle_sigterm=False)
+    try:
+        handle.provider.get_tracer("t").start_span("refused").end()
+        handle.provider.force_flush(30_000)  # someone else's flush, first
+        handle.provider.force_flush(30_000)
+        assert handle.force_flush(30_000) is False  # the user's flush still hears of the loss
+        assert handle.force_flush(30_000) is True
+    finally:
+        handle.shutdown()

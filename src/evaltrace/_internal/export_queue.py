@@ -128,7 +128,7 @@ class ExportQueue(SpanProcessor):
         schedule_delay_s: Longest a span waits before its batch is exported. It bounds what a SIGKILL loses.
         synchronous: Export each span on the thread that ends it, with no queue or thread
             (``configure(batch=False)``), counted as the queue counts: unlike the SDK's ``SimpleSpanProcessor``,
-            an export that fails is counted and makes the next :meth:`force_flush` say False.
+            an export that fails is counted (and makes the handle's next ``force_flush`` say False).
     """
 
     def __init__(
@@ -160,7 +160,6 @@ class ExportQueue(SpanProcessor):
         self._stats = ExportStats()
         self._in_flight = 0
         self._unsettled_loss = 0  # lost after export, reported before the batch's SUCCESS was counted
-        self._lost_at_flush = 0
         self._loss_lock = threading.Lock()  # losses come from application threads and the worker alike
         self._episode = LossEpisode(logger, f"exporter {name}")
         self._wake = threading.Event()
@@ -201,7 +200,6 @@ class ExportQueue(SpanProcessor):
         self._stats = ExportStats()
         self._in_flight = 0
         self._unsettled_loss = 0
-        self._lost_at_flush = 0
         self._busy = False
         self._flushes = 0
         if not self._shutdown:
@@ -266,15 +264,21 @@ class ExportQueue(SpanProcessor):
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Export everything queued now.
 
+        Spans lost are not reported here but in :attr:`lost` (``EvaltraceHandle.force_flush`` says False after
+        one): this processor hangs off the application's own TracerProvider, and older SDKs (1.30 among them) stop a
+        provider's ``force_flush`` at the first processor returning False, which would leave the application's
+        processors after ours unflushed for good after one lost span.
+
         Returns:
-            False when the queue is not empty at the deadline, the exporter's flush failed, or spans were lost
-            (dropped, or their export failed) since the previous flush.
+            False when the queue is not empty at the deadline or the exporter's flush failed.
         """
-        flushed = self._flush(timeout_millis)
+        return self._flush(timeout_millis)
+
+    @property
+    def lost(self) -> int:
+        """Spans lost so far (dropped, or their export failed): see :class:`ExportStats`."""
         with self._loss_lock:
-            lost = self._stats.lost
-            clean, self._lost_at_flush = lost == self._lost_at_flush, lost
-        return flushed and clean
+            return self._stats.lost
 
     def _flush(self, timeout_millis: int) -> bool:
         deadline = time.monotonic() + timeout_millis / 1000
