@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
+import subprocess
 import threading
 import time
 import weakref
@@ -158,3 +160,34 @@ def test_an_async_offenders_calls_queued_behind_its_block_time_out_and_later_one
         release.set()
         runner.close()
     assert waited < 55 and fast
+
+
+def test_a_whole_process_pause_is_not_taken_for_an_async_evaluator_blocking_its_loop() -> None:
+    # At load 10 or in a long collection the loop's thread can miss its heartbeat past stall_s while nothing blocks
+    # it: the process was not running. Here it is stopped outright (SIGSTOP, 1.5 s); the watchdog, late itself,
+    # must not restart the healthy evaluation on a new loop or name anyone.
+    runner = UserLoop(stall_s=0.25)
+
+    class Healthy:
+        name = "healthy"
+
+    healthy = Healthy()
+
+    async def work() -> str:
+        await asyncio.sleep(3)
+        return "ok"
+
+    async def main() -> str:
+        task = asyncio.ensure_future(runner.run_timed(healthy, work, 60))
+        await asyncio.sleep(0.5)  # its evaluation is running on the loop (awaiting) when the process stops
+        pid = os.getpid()
+        stopper = subprocess.Popen(["sh", "-c", f"kill -STOP {pid}; sleep 1.5; kill -CONT {pid}"])
+        assert await asyncio.to_thread(stopper.wait, 60) == 0
+        return await asyncio.wait_for(task, 60)
+
+    try:
+        assert asyncio.run(main()) == "ok"
+    finally:
+        runner.close()
+    assert (runner.stalls, runner.moved) == (0, 0)
+    assert not runner.offenders.isolated(id(healthy))

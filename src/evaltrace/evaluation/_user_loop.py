@@ -4,7 +4,8 @@ The processor's own loop orchestrates every job (hold deadlines, forwarding, chi
 coroutines ran there, one ``async def evaluate`` that calls ``time.sleep`` or a blocking HTTP client would stall
 every evaluation and every span waiting to be forwarded, and shutdown could not cancel anything. So async
 evaluators run here, on a loop in a daemon thread of its own, and a watchdog checks its heartbeat: when the loop
-has not turned for ``stall_s``, the coroutine running on it is the one blocking it. The watchdog then moves
+has not turned for ``stall_s`` on two consecutive looks (one look may be a loaded machine; a watchdog that
+woke late itself does not count), the coroutine running on it is the one blocking it. The watchdog then moves
 every *other* evaluator's evaluation to a fresh loop (they start again there; an evaluator is a pure function of
 its input, like a retry) and the blocked loop becomes the blocking evaluator's own: its calls run there from then on
 (``_isolation``: a loop per offender, its cost counted), so it can never again stall anyone else's. Its blocking call
@@ -87,6 +88,32 @@ class _Loop:
                 self.loop.call_soon_threadsafe(self.loop.stop)
             except RuntimeError:  # closed meanwhile
                 pass
+
+
+class _StallJudge:
+    """Whether a loop is blocked, not merely descheduled: a stall seen on two consecutive looks of a timely watchdog.
+
+    A healthy loop's thread can miss its heartbeat past ``stall_s`` when the machine is loaded or a collection
+    pauses the process: then the watchdog usually wakes late too (its lateness is discounted: that look does not
+    count), and on its next look the loop has turned. A loop blocked by user code keeps the same heartbeat across
+    both looks while the watchdog wakes on time.
+    """
+
+    def __init__(self, stall_s: float) -> None:
+        self._stall_s = stall_s
+        self._suspect: tuple[object, float] | None = None  # (loop, its heartbeat) stalled at the previous look
+
+    def look(self, loop: object, beat: float, now: float, late_s: float) -> bool:
+        """One look at ``loop`` whose last heartbeat was ``beat``; ``late_s``: how late the watchdog woke."""
+        if now - beat <= self._stall_s or late_s > self._stall_s / 2:
+            self._suspect = None  # turning; or the watchdog itself was descheduled: the process, not the loop
+            return False
+        suspect = self._suspect
+        if suspect is not None and suspect[0] is loop and suspect[1] == beat:
+            self._suspect = None
+            return True
+        self._suspect = (loop, beat)
+        return False
 
 
 class UserLoop:
@@ -268,9 +295,16 @@ class UserLoop:
                 pass
 
     def _watch(self) -> None:
-        while not self._closed.wait(self._stall_s / 4 if self._busy() else self._stall_s):
+        judge = _StallJudge(self._stall_s)
+        while True:
+            interval = self._stall_s / 4 if self._busy() else self._stall_s
+            asleep = time.monotonic()
+            if self._closed.wait(interval):
+                return
+            now = time.monotonic()
             holder = self._current
-            if holder is not None and holder.runs and time.monotonic() - holder.beat > self._stall_s:
+            busy = holder is not None and bool(holder.runs)
+            if holder is not None and judge.look(holder, holder.beat if busy else now, now, now - asleep - interval):
                 self._replace(holder)
 
     def _busy(self) -> bool:
