@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 from collections.abc import Sequence
@@ -9,11 +10,11 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import evaltrace
-from evaltrace._internal.export_queue import ExportQueue
+from evaltrace._internal.export_queue import ATTRIBUTE_BYTES, SPAN_BYTES, ExportQueue, estimated_bytes
 from evaltrace.exporters import LocalTraceStore
 
 
@@ -46,8 +47,9 @@ def test_overflow_is_counted_and_logged_once_per_episode(caplog: pytest.LogCaptu
         for i in range(100):
             tracer.start_span(f"s{i}").end()  # type: ignore[attr-defined]
         exporter.gate.set()
-        assert queue.force_flush(10_000) is False  # everything queued went out, but spans were lost
-    assert queue.force_flush(10_000)  # nothing lost since the previous flush
+        # Everything queued went out: the processor's flush says so (the handle's flush reports the losses).
+        assert queue.force_flush(10_000) is True
+    assert queue.lost == queue.stats()["lost"] > 0
     stats = queue.stats()
     assert stats["received"] == 100
     assert stats["exported"] == exporter.received
@@ -298,5 +300,99 @@ def test_force_flush_says_false_when_spans_were_lost_since_the_previous_flush(ba
         exporter.result = SpanExportResult.SUCCESS  # the backend is back
         tracer.start_span("accepted").end()
         assert handle.force_flush(10_000) is True  # nothing lost since the previous flush
+    finally:
+        handle.shutdown()
+
+
+class _RacingDeque(collections.deque):  # type: ignore[type-arg]
+    """The queue as the worker sees it when a timed-out shutdown empties it between the worker's len() and popleft()."""
+
+    def __init__(self, worker_name: str) -> None:
+        super().__init__()
+        self.worker_name = worker_name
+        self.raced = threading.Event()
+        self.lies = 2  # the worker's first look at a non-empty queue (its loop test, its batch size) is stale
+
+    def __len__(self) -> int:
+        real = super().__len__()
+        if real and threading.current_thread().name == self.worker_name and self.lies:
+            self.lies -= 1
+            if not self.lies:
+                self.raced.set()
+            return real + 3  # counted before the shutdown's pops: three of these spans are gone by popleft()
+        return real
+
+
+def test_the_worker_survives_a_shutdown_popping_the_queue_under_it_and_every_span_stays_counted() -> None:
+    exporter = GatedExporter()
+    exporter.gate.set()
+    queue = ExportQueue(exporter, "raced", max_batch_size=100, schedule_delay_s=0.05)
+    racing = _RacingDeque("evaltrace-export-raced")
+    queue._queue = racing
+    provider, tracer = _tracer(queue)
+    for i in range(4):
+        tracer.start_span(f"s{i}").end()  # type: ignore[attr-defined]
+    assert racing.raced.wait(30)
+    assert queue.force_flush(30_000)  # the worker is alive and drained the queue
+    assert queue._thread is not None and queue._thread.is_alive()
+    tracer.start_span("later").end()  # type: ignore[attr-defined]
+    assert queue.force_flush(30_000)
+    stats = queue.stats()
+    assert (stats["received"], stats["exported"], stats["queued"], stats["lost"]) == (5, 5, 0, 0)
+    queue.shutdown(5_000)
+
+
+def test_the_size_estimate_of_a_long_list_attribute_reads_its_first_items_only() -> None:
+    # Span end stays O(1): a list of 100,000 strings is estimated from its first 16 (their average times its length).
+    provider = TracerProvider()
+    tracer = provider.get_tracer("t")
+    span = tracer.start_span("long list")
+    span.set_attribute("documents", ["x" * 100] * 16 + [""] * 99_984)
+    span.end()
+    short = tracer.start_span("short list")
+    short.set_attribute("documents", ["x" * 100, ""])
+    short.end()
+    assert estimated_bytes(span) == SPAN_BYTES + ATTRIBUTE_BYTES + 100 * 100_000  # not the exact 1,600
+    assert estimated_bytes(short) == SPAN_BYTES + ATTRIBUTE_BYTES + 100  # short lists are counted exactly
+
+
+def test_a_loss_leaves_the_providers_flush_to_the_applications_own_processors_and_is_reported_by_the_handle() -> None:
+    # On SDK 1.30 a provider's force_flush stops at the first processor saying False: after one lost span, the
+    # application's own processors added after ours were never flushed by provider.force_flush() again.
+    provider = TracerProvider()
+    refusing = GatedExporter(SpanExportResult.FAILURE)
+    refusing.gate.set()
+    handle = evaltrace.configure(
+        service_name="f", local_store=False, exporters=[refusing], handle_sigterm=False, tracer_provider=provider
+    )
+    mine = InMemorySpanExporter()
+    provider.add_span_processor(BatchSpanProcessor(mine, schedule_delay_millis=600_000))  # the app's, after ours
+    try:
+        tracer = provider.get_tracer("t")
+        tracer.start_span("refused by our backend").end()
+        assert provider.force_flush(30_000) is True  # every processor flushed in time: what the provider asks
+        assert [s.name for s in mine.get_finished_spans()] == ["refused by our backend"]
+        tracer.start_span("second").end()
+        assert provider.force_flush(30_000) is True
+        assert len(mine.get_finished_spans()) == 2
+        # The provider's flushes did not consume the losses: the handle's flush still reports them.
+        assert handle.force_flush(30_000) is False
+        assert handle.evaluation_processor.stats()["exporters"]["custom[0]"]["export_failed"] == 2
+        assert handle.force_flush(30_000) is True  # nothing lost since the handle's previous flush
+    finally:
+        handle.shutdown()
+
+
+def test_a_flush_of_the_provider_does_not_consume_a_loss_the_handles_flush_has_not_reported() -> None:
+    # An instrumentation (or another thread) flushing the provider used to reset the "lost since" marker.
+    refusing = GatedExporter(SpanExportResult.FAILURE)
+    refusing.gate.set()
+    handle = evaltrace.configure(service_name="f", local_store=False, exporters=[refusing], handle_sigterm=False)
+    try:
+        handle.provider.get_tracer("t").start_span("refused").end()
+        handle.provider.force_flush(30_000)  # someone else's flush, first
+        handle.provider.force_flush(30_000)
+        assert handle.force_flush(30_000) is False  # the user's flush still hears of the loss
+        assert handle.force_flush(30_000) is True
     finally:
         handle.shutdown()

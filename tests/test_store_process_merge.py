@@ -97,3 +97,34 @@ def test_merged_batches_are_stored_once_and_each_is_acknowledged(tmp_path: Path)
     finally:
         store.close()
     assert sorted(stored) == sorted(span.name for span in spans)  # each once
+
+
+def test_merged_batches_the_store_refused_each_report_their_own_loss(tmp_path: Path) -> None:
+    # A batch the application waits on (send_settled, while the writer is failing) merged behind another used to
+    # get lost=0, so its export said SUCCESS and ended the loss episode with a false "works again".
+    (tmp_path / "traces.sqlite3").write_bytes(b"this is not an SQLite database " * 200)  # every write refused
+    rows = [stored_row(span) for span in _spans(12)]
+    payload = b"".join(
+        store_process._HEADER.pack(len(data)) + data
+        for data in (
+            marshal.dumps(message)
+            for message in (
+                ("open", str(tmp_path), 0.0, 0),
+                ("batch", 1, rows[:5]),
+                ("batch", 2, rows[5:9]),
+                ("batch", 3, rows[9:]),
+            )
+        )
+    )
+    read_acks, write_acks = os.pipe()
+    try:
+        writer = store_process._serve(io.BytesIO(payload), write_acks, store_process._Relay())
+        assert writer is not None and writer.disabled
+        writer.session.close()
+    finally:
+        os.close(write_acks)
+    with os.fdopen(read_acks, "rb") as acks_in:
+        acks = []
+        while (ack := store_process.read_frame(acks_in)) is not None:
+            acks.append(ack)
+    assert sorted((ack[1], ack[2]) for ack in acks) == [(1, 5), (2, 4), (3, 3)]  # each batch: all of it lost

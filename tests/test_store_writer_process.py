@@ -146,7 +146,8 @@ def test_a_killed_writer_counts_what_it_had_not_stored_and_later_spans_are_still
     with caplog.at_level(logging.WARNING, logger="evaltrace"):
         assert exporter.export(_spans(3)).name == "SUCCESS"  # 6 spans in the pipe, never read
         os.kill(pid, signal.SIGKILL)
-        assert exporter.force_flush(30_000) is False  # the death settles them, counted lost: the flush says so
+        # The death settles them, counted lost (told to on_lost: the handle's flush says False, see test_export_queue)
+        assert exporter.force_flush(30_000) is True
         assert exporter.stats()["lost_spans"] == 6
         with pytest.raises(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)  # reaped when it died, not left a zombie until shutdown
@@ -543,7 +544,7 @@ def test_a_batch_interrupted_while_handed_over_never_garbles_the_next(
     with pytest.raises(KeyboardInterrupt):
         exporter.export(_spans(3, "torn"))
     assert exporter.export(_spans(2, "after")).name == "SUCCESS"
-    assert exporter.force_flush(30_000) is False  # the torn batch was lost: the flush says so
+    assert exporter.force_flush(30_000) is True  # settled; the torn batch is counted lost below
     assert exporter.writer_pid not in (None, first)  # a new writer process took over
     names = {t.root_name.split(" ")[0] for t in LocalTraceStore(tmp_path).list_traces()}
     assert names == {"before0", "before1", "after0", "after1"}

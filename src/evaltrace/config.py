@@ -113,10 +113,26 @@ class EvaltraceHandle:
     shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S
     _shut: bool = False
     _user_exporters: list[_UserExporter] = field(default_factory=list)
+    _export_queues: list[ExportQueue] = field(default_factory=list)
+    _lost_reported: int = 0
+    _flush_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Export (and evaluate) everything pending; True when it all completed within the deadline."""
-        return self.pipeline.force_flush(timeout_millis)
+        """Export (and evaluate) everything pending.
+
+        Only this flush reports lost spans: the provider's ``force_flush`` (which instrumentations call too)
+        says False only at its timeout, and reading losses there would hide them from this one.
+
+        Returns:
+            True when it all completed within the deadline and no span was lost (dropped, or its export failed)
+            since this handle's previous ``force_flush``; the losses are counted in ``stats()["exporters"]``.
+        """
+        flushed = self.pipeline.force_flush(timeout_millis)
+        lost = sum(queue.lost for queue in self._export_queues)
+        with self._flush_lock:
+            # (fewer than reported: a forked child, whose queues count from zero)
+            clean, self._lost_reported = lost <= self._lost_reported, lost
+        return flushed and clean
 
     def shutdown(self, timeout_s: float | None = None) -> None:
         """Flush and release the pipeline; later spans go nowhere until ``configure()`` is called again.
@@ -488,6 +504,7 @@ def configure(
         handle = EvaltraceHandle(provider, pipeline, [name for name, _ in collected.named], evaluator_processor)
         handle.shutdown_timeout_s = shutdown_timeout_s
         handle._user_exporters = [e for _, e in collected.named if isinstance(e, _UserExporter)]
+        handle._export_queues = [p for p in downstream if isinstance(p, ExportQueue)]
         _state.handle = handle
         if not _state.atexit_registered:
             exit_hooks.shutdown_at_exit(_shutdown_at_exit)

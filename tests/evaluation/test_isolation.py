@@ -8,10 +8,19 @@ evaluator configured beside it reports no false timeout.
 from __future__ import annotations
 
 import asyncio
+import gc
+import os
+import subprocess
 import threading
 import time
+import weakref
+
+import pytest
 
 from evaltrace.evaluation import EvaluatorSpec, evaluator
+from evaltrace.evaluation._isolation import MAX_OWN_POOLS, EvaluatorThreads, Offenders
+from evaltrace.evaluation._user_loop import UserLoop
+from evaltrace.evaluation.runner import TimedOut
 from evaltrace.schema import Trace
 
 from .conftest import MakePipeline
@@ -78,3 +87,111 @@ def test_a_hung_sync_evaluator_in_a_burst_gives_a_healthy_one_no_timeout(make_pi
     assert isolated["isolated"] is True
     assert isolated["calls_moved"] >= 1
     assert "healthy" not in stats["isolation"]
+
+
+def test_a_call_abandoned_on_the_pool_offenders_share_past_the_bound_is_counted_once() -> None:
+    # Past MAX_OWN_POOLS offenders the last own pool is shared: one stuck call there is one stuck call.
+    threads = EvaluatorThreads(1, Offenders())
+    release = threading.Event()
+    try:
+        pools = [threads._own_pool(key) for key in range(MAX_OWN_POOLS + 2)]
+        shared_by_three = pools[-1]
+        assert pools[-3] is shared_by_three
+        started = threading.Event()
+        future = shared_by_three.submit(lambda: (started.set(), release.wait(60)))
+        assert started.wait(30)
+        shared_by_three.abandon(future)
+        assert threads.abandoned == 1
+    finally:
+        release.set()
+        threads.shutdown(wait=False)
+
+
+class _Payload:
+    """Stands for the trace a call holds (weakly referenceable, to see whether anything keeps it)."""
+
+
+def test_an_async_offenders_calls_queued_behind_its_block_time_out_and_later_ones_are_not_queued_to_its_dead_loop() -> (
+    None
+):
+    # Its loop blocked for good becomes its own; a call of it already queued there used to wait for ever (with an
+    # async slot), and every later call left its start, holding the trace, on that loop.
+    runner = UserLoop(stall_s=5.0)  # long: the second call is surely queued before the block is noticed
+    blocking = threading.Event()
+    release = threading.Event()
+
+    class Offender:
+        name = "blocks its loop"
+
+    offender = Offender()
+
+    async def block() -> str:
+        blocking.set()
+        release.wait(120)  # blocking code in a coroutine: the whole loop stops
+        return "late"
+
+    async def quick(payload: _Payload) -> str:
+        return "never runs"
+
+    async def main() -> float:
+        blocker = asyncio.ensure_future(runner.run_timed(offender, block, None))
+        assert await asyncio.to_thread(blocking.wait, 30)
+        queued = time.monotonic()
+        with pytest.raises(TimedOut):  # queued behind the block: timed out once the block makes it its own loop
+            await asyncio.wait_for(runner.run_timed(offender, lambda: quick(_Payload()), 1.0), 60)
+        waited = time.monotonic() - queued
+        assert runner.offenders.isolated(id(offender))
+        payload = _Payload()
+        held = weakref.ref(payload)
+        with pytest.raises(TimedOut):  # its loop has not turned for longer than the timeout: not queued there
+            await runner.run_timed(offender, lambda p=payload: quick(p), 1.0)  # type: ignore[misc]
+        del payload
+        gc.collect()
+        assert held() is None  # nothing (no start waiting on the dead loop) holds its trace
+        release.set()
+        assert await asyncio.wait_for(blocker, 60) == "late"
+        return waited
+
+    try:
+        waited = asyncio.run(main())
+    finally:
+        release.set()
+        runner.close()
+    assert waited < 55
+
+
+def test_a_whole_process_pause_is_not_taken_for_an_async_evaluator_blocking_its_loop() -> None:
+    # At load 10 or in a long collection the loop's thread can miss its heartbeat past stall_s while nothing blocks
+    # it: the process was not running. Here it is stopped outright (SIGSTOP, 1 s, four times); the watchdog, late
+    # itself, must not restart the healthy evaluation on a new loop or name anyone.
+    runner = UserLoop(stall_s=0.25)
+    done = threading.Event()
+
+    class Healthy:
+        name = "healthy"
+
+    healthy = Healthy()
+
+    async def work() -> str:
+        while not done.is_set():  # healthy: it awaits, the loop turns
+            await asyncio.sleep(0.05)
+        return "ok"
+
+    async def main() -> str:
+        task = asyncio.ensure_future(runner.run_timed(healthy, work, 600))
+        await asyncio.sleep(0.5)  # its evaluation is running on the loop (awaiting) when the process stops
+        pid = os.getpid()
+        for _ in range(4):
+            stopper = subprocess.Popen(["sh", "-c", f"kill -STOP {pid}; sleep 1; kill -CONT {pid}"])
+            assert await asyncio.to_thread(stopper.wait, 60) == 0
+            await asyncio.sleep(0.3)
+        done.set()
+        return await asyncio.wait_for(task, 60)
+
+    try:
+        assert asyncio.run(main()) == "ok"
+    finally:
+        done.set()
+        runner.close()
+    assert (runner.stalls, runner.moved) == (0, 0)
+    assert not runner.offenders.isolated(id(healthy))

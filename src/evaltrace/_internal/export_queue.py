@@ -59,6 +59,8 @@ SPAN_BYTES = 2048
 """The estimate's fixed cost of a span (the objects the SDK makes for it, measured at ~3 kB with a few attributes)."""
 EVENT_BYTES = 256
 ATTRIBUTE_BYTES = 64
+SAMPLED_ITEMS = 16
+"""Items of a sequence attribute the estimate reads; a longer one counts as that many times their average."""
 
 
 @dataclass
@@ -80,7 +82,8 @@ class ExportStats:
 def estimated_bytes(span: ReadableSpan) -> int:
     """A cheap estimate of the memory ``span`` holds: fixed costs plus the length of its string values.
 
-    Reads only what is built already (no encoding): O(attributes + events), whatever the size of the values.
+    Reads only what is built already (no encoding): O(attributes + events), whatever the size of the values (a
+    sequence value by its first ``SAMPLED_ITEMS`` items).
     Lengths are in characters (one byte each for ASCII text, as CPython stores it).
     """
     size = SPAN_BYTES
@@ -103,8 +106,12 @@ def _mapping_bytes(attributes: Mapping[str, Any]) -> int:
         if kind is str:
             size += len(value)
         elif kind is tuple or kind is list:  # a sequence attribute: its strings count, other items 8 bytes each
-            for item in value:
-                size += len(item) if type(item) is str else 8
+            # Its first SAMPLED_ITEMS items stand for the rest: span end stays O(1) however long the list.
+            count = len(value)
+            sampled = 0
+            for item in value[:SAMPLED_ITEMS]:
+                sampled += len(item) if type(item) is str else 8
+            size += sampled if count <= SAMPLED_ITEMS else sampled * count // SAMPLED_ITEMS
     return size
 
 
@@ -121,7 +128,7 @@ class ExportQueue(SpanProcessor):
         schedule_delay_s: Longest a span waits before its batch is exported. It bounds what a SIGKILL loses.
         synchronous: Export each span on the thread that ends it, with no queue or thread
             (``configure(batch=False)``), counted as the queue counts: unlike the SDK's ``SimpleSpanProcessor``,
-            an export that fails is counted and makes the next :meth:`force_flush` say False.
+            an export that fails is counted (and makes the handle's next ``force_flush`` say False).
     """
 
     def __init__(
@@ -153,7 +160,6 @@ class ExportQueue(SpanProcessor):
         self._stats = ExportStats()
         self._in_flight = 0
         self._unsettled_loss = 0  # lost after export, reported before the batch's SUCCESS was counted
-        self._lost_at_flush = 0
         self._loss_lock = threading.Lock()  # losses come from application threads and the worker alike
         self._episode = LossEpisode(logger, f"exporter {name}")
         self._wake = threading.Event()
@@ -194,7 +200,6 @@ class ExportQueue(SpanProcessor):
         self._stats = ExportStats()
         self._in_flight = 0
         self._unsettled_loss = 0
-        self._lost_at_flush = 0
         self._busy = False
         self._flushes = 0
         if not self._shutdown:
@@ -259,15 +264,21 @@ class ExportQueue(SpanProcessor):
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Export everything queued now.
 
+        Spans lost are not reported here but in :attr:`lost` (``EvaltraceHandle.force_flush`` says False after
+        one): this processor hangs off the application's own TracerProvider, and older SDKs (1.30 among them) stop a
+        provider's ``force_flush`` at the first processor returning False, which would leave the application's
+        processors after ours unflushed for good after one lost span.
+
         Returns:
-            False when the queue is not empty at the deadline, the exporter's flush failed, or spans were lost
-            (dropped, or their export failed) since the previous flush.
+            False when the queue is not empty at the deadline or the exporter's flush failed.
         """
-        flushed = self._flush(timeout_millis)
+        return self._flush(timeout_millis)
+
+    @property
+    def lost(self) -> int:
+        """Spans lost so far (dropped, or their export failed): see :class:`ExportStats`."""
         with self._loss_lock:
-            lost = self._stats.lost
-            clean, self._lost_at_flush = lost == self._lost_at_flush, lost
-        return flushed and clean
+            return self._stats.lost
 
     def _flush(self, timeout_millis: int) -> bool:
         deadline = time.monotonic() + timeout_millis / 1000
@@ -384,15 +395,23 @@ class ExportQueue(SpanProcessor):
             while queue:
                 if full_only and len(queue) < self._batch:
                     break
-                count = min(self._batch, len(queue))
-                entries = [queue.popleft() for _ in range(count)]
-                self._in_flight = count
-                self._export([span for span, _ in entries])
-                size = sum(size for _, size in entries)
-                if size:
-                    with self._bytes_lock:  # resident until exported: an export in progress still holds them
-                        self._queued_bytes -= size
-                self._in_flight = 0
+                entries: list[tuple[ReadableSpan, int]] = []
+                for _ in range(min(self._batch, len(queue))):
+                    try:  # a shutdown whose join timed out may empty the queue between our len() and popleft()
+                        entries.append(queue.popleft())
+                    except IndexError:
+                        break
+                if not entries:
+                    break
+                self._in_flight = len(entries)
+                try:
+                    self._export([span for span, _ in entries])
+                finally:
+                    size = sum(size for _, size in entries)
+                    if size:
+                        with self._bytes_lock:  # resident until exported: an export in progress still holds them
+                            self._queued_bytes -= size
+                    self._in_flight = 0
         finally:
             with self._idle:
                 self._busy = False

@@ -147,16 +147,18 @@ class EvaluatorThreads(concurrent.futures.Executor):
     @property
     def abandoned(self) -> int:
         """Tasks given up on whose threads have not returned yet, all pools together."""
-        with self._lock:
-            own = list(self._own.values())
-        return self.shared.abandoned + sum(pool.abandoned for pool in own)
+        return sum(pool.abandoned for pool in self._pools())
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Shut every pool down (their threads are daemons: nothing is joined)."""
-        with self._lock:
-            own = list(self._own.values())
-        for pool in [self.shared, *own]:
+        for pool in self._pools():
             pool.shutdown(wait, cancel_futures=cancel_futures)
+
+    def _pools(self) -> list[DaemonExecutor]:
+        """The shared pool and each own pool once (past ``MAX_OWN_POOLS`` offenders, the last one is shared)."""
+        with self._lock:
+            own = list({id(pool): pool for pool in self._own.values()}.values())
+        return [self.shared, *own]
 
     # --- evaluator calls ------------------------------------------------------------------------------------
 

@@ -4,11 +4,14 @@ The processor's own loop orchestrates every job (hold deadlines, forwarding, chi
 coroutines ran there, one ``async def evaluate`` that calls ``time.sleep`` or a blocking HTTP client would stall
 every evaluation and every span waiting to be forwarded, and shutdown could not cancel anything. So async
 evaluators run here, on a loop in a daemon thread of its own, and a watchdog checks its heartbeat: when the loop
-has not turned for ``stall_s``, the coroutine running on it is the one blocking it. The watchdog then moves
+has not turned for ``stall_s`` on two consecutive looks (one look may be a loaded machine; a watchdog that
+woke late itself does not count), the coroutine running on it is the one blocking it. The watchdog then moves
 every *other* evaluator's evaluation to a fresh loop (they start again there; an evaluator is a pure function of
 its input, like a retry) and the blocked loop becomes the blocking evaluator's own: its calls run there from then on
 (``_isolation``: a loop per offender, its cost counted), so it can never again stall anyone else's. Its blocking call
-may still finish within its timeout; if not, the caller's timeout abandons it.
+may still finish within its timeout; if not, the caller's timeout abandons it. Its calls already queued on that
+loop are timed from submission from then on, and while its loop has not turned for a call's timeout, the call
+times out at once rather than being queued behind the block (which may never end).
 
 An evaluation's timeout counts from when its coroutine starts running (:meth:`UserLoop.run_timed`), never its
 wait for a loop another evaluator blocks; on an offender's own loop it counts from submission (it waits only
@@ -87,6 +90,32 @@ class _Loop:
                 pass
 
 
+class _StallJudge:
+    """Whether a loop is blocked, not merely descheduled: a stall seen on two consecutive looks of a timely watchdog.
+
+    A healthy loop's thread can miss its heartbeat past ``stall_s`` when the machine is loaded or a collection
+    pauses the process: then the watchdog usually wakes late too (its lateness is discounted: that look does not
+    count), and on its next look the loop has turned. A loop blocked by user code keeps the same heartbeat across
+    both looks while the watchdog wakes on time.
+    """
+
+    def __init__(self, stall_s: float) -> None:
+        self._stall_s = stall_s
+        self._suspect: tuple[object, float] | None = None  # (loop, its heartbeat) stalled at the previous look
+
+    def look(self, loop: object, beat: float, now: float, late_s: float) -> bool:
+        """One look at ``loop`` whose last heartbeat was ``beat``; ``late_s``: how late the watchdog woke."""
+        if now - beat <= self._stall_s or late_s > self._stall_s / 2:
+            self._suspect = None  # turning; or the watchdog itself was descheduled: the process, not the loop
+            return False
+        suspect = self._suspect
+        if suspect is not None and suspect[0] is loop and suspect[1] == beat:
+            self._suspect = None
+            return True
+        self._suspect = (loop, beat)
+        return False
+
+
 class UserLoop:
     """Run async evaluators' coroutines off the pipeline's loop, containing any that block their loop.
 
@@ -163,6 +192,8 @@ class UserLoop:
             if key not in self._names:
                 self._names[key] = evaluator_name(evaluator)
         while True:
+            if timeout_s is not None and self._own_loop_stalled(key, timeout_s):
+                raise TimedOut  # it would wait behind its own block past its timeout: not queued to a dead loop
             run = self._submit(make, key)
             outcome = asyncio.wrap_future(run.future)
             try:
@@ -198,6 +229,16 @@ class UserLoop:
             holder.stop()
 
     # --- internals ----------------------------------------------------------------------------------------
+
+    def _own_loop_stalled(self, key: int | None, timeout_s: float) -> bool:
+        """Whether ``key``'s own loop has not turned for ``timeout_s``: a call queued there now would time out.
+
+        Queuing it anyway would leave its start (holding the trace) on a loop that may never run it again.
+        """
+        if key is None:
+            return False
+        own = self._own.get(key)
+        return own is not None and time.monotonic() - own.beat > timeout_s
 
     def _submit(self, make: Callable[[], Awaitable[Any]], key: int | None) -> _Run:
         with self._lock:
@@ -254,9 +295,16 @@ class UserLoop:
                 pass
 
     def _watch(self) -> None:
-        while not self._closed.wait(self._stall_s / 4 if self._busy() else self._stall_s):
+        judge = _StallJudge(self._stall_s)
+        while True:
+            interval = self._stall_s / 4 if self._busy() else self._stall_s
+            asleep = time.monotonic()
+            if self._closed.wait(interval):
+                return
+            now = time.monotonic()
             holder = self._current
-            if holder is not None and holder.runs and time.monotonic() - holder.beat > self._stall_s:
+            busy = holder is not None and bool(holder.runs)
+            if holder is not None and judge.look(holder, holder.beat if busy else now, now, now - asleep - interval):
                 self._replace(holder)
 
     def _busy(self) -> bool:
@@ -278,6 +326,9 @@ class UserLoop:
             if key is not None:  # the blocked loop becomes its evaluator's own: its calls go there from now on
                 self._own[key] = blocked
                 others = [run for run in blocked.runs if run.key != key]
+                for run in blocked.runs:  # its calls already queued there wait only behind itself now: timed from
+                    if run.key == key:  # submission, or a loop blocked for ever would hold them (and a slot) for ever
+                        run.own = True
             else:  # not known whose: the blocking coroutine is left alone on the old loop, which then retires
                 blocked.retired = True
                 others = [run for run in blocked.runs if run.task is None or run.task is not culprit]

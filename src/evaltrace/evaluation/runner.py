@@ -144,9 +144,6 @@ async def _call_timed(
     return produced, max(0.0, started + timeout_s - time.monotonic())
 
 
-"""Call a sync evaluator (suppressed; ``SystemExit``/``KeyboardInterrupt`` wrapped in ``UserAbort``): a thread's task."""
-
-
 async def _attempt(
     evaluator: Evaluator,
     trace: Trace,

@@ -97,7 +97,6 @@ class LocalStoreExporter(SpanExporter):
         self._closed = False
         self._disabled = False
         self._lost_spans = 0
-        self._lost_at_flush = 0
         self._session = self._new_session()
         self._use_process = self.options.writer == "process" and python_is_usable()
         self._process: WriterProcess | None = None
@@ -134,7 +133,7 @@ class LocalStoreExporter(SpanExporter):
         self._process = None
         self._starting = None
         self._processes = []
-        self._lost_spans = self._lost_at_flush = 0  # counts are per process, as the export queue's
+        self._lost_spans = 0  # counts are per process, as the export queue's
 
     def _connection(self) -> sqlite3.Connection:
         """The in-process connection (the thread writer's)."""
@@ -278,11 +277,12 @@ class LocalStoreExporter(SpanExporter):
 
         Batches written in this process are committed before ``export`` returns.
 
+        Spans lost are counted in ``stats()["lost_spans"]`` and told to ``on_lost`` (so the export queue's counts
+        and ``EvaltraceHandle.force_flush`` report them), not here: a provider's flush on an older SDK stops at
+        the first False, which would leave the application's own processors unflushed.
+
         Returns:
-            False at the timeout, or when spans were lost (``lost_spans`` grew) since the previous flush.
+            False at the timeout.
         """
         process = self._process
-        settled = process is None or process.wait(timeout_millis / 1000)
-        lost = self.stats()["lost_spans"]
-        clean, self._lost_at_flush = lost == self._lost_at_flush, lost
-        return settled and clean
+        return process is None or process.wait(timeout_millis / 1000)

@@ -236,17 +236,37 @@ def _serve(stream: BinaryIO, out: int, relay: _Relay) -> _Writer | None:
             logger.error("evaltrace internal error: a batch reached the local store writer before it was opened")
         else:
             lost, traces, deleted, report = writer.write(rows)
-        # The counts ride on the first ack (the application adds them up); every batch is acknowledged.
+        # Retention's counts ride on the first ack (the application adds them up); every batch is acknowledged
+        # with its own share of the loss: a batch the application waits on (send_settled) must not read 0 when
+        # the merged write lost it, or its export says SUCCESS and ends the loss episode on a false "works again".
         disabled = writer is None or writer.disabled
         failing = writer is not None and writer.session.failing
-        acks = [("ack", batches[0][1], lost, traces, deleted, report, relay.take(), disabled, failing)]
-        acks += [("ack", batch[1], 0, 0, 0, None, [], disabled, failing) for batch in batches[1:]]
+        shares = _shares(lost, [len(batch[2]) for batch in batches])
+        acks = [("ack", batches[0][1], shares[0], traces, deleted, report, relay.take(), disabled, failing)]
+        acks += [
+            ("ack", batch[1], share, 0, 0, None, [], disabled, failing)
+            for batch, share in zip(batches[1:], shares[1:], strict=True)
+        ]
         out = _acknowledge(out, acks)
         served += len(batches)
         if served >= GC_EVERY:
             served = 0
             gc.collect()
     return writer
+
+
+def _shares(lost: int, sizes: list[int]) -> list[int]:
+    """Split ``lost`` spans of a merged write among its batches, none more than its size (all of each when all lost).
+
+    A write loses all of it (a full disk, an unusable store) or spans SQLite refused one by one, of batches it
+    cannot tell apart: those are charged to the first batches; the total is what was lost either way.
+    """
+    shares = []
+    for size in sizes:
+        share = min(lost, size)
+        shares.append(share)
+        lost -= share
+    return shares
 
 
 def _acknowledge(out: int, acks: list[Any]) -> int:
