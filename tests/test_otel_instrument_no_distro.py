@@ -140,6 +140,14 @@ def test_without_a_distro_a_bad_setting_is_one_line_and_the_app_runs(no_distro_p
     assert not (tmp_path / ".evaltrace").exists()
 
 
+def test_without_a_distro_a_setting_configure_rejects_is_one_line(no_distro_python: Path, tmp_path: Path) -> None:
+    result = _run(no_distro_python, tmp_path, OTEL_EXPORTER_OTLP_ENDPOINT="localhost:4318")
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("evaltrace:")]
+    assert "tracing is off for this run" in line
+    assert "'OTEL_EXPORTER_OTLP_ENDPOINT'" in line and "has no scheme" in line
+    assert not (tmp_path / ".evaltrace").exists()
+
+
 def test_without_a_distro_none_sets_nothing_up(no_distro_python: Path, tmp_path: Path) -> None:
     result = _run(no_distro_python, tmp_path, OTEL_TRACES_EXPORTER="none")
     assert result.stdout.strip() == ""

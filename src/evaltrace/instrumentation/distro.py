@@ -25,7 +25,7 @@ import os
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
-from opentelemetry.instrumentation.distro import BaseDistro
+from opentelemetry.instrumentation.distro import BaseDistro  # type: ignore[attr-defined]  # file-wide ignore there
 
 __all__ = ["EvaltraceDistro"]
 
