@@ -2,8 +2,10 @@
 
 What it shows: this app never imports evaltrace. Run under ``opentelemetry-instrument``, every
 ``chat.completions.create`` still becomes a ``chat {model}`` span with evaltrace's attributes (tokens, cost,
-streaming timings, the prompt and the answer), exported wherever ``OTEL_TRACES_EXPORTER`` says. The
-``opentelemetry-distro`` package supplies the SDK set-up (``pip install opentelemetry-distro``).
+streaming timings, the prompt and the answer). With evaltrace alone, its distro runs ``evaltrace.configure()``
+from the environment: the span goes to the local store (``evaltrace traces list``), or wherever
+``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_TRACES_EXPORTER`` say. With ``opentelemetry-distro`` installed too, that
+one sets the SDK up, as before.
 
 Offline (default), the client talks to a replay server on 127.0.0.1 (``_replay.py``) that answers with a real
 recorded stream (``recordings/test_chat_completion_streaming.yaml``, or the cassette in
@@ -11,6 +13,8 @@ recorded stream (``recordings/test_chat_completion_streaming.yaml``, or the cass
 that was instrumented by hand would: the spans are not doubled.
 
 Run:
+    opentelemetry-instrument python examples/otel_instrument.py && evaltrace traces list
+    # with opentelemetry-distro installed, print the spans instead:
     OTEL_TRACES_EXPORTER=console OTEL_METRICS_EXPORTER=none OTEL_LOGS_EXPORTER=none \\
         opentelemetry-instrument python examples/otel_instrument.py
     # disable ours only: OTEL_PYTHON_DISABLED_INSTRUMENTATIONS=evaltrace_openai
