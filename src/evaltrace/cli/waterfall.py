@@ -12,10 +12,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
+from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
@@ -25,6 +27,7 @@ from evaltrace.cli._untrusted import clean, plain
 from evaltrace.cli.format import format_count, format_duration_ns, format_money
 from evaltrace.cli.tables import Cell, Column, fit_table, print_fitted
 from evaltrace.cli.trace_totals import trace_totals
+from evaltrace.cli.wrap import KEEP_TOGETHER, shorten_middle, wrap_words
 
 _KIND_COLOURS = {
     semconv.KIND_LLM: "magenta",
@@ -160,14 +163,31 @@ _TIMELINE = Column("timeline", drop=0)
 _TIMELINE_MIN, _TIMELINE_MAX = 10, 40
 
 
-def _rows(ordered: list[tuple[int, ReadableSpan]], scores: Mapping[int, list[ScoreRow]]) -> list[list[Cell]]:
+def _name(depth: int, span: ReadableSpan, width: int | None) -> Text:
+    """The tree cell: indentation, then the name, shortened in the middle to fit ``width`` cells (None: whole).
+
+    One line always: a folded name would wrap to the column's edge and lose its place in the tree.
+    """
+    indent = "  " * depth + ("└ " if depth else "")
+    failed = span.status.status_code is StatusCode.ERROR
+    mark = " ✗" if failed else ""
+    name = clean(span.name, single_line=True)
+    if width is not None:
+        name = shorten_middle(name, max(4, width - cell_len(indent) - cell_len(mark)))
+    text = Text(indent + name)
+    if failed:
+        text.append(mark, style="bold red")
+    return text
+
+
+def _rows(
+    ordered: list[tuple[int, ReadableSpan]], scores: Mapping[int, list[ScoreRow]], name_width: int | None = None
+) -> list[list[Cell]]:
     rows: list[list[Cell]] = []
     for depth, span in ordered:
         attributes = dict(span.attributes or {})
         kind = str(attributes.get(semconv.EVALTRACE_SPAN_KIND, span.kind.name.lower()))
-        name = Text("  " * depth + ("└ " if depth else "") + clean(span.name, single_line=True))
-        if span.status.status_code is StatusCode.ERROR:
-            name.append(" ✗", style="bold red")
+        name = _name(depth, span, name_width)
         ended = span.end_time is not None and span.start_time is not None
         rows.append([
             name,
@@ -206,13 +226,25 @@ def render_waterfall(console: Console, spans: Sequence[ReadableSpan], details: b
     # a timeline is worth more than names on one line.
     room = max(console.width - fitted.natural_width, (console.width - fitted.width) // 2) - 2  # 2: the gap
     bar_width = min(_TIMELINE_MAX, room)
+    columns: tuple[Column, ...] = _COLUMNS
     if bar_width >= _TIMELINE_MIN:
         columns = (*_COLUMNS[:3], _TIMELINE, *_COLUMNS[3:])
         fitted = fit_table(console.width, columns, _with_timeline(rows, ordered, bar_width))
-    else:
+    name_width = fitted.fold_widths.get(_COLUMNS[0].header)
+    if name_width is not None:
+        # Too narrow for every name: shorten them to the width the span column got, and lay out again with
+        # that column fixed, so no name folds back to the column's edge (a child would read as a root).
+        rows = _rows(ordered, scores, name_width)
+        columns = (replace(columns[0], fold=False), *columns[1:])
+        with_bars = _with_timeline(rows, ordered, bar_width) if _TIMELINE in columns else rows
+        fitted = fit_table(console.width, columns, with_bars)
+    if _TIMELINE not in columns:
         fitted.hidden.append(_TIMELINE.header)
     for line in _header(spans, ordered, summary_line([row for found in scores.values() for row in found])):
-        console.print(line)
+        # Each " · " fact stays on one line ("1 error", never "1" / "error") when the header wraps.
+        joined = " · ".join(fact.replace(" ", KEEP_TOGETHER) for fact in line.plain.split(" · "))
+        for wrapped in wrap_words(joined, console.width, 2):
+            console.print(Text(wrapped, style=line.style), soft_wrap=True, highlight=False)
     print_fitted(console, fitted)
     if details:
         _print_details(console, spans)
