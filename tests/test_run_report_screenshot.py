@@ -8,6 +8,7 @@ payloads of the demo run inert. Skips (with the reason) when no Chromium is inst
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 
 from cdp_pipe import Browser
 from evaltrace.report.run_report import write_run_report
+from evaltrace.runner.rundir import TRACES_FILE
 from run_report_project import EXPECTED, run_project
 from test_report_screenshot import (
     ERROR_RGB,
@@ -135,4 +137,20 @@ def test_a_link_to_a_cell_opens_its_trace(report: Path, browser: Browser) -> Non
     browser.open(report.as_uri() + "#t-3", WIDTH, HEIGHT)
     assert browser.evaluate("document.body.getAttribute('data-open-trace')") == "t-3"
     assert browser.evaluate("document.getElementById('t-3').open") is True
+    assert browser.console_errors() == []
+
+
+def test_each_terminal_trace_reference_opens_that_cell(report: Path, browser: Browser) -> None:
+    """``traces.jsonl:N`` (what ``evaltrace run`` prints) and ``run.html#t-N`` name the same case and variant."""
+    lines = (report.parent / "runs").glob(f"*/{TRACES_FILE}")
+    traces = next(lines).read_text(encoding="utf-8").splitlines()
+    assert len(traces) == 10
+    for number, line in enumerate(traces, start=1):
+        recorded = json.loads(line)
+        browser.open(report.as_uri() + f"#t-{number}", WIDTH, HEIGHT)
+        opened = browser.evaluate(
+            "(function(d){return d && d.open ? [d.id, d.getAttribute('data-case'), d.getAttribute('data-variant')]"
+            " : null})(document.querySelector('dialog[open]'))"
+        )
+        assert opened == [f"t-{number}", recorded["case_id"], recorded["variant_name"]], (number, opened)
     assert browser.console_errors() == []
