@@ -10,7 +10,6 @@ by outcome, and says ``not evaluated`` when nothing was judged.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -247,38 +246,6 @@ def render_waterfall(console: Console, spans: Sequence[ReadableSpan], details: b
             console.print(Text(wrapped, style=line.style), soft_wrap=True, highlight=False)
     print_fitted(console, fitted)
     if details:
-        _print_details(console, spans)
+        from evaltrace.cli.span_details import print_span_details  # here: reading chats imports the mapping
 
-
-def _short(value: Any, limit: int = 300) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-_JUDGE_LIMIT = 20_000  # a judge call's span is read for its whole prompt (and the text it judged): not cut at 300
-
-
-def _print_details(console: Console, spans: Sequence[ReadableSpan]) -> None:
-    for _, span in _tree_order(spans):
-        attributes = dict(span.attributes or {})
-        limit = _JUDGE_LIMIT if attributes.get(semconv.EVALTRACE_JUDGE) is True else 300
-        lines = [
-            f"  {key}: {_short(attributes[key], limit)}"
-            for key in (
-                semconv.INPUT_VALUE,
-                semconv.OUTPUT_VALUE,
-                semconv.GEN_AI_TOOL_CALL_ARGUMENTS,
-                semconv.GEN_AI_TOOL_CALL_RESULT,
-                semconv.GEN_AI_INPUT_MESSAGES,
-                semconv.GEN_AI_OUTPUT_MESSAGES,
-            )
-            if key in attributes
-        ]
-        for row in span_scores(span) if span.context is not None else []:
-            shown = row.explanation and row.outcome not in ("not_evaluated", "pending")  # describe() has those
-            explanation = f" {_short(row.explanation, 200)}" if shown else ""
-            lines.append(f"  evaluation {describe(row)}{explanation}")
-        if lines:
-            console.print(plain(span.name, "bold"))
-            for line in lines:
-                console.print(plain(line))
+        print_span_details(console, [span for _, span in ordered])
