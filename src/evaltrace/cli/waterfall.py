@@ -22,6 +22,7 @@ from rich.text import Text
 
 from evaltrace._internal import semconv
 from evaltrace._internal.span_scores import ScoreRow, outcome_counts, span_scores
+from evaltrace._internal.span_tree import tree_order
 from evaltrace.cli._untrusted import clean, plain
 from evaltrace.cli.format import format_count, format_duration_ns, format_money
 from evaltrace.cli.tables import Cell, Column, fit_table, print_fitted
@@ -37,23 +38,6 @@ _KIND_COLOURS = {
     semconv.KIND_TASK: "white",
     semconv.KIND_EVALUATION: "green",
 }
-
-
-def _tree_order(spans: Sequence[ReadableSpan]) -> list[tuple[int, ReadableSpan]]:
-    """Depth-first order of the spans with their depth; orphans (parent not stored) are roots."""
-    ids = {s.context.span_id for s in spans if s.context is not None}
-    children: dict[int | None, list[ReadableSpan]] = {}
-    for span in spans:
-        parent = span.parent.span_id if span.parent is not None and span.parent.span_id in ids else None
-        children.setdefault(parent, []).append(span)
-    ordered: list[tuple[int, ReadableSpan]] = []
-    stack = [(0, s) for s in sorted(children.get(None, []), key=lambda s: s.start_time or 0, reverse=True)]
-    while stack:
-        depth, span = stack.pop()
-        ordered.append((depth, span))
-        kids = children.get(span.context.span_id if span.context else None, [])
-        stack.extend((depth + 1, k) for k in sorted(kids, key=lambda s: s.start_time or 0, reverse=True))
-    return ordered
 
 
 # (style, word) per outcome; "other" is a foreign result that carries only a label.
@@ -216,7 +200,7 @@ def render_waterfall(console: Console, spans: Sequence[ReadableSpan], details: b
     The table fits ``console.width``: a timing bar is added when there is room for one, and at narrow widths
     the kind, then the cost, then the tokens columns are dropped (a note says so); nothing is cut.
     """
-    ordered = _tree_order(spans)
+    ordered = tree_order(spans)
     # Each result is on exactly one span (the enriched span, or its own late ``evaluation`` span): no double count.
     scores = {id(span): span_scores(span) if span.context is not None else [] for _, span in ordered}
     rows = _rows(ordered, scores)
