@@ -124,7 +124,9 @@ def _print_insights(console: Console, insights: RunInsightsSummary | None) -> No
         print_wrapped(console, f"  problem: {problem}", style="yellow")
 
 
-def _print_traces(console: Console, locations: Mapping[CellKey, int], traces: str, run_id: str) -> None:
+def _print_traces(
+    console: Console, locations: Mapping[CellKey, int], traces: str, run_id: str, first_shown: int | None
+) -> None:
     if not locations:
         return
     by_case: dict[str, list[str]] = {}
@@ -135,7 +137,10 @@ def _print_traces(console: Console, locations: Mapping[CellKey, int], traces: st
         print_wrapped(console, f"  {case_id}  {'  '.join(cells)}")
     if len(by_case) > MAX_LINES:
         console.print(plain(f"  ... {len(by_case) - MAX_LINES} more cases"))
-    console.print(plain(f"Open them all: evaltrace report {run_id} -o run.html"), soft_wrap=True)
+    print_wrapped(console, f"Open them all: evaltrace report {run_id} -o run.html")
+    # A line N above is this command's N, and run.html#t-N: one numbering everywhere.
+    shown = first_shown if first_shown is not None else min(locations.values())
+    print_wrapped(console, f"Open one here: evaltrace traces show --run {run_id} {shown} --details")
 
 
 def render_details(
@@ -158,4 +163,6 @@ def render_details(
     _print_reports(console, "Not evaluated", "bold yellow", summary.not_evaluated_cases, traces)
     _print_changes(console, summary, traces)
     _print_insights(console, summary.insights)
-    _print_traces(console, locations or {}, traces, summary.run_id)
+    listed = [*summary.failed_cases, *summary.eval_error_cases, *summary.not_evaluated_cases]
+    first = next((report.trace_line for report in listed if report.trace_line is not None), None)
+    _print_traces(console, locations or {}, traces, summary.run_id, first)

@@ -26,7 +26,7 @@ from evaltrace.cli.waterfall import describe
 from evaltrace.report.chat import ChatMessage, span_chat, span_io
 from evaltrace.report.text import pretty
 
-__all__ = ["print_span_details"]
+__all__ = ["MESSAGE_CHARS", "message_lines", "print_span_details"]
 
 MESSAGE_CHARS = 4_000
 """Longest message, argument or result shown; a judge call's span is shown up to :data:`JUDGE_CHARS`."""
@@ -53,7 +53,8 @@ def _indented(renderable: RenderableType, depth: int) -> Padding:
     return Padding(renderable, (0, 0, 0, 2 * depth))
 
 
-def _message(message: ChatMessage, limit: int) -> list[RenderableType]:
+def message_lines(message: ChatMessage, limit: int = MESSAGE_CHARS) -> list[RenderableType]:
+    """One chat bubble for the terminal: its role line, then reasoning, text and tool calls indented under it."""
     head = Text.assemble((clean(message.role, single_line=True), _ROLE_STYLES.get(message.role, "bold")))
     if message.name:
         head.append(" · " + clean(message.name, single_line=True))
@@ -93,10 +94,10 @@ def _span_lines(span: ReadableSpan) -> list[RenderableType]:
     if chat is not None:
         shown += [_indented(plain(f"note: {note}", "yellow"), 1) for note in chat.notes]
         for message in chat.inputs:
-            shown += _message(message, limit)
+            shown += message_lines(message, limit)
         shown.append(_indented(Text("── response ──", style="dim"), 1))
         for message in chat.outputs:
-            shown += _message(message, limit)
+            shown += message_lines(message, limit)
     else:
         for heading, value in span_io(attributes):
             shown += [_indented(Text(heading.lower(), style="bold"), 1), _indented(plain(_text(value, limit)), 2)]

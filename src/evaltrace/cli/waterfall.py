@@ -27,7 +27,7 @@ from evaltrace.cli._untrusted import clean, plain
 from evaltrace.cli.format import format_count, format_duration_ns, format_money
 from evaltrace.cli.tables import Cell, Column, fit_table, print_fitted
 from evaltrace.cli.trace_totals import trace_totals
-from evaltrace.cli.wrap import KEEP_TOGETHER, shorten_middle, wrap_words
+from evaltrace.cli.wrap import facts_line, shorten_middle
 
 _KIND_COLOURS = {
     semconv.KIND_LLM: "magenta",
@@ -225,8 +225,7 @@ def render_waterfall(console: Console, spans: Sequence[ReadableSpan], details: b
         fitted.hidden.append(_TIMELINE.header)
     for line in _header(spans, ordered, summary_line([row for found in scores.values() for row in found])):
         # Each " · " fact stays on one line ("1 error", never "1" / "error") when the header wraps.
-        joined = " · ".join(fact.replace(" ", KEEP_TOGETHER) for fact in line.plain.split(" · "))
-        for wrapped in wrap_words(joined, console.width, 2):
+        for wrapped in facts_line(line.plain.split(" · "), console.width):
             console.print(Text(wrapped, style=line.style), soft_wrap=True, highlight=False)
     print_fitted(console, fitted)
     if details:

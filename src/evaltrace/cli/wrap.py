@@ -13,7 +13,7 @@ import re
 
 from rich.cells import cell_len, set_cell_size
 
-__all__ = ["ELLIPSIS", "KEEP_TOGETHER", "shorten_middle", "wrap_words"]
+__all__ = ["ELLIPSIS", "KEEP_TOGETHER", "facts_line", "shorten_middle", "wrap_words"]
 
 ELLIPSIS = "\u2026"
 KEEP_TOGETHER = "\u00a0"
@@ -71,3 +71,9 @@ def wrap_words(text: str, width: int, indent: int = 0) -> list[str]:
         current = " " * (lead + indent) + word
     lines.append(current)
     return [line.replace(KEEP_TOGETHER, " ") for line in lines]
+
+
+def facts_line(facts: list[str], width: int) -> list[str]:
+    """``facts`` joined with `` · `` and wrapped at ``width``, each fact kept whole (``1 error``, never ``1`` / ``error``)."""
+    joined = " · ".join(fact.replace(" ", KEEP_TOGETHER) for fact in facts)
+    return wrap_words(joined, width, 2)
