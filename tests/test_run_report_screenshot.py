@@ -8,6 +8,7 @@ payloads of the demo run inert. Skips (with the reason) when no Chromium is inst
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 
 from cdp_pipe import Browser
 from evaltrace.report.run_report import write_run_report
+from evaltrace.runner.rundir import TRACES_FILE
 from run_report_project import EXPECTED, run_project
 from test_report_screenshot import (
     ERROR_RGB,
@@ -135,4 +137,69 @@ def test_a_link_to_a_cell_opens_its_trace(report: Path, browser: Browser) -> Non
     browser.open(report.as_uri() + "#t-3", WIDTH, HEIGHT)
     assert browser.evaluate("document.body.getAttribute('data-open-trace')") == "t-3"
     assert browser.evaluate("document.getElementById('t-3').open") is True
+    assert browser.console_errors() == []
+
+
+def test_each_terminal_trace_reference_opens_that_cell(report: Path, browser: Browser) -> None:
+    """``traces.jsonl:N`` (what ``evaltrace run`` prints) and ``run.html#t-N`` name the same case and variant."""
+    lines = (report.parent / "runs").glob(f"*/{TRACES_FILE}")
+    traces = next(lines).read_text(encoding="utf-8").splitlines()
+    assert len(traces) == 10
+    for number, line in enumerate(traces, start=1):
+        recorded = json.loads(line)
+        browser.open(report.as_uri() + f"#t-{number}", WIDTH, HEIGHT)
+        opened = browser.evaluate(
+            "(function(d){return d && d.open ? [d.id, d.getAttribute('data-case'), d.getAttribute('data-variant')]"
+            " : null})(document.querySelector('dialog[open]'))"
+        )
+        assert opened == [f"t-{number}", recorded["case_id"], recorded["variant_name"]], (number, opened)
+    assert browser.console_errors() == []
+
+
+WATERFALL_JS = """Array.from(document.querySelectorAll('dialog.trace')).map(function(d){
+  return {id: d.id, case: d.getAttribute('data-case'), variant: d.getAttribute('data-variant'),
+          rows: Array.from(d.querySelectorAll('.waterfall-cell .wf-row')).map(function(r){
+            return [r.getAttribute('data-kind'), r.querySelector('.wf-name').innerText.trim()];
+          })};
+})"""
+
+
+def test_each_cell_shows_its_span_waterfall(report: Path, browser: Browser) -> None:
+    browser.open(report.as_uri(), WIDTH, HEIGHT)
+    dialogs = browser.evaluate(WATERFALL_JS)
+    assert len(dialogs) == 10
+    for dialog in dialogs:
+        kinds_names = dialog["rows"]
+        assert kinds_names[0] == ["task", "taskevaltrace.case"], dialog  # the case's own span is the root
+        assert ["agent", "agentinvoke_agent sut"] in kinds_names, dialog
+        # Every answer but the two that return early went through the tool: its span is in the waterfall.
+        early = (dialog["case"], dialog["variant"]) in {("xss", "v1"), ("ok", "v2"), ("xss", "v2")}
+        assert (["tool", "toolexecute_tool lookup"] in kinds_names) is not early, dialog
+    # Opened, the rows are drawn: each bar has a width and sits inside its track.
+    browser.open(report.as_uri() + "#t-1", WIDTH, HEIGHT)
+    bars = browser.evaluate(
+        "Array.from(document.querySelectorAll('#t-1 .wf-row')).map(function(r){"
+        "var b = r.querySelector('.wf-bar').getBoundingClientRect(), t = r.querySelector('.wf-track')"
+        ".getBoundingClientRect(); return [b.width, b.left >= t.left - 0.5, b.right <= t.right + 0.5];})"
+    )
+    assert bars and all(width > 0 and inside_left and inside_right for width, inside_left, inside_right in bars), bars
+    assert browser.console_errors() == []
+
+
+def test_answers_are_side_by_side_per_case(report: Path, browser: Browser) -> None:
+    browser.open(report.as_uri() + "#side-by-side", WIDTH, HEIGHT)
+    cells = browser.evaluate(
+        "Array.from(document.querySelectorAll('#side-by-side td.answer')).map(function(td){var r ="
+        " td.getBoundingClientRect(); return {case: td.getAttribute('data-case'), variant:"
+        " td.getAttribute('data-variant'), text: td.innerText, x: r.left, y: r.top, h: r.height};})"
+    )
+    by_cell = {(c["case"], c["variant"]): c for c in cells}
+    assert set(by_cell) == {(case, v) for v, by_case in EXPECTED.items() for case in by_case}
+    assert "ok: alpha" in by_cell["ok", "v1"]["text"] and "nothing" in by_cell["ok", "v2"]["text"]
+    assert "RuntimeError: v2 exploded" in by_cell["xss", "v2"]["text"]  # the system's error, where the answer was
+    for case in EXPECTED["v1"]:
+        left, right = by_cell[case, "v1"], by_cell[case, "v2"]
+        assert round(left["y"]) == round(right["y"]) and left["x"] < right["x"], case  # one row, v1 then v2
+        assert left["h"] > 0
+    assert browser.evaluate("typeof window.__pwned") == "undefined"
     assert browser.console_errors() == []

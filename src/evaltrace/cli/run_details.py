@@ -12,8 +12,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from rich.console import Console
+from rich.text import Text
 
-from evaltrace.cli._untrusted import plain
+from evaltrace.cli._untrusted import clean, plain
+from evaltrace.cli.wrap import KEEP_TOGETHER, wrap_words
 from evaltrace.runner.findings import CellKey
 from evaltrace.schema import ComparisonReport, RunSummary
 from evaltrace.schema.runs import CaseChange, CaseReport, EvaluatorVerdict, RunInsightsSummary
@@ -42,8 +44,21 @@ def _verdict(v: EvaluatorVerdict | None) -> str:
 
 
 def _where(line: int | None, traces: str) -> str:
-    # Short: the full path is printed once, with the trace listing.
-    return f"  [trace {Path(traces).name}:{line}]" if line is not None else ""
+    # Short: the full path is printed once, with the trace listing. One piece: it is what the reader copies.
+    return f"  [trace{KEEP_TOGETHER}{Path(traces).name}:{line}]" if line is not None else ""
+
+
+_HANG = 4
+"""Continuation lines of a case line start this far under its text, so the case ids stand out."""
+
+
+def print_wrapped(console: Console, text: str, style: str = "") -> None:
+    """Print one line of recorded text wrapped between words at the console's width, continuations indented.
+
+    rich (and a terminal, with ``soft_wrap``) would break inside a word: ``ERROR(exce`` / ``ption)``.
+    """
+    for line in wrap_words(clean(text, single_line=True), console.width, _HANG):
+        console.print(Text(line, style=style), soft_wrap=True, highlight=False)
 
 
 def _print_reports(console: Console, title: str, style: str, reports: Sequence[CaseReport], traces: str) -> None:
@@ -56,7 +71,7 @@ def _print_reports(console: Console, title: str, style: str, reports: Sequence[C
         if not why and report.outcome == "not_evaluated":
             why = ["no evaluator applies"]
         line = f"  {report.case_id} × {report.variant}: {'; '.join(why)}{_where(report.trace_line, traces)}"
-        console.print(plain(line), soft_wrap=True)
+        print_wrapped(console, line)
     if len(reports) > MAX_LINES:
         console.print(plain(f"  ... {len(reports) - MAX_LINES} more in summary.yaml"))
 
@@ -67,7 +82,7 @@ def _print_change(console: Console, variant: str, change: CaseChange, traces: st
         parts.append(f"system {_short(change.system_error)}")
     parts += [f"{e.evaluator}: {_verdict(e.before)} => {_verdict(e.now)}" for e in change.evaluators]
     text = f"  {change.kind} {change.case_id} in {variant}: {'; '.join(parts)}{_where(change.trace_line, traces)}"
-    console.print(plain(text), soft_wrap=True)
+    print_wrapped(console, text)
 
 
 def _print_changes(console: Console, summary: RunSummary, traces: str) -> None:
@@ -100,16 +115,18 @@ def _print_insights(console: Console, insights: RunInsightsSummary | None) -> No
     ]  # fmt: skip
     shown = [f"{label} {value}" for label, value in facts if value]
     if shown:
-        console.print(plain("Insights: " + ", ".join(shown), style="bold"), soft_wrap=True)
+        print_wrapped(console, "Insights: " + ", ".join(shown), style="bold")
     for e in insights.evaluators:
         if e.hardest_case or e.best_variant:
             hardest = f", hardest case {e.hardest_case} ({e.hardest_case_failures})" if e.hardest_case else ""
-            console.print(plain(f"  {e.evaluator}: best variant {e.best_variant or '-'}{hardest}"), soft_wrap=True)
+            print_wrapped(console, f"  {e.evaluator}: best variant {e.best_variant or '-'}{hardest}")
     for problem in insights.problems:
-        console.print(plain(f"  problem: {problem}", style="yellow"), soft_wrap=True)
+        print_wrapped(console, f"  problem: {problem}", style="yellow")
 
 
-def _print_traces(console: Console, locations: Mapping[CellKey, int], traces: str, run_id: str) -> None:
+def _print_traces(
+    console: Console, locations: Mapping[CellKey, int], traces: str, run_id: str, first_shown: int | None
+) -> None:
     if not locations:
         return
     by_case: dict[str, list[str]] = {}
@@ -117,10 +134,13 @@ def _print_traces(console: Console, locations: Mapping[CellKey, int], traces: st
         by_case.setdefault(case_id, []).append(f"{variant}:{line}")
     console.print(plain(f"Traces: {traces}, line per case and variant", style="bold"), soft_wrap=True)
     for case_id, cells in list(by_case.items())[:MAX_LINES]:
-        console.print(plain(f"  {case_id}  {'  '.join(cells)}"), soft_wrap=True)
+        print_wrapped(console, f"  {case_id}  {'  '.join(cells)}")
     if len(by_case) > MAX_LINES:
         console.print(plain(f"  ... {len(by_case) - MAX_LINES} more cases"))
-    console.print(plain(f"Open them all: evaltrace report {run_id} -o run.html"), soft_wrap=True)
+    print_wrapped(console, f"Open them all: evaltrace report {run_id} -o run.html")
+    # A line N above is this command's N, and run.html#t-N: one numbering everywhere.
+    shown = first_shown if first_shown is not None else min(locations.values())
+    print_wrapped(console, f"Open one here: evaltrace traces show --run {run_id} {shown} --details")
 
 
 def render_details(
@@ -137,10 +157,12 @@ def render_details(
     traces = str(traces_path)
     if summary.selection is not None:
         chosen = summary.selection
-        console.print(plain(f"Selection: {len(chosen.selected)} of {chosen.cases_total} cases"), soft_wrap=True)
+        print_wrapped(console, f"Selection: {len(chosen.selected)} of {chosen.cases_total} cases")
     _print_reports(console, "Failed", "bold red", summary.failed_cases, traces)
     _print_reports(console, "Evaluation errors (no verdict)", "bold dark_orange", summary.eval_error_cases, traces)
     _print_reports(console, "Not evaluated", "bold yellow", summary.not_evaluated_cases, traces)
     _print_changes(console, summary, traces)
     _print_insights(console, summary.insights)
-    _print_traces(console, locations or {}, traces, summary.run_id)
+    listed = [*summary.failed_cases, *summary.eval_error_cases, *summary.not_evaluated_cases]
+    first = next((report.trace_line for report in listed if report.trace_line is not None), None)
+    _print_traces(console, locations or {}, traces, summary.run_id, first)

@@ -11,7 +11,7 @@ minimum widths do not fit, optional columns are dropped, least useful first, and
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rich import box
 from rich.cells import cell_len
@@ -109,6 +109,8 @@ class FittedTable:
     """Cells the table needs with its folding columns folded to their minimum (:func:`required_width`)."""
     natural_width: int
     """Cells it would take with nothing folded."""
+    fold_widths: dict[str, int] = field(default_factory=dict)
+    """Width of each folding column by header when the table folds (empty when every cell fits on one line)."""
 
 
 def _new_table() -> Table:
@@ -177,7 +179,8 @@ def fit_table(
         )
     for row in rows:
         table.add_row(*(row[i] for i in keep))
-    return FittedTable(table, title, hidden, min(needed, width), natural)
+    folds = {columns[i].header: widths[i] for i in keep if columns[i].fold} if fixed_layout else {}
+    return FittedTable(table, title, hidden, min(needed, width), natural, folds)
 
 
 def required_width_of(widths: dict[int, int], count: int) -> int:

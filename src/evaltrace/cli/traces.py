@@ -34,9 +34,18 @@ def register(subparsers: Any) -> None:
     list_parser.set_defaults(func=list_traces)
 
     show = verbs.add_parser("show", help="print one trace as a tree with timing bars")
-    show.add_argument("trace_id", help="trace id or a unique prefix of it ('last' for the newest)")
+    show.add_argument(
+        "trace_id",
+        metavar="TRACE_ID",
+        help="trace id or a unique prefix of it ('last' for the newest); with --run: a traces.jsonl line"
+        " (19 or traces.jsonl:19) or CASE/VARIANT",
+    )
     show.add_argument("--store", type=Path, default=DEFAULT_DIRECTORY, help="store directory (.evaltrace)")
     show.add_argument("--details", action="store_true", help="also print messages, tool calls and thinking")
+    show.add_argument(
+        "--run", metavar="RUN", default=None, help="read the trace from this offline run (id, prefix or directory)"
+    )
+    show.add_argument("--runs-dir", type=Path, default=None, help="where --run ids are looked up (default: ./runs)")
     show.set_defaults(func=show_trace)
     register_export(verbs)
 
@@ -63,7 +72,11 @@ def list_traces(args: argparse.Namespace) -> int:
 
 @store_errors
 def show_trace(args: argparse.Namespace) -> int:
-    """Print one trace as a waterfall tree."""
+    """Print one trace as a waterfall tree (from the local store, or a cell of an offline run with ``--run``)."""
+    if args.run is not None:
+        from evaltrace.cli.run_trace import show_run_trace  # here: `traces list` starts without the runner
+
+        return show_run_trace(args)
     console = Console()
     store = LocalTraceStore(args.store)
     trace_id = args.trace_id

@@ -10,21 +10,24 @@ by outcome, and says ``not evaluated`` when nothing was judged.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
+from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
 from evaltrace._internal import semconv
 from evaltrace._internal.span_scores import ScoreRow, outcome_counts, span_scores
+from evaltrace._internal.span_tree import tree_order
 from evaltrace.cli._untrusted import clean, plain
 from evaltrace.cli.format import format_count, format_duration_ns, format_money
 from evaltrace.cli.tables import Cell, Column, fit_table, print_fitted
 from evaltrace.cli.trace_totals import trace_totals
+from evaltrace.cli.wrap import facts_line, shorten_middle
 
 _KIND_COLOURS = {
     semconv.KIND_LLM: "magenta",
@@ -35,23 +38,6 @@ _KIND_COLOURS = {
     semconv.KIND_TASK: "white",
     semconv.KIND_EVALUATION: "green",
 }
-
-
-def _tree_order(spans: Sequence[ReadableSpan]) -> list[tuple[int, ReadableSpan]]:
-    """Depth-first order of the spans with their depth; orphans (parent not stored) are roots."""
-    ids = {s.context.span_id for s in spans if s.context is not None}
-    children: dict[int | None, list[ReadableSpan]] = {}
-    for span in spans:
-        parent = span.parent.span_id if span.parent is not None and span.parent.span_id in ids else None
-        children.setdefault(parent, []).append(span)
-    ordered: list[tuple[int, ReadableSpan]] = []
-    stack = [(0, s) for s in sorted(children.get(None, []), key=lambda s: s.start_time or 0, reverse=True)]
-    while stack:
-        depth, span = stack.pop()
-        ordered.append((depth, span))
-        kids = children.get(span.context.span_id if span.context else None, [])
-        stack.extend((depth + 1, k) for k in sorted(kids, key=lambda s: s.start_time or 0, reverse=True))
-    return ordered
 
 
 # (style, word) per outcome; "other" is a foreign result that carries only a label.
@@ -160,14 +146,31 @@ _TIMELINE = Column("timeline", drop=0)
 _TIMELINE_MIN, _TIMELINE_MAX = 10, 40
 
 
-def _rows(ordered: list[tuple[int, ReadableSpan]], scores: Mapping[int, list[ScoreRow]]) -> list[list[Cell]]:
+def _name(depth: int, span: ReadableSpan, width: int | None) -> Text:
+    """The tree cell: indentation, then the name, shortened in the middle to fit ``width`` cells (None: whole).
+
+    One line always: a folded name would wrap to the column's edge and lose its place in the tree.
+    """
+    indent = "  " * depth + ("└ " if depth else "")
+    failed = span.status.status_code is StatusCode.ERROR
+    mark = " ✗" if failed else ""
+    name = clean(span.name, single_line=True)
+    if width is not None:
+        name = shorten_middle(name, max(4, width - cell_len(indent) - cell_len(mark)))
+    text = Text(indent + name)
+    if failed:
+        text.append(mark, style="bold red")
+    return text
+
+
+def _rows(
+    ordered: list[tuple[int, ReadableSpan]], scores: Mapping[int, list[ScoreRow]], name_width: int | None = None
+) -> list[list[Cell]]:
     rows: list[list[Cell]] = []
     for depth, span in ordered:
         attributes = dict(span.attributes or {})
         kind = str(attributes.get(semconv.EVALTRACE_SPAN_KIND, span.kind.name.lower()))
-        name = Text("  " * depth + ("└ " if depth else "") + clean(span.name, single_line=True))
-        if span.status.status_code is StatusCode.ERROR:
-            name.append(" ✗", style="bold red")
+        name = _name(depth, span, name_width)
         ended = span.end_time is not None and span.start_time is not None
         rows.append([
             name,
@@ -197,7 +200,7 @@ def render_waterfall(console: Console, spans: Sequence[ReadableSpan], details: b
     The table fits ``console.width``: a timing bar is added when there is room for one, and at narrow widths
     the kind, then the cost, then the tokens columns are dropped (a note says so); nothing is cut.
     """
-    ordered = _tree_order(spans)
+    ordered = tree_order(spans)
     # Each result is on exactly one span (the enriched span, or its own late ``evaluation`` span): no double count.
     scores = {id(span): span_scores(span) if span.context is not None else [] for _, span in ordered}
     rows = _rows(ordered, scores)
@@ -206,47 +209,26 @@ def render_waterfall(console: Console, spans: Sequence[ReadableSpan], details: b
     # a timeline is worth more than names on one line.
     room = max(console.width - fitted.natural_width, (console.width - fitted.width) // 2) - 2  # 2: the gap
     bar_width = min(_TIMELINE_MAX, room)
+    columns: tuple[Column, ...] = _COLUMNS
     if bar_width >= _TIMELINE_MIN:
         columns = (*_COLUMNS[:3], _TIMELINE, *_COLUMNS[3:])
         fitted = fit_table(console.width, columns, _with_timeline(rows, ordered, bar_width))
-    else:
+    name_width = fitted.fold_widths.get(_COLUMNS[0].header)
+    if name_width is not None:
+        # Too narrow for every name: shorten them to the width the span column got, and lay out again with
+        # that column fixed, so no name folds back to the column's edge (a child would read as a root).
+        rows = _rows(ordered, scores, name_width)
+        columns = (replace(columns[0], fold=False), *columns[1:])
+        with_bars = _with_timeline(rows, ordered, bar_width) if _TIMELINE in columns else rows
+        fitted = fit_table(console.width, columns, with_bars)
+    if _TIMELINE not in columns:
         fitted.hidden.append(_TIMELINE.header)
     for line in _header(spans, ordered, summary_line([row for found in scores.values() for row in found])):
-        console.print(line)
+        # Each " · " fact stays on one line ("1 error", never "1" / "error") when the header wraps.
+        for wrapped in facts_line(line.plain.split(" · "), console.width):
+            console.print(Text(wrapped, style=line.style), soft_wrap=True, highlight=False)
     print_fitted(console, fitted)
     if details:
-        _print_details(console, spans)
+        from evaltrace.cli.span_details import print_span_details  # here: reading chats imports the mapping
 
-
-def _short(value: Any, limit: int = 300) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-_JUDGE_LIMIT = 20_000  # a judge call's span is read for its whole prompt (and the text it judged): not cut at 300
-
-
-def _print_details(console: Console, spans: Sequence[ReadableSpan]) -> None:
-    for _, span in _tree_order(spans):
-        attributes = dict(span.attributes or {})
-        limit = _JUDGE_LIMIT if attributes.get(semconv.EVALTRACE_JUDGE) is True else 300
-        lines = [
-            f"  {key}: {_short(attributes[key], limit)}"
-            for key in (
-                semconv.INPUT_VALUE,
-                semconv.OUTPUT_VALUE,
-                semconv.GEN_AI_TOOL_CALL_ARGUMENTS,
-                semconv.GEN_AI_TOOL_CALL_RESULT,
-                semconv.GEN_AI_INPUT_MESSAGES,
-                semconv.GEN_AI_OUTPUT_MESSAGES,
-            )
-            if key in attributes
-        ]
-        for row in span_scores(span) if span.context is not None else []:
-            shown = row.explanation and row.outcome not in ("not_evaluated", "pending")  # describe() has those
-            explanation = f" {_short(row.explanation, 200)}" if shown else ""
-            lines.append(f"  evaluation {describe(row)}{explanation}")
-        if lines:
-            console.print(plain(span.name, "bold"))
-            for line in lines:
-                console.print(plain(line))
+        print_span_details(console, [span for _, span in ordered])

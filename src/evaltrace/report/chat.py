@@ -8,7 +8,8 @@ one bubble holds the text, the reasoning and every call the model made in that t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +21,7 @@ from evaltrace.mapping._messages import MessageReader
 from evaltrace.mapping._spans import is_llm
 from evaltrace.schema import ToolCall, TraceMessage
 
-__all__ = ["ChatMessage", "SpanChat", "chat_messages", "span_chat"]
+__all__ = ["ChatMessage", "SpanChat", "chat_messages", "span_chat", "span_io"]
 
 
 @dataclass
@@ -85,3 +86,28 @@ def span_chat(span: ReadableSpan) -> SpanChat | None:
     if not inputs and not outputs and not notes:
         return None
     return SpanChat(chat_messages(inputs), chat_messages(outputs), notes)
+
+
+# What a span that is no model call took and gave: (heading, keys, first wins).
+_IO = (
+    ("Input", (semconv.INPUT_VALUE, semconv.GEN_AI_TOOL_CALL_ARGUMENTS, "traceloop.entity.input")),
+    ("Output", (semconv.OUTPUT_VALUE, semconv.GEN_AI_TOOL_CALL_RESULT, "traceloop.entity.output")),
+)
+
+
+def span_io(attributes: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """``("Input", value)`` and ``("Output", value)`` of a span that is no model call (a tool, a function).
+
+    The HTML report and ``traces show --details`` both show these; a JSON-encoded string is shown as the string.
+    """
+    shown: list[tuple[str, Any]] = []
+    for heading, keys in _IO:
+        value = next((attributes[key] for key in keys if key in attributes), None)
+        if isinstance(value, str) and value.startswith('"'):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                pass
+        if value is not None:
+            shown.append((heading, value))
+    return shown

@@ -8,14 +8,13 @@ jumping from a score to its span. Span details use native ``<details>`` elements
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from evaltrace._internal import semconv
 from evaltrace._version import __version__
 from evaltrace.report.assets import CSS, JS
-from evaltrace.report.chat import chat_messages
+from evaltrace.report.chat import chat_messages, span_io
 from evaltrace.report.chat_html import render_bubbles, render_span_chat, render_thinking
 from evaltrace.report.model import ReportData, ScoreRow, SpanRow, SpanUsage, outcome_counts
 from evaltrace.report.text import esc, money, pretty, token_count
@@ -174,25 +173,10 @@ def _attributes_table(attributes: Mapping[str, Any]) -> str:
     return f"<table>{rows}</table>"
 
 
-# What a span that is no model call took and gave, shown above its raw attributes: (heading, keys, first wins).
-_IO = (
-    ("Input", (semconv.INPUT_VALUE, semconv.GEN_AI_TOOL_CALL_ARGUMENTS, "traceloop.entity.input")),
-    ("Output", (semconv.OUTPUT_VALUE, semconv.GEN_AI_TOOL_CALL_RESULT, "traceloop.entity.output")),
-)
-
-
 def _io(attributes: Mapping[str, Any]) -> str:
-    blocks = []
-    for heading, keys in _IO:
-        value = next((attributes[key] for key in keys if key in attributes), None)
-        if isinstance(value, str) and value.startswith('"'):  # a JSON-encoded string: show the string
-            try:
-                value = json.loads(value)
-            except ValueError:
-                pass
-        if value is not None:
-            blocks.append(f'<h3>{heading}</h3><pre class="io">{_e(_pretty(value))}</pre>')
-    return "".join(blocks)
+    return "".join(
+        f'<h3>{heading}</h3><pre class="io">{_e(_pretty(value))}</pre>' for heading, value in span_io(attributes)
+    )
 
 
 def _facts(row: SpanRow) -> str:

@@ -28,6 +28,17 @@ dialog.trace:target:not([open]){display:block;position:static;margin:16px auto}
 .dhead h2{color:#fff;text-transform:none;letter-spacing:0;font-size:17px;margin:0 0 4px}
 .dhead button{float:right;font:inherit;font-size:13px;border:none;border-radius:4px;padding:3px 10px;cursor:pointer}
 .dbody{padding:0 18px 12px}
+.wf-row{display:grid;grid-template-columns:minmax(160px,36%) 1fr 70px;gap:8px;align-items:center;font-size:12px;
+padding:2px 0;border-bottom:1px solid #f0f1f5}
+.wf-name{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
+.wf-track{position:relative;height:10px;background:#f3f4f8;border-radius:2px}
+.wf-bar{position:absolute;top:0;height:10px;border-radius:2px;background:var(--other)}
+.wf-row[data-kind=llm] .wf-bar{background:var(--llm)}.wf-row[data-kind=tool] .wf-bar{background:var(--tool)}
+.wf-row[data-kind=agent] .wf-bar{background:var(--agent)}.wf-row[data-kind=task] .wf-bar{background:var(--task)}
+.wf-row.err .wf-bar{outline:2px solid #d32f2f}
+.wf-dur{text-align:right;font-variant-numeric:tabular-nums;color:var(--muted)}
+table.sbs td.answer{vertical-align:top;white-space:pre-wrap;max-width:420px;font-size:13px}
+table.sbs td.answer a{font-size:11px;font-weight:600}
 """
 )
 

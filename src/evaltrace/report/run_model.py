@@ -24,7 +24,8 @@ class RunCell:
     """One (case, variant) of the matrix.
 
     Attributes:
-        dom_id: Id of the cell's trace detail in the page (``t-<n>``).
+        dom_id: Id of the cell's trace detail in the page: ``t-<n>`` for the trace on line ``n`` of traces.jsonl
+            (what the terminal prints as ``traces.jsonl:n``), ``c-<n>`` for a cell with no trace.
         case_id: The case.
         variant: The variant.
         outcome: pass / fail / error / not_evaluated; None when the cell has no trace.
@@ -129,7 +130,8 @@ def build_run_report(run: RunDirectory) -> RunReportData:
             key = (variant, case_id)
             trace = traced.get(key)
             cells[key] = RunCell(
-                dom_id=f"t-{len(cells) + 1}",
+                # The terminal's reference "traces.jsonl:19" and "run.html#t-19" name the same cell: one index.
+                dom_id=f"t-{locations[key]}" if trace is not None and key in locations else f"c-{len(cells) + 1}",
                 case_id=case_id,
                 variant=variant,
                 outcome=outcomes.get(variant, {}).get(case_id) if trace is not None else None,

@@ -2,8 +2,9 @@
 
 The page has the case × variant matrix (each cell's outcome, its scores, and every evaluator's verdict and
 reason on hover), the figures per variant (outcome counts, pass rate, latency, cost, tokens), each evaluator's
-pass rate per variant, the insights and the changes against the baseline. Each cell opens its trace in a
-dialog: the evaluations, the case, the final answer, thinking, tool calls, messages and metrics, rendered from
+pass rate per variant, the insights and the changes against the baseline, and each variant's answers side by
+side. Each cell opens its trace in a dialog (``#t-N``, N its line in traces.jsonl): the evaluations, the case,
+the final answer, its span waterfall, thinking, tool calls, messages and metrics, rendered from
 the run's Trace with the trace report's own pieces. Everything is escaped on the server side (nothing from a
 run is ever read as markup) and the CSS and script are inline: the page makes no request.
 """
@@ -22,6 +23,7 @@ from evaltrace.report.chat_html import render_bubbles
 from evaltrace.report.html import _calls_with_results, _content, _message, _ms, _pretty, _thinking
 from evaltrace.report.run_assets import CSS, JS
 from evaltrace.report.run_model import RunCell, RunReportData, build_run_report
+from evaltrace.report.run_views import cell_waterfall, side_by_side
 from evaltrace.runner.case_turns import SESSION_KEY, conversation_messages, turn_traces
 from evaltrace.runner.rundir import RunDirectory
 from evaltrace.schema import EvalCase, RunSummary, Trace
@@ -315,6 +317,7 @@ def _dialog(cell: RunCell, data: RunReportData) -> str:
             _evaluations(cell),
             _conversation(trace),
             _output(trace),
+            cell_waterfall(cell),
             _tools_and_messages(trace),
             files,
             _case(data.cases.get(cell.case_id), trace),
@@ -356,6 +359,7 @@ def render_run_report(data: RunReportData) -> str:
     main = "".join(
         [
             _matrix(data),
+            side_by_side(data),
             _variants(data.summary),
             _evaluators(data.summary),
             _insights(data.summary),

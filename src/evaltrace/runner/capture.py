@@ -32,6 +32,7 @@ from evaltrace.mapping import trace_from_spans
 from evaltrace.runner.adapters import Adapter, AdapterFailure
 from evaltrace.runner.outputs import finish_trace
 from evaltrace.runner.response_mapping import MappedOutput
+from evaltrace.runner.span_timeline import span_timeline
 from evaltrace.schema import EvalCase, Trace, TraceError
 
 __all__ = ["CASE_SPAN_NAME", "CaseCapture", "capture_run"]
@@ -150,8 +151,10 @@ class CaseCapture:
                 else:
                     span.set_status(Status(StatusCode.ERROR, failure.message))
         span_context = span.get_span_context()
-        trace = trace_from_spans(self._collector.pop(span_context.trace_id), root=span_context.span_id)
-        return finish_trace(trace, output, failure, getattr(adapter, "trace_extra", None))
+        spans = self._collector.pop(span_context.trace_id)
+        trace = trace_from_spans(spans, root=span_context.span_id)
+        extra = {**span_timeline(spans), **(getattr(adapter, "trace_extra", None) or {})}
+        return finish_trace(trace, output, failure, extra)
 
 
 @contextmanager
