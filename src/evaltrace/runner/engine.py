@@ -288,8 +288,8 @@ def run_eval(
     masked = mask_secrets(config.raw)
     digest = config_hash(masked, config.cases)
     unfinished = incomplete_runs(target_dir, config.name, digest)
-    adapters = [build_adapter(v, config.path, i, key=config.variants_key) for i, v in enumerate(config.variants)]
-    evaluators = build_evaluators(config.evaluators, config.path, judge=config.judge)
+    adapters = _adapters(config)
+    evaluators = build_evaluators(config.evaluators, config.path, judge=config.judge, pythonpath=config.pythonpath)
     workspaces = prepare_workspaces(config.variants, adapters, config.path, key=config.variants_key)
     started = utcnow()
     run = RunDirectory.create(target_dir, config.name, started)
@@ -312,6 +312,13 @@ def run_eval(
     stores = _stores(configured_stores(config), sqlite_path, postgres_dsn)
     options = _Options(target_dir if drift else None, stores, run_namespace, progress or NullProgress(), workspaces)
     return _carry_out(run, config, adapters, evaluators, started, options, new_run=True, notes=notes)
+
+
+def _adapters(config: EvalConfig) -> list[Adapter]:
+    return [
+        build_adapter(v, config.path, i, key=config.variants_key, pythonpath=config.pythonpath)
+        for i, v in enumerate(config.variants)
+    ]
 
 
 def resume_run(
@@ -346,8 +353,8 @@ def resume_run(
         RunConfigError: The run's config cannot be rebuilt, or ``config_path`` is not the run's config.
     """
     config = resume_config(run, None if config_path is None else Path(config_path))
-    adapters = [build_adapter(v, config.path, i, key=config.variants_key) for i, v in enumerate(config.variants)]
-    evaluators = build_evaluators(config.evaluators, config.path, judge=config.judge)
+    adapters = _adapters(config)
+    evaluators = build_evaluators(config.evaluators, config.path, judge=config.judge, pythonpath=config.pythonpath)
     workspaces = prepare_workspaces(config.variants, adapters, config.path, key=config.variants_key)
     meta = run.read_meta()
     started = meta.started_at if meta is not None and meta.started_at is not None else utcnow()
