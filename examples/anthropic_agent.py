@@ -153,8 +153,8 @@ def main() -> None:
     print(f"\nScores (appended to {SCORES}):")
     print_scores(offset)
     if not stored:
-        sys.exit(f"\nNOT all written to {STORE}: see the warning above")
-    print(f"\nTrace written to {STORE} — see it with: evaltrace traces show last --details")
+        sys.exit(f"\nNOT all written to {STORE / 'traces.sqlite3'}: see the warning above")
+    print(f"\nTrace written to {STORE / 'traces.sqlite3'} — see it with: evaltrace traces show last --details")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """Phoenix: traces in a project, evaluation events on the spans, scores as span annotations, read back over REST.
 
-Shows: `configure(phoenix=URL)` (OTLP/HTTP to `{URL}/v1/traces`), project routing with the resource attribute
-`openinference.project.name` (set here through OTEL_RESOURCE_ATTRIBUTES), `PhoenixScoreSink` posting
-`/v1/span_annotations`, and Phoenix's REST API returning both.
+Shows the one Phoenix setup, `configure(phoenix=URL, phoenix_project=NAME)`: OTLP/HTTP to `{URL}/v1/traces`, the
+spans filed under project NAME (resource attribute `openinference.project.name`), and scores posted as span
+annotations to `{URL}/v1/span_annotations` (the Phoenix score sink that `phoenix=` adds); then Phoenix's REST API
+returns both.
 
 Run:
     pip install arize-phoenix && phoenix serve     # or: bash scripts/ci_phoenix.sh (own venv, loopback only)
@@ -19,14 +20,12 @@ from typing import Any
 
 import httpx
 
-PHOENIX_URL = os.environ.get("PHOENIX_URL", "http://127.0.0.1:6006").rstrip("/")
-PROJECT = os.environ.get("PHOENIX_PROJECT", "evaltrace-demo")
-# Read by the OTel SDK when configure() builds the resource; Phoenix files the spans under this project.
-os.environ["OTEL_RESOURCE_ATTRIBUTES"] = f"openinference.project.name={PROJECT}"
+import evaltrace
+from evaltrace.evaluation import EvaluatorSpec, evaluator
+from evaltrace.evaluators import ToolCalled
 
-import evaltrace  # noqa: E402  (after the resource attribute is set)
-from evaltrace.evaluation import EvaluatorSpec, PhoenixScoreSink, evaluator  # noqa: E402
-from evaltrace.evaluators import ToolCalled  # noqa: E402
+PHOENIX_URL = os.environ.get("PHOENIX_URL", "http://127.0.0.1:6006").rstrip("/")
+PROJECT = os.environ.get("PHOENIX_PROJECT_NAME", "evaltrace-demo")
 
 
 @evaltrace.tool
@@ -66,8 +65,8 @@ def main() -> int:
     handle = evaltrace.configure(
         "evaltrace-phoenix-demo",
         phoenix=PHOENIX_URL,
+        phoenix_project=PROJECT,  # the spans' project; the scores go to Phoenix as span annotations
         evaluators=[EvaluatorSpec(ToolCalled("get_weather"), span_kinds={"agent"}), EvaluatorSpec(mentions_city)],
-        sinks=[PhoenixScoreSink(PHOENIX_URL)],
     )
     with evaltrace.context(session_id="phoenix-demo-session", user_id="demo-user"):
         print(answer("What's the weather in Paris?"))

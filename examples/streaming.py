@@ -90,8 +90,8 @@ def main() -> None:
         print(f"  {label:<20} {'-' if value is None else fmt.format(value):<10} ({key})")
     handle.shutdown()
     if not stored:
-        sys.exit("\nNOT all written to .evaltrace: see the warning above")
-    print("\nTrace written to .evaltrace — see it with: evaltrace traces show last --details")
+        sys.exit("\nNOT all written to .evaltrace/traces.sqlite3: see the warning above")
+    print("\nTrace written to .evaltrace/traces.sqlite3 — see it with: evaltrace traces show last --details")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ import yaml
 
 from evaltrace.exporters import LocalTraceStore
 from evaltrace.mapping import trace_from_spans
+from example_output import assert_written_paths_exist
 
 pytest.importorskip("anthropic")
 
@@ -39,6 +40,7 @@ def test_anthropic_agent_replays_thinking_and_tool_use_and_scores_it(tmp_path: P
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr, result.stderr
     assert "differs from the recording" not in result.stderr, result.stderr
+    assert_written_paths_exist(result.stdout, tmp_path)
 
     first, second = yaml.safe_load(RECORDING.read_text(encoding="utf-8"))["interactions"]
     thinking = json.loads(first["response"]["body"]["string"])["content"][0]["thinking"]

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from example_output import assert_written_paths_exist
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 _ENV_PREFIXES = ("OPENAI_", "PYTEST_", "OTEL_", "LANGFUSE_", "PHOENIX_", "JAEGER_", "EVALTRACE_")
 
@@ -111,3 +113,4 @@ def test_quickstart_says_written_when_it_was(tmp_path: Path) -> None:
     result = _run("quickstart.py", tmp_path)
     assert result.returncode == 0, result.stderr
     assert "Trace and its evaluations written to .evaltrace/traces.sqlite3" in result.stdout
+    assert_written_paths_exist(result.stdout, tmp_path)

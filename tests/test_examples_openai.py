@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from evaltrace.exporters import LocalTraceStore
+from example_output import assert_written_paths_exist
 
 pytest.importorskip("openai")
 
@@ -34,6 +35,7 @@ def _run(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr, result.stderr  # evaltrace's internal errors are logged with one
     assert "differs from the recording" not in result.stderr, result.stderr
+    assert_written_paths_exist(result.stdout, cwd)
     return result
 
 

@@ -49,7 +49,9 @@ CONFIG_CASES: list[tuple[str, Any, str, str]] = [
         "target_unimportable",
         {"variants": [{"name": "v", "adapter": "python_function", "config": {"target": "no_such_module_xyz:f"}}]},
         "variants[0].config.target",
-        "cannot import module 'no_such_module_xyz': ModuleNotFoundError: No module named 'no_such_module_xyz'",
+        # {root}: the project directory, named among the directories searched.
+        "cannot import module 'no_such_module_xyz': no module named 'no_such_module_xyz' (searched {root} and the"
+        " installed packages); add `pythonpath:` to eval.yaml or run from the project root",
     ),
     (
         "negative_timeout",
@@ -174,6 +176,7 @@ def _error_of(project: Project, config: Any) -> RunConfigError:
 def test_malformed_eval_yaml(project: Project, content: Any, entry: str, problem: str) -> None:
     error = _error_of(project, _content(project, content))
     assert error.entry == entry
+    problem = problem.replace("{root}", str(project.root.resolve()))
     assert str(error) == (f"{project.eval_path}: {entry}: {problem}" if entry else f"{project.eval_path}: {problem}")
 
 
@@ -192,8 +195,8 @@ UNKNOWN_KEYS: list[tuple[str, dict[str, Any], str]] = [
     (
         "top_level_no_close_match",
         {"systems": [_system()], "zzz": 1},
-        "zzz: unknown key; expected one of baseline, cases, concurrency, evaluators, judge, name, output, runs_dir, "
-        "systems, variants",
+        "zzz: unknown key; expected one of baseline, cases, concurrency, evaluators, judge, name, output, pythonpath, "
+        "runs_dir, systems, variants",
     ),
     (
         "system",

@@ -52,7 +52,7 @@ def parse_entry(text: str) -> dict[str, Any]:
     return {"import": text}
 
 
-def _file_entries(path: Path) -> tuple[list[dict[str, Any]], Any]:
+def _file_entries(path: Path) -> tuple[list[dict[str, Any]], Any, Any]:
     from evaltrace._internal import safe_yaml
     from evaltrace.runner.config import load_evaluator_entries, load_judge
 
@@ -64,7 +64,8 @@ def _file_entries(path: Path) -> tuple[list[dict[str, Any]], Any]:
         raise EntryError(f"--evaluators: {path} is not valid YAML: {exc}") from None
     if not isinstance(data, dict) or "evaluators" not in data:
         raise EntryError(f"--evaluators: {path} has no 'evaluators:' list")
-    return load_evaluator_entries(path, data["evaluators"]), load_judge(path, data.get("judge"))
+    # pythonpath: as in a run, so the file's `import:` evaluators find the project's modules.
+    return load_evaluator_entries(path, data["evaluators"]), load_judge(path, data.get("judge")), data.get("pythonpath")
 
 
 def load_entries(entries: list[str], file: Path | None) -> list[Any]:
@@ -79,8 +80,8 @@ def load_entries(entries: list[str], file: Path | None) -> list[Any]:
 
     built: list[Any] = []
     if file is not None:
-        raw, judge = _file_entries(file)
-        built += build_evaluators(raw, file, judge=judge)
+        raw, judge, pythonpath = _file_entries(file)
+        built += build_evaluators(raw, file, judge=judge, pythonpath=pythonpath or [])
     if entries:
         built += build_evaluators([parse_entry(e) for e in entries], _COMMAND_LINE, base_dir=Path.cwd())
     return [EvaluatorSpec(item.evaluator, timeout_s=item.timeout_s) for item in built]

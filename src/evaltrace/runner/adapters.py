@@ -11,11 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-import importlib
 import inspect
 import json
-import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,6 +22,7 @@ import httpx
 from evaltrace._internal.daemon_pool import DaemonExecutor, UserAbort
 from evaltrace.runner.config import expand_env, mask_secrets
 from evaltrace.runner.errors import RunConfigError
+from evaltrace.runner.import_paths import import_dirs, import_object
 from evaltrace.runner.response_mapping import MappingFailure, ResponseMapping, ResponseMappingError
 from evaltrace.schema import RunVariant, TraceErrorType
 
@@ -67,36 +66,6 @@ class Adapter(Protocol):
     async def aclose(self) -> None:
         """Release connections."""
         ...
-
-
-def import_object(reference: str, base_dir: Path) -> Any:
-    """Import ``"package.module:attribute"``, with ``base_dir`` (the eval.yaml's directory) importable.
-
-    Args:
-        reference: ``module:attribute`` (the attribute may be dotted).
-        base_dir: Directory put on ``sys.path`` so modules next to the eval.yaml import.
-
-    Returns:
-        The object.
-
-    Raises:
-        ValueError: Malformed reference, module not importable, or attribute missing (the message says which).
-    """
-    module_name, sep, attribute = reference.partition(":")
-    if not sep or not module_name or not attribute:
-        raise ValueError(f"expected 'module:attribute', got {reference!r}")
-    directory = str(base_dir.resolve())
-    if directory not in sys.path:
-        sys.path.insert(0, directory)
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except Exception as exc:
-        raise ValueError(f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}") from None
-    for part in attribute.split("."):
-        if not hasattr(obj, part):
-            raise ValueError(f"module {module_name!r} has no attribute {attribute!r}")
-        obj = getattr(obj, part)
-    return obj
 
 
 class FunctionAdapter:
@@ -293,12 +262,12 @@ class HttpAdapter:
         await self._client.aclose()
 
 
-def _function_adapter(variant: RunVariant, path: Path, entry: str) -> Adapter:
+def _function_adapter(variant: RunVariant, path: Path, entry: str, dirs: Sequence[Path]) -> Adapter:
     target = variant.config.get("target")
     if not isinstance(target, str):
         raise RunConfigError(path, f"{entry}.config.target", "expected 'module:function'")
     try:
-        func = import_object(target, path.parent)
+        func = import_object(target, dirs)
     except ValueError as exc:
         raise RunConfigError(path, f"{entry}.config.target", str(exc)) from None
     if not callable(func):
@@ -361,7 +330,7 @@ def _timeout(config: dict[str, Any], path: Path, entry: str, default: float | No
     return None if value is None else float(value)
 
 
-def _http_adapter(variant: RunVariant, path: Path, entry: str) -> Adapter:
+def _http_adapter(variant: RunVariant, path: Path, entry: str, dirs: Sequence[Path]) -> Adapter:
     config = expand_env(variant.config, path, f"{entry}.config")
     url = config.get("url")
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
@@ -392,24 +361,34 @@ def _http_adapter(variant: RunVariant, path: Path, entry: str) -> Adapter:
     )
 
 
-ADAPTERS: dict[str, Callable[[RunVariant, Path, str], Adapter]] = {
+ADAPTERS: dict[str, Callable[[RunVariant, Path, str, Sequence[Path]], Adapter]] = {
     "http": _http_adapter,
     "python_function": _function_adapter,
 }
-"""Adapter name -> builder ``(variant, eval.yaml path, entry) -> Adapter``."""
+"""Adapter name -> builder ``(variant, eval.yaml path, entry, import directories) -> Adapter``."""
 
 
-def build_adapter(variant: RunVariant, config_path: Path, index: int, *, key: str = "variants") -> Adapter:
+def build_adapter(
+    variant: RunVariant,
+    config_path: Path,
+    index: int,
+    *,
+    key: str = "variants",
+    pythonpath: Sequence[str] = (),
+) -> Adapter:
     """Build the adapter of ``variant`` (the ``index``-th in ``config_path``, under ``key``: systems or variants).
 
+    ``module:function`` targets import from the directories of :func:`~evaltrace.runner.import_paths.import_dirs`
+    (``pythonpath``, the eval.yaml's directory, the project root).
+
     Raises:
-        RunConfigError: Unknown adapter or invalid adapter config.
+        RunConfigError: Unknown adapter, invalid adapter config, or a ``pythonpath`` entry that does not exist.
     """
     entry = f"{key}[{index}]"
     builder = ADAPTERS.get(variant.adapter)
     if builder is None:
         raise RunConfigError(path=config_path, entry=f"{entry}.adapter", problem=_unknown_adapter(variant.adapter))
-    return builder(variant, config_path, entry)
+    return builder(variant, config_path, entry, import_dirs(config_path, config_path.parent, pythonpath))
 
 
 def _unknown_adapter(name: str) -> str:

@@ -3,7 +3,8 @@
 The authoring models of :mod:`evaltrace.runner.config_models` define every key; an unknown one is an error naming
 the nearest known key (``eval.yaml: systems[1].config.timout_s: unknown key; did you mean timeout_s?``). Paths
 inside eval.yaml (``cases``) are relative to the eval.yaml's directory; ``runs_dir`` is relative to the working
-directory (where runs of every eval land). ``${VAR}`` references are kept unexpanded in the loaded config (so
+directory (where runs of every eval land); ``pythonpath`` entries are relative to the eval.yaml's directory and
+must exist. ``${VAR}`` references are kept unexpanded in the loaded config (so
 nothing secret is ever persisted) and expanded only when an adapter, store or judge is built.
 """
 
@@ -26,6 +27,7 @@ from evaltrace._internal import safe_yaml
 from evaltrace.runner._config_errors import first_problem
 from evaltrace.runner.config_models import CaseConfig, EvalFileConfig, EvaluatorEntry, JudgeConfig, OutputConfig
 from evaltrace.runner.errors import RunConfigError
+from evaltrace.runner.import_paths import import_dirs
 from evaltrace.schema import EvalCase, RunVariant
 
 __all__ = [
@@ -84,6 +86,7 @@ class EvalConfig:
             None only for a config made without :func:`load_eval_config` (``raw["output"]`` is then read).
         judge: The ``judge:`` block (``${VAR}`` unexpanded), or None: judges then use the environment's defaults.
         variants_key: The key the systems were written under, for messages (``systems[1]`` or ``variants[1]``).
+        pythonpath: The ``pythonpath:`` directories as written (relative to the eval.yaml's directory).
     """
 
     name: str
@@ -98,6 +101,7 @@ class EvalConfig:
     outputs: list[OutputConfig] | None = None
     judge: JudgeConfig | None = None
     variants_key: str = "variants"
+    pythonpath: list[str] = field(default_factory=list)
 
 
 def _not_regular(mode: int) -> str | None:
@@ -254,6 +258,7 @@ def load_eval_config(
     if not isinstance(raw, dict):
         raise RunConfigError(path, "", "expected a mapping at the top level")
     authored = _validated(EvalFileConfig, raw, path)
+    import_dirs(path, path.parent, authored.pythonpath)  # a missing directory is named before anything runs
     key = authored.systems_key
     return EvalConfig(
         name=authored.name,
@@ -269,6 +274,7 @@ def load_eval_config(
         outputs=list(authored.output),
         judge=authored.judge,
         variants_key=key,
+        pythonpath=list(authored.pythonpath),
     )
 
 

@@ -259,8 +259,10 @@ class EvalFileConfig(AuthoringModel):
     baseline: str | None = None
     output: list[OutputConfig] = Field(default_factory=list)
     judge: JudgeConfig | None = None
+    pythonpath: list[str] = Field(default_factory=list)
+    """Directories (relative to eval.yaml) that ``module:attr`` references import from; each must exist."""
 
-    @field_validator("evaluators", "output", mode="before")
+    @field_validator("evaluators", "output", "pythonpath", mode="before")
     @classmethod
     def _empty_list(cls, value: Any) -> Any:
         return [] if value is None else value  # `evaluators:` with nothing under it

@@ -296,8 +296,8 @@ def run_eval(
     masked = mask_secrets(config.raw)
     digest = config_hash(masked, config.cases)
     unfinished = incomplete_runs(target_dir, config.name, digest)
-    adapters = [build_adapter(v, config.path, i, key=config.variants_key) for i, v in enumerate(config.variants)]
-    evaluators = build_evaluators(config.evaluators, config.path, judge=config.judge)
+    adapters = _adapters(config)
+    evaluators = build_evaluators(config.evaluators, config.path, judge=config.judge, pythonpath=config.pythonpath)
     simulator = build_simulator(config)
     workspaces = prepare_workspaces(config.variants, adapters, config.path, key=config.variants_key)
     started = utcnow()
@@ -323,6 +323,13 @@ def run_eval(
         target_dir if drift else None, stores, run_namespace, progress or NullProgress(), workspaces, simulator
     )
     return _carry_out(run, config, adapters, evaluators, started, options, new_run=True, notes=notes)
+
+
+def _adapters(config: EvalConfig) -> list[Adapter]:
+    return [
+        build_adapter(v, config.path, i, key=config.variants_key, pythonpath=config.pythonpath)
+        for i, v in enumerate(config.variants)
+    ]
 
 
 def resume_run(
@@ -357,8 +364,8 @@ def resume_run(
         RunConfigError: The run's config cannot be rebuilt, or ``config_path`` is not the run's config.
     """
     config = resume_config(run, None if config_path is None else Path(config_path))
-    adapters = [build_adapter(v, config.path, i, key=config.variants_key) for i, v in enumerate(config.variants)]
-    evaluators = build_evaluators(config.evaluators, config.path, judge=config.judge)
+    adapters = _adapters(config)
+    evaluators = build_evaluators(config.evaluators, config.path, judge=config.judge, pythonpath=config.pythonpath)
     simulator = build_simulator(config)
     workspaces = prepare_workspaces(config.variants, adapters, config.path, key=config.variants_key)
     meta = run.read_meta()

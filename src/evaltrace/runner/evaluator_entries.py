@@ -32,10 +32,10 @@ from evaltrace.evaluation import Evaluator, evaluator
 from evaltrace.evaluators.catalogue import CATALOGUE
 from evaltrace.evaluators.judge import Judge
 from evaltrace.runner._config_errors import first_problem, shown_value, unknown_key_problem
-from evaltrace.runner.adapters import import_object
 from evaltrace.runner.config import expand_env, load_evaluator_entries
 from evaltrace.runner.config_models import RESERVED_EVALUATOR_KEYS, EvaluatorEntry, JudgeConfig
 from evaltrace.runner.errors import RunConfigError
+from evaltrace.runner.import_paths import import_dirs, import_object
 
 __all__ = ["JUDGE_PARAMETER", "ConfiguredEvaluator", "Scope", "build_evaluators", "build_judge"]
 
@@ -149,7 +149,7 @@ class _Plan:
         return evaluator if self.kind == "function" else self.target
 
 
-def _plan(entry: EvaluatorEntry, path: Path, where: str, base_dir: Path) -> _Plan:
+def _plan(entry: EvaluatorEntry, path: Path, where: str, dirs: Sequence[Path]) -> _Plan:
     kind = entry.catalogue_type
     if kind is not None:
         cls = CATALOGUE.get(kind)
@@ -161,7 +161,7 @@ def _plan(entry: EvaluatorEntry, path: Path, where: str, base_dir: Path) -> _Pla
         return _Plan("catalogue", cls, kind, catalogue_type=kind)
     reference = str(entry.import_)
     try:
-        obj = import_object(reference, base_dir)
+        obj = import_object(reference, dirs)
     except ValueError as exc:
         raise RunConfigError(path, f"{where}.import", str(exc)) from None
     if hasattr(obj, "evaluate") and not inspect.isclass(obj):
@@ -264,10 +264,12 @@ def _check_values(
         raise RunConfigError(path, format_path(location, mismatch.path), problem)
 
 
-def _build_one(raw: dict[str, Any], path: Path, index: int, base_dir: Path, judges: _Judges) -> ConfiguredEvaluator:
+def _build_one(
+    raw: dict[str, Any], path: Path, index: int, dirs: Sequence[Path], judges: _Judges
+) -> ConfiguredEvaluator:
     where = f"evaluators[{index}]"
     entry = EvaluatorEntry.model_validate(raw)  # checked by load_evaluator_entries already
-    plan = _plan(entry, path, where, base_dir)
+    plan = _plan(entry, path, where, dirs)
     options = _options(entry, plan, judges, path, where)
     args = expand_env(entry.args, path, f"{where}.args")
     _check_values(plan, entry, args, options, path, where)
@@ -315,26 +317,31 @@ def build_evaluators(
     *,
     base_dir: Path | None = None,
     judge: JudgeConfig | None = None,
+    pythonpath: Sequence[str] = (),
 ) -> list[ConfiguredEvaluator]:
     """Build every evaluator of a config.
 
     Args:
         entries: The ``evaluators`` entries, as written.
         path: The config file (named in error messages).
-        base_dir: Directory that ``import:`` modules are found in (default: the config file's directory).
+        base_dir: The eval.yaml's directory (default: the config file's): ``import:`` modules are found there, in
+            its project root and in ``pythonpath`` (see :func:`~evaltrace.runner.import_paths.import_dirs`).
         judge: The config's ``judge:`` block: evaluators whose constructor takes ``judge`` get it.
+        pythonpath: The config's ``pythonpath:`` entries, relative to ``base_dir``.
 
     Returns:
         The evaluators, in entry order.
 
     Raises:
-        RunConfigError: An entry cannot be built, takes an unknown option, or two evaluators share a name.
+        RunConfigError: An entry cannot be built, takes an unknown option, or two evaluators share a name; a
+            ``pythonpath`` entry does not exist.
     """
     load_evaluator_entries(path, list(entries))
+    dirs = import_dirs(path, base_dir if base_dir is not None else path.parent, pythonpath)
     judges = _Judges(judge, path)
     built: list[ConfiguredEvaluator] = []
     for index, entry in enumerate(entries):
-        item = _build_one(entry, path, index, base_dir if base_dir is not None else path.parent, judges)
+        item = _build_one(entry, path, index, dirs, judges)
         if any(b.name == item.name for b in built):
             problem = f"duplicate evaluator name {item.name!r}; give each a distinct 'name' (with 'type')"
             raise RunConfigError(path, f"evaluators[{index}]", problem)

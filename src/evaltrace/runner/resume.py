@@ -240,7 +240,13 @@ def re_evaluation_setup(run: RunDirectory, config_path: Path | None, previous: R
     concurrency = raw.get("concurrency")
     baseline = raw.get("baseline")
     return ReEvaluationSetup(
-        evaluators=build_evaluators(entries, source, base_dir=base_dir, judge=load_judge(source, raw.get("judge"))),
+        evaluators=build_evaluators(
+            entries,
+            source,
+            base_dir=base_dir,
+            judge=load_judge(source, raw.get("judge")),
+            pythonpath=raw.get("pythonpath") or [],
+        ),
         concurrency=concurrency if isinstance(concurrency, int) and concurrency > 0 else DEFAULT_CONCURRENCY,
         baseline=baseline if isinstance(baseline, str) else None,
         source=source,
