@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -457,3 +458,47 @@ def test_a_session_log_record_has_no_parent_even_when_emitted_inside_a_span(
     assert name == "gen_ai.evaluation.result"
     assert attributes["session.id"] == "chat-40" and attributes["evaltrace.evaluation.revision"] == 2
     assert not record.trace_id and not record.span_id
+
+
+def test_a_shutdown_racing_the_timer_never_marks_a_session_evaluator_on_a_trace_root(tmp_path: Path) -> None:
+    from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from evaltrace.evaluation import EvaluationSpanProcessor
+    from evaltrace.evaluation.sampling import ExportSampling
+
+    class ShutsDownFromTheTimer(SpanProcessor):
+        """A downstream processor that shuts the pipeline down from the timer's thread (the race, made certain)."""
+
+        processor: EvaluationSpanProcessor | None = None
+
+        def on_end(self, span: ReadableSpan) -> None:
+            if self.processor is not None and threading.current_thread().name == "evaltrace-trace-completion":
+                processor, self.processor = self.processor, None
+                processor.shutdown(5_000)
+
+    judge = Judge()
+    exporter = InMemorySpanExporter()
+    trigger = ShutsDownFromTheTimer()
+    processor = EvaluationSpanProcessor(
+        downstream=[SimpleSpanProcessor(exporter), trigger],
+        evaluators=[EvaluatorSpec(judge.build(), scope="session")],
+        trace_quiet_period_s=600.0,  # the trace waits for completion: shutdown's drain finds it
+        session_quiet_period_s=600.0,
+        export_sampling=ExportSampling(keep_rate=1.0, max_age_s=0.2),  # released by the timer after 0.2 s
+        dead_letter_dir=tmp_path / "dead-letter",
+    )
+    trigger.processor = processor
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    attributes = {"session.id": "cut", "evaltrace.span.kind": "agent", "input.value": "q", "output.value": "a"}
+    with provider.get_tracer("tests").start_as_current_span("turn", attributes=attributes):
+        pass
+    assert wait_until(lambda: trigger.processor is None, timeout=30)  # shut down from the timer's thread
+    names = [span.name for span in exporter.get_finished_spans()]
+    assert names == ["turn"]  # no "evaluation coherent" mark on the trace: a session evaluator judges no trace
+    assert all("evaltrace.eval.coherent.outcome" not in (s.attributes or {}) for s in exporter.get_finished_spans())
+    assert processor.stats()["not_evaluated_by_reason"]["shutdown"] == 1  # counted all the same
+    assert judge.seen == []
+    provider.shutdown()
