@@ -502,3 +502,37 @@ def test_a_shutdown_racing_the_timer_never_marks_a_session_evaluator_on_a_trace_
     assert processor.stats()["not_evaluated_by_reason"]["shutdown"] == 1  # counted all the same
     assert judge.seen == []
     provider.shutdown()
+
+
+def test_an_older_revision_finishing_after_a_newer_one_is_not_published(
+    make_pipeline: MakePipeline, tmp_path: Path
+) -> None:
+    release = threading.Event()
+    seen: list[int] = []
+
+    @evaluator(name="coherent")
+    def coherent(conversation: Conversation) -> EvaluationResult:
+        seen.append(len(conversation.turns))
+        if len(conversation.turns) == 1:  # revision 1 is held until revision 2 has been published
+            release.wait(30)
+        return EvaluationResult(evaluator="coherent", passed=True, score=len(conversation.turns) / 10)
+
+    jsonl = tmp_path / "scores.jsonl"
+    p = make_pipeline(
+        [EvaluatorSpec(coherent, scope="session")],
+        sinks=[JsonlScoreSink(jsonl)],
+        trace_quiet_period_s=0.0,
+        session_quiet_period_s=600.0,
+        sink_schedule_delay_s=0.01,
+    )
+    _turn(p, "race", "q0", "a")
+    p.processor.end_session("race")
+    assert wait_until(lambda: seen == [1], timeout=30)  # revision 1 runs (held)
+    _turn(p, "race", "q1", "a")
+    p.processor.end_session("race")
+    assert wait_until(lambda: len(_scores(jsonl)) == 1, timeout=30)  # revision 2 went out
+    release.set()
+    p.flush()
+    scores = _scores(jsonl)
+    assert [(s["value"], s["metadata"]["revision"]) for s in scores] == [(0.2, 2)]  # revision 1 never overwrote it
+    assert p.processor.stats()["superseded"] == 1

@@ -169,6 +169,9 @@ class SessionJudge:
         ctx = self._ctx()
         conversation = job.conversation
         session_id = conversation.session_id
+        # The check and the hand-over to the sinks below run on the evaluation loop's one thread with no await in
+        # between, so no other revision publishes in the middle; each sink worker delivers in order (a failed batch
+        # is retried before later ones go): a newer verdict is never followed by an older one.
         if ctx.session_superseded is not None and ctx.session_superseded(session_id, job.revision):
             ctx.stats.incr("superseded")
             return
