@@ -536,3 +536,24 @@ def test_an_older_revision_finishing_after_a_newer_one_is_not_published(
     scores = _scores(jsonl)
     assert [(s["value"], s["metadata"]["revision"]) for s in scores] == [(0.2, 2)]  # revision 1 never overwrote it
     assert p.processor.stats()["superseded"] == 1
+
+
+def test_finding_a_traces_session_never_raises_into_the_application(make_pipeline: MakePipeline) -> None:
+    class Refuses(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:  # an application's logging filter that fails
+            raise RuntimeError("filter failed")
+
+    judge = Judge()
+    p = _session_pipeline(make_pipeline, judge, session_quiet_period_s=600.0, session_max_sessions=1)
+    _turn(p, "first", "q", "a")
+    assert wait_until(lambda: p.processor.stats()["sessions"]["traces_added"] == 1, timeout=30)
+    refuses = Refuses()
+    logging.getLogger("evaltrace.evaluation").addFilter(refuses)
+    try:
+        # Its root ends on this thread: announcing it to its session evicts "first" (unjudged), whose loss warning
+        # meets the failing filter. The application's span ends normally all the same.
+        _turn(p, "second", "q", "a")
+    finally:
+        logging.getLogger("evaltrace.evaluation").removeFilter(refuses)
+    p.processor.end_session("second")  # its trace was not left announced and missing: judged at once
+    assert wait_until(lambda: [c.session_id for c in judge.seen] == ["second"], timeout=30)

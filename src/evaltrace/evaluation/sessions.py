@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evaltrace._internal.errors import log_internal_error
 from evaltrace.schema import Trace
 from evaltrace.schema.conversation import Conversation
 
@@ -339,4 +340,7 @@ class SessionBuffer:
         if self._on_loss is None:
             return
         for count, what in losses:
-            self._on_loss(count, what)
+            try:  # it logs, maybe on the application's thread (a root's end): a failing log filter stays here
+                self._on_loss(count, what)
+            except Exception:
+                log_internal_error("reporting a session loss")
