@@ -417,28 +417,37 @@ def test_the_byte_bound_counts_what_held_traces_cost_in_memory_not_their_json_le
     from evaltrace.schema import Trace
 
     start = datetime(2024, 1, 1, tzinfo=UTC)
-    tracemalloc.start()
-    try:
-        before, _ = tracemalloc.get_traced_memory()
-        traces = [
-            Trace(
-                run_id="live",
-                case_id=f"c{i}",
-                variant_name="v",
-                started_at=start,
-                finished_at=start,
-                input={"query": f"what is the refund policy for order {i}?"},
-                output={"final_answer": "The refund policy " * 20},
-                messages=[{"role": "user", "content": f"hi {j}"} for j in range(10)],
-                extra={"trace_id": f"{i:032x}"},
-            )
-            for i in range(500)
-        ]
-        held, _ = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    estimate = sum(trace_size(trace) for trace in traces)
-    assert estimate >= held - before  # session_max_bytes bounds the memory, not a fifth of it
+    shapes: dict[str, Any] = {
+        "chat": lambda i: {
+            "input": {"query": f"what is the refund policy for order {i}?"},
+            "output": {"final_answer": "The refund policy " * 20},
+            "messages": [{"role": "user", "content": f"hi {j}"} for j in range(10)],
+        },
+        "short": lambda i: {"input": {"query": f"q{i}"}, "output": {"final_answer": f"a{i}"}},
+        "long answer": lambda i: {"input": {"query": "x" * 5000}, "output": {"final_answer": "y" * 20000}},
+    }
+    for shape, fields in shapes.items():
+        tracemalloc.start()
+        try:
+            before, _ = tracemalloc.get_traced_memory()
+            traces = [
+                Trace(
+                    run_id="live",
+                    case_id=f"c{i}",
+                    variant_name="v",
+                    started_at=start,
+                    finished_at=start,
+                    extra={"trace_id": f"{i:032x}"},
+                    **fields(i),
+                )
+                for i in range(500)
+            ]
+            held, _ = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        estimate = sum(trace_size(trace) for trace in traces)
+        # session_max_bytes bounds the memory (JSON length alone was up to 5 times less), and not much below it.
+        assert held - before <= estimate <= 1.6 * (held - before), shape
 
 
 def test_a_session_log_record_has_no_parent_even_when_emitted_inside_a_span(
