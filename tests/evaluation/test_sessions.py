@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -295,3 +296,273 @@ def test_shutdown_judges_the_sessions_still_waiting(make_pipeline: MakePipeline,
     assert [len(c.turns) for c in judge.seen] == [2]
     (line,) = [json.loads(line) for line in jsonl.read_text().splitlines()]
     assert line.get("score", line)["session_id"] == "chat-30"
+
+
+def _scores(path: Path) -> list[dict[str, Any]]:
+    lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return [line.get("score", line) for line in lines]
+
+
+def test_a_judged_session_evicted_is_never_rejudged_from_its_later_turns_alone(
+    make_pipeline: MakePipeline, tmp_path: Path
+) -> None:
+    judge = Judge()
+    jsonl = tmp_path / "scores.jsonl"
+    p = _session_pipeline(
+        make_pipeline, judge, sinks=[JsonlScoreSink(jsonl)], session_quiet_period_s=600.0, session_max_sessions=1
+    )
+    for i in range(3):
+        _turn(p, "long", f"q{i}", "a")
+    p.flush()  # judged on its three turns
+    _turn(p, "other", "q", "a")  # one session held at most: "long", judged, is forgotten
+    assert wait_until(lambda: p.processor.stats()["sessions"]["forgotten_sessions"] == 1, timeout=30)
+    _turn(p, "long", "back again", "a")  # the user comes back: one turn is not the whole conversation
+    p.flush()
+    assert [(c.session_id, len(c.turns)) for c in judge.seen] == [("long", 3), ("other", 1)]
+    stats = p.processor.stats()["sessions"]
+    assert stats["after_eviction"] == 1
+    # Every sink keeps the full verdict: no partial one upserted over it under the same score id.
+    assert [(s["session_id"], s["value"]) for s in _scores(jsonl)] == [("long", 0.3), ("other", 0.1)]
+
+
+def _marked_turn(p: Pipeline, session: str, question: str, *, marker: bool) -> None:
+    """A turn during which the application calls end_session(): the end is asked while the turn still runs."""
+    attributes = {"session.id": session, "evaltrace.span.kind": "agent", "input.value": question, "output.value": "a"}
+    with p.tracer.start_as_current_span("turn", attributes=attributes) as span:
+        if marker:
+            span.set_attribute("evaltrace.session.end", session)  # what evaltrace.end_session() does to the span
+        p.processor.end_session(session)  # ... and to the processor configure() built
+        time.sleep(1.0)  # the timer ticks meanwhile (every 0.1 s): it must not judge the session without this turn
+
+
+@pytest.mark.parametrize("marker", [True, False], ids=["with-marker", "call-only"])
+def test_end_session_inside_the_last_turn_judges_once_with_that_turn(make_pipeline: MakePipeline, marker: bool) -> None:
+    judge = Judge()
+    p = _session_pipeline(make_pipeline, judge, session_quiet_period_s=600.0)
+    _turn(p, "bye", "q0", "a")
+    assert wait_until(lambda: p.processor.stats()["sessions"]["traces_added"] == 1, timeout=30)
+    _marked_turn(p, "bye", "q1", marker=marker)
+    assert wait_until(lambda: len(judge.seen) >= 1, timeout=30)
+    p.flush()
+    assert [[t.user_input for t in c.turns] for c in judge.seen] == [["q0", "q1"]]  # once, with the last turn
+    assert p.processor.stats()["sessions"]["ended"] == 1  # one call, whether it also marked the span
+
+
+def test_end_session_on_a_session_judged_already_does_not_hurry_its_next_turn(make_pipeline: MakePipeline) -> None:
+    judge = Judge()
+    p = _session_pipeline(make_pipeline, judge, session_quiet_period_s=600.0)
+    _turn(p, "again", "q0", "a")
+    p.processor.end_session("again")
+    assert wait_until(lambda: len(judge.seen) == 1, timeout=30)
+    p.processor.end_session("again")  # nothing new to judge: the request changes nothing
+    assert wait_until(lambda: p.processor.stats()["sessions"]["ended"] == 2, timeout=30)
+    _turn(p, "again", "q1", "a")  # the user carries on: judged after the quiet period, not at once
+    assert wait_until(lambda: p.processor.stats()["sessions"]["traces_added"] == 2, timeout=30)
+    time.sleep(1.0)
+    assert len(judge.seen) == 1
+
+
+def test_one_session_evaluator_failing_on_our_side_does_not_cancel_the_others(
+    make_pipeline: MakePipeline, tmp_path: Path
+) -> None:
+    class Unmeasurable(EvaluationResult):
+        @property
+        def latency_ms(self) -> int:  # a user subclass whose property fails: recording the result raises
+            raise RuntimeError("no latency")
+
+    @evaluator(name="broken")
+    def broken(conversation: Conversation) -> EvaluationResult:
+        return Unmeasurable(evaluator="broken", passed=True, score=1.0)
+
+    @evaluator(name="slow")
+    def slow(conversation: Conversation) -> EvaluationResult:
+        time.sleep(0.5)  # still running when "broken" fails
+        return EvaluationResult(evaluator="slow", passed=True, score=0.7)
+
+    jsonl = tmp_path / "scores.jsonl"
+    specs = [EvaluatorSpec(broken, scope="session"), EvaluatorSpec(slow, scope="session")]
+    p = make_pipeline(specs, sinks=[JsonlScoreSink(jsonl)], trace_quiet_period_s=0.0, session_quiet_period_s=600.0)
+    _turn(p, "two-judges", "q", "a")
+    p.flush()
+    assert [(s["name"], s["value"]) for s in _scores(jsonl)] == [("slow", 0.7)]  # the other judgement went out
+    stats = p.processor.stats()
+    assert stats["evaluators"]["slow"]["passed"] == 1
+    assert stats["evaluators"]["broken"]["errors"] == 1 and stats["evaluators"]["broken"]["passed"] == 0
+    assert stats["internal_errors"] >= 1
+
+
+def test_trace_ids_follow_the_turn_order(make_pipeline: MakePipeline) -> None:
+    judge = Judge()
+    p = _session_pipeline(make_pipeline, judge, session_quiet_period_s=600.0)
+    attributes = {"session.id": "order", "evaltrace.span.kind": "agent", "output.value": "a"}
+    first = p.tracer.start_span("turn", attributes={**attributes, "input.value": "first"})
+    second = p.tracer.start_span("turn", attributes={**attributes, "input.value": "second"})
+    second.end()  # the later turn completes (and reaches the session) first
+    assert wait_until(lambda: p.processor.stats()["sessions"]["traces_added"] == 1, timeout=30)
+    first.end()
+    p.flush()
+    (conversation,) = judge.seen
+    assert [t.user_input for t in conversation.turns] == ["first", "second"]
+    assert conversation.extra["trace_ids"] == [t.trace_id for t in conversation.turns]
+    assert conversation.extra["trace_ids"] == [
+        format(span.context.trace_id, "032x") for span in (first, second) if span.context is not None
+    ]
+
+
+def test_the_byte_bound_counts_what_held_traces_cost_in_memory_not_their_json_length() -> None:
+    import tracemalloc
+    from datetime import UTC, datetime
+
+    from evaltrace.evaluation.sessions import trace_size
+    from evaltrace.schema import Trace
+
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    shapes: dict[str, Any] = {
+        "chat": lambda i: {
+            "input": {"query": f"what is the refund policy for order {i}?"},
+            "output": {"final_answer": "The refund policy " * 20},
+            "messages": [{"role": "user", "content": f"hi {j}"} for j in range(10)],
+        },
+        "short": lambda i: {"input": {"query": f"q{i}"}, "output": {"final_answer": f"a{i}"}},
+        "long answer": lambda i: {"input": {"query": "x" * 5000}, "output": {"final_answer": "y" * 20000}},
+    }
+    for shape, fields in shapes.items():
+        tracemalloc.start()
+        try:
+            before, _ = tracemalloc.get_traced_memory()
+            traces = [
+                Trace(
+                    run_id="live",
+                    case_id=f"c{i}",
+                    variant_name="v",
+                    started_at=start,
+                    finished_at=start,
+                    extra={"trace_id": f"{i:032x}"},
+                    **fields(i),
+                )
+                for i in range(500)
+            ]
+            held, _ = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        estimate = sum(trace_size(trace) for trace in traces)
+        # session_max_bytes bounds the memory (JSON length alone was up to 5 times less), and not much below it.
+        assert held - before <= estimate <= 1.6 * (held - before), shape
+
+
+def test_a_session_log_record_has_no_parent_even_when_emitted_inside_a_span(
+    make_pipeline: MakePipeline, logs: tuple[LoggerProvider, InMemoryLogRecordExporter]
+) -> None:
+    # Runs in CI's oldest-versions step too (opentelemetry-sdk 1.30: the Events API path, which takes the current
+    # span when the event names none).
+    from evaltrace.evaluation.telemetry import LogEventEmitter
+
+    logger_provider, exporter = logs
+    p = make_pipeline()
+    result = EvaluationResult(evaluator="coherent", passed=True, score=0.5)
+    with p.tracer.start_as_current_span("unrelated"):
+        LogEventEmitter(logger_provider).emit_session("chat-40", result, 2)
+    (record,) = [r.log_record for r in exporter.get_finished_logs()]
+    name, attributes = event_record(record)
+    assert name == "gen_ai.evaluation.result"
+    assert attributes["session.id"] == "chat-40" and attributes["evaltrace.evaluation.revision"] == 2
+    assert not record.trace_id and not record.span_id
+
+
+def test_a_shutdown_racing_the_timer_never_marks_a_session_evaluator_on_a_trace_root(tmp_path: Path) -> None:
+    from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from evaltrace.evaluation import EvaluationSpanProcessor
+    from evaltrace.evaluation.sampling import ExportSampling
+
+    class ShutsDownFromTheTimer(SpanProcessor):
+        """A downstream processor that shuts the pipeline down from the timer's thread (the race, made certain)."""
+
+        processor: EvaluationSpanProcessor | None = None
+
+        def on_end(self, span: ReadableSpan) -> None:
+            if self.processor is not None and threading.current_thread().name == "evaltrace-trace-completion":
+                processor, self.processor = self.processor, None
+                processor.shutdown(5_000)
+
+    judge = Judge()
+    exporter = InMemorySpanExporter()
+    trigger = ShutsDownFromTheTimer()
+    processor = EvaluationSpanProcessor(
+        downstream=[SimpleSpanProcessor(exporter), trigger],
+        evaluators=[EvaluatorSpec(judge.build(), scope="session")],
+        trace_quiet_period_s=600.0,  # the trace waits for completion: shutdown's drain finds it
+        session_quiet_period_s=600.0,
+        export_sampling=ExportSampling(keep_rate=1.0, max_age_s=0.2),  # released by the timer after 0.2 s
+        dead_letter_dir=tmp_path / "dead-letter",
+    )
+    trigger.processor = processor
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    attributes = {"session.id": "cut", "evaltrace.span.kind": "agent", "input.value": "q", "output.value": "a"}
+    with provider.get_tracer("tests").start_as_current_span("turn", attributes=attributes):
+        pass
+    assert wait_until(lambda: trigger.processor is None, timeout=30)  # shut down from the timer's thread
+    names = [span.name for span in exporter.get_finished_spans()]
+    assert names == ["turn"]  # no "evaluation coherent" mark on the trace: a session evaluator judges no trace
+    assert all("evaltrace.eval.coherent.outcome" not in (s.attributes or {}) for s in exporter.get_finished_spans())
+    assert processor.stats()["not_evaluated_by_reason"]["shutdown"] == 1  # counted all the same
+    assert judge.seen == []
+    provider.shutdown()
+
+
+def test_an_older_revision_finishing_after_a_newer_one_is_not_published(
+    make_pipeline: MakePipeline, tmp_path: Path
+) -> None:
+    release = threading.Event()
+    seen: list[int] = []
+
+    @evaluator(name="coherent")
+    def coherent(conversation: Conversation) -> EvaluationResult:
+        seen.append(len(conversation.turns))
+        if len(conversation.turns) == 1:  # revision 1 is held until revision 2 has been published
+            release.wait(30)
+        return EvaluationResult(evaluator="coherent", passed=True, score=len(conversation.turns) / 10)
+
+    jsonl = tmp_path / "scores.jsonl"
+    p = make_pipeline(
+        [EvaluatorSpec(coherent, scope="session")],
+        sinks=[JsonlScoreSink(jsonl)],
+        trace_quiet_period_s=0.0,
+        session_quiet_period_s=600.0,
+        sink_schedule_delay_s=0.01,
+    )
+    _turn(p, "race", "q0", "a")
+    p.processor.end_session("race")
+    assert wait_until(lambda: seen == [1], timeout=30)  # revision 1 runs (held)
+    _turn(p, "race", "q1", "a")
+    p.processor.end_session("race")
+    assert wait_until(lambda: len(_scores(jsonl)) == 1, timeout=30)  # revision 2 went out
+    release.set()
+    p.flush()
+    scores = _scores(jsonl)
+    assert [(s["value"], s["metadata"]["revision"]) for s in scores] == [(0.2, 2)]  # revision 1 never overwrote it
+    assert p.processor.stats()["superseded"] == 1
+
+
+def test_finding_a_traces_session_never_raises_into_the_application(make_pipeline: MakePipeline) -> None:
+    class Refuses(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:  # an application's logging filter that fails
+            raise RuntimeError("filter failed")
+
+    judge = Judge()
+    p = _session_pipeline(make_pipeline, judge, session_quiet_period_s=600.0, session_max_sessions=1)
+    _turn(p, "first", "q", "a")
+    assert wait_until(lambda: p.processor.stats()["sessions"]["traces_added"] == 1, timeout=30)
+    refuses = Refuses()
+    logging.getLogger("evaltrace.evaluation").addFilter(refuses)
+    try:
+        # Its root ends on this thread: announcing it to its session evicts "first" (unjudged), whose loss warning
+        # meets the failing filter. The application's span ends normally all the same.
+        _turn(p, "second", "q", "a")
+    finally:
+        logging.getLogger("evaltrace.evaluation").removeFilter(refuses)
+    p.processor.end_session("second")  # its trace was not left announced and missing: judged at once
+    assert wait_until(lambda: [c.session_id for c in judge.seen] == ["second"], timeout=30)

@@ -22,7 +22,7 @@ from evaltrace._internal import semconv
 from evaltrace._internal.errors import log_internal_error
 from evaltrace.evaluation.convert import capped, result_outcome, score_metadata
 from evaltrace.evaluation.evaluator import EvaluatorSpec
-from evaltrace.evaluation.runner import RunOptions, arun_evaluator, is_async_evaluator
+from evaltrace.evaluation.runner import RunOptions, arun_evaluator, failed_result, is_async_evaluator
 from evaltrace.evaluation.spend import judge_usage
 from evaltrace.exporters.redaction import redact_score
 from evaltrace.schema import EvaluationResult, Score
@@ -52,6 +52,7 @@ class SessionJob:
     revision: int
     skipped: list[tuple[EvaluatorSpec, str]] = field(default_factory=list)
     finished: int = 0
+    recorded: set[int] = field(default_factory=set)  # id(spec) whose result reached stats()
 
 
 def session_result_to_score(
@@ -96,7 +97,11 @@ class SessionJudge:
         try:
             tasks = [asyncio.ensure_future(self._evaluate(job, spec)) for spec in job.specs]
             if tasks:
-                await asyncio.gather(*tasks)
+                # Each evaluator apart: one failing (our bug) must not cancel the others' judgements.
+                outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+                for spec, outcome in zip(job.specs, outcomes, strict=True):
+                    if isinstance(outcome, Exception):
+                        self._failed(job, spec, outcome)
         except asyncio.CancelledError:
             ctx.stats.incr("cancelled")
             self.cut(job, [spec for spec, task in zip(job.specs, tasks, strict=False) if not task.done()])
@@ -108,6 +113,20 @@ class SessionJudge:
                 if not task.done():
                     task.cancel()
             self._on_done(job)
+
+    def _failed(self, job: SessionJob, spec: EvaluatorSpec, exc: Exception) -> None:
+        """An evaluator's judgement failed on our side: an internal error, counted as an error result (no verdict)."""
+        ctx = self._ctx()
+        ctx.stats.incr("internal_errors")
+        logging.getLogger("evaltrace").error(
+            "evaltrace internal error while judging a session with %s", spec.evaluator.name, exc_info=exc
+        )
+        if id(spec) in job.recorded:  # its result was counted before the failure (publishing it failed)
+            return
+        result = failed_result(spec.evaluator, type(exc).__name__, f"evaltrace failed judging the session: {exc}")
+        outcome = result_outcome(result)
+        ctx.stats.record(result, outcome)
+        ctx.metrics.record_result(result, outcome)
 
     def cancel_now(self, job: SessionJob) -> None:
         """Shutdown came before the job started: each evaluator counted as not evaluated (``shutdown``)."""
@@ -150,6 +169,9 @@ class SessionJudge:
         ctx = self._ctx()
         conversation = job.conversation
         session_id = conversation.session_id
+        # The check and the hand-over to the sinks below run on the evaluation loop's one thread with no await in
+        # between, so no other revision publishes in the middle; each sink worker delivers in order (a failed batch
+        # is retried before later ones go): a newer verdict is never followed by an older one.
         if ctx.session_superseded is not None and ctx.session_superseded(session_id, job.revision):
             ctx.stats.incr("superseded")
             return
@@ -160,6 +182,7 @@ class SessionJudge:
             self._charge(ctx, spec, result)
         outcome = result_outcome(result)
         ctx.stats.record(result, outcome)
+        job.recorded.add(id(spec))
         ctx.stats.incr("session_results")
         ctx.metrics.record_result(result, outcome)
         last = conversation.turns[-1] if conversation.turns else None

@@ -348,6 +348,19 @@ class CompletionBuffer:
         with self._lock:
             self._forced.extend(entry for entry in self._ready.values() if entry.root and predicate(entry.root))
 
+    def running_roots(self) -> list[ReadableSpan]:
+        """The live local roots started and not ended yet (in process; none in the worker).
+
+        ``evaltrace.end_session()`` called inside a turn: that turn's trace is still running, and the session is
+        judged once it completed, not before without it. A root the application dropped unended (its weak
+        reference gone) is not waited for. Called from the timer thread, only while such a call waits.
+        """
+        with self._lock:
+            refs = [started.root for started in self._tracked.values() if started.running > 0]
+            refs += [entry.started_ref for entry in self._open.values() if entry.running > 0]
+        roots = [ref() for ref in refs if ref is not None]
+        return [root for root in roots if root is not None and root.end_time is None]
+
     def __len__(self) -> int:
         return len(self._open)
 

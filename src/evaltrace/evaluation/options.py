@@ -59,9 +59,10 @@ class ProcessorOptions:
             Default 120 s: a user who pauses longer than that usually starts a new topic, and coming back only
             costs a re-judgement, while a longer wait delays every session's verdict.
         session_max_sessions: Sessions held at once (judged ones are kept for re-judgement); the least recently
-            active is evicted first.
+            active is evicted first, and never judged again from its later traces.
         session_max_traces: Traces held per session; past it the oldest turn is dropped (counted).
-        session_max_bytes: Estimated bytes of traces held over all sessions (their JSON size).
+        session_max_bytes: Estimated memory of the traces held over all sessions (their JSON length plus an
+            overhead per value, see ``sessions.trace_size``).
         buffer_all_traces: Buffer every trace, not only those an evaluator may need as judged at span start.
             Automatic when spans arrive without ``on_start`` (e.g. fed from an OTLP receiver).
         score_configs: ScoreConfig per evaluator name; scores violating it are rejected and counted.

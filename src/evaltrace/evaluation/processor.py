@@ -191,7 +191,9 @@ class EvaluationSpanProcessor(SpanProcessor):
         self._gate = self._new_gate()
         self._pending = 0
         self._cond = threading.Condition()
-        self._ending: set[str] = set()  # end_session() calls the timer has not seen yet
+        # end_session() requests the timer applies (session id -> give-up time): once no turn of it still runs.
+        self._ending: dict[str, float] = {}
+        self._roots_ending = 0  # trace roots between their end and their session announcement (while _ending)
         self._shutdown = False
         metrics = PipelineMetrics(opts.meter_provider, lambda: self._pending, self._pass_rates, self._sink_counts)
         self._spend = SpendMetrics(opts.meter_provider, lambda: self._stats.not_evaluated_counts())
@@ -250,7 +252,8 @@ class EvaluationSpanProcessor(SpanProcessor):
         )
         self._suppressed = set()
         self._completion, self._timer = self._new_completion()  # the parent's timer thread is gone
-        self._ending = set()
+        self._ending = {}
+        self._roots_ending = 0
         self._session_loss = LossEpisode(logger, "session evaluation", "session judgement")
         self._sessions = self._new_sessions()  # the parent's sessions are the parent's to judge
         self.monitor = self._new_monitor()
@@ -286,13 +289,16 @@ class EvaluationSpanProcessor(SpanProcessor):
         )
 
     def end_session(self, session_id: str) -> None:
-        """Judge ``session_id`` as soon as its traces that ended are in (see :func:`evaltrace.end_session`)."""
-        sessions = self._sessions
-        if sessions is None or self._shutdown:
+        """Judge ``session_id`` once its traces are in (see :func:`evaltrace.end_session`).
+
+        Only recorded here: the timer applies it once no trace of the session still runs (called inside the last
+        turn, that turn's root has not ended yet) and the traces that ended are in, so the session is judged once,
+        with every turn. A turn that never ends is waited for at most ``trace_max_wait_s``.
+        """
+        if self._sessions is None or self._shutdown:
             return
-        sessions.end(session_id)
         with self._cond:
-            self._ending.add(session_id)
+            self._ending.setdefault(session_id, time.monotonic() + self.options.trace_max_wait_s)
         self._watch()
 
     def _new_gate(self) -> ExportGate | None:
@@ -488,22 +494,39 @@ class EvaluationSpanProcessor(SpanProcessor):
                 except Exception:
                     log_internal_error("forwarding a span to a downstream processor")
             return
+        # While an end_session() request waits, a root between its end and its session's announcement is counted:
+        # the timer must not take the turn as over and not coming (it is neither running nor in its session yet).
+        watch = bool(self._ending) and _is_root(span)
+        if watch:
+            with self._cond:
+                self._roots_ending += 1
         try:
-            job = self._plan(span)
-        except Exception:
-            self._stats.incr("internal_errors")
-            log_internal_error("planning the evaluation of a span")
-            job = None
-        if job is None:
-            self._forward(span)
-            return
-        if not self._submit(job):
-            self._forward(span)
+            try:
+                job = self._plan(span)
+            except Exception:
+                self._stats.incr("internal_errors")
+                log_internal_error("planning the evaluation of a span")
+                job = None
+            if job is None:
+                self._forward(span)
+                return
+            if not self._submit(job):
+                self._forward(span)
+        finally:
+            if watch:
+                with self._cond:
+                    self._roots_ending -= 1
 
     def _submit(self, job: Job) -> bool:
         """Admit ``job`` within ``max_queue_size`` and hand it to the engine; False (counted) when full."""
         if self._sessions is not None and job.trace_specs:
-            self._split_sessions(self._sessions, job)
+            try:  # may run on the application's thread (a root's end): our failure never reaches it
+                self._split_sessions(self._sessions, job)
+            except Exception:
+                self._stats.incr("internal_errors")
+                log_internal_error("finding the session of a completed trace")
+                job.trace_specs = [spec for spec in job.trace_specs if spec.scope != "session"]
+                job.session_specs, job.session_id = [], None
         with self._cond:
             admitted = self._pending < self.options.max_queue_size
             if admitted:
@@ -696,13 +719,15 @@ class EvaluationSpanProcessor(SpanProcessor):
         completion = self._completion
         if completion is None:
             return False
+        sessions = self._sessions
         try:
-            self._end_sessions(completion)
+            ending = self._end_sessions(completion)
             self._settle(*completion.collect())
+            if ending and sessions is not None:
+                self._apply_ending(completion, sessions, ending)
         except Exception:
             self._stats.incr("internal_errors")
             log_internal_error("evaluating completed traces")
-        sessions = self._sessions
         if sessions is not None:
             self._judge_sessions(sessions)
         gate = self._gate
@@ -713,15 +738,36 @@ class EvaluationSpanProcessor(SpanProcessor):
             or completion.tombstone_count() > 0
             or (gate is not None and len(gate) > 0)
             or (sessions is not None and sessions.waiting())
+            or bool(self._ending)
         )
 
-    def _end_sessions(self, completion: CompletionBuffer) -> None:
-        """end_session() was called: the session's traces whose root ended complete now, without their quiet period."""
+    def _end_sessions(self, completion: CompletionBuffer) -> dict[str, float]:
+        """end_session() waits: the session's traces whose root ended complete now, without their quiet period."""
         if not self._ending:
-            return
+            return {}
         with self._cond:
-            ending, self._ending = self._ending, set()
+            ending = dict(self._ending)
         completion.ready_where(lambda root: session_of(root.attributes or {}) in ending)
+        return ending
+
+    def _apply_ending(self, completion: CompletionBuffer, sessions: SessionBuffer, ending: dict[str, float]) -> None:
+        """Hand each end_session() request to the session buffer once no trace of its session still runs.
+
+        Called after the traces made due above were submitted (announced to their sessions): the session is then
+        judged as soon as they are mapped. A turn still running keeps the request waiting (until its give-up time).
+        """
+        now = time.monotonic()
+        with self._cond:
+            if self._roots_ending > 0 and now < min(ending.values()):  # a root on its way to its session: next tick
+                return
+        running = {session_of(root.attributes or {}) for root in completion.running_roots()}
+        for session_id, give_up in ending.items():
+            if session_id in running and now < give_up:
+                continue
+            sessions.end(session_id)
+            with self._cond:
+                if self._ending.get(session_id) == give_up:
+                    del self._ending[session_id]
 
     def _judge_sessions(self, sessions: SessionBuffer, *, drain: bool = False) -> None:
         try:
@@ -809,9 +855,13 @@ class EvaluationSpanProcessor(SpanProcessor):
         )
         if self._shutdown and self._timer is not None and self._timer.is_current():
             # The timer's tick raced shutdown's drain: the engine may be stopping; never queued to it. Each
-            # evaluation is counted and marked "not evaluated" (shutdown) like one the deadline cut short.
+            # evaluation is counted and marked "not evaluated" (shutdown) like one the deadline cut short. A
+            # session-scope evaluator judges no trace: counted only, never a mark on this trace's root.
             try:
-                self._runner.mark_cut(job, [], specs)
+                for spec in specs:
+                    if spec.scope == "session":
+                        self._stats.not_evaluated(semconv.SKIP_SHUTDOWN, spec.evaluator.name)
+                self._runner.mark_cut(job, [], [spec for spec in specs if spec.scope != "session"])
             except Exception:
                 log_internal_error("marking the evaluations of a trace not evaluated at shutdown")
             self._gate_done(entry)

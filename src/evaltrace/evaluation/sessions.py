@@ -14,8 +14,12 @@ upsert the new verdict over the old one. A trace re-evaluated after late spans r
 Bounds (memory): ``max_sessions`` sessions, ``max_traces`` traces per session, ``max_bytes`` (an estimate of the
 traces' JSON size) over all sessions. Past a bound the least recently active session is evicted (or, within a
 session, its oldest turn); each loss is counted (:class:`SessionStats`) and reported once per episode. A session
-evicted before it was judged is never judged from what arrives later (its id is remembered, ``4 * max_sessions``
-ids): judging its later turns alone as the whole conversation would give false verdicts.
+evicted is never judged again from what arrives later, whether it was judged before or not (its id is remembered,
+``4 * max_sessions`` ids): judging its later turns alone as the whole conversation would give false verdicts, and a
+judged one's partial verdict would replace its full one under the same score id. A process restart forgets those
+ids (as it forgets the sessions themselves): a session going on across a restart is judged on the turns after it.
+The byte bound uses :func:`trace_size`, an estimate of the memory the traces' Python objects take (from their JSON:
+its length plus an overhead per value, measured), not their JSON length, which is up to 5 times smaller.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evaltrace._internal.errors import log_internal_error
 from evaltrace.schema import Trace
 from evaltrace.schema.conversation import Conversation
 
@@ -47,11 +52,13 @@ class SessionStats:
         traces_added: Completed traces added (a re-evaluated trace counts again).
         judged: Session judgements handed out (each revision counts).
         rejudged: Of those, revisions after the first.
-        ended: ``end_session()`` calls and end markers seen.
+        ended: Sessions asked to end (``end_session()``, end markers); a call that also marked the turn it was
+            made in counts once.
         evicted_sessions: Sessions evicted by a bound before their latest traces were judged (lost judgements).
-        forgotten_sessions: Judged sessions evicted by a bound (a later trace of theirs is not judged).
+        forgotten_sessions: Judged sessions evicted by a bound (a later trace of theirs is not judged: counted in
+            ``after_eviction``).
         dropped_turns: Oldest turns dropped from a session over ``max_traces`` (the session is judged without them).
-        after_eviction: Traces of a session evicted before it was judged, not added (never judged from a part).
+        after_eviction: Traces of an evicted session (judged or not), not added (never judged from a part).
         without_session: Completed traces a session-scope evaluator applied to that carry no ``session.id``.
     """
 
@@ -100,12 +107,20 @@ class DueSession:
     revision: int
 
 
+# A held trace's Python objects cost its text (about its JSON length) plus a fixed overhead per value (the str,
+# int, dict or model object around it, and its slot in a dict or list). Measured with tracemalloc on traces from
+# bare to long answers: JSON length alone is 1.1 to 5.4 times too small; this estimate is 1.0 to 1.3 times the
+# measured size.
+BYTES_PER_VALUE = 60
+
+
 def trace_size(trace: Trace) -> int:
-    """Estimate the memory a held trace costs: the length of its JSON form."""
+    """Estimate the memory a held trace costs: its JSON length plus ``BYTES_PER_VALUE`` per JSON value."""
     try:
-        return len(trace.model_dump_json())
+        text = trace.model_dump_json()
     except Exception:  # never lose a trace over an estimate
-        return 4096
+        return 64 * 1024
+    return len(text) + BYTES_PER_VALUE * (text.count('":') + text.count(",") + 1)
 
 
 class SessionBuffer:
@@ -137,9 +152,10 @@ class SessionBuffer:
         self._on_loss = on_loss
         self._clock = clock
         self._sessions: OrderedDict[str, OpenSession] = OrderedDict()  # least recently active first
-        self._evicted: OrderedDict[str, None] = OrderedDict()  # evicted before judged: never judged from a part
+        self._evicted: OrderedDict[str, None] = OrderedDict()  # evicted (judged or not): never judged from a part
         self._ended: OrderedDict[str, None] = OrderedDict()  # end_session() before any trace of it arrived
         self._bytes = 0
+        self._traces = 0  # traces held over all sessions (a running total: add() must not sum every session)
         self._losses: list[tuple[int, str]] = []  # noted under the lock, reported outside it
         self._lock = threading.Lock()
         self.stats = SessionStats()
@@ -196,18 +212,20 @@ class SessionBuffer:
             if key in entry.traces:
                 self._bytes -= entry.sizes.pop(key, 0)
                 del entry.traces[key]
+                self._traces -= 1
             entry.traces[key] = trace
+            self._traces += 1
             entry.sizes[key] = size
             self._bytes += size
             for spec in specs:
                 entry.specs.setdefault(id(spec.evaluator), spec)
             entry.user_id = entry.user_id or user_id
             entry.dirty = True
-            if session_id in self._ended:  # end_session() came before this trace had completed
+            if session_id in self._ended:  # end_session() came before this trace had completed (counted then)
                 del self._ended[session_id]
                 entry.ended = True
-            entry.ended = entry.ended or ended
-            if ended:
+            if ended and not entry.ended:  # the marker of an end_session() call applied already counts once
+                entry.ended = True
                 self.stats.ended += 1
             entry.last = self._clock()
             self._sessions.move_to_end(session_id)
@@ -215,6 +233,7 @@ class SessionBuffer:
             while len(entry.traces) > self._max_traces:
                 oldest, _ = entry.traces.popitem(last=False)
                 self._bytes -= entry.sizes.pop(oldest, 0)
+                self._traces -= 1
                 entry.dropped_turns += 1
                 self.stats.dropped_turns += 1
                 self._losses.append((1, f"sessions hold at most {self._max_traces} traces; the oldest turn is dropped"))
@@ -224,13 +243,19 @@ class SessionBuffer:
         self._report()
 
     def end(self, session_id: str) -> None:
-        """``evaltrace.end_session(session_id)``: judge the session as soon as no trace of it is being mapped."""
+        """``evaltrace.end_session(session_id)``: judge the session as soon as no trace of it is being mapped.
+
+        A session judged already with nothing new (no trace since, none being mapped) has nothing to judge: the
+        request is counted and dropped, so the user's next trace waits for its quiet period as usual.
+        """
         with self._lock:
-            self.stats.ended += 1
             entry = self._sessions.get(session_id)
             if entry is not None:
-                entry.ended = True
+                if not entry.ended:  # its end marker arrived already: that was this request, counted once
+                    self.stats.ended += 1
+                entry.ended = entry.dirty or entry.pending > 0
                 return
+            self.stats.ended += 1
             self._ended[session_id] = None
             while len(self._ended) > self._max_sessions:
                 self._ended.popitem(last=False)
@@ -252,12 +277,15 @@ class SessionBuffer:
                 self.stats.judged += 1
                 if entry.revision > 1:
                     self.stats.rejudged += 1
-                extra: dict[str, Any] = {"revision": entry.revision, "trace_ids": list(entry.traces)}
+                extra: dict[str, Any] = {"revision": entry.revision}
                 if entry.dropped_turns:
                     extra["dropped_turns"] = entry.dropped_turns
                 conversation = Conversation.from_traces(
                     entry.session_id, list(entry.traces.values()), user_id=entry.user_id, **extra
                 )
+                # In turn order (from_traces sorts by start time), not arrival order: trace_ids[i] is turn i's.
+                keys = {id(trace): key for key, trace in entry.traces.items()}
+                conversation.extra["trace_ids"] = [keys.get(id(turn.trace), "") for turn in conversation.turns]
                 due.append(DueSession(conversation, tuple(entry.specs.values()), entry.revision))
         return due
 
@@ -288,18 +316,22 @@ class SessionBuffer:
     def _evict_oldest(self, why: str) -> None:
         _, oldest = self._sessions.popitem(last=False)
         self._bytes -= oldest.size
+        self._traces -= len(oldest.traces)
+        # Remembered either way: a later trace alone would be judged as the whole session, and for a judged one
+        # that partial verdict would replace the full one (same score id) in every sink but the local store.
+        self._evicted[oldest.session_id] = None
+        self._evicted.move_to_end(oldest.session_id)
+        while len(self._evicted) > 4 * self._max_sessions:
+            self._evicted.popitem(last=False)
         if oldest.dirty or oldest.pending > 0:  # turns not judged yet: a judgement lost
             self.stats.evicted_sessions += 1
-            self._evicted[oldest.session_id] = None
-            while len(self._evicted) > 4 * self._max_sessions:
-                self._evicted.popitem(last=False)
             self._losses.append((1, f"{why}; a session is evicted before it was judged"))
             return
         self.stats.forgotten_sessions += 1  # judged already: only a later re-judgement is given up
 
     def _count(self) -> None:
         self.stats.open_sessions = len(self._sessions)
-        self.stats.traces = sum(len(entry.traces) for entry in self._sessions.values())
+        self.stats.traces = self._traces
         self.stats.bytes = self._bytes
 
     def _report(self) -> None:
@@ -311,4 +343,7 @@ class SessionBuffer:
         if self._on_loss is None:
             return
         for count, what in losses:
-            self._on_loss(count, what)
+            try:  # it logs, maybe on the application's thread (a root's end): a failing log filter stays here
+                self._on_loss(count, what)
+            except Exception:
+                log_internal_error("reporting a session loss")

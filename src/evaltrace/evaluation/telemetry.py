@@ -22,7 +22,7 @@ from opentelemetry import metrics
 from opentelemetry._logs import Logger, LoggerProvider, get_logger_provider
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.trace import NonRecordingSpan, set_span_in_context
+from opentelemetry.trace import INVALID_SPAN, NonRecordingSpan, SpanContext, set_span_in_context
 
 from evaltrace._internal import semconv
 from evaltrace._internal.tracing import INSTRUMENTATION_NAME
@@ -113,7 +113,7 @@ class LogEventEmitter:
             attributes = redact_attributes(attributes, self._redactor)
         timestamp = int(result.finished_at.timestamp() * 1e9)
         if not _EMIT_TAKES_KEYWORDS:
-            self._emit_as_event(span, attributes, timestamp)
+            self._emit_as_event(span.context, attributes, timestamp)
             return
         self._get_logger().emit(
             event_name=semconv.GEN_AI_EVALUATION_RESULT_EVENT,
@@ -134,17 +134,30 @@ class LogEventEmitter:
         if self._redactor is not None:
             attributes = redact_attributes(attributes, self._redactor)
         timestamp = int(result.finished_at.timestamp() * 1e9)
+        # Never parented to whatever span the emitting thread has: a context holding the invalid span (ids 0). Not
+        # an empty Context, which the SDK takes as "none given" and replaces with the current one.
+        unparented = set_span_in_context(INVALID_SPAN)
         if not _EMIT_TAKES_KEYWORDS:
-            return  # the Events API of older SDKs ties every record to a span context; there is none here
+            # The Events API of older SDKs takes a record's trace and span from the current span when the event
+            # names none: made current here, the invalid span gives the record no parent.
+            token = otel_context.attach(unparented)
+            try:
+                self._emit_as_event(None, attributes, timestamp)
+            finally:
+                otel_context.detach(token)
+            return
         self._get_logger().emit(
             event_name=semconv.GEN_AI_EVALUATION_RESULT_EVENT,
             attributes=attributes,
-            context=otel_context.Context(),  # empty: never parented to whatever span the loop thread has
+            context=unparented,
             timestamp=timestamp,
         )
 
-    def _emit_as_event(self, span: ReadableSpan, attributes: dict[str, Any], timestamp: int) -> None:
-        """The same record through the Events API of an older SDK (the record then carries ``event.name``)."""
+    def _emit_as_event(self, context: SpanContext | None, attributes: dict[str, Any], timestamp: int) -> None:
+        """The same record through the Events API of an older SDK (the record then carries ``event.name``).
+
+        ``context``: the evaluated span's; None for a session's record (the caller runs it under an empty context).
+        """
         # Both removed from later releases, which take the keyword form instead.
         from opentelemetry._events import Event  # type: ignore[import-not-found,unused-ignore]
         from opentelemetry.sdk._events import EventLoggerProvider  # type: ignore[import-not-found,unused-ignore]
@@ -153,16 +166,14 @@ class LogEventEmitter:
         provider = self._provider or get_logger_provider()
         if not isinstance(provider, SdkLoggerProvider):
             return  # no SDK logger provider installed: the records would go nowhere
-        context = span.context
-        assert context is not None  # checked by emit()
         events = EventLoggerProvider(provider).get_event_logger(INSTRUMENTATION_NAME, __version__)
         events.emit(
             Event(
                 semconv.GEN_AI_EVALUATION_RESULT_EVENT,
                 timestamp=timestamp,
-                trace_id=context.trace_id,
-                span_id=context.span_id,
-                trace_flags=context.trace_flags,
+                trace_id=context.trace_id if context is not None else None,
+                span_id=context.span_id if context is not None else None,
+                trace_flags=context.trace_flags if context is not None else None,
                 attributes=attributes,
             )
         )
