@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from evaltrace._internal import settings
+from evaltrace.evaluation.spend import judge_usage
 from evaltrace.evaluators import (
     CATALOGUE,
     ConversationCompleteness,
@@ -404,3 +405,18 @@ async def test_a_late_turn_re_judges_relevancy_only_for_its_own_window(
     again = await ConversationRelevancy(judge).evaluate(support)  # turn 4 arrived late: a new revision
     assert again.score == 1.0 and len(fake_openai.chat_requests) == 4
     assert again.cost_usd == pytest.approx(0.00014)  # turns 1-3 came from the judge's cache, at no cost
+
+
+async def test_a_budget_is_charged_every_uncached_judge_call_of_a_session_judge(
+    fake_openai: FakeOpenAI, judge: Judge, support: Conversation
+) -> None:
+    fake_openai.responder = lambda body: reply({"relevant": True})
+    first = await ConversationRelevancy(judge).evaluate(Conversation.from_traces("s-1", support.traces[:3]))
+    usage = judge_usage(first)  # what the budgets and the judge-spend metrics are charged
+    assert usage is not None and usage.cost_usd == pytest.approx(3 * 0.00014) == first.cost_usd
+    per_call = first.detail["judge_calls"][0]
+    assert usage.input_tokens == 3 * per_call["input_tokens"] and usage.output_tokens == 3 * per_call["output_tokens"]
+    # Turn 4 arrives: turns 1-3 come from the judge's cache (the first call among them), only turn 4 is paid.
+    again = judge_usage(await ConversationRelevancy(judge).evaluate(support))
+    assert again is not None and again.cost_usd == pytest.approx(0.00014)
+    assert again.input_tokens + again.output_tokens == per_call["input_tokens"] + per_call["output_tokens"]
