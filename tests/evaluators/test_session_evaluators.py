@@ -420,3 +420,15 @@ async def test_a_budget_is_charged_every_uncached_judge_call_of_a_session_judge(
     again = judge_usage(await ConversationRelevancy(judge).evaluate(support))
     assert again is not None and again.cost_usd == pytest.approx(0.00014)
     assert again.input_tokens + again.output_tokens == per_call["input_tokens"] + per_call["output_tokens"]
+
+
+@pytest.mark.parametrize("turn", [True, 2.7, "2"])
+async def test_a_verdict_whose_turn_is_not_a_whole_number_is_malformed_retried_then_an_error(
+    fake_openai: FakeOpenAI, judge: Judge, support: Conversation, turn: Any
+) -> None:
+    # true would have read as turn 1 and 2.7 as turn 2: a verdict given to a turn the judge did not name.
+    bad = reply({"verdicts": [{"turn": turn, "retained": True}] + [{"turn": n, "retained": True} for n in (3, 4)]})
+    fake_openai.script(bad, bad)
+    result = await KnowledgeRetention(judge).evaluate(support)
+    assert result.status == "failed" and result.score is None and len(fake_openai.chat_requests) == 2
+    assert "each verdict needs a whole turn number" in result.reason
