@@ -432,3 +432,13 @@ async def test_a_verdict_whose_turn_is_not_a_whole_number_is_malformed_retried_t
     result = await KnowledgeRetention(judge).evaluate(support)
     assert result.status == "failed" and result.score is None and len(fake_openai.chat_requests) == 2
     assert "each verdict needs a whole turn number" in result.reason
+
+
+def test_repeated_user_question_ignores_acknowledgements_said_twice(exporter: InMemorySpanExporter) -> None:
+    yes = Step("Yes, please do.", "Done.")
+    ok = Step("OK, thank you so much!", "You're welcome.")
+    refund = Step("Can you check my refund for order A-17?", "It was issued today.")
+    conversation = run_session(exporter, [ORDER, yes, refund, yes, ok, ok])
+    result = RepeatedUserQuestion().evaluate(conversation)
+    assert result.passed and result.reason == "no repeated user question in 2 messages"
+    assert result.detail["compared"] == 2  # the two questions; the agreements and thanks are not questions
