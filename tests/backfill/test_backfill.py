@@ -20,11 +20,14 @@ import pytest
 
 import evaltrace
 from evaltrace.evaluation import JsonlScoreSink
-from evaltrace.exporters import TraceFilter
+from evaltrace.exceptions import ConfigError
+from evaltrace.exporters import LocalStoreExporter, TraceFilter
 from evaltrace.exporters.store_db import DB_NAME
+from evaltrace.exporters.store_sessions import find_sessions
+from evaltrace.schema.scores import session_score_id
 
 from .backfill_evaluators import TurnCount, chatty, costly, has_answer, short_answer
-from .stored import build_store
+from .stored import agent_spans, build_store
 
 HERE = Path(__file__).resolve().parent
 SRC = Path(evaltrace.__file__).resolve().parent.parent  # the evaltrace these tests import, for the subprocesses
@@ -336,7 +339,8 @@ def test_a_trace_evaluator_given_a_conversation_errors_its_evaluations_not_the_b
     build_store(store, 4, sessions=2)
     report = evaltrace.evaluate_traces([has_answer], store=store, scope="session")
     assert (report.sessions, report.evaluations, report.outcomes) == (2, 2, {"error": 2})
-    assert _rows(store, "SELECT outcome, count(*) FROM evals GROUP BY outcome") == [("error", 2)]
+    # As live session evaluation: an error is counted, never a verdict of the session (no session_evals row).
+    assert _rows(store, "SELECT count(*) FROM session_evals") == [(0,)]
 
 
 def test_evaluators_come_from_an_eval_yaml_as_written(tmp_path: Path) -> None:
@@ -387,3 +391,40 @@ def test_a_pretty_printed_otlp_file_is_read_and_a_bad_one_is_named(tmp_path: Pat
     cli = _cli("evaluate", "--store", str(tmp_path / "target"), "-e", "pii_leakage", "--otlp-json", str(bad))
     _, err = cli.communicate(timeout=120)
     assert cli.returncode == 2 and f"{bad}:2:" in err and "Traceback" not in err
+
+
+def test_a_backfilled_session_score_has_the_id_live_session_evaluation_gives_it(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 4, sessions=2)
+    scores = tmp_path / "scores.jsonl"
+    evaltrace.evaluate_traces([TurnCount()], store=store, scope="session", sinks=[JsonlScoreSink(scores)])
+    got = {s["session_id"]: s["id"] for s in map(json.loads, scores.read_text().splitlines())}
+    # schema.scores.session_score_id is what the live session engine gives a session's score (it upserts there).
+    assert got == {sid: session_score_id(sid, "turn_count", None) for sid in ("s0", "s1")}
+    assert _rows(store, "SELECT session_id, score_id FROM session_evals ORDER BY session_id") == sorted(got.items())
+
+
+def test_a_grown_session_judged_again_keeps_one_verdict_the_new_one(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 3, sessions=1)
+    report = evaltrace.evaluate_traces([TurnCount()], store=store, scope="session", sinks=[])
+    assert report.outcomes == {"pass": 1}  # 3 turns
+    exporter = LocalStoreExporter(store, writer="thread", max_age_s=0, max_bytes=0)
+    exporter.export(agent_spans(1, sessions=1))  # a fourth turn of s0
+    exporter.shutdown()
+    report = evaltrace.evaluate_traces([TurnCount()], store=store, scope="session", sinks=[])
+    assert report.outcomes == {"fail": 1}  # 4 turns
+    # One row per (session, evaluator), what `sessions show` and `report --session` read: the newer verdict.
+    with sqlite3.connect(store / DB_NAME) as conn:
+        (summary,) = find_sessions(conn, session_id="s0")
+    assert [(s.evaluator, s.outcome, s.revision, s.value) for s in summary.scores] == [("turn_count", "fail", 4, 4.0)]
+    # No per-trace result left behind on an earlier last turn (traces list --evaluator / --failed-evals).
+    assert _rows(store, "SELECT count(*) FROM evals") == [(0,)]
+    assert _rows(store, "SELECT sum(eval_pass), sum(eval_fail) FROM traces") == [(0, 0)]
+
+
+def test_an_attribute_name_the_store_cannot_query_is_a_config_error_naming_where(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 1)
+    with pytest.raises(ConfigError, match="invalid setting 'where': attribute name 'a\"b' holds a double quote"):
+        evaltrace.evaluate_traces([has_answer], store=store, where=TraceFilter(attributes=(('a"b', "x"),)))

@@ -70,6 +70,7 @@ def _default_limits() -> Limits | None:
 
 def _outputs(store: Path, sinks: Sequence[Any] | None) -> tuple[Outputs, list[Any]]:
     """The store's exporter and the sink workers; the workers this call started (to shut down) second."""
+    from evaltrace.evaluation.sinks.local_store import LocalStoreSessionSink
     from evaltrace.evaluation.sinks.worker import SinkWorker
     from evaltrace.exporters.local_store import LocalStoreExporter
     from evaltrace.exporters.redaction import RedactingSpanExporter, redact_score
@@ -82,11 +83,12 @@ def _outputs(store: Path, sinks: Sequence[Any] | None) -> tuple[Outputs, list[An
     redact: Callable[[Score], Score] | None = (lambda s: redact_score(s, redactor)) if redactor else None
     if redactor is not None:  # what leaves for the store is redacted as the live store's spans are
         exporter = RedactingSpanExporter(exporter, redactor)
+    session_store = LocalStoreSessionSink(store)  # session scores belong to no span: live's session_evals rows
     if sinks is None:
         workers = processor.sink_workers if processor is not None else []
-        return Outputs(exporter, workers, redact), []
+        return Outputs(exporter, workers, redact, session_store=session_store), []
     started = [SinkWorker(sink) for sink in sinks]
-    return Outputs(exporter, started, redact), started
+    return Outputs(exporter, started, redact, session_store=session_store), started
 
 
 _PHOENIX_FILTERS = ("since_ns", "session_id", "attributes")
@@ -274,6 +276,8 @@ def _evaluate(
         for worker in started:
             worker.shutdown(outputs.flush_timeout_s)
         outputs.exporter.shutdown()
+        if outputs.session_store is not None:
+            outputs.session_store.shutdown()
 
 
 def _progress(on_progress: Callable[[int, int], None] | None, total: int, scope: str) -> Callable[[Unit], None] | None:

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.trace.export import SpanExporter
 
+    from evaltrace.evaluation.sinks.local_store import LocalStoreSessionSink
     from evaltrace.evaluation.sinks.worker import SinkWorker
 
 __all__ = ["BackfillReport", "BackfillStoreError", "run_backfill", "units_of"]
@@ -213,12 +214,14 @@ async def _judge_unit(
 
 @dataclass
 class Outputs:
-    """Where results go: the store's exporter, the sink workers, an optional redaction of scores."""
+    """Where results go: the store's exporter (and its session scores), the sink workers, a redaction of scores."""
 
     exporter: SpanExporter
     sinks: Sequence[SinkWorker] = ()
     redact: Callable[[Score], Score] | None = None
     flush_timeout_s: float = 30.0
+    session_store: LocalStoreSessionSink | None = None
+    """Writes session scores to the store's ``session_evals`` (live's upsert by session and evaluator)."""
 
 
 def _deliver(outputs: Outputs, done: _Done) -> None:
@@ -228,6 +231,11 @@ def _deliver(outputs: Outputs, done: _Done) -> None:
     if done.spans and outputs.exporter.export(done.spans) is not SpanExportResult.SUCCESS:
         raise BackfillStoreError("the local store refused a batch of results (see the warning above)")
     scores = [outputs.redact(s) for s in done.scores] if outputs.redact is not None else done.scores
+    sessions = [s for s in scores if s.session_id is not None]
+    if sessions and outputs.session_store is not None:
+        written = outputs.session_store.export(sessions)
+        if written.error is not None:
+            raise BackfillStoreError(f"the local store refused a batch of session scores: {written.error}")
     if scores:
         for worker in outputs.sinks:
             worker.submit(scores)

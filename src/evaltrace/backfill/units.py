@@ -37,6 +37,8 @@ class Target:
     """None when the mapping failed: its evaluators are recorded as not evaluated (``mapping_failed``)."""
     specs: list[EvaluatorSpec]
     session_id: str | None = None
+    revision: int = 1
+    """Session scope: the revision of the session's scores (its number of turns: a grown session's is higher)."""
 
 
 @dataclass
@@ -110,4 +112,5 @@ def session_unit(
     judged: Conversation | None = None
     if all(trace is not None for _, trace in mapped):
         judged = Conversation.from_traces(session_id, [trace for _, trace in mapped if trace is not None])
-    return Unit(session_id, [Target(last_root, judged, list(specs), session_id)], every, traces=len(traces))
+    target = Target(last_root, judged, list(specs), session_id, revision=len(mapped))
+    return Unit(session_id, [target], every, traces=len(traces))
