@@ -428,3 +428,18 @@ def test_an_attribute_name_the_store_cannot_query_is_a_config_error_naming_where
     build_store(store, 1)
     with pytest.raises(ConfigError, match="invalid setting 'where': attribute name 'a\"b' holds a double quote"):
         evaltrace.evaluate_traces([has_answer], store=store, where=TraceFilter(attributes=(('a"b', "x"),)))
+
+
+def test_session_scope_progress_counts_selected_traces_up_to_the_total(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 4, sessions=2)
+    exporter = LocalStoreExporter(store, writer="thread", max_age_s=0, max_bytes=0)
+    exporter.export(agent_spans(3))  # three traces without a session.id: selected, never judged
+    exporter.shutdown()
+    calls: list[tuple[int, int]] = []
+    report = evaltrace.evaluate_traces(
+        [TurnCount()], store=store, scope="session", sinks=[], on_progress=lambda d, t: calls.append((d, t))
+    )
+    assert (report.traces, report.sessions, report.without_session) == (7, 2, 3)
+    assert {total for _, total in calls} == {7} and calls[-1] == (7, 7)  # one unit, traces, from start to end
+    assert [done for done, _ in calls] == sorted(done for done, _ in calls)

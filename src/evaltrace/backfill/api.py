@@ -189,7 +189,8 @@ def evaluate_traces(
         timeout_s: Per-evaluation timeout (an ``EvaluatorSpec.timeout_s`` wins).
         resume: Skip what a killed run of the same backfill finished; False starts over.
         dry_run: Judge nothing, write nothing: count what would be judged and estimate the judges' cost.
-        on_progress: Called with (units done, units in all) as traces (or sessions) finish.
+        on_progress: Called with (selected traces done, selected traces in all) as traces (or sessions) finish;
+            a session counts the selected traces read to find it, so the count ends at the total.
         selection_key: What identifies the selection across runs (the CLI passes its flags as written);
             default: ``where``, ``trace_ids`` and the files.
 
@@ -257,9 +258,9 @@ def _evaluate(
     units = units_of(source, specs, scope, todo, report)
     gate = LimitGate(Limits.coerce(limits, "limits") if limits is not None else _default_limits())
     outputs, started = _outputs(store_path, sinks)
-    progress = _progress(on_progress, len(todo), scope)
+    progress = _progress(on_progress, len(todo))
     try:
-        return run_backfill(
+        report = run_backfill(
             units,
             specs,
             scope=scope,
@@ -272,6 +273,9 @@ def _evaluate(
             source_in_store=source.in_store,
             on_unit=progress,
         )
+        if on_progress is not None and report.stopped is None:
+            on_progress(len(todo), len(todo))  # selected traces after the last session (none, or no session.id)
+        return report
     finally:
         for worker in started:
             worker.shutdown(outputs.flush_timeout_s)
@@ -280,14 +284,14 @@ def _evaluate(
             outputs.session_store.shutdown()
 
 
-def _progress(on_progress: Callable[[int, int], None] | None, total: int, scope: str) -> Callable[[Unit], None] | None:
-    """Report progress in traces (a session counts its traces)."""
+def _progress(on_progress: Callable[[int, int], None] | None, total: int) -> Callable[[Unit], None] | None:
+    """Report progress in selected traces (a session counts the selected traces it accounts for)."""
     if on_progress is None:
         return None
     done = [0]
 
     def advance(unit: Unit) -> None:
-        done[0] = min(total, done[0] + (unit.traces if scope == "session" else 1))
+        done[0] = min(total, done[0] + unit.selected)
         on_progress(done[0], total)
 
     return advance

@@ -97,7 +97,9 @@ def units_of(
             yield trace_unit(trace_id, source.spans(trace_id), specs, scope)
         return
     seen: set[str] = set()
+    read = 0  # selected traces read since the last unit: the progress counts them, in the unit that follows
     for trace_id in trace_ids:
+        read += 1
         session = session_of(source.spans(trace_id))
         if session is None:
             report.without_session += 1
@@ -106,7 +108,9 @@ def units_of(
             continue
         seen.add(session)
         members = [(t, source.spans(t)) for t in source.session_trace_ids(session)]
-        yield session_unit(session, members, specs)
+        unit = session_unit(session, members, specs)
+        unit.selected, read = read, 0
+        yield unit
 
 
 class _Stop(Exception):

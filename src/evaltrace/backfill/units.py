@@ -50,6 +50,8 @@ class Unit:
     spans: list[ReadableSpan] = field(default_factory=list)
     """The source spans (written to the store with the results when the source is not the store)."""
     traces: int = 1
+    selected: int = 1
+    """Selected traces this unit accounts for in the progress (session scope: those read since the last unit)."""
 
 
 def root_of(spans: Sequence[ReadableSpan]) -> ReadableSpan | None:

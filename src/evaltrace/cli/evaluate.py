@@ -125,12 +125,15 @@ def _run(args: argparse.Namespace, evaluators: list[Any], sinks: Any, config_err
         where = None
     with RichProgress(console, enabled=not args.no_progress and not args.dry_run) as progress:
         started = [False]
+        shown = [0]
 
         def advance(done: int, total: int) -> None:
             if not started[0]:
                 progress.start("judging traces", total)
                 started[0] = True
-            progress.advance()
+            # ``done`` counts selected traces: a session finished advances the bar by its selected traces.
+            progress.advance(done - shown[0])
+            shown[0] = done
 
         try:
             report = evaluate_traces(
