@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 import evaltrace
+import evaltrace.backfill
 from evaltrace.evaluation import JsonlScoreSink
+from evaltrace.evaluators import create_evaluator
 from evaltrace.exceptions import ConfigError
 from evaltrace.exporters import LocalStoreExporter, TraceFilter
 from evaltrace.exporters.store_db import DB_NAME
@@ -443,3 +445,21 @@ def test_session_scope_progress_counts_selected_traces_up_to_the_total(tmp_path:
     assert (report.traces, report.sessions, report.without_session) == (7, 2, 3)
     assert {total for _, total in calls} == {7} and calls[-1] == (7, 7)  # one unit, traces, from start to end
     assert [done for done, _ in calls] == sorted(done for done, _ in calls)
+
+
+def test_a_stopped_backfill_is_not_resumed_by_one_with_other_evaluator_options(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 20)
+
+    def run(max_words: int, tokens: int) -> evaltrace.backfill.BackfillReport:
+        evaluators = [costly, create_evaluator("length", max_words=max_words)]
+        return evaltrace.evaluate_traces(
+            evaluators, store=store, sinks=[], limits={"max_tokens_per_hour": tokens}, concurrency=1
+        )
+
+    assert run(200, 450).stopped == "over_budget"  # a few traces done, the rest left in the checkpoint
+    # Other options judge the traces differently: the first run's checkpoint is not theirs to resume.
+    other = run(100, 450)
+    assert (other.stopped, other.resumed) == ("over_budget", 0)
+    same = run(200, 10_000)  # the first backfill, run again: it resumes its own checkpoint
+    assert same.stopped is None and same.resumed > 0 and same.evaluations == 2 * (20 - same.resumed)

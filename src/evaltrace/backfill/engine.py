@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from evaltrace._internal.daemon_pool import DaemonExecutor
-from evaltrace.backfill.checkpoint import Checkpoint
+from evaltrace.backfill.checkpoint import Checkpoint, describe_options
 from evaltrace.backfill.results import result_score, result_span
 from evaltrace.backfill.sources import TraceSource, session_of
 from evaltrace.backfill.units import Target, Unit, session_unit, trace_unit
@@ -327,9 +327,9 @@ def spec_names(specs: Sequence[EvaluatorSpec]) -> list[str]:
 
 
 def describe_specs(specs: Sequence[EvaluatorSpec]) -> str:
-    """The evaluators and their span filters, stable across runs."""
+    """The evaluators, their options (judge model and endpoint included) and span filters, stable across runs."""
     parts: list[Any] = []
     for spec, name in zip(specs, spec_names(specs), strict=True):
         kinds = ",".join(sorted(spec.span_kinds)) if spec.span_kinds else ""
-        parts.append(f"{name}[{kinds}|{spec.name_glob or ''}]")
+        parts.append(f"{name}[{kinds}|{spec.name_glob or ''}]{describe_options(spec.evaluator)}")
     return ";".join(parts)
