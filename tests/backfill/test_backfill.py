@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -463,3 +464,29 @@ def test_a_stopped_backfill_is_not_resumed_by_one_with_other_evaluator_options(t
     assert (other.stopped, other.resumed) == ("over_budget", 0)
     same = run(200, 10_000)  # the first backfill, run again: it resumes its own checkpoint
     assert same.stopped is None and same.resumed > 0 and same.evaluations == 2 * (20 - same.resumed)
+
+
+class _RefusingSink:
+    """A score sink whose backend refuses every score for good (as a 4xx would)."""
+
+    name = "refusing"
+
+    def export(self, batch: Any) -> Any:
+        from evaltrace.evaluation.sinks.base import SinkResult
+
+        return SinkResult(rejected=tuple(batch), error="400 bad score")
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+    def shutdown(self) -> None:
+        pass
+
+
+def test_scores_a_sink_refused_are_counted_undelivered_in_the_summary(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 3)
+    report = evaltrace.evaluate_traces([has_answer], store=store, sinks=[_RefusingSink()])
+    assert (report.evaluations, report.undelivered) == (3, 3)  # checkpointed as settled, never as delivered
+    delivered = evaltrace.evaluate_traces([has_answer], store=store, sinks=[JsonlScoreSink(tmp_path / "s.jsonl")])
+    assert delivered.undelivered == 0

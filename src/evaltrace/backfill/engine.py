@@ -67,6 +67,7 @@ class BackfillReport:
         judge_models: ``dry_run``: the models the evaluators' judges call.
         unpriced_models: ``dry_run``: judge models genai-prices has no price for.
         dry_run: Nothing was judged or written.
+        undelivered: Scores a sink did not take: dead-lettered (to its dead-letter file) or, without one, dropped.
     """
 
     traces: int = 0
@@ -81,6 +82,7 @@ class BackfillReport:
     judge_models: list[str] = field(default_factory=list)
     unpriced_models: list[str] = field(default_factory=list)
     dry_run: bool = False
+    undelivered: int = 0
 
     @property
     def failed(self) -> int:
@@ -228,7 +230,7 @@ class Outputs:
     """Writes session scores to the store's ``session_evals`` (live's upsert by session and evaluator)."""
 
 
-def _deliver(outputs: Outputs, done: _Done) -> None:
+def _deliver(outputs: Outputs, done: _Done, report: BackfillReport) -> None:
     """Store the batch's spans (synchronously), then hand its scores to the sinks and wait for them."""
     from opentelemetry.sdk.trace.export import SpanExportResult
 
@@ -241,10 +243,16 @@ def _deliver(outputs: Outputs, done: _Done) -> None:
         if written.error is not None:
             raise BackfillStoreError(f"the local store refused a batch of session scores: {written.error}")
     if scores:
+        before = sum(w.stats.dead_lettered + w.stats.dropped for w in outputs.sinks)
         for worker in outputs.sinks:
             worker.submit(scores)
         for worker in outputs.sinks:
-            worker.force_flush(outputs.flush_timeout_s)
+            if not worker.force_flush(outputs.flush_timeout_s):  # not checkpointed: a later run delivers them
+                raise BackfillStoreError(
+                    f"score sink {worker.sink.name!r} did not deliver a batch within {outputs.flush_timeout_s:g} s"
+                )
+        # Settled, but not necessarily delivered: what a sink refused is counted (and in its dead-letter file).
+        report.undelivered += sum(w.stats.dead_lettered + w.stats.dropped for w in outputs.sinks) - before
 
 
 async def _run_batches(
@@ -275,7 +283,7 @@ async def _run_batches(
         await asyncio.gather(*(_judge_unit(judging, u, scope, report, done, source_in_store) for u in batch))
         for unit in batch:
             _count(unit, scope, report)
-        _deliver(outputs, done)
+        _deliver(outputs, done, report)
         checkpoint.add(done.finished)
         if on_unit is not None:
             for unit in batch:

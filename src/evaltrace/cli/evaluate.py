@@ -193,6 +193,10 @@ def _report(report: Any, args: argparse.Namespace) -> int:
         return 0
     outcomes = ", ".join(f"{count} {outcome}" for outcome, count in sorted(report.outcomes.items())) or "none"
     print(f"{counted}; {report.evaluations} evaluation(s): {outcomes}")
+    if report.undelivered:
+        print(
+            f"undelivered: {report.undelivered} score(s) a sink did not take (dead-lettered, or dropped without a file)"
+        )
     if report.resumed:
         print(f"resumed: {report.resumed} trace(s) or session(s) were already judged by the interrupted run")
     if report.stopped is not None:
