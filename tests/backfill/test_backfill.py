@@ -154,7 +154,8 @@ def test_traces_read_from_an_otlp_json_export_are_judged_into_the_store(tmp_path
 def test_dry_run_counts_and_estimates_the_judge_cost_without_judging(tmp_path: Path) -> None:
     store = tmp_path / "store"
     build_store(store, 6, sessions=2)
-    cli = _cli("evaluate", "--store", str(store), "-e", "answer_relevancy", "--scope", "session", "--dry-run")
+    # A session judge (answer_relevancy, a trace judge, cannot take scope session: exit 2).
+    cli = _cli("evaluate", "--store", str(store), "-e", "conversation_completeness", "--scope", "session", "--dry-run")
     out, err = cli.communicate(timeout=120)
     assert cli.returncode == 0, err
     assert "6 trace(s) selected: 2 session(s) of 6 trace(s), 2 evaluation(s) would run" in out
@@ -490,3 +491,26 @@ def test_scores_a_sink_refused_are_counted_undelivered_in_the_summary(tmp_path: 
     assert (report.evaluations, report.undelivered) == (3, 3)  # checkpointed as settled, never as delivered
     delivered = evaltrace.evaluate_traces([has_answer], store=store, sinks=[JsonlScoreSink(tmp_path / "s.jsonl")])
     assert delivered.undelivered == 0
+
+
+def test_conversation_only_evaluators_default_to_session_scope_beside_trace_ones(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 8, sessions=2)
+    report = evaltrace.evaluate_traces([create_evaluator("turn_count", max_turns=3), has_answer], store=store, sinks=[])
+    # turn_count judges conversations only: the two sessions (4 turns each, over max_turns); has_answer each trace.
+    assert report.scopes == ["trace", "session"] and report.sessions == 2
+    assert report.outcomes == {"fail": 2, "pass": 8}  # no error: nothing was given a subject it cannot take
+    assert _rows(store, "SELECT session_id, outcome FROM session_evals ORDER BY 1") == [("s0", "fail"), ("s1", "fail")]
+    assert _rows(store, "SELECT evaluator, count(*) FROM evals GROUP BY 1") == [("has_answer", 8)]
+
+
+def test_a_scope_an_evaluator_cannot_take_exits_2_before_judging_anything(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 4, sessions=1)
+    cli = _cli("evaluate", "--store", str(store), "-e", "turn_count:max_turns=3", "--scope", "span", "--no-progress")
+    out, err = cli.communicate(timeout=120)
+    assert cli.returncode == 2, (out, err)
+    assert "evaluator 'turn_count' judges a session's conversation only; it cannot take scope 'span'" in err
+    assert "Traceback" not in err and _rows(store, "SELECT count(*) FROM evals") == [(0,)]
+    with pytest.raises(ConfigError, match="'answer_relevancy' judges one trace only; it cannot take scope 'session'"):
+        evaltrace.evaluate_traces([create_evaluator("answer_relevancy")], store=store, scope="session")

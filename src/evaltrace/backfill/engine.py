@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from evaltrace.evaluation.sinks.local_store import LocalStoreSessionSink
     from evaltrace.evaluation.sinks.worker import SinkWorker
 
-__all__ = ["BackfillReport", "BackfillStoreError", "run_backfill", "units_of"]
+__all__ = ["BackfillReport", "BackfillStoreError", "merge_reports", "run_backfill", "units_of"]
 
 logger = logging.getLogger("evaltrace.backfill")
 MAPPING_FAILED = "mapping_failed"
@@ -68,6 +68,7 @@ class BackfillReport:
         unpriced_models: ``dry_run``: judge models genai-prices has no price for.
         dry_run: Nothing was judged or written.
         undelivered: Scores a sink did not take: dead-lettered (to its dead-letter file) or, without one, dropped.
+        scopes: The scopes judged at (``session`` for conversation-only evaluators unless one was given).
     """
 
     traces: int = 0
@@ -83,11 +84,35 @@ class BackfillReport:
     unpriced_models: list[str] = field(default_factory=list)
     dry_run: bool = False
     undelivered: int = 0
+    scopes: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> int:
         """Evaluations whose verdict was a fail."""
         return self.outcomes.get("fail", 0)
+
+
+def merge_reports(reports: Sequence[BackfillReport], scopes: Sequence[str]) -> BackfillReport:
+    """One report of the passes of a backfill (one per scope) over the same selection."""
+    if len(reports) == 1:
+        reports[0].scopes = list(scopes)
+        return reports[0]
+    merged = BackfillReport(traces=max(r.traces for r in reports), dry_run=reports[0].dry_run, scopes=list(scopes))
+    for r in reports:
+        merged.spans += r.spans
+        merged.sessions += r.sessions
+        merged.evaluations += r.evaluations
+        merged.resumed += r.resumed
+        merged.without_session += r.without_session
+        merged.undelivered += r.undelivered
+        merged.stopped = merged.stopped or r.stopped
+        for outcome, count in r.outcomes.items():
+            merged.outcomes[outcome] = merged.outcomes.get(outcome, 0) + count
+        merged.judge_models += [m for m in r.judge_models if m not in merged.judge_models]
+        merged.unpriced_models += [m for m in r.unpriced_models if m not in merged.unpriced_models]
+    costs = [r.estimated_cost_usd for r in reports if r.estimated_cost_usd is not None]
+    merged.estimated_cost_usd = sum(costs) if costs else None
+    return merged
 
 
 def units_of(
