@@ -514,3 +514,24 @@ def test_a_scope_an_evaluator_cannot_take_exits_2_before_judging_anything(tmp_pa
     assert "Traceback" not in err and _rows(store, "SELECT count(*) FROM evals") == [(0,)]
     with pytest.raises(ConfigError, match="'answer_relevancy' judges one trace only; it cannot take scope 'session'"):
         evaltrace.evaluate_traces([create_evaluator("answer_relevancy")], store=store, scope="session")
+
+
+def test_sessions_in_otlp_json_files_are_indexed_once_not_scanned_per_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "source"
+    build_store(source, 40, sessions=20)
+    exported = tmp_path / "traces.jsonl"
+    export = _cli("traces", "export", "--store", str(source), "--output", str(exported))
+    export.communicate(timeout=120)
+    assert export.returncode == 0
+    from evaltrace.backfill import sources
+
+    read: list[str | None] = []
+    real = sources.session_of
+    monkeypatch.setattr(sources, "session_of", lambda spans: read.append(real(spans)) or read[-1])
+    target = tmp_path / "target"
+    report = evaltrace.evaluate_traces([TurnCount()], store=target, otlp_json=[exported], scope="session", sinks=[])
+    assert (report.sessions, report.outcomes) == (20, {"pass": 20})
+    # Each trace's session read once for the index; a scan of every trace per session read 20 x 40 of them.
+    assert len(read) == 40
