@@ -535,3 +535,23 @@ def test_sessions_in_otlp_json_files_are_indexed_once_not_scanned_per_session(
     assert (report.sessions, report.outcomes) == (20, {"pass": 20})
     # Each trace's session read once for the index; a scan of every trace per session read 20 x 40 of them.
     assert len(read) == 40
+
+
+def test_a_dry_run_estimates_a_session_judge_from_the_calls_it_will_make(tmp_path: Path) -> None:
+    from evaltrace.evaluators import ConversationRelevancy, Judge
+    from judge_server import serve_judge  # tests/judge_server.py (tests is on the path)
+
+    store = tmp_path / "store"
+    build_store(store, 12, sessions=1)  # one session of 12 turns
+    with serve_judge(lambda body: {"relevant": True, "reason": "on topic"}) as server:
+        judge = Judge("gpt-4o-mini", base_url=server.url, api_key="none", max_retries=0)
+        relevancy = ConversationRelevancy(judge, window=3)
+        planned = evaltrace.evaluate_traces([relevancy], store=store, dry_run=True)
+        assert server.requests == []  # a dry run judges nothing
+        report = evaltrace.evaluate_traces([relevancy], store=store, sinks=[])
+    assert report.outcomes == {"pass": 1}
+    # One call per answered turn, each with its window: what the judge was actually sent.
+    assert planned.estimated_judge_calls == len(server.requests) == 12
+    sent = sum(len(m["content"]) for r in server.requests for m in r["body"]["messages"])
+    estimated = planned.estimated_input_tokens * 4
+    assert sent / 2 <= estimated <= sent * 2, (estimated, sent)

@@ -69,6 +69,8 @@ class BackfillReport:
         dry_run: Nothing was judged or written.
         undelivered: Scores a sink did not take: dead-lettered (to its dead-letter file) or, without one, dropped.
         scopes: The scopes judged at (``session`` for conversation-only evaluators unless one was given).
+        estimated_judge_calls: ``dry_run``: the judge calls the estimate counts.
+        estimated_input_tokens: ``dry_run``: the input tokens it counts (characters sent / 4).
     """
 
     traces: int = 0
@@ -85,6 +87,8 @@ class BackfillReport:
     dry_run: bool = False
     undelivered: int = 0
     scopes: list[str] = field(default_factory=list)
+    estimated_judge_calls: int = 0
+    estimated_input_tokens: int = 0
 
     @property
     def failed(self) -> int:
@@ -105,6 +109,8 @@ def merge_reports(reports: Sequence[BackfillReport], scopes: Sequence[str]) -> B
         merged.resumed += r.resumed
         merged.without_session += r.without_session
         merged.undelivered += r.undelivered
+        merged.estimated_judge_calls += r.estimated_judge_calls
+        merged.estimated_input_tokens += r.estimated_input_tokens
         merged.stopped = merged.stopped or r.stopped
         for outcome, count in r.outcomes.items():
             merged.outcomes[outcome] = merged.outcomes.get(outcome, 0) + count
