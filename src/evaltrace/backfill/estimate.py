@@ -71,12 +71,12 @@ def judge_calls(evaluator: Any, judged: Trace | Conversation | None) -> list[int
 def _own_calls(evaluator: Any, conversation: Conversation) -> list[int] | None:
     """A session judge's calls, rendered as it would send them; None for an evaluator that is not one."""
     requests = getattr(evaluator, "requests", None)
-    prompt = getattr(evaluator, "prompt", None)
-    if not callable(requests) or not callable(getattr(prompt, "render", None)):
+    render: Any = getattr(getattr(evaluator, "prompt", None), "render", None)
+    if not callable(requests) or not callable(render):
         return None
     try:
-        calls = requests(conversation, None)
-        return [sum(len(m["content"]) for m in prompt.render(variables)) for variables in calls]  # type: ignore[union-attr]
+        calls: list[Any] = requests(conversation, None)
+        return [sum(len(str(m["content"])) for m in render(variables)) for variables in calls]
     except MissingInputError:
         return []  # skipped, not judged: no call
     except Exception:  # an estimate never fails the dry run: the generic count instead
