@@ -1,8 +1,8 @@
 """The checkpoint of a backfill: which traces (or sessions) are done, so a killed backfill resumes where it stopped.
 
-One file per selection and set of evaluators, ``<store>/backfill/<key>.done``: a line per finished trace id (or
-session id), appended only once that unit's results are in the store and handed to the score sinks, and synced
-to disk. A run of the same command skips what the file lists; a run that finishes deletes it, so running the
+One file per selection and set of evaluators (with their options), ``<store>/backfill/<key>.done``: a line per
+finished trace id (or session id), appended only once that unit's results are in the store and settled by every
+score sink (delivered, or dead-lettered and counted), and synced to disk. A run of the same command skips what the file lists; a run that finishes deletes it, so running the
 command again re-judges everything (the results upsert: their ids are deterministic). What was in flight when
 the process died is judged again on resume and replaces the same rows, never adds to them.
 """

@@ -3,8 +3,9 @@
 Units (a trace, or a session) are judged a batch at a time, up to ``concurrency`` evaluations at once. Each
 evaluation runs as live ones do (:func:`~evaltrace.evaluation.arun_evaluator`, with the evaluator's timeout, the
 rate limits and judge budgets of :class:`~evaltrace.evaluation.limits.LimitGate`). After a batch, its results are
-written to the local store and delivered to the score sinks, then its units are added to the checkpoint: a
-killed backfill resumes after the last finished batch, and what it judges again replaces the same rows.
+written to the local store and settled by the score sinks (delivered, or dead-lettered and counted
+``undelivered``), then its units are added to the checkpoint: a killed backfill resumes after the last finished
+batch, and what it judges again replaces the same rows.
 
 Rate limits wait rather than skip (a backfill has time); a judge budget that runs out stops the backfill, with
 what was not judged left for a later run of the same command.
