@@ -15,16 +15,22 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import evaltrace
+import evaltrace.backfill
 from evaltrace.evaluation import JsonlScoreSink
-from evaltrace.exporters import TraceFilter
+from evaltrace.evaluators import create_evaluator
+from evaltrace.exceptions import ConfigError
+from evaltrace.exporters import LocalStoreExporter, TraceFilter
 from evaltrace.exporters.store_db import DB_NAME
+from evaltrace.exporters.store_sessions import find_sessions
+from evaltrace.schema.scores import session_score_id
 
 from .backfill_evaluators import TurnCount, chatty, costly, has_answer, short_answer
-from .stored import build_store
+from .stored import agent_spans, build_store
 
 HERE = Path(__file__).resolve().parent
 SRC = Path(evaltrace.__file__).resolve().parent.parent  # the evaltrace these tests import, for the subprocesses
@@ -148,7 +154,8 @@ def test_traces_read_from_an_otlp_json_export_are_judged_into_the_store(tmp_path
 def test_dry_run_counts_and_estimates_the_judge_cost_without_judging(tmp_path: Path) -> None:
     store = tmp_path / "store"
     build_store(store, 6, sessions=2)
-    cli = _cli("evaluate", "--store", str(store), "-e", "answer_relevancy", "--scope", "session", "--dry-run")
+    # A session judge (answer_relevancy, a trace judge, cannot take scope session: exit 2).
+    cli = _cli("evaluate", "--store", str(store), "-e", "conversation_completeness", "--scope", "session", "--dry-run")
     out, err = cli.communicate(timeout=120)
     assert cli.returncode == 0, err
     assert "6 trace(s) selected: 2 session(s) of 6 trace(s), 2 evaluation(s) would run" in out
@@ -336,7 +343,8 @@ def test_a_trace_evaluator_given_a_conversation_errors_its_evaluations_not_the_b
     build_store(store, 4, sessions=2)
     report = evaltrace.evaluate_traces([has_answer], store=store, scope="session")
     assert (report.sessions, report.evaluations, report.outcomes) == (2, 2, {"error": 2})
-    assert _rows(store, "SELECT outcome, count(*) FROM evals GROUP BY outcome") == [("error", 2)]
+    # As live session evaluation: an error is counted, never a verdict of the session (no session_evals row).
+    assert _rows(store, "SELECT count(*) FROM session_evals") == [(0,)]
 
 
 def test_evaluators_come_from_an_eval_yaml_as_written(tmp_path: Path) -> None:
@@ -387,3 +395,163 @@ def test_a_pretty_printed_otlp_file_is_read_and_a_bad_one_is_named(tmp_path: Pat
     cli = _cli("evaluate", "--store", str(tmp_path / "target"), "-e", "pii_leakage", "--otlp-json", str(bad))
     _, err = cli.communicate(timeout=120)
     assert cli.returncode == 2 and f"{bad}:2:" in err and "Traceback" not in err
+
+
+def test_a_backfilled_session_score_has_the_id_live_session_evaluation_gives_it(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 4, sessions=2)
+    scores = tmp_path / "scores.jsonl"
+    evaltrace.evaluate_traces([TurnCount()], store=store, scope="session", sinks=[JsonlScoreSink(scores)])
+    got = {s["session_id"]: s["id"] for s in map(json.loads, scores.read_text().splitlines())}
+    # schema.scores.session_score_id is what the live session engine gives a session's score (it upserts there).
+    assert got == {sid: session_score_id(sid, "turn_count", None) for sid in ("s0", "s1")}
+    assert _rows(store, "SELECT session_id, score_id FROM session_evals ORDER BY session_id") == sorted(got.items())
+
+
+def test_a_grown_session_judged_again_keeps_one_verdict_the_new_one(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 3, sessions=1)
+    report = evaltrace.evaluate_traces([TurnCount()], store=store, scope="session", sinks=[])
+    assert report.outcomes == {"pass": 1}  # 3 turns
+    exporter = LocalStoreExporter(store, writer="thread", max_age_s=0, max_bytes=0)
+    exporter.export(agent_spans(1, sessions=1))  # a fourth turn of s0
+    exporter.shutdown()
+    report = evaltrace.evaluate_traces([TurnCount()], store=store, scope="session", sinks=[])
+    assert report.outcomes == {"fail": 1}  # 4 turns
+    # One row per (session, evaluator), what `sessions show` and `report --session` read: the newer verdict.
+    with sqlite3.connect(store / DB_NAME) as conn:
+        (summary,) = find_sessions(conn, session_id="s0")
+    assert [(s.evaluator, s.outcome, s.revision, s.value) for s in summary.scores] == [("turn_count", "fail", 4, 4.0)]
+    # No per-trace result left behind on an earlier last turn (traces list --evaluator / --failed-evals).
+    assert _rows(store, "SELECT count(*) FROM evals") == [(0,)]
+    assert _rows(store, "SELECT sum(eval_pass), sum(eval_fail) FROM traces") == [(0, 0)]
+
+
+def test_an_attribute_name_the_store_cannot_query_is_a_config_error_naming_where(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 1)
+    with pytest.raises(ConfigError, match="invalid setting 'where': attribute name 'a\"b' holds a double quote"):
+        evaltrace.evaluate_traces([has_answer], store=store, where=TraceFilter(attributes=(('a"b', "x"),)))
+
+
+def test_session_scope_progress_counts_selected_traces_up_to_the_total(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 4, sessions=2)
+    exporter = LocalStoreExporter(store, writer="thread", max_age_s=0, max_bytes=0)
+    exporter.export(agent_spans(3))  # three traces without a session.id: selected, never judged
+    exporter.shutdown()
+    calls: list[tuple[int, int]] = []
+    report = evaltrace.evaluate_traces(
+        [TurnCount()], store=store, scope="session", sinks=[], on_progress=lambda d, t: calls.append((d, t))
+    )
+    assert (report.traces, report.sessions, report.without_session) == (7, 2, 3)
+    assert {total for _, total in calls} == {7} and calls[-1] == (7, 7)  # one unit, traces, from start to end
+    assert [done for done, _ in calls] == sorted(done for done, _ in calls)
+
+
+def test_a_stopped_backfill_is_not_resumed_by_one_with_other_evaluator_options(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 20)
+
+    def run(max_words: int, tokens: int) -> evaltrace.backfill.BackfillReport:
+        evaluators = [costly, create_evaluator("length", max_words=max_words)]
+        return evaltrace.evaluate_traces(
+            evaluators, store=store, sinks=[], limits={"max_tokens_per_hour": tokens}, concurrency=1
+        )
+
+    assert run(200, 450).stopped == "over_budget"  # a few traces done, the rest left in the checkpoint
+    # Other options judge the traces differently: the first run's checkpoint is not theirs to resume.
+    other = run(100, 450)
+    assert (other.stopped, other.resumed) == ("over_budget", 0)
+    same = run(200, 10_000)  # the first backfill, run again: it resumes its own checkpoint
+    assert same.stopped is None and same.resumed > 0 and same.evaluations == 2 * (20 - same.resumed)
+
+
+class _RefusingSink:
+    """A score sink whose backend refuses every score for good (as a 4xx would)."""
+
+    name = "refusing"
+
+    def export(self, batch: Any) -> Any:
+        from evaltrace.evaluation.sinks.base import SinkResult
+
+        return SinkResult(rejected=tuple(batch), error="400 bad score")
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+    def shutdown(self) -> None:
+        pass
+
+
+def test_scores_a_sink_refused_are_counted_undelivered_in_the_summary(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 3)
+    report = evaltrace.evaluate_traces([has_answer], store=store, sinks=[_RefusingSink()])
+    assert (report.evaluations, report.undelivered) == (3, 3)  # checkpointed as settled, never as delivered
+    delivered = evaltrace.evaluate_traces([has_answer], store=store, sinks=[JsonlScoreSink(tmp_path / "s.jsonl")])
+    assert delivered.undelivered == 0
+
+
+def test_conversation_only_evaluators_default_to_session_scope_beside_trace_ones(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 8, sessions=2)
+    report = evaltrace.evaluate_traces([create_evaluator("turn_count", max_turns=3), has_answer], store=store, sinks=[])
+    # turn_count judges conversations only: the two sessions (4 turns each, over max_turns); has_answer each trace.
+    assert report.scopes == ["trace", "session"] and report.sessions == 2
+    assert report.outcomes == {"fail": 2, "pass": 8}  # no error: nothing was given a subject it cannot take
+    assert _rows(store, "SELECT session_id, outcome FROM session_evals ORDER BY 1") == [("s0", "fail"), ("s1", "fail")]
+    assert _rows(store, "SELECT evaluator, count(*) FROM evals GROUP BY 1") == [("has_answer", 8)]
+
+
+def test_a_scope_an_evaluator_cannot_take_exits_2_before_judging_anything(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 4, sessions=1)
+    cli = _cli("evaluate", "--store", str(store), "-e", "turn_count:max_turns=3", "--scope", "span", "--no-progress")
+    out, err = cli.communicate(timeout=120)
+    assert cli.returncode == 2, (out, err)
+    assert "evaluator 'turn_count' judges a session's conversation only; it cannot take scope 'span'" in err
+    assert "Traceback" not in err and _rows(store, "SELECT count(*) FROM evals") == [(0,)]
+    with pytest.raises(ConfigError, match="'answer_relevancy' judges one trace only; it cannot take scope 'session'"):
+        evaltrace.evaluate_traces([create_evaluator("answer_relevancy")], store=store, scope="session")
+
+
+def test_sessions_in_otlp_json_files_are_indexed_once_not_scanned_per_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "source"
+    build_store(source, 40, sessions=20)
+    exported = tmp_path / "traces.jsonl"
+    export = _cli("traces", "export", "--store", str(source), "--output", str(exported))
+    export.communicate(timeout=120)
+    assert export.returncode == 0
+    from evaltrace.backfill import sources
+
+    read: list[str | None] = []
+    real = sources.session_of
+    monkeypatch.setattr(sources, "session_of", lambda spans: read.append(real(spans)) or read[-1])
+    target = tmp_path / "target"
+    report = evaltrace.evaluate_traces([TurnCount()], store=target, otlp_json=[exported], scope="session", sinks=[])
+    assert (report.sessions, report.outcomes) == (20, {"pass": 20})
+    # Each trace's session read once for the index; a scan of every trace per session read 20 x 40 of them.
+    assert len(read) == 40
+
+
+def test_a_dry_run_estimates_a_session_judge_from_the_calls_it_will_make(tmp_path: Path) -> None:
+    from evaltrace.evaluators import ConversationRelevancy, Judge
+    from judge_server import serve_judge  # tests/judge_server.py (tests is on the path)
+
+    store = tmp_path / "store"
+    build_store(store, 12, sessions=1)  # one session of 12 turns
+    with serve_judge(lambda body: {"relevant": True, "reason": "on topic"}) as server:
+        judge = Judge("gpt-4o-mini", base_url=server.url, api_key="none", max_retries=0)
+        relevancy = ConversationRelevancy(judge, window=3)
+        planned = evaltrace.evaluate_traces([relevancy], store=store, dry_run=True)
+        assert server.requests == []  # a dry run judges nothing
+        report = evaltrace.evaluate_traces([relevancy], store=store, sinks=[])
+    assert report.outcomes == {"pass": 1}
+    # One call per answered turn, each with its window: what the judge was actually sent.
+    assert planned.estimated_judge_calls == len(server.requests) == 12
+    sent = sum(len(m["content"]) for r in server.requests for m in r["body"]["messages"])
+    estimated = planned.estimated_input_tokens * 4
+    assert sent / 2 <= estimated <= sent * 2, (estimated, sent)

@@ -16,6 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from evaltrace._internal import settings
+from evaltrace.evaluation.spend import judge_usage
 from evaltrace.evaluators import (
     CATALOGUE,
     ConversationCompleteness,
@@ -404,3 +405,40 @@ async def test_a_late_turn_re_judges_relevancy_only_for_its_own_window(
     again = await ConversationRelevancy(judge).evaluate(support)  # turn 4 arrived late: a new revision
     assert again.score == 1.0 and len(fake_openai.chat_requests) == 4
     assert again.cost_usd == pytest.approx(0.00014)  # turns 1-3 came from the judge's cache, at no cost
+
+
+async def test_a_budget_is_charged_every_uncached_judge_call_of_a_session_judge(
+    fake_openai: FakeOpenAI, judge: Judge, support: Conversation
+) -> None:
+    fake_openai.responder = lambda body: reply({"relevant": True})
+    first = await ConversationRelevancy(judge).evaluate(Conversation.from_traces("s-1", support.traces[:3]))
+    usage = judge_usage(first)  # what the budgets and the judge-spend metrics are charged
+    assert usage is not None and usage.cost_usd == pytest.approx(3 * 0.00014) == first.cost_usd
+    per_call = first.detail["judge_calls"][0]
+    assert usage.input_tokens == 3 * per_call["input_tokens"] and usage.output_tokens == 3 * per_call["output_tokens"]
+    # Turn 4 arrives: turns 1-3 come from the judge's cache (the first call among them), only turn 4 is paid.
+    again = judge_usage(await ConversationRelevancy(judge).evaluate(support))
+    assert again is not None and again.cost_usd == pytest.approx(0.00014)
+    assert again.input_tokens + again.output_tokens == per_call["input_tokens"] + per_call["output_tokens"]
+
+
+@pytest.mark.parametrize("turn", [True, 2.7, "2"])
+async def test_a_verdict_whose_turn_is_not_a_whole_number_is_malformed_retried_then_an_error(
+    fake_openai: FakeOpenAI, judge: Judge, support: Conversation, turn: Any
+) -> None:
+    # true would have read as turn 1 and 2.7 as turn 2: a verdict given to a turn the judge did not name.
+    bad = reply({"verdicts": [{"turn": turn, "retained": True}] + [{"turn": n, "retained": True} for n in (3, 4)]})
+    fake_openai.script(bad, bad)
+    result = await KnowledgeRetention(judge).evaluate(support)
+    assert result.status == "failed" and result.score is None and len(fake_openai.chat_requests) == 2
+    assert "each verdict needs a whole turn number" in result.reason
+
+
+def test_repeated_user_question_ignores_acknowledgements_said_twice(exporter: InMemorySpanExporter) -> None:
+    yes = Step("Yes, please do.", "Done.")
+    ok = Step("OK, thank you so much!", "You're welcome.")
+    refund = Step("Can you check my refund for order A-17?", "It was issued today.")
+    conversation = run_session(exporter, [ORDER, yes, refund, yes, ok, ok])
+    result = RepeatedUserQuestion().evaluate(conversation)
+    assert result.passed and result.reason == "no repeated user question in 2 messages"
+    assert result.detail["compared"] == 2  # the two questions; the agreements and thanks are not questions

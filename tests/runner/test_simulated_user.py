@@ -459,3 +459,15 @@ def test_a_simulator_that_cannot_write_the_first_message_leaves_an_errored_case_
     assert outcome.summary.variants[0].cases_errored == 1
     page = write_run_report(outcome.run, chat_project.root / "run.html").read_text()
     assert "ended: the simulated user failed" in page
+
+
+def test_the_goal_judge_is_not_asked_after_the_last_turn(chat_project: Project) -> None:
+    with serve_judge(Script()) as judge:  # the goal is never met
+        user = {**_case(max_turns=3)["simulated_user"], "stop_when": {"goal_met": True}}
+        outcome = run_eval(
+            chat_project.write(_config(chat_project, judge, []), [{"id": "refund", "simulated_user": user}])
+        )
+    facts = _only_line(outcome)["extra"]["simulated_user"]
+    assert (facts["turns"], facts["stop_reason"], facts["simulator_calls"]) == (3, "max_turns", 4)
+    # After turns 1 and 2: a goal verdict, then the next message; after turn 3 (max_turns) nothing could follow.
+    assert _kinds(judge) == ["goal", "simulator", "goal", "simulator"]

@@ -8,7 +8,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evaltrace.backfill.checkpoint import Checkpoint, checkpoint_key
-from evaltrace.backfill.engine import BackfillReport, Outputs, describe_specs, run_backfill, units_of
+from evaltrace.backfill.engine import (
+    BackfillReport,
+    Outputs,
+    describe_specs,
+    merge_reports,
+    run_backfill,
+    units_of,
+)
 from evaltrace.backfill.sources import OtlpJsonSource, StoreSource, TraceSource
 from evaltrace.backfill.units import SCOPES, Unit
 from evaltrace.evaluation.evaluator import Evaluator, EvaluatorSpec
@@ -48,6 +55,43 @@ def _specs(
     return specs
 
 
+def _scoped(specs: list[EvaluatorSpec], scope: str | None) -> list[tuple[str, list[EvaluatorSpec]]]:
+    """The scope each evaluator is run at, grouped (span, trace, then session).
+
+    Raises:
+        ConfigError: ``scope`` is one an evaluator cannot take (a conversation-only evaluator, or an
+            ``EvaluatorSpec(scope="session")``, below session scope; an evaluator declaring it judges traces only
+            at session scope).
+    """
+    groups: dict[str, list[EvaluatorSpec]] = {}
+    for spec in specs:
+        subjects = getattr(spec.evaluator, "subjects", None)  # duck-typed evaluators may not say what they judge
+        conversation_only = subjects is not None and "trace" not in subjects
+        session = spec.scope == "session" or conversation_only
+        name = spec.evaluator.name
+        if scope is not None and session and scope != "session":
+            raise ConfigError(
+                "scope",
+                f"evaluator {name!r} judges a session's conversation only; it cannot take scope {scope!r} "
+                "(use scope 'session', or give no scope)",
+            )
+        if scope == "session" and subjects is not None and "conversation" not in subjects:
+            raise ConfigError("scope", f"evaluator {name!r} judges one trace only; it cannot take scope 'session'")
+        chosen = scope or ("session" if session else "trace")
+        groups.setdefault(chosen, []).append(spec)
+    return [(s, groups[s]) for s in SCOPES if s in groups]
+
+
+def _shifted(
+    on_progress: Callable[[int, int], None] | None, index: int, passes: int
+) -> Callable[[int, int], None] | None:
+    """Progress of pass ``index`` of ``passes`` (one per scope) as one count over all of them."""
+    if on_progress is None or passes == 1:
+        return on_progress
+    report = on_progress
+    return lambda done, total: report(index * total + done, passes * total)
+
+
 def _configured() -> Any:
     """The evaluation processor ``configure()`` built, if any."""
     from evaltrace.config import current_handle
@@ -70,6 +114,7 @@ def _default_limits() -> Limits | None:
 
 def _outputs(store: Path, sinks: Sequence[Any] | None) -> tuple[Outputs, list[Any]]:
     """The store's exporter and the sink workers; the workers this call started (to shut down) second."""
+    from evaltrace.evaluation.sinks.local_store import LocalStoreSessionSink
     from evaltrace.evaluation.sinks.worker import SinkWorker
     from evaltrace.exporters.local_store import LocalStoreExporter
     from evaltrace.exporters.redaction import RedactingSpanExporter, redact_score
@@ -82,11 +127,12 @@ def _outputs(store: Path, sinks: Sequence[Any] | None) -> tuple[Outputs, list[An
     redact: Callable[[Score], Score] | None = (lambda s: redact_score(s, redactor)) if redactor else None
     if redactor is not None:  # what leaves for the store is redacted as the live store's spans are
         exporter = RedactingSpanExporter(exporter, redactor)
+    session_store = LocalStoreSessionSink(store)  # session scores belong to no span: live's session_evals rows
     if sinks is None:
         workers = processor.sink_workers if processor is not None else []
-        return Outputs(exporter, workers, redact), []
+        return Outputs(exporter, workers, redact, session_store=session_store), []
     started = [SinkWorker(sink) for sink in sinks]
-    return Outputs(exporter, started, redact), started
+    return Outputs(exporter, started, redact, session_store=session_store), started
 
 
 _PHOENIX_FILTERS = ("since_ns", "session_id", "attributes")
@@ -142,7 +188,7 @@ def evaluate_traces(
     otlp_json: Sequence[str | Path] = (),
     phoenix: str | None = None,
     project: str | None = None,
-    scope: str = "trace",
+    scope: str | None = None,
     span_kinds: Collection[str] | None = None,
     span_name: str | None = None,
     sinks: Sequence[Any] | None = None,
@@ -177,6 +223,11 @@ def evaluate_traces(
         project: The Phoenix project.
         scope: ``"span"`` (each span the evaluator's filters match, with its subtree), ``"trace"`` (each
             trace, from its root) or ``"session"`` (the traces sharing a ``session.id``, as one Conversation).
+            None (the default): each evaluator's own: ``"session"`` for one that judges a conversation only
+            (its ``subjects`` lack ``"trace"``: the session judges, turn count) or an
+            ``EvaluatorSpec(scope="session")``, ``"trace"`` for the rest (both kinds given: a pass of each).
+            A scope an evaluator cannot take (``"span"`` for a session judge) is a ConfigError, before anything
+            is judged.
         span_kinds: At span scope, only spans of these kinds (``llm``, ``tool``, ``agent``, ...).
         span_name: At span scope, only spans whose name matches this ``fnmatch`` pattern.
         sinks: Score sinks; None: those ``configure()`` set up (Langfuse, Phoenix, JSONL), if any.
@@ -187,7 +238,8 @@ def evaluate_traces(
         timeout_s: Per-evaluation timeout (an ``EvaluatorSpec.timeout_s`` wins).
         resume: Skip what a killed run of the same backfill finished; False starts over.
         dry_run: Judge nothing, write nothing: count what would be judged and estimate the judges' cost.
-        on_progress: Called with (units done, units in all) as traces (or sessions) finish.
+        on_progress: Called with (selected traces done, selected traces in all) as traces (or sessions) finish;
+            a session counts the selected traces read to find it, so the count ends at the total.
         selection_key: What identifies the selection across runs (the CLI passes its flags as written);
             default: ``where``, ``trace_ids`` and the files.
 
@@ -199,19 +251,26 @@ def evaluate_traces(
         StoreError: The local store cannot be read.
         BackfillStoreError: The local store refused the results (what was done is kept; run again to resume).
     """
-    if scope not in SCOPES:
+    if scope is not None and scope not in SCOPES:
         raise ConfigError("scope", f"expected one of {', '.join(SCOPES)}, got {scope!r}")
     if concurrency < 1:
         raise ConfigError("concurrency", f"expected a whole number >= 1, got {concurrency!r}")
     specs = _specs(evaluators, span_kinds, span_name)
     if not specs:
         raise ConfigError("evaluators", "no evaluator given")
+    groups = _scoped(specs, scope)
     store_path = Path(store)
     reader = LocalTraceStore(store_path)
     source = _source(reader, where, trace_ids, otlp_json, phoenix, project)
     try:
-        return _evaluate(source, reader, specs, store_path, scope, sinks, concurrency, limits, timeout_s, resume,
-                         dry_run, on_progress, selection_key)  # fmt: skip
+        reports: list[BackfillReport] = []
+        for index, (group_scope, group) in enumerate(groups):
+            progress = _shifted(on_progress, index, len(groups))
+            reports.append(_evaluate(source, reader, group, store_path, group_scope, sinks, concurrency, limits,
+                                     timeout_s, resume, dry_run, progress, selection_key))  # fmt: skip
+            if reports[-1].stopped is not None:  # a spent budget stops the whole backfill
+                break
+        return merge_reports(reports, [s for s, _ in groups[: len(reports)]])
     finally:
         close = getattr(source, "close", None)
         if close is not None:
@@ -255,9 +314,9 @@ def _evaluate(
     units = units_of(source, specs, scope, todo, report)
     gate = LimitGate(Limits.coerce(limits, "limits") if limits is not None else _default_limits())
     outputs, started = _outputs(store_path, sinks)
-    progress = _progress(on_progress, len(todo), scope)
+    progress = _progress(on_progress, len(todo))
     try:
-        return run_backfill(
+        report = run_backfill(
             units,
             specs,
             scope=scope,
@@ -270,20 +329,25 @@ def _evaluate(
             source_in_store=source.in_store,
             on_unit=progress,
         )
+        if on_progress is not None and report.stopped is None:
+            on_progress(len(todo), len(todo))  # selected traces after the last session (none, or no session.id)
+        return report
     finally:
         for worker in started:
             worker.shutdown(outputs.flush_timeout_s)
         outputs.exporter.shutdown()
+        if outputs.session_store is not None:
+            outputs.session_store.shutdown()
 
 
-def _progress(on_progress: Callable[[int, int], None] | None, total: int, scope: str) -> Callable[[Unit], None] | None:
-    """Report progress in traces (a session counts its traces)."""
+def _progress(on_progress: Callable[[int, int], None] | None, total: int) -> Callable[[Unit], None] | None:
+    """Report progress in selected traces (a session counts the selected traces it accounts for)."""
     if on_progress is None:
         return None
     done = [0]
 
     def advance(unit: Unit) -> None:
-        done[0] = min(total, done[0] + (unit.traces if scope == "session" else 1))
+        done[0] = min(total, done[0] + unit.selected)
         on_progress(done[0], total)
 
     return advance

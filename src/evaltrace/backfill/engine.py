@@ -3,8 +3,9 @@
 Units (a trace, or a session) are judged a batch at a time, up to ``concurrency`` evaluations at once. Each
 evaluation runs as live ones do (:func:`~evaltrace.evaluation.arun_evaluator`, with the evaluator's timeout, the
 rate limits and judge budgets of :class:`~evaltrace.evaluation.limits.LimitGate`). After a batch, its results are
-written to the local store and delivered to the score sinks, then its units are added to the checkpoint: a
-killed backfill resumes after the last finished batch, and what it judges again replaces the same rows.
+written to the local store and settled by the score sinks (delivered, or dead-lettered and counted
+``undelivered``), then its units are added to the checkpoint: a killed backfill resumes after the last finished
+batch, and what it judges again replaces the same rows.
 
 Rate limits wait rather than skip (a backfill has time); a judge budget that runs out stops the backfill, with
 what was not judged left for a later run of the same command.
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from evaltrace._internal.daemon_pool import DaemonExecutor
-from evaltrace.backfill.checkpoint import Checkpoint
+from evaltrace.backfill.checkpoint import Checkpoint, describe_options
 from evaltrace.backfill.results import result_score, result_span
 from evaltrace.backfill.sources import TraceSource, session_of
 from evaltrace.backfill.units import Target, Unit, session_unit, trace_unit
@@ -36,9 +37,10 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.trace.export import SpanExporter
 
+    from evaltrace.evaluation.sinks.local_store import LocalStoreSessionSink
     from evaltrace.evaluation.sinks.worker import SinkWorker
 
-__all__ = ["BackfillReport", "BackfillStoreError", "run_backfill", "units_of"]
+__all__ = ["BackfillReport", "BackfillStoreError", "merge_reports", "run_backfill", "units_of"]
 
 logger = logging.getLogger("evaltrace.backfill")
 MAPPING_FAILED = "mapping_failed"
@@ -66,6 +68,10 @@ class BackfillReport:
         judge_models: ``dry_run``: the models the evaluators' judges call.
         unpriced_models: ``dry_run``: judge models genai-prices has no price for.
         dry_run: Nothing was judged or written.
+        undelivered: Scores a sink did not take: dead-lettered (to its dead-letter file) or, without one, dropped.
+        scopes: The scopes judged at (``session`` for conversation-only evaluators unless one was given).
+        estimated_judge_calls: ``dry_run``: the judge calls the estimate counts.
+        estimated_input_tokens: ``dry_run``: the input tokens it counts (characters sent / 4).
     """
 
     traces: int = 0
@@ -80,11 +86,40 @@ class BackfillReport:
     judge_models: list[str] = field(default_factory=list)
     unpriced_models: list[str] = field(default_factory=list)
     dry_run: bool = False
+    undelivered: int = 0
+    scopes: list[str] = field(default_factory=list)
+    estimated_judge_calls: int = 0
+    estimated_input_tokens: int = 0
 
     @property
     def failed(self) -> int:
         """Evaluations whose verdict was a fail."""
         return self.outcomes.get("fail", 0)
+
+
+def merge_reports(reports: Sequence[BackfillReport], scopes: Sequence[str]) -> BackfillReport:
+    """One report of the passes of a backfill (one per scope) over the same selection."""
+    if len(reports) == 1:
+        reports[0].scopes = list(scopes)
+        return reports[0]
+    merged = BackfillReport(traces=max(r.traces for r in reports), dry_run=reports[0].dry_run, scopes=list(scopes))
+    for r in reports:
+        merged.spans += r.spans
+        merged.sessions += r.sessions
+        merged.evaluations += r.evaluations
+        merged.resumed += r.resumed
+        merged.without_session += r.without_session
+        merged.undelivered += r.undelivered
+        merged.estimated_judge_calls += r.estimated_judge_calls
+        merged.estimated_input_tokens += r.estimated_input_tokens
+        merged.stopped = merged.stopped or r.stopped
+        for outcome, count in r.outcomes.items():
+            merged.outcomes[outcome] = merged.outcomes.get(outcome, 0) + count
+        merged.judge_models += [m for m in r.judge_models if m not in merged.judge_models]
+        merged.unpriced_models += [m for m in r.unpriced_models if m not in merged.unpriced_models]
+    costs = [r.estimated_cost_usd for r in reports if r.estimated_cost_usd is not None]
+    merged.estimated_cost_usd = sum(costs) if costs else None
+    return merged
 
 
 def units_of(
@@ -96,7 +131,9 @@ def units_of(
             yield trace_unit(trace_id, source.spans(trace_id), specs, scope)
         return
     seen: set[str] = set()
+    read = 0  # selected traces read since the last unit: the progress counts them, in the unit that follows
     for trace_id in trace_ids:
+        read += 1
         session = session_of(source.spans(trace_id))
         if session is None:
             report.without_session += 1
@@ -105,7 +142,9 @@ def units_of(
             continue
         seen.add(session)
         members = [(t, source.spans(t)) for t in source.session_trace_ids(session)]
-        yield session_unit(session, members, specs)
+        unit = session_unit(session, members, specs)
+        unit.selected, read = read, 0
+        yield unit
 
 
 class _Stop(Exception):
@@ -213,26 +252,39 @@ async def _judge_unit(
 
 @dataclass
 class Outputs:
-    """Where results go: the store's exporter, the sink workers, an optional redaction of scores."""
+    """Where results go: the store's exporter (and its session scores), the sink workers, a redaction of scores."""
 
     exporter: SpanExporter
     sinks: Sequence[SinkWorker] = ()
     redact: Callable[[Score], Score] | None = None
     flush_timeout_s: float = 30.0
+    session_store: LocalStoreSessionSink | None = None
+    """Writes session scores to the store's ``session_evals`` (live's upsert by session and evaluator)."""
 
 
-def _deliver(outputs: Outputs, done: _Done) -> None:
+def _deliver(outputs: Outputs, done: _Done, report: BackfillReport) -> None:
     """Store the batch's spans (synchronously), then hand its scores to the sinks and wait for them."""
     from opentelemetry.sdk.trace.export import SpanExportResult
 
     if done.spans and outputs.exporter.export(done.spans) is not SpanExportResult.SUCCESS:
         raise BackfillStoreError("the local store refused a batch of results (see the warning above)")
     scores = [outputs.redact(s) for s in done.scores] if outputs.redact is not None else done.scores
+    sessions = [s for s in scores if s.session_id is not None]
+    if sessions and outputs.session_store is not None:
+        written = outputs.session_store.export(sessions)
+        if written.error is not None:
+            raise BackfillStoreError(f"the local store refused a batch of session scores: {written.error}")
     if scores:
+        before = sum(w.stats.dead_lettered + w.stats.dropped for w in outputs.sinks)
         for worker in outputs.sinks:
             worker.submit(scores)
         for worker in outputs.sinks:
-            worker.force_flush(outputs.flush_timeout_s)
+            if not worker.force_flush(outputs.flush_timeout_s):  # not checkpointed: a later run delivers them
+                raise BackfillStoreError(
+                    f"score sink {worker.sink.name!r} did not deliver a batch within {outputs.flush_timeout_s:g} s"
+                )
+        # Settled, but not necessarily delivered: what a sink refused is counted (and in its dead-letter file).
+        report.undelivered += sum(w.stats.dead_lettered + w.stats.dropped for w in outputs.sinks) - before
 
 
 async def _run_batches(
@@ -263,7 +315,7 @@ async def _run_batches(
         await asyncio.gather(*(_judge_unit(judging, u, scope, report, done, source_in_store) for u in batch))
         for unit in batch:
             _count(unit, scope, report)
-        _deliver(outputs, done)
+        _deliver(outputs, done, report)
         checkpoint.add(done.finished)
         if on_unit is not None:
             for unit in batch:
@@ -315,9 +367,9 @@ def spec_names(specs: Sequence[EvaluatorSpec]) -> list[str]:
 
 
 def describe_specs(specs: Sequence[EvaluatorSpec]) -> str:
-    """The evaluators and their span filters, stable across runs."""
+    """The evaluators, their options (judge model and endpoint included) and span filters, stable across runs."""
     parts: list[Any] = []
     for spec, name in zip(specs, spec_names(specs), strict=True):
         kinds = ",".join(sorted(spec.span_kinds)) if spec.span_kinds else ""
-        parts.append(f"{name}[{kinds}|{spec.name_glob or ''}]")
+        parts.append(f"{name}[{kinds}|{spec.name_glob or ''}]{describe_options(spec.evaluator)}")
     return ";".join(parts)

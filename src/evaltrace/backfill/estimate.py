@@ -5,6 +5,12 @@ input, final answer, messages and thinking, plus a rubric prompt of :data:`PROMP
 :data:`CHARS_PER_TOKEN`, and :data:`REPLY_TOKENS` per reply, priced with genai-prices
 (:mod:`evaltrace.pricing`) at the judge model's rates. Only evaluators that have a judge (``evaluator.judge.model``)
 cost anything.
+
+At session scope a session judge's calls are its own: the prompts it would render
+(:meth:`~evaltrace.evaluators.ConversationJudge.requests`), e.g. one per answered turn, each with its window, for
+``conversation_relevancy``. Another evaluator given a conversation is counted one call over the transcript as the
+judges show it (:func:`~evaltrace.evaluators._transcript.render_turns`: each turn's message once, not the history
+every turn's messages repeat).
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from evaltrace import pricing
 from evaltrace.backfill.engine import BackfillReport
 from evaltrace.backfill.units import Unit
 from evaltrace.evaluation.evaluator import EvaluatorSpec
+from evaltrace.evaluators._base import MissingInputError
+from evaltrace.evaluators._transcript import render_turns
 from evaltrace.schema import Conversation, Trace
 
 __all__ = ["CHARS_PER_TOKEN", "PROMPT_OVERHEAD_CHARS", "REPLY_TOKENS", "estimate", "judge_model"]
@@ -45,8 +53,34 @@ def judged_chars(judged: Trace | Conversation | None) -> int:
     if judged is None:
         return 0
     if isinstance(judged, Conversation):
-        return sum(_trace_chars(trace) for trace in judged.traces)
+        return len(render_turns(judged.turns))
     return _trace_chars(judged)
+
+
+def judge_calls(evaluator: Any, judged: Trace | Conversation | None) -> list[int]:
+    """The characters of each judge call ``evaluator`` would make about ``judged`` (rubric included)."""
+    if judged is None:
+        return []
+    if isinstance(judged, Conversation):
+        own = _own_calls(evaluator, judged)
+        if own is not None:
+            return own
+    return [judged_chars(judged) + PROMPT_OVERHEAD_CHARS]
+
+
+def _own_calls(evaluator: Any, conversation: Conversation) -> list[int] | None:
+    """A session judge's calls, rendered as it would send them; None for an evaluator that is not one."""
+    requests = getattr(evaluator, "requests", None)
+    render: Any = getattr(getattr(evaluator, "prompt", None), "render", None)
+    if not callable(requests) or not callable(render):
+        return None
+    try:
+        calls: list[Any] = requests(conversation, None)
+        return [sum(len(str(m["content"])) for m in render(variables)) for variables in calls]
+    except MissingInputError:
+        return []  # skipped, not judged: no call
+    except Exception:  # an estimate never fails the dry run: the generic count instead
+        return None
 
 
 def estimate(units: Iterable[Unit], specs: Sequence[EvaluatorSpec], scope: str, report: BackfillReport) -> None:
@@ -61,16 +95,20 @@ def estimate(units: Iterable[Unit], specs: Sequence[EvaluatorSpec], scope: str, 
         else:
             report.spans += len(unit.targets)
         for target in unit.targets:
-            input_tokens = (judged_chars(target.judged) + PROMPT_OVERHEAD_CHARS) // CHARS_PER_TOKEN
             for spec in target.specs:
                 report.evaluations += 1
                 model = judge_model(spec.evaluator)
                 if model is None:
                     continue
+                calls = judge_calls(spec.evaluator, target.judged)
+                input_tokens = sum(chars // CHARS_PER_TOKEN for chars in calls)
+                report.estimated_judge_calls += len(calls)
+                report.estimated_input_tokens += input_tokens
                 if model not in prices:
                     prices[model] = pricing.price_of(model)
                 price = prices[model]
-                cost = pricing.cost_at(price, input_tokens=input_tokens, output_tokens=REPLY_TOKENS) if price else None
+                output_tokens = REPLY_TOKENS * len(calls)
+                cost = pricing.cost_at(price, input_tokens=input_tokens, output_tokens=output_tokens) if price else None
                 if cost is None:
                     continue
                 total += cost.total_usd

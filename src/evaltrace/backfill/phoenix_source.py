@@ -6,12 +6,20 @@ fields, hex ids, newest first, ``next_cursor`` pagination, filters ``start_time`
 so the spans are rebuilt exactly as received OTLP spans are. Phoenix does not return resources: the spans carry
 no ``service.name``.
 
-A filter on a session selects traces by the spans that carry the attribute, then reads those traces whole.
+A filter on a session (or ``--where`` attributes) selects traces by the spans that carry the attribute, then reads
+those traces whole. Filter values are sent as Phoenix reads them (``key:value``, the value JSON-parsed): as a JSON
+string (``session.id:"s-1"``), so a value that looks like a number or a boolean still matches the string, and, for
+such a value, also as the number or boolean (the two answers joined), as the local store matches either.
+
+Memory stays bounded by a window of traces, not the project: the selection is read as trace ids (and start times)
+page by page, keeping no span; the spans are fetched when judged, :data:`_TRACE_IDS_PER_REQUEST` traces at a time,
+and a window is dropped when the next is fetched.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import os
 from collections.abc import Iterator, Sequence
@@ -44,6 +52,18 @@ def _without_nulls(value: Any) -> Any:
     if isinstance(value, list):
         return [_without_nulls(v) for v in value]
     return value
+
+
+def _forms(key: str, value: str) -> list[str]:
+    """The ``attribute`` filters matching ``key`` = ``value``: the string, and the number or boolean it spells."""
+    forms = [f"{key}:{json.dumps(value)}"]
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        return forms
+    if isinstance(parsed, bool | int | float) and json.dumps(parsed) == value.strip():
+        forms.append(f"{key}:{value.strip()}")
+    return forms
 
 
 class PhoenixSource:
@@ -91,7 +111,10 @@ class PhoenixSource:
         api_key = api_key or os.environ.get("PHOENIX_API_KEY")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(headers=headers, timeout=_TIMEOUT_S)
-        self._traces: dict[str, list[ReadableSpan]] | None = None
+        self._ids: dict[str, int] | None = None
+        self._order: list[str] = []
+        self._position: dict[str, int] | None = None
+        self._cache: dict[str, list[ReadableSpan]] = {}  # the traces of the current window (and a session's)
 
     def _pages(self, params: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
         """Every page of spans the query selects."""
@@ -141,6 +164,15 @@ class PhoenixSource:
                 assert span.context is not None  # the decoder refuses spans without ids
                 into.setdefault(f"{span.context.trace_id:032x}", []).append(span)
 
+    def _read_ids(self, params: dict[str, Any], into: dict[str, int]) -> None:
+        """The trace ids of the spans the query selects, with each trace's earliest start; a page at a time."""
+        for page in self._pages(params):
+            for span in self._decode(page):
+                assert span.context is not None
+                trace_id = f"{span.context.trace_id:032x}"
+                start = span.start_time or 0
+                into[trace_id] = min(into.get(trace_id, start), start)
+
     def _whole(self, trace_ids: Sequence[str]) -> dict[str, list[ReadableSpan]]:
         """Every span of these traces, whatever their start time."""
         traces: dict[str, list[ReadableSpan]] = {}
@@ -148,50 +180,64 @@ class PhoenixSource:
             self._read({"trace_id": list(trace_ids[start : start + _TRACE_IDS_PER_REQUEST])}, traces)
         return traces
 
-    def _matching_traces(self, filters: list[str], params: dict[str, Any]) -> list[str]:
-        """Traces with a span matching every ``key:value`` filter (the spans that carry them, not whole traces)."""
-        found: dict[str, list[ReadableSpan]] = {}
-        self._read({**params, "attribute": filters}, found)
-        return list(found)
+    def _matching(self, filters: Sequence[tuple[str, str]], params: dict[str, Any], into: dict[str, int]) -> None:
+        """Traces with a span matching every ``(key, value)`` filter, a value matched in each form it may take."""
+        for forms in itertools.product(*(_forms(key, value) for key, value in filters)):
+            self._read_ids({**params, "attribute": list(forms)}, into)
 
     def _session_traces(self, session_id: str, params: dict[str, Any]) -> list[str]:
-        return self._matching_traces([f"session.id:{json.dumps(session_id)}"], params)
+        found: dict[str, int] = {}
+        self._read_ids({**params, "attribute": [f"session.id:{json.dumps(session_id)}"]}, found)
+        return list(found)
 
-    def _load(self) -> dict[str, list[ReadableSpan]]:
-        if self._traces is None:
+    def _selected(self) -> dict[str, int]:
+        """The selected trace ids, each with its earliest start seen (read once)."""
+        if self._ids is None:
             params = self._base_params()
+            ids: dict[str, int] = {}
             if self.trace_ids_given:
-                traces = self._whole(self.trace_ids_given)
-            elif self.session_id is not None or self.attributes:
-                filters = [f"{key}:{value}" for key, value in self.attributes]
-                if self.session_id is not None:
-                    filters.append(f"session.id:{json.dumps(self.session_id)}")
-                traces = self._whole(self._matching_traces(filters, params))
+                whole = self._whole(self.trace_ids_given)  # bounded by the ids given
+                self._cache.update(whole)
+                ids = {t: min(s.start_time or 0 for s in spans) for t, spans in whole.items()}
             else:
-                traces = {}
-                self._read(params, traces)
-                if self.since_ns is not None:  # a trace that started before the window keeps its early spans
-                    traces = self._whole(list(traces))
-            self._traces = traces
-        return self._traces
+                filters = list(self.attributes)
+                if self.session_id is not None:
+                    filters.append(("session.id", self.session_id))
+                if filters:
+                    self._matching(filters, params, ids)
+                else:
+                    self._read_ids(params, ids)
+            self._ids = ids
+            self._order = sorted(ids, key=lambda t: -ids[t])
+        return self._ids
 
     def trace_ids(self) -> list[str]:
         """The selected trace ids, newest first."""
-        traces = self._load()
-        return sorted(traces, key=lambda t: -min(s.start_time or 0 for s in traces[t]))
+        self._selected()
+        return list(self._order)
 
     def spans(self, trace_id: str) -> list[ReadableSpan]:
-        """The trace's spans, by start time."""
-        return sorted(self._load().get(trace_id, []), key=lambda s: s.start_time or 0)
+        """The trace's spans, by start time (fetched whole with the next traces of the selection, a window)."""
+        if trace_id not in self._cache:
+            self._fetch_window(trace_id)
+        return sorted(self._cache.get(trace_id, []), key=lambda s: s.start_time or 0)
+
+    def _fetch_window(self, trace_id: str) -> None:
+        """Replace the cached traces with ``trace_id`` and the traces after it in the selection."""
+        self._selected()
+        if self._position is None:
+            self._position = {t: i for i, t in enumerate(self._order)}
+        at = self._position.get(trace_id)
+        window = [trace_id] if at is None else self._order[at : at + _TRACE_IDS_PER_REQUEST]
+        self._cache = self._whole(window)
 
     def session_trace_ids(self, session_id: str) -> list[str]:
         """Every trace of the session on the server (a session is judged whole)."""
-        traces = self._load()
         ids = self._session_traces(session_id, {})
-        missing = [t for t in ids if t not in traces]
-        if missing:
-            traces.update(self._whole(missing))
-        return [t for t in ids if session_of(traces.get(t, [])) == session_id]
+        missing = [t for t in ids if t not in self._cache]
+        if missing:  # kept with the window until the next one: the session's turns are read next
+            self._cache.update(self._whole(missing))
+        return [t for t in ids if session_of(self._cache.get(t, [])) == session_id]
 
     def describe(self) -> str:
         """The server, the project and the selection."""

@@ -127,6 +127,7 @@ class OtlpJsonSource:
     def __init__(self, paths: Sequence[str | Path]) -> None:
         self.paths = [Path(p) for p in paths]
         self._traces: dict[str, list[ReadableSpan]] = {}
+        self._sessions: dict[str, list[str]] | None = None  # session -> its traces, newest first (built once)
         for path in self.paths:
             self._read(path)
 
@@ -158,8 +159,18 @@ class OtlpJsonSource:
         return sorted(self._traces.get(trace_id, []), key=lambda s: s.start_time or 0)
 
     def session_trace_ids(self, session_id: str) -> list[str]:
-        """The traces of the files that belong to the session."""
-        return [t for t in self.trace_ids() if session_of(self._traces[t]) == session_id]
+        """The traces of the files that belong to the session.
+
+        From an index of every trace's session, built on the first call: a scan of all the traces per session
+        made session scope quadratic in the files' traces.
+        """
+        if self._sessions is None:
+            self._sessions = {}
+            for trace_id in self.trace_ids():
+                session = session_of(self._traces[trace_id])
+                if session is not None:
+                    self._sessions.setdefault(session, []).append(trace_id)
+        return list(self._sessions.get(session_id, ()))
 
     def describe(self) -> str:
         """The files, by absolute path."""

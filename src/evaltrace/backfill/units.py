@@ -37,6 +37,8 @@ class Target:
     """None when the mapping failed: its evaluators are recorded as not evaluated (``mapping_failed``)."""
     specs: list[EvaluatorSpec]
     session_id: str | None = None
+    revision: int = 1
+    """Session scope: the revision of the session's scores (its number of turns: a grown session's is higher)."""
 
 
 @dataclass
@@ -48,6 +50,8 @@ class Unit:
     spans: list[ReadableSpan] = field(default_factory=list)
     """The source spans (written to the store with the results when the source is not the store)."""
     traces: int = 1
+    selected: int = 1
+    """Selected traces this unit accounts for in the progress (session scope: those read since the last unit)."""
 
 
 def root_of(spans: Sequence[ReadableSpan]) -> ReadableSpan | None:
@@ -110,4 +114,5 @@ def session_unit(
     judged: Conversation | None = None
     if all(trace is not None for _, trace in mapped):
         judged = Conversation.from_traces(session_id, [trace for _, trace in mapped if trace is not None])
-    return Unit(session_id, [Target(last_root, judged, list(specs), session_id)], every, traces=len(traces))
+    target = Target(last_root, judged, list(specs), session_id, revision=len(mapped))
+    return Unit(session_id, [target], every, traces=len(traces))

@@ -43,7 +43,12 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--phoenix", metavar="URL", help="read traces from this Phoenix server (with --project)")
     parser.add_argument("--project", metavar="NAME", help="the Phoenix project to read")
-    parser.add_argument("--scope", choices=("span", "trace", "session"), default="trace", help="what is judged")
+    parser.add_argument(
+        "--scope",
+        choices=("span", "trace", "session"),
+        default=None,
+        help="what is judged; default: session for conversation-only evaluators, trace for the others",
+    )
     parser.add_argument("--span-kind", action="append", metavar="KIND", help="span scope: only spans of this kind")
     parser.add_argument("--span-name", metavar="GLOB", help="span scope: only spans whose name matches")
     parser.add_argument(
@@ -125,12 +130,15 @@ def _run(args: argparse.Namespace, evaluators: list[Any], sinks: Any, config_err
         where = None
     with RichProgress(console, enabled=not args.no_progress and not args.dry_run) as progress:
         started = [False]
+        shown = [0]
 
         def advance(done: int, total: int) -> None:
             if not started[0]:
                 progress.start("judging traces", total)
                 started[0] = True
-            progress.advance()
+            # ``done`` counts selected traces: a session finished advances the bar by its selected traces.
+            progress.advance(done - shown[0])
+            shown[0] = done
 
         try:
             report = evaluate_traces(
@@ -165,17 +173,25 @@ def _run(args: argparse.Namespace, evaluators: list[Any], sinks: Any, config_err
     return _report(report, args)
 
 
+def _counted(report: Any) -> str:
+    """What was selected and judged, in the units of the scopes run."""
+    counted = f"{report.traces} trace(s) selected: {report.spans} span(s)"
+    if report.scopes == ["session"]:
+        counted = f"{report.traces} trace(s) selected: {report.sessions} session(s) of {report.spans} trace(s)"
+    elif "session" in report.scopes:  # a pass per scope: trace (or span) evaluators, then session ones
+        counted = f"{report.traces} trace(s) selected: {report.spans} span(s) or turn(s), {report.sessions} session(s)"
+    if report.without_session:
+        counted += f"; {report.without_session} trace(s) without a session.id skipped"
+    return counted
+
+
 def _report(report: Any, args: argparse.Namespace) -> int:
     if report.traces == 0:
         source = ", ".join(map(str, args.otlp_json)) if args.otlp_json else f"{args.store}"
         if args.phoenix:
             source = f"Phoenix project {args.project!r} at {args.phoenix}"
         return _error(f"no traces in {source} match this selection; nothing to judge")
-    counted = f"{report.traces} trace(s) selected: {report.spans} span(s)"
-    if args.scope == "session":
-        counted = f"{report.traces} trace(s) selected: {report.sessions} session(s) of {report.spans} trace(s)"
-    if report.without_session:
-        counted += f"; {report.without_session} trace(s) without a session.id skipped"
+    counted = _counted(report)
     if report.dry_run:
         print(f"dry run: {counted}, {report.evaluations} evaluation(s) would run")
         if not report.judge_models:
@@ -190,6 +206,10 @@ def _report(report: Any, args: argparse.Namespace) -> int:
         return 0
     outcomes = ", ".join(f"{count} {outcome}" for outcome, count in sorted(report.outcomes.items())) or "none"
     print(f"{counted}; {report.evaluations} evaluation(s): {outcomes}")
+    if report.undelivered:
+        print(
+            f"undelivered: {report.undelivered} score(s) a sink did not take (dead-lettered, or dropped without a file)"
+        )
     if report.resumed:
         print(f"resumed: {report.resumed} trace(s) or session(s) were already judged by the interrupted run")
     if report.stopped is not None:

@@ -84,4 +84,8 @@ def load_entries(entries: list[str], file: Path | None) -> list[Any]:
         built += build_evaluators(raw, file, judge=judge, pythonpath=pythonpath or [])
     if entries:
         built += build_evaluators([parse_entry(e) for e in entries], _COMMAND_LINE, base_dir=Path.cwd())
-    return [EvaluatorSpec(item.evaluator, timeout_s=item.timeout_s) for item in built]
+    # An entry's session scope (written, or a conversation-only evaluator's default) is the backfill's for it.
+    return [
+        EvaluatorSpec(item.evaluator, timeout_s=item.timeout_s, scope="session" if item.scope == "session" else None)
+        for item in built
+    ]

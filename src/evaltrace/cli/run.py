@@ -63,10 +63,10 @@ class RichProgress:
         """Start a bar for a phase."""
         self._task = self._progress.add_task(description, total=total)
 
-    def advance(self) -> None:
-        """Advance the current bar by one."""
+    def advance(self, steps: int = 1) -> None:
+        """Advance the current bar by ``steps`` (one by default)."""
         if self._task is not None:
-            self._progress.advance(self._task)
+            self._progress.advance(self._task, steps)
 
 
 def register(subparsers: Any) -> None:

@@ -1,8 +1,8 @@
 """Judge spend and skipped evaluations as metrics, apart from the application's own LLM metrics.
 
 Judge calls are suppressed from tracing (they would otherwise read as the application's LLM calls), so their
-duration, tokens and cost are measured here, from each result's ``detail["judge"]`` record, under
-``gen_ai.evaluation.client.*`` names. Attributes stay low-cardinality: the evaluator name and the judge model,
+duration, tokens and cost are measured here, from each result's ``detail["judge"]`` record (every uncached call
+of ``detail["judge_calls"]`` when a judge made several), under ``gen_ai.evaluation.client.*`` names. Attributes stay low-cardinality: the evaluator name and the judge model,
 plus the token type; skipped evaluations carry the evaluator name and one of a handful of skip reasons.
 """
 
@@ -34,19 +34,32 @@ class JudgeUsage:
 
 
 def judge_usage(result: EvaluationResult) -> JudgeUsage | None:
-    """Return the judge usage recorded on ``result`` (``detail["judge"]``), or None when no judge was called."""
-    record: Any = result.detail.get("judge") if isinstance(result.detail, dict) else None
-    if not isinstance(record, dict) or record.get("cached"):
+    """Return the judge usage recorded on ``result``, or None when no uncached judge call was made.
+
+    A result of several judge calls (a session judge, e.g. ``conversation_relevancy`` with one call per reply)
+    lists them all under ``detail["judge_calls"]``: their uncached tokens, cost and duration are summed, so a
+    budget is charged for every call, not only the first. Otherwise the one call is ``detail["judge"]``.
+    """
+    detail: Any = result.detail if isinstance(result.detail, dict) else {}
+    calls: Any = detail.get("judge_calls")
+    if not isinstance(calls, list) or not calls:
+        calls = [detail.get("judge")]
+    records = [c for c in calls if isinstance(c, dict) and not c.get("cached")]
+    if not records:
         return None
-    cost = record.get("cost_usd")
-    duration = record.get("duration_s")
+    costs = [float(c["cost_usd"]) for c in records if _is_number(c.get("cost_usd"))]
+    durations = [float(c["duration_s"]) for c in records if _is_number(c.get("duration_s"))]
     return JudgeUsage(
-        model=str(record.get("model") or ""),
-        input_tokens=int(record.get("input_tokens") or 0),
-        output_tokens=int(record.get("output_tokens") or 0),
-        cost_usd=float(cost) if isinstance(cost, int | float) else None,
-        duration_s=float(duration) if isinstance(duration, int | float) else None,
+        model=str(records[0].get("model") or ""),
+        input_tokens=sum(int(c.get("input_tokens") or 0) for c in records),
+        output_tokens=sum(int(c.get("output_tokens") or 0) for c in records),
+        cost_usd=sum(costs) if costs else None,
+        duration_s=sum(durations) if durations else None,
     )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 class SpendMetrics:

@@ -64,10 +64,10 @@ def turn_verdicts(text: str, key: str, wanted: Sequence[int]) -> dict[int, tuple
     """
     found: dict[int, tuple[bool, str]] = {}
     for item in object_list(json_object(text), "verdicts"):
-        try:
-            number = int(item["turn"])
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f"each verdict needs a turn number, got {item!r}") from None
+        number = item.get("turn")
+        # A whole number only: int() would read true as turn 1 and 2.7 as turn 2, inventing a verdict's turn.
+        if isinstance(number, bool) or not isinstance(number, int):
+            raise ValueError(f"each verdict needs a whole turn number, got {item!r}")
         if number in wanted:
             found[number] = (flag(item, key), str(item.get("reason", "")))
     missing = [n for n in wanted if n not in found]

@@ -20,6 +20,12 @@ MAX_QUESTION_CHARS = 2_000
 """Questions are compared on their first 2,000 normalised characters (similarity is quadratic in length)."""
 MAX_TURNS_SCANNED = 500
 """Pairwise comparison is quadratic in turns; longer conversations are scanned on their last 500 turns."""
+ACKNOWLEDGEMENT_WORDS = frozenset(
+    "yes yeah yep no nope ok okay sure please do go ahead thanks thank you so much very that's that sounds "
+    "good great perfect fine cool alright all right got it works i".split()
+)
+"""Words of acknowledgements and thanks ("Yes, please do.", "OK thank you so much"): a message made only of
+them is not a question, and saying it twice is no sign of an unanswered one."""
 
 
 def _limit(name: str, value: float | None, *, whole: bool = False) -> float | None:
@@ -91,8 +97,10 @@ class RepeatedUserQuestion(ConversationEvaluator):
 
     User messages are compared after normalisation (Unicode NFKC, case folding, punctuation and extra spaces
     removed) with difflib's similarity ratio; a message at least ``similarity`` close to an earlier one is a
-    repeat. Messages shorter than ``min_words`` words ("yes", "thanks") are not compared. Score = 1 − repeats /
-    compared messages; passes with at most ``max_repeats`` repeats. Skipped when no turn has a user message.
+    repeat. Only questions and requests are compared: messages shorter than ``min_words`` words ("Yes, please
+    do.") and messages made only of acknowledgement words (``ACKNOWLEDGEMENT_WORDS``: "OK, thank you so much")
+    are not. Score = 1 − repeats / compared messages; passes with at most ``max_repeats`` repeats. Skipped when
+    no turn has a user message.
 
     Example:
         ``RepeatedUserQuestion(similarity=0.85)``.
@@ -100,12 +108,12 @@ class RepeatedUserQuestion(ConversationEvaluator):
 
     name = "repeated_user_question"
 
-    def __init__(self, *, similarity: float = 0.9, min_words: int = 3, max_repeats: int = 0) -> None:
+    def __init__(self, *, similarity: float = 0.9, min_words: int = 4, max_repeats: int = 0) -> None:
         """Configure the comparison.
 
         Args:
             similarity: Ratio in (0, 1] from which two messages count as the same question.
-            min_words: Shortest message compared, in words.
+            min_words: Shortest message compared, in words (4: "Yes, please do." is no question).
             max_repeats: Most repeats that still pass.
 
         Raises:
@@ -126,8 +134,9 @@ class RepeatedUserQuestion(ConversationEvaluator):
         compared: list[tuple[int, str, str]] = []  # (turn, normalised, original)
         repeats: list[dict[str, Any]] = []
         for number, text in asked:
-            if len(words(text)) < self.min_words:
-                continue
+            said = words(text)
+            if len(said) < self.min_words or all(w.casefold() in ACKNOWLEDGEMENT_WORDS for w in said):
+                continue  # an acknowledgement or thanks, not a question: saying it again is no repeat
             key = normalise(text, punctuation=False)[:MAX_QUESTION_CHARS]
             for earlier, earlier_key, earlier_text in compared:
                 ratio = _similar(key, earlier_key, self.similarity)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from evaltrace._internal import semconv
+from evaltrace.exceptions import ConfigError
 from evaltrace.exporters.store_db import has_fts
 
 if TYPE_CHECKING:
@@ -201,10 +202,11 @@ def _attribute_path(key: str) -> str:
     """The JSON path of attribute ``key`` in a span's blob (a dotted name is one key, quoted).
 
     Raises:
-        ValueError: ``key`` holds a double quote (a JSON path label cannot).
+        ConfigError: ``key`` holds a double quote (a JSON path label cannot); named ``where``, the argument of
+            :func:`evaltrace.evaluate_traces` and the ``--where`` flag it comes from.
     """
     if '"' in key:
-        raise ValueError(f"attribute name {key!r} holds a double quote")
+        raise ConfigError("where", f"attribute name {key!r} holds a double quote")
     return '$.attributes."' + key + '"'
 
 

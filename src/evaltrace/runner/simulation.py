@@ -3,6 +3,7 @@
 A case with ``simulated_user`` is run as a conversation. Turn 1 sends ``first_message`` (or one the simulator
 writes); after each answer the runner checks ``stop_when`` (a phrase in the answer, or the judge's verdict that the
 goal was met), else asks the simulator for the next message, until ``stop_when`` holds or ``max_turns`` is reached.
+The goal judge is not asked after the last turn ``max_turns`` allows: no turn could follow, whatever it said.
 
 Each turn is its own trace (its own root span and trace id); every span of every turn carries the same
 ``session.id`` (``<run_id>:<case_id>:<variant>``). The case is one unit: its line in traces.jsonl is the *case
@@ -186,13 +187,14 @@ async def run_conversation(
             if stop is not None and stop.phrase is not None and stop.phrase.casefold() in answer.casefold():
                 stop_reason = "phrase"
                 break
+            if index + 1 >= user.max_turns:
+                break  # no turn can follow: a goal verdict could stop nothing (one judge call saved)
             if stop is not None and stop.goal_met:
                 met, goal_reason = await simulator.goal_met(user, turns, spent)
                 if met:
                     stop_reason = "goal_met"
                     break
-            if index + 1 < user.max_turns:
-                message = await simulator.next_message(user, turns, spent)
+            message = await simulator.next_message(user, turns, spent)
     except JudgeError as exc:
         stop_reason = "simulator_error"
         where = f"after turn {len(turns)}" if turns else "before the first turn"
