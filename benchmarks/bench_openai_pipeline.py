@@ -5,7 +5,7 @@ Run: python benchmarks/bench_openai_pipeline.py --instructions [--calls 40] [--c
      python benchmarks/bench_openai_pipeline.py --breakdown   (where a plain call's instructions go, by step)
 
 Every call goes through the real openai client, answered over ``httpx.MockTransport`` with the real responses
-recorded in ``../shared/fixtures/openai-cassettes`` (``test_chat_completion_with_content.yaml`` for plain calls,
+recorded in ``tests/fixtures/openai-cassettes`` (``test_chat_completion_with_content.yaml`` for plain calls,
 ``test_chat_completion_streaming.yaml`` for streams: its recorded content chunk repeated to 20/200/2000 chunks,
 with the recorded role, finish and usage chunks around). Cases: ``call1``/``call10``/``call100`` send a history of
 1/10/100 messages; ``stream20``/``stream200``/``stream2000`` stream that many chunks.
@@ -48,7 +48,7 @@ import yaml
 CASSETTES = Path(
     os.environ.get(
         "EVALTRACE_CASSETTE_DIR",
-        Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "openai-cassettes" / "otel-contrib",
+        Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "openai-cassettes" / "otel-contrib",
     )
 )
 IMPLS = ("none", "floor", "floor+json", "official", "evaltrace", "evaltrace-before")

@@ -9,7 +9,7 @@
 #
 # Idempotent: a healthy server on the port is reused, an existing venv is reused. Phoenix lives in its own
 # venv (it pins many packages) and is installed with uv (~20 s instead of ~2 min with pip).
-# gRPC is forced onto 127.0.0.1 (Phoenix hard-codes [::]:PORT; see ../shared/docs/backends-here.md).
+# gRPC is forced onto 127.0.0.1 (Phoenix hard-codes [::]:PORT, every interface; tests bind loopback only).
 #
 # Environment (all optional):
 #   PHOENIX_VERSION   arize-phoenix version to install (default 20.26.1, the one verified on these machines)

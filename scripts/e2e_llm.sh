@@ -92,7 +92,8 @@ echo "--- llama server ready at $base_url (pid $server_pid, log: $server_log)"
 # 4. The suite (`-m e2e_llm` overrides the `not e2e_llm` of the default addopts).
 suite_started=$(date +%s)
 status=0
+# Serially (-n 0 overrides pyproject's parallel addopts): one local model server, one request at a time.
 EVALTRACE_E2E_BASE_URL=$base_url EVALTRACE_E2E_EMBED_BASE_URL=$base_url \
-  "$python" -m pytest tests/e2e_llm -m e2e_llm -p no:cacheprovider "$@" || status=$?
+  "$python" -m pytest tests/e2e_llm -m e2e_llm -p no:cacheprovider -n 0 "$@" || status=$?
 echo "--- e2e suite: $(( $(date +%s) - suite_started )) s (total $(( $(date +%s) - started )) s), exit $status"
 exit $status

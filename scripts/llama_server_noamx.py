@@ -1,8 +1,8 @@
 """Start llama-cpp-python's OpenAI-compatible server with llama.cpp's extra (AMX/repack) weight buffers disabled.
 
 Same command-line arguments as ``python -m llama_cpp.server``. Some VMs advertise AMX in CPUID but fault on
-``ldtilecfg``: a ``-march=native`` build then dies with SIGSEGV on the first completion (see
-../shared/docs/backends-here.md section 5). scripts/e2e_llm.sh builds with ``GGML_NATIVE=OFF``, which avoids
+``ldtilecfg``: a ``-march=native`` build then dies with SIGSEGV on the first completion (seen on this project's
+CI machines). scripts/e2e_llm.sh builds with ``GGML_NATIVE=OFF``, which avoids
 AMX already; this launcher also protects a wheel that pip's cache may hold from an earlier native build.
 
 Given ``--embedding`` (``true`` serves /v1/embeddings), it also makes mean pooling the default: the server has no

@@ -20,6 +20,18 @@ CASSETTE_DIR = Path(
 )
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """Workers for ``-n auto`` (pyproject's addopts): two per CPU this process may use.
+
+    Most of the suite's wall time is spent waiting (child processes starting and stopping, servers, deadlines), not
+    computing; twice as many workers as CPUs keeps the CPUs busy. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` overrides it.
+    """
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", "").isdigit():
+        return int(os.environ["PYTEST_XDIST_AUTO_NUM_WORKERS"])
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return 2 * cpus
+
+
 @pytest.fixture
 def exporter() -> InMemorySpanExporter:
     return InMemorySpanExporter()

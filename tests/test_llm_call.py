@@ -719,8 +719,6 @@ def _comparable(trace: Trace) -> dict[str, Any]:
 
 def test_same_trace_as_openai_instrumentation_for_recorded_tool_conversation(exporter: InMemorySpanExporter) -> None:
     cassette = CASSETTES / "test_chat_completion_tool_calls_with_content.yaml"
-    if not cassette.is_file():
-        pytest.skip(f"recorded OpenAI cassette not found: {cassette}")
     interactions = _openai_replay().load(cassette)
     reference = _instrumented_trace(interactions, exporter)
     manual = _manual_trace(_openai_replay().load(cassette), exporter)

@@ -40,7 +40,7 @@ def _instrument_command() -> str:
 def _run(tmp_path: Path, *args: str, **env: str) -> tuple[list[dict[str, Any]], str]:
     """Run the example under opentelemetry-instrument; return the exported spans and stderr."""
     if not CASSETTE.is_file():
-        pytest.skip("recorded OpenAI cassettes not found (set EVALTRACE_CASSETTE_DIR)")
+        pytest.fail("recorded OpenAI cassettes not found: they ship in tests/fixtures/openai-cassettes")
     clean = {k: v for k, v in os.environ.items() if not k.startswith(_ENV_PREFIXES)}
     clean.update(
         OTEL_TRACES_EXPORTER="console",

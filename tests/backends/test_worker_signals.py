@@ -98,6 +98,19 @@ def _tgkill() -> object | None:
     return getattr(ctypes.CDLL(None, use_errno=True), "tgkill", None)
 
 
+def _stable_threads(pid: int, timeout_s: float = 60.0) -> set[int]:
+    """Thread ids of process ``pid`` once two looks 0.5 s apart find the same ones."""
+    deadline = time.monotonic() + timeout_s
+    seen = {int(tid) for tid in os.listdir(f"/proc/{pid}/task")}
+    while True:
+        time.sleep(0.5)
+        now = {int(tid) for tid in os.listdir(f"/proc/{pid}/task")}
+        if now == seen:
+            return now
+        assert time.monotonic() < deadline, f"the worker's threads kept changing for {timeout_s:g}s"
+        seen = now
+
+
 @pytest.mark.skipif(_tgkill() is None, reason="needs Linux tgkill to aim a signal at one thread")
 def test_sigterm_delivered_to_a_worker_thread_still_stops_it(tmp_path: Path) -> None:
     # The hang, made deterministic: the kernel may hand a process-directed signal to any thread that does not
@@ -110,11 +123,11 @@ def test_sigterm_delivered_to_a_worker_thread_still_stops_it(tmp_path: Path) -> 
         pid = worker.process.pid
         # Only threads that live on: the readiness probe's request-handler thread may be exiting right now, and a
         # thread-directed signal sent to a dying thread is discarded by the kernel (no real `kill` does that).
-        first = {int(tid) for tid in os.listdir(f"/proc/{pid}/task")}
-        time.sleep(0.5)
-        others = sorted(first & {int(tid) for tid in os.listdir(f"/proc/{pid}/task")} - {pid})
+        # Wait until the set of threads stays the same for 0.5 s (on a loaded machine the probe's thread can take
+        # longer than that to go).
+        others = _stable_threads(pid) - {pid}
         assert others, "the worker runs its receivers and evaluation on threads of their own"
-        assert tgkill(pid, others[-1], signal.SIGTERM) == 0, ctypes.get_errno()
+        assert tgkill(pid, max(others), signal.SIGTERM) == 0, ctypes.get_errno()
         assert worker.process.wait(timeout=STOP_TIMEOUT_S) == 0, worker.output()
     finally:
         worker.kill()
@@ -129,11 +142,11 @@ def test_spans_received_before_the_signal_are_evaluated_exported_and_scored(tmp_
     )  # fmt: skip
     try:
         send_trace(worker.wait_ready())
-        poll(lambda: (tmp_path / "evaluation-started").exists())
+        poll(lambda: (tmp_path / "evaluation-started").exists(), timeout=60)
         worker.process.send_signal(signum)
         # Release the evaluation only once the worker says it is stopping: the drain, not the serving loop,
         # must finish it, forward the enriched spans and deliver the score.
-        poll(lambda: "stopping" in worker.output())
+        poll(lambda: "stopping" in worker.output(), timeout=60)
         (tmp_path / "release-evaluation").touch()
         assert worker.process.wait(timeout=STOP_TIMEOUT_S) == 0, worker.output()
     finally:
@@ -146,17 +159,18 @@ def test_spans_received_before_the_signal_are_evaluated_exported_and_scored(tmp_
 
 
 def test_a_hung_evaluation_cannot_hold_the_stop_past_the_deadline(tmp_path: Path) -> None:
-    # Never released (it would run 30 s): the evaluation is still running when the 3 s drain deadline passes.
+    # Never released (it would run 30 s): the evaluation is still running when the 6 s drain deadline passes.
     # The spans go out unenriched (received spans are never dropped) and the process exits. The deadline
-    # leaves the local store's writer process time to write them at load 10 (at 0.5 s it was stopped first).
+    # leaves the local store's writer process time to write them on a loaded machine (at 0.5 s it was stopped
+    # first at load 10; 6 s rather than 3 s leaves a margin for load 17).
     (tmp_path / "blocking_evals.py").write_text(BLOCKING_EVALUATORS)
     worker = start_worker(
         tmp_path, "--evaluators", "blocking_evals:EVALUATORS", "--local-store", str(tmp_path / "store"),
-        "--shutdown-timeout", "3",
+        "--shutdown-timeout", "6",
     )  # fmt: skip
     try:
         send_trace(worker.wait_ready())
-        poll(lambda: (tmp_path / "evaluation-started").exists())
+        poll(lambda: (tmp_path / "evaluation-started").exists(), timeout=60)
         assert worker.stop(signal.SIGTERM) == 0, worker.output()
     finally:
         worker.kill()

@@ -61,6 +61,29 @@ def _start(tmp_path: Path, body: str) -> subprocess.Popen[str]:
     )  # fmt: skip
 
 
+def _children(pid: int) -> set[int]:
+    """Process ids of ``pid``'s children (Linux: from /proc; empty elsewhere)."""
+    found: set[int] = set()
+    for children in Path(f"/proc/{pid}/task").glob("*/children"):
+        found.update(int(c) for c in children.read_text().split())
+    return found
+
+
+def _wait_exited(pids: set[int], timeout_s: float = 60.0) -> None:
+    """Wait until none of ``pids`` runs (gone, or a zombie nobody reaped yet)."""
+    deadline = time.monotonic() + timeout_s
+    for pid in pids:
+        while True:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (FileNotFoundError, ProcessLookupError):
+                break
+            if state in ("Z", "X"):
+                break
+            assert time.monotonic() < deadline, f"process {pid} still running {timeout_s:g}s after its parent died"
+            time.sleep(0.02)
+
+
 def _spans(tmp_path: Path) -> list[dict[str, Any]]:
     with LocalTraceStore(tmp_path / ".evaltrace") as store:
         return [span_to_dict(s) for t in store.list_traces() for s in store.spans(t.trace_id)]
@@ -140,18 +163,25 @@ while True:
     i += 1
     time.sleep(0.01)
 """
+    # Kill once more than 50 spans are older than the bound (at least 3 s in): a loaded machine runs the child
+    # slower, so the wait is on that condition, not on a fixed 3 s (at load 10 fewer than 50 spans were old enough).
     ended: list[tuple[int, float]] = []
     with _start(tmp_path, body) as child:
         assert child.stdout is not None
         started = time.monotonic()
-        while time.monotonic() - started < 3.0:
+        while time.monotonic() - started < 3.0 or sum(time.time() - at > 1.5 for _, at in ended) <= 50:
+            assert time.monotonic() - started < 120, f"only {len(ended)} spans in 120 s"
             line = child.stdout.readline()
             assert line, child.stderr.read() if child.stderr else ""
             number, at = line.split()
             ended.append((int(number), float(at)))
+        writers = _children(child.pid)  # the local store's writer process
         killed_at = time.time()
         child.send_signal(signal.SIGKILL)
         child.communicate(timeout=10)
+    # What the app handed to its writer before the kill is written by the writer (it drains its pipe, then exits):
+    # read the store once it has, not while it may still be writing.
+    _wait_exited(writers)
     stored = {int(s["attributes"]["input.value"].strip("{}").split(":")[1]) for s in _spans(tmp_path)}
     old_enough = [n for n, at in ended if killed_at - at > 1.0]
     assert len(old_enough) > 50

@@ -153,8 +153,15 @@ def test_configure_process_engine_evaluates_decorated_functions(tmp_path: Path) 
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     exporter = InMemorySpanExporter()
+    # The span is held until the spawned evaluation process answers. That process imports evaltrace first, which
+    # takes longer than the default 2 s hold on a loaded machine (then the span left unenriched): hold it long.
     handle = evaltrace.configure(
-        service_name="t", exporters=[exporter], local_store=False, evaluation="process", handle_sigterm=False
+        service_name="t",
+        exporters=[exporter],
+        local_store=False,
+        evaluation="process",
+        evaluation_options={"hold_timeout_s": 60.0},
+        handle_sigterm=False,
     )
     try:
 

@@ -400,6 +400,9 @@ def test_replay_keeps_what_it_could_not_deliver_and_rejects_bad_lines(tmp_path: 
     fault.behave = lambda index: Reply() if index < 2 else Reply(500)  # fails part way
 
     assert replay(dead, fault) == 1
+    # The backend's handler thread counts an upsert stored after it has written the 2xx, which the client may read
+    # first: wait for the count (it lagged the reply under load) before comparing.
+    assert wait_until(lambda: len(fault.stored) >= 2, timeout=30)
     assert set(fault.stored) == {good[0].id, good[1].id}
     assert sorted(s.id for s in read_dead_letters(dead)[0]) == sorted(s.id for s in good[2:])
     assert not dead.with_name(dead.name + ".replaying").exists()
@@ -409,6 +412,7 @@ def test_replay_keeps_what_it_could_not_deliver_and_rejects_bad_lines(tmp_path: 
 
     fault.behave = _always(Reply())  # the backend recovers: the rest goes, the rejects stay put for a human
     assert replay(dead, fault) == 0
+    assert wait_until(lambda: len(fault.stored) >= len(good), timeout=30)
     assert set(fault.stored) == {s.id for s in good}
     assert not dead.exists()
     assert len((tmp_path / "langfuse.jsonl.rejects.jsonl").read_text().splitlines()) == 2

@@ -49,4 +49,4 @@ def instrumented(provider: TracerProvider, capture: None) -> Iterator[OpenAIInst
 @pytest.fixture
 def cassettes() -> None:
     if not CASSETTES:
-        pytest.skip("recorded OpenAI cassettes not found (set EVALTRACE_CASSETTE_DIR)")
+        pytest.fail("recorded OpenAI cassettes not found: they ship in tests/fixtures/openai-cassettes")

@@ -49,8 +49,7 @@ result = {{}}
 
 def _run(body: str) -> dict[str, Any]:
     needs = cassette("test_chat_completion_with_content.yaml")
-    if not needs.is_file():
-        pytest.skip("the recorded OpenAI cassettes are not available")
+    assert needs.is_file(), f"{needs} not found: the recorded cassettes ship in tests/fixtures/openai-cassettes"
     code = _PRELUDE.format(here=str(_HERE), cassette=str(needs)) + textwrap.dedent(body)
     code += "\nprint(json.dumps(result))\n"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
