@@ -102,7 +102,12 @@ def test_three_shards_merged_equal_one_process_run(tmp_path: Path, eval_path: Pa
     assert sorted(sizes) == [3, 3, 4]  # 10 cells: each ran only its own
 
     out = tmp_path / "merged"
-    assert main(["runs", "merge", *map(str, reversed(shard_dirs)), "--out", str(out)]) == 0
+    project = eval_path.parent
+    project.rename(tmp_path / "elsewhere")  # a CI merge job: neither the eval.yaml nor the project's code is there
+    try:
+        assert main(["runs", "merge", *map(str, reversed(shard_dirs)), "--out", str(out)]) == 0
+    finally:
+        (tmp_path / "elsewhere").rename(project)
     assert _results(out) == _results(whole)
     assert _summary(out) == _summary(whole)
     merged_summary = yaml.safe_load((out / SUMMARY_FILE).read_text())
