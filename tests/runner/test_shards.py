@@ -158,3 +158,23 @@ def test_missing_duplicate_and_foreign_shards_are_clear_errors(tmp_path: Path, e
     with pytest.raises(ShardError, match=r"shard 2/3 .* did not finish"):
         merge_runs([one, two, three])
     assert not (tmp_path / "m").exists()  # nothing written on an error
+
+
+def test_shard_flag_misuse_exits_2_naming_the_problem(tmp_path: Path, eval_path: Path, capsys: Any) -> None:
+    runs = ["--runs-dir", str(tmp_path / "runs"), "--no-progress"]
+    assert main(["run", str(eval_path), "--shard", "4/3", *runs]) == 2
+    assert "--shard 4/3" in capsys.readouterr().err
+    assert main(["run", str(eval_path), "--shard", "1/3", "--sqlite", str(tmp_path / "r.db"), *runs]) == 2
+    assert "give --sqlite/--postgres to `runs merge`" in capsys.readouterr().err.replace("\n", "")
+    assert main(["run", "--resume", "x", "--shard", "1/3", *runs]) == 2
+    assert "cannot be combined with --resume" in capsys.readouterr().err.replace("\n", "")
+    assert not (tmp_path / "runs").exists()  # nothing ran
+
+
+def test_more_shards_than_cells_leaves_empty_shards_that_merge(tmp_path: Path, eval_path: Path) -> None:
+    shards = _shards(tmp_path, eval_path, [f"{i}/12" for i in range(1, 13)])  # 10 cells: shards 11 and 12 empty
+    assert [len(RunDirectory(p).read_traces()) for p in shards] == [1] * 10 + [0, 0]
+    merged = merge_runs(shards, out=tmp_path / "merged")
+    assert len(merged.traces) == 10 and len(merged.results) == 20
+    whole = run_eval(eval_path, runs_dir=tmp_path / "whole").run.path
+    assert _summary(merged.run.path) == _summary(whole)

@@ -427,7 +427,7 @@ def _carry_out(
         # The appenders closed on the way out: every line in the files is whole, so it is what a resume keeps.
         raise RunInterrupted(
             run.path,
-            cells=len(config.cases) * len(config.variants),
+            cells=len(config.cases) * len(config.variants) - len(_other_shards(run, config)),
             traces_saved=saved_lines(run.path / TRACES_FILE),
             results_saved=saved_lines(run.path / RESULTS_FILE),
             complete=(run.path / SUMMARY_FILE).is_file(),
