@@ -178,3 +178,14 @@ def test_more_shards_than_cells_leaves_empty_shards_that_merge(tmp_path: Path, e
     assert len(merged.traces) == 10 and len(merged.results) == 20
     whole = run_eval(eval_path, runs_dir=tmp_path / "whole").run.path
     assert _summary(merged.run.path) == _summary(whole)
+
+
+def test_merge_saves_to_sqlite_and_gates_like_a_run(tmp_path: Path, eval_path: Path, capsys: Any) -> None:
+    shards = _shards(tmp_path, eval_path, ["1/2", "2/2"])
+    db = tmp_path / "runs.db"
+    args = ["runs", "merge", *map(str, shards), "--sqlite", str(db), "--fail-on-regression"]
+    assert main(args) == 1  # v2 regressed on case ok against baseline v1: the gate of `run`, on the whole run
+    assert "gate failed: variant v2: regressed: ok" in capsys.readouterr().out
+    assert main(["runs", "list", "--sqlite", str(db)]) == 0
+    listed = capsys.readouterr().out
+    assert listed.count("report_demo") == 1  # the merged run, once

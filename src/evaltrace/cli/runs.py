@@ -33,7 +33,7 @@ from evaltrace.runner import (
 from evaltrace.runner.baselines import run_eval_name
 from evaltrace.runner.config import DEFAULT_RUNS_DIR
 from evaltrace.runner.findings import trace_locations
-from evaltrace.runner.gate import comparison_gate_problems
+from evaltrace.runner.gate import comparison_gate_problems, run_gate_problems
 from evaltrace.runner.merge import merge_runs
 from evaltrace.runner.migrate import current_summary
 from evaltrace.runner.resume import UnfinishedRun, resume_command, unfinished_runs
@@ -109,6 +109,13 @@ def register(subparsers: Any) -> None:
     merge.add_argument("shards", nargs="+", type=Path, metavar="RUN_DIR", help="every shard's run directory, once")
     merge.add_argument(
         "--out", type=Path, default=None, metavar="DIR", help="the merged run's directory (default: a new run id)"
+    )
+    merge.add_argument("--drift", action="store_true", help="compare with the promoted baseline of this eval")
+    add_store_options(merge, "also save the merged run to")
+    merge.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 when a case regressed, a baseline pass has no verdict now, or a variant judged nothing (CI)",
     )
     merge.set_defaults(func=merge_command)
 
@@ -444,10 +451,17 @@ def merge_command(args: argparse.Namespace) -> int:
     """Merge shard runs into one run and print its summary (exit 2 naming a missing/duplicate/foreign shard)."""
     console = Console()
     try:
-        outcome = merge_runs(args.shards, out=args.out)
-    except EvaltraceError as exc:
+        store = _flag_store(args)
+        outcome = merge_runs(args.shards, out=args.out, drift=args.drift, stores=[store] if store else [])
+    except (EvaltraceError, ValueError) as exc:
         return print_error(exc)
     for note in outcome.notes:
         console.print(Text.assemble(("note:", "yellow"), " ", clean(note)))
     render_summary(console, outcome.summary, outcome.run.path)
-    return report_stores(console, outcome.stored, outcome.store_errors, outcome.run.path)
+    saved = report_stores(console, outcome.stored, outcome.store_errors, outcome.run.path)
+    if not args.fail_on_regression:
+        return saved
+    problems = run_gate_problems(outcome.summary)
+    for problem in problems:
+        console.print(Text.assemble(("gate failed:", "red"), " ", clean(problem)), highlight=False)
+    return EXIT_FAILED if problems else saved

@@ -18,7 +18,7 @@ from evaltrace.runner.engine import RunOutcome, summarise_run_directory
 from evaltrace.runner.resume import resume_config
 from evaltrace.runner.rundir import CONFIG_FILE, SUMMARY_FILE, RunDirectory, RunMeta
 from evaltrace.runner.shards import ShardError, ShardSpec
-from evaltrace.runner.stores import configured_stores, save_to_stores
+from evaltrace.runner.stores import StoreSpec, configured_stores, save_to_stores
 from evaltrace.schema import EvaluationResult, utcnow
 
 __all__ = ["merge_runs"]
@@ -84,12 +84,16 @@ def _target(out: Path | None, first: RunDirectory, eval_name: str) -> RunDirecto
     return RunDirectory(out)
 
 
-def merge_runs(paths: Sequence[Path], *, out: Path | None = None) -> RunOutcome:
+def merge_runs(
+    paths: Sequence[Path], *, out: Path | None = None, drift: bool = False, stores: Sequence[StoreSpec] = ()
+) -> RunOutcome:
     """Merge the shard runs in ``paths`` into one run directory, summarised and saved to the config's stores.
 
     Args:
         paths: The shard run directories (every shard of the run, each once, in any order).
         out: The merged run's directory (new or empty); default: a new run id beside the first shard.
+        drift: Compare with the promoted baseline in the merged run's runs directory, as ``run --drift`` does.
+        stores: Stores to save the merged run to besides the config's ``output:`` ones (``--sqlite``, ...).
 
     Returns:
         The merged run's outcome.
@@ -111,9 +115,10 @@ def merge_runs(paths: Sequence[Path], *, out: Path | None = None) -> RunOutcome:
     merged.write_meta(first_meta.model_copy(update={"shard": None, "started_at": started}))
     notes = [f"merged {len(shards)} shards: " + ", ".join(str(run.path) for run, _, _ in shards)]
     names = _evaluator_order(results)
-    outcome = summarise_run_directory(merged, config, names, traces, results, started, notes)
+    drift_dir = merged.path.parent if drift else None
+    outcome = summarise_run_directory(merged, config, names, traces, results, started, notes, drift_dir)
     stored, errors = save_to_stores(
-        configured_stores(config),
+        [*configured_stores(config), *stores],
         outcome.summary,
         outcome.traces,
         outcome.results,
