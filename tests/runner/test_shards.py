@@ -126,7 +126,9 @@ def test_shard_resumes_as_its_shard(tmp_path: Path, eval_path: Path) -> None:
     (run.path / TRACES_FILE).write_text("\n".join(traces[:-1]) + "\n")
     (run.path / RESULTS_FILE).unlink()
     (run.path / SUMMARY_FILE).unlink()
-    outcome = resume_run(run)
+    outcome = resume_run(run, sqlite_path=tmp_path / "runs.db")
+    assert not outcome.stored and not (tmp_path / "runs.db").exists()  # a partial run is never stored
+    assert any("runs merge" in note for note in outcome.notes)
     cells = {(t.case_id, t.variant_name) for t in outcome.traces}
     every = {(c, v) for c in ("ok", "bad", "crash", "skip", "xss") for v in ("v1", "v2")}
     assert cells == shard_cells(every, shard)

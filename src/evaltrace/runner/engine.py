@@ -387,6 +387,8 @@ def resume_run(
     # A shard is a partial run: only the merged run of all shards goes to the stores.
     partial = meta is not None and meta.shard is not None
     stores = [] if partial else _stores(configured_stores(config), sqlite_path, postgres_dsn)
+    if partial and (sqlite_path is not None or postgres_dsn is not None):
+        notes.append("a shard run is saved to no store; `evaltrace runs merge` of all shards saves the merged run")
     if run_namespace is None and meta is not None:
         run_namespace = meta.run_namespace
     options = _Options(
