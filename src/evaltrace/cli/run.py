@@ -34,6 +34,7 @@ from evaltrace.runner.postgres_store import redact_dsn
 from evaltrace.runner.resume import resume_command
 from evaltrace.runner.rundir import TRACES_FILE
 from evaltrace.runner.select import SelectionError
+from evaltrace.runner.shards import ShardError, ShardSpec, parse_shard
 from evaltrace.runner.stores import configured_runs_dir
 from evaltrace.schema.runs import CaseSelection
 
@@ -89,6 +90,12 @@ def register(subparsers: Any) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="run namespace recorded in the run's stores (repeatable), e.g. --namespace branch=main",
+    )
+    run.add_argument(
+        "--shard",
+        default=None,
+        metavar="I/N",
+        help="run only shard I of N (1-based) of the cells, for CI matrices and batch jobs; join with `runs merge`",
     )
     _add_selection(run)
     _add_common(run)
@@ -232,6 +239,7 @@ def _run_command(args: argparse.Namespace) -> int:
     try:
         namespace = _namespace(args.namespace)
         selection = _selection(args)
+        shard = _shard(args)
     except ValueError as exc:
         return print_error(exc)
     if args.config is None and args.resume is None:
@@ -251,10 +259,21 @@ def _run_command(args: argparse.Namespace) -> int:
                     progress=progress,
                     selection=selection,
                     postgres_dsn=args.postgres,
+                    shard=shard,
                 )
     except EvaltraceError as exc:
         return print_error(exc)
     return _report(console, outcome, args.fail_on_regression)
+
+
+def _shard(args: argparse.Namespace) -> ShardSpec | None:
+    if args.shard is None:
+        return None
+    if args.resume is not None:
+        raise ShardError("--shard cannot be combined with --resume: a shard run resumes as the shard it started as")
+    if args.sqlite is not None or args.postgres is not None:
+        raise ShardError("--shard saves no store (a shard is a partial run): give --sqlite/--postgres to `runs merge`")
+    return parse_shard(args.shard)
 
 
 def _resume(args: argparse.Namespace, namespace: dict[str, str] | None, progress: RichProgress) -> RunOutcome:

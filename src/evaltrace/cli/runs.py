@@ -33,7 +33,8 @@ from evaltrace.runner import (
 from evaltrace.runner.baselines import run_eval_name
 from evaltrace.runner.config import DEFAULT_RUNS_DIR
 from evaltrace.runner.findings import trace_locations
-from evaltrace.runner.gate import comparison_gate_problems
+from evaltrace.runner.gate import comparison_gate_problems, run_gate_problems
+from evaltrace.runner.merge import merge_runs
 from evaltrace.runner.migrate import current_summary
 from evaltrace.runner.resume import UnfinishedRun, resume_command, unfinished_runs
 from evaltrace.runner.rundir import CONFIG_FILE, SUMMARY_FILE, TRACES_FILE
@@ -101,6 +102,22 @@ def register(subparsers: Any) -> None:
         help="run namespace (repeatable; default: the --namespace the run was started with)",
     )
     push.set_defaults(func=push_command)
+
+    merge = verbs.add_parser(
+        "merge", help="join the shard runs of `run --shard i/N` into one run (summary, findings, report as one run's)"
+    )
+    merge.add_argument("shards", nargs="+", type=Path, metavar="RUN_DIR", help="every shard's run directory, once")
+    merge.add_argument(
+        "--out", type=Path, default=None, metavar="DIR", help="the merged run's directory (default: a new run id)"
+    )
+    merge.add_argument("--drift", action="store_true", help="compare with the promoted baseline of this eval")
+    add_store_options(merge, "also save the merged run to")
+    merge.add_argument(
+        "--fail-on-regression",
+        action="store_true",
+        help="exit 1 when a case regressed, a baseline pass has no verdict now, or a variant judged nothing (CI)",
+    )
+    merge.set_defaults(func=merge_command)
 
 
 def add_store_options(parser: argparse.ArgumentParser, verb: str) -> None:
@@ -428,3 +445,23 @@ def push_command(args: argparse.Namespace) -> int:
         stores, summary, traces, results, eval_name=run_eval_name(run), run_namespace=namespace
     )
     return report_stores(console, stored, errors, run.path)
+
+
+def merge_command(args: argparse.Namespace) -> int:
+    """Merge shard runs into one run and print its summary (exit 2 naming a missing/duplicate/foreign shard)."""
+    console = Console()
+    try:
+        store = _flag_store(args)
+        outcome = merge_runs(args.shards, out=args.out, drift=args.drift, stores=[store] if store else [])
+    except (EvaltraceError, ValueError) as exc:
+        return print_error(exc)
+    for note in outcome.notes:
+        console.print(Text.assemble(("note:", "yellow"), " ", clean(note)))
+    render_summary(console, outcome.summary, outcome.run.path)
+    saved = report_stores(console, outcome.stored, outcome.store_errors, outcome.run.path)
+    if not args.fail_on_regression:
+        return saved
+    problems = run_gate_problems(outcome.summary)
+    for problem in problems:
+        console.print(Text.assemble(("gate failed:", "red"), " ", clean(problem)), highlight=False)
+    return EXIT_FAILED if problems else saved

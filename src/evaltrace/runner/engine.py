@@ -44,6 +44,7 @@ from evaltrace.runner.rundir import (
     saved_lines,
 )
 from evaltrace.runner.select import apply_selection
+from evaltrace.runner.shards import ShardSpec, shard_cells
 from evaltrace.runner.simulation import UserSimulator, build_simulator, run_conversation
 from evaltrace.runner.stores import StoreSpec, configured_runs_dir, configured_stores, parse_outputs, save_to_stores
 from evaltrace.runner.summary import CaseOutcomes, compare_variants, restrict_to_cases, run_comparison, summarise_run
@@ -55,7 +56,15 @@ from evaltrace.schema.runs import CaseSelection
 T = TypeVar("T")
 K = TypeVar("K")
 
-__all__ = ["NullProgress", "ProgressReporter", "RunOutcome", "re_evaluate", "resume_run", "run_eval"]
+__all__ = [
+    "NullProgress",
+    "ProgressReporter",
+    "RunOutcome",
+    "re_evaluate",
+    "resume_run",
+    "run_eval",
+    "summarise_run_directory",
+]
 
 
 class ProgressReporter(Protocol):
@@ -266,6 +275,7 @@ def run_eval(
     progress: ProgressReporter | None = None,
     selection: CaseSelection | None = None,
     postgres_dsn: str | None = None,
+    shard: ShardSpec | None = None,
 ) -> RunOutcome:
     """Run an eval.yaml end to end and write its run directory.
 
@@ -283,6 +293,8 @@ def run_eval(
         selection: Run part of the dataset (:mod:`evaltrace.runner.select`); recorded in run_meta.json and the
             summary, and the config hash covers the chosen cases only.
         postgres_dsn: Also store the run in this PostgreSQL database.
+        shard: Run only this shard's cells (:mod:`evaltrace.runner.shards`); recorded in run_meta.json. A shard
+            is a partial run: it is not saved to the stores (``runs merge`` of all shards is).
 
     Returns:
         The outcome.
@@ -313,12 +325,13 @@ def run_eval(
             started_at=started,
             selection=selection,
             run_namespace=run_namespace,
+            shard=shard,
         )
     )
     notes = [
         f"run {rid} of this config did not finish; `evaltrace run --resume {rid}` continues it" for rid in unfinished
     ]
-    stores = _stores(configured_stores(config), sqlite_path, postgres_dsn)
+    stores = _stores(configured_stores(config), sqlite_path, postgres_dsn) if shard is None else []
     options = _Options(
         target_dir if drift else None, stores, run_namespace, progress or NullProgress(), workspaces, simulator
     )
@@ -371,7 +384,11 @@ def resume_run(
     meta = run.read_meta()
     started = meta.started_at if meta is not None and meta.started_at is not None else utcnow()
     notes = run.repair()
-    stores = _stores(configured_stores(config), sqlite_path, postgres_dsn)
+    # A shard is a partial run: only the merged run of all shards goes to the stores.
+    partial = meta is not None and meta.shard is not None
+    stores = [] if partial else _stores(configured_stores(config), sqlite_path, postgres_dsn)
+    if partial and (sqlite_path is not None or postgres_dsn is not None):
+        notes.append("a shard run is saved to no store; `evaltrace runs merge` of all shards saves the merged run")
     if run_namespace is None and meta is not None:
         run_namespace = meta.run_namespace
     options = _Options(
@@ -412,7 +429,7 @@ def _carry_out(
         # The appenders closed on the way out: every line in the files is whole, so it is what a resume keeps.
         raise RunInterrupted(
             run.path,
-            cells=len(config.cases) * len(config.variants),
+            cells=len(config.cases) * len(config.variants) - len(_other_shards(run, config)),
             traces_saved=saved_lines(run.path / TRACES_FILE),
             results_saved=saved_lines(run.path / RESULTS_FILE),
             complete=(run.path / SUMMARY_FILE).is_file(),
@@ -431,7 +448,7 @@ def _carry_out_steps(
     notes: list[str],
 ) -> RunOutcome:
     earlier = [] if new_run else _first_per_key(run.read_traces(), lambda t: (t.case_id, t.variant_name))
-    done_cells = {(t.case_id, t.variant_name) for t in earlier}
+    done_cells = {(t.case_id, t.variant_name) for t in earlier} | _other_shards(run, config)
     log = run.append_traces(new_run=new_run)
     try:
         cells = WorkspaceCells(options.workspaces, run.path) if options.workspaces else None
@@ -460,19 +477,67 @@ def _carry_out_steps(
         )
     finally:
         log.close()
-    results = sorted([*kept, *new_results], key=order.result)
-    run.write_results(results)  # the same results, in order and without torn or stray lines
-    variant_names = [v.name for v in config.variants]
-    inputs = _SummaryInputs(
-        run, started, str(config.path), variant_names, config.baseline, options.drift_dir, config.cases
+    outcome = summarise_run_directory(
+        run, config, [e.name for e in evaluators], traces, [*kept, *new_results], started, notes, options.drift_dir
     )
-    summary = _summarise(inputs, traces, results, notes)
-    run.write_summary(summary)
     # Only now, with the run directory complete: a store that fails loses nothing (see runner/stores.py).
-    stored, errors = save_to_stores(
-        options.stores, summary, traces, results, eval_name=config.name, run_namespace=options.run_namespace
+    outcome.stored, outcome.store_errors = save_to_stores(
+        options.stores,
+        outcome.summary,
+        outcome.traces,
+        outcome.results,
+        eval_name=config.name,
+        run_namespace=options.run_namespace,
     )
-    return RunOutcome(run, summary, traces, results, notes, stored, errors)
+    return outcome
+
+
+def summarise_run_directory(
+    run: RunDirectory,
+    config: EvalConfig,
+    evaluator_names: Sequence[str],
+    traces: Sequence[Trace],
+    results: Sequence[EvaluationResult],
+    started: dt.datetime,
+    notes: list[str],
+    drift_dir: Path | None = None,
+) -> RunOutcome:
+    """Put a run's traces and results in config order, write results.jsonl and summary.yaml; not yet stored.
+
+    A run's own end, and ``runs merge``'s (:mod:`evaltrace.runner.merge`): one summary code path, so a merged
+    run summarises exactly as a single-process run of the same cells. traces.jsonl is written (and sealed) only
+    when the run has none yet (a merge); a run appended its own as cells finished.
+
+    Args:
+        run: The run directory.
+        config: The run's config (variant and case order; baseline variant).
+        evaluator_names: The evaluators' result names, in config order.
+        traces: Every trace of the run, in any order.
+        results: Every evaluation result of the run, in any order.
+        started: When the run started.
+        notes: Notes for the user; the drift comparison adds to them.
+        drift_dir: Compare with the promoted baseline in this runs directory (None: the baseline variant).
+    """
+    order = _Order([v.name for v in config.variants], [c.id for c in config.cases], evaluator_names)
+    ordered_traces = sorted(traces, key=order.trace)
+    if not (run.path / TRACES_FILE).exists():
+        run.write_traces(ordered_traces)
+    ordered = sorted(results, key=order.result)
+    run.write_results(ordered)  # the same results, in order and without torn or stray lines
+    variant_names = [v.name for v in config.variants]
+    inputs = _SummaryInputs(run, started, str(config.path), variant_names, config.baseline, drift_dir, config.cases)
+    summary = _summarise(inputs, ordered_traces, ordered, notes)
+    run.write_summary(summary)
+    return RunOutcome(run, summary, ordered_traces, ordered, notes)
+
+
+def _other_shards(run: RunDirectory, config: EvalConfig) -> set[Cell]:
+    """The cells a shard run leaves to the other shards (none for a whole run): never executed here."""
+    meta = run.read_meta()
+    if meta is None or meta.shard is None:
+        return set()
+    every = {(c.id, v.name) for v in config.variants for c in config.cases}
+    return every - shard_cells(every, meta.shard)
 
 
 def _first_per_key(items: Sequence[T], key: Callable[[T], K]) -> list[T]:

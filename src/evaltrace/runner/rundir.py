@@ -40,6 +40,7 @@ from pydantic import BaseModel, Field, ValidationError
 from evaltrace._internal import safe_yaml
 from evaltrace._internal.private_files import PRIVATE_DIR_MODE, make_private_dirs, private_opener, write_private_text
 from evaltrace.exceptions import EvaltraceError, SchemaError
+from evaltrace.runner.shards import ShardSpec
 from evaltrace.schema import EvalCase, EvaluationResult, RunSummary, Trace
 from evaltrace.schema.migrations import RecordKind, migrate_record
 from evaltrace.schema.runs import CaseSelection
@@ -100,6 +101,7 @@ class RunMeta(BaseModel):
         started_at: When the run started.
         selection: The part of the dataset the run used (``--case``, ``--tag``, ...); None: every case.
         run_namespace: The ``--namespace`` given to the run; re-evaluate, resume and ``runs push`` save with it.
+        shard: The ``--shard i/N`` this run executes (a partial run for ``runs merge``); None: every cell.
     """
 
     eval_path: str
@@ -109,6 +111,7 @@ class RunMeta(BaseModel):
     started_at: dt.datetime | None = None
     selection: CaseSelection | None = None
     run_namespace: dict[str, str] | None = None
+    shard: ShardSpec | None = None
 
 
 class JsonlAppender:
