@@ -69,6 +69,7 @@ from evaltrace.evaluators.rag import (
     Groundedness,
     Hallucination,
 )
+from evaltrace.evaluators.ragas import Ragas
 from evaltrace.evaluators.safety import FairnessBias, Sexism, Stereotypes, Summarization, Toxicity
 from evaltrace.evaluators.session_checks import RepeatedUserQuestion, SessionBudget, TurnCount
 from evaltrace.evaluators.structure import AgentSanity, JsonSchema
@@ -136,6 +137,7 @@ __all__ = [
     "NotContains",
     "OpenAIEmbedder",
     "PIILeakage",
+    "Ragas",
     "Regex",
     "RepeatedUserQuestion",
     "RoleAdherence",

@@ -48,6 +48,7 @@ from evaltrace.evaluators.rag import (
     Groundedness,
     Hallucination,
 )
+from evaltrace.evaluators.ragas import Ragas
 from evaltrace.evaluators.safety import FairnessBias, Sexism, Stereotypes, Summarization, Toxicity
 from evaltrace.evaluators.session_checks import RepeatedUserQuestion, SessionBudget, TurnCount
 from evaltrace.evaluators.structure import AgentSanity, JsonSchema
@@ -101,6 +102,7 @@ CATALOGUE: Mapping[str, type[Any]] = MappingProxyType(
         "must_not_modify_files": MustNotModifyFiles,
         "not_contains": NotContains,
         "pii_leakage": NoPII,
+        "ragas": Ragas,
         "regex": Regex,
         "repeated_user_question": RepeatedUserQuestion,
         "role_adherence": RoleAdherence,
