@@ -24,6 +24,14 @@ from evaltrace.evaluators.conversation import (
 )
 from evaltrace.evaluators.encoding import EncodingGuardrail
 from evaltrace.evaluators.files import FilesChanged, MustCreateFiles, MustModifyFiles, MustNotModifyFiles
+from evaltrace.evaluators.gptscore import (
+    GPTScore,
+    GPTScoreQuestionAnswering,
+    GPTScoreSummarization,
+    GPTScoreSummarizationWithReference,
+    GPTScoreTranslation,
+    Perplexity,
+)
 from evaltrace.evaluators.grading import (
     BYOP,
     CitationAccuracy,
@@ -88,6 +96,11 @@ CATALOGUE: Mapping[str, type[Any]] = MappingProxyType(
         "fairness_bias": FairnessBias,
         "faithfulness": Faithfulness,
         "files_changed": FilesChanged,
+        "gptscore": GPTScore,
+        "gptscore_question_answering": GPTScoreQuestionAnswering,
+        "gptscore_summarization": GPTScoreSummarization,
+        "gptscore_summarization_with_reference": GPTScoreSummarizationWithReference,
+        "gptscore_translation": GPTScoreTranslation,
         "groundedness": Groundedness,
         "hallucination": Hallucination,
         "json_schema": JsonSchema,
@@ -101,6 +114,7 @@ CATALOGUE: Mapping[str, type[Any]] = MappingProxyType(
         "must_modify_files": MustModifyFiles,
         "must_not_modify_files": MustNotModifyFiles,
         "not_contains": NotContains,
+        "perplexity": Perplexity,
         "pii_leakage": NoPII,
         "ragas": Ragas,
         "regex": Regex,
