@@ -1,8 +1,9 @@
-"""A real HTTP server on 127.0.0.1 speaking the OpenAI chat-completions and embeddings API with scripted replies."""
+"""A real HTTP server on 127.0.0.1 speaking the OpenAI chat-completions, completions and embeddings API, scripted."""
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections import deque
@@ -21,6 +22,16 @@ def letter_vector(text: str) -> list[float]:
     return [float(lowered.count(chr(c))) for c in range(ord("a"), ord("z") + 1)]
 
 
+def toy_logprob(token: str) -> float:
+    """A deterministic toy log-probability: longer words are less likely (tests recompute it)."""
+    return -0.25 * len(token.strip())
+
+
+def split_tokens(text: str) -> list[str]:
+    """Toy tokenizer: each word with its leading whitespace (so the tokens concatenate back to the text)."""
+    return re.findall(r"\s*\S+|\s+$", text)
+
+
 @dataclass
 class FakeOpenAI:
     """Scripted OpenAI-compatible endpoint; records every request body."""
@@ -30,6 +41,12 @@ class FakeOpenAI:
     embed: Callable[[str], list[float]] = letter_vector
     chat_requests: list[dict[str, Any]] = field(default_factory=list)
     embedding_requests: list[dict[str, Any]] = field(default_factory=list)
+    completion_requests: list[dict[str, Any]] = field(default_factory=list)
+    logprob: Callable[[str], float] = toy_logprob
+    completion_error: dict[str, Any] | None = None
+    """When set ({"status": 400, "message": ...}), every completions request gets this error."""
+    echo_logprobs: bool = True
+    """False: answer as a server that ignores echo (logprobs of the generated token only)."""
     delay_s: float = 0.0
     in_flight: int = 0
     max_in_flight: int = 0
@@ -99,10 +116,44 @@ class FakeOpenAI:
             data = [{"object": "embedding", "index": i, "embedding": self.embed(t)} for i, t in enumerate(inputs)]
             usage = {"prompt_tokens": len(inputs), "total_tokens": len(inputs)}
             return 200, {"object": "list", "data": data, "model": body["model"], "usage": usage}
+        if path.endswith("/completions") and not path.endswith("/chat/completions"):
+            with self.lock:
+                self.completion_requests.append(body)
+            return self.completion_response(body)
         with self.lock:
             self.chat_requests.append(body)
             reply = self.next_reply(body)
         return chat_response(body, reply)
+
+    def completion_response(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """A legacy completions reply shaped as vLLM's: echoed prompt tokens (first without logprob) + one token."""
+        if self.completion_error is not None:
+            error = {"message": self.completion_error.get("message", "scripted error"), "type": "invalid_request_error"}
+            return int(self.completion_error["status"]), {"error": error}
+        prompt = str(body["prompt"])
+        echoed = split_tokens(prompt) if body.get("echo") and self.echo_logprobs else []
+        tokens = [*echoed, " the"]
+        values: list[float | None] = [self.logprob(t) for t in tokens]
+        if echoed:
+            values[0] = None
+        offsets, at = [], 0 if echoed else len(prompt)
+        for token in tokens:
+            offsets.append(at)
+            at += len(token)
+        top = [None if v is None else {t: v} for t, v in zip(tokens, values, strict=True)]
+        logprobs = {"tokens": tokens, "token_logprobs": values, "text_offset": offsets, "top_logprobs": top}
+        text = (prompt if body.get("echo") else "") + " the"
+        choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": "length"}
+        usage = {"prompt_tokens": len(split_tokens(prompt)), "completion_tokens": 1}
+        usage["total_tokens"] = usage["prompt_tokens"] + 1
+        return 200, {
+            "id": "cmpl-test",
+            "object": "text_completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [choice],
+            "usage": usage,
+        }
 
 
 def chat_response(body: dict[str, Any], reply: Reply) -> tuple[int, dict[str, Any]]:

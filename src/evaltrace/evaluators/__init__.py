@@ -42,6 +42,14 @@ from evaltrace.evaluators.conversation import (
 from evaltrace.evaluators.embeddings import Embedder, OpenAIEmbedder, cosine
 from evaltrace.evaluators.encoding import EncodingGuardrail
 from evaltrace.evaluators.files import FilesChanged, MustCreateFiles, MustModifyFiles, MustNotModifyFiles
+from evaltrace.evaluators.gptscore import (
+    GPTScore,
+    GPTScoreQuestionAnswering,
+    GPTScoreSummarization,
+    GPTScoreSummarizationWithReference,
+    GPTScoreTranslation,
+    Perplexity,
+)
 from evaltrace.evaluators.grading import (
     BYOP,
     CitationAccuracy,
@@ -55,6 +63,7 @@ from evaltrace.evaluators.grading import (
 from evaltrace.evaluators.insights import EvaluatorInsight, RunInsights, run_insights
 from evaltrace.evaluators.judge import Judge, JudgeCall, JudgeError
 from evaltrace.evaluators.language import LanguageMismatch
+from evaltrace.evaluators.likelihood import Likelihood, LogprobsError
 from evaltrace.evaluators.looping import LoopingDetection, LoopingMetrics, looping_metrics
 from evaltrace.evaluators.overlap import Bleu, Rouge
 from evaltrace.evaluators.pii import ContactInfo, NoPII, PIILeakage, SensitiveData
@@ -63,10 +72,13 @@ from evaltrace.evaluators.rag import (
     ContextPrecision,
     ContextRecall,
     ContextRelevancy,
+    ContextRelevancySoftPrecision,
+    ContextRelevancySoftRecall,
     Faithfulness,
     Groundedness,
     Hallucination,
 )
+from evaltrace.evaluators.ragas import Ragas
 from evaltrace.evaluators.safety import FairnessBias, Sexism, Stereotypes, Summarization, Toxicity
 from evaltrace.evaluators.session_checks import RepeatedUserQuestion, SessionBudget, TurnCount
 from evaltrace.evaluators.structure import AgentSanity, JsonSchema
@@ -96,6 +108,8 @@ __all__ = [
     "ContextPrecision",
     "ContextRecall",
     "ContextRelevancy",
+    "ContextRelevancySoftPrecision",
+    "ContextRelevancySoftRecall",
     "ConversationCompleteness",
     "ConversationEvaluator",
     "ConversationJudge",
@@ -111,6 +125,11 @@ __all__ = [
     "FairnessBias",
     "Faithfulness",
     "FilesChanged",
+    "GPTScore",
+    "GPTScoreQuestionAnswering",
+    "GPTScoreSummarization",
+    "GPTScoreSummarizationWithReference",
+    "GPTScoreTranslation",
     "Groundedness",
     "Hallucination",
     "JsonSchema",
@@ -122,6 +141,8 @@ __all__ = [
     "LanguageMismatch",
     "Latency",
     "Length",
+    "Likelihood",
+    "LogprobsError",
     "LoopingDetection",
     "LoopingMetrics",
     "MissingExtraError",
@@ -132,6 +153,8 @@ __all__ = [
     "NotContains",
     "OpenAIEmbedder",
     "PIILeakage",
+    "Perplexity",
+    "Ragas",
     "Regex",
     "RepeatedUserQuestion",
     "RoleAdherence",

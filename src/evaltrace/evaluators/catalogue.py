@@ -24,6 +24,14 @@ from evaltrace.evaluators.conversation import (
 )
 from evaltrace.evaluators.encoding import EncodingGuardrail
 from evaltrace.evaluators.files import FilesChanged, MustCreateFiles, MustModifyFiles, MustNotModifyFiles
+from evaltrace.evaluators.gptscore import (
+    GPTScore,
+    GPTScoreQuestionAnswering,
+    GPTScoreSummarization,
+    GPTScoreSummarizationWithReference,
+    GPTScoreTranslation,
+    Perplexity,
+)
 from evaltrace.evaluators.grading import (
     BYOP,
     CitationAccuracy,
@@ -42,10 +50,13 @@ from evaltrace.evaluators.rag import (
     ContextPrecision,
     ContextRecall,
     ContextRelevancy,
+    ContextRelevancySoftPrecision,
+    ContextRelevancySoftRecall,
     Faithfulness,
     Groundedness,
     Hallucination,
 )
+from evaltrace.evaluators.ragas import Ragas
 from evaltrace.evaluators.safety import FairnessBias, Sexism, Stereotypes, Summarization, Toxicity
 from evaltrace.evaluators.session_checks import RepeatedUserQuestion, SessionBudget, TurnCount
 from evaltrace.evaluators.structure import AgentSanity, JsonSchema
@@ -72,6 +83,8 @@ CATALOGUE: Mapping[str, type[Any]] = MappingProxyType(
         "context_precision": ContextPrecision,
         "context_recall": ContextRecall,
         "context_relevancy": ContextRelevancy,
+        "context_relevancy_soft_precision": ContextRelevancySoftPrecision,
+        "context_relevancy_soft_recall": ContextRelevancySoftRecall,
         "conversation_completeness": ConversationCompleteness,
         "conversation_relevancy": ConversationRelevancy,
         "cost": Cost,
@@ -83,6 +96,11 @@ CATALOGUE: Mapping[str, type[Any]] = MappingProxyType(
         "fairness_bias": FairnessBias,
         "faithfulness": Faithfulness,
         "files_changed": FilesChanged,
+        "gptscore": GPTScore,
+        "gptscore_question_answering": GPTScoreQuestionAnswering,
+        "gptscore_summarization": GPTScoreSummarization,
+        "gptscore_summarization_with_reference": GPTScoreSummarizationWithReference,
+        "gptscore_translation": GPTScoreTranslation,
         "groundedness": Groundedness,
         "hallucination": Hallucination,
         "json_schema": JsonSchema,
@@ -96,7 +114,9 @@ CATALOGUE: Mapping[str, type[Any]] = MappingProxyType(
         "must_modify_files": MustModifyFiles,
         "must_not_modify_files": MustNotModifyFiles,
         "not_contains": NotContains,
+        "perplexity": Perplexity,
         "pii_leakage": NoPII,
+        "ragas": Ragas,
         "regex": Regex,
         "repeated_user_question": RepeatedUserQuestion,
         "role_adherence": RoleAdherence,

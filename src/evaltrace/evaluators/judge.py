@@ -338,6 +338,52 @@ class Judge:
             duration_s=call.duration_s + time.perf_counter() - started,
         )
 
+    async def prompt_logprobs(self, prompt: str) -> tuple[Any, JudgeCall]:
+        """Ask the completions endpoint to score ``prompt`` itself (``echo`` with ``logprobs``), no sampling.
+
+        Args:
+            prompt: The text whose token log-likelihoods are wanted.
+
+        Returns:
+            The first choice's ``logprobs`` object (``tokens``, ``token_logprobs``, maybe ``text_offset``) and
+            the call's record (tokens and cost).
+
+        Raises:
+            JudgeError: The endpoint failed or refused (no key, down, HTTP error); never a score.
+        """
+        call = JudgeCall(model=self.model, prompt="logprobs", prompt_hash=hashlib.sha256(prompt.encode()).hexdigest())
+        if self._clients.key_required:
+            raise JudgeError(f"logprobs call not made: {NO_KEY}", call, cause=NO_KEY)
+        started = time.perf_counter()
+        try:
+            async with self._clients.semaphore():
+                with suppress_instrumentation():
+                    # One generated token at most: some servers reject max_tokens=0 even with echo.
+                    response = await self._clients.client().completions.create(
+                        model=self.model, prompt=prompt, echo=True, logprobs=1, max_tokens=1, temperature=0.0
+                    )
+        except Exception as exc:
+            import openai
+
+            if not isinstance(exc, openai.OpenAIError):
+                raise
+            cause = _cause(exc, self.timeout, self._clients.key_missing)
+            failed = replace(call, attempts=1, duration_s=time.perf_counter() - started)
+            raise JudgeError(f"logprobs call failed: {cause}", failed, _error_type(exc), cause) from exc
+        usage = response.usage
+        tokens_in = int(usage.prompt_tokens) if usage is not None else 0
+        tokens_out = int(usage.completion_tokens) if usage is not None else 0
+        done = replace(
+            call,
+            input_tokens=tokens_in,
+            output_tokens=tokens_out,
+            cost_usd=self._cost(tokens_in, tokens_out),
+            attempts=1,
+            duration_s=time.perf_counter() - started,
+        )
+        logprobs = response.choices[0].logprobs if response.choices else None
+        return logprobs, done
+
     async def ask(
         self,
         prompt: Prompt,

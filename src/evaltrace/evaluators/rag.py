@@ -126,6 +126,51 @@ class Groundedness(EmbeddingEvaluator):
         )
 
 
+class _SoftContextRelevancy(EmbeddingEvaluator):
+    """Shared measure: question sentences against context sentences, matched by best cosine both ways.
+
+    Soft recall averages, over question sentences, the best cosine to any context sentence (is every part of
+    the question covered?); soft precision averages, over context sentences, the best cosine to any question
+    sentence (is every retrieved sentence about the question?). Both land in ``detail``; the subclass picks
+    which one is the score.
+    """
+
+    metric_key = "soft_recall"
+
+    async def measure(self, trace: Trace, case: EvalCase | None) -> Verdict:
+        """Embed question and context sentences once and score both directions."""
+        question = question_text(trace)
+        asked = split_sentences(question) or [question]
+        context = [s for chunk in context_chunks(trace) for s in (split_sentences(chunk) or [chunk])]
+        vectors = await embed_or_fail(self.embedder, [*asked, *context])
+        q_vectors, c_vectors = vectors[: len(asked)], vectors[len(asked) :]
+        similarity = [[cosine(q, c) for c in c_vectors] for q in q_vectors]
+        per_question = [max(row) for row in similarity]
+        per_context = [max(row[j] for row in similarity) for j in range(len(c_vectors))]
+        metrics = {
+            "soft_recall": sum(per_question) / len(per_question),
+            "soft_precision": sum(per_context) / len(per_context),
+        }
+        score = metrics[self.metric_key]
+        detail: dict[str, Any] = {**metrics, "per_question_sentence": per_question, "per_context_sentence": per_context}
+        reason = f"{self.metric_key.replace('_', ' ')} {score:.2f} over {len(asked)} question / {len(context)} context sentences"
+        return Verdict(passes(score, self.threshold, self.direction), score, reason, detail)
+
+
+class ContextRelevancySoftRecall(_SoftContextRelevancy):
+    """Mean over question sentences of the best cosine to a context sentence. Threshold 0.75, higher is better."""
+
+    name = "context_relevancy_soft_recall"
+    metric_key = "soft_recall"
+
+
+class ContextRelevancySoftPrecision(_SoftContextRelevancy):
+    """Mean over context sentences of the best cosine to a question sentence. Threshold 0.75, higher is better."""
+
+    name = "context_relevancy_soft_precision"
+    metric_key = "soft_precision"
+
+
 class _ContextRelevance(JudgeEvaluator):
     """Shared judgement: one relevance verdict per retrieved chunk (identical prompt, so one cached call)."""
 
