@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -220,3 +221,33 @@ async def test_stream_helper_parent_is_the_context_at_enter(
                 stream.until_done()
     llm = next(s for s in exporter.get_finished_spans() if s.name.startswith("chat "))
     assert llm.parent is not None and llm.parent.span_id == parent.get_span_context().span_id
+
+
+class _PreemptedClock:
+    """``time`` for the call module: its ``perf_counter`` reads a second early, as when the calling thread is
+    preempted for a second between the call's own stamp and the span's start (seen under load)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    @staticmethod
+    def perf_counter() -> float:
+        return time.perf_counter() - 1.0
+
+
+async def test_time_to_first_chunk_never_exceeds_the_span_duration(
+    is_async: bool, exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evaltrace._internal.anthropic import call as call_module
+
+    monkeypatch.setattr(call_module, "time", _PreemptedClock())
+    for _ in range(3):
+        api, _ = client([Reply("stream_text.sse")], is_async)
+        await _events(await _stream(api, is_async), is_async)
+    spans = exporter.get_finished_spans()
+    assert len(spans) == 3
+    for span in spans:
+        a = span.attributes or {}
+        duration = (span.end_time - span.start_time) / 1e9  # type: ignore[operator]
+        ttfc = a["gen_ai.response.time_to_first_chunk"]
+        assert 0 <= ttfc <= duration and ttfc <= a["evaltrace.stream.time_to_last_chunk"]
