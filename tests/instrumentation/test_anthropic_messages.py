@@ -147,6 +147,15 @@ async def test_thinking_is_reasoning_never_answer_text(is_async: bool, exporter:
     ]
 
 
+async def test_thinking_token_count_is_the_reasoning_count(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    api, _ = client([Reply("thinking_tokens.json")], is_async)
+    await _create(api, is_async, thinking={"type": "adaptive"})
+    a = _only_span(exporter).attributes
+    assert a["gen_ai.usage.output_tokens"] == 412  # thinking included, as the API counts it
+    assert a["gen_ai.usage.reasoning.output_tokens"] == 298
+    assert a["evaltrace.cost_thinking_usd"] > 0
+
+
 async def test_cache_tokens_are_inside_input_and_priced_at_cache_rates(
     is_async: bool, exporter: InMemorySpanExporter
 ) -> None:

@@ -113,6 +113,17 @@ async def test_streamed_thinking_stays_out_of_the_answer(is_async: bool, exporte
     assert span.attributes["gen_ai.usage.cache_read.input_tokens"] == 1200
 
 
+async def test_streamed_thinking_token_count_is_the_reasoning_count(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    api, _ = client([Reply("stream_thinking_tokens.sse")], is_async)
+    await _events(await _stream(api, is_async), is_async)
+    a = _span(exporter).attributes
+    assert a["gen_ai.usage.output_tokens"] == 190  # thinking included, as the API counts it
+    assert a["gen_ai.usage.reasoning.output_tokens"] == 121
+    assert a["evaltrace.cost_thinking_usd"] > 0
+
+
 async def test_break_inside_with_closes_early(is_async: bool, exporter: InMemorySpanExporter) -> None:
     api, _ = client([Reply("stream_text.sse")], is_async)
     stream = await _stream(api, is_async)
