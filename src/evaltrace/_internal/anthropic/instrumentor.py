@@ -20,7 +20,7 @@ _PATCHES = ImportPatches("anthropic instrumentation")
 
 
 class AnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc]
-    """Traces the official ``anthropic`` client: ``messages.create`` and ``messages.stream``, sync and async.
+    """Traces the official ``anthropic`` client: ``messages.create``, ``.stream`` and ``.parse``, sync and async.
 
     Example:
         >>> AnthropicInstrumentor().instrument()  # doctest: +SKIP

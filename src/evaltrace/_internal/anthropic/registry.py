@@ -3,7 +3,8 @@
 Each row is (module, class, method, async, helper). ``messages.create`` is traced for plain and ``stream=True``
 calls. The ``messages.stream()`` helper does not go through ``create``: it returns a manager whose
 ``__enter__`` sends the request, so it is wrapped too and traced when the request is sent (``helper=True``).
-``messages.count_tokens`` is deliberately absent: it generates nothing. A package or class this anthropic lacks
+``messages.parse`` (structured outputs, anthropic >= 0.70) posts its request itself, never through ``create``:
+it is wrapped as ``create`` is. ``messages.count_tokens`` is deliberately absent: it generates nothing. A package or class this anthropic lacks
 (``beta`` in old versions) is skipped, by feature detection at ``instrument()``.
 """
 
@@ -35,10 +36,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(_MESSAGES, "AsyncMessages", "create", True),
     Endpoint(_MESSAGES, "Messages", "stream", False, helper=True),
     Endpoint(_MESSAGES, "AsyncMessages", "stream", True, helper=True),
+    Endpoint(_MESSAGES, "Messages", "parse", False),
+    Endpoint(_MESSAGES, "AsyncMessages", "parse", True),
     Endpoint(_BETA_MESSAGES, "Messages", "create", False),
     Endpoint(_BETA_MESSAGES, "AsyncMessages", "create", True),
     Endpoint(_BETA_MESSAGES, "Messages", "stream", False, helper=True),
     Endpoint(_BETA_MESSAGES, "AsyncMessages", "stream", True, helper=True),
+    Endpoint(_BETA_MESSAGES, "Messages", "parse", False),
+    Endpoint(_BETA_MESSAGES, "AsyncMessages", "parse", True),
 )
 
 
