@@ -179,7 +179,7 @@ def suppress_sdk_span(resource: Any) -> None:
     ``_lazy_tracer``, None meaning "no spans" there. We put the SDK's tracer behind ``_OutsideOurCalls`` rather than
     None: calls we do not trace keep the SDK's span. :func:`restore_sdk_span` undoes it on ``uninstrument()``.
     """
-    client = getattr(resource, "_client", None)
+    client: Any = getattr(resource, "_client", None)
     lazy = getattr(client, "_lazy_tracer", None)
     if lazy is None or type(lazy) is _OutsideOurCalls or "_lazy_tracer" not in vars(client):
         return  # no client, no SDK tracing (an older anthropic, or turned off), or already gated
