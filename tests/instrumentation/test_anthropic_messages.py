@@ -147,6 +147,15 @@ async def test_thinking_is_reasoning_never_answer_text(is_async: bool, exporter:
     ]
 
 
+async def test_thinking_token_count_is_the_reasoning_count(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    api, _ = client([Reply("thinking_tokens.json")], is_async)
+    await _create(api, is_async, thinking={"type": "adaptive"})
+    a = _only_span(exporter).attributes
+    assert a["gen_ai.usage.output_tokens"] == 412  # thinking included, as the API counts it
+    assert a["gen_ai.usage.reasoning.output_tokens"] == 298
+    assert a["evaltrace.cost_thinking_usd"] > 0
+
+
 async def test_cache_tokens_are_inside_input_and_priced_at_cache_rates(
     is_async: bool, exporter: InMemorySpanExporter
 ) -> None:
@@ -257,6 +266,33 @@ async def test_one_call_makes_one_span_even_with_the_sdks_own_tracing(
     api._set_open_telemetry({"tracer_provider": provider})
     await _create(api, is_async)
     _only_span(exporter)
+
+
+async def test_silencing_the_sdks_span_never_leaves_a_call_without_one(
+    is_async: bool, exporter: InMemorySpanExporter, provider: TracerProvider
+) -> None:
+    """After a traced call, a call we do not trace (count_tokens) on the same client keeps the SDK's own span,
+    and ``parse`` has ours."""
+    replies = [Reply("text.json"), Reply("parse.json"), Reply("count_tokens.json"), Reply("text.json")]
+    api, _ = client(replies, is_async)
+    if not hasattr(api, "_lazy_tracer") or not hasattr(api.messages, "parse"):
+        pytest.skip("this anthropic has no tracing of its own, or no parse")
+    api._set_open_telemetry({"tracer_provider": provider})
+    await _create(api, is_async)
+    parsed = api.messages.parse(model=MODEL, max_tokens=64, messages=USER)
+    await parsed if is_async else parsed
+    counted = api.messages.count_tokens(model=MODEL, messages=USER)
+    assert (await counted if is_async else counted).input_tokens > 0
+    await _create(api, is_async)
+    spans = exporter.get_finished_spans()
+    ours = [s for s in spans if s.instrumentation_scope.name.startswith("evaltrace")]
+    theirs = [s for s in spans if s not in ours]
+    assert [s.attributes["gen_ai.response.id"] for s in ours] == [  # one span each: ours, the SDK's silenced
+        "msg_013Zva2CMHLNnXjNJJKqJ2EF",
+        "msg_01StructuredOut000001",
+        "msg_013Zva2CMHLNnXjNJJKqJ2EF",
+    ]
+    assert [s.name for s in theirs] == ["anthropic.messages.count_tokens"]  # the SDK's own, kept
 
 
 def test_uninstrument_restores_the_methods(exporter: InMemorySpanExporter) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -110,6 +111,17 @@ async def test_streamed_thinking_stays_out_of_the_answer(is_async: bool, exporte
     ]
     assert span.attributes["gen_ai.usage.input_tokens"] == 32 + 1200
     assert span.attributes["gen_ai.usage.cache_read.input_tokens"] == 1200
+
+
+async def test_streamed_thinking_token_count_is_the_reasoning_count(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    api, _ = client([Reply("stream_thinking_tokens.sse")], is_async)
+    await _events(await _stream(api, is_async), is_async)
+    a = _span(exporter).attributes
+    assert a["gen_ai.usage.output_tokens"] == 190  # thinking included, as the API counts it
+    assert a["gen_ai.usage.reasoning.output_tokens"] == 121
+    assert a["evaltrace.cost_thinking_usd"] > 0
 
 
 async def test_break_inside_with_closes_early(is_async: bool, exporter: InMemorySpanExporter) -> None:
@@ -220,3 +232,33 @@ async def test_stream_helper_parent_is_the_context_at_enter(
                 stream.until_done()
     llm = next(s for s in exporter.get_finished_spans() if s.name.startswith("chat "))
     assert llm.parent is not None and llm.parent.span_id == parent.get_span_context().span_id
+
+
+class _PreemptedClock:
+    """``time`` for the call module: its ``perf_counter`` reads a second early, as when the calling thread is
+    preempted for a second between the call's own stamp and the span's start (seen under load)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    @staticmethod
+    def perf_counter() -> float:
+        return time.perf_counter() - 1.0
+
+
+async def test_time_to_first_chunk_never_exceeds_the_span_duration(
+    is_async: bool, exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evaltrace._internal.anthropic import call as call_module
+
+    monkeypatch.setattr(call_module, "time", _PreemptedClock())
+    for _ in range(3):
+        api, _ = client([Reply("stream_text.sse")], is_async)
+        await _events(await _stream(api, is_async), is_async)
+    spans = exporter.get_finished_spans()
+    assert len(spans) == 3
+    for span in spans:
+        a = span.attributes or {}
+        duration = (span.end_time - span.start_time) / 1e9  # type: ignore[operator]
+        ttfc = a["gen_ai.response.time_to_first_chunk"]
+        assert 0 <= ttfc <= duration and ttfc <= a["evaltrace.stream.time_to_last_chunk"]

@@ -298,3 +298,36 @@ async def test_azure_filter_chunk_neither_names_the_response_nor_starts_the_cloc
     # Microsecond rounding of both stamps: 1 ms of slack, against the 10 ms pause the filter chunk would show.
     assert started >= before_content - dt.timedelta(milliseconds=1)
     assert 0 < attrs["gen_ai.response.time_to_first_chunk"] <= attrs["evaltrace.stream.time_to_last_chunk"]
+
+
+# --- 4. the time to first chunk, on the span's own clock ------------------------------------------------------
+
+
+class _PreemptedClock:
+    """``time`` for the call module: its ``perf_counter`` reads a second early, as when the calling thread is
+    preempted for a second between the call's own stamp and the span's start (seen under load)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    @staticmethod
+    def perf_counter() -> float:
+        return time.perf_counter() - 1.0
+
+
+async def test_time_to_first_chunk_never_exceeds_the_span_duration(
+    is_async: bool, exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evaltrace._internal.openai import call as call_module
+
+    monkeypatch.setattr(call_module, "time", _PreemptedClock())
+    recorded = load(cassette(CHAT_STREAM))[0]
+    for _ in range(3):
+        await _consume(_serve(recorded, recorded.sse_events(), done=True), is_async)
+    spans = exporter.get_finished_spans()
+    assert len(spans) == 3
+    for span in spans:
+        a = span.attributes or {}
+        duration = (span.end_time - span.start_time) / 1e9  # type: ignore[operator]
+        ttfc = a["gen_ai.response.time_to_first_chunk"]
+        assert 0 <= ttfc <= duration and ttfc <= a["evaltrace.stream.time_to_last_chunk"]

@@ -105,6 +105,17 @@ ANTHROPIC_ANSWER: dict[str, Any] = {
     },
 }
 
+# The thinking token count: under ``usage.output_tokens_details`` (the Messages API today, typed in the anthropic
+# SDK 2.14's ``OutputTokensDetails``), or flat in ``usage`` (as some Anthropic-compatible servers send it).
+ANTHROPIC_THINKING_DETAILS: dict[str, Any] = {
+    **ANTHROPIC_ANSWER,
+    "usage": {**ANTHROPIC_ANSWER["usage"], "output_tokens_details": {"thinking_tokens": 61}},
+}
+ANTHROPIC_THINKING_FLAT: dict[str, Any] = {
+    **ANTHROPIC_ANSWER,
+    "usage": {**ANTHROPIC_ANSWER["usage"], "thinking_tokens": 61},
+}
+
 DEEPSEEK_REASONER: dict[str, Any] = {
     "id": "930c60df-bf64-41c9-a88e-3ec75f81e00e",
     "object": "chat.completion",

@@ -24,6 +24,8 @@ def provider() -> Iterator[CannedServer]:
     served |= {
         "/anthropic/tools": bodies.ANTHROPIC_THINKING_TOOL_USE,
         "/anthropic/answer": bodies.ANTHROPIC_ANSWER,
+        "/anthropic/thinking_details": bodies.ANTHROPIC_THINKING_DETAILS,
+        "/anthropic/thinking_flat": bodies.ANTHROPIC_THINKING_FLAT,
         "/deepseek/reasoner": bodies.DEEPSEEK_REASONER,
         "/deepseek/r1": bodies.DEEPSEEK_R1_INLINE,
         "/deepseek/tools": bodies.DEEPSEEK_TOOLS,
@@ -75,6 +77,22 @@ SHAPES: dict[str, tuple[str, str, str | None, str | None, list[ToolCall], tuple[
         "27 * 453: 27 * 400 = 10800, 27 * 53 = 1431, total 12231.",
         [],
         (30, 90, None),
+    ),
+    "anthropic_thinking_details": (
+        "/anthropic/thinking_details",
+        "anthropic",
+        "27 × 453 = 12,231.",
+        "27 * 453: 27 * 400 = 10800, 27 * 53 = 1431, total 12231.",
+        [],
+        (30, 90, 61),  # the thinking count is inside output_tokens: never added to it
+    ),
+    "anthropic_thinking_flat": (
+        "/anthropic/thinking_flat",
+        "anthropic",
+        "27 × 453 = 12,231.",
+        "27 * 453: 27 * 400 = 10800, 27 * 53 = 1431, total 12231.",
+        [],
+        (30, 90, 61),
     ),
     "openai_chat": ("/openai/chat", "openai", "This is a test.", None, [], (12, 5, 0)),
     "openai_chat_tools": (

@@ -7,7 +7,8 @@ Python SDK's snake_case dump). Shapes, from each provider's API reference:
 * Anthropic Messages: ``content[]`` blocks of type ``text`` (``text``), ``thinking`` (``thinking``,
   ``signature``), ``redacted_thinking`` (encrypted ``data``, nothing readable) and ``tool_use`` (``id``,
   ``name``, ``input``); ``usage.input_tokens`` (+ the cache read/creation counts, which it keeps apart) and
-  ``usage.output_tokens`` (thinking included; no separate thinking count).
+  ``usage.output_tokens`` (thinking included), of which ``usage.output_tokens_details.thinking_tokens`` (a flat
+  ``usage.thinking_tokens`` from some compatible servers) are thinking.
 * OpenAI Chat Completions: ``choices[0].message.content`` and ``tool_calls[]`` (``id``, ``function.name``,
   ``function.arguments`` as JSON text); ``usage.prompt_tokens`` / ``completion_tokens`` /
   ``completion_tokens_details.reasoning_tokens`` (reasoning text is never returned). Responses API:
@@ -67,6 +68,7 @@ ANTHROPIC = Preset(
         # Anthropic's input_tokens excludes cached prompt tokens; OpenAI's prompt_tokens includes them.
         "token_input": ("$.usage['input_tokens','cache_creation_input_tokens','cache_read_input_tokens']",),
         "token_output": ("$.usage.output_tokens",),
+        "token_thinking": ("$.usage.output_tokens_details.thinking_tokens", "$.usage.thinking_tokens"),
     },
     provider="anthropic",
     cached_tokens=("$.usage.cache_read_input_tokens",),

@@ -11,7 +11,7 @@ from typing import Any
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.anthropic.request import REDACTED_REASONING, content_part
-from evaltrace._internal.anthropic.response import output_message, usage_of
+from evaltrace._internal.anthropic.response import output_message, thinking_tokens, usage_of
 from evaltrace._internal.jsonutil import loads_or_raw
 from evaltrace._internal.openai.parts import Part, reasoning_part, text_part
 from evaltrace._internal.openai.parts import field as get
@@ -100,6 +100,9 @@ class MessagesAccumulator:
             value = get(usage, name)
             if value is not None:
                 self.usage[name] = value
+        thinking = thinking_tokens(usage)
+        if thinking is not None:
+            self.usage["thinking_tokens"] = thinking
 
     def _usage(self) -> Any:
         if not self.usage:
@@ -110,6 +113,7 @@ class MessagesAccumulator:
             u.get("output_tokens"),
             u.get("cache_read_input_tokens"),
             u.get("cache_creation_input_tokens"),
+            u.get("thinking_tokens"),
         )
 
     def end_reason(self) -> str:

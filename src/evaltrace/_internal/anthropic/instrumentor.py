@@ -20,7 +20,7 @@ _PATCHES = ImportPatches("anthropic instrumentation")
 
 
 class AnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc]
-    """Traces the official ``anthropic`` client: ``messages.create`` and ``messages.stream``, sync and async.
+    """Traces the official ``anthropic`` client: ``messages.create``, ``.stream`` and ``.parse``, sync and async.
 
     Example:
         >>> AnthropicInstrumentor().instrument()  # doctest: +SKIP
@@ -28,7 +28,8 @@ class AnthropicInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     ``instrument()`` accepts ``tracer_provider`` (default: evaltrace's provider, looked up per call) and
     ``meter_provider`` (default: the global OTel meter provider). The SDK's own call span (anthropic >= 2
-    traces its calls itself) is turned off on each client we trace, so one call makes one span.
+    traces its calls itself) is withheld inside the calls we trace, so one call makes one span; the client's other
+    calls keep it.
     """
 
     def instrumentation_dependencies(self) -> Collection[str]:

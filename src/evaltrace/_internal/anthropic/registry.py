@@ -3,7 +3,8 @@
 Each row is (module, class, method, async, helper). ``messages.create`` is traced for plain and ``stream=True``
 calls. The ``messages.stream()`` helper does not go through ``create``: it returns a manager whose
 ``__enter__`` sends the request, so it is wrapped too and traced when the request is sent (``helper=True``).
-``messages.count_tokens`` is deliberately absent: it generates nothing. A package or class this anthropic lacks
+``messages.parse`` (structured outputs, anthropic >= 0.70) posts its request itself, never through ``create``:
+it is wrapped as ``create`` is. ``messages.count_tokens`` is deliberately absent: it generates nothing. A package or class this anthropic lacks
 (``beta`` in old versions) is skipped, by feature detection at ``instrument()``.
 """
 
@@ -14,6 +15,11 @@ import weakref
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+
+from opentelemetry import context as otel_context
+from opentelemetry.trace import INVALID_SPAN
+
+from evaltrace._internal.fast_context import get_current
 
 
 @dataclass(frozen=True)
@@ -35,10 +41,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(_MESSAGES, "AsyncMessages", "create", True),
     Endpoint(_MESSAGES, "Messages", "stream", False, helper=True),
     Endpoint(_MESSAGES, "AsyncMessages", "stream", True, helper=True),
+    Endpoint(_MESSAGES, "Messages", "parse", False),
+    Endpoint(_MESSAGES, "AsyncMessages", "parse", True),
     Endpoint(_BETA_MESSAGES, "Messages", "create", False),
     Endpoint(_BETA_MESSAGES, "AsyncMessages", "create", True),
     Endpoint(_BETA_MESSAGES, "Messages", "stream", False, helper=True),
     Endpoint(_BETA_MESSAGES, "AsyncMessages", "stream", True, helper=True),
+    Endpoint(_BETA_MESSAGES, "Messages", "parse", False),
+    Endpoint(_BETA_MESSAGES, "AsyncMessages", "parse", True),
 )
 
 
@@ -135,16 +145,47 @@ def helper_request(manager: Any) -> tuple[str, Any] | None:
     return None
 
 
+IN_CALL = otel_context.create_key("evaltrace-anthropic-call")
+"""Set in the context for the duration of a call we trace (its request, retries and stream opening)."""
+
+
+class _OutsideOurCalls:
+    """The SDK's tracer, gated: no span inside a call we trace (ours describes it), the SDK's own anywhere else.
+
+    The SDK asks its tracer for a span per API call. Inside one of our calls the answer is a span that records
+    nothing and propagates nothing, which the SDK treats as no span; every other call on the client (a method we do
+    not trace) keeps the SDK's span, so silencing the SDK never leaves a call with no span at all.
+    """
+
+    __slots__ = ("tracer",)
+
+    def __init__(self, tracer: Any) -> None:
+        self.tracer = tracer
+
+    def start_span(self, *args: Any, **kwargs: Any) -> Any:
+        if get_current().get(IN_CALL):
+            return INVALID_SPAN
+        return self.tracer.start_span(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.tracer, name)
+
+
 def suppress_sdk_span(resource: Any) -> None:
-    """Turn off the SDK's own call span on this client (anthropic >= 2 traces its calls itself).
+    """Turn off the SDK's own call span inside our calls on this client (anthropic >= 2 traces its calls itself).
 
     Both spans would describe the same call with ``gen_ai.operation.name=chat``: a trace would count the call, its
-    tokens and its cost twice. The SDK looks its tracer up lazily and keeps it in ``_lazy_tracer``; None means "no
-    spans" there. Only done while we trace this client; :func:`restore_sdk_span` undoes it.
+    tokens and its cost twice. The SDK looks its tracer up lazily (the ``_tracer`` property) and keeps it in
+    ``_lazy_tracer``, None meaning "no spans" there. We put the SDK's tracer behind ``_OutsideOurCalls`` rather than
+    None: calls we do not trace keep the SDK's span. :func:`restore_sdk_span` undoes it on ``uninstrument()``.
     """
-    client = getattr(resource, "_client", None)
-    if client is not None and getattr(client, "_lazy_tracer", False) is not None and "_lazy_tracer" in vars(client):
-        client._lazy_tracer = None
+    client: Any = getattr(resource, "_client", None)
+    lazy = getattr(client, "_lazy_tracer", None)
+    if lazy is None or type(lazy) is _OutsideOurCalls or "_lazy_tracer" not in vars(client):
+        return  # no client, no SDK tracing (an older anthropic, or turned off), or already gated
+    tracer = client._tracer  # the SDK's own lookup: None when its spans are off
+    if tracer is not None:
+        client._lazy_tracer = _OutsideOurCalls(tracer)
         _silenced.add(client)
 
 

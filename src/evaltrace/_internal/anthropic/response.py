@@ -2,7 +2,9 @@
 
 Anthropic's ``input_tokens`` excludes the prompt cache; OTel's ``gen_ai.usage.input_tokens`` includes it
 (conventions.md 1.3), so input = input_tokens + cache_read_input_tokens + cache_creation_input_tokens, with the
-two cache counts as its subsets. Anthropic reports no thinking token count: ``reasoning_tokens`` stays None.
+two cache counts as its subsets. The thinking tokens (``usage.output_tokens_details.thinking_tokens``, newer APIs; a
+flat ``usage.thinking_tokens`` as some compatible servers send it) are ``reasoning_tokens``, a subset of the output;
+an API that reports none leaves it None.
 """
 
 from __future__ import annotations
@@ -33,8 +35,18 @@ def finish_reason(stop_reason: str | None) -> str:
     return FINISH_REASONS.get(stop_reason, stop_reason)
 
 
-def usage_of(input_tokens: Any, output_tokens: Any, cache_read: Any, cache_creation: Any) -> Usage:
-    """Anthropic's counts -> ``Usage`` with OTel's inclusive input."""
+def thinking_tokens(usage: Any) -> int | None:
+    """The thinking token count of a ``usage`` (model or dict), None when it reports none."""
+    value = get(get(usage, "output_tokens_details"), "thinking_tokens")
+    if value is None:
+        value = get(usage, "thinking_tokens")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def usage_of(
+    input_tokens: Any, output_tokens: Any, cache_read: Any, cache_creation: Any, thinking: Any = None
+) -> Usage:
+    """Anthropic's counts -> ``Usage`` with OTel's inclusive input; ``thinking`` is part of the output."""
     total = None
     if isinstance(input_tokens, int):
         total = input_tokens + (cache_read if isinstance(cache_read, int) else 0)
@@ -44,6 +56,7 @@ def usage_of(input_tokens: Any, output_tokens: Any, cache_read: Any, cache_creat
         output_tokens=output_tokens if isinstance(output_tokens, int) else None,
         cached_tokens=cache_read if isinstance(cache_read, int) else None,
         cache_write_tokens=cache_creation if isinstance(cache_creation, int) else None,
+        reasoning_tokens=thinking if isinstance(thinking, int) else None,
     )
 
 
@@ -56,6 +69,7 @@ def message_usage(usage: Any) -> Usage | None:
         get(usage, "output_tokens"),
         get(usage, "cache_read_input_tokens"),
         get(usage, "cache_creation_input_tokens"),
+        thinking_tokens(usage),
     )
 
 

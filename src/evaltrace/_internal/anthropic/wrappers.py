@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from opentelemetry import context as otel_context
 from opentelemetry.context import Context
 
 from evaltrace._internal import tracing
@@ -30,7 +29,7 @@ from evaltrace._internal.openai.response import Outcome
 from evaltrace._internal.openai.stream import AsyncStreamProxy, StreamState, SyncStreamProxy
 from evaltrace._internal.openai.wrappers import Telemetry
 
-_IN_CALL = otel_context.create_key("evaltrace-anthropic-call")
+_IN_CALL = registry.IN_CALL  # also read by the SDK's gated tracer (registry.suppress_sdk_span)
 _SUPPRESS_OTEL, _SUPPRESS_OURS, _SUPPRESS_LLM = tracing.LLM_SUPPRESSION_KEYS
 
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]

@@ -167,27 +167,49 @@ def result_attributes(
     return outcome_attributes_of(outcome_of(result, capture), None, capture, max_len, request_model, provider)
 
 
+def chunk_times(
+    span_start_ns: Any, start: float, first: float | None, first_wall_ns: int, last: float | None
+) -> tuple[float | None, float | None]:
+    """(time to first chunk, time to last chunk) in seconds, measured from the span's own start stamp.
+
+    ``span_start_ns`` is the span's ``start_time`` (wall-clock ns, None for a span that records nothing). The first
+    chunk's wall-clock stamp is read on the same clock as the span's start and end stamps, so the time to first
+    chunk can never exceed the span's duration (a ``perf_counter`` taken before the span started counted the
+    span's start, on-start processors included, and drifted from the span's clock). The time to the last chunk
+    adds the monotonic gap from the first chunk to it. ``start``, ``first`` and ``last`` are ``perf_counter``
+    stamps: the fallback when the span has no start stamp, or no chunk carried content.
+    """
+    if first is None:
+        return None, (last - start if last is not None else None)
+    if isinstance(span_start_ns, int):
+        ttfc = max(0.0, (first_wall_ns - span_start_ns) / 1e9)
+    else:
+        ttfc = first - start
+    return ttfc, (ttfc + (last - first) if last is not None else None)
+
+
 def stream_attributes(
     reason: str,
     chunks: int,
-    start: float,
-    first: float | None,
+    times: tuple[float | None, float | None],
     first_wall_ns: int,
+    first: float | None,
     last: float | None,
     outcome: Outcome,
 ) -> Attributes:
-    """Stream attributes from the timestamps the proxy took on the application thread."""
+    """Stream attributes from the timestamps the proxy took on the application thread (``times``: ``chunk_times``)."""
     attrs: Attributes = {
         sc.EVALTRACE_STREAM_COMPLETED: reason == sc.STREAM_END_EXHAUSTED,
         sc.EVALTRACE_STREAM_END_REASON: reason,
         sc.EVALTRACE_STREAM_CHUNKS: chunks,
     }
-    if first is not None:
-        attrs[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = first - start
+    first_seconds, last_seconds = times
+    if first_seconds is not None:
+        attrs[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = first_seconds
         stamp = dt.datetime.fromtimestamp(first_wall_ns / 1e9, tz=dt.UTC)
         attrs[sc.LANGFUSE_OBSERVATION_COMPLETION_START_TIME] = stamp.isoformat(timespec="microseconds")
-    if last is not None:
-        attrs[sc.EVALTRACE_STREAM_TIME_TO_LAST_CHUNK] = last - start
+    if last_seconds is not None:
+        attrs[sc.EVALTRACE_STREAM_TIME_TO_LAST_CHUNK] = last_seconds
     output = outcome.usage.output_tokens if outcome.usage is not None else None
     if output is not None and first is not None and last is not None and last > first:
         attrs[sc.EVALTRACE_STREAM_OUTPUT_TOKENS_PER_SECOND] = output / (last - first)

@@ -76,7 +76,9 @@ class StreamState:
             first, last = self.first, self.last
             if reason == sc.STREAM_END_EXHAUSTED:
                 reason = acc.end_reason()  # read to the end, but did the server finish it?
-            extra = partial(build.stream_attributes, reason, self.chunks, call.start, first, self.first_wall_ns, last)
+            span_start = getattr(call.span, "start_time", None)  # the SDK span's own stamp; once per stream
+            times = build.chunk_times(span_start, call.start, first, self.first_wall_ns, last)
+            extra = partial(build.stream_attributes, reason, self.chunks, times, self.first_wall_ns, first, last)
             if error is None:
                 failure = acc.failure()
                 if failure is None:
@@ -86,8 +88,9 @@ class StreamState:
             else:
                 call.fail_with_outcome(error, acc.outcome, extra)
             instruments = call.instruments
-            if instruments is not None and first is not None:  # after the span and its duration are measured
-                instruments.record_first_chunk(call.metric_attrs.base, first - call.start)
+            ttfc = times[0]
+            if instruments is not None and ttfc is not None:  # after the span and its duration are measured
+                instruments.record_first_chunk(call.metric_attrs.base, ttfc)
 
 
 def _chunk_failed() -> None:

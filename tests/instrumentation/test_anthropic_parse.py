@@ -1,0 +1,91 @@
+"""``messages.parse`` and ``beta.messages.parse`` (structured outputs): the SDK posts them itself, never through
+``create``, so they are wrapped on their own. Replayed from tests/fixtures/anthropic through the real client."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+anthropic = pytest.importorskip("anthropic")
+
+from anthropic_replay import MODEL, Reply, attrs_json, client, fixture_json  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from opentelemetry.trace import StatusCode  # noqa: E402
+from pydantic import BaseModel  # noqa: E402
+
+from evaltrace.instrumentation.anthropic import AnthropicInstrumentor  # noqa: E402
+
+USER = [
+    {"role": "user", "content": "Extract the contact: John Smith (john.smith@example.com) wants an Enterprise demo."}
+]
+
+
+class Contact(BaseModel):
+    name: str
+    email: str
+    plan_interest: str
+    demo_requested: bool
+
+
+@pytest.fixture
+def instrumented(provider: TracerProvider, capture: None) -> Iterator[AnthropicInstrumentor]:
+    instrumentor = AnthropicInstrumentor()
+    instrumentor.instrument()
+    yield instrumentor
+    instrumentor.uninstrument()
+
+
+pytestmark = pytest.mark.usefixtures("instrumented")
+
+
+def _resource(api: Any, beta: bool) -> Any:
+    if not hasattr(api.messages, "parse"):
+        pytest.skip("this anthropic has no messages.parse")
+    return api.beta.messages if beta else api.messages
+
+
+async def _parse(api: Any, is_async: bool, beta: bool = False) -> Any:
+    result = _resource(api, beta).parse(model=MODEL, max_tokens=1024, messages=USER, output_format=Contact)
+    return await result if is_async else result
+
+
+@pytest.mark.parametrize("beta", [False, True], ids=["messages", "beta"])
+async def test_parse_is_traced(beta: bool, is_async: bool, exporter: InMemorySpanExporter) -> None:
+    api, server = client([Reply("parse.json")], is_async)
+    message = await _parse(api, is_async, beta)
+    assert message.parsed_output == Contact(
+        name="John Smith", email="john.smith@example.com", plan_interest="Enterprise", demo_requested=True
+    )  # the user's result, untouched
+    assert len(server.requests) == 1
+
+    (span,) = exporter.get_finished_spans()
+    a = span.attributes
+    assert span.name == f"chat {MODEL}"
+    assert a["gen_ai.provider.name"] == "anthropic"
+    assert a["gen_ai.operation.name"] == "chat"
+    assert a["gen_ai.request.model"] == MODEL
+    assert a["gen_ai.request.max_tokens"] == 1024
+    assert a["gen_ai.response.id"] == "msg_01StructuredOut000001"
+    assert a["gen_ai.response.finish_reasons"] == ("end_turn",)
+    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (210, 38)
+    assert a["evaltrace.cost_usd"] > 0
+    assert attrs_json(span, "gen_ai.input.messages") == [
+        {"role": "user", "parts": [{"type": "text", "content": USER[0]["content"]}]}
+    ]
+    text = fixture_json("parse.json")["content"][0]["text"]
+    assert attrs_json(span, "gen_ai.output.messages") == [
+        {"role": "assistant", "parts": [{"type": "text", "content": text}], "finish_reason": "stop"}
+    ]
+    assert span.status.status_code is StatusCode.UNSET
+
+
+async def test_parse_error_is_recorded_and_raised_unchanged(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    api, _ = client([Reply("error_429.json", 429)], is_async)
+    with pytest.raises(anthropic.RateLimitError):
+        await _parse(api, is_async)
+    (span,) = exporter.get_finished_spans()
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes["error.type"] == "rate_limit_error"
