@@ -8,6 +8,7 @@ for comparing models and cases.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -106,7 +107,7 @@ def _check_threshold(threshold: float | None) -> float | None:
     return float(threshold)
 
 
-class _LikelihoodEvaluator:
+class _LikelihoodEvaluator(abc.ABC):
     """Shared plumbing: the endpoint, the threshold (lower is better), and errors kept apart from verdicts."""
 
     name = "perplexity"
@@ -120,8 +121,9 @@ class _LikelihoodEvaluator:
         self.threshold = _check_threshold(threshold)
         self.field = check_field(field)
 
+    @abc.abstractmethod
     async def measure(self, trace: Trace, case: EvalCase | None) -> tuple[Verdict, list[Likelihood]]:
-        raise NotImplementedError
+        """The verdict on ``trace`` and the likelihoods it was computed from."""
 
     async def evaluate(self, trace: Subject, case: EvalCase | None = None) -> EvaluationResult:
         """Score the answer; missing inputs give ``skipped``, an endpoint failure ``failed`` (never a score).
