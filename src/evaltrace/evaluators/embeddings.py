@@ -118,3 +118,34 @@ def default_embedder() -> OpenAIEmbedder:
     if _default_embedder is None:
         _default_embedder = OpenAIEmbedder()
     return _default_embedder
+
+
+EMBEDDER_NAMES = ("local", "openai")
+"""What an eval.yaml ``embedder:`` option may name: the local model, or the OpenAI-compatible API."""
+
+
+def embedder_from_config(value: str | dict[str, Any]) -> Embedder:
+    """Build the embedder an eval.yaml ``embedder:`` option names.
+
+    Args:
+        value: ``local`` (the packaged all-MiniLM-L6-v2), ``openai`` (the shared API embedder), or
+            ``{type: local, path: <model dir or zip>, batch_size: <n>}``.
+
+    Raises:
+        ValueError: An unknown name, or a mapping with unknown keys.
+    """
+    options: dict[str, Any] = {"type": value} if isinstance(value, str) else dict(value)
+    kind = options.pop("type", None)
+    if kind not in EMBEDDER_NAMES:
+        raise ValueError(f"unknown embedder {kind!r}; expected one of {', '.join(EMBEDDER_NAMES)}")
+    if kind == "openai":
+        if options:
+            raise ValueError(f"embedder openai takes no options, got {', '.join(sorted(options))}")
+        return default_embedder()
+    unknown = sorted(set(options) - {"path", "batch_size", "max_length"})
+    if unknown:
+        raise ValueError(f"unknown option {unknown[0]!r} of embedder local; expected path, batch_size, max_length")
+    # Imported here: the module is cheap, but only runs that name the local embedder need it.
+    from evaltrace.evaluators.local_embeddings import LocalEmbedder
+
+    return LocalEmbedder(**options)
