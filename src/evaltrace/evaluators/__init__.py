@@ -55,6 +55,7 @@ from evaltrace.evaluators.grading import (
 from evaltrace.evaluators.insights import EvaluatorInsight, RunInsights, run_insights
 from evaltrace.evaluators.judge import Judge, JudgeCall, JudgeError
 from evaltrace.evaluators.language import LanguageMismatch
+from evaltrace.evaluators.local_embeddings import LocalEmbedder
 from evaltrace.evaluators.looping import LoopingDetection, LoopingMetrics, looping_metrics
 from evaltrace.evaluators.overlap import Bleu, Rouge
 from evaltrace.evaluators.pii import ContactInfo, NoPII, PIILeakage, SensitiveData
@@ -122,6 +123,7 @@ __all__ = [
     "LanguageMismatch",
     "Latency",
     "Length",
+    "LocalEmbedder",
     "LoopingDetection",
     "LoopingMetrics",
     "MissingExtraError",

@@ -47,9 +47,13 @@ class LocalEmbedder:
     def __call__(self, texts: Sequence[str], /) -> list[list[float]]:
         """Return one unit-length vector per text, in order."""
         model = self._load()
-        vectors: list[list[float]] = []
-        for start in range(0, len(texts), self.batch_size):
-            vectors.extend(model.embed(list(texts[start : start + self.batch_size])))
+        # Batches of similar length: padding short texts to a long one's length is most of the cost otherwise.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        vectors: list[list[float]] = [[] for _ in texts]
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            for index, vector in zip(chunk, model.embed([texts[i] for i in chunk]), strict=True):
+                vectors[index] = vector
         return vectors
 
     def _load(self) -> _Model:
