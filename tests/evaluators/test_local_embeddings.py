@@ -7,13 +7,17 @@ Skips (with the reason) without the ``local-embeddings`` extra and the model pac
 from __future__ import annotations
 
 import importlib.util
+import inspect
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
+from evaltrace.evaluators import CATALOGUE
 from evaltrace.evaluators.embeddings import cosine
 from evaltrace.runner.errors import RunConfigError
 from evaltrace.runner.evaluator_entries import build_evaluators
@@ -37,7 +41,7 @@ def local() -> object:
     _require_local_model()
     from evaltrace.evaluators.local_embeddings import LocalEmbedder
 
-    return LocalEmbedder()
+    return LocalEmbedder().embed_sync
 
 
 def test_similar_sentences_are_closer_than_unrelated_ones(local: object) -> None:
@@ -83,12 +87,87 @@ async def test_semantic_similarity_with_embedder_local_from_eval_yaml(tmp_path: 
     assert near_result.score > 0.75 > far_result.score
 
 
+def test_evaltrace_run_scores_with_embedder_local(tmp_path: Path) -> None:
+    """The real CLI runs a python_function system and two semantic_similarity entries with `embedder: local`."""
+    _require_local_model()
+    (tmp_path / "agent.py").write_text(
+        "def answer(question: str) -> str:\n    return 'Paris is the capital city of France.'\n"
+    )
+    (tmp_path / "cases.yaml").write_text(yaml.safe_dump([{"id": "c1", "input": {"question": "capital of France?"}}]))
+    config = {
+        "name": "local-embeddings",
+        "cases": "cases.yaml",
+        "pythonpath": ["."],
+        "systems": [{"name": "v1", "adapter": "python_function", "config": {"target": "agent:answer"}}],
+        "evaluators": [
+            {
+                "name": "close",
+                "type": "semantic_similarity",
+                "embedder": "local",
+                "expected": "France's capital is Paris.",
+            },
+            {"name": "far", "type": "semantic_similarity", "embedder": "local", "expected": "I like green tea."},
+        ],
+    }
+    (tmp_path / "eval.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    script = "from evaltrace.cli import main; raise SystemExit(main())"
+    completed = subprocess.run(
+        [sys.executable, "-c", script, "run", "eval.yaml", "--runs-dir", "runs", "--no-progress"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ,
+    )
+    assert "Traceback" not in completed.stderr
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    results = {r["evaluator"]: r for r in map(json.loads, (run_dir / "results.jsonl").read_text().splitlines())}
+    assert results["close"]["passed"] is True and results["close"]["score"] > 0.75
+    assert results["far"]["passed"] is False and results["far"]["score"] < 0.5
+    assert completed.returncode == 0, completed.stderr  # no gate: a failed verdict is not a failed run
+
+
 def test_an_unknown_embedder_name_is_a_config_error(tmp_path: Path) -> None:
     entries = [{"name": "s", "type": "semantic_similarity", "embedder": "lcoal", "expected": "x"}]
     with pytest.raises(RunConfigError) as caught:
         build_evaluators(entries, tmp_path / "eval.yaml")
     assert caught.value.entry == "evaluators[0].embedder"
     assert "unknown embedder 'lcoal'" in str(caught.value)
+
+
+async def test_the_async_call_gives_the_same_vectors(local: object) -> None:
+    from evaltrace.evaluators.local_embeddings import LocalEmbedder
+
+    embedder = LocalEmbedder()
+    assert await embedder(["Paris", "tea"]) == local(["Paris", "tea"])  # type: ignore[operator]
+
+
+def test_a_missing_local_model_path_is_a_config_error(tmp_path: Path) -> None:
+    entries = [
+        {"name": "s", "type": "semantic_similarity", "embedder": {"type": "local", "path": str(tmp_path / "nowhere")}}
+    ]
+    with pytest.raises(RunConfigError) as caught:
+        build_evaluators(entries, tmp_path / "eval.yaml")
+    assert caught.value.entry == "evaluators[0].embedder"
+    assert "nowhere does not exist" in str(caught.value)
+
+
+def _embedding_evaluators() -> list[str]:
+    """Every catalogue type whose constructor takes an embedder."""
+    return sorted(k for k, v in CATALOGUE.items() if "embedder" in inspect.signature(v).parameters)
+
+
+def test_the_catalogue_has_embedding_evaluators() -> None:
+    assert {"semantic_similarity", "answer_relevancy", "groundedness"} <= set(_embedding_evaluators())
+
+
+@pytest.mark.parametrize("kind", _embedding_evaluators())
+def test_every_embedding_evaluator_takes_embedder_local(tmp_path: Path, kind: str) -> None:
+    _require_local_model()
+    from evaltrace.evaluators.local_embeddings import LocalEmbedder
+
+    (built,) = build_evaluators([{"type": kind, "embedder": "local"}], tmp_path / "eval.yaml")
+    assert isinstance(built.evaluator.embedder, LocalEmbedder)
 
 
 def test_importing_the_local_embedder_loads_no_model_library() -> None:

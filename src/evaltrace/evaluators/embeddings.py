@@ -132,7 +132,7 @@ def embedder_from_config(value: str | dict[str, Any]) -> Embedder:
             ``{type: local, path: <model dir or zip>, batch_size: <n>}``.
 
     Raises:
-        ValueError: An unknown name, or a mapping with unknown keys.
+        ValueError: An unknown name, a mapping with unknown keys, or a local model that is not installed.
     """
     options: dict[str, Any] = {"type": value} if isinstance(value, str) else dict(value)
     kind = options.pop("type", None)
@@ -148,4 +148,6 @@ def embedder_from_config(value: str | dict[str, Any]) -> Embedder:
     # Imported here: the module is cheap, but only runs that name the local embedder need it.
     from evaltrace.evaluators.local_embeddings import LocalEmbedder
 
-    return LocalEmbedder(**options)
+    embedder = LocalEmbedder(**options)
+    embedder.check()  # a missing extra or model is a load error, not a failed result per case
+    return embedder

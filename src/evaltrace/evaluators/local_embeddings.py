@@ -7,6 +7,7 @@ Nothing is imported or read before the first call: importing evaltrace stays che
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import threading
@@ -39,13 +40,39 @@ class LocalEmbedder:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         self.path = Path(path) if path is not None else None
+        self.model = str(self.path) if self.path is not None else "all-MiniLM-L6-v2"
+        """What results name as the embedder (``detail``)."""
         self.batch_size = batch_size
         self.max_length = max_length
         self._model: _Model | None = None
         self._lock = threading.Lock()
 
-    def __call__(self, texts: Sequence[str], /) -> list[list[float]]:
-        """Return one unit-length vector per text, in order."""
+    def check(self) -> None:
+        """Check the model and its libraries are installed, without loading anything.
+
+        Raises:
+            ValueError: A library or the model is missing (the message says how to install it).
+        """
+        missing = [name for name in ("numpy", "tokenizers", "safetensors") if importlib.util.find_spec(name) is None]
+        if missing:
+            raise ValueError(f"the local embedder needs {', '.join(missing)}: {_EXTRA_HINT}")
+        if self.path is None:
+            try:
+                _default_zip()
+            except ImportError as exc:
+                raise ValueError(str(exc)) from None
+        elif not self.path.exists():
+            raise ValueError(f"local embedding model {self.path} does not exist")
+
+    async def __call__(self, texts: Sequence[str], /) -> list[list[float]]:
+        """Return one unit-length vector per text, in order.
+
+        The model runs in a worker thread (numpy releases the GIL), so other evaluations on the event loop go on.
+        """
+        return await asyncio.to_thread(self.embed_sync, list(texts))
+
+    def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
+        """Return one unit-length vector per text, in order, computed on the calling thread."""
         model = self._load()
         # Batches of similar length: padding short texts to a long one's length is most of the cost otherwise.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
