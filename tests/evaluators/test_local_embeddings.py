@@ -132,7 +132,7 @@ def test_an_unknown_embedder_name_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(RunConfigError) as caught:
         build_evaluators(entries, tmp_path / "eval.yaml")
     assert caught.value.entry == "evaluators[0].embedder"
-    assert "unknown embedder 'lcoal'" in str(caught.value)
+    assert caught.value.problem == "expected embedder local or openai (or {type: local, path: ...}), got 'lcoal'"
 
 
 async def test_the_async_call_gives_the_same_vectors(local: object) -> None:

@@ -137,14 +137,14 @@ def embedder_from_config(value: str | dict[str, Any]) -> Embedder:
     options: dict[str, Any] = {"type": value} if isinstance(value, str) else dict(value)
     kind = options.pop("type", None)
     if kind not in EMBEDDER_NAMES:
-        raise ValueError(f"unknown embedder {kind!r}; expected one of {', '.join(EMBEDDER_NAMES)}")
+        raise ValueError(f"expected embedder local or openai (or {{type: local, path: ...}}), got {value!r}")
     if kind == "openai":
         if options:
-            raise ValueError(f"embedder openai takes no options, got {', '.join(sorted(options))}")
+            raise ValueError(f"expected no options for embedder openai, got {', '.join(sorted(options))}")
         return default_embedder()
     unknown = sorted(set(options) - {"path", "batch_size", "max_length"})
     if unknown:
-        raise ValueError(f"unknown option {unknown[0]!r} of embedder local; expected path, batch_size, max_length")
+        raise ValueError(f"expected path, batch_size or max_length for embedder local, got {unknown[0]!r}")
     # Imported here: the module is cheap, but only runs that name the local embedder need it.
     from evaltrace.evaluators.local_embeddings import LocalEmbedder
 

@@ -130,9 +130,10 @@ class _Model:
 
     def __init__(self, files: dict[str, bytes], max_length: int | None) -> None:
         try:
-            import numpy as np
-            from safetensors.numpy import load
-            from tokenizers import Tokenizer
+            # Through import_module: optional libraries, typed as Any whether or not they are installed.
+            np = importlib.import_module("numpy")
+            load = importlib.import_module("safetensors.numpy").load
+            Tokenizer = importlib.import_module("tokenizers").Tokenizer
         except ImportError as exc:
             raise ImportError(f"the local embedder needs numpy, tokenizers and safetensors: {_EXTRA_HINT}") from exc
         self.np = np
