@@ -53,6 +53,8 @@ class LocalEmbedder:
         Raises:
             ValueError: A library or the model is missing (the message says how to install it).
         """
+        if self.path is not None and not self.path.exists():
+            raise ValueError(f"local embedding model {self.path} does not exist")
         missing = [name for name in ("numpy", "tokenizers", "safetensors") if importlib.util.find_spec(name) is None]
         if missing:
             raise ValueError(f"the local embedder needs {', '.join(missing)}: {_EXTRA_HINT}")
@@ -61,8 +63,6 @@ class LocalEmbedder:
                 _default_zip()
             except ImportError as exc:
                 raise ValueError(str(exc)) from None
-        elif not self.path.exists():
-            raise ValueError(f"local embedding model {self.path} does not exist")
 
     async def __call__(self, texts: Sequence[str], /) -> list[list[float]]:
         """Return one unit-length vector per text, in order.
