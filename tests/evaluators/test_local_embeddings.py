@@ -61,6 +61,16 @@ def test_similar_sentences_are_closer_than_unrelated_ones(local: object) -> None
     assert close == pytest.approx(0.7553, abs=2e-3)
 
 
+def test_vectors_match_the_torch_reference(local: object) -> None:
+    """Same vectors as transformers + torch give for the same model (recorded once, see the fixture's note)."""
+    reference = json.loads(
+        (Path(__file__).parent.parent / "fixtures/local_embeddings/minilm_reference.json").read_text()
+    )
+    mine = local(reference["texts"])  # type: ignore[operator]
+    for vector, expected in zip(mine, reference["vectors"], strict=True):
+        assert max(abs(a - b) for a, b in zip(vector, expected, strict=True)) < 1e-5
+
+
 def test_a_text_gets_the_same_vector_alone_or_padded_in_a_batch(local: object) -> None:
     alone = local(["Paris"])[0]  # type: ignore[operator]
     batched = local(["Paris", "a much longer sentence that forces padding of the short one"])[0]  # type: ignore[operator]
