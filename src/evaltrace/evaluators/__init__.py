@@ -64,6 +64,7 @@ from evaltrace.evaluators.insights import EvaluatorInsight, RunInsights, run_ins
 from evaltrace.evaluators.judge import Judge, JudgeCall, JudgeError
 from evaltrace.evaluators.language import LanguageMismatch
 from evaltrace.evaluators.likelihood import Likelihood, LogprobsError
+from evaltrace.evaluators.local_embeddings import LocalEmbedder
 from evaltrace.evaluators.looping import LoopingDetection, LoopingMetrics, looping_metrics
 from evaltrace.evaluators.overlap import Bleu, Rouge
 from evaltrace.evaluators.pii import ContactInfo, NoPII, PIILeakage, SensitiveData
@@ -143,6 +144,7 @@ __all__ = [
     "Length",
     "Likelihood",
     "LogprobsError",
+    "LocalEmbedder",
     "LoopingDetection",
     "LoopingMetrics",
     "MissingExtraError",

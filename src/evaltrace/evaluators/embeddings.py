@@ -118,3 +118,36 @@ def default_embedder() -> OpenAIEmbedder:
     if _default_embedder is None:
         _default_embedder = OpenAIEmbedder()
     return _default_embedder
+
+
+EMBEDDER_NAMES = ("local", "openai")
+"""What an eval.yaml ``embedder:`` option may name: the local model, or the OpenAI-compatible API."""
+
+
+def embedder_from_config(value: str | dict[str, Any]) -> Embedder:
+    """Build the embedder an eval.yaml ``embedder:`` option names.
+
+    Args:
+        value: ``local`` (the packaged all-MiniLM-L6-v2), ``openai`` (the shared API embedder), or
+            ``{type: local, path: <model dir or zip>, batch_size: <n>}``.
+
+    Raises:
+        ValueError: An unknown name, a mapping with unknown keys, or a local model that is not installed.
+    """
+    options: dict[str, Any] = {"type": value} if isinstance(value, str) else dict(value)
+    kind = options.pop("type", None)
+    if kind not in EMBEDDER_NAMES:
+        raise ValueError(f"expected embedder local or openai (or {{type: local, path: ...}}), got {value!r}")
+    if kind == "openai":
+        if options:
+            raise ValueError(f"expected no options for embedder openai, got {', '.join(sorted(options))}")
+        return default_embedder()
+    unknown = sorted(set(options) - {"path", "batch_size", "max_length"})
+    if unknown:
+        raise ValueError(f"expected path, batch_size or max_length for embedder local, got {unknown[0]!r}")
+    # Imported here: the module is cheap, but only runs that name the local embedder need it.
+    from evaltrace.evaluators.local_embeddings import LocalEmbedder
+
+    embedder = LocalEmbedder(**options)
+    embedder.check()  # a missing extra or model is a load error, not a failed result per case
+    return embedder

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 from evaltrace._internal.value_types import coerce_text, describe_type, first_mismatch, format_path, parameter_hints
 from evaltrace.evaluation import Evaluator, evaluator
 from evaltrace.evaluators.catalogue import CATALOGUE
+from evaltrace.evaluators.embeddings import embedder_from_config
 from evaltrace.evaluators.judge import Judge
 from evaltrace.runner._config_errors import first_problem, shown_value, unknown_key_problem
 from evaltrace.runner.config import expand_env, load_evaluator_entries
@@ -41,6 +42,7 @@ __all__ = ["JUDGE_PARAMETER", "ConfiguredEvaluator", "Scope", "build_evaluators"
 
 Scope = Literal["trace", "session"]
 """What an evaluator of a run judges: each case's trace, or each case's conversation (a simulated-user case)."""
+_EMBEDDER_PARAMETER = "embedder"
 JUDGE_PARAMETER = "judge"
 """Constructor parameter through which an evaluator receives the run's judge."""
 _FIELD_PARAMETER = "field"
@@ -194,6 +196,12 @@ def _options(entry: EvaluatorEntry, plan: _Plan, judges: _Judges, path: Path, wh
             raise RunConfigError(path, f"{where}.{key}", problem)
     if entry.field is not None:
         options[_FIELD_PARAMETER] = entry.field
+    # `embedder: local` (or `openai`, or `{type: local, path: ...}`) names an embedder; built here like the judge.
+    if _EMBEDDER_PARAMETER in options and isinstance(options[_EMBEDDER_PARAMETER], str | dict):
+        try:
+            options[_EMBEDDER_PARAMETER] = embedder_from_config(options[_EMBEDDER_PARAMETER])
+        except ValueError as exc:
+            raise RunConfigError(path, f"{where}.{_EMBEDDER_PARAMETER}", str(exc)) from None
     if entry.judge is not None:
         options[JUDGE_PARAMETER] = judges.overridden(entry.judge, f"{where}.judge")
     elif JUDGE_PARAMETER in names and judges.config is not None:
