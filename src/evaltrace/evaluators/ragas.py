@@ -67,9 +67,11 @@ class Ragas:
             if not 0.0 <= threshold <= 1.0:
                 raise ValueError(f"threshold must be within [0, 1], got {threshold!r}")
             self.threshold = threshold
+        relevancy = AnswerRelevancy(judge, embedder=embedder)
+        self.embedder = relevancy.embedder  # the one answer relevancy uses (what eval.yaml's `embedder:` set)
         self.parts: dict[str, Any] = {
             "faithfulness": Faithfulness(judge),
-            "answer_relevancy": AnswerRelevancy(judge, embedder=embedder),
+            "answer_relevancy": relevancy,
             "context_precision": ContextPrecision(judge),
             "context_recall": ContextRecall(judge),
         }
