@@ -94,6 +94,9 @@ EXAMPLES: dict[str, str] = {
     "runs push": """\
   evaltrace runs push 20260302-090000 --sqlite runs.db
   evaltrace runs push 20260302-090000 --postgres postgresql://localhost/evals --namespace branch=main""",
+    "runs merge": """\
+  evaltrace runs merge shard-1/runs/* shard-2/runs/* shard-3/runs/* --out runs/merged
+  evaltrace runs merge runs/20260302-090000 runs/20260302-090001 --sqlite runs.db --fail-on-regression""",
 }
 
 
