@@ -76,8 +76,10 @@ class Worker:
     def scores(self) -> list[Score]:
         if not self.scores_path.exists():
             return []
-        lines = self.scores_path.read_text().splitlines()
-        return [Score.model_validate_json(line) for line in lines if line.strip()]
+        text = self.scores_path.read_text()
+        # Polled while the worker writes: a last line without its newline is still being written, not a score yet.
+        complete = text[: text.rfind("\n") + 1]
+        return [Score.model_validate_json(line) for line in complete.splitlines() if line.strip()]
 
     def spans(self) -> list[ReceivedSpan]:
         return self.receiver.spans

@@ -105,7 +105,11 @@ def worker(exported: InMemorySpanExporter, tmp_path: Path) -> Iterator[Evaluatio
 def read_scores(path: Path) -> list[Score]:
     if not path.exists():
         return []
-    return [Score.model_validate_json(line) for line in path.read_text().splitlines() if line.strip()]
+    text = path.read_text()
+    complete = text[
+        : text.rfind("\n") + 1
+    ]  # polled while the worker writes: a last line without its newline is unfinished
+    return [Score.model_validate_json(line) for line in complete.splitlines() if line.strip()]
 
 
 def by_id(exporter: InMemorySpanExporter) -> dict[int, ReadableSpan]:
