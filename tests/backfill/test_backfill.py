@@ -70,9 +70,15 @@ def test_a_second_run_over_10000_traces_upserts_every_result(tmp_path: Path) -> 
     assert len(ids) == 40_000 and len(set(ids)) == 20_000  # the sink got each score twice, under one id
 
 
-def test_a_killed_backfill_resumes_and_judges_every_trace_once(tmp_path: Path) -> None:
+def _logged_backfill(
+    tmp_path: Path, traces: int, judged: int
+) -> tuple[Path, Path, dict[str, str], tuple[str, ...], subprocess.Popen[str]]:
+    """Start a one-at-a-time backfill of ``traces`` stored traces and return once ``judged`` were judged.
+
+    Returns the store, the judged log, the environment and arguments to run it again, and the running process.
+    """
     store = tmp_path / "store"
-    build_store(store, 400)
+    build_store(store, traces)
     log = tmp_path / "judged.log"
     env = {"BACKFILL_LOG": str(log), "BACKFILL_SLEEP_S": "0.01"}
     args = (
@@ -85,11 +91,16 @@ def test_a_killed_backfill_resumes_and_judges_every_trace_once(tmp_path: Path) -
         "1",
         "--no-progress",
     )
-    first = _cli(*args, env=env)
+    process = _cli(*args, env=env)
     deadline = time.monotonic() + 120
-    while (not log.exists() or len(log.read_text().splitlines()) < 150) and time.monotonic() < deadline:
-        assert first.poll() is None, first.communicate()
+    while (not log.exists() or len(log.read_text().splitlines()) < judged) and time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()
         time.sleep(0.02)
+    return store, log, env, args, process
+
+
+def test_a_killed_backfill_resumes_and_judges_every_trace_once(tmp_path: Path) -> None:
+    store, log, env, args, first = _logged_backfill(tmp_path, 400, judged=150)
     first.send_signal(signal.SIGKILL)
     first.communicate()
     killed_at = len(log.read_text().splitlines())
@@ -307,25 +318,7 @@ class LLMJudgeStub:
 
 
 def test_ctrl_c_exits_130_saying_how_to_finish_without_a_traceback(tmp_path: Path) -> None:
-    store = tmp_path / "store"
-    build_store(store, 200)
-    log = tmp_path / "judged.log"
-    env = {"BACKFILL_LOG": str(log), "BACKFILL_SLEEP_S": "0.01"}
-    args = (
-        "evaluate",
-        "--store",
-        str(store),
-        "-e",
-        "backfill_evaluators:logged",
-        "--concurrency",
-        "1",
-        "--no-progress",
-    )
-    cli = _cli(*args, env=env)
-    deadline = time.monotonic() + 120
-    while (not log.exists() or len(log.read_text().splitlines()) < 80) and time.monotonic() < deadline:
-        assert cli.poll() is None, cli.communicate()
-        time.sleep(0.02)
+    store, log, env, args, cli = _logged_backfill(tmp_path, 200, judged=80)
     cli.send_signal(signal.SIGINT)
     _, err = cli.communicate(timeout=60)
     assert cli.returncode == 130, err
