@@ -45,3 +45,18 @@ def hangs(trace: Trace) -> bool:
     # Run inline (on the child's loop): no timeout can interrupt it, the child stays alive and silent.
     time.sleep(HANG_S)
     return True
+
+
+JUDGE_URL_ENV = "EVALTRACE_TEST_JUDGE_URL"
+
+
+@evaluator(name="judged_in_child")
+async def judged_in_child(trace: Trace) -> EvaluationResult:
+    """An LLM judge called in the evaluation process; its server's address comes from the environment."""
+    import os
+
+    from evaltrace.evaluators import LLMJudge
+    from evaltrace.evaluators.judge import Judge
+
+    judge = Judge("judge-model", base_url=os.environ[JUDGE_URL_ENV], api_key="test-key", max_retries=0)
+    return await LLMJudge("Gives a way to get help", judge=judge).evaluate(trace)

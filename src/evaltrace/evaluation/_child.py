@@ -8,10 +8,12 @@ async ones on the loop. Results go back through a pipe as ``EvaluationResult`` o
 
 Request: ``(job_id, evaluators, records, resources, root_index)`` with ``evaluators`` a tuple of
 ``(reference, timeout_s, max_retries, retry_backoff_s, inline)``; ``None`` asks the child to finish what it
-has and exit. Reply: ``(job_id, results, query, final_answer, retries, error)``: per evaluator an
+has and exit. Reply: ``(job_id, results, query, final_answer, retries, error, judge_spans)``: per evaluator an
 ``EvaluationResult`` or ``(skip_reason, detail)`` when its reference cannot be resolved here (skip reason
 ``not_shippable``); ``results`` is None and ``error`` says why when the job could not be evaluated at all.
 A result that cannot be pickled is replaced by an error result naming the evaluator, so every job is answered.
+``judge_spans`` carries the judge calls' spans that ended here since the last reply (see ``_judge_spans``), or
+None; a last reply with ``job_id`` None carries those still held when the process stops.
 """
 
 from __future__ import annotations
@@ -35,10 +37,11 @@ def in_evaluation_child() -> bool:
 
 
 class _Child:
-    def __init__(self, results: Connection, sync_workers: int) -> None:
+    def __init__(self, results: Connection, sync_workers: int, collector: Any = None) -> None:
         from evaltrace._internal.daemon_pool import DaemonExecutor
 
         self.results = results
+        self.collector = collector  # the judge spans' Collector (None: judge calls are not traced)
         self.loop = asyncio.new_event_loop()
         self.pool = DaemonExecutor(sync_workers, thread_name_prefix="evaltrace-child-eval")
         self.evaluators: dict[str, Any] = {}
@@ -107,15 +110,17 @@ class _Child:
             results = await asyncio.gather(*runs)
             raw = trace.input.get("input")
             query = raw if isinstance(raw, str) else str(trace.input or "")
-            reply: tuple[Any, ...] = (job_id, results, query, trace.output.final_answer, retries[0], None)
+            reply: tuple[Any, ...] = (job_id, results, query, trace.output.final_answer, retries[0], None, None)
         except BaseException as exc:  # every job is answered, or its span waits in the parent until the deadline
-            reply = (job_id, None, "", None, retries[0], f"{type(exc).__name__}: {exc}")
+            reply = (job_id, None, "", None, retries[0], f"{type(exc).__name__}: {exc}", None)
             if not isinstance(exc, Exception):
                 self._send(reply)
                 raise
         self._send(reply)
 
     def _send(self, reply: tuple[Any, ...]) -> None:
+        if self.collector is not None:  # the judge calls' spans travel with the answers
+            reply = (*reply[:6], self.collector.take())
         try:
             self.results.send(reply)
             return
@@ -152,9 +157,13 @@ def _picklable(reply: tuple[Any, ...]) -> tuple[Any, ...]:
 
     from evaltrace.evaluation.runner import failed_result
 
-    job_id, results, query, answer, retries, error = reply
+    job_id, results, query, answer, retries, error, spans = reply
+    try:
+        pickle.dumps(spans)
+    except Exception:  # a span attribute no pickle takes: the spans are dropped, and counted as such
+        spans = ([], [], [], len(spans[0]) + spans[3]) if spans is not None else None
     if results is None:
-        return (job_id, None, "", None, retries, str(error))
+        return (job_id, None, "", None, retries, str(error), spans)
     fixed = []
     for result in results:
         try:
@@ -172,12 +181,31 @@ def _picklable(reply: tuple[Any, ...]) -> tuple[Any, ...]:
         pickle.dumps((query, answer))
     except Exception:
         query, answer = str(query), None if answer is None else str(answer)
-    return (job_id, fixed, query, answer, retries, None)
+    return (job_id, fixed, query, answer, retries, None, spans)
 
 
-def child_main(requests: Any, results: Connection, sync_workers: int) -> None:
-    """Entry point of the evaluation process (runs until it gets ``None`` or its parent is gone)."""
-    child = _Child(results, sync_workers)
+def child_main(
+    requests: Any,
+    results: Connection,
+    sync_workers: int,
+    capture: Any = None,
+    resource: dict[str, Any] | None = None,
+) -> None:
+    """Entry point of the evaluation process (runs until it gets ``None`` or its parent is gone).
+
+    ``capture`` is the application's ``CaptureSettings`` (content capture, caps, judge tracing) and ``resource``
+    its resource's attributes, which the judge calls traced here are made with.
+    """
+    collector = None
+    if capture is not None:
+        from evaltrace._internal import settings
+
+        settings.replace(capture)
+        if capture.trace_judges:
+            from evaltrace.evaluation._judge_spans import install
+
+            collector = install(resource)
+    child = _Child(results, sync_workers, collector)
     parent = multiprocessing.parent_process()
 
     def feed() -> None:
@@ -200,4 +228,9 @@ def child_main(requests: Any, results: Connection, sync_workers: int) -> None:
         child.loop.run_forever()
     finally:
         child.pool.shutdown(wait=False, cancel_futures=True)
+        if collector is not None and (held := collector.take()) is not None:
+            try:  # the last judge spans, with no job left to carry them
+                results.send((None, None, "", None, 0, None, held))
+            except Exception:
+                pass  # the parent is gone: nobody would export them
         results.close()

@@ -28,7 +28,7 @@ import multiprocessing.process
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing import get_context
 from multiprocessing.connection import Connection, wait
@@ -36,9 +36,10 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from evaltrace._internal import forks
+from evaltrace._internal import forks, settings
 from evaltrace._internal.errors import log_internal_error
 from evaltrace.evaluation._child import CHILD_NAME, child_main, in_evaluation_child
+from evaltrace.evaluation._judge_spans import Shipment, rebuild, resource_attributes
 from evaltrace.evaluation._records import to_records
 from evaltrace.evaluation._shipping import Reference
 from evaltrace.schema import EvaluationResult
@@ -77,6 +78,10 @@ class ProcessStats:
     failed_jobs: int = 0
     timed_out_jobs: int = 0
     not_shippable: int = 0
+    judge_spans: int = 0
+    """Spans of judge calls made in the evaluation process, handed to the exporters here."""
+    judge_spans_dropped: int = 0
+    """Judge spans the evaluation process could not keep or send (too many at once, or not picklable)."""
 
 
 class ProcessEngine:
@@ -89,6 +94,8 @@ class ProcessEngine:
         max_backoff_s: Longest wait between restarts.
         answer_margin_s: Added to a job's own time bound (timeouts, retries) for its deadline: the time it may
             wait in the child's queue and travel both ways.
+        on_spans: Takes the judge calls' spans made in the child, as ended spans (None: they are dropped,
+            counted).
     """
 
     def __init__(
@@ -98,8 +105,10 @@ class ProcessEngine:
         backoff_s: float = 0.5,
         max_backoff_s: float = 30.0,
         answer_margin_s: float = 10.0,
+        on_spans: Callable[[Sequence[ReadableSpan]], None] | None = None,
     ) -> None:
         self._answer_margin_s = answer_margin_s
+        self._on_spans = on_spans
         self._unshippable: set[Reference] = set()  # references warned about once
         self._ctx = get_context("spawn")
         self._max_queue = max_queue
@@ -147,9 +156,9 @@ class ProcessEngine:
         requests = self._ctx.Queue(self._max_queue)
         requests.cancel_join_thread()  # at exit, never wait on a child that stopped reading
         receive, send = self._ctx.Pipe(duplex=False)
-        process = self._ctx.Process(
-            target=child_main, args=(requests, send, self._sync_workers), name=CHILD_NAME, daemon=True
-        )
+        # The application's capture settings and resource: judge calls in the child are traced as they are here.
+        args = (requests, send, self._sync_workers, settings.current, resource_attributes())
+        process = self._ctx.Process(target=child_main, args=args, name=CHILD_NAME, daemon=True)
         try:
             process.start()
         except Exception:
@@ -190,7 +199,11 @@ class ProcessEngine:
             self._child_ended(process)
 
     def _answer(self, reply: tuple[Any, ...]) -> None:
-        job_id, results, query, answer, retries, error = reply
+        job_id, results, query, answer, retries, error, spans = reply
+        if spans is not None:
+            self._export(spans)
+        if job_id is None:  # the child's last judge spans, with no job
+            return
         with self._lock:
             waiter = self._pending.pop(job_id, None)
             self.stats.answered += 1
@@ -205,6 +218,25 @@ class ProcessEngine:
             _resolve(waiter, exc=EngineUnavailable(str(error)))
         else:
             _resolve(waiter, result=outcome)
+
+    def _export(self, shipment: Shipment) -> None:
+        """Hand the judge spans of one answer to ``on_spans`` (counted; never raises into the reader)."""
+        dropped = shipment[3]
+        try:
+            spans = rebuild(shipment)
+            if self._on_spans is None:
+                dropped += len(spans)
+            else:
+                self._on_spans(spans)
+        except Exception:
+            log_internal_error("exporting judge spans from the evaluation process")
+            dropped += len(shipment[0])
+            spans = []
+        with self._lock:
+            self.stats.judge_spans += len(spans) if self._on_spans is not None else 0
+            self.stats.judge_spans_dropped += dropped
+        if dropped:
+            logger.warning("evaltrace: %d judge span(s) from the evaluation process were dropped", dropped)
 
     def _child_ended(self, process: Any) -> None:
         with self._lock:

@@ -220,7 +220,12 @@ class EvaluationSpanProcessor(SpanProcessor):
         """
         for spec in specs:
             evaluator_reference(spec.evaluator)
-        return ProcessEngine(self.options.max_queue_size, self.options.sync_workers)
+        return ProcessEngine(self.options.max_queue_size, self.options.sync_workers, on_spans=self._judge_spans)
+
+    def _judge_spans(self, spans: Sequence[ReadableSpan]) -> None:
+        """Judge calls traced in the evaluation process: exported as ended spans, never evaluated (their marker)."""
+        for span in spans:
+            self.on_end(span)
 
     def _new_ticks(self) -> tuple[Callable[[], int], ...]:
         stats = self._stats

@@ -22,7 +22,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonpath
+# python-jsonpath's submodules, not its package namespace: mistralai depends on jsonpath-python, which installs a
+# `jsonpath/__init__.py` of its own over python-jsonpath's (same top-level name), while env.py and exceptions.py
+# stay python-jsonpath's. Importing them directly works whichever package was installed last.
+from jsonpath.env import JSONPathEnvironment
+from jsonpath.exceptions import JSONPathError
 
 from evaltrace import pricing
 from evaltrace.runner.response_presets import PRESETS, Preset
@@ -84,12 +88,15 @@ class MappedOutput:
     """TraceMetrics fields found (``token_*``, ``cost_usd``, ``custom``)."""
 
 
+_JSONPATH = JSONPathEnvironment()
+
+
 def _compile(key: str, text: Any) -> _Selector:
     if not isinstance(text, str) or not text.strip():
         raise ResponseMappingError(key, f"expected a JSONPath selector such as '$.answer', got {text!r}")
     try:
-        return _Selector(text, jsonpath.compile(text))
-    except jsonpath.JSONPathError as exc:
+        return _Selector(text, _JSONPATH.compile(text))
+    except JSONPathError as exc:
         first_line = str(exc).splitlines()[0]
         raise ResponseMappingError(key, f"invalid JSONPath {text!r}: {first_line}") from None
 
