@@ -449,7 +449,8 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]  # la
                 attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
             if settings.current.capture_content:
                 attributes[sc.GEN_AI_OUTPUT_MESSAGES] = _json(outputs)
-            if run.first_chunk_ns is not None:
+            if run.first_chunk_ns is not None:  # streamed (LangChain's invocation params do not always say so)
+                attributes[sc.GEN_AI_REQUEST_STREAM] = True
                 attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (run.first_chunk_ns - run.started_ns) / 1e9
                 attributes[sc.EVALTRACE_STREAM_CHUNKS] = run.chunks
             self._end(run_id, attributes)

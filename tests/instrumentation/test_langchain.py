@@ -1,0 +1,210 @@
+"""LangChain chains replayed through the real framework and the real ``ChatOpenAI`` against recorded traffic.
+
+Each test runs a real chain (prompt | ChatOpenAI | parser, a RAG chain over a local retriever) with
+``evaltrace.instrument_langchain()`` and checks the spans, their parenting, and the Trace evaluators see.
+The recordings: tests/fixtures/langchain-cassettes (README there).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from langchain_replay import (
+    CHAT,
+    CHAT_401,
+    STREAM,
+    TOKENS,
+    chat_openai,
+    kind,
+    langchain_instrumented,
+    one,
+    parent_of,
+    replay,
+)
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from evaltrace._internal import settings
+from evaltrace.mapping import trace_from_spans
+
+QUESTION = "What is the capital of France?"
+
+
+@pytest.fixture(autouse=True)
+def capture(provider: TracerProvider) -> Any:
+    previous = settings.replace(settings.CaptureSettings(capture_content=True))
+    yield
+    settings.replace(previous)
+
+
+def _france_chain(server: Any) -> Any:
+    """The recorded request's model and parameters, through a prompt and a parser."""
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.prompts import ChatPromptTemplate
+
+    prompt = ChatPromptTemplate.from_messages([("system", "You are a helpful assistant!"), ("user", "{question}")])
+    model = chat_openai(
+        server,
+        model="gpt-3.5-turbo",
+        temperature=0.1,
+        top_p=0.9,
+        frequency_penalty=0.5,
+        presence_penalty=0.5,
+        seed=100,
+        max_completion_tokens=100,
+        stop=["\n", "Human:", "AI:"],
+    )
+    return prompt | model | StrOutputParser()
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_simple_chain_records_chain_prompt_model_and_parser_spans(
+    exporter: InMemorySpanExporter, is_async: bool
+) -> None:
+    with replay(CHAT) as server, langchain_instrumented():
+        chain = _france_chain(server)
+        inputs = {"question": QUESTION}
+        answer = await chain.ainvoke(inputs) if is_async else chain.invoke(inputs)
+        await chain.steps[1].root_async_client.close()
+    assert answer == "The capital of France is Paris."
+    spans = exporter.get_finished_spans()
+    root = one(spans, "RunnableSequence")
+    chat = one(spans, "chat gpt-3.5-turbo")
+    prompt = one(spans, "ChatPromptTemplate")
+    parser = one(spans, "StrOutputParser")
+    assert root.parent is None and kind(root) == "task"
+    assert all(parent_of(spans, s) is root for s in (chat, prompt, parser))
+    assert (kind(prompt), kind(parser), kind(chat)) == ("task", "task", "llm")
+    assert chat.kind is SpanKind.CLIENT and chat.status.status_code is StatusCode.UNSET
+    attrs = dict(chat.attributes or {})
+    assert attrs["gen_ai.operation.name"] == "chat" and attrs["gen_ai.provider.name"] == "openai"
+    assert attrs["gen_ai.request.model"] == "gpt-3.5-turbo"
+    assert attrs["gen_ai.request.temperature"] == 0.1 and attrs["gen_ai.request.top_p"] == 0.9
+    assert attrs["gen_ai.request.frequency_penalty"] == 0.5 and attrs["gen_ai.request.presence_penalty"] == 0.5
+    assert attrs["gen_ai.request.seed"] == 100 and attrs["gen_ai.request.max_tokens"] == 100
+    assert list(attrs["gen_ai.request.stop_sequences"]) == ["\n", "Human:", "AI:"]
+    assert attrs["gen_ai.response.model"] == "gpt-3.5-turbo-0125"
+    assert attrs["gen_ai.response.id"] == "chatcmpl-DB5VKnX0DBvthDkYqZDgfZVAqhZUk"
+    assert list(attrs["gen_ai.response.finish_reasons"]) == ["stop"]
+    sent = server.received[0].json()
+    assert sent["model"] == "gpt-3.5-turbo" and sent["seed"] == 100  # what the SDK really sent
+    assert attrs["gen_ai.usage.input_tokens"] == 24 and attrs["gen_ai.usage.output_tokens"] == 7  # recorded usage
+    assert json.loads(str(attrs["gen_ai.input.messages"])) == [
+        {"role": "system", "parts": [{"type": "text", "content": "You are a helpful assistant!"}]},
+        {"role": "user", "parts": [{"type": "text", "content": QUESTION}]},
+    ]
+    assert json.loads(str(attrs["gen_ai.output.messages"])) == [
+        {
+            "role": "assistant",
+            "parts": [{"type": "text", "content": "The capital of France is Paris."}],
+            "finish_reason": "stop",
+        }
+    ]
+    trace = trace_from_spans(spans)
+    assert trace.input == {"question": QUESTION}
+    assert trace.output.final_answer == "The capital of France is Paris."
+    assert trace.metrics.token_input == 24
+    assert [m.role for m in trace.messages] == ["system", "user", "assistant"]
+
+
+def test_usage_details_from_usage_metadata(exporter: InMemorySpanExporter) -> None:
+    """Cached and reasoning tokens come from the AIMessage's usage_metadata (the recording reports both)."""
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    with replay(TOKENS) as server, langchain_instrumented():
+        model = chat_openai(server, model="gpt-4o-mini", temperature=0.7)
+        reply = model.invoke([SystemMessage("Translate the following from English into Italian"), HumanMessage("hi!")])
+    assert reply.content == "Ciao!"
+    attrs = dict(one(exporter.get_finished_spans(), "chat gpt-4o-mini").attributes or {})
+    assert attrs["gen_ai.usage.input_tokens"] == 20 and attrs["gen_ai.usage.output_tokens"] == 4
+    assert attrs["gen_ai.usage.cache_read.input_tokens"] == 1
+    assert attrs["gen_ai.usage.reasoning.output_tokens"] == 3
+    assert attrs["openai.response.system_fingerprint"] == "fp_b376dfbbd5"
+
+
+def test_streamed_chain_records_first_chunk_and_chunks(exporter: InMemorySpanExporter) -> None:
+    from langchain_core.output_parsers import StrOutputParser
+
+    with replay(STREAM) as server, langchain_instrumented():
+        chain = chat_openai(server, model="gpt-3.5-turbo", temperature=0.7, stream_usage=True) | StrOutputParser()
+        pieces = list(chain.stream("Tell me a funny joke, a one-liner."))
+    text = "".join(pieces)
+    assert text.startswith("Why couldn't the bicycle stand up by itself?") and len(pieces) > 5
+    spans = exporter.get_finished_spans()
+    chat = one(spans, "chat gpt-3.5-turbo")
+    attrs = dict(chat.attributes or {})
+    assert attrs["gen_ai.request.stream"] is True
+    assert 0 < attrs["gen_ai.response.time_to_first_chunk"] <= (chat.end_time - chat.start_time) / 1e9
+    assert attrs["evaltrace.stream.chunks"] >= len(pieces)
+    assert list(attrs["gen_ai.response.finish_reasons"]) == ["stop"]
+    assert json.loads(str(attrs["gen_ai.output.messages"]))[0]["parts"] == [{"type": "text", "content": text}]
+    assert parent_of(spans, chat) is one(spans, "RunnableSequence")
+    assert trace_from_spans(spans).output.final_answer == text
+
+
+def test_stream_left_early_ends_every_span_once(exporter: InMemorySpanExporter) -> None:
+    """A consumer that stops after two chunks: the generator's close ends the runs; nothing stays open."""
+    from langchain_core.output_parsers import StrOutputParser
+
+    with replay(STREAM) as server, langchain_instrumented():
+        chain = chat_openai(server, model="gpt-3.5-turbo", temperature=0.7) | StrOutputParser()
+        stream = chain.stream("Tell me a funny joke, a one-liner.")
+        first = [next(stream), next(stream)]
+        stream.close()
+    assert "".join(first).startswith("Why")
+    spans = exporter.get_finished_spans()
+    names = sorted(s.name for s in spans)
+    assert names == sorted(set(names)), names  # each span ended (and was exported) once
+    assert {"RunnableSequence", "chat gpt-3.5-turbo"} <= set(names)
+
+
+def test_model_error_marks_model_and_chain_spans_and_passes_the_error_through(exporter: InMemorySpanExporter) -> None:
+    import openai
+
+    with replay(CHAT_401) as server, langchain_instrumented():
+        chain = _france_chain(server)
+        with pytest.raises(openai.AuthenticationError) as raised:
+            chain.invoke({"question": QUESTION})
+    spans = exporter.get_finished_spans()
+    chat, root = one(spans, "chat gpt-3.5-turbo"), one(spans, "RunnableSequence")
+    for span in (chat, root):
+        assert span.status.status_code is StatusCode.ERROR
+        cls = type(raised.value)  # langchain-openai raises its own subclass of openai's error
+        assert (span.attributes or {})["error.type"] == f"{cls.__module__}.{cls.__qualname__}"
+        assert [e.attributes["exception.message"] for e in span.events if e.name == "exception"] == [str(raised.value)]
+    assert parent_of(spans, chat) is root
+    trace = trace_from_spans(spans)
+    assert trace.error is not None and "AuthenticationError" in trace.error.message
+
+
+def test_explicit_handler_without_global_registration(exporter: InMemorySpanExporter) -> None:
+    from evaltrace import EvaltraceCallbackHandler
+
+    handler = EvaltraceCallbackHandler()
+    with replay(CHAT) as server:
+        _france_chain(server).invoke({"question": QUESTION}, config={"callbacks": [handler]})
+    assert {s.name for s in exporter.get_finished_spans()} >= {"RunnableSequence", "chat gpt-3.5-turbo"}
+    assert not handler._runs
+
+
+def test_explicit_handler_and_global_registration_make_one_span_per_run(exporter: InMemorySpanExporter) -> None:
+    from evaltrace import EvaltraceCallbackHandler
+
+    with replay(CHAT) as server, langchain_instrumented():
+        _france_chain(server).invoke({"question": QUESTION}, config={"callbacks": [EvaltraceCallbackHandler()]})
+    names = [s.name for s in exporter.get_finished_spans()]
+    assert names.count("RunnableSequence") == 1 and names.count("chat gpt-3.5-turbo") == 1
+
+
+def test_uninstrument_stops_recording(exporter: InMemorySpanExporter) -> None:
+    import evaltrace
+
+    evaltrace.instrument_langchain()
+    assert evaltrace.instrument_langchain() is evaltrace.instrument_langchain()  # idempotent
+    evaltrace.uninstrument_langchain()
+    with replay(CHAT) as server:
+        _france_chain(server).invoke({"question": QUESTION})
+    assert exporter.get_finished_spans() == ()
