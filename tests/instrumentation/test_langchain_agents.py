@@ -1,0 +1,237 @@
+"""A LangGraph ReAct agent and a RAG chain, replayed through the real framework and ``ChatOpenAI``.
+
+The agent recording (OpenInference's ``test_agent_with_raw_dict_messages``) is two streamed calls of gpt-4o-mini:
+a ``get_weather`` tool call, then the answer. The RAG chain's retriever is local code (the documents below); its
+one model call replays otel-contrib's "capital of France" answer (the request we send carries the retrieved
+context, which the recorded request did not: the replay serves the recorded answer whatever the body).
+Judge evaluators run against ``tests/judge_server.py`` on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from langchain_replay import AGENT, CHAT, chat_openai, kind, langchain_instrumented, one, parent_of, replay
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from evaltrace._internal import settings
+from evaltrace.evaluators import ContextRelevancy, Faithfulness, Judge, ToolCalled
+from evaltrace.instrumentation.openai import OpenAIInstrumentor
+from evaltrace.mapping import trace_from_spans
+from judge_server import serve_judge
+
+pytestmark = pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
+
+CALL_ID = "call_7p1vRWhZc9Pm0j6JVvrHK4ZE"
+WEATHER = "The weather in London is sunny."
+DOCUMENTS = [
+    "Paris is the capital and largest city of France.",
+    "France is a country in Western Europe.",
+    "Berlin is the capital of Germany.",
+]
+
+
+@pytest.fixture(autouse=True)
+def capture(provider: TracerProvider) -> Iterator[None]:
+    previous = settings.replace(settings.CaptureSettings(capture_content=True))
+    yield
+    settings.replace(previous)
+
+
+@pytest.fixture
+def openai_instrumented(provider: TracerProvider) -> Iterator[None]:
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument()
+    yield
+    instrumentor.uninstrument()
+
+
+def _run_agent(server: Any) -> Any:
+    from langchain_core.tools import tool
+    from langgraph.prebuilt import create_react_agent
+
+    @tool
+    def get_weather(location: str) -> str:
+        """Get the weather for a location."""
+        return f"The weather in {location} is sunny."
+
+    model = chat_openai(server, model="gpt-4o-mini", temperature=0.0, streaming=True)
+    agent = create_react_agent(model, [get_weather], prompt="You are a helpful assistant.")
+    return agent.invoke({"messages": [{"role": "user", "content": "What's the weather in London?"}]})
+
+
+def _ancestors(spans: tuple[ReadableSpan, ...], span: ReadableSpan) -> list[str]:
+    names = []
+    parent = parent_of(spans, span)
+    while parent is not None:
+        names.append(parent.name)
+        parent = parent_of(spans, parent)
+    return names
+
+
+def _check_agent_spans(spans: tuple[ReadableSpan, ...]) -> None:
+    """The graph is the agent span; its nodes, the tool and the model calls nest under it as LangGraph ran them."""
+    root = one(spans, "invoke_agent LangGraph")
+    assert root.parent is None and kind(root) == "agent"
+    assert (root.attributes or {})["gen_ai.agent.name"] == "LangGraph"
+    assert (root.attributes or {})["gen_ai.operation.name"] == "invoke_agent"
+    nodes = [s for s in spans if s.name in ("agent", "tools")]
+    assert [s.name for s in nodes] == ["agent", "tools", "agent"]
+    assert all(parent_of(spans, s) is root and kind(s) == "task" for s in nodes)
+    tool = one(spans, "execute_tool get_weather")
+    assert parent_of(spans, tool) is nodes[1] and kind(tool) == "tool"
+    attrs = dict(tool.attributes or {})
+    assert attrs["gen_ai.tool.name"] == "get_weather" and attrs["gen_ai.tool.call.id"] == CALL_ID
+    assert json.loads(str(attrs["gen_ai.tool.call.arguments"])) == {"location": "London"}
+    assert json.loads(str(attrs["gen_ai.tool.call.result"])) == WEATHER
+    assert attrs["gen_ai.tool.description"] == "Get the weather for a location."
+    chats = [s for s in spans if s.name == "chat gpt-4o-mini"]
+    assert len(chats) == 2
+    for chat, node in zip(chats, (nodes[0], nodes[2]), strict=True):
+        assert kind(chat) == "llm" and node.name in _ancestors(spans, chat)
+        assert _ancestors(spans, chat)[-1] == root.name
+        assert chat.start_time >= node.start_time and chat.end_time <= node.end_time
+    first, second = (dict(c.attributes or {}) for c in chats)
+    assert list(first["gen_ai.response.finish_reasons"]) == ["tool_calls"]
+    assert list(second["gen_ai.response.finish_reasons"]) == ["stop"]
+    assert json.loads(str(first["gen_ai.output.messages"]))[0]["parts"] == [
+        {"type": "tool_call", "id": CALL_ID, "name": "get_weather", "arguments": {"location": "London"}}
+    ]
+    assert first["gen_ai.response.time_to_first_chunk"] > 0
+
+
+def _check_agent_trace(spans: tuple[ReadableSpan, ...]) -> None:
+    """What evaluators see: the tool call with its result, and the final answer; ToolCalled judges it."""
+    trace = trace_from_spans(spans)
+    assert [(c.id, c.name, c.arguments) for c in trace.tool_calls] == [(CALL_ID, "get_weather", {"location": "London"})]
+    assert [r.content for r in trace.tool_results] == [WEATHER]
+    assert trace.output.final_answer == WEATHER
+    assert trace.input == {"messages": [{"role": "user", "content": "What's the weather in London?"}]}
+    assert ToolCalled("get_weather").evaluate(trace).passed is True
+    missed = ToolCalled("get_time").evaluate(trace)
+    assert missed.passed is False and "get_time" in (missed.reason or "")
+
+
+def test_react_agent_records_graph_nodes_tool_and_streamed_model_calls(exporter: InMemorySpanExporter) -> None:
+    with replay(AGENT) as server, langchain_instrumented():
+        state = _run_agent(server)
+    assert state["messages"][-1].content == WEATHER
+    assert [r.json()["messages"][-1]["role"] for r in server.received] == ["user", "tool"]
+    spans = exporter.get_finished_spans()
+    _check_agent_spans(spans)
+    _check_agent_trace(spans)
+    first_call = next(s for s in spans if s.name == "chat gpt-4o-mini")
+    definitions = json.loads(str((first_call.attributes or {})["gen_ai.tool.definitions"]))
+    assert [d["name"] for d in definitions] == ["get_weather"]
+
+
+def test_react_agent_with_openai_instrumented_has_one_span_per_model_call(
+    exporter: InMemorySpanExporter, openai_instrumented: None
+) -> None:
+    """instrument_openai() on: the SDK call's span is the LLM span, nested under the graph node that made it."""
+    with replay(AGENT) as server, langchain_instrumented():
+        _run_agent(server)
+    spans = exporter.get_finished_spans()
+    llm_spans = [s for s in spans if kind(s) == "llm"]
+    assert len(llm_spans) == 2 and all("openai.api.type" in (s.attributes or {}) for s in llm_spans)
+    _check_agent_spans(spans)
+    _check_agent_trace(spans)
+
+
+def test_simple_chain_with_openai_instrumented_keeps_the_sdk_span_under_the_chain(
+    exporter: InMemorySpanExporter, openai_instrumented: None
+) -> None:
+    from langchain_core.output_parsers import StrOutputParser
+
+    with replay(CHAT) as server, langchain_instrumented():
+        (chat_openai(server, model="gpt-3.5-turbo") | StrOutputParser()).invoke("What is the capital of France?")
+    spans = exporter.get_finished_spans()
+    llm_spans = [s for s in spans if kind(s) == "llm"]
+    assert [s.name for s in llm_spans] == ["chat gpt-3.5-turbo"]
+    assert (llm_spans[0].attributes or {})["openai.api.type"] == "chat_completions"
+    assert parent_of(spans, llm_spans[0]) is one(spans, "RunnableSequence")
+    assert trace_from_spans(spans).output.final_answer == "The capital of France is Paris."
+
+
+def _rag_chain(server: Any) -> Any:
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.prompts import ChatPromptTemplate
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.runnables import RunnablePassthrough
+
+    class KeywordRetriever(BaseRetriever):
+        """The two documents sharing most words (longer than 3 letters) with the query (local code)."""
+
+        documents: list[Document]
+
+        def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+            def words(text: str) -> set[str]:
+                return {w for w in text.lower().strip("?.").split() if len(w) > 3}
+
+            ranked = sorted(self.documents, key=lambda d: -len(words(query) & words(d.page_content)))
+            return ranked[:2]
+
+    retriever = KeywordRetriever(
+        documents=[Document(page_content=text, id=f"doc-{i}") for i, text in enumerate(DOCUMENTS)]
+    )
+    prompt = ChatPromptTemplate.from_messages(
+        [("system", "You are a helpful assistant! Answer from this context:\n{context}"), ("user", "{question}")]
+    )
+
+    def join(docs: list[Document]) -> str:
+        return "\n".join(d.page_content for d in docs)
+
+    model = chat_openai(server, model="gpt-3.5-turbo")
+    return {"context": retriever | join, "question": RunnablePassthrough()} | prompt | model | StrOutputParser()
+
+
+def _claims(body: dict[str, Any]) -> dict[str, Any]:
+    """The judge finds the answer's one claim supported only if the retrieved Paris document reached it."""
+    prompt = "\n".join(str(m["content"]) for m in body["messages"])
+    supported = "[1] Paris is the capital and largest city of France." in prompt
+    return {"claims": [{"claim": "The capital of France is Paris.", "supported": supported}]}
+
+
+async def test_rag_chain_retrieved_documents_are_the_context_rag_evaluators_judge(
+    exporter: InMemorySpanExporter,
+) -> None:
+    with replay(CHAT) as server, langchain_instrumented():
+        answer = _rag_chain(server).invoke("What is the capital of France?")
+    assert answer == "The capital of France is Paris."
+    sent = server.received[0].json()["messages"][0]["content"]
+    assert DOCUMENTS[0] in sent and DOCUMENTS[2] not in sent
+    spans = exporter.get_finished_spans()
+    retrieval = one(spans, "retrieval KeywordRetriever")
+    attrs = dict(retrieval.attributes or {})
+    assert kind(retrieval) == "retriever" and attrs["gen_ai.operation.name"] == "retrieval"
+    assert attrs["gen_ai.retrieval.query.text"] == "What is the capital of France?"
+    documents = json.loads(str(attrs["gen_ai.retrieval.documents"]))
+    assert [(d["id"], d["content"]) for d in documents] == [("doc-0", DOCUMENTS[0]), ("doc-1", DOCUMENTS[1])]
+    assert _ancestors(spans, retrieval)[-1] == "RunnableSequence"
+
+    trace = trace_from_spans(spans)
+    assert trace.extra["contexts"] == DOCUMENTS[:2]
+    assert trace.output.final_answer == "The capital of France is Paris."
+    with serve_judge(_claims) as server:
+        judge = Judge("judge-model", base_url=server.url, api_key="test", max_retries=0)
+        try:
+            faithful = await Faithfulness(judge).evaluate(trace)
+        finally:
+            await judge.aclose()
+    assert faithful.status == "completed" and faithful.passed is True and faithful.score == 1.0
+    verdicts = {"verdicts": [{"index": 1, "relevant": True}, {"index": 2, "relevant": False}]}
+    with serve_judge(lambda body: verdicts) as server:
+        judge = Judge("judge-model", base_url=server.url, api_key="test", max_retries=0)
+        try:
+            relevancy = await ContextRelevancy(judge).evaluate(trace)
+        finally:
+            await judge.aclose()
+        prompt = "\n".join(str(m["content"]) for m in server.requests[0]["body"]["messages"])
+    assert relevancy.score == 0.5 and "1/2" in (relevancy.reason or "")
+    assert f"[2] {DOCUMENTS[1]}" in prompt and "What is the capital of France?" in prompt
