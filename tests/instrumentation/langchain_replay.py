@@ -49,6 +49,7 @@ def langchain_instrumented() -> Iterator[Any]:
     finally:
         evaltrace.uninstrument_langchain()
     assert not handler._runs, f"runs never ended: {handler._runs}"
+    assert not handler._attached and not handler._deferred, "a context the handler made current was never restored"
 
 
 def by_name(spans: Sequence[ReadableSpan], name: str) -> list[ReadableSpan]:

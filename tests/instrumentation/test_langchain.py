@@ -208,3 +208,21 @@ def test_uninstrument_stops_recording(exporter: InMemorySpanExporter) -> None:
     with replay(CHAT) as server:
         _france_chain(server).invoke({"question": QUESTION})
     assert exporter.get_finished_spans() == ()
+
+
+def test_batch_ends_runs_in_start_order_and_leaves_no_span_current(exporter: InMemorySpanExporter) -> None:
+    """``batch`` starts both runs, then ends them first-to-last: each chain keeps its own model call as child,
+    and afterwards the caller's context is what it was (no ended span of ours left current)."""
+    from cassettes import ReplayServer, load_cassette
+    from opentelemetry import trace as otel_trace
+
+    before = otel_trace.get_current_span()
+    with ReplayServer(load_cassette(CHAT) * 2) as server, langchain_instrumented():
+        answers = _france_chain(server).batch([{"question": QUESTION}, {"question": QUESTION}])
+        assert otel_trace.get_current_span() is before
+    assert answers == ["The capital of France is Paris."] * 2
+    spans = exporter.get_finished_spans()
+    roots = [s for s in spans if s.name == "RunnableSequence"]
+    chats = [s for s in spans if s.name == "chat gpt-3.5-turbo"]
+    assert len(roots) == 2 and all(r.parent is None for r in roots)
+    assert sorted(id(parent_of(spans, c)) for c in chats) == sorted(id(r) for r in roots)

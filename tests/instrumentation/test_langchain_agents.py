@@ -17,6 +17,7 @@ import pytest
 from langchain_replay import AGENT, CHAT, chat_openai, kind, langchain_instrumented, one, parent_of, replay
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
 from evaltrace._internal import settings
 from evaltrace.evaluators import ContextRelevancy, Faithfulness, Judge, ToolCalled
@@ -50,18 +51,30 @@ def openai_instrumented(provider: TracerProvider) -> Iterator[None]:
     instrumentor.uninstrument()
 
 
-def _run_agent(server: Any) -> Any:
+def _agent(server: Any, weather: Any = None, handle_tool_errors: bool = False) -> Any:
     from langchain_core.tools import tool
-    from langgraph.prebuilt import create_react_agent
+    from langgraph.prebuilt import ToolNode, create_react_agent
+
+    def sunny(location: str) -> str:
+        return f"The weather in {location} is sunny."
 
     @tool
     def get_weather(location: str) -> str:
         """Get the weather for a location."""
-        return f"The weather in {location} is sunny."
+        return (weather or sunny)(location)
 
     model = chat_openai(server, model="gpt-4o-mini", temperature=0.0, streaming=True)
-    agent = create_react_agent(model, [get_weather], prompt="You are a helpful assistant.")
-    return agent.invoke({"messages": [{"role": "user", "content": "What's the weather in London?"}]})
+    tools = ToolNode([get_weather], handle_tool_errors=handle_tool_errors)
+    agent = create_react_agent(model, tools, prompt="You are a helpful assistant.")
+    agent.model = model  # for the async test, which closes the model's async client
+    return agent
+
+
+QUESTION = {"messages": [{"role": "user", "content": "What's the weather in London?"}]}
+
+
+def _run_agent(server: Any) -> Any:
+    return _agent(server).invoke(QUESTION)
 
 
 def _ancestors(spans: tuple[ReadableSpan, ...], span: ReadableSpan) -> list[str]:
@@ -127,6 +140,61 @@ def test_react_agent_records_graph_nodes_tool_and_streamed_model_calls(exporter:
     first_call = next(s for s in spans if s.name == "chat gpt-4o-mini")
     definitions = json.loads(str((first_call.attributes or {})["gen_ai.tool.definitions"]))
     assert [d["name"] for d in definitions] == ["get_weather"]
+
+
+async def test_react_agent_async_nests_the_same_way(exporter: InMemorySpanExporter) -> None:
+    """``ainvoke``: LangGraph runs the nodes as tasks; the spans and the Trace are those of the sync run."""
+    with replay(AGENT) as server, langchain_instrumented():
+        agent = _agent(server)
+        state = await agent.ainvoke(QUESTION)
+        await agent.model.root_async_client.close()  # the async client's connection, not left to the collector
+    assert state["messages"][-1].content == WEATHER
+    spans = exporter.get_finished_spans()
+    _check_agent_spans(spans)
+    _check_agent_trace(spans)
+
+
+def test_tool_error_handled_by_the_tool_node_is_recorded_on_the_tool_span(exporter: InMemorySpanExporter) -> None:
+    """The tool raises; the ToolNode turns the error into a tool message and the agent answers anyway."""
+
+    def broken(location: str) -> str:
+        raise ConnectionError(f"weather service down for {location}")
+
+    with replay(AGENT) as server, langchain_instrumented():
+        _agent(server, broken, handle_tool_errors=True).invoke(QUESTION)
+    spans = exporter.get_finished_spans()
+    tool = one(spans, "execute_tool get_weather")
+    assert tool.status.status_code is StatusCode.ERROR
+    assert (tool.attributes or {})["error.type"] == "ConnectionError"
+    assert [e.attributes["exception.message"] for e in tool.events if e.name == "exception"] == [
+        "weather service down for London"
+    ]
+    assert one(spans, "invoke_agent LangGraph").status.status_code is StatusCode.UNSET  # handled inside the graph
+    sent_back = server.received[1].json()["messages"][-1]
+    assert sent_back["role"] == "tool" and "weather service down" in sent_back["content"]
+    trace = trace_from_spans(spans)
+    assert [c.name for c in trace.tool_calls] == ["get_weather"]
+    assert "weather service down" in str(trace.tool_results[0].content)
+
+
+def test_tool_error_raised_through_the_graph_passes_unchanged_and_ends_every_span(
+    exporter: InMemorySpanExporter,
+) -> None:
+    error = ConnectionError("weather service down")
+
+    def broken(location: str) -> str:
+        raise error
+
+    with replay(AGENT) as server, langchain_instrumented():
+        with pytest.raises(ConnectionError) as raised:
+            _agent(server, broken).invoke(QUESTION)
+    assert raised.value is error
+    spans = exporter.get_finished_spans()
+    for name in ("execute_tool get_weather", "tools", "invoke_agent LangGraph"):
+        span = one(spans, name)
+        assert span.status.status_code is StatusCode.ERROR and (span.attributes or {})["error.type"] == "ConnectionError"
+    assert len(server.received) == 1
+    assert trace_from_spans(spans).error is not None
 
 
 def test_react_agent_with_openai_instrumented_has_one_span_per_model_call(

@@ -44,6 +44,7 @@ from evaltrace._internal.spans import error_type
 from evaltrace._internal.tracing import LLM_SUPPRESSION_KEYS, SUPPRESSION_KEYS, get_tracer
 from evaltrace.instrumentation.langchain import _codec
 
+_MAX_DEFERRED = 4096
 _HIDDEN_TAG = "langsmith:hidden"  # LangGraph's internal runs (channel writes): shown nowhere, so no span either
 _SUPPRESS_LLM_KEY = LLM_SUPPRESSION_KEYS[2]
 # ``ls_provider`` -> (module, class) of the evaltrace instrumentor that traces that provider's SDK calls itself.
@@ -69,6 +70,8 @@ class _Run:
     span: Span | None  # None: a run shown through its nearest ancestor (hidden, or a model call the SDK records)
     context: Context  # the context the run's children start under
     token: Token[Context] | None  # to restore the context the run's start made current
+    active: Context | None  # the context the run's start made current (None: it made none)
+    previous: Context  # the context current when the run started
     kind: str
     started_ns: int = 0
     first_chunk_ns: int | None = None
@@ -130,6 +133,8 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]  # la
         """Create a handler; it holds only the runs in flight."""
         super().__init__()
         self._runs: dict[UUID, _Run] = {}
+        self._deferred: dict[int, _Run] = {}  # id(active context) -> an ended run waiting for the runs above it
+        self._attached: dict[int, _Run] = {}  # id(active context) -> the run whose start made it current
 
     @property
     def raise_error(self) -> bool:  # type: ignore[override]
@@ -142,10 +147,20 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]  # la
         """The context a run starts under, and whether it came from its parent run (not the current context)."""
         parent = self._runs.get(parent_run_id) if parent_run_id is not None else None
         if parent is None or SPAN_KEY not in parent.context:
-            return current, False
+            return self._outside(current), False
         # The current context's values (suppression, baggage) with the parent run's span, which the current
         # context may not hold (a callback made from a thread the parent's context was not copied to).
         return Context({**current, SPAN_KEY: parent.context[SPAN_KEY]}), True
+
+    def _outside(self, context: Context) -> Context:
+        """``context`` without the runs of ours it is the context of (their starts made it current).
+
+        A run LangChain reports without a parent is a sibling of our runs in flight here, never their child:
+        ``batch`` starts every input's run before the first one ends, each making its span current.
+        """
+        while (run := self._attached.get(id(context))) is not None and run.active is context:
+            context = run.previous
+        return context
 
     def _start(
         self,
@@ -174,7 +189,8 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]  # la
         active = Context({**current, SPAN_KEY: span})
         if kind == sc.KIND_LLM:  # recorded here: an LLM instrumentation under it must not record it again
             active = Context({**active, _SUPPRESS_LLM_KEY: True})
-        run = _Run(span=span, context=context, token=attach(active), kind=kind, started_ns=start)
+        run = _Run(span, context, attach(active), active, current, kind, started_ns=start)
+        self._attached[id(active)] = run
         self._runs[run_id] = run
         return run
 
@@ -183,20 +199,42 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]  # la
         current = get_current()
         parent, from_run = self._parent_context(parent_run_id, current)
         # The ancestor's span made current again where the run executes (another thread may not see it).
-        token = attach(parent) if from_run else None
-        self._runs[run_id] = _Run(span=None, context=parent, token=token, kind=kind)
+        run = _Run(None, parent, attach(parent) if from_run else None, parent if from_run else None, current, kind)
+        if from_run:
+            self._attached[id(parent)] = run
+        self._runs[run_id] = run
 
     def _finish(self, run_id: UUID) -> _Run | None:
         """Take the run out (so it ends once) and restore the context its start replaced."""
         run = self._runs.pop(run_id, None)
         if run is not None and run.token is not None:
-            try:
-                detach(run.token)
-            except (ValueError, RuntimeError):
-                # Ended in another context than it started in (a stream closed by the garbage collector, say):
-                # that context is not ours to restore, and the span still ends below.
-                pass
+            self._restore(run)
         return run
+
+    def _restore(self, run: _Run) -> None:
+        """Restore the context the run's start replaced, in whatever order runs end.
+
+        LangChain may start several runs before ending any, and end them in start order (``batch`` starts every
+        input's run, then ends them one by one): resetting the first run's token then would make the second
+        run's context (and ended span) current again. A run whose context is not the current one waits until
+        the runs started after it have ended, and is restored with the last of them.
+        """
+        while True:
+            if get_current() is not run.active:
+                if len(self._deferred) < _MAX_DEFERRED:  # bounded: a run ended in another context never resolves
+                    self._deferred[id(run.active)] = run
+                else:
+                    self._attached.pop(id(run.active), None)
+                return
+            self._attached.pop(id(run.active), None)
+            try:
+                detach(run.token)  # type: ignore[arg-type]  # checked by the caller
+            except (ValueError, RuntimeError):  # a token of another context (a generator closed elsewhere)
+                return
+            below = self._deferred.pop(id(get_current()), None)
+            if below is None:
+                return
+            run = below
 
     def _end(self, run_id: UUID, attributes: Mapping[str, AttributeValue] | None = None) -> None:
         run = self._finish(run_id)
