@@ -64,13 +64,21 @@ def _france_chain(server: Any) -> Any:
 async def test_simple_chain_records_chain_prompt_model_and_parser_spans(
     exporter: InMemorySpanExporter, is_async: bool
 ) -> None:
-    with replay(CHAT) as server, langchain_instrumented():
+    from opentelemetry import trace as otel_trace
+
+    from evaltrace._internal.tracing import get_tracer
+
+    with replay(CHAT) as server, langchain_instrumented(restored=not is_async):
         chain = _france_chain(server)
         inputs = {"question": QUESTION}
         answer = await chain.ainvoke(inputs) if is_async else chain.invoke(inputs)
         await chain.steps[1].root_async_client.close()
+        # Whatever the run left current here, a span started after it is a root again, as it was before.
+        assert not otel_trace.get_current_span().get_span_context().is_valid
+        get_tracer().start_span("after").end()
     assert answer == "The capital of France is Paris."
-    spans = exporter.get_finished_spans()
+    spans = [s for s in exporter.get_finished_spans() if s.name != "after"]
+    assert one(exporter.get_finished_spans(), "after").parent is None
     root = one(spans, "RunnableSequence")
     chat = one(spans, "chat gpt-3.5-turbo")
     prompt = one(spans, "ChatPromptTemplate")
@@ -146,14 +154,21 @@ def test_streamed_chain_records_first_chunk_and_chunks(exporter: InMemorySpanExp
 
 
 def test_stream_left_early_ends_every_span_once(exporter: InMemorySpanExporter) -> None:
-    """A consumer that stops after two chunks: the generator's close ends the runs; nothing stays open."""
-    from langchain_core.output_parsers import StrOutputParser
+    """A consumer that stops after two chunks: the generator's close ends the runs; nothing stays open.
 
-    with replay(STREAM) as server, langchain_instrumented():
+    The inner runs end where the close reaches them (the copied contexts LangChain steps a stream in, gone after);
+    the caller's own context is restored."""
+    from langchain_core.output_parsers import StrOutputParser
+    from opentelemetry import trace as otel_trace
+
+    with replay(STREAM) as server, langchain_instrumented(restored=False) as handler:
         chain = chat_openai(server, model="gpt-3.5-turbo", temperature=0.7) | StrOutputParser()
         stream = chain.stream("Tell me a funny joke, a one-liner.")
         first = [next(stream), next(stream)]
+        assert otel_trace.get_current_span().get_span_context().is_valid  # the chain's span, while it streams
         stream.close()
+        assert otel_trace.get_current_span() is otel_trace.INVALID_SPAN
+        assert "RunnableSequence" not in [r.span and r.span.name for r in handler._contexts.runs()]
     assert "".join(first).startswith("Why")
     spans = exporter.get_finished_spans()
     names = sorted(s.name for s in spans)
@@ -213,8 +228,9 @@ def test_uninstrument_stops_recording(exporter: InMemorySpanExporter) -> None:
 def test_batch_ends_runs_in_start_order_and_leaves_no_span_current(exporter: InMemorySpanExporter) -> None:
     """``batch`` starts both runs, then ends them first-to-last: each chain keeps its own model call as child,
     and afterwards the caller's context is what it was (no ended span of ours left current)."""
-    from cassettes import ReplayServer, load_cassette
     from opentelemetry import trace as otel_trace
+
+    from cassettes import ReplayServer, load_cassette
 
     before = otel_trace.get_current_span()
     with ReplayServer(load_cassette(CHAT) * 2) as server, langchain_instrumented():

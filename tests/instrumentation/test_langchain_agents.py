@@ -144,7 +144,7 @@ def test_react_agent_records_graph_nodes_tool_and_streamed_model_calls(exporter:
 
 async def test_react_agent_async_nests_the_same_way(exporter: InMemorySpanExporter) -> None:
     """``ainvoke``: LangGraph runs the nodes as tasks; the spans and the Trace are those of the sync run."""
-    with replay(AGENT) as server, langchain_instrumented():
+    with replay(AGENT) as server, langchain_instrumented(restored=False):
         agent = _agent(server)
         state = await agent.ainvoke(QUESTION)
         await agent.model.root_async_client.close()  # the async client's connection, not left to the collector
@@ -192,17 +192,25 @@ def test_tool_error_raised_through_the_graph_passes_unchanged_and_ends_every_spa
     spans = exporter.get_finished_spans()
     for name in ("execute_tool get_weather", "tools", "invoke_agent LangGraph"):
         span = one(spans, name)
-        assert span.status.status_code is StatusCode.ERROR and (span.attributes or {})["error.type"] == "ConnectionError"
+        assert (
+            span.status.status_code is StatusCode.ERROR and (span.attributes or {})["error.type"] == "ConnectionError"
+        )
     assert len(server.received) == 1
     assert trace_from_spans(spans).error is not None
 
 
-def test_react_agent_with_openai_instrumented_has_one_span_per_model_call(
-    exporter: InMemorySpanExporter, openai_instrumented: None
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_react_agent_with_openai_instrumented_has_one_span_per_model_call(
+    exporter: InMemorySpanExporter, openai_instrumented: None, is_async: bool
 ) -> None:
     """instrument_openai() on: the SDK call's span is the LLM span, nested under the graph node that made it."""
-    with replay(AGENT) as server, langchain_instrumented():
-        _run_agent(server)
+    with replay(AGENT) as server, langchain_instrumented(restored=not is_async):
+        agent = _agent(server)
+        if is_async:
+            await agent.ainvoke(QUESTION)
+            await agent.model.root_async_client.close()
+        else:
+            agent.invoke(QUESTION)
     spans = exporter.get_finished_spans()
     llm_spans = [s for s in spans if kind(s) == "llm"]
     assert len(llm_spans) == 2 and all("openai.api.type" in (s.attributes or {}) for s in llm_spans)

@@ -25,26 +25,24 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from contextvars import Token
-from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
 from opentelemetry.context import Context
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal import settings
 from evaltrace._internal.errors import handle_internal_errors, reraise_internal_errors
-from evaltrace._internal.fast_context import SPAN_KEY, attach, detach, get_current
+from evaltrace._internal.fast_context import SPAN_KEY, get_current
 from evaltrace._internal.jsonutil import capped_json, capped_text
 from evaltrace._internal.spans import error_type
 from evaltrace._internal.tracing import LLM_SUPPRESSION_KEYS, SUPPRESSION_KEYS, get_tracer
 from evaltrace.instrumentation.langchain import _codec
+from evaltrace.instrumentation.langchain._context import Contexts, Run, WhileRunning
 
-_MAX_DEFERRED = 4096
 _HIDDEN_TAG = "langsmith:hidden"  # LangGraph's internal runs (channel writes): shown nowhere, so no span either
 _SUPPRESS_LLM_KEY = LLM_SUPPRESSION_KEYS[2]
 # ``ls_provider`` -> (module, class) of the evaltrace instrumentor that traces that provider's SDK calls itself.
@@ -61,22 +59,6 @@ _KIND_LABELS = {
     sc.KIND_RETRIEVER: (sc.LANGFUSE_TYPE_RETRIEVER, "RETRIEVER"),
     sc.KIND_LLM: (sc.LANGFUSE_TYPE_GENERATION, "LLM"),
 }
-
-
-@dataclass(slots=True)
-class _Run:
-    """What the handler keeps of one run between its start and its end."""
-
-    span: Span | None  # None: a run shown through its nearest ancestor (hidden, or a model call the SDK records)
-    context: Context  # the context the run's children start under
-    token: Token[Context] | None  # to restore the context the run's start made current
-    active: Context | None  # the context the run's start made current (None: it made none)
-    previous: Context  # the context current when the run started
-    kind: str
-    started_ns: int = 0
-    first_chunk_ns: int | None = None
-    chunks: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def provider_traced(ls_provider: Any) -> bool:
@@ -132,9 +114,8 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]  # la
     def __init__(self) -> None:
         """Create a handler; it holds only the runs in flight."""
         super().__init__()
-        self._runs: dict[UUID, _Run] = {}
-        self._deferred: dict[int, _Run] = {}  # id(active context) -> an ended run waiting for the runs above it
-        self._attached: dict[int, _Run] = {}  # id(active context) -> the run whose start made it current
+        self._runs: dict[UUID, Run] = {}
+        self._contexts = Contexts()
 
     @property
     def raise_error(self) -> bool:  # type: ignore[override]
@@ -143,24 +124,14 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]  # la
 
     # --- lifecycle ---------------------------------------------------------------------------------------
 
-    def _parent_context(self, parent_run_id: UUID | None, current: Context) -> tuple[Context, bool]:
-        """The context a run starts under, and whether it came from its parent run (not the current context)."""
+    def _parent_context(self, parent_run_id: UUID | None, current: Context) -> tuple[Context, Span | None]:
+        """The context a run starts under, and the span of its parent run (None: no parent run of ours)."""
         parent = self._runs.get(parent_run_id) if parent_run_id is not None else None
-        if parent is None or SPAN_KEY not in parent.context:
-            return self._outside(current), False
+        if parent is None:
+            return self._contexts.outside(current), None
         # The current context's values (suppression, baggage) with the parent run's span, which the current
         # context may not hold (a callback made from a thread the parent's context was not copied to).
-        return Context({**current, SPAN_KEY: parent.context[SPAN_KEY]}), True
-
-    def _outside(self, context: Context) -> Context:
-        """``context`` without the runs of ours it is the context of (their starts made it current).
-
-        A run LangChain reports without a parent is a sibling of our runs in flight here, never their child:
-        ``batch`` starts every input's run before the first one ends, each making its span current.
-        """
-        while (run := self._attached.get(id(context))) is not None and run.active is context:
-            context = run.previous
-        return context
+        return Context({**current, SPAN_KEY: parent.shown}), parent.shown
 
     def _start(
         self,
@@ -170,11 +141,11 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]  # la
         name: str,
         attributes: dict[str, AttributeValue],
         span_kind: SpanKind = SpanKind.INTERNAL,
-    ) -> _Run | None:
+    ) -> None:
         current = get_current()
         suppress_otel, suppress_ours = SUPPRESSION_KEYS
         if current.get(suppress_otel) or current.get(suppress_ours):
-            return None
+            return
         parent, _ = self._parent_context(parent_run_id, current)
         langfuse_type, openinference_kind = _KIND_LABELS[kind]
         attributes = {
@@ -185,56 +156,27 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]  # la
         }
         start = time.time_ns()
         span = get_tracer().start_span(name, context=parent, kind=span_kind, attributes=attributes, start_time=start)
-        context = Context({**parent, SPAN_KEY: span})
-        active = Context({**current, SPAN_KEY: span})
-        if kind == sc.KIND_LLM:  # recorded here: an LLM instrumentation under it must not record it again
-            active = Context({**active, _SUPPRESS_LLM_KEY: True})
-        run = _Run(span, context, attach(active), active, current, kind, started_ns=start)
-        self._attached[id(active)] = run
+        run = Run(span, span, Context({**parent, SPAN_KEY: span}), current, kind, started_ns=start)
+        # A model call recorded here: an LLM instrumentation under it must not record it again (while it runs).
+        self._contexts.enter(run, current, {_SUPPRESS_LLM_KEY: WhileRunning(run)} if kind == sc.KIND_LLM else None)
         self._runs[run_id] = run
-        return run
 
     def _pass_through(self, run_id: UUID, parent_run_id: UUID | None, kind: str) -> None:
         """Keep a run without a span: its children (and an SDK call inside it) nest under its nearest ancestor."""
         current = get_current()
-        parent, from_run = self._parent_context(parent_run_id, current)
-        # The ancestor's span made current again where the run executes (another thread may not see it).
-        run = _Run(None, parent, attach(parent) if from_run else None, parent if from_run else None, current, kind)
-        if from_run:
-            self._attached[id(parent)] = run
+        parent, shown = self._parent_context(parent_run_id, current)
+        run = Run(None, shown or INVALID_SPAN, parent, current, kind)
+        if shown is not None:  # the ancestor's span made current where the run executes (another thread may not)
+            self._contexts.enter(run, current)
         self._runs[run_id] = run
 
-    def _finish(self, run_id: UUID) -> _Run | None:
+    def _finish(self, run_id: UUID) -> Run | None:
         """Take the run out (so it ends once) and restore the context its start replaced."""
         run = self._runs.pop(run_id, None)
-        if run is not None and run.token is not None:
-            self._restore(run)
+        if run is not None:
+            run.ended = True
+            self._contexts.leave(run)
         return run
-
-    def _restore(self, run: _Run) -> None:
-        """Restore the context the run's start replaced, in whatever order runs end.
-
-        LangChain may start several runs before ending any, and end them in start order (``batch`` starts every
-        input's run, then ends them one by one): resetting the first run's token then would make the second
-        run's context (and ended span) current again. A run whose context is not the current one waits until
-        the runs started after it have ended, and is restored with the last of them.
-        """
-        while True:
-            if get_current() is not run.active:
-                if len(self._deferred) < _MAX_DEFERRED:  # bounded: a run ended in another context never resolves
-                    self._deferred[id(run.active)] = run
-                else:
-                    self._attached.pop(id(run.active), None)
-                return
-            self._attached.pop(id(run.active), None)
-            try:
-                detach(run.token)  # type: ignore[arg-type]  # checked by the caller
-            except (ValueError, RuntimeError):  # a token of another context (a generator closed elsewhere)
-                return
-            below = self._deferred.pop(id(get_current()), None)
-            if below is None:
-                return
-            run = below
 
     def _end(self, run_id: UUID, attributes: Mapping[str, AttributeValue] | None = None) -> None:
         run = self._finish(run_id)
