@@ -50,7 +50,7 @@ def _span_of(context: Context) -> Span:
     return span if isinstance(span, Span) else INVALID_SPAN
 
 
-class RunSpan(Span):  # type: ignore[misc]  # the OTel API's abstract Span, subclassed as the SDK does
+class RunSpan(Span):
     """The current span inside a run: the run's shown span while it runs, then the one current before it."""
 
     __slots__ = ("_run",)

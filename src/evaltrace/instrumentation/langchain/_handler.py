@@ -96,7 +96,7 @@ def _is_agent(name: str, serialized: Any, metadata: Mapping[str, Any]) -> bool:
     return name == "AgentExecutor" or (isinstance(ids, Sequence) and "AgentExecutor" in ids)
 
 
-class EvaltraceCallbackHandler(BaseCallbackHandler):  # type: ignore[misc]  # langchain_core ships no stubs' py.typed path
+class EvaltraceCallbackHandler(BaseCallbackHandler):
     """LangChain callback handler that records runs as evaltrace spans.
 
     ``evaltrace.instrument_langchain()`` registers one for every run; pass one explicitly instead with
