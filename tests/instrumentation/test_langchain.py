@@ -242,3 +242,36 @@ def test_batch_ends_runs_in_start_order_and_leaves_no_span_current(exporter: InM
     chats = [s for s in spans if s.name == "chat gpt-3.5-turbo"]
     assert len(roots) == 2 and all(r.parent is None for r in roots)
     assert sorted(id(parent_of(spans, c)) for c in chats) == sorted(id(r) for r in roots)
+
+
+def test_our_failure_never_reaches_langchain_and_the_span_still_ends(
+    exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Outside tests, an error of ours is logged: the chain answers, and the span whose result we failed to read
+    ends anyway (without what the result would have added)."""
+    from uuid import uuid4
+
+    from evaltrace import EvaltraceCallbackHandler
+    from evaltrace.instrumentation.langchain import _handler
+
+    def broken(run: Any, response: Any) -> Any:
+        raise RuntimeError("codec bug")
+
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    monkeypatch.setattr(_handler, "_model_result", broken)
+    with replay(CHAT) as server, langchain_instrumented() as handler:
+        assert handler.raise_error is False  # LangChain would not re-raise either
+        answer = _france_chain(server).invoke({"question": QUESTION})
+    assert answer == "The capital of France is Paris."
+    chat = one(exporter.get_finished_spans(), "chat gpt-3.5-turbo")
+    assert chat.end_time is not None and "gen_ai.response.id" not in (chat.attributes or {})
+    assert "codec bug" in caplog.text
+
+    # Events of runs the handler never saw (started before it was registered): nothing raised, nothing recorded.
+    stray = EvaltraceCallbackHandler()
+    stray.on_chain_end({}, run_id=uuid4())
+    stray.on_llm_end(None, run_id=uuid4())
+    stray.on_llm_new_token("x", run_id=uuid4())
+    stray.on_tool_error(ValueError("x"), run_id=uuid4())
+    stray.on_retriever_end([], run_id=uuid4())
+    assert len(exporter.get_finished_spans()) == 4

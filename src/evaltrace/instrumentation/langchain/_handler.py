@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -178,23 +178,31 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
             self._contexts.leave(run)
         return run
 
-    def _end(self, run_id: UUID, attributes: Mapping[str, AttributeValue] | None = None) -> None:
-        run = self._finish(run_id)
-        if run is None or run.span is None:
-            return
-        if attributes:
-            run.span.set_attributes(attributes)
-        run.span.end()
+    def _end(self, run_id: UUID, what: str, describe: Callable[[Run], Mapping[str, AttributeValue]]) -> None:
+        """End the run's span, once; what ``describe`` reads off the result is best effort: the span ends anyway."""
+        with handle_internal_errors(f"ending a LangChain {what} span"):
+            run = self._finish(run_id)
+            if run is None or run.span is None:
+                return
+            try:
+                with handle_internal_errors(f"recording a LangChain {what} result"):
+                    run.span.set_attributes(describe(run))
+            finally:
+                run.span.end()
 
-    def _fail(self, run_id: UUID, error: BaseException) -> None:
-        run = self._finish(run_id)
-        if run is None or run.span is None:
-            return
-        span = run.span
-        span.set_attribute(sc.ERROR_TYPE, error_type(error))
-        span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
-        span.record_exception(error)
-        span.end()
+    def _fail(self, run_id: UUID, what: str, error: BaseException) -> None:
+        """End the run's span, once, as failed by ``error`` (status ERROR, ``error.type``, the exception event)."""
+        with handle_internal_errors(f"ending a failed LangChain {what} span"):
+            run = self._finish(run_id)
+            if run is None or run.span is None:
+                return
+            span = run.span
+            try:
+                span.set_attribute(sc.ERROR_TYPE, error_type(error))
+                span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+                span.record_exception(error)
+            finally:
+                span.end()
 
     # --- chains and agents -------------------------------------------------------------------------------
 
@@ -229,14 +237,11 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         """End the chain span with its output."""
-        with handle_internal_errors("ending a LangChain chain span"):
-            captured = {sc.OUTPUT_VALUE: _output_text(outputs)} if settings.current.capture_content else None
-            self._end(run_id, captured)
+        self._end(run_id, "chain", lambda run: _captured(sc.OUTPUT_VALUE, outputs))
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """End the chain span as failed."""
-        with handle_internal_errors("ending a failed LangChain chain span"):
-            self._fail(run_id, error)
+        self._fail(run_id, "chain", error)
 
     def on_agent_action(self, action: Any, *, run_id: UUID, **kwargs: Any) -> None:
         """Note a classic agent's decision to call a tool, as an event on its span (the tool run has its own)."""
@@ -254,7 +259,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
             run = self._runs.get(run_id)
             values = getattr(finish, "return_values", None)
             if run is not None and run.span is not None and settings.current.capture_content and values:
-                run.span.set_attribute(sc.OUTPUT_VALUE, _output_text(values))
+                run.span.set_attribute(sc.OUTPUT_VALUE, _json(values))
 
     # --- tools -------------------------------------------------------------------------------------------
 
@@ -291,23 +296,11 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         """End the tool span with its result (a ``ToolMessage``'s content, or the value returned)."""
-        with handle_internal_errors("ending a LangChain tool span"):
-            attributes: dict[str, AttributeValue] = {}
-            call_id = getattr(output, "tool_call_id", None)
-            run = self._runs.get(run_id)
-            if run is not None and run.span is not None and isinstance(call_id, str) and call_id:
-                attributes[sc.GEN_AI_TOOL_CALL_ID] = call_id
-            if getattr(output, "status", None) == "error" and run is not None and run.span is not None:
-                run.span.set_status(Status(StatusCode.ERROR, "the tool returned an error message"))
-            if settings.current.capture_content:
-                result = getattr(output, "content", output) if hasattr(output, "tool_call_id") else output
-                attributes[sc.GEN_AI_TOOL_CALL_RESULT] = _output_text(result)
-            self._end(run_id, attributes)
+        self._end(run_id, "tool", lambda run: _tool_result(run, output))
 
     def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """End the tool span as failed."""
-        with handle_internal_errors("ending a failed LangChain tool span"):
-            self._fail(run_id, error)
+        self._fail(run_id, "tool", error)
 
     # --- retrievers --------------------------------------------------------------------------------------
 
@@ -333,16 +326,13 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
 
     def on_retriever_end(self, documents: Sequence[Any], *, run_id: UUID, **kwargs: Any) -> None:
         """End the retriever span with the documents it found (the RAG context evaluators read)."""
-        with handle_internal_errors("ending a LangChain retriever span"):
-            attributes: dict[str, AttributeValue] = {}
-            if settings.current.capture_content:
-                attributes[sc.GEN_AI_RETRIEVAL_DOCUMENTS] = _json(_codec.documents(documents))
-            self._end(run_id, attributes)
+        self._end(
+            run_id, "retriever", lambda run: _captured(sc.GEN_AI_RETRIEVAL_DOCUMENTS, documents, _codec.documents)
+        )
 
     def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """End the retriever span as failed."""
-        with handle_internal_errors("ending a failed LangChain retriever span"):
-            self._fail(run_id, error)
+        self._fail(run_id, "retriever", error)
 
     # --- models ------------------------------------------------------------------------------------------
 
@@ -413,37 +403,50 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
         """End the model span with the response: output messages, finish reasons, usage, id and model."""
-        with handle_internal_errors("ending a LangChain model span"):
-            run = self._runs.get(run_id)
-            if run is None or run.span is None:
-                self._finish(run_id)
-                return
-            generations = getattr(response, "generations", None) or [[]]
-            first = generations[0] if generations else []
-            llm_output = getattr(response, "llm_output", None)
-            outputs, reasons = _codec.output_messages(first)
-            attributes: dict[str, AttributeValue] = {}
-            attributes.update(_codec.response_attributes(first, llm_output))
-            attributes.update(_codec.usage_attributes(first, llm_output))
-            if reasons:
-                attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
-            if settings.current.capture_content:
-                attributes[sc.GEN_AI_OUTPUT_MESSAGES] = _json(outputs)
-            if run.first_chunk_ns is not None:  # streamed (LangChain's invocation params do not always say so)
-                attributes[sc.GEN_AI_REQUEST_STREAM] = True
-                attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (run.first_chunk_ns - run.started_ns) / 1e9
-                attributes[sc.EVALTRACE_STREAM_CHUNKS] = run.chunks
-            self._end(run_id, attributes)
+        self._end(run_id, "model", lambda run: _model_result(run, response))
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """End the model span as failed."""
-        with handle_internal_errors("ending a failed LangChain model span"):
-            self._fail(run_id, error)
+        self._fail(run_id, "model", error)
 
 
-def _output_text(value: Any) -> str:
-    """A run's output as captured: capped JSON, as the decorators capture a return value (text too)."""
-    return _json(value)
+def _captured(key: str, value: Any, convert: Callable[[Any], Any] | None = None) -> dict[str, AttributeValue]:
+    """``{key: value as capped JSON}`` when content is captured, else nothing."""
+    if not settings.current.capture_content:
+        return {}
+    return {key: _json(convert(value) if convert is not None else value)}
+
+
+def _tool_result(run: Run, output: Any) -> dict[str, AttributeValue]:
+    """A tool's call id (a ``ToolMessage`` knows it) and result; an error message the tool returned is an error."""
+    attributes: dict[str, AttributeValue] = {}
+    message = hasattr(output, "tool_call_id")
+    call_id = getattr(output, "tool_call_id", None)
+    if isinstance(call_id, str) and call_id:
+        attributes[sc.GEN_AI_TOOL_CALL_ID] = call_id
+    if getattr(output, "status", None) == "error" and run.span is not None:
+        run.span.set_status(Status(StatusCode.ERROR, "the tool returned an error message"))
+    attributes.update(_captured(sc.GEN_AI_TOOL_CALL_RESULT, getattr(output, "content", output) if message else output))
+    return attributes
+
+
+def _model_result(run: Run, response: Any) -> dict[str, AttributeValue]:
+    """What a model call's ``LLMResult`` says, and its stream timings."""
+    generations = getattr(response, "generations", None) or [[]]
+    first = generations[0]
+    llm_output = getattr(response, "llm_output", None)
+    outputs, reasons = _codec.output_messages(first)
+    attributes: dict[str, AttributeValue] = {}
+    attributes.update(_codec.response_attributes(first, llm_output))
+    attributes.update(_codec.usage_attributes(first, llm_output))
+    if reasons:
+        attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+    attributes.update(_captured(sc.GEN_AI_OUTPUT_MESSAGES, outputs))
+    if run.first_chunk_ns is not None:  # streamed (LangChain's invocation params do not always say so)
+        attributes[sc.GEN_AI_REQUEST_STREAM] = True
+        attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (run.first_chunk_ns - run.started_ns) / 1e9
+        attributes[sc.EVALTRACE_STREAM_CHUNKS] = run.chunks
+    return attributes
 
 
 def _codec_arguments(input_str: str) -> Any:
