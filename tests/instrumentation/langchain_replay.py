@@ -21,6 +21,7 @@ STREAM = (
     / "test_instrumentor"
     / "test_records_token_counts_for_streaming_openai_llm.yaml"
 )
+RESPONSES = LANGCHAIN_CASSETTES / "logfire" / "test_instrument_langchain.yaml"
 TOKENS = LANGCHAIN_CASSETTES / "openinference" / "test_instrumentor" / "test_token_counts.yaml"
 
 

@@ -14,7 +14,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from langchain_replay import AGENT, CHAT, chat_openai, kind, langchain_instrumented, one, parent_of, replay
+from langchain_replay import (
+    AGENT,
+    CHAT,
+    RESPONSES,
+    chat_openai,
+    kind,
+    langchain_instrumented,
+    one,
+    parent_of,
+    replay,
+)
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
@@ -311,3 +321,46 @@ async def test_rag_chain_retrieved_documents_are_the_context_rag_evaluators_judg
         prompt = "\n".join(str(m["content"]) for m in server.requests[0]["body"]["messages"])
     assert relevancy.score == 0.5 and "1/2" in (relevancy.reason or "")
     assert f"[2] {DOCUMENTS[1]}" in prompt and "What is the capital of France?" in prompt
+
+
+def test_responses_api_agent_records_reasoning_tool_call_and_answer(exporter: InMemorySpanExporter) -> None:
+    """Logfire's recording: gpt-5 through the Responses API (``use_responses_api=True``) reasons, calls ``add``,
+    then answers; reasoning summaries are reasoning parts and the Trace's thinking, never the answer."""
+    from langchain_core.tools import tool
+    from langgraph.prebuilt import create_react_agent
+
+    @tool
+    def add(a: float, b: float) -> float:
+        """Add two numbers."""
+        return a + b
+
+    question = "what's 123 + 456? think carefully and use the tool"
+    with replay(RESPONSES) as server, langchain_instrumented():
+        model = chat_openai(
+            server, model="gpt-5", use_responses_api=True, reasoning={"effort": "medium", "summary": "concise"}
+        )
+        create_react_agent(model, [add]).invoke({"messages": [{"role": "user", "content": question}]})
+    assert [r.path for r in server.received] == ["/v1/responses"] * 2
+    spans = exporter.get_finished_spans()
+    first, second = (dict(s.attributes or {}) for s in spans if s.name == "chat gpt-5")
+    assert first["gen_ai.request.reasoning.level"] == "medium"
+    assert first["gen_ai.response.id"] == "resp_033ba4b7d827c976006978a46a8e2c81a288eed3c07ab06db8"
+    assert first["gen_ai.response.model"] == "gpt-5-2025-08-07"
+    assert (first["gen_ai.usage.output_tokens"], first["gen_ai.usage.reasoning.output_tokens"]) == (424, 384)
+    assert json.loads(str(first["gen_ai.output.messages"]))[0]["parts"] == [
+        {
+            "type": "reasoning",
+            "content": "**Using tool to add numbers**\n\n**Executing addition and finalizing result**",
+        },
+        {"type": "tool_call", "id": "call_XlgatTV1bBqLX1fOZTbu7cxO", "name": "add", "arguments": {"a": 123, "b": 456}},
+    ]
+    assert [d["name"] for d in json.loads(str(first["gen_ai.tool.definitions"]))] == ["add"]
+    assert json.loads(str(second["gen_ai.output.messages"]))[0]["parts"] == [{"type": "text", "content": "579"}]
+    tool_span = one(spans, "execute_tool add")
+    assert (tool_span.attributes or {})["gen_ai.tool.call.id"] == "call_XlgatTV1bBqLX1fOZTbu7cxO"
+    trace = trace_from_spans(spans)
+    assert trace.output.final_answer == "579"
+    assert trace.output.thinking is not None and "Using tool to add numbers" in trace.output.thinking
+    assert [(c.name, c.arguments) for c in trace.tool_calls] == [("add", {"a": 123, "b": 456})]
+    assert (trace.metrics.token_input, trace.metrics.token_output) == (57 + 494, 424 + 5)
+    assert ToolCalled("add", arguments={"a": 123}).evaluate(trace).passed is True

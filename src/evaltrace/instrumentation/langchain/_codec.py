@@ -96,6 +96,10 @@ def request_attributes(metadata: Mapping[str, Any], params: Mapping[str, Any]) -
         out[sc.GEN_AI_REQUEST_CHOICE_COUNT] = n
     if params.get("stream") is True or params.get("streaming") is True:
         out[sc.GEN_AI_REQUEST_STREAM] = True
+    reasoning = params.get("reasoning")  # OpenAI Responses {"effort": ...}; Chat Completions reasoning_effort
+    effort = reasoning.get("effort") if isinstance(reasoning, Mapping) else params.get("reasoning_effort")
+    if isinstance(effort, str) and effort:
+        out[sc.GEN_AI_REQUEST_REASONING_LEVEL] = effort
     return out
 
 
