@@ -364,3 +364,51 @@ def test_responses_api_agent_records_reasoning_tool_call_and_answer(exporter: In
     assert [(c.name, c.arguments) for c in trace.tool_calls] == [("add", {"a": 123, "b": 456})]
     assert (trace.metrics.token_input, trace.metrics.token_output) == (57 + 494, 424 + 5)
     assert ToolCalled("add", arguments={"a": 123}).evaluate(trace).passed is True
+
+
+def test_openai_client_model_under_another_provider_name_keeps_one_span(
+    exporter: InMemorySpanExporter, openai_instrumented: None
+) -> None:
+    """A model that talks through the openai client but names another provider (ChatDeepSeek, ChatXAI do, by
+    ``ls_provider``): the handler records the call, and the instrumented openai client, asked to stand aside
+    while the call runs, makes no second span. After it, the client is traced again."""
+    from langchain_openai import ChatOpenAI
+
+    class ChatDeepSeekLike(ChatOpenAI):
+        def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> Any:
+            return {**super()._get_ls_params(stop=stop, **kwargs), "ls_provider": "deepseek"}
+
+    with replay(CHAT) as server, langchain_instrumented():
+        model = ChatDeepSeekLike(base_url=f"{server.url}/v1", api_key="x", max_retries=0, model="gpt-3.5-turbo")
+        model.invoke("What is the capital of France?")
+    spans = exporter.get_finished_spans()
+    llm_spans = [s for s in spans if kind(s) == "llm"]
+    assert [s.name for s in llm_spans] == ["chat gpt-3.5-turbo"]
+    attrs = dict(llm_spans[0].attributes or {})
+    assert attrs["gen_ai.provider.name"] == "deepseek" and "openai.api.type" not in attrs
+    with replay(CHAT) as server:
+        ChatOpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0, model="gpt-3.5-turbo").invoke("hi")
+    assert len([s for s in exporter.get_finished_spans() if kind(s) == "llm"]) == 2  # the client's own span
+
+
+def test_chain_inside_a_decorated_agent_nests_under_it_and_its_evaluators_see_the_context(
+    exporter: InMemorySpanExporter,
+) -> None:
+    import evaltrace
+
+    with replay(CHAT) as server, langchain_instrumented():
+        chain = _rag_chain(server)
+
+        @evaltrace.agent(name="support")
+        def answer(question: str) -> str:
+            return str(chain.invoke(question))
+
+        assert answer("What is the capital of France?") == "The capital of France is Paris."
+    spans = exporter.get_finished_spans()
+    root = one(spans, "invoke_agent support")
+    under_root = [s.name for s in spans if parent_of(spans, s) is root]
+    assert under_root == ["RunnableSequence"]  # the chain (its retriever | join sequence nests inside it)
+    trace = trace_from_spans(spans, root=root)
+    assert trace.input == {"question": "What is the capital of France?"}
+    assert trace.output.final_answer == "The capital of France is Paris."
+    assert trace.extra["contexts"] == DOCUMENTS[:2]
