@@ -23,21 +23,15 @@ from langchain_replay import (
     parent_of,
     replay,
 )
-from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from evaltrace._internal import settings
 from evaltrace.mapping import trace_from_spans
 
 QUESTION = "What is the capital of France?"
 
-
-@pytest.fixture(autouse=True)
-def capture(provider: TracerProvider) -> Any:
-    previous = settings.replace(settings.CaptureSettings(capture_content=True))
-    yield
-    settings.replace(previous)
+# The real OTel SDK (in-memory exporter) and content capture, from tests/conftest.py and this folder's conftest.
+pytestmark = pytest.mark.usefixtures("provider", "capture")
 
 
 def _france_chain(server: Any) -> Any:

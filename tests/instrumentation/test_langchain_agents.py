@@ -10,7 +10,6 @@ Judge evaluators run against ``tests/judge_server.py`` on 127.0.0.1.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,17 +24,20 @@ from langchain_replay import (
     parent_of,
     replay,
 )
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from evaltrace._internal import settings
 from evaltrace.evaluators import ContextRelevancy, Faithfulness, Judge, ToolCalled
 from evaltrace.instrumentation.openai import OpenAIInstrumentor
 from evaltrace.mapping import trace_from_spans
 from judge_server import serve_judge
 
-pytestmark = pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
+# The real OTel SDK (in-memory exporter) and content capture, from tests/conftest.py and this folder's conftest.
+pytestmark = [
+    pytest.mark.usefixtures("provider", "capture"),
+    pytest.mark.filterwarnings("ignore:create_react_agent has been moved"),
+]
 
 CALL_ID = "call_7p1vRWhZc9Pm0j6JVvrHK4ZE"
 WEATHER = "The weather in London is sunny."
@@ -44,21 +46,6 @@ DOCUMENTS = [
     "France is a country in Western Europe.",
     "Berlin is the capital of Germany.",
 ]
-
-
-@pytest.fixture(autouse=True)
-def capture(provider: TracerProvider) -> Iterator[None]:
-    previous = settings.replace(settings.CaptureSettings(capture_content=True))
-    yield
-    settings.replace(previous)
-
-
-@pytest.fixture
-def openai_instrumented(provider: TracerProvider) -> Iterator[None]:
-    instrumentor = OpenAIInstrumentor()
-    instrumentor.instrument()
-    yield
-    instrumentor.uninstrument()
 
 
 def _agent(server: Any, weather: Any = None, handle_tool_errors: bool = False) -> Any:
@@ -211,7 +198,7 @@ def test_tool_error_raised_through_the_graph_passes_unchanged_and_ends_every_spa
 
 @pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
 async def test_react_agent_with_openai_instrumented_has_one_span_per_model_call(
-    exporter: InMemorySpanExporter, openai_instrumented: None, is_async: bool
+    exporter: InMemorySpanExporter, instrumented: OpenAIInstrumentor, is_async: bool
 ) -> None:
     """instrument_openai() on: the SDK call's span is the LLM span, nested under the graph node that made it."""
     with replay(AGENT) as server, langchain_instrumented(restored=not is_async):
@@ -229,7 +216,7 @@ async def test_react_agent_with_openai_instrumented_has_one_span_per_model_call(
 
 
 def test_simple_chain_with_openai_instrumented_keeps_the_sdk_span_under_the_chain(
-    exporter: InMemorySpanExporter, openai_instrumented: None
+    exporter: InMemorySpanExporter, instrumented: OpenAIInstrumentor
 ) -> None:
     from langchain_core.output_parsers import StrOutputParser
 
@@ -367,7 +354,7 @@ def test_responses_api_agent_records_reasoning_tool_call_and_answer(exporter: In
 
 
 def test_openai_client_model_under_another_provider_name_keeps_one_span(
-    exporter: InMemorySpanExporter, openai_instrumented: None
+    exporter: InMemorySpanExporter, instrumented: OpenAIInstrumentor
 ) -> None:
     """A model that talks through the openai client but names another provider (ChatDeepSeek, ChatXAI do, by
     ``ls_provider``): the handler records the call, and the instrumented openai client, asked to stand aside

@@ -38,7 +38,7 @@ from evaltrace._internal import settings
 from evaltrace._internal.errors import handle_internal_errors, reraise_internal_errors
 from evaltrace._internal.fast_context import SPAN_KEY, get_current
 from evaltrace._internal.jsonutil import capped_json, capped_text
-from evaltrace._internal.spans import error_type
+from evaltrace._internal.spans import end_error
 from evaltrace._internal.tracing import LLM_SUPPRESSION_KEYS, SUPPRESSION_KEYS, get_tracer
 from evaltrace.instrumentation.langchain import _codec
 from evaltrace.instrumentation.langchain._context import Contexts, Run, WhileRunning
@@ -194,15 +194,8 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         """End the run's span, once, as failed by ``error`` (status ERROR, ``error.type``, the exception event)."""
         with handle_internal_errors(f"ending a failed LangChain {what} span"):
             run = self._finish(run_id)
-            if run is None or run.span is None:
-                return
-            span = run.span
-            try:
-                span.set_attribute(sc.ERROR_TYPE, error_type(error))
-                span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
-                span.record_exception(error)
-            finally:
-                span.end()
+            if run is not None and run.span is not None:
+                end_error(run.span, error)  # the decorators' own ending: the span ends even if recording fails
 
     # --- chains and agents -------------------------------------------------------------------------------
 
