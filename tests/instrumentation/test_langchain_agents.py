@@ -71,7 +71,7 @@ QUESTION = {"messages": [{"role": "user", "content": "What's the weather in Lond
 
 
 def _run_agent(server: Any) -> Any:
-    return _agent(server).invoke(QUESTION)
+    return _agent(server).invoke(QUESTION, config={"configurable": {"thread_id": "thread-7"}})
 
 
 def _ancestors(spans: tuple[ReadableSpan, ...], span: ReadableSpan) -> list[str]:
@@ -131,6 +131,8 @@ def test_react_agent_records_graph_nodes_tool_and_streamed_model_calls(exporter:
         state = _run_agent(server)
     assert state["messages"][-1].content == WEATHER
     assert [r.json()["messages"][-1]["role"] for r in server.received] == ["user", "tool"]
+    root = one(exporter.get_finished_spans(), "invoke_agent LangGraph")
+    assert (root.attributes or {})["gen_ai.conversation.id"] == "thread-7"  # the LangGraph thread
     spans = exporter.get_finished_spans()
     _check_agent_spans(spans)
     _check_agent_trace(spans)

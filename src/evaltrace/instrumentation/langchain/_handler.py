@@ -222,6 +222,9 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
                 kind, span_name = sc.KIND_AGENT, f"invoke_agent {name}"
                 attributes[sc.GEN_AI_OPERATION_NAME] = sc.OP_INVOKE_AGENT
                 attributes[sc.GEN_AI_AGENT_NAME] = name
+                thread = metadata.get("thread_id")  # LangGraph copies config["configurable"] into the metadata
+                if isinstance(thread, str | int) and not isinstance(thread, bool) and str(thread):
+                    attributes[sc.GEN_AI_CONVERSATION_ID] = str(thread)
             else:
                 kind, span_name = sc.KIND_TASK, name
             if settings.current.capture_content:
