@@ -22,7 +22,7 @@ go to the nearest shown ancestor. Nothing here raises into LangChain: errors go 
 
 from __future__ import annotations
 
-import sys
+import importlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -64,11 +64,13 @@ _KIND_LABELS = {
 def provider_traced(ls_provider: Any) -> bool:
     """Whether evaltrace's instrumentation of this provider's SDK is on (its call span is the model call's span)."""
     home = _PROVIDER_INSTRUMENTORS.get(ls_provider) if isinstance(ls_provider, str) else None
-    module = sys.modules.get(home[0]) if home is not None else None
-    if home is None or module is None:  # never imported: never instrumented
+    if home is None:
         return False
-    instrumentor = getattr(module, home[1], None)
-    return bool(instrumentor is not None and getattr(instrumentor(), "is_instrumented_by_opentelemetry", False))
+    try:  # imported once (it patches nothing, and imports no SDK): whichever way it was turned on, it is this one
+        instrumentor = getattr(importlib.import_module(home[0]), home[1])
+    except (ImportError, AttributeError):
+        return False
+    return bool(getattr(instrumentor(), "is_instrumented_by_opentelemetry", False))
 
 
 def _json(value: Any) -> str:
