@@ -148,8 +148,9 @@ class Contexts:
             values.update(extra)
         active = Context(values)
         if len(self._attached) >= _MAX_ATTACHED:  # rare: forget what no restore can need any more
-            for key in [k for k, r in self._attached.items() if r.ended]:
-                del self._attached[key]
+            for key, left in list(self._attached.items()):  # one C-level copy: safe beside other threads
+                if left.ended:
+                    self._attached.pop(key, None)
         run.active, run.token = active, attach(active)
         self._attached[id(active)] = run
 
