@@ -269,3 +269,39 @@ def test_our_failure_never_reaches_langchain_and_the_span_still_ends(
     stray.on_tool_error(ValueError("x"), run_id=uuid4())
     stray.on_retriever_end([], run_id=uuid4())
     assert len(exporter.get_finished_spans()) == 4
+
+
+async def test_async_stream_ends_every_span_and_leaves_later_spans_unparented(exporter: InMemorySpanExporter) -> None:
+    from langchain_core.output_parsers import StrOutputParser
+    from opentelemetry import trace as otel_trace
+
+    with replay(STREAM) as server, langchain_instrumented(restored=False):
+        model = chat_openai(server, model="gpt-3.5-turbo", temperature=0.7)
+        pieces = [piece async for piece in (model | StrOutputParser()).astream("Tell me a funny joke, a one-liner.")]
+        await model.root_async_client.close()
+        assert not otel_trace.get_current_span().get_span_context().is_valid
+    assert "".join(pieces).startswith("Why couldn't the bicycle")
+    spans = exporter.get_finished_spans()
+    chat = one(spans, "chat gpt-3.5-turbo")
+    assert parent_of(spans, chat) is one(spans, "RunnableSequence")
+    assert (chat.attributes or {})["evaltrace.stream.chunks"] >= len(pieces)
+
+
+def test_concurrent_runs_in_threads_keep_their_own_spans(exporter: InMemorySpanExporter) -> None:
+    """Two threads run the chain at once through one handler: each model call nests under its own chain."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cassettes import ReplayServer, load_cassette
+
+    with ReplayServer(load_cassette(CHAT) * 4) as server, langchain_instrumented():
+        chain = _france_chain(server)
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            answers = list(pool.map(lambda _: chain.invoke({"question": QUESTION}), range(4)))
+    assert answers == ["The capital of France is Paris."] * 4
+    spans = exporter.get_finished_spans()
+    roots = [s for s in spans if s.name == "RunnableSequence"]
+    assert len(roots) == 4 and all(r.parent is None for r in roots)
+    assert len({r.context.trace_id for r in roots}) == 4
+    for chat in (s for s in spans if s.name == "chat gpt-3.5-turbo"):
+        assert parent_of(spans, chat) in roots
+    assert sorted(id(parent_of(spans, c)) for c in spans if c.name == "StrOutputParser") == sorted(id(r) for r in roots)
