@@ -78,7 +78,7 @@ __all__ = [
 _HOMES = {
     "ConfigError": "evaltrace.exceptions",
     "ContextThreadPoolExecutor": "evaltrace.context",
-    "EvaltraceCallbackHandler": "evaltrace._internal.lazy_instrumentation",
+    "EvaltraceCallbackHandler": "evaltrace.instrumentation.langchain",
     "EvaltraceError": "evaltrace.exceptions",
     "EvaltraceHandle": "evaltrace.config",
     "LLMCall": "evaltrace.manual_llm",

@@ -305,3 +305,27 @@ def test_concurrent_runs_in_threads_keep_their_own_spans(exporter: InMemorySpanE
     for chat in (s for s in spans if s.name == "chat gpt-3.5-turbo"):
         assert parent_of(spans, chat) in roots
     assert sorted(id(parent_of(spans, c)) for c in spans if c.name == "StrOutputParser") == sorted(id(r) for r in roots)
+
+
+def test_without_langchain_core_the_names_resolve_and_using_them_names_the_extra() -> None:
+    """In a process where langchain-core cannot be imported: ``import evaltrace`` and the public names work;
+    instrumenting or creating a handler raises an ImportError naming the extra."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+sys.modules["langchain_core"] = None  # as if not installed
+import evaltrace
+handler_class = evaltrace.EvaltraceCallbackHandler
+for attempt in (evaltrace.instrument_langchain, handler_class):
+    try:
+        attempt()
+    except ImportError as exc:
+        print("ImportError:", exc)
+evaltrace.uninstrument_langchain()
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2 and all("pip install 'evaltrace[langchain]'" in line for line in lines), lines

@@ -69,13 +69,3 @@ def uninstrument_langchain() -> None:
     from evaltrace.instrumentation.langchain import uninstrument_langchain as _uninstrument
 
     _uninstrument()
-
-
-def __getattr__(name: str) -> Any:
-    if name == "EvaltraceCallbackHandler":  # the handler class, for explicit ``callbacks=[...]``
-        try:
-            from evaltrace.instrumentation.langchain import EvaltraceCallbackHandler
-        except ImportError as exc:
-            raise ImportError(f"EvaltraceCallbackHandler needs: pip install 'evaltrace[langchain]' ({exc})") from exc
-        return EvaltraceCallbackHandler
-    raise AttributeError(name)

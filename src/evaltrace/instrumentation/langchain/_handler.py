@@ -28,7 +28,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
-from langchain_core.callbacks import BaseCallbackHandler
 from opentelemetry.context import Context
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
@@ -37,11 +36,22 @@ from evaltrace._internal import semconv as sc
 from evaltrace._internal import settings
 from evaltrace._internal.errors import handle_internal_errors, reraise_internal_errors
 from evaltrace._internal.fast_context import SPAN_KEY, get_current
-from evaltrace._internal.jsonutil import capped_json, capped_text
+from evaltrace._internal.jsonutil import capped_json, capped_text, loads_or_raw
 from evaltrace._internal.spans import end_error
 from evaltrace._internal.tracing import LLM_SUPPRESSION_KEYS, SUPPRESSION_KEYS, get_tracer
 from evaltrace.instrumentation.langchain import _codec
 from evaltrace.instrumentation.langchain._context import Contexts, Run, WhileRunning
+
+try:
+    from langchain_core.callbacks import BaseCallbackHandler
+except ImportError:  # the extra is missing: the class still exists (evaltrace.EvaltraceCallbackHandler resolves)
+
+    class BaseCallbackHandler:  # type: ignore[no-redef]
+        """Stands in for LangChain's base class: creating a handler says what to install."""
+
+        def __init__(self) -> None:
+            raise ImportError("EvaltraceCallbackHandler needs langchain-core: pip install 'evaltrace[langchain]'")
+
 
 _HIDDEN_TAG = "langsmith:hidden"  # LangGraph's internal runs (channel writes): shown nowhere, so no span either
 _SUPPRESS_LLM_KEY = LLM_SUPPRESSION_KEYS[2]
@@ -449,6 +459,4 @@ def _model_result(run: Run, response: Any) -> dict[str, AttributeValue]:
 
 def _codec_arguments(input_str: str) -> Any:
     """A tool's arguments when LangChain gave only their text: the parsed JSON, else the text."""
-    from evaltrace._internal.jsonutil import loads_or_raw
-
     return loads_or_raw(input_str)
