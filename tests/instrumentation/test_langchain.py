@@ -26,6 +26,7 @@ from langchain_replay import (
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
+from evaltrace import pricing
 from evaltrace.mapping import trace_from_spans
 
 QUESTION = "What is the capital of France?"
@@ -94,6 +95,8 @@ async def test_simple_chain_records_chain_prompt_model_and_parser_spans(
     sent = server.received[0].json()
     assert sent["model"] == "gpt-3.5-turbo" and sent["seed"] == 100  # what the SDK really sent
     assert attrs["gen_ai.usage.input_tokens"] == 24 and attrs["gen_ai.usage.output_tokens"] == 7  # recorded usage
+    cost = pricing.cost_of("gpt-3.5-turbo-0125", input_tokens=24, output_tokens=7)
+    assert cost is not None and attrs["evaltrace.cost_usd"] == pytest.approx(cost.total_usd) and cost.total_usd > 0
     assert json.loads(str(attrs["gen_ai.input.messages"])) == [
         {"role": "system", "parts": [{"type": "text", "content": "You are a helpful assistant!"}]},
         {"role": "user", "parts": [{"type": "text", "content": QUESTION}]},
@@ -108,7 +111,7 @@ async def test_simple_chain_records_chain_prompt_model_and_parser_spans(
     trace = trace_from_spans(spans)
     assert trace.input == {"question": QUESTION}
     assert trace.output.final_answer == "The capital of France is Paris."
-    assert trace.metrics.token_input == 24
+    assert trace.metrics.token_input == 24 and trace.metrics.cost_usd == pytest.approx(cost.total_usd)
     assert [m.role for m in trace.messages] == ["system", "user", "assistant"]
 
 

@@ -28,6 +28,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
+from evaltrace import pricing
 from evaltrace.evaluators import ContextRelevancy, Faithfulness, Judge, ToolCalled
 from evaltrace.instrumentation.openai import OpenAIInstrumentor
 from evaltrace.mapping import trace_from_spans
@@ -336,6 +337,9 @@ def test_responses_api_agent_records_reasoning_tool_call_and_answer(exporter: In
     assert first["gen_ai.response.id"] == "resp_033ba4b7d827c976006978a46a8e2c81a288eed3c07ab06db8"
     assert first["gen_ai.response.model"] == "gpt-5-2025-08-07"
     assert (first["gen_ai.usage.output_tokens"], first["gen_ai.usage.reasoning.output_tokens"]) == (424, 384)
+    cost = pricing.cost_of("gpt-5-2025-08-07", input_tokens=57, output_tokens=424, reasoning_tokens=384)
+    assert cost is not None and first["evaltrace.cost_usd"] == pytest.approx(cost.total_usd)
+    assert cost.reasoning_usd > 0 and first["evaltrace.cost_thinking_usd"] == pytest.approx(cost.reasoning_usd)
     assert json.loads(str(first["gen_ai.output.messages"]))[0]["parts"] == [
         {
             "type": "reasoning",

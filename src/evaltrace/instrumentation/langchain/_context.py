@@ -43,6 +43,8 @@ class Run:
     first_chunk_ns: int | None = None
     chunks: int = 0
     ended: bool = False
+    model: str | None = None  # a model call's request model and provider, to price it by
+    provider: str | None = None
 
 
 def _span_of(context: Context) -> Span:

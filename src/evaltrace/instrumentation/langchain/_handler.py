@@ -37,6 +37,8 @@ from evaltrace._internal import settings
 from evaltrace._internal.errors import handle_internal_errors, reraise_internal_errors
 from evaltrace._internal.fast_context import SPAN_KEY, get_current
 from evaltrace._internal.jsonutil import capped_json, capped_text, loads_or_raw
+from evaltrace._internal.manual_attributes import cost_attributes
+from evaltrace._internal.openai.response import Usage
 from evaltrace._internal.spans import end_error
 from evaltrace._internal.tracing import LLM_SUPPRESSION_KEYS, SUPPRESSION_KEYS, get_tracer
 from evaltrace.instrumentation.langchain import _codec
@@ -153,11 +155,11 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         name: str,
         attributes: dict[str, AttributeValue],
         span_kind: SpanKind = SpanKind.INTERNAL,
-    ) -> None:
+    ) -> Run | None:
         current = get_current()
         suppress_otel, suppress_ours = SUPPRESSION_KEYS
         if current.get(suppress_otel) or current.get(suppress_ours):
-            return
+            return None
         parent, _ = self._parent_context(parent_run_id, current)
         langfuse_type, openinference_kind = _KIND_LABELS[kind]
         attributes = {
@@ -172,6 +174,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         # A model call recorded here: an LLM instrumentation under it must not record it again (while it runs).
         self._contexts.enter(run, current, {_SUPPRESS_LLM_KEY: WhileRunning(run)} if kind == sc.KIND_LLM else None)
         self._runs[run_id] = run
+        return run
 
     def _pass_through(self, run_id: UUID, parent_run_id: UUID | None, kind: str) -> None:
         """Keep a run without a span: its children (and an SDK call inside it) nest under its nearest ancestor."""
@@ -398,7 +401,11 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
             tools = _codec.tools_of(params)
             if tools:
                 attributes[sc.GEN_AI_TOOL_DEFINITIONS] = _json(tools)
-        self._start(run_id, parent_run_id, sc.KIND_LLM, f"{operation} {model}", attributes, SpanKind.CLIENT)
+        run = self._start(run_id, parent_run_id, sc.KIND_LLM, f"{operation} {model}", attributes, SpanKind.CLIENT)
+        if run is not None:
+            request_model, provider = attributes.get(sc.GEN_AI_REQUEST_MODEL), attributes.get(sc.GEN_AI_PROVIDER_NAME)
+            run.model = request_model if isinstance(request_model, str) else None
+            run.provider = provider if isinstance(provider, str) else None
 
     def on_llm_new_token(self, token: Any, *, run_id: UUID, **kwargs: Any) -> None:
         """Count a streamed chunk; the first one's time is the time to first chunk (O(1))."""
@@ -446,7 +453,18 @@ def _model_result(run: Run, response: Any) -> dict[str, AttributeValue]:
     outputs, reasons = _codec.output_messages(first)
     attributes: dict[str, AttributeValue] = {}
     attributes.update(_codec.response_attributes(first, llm_output))
-    attributes.update(_codec.usage_attributes(first, llm_output))
+    usage = _codec.usage_attributes(first, llm_output)
+    attributes.update(usage)
+    model = attributes.get(sc.GEN_AI_RESPONSE_MODEL) or run.model
+    priced = Usage(
+        input_tokens=usage.get(sc.GEN_AI_USAGE_INPUT_TOKENS),
+        output_tokens=usage.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS),
+        cached_tokens=usage.get(sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS),
+        reasoning_tokens=usage.get(sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS),
+        cache_write_tokens=usage.get(sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS),
+    )
+    # Priced as an llm_call span is (genai-prices, set_model_price overrides); no price, no cost.
+    attributes.update(cost_attributes(priced, model if isinstance(model, str) else None, run.provider, None))
     if reasons:
         attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
     attributes.update(_captured(sc.GEN_AI_OUTPUT_MESSAGES, outputs))
