@@ -162,7 +162,8 @@ def _block_parts(block: Any) -> list[Part]:
         mime = block.get("mime_type") or block.get("mimeType") or ""
         if isinstance(data, str):  # never the payload: a data URL is recorded by media type and size only
             return [uri_part(f"data:{mime};base64,{data}", modality)]
-        return [{"type": "file", "modality": modality, "file_id": str(block.get("id") or block.get("file_id"))}]
+        file_id = block.get("file_id") or block.get("id")
+        return [{"type": "file", "modality": modality, **({"file_id": str(file_id)} if file_id else {})}]
     return [{"type": str(kind)}] if kind else []
 
 
