@@ -332,3 +332,26 @@ evaltrace.uninstrument_langchain()
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) == 2 and all("pip install 'evaltrace[langchain]'" in line for line in lines), lines
+
+
+def test_classic_agent_executor_callbacks(exporter: InMemorySpanExporter) -> None:
+    """A classic ``AgentExecutor`` (from the ``langchain`` package, not installed here: its callbacks are driven
+    with langchain_core's real AgentAction / AgentFinish): an agent span, each action an event, the answer."""
+    from uuid import uuid4
+
+    from langchain_core.agents import AgentAction, AgentFinish
+
+    from evaltrace import EvaltraceCallbackHandler
+
+    handler, run_id = EvaltraceCallbackHandler(), uuid4()
+    serialized = {"id": ["langchain", "agents", "agent", "AgentExecutor"]}
+    handler.on_chain_start(serialized, {"input": "weather?"}, run_id=run_id)
+    handler.on_agent_action(AgentAction("get_weather", {"city": "Paris"}, "calling"), run_id=run_id)
+    handler.on_agent_finish(AgentFinish({"output": "Sunny."}, "done"), run_id=run_id)
+    handler.on_chain_end({"output": "Sunny."}, run_id=run_id)
+    span = one(exporter.get_finished_spans(), "invoke_agent AgentExecutor")
+    assert kind(span) == "agent" and (span.attributes or {})["gen_ai.agent.name"] == "AgentExecutor"
+    (event,) = span.events
+    assert event.name == "evaltrace.agent.action" and (event.attributes or {})["gen_ai.tool.name"] == "get_weather"
+    assert json.loads(str((event.attributes or {})["gen_ai.tool.call.arguments"])) == {"city": "Paris"}
+    assert trace_from_spans([span]).output.structured == {"output": "Sunny."}

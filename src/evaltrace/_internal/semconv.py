@@ -154,6 +154,7 @@ EVALTRACE_STREAM_OUTPUT_TOKENS_PER_SECOND: Final = "evaltrace.stream.output_toke
 EVALTRACE_EVAL_PREFIX: Final = "evaltrace.eval."  # evaltrace.eval.<name>.score / .passed
 EVALTRACE_EVAL_FAILED: Final = "evaltrace.eval.failed"
 EVALTRACE_EXCEPTION_STACK: Final = "evaltrace.exception.stacktrace"
+EVALTRACE_AGENT_ACTION_EVENT: Final = "evaltrace.agent.action"  # a classic LangChain agent chose a tool (span event)
 
 # evaltrace.span.kind values (DESIGN.md section 3).
 KIND_LLM: Final = "llm"

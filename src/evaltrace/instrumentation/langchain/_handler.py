@@ -262,7 +262,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
                 event: dict[str, AttributeValue] = {sc.GEN_AI_TOOL_NAME: str(getattr(action, "tool", ""))}
                 if settings.current.capture_content:
                     event[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = _json(getattr(action, "tool_input", None))
-                run.span.add_event("gen_ai.agent.action", event)
+                run.span.add_event(sc.EVALTRACE_AGENT_ACTION_EVENT, event)
 
     def on_agent_finish(self, finish: Any, *, run_id: UUID, **kwargs: Any) -> None:
         """Record a classic agent's final answer on its span (the chain's end records its outputs too)."""
