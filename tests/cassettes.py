@@ -85,6 +85,12 @@ def _headers(raw: dict[str, Any] | None) -> list[tuple[str, str]]:
     return out
 
 
+def _inferred_content_type(body: bytes) -> str:
+    """The Content-Type of a body recorded without headers (each set's README: SSE text, else JSON)."""
+    start = body.lstrip()[:6]
+    return "text/event-stream" if start.startswith((b"data:", b"event:")) else "application/json"
+
+
 def load_cassette(path: Path) -> list[Recorded]:
     """Every interaction of the cassette at ``path``, in recorded order."""
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -95,6 +101,8 @@ def load_cassette(path: Path) -> list[Recorded]:
         body = _body(response)
         if any(n.lower() == "content-encoding" and "gzip" in v for n, v in headers) and body[:2] == b"\x1f\x8b":
             body = gzip.decompress(body)
+        if body and not any(n.lower() == "content-type" for n, _ in headers):  # recorded with headers stripped
+            headers.append(("Content-Type", _inferred_content_type(body)))
         status = response.get("status") or {}
         out.append(
             Recorded(

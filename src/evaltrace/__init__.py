@@ -24,8 +24,10 @@ from evaltrace._version import __version__
 if TYPE_CHECKING:  # type checkers and IDEs see the real names; at run time they resolve on first use
     from evaltrace._internal.lazy_instrumentation import (
         instrument_anthropic,
+        instrument_langchain,
         instrument_openai,
         uninstrument_anthropic,
+        uninstrument_langchain,
         uninstrument_openai,
     )
     from evaltrace.backfill import evaluate_traces
@@ -34,6 +36,7 @@ if TYPE_CHECKING:  # type checkers and IDEs see the real names; at run time they
     from evaltrace.decorators import agent, llm, tool, trace, workflow
     from evaltrace.evaluation import evaluator
     from evaltrace.exceptions import ConfigError, EvaltraceError, SchemaError, ScoreValidationError
+    from evaltrace.instrumentation.langchain import EvaltraceCallbackHandler
     from evaltrace.manual_llm import LLMCall, current_llm_call, llm_call
     from evaltrace.session_end import end_session
     from evaltrace.trace_end import end_trace
@@ -41,6 +44,7 @@ if TYPE_CHECKING:  # type checkers and IDEs see the real names; at run time they
 __all__ = [
     "ConfigError",
     "ContextThreadPoolExecutor",
+    "EvaltraceCallbackHandler",
     "EvaltraceError",
     "EvaltraceHandle",
     "LLMCall",
@@ -56,12 +60,14 @@ __all__ = [
     "evaluate_traces",
     "evaluator",
     "instrument_anthropic",
+    "instrument_langchain",
     "instrument_openai",
     "llm",
     "llm_call",
     "tool",
     "trace",
     "uninstrument_anthropic",
+    "uninstrument_langchain",
     "uninstrument_openai",
     "workflow",
     "wrap_context",
@@ -72,6 +78,7 @@ __all__ = [
 _HOMES = {
     "ConfigError": "evaltrace.exceptions",
     "ContextThreadPoolExecutor": "evaltrace.context",
+    "EvaltraceCallbackHandler": "evaltrace.instrumentation.langchain",
     "EvaltraceError": "evaltrace.exceptions",
     "EvaltraceHandle": "evaltrace.config",
     "LLMCall": "evaltrace.manual_llm",
@@ -86,12 +93,14 @@ _HOMES = {
     "evaluate_traces": "evaltrace.backfill",
     "evaluator": "evaltrace.evaluation",
     "instrument_anthropic": "evaltrace._internal.lazy_instrumentation",
+    "instrument_langchain": "evaltrace._internal.lazy_instrumentation",
     "instrument_openai": "evaltrace._internal.lazy_instrumentation",
     "llm": "evaltrace.decorators",
     "llm_call": "evaltrace.manual_llm",
     "tool": "evaltrace.decorators",
     "trace": "evaltrace.decorators",
     "uninstrument_anthropic": "evaltrace._internal.lazy_instrumentation",
+    "uninstrument_langchain": "evaltrace._internal.lazy_instrumentation",
     "uninstrument_openai": "evaltrace._internal.lazy_instrumentation",
     "workflow": "evaltrace.decorators",
     "wrap_context": "evaltrace.context",

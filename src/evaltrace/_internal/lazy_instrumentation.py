@@ -1,4 +1,4 @@
-"""Top-level ``evaltrace.instrument_openai()`` / ``instrument_anthropic()``: imported lazily so ``import evaltrace`` never needs the extra."""
+"""Top-level ``evaltrace.instrument_openai()`` / ``instrument_anthropic()`` / ``instrument_langchain()``: imported lazily so ``import evaltrace`` never needs the extra."""
 
 from __future__ import annotations
 
@@ -46,5 +46,26 @@ def instrument_anthropic(**kwargs: Any) -> Any:
 def uninstrument_anthropic() -> None:
     """Restore the original ``anthropic`` methods (no-op when not instrumented)."""
     from evaltrace.instrumentation.anthropic import uninstrument_anthropic as _uninstrument
+
+    _uninstrument()
+
+
+def instrument_langchain() -> Any:
+    """Record every LangChain / LangGraph run as evaltrace spans (idempotent); return the registered handler.
+
+    Needs the ``langchain`` extra (``pip install 'evaltrace[langchain]'``). See
+    ``evaltrace.instrumentation.langchain``.
+    """
+    try:
+        from evaltrace.instrumentation.langchain import instrument_langchain as _instrument
+
+        return _instrument()
+    except ImportError as exc:  # the extra is missing: say which one
+        raise ImportError(f"instrument_langchain() needs: pip install 'evaltrace[langchain]' ({exc})") from exc
+
+
+def uninstrument_langchain() -> None:
+    """Stop recording LangChain runs (no-op when not instrumented)."""
+    from evaltrace.instrumentation.langchain import uninstrument_langchain as _uninstrument
 
     _uninstrument()

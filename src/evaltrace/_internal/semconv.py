@@ -49,6 +49,8 @@ GEN_AI_SYSTEM_INSTRUCTIONS: Final = "gen_ai.system_instructions"
 GEN_AI_INPUT_MESSAGES: Final = "gen_ai.input.messages"
 GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 GEN_AI_TOOL_DEFINITIONS: Final = "gen_ai.tool.definitions"
+GEN_AI_RETRIEVAL_DOCUMENTS: Final = "gen_ai.retrieval.documents"  # [{"id", "score", "content", "metadata"}]
+GEN_AI_RETRIEVAL_QUERY_TEXT: Final = "gen_ai.retrieval.query.text"
 
 # --- tools / agents / workflows --------------------------------------------------------------------------
 GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
@@ -76,6 +78,8 @@ OP_EMBEDDINGS: Final = "embeddings"
 OP_EXECUTE_TOOL: Final = "execute_tool"
 OP_INVOKE_AGENT: Final = "invoke_agent"
 OP_INVOKE_WORKFLOW: Final = "invoke_workflow"
+OP_TEXT_COMPLETION: Final = "text_completion"
+OP_RETRIEVAL: Final = "retrieval"
 
 # --- metrics ---------------------------------------------------------------------------------------------
 METRIC_CLIENT_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
@@ -150,6 +154,7 @@ EVALTRACE_STREAM_OUTPUT_TOKENS_PER_SECOND: Final = "evaltrace.stream.output_toke
 EVALTRACE_EVAL_PREFIX: Final = "evaltrace.eval."  # evaltrace.eval.<name>.score / .passed
 EVALTRACE_EVAL_FAILED: Final = "evaltrace.eval.failed"
 EVALTRACE_EXCEPTION_STACK: Final = "evaltrace.exception.stacktrace"
+EVALTRACE_AGENT_ACTION_EVENT: Final = "evaltrace.agent.action"  # a classic LangChain agent chose a tool (span event)
 
 # evaltrace.span.kind values (DESIGN.md section 3).
 KIND_LLM: Final = "llm"
@@ -159,6 +164,7 @@ KIND_AGENT: Final = "agent"
 KIND_WORKFLOW: Final = "workflow"
 KIND_TASK: Final = "task"
 KIND_EVALUATION: Final = "evaluation"
+KIND_RETRIEVER: Final = "retriever"  # a retrieval step; its documents are the RAG context evaluators read
 KIND_JUDGE: Final = "judge"  # the root span ``judge {evaluator}`` of a judge call's own trace
 
 # Stream end reasons (evaltrace.stream.end_reason); evaltrace.stream.completed is true only for "exhausted".
@@ -176,6 +182,7 @@ OPENAI_API_TYPE_CHAT_COMPLETIONS: Final = "chat_completions"
 OPENAI_API_TYPE_RESPONSES: Final = "responses"
 LANGFUSE_TYPE_GENERATION: Final = "generation"
 LANGFUSE_TYPE_EMBEDDING: Final = "embedding"
+LANGFUSE_TYPE_RETRIEVER: Final = "retriever"
 TOKEN_TYPE_INPUT: Final = "input"
 TOKEN_TYPE_OUTPUT: Final = "output"
 HTTP_RESPONSE_STATUS_CODE: Final = "http.response.status_code"

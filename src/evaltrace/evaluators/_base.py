@@ -8,7 +8,8 @@ environment. Inputs named in the catalogue (docs/evaluators.md) are found as fol
 * EA (expected answer): ``case.expected.facts["expected_answer"]`` (or ``"answer"``), else
   ``case.metadata["expected_answer"]``, else ``case.input["expected_answer"]``.
 * RC (retrieved context): ``trace.input`` keys ``contexts``/``context``, else ``trace.extra["contexts"]`` /
-  ``trace.extra["context"]``, else the tool results' contents.
+  ``trace.extra["context"]`` (the mapping fills ``contexts`` from retrieval spans' documents), else the tool
+  results' contents.
 * AA (actual answer): ``trace.output.final_answer``.
 
 Each evaluator also accepts explicit values or dotted paths in its constructor, which win over these defaults.

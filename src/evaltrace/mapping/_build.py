@@ -15,6 +15,7 @@ from evaltrace._internal.trusted_models import trusted
 from evaltrace.mapping import conventions
 from evaltrace.mapping._conversation import build_conversation, step_answer
 from evaltrace.mapping._metrics import build_metrics
+from evaltrace.mapping._retrieval import retrieved_contexts
 from evaltrace.mapping._spans import (
     MISSING,
     compact,
@@ -84,6 +85,9 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
         "trace_id": format(root_ctx.trace_id if root_ctx else 0, "032x"),
         "span_id": format(root_ctx.span_id if root_ctx else 0, "016x"),
     }
+    contexts = retrieved_contexts(read, notes)
+    if contexts:  # what RAG evaluators read as the retrieved context (evaluators._base.context_chunks)
+        extra["contexts"] = contexts
     run_id, case_id, variant = _identity(root_span, root_attrs, read, extra["trace_id"])
     started = timestamp(root_span.start_time)
     end_time = root_span.end_time

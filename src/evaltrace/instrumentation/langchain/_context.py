@@ -1,0 +1,191 @@
+"""The OTel context of LangChain runs: what a run makes current, and how it is restored however runs end.
+
+A run's start makes a context current so that code inside the run (the model SDK's call, a tool's body, an
+``@evaltrace`` function) nests under the run's span. LangChain does not promise to end runs where it started
+them: ``batch`` starts every input's run before ending them in start order, async runs end in a *copy* of the
+caller's context (the end callbacks are ``shielded``: a task of their own), and LangGraph's async nodes start in
+the graph's task and end in theirs. Two things keep that harmless:
+
+* What the context holds is a :class:`RunSpan`: the run's span while it runs, then the span that was current
+  before it. A context nobody could restore (it was left behind in a caller's context) parents later spans where
+  they would have gone without the run, never under an ended span.
+* :meth:`Contexts.leave` restores with the run's token when it can, in any order (see its docstring).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextvars import Token
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.trace import INVALID_SPAN, Span, SpanContext, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
+
+from evaltrace._internal.fast_context import SPAN_KEY, attach, detach, get_current
+
+_MAX_ATTACHED = 4096  # contexts of ended runs left behind (ended in another context) are pruned past this
+
+
+@dataclass(slots=True, eq=False)
+class Run:
+    """What the handler keeps of one run between its start and its end."""
+
+    span: Span | None  # None: a run shown through its nearest ancestor (hidden, or a model call the SDK records)
+    shown: Span  # the span code inside the run sees: its own, else its nearest ancestor's
+    context: Context  # the context the run's children start under
+    previous: Context  # the context current when the run started
+    kind: str
+    started_ns: int = 0
+    active: Context | None = None  # the context the run's start made current (None: it made none)
+    token: Token[Context] | None = None  # restores the context before ``active``
+    first_chunk_ns: int | None = None
+    chunks: int = 0
+    ended: bool = False
+    model: str | None = None  # a model call's request model and provider, to price it by
+    provider: str | None = None
+
+
+def _span_of(context: Context) -> Span:
+    span = context.get(SPAN_KEY)
+    return span if isinstance(span, Span) else INVALID_SPAN
+
+
+class RunSpan(Span):
+    """The current span inside a run: the run's shown span while it runs, then the one current before it."""
+
+    __slots__ = ("_run",)
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+
+    def target(self) -> Span:
+        """The span this stands for now."""
+        run = self._run
+        return _span_of(run.previous) if run.ended else run.shown
+
+    def get_span_context(self) -> SpanContext:
+        """The target's span context (what a child span is parented to)."""
+        return self.target().get_span_context()
+
+    def is_recording(self) -> bool:
+        """Whether the target records."""
+        return bool(self.target().is_recording())
+
+    def set_attributes(self, attributes: Mapping[str, AttributeValue]) -> None:
+        """Set attributes on the target."""
+        self.target().set_attributes(attributes)
+
+    def set_attribute(self, key: str, value: AttributeValue) -> None:
+        """Set one attribute on the target."""
+        self.target().set_attribute(key, value)
+
+    def add_event(self, name: str, attributes: Any = None, timestamp: int | None = None) -> None:
+        """Add an event to the target."""
+        self.target().add_event(name, attributes, timestamp)
+
+    def add_link(self, context: SpanContext, attributes: Any = None) -> None:
+        """Add a link to the target."""
+        self.target().add_link(context, attributes)
+
+    def update_name(self, name: str) -> None:
+        """Rename the target."""
+        self.target().update_name(name)
+
+    def set_status(self, status: Status | StatusCode, description: str | None = None) -> None:
+        """Set the target's status."""
+        self.target().set_status(status, description)
+
+    def record_exception(
+        self, exception: BaseException, attributes: Any = None, timestamp: int | None = None, escaped: bool = False
+    ) -> None:
+        """Record an exception on the target."""
+        self.target().record_exception(exception, attributes, timestamp, escaped)
+
+    def end(self, end_time: int | None = None) -> None:
+        """Not ours to end from outside: the run ends its span when LangChain ends the run."""
+
+
+class WhileRunning:
+    """A context flag that is true while its run runs (a key left behind in a context goes false by itself)."""
+
+    __slots__ = ("_run",)
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+
+    def __bool__(self) -> bool:
+        return not self._run.ended
+
+
+class Contexts:
+    """The contexts runs made current, and their restoration."""
+
+    def __init__(self) -> None:
+        # id(context a run's start made current) -> that run, until the context is restored (ended runs too).
+        self._attached: dict[int, Run] = {}
+
+    def __len__(self) -> int:
+        return len(self._attached)
+
+    def runs(self) -> Sequence[Run]:
+        """The runs whose contexts are not restored yet (for tests and debugging)."""
+        return list(self._attached.values())
+
+    def outside(self, context: Context) -> Context:
+        """``context`` without the runs of ours it is the context of (their starts made it current).
+
+        A run LangChain reports without a parent is a sibling of our runs in flight here, never their child:
+        ``batch`` starts every input's run before the first one ends, each making its span current.
+        """
+        while (run := self._attached.get(id(context))) is not None and run.active is context:
+            context = run.previous
+        return context
+
+    def enter(self, run: Run, current: Context, extra: Mapping[str, object] | None = None) -> None:
+        """Make the run's :class:`RunSpan` (and ``extra`` values) current."""
+        values: dict[str, object] = {**current, SPAN_KEY: RunSpan(run)}
+        if extra:
+            values.update(extra)
+        active = Context(values)
+        if len(self._attached) >= _MAX_ATTACHED:  # rare: forget what no restore can need any more
+            for key, left in list(self._attached.items()):  # one C-level copy: safe beside other threads
+                if left.ended:
+                    self._attached.pop(key, None)
+        run.active, run.token = active, attach(active)
+        self._attached[id(active)] = run
+
+    def leave(self, run: Run) -> None:
+        """Restore the context the run's start replaced (``run.ended`` is set), whatever order runs end in.
+
+        * In order (the common case): the run's context is the current one; its token restores the one before.
+        * Runs started after it here are still going (``batch``): its context is restored with the last of them.
+        * Runs started after it here ended elsewhere (LangGraph's async nodes): nothing restored their contexts,
+          so the walk passes them and the run's token restores the context from before all of them.
+        * The run ends in another context than it started in (an async run's end): its token cannot be used
+          here. Its RunSpan, left current there, now stands for the span before it.
+        """
+        if run.token is None:
+            return
+        passed: list[Run] = []
+        context = get_current()
+        while context is not run.active:
+            above = self._attached.get(id(context))
+            if above is None or above.active is not context or not above.ended:
+                return  # ended in another context, or a later run is still going here
+            passed.append(above)
+            context = above.previous
+        try:
+            detach(run.token)
+        except (ValueError, RuntimeError):  # the same context's copy (a shielded end): the token is not its
+            return
+        for done in (*passed, run):
+            self._attached.pop(id(done.active), None)
+        # Ended runs whose contexts waited under this one (batch) are restored with it.
+        while (below := self._attached.get(id(context := get_current()))) is not None and below.ended:
+            try:
+                detach(below.token)  # type: ignore[arg-type]  # every attached run has its token
+            except (ValueError, RuntimeError):
+                return
+            self._attached.pop(id(context), None)

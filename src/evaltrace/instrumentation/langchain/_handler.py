@@ -1,0 +1,480 @@
+"""``EvaltraceCallbackHandler``: LangChain / LangGraph runs -> OTel spans with evaltrace's kinds and GenAI attributes.
+
+One span per run, parented by ``parent_run_id`` (a run whose parent LangChain did not report starts under the
+current OTel context, so a chain called inside an ``@evaltrace.agent`` nests under it):
+
+* a LangGraph graph (the run LangGraph starts without a ``langgraph_node``) and a classic ``AgentExecutor``:
+  ``invoke_agent {name}``, kind ``agent``;
+* every other chain (graph nodes, sequences, lambdas, prompts): a ``task`` span named after the run
+  (Langfuse ``chain``, OpenInference ``CHAIN``), input and output as ``input.value`` / ``output.value``;
+* a tool: ``execute_tool {name}`` with ``gen_ai.tool.*``;
+* a retriever: ``retrieval {name}``, kind ``retriever``, its documents in ``gen_ai.retrieval.documents``; the
+  mapping hands them to RAG evaluators as the retrieved context;
+* a model call: ``chat {model}`` (CLIENT), kind ``llm``, unless evaltrace's instrumentation of the model's SDK
+  is on (``instrument_openai()``, ``instrument_anthropic()``): then the SDK call's own span is the model call's
+  span, and this handler makes none.
+
+Each span is made current in the OTel context while its run lasts, so the SDK call of a model (and any code a
+chain runs) nests under the right chain span. Every span ends exactly once (``pop`` of the run record), on
+success and on error. Runs tagged ``langsmith:hidden`` (LangGraph's internal writes) get no span: their children
+go to the nearest shown ancestor. Nothing here raises into LangChain: errors go through evaltrace's boundary.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+from uuid import UUID
+
+from opentelemetry.context import Context
+from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
+
+from evaltrace._internal import semconv as sc
+from evaltrace._internal import settings
+from evaltrace._internal.errors import handle_internal_errors, reraise_internal_errors
+from evaltrace._internal.fast_context import SPAN_KEY, get_current
+from evaltrace._internal.jsonutil import capped_json, capped_text, loads_or_raw
+from evaltrace._internal.manual_attributes import cost_attributes
+from evaltrace._internal.openai.response import Usage
+from evaltrace._internal.spans import end_error
+from evaltrace._internal.tracing import LLM_SUPPRESSION_KEYS, SUPPRESSION_KEYS, get_tracer
+from evaltrace.instrumentation.langchain import _codec
+from evaltrace.instrumentation.langchain._context import Contexts, Run, WhileRunning
+
+try:
+    from langchain_core.callbacks import BaseCallbackHandler
+except ImportError:  # the extra is missing: the class still exists (evaltrace.EvaltraceCallbackHandler resolves)
+
+    class BaseCallbackHandler:  # type: ignore[no-redef]
+        """Stands in for LangChain's base class: creating a handler says what to install."""
+
+        def __init__(self) -> None:
+            raise ImportError("EvaltraceCallbackHandler needs langchain-core: pip install 'evaltrace[langchain]'")
+
+
+_HIDDEN_TAG = "langsmith:hidden"  # LangGraph's internal runs (channel writes): shown nowhere, so no span either
+_SUPPRESS_LLM_KEY = LLM_SUPPRESSION_KEYS[2]
+# ``ls_provider`` -> (module, class) of the evaltrace instrumentor that traces that provider's SDK calls itself.
+_PROVIDER_INSTRUMENTORS: dict[str, tuple[str, str]] = {
+    "openai": ("evaltrace.instrumentation.openai", "OpenAIInstrumentor"),
+    "azure": ("evaltrace.instrumentation.openai", "OpenAIInstrumentor"),
+    "anthropic": ("evaltrace.instrumentation.anthropic", "AnthropicInstrumentor"),
+}
+# kind -> (Langfuse observation type, OpenInference span kind)
+_KIND_LABELS = {
+    sc.KIND_AGENT: ("agent", "AGENT"),
+    sc.KIND_TASK: ("chain", "CHAIN"),
+    sc.KIND_TOOL: ("tool", "TOOL"),
+    sc.KIND_RETRIEVER: (sc.LANGFUSE_TYPE_RETRIEVER, "RETRIEVER"),
+    sc.KIND_LLM: (sc.LANGFUSE_TYPE_GENERATION, "LLM"),
+}
+
+
+def provider_traced(ls_provider: Any) -> bool:
+    """Whether evaltrace's instrumentation of this provider's SDK is on (its call span is the model call's span)."""
+    home = _PROVIDER_INSTRUMENTORS.get(ls_provider) if isinstance(ls_provider, str) else None
+    if home is None:
+        return False
+    try:  # imported once (it patches nothing, and imports no SDK): whichever way it was turned on, it is this one
+        instrumentor = getattr(importlib.import_module(home[0]), home[1])
+    except (ImportError, AttributeError):
+        return False
+    return bool(getattr(instrumentor(), "is_instrumented_by_opentelemetry", False))
+
+
+def _json(value: Any) -> str:
+    return capped_json(value, settings.current.max_attribute_length)
+
+
+def _name(kwargs: Mapping[str, Any], serialized: Any, default: str) -> str:
+    name = kwargs.get("name")
+    if isinstance(name, str) and name:
+        return name
+    if isinstance(serialized, Mapping):
+        if isinstance(serialized.get("name"), str) and serialized["name"]:
+            return str(serialized["name"])
+        ids = serialized.get("id")
+        if isinstance(ids, Sequence) and ids and isinstance(ids[-1], str):
+            return ids[-1]
+    return default
+
+
+def _is_agent(name: str, serialized: Any, metadata: Mapping[str, Any]) -> bool:
+    """A LangGraph graph (not one of its nodes) or a classic AgentExecutor."""
+    if metadata.get("ls_integration") == "langgraph" and "langgraph_node" not in metadata:
+        return True
+    ids = serialized.get("id") if isinstance(serialized, Mapping) else None
+    return name == "AgentExecutor" or (isinstance(ids, Sequence) and "AgentExecutor" in ids)
+
+
+class EvaltraceCallbackHandler(BaseCallbackHandler):
+    """LangChain callback handler that records runs as evaltrace spans.
+
+    ``evaltrace.instrument_langchain()`` registers one for every run; pass one explicitly instead with
+    ``chain.invoke(x, config={"callbacks": [EvaltraceCallbackHandler()]})``.
+
+    Example:
+        >>> handler = EvaltraceCallbackHandler()  # doctest: +SKIP
+        >>> graph.invoke({"messages": [("user", "hi")]}, config={"callbacks": [handler]})  # doctest: +SKIP
+    """
+
+    # Called in the caller's context (never from an executor thread), so the spans made current here are the
+    # ones the code inside the run sees.
+    run_inline = True
+
+    def __init__(self) -> None:
+        """Create a handler; it holds only the runs in flight."""
+        super().__init__()
+        self._runs: dict[UUID, Run] = {}
+        self._contexts = Contexts()
+
+    @property
+    def raise_error(self) -> bool:  # type: ignore[override]
+        """LangChain re-raises a handler's errors only under tests (our boundary re-raises only there too)."""
+        return reraise_internal_errors()
+
+    # --- lifecycle ---------------------------------------------------------------------------------------
+
+    def _parent_context(self, parent_run_id: UUID | None, current: Context) -> tuple[Context, Span | None]:
+        """The context a run starts under, and the span of its parent run (None: no parent run of ours)."""
+        parent = self._runs.get(parent_run_id) if parent_run_id is not None else None
+        if parent is None:
+            return self._contexts.outside(current), None
+        # The current context's values (suppression, baggage) with the parent run's span, which the current
+        # context may not hold (a callback made from a thread the parent's context was not copied to).
+        return Context({**current, SPAN_KEY: parent.shown}), parent.shown
+
+    def _start(
+        self,
+        run_id: UUID,
+        parent_run_id: UUID | None,
+        kind: str,
+        name: str,
+        attributes: dict[str, AttributeValue],
+        span_kind: SpanKind = SpanKind.INTERNAL,
+    ) -> Run | None:
+        current = get_current()
+        suppress_otel, suppress_ours = SUPPRESSION_KEYS
+        if current.get(suppress_otel) or current.get(suppress_ours):
+            return None
+        parent, _ = self._parent_context(parent_run_id, current)
+        langfuse_type, openinference_kind = _KIND_LABELS[kind]
+        attributes = {
+            sc.EVALTRACE_SPAN_KIND: kind,
+            sc.LANGFUSE_OBSERVATION_TYPE: langfuse_type,
+            sc.OPENINFERENCE_SPAN_KIND: openinference_kind,
+            **attributes,
+        }
+        start = time.time_ns()
+        span = get_tracer().start_span(name, context=parent, kind=span_kind, attributes=attributes, start_time=start)
+        run = Run(span, span, Context({**parent, SPAN_KEY: span}), current, kind, started_ns=start)
+        # A model call recorded here: an LLM instrumentation under it must not record it again (while it runs).
+        self._contexts.enter(run, current, {_SUPPRESS_LLM_KEY: WhileRunning(run)} if kind == sc.KIND_LLM else None)
+        self._runs[run_id] = run
+        return run
+
+    def _pass_through(self, run_id: UUID, parent_run_id: UUID | None, kind: str) -> None:
+        """Keep a run without a span: its children (and an SDK call inside it) nest under its nearest ancestor."""
+        current = get_current()
+        parent, shown = self._parent_context(parent_run_id, current)
+        run = Run(None, shown or INVALID_SPAN, parent, current, kind)
+        if shown is not None:  # the ancestor's span made current where the run executes (another thread may not)
+            self._contexts.enter(run, current)
+        self._runs[run_id] = run
+
+    def _finish(self, run_id: UUID) -> Run | None:
+        """Take the run out (so it ends once) and restore the context its start replaced."""
+        run = self._runs.pop(run_id, None)
+        if run is not None:
+            run.ended = True
+            self._contexts.leave(run)
+        return run
+
+    def _end(self, run_id: UUID, what: str, describe: Callable[[Run], Mapping[str, AttributeValue]]) -> None:
+        """End the run's span, once; what ``describe`` reads off the result is best effort: the span ends anyway."""
+        with handle_internal_errors(f"ending a LangChain {what} span"):
+            run = self._finish(run_id)
+            if run is None or run.span is None:
+                return
+            try:
+                with handle_internal_errors(f"recording a LangChain {what} result"):
+                    run.span.set_attributes(describe(run))
+            finally:
+                run.span.end()
+
+    def _fail(self, run_id: UUID, what: str, error: BaseException) -> None:
+        """End the run's span, once, as failed by ``error`` (status ERROR, ``error.type``, the exception event)."""
+        with handle_internal_errors(f"ending a failed LangChain {what} span"):
+            run = self._finish(run_id)
+            if run is not None and run.span is not None:
+                end_error(run.span, error)  # the decorators' own ending: the span ends even if recording fails
+
+    # --- chains and agents -------------------------------------------------------------------------------
+
+    def on_chain_start(
+        self,
+        serialized: dict[str, Any] | None,
+        inputs: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Start a chain span (an agent span for a LangGraph graph or an AgentExecutor)."""
+        with handle_internal_errors("starting a LangChain chain span"):
+            if tags and _HIDDEN_TAG in tags:
+                self._pass_through(run_id, parent_run_id, sc.KIND_TASK)
+                return
+            metadata = metadata or {}
+            name = _name(kwargs, serialized, "chain")
+            attributes: dict[str, AttributeValue] = {}
+            if _is_agent(name, serialized, metadata):
+                kind, span_name = sc.KIND_AGENT, f"invoke_agent {name}"
+                attributes[sc.GEN_AI_OPERATION_NAME] = sc.OP_INVOKE_AGENT
+                attributes[sc.GEN_AI_AGENT_NAME] = name
+                thread = metadata.get("thread_id")  # LangGraph copies config["configurable"] into the metadata
+                if isinstance(thread, str | int) and not isinstance(thread, bool) and str(thread):
+                    attributes[sc.GEN_AI_CONVERSATION_ID] = str(thread)
+            else:
+                kind, span_name = sc.KIND_TASK, name
+            if settings.current.capture_content:
+                attributes[sc.INPUT_VALUE] = _json(inputs)
+            self._start(run_id, parent_run_id, kind, span_name, attributes)
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        """End the chain span with its output."""
+        self._end(run_id, "chain", lambda run: _captured(sc.OUTPUT_VALUE, outputs))
+
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        """End the chain span as failed."""
+        self._fail(run_id, "chain", error)
+
+    def on_agent_action(self, action: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        """Note a classic agent's decision to call a tool, as an event on its span (the tool run has its own)."""
+        with handle_internal_errors("recording a LangChain agent action"):
+            run = self._runs.get(run_id)
+            if run is not None and run.span is not None:
+                event: dict[str, AttributeValue] = {sc.GEN_AI_TOOL_NAME: str(getattr(action, "tool", ""))}
+                if settings.current.capture_content:
+                    event[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = _json(getattr(action, "tool_input", None))
+                run.span.add_event(sc.EVALTRACE_AGENT_ACTION_EVENT, event)
+
+    def on_agent_finish(self, finish: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        """Record a classic agent's final answer on its span (the chain's end records its outputs too)."""
+        with handle_internal_errors("recording a LangChain agent finish"):
+            run = self._runs.get(run_id)
+            values = getattr(finish, "return_values", None)
+            if run is not None and run.span is not None and settings.current.capture_content and values:
+                run.span.set_attribute(sc.OUTPUT_VALUE, _json(values))
+
+    # --- tools -------------------------------------------------------------------------------------------
+
+    def on_tool_start(
+        self,
+        serialized: dict[str, Any] | None,
+        input_str: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        inputs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Start an ``execute_tool {name}`` span."""
+        with handle_internal_errors("starting a LangChain tool span"):
+            name = _name(kwargs, serialized, "tool")
+            attributes: dict[str, AttributeValue] = {
+                sc.GEN_AI_OPERATION_NAME: sc.OP_EXECUTE_TOOL,
+                sc.GEN_AI_TOOL_NAME: name,
+                sc.GEN_AI_TOOL_TYPE: "function",
+            }
+            description = serialized.get("description") if isinstance(serialized, Mapping) else None
+            if isinstance(description, str) and description:
+                attributes[sc.GEN_AI_TOOL_DESCRIPTION] = description.strip().splitlines()[0]
+            call_id = kwargs.get("tool_call_id")
+            if isinstance(call_id, str) and call_id:
+                attributes[sc.GEN_AI_TOOL_CALL_ID] = call_id
+            if settings.current.capture_content:
+                arguments = inputs if inputs is not None else _codec_arguments(input_str)
+                attributes[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = _json(arguments)
+            self._start(run_id, parent_run_id, sc.KIND_TOOL, f"execute_tool {name}", attributes)
+
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        """End the tool span with its result (a ``ToolMessage``'s content, or the value returned)."""
+        self._end(run_id, "tool", lambda run: _tool_result(run, output))
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        """End the tool span as failed."""
+        self._fail(run_id, "tool", error)
+
+    # --- retrievers --------------------------------------------------------------------------------------
+
+    def on_retriever_start(
+        self,
+        serialized: dict[str, Any] | None,
+        query: str,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Start a ``retrieval {name}`` span with the query."""
+        with handle_internal_errors("starting a LangChain retriever span"):
+            name = _name(kwargs, serialized, "retriever")
+            attributes: dict[str, AttributeValue] = {sc.GEN_AI_OPERATION_NAME: sc.OP_RETRIEVAL}
+            if settings.current.capture_content and isinstance(query, str):
+                attributes[sc.GEN_AI_RETRIEVAL_QUERY_TEXT] = capped_text(query, settings.current.max_attribute_length)
+                attributes[sc.INPUT_VALUE] = _json({"query": query})
+            self._start(run_id, parent_run_id, sc.KIND_RETRIEVER, f"retrieval {name}", attributes)
+
+    def on_retriever_end(self, documents: Sequence[Any], *, run_id: UUID, **kwargs: Any) -> None:
+        """End the retriever span with the documents it found (the RAG context evaluators read)."""
+        self._end(
+            run_id, "retriever", lambda run: _captured(sc.GEN_AI_RETRIEVAL_DOCUMENTS, documents, _codec.documents)
+        )
+
+    def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        """End the retriever span as failed."""
+        self._fail(run_id, "retriever", error)
+
+    # --- models ------------------------------------------------------------------------------------------
+
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any] | None,
+        messages: list[list[Any]],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Start a ``chat {model}`` span, or none when the model's SDK call is traced by its own instrumentation."""
+        with handle_internal_errors("starting a LangChain chat model span"):
+            batch = messages[0] if messages else []
+            self._model_start(run_id, parent_run_id, metadata or {}, kwargs, sc.OP_CHAT, batch)
+
+    def on_llm_start(
+        self,
+        serialized: dict[str, Any] | None,
+        prompts: list[str],
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """Start a ``text_completion {model}`` span for a (non-chat) LLM."""
+        with handle_internal_errors("starting a LangChain LLM span"):
+            batch = [{"role": "user", "content": prompts[0]}] if prompts else []
+            self._model_start(run_id, parent_run_id, metadata or {}, kwargs, sc.OP_TEXT_COMPLETION, batch)
+
+    def _model_start(
+        self,
+        run_id: UUID,
+        parent_run_id: UUID | None,
+        metadata: Mapping[str, Any],
+        kwargs: Mapping[str, Any],
+        operation: str,
+        batch: Sequence[Any],
+    ) -> None:
+        if provider_traced(metadata.get("ls_provider")):
+            self._pass_through(run_id, parent_run_id, sc.KIND_LLM)
+            return
+        params = kwargs.get("invocation_params")
+        params = params if isinstance(params, Mapping) else {}
+        attributes: dict[str, AttributeValue] = {sc.GEN_AI_OPERATION_NAME: operation}
+        attributes.update(_codec.request_attributes(metadata, params))
+        model = attributes.get(sc.GEN_AI_REQUEST_MODEL) or _name(kwargs, None, "model")
+        if settings.current.capture_content:
+            attributes[sc.GEN_AI_INPUT_MESSAGES] = _json(_codec.messages(batch))
+            tools = _codec.tools_of(params)
+            if tools:
+                attributes[sc.GEN_AI_TOOL_DEFINITIONS] = _json(tools)
+        run = self._start(run_id, parent_run_id, sc.KIND_LLM, f"{operation} {model}", attributes, SpanKind.CLIENT)
+        if run is not None:
+            request_model, provider = attributes.get(sc.GEN_AI_REQUEST_MODEL), attributes.get(sc.GEN_AI_PROVIDER_NAME)
+            run.model = request_model if isinstance(request_model, str) else None
+            run.provider = provider if isinstance(provider, str) else None
+
+    def on_llm_new_token(self, token: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        """Count a streamed chunk; the first one's time is the time to first chunk (O(1))."""
+        run = self._runs.get(run_id)
+        if run is None or run.span is None:
+            return
+        if run.first_chunk_ns is None:
+            run.first_chunk_ns = time.time_ns()
+        run.chunks += 1
+
+    def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        """End the model span with the response: output messages, finish reasons, usage, id and model."""
+        self._end(run_id, "model", lambda run: _model_result(run, response))
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        """End the model span as failed."""
+        self._fail(run_id, "model", error)
+
+
+def _captured(key: str, value: Any, convert: Callable[[Any], Any] | None = None) -> dict[str, AttributeValue]:
+    """``{key: value as capped JSON}`` when content is captured, else nothing."""
+    if not settings.current.capture_content:
+        return {}
+    return {key: _json(convert(value) if convert is not None else value)}
+
+
+def _tool_result(run: Run, output: Any) -> dict[str, AttributeValue]:
+    """A tool's call id (a ``ToolMessage`` knows it) and result; an error message the tool returned is an error."""
+    attributes: dict[str, AttributeValue] = {}
+    message = hasattr(output, "tool_call_id")
+    call_id = getattr(output, "tool_call_id", None)
+    if isinstance(call_id, str) and call_id:
+        attributes[sc.GEN_AI_TOOL_CALL_ID] = call_id
+    if getattr(output, "status", None) == "error" and run.span is not None:
+        run.span.set_status(Status(StatusCode.ERROR, "the tool returned an error message"))
+    attributes.update(_captured(sc.GEN_AI_TOOL_CALL_RESULT, getattr(output, "content", output) if message else output))
+    return attributes
+
+
+def _model_result(run: Run, response: Any) -> dict[str, AttributeValue]:
+    """What a model call's ``LLMResult`` says, and its stream timings."""
+    generations = getattr(response, "generations", None) or [[]]
+    first = generations[0]
+    llm_output = getattr(response, "llm_output", None)
+    outputs, reasons = _codec.output_messages(first)
+    attributes: dict[str, AttributeValue] = {}
+    attributes.update(_codec.response_attributes(first, llm_output))
+    usage = _codec.usage_attributes(first, llm_output)
+    attributes.update(usage)
+    model = attributes.get(sc.GEN_AI_RESPONSE_MODEL) or run.model
+    priced = Usage(
+        input_tokens=usage.get(sc.GEN_AI_USAGE_INPUT_TOKENS),
+        output_tokens=usage.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS),
+        cached_tokens=usage.get(sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS),
+        reasoning_tokens=usage.get(sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS),
+        cache_write_tokens=usage.get(sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS),
+    )
+    # Priced as an llm_call span is (genai-prices, set_model_price overrides); no price, no cost.
+    attributes.update(cost_attributes(priced, model if isinstance(model, str) else None, run.provider, None))
+    if reasons:
+        attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+    attributes.update(_captured(sc.GEN_AI_OUTPUT_MESSAGES, outputs))
+    if run.first_chunk_ns is not None:  # streamed (LangChain's invocation params do not always say so)
+        attributes[sc.GEN_AI_REQUEST_STREAM] = True
+        attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (run.first_chunk_ns - run.started_ns) / 1e9
+        attributes[sc.EVALTRACE_STREAM_CHUNKS] = run.chunks
+    return attributes
+
+
+def _codec_arguments(input_str: str) -> Any:
+    """A tool's arguments when LangChain gave only their text: the parsed JSON, else the text."""
+    return loads_or_raw(input_str)

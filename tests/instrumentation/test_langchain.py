@@ -1,0 +1,357 @@
+"""LangChain chains replayed through the real framework and the real ``ChatOpenAI`` against recorded traffic.
+
+Each test runs a real chain (prompt | ChatOpenAI | parser, a RAG chain over a local retriever) with
+``evaltrace.instrument_langchain()`` and checks the spans, their parenting, and the Trace evaluators see.
+The recordings: tests/fixtures/langchain-cassettes (README there).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from langchain_replay import (
+    CHAT,
+    CHAT_401,
+    STREAM,
+    TOKENS,
+    chat_openai,
+    kind,
+    langchain_instrumented,
+    one,
+    parent_of,
+    replay,
+)
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from evaltrace import pricing
+from evaltrace.mapping import trace_from_spans
+
+QUESTION = "What is the capital of France?"
+
+# The real OTel SDK (in-memory exporter) and content capture, from tests/conftest.py and this folder's conftest.
+pytestmark = pytest.mark.usefixtures("provider", "capture")
+
+
+def _france_chain(server: Any) -> Any:
+    """The recorded request's model and parameters, through a prompt and a parser."""
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.prompts import ChatPromptTemplate
+
+    prompt = ChatPromptTemplate.from_messages([("system", "You are a helpful assistant!"), ("user", "{question}")])
+    model = chat_openai(
+        server,
+        model="gpt-3.5-turbo",
+        temperature=0.1,
+        top_p=0.9,
+        frequency_penalty=0.5,
+        presence_penalty=0.5,
+        seed=100,
+        max_completion_tokens=100,
+        stop=["\n", "Human:", "AI:"],
+    )
+    return prompt | model | StrOutputParser()
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_simple_chain_records_chain_prompt_model_and_parser_spans(
+    exporter: InMemorySpanExporter, is_async: bool
+) -> None:
+    from opentelemetry import trace as otel_trace
+
+    from evaltrace._internal.tracing import get_tracer
+
+    with replay(CHAT) as server, langchain_instrumented(restored=not is_async):
+        chain = _france_chain(server)
+        inputs = {"question": QUESTION}
+        answer = await chain.ainvoke(inputs) if is_async else chain.invoke(inputs)
+        await chain.steps[1].root_async_client.close()
+        # Whatever the run left current here, a span started after it is a root again, as it was before.
+        assert not otel_trace.get_current_span().get_span_context().is_valid
+        get_tracer().start_span("after").end()
+    assert answer == "The capital of France is Paris."
+    spans = [s for s in exporter.get_finished_spans() if s.name != "after"]
+    assert one(exporter.get_finished_spans(), "after").parent is None
+    root = one(spans, "RunnableSequence")
+    chat = one(spans, "chat gpt-3.5-turbo")
+    prompt = one(spans, "ChatPromptTemplate")
+    parser = one(spans, "StrOutputParser")
+    assert root.parent is None and kind(root) == "task"
+    assert all(parent_of(spans, s) is root for s in (chat, prompt, parser))
+    assert (kind(prompt), kind(parser), kind(chat)) == ("task", "task", "llm")
+    assert chat.kind is SpanKind.CLIENT and chat.status.status_code is StatusCode.UNSET
+    attrs = dict(chat.attributes or {})
+    assert attrs["gen_ai.operation.name"] == "chat" and attrs["gen_ai.provider.name"] == "openai"
+    assert attrs["gen_ai.request.model"] == "gpt-3.5-turbo"
+    assert attrs["gen_ai.request.temperature"] == 0.1 and attrs["gen_ai.request.top_p"] == 0.9
+    assert attrs["gen_ai.request.frequency_penalty"] == 0.5 and attrs["gen_ai.request.presence_penalty"] == 0.5
+    assert attrs["gen_ai.request.seed"] == 100 and attrs["gen_ai.request.max_tokens"] == 100
+    assert list(attrs["gen_ai.request.stop_sequences"]) == ["\n", "Human:", "AI:"]
+    assert attrs["gen_ai.response.model"] == "gpt-3.5-turbo-0125"
+    assert attrs["gen_ai.response.id"] == "chatcmpl-DB5VKnX0DBvthDkYqZDgfZVAqhZUk"
+    assert list(attrs["gen_ai.response.finish_reasons"]) == ["stop"]
+    sent = server.received[0].json()
+    assert sent["model"] == "gpt-3.5-turbo" and sent["seed"] == 100  # what the SDK really sent
+    assert attrs["gen_ai.usage.input_tokens"] == 24 and attrs["gen_ai.usage.output_tokens"] == 7  # recorded usage
+    cost = pricing.cost_of("gpt-3.5-turbo-0125", input_tokens=24, output_tokens=7)
+    assert cost is not None and attrs["evaltrace.cost_usd"] == pytest.approx(cost.total_usd) and cost.total_usd > 0
+    assert json.loads(str(attrs["gen_ai.input.messages"])) == [
+        {"role": "system", "parts": [{"type": "text", "content": "You are a helpful assistant!"}]},
+        {"role": "user", "parts": [{"type": "text", "content": QUESTION}]},
+    ]
+    assert json.loads(str(attrs["gen_ai.output.messages"])) == [
+        {
+            "role": "assistant",
+            "parts": [{"type": "text", "content": "The capital of France is Paris."}],
+            "finish_reason": "stop",
+        }
+    ]
+    trace = trace_from_spans(spans)
+    assert trace.input == {"question": QUESTION}
+    assert trace.output.final_answer == "The capital of France is Paris."
+    assert trace.metrics.token_input == 24 and trace.metrics.cost_usd == pytest.approx(cost.total_usd)
+    assert [m.role for m in trace.messages] == ["system", "user", "assistant"]
+
+
+def test_usage_details_from_usage_metadata(exporter: InMemorySpanExporter) -> None:
+    """Cached and reasoning tokens come from the AIMessage's usage_metadata (the recording reports both)."""
+    from langchain_core.messages import HumanMessage, SystemMessage
+
+    with replay(TOKENS) as server, langchain_instrumented():
+        model = chat_openai(server, model="gpt-4o-mini", temperature=0.7)
+        reply = model.invoke([SystemMessage("Translate the following from English into Italian"), HumanMessage("hi!")])
+    assert reply.content == "Ciao!"
+    attrs = dict(one(exporter.get_finished_spans(), "chat gpt-4o-mini").attributes or {})
+    assert attrs["gen_ai.usage.input_tokens"] == 20 and attrs["gen_ai.usage.output_tokens"] == 4
+    assert attrs["gen_ai.usage.cache_read.input_tokens"] == 1
+    assert attrs["gen_ai.usage.reasoning.output_tokens"] == 3
+    assert attrs["openai.response.system_fingerprint"] == "fp_b376dfbbd5"
+
+
+def test_streamed_chain_records_first_chunk_and_chunks(exporter: InMemorySpanExporter) -> None:
+    from langchain_core.output_parsers import StrOutputParser
+
+    with replay(STREAM) as server, langchain_instrumented():
+        chain = chat_openai(server, model="gpt-3.5-turbo", temperature=0.7, stream_usage=True) | StrOutputParser()
+        pieces = list(chain.stream("Tell me a funny joke, a one-liner."))
+    text = "".join(pieces)
+    assert text.startswith("Why couldn't the bicycle stand up by itself?") and len(pieces) > 5
+    spans = exporter.get_finished_spans()
+    chat = one(spans, "chat gpt-3.5-turbo")
+    attrs = dict(chat.attributes or {})
+    assert attrs["gen_ai.request.stream"] is True
+    assert 0 < attrs["gen_ai.response.time_to_first_chunk"] <= (chat.end_time - chat.start_time) / 1e9
+    assert attrs["evaltrace.stream.chunks"] >= len(pieces)
+    assert list(attrs["gen_ai.response.finish_reasons"]) == ["stop"]
+    assert json.loads(str(attrs["gen_ai.output.messages"]))[0]["parts"] == [{"type": "text", "content": text}]
+    assert parent_of(spans, chat) is one(spans, "RunnableSequence")
+    assert trace_from_spans(spans).output.final_answer == text
+
+
+def test_stream_left_early_ends_every_span_once(exporter: InMemorySpanExporter) -> None:
+    """A consumer that stops after two chunks: the generator's close ends the runs; nothing stays open.
+
+    The inner runs end where the close reaches them (the copied contexts LangChain steps a stream in, gone after);
+    the caller's own context is restored."""
+    from langchain_core.output_parsers import StrOutputParser
+    from opentelemetry import trace as otel_trace
+
+    with replay(STREAM) as server, langchain_instrumented(restored=False) as handler:
+        chain = chat_openai(server, model="gpt-3.5-turbo", temperature=0.7) | StrOutputParser()
+        stream = chain.stream("Tell me a funny joke, a one-liner.")
+        first = [next(stream), next(stream)]
+        assert otel_trace.get_current_span().get_span_context().is_valid  # the chain's span, while it streams
+        stream.close()
+        assert otel_trace.get_current_span() is otel_trace.INVALID_SPAN
+        assert "RunnableSequence" not in [r.span and r.span.name for r in handler._contexts.runs()]
+    assert "".join(first).startswith("Why")
+    spans = exporter.get_finished_spans()
+    names = sorted(s.name for s in spans)
+    assert names == sorted(set(names)), names  # each span ended (and was exported) once
+    assert {"RunnableSequence", "chat gpt-3.5-turbo"} <= set(names)
+
+
+def test_model_error_marks_model_and_chain_spans_and_passes_the_error_through(exporter: InMemorySpanExporter) -> None:
+    import openai
+
+    with replay(CHAT_401) as server, langchain_instrumented():
+        chain = _france_chain(server)
+        with pytest.raises(openai.AuthenticationError) as raised:
+            chain.invoke({"question": QUESTION})
+    spans = exporter.get_finished_spans()
+    chat, root = one(spans, "chat gpt-3.5-turbo"), one(spans, "RunnableSequence")
+    for span in (chat, root):
+        assert span.status.status_code is StatusCode.ERROR
+        cls = type(raised.value)  # langchain-openai raises its own subclass of openai's error
+        assert (span.attributes or {})["error.type"] == f"{cls.__module__}.{cls.__qualname__}"
+        assert [e.attributes["exception.message"] for e in span.events if e.name == "exception"] == [str(raised.value)]
+    assert parent_of(spans, chat) is root
+    trace = trace_from_spans(spans)
+    assert trace.error is not None and "AuthenticationError" in trace.error.message
+
+
+def test_explicit_handler_without_global_registration(exporter: InMemorySpanExporter) -> None:
+    from evaltrace import EvaltraceCallbackHandler
+
+    handler = EvaltraceCallbackHandler()
+    with replay(CHAT) as server:
+        _france_chain(server).invoke({"question": QUESTION}, config={"callbacks": [handler]})
+    assert {s.name for s in exporter.get_finished_spans()} >= {"RunnableSequence", "chat gpt-3.5-turbo"}
+    assert not handler._runs
+
+
+def test_explicit_handler_and_global_registration_make_one_span_per_run(exporter: InMemorySpanExporter) -> None:
+    from evaltrace import EvaltraceCallbackHandler
+
+    with replay(CHAT) as server, langchain_instrumented():
+        _france_chain(server).invoke({"question": QUESTION}, config={"callbacks": [EvaltraceCallbackHandler()]})
+    names = [s.name for s in exporter.get_finished_spans()]
+    assert names.count("RunnableSequence") == 1 and names.count("chat gpt-3.5-turbo") == 1
+
+
+def test_uninstrument_stops_recording(exporter: InMemorySpanExporter) -> None:
+    import evaltrace
+
+    evaltrace.instrument_langchain()
+    assert evaltrace.instrument_langchain() is evaltrace.instrument_langchain()  # idempotent
+    evaltrace.uninstrument_langchain()
+    with replay(CHAT) as server:
+        _france_chain(server).invoke({"question": QUESTION})
+    assert exporter.get_finished_spans() == ()
+
+
+def test_batch_ends_runs_in_start_order_and_leaves_no_span_current(exporter: InMemorySpanExporter) -> None:
+    """``batch`` starts both runs, then ends them first-to-last: each chain keeps its own model call as child,
+    and afterwards the caller's context is what it was (no ended span of ours left current)."""
+    from opentelemetry import trace as otel_trace
+
+    from cassettes import ReplayServer, load_cassette
+
+    before = otel_trace.get_current_span()
+    with ReplayServer(load_cassette(CHAT) * 2) as server, langchain_instrumented():
+        answers = _france_chain(server).batch([{"question": QUESTION}, {"question": QUESTION}])
+        assert otel_trace.get_current_span() is before
+    assert answers == ["The capital of France is Paris."] * 2
+    spans = exporter.get_finished_spans()
+    roots = [s for s in spans if s.name == "RunnableSequence"]
+    chats = [s for s in spans if s.name == "chat gpt-3.5-turbo"]
+    assert len(roots) == 2 and all(r.parent is None for r in roots)
+    assert sorted(id(parent_of(spans, c)) for c in chats) == sorted(id(r) for r in roots)
+
+
+def test_our_failure_never_reaches_langchain_and_the_span_still_ends(
+    exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Outside tests, an error of ours is logged: the chain answers, and the span whose result we failed to read
+    ends anyway (without what the result would have added)."""
+    from uuid import uuid4
+
+    from evaltrace import EvaltraceCallbackHandler
+    from evaltrace.instrumentation.langchain import _handler
+
+    def broken(run: Any, response: Any) -> Any:
+        raise RuntimeError("codec bug")
+
+    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    monkeypatch.setattr(_handler, "_model_result", broken)
+    with replay(CHAT) as server, langchain_instrumented() as handler:
+        assert handler.raise_error is False  # LangChain would not re-raise either
+        answer = _france_chain(server).invoke({"question": QUESTION})
+    assert answer == "The capital of France is Paris."
+    chat = one(exporter.get_finished_spans(), "chat gpt-3.5-turbo")
+    assert chat.end_time is not None and "gen_ai.response.id" not in (chat.attributes or {})
+    assert "codec bug" in caplog.text
+
+    # Events of runs the handler never saw (started before it was registered): nothing raised, nothing recorded.
+    stray = EvaltraceCallbackHandler()
+    stray.on_chain_end({}, run_id=uuid4())
+    stray.on_llm_end(None, run_id=uuid4())
+    stray.on_llm_new_token("x", run_id=uuid4())
+    stray.on_tool_error(ValueError("x"), run_id=uuid4())
+    stray.on_retriever_end([], run_id=uuid4())
+    assert len(exporter.get_finished_spans()) == 4
+
+
+async def test_async_stream_ends_every_span_and_leaves_later_spans_unparented(exporter: InMemorySpanExporter) -> None:
+    from langchain_core.output_parsers import StrOutputParser
+    from opentelemetry import trace as otel_trace
+
+    with replay(STREAM) as server, langchain_instrumented(restored=False):
+        model = chat_openai(server, model="gpt-3.5-turbo", temperature=0.7)
+        pieces = [piece async for piece in (model | StrOutputParser()).astream("Tell me a funny joke, a one-liner.")]
+        await model.root_async_client.close()
+        assert not otel_trace.get_current_span().get_span_context().is_valid
+    assert "".join(pieces).startswith("Why couldn't the bicycle")
+    spans = exporter.get_finished_spans()
+    chat = one(spans, "chat gpt-3.5-turbo")
+    assert parent_of(spans, chat) is one(spans, "RunnableSequence")
+    assert (chat.attributes or {})["evaltrace.stream.chunks"] >= len(pieces)
+
+
+def test_concurrent_runs_in_threads_keep_their_own_spans(exporter: InMemorySpanExporter) -> None:
+    """Two threads run the chain at once through one handler: each model call nests under its own chain."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cassettes import ReplayServer, load_cassette
+
+    with ReplayServer(load_cassette(CHAT) * 4) as server, langchain_instrumented():
+        chain = _france_chain(server)
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            answers = list(pool.map(lambda _: chain.invoke({"question": QUESTION}), range(4)))
+    assert answers == ["The capital of France is Paris."] * 4
+    spans = exporter.get_finished_spans()
+    roots = [s for s in spans if s.name == "RunnableSequence"]
+    assert len(roots) == 4 and all(r.parent is None for r in roots)
+    assert len({r.context.trace_id for r in roots}) == 4
+    for chat in (s for s in spans if s.name == "chat gpt-3.5-turbo"):
+        assert parent_of(spans, chat) in roots
+    assert sorted(id(parent_of(spans, c)) for c in spans if c.name == "StrOutputParser") == sorted(id(r) for r in roots)
+
+
+def test_without_langchain_core_the_names_resolve_and_using_them_names_the_extra() -> None:
+    """In a process where langchain-core cannot be imported: ``import evaltrace`` and the public names work;
+    instrumenting or creating a handler raises an ImportError naming the extra."""
+    import subprocess
+    import sys
+
+    code = """
+import sys
+sys.modules["langchain_core"] = None  # as if not installed
+import evaltrace
+handler_class = evaltrace.EvaltraceCallbackHandler
+for attempt in (evaltrace.instrument_langchain, handler_class):
+    try:
+        attempt()
+    except ImportError as exc:
+        print("ImportError:", exc)
+evaltrace.uninstrument_langchain()
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 2 and all("pip install 'evaltrace[langchain]'" in line for line in lines), lines
+
+
+def test_classic_agent_executor_callbacks(exporter: InMemorySpanExporter) -> None:
+    """A classic ``AgentExecutor`` (from the ``langchain`` package, not installed here: its callbacks are driven
+    with langchain_core's real AgentAction / AgentFinish): an agent span, each action an event, the answer."""
+    from uuid import uuid4
+
+    from langchain_core.agents import AgentAction, AgentFinish
+
+    from evaltrace import EvaltraceCallbackHandler
+
+    handler, run_id = EvaltraceCallbackHandler(), uuid4()
+    serialized = {"id": ["langchain", "agents", "agent", "AgentExecutor"]}
+    handler.on_chain_start(serialized, {"input": "weather?"}, run_id=run_id)
+    handler.on_agent_action(AgentAction("get_weather", {"city": "Paris"}, "calling"), run_id=run_id)
+    handler.on_agent_finish(AgentFinish({"output": "Sunny."}, "done"), run_id=run_id)
+    handler.on_chain_end({"output": "Sunny."}, run_id=run_id)
+    span = one(exporter.get_finished_spans(), "invoke_agent AgentExecutor")
+    assert kind(span) == "agent" and (span.attributes or {})["gen_ai.agent.name"] == "AgentExecutor"
+    (event,) = span.events
+    assert event.name == "evaltrace.agent.action" and (event.attributes or {})["gen_ai.tool.name"] == "get_weather"
+    assert json.loads(str((event.attributes or {})["gen_ai.tool.call.arguments"])) == {"city": "Paris"}
+    assert trace_from_spans([span]).output.structured == {"output": "Sunny."}

@@ -1,0 +1,159 @@
+"""The LangChain codec on the message and result shapes other chat model integrations produce.
+
+No recording exists here for ChatAnthropic, ChatGoogleGenerativeAI, ChatBedrockConverse or ChatOllama under
+LangChain (their packages are not installed either), so these tests build the real ``langchain_core`` objects
+those integrations return, with the fields their sources fill: Anthropic's content blocks (``thinking``,
+``tool_use``) and ``stop_reason``, Gemini's ``finish_reason`` ``STOP``, Bedrock's ``stopReason``, Ollama's
+``done_reason``, and ``usage_metadata`` with cache and reasoning details.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.messages import AIMessage, ChatMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, Generation
+
+from evaltrace.instrumentation.langchain import _codec
+
+
+def _ai(**kwargs: Any) -> ChatGeneration:
+    return ChatGeneration(message=AIMessage(**kwargs))
+
+
+def test_anthropic_thinking_tool_use_stop_reason_and_cache_usage() -> None:
+    generation = _ai(
+        content=[
+            {"type": "thinking", "thinking": "The user wants the weather.", "signature": "sig"},
+            {"type": "text", "text": "Let me check."},
+            {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
+        ],
+        tool_calls=[{"name": "get_weather", "args": {"city": "Paris"}, "id": "toolu_1"}],
+        response_metadata={"id": "msg_01", "model": "claude-sonnet-4-5", "stop_reason": "tool_use"},
+        usage_metadata={
+            "input_tokens": 120,
+            "output_tokens": 40,
+            "total_tokens": 160,
+            "input_token_details": {"cache_read": 100, "cache_creation": 10},
+        },
+    )
+    outputs, reasons = _codec.output_messages([generation])
+    assert reasons == ["tool_use"]  # verbatim on the span
+    assert outputs == [
+        {
+            "role": "assistant",
+            "parts": [
+                {"type": "reasoning", "content": "The user wants the weather."},
+                {"type": "text", "content": "Let me check."},
+                {"type": "tool_call", "id": "toolu_1", "name": "get_weather", "arguments": {"city": "Paris"}},
+            ],
+            "finish_reason": "tool_call",
+        }
+    ]
+    assert _codec.usage_attributes([generation], None) == {
+        "gen_ai.usage.input_tokens": 120,
+        "gen_ai.usage.output_tokens": 40,
+        "gen_ai.usage.cache_read.input_tokens": 100,
+        "gen_ai.usage.cache_creation.input_tokens": 10,
+    }
+    assert _codec.response_attributes([generation], None) == {
+        "gen_ai.response.model": "claude-sonnet-4-5",
+        "gen_ai.response.id": "msg_01",
+    }
+
+
+def test_gemini_bedrock_and_ollama_finish_reasons_are_kept_verbatim_and_mapped() -> None:
+    gemini = ChatGeneration(
+        message=AIMessage(
+            content="Paris.",
+            usage_metadata={
+                "input_tokens": 5,
+                "output_tokens": 30,
+                "total_tokens": 35,
+                "output_token_details": {"reasoning": 28},
+            },
+        ),
+        generation_info={"finish_reason": "STOP", "model_name": "gemini-2.5-flash"},
+    )
+    bedrock = _ai(content="Paris.", response_metadata={"stopReason": "max_tokens"})
+    ollama = _ai(content="Paris.", response_metadata={"done_reason": "stop", "model": "llama3.2"})
+    for generation, reason, mapped in ((gemini, "STOP", "stop"), (bedrock, "max_tokens", "length"),
+                                       (ollama, "stop", "stop")):  # fmt: skip
+        outputs, reasons = _codec.output_messages([generation])
+        assert reasons == [reason] and outputs[0]["finish_reason"] == mapped
+    assert _codec.usage_attributes([gemini], None)["gen_ai.usage.reasoning.output_tokens"] == 28
+
+
+def test_text_completion_generations_and_llm_output_usage() -> None:
+    generation = Generation(text="<think>short</think>Done.", generation_info={"finish_reason": "length"})
+    outputs, reasons = _codec.output_messages([generation])
+    assert reasons == ["length"]
+    assert outputs[0]["parts"] == [{"type": "reasoning", "content": "short"}, {"type": "text", "content": "Done."}]
+    llm_output = {"token_usage": {"prompt_tokens": 7, "completion_tokens": 3}, "model_name": "gpt-3.5-turbo-instruct"}
+    assert _codec.usage_attributes([generation], llm_output) == {
+        "gen_ai.usage.input_tokens": 7,
+        "gen_ai.usage.output_tokens": 3,
+    }
+    assert _codec.response_attributes([generation], llm_output) == {"gen_ai.response.model": "gpt-3.5-turbo-instruct"}
+
+
+def test_input_messages_every_role_and_block() -> None:
+    image = "data:image/png;base64," + "A" * 4000
+    messages = _codec.messages(
+        [
+            SystemMessage("Be brief."),
+            ChatMessage(role="developer", content="Answer in French."),
+            HumanMessage(
+                content=[{"type": "text", "text": "What is this?"}, {"type": "image_url", "image_url": {"url": image}}]
+            ),
+            AIMessage(
+                content="",
+                additional_kwargs={"reasoning_content": "DeepSeek-style reasoning"},
+                invalid_tool_calls=[{"name": "lookup", "args": "{not json", "id": "c9", "error": "bad"}],
+            ),
+            ToolMessage(content=[{"type": "text", "text": "a cat"}], tool_call_id="c9"),
+        ]
+    )
+    assert [m["role"] for m in messages] == ["system", "developer", "user", "assistant", "tool"]
+    picture = messages[2]["parts"][1]
+    assert picture["type"] == "uri" and picture["modality"] == "image" and "AAAA" not in str(picture)
+    assert messages[3]["parts"] == [
+        {"type": "reasoning", "content": "DeepSeek-style reasoning"},
+        {"type": "tool_call", "id": "c9", "name": "lookup", "arguments": "{not json"},
+    ]
+    assert messages[4]["parts"] == [{"type": "tool_call_response", "id": "c9", "response": "a cat"}]
+
+
+def test_request_attributes_from_ls_metadata_and_invocation_params() -> None:
+    metadata = {"ls_provider": "google_genai", "ls_model_name": "gemini-2.5-flash", "ls_temperature": 0.2,
+                "ls_max_tokens": 256, "ls_stop": "END"}  # fmt: skip
+    params = {"top_p": 0.9, "top_k": 40, "n": 2, "reasoning_effort": "low", "stream": True}
+    assert _codec.request_attributes(metadata, params) == {
+        "gen_ai.request.model": "gemini-2.5-flash",
+        "gen_ai.provider.name": "gcp.gen_ai",
+        "gen_ai.request.temperature": 0.2,
+        "gen_ai.request.max_tokens": 256,
+        "gen_ai.request.top_p": 0.9,
+        "gen_ai.request.top_k": 40.0,
+        "gen_ai.request.stop_sequences": ["END"],
+        "gen_ai.request.choice.count": 2,
+        "gen_ai.request.stream": True,
+        "gen_ai.request.reasoning.level": "low",
+    }
+
+
+def test_documents_keep_id_score_content_and_metadata() -> None:
+    docs = [
+        Document(page_content="Paris is the capital of France.", id="d1", metadata={"source": "wiki", "score": 0.91}),
+        Document(page_content="No id here."),
+    ]
+    assert _codec.documents(docs) == [
+        {
+            "id": "d1",
+            "score": 0.91,
+            "content": "Paris is the capital of France.",
+            "metadata": {"source": "wiki", "score": 0.91},
+        },
+        {"content": "No id here."},
+    ]
