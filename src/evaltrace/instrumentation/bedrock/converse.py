@@ -27,7 +27,7 @@ from evaltrace._internal.openai.parts import (
     tool_call_part,
     tool_response_part,
 )
-from evaltrace._internal.openai.response import Outcome, Usage
+from evaltrace._internal.openai.response import Outcome, Summary, Usage
 
 Attributes = dict[str, Any]
 REDACTED_REASONING: Part = {"type": "reasoning", "content": "", "redacted": True}
@@ -402,9 +402,24 @@ class ConverseStreamAccumulator:
         """Errors in a Bedrock stream are raised by botocore (``EventStreamError``), never folded in."""
         return None
 
+    def summary(self) -> Summary:
+        """Token counts only (Converse streams name no model)."""
+        usage = self.usage
+        return Summary() if usage is None else Summary(None, usage.input_tokens, usage.output_tokens)
+
     def outcome(self) -> Outcome:
         """What the events so far amount to (blocks in index order)."""
-        parts = [self.blocks[i].part() for i in sorted(self.blocks)]
+        parts: list[Part] = []
+        for index in sorted(self.blocks):
+            part = self.blocks[index].part()
+            if part.get("type") == "text":
+                if not part["content"]:
+                    continue  # an empty delta (gpt-oss opens its answer with one): no content
+                if parts and parts[-1].get("type") == "text":
+                    # Nova streams each delta as a block of its own: one answer, as its unstreamed reply has it
+                    parts[-1] = text_part(parts[-1]["content"] + part["content"])
+                    continue
+            parts.append(part)
         reason = self.stop_reason
         return Outcome(
             response_id=self.response_id,

@@ -26,7 +26,7 @@ from evaltrace._internal import semconv as sc
 from evaltrace._internal.anthropic.accumulate import MessagesAccumulator
 from evaltrace._internal.anthropic.response import usage_of
 from evaltrace._internal.openai.parts import Part, text_part, tool_call_part
-from evaltrace._internal.openai.response import Outcome, Usage
+from evaltrace._internal.openai.response import Outcome, Summary, Usage
 from evaltrace.instrumentation.bedrock import converse
 from evaltrace.instrumentation.bedrock.bodies import cohere_usage
 
@@ -162,26 +162,43 @@ class InvokeStreamAccumulator:
         """An Anthropic ``error`` event in the body (botocore raises the service's own stream errors)."""
         return self.anthropic.failure() if self.anthropic is not None else None
 
+    def _usage(self, own: Usage | None) -> Usage | None:
+        """The family's own counts (``own``), else the invocation metrics'."""
+        if own is None and (self.input_tokens is not None or self.output_tokens is not None):
+            own = Usage(self.input_tokens, self.output_tokens)
+        if self.metrics is not None and (own is None or own.input_tokens is None):
+            return self.metrics
+        return own
+
+    def summary(self) -> Summary:
+        """Model and token counts, without joining the text."""
+        model = None
+        if self.anthropic is not None:
+            own = self.anthropic.summary()
+            if own.input_tokens is not None:
+                return own
+            model, usage = own.response_model, self._usage(None)
+        else:
+            usage = self._usage(self.converse.usage if self.converse is not None else self.usage)
+        return Summary(model) if usage is None else Summary(model, usage.input_tokens, usage.output_tokens)
+
     def outcome(self) -> Outcome:
         """What the chunks so far amount to; the invocation metrics fill in counts the family did not send."""
         if self.anthropic is not None:
             outcome = self.anthropic.outcome()
             outcome.response_id = self.response_id
-        elif self.converse is not None:
+            outcome.usage = self._usage(outcome.usage)
+            return outcome
+        if self.converse is not None:
             outcome = self.converse.outcome()
-        else:
-            parts: list[Part] = [text_part("".join(self.fragments))] if self.fragments else []
-            parts.extend(self.calls)
-            reason = self.stop_reason
-            usage = self.usage
-            if usage is None and (self.input_tokens is not None or self.output_tokens is not None):
-                usage = Usage(self.input_tokens, self.output_tokens)
-            outcome = Outcome(
-                response_id=self.response_id,
-                finish_reasons=[reason] if reason else [],
-                output_messages=[converse.output_message(parts, reason)],
-                usage=usage,
-            )
-        if self.metrics is not None and (outcome.usage is None or outcome.usage.input_tokens is None):
-            outcome.usage = self.metrics
-        return outcome
+            outcome.usage = self._usage(outcome.usage)
+            return outcome
+        parts: list[Part] = [text_part("".join(self.fragments))] if self.fragments else []
+        parts.extend(self.calls)
+        reason = self.stop_reason
+        return Outcome(
+            response_id=self.response_id,
+            finish_reasons=[reason] if reason else [],
+            output_messages=[converse.output_message(parts, reason)],
+            usage=self._usage(self.usage),
+        )
