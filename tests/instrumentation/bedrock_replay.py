@@ -9,6 +9,8 @@ another provider's request) are left out of the server, so boto3's calls get the
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -90,6 +92,66 @@ def send(api: Any, call: Call) -> Any:
     """Send ``call`` with boto3; a stream is read to its end. Returns boto3's result dict."""
     result = getattr(api, call.method)(modelId=call.model, **call.params)
     return result
+
+
+def read_stream(result: dict[str, Any]) -> list[Any]:
+    """Every event of a streaming result (``stream`` for Converse, ``body`` for invoke), read to the end."""
+    return list(result["stream"] if "stream" in result else result["body"])
+
+
+def attrs_json(span: Any, key: str) -> Any:
+    """A JSON-string attribute of ``span``, parsed."""
+    return json.loads(span.attributes[key])
+
+
+# --- synthetic traffic, for the families and failures no recording covers --------------------------------
+
+
+def _header(name: str, value: str) -> bytes:
+    raw = value.encode()
+    return bytes([len(name)]) + name.encode() + b"\x07" + len(raw).to_bytes(2, "big") + raw
+
+
+def frame(headers: dict[str, str], payload: bytes) -> bytes:
+    """One AWS event-stream frame (prelude, CRC, string headers, payload, CRC), as Bedrock sends it."""
+    head = b"".join(_header(k, v) for k, v in headers.items())
+    total = 16 + len(head) + len(payload)
+    prelude = total.to_bytes(4, "big") + len(head).to_bytes(4, "big")
+    prelude += binascii.crc32(prelude).to_bytes(4, "big")
+    message = prelude + head + payload
+    return message + binascii.crc32(message).to_bytes(4, "big")
+
+
+def converse_frame(event_type: str, body: dict[str, Any]) -> bytes:
+    """A ``converse_stream`` event frame (``messageStart``, ``contentBlockDelta``, ...)."""
+    headers = {":event-type": event_type, ":content-type": "application/json", ":message-type": "event"}
+    return frame(headers, json.dumps(body).encode())
+
+
+def chunk_frame(chunk: dict[str, Any]) -> bytes:
+    """An ``invoke_model_with_response_stream`` ``chunk`` frame carrying ``chunk`` as base64 JSON bytes."""
+    headers = {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"}
+    payload = json.dumps({"bytes": base64.b64encode(json.dumps(chunk).encode()).decode()}).encode()
+    return frame(headers, payload)
+
+
+def exception_frame(error_type: str, message: str) -> bytes:
+    """A modelled stream error (``throttlingException``, ``modelStreamErrorException``...): botocore raises it."""
+    headers = {":exception-type": error_type, ":content-type": "application/json", ":message-type": "exception"}
+    return frame(headers, json.dumps({"message": message}).encode())
+
+
+def synthetic(path: str, body: bytes, headers: list[tuple[str, str]] | None = None, status: int = 200) -> Recorded:
+    """A response the replay server serves for a Bedrock call (``path``: ``<model>/<operation suffix>``)."""
+    return Recorded(
+        method="POST",
+        uri=f"https://bedrock-runtime.{REGION}.amazonaws.com/model/{path}",
+        request_body=b"",
+        status=status,
+        reason="OK" if status == 200 else "Error",
+        headers=[("x-amzn-RequestId", "req-synthetic"), *(headers or [])],
+        body=body,
+    )
 
 
 def cassettes() -> list[Path]:

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaltrace._internal.engine.instrumentor import EngineInstrumentor
-from evaltrace._internal.import_patches import instrument_once
+from evaltrace._internal.engine.instrumentor import EngineInstrumentor, instrument_once
 from evaltrace.instrumentation.bedrock.endpoints import ENDPOINTS
 
 __all__ = ["BedrockInstrumentor", "instrument_bedrock", "uninstrument_bedrock"]
