@@ -12,7 +12,7 @@ from evaltrace._internal.tracing import INSTRUMENTATION_NAME
 from evaltrace._version import __version__
 
 if TYPE_CHECKING:
-    from evaltrace._internal.openai.response import Summary
+    from evaltrace._internal.engine.outcome import Summary
 
 DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92)
 TOKEN_BUCKETS = (

@@ -1,4 +1,7 @@
-"""Stream proxies: ``wrapt.ObjectProxy`` over openai's Stream/AsyncStream, so ``isinstance`` still holds.
+"""Stream proxies: ``wrapt.ObjectProxy`` over a provider's stream, so ``isinstance`` still holds.
+
+Any stream: an SDK stream object (openai's ``Stream``), a plain generator or async generator, an iterator that is
+also a context manager (mistral's ``EventStream``). The codec's accumulator reads the chunks.
 
 The span ends exactly once, on whichever exit comes first: exhaustion, an exception while iterating, ``close()``
 / ``aclose()``, context exit (``break`` inside ``with``), closing ``.response`` (what the ``stream()`` helpers
@@ -20,10 +23,12 @@ from typing import TYPE_CHECKING, Any
 import wrapt
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine import build
 from evaltrace._internal.errors import handle_internal_errors
-from evaltrace._internal.openai import build
-from evaltrace._internal.openai.accumulate import Accumulator
-from evaltrace._internal.openai.call import LLMCall
+
+if TYPE_CHECKING:
+    from evaltrace._internal.engine.call import Call
+    from evaltrace._internal.engine.codec import Accumulator
 
 # wrapt 2 makes ObjectProxy generic; wrapt 1.x (still pinned by opentelemetry-instrumentation < 0.55) cannot be
 # subscripted at run time, so only the type checker sees the parameter.
@@ -38,7 +43,7 @@ class StreamState:
 
     __slots__ = ("acc", "call", "chunks", "done", "first", "first_wall_ns", "last", "record_gap")
 
-    def __init__(self, call: LLMCall, acc: Accumulator) -> None:
+    def __init__(self, call: Call, acc: Accumulator) -> None:
         self.call = call
         self.acc = acc
         self.chunks = 0
@@ -71,7 +76,7 @@ class StreamState:
         if self.done:
             return
         self.done = True
-        with handle_internal_errors("ending an OpenAI stream span"):
+        with handle_internal_errors(f"ending a {self.call.codec.label} stream span"):
             call, acc = self.call, self.acc
             first, last = self.first, self.last
             if reason == sc.STREAM_END_EXHAUSTED:
@@ -95,7 +100,7 @@ class StreamState:
 
 def _chunk_failed() -> None:
     """Route an error of ours from the per-chunk hook through the one boundary (re-raised under tests)."""
-    with handle_internal_errors("processing an OpenAI stream chunk"):
+    with handle_internal_errors("processing a stream chunk"):
         raise
 
 
@@ -218,5 +223,12 @@ class AsyncStreamProxy(StreamProxyBase):
             self._self_state.end(sc.STREAM_END_CLOSED)
 
     async def aclose(self) -> None:
-        """Alias of :meth:`close`, as on ``openai.AsyncStream``."""
-        await self.close()
+        """Close the stream (``aclose`` of an async generator, else ``close``) and end the span."""
+        closer = getattr(self.__wrapped__, "aclose", None)
+        if closer is None:
+            await self.close()
+            return
+        try:
+            await closer()
+        finally:
+            self._self_state.end(sc.STREAM_END_CLOSED)
