@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import boto3
+
 from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette
 
 BEDROCK = FIXTURES / "bedrock-cassettes"

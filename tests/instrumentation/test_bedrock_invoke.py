@@ -17,10 +17,10 @@ boto3 = pytest.importorskip("boto3")
 
 import botocore.response  # noqa: E402
 from bedrock_replay import OPENINFERENCE, attrs_json, client, replay, send, synthetic  # noqa: E402
-from cassettes import ReplayServer  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
+from cassettes import ReplayServer  # noqa: E402
 from evaltrace._internal import settings  # noqa: E402
 from evaltrace.instrumentation.bedrock import BedrockInstrumentor  # noqa: E402
 
@@ -75,7 +75,11 @@ def test_anthropic_messages_body_and_the_user_still_reads_it(exporter: InMemoryS
         {"role": m["role"], "parts": [{"type": "text", "content": m["content"]}]} for m in request["messages"]
     ]
     assert attrs_json(span, "gen_ai.output.messages") == [
-        {"role": "assistant", "parts": [{"type": "text", "content": body["content"][0]["text"]}], "finish_reason": "stop"}
+        {
+            "role": "assistant",
+            "parts": [{"type": "text", "content": body["content"][0]["text"]}],
+            "finish_reason": "stop",
+        }
     ]
     assert a["evaltrace.cost_usd"] > 0
 
@@ -105,7 +109,12 @@ def test_nova_body_with_a_tool_call(exporter: InMemorySpanExporter) -> None:
     tools = attrs_json(span, "gen_ai.tool.definitions")
     spec = request["toolConfig"]["tools"][0]["toolSpec"]
     assert tools == [
-        {"type": "function", "name": spec["name"], "description": spec["description"], "parameters": spec["inputSchema"]["json"]}
+        {
+            "type": "function",
+            "name": spec["name"],
+            "description": spec["description"],
+            "parameters": spec["inputSchema"]["json"],
+        }
     ]
     assert span.attributes["gen_ai.request.max_tokens"] == request["inferenceConfig"]["maxTokens"]
     assert span.attributes["gen_ai.usage.input_tokens"] == body["usage"]["inputTokens"]
@@ -116,9 +125,7 @@ def test_nova_system_prompt(exporter: InMemorySpanExporter) -> None:
         send(api, calls[0])["body"].read()
     request = json.loads(calls[0].params["body"])
     span = _only_span(exporter)
-    assert attrs_json(span, "gen_ai.system_instructions") == [
-        {"type": "text", "content": request["system"][0]["text"]}
-    ]
+    assert attrs_json(span, "gen_ai.system_instructions") == [{"type": "text", "content": request["system"][0]["text"]}]
 
 
 _HEADERS = [("X-Amzn-Bedrock-Input-Token-Count", "11"), ("X-Amzn-Bedrock-Output-Token-Count", "2")]
@@ -200,7 +207,9 @@ def test_each_native_body_family(
     reason: str,
     exporter: InMemorySpanExporter,
 ) -> None:
-    served = synthetic(f"{model}/invoke", json.dumps(response).encode(), [("Content-Type", "application/json"), *_HEADERS])
+    served = synthetic(
+        f"{model}/invoke", json.dumps(response).encode(), [("Content-Type", "application/json"), *_HEADERS]
+    )
     with ReplayServer([served]) as server:
         result = client(server).invoke_model(modelId=model, body=json.dumps(request_body))
         assert json.loads(result["body"].read()) == response
@@ -236,9 +245,15 @@ def test_cohere_command_r_history_preamble_and_tools(exporter: InMemorySpanExpor
 def test_an_embedding_model_is_an_embeddings_span(exporter: InMemorySpanExporter) -> None:
     """Synthetic (no recording): Titan Embeddings' documented response."""
     response = {"embedding": [0.1, 0.2, 0.3], "inputTextTokenCount": 4}
-    served = synthetic("amazon.titan-embed-text-v2:0/invoke", json.dumps(response).encode(), [("X-Amzn-Bedrock-Input-Token-Count", "4")])
+    served = synthetic(
+        "amazon.titan-embed-text-v2:0/invoke",
+        json.dumps(response).encode(),
+        [("X-Amzn-Bedrock-Input-Token-Count", "4")],
+    )
     with ReplayServer([served]) as server:
-        result = client(server).invoke_model(modelId="amazon.titan-embed-text-v2:0", body=json.dumps({"inputText": "hi"}))
+        result = client(server).invoke_model(
+            modelId="amazon.titan-embed-text-v2:0", body=json.dumps({"inputText": "hi"})
+        )
         assert json.loads(result["body"].read()) == response
     span = _only_span(exporter)
     assert span.name == "embeddings amazon.titan-embed-text-v2:0"

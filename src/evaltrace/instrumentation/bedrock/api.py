@@ -19,9 +19,9 @@ from urllib.parse import urlsplit
 
 from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.outcome import Outcome, Usage
 from evaltrace._internal.jsonutil import capped_json
 from evaltrace._internal.openai.parts import Message, Part
-from evaltrace._internal.openai.response import Outcome, Usage
 from evaltrace.instrumentation.bedrock import bodies, converse
 
 Attributes = dict[str, Any]

@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 INVOKE_EMBEDDINGS = "InvokeModel:embeddings"
 
 
-
 class BedrockCodec(Codec):
     """``converse``, ``converse_stream``, ``invoke_model`` and ``invoke_model_with_response_stream``."""
 
@@ -98,7 +97,7 @@ class BedrockCodec(Codec):
         return result
 
     def error_type(self, error: BaseException) -> str:
-        """botocore's error code (``ClientError.response["Error"]["Code"]``), else the exception's class."""
+        """Botocore's error code (``ClientError.response["Error"]["Code"]``), else the exception's class."""
         response = getattr(error, "response", None)
         details = response.get("Error") if isinstance(response, Mapping) else None
         code = details.get("Code") if isinstance(details, Mapping) else None

@@ -18,6 +18,7 @@ from typing import Any
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.anthropic.response import usage_of
+from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.jsonutil import loads_or_raw
 from evaltrace._internal.openai.parts import (
     Message,
@@ -27,7 +28,6 @@ from evaltrace._internal.openai.parts import (
     tool_call_part,
     tool_response_part,
 )
-from evaltrace._internal.openai.response import Outcome, Summary, Usage
 
 Attributes = dict[str, Any]
 REDACTED_REASONING: Part = {"type": "reasoning", "content": "", "redacted": True}

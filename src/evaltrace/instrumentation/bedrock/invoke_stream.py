@@ -25,8 +25,8 @@ from typing import Any
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.anthropic.accumulate import MessagesAccumulator
 from evaltrace._internal.anthropic.response import usage_of
+from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.openai.parts import Part, text_part, tool_call_part
-from evaltrace._internal.openai.response import Outcome, Summary, Usage
 from evaltrace.instrumentation.bedrock import converse
 from evaltrace.instrumentation.bedrock.bodies import cohere_usage
 
