@@ -8,7 +8,9 @@ embedding model through ``invoke_model``: those tests serve the response bodies 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -272,3 +274,51 @@ def test_content_capture_off_records_no_content(exporter: InMemorySpanExporter) 
     a = _only_span(exporter).attributes
     assert not {"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions"} & set(a)
     assert a["gen_ai.usage.output_tokens"] == 27
+
+
+class _ShortBody(BaseHTTPRequestHandler):
+    """Answers with a Content-Length longer than the body, then hangs up: a body whose read fails mid-way."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "100")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(b'{"generation": "He')
+        self.wfile.flush()
+        self.close_connection = True
+
+
+def test_a_body_whose_read_fails_fails_the_span_and_the_users_read_raises_the_same(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """No recording fails mid-body: a local server promises 100 bytes and sends 18."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _ShortBody)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        host, port = server.server_address[:2]
+        api = boto3.client(
+            "bedrock-runtime",
+            region_name="us-east-1",
+            endpoint_url=f"http://{host!s}:{port}",
+            aws_access_key_id="test",
+            aws_secret_access_key="test",
+        )
+        result = api.invoke_model(modelId="meta.llama3-8b-instruct-v1:0", body=json.dumps({"prompt": "Hi"}))
+        with pytest.raises(Exception) as raised:
+            result["body"].read()
+    finally:
+        server.shutdown()
+        server.server_close()
+    span = _only_span(exporter)
+    assert span.status.status_code.name == "ERROR"
+    (event,) = [e for e in span.events if e.name == "exception"]
+    assert event.attributes["exception.type"].endswith(type(raised.value).__name__)

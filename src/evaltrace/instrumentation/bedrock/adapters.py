@@ -39,17 +39,17 @@ class EventIterator(_ObjectProxy):
         return next(events)
 
 
-class _Failed(io.RawIOBase):
+class _Failed:
     """A raw stream whose every read raises the error the real body raised when we read it first."""
 
     def __init__(self, error: BaseException) -> None:
         self._error = error
 
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
+    def read(self, amt: int | None = None) -> bytes:
         raise self._error
+
+    def close(self) -> None:
+        """Nothing left to close: the real body was closed by its failed read."""
 
 
 def rebuffer(result: MutableMapping[str, Any]) -> bytes:
@@ -58,7 +58,7 @@ def rebuffer(result: MutableMapping[str, Any]) -> bytes:
     Raises what reading raised, after replacing the body by one that raises the same error on read: the user
     meets the error where they would have, when reading the body.
     """
-    from botocore.response import StreamingBody
+    from botocore.response import StreamingBody  # type: ignore[import-untyped]
 
     body = result["body"]
     try:

@@ -31,10 +31,11 @@ from typing import Any
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.anthropic import request as anthropic_request
 from evaltrace._internal.anthropic.response import message_outcome, usage_of
+from evaltrace._internal.engine.outcome import Outcome, Usage
 from evaltrace._internal.openai import request as openai_request
 from evaltrace._internal.openai.parts import Message, Part, text_part, tool_call_part, tool_response_part
 from evaltrace._internal.openai.registry import EndpointKind
-from evaltrace._internal.openai.response import Outcome, Usage, chat_outcome
+from evaltrace._internal.openai.response import chat_outcome
 from evaltrace.instrumentation.bedrock import converse
 
 Attributes = dict[str, Any]
