@@ -309,3 +309,23 @@ def test_every_recorded_converse_response_is_on_its_span(path: Any, index: int, 
         assert any(p["type"] == "tool_call" for p in parts)
     input_messages = attrs_json(span, "gen_ai.input.messages")
     assert input_messages and all(m["role"] in ("user", "assistant", "tool") for m in input_messages)
+
+
+@pytest.mark.usefixtures("instrumented")
+@pytest.mark.parametrize("stream", [False, True], ids=["converse", "converse_stream"])
+def test_a_server_tool_run_by_the_service_is_a_server_tool_call_and_response(
+    stream: bool, exporter: InMemorySpanExporter
+) -> None:
+    name = "test_bedrock_model_code_execution_tool_stream" if stream else "test_bedrock_model_with_code_execution_tool"
+    with replay(TEST_BEDROCK / f"{name}.yaml") as (api, calls, _):
+        result = send(api, calls[0])
+        if stream:
+            list(result["stream"])
+    parts = attrs_json(exporter.get_finished_spans()[0], "gen_ai.output.messages")[0]["parts"]
+    assert [p["type"] for p in parts] == ["server_tool_call", "server_tool_call_response", "tool_call"]
+    call, response, final = parts
+    assert call["name"] == "nova_code_interpreter" and call["id"] == response["id"]
+    assert call["server_tool_call"]["arguments"] == {"snippet": "1234 * 5678"}
+    assert response["server_tool_call_response"]["type"] == "nova_code_interpreter_result"
+    assert response["server_tool_call_response"]["response"]["stdOut"] == "7006652"
+    assert final["name"] == "final_result"

@@ -139,7 +139,8 @@ def input_messages(messages: Any) -> list[Message]:
         parts: list[Part] = []
         for block in content if isinstance(content, list | tuple) else ():
             result = block.get("toolResult") if isinstance(block, Mapping) else None
-            if result is not None:
+            # A user turn's tool results answer the previous turn; an assistant turn's are a server tool's own.
+            if result is not None and role == "user":
                 results.append(tool_result_part(result))
             elif (part := content_part(block)) is not None:
                 parts.append(part)
@@ -223,9 +224,14 @@ def _reasoning(content: Any) -> Part:
 
 
 def tool_result_part(result: Any) -> Part:
-    """``toolResult`` -> ``tool_call_response``: its text blocks joined, a ``json`` block as the object."""
+    """``toolResult`` -> ``tool_call_response``: its text blocks joined, a ``json`` block as the object.
+
+    A result with a ``type`` (``nova_code_interpreter_result``) is a server tool's, run by the service: a
+    ``server_tool_call_response`` part.
+    """
     if not isinstance(result, Mapping):
         return tool_response_part(None, "")
+    server_type = result.get("type")
     content = result.get("content")
     response: Any = ""
     if isinstance(content, list | tuple):
@@ -243,6 +249,12 @@ def tool_result_part(result: Any) -> Part:
             response = values[0]
         else:
             response = values
+    if isinstance(server_type, str) and server_type:
+        return {
+            "type": "server_tool_call_response",
+            "id": result.get("toolUseId"),
+            "server_tool_call_response": {"type": server_type, "response": response},
+        }
     part = tool_response_part(result.get("toolUseId"), response)
     if result.get("status") == "error":
         part["is_error"] = True
@@ -313,10 +325,13 @@ class _Block:
     def __init__(self, kind: str, start: Any = None) -> None:
         self.kind = kind  # text, tool, reasoning
         self.start = start
-        self.fragments: list[str] = []
+        self.fragments: list[Any] = []  # str, or a list of content blocks for a tool result
         self.redacted = False
 
     def part(self) -> Part:
+        if self.kind == "tool_result":  # fragments are lists of content blocks, not text
+            content = [block for fragment in self.fragments for block in fragment]
+            return tool_result_part({**(self.start or {}), "content": content})
         joined = "".join(self.fragments)
         if self.kind == "tool":
             use = self.start or {}
@@ -353,9 +368,11 @@ class ConverseStreamAccumulator:
         start = event.get("contentBlockStart")
         if start is not None:
             index = start.get("contentBlockIndex", 0)
-            use = (start.get("start") or {}).get("toolUse")
-            if use is not None:
-                self.blocks[index] = _Block("tool", use)
+            begun = start.get("start") or {}
+            if begun.get("toolUse") is not None:
+                self.blocks[index] = _Block("tool", begun["toolUse"])
+            elif begun.get("toolResult") is not None:
+                self.blocks[index] = _Block("tool_result", begun["toolResult"])
             return False
         stop = event.get("messageStop")
         if stop is not None:
@@ -383,6 +400,11 @@ class ConverseStreamAccumulator:
             if block is None:
                 block = self.blocks[index] = _Block("tool", {})
             block.fragments.append(str((delta["toolUse"] or {}).get("input") or ""))
+        elif "toolResult" in delta:
+            if block is None:
+                block = self.blocks[index] = _Block("tool_result", {})
+            results = delta["toolResult"]
+            block.fragments.append(results if isinstance(results, list) else [results])
         elif "reasoningContent" in delta:
             if block is None:
                 block = self.blocks[index] = _Block("reasoning")
