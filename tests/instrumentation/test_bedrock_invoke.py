@@ -186,6 +186,16 @@ _FAMILIES = [
         "stop_sequence",
     ),
     (
+        "openai.gpt-oss-20b-1:0",
+        {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 64, "temperature": 0.2, "top_p": 0.9},
+        {"id": "chatcmpl-1", "object": "chat.completion", "model": "openai.gpt-oss-20b-1:0",
+         "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello"}, "finish_reason": "stop"}],
+         "usage": {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13}},
+        {"gen_ai.request.max_tokens": 64, "gen_ai.request.temperature": 0.2, "gen_ai.request.top_p": 0.9},
+        [{"type": "text", "content": "Hello"}],
+        "stop",
+    ),
+    (
         "mistral.mistral-7b-instruct-v0:2",
         {"prompt": "<s>[INST] Hi [/INST]", "max_tokens": 64, "temperature": 0.2, "top_p": 0.9, "top_k": 5},
         {"outputs": [{"text": "Hello", "stop_reason": "stop"}]},
