@@ -332,3 +332,19 @@ def test_a_body_whose_read_fails_fails_the_span_and_the_users_read_raises_the_sa
     assert span.status.status_code.name == "ERROR"
     (event,) = [e for e in span.events if e.name == "exception"]
     assert event.attributes["exception.type"].endswith(type(raised.value).__name__)
+
+
+def test_a_body_that_is_not_a_text_answer_keeps_its_header_counts_and_invents_no_message(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """Synthetic (no recording): an image model's documented answer (Titan Image Generator) is no chat message."""
+    response = {"images": ["aGVsbG8="], "error": None}
+    served = synthetic("amazon.titan-image-generator-v2:0/invoke", json.dumps(response).encode(), _HEADERS)
+    with ReplayServer([served]) as server:
+        result = client(server).invoke_model(
+            modelId="amazon.titan-image-generator-v2:0", body=json.dumps({"taskType": "TEXT_IMAGE"})
+        )
+        assert json.loads(result["body"].read()) == response
+    a = _only_span(exporter).attributes
+    assert "gen_ai.output.messages" not in a and "gen_ai.response.finish_reasons" not in a
+    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (11, 2)

@@ -252,6 +252,9 @@ def body_outcome(body: Mapping[str, Any], response_id: str | None, content: bool
         outcome = chat_outcome(dict(body), content)
         outcome.response_id = response_id
         return outcome
+    if not _TEXT_KEYS.intersection(body):
+        # Not a text answer (an image model's ``images``, an unknown family): its usage comes from the headers.
+        return Outcome(response_id=response_id)
     text, reason, usage, calls = _text_shape(body)
     messages = None
     if content:
@@ -264,6 +267,9 @@ def body_outcome(body: Mapping[str, Any], response_id: str | None, content: bool
         output_messages=messages,
         usage=usage,
     )
+
+
+_TEXT_KEYS = frozenset({"completion", "generation", "results", "generations", "outputs", "text", "tool_calls"})
 
 
 def _text_shape(body: Mapping[str, Any]) -> tuple[str, Any, Usage | None, list[Part]]:
