@@ -100,6 +100,13 @@ def read_stream(result: dict[str, Any]) -> list[Any]:
     return list(result["stream"] if "stream" in result else result["body"])
 
 
+def only_span(exporter: Any) -> Any:
+    """The one span ``exporter`` holds (fails naming the spans otherwise)."""
+    spans = exporter.get_finished_spans()
+    assert len(spans) == 1, [s.name for s in spans]
+    return spans[0]
+
+
 def attrs_json(span: Any, key: str) -> Any:
     """A JSON-string attribute of ``span``, parsed."""
     return json.loads(span.attributes[key])

@@ -18,6 +18,7 @@ from bedrock_replay import (  # noqa: E402
     calls_of,
     cassettes,
     client,
+    only_span,
     replay,
     send,
 )
@@ -27,17 +28,9 @@ from opentelemetry.trace import StatusCode  # noqa: E402
 
 from cassettes import ReplayServer, load_cassette  # noqa: E402
 from evaltrace import pricing  # noqa: E402
-from evaltrace._internal import settings  # noqa: E402
 from evaltrace.instrumentation.bedrock import BedrockInstrumentor  # noqa: E402
 
 TEST_BEDROCK = PYDANTIC_AI / "cassettes" / "test_bedrock"
-
-
-@pytest.fixture
-def capture() -> Iterator[None]:
-    previous = settings.replace(settings.CaptureSettings(capture_content=True))
-    yield
-    settings.replace(previous)
 
 
 @pytest.fixture
@@ -46,12 +39,6 @@ def instrumented(provider: TracerProvider, capture: None) -> Iterator[BedrockIns
     instrumentor.instrument()
     yield instrumentor
     instrumentor.uninstrument()
-
-
-def _only_span(exporter: InMemorySpanExporter) -> Any:
-    spans = exporter.get_finished_spans()
-    assert len(spans) == 1, [s.name for s in spans]
-    return spans[0]
 
 
 @pytest.mark.usefixtures("instrumented")
@@ -68,7 +55,7 @@ def test_converse_follows_genai_conventions(exporter: InMemorySpanExporter) -> N
     recorded = call.recorded.response_json()
     assert result["output"] == recorded["output"]  # the user's result is boto3's, untouched
 
-    span = _only_span(exporter)
+    span = only_span(exporter)
     a = span.attributes
     assert span.name == "chat us.amazon.nova-micro-v1:0"
     assert span.kind.name == "CLIENT"
@@ -111,7 +98,7 @@ def test_the_response_id_is_the_aws_request_id(exporter: InMemorySpanExporter) -
     with replay(OPENINFERENCE / "TestNovaInvokeModel.test_nova_converse.yaml") as (api, calls, _):
         result = send(api, calls[0])
     recorded = dict((k.lower(), v) for k, v in calls[0].recorded.headers)["x-amzn-requestid"]
-    assert _only_span(exporter).attributes["gen_ai.response.id"] == result["ResponseMetadata"]["RequestId"] == recorded
+    assert only_span(exporter).attributes["gen_ai.response.id"] == result["ResponseMetadata"]["RequestId"] == recorded
 
 
 @pytest.mark.usefixtures("instrumented")
@@ -119,7 +106,7 @@ def test_tool_use_and_tool_results_are_genai_parts(exporter: InMemorySpanExporte
     with replay(OPENINFERENCE / "test_converse_tool_use_message.yaml") as (api, calls, _):
         (call,) = calls
         result = send(api, call)
-    span = _only_span(exporter)
+    span = only_span(exporter)
     recorded = call.recorded.response_json()
     uses = [b["toolUse"] for b in recorded["output"]["message"]["content"] if "toolUse" in b]
     assert uses  # the recording answers with tool calls
@@ -213,7 +200,7 @@ def test_top_k_in_additional_model_request_fields(exporter: InMemorySpanExporter
         (call,) = calls
         send(api, call)
     top_k = call.params["additionalModelRequestFields"]["top_k"]
-    assert _only_span(exporter).attributes["gen_ai.request.top_k"] == top_k
+    assert only_span(exporter).attributes["gen_ai.request.top_k"] == top_k
 
 
 @pytest.mark.usefixtures("instrumented")
@@ -222,7 +209,7 @@ def test_a_client_error_is_recorded_and_reraised_unchanged(exporter: InMemorySpa
         (call,) = calls
         with pytest.raises(botocore.exceptions.ClientError) as raised:
             send(api, call)
-    span = _only_span(exporter)
+    span = only_span(exporter)
     error = raised.value
     assert span.status.status_code is StatusCode.ERROR
     # error.type is botocore's error code (here the recorded 400 without x-amzn-errortype: botocore says "400").

@@ -18,20 +18,13 @@ import pytest
 boto3 = pytest.importorskip("boto3")
 
 import botocore.response  # noqa: E402
-from bedrock_replay import OPENINFERENCE, attrs_json, client, replay, send, synthetic  # noqa: E402
+from bedrock_replay import OPENINFERENCE, attrs_json, client, only_span, replay, send, synthetic  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 from cassettes import ReplayServer  # noqa: E402
 from evaltrace._internal import settings  # noqa: E402
 from evaltrace.instrumentation.bedrock import BedrockInstrumentor  # noqa: E402
-
-
-@pytest.fixture
-def capture() -> Iterator[None]:
-    previous = settings.replace(settings.CaptureSettings(capture_content=True))
-    yield
-    settings.replace(previous)
 
 
 @pytest.fixture
@@ -45,12 +38,6 @@ def instrumented(provider: TracerProvider, capture: None) -> Iterator[BedrockIns
 pytestmark = pytest.mark.usefixtures("instrumented")
 
 
-def _only_span(exporter: InMemorySpanExporter) -> Any:
-    spans = exporter.get_finished_spans()
-    assert len(spans) == 1, [s.name for s in spans]
-    return spans[0]
-
-
 def test_anthropic_messages_body_and_the_user_still_reads_it(exporter: InMemorySpanExporter) -> None:
     with replay(OPENINFERENCE / "TestClaudeInvokeModelMessageApi.test_invoke_model.yaml") as (api, calls, _):
         (call,) = calls
@@ -60,7 +47,7 @@ def test_anthropic_messages_body_and_the_user_still_reads_it(exporter: InMemoryS
     assert raw == call.recorded.body  # byte for byte what the service sent, though the span read it first
     body = json.loads(raw)
     request = json.loads(call.params["body"])
-    span = _only_span(exporter)
+    span = only_span(exporter)
     a = span.attributes
     assert span.name == "chat anthropic.claude-3-haiku-20240307-v1:0"
     assert a["gen_ai.provider.name"] == "aws.bedrock"
@@ -95,14 +82,14 @@ def test_the_rebuffered_body_reads_in_pieces_and_by_line(exporter: InMemorySpanE
     rest = b"".join(body.iter_chunks(7))
     assert first + rest == calls[0].recorded.body
     assert body.read() == b""
-    assert _only_span(exporter).attributes["gen_ai.response.finish_reasons"] == ("end_turn",)
+    assert only_span(exporter).attributes["gen_ai.response.finish_reasons"] == ("end_turn",)
 
 
 def test_nova_body_with_a_tool_call(exporter: InMemorySpanExporter) -> None:
     with replay(OPENINFERENCE / "TestNovaInvokeModel.test_nova_with_tool_use.yaml") as (api, calls, _):
         (call,) = calls
         body = json.loads(send(api, call)["body"].read())
-    span = _only_span(exporter)
+    span = only_span(exporter)
     (use,) = [b["toolUse"] for b in body["output"]["message"]["content"] if "toolUse" in b]
     parts = attrs_json(span, "gen_ai.output.messages")[0]["parts"]
     assert parts[-1] == {"type": "tool_call", "id": use["toolUseId"], "name": use["name"], "arguments": use["input"]}
@@ -126,7 +113,7 @@ def test_nova_system_prompt(exporter: InMemorySpanExporter) -> None:
     with replay(OPENINFERENCE / "TestNovaInvokeModel.test_nova_lite_with_system.yaml") as (api, calls, _):
         send(api, calls[0])["body"].read()
     request = json.loads(calls[0].params["body"])
-    span = _only_span(exporter)
+    span = only_span(exporter)
     assert attrs_json(span, "gen_ai.system_instructions") == [{"type": "text", "content": request["system"][0]["text"]}]
 
 
@@ -225,7 +212,7 @@ def test_each_native_body_family(
     with ReplayServer([served]) as server:
         result = client(server).invoke_model(modelId=model, body=json.dumps(request_body))
         assert json.loads(result["body"].read()) == response
-    span = _only_span(exporter)
+    span = only_span(exporter)
     a = span.attributes
     for name, value in parameters.items():
         assert a[name] == value, name
@@ -242,7 +229,7 @@ def test_cohere_command_r_history_preamble_and_tools(exporter: InMemorySpanExpor
     _, request_body, response, *_ = _FAMILIES[3]
     with ReplayServer([synthetic("cohere.command-r-v1:0/invoke", json.dumps(response).encode(), _HEADERS)]) as server:
         client(server).invoke_model(modelId="cohere.command-r-v1:0", body=json.dumps(request_body))
-    span = _only_span(exporter)
+    span = only_span(exporter)
     assert attrs_json(span, "gen_ai.input.messages") == [
         {"role": "user", "parts": [{"type": "text", "content": "Hi"}]},
         {"role": "assistant", "parts": [{"type": "text", "content": "Hello"}]},
@@ -267,7 +254,7 @@ def test_an_embedding_model_is_an_embeddings_span(exporter: InMemorySpanExporter
             modelId="amazon.titan-embed-text-v2:0", body=json.dumps({"inputText": "hi"})
         )
         assert json.loads(result["body"].read()) == response
-    span = _only_span(exporter)
+    span = only_span(exporter)
     assert span.name == "embeddings amazon.titan-embed-text-v2:0"
     assert span.attributes["gen_ai.operation.name"] == "embeddings"
     assert span.attributes["gen_ai.usage.input_tokens"] == 4
@@ -281,7 +268,7 @@ def test_content_capture_off_records_no_content(exporter: InMemorySpanExporter) 
             send(api, calls[0])
     finally:
         settings.replace(previous)
-    a = _only_span(exporter).attributes
+    a = only_span(exporter).attributes
     assert not {"gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.system_instructions"} & set(a)
     assert a["gen_ai.usage.output_tokens"] == 27
 
@@ -328,7 +315,7 @@ def test_a_body_whose_read_fails_fails_the_span_and_the_users_read_raises_the_sa
     finally:
         server.shutdown()
         server.server_close()
-    span = _only_span(exporter)
+    span = only_span(exporter)
     assert span.status.status_code.name == "ERROR"
     (event,) = [e for e in span.events if e.name == "exception"]
     assert event.attributes["exception.type"].endswith(type(raised.value).__name__)
@@ -345,6 +332,6 @@ def test_a_body_that_is_not_a_text_answer_keeps_its_header_counts_and_invents_no
             modelId="amazon.titan-image-generator-v2:0", body=json.dumps({"taskType": "TEXT_IMAGE"})
         )
         assert json.loads(result["body"].read()) == response
-    a = _only_span(exporter).attributes
+    a = only_span(exporter).attributes
     assert "gen_ai.output.messages" not in a and "gen_ai.response.finish_reasons" not in a
     assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (11, 2)

@@ -28,6 +28,7 @@ from bedrock_replay import (  # noqa: E402
     client,
     converse_frame,
     exception_frame,
+    only_span,
     read_stream,
     replay,
     send,
@@ -40,18 +41,10 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode  # noqa: E402
 
 from cassettes import ReplayServer, load_cassette  # noqa: E402
-from evaltrace._internal import settings  # noqa: E402
 from evaltrace.instrumentation.bedrock import BedrockInstrumentor  # noqa: E402
 
 TEST_BEDROCK = PYDANTIC_AI / "cassettes" / "test_bedrock"
 USER = [{"role": "user", "content": [{"text": "hi"}]}]
-
-
-@pytest.fixture
-def capture() -> Iterator[None]:
-    previous = settings.replace(settings.CaptureSettings(capture_content=True))
-    yield
-    settings.replace(previous)
 
 
 @pytest.fixture
@@ -66,12 +59,6 @@ def reader(provider: TracerProvider, capture: None) -> Iterator[InMemoryMetricRe
 pytestmark = pytest.mark.usefixtures("reader")
 
 
-def _only_span(exporter: InMemorySpanExporter) -> Any:
-    spans = exporter.get_finished_spans()
-    assert len(spans) == 1, [s.name for s in spans]
-    return spans[0]
-
-
 def _metrics(reader: InMemoryMetricReader) -> dict[str, Any]:
     data = reader.get_metrics_data()
     return {m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
@@ -84,7 +71,7 @@ def test_converse_stream_with_a_tool_call(exporter: InMemorySpanExporter, reader
         assert isinstance(result["stream"], botocore.eventstream.EventStream)  # still the stream, for isinstance
         assert exporter.get_finished_spans() == ()  # open until the stream ends
         events = read_stream(result)
-    span = _only_span(exporter)
+    span = only_span(exporter)
     a = span.attributes
     assert span.name == "chat anthropic.claude-3-haiku-20240307-v1:0"
     assert a["gen_ai.request.stream"] is True
@@ -132,7 +119,7 @@ def test_streamed_reasoning_is_a_reasoning_part(exporter: InMemorySpanExporter) 
     )
     answer = "".join(e["contentBlockDelta"]["delta"].get("text", "") for e in events if "contentBlockDelta" in e)
     assert thinking and answer
-    parts = attrs_json(_only_span(exporter), "gen_ai.output.messages")[0]["parts"]
+    parts = attrs_json(only_span(exporter), "gen_ai.output.messages")[0]["parts"]
     assert parts == [{"type": "reasoning", "content": thinking}, {"type": "text", "content": answer}]
 
 
@@ -144,7 +131,7 @@ def test_closing_a_stream_early_ends_the_span_once(exporter: InMemorySpanExporte
                 break
         stream.close()
         stream.close()
-    a = _only_span(exporter).attributes
+    a = only_span(exporter).attributes
     assert a["evaltrace.stream.end_reason"] == "closed_early"
     assert a["evaltrace.stream.completed"] is False
     assert a["evaltrace.stream.chunks"] == 3
@@ -157,7 +144,7 @@ def test_an_unread_stream_ends_its_span_when_collected(exporter: InMemorySpanExp
         del result
         gc.collect()
         raw.close()
-    a = _only_span(exporter).attributes
+    a = only_span(exporter).attributes
     assert a["evaltrace.stream.end_reason"] == "garbage_collected"
     assert a["evaltrace.stream.chunks"] == 0
 
@@ -166,7 +153,7 @@ def test_a_stream_the_service_refuses_is_an_error_span(exporter: InMemorySpanExp
     with replay(TEST_BEDROCK / "test_bedrock_streaming_error.yaml") as (api, calls, _):
         with pytest.raises(botocore.exceptions.ClientError) as raised:
             send(api, calls[0])
-    span = _only_span(exporter)
+    span = only_span(exporter)
     assert span.status.status_code is StatusCode.ERROR
     assert span.attributes["error.type"] == raised.value.response["Error"]["Code"]
 
@@ -188,7 +175,7 @@ def test_a_mid_stream_service_error_fails_the_span_and_keeps_what_arrived(export
                 seen.append(event)
         result["stream"].close()
     assert len(seen) == 2
-    span = _only_span(exporter)
+    span = only_span(exporter)
     assert span.status.status_code is StatusCode.ERROR
     assert span.attributes["error.type"] == "modelStreamErrorException" == raised.value.response["Error"]["Code"]
     assert span.attributes["evaltrace.stream.end_reason"] == "error"
@@ -202,7 +189,7 @@ def test_a_stream_cut_before_message_stop_is_truncated(exporter: InMemorySpanExp
     )
     with ReplayServer([synthetic("m/converse-stream", body)]) as server:
         read_stream(client(server).converse_stream(modelId="amazon.nova-micro-v1:0", messages=USER))
-    a = _only_span(exporter).attributes
+    a = only_span(exporter).attributes
     assert a["evaltrace.stream.end_reason"] == "truncated"
     assert a["evaltrace.stream.completed"] is False
 
@@ -258,7 +245,7 @@ def test_invoke_stream_anthropic_messages_with_tool_calls(exporter: InMemorySpan
         events = read_stream(result)
     chunks = _chunks(events)  # the user still reads every chunk's bytes
     assert chunks[0]["type"] == "message_start" and chunks[-1]["type"] == "message_stop"
-    span = _only_span(exporter)
+    span = only_span(exporter)
     a = span.attributes
     assert span.name == "chat anthropic.claude-3-5-sonnet-20240620-v1:0"
     assert a["gen_ai.response.model"] == chunks[0]["message"]["model"]
@@ -286,7 +273,7 @@ def test_invoke_stream_nova(exporter: InMemorySpanExporter) -> None:
         chunks = _chunks(read_stream(send(api, calls[0])))
     text = "".join(c["contentBlockDelta"]["delta"]["text"] for c in chunks if "contentBlockDelta" in c)
     (metadata,) = [c["metadata"] for c in chunks if "metadata" in c]
-    a = _only_span(exporter).attributes
+    a = only_span(exporter).attributes
     assert json.loads(a["gen_ai.output.messages"]) == [
         {"role": "assistant", "parts": [{"type": "text", "content": text}], "finish_reason": "stop"}
     ]
@@ -349,7 +336,7 @@ def test_invoke_stream_of_each_text_family(model: str, exporter: InMemorySpanExp
             client(server).invoke_model_with_response_stream(modelId=model, body=json.dumps({"prompt": "Hi"}))
         )
     assert len(events) == len(_FAMILY_STREAMS[model])
-    a = _only_span(exporter).attributes
+    a = only_span(exporter).attributes
     assert json.loads(a["gen_ai.output.messages"])[0]["parts"] == [{"type": "text", "content": "Hello"}]
     assert a["gen_ai.response.finish_reasons"] == (_EXPECTED_REASON[model],)
     assert a["gen_ai.usage.input_tokens"] == 11
