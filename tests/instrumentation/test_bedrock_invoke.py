@@ -183,6 +183,15 @@ _FAMILIES = [
         "stop",
     ),
     (
+        "us.deepseek.r1-v1:0",
+        {"prompt": "Hi", "max_tokens": 64, "temperature": 0.2, "top_p": 0.9, "stop": ["</s>"]},
+        {"choices": [{"text": "Hello", "stop_reason": "stop"}]},
+        {"gen_ai.request.max_tokens": 64, "gen_ai.request.temperature": 0.2, "gen_ai.request.top_p": 0.9,
+         "gen_ai.request.stop_sequences": ("</s>",)},
+        [{"type": "text", "content": "Hello"}],
+        "stop",
+    ),
+    (
         "mistral.mistral-7b-instruct-v0:2",
         {"prompt": "<s>[INST] Hi [/INST]", "max_tokens": 64, "temperature": 0.2, "top_p": 0.9, "top_k": 5},
         {"outputs": [{"text": "Hello", "stop_reason": "stop"}]},

@@ -317,8 +317,13 @@ _FAMILY_STREAMS = {
         {"completion": "lo", "stop_reason": "stop_sequence", "stop": "\n\nHuman:",
          "amazon-bedrock-invocationMetrics": _METRICS},
     ],
+    "us.deepseek.r1-v1:0": [
+        {"choices": [{"text": "Hel", "stop_reason": None}]},
+        {"choices": [{"text": "lo", "stop_reason": "stop"}], "amazon-bedrock-invocationMetrics": _METRICS},
+    ],
 }  # fmt: skip
 _EXPECTED_REASON = {
+    "us.deepseek.r1-v1:0": "stop",
     "meta.llama3-8b-instruct-v1:0": "stop",
     "amazon.titan-text-express-v1": "FINISH",
     "cohere.command-r-v1:0": "COMPLETE",

@@ -14,8 +14,9 @@ Meta Llama                    ``prompt`` + ``max_gen_len``                ``gene
 Cohere Command                ``prompt`` (+ ``p`` / ``k``)                ``generations[]``
 Cohere Command R / R+         ``message`` + ``chat_history``              ``text``, ``tool_calls``, ``finish_reason``
 Mistral                       ``prompt`` (+ ``top_k`` / ``stop``)        ``outputs[]``
-OpenAI-style chat (gpt-oss,   ``messages`` of role/content                ``choices[]``
-AI21 Jamba, DeepSeek)
+DeepSeek-R1                   ``prompt`` (+ ``stop``)                     ``choices[].text``
+OpenAI-style chat (gpt-oss,   ``messages`` of role/content                ``choices[].message``
+AI21 Jamba)
 ============================  ==========================================  ============================================
 
 Token counts missing from a body come from the ``x-amzn-bedrock-*-token-count`` response headers (every
@@ -248,7 +249,7 @@ def body_outcome(body: Mapping[str, Any], response_id: str | None, content: bool
         return outcome
     if "output" in body and isinstance(body.get("output"), Mapping):
         return converse.converse_outcome(body, response_id, content)
-    if "choices" in body:
+    if "choices" in body and _chat_choices(body.get("choices")):
         outcome = chat_outcome(dict(body), content)
         outcome.response_id = response_id
         return outcome
@@ -269,7 +270,15 @@ def body_outcome(body: Mapping[str, Any], response_id: str | None, content: bool
     )
 
 
-_TEXT_KEYS = frozenset({"completion", "generation", "results", "generations", "outputs", "text", "tool_calls"})
+_TEXT_KEYS = frozenset(
+    {"completion", "generation", "results", "generations", "outputs", "choices", "text", "tool_calls"}
+)
+
+
+def _chat_choices(choices: Any) -> bool:
+    """OpenAI-style chat choices (a ``message`` each), not completion choices (a ``text`` each)."""
+    first = choices[0] if isinstance(choices, list) and choices else None
+    return isinstance(first, Mapping) and "message" in first
 
 
 def _text_shape(body: Mapping[str, Any]) -> tuple[str, Any, Usage | None, list[Part]]:
@@ -289,10 +298,11 @@ def _text_shape(body: Mapping[str, Any]) -> tuple[str, Any, Usage | None, list[P
         generations = [g for g in body.get("generations") or () if isinstance(g, Mapping)]
         text = "".join(str(g.get("text") or "") for g in generations[:1])
         return text, generations[0].get("finish_reason") if generations else None, None, []
-    if "outputs" in body:  # Mistral
-        outputs = [o for o in body.get("outputs") or () if isinstance(o, Mapping)]
+    if "outputs" in body or "choices" in body:  # Mistral; DeepSeek-R1's completion choices
+        outputs = [o for o in body.get("outputs") or body.get("choices") or () if isinstance(o, Mapping)]
         text = "".join(str(o.get("text") or "") for o in outputs[:1])
-        return text, outputs[0].get("stop_reason") if outputs else None, None, []
+        first = outputs[0] if outputs else {}
+        return text, first.get("stop_reason") or first.get("finish_reason"), None, []
     # Cohere Command R: text, tool calls, finish reason, billed units
     calls = [tool_call_part(None, c.get("name"), c.get("parameters")) for c in body.get("tool_calls") or ()]
     return str(body.get("text") or ""), body.get("finish_reason"), cohere_usage(body), calls

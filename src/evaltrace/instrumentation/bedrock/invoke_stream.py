@@ -128,7 +128,10 @@ class InvokeStreamAccumulator:
             choices = body.get("choices") or [{}]
             first = choices[0] if isinstance(choices[0], Mapping) else {}
             delta = first.get("delta") or {}
-            text, reason = delta.get("content") if isinstance(delta, Mapping) else None, first.get("finish_reason")
+            text = delta.get("content") if isinstance(delta, Mapping) else None
+            if text is None:  # DeepSeek-R1's completion chunks: the text on the choice itself
+                text = first.get("text")
+            reason = first.get("finish_reason") or first.get("stop_reason")
         if isinstance(reason, str) and reason:
             self.stop_reason = reason
             self.stopped = True
