@@ -164,3 +164,10 @@ def test_metrics_and_uninstrument(traced: InMemoryMetricReader, exporter: InMemo
     toy_codec.ToyInstrumentor().uninstrument()
     toy_sdk.complete("m", "p")
     assert len(exporter.get_finished_spans()) == 1
+
+
+def test_provider_named_from_the_request_model(traced: Any, exporter: InMemorySpanExporter) -> None:
+    toy_sdk.complete("groq/llama-3", "p")
+    toy_sdk.complete("plain", "p")
+    providers = [(s.attributes or {})["gen_ai.provider.name"] for s in exporter.get_finished_spans()]
+    assert providers == ["groq", "toy"]

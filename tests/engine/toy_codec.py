@@ -81,6 +81,10 @@ class ToyCodec(Codec):
     def operation(self, kind: Hashable) -> str:
         return sc.OP_CHAT
 
+    def provider_of(self, kind: Hashable, model: str | None, host: str | None) -> str:
+        # LiteLLM's way: "groq/llama-3" is a call to groq.
+        return model.split("/", 1)[0] if model and "/" in model else self.provider
+
     def request_attributes(self, kind: Hashable, params: dict[str, Any], capture: bool, max_len: int) -> dict[str, Any]:
         attrs: dict[str, Any] = {}
         if "temperature" in params:

@@ -147,6 +147,10 @@ class Codec:
         """``gen_ai.provider.name`` for a client talking to ``host`` (default: ``provider``)."""
         return self.provider
 
+    def provider_of(self, kind: Hashable, model: str | None, host: str | None) -> str:
+        """``gen_ai.provider.name`` of a call (default: ``provider_for(host)``); LiteLLM names it from the model."""
+        return self.provider_for(host)
+
     def start_attributes(self, kind: Hashable) -> Attributes:
         """Extra attributes fixed per ``kind``, set at span creation with the GenAI ones (default: none)."""
         return {}
