@@ -7,6 +7,7 @@ embedding model through ``invoke_model``: those tests serve the response bodies 
 
 from __future__ import annotations
 
+import io
 import json
 import threading
 from collections.abc import Iterator
@@ -344,3 +345,31 @@ def test_a_body_that_is_not_a_text_answer_keeps_its_header_counts_and_invents_no
     a = only_span(exporter).attributes
     assert "gen_ai.output.messages" not in a and "gen_ai.response.finish_reasons" not in a
     assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (11, 2)
+
+
+def test_a_file_body_is_sent_untouched_and_its_span_has_no_request_content(exporter: InMemorySpanExporter) -> None:
+    path = OPENINFERENCE / "TestNovaInvokeModel.test_nova_micro_text.yaml"
+    with replay(path) as (api, calls, server):
+        body = io.BytesIO(calls[0].params["body"])
+        result = api.invoke_model(modelId=calls[0].model, body=body)
+        assert server.received[0].body == calls[0].params["body"]  # botocore read the file, not us
+        assert result["body"].read() == calls[0].recorded.body
+    a = only_span(exporter).attributes
+    assert "gen_ai.input.messages" not in a and "gen_ai.request.max_tokens" not in a
+    assert a["gen_ai.response.finish_reasons"] == ("end_turn",)
+
+
+def test_a_sampled_out_call_still_gives_the_user_the_whole_body(exporter: InMemorySpanExporter) -> None:
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    from evaltrace._internal import tracing
+
+    sampled_out = TracerProvider(sampler=ALWAYS_OFF)
+    previous = tracing.set_tracer_provider(sampled_out)
+    try:
+        with replay(OPENINFERENCE / "TestClaudeInvokeModelMessageApi.test_invoke_model.yaml") as (api, calls, _):
+            assert send(api, calls[0])["body"].read() == calls[0].recorded.body
+    finally:
+        tracing.set_tracer_provider(previous)
+        sampled_out.shutdown()
+    assert exporter.get_finished_spans() == ()
