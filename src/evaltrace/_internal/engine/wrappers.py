@@ -204,8 +204,12 @@ def _routed(  # the wrapper's locals, passed on rather than rebuilt
         return None
     if prepare is not None:
         prepare(instance)
-    call_kind, params = routed
-    return call_class(tracer, call_kind, params, call_class.codec.server_of(instance), instruments, current)
+    if len(routed) == 3:
+        call_kind, params, server = routed
+    else:
+        call_kind, params = routed
+        server = call_class.codec.server_of(instance)
+    return call_class(tracer, call_kind, params, server, instruments, current)
 
 
 def _deferred_wrapper(endpoint: Endpoint, telemetry: Telemetry, call_class: type[Call]) -> Wrapper:
