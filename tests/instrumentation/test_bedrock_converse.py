@@ -214,6 +214,7 @@ def test_a_client_error_is_recorded_and_reraised_unchanged(exporter: InMemorySpa
     assert span.status.status_code is StatusCode.ERROR
     # error.type is botocore's error code (here the recorded 400 without x-amzn-errortype: botocore says "400").
     assert span.attributes["error.type"] == error.response["Error"]["Code"]
+    assert span.attributes["http.response.status_code"] == error.response["ResponseMetadata"]["HTTPStatusCode"] == 400
     (event,) = [e for e in span.events if e.name == "exception"]
     assert event.attributes["exception.type"].endswith("ClientError")
     assert span.name == f"chat {call.model}"

@@ -9,7 +9,7 @@ through, untraced, every call that is not one of the four operations of a ``bedr
 Results are boto3's dicts: a ``converse`` response is a plain response; the two streaming operations hold their
 ``EventStream`` under ``stream`` / ``body``, which is replaced by the engine's stream proxy (the dict is the
 user's, the same object); ``invoke_model``'s ``StreamingBody`` is read and replaced by an unread copy
-(``adapters.rebuffer``).
+(``response_body.rebuffer``).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import PLAIN, Codec, Endpoint
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace.instrumentation.bedrock import api
-from evaltrace.instrumentation.bedrock.adapters import EventIterator, rebuffer
 from evaltrace.instrumentation.bedrock.converse import ConverseStreamAccumulator
 from evaltrace.instrumentation.bedrock.invoke_stream import InvokeStreamAccumulator
+from evaltrace.instrumentation.bedrock.response_body import rebuffer
 
 if TYPE_CHECKING:
     from evaltrace._internal.engine.call import Call
@@ -82,7 +82,7 @@ class BedrockCodec(Codec):
                 return PLAIN
             rid = api.response_id(result)
             acc = ConverseStreamAccumulator(rid) if kind == api.CONVERSE_STREAM else InvokeStreamAccumulator(rid)
-            result[key] = call.stream(EventIterator(stream), acc)
+            result[key] = call.stream(stream, acc)  # botocore's EventStream, read through iter()
             return result
         if kind == api.CONVERSE or "body" not in result:
             return PLAIN
@@ -104,6 +104,13 @@ class BedrockCodec(Codec):
         if isinstance(code, str) and code:
             return code
         return super().error_type(error)
+
+    def status_code(self, error: BaseException) -> int | None:
+        """The HTTP status botocore keeps in ``ClientError.response["ResponseMetadata"]["HTTPStatusCode"]``."""
+        response = getattr(error, "response", None)
+        metadata = response.get("ResponseMetadata") if isinstance(response, Mapping) else None
+        status = metadata.get("HTTPStatusCode") if isinstance(metadata, Mapping) else None
+        return status if isinstance(status, int) and not isinstance(status, bool) else None
 
 
 def _summary(outcome: Any) -> Summary:
