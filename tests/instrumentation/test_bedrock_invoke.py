@@ -165,7 +165,7 @@ _FAMILIES = [
     ),
     (
         "anthropic.claude-v2",
-        {"prompt": "\n\nHuman: Hi\n\nAssistant:", "max_tokens_to_sample": 64, "temperature": 0.2, "top_k": 5,
+        {"prompt": "Be brief.\n\nHuman: Hey\n\nAssistant: Hi!\n\nHuman: Hi\n\nAssistant:", "max_tokens_to_sample": 64, "temperature": 0.2, "top_k": 5,
          "stop_sequences": ["\n\nHuman:"]},
         {"completion": " Hello", "stop_reason": "stop_sequence", "stop": "\n\nHuman:"},
         {"gen_ai.request.max_tokens": 64, "gen_ai.request.temperature": 0.2, "gen_ai.request.top_k": 5,
@@ -373,3 +373,17 @@ def test_a_sampled_out_call_still_gives_the_user_the_whole_body(exporter: InMemo
         tracing.set_tracer_provider(previous)
         sampled_out.shutdown()
     assert exporter.get_finished_spans() == ()
+
+
+def test_a_text_completions_prompt_is_read_as_its_turns(exporter: InMemorySpanExporter) -> None:
+    """Synthetic (no recording of Claude's Text Completions API): the prompt's turns and its system prompt."""
+    _, request_body, response, *_ = next(f for f in _FAMILIES if f[0] == "anthropic.claude-v2")
+    with ReplayServer([synthetic("anthropic.claude-v2/invoke", json.dumps(response).encode(), _HEADERS)]) as server:
+        client(server).invoke_model(modelId="anthropic.claude-v2", body=json.dumps(request_body))
+    span = only_span(exporter)
+    assert attrs_json(span, "gen_ai.system_instructions") == [{"type": "text", "content": "Be brief."}]
+    assert attrs_json(span, "gen_ai.input.messages") == [
+        {"role": "user", "parts": [{"type": "text", "content": "Hey"}]},
+        {"role": "assistant", "parts": [{"type": "text", "content": "Hi!"}]},
+        {"role": "user", "parts": [{"type": "text", "content": "Hi"}]},
+    ]

@@ -26,6 +26,7 @@ Token counts missing from a body come from the ``x-amzn-bedrock-*-token-count`` 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -176,8 +177,29 @@ def request_content(
         return _cohere_chat_messages(body), _preamble(body), _cohere_tools(body)
     key = "inputText" if family == TITAN else "prompt"
     prompt = body.get(key)
-    messages = [{"role": "user", "parts": [text_part(prompt)]}] if isinstance(prompt, str) else []
-    return messages, None, None
+    if not isinstance(prompt, str):
+        return [], None, None
+    if family == ANTHROPIC_COMPLETION:
+        return (*_completion_turns(prompt), None)
+    return [{"role": "user", "parts": [text_part(prompt)]}], None, None
+
+
+_TURN = re.compile(r"\n\n(Human|Assistant):")
+
+
+def _completion_turns(prompt: str) -> tuple[list[Message], list[Part] | None]:
+    """A Text Completions prompt (``Human:`` and ``Assistant:`` turns) as (its turns, the system prompt).
+
+    Text before the first turn is the system prompt (Claude 2.1's format); the open ``Assistant:`` turn at the end
+    is the one being completed, not a message.
+    """
+    pieces = _TURN.split(prompt)
+    system = [text_part(pieces[0].strip())] if pieces[0].strip() else None
+    out: list[Message] = []
+    for speaker, text in zip(pieces[1::2], pieces[2::2], strict=False):
+        if text.strip():
+            out.append({"role": "user" if speaker == "Human" else "assistant", "parts": [text_part(text.strip())]})
+    return out, system
 
 
 _COHERE_ROLES = {"USER": "user", "CHATBOT": "assistant", "SYSTEM": "system", "TOOL": "tool"}
