@@ -193,6 +193,16 @@ _FAMILIES = [
         "stop",
     ),
     (
+        "ai21.j2-ultra-v1",
+        {"prompt": "Hi", "maxTokens": 64, "temperature": 0.2, "topP": 0.9, "stopSequences": ["##"]},
+        {"id": 1234, "prompt": {"text": "Hi"},
+         "completions": [{"data": {"text": "Hello"}, "finishReason": {"reason": "endoftext"}}]},
+        {"gen_ai.request.max_tokens": 64, "gen_ai.request.temperature": 0.2, "gen_ai.request.top_p": 0.9,
+         "gen_ai.request.stop_sequences": ("##",)},
+        [{"type": "text", "content": "Hello"}],
+        "endoftext",
+    ),
+    (
         "mistral.mistral-7b-instruct-v0:2",
         {"prompt": "<s>[INST] Hi [/INST]", "max_tokens": 64, "temperature": 0.2, "top_p": 0.9, "top_k": 5},
         {"outputs": [{"text": "Hello", "stop_reason": "stop"}]},

@@ -15,6 +15,7 @@ Cohere Command                ``prompt`` (+ ``p`` / ``k``)                ``gene
 Cohere Command R / R+         ``message`` + ``chat_history``              ``text``, ``tool_calls``, ``finish_reason``
 Mistral                       ``prompt`` (+ ``top_k`` / ``stop``)        ``outputs[]``
 DeepSeek-R1                   ``prompt`` (+ ``stop``)                     ``choices[].text``
+AI21 Jurassic-2               ``prompt`` + ``maxTokens``                  ``completions[].data.text``
 OpenAI-style chat (gpt-oss,   ``messages`` of role/content                ``choices[].message``
 AI21 Jamba)
 ============================  ==========================================  ============================================
@@ -51,6 +52,7 @@ COHERE = "cohere"
 COHERE_CHAT = "cohere_chat"
 MISTRAL = "mistral"
 OPENAI_CHAT = "openai_chat"
+AI21 = "ai21"
 
 
 def load(body: Any) -> dict[str, Any] | None:
@@ -69,31 +71,41 @@ def load(body: Any) -> dict[str, Any] | None:
 def request_family(body: Mapping[str, Any]) -> str | None:
     """The family of a request body, from its keys (see the module docstring); None when unknown."""
     if "messages" in body:
-        if "anthropic_version" in body:
-            return ANTHROPIC
-        if "schemaVersion" in body or "inferenceConfig" in body or "toolConfig" in body:
-            return NOVA
-        messages = body.get("messages")
-        first = messages[0] if isinstance(messages, list) and messages else None
-        content = first.get("content") if isinstance(first, Mapping) else None
-        if isinstance(content, list) and content and isinstance(content[0], Mapping) and "type" not in content[0]:
-            return NOVA  # Converse-style blocks ({"text": ...}) without a schemaVersion
-        return OPENAI_CHAT
+        return _messages_family(body)
     if "inputText" in body:
         return TITAN
     if "message" in body:
         return COHERE_CHAT
     if "prompt" in body:
-        if "max_tokens_to_sample" in body or "anthropic_version" in body:
-            return ANTHROPIC_COMPLETION
-        if "max_gen_len" in body:
-            return LLAMA
-        if "p" in body or "k" in body or "return_likelihoods" in body or "num_generations" in body:
-            return COHERE
-        if "top_k" in body or "stop" in body:
-            return MISTRAL
-        return LLAMA  # a bare prompt: Llama's minimal body
+        return _prompt_family(body)
     return None
+
+
+def _messages_family(body: Mapping[str, Any]) -> str:
+    if "anthropic_version" in body:
+        return ANTHROPIC
+    if "schemaVersion" in body or "inferenceConfig" in body or "toolConfig" in body:
+        return NOVA
+    messages = body.get("messages")
+    first = messages[0] if isinstance(messages, list) and messages else None
+    content = first.get("content") if isinstance(first, Mapping) else None
+    if isinstance(content, list) and content and isinstance(content[0], Mapping) and "type" not in content[0]:
+        return NOVA  # Converse-style blocks ({"text": ...}) without a schemaVersion
+    return OPENAI_CHAT
+
+
+def _prompt_family(body: Mapping[str, Any]) -> str:
+    if "max_tokens_to_sample" in body or "anthropic_version" in body:
+        return ANTHROPIC_COMPLETION
+    if "max_gen_len" in body:
+        return LLAMA
+    if "maxTokens" in body or "topP" in body or "stopSequences" in body:
+        return AI21  # Jurassic-2
+    if "p" in body or "k" in body or "return_likelihoods" in body or "num_generations" in body:
+        return COHERE
+    if "top_k" in body or "stop" in body:
+        return MISTRAL  # DeepSeek-R1's body too: the same parameter names
+    return LLAMA  # a bare prompt: Llama's minimal body
 
 
 # --- request ---------------------------------------------------------------------------------------------
@@ -130,6 +142,7 @@ _FAMILY_PARAMS: dict[str, tuple[tuple[str, str], ...]] = {
                   ("seed", sc.GEN_AI_REQUEST_SEED), ("frequency_penalty", sc.GEN_AI_REQUEST_FREQUENCY_PENALTY),
                   ("presence_penalty", sc.GEN_AI_REQUEST_PRESENCE_PENALTY)),
     MISTRAL: (("max_tokens", _MAX), ("temperature", _T), ("top_p", _P), ("top_k", _K), ("stop", _STOP)),
+    AI21: (("maxTokens", _MAX), ("temperature", _T), ("topP", _P), ("stopSequences", _STOP)),
     TITAN: (("maxTokenCount", _MAX), ("temperature", _T), ("topP", _P), ("stopSequences", _STOP)),
 }  # fmt: skip
 
@@ -293,7 +306,7 @@ def body_outcome(body: Mapping[str, Any], response_id: str | None, content: bool
 
 
 _TEXT_KEYS = frozenset(
-    {"completion", "generation", "results", "generations", "outputs", "choices", "text", "tool_calls"}
+    {"completion", "completions", "generation", "results", "generations", "outputs", "choices", "text", "tool_calls"}
 )
 
 
@@ -316,6 +329,13 @@ def _text_shape(body: Mapping[str, Any]) -> tuple[str, Any, Usage | None, list[P
         output = sum(_int(r.get("tokenCount")) or 0 for r in results) if results else None
         usage = Usage(_int(body.get("inputTextTokenCount")), output)
         return text, results[0].get("completionReason") if results else None, usage, []
+    if "completions" in body:  # AI21 Jurassic-2
+        completions = [c for c in body.get("completions") or () if isinstance(c, Mapping)]
+        first = completions[0] if completions else {}
+        reason = (
+            (first.get("finishReason") or {}).get("reason") if isinstance(first.get("finishReason"), Mapping) else None
+        )
+        return str((first.get("data") or {}).get("text") or ""), reason, None, []
     if "generations" in body:  # Cohere Command
         generations = [g for g in body.get("generations") or () if isinstance(g, Mapping)]
         text = "".join(str(g.get("text") or "") for g in generations[:1])
