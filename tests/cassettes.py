@@ -139,9 +139,33 @@ class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
+_AWS_STREAM_PATHS = ("/converse-stream", "/invoke-with-response-stream")
+
+
+def _aws_frames(body: bytes) -> list[bytes]:
+    """AWS event-stream frames (each starts with its total length, 4 bytes big-endian), as served: one per write."""
+    frames: list[bytes] = []
+    start = 0
+    while start + 16 <= len(body):
+        length = int.from_bytes(body[start : start + 4], "big")
+        if length < 16 or start + length > len(body):
+            break
+        frames.append(body[start : start + length])
+        start += length
+    if start < len(body):
+        frames.append(body[start:])  # not a frame: served as recorded, for the client to reject
+    return frames or [body]
+
+
 def _chunks(item: Recorded) -> list[bytes]:
-    """The body as the wire delivered it: one write per SSE/NDJSON event, so the client reads them one by one."""
+    """The body as the wire delivered it: one write per SSE/NDJSON event or AWS event-stream frame.
+
+    AWS event streams (Bedrock's ``converse_stream`` / ``invoke_model_with_response_stream``) are binary frames,
+    served byte for byte; several recordings stripped their headers, so their stream paths say what they are.
+    """
     body, kind = item.body, item.content_type
+    if "amazon.eventstream" in kind or (item.status == 200 and urlsplit(item.uri).path.endswith(_AWS_STREAM_PATHS)):
+        return _aws_frames(body)
     if "event-stream" in kind:
         return [event + b"\n\n" for event in body.split(b"\n\n") if event.strip()]
     if "ndjson" in kind or "jsonl" in kind:

@@ -24,9 +24,11 @@ from evaltrace._version import __version__
 if TYPE_CHECKING:  # type checkers and IDEs see the real names; at run time they resolve on first use
     from evaltrace._internal.lazy_instrumentation import (
         instrument_anthropic,
+        instrument_bedrock,
         instrument_langchain,
         instrument_openai,
         uninstrument_anthropic,
+        uninstrument_bedrock,
         uninstrument_langchain,
         uninstrument_openai,
     )
@@ -60,6 +62,7 @@ __all__ = [
     "evaluate_traces",
     "evaluator",
     "instrument_anthropic",
+    "instrument_bedrock",
     "instrument_langchain",
     "instrument_openai",
     "llm",
@@ -67,6 +70,7 @@ __all__ = [
     "tool",
     "trace",
     "uninstrument_anthropic",
+    "uninstrument_bedrock",
     "uninstrument_langchain",
     "uninstrument_openai",
     "workflow",
@@ -94,6 +98,7 @@ _HOMES = {
     "evaluator": "evaltrace.evaluation",
     "instrument_anthropic": "evaltrace._internal.lazy_instrumentation",
     "instrument_langchain": "evaltrace._internal.lazy_instrumentation",
+    "instrument_bedrock": "evaltrace._internal.lazy_instrumentation",
     "instrument_openai": "evaltrace._internal.lazy_instrumentation",
     "llm": "evaltrace.decorators",
     "llm_call": "evaltrace.manual_llm",
@@ -101,6 +106,7 @@ _HOMES = {
     "trace": "evaltrace.decorators",
     "uninstrument_anthropic": "evaltrace._internal.lazy_instrumentation",
     "uninstrument_langchain": "evaltrace._internal.lazy_instrumentation",
+    "uninstrument_bedrock": "evaltrace._internal.lazy_instrumentation",
     "uninstrument_openai": "evaltrace._internal.lazy_instrumentation",
     "workflow": "evaltrace.decorators",
     "wrap_context": "evaltrace.context",

@@ -111,6 +111,7 @@ _GENAI_PRICES_PROVIDER = {
     "mistral_ai": "mistral",
     "perplexity": "perplexity",
     "anthropic": "anthropic",
+    "aws.bedrock": "aws",  # Bedrock model ids, inference profiles (us., eu., global.) included
     "gcp.gemini": "google",
     "gcp.vertex_ai": "google",
 }

@@ -69,3 +69,27 @@ def uninstrument_langchain() -> None:
     from evaltrace.instrumentation.langchain import uninstrument_langchain as _uninstrument
 
     _uninstrument()
+
+
+def instrument_bedrock(**kwargs: Any) -> Any:
+    """Trace boto3's ``bedrock-runtime`` clients (idempotent); return the instrumentor.
+
+    ``converse``, ``converse_stream``, ``invoke_model`` and ``invoke_model_with_response_stream``, on clients made
+    before or after this call. Needs the ``bedrock`` extra (``pip install 'evaltrace[bedrock]'``). See
+    ``evaltrace.instrumentation.bedrock``.
+
+    Args:
+        **kwargs: ``tracer_provider`` and/or ``meter_provider`` to use instead of the defaults.
+    """
+    try:
+        from evaltrace.instrumentation.bedrock import instrument_bedrock as _instrument
+    except ImportError as exc:  # the extra is missing: say which one
+        raise ImportError(f"instrument_bedrock() needs: pip install 'evaltrace[bedrock]' ({exc})") from exc
+    return _instrument(**kwargs)
+
+
+def uninstrument_bedrock() -> None:
+    """Restore botocore's original ``_make_api_call`` (no-op when not instrumented)."""
+    from evaltrace.instrumentation.bedrock import uninstrument_bedrock as _uninstrument
+
+    _uninstrument()

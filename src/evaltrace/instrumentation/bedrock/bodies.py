@@ -1,0 +1,370 @@
+"""Pure: ``invoke_model``'s model-native JSON bodies -> GenAI request attributes, messages and Outcome.
+
+Each model family on Bedrock takes and returns its own body. The family is read from the body's shape, not from
+the model id, so an inference-profile or provisioned-throughput ARN (which names no family) is read as well:
+
+============================  ==========================================  ============================================
+family                        request keys                                response keys
+============================  ==========================================  ============================================
+Anthropic Messages            ``anthropic_version`` + ``messages``        ``type: message``, ``content``, ``usage``
+Anthropic Text Completions    ``prompt`` + ``max_tokens_to_sample``       ``completion``, ``stop_reason``
+Amazon Nova                   ``schemaVersion`` / Converse ``messages``   ``output.message``, ``stopReason``, ``usage``
+Amazon Titan Text             ``inputText`` + ``textGenerationConfig``    ``results[]``, ``inputTextTokenCount``
+Meta Llama                    ``prompt`` + ``max_gen_len``                ``generation``, ``*_token_count``
+Cohere Command                ``prompt`` (+ ``p`` / ``k``)                ``generations[]``
+Cohere Command R / R+         ``message`` + ``chat_history``              ``text``, ``tool_calls``, ``finish_reason``
+Mistral                       ``prompt`` (+ ``top_k`` / ``stop``)        ``outputs[]``
+DeepSeek-R1                   ``prompt`` (+ ``stop``)                     ``choices[].text``
+AI21 Jurassic-2               ``prompt`` + ``maxTokens``                  ``completions[].data.text``
+OpenAI-style chat (gpt-oss,   ``messages`` of role/content                ``choices[].message``
+AI21 Jamba)
+============================  ==========================================  ============================================
+
+Token counts missing from a body come from the ``x-amzn-bedrock-*-token-count`` response headers (every
+``invoke_model`` response carries them), read by the caller.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from evaltrace._internal import semconv as sc
+from evaltrace._internal.anthropic import request as anthropic_request
+from evaltrace._internal.anthropic.response import message_outcome, usage_of
+from evaltrace._internal.engine.outcome import Outcome, Usage
+from evaltrace._internal.openai import request as openai_request
+from evaltrace._internal.openai.parts import Message, Part, text_part, tool_call_part, tool_response_part
+from evaltrace._internal.openai.registry import EndpointKind
+from evaltrace._internal.openai.response import chat_outcome
+from evaltrace.instrumentation.bedrock import converse
+
+Attributes = dict[str, Any]
+
+ANTHROPIC = "anthropic"
+ANTHROPIC_COMPLETION = "anthropic_completion"
+NOVA = "nova"
+TITAN = "titan"
+LLAMA = "llama"
+COHERE = "cohere"
+COHERE_CHAT = "cohere_chat"
+MISTRAL = "mistral"
+OPENAI_CHAT = "openai_chat"
+AI21 = "ai21"
+
+
+def load(body: Any) -> dict[str, Any] | None:
+    """A request/response body (bytes or str) as a JSON object; None for anything else (a file, not JSON)."""
+    if isinstance(body, bytes | bytearray | memoryview):
+        body = bytes(body)
+    elif not isinstance(body, str):
+        return None  # a file object: reading it would take it from botocore / the user
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def request_family(body: Mapping[str, Any]) -> str | None:
+    """The family of a request body, from its keys (see the module docstring); None when unknown."""
+    if "messages" in body:
+        return _messages_family(body)
+    if "inputText" in body:
+        return TITAN
+    if "message" in body:
+        return COHERE_CHAT
+    if "prompt" in body:
+        return _prompt_family(body)
+    return None
+
+
+def _messages_family(body: Mapping[str, Any]) -> str:
+    if "anthropic_version" in body:
+        return ANTHROPIC
+    if "schemaVersion" in body or "inferenceConfig" in body or "toolConfig" in body:
+        return NOVA
+    messages = body.get("messages")
+    first = messages[0] if isinstance(messages, list) and messages else None
+    content = first.get("content") if isinstance(first, Mapping) else None
+    if isinstance(content, list) and content and isinstance(content[0], Mapping) and "type" not in content[0]:
+        return NOVA  # Converse-style blocks ({"text": ...}) without a schemaVersion
+    return OPENAI_CHAT
+
+
+def _prompt_family(body: Mapping[str, Any]) -> str:
+    if "max_tokens_to_sample" in body or "anthropic_version" in body:
+        return ANTHROPIC_COMPLETION
+    if "max_gen_len" in body:
+        return LLAMA
+    if "maxTokens" in body or "topP" in body or "stopSequences" in body:
+        return AI21  # Jurassic-2
+    if "p" in body or "k" in body or "return_likelihoods" in body or "num_generations" in body:
+        return COHERE
+    if "top_k" in body or "stop" in body:
+        return MISTRAL  # DeepSeek-R1's body too: the same parameter names
+    return LLAMA  # a bare prompt: Llama's minimal body
+
+
+# --- request ---------------------------------------------------------------------------------------------
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _params(body: Mapping[str, Any], keys: tuple[tuple[str, str], ...]) -> Attributes:
+    """Copy numeric parameters (``(body key, attribute)``), stop sequences as a list of strings."""
+    attrs: Attributes = {}
+    for key, name in keys:
+        value = body.get(key)
+        if name == sc.GEN_AI_REQUEST_STOP_SEQUENCES:
+            if isinstance(value, list | tuple) and value:
+                attrs[name] = [str(v) for v in value]
+        elif name in (sc.GEN_AI_REQUEST_MAX_TOKENS, sc.GEN_AI_REQUEST_TOP_K, sc.GEN_AI_REQUEST_SEED):
+            if (count := _int(value)) is not None:
+                attrs[name] = count
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            attrs[name] = float(value)
+    return attrs
+
+
+_T, _P, _K = sc.GEN_AI_REQUEST_TEMPERATURE, sc.GEN_AI_REQUEST_TOP_P, sc.GEN_AI_REQUEST_TOP_K
+_MAX, _STOP = sc.GEN_AI_REQUEST_MAX_TOKENS, sc.GEN_AI_REQUEST_STOP_SEQUENCES
+_FAMILY_PARAMS: dict[str, tuple[tuple[str, str], ...]] = {
+    ANTHROPIC_COMPLETION: (("max_tokens_to_sample", _MAX), ("temperature", _T), ("top_p", _P), ("top_k", _K),
+                           ("stop_sequences", _STOP)),
+    LLAMA: (("max_gen_len", _MAX), ("temperature", _T), ("top_p", _P)),
+    COHERE: (("max_tokens", _MAX), ("temperature", _T), ("p", _P), ("k", _K), ("stop_sequences", _STOP)),
+    COHERE_CHAT: (("max_tokens", _MAX), ("temperature", _T), ("p", _P), ("k", _K), ("stop_sequences", _STOP),
+                  ("seed", sc.GEN_AI_REQUEST_SEED), ("frequency_penalty", sc.GEN_AI_REQUEST_FREQUENCY_PENALTY),
+                  ("presence_penalty", sc.GEN_AI_REQUEST_PRESENCE_PENALTY)),
+    MISTRAL: (("max_tokens", _MAX), ("temperature", _T), ("top_p", _P), ("top_k", _K), ("stop", _STOP)),
+    AI21: (("maxTokens", _MAX), ("temperature", _T), ("topP", _P), ("stopSequences", _STOP)),
+    TITAN: (("maxTokenCount", _MAX), ("temperature", _T), ("topP", _P), ("stopSequences", _STOP)),
+}  # fmt: skip
+
+
+def request_parameters(family: str | None, body: Mapping[str, Any]) -> Attributes:
+    """``gen_ai.request.*`` parameters of a native body."""
+    if family == ANTHROPIC:
+        return anthropic_request.request_attributes(dict(body))
+    if family == NOVA:
+        return converse.inference_attributes(body.get("inferenceConfig"))
+    if family == OPENAI_CHAT:
+        return openai_request.request_attributes(EndpointKind.CHAT, dict(body))
+    if family == TITAN:
+        config = body.get("textGenerationConfig")
+        return _params(config, _FAMILY_PARAMS[TITAN]) if isinstance(config, Mapping) else {}
+    keys = _FAMILY_PARAMS.get(family or "")
+    return _params(body, keys) if keys else {}
+
+
+def request_content(
+    family: str | None, body: Mapping[str, Any]
+) -> tuple[list[Message], list[Part] | None, list[dict[str, Any]] | None]:
+    """(input messages, system instructions, tool definitions) of a native body."""
+    if family == ANTHROPIC:
+        params = dict(body)
+        return (
+            anthropic_request.input_messages(params),
+            anthropic_request.system_instructions(params),
+            anthropic_request.tool_definitions(params),
+        )
+    if family == NOVA:
+        return (
+            converse.input_messages(body.get("messages")),
+            converse.system_instructions(body.get("system")),
+            converse.tool_definitions(body.get("toolConfig")),
+        )
+    if family == OPENAI_CHAT:
+        params = dict(body)
+        return (
+            openai_request.input_messages(EndpointKind.CHAT, params),
+            None,
+            openai_request.tool_definitions(params),
+        )
+    if family == COHERE_CHAT:
+        return _cohere_chat_messages(body), _preamble(body), _cohere_tools(body)
+    key = "inputText" if family == TITAN else "prompt"
+    prompt = body.get(key)
+    if not isinstance(prompt, str):
+        return [], None, None
+    if family == ANTHROPIC_COMPLETION:
+        return (*_completion_turns(prompt), None)
+    return [{"role": "user", "parts": [text_part(prompt)]}], None, None
+
+
+_TURN = re.compile(r"\n\n(Human|Assistant):")
+
+
+def _completion_turns(prompt: str) -> tuple[list[Message], list[Part] | None]:
+    """A Text Completions prompt (``Human:`` and ``Assistant:`` turns) as (its turns, the system prompt).
+
+    Text before the first turn is the system prompt (Claude 2.1's format); the open ``Assistant:`` turn at the end
+    is the one being completed, not a message.
+    """
+    pieces = _TURN.split(prompt)
+    system = [text_part(pieces[0].strip())] if pieces[0].strip() else None
+    out: list[Message] = []
+    for speaker, text in zip(pieces[1::2], pieces[2::2], strict=False):
+        if text.strip():
+            out.append({"role": "user" if speaker == "Human" else "assistant", "parts": [text_part(text.strip())]})
+    return out, system
+
+
+_COHERE_ROLES = {"USER": "user", "CHATBOT": "assistant", "SYSTEM": "system", "TOOL": "tool"}
+
+
+def _preamble(body: Mapping[str, Any]) -> list[Part] | None:
+    preamble = body.get("preamble")
+    return [text_part(preamble)] if isinstance(preamble, str) and preamble else None
+
+
+def _cohere_chat_messages(body: Mapping[str, Any]) -> list[Message]:
+    """``chat_history`` then ``message`` (and ``tool_results``, the answers to the last turn's tool calls)."""
+    out: list[Message] = []
+    for turn in body.get("chat_history") or ():
+        if not isinstance(turn, Mapping):
+            continue
+        role = _COHERE_ROLES.get(str(turn.get("role")), str(turn.get("role")).lower())
+        parts: list[Part] = []
+        if isinstance(turn.get("message"), str) and turn["message"]:
+            parts.append(text_part(turn["message"]))
+        for call in turn.get("tool_calls") or ():
+            parts.append(tool_call_part(None, call.get("name"), call.get("parameters")))
+        for result in turn.get("tool_results") or ():
+            parts.append(_cohere_tool_result(result))
+        out.append({"role": role, "parts": parts})
+    results = [_cohere_tool_result(r) for r in body.get("tool_results") or () if isinstance(r, Mapping)]
+    if results:
+        out.append({"role": "tool", "parts": results})
+    message = body.get("message")
+    if isinstance(message, str) and message:
+        out.append({"role": "user", "parts": [text_part(message)]})
+    return out
+
+
+def _cohere_tool_result(result: Any) -> Part:
+    call = result.get("call") if isinstance(result, Mapping) else None
+    name = call.get("name") if isinstance(call, Mapping) else None
+    outputs = result.get("outputs") if isinstance(result, Mapping) else None
+    part = tool_response_part(None, outputs if outputs is not None else "")
+    if name is not None:
+        part["name"] = name
+    return part
+
+
+def _cohere_tools(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    tools = body.get("tools")
+    if not isinstance(tools, list) or not tools:
+        return None
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        if isinstance(tool, Mapping):
+            entry: dict[str, Any] = {"type": "function", "name": tool.get("name")}
+            if tool.get("description") is not None:
+                entry["description"] = tool["description"]
+            if tool.get("parameter_definitions") is not None:
+                entry["parameters"] = tool["parameter_definitions"]
+            out.append(entry)
+    return out or None
+
+
+# --- response --------------------------------------------------------------------------------------------
+
+
+def body_outcome(body: Mapping[str, Any], response_id: str | None, content: bool) -> Outcome:
+    """A native response body -> Outcome, by its shape; ``response_id`` is the request id (see ``__init__``)."""
+    if body.get("type") == "message" or ("content" in body and "stop_reason" in body):
+        outcome = message_outcome(dict(body), content)
+        outcome.response_id = response_id
+        return outcome
+    if "output" in body and isinstance(body.get("output"), Mapping):
+        return converse.converse_outcome(body, response_id, content)
+    if "choices" in body and _chat_choices(body.get("choices")):
+        outcome = chat_outcome(dict(body), content)
+        outcome.response_id = response_id
+        return outcome
+    if not _TEXT_KEYS.intersection(body):
+        # Not a text answer (an image model's ``images``, an unknown family): its usage comes from the headers.
+        return Outcome(response_id=response_id)
+    text, reason, usage, calls = _text_shape(body)
+    messages = None
+    if content:
+        parts: list[Part] = [text_part(text)] if text else []
+        parts.extend(calls)
+        messages = [converse.output_message(parts, reason)]
+    return Outcome(
+        response_id=response_id,
+        finish_reasons=[reason] if isinstance(reason, str) and reason else [],
+        output_messages=messages,
+        usage=usage,
+    )
+
+
+_TEXT_KEYS = frozenset(
+    {"completion", "completions", "generation", "results", "generations", "outputs", "choices", "text", "tool_calls"}
+)
+
+
+def _chat_choices(choices: Any) -> bool:
+    """OpenAI-style chat choices (a ``message`` each), not completion choices (a ``text`` each)."""
+    first = choices[0] if isinstance(choices, list) and choices else None
+    return isinstance(first, Mapping) and "message" in first
+
+
+def _text_shape(body: Mapping[str, Any]) -> tuple[str, Any, Usage | None, list[Part]]:
+    """(text, stop reason, usage, tool calls) of the prompt-in, text-out families."""
+    if "completion" in body:  # Anthropic Text Completions
+        return str(body.get("completion") or ""), body.get("stop_reason"), None, []
+    if "generation" in body:  # Llama
+        usage = Usage(_int(body.get("prompt_token_count")), _int(body.get("generation_token_count")))
+        return str(body.get("generation") or ""), body.get("stop_reason"), usage, []
+    if "results" in body:  # Titan Text
+        results = [r for r in body.get("results") or () if isinstance(r, Mapping)]
+        text = "".join(str(r.get("outputText") or "") for r in results)
+        output = sum(_int(r.get("tokenCount")) or 0 for r in results) if results else None
+        usage = Usage(_int(body.get("inputTextTokenCount")), output)
+        return text, results[0].get("completionReason") if results else None, usage, []
+    if "completions" in body:  # AI21 Jurassic-2
+        completions = [c for c in body.get("completions") or () if isinstance(c, Mapping)]
+        first = completions[0] if completions else {}
+        reason = (
+            (first.get("finishReason") or {}).get("reason") if isinstance(first.get("finishReason"), Mapping) else None
+        )
+        return str((first.get("data") or {}).get("text") or ""), reason, None, []
+    if "generations" in body:  # Cohere Command
+        generations = [g for g in body.get("generations") or () if isinstance(g, Mapping)]
+        text = "".join(str(g.get("text") or "") for g in generations[:1])
+        return text, generations[0].get("finish_reason") if generations else None, None, []
+    if "outputs" in body or "choices" in body:  # Mistral; DeepSeek-R1's completion choices
+        outputs = [o for o in body.get("outputs") or body.get("choices") or () if isinstance(o, Mapping)]
+        text = "".join(str(o.get("text") or "") for o in outputs[:1])
+        first = outputs[0] if outputs else {}
+        return text, first.get("stop_reason") or first.get("finish_reason"), None, []
+    # Cohere Command R: text, tool calls, finish reason, billed units
+    calls = [tool_call_part(None, c.get("name"), c.get("parameters")) for c in body.get("tool_calls") or ()]
+    return str(body.get("text") or ""), body.get("finish_reason"), cohere_usage(body), calls
+
+
+def cohere_usage(body: Mapping[str, Any]) -> Usage | None:
+    """``meta.billed_units`` (what is billed) of a Cohere Command R response."""
+    meta = body.get("meta")
+    units = meta.get("billed_units") if isinstance(meta, Mapping) else None
+    if not isinstance(units, Mapping):
+        return None
+    return Usage(_int(units.get("input_tokens")), _int(units.get("output_tokens")))
+
+
+def header_usage(headers: Mapping[str, Any]) -> Usage | None:
+    """``x-amzn-bedrock-{input,output,cache-read-input,cache-write-input}-token-count`` -> inclusive Usage."""
+    counts = []
+    for name in ("input", "output", "cache-read-input", "cache-write-input"):
+        value = headers.get(f"x-amzn-bedrock-{name}-token-count")
+        counts.append(int(value) if isinstance(value, str) and value.isdigit() else None)
+    if counts[0] is None and counts[1] is None:
+        return None
+    return usage_of(*counts)

@@ -1,0 +1,207 @@
+"""Stream accumulator of ``invoke_model_with_response_stream``: ``{"chunk": {"bytes": <model-native JSON>}}`` events.
+
+The chunks are the model family's own stream, read by shape on the first chunk that says which it is:
+
+* Anthropic Messages events (``type``: ``message_start``, ``content_block_delta``, ...): the Anthropic
+  instrumentation's accumulator, fed the parsed chunk;
+* Amazon Nova (``messageStart``, ``contentBlockDelta``, ``messageStop``, ``metadata``): the Converse stream's;
+* the text families, one text fragment per chunk: Anthropic Text Completions (``completion``), Llama
+  (``generation``), Titan (``outputText``), Cohere Command (``generations[0].text``), Cohere Command R
+  (``event_type`` ``text-generation`` / ``tool-calls-generation`` / ``stream-end``), Mistral (``outputs``) and
+  OpenAI-style chunks (``choices[0].delta``).
+
+Bedrock adds ``amazon-bedrock-invocationMetrics`` (``inputTokenCount``, ``outputTokenCount``, cache counts) to the
+last chunk of every family: the token counts when the family's own chunks report none. ``add`` parses one chunk
+(O(its size)) and appends; nothing is joined before the end.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from types import SimpleNamespace
+from typing import Any
+
+from evaltrace._internal import semconv as sc
+from evaltrace._internal.anthropic.accumulate import MessagesAccumulator
+from evaltrace._internal.anthropic.response import usage_of
+from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
+from evaltrace._internal.openai.parts import Part, text_part, tool_call_part
+from evaltrace.instrumentation.bedrock import converse
+from evaltrace.instrumentation.bedrock.bodies import cohere_usage
+
+_CONVERSE_EVENTS = frozenset({"messageStart", "contentBlockStart", "contentBlockDelta", "contentBlockStop",
+                              "messageStop", "metadata"})  # fmt: skip
+_METRICS = "amazon-bedrock-invocationMetrics"
+
+
+def _event(body: dict[str, Any]) -> SimpleNamespace:
+    """An Anthropic event read by attribute (as the anthropic SDK's objects), its nested values left dicts."""
+    event = SimpleNamespace(**body)
+    delta = body.get("delta")
+    if isinstance(delta, dict):
+        event.delta = SimpleNamespace(**delta)
+    return event
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+class InvokeStreamAccumulator:
+    """Accumulates the decoded chunks of one ``invoke_model_with_response_stream`` body."""
+
+    __slots__ = ("anthropic", "calls", "converse", "fragments", "input_tokens", "metrics", "output_tokens",
+                 "response_id", "stop_reason", "stopped", "usage")  # fmt: skip
+
+    def __init__(self, response_id: str | None = None) -> None:
+        self.response_id = response_id
+        self.anthropic: MessagesAccumulator | None = None
+        self.converse: converse.ConverseStreamAccumulator | None = None
+        self.fragments: list[str] = []
+        self.calls: list[Part] = []
+        self.stop_reason: str | None = None
+        self.stopped = False
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+        self.usage: Usage | None = None  # a family's own complete usage (Cohere Command R's billed units)
+        self.metrics: Usage | None = None
+
+    def add(self, event: Any) -> bool:
+        """Fold one ``{"chunk": {"bytes": ...}}`` event in; True when it carried output."""
+        chunk = event.get("chunk") if isinstance(event, Mapping) else None
+        data = chunk.get("bytes") if isinstance(chunk, Mapping) else None
+        if not isinstance(data, bytes | str):
+            return False
+        body = json.loads(data)
+        if not isinstance(body, dict):
+            return False
+        metrics = body.get(_METRICS)
+        if isinstance(metrics, Mapping):
+            self._metrics(metrics)
+        if self.anthropic is not None:
+            return self.anthropic.add(_event(body))
+        if self.converse is not None:
+            return self.converse.add(body)
+        kind = body.get("type")
+        if isinstance(kind, str) and kind.startswith(("message_", "content_block_", "ping", "error")):
+            self.anthropic = MessagesAccumulator()
+            return self.anthropic.add(_event(body))
+        if not _CONVERSE_EVENTS.isdisjoint(body):
+            self.converse = converse.ConverseStreamAccumulator(self.response_id)
+            return self.converse.add(body)
+        return self._text_chunk(body)
+
+    def _metrics(self, metrics: Mapping[str, Any]) -> None:
+        self.metrics = usage_of(
+            _int(metrics.get("inputTokenCount")),
+            _int(metrics.get("outputTokenCount")),
+            _int(metrics.get("cacheReadInputTokenCount")),
+            _int(metrics.get("cacheWriteInputTokenCount")),
+        )
+
+    def _text_chunk(self, body: dict[str, Any]) -> bool:
+        """One chunk of a text family: its fragment, and the stop reason and counts when it has them."""
+        text: Any = None
+        reason: Any = None
+        if "completion" in body:  # Anthropic Text Completions
+            text, reason = body.get("completion"), body.get("stop_reason")
+        elif "generation" in body:  # Llama: prompt count on the first chunk, the output count per chunk
+            text, reason = body.get("generation"), body.get("stop_reason")
+            self.input_tokens = _int(body.get("prompt_token_count")) or self.input_tokens
+            self.output_tokens = _int(body.get("generation_token_count")) or self.output_tokens
+        elif "outputText" in body:  # Titan
+            text, reason = body.get("outputText"), body.get("completionReason")
+            self.input_tokens = _int(body.get("inputTextTokenCount")) or self.input_tokens
+            self.output_tokens = _int(body.get("totalOutputTextTokenCount")) or self.output_tokens
+        elif "generations" in body:  # Cohere Command
+            generations = body.get("generations") or [{}]
+            first = generations[0] if isinstance(generations[0], Mapping) else {}
+            text, reason = first.get("text"), first.get("finish_reason")
+        elif "event_type" in body or "is_finished" in body:  # Cohere Command R
+            text, reason = self._cohere_chat(body)
+        elif "outputs" in body:  # Mistral
+            outputs = body.get("outputs") or [{}]
+            first = outputs[0] if isinstance(outputs[0], Mapping) else {}
+            text, reason = first.get("text"), first.get("stop_reason")
+        elif "choices" in body:  # OpenAI-style chunk
+            choices = body.get("choices") or [{}]
+            first = choices[0] if isinstance(choices[0], Mapping) else {}
+            delta = first.get("delta") or {}
+            text = delta.get("content") if isinstance(delta, Mapping) else None
+            if text is None:  # DeepSeek-R1's completion chunks: the text on the choice itself
+                text = first.get("text")
+            reason = first.get("finish_reason") or first.get("stop_reason")
+        if isinstance(reason, str) and reason:
+            self.stop_reason = reason
+            self.stopped = True
+        if isinstance(text, str) and text:
+            self.fragments.append(text)
+            return True
+        return False
+
+    def _cohere_chat(self, body: dict[str, Any]) -> tuple[Any, Any]:
+        event = body.get("event_type")
+        if event == "tool-calls-generation":
+            for call in body.get("tool_calls") or ():
+                self.calls.append(tool_call_part(None, call.get("name"), call.get("parameters")))
+            return None, None
+        if event == "stream-end" or body.get("is_finished") is True:
+            response = body.get("response")
+            if isinstance(response, Mapping):
+                self.usage = cohere_usage(response) or self.usage
+            return None, body.get("finish_reason")
+        return body.get("text") if event in (None, "text-generation") else None, None
+
+    def end_reason(self) -> str:
+        """``exhausted`` once the family's terminal signal arrived (a stop reason, ``message_stop``)."""
+        if self.anthropic is not None:
+            return self.anthropic.end_reason()
+        if self.converse is not None:
+            return self.converse.end_reason()
+        return sc.STREAM_END_EXHAUSTED if self.stopped else sc.STREAM_END_TRUNCATED
+
+    def failure(self) -> tuple[str, str] | None:
+        """An Anthropic ``error`` event in the body (botocore raises the service's own stream errors)."""
+        return self.anthropic.failure() if self.anthropic is not None else None
+
+    def _usage(self, own: Usage | None) -> Usage | None:
+        """The family's own counts (``own``), else the invocation metrics'."""
+        if own is None and (self.input_tokens is not None or self.output_tokens is not None):
+            own = Usage(self.input_tokens, self.output_tokens)
+        if self.metrics is not None and (own is None or own.input_tokens is None):
+            return self.metrics
+        return own
+
+    def summary(self) -> Summary:
+        """Model and token counts, without joining the text."""
+        model = None
+        if self.anthropic is not None:
+            own = self.anthropic.summary()
+            if own.input_tokens is not None:
+                return own
+            model, usage = own.response_model, self._usage(None)
+        else:
+            usage = self._usage(self.converse.usage if self.converse is not None else self.usage)
+        return Summary(model) if usage is None else Summary(model, usage.input_tokens, usage.output_tokens)
+
+    def outcome(self) -> Outcome:
+        """What the chunks so far amount to; the invocation metrics fill in counts the family did not send."""
+        if self.anthropic is not None:
+            outcome = self.anthropic.outcome()
+            outcome.response_id = self.response_id
+            outcome.usage = self._usage(outcome.usage)
+            return outcome
+        if self.converse is not None:
+            outcome = self.converse.outcome()
+            outcome.usage = self._usage(outcome.usage)
+            return outcome
+        parts: list[Part] = [text_part("".join(self.fragments))] if self.fragments else []
+        parts.extend(self.calls)
+        reason = self.stop_reason
+        return Outcome(
+            response_id=self.response_id,
+            finish_reasons=[reason] if reason else [],
+            output_messages=[converse.output_message(parts, reason)],
+            usage=self._usage(self.usage),
+        )
