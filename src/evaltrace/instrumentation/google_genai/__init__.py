@@ -1,0 +1,1 @@
+"""Google Gen AI SDK (``google-genai``) auto-instrumentation."""
