@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.openai.parts import Message, Part, field
-from evaltrace._internal.openai.response import Outcome, Summary, Usage
 from evaltrace.instrumentation.google_genai.parts import enum_name, parts_of, read
 
 # FinishReason -> the GenAI finish reason of an output message (stop, length, content_filter, tool_call, error).
@@ -135,4 +136,9 @@ def embedding_outcome(response: Any, content: bool = True) -> Outcome:
                 total += int(tokens)
                 counted = True
         usage = Usage(input_tokens=total) if counted else None
-    return Outcome(usage=usage)
+    attributes = None
+    embeddings = field(response, "embeddings")
+    values = field(embeddings[0], "values") if embeddings else None
+    if values:  # the dimensions the model returned (the request's output_dimensionality, or the model's default)
+        attributes = {sc.GEN_AI_EMBEDDINGS_DIMENSION_COUNT: len(values)}
+    return Outcome(usage=usage, attributes=attributes)

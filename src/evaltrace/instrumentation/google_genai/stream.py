@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai.parts import Message
-from evaltrace._internal.openai.response import Outcome, Summary
 from evaltrace.instrumentation.google_genai.parts import enum_name, parts_of
 from evaltrace.instrumentation.google_genai.response import output_message, usage_of
 
