@@ -52,7 +52,7 @@ def instrument_google_genai(**kwargs: Any) -> GoogleGenAIInstrumentor:
     Returns:
         The (singleton) instrumentor; call ``uninstrument()`` on it, or :func:`uninstrument_google_genai`, to undo.
     """
-    return instrument_once(GoogleGenAIInstrumentor(), kwargs)  # type: ignore[no-any-return]
+    return instrument_once(GoogleGenAIInstrumentor(), kwargs)
 
 
 def uninstrument_google_genai() -> None:

@@ -11,7 +11,7 @@ for automatic function calling by its name and docstring, the API's own tools by
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeGuard
 
 from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
@@ -71,7 +71,7 @@ _SERVER_TOOLS = (
 )
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
