@@ -312,3 +312,12 @@ def test_logfire_gzip_recording() -> None:
     )
     outcome = response_outcome(response)
     assert outcome.usage is not None and outcome.usage.reasoning_tokens == 58 and outcome.usage.output_tokens == 71
+
+
+def test_vertex_hosts_name_vertex_ai_for_metrics_and_pricing() -> None:
+    from evaltrace.instrumentation.google_genai.codec import CODEC
+
+    assert CODEC.provider_for("us-central1-aiplatform.googleapis.com") == "gcp.vertex_ai"
+    assert CODEC.provider_for("aiplatform.googleapis.com") == "gcp.vertex_ai"
+    assert CODEC.provider_for("generativelanguage.googleapis.com") == "gcp.gemini"
+    assert CODEC.provider_for(None) == "gcp.gemini"

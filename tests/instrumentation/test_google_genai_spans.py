@@ -316,3 +316,19 @@ def test_uninstrument_restores_the_methods(
         assert exporter.get_finished_spans() == ()
     finally:
         instrumented.instrument()
+
+
+async def test_image_input_is_a_uri_part_without_its_bytes(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    image = bytes(range(256)) * 4  # 1024 bytes, 1368 in base64
+    contents = ["Describe Image.", types.Part.from_bytes(data=image, mime_type="image/png")]
+    with replay(OI / "test_generate_content_describe_image[False].yaml") as (client, server):
+        await _generate(client, is_async, model="gemini-2.5-flash", contents=contents)
+    sent = server.received[0].json()["contents"][0]["parts"][1]["inlineData"]["data"]
+    span = _span(exporter)
+    assert _json(span, "gen_ai.input.messages")[0]["parts"][1] == {
+        "type": "uri",
+        "modality": "image",
+        "uri": "data:image/png;base64,<omitted 1368 bytes>",
+        "mime_type": "image/png",
+    }
+    assert len(sent) == 1368 and not any(sent[:64] in str(v) for v in span.attributes.values())

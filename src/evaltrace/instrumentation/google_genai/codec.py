@@ -31,6 +31,12 @@ class GoogleGenAICodec(Codec):
         """``generate_content`` or ``embeddings``."""
         return kind.operation if isinstance(kind, Kind) else str(kind)
 
+    def provider_for(self, host: str | None) -> str:
+        """``gcp.vertex_ai`` for a Vertex AI host (metrics and pricing read it); a proxy is named by ``route``."""
+        if host is not None and host.endswith("aiplatform.googleapis.com"):
+            return VERTEX
+        return GEMINI
+
     def start_attributes(self, kind: Hashable) -> dict[str, Any]:
         """``gcp.vertex_ai`` in place of the default ``gcp.gemini`` for a Vertex AI client's calls."""
         if isinstance(kind, Kind) and kind.provider != GEMINI:
