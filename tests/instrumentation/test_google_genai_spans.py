@@ -332,3 +332,30 @@ async def test_image_input_is_a_uri_part_without_its_bytes(is_async: bool, expor
         "mime_type": "image/png",
     }
     assert len(sent) == 1368 and not any(sent[:64] in str(v) for v in span.attributes.values())
+
+
+async def test_stream_metrics(is_async: bool, provider: TracerProvider) -> None:
+    """Duration, token usage and time to first chunk, through a MeterProvider given to instrument()."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+
+    reader = InMemoryMetricReader()
+    instrumentor = GoogleGenAIInstrumentor()
+    instrumentor.uninstrument()
+    instrumentor.instrument(tracer_provider=provider, meter_provider=MeterProvider(metric_readers=[reader]))
+    with replay(OI / "test_streaming_reasoning.yaml") as (client, _server):
+        chunks = await _stream(client, is_async, model="gemini-3.5-flash", contents="Think")
+    data = reader.get_metrics_data()
+    found = {m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+    (duration,) = found["gen_ai.client.operation.duration"].data.data_points
+    assert duration.attributes["gen_ai.provider.name"] == "gcp.gemini"
+    assert duration.attributes["gen_ai.operation.name"] == "generate_content"
+    assert duration.attributes["gen_ai.response.model"] == "gemini-3.5-flash"
+    tokens = {p.attributes["gen_ai.token.type"]: p.sum for p in found["gen_ai.client.token.usage"].data.data_points}
+    usage = chunks[-1].usage_metadata
+    assert tokens == {
+        "input": usage.prompt_token_count,
+        "output": usage.candidates_token_count + usage.thoughts_token_count,
+    }
+    (first,) = found["gen_ai.client.operation.time_to_first_chunk"].data.data_points
+    assert first.count == 1 and 0 <= first.sum <= duration.sum
