@@ -279,7 +279,7 @@ class Call:
         except KeyError:
             pass
         codec = cls.codec
-        provider = codec.provider_for(host)
+        provider = codec.provider_of(kind, host)
         op = codec.operation(kind)
         metric: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: op, sc.GEN_AI_PROVIDER_NAME: provider}
         if model:

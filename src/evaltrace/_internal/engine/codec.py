@@ -147,6 +147,14 @@ class Codec:
         """``gen_ai.provider.name`` for a client talking to ``host`` (default: ``provider``)."""
         return self.provider
 
+    def provider_of(self, kind: Hashable, host: str | None) -> str:
+        """``gen_ai.provider.name`` of a call of (routed) ``kind`` to ``host`` (default: ``provider_for(host)``).
+
+        Override when the call, not the host, names the provider: a google-genai Vertex AI client behind a proxy
+        is ``gcp.vertex_ai`` whatever its host, and ``route`` says so in the kind. Computed once per span shape.
+        """
+        return self.provider_for(host)
+
     def start_attributes(self, kind: Hashable) -> Attributes:
         """Extra attributes fixed per ``kind``, set at span creation with the GenAI ones (default: none)."""
         return {}
