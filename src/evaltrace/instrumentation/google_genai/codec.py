@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from evaltrace._internal.engine.codec import Accumulator, Codec, Endpoint, Server
 from evaltrace._internal.engine.outcome import Outcome, Summary
-from evaltrace._internal.semconv import GEN_AI_PROVIDER_NAME, GEN_AI_REQUEST_STREAM, OP_EMBEDDINGS
+from evaltrace._internal.semconv import GEN_AI_REQUEST_STREAM, OP_EMBEDDINGS
 from evaltrace.instrumentation.google_genai import endpoints
 from evaltrace.instrumentation.google_genai.endpoints import GEMINI, VERTEX, Kind
 from evaltrace.instrumentation.google_genai.request import request_attributes
@@ -37,11 +37,11 @@ class GoogleGenAICodec(Codec):
             return VERTEX
         return GEMINI
 
-    def start_attributes(self, kind: Hashable) -> dict[str, Any]:
-        """``gcp.vertex_ai`` in place of the default ``gcp.gemini`` for a Vertex AI client's calls."""
-        if isinstance(kind, Kind) and kind.provider != GEMINI:
-            return {GEN_AI_PROVIDER_NAME: kind.provider}
-        return {}
+    def provider_of(self, kind: Hashable, host: str | None) -> str:
+        """``gcp.vertex_ai`` for a Vertex AI client's calls whatever their host (``route`` says so in the kind)."""
+        if isinstance(kind, Kind) and kind.provider == VERTEX:
+            return VERTEX
+        return self.provider_for(host)
 
     def server_of(self, instance: Any) -> Server:
         """The host and port of the client's base URL."""
