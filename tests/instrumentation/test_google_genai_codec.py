@@ -321,3 +321,37 @@ def test_vertex_hosts_name_vertex_ai_for_metrics_and_pricing() -> None:
     assert CODEC.provider_for("aiplatform.googleapis.com") == "gcp.vertex_ai"
     assert CODEC.provider_for("generativelanguage.googleapis.com") == "gcp.gemini"
     assert CODEC.provider_for(None) == "gcp.gemini"
+
+
+def test_a_function_call_streamed_in_pieces_is_one_call_with_its_arguments() -> None:
+    """Vertex AI streams a call's arguments (``partial_args`` by JSON path, ``will_continue``); no recording has
+    it, so the chunks are the SDK's own models filled as its types document them."""
+
+    def chunk(call: types.FunctionCall, reason: str | None = None) -> types.GenerateContentResponse:
+        content = types.Content(role="model", parts=[types.Part(function_call=call)])
+        return types.GenerateContentResponse(
+            candidates=[types.Candidate(index=0, content=content, finish_reason=reason)], response_id="r1"
+        )
+
+    acc = GenerateContentAccumulator()
+    acc.add(chunk(types.FunctionCall(name="book", id="c1", will_continue=True)))
+    for arg in (
+        types.PartialArg(json_path="$.city", string_value="San ", will_continue=True),
+        types.PartialArg(json_path="$.city", string_value="Francisco"),
+        types.PartialArg(json_path="$.nights", number_value=2.0),
+        types.PartialArg(json_path="$.guests[1].name", string_value="Ada"),
+        types.PartialArg(json_path="$['late']", bool_value=True),
+    ):
+        acc.add(chunk(types.FunctionCall(partial_args=[arg], will_continue=True)))
+    acc.add(chunk(types.FunctionCall(will_continue=False), "STOP"))
+    outcome = acc.outcome()
+    assert outcome.output_messages is not None
+    assert outcome.output_messages[0]["parts"] == [
+        {
+            "type": "tool_call",
+            "id": "c1",
+            "name": "book",
+            "arguments": {"city": "San Francisco", "nights": 2, "guests": [None, {"name": "Ada"}], "late": True},
+        }
+    ]
+    assert outcome.output_messages[0]["finish_reason"] == "tool_call"

@@ -7,6 +7,7 @@ id, the model version and the usage so far; the last usage is the call's.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from evaltrace._internal import semconv as sc
@@ -14,6 +15,90 @@ from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai.parts import Message
 from evaltrace.instrumentation.google_genai.parts import enum_name, parts_of
 from evaltrace.instrumentation.google_genai.response import output_message, usage_of
+
+# One step of an RFC 9535 JSON path as Vertex AI streams argument paths: ``.name``, ``[0]``, ``['name']``.
+_PATH_STEP = re.compile(r"""\.([^.\[]+)|\[(\d+)\]|\[['"]([^'"]*)['"]\]""")
+
+
+def _set_path(args: dict[str, Any], path: str, value: Any, append: bool) -> None:
+    """Set ``value`` at ``path`` (``$.a.b[0]``) in ``args``, creating containers; ``append`` extends a string."""
+    steps: list[str | int] = [int(i) if i else (name or quoted) for name, i, quoted in _PATH_STEP.findall(path)]
+    if not steps:
+        return
+    node: Any = args
+    for step, following in zip(steps, steps[1:], strict=False):
+        child = _child(node, step)
+        if child is None:
+            child = [] if isinstance(following, int) else {}
+            if not _put(node, step, child):
+                return  # a path that contradicts what came before: keep what we have
+        node = child
+    previous = _child(node, steps[-1])
+    _put(node, steps[-1], previous + value if append and isinstance(previous, str) else value)
+
+
+def _child(node: Any, step: str | int) -> Any:
+    if isinstance(node, dict) and isinstance(step, str):
+        return node.get(step)
+    if isinstance(node, list) and isinstance(step, int) and step < len(node):
+        return node[step]
+    return None
+
+
+def _put(node: Any, step: str | int, value: Any) -> bool:
+    if isinstance(node, dict) and isinstance(step, str):
+        node[step] = value
+        return True
+    if isinstance(node, list) and isinstance(step, int):
+        node.extend([None] * (step + 1 - len(node)))
+        node[step] = value
+        return True
+    return False
+
+
+def _partial_value(arg: Any) -> tuple[Any, bool]:
+    """A ``PartialArg``'s value, and whether it continues a string streamed in pieces."""
+    if arg.string_value is not None:
+        return arg.string_value, True
+    if arg.number_value is not None:
+        number = arg.number_value
+        return int(number) if float(number).is_integer() else number, False
+    if arg.bool_value is not None:
+        return arg.bool_value, False
+    return None, False
+
+
+def merge_streamed_calls(parts: list[Any]) -> list[Any]:
+    """Join a function call streamed in pieces (Vertex AI's streamed arguments) into one call with its args.
+
+    Each piece is a ``function_call`` carrying ``partial_args`` (a JSON path and a value; a string comes in several
+    pieces) and ``will_continue`` until its last piece. Other parts pass through unchanged.
+    """
+    if not any(_is_piece(p) for p in parts):
+        return parts
+    out: list[Any] = []
+    pending: dict[str, Any] | None = None
+    for part in parts:
+        call = getattr(part, "function_call", None)
+        if call is None or not (_is_piece(part) or pending is not None):
+            out.append(part)
+            continue
+        if pending is None:
+            pending = {"id": call.id, "name": call.name, "args": dict(call.args or {})}
+            out.append({"function_call": pending})
+        pending["id"] = pending["id"] or call.id
+        pending["name"] = pending["name"] or call.name
+        for arg in call.partial_args or ():
+            value, append = _partial_value(arg)
+            _set_path(pending["args"], arg.json_path or "", value, append)
+        if not call.will_continue:
+            pending = None
+    return out
+
+
+def _is_piece(part: Any) -> bool:
+    call = getattr(part, "function_call", None)
+    return call is not None and (bool(call.partial_args) or call.will_continue is True)
 
 
 class _Candidate:
@@ -75,7 +160,7 @@ class GenerateContentAccumulator:
         ordered = [self.candidates[i] for i in sorted(self.candidates)]
         messages: list[Message] | None = None
         if content:
-            messages = [output_message(parts_of(c.parts), c.finish_reason) for c in ordered]
+            messages = [output_message(parts_of(merge_streamed_calls(c.parts)), c.finish_reason) for c in ordered]
         return Outcome(
             response_id=self.response_id,
             response_model=self.model,
