@@ -147,12 +147,8 @@ class Codec:
         """``gen_ai.provider.name`` for a client talking to ``host`` (default: ``provider``)."""
         return self.provider
 
-    def provider_of(self, kind: Hashable, host: str | None) -> str:
-        """``gen_ai.provider.name`` of a call of (routed) ``kind`` to ``host`` (default: ``provider_for(host)``).
-
-        Override when the call, not the host, names the provider: a google-genai Vertex AI client behind a proxy
-        is ``gcp.vertex_ai`` whatever its host, and ``route`` says so in the kind. Computed once per span shape.
-        """
+    def provider_of(self, kind: Hashable, model: str | None, host: str | None) -> str:
+        """``gen_ai.provider.name`` of a call (default: ``provider_for(host)``); LiteLLM names it from the model."""
         return self.provider_for(host)
 
     def start_attributes(self, kind: Hashable) -> Attributes:
@@ -166,12 +162,13 @@ class Codec:
         return None, None
 
     def route(self, endpoint: Endpoint, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """*Optional.* ``(kind, params)`` for this call, or None to let it through untraced.
+        """*Optional.* ``(kind, params)`` or ``(kind, params, (host, port))`` for this call; None: untraced.
 
         Override when the operation depends on the arguments (botocore's ``_make_api_call(operation_name,
         api_params)``), when positional arguments must be named (``ollama.chat("llama3", messages)``), or when
         some calls are not LLM calls at all. Without it, ``kind`` is ``endpoint.kind`` and ``params`` is the
-        call's kwargs (read, never written). ``params["model"]`` (a str) is the request model.
+        call's kwargs (read, never written). ``params["model"]`` (a str) is the request model. The server, when
+        given, replaces ``server_of(instance)`` (a module function's ``api_base`` argument).
         """
         return endpoint.kind, kwargs
 
@@ -219,19 +216,24 @@ class Codec:
 
     def finish(self, call: Call, kind: Hashable, result: Any) -> Any:
         """End ``call`` with ``result``; return what the user gets (``result``, or a stream proxy in its place)."""
-        cached = self._plain_types
-        if type(result) not in cached:
-            special = self.finish_special(call, kind, result)
+        if type(result) not in self._plain_types:
+            special = self.special(call, kind, result)
             if special is not PLAIN:
                 return special
-            if self.cache_plain_types and len(cached) < 64:  # bounded: a handful of response classes in practice
-                cached.add(type(result))
         failure = self.failure(kind, result)
         if failure is None:
             call.finish_response(result)
         else:
             call.finish_failed(call.outcome_of(result), call.summary_of(result), None, failure)
         return result
+
+    def special(self, call: Call, kind: Hashable, result: Any) -> Any:
+        """``finish_special``, remembering a plain result's type when ``cache_plain_types`` (``finish`` calls it)."""
+        special = self.finish_special(call, kind, result)
+        cached = self._plain_types
+        if special is PLAIN and self.cache_plain_types and len(cached) < 64:  # bounded: a handful in practice
+            cached.add(type(result))
+        return special
 
     def deferred_request(self, manager: Any) -> tuple[str, Any] | None:
         """For ``deferred`` endpoints: (attribute name, request) the manager sends on enter, or None.
@@ -244,6 +246,11 @@ class Codec:
     def error_type(self, error: BaseException) -> str:
         """``error.type`` of a raised exception (default: ``engine.call.error_type_of``)."""
         return error_type_of(error)
+
+    def status_code(self, error: BaseException) -> int | None:
+        """``http.response.status_code`` of a raised exception (default: its ``status_code``, if an int)."""
+        status = getattr(error, "status_code", None)
+        return status if isinstance(status, int) else None
 
     def uninstrumented(self) -> None:
         """Undo per-client changes ``prepare`` made (called by ``uninstrument()``)."""

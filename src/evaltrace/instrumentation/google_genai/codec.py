@@ -37,7 +37,7 @@ class GoogleGenAICodec(Codec):
             return VERTEX
         return GEMINI
 
-    def provider_of(self, kind: Hashable, host: str | None) -> str:
+    def provider_of(self, kind: Hashable, model: str | None, host: str | None) -> str:
         """``gcp.vertex_ai`` for a Vertex AI client's calls whatever their host (``route`` says so in the kind)."""
         if isinstance(kind, Kind) and kind.provider == VERTEX:
             return VERTEX
