@@ -93,3 +93,26 @@ def uninstrument_bedrock() -> None:
     from evaltrace.instrumentation.bedrock import uninstrument_bedrock as _uninstrument
 
     _uninstrument()
+
+
+def instrument_google_genai(**kwargs: Any) -> Any:
+    """Trace the Google Gen AI SDK's ``google.genai`` client (idempotent); return the instrumentor.
+
+    Needs the ``google-genai`` extra (``pip install 'evaltrace[google-genai]'``). See
+    ``evaltrace.instrumentation.google_genai``.
+
+    Args:
+        **kwargs: ``tracer_provider`` and/or ``meter_provider`` to use instead of the defaults.
+    """
+    try:
+        from evaltrace.instrumentation.google_genai import instrument_google_genai as _instrument
+    except ImportError as exc:  # the extra is missing: say which one
+        raise ImportError(f"instrument_google_genai() needs: pip install 'evaltrace[google-genai]' ({exc})") from exc
+    return _instrument(**kwargs)
+
+
+def uninstrument_google_genai() -> None:
+    """Restore the original ``google.genai`` methods (no-op when not instrumented)."""
+    from evaltrace.instrumentation.google_genai import uninstrument_google_genai as _uninstrument
+
+    _uninstrument()

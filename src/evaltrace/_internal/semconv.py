@@ -75,6 +75,7 @@ GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
 # --- operation names -------------------------------------------------------------------------------------
 OP_CHAT: Final = "chat"
 OP_EMBEDDINGS: Final = "embeddings"
+OP_GENERATE_CONTENT: Final = "generate_content"
 OP_EXECUTE_TOOL: Final = "execute_tool"
 OP_INVOKE_AGENT: Final = "invoke_agent"
 OP_INVOKE_WORKFLOW: Final = "invoke_workflow"

@@ -1,0 +1,92 @@
+"""The google-genai codec: the engine's hooks over ``request`` / ``response`` / ``stream`` (pure translators).
+
+``gen_ai.provider.name`` is ``gcp.vertex_ai`` for a Vertex AI client and ``gcp.gemini`` for the Gemini Developer
+API: the client says which (``vertexai=True``), not the host, which may be a proxy. ``error.type`` of an
+``APIError`` is the API's status (``INVALID_ARGUMENT``, ``RESOURCE_EXHAUSTED``...), else the exception class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any, ClassVar
+
+from evaltrace._internal.engine.codec import Accumulator, Codec, Endpoint, Server
+from evaltrace._internal.engine.outcome import Outcome, Summary
+from evaltrace._internal.semconv import GEN_AI_REQUEST_STREAM, OP_EMBEDDINGS
+from evaltrace.instrumentation.google_genai import endpoints
+from evaltrace.instrumentation.google_genai.endpoints import GEMINI, VERTEX, Kind
+from evaltrace.instrumentation.google_genai.request import request_attributes
+from evaltrace.instrumentation.google_genai.response import embedding_outcome, response_outcome, response_summary
+from evaltrace.instrumentation.google_genai.stream import GenerateContentAccumulator
+
+
+class GoogleGenAICodec(Codec):
+    """google-genai's ``models.generate_content`` / ``generate_content_stream`` / ``embed_content``."""
+
+    provider: ClassVar[str] = GEMINI
+    label: ClassVar[str] = "Google Gen AI"
+    cache_plain_types: ClassVar[bool] = True
+
+    def operation(self, kind: Hashable) -> str:
+        """``generate_content`` or ``embeddings``."""
+        return kind.operation if isinstance(kind, Kind) else str(kind)
+
+    def provider_for(self, host: str | None) -> str:
+        """``gcp.vertex_ai`` for a Vertex AI host (metrics and pricing read it); a proxy is named by ``route``."""
+        if host is not None and host.endswith("aiplatform.googleapis.com"):
+            return VERTEX
+        return GEMINI
+
+    def provider_of(self, kind: Hashable, model: str | None, host: str | None) -> str:
+        """``gcp.vertex_ai`` for a Vertex AI client's calls whatever their host (``route`` says so in the kind)."""
+        if isinstance(kind, Kind) and kind.provider == VERTEX:
+            return VERTEX
+        return self.provider_for(host)
+
+    def server_of(self, instance: Any) -> Server:
+        """The host and port of the client's base URL."""
+        return endpoints.server_of(instance)
+
+    def route(self, endpoint: Endpoint, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The endpoint's kind, naming Vertex AI when the client is a Vertex one."""
+        kind = endpoint.kind
+        if isinstance(kind, Kind) and endpoints.is_vertex(instance):
+            kind = kind._replace(provider=VERTEX)
+        return kind, kwargs
+
+    def request_attributes(self, kind: Hashable, params: dict[str, Any], capture: bool, max_len: int) -> Any:
+        """The request's parameters, and with ``capture`` its contents, instructions and tools."""
+        attrs = request_attributes(self.operation(kind), params, capture, max_len)
+        if isinstance(kind, Kind) and kind.stream:
+            attrs[GEN_AI_REQUEST_STREAM] = True
+        return attrs
+
+    def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
+        """A response (or an embedding response) -> Outcome."""
+        if self.operation(kind) == OP_EMBEDDINGS:
+            return embedding_outcome(result, capture)
+        return response_outcome(result, capture)
+
+    def summary(self, kind: Hashable, result: Any) -> Summary:
+        """Model and token counts, read without the content."""
+        if self.operation(kind) == OP_EMBEDDINGS:
+            return Summary.of(embedding_outcome(result, False))
+        return response_summary(result)
+
+    def is_stream(self, kind: Hashable, result: Any) -> bool:
+        """A ``generate_content_stream`` result: a generator (sync) or an async generator (``client.aio``)."""
+        return isinstance(kind, Kind) and kind.stream
+
+    def accumulator(self, kind: Hashable) -> Accumulator:
+        """A fresh accumulator for one stream."""
+        return GenerateContentAccumulator()
+
+    def error_type(self, error: BaseException) -> str:
+        """The API's error status (``google.genai.errors.APIError.status``), else the exception class name."""
+        status = getattr(error, "status", None)
+        if isinstance(status, str) and status:
+            return status
+        return type(error).__qualname__
+
+
+CODEC = GoogleGenAICodec()

@@ -1,0 +1,71 @@
+"""The google-genai methods we wrap, and the client lookups the codec needs (API flavour, server).
+
+``Models`` and ``AsyncModels`` (``client.models`` / ``client.aio.models``) are wrapped; nothing else is needed:
+``client.chats`` sessions call ``models.generate_content`` / ``generate_content_stream`` for each message, so a
+chat message is one span, and automatic function calling and automatic continuation run inside the wrapped
+call (one span for the call, whatever requests it made).
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+from urllib.parse import urlsplit
+
+from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.codec import Endpoint
+
+GEMINI = "gcp.gemini"
+VERTEX = "gcp.vertex_ai"
+
+
+class Kind(NamedTuple):
+    """What the codec needs to know of an operation: its name, whether it streams, and which API served it."""
+
+    operation: str
+    stream: bool
+    provider: str
+
+
+GENERATE = Kind(sc.OP_GENERATE_CONTENT, False, GEMINI)
+GENERATE_STREAM = Kind(sc.OP_GENERATE_CONTENT, True, GEMINI)
+EMBED = Kind(sc.OP_EMBEDDINGS, False, GEMINI)
+
+_MODULE = "google.genai.models"
+ENDPOINTS: tuple[Endpoint, ...] = tuple(
+    Endpoint(_MODULE, cls, method, kind, is_async)
+    for cls, is_async in (("Models", False), ("AsyncModels", True))
+    for method, kind in (
+        ("generate_content", GENERATE),
+        ("generate_content_stream", GENERATE_STREAM),
+        ("embed_content", EMBED),
+    )
+)
+
+_SERVERS: dict[str, tuple[str | None, int | None]] = {}
+
+
+def api_client(instance: Any) -> Any:
+    """The ``BaseApiClient`` a ``Models`` / ``AsyncModels`` instance sends through (shared by sync and async)."""
+    return getattr(instance, "_api_client", None)
+
+
+def is_vertex(instance: Any) -> bool:
+    """True for a Vertex AI client (``genai.Client(vertexai=True)``), whatever host it is pointed at."""
+    return getattr(api_client(instance), "vertexai", None) is True
+
+
+def server_of(instance: Any) -> tuple[str | None, int | None]:
+    """(host, port) of the client's base URL (``generativelanguage.googleapis.com``, a Vertex region, a proxy)."""
+    options = getattr(api_client(instance), "_http_options", None)
+    base_url = getattr(options, "base_url", None)
+    if not isinstance(base_url, str) or not base_url:
+        return None, None
+    server = _SERVERS.get(base_url)
+    if server is None:
+        parts = urlsplit(base_url)
+        port = parts.port or (443 if parts.scheme == "https" else 80 if parts.scheme == "http" else None)
+        server = (parts.hostname, port)
+        if len(_SERVERS) >= 256:  # bounded: a process talks to a handful of base URLs
+            _SERVERS.clear()
+        _SERVERS[base_url] = server
+    return server

@@ -1,0 +1,296 @@
+"""Pure: the keyword arguments of a ``generate_content`` / ``embed_content`` call -> request span attributes.
+
+``contents`` and ``config`` are read in every shape the SDK accepts: a string, a ``Part``, a ``Content``, a
+list mixing them, SDK models or their dicts (snake_case or the API's camelCase keys). As the SDK does, the
+non-``Content`` items of a list (strings, parts, files, images) make one ``user`` message. The parameters of
+``GenerateContentConfig`` map to ``gen_ai.request.*``; ``system_instruction`` to ``gen_ai.system_instructions``;
+``tools`` to ``gen_ai.tool.definitions`` (function declarations as ``function`` tools, a Python function given
+for automatic function calling by its name and docstring, the API's own tools by their field name).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeGuard
+
+from evaltrace._internal import list_values
+from evaltrace._internal import semconv as sc
+from evaltrace._internal.jsonutil import capped_json
+from evaltrace._internal.openai.parts import Message, Part, field, text_part
+from evaltrace.instrumentation.google_genai.parts import (
+    PART_KEYS,
+    content_messages,
+    enum_name,
+    file_part,
+    part_of,
+    read,
+)
+
+Attributes = dict[str, Any]
+Scalar = str | int | float | bool
+
+
+# GenerateContentConfig field (snake, camel) -> (attribute, type): the parameters GenAI semconv names.
+_FLOATS = (
+    ("temperature", "temperature", sc.GEN_AI_REQUEST_TEMPERATURE),
+    ("top_p", "topP", sc.GEN_AI_REQUEST_TOP_P),
+    ("presence_penalty", "presencePenalty", sc.GEN_AI_REQUEST_PRESENCE_PENALTY),
+    ("frequency_penalty", "frequencyPenalty", sc.GEN_AI_REQUEST_FREQUENCY_PENALTY),
+)
+_INTS = (
+    ("max_output_tokens", "maxOutputTokens", sc.GEN_AI_REQUEST_MAX_TOKENS),
+    ("seed", "seed", sc.GEN_AI_REQUEST_SEED),
+)
+# Langfuse's model parameters: what the call set, under the SDK's own names.
+_MODEL_PARAMETERS = (
+    ("temperature", "temperature"),
+    ("top_p", "topP"),
+    ("top_k", "topK"),
+    ("max_output_tokens", "maxOutputTokens"),
+    ("candidate_count", "candidateCount"),
+    ("presence_penalty", "presencePenalty"),
+    ("frequency_penalty", "frequencyPenalty"),
+    ("seed", "seed"),
+    ("stop_sequences", "stopSequences"),
+    ("response_mime_type", "responseMimeType"),
+)
+# The Tool fields that are the API's own (server-side) tools; function declarations are read apart.
+_SERVER_TOOLS = (
+    "google_search",
+    "google_search_retrieval",
+    "code_execution",
+    "url_context",
+    "retrieval",
+    "file_search",
+    "google_maps",
+    "enterprise_web_search",
+    "computer_use",
+    "parallel_ai_search",
+    "exa_ai_search",
+    "mcp_servers",
+)
+
+
+def _number(value: Any) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def request_attributes(operation: str, kwargs: dict[str, Any], capture: bool, max_len: int) -> Attributes:
+    """Request parameters, and the request content when ``capture``, of one call."""
+    config = kwargs.get("config")
+    if operation == sc.OP_EMBEDDINGS:
+        return embedding_attributes(kwargs, config, capture, max_len)
+    attrs = parameters(config)
+    attrs[sc.LANGFUSE_OBSERVATION_TYPE] = sc.LANGFUSE_TYPE_GENERATION
+    model_parameters = _model_parameters(config)
+    if model_parameters:
+        attrs[sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS] = capped_json(model_parameters, max_len)
+    if capture:
+        messages = input_messages(kwargs.get("contents"))
+        text = attrs[sc.GEN_AI_INPUT_MESSAGES] = capped_json(messages, max_len)
+        instructions = system_instructions(read(config, "system_instruction", "systemInstruction"))
+        instructions_json = capped_json(instructions, max_len) if instructions else None
+        if instructions_json is not None:
+            attrs[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = instructions_json
+        attrs.update(list_values.input_attributes(messages, text, instructions, instructions_json, max_len))
+        tools = tool_definitions(field(config, "tools"))
+        if tools:
+            attrs[sc.GEN_AI_TOOL_DEFINITIONS] = capped_json(tools, max_len)
+    return attrs
+
+
+def parameters(config: Any) -> Attributes:
+    """``gen_ai.request.*`` from a ``GenerateContentConfig`` (or its dict); no content."""
+    attrs: Attributes = {}
+    if config is None:
+        return attrs
+    for snake, camel, name in _FLOATS:
+        value = read(config, snake, camel)
+        if _number(value):
+            attrs[name] = float(value)
+    for snake, camel, name in _INTS:
+        value = read(config, snake, camel)
+        if _number(value):
+            attrs[name] = int(value)
+    top_k = read(config, "top_k", "topK")
+    if _number(top_k):
+        # The SDK types top_k as a float; the conventions' main branch makes it an int: a whole number is one.
+        attrs[sc.GEN_AI_REQUEST_TOP_K] = int(top_k) if float(top_k).is_integer() else float(top_k)
+    count = read(config, "candidate_count", "candidateCount")
+    if _number(count) and count != 1:
+        attrs[sc.GEN_AI_REQUEST_CHOICE_COUNT] = int(count)
+    stop = read(config, "stop_sequences", "stopSequences")
+    if isinstance(stop, list | tuple) and stop:
+        attrs[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = [str(s) for s in stop]
+    output_type = _output_type(config)
+    if output_type is not None:
+        attrs[sc.GEN_AI_OUTPUT_TYPE] = output_type
+    thinking = read(config, "thinking_config", "thinkingConfig")
+    level = enum_name(read(thinking, "thinking_level", "thinkingLevel")) if thinking is not None else None
+    if level:
+        attrs[sc.GEN_AI_REQUEST_REASONING_LEVEL] = level  # the exact provider value, e.g. LOW
+    return attrs
+
+
+def _output_type(config: Any) -> str | None:
+    """``gen_ai.output.type``: ``json`` for a JSON MIME type or a response schema, ``text`` for text/plain."""
+    mime = read(config, "response_mime_type", "responseMimeType")
+    schema = read(config, "response_schema", "responseSchema") or read(
+        config, "response_json_schema", "responseJsonSchema"
+    )
+    if mime == "application/json" or (schema is not None and not mime):
+        return "json"
+    if mime == "text/plain":
+        return "text"
+    return None
+
+
+def _model_parameters(config: Any) -> dict[str, Scalar]:
+    """The model parameters the call set (lists JSON-stringified, as Langfuse does with non-scalar parameters)."""
+    out: dict[str, Scalar] = {}
+    if config is None:
+        return out
+    for snake, camel in _MODEL_PARAMETERS:
+        value = read(config, snake, camel)
+        if isinstance(value, list | tuple):
+            if value:
+                out[snake] = json.dumps([str(v) for v in value])
+        elif isinstance(value, str | int | float) and value is not None:
+            out[snake] = value
+    thinking = read(config, "thinking_config", "thinkingConfig")
+    if thinking is not None:
+        budget = read(thinking, "thinking_budget", "thinkingBudget")
+        if _number(budget):
+            out["thinking_budget"] = int(budget)
+        level = enum_name(read(thinking, "thinking_level", "thinkingLevel"))
+        if level:
+            out["thinking_level"] = level
+    return out
+
+
+def _is_content(item: Any) -> bool:
+    """A ``Content`` (a role and parts), as opposed to a single part or a plain value."""
+    if isinstance(item, dict):
+        return "parts" in item or "role" in item
+    return type(item).__name__ == "Content" or (hasattr(item, "parts") and hasattr(item, "role"))
+
+
+def _item_part(item: Any) -> Part | None:
+    """One non-``Content`` item of ``contents``: a string, a Part (model or dict), an uploaded File, an image."""
+    if isinstance(item, str):
+        return text_part(item) if item else None
+    if isinstance(item, dict) and not PART_KEYS.intersection(item):
+        return {"type": "text", "content": capped_json(item)}  # an unknown dict: shown, never dropped
+    if isinstance(item, dict) or type(item).__name__ == "Part":
+        return part_of(item)
+    uri = field(item, "uri")
+    if isinstance(uri, str):  # an uploaded ``types.File``
+        return file_part(uri, field(item, "mime_type"))
+    if type(item).__module__.startswith("PIL."):
+        mime = getattr(item, "get_format_mimetype", lambda: None)() or "image/*"
+        return {"type": "uri", "modality": "image", "uri": f"<{type(item).__name__} image>", "mime_type": mime}
+    return part_of(item)
+
+
+def input_messages(contents: Any) -> list[Message]:
+    """``contents`` -> ``gen_ai.input.messages``; consecutive parts and strings make one ``user`` message."""
+    if contents is None:
+        return []
+    items = contents if isinstance(contents, list | tuple) else [contents]
+    out: list[Message] = []
+    loose: list[Part] = []
+    for item in items:
+        if _is_content(item):
+            if loose:
+                out.append({"role": "user", "parts": loose})
+                loose = []
+            out.extend(content_messages(item))
+            continue
+        part = _item_part(item)
+        if part is not None:
+            loose.append(part)
+    if loose:
+        out.append({"role": "user", "parts": loose})
+    return out
+
+
+def system_instructions(instruction: Any) -> list[Part] | None:
+    """``config.system_instruction`` (a string, a Part, a Content or a list of them) -> GenAI parts."""
+    if instruction is None or instruction == "":
+        return None
+    parts = [part for message in input_messages(instruction) for part in message["parts"]]
+    return parts or None
+
+
+def _schema(value: Any) -> Any:
+    """A ``Schema`` model -> its set fields only (``model_dump`` would list every unset field as null)."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json", exclude_none=True)
+    return value
+
+
+def tool_definitions(tools: Any) -> list[dict[str, Any]] | None:
+    """``config.tools`` -> ``gen_ai.tool.definitions`` (semconv's flat ``{type, name, description, parameters}``)."""
+    if not tools:
+        return None
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        if callable(tool) and not hasattr(tool, "function_declarations"):
+            # A Python function for automatic function calling: the SDK builds its declaration from it.
+            entry: dict[str, Any] = {"type": "function", "name": getattr(tool, "__name__", type(tool).__name__)}
+            doc = (getattr(tool, "__doc__", None) or "").strip()
+            if doc:
+                entry["description"] = doc
+            out.append(entry)
+            continue
+        declarations = read(tool, "function_declarations", "functionDeclarations")
+        for declaration in declarations or ():
+            entry = {"type": "function", "name": field(declaration, "name")}
+            description = field(declaration, "description")
+            if description:
+                entry["description"] = description
+            schema = field(declaration, "parameters")
+            if schema is None:
+                schema = read(declaration, "parameters_json_schema", "parametersJsonSchema")
+            if schema is not None:
+                entry["parameters"] = _schema(schema)
+            out.append(entry)
+        for name in _SERVER_TOOLS:
+            if read(tool, name, _camel(name)) is not None:
+                out.append({"type": name})
+    return out
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word.title() for word in rest)
+
+
+def embedding_attributes(kwargs: dict[str, Any], config: Any, capture: bool, max_len: int) -> Attributes:
+    """An ``embed_content`` call: requested dimensions, task type as a model parameter, inputs as ``input.value``."""
+    attrs: Attributes = {sc.LANGFUSE_OBSERVATION_TYPE: sc.LANGFUSE_TYPE_EMBEDDING}
+    dimensions = read(config, "output_dimensionality", "outputDimensionality") if config is not None else None
+    if _number(dimensions):
+        attrs[sc.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = int(dimensions)
+    task = enum_name(read(config, "task_type", "taskType")) if config is not None else None
+    if task:
+        attrs[sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS] = capped_json({"task_type": task}, max_len)
+    if capture:
+        contents = kwargs.get("contents")
+        items = contents if isinstance(contents, list | tuple) else [] if contents is None else [contents]
+        # Unlike generate_content, each item of the list is an input of its own (one embedding each).
+        inputs = [_embedded(message) for item in items for message in input_messages(item)]
+        if inputs:
+            # As for OpenAI embeddings: the embedded inputs as ``input.value`` (semconv has no attribute for them).
+            attrs[sc.INPUT_VALUE] = capped_json(inputs, max_len)
+            attrs[sc.INPUT_MIME_TYPE] = sc.MIME_JSON
+    return attrs
+
+
+def _embedded(message: Message) -> Any:
+    """One embedded input: its text, or its parts when it is not text only (an image, a file)."""
+    parts = message["parts"]
+    if all(p.get("type") == "text" for p in parts):
+        return "".join(p["content"] for p in parts)
+    return parts

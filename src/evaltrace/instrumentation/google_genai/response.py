@@ -1,0 +1,144 @@
+"""Pure: a ``GenerateContentResponse`` / ``EmbedContentResponse`` -> the response half of the span (an ``Outcome``).
+
+Usage follows OTel's inclusive counts (conventions.md 1.3): ``prompt_token_count`` is the input and already
+includes the cached content (``cached_content_token_count``, its cache-read subset), plus the prompt the API
+itself fed to a server-side tool (``tool_use_prompt_token_count``: read, and billed, as input, so input plus
+output is ``total_token_count``); Gemini counts the thoughts
+apart from the candidates, so the output is ``candidates_token_count + thoughts_token_count`` and the thoughts
+are its reasoning subset. ``gen_ai.response.finish_reasons`` are the API's values verbatim (``STOP``,
+``MAX_TOKENS``, ``SAFETY``, ...), one per candidate; each output message carries the GenAI finish reason.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
+from evaltrace._internal.openai.parts import Message, Part, field
+from evaltrace.instrumentation.google_genai.parts import enum_name, parts_of, read
+
+# FinishReason -> the GenAI finish reason of an output message (stop, length, content_filter, tool_call, error).
+# STOP with a function call is ``tool_call`` (Gemini has no finish reason of its own for it). Unknown values are
+# kept as sent, as the schema allows.
+_CONTENT_FILTER = (
+    "SAFETY",
+    "RECITATION",
+    "LANGUAGE",
+    "BLOCKLIST",
+    "PROHIBITED_CONTENT",
+    "SPII",
+    "IMAGE_SAFETY",
+    "IMAGE_PROHIBITED_CONTENT",
+    "IMAGE_RECITATION",
+    "MODEL_ARMOR",
+)
+_ERROR = (
+    "FINISH_REASON_UNSPECIFIED",
+    "MALFORMED_FUNCTION_CALL",
+    "UNEXPECTED_TOOL_CALL",
+    "TOO_MANY_TOOL_CALLS",
+    "MISSING_THOUGHT_SIGNATURE",
+    "MALFORMED_RESPONSE",
+    "IMAGE_OTHER",
+    "NO_IMAGE",
+    "OTHER",
+)
+FINISH_REASONS: dict[str, str] = {
+    "STOP": "stop",
+    "MAX_TOKENS": "length",
+    **dict.fromkeys(_CONTENT_FILTER, "content_filter"),
+    **dict.fromkeys(_ERROR, "error"),
+}
+
+
+def finish_reason(reason: str | None, parts: list[Part]) -> str:
+    """The output message's ``finish_reason``: mapped; none (a cut-off stream) is ``error``."""
+    if not reason:
+        return "error"
+    mapped = FINISH_REASONS.get(reason, reason)
+    if mapped == "stop" and any(p["type"] == "tool_call" for p in parts):
+        return "tool_call"
+    return mapped
+
+
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def usage_of(metadata: Any) -> Usage | None:
+    """``usage_metadata`` (``GenerateContentResponseUsageMetadata`` or ``UsageMetadata``, or a dict) -> Usage."""
+    if metadata is None:
+        return None
+    candidates = _count(read(metadata, "candidates_token_count", "candidatesTokenCount"))
+    if candidates is None:  # the newer ``UsageMetadata`` (embeddings, live) says response tokens
+        candidates = _count(read(metadata, "response_token_count", "responseTokenCount"))
+    thoughts = _count(read(metadata, "thoughts_token_count", "thoughtsTokenCount"))
+    output = None if candidates is None and thoughts is None else (candidates or 0) + (thoughts or 0)
+    prompt = _count(read(metadata, "prompt_token_count", "promptTokenCount"))
+    tool_prompt = _count(read(metadata, "tool_use_prompt_token_count", "toolUsePromptTokenCount"))
+    if tool_prompt is not None:
+        prompt = (prompt or 0) + tool_prompt
+    return Usage(
+        input_tokens=prompt,
+        output_tokens=output,
+        cached_tokens=_count(read(metadata, "cached_content_token_count", "cachedContentTokenCount")),
+        reasoning_tokens=thoughts,
+    )
+
+
+def output_message(parts: list[Part], reason: str | None) -> Message:
+    """One candidate's answer as a GenAI OutputMessage."""
+    return {"role": "assistant", "parts": parts, "finish_reason": finish_reason(reason, parts)}
+
+
+def response_outcome(response: Any, content: bool = True) -> Outcome:
+    """GenerateContentResponse -> Outcome: one output message per candidate (only with ``content``)."""
+    messages: list[Message] | None = [] if content else None
+    reasons: list[str] = []
+    for candidate in field(response, "candidates") or ():
+        reason = enum_name(read(candidate, "finish_reason", "finishReason"))
+        if reason:
+            reasons.append(reason)
+        if messages is not None:
+            messages.append(output_message(parts_of(field(field(candidate, "content"), "parts")), reason))
+    return Outcome(
+        response_id=read(response, "response_id", "responseId"),
+        response_model=read(response, "model_version", "modelVersion"),
+        finish_reasons=reasons,
+        output_messages=messages,
+        usage=usage_of(read(response, "usage_metadata", "usageMetadata")),
+    )
+
+
+def response_summary(response: Any) -> Summary:
+    """Model and token counts of a response, read without its content."""
+    usage = usage_of(getattr(response, "usage_metadata", None))
+    model = getattr(response, "model_version", None)
+    if usage is None:
+        return Summary(model)
+    return Summary(model, usage.input_tokens, usage.output_tokens)
+
+
+def embedding_outcome(response: Any, content: bool = True) -> Outcome:
+    """EmbedContentResponse -> Outcome: its usage, when the API reported one.
+
+    The Developer API reports no token count for embeddings; Vertex reports one per embedding
+    (``statistics.token_count``), summed here, and newer endpoints a ``usage_metadata``.
+    """
+    usage = usage_of(field(response, "usage_metadata"))
+    if usage is None:
+        total = 0
+        counted = False
+        for embedding in field(response, "embeddings") or ():
+            tokens = field(field(embedding, "statistics"), "token_count")
+            if isinstance(tokens, int | float) and not isinstance(tokens, bool):
+                total += int(tokens)
+                counted = True
+        usage = Usage(input_tokens=total) if counted else None
+    attributes = None
+    embeddings = field(response, "embeddings")
+    values = field(embeddings[0], "values") if embeddings else None
+    if values:  # the dimensions the model returned (the request's output_dimensionality, or the model's default)
+        attributes = {sc.GEN_AI_EMBEDDINGS_DIMENSION_COUNT: len(values)}
+    return Outcome(usage=usage, attributes=attributes)

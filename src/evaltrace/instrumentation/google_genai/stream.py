@@ -1,0 +1,181 @@
+"""The stream accumulator of ``generate_content_stream``: ``GenerateContentResponse`` chunks in, one ``Outcome`` out.
+
+``add`` is O(1) per part: parts are kept as they came, by candidate index, and turned into GenAI parts once,
+when the stream ends (consecutive text pieces joined there). Every chunk of a Gemini stream repeats the response
+id, the model version and the usage so far; the last usage is the call's.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.outcome import Outcome, Summary
+from evaltrace._internal.openai.parts import Message
+from evaltrace.instrumentation.google_genai.parts import enum_name, parts_of
+from evaltrace.instrumentation.google_genai.response import output_message, usage_of
+
+# One step of an RFC 9535 JSON path as Vertex AI streams argument paths: ``.name``, ``[0]``, ``['name']``.
+_PATH_STEP = re.compile(r"""\.([^.\[]+)|\[(\d+)\]|\[['"]([^'"]*)['"]\]""")
+
+
+def _set_path(args: dict[str, Any], path: str, value: Any, append: bool) -> None:
+    """Set ``value`` at ``path`` (``$.a.b[0]``) in ``args``, creating containers; ``append`` extends a string."""
+    steps: list[str | int] = [int(i) if i else (name or quoted) for name, i, quoted in _PATH_STEP.findall(path)]
+    if not steps:
+        return
+    node: Any = args
+    for step, following in zip(steps, steps[1:], strict=False):
+        child = _child(node, step)
+        if child is None:
+            child = [] if isinstance(following, int) else {}
+            if not _put(node, step, child):
+                return  # a path that contradicts what came before: keep what we have
+        node = child
+    previous = _child(node, steps[-1])
+    _put(node, steps[-1], previous + value if append and isinstance(previous, str) else value)
+
+
+def _child(node: Any, step: str | int) -> Any:
+    if isinstance(node, dict) and isinstance(step, str):
+        return node.get(step)
+    if isinstance(node, list) and isinstance(step, int) and step < len(node):
+        return node[step]
+    return None
+
+
+def _put(node: Any, step: str | int, value: Any) -> bool:
+    if isinstance(node, dict) and isinstance(step, str):
+        node[step] = value
+        return True
+    if isinstance(node, list) and isinstance(step, int):
+        node.extend([None] * (step + 1 - len(node)))
+        node[step] = value
+        return True
+    return False
+
+
+def _partial_value(arg: Any) -> tuple[Any, bool]:
+    """A ``PartialArg``'s value, and whether it continues a string streamed in pieces."""
+    if arg.string_value is not None:
+        return arg.string_value, True
+    if arg.number_value is not None:
+        number = arg.number_value
+        return int(number) if float(number).is_integer() else number, False
+    if arg.bool_value is not None:
+        return arg.bool_value, False
+    return None, False
+
+
+def merge_streamed_calls(parts: list[Any]) -> list[Any]:
+    """Join a function call streamed in pieces (Vertex AI's streamed arguments) into one call with its args.
+
+    Each piece is a ``function_call`` carrying ``partial_args`` (a JSON path and a value; a string comes in several
+    pieces) and ``will_continue`` until its last piece. Other parts pass through unchanged.
+    """
+    if not any(_is_piece(p) for p in parts):
+        return parts
+    out: list[Any] = []
+    pending: dict[str, Any] | None = None
+    for part in parts:
+        call = getattr(part, "function_call", None)
+        if call is None or not (_is_piece(part) or pending is not None):
+            out.append(part)
+            continue
+        if pending is None:
+            pending = {"id": call.id, "name": call.name, "args": dict(call.args or {})}
+            out.append({"function_call": pending})
+        pending["id"] = pending["id"] or call.id
+        pending["name"] = pending["name"] or call.name
+        for arg in call.partial_args or ():
+            value, append = _partial_value(arg)
+            _set_path(pending["args"], arg.json_path or "", value, append)
+        if not call.will_continue:
+            pending = None
+    return out
+
+
+def _is_piece(part: Any) -> bool:
+    call = getattr(part, "function_call", None)
+    return call is not None and (bool(call.partial_args) or call.will_continue is True)
+
+
+class _Candidate:
+    __slots__ = ("finish_reason", "parts")
+
+    def __init__(self) -> None:
+        self.parts: list[Any] = []
+        self.finish_reason: str | None = None
+
+
+class GenerateContentAccumulator:
+    """Accumulates the chunks of one ``generate_content_stream`` call (sync or async)."""
+
+    __slots__ = ("blocked", "candidates", "model", "response_id", "usage")
+
+    def __init__(self) -> None:
+        self.candidates: dict[int, _Candidate] = {}
+        self.response_id: str | None = None
+        self.model: str | None = None
+        self.usage: Any = None
+        self.blocked = False
+
+    def add(self, chunk: Any) -> bool:
+        """Fold one chunk in; True when it carries parts (output, for time to first chunk)."""
+        if self.response_id is None:
+            self.response_id = getattr(chunk, "response_id", None)
+        if self.model is None:
+            self.model = getattr(chunk, "model_version", None)
+        usage = getattr(chunk, "usage_metadata", None)
+        if usage is not None:
+            self.usage = usage
+        output = False
+        for candidate in getattr(chunk, "candidates", None) or ():
+            index = candidate.index or 0
+            buffer = self.candidates.get(index)
+            if buffer is None:
+                buffer = self.candidates[index] = _Candidate()
+            content = candidate.content
+            parts = content.parts if content is not None else None
+            if parts:
+                buffer.parts.extend(parts)
+                output = True
+            if candidate.finish_reason is not None:
+                buffer.finish_reason = enum_name(candidate.finish_reason)
+        feedback = getattr(chunk, "prompt_feedback", None)
+        if feedback is not None and feedback.block_reason is not None:
+            self.blocked = True  # the prompt was blocked: the API ends the stream without a candidate
+        return output
+
+    def end_reason(self) -> str:
+        """``exhausted`` when every candidate got its finish reason (or the prompt was blocked), else ``truncated``."""
+        candidates = self.candidates.values()
+        if self.blocked or (candidates and all(c.finish_reason is not None for c in candidates)):
+            return sc.STREAM_END_EXHAUSTED
+        return sc.STREAM_END_TRUNCATED
+
+    def outcome(self, content: bool = True) -> Outcome:
+        """What the chunks so far amount to (output messages only with ``content``)."""
+        ordered = [self.candidates[i] for i in sorted(self.candidates)]
+        messages: list[Message] | None = None
+        if content:
+            messages = [output_message(parts_of(merge_streamed_calls(c.parts)), c.finish_reason) for c in ordered]
+        return Outcome(
+            response_id=self.response_id,
+            response_model=self.model,
+            finish_reasons=[c.finish_reason for c in ordered if c.finish_reason],
+            output_messages=messages,
+            usage=usage_of(self.usage),
+        )
+
+    def summary(self) -> Summary:
+        """Model and token counts only."""
+        usage = usage_of(self.usage)
+        if usage is None:
+            return Summary(self.model)
+        return Summary(self.model, usage.input_tokens, usage.output_tokens)
+
+    def failure(self) -> tuple[str, str] | None:
+        """Gemini streams report no failure of their own (errors arrive as ``APIError`` exceptions)."""
+        return None

@@ -1,0 +1,149 @@
+"""Every copied Google Gen AI recording, each response on its own, replayed through the instrumented real client.
+
+For each recorded exchange the call is derived from the recorded URI (plain or streamed generate, embed; Developer
+API or Vertex AI), made sync and async, and the span is checked against the recorded response JSON read
+independently of the codec: response id and model, finish reasons verbatim, usage (prompt + tool-use prompt in,
+candidates + thoughts out, thoughts as reasoning, cached content as cache reads), the answer text without the
+thoughts, and the function calls by name. No internal error may be logged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google_genai_replay import AIOHTTP_WARNING, GENAI, client_for
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from cassettes import Recorded, ReplayServer, load_cassette
+from evaltrace.instrumentation.google_genai import GoogleGenAIInstrumentor
+
+
+def _cases() -> list[Any]:
+    cases = []
+    for path in sorted(GENAI.rglob("*.yaml")):
+        for index in range(len(load_cassette(path))):
+            name = f"{path.relative_to(GENAI)}#{index}"
+            cases.append(pytest.param(path, index, id=name))
+    return cases
+
+
+@pytest.fixture
+def instrumented(provider: TracerProvider, capture: None) -> Any:
+    instrumentor = GoogleGenAIInstrumentor()
+    instrumentor.instrument()
+    yield instrumentor
+    instrumentor.uninstrument()
+
+
+pytestmark = [pytest.mark.usefixtures("instrumented"), AIOHTTP_WARNING]
+
+
+def _events(item: Recorded) -> list[dict[str, Any]]:
+    text = item.body.decode()
+    if text.lstrip().startswith("data:"):
+        blocks = text.replace("\r\n", "\n").split("\n\n")
+        return [json.loads(b.strip()[len("data:") :]) for b in blocks if b.strip()]
+    return [json.loads(text)]
+
+
+def _expected(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the span must say, read from the recorded JSON (camelCase, as the API sent it)."""
+    reasons: dict[int, str] = {}
+    text: list[str] = []
+    calls: list[str] = []
+    usage: dict[str, Any] = {}
+    for event in events:
+        usage = event.get("usageMetadata") or usage
+        for candidate in event.get("candidates", []):
+            if candidate.get("finishReason"):
+                reasons[candidate.get("index", 0)] = candidate["finishReason"]
+            for part in (candidate.get("content") or {}).get("parts", []):
+                if "text" in part and not part.get("thought"):
+                    text.append(part["text"])
+                if "functionCall" in part:
+                    calls.append(part["functionCall"]["name"])
+    last = events[-1]
+    expected: dict[str, Any] = {
+        "gen_ai.response.id": last.get("responseId"),
+        "gen_ai.response.model": last.get("modelVersion"),
+        "finish_reasons": [reasons[i] for i in sorted(reasons)],
+        "text": "".join(text),
+        "calls": calls,
+    }
+    if "promptTokenCount" in usage or "toolUsePromptTokenCount" in usage:
+        expected["gen_ai.usage.input_tokens"] = usage.get("promptTokenCount", 0) + usage.get(
+            "toolUsePromptTokenCount", 0
+        )
+    if "candidatesTokenCount" in usage or "thoughtsTokenCount" in usage:
+        expected["gen_ai.usage.output_tokens"] = usage.get("candidatesTokenCount", 0) + usage.get(
+            "thoughtsTokenCount", 0
+        )
+    if "thoughtsTokenCount" in usage:
+        expected["gen_ai.usage.reasoning.output_tokens"] = usage["thoughtsTokenCount"]
+    if "cachedContentTokenCount" in usage:
+        expected["gen_ai.usage.cache_read.input_tokens"] = usage["cachedContentTokenCount"]
+    return expected
+
+
+async def _call(item: Recorded, is_async: bool) -> None:
+    uri = item.uri
+    model = uri.rsplit("/", 1)[1].split(":", 1)[0]
+    vertex = "aiplatform" in uri
+    with ReplayServer([item]) as server:
+        client = client_for(server, vertex)
+        models = client.aio.models if is_async else client.models
+        if ":streamGenerateContent" in uri:
+            if is_async:
+                async for _ in await models.generate_content_stream(model=model, contents="x"):
+                    pass
+            else:
+                for _ in models.generate_content_stream(model=model, contents="x"):
+                    pass
+        elif "mbedContents" in uri or ":embedContent" in uri:
+            result = models.embed_content(model=model, contents=["x"])
+            if is_async:
+                await result
+        else:
+            result = models.generate_content(model=model, contents="x")
+            if is_async:
+                await result
+        if is_async:
+            await client.aio.aclose()
+
+
+@pytest.mark.parametrize(("path", "index"), _cases())
+async def test_every_recorded_response(
+    path: Path, index: int, is_async: bool, exporter: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
+) -> None:
+    item = load_cassette(path)[index]
+    if "/interactions" in item.uri or "/cachedContents" in item.uri:
+        pytest.fail(f"not a models call: {item.uri}")  # only models calls are copied (see the fixture README)
+    with caplog.at_level(logging.WARNING, logger="evaltrace"):
+        await _call(item, is_async)
+    assert not [r for r in caplog.records if r.name.startswith("evaltrace")], caplog.text
+    spans = exporter.get_finished_spans()
+    assert len(spans) == 1, [s.name for s in spans]
+    a = spans[0].attributes
+    assert a["gen_ai.provider.name"] == ("gcp.vertex_ai" if "aiplatform" in item.uri else "gcp.gemini")
+    body = _events(item)
+    if "embeddings" in body[0]:
+        assert a["gen_ai.operation.name"] == "embeddings"
+        assert a["gen_ai.embeddings.dimension.count"] == len(body[0]["embeddings"][0]["values"])
+        return
+    expected = _expected(body)
+    assert a["gen_ai.operation.name"] == "generate_content"
+    assert tuple(a.get("gen_ai.response.finish_reasons", ())) == tuple(expected.pop("finish_reasons"))
+    text, calls = expected.pop("text"), expected.pop("calls")
+    for key, value in expected.items():
+        assert a.get(key) == value, key
+    for key in ("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"):
+        assert (key in a) == (key in expected), key
+    messages = json.loads(a["gen_ai.output.messages"])
+    parts = [p for m in messages for p in m["parts"]]
+    assert "".join(p["content"] for p in parts if p["type"] == "text") == text
+    assert [p["name"] for p in parts if p["type"] == "tool_call"] == calls
