@@ -85,6 +85,21 @@ def _headers(raw: dict[str, Any] | None) -> list[tuple[str, str]]:
     return out
 
 
+def _inferred_content_type(body: bytes) -> str:
+    """The content type of a body recorded with its headers stripped, as the fixture READMEs say to infer it.
+
+    OpenInference's Ollama cassettes keep no headers at all: a streamed ``/api/chat`` body is NDJSON (one JSON
+    object per line) on the wire, and is served so, one line per chunk.
+    """
+    text = body.lstrip()
+    if text.startswith((b"data:", b"event:")):
+        return "text/event-stream"
+    lines = [line for line in body.split(b"\n") if line.strip()]
+    if len(lines) > 1 and all(line.lstrip().startswith(b"{") for line in lines):
+        return "application/x-ndjson"
+    return "application/json" if text.startswith((b"{", b"[")) else ""
+
+
 def load_cassette(path: Path) -> list[Recorded]:
     """Every interaction of the cassette at ``path``, in recorded order."""
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -95,6 +110,10 @@ def load_cassette(path: Path) -> list[Recorded]:
         body = _body(response)
         if any(n.lower() == "content-encoding" and "gzip" in v for n, v in headers) and body[:2] == b"\x1f\x8b":
             body = gzip.decompress(body)
+        if body and not any(n.lower() == "content-type" for n, _ in headers):
+            inferred = _inferred_content_type(body)
+            if inferred:
+                headers.append(("content-type", inferred))
         status = response.get("status") or {}
         out.append(
             Recorded(

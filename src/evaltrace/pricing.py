@@ -111,6 +111,7 @@ _GENAI_PRICES_PROVIDER = {
     "mistral_ai": "mistral",
     "perplexity": "perplexity",
     "anthropic": "anthropic",
+    "cohere": "cohere",
     "gcp.gemini": "google",
     "gcp.vertex_ai": "google",
 }

@@ -1,0 +1,1 @@
+"""Cohere v2 chat instrumentation."""
