@@ -20,6 +20,7 @@ The SDK fills omitted keyword arguments with its ``OMIT`` sentinel (``...``); th
 from __future__ import annotations
 
 import json
+from collections.abc import Hashable
 from typing import Any
 
 from evaltrace._internal import list_values
@@ -36,7 +37,9 @@ from evaltrace._internal.openai.parts import (
     uri_part,
 )
 from evaltrace._internal.openai.request import tool_definitions
+from evaltrace._internal.engine.codec import Accumulator, Codec, Server
 from evaltrace._internal.openai.response import Outcome, Summary, Usage
+from evaltrace.instrumentation.cohere.endpoints import CHAT_STREAM
 
 PROVIDER = "cohere"
 DEFAULT_HOST = ("api.cohere.com", 443)
@@ -99,22 +102,11 @@ def request_attributes(params: dict[str, Any], capture: bool, max_len: int, stre
     if parameters:
         attrs[sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS] = capped_json(parameters, max_len)
     if capture:
-        attrs.update(content_attributes(input_messages(params.get("messages")), None, _tools(params), max_len))
-    return attrs
-
-
-def content_attributes(
-    messages: list[Message], instructions: list[Part] | None, tools: list[dict[str, Any]] | None, max_len: int
-) -> Attributes:
-    """``gen_ai.input.messages``, ``gen_ai.system_instructions``, ``input.value`` and tool definitions."""
-    attrs: Attributes = {}
-    text = attrs[sc.GEN_AI_INPUT_MESSAGES] = capped_json(messages, max_len)
-    instructions_json = capped_json(instructions, max_len) if instructions else None
-    if instructions_json is not None:
-        attrs[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = instructions_json
-    attrs.update(list_values.input_attributes(messages, text, instructions, instructions_json, max_len))
-    if tools:
-        attrs[sc.GEN_AI_TOOL_DEFINITIONS] = capped_json(tools, max_len)
+        attrs.update(
+            list_values.request_content_attributes(
+                input_messages(params.get("messages")), None, _tools(params), max_len
+            )
+        )
     return attrs
 
 
@@ -299,3 +291,53 @@ def server_of(instance: Any) -> tuple[str | None, int | None]:
     from evaltrace._internal.openai.registry import _host_port
 
     return _host_port(url)
+
+
+# --- the engine's hooks ---------------------------------------------------------------------------------
+
+
+class CohereCodec(Codec):
+    """Cohere v2 chat: this module's functions behind the engine's hooks."""
+
+    provider = PROVIDER
+    label = "Cohere"
+    cache_plain_types = True  # V2ChatResponse is always a plain response; streams are told apart by kind
+
+    def operation(self, kind: Hashable) -> str:
+        """Both endpoints are ``chat``."""
+        return sc.OP_CHAT
+
+    def server_of(self, instance: Any) -> Server:
+        """The client's ``base_url``."""
+        return server_of(instance)
+
+    def request_attributes(self, kind: Hashable, params: dict[str, Any], capture: bool, max_len: int) -> Any:
+        """See ``codec.request_attributes``."""
+        return request_attributes(given(params), capture, max_len, stream=kind == CHAT_STREAM)
+
+    def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
+        """A ``V2ChatResponse``, with its billed units."""
+        outcome = chat_outcome(result, capture)
+        outcome.attributes = billed_attributes(getattr(result, "usage", None)) or None
+        return outcome
+
+    def summary(self, kind: Hashable, result: Any) -> Summary:
+        """Token counts, read without the content."""
+        return chat_summary(result)
+
+    def failure(self, kind: Hashable, result: Any) -> tuple[str, str] | None:
+        """An ``ERROR`` / ``TIMEOUT`` finish (HTTP 200, nothing raised)."""
+        return chat_failure(result)
+
+    def is_stream(self, kind: Hashable, result: Any) -> bool:
+        """``chat_stream`` always returns a stream (a generator, an async one on the async client)."""
+        return kind == CHAT_STREAM
+
+    def accumulator(self, kind: Hashable) -> Accumulator:
+        """A fresh accumulator of v2 chat stream events."""
+        from evaltrace.instrumentation.cohere.stream import ChatStreamAccumulator  # it imports this module
+
+        return ChatStreamAccumulator()
+
+
+CODEC = CohereCodec()

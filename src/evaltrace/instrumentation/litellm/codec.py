@@ -14,16 +14,26 @@ functions read them (``request_attributes``, ``chat_outcome``, ``ChatAccumulator
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Hashable
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
 
+import wrapt
+
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.codec import PLAIN, Accumulator, Codec, Endpoint
 from evaltrace._internal.openai import build
 from evaltrace._internal.openai.accumulate import ChatAccumulator
 from evaltrace._internal.openai.parts import field, reasoning_part
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import Outcome, Summary, chat_outcome, chat_summary
+
+from evaltrace.instrumentation.litellm.endpoints import COMPLETION
+
+if TYPE_CHECKING:
+    from evaltrace._internal.engine.call import Call
 
 Attributes = dict[str, Any]
 Server = tuple[str | None, int | None]
@@ -194,3 +204,97 @@ class LiteLLMChatAccumulator(ChatAccumulator):
         result = super().outcome()
         _add_cache_writes(result, self.usage)
         return result
+
+
+# --- the engine's hooks ---------------------------------------------------------------------------------
+
+
+class Route(NamedTuple):
+    """The kind of a LiteLLM call: the function called and where LiteLLM sends it (part of the span's shape)."""
+
+    function: str
+    provider: str
+    server: Server
+
+
+# ``route`` resolves the provider and server of a call; the engine asks ``server_of`` and ``provider_for`` for
+# them right after, on the same thread, before any user code runs (``engine.wrappers._routed``, then the span's
+# shape). Module functions have no client instance to read them from, so they are handed over here.
+_routed = threading.local()
+
+
+class _SyncOnly(wrapt.ObjectProxy):  # type: ignore[misc]
+    """``CustomStreamWrapper`` seen as the sync iterator ``completion(stream=True)`` returns.
+
+    LiteLLM's stream class is both a sync and an async iterator; the engine proxies an object with ``__anext__``
+    as an async stream, so the async half is hidden from it. ``isinstance`` still holds (wrapt proxies).
+    """
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("__anext__", "__aiter__"):
+            raise AttributeError(name)
+        return getattr(self.__wrapped__, name)
+
+    def __iter__(self) -> Any:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self.__wrapped__)
+
+
+class LiteLLMCodec(Codec):
+    """``litellm.completion`` / ``acompletion``, named after the provider LiteLLM routes each model to."""
+
+    provider = UNKNOWN_PROVIDER
+    label = "LiteLLM"
+
+    def operation(self, kind: Hashable) -> str:
+        """Every traced function is a chat completion."""
+        return sc.OP_CHAT
+
+    def route(self, endpoint: Endpoint, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Name positional arguments; resolve the provider and server (see ``resolve``)."""
+        params = bind(args, kwargs)
+        provider, server = resolve(params)
+        _routed.value = (provider, server)
+        return Route(str(endpoint.kind), provider, server), params
+
+    def server_of(self, instance: Any) -> Server:
+        """The server ``route`` resolved for this call."""
+        routed = getattr(_routed, "value", None)
+        return routed[1] if routed is not None else (None, None)
+
+    def provider_for(self, host: str | None) -> str:
+        """The provider ``route`` resolved for this call (the shape is cached per ``Route``, which names it)."""
+        routed = getattr(_routed, "value", None)
+        return routed[0] if routed is not None else UNKNOWN_PROVIDER
+
+    def request_attributes(self, kind: Hashable, params: dict[str, Any], capture: bool, max_len: int) -> Attributes:
+        """OpenAI-shaped request attributes."""
+        return request_attributes(params, capture, max_len)
+
+    def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
+        """A ``ModelResponse``."""
+        return outcome(result, capture)
+
+    def summary(self, kind: Hashable, result: Any) -> Summary:
+        """Model and token counts of a ``ModelResponse``."""
+        return chat_summary(result)
+
+    def is_stream(self, kind: Hashable, result: Any) -> bool:
+        """``stream=True``: a ``CustomStreamWrapper``."""
+        return type(result).__name__ == "CustomStreamWrapper"
+
+    def accumulator(self, kind: Hashable) -> Accumulator:
+        """OpenAI's chat accumulator, LiteLLM-tolerant."""
+        return LiteLLMChatAccumulator()
+
+    def finish_special(self, call: Call, kind: Hashable, result: Any) -> Any:
+        """Proxy a stream as sync or async after the function called, not after the stream's class."""
+        if not self.is_stream(kind, result):
+            return PLAIN
+        sync = isinstance(kind, Route) and kind.function == COMPLETION
+        return call.stream(_SyncOnly(result) if sync else result, self.accumulator(kind))
+
+
+CODEC = LiteLLMCodec()

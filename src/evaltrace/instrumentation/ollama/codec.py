@@ -16,9 +16,14 @@ when the response never finished. Usage: ``prompt_eval_count`` is the input, ``e
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Hashable
+from types import AsyncGeneratorType, GeneratorType
 from typing import Any
 
+from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.codec import Accumulator, Codec, Endpoint, Server
 from evaltrace._internal.jsonutil import capped_json
 from evaltrace._internal.openai.parts import (
     Message,
@@ -32,7 +37,7 @@ from evaltrace._internal.openai.parts import (
 )
 from evaltrace._internal.openai.request import embedding_inputs
 from evaltrace._internal.openai.response import Outcome, Summary, Usage
-from evaltrace.instrumentation.cohere.codec import content_attributes
+from evaltrace.instrumentation.ollama.endpoints import METHODS
 
 PROVIDER = "ollama"
 DEFAULT_HOST = ("127.0.0.1", 11434)
@@ -113,10 +118,12 @@ def request_attributes(method: str, params: dict[str, Any], capture: bool, max_l
             attrs[sc.INPUT_VALUE] = capped_json(inputs, max_len)
             attrs[sc.INPUT_MIME_TYPE] = sc.MIME_JSON
     elif method == "generate":
-        attrs.update(content_attributes(prompt_messages(params), _system(params), None, max_len))
+        attrs.update(list_values.request_content_attributes(prompt_messages(params), _system(params), None, max_len))
     else:
         attrs.update(
-            content_attributes(input_messages(params.get("messages")), None, tool_definitions(params), max_len)
+            list_values.request_content_attributes(
+                input_messages(params.get("messages")), None, tool_definitions(params), max_len
+            )
         )
     return attrs
 
@@ -304,3 +311,65 @@ def server_of(instance: Any) -> tuple[str | None, int | None]:
     if port is None:
         port = {"https": 443, "http": 80}.get(str(getattr(url, "scheme", "")))
     return (host or None), port
+
+
+# --- the engine's hooks ---------------------------------------------------------------------------------
+
+
+class OllamaCodec(Codec):
+    """Ollama's ``chat`` / ``generate`` / ``embed``: this module's functions behind the engine's hooks."""
+
+    provider = PROVIDER
+    label = "Ollama"
+
+    def operation(self, kind: Hashable) -> str:
+        """``chat``, ``text_completion`` (generate) or ``embeddings``."""
+        return OPERATIONS.get(str(kind), str(kind))
+
+    def route(self, endpoint: Endpoint, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Positional arguments named (``client.chat("llama3", messages)``)."""
+        return endpoint.kind, bind(str(endpoint.kind), args, kwargs)
+
+    def server_of(self, instance: Any) -> Server:
+        """The client's host."""
+        return server_of(instance)
+
+    def request_attributes(self, kind: Hashable, params: dict[str, Any], capture: bool, max_len: int) -> Attributes:
+        """See ``request_attributes``."""
+        return request_attributes(str(kind), params, capture, max_len)
+
+    def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
+        """A ``ChatResponse`` / ``GenerateResponse`` / ``EmbedResponse``."""
+        outcome = outcome_of(str(kind), result, capture)
+        if kind == "embed":
+            dimensions = embedding_dimensions(result)
+            if dimensions is not None:
+                outcome.attributes = {sc.GEN_AI_EMBEDDINGS_DIMENSION_COUNT: dimensions}
+        return outcome
+
+    def summary(self, kind: Hashable, result: Any) -> Summary:
+        """Model and token counts, read without the content."""
+        return summary_of(result)
+
+    def is_stream(self, kind: Hashable, result: Any) -> bool:
+        """``stream=True``: a generator (an async generator on ``AsyncClient``)."""
+        return isinstance(result, GeneratorType | AsyncGeneratorType)
+
+    def accumulator(self, kind: Hashable) -> Accumulator:
+        """A fresh accumulator of ``chat`` or ``generate`` chunks."""
+        from evaltrace.instrumentation.ollama.stream import OllamaStreamAccumulator  # it imports this module
+
+        return OllamaStreamAccumulator(chat=kind == "chat")
+
+    def uninstrumented(self) -> None:
+        """Bind ``ollama.chat`` / ``generate`` / ``embed`` afresh to the (restored) default client's methods."""
+        module = sys.modules.get("ollama")
+        client = getattr(module, "_client", None)
+        if client is None:
+            return
+        for name in METHODS:
+            if hasattr(module, name):
+                setattr(module, name, getattr(client, name))
+
+
+CODEC = OllamaCodec()
