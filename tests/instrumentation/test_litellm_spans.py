@@ -12,19 +12,19 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # LiteLLM fetches its price map at import otherwise
 
-import json  # noqa: E402
-from collections.abc import Iterator  # noqa: E402
-from typing import Any  # noqa: E402
+import json
+from collections.abc import Iterator
+from typing import Any
 
-import pytest  # noqa: E402
+import pytest
 
 litellm = pytest.importorskip("litellm")
 
-from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 from opentelemetry.trace import StatusCode  # noqa: E402
 
+from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette  # noqa: E402
 from evaltrace.instrumentation.litellm import LiteLLMInstrumentor  # noqa: E402
 from evaltrace.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
 
@@ -111,9 +111,7 @@ async def test_stream_sync_and_async(is_async: bool, exporter: InMemorySpanExpor
     assert _json(span, "gen_ai.output.messages")[0]["parts"] == [{"type": "text", "content": text}]
 
 
-async def test_one_span_when_the_openai_sdk_is_instrumented_too(
-    is_async: bool, exporter: InMemorySpanExporter
-) -> None:
+async def test_one_span_when_the_openai_sdk_is_instrumented_too(is_async: bool, exporter: InMemorySpanExporter) -> None:
     OpenAIInstrumentor().instrument()
     try:
         with ReplayServer(load_cassette(OPENAI / "test_chat_completion_with_content.yaml")) as server:

@@ -25,6 +25,8 @@ from typing import Any
 
 from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.codec import Accumulator, Codec, Server
+from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.jsonutil import capped_json
 from evaltrace._internal.openai.parts import (
     Message,
@@ -37,8 +39,6 @@ from evaltrace._internal.openai.parts import (
     uri_part,
 )
 from evaltrace._internal.openai.request import tool_definitions
-from evaltrace._internal.engine.codec import Accumulator, Codec, Server
-from evaltrace._internal.openai.response import Outcome, Summary, Usage
 from evaltrace.instrumentation.cohere.endpoints import CHAT_STREAM
 
 PROVIDER = "cohere"

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai.parts import Part, field, reasoning_part, text_part, tool_call_part
-from evaltrace._internal.openai.response import Outcome, Summary
 from evaltrace.instrumentation.cohere.codec import billed_attributes, finish_reason, usage_of
 
 # finish reasons that say the generation failed although the SDK raised nothing
@@ -140,10 +140,6 @@ class ChatStreamAccumulator:
             return Summary(None)
         return Summary(None, usage.input_tokens, usage.output_tokens)
 
-    def extra_attributes(self) -> dict[str, Any]:
-        """The billed units of ``message-end``'s usage."""
-        return billed_attributes(self.usage)
-
     def outcome(self) -> Outcome:
         """What the events so far amount to: the tool plan, content in index order, then the tool calls."""
         parts = [reasoning_part("".join(self.plan))] if self.plan else []
@@ -155,6 +151,7 @@ class ChatStreamAccumulator:
             finish_reasons=[str(reason)] if reason else [],
             output_messages=[{"role": "assistant", "parts": parts, "finish_reason": finish_reason(reason)}],
             usage=usage_of(self.usage),
+            attributes=billed_attributes(self.usage) or None,
         )
 
 

@@ -24,12 +24,12 @@ import wrapt
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import PLAIN, Accumulator, Codec, Endpoint
+from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai import build
 from evaltrace._internal.openai.accumulate import ChatAccumulator
 from evaltrace._internal.openai.parts import field, reasoning_part
 from evaltrace._internal.openai.registry import EndpointKind
-from evaltrace._internal.openai.response import Outcome, Summary, chat_outcome, chat_summary
-
+from evaltrace._internal.openai.response import chat_outcome, chat_summary
 from evaltrace.instrumentation.litellm.endpoints import COMPLETION
 
 if TYPE_CHECKING:

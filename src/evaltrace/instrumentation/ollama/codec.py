@@ -24,6 +24,7 @@ from typing import Any
 from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import Accumulator, Codec, Endpoint, Server
+from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.jsonutil import capped_json
 from evaltrace._internal.openai.parts import (
     Message,
@@ -36,7 +37,6 @@ from evaltrace._internal.openai.parts import (
     uri_part,
 )
 from evaltrace._internal.openai.request import embedding_inputs
-from evaltrace._internal.openai.response import Outcome, Summary, Usage
 from evaltrace.instrumentation.ollama.endpoints import METHODS
 
 PROVIDER = "ollama"

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai.parts import field
-from evaltrace._internal.openai.response import Outcome, Summary
 from evaltrace.instrumentation.ollama.codec import answer_parts, message_finish_reason, usage_of
 
 
