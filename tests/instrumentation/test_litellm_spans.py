@@ -42,7 +42,12 @@ def instrumented(provider: TracerProvider, capture: None) -> Iterator[LiteLLMIns
     instrumentor.uninstrument()
 
 
-pytestmark = pytest.mark.usefixtures("instrumented")
+pytestmark = [
+    pytest.mark.usefixtures("instrumented"),
+    # LiteLLM's own types, built lazily by pydantic on first use (nothing of ours).
+    pytest.mark.filterwarnings("ignore:.*using the `ReadOnly` qualifier:UserWarning"),
+    pytest.mark.filterwarnings("ignore:Accessing the 'model_.*' attribute on the instance:DeprecationWarning"),
+]
 
 
 def _json(span: Any, key: str) -> Any:
@@ -97,7 +102,9 @@ async def test_stream_sync_and_async(is_async: bool, exporter: InMemorySpanExpor
     with ReplayServer(load_cassette(OPENAI / "test_chat_completion_streaming.yaml")) as server:
         stream = await _complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", stream=True,
                                  stream_options={"include_usage": True})  # fmt: skip
-        assert type(stream).__name__ == "CustomStreamWrapper"  # the proxy keeps the class
+        from litellm.litellm_core_utils.streaming_handler import CustomStreamWrapper
+
+        assert isinstance(stream, CustomStreamWrapper)  # the proxy keeps the class
         assert not exporter.get_finished_spans()  # open while the stream is
         chunks = await _drain(stream, is_async)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
@@ -111,15 +118,55 @@ async def test_stream_sync_and_async(is_async: bool, exporter: InMemorySpanExpor
     assert _json(span, "gen_ai.output.messages")[0]["parts"] == [{"type": "text", "content": text}]
 
 
-async def test_one_span_when_the_openai_sdk_is_instrumented_too(is_async: bool, exporter: InMemorySpanExporter) -> None:
+class _OpenAIHandler(litellm.CustomLLM):  # type: ignore[misc]
+    """A LiteLLM custom provider that answers through the real openai client (as LiteLLM's own handlers once did).
+
+    LiteLLM's built-in OpenAI handler posts with ``openai_client.post`` (no instrumented method), so this is how
+    a call that goes through LiteLLM *and* an instrumented SDK method is made here.
+    """
+
+    def __init__(self, base_url: str) -> None:
+        super().__init__()
+        self.base_url = base_url
+
+    def completion(self, model: str, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
+        import openai
+
+        with openai.OpenAI(base_url=self.base_url, api_key="test", max_retries=0) as client:
+            answer = client.chat.completions.create(model="gpt-4o-mini", messages=messages)
+        return litellm.ModelResponse(**answer.model_dump())
+
+    async def acompletion(self, model: str, messages: list[Any], *args: Any, **kwargs: Any) -> Any:
+        import openai
+
+        async with openai.AsyncOpenAI(base_url=self.base_url, api_key="test", max_retries=0) as client:
+            answer = await client.chat.completions.create(model="gpt-4o-mini", messages=messages)
+        return litellm.ModelResponse(**answer.model_dump())
+
+
+async def test_one_span_when_the_inner_sdk_is_instrumented_too(
+    instrumented: LiteLLMInstrumentor, is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    cassette = load_cassette(OPENAI / "test_chat_completion_with_content.yaml")
+    previous = litellm.custom_provider_map
     OpenAIInstrumentor().instrument()
     try:
-        with ReplayServer(load_cassette(OPENAI / "test_chat_completion_with_content.yaml")) as server:
-            await _complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1")
+        with ReplayServer(cassette * 2) as server:
+            litellm.custom_provider_map = [
+                {"provider": "viaopenai", "custom_handler": _OpenAIHandler(f"{server.url}/v1")}
+            ]
+            await _complete(is_async, model="viaopenai/gpt-4o-mini")
+            (span,) = exporter.get_finished_spans()  # LiteLLM's: the openai client call inside it makes none
+            assert span.name == "chat viaopenai/gpt-4o-mini"
+            assert span.attributes["gen_ai.provider.name"] == "viaopenai"
+            assert span.attributes["gen_ai.response.id"] == "chatcmpl-ASYMQRl3A3DXL9FWCK9tnGRcKIO7q"
+            exporter.clear()
+            instrumented.uninstrument()  # without LiteLLM's span, the openai client's own is there
+            await _complete(is_async, model="viaopenai/gpt-4o-mini")
+            assert [s.name for s in exporter.get_finished_spans()] == ["chat gpt-4o-mini"]
     finally:
         OpenAIInstrumentor().uninstrument()
-    (span,) = exporter.get_finished_spans()  # LiteLLM's: the openai client call inside it makes none
-    assert span.name == "chat openai/gpt-4o-mini"
+        litellm.custom_provider_map = previous
 
 
 async def test_groq_model_names_groq_and_keeps_thinking_out_of_the_answer(
@@ -158,9 +205,7 @@ async def test_anthropic_model_names_anthropic_with_thinking(is_async: bool, exp
     assert parts[0] == {"type": "reasoning", "content": response.choices[0].message.reasoning_content}
 
 
-async def test_error_sets_error_type_and_reraises_the_same_exception(
-    is_async: bool, exporter: InMemorySpanExporter
-) -> None:
+async def test_error_sets_error_type_and_reraises(is_async: bool, exporter: InMemorySpanExporter) -> None:
     with ReplayServer(load_cassette(OPENAI / "test_chat_completion_404.yaml")) as server:
         with pytest.raises(litellm.NotFoundError):
             await _complete(is_async, model="openai/this-model-does-not-exist", api_base=f"{server.url}/v1")

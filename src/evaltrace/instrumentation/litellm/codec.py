@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Hashable
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import urlsplit
 
@@ -96,8 +95,14 @@ def resolve(params: dict[str, Any]) -> tuple[str, Server]:
     )
 
 
-@lru_cache(maxsize=512)  # model names and bases come from user code: a handful per process
+_resolved: dict[tuple[str, str | None, str | None], tuple[str, Server]] = {}
+
+
 def _resolve(model: str, custom: str | None, base: str | None) -> tuple[str, Server]:
+    key = (model, custom, base)
+    found = _resolved.get(key)
+    if found is not None:
+        return found
     provider: str | None = custom
     resolved_base = base
     try:
@@ -105,10 +110,14 @@ def _resolve(model: str, custom: str | None, base: str | None) -> tuple[str, Ser
 
         _, provider, _, dynamic_base = litellm.get_llm_provider(model=model, custom_llm_provider=custom, api_base=base)
         resolved_base = base or dynamic_base
-    except Exception:  # LiteLLM cannot place the model: the call itself will say so
-        pass
+    except Exception:  # LiteLLM cannot place the model (the call itself will say so): not cached, it may later
+        name = PROVIDER_NAMES.get(custom, custom) if custom else UNKNOWN_PROVIDER
+        return name, _host_port(base) if base else (None, None)
     name = PROVIDER_NAMES.get(provider, provider) if provider else UNKNOWN_PROVIDER
     server = _host_port(resolved_base) if resolved_base else _DEFAULT_HOSTS.get(provider or "", (None, None))
+    if len(_resolved) >= 512:  # bounded: model names and bases come from user code, a handful per process
+        _resolved.clear()
+    _resolved[key] = (name, server)
     return name, server
 
 
