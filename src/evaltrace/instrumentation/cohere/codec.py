@@ -87,7 +87,7 @@ def request_attributes(params: dict[str, Any], capture: bool, max_len: int, stre
     """Request parameters, and the request content when ``capture``, of one v2 ``chat`` call (``params``: given)."""
     attrs: Attributes = {sc.LANGFUSE_OBSERVATION_TYPE: sc.LANGFUSE_TYPE_GENERATION}
     for key, name, types in _PARAMETERS:
-        value = params.get(key)
+        value: Any = params.get(key)
         if _number(value, types):
             attrs[name] = float(value) if name in _FLOATS else value
     stop = params.get("stop_sequences")

@@ -232,7 +232,14 @@ class Route(NamedTuple):
 _routed = threading.local()
 
 
-class _SyncOnly(wrapt.ObjectProxy):  # type: ignore[misc]
+# wrapt 2 makes ObjectProxy generic; wrapt 1.x cannot be subscripted at run time (as in engine.stream).
+if TYPE_CHECKING:
+    _ObjectProxy = wrapt.ObjectProxy[Any]
+else:
+    _ObjectProxy = wrapt.ObjectProxy
+
+
+class _SyncOnly(_ObjectProxy):
     """``CustomStreamWrapper`` seen as the sync iterator ``completion(stream=True)`` returns.
 
     LiteLLM's stream class is both a sync and an async iterator; the engine proxies an object with ``__anext__``

@@ -19,7 +19,7 @@ import json
 import sys
 from collections.abc import Hashable
 from types import AsyncGeneratorType, GeneratorType
-from typing import Any
+from typing import Any, cast
 
 from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
@@ -132,9 +132,9 @@ def option_attributes(options: dict[str, Any]) -> Attributes:
     """``gen_ai.request.*`` of the sampling ``options``."""
     attrs: Attributes = {}
     for key, name, types in _OPTIONS:
-        value = options.get(key)
+        value: Any = options.get(key)
         if isinstance(value, types) and not isinstance(value, bool):
-            attrs[name] = float(value) if name in _FLOATS else value
+            attrs[name] = float(cast("float", value)) if name in _FLOATS else value
     stop = options.get("stop")
     if isinstance(stop, str):
         stop = [stop]
