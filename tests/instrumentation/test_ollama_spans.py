@@ -192,17 +192,17 @@ def test_streamed_generate(exporter: InMemorySpanExporter) -> None:
 def test_module_functions_make_one_span_and_uninstrument_restores_them(
     instrumented: OllamaInstrumentor, exporter: InMemorySpanExporter
 ) -> None:
-    default = ollama._client._client  # the default client's httpx client, pointed at the replay server
-    previous = default.base_url
-    with ReplayServer(recorded("test_chat.yaml") * 2) as server:
-        default.base_url = server.url
+    default = ollama._client  # the default client the module functions are bound to
+    previous = default._client
+    with ReplayServer(recorded("test_chat.yaml") * 2) as server, client_of(server.url) as replay:
+        default._client = replay._client  # its HTTP client, pointed at the replay server (closed with it)
         try:
             ollama.chat(MODEL, USER)
             assert len(exporter.get_finished_spans()) == 1
             instrumented.uninstrument()
             ollama.chat(MODEL, USER)
         finally:
-            default.base_url = previous
+            default._client = previous
     assert len(exporter.get_finished_spans()) == 1
 
 

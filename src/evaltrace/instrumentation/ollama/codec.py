@@ -26,6 +26,7 @@ from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import Accumulator, Codec, Endpoint, Server
 from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.jsonutil import capped_json
+from evaltrace._internal.openai import request as openai_request
 from evaltrace._internal.openai.parts import (
     Message,
     Part,
@@ -205,29 +206,26 @@ def _tool_call_part(call: Any) -> Part:
 
 
 def tool_definitions(params: dict[str, Any]) -> list[dict[str, Any]] | None:
-    """Tools (dicts, ``ollama.Tool`` or Python functions, converted as the SDK converts them) flattened."""
+    """Tools (dicts, ``ollama.Tool`` or Python functions, described as the SDK describes them), flattened.
+
+    Each becomes the dict the SDK sends, then is read as the OpenAI codec reads a Chat Completions tool.
+    """
     tools = params.get("tools")
     if not tools:
         return None
-    out: list[dict[str, Any]] = []
-    for tool in tools:
-        if callable(tool) and not isinstance(tool, dict):
-            try:
-                from ollama._utils import convert_function_to_tool
+    return openai_request.tool_definitions({"tools": [_tool_dict(tool) for tool in tools]})
 
-                tool = convert_function_to_tool(tool)
-            except Exception:
-                out.append({"type": "function", "name": getattr(tool, "__name__", str(tool))})
-                continue
-        function = field(tool, "function")
-        entry: dict[str, Any] = {"type": field(tool, "type") or "function"}
-        for key in ("name", "description", "parameters"):
-            value = field(function, key)
-            if value is not None:
-                dump = getattr(value, "model_dump", None)
-                entry[key] = dump(exclude_none=True, by_alias=True) if callable(dump) else value
-        out.append(entry)
-    return out
+
+def _tool_dict(tool: Any) -> Any:
+    if callable(tool) and not isinstance(tool, dict):
+        try:
+            from ollama._utils import convert_function_to_tool
+
+            tool = convert_function_to_tool(tool)
+        except Exception:  # a function the SDK cannot describe: the SDK will say so; keep its name
+            return {"type": "function", "function": {"name": getattr(tool, "__name__", str(tool))}}
+    dump = getattr(tool, "model_dump", None)
+    return dump(exclude_none=True, by_alias=True) if callable(dump) else tool
 
 
 # --- response --------------------------------------------------------------------------------------------
