@@ -8,11 +8,10 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai.parts import Part, assistant_parts, output_message, reasoning_extra, tool_call_part
 from evaltrace._internal.openai.parts import field as get
 from evaltrace._internal.openai.response import (
-    Outcome,
-    Summary,
     chat_usage,
     responses_failure,
     responses_finish_reason,
