@@ -27,6 +27,7 @@ from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import Accumulator, Codec, Server
 from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
+from evaltrace._internal.engine.stainless import host_port
 from evaltrace._internal.jsonutil import capped_json
 from evaltrace._internal.openai.parts import (
     Message,
@@ -288,9 +289,7 @@ def server_of(instance: Any) -> tuple[str | None, int | None]:
     url = getattr(wrapper, "_base_url", None)
     if not isinstance(url, str):
         return DEFAULT_HOST
-    from evaltrace._internal.openai.registry import _host_port
-
-    return _host_port(url)
+    return host_port(url)
 
 
 # --- the engine's hooks ---------------------------------------------------------------------------------

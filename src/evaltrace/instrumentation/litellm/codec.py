@@ -14,16 +14,13 @@ functions read them (``request_attributes``, ``chat_outcome``, ``ChatAccumulator
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any, NamedTuple
-from urllib.parse import urlsplit
-
-import wrapt
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import PLAIN, Accumulator, Codec, Endpoint
 from evaltrace._internal.engine.outcome import Outcome, Summary
+from evaltrace._internal.engine.stainless import host_port
 from evaltrace._internal.openai import build
 from evaltrace._internal.openai.accumulate import ChatAccumulator
 from evaltrace._internal.openai.parts import field, reasoning_part
@@ -112,18 +109,13 @@ def _resolve(model: str, custom: str | None, base: str | None) -> tuple[str, Ser
         resolved_base = base or dynamic_base
     except Exception:  # LiteLLM cannot place the model (the call itself will say so): not cached, it may later
         name = PROVIDER_NAMES.get(custom, custom) if custom else UNKNOWN_PROVIDER
-        return name, _host_port(base) if base else (None, None)
+        return name, host_port(base) if base else (None, None)
     name = PROVIDER_NAMES.get(provider, provider) if provider else UNKNOWN_PROVIDER
-    server = _host_port(resolved_base) if resolved_base else _DEFAULT_HOSTS.get(provider or "", (None, None))
+    server = host_port(resolved_base) if resolved_base else _DEFAULT_HOSTS.get(provider or "", (None, None))
     if len(_resolved) >= 512:  # bounded: model names and bases come from user code, a handful per process
         _resolved.clear()
     _resolved[key] = (name, server)
     return name, server
-
-
-def _host_port(url: str) -> Server:
-    parts = urlsplit(url)
-    return parts.hostname, parts.port or {"https": 443, "http": 80}.get(parts.scheme)
 
 
 def request_attributes(params: dict[str, Any], capture: bool, max_len: int) -> Attributes:
@@ -219,43 +211,10 @@ class LiteLLMChatAccumulator(ChatAccumulator):
 
 
 class Route(NamedTuple):
-    """The kind of a LiteLLM call: the function called and where LiteLLM sends it (part of the span's shape)."""
+    """The kind of a LiteLLM call: the function called and the provider LiteLLM sends it to (part of the shape)."""
 
     function: str
     provider: str
-    server: Server
-
-
-# ``route`` resolves the provider and server of a call; the engine asks ``server_of`` and ``provider_for`` for
-# them right after, on the same thread, before any user code runs (``engine.wrappers._routed``, then the span's
-# shape). Module functions have no client instance to read them from, so they are handed over here.
-_routed = threading.local()
-
-
-# wrapt 2 makes ObjectProxy generic; wrapt 1.x cannot be subscripted at run time (as in engine.stream).
-if TYPE_CHECKING:
-    _ObjectProxy = wrapt.ObjectProxy[Any]
-else:
-    _ObjectProxy = wrapt.ObjectProxy
-
-
-class _SyncOnly(_ObjectProxy):
-    """``CustomStreamWrapper`` seen as the sync iterator ``completion(stream=True)`` returns.
-
-    LiteLLM's stream class is both a sync and an async iterator; the engine proxies an object with ``__anext__``
-    as an async stream, so the async half is hidden from it. ``isinstance`` still holds (wrapt proxies).
-    """
-
-    def __getattr__(self, name: str) -> Any:
-        if name in ("__anext__", "__aiter__"):
-            raise AttributeError(name)
-        return getattr(self.__wrapped__, name)
-
-    def __iter__(self) -> Any:
-        return self
-
-    def __next__(self) -> Any:
-        return next(self.__wrapped__)
 
 
 class LiteLLMCodec(Codec):
@@ -269,21 +228,14 @@ class LiteLLMCodec(Codec):
         return sc.OP_CHAT
 
     def route(self, endpoint: Endpoint, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Name positional arguments; resolve the provider and server (see ``resolve``)."""
+        """Name positional arguments; resolve the provider and server of the call (see ``resolve``)."""
         params = bind(args, kwargs)
         provider, server = resolve(params)
-        _routed.value = (provider, server)
-        return Route(str(endpoint.kind), provider, server), params
+        return Route(str(endpoint.kind), provider), params, server
 
-    def server_of(self, instance: Any) -> Server:
-        """The server ``route`` resolved for this call."""
-        routed = getattr(_routed, "value", None)
-        return routed[1] if routed is not None else (None, None)
-
-    def provider_for(self, host: str | None) -> str:
-        """The provider ``route`` resolved for this call (the shape is cached per ``Route``, which names it)."""
-        routed = getattr(_routed, "value", None)
-        return routed[0] if routed is not None else UNKNOWN_PROVIDER
+    def provider_of(self, kind: Hashable, model: str | None, host: str | None) -> str:
+        """The provider ``route`` resolved (the span's shape is cached per ``Route``, which names it)."""
+        return kind.provider if isinstance(kind, Route) else UNKNOWN_PROVIDER
 
     def request_attributes(self, kind: Hashable, params: dict[str, Any], capture: bool, max_len: int) -> Attributes:
         """OpenAI-shaped request attributes."""
@@ -306,11 +258,14 @@ class LiteLLMCodec(Codec):
         return LiteLLMChatAccumulator()
 
     def finish_special(self, call: Call, kind: Hashable, result: Any) -> Any:
-        """Proxy a stream as sync or async after the function called, not after the stream's class."""
+        """A stream is proxied sync after ``completion``, async after ``acompletion``.
+
+        LiteLLM's stream class is both a sync and an async iterator, so its class cannot tell.
+        """
         if not self.is_stream(kind, result):
             return PLAIN
-        sync = isinstance(kind, Route) and kind.function == COMPLETION
-        return call.stream(_SyncOnly(result) if sync else result, self.accumulator(kind))
+        is_async = not (isinstance(kind, Route) and kind.function == COMPLETION)
+        return call.stream(result, self.accumulator(kind), is_async=is_async)
 
 
 CODEC = LiteLLMCodec()
