@@ -123,6 +123,46 @@ async def test_thinking_is_reasoning_never_the_answer(is_async: bool, exporter: 
     assert "Okay, the user is asking" not in parts[1]["content"]
 
 
+async def test_tool_call_answer_and_tool_results(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    """A made body (no recording of a Cohere tool call exists), shaped as the SDK's ``V2ChatResponse``."""
+    body = {"id": "tool-1", "finish_reason": "TOOL_CALL",
+            "message": {"role": "assistant", "tool_plan": "I will check the weather.",
+                        "tool_calls": [{"id": "get_weather_1", "type": "function",
+                                        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+            "usage": {"billed_units": {"input_tokens": 30, "output_tokens": 12},
+                      "tokens": {"input_tokens": 800, "output_tokens": 40}}}  # fmt: skip
+    reply = Recorded("POST", "https://api.cohere.com/v2/chat", b"", 200, "OK",
+                     [("content-type", "application/json")], json.dumps(body).encode())  # fmt: skip
+    history = [
+        *USER,
+        {"role": "assistant", "tool_calls": [{"id": "c0", "type": "function",
+                                              "function": {"name": "get_time", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c0", "content": [{"type": "text", "text": "noon"}]},
+    ]  # fmt: skip
+    tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+    with ReplayServer([reply]) as server:
+        response = await _chat(server.url, is_async, messages=history, tools=tools)
+    assert response.message.tool_calls[0].function.name == "get_weather"
+    span = _only_span(exporter)
+    assert span.attributes["gen_ai.response.finish_reasons"] == ("TOOL_CALL",)
+    assert _json(span, "gen_ai.output.messages") == [
+        {
+            "role": "assistant",
+            "parts": [
+                {"type": "reasoning", "content": "I will check the weather."},
+                {"type": "tool_call", "id": "get_weather_1", "name": "get_weather", "arguments": {"city": "Paris"}},
+            ],
+            "finish_reason": "tool_call",
+        }
+    ]
+    inputs = _json(span, "gen_ai.input.messages")
+    assert inputs[1]["parts"] == [{"type": "tool_call", "id": "c0", "name": "get_time", "arguments": {}}]
+    assert inputs[2] == {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c0", "response": "noon"}]}
+    assert _json(span, "gen_ai.tool.definitions") == [
+        {"type": "function", "name": "get_weather", "parameters": {"type": "object"}}
+    ]
+
+
 async def test_content_capture_off_keeps_parameters_and_usage(is_async: bool, exporter: InMemorySpanExporter) -> None:
     from evaltrace._internal import settings
 
