@@ -6,6 +6,7 @@ No ``/api/generate`` or ``/api/embed`` recording exists: those bodies are made i
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 from collections.abc import Iterator
@@ -147,6 +148,26 @@ async def test_stream_left_early(is_async: bool, exporter: InMemorySpanExporter)
     a = _only_span(exporter).attributes
     assert a["evaltrace.stream.end_reason"] in ("closed_early", "garbage_collected")
     assert a["evaltrace.stream.completed"] is False
+
+
+async def test_error_line_mid_stream_fails_the_span_and_keeps_what_arrived(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """Ollama reports a failure during generation as an ``{"error": ...}`` line of a 200 stream (made here from the
+    recorded stream: its first lines, then such a line; no recording of one exists)."""
+    stream = recorded("test_chat_stream.yaml")[0]
+    lines = [line for line in stream.body.split(b"\n") if line.strip()][:5]
+    lines.append(json.dumps({"error": "an error was encountered while running the model"}).encode())
+    broken = dataclasses.replace(stream, body=b"\n".join(lines))
+    with ReplayServer([broken]) as server:
+        with pytest.raises(ollama.ResponseError) as raised:
+            await _stream(server.url, is_async)
+    assert "while running the model" in str(raised.value)
+    span = _only_span(exporter)
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes["evaltrace.stream.end_reason"] == "error"
+    assert span.attributes["evaltrace.stream.chunks"] == 5
+    assert span.events[0].attributes["exception.type"].endswith("ResponseError")
 
 
 async def test_model_not_found_sets_error_type_and_reraises(is_async: bool, exporter: InMemorySpanExporter) -> None:
