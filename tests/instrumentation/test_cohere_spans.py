@@ -255,7 +255,7 @@ async def test_stream_without_message_end_is_truncated(is_async: bool, exporter:
     assert span.status.status_code is StatusCode.UNSET
 
 
-async def test_http_error_sets_error_type_and_reraises_the_same_exception(
+async def test_http_error_sets_error_type_and_reraises(
     is_async: bool, exporter: InMemorySpanExporter
 ) -> None:
     body = json.dumps({"message": "You are using a Trial key, which is limited"}).encode()
