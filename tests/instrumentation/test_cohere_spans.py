@@ -111,6 +111,20 @@ def test_client_v2_attribute_makes_one_span(exporter: InMemorySpanExporter) -> N
     assert _only_span(exporter).attributes["gen_ai.response.finish_reasons"] == ("COMPLETE",)
 
 
+async def test_raw_response_chat_is_traced_once(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    with ReplayServer(cohere_interactions("test_request_simple_success_with_vcr.yaml")) as server:
+        if is_async:
+            async with async_client_of(server.url) as aclient:
+                raw = await aclient.with_raw_response.chat(model=MODEL, messages=USER)
+        else:
+            with client_of(server.url) as client:
+                raw = client.with_raw_response.chat(model=MODEL, messages=USER)
+    assert raw.data.finish_reason == "COMPLETE"
+    span = _only_span(exporter)
+    assert span.attributes["gen_ai.response.id"] == raw.data.id
+    assert isinstance(span.attributes["gen_ai.usage.input_tokens"], int)
+
+
 async def test_thinking_is_reasoning_never_the_answer(is_async: bool, exporter: InMemorySpanExporter) -> None:
     model = "command-a-reasoning-08-2025"
     with ReplayServer(cohere_interactions("test_cohere_model_thinking_part.yaml")) as server:
@@ -255,9 +269,7 @@ async def test_stream_without_message_end_is_truncated(is_async: bool, exporter:
     assert span.status.status_code is StatusCode.UNSET
 
 
-async def test_http_error_sets_error_type_and_reraises(
-    is_async: bool, exporter: InMemorySpanExporter
-) -> None:
+async def test_http_error_sets_error_type_and_reraises(is_async: bool, exporter: InMemorySpanExporter) -> None:
     body = json.dumps({"message": "You are using a Trial key, which is limited"}).encode()
     reply = Recorded("POST", "https://api.cohere.com/v2/chat", b"", 429, "Too Many Requests",
                      [("content-type", "application/json")], body)  # fmt: skip

@@ -292,6 +292,13 @@ def server_of(instance: Any) -> tuple[str | None, int | None]:
     return host_port(url)
 
 
+def _body(result: Any) -> Any:
+    """The ``V2ChatResponse`` of a result: itself, or the ``data`` of the raw client's ``HttpResponse``."""
+    if hasattr(result, "finish_reason"):
+        return result
+    return getattr(result, "data", result)
+
+
 # --- the engine's hooks ---------------------------------------------------------------------------------
 
 
@@ -315,18 +322,19 @@ class CohereCodec(Codec):
         return request_attributes(given(params), capture, max_len, stream=kind == CHAT_STREAM)
 
     def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
-        """A ``V2ChatResponse``, with its billed units."""
+        """A ``V2ChatResponse`` (or the raw client's ``HttpResponse`` of one), with its billed units."""
+        result = _body(result)
         outcome = chat_outcome(result, capture)
         outcome.attributes = billed_attributes(getattr(result, "usage", None)) or None
         return outcome
 
     def summary(self, kind: Hashable, result: Any) -> Summary:
         """Token counts, read without the content."""
-        return chat_summary(result)
+        return chat_summary(_body(result))
 
     def failure(self, kind: Hashable, result: Any) -> tuple[str, str] | None:
         """An ``ERROR`` / ``TIMEOUT`` finish (HTTP 200, nothing raised)."""
-        return chat_failure(result)
+        return chat_failure(_body(result))
 
     def is_stream(self, kind: Hashable, result: Any) -> bool:
         """``chat_stream`` always returns a stream (a generator, an async one on the async client)."""
