@@ -98,6 +98,9 @@ def test_positional_arguments_and_options_are_read() -> None:
     assert attrs[sc.GEN_AI_REQUEST_STOP_SEQUENCES] == ["x"]
     assert attrs[sc.GEN_AI_REQUEST_STREAM] is True
     assert attrs[sc.GEN_AI_OUTPUT_TYPE] == "json"
+    assert sc.GEN_AI_REQUEST_REASONING_LEVEL not in attrs
+    level = codec.request_attributes("chat", {**params, "think": "high"}, False, 10_000)
+    assert level[sc.GEN_AI_REQUEST_REASONING_LEVEL] == "high"
     assert codec.input_messages(params["messages"])[0]["parts"] == [
         {"type": "reasoning", "content": "t"},
         {"type": "tool_call", "id": None, "name": "f", "arguments": {"a": 1}},

@@ -102,6 +102,9 @@ def request_attributes(method: str, params: dict[str, Any], capture: bool, max_l
     attrs.update(option_attributes(options))
     if params.get("stream") is True:
         attrs[sc.GEN_AI_REQUEST_STREAM] = True
+    think = params.get("think")
+    if isinstance(think, str) and think:  # "low" / "medium" / "high" (gpt-oss); a bool only switches thinking on
+        attrs[sc.GEN_AI_REQUEST_REASONING_LEVEL] = think
     fmt = params.get("format")
     if fmt == "json" or isinstance(fmt, dict):
         attrs[sc.GEN_AI_OUTPUT_TYPE] = "json"
