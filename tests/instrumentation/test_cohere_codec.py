@@ -131,3 +131,13 @@ def test_stream_without_message_end_is_truncated_and_an_error_end_is_a_failure()
     acc = _stream(failed)
     assert acc.end_reason() == sc.STREAM_END_ERROR
     assert acc.failure() == ("ERROR", "ERROR: overloaded")
+
+
+def test_stream_delta_without_its_content_start_is_kept() -> None:
+    events = [e for e in text_stream_events(["Hel", "lo"], thinking=["hm"]) if e["type"] != "content-start"]
+    outcome = _stream(events).outcome()
+    assert outcome.output_messages is not None
+    assert outcome.output_messages[0]["parts"] == [
+        {"type": "reasoning", "content": "hm"},
+        {"type": "text", "content": "Hello"},
+    ]

@@ -66,9 +66,12 @@ class ChatStreamAccumulator:
         """Fold one event in; True when it carried output (for time to first chunk)."""
         etype = getattr(event, "type", None)
         if etype == "content-delta":  # the commonest event first
-            content = self.contents.get(getattr(event, "index", None) or 0)
+            index = getattr(event, "index", None) or 0
             delta = _message(event, "content")
-            if content is not None and delta is not None:
+            content = self.contents.get(index)
+            if content is None and delta is not None:  # no content-start seen: the delta says what it is
+                content = self.contents[index] = _Content("thinking" if field(delta, "thinking") else "text")
+            if content is not None:
                 text = field(delta, "thinking") if content.kind == "thinking" else field(delta, "text")
                 if isinstance(text, str):
                     content.fragments.append(text)
