@@ -86,9 +86,18 @@ def _headers(raw: dict[str, Any] | None) -> list[tuple[str, str]]:
 
 
 def _inferred_content_type(body: bytes) -> str:
-    """The Content-Type of a body recorded without headers (each set's README: SSE text, else JSON)."""
-    start = body.lstrip()[:6]
-    return "text/event-stream" if start.startswith((b"data:", b"event:")) else "application/json"
+    """The content type of a body recorded with its headers stripped, as the fixture READMEs say to infer it.
+
+    OpenInference's Ollama cassettes keep no headers at all: a streamed ``/api/chat`` body is NDJSON (one JSON
+    object per line) on the wire, and is served so, one line per chunk.
+    """
+    text = body.lstrip()
+    if text.startswith((b"data:", b"event:")):
+        return "text/event-stream"
+    lines = [line for line in body.split(b"\n") if line.strip()]
+    if len(lines) > 1 and all(line.lstrip().startswith(b"{") for line in lines):
+        return "application/x-ndjson"
+    return "application/json" if text.startswith((b"{", b"[")) else ""
 
 
 def load_cassette(path: Path) -> list[Recorded]:
@@ -101,8 +110,10 @@ def load_cassette(path: Path) -> list[Recorded]:
         body = _body(response)
         if any(n.lower() == "content-encoding" and "gzip" in v for n, v in headers) and body[:2] == b"\x1f\x8b":
             body = gzip.decompress(body)
-        if body and not any(n.lower() == "content-type" for n, _ in headers):  # recorded with headers stripped
-            headers.append(("Content-Type", _inferred_content_type(body)))
+        if body and not any(n.lower() == "content-type" for n, _ in headers):
+            inferred = _inferred_content_type(body)
+            if inferred:
+                headers.append(("content-type", inferred))
         status = response.get("status") or {}
         out.append(
             Recorded(
@@ -139,33 +150,9 @@ class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-_AWS_STREAM_PATHS = ("/converse-stream", "/invoke-with-response-stream")
-
-
-def _aws_frames(body: bytes) -> list[bytes]:
-    """AWS event-stream frames (each starts with its total length, 4 bytes big-endian), as served: one per write."""
-    frames: list[bytes] = []
-    start = 0
-    while start + 16 <= len(body):
-        length = int.from_bytes(body[start : start + 4], "big")
-        if length < 16 or start + length > len(body):
-            break
-        frames.append(body[start : start + length])
-        start += length
-    if start < len(body):
-        frames.append(body[start:])  # not a frame: served as recorded, for the client to reject
-    return frames or [body]
-
-
 def _chunks(item: Recorded) -> list[bytes]:
-    """The body as the wire delivered it: one write per SSE/NDJSON event or AWS event-stream frame.
-
-    AWS event streams (Bedrock's ``converse_stream`` / ``invoke_model_with_response_stream``) are binary frames,
-    served byte for byte; several recordings stripped their headers, so their stream paths say what they are.
-    """
+    """The body as the wire delivered it: one write per SSE/NDJSON event, so the client reads them one by one."""
     body, kind = item.body, item.content_type
-    if "amazon.eventstream" in kind or (item.status == 200 and urlsplit(item.uri).path.endswith(_AWS_STREAM_PATHS)):
-        return _aws_frames(body)
     if "event-stream" in kind:
         return [event + b"\n\n" for event in body.split(b"\n\n") if event.strip()]
     if "ndjson" in kind or "jsonl" in kind:

@@ -112,6 +112,7 @@ _GENAI_PRICES_PROVIDER = {
     "perplexity": "perplexity",
     "anthropic": "anthropic",
     "aws.bedrock": "aws",  # Bedrock model ids, inference profiles (us., eu., global.) included
+    "cohere": "cohere",
     "gcp.gemini": "google",
     "gcp.vertex_ai": "google",
 }

@@ -116,3 +116,75 @@ def uninstrument_google_genai() -> None:
     from evaltrace.instrumentation.google_genai import uninstrument_google_genai as _uninstrument
 
     _uninstrument()
+
+
+def _instrumentation(provider: str, extra: str) -> Any:
+    """``evaltrace.instrumentation.<provider>``, or an ImportError naming the extra when its package is missing.
+
+    The instrumentation module itself imports no SDK (the SDK is patched when imported), so the SDK's presence is
+    checked here: without it ``instrument()`` would do nothing, silently.
+    """
+    import importlib
+    import importlib.util
+
+    package = {"cohere": "cohere", "ollama": "ollama", "litellm": "litellm"}[provider]
+    try:
+        if importlib.util.find_spec(package) is None:
+            raise ImportError(f"No module named {package!r}")
+        return importlib.import_module(f"evaltrace.instrumentation.{provider}")
+    except ImportError as exc:  # the extra is missing: say which one
+        raise ImportError(f"instrument_{provider}() needs: pip install 'evaltrace[{extra}]' ({exc})") from exc
+
+
+def instrument_cohere(**kwargs: Any) -> Any:
+    """Trace every v2 chat call of the official ``cohere`` client (idempotent); return the instrumentor.
+
+    Needs the ``cohere`` extra (``pip install 'evaltrace[cohere]'``). See ``evaltrace.instrumentation.cohere``.
+
+    Args:
+        **kwargs: ``tracer_provider`` and/or ``meter_provider`` to use instead of the defaults.
+    """
+    return _instrumentation("cohere", "cohere").instrument_cohere(**kwargs)
+
+
+def uninstrument_cohere() -> None:
+    """Restore the original ``cohere`` methods (no-op when not instrumented)."""
+    from evaltrace.instrumentation.cohere import uninstrument_cohere as _uninstrument
+
+    _uninstrument()
+
+
+def instrument_ollama(**kwargs: Any) -> Any:
+    """Trace every ``chat`` / ``generate`` / ``embed`` call of the ``ollama`` client (idempotent).
+
+    Needs the ``ollama`` extra (``pip install 'evaltrace[ollama]'``). See ``evaltrace.instrumentation.ollama``.
+
+    Args:
+        **kwargs: ``tracer_provider`` and/or ``meter_provider`` to use instead of the defaults.
+    """
+    return _instrumentation("ollama", "ollama").instrument_ollama(**kwargs)
+
+
+def uninstrument_ollama() -> None:
+    """Restore the original ``ollama`` methods and module functions (no-op when not instrumented)."""
+    from evaltrace.instrumentation.ollama import uninstrument_ollama as _uninstrument
+
+    _uninstrument()
+
+
+def instrument_litellm(**kwargs: Any) -> Any:
+    """Trace every ``litellm.completion`` / ``acompletion`` call, named after the provider behind it (idempotent).
+
+    Needs the ``litellm`` extra (``pip install 'evaltrace[litellm]'``). See ``evaltrace.instrumentation.litellm``.
+
+    Args:
+        **kwargs: ``tracer_provider`` and/or ``meter_provider`` to use instead of the defaults.
+    """
+    return _instrumentation("litellm", "litellm").instrument_litellm(**kwargs)
+
+
+def uninstrument_litellm() -> None:
+    """Restore ``litellm.completion`` / ``acompletion`` (no-op when not instrumented)."""
+    from evaltrace.instrumentation.litellm import uninstrument_litellm as _uninstrument
+
+    _uninstrument()

@@ -152,3 +152,27 @@ def prompt_text(messages: Sequence[Any]) -> str | None:
             if text:
                 return text
     return None
+
+
+def request_content_attributes(
+    messages: list[Any], instructions: list[Any] | None, tools: list[Any] | None, max_len: int
+) -> Attributes:
+    """A request's content attributes: ``gen_ai.input.messages``, ``gen_ai.system_instructions``, this pair's input.
+
+    For provider codecs whose messages, instructions and tool definitions are GenAI-shaped already (parts).
+
+    Args:
+        messages: The GenAI input messages.
+        instructions: The system instruction parts (None or empty: none).
+        tools: The flattened tool definitions (None or empty: none).
+        max_len: The capture cap.
+    """
+    attrs: Attributes = {}
+    text = attrs[sc.GEN_AI_INPUT_MESSAGES] = capped_json(messages, max_len)
+    instructions_json = capped_json(instructions, max_len) if instructions else None
+    if instructions_json is not None:
+        attrs[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = instructions_json
+    attrs.update(input_attributes(messages, text, instructions, instructions_json, max_len))
+    if tools:
+        attrs[sc.GEN_AI_TOOL_DEFINITIONS] = capped_json(tools, max_len)
+    return attrs

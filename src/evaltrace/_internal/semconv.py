@@ -76,6 +76,7 @@ GEN_AI_EVALUATION_EXPLANATION: Final = "gen_ai.evaluation.explanation"
 OP_CHAT: Final = "chat"
 OP_EMBEDDINGS: Final = "embeddings"
 OP_GENERATE_CONTENT: Final = "generate_content"
+OP_TEXT_COMPLETION: Final = "text_completion"  # a prompt completed, not a conversation (Ollama ``generate``)
 OP_EXECUTE_TOOL: Final = "execute_tool"
 OP_INVOKE_AGENT: Final = "invoke_agent"
 OP_INVOKE_WORKFLOW: Final = "invoke_workflow"
@@ -98,6 +99,12 @@ SERVICE_NAME: Final = "service.name"
 DEPLOYMENT_ENVIRONMENT_NAME: Final = "deployment.environment.name"
 SESSION_ID: Final = "session.id"
 USER_ID: Final = "user.id"
+
+# --- Cohere-specific -------------------------------------------------------------------------------------
+# What Cohere bills (``usage.billed_units``), beside the model's own token counts in gen_ai.usage.*.
+COHERE_USAGE_BILLED_INPUT_TOKENS: Final = "cohere.usage.billed_units.input_tokens"
+COHERE_USAGE_BILLED_OUTPUT_TOKENS: Final = "cohere.usage.billed_units.output_tokens"
+COHERE_USAGE_BILLED_SEARCH_UNITS: Final = "cohere.usage.billed_units.search_units"
 
 # --- OpenAI-specific -------------------------------------------------------------------------------------
 OPENAI_API_TYPE: Final = "openai.api.type"

@@ -1,0 +1,350 @@
+"""Pure: a Cohere v2 ``chat`` / ``chat_stream`` call -> request attributes, and a ``V2ChatResponse`` -> ``Outcome``.
+
+Cohere's v2 chat is OpenAI-shaped (roles ``system`` / ``user`` / ``assistant`` / ``tool``, ``tool_calls`` with
+``function.{name, arguments}`` as a JSON string, ``tool_call_id``) with its own additions, all read here:
+
+* content items ``text``, ``image_url``, ``document`` and, from reasoning models, ``thinking`` (a ``reasoning``
+  part, never folded into the answer);
+* the assistant's ``tool_plan`` (the plan the model writes before calling tools): a ``reasoning`` part too, since
+  it is the model's thinking about the calls, not its answer;
+* ``finish_reason`` in capitals (``COMPLETE``, ``STOP_SEQUENCE``, ``MAX_TOKENS``, ``TOOL_CALL``, ``ERROR``,
+  ``TIMEOUT``): verbatim in ``gen_ai.response.finish_reasons``, mapped to the GenAI vocabulary on the message;
+* usage in two counts: ``tokens`` (what the model read and wrote, template included) and ``billed_units`` (what
+  is billed). ``gen_ai.usage.*`` are the model's ``tokens`` (so ``cached_tokens`` is their subset, as OTel wants),
+  falling back to the billed units when a response has no ``tokens``; the billed units are kept beside them as
+  ``cohere.usage.billed_units.*``. The SDK types every count as a float: they are written as ints.
+
+The SDK fills omitted keyword arguments with its ``OMIT`` sentinel (``...``); those are dropped first.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable
+from typing import Any
+
+from evaltrace._internal import list_values
+from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.codec import Accumulator, Codec, Server
+from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
+from evaltrace._internal.engine.stainless import host_port
+from evaltrace._internal.jsonutil import capped_json
+from evaltrace._internal.openai.parts import (
+    Message,
+    Part,
+    chat_tool_call_part,
+    field,
+    reasoning_part,
+    text_part,
+    tool_response_part,
+    uri_part,
+)
+from evaltrace._internal.openai.request import tool_definitions
+from evaltrace.instrumentation.cohere.endpoints import CHAT_STREAM
+
+PROVIDER = "cohere"
+DEFAULT_HOST = ("api.cohere.com", 443)
+
+Attributes = dict[str, Any]
+Scalar = str | int | float | bool
+
+# finish_reason -> the GenAI finish reason of the output message; an unknown one is kept as sent.
+FINISH_REASONS = {
+    "COMPLETE": "stop",
+    "STOP_SEQUENCE": "stop",
+    "MAX_TOKENS": "length",
+    "TOOL_CALL": "tool_call",
+    "ERROR": "error",
+    "TIMEOUT": "error",
+}
+
+# (keyword, attribute, accepted types) of the sampling parameters; ``p`` and ``k`` are Cohere's top_p / top_k.
+_PARAMETERS: tuple[tuple[str, str, tuple[type, ...]], ...] = (
+    ("temperature", sc.GEN_AI_REQUEST_TEMPERATURE, (int, float)),
+    ("p", sc.GEN_AI_REQUEST_TOP_P, (int, float)),
+    ("k", sc.GEN_AI_REQUEST_TOP_K, (int,)),
+    ("max_tokens", sc.GEN_AI_REQUEST_MAX_TOKENS, (int,)),
+    ("seed", sc.GEN_AI_REQUEST_SEED, (int,)),
+    ("frequency_penalty", sc.GEN_AI_REQUEST_FREQUENCY_PENALTY, (int, float)),
+    ("presence_penalty", sc.GEN_AI_REQUEST_PRESENCE_PENALTY, (int, float)),
+)
+_FLOATS = frozenset({sc.GEN_AI_REQUEST_TEMPERATURE, sc.GEN_AI_REQUEST_TOP_P, sc.GEN_AI_REQUEST_FREQUENCY_PENALTY,
+                     sc.GEN_AI_REQUEST_PRESENCE_PENALTY})  # fmt: skip
+# Model parameters for Langfuse (``langfuse.observation.model.parameters``), under Cohere's own names.
+_MODEL_PARAMETERS = ("temperature", "p", "k", "max_tokens", "seed", "frequency_penalty", "presence_penalty",
+                     "safety_mode", "priority", "strict_tools", "logprobs")  # fmt: skip
+
+
+def given(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments the caller gave: without the SDK's ``OMIT`` (``...``) and None."""
+    return {k: v for k, v in kwargs.items() if v is not ... and v is not None}
+
+
+def _number(value: Any, types: tuple[type, ...]) -> bool:
+    return isinstance(value, types) and not isinstance(value, bool)
+
+
+def request_attributes(params: dict[str, Any], capture: bool, max_len: int, stream: bool = False) -> Attributes:
+    """Request parameters, and the request content when ``capture``, of one v2 ``chat`` call (``params``: given)."""
+    attrs: Attributes = {sc.LANGFUSE_OBSERVATION_TYPE: sc.LANGFUSE_TYPE_GENERATION}
+    for key, name, types in _PARAMETERS:
+        value: Any = params.get(key)
+        if _number(value, types):
+            attrs[name] = float(value) if name in _FLOATS else value
+    stop = params.get("stop_sequences")
+    if isinstance(stop, list | tuple) and stop:
+        attrs[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = [str(s) for s in stop]
+    if stream:
+        attrs[sc.GEN_AI_REQUEST_STREAM] = True
+    output_type = _output_type(params.get("response_format"))
+    if output_type:
+        attrs[sc.GEN_AI_OUTPUT_TYPE] = output_type
+    parameters = model_parameters(params)
+    if parameters:
+        attrs[sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS] = capped_json(parameters, max_len)
+    if capture:
+        attrs.update(
+            list_values.request_content_attributes(
+                input_messages(params.get("messages")), None, _tools(params), max_len
+            )
+        )
+    return attrs
+
+
+def model_parameters(params: dict[str, Any]) -> dict[str, Scalar]:
+    """The scalar model parameters given, and the thinking budget (``thinking.token_budget``) when enabled."""
+    out: dict[str, Scalar] = {}
+    for key in _MODEL_PARAMETERS:
+        value = params.get(key)
+        if isinstance(value, str | int | float):
+            out[key] = value
+    stop = params.get("stop_sequences")
+    if isinstance(stop, list | tuple) and stop:
+        out["stop_sequences"] = json.dumps([str(s) for s in stop])
+    thinking = params.get("thinking")
+    if field(thinking, "type") is not None:
+        out["thinking_type"] = str(field(thinking, "type"))
+        budget = field(thinking, "token_budget")
+        if isinstance(budget, int):
+            out["thinking_token_budget"] = budget
+    return out
+
+
+def _output_type(response_format: Any) -> str | None:
+    kind = field(response_format, "type")
+    return "json" if kind == "json_object" else ("text" if kind == "text" else None)
+
+
+def _tools(params: dict[str, Any]) -> list[dict[str, Any]] | None:
+    return tool_definitions(params) if params.get("tools") else None
+
+
+def input_messages(messages: Any) -> list[Message]:
+    """The v2 ``messages`` (dicts or SDK message objects) -> GenAI input messages."""
+    return [_message(m) for m in messages or ()]
+
+
+def _message(message: Any) -> Message:
+    role = str(field(message, "role") or "user")
+    content = field(message, "content")
+    if role == "tool":
+        return {"role": "tool", "parts": [tool_response_part(field(message, "tool_call_id"), _tool_result(content))]}
+    parts: list[Part] = []
+    plan = field(message, "tool_plan")
+    if isinstance(plan, str) and plan:
+        parts.append(reasoning_part(plan))
+    if isinstance(content, str):
+        if content:
+            parts.append(text_part(content))
+    else:
+        parts.extend(content_part(item) for item in content or ())
+    parts.extend(chat_tool_call_part(call) for call in field(message, "tool_calls") or ())
+    return {"role": role, "parts": parts}
+
+
+def _tool_result(content: Any) -> Any:
+    """A tool message's content: a string as is, text items joined, anything else as parts."""
+    if isinstance(content, str) or content is None:
+        return content if content is not None else ""
+    items = list(content)
+    texts = [field(item, "text") for item in items]
+    if all(isinstance(t, str) for t in texts):
+        return "".join(t for t in texts if isinstance(t, str))
+    return [content_part(item) for item in items]
+
+
+def content_part(item: Any) -> Part:
+    """One content item (request or response) -> one GenAI part."""
+    kind = field(item, "type")
+    if kind == "text":
+        return text_part(field(item, "text") or "")
+    if kind == "thinking":
+        return reasoning_part(field(item, "thinking") or "")
+    if kind == "image_url":
+        return uri_part(str(field(field(item, "image_url"), "url") or ""), "image")
+    if kind == "document":
+        document = field(item, "document")
+        data = field(document, "data")
+        return text_part(json.dumps(data, default=str) if not isinstance(data, str) else data)
+    if isinstance(item, str):
+        return text_part(item)
+    return {"type": str(kind)}
+
+
+# --- response --------------------------------------------------------------------------------------------
+
+
+def finish_reason(reason: Any) -> str:
+    """The output message's ``finish_reason``: mapped, an unknown one as sent, none (cut off) ``error``."""
+    if not reason:
+        return "error"
+    return FINISH_REASONS.get(str(reason), str(reason))
+
+
+def _int(value: Any) -> int | None:
+    """A count the SDK types as float (``2406.0``) -> int; anything else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value)
+
+
+def usage_of(usage: Any) -> Usage | None:
+    """``usage`` -> Usage: the model's ``tokens``, else the ``billed_units``; ``cached_tokens`` as the cache read."""
+    if usage is None:
+        return None
+    tokens = field(usage, "tokens")
+    billed = field(usage, "billed_units")
+    source = tokens if tokens is not None else billed
+    return Usage(
+        input_tokens=_int(field(source, "input_tokens")),
+        output_tokens=_int(field(source, "output_tokens")),
+        cached_tokens=_int(field(usage, "cached_tokens")),
+    )
+
+
+def billed_attributes(usage: Any) -> Attributes:
+    """``cohere.usage.billed_units.*`` of a ``usage`` (what Cohere bills, beside the model's token counts)."""
+    billed = field(usage, "billed_units") if usage is not None else None
+    attrs: Attributes = {}
+    for key, name in (
+        ("input_tokens", sc.COHERE_USAGE_BILLED_INPUT_TOKENS),
+        ("output_tokens", sc.COHERE_USAGE_BILLED_OUTPUT_TOKENS),
+        ("search_units", sc.COHERE_USAGE_BILLED_SEARCH_UNITS),
+    ):
+        value = _int(field(billed, key))
+        if value is not None:
+            attrs[name] = value
+    return attrs
+
+
+def output_parts(message: Any) -> list[Part]:
+    """The assistant message's parts: the tool plan, the content (thinking, text) in order, then the tool calls."""
+    plan = field(message, "tool_plan")
+    parts = [reasoning_part(plan)] if isinstance(plan, str) and plan else []
+    parts.extend(content_part(item) for item in field(message, "content") or ())
+    parts.extend(chat_tool_call_part(call) for call in field(message, "tool_calls") or ())
+    return parts
+
+
+def chat_outcome(response: Any, content: bool = True) -> Outcome:
+    """V2ChatResponse -> Outcome: one output message (only with ``content``); the finish reason verbatim."""
+    reason = field(response, "finish_reason")
+    messages = None
+    if content:
+        parts = output_parts(field(response, "message"))
+        messages = [{"role": "assistant", "parts": parts, "finish_reason": finish_reason(reason)}]
+    return Outcome(
+        response_id=field(response, "id"),
+        response_model=None,  # the v2 response names no model: the request's is the span's
+        finish_reasons=[str(reason)] if reason else [],
+        output_messages=messages,
+        usage=usage_of(field(response, "usage")),
+    )
+
+
+def chat_failure(response: Any) -> tuple[str, str] | None:
+    """(``error.type``, message) of a response whose generation ended in ``ERROR`` or ``TIMEOUT``, else None.
+
+    The API reports these in the body of a 200 and the SDK raises nothing: the finish reason is the error type.
+    """
+    reason = getattr(response, "finish_reason", None)
+    if reason in ("ERROR", "TIMEOUT"):
+        return str(reason), str(reason)
+    return None
+
+
+def chat_summary(response: Any) -> Summary:
+    """Model (none in the response) and token counts of a V2ChatResponse, read without the content."""
+    usage = usage_of(getattr(response, "usage", None))
+    if usage is None:
+        return Summary(None)
+    return Summary(None, usage.input_tokens, usage.output_tokens)
+
+
+def server_of(instance: Any) -> tuple[str | None, int | None]:
+    """(host, port) of a v2 client's base URL (``ClientV2`` or ``client.v2``)."""
+    wrapper = getattr(instance, "_client_wrapper", None)
+    if wrapper is None:
+        wrapper = getattr(getattr(instance, "_raw_client", None), "_client_wrapper", None)
+    url = getattr(wrapper, "_base_url", None)
+    if not isinstance(url, str):
+        return DEFAULT_HOST
+    return host_port(url)
+
+
+def _body(result: Any) -> Any:
+    """The ``V2ChatResponse`` of a result: itself, or the ``data`` of the raw client's ``HttpResponse``."""
+    if hasattr(result, "finish_reason"):
+        return result
+    return getattr(result, "data", result)
+
+
+# --- the engine's hooks ---------------------------------------------------------------------------------
+
+
+class CohereCodec(Codec):
+    """Cohere v2 chat: this module's functions behind the engine's hooks."""
+
+    provider = PROVIDER
+    label = "Cohere"
+    cache_plain_types = True  # V2ChatResponse is always a plain response; streams are told apart by kind
+
+    def operation(self, kind: Hashable) -> str:
+        """Both endpoints are ``chat``."""
+        return sc.OP_CHAT
+
+    def server_of(self, instance: Any) -> Server:
+        """The client's ``base_url``."""
+        return server_of(instance)
+
+    def request_attributes(self, kind: Hashable, params: dict[str, Any], capture: bool, max_len: int) -> Any:
+        """See ``codec.request_attributes``."""
+        return request_attributes(given(params), capture, max_len, stream=kind == CHAT_STREAM)
+
+    def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
+        """A ``V2ChatResponse`` (or the raw client's ``HttpResponse`` of one), with its billed units."""
+        result = _body(result)
+        outcome = chat_outcome(result, capture)
+        outcome.attributes = billed_attributes(getattr(result, "usage", None)) or None
+        return outcome
+
+    def summary(self, kind: Hashable, result: Any) -> Summary:
+        """Token counts, read without the content."""
+        return chat_summary(_body(result))
+
+    def failure(self, kind: Hashable, result: Any) -> tuple[str, str] | None:
+        """An ``ERROR`` / ``TIMEOUT`` finish (HTTP 200, nothing raised)."""
+        return chat_failure(_body(result))
+
+    def is_stream(self, kind: Hashable, result: Any) -> bool:
+        """``chat_stream`` always returns a stream (a generator, an async one on the async client)."""
+        return kind == CHAT_STREAM
+
+    def accumulator(self, kind: Hashable) -> Accumulator:
+        """A fresh accumulator of v2 chat stream events."""
+        from evaltrace.instrumentation.cohere.stream import ChatStreamAccumulator  # it imports this module
+
+        return ChatStreamAccumulator()
+
+
+CODEC = CohereCodec()

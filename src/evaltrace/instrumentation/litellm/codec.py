@@ -1,0 +1,271 @@
+"""Pure: a ``litellm.completion`` / ``acompletion`` call -> request attributes, and its response -> ``Outcome``.
+
+LiteLLM speaks OpenAI's Chat Completions shape whatever the provider behind it: the request keywords, the
+``ModelResponse`` and the streamed ``ModelResponseStream`` chunks are OpenAI-shaped, so the OpenAI codec's
+functions read them (``request_attributes``, ``chat_outcome``, ``ChatAccumulator``). What LiteLLM adds is read here:
+
+* the provider behind the model: ``litellm.get_llm_provider`` (``"groq/llama3-8b-8192"`` -> ``groq``), named as
+  OTel's ``gen_ai.provider.name`` (``mistral`` -> ``mistral_ai``, ``gemini`` -> ``gcp.gemini``...);
+* the server: ``api_base`` when given (or the provider's default base that LiteLLM resolves);
+* ``reasoning_content`` (thinking of Anthropic, DeepSeek, Gemini... normalised by LiteLLM) as a declared field of
+  ``Message`` / ``Delta``, where the OpenAI codec reads it from a pydantic extra only;
+* ``usage.cache_creation_input_tokens`` (Anthropic's cache writes) beside OpenAI's usage fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.codec import PLAIN, Accumulator, Codec, Endpoint
+from evaltrace._internal.engine.outcome import Outcome, Summary
+from evaltrace._internal.engine.stainless import host_port
+from evaltrace._internal.openai import build
+from evaltrace._internal.openai.accumulate import ChatAccumulator
+from evaltrace._internal.openai.parts import field, reasoning_part
+from evaltrace._internal.openai.registry import EndpointKind
+from evaltrace._internal.openai.response import chat_outcome, chat_summary
+from evaltrace.instrumentation.litellm.endpoints import COMPLETION
+
+if TYPE_CHECKING:
+    from evaltrace._internal.engine.call import Call
+
+Attributes = dict[str, Any]
+Server = tuple[str | None, int | None]
+
+# LiteLLM's provider names -> gen_ai.provider.name (conventions.md); others are kept as LiteLLM names them.
+PROVIDER_NAMES = {
+    "openai": "openai",
+    "text-completion-openai": "openai",
+    "azure": "azure.ai.openai",
+    "azure_ai": "azure.ai.inference",
+    "anthropic": "anthropic",
+    "groq": "groq",
+    "mistral": "mistral_ai",
+    "cohere": "cohere",
+    "cohere_chat": "cohere",
+    "ollama": "ollama",
+    "ollama_chat": "ollama",
+    "gemini": "gcp.gemini",
+    "vertex_ai": "gcp.vertex_ai",
+    "vertex_ai_beta": "gcp.vertex_ai",
+    "bedrock": "aws.bedrock",
+    "deepseek": "deepseek",
+    "xai": "x_ai",
+    "perplexity": "perplexity",
+    "watsonx": "ibm.watsonx.ai",
+}
+# Where a provider's API is when the call names no ``api_base`` and LiteLLM resolves none.
+_DEFAULT_HOSTS: dict[str, Server] = {
+    "openai": ("api.openai.com", 443),
+    "anthropic": ("api.anthropic.com", 443),
+    "groq": ("api.groq.com", 443),
+    "mistral": ("api.mistral.ai", 443),
+    "cohere": ("api.cohere.com", 443),
+    "cohere_chat": ("api.cohere.com", 443),
+    "ollama": ("localhost", 11434),
+    "ollama_chat": ("localhost", 11434),
+    "deepseek": ("api.deepseek.com", 443),
+    "xai": ("api.x.ai", 443),
+    "gemini": ("generativelanguage.googleapis.com", 443),
+}
+UNKNOWN_PROVIDER = "litellm"  # a model LiteLLM cannot place (the call then fails in LiteLLM itself)
+
+
+def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The call's arguments by name (``completion(model, messages, ...)`` takes both positionally too)."""
+    params = dict(zip(("model", "messages"), args, strict=False))
+    params.update(kwargs)
+    return params
+
+
+def resolve(params: dict[str, Any]) -> tuple[str, Server]:
+    """(``gen_ai.provider.name``, server) of one call, from its model, ``custom_llm_provider`` and ``api_base``."""
+    model = params.get("model")
+    custom = params.get("custom_llm_provider")
+    base = params.get("api_base") or params.get("base_url")
+    return _resolve(
+        model if isinstance(model, str) else "",
+        custom if isinstance(custom, str) else None,
+        base if isinstance(base, str) else None,
+    )
+
+
+_resolved: dict[tuple[str, str | None, str | None], tuple[str, Server]] = {}
+
+
+def _resolve(model: str, custom: str | None, base: str | None) -> tuple[str, Server]:
+    key = (model, custom, base)
+    found = _resolved.get(key)
+    if found is not None:
+        return found
+    provider: str | None = custom
+    resolved_base = base
+    try:
+        import litellm
+
+        _, provider, _, dynamic_base = litellm.get_llm_provider(model=model, custom_llm_provider=custom, api_base=base)
+        resolved_base = base or dynamic_base
+    except Exception:  # LiteLLM cannot place the model (the call itself will say so): not cached, it may later
+        name = PROVIDER_NAMES.get(custom, custom) if custom else UNKNOWN_PROVIDER
+        return name, host_port(base) if base else (None, None)
+    name = PROVIDER_NAMES.get(provider, provider) if provider else UNKNOWN_PROVIDER
+    server = host_port(resolved_base) if resolved_base else _DEFAULT_HOSTS.get(provider or "", (None, None))
+    if len(_resolved) >= 512:  # bounded: model names and bases come from user code, a handful per process
+        _resolved.clear()
+    _resolved[key] = (name, server)
+    return name, server
+
+
+def request_attributes(params: dict[str, Any], capture: bool, max_len: int) -> Attributes:
+    """Request parameters and content, read as the OpenAI codec reads a Chat Completions request."""
+    attrs = build.request_attributes(EndpointKind.CHAT, params, capture, max_len)
+    attrs[sc.LANGFUSE_OBSERVATION_TYPE] = sc.LANGFUSE_TYPE_GENERATION
+    return attrs
+
+
+def outcome(response: Any, content: bool = True) -> Outcome:
+    """``ModelResponse`` -> Outcome: OpenAI's, plus LiteLLM's ``reasoning_content`` and cache-write tokens."""
+    result = chat_outcome(response, content)
+    if result.output_messages:
+        for choice, message in zip(field(response, "choices") or (), result.output_messages, strict=False):
+            _add_reasoning(message, field(field(choice, "message"), "reasoning_content"))
+    _add_cache_writes(result, field(response, "usage"))
+    return result
+
+
+def summary(response: Any) -> Summary:
+    """Model and token counts of a ``ModelResponse``."""
+    return chat_summary(response)
+
+
+def _add_reasoning(message: dict[str, Any], reasoning: Any) -> None:
+    parts = message["parts"]
+    if isinstance(reasoning, str) and reasoning and not any(p.get("type") == "reasoning" for p in parts):
+        parts.insert(0, reasoning_part(reasoning))
+
+
+def _add_cache_writes(result: Outcome, usage: Any) -> None:
+    writes = getattr(usage, "cache_creation_input_tokens", None) if usage is not None else None
+    if result.usage is not None and result.usage.cache_write_tokens is None and isinstance(writes, int) and writes:
+        result.usage.cache_write_tokens = writes
+
+
+class _Lenient:
+    """A view of a LiteLLM object whose unset fields read as None (LiteLLM deletes ``Delta.refusal`` when None)."""
+
+    __slots__ = ("_of",)
+
+    def __init__(self, of: Any) -> None:
+        self._of = of
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._of, name, None)
+
+
+class _Chunk:
+    __slots__ = ("_of", "choices")
+
+    def __init__(self, chunk: Any, choices: list[_Choice]) -> None:
+        self._of = chunk
+        self.choices = choices
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._of, name, None)
+
+
+class _Choice:
+    __slots__ = ("delta", "finish_reason", "index")
+
+    def __init__(self, choice: Any) -> None:
+        self.index = getattr(choice, "index", 0)
+        self.finish_reason = getattr(choice, "finish_reason", None)
+        delta = getattr(choice, "delta", None)
+        self.delta = _Lenient(delta) if delta is not None else None
+
+
+class LiteLLMChatAccumulator(ChatAccumulator):
+    """OpenAI's chat accumulator over LiteLLM's chunks, plus the ``reasoning_content`` of each ``Delta``."""
+
+    __slots__ = ()
+
+    def add(self, chunk: Any) -> bool:
+        """Fold one ``ModelResponseStream`` in (see ``ChatAccumulator.add``); O(1) per choice."""
+        choices = [_Choice(c) for c in getattr(chunk, "choices", None) or ()]
+        output = super().add(_Chunk(chunk, choices))
+        for choice in choices:
+            reasoning = choice.delta.reasoning_content if choice.delta is not None else None
+            if isinstance(reasoning, str) and reasoning:
+                self.choices[choice.index].reasoning.append(reasoning)
+        return output
+
+    def outcome(self) -> Outcome:
+        """OpenAI's outcome, with the cache writes LiteLLM reports for Anthropic."""
+        result = super().outcome()
+        _add_cache_writes(result, self.usage)
+        return result
+
+
+# --- the engine's hooks ---------------------------------------------------------------------------------
+
+
+class Route(NamedTuple):
+    """The kind of a LiteLLM call: the function called and the provider LiteLLM sends it to (part of the shape)."""
+
+    function: str
+    provider: str
+
+
+class LiteLLMCodec(Codec):
+    """``litellm.completion`` / ``acompletion``, named after the provider LiteLLM routes each model to."""
+
+    provider = UNKNOWN_PROVIDER
+    label = "LiteLLM"
+
+    def operation(self, kind: Hashable) -> str:
+        """Every traced function is a chat completion."""
+        return sc.OP_CHAT
+
+    def route(self, endpoint: Endpoint, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Name positional arguments; resolve the provider and server of the call (see ``resolve``)."""
+        params = bind(args, kwargs)
+        provider, server = resolve(params)
+        return Route(str(endpoint.kind), provider), params, server
+
+    def provider_of(self, kind: Hashable, model: str | None, host: str | None) -> str:
+        """The provider ``route`` resolved (the span's shape is cached per ``Route``, which names it)."""
+        return kind.provider if isinstance(kind, Route) else UNKNOWN_PROVIDER
+
+    def request_attributes(self, kind: Hashable, params: dict[str, Any], capture: bool, max_len: int) -> Attributes:
+        """OpenAI-shaped request attributes."""
+        return request_attributes(params, capture, max_len)
+
+    def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
+        """A ``ModelResponse``."""
+        return outcome(result, capture)
+
+    def summary(self, kind: Hashable, result: Any) -> Summary:
+        """Model and token counts of a ``ModelResponse``."""
+        return chat_summary(result)
+
+    def is_stream(self, kind: Hashable, result: Any) -> bool:
+        """``stream=True``: a ``CustomStreamWrapper``."""
+        return type(result).__name__ == "CustomStreamWrapper"
+
+    def accumulator(self, kind: Hashable) -> Accumulator:
+        """OpenAI's chat accumulator, LiteLLM-tolerant."""
+        return LiteLLMChatAccumulator()
+
+    def finish_special(self, call: Call, kind: Hashable, result: Any) -> Any:
+        """A stream is proxied sync after ``completion``, async after ``acompletion``.
+
+        LiteLLM's stream class is both a sync and an async iterator, so its class cannot tell.
+        """
+        if not self.is_stream(kind, result):
+            return PLAIN
+        is_async = not (isinstance(kind, Route) and kind.function == COMPLETION)
+        return call.stream(result, self.accumulator(kind), is_async=is_async)
+
+
+CODEC = LiteLLMCodec()

@@ -1,0 +1,241 @@
+"""``instrument_ollama()``: ``chat`` / ``generate`` / ``embed`` through the real ``ollama`` client, sync and async.
+
+Chat replays tests/fixtures/ollama-cassettes (OpenInference's recordings: streamed and not, tool calls, a 404).
+No ``/api/generate`` or ``/api/embed`` recording exists: those bodies are made in ollama_replay.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import ollama
+import pytest
+from ollama_replay import MODEL, async_client_of, client_of, embed_interaction, generate_interaction, recorded
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from cassettes import ReplayServer
+from evaltrace.instrumentation.ollama import OllamaInstrumentor
+
+USER = [{"role": "user", "content": "Why is the sky blue? Answer in one sentence."}]
+
+
+@pytest.fixture
+def instrumented(provider: TracerProvider, capture: None) -> Iterator[OllamaInstrumentor]:
+    instrumentor = OllamaInstrumentor()
+    instrumentor.instrument()
+    yield instrumentor
+    instrumentor.uninstrument()
+
+
+pytestmark = pytest.mark.usefixtures("instrumented")
+
+
+def _only_span(exporter: InMemorySpanExporter, name: str = f"chat {MODEL}") -> Any:
+    spans = exporter.get_finished_spans()
+    assert [s.name for s in spans] == [name]
+    return spans[0]
+
+
+def _json(span: Any, key: str) -> Any:
+    return json.loads(span.attributes[key])
+
+
+async def _call(url: str, is_async: bool, method: str, *args: Any, **kwargs: Any) -> Any:
+    if is_async:
+        async with async_client_of(url) as client:
+            return await getattr(client, method)(*args, **kwargs)
+    with client_of(url) as client:
+        return getattr(client, method)(*args, **kwargs)
+
+
+async def test_chat_span_follows_genai_conventions(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    name = "test_async_chat.yaml" if is_async else "test_chat.yaml"
+    with ReplayServer(recorded(name)) as server:
+        response = await _call(server.url, is_async, "chat", MODEL, USER, options={"temperature": 0, "seed": 42})
+        port = int(server.url.rsplit(":", 1)[1])
+        sent = server.received[0].json()
+    assert response.message.content.startswith("The sky appears blue")
+    assert sent["options"] == {"temperature": 0, "seed": 42}  # the call went through unchanged
+
+    span = _only_span(exporter)
+    a = span.attributes
+    assert a["gen_ai.provider.name"] == "ollama"
+    assert a["gen_ai.operation.name"] == "chat"
+    assert a["gen_ai.request.model"] == MODEL  # given positionally
+    assert (a["server.address"], a["server.port"]) == ("127.0.0.1", port)
+    assert a["gen_ai.request.temperature"] == 0.0
+    assert a["gen_ai.request.seed"] == 42
+    assert a["gen_ai.response.model"] == MODEL
+    assert a["gen_ai.response.finish_reasons"] == ("stop",)
+    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (21, 369)
+    parts = _json(span, "gen_ai.output.messages")[0]["parts"]
+    assert [p["type"] for p in parts] == ["reasoning", "text"]
+    assert parts[0]["content"].startswith("Here's a thinking process")
+    assert parts[1]["content"] == response.message.content  # the answer alone
+    assert _json(span, "gen_ai.input.messages")[0]["parts"][0]["content"] == USER[0]["content"]
+    assert span.status.status_code is StatusCode.UNSET
+
+
+async def test_tool_call_is_a_tool_call_part(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    def add_two_numbers(a: int, b: int) -> int:
+        """Add two numbers.
+
+        Args:
+          a: The first number.
+          b: The second number.
+        """
+        return a + b
+
+    with ReplayServer(recorded("test_chat_with_callable_tool.yaml")) as server:
+        await _call(server.url, is_async, "chat", model=MODEL, messages=USER, tools=[add_two_numbers])
+    span = _only_span(exporter)
+    message = _json(span, "gen_ai.output.messages")[0]
+    assert message["finish_reason"] == "tool_call"
+    assert message["parts"][-1] == {"type": "tool_call", "id": None, "name": "add_two_numbers",
+                                    "arguments": {"a": 2, "b": 3}}  # fmt: skip
+    assert span.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+    assert _json(span, "gen_ai.tool.definitions")[0]["name"] == "add_two_numbers"
+
+
+async def _stream(url: str, is_async: bool, limit: int | None = None) -> list[Any]:
+    chunks: list[Any] = []
+    if is_async:
+        async with async_client_of(url) as client:
+            async for chunk in await client.chat(MODEL, USER, stream=True):
+                chunks.append(chunk)
+                if limit is not None and len(chunks) >= limit:
+                    break
+        return chunks
+    with client_of(url) as client:
+        for chunk in client.chat(MODEL, USER, stream=True):
+            chunks.append(chunk)
+            if limit is not None and len(chunks) >= limit:
+                break
+    return chunks
+
+
+async def test_stream_read_to_the_end(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    name = "test_async_chat_stream.yaml" if is_async else "test_chat_stream.yaml"
+    with ReplayServer(recorded(name)) as server:
+        chunks = await _stream(server.url, is_async)
+    assert chunks[-1].done is True
+    span = _only_span(exporter)
+    a = span.attributes
+    assert a["gen_ai.request.stream"] is True
+    assert a["evaltrace.stream.end_reason"] == "exhausted"
+    assert a["evaltrace.stream.chunks"] == len(chunks) > 100
+    assert 0 < a["gen_ai.response.time_to_first_chunk"] <= a["evaltrace.stream.time_to_last_chunk"]
+    assert a["gen_ai.response.finish_reasons"] == ("stop",)
+    assert a["gen_ai.usage.input_tokens"] == chunks[-1].prompt_eval_count
+    assert a["gen_ai.usage.output_tokens"] == chunks[-1].eval_count
+    parts = _json(span, "gen_ai.output.messages")[0]["parts"]
+    assert [p["type"] for p in parts] == ["reasoning", "text"]
+    assert parts[1]["content"] == "".join(c.message.content or "" for c in chunks)
+
+
+async def test_stream_left_early(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    with ReplayServer(recorded("test_chat_stream.yaml")) as server:
+        await _stream(server.url, is_async, limit=3)
+        gc.collect()
+    a = _only_span(exporter).attributes
+    assert a["evaltrace.stream.end_reason"] in ("closed_early", "garbage_collected")
+    assert a["evaltrace.stream.completed"] is False
+
+
+async def test_error_line_mid_stream_fails_the_span_and_keeps_what_arrived(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """Ollama reports a failure during generation as an ``{"error": ...}`` line of a 200 stream (made here from the
+    recorded stream: its first lines, then such a line; no recording of one exists)."""
+    stream = recorded("test_chat_stream.yaml")[0]
+    lines = [line for line in stream.body.split(b"\n") if line.strip()][:5]
+    lines.append(json.dumps({"error": "an error was encountered while running the model"}).encode())
+    broken = dataclasses.replace(stream, body=b"\n".join(lines))
+    with ReplayServer([broken]) as server:
+        with pytest.raises(ollama.ResponseError) as raised:
+            await _stream(server.url, is_async)
+    assert "while running the model" in str(raised.value)
+    span = _only_span(exporter)
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes["evaltrace.stream.end_reason"] == "error"
+    assert span.attributes["evaltrace.stream.chunks"] == 5
+    assert span.events[0].attributes["exception.type"].endswith("ResponseError")
+
+
+async def test_model_not_found_sets_error_type_and_reraises(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    with ReplayServer(recorded("test_chat_error_records_model_name.yaml")) as server:
+        with pytest.raises(ollama.ResponseError) as raised:
+            await _call(server.url, is_async, "chat", "nonexistent-model:latest", USER)
+    assert raised.value.status_code == 404
+    span = _only_span(exporter, "chat nonexistent-model:latest")
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes["error.type"]
+    assert span.attributes["http.response.status_code"] == 404
+    assert span.events[0].attributes["exception.type"].endswith("ResponseError")
+
+
+async def test_generate_and_embed(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    with ReplayServer([generate_interaction(False), embed_interaction()]) as server:
+        answer = await _call(server.url, is_async, "generate", MODEL, "Why?", system="Be brief.")
+        await _call(server.url, is_async, "embed", "nomic-embed-text", ["a", "b"])
+    assert answer.response == "Blue."
+    generate, embed = exporter.get_finished_spans()
+    assert generate.name == f"text_completion {MODEL}"
+    assert generate.attributes["gen_ai.operation.name"] == "text_completion"
+    assert _json(generate, "gen_ai.system_instructions") == [{"type": "text", "content": "Be brief."}]
+    assert _json(generate, "gen_ai.output.messages")[0]["parts"] == [
+        {"type": "reasoning", "content": "Rayleigh."},
+        {"type": "text", "content": "Blue."},
+    ]
+    assert embed.name == "embeddings nomic-embed-text"
+    assert embed.attributes["gen_ai.usage.input_tokens"] == 4
+    assert embed.attributes["gen_ai.embeddings.dimension.count"] == 3
+    assert embed.attributes["input.value"] == '["a","b"]'
+
+
+def test_streamed_generate(exporter: InMemorySpanExporter) -> None:
+    with ReplayServer([generate_interaction(True)]) as server, client_of(server.url) as client:
+        text = "".join(chunk.response for chunk in client.generate(MODEL, "Why?", stream=True))
+    assert text == "Blue."
+    span = _only_span(exporter, f"text_completion {MODEL}")
+    assert span.attributes["gen_ai.response.finish_reasons"] == ("length",)
+    assert _json(span, "gen_ai.output.messages")[0]["finish_reason"] == "length"
+
+
+def test_module_functions_make_one_span_and_uninstrument_restores_them(
+    instrumented: OllamaInstrumentor, exporter: InMemorySpanExporter
+) -> None:
+    default = ollama._client  # the default client the module functions are bound to
+    previous = default._client
+    with ReplayServer(recorded("test_chat.yaml") * 2) as server, client_of(server.url) as replay:
+        default._client = replay._client  # its HTTP client, pointed at the replay server (closed with it)
+        try:
+            ollama.chat(MODEL, USER)
+            assert len(exporter.get_finished_spans()) == 1
+            instrumented.uninstrument()
+            ollama.chat(MODEL, USER)
+        finally:
+            default._client = previous
+    assert len(exporter.get_finished_spans()) == 1
+
+
+def test_stream_metrics(provider: TracerProvider) -> None:
+    reader = InMemoryMetricReader()
+    OllamaInstrumentor().uninstrument()
+    OllamaInstrumentor().instrument(meter_provider=MeterProvider(metric_readers=[reader]))
+    with ReplayServer(recorded("test_chat_stream.yaml")) as server, client_of(server.url) as client:
+        list(client.chat(MODEL, USER, stream=True))
+    data = reader.get_metrics_data()
+    metrics = {m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+    (first,) = metrics["gen_ai.client.operation.time_to_first_chunk"].data.data_points
+    assert first.attributes["gen_ai.provider.name"] == "ollama"
+    (per_chunk,) = metrics["gen_ai.client.operation.time_per_output_chunk"].data.data_points
+    assert per_chunk.count > 100
