@@ -99,6 +99,8 @@ OPENAI_API_TYPE: Final = "openai.api.type"
 OPENAI_REQUEST_SERVICE_TIER: Final = "openai.request.service_tier"
 OPENAI_RESPONSE_SERVICE_TIER: Final = "openai.response.service_tier"
 OPENAI_RESPONSE_SYSTEM_FINGERPRINT: Final = "openai.response.system_fingerprint"
+# Groq: how a reasoning model returns its reasoning (``parsed``, ``raw`` in ``<think>`` tags, ``hidden``).
+GROQ_REQUEST_REASONING_FORMAT: Final = "groq.request.reasoning_format"
 
 # --- OpenInference (read by Langfuse and Phoenix for input/output display) ------------------------------
 INPUT_VALUE: Final = "input.value"

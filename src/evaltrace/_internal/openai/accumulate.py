@@ -5,7 +5,8 @@ Text, reasoning and tool-call argument fragments are kept as lists and joined on
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any, ClassVar, Protocol
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.openai.parts import Part, assistant_parts, output_message, reasoning_extra, tool_call_part
@@ -85,6 +86,10 @@ class ChatAccumulator:
 
     __slots__ = ("choices", "fingerprint", "header_pending", "model", "response_id", "service_tier", "usage")
 
+    # Where a delta's reasoning text is: OpenAI-compatible servers add it as an extra field; an SDK that models it
+    # (groq's ``delta.reasoning``) subclasses with its own reader.
+    reasoning_of: ClassVar[Callable[[Any], str | None]] = staticmethod(reasoning_extra)
+
     def __init__(self) -> None:
         self.choices: dict[int, _ChoiceBuffer] = {}
         self.response_id: str | None = None
@@ -123,17 +128,17 @@ class ChatAccumulator:
         self.fingerprint = self.fingerprint or getattr(chunk, "system_fingerprint", None)
         self.header_pending = not (self.response_id and self.model)
 
-    @staticmethod
-    def _add_delta(buffer: _ChoiceBuffer, delta: Any) -> None:
+    def _add_delta(self, buffer: _ChoiceBuffer, delta: Any) -> None:
         if delta is None:
             return
         if delta.content:
             buffer.text.append(delta.content)
-        thinking = reasoning_extra(delta)
+        thinking = self.reasoning_of(delta)
         if thinking:
             buffer.reasoning.append(thinking)
-        if delta.refusal:
-            buffer.refusal.append(delta.refusal)
+        refusal = getattr(delta, "refusal", None)  # OpenAI-shaped SDKs without refusals (groq) lack the field
+        if refusal:
+            buffer.refusal.append(refusal)
         for call in delta.tool_calls or ():
             slot = buffer.tool_calls.get(call.index)
             fn = call.function

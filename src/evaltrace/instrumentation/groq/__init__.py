@@ -1,0 +1,1 @@
+"""Groq auto-instrumentation (codec; the instrumentor is added on the shared engine)."""

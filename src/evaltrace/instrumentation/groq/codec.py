@@ -1,0 +1,184 @@
+"""Pure: a Groq ``chat.completions.create`` call -> span attributes, through the OpenAI chat codec.
+
+Groq's SDK is OpenAI's shape (a Stainless client), so the request, the completion and the chunks go through the
+OpenAI codec's readers. What Groq adds is read here:
+
+* ``message.reasoning`` / ``delta.reasoning``: a modelled field (with ``reasoning_format="parsed"``), not an
+  extra, so it is read explicitly; ``reasoning_format="raw"`` puts ``<think>`` blocks in the content, which the
+  shared readers already move to a ``reasoning`` part;
+* usage in ``x_groq.usage`` on the last stream chunk (the chunk's own ``usage`` is empty), and the prompt-cache
+  split ``x_groq.usage.{dram,sram}_cached_tokens`` when ``prompt_tokens_details`` is absent;
+* ``executed_tools`` (the built-in tools of ``compound`` models) as ``server_tool_call`` parts;
+* ``x_groq.error`` on a stream chunk: the call failed inside a stream the SDK did not raise for.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evaltrace._internal import semconv as sc
+from evaltrace._internal.jsonutil import loads_or_raw
+from evaltrace._internal.openai import build
+from evaltrace._internal.openai.accumulate import ChatAccumulator
+from evaltrace._internal.openai.parts import Message, Part, reasoning_extra, reasoning_part
+from evaltrace._internal.openai.registry import EndpointKind
+from evaltrace._internal.openai.response import Outcome, Summary, Usage, chat_outcome, chat_usage
+
+PROVIDER = "groq"
+Attributes = dict[str, Any]
+_PLAIN_VALUE_TYPES = frozenset((str, int, float, bool, list, dict, tuple))
+
+
+def given(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Drop groq's ``NOT_GIVEN`` / ``Omit`` sentinels and None values: they mean 'not in the request'."""
+    if _PLAIN_VALUE_TYPES.issuperset(map(type, kwargs.values())):
+        return kwargs
+    return {k: v for k, v in kwargs.items() if v is not None and type(v).__name__ not in ("NotGiven", "Omit")}
+
+
+def request_attributes(kwargs: dict[str, Any], capture: bool, max_len: int) -> Attributes:
+    """Request parameters, and the request content when ``capture`` (the OpenAI chat request's, plus Groq's)."""
+    params = given(kwargs)
+    attrs = build.request_attributes(EndpointKind.CHAT, params, capture, max_len)
+    fmt = params.get("reasoning_format")
+    if isinstance(fmt, str):
+        attrs[sc.GROQ_REQUEST_REASONING_FORMAT] = fmt
+    return attrs
+
+
+def groq_reasoning(obj: Any) -> str | None:
+    """The reasoning text of a message or delta: groq's ``reasoning`` field, else an extra (``reasoning_content``)."""
+    value = getattr(obj, "reasoning", None)
+    if isinstance(value, str):
+        return value
+    return reasoning_extra(obj)
+
+
+def usage_of(usage: Any, x_groq_usage: Any = None) -> Usage | None:
+    """``CompletionUsage`` -> Usage; cached tokens from ``x_groq.usage`` when the details did not give them."""
+    out = chat_usage(usage)
+    if out is not None and out.cached_tokens is None and x_groq_usage is not None:
+        counts = [getattr(x_groq_usage, name, None) for name in ("dram_cached_tokens", "sram_cached_tokens")]
+        if any(isinstance(c, int) for c in counts):
+            out.cached_tokens = sum(c for c in counts if isinstance(c, int))
+    return out
+
+
+def executed_tool_part(tool: Any) -> Part:
+    """An ``executed_tools`` entry (a tool Groq ran itself) -> a ``server_tool_call`` part."""
+    tool_type = str(getattr(tool, "type", None) or "tool")
+    call: dict[str, Any] = {"type": tool_type}
+    arguments = getattr(tool, "arguments", None)
+    if isinstance(arguments, str) and arguments:
+        call["arguments"] = loads_or_raw(arguments)
+    return {"type": "server_tool_call", "id": None, "name": tool_type, "server_tool_call": call}
+
+
+def _with_groq_parts(message: Message, reasoning: str | None, executed: Any) -> None:
+    """Put ``reasoning`` first and the executed tools after the answer's parts, in place."""
+    parts: list[Part] = message["parts"]
+    if reasoning:
+        parts.insert(0, reasoning_part(reasoning))
+    for tool in executed or ():
+        parts.append(executed_tool_part(tool))
+
+
+def completion_outcome(completion: Any, content: bool = True) -> Outcome:
+    """ChatCompletion -> Outcome: the OpenAI chat outcome, with Groq's reasoning, executed tools and cache split."""
+    outcome = chat_outcome(completion, content)
+    x_groq = getattr(completion, "x_groq", None)
+    if outcome.usage is not None and x_groq is not None:
+        outcome.usage = usage_of(getattr(completion, "usage", None), getattr(x_groq, "usage", None))
+    messages = outcome.output_messages
+    if messages is not None:
+        for message, choice in zip(messages, getattr(completion, "choices", None) or (), strict=False):
+            source = getattr(choice, "message", None)
+            # The shared reader found extras only; a modelled ``reasoning`` is Groq's own.
+            reasoning = getattr(source, "reasoning", None)
+            _with_groq_parts(message, reasoning if isinstance(reasoning, str) else None, None)
+            _with_groq_parts(message, None, getattr(source, "executed_tools", None))
+    return outcome
+
+
+def completion_summary(completion: Any) -> Summary:
+    """Model and token counts of a ChatCompletion, for metrics."""
+    usage = getattr(completion, "usage", None)
+    model = getattr(completion, "model", None)
+    if usage is None:
+        return Summary(model)
+    return Summary(model, getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None))
+
+
+class GroqStreamAccumulator(ChatAccumulator):
+    """The OpenAI chat accumulator, reading Groq's ``delta.reasoning``, ``x_groq`` usage and errors, and tools."""
+
+    __slots__ = ("error", "executed", "x_groq_usage")
+
+    reasoning_of = staticmethod(groq_reasoning)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.executed: dict[tuple[int, Any], Any] = {}  # (choice, tool index) -> the tool as last sent
+        self.x_groq_usage: Any = None
+        self.error: str | None = None
+
+    def add(self, chunk: Any) -> bool:
+        """Fold one chunk in (see ``ChatAccumulator.add``); True when it carries a choice."""
+        carried = super().add(chunk)
+        x_groq = getattr(chunk, "x_groq", None)
+        if x_groq is not None:
+            usage = getattr(x_groq, "usage", None)
+            if usage is not None:
+                self.x_groq_usage = usage
+                if self.usage is None:
+                    self.usage = usage
+            error = getattr(x_groq, "error", None)
+            if isinstance(error, str) and error:
+                self.error = error
+        for choice in chunk.choices or ():
+            tools = getattr(choice.delta, "executed_tools", None) if choice.delta is not None else None
+            for tool in tools or ():
+                self.executed[(choice.index, getattr(tool, "index", None))] = tool
+        return carried
+
+    def failure(self) -> tuple[str, str] | None:
+        """``x_groq.error`` of a chunk: the call failed inside the stream (``error.type`` ``_OTHER``)."""
+        if self.error is None:
+            return None
+        return sc.ERROR_TYPE_OTHER, self.error
+
+    def summary(self) -> Summary:
+        """Model and token counts only."""
+        usage = chat_usage(self.usage)
+        if usage is None:
+            return Summary(self.model)
+        return Summary(self.model, usage.input_tokens, usage.output_tokens)
+
+    def outcome(self) -> Outcome:
+        """The OpenAI chat outcome of the chunks, with the executed tools and the ``x_groq`` cache split."""
+        outcome = super().outcome()
+        if outcome.usage is not None and self.x_groq_usage is not None and self.x_groq_usage is not self.usage:
+            outcome.usage = usage_of(self.usage, self.x_groq_usage)
+        if self.executed and outcome.output_messages:
+            ordered = sorted(self.choices)
+            for (choice_index, _), tool in self.executed.items():
+                if choice_index in self.choices:
+                    message = outcome.output_messages[ordered.index(choice_index)]
+                    _with_groq_parts(message, None, [tool])
+        return outcome
+
+
+def error_type(error: BaseException) -> str:
+    """``error.type`` of a Groq error: the API's error code (``model_not_found``, ``tool_use_failed``), else its class.
+
+    An HTTP error's body is ``{"error": {...}}``; an error the API sent inside a stream is the inner object itself.
+    """
+    body = getattr(error, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error")
+        source = inner if isinstance(inner, dict) else body
+        for key in ("code", "type"):
+            value = source.get(key)
+            if isinstance(value, str) and value:
+                return value
+    return type(error).__qualname__
