@@ -5,7 +5,6 @@ Text, reasoning and tool-call argument fragments are kept as lists and joined on
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
 from evaltrace._internal import semconv as sc
@@ -88,7 +87,7 @@ class ChatAccumulator:
 
     # Where a delta's reasoning text is: OpenAI-compatible servers add it as an extra field; an SDK that models it
     # (groq's ``delta.reasoning``) subclasses with its own reader.
-    reasoning_of: ClassVar[Callable[[Any], str | None]] = staticmethod(reasoning_extra)
+    reasoning_of: ClassVar[staticmethod[[Any], str | None]] = staticmethod(reasoning_extra)
 
     def __init__(self) -> None:
         self.choices: dict[int, _ChoiceBuffer] = {}

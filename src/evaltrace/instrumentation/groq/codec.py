@@ -14,17 +14,33 @@ OpenAI codec's readers. What Groq adds is read here:
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.codec import Accumulator, Codec, Server
+from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
+from evaltrace._internal.error_body import code_in_body
 from evaltrace._internal.jsonutil import loads_or_raw
-from evaltrace._internal.openai import build
+from evaltrace._internal.openai import build, registry
 from evaltrace._internal.openai.accumulate import ChatAccumulator
 from evaltrace._internal.openai.parts import Message, Part, reasoning_extra, reasoning_part
 from evaltrace._internal.openai.registry import EndpointKind
-from evaltrace._internal.openai.response import Outcome, Summary, Usage, chat_outcome, chat_usage
+from evaltrace._internal.openai.response import chat_outcome, chat_usage
 
 PROVIDER = "groq"
+
+
+def _stream_types() -> tuple[type[Any], ...]:
+    try:
+        from groq import AsyncStream, Stream
+    except ImportError:  # the pure readers are usable without the SDK
+        return ()
+    return (Stream, AsyncStream)
+
+
+# The SDK's stream classes, imported with the codec (the engine imports it once the SDK is imported).
+_STREAM_TYPES = _stream_types()
 Attributes = dict[str, Any]
 _PLAIN_VALUE_TYPES = frozenset((str, int, float, bool, list, dict, tuple))
 
@@ -173,12 +189,43 @@ def error_type(error: BaseException) -> str:
 
     An HTTP error's body is ``{"error": {...}}``; an error the API sent inside a stream is the inner object itself.
     """
-    body = getattr(error, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error")
-        source = inner if isinstance(inner, dict) else body
-        for key in ("code", "type"):
-            value = source.get(key)
-            if isinstance(value, str) and value:
-                return value
-    return type(error).__qualname__
+    return code_in_body(getattr(error, "body", None), ("code", "type")) or type(error).__qualname__
+
+
+class GroqCodec(Codec):
+    """``groq`` chat completions -> GenAI spans (provider ``groq``), read by the OpenAI chat readers."""
+
+    provider = PROVIDER
+    label = "Groq"
+    cache_plain_types = True
+
+    def server_of(self, instance: Any) -> Server:
+        """Host and port of the client's ``base_url`` (the resource's ``_client``, as in openai)."""
+        return registry.server_of(instance)
+
+    def request_attributes(self, kind: Hashable, params: dict[str, Any], capture: bool, max_len: int) -> dict[str, Any]:
+        """The OpenAI chat request's attributes, plus Groq's ``reasoning_format``."""
+        return request_attributes(params, capture, max_len)
+
+    def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
+        """ChatCompletion -> Outcome (see ``completion_outcome``)."""
+        return completion_outcome(result, capture)
+
+    def summary(self, kind: Hashable, result: Any) -> Summary:
+        """Model and token counts, for metrics."""
+        return completion_summary(result)
+
+    def is_stream(self, kind: Hashable, result: Any) -> bool:
+        """``stream=True`` returns the SDK's ``Stream`` / ``AsyncStream``."""
+        return isinstance(result, _STREAM_TYPES)
+
+    def accumulator(self, kind: Hashable) -> Accumulator:
+        """A fresh stream accumulator."""
+        return GroqStreamAccumulator()
+
+    def error_type(self, error: BaseException) -> str:
+        """Groq's error code (see ``error_type``)."""
+        return error_type(error)
+
+
+CODEC = GroqCodec()

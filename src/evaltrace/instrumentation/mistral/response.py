@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaltrace._internal.jsonutil import loads_or_raw
+from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
+from evaltrace._internal.error_body import code_in_body
 from evaltrace._internal.openai.parts import Message, Part, field, output_message, reasoning_part, text_part
-from evaltrace._internal.openai.response import Outcome, Summary, Usage, chat_usage
+from evaltrace._internal.openai.response import chat_usage
 from evaltrace.instrumentation.mistral.request import chunk_part, thinking_text, tool_call
 
 
@@ -82,13 +83,4 @@ def error_type(error: BaseException) -> str:
     ``MistralError.body`` is the response text; the API's error object is ``{"object": "error", "message", "type",
     "code"}`` (``code`` is a number as a string, less telling than ``type``).
     """
-    body = getattr(error, "body", None)
-    data = loads_or_raw(body) if isinstance(body, str) and body.startswith("{") else None
-    if isinstance(data, dict):
-        inner = data.get("error")
-        source = inner if isinstance(inner, dict) else data
-        for key in ("type", "code"):
-            value = source.get(key)
-            if isinstance(value, str) and value:
-                return value
-    return type(error).__qualname__
+    return code_in_body(getattr(error, "body", None), ("type", "code")) or type(error).__qualname__

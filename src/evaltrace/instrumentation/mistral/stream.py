@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai.parts import Part, field, output_message, reasoning_part, text_part, tool_call_part
-from evaltrace._internal.openai.response import Outcome, Summary
 from evaltrace.instrumentation.mistral.request import chunk_part, thinking_text
 from evaltrace.instrumentation.mistral.response import usage_of
 
