@@ -14,6 +14,7 @@ import importlib
 import sys
 import threading
 from collections.abc import Callable, Iterable
+from functools import partial
 from types import ModuleType
 from typing import Any, Protocol, TypeVar
 
@@ -131,20 +132,28 @@ def start_wrapping(
     owning_class: Callable[[ModuleType, E], type[Any] | None],
     wrappers: str,
     providers: tuple[Any, Any],
+    codec: str | None = None,
 ) -> None:
     """Wrap ``endpoints`` in ``modules`` (now, or when imported) with the ``make_wrapper`` of module ``wrappers``.
 
     The wrapper module and its ``Telemetry(tracer_provider, meter_provider)`` are loaded by the first patch, so
-    instrumenting imports no wrapper code and no client module.
+    instrumenting imports no wrapper code and no client module. With ``codec`` (``"module:NAME"``, loaded then
+    too), ``wrappers`` is the engine's and each wrapper is made with ``call_class=Call.for_codec(codec)``.
     """
     rows = list(endpoints)
-    telemetry: list[Any] = []
+    made: list[Callable[[Any], Any]] = []
 
     def patch(module: ModuleType) -> list[tuple[type[Any], str]]:
         code = importlib.import_module(wrappers)
-        if not telemetry:
-            telemetry.append(code.Telemetry(*providers))
-        return wrap_endpoints(module, rows, owning_class, lambda row: code.make_wrapper(row, telemetry[0]))
+        if not made:
+            telemetry = code.Telemetry(*providers)
+            if codec is None:
+                made.append(partial(code.make_wrapper, telemetry=telemetry))
+            else:
+                name, _, attr = codec.partition(":")
+                call_class = code.Call.for_codec(getattr(importlib.import_module(name), attr))
+                made.append(partial(code.make_wrapper, telemetry=telemetry, call_class=call_class))
+        return wrap_endpoints(module, rows, owning_class, made[0])
 
     patches.start(modules, patch)
 

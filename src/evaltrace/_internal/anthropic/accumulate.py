@@ -12,10 +12,10 @@ from typing import Any
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.anthropic.request import REDACTED_REASONING, content_part
 from evaltrace._internal.anthropic.response import output_message, thinking_tokens, usage_of
+from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.jsonutil import loads_or_raw
 from evaltrace._internal.openai.parts import Part, reasoning_part, text_part
 from evaltrace._internal.openai.parts import field as get
-from evaltrace._internal.openai.response import Outcome, Summary
 
 _USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 

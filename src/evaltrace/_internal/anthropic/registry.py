@@ -1,8 +1,8 @@
 """What gets wrapped, as data; and the only module that names anthropic internals.
 
-Each row is (module, class, method, async, helper). ``messages.create`` is traced for plain and ``stream=True``
+Each row is an engine ``Endpoint`` (module, class, method, kind, async, deferred). ``messages.create`` is traced for plain and ``stream=True``
 calls. The ``messages.stream()`` helper does not go through ``create``: it returns a manager whose
-``__enter__`` sends the request, so it is wrapped too and traced when the request is sent (``helper=True``).
+``__enter__`` sends the request, so it is wrapped too and traced when the request is sent (``deferred=True``).
 ``messages.parse`` (structured outputs, anthropic >= 0.70) posts its request itself, never through ``create``:
 it is wrapped as ``create`` is. ``messages.count_tokens`` is deliberately absent: it generates nothing. A package or class this anthropic lacks
 (``beta`` in old versions) is skipped, by feature detection at ``instrument()``.
@@ -10,67 +10,35 @@ it is wrapped as ``create`` is. ``messages.count_tokens`` is deliberately absent
 
 from __future__ import annotations
 
-import importlib
 import weakref
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from opentelemetry import context as otel_context
 from opentelemetry.trace import INVALID_SPAN
 
+from evaltrace._internal.engine.codec import IN_CALL, Endpoint
 from evaltrace._internal.fast_context import get_current
 
-
-@dataclass(frozen=True)
-class Endpoint:
-    """One wrapped method: ``{module}.{cls}.{method}``."""
-
-    module: str
-    cls: str
-    method: str
-    is_async: bool
-    helper: bool = False  # the ``stream()`` helper: returns a manager that sends the request on enter
+CHAT = "chat"  # the one endpoint kind: every row is a chat call
 
 
 _MESSAGES = "anthropic.resources.messages"
 _BETA_MESSAGES = "anthropic.resources.beta.messages"
 
 ENDPOINTS: tuple[Endpoint, ...] = (
-    Endpoint(_MESSAGES, "Messages", "create", False),
-    Endpoint(_MESSAGES, "AsyncMessages", "create", True),
-    Endpoint(_MESSAGES, "Messages", "stream", False, helper=True),
-    Endpoint(_MESSAGES, "AsyncMessages", "stream", True, helper=True),
-    Endpoint(_MESSAGES, "Messages", "parse", False),
-    Endpoint(_MESSAGES, "AsyncMessages", "parse", True),
-    Endpoint(_BETA_MESSAGES, "Messages", "create", False),
-    Endpoint(_BETA_MESSAGES, "AsyncMessages", "create", True),
-    Endpoint(_BETA_MESSAGES, "Messages", "stream", False, helper=True),
-    Endpoint(_BETA_MESSAGES, "AsyncMessages", "stream", True, helper=True),
-    Endpoint(_BETA_MESSAGES, "Messages", "parse", False),
-    Endpoint(_BETA_MESSAGES, "AsyncMessages", "parse", True),
+    Endpoint(_MESSAGES, "Messages", "create", CHAT, False),
+    Endpoint(_MESSAGES, "AsyncMessages", "create", CHAT, True),
+    Endpoint(_MESSAGES, "Messages", "stream", CHAT, False, deferred=True),
+    Endpoint(_MESSAGES, "AsyncMessages", "stream", CHAT, True, deferred=True),
+    Endpoint(_MESSAGES, "Messages", "parse", CHAT, False),
+    Endpoint(_MESSAGES, "AsyncMessages", "parse", CHAT, True),
+    Endpoint(_BETA_MESSAGES, "Messages", "create", CHAT, False),
+    Endpoint(_BETA_MESSAGES, "AsyncMessages", "create", CHAT, True),
+    Endpoint(_BETA_MESSAGES, "Messages", "stream", CHAT, False, deferred=True),
+    Endpoint(_BETA_MESSAGES, "AsyncMessages", "stream", CHAT, True, deferred=True),
+    Endpoint(_BETA_MESSAGES, "Messages", "parse", CHAT, False),
+    Endpoint(_BETA_MESSAGES, "AsyncMessages", "parse", CHAT, True),
 )
-
-
-# The resource packages, each once: instrument() patches those already imported and hooks the others' import.
-MODULES: tuple[str, ...] = tuple(dict.fromkeys(endpoint.module for endpoint in ENDPOINTS))
-
-
-def resolve_class(endpoint: Endpoint) -> type[Any] | None:
-    """Import the endpoint's package; return the class owning ``endpoint``, or None when this anthropic lacks it."""
-    try:
-        module = importlib.import_module(endpoint.module)
-    except ImportError:
-        return None
-    return owning_class(module, endpoint)
-
-
-def owning_class(module: Any, endpoint: Endpoint) -> type[Any] | None:
-    """Return the class of the imported ``module`` owning ``endpoint``, or None when this anthropic lacks it."""
-    cls = getattr(module, endpoint.cls, None)
-    if not isinstance(cls, type) or not hasattr(cls, endpoint.method):
-        return None
-    return cls
 
 
 @lru_cache(maxsize=1)
@@ -143,10 +111,6 @@ def helper_request(manager: Any) -> tuple[str, Any] | None:
         if name.endswith(_API_REQUEST_SUFFIX):
             return name, value
     return None
-
-
-IN_CALL = otel_context.create_key("evaltrace-anthropic-call")
-"""Set in the context for the duration of a call we trace (its request, retries and stream opening)."""
 
 
 class _OutsideOurCalls:

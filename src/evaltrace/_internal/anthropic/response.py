@@ -12,9 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from evaltrace._internal.anthropic.request import content_part
+from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.openai.parts import Message, Part
 from evaltrace._internal.openai.parts import field as get
-from evaltrace._internal.openai.response import Outcome, Summary, Usage
 
 # stop_reason -> the GenAI finish reason of the output message. ``pause_turn`` (a server-tool turn the client
 # should continue) has no GenAI counterpart and is not an error: it is kept as sent, as the schema allows.

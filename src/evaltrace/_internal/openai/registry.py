@@ -1,7 +1,7 @@
 """What gets wrapped, as data; and the only module that names openai internals.
 
-Each row is (module, class, method, endpoint kind, async). The ``stream()`` helpers of chat completions and
-Responses are not listed: in openai >= 1.40 they call ``create(stream=True)``, so they are traced through it
+Each row is an engine ``Endpoint`` (module, class, method, endpoint kind, async). The ``stream()`` helpers of chat
+completions and Responses are not listed: in openai >= 1.40 they call ``create(stream=True)``, so they are traced through it
 (one span per call), and wrapping them too would double the span. ``beta.chat.completions.parse`` is listed but
 wrapped only where it sends its own request: openai 1.40 routes it through ``chat.completions.create`` (traced
 there), later 1.x versions post it themselves.
@@ -10,11 +10,11 @@ there), later 1.x versions post it themselves.
 from __future__ import annotations
 
 import importlib
-import inspect
-from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 from typing import Any
+
+from evaltrace._internal.engine.codec import Endpoint, owning_class
 
 
 class EndpointKind(Enum):
@@ -27,18 +27,6 @@ class EndpointKind(Enum):
     # Members are singletons compared by identity: hash them so too (Enum's own hash is Python code, and a
     # kind is part of a cache key looked up on every call).
     __hash__ = object.__hash__
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """One wrapped method: ``{module}.{cls}.{method}``."""
-
-    module: str
-    cls: str
-    method: str
-    kind: EndpointKind
-    is_async: bool
-    own_request_only: bool = False  # wrap only if the method sends its request itself (see _sends_own_request)
 
 
 # The resource packages, whose ``__init__`` re-exports the classes in every openai >= 1.40: the defining modules
@@ -78,27 +66,7 @@ def resolve_class(endpoint: Endpoint) -> type[Any] | None:
         module = importlib.import_module(endpoint.module)
     except ImportError:
         return None
-    return owning_class(module, endpoint)
-
-
-def owning_class(module: Any, endpoint: Endpoint) -> type[Any] | None:
-    """Return the class of the imported ``module`` owning ``endpoint``, or None when this openai lacks it."""
-    cls = getattr(module, endpoint.cls, None)
-    if not isinstance(cls, type) or not hasattr(cls, endpoint.method):
-        return None
-    if endpoint.own_request_only and not _sends_own_request(getattr(cls, endpoint.method)):
-        return None
-    return cls
-
-
-def _sends_own_request(method: Any) -> bool:
-    """True when ``method``'s own code calls ``self._post`` (it does not delegate to a traced ``create``).
-
-    Feature detection on the function itself, once at ``instrument()``: a delegating helper wrapped too would make
-    two spans for one call, a posting one left unwrapped would make none.
-    """
-    code = getattr(inspect.unwrap(method), "__code__", None)
-    return code is not None and "_post" in code.co_names
+    return owning_class(module, endpoint)  # type: ignore[no-any-return]
 
 
 @lru_cache(maxsize=1)

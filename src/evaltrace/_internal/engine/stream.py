@@ -1,0 +1,234 @@
+"""Stream proxies: ``wrapt.ObjectProxy`` over a provider's stream, so ``isinstance`` still holds.
+
+Any stream: an SDK stream object (openai's ``Stream``), a plain generator or async generator, an iterator that is
+also a context manager (mistral's ``EventStream``). The codec's accumulator reads the chunks.
+
+The span ends exactly once, on whichever exit comes first: exhaustion, an exception while iterating, ``close()``
+/ ``aclose()``, context exit (``break`` inside ``with``), closing ``.response`` (what the ``stream()`` helpers
+do), or garbage collection of a stream that was never finished. Per chunk the proxy does O(1) work: one clock
+read, a counter, the accumulator's append, and (only when metrics record) one histogram point for the gap
+since the previous chunk.
+
+A stream read to its end is ``exhausted`` (``evaltrace.stream.completed``) only when its chunks carried the
+terminal signal (every chat choice's finish_reason; a Responses terminal event): a server that hung up early is
+recorded as ``truncated``, with the span status left UNSET, since nothing was raised and what arrived is kept.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import wrapt
+
+from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine import build
+from evaltrace._internal.errors import handle_internal_errors
+
+if TYPE_CHECKING:
+    from evaltrace._internal.engine.call import Call
+    from evaltrace._internal.engine.codec import Accumulator
+
+# wrapt 2 makes ObjectProxy generic; wrapt 1.x (still pinned by opentelemetry-instrumentation < 0.55) cannot be
+# subscripted at run time, so only the type checker sees the parameter.
+if TYPE_CHECKING:
+    _ObjectProxy = wrapt.ObjectProxy[Any]
+else:
+    _ObjectProxy = wrapt.ObjectProxy
+
+
+class StreamState:
+    """Timing, counters and the accumulator of one stream; ``end`` runs once."""
+
+    __slots__ = ("acc", "call", "chunks", "done", "first", "first_wall_ns", "last", "record_gap")
+
+    def __init__(self, call: Call, acc: Accumulator) -> None:
+        self.call = call
+        self.acc = acc
+        self.chunks = 0
+        self.first: float | None = None
+        self.first_wall_ns = 0
+        self.last: float | None = None
+        self.done = False
+        # time_per_output_chunk is recorded once per chunk after the first output chunk (conventions.md 1.7), as
+        # each arrives: O(1) per chunk, and nothing at all while no MeterProvider records.
+        instruments = call.instruments
+        enabled = instruments is not None and instruments.enabled()
+        record = instruments.time_per_chunk.record if instruments is not None and enabled else None
+        self.record_gap = partial(record, attributes=call.metric_attrs.base) if record is not None else None
+
+    def on_chunk(self, chunk: Any) -> None:
+        """Fold one chunk in: count it, stamp it, accumulate it."""
+        if self.done:
+            return  # the span is ended; its attributes may be built from the accumulator on another thread
+        now = time.perf_counter()
+        self.chunks += 1
+        if self.record_gap is not None and self.first is not None:
+            self.record_gap(now - self.last)  # type: ignore[operator]  # last is set once first is
+        self.last = now
+        if self.acc.add(chunk) and self.first is None:
+            self.first = now
+            self.first_wall_ns = time.time_ns()
+
+    def end(self, reason: str, error: BaseException | None = None) -> None:
+        """Finish the span (its stream attributes are built later, from these timestamps); later calls do nothing."""
+        if self.done:
+            return
+        self.done = True
+        with handle_internal_errors(f"ending a {self.call.codec.label} stream span"):
+            call, acc = self.call, self.acc
+            first, last = self.first, self.last
+            if reason == sc.STREAM_END_EXHAUSTED:
+                reason = acc.end_reason()  # read to the end, but did the server finish it?
+            span_start = getattr(call.span, "start_time", None)  # the SDK span's own stamp; once per stream
+            times = build.chunk_times(span_start, call.start, first, self.first_wall_ns, last)
+            extra = partial(build.stream_attributes, reason, self.chunks, times, self.first_wall_ns, first, last)
+            if error is None:
+                failure = acc.failure()
+                if failure is None:
+                    call.finish(acc.outcome, acc.summary, extra)
+                else:
+                    call.finish_failed(acc.outcome, acc.summary, extra, failure)
+            else:
+                call.fail_with_outcome(error, acc.outcome, extra)
+            instruments = call.instruments
+            ttfc = times[0]
+            if instruments is not None and ttfc is not None:  # after the span and its duration are measured
+                instruments.record_first_chunk(call.metric_attrs.base, ttfc)
+
+
+def _chunk_failed() -> None:
+    """Route an error of ours from the per-chunk hook through the one boundary (re-raised under tests)."""
+    with handle_internal_errors("processing a stream chunk"):
+        raise
+
+
+class _ResponseCloseHook(_ObjectProxy):
+    """``stream.response`` for outside callers: closing it (as the stream helpers do) ends the span."""
+
+    def __init__(self, wrapped: Any, state: StreamState) -> None:
+        super().__init__(wrapped)
+        self._self_state = state
+
+    def close(self) -> Any:
+        try:
+            return self.__wrapped__.close()
+        finally:
+            self._self_state.end(sc.STREAM_END_CLOSED)
+
+    async def aclose(self) -> Any:
+        try:
+            return await self.__wrapped__.aclose()
+        finally:
+            self._self_state.end(sc.STREAM_END_CLOSED)
+
+
+class StreamProxyBase(_ObjectProxy):
+    """State shared by the sync and async proxies, and the garbage-collection exit."""
+
+    def __init__(self, wrapped: Any, state: StreamState) -> None:
+        super().__init__(wrapped)
+        self._self_state = state
+
+    @property
+    def response(self) -> Any:
+        """The HTTP response, hooked so that closing it ends the span."""
+        return _ResponseCloseHook(self.__wrapped__.response, self._self_state)
+
+    def __del__(self) -> None:
+        try:
+            state = self._self_state
+        except Exception:  # __init__ never completed: nothing to end
+            return
+        if not state.done:
+            state.end(sc.STREAM_END_GC)
+
+
+class SyncStreamProxy(StreamProxyBase):
+    """Proxy for ``openai.Stream``."""
+
+    def __iter__(self) -> SyncStreamProxy:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            chunk = self.__wrapped__.__next__()
+        except StopIteration:
+            self._self_state.end(sc.STREAM_END_EXHAUSTED)
+            raise
+        except BaseException as error:
+            self._self_state.end(sc.STREAM_END_ERROR, error)
+            raise
+        try:
+            self._self_state.on_chunk(chunk)
+        except Exception:
+            _chunk_failed()
+        return chunk
+
+    def __enter__(self) -> SyncStreamProxy:
+        self.__wrapped__.__enter__()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> Any:
+        try:
+            return self.__wrapped__.__exit__(*exc_info)
+        finally:
+            self._self_state.end(sc.STREAM_END_CLOSED)
+
+    def close(self) -> None:
+        """Close the stream and end the span (closed early unless already exhausted)."""
+        try:
+            self.__wrapped__.close()
+        finally:
+            self._self_state.end(sc.STREAM_END_CLOSED)
+
+
+class AsyncStreamProxy(StreamProxyBase):
+    """Proxy for ``openai.AsyncStream``."""
+
+    def __aiter__(self) -> AsyncStreamProxy:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            chunk = await self.__wrapped__.__anext__()
+        except StopAsyncIteration:
+            self._self_state.end(sc.STREAM_END_EXHAUSTED)
+            raise
+        except BaseException as error:
+            self._self_state.end(sc.STREAM_END_ERROR, error)
+            raise
+        try:
+            self._self_state.on_chunk(chunk)
+        except Exception:
+            _chunk_failed()
+        return chunk
+
+    async def __aenter__(self) -> AsyncStreamProxy:
+        await self.__wrapped__.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        try:
+            return await self.__wrapped__.__aexit__(*exc_info)
+        finally:
+            self._self_state.end(sc.STREAM_END_CLOSED)
+
+    async def close(self) -> None:
+        """Close the stream and end the span (closed early unless already exhausted)."""
+        try:
+            await self.__wrapped__.close()
+        finally:
+            self._self_state.end(sc.STREAM_END_CLOSED)
+
+    async def aclose(self) -> None:
+        """Close the stream (``aclose`` of an async generator, else ``close``) and end the span."""
+        closer = getattr(self.__wrapped__, "aclose", None)
+        if closer is None:
+            await self.close()
+            return
+        try:
+            await closer()
+        finally:
+            self._self_state.end(sc.STREAM_END_CLOSED)
