@@ -179,6 +179,20 @@ def test_built_in_web_search_is_a_server_tool_call(exporter: InMemorySpanExporte
     assert any(p["type"] == "server_tool_call" and p["name"] == "search" for p in parts)
 
 
+@pytest.mark.usefixtures("instrumented")
+async def test_raw_response_is_left_to_the_user(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    with server(PLAIN) as srv:
+        client = _client(srv.url, is_async)
+        raw = client.chat.completions.with_raw_response.create(**call_kwargs(interactions(PLAIN)[0]))
+        raw = await raw if is_async else raw
+        completion = (await raw.parse()) if is_async else raw.parse()
+        await _close(client, is_async)
+    assert completion.choices[0].message.content == "Hello! How can I assist you today?"
+    (span,) = exporter.get_finished_spans()
+    assert span.name == "chat llama-3.3-70b-versatile"
+    assert span.status.status_code is StatusCode.UNSET
+
+
 def test_stream_metrics_and_uninstrument(provider: TracerProvider, exporter: InMemorySpanExporter) -> None:
     reader = InMemoryMetricReader()
     GroqInstrumentor().instrument(meter_provider=MeterProvider(metric_readers=[reader]))

@@ -18,7 +18,8 @@ from collections.abc import Hashable
 from typing import Any
 
 from evaltrace._internal import semconv as sc
-from evaltrace._internal.engine.codec import Accumulator, Codec, Server
+from evaltrace._internal.engine.call import Call
+from evaltrace._internal.engine.codec import NO_SUMMARY, Accumulator, Codec, Server
 from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.error_body import code_in_body
 from evaltrace._internal.jsonutil import loads_or_raw
@@ -31,16 +32,17 @@ from evaltrace._internal.openai.response import chat_outcome, chat_usage
 PROVIDER = "groq"
 
 
-def _stream_types() -> tuple[type[Any], ...]:
+def _sdk_types() -> tuple[tuple[type[Any], ...], tuple[type[Any], ...]]:
     try:
         from groq import AsyncStream, Stream
+        from groq._response import BaseAPIResponse
     except ImportError:  # the pure readers are usable without the SDK
-        return ()
-    return (Stream, AsyncStream)
+        return (), ()
+    return (Stream, AsyncStream), (BaseAPIResponse,)
 
 
-# The SDK's stream classes, imported with the codec (the engine imports it once the SDK is imported).
-_STREAM_TYPES = _stream_types()
+# The SDK's stream and raw-response classes, imported with the codec (the engine imports it once the SDK is).
+_STREAM_TYPES, _RAW_TYPES = _sdk_types()
 Attributes = dict[str, Any]
 _PLAIN_VALUE_TYPES = frozenset((str, int, float, bool, list, dict, tuple))
 
@@ -219,6 +221,17 @@ class GroqCodec(Codec):
         """``stream=True`` returns the SDK's ``Stream`` / ``AsyncStream``."""
         return isinstance(result, _STREAM_TYPES)
 
+    def finish_special(self, call: Call, kind: Hashable, result: Any) -> Any:
+        """Streams are proxied; a ``with_raw_response`` / ``with_streaming_response`` result is the user's to read.
+
+        Its body is not read here (an async one can only be read by awaiting; a streaming one would be consumed),
+        so its span has the request, the timing and the outcome of the HTTP call only.
+        """
+        if isinstance(result, _RAW_TYPES):
+            call.finish(Outcome, _no_summary)
+            return result
+        return super().finish_special(call, kind, result)
+
     def accumulator(self, kind: Hashable) -> Accumulator:
         """A fresh stream accumulator."""
         return GroqStreamAccumulator()
@@ -226,6 +239,10 @@ class GroqCodec(Codec):
     def error_type(self, error: BaseException) -> str:
         """Groq's error code (see ``error_type``)."""
         return error_type(error)
+
+
+def _no_summary() -> Summary:
+    return NO_SUMMARY
 
 
 CODEC = GroqCodec()
