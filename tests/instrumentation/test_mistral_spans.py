@@ -14,7 +14,6 @@ import pytest
 
 pytest.importorskip("mistralai")
 
-from cassettes import Recorded, ReplayServer
 from mistral_replay import (
     ASYNC_STREAM,
     MISTRAL,
@@ -36,6 +35,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 import evaltrace
+from cassettes import Recorded, ReplayServer
 from evaltrace._internal import semconv as sc
 from evaltrace.instrumentation.mistral import MistralInstrumentor
 
@@ -236,3 +236,37 @@ def test_every_recording_replays_to_one_span_per_call(path: Any, exporter: InMem
         assert attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] > 0 and attrs[sc.GEN_AI_OUTPUT_MESSAGES]
         if not item.request_json().get("stream"):
             assert attrs[sc.GEN_AI_RESPONSE_ID] == item.response_json()["id"]
+
+
+@pytest.mark.parametrize(
+    ("name", "cls"), [("evaltrace_mistral", "MistralInstrumentor"), ("evaltrace_groq", "GroqInstrumentor")]
+)
+def test_entry_points_name_the_instrumentors(name: str, cls: str) -> None:
+    """``opentelemetry-instrument`` loads what pyproject declares: the targets exist and say what they need."""
+    import importlib
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    module, _, attr = project["entry-points"]["opentelemetry_instrumentor"][name].partition(":")
+    instrumentor = getattr(importlib.import_module(module), attr)
+    assert instrumentor.__name__ == cls
+    (requirement,) = instrumentor().instrumentation_dependencies()
+    assert requirement.split()[0] in ("mistralai", "groq")
+
+
+def test_content_stays_out_when_capture_is_off(provider: TracerProvider, exporter: InMemorySpanExporter) -> None:
+    from evaltrace._internal import settings
+
+    previous = settings.replace(settings.CaptureSettings(capture_content=False))
+    evaltrace.instrument_mistral()
+    try:
+        with server(TOOL_STREAM) as srv, Mistral(api_key="x", server_url=srv.url) as client:
+            for _ in client.chat.stream(**call_kwargs(interactions(TOOL_STREAM)[0])):
+                pass
+    finally:
+        evaltrace.uninstrument_mistral()
+        settings.replace(previous)
+    attrs = _span(exporter).attributes or {}
+    assert attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 23 and attrs[sc.GEN_AI_REQUEST_TEMPERATURE] == 0.7
+    assert not {sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES, sc.GEN_AI_TOOL_DEFINITIONS} & set(attrs)
