@@ -187,6 +187,8 @@ def test_sdk_message_objects_and_chunks_convert_like_dicts() -> None:
             tool_calls=[models.ToolCall(function=models.FunctionCall(name="f", arguments={"a": 1}), id="c1")],
         ),
         models.ToolMessage(content="42", tool_call_id="c1"),
+        models.AssistantMessage(content="plain"),  # tool_calls left UNSET (falsy, iterable as a model)
+        models.ToolMessage(content="?"),  # tool_call_id UNSET
     ]
     converted = request.input_messages(messages)
     assert converted[0] == {"role": "system", "parts": [{"type": "text", "content": "Be brief."}]}
@@ -198,6 +200,9 @@ def test_sdk_message_objects_and_chunks_convert_like_dicts() -> None:
         {"type": "tool_call", "id": "c1", "name": "f", "arguments": {"a": 1}},
     ]
     assert converted[3] == {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": "42"}]}
+    assert converted[4] == {"role": "assistant", "parts": [{"type": "text", "content": "plain"}]}
+    assert converted[5]["parts"] == [{"type": "tool_call_response", "id": None, "response": "?"}]
+    json.dumps(converted)  # plain data only: no SDK sentinel left in
 
 
 def test_error_type_is_the_api_error_type() -> None:

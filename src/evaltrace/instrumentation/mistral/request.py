@@ -35,6 +35,14 @@ _NOT_SHARED = frozenset({"service_tier"})
 _PLAIN_VALUE_TYPES = frozenset((str, int, float, bool, list, dict, tuple))
 
 
+def get(obj: Any, name: str) -> Any:
+    """``field(obj, name)``, with the SDK's ``UNSET`` (a field the API left out; falsy) read as None."""
+    value = field(obj, name)
+    if value or value is None:
+        return value
+    return None if type(value).__name__ == "Unset" else value
+
+
 def given(kwargs: dict[str, Any]) -> dict[str, Any]:
     """The keywords the call really gave: None and the SDK's ``UNSET`` sentinel mean 'not in the request'."""
     if _PLAIN_VALUE_TYPES.issuperset(map(type, kwargs.values())):
@@ -94,27 +102,27 @@ def input_messages(messages: Any) -> list[Message]:
 
 
 def _message(message: Any) -> Message:
-    role = field(message, "role") or "user"
-    content = field(message, "content")
+    role = get(message, "role") or "user"
+    content = get(message, "content")
     if role == "tool":
-        return {"role": "tool", "parts": [tool_response_part(field(message, "tool_call_id"), _tool_output(content))]}
+        return {"role": "tool", "parts": [tool_response_part(get(message, "tool_call_id"), _tool_output(content))]}
     parts = content_parts(content)
-    for call in field(message, "tool_calls") or ():
+    for call in get(message, "tool_calls") or ():
         parts.append(tool_call(call))
     return {"role": str(role), "parts": parts}
 
 
 def tool_call(call: Any) -> Part:
     """A Mistral ``ToolCall`` -> a ``tool_call`` part (its arguments are a JSON string or an object already)."""
-    fn = field(call, "function")
-    call_id = field(call, "id")
+    fn = get(call, "function")
+    call_id = get(call, "id")
     # The SDK fills a missing id with the string "null".
-    return tool_call_part(None if call_id == "null" else call_id, field(fn, "name"), field(fn, "arguments"))
+    return tool_call_part(None if call_id == "null" else call_id, get(fn, "name"), get(fn, "arguments"))
 
 
 def content_parts(content: Any) -> list[Part]:
     """A message's content (a string or a list of chunks) -> parts; thinking chunks become ``reasoning``."""
-    if content is None or type(content).__name__ == "Unset":
+    if content is None:
         return []
     if isinstance(content, str):
         return [text_part(content)] if content else []
@@ -123,27 +131,27 @@ def content_parts(content: Any) -> list[Part]:
 
 def thinking_text(chunk: Any) -> str:
     """The text of a ``thinking`` chunk (its ``thinking`` list holds text chunks and references)."""
-    texts = [field(t, "text") for t in field(chunk, "thinking") or ()]
+    texts = [get(t, "text") for t in get(chunk, "thinking") or ()]
     return "".join(t for t in texts if isinstance(t, str))
 
 
 def chunk_part(chunk: Any) -> Part:
     """One content chunk -> one part (unknown chunk types keep their type, so nothing is silently lost)."""
-    ctype = field(chunk, "type")
+    ctype = get(chunk, "type")
     if ctype == "text":
-        return text_part(field(chunk, "text") or "")
+        return text_part(get(chunk, "text") or "")
     if ctype == "thinking":
         return reasoning_part(thinking_text(chunk))
     if ctype == "image_url":
-        image = field(chunk, "image_url")
-        url = image if isinstance(image, str) else field(image, "url")
+        image = get(chunk, "image_url")
+        url = image if isinstance(image, str) else get(image, "url")
         return uri_part(str(url or ""), "image")
     if ctype == "document_url":
-        return uri_part(str(field(chunk, "document_url") or ""), "document")
+        return uri_part(str(get(chunk, "document_url") or ""), "document")
     if ctype == "file":
-        return {"type": "file", "modality": "document", "file_id": field(chunk, "file_id")}
+        return {"type": "file", "modality": "document", "file_id": get(chunk, "file_id")}
     if ctype == "input_audio":
-        audio = field(chunk, "input_audio")
+        audio = get(chunk, "input_audio")
         data = audio if isinstance(audio, str) else ""
         # A URL stays a URL; base64 audio is described by its size only (uri_part drops a data URL's payload).
         return uri_part(data if data.startswith(("http://", "https://")) else f"data:audio;base64,{data}", "audio")
@@ -153,7 +161,7 @@ def chunk_part(chunk: Any) -> Part:
 def _tool_output(content: Any) -> Any:
     """A tool message's content as sent: a string stays a string, text chunks are joined."""
     if isinstance(content, list):
-        texts = [field(c, "text") for c in content]
+        texts = [get(c, "text") for c in content]
         if all(isinstance(t, str) for t in texts):
             return "".join(texts)
         return [chunk_part(c) for c in content]

@@ -11,9 +11,9 @@ from typing import Any
 
 from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.error_body import code_in_body
-from evaltrace._internal.openai.parts import Message, Part, field, output_message, reasoning_part, text_part
+from evaltrace._internal.openai.parts import Message, Part, output_message, reasoning_part, text_part
 from evaltrace._internal.openai.response import chat_usage
-from evaltrace.instrumentation.mistral.request import chunk_part, thinking_text, tool_call
+from evaltrace.instrumentation.mistral.request import chunk_part, get, thinking_text, tool_call
 
 
 def usage_of(usage: Any) -> Usage | None:
@@ -25,17 +25,17 @@ def chat_outcome(response: Any, content: bool = True) -> Outcome:
     """ChatCompletionResponse -> Outcome: one output message per choice, finish reasons verbatim."""
     messages: list[Message] | None = [] if content else None
     reasons: list[str] = []
-    for choice in field(response, "choices") or ():
-        reason = field(choice, "finish_reason")
+    for choice in get(response, "choices") or ():
+        reason = get(choice, "finish_reason")
         reasons.append(str(reason) if reason is not None else "")
         if messages is not None:
-            messages.append(output_message(message_parts(field(choice, "message")), reason))
+            messages.append(output_message(message_parts(get(choice, "message")), reason))
     return Outcome(
-        response_id=field(response, "id"),
-        response_model=field(response, "model"),
+        response_id=get(response, "id"),
+        response_model=get(response, "model"),
         finish_reasons=reasons,
         output_messages=messages,
-        usage=usage_of(field(response, "usage")),
+        usage=usage_of(get(response, "usage")),
     )
 
 
@@ -44,37 +44,37 @@ def message_parts(message: Any) -> list[Part]:
     parts: list[Part] = []
     if message is None:
         return parts
-    content = field(message, "content")
+    content = get(message, "content")
     if isinstance(content, str):
         if content:
             parts.append(text_part(content))
     elif isinstance(content, list):
-        thinking = [thinking_text(c) for c in content if field(c, "type") == "thinking"]
+        thinking = [thinking_text(c) for c in content if get(c, "type") == "thinking"]
         if any(thinking):
             parts.append(reasoning_part("".join(thinking)))
-        parts.extend(chunk_part(c) for c in content if field(c, "type") != "thinking")
-    for call in field(message, "tool_calls") or ():
+        parts.extend(chunk_part(c) for c in content if get(c, "type") != "thinking")
+    for call in get(message, "tool_calls") or ():
         parts.append(tool_call(call))
     return parts
 
 
 def embeddings_outcome(response: Any, content: bool = True) -> Outcome:
     """EmbeddingResponse -> Outcome (id, model and input tokens)."""
-    usage = field(response, "usage")
+    usage = get(response, "usage")
     return Outcome(
-        response_id=field(response, "id"),
-        response_model=field(response, "model"),
-        usage=Usage(input_tokens=field(usage, "prompt_tokens")) if usage is not None else None,
+        response_id=get(response, "id"),
+        response_model=get(response, "model"),
+        usage=Usage(input_tokens=get(usage, "prompt_tokens")) if usage is not None else None,
     )
 
 
 def summary(response: Any) -> Summary:
     """Model and token counts of a response, for metrics (no content read)."""
-    usage = field(response, "usage")
-    model = field(response, "model")
+    usage = get(response, "usage")
+    model = get(response, "model")
     if usage is None:
         return Summary(model)
-    return Summary(model, field(usage, "prompt_tokens"), field(usage, "completion_tokens"))
+    return Summary(model, get(usage, "prompt_tokens"), get(usage, "completion_tokens"))
 
 
 def error_type(error: BaseException) -> str:

@@ -12,8 +12,8 @@ from typing import Any
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.outcome import Outcome, Summary
-from evaltrace._internal.openai.parts import Part, field, output_message, reasoning_part, text_part, tool_call_part
-from evaltrace.instrumentation.mistral.request import chunk_part, thinking_text
+from evaltrace._internal.openai.parts import Part, output_message, reasoning_part, text_part, tool_call_part
+from evaltrace.instrumentation.mistral.request import chunk_part, get, thinking_text
 from evaltrace.instrumentation.mistral.response import usage_of
 
 
@@ -49,27 +49,27 @@ class _Choice:
                 self.text.append(content)
             return
         for chunk in content:
-            ctype = field(chunk, "type")
+            ctype = get(chunk, "type")
             if ctype == "text":
-                self.text.append(field(chunk, "text") or "")
+                self.text.append(get(chunk, "text") or "")
             elif ctype == "thinking":
                 self.reasoning.append(thinking_text(chunk))
             else:
                 self.other.append(chunk_part(chunk))
 
     def add_call(self, call: Any) -> None:
-        fn = field(call, "function")
-        call_id = field(call, "id")
+        fn = get(call, "function")
+        call_id = get(call, "id")
         call_id = None if call_id == "null" else call_id
-        index = field(call, "index")
+        index = get(call, "index")
         slot = self.by_id.get(call_id) if call_id is not None else self.by_index.get(index)
         if slot is None:
-            slot = _Call(call_id, field(fn, "name"))
+            slot = _Call(call_id, get(fn, "name"))
             self.calls.append(slot)
             self.by_index[index] = slot
             if call_id is not None:
                 self.by_id[call_id] = slot
-        arguments = field(fn, "arguments")
+        arguments = get(fn, "arguments")
         if isinstance(arguments, str):
             if arguments:
                 slot.arguments.append(arguments)
@@ -104,25 +104,25 @@ class MistralStreamAccumulator:
         """Fold one event in; True when it carried a choice (output, for time to first chunk)."""
         chunk = getattr(event, "data", event)
         if self.response_id is None:
-            self.response_id = field(chunk, "id") or None
-            self.model = field(chunk, "model") or None
-        choices = field(chunk, "choices") or ()
+            self.response_id = get(chunk, "id") or None
+            self.model = get(chunk, "model") or None
+        choices = get(chunk, "choices") or ()
         for choice in choices:
-            index = field(choice, "index") or 0
+            index = get(choice, "index") or 0
             buffer = self.choices.get(index)
             if buffer is None:
                 buffer = self.choices[index] = _Choice()
-            delta = field(choice, "delta")
+            delta = get(choice, "delta")
             if delta is not None:
-                content = field(delta, "content")
-                if content is not None and type(content).__name__ != "Unset":
+                content = get(delta, "content")
+                if content is not None:
                     buffer.add_content(content)
-                for call in field(delta, "tool_calls") or ():
+                for call in get(delta, "tool_calls") or ():
                     buffer.add_call(call)
-            reason = field(choice, "finish_reason")
+            reason = get(choice, "finish_reason")
             if reason is not None:
                 buffer.finish_reason = str(reason)
-        usage = field(chunk, "usage")
+        usage = get(chunk, "usage")
         if usage is not None:
             self.usage = usage
         return bool(choices)
@@ -143,7 +143,7 @@ class MistralStreamAccumulator:
         usage = self.usage
         if usage is None:
             return Summary(self.model)
-        return Summary(self.model, field(usage, "prompt_tokens"), field(usage, "completion_tokens"))
+        return Summary(self.model, get(usage, "prompt_tokens"), get(usage, "completion_tokens"))
 
     def outcome(self) -> Outcome:
         """What the events so far amount to (finish reasons in choice order)."""
