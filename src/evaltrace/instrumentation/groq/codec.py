@@ -28,6 +28,7 @@ from evaltrace._internal.openai.accumulate import ChatAccumulator
 from evaltrace._internal.openai.parts import Message, Part, reasoning_extra, reasoning_part
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import chat_outcome, chat_usage
+from evaltrace._internal.sentinels import given
 
 PROVIDER = "groq"
 
@@ -44,19 +45,12 @@ def _sdk_types() -> tuple[tuple[type[Any], ...], tuple[type[Any], ...]]:
 # The SDK's stream and raw-response classes, imported with the codec (the engine imports it once the SDK is).
 _STREAM_TYPES, _RAW_TYPES = _sdk_types()
 Attributes = dict[str, Any]
-_PLAIN_VALUE_TYPES = frozenset((str, int, float, bool, list, dict, tuple))
-
-
-def given(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Drop groq's ``NOT_GIVEN`` / ``Omit`` sentinels and None values: they mean 'not in the request'."""
-    if _PLAIN_VALUE_TYPES.issuperset(map(type, kwargs.values())):
-        return kwargs
-    return {k: v for k, v in kwargs.items() if v is not None and type(v).__name__ not in ("NotGiven", "Omit")}
+_SENTINELS = frozenset(("NotGiven", "Omit"))
 
 
 def request_attributes(kwargs: dict[str, Any], capture: bool, max_len: int) -> Attributes:
     """Request parameters, and the request content when ``capture`` (the OpenAI chat request's, plus Groq's)."""
-    params = given(kwargs)
+    params = given(kwargs, _SENTINELS)  # groq's NOT_GIVEN / omit mean "not in the request"
     attrs = build.request_attributes(EndpointKind.CHAT, params, capture, max_len)
     fmt = params.get("reasoning_format")
     if isinstance(fmt, str):
