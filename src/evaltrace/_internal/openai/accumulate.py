@@ -5,14 +5,13 @@ Text, reasoning and tool-call argument fragments are kept as lists and joined on
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai.parts import Part, assistant_parts, output_message, reasoning_extra, tool_call_part
 from evaltrace._internal.openai.parts import field as get
 from evaltrace._internal.openai.response import (
-    Outcome,
-    Summary,
     chat_usage,
     responses_failure,
     responses_finish_reason,
@@ -85,10 +84,6 @@ class ChatAccumulator:
 
     __slots__ = ("choices", "fingerprint", "header_pending", "model", "response_id", "service_tier", "usage")
 
-    # Where a delta's reasoning text is: OpenAI-compatible servers add it as an extra field; an SDK that models it
-    # (groq's ``delta.reasoning``) subclasses with its own reader.
-    reasoning_of: ClassVar[staticmethod[[Any], str | None]] = staticmethod(reasoning_extra)
-
     def __init__(self) -> None:
         self.choices: dict[int, _ChoiceBuffer] = {}
         self.response_id: str | None = None
@@ -127,17 +122,17 @@ class ChatAccumulator:
         self.fingerprint = self.fingerprint or getattr(chunk, "system_fingerprint", None)
         self.header_pending = not (self.response_id and self.model)
 
-    def _add_delta(self, buffer: _ChoiceBuffer, delta: Any) -> None:
+    @staticmethod
+    def _add_delta(buffer: _ChoiceBuffer, delta: Any) -> None:
         if delta is None:
             return
         if delta.content:
             buffer.text.append(delta.content)
-        thinking = self.reasoning_of(delta)
+        thinking = reasoning_extra(delta)
         if thinking:
             buffer.reasoning.append(thinking)
-        refusal = getattr(delta, "refusal", None)  # OpenAI-shaped SDKs without refusals (groq) lack the field
-        if refusal:
-            buffer.refusal.append(refusal)
+        if delta.refusal:
+            buffer.refusal.append(delta.refusal)
         for call in delta.tool_calls or ():
             slot = buffer.tool_calls.get(call.index)
             fn = call.function

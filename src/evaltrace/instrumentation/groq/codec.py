@@ -25,7 +25,7 @@ from evaltrace._internal.error_body import code_in_body
 from evaltrace._internal.jsonutil import loads_or_raw
 from evaltrace._internal.openai import build, registry
 from evaltrace._internal.openai.accumulate import ChatAccumulator
-from evaltrace._internal.openai.parts import Message, Part, reasoning_extra, reasoning_part
+from evaltrace._internal.openai.parts import Message, Part, reasoning_part
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import chat_outcome, chat_usage
 from evaltrace._internal.sentinels import given
@@ -56,14 +56,6 @@ def request_attributes(kwargs: dict[str, Any], capture: bool, max_len: int) -> A
     if isinstance(fmt, str):
         attrs[sc.GROQ_REQUEST_REASONING_FORMAT] = fmt
     return attrs
-
-
-def groq_reasoning(obj: Any) -> str | None:
-    """The reasoning text of a message or delta: groq's ``reasoning`` field, else an extra (``reasoning_content``)."""
-    value = getattr(obj, "reasoning", None)
-    if isinstance(value, str):
-        return value
-    return reasoning_extra(obj)
 
 
 def usage_of(usage: Any, x_groq_usage: Any = None) -> Usage | None:
@@ -121,12 +113,33 @@ def completion_summary(completion: Any) -> Summary:
     return Summary(model, getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None))
 
 
+class _Delta:
+    """A groq ``ChoiceDelta`` in the shape the OpenAI chat accumulator reads (groq has no ``refusal`` field).
+
+    Its ``reasoning`` field is handed over as the extra the shared reader looks for, so the OpenAI accumulator's
+    per-chunk code stays as it is (no hook to pay for on OpenAI's streams).
+    """
+
+    __slots__ = ("__pydantic_extra__", "content", "function_call", "refusal", "tool_calls")
+
+    def __init__(self, delta: Any) -> None:
+        self.content = delta.content
+        self.tool_calls = delta.tool_calls
+        self.function_call = delta.function_call
+        self.refusal = None
+        reasoning = delta.reasoning
+        extra = delta.__pydantic_extra__
+        self.__pydantic_extra__ = {"reasoning": reasoning} if isinstance(reasoning, str) and reasoning else extra
+
+
 class GroqStreamAccumulator(ChatAccumulator):
     """The OpenAI chat accumulator, reading Groq's ``delta.reasoning``, ``x_groq`` usage and errors, and tools."""
 
     __slots__ = ("error", "executed", "x_groq_usage")
 
-    reasoning_of = staticmethod(groq_reasoning)
+    @staticmethod
+    def _add_delta(buffer: Any, delta: Any) -> None:
+        ChatAccumulator._add_delta(buffer, _Delta(delta) if delta is not None else None)
 
     def __init__(self) -> None:
         super().__init__()
