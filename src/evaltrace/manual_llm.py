@@ -36,10 +36,10 @@ from opentelemetry.util.types import AttributeValue
 from evaltrace._internal import genai_parts, list_values, settings
 from evaltrace._internal import manual_attributes as build
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.outcome import Summary, Usage
 from evaltrace._internal.errors import handle_internal_errors
 from evaltrace._internal.jsonutil import capped_json
 from evaltrace._internal.openai.metrics import Instruments, MetricAttributes
-from evaltrace._internal.openai.response import Summary, Usage
 from evaltrace._internal.spans import end_error, error_type
 from evaltrace._internal.tracing import get_tracer, is_suppressed
 from evaltrace._internal.usage_shapes import parse_usage

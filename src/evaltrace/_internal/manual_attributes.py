@@ -16,9 +16,9 @@ from typing import Any
 
 from evaltrace import pricing
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.outcome import Outcome, Usage, outcome_attributes
 from evaltrace._internal.genai_parts import system_parts, tool_definitions
 from evaltrace._internal.jsonutil import capped_json
-from evaltrace._internal.openai.response import Outcome, Usage, outcome_attributes
 
 Attributes = dict[str, Any]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from evaltrace._internal.openai.response import Usage
+from evaltrace._internal.engine.outcome import Usage
 
 OUR_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens", "reasoning_tokens")
 _OPENAI_CHAT = frozenset({"prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details"})

@@ -6,6 +6,7 @@ engine's; the codec (``evaltrace.instrumentation.anthropic.codec``) plugs this b
 
 from __future__ import annotations
 
+import time  # noqa: F401  # tests patch ``call.time`` here; the clock read is engine.call's
 from collections.abc import Hashable
 from typing import Any
 
@@ -13,7 +14,6 @@ from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.anthropic import registry
 from evaltrace._internal.anthropic import request as req
-from evaltrace._internal.engine.call import time as time  # the engine's clock module (tests patch it here)
 from evaltrace._internal.jsonutil import capped_json
 
 

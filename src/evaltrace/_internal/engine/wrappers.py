@@ -90,6 +90,7 @@ def _sync_wrapper(endpoint: Endpoint, telemetry: Telemetry, call_class: type[Cal
             or current.get(_SUPPRESS_LLM)
         ):
             return wrapped(*args, **kwargs)  # nested in our call, or silenced by another instrumentation
+        call: Call | None
         try:
             tracer = own_tracer if own_tracer is not None else tracing.get_tracer()
             if route is None:
@@ -146,6 +147,7 @@ def _async_wrapper(endpoint: Endpoint, telemetry: Telemetry, call_class: type[Ca
             or current.get(_SUPPRESS_LLM)
         ):
             return await wrapped(*args, **kwargs)  # nested in our call, or silenced by another instrumentation
+        call: Call | None
         try:
             tracer = own_tracer if own_tracer is not None else tracing.get_tracer()
             if route is None:

@@ -10,7 +10,9 @@ from typing import Any
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.outcome import EMPTY_SUMMARY as EMPTY_SUMMARY
-from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
+from evaltrace._internal.engine.outcome import Outcome as Outcome
+from evaltrace._internal.engine.outcome import Summary as Summary
+from evaltrace._internal.engine.outcome import Usage as Usage
 from evaltrace._internal.engine.outcome import outcome_attributes as outcome_attributes
 from evaltrace._internal.openai.parts import (
     Message,

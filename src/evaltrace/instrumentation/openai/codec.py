@@ -46,9 +46,9 @@ class OpenAICodec(Codec):
     cache_plain_types = True
 
     # The hot path's hooks are the module functions themselves: no method frame in between.
-    server_of = staticmethod(registry.server_of)
+    server_of = staticmethod(registry.server_of)  # type: ignore[assignment]
     provider_for = staticmethod(provider_for_host)
-    request_attributes = staticmethod(build.request_attributes)  # LLMCall looks it up per call, as ever
+    request_attributes = staticmethod(build.request_attributes)  # type: ignore[assignment]  # LLMCall: per call
 
     def operation(self, kind: Hashable) -> str:
         """``embeddings`` or ``chat`` (chat completions and Responses alike)."""
