@@ -169,3 +169,14 @@ def test_structured_output_request_and_answer() -> None:
         "city": "Mexico City",
         "country": "Mexico",
     }
+
+
+def test_hardware_cache_counts_are_kept_apart_from_billed_cache_reads() -> None:
+    """No recording has ``x_groq.usage``: the recorded completion with the SDK's ``XGroqUsage`` fields added."""
+    from groq.types.chat import ChatCompletion
+
+    body = interactions(NATIVE_OUTPUT)[0].response_json()
+    body["x_groq"] = {"id": "req_1", "usage": {"dram_cached_tokens": 64, "sram_cached_tokens": 32}}
+    attrs = _attrs(codec.completion_outcome(ChatCompletion.model_validate(body)), "openai/gpt-oss-120b")
+    assert attrs[sc.GROQ_USAGE_DRAM_CACHED_TOKENS] == 64 and attrs[sc.GROQ_USAGE_SRAM_CACHED_TOKENS] == 32
+    assert sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS not in attrs  # not what Groq bills as cached

@@ -6,8 +6,9 @@ OpenAI codec's readers. What Groq adds is read here:
 * ``message.reasoning`` / ``delta.reasoning``: a modelled field (with ``reasoning_format="parsed"``), not an
   extra, so it is read explicitly; ``reasoning_format="raw"`` puts ``<think>`` blocks in the content, which the
   shared readers already move to a ``reasoning`` part;
-* usage in ``x_groq.usage`` on the last stream chunk (the chunk's own ``usage`` is empty), and the prompt-cache
-  split ``x_groq.usage.{dram,sram}_cached_tokens`` when ``prompt_tokens_details`` is absent;
+* usage in ``x_groq.usage`` on the last stream chunk (the chunk's own ``usage`` is empty), and a response's
+  hardware-cache statistics ``x_groq.usage.{dram,sram}_cached_tokens`` as ``groq.usage.*`` attributes (they are not
+  the billed ``prompt_tokens_details.cached_tokens``, so they are neither cache reads nor priced);
 * ``executed_tools`` (the built-in tools of ``compound`` models) as ``server_tool_call`` parts;
 * ``x_groq.error`` on a stream chunk: the call failed inside a stream the SDK did not raise for.
 """
@@ -20,7 +21,7 @@ from typing import Any
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.call import Call
 from evaltrace._internal.engine.codec import NO_SUMMARY, Accumulator, Codec, Server
-from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
+from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.error_body import code_in_body
 from evaltrace._internal.jsonutil import loads_or_raw
 from evaltrace._internal.openai import build, registry
@@ -58,14 +59,19 @@ def request_attributes(kwargs: dict[str, Any], capture: bool, max_len: int) -> A
     return attrs
 
 
-def usage_of(usage: Any, x_groq_usage: Any = None) -> Usage | None:
-    """``CompletionUsage`` -> Usage; cached tokens from ``x_groq.usage`` when the details did not give them."""
-    out = chat_usage(usage)
-    if out is not None and out.cached_tokens is None and x_groq_usage is not None:
-        counts = [getattr(x_groq_usage, name, None) for name in ("dram_cached_tokens", "sram_cached_tokens")]
-        if any(isinstance(c, int) for c in counts):
-            out.cached_tokens = sum(c for c in counts if isinstance(c, int))
-    return out
+_X_GROQ_USAGE = (
+    ("dram_cached_tokens", sc.GROQ_USAGE_DRAM_CACHED_TOKENS),
+    ("sram_cached_tokens", sc.GROQ_USAGE_SRAM_CACHED_TOKENS),
+)
+
+
+def x_groq_attributes(x_groq: Any) -> dict[str, Any] | None:
+    """``x_groq.usage``'s hardware-cache counts of a response, as ``groq.usage.*`` attributes (None: none sent)."""
+    usage = getattr(x_groq, "usage", None)
+    if usage is None:
+        return None
+    attrs = {name: count for key, name in _X_GROQ_USAGE if isinstance(count := getattr(usage, key, None), int)}
+    return attrs or None
 
 
 def executed_tool_part(tool: Any) -> Part:
@@ -88,11 +94,11 @@ def _with_groq_parts(message: Message, reasoning: str | None, executed: Any) -> 
 
 
 def completion_outcome(completion: Any, content: bool = True) -> Outcome:
-    """ChatCompletion -> Outcome: the OpenAI chat outcome, with Groq's reasoning, executed tools and cache split."""
+    """ChatCompletion -> Outcome: the OpenAI chat outcome, with Groq's reasoning, executed tools and cache counts."""
     outcome = chat_outcome(completion, content)
     x_groq = getattr(completion, "x_groq", None)
-    if outcome.usage is not None and x_groq is not None:
-        outcome.usage = usage_of(getattr(completion, "usage", None), getattr(x_groq, "usage", None))
+    if x_groq is not None:
+        outcome.attributes = x_groq_attributes(x_groq)
     messages = outcome.output_messages
     if messages is not None:
         for message, choice in zip(messages, getattr(completion, "choices", None) or (), strict=False):
@@ -135,7 +141,7 @@ class _Delta:
 class GroqStreamAccumulator(ChatAccumulator):
     """The OpenAI chat accumulator, reading Groq's ``delta.reasoning``, ``x_groq`` usage and errors, and tools."""
 
-    __slots__ = ("error", "executed", "x_groq_usage")
+    __slots__ = ("error", "executed")
 
     @staticmethod
     def _add_delta(buffer: Any, delta: Any) -> None:
@@ -144,7 +150,6 @@ class GroqStreamAccumulator(ChatAccumulator):
     def __init__(self) -> None:
         super().__init__()
         self.executed: dict[tuple[int, Any], Any] = {}  # (choice, tool index) -> the tool as last sent
-        self.x_groq_usage: Any = None
         self.error: str | None = None
 
     def add(self, chunk: Any) -> bool:
@@ -153,10 +158,8 @@ class GroqStreamAccumulator(ChatAccumulator):
         x_groq = getattr(chunk, "x_groq", None)
         if x_groq is not None:
             usage = getattr(x_groq, "usage", None)
-            if usage is not None:
-                self.x_groq_usage = usage
-                if self.usage is None:
-                    self.usage = usage
+            if usage is not None and self.usage is None:
+                self.usage = usage
             error = getattr(x_groq, "error", None)
             if isinstance(error, str) and error:
                 self.error = error
@@ -180,10 +183,8 @@ class GroqStreamAccumulator(ChatAccumulator):
         return Summary(self.model, usage.input_tokens, usage.output_tokens)
 
     def outcome(self) -> Outcome:
-        """The OpenAI chat outcome of the chunks, with the executed tools and the ``x_groq`` cache split."""
+        """The OpenAI chat outcome of the chunks, with the tools Groq ran."""
         outcome = super().outcome()
-        if outcome.usage is not None and self.x_groq_usage is not None and self.x_groq_usage is not self.usage:
-            outcome.usage = usage_of(self.usage, self.x_groq_usage)
         if self.executed and outcome.output_messages:
             ordered = sorted(self.choices)
             for (choice_index, _), tool in self.executed.items():
