@@ -74,6 +74,7 @@ def test_error_is_recorded_and_reraised_unchanged(traced: Any, exporter: InMemor
     span = _only(exporter)
     assert span.status.status_code is StatusCode.ERROR
     assert (span.attributes or {})["error.type"] == "model_not_found"
+    assert (span.attributes or {})["http.response.status_code"] == 404  # the codec's status_code hook
     assert [e.name for e in span.events] == ["exception"]
     assert raised.value.code == "model_not_found"
 
@@ -164,3 +165,23 @@ def test_metrics_and_uninstrument(traced: InMemoryMetricReader, exporter: InMemo
     toy_codec.ToyInstrumentor().uninstrument()
     toy_sdk.complete("m", "p")
     assert len(exporter.get_finished_spans()) == 1
+
+
+def test_provider_named_from_the_request_model(traced: Any, exporter: InMemorySpanExporter) -> None:
+    toy_sdk.complete("groq/llama-3", "p")
+    toy_sdk.complete("plain", "p")
+    providers = [(s.attributes or {})["gen_ai.provider.name"] for s in exporter.get_finished_spans()]
+    assert providers == ["groq", "toy"]
+
+
+def test_server_from_the_routed_call(traced: Any, exporter: InMemorySpanExporter) -> None:
+    toy_sdk.complete("m", "p", api_base="http://10.0.0.7:4000/v1")
+    a = dict(_only(exporter).attributes or {})
+    assert (a["server.address"], a["server.port"]) == ("10.0.0.7", 4000)
+
+
+def test_a_stream_both_sync_and_async_is_read_as_its_endpoint_says(traced: Any, exporter: InMemorySpanExporter) -> None:
+    stream = toy_sdk.Client().dual(model="m", prompt="hi")
+    assert isinstance(stream, toy_sdk.DualStream)
+    assert len(list(stream)) == 4
+    assert (_only(exporter).attributes or {})["evaltrace.stream.end_reason"] == "exhausted"

@@ -11,6 +11,7 @@ from evaltrace._internal.engine.call import Call
 from evaltrace._internal.engine.codec import Codec, Endpoint
 from evaltrace._internal.engine.instrumentor import EngineInstrumentor
 from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
+from evaltrace._internal.engine.stainless import host_port
 from evaltrace._internal.jsonutil import capped_json
 from evaltrace._internal.openai.parts import output_message, text_part
 
@@ -19,6 +20,7 @@ ENDPOINTS = (
     Endpoint("toy_sdk", "Client", "chat", "chat", False),
     Endpoint("toy_sdk", "Client", "achat", "chat", True),
     Endpoint("toy_sdk", "Client", "api_call", "api", False),
+    Endpoint("toy_sdk", "Client", "dual", "dual", False),
 )
 
 
@@ -74,12 +76,19 @@ class ToyCodec(Codec):
             if operation not in ("Converse", "ConverseStream"):
                 return None
             return ("stream" if operation == "ConverseStream" else "chat"), {"model": params["modelId"], **params}
-        if endpoint.kind == "complete":  # positional arguments named
-            return "chat", {**dict(zip(("model", "prompt", "stream", "finish"), args, strict=False)), **kwargs}
+        if endpoint.kind == "complete":  # positional arguments named; the server from the call's own argument
+            params = {**dict(zip(("model", "prompt", "stream", "finish"), args, strict=False)), **kwargs}
+            if params.get("api_base"):
+                return "chat", params, host_port(params["api_base"])
+            return "chat", params
         return endpoint.kind, kwargs
 
     def operation(self, kind: Hashable) -> str:
         return sc.OP_CHAT
+
+    def provider_of(self, kind: Hashable, model: str | None, host: str | None) -> str:
+        # LiteLLM's way: "groq/llama-3" is a call to groq.
+        return model.split("/", 1)[0] if model and "/" in model else self.provider
 
     def request_attributes(self, kind: Hashable, params: dict[str, Any], capture: bool, max_len: int) -> dict[str, Any]:
         attrs: dict[str, Any] = {}
@@ -101,7 +110,12 @@ class ToyCodec(Codec):
     def accumulator(self, kind: Hashable) -> ToyAccumulator:
         return ToyAccumulator()
 
+    def status_code(self, error: BaseException) -> int | None:
+        return getattr(error, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
+
     def finish_special(self, call: Call, kind: Hashable, result: Any) -> Any:
+        if kind == "dual":  # both sync and async: the endpoint says which
+            return call.stream(result, ToyAccumulator(), is_async=False)
         if kind == "stream":  # the stream is inside the response dict (Bedrock's converse_stream)
             result["stream"] = call.stream(result["stream"], ToyAccumulator())
             return result

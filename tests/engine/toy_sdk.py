@@ -12,11 +12,12 @@ from typing import Any
 
 
 class ToyError(Exception):
-    """An API error with a provider code, as SDKs raise them."""
+    """An API error with a provider code, its HTTP status where botocore keeps it."""
 
     def __init__(self, message: str, code: str) -> None:
         super().__init__(message)
         self.code = code
+        self.response = {"ResponseMetadata": {"HTTPStatusCode": 404}}
 
 
 def _answer(model: str, prompt: str) -> dict[str, Any]:
@@ -37,7 +38,7 @@ def _chunks(model: str, prompt: str, finish: bool) -> list[dict[str, Any]]:
     return chunks
 
 
-def complete(model: str, prompt: str, stream: bool = False, finish: bool = True) -> Any:
+def complete(model: str, prompt: str, stream: bool = False, finish: bool = True, api_base: str = "") -> Any:
     """A module-level function: a dict, or a generator of chunks with ``stream=True``."""
     if model == "broken":
         raise ToyError("no such model", "model_not_found")
@@ -71,6 +72,32 @@ class EventStream:
         self.closed = True
 
 
+class Events:
+    """An iterable that is not its own iterator (botocore's ``EventStream``: ``__iter__`` is a generator)."""
+
+    def __init__(self, chunks: list[dict[str, Any]]) -> None:
+        self._chunks = chunks
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        yield from self._chunks
+
+    def close(self) -> None:
+        self._chunks = []
+
+
+class DualStream(EventStream):
+    """A stream that is both sync and async (LiteLLM's ``CustomStreamWrapper``)."""
+
+    def __aiter__(self) -> DualStream:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
+        try:
+            return next(self)
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+
 class Client:
     """A client whose methods are wrapped on the class; ``host``/``port`` are the server attributes."""
 
@@ -90,12 +117,16 @@ class Client:
             return _agen(_chunks(kwargs["model"], kwargs["prompt"], True))
         return _answer(kwargs["model"], kwargs["prompt"])
 
+    def dual(self, **kwargs: Any) -> DualStream:
+        """Returns a stream that could be read either way; this sync method's caller reads it sync."""
+        return DualStream(_chunks(kwargs["model"], kwargs["prompt"], True))
+
     def api_call(self, operation: str, params: dict[str, Any]) -> Any:
         """botocore's shape: one method for every operation, some of them not LLM calls."""
         if operation == "Converse":
             return _answer(params["modelId"], params["prompt"])
         if operation == "ConverseStream":
-            return {"stream": iter(_chunks(params["modelId"], params["prompt"], True)), "meta": {}}
+            return {"stream": Events(_chunks(params["modelId"], params["prompt"], True)), "meta": {}}
         return {"models": ["a", "b"]}
 
 

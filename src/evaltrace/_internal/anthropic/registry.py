@@ -11,12 +11,12 @@ it is wrapped as ``create`` is. ``messages.count_tokens`` is deliberately absent
 from __future__ import annotations
 
 import weakref
-from functools import lru_cache
 from typing import Any
 
 from opentelemetry.trace import INVALID_SPAN
 
 from evaltrace._internal.engine.codec import IN_CALL, Endpoint
+from evaltrace._internal.engine.stainless import Stainless
 from evaltrace._internal.fast_context import get_current
 
 CHAT = "chat"  # the one endpoint kind: every row is a chat call
@@ -41,58 +41,9 @@ ENDPOINTS: tuple[Endpoint, ...] = (
 )
 
 
-@lru_cache(maxsize=1)
-def _sentinel_types() -> tuple[type[Any], ...]:
-    import anthropic
+SDK = Stainless("anthropic")
 
-    return tuple(
-        t for t in (getattr(anthropic, "NotGiven", None), getattr(anthropic, "Omit", None)) if isinstance(t, type)
-    )
-
-
-def given_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Drop anthropic's NOT_GIVEN / omit sentinels and None values: they mean 'not in the request'."""
-    sentinels = _sentinel_types()
-    return {k: v for k, v in kwargs.items() if v is not None and not isinstance(v, sentinels)}
-
-
-@lru_cache(maxsize=1)
-def stream_types() -> tuple[type[Any], type[Any]]:
-    """Return (Stream, AsyncStream)."""
-    import anthropic
-
-    return anthropic.Stream, anthropic.AsyncStream
-
-
-@lru_cache(maxsize=1)
-def _raw_response_types() -> tuple[type[Any], ...]:
-    """The ``with_raw_response`` class of anthropic < 2 (its body is read); anthropic 2 has no such module."""
-    try:
-        from anthropic import _legacy_response  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        return ()
-    return (_legacy_response.LegacyAPIResponse,)
-
-
-@lru_cache(maxsize=1)
-def _api_response_types() -> tuple[type[Any], ...]:
-    from anthropic import _response
-
-    return (_response.APIResponse, _response.AsyncAPIResponse)
-
-
-def is_raw_response(obj: Any) -> bool:
-    """True for anthropic < 2's ``with_raw_response`` object (its body is read; ``parse()`` caches)."""
-    types = _raw_response_types()
-    return bool(types) and isinstance(obj, types)
-
-
-def is_api_response(obj: Any) -> bool:
-    """True for an ``APIResponse`` (``with_streaming_response``, and anthropic 2's ``with_raw_response``).
-
-    Its body is the user's to read (or parse with their own type): we do not read it.
-    """
-    return isinstance(obj, _api_response_types())
+given_kwargs = SDK.given_kwargs  # drops NOT_GIVEN / omit and None
 
 
 _API_REQUEST_SUFFIX = "__api_request"  # MessageStreamManager's private (name-mangled) request

@@ -213,7 +213,7 @@ class Call:
         error_type = self.codec.error_type(error)
         span = self.span
         attrs: dict[str, Any] = {sc.ERROR_TYPE: error_type}
-        status = getattr(error, "status_code", None)
+        status = self.codec.status_code(error)
         if isinstance(status, int):
             attrs[sc.HTTP_RESPONSE_STATUS_CODE] = status
         span.set_attributes(attrs)
@@ -246,19 +246,28 @@ class Call:
         """The codec's ``Summary`` of ``result``, made when called."""
         return partial(self.codec.summary, self.kind, result)
 
-    def stream(self, stream: Any, acc: Accumulator) -> Any:
-        """Hand the span to a proxy of ``stream`` (sync or async iterator, generator, stream object); return it.
+    def stream(self, stream: Any, acc: Accumulator, is_async: bool | None = None) -> Any:
+        """Hand the span to a proxy of ``stream`` (iterator, iterable, generator, stream object); return the proxy.
 
-        The request's attributes are built now (before the user can change its messages mid-stream) and written
-        with the response's when the stream ends, exactly once, whichever way it ends.
+        ``is_async`` picks the async proxy (True) or the sync one (False) for an object that is both (LiteLLM's
+        ``CustomStreamWrapper``); None: async when it has ``__anext__`` (or ``__aiter__`` and no ``__next__``). An
+        iterable that is not its own iterator (botocore's ``EventStream``) is read through ``iter()``. The
+        request's attributes are built now (before the user can change its messages mid-stream) and written with
+        the response's when the stream ends, exactly once, whichever way it ends.
         """
-        from evaltrace._internal.engine.stream import AsyncStreamProxy, StreamState, SyncStreamProxy
+        from evaltrace._internal.engine import stream as proxies
 
         self.hold_request()
-        state = StreamState(self, acc)
-        if hasattr(stream, "__anext__") or (hasattr(stream, "__aiter__") and not hasattr(stream, "__next__")):
-            return AsyncStreamProxy(stream, state)
-        return SyncStreamProxy(stream, state)
+        state = proxies.StreamState(self, acc)
+        if is_async is None:
+            is_async = hasattr(stream, "__anext__") or (
+                hasattr(stream, "__aiter__") and not hasattr(stream, "__next__")
+            )
+        if is_async:
+            return proxies.AsyncStreamProxy(stream, state)
+        if not hasattr(stream, "__next__"):
+            return proxies.IterableStreamProxy(stream, state)
+        return proxies.SyncStreamProxy(stream, state)
 
     @classmethod
     def for_codec(cls, codec: Codec) -> type[Call]:
@@ -279,7 +288,7 @@ class Call:
         except KeyError:
             pass
         codec = cls.codec
-        provider = codec.provider_for(host)
+        provider = codec.provider_of(kind, model, host)
         op = codec.operation(kind)
         metric: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: op, sc.GEN_AI_PROVIDER_NAME: provider}
         if model:

@@ -147,6 +147,10 @@ class Codec:
         """``gen_ai.provider.name`` for a client talking to ``host`` (default: ``provider``)."""
         return self.provider
 
+    def provider_of(self, kind: Hashable, model: str | None, host: str | None) -> str:
+        """``gen_ai.provider.name`` of a call (default: ``provider_for(host)``); LiteLLM names it from the model."""
+        return self.provider_for(host)
+
     def start_attributes(self, kind: Hashable) -> Attributes:
         """Extra attributes fixed per ``kind``, set at span creation with the GenAI ones (default: none)."""
         return {}
@@ -158,12 +162,13 @@ class Codec:
         return None, None
 
     def route(self, endpoint: Endpoint, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """*Optional.* ``(kind, params)`` for this call, or None to let it through untraced.
+        """*Optional.* ``(kind, params)`` or ``(kind, params, (host, port))`` for this call; None: untraced.
 
         Override when the operation depends on the arguments (botocore's ``_make_api_call(operation_name,
         api_params)``), when positional arguments must be named (``ollama.chat("llama3", messages)``), or when
         some calls are not LLM calls at all. Without it, ``kind`` is ``endpoint.kind`` and ``params`` is the
-        call's kwargs (read, never written). ``params["model"]`` (a str) is the request model.
+        call's kwargs (read, never written). ``params["model"]`` (a str) is the request model. The server, when
+        given, replaces ``server_of(instance)`` (a module function's ``api_base`` argument).
         """
         return endpoint.kind, kwargs
 
@@ -236,6 +241,11 @@ class Codec:
     def error_type(self, error: BaseException) -> str:
         """``error.type`` of a raised exception (default: ``engine.call.error_type_of``)."""
         return error_type_of(error)
+
+    def status_code(self, error: BaseException) -> int | None:
+        """``http.response.status_code`` of a raised exception (default: its ``status_code``, if an int)."""
+        status = getattr(error, "status_code", None)
+        return status if isinstance(status, int) else None
 
     def uninstrumented(self) -> None:
         """Undo per-client changes ``prepare`` made (called by ``uninstrument()``)."""

@@ -184,6 +184,31 @@ class SyncStreamProxy(StreamProxyBase):
             self._self_state.end(sc.STREAM_END_CLOSED)
 
 
+class IterableStreamProxy(SyncStreamProxy):
+    """Proxy for an iterable that is not its own iterator (botocore's ``EventStream``): read through ``iter()``."""
+
+    def __init__(self, wrapped: Any, state: StreamState) -> None:
+        super().__init__(wrapped, state)
+        self._self_iterator = iter(wrapped)
+
+    # SyncStreamProxy.__next__ with the iterator in place of the wrapped object: written out, not shared, so
+    # the common proxy pays no extra lookup per chunk.
+    def __next__(self) -> Any:
+        try:
+            chunk = self._self_iterator.__next__()
+        except StopIteration:
+            self._self_state.end(sc.STREAM_END_EXHAUSTED)
+            raise
+        except BaseException as error:
+            self._self_state.end(sc.STREAM_END_ERROR, error)
+            raise
+        try:
+            self._self_state.on_chunk(chunk)
+        except Exception:
+            _chunk_failed()
+        return chunk
+
+
 class AsyncStreamProxy(StreamProxyBase):
     """Proxy for ``openai.AsyncStream``."""
 

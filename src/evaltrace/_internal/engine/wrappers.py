@@ -13,6 +13,7 @@ beyond the codec's own hooks (optional hooks a codec does not override are not c
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from opentelemetry.context import Context
@@ -203,13 +204,24 @@ def _routed(  # the wrapper's locals, passed on rather than rebuilt
         return None
     if prepare is not None:
         prepare(instance)
-    call_kind, params = routed
-    return call_class(tracer, call_kind, params, call_class.codec.server_of(instance), instruments, current)
+    if len(routed) == 3:
+        call_kind, params, server = routed
+    else:
+        call_kind, params = routed
+        server = call_class.codec.server_of(instance)
+    return call_class(tracer, call_kind, params, server, instruments, current)
 
 
 def _deferred_wrapper(endpoint: Endpoint, telemetry: Telemetry, call_class: type[Call]) -> Wrapper:
-    """A method returning a manager that sends its request on enter: trace that request (sync or async)."""
+    """A method returning a manager that sends its request on enter: trace that request (sync or async).
+
+    The manager's request (a callable returning the stream, or an awaitable of it) is replaced with the same
+    request sent through the endpoint's ordinary wrapper, so the span covers the request and the stream, starting
+    on enter in the context current there.
+    """
     codec = call_class.codec
+    is_async = endpoint.is_async
+    send = (_async_wrapper if is_async else _sync_wrapper)(endpoint, telemetry, call_class)
 
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         manager = wrapped(*args, **kwargs)  # sends nothing yet
@@ -221,88 +233,15 @@ def _deferred_wrapper(endpoint: Endpoint, telemetry: Telemetry, call_class: type
                 return manager  # a manager we do not know: untraced, never broken
             name, request = found
             params = {**kwargs, "stream": True}
-            start = _Starter(telemetry, call_class, endpoint, instance, params)
-            if endpoint.is_async:
-                setattr(manager, name, _traced_awaitable(start, request))
-            else:
-                setattr(manager, name, _traced_request(start, request))
+            if is_async:  # an awaitable, awaited once on enter: ours awaits it inside the span
+                setattr(manager, name, send(lambda **_: request, instance, (), params))
+            else:  # a callable, called on enter
+                setattr(manager, name, partial(send, lambda **_: request(), instance, (), params))
         except Exception:
             _internal_error(f"tracing a {codec.label} stream helper")
         return manager
 
     return wrapper
-
-
-class _Starter:
-    """Starts the span of a deferred request, in the context current when it is sent."""
-
-    __slots__ = ("call_class", "endpoint", "instance", "params", "telemetry")
-
-    def __init__(
-        self, telemetry: Telemetry, call_class: type[Call], endpoint: Endpoint, instance: Any, params: dict[str, Any]
-    ) -> None:
-        self.telemetry, self.call_class, self.endpoint = telemetry, call_class, endpoint
-        self.instance, self.params = instance, params
-
-    def __call__(self, current: Context) -> Call:
-        codec = self.call_class.codec
-        if _overridden(codec, "prepare") is not None:
-            codec.prepare(self.instance)
-        telemetry = self.telemetry
-        tracer = telemetry.own_tracer if telemetry.own_tracer is not None else tracing.get_tracer()
-        server = codec.server_of(self.instance)
-        return self.call_class(tracer, self.endpoint.kind, self.params, server, telemetry.instruments, current)
-
-
-def _traced_request(start: _Starter, request: Callable[[], Any]) -> Callable[[], Any]:
-    label = start.call_class.codec.label
-
-    def traced() -> Any:
-        current = get_current()
-        if suppressed(current):
-            return request()
-        try:
-            call = start(current)
-        except Exception:
-            _internal_error(f"starting a {label} span")
-            return request()
-        scope = attach(Context({**current, SPAN_KEY: call.span, IN_CALL: True}))
-        try:
-            result = request()
-        except BaseException as error:
-            _record_error(call, error)
-            raise
-        finally:
-            detach(scope)
-        try:
-            return call.codec.finish(call, call.kind, result)
-        except Exception:
-            return _recover(call, result)
-
-    return traced
-
-
-async def _traced_awaitable(start: _Starter, request: Awaitable[Any]) -> Any:
-    current = get_current()
-    if suppressed(current):
-        return await request
-    try:
-        call = start(current)
-    except Exception:
-        _internal_error(f"starting a {start.call_class.codec.label} span")
-        return await request
-    scope = attach(Context({**current, SPAN_KEY: call.span, IN_CALL: True}))
-    try:
-        result = await request
-    except BaseException as error:
-        _record_error(call, error)
-        raise
-    finally:
-        detach(scope)
-    try:
-        return call.codec.finish(call, call.kind, result)
-    except Exception:
-        return _recover(call, result)
 
 
 def _record_error(call: Call, error: BaseException) -> None:

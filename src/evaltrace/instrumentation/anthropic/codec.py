@@ -16,10 +16,8 @@ from evaltrace._internal.anthropic.accumulate import MessagesAccumulator
 from evaltrace._internal.anthropic.call import request_attributes
 from evaltrace._internal.anthropic.response import message_outcome, message_summary
 from evaltrace._internal.engine.call import Call
-from evaltrace._internal.engine.codec import NO_SUMMARY, PLAIN, Codec
-from evaltrace._internal.engine.outcome import Outcome, Summary
-from evaltrace._internal.engine.stream import AsyncStreamProxy, StreamState, SyncStreamProxy
-from evaltrace._internal.openai import registry as openai_registry
+from evaltrace._internal.engine.codec import PLAIN, Codec
+from evaltrace._internal.engine.stainless import server_of
 
 
 class AnthropicCodec(Codec):
@@ -30,22 +28,10 @@ class AnthropicCodec(Codec):
     cache_plain_types = True
 
     # The module functions themselves, not methods calling them: no extra frame per call.
-    server_of = staticmethod(openai_registry.server_of)  # type: ignore[assignment]  # same client layout as openai's
+    server_of = staticmethod(server_of)  # type: ignore[assignment]
     request_attributes = staticmethod(request_attributes)  # type: ignore[assignment]
     prepare = staticmethod(registry.suppress_sdk_span)  # type: ignore[assignment]
     deferred_request = staticmethod(registry.helper_request)
-
-    def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
-        """A ``Message`` -> ``Outcome``."""
-        return message_outcome(result, capture)
-
-    def summary(self, kind: Hashable, result: Any) -> Summary:
-        """Response model and token counts of a ``Message``."""
-        return message_summary(result)
-
-    def accumulator(self, kind: Hashable) -> MessagesAccumulator:
-        """A fresh accumulator of stream events."""
-        return MessagesAccumulator()
 
     def finish(self, call: Call, kind: Hashable, result: Any) -> Any:
         """End the span for a Message, or hand it to a stream proxy; return what the user gets."""
@@ -59,33 +45,16 @@ class AnthropicCodec(Codec):
         return result
 
     def finish_special(self, call: Call, kind: Hashable, result: Any) -> Any:
-        """Streams, raw and streaming responses; ``PLAIN`` for a ``Message``."""
-        sync_stream, async_stream = registry.stream_types()
-        if isinstance(result, sync_stream):
-            call.record_request()  # the response follows when the stream ends
-            return SyncStreamProxy(result, StreamState(call, MessagesAccumulator()))
-        if isinstance(result, async_stream):
-            call.record_request()
-            return AsyncStreamProxy(result, StreamState(call, MessagesAccumulator()))
-        if registry.is_raw_response(result):
-            # with_raw_response: anthropic caches parse(), so reading it here gives the user the same object.
-            parsed = result.parse()
-            traced = self.finish(call, kind, parsed)
-            if traced is not parsed:
-                openai_registry.replace_parsed(result, parsed, traced)
-            return result
-        if registry.is_api_response(result):
-            call.finish(Outcome, _no_summary)  # the body is the user's to read: the span has the request only
-            return result
-        return PLAIN
+        """Streams, raw and streaming responses (anthropic's, as every Stainless SDK's)."""
+        return registry.SDK.finish_special(self, call, kind, result)
+
+    def accumulator(self, kind: Hashable) -> MessagesAccumulator:
+        """A fresh accumulator of stream events."""
+        return MessagesAccumulator()
 
     def uninstrumented(self) -> None:
         """Let every client whose SDK span we silenced look its tracer up again."""
         registry.restore_sdk_span()
-
-
-def _no_summary() -> Summary:
-    return NO_SUMMARY
 
 
 CODEC = AnthropicCodec()

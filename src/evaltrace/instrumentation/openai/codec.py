@@ -14,9 +14,9 @@ from typing import Any
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.call import Call
-from evaltrace._internal.engine.codec import NO_SUMMARY, PLAIN, Codec
-from evaltrace._internal.engine.outcome import Outcome, Summary
-from evaltrace._internal.engine.stream import AsyncStreamProxy, StreamState, SyncStreamProxy
+from evaltrace._internal.engine.codec import PLAIN, Codec
+from evaltrace._internal.engine.outcome import Summary
+from evaltrace._internal.engine.stainless import server_of
 from evaltrace._internal.openai import build, registry
 from evaltrace._internal.openai.accumulate import Accumulator, ChatAccumulator, ResponsesAccumulator
 from evaltrace._internal.openai.provider import provider_for_host
@@ -30,23 +30,20 @@ from evaltrace._internal.openai.response import (
     responses_summary,
 )
 
-_OUTCOMES = {
-    EndpointKind.CHAT: chat_outcome,
-    EndpointKind.RESPONSES: responses_outcome,
-    EndpointKind.EMBEDDINGS: embeddings_outcome,
-}
-_SUMMARIES = {EndpointKind.CHAT: chat_summary, EndpointKind.RESPONSES: responses_summary}
-
 
 class OpenAICodec(Codec):
-    """``openai``'s client, and any OpenAI-compatible server (the provider name follows the base URL's host)."""
+    """``openai``'s client, and any OpenAI-compatible server (the provider name follows the base URL's host).
+
+    ``finish`` is written out for the three endpoint kinds (the hot path), so the generic ``outcome`` /
+    ``summary`` / ``failure`` hooks are not needed.
+    """
 
     provider = "openai"
     label = "OpenAI"
     cache_plain_types = True
 
     # The hot path's hooks are the module functions themselves: no method frame in between.
-    server_of = staticmethod(registry.server_of)  # type: ignore[assignment]
+    server_of = staticmethod(server_of)  # type: ignore[assignment]
     provider_for = staticmethod(provider_for_host)
     request_attributes = staticmethod(build.request_attributes)  # type: ignore[assignment]  # LLMCall: per call
 
@@ -57,19 +54,6 @@ class OpenAICodec(Codec):
     def start_attributes(self, kind: Hashable) -> dict[str, Any]:
         """``openai.api.type`` and Langfuse's observation type, fixed per endpoint kind."""
         return build.KIND_ATTRS[kind]  # type: ignore[index]
-
-    def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
-        """A ChatCompletion / Response / CreateEmbeddingResponse -> ``Outcome``."""
-        return _OUTCOMES[kind](result, capture)  # type: ignore[index]
-
-    def summary(self, kind: Hashable, result: Any) -> Summary:
-        """Response model and token counts, read without the content."""
-        read = _SUMMARIES.get(kind)  # type: ignore[call-overload]
-        return read(result) if read is not None else Summary.of(self.outcome(kind, result, False))
-
-    def failure(self, kind: Hashable, result: Any) -> tuple[str, str] | None:
-        """A Response with status ``failed`` (the SDK raised nothing)."""
-        return responses_failure(result) if kind is EndpointKind.RESPONSES else None
 
     def accumulator(self, kind: Hashable) -> Accumulator:
         """The Responses or the chat completions accumulator."""
@@ -99,30 +83,8 @@ class OpenAICodec(Codec):
         return result
 
     def finish_special(self, call: Call, kind: Hashable, result: Any) -> Any:
-        """Raw responses, streaming responses and streams; ``PLAIN`` for a parsed response body."""
-        if registry.is_raw_response(result):
-            # with_raw_response: openai caches parse(), so reading it here gives the user the same object.
-            parsed = registry.parse_raw_response(result)
-            traced = self.finish(call, kind, parsed)
-            if traced is not parsed:
-                registry.replace_parsed(result, parsed, traced)
-            return result
-        if registry.is_streaming_response(result):
-            # with_streaming_response: the body is the user's to read; we do not consume it.
-            call.finish(Outcome, _no_summary)
-            return result
-        sync_stream, async_stream = registry.stream_types()
-        if isinstance(result, sync_stream):
-            call.hold_request()  # written with the response, when the stream ends
-            return SyncStreamProxy(result, StreamState(call, self.accumulator(kind)))
-        if isinstance(result, async_stream):
-            call.hold_request()
-            return AsyncStreamProxy(result, StreamState(call, self.accumulator(kind)))
-        return PLAIN
-
-
-def _no_summary() -> Summary:
-    return NO_SUMMARY
+        """Raw responses, streaming responses and streams (openai's, as every Stainless SDK's)."""
+        return registry.SDK.finish_special(self, call, kind, result)
 
 
 CODEC = OpenAICodec()

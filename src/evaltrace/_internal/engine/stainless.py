@@ -1,0 +1,138 @@
+"""What every Stainless-generated SDK shares (openai, anthropic, groq...): one ``Stainless(package)`` per SDK.
+
+Their clients keep the base URL as ``_client._base_url``; their calls return a parsed body, a ``Stream`` /
+``AsyncStream``, a ``with_raw_response`` wrapper (``_legacy_response.LegacyAPIResponse``, whose ``parse()`` caches)
+or a ``with_streaming_response`` one (``_response.APIResponse``, whose body is the user's to read); their keyword
+defaults are ``NotGiven`` / ``Omit`` sentinels. The SDK is imported on first use, never by ``instrument()``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from evaltrace._internal.engine.codec import NO_SUMMARY, PLAIN
+from evaltrace._internal.engine.outcome import Outcome, Summary
+
+if TYPE_CHECKING:
+    from evaltrace._internal.engine.call import Call
+    from evaltrace._internal.engine.codec import Codec
+
+# Keyword value types that are neither None nor a sentinel: a call whose values are all of these has nothing to drop.
+_PLAIN_VALUE_TYPES = frozenset((str, int, float, bool, list, dict, tuple))
+
+
+class _Types(NamedTuple):
+    stream: type[Any]
+    async_stream: type[Any]
+    raw: tuple[type[Any], ...]  # with_raw_response (empty where the SDK has no legacy response: anthropic 2)
+    api: tuple[type[Any], ...]  # with_streaming_response (and anthropic 2's with_raw_response)
+    sentinels: tuple[type[Any], ...]
+
+
+class Stainless:
+    """The result types and request sentinels of one Stainless SDK (``Stainless("openai")``)."""
+
+    __slots__ = ("_types", "package")
+
+    def __init__(self, package: str) -> None:
+        self.package = package
+        self._types: _Types | None = None
+
+    def types(self) -> _Types:
+        """The SDK's classes, imported on first use."""
+        types = self._types
+        if types is None:
+            import importlib
+
+            sdk = importlib.import_module(self.package)
+            try:
+                legacy = importlib.import_module(f"{self.package}._legacy_response")
+                raw: tuple[type[Any], ...] = (legacy.LegacyAPIResponse,)
+            except ImportError:
+                raw = ()
+            response = importlib.import_module(f"{self.package}._response")
+            sentinels = tuple(t for t in (getattr(sdk, "NotGiven", None), getattr(sdk, "Omit", None)) if t)
+            self._types = types = _Types(
+                sdk.Stream, sdk.AsyncStream, raw, (response.APIResponse, response.AsyncAPIResponse), sentinels
+            )
+        return types
+
+    def given_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """Drop the NOT_GIVEN / omit sentinels and None values: they mean 'not in the request'.
+
+        The result is only read: a call with nothing to drop (the common case, checked in one C-level pass over the
+        value types) gets ``kwargs`` itself back, uncopied.
+        """
+        if _PLAIN_VALUE_TYPES.issuperset(map(type, kwargs.values())):
+            return kwargs
+        sentinels = self.types().sentinels
+        return {k: v for k, v in kwargs.items() if v is not None and not isinstance(v, sentinels)}
+
+    def finish_special(self, codec: Codec, call: Call, kind: Any, result: Any) -> Any:
+        """``Codec.finish_special`` for these SDKs: raw and streaming responses, streams; ``PLAIN`` otherwise."""
+        types = self.types()
+        if types.raw and isinstance(result, types.raw):
+            # with_raw_response: the SDK caches parse(), so reading it here gives the user the same object.
+            parsed = result.parse()
+            traced = codec.finish(call, kind, parsed)
+            if traced is not parsed:
+                replace_parsed(result, parsed, traced)
+            return result
+        if isinstance(result, types.api):
+            # with_streaming_response: the body is the user's to read; the span has the request only.
+            call.finish(Outcome, _no_summary)
+            return result
+        if isinstance(result, types.stream) or isinstance(result, types.async_stream):
+            from evaltrace._internal.engine.stream import AsyncStreamProxy, StreamState, SyncStreamProxy
+
+            call.hold_request()  # written with the response, when the stream ends
+            proxy = SyncStreamProxy if isinstance(result, types.stream) else AsyncStreamProxy
+            return proxy(result, StreamState(call, codec.accumulator(kind)))
+        return PLAIN
+
+
+def _no_summary() -> Summary:
+    return NO_SUMMARY
+
+
+def replace_parsed(raw: Any, parsed: Any, replacement: Any) -> None:
+    """Make later ``raw.parse()`` calls return ``replacement`` (our stream proxy) instead of ``parsed``."""
+    cache: dict[Any, Any] | None = getattr(raw, "_parsed_by_type", None)
+    if cache is None:
+        return
+    for key, value in list(cache.items()):
+        if value is parsed:
+            cache[key] = replacement
+
+
+# (base_url object, its (host, port)) of the last call: one client is the norm. Replaced whole, never mutated,
+# so a concurrent reader sees a consistent pair.
+_last_server: tuple[Any, tuple[str | None, int | None]] = (None, (None, None))
+
+
+def server_of(resource: Any) -> tuple[str | None, int | None]:
+    """Return (host, port) of the resource's client base URL; the port defaults from the scheme."""
+    client = getattr(resource, "_client", None)
+    url = getattr(client, "_base_url", None)  # what the client's base_url property returns, without the call
+    if url is None:
+        url = getattr(client, "base_url", None)
+        if url is None:
+            return None, None
+    global _last_server
+    last_url, last = _last_server
+    if url is last_url:  # the same URL object as last call: skip str() and the parse cache
+        return last
+    server = host_port(str(url))
+    _last_server = (url, server)
+    return server
+
+
+@lru_cache(maxsize=256)
+def host_port(url: str) -> tuple[str | None, int | None]:
+    """(host, port) of a URL; the port defaults from the scheme."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
+    return parts.hostname, port
