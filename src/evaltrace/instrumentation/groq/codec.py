@@ -20,38 +20,28 @@ from typing import Any
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.call import Call
-from evaltrace._internal.engine.codec import NO_SUMMARY, Accumulator, Codec, Server
+from evaltrace._internal.engine.codec import Accumulator, Codec, Server
 from evaltrace._internal.engine.outcome import Outcome, Summary
+from evaltrace._internal.engine.stainless import Stainless, server_of
 from evaltrace._internal.error_body import code_in_body
 from evaltrace._internal.jsonutil import loads_or_raw
-from evaltrace._internal.openai import build, registry
+from evaltrace._internal.openai import build
 from evaltrace._internal.openai.accumulate import ChatAccumulator
 from evaltrace._internal.openai.parts import Message, Part, reasoning_part
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import chat_outcome, chat_usage
-from evaltrace._internal.sentinels import given
 
 PROVIDER = "groq"
 
 
-def _sdk_types() -> tuple[tuple[type[Any], ...], tuple[type[Any], ...]]:
-    try:
-        from groq import AsyncStream, Stream
-        from groq._response import BaseAPIResponse
-    except ImportError:  # the pure readers are usable without the SDK
-        return (), ()
-    return (Stream, AsyncStream), (BaseAPIResponse,)
-
-
-# The SDK's stream and raw-response classes, imported with the codec (the engine imports it once the SDK is).
-_STREAM_TYPES, _RAW_TYPES = _sdk_types()
+# The groq SDK's streams, raw responses, request sentinels and base URL, as for every Stainless SDK.
+STAINLESS = Stainless("groq")
 Attributes = dict[str, Any]
-_SENTINELS = frozenset(("NotGiven", "Omit"))
 
 
 def request_attributes(kwargs: dict[str, Any], capture: bool, max_len: int) -> Attributes:
     """Request parameters, and the request content when ``capture`` (the OpenAI chat request's, plus Groq's)."""
-    params = given(kwargs, _SENTINELS)  # groq's NOT_GIVEN / omit mean "not in the request"
+    params = STAINLESS.given_kwargs(kwargs)
     attrs = build.request_attributes(EndpointKind.CHAT, params, capture, max_len)
     fmt = params.get("reasoning_format")
     if isinstance(fmt, str):
@@ -210,8 +200,8 @@ class GroqCodec(Codec):
     cache_plain_types = True
 
     def server_of(self, instance: Any) -> Server:
-        """Host and port of the client's ``base_url`` (the resource's ``_client``, as in openai)."""
-        return registry.server_of(instance)
+        """Host and port of the client's ``base_url``."""
+        return server_of(instance)
 
     def request_attributes(self, kind: Hashable, params: dict[str, Any], capture: bool, max_len: int) -> dict[str, Any]:
         """The OpenAI chat request's attributes, plus Groq's ``reasoning_format``."""
@@ -225,20 +215,13 @@ class GroqCodec(Codec):
         """Model and token counts, for metrics."""
         return completion_summary(result)
 
-    def is_stream(self, kind: Hashable, result: Any) -> bool:
-        """``stream=True`` returns the SDK's ``Stream`` / ``AsyncStream``."""
-        return isinstance(result, _STREAM_TYPES)
-
     def finish_special(self, call: Call, kind: Hashable, result: Any) -> Any:
         """Streams are proxied; a ``with_raw_response`` / ``with_streaming_response`` result is the user's to read.
 
-        Its body is not read here (an async one can only be read by awaiting; a streaming one would be consumed),
-        so its span has the request, the timing and the outcome of the HTTP call only.
+        groq has no legacy raw response whose ``parse()`` we could share: its ``APIResponse`` body is the user's, so
+        such a span has the request and the timing only.
         """
-        if isinstance(result, _RAW_TYPES):
-            call.finish(Outcome, _no_summary)
-            return result
-        return super().finish_special(call, kind, result)
+        return STAINLESS.finish_special(self, call, kind, result)
 
     def accumulator(self, kind: Hashable) -> Accumulator:
         """A fresh stream accumulator."""
@@ -247,10 +230,6 @@ class GroqCodec(Codec):
     def error_type(self, error: BaseException) -> str:
         """Groq's error code (see ``error_type``)."""
         return error_type(error)
-
-
-def _no_summary() -> Summary:
-    return NO_SUMMARY
 
 
 CODEC = GroqCodec()

@@ -2,33 +2,31 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Hashable
-from functools import lru_cache
 from typing import Any
-from urllib.parse import urlsplit
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import Accumulator, Codec, Server
 from evaltrace._internal.engine.outcome import Outcome, Summary
+from evaltrace._internal.engine.stainless import host_port
 from evaltrace.instrumentation.mistral import request, response
 from evaltrace.instrumentation.mistral.stream import MistralStreamAccumulator
 
-# The SDK's stream classes (mistralai 2.x and later, then 1.x), imported with the codec, i.e. once the SDK is.
-_STREAM_TYPES: tuple[type[Any], ...] = ()
-for _module in ("mistralai.client.utils.eventstreaming", "mistralai.utils.eventstreaming"):
-    try:
-        _mod = __import__(_module, fromlist=["EventStream", "EventStreamAsync"])
-    except ImportError:
-        continue
-    _STREAM_TYPES = (_mod.EventStream, _mod.EventStreamAsync)
-    break
+
+def _stream_types() -> tuple[type[Any], ...]:
+    """``EventStream`` / ``EventStreamAsync`` of the installed SDK (mistralai 2.x and later, then 1.x)."""
+    for name in ("mistralai.client.utils.eventstreaming", "mistralai.utils.eventstreaming"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        return module.EventStream, module.EventStreamAsync
+    return ()
 
 
-@lru_cache(maxsize=64)
-def _server(url: str) -> Server:
-    parts = urlsplit(url)
-    port = parts.port or (443 if parts.scheme == "https" else 80 if parts.scheme == "http" else None)
-    return parts.hostname, port
+# Imported with the codec, i.e. once the SDK is (the engine loads the codec with its first patch).
+_STREAM_TYPES = _stream_types()
 
 
 class MistralCodec(Codec):
@@ -45,7 +43,7 @@ class MistralCodec(Codec):
             url = config.get_server_details()[0] if config is not None else None
         except Exception:  # an invalid server name: the SDK raises it to the user when the call starts
             return None, None
-        return _server(url) if isinstance(url, str) and url else (None, None)
+        return host_port(url) if isinstance(url, str) and url else (None, None)
 
     def request_attributes(self, kind: Hashable, params: dict[str, Any], capture: bool, max_len: int) -> dict[str, Any]:
         """Request parameters, and with ``capture`` the messages and tools (see ``request``)."""

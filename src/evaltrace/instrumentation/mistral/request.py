@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaltrace._internal import list_values, sentinels
+from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.jsonutil import capped_json
 from evaltrace._internal.openai import request as openai_request
@@ -32,7 +32,7 @@ Attributes = dict[str, Any]
 _RENAMED = {"random_seed": "seed"}
 # Keywords the shared readers would misname: ``service_tier`` becomes an ``openai.*`` attribute there.
 _NOT_SHARED = frozenset({"service_tier"})
-_SENTINELS = frozenset(("Unset",))
+_PLAIN_VALUE_TYPES = frozenset((str, int, float, bool, list, dict, tuple))
 
 
 def get(obj: Any, name: str) -> Any:
@@ -44,8 +44,14 @@ def get(obj: Any, name: str) -> Any:
 
 
 def given(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The keywords the call really gave: None and the SDK's ``UNSET`` sentinel mean 'not in the request'."""
-    return sentinels.given(kwargs, _SENTINELS)
+    """The keywords the call really gave: None and the SDK's ``UNSET`` sentinel mean 'not in the request'.
+
+    The sentinel is told by class name (``mistralai`` moved it between versions). A call with nothing to drop
+    (checked in one C-level pass) gets ``kwargs`` itself back: the result is only read.
+    """
+    if _PLAIN_VALUE_TYPES.issuperset(map(type, kwargs.values())):
+        return kwargs
+    return {k: v for k, v in kwargs.items() if v is not None and type(v).__name__ != "Unset"}
 
 
 def chat_params(kwargs: dict[str, Any]) -> dict[str, Any]:
