@@ -29,7 +29,7 @@ from evaltrace._internal.openai import build
 from evaltrace._internal.openai.accumulate import ChatAccumulator
 from evaltrace._internal.openai.parts import Message, Part, reasoning_part
 from evaltrace._internal.openai.registry import EndpointKind
-from evaltrace._internal.openai.response import chat_outcome, chat_usage
+from evaltrace._internal.openai.response import chat_outcome, chat_summary
 
 PROVIDER = "groq"
 
@@ -95,18 +95,9 @@ def completion_outcome(completion: Any, content: bool = True) -> Outcome:
             source = getattr(choice, "message", None)
             # The shared reader found extras only; a modelled ``reasoning`` is Groq's own.
             reasoning = getattr(source, "reasoning", None)
-            _with_groq_parts(message, reasoning if isinstance(reasoning, str) else None, None)
-            _with_groq_parts(message, None, getattr(source, "executed_tools", None))
+            executed = getattr(source, "executed_tools", None)
+            _with_groq_parts(message, reasoning if isinstance(reasoning, str) else None, executed)
     return outcome
-
-
-def completion_summary(completion: Any) -> Summary:
-    """Model and token counts of a ChatCompletion, for metrics."""
-    usage = getattr(completion, "usage", None)
-    model = getattr(completion, "model", None)
-    if usage is None:
-        return Summary(model)
-    return Summary(model, getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None))
 
 
 class _Delta:
@@ -165,13 +156,6 @@ class GroqStreamAccumulator(ChatAccumulator):
             return None
         return sc.ERROR_TYPE_OTHER, self.error
 
-    def summary(self) -> Summary:
-        """Model and token counts only."""
-        usage = chat_usage(self.usage)
-        if usage is None:
-            return Summary(self.model)
-        return Summary(self.model, usage.input_tokens, usage.output_tokens)
-
     def outcome(self) -> Outcome:
         """The OpenAI chat outcome of the chunks, with the tools Groq ran."""
         outcome = super().outcome()
@@ -213,7 +197,7 @@ class GroqCodec(Codec):
 
     def summary(self, kind: Hashable, result: Any) -> Summary:
         """Model and token counts, for metrics."""
-        return completion_summary(result)
+        return chat_summary(result)
 
     def finish_special(self, call: Call, kind: Hashable, result: Any) -> Any:
         """Streams are proxied; a ``with_raw_response`` / ``with_streaming_response`` result is the user's to read.

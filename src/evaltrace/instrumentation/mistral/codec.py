@@ -10,6 +10,7 @@ from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import Accumulator, Codec, Server
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.engine.stainless import host_port
+from evaltrace._internal.openai.response import chat_summary
 from evaltrace.instrumentation.mistral import request, response
 from evaltrace.instrumentation.mistral.stream import MistralStreamAccumulator
 
@@ -59,7 +60,7 @@ class MistralCodec(Codec):
         """Model and token counts, for metrics (embeddings report no output tokens)."""
         if kind == sc.OP_EMBEDDINGS:
             return Summary.of(response.embeddings_outcome(result, False))
-        return response.summary(result)
+        return chat_summary(result)
 
     def is_stream(self, kind: Hashable, result: Any) -> bool:
         """``chat.stream`` / ``stream_async`` return the SDK's ``EventStream`` / ``EventStreamAsync``."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
+from evaltrace._internal.engine.outcome import Outcome, Usage
 from evaltrace._internal.error_body import code_in_body
 from evaltrace._internal.openai.parts import Message, Part, output_message, reasoning_part, text_part
 from evaltrace._internal.openai.response import chat_usage
@@ -66,15 +66,6 @@ def embeddings_outcome(response: Any, content: bool = True) -> Outcome:
         response_model=get(response, "model"),
         usage=Usage(input_tokens=get(usage, "prompt_tokens")) if usage is not None else None,
     )
-
-
-def summary(response: Any) -> Summary:
-    """Model and token counts of a response, for metrics (no content read)."""
-    usage = get(response, "usage")
-    model = get(response, "model")
-    if usage is None:
-        return Summary(model)
-    return Summary(model, get(usage, "prompt_tokens"), get(usage, "completion_tokens"))
 
 
 def error_type(error: BaseException) -> str:
