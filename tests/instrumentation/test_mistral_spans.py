@@ -142,14 +142,14 @@ async def test_stream_async_is_traced(exporter: InMemorySpanExporter) -> None:
 
 
 @pytest.mark.usefixtures("instrumented")
-def test_a_stream_left_early_ends_its_span_once_as_truncated(exporter: InMemorySpanExporter) -> None:
+def test_a_stream_left_early_ends_its_span_once_as_closed_early(exporter: InMemorySpanExporter) -> None:
     with server(STREAM) as srv, Mistral(api_key="x", server_url=srv.url) as client:
         with client.chat.stream(**call_kwargs(interactions(STREAM)[0])) as events:
             for _ in events:
                 break
     attrs = _span(exporter).attributes or {}
     assert attrs[sc.EVALTRACE_STREAM_COMPLETED] is False
-    assert attrs[sc.EVALTRACE_STREAM_END_REASON] != sc.STREAM_END_EXHAUSTED
+    assert attrs[sc.EVALTRACE_STREAM_END_REASON] == sc.STREAM_END_CLOSED
 
 
 @pytest.mark.usefixtures("instrumented")
