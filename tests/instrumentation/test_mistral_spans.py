@@ -153,12 +153,17 @@ def test_a_stream_left_early_ends_its_span_once_as_closed_early(exporter: InMemo
 
 
 @pytest.mark.usefixtures("instrumented")
-def test_api_error_is_reraised_unchanged_and_recorded(exporter: InMemorySpanExporter) -> None:
+async def test_api_error_is_reraised_unchanged_and_recorded(is_async: bool, exporter: InMemorySpanExporter) -> None:
     """No Mistral error was recorded: the server answers with the API's documented error object."""
     body = {"object": "error", "message": "Invalid model: nope", "type": "invalid_model", "param": None, "code": "1500"}
-    with ReplayServer([_recorded(400, body)]) as srv, Mistral(api_key="x", server_url=srv.url) as client:
-        with pytest.raises(errors.SDKError) as raised:
-            client.chat.complete(model="nope", messages=[{"role": "user", "content": "hi"}])
+    kwargs: dict[str, Any] = {"model": "nope", "messages": [{"role": "user", "content": "hi"}]}
+    with ReplayServer([_recorded(400, body)]) as srv:
+        async with Mistral(api_key="x", server_url=srv.url) as client:
+            with pytest.raises(errors.SDKError) as raised:
+                if is_async:
+                    await client.chat.complete_async(**kwargs)
+                else:
+                    client.chat.complete(**kwargs)
     span = _span(exporter)
     assert span.status.status_code is StatusCode.ERROR
     assert (span.attributes or {})[sc.ERROR_TYPE] == "invalid_model"
