@@ -1,11 +1,12 @@
-"""What gets wrapped, as data; and the only module that names anthropic internals.
+"""What gets wrapped, as data; with ``engine.stainless``, the only code that names anthropic internals.
 
-Each row is an engine ``Endpoint`` (module, class, method, kind, async, deferred). ``messages.create`` is traced for plain and ``stream=True``
-calls. The ``messages.stream()`` helper does not go through ``create``: it returns a manager whose
-``__enter__`` sends the request, so it is wrapped too and traced when the request is sent (``deferred=True``).
-``messages.parse`` (structured outputs, anthropic >= 0.70) posts its request itself, never through ``create``:
-it is wrapped as ``create`` is. ``messages.count_tokens`` is deliberately absent: it generates nothing. A package or class this anthropic lacks
-(``beta`` in old versions) is skipped, by feature detection at ``instrument()``.
+Each row is an engine ``Endpoint`` (module, class, method, kind, async, deferred). ``messages.create`` is traced
+for plain and ``stream=True`` calls. The ``messages.stream()`` helper does not go through ``create``: it returns a
+manager whose ``__enter__`` sends the request, so it is wrapped too and traced when the request is sent
+(``deferred=True``). ``messages.parse`` (structured outputs, anthropic >= 0.70) posts its request itself, never
+through ``create``: it is wrapped as ``create`` is. ``messages.count_tokens`` is deliberately absent: it generates
+nothing. A package or class this anthropic lacks (``beta`` in old versions) is skipped, by feature detection at
+``instrument()``.
 """
 
 from __future__ import annotations

@@ -216,19 +216,24 @@ class Codec:
 
     def finish(self, call: Call, kind: Hashable, result: Any) -> Any:
         """End ``call`` with ``result``; return what the user gets (``result``, or a stream proxy in its place)."""
-        cached = self._plain_types
-        if type(result) not in cached:
-            special = self.finish_special(call, kind, result)
+        if type(result) not in self._plain_types:
+            special = self.special(call, kind, result)
             if special is not PLAIN:
                 return special
-            if self.cache_plain_types and len(cached) < 64:  # bounded: a handful of response classes in practice
-                cached.add(type(result))
         failure = self.failure(kind, result)
         if failure is None:
             call.finish_response(result)
         else:
             call.finish_failed(call.outcome_of(result), call.summary_of(result), None, failure)
         return result
+
+    def special(self, call: Call, kind: Hashable, result: Any) -> Any:
+        """``finish_special``, remembering a plain result's type when ``cache_plain_types`` (``finish`` calls it)."""
+        special = self.finish_special(call, kind, result)
+        cached = self._plain_types
+        if special is PLAIN and self.cache_plain_types and len(cached) < 64:  # bounded: a handful in practice
+            cached.add(type(result))
+        return special
 
     def deferred_request(self, manager: Any) -> tuple[str, Any] | None:
         """For ``deferred`` endpoints: (attribute name, request) the manager sends on enter, or None.

@@ -1,8 +1,8 @@
-"""What gets wrapped, as data; and the only module that names openai internals.
+"""What gets wrapped, as data; with ``engine.stainless``, the only code that names openai internals.
 
 Each row is an engine ``Endpoint`` (module, class, method, endpoint kind, async). The ``stream()`` helpers of chat
-completions and Responses are not listed: in openai >= 1.40 they call ``create(stream=True)``, so they are traced through it
-(one span per call), and wrapping them too would double the span. ``beta.chat.completions.parse`` is listed but
+completions and Responses are not listed: in openai >= 1.40 they call ``create(stream=True)``, so they are traced
+through it (one span per call), and wrapping them too would double the span. ``beta.chat.completions.parse`` is listed but
 wrapped only where it sends its own request: openai 1.40 routes it through ``chat.completions.create`` (traced
 there), later 1.x versions post it themselves.
 """

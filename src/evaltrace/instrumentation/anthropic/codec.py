@@ -36,11 +36,9 @@ class AnthropicCodec(Codec):
     def finish(self, call: Call, kind: Hashable, result: Any) -> Any:
         """End the span for a Message, or hand it to a stream proxy; return what the user gets."""
         if type(result) not in self._plain_types:
-            special = self.finish_special(call, kind, result)
+            special = self.special(call, kind, result)
             if special is not PLAIN:
                 return special
-            if len(self._plain_types) < 64:  # bounded: a handful of response model classes in practice
-                self._plain_types.add(type(result))
         call.finish_result(result, message_outcome, message_summary)
         return result
 

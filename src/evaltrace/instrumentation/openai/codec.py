@@ -62,11 +62,9 @@ class OpenAICodec(Codec):
     def finish(self, call: Call, kind: Hashable, result: Any) -> Any:
         """End ``call``; the common case (a parsed body of a type seen before) skips every isinstance check."""
         if type(result) not in self._plain_types:
-            special = self.finish_special(call, kind, result)
+            special = self.special(call, kind, result)
             if special is not PLAIN:
                 return special
-            if len(self._plain_types) < 64:  # bounded: a handful of response model classes in practice
-                self._plain_types.add(type(result))
         if kind is EndpointKind.EMBEDDINGS:
             outcome = embeddings_outcome(result)  # cheap, and the vectors are not kept alive until export
             call.finish(lambda: outcome, partial(Summary.of, outcome))
