@@ -33,6 +33,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
 import evaltrace  # noqa: E402
+from cassettes import Recorded, ReplayServer  # noqa: E402
 from evaltrace._internal import semconv as sc  # noqa: E402
 from evaltrace.instrumentation.groq import GroqInstrumentor  # noqa: E402
 
@@ -191,6 +192,38 @@ async def test_raw_response_is_left_to_the_user(is_async: bool, exporter: InMemo
     (span,) = exporter.get_finished_spans()
     assert span.name == "chat llama-3.3-70b-versatile"
     assert span.status.status_code is StatusCode.UNSET
+
+
+@pytest.mark.usefixtures("instrumented")
+async def test_embeddings_span(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    """No Groq embeddings response was recorded: this one has the SDK's ``CreateEmbeddingResponse`` shape."""
+    body = {
+        "object": "list",
+        "model": "nomic-embed-text-v1_5",
+        "data": [{"object": "embedding", "embedding": [0.1, 0.2], "index": 0}],
+        "usage": {"prompt_tokens": 3, "total_tokens": 3},
+    }
+    recorded = Recorded(
+        "POST",
+        "https://api.groq.com/openai/v1/embeddings",
+        b"",
+        200,
+        "OK",
+        [("content-type", "application/json")],
+        json.dumps(body).encode(),
+    )
+    with ReplayServer([recorded]) as srv:
+        client = _client(srv.url, is_async)
+        result = client.embeddings.create(model="nomic-embed-text-v1_5", input=["hello"], encoding_format="float")
+        await result if is_async else None
+        await _close(client, is_async)
+    (span,) = exporter.get_finished_spans()
+    attrs = span.attributes or {}
+    assert span.name == "embeddings nomic-embed-text-v1_5"
+    assert attrs[sc.GEN_AI_PROVIDER_NAME] == "groq" and attrs[sc.GEN_AI_OPERATION_NAME] == "embeddings"
+    assert attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] == 3
+    assert attrs[sc.GEN_AI_REQUEST_ENCODING_FORMATS] == ("float",)
+    assert json.loads(str(attrs[sc.INPUT_VALUE])) == ["hello"]
 
 
 def test_stream_metrics_and_uninstrument(provider: TracerProvider, exporter: InMemorySpanExporter) -> None:

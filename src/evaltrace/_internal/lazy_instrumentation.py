@@ -77,7 +77,7 @@ def uninstrument_mistral() -> None:
 
 
 def instrument_groq(**kwargs: Any) -> Any:
-    """Trace ``chat.completions.create`` of the official ``groq`` client (idempotent); return the instrumentor.
+    """Trace chat completions and embeddings of the official ``groq`` client (idempotent); return the instrumentor.
 
     Needs the ``groq`` extra. See ``evaltrace.instrumentation.groq`` and docs/providers/groq.md.
 

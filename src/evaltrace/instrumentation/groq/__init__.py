@@ -1,7 +1,7 @@
-"""Groq auto-instrumentation: ``chat.completions.create`` of the official ``groq`` client becomes a GenAI span.
+"""Groq auto-instrumentation: ``chat.completions.create`` and ``embeddings.create`` of the ``groq`` client make GenAI spans.
 
 Traced on ``Groq`` and ``AsyncGroq``, plain and ``stream=True`` (the span covers the stream). The groq SDK has
-openai's shape, so the OpenAI chat readers make the attributes; Groq's own fields are read too: ``reasoning``,
+openai's shape, so the OpenAI readers make the attributes; Groq's own fields are read too: ``reasoning``,
 ``x_groq`` usage on the last stream chunk, built-in tool runs (``executed_tools``) and its error codes. See
 docs/providers/groq.md.
 

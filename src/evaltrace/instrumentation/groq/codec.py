@@ -1,4 +1,4 @@
-"""Pure: a Groq ``chat.completions.create`` call -> span attributes, through the OpenAI chat codec.
+"""Pure: a Groq ``chat.completions.create`` / ``embeddings.create`` call -> span attributes, via the OpenAI codec.
 
 Groq's SDK is OpenAI's shape (a Stainless client), so the request, the completion and the chunks go through the
 OpenAI codec's readers. What Groq adds is read here:
@@ -29,7 +29,7 @@ from evaltrace._internal.openai import build
 from evaltrace._internal.openai.accumulate import ChatAccumulator
 from evaltrace._internal.openai.parts import Message, Part, reasoning_part
 from evaltrace._internal.openai.registry import EndpointKind
-from evaltrace._internal.openai.response import chat_outcome, chat_summary
+from evaltrace._internal.openai.response import chat_outcome, chat_summary, embeddings_outcome
 
 PROVIDER = "groq"
 
@@ -39,9 +39,11 @@ STAINLESS = Stainless("groq")
 Attributes = dict[str, Any]
 
 
-def request_attributes(kwargs: dict[str, Any], capture: bool, max_len: int) -> Attributes:
-    """Request parameters, and the request content when ``capture`` (the OpenAI chat request's, plus Groq's)."""
+def request_attributes(kwargs: dict[str, Any], capture: bool, max_len: int, operation: str = sc.OP_CHAT) -> Attributes:
+    """Request parameters, and the request content when ``capture`` (the OpenAI request's, plus Groq's)."""
     params = STAINLESS.given_kwargs(kwargs)
+    if operation == sc.OP_EMBEDDINGS:
+        return build.request_attributes(EndpointKind.EMBEDDINGS, params, capture, max_len)
     attrs = build.request_attributes(EndpointKind.CHAT, params, capture, max_len)
     fmt = params.get("reasoning_format")
     if isinstance(fmt, str):
@@ -177,7 +179,7 @@ def error_type(error: BaseException) -> str:
 
 
 class GroqCodec(Codec):
-    """``groq`` chat completions -> GenAI spans (provider ``groq``), read by the OpenAI chat readers."""
+    """``groq`` chat completions and embeddings -> GenAI spans (provider ``groq``), read by the OpenAI readers."""
 
     provider = PROVIDER
     label = "Groq"
@@ -188,15 +190,19 @@ class GroqCodec(Codec):
         return server_of(instance)
 
     def request_attributes(self, kind: Hashable, params: dict[str, Any], capture: bool, max_len: int) -> dict[str, Any]:
-        """The OpenAI chat request's attributes, plus Groq's ``reasoning_format``."""
-        return request_attributes(params, capture, max_len)
+        """The OpenAI chat or embeddings request's attributes, plus Groq's ``reasoning_format``."""
+        return request_attributes(params, capture, max_len, str(kind))
 
     def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
-        """ChatCompletion -> Outcome (see ``completion_outcome``)."""
+        """ChatCompletion (see ``completion_outcome``) / CreateEmbeddingResponse -> Outcome."""
+        if kind == sc.OP_EMBEDDINGS:
+            return embeddings_outcome(result, capture)
         return completion_outcome(result, capture)
 
     def summary(self, kind: Hashable, result: Any) -> Summary:
         """Model and token counts, for metrics."""
+        if kind == sc.OP_EMBEDDINGS:
+            return Summary.of(embeddings_outcome(result, False))
         return chat_summary(result)
 
     def finish_special(self, call: Call, kind: Hashable, result: Any) -> Any:
