@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+from types import ModuleType
 from typing import Any
 
 
@@ -188,3 +190,43 @@ def uninstrument_litellm() -> None:
     from evaltrace.instrumentation.litellm import uninstrument_litellm as _uninstrument
 
     _uninstrument()
+
+
+def _provider(name: str, extra: str) -> ModuleType:
+    """``evaltrace.instrumentation.<name>``; a missing extra is named in the ImportError."""
+    try:
+        return importlib.import_module(f"evaltrace.instrumentation.{name}")
+    except ImportError as exc:
+        raise ImportError(f"instrument_{name}() needs: pip install 'evaltrace[{extra}]' ({exc})") from exc
+
+
+def instrument_mistral(**kwargs: Any) -> Any:
+    """Trace ``chat`` and ``embeddings`` calls of the official ``mistralai`` client (idempotent); return the instrumentor.
+
+    Needs the ``mistral`` extra. See ``evaltrace.instrumentation.mistral`` and docs/providers/mistral.md.
+
+    Args:
+        **kwargs: ``tracer_provider`` and/or ``meter_provider`` to use instead of the defaults.
+    """
+    return _provider("mistral", "mistral").instrument_mistral(**kwargs)
+
+
+def uninstrument_mistral() -> None:
+    """Restore the original ``mistralai`` methods (no-op when not instrumented)."""
+    _provider("mistral", "mistral").uninstrument_mistral()
+
+
+def instrument_groq(**kwargs: Any) -> Any:
+    """Trace chat completions and embeddings of the official ``groq`` client (idempotent); return the instrumentor.
+
+    Needs the ``groq`` extra. See ``evaltrace.instrumentation.groq`` and docs/providers/groq.md.
+
+    Args:
+        **kwargs: ``tracer_provider`` and/or ``meter_provider`` to use instead of the defaults.
+    """
+    return _provider("groq", "groq").instrument_groq(**kwargs)
+
+
+def uninstrument_groq() -> None:
+    """Restore the original ``groq`` methods (no-op when not instrumented)."""
+    _provider("groq", "groq").uninstrument_groq()

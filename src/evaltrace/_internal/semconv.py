@@ -111,6 +111,11 @@ OPENAI_API_TYPE: Final = "openai.api.type"
 OPENAI_REQUEST_SERVICE_TIER: Final = "openai.request.service_tier"
 OPENAI_RESPONSE_SERVICE_TIER: Final = "openai.response.service_tier"
 OPENAI_RESPONSE_SYSTEM_FINGERPRINT: Final = "openai.response.system_fingerprint"
+# Groq: how a reasoning model returns its reasoning (``parsed``, ``raw`` in ``<think>`` tags, ``hidden``).
+GROQ_REQUEST_REASONING_FORMAT: Final = "groq.request.reasoning_format"
+# Groq: prompt tokens served from its hardware caches (``x_groq.usage``); not the billed cache reads.
+GROQ_USAGE_DRAM_CACHED_TOKENS: Final = "groq.usage.dram_cached_tokens"
+GROQ_USAGE_SRAM_CACHED_TOKENS: Final = "groq.usage.sram_cached_tokens"
 
 # --- OpenInference (read by Langfuse and Phoenix for input/output display) ------------------------------
 INPUT_VALUE: Final = "input.value"

@@ -1,0 +1,225 @@
+"""Pure: a Groq ``chat.completions.create`` / ``embeddings.create`` call -> span attributes, via the OpenAI codec.
+
+Groq's SDK is OpenAI's shape (a Stainless client), so the request, the completion and the chunks go through the
+OpenAI codec's readers. What Groq adds is read here:
+
+* ``message.reasoning`` / ``delta.reasoning``: a modelled field (with ``reasoning_format="parsed"``), not an
+  extra, so it is read explicitly; ``reasoning_format="raw"`` puts ``<think>`` blocks in the content, which the
+  shared readers already move to a ``reasoning`` part;
+* usage in ``x_groq.usage`` on the last stream chunk (the chunk's own ``usage`` is empty), and a response's
+  hardware-cache statistics ``x_groq.usage.{dram,sram}_cached_tokens`` as ``groq.usage.*`` attributes (they are not
+  the billed ``prompt_tokens_details.cached_tokens``, so they are neither cache reads nor priced);
+* ``executed_tools`` (the built-in tools of ``compound`` models) as ``server_tool_call`` parts;
+* ``x_groq.error`` on a stream chunk: the call failed inside a stream the SDK did not raise for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.call import Call
+from evaltrace._internal.engine.codec import Accumulator, Codec, Server
+from evaltrace._internal.engine.outcome import Outcome, Summary
+from evaltrace._internal.engine.stainless import Stainless, server_of
+from evaltrace._internal.error_body import code_in_body
+from evaltrace._internal.jsonutil import loads_or_raw
+from evaltrace._internal.openai import build
+from evaltrace._internal.openai.accumulate import ChatAccumulator
+from evaltrace._internal.openai.parts import Message, Part, reasoning_part
+from evaltrace._internal.openai.registry import EndpointKind
+from evaltrace._internal.openai.response import chat_outcome, chat_summary, embeddings_outcome
+
+PROVIDER = "groq"
+
+
+# The groq SDK's streams, raw responses, request sentinels and base URL, as for every Stainless SDK.
+STAINLESS = Stainless("groq")
+Attributes = dict[str, Any]
+
+
+def request_attributes(kwargs: dict[str, Any], capture: bool, max_len: int, operation: str = sc.OP_CHAT) -> Attributes:
+    """Request parameters, and the request content when ``capture`` (the OpenAI request's, plus Groq's)."""
+    params = STAINLESS.given_kwargs(kwargs)
+    if operation == sc.OP_EMBEDDINGS:
+        return build.request_attributes(EndpointKind.EMBEDDINGS, params, capture, max_len)
+    attrs = build.request_attributes(EndpointKind.CHAT, params, capture, max_len)
+    fmt = params.get("reasoning_format")
+    if isinstance(fmt, str):
+        attrs[sc.GROQ_REQUEST_REASONING_FORMAT] = fmt
+    return attrs
+
+
+_X_GROQ_USAGE = (
+    ("dram_cached_tokens", sc.GROQ_USAGE_DRAM_CACHED_TOKENS),
+    ("sram_cached_tokens", sc.GROQ_USAGE_SRAM_CACHED_TOKENS),
+)
+
+
+def x_groq_attributes(x_groq: Any) -> dict[str, Any] | None:
+    """``x_groq.usage``'s hardware-cache counts of a response, as ``groq.usage.*`` attributes (None: none sent)."""
+    usage = getattr(x_groq, "usage", None)
+    if usage is None:
+        return None
+    attrs = {name: count for key, name in _X_GROQ_USAGE if isinstance(count := getattr(usage, key, None), int)}
+    return attrs or None
+
+
+def executed_tool_part(tool: Any) -> Part:
+    """An ``executed_tools`` entry (a tool Groq ran itself) -> a ``server_tool_call`` part."""
+    tool_type = str(getattr(tool, "type", None) or "tool")
+    call: dict[str, Any] = {"type": tool_type}
+    arguments = getattr(tool, "arguments", None)
+    if isinstance(arguments, str) and arguments:
+        call["arguments"] = loads_or_raw(arguments)
+    return {"type": "server_tool_call", "id": None, "name": tool_type, "server_tool_call": call}
+
+
+def _with_groq_parts(message: Message, reasoning: str | None, executed: Any) -> None:
+    """Put ``reasoning`` first and the executed tools after the answer's parts, in place."""
+    parts: list[Part] = message["parts"]
+    if reasoning:
+        parts.insert(0, reasoning_part(reasoning))
+    for tool in executed or ():
+        parts.append(executed_tool_part(tool))
+
+
+def completion_outcome(completion: Any, content: bool = True) -> Outcome:
+    """ChatCompletion -> Outcome: the OpenAI chat outcome, with Groq's reasoning, executed tools and cache counts."""
+    outcome = chat_outcome(completion, content)
+    x_groq = getattr(completion, "x_groq", None)
+    if x_groq is not None:
+        outcome.attributes = x_groq_attributes(x_groq)
+    messages = outcome.output_messages
+    if messages is not None:
+        for message, choice in zip(messages, getattr(completion, "choices", None) or (), strict=False):
+            source = getattr(choice, "message", None)
+            # The shared reader found extras only; a modelled ``reasoning`` is Groq's own.
+            reasoning = getattr(source, "reasoning", None)
+            executed = getattr(source, "executed_tools", None)
+            _with_groq_parts(message, reasoning if isinstance(reasoning, str) else None, executed)
+    return outcome
+
+
+class _Delta:
+    """A groq ``ChoiceDelta`` in the shape the OpenAI chat accumulator reads (groq has no ``refusal`` field).
+
+    Its ``reasoning`` field is handed over as the extra the shared reader looks for, so the OpenAI accumulator's
+    per-chunk code stays as it is (no hook to pay for on OpenAI's streams).
+    """
+
+    __slots__ = ("__pydantic_extra__", "content", "function_call", "refusal", "tool_calls")
+
+    def __init__(self, delta: Any) -> None:
+        self.content = delta.content
+        self.tool_calls = delta.tool_calls
+        self.function_call = delta.function_call
+        self.refusal = None
+        reasoning = delta.reasoning
+        extra = delta.__pydantic_extra__
+        self.__pydantic_extra__ = {"reasoning": reasoning} if isinstance(reasoning, str) and reasoning else extra
+
+
+class GroqStreamAccumulator(ChatAccumulator):
+    """The OpenAI chat accumulator, reading Groq's ``delta.reasoning``, ``x_groq`` usage and errors, and tools."""
+
+    __slots__ = ("error", "executed")
+
+    @staticmethod
+    def _add_delta(buffer: Any, delta: Any) -> None:
+        ChatAccumulator._add_delta(buffer, _Delta(delta) if delta is not None else None)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.executed: dict[tuple[int, Any], Any] = {}  # (choice, tool index) -> the tool as last sent
+        self.error: str | None = None
+
+    def add(self, chunk: Any) -> bool:
+        """Fold one chunk in (see ``ChatAccumulator.add``); True when it carries a choice."""
+        carried = super().add(chunk)
+        x_groq = getattr(chunk, "x_groq", None)
+        if x_groq is not None:
+            usage = getattr(x_groq, "usage", None)
+            if usage is not None and self.usage is None:
+                self.usage = usage
+            error = getattr(x_groq, "error", None)
+            if isinstance(error, str) and error:
+                self.error = error
+        for choice in chunk.choices or ():
+            tools = getattr(choice.delta, "executed_tools", None) if choice.delta is not None else None
+            for tool in tools or ():
+                self.executed[(choice.index, getattr(tool, "index", None))] = tool
+        return carried
+
+    def failure(self) -> tuple[str, str] | None:
+        """``x_groq.error`` of a chunk: the call failed inside the stream (``error.type`` ``_OTHER``)."""
+        if self.error is None:
+            return None
+        return sc.ERROR_TYPE_OTHER, self.error
+
+    def outcome(self) -> Outcome:
+        """The OpenAI chat outcome of the chunks, with the tools Groq ran."""
+        outcome = super().outcome()
+        if self.executed and outcome.output_messages:
+            ordered = sorted(self.choices)
+            for (choice_index, _), tool in self.executed.items():
+                if choice_index in self.choices:
+                    message = outcome.output_messages[ordered.index(choice_index)]
+                    _with_groq_parts(message, None, [tool])
+        return outcome
+
+
+def error_type(error: BaseException) -> str:
+    """``error.type`` of a Groq error: the API's error code (``model_not_found``, ``tool_use_failed``), else its class.
+
+    An HTTP error's body is ``{"error": {...}}``; an error the API sent inside a stream is the inner object itself.
+    """
+    return code_in_body(getattr(error, "body", None), ("code", "type")) or type(error).__qualname__
+
+
+class GroqCodec(Codec):
+    """``groq`` chat completions and embeddings -> GenAI spans (provider ``groq``), read by the OpenAI readers."""
+
+    provider = PROVIDER
+    label = "Groq"
+    cache_plain_types = True
+
+    def server_of(self, instance: Any) -> Server:
+        """Host and port of the client's ``base_url``."""
+        return server_of(instance)
+
+    def request_attributes(self, kind: Hashable, params: dict[str, Any], capture: bool, max_len: int) -> dict[str, Any]:
+        """The OpenAI chat or embeddings request's attributes, plus Groq's ``reasoning_format``."""
+        return request_attributes(params, capture, max_len, str(kind))
+
+    def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
+        """ChatCompletion (see ``completion_outcome``) / CreateEmbeddingResponse -> Outcome."""
+        if kind == sc.OP_EMBEDDINGS:
+            return embeddings_outcome(result, capture)
+        return completion_outcome(result, capture)
+
+    def summary(self, kind: Hashable, result: Any) -> Summary:
+        """Model and token counts, for metrics."""
+        if kind == sc.OP_EMBEDDINGS:
+            return Summary.of(embeddings_outcome(result, False))
+        return chat_summary(result)
+
+    def finish_special(self, call: Call, kind: Hashable, result: Any) -> Any:
+        """Streams are proxied; a ``with_raw_response`` / ``with_streaming_response`` result is the user's to read.
+
+        groq has no legacy raw response whose ``parse()`` we could share: its ``APIResponse`` body is the user's, so
+        such a span has the request and the timing only.
+        """
+        return STAINLESS.finish_special(self, call, kind, result)
+
+    def accumulator(self, kind: Hashable) -> Accumulator:
+        """A fresh stream accumulator."""
+        return GroqStreamAccumulator()
+
+    def error_type(self, error: BaseException) -> str:
+        """Groq's error code (see ``error_type``)."""
+        return error_type(error)
+
+
+CODEC = GroqCodec()

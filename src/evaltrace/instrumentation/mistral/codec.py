@@ -1,0 +1,78 @@
+"""The Mistral codec the engine runs: request and response readers (``request``, ``response``, ``stream``)."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Hashable
+from typing import Any
+
+from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.codec import Accumulator, Codec, Server
+from evaltrace._internal.engine.outcome import Outcome, Summary
+from evaltrace._internal.engine.stainless import host_port
+from evaltrace._internal.openai.response import chat_summary
+from evaltrace.instrumentation.mistral import request, response
+from evaltrace.instrumentation.mistral.stream import MistralStreamAccumulator
+
+
+def _stream_types() -> tuple[type[Any], ...]:
+    """``EventStream`` / ``EventStreamAsync`` of the installed SDK (mistralai 2.x and later, then 1.x)."""
+    for name in ("mistralai.client.utils.eventstreaming", "mistralai.utils.eventstreaming"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        return module.EventStream, module.EventStreamAsync
+    return ()
+
+
+# Imported with the codec, i.e. once the SDK is (the engine loads the codec with its first patch).
+_STREAM_TYPES = _stream_types()
+
+
+class MistralCodec(Codec):
+    """``mistralai`` chat and embeddings calls -> GenAI spans (provider ``mistral_ai``)."""
+
+    provider = "mistral_ai"
+    label = "Mistral"
+    cache_plain_types = True
+
+    def server_of(self, instance: Any) -> Server:
+        """Host and port of the client's ``server_url`` (the SDK's default server when none was given)."""
+        config = getattr(instance, "sdk_configuration", None)
+        try:
+            url = config.get_server_details()[0] if config is not None else None
+        except Exception:  # an invalid server name: the SDK raises it to the user when the call starts
+            return None, None
+        return host_port(url) if isinstance(url, str) and url else (None, None)
+
+    def request_attributes(self, kind: Hashable, params: dict[str, Any], capture: bool, max_len: int) -> dict[str, Any]:
+        """Request parameters, and with ``capture`` the messages and tools (see ``request``)."""
+        return request.request_attributes(str(kind), params, capture, max_len)
+
+    def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
+        """ChatCompletionResponse / EmbeddingResponse -> Outcome."""
+        if kind == sc.OP_EMBEDDINGS:
+            return response.embeddings_outcome(result, capture)
+        return response.chat_outcome(result, capture)
+
+    def summary(self, kind: Hashable, result: Any) -> Summary:
+        """Model and token counts, for metrics (embeddings report no output tokens)."""
+        if kind == sc.OP_EMBEDDINGS:
+            return Summary.of(response.embeddings_outcome(result, False))
+        return chat_summary(result)
+
+    def is_stream(self, kind: Hashable, result: Any) -> bool:
+        """``chat.stream`` / ``stream_async`` return the SDK's ``EventStream`` / ``EventStreamAsync``."""
+        return isinstance(result, _STREAM_TYPES)
+
+    def accumulator(self, kind: Hashable) -> Accumulator:
+        """A fresh stream accumulator."""
+        return MistralStreamAccumulator()
+
+    def error_type(self, error: BaseException) -> str:
+        """The API's error type (see ``response.error_type``)."""
+        return response.error_type(error)
+
+
+CODEC = MistralCodec()

@@ -1,0 +1,172 @@
+"""Pure: the keyword arguments of a Mistral ``chat`` / ``embeddings`` call -> request span attributes.
+
+The chat body is OpenAI-shaped apart from a few names (``random_seed`` for ``seed``) and its content chunks
+(``thinking``, ``document_url``, ``image_url`` as a plain string, ``input_audio`` as base64), so the parameters go
+through the OpenAI codec's readers once renamed, and only the messages have a converter of their own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evaltrace._internal import list_values
+from evaltrace._internal import semconv as sc
+from evaltrace._internal.jsonutil import capped_json
+from evaltrace._internal.openai import request as openai_request
+from evaltrace._internal.openai.encode import scalars_json
+from evaltrace._internal.openai.parts import (
+    Message,
+    Part,
+    field,
+    reasoning_part,
+    text_part,
+    tool_call_part,
+    tool_response_part,
+    uri_part,
+)
+from evaltrace._internal.openai.registry import EndpointKind
+
+Attributes = dict[str, Any]
+
+# Mistral's name -> the OpenAI chat name the shared readers know.
+_RENAMED = {"random_seed": "seed"}
+# Keywords the shared readers would misname: ``service_tier`` becomes an ``openai.*`` attribute there.
+_NOT_SHARED = frozenset({"service_tier"})
+_PLAIN_VALUE_TYPES = frozenset((str, int, float, bool, list, dict, tuple))
+
+
+def get(obj: Any, name: str) -> Any:
+    """``field(obj, name)``, with the SDK's ``UNSET`` (a field the API left out; falsy) read as None."""
+    value = field(obj, name)
+    if value or value is None:
+        return value
+    return None if type(value).__name__ == "Unset" else value
+
+
+def given(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keywords the call really gave: None and the SDK's ``UNSET`` sentinel mean 'not in the request'.
+
+    The sentinel is told by class name (``mistralai`` moved it between versions). A call with nothing to drop
+    (checked in one C-level pass) gets ``kwargs`` itself back: the result is only read.
+    """
+    if _PLAIN_VALUE_TYPES.issuperset(map(type, kwargs.values())):
+        return kwargs
+    return {k: v for k, v in kwargs.items() if v is not None and type(v).__name__ != "Unset"}
+
+
+def chat_params(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``given(kwargs)`` under the OpenAI chat names (a new dict only when a name differs)."""
+    params = given(kwargs)
+    if _RENAMED.keys().isdisjoint(params) and _NOT_SHARED.isdisjoint(params):
+        return params
+    return {_RENAMED.get(k, k): v for k, v in params.items() if k not in _NOT_SHARED}
+
+
+def request_attributes(operation: str, kwargs: dict[str, Any], capture: bool, max_len: int) -> Attributes:
+    """Request parameters, and the request content when ``capture``, of one chat or embeddings call."""
+    if operation == sc.OP_EMBEDDINGS:
+        return _embeddings(given(kwargs), capture, max_len)
+    params = chat_params(kwargs)
+    attrs = openai_request.request_attributes(EndpointKind.CHAT, params)
+    top_k = params.get("top_k")
+    if isinstance(top_k, int) and not isinstance(top_k, bool):
+        attrs[sc.GEN_AI_REQUEST_TOP_K] = float(top_k)
+    parameters = openai_request.model_parameters(EndpointKind.CHAT, params)
+    if parameters:
+        attrs[sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS] = scalars_json(parameters, max_len)
+    if capture:
+        messages = input_messages(params.get("messages") or ())
+        text = attrs[sc.GEN_AI_INPUT_MESSAGES] = capped_json(messages, max_len)
+        attrs.update(list_values.input_attributes(messages, text, None, None, max_len))
+        tools = openai_request.tool_definitions(params)
+        if tools:
+            attrs[sc.GEN_AI_TOOL_DEFINITIONS] = capped_json(tools, max_len)
+    return attrs
+
+
+def _embeddings(params: dict[str, Any], capture: bool, max_len: int) -> Attributes:
+    attrs: Attributes = {}
+    fmt = params.get("encoding_format")
+    if isinstance(fmt, str):
+        attrs[sc.GEN_AI_REQUEST_ENCODING_FORMATS] = [fmt]
+    dims = params.get("output_dimension")
+    if isinstance(dims, int) and not isinstance(dims, bool):
+        attrs[sc.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = dims
+    if capture:
+        inputs = openai_request.embedding_inputs({"input": params.get("inputs")})
+        if inputs is not None:
+            attrs[sc.INPUT_VALUE] = capped_json(inputs, max_len)
+            attrs[sc.INPUT_MIME_TYPE] = sc.MIME_JSON
+    return attrs
+
+
+def input_messages(messages: Any) -> list[Message]:
+    """Mistral chat messages (dicts or SDK models) -> GenAI input messages."""
+    return [_message(m) for m in messages]
+
+
+def _message(message: Any) -> Message:
+    role = get(message, "role") or "user"
+    content = get(message, "content")
+    if role == "tool":
+        return {"role": "tool", "parts": [tool_response_part(get(message, "tool_call_id"), _tool_output(content))]}
+    parts = content_parts(content)
+    for call in get(message, "tool_calls") or ():
+        parts.append(tool_call(call))
+    return {"role": str(role), "parts": parts}
+
+
+def tool_call(call: Any) -> Part:
+    """A Mistral ``ToolCall`` -> a ``tool_call`` part (its arguments are a JSON string or an object already)."""
+    fn = get(call, "function")
+    call_id = get(call, "id")
+    # The SDK fills a missing id with the string "null".
+    return tool_call_part(None if call_id == "null" else call_id, get(fn, "name"), get(fn, "arguments"))
+
+
+def content_parts(content: Any) -> list[Part]:
+    """A message's content (a string or a list of chunks) -> parts; thinking chunks become ``reasoning``."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [text_part(content)] if content else []
+    return [chunk_part(c) for c in content]
+
+
+def thinking_text(chunk: Any) -> str:
+    """The text of a ``thinking`` chunk (its ``thinking`` list holds text chunks and references)."""
+    texts = [get(t, "text") for t in get(chunk, "thinking") or ()]
+    return "".join(t for t in texts if isinstance(t, str))
+
+
+def chunk_part(chunk: Any) -> Part:
+    """One content chunk -> one part (unknown chunk types keep their type, so nothing is silently lost)."""
+    ctype = get(chunk, "type")
+    if ctype == "text":
+        return text_part(get(chunk, "text") or "")
+    if ctype == "thinking":
+        return reasoning_part(thinking_text(chunk))
+    if ctype == "image_url":
+        image = get(chunk, "image_url")
+        url = image if isinstance(image, str) else get(image, "url")
+        return uri_part(str(url or ""), "image")
+    if ctype == "document_url":
+        return uri_part(str(get(chunk, "document_url") or ""), "document")
+    if ctype == "file":
+        return {"type": "file", "modality": "document", "file_id": get(chunk, "file_id")}
+    if ctype == "input_audio":
+        audio = get(chunk, "input_audio")
+        data = audio if isinstance(audio, str) else ""
+        # A URL stays a URL; base64 audio is described by its size only (uri_part drops a data URL's payload).
+        return uri_part(data if data.startswith(("http://", "https://")) else f"data:audio;base64,{data}", "audio")
+    return {"type": str(ctype)}
+
+
+def _tool_output(content: Any) -> Any:
+    """A tool message's content as sent: a string stays a string, text chunks are joined."""
+    if isinstance(content, list):
+        texts = [get(c, "text") for c in content]
+        if all(isinstance(t, str) for t in texts):
+            return "".join(texts)
+        return [chunk_part(c) for c in content]
+    return content

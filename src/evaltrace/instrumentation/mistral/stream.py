@@ -1,0 +1,157 @@
+"""The Mistral stream accumulator: ``CompletionEvent``s in, one ``Outcome`` out; ``add`` is O(1) per event.
+
+``chat.stream`` yields ``CompletionEvent(data=CompletionChunk)``. A delta's content is a string or a list of chunks
+(magistral models stream their reasoning as ``thinking`` chunks); tool calls usually arrive whole in one delta,
+each with its own id, and only continuation fragments (no id) are joined to the call at their index. The last
+chunk carries ``usage``. Fragments are kept as lists and joined once at the end.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.outcome import Outcome, Summary
+from evaltrace._internal.openai.parts import Part, output_message, reasoning_part, text_part, tool_call_part
+from evaltrace.instrumentation.mistral.request import chunk_part, get, thinking_text
+from evaltrace.instrumentation.mistral.response import usage_of
+
+
+class _Call:
+    __slots__ = ("arguments", "call_id", "name", "whole")
+
+    def __init__(self, call_id: Any, name: Any) -> None:
+        self.call_id = call_id
+        self.name = name
+        self.arguments: list[str] = []
+        self.whole: Any = None  # arguments sent as an object, not as JSON text
+
+    def part(self) -> Part:
+        arguments = self.whole if self.whole is not None else "".join(self.arguments)
+        return tool_call_part(self.call_id, self.name, arguments)
+
+
+class _Choice:
+    __slots__ = ("by_id", "by_index", "calls", "finish_reason", "other", "reasoning", "text")
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.other: list[Part] = []  # chunks that are neither text nor thinking (rare in a reply)
+        self.calls: list[_Call] = []
+        self.by_id: dict[str, _Call] = {}
+        self.by_index: dict[Any, _Call] = {}
+        self.finish_reason: str | None = None
+
+    def add_content(self, content: Any) -> None:
+        if isinstance(content, str):
+            if content:
+                self.text.append(content)
+            return
+        for chunk in content:
+            ctype = get(chunk, "type")
+            if ctype == "text":
+                self.text.append(get(chunk, "text") or "")
+            elif ctype == "thinking":
+                self.reasoning.append(thinking_text(chunk))
+            else:
+                self.other.append(chunk_part(chunk))
+
+    def add_call(self, call: Any) -> None:
+        fn = get(call, "function")
+        call_id = get(call, "id")
+        call_id = None if call_id == "null" else call_id
+        index = get(call, "index")
+        slot = self.by_id.get(call_id) if call_id is not None else self.by_index.get(index)
+        if slot is None:
+            slot = _Call(call_id, get(fn, "name"))
+            self.calls.append(slot)
+            self.by_index[index] = slot
+            if call_id is not None:
+                self.by_id[call_id] = slot
+        arguments = get(fn, "arguments")
+        if isinstance(arguments, str):
+            if arguments:
+                slot.arguments.append(arguments)
+        elif arguments is not None:
+            slot.whole = arguments
+
+    def message(self) -> dict[str, Any]:
+        parts: list[Part] = []
+        reasoning = "".join(self.reasoning)
+        if reasoning:
+            parts.append(reasoning_part(reasoning))
+        text = "".join(self.text)
+        if text:
+            parts.append(text_part(text))
+        parts.extend(self.other)
+        parts.extend(call.part() for call in self.calls)
+        return output_message(parts, self.finish_reason)
+
+
+class MistralStreamAccumulator:
+    """Accumulates a Mistral chat stream by choice index."""
+
+    __slots__ = ("choices", "model", "response_id", "usage")
+
+    def __init__(self) -> None:
+        self.choices: dict[int, _Choice] = {}
+        self.response_id: str | None = None
+        self.model: str | None = None
+        self.usage: Any = None
+
+    def add(self, event: Any) -> bool:
+        """Fold one event in; True when it carried a choice (output, for time to first chunk)."""
+        chunk = getattr(event, "data", event)
+        if self.response_id is None:
+            self.response_id = get(chunk, "id") or None
+            self.model = get(chunk, "model") or None
+        choices = get(chunk, "choices") or ()
+        for choice in choices:
+            index = get(choice, "index") or 0
+            buffer = self.choices.get(index)
+            if buffer is None:
+                buffer = self.choices[index] = _Choice()
+            delta = get(choice, "delta")
+            if delta is not None:
+                content = get(delta, "content")
+                if content is not None:
+                    buffer.add_content(content)
+                for call in get(delta, "tool_calls") or ():
+                    buffer.add_call(call)
+            reason = get(choice, "finish_reason")
+            if reason is not None:
+                buffer.finish_reason = str(reason)
+        usage = get(chunk, "usage")
+        if usage is not None:
+            self.usage = usage
+        return bool(choices)
+
+    def end_reason(self) -> str:
+        """``exhausted`` when every choice got its finish reason, else ``truncated``."""
+        choices = self.choices.values()
+        if choices and all(c.finish_reason is not None for c in choices):
+            return sc.STREAM_END_EXHAUSTED
+        return sc.STREAM_END_TRUNCATED
+
+    def failure(self) -> tuple[str, str] | None:
+        """Mistral streams report no failure of their own (errors arrive as exceptions)."""
+        return None
+
+    def summary(self) -> Summary:
+        """Model and token counts only."""
+        usage = self.usage
+        if usage is None:
+            return Summary(self.model)
+        return Summary(self.model, get(usage, "prompt_tokens"), get(usage, "completion_tokens"))
+
+    def outcome(self) -> Outcome:
+        """What the events so far amount to (finish reasons in choice order)."""
+        ordered = [self.choices[i] for i in sorted(self.choices)]
+        return Outcome(
+            response_id=self.response_id,
+            response_model=self.model,
+            finish_reasons=[c.finish_reason for c in ordered if c.finish_reason is not None],
+            output_messages=[c.message() for c in ordered],
+            usage=usage_of(self.usage),
+        )
