@@ -25,8 +25,12 @@ if TYPE_CHECKING:  # type checkers and IDEs see the real names; at run time they
     from evaltrace._internal.lazy_instrumentation import (
         instrument_anthropic,
         instrument_openai,
+        instrument_openai_agents,
+        instrument_pydantic_ai,
         uninstrument_anthropic,
         uninstrument_openai,
+        uninstrument_openai_agents,
+        uninstrument_pydantic_ai,
     )
     from evaltrace.backfill import evaluate_traces
     from evaltrace.config import EvaltraceHandle, configure
@@ -57,12 +61,16 @@ __all__ = [
     "evaluator",
     "instrument_anthropic",
     "instrument_openai",
+    "instrument_openai_agents",
+    "instrument_pydantic_ai",
     "llm",
     "llm_call",
     "tool",
     "trace",
     "uninstrument_anthropic",
     "uninstrument_openai",
+    "uninstrument_openai_agents",
+    "uninstrument_pydantic_ai",
     "workflow",
     "wrap_context",
 ]
@@ -87,12 +95,16 @@ _HOMES = {
     "evaluator": "evaltrace.evaluation",
     "instrument_anthropic": "evaltrace._internal.lazy_instrumentation",
     "instrument_openai": "evaltrace._internal.lazy_instrumentation",
+    "instrument_openai_agents": "evaltrace._internal.lazy_instrumentation",
+    "instrument_pydantic_ai": "evaltrace._internal.lazy_instrumentation",
     "llm": "evaltrace.decorators",
     "llm_call": "evaltrace.manual_llm",
     "tool": "evaltrace.decorators",
     "trace": "evaltrace.decorators",
     "uninstrument_anthropic": "evaltrace._internal.lazy_instrumentation",
     "uninstrument_openai": "evaltrace._internal.lazy_instrumentation",
+    "uninstrument_openai_agents": "evaltrace._internal.lazy_instrumentation",
+    "uninstrument_pydantic_ai": "evaltrace._internal.lazy_instrumentation",
     "workflow": "evaltrace.decorators",
     "wrap_context": "evaltrace.context",
 }

@@ -48,3 +48,27 @@ def uninstrument_anthropic() -> None:
     from evaltrace.instrumentation.anthropic import uninstrument_anthropic as _uninstrument
 
     _uninstrument()
+
+
+def instrument_openai_agents() -> Any:
+    """Record the OpenAI Agents SDK's traces and spans as evaltrace spans (idempotent); return the processor.
+
+    Needs the ``openai-agents`` extra (``pip install 'evaltrace[openai-agents]'``). See
+    ``evaltrace.instrumentation.openai_agents``.
+    """
+    try:
+        from evaltrace.instrumentation.openai_agents import instrument_openai_agents as _instrument
+    except ImportError as exc:  # the extra is missing: say which one
+        raise ImportError(f"instrument_openai_agents() needs: pip install 'evaltrace[openai-agents]' ({exc})") from exc
+    return _instrument()
+
+
+def uninstrument_openai_agents() -> None:
+    """Stop recording the OpenAI Agents SDK's traces (no-op when not instrumented)."""
+    import sys
+
+    if "evaltrace.instrumentation.openai_agents" not in sys.modules:
+        return  # never instrumented: nothing to undo, and no need to import the SDK
+    from evaltrace.instrumentation.openai_agents import uninstrument_openai_agents as _uninstrument
+
+    _uninstrument()

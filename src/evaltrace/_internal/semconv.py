@@ -100,6 +100,21 @@ OPENAI_REQUEST_SERVICE_TIER: Final = "openai.request.service_tier"
 OPENAI_RESPONSE_SERVICE_TIER: Final = "openai.response.service_tier"
 OPENAI_RESPONSE_SYSTEM_FINGERPRINT: Final = "openai.response.system_fingerprint"
 
+# --- OpenAI Agents SDK (its span data that GenAI conventions have no name for) -------------------------
+OPENAI_AGENTS_AGENT_TOOLS: Final = "openai_agents.agent.tools"  # string[]: the agent's tool names
+OPENAI_AGENTS_AGENT_HANDOFFS: Final = "openai_agents.agent.handoffs"  # string[]: agents it can hand off to
+OPENAI_AGENTS_AGENT_OUTPUT_TYPE: Final = "openai_agents.agent.output_type"
+OPENAI_AGENTS_HANDOFF_FROM: Final = "openai_agents.handoff.from_agent"
+OPENAI_AGENTS_HANDOFF_TO: Final = "openai_agents.handoff.to_agent"
+OPENAI_AGENTS_GUARDRAIL_NAME: Final = "openai_agents.guardrail.name"
+OPENAI_AGENTS_GUARDRAIL_TRIGGERED: Final = "openai_agents.guardrail.triggered"
+OPENAI_AGENTS_MCP_SERVER: Final = "openai_agents.mcp.server"
+OPENAI_AGENTS_MCP_TOOLS: Final = "openai_agents.mcp.tools"  # string[]: what an MCP server's list_tools returned
+OPENAI_AGENTS_SPAN_TYPE: Final = "openai_agents.span.type"  # the SDK's span type (agent, function, custom, ...)
+OPENAI_AGENTS_CUSTOM_DATA: Final = "openai_agents.custom.data"  # JSON: a custom span's data
+OPENAI_AGENTS_ERROR_DATA: Final = "openai_agents.error.data"  # JSON: the data of a span's SpanError
+OPENAI_AGENTS_TRACE_ID: Final = "openai_agents.trace.id"  # the SDK's own trace id (trace_<32 hex>)
+
 # --- OpenInference (read by Langfuse and Phoenix for input/output display) ------------------------------
 INPUT_VALUE: Final = "input.value"
 INPUT_MIME_TYPE: Final = "input.mime_type"
