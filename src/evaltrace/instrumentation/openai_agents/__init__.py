@@ -36,8 +36,10 @@ def instrument_openai_agents() -> EvaltraceTracingProcessor:
         if _processor is None:
             _processor = EvaltraceTracingProcessor()
             agents.add_trace_processor(_processor)
-        elif _processor not in (_registered_processors() or [_processor]):  # removed by uninstrument, or replaced
-            agents.add_trace_processor(_processor)
+        else:
+            processors = _registered_processors()
+            if processors is not None and _processor not in processors:  # removed by uninstrument, or replaced
+                agents.add_trace_processor(_processor)
         _processor.enabled = True
         return _processor
 
@@ -59,4 +61,3 @@ def _registered_processors() -> list[object] | None:
     multi = getattr(provider, "_multi_processor", None)
     processors = getattr(multi, "_processors", None)
     return list(processors) if isinstance(processors, tuple | list) else None
-

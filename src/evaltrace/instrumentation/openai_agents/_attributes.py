@@ -95,99 +95,135 @@ def workflow_start(name: str, group_id: str | None, metadata: Any, trace_id: str
 def span_start(data: Any) -> tuple[str, Attributes]:
     """Name and attributes known when the SDK starts a span (names may change at the end: see ``span_end``)."""
     span_type = str(data.type)
-    if span_type == AGENT:
-        attrs = _kind_attributes(sc.KIND_AGENT, span_type)
-        attrs[sc.GEN_AI_AGENT_NAME] = str(data.name)
-        return f"{sc.OP_INVOKE_AGENT} {data.name}", attrs
-    if span_type == FUNCTION:
-        attrs = _kind_attributes(sc.KIND_TOOL, span_type)
-        attrs[sc.GEN_AI_TOOL_NAME] = str(data.name)
-        attrs[sc.GEN_AI_TOOL_TYPE] = "function"
-        return f"{sc.OP_EXECUTE_TOOL} {data.name}", attrs
-    if span_type in MODEL_TYPES:
-        attrs = _kind_attributes(sc.KIND_LLM, span_type)
-        model = field(data, "model")
-        if model:
-            attrs[sc.GEN_AI_REQUEST_MODEL] = str(model)
-        return f"{sc.OP_CHAT} {model}" if model else sc.OP_CHAT, attrs
+    start = _STARTS.get(span_type)
+    if start is not None:
+        return start(data, span_type)
     attrs = _kind_attributes(sc.KIND_TASK, span_type)
-    if span_type == HANDOFF:
-        return f"handoff {data.from_agent}", attrs
-    if span_type == GUARDRAIL:
-        attrs[sc.OPENAI_AGENTS_GUARDRAIL_NAME] = str(data.name)
-        return f"guardrail {data.name}", attrs
-    if span_type == MCP_TOOLS:
-        return f"mcp list_tools {data.server}" if data.server else "mcp list_tools", attrs
-    if span_type in (TRANSCRIPTION, SPEECH):
-        model = field(data, "model")
-        if model:
-            attrs[sc.GEN_AI_REQUEST_MODEL] = str(model)
-        return f"{span_type} {model}" if model else span_type, attrs
-    if span_type == TURN:
-        return f"turn {field(data, 'turn')} {field(data, 'agent_name')}", attrs
-    if span_type == TASK:
-        return f"task {field(data, 'name')}", attrs
-    if span_type == CUSTOM:
-        return str(data.name), attrs
-    return span_type, attrs
+    name = _TASK_NAMES.get(span_type)
+    return (name(data) if name is not None else span_type), attrs
+
+
+def _agent_start(data: Any, span_type: str) -> tuple[str, Attributes]:
+    attrs = _kind_attributes(sc.KIND_AGENT, span_type)
+    attrs[sc.GEN_AI_AGENT_NAME] = str(data.name)
+    return f"{sc.OP_INVOKE_AGENT} {data.name}", attrs
+
+
+def _function_start(data: Any, span_type: str) -> tuple[str, Attributes]:
+    attrs = _kind_attributes(sc.KIND_TOOL, span_type)
+    attrs[sc.GEN_AI_TOOL_NAME] = str(data.name)
+    attrs[sc.GEN_AI_TOOL_TYPE] = "function"
+    return f"{sc.OP_EXECUTE_TOOL} {data.name}", attrs
+
+
+def _model_start(data: Any, span_type: str) -> tuple[str, Attributes]:
+    attrs = _kind_attributes(sc.KIND_LLM, span_type)
+    model = field(data, "model")
+    if model:
+        attrs[sc.GEN_AI_REQUEST_MODEL] = str(model)
+    return f"{sc.OP_CHAT} {model}" if model else sc.OP_CHAT, attrs
+
+
+def _guardrail_start(data: Any, span_type: str) -> tuple[str, Attributes]:
+    attrs = _kind_attributes(sc.KIND_TASK, span_type)
+    attrs[sc.OPENAI_AGENTS_GUARDRAIL_NAME] = str(data.name)
+    return f"guardrail {data.name}", attrs
+
+
+def _audio_start(data: Any, span_type: str) -> tuple[str, Attributes]:
+    attrs = _kind_attributes(sc.KIND_TASK, span_type)
+    model = field(data, "model")
+    if model:
+        attrs[sc.GEN_AI_REQUEST_MODEL] = str(model)
+    return f"{span_type} {model}" if model else span_type, attrs
+
+
+_STARTS = {
+    AGENT: _agent_start,
+    FUNCTION: _function_start,
+    GENERATION: _model_start,
+    RESPONSE: _model_start,
+    GUARDRAIL: _guardrail_start,
+    TRANSCRIPTION: _audio_start,
+    SPEECH: _audio_start,
+}
+# Names of the spans that are plain ``task`` spans.
+_TASK_NAMES = {
+    HANDOFF: lambda data: f"handoff {data.from_agent}",
+    MCP_TOOLS: lambda data: f"mcp list_tools {data.server}" if data.server else "mcp list_tools",
+    TURN: lambda data: f"turn {field(data, 'turn')} {field(data, 'agent_name')}",
+    TASK: lambda data: f"task {field(data, 'name')}",
+    CUSTOM: lambda data: str(data.name),
+}
 
 
 def span_end(data: Any, capture: bool, max_len: int) -> tuple[str | None, Attributes]:
     """A new name (None: unchanged) and the attributes known when the SDK ends a span."""
-    span_type = str(data.type)
+    end = _ENDS.get(str(data.type))
+    return end(data, capture, max_len) if end is not None else (None, {})
+
+
+def _agent_end(data: Any, capture: bool, max_len: int) -> tuple[str | None, Attributes]:
     attrs: Attributes = {}
-    if span_type == AGENT:
-        if data.tools:
-            attrs[sc.OPENAI_AGENTS_AGENT_TOOLS] = [str(t) for t in data.tools]
-        if data.handoffs:
-            attrs[sc.OPENAI_AGENTS_AGENT_HANDOFFS] = [str(h) for h in data.handoffs]
-        if data.output_type:
-            attrs[sc.OPENAI_AGENTS_AGENT_OUTPUT_TYPE] = str(data.output_type)
-        return None, attrs
-    if span_type == FUNCTION:
-        mcp = data.mcp_data if isinstance(data.mcp_data, Mapping) else None
-        if mcp:
-            attrs[sc.GEN_AI_TOOL_TYPE] = "extension"  # GenAI semconv: a tool run by an external agent/server
-            server = mcp.get("server")
-            if server:
-                attrs[sc.OPENAI_AGENTS_MCP_SERVER] = str(server)
-        if capture:
-            if data.input is not None:
-                attrs[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = capped_text(str(data.input), max_len)
-            if data.output is not None:
-                attrs[sc.GEN_AI_TOOL_CALL_RESULT] = capped_json(data.output, max_len)
-        return None, attrs
-    if span_type == HANDOFF:
-        attrs[sc.OPENAI_AGENTS_HANDOFF_FROM] = str(data.from_agent)
-        if data.to_agent is not None:
-            attrs[sc.OPENAI_AGENTS_HANDOFF_TO] = str(data.to_agent)
-            return f"handoff {data.from_agent} -> {data.to_agent}", attrs
-        return None, attrs
-    if span_type == GUARDRAIL:
-        attrs[sc.OPENAI_AGENTS_GUARDRAIL_TRIGGERED] = bool(data.triggered)
-        return None, attrs
-    if span_type == MCP_TOOLS:
-        if data.server:
-            attrs[sc.OPENAI_AGENTS_MCP_SERVER] = str(data.server)
-        if data.result is not None:
-            attrs[sc.OPENAI_AGENTS_MCP_TOOLS] = [str(t) for t in data.result]
-        return None, attrs
-    if span_type == RESPONSE:
-        return _response_end(data, capture, max_len)
-    if span_type == GENERATION:
-        return _generation_end(data, capture, max_len)
-    if span_type in (CUSTOM, TASK, TURN):
-        exported = data.export()
-        custom = exported.get("data") if isinstance(exported, Mapping) else None
-        if custom:
-            attrs[sc.OPENAI_AGENTS_CUSTOM_DATA] = capped_json(custom, max_len)
-        return None, attrs
-    if span_type in (TRANSCRIPTION, SPEECH, SPEECH_GROUP) and capture:
-        text = field(data, "output") if span_type == TRANSCRIPTION else field(data, "input")
-        if isinstance(text, str):  # the text side only: the other side is base64 audio
-            key = sc.OUTPUT_VALUE if span_type == TRANSCRIPTION else sc.INPUT_VALUE
-            attrs[key] = capped_text(text, max_len)
+    if data.tools:
+        attrs[sc.OPENAI_AGENTS_AGENT_TOOLS] = [str(t) for t in data.tools]
+    if data.handoffs:
+        attrs[sc.OPENAI_AGENTS_AGENT_HANDOFFS] = [str(h) for h in data.handoffs]
+    if data.output_type:
+        attrs[sc.OPENAI_AGENTS_AGENT_OUTPUT_TYPE] = str(data.output_type)
     return None, attrs
+
+
+def _function_end(data: Any, capture: bool, max_len: int) -> tuple[str | None, Attributes]:
+    attrs: Attributes = {}
+    mcp = data.mcp_data if isinstance(data.mcp_data, Mapping) else None
+    if mcp:
+        attrs[sc.GEN_AI_TOOL_TYPE] = "extension"  # GenAI semconv: a tool run by an external agent/server
+        server = mcp.get("server")
+        if server:
+            attrs[sc.OPENAI_AGENTS_MCP_SERVER] = str(server)
+    if capture:
+        if data.input is not None:
+            attrs[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = capped_text(str(data.input), max_len)
+        if data.output is not None:
+            attrs[sc.GEN_AI_TOOL_CALL_RESULT] = capped_json(data.output, max_len)
+    return None, attrs
+
+
+def _handoff_end(data: Any, capture: bool, max_len: int) -> tuple[str | None, Attributes]:
+    attrs: Attributes = {sc.OPENAI_AGENTS_HANDOFF_FROM: str(data.from_agent)}
+    if data.to_agent is None:
+        return None, attrs
+    attrs[sc.OPENAI_AGENTS_HANDOFF_TO] = str(data.to_agent)
+    return f"handoff {data.from_agent} -> {data.to_agent}", attrs
+
+
+def _guardrail_end(data: Any, capture: bool, max_len: int) -> tuple[str | None, Attributes]:
+    return None, {sc.OPENAI_AGENTS_GUARDRAIL_TRIGGERED: bool(data.triggered)}
+
+
+def _mcp_tools_end(data: Any, capture: bool, max_len: int) -> tuple[str | None, Attributes]:
+    attrs: Attributes = {}
+    if data.server:
+        attrs[sc.OPENAI_AGENTS_MCP_SERVER] = str(data.server)
+    if data.result is not None:
+        attrs[sc.OPENAI_AGENTS_MCP_TOOLS] = [str(t) for t in data.result]
+    return None, attrs
+
+
+def _custom_end(data: Any, capture: bool, max_len: int) -> tuple[str | None, Attributes]:
+    exported = data.export()
+    custom = exported.get("data") if isinstance(exported, Mapping) else None
+    return None, ({sc.OPENAI_AGENTS_CUSTOM_DATA: capped_json(custom, max_len)} if custom else {})
+
+
+def _audio_end(data: Any, capture: bool, max_len: int) -> tuple[str | None, Attributes]:
+    """Transcription and speech: their text side only (the other side is base64 audio)."""
+    span_type = str(data.type)
+    text = field(data, "output") if span_type == TRANSCRIPTION else field(data, "input")
+    if not capture or not isinstance(text, str):
+        return None, {}
+    return None, {(sc.OUTPUT_VALUE if span_type == TRANSCRIPTION else sc.INPUT_VALUE): capped_text(text, max_len)}
 
 
 def _model_name(model: Any) -> str | None:
@@ -264,6 +300,23 @@ def _usage_only(usage: Any) -> Attributes:
     if not isinstance(usage, Mapping):
         return {}
     return outcome_attributes(Outcome(usage=responses_usage(usage)))
+
+
+_ENDS = {
+    AGENT: _agent_end,
+    FUNCTION: _function_end,
+    HANDOFF: _handoff_end,
+    GUARDRAIL: _guardrail_end,
+    MCP_TOOLS: _mcp_tools_end,
+    RESPONSE: _response_end,
+    GENERATION: _generation_end,
+    CUSTOM: _custom_end,
+    TASK: _custom_end,
+    TURN: _custom_end,
+    TRANSCRIPTION: _audio_end,
+    SPEECH: _audio_end,
+    SPEECH_GROUP: _audio_end,
+}
 
 
 def _plain(value: Any) -> Any:
