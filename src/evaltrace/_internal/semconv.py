@@ -115,6 +115,14 @@ OPENAI_AGENTS_CUSTOM_DATA: Final = "openai_agents.custom.data"  # JSON: a custom
 OPENAI_AGENTS_ERROR_DATA: Final = "openai_agents.error.data"  # JSON: the data of a span's SpanError
 OPENAI_AGENTS_TRACE_ID: Final = "openai_agents.trace.id"  # the SDK's own trace id (trace_<32 hex>)
 
+# --- pydantic-ai (its agent run span; read by the mapping) ----------------------------------------------
+PYDANTIC_AI_ALL_MESSAGES: Final = "pydantic_ai.all_messages"  # JSON: the run's messages, GenAI parts
+PYDANTIC_AI_FINAL_RESULT: Final = "final_result"  # the run's output (text, or JSON of a structured output)
+PYDANTIC_AI_OPERATION_COST: Final = "operation.cost"  # a model request's cost in USD (genai-prices), its chat span
+PYDANTIC_AI_REASONING_TOKENS: Final = "gen_ai.usage.details.reasoning_tokens"  # the provider's usage detail
+# Time to first chunk of a streamed request, in seconds, under the metric's name (gen_ai.response.* in ours).
+PYDANTIC_AI_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
+
 # --- OpenInference (read by Langfuse and Phoenix for input/output display) ------------------------------
 INPUT_VALUE: Final = "input.value"
 INPUT_MIME_TYPE: Final = "input.mime_type"

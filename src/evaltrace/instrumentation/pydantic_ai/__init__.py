@@ -1,0 +1,119 @@
+"""pydantic-ai instrumentation: turn on pydantic-ai's own OpenTelemetry GenAI spans, with evaltrace's settings.
+
+pydantic-ai records agent runs itself (``invoke_agent {agent}``, ``chat {model}``, ``execute_tool {tool}`` spans
+with ``gen_ai.*`` attributes); evaltrace's mapping reads them like its own. ``instrument_pydantic_ai()`` sets
+``Agent.instrument_all(InstrumentationSettings(...))`` with evaltrace's tracer provider, its content setting
+(``configure(capture_content=...)``) and the newest data format, whose messages are GenAI semconv parts with tool
+results in ``tool`` messages (version 6, else 5 on releases without it).
+
+No duplicate model spans: pydantic-ai's ``chat {model}`` span is each model request's span. Inside it the
+LLM-suppression key is set (``open_model_request_span`` is wrapped, and restored by ``uninstrument``), so the
+provider SDK call it makes (``instrument_openai()``'s span, or any instrumentation honouring the key) records
+no second span.
+
+Example:
+    >>> import evaltrace
+    >>> evaltrace.instrument_pydantic_ai()  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from pydantic_ai import Agent
+from pydantic_ai.models.instrumented import InstrumentationSettings
+
+from evaltrace._internal import settings
+from evaltrace._internal.tracing import get_tracer_provider, suppress_llm_instrumentation
+
+__all__ = ["instrument_pydantic_ai", "uninstrument_pydantic_ai"]
+
+# pydantic-ai's data formats, newest first: 6 puts tool results in ``tool`` messages (GenAI semconv's pairing);
+# 5 (its default) in ``user`` messages, which the mapping reads the same. Both use GenAI parts for media.
+_VERSIONS = (6, 5)
+_lock = threading.Lock()
+_installed: InstrumentationSettings | None = None
+# Modules that open pydantic-ai's model request span by this name (the model wrapper, the capability).
+_SPAN_OPENERS = ("pydantic_ai.models.instrumented", "pydantic_ai.capabilities.instrumentation")
+_OPENER = "open_model_request_span"
+_patched: list[tuple[Any, Callable[..., Any]]] = []  # (module, original opener), for uninstrument
+
+
+def instrument_pydantic_ai(**kwargs: Any) -> InstrumentationSettings:
+    """Turn on pydantic-ai's spans for every agent, on evaltrace's provider (idempotent); return the settings.
+
+    Call it after :func:`evaltrace.configure` (the provider is taken when called). An agent built with its own
+    ``instrument=`` keeps its own settings.
+
+    Args:
+        **kwargs: ``tracer_provider`` or ``meter_provider`` to use instead of evaltrace's (and the global
+            meter provider); any other ``InstrumentationSettings`` keyword (``include_binary_content``, ...).
+
+    Returns:
+        The settings installed with ``Agent.instrument_all``.
+    """
+    global _installed
+    options: dict[str, Any] = {
+        "tracer_provider": get_tracer_provider(),
+        "include_content": settings.current.capture_content,
+        **kwargs,
+    }
+    with _lock:
+        installed = _settings(options)
+        Agent.instrument_all(installed)
+        _installed = installed
+        if not _patched:
+            _suppress_inside_model_spans()
+        return installed
+
+
+def uninstrument_pydantic_ai() -> None:
+    """Turn pydantic-ai's spans off again, when ``instrument_pydantic_ai`` turned them on (no-op otherwise)."""
+    global _installed
+    with _lock:
+        if _installed is not None and Agent._instrument_default is _installed:
+            Agent.instrument_all(False)
+        _installed = None
+        while _patched:
+            module, original = _patched.pop()
+            setattr(module, _OPENER, original)
+
+
+def _suppress_inside_model_spans() -> None:
+    """Wrap pydantic-ai's model request span opener so that no LLM instrumentation records a call inside it."""
+    for name in _SPAN_OPENERS:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # a release without this module (the capability came later)
+            continue
+        original = getattr(module, _OPENER, None)
+        if original is None or getattr(original, "__evaltrace_wrapped__", None) is not None:
+            continue
+        setattr(module, _OPENER, _suppressing(original))
+        _patched.append((module, original))
+
+
+def _suppressing(original: Callable[..., Any]) -> Callable[..., Any]:
+    @contextmanager
+    def open_model_request_span(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        with original(*args, **kwargs) as opened, suppress_llm_instrumentation():
+            yield opened
+
+    open_model_request_span.__evaltrace_wrapped__ = original  # type: ignore[attr-defined]
+    return open_model_request_span
+
+
+def _settings(options: dict[str, Any]) -> InstrumentationSettings:
+    """The settings in the newest data format this pydantic-ai accepts (its own choice when ``version`` is given)."""
+    if "version" in options:
+        return InstrumentationSettings(**options)
+    for version in _VERSIONS:
+        try:
+            return InstrumentationSettings(**options, version=version)
+        except (ValueError, TypeError):  # a release that does not know this version
+            continue
+    return InstrumentationSettings(**options)
