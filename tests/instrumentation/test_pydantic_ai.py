@@ -17,7 +17,6 @@ import pytest
 
 pydantic_ai = pytest.importorskip("pydantic_ai")
 
-from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette  # noqa: E402
 from groq import AsyncGroq  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
 from opentelemetry.sdk.trace import ReadableSpan  # noqa: E402
@@ -29,6 +28,7 @@ from pydantic_ai.providers.groq import GroqProvider  # noqa: E402
 from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
 
 import evaltrace  # noqa: E402
+from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette  # noqa: E402
 from evaltrace._internal import semconv as sc  # noqa: E402
 from evaltrace._internal import settings  # noqa: E402
 from evaltrace.evaluators import ToolCalled, ToolSequence  # noqa: E402
@@ -109,7 +109,9 @@ def _parent_name(span: ReadableSpan, spans: tuple[ReadableSpan, ...]) -> str | N
 
 
 def test_agent_run_with_a_tool_maps_to_agent_llm_and_tool_spans(capture: TraceCapture, openai_on: bool) -> None:
-    output, server = _replay(load_cassette(OPENINFERENCE / "test_openai_tool_span_instrumentation_v5.yaml"), _weather_run)
+    output, server = _replay(
+        load_cassette(OPENINFERENCE / "test_openai_tool_span_instrumentation_v5.yaml"), _weather_run
+    )
     assert output == "The weather in Paris is sunny."
     assert len(server.received) == 2
     spans = capture.spans

@@ -21,9 +21,7 @@ def build_metrics(llm_spans: list[ReadableSpan]) -> TraceMetrics:
     """
     ttfc_keys = conventions.usage_keys(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK)  # ours, then foreign aliases
     streamed = [
-        s
-        for s in llm_spans
-        if any(key in attrs(s) for key in ttfc_keys) or sc.EVALTRACE_STREAM_CHUNKS in attrs(s)
+        s for s in llm_spans if any(key in attrs(s) for key in ttfc_keys) or sc.EVALTRACE_STREAM_CHUNKS in attrs(s)
     ]
     first = streamed[0] if streamed else None
     ttfc = _first_number(first, ttfc_keys) if first else None
