@@ -72,7 +72,7 @@ def capture(openai_on: bool) -> Iterator[TraceCapture]:
             yield capture
     finally:
         evaltrace.uninstrument_openai_agents()
-        set_trace_processors(previous_processors)  # type: ignore[arg-type]
+        set_trace_processors(previous_processors)
         _openai_shared.set_default_openai_client(previous_client)  # type: ignore[arg-type]
         settings.replace(previous_settings)
 
@@ -383,3 +383,64 @@ def test_without_content_no_messages_arguments_or_results_are_recorded(capture: 
 
 def test_fixture_files_are_in_the_repository() -> None:
     assert Path(CASSETTES).is_dir()
+
+
+# An MCP server (stdio, a child process on this machine) with the one tool of Logfire's recorded MCP run.
+_MCP_SERVER = """
+try:
+    from mcp.server.mcpserver import MCPServer as Server  # mcp 2
+except ImportError:
+    from mcp.server.fastmcp import FastMCP as Server  # mcp 1
+app = Server("random")
+
+@app.tool()
+def random_number() -> int:
+    return 4
+
+app.run()
+"""
+
+
+def test_mcp_tools_are_listed_and_called_as_extension_tools(capture: TraceCapture, openai_on: bool) -> None:
+    pytest.importorskip("mcp")
+    import sys
+
+    from agents.mcp import MCPServerStdio
+
+    async def run(_: AsyncOpenAI) -> Any:
+        params: Any = {"command": sys.executable, "args": ["-c", _MCP_SERVER]}
+        async with MCPServerStdio(params=params, name="random") as server:
+            return await Runner.run(Agent(name="mcp_agent", mcp_servers=[server]), "Give me a random number")
+
+    result, _ = _replay(load_cassette(CASSETTES.parent / "test_openai_agents_mcp" / "test_mcp.yaml"), run)
+    assert result.final_output == "Here's a random number for you: 4"
+    spans = capture.spans
+    listed = [s for s in spans if s.name == "mcp list_tools random"]
+    assert listed and all(_agent_of(s, spans) == "mcp_agent" for s in listed)
+    assert tuple((listed[0].attributes or {})[sc.OPENAI_AGENTS_MCP_TOOLS]) == ("random_number",)
+    (tool,) = [s for s in spans if s.name == "execute_tool random_number"]
+    attrs = tool.attributes or {}
+    assert attrs[sc.GEN_AI_TOOL_TYPE] == "extension"
+    assert attrs[sc.OPENAI_AGENTS_MCP_SERVER] == "random"
+    assert attrs[sc.GEN_AI_TOOL_CALL_ID] == "call_jfYaCkab5PQtyNrcrSgMdlRf"
+    assert evaluate(capture.trace, ToolCalled("random_number"))[0].passed is True
+
+
+def test_code_inside_a_function_tool_nests_under_its_span(capture: TraceCapture, openai_on: bool) -> None:
+    @evaltrace.tool
+    def roll() -> int:
+        return 4
+
+    @function_tool(name_override="random_number")
+    def random_number_tool() -> int:
+        return roll()
+
+    agent2 = Agent(name="agent2", instructions="Return double the number")
+    agent1 = Agent(name="agent1", tools=[random_number_tool], handoffs=[agent2])
+    _replay(
+        _cassette("test_responses"), lambda _: Runner.run(agent1, "Generate a random number then, hand off to agent2.")
+    )
+    spans = capture.spans
+    (inner,) = [s for s in spans if s.name == "execute_tool roll"]
+    parent = _parent(inner, spans)
+    assert parent is not None and parent.name == "execute_tool random_number"

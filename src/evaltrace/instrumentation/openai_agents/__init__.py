@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 
 import agents
+from agents.tracing import TracingProcessor
 
 from evaltrace.instrumentation.openai_agents._processor import EvaltraceTracingProcessor
 
@@ -55,9 +56,11 @@ def uninstrument_openai_agents() -> None:
             agents.set_trace_processors([p for p in processors if p is not _processor])
 
 
-def _registered_processors() -> list[object] | None:
+def _registered_processors() -> list[TracingProcessor] | None:
     """The processors of the SDK's trace provider, when its (private) list can be read."""
     provider = agents.tracing.get_trace_provider()
     multi = getattr(provider, "_multi_processor", None)
     processors = getattr(multi, "_processors", None)
-    return list(processors) if isinstance(processors, tuple | list) else None
+    if not isinstance(processors, tuple | list):
+        return None
+    return [p for p in processors if isinstance(p, TracingProcessor)]

@@ -22,7 +22,7 @@ import importlib
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Literal
 
 from pydantic_ai import Agent
 from pydantic_ai.models.instrumented import InstrumentationSettings
@@ -34,7 +34,7 @@ __all__ = ["instrument_pydantic_ai", "uninstrument_pydantic_ai"]
 
 # pydantic-ai's data formats, newest first: 6 puts tool results in ``tool`` messages (GenAI semconv's pairing);
 # 5 (its default) in ``user`` messages, which the mapping reads the same. Both use GenAI parts for media.
-_VERSIONS = (6, 5)
+_VERSIONS: tuple[Literal[6, 5], ...] = (6, 5)
 _lock = threading.Lock()
 _installed: InstrumentationSettings | None = None
 # Modules that open pydantic-ai's model request span by this name (the model wrapper, the capability).
