@@ -316,25 +316,20 @@ def test_streamed_run_has_one_llm_span_under_its_agent(capture: TraceCapture, op
     assert all(s.end_time is not None for s in spans)
 
 
-@pytest.mark.parametrize("openai_on", ["sdk_spans"], indirect=True)
 def test_streamed_run_answer_from_the_sdk_span(capture: TraceCapture, openai_on: bool) -> None:
+    """Both ways the SDK's span records the streamed call.
+
+    The SDK streams through ``responses.with_streaming_response.create()`` + ``parse()``, a stream our OpenAI
+    instrumentation does not follow yet (its span would end with no output), so there the OpenAI span is
+    suppressed inside the SDK's, which carries the answer.
+    """
     answer, _ = _run_streamed()
+    (llm,) = [s for s in capture.spans if _kind(s) == sc.KIND_LLM]
+    assert (llm.attributes or {})[sc.OPENAI_AGENTS_SPAN_TYPE] == "response"
+    assert (llm.attributes or {})[sc.GEN_AI_REQUEST_STREAM] is True
     trace = capture.trace
     assert trace.output.final_answer == answer
     assert trace.metrics.token_output == 41
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="instrument_openai() gap: the SDK streams through responses.with_streaming_response.create() + parse(), "
-    "whose stream our OpenAI wrapper does not proxy, so its span ends with no output (outside this item)",
-)
-@pytest.mark.parametrize("openai_on", ["openai_instrumented"], indirect=True)
-def test_streamed_run_answer_from_the_openai_span(capture: TraceCapture, openai_on: bool) -> None:
-    answer, _ = _run_streamed()
-    trace = capture.trace
-    assert trace.output.final_answer == answer
-    assert trace.metrics.stream_chunks is not None and trace.metrics.stream_chunks > 1
 
 
 def test_chat_completions_model_generation_span(capture: TraceCapture, openai_on: bool) -> None:

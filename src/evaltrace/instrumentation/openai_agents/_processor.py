@@ -14,6 +14,7 @@ inside it so that no other LLM instrumentation records the same call again.
 
 from __future__ import annotations
 
+import sys
 import threading
 from contextvars import Token
 from typing import Any
@@ -53,6 +54,29 @@ def _openai_instrumented() -> bool:
     from evaltrace._internal.openai.instrumentor import OpenAIInstrumentor
 
     return bool(OpenAIInstrumentor().is_instrumented_by_opentelemetry)
+
+
+# How far up from ``on_span_start`` the SDK's model method is: the provider's and the span's own frames between.
+_STREAM_FRAME_DEPTH = 8
+
+
+def _sdk_streams() -> bool:
+    """Whether the model span starting now is a streamed Responses call of the SDK's ``OpenAIResponsesModel``.
+
+    That call goes through ``responses.with_streaming_response.create()`` and ``parse()``, whose stream our OpenAI
+    instrumentation does not follow yet: its span would end with no output. Such a call keeps the SDK's span as
+    its model span (and our OpenAI span is suppressed inside it). Bounded: a few frames up, once per model call.
+    """
+    frame = sys._getframe(1)
+    for _ in range(_STREAM_FRAME_DEPTH):
+        if frame is None:
+            return False
+        if frame.f_code.co_name == "stream_response" and type(frame.f_locals.get("self")).__name__ == (
+            "OpenAIResponsesModel"
+        ):
+            return True
+        frame = frame.f_back  # type: ignore[assignment]  # None ends the walk above
+    return False
 
 
 class EvaltraceTracingProcessor(TracingProcessor):
@@ -109,10 +133,13 @@ class EvaltraceTracingProcessor(TracingProcessor):
                 parent_entry = self._traces.get(span.trace_id)
             parent = parent_entry.context if parent_entry is not None else get_current()
             is_model = data.type in attributes.MODEL_TYPES
-            if is_model and attributes.calls_openai_client(data) and _openai_instrumented():
+            streamed = data.type == attributes.RESPONSE and _sdk_streams()
+            if is_model and not streamed and attributes.calls_openai_client(data) and _openai_instrumented():
                 entry = _Open(None, parent)  # our OpenAI span is this call's span, under the parent's
             else:
                 name, attrs = attributes.span_start(data)
+                if streamed:
+                    attrs[sc.GEN_AI_REQUEST_STREAM] = True
                 kind = SpanKind.CLIENT if is_model else SpanKind.INTERNAL
                 otel_span = get_tracer().start_span(name, context=parent, kind=kind, attributes=attrs)
                 context = set_span_in_context(otel_span, parent)
