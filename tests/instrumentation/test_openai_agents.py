@@ -439,3 +439,25 @@ def test_code_inside_a_function_tool_nests_under_its_span(capture: TraceCapture,
     (inner,) = [s for s in spans if s.name == "execute_tool roll"]
     parent = _parent(inner, spans)
     assert parent is not None and parent.name == "execute_tool random_number"
+
+
+def test_uninstrument_during_a_run_ends_every_span_it_started(capture: TraceCapture, openai_on: bool) -> None:
+    @function_tool(name_override="random_number")
+    def random_number_and_stop() -> int:
+        evaltrace.uninstrument_openai_agents()
+        return 4
+
+    agent2 = Agent(name="agent2", instructions="Return double the number")
+    agent1 = Agent(name="agent1", tools=[random_number_and_stop], handoffs=[agent2])
+    result, _ = _replay(
+        _cassette("test_responses"), lambda _: Runner.run(agent1, "Generate a random number then, hand off to agent2.")
+    )
+    assert result.final_output.startswith("The random number generated is 4")
+    names = [s.name for s in capture.spans if _kind(s) != sc.KIND_LLM]
+    # Started before: recorded and ended (an unended span would not be exported); started after: not recorded.
+    for name in ("invoke_workflow Agent workflow", "invoke_agent agent1", "execute_tool random_number"):
+        assert names.count(name) == 1, name
+    assert "invoke_agent agent2" not in names
+    assert all(s.end_time is not None for s in capture.spans)
+    # Unregistered once the spans it started had ended.
+    assert not any(type(p).__name__ == "EvaltraceTracingProcessor" for p in _registered_processors() or [])

@@ -42,6 +42,7 @@ def instrument_openai_agents() -> EvaltraceTracingProcessor:
             if processors is not None and _processor not in processors:  # removed by uninstrument, or replaced
                 agents.add_trace_processor(_processor)
         _processor.enabled = True
+        _processor.on_idle = None  # a removal still pending from uninstrument is off
         return _processor
 
 
@@ -51,9 +52,24 @@ def uninstrument_openai_agents() -> None:
         if _processor is None:
             return
         _processor.enabled = False
-        processors = _registered_processors()
-        if processors is not None and _processor in processors:
-            agents.set_trace_processors([p for p in processors if p is not _processor])
+        if _processor.idle():
+            _unregister(_processor)
+        else:  # spans it started are still open: it unregisters once they have ended
+            processor = _processor
+            processor.on_idle = lambda: _unregister_locked(processor)
+
+
+def _unregister_locked(processor: EvaltraceTracingProcessor) -> None:
+    with _lock:
+        if not processor.enabled:
+            _unregister(processor)
+
+
+def _unregister(processor: EvaltraceTracingProcessor) -> None:
+    """Remove ``processor`` from the SDK's trace provider, when its list can be read (else it stays, disabled)."""
+    processors = _registered_processors()
+    if processors is not None and processor in processors:
+        agents.set_trace_processors([p for p in processors if p is not processor])
 
 
 def _registered_processors() -> list[TracingProcessor] | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 from contextvars import Token
 from typing import Any
 
@@ -94,6 +95,18 @@ class EvaltraceTracingProcessor(TracingProcessor):
         # Tool calls the model asked for, per SDK trace, for the call id of the function span that runs each
         # one (the SDK's function span data has no call id): (call id, tool name, arguments text).
         self._calls: dict[str, list[tuple[str, str, Any]]] = {}
+        # Run once nothing is open any more after ``enabled`` went False: unregisters the processor. Until then
+        # it stays registered, so the spans it started still end.
+        self.on_idle: Callable[[], None] | None = None
+
+    def idle(self) -> bool:
+        """Whether no SDK trace or span it follows is open."""
+        return not self._traces and not self._spans
+
+    def _maybe_idle(self) -> None:
+        if not self.enabled and self.on_idle is not None and self.idle():
+            on_idle, self.on_idle = self.on_idle, None
+            on_idle()
 
     # --- traces -------------------------------------------------------------------------------------------
 
@@ -119,6 +132,8 @@ class EvaltraceTracingProcessor(TracingProcessor):
         self._calls.pop(trace.trace_id, None)
         if entry is not None and entry.span is not None:
             entry.span.end()
+        with handle_internal_errors("unregistering the Agents SDK processor"):
+            self._maybe_idle()
 
     # --- spans --------------------------------------------------------------------------------------------
 
@@ -162,6 +177,7 @@ class EvaltraceTracingProcessor(TracingProcessor):
                 self._remember_calls(span.trace_id, data)
             otel_span = entry.span
             if otel_span is None:
+                self._maybe_idle()
                 return
             current = settings.current
             try:
@@ -176,6 +192,7 @@ class EvaltraceTracingProcessor(TracingProcessor):
                 _record_error(otel_span, span.error, current.capture_content, current.max_attribute_length)
             finally:
                 otel_span.end()
+                self._maybe_idle()
 
     def _restore(self, entry: _Open) -> None:
         """Detach the context attached at start, when it is still the current one here.
