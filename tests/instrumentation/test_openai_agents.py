@@ -193,6 +193,11 @@ def test_tool_call_handoff_and_answer_become_agent_tool_and_llm_spans(capture: T
 def test_the_trace_evaluators_see_holds_each_call_once_and_the_answer(capture: TraceCapture, openai_on: bool) -> None:
     _run_handoff()
     trace = capture.trace
+    question = "Generate a random number then, hand off to agent2."
+    assert trace.input == {"input": question}  # the SDK records none: the run's first model input has it
+    for span in capture.spans:
+        if _kind(span) in (sc.KIND_AGENT, sc.KIND_WORKFLOW):
+            assert (span.attributes or {})[sc.INPUT_VALUE] == question, span.name
     assert trace.output.final_answer == "The random number generated is 4, and it's been handed off to agent2."
     assert [(c.id, c.name) for c in trace.tool_calls] == [
         ("call_vwqy7HyGGnNht9NNfxMnnouY", "random_number"),

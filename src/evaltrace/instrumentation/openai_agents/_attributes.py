@@ -12,9 +12,11 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.jsonutil import capped_json, capped_text
 from evaltrace._internal.openai import build
+from evaltrace._internal.openai import request as req
 from evaltrace._internal.openai.parts import field
 from evaltrace._internal.openai.provider import provider_for_host
 from evaltrace._internal.openai.registry import EndpointKind
@@ -224,6 +226,18 @@ def _audio_end(data: Any, capture: bool, max_len: int) -> tuple[str | None, Attr
     if not capture or not isinstance(text, str):
         return None, {}
     return None, {(sc.OUTPUT_VALUE if span_type == TRANSCRIPTION else sc.INPUT_VALUE): capped_text(text, max_len)}
+
+
+def prompt_of(data: Any) -> str | None:
+    """The last user text of a model span's input (the question an agent run was asked), None without one."""
+    given = field(data, "input")
+    if given is None:
+        return None
+    if data.type == GENERATION:
+        messages = req.input_messages(EndpointKind.CHAT, {"messages": list(given)})
+    else:
+        messages = req.input_messages(EndpointKind.RESPONSES, {"input": given})
+    return list_values.prompt_text(messages)
 
 
 def _model_name(model: Any) -> str | None:

@@ -29,7 +29,7 @@ from evaltrace._internal import semconv as sc
 from evaltrace._internal import settings
 from evaltrace._internal.errors import handle_internal_errors
 from evaltrace._internal.fast_context import attach, detach, get_current
-from evaltrace._internal.jsonutil import capped_json, loads_or_raw
+from evaltrace._internal.jsonutil import capped_json, capped_text, loads_or_raw
 from evaltrace._internal.openai.parts import field
 from evaltrace._internal.tracing import get_tracer
 from evaltrace.instrumentation.openai_agents import _attributes as attributes
@@ -41,13 +41,15 @@ _SUPPRESS_LLM_KEY = "suppress_language_model_instrumentation"
 class _Open:
     """An SDK span or trace we are following: its OTel span (None: passed through) and its children's context."""
 
-    __slots__ = ("attached", "context", "span", "token")
+    __slots__ = ("asked", "attached", "context", "parent", "span", "token")
 
-    def __init__(self, span: Span | None, context: Context) -> None:
+    def __init__(self, span: Span | None, context: Context, parent: _Open | None = None) -> None:
         self.span = span
         self.context = context
+        self.parent = parent
         self.token: Token[Context] | None = None
         self.attached: Context | None = None
+        self.asked = True  # no input.value to set, or set already; False on workflow and agent spans until set
 
 
 def _openai_instrumented() -> bool:
@@ -124,7 +126,9 @@ class EvaltraceTracingProcessor(TracingProcessor):
             )
             parent = get_current()
             span = get_tracer().start_span(name, context=parent, kind=SpanKind.INTERNAL, attributes=attrs)
-            self._traces[trace.trace_id] = _Open(span, set_span_in_context(span, parent))
+            entry = _Open(span, set_span_in_context(span, parent))
+            entry.asked = False
+            self._traces[trace.trace_id] = entry
 
     def on_trace_end(self, trace: Any) -> None:
         """End the workflow span (also after ``uninstrument``: every span we started ends exactly once)."""
@@ -150,7 +154,7 @@ class EvaltraceTracingProcessor(TracingProcessor):
             is_model = data.type in attributes.MODEL_TYPES
             streamed = data.type == attributes.RESPONSE and _sdk_streams()
             if is_model and not streamed and attributes.calls_openai_client(data) and _openai_instrumented():
-                entry = _Open(None, parent)  # our OpenAI span is this call's span, under the parent's
+                entry = _Open(None, parent, parent_entry)  # our OpenAI span is this call's, under the parent's
             else:
                 name, attrs = attributes.span_start(data)
                 if streamed:
@@ -160,7 +164,8 @@ class EvaltraceTracingProcessor(TracingProcessor):
                 context = set_span_in_context(otel_span, parent)
                 if is_model:
                     context = otel_context.set_value(_SUPPRESS_LLM_KEY, True, context)
-                entry = _Open(otel_span, context)
+                entry = _Open(otel_span, context, parent_entry)
+                entry.asked = data.type != attributes.AGENT
             entry.attached = entry.context
             entry.token = attach(entry.context)
             self._spans[span.span_id] = entry
@@ -175,6 +180,8 @@ class EvaltraceTracingProcessor(TracingProcessor):
             data = span.span_data
             if data.type in attributes.MODEL_TYPES:
                 self._remember_calls(span.trace_id, data)
+                if settings.current.capture_content:
+                    _ask(entry.parent, data)
             otel_span = entry.span
             if otel_span is None:
                 self._maybe_idle()
@@ -243,6 +250,26 @@ class EvaltraceTracingProcessor(TracingProcessor):
 
     def force_flush(self) -> None:
         """Nothing is queued here: each span goes to evaltrace's provider when it ends."""
+
+
+def _ask(entry: _Open | None, data: Any) -> None:
+    """Set the question of a model call as ``input.value`` on the agent and workflow spans above it, once each.
+
+    The SDK records no input on its agent spans or traces; the Trace's ``input`` (what a judge is asked about) is
+    the root's ``input.value``, and the user's question is the last user text of the run's first model call.
+    """
+    question: str | None = None
+    while entry is not None:
+        span = entry.span
+        if span is not None and not entry.asked:
+            if question is None:
+                question = attributes.prompt_of(data)
+                if question is None:
+                    return
+            entry.asked = True
+            span.set_attribute(sc.INPUT_VALUE, capped_text(question, settings.current.max_attribute_length))
+            span.set_attribute(sc.INPUT_MIME_TYPE, sc.MIME_TEXT)
+        entry = entry.parent
 
 
 def _record_error(span: Span, error: Any, capture: bool, max_len: int) -> None:
