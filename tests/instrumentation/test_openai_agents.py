@@ -375,7 +375,7 @@ def test_without_content_no_messages_arguments_or_results_are_recorded(capture: 
     _run_handoff()
     for span in capture.spans:
         attrs = span.attributes or {}
-        for key in (sc.GEN_AI_TOOL_CALL_ARGUMENTS, sc.GEN_AI_TOOL_CALL_RESULT, sc.GEN_AI_INPUT_MESSAGES):
+        for key in (sc.GEN_AI_TOOL_CALL_ARGUMENTS, sc.GEN_AI_TOOL_CALL_RESULT, sc.GEN_AI_INPUT_MESSAGES, sc.INPUT_VALUE):
             assert key not in attrs, (span.name, key)
         assert sc.GEN_AI_OUTPUT_MESSAGES not in attrs
     assert [s.name for s in capture.spans if _kind(s) == sc.KIND_TOOL] == ["execute_tool random_number"]

@@ -261,6 +261,18 @@ def test_uninstrument_turns_spans_off_and_restores_the_span_opener(openai_on: bo
     assert len(_spans_of_kind(capture.spans, sc.KIND_LLM)) == 2
 
 
+@pytest.mark.parametrize("openai_on", ["pydantic_ai_only"], indirect=True)
+def test_spans_follow_evaltraces_provider_set_after_instrumenting(openai_on: bool) -> None:
+    evaltrace.instrument_pydantic_ai()  # before the capture: its provider is installed afterwards
+    try:
+        with capture_traces() as capture:
+            _replay(load_cassette(OPENINFERENCE / "test_openai_tool_span_instrumentation_v5.yaml"), _weather_run)
+    finally:
+        evaltrace.uninstrument_pydantic_ai()
+    assert [s.name for s in _spans_of_kind(capture.spans, sc.KIND_AGENT)] == ["invoke_agent weather"]
+    assert capture.trace.output.final_answer == "The weather in Paris is sunny."
+
+
 def test_provider_and_version_settings() -> None:
     with capture_traces() as capture:
         installed: Any = evaltrace.instrument_pydantic_ai()

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Literal
 
+from opentelemetry.trace import Span, Tracer, TracerProvider
 from pydantic_ai import Agent
 from pydantic_ai.models.instrumented import InstrumentationSettings
 
@@ -46,8 +47,8 @@ _patched: list[tuple[Any, Callable[..., Any]]] = []  # (module, original opener)
 def instrument_pydantic_ai(**kwargs: Any) -> InstrumentationSettings:
     """Turn on pydantic-ai's spans for every agent, on evaltrace's provider (idempotent); return the settings.
 
-    Call it after :func:`evaltrace.configure` (the provider is taken when called). An agent built with its own
-    ``instrument=`` keeps its own settings.
+    Spans go to evaltrace's provider as it is when each span starts (``configure()`` before or after, a test's
+    ``capture_traces()``). An agent built with its own ``instrument=`` keeps its own settings.
 
     Args:
         **kwargs: ``tracer_provider`` or ``meter_provider`` to use instead of evaltrace's (and the global
@@ -58,7 +59,7 @@ def instrument_pydantic_ai(**kwargs: Any) -> InstrumentationSettings:
     """
     global _installed
     options: dict[str, Any] = {
-        "tracer_provider": get_tracer_provider(),
+        "tracer_provider": _FollowingTracerProvider(),
         "include_content": settings.current.capture_content,
         **kwargs,
     }
@@ -81,6 +82,45 @@ def uninstrument_pydantic_ai() -> None:
         while _patched:
             module, original = _patched.pop()
             setattr(module, _OPENER, original)
+
+
+class _FollowingTracerProvider(TracerProvider):
+    """Tracers that start each span on evaltrace's provider of the moment.
+
+    pydantic-ai asks its provider for a tracer once, when the settings are made; evaltrace's provider can change
+    afterwards (``configure()`` called later, a test's ``capture_traces()``), and the spans must follow it.
+    """
+
+    def get_tracer(
+        self,
+        instrumenting_module_name: str,
+        instrumenting_library_version: str | None = None,
+        schema_url: str | None = None,
+        attributes: Any = None,
+    ) -> Tracer:
+        return _FollowingTracer((instrumenting_module_name, instrumenting_library_version, schema_url, attributes))
+
+
+class _FollowingTracer(Tracer):
+    """A tracer of evaltrace's current provider, looked up again only when the provider changed."""
+
+    def __init__(self, args: tuple[str, str | None, str | None, Any]) -> None:
+        self._args = args
+        self._provider: TracerProvider | None = None
+        self._tracer: Tracer | None = None
+
+    def _current(self) -> Tracer:
+        provider = get_tracer_provider()
+        if self._tracer is None or provider is not self._provider:
+            self._tracer = provider.get_tracer(*self._args)
+            self._provider = provider
+        return self._tracer
+
+    def start_span(self, *args: Any, **kwargs: Any) -> Span:
+        return self._current().start_span(*args, **kwargs)
+
+    def start_as_current_span(self, *args: Any, **kwargs: Any) -> Any:
+        return self._current().start_as_current_span(*args, **kwargs)
 
 
 def _suppress_inside_model_spans() -> None:
