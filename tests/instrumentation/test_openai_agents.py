@@ -375,7 +375,12 @@ def test_without_content_no_messages_arguments_or_results_are_recorded(capture: 
     _run_handoff()
     for span in capture.spans:
         attrs = span.attributes or {}
-        for key in (sc.GEN_AI_TOOL_CALL_ARGUMENTS, sc.GEN_AI_TOOL_CALL_RESULT, sc.GEN_AI_INPUT_MESSAGES, sc.INPUT_VALUE):
+        for key in (
+            sc.GEN_AI_TOOL_CALL_ARGUMENTS,
+            sc.GEN_AI_TOOL_CALL_RESULT,
+            sc.GEN_AI_INPUT_MESSAGES,
+            sc.INPUT_VALUE,
+        ):
             assert key not in attrs, (span.name, key)
         assert sc.GEN_AI_OUTPUT_MESSAGES not in attrs
     assert [s.name for s in capture.spans if _kind(s) == sc.KIND_TOOL] == ["execute_tool random_number"]
@@ -466,3 +471,41 @@ def test_uninstrument_during_a_run_ends_every_span_it_started(capture: TraceCapt
     assert all(s.end_time is not None for s in capture.spans)
     # Unregistered once the spans it started had ended.
     assert not any(type(p).__name__ == "EvaltraceTracingProcessor" for p in _registered_processors() or [])
+
+
+def test_an_evaluator_on_agent_spans_judges_the_run_in_the_live_pipeline() -> None:
+    """configure() with an evaluator for agent spans: the verdict lands on the recorded agent span."""
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from evaltrace import config
+    from evaltrace._internal import tracing
+    from evaltrace.evaluation import EvaluatorSpec
+
+    saved_settings, saved_processors = settings.current, _registered_processors() or []
+    previous_client = _openai_shared.get_default_openai_client()
+    exporter = InMemorySpanExporter()
+    handle = evaltrace.configure(
+        service_name="agents",
+        exporters=[exporter],
+        local_store=False,
+        handle_sigterm=False,
+        evaluators=[EvaluatorSpec(ToolCalled("random_number"), span_kinds={"agent"})],
+    )
+    set_trace_processors([])
+    try:
+        evaltrace.instrument_openai_agents()
+        _run_handoff()
+        assert handle.force_flush(10_000)
+    finally:
+        evaltrace.uninstrument_openai_agents()
+        set_trace_processors(saved_processors)
+        _openai_shared.set_default_openai_client(previous_client)  # type: ignore[arg-type]
+        current = config.current_handle()
+        if current is not None:
+            current.shutdown()
+        tracing.set_tracer_provider(None)
+        settings.replace(saved_settings)
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    agent1 = spans["invoke_agent agent1"]
+    assert (agent1.attributes or {})["evaltrace.eval.tool_called.passed"] is True
+    assert "evaltrace.eval.tool_called.passed" not in (spans["execute_tool random_number"].attributes or {})
