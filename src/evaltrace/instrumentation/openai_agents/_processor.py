@@ -166,40 +166,46 @@ class EvaltraceTracingProcessor(TracingProcessor):
                     context = otel_context.set_value(_SUPPRESS_LLM_KEY, True, context)
                 entry = _Open(otel_span, context, parent_entry)
                 entry.asked = data.type != attributes.AGENT
+            self._spans[span.span_id] = entry  # from here on_span_end ends it
             entry.attached = entry.context
             entry.token = attach(entry.context)
-            self._spans[span.span_id] = entry
 
     def on_span_end(self, span: Any) -> None:
         """Record what the SDK span learnt, end its OTel span and restore the context it replaced."""
         entry = self._spans.pop(span.span_id, None)
         if entry is None:
             return
-        with handle_internal_errors("recording an Agents SDK span"):
-            self._restore(entry)
-            data = span.span_data
-            if data.type in attributes.MODEL_TYPES:
-                self._remember_calls(span.trace_id, data)
-                if settings.current.capture_content:
-                    _ask(entry.parent, data)
-            otel_span = entry.span
-            if otel_span is None:
-                self._maybe_idle()
-                return
-            current = settings.current
-            try:
-                name, attrs = attributes.span_end(data, current.capture_content, current.max_attribute_length)
-                if data.type == attributes.FUNCTION:
-                    call_id = self._claim_call(span.trace_id, str(data.name), data.input)
-                    if call_id is not None:
-                        attrs[sc.GEN_AI_TOOL_CALL_ID] = call_id
-                if name is not None:
-                    otel_span.update_name(name)
-                otel_span.set_attributes(attrs)
-                _record_error(otel_span, span.error, current.capture_content, current.max_attribute_length)
-            finally:
+        otel_span = entry.span
+        try:
+            with handle_internal_errors("recording an Agents SDK span"):
+                self._restore(entry)
+                self._record_end(span, entry)
+        finally:  # ended exactly once, whatever failed above
+            if otel_span is not None:
                 otel_span.end()
+            with handle_internal_errors("unregistering the Agents SDK processor"):
                 self._maybe_idle()
+
+    def _record_end(self, span: Any, entry: _Open) -> None:
+        """Set what the SDK span learnt while it ran on its OTel span (name, attributes, error)."""
+        data = span.span_data
+        current = settings.current
+        if data.type in attributes.MODEL_TYPES:
+            self._remember_calls(span.trace_id, data)
+            if current.capture_content:
+                _ask(entry.parent, data)
+        otel_span = entry.span
+        if otel_span is None:
+            return
+        name, attrs = attributes.span_end(data, current.capture_content, current.max_attribute_length)
+        if data.type == attributes.FUNCTION:
+            call_id = self._claim_call(span.trace_id, str(data.name), data.input)
+            if call_id is not None:
+                attrs[sc.GEN_AI_TOOL_CALL_ID] = call_id
+        if name is not None:
+            otel_span.update_name(name)
+        otel_span.set_attributes(attrs)
+        _record_error(otel_span, span.error, current.capture_content, current.max_attribute_length)
 
     def _restore(self, entry: _Open) -> None:
         """Detach the context attached at start, when it is still the current one here.
@@ -211,7 +217,7 @@ class EvaltraceTracingProcessor(TracingProcessor):
         if token is not None and get_current() is entry.attached:
             try:
                 detach(token)
-            except ValueError:  # the token was made in another context (a task copied from this one)
+            except (ValueError, RuntimeError):  # a token of another context (a task copied from this one)
                 pass
 
     def _remember_calls(self, trace_id: str, data: Any) -> None:
