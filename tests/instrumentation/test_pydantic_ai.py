@@ -283,3 +283,18 @@ def test_provider_and_version_settings() -> None:
             evaltrace.uninstrument_pydantic_ai()
         assert Agent._instrument_default is False
         assert capture.spans == ()
+
+
+def test_uninstrument_puts_back_the_applications_own_default() -> None:
+    from pydantic_ai.models.instrumented import InstrumentationSettings
+
+    own = InstrumentationSettings(include_content=False)
+    Agent.instrument_all(own)
+    try:
+        evaltrace.instrument_pydantic_ai()
+        evaltrace.instrument_pydantic_ai()  # twice: still the application's setting to put back
+        assert Agent._instrument_default is not own
+        evaltrace.uninstrument_pydantic_ai()
+        assert Agent._instrument_default is own
+    finally:
+        Agent.instrument_all(False)

@@ -38,6 +38,7 @@ __all__ = ["instrument_pydantic_ai", "uninstrument_pydantic_ai"]
 _VERSIONS: tuple[Literal[6, 5], ...] = (6, 5)
 _lock = threading.Lock()
 _installed: InstrumentationSettings | None = None
+_previous: InstrumentationSettings | bool = False
 # Modules that open pydantic-ai's model request span by this name (the model wrapper, the capability).
 _SPAN_OPENERS = ("pydantic_ai.models.instrumented", "pydantic_ai.capabilities.instrumentation")
 _OPENER = "open_model_request_span"
@@ -57,7 +58,7 @@ def instrument_pydantic_ai(**kwargs: Any) -> InstrumentationSettings:
     Returns:
         The settings installed with ``Agent.instrument_all``.
     """
-    global _installed
+    global _installed, _previous
     options: dict[str, Any] = {
         "tracer_provider": _FollowingTracerProvider(),
         "include_content": settings.current.capture_content,
@@ -65,6 +66,8 @@ def instrument_pydantic_ai(**kwargs: Any) -> InstrumentationSettings:
     }
     with _lock:
         installed = _settings(options)
+        if _installed is None:  # what uninstrument puts back (the application's own instrument_all, if any)
+            _previous = Agent._instrument_default
         Agent.instrument_all(installed)
         _installed = installed
         if not _patched:
@@ -73,11 +76,11 @@ def instrument_pydantic_ai(**kwargs: Any) -> InstrumentationSettings:
 
 
 def uninstrument_pydantic_ai() -> None:
-    """Turn pydantic-ai's spans off again, when ``instrument_pydantic_ai`` turned them on (no-op otherwise)."""
+    """Put back pydantic-ai's default instrumentation as it was before ``instrument_pydantic_ai`` (else a no-op)."""
     global _installed
     with _lock:
         if _installed is not None and Agent._instrument_default is _installed:
-            Agent.instrument_all(False)
+            Agent.instrument_all(_previous)
         _installed = None
         while _patched:
             module, original = _patched.pop()
