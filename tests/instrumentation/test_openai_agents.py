@@ -49,16 +49,6 @@ def _cassette(name: str) -> list[Recorded]:
     return load_cassette(CASSETTES / f"{name}.yaml")
 
 
-@pytest.fixture(params=["openai_instrumented", "sdk_spans"])
-def openai_on(request: pytest.FixtureRequest) -> Iterator[bool]:
-    on = request.param == "openai_instrumented"
-    if on:
-        evaltrace.instrument_openai()
-    yield on
-    if on:
-        evaltrace.uninstrument_openai()
-
-
 @pytest.fixture
 def capture(openai_on: bool) -> Iterator[TraceCapture]:
     """Agents SDK tracing to evaltrace only (the SDK's own exporter off), content captured, globals restored."""

@@ -41,16 +41,6 @@ OPENINFERENCE = FIXTURES / "pydantic-ai-cassettes" / "openinference" / "test_ins
 GROQ = FIXTURES / "groq-cassettes" / "pydantic-ai"
 
 
-@pytest.fixture(params=["openai_instrumented", "pydantic_ai_only"])
-def openai_on(request: pytest.FixtureRequest) -> Iterator[bool]:
-    on = request.param == "openai_instrumented"
-    if on:
-        evaltrace.instrument_openai()
-    yield on
-    if on:
-        evaltrace.uninstrument_openai()
-
-
 @pytest.fixture
 def capture(openai_on: bool) -> Iterator[TraceCapture]:
     previous = settings.replace(settings.CaptureSettings(capture_content=True))
@@ -228,7 +218,7 @@ def test_streamed_run_with_retry_thinking_and_output_tool(capture: TraceCapture)
     assert trace.metrics.token_thinking is not None and trace.metrics.token_thinking > 0
 
 
-@pytest.mark.parametrize("openai_on", ["pydantic_ai_only"], indirect=True)
+@pytest.mark.parametrize("openai_on", ["openai_off"], indirect=True)
 def test_content_off_is_passed_to_pydantic_ai(openai_on: bool) -> None:
     previous = settings.replace(settings.CaptureSettings(capture_content=False))
     try:
@@ -261,7 +251,7 @@ def test_uninstrument_turns_spans_off_and_restores_the_span_opener(openai_on: bo
     assert len(_spans_of_kind(capture.spans, sc.KIND_LLM)) == 2
 
 
-@pytest.mark.parametrize("openai_on", ["pydantic_ai_only"], indirect=True)
+@pytest.mark.parametrize("openai_on", ["openai_off"], indirect=True)
 def test_spans_follow_evaltraces_provider_set_after_instrumenting(openai_on: bool) -> None:
     evaltrace.instrument_pydantic_ai()  # before the capture: its provider is installed afterwards
     try:

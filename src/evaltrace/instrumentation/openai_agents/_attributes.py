@@ -119,11 +119,16 @@ def _function_start(data: Any, span_type: str) -> tuple[str, Attributes]:
 
 
 def _model_start(data: Any, span_type: str) -> tuple[str, Attributes]:
-    attrs = _kind_attributes(sc.KIND_LLM, span_type)
+    return _named_by_model(data, span_type, sc.KIND_LLM, sc.OP_CHAT)
+
+
+def _named_by_model(data: Any, span_type: str, kind: str, operation: str) -> tuple[str, Attributes]:
+    """``{operation} {model}`` (the operation alone without a model), with the model as the request's."""
+    attrs = _kind_attributes(kind, span_type)
     model = field(data, "model")
     if model:
         attrs[sc.GEN_AI_REQUEST_MODEL] = str(model)
-    return f"{sc.OP_CHAT} {model}" if model else sc.OP_CHAT, attrs
+    return f"{operation} {model}" if model else operation, attrs
 
 
 def _guardrail_start(data: Any, span_type: str) -> tuple[str, Attributes]:
@@ -133,11 +138,7 @@ def _guardrail_start(data: Any, span_type: str) -> tuple[str, Attributes]:
 
 
 def _audio_start(data: Any, span_type: str) -> tuple[str, Attributes]:
-    attrs = _kind_attributes(sc.KIND_TASK, span_type)
-    model = field(data, "model")
-    if model:
-        attrs[sc.GEN_AI_REQUEST_MODEL] = str(model)
-    return f"{span_type} {model}" if model else span_type, attrs
+    return _named_by_model(data, span_type, sc.KIND_TASK, span_type)
 
 
 _STARTS = {
