@@ -32,6 +32,8 @@ EXPECTED = [
     "instrument_mistral",
     "instrument_ollama",
     "instrument_openai",
+    "instrument_openai_agents",
+    "instrument_pydantic_ai",
     "llm",
     "llm_call",
     "tool",
@@ -46,6 +48,8 @@ EXPECTED = [
     "uninstrument_mistral",
     "uninstrument_ollama",
     "uninstrument_openai",
+    "uninstrument_openai_agents",
+    "uninstrument_pydantic_ai",
     "workflow",
     "wrap_context",
 ]

@@ -33,6 +33,8 @@ if TYPE_CHECKING:  # type checkers and IDEs see the real names; at run time they
         instrument_mistral,
         instrument_ollama,
         instrument_openai,
+        instrument_openai_agents,
+        instrument_pydantic_ai,
         uninstrument_anthropic,
         uninstrument_bedrock,
         uninstrument_cohere,
@@ -43,6 +45,8 @@ if TYPE_CHECKING:  # type checkers and IDEs see the real names; at run time they
         uninstrument_mistral,
         uninstrument_ollama,
         uninstrument_openai,
+        uninstrument_openai_agents,
+        uninstrument_pydantic_ai,
     )
     from evaltrace.backfill import evaluate_traces
     from evaltrace.config import EvaltraceHandle, configure
@@ -83,6 +87,8 @@ __all__ = [
     "instrument_mistral",
     "instrument_ollama",
     "instrument_openai",
+    "instrument_openai_agents",
+    "instrument_pydantic_ai",
     "llm",
     "llm_call",
     "tool",
@@ -97,6 +103,8 @@ __all__ = [
     "uninstrument_mistral",
     "uninstrument_ollama",
     "uninstrument_openai",
+    "uninstrument_openai_agents",
+    "uninstrument_pydantic_ai",
     "workflow",
     "wrap_context",
 ]
@@ -130,6 +138,8 @@ _HOMES = {
     "instrument_groq": "evaltrace._internal.lazy_instrumentation",
     "instrument_mistral": "evaltrace._internal.lazy_instrumentation",
     "instrument_openai": "evaltrace._internal.lazy_instrumentation",
+    "instrument_openai_agents": "evaltrace._internal.lazy_instrumentation",
+    "instrument_pydantic_ai": "evaltrace._internal.lazy_instrumentation",
     "llm": "evaltrace.decorators",
     "llm_call": "evaltrace.manual_llm",
     "tool": "evaltrace.decorators",
@@ -144,6 +154,8 @@ _HOMES = {
     "uninstrument_groq": "evaltrace._internal.lazy_instrumentation",
     "uninstrument_mistral": "evaltrace._internal.lazy_instrumentation",
     "uninstrument_openai": "evaltrace._internal.lazy_instrumentation",
+    "uninstrument_openai_agents": "evaltrace._internal.lazy_instrumentation",
+    "uninstrument_pydantic_ai": "evaltrace._internal.lazy_instrumentation",
     "workflow": "evaltrace.decorators",
     "wrap_context": "evaltrace.context",
 }

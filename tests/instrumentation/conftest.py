@@ -9,6 +9,7 @@ from openai_replay import skip_unless_api
 from opentelemetry.sdk.trace import TracerProvider
 from tests_paths import CASSETTES
 
+import evaltrace
 from evaltrace._internal import settings
 from evaltrace.instrumentation.openai import OpenAIInstrumentor
 
@@ -44,6 +45,17 @@ def instrumented(provider: TracerProvider, capture: None) -> Iterator[OpenAIInst
     instrumentor.instrument()
     yield instrumentor
     instrumentor.uninstrument()
+
+
+@pytest.fixture(params=["openai_instrumented", "openai_off"])
+def openai_on(request: pytest.FixtureRequest) -> Iterator[bool]:
+    """``instrument_openai()`` on, then off: agent frameworks must record one model span per request either way."""
+    on = request.param == "openai_instrumented"
+    if on:
+        evaltrace.instrument_openai()
+    yield on
+    if on:
+        evaltrace.uninstrument_openai()
 
 
 @pytest.fixture

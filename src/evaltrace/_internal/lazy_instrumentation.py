@@ -230,3 +230,54 @@ def instrument_groq(**kwargs: Any) -> Any:
 def uninstrument_groq() -> None:
     """Restore the original ``groq`` methods (no-op when not instrumented)."""
     _provider("groq", "groq").uninstrument_groq()
+
+
+def instrument_openai_agents() -> Any:
+    """Record the OpenAI Agents SDK's traces and spans as evaltrace spans (idempotent); return the processor.
+
+    Needs the ``openai-agents`` extra (``pip install 'evaltrace[openai-agents]'``). See
+    ``evaltrace.instrumentation.openai_agents``.
+    """
+    try:
+        from evaltrace.instrumentation.openai_agents import instrument_openai_agents as _instrument
+    except ImportError as exc:  # the extra is missing: say which one
+        raise ImportError(f"instrument_openai_agents() needs: pip install 'evaltrace[openai-agents]' ({exc})") from exc
+    return _instrument()
+
+
+def uninstrument_openai_agents() -> None:
+    """Stop recording the OpenAI Agents SDK's traces (no-op when not instrumented)."""
+    import sys
+
+    if "evaltrace.instrumentation.openai_agents" not in sys.modules:
+        return  # never instrumented: nothing to undo, and no need to import the SDK
+    from evaltrace.instrumentation.openai_agents import uninstrument_openai_agents as _uninstrument
+
+    _uninstrument()
+
+
+def instrument_pydantic_ai(**kwargs: Any) -> Any:
+    """Turn on pydantic-ai's own GenAI spans for every agent, on evaltrace's provider; return the settings.
+
+    Needs the ``pydantic-ai`` extra (``pip install 'evaltrace[pydantic-ai]'``). See
+    ``evaltrace.instrumentation.pydantic_ai``.
+
+    Args:
+        **kwargs: ``tracer_provider`` / ``meter_provider`` or other ``InstrumentationSettings`` keywords.
+    """
+    try:
+        from evaltrace.instrumentation.pydantic_ai import instrument_pydantic_ai as _instrument
+    except ImportError as exc:  # the extra is missing: say which one
+        raise ImportError(f"instrument_pydantic_ai() needs: pip install 'evaltrace[pydantic-ai]' ({exc})") from exc
+    return _instrument(**kwargs)
+
+
+def uninstrument_pydantic_ai() -> None:
+    """Turn pydantic-ai's spans off again (no-op when ``instrument_pydantic_ai`` did not turn them on)."""
+    import sys
+
+    if "evaltrace.instrumentation.pydantic_ai" not in sys.modules:
+        return  # never instrumented: nothing to undo, and no need to import pydantic-ai
+    from evaltrace.instrumentation.pydantic_ai import uninstrument_pydantic_ai as _uninstrument
+
+    _uninstrument()

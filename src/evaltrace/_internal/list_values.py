@@ -147,7 +147,8 @@ def prompt_text(messages: Sequence[Any]) -> str | None:
             parts = message.get("parts")
             if not isinstance(parts, list):
                 continue
-            texts = [p["content"] for p in parts if isinstance(p, dict) and p.get("type") == "text"]
+            # .get: a text part recorded without content (another instrumentation's content-off messages)
+            texts = [p.get("content") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
             text = "\n\n".join(t for t in texts if isinstance(t, str) and t)
             if text:
                 return text

@@ -117,6 +117,29 @@ GROQ_REQUEST_REASONING_FORMAT: Final = "groq.request.reasoning_format"
 GROQ_USAGE_DRAM_CACHED_TOKENS: Final = "groq.usage.dram_cached_tokens"
 GROQ_USAGE_SRAM_CACHED_TOKENS: Final = "groq.usage.sram_cached_tokens"
 
+# --- OpenAI Agents SDK (its span data that GenAI conventions have no name for) -------------------------
+OPENAI_AGENTS_AGENT_TOOLS: Final = "openai_agents.agent.tools"  # string[]: the agent's tool names
+OPENAI_AGENTS_AGENT_HANDOFFS: Final = "openai_agents.agent.handoffs"  # string[]: agents it can hand off to
+OPENAI_AGENTS_AGENT_OUTPUT_TYPE: Final = "openai_agents.agent.output_type"
+OPENAI_AGENTS_HANDOFF_FROM: Final = "openai_agents.handoff.from_agent"
+OPENAI_AGENTS_HANDOFF_TO: Final = "openai_agents.handoff.to_agent"
+OPENAI_AGENTS_GUARDRAIL_NAME: Final = "openai_agents.guardrail.name"
+OPENAI_AGENTS_GUARDRAIL_TRIGGERED: Final = "openai_agents.guardrail.triggered"
+OPENAI_AGENTS_MCP_SERVER: Final = "openai_agents.mcp.server"
+OPENAI_AGENTS_MCP_TOOLS: Final = "openai_agents.mcp.tools"  # string[]: what an MCP server's list_tools returned
+OPENAI_AGENTS_SPAN_TYPE: Final = "openai_agents.span.type"  # the SDK's span type (agent, function, custom, ...)
+OPENAI_AGENTS_CUSTOM_DATA: Final = "openai_agents.custom.data"  # JSON: a custom span's data
+OPENAI_AGENTS_ERROR_DATA: Final = "openai_agents.error.data"  # JSON: the data of a span's SpanError
+OPENAI_AGENTS_TRACE_ID: Final = "openai_agents.trace.id"  # the SDK's own trace id (trace_<32 hex>)
+
+# --- pydantic-ai (its agent run span; read by the mapping) ----------------------------------------------
+PYDANTIC_AI_ALL_MESSAGES: Final = "pydantic_ai.all_messages"  # JSON: the run's messages, GenAI parts
+PYDANTIC_AI_FINAL_RESULT: Final = "final_result"  # the run's output (text, or JSON of a structured output)
+PYDANTIC_AI_OPERATION_COST: Final = "operation.cost"  # a model request's cost in USD (genai-prices), its chat span
+PYDANTIC_AI_REASONING_TOKENS: Final = "gen_ai.usage.details.reasoning_tokens"  # the provider's usage detail
+# Time to first chunk of a streamed request, in seconds, under the metric's name (gen_ai.response.* in ours).
+PYDANTIC_AI_TIME_TO_FIRST_CHUNK: Final = "gen_ai.client.operation.time_to_first_chunk"
+
 # --- OpenInference (read by Langfuse and Phoenix for input/output display) ------------------------------
 INPUT_VALUE: Final = "input.value"
 INPUT_MIME_TYPE: Final = "input.mime_type"

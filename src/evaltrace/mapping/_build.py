@@ -98,7 +98,7 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
         "variant_name": variant,
         "started_at": started,
         "finished_at": finished,
-        "input": _input(root_span, root_attrs, root_is_llm, notes),
+        "input": _input(root_span, root_attrs, root_is_llm, notes, llm_spans[0] if llm_spans else None),
         "output": _output(root_span, root_attrs, messages, own, step, notes),
         "messages": messages,
         "metrics": metrics,
@@ -167,18 +167,37 @@ def _first(sources: list[Mapping[str, Any]], key: str) -> str | None:
     return None
 
 
-def _input(root: ReadableSpan, root_attrs: Mapping[str, Any], root_is_llm: bool, notes: list[str]) -> dict[str, Any]:
+def _input(
+    root: ReadableSpan,
+    root_attrs: Mapping[str, Any],
+    root_is_llm: bool,
+    notes: list[str],
+    first_llm: ReadableSpan | None,
+) -> dict[str, Any]:
     key = sc.INPUT_VALUE if sc.INPUT_VALUE in root_attrs else conventions.input_key(root_attrs)
+    if key == sc.PYDANTIC_AI_ALL_MESSAGES and first_llm is not None:
+        # A pydantic-ai run's messages end with its retries and tool turns; its prompt is the last user text of
+        # its first model request (after any history it was given).
+        question = list_values.prompt_text(_list(json_attr(first_llm, sc.GEN_AI_INPUT_MESSAGES, notes)))
+        if question is not None:
+            return {"input": question}
     value = json_attr(root, key, notes, root_attrs)
     if value is MISSING:
         return {}
-    if root_is_llm and isinstance(value, list):
+    if (root_is_llm or key == sc.PYDANTIC_AI_ALL_MESSAGES) and isinstance(value, list):
         # A model call's input.value holds its whole input as GenAI messages when it is more than one user text
-        # (what Langfuse and Phoenix show); the question its evaluators read is the last user text in it.
+        # (what Langfuse and Phoenix show), as a pydantic-ai run's messages do; the question its evaluators read
+        # is the last user text in it.
         question = list_values.prompt_text(value)
         if question is not None:
             return {"input": question}
+        if key == sc.PYDANTIC_AI_ALL_MESSAGES:
+            return {}  # the run's messages are the conversation, not its input
     return value if isinstance(value, dict) else {"input": value}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _last_step(steps: list[tuple[ReadableSpan, list[TraceMessage]]]) -> list[TraceMessage] | None:

@@ -73,6 +73,25 @@ def repeated_prefix(keys: list[str], wanted: list[str]) -> int:
     return max(caught_up, shared)
 
 
+def _fresh_system(candidate: list[TraceMessage], keys: list[str]) -> tuple[list[TraceMessage], list[TraceMessage]]:
+    """Split a call's leading system messages the conversation does not hold from the rest of its input.
+
+    A multi-agent run (a handoff) calls the model with the next agent's instructions before the same history:
+    the new instructions are new messages, and the history after them is still a repeat. Left in the input,
+    they would hide that repeat and the whole history would be appended a second time.
+    """
+    lead = 0
+    while lead < len(candidate) and candidate[lead].role == "system":
+        lead += 1
+    if not lead:
+        return [], candidate
+    known = set(keys)
+    fresh = [m for m in candidate[:lead] if message_key(m) not in known]
+    if not fresh:
+        return [], candidate
+    return fresh, [m for m in candidate[:lead] if message_key(m) in known] + candidate[lead:]
+
+
 class Conversation:
     """Accumulates messages from LLM and tool spans in start order."""
 
@@ -103,8 +122,11 @@ class Conversation:
                 self.steps.append((span, outputs))
                 return
             candidate = system + inputs
+        keys = self._keys()
+        fresh, candidate = _fresh_system(candidate, keys)
         wanted = [message_key(m) for m in candidate]
-        self.messages.extend(candidate[repeated_prefix(self._keys(), wanted) :])
+        self.messages.extend(fresh)
+        self.messages.extend(candidate[repeated_prefix(keys, wanted) :])
         self.messages.extend(outputs)
         self.steps.append((span, outputs))
 

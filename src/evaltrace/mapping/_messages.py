@@ -106,9 +106,9 @@ class MessageReader:
     def _tool_message(self, part: dict[str, Any], name: str | None) -> TraceMessage:
         call_id = part.get("id") if isinstance(part.get("id"), str) else None
         tool_name = self.tool_names.get(call_id or "", name)
-        return TraceMessage(
-            role="tool", name=tool_name, tool_call_id=call_id, content=tool_content(part.get("response"))
-        )
+        # GenAI semconv names the result ``response``; pydantic-ai's parts (every format version) say ``result``.
+        result = part["response"] if "response" in part else part.get("result")
+        return TraceMessage(role="tool", name=tool_name, tool_call_id=call_id, content=tool_content(result))
 
 
 def tool_arguments(value: Any) -> dict[str, Any]:
@@ -144,7 +144,7 @@ def _split_parts(
             texts.append(part)
         elif kind == "text":
             texts.append(str(part.get("content") or ""))
-        elif kind == "reasoning":
+        elif kind == "reasoning" or kind == "thinking":  # pydantic-ai names GenAI's reasoning part "thinking"
             if part.get("content"):  # a redacted (encrypted) thinking block has no text to show
                 reasoning.append(str(part["content"]))
         elif kind == "tool_call":
@@ -154,7 +154,7 @@ def _split_parts(
         else:
             others.append(part)
     if others:  # a media message keeps its text parts in place among the others
-        skip = {"reasoning", "tool_call", "tool_call_response"}
+        skip = {"reasoning", "thinking", "tool_call", "tool_call_response"}
         others = [_other_part(p) for p in parts if not (isinstance(p, dict) and p.get("type") in skip)]
     return texts, reasoning, calls, results, others
 

@@ -19,13 +19,12 @@ def build_metrics(llm_spans: list[ReadableSpan]) -> TraceMetrics:
     call, ``tokens_per_second`` the mean over streamed calls, chunks summed, ``stream_completed`` true only if
     every streamed call completed.
     """
+    ttfc_keys = conventions.usage_keys(sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK)  # ours, then foreign aliases
     streamed = [
-        s
-        for s in llm_spans
-        if sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK in attrs(s) or sc.EVALTRACE_STREAM_CHUNKS in attrs(s)
+        s for s in llm_spans if any(key in attrs(s) for key in ttfc_keys) or sc.EVALTRACE_STREAM_CHUNKS in attrs(s)
     ]
     first = streamed[0] if streamed else None
-    ttfc = number(first, sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK) if first else None
+    ttfc = _first_number(first, ttfc_keys) if first else None
     ttlc = number(first, sc.EVALTRACE_STREAM_TIME_TO_LAST_CHUNK) if first else None
     rates = [r for s in streamed if (r := number(s, sc.EVALTRACE_STREAM_OUTPUT_TOKENS_PER_SECOND)) is not None]
     completed = [v for s in streamed if isinstance(v := attrs(s).get(sc.EVALTRACE_STREAM_COMPLETED), bool)]

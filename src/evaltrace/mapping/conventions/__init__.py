@@ -38,7 +38,13 @@ _OPERATION_KINDS = {
 }
 _OWN_MESSAGES = (sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES, sc.GEN_AI_SYSTEM_INSTRUCTIONS)
 _USAGE: dict[str, tuple[str, ...]] = {}
-for _module_usage in (openinference.USAGE, openllmetry.USAGE, vercel_ai.USAGE):
+# pydantic-ai writes GenAI attributes itself; its chat spans' cost is its own attribute.
+_PYDANTIC_AI_USAGE = {
+    sc.EVALTRACE_COST_USD: sc.PYDANTIC_AI_OPERATION_COST,
+    sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS: sc.PYDANTIC_AI_REASONING_TOKENS,
+    sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK: sc.PYDANTIC_AI_TIME_TO_FIRST_CHUNK,
+}
+for _module_usage in (openinference.USAGE, openllmetry.USAGE, vercel_ai.USAGE, _PYDANTIC_AI_USAGE):
     for _key, _aliases in _module_usage.items():
         _USAGE[_key] = (*_USAGE.get(_key, ()), *((_aliases,) if isinstance(_aliases, str) else _aliases))
 
@@ -100,14 +106,24 @@ def usage_keys(key: str) -> tuple[str, ...]:
 
 
 def input_key(attributes: Mapping[str, Any]) -> str:
-    """Return the attribute holding a span's input: ``input.value``, else OpenLLMetry's ``traceloop.entity.input``."""
+    """Return the attribute holding a span's input: ``input.value``, else OpenLLMetry's ``traceloop.entity.input``.
+
+    A pydantic-ai agent run span has neither: its ``pydantic_ai.all_messages`` (the run's messages) then.
+    """
     if sc.INPUT_VALUE not in attributes and openllmetry.ENTITY_INPUT in attributes:
         return openllmetry.ENTITY_INPUT
+    if sc.INPUT_VALUE not in attributes and sc.PYDANTIC_AI_ALL_MESSAGES in attributes:
+        return sc.PYDANTIC_AI_ALL_MESSAGES
     return sc.INPUT_VALUE
 
 
 def output_key(attributes: Mapping[str, Any]) -> str:
-    """Return the attribute holding a span's output: ``output.value``, else ``traceloop.entity.output``."""
+    """Return the attribute holding a span's output: ``output.value``, else ``traceloop.entity.output``.
+
+    A pydantic-ai agent run span (it has ``pydantic_ai.all_messages``) holds its output in ``final_result``.
+    """
     if sc.OUTPUT_VALUE not in attributes and openllmetry.ENTITY_OUTPUT in attributes:
         return openllmetry.ENTITY_OUTPUT
+    if sc.OUTPUT_VALUE not in attributes and sc.PYDANTIC_AI_ALL_MESSAGES in attributes:
+        return sc.PYDANTIC_AI_FINAL_RESULT
     return sc.OUTPUT_VALUE

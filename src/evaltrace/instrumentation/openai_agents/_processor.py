@@ -1,0 +1,291 @@
+"""``EvaltraceTracingProcessor``: the Agents SDK's traces and spans, as OTel spans on evaltrace's provider.
+
+Each SDK trace becomes an ``invoke_workflow {name}`` span, each SDK span a child of its SDK parent's OTel span
+(agent, tool, model call, handoff, guardrail, ...; see ``_attributes``). While an SDK span is open its OTel span
+is the current OTel context, so what runs inside it (a function tool's body calling a decorated function, the
+``openai`` client of a model call) nests under it.
+
+No duplicate model spans: when ``instrument_openai()`` is on, a model call the SDK makes through the ``openai``
+client already gets our OpenAI span (streaming timings, cost, full content), so the SDK's generation/response
+span for it makes no span of its own: it only makes its parent's context current, and the OpenAI span lands under
+the agent's span. Otherwise the SDK's span becomes the ``chat {model}`` span, with the LLM-suppression key set
+inside it so that no other LLM instrumentation records the same call again.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from contextvars import Token
+from typing import Any
+
+from agents.tracing import TracingProcessor
+from opentelemetry import context as otel_context
+from opentelemetry.context import Context
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, set_span_in_context
+
+from evaltrace._internal import semconv as sc
+from evaltrace._internal import settings
+from evaltrace._internal.errors import handle_internal_errors
+from evaltrace._internal.fast_context import attach, detach, get_current
+from evaltrace._internal.jsonutil import capped_json, capped_text, loads_or_raw
+from evaltrace._internal.openai.parts import field
+from evaltrace._internal.tracing import get_tracer
+from evaltrace.instrumentation.openai_agents import _attributes as attributes
+
+# Set inside a model span we record: other LLM instrumentations (ours included) then record no second span.
+_SUPPRESS_LLM_KEY = "suppress_language_model_instrumentation"
+
+
+class _Open:
+    """An SDK span or trace we are following: its OTel span (None: passed through) and its children's context."""
+
+    __slots__ = ("asked", "attached", "context", "parent", "span", "token")
+
+    def __init__(self, span: Span | None, context: Context, parent: _Open | None = None) -> None:
+        self.span = span
+        self.context = context
+        self.parent = parent
+        self.token: Token[Context] | None = None
+        self.attached: Context | None = None
+        self.asked = True  # no input.value to set, or set already; False on workflow and agent spans until set
+
+
+def _openai_instrumented() -> bool:
+    """Whether ``instrument_openai()`` is on (its instrumentor is a singleton)."""
+    from evaltrace._internal.openai.instrumentor import OpenAIInstrumentor
+
+    return bool(OpenAIInstrumentor().is_instrumented_by_opentelemetry)
+
+
+# How far up from ``on_span_start`` the SDK's model method is: the provider's and the span's own frames between.
+_STREAM_FRAME_DEPTH = 8
+
+
+def _sdk_streams() -> bool:
+    """Whether the model span starting now is a streamed Responses call of the SDK's ``OpenAIResponsesModel``.
+
+    That call goes through ``responses.with_streaming_response.create()`` and ``parse()``, whose stream our OpenAI
+    instrumentation does not follow yet: its span would end with no output. Such a call keeps the SDK's span as
+    its model span (and our OpenAI span is suppressed inside it). Bounded: a few frames up, once per model call.
+    """
+    frame = sys._getframe(1)
+    for _ in range(_STREAM_FRAME_DEPTH):
+        if frame is None:
+            return False
+        if frame.f_code.co_name == "stream_response" and type(frame.f_locals.get("self")).__name__ == (
+            "OpenAIResponsesModel"
+        ):
+            return True
+        frame = frame.f_back  # type: ignore[assignment]  # None ends the walk above
+    return False
+
+
+class EvaltraceTracingProcessor(TracingProcessor):
+    """An Agents SDK ``TracingProcessor`` that records the SDK's traces as evaltrace OTel spans.
+
+    Registered by :func:`evaltrace.instrument_openai_agents`; ``uninstrument_openai_agents()`` disables it (spans
+    it started still end).
+    """
+
+    def __init__(self) -> None:
+        self.enabled = True
+        self._lock = threading.Lock()
+        self._traces: dict[str, _Open] = {}
+        self._spans: dict[str, _Open] = {}
+        # Tool calls the model asked for, per SDK trace, for the call id of the function span that runs each
+        # one (the SDK's function span data has no call id): (call id, tool name, arguments text).
+        self._calls: dict[str, list[tuple[str, str, Any]]] = {}
+        # Run once nothing is open any more after ``enabled`` went False: unregisters the processor. Until then
+        # it stays registered, so the spans it started still end.
+        self.on_idle: Callable[[], None] | None = None
+
+    def idle(self) -> bool:
+        """Whether no SDK trace or span it follows is open."""
+        return not self._traces and not self._spans
+
+    def _maybe_idle(self) -> None:
+        if not self.enabled and self.on_idle is not None and self.idle():
+            on_idle, self.on_idle = self.on_idle, None
+            on_idle()
+
+    # --- traces -------------------------------------------------------------------------------------------
+
+    def on_trace_start(self, trace: Any) -> None:
+        """Start the workflow span of an SDK trace, under whatever OTel span is current."""
+        if not self.enabled:
+            return
+        with handle_internal_errors("recording an Agents SDK trace"):
+            exported = trace.export() or {}
+            name, attrs = attributes.workflow_start(
+                str(exported.get("workflow_name") or trace.name),
+                exported.get("group_id"),
+                exported.get("metadata"),
+                str(trace.trace_id),
+            )
+            parent = get_current()
+            span = get_tracer().start_span(name, context=parent, kind=SpanKind.INTERNAL, attributes=attrs)
+            entry = _Open(span, set_span_in_context(span, parent))
+            entry.asked = False
+            self._traces[trace.trace_id] = entry
+
+    def on_trace_end(self, trace: Any) -> None:
+        """End the workflow span (also after ``uninstrument``: every span we started ends exactly once)."""
+        entry = self._traces.pop(trace.trace_id, None)
+        self._calls.pop(trace.trace_id, None)
+        if entry is not None and entry.span is not None:
+            entry.span.end()
+        with handle_internal_errors("unregistering the Agents SDK processor"):
+            self._maybe_idle()
+
+    # --- spans --------------------------------------------------------------------------------------------
+
+    def on_span_start(self, span: Any) -> None:
+        """Start the OTel span of an SDK span (or pass a duplicate model span through) and make it current."""
+        if not self.enabled:
+            return
+        with handle_internal_errors("recording an Agents SDK span"):
+            data = span.span_data
+            parent_entry = self._spans.get(span.parent_id) if span.parent_id else None
+            if parent_entry is None:
+                parent_entry = self._traces.get(span.trace_id)
+            parent = parent_entry.context if parent_entry is not None else get_current()
+            is_model = data.type in attributes.MODEL_TYPES
+            streamed = data.type == attributes.RESPONSE and _sdk_streams()
+            if is_model and not streamed and attributes.calls_openai_client(data) and _openai_instrumented():
+                entry = _Open(None, parent, parent_entry)  # our OpenAI span is this call's, under the parent's
+            else:
+                name, attrs = attributes.span_start(data)
+                if streamed:
+                    attrs[sc.GEN_AI_REQUEST_STREAM] = True
+                kind = SpanKind.CLIENT if is_model else SpanKind.INTERNAL
+                otel_span = get_tracer().start_span(name, context=parent, kind=kind, attributes=attrs)
+                context = set_span_in_context(otel_span, parent)
+                if is_model:
+                    context = otel_context.set_value(_SUPPRESS_LLM_KEY, True, context)
+                entry = _Open(otel_span, context, parent_entry)
+                entry.asked = data.type != attributes.AGENT
+            self._spans[span.span_id] = entry  # from here on_span_end ends it
+            entry.attached = entry.context
+            entry.token = attach(entry.context)
+
+    def on_span_end(self, span: Any) -> None:
+        """Record what the SDK span learnt, end its OTel span and restore the context it replaced."""
+        entry = self._spans.pop(span.span_id, None)
+        if entry is None:
+            return
+        otel_span = entry.span
+        try:
+            with handle_internal_errors("recording an Agents SDK span"):
+                self._restore(entry)
+                self._record_end(span, entry)
+        finally:  # ended exactly once, whatever failed above
+            if otel_span is not None:
+                otel_span.end()
+            with handle_internal_errors("unregistering the Agents SDK processor"):
+                self._maybe_idle()
+
+    def _record_end(self, span: Any, entry: _Open) -> None:
+        """Set what the SDK span learnt while it ran on its OTel span (name, attributes, error)."""
+        data = span.span_data
+        current = settings.current
+        if data.type in attributes.MODEL_TYPES:
+            self._remember_calls(span.trace_id, data)
+            if current.capture_content:
+                _ask(entry.parent, data)
+        otel_span = entry.span
+        if otel_span is None:
+            return
+        name, attrs = attributes.span_end(data, current.capture_content, current.max_attribute_length)
+        if data.type == attributes.FUNCTION:
+            call_id = self._claim_call(span.trace_id, str(data.name), data.input)
+            if call_id is not None:
+                attrs[sc.GEN_AI_TOOL_CALL_ID] = call_id
+        if name is not None:
+            otel_span.update_name(name)
+        otel_span.set_attributes(attrs)
+        _record_error(otel_span, span.error, current.capture_content, current.max_attribute_length)
+
+    def _restore(self, entry: _Open) -> None:
+        """Detach the context attached at start, when it is still the current one here.
+
+        The SDK starts and ends a span in the same task (``with`` blocks, or ``start``/``finish`` around its run
+        loop), so it is; a span ended elsewhere leaves that other context untouched rather than resetting it.
+        """
+        token, entry.token = entry.token, None
+        if token is not None and get_current() is entry.attached:
+            try:
+                detach(token)
+            except (ValueError, RuntimeError):  # a token of another context (a task copied from this one)
+                pass
+
+    def _remember_calls(self, trace_id: str, data: Any) -> None:
+        """Keep the tool calls a model call asked for, so the function spans that run them get their ids."""
+        found: list[tuple[str, str, Any]] = []
+        response = field(data, "response")
+        for item in field(response, "output") or () if response is not None else ():
+            if field(item, "type") == "function_call":
+                found.append((str(field(item, "call_id")), str(field(item, "name")), field(item, "arguments")))
+        for message in field(data, "output") or () if data.type == attributes.GENERATION else ():
+            for call in field(message, "tool_calls") or ():
+                function = field(call, "function")
+                found.append((str(field(call, "id")), str(field(function, "name")), field(function, "arguments")))
+        if found:
+            with self._lock:
+                self._calls.setdefault(trace_id, []).extend(found)
+
+    def _claim_call(self, trace_id: str, name: str, arguments: Any) -> str | None:
+        """The id of the first unclaimed call of tool ``name`` (with these arguments when both are known)."""
+        with self._lock:
+            calls = self._calls.get(trace_id) or []
+            for index, (call_id, call_name, call_arguments) in enumerate(calls):
+                if call_name != name:
+                    continue
+                if arguments is not None and call_arguments is not None:
+                    if loads_or_raw(str(arguments)) != loads_or_raw(str(call_arguments)):
+                        continue
+                del calls[index]
+                return call_id
+        return None
+
+    # --- lifecycle ----------------------------------------------------------------------------------------
+
+    def shutdown(self) -> None:
+        """Nothing to release: the spans belong to evaltrace's provider, which shuts down with evaltrace."""
+
+    def force_flush(self) -> None:
+        """Nothing is queued here: each span goes to evaltrace's provider when it ends."""
+
+
+def _ask(entry: _Open | None, data: Any) -> None:
+    """Set the question of a model call as ``input.value`` on the agent and workflow spans above it, once each.
+
+    The SDK records no input on its agent spans or traces; the Trace's ``input`` (what a judge is asked about) is
+    the root's ``input.value``, and the user's question is the last user text of the run's first model call.
+    """
+    question: str | None = None
+    while entry is not None:
+        span = entry.span
+        if span is not None and not entry.asked:
+            if question is None:
+                question = attributes.prompt_of(data)
+                if question is None:
+                    return
+            entry.asked = True
+            span.set_attribute(sc.INPUT_VALUE, capped_text(question, settings.current.max_attribute_length))
+            span.set_attribute(sc.INPUT_MIME_TYPE, sc.MIME_TEXT)
+        entry = entry.parent
+
+
+def _record_error(span: Span, error: Any, capture: bool, max_len: int) -> None:
+    """An SDK ``SpanError`` (message plus data) as status ERROR, ``error.type`` and, with content, its data."""
+    if not error:
+        return
+    message = str(error.get("message") or "error")
+    data = error.get("data")
+    detail = data.get("error") if isinstance(data, dict) else None
+    span.set_attribute(sc.ERROR_TYPE, sc.ERROR_TYPE_OTHER)  # the SDK reports a message, never an exception type
+    span.set_status(Status(StatusCode.ERROR, f"{message}: {detail}" if detail and capture else message))
+    if capture and data:
+        span.set_attribute(sc.OPENAI_AGENTS_ERROR_DATA, capped_json(data, max_len))
