@@ -24,10 +24,19 @@ from evaltrace.mapping._spans import (
     json_attr,
     plain_attrs,
     select_root,
+    span_id,
     subtree,
     timestamp,
 )
-from evaltrace.schema import Trace, TraceError, TraceMessage, TraceMetrics, TraceOutput, derive_tool_views
+from evaltrace.schema import (
+    LlmStep,
+    Trace,
+    TraceError,
+    TraceMessage,
+    TraceMetrics,
+    TraceOutput,
+    derive_tool_views,
+)
 
 # The metrics of a subtree without LLM spans (every value None), as the field values a validated TraceMetrics sets.
 _NO_LLM_METRICS = {name: getattr(m, name) for m in (build_metrics([]),) for name in m.model_fields_set}
@@ -101,6 +110,8 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
         "error": _error(root_span, root_attrs),
         "extra": extra,
     }
+    if llm_spans:  # set only when there are model calls, so a trace without any dumps as before the field
+        values["llm_steps"] = _llm_steps(read, llm_spans)
     if finished < started:
         trace = Trace(**values)  # validation names the broken invariant
     else:
@@ -168,13 +179,36 @@ def _input(root: ReadableSpan, root_attrs: Mapping[str, Any], root_is_llm: bool,
     value = json_attr(root, key, notes, root_attrs)
     if value is MISSING:
         return {}
-    if root_is_llm and isinstance(value, list):
+    if root_is_llm and (isinstance(value, list) or (isinstance(value, dict) and isinstance(value.get("input"), list))):
         # A model call's input.value holds its whole input as GenAI messages when it is more than one user text
-        # (what Langfuse and Phoenix show); the question its evaluators read is the last user text in it.
-        question = list_values.prompt_text(value)
+        # (what Langfuse and Phoenix show), or the OpenAI Responses ``input`` item list, alone or in the request
+        # body (what OpenInference records); the question its evaluators read is the last user text in it,
+        # never a dump of the list.
+        items = value if isinstance(value, list) else value["input"]
+        question = list_values.prompt_text(conventions.responses_messages(items) or items)
         if question is not None:
             return {"input": question}
     return value if isinstance(value, dict) else {"input": value}
+
+
+def _llm_steps(read: list[tuple[ReadableSpan, dict[str, Any]]], llm_spans: list[ReadableSpan]) -> list[LlmStep]:
+    """Each model call's model and finish reasons, in start order, from whichever convention recorded them."""
+    wanted = {id(s) for s in llm_spans}
+    steps: list[LlmStep] = []
+    for span, span_attrs in read:
+        if id(span) in wanted:
+            info = conventions.step_info(span_attrs, span.events)
+            steps.append(
+                trusted(
+                    LlmStep,
+                    None,
+                    span_id=format(span_id(span), "016x"),
+                    model=info.model,
+                    request_model=info.request_model,
+                    finish_reasons=info.finish_reasons,
+                )
+            )
+    return steps
 
 
 def _last_step(steps: list[tuple[ReadableSpan, list[TraceMessage]]]) -> list[TraceMessage] | None:

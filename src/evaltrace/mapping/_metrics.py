@@ -19,16 +19,16 @@ def build_metrics(llm_spans: list[ReadableSpan]) -> TraceMetrics:
     call, ``tokens_per_second`` the mean over streamed calls, chunks summed, ``stream_completed`` true only if
     every streamed call completed.
     """
-    streamed = [
-        s
-        for s in llm_spans
-        if sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK in attrs(s) or sc.EVALTRACE_STREAM_CHUNKS in attrs(s)
-    ]
-    first = streamed[0] if streamed else None
-    ttfc = number(first, sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK) if first else None
-    ttlc = number(first, sc.EVALTRACE_STREAM_TIME_TO_LAST_CHUNK) if first else None
-    rates = [r for s in streamed if (r := number(s, sc.EVALTRACE_STREAM_OUTPUT_TOKENS_PER_SECOND)) is not None]
+    # Each streamed call's timing: evaltrace's and the GenAI attributes, else a foreign convention's record
+    # (OpenInference's first-token event, OpenLLMetry's chunk events, the Vercel AI SDK's ``ai.response.msTo*``).
+    timings = [(s, t) for s in llm_spans if (t := _timing(s)) is not None]
+    streamed = [s for s, _ in timings]
+    first = timings[0][1] if timings else None
+    ttfc = first.first_chunk_s if first else None
+    ttlc = first.last_chunk_s if first else None
+    rates = [t.output_tokens_per_second for _, t in timings if t.output_tokens_per_second is not None]
     completed = [v for s in streamed if isinstance(v := attrs(s).get(sc.EVALTRACE_STREAM_COMPLETED), bool)]
+    chunks = [t.chunks for _, t in timings if t.chunks is not None]
     return TraceMetrics(
         token_input=_sum_int(llm_spans, sc.GEN_AI_USAGE_INPUT_TOKENS),
         token_output=_sum_int(llm_spans, sc.GEN_AI_USAGE_OUTPUT_TOKENS),
@@ -38,9 +38,25 @@ def build_metrics(llm_spans: list[ReadableSpan]) -> TraceMetrics:
         latency_first_token_ms=None if ttfc is None else round(ttfc * 1000),
         latency_last_token_ms=None if ttlc is None else round(ttlc * 1000),
         tokens_per_second=sum(rates) / len(rates) if rates else None,
-        stream_chunks=_sum_int(streamed, sc.EVALTRACE_STREAM_CHUNKS),
+        stream_chunks=sum(chunks) if chunks else None,
         stream_completed=all(completed) if completed else None,
     )
+
+
+def _timing(span: ReadableSpan) -> conventions.StreamTiming | None:
+    """The streaming figures of one model call, None when it was not streamed (or recorded nothing of it)."""
+    span_attrs = attrs(span)
+    if sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK in span_attrs or sc.EVALTRACE_STREAM_CHUNKS in span_attrs:
+        chunks = number(span, sc.EVALTRACE_STREAM_CHUNKS)
+        return conventions.StreamTiming(
+            first_chunk_s=number(span, sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK),
+            last_chunk_s=number(span, sc.EVALTRACE_STREAM_TIME_TO_LAST_CHUNK),
+            chunks=None if chunks is None else int(chunks),
+            output_tokens_per_second=number(span, sc.EVALTRACE_STREAM_OUTPUT_TOKENS_PER_SECOND),
+        )
+    events = span.events
+    output = _first_number(span, conventions.usage_keys(sc.GEN_AI_USAGE_OUTPUT_TOKENS)) if events else None
+    return conventions.stream_timing(span_attrs, events, span.start_time or 0, output)
 
 
 def _sum(spans: Iterable[ReadableSpan], key: str) -> float | None:
