@@ -179,16 +179,37 @@ def _input(root: ReadableSpan, root_attrs: Mapping[str, Any], root_is_llm: bool,
     value = json_attr(root, key, notes, root_attrs)
     if value is MISSING:
         return {}
-    if root_is_llm and (isinstance(value, list) or (isinstance(value, dict) and isinstance(value.get("input"), list))):
+    items = _request_items(value) if root_is_llm else None
+    if items is not None:
         # A model call's input.value holds its whole input as GenAI messages when it is more than one user text
-        # (what Langfuse and Phoenix show), or the OpenAI Responses ``input`` item list, alone or in the request
-        # body (what OpenInference records); the question its evaluators read is the last user text in it,
-        # never a dump of the list.
-        items = value if isinstance(value, list) else value["input"]
-        question = list_values.prompt_text(conventions.responses_messages(items) or items)
+        # (what Langfuse and Phoenix show), or the request body another instrumentation recorded (OpenInference:
+        # Chat ``messages`` or the Responses ``input`` item list, with any images' base64 in it); the question
+        # its evaluators read is the last user text in it, never a dump of the list.
+        question = list_values.prompt_text(conventions.responses_messages(items) or _chat_messages(items))
         if question is not None:
             return {"input": question}
     return value if isinstance(value, dict) else {"input": value}
+
+
+def _request_items(value: Any) -> list[Any] | None:
+    """The message list of a model call's input.value: the list itself, or a request body's input/messages."""
+    if isinstance(value, list):
+        return value
+    if isinstance(value, dict):
+        for key in ("input", "messages"):
+            if isinstance(value.get(key), list):
+                return list(value[key])
+    return None
+
+
+def _chat_messages(items: list[Any]) -> list[Any]:
+    """GenAI messages as they are; Chat messages (``{"role", "content"}``) get their content as parts."""
+    return [
+        {"role": m["role"], "parts": conventions.content_parts(m.get("content"))}
+        if isinstance(m, dict) and "parts" not in m and "role" in m
+        else m
+        for m in items
+    ]
 
 
 def _llm_steps(read: list[tuple[ReadableSpan, dict[str, Any]]], llm_spans: list[ReadableSpan]) -> list[LlmStep]:

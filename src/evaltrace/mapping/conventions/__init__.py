@@ -25,12 +25,13 @@ from evaltrace.mapping.conventions._common import (
     StepInfo,
     StreamTiming,
     ToolRun,
+    content_parts,
     parse_json,
     responses_messages,
     text_or_none,
 )
 
-__all__ = ["Messages", "StepInfo", "StreamTiming", "ToolRun", "foreign_kind", "foreign_messages", "input_key",
+__all__ = ["Messages", "StepInfo", "StreamTiming", "ToolRun", "content_parts", "foreign_kind", "foreign_messages", "input_key",
            "output_key", "request_messages", "responses_messages", "span_kind", "step_info", "stream_timing", "tool_run",
            "usage_keys"]  # fmt: skip
 

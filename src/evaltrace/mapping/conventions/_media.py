@@ -30,6 +30,7 @@ _MODALITIES = {
     "document": "document",
 }
 _GENAI_MEDIA = frozenset({"uri", "blob", "file"})
+_OMITTED = ",<omitted "  # what ``uri_part`` leaves of a data: URL's payload: a part read twice keeps its size
 
 
 def media_part(block: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -44,6 +45,9 @@ def media_part(block: Mapping[str, Any]) -> dict[str, Any] | None:
     # The payload sits under the block's type (OpenAI Chat, OpenInference), in a ``source`` (Anthropic), or on
     # the block itself (Responses, Vercel AI SDK).
     inner = block.get(kind) if isinstance(kind, str) else None
+    # OpenInference nests twice: ``message_content.image`` + ``image.url`` = ``message_content.image.image.url``.
+    while isinstance(inner, Mapping) and isinstance(inner.get(kind), Mapping | str) and len(inner) == 1:
+        inner = inner[kind]
     source = block.get("source")
     fields = source if isinstance(source, Mapping) else inner if isinstance(inner, Mapping) else block
     if isinstance(inner, str):  # Vercel ``{"type": "image", "image": <url or base64>}``
@@ -59,7 +63,7 @@ def media_part(block: Mapping[str, Any]) -> dict[str, Any] | None:
 def _genai(block: Mapping[str, Any]) -> dict[str, Any]:
     """A GenAI part already; a ``uri`` holding a ``data:`` URL loses its payload like every other one."""
     uri = block.get("uri")
-    if block.get("type") == "uri" and isinstance(uri, str) and uri[:5].lower() == "data:":
+    if block.get("type") == "uri" and isinstance(uri, str) and uri[:5].lower() == "data:" and _OMITTED not in uri:
         return {**block, **uri_part(uri, str(block.get("modality") or "image"))}
     return dict(block)
 
