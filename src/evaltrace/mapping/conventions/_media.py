@@ -36,7 +36,7 @@ _OMITTED = ",<omitted "  # what ``uri_part`` leaves of a data: URL's payload: a 
 def media_part(block: Mapping[str, Any]) -> dict[str, Any] | None:
     """Return the GenAI part of a media content block, or None when ``block`` is not a media block we know."""
     kind = block.get("type")
-    if kind in _GENAI_MEDIA:
+    if kind in _GENAI_MEDIA and ("modality" in block or kind != "file"):  # Vercel's ``file`` has no modality
         return _genai(block)
     modality = _MODALITIES.get(kind) if isinstance(kind, str) else None
     if modality is None:
