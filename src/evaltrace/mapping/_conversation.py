@@ -99,8 +99,8 @@ class Conversation:
             # (only the raw request in input.value): its items are the call's input messages.
             foreign.inputs = conventions.request_messages(span_attrs) or []
         elif foreign is None and sc.INPUT_VALUE in span_attrs and not any(k in span_attrs for k in _OWN_MESSAGES):
-            inputs = conventions.request_messages(span_attrs)
-            foreign = conventions.Messages(inputs=inputs) if inputs else None
+            requested = conventions.request_messages(span_attrs)
+            foreign = conventions.Messages(inputs=requested) if requested else None
         if foreign is not None:  # another instrumentation's convention (OpenInference, OpenLLMetry, ...)
             candidate, outputs = self._reader.foreign(span, foreign)
         else:
