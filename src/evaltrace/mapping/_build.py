@@ -218,7 +218,9 @@ def _llm_steps(read: list[tuple[ReadableSpan, dict[str, Any]]], llm_spans: list[
     steps: list[LlmStep] = []
     for span, span_attrs in read:
         if id(span) in wanted:
-            info = conventions.step_info(span_attrs, span.events)
+            # Events only matter without the GenAI finish reasons (reading them takes the span's lock).
+            events = () if sc.GEN_AI_RESPONSE_FINISH_REASONS in span_attrs else span.events
+            info = conventions.step_info(span_attrs, events)
             steps.append(
                 trusted(
                     LlmStep,

@@ -98,7 +98,12 @@ class Conversation:
             # An instrumentation that recorded the response but not the Responses ``input`` list it was sent
             # (only the raw request in input.value): its items are the call's input messages.
             foreign.inputs = conventions.request_messages(span_attrs) or []
-        elif foreign is None and sc.INPUT_VALUE in span_attrs and not any(k in span_attrs for k in _OWN_MESSAGES):
+        elif (
+            foreign is None
+            and sc.GEN_AI_INPUT_MESSAGES not in span_attrs  # first: evaltrace's own spans stop here
+            and sc.INPUT_VALUE in span_attrs
+            and not any(k in span_attrs for k in _OWN_MESSAGES)
+        ):
             requested = conventions.request_messages(span_attrs)
             foreign = conventions.Messages(inputs=requested) if requested else None
         if foreign is not None:  # another instrumentation's convention (OpenInference, OpenLLMetry, ...)

@@ -123,6 +123,8 @@ def step_info(attributes: Mapping[str, Any], events: Sequence[Any] = ()) -> Step
         request_model=text_or_none(attributes.get(sc.GEN_AI_REQUEST_MODEL)),
         finish_reasons=_reasons(attributes.get(sc.GEN_AI_RESPONSE_FINISH_REASONS)),
     )
+    if info.model and info.request_model and info.finish_reasons:
+        return info  # all recorded the GenAI way (evaltrace's own spans): no foreign convention to look for
     for detect, read in (
         (openinference.detect, openinference.step_info),
         (openllmetry.detect, openllmetry.step_info),
@@ -147,8 +149,8 @@ def _reasons(value: Any) -> list[str]:
     value = parse_json(value) if isinstance(value, str) and value.startswith("[") else value
     if isinstance(value, str):
         return [value] if value else []
-    if isinstance(value, Sequence):
-        return [str(v) for v in value if isinstance(v, str) and v]
+    if isinstance(value, list | tuple):  # what an attribute holds (no ABC check: this runs per model call)
+        return [v for v in value if isinstance(v, str) and v]
     return []
 
 
