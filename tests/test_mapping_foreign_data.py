@@ -260,3 +260,20 @@ def test_older_openllmetry_chunk_events_give_the_stream_timings() -> None:
     assert trace.metrics.latency_last_token_ms == 300
     assert trace.metrics.stream_chunks == 3
     assert trace.metrics.tokens_per_second == pytest.approx(10 / 0.1)
+
+
+def test_openllmetry_responses_reasoning_summary_is_thinking() -> None:
+    """OpenLLMetry's Responses wrapper writes the reasoning summary to ``gen_ai.completion.0.reasoning`` (JSON of
+    the summary parts) beside the answer text."""
+    summary = [{"type": "summary_text", "text": "The user wants a number."}]
+    attributes = {
+        "llm.request.type": "chat",
+        "gen_ai.prompt.0.role": "user",
+        "gen_ai.prompt.0.content": "Pick a number.",
+        "gen_ai.completion.0.role": "assistant",
+        "gen_ai.completion.0.content": "7",
+        "gen_ai.completion.0.reasoning": json.dumps(summary),
+    }
+    trace = trace_from_spans([span("openai.response", attributes)])
+    assert trace.output.final_answer == "7"
+    assert trace.output.thinking == "The user wants a number."

@@ -1,7 +1,8 @@
 """OpenLLMetry (traceloop): ``gen_ai.prompt.N.*`` / ``gen_ai.completion.N.*``, ``llm.*``, ``traceloop.*``.
 
 Versions up to 0.4x flatten messages into ``gen_ai.prompt.N.{role,content,tool_call_id}`` and
-``gen_ai.completion.N.{role,content,finish_reason,tool_calls.M.{id,name,arguments}}``; newer ones write the
+``gen_ai.completion.N.{role,content,finish_reason,tool_calls.M.{id,name,arguments}}`` (a Responses reasoning
+summary in ``gen_ai.completion.N.reasoning`` / ``gen_ai.prompt.N.reasoning``); newer ones write the
 GenAI ``gen_ai.input/output.messages`` JSON, which the default reader handles. Workflow, task, agent and tool
 spans (``traceloop.span.kind``) carry their function's input and output as ``traceloop.entity.input/output``
 (JSON; the input is ``{"args": [...], "kwargs": {...}}``).
@@ -101,7 +102,7 @@ def messages(attributes: Mapping[str, Any]) -> Messages:
 def _message(item: Any, default_role: str) -> dict[str, Any]:
     node = as_node(item)
     role = text_or_none(node.get("role")) or default_role
-    parts = content_parts(node.get("content"))
+    parts = _reasoning(node.get("reasoning")) + content_parts(node.get("content"))
     for call in indexed(node.get("tool_calls")):
         if isinstance(call, dict):
             parts.append(tool_call_part(call.get("id"), call.get("name"), call.get("arguments")))
@@ -145,6 +146,19 @@ def step_info(attributes: Mapping[str, Any]) -> StepInfo:
         request_model=next((m for k in REQUEST_MODEL_KEYS if (m := text_or_none(attributes.get(k)))), None),
         finish_reasons=reasons,
     )
+
+
+def _reasoning(value: Any) -> list[dict[str, Any]]:
+    """``gen_ai.completion.N.reasoning`` (Responses reasoning summary): text, or JSON ``[{"text": ...}, ...]``."""
+    value = parse_json(value)
+    if isinstance(value, str):
+        return [{"type": "reasoning", "content": value}] if value else []
+    texts = (
+        [t for v in value if isinstance(v, dict) and (t := text_or_none(v.get("text")))]
+        if isinstance(value, list)
+        else []
+    )
+    return [{"type": "reasoning", "content": "\n".join(texts)}] if texts else []
 
 
 def tool_run(attributes: Mapping[str, Any]) -> ToolRun:
