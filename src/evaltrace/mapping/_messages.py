@@ -155,7 +155,7 @@ def _split_parts(
         else:
             others.append(part)
     if others:  # a media message keeps its text parts in place among the others
-        skip = {"reasoning", "tool_call", "tool_call_response"}
+        skip = ("reasoning", "tool_call", "tool_call_response")  # a tuple: a foreign part's type may be a list
         others = [_other_part(p) for p in parts if not (isinstance(p, dict) and p.get("type") in skip)]
     return texts, reasoning, calls, results, others
 

@@ -199,12 +199,15 @@ def responses_messages(value: Any) -> list[dict[str, Any]] | None:
         return None
     if not any(_responses_item(item) for item in value):
         return None
-    return input_messages(EndpointKind.RESPONSES, {"input": value})
+    try:
+        return input_messages(EndpointKind.RESPONSES, {"input": value})
+    except (TypeError, ValueError, AttributeError):  # an item of a shape the API never sends: not an input list
+        return None
 
 
 def _responses_item(item: dict[str, Any]) -> bool:
     kind = item.get("type")
-    if kind in _RESPONSES_ITEMS and kind != "message":
+    if isinstance(kind, str) and kind in _RESPONSES_ITEMS and kind != "message":
         return True
     content = item.get("content")
     return isinstance(content, list) and any(

@@ -36,15 +36,17 @@ _OMITTED = ",<omitted "  # what ``uri_part`` leaves of a data: URL's payload: a 
 def media_part(block: Mapping[str, Any]) -> dict[str, Any] | None:
     """Return the GenAI part of a media content block, or None when ``block`` is not a media block we know."""
     kind = block.get("type")
+    if not isinstance(kind, str):
+        return None
     if kind in _GENAI_MEDIA and ("modality" in block or kind != "file"):  # Vercel's ``file`` has no modality
         return _genai(block)
-    modality = _MODALITIES.get(kind) if isinstance(kind, str) else None
+    modality = _MODALITIES.get(kind)
     if modality is None:
         return None
     mime = _text(block.get("mimeType") or block.get("mediaType") or block.get("mime_type") or block.get("media_type"))
     # The payload sits under the block's type (OpenAI Chat, OpenInference), in a ``source`` (Anthropic), or on
     # the block itself (Responses, Vercel AI SDK).
-    inner = block.get(kind) if isinstance(kind, str) else None
+    inner = block.get(kind)
     # OpenInference nests twice: ``message_content.image`` + ``image.url`` = ``message_content.image.image.url``.
     while isinstance(inner, Mapping) and isinstance(inner.get(kind), Mapping | str) and len(inner) == 1:
         inner = inner[kind]
