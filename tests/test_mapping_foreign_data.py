@@ -304,3 +304,17 @@ def test_malformed_foreign_data_is_skipped_never_raised(attributes: dict[str, An
     trace = trace_from_spans([span("llm", attributes, events=events)])
     assert trace.model_dump_json()
     assert all(isinstance(r, str) for s in trace.llm_steps for r in s.finish_reasons)
+
+
+@pytest.mark.parametrize("stamp", ["2023-11-14T22:13:20.250000Z", '"2023-11-14T22:13:20.250000Z"'])
+def test_langfuse_completion_start_time_and_model_name(stamp: str) -> None:
+    """Langfuse SDK generations: ``completion_start_time`` (ISO; older SDKs JSON-encode it twice) and the model."""
+    attributes = {
+        "gen_ai.operation.name": "chat",
+        "langfuse.observation.type": "generation",
+        "langfuse.observation.model.name": "gpt-4o-2024-08-06",
+        "langfuse.observation.completion_start_time": stamp,
+    }
+    trace = trace_from_spans([span("generation", attributes)])  # starts at 1_700_000_000 s (22:13:20 UTC)
+    assert trace.metrics.latency_first_token_ms == 250
+    assert [s.model for s in trace.llm_steps] == ["gpt-4o-2024-08-06"]

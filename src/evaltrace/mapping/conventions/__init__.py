@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evaltrace._internal import semconv as sc
-from evaltrace.mapping.conventions import genai_events, openinference, openllmetry, vercel_ai
+from evaltrace.mapping.conventions import genai_events, langfuse, openinference, openllmetry, vercel_ai
 from evaltrace.mapping.conventions._common import (
     Messages,
     StepInfo,
@@ -99,7 +99,8 @@ def stream_timing(
 
     OpenInference's ``First Token Stream Event`` and OpenLLMetry's per-chunk events are read from ``events``
     (whatever convention the span's messages follow: OpenLLMetry 0.4x writes GenAI messages), the Vercel AI
-    SDK's ``ai.response.msTo*`` attributes from a Vercel span. ``output_tokens``: the span's output tokens, for
+    SDK's ``ai.response.msTo*`` attributes from a Vercel span, else Langfuse's
+    ``langfuse.observation.completion_start_time``. ``output_tokens``: the span's output tokens, for
     the rate OpenLLMetry does not record.
     """
     if events:
@@ -108,18 +109,20 @@ def stream_timing(
         )
         if found is not None:
             return found
-    return vercel_ai.stream_timing(attributes) if vercel_ai.detect(attributes) else None
+    if vercel_ai.detect(attributes):
+        return vercel_ai.stream_timing(attributes)
+    return langfuse.stream_timing(attributes, start_ns) if langfuse.COMPLETION_START in attributes else None
 
 
 def step_info(attributes: Mapping[str, Any], events: Sequence[Any] = ()) -> StepInfo:
     """Return the model and finish reasons of a model-call span, from every convention that recorded them.
 
-    The GenAI attributes (``gen_ai.response.model``, ``gen_ai.request.model``, ``gen_ai.response.finish_reasons``)
-    come first, then the span's foreign convention (OpenInference, OpenLLMetry, Vercel AI SDK, GenAI events),
+    The GenAI attributes (``gen_ai.response.model``, else Langfuse's ``langfuse.observation.model.name``;
+    ``gen_ai.request.model``, ``gen_ai.response.finish_reasons``) come first, then the span's foreign convention (OpenInference, OpenLLMetry, Vercel AI SDK, GenAI events),
     then the ``finish_reason`` of each GenAI output message. Finish reasons are kept as recorded.
     """
     info = StepInfo(
-        model=text_or_none(attributes.get(sc.GEN_AI_RESPONSE_MODEL)),
+        model=text_or_none(attributes.get(sc.GEN_AI_RESPONSE_MODEL)) or text_or_none(attributes.get(langfuse.MODEL)),
         request_model=text_or_none(attributes.get(sc.GEN_AI_REQUEST_MODEL)),
         finish_reasons=_reasons(attributes.get(sc.GEN_AI_RESPONSE_FINISH_REASONS)),
     )
