@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace import Event
 from evaltrace.evaluators import Latency
 from evaltrace.evaluators._base import question_text
 from evaltrace.mapping import trace_from_spans
-from evaltrace.schema import Conversation
+from evaltrace.schema import Conversation, TraceMessage
 from test_mapping_conventions import span
 
 # A 1x1 PNG and a silent WAV header: inline media payloads that must never reach a judge.
@@ -318,3 +318,14 @@ def test_langfuse_completion_start_time_and_model_name(stamp: str) -> None:
     trace = trace_from_spans([span("generation", attributes)])  # starts at 1_700_000_000 s (22:13:20 UTC)
     assert trace.metrics.latency_first_token_ms == 250
     assert [s.model for s in trace.llm_steps] == ["gpt-4o-2024-08-06"]
+
+
+def test_message_text_is_the_text_parts_of_media_and_the_json_of_other_objects() -> None:
+    media = TraceMessage(role="user", content={"parts": [{"type": "text", "content": "a"}, "b", {"type": "uri"}]})
+    assert media.text() == "a\nb"
+    assert (
+        TraceMessage(role="user", content={"parts": [{"type": "blob", "content": "<9 base64 characters>"}]}).text()
+        is None
+    )
+    assert TraceMessage(role="tool", content={"sky": "rain", "c": 1}).text() == '{"c": 1, "sky": "rain"}'
+    assert TraceMessage(role="user", content="plain").text() == "plain"

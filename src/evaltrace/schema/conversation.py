@@ -43,8 +43,8 @@ def turn_user_input(trace: Trace) -> str | None:
         if trace.input.get(key) is not None:
             return _text(trace.input[key])
     for message in reversed(trace.messages):
-        if message.role == "user" and (text := message.text()) is not None:
-            return text  # a media message's text parts only, never a dump of its parts
+        if message.role == "user" and message.content is not None:
+            return message.text()  # a media message's text parts only, never a dump of its parts
     values = list(trace.input.values())
     return _text(values[0]) if len(values) == 1 else None
 

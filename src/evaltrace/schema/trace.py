@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import (
@@ -146,14 +147,15 @@ class TraceMessage(SchemaModel):
         """The message's text: its content when that is text, else the text parts of a media message joined.
 
         A message with image, audio or file parts keeps them in ``content["parts"]``; what a judge reads of it is
-        its text parts only, never a dump of the parts (which may hold a media payload). None without text.
+        its text parts only, never a dump of the parts (which may hold a media payload): None when it has no text.
+        Other object content (a tool's result, a value cut at capture) is its JSON text.
         """
         content = self.content
         if content is None or isinstance(content, str):
             return content
         parts = content.get("parts")
         if not isinstance(parts, list):
-            return None
+            return json.dumps(content, ensure_ascii=False, sort_keys=True, default=str)
         texts = [
             p if isinstance(p, str) else p.get("content")
             for p in parts
