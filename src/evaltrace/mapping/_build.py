@@ -65,14 +65,15 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
         selected = [root_span]
         root_attrs = dict(root_span.attributes or {})  # plain_attrs(), without its call
         read = [(root_span, root_attrs)]
-        llm_spans = [root_span] if is_llm(root_span, root_attrs) else []
-        mapped = bool(llm_spans) or is_tool(root_span, root_attrs)
+        llm_read = read if is_llm(root_span, root_attrs) else []
+        mapped = bool(llm_read) or is_tool(root_span, root_attrs)
     else:
         selected = subtree(spans, root_span)
         read = [(span, plain_attrs(span)) for span in selected]
         root_attrs = next(a for s, a in read if s is root_span)
-        llm_spans = [s for s, a in read if is_llm(s, a)]
-        mapped = bool(llm_spans) or any(is_tool(s, a) for s, a in read)
+        llm_read = [(s, a) for s, a in read if is_llm(s, a)]
+        mapped = bool(llm_read) or any(is_tool(s, a) for s, a in read)
+    llm_spans = [s for s, _ in llm_read]
     own: list[TraceMessage] = []  # the root's own output messages, when it is a model call
     step: list[TraceMessage] | None = None  # those of the last model call to end that recorded output
     root_is_llm = bool(llm_spans) and any(s is root_span for s in llm_spans)
@@ -82,7 +83,7 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
         if root_is_llm:
             own = next((outputs for span, outputs in conversation.steps if span is root_span), [])
         step = own or _last_step(conversation.steps)
-        metrics = build_metrics(llm_spans)
+        metrics = build_metrics(llm_read)
     else:
         # Nothing for the conversation or the metrics to read (a decorated function without model or tool
         # calls under it): the builders would return an empty conversation and all-None metrics.
@@ -111,7 +112,7 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
         "extra": extra,
     }
     if llm_spans:  # set only when there are model calls, so a trace without any dumps as before the field
-        values["llm_steps"] = _llm_steps(read, llm_spans)
+        values["llm_steps"] = _llm_steps(llm_read)
     if finished < started:
         trace = Trace(**values)  # validation names the broken invariant
     else:
@@ -212,25 +213,23 @@ def _chat_messages(items: list[Any]) -> list[Any]:
     ]
 
 
-def _llm_steps(read: list[tuple[ReadableSpan, dict[str, Any]]], llm_spans: list[ReadableSpan]) -> list[LlmStep]:
+def _llm_steps(llm_read: list[tuple[ReadableSpan, dict[str, Any]]]) -> list[LlmStep]:
     """Each model call's model and finish reasons, in start order, from whichever convention recorded them."""
-    wanted = {id(s) for s in llm_spans}
     steps: list[LlmStep] = []
-    for span, span_attrs in read:
-        if id(span) in wanted:
-            # Events only matter without the GenAI finish reasons (reading them takes the span's lock).
-            events = () if sc.GEN_AI_RESPONSE_FINISH_REASONS in span_attrs else span.events
-            info = conventions.step_info(span_attrs, events)
-            steps.append(
-                trusted(
-                    LlmStep,
-                    None,
-                    span_id=format(span_id(span), "016x"),
-                    model=info.model,
-                    request_model=info.request_model,
-                    finish_reasons=info.finish_reasons,
-                )
+    for span, span_attrs in llm_read:
+        # Events only matter without the GenAI finish reasons (reading them takes the span's lock).
+        events = () if sc.GEN_AI_RESPONSE_FINISH_REASONS in span_attrs else span.events
+        info = conventions.step_info(span_attrs, events)
+        steps.append(
+            trusted(
+                LlmStep,
+                None,
+                span_id=format(span_id(span), "016x"),
+                model=info.model,
+                request_model=info.request_model,
+                finish_reasons=info.finish_reasons,
             )
+        )
     return steps
 
 
