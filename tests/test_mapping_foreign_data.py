@@ -283,17 +283,17 @@ def test_openllmetry_responses_reasoning_summary_is_thinking() -> None:
     "attributes",
     [
         # a part type that is a list (unhashable), media blocks without a payload
-        {"gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps(
-            [{"role": "user", "parts": [{"type": ["x"]}, {"type": "image", "image": 5}, {"type": "input_audio",
-                                                                                     "input_audio": 5}]}])},
+        {"gen_ai.operation.name": "chat", "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [
+            {"type": ["x"]}, {"type": "image", "image": 5}, {"type": "input_audio", "input_audio": 5}]}])},
         # Responses items of shapes the API never sends, in input.value
-        {"openinference.span.kind": "LLM", "input.value": json.dumps(
-            {"input": [{"type": ["x"]}, {"type": "reasoning", "summary": 5}, {"type": "function_call", "arguments": 5}]})},
+        {"openinference.span.kind": "LLM", "input.value": json.dumps({"input": [
+            {"type": ["x"]}, {"type": "reasoning", "summary": 5}, {"type": "function_call", "arguments": 5}]})},
         {"openinference.span.kind": "LLM", "llm.input_messages.0.message.function_call_name": 5,
          "llm.finish_reason": ["stop"], "llm.model_name": 3},
         {"ai.operationId": "ai.streamText.doStream", "ai.response.msToFirstChunk": "412",
          "ai.response.msToFinish": float("nan"), "ai.response.finishReason": 1},
-        {"llm.request.type": "chat", "gen_ai.completion.0.reasoning": '[1, {"text": 2}]', "gen_ai.response.finish_reasons": 7},
+        {"llm.request.type": "chat", "gen_ai.completion.0.reasoning": '[1, {"text": 2}]',
+         "gen_ai.response.finish_reasons": 7},
     ],
 )  # fmt: skip
 def test_malformed_foreign_data_is_skipped_never_raised(attributes: dict[str, Any]) -> None:

@@ -19,9 +19,9 @@ Rules (DESIGN.md section 4, data-model.md part A), where the spec left a choice:
   Tool arguments that are not a JSON object are kept as ``{"_raw": <value>}``; tool results that are neither a
   string nor an object are kept as their JSON text. Media and unknown parts make the message content
   ``{"parts": [...]}``; media of every convention become GenAI ``uri`` / ``blob`` / ``file`` parts with a
-  ``modality`` (blob bytes replaced by their length, a ``data:`` URL's payload by its size). ``<think>`` reasoning inlined in assistant text
-  (closed blocks, a leading ``...</think>`` whose opening tag was in the prompt, an unclosed ``<think>`` tail)
-  is moved to ``thinking``.
+  ``modality`` (blob bytes replaced by their length, a ``data:`` URL's payload by its size). ``<think>``
+  reasoning inlined in assistant text (closed blocks, a leading ``...</think>`` whose opening tag was in the
+  prompt, an unclosed ``<think>`` tail) is moved to ``thinking``.
 * Tool spans: without LLM spans each one becomes an assistant tool-call message plus a tool result message.
   With LLM spans a tool span is matched to a call (by call id, else name and arguments) and stamps its
   ``started_at``; its result is inserted only when no tool message already answers the call. An unmatched
@@ -40,9 +40,10 @@ Rules (DESIGN.md section 4, data-model.md part A), where the spec left a choice:
   output. ``structured`` the root's output when it is an object (never for a model call with output messages); ``thinking`` all reasoning joined by blank lines. Run, case and variant come from the root's ``evaltrace.*`` attributes (else from the
   first span of the subtree that has them), else the live defaults.
 * Metrics: token and cost sums over LLM spans (None when no span reports one). Streaming (evaltrace's and the
-  GenAI attributes, else OpenInference's first-token event, OpenLLMetry's chunk events or the Vercel AI SDK's
-  ``ai.response.msTo*``): first/last chunk latency from the first streamed call, ``tokens_per_second`` the mean over streamed calls, chunks summed,
-  ``stream_completed`` true only if every streamed call completed.
+  GenAI attributes, else OpenInference's first-token event, OpenLLMetry's chunk events, the Vercel AI SDK's
+  ``ai.response.msTo*`` or Langfuse's ``completion_start_time``): first/last chunk latency from the first
+  streamed call, ``tokens_per_second`` the mean over streamed calls, chunks summed, ``stream_completed`` true
+  only if every streamed call completed.
 * Foreign conventions (``conventions``): a span without GenAI message attributes has its messages read by the first
   convention that finds some (OpenInference, OpenLLMetry, Vercel AI SDK, then GenAI span events), converted to the
   GenAI part form so every rule above applies; span kinds come from ``evaltrace.span.kind``, else the convention's

@@ -31,9 +31,9 @@ from evaltrace.mapping.conventions._common import (
     text_or_none,
 )
 
-__all__ = ["Messages", "StepInfo", "StreamTiming", "ToolRun", "content_parts", "foreign_kind", "foreign_messages", "input_key",
-           "output_key", "request_messages", "responses_messages", "span_kind", "step_info", "stream_timing", "tool_run",
-           "usage_keys"]  # fmt: skip
+__all__ = ["Messages", "StepInfo", "StreamTiming", "ToolRun", "content_parts", "foreign_kind", "foreign_messages",
+           "input_key", "output_key", "request_messages", "responses_messages", "span_kind", "step_info",
+           "stream_timing", "tool_run", "usage_keys"]  # fmt: skip
 
 _OPERATION_KINDS = {
     sc.OP_CHAT: sc.KIND_LLM,
@@ -118,8 +118,9 @@ def step_info(attributes: Mapping[str, Any], events: Sequence[Any] = ()) -> Step
     """Return the model and finish reasons of a model-call span, from every convention that recorded them.
 
     The GenAI attributes (``gen_ai.response.model``, else Langfuse's ``langfuse.observation.model.name``;
-    ``gen_ai.request.model``, ``gen_ai.response.finish_reasons``) come first, then the span's foreign convention (OpenInference, OpenLLMetry, Vercel AI SDK, GenAI events),
-    then the ``finish_reason`` of each GenAI output message. Finish reasons are kept as recorded.
+    ``gen_ai.request.model``, ``gen_ai.response.finish_reasons``) come first, then the span's foreign convention
+    (OpenInference, OpenLLMetry, Vercel AI SDK, GenAI events), then the ``finish_reason`` of each GenAI output
+    message. Finish reasons are kept as recorded.
     """
     info = StepInfo(
         model=text_or_none(attributes.get(sc.GEN_AI_RESPONSE_MODEL)) or text_or_none(attributes.get(langfuse.MODEL)),

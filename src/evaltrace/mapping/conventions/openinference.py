@@ -10,8 +10,9 @@ Message keys (openinference-semantic-conventions): ``message.role``, ``message.c
 RETRIEVER spans carry ``retrieval.documents.N.document.content``.
 
 LLM spans: the model is ``llm.response.model_name``, else ``llm.model_name`` (the request's is
-``llm.request.model_name``, else the ``model`` of ``llm.invocation_parameters``); the finish reason ``llm.finish_reason``. A streamed call gets the span event
-``First Token Stream Event`` (openinference-instrumentation-openai ``_stream.py``) when its first chunk arrives.
+``llm.request.model_name``, else the ``model`` of ``llm.invocation_parameters``); the finish reason
+``llm.finish_reason``. A streamed call gets the span event ``First Token Stream Event``
+(openinference-instrumentation-openai ``_stream.py``) when its first chunk arrives.
 """
 
 from __future__ import annotations
