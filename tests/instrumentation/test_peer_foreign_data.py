@@ -17,9 +17,8 @@ from typing import Any
 import openai
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from test_peer_conventions import PEERS, Peer, peer_env, peer_instrumentor, unwrap_leftovers
+from test_peer_conventions import PEERS, Peer, peer_env, peer_recording
 from tests_paths import cassette
 
 from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette
@@ -63,18 +62,8 @@ def peer_spans(
     peer: Peer, interactions: list[Recorded], env: pytest.MonkeyPatch, call: Call = chat
 ) -> list[ReadableSpan]:
     """The spans ``peer`` records while the real client sends each recorded request to the replay server."""
-    for key, value in peer.env.items():
-        env.setenv(key, value)
-    instrumentor = peer_instrumentor(peer)
-    exporter = InMemorySpanExporter()
-    tracer_provider = TracerProvider()
-    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
-    instrumentor.instrument(tracer_provider=tracer_provider)
-    try:
+    with peer_recording(peer, env) as (tracer_provider, exporter):
         send(interactions, tracer_provider, call)
-    finally:
-        instrumentor.uninstrument()
-        unwrap_leftovers()
     return list(exporter.get_finished_spans())
 
 
