@@ -26,6 +26,7 @@ from evaltrace.schema import (
     FileEntry,
     FileManifest,
     FilesystemArtifact,
+    LlmStep,
     MultiEvaluationResult,
     RetryConfig,
     Rubric,
@@ -123,6 +124,7 @@ SAMPLES: list[BaseModel] = [
     *MESSAGES,
     TraceOutput(final_answer="a", thinking="t", structured={"x": 1}),
     METRICS,
+    LlmStep(span_id="00f067aa0ba902b7", model="gpt-4o-2024-08-06", request_model="gpt-4o", finish_reasons=["stop"]),
     TraceError(type="adapter_error", message="m", stack="s"),
     Trace(
         run_id="r",

@@ -13,6 +13,7 @@ import importlib
 import os
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,7 +123,9 @@ def unwrap_leftovers() -> None:
                     setattr(cls, attr, value.__wrapped__)
 
 
-async def peer_spans(peer: Peer, name: str, env: pytest.MonkeyPatch, is_async: bool) -> list[ReadableSpan]:
+@contextmanager
+def peer_recording(peer: Peer, env: pytest.MonkeyPatch) -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
+    """``peer`` instrumenting the openai client for the block, into a provider of its own and its exporter."""
     for key, value in peer.env.items():
         env.setenv(key, value)
     instrumentor = peer_instrumentor(peer)
@@ -131,10 +134,15 @@ async def peer_spans(peer: Peer, name: str, env: pytest.MonkeyPatch, is_async: b
     tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
     instrumentor.instrument(tracer_provider=tracer_provider)
     try:
-        await replay(load(cassette(name)), tracer_provider, is_async)
+        yield tracer_provider, exporter
     finally:
         instrumentor.uninstrument()
         unwrap_leftovers()
+
+
+async def peer_spans(peer: Peer, name: str, env: pytest.MonkeyPatch, is_async: bool) -> list[ReadableSpan]:
+    with peer_recording(peer, env) as (tracer_provider, exporter):
+        await replay(load(cassette(name)), tracer_provider, is_async)
     return list(exporter.get_finished_spans())
 
 

@@ -80,7 +80,6 @@ OP_TEXT_COMPLETION: Final = "text_completion"  # a prompt completed, not a conve
 OP_EXECUTE_TOOL: Final = "execute_tool"
 OP_INVOKE_AGENT: Final = "invoke_agent"
 OP_INVOKE_WORKFLOW: Final = "invoke_workflow"
-OP_TEXT_COMPLETION: Final = "text_completion"
 OP_RETRIEVAL: Final = "retrieval"
 
 # --- metrics ---------------------------------------------------------------------------------------------

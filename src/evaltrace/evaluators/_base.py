@@ -263,7 +263,8 @@ def question_text(trace: Trace, explicit: str | None = None) -> str:
             return as_text(value) or ""
     for message in trace.messages:
         if message.role == "user" and message.content is not None:
-            return as_text(message.content) or ""
+            # The text parts of a message with images or audio, never a dump of its parts (and their payload).
+            return message.text() or ""
     others = [v for k, v in trace.input.items() if k not in _CONTEXT_KEYS and k not in _EXPECTED_KEYS]
     if len(others) == 1:  # a function called with one argument: that argument is the question
         return as_text(others[0]) or ""

@@ -63,5 +63,5 @@ def system_instructions(conversation: Conversation) -> str | None:
     for trace in conversation.traces:
         for message in trace.messages:
             if message.role == "system" and message.content:
-                return as_text(message.content)
+                return message.text() or as_text(message.content)
     return None

@@ -25,10 +25,19 @@ from evaltrace.mapping._spans import (
     json_attr,
     plain_attrs,
     select_root,
+    span_id,
     subtree,
     timestamp,
 )
-from evaltrace.schema import Trace, TraceError, TraceMessage, TraceMetrics, TraceOutput, derive_tool_views
+from evaltrace.schema import (
+    LlmStep,
+    Trace,
+    TraceError,
+    TraceMessage,
+    TraceMetrics,
+    TraceOutput,
+    derive_tool_views,
+)
 
 # The metrics of a subtree without LLM spans (every value None), as the field values a validated TraceMetrics sets.
 _NO_LLM_METRICS = {name: getattr(m, name) for m in (build_metrics([]),) for name in m.model_fields_set}
@@ -57,14 +66,15 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
         selected = [root_span]
         root_attrs = dict(root_span.attributes or {})  # plain_attrs(), without its call
         read = [(root_span, root_attrs)]
-        llm_spans = [root_span] if is_llm(root_span, root_attrs) else []
-        mapped = bool(llm_spans) or is_tool(root_span, root_attrs)
+        llm_read = read if is_llm(root_span, root_attrs) else []
+        mapped = bool(llm_read) or is_tool(root_span, root_attrs)
     else:
         selected = subtree(spans, root_span)
         read = [(span, plain_attrs(span)) for span in selected]
         root_attrs = next(a for s, a in read if s is root_span)
-        llm_spans = [s for s, a in read if is_llm(s, a)]
-        mapped = bool(llm_spans) or any(is_tool(s, a) for s, a in read)
+        llm_read = [(s, a) for s, a in read if is_llm(s, a)]
+        mapped = bool(llm_read) or any(is_tool(s, a) for s, a in read)
+    llm_spans = [s for s, _ in llm_read]
     own: list[TraceMessage] = []  # the root's own output messages, when it is a model call
     step: list[TraceMessage] | None = None  # those of the last model call to end that recorded output
     root_is_llm = bool(llm_spans) and any(s is root_span for s in llm_spans)
@@ -74,7 +84,7 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
         if root_is_llm:
             own = next((outputs for span, outputs in conversation.steps if span is root_span), [])
         step = own or _last_step(conversation.steps)
-        metrics = build_metrics(llm_spans)
+        metrics = build_metrics(llm_read)
     else:
         # Nothing for the conversation or the metrics to read (a decorated function without model or tool
         # calls under it): the builders would return an empty conversation and all-None metrics.
@@ -105,6 +115,8 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
         "error": _error(root_span, root_attrs),
         "extra": extra,
     }
+    if llm_spans:  # set only when there are model calls, so a trace without any dumps as before the field
+        values["llm_steps"] = _llm_steps(llm_read)
     if finished < started:
         trace = Trace(**values)  # validation names the broken invariant
     else:
@@ -184,11 +196,13 @@ def _input(
     value = json_attr(root, key, notes, root_attrs)
     if value is MISSING:
         return {}
-    if (root_is_llm or key == sc.PYDANTIC_AI_ALL_MESSAGES) and isinstance(value, list):
+    items = _request_items(value) if (root_is_llm or key == sc.PYDANTIC_AI_ALL_MESSAGES) else None
+    if items is not None:
         # A model call's input.value holds its whole input as GenAI messages when it is more than one user text
-        # (what Langfuse and Phoenix show), as a pydantic-ai run's messages do; the question its evaluators read
-        # is the last user text in it.
-        question = list_values.prompt_text(value)
+        # (what Langfuse and Phoenix show), as a pydantic-ai run's messages do, or the request body another
+        # instrumentation recorded (OpenInference: Chat ``messages`` or the Responses ``input`` item list, with any
+        # images' base64 in it); the question its evaluators read is the last user text in it, never a dump of it.
+        question = list_values.prompt_text(conventions.responses_messages(items) or _chat_messages(items))
         if question is not None:
             return {"input": question}
         if key == sc.PYDANTIC_AI_ALL_MESSAGES:
@@ -198,6 +212,47 @@ def _input(
 
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
+
+
+def _request_items(value: Any) -> list[Any] | None:
+    """The message list of a model call's input.value: the list itself, or a request body's input/messages."""
+    if isinstance(value, list):
+        return value
+    if isinstance(value, dict):
+        for key in ("input", "messages"):
+            if isinstance(value.get(key), list):
+                return list(value[key])
+    return None
+
+
+def _chat_messages(items: list[Any]) -> list[Any]:
+    """GenAI messages as they are; Chat messages (``{"role", "content"}``) get their content as parts."""
+    return [
+        {"role": m["role"], "parts": conventions.content_parts(m.get("content"))}
+        if isinstance(m, dict) and "parts" not in m and "role" in m
+        else m
+        for m in items
+    ]
+
+
+def _llm_steps(llm_read: list[tuple[ReadableSpan, dict[str, Any]]]) -> list[LlmStep]:
+    """Each model call's model and finish reasons, in start order, from whichever convention recorded them."""
+    steps: list[LlmStep] = []
+    for span, span_attrs in llm_read:
+        # Events only matter without the GenAI finish reasons (reading them takes the span's lock).
+        events = () if sc.GEN_AI_RESPONSE_FINISH_REASONS in span_attrs else span.events
+        info = conventions.step_info(span_attrs, events)
+        steps.append(
+            trusted(
+                LlmStep,
+                None,
+                span_id=format(span_id(span), "016x"),
+                model=info.model,
+                request_model=info.request_model,
+                finish_reasons=info.finish_reasons,
+            )
+        )
+    return steps
 
 
 def _last_step(steps: list[tuple[ReadableSpan, list[TraceMessage]]]) -> list[TraceMessage] | None:

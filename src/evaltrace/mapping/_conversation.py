@@ -92,6 +92,9 @@ def _fresh_system(candidate: list[TraceMessage], keys: list[str]) -> tuple[list[
     return fresh, [m for m in candidate[:lead] if message_key(m) in known] + candidate[lead:]
 
 
+_OWN_MESSAGES = (sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES, sc.GEN_AI_SYSTEM_INSTRUCTIONS)
+
+
 class Conversation:
     """Accumulates messages from LLM and tool spans in start order."""
 
@@ -108,7 +111,20 @@ class Conversation:
 
     def add_llm_span(self, span: ReadableSpan) -> None:
         """Append the part of the span's input the conversation does not hold yet, then its output."""
-        foreign = conventions.foreign_messages(attrs(span), span.events)
+        span_attrs = attrs(span)
+        foreign = conventions.foreign_messages(span_attrs, span.events)
+        if foreign is not None and not foreign.inputs and sc.INPUT_VALUE in span_attrs:
+            # An instrumentation that recorded the response but not the Responses ``input`` list it was sent
+            # (only the raw request in input.value): its items are the call's input messages.
+            foreign.inputs = conventions.request_messages(span_attrs) or []
+        elif (
+            foreign is None
+            and sc.GEN_AI_INPUT_MESSAGES not in span_attrs  # first: evaltrace's own spans stop here
+            and sc.INPUT_VALUE in span_attrs
+            and not any(k in span_attrs for k in _OWN_MESSAGES)
+        ):
+            requested = conventions.request_messages(span_attrs)
+            foreign = conventions.Messages(inputs=requested) if requested else None
         if foreign is not None:  # another instrumentation's convention (OpenInference, OpenLLMetry, ...)
             candidate, outputs = self._reader.foreign(span, foreign)
         else:

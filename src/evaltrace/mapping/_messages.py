@@ -10,6 +10,7 @@ from evaltrace._internal import semconv as sc
 from evaltrace._internal.thinking import split_thinking
 from evaltrace.mapping._spans import MISSING, compact, is_truncated, json_attr, loads, note_ignored
 from evaltrace.mapping.conventions import Messages
+from evaltrace.mapping.conventions._media import media_part
 from evaltrace.schema import Role, ToolCall, TraceMessage
 
 _ROLES: dict[str, Role] = {
@@ -154,7 +155,12 @@ def _split_parts(
         else:
             others.append(part)
     if others:  # a media message keeps its text parts in place among the others
-        skip = {"reasoning", "thinking", "tool_call", "tool_call_response"}
+        skip = (
+            "reasoning",
+            "thinking",
+            "tool_call",
+            "tool_call_response",
+        )  # a tuple: a foreign part's type may be a list
         others = [_other_part(p) for p in parts if not (isinstance(p, dict) and p.get("type") in skip)]
     return texts, reasoning, calls, results, others
 
@@ -172,6 +178,8 @@ def _strip_think(texts: list[str]) -> tuple[list[str], list[str]]:
 
 
 def _other_part(part: Any) -> Any:
+    if isinstance(part, dict) and (media := media_part(part)) is not None:  # typed, without a data: payload
+        part = media
     if isinstance(part, dict) and part.get("type") == "blob" and isinstance(part.get("content"), str):
         return {**part, "content": f"<{len(part['content'])} base64 characters>"}
     return part

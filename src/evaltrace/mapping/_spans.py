@@ -169,9 +169,12 @@ def note_ignored(notes: list[str], span: ReadableSpan, key: str, problem: str) -
     notes.append(f"{key} of span {span.name!r} ({span_id(span):016x}) {problem}; ignored")
 
 
-def number(span: ReadableSpan, key: str) -> float | None:
-    """Return attribute ``key`` as a finite float, or None (absent, boolean, non-numeric or non-finite)."""
-    value = attrs(span).get(key)
+def number(span: ReadableSpan | Mapping[str, Any], key: str) -> float | None:
+    """Return attribute ``key`` as a finite float, or None (absent, boolean, non-numeric or non-finite).
+
+    ``span``: the span, or its attributes read already (a plain dict is read without the SDK's view).
+    """
+    value = (attrs(span) if isinstance(span, ReadableSpan) else span).get(key)
     if isinstance(value, bool) or value is None:
         return None
     try:

@@ -44,7 +44,7 @@ def turn_user_input(trace: Trace) -> str | None:
             return _text(trace.input[key])
     for message in reversed(trace.messages):
         if message.role == "user" and message.content is not None:
-            return _text(message.content)
+            return message.text()  # a media message's text parts only, never a dump of its parts
     values = list(trace.input.values())
     return _text(values[0]) if len(values) == 1 else None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import (
@@ -142,6 +143,40 @@ class TraceMessage(SchemaModel):
     name: str | None = None
     tool_call_id: str | None = None
 
+    def text(self) -> str | None:
+        """The message's text: its content when that is text, else the text parts of a media message joined.
+
+        A message with image, audio or file parts keeps them in ``content["parts"]``; what a judge reads of it is
+        its text parts only, never a dump of the parts (which may hold a media payload): None when it has no text.
+        Other object content (a tool's result, a value cut at capture) is its JSON text.
+        """
+        content = self.content
+        if content is None or isinstance(content, str):
+            return content
+        parts = content.get("parts")
+        if not isinstance(parts, list):
+            return json.dumps(content, ensure_ascii=False, sort_keys=True, default=str)
+        texts = [
+            p if isinstance(p, str) else p.get("content")
+            for p in parts
+            if isinstance(p, str) or (isinstance(p, dict) and p.get("type") == "text")
+        ]
+        joined = "\n".join(t for t in texts if isinstance(t, str) and t)
+        return joined or None
+
+
+class LlmStep(SchemaModel):
+    """One model call of the trace (an LLM span), in start order: which model answered and why it stopped."""
+
+    span_id: str | None = None
+    """The call's span id (16-hex)."""
+    model: str | None = None
+    """The model that answered (the response's model), else the one asked for; None when not recorded."""
+    request_model: str | None = None
+    """The model the call asked for."""
+    finish_reasons: list[str] = Field(default_factory=list)
+    """The provider's finish reasons, verbatim, one per choice (``stop``, ``tool_calls``, ``length``, ...)."""
+
 
 class TraceOutput(SchemaModel):
     """The system's answer: final text, separate reasoning, and structured output if any."""
@@ -227,6 +262,8 @@ class Trace(VersionedModel):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     tool_results: list[ToolResult] = Field(default_factory=list)
     metrics: TraceMetrics = Field(default_factory=TraceMetrics)
+    llm_steps: list[LlmStep] = Field(default_factory=list)
+    """Each model call's model and finish reasons, in start order (an additive 1.x field)."""
     error: TraceError | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
     """Keys we use: ``trace_id`` (32-hex), ``span_id`` (16-hex), ``enrichment_errors`` (list of str)."""

@@ -54,7 +54,7 @@ class _Open:
 
 def _openai_instrumented() -> bool:
     """Whether ``instrument_openai()`` is on (its instrumentor is a singleton)."""
-    from evaltrace._internal.openai.instrumentor import OpenAIInstrumentor
+    from evaltrace.instrumentation.openai import OpenAIInstrumentor
 
     return bool(OpenAIInstrumentor().is_instrumented_by_opentelemetry)
 

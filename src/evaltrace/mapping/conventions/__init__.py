@@ -19,11 +19,21 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evaltrace._internal import semconv as sc
-from evaltrace.mapping.conventions import genai_events, openinference, openllmetry, vercel_ai
-from evaltrace.mapping.conventions._common import Messages, ToolRun
+from evaltrace.mapping.conventions import genai_events, langfuse, openinference, openllmetry, vercel_ai
+from evaltrace.mapping.conventions._common import (
+    Messages,
+    StepInfo,
+    StreamTiming,
+    ToolRun,
+    content_parts,
+    parse_json,
+    responses_messages,
+    text_or_none,
+)
 
-__all__ = ["Messages", "ToolRun", "foreign_kind", "foreign_messages", "input_key", "output_key", "span_kind",
-           "tool_run", "usage_keys"]  # fmt: skip
+__all__ = ["Messages", "StepInfo", "StreamTiming", "ToolRun", "content_parts", "foreign_kind", "foreign_messages",
+           "input_key", "output_key", "request_messages", "responses_messages", "span_kind", "step_info",
+           "stream_timing", "tool_run", "usage_keys"]  # fmt: skip
 
 _OPERATION_KINDS = {
     sc.OP_CHAT: sc.KIND_LLM,
@@ -86,6 +96,97 @@ def foreign_messages(attributes: Mapping[str, Any], events: Sequence[Any] = ()) 
     if events and genai_events.detect(events) and (found := genai_events.messages(events)):
         return found
     return None
+
+
+def stream_timing(
+    attributes: Mapping[str, Any], events: Sequence[Any], start_ns: int, output_tokens: float | None
+) -> StreamTiming | None:
+    """Return what a foreign convention recorded of a streamed call, or None when it recorded nothing.
+
+    OpenInference's ``First Token Stream Event`` and OpenLLMetry's per-chunk events are read from ``events``
+    (whatever convention the span's messages follow: OpenLLMetry 0.4x writes GenAI messages), the Vercel AI
+    SDK's ``ai.response.msTo*`` attributes from a Vercel span, else Langfuse's
+    ``langfuse.observation.completion_start_time``. ``output_tokens``: the span's output tokens, for
+    the rate OpenLLMetry does not record.
+    """
+    if events:
+        found = openinference.stream_timing(events, start_ns) or openllmetry.stream_timing(
+            events, start_ns, output_tokens
+        )
+        if found is not None:
+            return found
+    if vercel_ai.detect(attributes):
+        return vercel_ai.stream_timing(attributes)
+    return langfuse.stream_timing(attributes, start_ns) if langfuse.COMPLETION_START in attributes else None
+
+
+def step_info(attributes: Mapping[str, Any], events: Sequence[Any] = ()) -> StepInfo:
+    """Return the model and finish reasons of a model-call span, from every convention that recorded them.
+
+    The GenAI attributes (``gen_ai.response.model``, else Langfuse's ``langfuse.observation.model.name``;
+    ``gen_ai.request.model``, ``gen_ai.response.finish_reasons``) come first, then the span's foreign convention
+    (OpenInference, OpenLLMetry, Vercel AI SDK, GenAI events), then the ``finish_reason`` of each GenAI output
+    message. Finish reasons are kept as recorded.
+    """
+    info = StepInfo(
+        model=text_or_none(attributes.get(sc.GEN_AI_RESPONSE_MODEL)) or text_or_none(attributes.get(langfuse.MODEL)),
+        request_model=text_or_none(attributes.get(sc.GEN_AI_REQUEST_MODEL)),
+        finish_reasons=_reasons(attributes.get(sc.GEN_AI_RESPONSE_FINISH_REASONS)),
+    )
+    if info.model and info.request_model and info.finish_reasons:
+        return info  # all recorded the GenAI way (evaltrace's own spans): no foreign convention to look for
+    for detect, read in (
+        (openinference.detect, openinference.step_info),
+        (openllmetry.detect, openllmetry.step_info),
+        (vercel_ai.detect, vercel_ai.step_info),
+    ):
+        if detect(attributes):
+            _fill(info, read(attributes))
+    if not info.finish_reasons and events:
+        _fill(info, genai_events.step_info(events))
+    if not info.finish_reasons and sc.GEN_AI_OUTPUT_MESSAGES in attributes:
+        outputs = parse_json(attributes[sc.GEN_AI_OUTPUT_MESSAGES])
+        if isinstance(outputs, list):
+            info.finish_reasons = [
+                m["finish_reason"] for m in outputs if isinstance(m, dict) and isinstance(m.get("finish_reason"), str)
+            ]
+    info.model = info.model or info.request_model
+    return info
+
+
+def _reasons(value: Any) -> list[str]:
+    """Finish reasons as a list: a ``string[]`` attribute, a JSON array text, or one string."""
+    value = parse_json(value) if isinstance(value, str) and value.startswith("[") else value
+    if isinstance(value, str):
+        return [value] if value else []
+    if isinstance(value, list | tuple):  # what an attribute holds (no ABC check: this runs per model call)
+        return [v for v in value if isinstance(v, str) and v]
+    return []
+
+
+def _fill(info: StepInfo, found: StepInfo) -> None:
+    """Set what ``info`` lacks from ``found``."""
+    info.model = info.model or found.model
+    info.request_model = info.request_model or found.request_model
+    info.finish_reasons = info.finish_reasons or found.finish_reasons
+
+
+def request_messages(attributes: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """Return the GenAI input messages of a model call whose ``input.value`` is an OpenAI Responses request.
+
+    ``input.value`` holding the ``input`` item list itself, or the request body (``{"input": [...],
+    "instructions": ..., "model": ...}``, as OpenInference records it), gives its items as messages (and the
+    ``instructions`` as a system message); anything else gives None.
+    """
+    value = parse_json(attributes.get(sc.INPUT_VALUE))
+    body = value if isinstance(value, dict) else {"input": value}
+    found = responses_messages(body.get("input"))
+    if found is None:
+        return None
+    instructions = body.get("instructions")
+    if isinstance(instructions, str) and instructions:
+        found.insert(0, {"role": "system", "parts": [{"type": "text", "content": instructions}]})
+    return found
 
 
 def tool_run(attributes: Mapping[str, Any]) -> ToolRun | None:

@@ -12,6 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from evaltrace._internal.openai.registry import EndpointKind
+from evaltrace._internal.openai.request import input_messages
+from evaltrace.mapping.conventions._media import media_part
+
 # A node of unflattened attributes: segment -> value or sub-node.
 Tree = dict[str, Any]
 
@@ -32,6 +36,38 @@ class Messages:
 
     def __bool__(self) -> bool:
         return bool(self.system or self.inputs or self.outputs)
+
+
+@dataclass
+class StreamTiming:
+    """What a foreign span recorded of a streamed response. Values not recorded are None.
+
+    Attributes:
+        first_chunk_s: Seconds from the call's start to its first chunk.
+        last_chunk_s: Seconds from the call's start to its last chunk (the end of the stream).
+        chunks: How many chunks arrived.
+        output_tokens_per_second: Output tokens per second of streaming.
+    """
+
+    first_chunk_s: float | None = None
+    last_chunk_s: float | None = None
+    chunks: int | None = None
+    output_tokens_per_second: float | None = None
+
+
+@dataclass
+class StepInfo:
+    """The model and finish reasons a model-call span recorded (empty when it recorded none).
+
+    Attributes:
+        model: The model that answered (the response's model), None when not recorded.
+        request_model: The model asked for, None when not recorded.
+        finish_reasons: The provider's finish reasons, verbatim, one per choice.
+    """
+
+    model: str | None = None
+    request_model: str | None = None
+    finish_reasons: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -104,7 +140,7 @@ def parse_json(value: Any) -> Any:
         return value
     try:
         return json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deep to parse
         return value
 
 
@@ -141,6 +177,39 @@ def content_parts(content: Any) -> list[Any]:
             parts.append(text_part(str(block.get("text") or block.get("content") or "")))
         elif isinstance(block, dict) and block.get("type") in ("reasoning", "thinking"):
             parts.append({"type": "reasoning", "content": str(block.get("thinking") or block.get("text") or "")})
+        elif isinstance(block, dict) and (media := media_part(block)) is not None:
+            parts.append(media)
         elif block is not None:
             parts.append(block)
     return parts
+
+
+_RESPONSES_ITEMS = frozenset({"message", "function_call", "function_call_output", "reasoning"})
+
+
+def responses_messages(value: Any) -> list[dict[str, Any]] | None:
+    """Return the GenAI messages of an OpenAI Responses ``input`` list, or None when ``value`` is not one.
+
+    A list is taken for Responses input when one of its items is a ``function_call``, ``function_call_output``
+    or ``reasoning`` item, or a message whose content is a list of ``input_text`` / ``output_text`` parts:
+    plain ``{"role", "content": str}`` lists are Chat messages, read as such. Items are read by the same code
+    as evaltrace's own OpenAI instrumentation, so a conversation holds the same messages whoever recorded it.
+    """
+    if not isinstance(value, list) or not value or not all(isinstance(item, dict) for item in value):
+        return None
+    if not any(_responses_item(item) for item in value):
+        return None
+    try:
+        return input_messages(EndpointKind.RESPONSES, {"input": value})
+    except (TypeError, ValueError, AttributeError):  # an item of a shape the API never sends: not an input list
+        return None
+
+
+def _responses_item(item: dict[str, Any]) -> bool:
+    kind = item.get("type")
+    if isinstance(kind, str) and kind in _RESPONSES_ITEMS and kind != "message":
+        return True
+    content = item.get("content")
+    return isinstance(content, list) and any(
+        isinstance(part, dict) and str(part.get("type", "")).startswith(("input_", "output_")) for part in content
+    )

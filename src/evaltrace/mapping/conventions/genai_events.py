@@ -16,8 +16,10 @@ from typing import Any, Protocol
 
 from evaltrace.mapping.conventions._common import (
     Messages,
+    StepInfo,
     content_parts,
     parse_json,
+    responses_messages,
     text_or_none,
     tool_call_part,
     tool_response_part,
@@ -72,9 +74,26 @@ def messages(events: Sequence[SpanEvent]) -> Messages:
                 else ("gen_ai.completion", "assistant", out.outputs)
             )
             listed = parse_json(attributes.get(key))
+            if (items_read := responses_messages(listed)) is not None:  # an OpenAI Responses ``input`` list
+                target.extend(items_read)
+                continue
             items = listed if isinstance(listed, list) else [{"content": listed}] if listed is not None else []
             target.extend(_message(item if isinstance(item, dict) else {"content": item}, role) for item in items)
     return out
+
+
+def finish_reasons(events: Sequence[SpanEvent]) -> list[str]:
+    """Return the ``finish_reason`` of each ``gen_ai.choice`` event, in event order."""
+    reasons: list[str] = []
+    for event in events:
+        if event.name == CHOICE and isinstance(reason := _body(event.attributes or {}).get("finish_reason"), str):
+            reasons.append(reason)
+    return reasons
+
+
+def step_info(events: Sequence[SpanEvent]) -> StepInfo:
+    """Return the finish reasons the span's events recorded (events carry no model)."""
+    return StepInfo(finish_reasons=finish_reasons(events))
 
 
 def _body(attributes: Mapping[str, Any]) -> dict[str, Any]:

@@ -4,17 +4,26 @@ Only the provider-call spans (``ai.generateText.doGenerate``, ``ai.streamText.do
 calls; the outer ``ai.generateText`` span repeats their usage and is a workflow, so tokens are not counted
 twice. ``ai.prompt.messages`` holds the AI SDK's messages (content text or ``text`` / ``tool-call`` /
 ``tool-result`` parts); SDK 4 names usage ``promptTokens``/``completionTokens``, SDK 5 ``inputTokens``/
-``outputTokens``, and tool arguments/results ``args``/``result`` or ``input``/``output``.
+``outputTokens``, and tool arguments/results ``args``/``result`` or ``input``/``output``. Image and file parts
+(``image``, ``data``, ``mimeType`` in SDK 4 / ``mediaType`` in SDK 5) become typed media parts.
+
+Provider-call spans also carry the model (``ai.response.model``; asked for: ``ai.model.id``), the finish reason
+(``ai.response.finishReason``; SDK 3 ``ai.finishReason``) and, for ``doStream``, the stream's timing
+(``ai.response.msToFirstChunk``, SDK 3 ``ai.stream.msToFirstChunk``; ``ai.response.msToFinish``;
+``ai.response.avgOutputTokensPerSecond``, SDK 4 ``ai.response.avgCompletionTokensPerSecond``), in milliseconds.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from evaltrace._internal import semconv as sc
 from evaltrace.mapping.conventions._common import (
     Messages,
+    StepInfo,
+    StreamTiming,
     ToolRun,
     parse_json,
     text_or_none,
@@ -22,9 +31,15 @@ from evaltrace.mapping.conventions._common import (
     tool_call_part,
     tool_response_part,
 )
+from evaltrace.mapping.conventions._media import media_part
 
 NAME = "vercel_ai"
 OPERATION_ID = "ai.operationId"
+
+FIRST_CHUNK_KEYS = ("ai.response.msToFirstChunk", "ai.stream.msToFirstChunk")
+FINISH_MS = "ai.response.msToFinish"
+RATE_KEYS = ("ai.response.avgOutputTokensPerSecond", "ai.response.avgCompletionTokensPerSecond")
+FINISH_REASON_KEYS = ("ai.response.finishReason", "ai.finishReason")
 
 USAGE = {
     sc.GEN_AI_USAGE_INPUT_TOKENS: ("ai.usage.promptTokens", "ai.usage.inputTokens"),
@@ -90,9 +105,44 @@ def _message(message: Mapping[str, Any]) -> dict[str, Any]:
             if isinstance(result, dict) and result.get("type") in ("text", "json") and "value" in result:
                 result = result["value"]  # SDK 5 wraps results as {"type": "text"|"json", "value": ...}
             parts.append(tool_response_part(part.get("toolCallId"), result))
+        elif isinstance(part, dict) and (media := media_part(part)) is not None:
+            parts.append(media)
         elif part is not None:
             parts.append(part)
     return {"role": role, "parts": parts}
+
+
+def stream_timing(attributes: Mapping[str, Any]) -> StreamTiming | None:
+    """Return the timing a ``doStream`` span recorded (milliseconds in the attributes), or None."""
+    first = _number(attributes, FIRST_CHUNK_KEYS)
+    finish = _number(attributes, (FINISH_MS,))
+    rate = _number(attributes, RATE_KEYS)
+    if first is None and finish is None and rate is None:
+        return None
+    return StreamTiming(
+        first_chunk_s=None if first is None else first / 1000,
+        last_chunk_s=None if finish is None else finish / 1000,
+        output_tokens_per_second=rate,
+    )
+
+
+def step_info(attributes: Mapping[str, Any]) -> StepInfo:
+    """Return the model and finish reason a provider-call span recorded."""
+    requested = text_or_none(attributes.get("ai.model.id"))
+    finish = next((r for k in FINISH_REASON_KEYS if (r := text_or_none(attributes.get(k)))), None)
+    return StepInfo(
+        model=text_or_none(attributes.get("ai.response.model")) or requested,
+        request_model=requested,
+        finish_reasons=[finish] if finish else [],
+    )
+
+
+def _number(attributes: Mapping[str, Any], keys: tuple[str, ...]) -> float | None:
+    for key in keys:
+        value = attributes.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            return float(value)
+    return None
 
 
 def tool_run(attributes: Mapping[str, Any]) -> ToolRun:
