@@ -52,7 +52,7 @@ if TYPE_CHECKING:  # type checkers and IDEs see the real names; at run time they
     from evaltrace.config import EvaltraceHandle, configure
     from evaltrace.context import ContextThreadPoolExecutor, context, wrap_context
     from evaltrace.decorators import agent, llm, tool, trace, workflow
-    from evaltrace.evaluation import evaluator
+    from evaltrace.evaluation.evaluator import evaluator  # the function, never the submodule of that name
     from evaltrace.exceptions import ConfigError, EvaltraceError, SchemaError, ScoreValidationError
     from evaltrace.instrumentation.langchain import EvaltraceCallbackHandler
     from evaltrace.manual_llm import LLMCall, current_llm_call, llm_call
