@@ -8,7 +8,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from evaltrace.evaluators._base import CODE_VERSION, Direction, Verdict, build_result
+from evaltrace.evaluators._base import CODE_VERSION, Direction, Verdict, build_result, checked_threshold
 from evaltrace.evaluators.grading import CitationAccuracy, Completeness, FactualAccuracy, SourceQuality
 from evaltrace.evaluators.judge import Judge
 from evaltrace.evaluators.tools import ToolEfficiency
@@ -45,6 +45,7 @@ class AgentRubric:
         rubric: Rubric = DEFAULT_AGENT_RUBRIC,
         evaluators: Mapping[str, Any] | None = None,
         name: str | None = None,
+        threshold: float | None = None,
     ) -> None:
         """Configure the rubric.
 
@@ -53,10 +54,13 @@ class AgentRubric:
             rubric: Dimensions, weights and pass threshold.
             evaluators: Dimension name to evaluator; default the built-in evaluator of each default dimension.
             name: Evaluator name (default ``agent_rubric``).
+            threshold: Lowest passing overall score in [0, 1]; overrides the rubric's (0.7 by default).
 
         Raises:
-            ValueError: A rubric dimension has no evaluator.
+            ValueError: A rubric dimension has no evaluator, or a threshold outside [0, 1].
         """
+        if threshold is not None:
+            rubric = rubric.model_copy(update={"threshold": checked_threshold(threshold)})
         self.rubric = rubric
         self.threshold = rubric.threshold
         self.name = name or self.name
