@@ -9,9 +9,7 @@ from evaltrace.evaluators._base import DeterministicEvaluator, MissingInputError
 from evaltrace.schema import EvalCase, Trace, TraceMessage
 
 
-def _utilisation(
-    measured: dict[str, float | None], limits: dict[str, float | None], threshold: float = 1.0
-) -> Verdict:
+def _utilisation(measured: dict[str, float | None], limits: dict[str, float | None], threshold: float = 1.0) -> Verdict:
     """Score = the highest measured/limit ratio; passes when it is at most ``threshold`` (1.0: within every limit).
 
     Raises:

@@ -53,9 +53,7 @@ class TurnCount(ConversationEvaluator):
     name = "turn_count"
     threshold_of = PASS_RATE
 
-    def __init__(
-        self, *, min_turns: int | None = None, max_turns: int | None = None, threshold: float = 1.0
-    ) -> None:
+    def __init__(self, *, min_turns: int | None = None, max_turns: int | None = None, threshold: float = 1.0) -> None:
         """Configure the bounds.
 
         Args:
