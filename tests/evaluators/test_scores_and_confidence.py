@@ -13,8 +13,16 @@ from typing import Any
 
 import pytest
 
-from evaltrace.evaluators import FactCheck, FactualAccuracy, Judge, LLMJudge, LoopingDetection, run_insights
-from evaltrace.schema import ScoreConfig
+from evaltrace.evaluators import (
+    AgentRubric,
+    FactCheck,
+    FactualAccuracy,
+    Judge,
+    LLMJudge,
+    LoopingDetection,
+    run_insights,
+)
+from evaltrace.schema import Rubric, RubricDimension, ScoreConfig
 
 from .factories import build_case, build_trace
 from .fake_openai import FakeOpenAI
@@ -150,3 +158,14 @@ def test_a_tiny_answer_gets_a_compression_ratio_within_0_and_1(answer: str) -> N
     assert 0.0 <= result.detail["compression_ratio"] <= 1.0
     assert result.detail["metrics"]["compression_ratio"]["passed"] is None  # too short to judge by it
     assert result.passed
+
+
+async def test_an_llm_judge_on_a_scale_is_a_rubric_dimension_by_its_normalised_score(
+    fake_openai: FakeOpenAI, judge: Judge
+) -> None:
+    fake_openai.script(reply({"score": 4, "reason": "good"}))
+    rubric = Rubric(name="helpful", dimensions=[RubricDimension(name="helpful", weight=1.0)], threshold=0.7)
+    dimension = LLMJudge("Helpful", judge=judge, scale=(0, 5))
+    result = await AgentRubric(rubric=rubric, evaluators={"helpful": dimension}).evaluate(judged_trace())
+    assert result.status == "completed" and result.score == pytest.approx(0.8) and result.passed
+    assert result.detail["dimensions"]["helpful"]["score"] == 4  # the dimension's own result, on its scale

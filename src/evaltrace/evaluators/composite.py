@@ -25,6 +25,14 @@ async def run_evaluator(evaluator: Any, trace: Trace, case: EvalCase | None) -> 
     return result
 
 
+def _unit_score(result: EvaluationResult) -> float:
+    """A dimension's score in [0, 1]: an evaluator scoring on a scale (``llm_judge``) gives its normalised score."""
+    normalized = result.detail.get("normalized_score")
+    if isinstance(normalized, int | float) and not isinstance(normalized, bool):
+        return float(normalized)
+    return float(result.score or 0.0)
+
+
 class AgentRubric:
     """Weighted rubric over dimension evaluators; by default the agent rubric of data-model.md part D.
 
@@ -102,7 +110,9 @@ class AgentRubric:
         names = list(self.evaluators)
         results = await asyncio.gather(*(run_evaluator(self.evaluators[n], trace, case) for n in names))
         scored = {
-            n: r.score for n, r in zip(names, results, strict=True) if r.status == "completed" and r.score is not None
+            n: _unit_score(r)
+            for n, r in zip(names, results, strict=True)
+            if r.status == "completed" and r.score is not None
         }
         outcome = self.rubric.evaluate(scored)
         left_out = [n for n in names if n not in scored]
