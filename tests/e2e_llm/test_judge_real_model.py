@@ -88,7 +88,9 @@ def check_result(evaluator: Any, result: EvaluationResult, usage: list[dict[str,
     check_judge_record(result.detail["judge"], usage)
     if result.status == "completed":
         assert result.error is None and result.score is not None
-        assert 0.0 <= result.score <= 1.0
+        # A score on a scale (llm_judge 1-5) stays on it; every other judge scores in [0, 1].
+        low, high = getattr(evaluator, "scale", (0.0, 1.0))
+        assert low <= result.score <= high
         assert result.passed is passes(result.score, evaluator.threshold, evaluator.direction)
         return f"{evaluator.name}: completed, score {result.score:.2f}, attempts {len(usage)}"
     # A clean failure: the model's raw replies (both attempts: one retry after an unusable reply) and the reason.

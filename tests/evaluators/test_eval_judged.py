@@ -173,7 +173,9 @@ async def test_rubric_unknown_level_is_retried(fake_openai: FakeOpenAI, judge: J
 async def test_llm_judge_scales(fake_openai: FakeOpenAI, judge: Judge, scale: Any, raw: Any, score: float) -> None:
     fake_openai.script(reply({"score": raw, "reason": "fine"}))
     result = await LLMJudge(rubric="Mentions the year it opened", judge=judge, scale=scale).evaluate(trace(), case())
-    assert result.score == pytest.approx(score) and result.passed is (score >= 0.7)
+    # The score stays on the judge's scale (data-model.md: `score: 4`); the normalised one is kept beside it.
+    assert result.score == pytest.approx(float(raw)) and result.detail["normalized_score"] == pytest.approx(score)
+    assert result.passed is (score >= 0.7)
     prompt = fake_openai.prompts()[0]
     assert "Mentions the year it opened" in prompt and f"from {scale[0]:g} (worst) to {scale[1]:g}" in prompt
     assert Q in prompt and EA in prompt and A in prompt and "[2] Bananas" in prompt
@@ -183,7 +185,8 @@ async def test_llm_judge_out_of_scale_retries_and_presets(fake_openai: FakeOpenA
     fake_openai.script(reply({"score": 7}), reply({"score": 5}))
     evaluator = LLMJudge(rubric="helpfulness", judge=judge, scale=(1, 5))
     result = await evaluator.evaluate(trace())
-    assert result.score == 1.0 and evaluator.name == "llm_judge_helpfulness"
+    assert result.score == 5.0 and result.detail["normalized_score"] == 1.0
+    assert evaluator.name == "llm_judge_helpfulness"
     assert "Helpfulness:" in fake_openai.prompts()[0]
     with pytest.raises(ValueError):
         LLMJudge(rubric="x", judge=judge, scale=(5, 1))

@@ -67,6 +67,15 @@ async def test_lingua_detects_both_languages(
 
 
 @needs_lingua
+async def test_lingua_verdict_is_as_confident_as_its_less_sure_detection(lingua_evaluator: LanguageMismatch) -> None:
+    question, answer = "Where is the nearest train station?", "La gare est à deux rues d'ici, sur la gauche."
+    result = await lingua_evaluator.evaluate(build_trace(answer, question=question))
+    detail = result.detail
+    assert result.confidence == min(detail["question_confidence"], detail["answer_confidence"])
+    assert 0 < result.confidence <= 1
+
+
+@needs_lingua
 @pytest.mark.parametrize(
     ("question", "answer", "why"),
     [

@@ -83,7 +83,8 @@ def test_looping_detection_on_loop_and_prose() -> None:
     assert loop.detail["compression_ratio"] < 0.2
     prose = LoopingDetection().evaluate(build_trace(PROSE))
     assert prose.passed and prose.detail["unique_sentence_ratio"] == 1.0
-    assert prose.score == pytest.approx(1.0 - prose.detail["repeated_substring_ratio"])
+    # The score is the catalogue's primary metric, the unique sentence ratio.
+    assert prose.score == pytest.approx(prose.detail["unique_sentence_ratio"])
 
 
 # --- PII and secrets -------------------------------------------------------------------------------------

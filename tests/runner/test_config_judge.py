@@ -67,7 +67,9 @@ def test_judge_evaluators_call_the_judge_block_model(
 
     by_cell = {(r.case_id, r.evaluator): r for r in outcome.results}
     first = by_cell[("c1", "names_alpha")]
-    assert (first.passed, first.score, first.evaluator_type) == (True, 1.0, "llm_judge")
+    # The score is on the rubric's scale (5 of 1-5), the normalised one beside it.
+    assert (first.passed, first.score, first.evaluator_type) == (True, 5.0, "llm_judge")
+    assert first.detail["normalized_score"] == 1.0
     assert first.detail["judge"]["model"] == "judge-small"
     assert by_cell[("c2", "names_alpha")].passed is False  # "q2: beta": scored 1 of 5
     assert by_cell[("c1", "second_opinion")].detail["judge"]["model"] == "judge-large"

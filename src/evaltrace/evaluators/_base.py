@@ -96,6 +96,26 @@ class Verdict:
     score: float | None
     reason: str
     detail: dict[str, Any]
+    confidence: float | None = None
+    """How sure the evaluator is of the verdict, in [0, 1], where it has a measure of it (None: it has none)."""
+
+
+PASS_RATE = "pass_rate"
+"""``detail["threshold_of"]`` of a pass/fail evaluator: its threshold is the share of cases that must pass."""
+
+
+def checked_threshold(value: Any, *, low: float = 0.0, high: float = 1.0, name: str = "threshold") -> float:
+    """Return ``value`` as a float in ``[low, high]``, else raise ValueError naming the problem.
+
+    A threshold outside its metric's range would silently pass or fail everything, so it is refused when the
+    evaluator is built (``float("inf")`` is allowed only where ``high`` is infinite).
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    number = float(value)
+    if number != number or not low <= number <= high:
+        raise ValueError(f"{name} must be between {low:g} and {high:g}, got {value!r}")
+    return number
 
 
 def passes(score: float, threshold: float, direction: Direction) -> bool:
@@ -149,6 +169,8 @@ def build_result(
         "threshold": getattr(evaluator, "threshold", None),
         "direction": getattr(evaluator, "direction", "higher"),
     }
+    if getattr(evaluator, "threshold_of", None) == PASS_RATE:
+        detail["threshold_of"] = PASS_RATE
     detail.update(verdict.detail)
     run_id, case_id, variant_name = subject_ids(trace)
     return EvaluationResult(
@@ -165,6 +187,7 @@ def build_result(
         status=status,
         error=error,
         cost_usd=cost_usd,
+        confidence=verdict.confidence,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -65,6 +66,21 @@ def unit_score(value: Any, what: str = "score") -> float:
     if not 0.0 <= number <= 1.0:
         raise ValueError(f"{what} must be between 0 and 1, got {number}")
     return number
+
+
+def reported_confidence(value: Any) -> float | None:
+    """Return a confidence the judge reported, when it is a number in [0, 1]; anything else is no confidence.
+
+    A confidence is optional in every reply, so a malformed one is dropped rather than failing (or retrying) the
+    evaluation: the verdict stands without it.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if 0.0 <= number <= 1.0 else None
 
 
 def numbered(chunks: Sequence[str]) -> str:
@@ -245,6 +261,8 @@ class JudgeEvaluator(abc.ABC):
             )
             return with_judge_trace(failed, reply.call)
         verdict.detail["judge"] = reply.call.as_detail()
+        if verdict.confidence is None and isinstance(reply.value, Mapping):  # a judge that says how sure it is
+            verdict = dataclasses.replace(verdict, confidence=reported_confidence(reply.value.get("confidence")))
         result = build_result(self, trace, verdict, evaluator_type=self.evaluator_type, cost_usd=reply.call.cost_usd)
         return with_judge_trace(result, reply.call)
 

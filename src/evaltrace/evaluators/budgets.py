@@ -5,11 +5,16 @@ from __future__ import annotations
 import abc
 from typing import Any
 
-from evaltrace.evaluators._base import DeterministicEvaluator, MissingInputError, Verdict
+from evaltrace.evaluators._base import DeterministicEvaluator, MissingInputError, Verdict, checked_threshold
 from evaltrace.schema import EvalCase, Trace, TraceMessage
 
 
-def _utilisation(measured: dict[str, float | None], limits: dict[str, float | None]) -> Verdict:
+def _utilisation(measured: dict[str, float | None], limits: dict[str, float | None], threshold: float = 1.0) -> Verdict:
+    """Score = the highest measured/limit ratio; passes when it is at most ``threshold`` (1.0: within every limit).
+
+    Raises:
+        MissingInputError: None of the limited figures is measured.
+    """
     checked = {k: v for k, v in measured.items() if limits.get(k) is not None and v is not None}
     if not checked:
         wanted = [k for k, v in limits.items() if v is not None]
@@ -26,17 +31,24 @@ def _utilisation(measured: dict[str, float | None], limits: dict[str, float | No
         "over_limit": over,
         "not_reported": unmeasured,
     }
-    reason = (
-        "within budget"
-        if not over
-        else "over budget: " + ", ".join(f"{k} {checked[k]:g} > {limits[k]:g}" for k in over)
-    )
-    return Verdict(not over, score, reason, detail)
+    if over:
+        reason = "over budget: " + ", ".join(f"{k} {checked[k]:g} > {limits[k]:g}" for k in over)
+    elif score > threshold:
+        worst = max(usage, key=lambda k: usage[k])
+        reason = f"within budget, but {worst} uses {score:.0%} of its limit (threshold {threshold:.0%})"
+    else:
+        reason = "within budget"
+    return Verdict(score <= threshold, score, reason, detail)
 
 
 class _Budget(DeterministicEvaluator):
+    """Figures under limits; ``threshold`` is the highest share of a limit that passes (1.0: the limit itself)."""
+
     threshold = 1.0
     direction = "lower"
+
+    def _set_threshold(self, threshold: float) -> None:
+        self.threshold = checked_threshold(threshold)
 
     @abc.abstractmethod
     def _limits(self) -> dict[str, float | None]:
@@ -48,7 +60,7 @@ class _Budget(DeterministicEvaluator):
 
     def check(self, trace: Trace, case: EvalCase | None) -> Verdict:
         """Compare the measured figures with the limits; score = the highest measured/limit ratio."""
-        return _utilisation(self._measured(trace), self._limits())
+        return _utilisation(self._measured(trace), self._limits(), self.threshold)
 
 
 class Latency(_Budget):
@@ -61,16 +73,20 @@ class Latency(_Budget):
 
     name = "latency"
 
-    def __init__(self, max_ms: float | None = None, *, max_first_token_ms: float | None = None) -> None:
+    def __init__(
+        self, max_ms: float | None = None, *, max_first_token_ms: float | None = None, threshold: float = 1.0
+    ) -> None:
         """Configure the limits.
 
         Args:
             max_ms: Limit on the whole trace's latency.
             max_first_token_ms: Limit on time to first token.
+            threshold: Highest passing share of a limit, in [0, 1] (0.8: fail beyond 80% of a limit).
 
         Raises:
-            ValueError: No limit given.
+            ValueError: No limit given, or a threshold outside [0, 1].
         """
+        self._set_threshold(threshold)
         if max_ms is None and max_first_token_ms is None:
             raise ValueError("Latency needs max_ms and/or max_first_token_ms")
         self.max_ms = max_ms
@@ -92,12 +108,17 @@ class Cost(_Budget):
 
     name = "cost"
 
-    def __init__(self, max_usd: float) -> None:
+    def __init__(self, max_usd: float, *, threshold: float = 1.0) -> None:
         """Configure the limit.
 
         Args:
             max_usd: Highest acceptable cost of one trace.
+            threshold: Highest passing share of the limit, in [0, 1].
+
+        Raises:
+            ValueError: A threshold outside [0, 1].
         """
+        self._set_threshold(threshold)
         self.max_usd = max_usd
 
     def _limits(self) -> dict[str, float | None]:
@@ -119,6 +140,7 @@ class TokenBudget(_Budget):
         max_output: int | None = None,
         max_thinking: int | None = None,
         max_total: int | None = None,
+        threshold: float = 1.0,
     ) -> None:
         """Configure the limits.
 
@@ -127,10 +149,12 @@ class TokenBudget(_Budget):
             max_output: Limit on output tokens (thinking included, as providers count it).
             max_thinking: Limit on reasoning tokens.
             max_total: Limit on input + output tokens.
+            threshold: Highest passing share of a limit, in [0, 1].
 
         Raises:
-            ValueError: No limit given.
+            ValueError: No limit given, or a threshold outside [0, 1].
         """
+        self._set_threshold(threshold)
         self.limits: dict[str, float | None] = {
             "token_input": max_input,
             "token_output": max_output,
@@ -199,6 +223,7 @@ class StepBudget(_Budget):
         max_tool_calls: int | None = None,
         max_tokens: int | None = None,
         max_wall_ms: float | None = None,
+        threshold: float = 1.0,
     ) -> None:
         """Configure the limits.
 
@@ -207,10 +232,12 @@ class StepBudget(_Budget):
             max_tool_calls: Limit on tool calls.
             max_tokens: Limit on input + output tokens.
             max_wall_ms: Limit on the trace's duration in milliseconds.
+            threshold: Highest passing share of a limit, in [0, 1].
 
         Raises:
-            ValueError: No limit given, or a negative one.
+            ValueError: No limit given, a negative one, or a threshold outside [0, 1].
         """
+        self._set_threshold(threshold)
         self.limits: dict[str, float | None] = {
             "model_calls": max_model_calls,
             "tool_calls": max_tool_calls,

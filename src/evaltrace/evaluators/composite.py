@@ -8,7 +8,7 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from evaltrace.evaluators._base import CODE_VERSION, Direction, Verdict, build_result
+from evaltrace.evaluators._base import CODE_VERSION, Direction, Verdict, build_result, checked_threshold
 from evaltrace.evaluators.grading import CitationAccuracy, Completeness, FactualAccuracy, SourceQuality
 from evaltrace.evaluators.judge import Judge
 from evaltrace.evaluators.tools import ToolEfficiency
@@ -23,6 +23,14 @@ async def run_evaluator(evaluator: Any, trace: Trace, case: EvalCase | None) -> 
     if not isinstance(result, EvaluationResult):
         raise TypeError(f"{evaluator!r} returned {type(result).__name__}, not EvaluationResult")
     return result
+
+
+def _unit_score(result: EvaluationResult) -> float:
+    """A dimension's score in [0, 1]: an evaluator scoring on a scale (``llm_judge``) gives its normalised score."""
+    normalized = result.detail.get("normalized_score")
+    if isinstance(normalized, int | float) and not isinstance(normalized, bool):
+        return float(normalized)
+    return float(result.score or 0.0)
 
 
 class AgentRubric:
@@ -45,6 +53,7 @@ class AgentRubric:
         rubric: Rubric = DEFAULT_AGENT_RUBRIC,
         evaluators: Mapping[str, Any] | None = None,
         name: str | None = None,
+        threshold: float | None = None,
     ) -> None:
         """Configure the rubric.
 
@@ -53,10 +62,13 @@ class AgentRubric:
             rubric: Dimensions, weights and pass threshold.
             evaluators: Dimension name to evaluator; default the built-in evaluator of each default dimension.
             name: Evaluator name (default ``agent_rubric``).
+            threshold: Lowest passing overall score in [0, 1]; overrides the rubric's (0.7 by default).
 
         Raises:
-            ValueError: A rubric dimension has no evaluator.
+            ValueError: A rubric dimension has no evaluator, or a threshold outside [0, 1].
         """
+        if threshold is not None:
+            rubric = rubric.model_copy(update={"threshold": checked_threshold(threshold)})
         self.rubric = rubric
         self.threshold = rubric.threshold
         self.name = name or self.name
@@ -98,7 +110,9 @@ class AgentRubric:
         names = list(self.evaluators)
         results = await asyncio.gather(*(run_evaluator(self.evaluators[n], trace, case) for n in names))
         scored = {
-            n: r.score for n, r in zip(names, results, strict=True) if r.status == "completed" and r.score is not None
+            n: _unit_score(r)
+            for n, r in zip(names, results, strict=True)
+            if r.status == "completed" and r.score is not None
         }
         outcome = self.rubric.evaluate(scored)
         left_out = [n for n in names if n not in scored]

@@ -7,7 +7,7 @@ import unicodedata
 from collections import Counter
 from typing import Any
 
-from evaltrace.evaluators._base import DeterministicEvaluator, Verdict, answer_text
+from evaltrace.evaluators._base import PASS_RATE, DeterministicEvaluator, Verdict, answer_text, checked_threshold
 from evaltrace.schema import EvalCase, Trace
 
 # Scripts that look alike (homoglyph attacks, broken transliteration); mixing them inside one word is suspect.
@@ -70,21 +70,29 @@ class EncodingGuardrail(DeterministicEvaluator):
 
     No U+FFFD, no control characters (other than tab/newline), no surrogates, private-use or unassigned code points, no word mixing Latin/Cyrillic/Greek/Armenian letters, no mojibake
     (UTF-8 read as cp1252, e.g. ``Ã©``). Score 1.0 without findings else 0.0; passes with no finding.
+    ``threshold`` is the share of cases that must be clean over a run (default 1.0).
     """
 
     name = "encoding_guardrail"
+    threshold_of = PASS_RATE
 
-    def __init__(self, *, field: str = "output.final_answer", allow: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, *, field: str = "output.final_answer", allow: tuple[str, ...] = (), threshold: float = 1.0
+    ) -> None:
         """Configure the check.
 
         Args:
             field: Dotted path of the Trace to check.
             allow: Finding types to ignore (``replacement_character``, ``control_character``,
                 ``invalid_character``, ``mixed_script``, ``mojibake``).
+            threshold: Share of cases that must be clean (the run's pass rate), in [0, 1].
+
+        Raises:
+            ValueError: A threshold outside [0, 1].
         """
         self.field = field
         self.allow = frozenset(allow)
-        self.threshold = 1.0
+        self.threshold = checked_threshold(threshold)
 
     def check(self, trace: Trace, case: EvalCase | None) -> Verdict:
         """Scan the field."""

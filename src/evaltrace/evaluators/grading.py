@@ -12,16 +12,26 @@ from typing import Any
 
 from evaltrace.evaluators._base import (
     DEFAULT_FIELD,
+    PASS_RATE,
     MissingInputError,
     Verdict,
     answer_text,
     as_text,
+    checked_threshold,
     context_chunks,
     expected_answer,
     passes,
     question_text,
 )
-from evaltrace.evaluators._judged import NOT_GIVEN, JudgeEvaluator, flag, json_object, numbered, unit_score
+from evaltrace.evaluators._judged import (
+    NOT_GIVEN,
+    JudgeEvaluator,
+    flag,
+    json_object,
+    numbered,
+    reported_confidence,
+    unit_score,
+)
 from evaltrace.evaluators._prompts import Prompt, custom_prompt
 from evaltrace.evaluators.judge import Judge
 from evaltrace.schema import EvalCase, RubricLevel, Trace
@@ -74,6 +84,17 @@ def _verified(claim: Mapping[str, Any]) -> bool:
         return False
 
 
+def _claims_confidence(claims: list[dict[str, Any]]) -> float | None:
+    """The importance-weighted mean confidence of the claims that state one in [0, 1] (None: none does)."""
+    rated = [
+        (_importance(c.get("importance", 1.0)), confidence)
+        for c in claims
+        if isinstance(c, dict) and (confidence := reported_confidence(c.get("confidence"))) is not None
+    ]
+    total = sum(w for w, _ in rated)
+    return sum(w * c for w, c in rated) / total if total else None
+
+
 def _claims_score(claims: list[dict[str, Any]]) -> float | None:
     weights = [(_importance(c.get("importance", 1.0)), _verified(c)) for c in claims if isinstance(c, dict)]
     total = sum(w for w, _ in weights)
@@ -118,12 +139,15 @@ class RubricJudge(JudgeEvaluator):
         """Score the level; factual accuracy also reports the importance-weighted share of verified claims."""
         level = RubricLevel(parsed["level"])
         detail: dict[str, Any] = {"dimension": self.dimension, "level": level.value}
+        confidence = None
         if self.with_claims:
             claims = [c for c in parsed.get("claims", []) if isinstance(c, dict)]
             detail["factual_claims"] = claims
             detail["claims_score"] = _claims_score(claims)
+            confidence = _claims_confidence(claims)
         reason = f"{level.value}: {parsed.get('reason', '')}".strip()
-        return Verdict(passes(level.score, self.threshold, self.direction), level.score, reason, detail)
+        passed = passes(level.score, self.threshold, self.direction)
+        return Verdict(passed, level.score, reason, detail, confidence=confidence)
 
 
 class FactualAccuracy(RubricJudge):
@@ -184,11 +208,15 @@ class FactCheck(JudgeEvaluator):
 
 
 class LLMJudge(JudgeEvaluator):
-    """A user rubric scored on a scale, normalised to [0, 1].
+    """A user rubric scored on a scale; the result's score is on that scale, the normalised score beside it.
 
     ``rubric`` is free text, or a preset name (helpfulness, relevance, coherence, clarity, conciseness,
-    correctness). The judge sees Q, EA, RC (when available) and AA and returns ``{score, reason}`` on
-    ``scale`` (default 0-1; e.g. (1, 5)). Score = (raw − min) / (max − min); threshold 0.7 by default.
+    correctness). The judge sees Q, EA, RC (when available) and AA and returns ``{score, reason}`` (and, if it
+    says, ``confidence`` in [0, 1]) on ``scale`` (default 0-1; e.g. (0, 5)). The result's ``score`` is the judge's
+    score on the scale (4 on 0-5, as a ScoreConfig with that range expects); ``detail["normalized_score"]`` is
+    (score − min) / (max − min). ``threshold`` is given as a share of the scale (0.7 by default) and applied to
+    the normalised score; ``detail["threshold"]`` is the same threshold on the scale (3.5 on 0-5), so run
+    averages of ``score`` are compared with it in the same unit.
 
     Example:
         ``LLMJudge(rubric="helpfulness")``, ``LLMJudge(rubric="Cites the policy number", scale=(1, 5))``.
@@ -214,16 +242,30 @@ class LLMJudge(JudgeEvaluator):
             judge: The judge.
             scale: (worst, best) scores the judge uses.
             name: Evaluator name; default ``llm_judge`` (``llm_judge_<preset>`` for presets).
-            threshold: Normalised score needed to pass.
+            threshold: Share of the scale needed to pass, in [0, 1] (0.7 on 0-5 passes from 3.5).
             field: Dotted path of the Trace judged as the answer (default ``output.final_answer``).
+
+        Raises:
+            ValueError: A scale that is not (worst, best) with worst < best, or a threshold outside [0, 1] (the
+                message gives the share for a threshold written on the scale).
         """
-        super().__init__(judge, threshold=threshold, field=field)
+        super().__init__(judge, field=field)
         presets = self.prompt.table("rubrics")
         self.criteria = presets.get(rubric, rubric)
         self.name = name or (f"llm_judge_{rubric}" if rubric in presets else "llm_judge")
         if scale[1] <= scale[0]:
             raise ValueError(f"scale must be (worst, best) with worst < best, got {scale}")
         self.scale = scale
+        share = type(self).threshold if threshold is None else threshold
+        low, high = scale
+        if isinstance(share, int | float) and not isinstance(share, bool) and 1.0 < share <= high:
+            raise ValueError(
+                f"threshold is a share of the scale in [0, 1], got {share!r}; "
+                f"for {share:g} on ({low:g}, {high:g}) give {(share - low) / (high - low):g}"
+            )
+        self.normalized_threshold = checked_threshold(share)
+        self.threshold = low + self.normalized_threshold * (high - low)
+        """The pass threshold on the scale (what ``score`` is compared with)."""
 
     def variables(self, trace: Trace, case: EvalCase | None) -> dict[str, str]:
         """The rubric, the scale and every available input."""
@@ -243,25 +285,34 @@ class LLMJudge(JudgeEvaluator):
         value = float(raw)
         if not self.scale[0] <= value <= self.scale[1]:
             raise ValueError(f"score must be between {self.scale[0]:g} and {self.scale[1]:g}, got {value:g}")
-        return {"score": value, "reason": str(data.get("reason", ""))}
+        return {"score": value, "reason": str(data.get("reason", "")), "confidence": data.get("confidence")}
 
     async def verdict(self, parsed: Any, trace: Trace, case: EvalCase | None) -> Verdict:
-        """Normalise the score."""
+        """Keep the score on the scale and the normalised score beside it."""
         low, high = self.scale
-        score = (parsed["score"] - low) / (high - low)
-        detail = {"raw_score": parsed["score"], "scale": list(self.scale), "criteria": self.criteria}
-        return Verdict(passes(score, self.threshold, self.direction), score, parsed["reason"], detail)
+        normalized = (parsed["score"] - low) / (high - low)
+        detail = {
+            "raw_score": parsed["score"],
+            "normalized_score": normalized,
+            "normalized_threshold": self.normalized_threshold,
+            "scale": list(self.scale),
+            "criteria": self.criteria,
+        }
+        passed = passes(normalized, self.normalized_threshold, self.direction)
+        return Verdict(passed, parsed["score"], parsed["reason"], detail)
 
 
 class BYOP(JudgeEvaluator):
     """Bring your own prompt, answered ``true`` or ``false``.
 
     The prompt may use ``{question}`` ``{expected_answer}`` ``{context}`` ``{actual_answer}`` placeholders; the
-    first ``true``/``false`` word of the reply counts. Pass/fail.
+    first ``true``/``false`` word of the reply counts. Pass/fail per case; ``threshold`` is the catalogue's: the
+    share of cases the judge must answer true over a run (0.5).
     """
 
     name = "byop"
-    threshold = 1.0
+    threshold = 0.5
+    threshold_of = PASS_RATE
 
     def __init__(
         self,
@@ -271,6 +322,7 @@ class BYOP(JudgeEvaluator):
         name: str = "byop",
         system: str = "",
         field: str = DEFAULT_FIELD,
+        threshold: float = 0.5,
     ) -> None:
         """Configure the prompt.
 
@@ -280,8 +332,12 @@ class BYOP(JudgeEvaluator):
             name: Evaluator name.
             system: Optional system prompt.
             field: Dotted path of the Trace given as ``actual_answer`` (default ``output.final_answer``).
+            threshold: Share of cases that must pass (the run's pass rate), in [0, 1].
+
+        Raises:
+            ValueError: A threshold outside [0, 1].
         """
-        super().__init__(judge, field=field)
+        super().__init__(judge, threshold=checked_threshold(threshold), field=field)
         self._prompt = custom_prompt(name, prompt, system=system, json_mode=False)
         self.name = name
 

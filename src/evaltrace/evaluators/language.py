@@ -9,6 +9,7 @@ seconds. Naming the languages you expect is therefore both faster and more accur
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib.metadata
 import re
 import threading
@@ -17,11 +18,13 @@ from typing import Any, Literal
 
 from evaltrace.evaluators._base import (
     CODE_VERSION,
+    PASS_RATE,
     Direction,
     MissingInputError,
     Verdict,
     answer_text,
     build_result,
+    checked_threshold,
     question_text,
     require_extra,
     skipped_result,
@@ -97,7 +100,8 @@ class _JudgedLanguage(JudgeEvaluator):
 
     name = "language_mismatch"
     prompt_name = "language_mismatch"
-    threshold = 1.0
+    threshold = 0.5
+    threshold_of = PASS_RATE
 
     def variables(self, trace: Trace, case: EvalCase | None) -> dict[str, str]:
         """Question and answer."""
@@ -122,7 +126,10 @@ def _verdict(question: str, answer: str, detail: dict[str, Any]) -> Verdict:
 
 
 class LanguageMismatch:
-    """The answer is in the question's language (ISO 639-1 codes compared, regions ignored). Pass/fail.
+    """The answer is in the question's language (ISO 639-1 codes compared, regions ignored). Pass/fail per case.
+
+    ``threshold`` is the catalogue's: the share of cases whose answer must be in the question's language over a
+    run (0.5).
 
     ``detector="lingua"`` identifies both languages offline (extra ``languages``); ``detector="judge"`` asks the
     LLM judge. Without ``detector``, giving ``languages`` (or ``low_accuracy``) selects lingua, otherwise the judge
@@ -135,7 +142,8 @@ class LanguageMismatch:
     """
 
     name = "language_mismatch"
-    threshold = 1.0
+    threshold = 0.5
+    threshold_of = PASS_RATE
     direction: Direction = "higher"
 
     def __init__(
@@ -155,12 +163,14 @@ class LanguageMismatch:
                 is given without a judge, else the judge.
             languages: lingua only: ISO 639-1 codes to choose among; default every language lingua knows.
             low_accuracy: lingua only: its low-accuracy mode (less memory, unreliable on short texts).
-            threshold: Override of the default threshold.
+            threshold: Share of cases that must pass (the run's pass rate), in [0, 1]; default 0.5.
 
         Raises:
             MissingExtraError: lingua is selected but not installed.
-            ValueError: An unknown detector or language code.
+            ValueError: An unknown detector or language code, or a threshold outside [0, 1].
         """
+        if threshold is not None:
+            threshold = checked_threshold(threshold)
         # Without ``detector``: lingua when a lingua option says so, else the judge (as before lingua existed), so a
         # bare ``language_mismatch`` never loads lingua's ~1 GB of models unasked.
         chosen = detector or ("lingua" if judge is None and (languages is not None or low_accuracy) else "judge")
@@ -221,7 +231,9 @@ class LanguageMismatch:
             "answer_confidence": a_conf,
             "detector": "lingua",
         }
-        return build_result(self, trace, _verdict(q_code, a_code, detail), evaluator_type=self.evaluator_type)
+        # The verdict is as sure as the less sure of the two detections.
+        verdict = dataclasses.replace(_verdict(q_code, a_code, detail), confidence=min(q_conf, a_conf))
+        return build_result(self, trace, verdict, evaluator_type=self.evaluator_type)
 
     def __repr__(self) -> str:
         return f"LanguageMismatch(detector={self.detector!r}, languages={self.languages!r})"

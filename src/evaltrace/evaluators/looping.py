@@ -6,19 +6,35 @@
   times its number of non-overlapping occurrences, divided by the text length (lower is better; 0.0 when
   nothing repeats). Counting non-overlapping occurrences keeps the metric in [0, 1].
 * ``compression_ratio``: zlib level-9 compressed bytes / UTF-8 bytes (higher is better; repetitive text
-  compresses well). Short texts can exceed 1.0 because of zlib's header; the raw value is reported.
+  compresses well), capped at 1.0: zlib's header and checksum make a short text's compressed form longer than
+  the text ("ok" compresses to 10 bytes), which only says the text is incompressible, so the ratio stays in
+  [0, 1] as the catalogue's range says.
+
+Each metric has its threshold, in its direction (the catalogue's 0.75 for the first two; see
+:class:`LoopingDetection` for the compression ratio's).
 """
 
 from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+from typing import Any
 
-from evaltrace.evaluators._base import AnySubjectEvaluator, Subject, Verdict, subject_texts
+from evaltrace.evaluators._base import (
+    AnySubjectEvaluator,
+    Direction,
+    Subject,
+    Verdict,
+    checked_threshold,
+    passes,
+    subject_texts,
+)
 from evaltrace.evaluators._text import normalise, split_sentences
 from evaltrace.schema import EvalCase
 
 MIN_SENTENCE_CHARS = 10
+MIN_COMPRESSED_CHARS = 200
+"""Shorter texts are not judged on their compression ratio (zlib's overhead dominates it)."""
 MAX_SUBSTRING_CHARS = 20_000
 """Longer texts are measured on their first 20,000 characters (the search is O(n log n) slices)."""
 
@@ -82,9 +98,9 @@ def repeated_substring_ratio(text: str) -> tuple[float, int, int]:
 
 
 def compression_ratio(text: str) -> float:
-    """Return zlib level-9 compressed size / original size in bytes (1.0 for empty text)."""
+    """Return zlib level-9 compressed size / original size in bytes, capped at 1.0 (1.0 for empty text)."""
     raw = text.encode("utf-8")
-    return len(zlib.compress(raw, 9)) / len(raw) if raw else 1.0
+    return min(1.0, len(zlib.compress(raw, 9)) / len(raw)) if raw else 1.0
 
 
 def looping_metrics(text: str) -> LoopingMetrics:
@@ -95,11 +111,15 @@ def looping_metrics(text: str) -> LoopingMetrics:
 
 
 class LoopingDetection(AnySubjectEvaluator):
-    """Detect an answer stuck in a loop.
+    """Detect an answer stuck in a loop: each metric against its own threshold.
 
-    Score = min(unique_sentence_ratio, 1 − repeated_substring_ratio), higher is better; passes when the score
-    reaches ``threshold`` (0.75) and the compression ratio reaches ``min_compression_ratio`` (0.2; ordinary
-    prose compresses to about 0.35-0.6, a loop to well under 0.2). All three raw metrics are in ``detail``.
+    Passes when every metric is on the right side of its threshold: ``unique_sentence_ratio >= threshold`` and
+    ``repeated_substring_ratio <= threshold`` (the catalogue's 0.75 for both), and, for texts of 200 characters
+    or more, ``compression_ratio >= min_compression_ratio`` (0.2). The compression ratio keeps its own threshold
+    because the catalogue's 0.75 would fail ordinary prose: zlib compresses English text of 200 characters to
+    about 0.5 of its size and of 1,000 characters to about 0.3, a loop to well under 0.2. Score = the unique
+    sentence ratio, the catalogue's primary metric (higher is better). ``detail["metrics"]`` gives each metric's
+    value, threshold, direction and verdict; the reason names the metrics that failed.
 
     Over a session's Conversation the measured text is every turn's ``field``, in order, one paragraph each, so
     an assistant giving the same answer turn after turn is a loop too (``detail.turns_measured``).
@@ -113,12 +133,16 @@ class LoopingDetection(AnySubjectEvaluator):
         """Configure the limits.
 
         Args:
-            threshold: Minimum score.
-            min_compression_ratio: Minimum compressed/original size.
+            threshold: Threshold of the unique sentence ratio (lowest passing) and of the repeated substring
+                ratio (highest passing), in [0, 1].
+            min_compression_ratio: Lowest passing compressed/original size, in [0, 1].
             field: Dotted path of the Trace to measure.
+
+        Raises:
+            ValueError: A threshold outside [0, 1].
         """
-        self.threshold = threshold
-        self.min_compression_ratio = min_compression_ratio
+        self.threshold = checked_threshold(threshold)
+        self.min_compression_ratio = checked_threshold(min_compression_ratio, name="min_compression_ratio")
         self.field = field
 
     def check(self, trace: Subject, case: EvalCase | None) -> Verdict:
@@ -126,9 +150,16 @@ class LoopingDetection(AnySubjectEvaluator):
         texts = subject_texts(trace, self.field)
         text = "\n\n".join(texts)
         m = looping_metrics(text)
-        score = min(m.unique_sentence_ratio, 1.0 - m.repeated_substring_ratio)
-        compressible = len(text) >= 200 and m.compression_ratio < self.min_compression_ratio
-        passed = score >= self.threshold and not compressible
+        metrics = {
+            "unique_sentence_ratio": _metric(m.unique_sentence_ratio, self.threshold, "higher"),
+            "repeated_substring_ratio": _metric(m.repeated_substring_ratio, self.threshold, "lower"),
+            # Below 200 characters zlib's fixed overhead dominates: the ratio says nothing about repetition.
+            "compression_ratio": _metric(
+                m.compression_ratio, self.min_compression_ratio, "higher", judged=len(text) >= MIN_COMPRESSED_CHARS
+            ),
+        }
+        failed = [name for name, metric in metrics.items() if metric["passed"] is False]
+        passed = not failed
         detail = {
             "unique_sentence_ratio": m.unique_sentence_ratio,
             "sentences_counted": m.sentences_counted,
@@ -138,9 +169,24 @@ class LoopingDetection(AnySubjectEvaluator):
             "compression_ratio": m.compression_ratio,
             "min_compression_ratio": self.min_compression_ratio,
             "turns_measured": len(texts),
+            "metrics": metrics,
         }
         reason = (
             f"unique sentences {m.unique_sentence_ratio:.2f}, repeated substring {m.repeated_substring_ratio:.2f}, "
             f"compression {m.compression_ratio:.2f}"
         )
-        return Verdict(passed, score, ("no looping: " if passed else "looping: ") + reason, detail)
+        if failed:
+            reason = f"looping ({', '.join(failed)} past the threshold): {reason}"
+        else:
+            reason = f"no looping: {reason}"
+        return Verdict(passed, m.unique_sentence_ratio, reason, detail)
+
+
+def _metric(value: float, threshold: float, direction: Direction, *, judged: bool = True) -> dict[str, Any]:
+    """One metric's value, threshold, direction and verdict (``passed`` None: not judged on this text)."""
+    return {
+        "value": value,
+        "threshold": threshold,
+        "direction": direction,
+        "passed": passes(value, threshold, direction) if judged else None,
+    }

@@ -10,7 +10,7 @@ import difflib
 import math
 from typing import Any
 
-from evaltrace.evaluators._base import ConversationEvaluator, MissingInputError, Verdict
+from evaltrace.evaluators._base import PASS_RATE, ConversationEvaluator, MissingInputError, Verdict, checked_threshold
 from evaltrace.evaluators._text import normalise, words
 from evaltrace.evaluators._transcript import require_turns, turn_number
 from evaltrace.evaluators.budgets import _utilisation
@@ -44,23 +44,28 @@ class TurnCount(ConversationEvaluator):
 
     Too few turns can mean users give up; too many, that the assistant needs many rounds to help. Score 1.0
     within the bounds, 0.0 outside (the count is in ``detail.turns``). Skipped for a conversation without turns.
+    ``threshold`` is the share of sessions that must be within the bounds over a run (default 1.0).
 
     Example:
         ``TurnCount(max_turns=8)``.
     """
 
     name = "turn_count"
+    threshold_of = PASS_RATE
 
-    def __init__(self, *, min_turns: int | None = None, max_turns: int | None = None) -> None:
+    def __init__(self, *, min_turns: int | None = None, max_turns: int | None = None, threshold: float = 1.0) -> None:
         """Configure the bounds.
 
         Args:
             min_turns: Fewest acceptable turns.
             max_turns: Most acceptable turns.
+            threshold: Share of sessions that must be within the bounds (the run's pass rate), in [0, 1].
 
         Raises:
-            ValueError: No bound, a bound that is not a whole number >= 0, or ``min_turns > max_turns``.
+            ValueError: No bound, a bound that is not a whole number >= 0, ``min_turns > max_turns``, or a
+                threshold outside [0, 1].
         """
+        self.threshold = checked_threshold(threshold)
         low = _limit("min_turns", min_turns, whole=True)
         high = _limit("max_turns", max_turns, whole=True)
         if low is None and high is None:
@@ -100,25 +105,30 @@ class RepeatedUserQuestion(ConversationEvaluator):
     repeat. Only questions and requests are compared: messages shorter than ``min_words`` words ("Yes, please
     do.") and messages made only of acknowledgement words (``ACKNOWLEDGEMENT_WORDS``: "OK, thank you so much")
     are not. Score = 1 − repeats / compared messages; passes with at most ``max_repeats`` repeats. Skipped when
-    no turn has a user message.
+    no turn has a user message. ``threshold`` is the share of sessions that must pass over a run (default 1.0).
 
     Example:
         ``RepeatedUserQuestion(similarity=0.85)``.
     """
 
     name = "repeated_user_question"
+    threshold_of = PASS_RATE
 
-    def __init__(self, *, similarity: float = 0.9, min_words: int = 4, max_repeats: int = 0) -> None:
+    def __init__(
+        self, *, similarity: float = 0.9, min_words: int = 4, max_repeats: int = 0, threshold: float = 1.0
+    ) -> None:
         """Configure the comparison.
 
         Args:
             similarity: Ratio in (0, 1] from which two messages count as the same question.
             min_words: Shortest message compared, in words (4: "Yes, please do." is no question).
             max_repeats: Most repeats that still pass.
+            threshold: Share of sessions that must pass (the run's pass rate), in [0, 1].
 
         Raises:
-            ValueError: A similarity outside (0, 1], or a negative or fractional count.
+            ValueError: A similarity or threshold outside (0, 1] / [0, 1], or a negative or fractional count.
         """
+        self.threshold = checked_threshold(threshold)
         if isinstance(similarity, bool) or not isinstance(similarity, int | float) or not 0.0 < similarity <= 1.0:
             raise ValueError(f"similarity must be a number in (0, 1], got {similarity!r}")
         self.similarity = float(similarity)
@@ -176,7 +186,7 @@ class SessionBudget(ConversationEvaluator):
     a sum over the turns that do is a lower bound, so it can fail the budget but never pass it. Passes when every
     limited figure is known and within its ceiling; fails when any (known or lower bound) is over; otherwise
     skipped (not evaluated), with the turns that lack the figure in ``detail.unknown_turns``. Score = highest
-    figure / ceiling (lower is better).
+    figure / ceiling (lower is better); ``threshold`` is the highest passing share of a ceiling (1.0 by default).
 
     Example:
         ``SessionBudget(max_cost_usd=0.50, max_tokens=200_000)``.
@@ -192,6 +202,7 @@ class SessionBudget(ConversationEvaluator):
         max_cost_usd: float | None = None,
         max_latency_ms: float | None = None,
         max_tokens: int | None = None,
+        threshold: float = 1.0,
     ) -> None:
         """Configure the ceilings.
 
@@ -199,10 +210,13 @@ class SessionBudget(ConversationEvaluator):
             max_cost_usd: Highest acceptable session cost in USD.
             max_latency_ms: Highest acceptable sum of the turns' latencies in milliseconds.
             max_tokens: Highest acceptable input + output tokens over the session.
+            threshold: Highest passing share of a ceiling, in [0, 1].
 
         Raises:
-            ValueError: No ceiling, or one that is not a number >= 0 (tokens: a whole number).
+            ValueError: No ceiling, one that is not a number >= 0 (tokens: a whole number), or a threshold
+                outside [0, 1].
         """
+        self.threshold = checked_threshold(threshold)
         self.limits: dict[str, float | None] = {
             "cost_usd": _limit("max_cost_usd", max_cost_usd),
             "latency_ms": _limit("max_latency_ms", max_latency_ms),
@@ -232,7 +246,7 @@ class SessionBudget(ConversationEvaluator):
         }
         if all(v is None for v in measured.values()):
             raise MissingInputError(f"no turn reports {', '.join(limited)}")
-        verdict = _utilisation(measured, self.limits)
+        verdict = _utilisation(measured, self.limits, self.threshold)
         verdict.detail["turns"] = len(turns)
         verdict.detail["unknown_turns"] = unknown
         if verdict.passed and unknown:

@@ -10,11 +10,13 @@ from typing import Any
 
 from evaltrace._internal.pathglob import matching
 from evaltrace.evaluators._base import (
+    PASS_RATE,
     DeterministicEvaluator,
     MissingInputError,
     Verdict,
     answer_text,
     case_list,
+    checked_threshold,
     require_extra,
 )
 from evaltrace.evaluators.files import ARTIFACT_DIR_KEY, trace_artifact
@@ -38,28 +40,35 @@ class JsonSchema(DeterministicEvaluator):
     """The answer parses as JSON and validates against a JSON Schema (``jsonschema`` library, any draft).
 
     The schema comes from the constructor, else ``case.metadata["json_schema"]``; ``{}`` checks parseability
-    only. A single surrounding Markdown code fence is accepted. Pass/fail; up to 10 validation errors (path
-    and message) in ``detail``. Needs the ``jsonschema`` extra, checked when the evaluator is created.
+    only. A single surrounding Markdown code fence is accepted. Pass/fail per case; up to 10 validation errors
+    (path and message) in ``detail``. ``threshold`` is the catalogue's: the share of cases that must be valid
+    (0.5), so 3 valid answers out of 4 raise no run problem. Needs the ``jsonschema`` extra, checked when the
+    evaluator is created.
     """
 
     name = "json_schema"
+    threshold_of = PASS_RATE
 
-    def __init__(self, schema: Mapping[str, Any] | None = None, *, field: str = "output.final_answer") -> None:
+    def __init__(
+        self, schema: Mapping[str, Any] | None = None, *, field: str = "output.final_answer", threshold: float = 0.5
+    ) -> None:
         """Configure the schema.
 
         Args:
             schema: A JSON Schema; validated here so a broken schema fails early.
             field: Dotted path of the Trace to parse.
+            threshold: Share of cases that must hold valid JSON (the run's pass rate), in [0, 1].
 
         Raises:
             MissingExtraError: jsonschema is not installed.
+            ValueError: A threshold outside [0, 1].
         """
         self._jsonschema = require_extra("jsonschema", "jsonschema", extra="jsonschema")
         if schema is not None:
             self._jsonschema.validators.validator_for(schema).check_schema(schema)
         self.schema = dict(schema) if schema is not None else None
         self.field = field
-        self.threshold = 1.0
+        self.threshold = checked_threshold(threshold)
 
     def check(self, trace: Trace, case: EvalCase | None) -> Verdict:
         """Parse and validate."""

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from evaltrace.evaluators._base import (
+    PASS_RATE,
     DeterministicEvaluator,
     MissingInputError,
     Verdict,
@@ -14,6 +15,7 @@ from evaltrace.evaluators._base import (
     as_text,
     case_list,
     check_field,
+    checked_threshold,
     expected_answer,
 )
 from evaltrace.evaluators._text import normalise, numbers_equal, parse_number, parse_numbers, split_sentences, words
@@ -101,7 +103,8 @@ class Regex(DeterministicEvaluator):
     """Regular expression(s) searched in a field.
 
     ``mode="all"``: every pattern must match; ``"any"``: at least one; ``"none"``: none may match. Score: share of
-    patterns that behave as required; pass/fail.
+    patterns that behave as required (``any``: 1.0 or 0.0); passes when it reaches ``threshold`` (1.0 by default:
+    all behave as required).
     """
 
     name = "regex"
@@ -112,6 +115,7 @@ class Regex(DeterministicEvaluator):
         mode: Literal["all", "any", "none"] = "all",
         field: str = "output.final_answer",
         flags: int = 0,
+        threshold: float = 1.0,
     ) -> None:
         """Configure the patterns.
 
@@ -120,16 +124,18 @@ class Regex(DeterministicEvaluator):
             mode: ``all``, ``any`` or ``none`` must match.
             field: Dotted path of the Trace to search.
             flags: ``re`` flags, e.g. ``re.IGNORECASE``.
+            threshold: Share of patterns that must behave as required, in [0, 1].
 
         Raises:
-            ValueError: No pattern, or an invalid one (raised here, not at evaluation time).
+            ValueError: No pattern, an invalid one (raised here, not at evaluation time), or a threshold outside
+                [0, 1].
         """
         if not patterns:
             raise ValueError("Regex needs at least one pattern")
         self.patterns = [re.compile(p, flags) for p in patterns]
         self.mode = mode
         self.field = check_field(field)
-        self.threshold = 1.0
+        self.threshold = checked_threshold(threshold)
 
     def check(self, trace: Trace, case: EvalCase | None) -> Verdict:
         """Search every pattern."""
@@ -137,11 +143,12 @@ class Regex(DeterministicEvaluator):
         matched = [p.pattern for p in self.patterns if p.search(text)]
         total = len(self.patterns)
         if self.mode == "all":
-            passed, score = len(matched) == total, len(matched) / total
+            score = len(matched) / total
         elif self.mode == "any":
-            passed, score = bool(matched), 1.0 if matched else 0.0
+            score = 1.0 if matched else 0.0
         else:
-            passed, score = not matched, 1.0 - len(matched) / total
+            score = 1.0 - len(matched) / total
+        passed = score >= self.threshold
         reason = f"{len(matched)}/{total} patterns matched (mode {self.mode})"
         return Verdict(passed, score, reason, {"field": self.field, "mode": self.mode, "matched": matched})
 
@@ -150,13 +157,20 @@ class TextMatching(DeterministicEvaluator):
     """The field compared with the expected answer (EA).
 
     Modes: ``exact`` (identical after stripping), ``normalised`` (NFKC, case-folded, whitespace collapsed,
-    punctuation removed), ``contains`` / ``startswith`` / ``endswith`` (on normalised text). Pass/fail.
+    punctuation removed), ``contains`` / ``startswith`` / ``endswith`` (on normalised text). Pass/fail per case;
+    ``threshold`` is the share of cases that must match over a run (default 1.0).
     """
 
     name = "text_matching"
+    threshold_of = PASS_RATE
 
     def __init__(
-        self, expected: str | None = None, *, mode: MatchMode = "normalised", field: str = "output.final_answer"
+        self,
+        expected: str | None = None,
+        *,
+        mode: MatchMode = "normalised",
+        field: str = "output.final_answer",
+        threshold: float = 1.0,
     ) -> None:
         """Configure the comparison.
 
@@ -164,11 +178,15 @@ class TextMatching(DeterministicEvaluator):
             expected: The expected answer; when None, the case's expected answer.
             mode: How to compare.
             field: Dotted path of the Trace to compare.
+            threshold: Share of cases that must match (the run's pass rate), in [0, 1].
+
+        Raises:
+            ValueError: A threshold outside [0, 1].
         """
         self.expected = expected
         self.mode: MatchMode = mode
         self.field = check_field(field)
-        self.threshold = 1.0
+        self.threshold = checked_threshold(threshold)
 
     def _matches(self, actual: str, expected: str) -> bool:
         if self.mode == "exact":
@@ -189,18 +207,21 @@ class TextMatching(DeterministicEvaluator):
 
 
 class ExactMatch(TextMatching):
-    """The field equals the expected answer exactly (surrounding whitespace ignored); pass/fail."""
+    """The field equals the expected answer exactly (surrounding whitespace ignored); pass/fail per case."""
 
     name = "exact_match"
 
-    def __init__(self, expected: str | None = None, *, field: str = "output.final_answer") -> None:
+    def __init__(
+        self, expected: str | None = None, *, field: str = "output.final_answer", threshold: float = 1.0
+    ) -> None:
         """Configure the comparison.
 
         Args:
             expected: The expected answer; when None, the case's expected answer.
             field: Dotted path of the Trace to compare.
+            threshold: Share of cases that must match (the run's pass rate), in [0, 1].
         """
-        super().__init__(expected, mode="exact", field=field)
+        super().__init__(expected, mode="exact", field=field, threshold=threshold)
 
 
 def _fact_found(value: Any, text: str, numbers: list[float]) -> bool:
@@ -255,8 +276,9 @@ class Facts(DeterministicEvaluator):
 class Length(DeterministicEvaluator):
     """Character, word and sentence counts, judged too_short / appropriate / too_long against word bounds.
 
-    Passes when appropriate. Score 1.0 when appropriate, else ``words/min_words`` (too short) or
-    ``max_words/words`` (too long). ``optimal_words`` is reported with the distance to it.
+    Score 1.0 when appropriate, else ``words/min_words`` (too short) or ``max_words/words`` (too long); passes
+    when the score reaches ``threshold`` (1.0 by default: appropriate; 0.8 tolerates 20% off the bounds).
+    ``optimal_words`` is reported with the distance to it.
     """
 
     name = "length"
@@ -268,6 +290,7 @@ class Length(DeterministicEvaluator):
         optimal_words: int | None = None,
         *,
         field: str = "output.final_answer",
+        threshold: float = 1.0,
     ) -> None:
         """Configure the bounds.
 
@@ -276,12 +299,16 @@ class Length(DeterministicEvaluator):
             max_words: More words is too long.
             optimal_words: The ideal length, reported only.
             field: Dotted path of the Trace to measure.
+            threshold: Lowest passing score, in [0, 1].
+
+        Raises:
+            ValueError: A threshold outside [0, 1].
         """
         self.min_words = min_words
         self.max_words = max_words
         self.optimal_words = optimal_words
         self.field = check_field(field)
-        self.threshold = 1.0
+        self.threshold = checked_threshold(threshold)
 
     def check(self, trace: Trace, case: EvalCase | None) -> Verdict:
         """Count and classify."""
@@ -306,4 +333,4 @@ class Length(DeterministicEvaluator):
         }
         if self.optimal_words is not None:
             detail["distance_from_optimal"] = count - self.optimal_words
-        return Verdict(verdict == "appropriate", score, f"{count} words: {verdict}", detail)
+        return Verdict(score >= self.threshold, score, f"{count} words: {verdict}", detail)

@@ -14,7 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evaltrace.evaluators._base import AnySubjectEvaluator, MissingInputError, Subject, Verdict, subject_noun
+from evaltrace.evaluators._base import (
+    AnySubjectEvaluator,
+    MissingInputError,
+    Subject,
+    Verdict,
+    checked_threshold,
+    subject_noun,
+)
 from evaltrace.evaluators.tools import call_key
 from evaltrace.evaluators.trajectory import no_tool_evidence, require_tool_calls
 from evaltrace.schema import Conversation, EvalCase, ToolCall, ToolResult
@@ -69,7 +76,8 @@ class ToolLoop(AnySubjectEvaluator):
     Findings: a call (same tool and, by default, same arguments) made more than ``max_repeats`` times in the
     trace; a block of 2..``max_cycle_length`` calls repeated back to back at least ``min_cycle_repeats`` times.
     Score = 1 − excess calls / calls (excess: repeats beyond the allowance, cycle turns beyond the allowed
-    ones); passes when there is no finding. Over a session's Conversation the calls of all turns count, in order,
+    ones); passes when it reaches ``threshold`` (1.0 by default: no finding; 0.8 tolerates excess calls up to a
+    fifth of the calls). Over a session's Conversation the calls of all turns count, in order,
     so the same call made again in a later turn is a repeat. Skipped when there are no tool calls.
     """
 
@@ -82,6 +90,7 @@ class ToolLoop(AnySubjectEvaluator):
         min_cycle_repeats: int = 3,
         max_cycle_length: int = 4,
         match_arguments: bool = True,
+        threshold: float = 1.0,
     ) -> None:
         """Configure the allowances.
 
@@ -90,10 +99,12 @@ class ToolLoop(AnySubjectEvaluator):
             min_cycle_repeats: Back-to-back repetitions of a block that make a cycle.
             max_cycle_length: Longest block searched for.
             match_arguments: Compare calls by tool and arguments (True) or by tool name only.
+            threshold: Lowest passing score, in [0, 1].
 
         Raises:
-            ValueError: A limit below its minimum.
+            ValueError: A limit below its minimum, or a threshold outside [0, 1].
         """
+        self.threshold = checked_threshold(threshold)
         if max_repeats < 1 or min_cycle_repeats < 2 or max_cycle_length < 2:
             raise ValueError("ToolLoop needs max_repeats >= 1, min_cycle_repeats >= 2 and max_cycle_length >= 2")
         self.max_repeats = max_repeats
@@ -123,7 +134,8 @@ class ToolLoop(AnySubjectEvaluator):
             "excess_calls": excess,
         }
         reason = f"no tool loop in {len(calls)} calls" if not findings else "tool loop: " + "; ".join(findings)
-        return Verdict(not findings, score, reason, detail)
+        # No finding means score 1.0 (a finding always has excess calls), so the default threshold is "no finding".
+        return Verdict(score >= self.threshold, score, reason, detail)
 
 
 def is_error_result(result: ToolResult, pattern: re.Pattern[str] | None = None) -> bool:

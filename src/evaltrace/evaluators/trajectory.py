@@ -17,7 +17,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, get_args
 
-from evaltrace.evaluators._base import AnySubjectEvaluator, MissingInputError, Subject, Verdict, subject_noun
+from evaltrace.evaluators._base import (
+    AnySubjectEvaluator,
+    MissingInputError,
+    Subject,
+    Verdict,
+    checked_threshold,
+    subject_noun,
+)
 from evaltrace.evaluators._tool_match import ExpectedStep, parse_steps
 from evaltrace.schema import EvalCase, ToolCall
 
@@ -143,8 +150,8 @@ class ToolSequence(AnySubjectEvaluator):
     ``metadata["expected_tool_sequence"]`` (same syntax), else ``expected.must_call_tools``. ``args`` maps a tool
     to argument matchers applied to every step of that tool. Score: matched steps / expected steps (modes that
     forbid extra calls divide by the larger of expected and actual; ordered modes count the longest in-order
-    match). Passes only on a full match (threshold 1.0); the reason names the first mismatch. Skipped when the
-    trace has no tool calls.
+    match). Passes on a full match (``threshold`` 1.0, the default), or, with a lower ``threshold``, when the score
+    reaches it; the reason names the first mismatch. Skipped when the trace has no tool calls.
 
     Example:
         ``ToolSequence(["search", {"name": "book", "args": {"city": {"regex": "^Par"}}}], mode="in_order")``.
@@ -158,6 +165,7 @@ class ToolSequence(AnySubjectEvaluator):
         *,
         mode: SequenceMode = "in_order",
         args: Mapping[str, Mapping[str, Any]] | None = None,
+        threshold: float = 1.0,
     ) -> None:
         """Configure the expected steps.
 
@@ -165,10 +173,13 @@ class ToolSequence(AnySubjectEvaluator):
             expected: Steps in order; None reads them from the case.
             mode: How calls are compared with the steps (see the module docstring).
             args: Tool name -> argument matchers, shared by every step of that tool.
+            threshold: Lowest passing score in [0, 1]; 1.0 requires a full match.
 
         Raises:
-            ValueError: Unknown mode, an empty ``expected`` list, or a malformed step or matcher.
+            ValueError: Unknown mode, an empty ``expected`` list, a malformed step or matcher, or a threshold
+                outside [0, 1].
         """
+        self.threshold = checked_threshold(threshold)
         if mode not in get_args(SequenceMode):
             raise ValueError(f"mode must be one of {', '.join(get_args(SequenceMode))}, got {mode!r}")
         if expected is not None and not expected:
@@ -211,4 +222,7 @@ class ToolSequence(AnySubjectEvaluator):
             "mismatch": mismatch,
         }
         reason = f"tool calls match ({self.mode})" if mismatch is None else f"{self.mode}: {mismatch}"
-        return Verdict(mismatch is None, score, reason, detail)
+        # A full match is judged by the mismatch search (it also checks what the score does not count); a lower
+        # threshold accepts a partial match by its score.
+        passed = mismatch is None or (self.threshold < 1.0 and score >= self.threshold)
+        return Verdict(passed, score, reason, detail)
