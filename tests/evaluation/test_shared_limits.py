@@ -1,0 +1,164 @@
+"""Rate limits and judge budgets shared through a real ``redis-server`` on 127.0.0.1 (``redis_url``).
+
+Two processors stand for two replicas: each has its own ``LimitGate`` and Redis client, as two processes would.
+Rate limits use a bucket that does not refill within a test (rate 0.0001/s), so counts do not depend on speed.
+The URLs carry a 5 s socket timeout (a querystring option of redis-py) where a spurious fallback under load
+would change the counts; the outage itself is a killed server, refused at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan
+
+from evaltrace.evaluation import EvaluatorSpec, Limits, evaluator, shared_limits
+from evaltrace.evaluation.options import ProcessorOptions
+from evaltrace.evaluators import LLMJudge
+from evaltrace.evaluators.judge import Judge
+from evaltrace.exceptions import ConfigError
+from evaltrace.schema import Trace
+from judge_server import JudgeServer, serve_judge
+from redis_server import RedisServer, running_redis
+
+from .conftest import MakePipeline, Pipeline
+
+STILL = 0.0001  # evaluations per second: a bucket that stays empty once its burst is taken
+PROMPT_TOKENS = 1000
+COMPLETION_TOKENS = 100
+PER_CALL = PROMPT_TOKENS + COMPLETION_TOKENS
+
+
+@evaluator(name="counted")
+def counted(trace: Trace) -> bool:
+    return True
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    yield from running_redis()
+
+
+@pytest.fixture
+def chat_server() -> Iterator[JudgeServer]:
+    with serve_judge(lambda body: {"score": 1, "reason": "fine"}, prompt_tokens=PROMPT_TOKENS,
+                     completion_tokens=COMPLETION_TOKENS) as judge:  # fmt: skip
+        yield judge
+
+
+def patient(url: str) -> str:
+    return f"{url}?socket_timeout=5&socket_connect_timeout=5"
+
+
+def outcome(p: Pipeline, name: str, evaluator_name: str = "counted") -> Any:
+    spans: list[ReadableSpan] = p.by_name(name)
+    assert len(spans) == 1
+    return (spans[0].attributes or {}).get(f"evaltrace.eval.{evaluator_name}.outcome")
+
+
+def send(p: Pipeline, name: str) -> None:
+    with p.tracer.start_as_current_span(name) as span:
+        span.set_attribute("output.value", f"answer of {name}")  # distinct prompts: no judge cache hit
+    p.flush()
+
+
+def test_two_replicas_take_from_one_token_bucket(make_pipeline: MakePipeline, redis_server: RedisServer) -> None:
+    spec = EvaluatorSpec(counted, limits=Limits(evaluations_per_second=STILL, burst=3))
+    replicas = [make_pipeline([spec], redis_url=patient(redis_server.url)) for _ in range(2)]
+    for i in range(8):
+        send(replicas[i % 2], f"span-{i}")
+    outcomes = [outcome(replicas[i % 2], f"span-{i}") for i in range(8)]
+    # Per replica, each would have run 3 (6 in all): shared, the fleet runs exactly the burst.
+    assert outcomes.count("pass") == 3  # a skip shows on a span only beside another evaluator's result
+    reasons = [r.processor.stats()["not_evaluated_by_reason"] for r in replicas]
+    assert sum(r.get("rate_limited", 0) for r in reasons) == 5
+    assert all(r.processor.stats()["shared_limits"]["fallbacks"] == 0 for r in replicas)
+
+
+def test_two_replicas_spend_exactly_one_token_budget(
+    make_pipeline: MakePipeline, redis_server: RedisServer, chat_server: JudgeServer
+) -> None:
+    judge = Judge("gpt-4o-mini", base_url=chat_server.url, api_key="k", max_retries=0)
+    judged = LLMJudge(rubric="Answers the question", judge=judge)
+    spec = EvaluatorSpec(judged, limits=Limits(max_tokens_per_hour=3 * PER_CALL))
+    replicas = [make_pipeline([spec], redis_url=patient(redis_server.url)) for _ in range(2)]
+    for i in range(8):
+        send(replicas[i % 2], f"chat-{i}")  # flushed: each spend is charged before the next admission
+    assert chat_server.count() == 3  # 3 budgets' worth per replica would be 6 calls
+    outcomes = [outcome(replicas[i % 2], f"chat-{i}", judged.name) for i in range(8)]
+    assert outcomes == ["pass"] * 3 + [None] * 5  # None: skipped (over_budget, counted below)
+    over = sum(r.processor.stats()["not_evaluated_by_reason"].get("over_budget", 0) for r in replicas)
+    assert over == 5
+
+
+def test_a_redis_outage_falls_back_per_replica_with_one_warning_and_recovers(
+    make_pipeline: MakePipeline, redis_server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    spec = EvaluatorSpec(counted, limits=Limits(evaluations_per_second=STILL, burst=2))
+    replicas = [make_pipeline([spec], redis_url=patient(redis_server.url)) for _ in range(2)]
+    caplog.set_level(logging.WARNING, logger="evaltrace.evaluation")
+    names = [f"span-{i}" for i in range(11)]
+
+    for i in range(3):  # shared: the fleet's burst of 2
+        send(replicas[i % 2], names[i])
+    redis_server.kill()
+    started = time.monotonic()
+    for i in range(3, 7):  # down: each replica's own bucket (2 each, untouched so far)
+        send(replicas[i % 2], names[i])
+    assert time.monotonic() - started < 10  # nothing waited on the dead server
+    down = [r for r in caplog.records if "did not answer" in r.getMessage()]
+    assert len(down) == 2  # one warning per replica, not one per evaluation
+    assert all(r.processor.stats()["shared_limits"]["down"] for r in replicas)
+
+    redis_server.start()  # back, empty: a full shared bucket of 2 again
+    time.sleep(shared_limits.RETRY_S + 0.2)
+    for i in range(7, 11):  # local buckets are empty now: only the shared one can admit
+        send(replicas[i % 2], names[i])
+    outcomes = [outcome(replicas[i % 2], names[i]) for i in range(11)]
+    assert outcomes[:3] == ["pass", "pass", None]  # None: skipped (rate_limited, counted below)
+    assert outcomes[3:7] == ["pass"] * 4
+    assert outcomes[7:].count("pass") == 2
+    assert len([r for r in caplog.records if "did not answer" in r.getMessage()]) == 2  # still one per replica
+    assert len([r for r in caplog.records if "answers again" in r.getMessage()]) == 2
+    # Every span got an outcome: nothing was blocked or lost.
+    stats = [r.processor.stats() for r in replicas]
+    assert sum(s["evaluated"] for s in stats) == 8
+    assert sum(s["not_evaluated_by_reason"].get("rate_limited", 0) for s in stats) == 3
+    assert [s["shared_limits"]["fallbacks"] for s in stats] == [1, 1]
+    assert not any(s["shared_limits"]["down"] for s in stats)
+
+
+def test_spend_during_an_outage_is_added_to_the_shared_budget_when_redis_returns(
+    make_pipeline: MakePipeline, redis_server: RedisServer, chat_server: JudgeServer
+) -> None:
+    judge = Judge("gpt-4o-mini", base_url=chat_server.url, api_key="k", max_retries=0)
+    judged = LLMJudge(rubric="Answers the question", judge=judge)
+    spec = EvaluatorSpec(judged, limits=Limits(max_tokens_per_hour=2 * PER_CALL))
+    a, b = (make_pipeline([spec], redis_url=patient(redis_server.url)) for _ in range(2))
+    redis_server.kill()
+    send(a, "chat-0")  # down: charged locally to a, owed to Redis
+    send(a, "chat-1")
+    redis_server.start()
+    time.sleep(shared_limits.RETRY_S + 0.2)
+    send(a, "chat-2")  # a's probe: Redis answers, a pays what it owes (2 calls), then is over budget
+    send(b, "chat-3")  # b never spent: only the shared counter can refuse it
+    assert chat_server.count() == 2
+    assert outcome(b, "chat-3", judged.name) is None  # skipped
+    assert b.processor.stats()["not_evaluated_by_reason"] == {"over_budget": 1}
+
+
+def test_without_limits_no_redis_client_is_made(make_pipeline: MakePipeline) -> None:
+    p = make_pipeline([counted], redis_url="redis://127.0.0.1:1/0")  # nothing listens: never asked
+    send(p, "span")
+    assert outcome(p, "span") == "pass"
+    assert "shared_limits" not in p.processor.stats()
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:6379", "127.0.0.1:6379", ""])
+def test_a_redis_url_that_is_not_one_is_a_config_error(url: str) -> None:
+    with pytest.raises(ConfigError, match="redis_url.*redis://"):
+        ProcessorOptions(redis_url=url)
