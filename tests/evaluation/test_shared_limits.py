@@ -151,6 +151,34 @@ def test_spend_during_an_outage_is_added_to_the_shared_budget_when_redis_returns
     assert b.processor.stats()["not_evaluated_by_reason"] == {"over_budget": 1}
 
 
+def test_every_shared_key_expires(
+    make_pipeline: MakePipeline, redis_server: RedisServer, chat_server: JudgeServer
+) -> None:
+    import redis
+
+    judge = Judge("gpt-4o-mini", base_url=chat_server.url, api_key="k", max_retries=0)
+    judged = LLMJudge(rubric="Answers the question", judge=judge)
+    limits = Limits(evaluations_per_second=5, max_tokens_per_hour=10 * PER_CALL, max_usd_per_day=1.0)
+    p = make_pipeline([EvaluatorSpec(judged, limits=limits)], limits={"max_tokens_per_day": 10 * PER_CALL},
+                      redis_url=patient(redis_server.url))  # fmt: skip
+    send(p, "chat-0")
+    assert chat_server.count() == 1
+    client = redis.Redis.from_url(redis_server.url)
+    try:
+        keys = sorted(key.decode() for key in client.keys("*"))
+        prefix = f"evaltrace:limits:evaluator:{judged.name}"
+        assert keys == sorted(
+            ["evaltrace:limits:global:tokens:86400", f"{prefix}:rate", f"{prefix}:tokens:3600", f"{prefix}:usd:86400"]
+        )
+        ttls = {key: client.ttl(key) for key in keys}
+        assert 0 < ttls[f"{prefix}:rate"] <= 2  # refilled (burst 5 at 5/s) within a second: forgotten soon after
+        assert 0 < ttls[f"{prefix}:tokens:3600"] <= 3600 + 60  # the end of the current hour, plus a minute
+        assert 0 < ttls[f"{prefix}:usd:86400"] <= 86_400 + 60
+        assert float(client.hget(f"{prefix}:tokens:3600", "spent") or 0) == PER_CALL
+    finally:
+        client.close()
+
+
 def test_without_limits_no_redis_client_is_made(make_pipeline: MakePipeline) -> None:
     p = make_pipeline([counted], redis_url="redis://127.0.0.1:1/0")  # nothing listens: never asked
     send(p, "span")
