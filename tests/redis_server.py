@@ -94,9 +94,7 @@ def redis_unavailable(reason: str) -> None:
 
 def running_redis() -> Iterator[RedisServer]:
     """The body of a fixture: a started server, killed and removed after the test."""
-    binary = shutil.which("redis-server") or (
-        "/usr/bin/redis-server" if Path("/usr/bin/redis-server").exists() else None
-    )
+    binary = shutil.which("redis-server")
     if binary is None:
         redis_unavailable("redis-server is not installed (Debian package redis-server)")
     try:
