@@ -54,6 +54,13 @@ def chat_server() -> Iterator[JudgeServer]:
         yield judge
 
 
+def llm_judge(server: JudgeServer) -> LLMJudge:
+    """A real LLM judge (priced gpt-4o-mini) calling ``server``."""
+    return LLMJudge(
+        rubric="Answers the question", judge=Judge("gpt-4o-mini", base_url=server.url, api_key="k", max_retries=0)
+    )
+
+
 def patient(url: str) -> str:
     return f"{url}?socket_timeout=5&socket_connect_timeout=5"
 
@@ -86,8 +93,7 @@ def test_two_replicas_take_from_one_token_bucket(make_pipeline: MakePipeline, re
 def test_two_replicas_spend_exactly_one_token_budget(
     make_pipeline: MakePipeline, redis_server: RedisServer, chat_server: JudgeServer
 ) -> None:
-    judge = Judge("gpt-4o-mini", base_url=chat_server.url, api_key="k", max_retries=0)
-    judged = LLMJudge(rubric="Answers the question", judge=judge)
+    judged = llm_judge(chat_server)
     spec = EvaluatorSpec(judged, limits=Limits(max_tokens_per_hour=3 * PER_CALL))
     replicas = [make_pipeline([spec], redis_url=patient(redis_server.url)) for _ in range(2)]
     for i in range(8):
@@ -139,8 +145,7 @@ def test_a_redis_outage_falls_back_per_replica_with_one_warning_and_recovers(
 def test_spend_during_an_outage_is_added_to_the_shared_budget_when_redis_returns(
     make_pipeline: MakePipeline, redis_server: RedisServer, chat_server: JudgeServer
 ) -> None:
-    judge = Judge("gpt-4o-mini", base_url=chat_server.url, api_key="k", max_retries=0)
-    judged = LLMJudge(rubric="Answers the question", judge=judge)
+    judged = llm_judge(chat_server)
     spec = EvaluatorSpec(judged, limits=Limits(max_tokens_per_hour=2 * PER_CALL))
     a, b = (make_pipeline([spec], redis_url=patient(redis_server.url)) for _ in range(2))
     redis_server.kill()
@@ -160,8 +165,7 @@ def test_every_shared_key_expires(
 ) -> None:
     import redis
 
-    judge = Judge("gpt-4o-mini", base_url=chat_server.url, api_key="k", max_retries=0)
-    judged = LLMJudge(rubric="Answers the question", judge=judge)
+    judged = llm_judge(chat_server)
     limits = Limits(evaluations_per_second=5, max_tokens_per_hour=10 * PER_CALL, max_usd_per_day=1.0)
     p = make_pipeline([EvaluatorSpec(judged, limits=limits)], limits={"max_tokens_per_day": 10 * PER_CALL},
                       redis_url=patient(redis_server.url))  # fmt: skip
