@@ -9,6 +9,8 @@ would change the counts; the outage itself is a killed server, refused at once.
 from __future__ import annotations
 
 import logging
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -198,3 +200,53 @@ def test_without_limits_no_redis_client_is_made(make_pipeline: MakePipeline) -> 
 def test_a_redis_url_that_is_not_one_is_a_config_error(url: str) -> None:
     with pytest.raises(ConfigError, match="redis_url.*redis://"):
         ProcessorOptions(redis_url=url)
+
+
+class SilentServer:
+    """A TCP server on 127.0.0.1 that accepts connections and never answers: a stalled Redis."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.accepted: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:  # closed
+                return
+            self.accepted.append(conn)  # held open, never read from or written to
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.accepted:
+            conn.close()
+
+
+def test_a_redis_that_never_answers_costs_one_timeout_per_retry_not_one_per_evaluation(
+    make_pipeline: MakePipeline, caplog: pytest.LogCaptureFixture
+) -> None:
+    silent = SilentServer()
+    try:
+        spec = EvaluatorSpec(counted, limits=Limits(evaluations_per_second=STILL, burst=100))
+        p = make_pipeline([spec], redis_url=f"redis://127.0.0.1:{silent.port}/0")  # the default 0.5 s timeout
+        caplog.set_level(logging.WARNING, logger="evaltrace.evaluation")
+        started = time.monotonic()
+        for i in range(20):
+            send(p, f"span-{i}")
+        elapsed = time.monotonic() - started
+        # Every span was evaluated, from this process's own bucket.
+        assert p.processor.stats()["evaluated"] == 20
+        # One timed-out call, then local decisions; another try only once per RETRY_S. One timeout per
+        # evaluation would have taken 10 s.
+        tries = len(silent.accepted)
+        assert 1 <= tries <= 1 + elapsed / shared_limits.RETRY_S + 1
+        assert elapsed < 20 * shared_limits.TIMEOUT_S * 0.75
+        assert len([r for r in caplog.records if "did not answer" in r.getMessage()]) == 1
+        assert p.processor.stats()["shared_limits"]["down"] is True
+    finally:
+        silent.close()
