@@ -196,10 +196,19 @@ def test_without_limits_no_redis_client_is_made(make_pipeline: MakePipeline) -> 
     assert "shared_limits" not in p.processor.stats()
 
 
-@pytest.mark.parametrize("url", ["http://127.0.0.1:6379", "127.0.0.1:6379", ""])
-def test_a_redis_url_that_is_not_one_is_a_config_error(url: str) -> None:
-    with pytest.raises(ConfigError, match="redis_url.*redis://"):
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("http://:secret@127.0.0.1:6379", "got scheme 'http'"),
+        ("127.0.0.1:6379", "got no scheme"),
+        ("", "got no scheme"),
+    ],
+)
+def test_a_redis_url_that_is_not_one_is_a_config_error_that_never_shows_the_url(url: str, shown: str) -> None:
+    with pytest.raises(ConfigError, match="redis_url.*redis://") as info:
         ProcessorOptions(redis_url=url)
+    assert shown in str(info.value)
+    assert "secret" not in str(info.value)
 
 
 class SilentServer:

@@ -111,7 +111,9 @@ def check_redis_url(url: str, where: str = "redis_url") -> None:
     """Raise a ConfigError naming ``where`` unless ``url`` is a Redis URL (``redis://``, ``rediss://``, ``unix://``)."""
     scheme = urlsplit(url).scheme if isinstance(url, str) else ""
     if scheme not in REDIS_SCHEMES:
-        raise ConfigError(where, f"expected a redis://, rediss:// or unix:// URL, got {url!r:.80}")
+        # Only the scheme is shown: the rest of a URL may hold a password.
+        shown = f"scheme {scheme!r}" if scheme else "no scheme"
+        raise ConfigError(where, f"expected a redis://, rediss:// or unix:// URL, got {shown}")
 
 
 def _where(url: str) -> str:
