@@ -209,6 +209,7 @@ def test_known_capture_values_keep_their_meaning(
         ({"sink_retry": {"max_retries": 3}}, "sink_retry: expected RetryPolicy, got <dict>"),
         ({"score_configs": {"tone": {"min_value": 0}}}, "score_configs.tone: expected ScoreConfig, got <dict>"),
         ({"emit_log_events": "no"}, "emit_log_events: expected bool, got 'no'"),
+        ({"redis_url": 6379}, "redis_url: expected str | None, got 6379"),
     ],
 )
 def test_evaluation_option_values_are_type_checked_before_anything_is_built(

@@ -114,6 +114,7 @@ def test_worker_process_takes_its_token_from_the_environment_and_its_limits_from
         (["--max-connections", "0"], "'max_connections': must be a positive integer"),
         (["--max-inflight", "0"], "'max_inflight_spans': must be a positive integer"),
         (["--auth-token", ""], "'auth_token': must be a non-empty string"),
+        (["--redis-url", "http://127.0.0.1:6379"], "'redis_url': expected a redis://, rediss:// or unix:// URL"),
         (["--host", "0.0.0.0", "--evaluators", "no_such_module_xyz:E"], "WARNING: listening on 0.0.0.0 without"),
     ],
 )

@@ -59,7 +59,8 @@ EXAMPLES: dict[str, str] = {
   evaltrace scores replay dead.jsonl --sink jsonl --output scores.jsonl""",
     "worker": """\
   evaltrace worker --port 4318 --evaluators mypkg.evals:EVALUATORS --sink jsonl:scores.jsonl
-  evaltrace worker --host 0.0.0.0 --otlp-endpoint http://jaeger:4318 --sink langfuse""",
+  evaltrace worker --host 0.0.0.0 --otlp-endpoint http://jaeger:4318 --sink langfuse
+  evaltrace worker --grpc-port 4317 --redis-url redis://redis:6379/0   # replicas share budgets""",
     "report": """\
   evaltrace report last -o report.html       # the newest trace of the local store
   evaltrace report 20260301-120000 -o run.html  # an offline run (id, unique prefix or directory)

@@ -28,6 +28,7 @@ from evaltrace.worker.limits import ReceiverLimits
 from evaltrace.worker.security import TOKEN_ENV, TlsFiles, TokenAuth, exposure_warning
 
 DEFAULT_EVALUATORS = "evaltrace.worker.defaults:EVALUATORS"
+REDIS_URL_ENV = "EVALTRACE_REDIS_URL"
 # 5 s of draining plus the watchdog's margin stays under Docker's default 10 s between SIGTERM and SIGKILL.
 DEFAULT_SHUTDOWN_TIMEOUT_S = 5.0
 # Past a drain deadline that running evaluations used up, the evaluation processor's fixed clean-up steps
@@ -79,6 +80,11 @@ def register(subparsers: Any) -> None:
         help="session-scope evaluators judge a session this long after its last trace (default 120)",
     )
     worker.add_argument("--retry-after", type=int, default=1, help="Retry-After seconds sent with 503")
+    worker.add_argument(
+        "--redis-url", default=os.environ.get(REDIS_URL_ENV), metavar="URL",
+        help="share evaluator rate limits and judge budgets with every replica given the same Redis "
+        f"(redis://host:6379/0; default: ${REDIS_URL_ENV}); without it, each replica has its own",
+    )  # fmt: skip
     _limit_arguments(worker)
     _access_arguments(worker)
     worker.add_argument(
@@ -302,6 +308,8 @@ def _evaluation_options(args: argparse.Namespace) -> dict[str, Any]:
     options: dict[str, Any] = {"hold_timeout_s": args.hold_timeout}
     if args.session_quiet_period is not None:
         options["session_quiet_period_s"] = args.session_quiet_period
+    if args.redis_url:
+        options["redis_url"] = args.redis_url
     return options
 
 

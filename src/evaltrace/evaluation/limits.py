@@ -6,6 +6,10 @@ application thread, so each is O(1) under one lock: a token bucket for evaluatio
 (an hour, a day, counted from the processor's clock) for judge tokens and USD. What is refused is not queued: it
 becomes a "not evaluated" result with the skip reason ``rate_limited`` or ``over_budget``, never a fail.
 
+With a Redis URL (the ``redis_url`` option, ``evaltrace worker --redis-url``) the rate limits and budgets are
+kept in Redis and hold across every replica (see :mod:`evaltrace.evaluation.shared_limits`); concurrency slots
+stay per process. Without one, every process has its own.
+
 Spend is charged when a result comes back, from the judge's own usage (``detail["judge"]``: the tokens in its
 replies, priced by :mod:`evaltrace.pricing`, the source the application's LLM spans use), so evaluations already
 running when a budget runs out still finish: a budget can be overshot by at most the evaluations in flight.
@@ -19,10 +23,13 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evaltrace._internal import semconv
 from evaltrace.exceptions import ConfigError
+
+if TYPE_CHECKING:
+    from evaltrace.evaluation.shared_limits import SharedLimits
 
 Clock = Callable[[], float]
 HOUR_S = 3600.0
@@ -142,7 +149,8 @@ class SpendWindow:
 class _Scope:
     """The state of one :class:`Limits`: bucket, token and USD windows, concurrency slots."""
 
-    def __init__(self, limits: Limits, clock: Clock) -> None:
+    def __init__(self, key: str, limits: Limits, clock: Clock) -> None:
+        self.key = key  # its name in the shared state: "global" or "evaluator:<name>"
         self.limits = limits
         self.bucket: TokenBucket | None = None
         if limits.evaluations_per_second is not None:
@@ -175,18 +183,23 @@ class LimitGate:
     Args:
         global_limits: Limits over every evaluator of the processor (None: none).
         clock: Seconds, monotonic (injectable for tests); windows are numbered from its zero.
+        shared: Rate limits and budgets kept in Redis for every replica; this gate's own state decides while
+            Redis does not answer (None: this gate's state only).
     """
 
-    def __init__(self, global_limits: Limits | None, clock: Clock = time.monotonic) -> None:
+    def __init__(
+        self, global_limits: Limits | None, clock: Clock = time.monotonic, shared: SharedLimits | None = None
+    ) -> None:
         self._clock = clock
         self._lock = threading.Lock()
-        self._global = _Scope(global_limits, clock) if global_limits is not None else None
+        self._global = _Scope("global", global_limits, clock) if global_limits is not None else None
         self._scopes: dict[str, _Scope] = {}
+        self.shared = shared
 
     def register(self, name: str, limits: Limits | None) -> None:
         """Set the limits of evaluator ``name`` (the first registration of a name wins)."""
         if limits is not None and name not in self._scopes:
-            self._scopes[name] = _Scope(limits, self._clock)
+            self._scopes[name] = _Scope(f"evaluator:{name}", limits, self._clock)
 
     @property
     def active(self) -> bool:
@@ -198,6 +211,10 @@ class LimitGate:
         scopes = [s for s in (self._scopes.get(name), self._global) if s is not None]
         if not scopes:
             return None
+        if self.shared is not None:
+            answered, reason = self.shared.admit([(scope.key, scope.limits) for scope in scopes])
+            if answered:
+                return reason
         with self._lock:
             if any(scope.over_budget() for scope in scopes):
                 return OVER_BUDGET
@@ -213,9 +230,11 @@ class LimitGate:
         scopes = [s for s in (self._scopes.get(name), self._global) if s is not None]
         if not scopes:
             return
-        with self._lock:
+        with self._lock:  # always charged here too: a fallback continues from what this process spent
             for scope in scopes:
                 scope.charge(tokens, usd)
+        if self.shared is not None:
+            self.shared.charge([(scope.key, scope.limits) for scope in scopes], tokens, usd)
 
     @contextlib.asynccontextmanager
     async def slot(self, name: str) -> AsyncIterator[None]:

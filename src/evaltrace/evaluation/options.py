@@ -19,6 +19,7 @@ from evaltrace.evaluation.sessions import (
     DEFAULT_SESSION_MAX_TRACES,
     DEFAULT_SESSION_QUIET_PERIOD_S,
 )
+from evaltrace.evaluation.shared_limits import check_redis_url
 from evaltrace.evaluation.sinks.worker import RetryPolicy
 from evaltrace.exceptions import ConfigError
 from evaltrace.schema import ScoreConfig
@@ -84,6 +85,10 @@ class ProcessorOptions:
             its fields); each ``EvaluatorSpec.limits`` applies as well. What exceeds is not evaluated, with the
             skip reason ``rate_limited`` / ``over_budget``.
         limits_clock: Monotonic seconds used by the rate limits and budget windows (injectable for tests).
+        redis_url: Keep the rate limits and budgets in this Redis server (``redis://host:6379/0``), shared by
+            every process (``evaltrace worker`` replica) given the same URL; while it does not answer, each
+            process falls back to its own limits (see :mod:`evaltrace.evaluation.shared_limits`). None (default):
+            limits are per process. Concurrency slots (``max_concurrent``) are always per process.
         engine: Where evaluators run: ``"thread"`` (default: threads of this process) or ``"process"`` (a child
             process fed span records; ``configure(evaluation="process")`` sets it). See docs/evaluation.md,
             "Evaluation in a separate process".
@@ -126,11 +131,14 @@ class ProcessorOptions:
     export_sampling: ExportSampling | None = None
     limits: Limits | None = None
     limits_clock: Callable[[], float] = time.monotonic
+    redis_url: str | None = None
     redactor: Callable[[str], str] | None = None
     engine: str = "thread"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "limits", Limits.coerce(self.limits, "limits"))
+        if self.redis_url is not None:
+            check_redis_url(self.redis_url)
         for name in (
             "max_queue_size",
             "sync_workers",

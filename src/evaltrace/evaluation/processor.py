@@ -337,6 +337,10 @@ class EvaluationSpanProcessor(SpanProcessor):
         limits = LimitGate(self.options.limits, self.options.limits_clock)
         for spec in specs:
             limits.register(spec.evaluator.name, spec.limits)
+        if self.options.redis_url is not None and limits.active:  # no limit set: nothing to share
+            from evaltrace.evaluation.shared_limits import SharedLimits  # imports redis: only when configured
+
+            limits.shared = SharedLimits(self.options.redis_url)
         return limits
 
     def _job_context(self, metrics: PipelineMetrics) -> JobContext:
@@ -1012,6 +1016,14 @@ class EvaluationSpanProcessor(SpanProcessor):
             ok = processor.force_flush(max(0, int((deadline - time.monotonic()) * 1000))) and ok
         return ok
 
+    def _stop_engines(self, reserve: float) -> None:
+        """Stop the evaluation loop and process, and let go of Redis: nothing admits or charges any more."""
+        self._engine.stop(min(0.25, reserve / 8))
+        if self._remote is not None:
+            self._remote.stop(min(1.0, reserve / 4))
+        if self._limits.shared is not None:
+            self._limits.shared.close()
+
     def shutdown(self, timeout_millis: int = 30_000) -> None:
         """Drain and stop: evaluations, then parked spans, then sinks, then downstream processors.
 
@@ -1042,9 +1054,7 @@ class EvaluationSpanProcessor(SpanProcessor):
             self._stats.incr("unflushed_jobs", self._pending)
             self._engine.cancel_all()
             self._wait_idle(time.monotonic() + min(0.5, reserve / 4))  # cancelled jobs still forward their spans
-        self._engine.stop(min(0.25, reserve / 8))
-        if self._remote is not None:
-            self._remote.stop(min(1.0, reserve / 4))
+        self._stop_engines(reserve)
         if self._gate is not None:
             self._gate.release_all()
         # Sinks share what is left, keeping a slice for the span exporters that follow.
@@ -1083,7 +1093,8 @@ class EvaluationSpanProcessor(SpanProcessor):
         ``export_failed``, ``dropped_queue_full``, ``dropped_shutdown``, ``queued``, ``received``, ``lost``),
         ``export_sampling``, ``monitor`` and ``isolation`` (per evaluator caught hanging a shared thread or blocking
         the shared event loop, now run apart: ``reason``, ``blocked_s``, ``stalls``, ``others_moved``,
-        ``calls_moved``; see :class:`~evaltrace.evaluation._isolation.OffenderCost`).
+        ``calls_moved``; see :class:`~evaltrace.evaluation._isolation.OffenderCost`), and with ``redis_url``,
+        ``shared_limits`` (``redis``: the server, ``down``: limits are per process now, ``fallbacks``: outages seen).
         """
         data = self._stats.snapshot()
         data["queued"] = self._pending
@@ -1104,6 +1115,8 @@ class EvaluationSpanProcessor(SpanProcessor):
             }
         data["monitor"] = {name: asdict(health) for name, health in self.monitor.health().items()}
         data["isolation"] = self._engine.offenders.snapshot()
+        if self._limits.shared is not None:
+            data["shared_limits"] = self._limits.shared.stats()
         return data
 
     def _pass_rates(self) -> dict[str, float]:
