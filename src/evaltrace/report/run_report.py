@@ -18,6 +18,7 @@ from typing import Any
 
 from evaltrace._internal.private_files import make_private_dirs, private_opener
 from evaltrace._version import __version__
+from evaltrace.evaluators.compliance import compliance_tags
 from evaltrace.report.chat import chat_messages
 from evaltrace.report.chat_html import render_bubbles
 from evaltrace.report.html import _calls_with_results, _content, _message, _ms, _pretty, _thinking
@@ -163,7 +164,11 @@ def _evaluators(summary: RunSummary) -> str:
             parts += [f"{cell.errors} error(s)"] if cell.errors else []
             parts += [f"{cell.not_evaluated} not evaluated"] if cell.not_evaluated else []
             cells.append(f"<td>{_e(', '.join(parts) or 'not evaluated')}</td>")
-        rows.append(f"<tr><td><b>{_e(rollup.evaluator)}</b></td>{''.join(cells)}</tr>")
+        tags = "".join(
+            f'<span class="tag" data-standard="{_e(t)}">{_e(t)}</span>' for t in compliance_tags(rollup.evaluator)
+        )
+        # The tags float to the right of the name (they come first so the name cell still ends with the name).
+        rows.append(f"<tr><td>{tags}<b>{_e(rollup.evaluator)}</b></td>{''.join(cells)}</tr>")
     title = "Evaluators &middot; pass rate over judged results per variant"
     return f'<section id="evaluators"><h2>{title}</h2><table>{head}{"".join(rows)}</table></section>'
 
