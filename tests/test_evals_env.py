@@ -173,6 +173,7 @@ def test_nothing_is_evaluated_when_the_environment_is_unset() -> None:
 
 def test_configure_runs_the_evaluators_the_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(f"{P}EVALS_EVALUATORS", "pii_leakage")
+    monkeypatch.setenv(f"{P}EVALUATION_SAMPLE_RATE", "1")  # every trace (the default is the production 1%)
     monkeypatch.setenv(f"{P}EVALS_QUEUE_SIZE", "64")
     monkeypatch.setenv(f"{P}EVALS_WORKERS", "2")
     handle, exporter = _configure()
@@ -237,6 +238,7 @@ def test_rate_limit_and_budgets_become_the_processor_limits(monkeypatch: pytest.
 
 def test_the_rate_limit_variable_limits_evaluations_end_to_end(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(f"{P}EVALS_EVALUATORS", "pii_leakage")
+    monkeypatch.setenv(f"{P}EVALUATION_SAMPLE_RATE", "1")  # every trace (the default is the production 1%)
     monkeypatch.setenv(f"{P}EVALUATION_RATE_LIMIT_RPS", "0.001")  # one evaluation, then none for ~17 minutes
     monkeypatch.setenv(f"{P}EVALUATION_RATE_LIMIT_BURST", "1")
     handle, _ = _configure()
