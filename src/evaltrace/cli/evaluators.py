@@ -39,7 +39,7 @@ def list_command(args: argparse.Namespace) -> int:
         wanted = next((s for s in STANDARDS if s.lower() == args.standard.strip().lower()), None)
         if wanted is None:
             return print_error(ValueError(f"unknown standard {args.standard!r}; known: {', '.join(STANDARDS)}"))
-    records = [
+    records: list[dict[str, Any]] = [
         {"name": name, "class": cls.__name__, "standards": list(compliance_tags(name))}
         for name, cls in sorted(CATALOGUE.items())
         if wanted is None or wanted in compliance_tags(name)
@@ -50,8 +50,8 @@ def list_command(args: argparse.Namespace) -> int:
     console = Console()
     rows: list[list[Cell]] = [
         [
-            r["name"],
-            r["class"],
+            str(r["name"]),
+            str(r["class"]),
             ", ".join(f"{s} ({STANDARDS[s]})" for s in r["standards"]) or "-",
         ]
         for r in records

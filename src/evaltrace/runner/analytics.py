@@ -207,11 +207,11 @@ def evaluation_quality(results: Sequence[EvaluationResult]) -> EvaluationQuality
     correlation: dict[str, float] = {}
     for a, b in combinations(evaluators, 2):
         pairs = [
-            (c[a].score, c[b].score)
+            (x, y)
             for c in cells.values()
-            if a in c and b in c and c[a].score is not None and c[b].score is not None
+            if a in c and b in c and (x := c[a].score) is not None and (y := c[b].score) is not None
         ]
-        r = pearson([float(x) for x, _ in pairs], [float(y) for _, y in pairs])
+        r = pearson([x for x, _ in pairs], [y for _, y in pairs])
         if r is not None:
             correlation[f"{a}_vs_{b}"] = r
     confidences = [r.confidence for c in cells.values() for r in c.values() if r.confidence is not None]

@@ -23,7 +23,7 @@ from typing import Literal
 
 from evaltrace.evaluators.insights import run_insights
 from evaltrace.runner import run_explanations as explain
-from evaltrace.runner.summary import CaseOutcomes, Outcome, judged_results, result_verdict
+from evaltrace.runner.summary import CaseOutcomes, Outcome, result_verdict
 from evaltrace.schema import ComparisonReport, EvalCase, EvaluationResult, RunSummary, Trace, VariantDelta
 from evaltrace.schema.runs import (
     CaseChange,
@@ -275,12 +275,7 @@ def insights_summary(
     insights = run_insights(results, traces, cases)
     # Never a variant nothing was judged on: not by case (pass rate None) nor by any evaluator (all errored or
     # skipped, whatever its system failures).
-    evaluated = judged_results(summary)
-    judged = [
-        (v, v.pass_rate)
-        for v in summary.variants
-        if v.pass_rate is not None and v.cases_passed + (v.cases_failed or 0) > 0 and evaluated.get(v.name) != 0
-    ]
+    judged = [(v, v.pass_rate) for v in explain.judged_variants(summary) if v.pass_rate is not None]
     best_pair = min(judged, key=lambda pair: (-pair[1], pair[0].avg_latency_ms, pair[0].name), default=None)
     best = best_pair[0] if best_pair is not None else None
     failures = Counter(case for by_case in outcomes.values() for case, o in by_case.items() if o == "fail")

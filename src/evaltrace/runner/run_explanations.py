@@ -31,6 +31,7 @@ __all__ = [
     "explanations",
     "failure_split",
     "is_retrieval_evaluator",
+    "judged_variants",
     "least_accurate_variant",
     "retrieval_ranking",
     "slowest_variant",
@@ -46,7 +47,8 @@ def is_retrieval_evaluator(name: str) -> bool:
     return name.startswith("context_")
 
 
-def _judged_variants(summary: RunSummary) -> list[VariantSummary]:
+def judged_variants(summary: RunSummary) -> list[VariantSummary]:
+    """The variants with a judged case on which some evaluator judged something (best / least accurate candidates)."""
     evaluated = judged_results(summary)
     return [
         v
@@ -57,7 +59,7 @@ def _judged_variants(summary: RunSummary) -> list[VariantSummary]:
 
 def least_accurate_variant(summary: RunSummary) -> str | None:
     """The judged variant with the lowest case pass rate (ties: the slower, then by name); None with fewer than 2."""
-    judged = _judged_variants(summary)
+    judged = judged_variants(summary)
     if len(judged) < 2:
         return None  # with one variant "least accurate" would only repeat "best"
     return min(judged, key=lambda v: (v.pass_rate or 0.0, -v.avg_latency_ms, v.name)).name

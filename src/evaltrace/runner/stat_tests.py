@@ -63,7 +63,7 @@ def sign_test(wins: int, losses: int) -> float:
     k = min(wins, losses)
     # P(X <= k) for X ~ Binomial(n, 1/2), doubled for the other tail; exact integers, then one division.
     tail = sum(math.comb(n, i) for i in range(k + 1))
-    return min(1.0, 2 * tail / 2**n)
+    return min(1.0, float(2 * tail / 2**n))
 
 
 def pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:
