@@ -112,3 +112,28 @@ def test_leaderboard_escapes_names_from_the_run() -> None:
                                variant_names=[name], traces=traces, results=results)  # fmt: skip
     board = heatmap_leaderboard(summary)
     assert "<b>x</b>" not in board.replace("<b>&lt;b&gt;x&lt;/b&gt;</b>", "") and "&lt;i&gt;e&lt;/i&gt;" in board
+
+
+def test_report_has_the_evaluation_analytics(page: str) -> None:
+    start = page.index('<section id="analytics">')
+    section = html.unescape(page[start : page.index("</section>", start)])
+    for fact in ("evaluations: <b>48", "completed: <b>32", "errored: <b>1<", "not evaluated: <b>15",
+                 "success rate: <b>97.0%", "evaluator agreement: <b>75.0% of 16 cell(s)",
+                 "confidence: <b>high 50.0%, medium 50.0%, low 0.0%"):  # fmt: skip
+        assert fact in section, fact
+
+
+def test_leaderboard_colours_a_lower_is_better_score_the_other_way() -> None:
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    traces = [Trace(case_id="c", variant_name=v, started_at=now, finished_at=now, run_id="r") for v in ("a", "b")]
+    results = [
+        EvaluationResult(evaluator="error_rate", variant_name="a", case_id="c", passed=True, score=0.0),
+        EvaluationResult(evaluator="error_rate", variant_name="b", case_id="c", passed=False, score=0.9),
+    ]
+    summary, _ = summarise_run(run_id="r", started_at=now, finished_at=now, config_path="", config_hash="",
+                               variant_names=["a", "b"], traces=traces, results=results)  # fmt: skip
+    board = heatmap_leaderboard(summary, frozenset({"error_rate"}))
+    a = board[board.index('<tr data-variant="a"') :]
+    b = board[board.index('<tr data-variant="b"') :]
+    assert 'data-value="1.0000" style="background:hsl(120,70%,82%)" title="error_rate on a: avg 0.00 (lower' in a
+    assert 'data-value="0.1000" style="background:hsl(12,70%,82%)" title="error_rate on b: avg 0.90 (lower' in b

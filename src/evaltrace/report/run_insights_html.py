@@ -10,21 +10,24 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from evaltrace.runner.analytics import EvaluationPerformance, EvaluationQuality
 from evaltrace.schema import RunSummary
 from evaltrace.schema.runs import EvaluatorVariantRollup, VariantSummary
 
-__all__ = ["heatmap_leaderboard", "insights_section"]
+__all__ = ["analytics_section", "heatmap_leaderboard", "insights_section"]
 
 
 def _e(value: Any) -> str:
     return escape(str(value), quote=True)
 
 
-def _figure(cell: EvaluatorVariantRollup | None) -> tuple[float | None, str]:
-    """(value on [0, 1] for the colour, its label) of one evaluator on one variant."""
+def _figure(cell: EvaluatorVariantRollup | None, lower: bool) -> tuple[float | None, str]:
+    """(value on [0, 1] for the colour, 1 = good; its label) of one evaluator on one variant."""
     if cell is None or not (cell.passed or 0) + (cell.failed or 0):
         return None, "not judged"
     if cell.avg_score is not None and 0.0 <= cell.avg_score <= 1.0:
+        if lower:  # e.g. an error rate: 0 is the best score, so it is the greenest
+            return 1.0 - cell.avg_score, f"avg {cell.avg_score:.2f} (lower is better)"
         return cell.avg_score, f"avg {cell.avg_score:.2f}"
     if cell.pass_rate is not None:
         return cell.pass_rate, f"{cell.pass_rate * 100:.0f}% pass"
@@ -45,8 +48,13 @@ def _rank_key(v: VariantSummary) -> tuple[float, float, str]:
     return (-(v.pass_rate if v.pass_rate is not None else -1.0), v.avg_latency_ms, v.name)
 
 
-def heatmap_leaderboard(summary: RunSummary) -> str:
-    """The ``Leaderboard`` section: a row per variant, best first, a heatmap column per evaluator."""
+def heatmap_leaderboard(summary: RunSummary, lower_is_better: frozenset[str] = frozenset()) -> str:
+    """The ``Leaderboard`` section: a row per variant, best first, a heatmap column per evaluator.
+
+    Args:
+        summary: The run's summary.
+        lower_is_better: Evaluators whose score is better lower: their colour is of ``1 - score``.
+    """
     if not summary.variants or not summary.by_evaluator:
         return ""
     ranked = sorted(summary.variants, key=_rank_key)
@@ -58,7 +66,7 @@ def heatmap_leaderboard(summary: RunSummary) -> str:
         rate = variant.pass_rate
         cells = [_heat(rate, "-" if rate is None else f"{rate * 100:.1f}%", f"{variant.name}: case pass rate")]
         for rollup in summary.by_evaluator:
-            value, label = _figure(rollup.by_variant.get(variant.name))
+            value, label = _figure(rollup.by_variant.get(variant.name), rollup.evaluator in lower_is_better)
             cells.append(_heat(value, label, f"{rollup.evaluator} on {variant.name}: {label}"))
         rows.append(
             f'<tr data-variant="{_e(variant.name)}" data-rank="{rank}"><td class="num">{rank}</td>'
@@ -66,7 +74,7 @@ def heatmap_leaderboard(summary: RunSummary) -> str:
         )
     legend = (
         '<p class="legend">Ranked by case pass rate (ties: faster first). Each cell is the evaluator\'s average'
-        " score on [0, 1], else its pass rate: red 0, green 1.</p>"
+        " score on [0, 1], else its pass rate: red is the worst, green the best.</p>"
     )
     return (
         f'<section id="leaderboard"><h2>Leaderboard</h2><table class="heatmap">{head}</tr>{"".join(rows)}</table>'
@@ -126,3 +134,42 @@ def _dimensions(summary: RunSummary) -> str:
         for v, by_dim in averages.items()
     )
     return f'<h3>Rubric dimension averages</h3><table class="heatmap rubric">{head}{rows}</table>'
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def analytics_section(performance: EvaluationPerformance | None, quality: EvaluationQuality | None) -> str:
+    """The ``Evaluation analytics`` section: how the evaluations went and whether the evaluators agree."""
+    if performance is None or quality is None or not performance.total_evaluations:
+        return ""
+    p, q = performance, quality
+    cost = "-" if p.total_cost_usd is None else f"${p.total_cost_usd:.6f}"
+    duration = "-" if p.average_duration_ms is None else f"{p.average_duration_ms:.1f} ms"
+    p95 = "-" if p.p95_duration_ms is None else f"{p.p95_duration_ms:.1f} ms"
+    facts = [
+        ("evaluations", p.total_evaluations),
+        ("completed", p.successful_evaluations),
+        ("errored", p.failed_evaluations),
+        ("not evaluated", p.not_evaluated),
+        ("success rate", _pct(p.success_rate)),
+        ("average duration", duration),
+        ("p95 duration", p95),
+        ("judge cost", cost),
+        ("evaluator agreement", f"{_pct(q.evaluator_agreement)} of {q.cells_compared} cell(s)"),
+    ]
+    items = [f'<li data-metric="{_e(k)}">{_e(k)}: <b>{_e(v)}</b></li>' for k, v in facts]
+    items += [f'<li data-metric="correlation">{_e(pair)}: <b>{r:+.3f}</b></li>'
+              for pair, r in q.inter_evaluator_correlation.items()]  # fmt: skip
+    if q.confidence_distribution:
+        shares = ", ".join(f"{k.removesuffix('_confidence')} {_pct(v)}" for k, v in q.confidence_distribution.items())
+        items.append(f'<li data-metric="confidence">confidence: <b>{_e(shares)}</b></li>')
+    note = (
+        '<p class="legend">success rate = completed / (completed + errored); agreement: cells judged by two'
+        " evaluators or more on which every verdict is the same. <code>evaltrace runs analytics</code> prints the"
+        " same.</p>"
+    )
+    return (
+        f'<section id="analytics"><h2>Evaluation analytics</h2><ul class="plain">{"".join(items)}</ul>{note}</section>'
+    )

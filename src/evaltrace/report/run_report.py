@@ -23,7 +23,7 @@ from evaltrace.report.chat import chat_messages
 from evaltrace.report.chat_html import render_bubbles
 from evaltrace.report.html import _calls_with_results, _content, _message, _ms, _pretty, _thinking
 from evaltrace.report.run_assets import CSS, JS
-from evaltrace.report.run_insights_html import heatmap_leaderboard, insights_section
+from evaltrace.report.run_insights_html import analytics_section, heatmap_leaderboard, insights_section
 from evaltrace.report.run_model import RunCell, RunReportData, build_run_report
 from evaltrace.report.run_views import cell_waterfall, side_by_side
 from evaltrace.runner.case_turns import SESSION_KEY, conversation_messages, turn_traces
@@ -349,8 +349,9 @@ def render_run_report(data: RunReportData) -> str:
             side_by_side(data),
             _variants(data.summary),
             _evaluators(data.summary),
-            heatmap_leaderboard(data.summary),
+            heatmap_leaderboard(data.summary, data.lower_is_better),
             insights_section(data.summary),
+            analytics_section(data.performance, data.quality),
             _changes(data.summary, data),
         ]
     )
