@@ -45,7 +45,12 @@ def test_performance_counts_evaluations_errors_and_skips(demo: RunOutcome, capsy
     assert (perf["total_evaluations"], perf["successful_evaluations"]) == (48, 32)
     assert (perf["failed_evaluations"], perf["not_evaluated"]) == (1, 15)
     assert perf["success_rate"] == pytest.approx(32 / 33)
-    assert perf["p95_duration_ms"] >= perf["average_duration_ms"] >= 0
+    # Durations of the evaluations that ran (completed or errored), as results.jsonl records them.
+    ran = sorted(float(r.latency_ms) for r in demo.run.read_results() if r.status in ("completed", "failed"))
+    assert perf["average_duration_ms"] == pytest.approx(sum(ran) / len(ran))
+    position = (len(ran) - 1) * 0.95  # linear interpolation between the closest ranks
+    low = int(position)
+    assert perf["p95_duration_ms"] == pytest.approx(ran[low] + (ran[low + 1] - ran[low]) * (position - low))
     assert perf["total_cost_usd"] is None  # no judge, no cost: unknown, not 0
     flaky = perf["by_evaluator"]["flaky"]
     assert (flaky["successful_evaluations"], flaky["failed_evaluations"], flaky["success_rate"]) == (0, 1, 0.0)
@@ -169,3 +174,13 @@ def test_trend_over_runs(demo: RunOutcome, tmp_path: Path, capsys: Any) -> None:
     assert by_evaluator["historical_scores"] == pytest.approx([0.4125] * 3)
     one = _json(capsys, ["runs", "trend", "fast", "--runs-dir", str(runs), "-n", "1", "--json"])
     assert one["trend"] == "insufficient_data" and one["run_ids"] == ["2026-01-03T00-00-00_insights_demo"]
+
+
+def test_trend_of_a_variant_in_no_run_exits_2_naming_it(demo: RunOutcome, tmp_path: Path, capsys: Any) -> None:
+    runs = tmp_path / "runs"
+    _copy_with_pass_rate(demo.run.path, runs, 1, 0.5)
+    assert main(["runs", "trend", "fsat", "--runs-dir", str(runs)]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"variant 'fsat' is not in any of the 1 runs in {runs}; variants: fast, slow" in err
+    assert main(["runs", "trend", "fast", "--runs-dir", str(tmp_path / "empty")]) == 2
+    assert "is not in any run (there is none)" in " ".join(capsys.readouterr().err.split())

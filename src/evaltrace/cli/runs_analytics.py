@@ -195,6 +195,11 @@ def trend_command(args: argparse.Namespace) -> int:
     except EvaltraceError as exc:
         return _error(exc)
     summaries.sort(key=lambda s: (s.started_at, s.run_id))
+    known = sorted({v.name for s in summaries for v in s.variants})
+    if args.variant not in known:
+        where = f"any of the {len(summaries)} runs" if summaries else "any run (there is none)"
+        return _error(ValueError(f"variant {args.variant!r} is not in {where} in {args.runs_dir}"
+                                 + (f"; variants: {', '.join(known)}" if known else "")))  # fmt: skip
     report = temporal_trend(summaries[-max(args.limit, 1) :], args.variant, evaluator=args.evaluator)
     history = ", ".join(f"{r} {s:.3f}" for r, s in zip(report.run_ids, report.historical_scores, strict=True))
     lines = [
