@@ -1,6 +1,6 @@
 """A real offline run for the insights and analytics tests: two variants, eight cases, three evaluators.
 
-``fast`` answers at once; ``slow`` sleeps 0.25 s per case. The evaluators are user evaluators whose scores come
+``fast`` answers at once; ``slow`` sleeps 0.4 s per case. The evaluators are user evaluators whose scores come
 from the tables below, so every figure the tests assert is computed here by hand:
 
 - ``answer_quality`` (generation): passes at score >= 0.5; confidence 0.9 on fast, 0.6 on slow.
@@ -52,7 +52,7 @@ def fast(question: str) -> str:
 
 
 def slow(question: str) -> str:
-    time.sleep(0.25)
+    time.sleep(0.4)
     return "late answer to " + question
 """
 

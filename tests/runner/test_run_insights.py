@@ -39,7 +39,7 @@ def test_summary_yaml_names_least_accurate_slowest_and_retrieval_extremes(demo: 
     assert insights is not None
     assert insights.best_variant == "fast"
     assert insights.least_accurate_variant == "slow"  # 2/7 judged cases passed against 6/8
-    assert insights.slowest_variant == "slow"  # sleeps 0.25 s per case
+    assert insights.slowest_variant == "slow"  # sleeps 0.4 s per case
     assert insights.best_retrieval_variant == "fast"
     assert insights.worst_retrieval_variant == "slow"
     assert insights.retrieval_average_by_variant == pytest.approx({"fast": 6.4 / 8, "slow": 5.3 / 8})
