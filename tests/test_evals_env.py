@@ -173,6 +173,7 @@ def test_nothing_is_evaluated_when_the_environment_is_unset() -> None:
 
 def test_configure_runs_the_evaluators_the_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(f"{P}EVALS_EVALUATORS", "pii_leakage")
+    monkeypatch.setenv(f"{P}EVALUATION_SAMPLE_RATE", "1")  # every trace (the default is the production 1%)
     monkeypatch.setenv(f"{P}EVALS_QUEUE_SIZE", "64")
     monkeypatch.setenv(f"{P}EVALS_WORKERS", "2")
     handle, exporter = _configure()
@@ -237,6 +238,7 @@ def test_rate_limit_and_budgets_become_the_processor_limits(monkeypatch: pytest.
 
 def test_the_rate_limit_variable_limits_evaluations_end_to_end(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(f"{P}EVALS_EVALUATORS", "pii_leakage")
+    monkeypatch.setenv(f"{P}EVALUATION_SAMPLE_RATE", "1")  # every trace (the default is the production 1%)
     monkeypatch.setenv(f"{P}EVALUATION_RATE_LIMIT_RPS", "0.001")  # one evaluation, then none for ~17 minutes
     monkeypatch.setenv(f"{P}EVALUATION_RATE_LIMIT_BURST", "1")
     handle, _ = _configure()
@@ -256,3 +258,33 @@ def test_the_sample_rate_variable_applies_to_the_environment_evaluators(monkeypa
     attributes = _one_span(handle, exporter)
     assert "evaltrace.eval.pii_leakage.outcome" not in attributes
     assert handle.evaluation_processor.stats()["evaluated"] == 0
+
+
+# --- the default production sample rate (issue 29, metrics reference: ProductionMonitor(sample_rate=0.01)) ---
+
+SAMPLED_TRACES = 400
+
+
+def _evaluated_of_many_traces(monkeypatch: pytest.MonkeyPatch, rate: str | None) -> dict[str, Any]:
+    monkeypatch.setenv(f"{P}EVALS_EVALUATORS", "pii_leakage")
+    if rate is not None:
+        monkeypatch.setenv(f"{P}EVALUATION_SAMPLE_RATE", rate)
+    handle, _ = _configure()
+    for _ in range(SAMPLED_TRACES):  # one root span each: that many traces with random ids
+        with tracing.get_tracer().start_as_current_span("chat"):
+            pass
+    assert handle.force_flush(30_000)
+    return handle.evaluation_processor.stats()
+
+
+def test_production_evaluators_judge_one_percent_of_traces_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Live evaluators from the environment judge 1% of traces when no rate is set: not a judge call per trace."""
+    stats = _evaluated_of_many_traces(monkeypatch, None)
+    evaluated, sampled_out = stats["evaluated"], stats["not_evaluated_by_reason"].get("sampled_out", 0)
+    # Binomial(400, 0.01): mean 4; more than 20 has a probability below 1e-9. Every trace is accounted for.
+    assert evaluated <= 20 and evaluated + sampled_out == SAMPLED_TRACES
+    assert evals_env.DEFAULT_PRODUCTION_SAMPLE_RATE == 0.01
+
+
+def test_a_sample_rate_set_in_the_environment_still_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _evaluated_of_many_traces(monkeypatch, "1")["evaluated"] == SAMPLED_TRACES

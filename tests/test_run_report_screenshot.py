@@ -203,3 +203,19 @@ def test_answers_are_side_by_side_per_case(report: Path, browser: Browser) -> No
         assert left["h"] > 0
     assert browser.evaluate("typeof window.__pwned") == "undefined"
     assert browser.console_errors() == []
+
+
+HEAT_JS = """Array.from(document.querySelectorAll('#leaderboard td.heat[data-value]')).map(function(td){
+  var m = getComputedStyle(td).backgroundColor.match(/\\d+/g).map(Number);
+  return {value: parseFloat(td.getAttribute('data-value')), r: m[0], g: m[1], b: m[2]};
+})"""
+
+
+def test_the_leaderboard_is_painted_as_a_heatmap(report: Path, browser: Browser) -> None:
+    browser.open(report.as_uri(), WIDTH, HEIGHT)
+    cells: list[dict[str, float]] = browser.evaluate(HEAT_JS)
+    assert len(cells) >= 4  # two variants: pass rate and contains_text each
+    # Red at 0, green at 1: the higher a cell's value, the greener it is painted (green minus red grows).
+    ordered = sorted(cells, key=lambda c: c["value"])
+    greenness = [c["g"] - c["r"] for c in ordered]
+    assert greenness == sorted(greenness) and greenness[0] < 0 < greenness[-1], ordered

@@ -154,7 +154,9 @@ async def test_factual_accuracy_claims(fake_openai: FakeOpenAI, judge: Judge) ->
     ]
     fake_openai.script(reply({"level": "good", "reason": "one wrong date", "claims": claims}))
     result = await FactualAccuracy(judge).evaluate(trace(), case())
-    assert result.score == 0.8 and result.detail["claims_score"] == pytest.approx(0.75)
+    # The score is the importance-weighted mean of the verified claims (metrics reference); the level is kept.
+    assert result.score == pytest.approx(0.75) and result.detail["claims_score"] == pytest.approx(0.75)
+    assert result.detail["level_score"] == 0.8 and result.passed
     assert result.detail["factual_claims"][1]["correct_value"] == "1889"
     prompt = fake_openai.prompts()[0]
     assert "- opened: 1889" in prompt and '"claims"' in prompt

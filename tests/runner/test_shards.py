@@ -31,11 +31,13 @@ _RANDOM = {
     "ended_at",
     "timestamp",
 }
-_TIMING = ("duration", "latency", "_ms", "_at", "fastest")  # fastest_variant: a timing
+_TIMING = ("duration", "latency", "_ms", "_at", "fastest", "slowest")  # fastest/slowest_variant: timings
 
 
 def _clean(value: Any) -> Any:
     if isinstance(value, dict):
+        if isinstance(value.get("explanations"), list):  # the slowest variant's sentence gives its latency
+            value = {**value, "explanations": [e for e in value["explanations"] if "ms per case" not in e]}
         return {k: _clean(v) for k, v in value.items() if k not in _RANDOM and not any(t in k for t in _TIMING)}
     if isinstance(value, list):
         return [_clean(v) for v in value]

@@ -36,6 +36,9 @@ __all__ = [
 
 EVALUATORS_ENV = "OTEL_INSTRUMENTATION_GENAI_EVALS_EVALUATORS"
 SAMPLE_RATE_ENV = "OTEL_INSTRUMENTATION_GENAI_EVALUATION_SAMPLE_RATE"
+DEFAULT_PRODUCTION_SAMPLE_RATE = 0.01
+"""Share of traces the environment's (production) evaluators judge when no sample rate is set: 1%, the metrics
+reference's production monitor. Judging every production trace would cost a judge call per trace."""
 SAMPLE_RATE_ALIAS_ENV = "OTEL_INSTRUMENTATION_GENAI_EVALS_SAMPLE_RATE"
 RATE_LIMIT_ENV = "OTEL_INSTRUMENTATION_GENAI_EVALUATION_RATE_LIMIT_RPS"
 RATE_LIMIT_ALIAS_ENV = "OTEL_INSTRUMENTATION_GENAI_EVALS_RATE_LIMIT"
@@ -84,7 +87,8 @@ class EvaluationEnvironment:
 
     Attributes:
         evaluators: Catalogue names to run on every span, in the order given.
-        sample_rate: Fraction of traces the environment's evaluators evaluate, in [0, 1].
+        sample_rate: Fraction of traces the environment's evaluators evaluate, in [0, 1]; unset:
+            :data:`DEFAULT_PRODUCTION_SAMPLE_RATE`.
         rate_limit_per_s: Evaluations admitted per second (> 0).
         rate_limit_burst: Burst size of that limit (>= 1).
         max_usd_per_hour: Judge spend budget per hour, USD (>= 0).
@@ -317,7 +321,7 @@ def build_evaluators(env: EvaluationEnvironment) -> list[Any]:
             ) from None
         except Exception as exc:  # e.g. an optional dependency missing: named, not a deep traceback
             raise ConfigError(EVALUATORS_ENV, f"{name!r} cannot be built: {exc}") from None
-        rate = 1.0 if env.sample_rate is None else env.sample_rate
+        rate = DEFAULT_PRODUCTION_SAMPLE_RATE if env.sample_rate is None else env.sample_rate
         # A session evaluator (it judges a Conversation only) is attached at session scope; on spans it would
         # only error on every span.
         subjects = getattr(built, "subjects", frozenset({"trace"}))

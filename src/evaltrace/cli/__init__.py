@@ -20,6 +20,7 @@ _COMMAND_MODULES = (
     "evaltrace.cli.run",
     "evaltrace.cli.runs",
     "evaltrace.cli.evaluate",
+    "evaltrace.cli.evaluators",
 )
 # Nouns whose module is the only one they need: ``evaltrace traces list`` starts without importing the runner,
 # the worker and their dependencies (the list budget of issue 16 is 200 ms for the whole process).

@@ -98,6 +98,22 @@ EXAMPLES: dict[str, str] = {
     "runs merge": """\
   evaltrace runs merge shard-1/runs/* shard-2/runs/* shard-3/runs/* --out runs/merged
   evaltrace runs merge runs/20260302-090000 runs/20260302-090001 --sqlite runs.db --fail-on-regression""",
+    "runs analytics": """\
+  evaltrace runs analytics 20260302-090000   # success rate, durations, judge cost, agreement, confidence
+  evaltrace runs analytics 20260302-090000 --json""",
+    "runs preference": """\
+  evaltrace runs preference 20260302-090000 v2 v1                      # by the share of evaluators passed
+  evaltrace runs preference 20260302-090000 v2 v1 --evaluator answer_correctness --confidence 0.99""",
+    "runs agreement": """\
+  evaltrace runs agreement 20260302-090000 --human human.jsonl --evaluator factual_accuracy""",
+    "runs trend": """\
+  evaltrace runs trend v1 -n 10              # v1's pass rate over the last 10 runs of ./runs
+  evaltrace runs trend v1 --evaluator faithfulness --json""",
+    "evaluators": """\
+  evaltrace evaluators list""",
+    "evaluators list": """\
+  evaltrace evaluators list                  # every catalogue evaluator with its compliance tags
+  evaltrace evaluators list --standard "privacy enhanced" --json""",
 }
 
 

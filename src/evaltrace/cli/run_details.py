@@ -109,9 +109,13 @@ def _print_insights(console: Console, insights: RunInsightsSummary | None) -> No
         ("best variant", insights.best_variant),
         ("hardest case", f"{insights.hardest_case} (failed on {insights.hardest_case_failures} variant(s))"
          if insights.hardest_case else None),
+        ("least accurate", insights.least_accurate_variant),
         ("fastest", insights.fastest_variant),
+        ("slowest", insights.slowest_variant),
         ("cheapest", insights.cheapest_variant),
         ("most expensive", insights.most_expensive_variant),
+        ("best retrieval", insights.best_retrieval_variant),
+        ("worst retrieval", insights.worst_retrieval_variant),
     ]  # fmt: skip
     shown = [f"{label} {value}" for label, value in facts if value]
     if shown:
@@ -122,6 +126,14 @@ def _print_insights(console: Console, insights: RunInsightsSummary | None) -> No
             print_wrapped(console, f"  {e.evaluator}: best variant {e.best_variant or '-'}{hardest}")
     for problem in insights.problems:
         print_wrapped(console, f"  problem: {problem}", style="yellow")
+    for line in insights.explanations:
+        print_wrapped(console, f"  {line}")
+    for variant, dimensions in insights.dimension_averages.items():
+        averages = ", ".join(f"{name} {value:.2f}" for name, value in dimensions.items())
+        print_wrapped(console, f"  rubric dimension averages of {variant}: {averages}")
+    if insights.complexity_distribution:
+        counts = ", ".join(f"{name} {n}" for name, n in insights.complexity_distribution.items())
+        print_wrapped(console, f"  cases by complexity: {counts}")
 
 
 def _print_traces(

@@ -21,6 +21,7 @@ from evaltrace.cli.run_tables import (
     print_table,
     signed_duration,
 )
+from evaltrace.cli.runs_analytics import register_verbs as register_analytics
 from evaltrace.cli.tables import Cell, Column
 from evaltrace.exceptions import EvaltraceError
 from evaltrace.runner import (
@@ -118,6 +119,7 @@ def register(subparsers: Any) -> None:
         help="exit 1 when a case regressed, a baseline pass has no verdict now, or a variant judged nothing (CI)",
     )
     merge.set_defaults(func=merge_command)
+    register_analytics(verbs)
 
 
 def add_store_options(parser: argparse.ArgumentParser, verb: str) -> None:

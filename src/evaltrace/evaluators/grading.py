@@ -136,18 +136,27 @@ class RubricJudge(JudgeEvaluator):
         return data
 
     async def verdict(self, parsed: Any, trace: Trace, case: EvalCase | None) -> Verdict:
-        """Score the level; factual accuracy also reports the importance-weighted share of verified claims."""
+        """Score the level; factual accuracy scores the importance-weighted mean of its verified claims.
+
+        The metrics reference computes factual accuracy from the claims (each verified against the ground truth,
+        weighted by importance); the level is the judge's overall reading, kept in ``detail["level_score"]`` and
+        used as the score only when the judge listed no claim.
+        """
         level = RubricLevel(parsed["level"])
         detail: dict[str, Any] = {"dimension": self.dimension, "level": level.value}
         confidence = None
+        score = level.score
         if self.with_claims:
             claims = [c for c in parsed.get("claims", []) if isinstance(c, dict)]
             detail["factual_claims"] = claims
             detail["claims_score"] = _claims_score(claims)
             confidence = _claims_confidence(claims)
+            detail["level_score"] = level.score
+            if detail["claims_score"] is not None:
+                score = detail["claims_score"]
         reason = f"{level.value}: {parsed.get('reason', '')}".strip()
-        passed = passes(level.score, self.threshold, self.direction)
-        return Verdict(passed, level.score, reason, detail, confidence=confidence)
+        passed = passes(score, self.threshold, self.direction)
+        return Verdict(passed, score, reason, detail, confidence=confidence)
 
 
 class FactualAccuracy(RubricJudge):

@@ -39,6 +39,11 @@ padding:2px 0;border-bottom:1px solid #f0f1f5}
 .wf-dur{text-align:right;font-variant-numeric:tabular-nums;color:var(--muted)}
 table.sbs td.answer{vertical-align:top;white-space:pre-wrap;max-width:420px;font-size:13px}
 table.sbs td.answer a{font-size:11px;font-weight:600}
+span.tag{float:right;display:inline-block;margin:2px 0 0 6px;padding:0 6px;border-radius:8px;background:#eef1f8;color:var(--muted);
+font-size:11px;font-weight:400}
+table.heatmap{width:auto}
+table.heatmap td.heat{text-align:center;font-variant-numeric:tabular-nums;min-width:70px}
+table.heatmap td.heat.none{color:var(--muted)}
 """
 )
 

@@ -9,6 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from evaltrace.runner.analytics import (
+    EvaluationPerformance,
+    EvaluationQuality,
+    evaluation_performance,
+    evaluation_quality,
+)
 from evaltrace.runner.artifacts import DIFF_FILE, artifact_dir
 from evaltrace.runner.findings import CellKey, trace_locations, verdict_of, with_findings
 from evaltrace.runner.rundir import CASES_FILE, HASH_FILE, SUMMARY_FILE, TRACES_FILE, RunDirectory
@@ -64,6 +70,12 @@ class RunReportData:
     cells: dict[CellKey, RunCell]
     cases: dict[str, EvalCase]
     traces_path: str
+    lower_is_better: frozenset[str] = frozenset()
+    """Evaluators whose score is better lower (``detail.direction``): the leaderboard colours them the other way."""
+    performance: EvaluationPerformance | None = None
+    """How the run's evaluations went (``evaltrace runs analytics``)."""
+    quality: EvaluationQuality | None = None
+    """Whether the run's evaluators agree and how confident they were."""
 
 
 def _summary(run: RunDirectory, traces: list[Trace], results: list[EvaluationResult]) -> RunSummary:
@@ -147,4 +159,7 @@ def build_run_report(run: RunDirectory) -> RunReportData:
         cells=cells,
         cases={c.id: c for c in cases},
         traces_path=str(run.path / TRACES_FILE),
+        lower_is_better=frozenset(r.evaluator for r in results if r.detail.get("direction") == "lower"),
+        performance=evaluation_performance(results) if results else None,
+        quality=evaluation_quality(results) if results else None,
     )

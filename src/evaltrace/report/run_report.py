@@ -2,7 +2,7 @@
 
 The page has the case × variant matrix (each cell's outcome, its scores, and every evaluator's verdict and
 reason on hover), the figures per variant (outcome counts, pass rate, latency, cost, tokens), each evaluator's
-pass rate per variant, the insights and the changes against the baseline, and each variant's answers side by
+pass rate per variant, a heatmap leaderboard, the insights and their explanations, the changes against the baseline, and each variant's answers side by
 side. Each cell opens its trace in a dialog (``#t-N``, N its line in traces.jsonl): the evaluations, the case,
 the final answer, its span waterfall, thinking, tool calls, messages and metrics, rendered from
 the run's Trace with the trace report's own pieces. Everything is escaped on the server side (nothing from a
@@ -18,10 +18,12 @@ from typing import Any
 
 from evaltrace._internal.private_files import make_private_dirs, private_opener
 from evaltrace._version import __version__
+from evaltrace.evaluators.compliance import compliance_tags
 from evaltrace.report.chat import chat_messages
 from evaltrace.report.chat_html import render_bubbles
 from evaltrace.report.html import _calls_with_results, _content, _message, _ms, _pretty, _thinking
 from evaltrace.report.run_assets import CSS, JS
+from evaltrace.report.run_insights_html import analytics_section, heatmap_leaderboard, insights_section
 from evaltrace.report.run_model import RunCell, RunReportData, build_run_report
 from evaltrace.report.run_views import cell_waterfall, side_by_side
 from evaltrace.runner.case_turns import SESSION_KEY, conversation_messages, turn_traces
@@ -162,28 +164,13 @@ def _evaluators(summary: RunSummary) -> str:
             parts += [f"{cell.errors} error(s)"] if cell.errors else []
             parts += [f"{cell.not_evaluated} not evaluated"] if cell.not_evaluated else []
             cells.append(f"<td>{_e(', '.join(parts) or 'not evaluated')}</td>")
-        rows.append(f"<tr><td><b>{_e(rollup.evaluator)}</b></td>{''.join(cells)}</tr>")
+        tags = "".join(
+            f'<span class="tag" data-standard="{_e(t)}">{_e(t)}</span>' for t in compliance_tags(rollup.evaluator)
+        )
+        # The tags float to the right of the name (they come first so the name cell still ends with the name).
+        rows.append(f"<tr><td>{tags}<b>{_e(rollup.evaluator)}</b></td>{''.join(cells)}</tr>")
     title = "Evaluators &middot; pass rate over judged results per variant"
     return f'<section id="evaluators"><h2>{title}</h2><table>{head}{"".join(rows)}</table></section>'
-
-
-def _insights(summary: RunSummary) -> str:
-    insights = summary.insights
-    if insights is None:
-        return ""
-    facts = [
-        ("best variant", insights.best_variant),
-        ("hardest case", insights.hardest_case and f"{insights.hardest_case} (failed on "
-         f"{insights.hardest_case_failures} variant(s))"),
-        ("fastest variant", insights.fastest_variant),
-        ("cheapest variant", insights.cheapest_variant),
-        ("most expensive variant", insights.most_expensive_variant),
-    ]  # fmt: skip
-    items = [f"<li>{label}: <b>{_e(value)}</b></li>" for label, value in facts if value]
-    items += [f'<li class="err-text">{_e(p)}</li>' for p in insights.problems]
-    if not items:
-        return ""
-    return f'<section id="insights"><h2>Insights</h2><ul class="plain">{"".join(items)}</ul></section>'
 
 
 def _changes(summary: RunSummary, data: RunReportData) -> str:
@@ -362,7 +349,9 @@ def render_run_report(data: RunReportData) -> str:
             side_by_side(data),
             _variants(data.summary),
             _evaluators(data.summary),
-            _insights(data.summary),
+            heatmap_leaderboard(data.summary, data.lower_is_better),
+            insights_section(data.summary),
+            analytics_section(data.performance, data.quality),
             _changes(data.summary, data),
         ]
     )

@@ -7,7 +7,8 @@
   baseline run's own directory when it is still there; otherwise the old side is unknown (None).
 - :func:`insights_summary`: :func:`evaltrace.evaluators.run_insights` (best variant and hardest case per
   evaluator, cheapest / fastest variant, threshold problems, flips after a perturbation) plus the run's best
-  variant and hardest case by case outcome.
+  variant and hardest case by case outcome, and :mod:`evaltrace.runner.run_explanations` (least accurate and
+  slowest variant, best and worst retrieval, the failure split, rubric roll-ups, one explanation per insight).
 
 Outcomes come from :mod:`evaltrace.runner.summary` only, so a listing never disagrees with the counts.
 """
@@ -21,7 +22,8 @@ from pathlib import Path
 from typing import Literal
 
 from evaltrace.evaluators.insights import run_insights
-from evaltrace.runner.summary import CaseOutcomes, Outcome, judged_results, result_verdict
+from evaltrace.runner import run_explanations as explain
+from evaltrace.runner.summary import CaseOutcomes, Outcome, result_verdict
 from evaltrace.schema import ComparisonReport, EvalCase, EvaluationResult, RunSummary, Trace, VariantDelta
 from evaltrace.schema.runs import (
     CaseChange,
@@ -273,18 +275,32 @@ def insights_summary(
     insights = run_insights(results, traces, cases)
     # Never a variant nothing was judged on: not by case (pass rate None) nor by any evaluator (all errored or
     # skipped, whatever its system failures).
-    evaluated = judged_results(summary)
-    judged = [
-        (v, v.pass_rate)
-        for v in summary.variants
-        if v.pass_rate is not None and v.cases_passed + (v.cases_failed or 0) > 0 and evaluated.get(v.name) != 0
-    ]
+    judged = [(v, v.pass_rate) for v in explain.judged_variants(summary) if v.pass_rate is not None]
     best_pair = min(judged, key=lambda pair: (-pair[1], pair[0].avg_latency_ms, pair[0].name), default=None)
     best = best_pair[0] if best_pair is not None else None
     failures = Counter(case for by_case in outcomes.values() for case, o in by_case.items() if o == "fail")
     order = {case: i for i, case in enumerate(dict.fromkeys(t.case_id for t in traces))}
     hardest = min(failures, key=lambda c: (-failures[c], order.get(c, len(order)), c), default=None)
+    least_accurate, slowest = explain.least_accurate_variant(summary), explain.slowest_variant(summary)
+    retrieval = explain.retrieval_ranking(results)
+    split = explain.failure_split(outcomes, traces, results)
     return RunInsightsSummary(
+        least_accurate_variant=least_accurate,
+        slowest_variant=slowest,
+        best_retrieval_variant=retrieval[0],
+        worst_retrieval_variant=retrieval[1],
+        retrieval_average_by_variant=retrieval[2],
+        failure_split=split,
+        dimension_averages=explain.dimension_averages(results),
+        complexity_distribution=explain.complexity_distribution(cases),
+        explanations=explain.explanations(
+            summary,
+            least_accurate=least_accurate,
+            slowest=slowest,
+            retrieval=retrieval,
+            split=split,
+            best_variant=best.name if best is not None else None,
+        ),
         best_variant=best.name if best is not None else None,
         hardest_case=hardest,
         hardest_case_failures=failures[hardest] if hardest is not None else 0,

@@ -160,6 +160,19 @@ class EvaluatorInsightSummary(SchemaModel):
     average_by_variant: dict[str, float | None] = Field(default_factory=dict)
 
 
+class FailureSplit(SchemaModel):
+    """Failed (case, variant) cells by cause.
+
+    ``retrieval``: only context-retrieval evaluators failed it; ``generation``: only the others; ``both``;
+    ``system``: the system raised.
+    """
+
+    retrieval: int = 0
+    generation: int = 0
+    both: int = 0
+    system: int = 0
+
+
 class RunInsightsSummary(SchemaModel):
     """Run-level insights: best variant, hardest case, cheapest / fastest variant, and problems.
 
@@ -176,6 +189,20 @@ class RunInsightsSummary(SchemaModel):
     fastest_variant: str | None = None
     evaluators: list[EvaluatorInsightSummary] = Field(default_factory=list)
     problems: list[str] = Field(default_factory=list)
+    least_accurate_variant: str | None = None
+    """The judged variant with the lowest case pass rate (set with two judged variants or more)."""
+    slowest_variant: str | None = None
+    best_retrieval_variant: str | None = None
+    """Highest average score of the context-retrieval (``context_*``) evaluators."""
+    worst_retrieval_variant: str | None = None
+    retrieval_average_by_variant: dict[str, float] = Field(default_factory=dict)
+    failure_split: FailureSplit | None = None
+    dimension_averages: dict[str, dict[str, float]] = Field(default_factory=dict)
+    """Per variant, each rubric dimension's average score (metrics reference ``dimension_averages``)."""
+    complexity_distribution: dict[str, int] = Field(default_factory=dict)
+    """Cases per ``metadata.complexity``; a case without one counts as ``medium``."""
+    explanations: list[str] = Field(default_factory=list)
+    """One sentence per insight with the figures behind it."""
 
 
 class CaseSelection(SchemaModel):
