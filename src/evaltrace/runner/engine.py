@@ -30,7 +30,7 @@ from evaltrace.runner.config import (
     load_eval_config,
     mask_secrets,
 )
-from evaltrace.runner.errors import RunInterrupted
+from evaltrace.runner.errors import RunConfigError, RunInterrupted
 from evaltrace.runner.evaluate import ConfiguredEvaluator, ResultKey, build_evaluators, evaluate_traces, result_key
 from evaltrace.runner.findings import baseline_run_results, describe_changes, trace_locations, with_findings
 from evaltrace.runner.resume import current_sys_path, incomplete_runs, re_evaluation_setup, resume_config
@@ -61,9 +61,11 @@ __all__ = [
     "ProgressReporter",
     "RunOutcome",
     "re_evaluate",
+    "evaluator_order",
     "resume_run",
     "run_eval",
     "summarise_run_directory",
+    "summarize_run",
 ]
 
 
@@ -192,6 +194,8 @@ class _SummaryInputs:
     baseline_variant: str | None
     drift_runs_dir: Path | None
     cases: list[EvalCase] = field(default_factory=list)
+    finished_at: dt.datetime | None = None
+    """When the run finished (None: now); a summary rebuilt from stored results keeps the run's own time."""
 
 
 def _summarise(
@@ -201,7 +205,7 @@ def _summarise(
     summary, outcomes = summarise_run(
         run_id=inputs.run.run_id,
         started_at=inputs.started_at,
-        finished_at=utcnow(),
+        finished_at=inputs.finished_at or utcnow(),
         config_path=inputs.config_path,
         config_hash=inputs.run.read_hash(),
         variant_names=inputs.variant_names,
@@ -501,6 +505,7 @@ def summarise_run_directory(
     started: dt.datetime,
     notes: list[str],
     drift_dir: Path | None = None,
+    finished: dt.datetime | None = None,
 ) -> RunOutcome:
     """Put a run's traces and results in config order, write results.jsonl and summary.yaml; not yet stored.
 
@@ -517,6 +522,7 @@ def summarise_run_directory(
         started: When the run started.
         notes: Notes for the user; the drift comparison adds to them.
         drift_dir: Compare with the promoted baseline in this runs directory (None: the baseline variant).
+        finished: When the run finished (None: now).
     """
     order = _Order([v.name for v in config.variants], [c.id for c in config.cases], evaluator_names)
     ordered_traces = sorted(traces, key=order.trace)
@@ -525,10 +531,25 @@ def summarise_run_directory(
     ordered = sorted(results, key=order.result)
     run.write_results(ordered)  # the same results, in order and without torn or stray lines
     variant_names = [v.name for v in config.variants]
-    inputs = _SummaryInputs(run, started, str(config.path), variant_names, config.baseline, drift_dir, config.cases)
+    inputs = _SummaryInputs(
+        run, started, str(config.path), variant_names, config.baseline, drift_dir, config.cases, finished
+    )
     summary = _summarise(inputs, ordered_traces, ordered, notes)
     run.write_summary(summary)
     return RunOutcome(run, summary, ordered_traces, ordered, notes)
+
+
+def evaluator_order(results: Sequence[EvaluationResult]) -> list[str]:
+    """The evaluators in config order, read from a run's ordered results (no evaluator is built).
+
+    Every cell has one result per evaluator, written in config order, so a cell's names are that order. Reading
+    it from the results, not by building the evaluators, lets a CI job merge or re-summarise without the
+    project's code.
+    """
+    cells: dict[tuple[str, str], list[str]] = {}
+    for result in results:
+        cells.setdefault((result.variant_name, result.case_id), []).append(result.evaluator)
+    return max(cells.values(), key=len, default=[])
 
 
 def _other_shards(run: RunDirectory, config: EvalConfig) -> set[Cell]:
@@ -628,3 +649,62 @@ def _previous_summary(run: RunDirectory) -> RunSummary | None:
     if not (run.path / SUMMARY_FILE).is_file():
         return None
     return run.read_summary()
+
+
+def summarize_run(run: RunDirectory, *, runs_dir: Path | None = None, drift: bool = False) -> RunOutcome:
+    """Rebuild a run's summary.yaml from its traces.jsonl and results.jsonl: no system, no evaluator is called.
+
+    The summary is computed by the code a run ends with (:func:`summarise_run_directory`), so it equals the one
+    the run wrote, except the comparison when ``drift`` asks for one against today's promoted baseline. The run's
+    own start and end times are kept (from the old summary, else run_meta.json and the last result). Nothing is
+    saved to the stores: ``evaltrace runs push`` does that.
+
+    Args:
+        run: The run directory (finished: every cell has its trace and every trace its results).
+        runs_dir: Where promoted baselines live, for ``drift`` (default: the run's parent directory).
+        drift: Compare with the promoted baseline.
+
+    Returns:
+        The outcome; ``stored`` and ``store_errors`` are empty.
+
+    Raises:
+        RunConfigError: The run's config snapshot cannot be read, or the run is unfinished (a cell without its
+            trace or an evaluation without its result): ``run --resume`` or ``re-evaluate`` completes it.
+        SchemaError: A line of traces.jsonl or results.jsonl is not valid.
+    """
+    config = resume_config(run, None)  # the run's own config and cases snapshot; no evaluator is built
+    traces, results = run.read_traces(), run.read_results()
+    names = evaluator_order(results)
+    _check_finished(run, config, traces, results, names)
+    previous = _previous_summary(run)
+    meta = run.read_meta()
+    if previous is not None:
+        started, finished = previous.started_at, previous.finished_at
+    else:
+        stamps = [t.started_at for t in traces]
+        started = meta.started_at if meta is not None and meta.started_at is not None else min(stamps, default=utcnow())
+        finished = max([t.finished_at for t in traces] + [r.finished_at for r in results], default=started)
+    notes: list[str] = []
+    drift_dir = (runs_dir or run.path.parent) if drift else None
+    return summarise_run_directory(run, config, names, traces, results, started, notes, drift_dir, finished)
+
+
+def _check_finished(
+    run: RunDirectory, config: EvalConfig, traces: list[Trace], results: list[EvaluationResult], names: list[str]
+) -> None:
+    """Raise when a summary of these files would describe a run that is not there yet (cells or results missing)."""
+    expected = {(c.id, v.name) for v in config.variants for c in config.cases} - _other_shards(run, config)
+    missing = len(expected - {(t.case_id, t.variant_name) for t in traces})
+    per_cell: dict[Cell, int] = {}
+    for result in results:
+        per_cell[(result.case_id, result.variant_name)] = per_cell.get((result.case_id, result.variant_name), 0) + 1
+    wanted = len(names) or len(config.evaluators)  # no result at all: each evaluator owes one per cell
+    unjudged = sum(1 for t in traces if per_cell.get((t.case_id, t.variant_name), 0) < wanted)
+    if missing or unjudged:
+        what = f"{missing} cell(s) without a trace" if missing else f"{unjudged} trace(s) without all their results"
+        raise RunConfigError(
+            run.path / RESULTS_FILE,
+            "",
+            f"run {run.run_id} is unfinished ({what}); complete it with `evaltrace run --resume {run.run_id}`"
+            " or `evaltrace re-evaluate`, which call the system or the evaluators",
+        )

@@ -188,7 +188,7 @@ def unfinished_runs(runs_dir: Path) -> list[UnfinishedRun]:
             continue
         run = RunDirectory(path)
         try:
-            cells: int | None = len(run.read_cases()) * len(_variant_names(run.read_config()))
+            cells: int | None = len(run.read_cases()) * len(config_variant_names(run.read_config()))
         # Broad on purpose: one damaged run must not hide the others; its resume names what is wrong.
         except Exception:
             cells = None
@@ -250,11 +250,12 @@ def re_evaluation_setup(run: RunDirectory, config_path: Path | None, previous: R
         concurrency=concurrency if isinstance(concurrency, int) and concurrency > 0 else DEFAULT_CONCURRENCY,
         baseline=baseline if isinstance(baseline, str) else None,
         source=source,
-        variant_names=_variant_names(run.read_config()),
+        variant_names=config_variant_names(run.read_config()),
     )
 
 
-def _variant_names(raw: dict[str, Any]) -> list[str]:
+def config_variant_names(raw: dict[str, Any]) -> list[str]:
+    """The variant names of a raw eval.yaml (``systems:``/``variants:``), in config order."""
     variants = system_entries(raw)
     if not isinstance(variants, list):
         return []
