@@ -196,7 +196,7 @@ UNKNOWN_KEYS: list[tuple[str, dict[str, Any], str]] = [
         "top_level_no_close_match",
         {"systems": [_system()], "zzz": 1},
         "zzz: unknown key; expected one of baseline, cases, concurrency, evaluators, judge, name, output, pythonpath, "
-        "runs_dir, systems, variants",
+        "runs_dir, sinks, systems, variants",
     ),
     (
         "system",

@@ -261,11 +261,25 @@ class EvalFileConfig(AuthoringModel):
     judge: JudgeConfig | None = None
     pythonpath: list[str] = Field(default_factory=list)
     """Directories (relative to eval.yaml) that ``module:attr`` references import from; each must exist."""
+    sinks: list[str] = Field(default_factory=list)
+    """Score sinks the finished run's scores go to: ``jsonl:PATH``, ``langfuse``, ``phoenix[:URL]``."""
 
-    @field_validator("evaluators", "output", "pythonpath", mode="before")
+    @field_validator("evaluators", "output", "pythonpath", "sinks", mode="before")
     @classmethod
     def _empty_list(cls, value: Any) -> Any:
         return [] if value is None else value  # `evaluators:` with nothing under it
+
+    @field_validator("sinks", mode="after")
+    @classmethod
+    def _sink_specs(cls, value: list[str]) -> list[str]:
+        from evaltrace.runner.score_push import check_sink_spec
+
+        for index, spec in enumerate(value):
+            try:
+                check_sink_spec(spec)
+            except ValueError as exc:
+                raise key_error(f"sinks[{index}]", str(exc)) from None
+        return value
 
     @field_validator("name", mode="before")
     @classmethod

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from evaltrace.evaluation.sinks.base import ScoreSink
 from evaltrace.runner.adapters import Adapter, build_adapter
 from evaltrace.runner.artifacts import attach_artifacts
 from evaltrace.runner.baselines import load_baseline, run_eval_name
@@ -43,6 +44,7 @@ from evaltrace.runner.rundir import (
     RunMeta,
     saved_lines,
 )
+from evaltrace.runner.score_push import push_scores, run_scores
 from evaltrace.runner.select import apply_selection
 from evaltrace.runner.shards import ShardSpec, shard_cells
 from evaltrace.runner.simulation import UserSimulator, build_simulator, run_conversation
@@ -62,6 +64,7 @@ __all__ = [
     "RunOutcome",
     "re_evaluate",
     "evaluator_order",
+    "push_run_scores",
     "resume_run",
     "run_eval",
     "summarise_run_directory",
@@ -267,6 +270,8 @@ class _Options:
     """Variant name -> its workspace source (filesystem evals)."""
     simulator: UserSimulator | None = None
     """Plays the user of ``simulated_user`` cases (None: the run has none)."""
+    sinks: Sequence[str | ScoreSink] = ()
+    """Score sinks the finished run's scores go to (``sinks:`` of eval.yaml, then ``--sink``)."""
 
 
 def run_eval(
@@ -280,6 +285,7 @@ def run_eval(
     selection: CaseSelection | None = None,
     postgres_dsn: str | None = None,
     shard: ShardSpec | None = None,
+    sinks: Sequence[str | ScoreSink] = (),
 ) -> RunOutcome:
     """Run an eval.yaml end to end and write its run directory.
 
@@ -299,6 +305,8 @@ def run_eval(
         postgres_dsn: Also store the run in this PostgreSQL database.
         shard: Run only this shard's cells (:mod:`evaltrace.runner.shards`); recorded in run_meta.json. A shard
             is a partial run: it is not saved to the stores (``runs merge`` of all shards is).
+        sinks: Score sinks for the run's scores besides eval.yaml's ``sinks:`` (:mod:`evaltrace.runner.score_push`):
+            specs (``jsonl:PATH``, ``langfuse``, ``phoenix[:URL]``) or sink objects. A shard pushes none.
 
     Returns:
         The outcome.
@@ -337,7 +345,13 @@ def run_eval(
     ]
     stores = _stores(configured_stores(config), sqlite_path, postgres_dsn) if shard is None else []
     options = _Options(
-        target_dir if drift else None, stores, run_namespace, progress or NullProgress(), workspaces, simulator
+        target_dir if drift else None,
+        stores,
+        run_namespace,
+        progress or NullProgress(),
+        workspaces,
+        simulator,
+        sinks=[*config.sinks, *sinks] if shard is None else [],
     )
     return _carry_out(run, config, adapters, evaluators, started, options, new_run=True, notes=notes)
 
@@ -358,6 +372,7 @@ def resume_run(
     run_namespace: dict[str, str] | None = None,
     progress: ProgressReporter | None = None,
     postgres_dsn: str | None = None,
+    sinks: Sequence[str | ScoreSink] = (),
 ) -> RunOutcome:
     """Continue a run that was killed (or finish one that already completed, which only re-summarises it).
 
@@ -373,6 +388,7 @@ def resume_run(
         run_namespace: Namespace recorded with the run in its stores (default: the run's own, from run_meta.json).
         progress: Progress receiver.
         postgres_dsn: Also store the run in this PostgreSQL database.
+        sinks: Score sinks besides eval.yaml's ``sinks:`` (a shard pushes none).
 
     Returns:
         The outcome of the whole run (earlier and new traces and results).
@@ -396,7 +412,13 @@ def resume_run(
     if run_namespace is None and meta is not None:
         run_namespace = meta.run_namespace
     options = _Options(
-        run.path.parent if drift else None, stores, run_namespace, progress or NullProgress(), workspaces, simulator
+        run.path.parent if drift else None,
+        stores,
+        run_namespace,
+        progress or NullProgress(),
+        workspaces,
+        simulator,
+        sinks=[] if partial else [*config.sinks, *sinks],
     )
     return _carry_out(run, config, adapters, evaluators, started, options, new_run=False, notes=notes)
 
@@ -493,7 +515,18 @@ def _carry_out_steps(
         eval_name=config.name,
         run_namespace=options.run_namespace,
     )
+    push_run_scores(outcome, options.sinks)
     return outcome
+
+
+def push_run_scores(outcome: RunOutcome, sinks: Sequence[str | ScoreSink]) -> None:
+    """Send a finished run's scores to ``sinks``, recording each sink with the stores (a failure exits 3)."""
+    if not sinks:
+        return
+    scores = run_scores(outcome.summary, outcome.traces, outcome.results)
+    delivered, failed = push_scores(sinks, scores, outcome.run.path)
+    outcome.stored += delivered
+    outcome.store_errors += failed
 
 
 def summarise_run_directory(
@@ -641,7 +674,10 @@ def re_evaluate(
     stored, errors = save_to_stores(
         stores, summary, traces, results, eval_name=run_eval_name(run), run_namespace=namespace
     )
-    return RunOutcome(run, summary, traces, results, notes, stored, errors)
+    outcome = RunOutcome(run, summary, traces, results, notes, stored, errors)
+    sinks = run.read_config().get("sinks")
+    push_run_scores(outcome, [str(s) for s in sinks] if isinstance(sinks, list) else [])
+    return outcome
 
 
 def _previous_summary(run: RunDirectory) -> RunSummary | None:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evaltrace._internal.private_files import PRIVATE_DIR_MODE, make_private_dirs
-from evaltrace.runner.engine import RunOutcome, evaluator_order, summarise_run_directory
+from evaltrace.runner.engine import RunOutcome, evaluator_order, push_run_scores, summarise_run_directory
 from evaltrace.runner.resume import resume_config
 from evaltrace.runner.rundir import CONFIG_FILE, SUMMARY_FILE, RunDirectory, RunMeta
 from evaltrace.runner.shards import ShardError, ShardSpec
@@ -114,4 +114,5 @@ def merge_runs(
         run_namespace=first_meta.run_namespace,
     )
     outcome.stored, outcome.store_errors = stored, errors
+    push_run_scores(outcome, config.sinks)
     return outcome

@@ -39,7 +39,16 @@ from evaltrace.schema.runs import (
     VariantDelta,
     VariantSummary,
 )
-from evaltrace.schema.scores import Score, ScoreCategory, ScoreConfig, ScoreDataType, ScoreSource, score_id
+from evaltrace.schema.scores import (
+    Score,
+    ScoreCategory,
+    ScoreConfig,
+    ScoreDataType,
+    ScoreSource,
+    dataset_run_score_id,
+    score_id,
+    session_score_id,
+)
 from evaltrace.schema.trace import (
     TRACE_ERROR_TYPES,
     EvalCase,
@@ -116,7 +125,9 @@ __all__ = [
     "WorkspaceSpec",
     "derive_tool_views",
     "new_evaluation_id",
+    "dataset_run_score_id",
     "score_id",
+    "session_score_id",
     "turn_user_input",
     "utcnow",
 ]

@@ -7,9 +7,17 @@ from typing import Any
 
 from pydantic import Field, computed_field, model_validator
 
+from evaltrace.exceptions import ScoreValidationError
 from evaltrace.schema._base import UtcDatetime, VersionedModel, utcnow, whole_ms
 from evaltrace.schema.evaluation import Evaluation, EvaluationErrorInfo, EvaluationStatus, new_evaluation_id
-from evaltrace.schema.scores import Score, ScoreConfig, ScoreSource, score_id
+from evaltrace.schema.scores import (
+    Score,
+    ScoreConfig,
+    ScoreSource,
+    dataset_run_score_id,
+    score_id,
+    session_score_id,
+)
 from evaltrace.schema.trace import TraceError
 
 LABEL_KEY = "label"
@@ -134,23 +142,29 @@ class EvaluationResult(VersionedModel):
     def to_score(
         self,
         *,
-        trace_id: str,
+        trace_id: str | None = None,
         observation_id: str | None = None,
+        session_id: str | None = None,
+        dataset_run_id: str | None = None,
         config: ScoreConfig | None = None,
         source: ScoreSource = "EVAL",
         metadata: dict[str, Any] | None = None,
     ) -> Score:
-        """Convert to a backend Score on the trace (or on one observation/span of it).
+        """Convert to a backend Score on exactly one target: a trace or span, a session, or a dataset run.
 
-        The score id is :func:`score_id` of (trace, span, evaluator, version), so re-sending updates in place.
-        Without a config the score is NUMERIC when ``score`` is set, else CATEGORICAL when the evaluator gave a
-        label (``detail["label"]``), else BOOLEAN from ``passed``. With a config, the config decides the data
-        type (BOOLEAN from ``passed``; CATEGORICAL from the label, else from ``score`` matched to a category;
-        NUMERIC from ``score``) and the score must satisfy it.
+        The score id is deterministic, so re-sending updates in place: :func:`score_id` of (trace, span,
+        evaluator, version) on a trace or observation, :func:`session_score_id` on a session,
+        :func:`dataset_run_score_id` on a dataset run. Without a config the score is NUMERIC when ``score`` is
+        set, else CATEGORICAL when the evaluator gave a label (``detail["label"]``), else BOOLEAN from
+        ``passed``. With a config, the config decides the data type (BOOLEAN from ``passed``; CATEGORICAL from
+        the label, else from ``score`` matched to a category; NUMERIC from ``score``) and the score must
+        satisfy it.
 
         Args:
-            trace_id: 32-hex OTel trace id.
+            trace_id: 32-hex OTel trace id (also required with ``observation_id``).
             observation_id: 16-hex span id when the score belongs to one span.
+            session_id: The session the score judges (a conversation's ``session.id``).
+            dataset_run_id: The dataset run the score describes (an offline run's variant).
             config: Optional ScoreConfig to validate against.
             source: Score source (``"EVAL"`` for evaluator output).
             metadata: Score metadata; defaults to ``{"evaluation_id", "evaluator_version"}``.
@@ -159,13 +173,27 @@ class EvaluationResult(VersionedModel):
             The Score.
 
         Raises:
-            ScoreValidationError: The result does not satisfy ``config``.
+            ScoreValidationError: The result does not satisfy ``config``, or the targets are not exactly one.
         """
+        targets = [t for t in (trace_id, session_id, dataset_run_id) if t is not None]
+        if len(targets) != 1 or (observation_id is not None and trace_id is None):
+            raise ScoreValidationError(
+                f"score {self.evaluator!r}: give exactly one target: trace_id (with observation_id for a span),"
+                " session_id or dataset_run_id"
+            )
+        if trace_id is not None:
+            identity = score_id(trace_id, observation_id, self.evaluator, self.evaluator_version)
+        elif session_id is not None:
+            identity = session_score_id(session_id, self.evaluator, self.evaluator_version)
+        else:
+            identity = dataset_run_score_id(str(dataset_run_id), self.evaluator, self.evaluator_version)
         fields: dict[str, Any] = {
-            "id": score_id(trace_id, observation_id, self.evaluator, self.evaluator_version),
+            "id": identity,
             "name": self.evaluator,
             "trace_id": trace_id,
             "observation_id": observation_id,
+            "session_id": session_id,
+            "dataset_run_id": dataset_run_id,
             "comment": self.reason or None,
             "source": source,
             "timestamp": self.finished_at,
