@@ -10,6 +10,7 @@ from pydantic import Field, computed_field, model_validator
 from evaltrace.exceptions import ScoreValidationError
 from evaltrace.schema._base import UtcDatetime, VersionedModel, utcnow, whole_ms
 from evaltrace.schema.evaluation import Evaluation, EvaluationErrorInfo, EvaluationStatus, new_evaluation_id
+from evaltrace.schema.evaluation_types import record_class, typed_fields
 from evaltrace.schema.scores import (
     Score,
     ScoreConfig,
@@ -116,28 +117,45 @@ class EvaluationResult(VersionedModel):
         data.update(updates)
         return type(self).model_validate(data)
 
-    def to_evaluation(self, target_event_id: str) -> Evaluation:
-        """Convert to the Evaluation record of the span or trace ``target_event_id``."""
+    def to_evaluation(self, target_event_id: str, *, kind: str | None = None) -> Evaluation:
+        """Convert to the Evaluation record of the span or trace ``target_event_id``, typed by its kind.
+
+        The record type (:mod:`evaltrace.schema.evaluation_types`) follows ``kind`` (a catalogue type such as
+        ``factual_accuracy``), else ``evaluator_type``, else the evaluator's name, else what ``detail`` holds
+        (``dimensions``: quality; ``factual_claims``: factual accuracy). Its own fields are read from ``detail``:
+        a quality record's ``dimensions`` take each dimension's score; a factual-accuracy record's claims are
+        ``factual_claims`` (or ``claims``), ``hallucination_detected`` is True when a claim is refuted, and
+        ``citation_accuracy``, when the evaluator did not give it, is the share of claims citing a source that
+        were not refuted (None when no claim cites one).
+        """
         error = None
         if self.error is not None:
             context = {"stack": self.error.stack} if self.error.stack else None
             error = EvaluationErrorInfo(type=self.error.type, message=self.error.message, context=context)
-        return Evaluation(
-            evaluation_id=self.evaluation_id,
-            target_event_id=target_event_id,
-            evaluator_name=self.evaluator,
-            evaluator_version=self.evaluator_version,
-            score=self.score if self.score is not None else self.passed,
-            explanation=self.reason or None,
-            confidence=self.confidence,
-            criteria=self.criteria,
-            metadata=self.metadata,
-            timestamp=self.finished_at,
-            duration_ms=float(self.latency_ms),
-            cost_usd=self.cost_usd,
-            status=self.status,
-            error=error,
+        record = record_class(
+            kind,
+            self.evaluator_type,
+            self.evaluator,
+            "quality" if "dimensions" in self.detail else None,
+            "factual_accuracy" if "factual_claims" in self.detail else None,
         )
+        base = {
+            "evaluation_id": self.evaluation_id,
+            "target_event_id": target_event_id,
+            "evaluator_name": self.evaluator,
+            "evaluator_version": self.evaluator_version,
+            "score": self.score if self.score is not None else self.passed,
+            "explanation": self.reason or None,
+            "confidence": self.confidence,
+            "criteria": self.criteria,
+            "metadata": self.metadata,
+            "timestamp": self.finished_at,
+            "duration_ms": float(self.latency_ms),
+            "cost_usd": self.cost_usd,
+            "status": self.status,
+            "error": error,
+        }
+        return record.model_validate({**base, **typed_fields(record, self.detail)})
 
     def to_score(
         self,
