@@ -30,12 +30,13 @@ def counted(trace, case):
 
 
 def _project(project: Project) -> Path:
-    (project.root / "counted_judge.py").write_text(textwrap.dedent(COUNTER_SOURCE))
+    # A module name of this project's own: another test's module of the same name may still be imported.
+    (project.root / f"judge_{project.module}.py").write_text(textwrap.dedent(COUNTER_SOURCE))
     target = {"adapter": "python_function", "config": {"target": project.target("answer")}}
     return project.write({
         "name": "resum",
         "variants": [{"name": "v", **target}, {"name": "tools_only", **target}],
-        "evaluators": [{"import": "counted_judge:counted", "name": "judge"}, {"name": "tool_called"}],
+        "evaluators": [{"import": f"judge_{project.module}:counted", "name": "judge"}, {"name": "tool_called"}],
     })  # fmt: skip
 
 
@@ -87,7 +88,6 @@ def test_summary_follows_edited_results(project: Project) -> None:
 
 
 def test_nothing_judged_gives_null_pass_rate_in_the_rebuilt_summary(project: Project) -> None:
-    (project.root / "counted_judge.py").write_text(textwrap.dedent(COUNTER_SOURCE))
     target = {"adapter": "python_function", "config": {"target": project.target("answer")}}
     path = project.write(
         {"name": "resum", "variants": [{"name": "v", **target}], "evaluators": [{"name": "tool_called"}]},

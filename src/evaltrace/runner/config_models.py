@@ -178,7 +178,18 @@ class JudgeConfig(AuthoringModel):
     timeout_s: float | None = Field(default=None, gt=0)
 
 
-RESERVED_EVALUATOR_KEYS = ("name", "type", "as", "import", "args", "timeout_s", "field", "judge", "scope")
+RESERVED_EVALUATOR_KEYS = (
+    "name",
+    "type",
+    "as",
+    "import",
+    "args",
+    "timeout_s",
+    "field",
+    "judge",
+    "scope",
+    "max_dataset_rows",
+)
 """Keys of an evaluator entry that are not constructor options."""
 
 
@@ -204,6 +215,8 @@ class EvaluatorEntry(AuthoringModel):
     """Keys of the ``judge`` block overriding the run's judge for this evaluator."""
     scope: Literal["trace", "session"] | None = None
     """``session``: judge a case's whole conversation; default: ``session`` for conversation-only evaluators."""
+    max_dataset_rows: int | None = Field(default=None, gt=0)
+    """Judge at most the first N rows (cases) of the dataset per system; the rest are not evaluated (cost guard)."""
 
     @classmethod
     def keys_for(cls, data: Mapping[str, Any]) -> Collection[str]:
