@@ -322,7 +322,7 @@ EVALUATOR_OPTIONS: list[tuple[str, dict[str, Any], str]] = [
     (
         "no_close_option",
         {"name": "fast", "type": "cost", "zzz": 1},
-        "evaluators[0].zzz: unknown option of cost; expected one of args, as, import, max_usd, name, scope, timeout_s, type",
+        "evaluators[0].zzz: unknown option of cost; expected one of args, as, import, max_dataset_rows, max_usd, name, scope, timeout_s, type",
     ),
     (
         "field_not_taken",
