@@ -41,6 +41,7 @@ __all__ = [
     "AuthoringModel",
     "CaseConfig",
     "EvalFileConfig",
+    "EvaluationBlock",
     "EvaluatorEntry",
     "ExpectedConfig",
     "FunctionConfig",
@@ -48,6 +49,7 @@ __all__ = [
     "JudgeConfig",
     "OutputConfig",
     "ResponseMappingConfig",
+    "RetryBlock",
     "SIMULATED_INPUT_KEYS",
     "SimulatedUserConfig",
     "StopWhenConfig",
@@ -258,6 +260,33 @@ class EvaluatorEntry(AuthoringModel):
         return dict(self.model_extra or {})
 
 
+class RetryBlock(AuthoringModel):
+    """``evaluation.retry_config``: failed evaluations are run again, waiting ``initial_delay_ms * mult ** n``."""
+
+    max_retries: int = Field(default=3, ge=0)
+    backoff_multiplier: float = Field(default=2.0, ge=1.0)
+    initial_delay_ms: int = Field(default=1000, ge=0)
+
+
+class EvaluationBlock(AuthoringModel):
+    """The ``evaluation`` block: an EvaluationConfig, and how each case's evaluations are summarised.
+
+    Which evaluators run, their options, parallelism, timeout and retries; ``summary_method`` and ``weights``
+    make each case's MultiEvaluationResult summary score.
+    """
+
+    evaluators: list[str] | None = None
+    """Result names of the evaluators to run (default: every entry of ``evaluators``)."""
+    evaluator_configs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Options per evaluator (by result name), over the entry's own."""
+    parallel_execution: bool = True
+    timeout_ms: int | None = Field(default=None, gt=0)
+    """Timeout of an evaluation whose entry has no ``timeout_s``."""
+    retry_config: RetryBlock | None = None
+    summary_method: Literal["weighted_average", "simple_average", "minimum"] = "weighted_average"
+    weights: dict[str, float] | None = None
+
+
 class EvalFileConfig(AuthoringModel):
     """The top level of eval.yaml."""
 
@@ -276,6 +305,8 @@ class EvalFileConfig(AuthoringModel):
     """Directories (relative to eval.yaml) that ``module:attr`` references import from; each must exist."""
     sinks: list[str] = Field(default_factory=list)
     """Score sinks the finished run's scores go to: ``jsonl:PATH``, ``langfuse``, ``phoenix[:URL]``."""
+    evaluation: EvaluationBlock | None = None
+    """The EvaluationConfig the run follows (:mod:`evaltrace.runner.evaluation_records`)."""
 
     @field_validator("evaluators", "output", "pythonpath", "sinks", mode="before")
     @classmethod
@@ -428,6 +459,8 @@ AUTHORING_MODELS: tuple[type[AuthoringModel], ...] = (
     ResponseMappingConfig,
     WorkspaceConfig,
     EvaluatorEntry,
+    EvaluationBlock,
+    RetryBlock,
     OutputConfig,
     JudgeConfig,
     CaseConfig,

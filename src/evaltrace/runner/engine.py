@@ -33,6 +33,7 @@ from evaltrace.runner.config import (
 )
 from evaltrace.runner.errors import RunConfigError, RunInterrupted
 from evaltrace.runner.evaluate import ConfiguredEvaluator, ResultKey, build_evaluators, evaluate_traces, result_key
+from evaltrace.runner.evaluation_records import EvaluationPlan, write_evaluation_records
 from evaltrace.runner.findings import baseline_run_results, describe_changes, trace_locations, with_findings
 from evaltrace.runner.resume import current_sys_path, incomplete_runs, re_evaluation_setup, resume_config
 from evaltrace.runner.rundir import (
@@ -52,7 +53,7 @@ from evaltrace.runner.stores import StoreSpec, configured_runs_dir, configured_s
 from evaltrace.runner.summary import CaseOutcomes, compare_variants, restrict_to_cases, run_comparison, summarise_run
 from evaltrace.runner.workspace import WorkspaceSource, prepare_workspaces
 from evaltrace.runner.workspace_cells import WorkspaceCells
-from evaltrace.schema import ComparisonReport, EvalCase, EvaluationResult, RunSummary, Trace, utcnow
+from evaltrace.schema import ComparisonReport, EvalCase, EvaluationResult, RetryConfig, RunSummary, Trace, utcnow
 from evaltrace.schema.runs import CaseSelection
 
 T = TypeVar("T")
@@ -175,9 +176,10 @@ async def _evaluate(
     progress: ProgressReporter,
     done: set[ResultKey] | None = None,
     on_result: Callable[[EvaluationResult], None] | None = None,
+    retry: RetryConfig | None = None,
 ) -> list[EvaluationResult]:
     progress.start("evaluating", len(traces))
-    return await evaluate_traces(
+    results = await evaluate_traces(
         traces,
         cases,
         evaluators,
@@ -186,6 +188,20 @@ async def _evaluate(
         done=done or set(),
         on_result=on_result,
     )
+    for attempt in range(retry.max_retries if retry is not None else 0):
+        assert retry is not None
+        failed = {result_key(r) for r in results if r.status == "failed"}
+        if not failed:
+            break
+        # The evaluation block's retry_config: only the failed evaluations run again, after the backoff.
+        await asyncio.sleep(retry.initial_delay_ms / 1000 * retry.backoff_multiplier**attempt)
+        keep = set(done or ()) | {key for r in results if (key := result_key(r)) not in failed}
+        again = await evaluate_traces(
+            traces, cases, evaluators, concurrency=concurrency, done=keep, on_result=on_result
+        )
+        redone = {result_key(r): r for r in again}
+        results = [redone.get(result_key(r), r) for r in results]
+    return results
 
 
 @dataclass(frozen=True)
@@ -321,7 +337,7 @@ def run_eval(
     digest = config_hash(masked, config.cases)
     unfinished = incomplete_runs(target_dir, config.name, digest)
     adapters = _adapters(config)
-    evaluators = build_evaluators(config.evaluators, config.path, judge=config.judge, pythonpath=config.pythonpath)
+    evaluators = _evaluators(config)
     simulator = build_simulator(config)
     workspaces = prepare_workspaces(config.variants, adapters, config.path, key=config.variants_key)
     started = utcnow()
@@ -354,6 +370,13 @@ def run_eval(
         sinks=[*config.sinks, *sinks] if shard is None else [],
     )
     return _carry_out(run, config, adapters, evaluators, started, options, new_run=True, notes=notes)
+
+
+def _evaluators(config: EvalConfig) -> list[ConfiguredEvaluator]:
+    """The config's evaluators, as its ``evaluation`` block chooses and configures them."""
+    plan = EvaluationPlan.of(config.raw, config.path)
+    entries = plan.entries(config.evaluators)
+    return plan.select(build_evaluators(entries, config.path, judge=config.judge, pythonpath=config.pythonpath))
 
 
 def _adapters(config: EvalConfig) -> list[Adapter]:
@@ -398,7 +421,7 @@ def resume_run(
     """
     config = resume_config(run, None if config_path is None else Path(config_path))
     adapters = _adapters(config)
-    evaluators = build_evaluators(config.evaluators, config.path, judge=config.judge, pythonpath=config.pythonpath)
+    evaluators = _evaluators(config)
     simulator = build_simulator(config)
     workspaces = prepare_workspaces(config.variants, adapters, config.path, key=config.variants_key)
     meta = run.read_meta()
@@ -490,15 +513,17 @@ def _carry_out_steps(
     kept = [r for r in _first_per_key(run.read_results(), result_key) if result_key(r) in wanted] if not new_run else []
     log = run.append_results()
     try:
+        plan = EvaluationPlan.of(config.raw, config.path)
         new_results = asyncio.run(
             _evaluate(
                 attach_artifacts(traces, run.path),  # filesystem evals: each trace's artifact, read from disk
                 config.cases,
                 evaluators,
-                config.concurrency,
+                plan.concurrency(config.concurrency),
                 options.progress,
                 {result_key(r) for r in kept},
                 log.append,
+                plan.retry,
             )
         )
     finally:
@@ -569,6 +594,8 @@ def summarise_run_directory(
     )
     summary = _summarise(inputs, ordered_traces, ordered, notes)
     run.write_summary(summary)
+    plan = EvaluationPlan.of(config.raw, config.path)
+    write_evaluation_records(run.path, run.run_id, plan, config.evaluators, ordered_traces, ordered)
     return RunOutcome(run, summary, ordered_traces, ordered, notes)
 
 
@@ -654,7 +681,9 @@ def re_evaluate(
     order = _Order(variant_names, [c.id for c in cases], [e.name for e in setup.evaluators])
     traces.sort(key=order.trace)
     evaluated = attach_artifacts(traces, run.path)  # filesystem evals: each trace's artifact, read from disk
-    results = asyncio.run(_evaluate(evaluated, cases, setup.evaluators, setup.concurrency, progress))
+    concurrency = setup.plan.concurrency(setup.concurrency)
+    retry = setup.plan.retry
+    results = asyncio.run(_evaluate(evaluated, cases, setup.evaluators, concurrency, progress, retry=retry))
     run.write_results(results)
     started = previous.started_at if previous else min((t.started_at for t in traces), default=utcnow())
     notes: list[str] = []
@@ -669,6 +698,7 @@ def re_evaluate(
     )
     summary = _summarise(inputs, traces, results, notes)
     run.write_summary(summary)
+    write_evaluation_records(run.path, run.run_id, setup.plan, setup.entries, traces, results)
     meta = run.read_meta()
     namespace = meta.run_namespace if meta is not None else None
     stored, errors = save_to_stores(

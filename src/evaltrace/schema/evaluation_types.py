@@ -107,13 +107,23 @@ def record_class(*names: str | None) -> type[Evaluation]:
 
 
 def evaluation_record(data: dict[str, Any]) -> Evaluation:
-    """Load ``data`` as the typed record of its ``evaluator_name`` (a plain Evaluation for other names).
+    """Load ``data`` as its typed record: by ``evaluator_name``, else by the typed fields it holds.
+
+    A record named after its evaluator (``facts``) rather than its kind is recognised by its own fields
+    (``factual_claims``, ``dimensions``, ...); anything else is a plain Evaluation.
 
     Raises:
         pydantic.ValidationError: The mapping is not a valid record of that kind.
     """
     name = data.get("evaluator_name")
-    return record_class(name if isinstance(name, str) else None).model_validate(data)
+    record = record_class(name if isinstance(name, str) else None)
+    if record is Evaluation:
+        base = set(Evaluation.model_fields)
+        for kind in dict.fromkeys(_BY_NAME.values()):
+            if any(key in data for key in set(kind.model_fields) - base):
+                record = kind
+                break
+    return record.model_validate(data)
 
 
 def typed_fields(record: type[Evaluation], detail: dict[str, Any]) -> dict[str, Any]:
