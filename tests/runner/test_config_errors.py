@@ -195,9 +195,8 @@ UNKNOWN_KEYS: list[tuple[str, dict[str, Any], str]] = [
     (
         "top_level_no_close_match",
         {"systems": [_system()], "zzz": 1},
-        "zzz: unknown key; expected one of baseline, cases, concurrency, evaluation, evaluators, judge, name, output, "
-        "pythonpath, "
-        "runs_dir, sinks, systems, variants",
+        "zzz: unknown key; expected one of baseline, cases, concurrency, enrichers, evaluation, evaluators, judge, "
+        "name, output, pythonpath, runs_dir, sinks, systems, variants",
     ),
     (
         "system",

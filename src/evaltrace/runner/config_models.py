@@ -40,6 +40,7 @@ __all__ = [
     "STORE_KEYS",
     "AuthoringModel",
     "CaseConfig",
+    "EnricherEntry",
     "EvalFileConfig",
     "EvaluationBlock",
     "EvaluatorEntry",
@@ -287,6 +288,21 @@ class EvaluationBlock(AuthoringModel):
     weights: dict[str, float] | None = None
 
 
+class EnricherEntry(AuthoringModel):
+    """One entry of ``enrichers``: a TraceEnricher to import; keys other than these are its class's options."""
+
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+
+    import_: str = Field(alias="import")
+    name: str | None = None
+    timeout_s: float | None = Field(default=None, gt=0)
+
+    @classmethod
+    def keys_for(cls, data: Mapping[str, Any]) -> Collection[str]:
+        """Every key: the unknown ones are the enricher's options, checked when it is built."""
+        return data.keys()
+
+
 class EvalFileConfig(AuthoringModel):
     """The top level of eval.yaml."""
 
@@ -305,10 +321,12 @@ class EvalFileConfig(AuthoringModel):
     """Directories (relative to eval.yaml) that ``module:attr`` references import from; each must exist."""
     sinks: list[str] = Field(default_factory=list)
     """Score sinks the finished run's scores go to: ``jsonl:PATH``, ``langfuse``, ``phoenix[:URL]``."""
+    enrichers: list[EnricherEntry] = Field(default_factory=list)
+    """TraceEnrichers run over each case's trace before it is saved (:mod:`evaltrace.runner.enrichers`)."""
     evaluation: EvaluationBlock | None = None
     """The EvaluationConfig the run follows (:mod:`evaltrace.runner.evaluation_records`)."""
 
-    @field_validator("evaluators", "output", "pythonpath", "sinks", mode="before")
+    @field_validator("evaluators", "output", "pythonpath", "sinks", "enrichers", mode="before")
     @classmethod
     def _empty_list(cls, value: Any) -> Any:
         return [] if value is None else value  # `evaluators:` with nothing under it
@@ -459,6 +477,7 @@ AUTHORING_MODELS: tuple[type[AuthoringModel], ...] = (
     ResponseMappingConfig,
     WorkspaceConfig,
     EvaluatorEntry,
+    EnricherEntry,
     EvaluationBlock,
     RetryBlock,
     OutputConfig,

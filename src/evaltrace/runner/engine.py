@@ -31,6 +31,7 @@ from evaltrace.runner.config import (
     load_eval_config,
     mask_secrets,
 )
+from evaltrace.runner.enrichers import ConfiguredEnricher, Enrichment, TraceEnricher, build_enrichers
 from evaltrace.runner.errors import RunConfigError, RunInterrupted
 from evaltrace.runner.evaluate import ConfiguredEvaluator, ResultKey, build_evaluators, evaluate_traces, result_key
 from evaltrace.runner.evaluation_records import EvaluationPlan, write_evaluation_records
@@ -131,6 +132,7 @@ async def _execute(
     on_trace: Callable[[Trace], None],
     cells: WorkspaceCells | None = None,
     simulator: UserSimulator | None = None,
+    enrichment: Enrichment | None = None,
 ) -> list[Trace]:
     """Run every (case, variant) not in ``done``; each trace goes to ``on_trace`` as soon as it exists.
 
@@ -155,6 +157,8 @@ async def _execute(
                     trace = await capture.execute(adapter, case, variant, run_id)
                 else:
                     trace = await cells.execute(capture, adapter, case, variant, run_id)
+                if enrichment is not None:  # before it is saved: traces are write-once
+                    trace = await enrichment.enrich(trace)
             on_trace(trace)  # persisted before any evaluator runs, and before a kill could lose it
             progress.advance()
             return trace
@@ -166,6 +170,8 @@ async def _execute(
             await asyncio.gather(*closing, return_exceptions=True)
             if cells is not None:
                 await cells.aclose()
+            if enrichment is not None:
+                enrichment.close()
 
 
 async def _evaluate(
@@ -288,6 +294,8 @@ class _Options:
     """Plays the user of ``simulated_user`` cases (None: the run has none)."""
     sinks: Sequence[str | ScoreSink] = ()
     """Score sinks the finished run's scores go to (``sinks:`` of eval.yaml, then ``--sink``)."""
+    enrichers: Sequence[ConfiguredEnricher] = ()
+    """TraceEnrichers run over each new trace before it is saved (``enrichers:`` of eval.yaml, then Python's)."""
 
 
 def run_eval(
@@ -302,6 +310,7 @@ def run_eval(
     postgres_dsn: str | None = None,
     shard: ShardSpec | None = None,
     sinks: Sequence[str | ScoreSink] = (),
+    enrichers: Sequence[TraceEnricher] = (),
 ) -> RunOutcome:
     """Run an eval.yaml end to end and write its run directory.
 
@@ -323,6 +332,8 @@ def run_eval(
             is a partial run: it is not saved to the stores (``runs merge`` of all shards is).
         sinks: Score sinks for the run's scores besides eval.yaml's ``sinks:`` (:mod:`evaltrace.runner.score_push`):
             specs (``jsonl:PATH``, ``langfuse``, ``phoenix[:URL]``) or sink objects. A shard pushes none.
+        enrichers: TraceEnrichers run over each trace after eval.yaml's ``enrichers:``
+            (:mod:`evaltrace.runner.enrichers`).
 
     Returns:
         The outcome.
@@ -338,6 +349,7 @@ def run_eval(
     unfinished = incomplete_runs(target_dir, config.name, digest)
     adapters = _adapters(config)
     evaluators = _evaluators(config)
+    configured_enrichers = build_enrichers(config.raw.get("enrichers"), config.path, config.pythonpath)
     simulator = build_simulator(config)
     workspaces = prepare_workspaces(config.variants, adapters, config.path, key=config.variants_key)
     started = utcnow()
@@ -368,6 +380,7 @@ def run_eval(
         workspaces,
         simulator,
         sinks=[*config.sinks, *sinks] if shard is None else [],
+        enrichers=[*configured_enrichers, *(ConfiguredEnricher(e) for e in enrichers)],
     )
     return _carry_out(run, config, adapters, evaluators, started, options, new_run=True, notes=notes)
 
@@ -442,6 +455,7 @@ def resume_run(
         workspaces,
         simulator,
         sinks=[] if partial else [*config.sinks, *sinks],
+        enrichers=build_enrichers(config.raw.get("enrichers"), config.path, config.pythonpath),
     )
     return _carry_out(run, config, adapters, evaluators, started, options, new_run=False, notes=notes)
 
@@ -501,8 +515,19 @@ def _carry_out_steps(
     log = run.append_traces(new_run=new_run)
     try:
         cells = WorkspaceCells(options.workspaces, run.path) if options.workspaces else None
+        enrichment = Enrichment(options.enrichers) if options.enrichers else None
         fresh = asyncio.run(
-            _execute(config, adapters, run.run_id, options.progress, done_cells, log.append, cells, options.simulator)
+            _execute(
+                config,
+                adapters,
+                run.run_id,
+                options.progress,
+                done_cells,
+                log.append,
+                cells,
+                options.simulator,
+                enrichment,
+            )
         )
     finally:
         log.close()
