@@ -61,7 +61,7 @@ class ConfiguredEnricher:
 class _FunctionEnricher:
     def __init__(self, function: Any, name: str | None) -> None:
         self._function = function
-        self.name = name or getattr(function, "__name__", "enricher")
+        self.name: str = name or str(getattr(function, "__name__", "enricher"))
 
     def enrich(self, trace: Trace) -> Trace | None:
         result: Trace | None = self._function(trace)

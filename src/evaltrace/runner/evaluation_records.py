@@ -84,7 +84,7 @@ class EvaluationPlan:
         """
         if self.block is None:
             return [dict(e) for e in entries]
-        named = {_entry_name(e): i for i, e in enumerate(entries) if _entry_name(e)}
+        named = {name: i for i, e in enumerate(entries) if (name := _entry_name(e)) is not None}
         out = [dict(e) for e in entries]
         for name, options in self.block.evaluator_configs.items():
             where = f"evaluation.evaluator_configs.{name}"

@@ -79,7 +79,9 @@ def _dataset_run_scores(summary: RunSummary) -> list[Score]:
     scores: list[Score] = []
     for variant in summary.variants:
         dataset_run = f"{summary.run_id}/{variant.name}"
-        figures = [(VARIANT_SCORE, variant.pass_rate, variant.cases_passed, variant.cases_failed, None)]
+        figures: list[tuple[str, float | None, int | None, int | None, float | None]] = [
+            (VARIANT_SCORE, variant.pass_rate, variant.cases_passed, variant.cases_failed, None)
+        ]
         for rollup in summary.by_evaluator:
             cell = rollup.by_variant.get(variant.name)
             if cell is not None:
@@ -87,7 +89,8 @@ def _dataset_run_scores(summary: RunSummary) -> list[Score]:
         for name, rate, passed, failed, avg in figures:
             if rate is None:
                 continue  # nothing judged: no figure, rather than a 0 that reads as "all failed"
-            metadata = {"run_id": summary.run_id, "variant": variant.name, "passed": passed, "failed": failed}
+            metadata: dict[str, Any] = {"run_id": summary.run_id, "variant": variant.name, "passed": passed}
+            metadata["failed"] = failed
             if avg is not None:
                 metadata["avg_score"] = avg
             scores.append(
