@@ -258,7 +258,9 @@ def test_multi_evaluation_custom_and_empty() -> None:
         target_event_id="t", evaluations=EVALUATIONS, summary_method="custom", summary_score=3
     )
     assert custom.summary_score == 3
-    assert MultiEvaluationResult(target_event_id="t", summary_score=0.5).summary_score is None
+    # A given summary score is kept as its producer reported it (issue 29); only a missing one is computed.
+    assert MultiEvaluationResult(target_event_id="t", summary_score=0.5).summary_score == 0.5
+    assert MultiEvaluationResult(target_event_id="t").summary_score is None
 
 
 def test_evaluation_config_defaults_and_batch_size() -> None:

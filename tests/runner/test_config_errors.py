@@ -195,8 +195,8 @@ UNKNOWN_KEYS: list[tuple[str, dict[str, Any], str]] = [
     (
         "top_level_no_close_match",
         {"systems": [_system()], "zzz": 1},
-        "zzz: unknown key; expected one of baseline, cases, concurrency, evaluators, judge, name, output, pythonpath, "
-        "runs_dir, systems, variants",
+        "zzz: unknown key; expected one of baseline, cases, concurrency, enrichers, evaluation, evaluators, judge, "
+        "name, output, pythonpath, runs_dir, sinks, systems, variants",
     ),
     (
         "system",
@@ -322,7 +322,7 @@ EVALUATOR_OPTIONS: list[tuple[str, dict[str, Any], str]] = [
     (
         "no_close_option",
         {"name": "fast", "type": "cost", "zzz": 1},
-        "evaluators[0].zzz: unknown option of cost; expected one of args, as, import, max_usd, name, scope, threshold, timeout_s, type",
+        "evaluators[0].zzz: unknown option of cost; expected one of args, as, import, max_dataset_rows, max_usd, name, scope, threshold, timeout_s, type",
     ),
     (
         "field_not_taken",

@@ -133,7 +133,7 @@ def test_old_rows_in_a_sqlite_store_are_migrated_on_read(old_run: RunDirectory, 
         for line in (old_run.path / "results.jsonl").read_text().splitlines():
             record = json.loads(line)
             raw.execute(
-                "INSERT INTO results VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO results (run_id, case_id, variant_name, evaluator, data) VALUES (?, ?, ?, ?, ?)",
                 (RUN_ID, record["case_id"], record["variant_name"], record["evaluator"], line),
             )
     with SqliteRunStore(db) as store:

@@ -86,12 +86,15 @@ EXAMPLES: dict[str, str] = {
     "runs": """\
   evaltrace runs list
   evaltrace runs show 20260302-090000
+  evaltrace runs summarize 20260302-090000
   evaltrace runs push 20260302-090000 --sqlite runs.db""",
     "runs list": """\
   evaltrace runs list -n 10
   evaltrace runs list --sqlite runs.db --namespace branch=main""",
     "runs show": """\
   evaltrace runs show 20260302-090000        # id, unique prefix or run directory""",
+    "runs summarize": """\
+  evaltrace runs summarize 20260302-090000   # summary.yaml again, from traces.jsonl and results.jsonl""",
     "runs push": """\
   evaltrace runs push 20260302-090000 --sqlite runs.db
   evaltrace runs push 20260302-090000 --postgres postgresql://localhost/evals --namespace branch=main""",

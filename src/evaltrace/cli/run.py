@@ -33,6 +33,7 @@ from evaltrace.runner.gate import run_gate_problems
 from evaltrace.runner.postgres_store import redact_dsn
 from evaltrace.runner.resume import resume_command
 from evaltrace.runner.rundir import TRACES_FILE
+from evaltrace.runner.score_push import check_sink_spec
 from evaltrace.runner.select import SelectionError
 from evaltrace.runner.shards import ShardError, ShardSpec, parse_shard
 from evaltrace.runner.stores import configured_runs_dir
@@ -96,6 +97,13 @@ def register(subparsers: Any) -> None:
         default=None,
         metavar="I/N",
         help="run only shard I of N (1-based) of the cells, for CI matrices and batch jobs; join with `runs merge`",
+    )
+    run.add_argument(
+        "--sink",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="also send the run's scores to this score sink: jsonl:PATH, langfuse, phoenix[:URL] (repeatable)",
     )
     _add_selection(run)
     _add_common(run)
@@ -211,7 +219,8 @@ def _interrupted(stop: RunInterrupted | None, args: argparse.Namespace) -> int:
             f"save it with: {push}",
         ]
     else:
-        extra = [*_store_flags(args), *(["--drift"] if args.drift else [])]
+        sinks = [word for spec in getattr(args, "sink", []) for word in ("--sink", spec)]
+        extra = [*_store_flags(args), *sinks, *(["--drift"] if args.drift else [])]
         lines = [
             f"interrupted: saved {stop.traces_saved} of {stop.cells} traces and {stop.results_saved} evaluation"
             f" results in {stop.run_path}",
@@ -240,6 +249,7 @@ def _run_command(args: argparse.Namespace) -> int:
         namespace = _namespace(args.namespace)
         selection = _selection(args)
         shard = _shard(args)
+        sinks = [check_sink_spec(spec) for spec in args.sink]
     except ValueError as exc:
         return print_error(exc)
     if args.config is None and args.resume is None:
@@ -248,7 +258,7 @@ def _run_command(args: argparse.Namespace) -> int:
     try:
         with RichProgress(console, not args.no_progress) as progress:
             if args.resume is not None:
-                outcome = _resume(args, namespace, progress)
+                outcome = _resume(args, namespace, progress, sinks)
             else:
                 outcome = run_eval(
                     args.config,
@@ -260,6 +270,7 @@ def _run_command(args: argparse.Namespace) -> int:
                     selection=selection,
                     postgres_dsn=args.postgres,
                     shard=shard,
+                    sinks=sinks,
                 )
     except EvaltraceError as exc:
         return print_error(exc)
@@ -271,12 +282,16 @@ def _shard(args: argparse.Namespace) -> ShardSpec | None:
         return None
     if args.resume is not None:
         raise ShardError("--shard cannot be combined with --resume: a shard run resumes as the shard it started as")
+    if args.sink:
+        raise ShardError("--shard pushes no scores (a shard is a partial run): give --sink to `runs merge`")
     if args.sqlite is not None or args.postgres is not None:
         raise ShardError("--shard saves no store (a shard is a partial run): give --sqlite/--postgres to `runs merge`")
     return parse_shard(args.shard)
 
 
-def _resume(args: argparse.Namespace, namespace: dict[str, str] | None, progress: RichProgress) -> RunOutcome:
+def _resume(
+    args: argparse.Namespace, namespace: dict[str, str] | None, progress: RichProgress, sinks: list[str]
+) -> RunOutcome:
     runs_dir = args.runs_dir
     if runs_dir is None:
         runs_dir = configured_runs_dir(load_eval_config(args.config)) if args.config else Path(DEFAULT_RUNS_DIR)
@@ -289,6 +304,7 @@ def _resume(args: argparse.Namespace, namespace: dict[str, str] | None, progress
         run_namespace=namespace,
         progress=progress,
         postgres_dsn=args.postgres,
+        sinks=sinks,
     )
 
 

@@ -1,4 +1,4 @@
-"""``evaltrace compare``, ``promote``, ``runs list``/``show``/``push``, and the rich rendering of runs and comparisons."""
+"""``compare``, ``promote`` and the ``runs`` verbs (list, show, summarize, push, merge); rich rendering of runs."""
 
 from __future__ import annotations
 
@@ -33,12 +33,13 @@ from evaltrace.runner import (
 )
 from evaltrace.runner.baselines import run_eval_name
 from evaltrace.runner.config import DEFAULT_RUNS_DIR
+from evaltrace.runner.engine import summarize_run
 from evaltrace.runner.findings import trace_locations
 from evaltrace.runner.gate import comparison_gate_problems, run_gate_problems
 from evaltrace.runner.merge import merge_runs
 from evaltrace.runner.migrate import current_summary
 from evaltrace.runner.resume import UnfinishedRun, resume_command, unfinished_runs
-from evaltrace.runner.rundir import CONFIG_FILE, SUMMARY_FILE, TRACES_FILE
+from evaltrace.runner.rundir import CONFIG_FILE, RESULTS_FILE, SUMMARY_FILE, TRACES_FILE
 from evaltrace.runner.stores import StoreSpec, open_store, parse_outputs, save_to_stores
 from evaltrace.schema import ComparisonReport, EvaluatorVariantRollup, RunSummary, VariantSummary
 
@@ -88,6 +89,15 @@ def register(subparsers: Any) -> None:
     show.add_argument("run", help="run directory, run id or unique prefix")
     add_runs_dir(show)
     show.set_defaults(func=show_command)
+
+    summarize = verbs.add_parser(
+        "summarize",
+        help="rebuild a run's summary.yaml from its traces.jsonl and results.jsonl (no system, no judge is called)",
+    )
+    summarize.add_argument("run", help="run directory, run id or unique prefix")
+    add_runs_dir(summarize)
+    summarize.add_argument("--drift", action="store_true", help="compare with the promoted baseline of this eval")
+    summarize.set_defaults(func=summarize_command)
 
     push = verbs.add_parser(
         "push", help="save a run directory to a store (--sqlite/--postgres, else the run's output: stores)"
@@ -414,6 +424,21 @@ def show_command(args: argparse.Namespace) -> int:
     render_summary(console, summary, run.path)
     traces = run.path / TRACES_FILE
     render_details(console, summary, traces, trace_locations(traces))
+    return EXIT_OK
+
+
+def summarize_command(args: argparse.Namespace) -> int:
+    """Rewrite a finished run's summary.yaml from its stored traces and results, then print it."""
+    console = Console()
+    try:
+        run = RunDirectory(resolve_run(args.run, args.runs_dir, argument="RUN"))
+        outcome = summarize_run(run, runs_dir=args.runs_dir if args.drift else None, drift=args.drift)
+    except EvaltraceError as exc:
+        return print_error(exc)
+    for note in outcome.notes:
+        console.print(Text.assemble(("note:", "yellow"), " ", clean(note)))
+    render_summary(console, outcome.summary, run.path)
+    console.print(plain(f"rewrote {run.path / SUMMARY_FILE} from {TRACES_FILE} and {RESULTS_FILE}"), highlight=False)
     return EXIT_OK
 
 

@@ -87,6 +87,7 @@ class EvalConfig:
         judge: The ``judge:`` block (``${VAR}`` unexpanded), or None: judges then use the environment's defaults.
         variants_key: The key the systems were written under, for messages (``systems[1]`` or ``variants[1]``).
         pythonpath: The ``pythonpath:`` directories as written (relative to the eval.yaml's directory).
+        sinks: The ``sinks:`` score sinks (``jsonl:PATH``, ``langfuse``, ``phoenix[:URL]``) the run's scores go to.
     """
 
     name: str
@@ -102,6 +103,7 @@ class EvalConfig:
     judge: JudgeConfig | None = None
     variants_key: str = "variants"
     pythonpath: list[str] = field(default_factory=list)
+    sinks: list[str] = field(default_factory=list)
 
 
 def _not_regular(mode: int) -> str | None:
@@ -275,6 +277,7 @@ def load_eval_config(
         judge=authored.judge,
         variants_key=key,
         pythonpath=list(authored.pythonpath),
+        sinks=list(authored.sinks),
     )
 
 

@@ -40,7 +40,9 @@ __all__ = [
     "STORE_KEYS",
     "AuthoringModel",
     "CaseConfig",
+    "EnricherEntry",
     "EvalFileConfig",
+    "EvaluationBlock",
     "EvaluatorEntry",
     "ExpectedConfig",
     "FunctionConfig",
@@ -48,6 +50,7 @@ __all__ = [
     "JudgeConfig",
     "OutputConfig",
     "ResponseMappingConfig",
+    "RetryBlock",
     "SIMULATED_INPUT_KEYS",
     "SimulatedUserConfig",
     "StopWhenConfig",
@@ -178,7 +181,18 @@ class JudgeConfig(AuthoringModel):
     timeout_s: float | None = Field(default=None, gt=0)
 
 
-RESERVED_EVALUATOR_KEYS = ("name", "type", "as", "import", "args", "timeout_s", "field", "judge", "scope")
+RESERVED_EVALUATOR_KEYS = (
+    "name",
+    "type",
+    "as",
+    "import",
+    "args",
+    "timeout_s",
+    "field",
+    "judge",
+    "scope",
+    "max_dataset_rows",
+)
 """Keys of an evaluator entry that are not constructor options."""
 
 
@@ -204,6 +218,8 @@ class EvaluatorEntry(AuthoringModel):
     """Keys of the ``judge`` block overriding the run's judge for this evaluator."""
     scope: Literal["trace", "session"] | None = None
     """``session``: judge a case's whole conversation; default: ``session`` for conversation-only evaluators."""
+    max_dataset_rows: int | None = Field(default=None, gt=0)
+    """Judge at most the first N rows (cases) of the dataset per system; the rest are not evaluated (cost guard)."""
 
     @classmethod
     def keys_for(cls, data: Mapping[str, Any]) -> Collection[str]:
@@ -245,6 +261,48 @@ class EvaluatorEntry(AuthoringModel):
         return dict(self.model_extra or {})
 
 
+class RetryBlock(AuthoringModel):
+    """``evaluation.retry_config``: failed evaluations are run again, waiting ``initial_delay_ms * mult ** n``."""
+
+    max_retries: int = Field(default=3, ge=0)
+    backoff_multiplier: float = Field(default=2.0, ge=1.0)
+    initial_delay_ms: int = Field(default=1000, ge=0)
+
+
+class EvaluationBlock(AuthoringModel):
+    """The ``evaluation`` block: an EvaluationConfig, and how each case's evaluations are summarised.
+
+    Which evaluators run, their options, parallelism, timeout and retries; ``summary_method`` and ``weights``
+    make each case's MultiEvaluationResult summary score.
+    """
+
+    evaluators: list[str] | None = None
+    """Result names of the evaluators to run (default: every entry of ``evaluators``)."""
+    evaluator_configs: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Options per evaluator (by result name), over the entry's own."""
+    parallel_execution: bool = True
+    timeout_ms: int | None = Field(default=None, gt=0)
+    """Timeout of an evaluation whose entry has no ``timeout_s``."""
+    retry_config: RetryBlock | None = None
+    summary_method: Literal["weighted_average", "simple_average", "minimum"] = "weighted_average"
+    weights: dict[str, float] | None = None
+
+
+class EnricherEntry(AuthoringModel):
+    """One entry of ``enrichers``: a TraceEnricher to import; keys other than these are its class's options."""
+
+    model_config = ConfigDict(extra="allow", strict=True, allow_inf_nan=False)
+
+    import_: str = Field(alias="import")
+    name: str | None = None
+    timeout_s: float | None = Field(default=None, gt=0)
+
+    @classmethod
+    def keys_for(cls, data: Mapping[str, Any]) -> Collection[str]:
+        """Every key: the unknown ones are the enricher's options, checked when it is built."""
+        return data.keys()
+
+
 class EvalFileConfig(AuthoringModel):
     """The top level of eval.yaml."""
 
@@ -261,11 +319,29 @@ class EvalFileConfig(AuthoringModel):
     judge: JudgeConfig | None = None
     pythonpath: list[str] = Field(default_factory=list)
     """Directories (relative to eval.yaml) that ``module:attr`` references import from; each must exist."""
+    sinks: list[str] = Field(default_factory=list)
+    """Score sinks the finished run's scores go to: ``jsonl:PATH``, ``langfuse``, ``phoenix[:URL]``."""
+    enrichers: list[EnricherEntry] = Field(default_factory=list)
+    """TraceEnrichers run over each case's trace before it is saved (:mod:`evaltrace.runner.enrichers`)."""
+    evaluation: EvaluationBlock | None = None
+    """The EvaluationConfig the run follows (:mod:`evaltrace.runner.evaluation_records`)."""
 
-    @field_validator("evaluators", "output", "pythonpath", mode="before")
+    @field_validator("evaluators", "output", "pythonpath", "sinks", "enrichers", mode="before")
     @classmethod
     def _empty_list(cls, value: Any) -> Any:
         return [] if value is None else value  # `evaluators:` with nothing under it
+
+    @field_validator("sinks", mode="after")
+    @classmethod
+    def _sink_specs(cls, value: list[str]) -> list[str]:
+        from evaltrace.runner.score_push import check_sink_spec
+
+        for index, spec in enumerate(value):
+            try:
+                check_sink_spec(spec)
+            except ValueError as exc:
+                raise key_error(f"sinks[{index}]", str(exc)) from None
+        return value
 
     @field_validator("name", mode="before")
     @classmethod
@@ -401,6 +477,9 @@ AUTHORING_MODELS: tuple[type[AuthoringModel], ...] = (
     ResponseMappingConfig,
     WorkspaceConfig,
     EvaluatorEntry,
+    EnricherEntry,
+    EvaluationBlock,
+    RetryBlock,
     OutputConfig,
     JudgeConfig,
     CaseConfig,

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol, TypeVar
 
+from evaltrace.evaluation.sinks.base import ScoreSink
 from evaltrace.runner.adapters import Adapter, build_adapter
 from evaltrace.runner.artifacts import attach_artifacts
 from evaltrace.runner.baselines import load_baseline, run_eval_name
@@ -30,8 +31,10 @@ from evaltrace.runner.config import (
     load_eval_config,
     mask_secrets,
 )
-from evaltrace.runner.errors import RunInterrupted
+from evaltrace.runner.enrichers import ConfiguredEnricher, Enrichment, TraceEnricher, build_enrichers
+from evaltrace.runner.errors import RunConfigError, RunInterrupted
 from evaltrace.runner.evaluate import ConfiguredEvaluator, ResultKey, build_evaluators, evaluate_traces, result_key
+from evaltrace.runner.evaluation_records import EvaluationPlan, write_evaluation_records
 from evaltrace.runner.findings import baseline_run_results, describe_changes, trace_locations, with_findings
 from evaltrace.runner.resume import current_sys_path, incomplete_runs, re_evaluation_setup, resume_config
 from evaltrace.runner.rundir import (
@@ -43,6 +46,7 @@ from evaltrace.runner.rundir import (
     RunMeta,
     saved_lines,
 )
+from evaltrace.runner.score_push import push_scores, run_scores
 from evaltrace.runner.select import apply_selection
 from evaltrace.runner.shards import ShardSpec, shard_cells
 from evaltrace.runner.simulation import UserSimulator, build_simulator, run_conversation
@@ -50,7 +54,7 @@ from evaltrace.runner.stores import StoreSpec, configured_runs_dir, configured_s
 from evaltrace.runner.summary import CaseOutcomes, compare_variants, restrict_to_cases, run_comparison, summarise_run
 from evaltrace.runner.workspace import WorkspaceSource, prepare_workspaces
 from evaltrace.runner.workspace_cells import WorkspaceCells
-from evaltrace.schema import ComparisonReport, EvalCase, EvaluationResult, RunSummary, Trace, utcnow
+from evaltrace.schema import ComparisonReport, EvalCase, EvaluationResult, RetryConfig, RunSummary, Trace, utcnow
 from evaltrace.schema.runs import CaseSelection
 
 T = TypeVar("T")
@@ -61,9 +65,12 @@ __all__ = [
     "ProgressReporter",
     "RunOutcome",
     "re_evaluate",
+    "evaluator_order",
+    "push_run_scores",
     "resume_run",
     "run_eval",
     "summarise_run_directory",
+    "summarize_run",
 ]
 
 
@@ -125,6 +132,7 @@ async def _execute(
     on_trace: Callable[[Trace], None],
     cells: WorkspaceCells | None = None,
     simulator: UserSimulator | None = None,
+    enrichment: Enrichment | None = None,
 ) -> list[Trace]:
     """Run every (case, variant) not in ``done``; each trace goes to ``on_trace`` as soon as it exists.
 
@@ -149,6 +157,8 @@ async def _execute(
                     trace = await capture.execute(adapter, case, variant, run_id)
                 else:
                     trace = await cells.execute(capture, adapter, case, variant, run_id)
+                if enrichment is not None:  # before it is saved: traces are write-once
+                    trace = await enrichment.enrich(trace)
             on_trace(trace)  # persisted before any evaluator runs, and before a kill could lose it
             progress.advance()
             return trace
@@ -160,6 +170,8 @@ async def _execute(
             await asyncio.gather(*closing, return_exceptions=True)
             if cells is not None:
                 await cells.aclose()
+            if enrichment is not None:
+                enrichment.close()
 
 
 async def _evaluate(
@@ -170,9 +182,10 @@ async def _evaluate(
     progress: ProgressReporter,
     done: set[ResultKey] | None = None,
     on_result: Callable[[EvaluationResult], None] | None = None,
+    retry: RetryConfig | None = None,
 ) -> list[EvaluationResult]:
     progress.start("evaluating", len(traces))
-    return await evaluate_traces(
+    results = await evaluate_traces(
         traces,
         cases,
         evaluators,
@@ -181,6 +194,20 @@ async def _evaluate(
         done=done or set(),
         on_result=on_result,
     )
+    for attempt in range(retry.max_retries if retry is not None else 0):
+        assert retry is not None
+        failed = {result_key(r) for r in results if r.status == "failed"}
+        if not failed:
+            break
+        # The evaluation block's retry_config: only the failed evaluations run again, after the backoff.
+        await asyncio.sleep(retry.initial_delay_ms / 1000 * retry.backoff_multiplier**attempt)
+        keep = set(done or ()) | {key for r in results if (key := result_key(r)) not in failed}
+        again = await evaluate_traces(
+            traces, cases, evaluators, concurrency=concurrency, done=keep, on_result=on_result
+        )
+        redone = {result_key(r): r for r in again}
+        results = [redone.get(result_key(r), r) for r in results]
+    return results
 
 
 @dataclass(frozen=True)
@@ -192,6 +219,8 @@ class _SummaryInputs:
     baseline_variant: str | None
     drift_runs_dir: Path | None
     cases: list[EvalCase] = field(default_factory=list)
+    finished_at: dt.datetime | None = None
+    """When the run finished (None: now); a summary rebuilt from stored results keeps the run's own time."""
 
 
 def _summarise(
@@ -201,7 +230,7 @@ def _summarise(
     summary, outcomes = summarise_run(
         run_id=inputs.run.run_id,
         started_at=inputs.started_at,
-        finished_at=utcnow(),
+        finished_at=inputs.finished_at or utcnow(),
         config_path=inputs.config_path,
         config_hash=inputs.run.read_hash(),
         variant_names=inputs.variant_names,
@@ -263,6 +292,10 @@ class _Options:
     """Variant name -> its workspace source (filesystem evals)."""
     simulator: UserSimulator | None = None
     """Plays the user of ``simulated_user`` cases (None: the run has none)."""
+    sinks: Sequence[str | ScoreSink] = ()
+    """Score sinks the finished run's scores go to (``sinks:`` of eval.yaml, then ``--sink``)."""
+    enrichers: Sequence[ConfiguredEnricher] = ()
+    """TraceEnrichers run over each new trace before it is saved (``enrichers:`` of eval.yaml, then Python's)."""
 
 
 def run_eval(
@@ -276,6 +309,8 @@ def run_eval(
     selection: CaseSelection | None = None,
     postgres_dsn: str | None = None,
     shard: ShardSpec | None = None,
+    sinks: Sequence[str | ScoreSink] = (),
+    enrichers: Sequence[TraceEnricher] = (),
 ) -> RunOutcome:
     """Run an eval.yaml end to end and write its run directory.
 
@@ -295,6 +330,10 @@ def run_eval(
         postgres_dsn: Also store the run in this PostgreSQL database.
         shard: Run only this shard's cells (:mod:`evaltrace.runner.shards`); recorded in run_meta.json. A shard
             is a partial run: it is not saved to the stores (``runs merge`` of all shards is).
+        sinks: Score sinks for the run's scores besides eval.yaml's ``sinks:`` (:mod:`evaltrace.runner.score_push`):
+            specs (``jsonl:PATH``, ``langfuse``, ``phoenix[:URL]``) or sink objects. A shard pushes none.
+        enrichers: TraceEnrichers run over each trace after eval.yaml's ``enrichers:``
+            (:mod:`evaltrace.runner.enrichers`).
 
     Returns:
         The outcome.
@@ -309,7 +348,8 @@ def run_eval(
     digest = config_hash(masked, config.cases)
     unfinished = incomplete_runs(target_dir, config.name, digest)
     adapters = _adapters(config)
-    evaluators = build_evaluators(config.evaluators, config.path, judge=config.judge, pythonpath=config.pythonpath)
+    evaluators = _evaluators(config)
+    configured_enrichers = build_enrichers(config.raw.get("enrichers"), config.path, config.pythonpath)
     simulator = build_simulator(config)
     workspaces = prepare_workspaces(config.variants, adapters, config.path, key=config.variants_key)
     started = utcnow()
@@ -333,9 +373,23 @@ def run_eval(
     ]
     stores = _stores(configured_stores(config), sqlite_path, postgres_dsn) if shard is None else []
     options = _Options(
-        target_dir if drift else None, stores, run_namespace, progress or NullProgress(), workspaces, simulator
+        target_dir if drift else None,
+        stores,
+        run_namespace,
+        progress or NullProgress(),
+        workspaces,
+        simulator,
+        sinks=[*config.sinks, *sinks] if shard is None else [],
+        enrichers=[*configured_enrichers, *(ConfiguredEnricher(e) for e in enrichers)],
     )
     return _carry_out(run, config, adapters, evaluators, started, options, new_run=True, notes=notes)
+
+
+def _evaluators(config: EvalConfig) -> list[ConfiguredEvaluator]:
+    """The config's evaluators, as its ``evaluation`` block chooses and configures them."""
+    plan = EvaluationPlan.of(config.raw, config.path)
+    entries = plan.entries(config.evaluators)
+    return plan.select(build_evaluators(entries, config.path, judge=config.judge, pythonpath=config.pythonpath))
 
 
 def _adapters(config: EvalConfig) -> list[Adapter]:
@@ -354,6 +408,7 @@ def resume_run(
     run_namespace: dict[str, str] | None = None,
     progress: ProgressReporter | None = None,
     postgres_dsn: str | None = None,
+    sinks: Sequence[str | ScoreSink] = (),
 ) -> RunOutcome:
     """Continue a run that was killed (or finish one that already completed, which only re-summarises it).
 
@@ -369,6 +424,7 @@ def resume_run(
         run_namespace: Namespace recorded with the run in its stores (default: the run's own, from run_meta.json).
         progress: Progress receiver.
         postgres_dsn: Also store the run in this PostgreSQL database.
+        sinks: Score sinks besides eval.yaml's ``sinks:`` (a shard pushes none).
 
     Returns:
         The outcome of the whole run (earlier and new traces and results).
@@ -378,7 +434,7 @@ def resume_run(
     """
     config = resume_config(run, None if config_path is None else Path(config_path))
     adapters = _adapters(config)
-    evaluators = build_evaluators(config.evaluators, config.path, judge=config.judge, pythonpath=config.pythonpath)
+    evaluators = _evaluators(config)
     simulator = build_simulator(config)
     workspaces = prepare_workspaces(config.variants, adapters, config.path, key=config.variants_key)
     meta = run.read_meta()
@@ -392,7 +448,14 @@ def resume_run(
     if run_namespace is None and meta is not None:
         run_namespace = meta.run_namespace
     options = _Options(
-        run.path.parent if drift else None, stores, run_namespace, progress or NullProgress(), workspaces, simulator
+        run.path.parent if drift else None,
+        stores,
+        run_namespace,
+        progress or NullProgress(),
+        workspaces,
+        simulator,
+        sinks=[] if partial else [*config.sinks, *sinks],
+        enrichers=build_enrichers(config.raw.get("enrichers"), config.path, config.pythonpath),
     )
     return _carry_out(run, config, adapters, evaluators, started, options, new_run=False, notes=notes)
 
@@ -452,8 +515,19 @@ def _carry_out_steps(
     log = run.append_traces(new_run=new_run)
     try:
         cells = WorkspaceCells(options.workspaces, run.path) if options.workspaces else None
+        enrichment = Enrichment(options.enrichers) if options.enrichers else None
         fresh = asyncio.run(
-            _execute(config, adapters, run.run_id, options.progress, done_cells, log.append, cells, options.simulator)
+            _execute(
+                config,
+                adapters,
+                run.run_id,
+                options.progress,
+                done_cells,
+                log.append,
+                cells,
+                options.simulator,
+                enrichment,
+            )
         )
     finally:
         log.close()
@@ -464,15 +538,17 @@ def _carry_out_steps(
     kept = [r for r in _first_per_key(run.read_results(), result_key) if result_key(r) in wanted] if not new_run else []
     log = run.append_results()
     try:
+        plan = EvaluationPlan.of(config.raw, config.path)
         new_results = asyncio.run(
             _evaluate(
                 attach_artifacts(traces, run.path),  # filesystem evals: each trace's artifact, read from disk
                 config.cases,
                 evaluators,
-                config.concurrency,
+                plan.concurrency(config.concurrency),
                 options.progress,
                 {result_key(r) for r in kept},
                 log.append,
+                plan.retry,
             )
         )
     finally:
@@ -489,7 +565,18 @@ def _carry_out_steps(
         eval_name=config.name,
         run_namespace=options.run_namespace,
     )
+    push_run_scores(outcome, options.sinks)
     return outcome
+
+
+def push_run_scores(outcome: RunOutcome, sinks: Sequence[str | ScoreSink]) -> None:
+    """Send a finished run's scores to ``sinks``, recording each sink with the stores (a failure exits 3)."""
+    if not sinks:
+        return
+    scores = run_scores(outcome.summary, outcome.traces, outcome.results)
+    delivered, failed = push_scores(sinks, scores, outcome.run.path)
+    outcome.stored += delivered
+    outcome.store_errors += failed
 
 
 def summarise_run_directory(
@@ -501,6 +588,7 @@ def summarise_run_directory(
     started: dt.datetime,
     notes: list[str],
     drift_dir: Path | None = None,
+    finished: dt.datetime | None = None,
 ) -> RunOutcome:
     """Put a run's traces and results in config order, write results.jsonl and summary.yaml; not yet stored.
 
@@ -517,6 +605,7 @@ def summarise_run_directory(
         started: When the run started.
         notes: Notes for the user; the drift comparison adds to them.
         drift_dir: Compare with the promoted baseline in this runs directory (None: the baseline variant).
+        finished: When the run finished (None: now).
     """
     order = _Order([v.name for v in config.variants], [c.id for c in config.cases], evaluator_names)
     ordered_traces = sorted(traces, key=order.trace)
@@ -525,10 +614,27 @@ def summarise_run_directory(
     ordered = sorted(results, key=order.result)
     run.write_results(ordered)  # the same results, in order and without torn or stray lines
     variant_names = [v.name for v in config.variants]
-    inputs = _SummaryInputs(run, started, str(config.path), variant_names, config.baseline, drift_dir, config.cases)
+    inputs = _SummaryInputs(
+        run, started, str(config.path), variant_names, config.baseline, drift_dir, config.cases, finished
+    )
     summary = _summarise(inputs, ordered_traces, ordered, notes)
     run.write_summary(summary)
+    plan = EvaluationPlan.of(config.raw, config.path)
+    write_evaluation_records(run.path, run.run_id, plan, config.evaluators, ordered_traces, ordered)
     return RunOutcome(run, summary, ordered_traces, ordered, notes)
+
+
+def evaluator_order(results: Sequence[EvaluationResult]) -> list[str]:
+    """The evaluators in config order, read from a run's ordered results (no evaluator is built).
+
+    Every cell has one result per evaluator, written in config order, so a cell's names are that order. Reading
+    it from the results, not by building the evaluators, lets a CI job merge or re-summarise without the
+    project's code.
+    """
+    cells: dict[tuple[str, str], list[str]] = {}
+    for result in results:
+        cells.setdefault((result.variant_name, result.case_id), []).append(result.evaluator)
+    return max(cells.values(), key=len, default=[])
 
 
 def _other_shards(run: RunDirectory, config: EvalConfig) -> set[Cell]:
@@ -600,7 +706,9 @@ def re_evaluate(
     order = _Order(variant_names, [c.id for c in cases], [e.name for e in setup.evaluators])
     traces.sort(key=order.trace)
     evaluated = attach_artifacts(traces, run.path)  # filesystem evals: each trace's artifact, read from disk
-    results = asyncio.run(_evaluate(evaluated, cases, setup.evaluators, setup.concurrency, progress))
+    concurrency = setup.plan.concurrency(setup.concurrency)
+    retry = setup.plan.retry
+    results = asyncio.run(_evaluate(evaluated, cases, setup.evaluators, concurrency, progress, retry=retry))
     run.write_results(results)
     started = previous.started_at if previous else min((t.started_at for t in traces), default=utcnow())
     notes: list[str] = []
@@ -615,12 +723,16 @@ def re_evaluate(
     )
     summary = _summarise(inputs, traces, results, notes)
     run.write_summary(summary)
+    write_evaluation_records(run.path, run.run_id, setup.plan, setup.entries, traces, results)
     meta = run.read_meta()
     namespace = meta.run_namespace if meta is not None else None
     stored, errors = save_to_stores(
         stores, summary, traces, results, eval_name=run_eval_name(run), run_namespace=namespace
     )
-    return RunOutcome(run, summary, traces, results, notes, stored, errors)
+    outcome = RunOutcome(run, summary, traces, results, notes, stored, errors)
+    sinks = run.read_config().get("sinks")
+    push_run_scores(outcome, [str(s) for s in sinks] if isinstance(sinks, list) else [])
+    return outcome
 
 
 def _previous_summary(run: RunDirectory) -> RunSummary | None:
@@ -628,3 +740,62 @@ def _previous_summary(run: RunDirectory) -> RunSummary | None:
     if not (run.path / SUMMARY_FILE).is_file():
         return None
     return run.read_summary()
+
+
+def summarize_run(run: RunDirectory, *, runs_dir: Path | None = None, drift: bool = False) -> RunOutcome:
+    """Rebuild a run's summary.yaml from its traces.jsonl and results.jsonl: no system, no evaluator is called.
+
+    The summary is computed by the code a run ends with (:func:`summarise_run_directory`), so it equals the one
+    the run wrote, except the comparison when ``drift`` asks for one against today's promoted baseline. The run's
+    own start and end times are kept (from the old summary, else run_meta.json and the last result). Nothing is
+    saved to the stores: ``evaltrace runs push`` does that.
+
+    Args:
+        run: The run directory (finished: every cell has its trace and every trace its results).
+        runs_dir: Where promoted baselines live, for ``drift`` (default: the run's parent directory).
+        drift: Compare with the promoted baseline.
+
+    Returns:
+        The outcome; ``stored`` and ``store_errors`` are empty.
+
+    Raises:
+        RunConfigError: The run's config snapshot cannot be read, or the run is unfinished (a cell without its
+            trace or an evaluation without its result): ``run --resume`` or ``re-evaluate`` completes it.
+        SchemaError: A line of traces.jsonl or results.jsonl is not valid.
+    """
+    config = resume_config(run, None)  # the run's own config and cases snapshot; no evaluator is built
+    traces, results = run.read_traces(), run.read_results()
+    names = evaluator_order(results)
+    _check_finished(run, config, traces, results, names)
+    previous = _previous_summary(run)
+    meta = run.read_meta()
+    if previous is not None:
+        started, finished = previous.started_at, previous.finished_at
+    else:
+        stamps = [t.started_at for t in traces]
+        started = meta.started_at if meta is not None and meta.started_at is not None else min(stamps, default=utcnow())
+        finished = max([t.finished_at for t in traces] + [r.finished_at for r in results], default=started)
+    notes: list[str] = []
+    drift_dir = (runs_dir or run.path.parent) if drift else None
+    return summarise_run_directory(run, config, names, traces, results, started, notes, drift_dir, finished)
+
+
+def _check_finished(
+    run: RunDirectory, config: EvalConfig, traces: list[Trace], results: list[EvaluationResult], names: list[str]
+) -> None:
+    """Raise when a summary of these files would describe a run that is not there yet (cells or results missing)."""
+    expected = {(c.id, v.name) for v in config.variants for c in config.cases} - _other_shards(run, config)
+    missing = len(expected - {(t.case_id, t.variant_name) for t in traces})
+    per_cell: dict[Cell, int] = {}
+    for result in results:
+        per_cell[(result.case_id, result.variant_name)] = per_cell.get((result.case_id, result.variant_name), 0) + 1
+    wanted = len(names) or len(config.evaluators)  # no result at all: each evaluator owes one per cell
+    unjudged = sum(1 for t in traces if per_cell.get((t.case_id, t.variant_name), 0) < wanted)
+    if missing or unjudged:
+        what = f"{missing} cell(s) without a trace" if missing else f"{unjudged} trace(s) without all their results"
+        raise RunConfigError(
+            run.path / RESULTS_FILE,
+            "",
+            f"run {run.run_id} is unfinished ({what}); complete it with `evaltrace run --resume {run.run_id}`"
+            " or `evaltrace re-evaluate`, which call the system or the evaluators",
+        )

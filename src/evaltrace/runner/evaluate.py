@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from evaltrace._internal.daemon_pool import DaemonExecutor
 from evaltrace.evaluation import Evaluator, RunOptions, arun_evaluator
-from evaltrace.evaluation.runner import is_async_evaluator
+from evaltrace.evaluation.runner import is_async_evaluator, skipped_result
 from evaltrace.runner._loops import OnOwnLoop
 from evaltrace.runner.case_turns import case_conversation
 from evaltrace.runner.evaluator_entries import ConfiguredEvaluator, build_evaluators
@@ -44,6 +44,15 @@ def _labelled(result: EvaluationResult, item: ConfiguredEvaluator) -> Evaluation
     if item.evaluator_type is not None and result.evaluator_type != item.evaluator_type:
         updates["evaluator_type"] = item.evaluator_type
     return result.stamped(**updates) if updates else result
+
+
+def _beyond_max_rows(trace: Trace, item: ConfiguredEvaluator, row: int | None) -> EvaluationResult:
+    """The not-evaluated result of a case past the evaluator's ``max_dataset_rows`` (the evaluator is not called)."""
+    where = f"row {row + 1} of the dataset" if row is not None else "a case not in the dataset"
+    result = skipped_result(item.evaluator, f"skipped: max_dataset_rows {item.max_dataset_rows} reached ({where})")
+    detail = {"skipped": "max_dataset_rows", "max_dataset_rows": item.max_dataset_rows}
+    stamped = result.stamped(run_id=trace.run_id, case_id=trace.case_id, variant_name=trace.variant_name, detail=detail)
+    return _labelled(stamped, item)
 
 
 class _OnConversation:
@@ -122,10 +131,17 @@ async def evaluate_traces(
         The new results (those in ``done`` left out).
     """
     by_id = {c.id: c for c in cases}
+    rows = {c.id: row for row, c in enumerate(cases)}
     limit = asyncio.Semaphore(concurrency)
     runners = _Runners(evaluators, concurrency)
 
     async def one(trace: Trace, item: ConfiguredEvaluator, runner: Evaluator, pool: Any) -> EvaluationResult:
+        row = rows.get(trace.case_id)
+        if item.max_dataset_rows is not None and (row is None or row >= item.max_dataset_rows):
+            result = _beyond_max_rows(trace, item, row)
+            if on_result is not None:
+                on_result(result)
+            return result
         async with limit:
             options = RunOptions(timeout_s=item.timeout_s)
             case = by_id.get(trace.case_id)

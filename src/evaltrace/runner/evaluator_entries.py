@@ -58,12 +58,14 @@ class ConfiguredEvaluator:
         timeout_s: Per-evaluation timeout (None: none).
         evaluator_type: The catalogue type its results carry as ``evaluator_type`` (None: the evaluator's own).
         scope: ``trace`` (judges each case's trace) or ``session`` (judges each case's conversation).
+        max_dataset_rows: Judge at most the first N rows of the dataset per system (None: every row).
     """
 
     evaluator: Evaluator
     timeout_s: float | None = None
     evaluator_type: str | None = None
     scope: Scope = "trace"
+    max_dataset_rows: int | None = None
 
     @property
     def name(self) -> str:
@@ -301,7 +303,8 @@ def _build_one(
         except AttributeError:
             key = "as" if entry.as_ is not None else "name"
             raise RunConfigError(path, f"{where}.{key}", f"{type(built).__name__} does not allow renaming") from None
-    return ConfiguredEvaluator(built, entry.timeout_s, plan.catalogue_type, _scope(built, entry.scope, path, where))
+    scope = _scope(built, entry.scope, path, where)
+    return ConfiguredEvaluator(built, entry.timeout_s, plan.catalogue_type, scope, entry.max_dataset_rows)
 
 
 def _scope(built: Any, written: Scope | None, path: Path, where: str) -> Scope:

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evaltrace._internal.private_files import PRIVATE_DIR_MODE, make_private_dirs
-from evaltrace.runner.engine import RunOutcome, summarise_run_directory
+from evaltrace.runner.engine import RunOutcome, evaluator_order, push_run_scores, summarise_run_directory
 from evaltrace.runner.resume import resume_config
 from evaltrace.runner.rundir import CONFIG_FILE, SUMMARY_FILE, RunDirectory, RunMeta
 from evaltrace.runner.shards import ShardError, ShardSpec
 from evaltrace.runner.stores import StoreSpec, configured_stores, save_to_stores
-from evaltrace.schema import EvaluationResult, utcnow
+from evaltrace.schema import utcnow
 
 __all__ = ["merge_runs"]
 
@@ -59,18 +59,6 @@ def _check(runs: Sequence[RunDirectory]) -> list[tuple[RunDirectory, RunMeta, Sh
     if missing:
         raise ShardError(f"missing shard(s) {', '.join(missing)}: merge needs all {first_shard.count}")
     return shards
-
-
-def _evaluator_order(results: Sequence[EvaluationResult]) -> list[str]:
-    """The evaluators in config order, read from the shards' ordered results (no evaluator is built).
-
-    Every cell has one result per evaluator, written in config order, so a cell's names are that order. Reading
-    it from the results, not by building the evaluators, lets a CI job merge without the project's code.
-    """
-    cells: dict[tuple[str, str], list[str]] = {}
-    for result in results:
-        cells.setdefault((result.variant_name, result.case_id), []).append(result.evaluator)
-    return max(cells.values(), key=len, default=[])
 
 
 def _target(out: Path | None, first: RunDirectory, eval_name: str) -> RunDirectory:
@@ -114,7 +102,7 @@ def merge_runs(
     merged.write_config(first.read_config(), first.read_hash(), first.read_cases(), verbatim=verbatim)
     merged.write_meta(first_meta.model_copy(update={"shard": None, "started_at": started}))
     notes = [f"merged {len(shards)} shards: " + ", ".join(str(run.path) for run, _, _ in shards)]
-    names = _evaluator_order(results)
+    names = evaluator_order(results)
     drift_dir = merged.path.parent if drift else None
     outcome = summarise_run_directory(merged, config, names, traces, results, started, notes, drift_dir)
     stored, errors = save_to_stores(
@@ -126,4 +114,5 @@ def merge_runs(
         run_namespace=first_meta.run_namespace,
     )
     outcome.stored, outcome.store_errors = stored, errors
+    push_run_scores(outcome, config.sinks)
     return outcome

@@ -10,6 +10,11 @@ with what only the adapter's return value says:
   carrying the answer, reasoning and tool calls, and the mapped metrics.
 
 Inline ``<think>`` reasoning found in any answer moves to ``output.thinking``.
+
+A trace whose spans recorded no conversation (a decorator-only agent: ``@evaltrace.agent`` and tools, no LLM
+span) still reads as one: it gets the user's turn (from the case input, :func:`~evaltrace.schema.turn_user_input`)
+when it has no user message, and a final assistant message carrying the answer when its messages do not end
+with an assistant's text.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Any
 
 from evaltrace._internal.thinking import join_thinking, split_thinking
 from evaltrace.runner.response_mapping import MappedOutput
-from evaltrace.schema import Trace, TraceError, TraceMessage, TraceOutput
+from evaltrace.schema import Trace, TraceError, TraceMessage, TraceOutput, turn_user_input
 
 __all__ = ["ANSWER_KEYS", "THINKING_KEYS", "finish_trace"]
 
@@ -50,7 +55,23 @@ def finish_trace(
         updates["output"] = _picked(trace.output, output)
     if extra:
         updates["extra"] = {**trace.extra, **extra}
-    return Trace.model_validate({**trace.model_dump(exclude={"latency_ms"}), **updates})
+    finished = Trace.model_validate({**trace.model_dump(exclude={"latency_ms"}), **updates})
+    return _with_conversation_ends(finished)
+
+
+def _with_conversation_ends(trace: Trace) -> Trace:
+    """The trace with a user turn and a final assistant message where its spans recorded none (module docstring)."""
+    messages = list(trace.messages)
+    if not any(m.role == "user" for m in messages) and (said := turn_user_input(trace)) is not None:
+        messages.insert(0, TraceMessage(role="user", content=said))
+    answer = trace.output.final_answer
+    last = messages[-1] if messages else None
+    if answer is not None and not (last is not None and last.role == "assistant" and last.content is not None):
+        messages.append(TraceMessage(role="assistant", content=answer))
+    if len(messages) == len(trace.messages):
+        return trace
+    # Text turns only: the tool views derived from the messages stay as they are.
+    return Trace.model_validate({**trace.model_dump(exclude={"latency_ms"}), "messages": messages})
 
 
 def _picked(current: TraceOutput, output: dict[str, Any]) -> TraceOutput:

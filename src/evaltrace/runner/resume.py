@@ -36,6 +36,7 @@ from evaltrace.runner.config import (
 )
 from evaltrace.runner.errors import RunConfigError
 from evaltrace.runner.evaluate import ConfiguredEvaluator, build_evaluators
+from evaltrace.runner.evaluation_records import EvaluationPlan
 from evaltrace.runner.rundir import (
     CONFIG_FILE,
     HASH_FILE,
@@ -188,7 +189,7 @@ def unfinished_runs(runs_dir: Path) -> list[UnfinishedRun]:
             continue
         run = RunDirectory(path)
         try:
-            cells: int | None = len(run.read_cases()) * len(_variant_names(run.read_config()))
+            cells: int | None = len(run.read_cases()) * len(config_variant_names(run.read_config()))
         # Broad on purpose: one damaged run must not hide the others; its resume names what is wrong.
         except Exception:
             cells = None
@@ -208,6 +209,8 @@ class ReEvaluationSetup:
     baseline: str | None
     source: Path
     variant_names: list[str]
+    plan: EvaluationPlan
+    entries: list[dict[str, Any]]
 
 
 def re_evaluation_setup(run: RunDirectory, config_path: Path | None, previous: RunSummary | None) -> ReEvaluationSetup:
@@ -237,24 +240,29 @@ def re_evaluation_setup(run: RunDirectory, config_path: Path | None, previous: R
         else:  # a run made before run_meta.json existed
             base_dir = Path(previous.config_path).parent if previous else run.path
     entries = load_evaluator_entries(source, raw.get("evaluators"))
+    plan = EvaluationPlan.of(raw, source)
     concurrency = raw.get("concurrency")
     baseline = raw.get("baseline")
+    built = build_evaluators(
+        plan.entries(entries),
+        source,
+        base_dir=base_dir,
+        judge=load_judge(source, raw.get("judge")),
+        pythonpath=raw.get("pythonpath") or [],
+    )
     return ReEvaluationSetup(
-        evaluators=build_evaluators(
-            entries,
-            source,
-            base_dir=base_dir,
-            judge=load_judge(source, raw.get("judge")),
-            pythonpath=raw.get("pythonpath") or [],
-        ),
+        evaluators=plan.select(built),
         concurrency=concurrency if isinstance(concurrency, int) and concurrency > 0 else DEFAULT_CONCURRENCY,
         baseline=baseline if isinstance(baseline, str) else None,
         source=source,
-        variant_names=_variant_names(run.read_config()),
+        variant_names=config_variant_names(run.read_config()),
+        plan=plan,
+        entries=entries,
     )
 
 
-def _variant_names(raw: dict[str, Any]) -> list[str]:
+def config_variant_names(raw: dict[str, Any]) -> list[str]:
+    """The variant names of a raw eval.yaml (``systems:``/``variants:``), in config order."""
     variants = system_entries(raw)
     if not isinstance(variants, list):
         return []

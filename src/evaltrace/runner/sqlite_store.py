@@ -1,9 +1,11 @@
 """A SQLite store of runs (stdlib ``sqlite3``): summaries, traces and results of many runs, with run namespaces.
 
 Rows hold the models as JSON (the same text as the jsonl files), with the keys needed to select them in
-columns. ``run_namespace`` (``{str: str}``, e.g. project and branch) is a JSON column of ``runs``; a database
-created before it existed gets the column added in place (``ALTER TABLE``) when opened, its old runs reading
-as the empty namespace. The schema version lives in ``PRAGMA user_version``. Traces and results stored by an
+columns. ``run_namespace`` (``{str: str}``, e.g. project and branch) is a JSON column of every row: ``runs``,
+``traces`` and ``results`` (data-model.md, run namespacing), so a trace or result row can be selected by tenant
+without a join; a row's namespace is its run's, rewritten when the run's namespace changes. A database created
+before these columns existed gets them added in place (``ALTER TABLE``) when opened, trace and result rows
+taking their run's namespace, and runs without one reading as the empty namespace. The schema version lives in ``PRAGMA user_version``. Traces and results stored by an
 older release are migrated as they are read, like the jsonl files (:mod:`evaltrace.schema.migrations`).
 """
 
@@ -24,8 +26,8 @@ from evaltrace.schema import EvaluationResult, RunSummary, Trace
 
 __all__ = ["SCHEMA_USER_VERSION", "SqliteRunStore", "StoredRun"]
 
-SCHEMA_USER_VERSION = 2
-"""1: runs/traces/results; 2: ``runs.run_namespace`` added."""
+SCHEMA_USER_VERSION = 3
+"""1: runs/traces/results; 2: ``runs.run_namespace`` added; 3: ``run_namespace`` on traces and results too."""
 
 _CREATE = (
     """CREATE TABLE IF NOT EXISTS runs (
@@ -42,6 +44,7 @@ _CREATE = (
         case_id TEXT NOT NULL,
         variant_name TEXT NOT NULL,
         data TEXT NOT NULL,
+        run_namespace TEXT NOT NULL DEFAULT '{}',
         PRIMARY KEY (run_id, variant_name, case_id)
     )""",
     """CREATE TABLE IF NOT EXISTS results (
@@ -50,9 +53,17 @@ _CREATE = (
         variant_name TEXT NOT NULL,
         evaluator TEXT NOT NULL,
         data TEXT NOT NULL,
+        run_namespace TEXT NOT NULL DEFAULT '{}',
         PRIMARY KEY (run_id, variant_name, case_id, evaluator)
     )""",
 )
+
+
+_COPY_NAMESPACE = (
+    "UPDATE {table} SET run_namespace = COALESCE("
+    "(SELECT runs.run_namespace FROM runs WHERE runs.run_id = {table}.run_id), '{{}}') {where}"
+)
+"""Give the rows of ``table`` (those matching ``where``) their run's namespace."""
 
 
 @dataclass(frozen=True)
@@ -91,9 +102,13 @@ class SqliteRunStore:
         with self._db:
             for statement in _CREATE:
                 self._db.execute(statement)
-            columns = {row[1] for row in self._db.execute("PRAGMA table_info(runs)")}
-            if "run_namespace" not in columns:
-                self._db.execute("ALTER TABLE runs ADD COLUMN run_namespace TEXT NOT NULL DEFAULT '{}'")
+            for table in ("runs", "traces", "results"):
+                columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+                if "run_namespace" in columns:
+                    continue
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN run_namespace TEXT NOT NULL DEFAULT '{{}}'")
+                if table != "runs":  # rows stored before the column: their run's namespace
+                    self._db.execute(_COPY_NAMESPACE.format(table=table, where=""))
             self._db.execute(f"PRAGMA user_version = {SCHEMA_USER_VERSION}")
 
     def close(self) -> None:
@@ -154,6 +169,9 @@ class SqliteRunStore:
                 "INSERT OR REPLACE INTO results (run_id, case_id, variant_name, evaluator, data) VALUES (?, ?, ?, ?, ?)",
                 [(summary.run_id, r.case_id, r.variant_name, r.evaluator, r.model_dump_json()) for r in results],
             )
+            # Every row carries its run's namespace, the one just saved or the one the run kept.
+            for table in ("traces", "results"):
+                self._db.execute(_COPY_NAMESPACE.format(table=table, where="WHERE run_id = ?"), (summary.run_id,))
 
     def list_runs(
         self, *, eval_name: str | None = None, run_namespace: Mapping[str, str] | None = None

@@ -22,6 +22,14 @@ from evaltrace.schema.evaluation import (
     SummaryMethod,
     new_evaluation_id,
 )
+from evaltrace.schema.evaluation_types import (
+    FactualAccuracyEvaluation,
+    LengthEvaluation,
+    QualityEvaluation,
+    RelevanceEvaluation,
+    ToxicityEvaluation,
+    evaluation_record,
+)
 from evaltrace.schema.results import EvaluationResult
 from evaltrace.schema.rubric import (
     DEFAULT_AGENT_RUBRIC,
@@ -39,7 +47,16 @@ from evaltrace.schema.runs import (
     VariantDelta,
     VariantSummary,
 )
-from evaltrace.schema.scores import Score, ScoreCategory, ScoreConfig, ScoreDataType, ScoreSource, score_id
+from evaltrace.schema.scores import (
+    Score,
+    ScoreCategory,
+    ScoreConfig,
+    ScoreDataType,
+    ScoreSource,
+    dataset_run_score_id,
+    score_id,
+    session_score_id,
+)
 from evaltrace.schema.trace import (
     TRACE_ERROR_TYPES,
     EvalCase,
@@ -77,13 +94,17 @@ __all__ = [
     "EvaluatorRollup",
     "EvaluatorVariantRollup",
     "ExpectedBehavior",
+    "FactualAccuracyEvaluation",
     "FileDiff",
     "FileEntry",
     "FileManifest",
     "FilesystemArtifact",
+    "LengthEvaluation",
     "LlmStep",
     "MultiEvaluationResult",
     "PASS_THRESHOLD",
+    "QualityEvaluation",
+    "RelevanceEvaluation",
     "RetryConfig",
     "Role",
     "Rubric",
@@ -104,6 +125,7 @@ __all__ = [
     "TRACE_ERROR_TYPES",
     "ToolCall",
     "ToolResult",
+    "ToxicityEvaluation",
     "Trace",
     "TraceError",
     "TraceErrorType",
@@ -116,9 +138,12 @@ __all__ = [
     "VariantSummary",
     "WorkspaceKind",
     "WorkspaceSpec",
+    "dataset_run_score_id",
     "derive_tool_views",
+    "evaluation_record",
     "new_evaluation_id",
     "score_id",
+    "session_score_id",
     "turn_user_input",
     "utcnow",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializeAsAny, model_validator
 
 from evaltrace.schema._base import SchemaModel, UtcDatetime, utcnow
 
@@ -29,7 +29,13 @@ class EvaluationErrorInfo(SchemaModel):
 
 
 class Evaluation(SchemaModel):
-    """One evaluator's judgement of one span or trace, with its metadata."""
+    """One evaluator's judgement of one span or trace, with its metadata.
+
+    Fields this model (or the typed record being loaded, e.g. :class:`QualityEvaluation`) does not know are kept in
+    ``metadata`` under their own names rather than dropped: a custom evaluator's ``risk_level`` or a newer
+    release's field survives a load and a save. A key already in ``metadata`` wins over a loose field of the same
+    name.
+    """
 
     evaluation_id: str = Field(default_factory=new_evaluation_id)
     target_event_id: str
@@ -48,6 +54,19 @@ class Evaluation(SchemaModel):
     status: EvaluationStatus = "completed"
     error: EvaluationErrorInfo | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _keep_unknown_fields(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        known = set(cls.model_fields)
+        loose = {k: v for k, v in data.items() if k not in known}
+        if not loose:
+            return data
+        metadata = data.get("metadata")
+        kept = {**loose, **metadata} if isinstance(metadata, dict) else loose
+        return {**{k: v for k, v in data.items() if k in known}, "metadata": kept}
+
     @property
     def numeric_score(self) -> float | None:
         """The score as a number (booleans as 1.0/0.0), or None for text or missing scores."""
@@ -61,8 +80,9 @@ class Evaluation(SchemaModel):
 class MultiEvaluationResult(SchemaModel):
     """Several evaluations of one target and their summary score.
 
-    ``summary_score`` is computed on validation for every method except ``"custom"`` (where it is kept as
-    given), over the evaluations with a numeric or boolean score whose status is ``"completed"``:
+    A ``summary_score`` that is given is kept as given (it is what its producer reported, whatever its method).
+    When it is missing, it is computed on validation for every method except ``"custom"``, over the evaluations
+    with a numeric or boolean score whose status is ``"completed"`` (:meth:`compute_summary`):
 
     * ``weighted_average``: sum(weight * score) / sum(weight); an evaluator missing from ``weights`` (or all
       of them when ``weights`` is None) has weight 1.0; None when the total weight is 0;
@@ -70,17 +90,28 @@ class MultiEvaluationResult(SchemaModel):
     * ``minimum``: the lowest score.
 
     With no scored evaluation the summary is None.
+
+    Each evaluation is loaded as its typed record (:func:`~evaltrace.schema.evaluation_types.evaluation_record`),
+    and one written without ``target_event_id`` (as in a compact listing) takes the result's own.
     """
 
     target_event_id: str
-    evaluations: list[Evaluation] = Field(default_factory=list)
+    evaluations: list[SerializeAsAny[Evaluation]] = Field(default_factory=list)
     summary_score: float | None = None
     summary_method: SummaryMethod = "weighted_average"
     weights: dict[str, float] | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _typed_evaluations(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("evaluations"), list):
+            target = data.get("target_event_id")
+            data = {**data, "evaluations": [_typed(item, target) for item in data["evaluations"]]}
+        return data
+
     @model_validator(mode="after")
     def _summarise(self) -> MultiEvaluationResult:
-        if self.summary_method != "custom":
+        if self.summary_score is None and self.summary_method != "custom":
             self.summary_score = self.compute_summary()
         return self
 
@@ -118,9 +149,16 @@ class EvaluationBatch(SchemaModel):
     """Evaluations processed together."""
 
     batch_id: str = Field(default_factory=lambda: f"batch_{uuid.uuid4()}")
-    evaluations: list[Evaluation] = Field(default_factory=list)
+    evaluations: list[SerializeAsAny[Evaluation]] = Field(default_factory=list)
     batch_metadata: BatchMetadata = Field(default_factory=BatchMetadata)
     status: BatchStatus = "pending"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _typed_evaluations(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("evaluations"), list):
+            data = {**data, "evaluations": [_typed(item, None) for item in data["evaluations"]]}
+        return data
 
     @model_validator(mode="after")
     def _fill_size(self) -> EvaluationBatch:
@@ -146,3 +184,19 @@ class EvaluationConfig(SchemaModel):
     timeout_ms: int | None = None
     retry_config: RetryConfig | None = Field(default_factory=RetryConfig)
     """None disables retries."""
+
+
+def _typed(item: Any, target: Any) -> Any:
+    """``item`` as the typed record of its evaluator (the target filled in when missing), as a load would make it.
+
+    A plain Evaluation of a typed kind is converted too, so a result built in Python equals itself read back.
+    """
+    from evaltrace.schema.evaluation_types import evaluation_record, record_class
+
+    if type(item) is Evaluation and record_class(item.evaluator_name) is not Evaluation:
+        item = item.model_dump()
+    if not isinstance(item, dict):
+        return item
+    if "target_event_id" not in item and isinstance(target, str):
+        item = {**item, "target_event_id": target}
+    return evaluation_record(item)

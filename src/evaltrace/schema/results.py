@@ -7,9 +7,18 @@ from typing import Any
 
 from pydantic import Field, computed_field, model_validator
 
+from evaltrace.exceptions import ScoreValidationError
 from evaltrace.schema._base import UtcDatetime, VersionedModel, utcnow, whole_ms
 from evaltrace.schema.evaluation import Evaluation, EvaluationErrorInfo, EvaluationStatus, new_evaluation_id
-from evaltrace.schema.scores import Score, ScoreConfig, ScoreSource, score_id
+from evaltrace.schema.evaluation_types import record_class, typed_fields
+from evaltrace.schema.scores import (
+    Score,
+    ScoreConfig,
+    ScoreSource,
+    dataset_run_score_id,
+    score_id,
+    session_score_id,
+)
 from evaltrace.schema.trace import TraceError
 
 LABEL_KEY = "label"
@@ -108,49 +117,72 @@ class EvaluationResult(VersionedModel):
         data.update(updates)
         return type(self).model_validate(data)
 
-    def to_evaluation(self, target_event_id: str) -> Evaluation:
-        """Convert to the Evaluation record of the span or trace ``target_event_id``."""
+    def to_evaluation(self, target_event_id: str, *, kind: str | None = None) -> Evaluation:
+        """Convert to the Evaluation record of the span or trace ``target_event_id``, typed by its kind.
+
+        The record type (:mod:`evaltrace.schema.evaluation_types`) follows ``kind`` (a catalogue type such as
+        ``factual_accuracy``), else ``evaluator_type``, else the evaluator's name, else what ``detail`` holds
+        (``dimensions``: quality; ``factual_claims``: factual accuracy). Its own fields are read from ``detail``:
+        a quality record's ``dimensions`` take each dimension's score; a factual-accuracy record's claims are
+        ``factual_claims`` (or ``claims``), ``hallucination_detected`` is True when a claim is refuted, and
+        ``citation_accuracy``, when the evaluator did not give it, is the share of claims citing a source that
+        were not refuted (None when no claim cites one).
+        """
         error = None
         if self.error is not None:
             context = {"stack": self.error.stack} if self.error.stack else None
             error = EvaluationErrorInfo(type=self.error.type, message=self.error.message, context=context)
-        return Evaluation(
-            evaluation_id=self.evaluation_id,
-            target_event_id=target_event_id,
-            evaluator_name=self.evaluator,
-            evaluator_version=self.evaluator_version,
-            score=self.score if self.score is not None else self.passed,
-            explanation=self.reason or None,
-            confidence=self.confidence,
-            criteria=self.criteria,
-            metadata=self.metadata,
-            timestamp=self.finished_at,
-            duration_ms=float(self.latency_ms),
-            cost_usd=self.cost_usd,
-            status=self.status,
-            error=error,
+        record = record_class(
+            kind,
+            self.evaluator_type,
+            self.evaluator,
+            "quality" if "dimensions" in self.detail else None,
+            "factual_accuracy" if "factual_claims" in self.detail else None,
         )
+        base = {
+            "evaluation_id": self.evaluation_id,
+            "target_event_id": target_event_id,
+            "evaluator_name": self.evaluator,
+            "evaluator_version": self.evaluator_version,
+            "score": self.score if self.score is not None else self.passed,
+            "explanation": self.reason or None,
+            "confidence": self.confidence,
+            "criteria": self.criteria,
+            "metadata": self.metadata,
+            "timestamp": self.finished_at,
+            "duration_ms": float(self.latency_ms),
+            "cost_usd": self.cost_usd,
+            "status": self.status,
+            "error": error,
+        }
+        return record.model_validate({**base, **typed_fields(record, self.detail)})
 
     def to_score(
         self,
         *,
-        trace_id: str,
+        trace_id: str | None = None,
         observation_id: str | None = None,
+        session_id: str | None = None,
+        dataset_run_id: str | None = None,
         config: ScoreConfig | None = None,
         source: ScoreSource = "EVAL",
         metadata: dict[str, Any] | None = None,
     ) -> Score:
-        """Convert to a backend Score on the trace (or on one observation/span of it).
+        """Convert to a backend Score on exactly one target: a trace or span, a session, or a dataset run.
 
-        The score id is :func:`score_id` of (trace, span, evaluator, version), so re-sending updates in place.
-        Without a config the score is NUMERIC when ``score`` is set, else CATEGORICAL when the evaluator gave a
-        label (``detail["label"]``), else BOOLEAN from ``passed``. With a config, the config decides the data
-        type (BOOLEAN from ``passed``; CATEGORICAL from the label, else from ``score`` matched to a category;
-        NUMERIC from ``score``) and the score must satisfy it.
+        The score id is deterministic, so re-sending updates in place: :func:`score_id` of (trace, span,
+        evaluator, version) on a trace or observation, :func:`session_score_id` on a session,
+        :func:`dataset_run_score_id` on a dataset run. Without a config the score is NUMERIC when ``score`` is
+        set, else CATEGORICAL when the evaluator gave a label (``detail["label"]``), else BOOLEAN from
+        ``passed``. With a config, the config decides the data type (BOOLEAN from ``passed``; CATEGORICAL from
+        the label, else from ``score`` matched to a category; NUMERIC from ``score``) and the score must
+        satisfy it.
 
         Args:
-            trace_id: 32-hex OTel trace id.
+            trace_id: 32-hex OTel trace id (also required with ``observation_id``).
             observation_id: 16-hex span id when the score belongs to one span.
+            session_id: The session the score judges (a conversation's ``session.id``).
+            dataset_run_id: The dataset run the score describes (an offline run's variant).
             config: Optional ScoreConfig to validate against.
             source: Score source (``"EVAL"`` for evaluator output).
             metadata: Score metadata; defaults to ``{"evaluation_id", "evaluator_version"}``.
@@ -159,13 +191,27 @@ class EvaluationResult(VersionedModel):
             The Score.
 
         Raises:
-            ScoreValidationError: The result does not satisfy ``config``.
+            ScoreValidationError: The result does not satisfy ``config``, or the targets are not exactly one.
         """
+        targets = [t for t in (trace_id, session_id, dataset_run_id) if t is not None]
+        if len(targets) != 1 or (observation_id is not None and trace_id is None):
+            raise ScoreValidationError(
+                f"score {self.evaluator!r}: give exactly one target: trace_id (with observation_id for a span),"
+                " session_id or dataset_run_id"
+            )
+        if trace_id is not None:
+            identity = score_id(trace_id, observation_id, self.evaluator, self.evaluator_version)
+        elif session_id is not None:
+            identity = session_score_id(session_id, self.evaluator, self.evaluator_version)
+        else:
+            identity = dataset_run_score_id(str(dataset_run_id), self.evaluator, self.evaluator_version)
         fields: dict[str, Any] = {
-            "id": score_id(trace_id, observation_id, self.evaluator, self.evaluator_version),
+            "id": identity,
             "name": self.evaluator,
             "trace_id": trace_id,
             "observation_id": observation_id,
+            "session_id": session_id,
+            "dataset_run_id": dataset_run_id,
             "comment": self.reason or None,
             "source": source,
             "timestamp": self.finished_at,

@@ -6,7 +6,7 @@ import math
 import uuid
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from evaltrace.exceptions import ScoreValidationError
 from evaltrace.schema._base import SchemaModel, UtcDatetime, utcnow
@@ -53,8 +53,19 @@ def session_score_id(session_id: str, evaluator_name: str, evaluator_version: st
     return str(uuid.uuid5(_SCORE_ID_NAMESPACE, key))
 
 
+def dataset_run_score_id(dataset_run_id: str, evaluator_name: str, evaluator_version: str | None = None) -> str:
+    """Return the deterministic score id of one evaluator's figure for one dataset run (an offline run's variant).
+
+    Summarising or pushing the run again upserts the same score instead of adding one.
+    """
+    key = "\x1f".join(("dataset_run", dataset_run_id, evaluator_name, evaluator_version or ""))
+    return str(uuid.uuid5(_SCORE_ID_NAMESPACE, key))
+
+
 class ScoreCategory(SchemaModel):
-    """One allowed value of a categorical score config."""
+    """One allowed value of a categorical score config (immutable, as its config is)."""
+
+    model_config = ConfigDict(frozen=True)
 
     label: str
     value: float
@@ -167,8 +178,13 @@ def _normalise_value(score: Score) -> None:
 class ScoreConfig(SchemaModel):
     """Constraints for scores of one name: data type, numeric range or allowed categories.
 
-    Configs are immutable once used; they are only archived (``is_archived``) or restored.
+    A config is immutable once created: assigning a field raises, and its categories are a tuple. Scores keep
+    its ``id``, so changing a range or a category under them would silently re-type scores already stored; make
+    a new config instead. The one change allowed is archiving: :meth:`archive` and :meth:`restore` return the
+    same config (same id) archived or restored. An archived config refuses new scores.
     """
+
+    model_config = ConfigDict(frozen=True)
 
     id: str = Field(default_factory=lambda: str(uuid.uuid4()))
     name: str
@@ -178,8 +194,16 @@ class ScoreConfig(SchemaModel):
     """Inclusive lower bound; None means -infinity."""
     max_value: float | None = None
     """Inclusive upper bound; None means +infinity."""
-    categories: list[ScoreCategory] | None = None
+    categories: tuple[ScoreCategory, ...] | None = None
     description: str | None = None
+
+    def archive(self) -> ScoreConfig:
+        """Return this config archived (same id): it then refuses new scores; stored ones keep referring to it."""
+        return self.model_copy(update={"is_archived": True})
+
+    def restore(self) -> ScoreConfig:
+        """Return this config restored from the archive (same id): it accepts scores again."""
+        return self.model_copy(update={"is_archived": False})
 
     @model_validator(mode="after")
     def _check(self) -> ScoreConfig:

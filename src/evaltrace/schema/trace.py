@@ -266,7 +266,8 @@ class Trace(VersionedModel):
     """Each model call's model and finish reasons, in start order (an additive 1.x field)."""
     error: TraceError | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
-    """Keys we use: ``trace_id`` (32-hex), ``span_id`` (16-hex), ``enrichment_errors`` (list of str)."""
+    """Keys we use: ``trace_id`` (32-hex), ``span_id`` (16-hex), ``enrichment_errors``: a list of the span
+    mapping's notes (str) and of TraceEnricher failures, ``{"enricher": name, "error": "<type>: <message>"}``."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
