@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -261,11 +262,14 @@ def test_instrumentor_is_public() -> None:
     import evaltrace.instrumentation as inst
 
     assert inst.OpenAIInstrumentor is OpenAIInstrumentor
-    assert inst.__all__ == [
-        "AnthropicInstrumentor",
-        "OpenAIInstrumentor",
-        "instrument_anthropic",
-        "instrument_openai",
-        "uninstrument_anthropic",
-        "uninstrument_openai",
-    ]
+    # Every provider on the engine, each with its instrumentor and instrument/uninstrument functions.
+    providers = ["anthropic", "bedrock", "cohere", "google_genai", "groq", "litellm", "mistral", "ollama", "openai"]
+    assert inst.__all__ == sorted(inst.__all__)
+    for provider in providers:
+        assert f"instrument_{provider}" in inst.__all__ and f"uninstrument_{provider}" in inst.__all__
+    assert len(inst.__all__) == 3 * len(providers)
+    for name in inst.__all__:
+        module = importlib.import_module(f"evaltrace.instrumentation.{inst._HOMES[name]}")
+        assert getattr(inst, name) is getattr(module, name)
+            importlib.import_module(inst._HOMES[name].join(("evaltrace.instrumentation.", ""))), name
+        )
