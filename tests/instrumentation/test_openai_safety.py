@@ -271,5 +271,3 @@ def test_instrumentor_is_public() -> None:
     for name in inst.__all__:
         module = importlib.import_module(f"evaltrace.instrumentation.{inst._HOMES[name]}")
         assert getattr(inst, name) is getattr(module, name)
-            importlib.import_module(inst._HOMES[name].join(("evaltrace.instrumentation.", ""))), name
-        )
