@@ -124,3 +124,19 @@ def test_configure_with_no_evaluator_loads_no_evaluation_engine_until_one_is_att
         handle.shutdown()
     """)
     assert "evaltrace.evaluation" in loaded  # the engine did load, for the attached evaluator
+
+
+def test_a_deferred_evaluation_processor_exports_every_span_at_shutdown_without_loading_the_engine() -> None:
+    """No flush before ``shutdown()``: the export queues behind the stand-in are drained by its shutdown."""
+    loaded = _loaded_after("""
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        import evaltrace
+
+        exporter = InMemorySpanExporter()
+        handle = evaltrace.configure(local_store=False, exporters=[exporter], handle_sigterm=False)
+        traced = evaltrace.trace(lambda n: n + 1)
+        assert [traced(n) for n in range(50)] == list(range(1, 51))
+        handle.shutdown()
+        assert len(exporter.get_finished_spans()) == 50, len(exporter.get_finished_spans())
+    """)
+    assert loaded == []

@@ -438,7 +438,9 @@ def configure(
         evaluation_options: Extra keyword arguments for the EvaluationSpanProcessor (they win over the
             environment's queue size and workers).
         evaluation: Include the evaluation processor (default). It is nearly free while no evaluator applies,
-            and it is what runs evaluators attached with ``@agent(evaluators=...)``. ``"process"`` runs the
+            and it is what runs evaluators attached with ``@agent(evaluators=...)``; with no evaluator, sink or
+            evaluation option it is built (importing the evaluation engine) only once a decorator attaches an
+            evaluator or ``handle.evaluation_processor`` is used. ``"process"`` runs the
             evaluators in a child process instead of this process's threads (see docs/evaluation.md,
             "Evaluation in a separate process"); every evaluator must then be importable by reference.
         evaluation_provenance: Add the evaluator's version and type to every ``gen_ai.evaluation.result`` event
