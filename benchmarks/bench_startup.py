@@ -1,6 +1,6 @@
 """Start-up cost: ``import evaltrace`` and ``instrument_openai()`` in fresh processes, medians over runs.
 
-Run: python benchmarks/bench_startup.py [--runs 15]
+Run: python benchmarks/bench_startup.py [--runs 15] [--only "OTel SDK + evaltrace,configure()"]
 
 Each scenario runs in a new interpreter that times its own steps with ``perf_counter`` (one step after the
 other: the OTel SDK, openai, evaltrace, instrumenting, the client's first ``chat.completions`` access, which is
@@ -56,6 +56,7 @@ def _script(steps: list[str]) -> str:
         if step in _PRELUDE:
             lines.append(_PRELUDE[step])
         lines += ["s = time.perf_counter()", _STEPS[step], f"t[{step!r}] = time.perf_counter() - s"]
+    lines.append("import sys; t['modules'] = len(sys.modules)")  # how much the steps loaded
     lines.append("print(json.dumps(t))")
     return "\n".join(lines)
 
@@ -72,10 +73,16 @@ def _run(steps: list[str]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--only", default="", help="comma-separated scenario names (or parts of them) to run")
     args = parser.parse_args()
     scenarios = dict(SCENARIOS)
     if importlib.util.find_spec("opentelemetry.instrumentation.openai_v2") is None:
         del scenarios["+ official openai-v2 instrument()"]
+    if args.only:
+        wanted = [part.strip() for part in args.only.split(",") if part.strip()]
+        scenarios = {name: steps for name, steps in scenarios.items() if any(w in name for w in wanted)}
+        if not scenarios:
+            parser.error(f"--only {args.only!r} matches none of: {', '.join(SCENARIOS)}")
     samples: dict[str, list[dict[str, float]]] = {name: [] for name in scenarios}
     for _ in range(args.runs):
         for name, steps in scenarios.items():
@@ -87,11 +94,14 @@ def main() -> None:
     print(f"fresh processes, {args.runs} runs each, medians in ms")
     for name, steps in scenarios.items():
         parts = ", ".join(f"{step} {median(name, step):.1f}" for step in steps)
-        print(f"{name:36} process {median(name, 'process'):6.1f}  {parts}")
-    imp = median("OTel SDK + evaltrace", "evaltrace")
-    inst = median("+ evaltrace + instrument_openai()", "instrument_openai")
-    print(f"budget import evaltrace <= 30 ms: {imp:.1f} ms {'OK' if imp <= 30 else 'OVER'}")
-    print(f"budget instrument_openai() <= 50 ms: {inst:.1f} ms {'OK' if inst <= 50 else 'OVER'}")
+        modules = statistics.median(run["modules"] for run in samples[name])
+        print(f"{name:36} process {median(name, 'process'):6.1f}  modules {modules:4.0f}  {parts}")
+    if "OTel SDK + evaltrace" in samples:
+        imp = median("OTel SDK + evaltrace", "evaltrace")
+        print(f"budget import evaltrace <= 30 ms: {imp:.1f} ms {'OK' if imp <= 30 else 'OVER'}")
+    if "+ evaltrace + instrument_openai()" in samples:
+        inst = median("+ evaltrace + instrument_openai()", "instrument_openai")
+        print(f"budget instrument_openai() <= 50 ms: {inst:.1f} ms {'OK' if inst <= 50 else 'OVER'}")
 
 
 if __name__ == "__main__":

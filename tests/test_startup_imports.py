@@ -79,3 +79,64 @@ def test_unknown_name_is_an_attribute_error() -> None:
         assert "no_such_name" in str(exc)
     else:
         raise AssertionError("expected AttributeError")
+
+
+def test_configure_with_no_evaluator_loads_no_evaluation_engine_until_one_is_attached() -> None:
+    """The default ``configure()`` (evaluation on, no evaluator) loads neither the engine nor a pydantic model.
+
+    Spans go through to the exporter meanwhile; an evaluator a decorator attaches afterwards still runs (the engine
+    loads with it) and its result rides on the span.
+    """
+    loaded = _loaded_after("""
+        import sys
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        import evaltrace
+
+        exporter = InMemorySpanExporter()
+        handle = evaltrace.configure(local_store=False, exporters=[exporter], handle_sigterm=False)
+
+        @evaltrace.agent
+        def answer(question: str) -> str:
+            return question.upper()
+
+        answer("hi")
+        with evaltrace.llm_call(provider="openai", model="gpt-4o-mini") as call:
+            call.record(messages=[{"role": "user", "content": "hi"}], output="hello")
+        handle.force_flush()
+        names = sorted(span.name for span in exporter.get_finished_spans())
+        assert names == ["chat gpt-4o-mini", "invoke_agent answer"], names
+        before = sorted(m for m in sys.modules if m.startswith(("evaltrace.evaluation", "evaltrace.schema", "pydantic")))
+        assert before == [], before
+
+        @evaltrace.evaluator(name="shouts")
+        def shouts(trace) -> bool:
+            return trace.output.final_answer == "HI"
+
+        @evaltrace.agent(evaluators=[shouts])
+        def judged(question: str) -> str:
+            return question.upper()
+
+        judged("hi")
+        assert handle.force_flush()
+        last = exporter.get_finished_spans()[-1]
+        assert last.attributes["evaltrace.eval.shouts.passed"] is True, dict(last.attributes)
+        assert handle.evaluation_processor.stats()["evaluated"] == 1
+        handle.shutdown()
+    """)
+    assert "evaltrace.evaluation" in loaded  # the engine did load, for the attached evaluator
+
+
+def test_a_deferred_evaluation_processor_exports_every_span_at_shutdown_without_loading_the_engine() -> None:
+    """No flush before ``shutdown()``: the export queues behind the stand-in are drained by its shutdown."""
+    loaded = _loaded_after("""
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        import evaltrace
+
+        exporter = InMemorySpanExporter()
+        handle = evaltrace.configure(local_store=False, exporters=[exporter], handle_sigterm=False)
+        traced = evaltrace.trace(lambda n: n + 1)
+        assert [traced(n) for n in range(50)] == list(range(1, 51))
+        handle.shutdown()
+        assert len(exporter.get_finished_spans()) == 50, len(exporter.get_finished_spans())
+    """)
+    assert loaded == []

@@ -25,6 +25,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from evaltrace._internal import backends, evals_env, exit_hooks, forks, semconv, settings, tracing
 from evaltrace._internal.configure_args import check_configure_arguments
+from evaltrace._internal.deferred_evaluation import DeferredEvaluation
 from evaltrace._internal.export_queue import DEFAULT_MAX_QUEUE_BYTES, ExportQueue
 from evaltrace._internal.jsonutil import DEFAULT_MAX_LENGTH
 from evaltrace._internal.otlp_settings import resolve_otlp
@@ -109,13 +110,19 @@ class EvaltraceHandle:
     provider: TracerProvider
     pipeline: SpanProcessor
     exporter_names: list[str] = field(default_factory=list)
-    evaluation_processor: Any = None
+    _evaluation: Any = None  # the EvaluationSpanProcessor, or a DeferredEvaluation that builds it on first use
     shutdown_timeout_s: float = DEFAULT_SHUTDOWN_TIMEOUT_S
     _shut: bool = False
     _user_exporters: list[_UserExporter] = field(default_factory=list)
     _export_queues: list[ExportQueue] = field(default_factory=list)
     _lost_reported: int = 0
     _flush_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def evaluation_processor(self) -> Any:
+        """The evaluation processor (None with ``evaluation=False``); built now if ``configure()`` deferred it."""
+        evaluation = self._evaluation
+        return evaluation.processor() if isinstance(evaluation, DeferredEvaluation) else evaluation
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         """Export (and evaluate) everything pending.
@@ -149,8 +156,8 @@ class EvaltraceHandle:
             if switch.delegate is self.pipeline:
                 switch.delegate = None
         timeout = self.shutdown_timeout_s if timeout_s is None else timeout_s
-        if self.evaluation_processor is not None:  # first, with the deadline; the pipeline's call is then a no-op
-            self.evaluation_processor.shutdown(int(timeout * 1000))
+        if self._evaluation is not None:  # first, with the deadline; the pipeline's call is then a no-op
+            self._evaluation.shutdown(int(timeout * 1000))
         self.pipeline.shutdown()
 
 
@@ -431,7 +438,9 @@ def configure(
         evaluation_options: Extra keyword arguments for the EvaluationSpanProcessor (they win over the
             environment's queue size and workers).
         evaluation: Include the evaluation processor (default). It is nearly free while no evaluator applies,
-            and it is what runs evaluators attached with ``@agent(evaluators=...)``. ``"process"`` runs the
+            and it is what runs evaluators attached with ``@agent(evaluators=...)``; with no evaluator, sink or
+            evaluation option it is built (importing the evaluation engine) only once a decorator attaches an
+            evaluator or ``handle.evaluation_processor`` is used. ``"process"`` runs the
             evaluators in a child process instead of this process's threads (see docs/evaluation.md,
             "Evaluation in a separate process"); every evaluator must then be importable by reference.
         evaluation_provenance: Add the evaluator's version and type to every ``gen_ai.evaluation.result`` event
@@ -485,11 +494,14 @@ def configure(
             _export_processor(name, wrapped, queue_bytes) if batch else ExportQueue(wrapped, name, synchronous=True)
         )
     score_sinks = _session_store_sink(_score_sinks(options, sinks), collected.named, evaluators)
-    evaluator_processor = (
-        _build_evaluation(downstream, evaluators, score_sinks, evaluation_options, redactor)
-        if evaluation or evaluators or score_sinks
-        else None
-    )
+    evaluator_processor: SpanProcessor | None = None
+    if evaluation is True and not evaluators and not score_sinks and not evaluation_options:
+        # Nothing to evaluate yet: the engine and the schema load when a decorator attaches an evaluator.
+        evaluator_processor = DeferredEvaluation(
+            lambda: _build_evaluation(downstream, (), (), None, redactor), downstream
+        )
+    elif evaluation or evaluators or score_sinks:
+        evaluator_processor = _build_evaluation(downstream, evaluators, score_sinks, evaluation_options, redactor)
     # Context stamps, then evaluation (which forwards to the exporters) or the exporters: one processor, one call.
     pipeline = StampingPipeline([evaluator_processor] if evaluator_processor is not None else downstream)
 
