@@ -181,7 +181,9 @@ def test_every_shared_key_expires(
             ["evaltrace:limits:global:tokens:86400", f"{prefix}:rate", f"{prefix}:tokens:3600", f"{prefix}:usd:86400"]
         )
         ttls = {key: client.ttl(key) for key in keys}
-        assert 0 < ttls[f"{prefix}:rate"] <= 2  # refilled (burst 5 at 5/s) within a second: forgotten soon after
+        # Refilled (burst 5 at 5/s) within a second: forgotten soon after. On a loaded machine it may be gone by
+        # the time its TTL is read (-2), or read in its last second (0); never without an expiry (-1).
+        assert ttls[f"{prefix}:rate"] == -2 or 0 <= ttls[f"{prefix}:rate"] <= 2
         assert 0 < ttls[f"{prefix}:tokens:3600"] <= 3600 + 60  # the end of the current hour, plus a minute
         assert 0 < ttls[f"{prefix}:usd:86400"] <= 86_400 + 60
         assert float(client.hget(f"{prefix}:tokens:3600", "spent") or 0) == PER_CALL
