@@ -74,7 +74,14 @@ class Stainless:
         types = self.types()
         if types.raw and isinstance(result, types.raw):
             # with_raw_response: the SDK caches parse(), so reading it here gives the user the same object.
-            parsed = result.parse()
+            try:
+                parsed = result.parse()
+            except Exception:
+                # The SDK's own parse error (a body that does not parse, a post-parser's LengthFinishReasonError)
+                # is the user's to meet at their own parse(), as without us: a failed parse caches nothing, so it
+                # raises again there. Not our bug: no log; the span keeps the request only.
+                call.finish(Outcome, _no_summary)
+                return result
             traced = codec.finish(call, kind, parsed)
             if traced is not parsed:
                 replace_parsed(result, parsed, traced)
