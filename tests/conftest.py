@@ -14,6 +14,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+# evaltrace's own suite fails loudly on evaltrace's bugs: the error boundary (evaltrace._internal.errors) re-raises
+# them with this switch instead of logging them. Set here, not read from PYTEST_CURRENT_TEST, because applications
+# run evaltrace inside their own pytest suites, where our bug must never fail their test. Tests that act as
+# production delete it; child processes inherit it.
+os.environ.setdefault("EVALTRACE_RAISE_INTERNAL_ERRORS", "1")
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CASSETTE_DIR = Path(
     os.environ.get("EVALTRACE_CASSETTE_DIR", REPO_ROOT / "tests" / "fixtures" / "openai-cassettes" / "otel-contrib")

@@ -205,7 +205,7 @@ wait_for(pid, started)
 def _run(tmp_path: Path, body: str) -> subprocess.CompletedProcess[str]:
     script = tmp_path / "app.py"
     script.write_text(textwrap.dedent(PRELUDE) + body)
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    env = {k: v for k, v in os.environ.items() if k != "EVALTRACE_RAISE_INTERNAL_ERRORS"}
     return subprocess.run(
         [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=90
     )

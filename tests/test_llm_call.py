@@ -345,7 +345,10 @@ def test_usage_sdk_objects_are_read() -> None:
     ],
 )
 def test_bad_input_is_our_error(exporter: InMemorySpanExporter, record: dict[str, Any], message: str) -> None:
-    """Under pytest the boundary re-raises, so the message is checked; nothing of the bad record is written."""
+    """Our suite sets EVALTRACE_RAISE_INTERNAL_ERRORS=1: the boundary re-raises, so the message is checked.
+
+    Nothing of the bad record is written.
+    """
     with evaltrace.llm_call(model="m", provider="custom") as call:
         with pytest.raises((ValueError, TypeError), match=message):
             call.record(**record)
@@ -359,8 +362,7 @@ def test_bad_input_is_our_error(exporter: InMemorySpanExporter, record: dict[str
 def test_bad_input_is_logged_not_raised_outside_tests(
     exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.delenv("PYTEST_CURRENT_TEST")
-    monkeypatch.delenv("EVALTRACE_RAISE_INTERNAL_ERRORS", raising=False)
+    monkeypatch.delenv("EVALTRACE_RAISE_INTERNAL_ERRORS")
     with caplog.at_level(logging.ERROR, logger="evaltrace"):
         with evaltrace.llm_call(model="m", provider="custom") as call:
             call.record(usage={"inputs": 3})
@@ -379,7 +381,7 @@ def test_bad_request_parameter_is_our_error_and_the_span_still_records(
         with evaltrace.llm_call(model="m", provider="custom", temperature=bad):
             pass
     exporter.clear()
-    monkeypatch.delenv("PYTEST_CURRENT_TEST")
+    monkeypatch.delenv("EVALTRACE_RAISE_INTERNAL_ERRORS")
     with caplog.at_level(logging.ERROR, logger="evaltrace"):
         with evaltrace.llm_call(model="m", provider="custom", temperature=bad, max_tokens=5) as call:
             call.record(output="ok")

@@ -42,7 +42,7 @@ def _export(store: Path, out: Path) -> tuple[subprocess.CompletedProcess[str], l
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "PYTEST_CURRENT_TEST": ""},
+        env={**os.environ, "EVALTRACE_RAISE_INTERNAL_ERRORS": ""},
         check=False,
     )
     names = [

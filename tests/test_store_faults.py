@@ -192,7 +192,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "PYTEST_CURRENT_TEST": ""},
+        env={**os.environ, "EVALTRACE_RAISE_INTERNAL_ERRORS": ""},
     )
 
 

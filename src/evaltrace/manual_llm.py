@@ -15,7 +15,7 @@
 Inside an ``@evaltrace.llm`` function, ``evaltrace.current_llm_call()`` returns the same recorder for the
 function's span. ``record`` can be called any number of times; each argument given replaces what was recorded
 for it before. Bad input to ``record`` is logged as an evaltrace error and never raised into the application
-(under pytest it is raised, see ``_internal.errors``); exceptions of the block end the span with ERROR status and
+(raised only with ``EVALTRACE_RAISE_INTERNAL_ERRORS=1``, see ``_internal.errors``); exceptions of the block end the span with ERROR status and
 ``error.type`` and propagate unchanged.
 """
 

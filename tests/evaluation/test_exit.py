@@ -45,7 +45,7 @@ async def judge_like(trace, case=None) -> float:
 def _run(tmp_path: Path, body: str, *, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     script = tmp_path / "app.py"
     script.write_text(textwrap.dedent(PRELUDE) + textwrap.dedent(body))
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    env = {k: v for k, v in os.environ.items() if k != "EVALTRACE_RAISE_INTERNAL_ERRORS"}
     return subprocess.run(
         [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout
     )
@@ -54,7 +54,7 @@ def _run(tmp_path: Path, body: str, *, timeout: float = 60) -> subprocess.Comple
 def _start(tmp_path: Path, body: str) -> subprocess.Popen[str]:
     script = tmp_path / "app.py"
     script.write_text(textwrap.dedent(PRELUDE) + textwrap.dedent(body))
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    env = {k: v for k, v in os.environ.items() if k != "EVALTRACE_RAISE_INTERNAL_ERRORS"}
     return subprocess.Popen(
         [sys.executable, "-u", str(script)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,

@@ -371,7 +371,7 @@ def test_exit_without_shutdown_dead_letters_what_a_hung_backend_never_took(tmp_p
             answer(i)
         """)
     )
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    env = {k: v for k, v in os.environ.items() if k != "EVALTRACE_RAISE_INTERNAL_ERRORS"}
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=30
@@ -572,7 +572,7 @@ def test_docker_stop_with_a_hung_score_backend_dead_letters_every_pending_score(
             time.sleep(1)
         """)
     )
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    env = {k: v for k, v in os.environ.items() if k != "EVALTRACE_RAISE_INTERNAL_ERRORS"}
     child = subprocess.Popen(
         [sys.executable, "-u", str(script)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
@@ -642,7 +642,7 @@ def test_evaluations_cut_short_at_shutdown_leave_a_shutdown_mark_in_the_store_an
         print(json.dumps(stats["not_evaluated_by_reason"]), flush=True)
         """)
     )
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    env = {k: v for k, v in os.environ.items() if k != "EVALTRACE_RAISE_INTERNAL_ERRORS"}
     done = subprocess.run(
         [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
     )

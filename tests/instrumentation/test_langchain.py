@@ -254,7 +254,7 @@ def test_our_failure_never_reaches_langchain_and_the_span_still_ends(
     def broken(run: Any, response: Any) -> Any:
         raise RuntimeError("codec bug")
 
-    monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
+    monkeypatch.delenv("EVALTRACE_RAISE_INTERNAL_ERRORS", raising=False)
     monkeypatch.setattr(_handler, "_model_result", broken)
     with replay(CHAT) as server, langchain_instrumented() as handler:
         assert handler.raise_error is False  # LangChain would not re-raise either

@@ -227,6 +227,32 @@ def test_module_functions_make_one_span_and_uninstrument_restores_them(
     assert len(exporter.get_finished_spans()) == 1
 
 
+def test_a_name_imported_before_instrumenting_is_untraced_as_documented_and_one_imported_after_is_traced(
+    instrumented: OllamaInstrumentor, exporter: InMemorySpanExporter
+) -> None:
+    """docs/providers/ollama.md, "Import order": ``from ollama import chat`` keeps the default client's bound method.
+
+    Taken before ``instrument_ollama()`` it is the SDK's own method, which no patch reaches (the documented
+    limitation); taken after, it is the traced module function. ``ollama`` itself was imported long before both.
+    """
+    instrumented.uninstrument()  # this module's tests run instrumented: start from an uninstrumented SDK
+    early = ollama.chat  # what `from ollama import chat` gives before instrumenting
+    instrumented.instrument()
+    from ollama import chat as late
+
+    default = ollama._client
+    previous = default._client
+    with ReplayServer(recorded("test_chat.yaml") * 2) as server, client_of(server.url) as replay:
+        default._client = replay._client  # the default client's HTTP client, pointed at the replay server
+        try:
+            assert early(MODEL, USER).message.content
+            assert exporter.get_finished_spans() == ()
+            assert late(MODEL, USER).message.content
+        finally:
+            default._client = previous
+    assert [s.name for s in exporter.get_finished_spans()] == [f"chat {MODEL}"]
+
+
 def test_stream_metrics(provider: TracerProvider) -> None:
     reader = InMemoryMetricReader()
     OllamaInstrumentor().uninstrument()

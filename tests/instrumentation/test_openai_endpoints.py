@@ -173,7 +173,7 @@ async def test_span_is_closed_when_our_response_code_fails(
 
     monkeypatch.setattr(LLMCall, "finish", broken)
     monkeypatch.setattr(LLMCall, "finish_result", broken)  # a parsed body's path
-    monkeypatch.delenv("PYTEST_CURRENT_TEST")
+    monkeypatch.delenv("EVALTRACE_RAISE_INTERNAL_ERRORS")
     api, _ = client([json_interaction(CHAT, _completion("hi"))], is_async)
     completion = await _maybe(api.chat.completions.create(model="gpt-4o", messages=[]), is_async)
     assert completion.id == "chatcmpl-parse"

@@ -174,12 +174,12 @@ async def test_our_errors_never_reach_the_user(
     def broken(*args: Any, **kwargs: Any) -> None:
         raise RuntimeError("bug in evaltrace")
 
-    monkeypatch.delenv("PYTEST_CURRENT_TEST")  # the boundary re-raises under pytest; act as production
+    monkeypatch.delenv("EVALTRACE_RAISE_INTERNAL_ERRORS")  # our suite re-raises our errors; act as production
     monkeypatch.setattr(LLMCall, "__init__", broken)
     result, _ = await _chat(is_async)
     assert result.choices[0].message.content == "ok"
     monkeypatch.undo()
-    monkeypatch.delenv("PYTEST_CURRENT_TEST")
+    monkeypatch.delenv("EVALTRACE_RAISE_INTERNAL_ERRORS")
     monkeypatch.setattr(LLMCall, "finish", broken)
     monkeypatch.setattr(LLMCall, "finish_result", broken)  # a parsed body's path
     result, _ = await _chat(is_async)

@@ -1,7 +1,8 @@
 """One boundary for our own errors: log them, never let them reach the application.
 
-Under pytest (``PYTEST_CURRENT_TEST`` set) or with ``EVALTRACE_RAISE_INTERNAL_ERRORS=1`` the error is re-raised
-instead, so tests see our bugs rather than a log line.
+Only with ``EVALTRACE_RAISE_INTERNAL_ERRORS=1`` is the error re-raised instead, so evaltrace's own test suite (its
+``tests/conftest.py`` sets the switch) sees our bugs rather than a log line. Being under pytest is not enough:
+evaltrace runs inside applications' own test suites, where a bug of ours must never fail the user's test.
 """
 
 from __future__ import annotations
@@ -15,13 +16,16 @@ logger = logging.getLogger("evaltrace")
 
 
 def reraise_internal_errors() -> bool:
-    """True under pytest or with EVALTRACE_RAISE_INTERNAL_ERRORS=1: our errors must surface, not be logged."""
-    return bool(os.environ.get("PYTEST_CURRENT_TEST")) or os.environ.get("EVALTRACE_RAISE_INTERNAL_ERRORS") == "1"
+    """True with EVALTRACE_RAISE_INTERNAL_ERRORS=1 (evaltrace's own tests): our errors must surface, not be logged.
+
+    ``PYTEST_CURRENT_TEST`` is deliberately not read: the application's own pytest run sets it too.
+    """
+    return os.environ.get("EVALTRACE_RAISE_INTERNAL_ERRORS") == "1"
 
 
 @contextmanager
 def handle_internal_errors(what: str) -> Iterator[None]:
-    """Run evaltrace's own code for ``what``; log any exception (re-raise it under tests).
+    """Run evaltrace's own code for ``what``; log any exception (re-raise it with the switch on).
 
     Use it around instrumentation work only, never around the user's call: user exceptions must propagate
     unchanged, so the wrapped block must not contain the user's function.

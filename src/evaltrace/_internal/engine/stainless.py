@@ -8,11 +8,11 @@ defaults are ``NotGiven`` / ``Omit`` sentinels. The SDK is imported on first use
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from evaltrace._internal.engine.codec import NO_SUMMARY, PLAIN
 from evaltrace._internal.engine.outcome import Outcome, Summary
+from evaltrace._internal.engine.values import host_port  # also imported from here by older callers
 
 if TYPE_CHECKING:
     from evaltrace._internal.engine.call import Call
@@ -74,7 +74,14 @@ class Stainless:
         types = self.types()
         if types.raw and isinstance(result, types.raw):
             # with_raw_response: the SDK caches parse(), so reading it here gives the user the same object.
-            parsed = result.parse()
+            try:
+                parsed = result.parse()
+            except Exception:
+                # The SDK's own parse error (a body that does not parse, a post-parser's LengthFinishReasonError)
+                # is the user's to meet at their own parse(), as without us: a failed parse caches nothing, so it
+                # raises again there. Not our bug: no log; the span keeps the request only.
+                call.finish(Outcome, _no_summary)
+                return result
             traced = codec.finish(call, kind, parsed)
             if traced is not parsed:
                 replace_parsed(result, parsed, traced)
@@ -126,13 +133,3 @@ def server_of(resource: Any) -> tuple[str | None, int | None]:
     server = host_port(str(url))
     _last_server = (url, server)
     return server
-
-
-@lru_cache(maxsize=256)
-def host_port(url: str) -> tuple[str | None, int | None]:
-    """(host, port) of a URL; the port defaults from the scheme."""
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    port = parts.port or {"https": 443, "http": 80}.get(parts.scheme)
-    return parts.hostname, port

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.outcome import Outcome, Usage
+from evaltrace._internal.engine.values import host_port
 from evaltrace._internal.jsonutil import capped_json
 from evaltrace._internal.openai.parts import Message, Part
 from evaltrace.instrumentation.bedrock import bodies, converse
@@ -56,14 +56,7 @@ def server_of(client: Any) -> tuple[str | None, int | None]:
     url = getattr(getattr(client, "meta", None), "endpoint_url", None)
     if not isinstance(url, str):
         return None, None
-    parts = urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    if port is None:
-        port = 443 if parts.scheme == "https" else 80 if parts.scheme == "http" else None
-    return parts.hostname, port
+    return host_port(url)
 
 
 # --- request ---------------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from evaltrace._internal import semconv as sc
 from evaltrace._internal.anthropic import request as anthropic_request
 from evaltrace._internal.anthropic.response import message_outcome, usage_of
 from evaltrace._internal.engine.outcome import Outcome, Usage
+from evaltrace._internal.engine.values import count
 from evaltrace._internal.openai import request as openai_request
 from evaltrace._internal.openai.parts import Message, Part, text_part, tool_call_part, tool_response_part
 from evaltrace._internal.openai.registry import EndpointKind
@@ -111,10 +112,6 @@ def _prompt_family(body: Mapping[str, Any]) -> str:
 # --- request ---------------------------------------------------------------------------------------------
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _params(body: Mapping[str, Any], keys: tuple[tuple[str, str], ...]) -> Attributes:
     """Copy numeric parameters (``(body key, attribute)``), stop sequences as a list of strings."""
     attrs: Attributes = {}
@@ -124,8 +121,8 @@ def _params(body: Mapping[str, Any], keys: tuple[tuple[str, str], ...]) -> Attri
             if isinstance(value, list | tuple) and value:
                 attrs[name] = [str(v) for v in value]
         elif name in (sc.GEN_AI_REQUEST_MAX_TOKENS, sc.GEN_AI_REQUEST_TOP_K, sc.GEN_AI_REQUEST_SEED):
-            if (count := _int(value)) is not None:
-                attrs[name] = count
+            if (number := count(value)) is not None:
+                attrs[name] = number
         elif isinstance(value, int | float) and not isinstance(value, bool):
             attrs[name] = float(value)
     return attrs
@@ -321,13 +318,13 @@ def _text_shape(body: Mapping[str, Any]) -> tuple[str, Any, Usage | None, list[P
     if "completion" in body:  # Anthropic Text Completions
         return str(body.get("completion") or ""), body.get("stop_reason"), None, []
     if "generation" in body:  # Llama
-        usage = Usage(_int(body.get("prompt_token_count")), _int(body.get("generation_token_count")))
+        usage = Usage(count(body.get("prompt_token_count")), count(body.get("generation_token_count")))
         return str(body.get("generation") or ""), body.get("stop_reason"), usage, []
     if "results" in body:  # Titan Text
         results = [r for r in body.get("results") or () if isinstance(r, Mapping)]
         text = "".join(str(r.get("outputText") or "") for r in results)
-        output = sum(_int(r.get("tokenCount")) or 0 for r in results) if results else None
-        usage = Usage(_int(body.get("inputTextTokenCount")), output)
+        output = sum(count(r.get("tokenCount")) or 0 for r in results) if results else None
+        usage = Usage(count(body.get("inputTextTokenCount")), output)
         return text, results[0].get("completionReason") if results else None, usage, []
     if "completions" in body:  # AI21 Jurassic-2
         completions = [c for c in body.get("completions") or () if isinstance(c, Mapping)]
@@ -356,7 +353,7 @@ def cohere_usage(body: Mapping[str, Any]) -> Usage | None:
     units = meta.get("billed_units") if isinstance(meta, Mapping) else None
     if not isinstance(units, Mapping):
         return None
-    return Usage(_int(units.get("input_tokens")), _int(units.get("output_tokens")))
+    return Usage(count(units.get("input_tokens")), count(units.get("output_tokens")))
 
 
 def header_usage(headers: Mapping[str, Any]) -> Usage | None:

@@ -19,6 +19,7 @@ from typing import Any
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.anthropic.response import usage_of
 from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
+from evaltrace._internal.engine.values import count
 from evaltrace._internal.jsonutil import loads_or_raw
 from evaltrace._internal.openai.parts import (
     Message,
@@ -68,10 +69,6 @@ def output_message(parts: list[Part], reason: Any) -> Message:
     return {"role": "assistant", "parts": parts, "finish_reason": finish_reason(reason)}
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _float(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
@@ -89,9 +86,9 @@ def inference_attributes(config: Any, extra: Any = None) -> Attributes:
     attrs: Attributes = {}
     if not isinstance(config, Mapping):
         config = {}
-    max_tokens = _int(config.get("maxTokens"))
+    max_tokens = count(config.get("maxTokens"))
     if max_tokens is None:
-        max_tokens = _int(config.get("max_new_tokens"))
+        max_tokens = count(config.get("max_new_tokens"))
     if max_tokens is not None:
         attrs[sc.GEN_AI_REQUEST_MAX_TOKENS] = max_tokens
     for key, name in (("temperature", sc.GEN_AI_REQUEST_TEMPERATURE), ("topP", sc.GEN_AI_REQUEST_TOP_P)):
@@ -101,14 +98,14 @@ def inference_attributes(config: Any, extra: Any = None) -> Attributes:
     stop = config.get("stopSequences")
     if isinstance(stop, list | tuple) and stop:
         attrs[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = [str(s) for s in stop]
-    top_k = _int(config.get("topK"))
+    top_k = count(config.get("topK"))
     if top_k is None and isinstance(extra, Mapping):
-        top_k = _int(extra.get("top_k"))
+        top_k = count(extra.get("top_k"))
         if top_k is None:
-            top_k = _int(extra.get("topK"))
+            top_k = count(extra.get("topK"))
         nested = extra.get("inferenceConfig")
         if top_k is None and isinstance(nested, Mapping):
-            top_k = _int(nested.get("topK"))
+            top_k = count(nested.get("topK"))
     if top_k is not None:
         attrs[sc.GEN_AI_REQUEST_TOP_K] = top_k
     return attrs
@@ -297,7 +294,7 @@ def converse_usage(usage: Any) -> Usage | None:
     write = usage.get("cacheWriteInputTokens")
     if write is None:
         write = usage.get("cacheWriteInputTokenCount")
-    return usage_of(_int(usage.get("inputTokens")), _int(usage.get("outputTokens")), _int(read), _int(write))
+    return usage_of(count(usage.get("inputTokens")), count(usage.get("outputTokens")), count(read), count(write))
 
 
 def converse_outcome(body: Any, response_id: str | None, content: bool = True) -> Outcome:

@@ -26,6 +26,7 @@ from evaltrace._internal import semconv as sc
 from evaltrace._internal.anthropic.accumulate import MessagesAccumulator
 from evaltrace._internal.anthropic.response import usage_of
 from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
+from evaltrace._internal.engine.values import count
 from evaltrace._internal.openai.parts import Part, text_part, tool_call_part
 from evaltrace.instrumentation.bedrock import converse
 from evaltrace.instrumentation.bedrock.bodies import cohere_usage
@@ -42,10 +43,6 @@ def _event(body: dict[str, Any]) -> SimpleNamespace:
     if isinstance(delta, dict):
         event.delta = SimpleNamespace(**delta)
     return event
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 class InvokeStreamAccumulator:
@@ -94,10 +91,10 @@ class InvokeStreamAccumulator:
 
     def _metrics(self, metrics: Mapping[str, Any]) -> None:
         self.metrics = usage_of(
-            _int(metrics.get("inputTokenCount")),
-            _int(metrics.get("outputTokenCount")),
-            _int(metrics.get("cacheReadInputTokenCount")),
-            _int(metrics.get("cacheWriteInputTokenCount")),
+            count(metrics.get("inputTokenCount")),
+            count(metrics.get("outputTokenCount")),
+            count(metrics.get("cacheReadInputTokenCount")),
+            count(metrics.get("cacheWriteInputTokenCount")),
         )
 
     def _text_chunk(self, body: dict[str, Any]) -> bool:
@@ -108,12 +105,12 @@ class InvokeStreamAccumulator:
             text, reason = body.get("completion"), body.get("stop_reason")
         elif "generation" in body:  # Llama: prompt count on the first chunk, the output count per chunk
             text, reason = body.get("generation"), body.get("stop_reason")
-            self.input_tokens = _int(body.get("prompt_token_count")) or self.input_tokens
-            self.output_tokens = _int(body.get("generation_token_count")) or self.output_tokens
+            self.input_tokens = count(body.get("prompt_token_count")) or self.input_tokens
+            self.output_tokens = count(body.get("generation_token_count")) or self.output_tokens
         elif "outputText" in body:  # Titan
             text, reason = body.get("outputText"), body.get("completionReason")
-            self.input_tokens = _int(body.get("inputTextTokenCount")) or self.input_tokens
-            self.output_tokens = _int(body.get("totalOutputTextTokenCount")) or self.output_tokens
+            self.input_tokens = count(body.get("inputTextTokenCount")) or self.input_tokens
+            self.output_tokens = count(body.get("totalOutputTextTokenCount")) or self.output_tokens
         elif "generations" in body:  # Cohere Command
             generations = body.get("generations") or [{}]
             first = generations[0] if isinstance(generations[0], Mapping) else {}

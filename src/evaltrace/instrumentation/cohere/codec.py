@@ -27,7 +27,7 @@ from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import Accumulator, Codec, Server
 from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
-from evaltrace._internal.engine.stainless import host_port
+from evaltrace._internal.engine.values import host_port
 from evaltrace._internal.jsonutil import capped_json
 from evaltrace._internal.openai.parts import (
     Message,

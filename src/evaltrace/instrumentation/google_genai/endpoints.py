@@ -9,10 +9,10 @@ call (one span for the call, whatever requests it made).
 from __future__ import annotations
 
 from typing import Any, NamedTuple
-from urllib.parse import urlsplit
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import Endpoint
+from evaltrace._internal.engine.values import host_port
 
 GEMINI = "gcp.gemini"
 VERTEX = "gcp.vertex_ai"
@@ -41,8 +41,6 @@ ENDPOINTS: tuple[Endpoint, ...] = tuple(
     )
 )
 
-_SERVERS: dict[str, tuple[str | None, int | None]] = {}
-
 
 def api_client(instance: Any) -> Any:
     """The ``BaseApiClient`` a ``Models`` / ``AsyncModels`` instance sends through (shared by sync and async)."""
@@ -60,12 +58,4 @@ def server_of(instance: Any) -> tuple[str | None, int | None]:
     base_url = getattr(options, "base_url", None)
     if not isinstance(base_url, str) or not base_url:
         return None, None
-    server = _SERVERS.get(base_url)
-    if server is None:
-        parts = urlsplit(base_url)
-        port = parts.port or (443 if parts.scheme == "https" else 80 if parts.scheme == "http" else None)
-        server = (parts.hostname, port)
-        if len(_SERVERS) >= 256:  # bounded: a process talks to a handful of base URLs
-            _SERVERS.clear()
-        _SERVERS[base_url] = server
-    return server
+    return host_port(base_url)  # cached, bounded

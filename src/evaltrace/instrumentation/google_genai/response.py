@@ -15,6 +15,7 @@ from typing import Any
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
+from evaltrace._internal.engine.values import count
 from evaltrace._internal.openai.parts import Message, Part, field
 from evaltrace.instrumentation.google_genai.parts import enum_name, parts_of, read
 
@@ -62,27 +63,23 @@ def finish_reason(reason: str | None, parts: list[Part]) -> str:
     return mapped
 
 
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def usage_of(metadata: Any) -> Usage | None:
     """``usage_metadata`` (``GenerateContentResponseUsageMetadata`` or ``UsageMetadata``, or a dict) -> Usage."""
     if metadata is None:
         return None
-    candidates = _count(read(metadata, "candidates_token_count", "candidatesTokenCount"))
+    candidates = count(read(metadata, "candidates_token_count", "candidatesTokenCount"))
     if candidates is None:  # the newer ``UsageMetadata`` (embeddings, live) says response tokens
-        candidates = _count(read(metadata, "response_token_count", "responseTokenCount"))
-    thoughts = _count(read(metadata, "thoughts_token_count", "thoughtsTokenCount"))
+        candidates = count(read(metadata, "response_token_count", "responseTokenCount"))
+    thoughts = count(read(metadata, "thoughts_token_count", "thoughtsTokenCount"))
     output = None if candidates is None and thoughts is None else (candidates or 0) + (thoughts or 0)
-    prompt = _count(read(metadata, "prompt_token_count", "promptTokenCount"))
-    tool_prompt = _count(read(metadata, "tool_use_prompt_token_count", "toolUsePromptTokenCount"))
+    prompt = count(read(metadata, "prompt_token_count", "promptTokenCount"))
+    tool_prompt = count(read(metadata, "tool_use_prompt_token_count", "toolUsePromptTokenCount"))
     if tool_prompt is not None:
         prompt = (prompt or 0) + tool_prompt
     return Usage(
         input_tokens=prompt,
         output_tokens=output,
-        cached_tokens=_count(read(metadata, "cached_content_token_count", "cachedContentTokenCount")),
+        cached_tokens=count(read(metadata, "cached_content_token_count", "cachedContentTokenCount")),
         reasoning_tokens=thoughts,
     )
 

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.values import count
 from evaltrace._internal.genai_parts import finish_reason as genai_finish_reason
 from evaltrace._internal.genai_parts import tool_definitions
 from evaltrace._internal.openai.parts import (
@@ -260,10 +261,6 @@ def output_messages(generations: Sequence[Any]) -> tuple[list[Message], list[str
     return out, reasons
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def usage_attributes(generations: Sequence[Any], llm_output: Any) -> dict[str, int]:
     """Token usage: the first ``usage_metadata`` of the generations' messages, else ``llm_output`` token usage.
 
@@ -286,14 +283,14 @@ def usage_attributes(generations: Sequence[Any], llm_output: Any) -> dict[str, i
             ),
             (sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, (usage.get("output_token_details") or {}).get("reasoning")),
         )
-        return {key: number for key, value in pairs if (number := _int(value)) is not None}
+        return {key: number for key, value in pairs if (number := count(value)) is not None}
     token_usage = _field(llm_output, "token_usage") or _field(llm_output, "usage") if llm_output else None
     if isinstance(token_usage, Mapping):
         for key, names in (
             (sc.GEN_AI_USAGE_INPUT_TOKENS, ("prompt_tokens", "input_tokens")),
             (sc.GEN_AI_USAGE_OUTPUT_TOKENS, ("completion_tokens", "output_tokens")),
         ):
-            value = next((v for n in names if (v := _int(token_usage.get(n))) is not None), None)
+            value = next((v for n in names if (v := count(token_usage.get(n))) is not None), None)
             if value is not None:
                 out[key] = value
     return out

@@ -133,7 +133,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
 
     @property
     def raise_error(self) -> bool:  # type: ignore[override]
-        """LangChain re-raises a handler's errors only under tests (our boundary re-raises only there too)."""
+        """LangChain re-raises a handler's errors only with our switch on (``EVALTRACE_RAISE_INTERNAL_ERRORS=1``)."""
         return reraise_internal_errors()
 
     # --- lifecycle ---------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import PLAIN, Accumulator, Codec, Endpoint
 from evaltrace._internal.engine.outcome import Outcome, Summary
-from evaltrace._internal.engine.stainless import host_port
+from evaltrace._internal.engine.values import host_port
 from evaltrace._internal.openai import build
 from evaltrace._internal.openai.accumulate import ChatAccumulator
 from evaltrace._internal.openai.parts import field, reasoning_part

@@ -9,7 +9,7 @@ from typing import Any
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import Accumulator, Codec, Server
 from evaltrace._internal.engine.outcome import Outcome, Summary
-from evaltrace._internal.engine.stainless import host_port
+from evaltrace._internal.engine.values import host_port
 from evaltrace._internal.openai.response import chat_summary
 from evaltrace.instrumentation.mistral import request, response
 from evaltrace.instrumentation.mistral.stream import MistralStreamAccumulator

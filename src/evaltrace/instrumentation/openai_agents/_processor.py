@@ -31,11 +31,11 @@ from evaltrace._internal.errors import handle_internal_errors
 from evaltrace._internal.fast_context import attach, detach, get_current
 from evaltrace._internal.jsonutil import capped_json, capped_text, loads_or_raw
 from evaltrace._internal.openai.parts import field
-from evaltrace._internal.tracing import get_tracer
+from evaltrace._internal.tracing import LLM_SUPPRESSION_KEYS, get_tracer
 from evaltrace.instrumentation.openai_agents import _attributes as attributes
 
 # Set inside a model span we record: other LLM instrumentations (ours included) then record no second span.
-_SUPPRESS_LLM_KEY = "suppress_language_model_instrumentation"
+_SUPPRESS_LLM_KEY = LLM_SUPPRESSION_KEYS[2]
 
 
 class _Open:

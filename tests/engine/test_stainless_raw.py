@@ -1,0 +1,75 @@
+"""``with_raw_response`` through the engine's Stainless helper: the SDK's parse error stays the user's.
+
+The engine reads a raw response's ``parse()`` to record the answer. When the SDK cannot parse the body, that error
+is the SDK's, not ours: the call must return the raw response, and the user's own later ``parse()`` must behave
+exactly as without evaltrace. The raw responses are the real openai client's (``LegacyAPIResponse``, which no
+engine provider's installed SDK has today), fetched from a real HTTP server on 127.0.0.1 serving a body that is not
+JSON; no recording exists of such a body, it is made here. The span is the engine's real ``Call`` (the Groq codec,
+OpenAI-shaped) on the real OTel SDK.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import openai
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+from cassettes import Recorded, ReplayServer
+from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.call import Call
+from evaltrace._internal.engine.stainless import Stainless
+from evaltrace.instrumentation.groq.codec import CODEC
+
+_NOT_JSON = Recorded(
+    "POST",
+    "https://api.openai.com/v1/chat/completions",
+    b"",
+    200,
+    "OK",
+    [("content-type", "application/json")],
+    b'{"id": "chatcmpl-1", "choices": [',  # cut off: the SDK's parse() raises
+)
+
+
+def _raw_responses(count: int) -> list[Any]:
+    """``count`` raw responses of the real openai client to the same unparsable body (nothing traces them)."""
+    with ReplayServer([_NOT_JSON] * count) as server:
+        client = openai.OpenAI(api_key="x", base_url=f"{server.url}/v1", max_retries=0)
+        try:
+            return [
+                client.chat.completions.with_raw_response.create(
+                    model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
+                )
+                for _ in range(count)
+            ]
+        finally:
+            client.close()
+
+
+def _parse_error(raw: Any) -> BaseException:
+    with pytest.raises(Exception) as caught:
+        raw.parse()
+    return caught.value
+
+
+def test_a_raw_response_whose_body_does_not_parse_is_returned_and_parse_fails_as_without_us(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    # Our suite runs with EVALTRACE_RAISE_INTERNAL_ERRORS=1: had the engine treated the SDK's error as its own, the
+    # call below would raise it.
+    traced, untouched = _raw_responses(2)
+    call = Call.for_codec(CODEC)(provider.get_tracer("t"), sc.OP_CHAT, {"model": "gpt-4o-mini"}, (None, None), None)
+    assert Stainless("openai").finish_special(CODEC, call, sc.OP_CHAT, traced) is traced
+    (span,) = exporter.get_finished_spans()  # ended once, with the request only
+    assert span.status.status_code is StatusCode.UNSET
+    assert sc.GEN_AI_RESPONSE_ID not in (span.attributes or {})
+    expected = _parse_error(untouched)
+    assert isinstance(expected, json.JSONDecodeError)
+    for _ in range(2):  # each parse() of the user fails as it does without evaltrace, every time
+        error = _parse_error(traced)
+        assert type(error) is type(expected) and str(error) == str(expected)
