@@ -18,7 +18,7 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from evaltrace.runner.adapters import Adapter, build_adapter
 from evaltrace.runner.artifacts import attach_artifacts
@@ -52,6 +52,9 @@ from evaltrace.runner.workspace import WorkspaceSource, prepare_workspaces
 from evaltrace.runner.workspace_cells import WorkspaceCells
 from evaltrace.schema import ComparisonReport, EvalCase, EvaluationResult, RunSummary, Trace, utcnow
 from evaltrace.schema.runs import CaseSelection
+
+if TYPE_CHECKING:
+    from evaltrace.runner.ray_engine import RayEngine
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -263,6 +266,8 @@ class _Options:
     """Variant name -> its workspace source (filesystem evals)."""
     simulator: UserSimulator | None = None
     """Plays the user of ``simulated_user`` cases (None: the run has none)."""
+    ray: RayEngine | None = None
+    """Run the cells as Ray tasks (:mod:`evaltrace.runner.ray_engine`); None: in this process."""
 
 
 def run_eval(
@@ -276,6 +281,7 @@ def run_eval(
     selection: CaseSelection | None = None,
     postgres_dsn: str | None = None,
     shard: ShardSpec | None = None,
+    engine: RayEngine | None = None,
 ) -> RunOutcome:
     """Run an eval.yaml end to end and write its run directory.
 
@@ -295,6 +301,7 @@ def run_eval(
         postgres_dsn: Also store the run in this PostgreSQL database.
         shard: Run only this shard's cells (:mod:`evaltrace.runner.shards`); recorded in run_meta.json. A shard
             is a partial run: it is not saved to the stores (``runs merge`` of all shards is).
+        engine: Run the cells as Ray tasks on a cluster (:mod:`evaltrace.runner.ray_engine`); None: here.
 
     Returns:
         The outcome.
@@ -304,6 +311,10 @@ def run_eval(
         SelectionError: The selection is malformed or matches no case (nothing was run).
     """
     config, selection = apply_selection(load_eval_config(config_path), selection)
+    if engine is not None:
+        from evaltrace.runner.ray_engine import check_config
+
+        check_config(config)
     target_dir = runs_dir if runs_dir is not None else configured_runs_dir(config)
     masked = mask_secrets(config.raw)
     digest = config_hash(masked, config.cases)
@@ -333,7 +344,7 @@ def run_eval(
     ]
     stores = _stores(configured_stores(config), sqlite_path, postgres_dsn) if shard is None else []
     options = _Options(
-        target_dir if drift else None, stores, run_namespace, progress or NullProgress(), workspaces, simulator
+        target_dir if drift else None, stores, run_namespace, progress or NullProgress(), workspaces, simulator, engine
     )
     return _carry_out(run, config, adapters, evaluators, started, options, new_run=True, notes=notes)
 
@@ -354,6 +365,7 @@ def resume_run(
     run_namespace: dict[str, str] | None = None,
     progress: ProgressReporter | None = None,
     postgres_dsn: str | None = None,
+    engine: RayEngine | None = None,
 ) -> RunOutcome:
     """Continue a run that was killed (or finish one that already completed, which only re-summarises it).
 
@@ -369,6 +381,7 @@ def resume_run(
         run_namespace: Namespace recorded with the run in its stores (default: the run's own, from run_meta.json).
         progress: Progress receiver.
         postgres_dsn: Also store the run in this PostgreSQL database.
+        engine: Run the missing cells as Ray tasks on a cluster; None: here.
 
     Returns:
         The outcome of the whole run (earlier and new traces and results).
@@ -392,7 +405,13 @@ def resume_run(
     if run_namespace is None and meta is not None:
         run_namespace = meta.run_namespace
     options = _Options(
-        run.path.parent if drift else None, stores, run_namespace, progress or NullProgress(), workspaces, simulator
+        run.path.parent if drift else None,
+        stores,
+        run_namespace,
+        progress or NullProgress(),
+        workspaces,
+        simulator,
+        engine,
     )
     return _carry_out(run, config, adapters, evaluators, started, options, new_run=False, notes=notes)
 
@@ -451,17 +470,24 @@ def _carry_out_steps(
     done_cells = {(t.case_id, t.variant_name) for t in earlier} | _other_shards(run, config)
     log = run.append_traces(new_run=new_run)
     try:
-        cells = WorkspaceCells(options.workspaces, run.path) if options.workspaces else None
-        fresh = asyncio.run(
-            _execute(config, adapters, run.run_id, options.progress, done_cells, log.append, cells, options.simulator)
-        )
+        if options.ray is not None:
+            fresh = _execute_on_ray(run, config, options, done_cells, log.append)
+        else:
+            cells = WorkspaceCells(options.workspaces, run.path) if options.workspaces else None
+            fresh = asyncio.run(
+                _execute(
+                    config, adapters, run.run_id, options.progress, done_cells, log.append, cells, options.simulator
+                )
+            )
     finally:
         log.close()
     run.seal_traces()
     order = _Order([v.name for v in config.variants], [c.id for c in config.cases], [e.name for e in evaluators])
     traces = sorted([*earlier, *fresh], key=order.trace)
     wanted = {(t.case_id, t.variant_name, e.name) for t in traces for e in evaluators}
-    kept = [r for r in _first_per_key(run.read_results(), result_key) if result_key(r) in wanted] if not new_run else []
+    # Ray tasks evaluated their cells already and results.jsonl holds those results: kept, not redone.
+    saved = not new_run or options.ray is not None
+    kept = [r for r in _first_per_key(run.read_results(), result_key) if result_key(r) in wanted] if saved else []
     log = run.append_results()
     try:
         new_results = asyncio.run(
@@ -490,6 +516,20 @@ def _carry_out_steps(
         run_namespace=options.run_namespace,
     )
     return outcome
+
+
+def _execute_on_ray(
+    run: RunDirectory, config: EvalConfig, options: _Options, done: set[Cell], on_trace: Callable[[Trace], None]
+) -> list[Trace]:
+    """The missing cells as Ray tasks, each trace and its results appended as the task finishes."""
+    from evaltrace.runner.ray_engine import execute_on_ray
+
+    assert options.ray is not None
+    results = run.append_results()
+    try:
+        return execute_on_ray(options.ray, config, run.run_id, done, on_trace, results.append, options.progress)
+    finally:
+        results.close()
 
 
 def summarise_run_directory(

@@ -1,0 +1,246 @@
+"""``run --engine ray``: the cells of a run as Ray tasks on a cluster, their results streamed into the run directory.
+
+Each cell (case, variant) is one Ray task that executes the cell under tracing and runs the evaluators on its
+trace, returning both. The driver (the process running ``evaltrace run``) keeps at most ``concurrency`` tasks in
+flight, so the eval.yaml's ``concurrency`` bounds the cells (and their evaluations) running at once across the
+whole cluster, not per node; it appends each finished cell's trace and results to ``traces.jsonl`` and
+``results.jsonl`` at once, and advances the progress bar.
+
+Guarantees:
+
+- A cell's id is (case id, variant name), the same on every attempt. Only the driver writes, and it writes a
+  cell once: a task Ray retries (its node was lost; ``max_retries``) or a duplicate answer is never counted twice.
+- A killed driver leaves whole lines in the run directory; ``run --resume RUN --engine ray`` runs only the cells
+  without a trace (the local runner's resume, unchanged).
+- Workers rebuild the config, adapters and evaluators from the pickled :class:`EvalConfig` (once per worker
+  process and run) and import the project's code from the eval.yaml's directory and the driver's ``sys.path``,
+  so every node needs the project at the same path (a shared filesystem or the same checkout), as with
+  ``--shard``.
+
+Ray is imported only here, and only when the engine is used (``pip install 'evaltrace[ray]'``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from evaltrace.exceptions import EvaltraceError
+from evaltrace.runner.adapters import build_adapter
+from evaltrace.runner.capture import capture_run
+from evaltrace.runner.config import EvalConfig
+from evaltrace.runner.evaluate import ConfiguredEvaluator, build_evaluators, evaluate_traces
+from evaltrace.runner.simulation import UserSimulator, build_simulator, run_conversation
+from evaltrace.schema import EvaluationResult, Trace
+
+if TYPE_CHECKING:
+    from evaltrace.runner.engine import ProgressReporter
+
+__all__ = ["LOOPBACK", "RayEngine", "RayEngineError", "check_config", "connected", "execute_on_ray"]
+
+LOOPBACK = "127.0.0.1"
+"""The address a cluster started for a run binds (never the machine's network address)."""
+
+Cell = tuple[str, str]
+
+
+class RayEngineError(EvaltraceError):
+    """Ray is missing, the cluster cannot be reached, or a cell failed on the cluster after its retries."""
+
+
+@dataclass(frozen=True)
+class RayEngine:
+    """Run a run's cells as Ray tasks.
+
+    Attributes:
+        address: The cluster (``auto``, ``ray://host:port``, ``host:port``); None starts a local cluster on
+            127.0.0.1 for the run, shut down at its end. Ignored when this process is already connected to Ray.
+        max_retries: How often Ray re-runs a cell whose worker or node died.
+    """
+
+    address: str | None = None
+    max_retries: int = 3
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise RayEngineError("--engine ray needs Ray: pip install 'evaltrace[ray]'") from None
+    return ray
+
+
+@contextmanager
+def connected(address: str | None) -> Iterator[Any]:
+    """Yield the ``ray`` module connected to ``address`` (or to a local cluster on 127.0.0.1 started for the block).
+
+    A connection this process already has is used as it is and left open; one made here is shut down after.
+
+    Raises:
+        RayEngineError: Ray is not installed, or the cluster cannot be reached.
+    """
+    ray = _ray()
+    if ray.is_initialized():
+        yield ray
+        return
+    try:
+        if address is None:
+            # Loopback only, no dashboard: a run's private cluster is reachable from this machine alone.
+            ray.init(_node_ip_address=LOOPBACK, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        else:
+            ray.init(address=address, log_to_driver=False, configure_logging=False)
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise RayEngineError(f"cannot connect to the Ray cluster at {address or 'local'}: {exc}") from exc
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What every task of one run needs (put in the object store once)."""
+
+    config: EvalConfig
+    run_id: str
+    sys_path: list[str]
+
+
+_built: dict[str, list[ConfiguredEvaluator]] = {}
+"""Run id -> its evaluators, built once per worker process (a judge keeps its client across cells)."""
+
+
+def _use_paths(job: _Job) -> None:
+    # The project's modules resolve on the worker as they did on the driver: eval.yaml's directory first.
+    config_dir = str(job.config.path.resolve().parent)
+    if config_dir not in sys.path:
+        sys.path.insert(0, config_dir)
+    for entry in job.sys_path:
+        if entry not in sys.path and os.path.isdir(entry):
+            sys.path.append(entry)
+
+
+def _evaluators(job: _Job) -> list[ConfiguredEvaluator]:
+    if job.run_id not in _built:
+        config = job.config
+        _built[job.run_id] = build_evaluators(
+            config.evaluators, config.path, judge=config.judge, pythonpath=config.pythonpath
+        )
+    return _built[job.run_id]
+
+
+async def _cell(job: _Job, case_id: str, variant_index: int) -> tuple[Trace, list[EvaluationResult]]:
+    config = job.config
+    case = next(c for c in config.cases if c.id == case_id)
+    variant = config.variants[variant_index]
+    adapter = build_adapter(variant, config.path, variant_index, key=config.variants_key, pythonpath=config.pythonpath)
+    simulator: UserSimulator | None = build_simulator(config) if case.simulated_user is not None else None
+    try:
+        with capture_run(config.name) as capture:
+            if case.simulated_user is not None and simulator is not None:
+                trace = await run_conversation(capture, adapter, case, variant.name, job.run_id, simulator)
+            else:
+                trace = await capture.execute(adapter, case, variant.name, job.run_id)
+    finally:
+        closing = [adapter.aclose()] + ([simulator.aclose()] if simulator is not None else [])
+        await asyncio.gather(*closing, return_exceptions=True)
+    results = await evaluate_traces([trace], config.cases, _evaluators(job), concurrency=config.concurrency)
+    return trace, results
+
+
+def run_cell(job: _Job, case_id: str, variant_index: int) -> tuple[Trace, list[EvaluationResult]]:
+    """One cell on a Ray worker: its trace and its evaluation results (the body of the Ray task)."""
+    _use_paths(job)
+    return asyncio.run(_cell(job, case_id, variant_index))
+
+
+def check_config(config: EvalConfig) -> None:
+    """Refuse what the Ray engine cannot run, before the run starts.
+
+    Raises:
+        RayEngineError: A system has a workspace (its artifacts are written on the driver's disk).
+    """
+    for index, variant in enumerate(config.variants):
+        if variant.workspace is not None:
+            raise RayEngineError(
+                f"{config.path}: {config.variants_key}[{index}].workspace: a system with a workspace writes its"
+                " artifacts into the run directory on this machine; run it without --engine ray"
+            )
+
+
+def execute_on_ray(
+    engine: RayEngine,
+    config: EvalConfig,
+    run_id: str,
+    done: set[Cell],
+    on_trace: Callable[[Trace], None],
+    on_result: Callable[[EvaluationResult], None],
+    progress: ProgressReporter,
+) -> list[Trace]:
+    """Run every cell not in ``done`` on the cluster; write each as it finishes; return the new traces.
+
+    Raises:
+        RayEngineError: Ray is missing, the cluster is unreachable, a system has a workspace, or a cell failed on
+            the cluster after its retries (what finished is saved: ``run --resume`` continues).
+    """
+    check_config(config)
+    todo = [
+        (case.id, index)
+        for index, variant in enumerate(config.variants)
+        for case in config.cases
+        if (case.id, variant.name) not in done
+    ]
+    progress.start("running cases", len(todo))
+    if not todo:
+        return []
+    from evaltrace.runner.resume import current_sys_path
+
+    with connected(engine.address) as ray:
+        task = ray.remote(run_cell).options(
+            max_retries=engine.max_retries, retry_exceptions=False, scheduling_strategy="SPREAD"
+        )
+        job = ray.put(_Job(config, run_id, current_sys_path()))
+        written: set[Cell] = set(done)
+        fresh: list[Trace] = []
+        pending: dict[Any, Cell] = {}
+        queue = iter(todo)
+        try:
+            while True:
+                for case_id, index in queue:
+                    pending[task.remote(job, case_id, index)] = (case_id, config.variants[index].name)
+                    if len(pending) >= config.concurrency:
+                        break
+                if not pending:
+                    return fresh
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                for ref in ready:
+                    cell = pending.pop(ref)
+                    trace, results = _answer(ray, ref, cell)
+                    if cell in written:  # never counted twice, whatever the cluster answers
+                        continue
+                    written.add(cell)
+                    on_trace(trace)
+                    for result in results:
+                        on_result(result)
+                    fresh.append(trace)
+                    progress.advance()
+        finally:
+            for ref in pending:  # interrupted or failed: stop what is still running
+                ray.cancel(ref, force=True)
+
+
+def _answer(ray: Any, ref: Any, cell: Cell) -> tuple[Trace, list[EvaluationResult]]:
+    try:
+        trace, results = ray.get(ref)
+    except ray.exceptions.RayError as exc:
+        raise RayEngineError(
+            f"cell {cell[0]!r} x {cell[1]!r} failed on the Ray cluster after its retries: {type(exc).__name__}:"
+            f" {str(exc).splitlines()[0] if str(exc) else ''} (finished cells are saved; `evaltrace run --resume`"
+            " continues)"
+        ) from exc
+    return trace, list(results)
