@@ -26,9 +26,9 @@ from evaltrace.cli import main
 from evaltrace.runner import RunDirectory, run_eval
 from evaltrace.runner.ray_engine import RayEngine, RayEngineError
 from evaltrace.runner.rundir import RESULTS_FILE, SUMMARY_FILE, TRACES_FILE
+from ray_cluster import LOOPBACK_ENV, descendants, listening_addresses, two_node_cluster
 from run_report_project import forget, write_project
 
-from .ray_cluster import LOOPBACK_ENV, descendants, listening_addresses, two_node_cluster
 from .test_shards import _results, _summary
 
 

@@ -41,7 +41,7 @@ from evaltrace.schema import EvaluationResult, Trace
 if TYPE_CHECKING:
     from evaltrace.runner.engine import ProgressReporter
 
-__all__ = ["LOOPBACK", "RayEngine", "RayEngineError", "check_config", "connected", "execute_on_ray"]
+__all__ = ["LOOPBACK", "RayEngine", "RayEngineError", "check_config", "connected", "execute_on_ray", "use_driver_paths"]
 
 LOOPBACK = "127.0.0.1"
 """The address a cluster started for a run binds (never the machine's network address)."""
@@ -115,12 +115,11 @@ _built: dict[str, list[ConfiguredEvaluator]] = {}
 """Run id -> its evaluators, built once per worker process (a judge keeps its client across cells)."""
 
 
-def _use_paths(job: _Job) -> None:
-    # The project's modules resolve on the worker as they did on the driver: eval.yaml's directory first.
-    config_dir = str(job.config.path.resolve().parent)
-    if config_dir not in sys.path:
-        sys.path.insert(0, config_dir)
-    for entry in job.sys_path:
+def use_driver_paths(sys_path: list[str], first: str | None = None) -> None:
+    """Make the driver's imports resolve on this worker: ``first`` (eval.yaml's directory) first, then its path."""
+    if first is not None and first not in sys.path:
+        sys.path.insert(0, first)
+    for entry in sys_path:
         if entry not in sys.path and os.path.isdir(entry):
             sys.path.append(entry)
 
@@ -155,7 +154,7 @@ async def _cell(job: _Job, case_id: str, variant_index: int) -> tuple[Trace, lis
 
 def run_cell(job: _Job, case_id: str, variant_index: int) -> tuple[Trace, list[EvaluationResult]]:
     """One cell on a Ray worker: its trace and its evaluation results (the body of the Ray task)."""
-    _use_paths(job)
+    use_driver_paths(job.sys_path, str(job.config.path.resolve().parent))
     return asyncio.run(_cell(job, case_id, variant_index))
 
 
