@@ -187,6 +187,7 @@ class Judging:
             )
 
     def close(self) -> None:
+        """Let the sync evaluators' pools go (nothing is joined)."""
         for pool in self.pools.values():
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
@@ -205,6 +206,7 @@ class Judging:
             await asyncio.sleep(_RATE_WAIT_S)
 
     async def judge(self, target: Target, spec: EvaluatorSpec) -> EvaluationResult:
+        """Judge ``target`` with ``spec`` under the limits (raise :class:`BudgetStop` when a budget is spent)."""
         if target.judged is None:
             return skipped_result(spec.evaluator, MAPPING_FAILED)
         name = spec.evaluator.name

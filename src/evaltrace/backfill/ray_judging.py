@@ -1,5 +1,6 @@
-"""``evaluate --engine ray``: a backfill's units (a trace each, by trace id; a session each, by session id) judged
-as Ray tasks, under limits held by one Ray actor for the whole cluster.
+"""``evaluate --engine ray``: a backfill's units judged as Ray tasks, under limits held by one actor for the cluster.
+
+A unit is a trace (sharded by trace id) or, at session scope, a session (by session id).
 
 The driver reads the units and, a batch at a time, sends each to the cluster as one task, keeping at most
 ``concurrency`` tasks in flight (so ``concurrency`` bounds the evaluations running at once cluster-wide: a task
