@@ -7,8 +7,10 @@ the ``contains_text`` evaluator; ``concurrency: 8``) runs in this process (the l
 on a cluster of one node and of two nodes of this machine (``ray.cluster_utils.Cluster``; each node 4 logical
 CPUs, so one node runs 4 cells at once and two nodes 8, as the local runner does; everything on 127.0.0.1, no
 dashboard). Each engine gets one warm-up run (Ray starts its worker processes, which import evaltrace), then
-``--rounds`` timed runs; medians. "overhead ms/cell" is (engine wall - local wall) / cells x concurrency: the
-extra time one cell costs on a slot; "x local" is the wall-time ratio. With ``--work-ms 0`` it is all overhead.
+``--rounds`` timed runs; medians. "slots" are the cells that can run at once (the local runner: ``concurrency``;
+Ray: the cluster's CPUs, at most ``concurrency``); "overhead ms/cell" is (wall x slots - local wall x local
+slots) / cells: what one cell costs its slot beyond the local runner's; "x local" is the wall-time ratio. With
+``--work-ms 0`` a cell is all overhead.
 """
 
 from __future__ import annotations
@@ -96,29 +98,30 @@ def main() -> None:
             (root / f"w{w}").mkdir()
             sys.path.insert(0, str(root / f"w{w}"))
             paths[w] = _project(root / f"w{w}", args.cells, w)
-        rows: list[tuple[str, int, float]] = []
+        rows: list[tuple[str, int, int, float]] = []
         for w, path in paths.items():
-            rows.append(("local runner", w, _timed(path, root / "runs", None, args.rounds)))
+            rows.append(("local runner", CONCURRENCY, w, _timed(path, root / "runs", None, args.rounds)))
         cluster = Cluster(initialize_head=True, head_node_args={**_NODE, "num_cpus": NODE_CPUS})
         try:
             ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
             for w, path in paths.items():
-                rows.append(("ray, 1 node", w, _timed(path, root / "runs", RayEngine(), args.rounds)))
+                rows.append(("ray, 1 node", NODE_CPUS, w, _timed(path, root / "runs", RayEngine(), args.rounds)))
             cluster.add_node(**_NODE, num_cpus=NODE_CPUS)
             cluster.wait_for_nodes()
             for w, path in paths.items():
-                rows.append(("ray, 2 nodes", w, _timed(path, root / "runs", RayEngine(), args.rounds)))
+                slots = min(CONCURRENCY, 2 * NODE_CPUS)
+                rows.append(("ray, 2 nodes", slots, w, _timed(path, root / "runs", RayEngine(), args.rounds)))
         finally:
             ray.shutdown()
             cluster.shutdown()
-    local = {w: wall for name, w, wall in rows if name == "local runner"}
+    local = {w: wall for name, _, w, wall in rows if name == "local runner"}
     print(f"{args.cells} cells, concurrency {CONCURRENCY}, {NODE_CPUS} CPUs a node, median of {args.rounds}")
-    print("| engine | work ms/cell | wall s | cells/s | x local | overhead ms/cell |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for name, w, wall in rows:
-        overhead = (wall - local[w]) / args.cells * CONCURRENCY * 1000
+    print("| engine | slots | work ms/cell | wall s | cells/s | x local | overhead ms/cell |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, slots, w, wall in rows:
+        overhead = (wall * slots - local[w] * CONCURRENCY) / args.cells * 1000
         print(
-            f"| {name} | {w} | {wall:.2f} | {args.cells / wall:,.1f} | {wall / local[w]:.2f} |"
+            f"| {name} | {slots} | {w} | {wall:.2f} | {args.cells / wall:,.1f} | {wall / local[w]:.2f} |"
             f" {overhead:+.1f} |"
         )
 

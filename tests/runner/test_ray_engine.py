@@ -187,6 +187,43 @@ def test_killed_driver_resumes_without_rerunning_finished_cells(
     assert len(results) == 9  # one contains_text result per cell, none twice
 
 
+def test_without_address_a_loopback_cluster_is_started_for_the_run_and_stopped_after(tmp_path: Path) -> None:
+    """The CLI with no ``--address`` (and no connection of its own) starts Ray on 127.0.0.1 for the run only."""
+    root = tmp_path / "own"
+    eval_path = _slow_project(root, cells=4, pause=0.5)
+    runs_dir = tmp_path / "runs"
+    code = "import sys; from evaltrace.cli import main; sys.exit(main(sys.argv[1:]))"
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # nothing to find: a cluster of its own
+    driver = subprocess.Popen(
+        [sys.executable, "-c", code, "run", str(eval_path), "--engine", "ray", "--runs-dir", str(runs_dir)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    seen: set[int] = set()
+    addresses: list[tuple[str, bool]] = []
+    try:
+        _wait_for(lambda: bool(_calls(root)) or driver.poll() is not None, "the first cell on the run's cluster")
+        seen = descendants(driver.pid)  # Ray's processes, mid-run
+        addresses = listening_addresses(seen)
+        assert driver.wait(180) == 0
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert addresses and all(loopback for _, loopback in addresses), addresses
+    (run,) = runs_dir.iterdir()
+    assert (run / SUMMARY_FILE).is_file() and sum(_cells(run).values()) == 4
+    _wait_for(lambda: not [pid for pid in seen if _alive(pid)], "the run's Ray processes to exit", timeout=60)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has exited
+    except OSError:
+        return False
+
+
 def test_lost_worker_node_loses_and_duplicates_nothing(cluster: tuple[Any, Any], tmp_path: Path) -> None:
     """Runs last: the worker node is killed mid-run and its cells are retried on the head."""
     root = tmp_path / "project"

@@ -88,18 +88,51 @@ def connected(address: str | None) -> Iterator[Any]:
     if ray.is_initialized():
         yield ray
         return
+    with _loopback_only(ray, address is None):
+        try:
+            if address is None:
+                # Loopback only, no dashboard: a run's private cluster is reachable from this machine alone.
+                ray.init(
+                    _node_ip_address=LOOPBACK, include_dashboard=False, log_to_driver=False, configure_logging=False
+                )
+            else:
+                ray.init(address=address, log_to_driver=False, configure_logging=False)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise RayEngineError(f"cannot connect to the Ray cluster at {address or 'local'}: {exc}") from exc
+        try:
+            yield ray
+        finally:
+            ray.shutdown()
+
+
+_SINGLE_NODE = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+"""Ray's switch for multi-node clusters; off, its servers bind 127.0.0.1 rather than every interface."""
+
+
+@contextmanager
+def _loopback_only(ray: Any, private: bool) -> Iterator[None]:
+    """For a cluster started for the run: every Ray server on loopback, the driver resolving 127.0.0.1 as itself.
+
+    ``_node_ip_address`` alone leaves the GCS, raylet and agents listening on 0.0.0.0 and the machine's address;
+    with multi-node clusters off, they bind 127.0.0.1 only. The processes Ray starts read the variable; this
+    process read it when Ray was imported, so its constant is switched too, both restored afterwards.
+    """
+    if not private:
+        yield
+        return
+    from ray._private import ray_constants
+
+    saved_env, saved_flag = os.environ.get(_SINGLE_NODE), ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[_SINGLE_NODE] = "0"
+    ray_constants.ENABLE_RAY_CLUSTER = False
     try:
-        if address is None:
-            # Loopback only, no dashboard: a run's private cluster is reachable from this machine alone.
-            ray.init(_node_ip_address=LOOPBACK, include_dashboard=False, log_to_driver=False, configure_logging=False)
-        else:
-            ray.init(address=address, log_to_driver=False, configure_logging=False)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise RayEngineError(f"cannot connect to the Ray cluster at {address or 'local'}: {exc}") from exc
-    try:
-        yield ray
+        yield
     finally:
-        ray.shutdown()
+        ray_constants.ENABLE_RAY_CLUSTER = saved_flag
+        if saved_env is None:
+            os.environ.pop(_SINGLE_NODE, None)
+        else:
+            os.environ[_SINGLE_NODE] = saved_env
 
 
 @dataclass(frozen=True)
