@@ -120,15 +120,20 @@ def _loopback_only(ray: Any, private: bool) -> Iterator[None]:
     if not private:
         yield
         return
-    from ray._private import ray_constants
-
-    saved_env, saved_flag = os.environ.get(_SINGLE_NODE), ray_constants.ENABLE_RAY_CLUSTER
+    try:
+        from ray._private import ray_constants
+    except ImportError:  # a Ray that moved it: the variable still reaches the processes it starts
+        ray_constants = None
+    saved_env = os.environ.get(_SINGLE_NODE)
+    saved_flag = getattr(ray_constants, "ENABLE_RAY_CLUSTER", None)
     os.environ[_SINGLE_NODE] = "0"
-    ray_constants.ENABLE_RAY_CLUSTER = False
+    if saved_flag is not None:
+        ray_constants.ENABLE_RAY_CLUSTER = False
     try:
         yield
     finally:
-        ray_constants.ENABLE_RAY_CLUSTER = saved_flag
+        if saved_flag is not None:
+            ray_constants.ENABLE_RAY_CLUSTER = saved_flag
         if saved_env is None:
             os.environ.pop(_SINGLE_NODE, None)
         else:
@@ -195,8 +200,10 @@ def check_config(config: EvalConfig) -> None:
     """Refuse what the Ray engine cannot run, before the run starts.
 
     Raises:
-        RayEngineError: A system has a workspace (its artifacts are written on the driver's disk).
+        RayEngineError: Ray is not installed, or a system has a workspace (its artifacts are written on the
+            driver's disk).
     """
+    _ray()
     for index, variant in enumerate(config.variants):
         if variant.workspace is not None:
             raise RayEngineError(
