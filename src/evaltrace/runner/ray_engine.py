@@ -91,9 +91,14 @@ def connected(address: str | None) -> Iterator[Any]:
     with _loopback_only(ray, address is None):
         try:
             if address is None:
+                # "local": a new cluster even when another runs on this machine (ray.init would join that one).
                 # Loopback only, no dashboard: a run's private cluster is reachable from this machine alone.
                 ray.init(
-                    _node_ip_address=LOOPBACK, include_dashboard=False, log_to_driver=False, configure_logging=False
+                    address="local",
+                    _node_ip_address=LOOPBACK,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    configure_logging=False,
                 )
             else:
                 ray.init(address=address, log_to_driver=False, configure_logging=False)
