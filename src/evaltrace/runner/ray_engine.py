@@ -125,10 +125,11 @@ def _loopback_only(ray: Any, private: bool) -> Iterator[None]:
     if not private:
         yield
         return
+    ray_constants: Any = None
     try:
         from ray._private import ray_constants
     except ImportError:  # a Ray that moved it: the variable still reaches the processes it starts
-        ray_constants = None
+        pass
     saved_env = os.environ.get(_SINGLE_NODE)
     saved_flag = getattr(ray_constants, "ENABLE_RAY_CLUSTER", None)
     os.environ[_SINGLE_NODE] = "0"
