@@ -107,10 +107,12 @@ def two_node_cluster() -> Iterator[tuple[Any, Any]]:
     os.environ.update(LOOPBACK_ENV)
     saved_flag = ray_constants.ENABLE_RAY_CLUSTER
     ray_constants.ENABLE_RAY_CLUSTER = False  # read at import: the variable alone is too late for this process
-    cluster = Cluster(initialize_head=True, head_node_args={**_NODE, "num_cpus": 1})
+    cluster = Cluster()
     try:
-        worker = cluster.add_node(**_NODE, num_cpus=2)
-        cluster.wait_for_nodes()
+        # wait=False, then one generous wait: at load 10 on 2 cores a node can take longer than Ray's 30 s default.
+        cluster.add_node(wait=False, **_NODE, num_cpus=1)
+        worker = cluster.add_node(wait=False, **_NODE, num_cpus=2)
+        cluster.wait_for_nodes(timeout=180)
         ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
         yield cluster, worker
     finally:

@@ -20,7 +20,7 @@ from evaltrace.evaluation.limits import Limits
 from evaltrace.exporters.store_db import DB_NAME
 from ray_cluster import two_node_cluster
 
-from .backfill_evaluators import Exclusive, costly, has_answer, short_answer
+from .backfill_evaluators import Exclusive, TurnCount, costly, has_answer, short_answer
 from .stored import build_store
 
 
@@ -93,6 +93,17 @@ def test_a_judge_budget_holds_across_the_cluster_and_a_later_run_judges_the_rest
     rest = evaltrace.evaluate_traces([costly], store=store, limits={"max_tokens_per_hour": 10_000}, engine="ray")
     assert rest.stopped is None and rest.evaluations + report.evaluations == 20
     assert _rows(store, "SELECT count(*) FROM evals") == [(20,)]
+
+
+def test_session_scope_shards_by_session_and_scores_like_local(cluster: tuple[Any, Any], tmp_path: Path) -> None:
+    local_store, ray_store = tmp_path / "local", tmp_path / "ray"
+    build_store(local_store, 9, sessions=3)
+    build_store(ray_store, 9, sessions=3)
+    local = evaltrace.evaluate_traces([TurnCount()], store=local_store, scope="session")
+    on_ray = evaltrace.evaluate_traces([TurnCount()], store=ray_store, scope="session", engine="ray")
+    assert (on_ray.sessions, on_ray.evaluations, on_ray.outcomes) == (3, 3, local.outcomes)
+    query = "SELECT session_id, evaluator, score_id, outcome, value FROM session_evals ORDER BY session_id"
+    assert _rows(ray_store, query) == _rows(local_store, query) and len(_rows(ray_store, query)) == 3
 
 
 def test_engine_arguments_are_checked(tmp_path: Path) -> None:
