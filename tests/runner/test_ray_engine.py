@@ -116,9 +116,13 @@ def test_ray_run_equals_local_run_and_listens_on_loopback_only(
 ) -> None:
     whole = run_eval(eval_path, runs_dir=tmp_path / "local").run.path
     runs_dir = tmp_path / "ray"
-    assert main(["run", str(eval_path), "--engine", "ray", "--runs-dir", str(runs_dir), "--no-progress"]) == 0
+    db = tmp_path / "runs.db"
+    args = ["--runs-dir", str(runs_dir), "--sqlite", str(db), "--no-progress"]
+    assert main(["run", str(eval_path), "--engine", "ray", *args]) == 0
     (on_ray,) = runs_dir.iterdir()
     assert "report_demo" in capsys.readouterr().out
+    assert main(["runs", "list", "--sqlite", str(db)]) == 0
+    assert capsys.readouterr().out.count("report_demo") == 1  # saved to the store, once
     assert _results(on_ray) == _results(whole)
     assert _summary(on_ray) == _summary(whole)
     assert sum(_cells(on_ray).values()) == 10 and set(_cells(on_ray).values()) == {1}

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -29,7 +29,7 @@ from evaltrace.backfill.engine import Answer, BudgetStop, Judging
 from evaltrace.backfill.units import Target, Unit
 from evaltrace.evaluation.evaluator import EvaluatorSpec
 from evaltrace.evaluation.limits import LimitGate, Limits
-from evaltrace.runner.ray_engine import RayEngine, RayEngineError, connected, use_driver_paths
+from evaltrace.runner.ray_engine import RayEngine, RayEngineError, as_finished, connected, error_cause, use_driver_paths
 from evaltrace.schema import EvaluationResult
 
 __all__ = ["GateState", "RayBatchJudge"]
@@ -242,38 +242,23 @@ class RayBatchJudge:
         )
         index = {id(spec): i for i, spec in enumerate(self._specs)}
         answers: dict[int, list[EvaluationResult | None]] = {}
-        pending: dict[Any, int] = {}
-        queue = iter(enumerate(batch))
-        try:
-            while True:
-                for position, unit in queue:
-                    targets = [(t.judged, [index[id(s)] for s in t.specs]) for t in unit.targets]
-                    pending[task.remote(self._job, self._gate, self._active, targets)] = position
-                    if len(pending) >= self._concurrency:
-                        break
-                if not pending:
-                    break
-                ready, _ = ray.wait(list(pending), num_returns=1)
-                for ref in ready:
-                    position = pending.pop(ref)
-                    try:
-                        answers[position] = ray.get(ref)
-                    except ray.exceptions.RayError as exc:
-                        raise RayEngineError(
-                            f"unit {batch[position].key!r} failed on the Ray cluster after its retries:"
-                            f" {type(exc).__name__}: {_cause(exc)} (finished batches are checkpointed: run the same command again)"
-                        ) from exc
-        finally:
-            for ref in pending:
-                ray.cancel(ref, force=True)
+
+        def submitted() -> Iterator[tuple[Any, int]]:
+            for position, unit in enumerate(batch):
+                targets = [(t.judged, [index[id(s)] for s in t.specs]) for t in unit.targets]
+                yield task.remote(self._job, self._gate, self._active, targets), position
+
+        for position, ref in as_finished(ray, submitted(), self._concurrency):
+            try:
+                answers[position] = ray.get(ref)
+            except ray.exceptions.RayError as exc:
+                raise RayEngineError(
+                    f"unit {batch[position].key!r} failed on the Ray cluster after its retries:"
+                    f" {type(exc).__name__}: {error_cause(exc)} (finished batches are checkpointed: run the same"
+                    " command again)"
+                ) from exc
         out: list[list[Answer]] = []
         for position, unit in enumerate(batch):
             pairs = [(target, spec) for target in unit.targets for spec in target.specs]
             out.append([(t, s, r) for (t, s), r in zip(pairs, answers[position], strict=True)])
         return out
-
-
-def _cause(exc: BaseException) -> str:
-    """The last line of a Ray error (where the underlying exception is named)."""
-    lines = [line for line in str(exc).splitlines() if line.strip()]
-    return lines[-1].strip() if lines else ""

@@ -28,7 +28,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from evaltrace.exceptions import EvaltraceError
 from evaltrace.runner.adapters import build_adapter
@@ -41,7 +41,17 @@ from evaltrace.schema import EvaluationResult, Trace
 if TYPE_CHECKING:
     from evaltrace.runner.engine import ProgressReporter
 
-__all__ = ["LOOPBACK", "RayEngine", "RayEngineError", "check_config", "connected", "execute_on_ray", "use_driver_paths"]
+__all__ = [
+    "LOOPBACK",
+    "RayEngine",
+    "RayEngineError",
+    "as_finished",
+    "check_config",
+    "connected",
+    "error_cause",
+    "execute_on_ray",
+    "use_driver_paths",
+]
 
 LOOPBACK = "127.0.0.1"
 """The address a cluster started for a run binds (never the machine's network address)."""
@@ -252,31 +262,44 @@ def execute_on_ray(
         job = ray.put(_Job(config, run_id, current_sys_path()))
         written: set[Cell] = set(done)
         fresh: list[Trace] = []
-        pending: dict[Any, Cell] = {}
-        queue = iter(todo)
-        try:
-            while True:
-                for case_id, index in queue:
-                    pending[task.remote(job, case_id, index)] = (case_id, config.variants[index].name)
-                    if len(pending) >= config.concurrency:
-                        break
-                if not pending:
-                    return fresh
-                ready, _ = ray.wait(list(pending), num_returns=1)
-                for ref in ready:
-                    cell = pending.pop(ref)
-                    trace, results = _answer(ray, ref, cell)
-                    if cell in written:  # never counted twice, whatever the cluster answers
-                        continue
-                    written.add(cell)
-                    on_trace(trace)
-                    for result in results:
-                        on_result(result)
-                    fresh.append(trace)
-                    progress.advance()
-        finally:
-            for ref in pending:  # interrupted or failed: stop what is still running
-                ray.cancel(ref, force=True)
+        submitted = ((task.remote(job, case_id, i), (case_id, config.variants[i].name)) for case_id, i in todo)
+        for cell, ref in as_finished(ray, submitted, config.concurrency):
+            trace, results = _answer(ray, ref, cell)
+            if cell in written:  # never counted twice, whatever the cluster answers
+                continue
+            written.add(cell)
+            on_trace(trace)
+            for result in results:
+                on_result(result)
+            fresh.append(trace)
+            progress.advance()
+        return fresh
+
+
+K = TypeVar("K")
+
+
+def as_finished(ray: Any, submitted: Iterator[tuple[Any, K]], limit: int) -> Iterator[tuple[K, Any]]:
+    """Yield (key, object ref) of tasks as they finish, submitting from ``submitted`` to keep ``limit`` in flight.
+
+    ``submitted`` is lazy: a task is made only when a slot is free. Whatever is still in flight when the caller
+    stops (an error, Ctrl-C) is cancelled.
+    """
+    pending: dict[Any, K] = {}
+    try:
+        while True:
+            for ref, key in submitted:
+                pending[ref] = key
+                if len(pending) >= limit:
+                    break
+            if not pending:
+                return
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                yield pending.pop(ref), ref
+    finally:
+        for ref in pending:
+            ray.cancel(ref, force=True)
 
 
 def _answer(ray: Any, ref: Any, cell: Cell) -> tuple[Trace, list[EvaluationResult]]:
@@ -285,7 +308,12 @@ def _answer(ray: Any, ref: Any, cell: Cell) -> tuple[Trace, list[EvaluationResul
     except ray.exceptions.RayError as exc:
         raise RayEngineError(
             f"cell {cell[0]!r} x {cell[1]!r} failed on the Ray cluster after its retries: {type(exc).__name__}:"
-            f" {str(exc).splitlines()[0] if str(exc) else ''} (finished cells are saved; `evaltrace run --resume`"
-            " continues)"
+            f" {error_cause(exc)} (finished cells are saved; `evaltrace run --resume` continues)"
         ) from exc
     return trace, list(results)
+
+
+def error_cause(exc: BaseException) -> str:
+    """The last line of a Ray error's text, where the exception underneath is named."""
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
