@@ -51,6 +51,8 @@ import os, time
 import evaltrace
 
 MARKS = {marks!r}
+GATE = os.path.join(MARKS, "open")
+GATE_FROM = {gate_from!r}
 
 
 def _node() -> str:
@@ -67,17 +69,26 @@ def answer(question: str) -> str:
     # One line per execution (O_APPEND: whole lines from any process), naming the node that ran it.
     with open(os.path.join(MARKS, "calls.log"), "a", encoding="utf-8") as log:
         log.write(f"{{question}} {{_node()}}\\n")
+    if GATE_FROM is not None and int(question[1:]) >= GATE_FROM:
+        # Held until the test opens the gate: what is in flight when it kills something is known, not a race.
+        deadline = time.monotonic() + 300
+        while not os.path.exists(GATE) and time.monotonic() < deadline:
+            time.sleep(0.02)
     time.sleep({pause})
     return f"answer to {{question}}"
 """
 
 
-def _slow_project(root: Path, cells: int, pause: float) -> Path:
-    """An eval of ``cells`` cases (one variant) whose system logs each call and then sleeps ``pause`` s."""
+def _slow_project(root: Path, cells: int, pause: float, gate_from: int | None = None) -> Path:
+    """An eval of ``cells`` cases (one variant) whose system logs each call and then sleeps ``pause`` s.
+
+    With ``gate_from``, the cases from that index on wait (after logging their call) until :func:`_open` is called.
+    """
     marks = root / "marks"
     marks.mkdir(parents=True)
     module = f"slow_sut_{root.name}"
-    (root / f"{module}.py").write_text(textwrap.dedent(SLOW_SUT.format(marks=str(marks), pause=pause)))
+    source = SLOW_SUT.format(marks=str(marks), pause=pause, gate_from=gate_from)
+    (root / f"{module}.py").write_text(textwrap.dedent(source))
     cases = [{"id": f"c{i:02d}", "input": {"question": f"q{i:02d}"}, "expected": {"answer_should_include": ["q"]}}
              for i in range(cells)]  # fmt: skip
     (root / "cases.yaml").write_text(yaml.safe_dump(cases))
@@ -91,6 +102,10 @@ def _slow_project(root: Path, cells: int, pause: float) -> Path:
     path = root / "eval.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     return path
+
+
+def _open(root: Path) -> None:
+    (root / "marks" / "open").touch()
 
 
 def _calls(root: Path) -> list[tuple[str, str]]:
@@ -154,7 +169,7 @@ def test_killed_driver_resumes_without_rerunning_finished_cells(
     cluster: tuple[Any, Any], tmp_path: Path, capsys: Any
 ) -> None:
     root = tmp_path / "killed"
-    eval_path = _slow_project(root, cells=9, pause=0.4)
+    eval_path = _slow_project(root, cells=9, pause=0.1, gate_from=3)
     runs_dir = tmp_path / "runs"
     code = "import sys; from evaltrace.cli import main; sys.exit(main(sys.argv[1:]))"
     args = ["run", str(eval_path), "--engine", "ray", "--address", cluster[0].address, "--runs-dir", str(runs_dir)]
@@ -179,8 +194,9 @@ def test_killed_driver_resumes_without_rerunning_finished_cells(
     (run,) = runs_dir.iterdir()
     assert not (run / SUMMARY_FILE).exists(), "the driver finished before it was killed: nothing to resume"
     finished = set(_cells(run))
-    assert 3 <= len(finished) < 9
+    assert len(finished) == 3  # c00-c02: the others were held at the gate when the driver died
     calls_before = len(_calls(root))
+    _open(root)
     capsys.readouterr()
     assert main(["run", "--resume", run.name, "--runs-dir", str(runs_dir), "--engine", "ray", "--no-progress"]) == 0
     cells = _cells(run)
@@ -231,8 +247,10 @@ def _alive(pid: int) -> bool:
 def test_lost_worker_node_loses_and_duplicates_nothing(cluster: tuple[Any, Any], tmp_path: Path) -> None:
     """Runs last: the worker node is killed mid-run and its cells are retried on the head."""
     root = tmp_path / "project"
-    eval_path = _slow_project(root, cells=8, pause=0.3)
+    eval_path = _slow_project(root, cells=8, pause=0.1, gate_from=0)
+    _open(root)
     local = run_eval(eval_path, runs_dir=tmp_path / "local_runs").run.path
+    (root / "marks" / "open").unlink()  # the Ray run's cells are held until the worker node is gone
     offset = len(_calls(root))  # the local run's calls; the Ray run's follow
 
     def ray_calls() -> list[tuple[str, str]]:
@@ -252,7 +270,9 @@ def test_lost_worker_node_loses_and_duplicates_nothing(cluster: tuple[Any, Any],
     try:
         _wait_for(lambda: any(node == worker.node_id for _, node in ray_calls()), "a cell on the worker node")
         head.remove_node(worker, allow_graceful=False)
+        _open(root)
     finally:
+        _open(root)
         thread.join(180)
     assert not thread.is_alive()
     assert "error" not in outcome, outcome.get("error")
@@ -263,5 +283,8 @@ def test_lost_worker_node_loses_and_duplicates_nothing(cluster: tuple[Any, Any],
     assert len(results) == 8
     on_worker = {q for q, node in ray_calls() if node == worker.node_id}
     assert on_worker, "the worker node ran cells before it was lost"
+    # Each of them was in flight when the node died, so Ray ran it again elsewhere: called twice, saved once.
+    again = Counter(q for q, _ in ray_calls())
+    assert all(again[q] >= 2 for q in on_worker), again
     assert _results(run) == _results(local)
     assert _summary(run) == _summary(local)
