@@ -23,6 +23,9 @@ from ray_cluster import two_node_cluster
 from .backfill_evaluators import Exclusive, TurnCount, costly, has_answer, short_answer
 from .stored import build_store
 
+# One worker runs every Ray module, one cluster at a time (pyproject: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("ray")
+
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[Any, Any]]:

@@ -31,6 +31,9 @@ from run_report_project import forget, write_project
 
 from .test_shards import _results, _summary
 
+# One worker runs every Ray module, one cluster at a time (pyproject: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("ray")
+
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[Any, Any]]:
