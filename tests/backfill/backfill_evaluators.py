@@ -62,3 +62,25 @@ def chatty(trace: Trace) -> Any:
     from evaltrace.schema import EvaluationResult
 
     return EvaluationResult(evaluator="chatty", passed=False, reason="the answer leaks jane.doe@example.com")
+
+
+class Exclusive:
+    """Log ``start``/``end`` lines (pid, time) around a short sleep: shows whether two evaluations overlapped.
+
+    The log path travels with the instance (pickled to Ray workers, whose environment is the cluster's).
+    """
+
+    name = "exclusive"
+    version = "1"
+
+    def __init__(self, log: str, sleep_s: float = 0.1) -> None:
+        self.log = log
+        self.sleep_s = sleep_s
+
+    def evaluate(self, trace: Trace, case: Any = None) -> bool:
+        with open(self.log, "a", encoding="utf-8") as out:
+            out.write(f"start {os.getpid()} {time.time()!r}\n")
+        time.sleep(self.sleep_s)
+        with open(self.log, "a", encoding="utf-8") as out:
+            out.write(f"end {os.getpid()} {time.time()!r}\n")
+        return bool(trace.output.final_answer)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
@@ -28,6 +29,8 @@ from evaltrace.schema import Score
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
+
+    from evaltrace.runner.ray_engine import RayEngine
 
 __all__ = ["evaluate_traces"]
 
@@ -199,6 +202,8 @@ def evaluate_traces(
     dry_run: bool = False,
     on_progress: Callable[[int, int], None] | None = None,
     selection_key: str | None = None,
+    engine: str = "local",
+    address: str | None = None,
 ) -> BackfillReport:
     """Run ``evaluators`` over stored traces and record the results as live evaluation would.
 
@@ -242,6 +247,10 @@ def evaluate_traces(
             a session counts the selected traces read to find it, so the count ends at the total.
         selection_key: What identifies the selection across runs (the CLI passes its flags as written);
             default: ``where``, ``trace_ids`` and the files.
+        engine: ``"local"`` (this process) or ``"ray"``: each trace (session) is judged as a Ray task on a
+            cluster, under rate limits, concurrency slots and budgets held by one actor for the whole cluster
+            (``pip install 'evaltrace[ray]'``; see docs/scale.md).
+        address: The Ray cluster (``auto``, ``ray://HOST:PORT``); None: a local one on 127.0.0.1 for the call.
 
     Returns:
         What was judged: counts by outcome, and whether a budget stopped it.
@@ -255,6 +264,10 @@ def evaluate_traces(
         raise ConfigError("scope", f"expected one of {', '.join(SCOPES)}, got {scope!r}")
     if concurrency < 1:
         raise ConfigError("concurrency", f"expected a whole number >= 1, got {concurrency!r}")
+    if engine not in ("local", "ray"):
+        raise ConfigError("engine", f"expected 'local' or 'ray', got {engine!r}")
+    if address is not None and engine != "ray":
+        raise ConfigError("address", "names a Ray cluster: give it with engine='ray'")
     specs = _specs(evaluators, span_kinds, span_name)
     if not specs:
         raise ConfigError("evaluators", "no evaluator given")
@@ -262,12 +275,18 @@ def evaluate_traces(
     store_path = Path(store)
     reader = LocalTraceStore(store_path)
     source = _source(reader, where, trace_ids, otlp_json, phoenix, project)
+    ray_engine = None
+    if engine == "ray":
+        from evaltrace.runner.ray_engine import RayEngine
+
+        ray_engine = RayEngine(address=address)
     try:
         reports: list[BackfillReport] = []
         for index, (group_scope, group) in enumerate(groups):
             progress = _shifted(on_progress, index, len(groups))
             reports.append(_evaluate(source, reader, group, store_path, group_scope, sinks, concurrency, limits,
-                                     timeout_s, resume, dry_run, progress, selection_key))  # fmt: skip
+                                     timeout_s, resume, dry_run, progress, selection_key,
+                                     ray_engine))  # fmt: skip
             if reports[-1].stopped is not None:  # a spent budget stops the whole backfill
                 break
         return merge_reports(reports, [s for s, _ in groups[: len(reports)]])
@@ -292,6 +311,7 @@ def _evaluate(
     dry_run: bool,
     on_progress: Callable[[int, int], None] | None,
     selection_key: str | None,
+    ray_engine: RayEngine | None = None,
 ) -> BackfillReport:
     selected = source.trace_ids()
     report = BackfillReport(traces=len(selected), dry_run=dry_run)
@@ -312,23 +332,31 @@ def _evaluate(
         todo = [t for t in selected if t not in checkpoint.done]
         report.resumed = len(selected) - len(todo)
     units = units_of(source, specs, scope, todo, report)
-    gate = LimitGate(Limits.coerce(limits, "limits") if limits is not None else _default_limits())
+    global_limits = Limits.coerce(limits, "limits") if limits is not None else _default_limits()
+    gate = LimitGate(global_limits)
     outputs, started = _outputs(store_path, sinks)
     progress = _progress(on_progress, len(todo))
     try:
-        report = run_backfill(
-            units,
-            specs,
-            scope=scope,
-            checkpoint=checkpoint,
-            outputs=outputs,
-            report=report,
-            gate=gate,
-            concurrency=concurrency,
-            timeout_s=timeout_s,
-            source_in_store=source.in_store,
-            on_unit=progress,
-        )
+        remote: Any = contextlib.nullcontext(None)
+        if ray_engine is not None:
+            from evaltrace.backfill.ray_judging import RayBatchJudge
+
+            remote = RayBatchJudge(ray_engine, specs, global_limits, concurrency, timeout_s)
+        with remote as judge:
+            report = run_backfill(
+                units,
+                specs,
+                scope=scope,
+                checkpoint=checkpoint,
+                outputs=outputs,
+                report=report,
+                gate=gate,
+                concurrency=concurrency,
+                timeout_s=timeout_s,
+                source_in_store=source.in_store,
+                on_unit=progress,
+                remote=judge,
+            )
         if on_progress is not None and report.stopped is None:
             on_progress(len(todo), len(todo))  # selected traces after the last session (none, or no session.id)
         return report

@@ -18,7 +18,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evaltrace._internal.daemon_pool import DaemonExecutor
 from evaltrace.backfill.checkpoint import Checkpoint, describe_options
@@ -40,7 +40,18 @@ if TYPE_CHECKING:
     from evaltrace.evaluation.sinks.local_store import LocalStoreSessionSink
     from evaltrace.evaluation.sinks.worker import SinkWorker
 
-__all__ = ["BackfillReport", "BackfillStoreError", "merge_reports", "run_backfill", "units_of"]
+__all__ = [
+    "Answer",
+    "BackfillReport",
+    "BackfillStoreError",
+    "BatchJudge",
+    "BudgetStop",
+    "Judging",
+    "merge_reports",
+    "record_unit",
+    "run_backfill",
+    "units_of",
+]
 
 logger = logging.getLogger("evaltrace.backfill")
 MAPPING_FAILED = "mapping_failed"
@@ -147,7 +158,7 @@ def units_of(
         yield unit
 
 
-class _Stop(Exception):
+class BudgetStop(Exception):
     """A judge budget ran out."""
 
 
@@ -158,7 +169,7 @@ class _Done:
     finished: list[str] = field(default_factory=list)
 
 
-class _Judging:
+class Judging:
     """The evaluation side: where each evaluator runs, the limits, and the run options."""
 
     def __init__(
@@ -176,12 +187,13 @@ class _Judging:
             )
 
     def close(self) -> None:
+        """Let the sync evaluators' pools go (nothing is joined)."""
         for pool in self.pools.values():
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
 
     async def admit(self, name: str) -> None:
-        """Wait out the rate limit; raise :class:`_Stop` when a budget is spent."""
+        """Wait out the rate limit; raise :class:`BudgetStop` when a budget is spent."""
         if not self.gate.active:
             return
         while True:
@@ -189,11 +201,12 @@ class _Judging:
             if reason is None:
                 return
             if reason == OVER_BUDGET:
-                raise _Stop
+                raise BudgetStop
             assert reason == RATE_LIMITED
             await asyncio.sleep(_RATE_WAIT_S)
 
     async def judge(self, target: Target, spec: EvaluatorSpec) -> EvaluationResult:
+        """Judge ``target`` with ``spec`` under the limits (raise :class:`BudgetStop` when a budget is spent)."""
         if target.judged is None:
             return skipped_result(spec.evaluator, MAPPING_FAILED)
         name = spec.evaluator.name
@@ -217,18 +230,29 @@ class _Judging:
 
 
 async def _judge_unit(
-    judging: _Judging, unit: Unit, scope: str, report: BackfillReport, done: _Done, source_in_store: bool
+    judging: Judging, unit: Unit, scope: str, report: BackfillReport, done: _Done, source_in_store: bool
 ) -> None:
     """Judge every target of ``unit``; its results join ``done`` (a budget stop leaves the unit unfinished)."""
 
     async def one(target: Target, spec: EvaluatorSpec) -> tuple[Target, EvaluatorSpec, EvaluationResult | None]:
         try:
             return target, spec, await judging.judge(target, spec)
-        except _Stop:
+        except BudgetStop:
             return target, spec, None
 
     pairs = [(target, spec) for target in unit.targets for spec in target.specs]
     answers = await asyncio.gather(*(one(target, spec) for target, spec in pairs))
+    record_unit(unit, answers, scope, report, done, source_in_store)
+
+
+Answer = tuple[Target, EvaluatorSpec, EvaluationResult | None]
+"""A target, an evaluator, and its result (None: a spent budget stopped it)."""
+
+
+def record_unit(
+    unit: Unit, answers: Sequence[Answer], scope: str, report: BackfillReport, done: _Done, source_in_store: bool
+) -> None:
+    """Count a judged unit's results and add their spans and scores to ``done`` (the unit too, when complete)."""
     complete = all(result is not None for _, _, result in answers)
     if any(result is not None for _, _, result in answers) and not source_in_store:
         done.spans.extend(unit.spans)  # the trace next to its results
@@ -287,9 +311,17 @@ def _deliver(outputs: Outputs, done: _Done, report: BackfillReport) -> None:
         report.undelivered += sum(w.stats.dead_lettered + w.stats.dropped for w in outputs.sinks) - before
 
 
+class BatchJudge(Protocol):
+    """Judges a batch of units elsewhere (the Ray engine); the answers of each unit, in the batch's order."""
+
+    def __call__(self, batch: Sequence[Unit]) -> list[list[Answer]]:
+        """Judge every target of every unit of ``batch``."""
+        ...
+
+
 async def _run_batches(
     units: Iterator[Unit],
-    judging: _Judging,
+    judging: Judging,
     scope: str,
     checkpoint: Checkpoint,
     outputs: Outputs,
@@ -297,6 +329,7 @@ async def _run_batches(
     batch_size: int,
     on_unit: Callable[[Unit], None] | None,
     source_in_store: bool,
+    remote: BatchJudge | None = None,
 ) -> None:
     while report.stopped is None:
         batch: list[Unit] = []
@@ -312,7 +345,11 @@ async def _run_batches(
         if not batch:
             return
         done = _Done()
-        await asyncio.gather(*(_judge_unit(judging, u, scope, report, done, source_in_store) for u in batch))
+        if remote is not None:
+            for unit, answers in zip(batch, remote(batch), strict=True):
+                record_unit(unit, answers, scope, report, done, source_in_store)
+        else:
+            await asyncio.gather(*(_judge_unit(judging, u, scope, report, done, source_in_store) for u in batch))
         for unit in batch:
             _count(unit, scope, report)
         _deliver(outputs, done, report)
@@ -344,14 +381,21 @@ def run_backfill(
     source_in_store: bool,
     on_unit: Callable[[Unit], None] | None = None,
     batch_size: int | None = None,
+    remote: BatchJudge | None = None,
 ) -> BackfillReport:
-    """Judge ``units`` and deliver their results; the checkpoint is deleted once every unit is done."""
+    """Judge ``units`` and deliver their results; the checkpoint is deleted once every unit is done.
+
+    With ``remote`` (the Ray engine), each batch's units are judged by it; the results are still stored, sent
+    to the sinks and checkpointed here, a batch at a time.
+    """
     size = batch_size or max(64, concurrency * 8)
 
     async def main() -> None:
-        judging = _Judging(specs, gate, concurrency, timeout_s)
+        judging = Judging(specs, gate, concurrency, timeout_s)
         try:
-            await _run_batches(units, judging, scope, checkpoint, outputs, report, size, on_unit, source_in_store)
+            await _run_batches(
+                units, judging, scope, checkpoint, outputs, report, size, on_unit, source_in_store, remote
+            )
         finally:
             judging.close()
 

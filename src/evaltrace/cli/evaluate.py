@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from evaltrace.cli.traces_query import add_filter_arguments, filter_from_args, is_filtered
+from evaltrace.exceptions import EvaltraceError
 
 __all__ = ["register"]
 
@@ -60,6 +61,15 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--restart", action="store_true", help="ignore what a killed run finished; start over")
     parser.add_argument("--fail-on-fail", action="store_true", help="exit 1 when any verdict is a fail")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--engine",
+        choices=("local", "ray"),
+        default="local",
+        help="judge here (local, default) or each trace/session as a Ray task on a cluster (ray; evaltrace[ray])",
+    )
+    parser.add_argument(
+        "--address", default=None, metavar="ADDRESS", help="the Ray cluster for --engine ray (auto, ray://HOST:PORT)"
+    )
     parser.set_defaults(func=evaluate_command)
 
 
@@ -159,10 +169,15 @@ def _run(args: argparse.Namespace, evaluators: list[Any], sinks: Any, config_err
                 dry_run=args.dry_run,
                 on_progress=advance,
                 selection_key=_selection_key(args),
+                engine=args.engine,
+                address=args.address,
             )
         except config_error as exc:
             return _error(str(exc))
         except (store_error, BackfillStoreError, PhoenixSourceError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        except EvaltraceError as exc:  # the Ray engine: Ray missing, the cluster unreachable, a unit lost
             print(f"error: {exc}", file=sys.stderr)
             return 1
         except KeyboardInterrupt:

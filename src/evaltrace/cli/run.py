@@ -31,6 +31,7 @@ from evaltrace.runner.errors import RunInterrupted
 from evaltrace.runner.findings import trace_locations
 from evaltrace.runner.gate import run_gate_problems
 from evaltrace.runner.postgres_store import redact_dsn
+from evaltrace.runner.ray_engine import RayEngine
 from evaltrace.runner.resume import resume_command
 from evaltrace.runner.rundir import TRACES_FILE
 from evaltrace.runner.score_push import check_sink_spec
@@ -105,6 +106,7 @@ def register(subparsers: Any) -> None:
         metavar="SPEC",
         help="also send the run's scores to this score sink: jsonl:PATH, langfuse, phoenix[:URL] (repeatable)",
     )
+    add_engine(run, "cells")
     _add_selection(run)
     _add_common(run)
     run.set_defaults(func=run_command)
@@ -118,6 +120,35 @@ def register(subparsers: Any) -> None:
     add_runs_dir(again)
     _add_common(again)
     again.set_defaults(func=re_evaluate_command)
+
+
+def add_engine(parser: argparse.ArgumentParser, what: str) -> None:
+    """Add ``--engine`` and ``--address`` (where the ``what`` run: here, or as Ray tasks on a cluster)."""
+    parser.add_argument(
+        "--engine",
+        choices=("local", "ray"),
+        default="local",
+        help=f"run the {what} in this process (local, default) or as Ray tasks on a cluster (ray; needs evaltrace[ray])",
+    )
+    parser.add_argument(
+        "--address",
+        default=None,
+        metavar="ADDRESS",
+        help="the Ray cluster for --engine ray (auto, ray://HOST:PORT, HOST:PORT); default: a local one on 127.0.0.1",
+    )
+
+
+def ray_engine(args: argparse.Namespace) -> RayEngine | None:
+    """The Ray engine that ``--engine``/``--address`` ask for (None: local).
+
+    Raises:
+        ValueError: ``--address`` without ``--engine ray``.
+    """
+    if args.engine != "ray":
+        if args.address is not None:
+            raise ValueError("--address names a Ray cluster: give it with --engine ray")
+        return None
+    return RayEngine(address=args.address)
 
 
 def _add_selection(parser: argparse.ArgumentParser) -> None:
@@ -250,6 +281,7 @@ def _run_command(args: argparse.Namespace) -> int:
         selection = _selection(args)
         shard = _shard(args)
         sinks = [check_sink_spec(spec) for spec in args.sink]
+        engine = ray_engine(args)
     except ValueError as exc:
         return print_error(exc)
     if args.config is None and args.resume is None:
@@ -258,7 +290,7 @@ def _run_command(args: argparse.Namespace) -> int:
     try:
         with RichProgress(console, not args.no_progress) as progress:
             if args.resume is not None:
-                outcome = _resume(args, namespace, progress, sinks)
+                outcome = _resume(args, namespace, progress, sinks, engine)
             else:
                 outcome = run_eval(
                     args.config,
@@ -271,6 +303,7 @@ def _run_command(args: argparse.Namespace) -> int:
                     postgres_dsn=args.postgres,
                     shard=shard,
                     sinks=sinks,
+                    engine=engine,
                 )
     except EvaltraceError as exc:
         return print_error(exc)
@@ -290,7 +323,11 @@ def _shard(args: argparse.Namespace) -> ShardSpec | None:
 
 
 def _resume(
-    args: argparse.Namespace, namespace: dict[str, str] | None, progress: RichProgress, sinks: list[str]
+    args: argparse.Namespace,
+    namespace: dict[str, str] | None,
+    progress: RichProgress,
+    sinks: list[str],
+    engine: RayEngine | None,
 ) -> RunOutcome:
     runs_dir = args.runs_dir
     if runs_dir is None:
@@ -305,6 +342,7 @@ def _resume(
         progress=progress,
         postgres_dsn=args.postgres,
         sinks=sinks,
+        engine=engine,
     )
 
 

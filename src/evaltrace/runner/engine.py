@@ -18,7 +18,7 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from evaltrace.evaluation.sinks.base import ScoreSink
 from evaltrace.runner.adapters import Adapter, build_adapter
@@ -56,6 +56,9 @@ from evaltrace.runner.workspace import WorkspaceSource, prepare_workspaces
 from evaltrace.runner.workspace_cells import WorkspaceCells
 from evaltrace.schema import ComparisonReport, EvalCase, EvaluationResult, RetryConfig, RunSummary, Trace, utcnow
 from evaltrace.schema.runs import CaseSelection
+
+if TYPE_CHECKING:
+    from evaltrace.runner.ray_engine import RayEngine
 
 T = TypeVar("T")
 K = TypeVar("K")
@@ -296,6 +299,8 @@ class _Options:
     """Score sinks the finished run's scores go to (``sinks:`` of eval.yaml, then ``--sink``)."""
     enrichers: Sequence[ConfiguredEnricher] = ()
     """TraceEnrichers run over each new trace before it is saved (``enrichers:`` of eval.yaml, then Python's)."""
+    ray: RayEngine | None = None
+    """Run the cells as Ray tasks (:mod:`evaltrace.runner.ray_engine`); None: in this process."""
 
 
 def run_eval(
@@ -311,6 +316,7 @@ def run_eval(
     shard: ShardSpec | None = None,
     sinks: Sequence[str | ScoreSink] = (),
     enrichers: Sequence[TraceEnricher] = (),
+    engine: RayEngine | None = None,
 ) -> RunOutcome:
     """Run an eval.yaml end to end and write its run directory.
 
@@ -334,6 +340,7 @@ def run_eval(
             specs (``jsonl:PATH``, ``langfuse``, ``phoenix[:URL]``) or sink objects. A shard pushes none.
         enrichers: TraceEnrichers run over each trace after eval.yaml's ``enrichers:``
             (:mod:`evaltrace.runner.enrichers`).
+        engine: Run the cells as Ray tasks on a cluster (:mod:`evaltrace.runner.ray_engine`); None: here.
 
     Returns:
         The outcome.
@@ -343,6 +350,10 @@ def run_eval(
         SelectionError: The selection is malformed or matches no case (nothing was run).
     """
     config, selection = apply_selection(load_eval_config(config_path), selection)
+    if engine is not None:
+        from evaltrace.runner.ray_engine import check_config
+
+        check_config(config)
     target_dir = runs_dir if runs_dir is not None else configured_runs_dir(config)
     masked = mask_secrets(config.raw)
     digest = config_hash(masked, config.cases)
@@ -381,6 +392,7 @@ def run_eval(
         simulator,
         sinks=[*config.sinks, *sinks] if shard is None else [],
         enrichers=[*configured_enrichers, *(ConfiguredEnricher(e) for e in enrichers)],
+        ray=engine,
     )
     return _carry_out(run, config, adapters, evaluators, started, options, new_run=True, notes=notes)
 
@@ -409,6 +421,7 @@ def resume_run(
     progress: ProgressReporter | None = None,
     postgres_dsn: str | None = None,
     sinks: Sequence[str | ScoreSink] = (),
+    engine: RayEngine | None = None,
 ) -> RunOutcome:
     """Continue a run that was killed (or finish one that already completed, which only re-summarises it).
 
@@ -425,6 +438,7 @@ def resume_run(
         progress: Progress receiver.
         postgres_dsn: Also store the run in this PostgreSQL database.
         sinks: Score sinks besides eval.yaml's ``sinks:`` (a shard pushes none).
+        engine: Run the missing cells as Ray tasks on a cluster; None: here.
 
     Returns:
         The outcome of the whole run (earlier and new traces and results).
@@ -456,6 +470,7 @@ def resume_run(
         simulator,
         sinks=[] if partial else [*config.sinks, *sinks],
         enrichers=build_enrichers(config.raw.get("enrichers"), config.path, config.pythonpath),
+        ray=engine,
     )
     return _carry_out(run, config, adapters, evaluators, started, options, new_run=False, notes=notes)
 
@@ -514,28 +529,36 @@ def _carry_out_steps(
     done_cells = {(t.case_id, t.variant_name) for t in earlier} | _other_shards(run, config)
     log = run.append_traces(new_run=new_run)
     try:
-        cells = WorkspaceCells(options.workspaces, run.path) if options.workspaces else None
-        enrichment = Enrichment(options.enrichers) if options.enrichers else None
-        fresh = asyncio.run(
-            _execute(
-                config,
-                adapters,
-                run.run_id,
-                options.progress,
-                done_cells,
-                log.append,
-                cells,
-                options.simulator,
-                enrichment,
+        if options.ray is not None:
+            if options.enrichers:  # the Ray tasks save each trace as they finish, before any enricher could run
+                problem = "not applied by --engine ray (its tasks save each trace as it finishes); run locally"
+                raise RunConfigError(config.path, "enrichers", problem)
+            fresh = _execute_on_ray(run, config, options, done_cells, log.append)
+        else:
+            cells = WorkspaceCells(options.workspaces, run.path) if options.workspaces else None
+            enrichment = Enrichment(options.enrichers) if options.enrichers else None
+            fresh = asyncio.run(
+                _execute(
+                    config,
+                    adapters,
+                    run.run_id,
+                    options.progress,
+                    done_cells,
+                    log.append,
+                    cells,
+                    options.simulator,
+                    enrichment,
+                )
             )
-        )
     finally:
         log.close()
     run.seal_traces()
     order = _Order([v.name for v in config.variants], [c.id for c in config.cases], [e.name for e in evaluators])
     traces = sorted([*earlier, *fresh], key=order.trace)
     wanted = {(t.case_id, t.variant_name, e.name) for t in traces for e in evaluators}
-    kept = [r for r in _first_per_key(run.read_results(), result_key) if result_key(r) in wanted] if not new_run else []
+    # Ray tasks evaluated their cells already and results.jsonl holds those results: kept, not redone.
+    saved = not new_run or options.ray is not None
+    kept = [r for r in _first_per_key(run.read_results(), result_key) if result_key(r) in wanted] if saved else []
     log = run.append_results()
     try:
         plan = EvaluationPlan.of(config.raw, config.path)
@@ -577,6 +600,20 @@ def push_run_scores(outcome: RunOutcome, sinks: Sequence[str | ScoreSink]) -> No
     delivered, failed = push_scores(sinks, scores, outcome.run.path)
     outcome.stored += delivered
     outcome.store_errors += failed
+
+
+def _execute_on_ray(
+    run: RunDirectory, config: EvalConfig, options: _Options, done: set[Cell], on_trace: Callable[[Trace], None]
+) -> list[Trace]:
+    """The missing cells as Ray tasks, each trace and its results appended as the task finishes."""
+    from evaltrace.runner.ray_engine import execute_on_ray
+
+    assert options.ray is not None
+    results = run.append_results()
+    try:
+        return execute_on_ray(options.ray, config, run.run_id, done, on_trace, results.append, options.progress)
+    finally:
+        results.close()
 
 
 def summarise_run_directory(

@@ -1,0 +1,264 @@
+"""``evaluate --engine ray``: a backfill's units judged as Ray tasks, under limits held by one actor for the cluster.
+
+A unit is a trace (sharded by trace id) or, at session scope, a session (by session id).
+
+The driver reads the units and, a batch at a time, sends each to the cluster as one task, keeping at most
+``concurrency`` tasks in flight (so ``concurrency`` bounds the evaluations running at once cluster-wide: a task
+judges its unit's evaluations one after another). A task answers its unit's results; the driver stores them,
+hands the scores to the sinks and moves the checkpoint, as the local backfill does: a killed driver resumes after
+the last finished batch, and a task Ray retries (its node was lost) yields one answer, written once (the score and
+span ids are deterministic, so a unit judged again replaces its rows rather than adding to them).
+
+Rate limits, per-evaluator ``max_concurrent`` and the token/USD budgets live in :class:`GateState`, a Ray actor
+every task asks before each evaluation and charges after it: the limits hold across the cluster, not per
+process. A concurrency slot is a lease that expires after the evaluation's timeout (plus a margin), so a slot
+held by a task on a lost node is not lost with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from evaltrace.backfill.engine import Answer, BudgetStop, Judging
+from evaltrace.backfill.units import Target, Unit
+from evaltrace.evaluation.evaluator import EvaluatorSpec
+from evaltrace.evaluation.limits import LimitGate, Limits
+from evaltrace.runner.ray_engine import RayEngine, RayEngineError, as_finished, connected, error_cause, use_driver_paths
+from evaltrace.schema import EvaluationResult
+
+__all__ = ["GateState", "RayBatchJudge"]
+
+_LEASE_MARGIN_S = 30.0
+_LEASE_UNBOUNDED_S = 3600.0
+_SLOT_WAIT_S = 0.05
+_GLOBAL = ""
+
+
+class GateState:
+    """The limits of a backfill for the whole cluster (the body of a Ray actor; one call at a time).
+
+    Args:
+        global_limits: Limits over every evaluator.
+        per_evaluator: Each evaluator's own limits.
+    """
+
+    def __init__(self, global_limits: Limits | None, per_evaluator: dict[str, Limits | None]) -> None:
+        self._gate = LimitGate(global_limits)
+        self._caps: dict[str, int] = {}
+        if global_limits is not None and global_limits.max_concurrent is not None:
+            self._caps[_GLOBAL] = global_limits.max_concurrent
+        for name, limits in per_evaluator.items():
+            self._gate.register(name, limits)
+            if limits is not None and limits.max_concurrent is not None:
+                self._caps[name] = limits.max_concurrent
+        self._leases: dict[int, tuple[list[str], float]] = {}
+        self._ids = itertools.count(1)
+
+    def admit(self, name: str) -> str | None:
+        """None when ``name`` may run now (a rate token is taken), else ``rate_limited`` or ``over_budget``."""
+        return self._gate.admit(name)
+
+    def charge(self, name: str, tokens: int, usd: float | None) -> None:
+        """Charge a judge's spend to ``name`` and to the global budget."""
+        self._gate.charge(name, tokens, usd)
+
+    def acquire(self, name: str, ttl_s: float) -> int | None:
+        """A lease on a slot of ``name`` and a global one (expiring after ``ttl_s``), or None when one is full."""
+        now = time.monotonic()
+        self._leases = {k: v for k, v in self._leases.items() if v[1] > now}  # a lost task's slots come back
+        scopes = [scope for scope in (name, _GLOBAL) if scope in self._caps]
+        held = [scope for names, _ in self._leases.values() for scope in names]
+        if any(held.count(scope) >= self._caps[scope] for scope in scopes):
+            return None
+        lease = next(self._ids)
+        self._leases[lease] = (scopes, now + ttl_s)
+        return lease
+
+    def release(self, lease: int) -> None:
+        """Give a lease's slots back."""
+        self._leases.pop(lease, None)
+
+
+class ClusterGate(LimitGate):
+    """A :class:`LimitGate` whose state is the cluster's :class:`GateState` actor (used inside the tasks)."""
+
+    def __init__(self, actor: Any, active: bool, lease_s: float) -> None:
+        super().__init__(None)
+        self._actor = actor
+        self._active = active
+        self._lease_s = lease_s
+
+    def register(self, name: str, limits: Limits | None) -> None:
+        """Registered on the actor when it was made."""
+
+    @property
+    def active(self) -> bool:
+        """True when any limit is set."""
+        return self._active
+
+    def admit(self, name: str) -> str | None:
+        """Ask the actor."""
+        import ray
+
+        reason: str | None = ray.get(self._actor.admit.remote(name))
+        return reason
+
+    def charge(self, name: str, tokens: int, usd: float | None) -> None:
+        """Charge on the actor (before the next admission is asked for)."""
+        import ray
+
+        ray.get(self._actor.charge.remote(name, tokens, usd))
+
+    @contextlib.asynccontextmanager
+    async def slot(self, name: str) -> AsyncIterator[None]:
+        """Hold a lease on the evaluator's (and the global) concurrency slot while the evaluation runs."""
+        import ray
+
+        while True:
+            lease = await self._actor.acquire.remote(name, self._lease_s)
+            if lease is not None:
+                break
+            await asyncio.sleep(_SLOT_WAIT_S)
+        try:
+            yield
+        finally:
+            ray.get(self._actor.release.remote(lease))
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """What every task of a backfill needs (put in the object store once).
+
+    The evaluators travel pickled inside it: unpickled only once the driver's ``sys.path`` is set on the worker,
+    since they are the project's classes and functions (Ray would unpickle a task's arguments before).
+    """
+
+    specs: bytes
+    timeout_s: float | None
+    sys_path: list[str]
+
+
+_specs: dict[bytes, list[EvaluatorSpec]] = {}
+"""The unpickled evaluators, once per worker process and backfill (by the digest of their pickle)."""
+
+
+def _unpickled(job: _Batch) -> list[EvaluatorSpec]:
+    import hashlib
+
+    import ray
+
+    key = hashlib.sha256(job.specs).digest()
+    if key not in _specs:
+        _specs[key] = ray.cloudpickle.loads(job.specs)
+    return _specs[key]
+
+
+def judge_unit(
+    job: _Batch, gate: Any, active: bool, targets: list[tuple[Any, list[int]]]
+) -> list[EvaluationResult | None]:
+    """One unit on a Ray worker: each (target, evaluator) result in order; None once a budget is spent."""
+    use_driver_paths(job.sys_path)
+    specs = _unpickled(job)
+    timeouts = [s.timeout_s for s in specs if s.timeout_s is not None] + [job.timeout_s or 0.0]
+    lease_s = (max(timeouts) + _LEASE_MARGIN_S) if max(timeouts) > 0 else _LEASE_UNBOUNDED_S
+
+    async def run() -> list[EvaluationResult | None]:
+        judging = Judging(specs, ClusterGate(gate, active, lease_s), 1, job.timeout_s)
+        answers: list[EvaluationResult | None] = []
+        try:
+            for judged, indices in targets:
+                for index in indices:
+                    spec = specs[index]
+                    target = Target(span=cast(Any, None), judged=judged, specs=[spec])
+                    try:
+                        answers.append(await judging.judge(target, spec))
+                    except BudgetStop:
+                        answers.append(None)
+        finally:
+            judging.close()
+        return answers
+
+    return asyncio.run(run())
+
+
+class RayBatchJudge:
+    """Judges each batch's units as Ray tasks (a :class:`~evaltrace.backfill.engine.BatchJudge`).
+
+    Use as a context manager: it connects to the cluster and makes the limits actor for the backfill.
+
+    Args:
+        engine: Where the cluster is.
+        specs: The evaluators.
+        global_limits: Limits over all evaluators.
+        concurrency: Units (hence evaluations) in flight at once, cluster-wide.
+        timeout_s: Per-evaluation timeout.
+    """
+
+    def __init__(
+        self,
+        engine: RayEngine,
+        specs: Sequence[EvaluatorSpec],
+        global_limits: Limits | None,
+        concurrency: int,
+        timeout_s: float | None,
+    ) -> None:
+        self._engine = engine
+        self._specs = list(specs)
+        self._limits = global_limits
+        self._concurrency = concurrency
+        self._timeout_s = timeout_s
+        self._stack = contextlib.ExitStack()
+        self._ray: Any = None
+        self._gate: Any = None
+        self._job: Any = None
+        self._active = global_limits is not None or any(s.limits is not None for s in specs)
+
+    def __enter__(self) -> RayBatchJudge:
+        from evaltrace.runner.resume import current_sys_path
+
+        ray = self._stack.enter_context(connected(self._engine.address))
+        self._ray = ray
+        per_evaluator = {s.evaluator.name: s.limits for s in self._specs}
+        self._gate = ray.remote(num_cpus=0)(GateState).remote(self._limits, per_evaluator)
+        self._job = ray.put(_Batch(ray.cloudpickle.dumps(self._specs), self._timeout_s, current_sys_path()))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._gate is not None:
+            self._ray.kill(self._gate)
+        self._stack.close()
+
+    def __call__(self, batch: Sequence[Unit]) -> list[list[Answer]]:
+        """Judge ``batch``'s units on the cluster; each unit's answers, in the batch's order."""
+        ray = self._ray
+        task = ray.remote(judge_unit).options(
+            max_retries=self._engine.max_retries, retry_exceptions=False, scheduling_strategy="SPREAD"
+        )
+        index = {id(spec): i for i, spec in enumerate(self._specs)}
+        answers: dict[int, list[EvaluationResult | None]] = {}
+
+        def submitted() -> Iterator[tuple[Any, int]]:
+            for position, unit in enumerate(batch):
+                targets = [(t.judged, [index[id(s)] for s in t.specs]) for t in unit.targets]
+                yield task.remote(self._job, self._gate, self._active, targets), position
+
+        for position, ref in as_finished(ray, submitted(), self._concurrency):
+            try:
+                answers[position] = ray.get(ref)
+            except ray.exceptions.RayError as exc:
+                raise RayEngineError(
+                    f"unit {batch[position].key!r} failed on the Ray cluster after its retries:"
+                    f" {type(exc).__name__}: {error_cause(exc)} (finished batches are checkpointed: run the same"
+                    " command again)"
+                ) from exc
+        out: list[list[Answer]] = []
+        for position, unit in enumerate(batch):
+            pairs = [(target, spec) for target in unit.targets for spec in target.specs]
+            out.append([(t, s, r) for (t, s), r in zip(pairs, answers[position], strict=True)])
+        return out
