@@ -26,10 +26,12 @@ def test_instrumenting_imports_no_sdk_and_patches_it_when_imported() -> None:
         from google.genai import models
 
         for cls in (models.Models, models.AsyncModels):
-            for name in ("generate_content", "generate_content_stream", "embed_content"):
+            # one span per request the SDK sends: the per-request methods, under the AFC loop
+            for name in ("_generate_content", "_generate_content_stream", "embed_content"):
                 assert hasattr(getattr(cls, name), "__wrapped__"), (cls, name)
         evaltrace.uninstrument_google_genai()
-        assert not hasattr(models.Models.generate_content, "__wrapped__")
+        assert not hasattr(models.Models._generate_content, "__wrapped__")
+        assert not hasattr(models.Models.generate_content, "__wrapped__")  # never wrapped: it runs the user's tools
         print("ok")
     """)
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=False)

@@ -8,6 +8,7 @@ was recorded in the fixture set: the error tests serve Google's documented error
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 from collections.abc import Iterator
@@ -16,11 +17,13 @@ from typing import Any
 import pytest
 from google.genai import errors, types
 from google_genai_replay import AIOHTTP_WARNING, LOGFIRE, OI, client_for, otel_file, replay
+from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from cassettes import Recorded, ReplayServer
+import evaltrace
+from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette
 from evaltrace._internal import settings
 from evaltrace.instrumentation.google_genai import GoogleGenAIInstrumentor
 
@@ -153,6 +156,12 @@ async def test_stream_closed_early_ends_the_span_once(is_async: bool, exporter: 
     with replay(OI / "test_streaming_reasoning.yaml") as (client, _server):
         chunks = await _stream(client, is_async, limit=2, model="gemini-3.5-flash", contents="Think")
         gc.collect()
+        # The async stream the application holds is the SDK's own async generator around the request's (traced)
+        # stream; Python finalizes an abandoned async generator in a task on the loop, which then drops ours.
+        for _ in range(100):
+            if exporter.get_finished_spans() or not is_async:
+                break
+            await asyncio.sleep(0)
     assert len(chunks) == 2
     span = _span(exporter)
     assert span.attributes["evaltrace.stream.end_reason"] in ("closed_early", "garbage_collected")
@@ -210,7 +219,10 @@ def get_weather(location: str) -> dict[str, Any]:
     return {"location": location, "temperature": 65, "unit": "fahrenheit", "condition": "foggy", "humidity": "85%"}
 
 
-async def test_automatic_function_calling_is_one_span(is_async: bool, exporter: InMemorySpanExporter) -> None:
+async def test_automatic_function_calling_is_one_span_per_request(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """Each billed request of the AFC loop is its own span with that response's exact usage and cost."""
     config = types.GenerateContentConfig(tools=[get_weather])
     with replay(OI / "test_generate_content_with_automatic_tool_calling.yaml") as (client, server):
         response = await _generate(
@@ -221,14 +233,74 @@ async def test_automatic_function_calling_is_one_span(is_async: bool, exporter: 
             config=config,
         )
     assert len(server.received) == 2  # the SDK ran the function and sent its result back
-    span = _span(exporter)
-    assert span.attributes["gen_ai.response.id"] == response.response_id  # the last response the SDK returned
-    assert _json(span, "gen_ai.output.messages")[0]["parts"] == [{"type": "text", "content": response.text}]
-    assert _json(span, "gen_ai.tool.definitions")[0] == {
-        "type": "function",
-        "name": "get_weather",
-        "description": "Return the current weather at a location.",
-    }
+    spans = exporter.get_finished_spans()
+    assert [s.name for s in spans] == ["generate_content gemini-2.0-flash"] * 2
+    first, last = (s.attributes for s in spans)
+    # The recording's two responses: 64 in / 6 out (the function call), then 89 in / 23 out (the answer).
+    assert (first["gen_ai.usage.input_tokens"], first["gen_ai.usage.output_tokens"]) == (64, 6)
+    assert (last["gen_ai.usage.input_tokens"], last["gen_ai.usage.output_tokens"]) == (89, 23)
+    assert first["evaltrace.cost_usd"] > 0 and last["evaltrace.cost_usd"] > 0
+    assert spans[0].end_time <= spans[1].start_time  # the requests, one after the other
+    call = json.loads(first["gen_ai.output.messages"])[0]["parts"][0]
+    assert call["type"] == "tool_call" and call["name"] == "get_weather"
+    assert last["gen_ai.response.id"] == response.response_id  # the last response the SDK returned
+    assert json.loads(last["gen_ai.output.messages"])[0]["parts"] == [{"type": "text", "content": response.text}]
+    # The second request carried the function call and its result: its input says so.
+    sent = json.loads(last["gen_ai.input.messages"])
+    assert [p["type"] for m in sent for p in m["parts"]] == ["text", "tool_call", "tool_call_response"]
+    for a in (first, last):
+        assert json.loads(a["gen_ai.tool.definitions"])[0] == {
+            "type": "function",
+            "name": "get_weather",
+            "description": "Return the current weather at a location.",
+        }
+
+
+async def test_model_call_inside_an_afc_tool_function_gets_its_own_span(
+    is_async: bool, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """An instrumented OpenAI call made by the user's tool function, which the SDK runs between two requests."""
+    openai = pytest.importorskip("openai")
+    from evaltrace.instrumentation.openai import OpenAIInstrumentor
+
+    openai_instrumentor = OpenAIInstrumentor()
+    openai_instrumentor.instrument()
+    tool_spans: list[Any] = []
+    oa_cassette = load_cassette(
+        FIXTURES / "openai-cassettes" / "otel-contrib" / "test_chat_completion_with_content.yaml"
+    )
+    try:
+        with ReplayServer(oa_cassette) as oa_server:
+            oa_client = openai.OpenAI(api_key="test", base_url=f"{oa_server.url}/v1", max_retries=0)
+
+            @evaltrace.tool
+            def get_weather(location: str) -> str:
+                """Return the current weather at a location."""
+                tool_spans.append(trace.get_current_span())
+                answer = oa_client.chat.completions.create(
+                    model="gpt-4o-mini", messages=[{"role": "user", "content": "Say this is a test"}]
+                )
+                return f"foggy in {location}: {answer.choices[0].message.content}"
+
+            config = types.GenerateContentConfig(tools=[get_weather])
+            with replay(OI / "test_generate_content_with_automatic_tool_calling.yaml") as (client, _server):
+                with provider.get_tracer("app").start_as_current_span("app") as app:
+                    await _generate(
+                        client, is_async, model="gemini-2.0-flash", contents="Weather in SF?", config=config
+                    )
+            oa_client.close()
+            assert len(oa_server.received) == 1
+    finally:
+        openai_instrumentor.uninstrument()
+    spans = exporter.get_finished_spans()
+    chats = [s for s in spans if s.name == "chat gpt-4o-mini"]
+    assert len(chats) == 1, [s.name for s in spans]  # the tool's model call is traced, once
+    (tool,) = [s for s in spans if s.context.span_id == tool_spans[0].get_span_context().span_id]
+    assert chats[0].parent is not None and chats[0].parent.span_id == tool.context.span_id  # under the tool
+    assert tool.parent is not None and tool.parent.span_id == app.get_span_context().span_id  # under the app
+    gemini = [s for s in spans if s.name == "generate_content gemini-2.0-flash"]
+    assert len(gemini) == 2 and all(g.parent.span_id == app.get_span_context().span_id for g in gemini)
+    assert gemini[0].end_time <= chats[0].start_time and chats[0].end_time <= gemini[1].start_time
 
 
 async def test_embeddings(is_async: bool, exporter: InMemorySpanExporter) -> None:

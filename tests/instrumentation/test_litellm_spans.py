@@ -220,3 +220,20 @@ def test_uninstrument_restores_litellm(instrumented: LiteLLMInstrumentor, export
     with ReplayServer(load_cassette(OPENAI / "test_chat_completion_with_content.yaml")) as server:
         litellm.completion(model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", api_key="t", messages=USER)
     assert exporter.get_finished_spans() == ()
+
+
+async def test_async_stream_sync_close_closes_and_ends_the_span(exporter: InMemorySpanExporter) -> None:
+    """``CustomStreamWrapper.close()`` is sync even for ``acompletion``: the proxy must not turn it into a coroutine."""
+    with ReplayServer(load_cassette(OPENAI / "test_chat_completion_streaming.yaml")) as server:
+        stream = await litellm.acompletion(model="openai/gpt-4o-mini", api_key="test", messages=USER, stream=True,
+                                           api_base=f"{server.url}/v1", num_retries=0)  # fmt: skip
+        async for _ in stream:
+            break
+        assert stream.close() is None  # forwarded now, as without evaltrace
+        assert stream.completion_stream is None  # LiteLLM really closed its provider stream
+        (span,) = exporter.get_finished_spans()  # ended by close(), not later by garbage collection
+        assert span.attributes is not None
+        assert span.attributes["evaltrace.stream.end_reason"] == "closed_early"
+        stream.close()
+        await stream.aclose()
+    assert len(exporter.get_finished_spans()) == 1  # exactly once

@@ -16,6 +16,7 @@ recorded as ``truncated``, with the span status left UNSET, since nothing was ra
 
 from __future__ import annotations
 
+import inspect
 import time
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,8 @@ from evaltrace._internal.engine import build
 from evaltrace._internal.errors import handle_internal_errors
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
     from evaltrace._internal.engine.call import Call
     from evaltrace._internal.engine.codec import Accumulator
 
@@ -240,10 +243,25 @@ class AsyncStreamProxy(StreamProxyBase):
         finally:
             self._self_state.end(sc.STREAM_END_CLOSED)
 
-    async def close(self) -> None:
-        """Close the stream and end the span (closed early unless already exhausted)."""
+    def close(self) -> Any:
+        """Close the stream and end the span (closed early unless already exhausted).
+
+        Mirrors the wrapped ``close``: a sync one (LiteLLM's ``CustomStreamWrapper``) closes and ends the span
+        now; an async one (``openai.AsyncStream``) returns an awaitable that closes, then ends the span.
+        """
         try:
-            await self.__wrapped__.close()
+            result = self.__wrapped__.close()
+        except BaseException:
+            self._self_state.end(sc.STREAM_END_CLOSED)
+            raise
+        if inspect.isawaitable(result):
+            return self._finish_closing(result)
+        self._self_state.end(sc.STREAM_END_CLOSED)
+        return result
+
+    async def _finish_closing(self, pending: Awaitable[Any]) -> Any:
+        try:
+            return await pending
         finally:
             self._self_state.end(sc.STREAM_END_CLOSED)
 
@@ -251,7 +269,9 @@ class AsyncStreamProxy(StreamProxyBase):
         """Close the stream (``aclose`` of an async generator, else ``close``) and end the span."""
         closer = getattr(self.__wrapped__, "aclose", None)
         if closer is None:
-            await self.close()
+            result = self.close()
+            if inspect.isawaitable(result):
+                await result
             return
         try:
             await closer()

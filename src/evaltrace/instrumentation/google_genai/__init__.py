@@ -2,7 +2,9 @@
 
 Traced, on ``client.models`` and ``client.aio.models``: ``generate_content``, ``generate_content_stream`` and
 ``embed_content``. Chat sessions (``client.chats`` / ``client.aio.chats``: ``send_message``,
-``send_message_stream``) go through them, so each message is one span. Spans follow OTel GenAI semantic
+``send_message_stream``) go through them. Each request the SDK sends is one span: a plain call or chat message
+is one, and automatic function calling gives one per request (each with its own usage), the application's tool
+functions running between them outside our spans. Spans follow OTel GenAI semantic
 conventions v1.41 (``generate_content {model}`` / ``embeddings {model}``, kind CLIENT, provider ``gcp.gemini`` or,
 for a Vertex AI client, ``gcp.vertex_ai``): ``system_instruction`` as ``gen_ai.system_instructions``, function
 calls and responses as tool call parts, thoughts as ``reasoning`` parts, ``thoughts_token_count`` as reasoning

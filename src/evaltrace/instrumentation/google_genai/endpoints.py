@@ -1,9 +1,13 @@
 """The google-genai methods we wrap, and the client lookups the codec needs (API flavour, server).
 
-``Models`` and ``AsyncModels`` (``client.models`` / ``client.aio.models``) are wrapped; nothing else is needed:
-``client.chats`` sessions call ``models.generate_content`` / ``generate_content_stream`` for each message, so a
-chat message is one span, and automatic function calling and automatic continuation run inside the wrapped
-call (one span for the call, whatever requests it made).
+Each request the SDK sends is one span: we wrap ``Models._generate_content`` / ``_generate_content_stream`` (and
+their ``AsyncModels`` twins), the methods that send one HTTP request each, not the public ``generate_content`` /
+``generate_content_stream``. Those run automatic function calling (AFC) and automatic continuation: several
+billed requests, with the application's own Python tool functions called between them. Wrapping the per-request
+methods gives every request its span with its own exact usage and cost, and leaves the tool functions outside
+our call mark, so an instrumented model call made inside a tool gets its own span (under the caller's current
+span). A chat message (``client.chats``), which goes through ``generate_content``, is one span per request too:
+one for a plain message. ``embed_content`` sends one request and is wrapped as is.
 """
 
 from __future__ import annotations
@@ -35,8 +39,8 @@ ENDPOINTS: tuple[Endpoint, ...] = tuple(
     Endpoint(_MODULE, cls, method, kind, is_async)
     for cls, is_async in (("Models", False), ("AsyncModels", True))
     for method, kind in (
-        ("generate_content", GENERATE),
-        ("generate_content_stream", GENERATE_STREAM),
+        ("_generate_content", GENERATE),
+        ("_generate_content_stream", GENERATE_STREAM),
         ("embed_content", EMBED),
     )
 )
