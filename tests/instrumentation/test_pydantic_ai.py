@@ -235,6 +235,37 @@ def test_content_off_is_passed_to_pydantic_ai(openai_on: bool) -> None:
     assert [c.name for c in trace_from_spans(list(capture.spans)).tool_calls] == ["get_weather"]
 
 
+@pytest.mark.parametrize("openai_on", ["openai_off"], indirect=True)
+def test_content_turned_off_after_instrumenting_is_followed(openai_on: bool) -> None:
+    """``configure(capture_content=False)`` after ``instrument_pydantic_ai()`` stops content on later runs."""
+    previous = settings.replace(settings.CaptureSettings(capture_content=True))
+    try:
+        with capture_traces() as capture:
+            installed = evaltrace.instrument_pydantic_ai()
+            settings.replace(settings.CaptureSettings(capture_content=False))
+            assert installed.include_content is False
+            _replay(load_cassette(OPENINFERENCE / "test_openai_tool_span_instrumentation_v5.yaml"), _weather_run)
+            settings.replace(settings.CaptureSettings(capture_content=True))
+            assert installed.include_content is True  # and back on for the next run
+    finally:
+        evaltrace.uninstrument_pydantic_ai()
+        settings.replace(previous)
+    assert len(_spans_of_kind(capture.spans, sc.KIND_LLM)) == 2
+    for span in capture.spans:
+        for key, value in (span.attributes or {}).items():
+            assert "Paris" not in str(value) and "sunny" not in str(value), (span.name, key)
+
+
+def test_an_explicit_include_content_is_kept() -> None:
+    previous = settings.replace(settings.CaptureSettings(capture_content=True))
+    try:
+        installed = evaltrace.instrument_pydantic_ai(include_content=False)
+        assert installed.include_content is False
+    finally:
+        evaltrace.uninstrument_pydantic_ai()
+        settings.replace(previous)
+
+
 @pytest.mark.parametrize("openai_on", ["openai_instrumented"], indirect=True)
 def test_uninstrument_turns_spans_off_and_restores_the_span_opener(openai_on: bool) -> None:
     import pydantic_ai.models.instrumented as instrumented

@@ -3,7 +3,7 @@
 pydantic-ai records agent runs itself (``invoke_agent {agent}``, ``chat {model}``, ``execute_tool {tool}`` spans
 with ``gen_ai.*`` attributes); evaltrace's mapping reads them like its own. ``instrument_pydantic_ai()`` sets
 ``Agent.instrument_all(InstrumentationSettings(...))`` with evaltrace's tracer provider, its content setting
-(``configure(capture_content=...)``) and the newest data format, whose messages are GenAI semconv parts with tool
+(``configure(capture_content=...)``, read as each run and span starts) and the newest data format, whose messages are GenAI semconv parts with tool
 results in ``tool`` messages (version 6, else 5 on releases without it).
 
 No duplicate model spans: pydantic-ai's ``chat {model}`` span is each model request's span. Inside it the
@@ -59,11 +59,7 @@ def instrument_pydantic_ai(**kwargs: Any) -> InstrumentationSettings:
         The settings installed with ``Agent.instrument_all``.
     """
     global _installed, _previous
-    options: dict[str, Any] = {
-        "tracer_provider": _FollowingTracerProvider(),
-        "include_content": settings.current.capture_content,
-        **kwargs,
-    }
+    options: dict[str, Any] = {"tracer_provider": _FollowingTracerProvider(), **kwargs}
     with _lock:
         installed = _settings(options)
         if _installed is None:  # what uninstrument puts back (the application's own instrument_all, if any)
@@ -85,6 +81,31 @@ def uninstrument_pydantic_ai() -> None:
         while _patched:
             module, original = _patched.pop()
             setattr(module, _OPENER, original)
+
+
+class _FollowingSettings(InstrumentationSettings):
+    """pydantic-ai's settings whose ``include_content`` is evaltrace's content setting of the moment.
+
+    pydantic-ai reads ``include_content`` when each run and span starts; a value copied at
+    ``instrument_pydantic_ai()`` would keep recording prompts after ``configure(capture_content=False)``.
+    An ``include_content`` given to ``instrument_pydantic_ai`` is kept as is.
+    """
+
+    _fixed_content: bool | None = None
+
+    def __init__(self, **options: Any) -> None:
+        fixed = options.get("include_content")
+        super().__init__(**options)
+        self._fixed_content = fixed if isinstance(fixed, bool) else None
+
+    @property  # type: ignore[override]
+    def include_content(self) -> bool:
+        fixed = self._fixed_content
+        return settings.current.capture_content if fixed is None else fixed
+
+    @include_content.setter
+    def include_content(self, value: bool) -> None:
+        self._fixed_content = value
 
 
 class _FollowingTracerProvider(TracerProvider):
@@ -153,10 +174,10 @@ def _suppressing(original: Callable[..., Any]) -> Callable[..., Any]:
 def _settings(options: dict[str, Any]) -> InstrumentationSettings:
     """The settings in the newest data format this pydantic-ai accepts (its own choice when ``version`` is given)."""
     if "version" in options:
-        return InstrumentationSettings(**options)
+        return _FollowingSettings(**options)
     for version in _VERSIONS:
         try:
-            return InstrumentationSettings(**options, version=version)
+            return _FollowingSettings(**options, version=version)
         except (ValueError, TypeError):  # a release that does not know this version
             continue
-    return InstrumentationSettings(**options)
+    return _FollowingSettings(**options)
