@@ -405,3 +405,37 @@ def test_chain_inside_a_decorated_agent_nests_under_it_and_its_evaluators_see_th
     assert trace.input == {"question": "What is the capital of France?"}
     assert trace.output.final_answer == "The capital of France is Paris."
     assert trace.extra["contexts"] == DOCUMENTS[:2]
+
+
+async def test_async_graph_runs_leave_no_ended_runs_behind(exporter: InMemorySpanExporter) -> None:
+    """Many ``ainvoke`` of a LangGraph graph (its runs end in copies of their contexts): the handler keeps only
+    the last run's left-behind contexts, not every ended run and its span until thousands pile up."""
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    class State(TypedDict):
+        text: str
+
+    async def first(state: State) -> State:
+        return {"text": state["text"] + "a"}
+
+    async def second(state: State) -> State:
+        return {"text": state["text"] + "b"}
+
+    graph = StateGraph(State)
+    graph.add_node("first", first)
+    graph.add_node("second", second)
+    graph.add_edge(START, "first")
+    graph.add_edge("first", "second")
+    graph.add_edge("second", END)
+    app = graph.compile()
+    with langchain_instrumented(restored=False) as handler:
+        for _ in range(300):
+            state = await app.ainvoke({"text": "p" * 10_000})
+            exporter.clear()
+        kept = len(handler._contexts._attached)
+        spans_kept = [r.span for r in handler._contexts.runs() if r.span is not None]
+    assert state["text"].endswith("ab")
+    assert kept <= 3, kept  # the graph's and its nodes' contexts of the last run only (900 were kept before)
+    assert len(spans_kept) <= 3

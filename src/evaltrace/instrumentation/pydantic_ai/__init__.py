@@ -98,7 +98,7 @@ class _FollowingSettings(InstrumentationSettings):
         super().__init__(**options)
         self._fixed_content = fixed if isinstance(fixed, bool) else None
 
-    @property  # type: ignore[override]
+    @property
     def include_content(self) -> bool:
         fixed = self._fixed_content
         return settings.current.capture_content if fixed is None else fixed
