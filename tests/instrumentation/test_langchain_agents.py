@@ -17,6 +17,7 @@ from langchain_replay import (
     AGENT,
     CHAT,
     RESPONSES,
+    STREAM,
     chat_openai,
     kind,
     langchain_instrumented,
@@ -382,6 +383,36 @@ def test_openai_client_model_under_another_provider_name_keeps_one_span(
     with replay(CHAT) as server:
         ChatOpenAI(base_url=f"{server.url}/v1", api_key="x", max_retries=0, model="gpt-3.5-turbo").invoke("hi")
     assert len([s for s in exporter.get_finished_spans() if kind(s) == "llm"]) == 2  # the client's own span
+
+
+def test_the_applications_own_model_call_inside_a_stream_loop_is_traced(
+    exporter: InMemorySpanExporter, instrumented: OpenAIInstrumentor
+) -> None:
+    """``for chunk in model.stream(...)`` with a model the handler records (the openai client stands aside for
+    its request): a model call the application makes in the loop body, between chunks, still gets its span."""
+    import openai
+    from langchain_openai import ChatOpenAI
+
+    class ChatDeepSeekLike(ChatOpenAI):
+        def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> Any:
+            return {**super()._get_ls_params(stop=stop, **kwargs), "ls_provider": "deepseek"}
+
+    with replay(STREAM) as stream_server, replay(CHAT) as app_server, langchain_instrumented(restored=False):
+        model = ChatDeepSeekLike(base_url=f"{stream_server.url}/v1", api_key="x", max_retries=0, model="gpt-3.5-turbo")
+        client = openai.OpenAI(base_url=f"{app_server.url}/v1", api_key="x", max_retries=0)
+        chunks = []
+        for chunk in model.stream("Tell me a funny joke, a one-liner."):
+            chunks.append(str(chunk.content))
+            if len(chunks) == 2:  # the application's own call, e.g. a moderation check of the partial text
+                client.chat.completions.create(model="gpt-3.5-turbo", messages=[{"role": "user", "content": "hi"}])
+        client.close()
+    spans = exporter.get_finished_spans()
+    llm_spans = [s for s in spans if kind(s) == "llm"]
+    streamed = [s for s in llm_spans if (s.attributes or {}).get("gen_ai.provider.name") == "deepseek"]
+    own = [s for s in llm_spans if "openai.api.type" in (s.attributes or {})]
+    assert len(streamed) == 1 and "".join(chunks).startswith("Why")  # the stream's request: one span, not two
+    assert len(own) == 1 and len(llm_spans) == 2  # the application's call: its own span
+    assert len(app_server.received) == 1
 
 
 def test_chain_inside_a_decorated_agent_nests_under_it_and_its_evaluators_see_the_context(

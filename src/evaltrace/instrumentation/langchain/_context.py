@@ -108,8 +108,14 @@ class RunSpan(Span):
         """Not ours to end from outside: the run ends its span when LangChain ends the run."""
 
 
-class WhileRunning:
-    """A context flag that is true while its run runs (a key left behind in a context goes false by itself)."""
+class WhileRequesting:
+    """A context flag that is true while a model run makes its request: until its first chunk, or its end.
+
+    A streamed model run (``model.stream()``) stays current in the caller's context while the caller's loop body
+    runs between chunks; the request the model's SDK makes is done by the first chunk, so the flag (the
+    LLM-suppression key) is false from then on, and the application's own model calls in that loop are traced.
+    A key left behind in a context goes false by itself when the run ends.
+    """
 
     __slots__ = ("_run",)
 
@@ -117,7 +123,8 @@ class WhileRunning:
         self._run = run
 
     def __bool__(self) -> bool:
-        return not self._run.ended
+        run = self._run
+        return not run.ended and run.first_chunk_ns is None
 
 
 class Contexts:

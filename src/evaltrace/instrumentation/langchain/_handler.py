@@ -42,7 +42,7 @@ from evaltrace._internal.openai.response import Usage
 from evaltrace._internal.spans import end_error
 from evaltrace._internal.tracing import LLM_SUPPRESSION_KEYS, SUPPRESSION_KEYS, get_tracer
 from evaltrace.instrumentation.langchain import _codec
-from evaltrace.instrumentation.langchain._context import Contexts, Run, WhileRunning
+from evaltrace.instrumentation.langchain._context import Contexts, Run, WhileRequesting
 
 try:
     from langchain_core.callbacks import BaseCallbackHandler
@@ -171,8 +171,8 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         start = time.time_ns()
         span = get_tracer().start_span(name, context=parent, kind=span_kind, attributes=attributes, start_time=start)
         run = Run(span, span, Context({**parent, SPAN_KEY: span}), current, kind, started_ns=start)
-        # A model call recorded here: an LLM instrumentation under it must not record it again (while it runs).
-        self._contexts.enter(run, current, {_SUPPRESS_LLM_KEY: WhileRunning(run)} if kind == sc.KIND_LLM else None)
+        # A model call recorded here: an LLM instrumentation under it must not record its request again.
+        self._contexts.enter(run, current, {_SUPPRESS_LLM_KEY: WhileRequesting(run)} if kind == sc.KIND_LLM else None)
         self._runs[run_id] = run
         return run
 
