@@ -415,6 +415,52 @@ def test_the_applications_own_model_call_inside_a_stream_loop_is_traced(
     assert len(app_server.received) == 1
 
 
+def test_a_groq_model_with_instrument_groq_has_the_sdks_span_as_its_one_span(exporter: InMemorySpanExporter) -> None:
+    """langchain-groq is not installed here: a chat model that calls the real ``groq`` client and names its provider
+    ``groq`` as langchain-groq's ``_get_ls_params`` does stands for it (the recording: pydantic-ai's Groq test).
+    With ``instrument_groq()`` on, the SDK's span is the model call's one span, under the chain."""
+    import groq
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    import evaltrace
+    from cassettes import FIXTURES, ReplayServer, load_cassette
+
+    recorded = load_cassette(FIXTURES / "groq-cassettes" / "pydantic-ai" / "test_extra_headers.yaml")
+    body = dict(recorded[0].request_json())
+
+    class ChatGroqLike(BaseChatModel):
+        url: str
+
+        @property
+        def _llm_type(self) -> str:
+            return "groq-chat"
+
+        def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> Any:
+            return {"ls_provider": "groq", "ls_model_name": body["model"], "ls_model_type": "chat"}
+
+        def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+            with groq.Groq(api_key="x", base_url=self.url, max_retries=0) as client:
+                answer = client.chat.completions.create(**body)
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(answer.choices[0].message.content or ""))])
+
+    instrumentor = evaltrace.instrument_groq()
+    try:
+        with ReplayServer(recorded) as server, langchain_instrumented():
+            (ChatGroqLike(url=server.url) | StrOutputParser()).invoke("hello")
+    finally:
+        instrumentor.uninstrument()
+    spans = exporter.get_finished_spans()
+    llm_spans = [s for s in spans if kind(s) == "llm"]
+    assert len(llm_spans) == 1, [s.name for s in llm_spans]
+    attrs = dict(llm_spans[0].attributes or {})
+    assert attrs["gen_ai.provider.name"] == "groq" and "gen_ai.response.id" in attrs
+    assert "langfuse.observation.type" not in attrs  # the SDK's span, not the handler's
+    assert parent_of(spans, llm_spans[0]) is one(spans, "RunnableSequence")
+
+
 def test_chain_inside_a_decorated_agent_nests_under_it_and_its_evaluators_see_the_context(
     exporter: InMemorySpanExporter,
 ) -> None:
