@@ -516,3 +516,25 @@ async def test_async_graph_runs_leave_no_ended_runs_behind(exporter: InMemorySpa
     assert state["text"].endswith("ab")
     assert kept <= 3, kept  # the graph's and its nodes' contexts of the last run only (900 were kept before)
     assert len(spans_kept) <= 3
+
+
+def test_google_genai_models_defer_to_the_sdk_only_from_the_integration_that_calls_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """langchain-google-genai before 4 calls another Google client: its model call keeps the handler's span,
+    whatever ``instrument_google_genai()`` says (else it would have no span at all)."""
+    import importlib.metadata
+
+    import evaltrace
+    from evaltrace.instrumentation.langchain import _handler
+
+    instrumentor = evaltrace.instrument_google_genai()
+    try:
+        for installed, defers in (("3.2.0", False), ("4.0.1", True)):
+            _handler._integration_calls_the_sdk.cache_clear()
+            monkeypatch.setattr(importlib.metadata, "version", lambda name, v=installed: v)
+            assert _handler.provider_traced("google_genai") is defers
+        assert _handler.provider_traced("mistralai") is False  # langchain-mistralai calls the API with httpx
+    finally:
+        instrumentor.uninstrument()
+        _handler._integration_calls_the_sdk.cache_clear()
