@@ -17,6 +17,7 @@ from langchain_replay import (
     AGENT,
     CHAT,
     RESPONSES,
+    STREAM,
     chat_openai,
     kind,
     langchain_instrumented,
@@ -384,6 +385,82 @@ def test_openai_client_model_under_another_provider_name_keeps_one_span(
     assert len([s for s in exporter.get_finished_spans() if kind(s) == "llm"]) == 2  # the client's own span
 
 
+def test_the_applications_own_model_call_inside_a_stream_loop_is_traced(
+    exporter: InMemorySpanExporter, instrumented: OpenAIInstrumentor
+) -> None:
+    """``for chunk in model.stream(...)`` with a model the handler records (the openai client stands aside for
+    its request): a model call the application makes in the loop body, between chunks, still gets its span."""
+    import openai
+    from langchain_openai import ChatOpenAI
+
+    class ChatDeepSeekLike(ChatOpenAI):
+        def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> Any:
+            return {**super()._get_ls_params(stop=stop, **kwargs), "ls_provider": "deepseek"}
+
+    with replay(STREAM) as stream_server, replay(CHAT) as app_server, langchain_instrumented(restored=False):
+        model = ChatDeepSeekLike(base_url=f"{stream_server.url}/v1", api_key="x", max_retries=0, model="gpt-3.5-turbo")
+        client = openai.OpenAI(base_url=f"{app_server.url}/v1", api_key="x", max_retries=0)
+        chunks = []
+        for chunk in model.stream("Tell me a funny joke, a one-liner."):
+            chunks.append(str(chunk.content))
+            if len(chunks) == 2:  # the application's own call, e.g. a moderation check of the partial text
+                client.chat.completions.create(model="gpt-3.5-turbo", messages=[{"role": "user", "content": "hi"}])
+        client.close()
+    spans = exporter.get_finished_spans()
+    llm_spans = [s for s in spans if kind(s) == "llm"]
+    streamed = [s for s in llm_spans if (s.attributes or {}).get("gen_ai.provider.name") == "deepseek"]
+    own = [s for s in llm_spans if "openai.api.type" in (s.attributes or {})]
+    assert len(streamed) == 1 and "".join(chunks).startswith("Why")  # the stream's request: one span, not two
+    assert len(own) == 1 and len(llm_spans) == 2  # the application's call: its own span
+    assert len(app_server.received) == 1
+
+
+def test_a_groq_model_with_instrument_groq_has_the_sdks_span_as_its_one_span(exporter: InMemorySpanExporter) -> None:
+    """langchain-groq is not installed here: a chat model that calls the real ``groq`` client and names its provider
+    ``groq`` as langchain-groq's ``_get_ls_params`` does stands for it (the recording: pydantic-ai's Groq test).
+    With ``instrument_groq()`` on, the SDK's span is the model call's one span, under the chain."""
+    import groq
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.outputs import ChatGeneration, ChatResult
+
+    import evaltrace
+    from cassettes import FIXTURES, ReplayServer, load_cassette
+
+    recorded = load_cassette(FIXTURES / "groq-cassettes" / "pydantic-ai" / "test_extra_headers.yaml")
+    body = dict(recorded[0].request_json())
+
+    class ChatGroqLike(BaseChatModel):
+        url: str
+
+        @property
+        def _llm_type(self) -> str:
+            return "groq-chat"
+
+        def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> Any:
+            return {"ls_provider": "groq", "ls_model_name": body["model"], "ls_model_type": "chat"}
+
+        def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
+            with groq.Groq(api_key="x", base_url=self.url, max_retries=0) as client:
+                answer = client.chat.completions.create(**body)
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(answer.choices[0].message.content or ""))])
+
+    instrumentor = evaltrace.instrument_groq()
+    try:
+        with ReplayServer(recorded) as server, langchain_instrumented():
+            (ChatGroqLike(url=server.url) | StrOutputParser()).invoke("hello")
+    finally:
+        instrumentor.uninstrument()
+    spans = exporter.get_finished_spans()
+    llm_spans = [s for s in spans if kind(s) == "llm"]
+    assert len(llm_spans) == 1, [s.name for s in llm_spans]
+    attrs = dict(llm_spans[0].attributes or {})
+    assert attrs["gen_ai.provider.name"] == "groq" and "gen_ai.response.id" in attrs
+    assert "langfuse.observation.type" not in attrs  # the SDK's span, not the handler's
+    assert parent_of(spans, llm_spans[0]) is one(spans, "RunnableSequence")
+
+
 def test_chain_inside_a_decorated_agent_nests_under_it_and_its_evaluators_see_the_context(
     exporter: InMemorySpanExporter,
 ) -> None:
@@ -405,3 +482,59 @@ def test_chain_inside_a_decorated_agent_nests_under_it_and_its_evaluators_see_th
     assert trace.input == {"question": "What is the capital of France?"}
     assert trace.output.final_answer == "The capital of France is Paris."
     assert trace.extra["contexts"] == DOCUMENTS[:2]
+
+
+async def test_async_graph_runs_leave_no_ended_runs_behind(exporter: InMemorySpanExporter) -> None:
+    """Many ``ainvoke`` of a LangGraph graph (its runs end in copies of their contexts): the handler keeps only
+    the last run's left-behind contexts, not every ended run and its span until thousands pile up."""
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+
+    class State(TypedDict):
+        text: str
+
+    async def first(state: State) -> State:
+        return {"text": state["text"] + "a"}
+
+    async def second(state: State) -> State:
+        return {"text": state["text"] + "b"}
+
+    graph = StateGraph(State)
+    graph.add_node("first", first)
+    graph.add_node("second", second)
+    graph.add_edge(START, "first")
+    graph.add_edge("first", "second")
+    graph.add_edge("second", END)
+    app = graph.compile()
+    with langchain_instrumented(restored=False) as handler:
+        for _ in range(300):
+            state = await app.ainvoke({"text": "p" * 10_000})
+            exporter.clear()
+        kept = len(handler._contexts._attached)
+        spans_kept = [r.span for r in handler._contexts.runs() if r.span is not None]
+    assert state["text"].endswith("ab")
+    assert kept <= 3, kept  # the graph's and its nodes' contexts of the last run only (900 were kept before)
+    assert len(spans_kept) <= 3
+
+
+def test_google_genai_models_defer_to_the_sdk_only_from_the_integration_that_calls_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """langchain-google-genai before 4 calls another Google client: its model call keeps the handler's span,
+    whatever ``instrument_google_genai()`` says (else it would have no span at all)."""
+    import importlib.metadata
+
+    import evaltrace
+    from evaltrace.instrumentation.langchain import _handler
+
+    instrumentor = evaltrace.instrument_google_genai()
+    try:
+        for installed, defers in (("3.2.0", False), ("4.0.1", True)):
+            _handler._integration_calls_the_sdk.cache_clear()
+            monkeypatch.setattr(importlib.metadata, "version", lambda name, v=installed: v)
+            assert _handler.provider_traced("google_genai") is defers
+        assert _handler.provider_traced("mistralai") is False  # langchain-mistralai calls the API with httpx
+    finally:
+        instrumentor.uninstrument()
+        _handler._integration_calls_the_sdk.cache_clear()

@@ -71,3 +71,37 @@ def test_contexts_left_behind_are_bounded(provider: TracerProvider, monkeypatch:
     for _ in range(50):
         contextvars.copy_context().run(run_and_end_elsewhere)
     assert len(contexts) <= 8
+
+
+def test_contexts_left_in_contexts_that_are_gone_are_released(provider: TracerProvider) -> None:
+    """Runs started in contexts that are gone (tasks that ended), each ending elsewhere: no entry stays."""
+    import gc
+
+    contexts = Contexts()
+
+    def run_and_end_elsewhere() -> None:
+        run = _run(provider, contexts, "run")
+        contextvars.copy_context().run(_end, contexts, run)
+
+    for _ in range(50):
+        contextvars.copy_context().run(run_and_end_elsewhere)
+    gc.collect()  # a run and the context it made current refer to each other
+    assert len(contexts._attached) == 0
+
+
+def test_runs_left_behind_in_a_living_context_are_released_by_the_next_run(provider: TracerProvider) -> None:
+    """The caller's context across ``ainvoke`` calls: each run ends elsewhere; the next run started there
+    releases the one before, which then stands for the span before both (no chain of every run before)."""
+    contexts = Contexts()
+
+    def caller() -> None:  # in a context of its own: what it leaves current stays out of the other tests
+        before = otel_trace.get_current_span()
+        for _ in range(50):
+            run = _run(provider, contexts, "run")
+            contextvars.copy_context().run(_end, contexts, run)
+        assert len(contexts._attached) == 1  # only the last one, left current here
+        current = otel_trace.get_current_span()
+        assert isinstance(current, RunSpan) and current.target() is before
+        assert not isinstance(run.previous.get(_context.SPAN_KEY), RunSpan)  # the run before it is not kept
+
+    contextvars.copy_context().run(caller)

@@ -78,10 +78,36 @@ def test_a_chat_completions_generation_with_a_tool_call() -> None:
     assert attributes.calls_openai_client(data) is True
     _, attrs = attributes.span_end(data, True, 10_000)
     assert attrs[sc.GEN_AI_PROVIDER_NAME] == "openai"
-    assert attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("tool_calls",)
+    # The SDK's span records no finish reason: none is made up for the span (see the truncated-answer test).
+    assert sc.GEN_AI_RESPONSE_FINISH_REASONS not in attrs
     (part,) = _messages(attrs, sc.GEN_AI_OUTPUT_MESSAGES)[0]["parts"]
     assert part == {"type": "tool_call", "id": "call_1", "name": "get_weather", "arguments": {"city": "Paris"}}
     assert attributes.prompt_of(data) == "Weather?"
+
+
+def test_a_generation_without_finish_reasons_gets_none_invented() -> None:
+    """An answer cut off by max_tokens: the SDK's span has the text and no finish reason, so the span has none."""
+    data = GenerationSpanData(
+        input=[{"role": "user", "content": "Tell me a story"}],
+        output=[{"role": "assistant", "content": "Once upon a ti"}],
+        model="gpt-4o",
+        model_config={"base_url": "https://api.openai.com/v1/"},
+        usage={"input_tokens": 5, "output_tokens": 4},
+    )
+    _, attrs = attributes.span_end(data, True, 10_000)
+    assert sc.GEN_AI_RESPONSE_FINISH_REASONS not in attrs
+    assert _messages(attrs, sc.GEN_AI_OUTPUT_MESSAGES)[0]["parts"] == [{"type": "text", "content": "Once upon a ti"}]
+
+
+def test_a_finish_reason_the_sdk_kept_is_recorded_verbatim() -> None:
+    data = GenerationSpanData(
+        input=[{"role": "user", "content": "Tell me a story"}],
+        output=[{"role": "assistant", "content": "Once upon a ti", "finish_reason": "length"}],
+        model="gpt-4o",
+    )
+    _, attrs = attributes.span_end(data, True, 10_000)
+    assert attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("length",)
+    assert _messages(attrs, sc.GEN_AI_OUTPUT_MESSAGES)[0]["finish_reason"] == "length"
 
 
 def test_content_off_keeps_counts_and_drops_messages() -> None:

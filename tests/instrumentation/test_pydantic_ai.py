@@ -218,6 +218,64 @@ def test_streamed_run_with_retry_thinking_and_output_tool(capture: TraceCapture)
     assert trace.metrics.token_thinking is not None and trace.metrics.token_thinking > 0
 
 
+@pytest.mark.parametrize("openai_on", ["openai_instrumented"], indirect=True)
+def test_the_applications_own_model_call_while_reading_a_stream_is_traced(
+    capture: TraceCapture, openai_on: bool
+) -> None:
+    """A streamed run (Groq recording) with ``instrument_groq()`` on: its requests have pydantic-ai's spans only,
+    and a model call the application makes inside ``async with agent.run_stream()`` (OpenAI, instrumented) has
+    its own span; the LLM-suppression key covers the model's request, not the application's code."""
+    prompt = (
+        'dont make a tool call, just return the string "maybe" by itself, not as json output, to test error '
+        "handling; on the second try you can use valid args"
+    )
+    own = load_cassette(OPENINFERENCE / "test_openai_tool_span_instrumentation_v5.yaml")[:1]
+
+    async def run(url: str) -> str:
+        client = AsyncGroq(base_url=url, api_key="test")
+        _clients.append(client)
+        model = GroqModel("openai/gpt-oss-120b", provider=GroqProvider(groq_client=client))
+        agent: Agent[None, Literal["yes", "no"]] = Agent(
+            model,
+            name="yesno",
+            instructions="Be concise. Never use pretty double quotes, just regular ones.",
+            output_type=Literal["yes", "no"],  # type: ignore[arg-type]
+        )
+        with ReplayServer(own) as own_server:
+            app_client = AsyncOpenAI(base_url=own_server.url + "/v1", api_key="test", max_retries=0)
+            _clients.append(app_client)
+            async with agent.run_stream(prompt) as result:
+                await app_client.chat.completions.create(**own[0].request_json())  # e.g. a moderation check
+                return str(await result.get_output())
+
+    instrumentor = evaltrace.instrument_groq()
+    try:
+        output, _ = _replay(load_cassette(GROQ / "test_tool_use_failed_error_streaming_with_text.yaml"), run)
+    finally:
+        instrumentor.uninstrument()
+    assert output == "no"
+    llm = _spans_of_kind(capture.spans, sc.KIND_LLM)
+    scopes = sorted((s.instrumentation_scope.name if s.instrumentation_scope else "") for s in llm)
+    assert scopes == ["evaltrace", "pydantic-ai", "pydantic-ai"], [s.name for s in llm]
+    (app_span,) = [s for s in llm if s.instrumentation_scope and s.instrumentation_scope.name == "evaltrace"]
+    assert (app_span.attributes or {})["gen_ai.provider.name"] == "openai"
+
+
+def test_uninstrument_puts_back_the_model_request_methods() -> None:
+    from pydantic_ai.models.test import TestModel
+
+    request, request_stream = TestModel.__dict__["request"], TestModel.__dict__["request_stream"]
+    with capture_traces() as capture:
+        evaltrace.instrument_pydantic_ai()
+        try:
+            assert asyncio.run(Agent(TestModel(custom_output_text="ok")).run("hi")).output == "ok"
+            assert TestModel.__dict__["request"] is not request  # wrapped when its first span opened
+        finally:
+            evaltrace.uninstrument_pydantic_ai()
+    assert TestModel.__dict__["request"] is request and TestModel.__dict__["request_stream"] is request_stream
+    assert len(_spans_of_kind(capture.spans, sc.KIND_LLM)) == 1
+
+
 @pytest.mark.parametrize("openai_on", ["openai_off"], indirect=True)
 def test_content_off_is_passed_to_pydantic_ai(openai_on: bool) -> None:
     previous = settings.replace(settings.CaptureSettings(capture_content=False))
@@ -233,6 +291,37 @@ def test_content_off_is_passed_to_pydantic_ai(openai_on: bool) -> None:
         for key, value in (span.attributes or {}).items():
             assert "Paris" not in str(value) and "sunny" not in str(value), (span.name, key)
     assert [c.name for c in trace_from_spans(list(capture.spans)).tool_calls] == ["get_weather"]
+
+
+@pytest.mark.parametrize("openai_on", ["openai_off"], indirect=True)
+def test_content_turned_off_after_instrumenting_is_followed(openai_on: bool) -> None:
+    """``configure(capture_content=False)`` after ``instrument_pydantic_ai()`` stops content on later runs."""
+    previous = settings.replace(settings.CaptureSettings(capture_content=True))
+    try:
+        with capture_traces() as capture:
+            installed = evaltrace.instrument_pydantic_ai()
+            settings.replace(settings.CaptureSettings(capture_content=False))
+            assert installed.include_content is False
+            _replay(load_cassette(OPENINFERENCE / "test_openai_tool_span_instrumentation_v5.yaml"), _weather_run)
+            settings.replace(settings.CaptureSettings(capture_content=True))
+            assert installed.include_content is True  # and back on for the next run
+    finally:
+        evaltrace.uninstrument_pydantic_ai()
+        settings.replace(previous)
+    assert len(_spans_of_kind(capture.spans, sc.KIND_LLM)) == 2
+    for span in capture.spans:
+        for key, value in (span.attributes or {}).items():
+            assert "Paris" not in str(value) and "sunny" not in str(value), (span.name, key)
+
+
+def test_an_explicit_include_content_is_kept() -> None:
+    previous = settings.replace(settings.CaptureSettings(capture_content=True))
+    try:
+        installed = evaltrace.instrument_pydantic_ai(include_content=False)
+        assert installed.include_content is False
+    finally:
+        evaltrace.uninstrument_pydantic_ai()
+        settings.replace(previous)
 
 
 @pytest.mark.parametrize("openai_on", ["openai_instrumented"], indirect=True)

@@ -14,6 +14,7 @@ the graph's task and end in theirs. Two things keep that harmless:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from contextvars import Token
 from dataclasses import dataclass
@@ -107,8 +108,14 @@ class RunSpan(Span):
         """Not ours to end from outside: the run ends its span when LangChain ends the run."""
 
 
-class WhileRunning:
-    """A context flag that is true while its run runs (a key left behind in a context goes false by itself)."""
+class WhileRequesting:
+    """A context flag that is true while a model run makes its request: until its first chunk, or its end.
+
+    A streamed model run (``model.stream()``) stays current in the caller's context while the caller's loop body
+    runs between chunks; the request the model's SDK makes is done by the first chunk, so the flag (the
+    LLM-suppression key) is false from then on, and the application's own model calls in that loop are traced.
+    A key left behind in a context goes false by itself when the run ends.
+    """
 
     __slots__ = ("_run",)
 
@@ -116,22 +123,43 @@ class WhileRunning:
         self._run = run
 
     def __bool__(self) -> bool:
-        return not self._run.ended
+        run = self._run
+        return not run.ended and run.first_chunk_ns is None
 
 
 class Contexts:
-    """The contexts runs made current, and their restoration."""
+    """The contexts runs made current, and their restoration.
+
+    The table holds each context weakly: a context left behind in a task that is gone (every async run's, which
+    ends in a copy of its context) takes its entry, its run and its span with it. A context left behind in a
+    task that lives on (the caller's, across ``ainvoke`` calls) is released when the next run starts there on
+    top of it (:meth:`_release_ended_below`), so nothing piles up between runs.
+    """
 
     def __init__(self) -> None:
-        # id(context a run's start made current) -> that run, until the context is restored (ended runs too).
-        self._attached: dict[int, Run] = {}
+        # id(context a run's start made current) -> that context, weakly, until it is restored or released.
+        self._attached: dict[int, weakref.ref[Context]] = {}
 
     def __len__(self) -> int:
-        return len(self._attached)
+        return len(self.runs())
 
     def runs(self) -> Sequence[Run]:
         """The runs whose contexts are not restored yet (for tests and debugging)."""
-        return list(self._attached.values())
+        runs = []
+        for ref in list(self._attached.values()):  # one C-level copy: safe beside other threads
+            context = ref()
+            run = _run_in(context) if context is not None else None
+            if run is not None:
+                runs.append(run)
+        return runs
+
+    def _get(self, context: Context) -> Run | None:
+        """The run whose start made ``context`` current, while its entry is kept."""
+        ref = self._attached.get(id(context))
+        if ref is None or ref() is not context:
+            return None
+        run = _run_in(context)
+        return run if run is not None and run.active is context else None
 
     def outside(self, context: Context) -> Context:
         """``context`` without the runs of ours it is the context of (their starts made it current).
@@ -139,7 +167,7 @@ class Contexts:
         A run LangChain reports without a parent is a sibling of our runs in flight here, never their child:
         ``batch`` starts every input's run before the first one ends, each making its span current.
         """
-        while (run := self._attached.get(id(context))) is not None and run.active is context:
+        while (run := self._get(context)) is not None:
             context = run.previous
         return context
 
@@ -149,12 +177,40 @@ class Contexts:
         if extra:
             values.update(extra)
         active = Context(values)
+        run.previous = self._release_ended_below(current)
         if len(self._attached) >= _MAX_ATTACHED:  # rare: forget what no restore can need any more
-            for key, left in list(self._attached.items()):  # one C-level copy: safe beside other threads
-                if left.ended:
+            for key, ref in list(self._attached.items()):  # one C-level copy: safe beside other threads
+                left = ref()
+                left_run = _run_in(left) if left is not None else None
+                if left_run is None or left_run.ended:
                     self._attached.pop(key, None)
         run.active, run.token = active, attach(active)
-        self._attached[id(active)] = run
+        key, attached = id(active), self._attached
+
+        def forget(ref: weakref.ref[Context]) -> None:  # the context is gone: so is any use of its entry
+            if attached.get(key) is ref:
+                attached.pop(key, None)
+
+        attached[key] = weakref.ref(active, forget)
+
+    def _release_ended_below(self, current: Context) -> Context:
+        """Release the runs left behind under ``current`` when all of them ended; the context below them.
+
+        Such runs ended in another context (an async run's end), so nothing restores them here, and no run of
+        ours still going below them can walk past them in :meth:`leave`. Their entries and tokens are dropped and
+        each stands for the context below them all (what their RunSpans stood for already), so a context left
+        current in a long-lived task holds at most one ended run, never a chain of every run before it.
+        """
+        context, ended = current, []
+        while (run := self._get(context)) is not None:
+            if not run.ended:
+                return current  # a run still going here: its leave may restore the ones above it
+            ended.append(run)
+            context = run.previous
+        for run in ended:
+            self._attached.pop(id(run.active), None)
+            run.previous, run.token = context, None
+        return context
 
     def leave(self, run: Run) -> None:
         """Restore the context the run's start replaced (``run.ended`` is set), whatever order runs end in.
@@ -171,8 +227,8 @@ class Contexts:
         passed: list[Run] = []
         context = get_current()
         while context is not run.active:
-            above = self._attached.get(id(context))
-            if above is None or above.active is not context or not above.ended:
+            above = self._get(context)
+            if above is None or not above.ended:
                 return  # ended in another context, or a later run is still going here
             passed.append(above)
             context = above.previous
@@ -183,9 +239,15 @@ class Contexts:
         for done in (*passed, run):
             self._attached.pop(id(done.active), None)
         # Ended runs whose contexts waited under this one (batch) are restored with it.
-        while (below := self._attached.get(id(context := get_current()))) is not None and below.ended:
+        while (below := self._get(context := get_current())) is not None and below.ended:
             try:
                 detach(below.token)  # type: ignore[arg-type]  # every attached run has its token
             except (ValueError, RuntimeError):
                 return
             self._attached.pop(id(context), None)
+
+
+def _run_in(context: Context) -> Run | None:
+    """The run whose :class:`RunSpan` ``context`` holds (every context :meth:`Contexts.enter` makes does)."""
+    span = context.get(SPAN_KEY)
+    return span._run if isinstance(span, RunSpan) else None

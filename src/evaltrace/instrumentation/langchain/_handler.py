@@ -22,7 +22,9 @@ go to the nearest shown ancestor. Nothing here raises into LangChain: errors go 
 
 from __future__ import annotations
 
+import functools
 import importlib
+import importlib.metadata
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -42,7 +44,7 @@ from evaltrace._internal.openai.response import Usage
 from evaltrace._internal.spans import end_error
 from evaltrace._internal.tracing import LLM_SUPPRESSION_KEYS, SUPPRESSION_KEYS, get_tracer
 from evaltrace.instrumentation.langchain import _codec
-from evaltrace.instrumentation.langchain._context import Contexts, Run, WhileRunning
+from evaltrace.instrumentation.langchain._context import Contexts, Run, WhileRequesting
 
 try:
     from langchain_core.callbacks import BaseCallbackHandler
@@ -57,12 +59,25 @@ except ImportError:  # the extra is missing: the class still exists (evaltrace.E
 
 _HIDDEN_TAG = "langsmith:hidden"  # LangGraph's internal runs (channel writes): shown nowhere, so no span either
 _SUPPRESS_LLM_KEY = LLM_SUPPRESSION_KEYS[2]
-# ``ls_provider`` -> (module, class) of the evaltrace instrumentor that traces that provider's SDK calls itself.
+# ``ls_provider`` -> (module, class) of the evaltrace instrumentor that traces that provider's SDK calls itself,
+# for LangChain integrations that call that SDK (langchain-groq: ``groq``; langchain-ollama: ``ollama.Client``;
+# langchain-aws: boto3's bedrock-runtime; ChatLiteLLM: ``litellm``; langchain-google-genai 4+: ``google-genai``).
+# Not listed, so the handler records them (and the SDK stands aside): langchain-mistralai calls the API with
+# httpx, not ``mistralai``; langchain-cohere's ChatCohere calls the v1 chat, which ``instrument_cohere`` does
+# not trace; ChatVertexAI (``google_vertexai``) calls the Vertex AI SDK, not ``google-genai``.
 _PROVIDER_INSTRUMENTORS: dict[str, tuple[str, str]] = {
     "openai": ("evaltrace.instrumentation.openai", "OpenAIInstrumentor"),
     "azure": ("evaltrace.instrumentation.openai", "OpenAIInstrumentor"),
     "anthropic": ("evaltrace.instrumentation.anthropic", "AnthropicInstrumentor"),
+    "groq": ("evaltrace.instrumentation.groq", "GroqInstrumentor"),
+    "ollama": ("evaltrace.instrumentation.ollama", "OllamaInstrumentor"),
+    "amazon_bedrock": ("evaltrace.instrumentation.bedrock", "BedrockInstrumentor"),
+    "litellm": ("evaltrace.instrumentation.litellm", "LiteLLMInstrumentor"),
+    "google_genai": ("evaltrace.instrumentation.google_genai", "GoogleGenAIInstrumentor"),
 }
+# ``ls_provider`` -> (distribution, first major version) of the LangChain integration that calls the SDK above:
+# an older one calls another client, whose call no SDK span would record.
+_INTEGRATION_SINCE: dict[str, tuple[str, int]] = {"google_genai": ("langchain-google-genai", 4)}
 # kind -> (Langfuse observation type, OpenInference span kind)
 _KIND_LABELS = {
     sc.KIND_AGENT: ("agent", "AGENT"),
@@ -76,13 +91,26 @@ _KIND_LABELS = {
 def provider_traced(ls_provider: Any) -> bool:
     """Whether evaltrace's instrumentation of this provider's SDK is on (its call span is the model call's span)."""
     home = _PROVIDER_INSTRUMENTORS.get(ls_provider) if isinstance(ls_provider, str) else None
-    if home is None:
+    if home is None or not _integration_calls_the_sdk(ls_provider):
         return False
     try:  # imported once (it patches nothing, and imports no SDK): whichever way it was turned on, it is this one
         instrumentor = getattr(importlib.import_module(home[0]), home[1])
     except (ImportError, AttributeError):
         return False
     return bool(getattr(instrumentor(), "is_instrumented_by_opentelemetry", False))
+
+
+@functools.cache
+def _integration_calls_the_sdk(ls_provider: str) -> bool:
+    """Whether the installed LangChain integration of this provider calls the SDK its instrumentor traces."""
+    since = _INTEGRATION_SINCE.get(ls_provider)
+    if since is None:
+        return True
+    try:
+        major = int(importlib.metadata.version(since[0]).split(".")[0])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return False
+    return major >= since[1]
 
 
 def _json(value: Any) -> str:
@@ -171,8 +199,8 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         start = time.time_ns()
         span = get_tracer().start_span(name, context=parent, kind=span_kind, attributes=attributes, start_time=start)
         run = Run(span, span, Context({**parent, SPAN_KEY: span}), current, kind, started_ns=start)
-        # A model call recorded here: an LLM instrumentation under it must not record it again (while it runs).
-        self._contexts.enter(run, current, {_SUPPRESS_LLM_KEY: WhileRunning(run)} if kind == sc.KIND_LLM else None)
+        # A model call recorded here: an LLM instrumentation under it must not record its request again.
+        self._contexts.enter(run, current, {_SUPPRESS_LLM_KEY: WhileRequesting(run)} if kind == sc.KIND_LLM else None)
         self._runs[run_id] = run
         return run
 

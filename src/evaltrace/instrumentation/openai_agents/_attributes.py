@@ -300,13 +300,19 @@ def _generation_outcome(output: Any, usage: Any, model: str | None, capture: boo
     else:
         choices = [{"message": item, "finish_reason": _chat_finish(item)} for item in items]
         outcome = chat_outcome({"choices": choices, "model": None}, capture)
+        # The SDK's span keeps the messages, not the choices' finish reasons: the inferred one above is only the
+        # output message's (a required field); the span's finish reasons are the provider's own, else none.
+        outcome.finish_reasons = [str(r) for item in items if (r := field(item, "finish_reason"))]
     if outcome.usage is None and isinstance(usage, Mapping):
         outcome.usage = responses_usage(usage)
     return outcome
 
 
 def _chat_finish(message: Any) -> str | None:
-    """Chat output messages carry no finish reason in the SDK's span: a tool call means ``tool_calls``."""
+    """An output message's finish reason: its own when it has one, else a tool call means ``tool_calls``."""
+    own = field(message, "finish_reason")
+    if own:
+        return str(own)
     return "tool_calls" if field(message, "tool_calls") else "stop"
 
 
