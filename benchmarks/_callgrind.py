@@ -74,6 +74,11 @@ def _run(script: str, variant: str, calls: int) -> dict[int, int]:
     return totals
 
 
+def run_totals(script: str, variant: str, calls: int) -> dict[int, int]:
+    """Instructions per thread (thread 1 the application's) of one child run of ``variant`` making ``calls`` calls."""
+    return _run(script, variant, calls)
+
+
 def measure(script: str, variants: Sequence[str], calls: int, jobs: int = 2) -> dict[str, PerCall]:
     """Instructions per call of each variant of ``script`` (run as children under callgrind)."""
     if shutil.which("valgrind") is None:

@@ -97,3 +97,15 @@ def test_wrap_words_never_splits_a_token() -> None:
     lines = wrap_words("  q1 × v2: judge ERROR(exception): boom; contains_text fail", 24, 4)
     assert lines == ["  q1 × v2: judge", "      ERROR(exception):", "      boom;", "      contains_text fail"]
     assert wrap_words("a " + "x" * 30, 10) == ["a", "x" * 30]  # longer than the line: whole, on its own
+
+
+@pytest.mark.parametrize(
+    "cell", ["12:30", "2026-11-28 19:20", "$0.02", "1.2 s", ":smile:", "a :+1: b", "[bold]x[/bold]", "\\[x]"]
+)
+def test_a_plain_cells_width_is_that_of_its_rendered_markup(cell: str) -> None:
+    """Cells without markup skip the markup parser (issue 28): what is measured is still what rich prints."""
+    from rich.text import Text
+
+    from evaltrace.cli.tables import _plain
+
+    assert _plain(cell) == Text.from_markup(cell).plain

@@ -6,10 +6,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
-from evaltrace.cli._untrusted import plain
-from evaltrace.cli.trace_table import render_trace_list
 from evaltrace.cli.traces_query import (
     add_filter_arguments,
     filter_from_args,
@@ -53,13 +49,19 @@ def register(subparsers: Any) -> None:
 @store_errors
 def list_traces(args: argparse.Namespace) -> int:
     """Print a table of stored traces."""
-    console = Console()
     store = LocalTraceStore(args.store)
     summaries = store.list_traces(where=filter_from_args(args))
     report_import(store)
     if args.json:
         print_json(summaries)
         return 0
+    # rich and the table are imported here: `traces list --json` (scripts) starts without them (issue 28).
+    from rich.console import Console
+
+    from evaltrace.cli._untrusted import plain
+    from evaltrace.cli.trace_table import render_trace_list
+
+    console = Console()
     if not summaries and is_filtered(args):
         console.print(plain(f"No traces in {args.store} match these filters."))
         return 0
@@ -77,6 +79,10 @@ def show_trace(args: argparse.Namespace) -> int:
         from evaltrace.cli.run_trace import show_run_trace  # here: `traces list` starts without the runner
 
         return show_run_trace(args)
+    from rich.console import Console
+
+    from evaltrace.cli._untrusted import plain
+
     console = Console()
     store = LocalTraceStore(args.store)
     trace_id = args.trace_id

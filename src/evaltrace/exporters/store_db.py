@@ -15,7 +15,6 @@ verdict per session and evaluator; see ``store_sessions``: created on first use 
 from __future__ import annotations
 
 import os
-import random
 import sqlite3
 import time
 from collections.abc import Callable
@@ -192,7 +191,7 @@ def write_transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connecti
         except sqlite3.OperationalError as exc:
             if not is_busy(exc) or attempt == _RETRIES - 1:
                 raise
-            time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+            time.sleep(_jitter() * (attempt + 1))
             continue
         try:
             result = work(conn)
@@ -243,6 +242,13 @@ def _check_version(conn: sqlite3.Connection, path: Path) -> None:
 
 def _unusable(path: Path, exc: BaseException) -> StoreError:
     return StoreError(f"local store {path} is unreadable or corrupt ({exc})")
+
+
+def _jitter() -> float:
+    """A random wait between retries (random is imported here: only a busy store needs it, not CLI start-up)."""
+    import random
+
+    return random.uniform(0.01, 0.05)
 
 
 def open_db_readonly(directory: Path) -> sqlite3.Connection:
@@ -335,4 +341,4 @@ def _configure(conn: sqlite3.Connection) -> None:
         except sqlite3.OperationalError as exc:
             if not is_busy(exc) or attempt == _RETRIES - 1:
                 raise
-            time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+            time.sleep(_jitter() * (attempt + 1))

@@ -8,20 +8,20 @@ counted, logged and remembered; files are never deleted or changed.
 from __future__ import annotations
 
 import json
-import logging
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evaltrace.exporters.store_writer import ResourceIds, in_transaction, write_spans
-
 if TYPE_CHECKING:
     from evaltrace.exporters.store_rows import StoredSpan
+    from evaltrace.exporters.store_writer import ResourceIds
 
 __all__ = ["ImportReport", "import_jsonl"]
 
-logger = logging.getLogger("evaltrace.local_store")
+# The writer and logging are imported by the functions that use them: the readers (``evaltrace traces list``)
+# import this module for ImportReport, and a store without JSONL files imports nothing (issue 28, CLI start-up).
+_LOGGER = "evaltrace.local_store"
 _CHUNK_BYTES = 8 * 1024 * 1024
 
 
@@ -58,6 +58,8 @@ def _offset(conn: sqlite3.Connection, name: str) -> int:
 
 
 def _import_file(conn: sqlite3.Connection, path: Path, resources: ResourceIds) -> tuple[int, int] | None:
+    from evaltrace.exporters.store_writer import in_transaction, write_spans
+
     """Import what is new in ``path``; None when nothing was.
 
     Only whole lines are read: a last line without its newline may be one an older evaltrace is still
@@ -116,6 +118,11 @@ def import_jsonl(conn: sqlite3.Connection, store_dir: Path) -> ImportReport:
     folder = store_dir / "traces"
     if not folder.is_dir():
         return ImportReport()
+    import logging
+
+    from evaltrace.exporters.store_writer import ResourceIds
+
+    logger = logging.getLogger(_LOGGER)
     files = spans = bad = unreadable = 0
     resources = ResourceIds()
     for path in sorted(folder.glob("*.jsonl")):

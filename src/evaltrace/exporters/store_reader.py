@@ -25,10 +25,11 @@ from evaltrace.exporters.store_query import (
     resolve_trace_id,
     trace_spans,
 )
-from evaltrace.exporters.store_sessions import SessionSummary, find_sessions, session_trace_ids
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
+
+    from evaltrace.exporters.store_sessions import SessionSummary
 
 __all__ = ["LocalTraceStore", "StoreError", "TraceIdError", "check_trace_id"]
 
@@ -135,11 +136,15 @@ class LocalTraceStore:
 
     def list_sessions(self, limit: int = 20) -> list[SessionSummary]:
         """Summaries of the stored sessions (traces sharing ``session.id``), most recently active first."""
+        from evaltrace.exporters.store_sessions import find_sessions  # here: `traces list` starts without it
+
         conn = self._connection()
         return [] if conn is None else find_sessions(conn, limit)
 
     def session(self, session_id: str) -> tuple[SessionSummary, list[list[ReadableSpan]]] | None:
         """One session's summary and its traces' spans, oldest trace first (its turns); None when not stored."""
+        from evaltrace.exporters.store_sessions import find_sessions, session_trace_ids
+
         conn = self._connection()
         if conn is None:
             return None

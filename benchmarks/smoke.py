@@ -1,0 +1,269 @@
+"""CI smoke run of the instruction benchmarks: each row of issue 28's table against ``budgets.toml``.
+
+Run: python benchmarks/smoke.py [--budgets benchmarks/budgets.toml] [--jobs 2] [--rows decorator,openai_call,...]
+
+Each row runs the child of the benchmark that owns it under callgrind (``_callgrind.py``: PYTHONHASHSEED=0,
+``--separate-threads=yes``) with a quick call count, and computes one figure, either a ratio to a floor run in the
+same run or instructions:
+
+  decorator            ``@evaltrace.trace`` capture on / raw OTel span + JSON capture, all threads, per call
+                       (``bench_decorators.py``)
+  openai_call          plain call with content: added over the uninstrumented client / the same for the hand-written
+                       floor with JSON capture, all threads (``bench_openai_pipeline.py`` ``call1``)
+  openai_stream_chunk  instructions per chunk added over the uninstrumented client, application thread: the slope
+                       between 200-chunk and 20-chunk streams (``bench_openai_pipeline.py`` ``stream20/200``)
+  anthropic_stream_event  the same per event of an Anthropic stream (``bench_anthropic.py``'s client; the child is
+                       this script's, as that benchmark times CPU rather than counting)
+  evaluation           work per evaluated span, one cheap evaluator run inline: all threads of ``@agent + cheap
+                       evaluator (thread, inline)`` - ``@trace, no evaluator`` (``bench_evaluation.py``)
+  startup              whole process: ``configure()`` + ``instrument_openai()`` + the first calls, over the same process
+                       uninstrumented / the same for the official openai-v2 instrumentation (the 0-call runs of
+                       ``openai_call``: set-up, 20 warm-up calls, flush)
+
+A row fails when its figure exceeds its budget by more than ``tolerance`` (10%). The budget of a row whose issue
+target is not met yet is today's figure (``target`` beside it): the run guards against regressions now and shows
+what is still to do. Exit status 1 when any row fails. The figures of a quick run are not those of the full
+benchmarks (fewer calls, warm-up included in the startup row); compare a row with its own budget only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import shutil
+import sys
+import time
+import tomllib
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import _callgrind
+
+HERE = Path(__file__).resolve().parent
+DECORATORS, OPENAI, EVALUATION, SELF = (
+    str(HERE / name) for name in ("bench_decorators.py", "bench_openai_pipeline.py", "bench_evaluation.py", "smoke.py")
+)
+# Quick call counts: enough that one call's noise (a GC pass, a dict resize) stays well under the 10% tolerance.
+DECORATOR_CALLS, OPENAI_CALLS, STREAMS, EVALUATIONS = 300, 10, 4, 150
+SHORT, LONG = 20, 200  # chunks / events of the two streams whose difference is the per-chunk slope
+
+Run = tuple[str, str, int]  # script, variant, calls
+Totals = dict[int, int]
+
+
+def _app(t: Totals) -> int:
+    return t[1]
+
+
+def _all(t: Totals) -> int:
+    return sum(t.values())
+
+
+@dataclass(frozen=True)
+class Row:
+    """One budgeted figure: the runs it needs and how it is computed from their per-thread totals."""
+
+    name: str
+    what: str
+    runs: tuple[Run, ...]
+    compute: Callable[[dict[Run, Totals]], float]
+    unit: str  # "x" (a ratio) or "instr"
+
+
+def _per_call(r: dict[Run, Totals], script: str, variant: str, calls: int, scope: Callable[[Totals], int]) -> float:
+    return (scope(r[(script, variant, calls)]) - scope(r[(script, variant, 0)])) / calls
+
+
+def _decorator(r: dict[Run, Totals]) -> float:
+    on = _per_call(r, DECORATORS, "@evaltrace.trace (capture on)", DECORATOR_CALLS, _all)
+    return on / _per_call(r, DECORATORS, "raw OTel span + JSON capture", DECORATOR_CALLS, _all)
+
+
+def _openai_call(r: dict[Run, Totals]) -> float:
+    none = _per_call(r, OPENAI, "none:call1", OPENAI_CALLS, _all)
+    ours = _per_call(r, OPENAI, "evaltrace:call1", OPENAI_CALLS, _all) - none
+    return ours / (_per_call(r, OPENAI, "floor+json:call1", OPENAI_CALLS, _all) - none)
+
+
+def _slope(r: dict[Run, Totals], script: str, impl: str, warm_up: int) -> float:
+    """Application-thread instructions per chunk of ``impl``: long minus short streams, over the extra chunks."""
+    long, short = (r[(script, f"{impl}:stream{n}", STREAMS)] for n in (LONG, SHORT))
+    return (_app(long) - _app(short)) / ((STREAMS + warm_up) * (LONG - SHORT))
+
+
+def _openai_chunk(r: dict[Run, Totals]) -> float:
+    # bench_openai_pipeline's child makes 20 warm-up calls of the same case before the measured ones.
+    return _slope(r, OPENAI, "evaltrace", 20) - _slope(r, OPENAI, "none", 20)
+
+
+def _anthropic_event(r: dict[Run, Totals]) -> float:
+    return _slope(r, SELF, "anthropic-evaltrace", ANTHROPIC_WARM_UP) - _slope(
+        r, SELF, "anthropic-none", ANTHROPIC_WARM_UP
+    )
+
+
+def _evaluation(r: dict[Run, Totals]) -> float:
+    inline = _per_call(r, EVALUATION, "@agent + cheap evaluator (thread, inline)", EVALUATIONS, _all)
+    return inline - _per_call(r, EVALUATION, "@trace, no evaluator", EVALUATIONS, _all)
+
+
+def _startup(r: dict[Run, Totals]) -> float:
+    none = _all(r[(OPENAI, "none:call1", 0)])
+    return (_all(r[(OPENAI, "evaltrace:call1", 0)]) - none) / (_all(r[(OPENAI, "official:call1", 0)]) - none)
+
+
+def _both(script: str, variants: tuple[str, ...], calls: int) -> tuple[Run, ...]:
+    return tuple((script, v, n) for v in variants for n in (0, calls))
+
+
+ANTHROPIC_WARM_UP = 2
+ROWS = (
+    Row(
+        "decorator",
+        "@evaltrace.trace capture on, x raw OTel span + JSON capture, all threads",
+        _both(DECORATORS, ("raw OTel span + JSON capture", "@evaltrace.trace (capture on)"), DECORATOR_CALLS),
+        _decorator,
+        "x",
+    ),
+    Row(
+        "openai_call",
+        "OpenAI plain call with content, added x floor+json added, all threads",
+        _both(OPENAI, ("none:call1", "floor+json:call1", "evaltrace:call1"), OPENAI_CALLS),
+        _openai_call,
+        "x",
+    ),
+    Row(
+        "openai_stream_chunk",
+        "OpenAI stream, instructions per chunk added, app thread",
+        tuple((OPENAI, f"{i}:stream{n}", STREAMS) for i in ("none", "evaltrace") for n in (SHORT, LONG)),
+        _openai_chunk,
+        "instr",
+    ),
+    Row(
+        "anthropic_stream_event",
+        "Anthropic stream, instructions per event added, app thread",
+        tuple((SELF, f"anthropic-{i}:stream{n}", STREAMS) for i in ("none", "evaltrace") for n in (SHORT, LONG)),
+        _anthropic_event,
+        "instr",
+    ),
+    Row(
+        "evaluation",
+        "evaluation work per evaluated span, one cheap evaluator (inline), all threads",
+        _both(EVALUATION, ("@trace, no evaluator", "@agent + cheap evaluator (thread, inline)"), EVALUATIONS),
+        _evaluation,
+        "instr",
+    ),
+    Row(
+        "startup",
+        "configure()+instrument_openai()+first calls, process over baseline, x official openai-v2",
+        ((OPENAI, "none:call1", 0), (OPENAI, "evaltrace:call1", 0), (OPENAI, "official:call1", 0)),
+        _startup,
+        "x",
+    ),
+)
+
+
+def anthropic_child(variant: str, calls: int) -> None:
+    """``anthropic-<none|evaltrace>:stream<N>``: warm-up streams, then ``calls`` streams of N text deltas."""
+    impl, case = variant.removeprefix("anthropic-").split(":")
+    deltas = int(case.removeprefix("stream"))
+    from bench_anthropic import MESSAGES, _client
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    provider = TracerProvider()
+    trace.set_tracer_provider(provider)
+    client = _client(own_spans=False)
+    if impl == "evaltrace":
+        from evaltrace.instrumentation.anthropic import instrument_anthropic
+
+        instrument_anthropic(tracer_provider=provider)
+
+    def stream() -> None:
+        events = client.messages.create(
+            model="claude-sonnet-4-6",
+            max_tokens=256,
+            messages=MESSAGES,  # type: ignore[arg-type]
+            stream=True,
+            metadata={"user_id": str(deltas)},
+        )
+        for _event in events:
+            pass
+
+    for _ in range(ANTHROPIC_WARM_UP):
+        stream()
+    gc.collect()
+    gc.disable()  # a cyclic collection lands in one run and not the other (millions of instructions)
+    for _ in range(calls):
+        stream()
+
+
+def verdicts(values: dict[str, float], units: dict[str, str], config: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The table comparing each measured row with its budget, and the rows over it by more than the tolerance.
+
+    Args:
+        values: Measured figure of each row.
+        units: ``"x"`` (a ratio) or ``"instr"`` per row.
+        config: ``budgets.toml`` read: ``tolerance`` and ``rows.<name>.budget`` (``.target`` optional).
+
+    Raises:
+        SystemExit: A measured row has no budget.
+    """
+    missing = [name for name in values if name not in config.get("rows", {})]
+    if missing:
+        raise SystemExit(f"budgets: no budget for row(s) {', '.join(missing)}")
+    tolerance = float(config.get("tolerance", 0.10))
+    lines = [f"{'row':24} {'measured':>12} {'budget':>12} {'limit':>12} {'target':>12}  verdict"]
+    failed: list[str] = []
+    for name, value in values.items():
+        entry, unit = config["rows"][name], units[name]
+        budget, target = float(entry["budget"]), entry.get("target")
+        over = value > budget * (1 + tolerance)
+        failed += [name] if over else []
+        verdict = "OVER BUDGET" if over else ("ok" if target is None or value <= target else "ok (target not met)")
+        target_text = _fmt(float(target), unit) if target is not None else "-"
+        lines.append(
+            f"{name:24} {_fmt(value, unit):>12} {_fmt(budget, unit):>12} "
+            f"{_fmt(budget * (1 + tolerance), unit):>12} {target_text:>12}  {verdict}"
+        )
+    return lines, failed
+
+
+def _fmt(value: float, unit: str) -> str:
+    return f"{value:.2f}x" if unit == "x" else f"{value:,.0f}"
+
+
+def main() -> int:
+    child = _callgrind.child_request(sys.argv)
+    if child is not None:
+        anthropic_child(*child)
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budgets", type=Path, default=HERE / "budgets.toml")
+    parser.add_argument("--jobs", type=int, default=2, help="callgrind children at once (default 2)")
+    parser.add_argument("--rows", default=",".join(r.name for r in ROWS), help="comma-separated row names")
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        raise SystemExit("the smoke run needs valgrind (apt-get install valgrind)")
+    config = tomllib.loads(args.budgets.read_text())
+    rows = [r for r in ROWS if r.name in args.rows.split(",")]
+    verdicts({r.name: 0.0 for r in rows}, {r.name: r.unit for r in rows}, config)  # every row has a budget
+    runs = sorted({run for row in rows for run in row.runs}, key=lambda run: (run[0] == DECORATORS, run))
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        totals = dict(zip(runs, pool.map(lambda run: _callgrind.run_totals(*run), runs), strict=True))
+    values = {row.name: row.compute(totals) for row in rows}
+    lines, failed = verdicts(values, {row.name: row.unit for row in rows}, config)
+    print("\n".join(lines))
+    print(f"{len(runs)} callgrind runs in {time.perf_counter() - started:.0f} s ({args.jobs} at once)")
+    if failed:
+        print(f"over budget by more than {float(config.get('tolerance', 0.10)):.0%}: {', '.join(failed)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
