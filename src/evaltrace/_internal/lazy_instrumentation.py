@@ -1,10 +1,53 @@
-"""Top-level ``evaltrace.instrument_openai()`` / ``instrument_anthropic()`` / ``instrument_langchain()``: imported lazily so ``import evaltrace`` never needs the extra."""
+"""Top-level ``evaltrace.instrument_<provider>()`` / ``uninstrument_<provider>()``, imported lazily.
+
+``import evaltrace`` never needs a provider's extra: each function loads ``evaltrace.instrumentation.<provider>``
+when called. The instrumentation modules import no SDK themselves (an SDK is patched when it is imported), so the
+SDK's presence is checked here, and a missing one is an ImportError naming the extra to install: without the
+check, ``instrument_<provider>()`` would silently do nothing.
+"""
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 from types import ModuleType
 from typing import Any
+
+# Provider -> the SDK package its instrumentation needs, and the extra that installs it (when not the same name).
+_SDKS = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "langchain": "langchain_core",
+    "bedrock": "botocore",
+    "google_genai": "google.genai",
+    "cohere": "cohere",
+    "ollama": "ollama",
+    "litellm": "litellm",
+    "mistral": "mistralai",
+    "groq": "groq",
+    "openai_agents": "agents",
+    "pydantic_ai": "pydantic_ai",
+}
+_EXTRAS = {"google_genai": "google-genai", "openai_agents": "openai-agents", "pydantic_ai": "pydantic-ai"}
+
+
+def _load(provider: str) -> ModuleType:
+    """``evaltrace.instrumentation.<provider>``, or an ImportError naming the extra when its SDK is missing."""
+    extra = _EXTRAS.get(provider, provider)
+    try:
+        if importlib.util.find_spec(_SDKS[provider]) is None:
+            raise ImportError(f"No module named {_SDKS[provider]!r}")
+        return importlib.import_module(f"evaltrace.instrumentation.{provider}")
+    except ImportError as exc:  # the extra is missing: say which one
+        raise ImportError(f"instrument_{provider}() needs: pip install 'evaltrace[{extra}]' ({exc})") from exc
+
+
+def _uninstrument(provider: str) -> None:
+    """Undo ``instrument_<provider>()``; nothing to do (and no SDK to import) when it was never loaded."""
+    module = sys.modules.get(f"evaltrace.instrumentation.{provider}")
+    if module is not None:
+        getattr(module, f"uninstrument_{provider}")()
 
 
 def instrument_openai(**kwargs: Any) -> Any:
@@ -15,18 +58,12 @@ def instrument_openai(**kwargs: Any) -> Any:
     Args:
         **kwargs: ``tracer_provider`` and/or ``meter_provider`` to use instead of the defaults.
     """
-    try:
-        from evaltrace.instrumentation.openai import instrument_openai as _instrument
-    except ImportError as exc:  # the extra is missing: say which one
-        raise ImportError(f"instrument_openai() needs: pip install 'evaltrace[openai]' ({exc})") from exc
-    return _instrument(**kwargs)
+    return _load("openai").instrument_openai(**kwargs)
 
 
 def uninstrument_openai() -> None:
     """Restore the original ``openai`` methods (no-op when not instrumented)."""
-    from evaltrace.instrumentation.openai import uninstrument_openai as _uninstrument
-
-    _uninstrument()
+    _uninstrument("openai")
 
 
 def instrument_anthropic(**kwargs: Any) -> Any:
@@ -38,18 +75,12 @@ def instrument_anthropic(**kwargs: Any) -> Any:
     Args:
         **kwargs: ``tracer_provider`` and/or ``meter_provider`` to use instead of the defaults.
     """
-    try:
-        from evaltrace.instrumentation.anthropic import instrument_anthropic as _instrument
-    except ImportError as exc:  # the extra is missing: say which one
-        raise ImportError(f"instrument_anthropic() needs: pip install 'evaltrace[anthropic]' ({exc})") from exc
-    return _instrument(**kwargs)
+    return _load("anthropic").instrument_anthropic(**kwargs)
 
 
 def uninstrument_anthropic() -> None:
     """Restore the original ``anthropic`` methods (no-op when not instrumented)."""
-    from evaltrace.instrumentation.anthropic import uninstrument_anthropic as _uninstrument
-
-    _uninstrument()
+    _uninstrument("anthropic")
 
 
 def instrument_langchain() -> Any:
@@ -58,19 +89,12 @@ def instrument_langchain() -> Any:
     Needs the ``langchain`` extra (``pip install 'evaltrace[langchain]'``). See
     ``evaltrace.instrumentation.langchain``.
     """
-    try:
-        from evaltrace.instrumentation.langchain import instrument_langchain as _instrument
-
-        return _instrument()
-    except ImportError as exc:  # the extra is missing: say which one
-        raise ImportError(f"instrument_langchain() needs: pip install 'evaltrace[langchain]' ({exc})") from exc
+    return _load("langchain").instrument_langchain()
 
 
 def uninstrument_langchain() -> None:
     """Stop recording LangChain runs (no-op when not instrumented)."""
-    from evaltrace.instrumentation.langchain import uninstrument_langchain as _uninstrument
-
-    _uninstrument()
+    _uninstrument("langchain")
 
 
 def instrument_bedrock(**kwargs: Any) -> Any:
@@ -83,18 +107,12 @@ def instrument_bedrock(**kwargs: Any) -> Any:
     Args:
         **kwargs: ``tracer_provider`` and/or ``meter_provider`` to use instead of the defaults.
     """
-    try:
-        from evaltrace.instrumentation.bedrock import instrument_bedrock as _instrument
-    except ImportError as exc:  # the extra is missing: say which one
-        raise ImportError(f"instrument_bedrock() needs: pip install 'evaltrace[bedrock]' ({exc})") from exc
-    return _instrument(**kwargs)
+    return _load("bedrock").instrument_bedrock(**kwargs)
 
 
 def uninstrument_bedrock() -> None:
     """Restore botocore's original ``_make_api_call`` (no-op when not instrumented)."""
-    from evaltrace.instrumentation.bedrock import uninstrument_bedrock as _uninstrument
-
-    _uninstrument()
+    _uninstrument("bedrock")
 
 
 def instrument_google_genai(**kwargs: Any) -> Any:
@@ -106,36 +124,12 @@ def instrument_google_genai(**kwargs: Any) -> Any:
     Args:
         **kwargs: ``tracer_provider`` and/or ``meter_provider`` to use instead of the defaults.
     """
-    try:
-        from evaltrace.instrumentation.google_genai import instrument_google_genai as _instrument
-    except ImportError as exc:  # the extra is missing: say which one
-        raise ImportError(f"instrument_google_genai() needs: pip install 'evaltrace[google-genai]' ({exc})") from exc
-    return _instrument(**kwargs)
+    return _load("google_genai").instrument_google_genai(**kwargs)
 
 
 def uninstrument_google_genai() -> None:
     """Restore the original ``google.genai`` methods (no-op when not instrumented)."""
-    from evaltrace.instrumentation.google_genai import uninstrument_google_genai as _uninstrument
-
-    _uninstrument()
-
-
-def _instrumentation(provider: str, extra: str) -> Any:
-    """``evaltrace.instrumentation.<provider>``, or an ImportError naming the extra when its package is missing.
-
-    The instrumentation module itself imports no SDK (the SDK is patched when imported), so the SDK's presence is
-    checked here: without it ``instrument()`` would do nothing, silently.
-    """
-    import importlib
-    import importlib.util
-
-    package = {"cohere": "cohere", "ollama": "ollama", "litellm": "litellm"}[provider]
-    try:
-        if importlib.util.find_spec(package) is None:
-            raise ImportError(f"No module named {package!r}")
-        return importlib.import_module(f"evaltrace.instrumentation.{provider}")
-    except ImportError as exc:  # the extra is missing: say which one
-        raise ImportError(f"instrument_{provider}() needs: pip install 'evaltrace[{extra}]' ({exc})") from exc
+    _uninstrument("google_genai")
 
 
 def instrument_cohere(**kwargs: Any) -> Any:
@@ -146,14 +140,12 @@ def instrument_cohere(**kwargs: Any) -> Any:
     Args:
         **kwargs: ``tracer_provider`` and/or ``meter_provider`` to use instead of the defaults.
     """
-    return _instrumentation("cohere", "cohere").instrument_cohere(**kwargs)
+    return _load("cohere").instrument_cohere(**kwargs)
 
 
 def uninstrument_cohere() -> None:
     """Restore the original ``cohere`` methods (no-op when not instrumented)."""
-    from evaltrace.instrumentation.cohere import uninstrument_cohere as _uninstrument
-
-    _uninstrument()
+    _uninstrument("cohere")
 
 
 def instrument_ollama(**kwargs: Any) -> Any:
@@ -164,14 +156,12 @@ def instrument_ollama(**kwargs: Any) -> Any:
     Args:
         **kwargs: ``tracer_provider`` and/or ``meter_provider`` to use instead of the defaults.
     """
-    return _instrumentation("ollama", "ollama").instrument_ollama(**kwargs)
+    return _load("ollama").instrument_ollama(**kwargs)
 
 
 def uninstrument_ollama() -> None:
     """Restore the original ``ollama`` methods and module functions (no-op when not instrumented)."""
-    from evaltrace.instrumentation.ollama import uninstrument_ollama as _uninstrument
-
-    _uninstrument()
+    _uninstrument("ollama")
 
 
 def instrument_litellm(**kwargs: Any) -> Any:
@@ -182,22 +172,12 @@ def instrument_litellm(**kwargs: Any) -> Any:
     Args:
         **kwargs: ``tracer_provider`` and/or ``meter_provider`` to use instead of the defaults.
     """
-    return _instrumentation("litellm", "litellm").instrument_litellm(**kwargs)
+    return _load("litellm").instrument_litellm(**kwargs)
 
 
 def uninstrument_litellm() -> None:
     """Restore ``litellm.completion`` / ``acompletion`` (no-op when not instrumented)."""
-    from evaltrace.instrumentation.litellm import uninstrument_litellm as _uninstrument
-
-    _uninstrument()
-
-
-def _provider(name: str, extra: str) -> ModuleType:
-    """``evaltrace.instrumentation.<name>``; a missing extra is named in the ImportError."""
-    try:
-        return importlib.import_module(f"evaltrace.instrumentation.{name}")
-    except ImportError as exc:
-        raise ImportError(f"instrument_{name}() needs: pip install 'evaltrace[{extra}]' ({exc})") from exc
+    _uninstrument("litellm")
 
 
 def instrument_mistral(**kwargs: Any) -> Any:
@@ -208,12 +188,12 @@ def instrument_mistral(**kwargs: Any) -> Any:
     Args:
         **kwargs: ``tracer_provider`` and/or ``meter_provider`` to use instead of the defaults.
     """
-    return _provider("mistral", "mistral").instrument_mistral(**kwargs)
+    return _load("mistral").instrument_mistral(**kwargs)
 
 
 def uninstrument_mistral() -> None:
     """Restore the original ``mistralai`` methods (no-op when not instrumented)."""
-    _provider("mistral", "mistral").uninstrument_mistral()
+    _uninstrument("mistral")
 
 
 def instrument_groq(**kwargs: Any) -> Any:
@@ -224,12 +204,12 @@ def instrument_groq(**kwargs: Any) -> Any:
     Args:
         **kwargs: ``tracer_provider`` and/or ``meter_provider`` to use instead of the defaults.
     """
-    return _provider("groq", "groq").instrument_groq(**kwargs)
+    return _load("groq").instrument_groq(**kwargs)
 
 
 def uninstrument_groq() -> None:
     """Restore the original ``groq`` methods (no-op when not instrumented)."""
-    _provider("groq", "groq").uninstrument_groq()
+    _uninstrument("groq")
 
 
 def instrument_openai_agents() -> Any:
@@ -238,22 +218,12 @@ def instrument_openai_agents() -> Any:
     Needs the ``openai-agents`` extra (``pip install 'evaltrace[openai-agents]'``). See
     ``evaltrace.instrumentation.openai_agents``.
     """
-    try:
-        from evaltrace.instrumentation.openai_agents import instrument_openai_agents as _instrument
-    except ImportError as exc:  # the extra is missing: say which one
-        raise ImportError(f"instrument_openai_agents() needs: pip install 'evaltrace[openai-agents]' ({exc})") from exc
-    return _instrument()
+    return _load("openai_agents").instrument_openai_agents()
 
 
 def uninstrument_openai_agents() -> None:
     """Stop recording the OpenAI Agents SDK's traces (no-op when not instrumented)."""
-    import sys
-
-    if "evaltrace.instrumentation.openai_agents" not in sys.modules:
-        return  # never instrumented: nothing to undo, and no need to import the SDK
-    from evaltrace.instrumentation.openai_agents import uninstrument_openai_agents as _uninstrument
-
-    _uninstrument()
+    _uninstrument("openai_agents")
 
 
 def instrument_pydantic_ai(**kwargs: Any) -> Any:
@@ -265,19 +235,9 @@ def instrument_pydantic_ai(**kwargs: Any) -> Any:
     Args:
         **kwargs: ``tracer_provider`` / ``meter_provider`` or other ``InstrumentationSettings`` keywords.
     """
-    try:
-        from evaltrace.instrumentation.pydantic_ai import instrument_pydantic_ai as _instrument
-    except ImportError as exc:  # the extra is missing: say which one
-        raise ImportError(f"instrument_pydantic_ai() needs: pip install 'evaltrace[pydantic-ai]' ({exc})") from exc
-    return _instrument(**kwargs)
+    return _load("pydantic_ai").instrument_pydantic_ai(**kwargs)
 
 
 def uninstrument_pydantic_ai() -> None:
     """Turn pydantic-ai's spans off again (no-op when ``instrument_pydantic_ai`` did not turn them on)."""
-    import sys
-
-    if "evaltrace.instrumentation.pydantic_ai" not in sys.modules:
-        return  # never instrumented: nothing to undo, and no need to import pydantic-ai
-    from evaltrace.instrumentation.pydantic_ai import uninstrument_pydantic_ai as _uninstrument
-
-    _uninstrument()
+    _uninstrument("pydantic_ai")
