@@ -98,6 +98,17 @@ def _digest(root: Path) -> dict[str, str]:
     return found
 
 
+@pytest.fixture(autouse=True)
+def own_temp_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workspaces of this test's runs go to a temp dir of its own, so ``_leftovers`` sees only theirs.
+
+    The suite runs in parallel: another test's run may hold a workspace in the shared temp dir at that moment.
+    """
+    own = tmp_path / "tmp"
+    own.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(own))
+
+
 def _leftovers() -> set[str]:
     return {p.name for p in Path(tempfile.gettempdir()).glob("evaltrace-fs*")}
 
