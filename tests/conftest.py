@@ -59,3 +59,20 @@ def provider(exporter: InMemorySpanExporter) -> Iterator[TracerProvider]:
     finally:
         tracing.set_tracer_provider(previous)
         tp.shutdown()
+
+
+@pytest.fixture
+def judge_tracing_defaults(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Judge tracing at its default (the environment variable unset); the test's ``configure()`` undone after."""
+    from evaltrace._internal import settings, tracing
+
+    monkeypatch.delenv("EVALTRACE_TRACE_JUDGES", raising=False)
+    saved = settings.current
+    yield
+    from evaltrace import config
+
+    handle = config.current_handle()
+    if handle is not None:
+        handle.shutdown()
+    tracing.set_tracer_provider(None)
+    settings.replace(saved)

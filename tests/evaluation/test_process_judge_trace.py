@@ -9,34 +9,21 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import evaltrace
-from evaltrace._internal import settings, tracing
 from evaltrace.evaluation import EvaluatorSpec, JsonlScoreSink
 from evaltrace.exporters.store_reader import LocalTraceStore
 from judge_server import serve_judge
 
 from .process_evaluators import JUDGE_URL_ENV, judged_in_child
 
-pytestmark = pytest.mark.skipif(os.name != "posix", reason="spawns the evaluation process")
-
-
-@pytest.fixture(autouse=True)
-def reset_configuration(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.delenv("EVALTRACE_TRACE_JUDGES", raising=False)
-    saved = settings.current
-    yield
-    from evaltrace import config
-
-    handle = config.current_handle()
-    if handle is not None:
-        handle.shutdown()
-    tracing.set_tracer_provider(None)
-    settings.replace(saved)
+pytestmark = [
+    pytest.mark.skipif(os.name != "posix", reason="spawns the evaluation process"),
+    pytest.mark.usefixtures("judge_tracing_defaults"),
+]
 
 
 @evaltrace.agent(name="support")

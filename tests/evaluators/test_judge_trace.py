@@ -16,7 +16,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
 import evaltrace
-from evaltrace._internal import settings, tracing
 from evaltrace.cli import main
 from evaltrace.evaluation import EvaluatorSpec, JsonlScoreSink, evaluator
 from evaltrace.evaluators import LLMJudge
@@ -31,18 +30,7 @@ SECRET = "alice.smith@example.com"
 ANSWER = f"Write to {SECRET} for a refund."
 
 
-@pytest.fixture(autouse=True)
-def reset_configuration(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.delenv("EVALTRACE_TRACE_JUDGES", raising=False)
-    saved = settings.current
-    yield
-    from evaltrace import config
-
-    handle = config.current_handle()
-    if handle is not None:
-        handle.shutdown()
-    tracing.set_tracer_provider(None)
-    settings.replace(saved)
+pytestmark = pytest.mark.usefixtures("judge_tracing_defaults")
 
 
 @pytest.fixture
