@@ -46,6 +46,8 @@ class Run:
     ended: bool = False
     model: str | None = None  # a model call's request model and provider, to price it by
     provider: str | None = None
+    namespace: str | None = None  # a LangGraph run's ``langgraph_checkpoint_ns``: a node's differs from its graph's
+    graph_name: str | None = None  # a task run's name while it may be a LangGraph subgraph (see the handler)
 
 
 def _span_of(context: Context) -> Span:

@@ -3,7 +3,8 @@
 One span per run, parented by ``parent_run_id`` (a run whose parent LangChain did not report starts under the
 current OTel context, so a chain called inside an ``@evaltrace.agent`` nests under it):
 
-* a LangGraph graph (the run LangGraph starts without a ``langgraph_node``) and a classic ``AgentExecutor``:
+* a LangGraph graph (the run LangGraph starts without a ``langgraph_node``), a subgraph (a compiled graph used
+  as a node or invoked inside one; recognised when its first node starts) and a classic ``AgentExecutor``:
   ``invoke_agent {name}``, kind ``agent``;
 * every other chain (graph nodes, sequences, lambdas, prompts): a ``task`` span named after the run
   (Langfuse ``chain``, OpenInference ``CHAIN``), input and output as ``input.value`` / ``output.value``;
@@ -31,20 +32,23 @@ from typing import Any
 from uuid import UUID
 
 from opentelemetry.context import Context
-from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode
+from opentelemetry.trace import INVALID_SPAN, Span, SpanKind
 from opentelemetry.util.types import AttributeValue
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal import settings
 from evaltrace._internal.errors import handle_internal_errors, reraise_internal_errors
 from evaltrace._internal.fast_context import SPAN_KEY, get_current
-from evaltrace._internal.jsonutil import capped_json, capped_text, loads_or_raw
-from evaltrace._internal.manual_attributes import cost_attributes
-from evaltrace._internal.openai.response import Usage
+from evaltrace._internal.jsonutil import capped_text
 from evaltrace._internal.spans import end_error
 from evaltrace._internal.tracing import LLM_SUPPRESSION_KEYS, SUPPRESSION_KEYS, get_tracer
 from evaltrace.instrumentation.langchain import _codec
 from evaltrace.instrumentation.langchain._context import Contexts, Run, WhileRequesting
+from evaltrace.instrumentation.langchain._results import captured as _captured
+from evaltrace.instrumentation.langchain._results import json_value as _json
+from evaltrace.instrumentation.langchain._results import model_result as _model_result
+from evaltrace.instrumentation.langchain._results import tool_arguments as _codec_arguments
+from evaltrace.instrumentation.langchain._results import tool_result as _tool_result
 
 try:
     from langchain_core.callbacks import BaseCallbackHandler
@@ -113,10 +117,6 @@ def _integration_calls_the_sdk(ls_provider: str) -> bool:
     return major >= since[1]
 
 
-def _json(value: Any) -> str:
-    return capped_json(value, settings.current.max_attribute_length)
-
-
 def _name(kwargs: Mapping[str, Any], serialized: Any, default: str) -> str:
     name = kwargs.get("name")
     if isinstance(name, str) and name:
@@ -136,6 +136,15 @@ def _is_agent(name: str, serialized: Any, metadata: Mapping[str, Any]) -> bool:
         return True
     ids = serialized.get("id") if isinstance(serialized, Mapping) else None
     return name == "AgentExecutor" or (isinstance(ids, Sequence) and "AgentExecutor" in ids)
+
+
+def _agent_attributes(name: str, metadata: Mapping[str, Any]) -> dict[str, AttributeValue]:
+    """An agent span's GenAI attributes: the operation, the agent's name, its LangGraph thread if any."""
+    attributes: dict[str, AttributeValue] = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT, sc.GEN_AI_AGENT_NAME: name}
+    thread = metadata.get("thread_id")  # LangGraph copies config["configurable"] into the metadata
+    if isinstance(thread, str | int) and not isinstance(thread, bool) and str(thread):
+        attributes[sc.GEN_AI_CONVERSATION_ID] = str(thread)
+    return attributes
 
 
 class EvaltraceCallbackHandler(BaseCallbackHandler):
@@ -263,16 +272,50 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
             attributes: dict[str, AttributeValue] = {}
             if _is_agent(name, serialized, metadata):
                 kind, span_name = sc.KIND_AGENT, f"invoke_agent {name}"
-                attributes[sc.GEN_AI_OPERATION_NAME] = sc.OP_INVOKE_AGENT
-                attributes[sc.GEN_AI_AGENT_NAME] = name
-                thread = metadata.get("thread_id")  # LangGraph copies config["configurable"] into the metadata
-                if isinstance(thread, str | int) and not isinstance(thread, bool) and str(thread):
-                    attributes[sc.GEN_AI_CONVERSATION_ID] = str(thread)
+                attributes.update(_agent_attributes(name, metadata))
             else:
                 kind, span_name = sc.KIND_TASK, name
             if settings.current.capture_content:
                 attributes[sc.INPUT_VALUE] = _json(inputs)
-            self._start(run_id, parent_run_id, kind, span_name, attributes)
+            self._promote_subgraph(parent_run_id, metadata)
+            run = self._start(run_id, parent_run_id, kind, span_name, attributes)
+            if run is not None:
+                namespace = metadata.get("langgraph_checkpoint_ns")
+                run.namespace = namespace if isinstance(namespace, str) and namespace else None
+                # A run inside a node (in the node's namespace, where the node itself is one level below its
+                # graph's) is a chain the node calls, or a subgraph: which one, its first child tells.
+                parent = self._runs.get(parent_run_id) if parent_run_id is not None else None
+                if kind == sc.KIND_TASK and run.namespace and parent is not None and parent.namespace == run.namespace:
+                    run.graph_name = name
+
+    def _promote_subgraph(self, parent_run_id: UUID | None, metadata: Mapping[str, Any]) -> None:
+        """Make the parent run an agent span when this run is a node of it: the parent is a LangGraph subgraph.
+
+        LangGraph starts a subgraph (a compiled graph used as a node, or invoked inside one) with the metadata of
+        the node that runs it, ``langgraph_node`` included, so at its start it looks like any chain a node calls.
+        Its nodes tell it apart: each runs in a checkpoint namespace of its own, one level below the graph's
+        (``sub:<task>|node:<task>``), where a chain called inside a node shares the node's. So the first node
+        renames the subgraph's span ``invoke_agent {name}`` and gives it the agent attributes, before it ends.
+        Only a run inside a node is a candidate: a node's own run, whose functional-API ``@task`` children also
+        run one level below it, stays a task.
+        """
+        parent = self._runs.get(parent_run_id) if parent_run_id is not None else None
+        if parent is None or parent.graph_name is None or parent.span is None or parent.namespace is None:
+            return
+        namespace = metadata.get("langgraph_checkpoint_ns")
+        if not isinstance(namespace, str) or not namespace.startswith(parent.namespace + "|"):
+            return
+        name, parent.graph_name, parent.kind = parent.graph_name, None, sc.KIND_AGENT
+        langfuse_type, openinference_kind = _KIND_LABELS[sc.KIND_AGENT]
+        parent.span.update_name(f"invoke_agent {name}")
+        parent.span.set_attributes(
+            {
+                sc.EVALTRACE_SPAN_KIND: sc.KIND_AGENT,
+                sc.LANGFUSE_OBSERVATION_TYPE: langfuse_type,
+                sc.OPENINFERENCE_SPAN_KIND: openinference_kind,
+                **_agent_attributes(name, metadata),
+            }
+        )
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         """End the chain span with its output."""
@@ -366,7 +409,9 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
     def on_retriever_end(self, documents: Sequence[Any], *, run_id: UUID, **kwargs: Any) -> None:
         """End the retriever span with the documents it found (the RAG context evaluators read)."""
         self._end(
-            run_id, "retriever", lambda run: _captured(sc.GEN_AI_RETRIEVAL_DOCUMENTS, documents, _codec.documents)
+            run_id,
+            "retriever",
+            lambda run: _captured(sc.GEN_AI_RETRIEVAL_DOCUMENTS, documents, _codec.documents),
         )
 
     def on_retriever_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
@@ -451,58 +496,3 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         """End the model span as failed."""
         self._fail(run_id, "model", error)
-
-
-def _captured(key: str, value: Any, convert: Callable[[Any], Any] | None = None) -> dict[str, AttributeValue]:
-    """``{key: value as capped JSON}`` when content is captured, else nothing."""
-    if not settings.current.capture_content:
-        return {}
-    return {key: _json(convert(value) if convert is not None else value)}
-
-
-def _tool_result(run: Run, output: Any) -> dict[str, AttributeValue]:
-    """A tool's call id (a ``ToolMessage`` knows it) and result; an error message the tool returned is an error."""
-    attributes: dict[str, AttributeValue] = {}
-    message = hasattr(output, "tool_call_id")
-    call_id = getattr(output, "tool_call_id", None)
-    if isinstance(call_id, str) and call_id:
-        attributes[sc.GEN_AI_TOOL_CALL_ID] = call_id
-    if getattr(output, "status", None) == "error" and run.span is not None:
-        run.span.set_status(Status(StatusCode.ERROR, "the tool returned an error message"))
-    attributes.update(_captured(sc.GEN_AI_TOOL_CALL_RESULT, getattr(output, "content", output) if message else output))
-    return attributes
-
-
-def _model_result(run: Run, response: Any) -> dict[str, AttributeValue]:
-    """What a model call's ``LLMResult`` says, and its stream timings."""
-    generations = getattr(response, "generations", None) or [[]]
-    first = generations[0]
-    llm_output = getattr(response, "llm_output", None)
-    outputs, reasons = _codec.output_messages(first)
-    attributes: dict[str, AttributeValue] = {}
-    attributes.update(_codec.response_attributes(first, llm_output))
-    usage = _codec.usage_attributes(first, llm_output)
-    attributes.update(usage)
-    model = attributes.get(sc.GEN_AI_RESPONSE_MODEL) or run.model
-    priced = Usage(
-        input_tokens=usage.get(sc.GEN_AI_USAGE_INPUT_TOKENS),
-        output_tokens=usage.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS),
-        cached_tokens=usage.get(sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS),
-        reasoning_tokens=usage.get(sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS),
-        cache_write_tokens=usage.get(sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS),
-    )
-    # Priced as an llm_call span is (genai-prices, set_model_price overrides); no price, no cost.
-    attributes.update(cost_attributes(priced, model if isinstance(model, str) else None, run.provider, None))
-    if reasons:
-        attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
-    attributes.update(_captured(sc.GEN_AI_OUTPUT_MESSAGES, outputs))
-    if run.first_chunk_ns is not None:  # streamed (LangChain's invocation params do not always say so)
-        attributes[sc.GEN_AI_REQUEST_STREAM] = True
-        attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (run.first_chunk_ns - run.started_ns) / 1e9
-        attributes[sc.EVALTRACE_STREAM_CHUNKS] = run.chunks
-    return attributes
-
-
-def _codec_arguments(input_str: str) -> Any:
-    """A tool's arguments when LangChain gave only their text: the parsed JSON, else the text."""
-    return loads_or_raw(input_str)

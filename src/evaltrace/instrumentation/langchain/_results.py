@@ -1,0 +1,77 @@
+"""What a LangChain run's end records: a tool's result, a model call's response (usage, cost, stream timings)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry.trace import Status, StatusCode
+from opentelemetry.util.types import AttributeValue
+
+from evaltrace._internal import semconv as sc
+from evaltrace._internal import settings
+from evaltrace._internal.jsonutil import capped_json, loads_or_raw
+from evaltrace._internal.manual_attributes import cost_attributes
+from evaltrace._internal.openai.response import Usage
+from evaltrace.instrumentation.langchain import _codec
+from evaltrace.instrumentation.langchain._context import Run
+
+
+def json_value(value: Any) -> str:
+    """``value`` as JSON, capped at the configured attribute length."""
+    return capped_json(value, settings.current.max_attribute_length)
+
+
+def captured(key: str, value: Any, convert: Callable[[Any], Any] | None = None) -> dict[str, AttributeValue]:
+    """``{key: value as capped JSON}`` when content is captured, else nothing."""
+    if not settings.current.capture_content:
+        return {}
+    return {key: json_value(convert(value) if convert is not None else value)}
+
+
+def tool_result(run: Run, output: Any) -> dict[str, AttributeValue]:
+    """A tool's call id (a ``ToolMessage`` knows it) and result; an error message the tool returned is an error."""
+    attributes: dict[str, AttributeValue] = {}
+    message = hasattr(output, "tool_call_id")
+    call_id = getattr(output, "tool_call_id", None)
+    if isinstance(call_id, str) and call_id:
+        attributes[sc.GEN_AI_TOOL_CALL_ID] = call_id
+    if getattr(output, "status", None) == "error" and run.span is not None:
+        run.span.set_status(Status(StatusCode.ERROR, "the tool returned an error message"))
+    attributes.update(captured(sc.GEN_AI_TOOL_CALL_RESULT, getattr(output, "content", output) if message else output))
+    return attributes
+
+
+def model_result(run: Run, response: Any) -> dict[str, AttributeValue]:
+    """What a model call's ``LLMResult`` says, and its stream timings."""
+    generations = getattr(response, "generations", None) or [[]]
+    first = generations[0]
+    llm_output = getattr(response, "llm_output", None)
+    outputs, reasons = _codec.output_messages(first)
+    attributes: dict[str, AttributeValue] = {}
+    attributes.update(_codec.response_attributes(first, llm_output))
+    usage = _codec.usage_attributes(first, llm_output)
+    attributes.update(usage)
+    model = attributes.get(sc.GEN_AI_RESPONSE_MODEL) or run.model
+    priced = Usage(
+        input_tokens=usage.get(sc.GEN_AI_USAGE_INPUT_TOKENS),
+        output_tokens=usage.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS),
+        cached_tokens=usage.get(sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS),
+        reasoning_tokens=usage.get(sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS),
+        cache_write_tokens=usage.get(sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS),
+    )
+    # Priced as an llm_call span is (genai-prices, set_model_price overrides); no price, no cost.
+    attributes.update(cost_attributes(priced, model if isinstance(model, str) else None, run.provider, None))
+    if reasons:
+        attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
+    attributes.update(captured(sc.GEN_AI_OUTPUT_MESSAGES, outputs))
+    if run.first_chunk_ns is not None:  # streamed (LangChain's invocation params do not always say so)
+        attributes[sc.GEN_AI_REQUEST_STREAM] = True
+        attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (run.first_chunk_ns - run.started_ns) / 1e9
+        attributes[sc.EVALTRACE_STREAM_CHUNKS] = run.chunks
+    return attributes
+
+
+def tool_arguments(input_str: str) -> Any:
+    """A tool's arguments when LangChain gave only their text: the parsed JSON, else the text."""
+    return loads_or_raw(input_str)
