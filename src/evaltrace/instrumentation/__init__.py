@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         uninstrument_google_genai,
     )
     from evaltrace.instrumentation.groq import GroqInstrumentor, instrument_groq, uninstrument_groq
+    from evaltrace.instrumentation.langchain import LangChainInstrumentor
     from evaltrace.instrumentation.litellm import LiteLLMInstrumentor, instrument_litellm, uninstrument_litellm
     from evaltrace.instrumentation.mistral import MistralInstrumentor, instrument_mistral, uninstrument_mistral
     from evaltrace.instrumentation.ollama import OllamaInstrumentor, instrument_ollama, uninstrument_ollama
@@ -33,6 +34,7 @@ _HOMES = {
         ("GoogleGenAIInstrumentor", "instrument_google_genai", "uninstrument_google_genai"), "google_genai"
     ),
     **dict.fromkeys(("GroqInstrumentor", "instrument_groq", "uninstrument_groq"), "groq"),
+    "LangChainInstrumentor": "langchain",
     **dict.fromkeys(("LiteLLMInstrumentor", "instrument_litellm", "uninstrument_litellm"), "litellm"),
     **dict.fromkeys(("MistralInstrumentor", "instrument_mistral", "uninstrument_mistral"), "mistral"),
     **dict.fromkeys(("OllamaInstrumentor", "instrument_ollama", "uninstrument_ollama"), "ollama"),
@@ -44,6 +46,7 @@ __all__ = [
     "CohereInstrumentor",
     "GoogleGenAIInstrumentor",
     "GroqInstrumentor",
+    "LangChainInstrumentor",
     "LiteLLMInstrumentor",
     "MistralInstrumentor",
     "OllamaInstrumentor",

@@ -9,6 +9,9 @@ Example:
     >>> instrument_langchain()  # doctest: +SKIP
     >>> uninstrument_langchain()  # doctest: +SKIP
 
+``opentelemetry-instrument python app.py`` does the same through the ``evaltrace_langchain`` entry point
+(:class:`LangChainInstrumentor`).
+
 The handler class is imported lazily: ``langchain-core`` loads only when it is used.
 """
 
@@ -16,12 +19,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from evaltrace.instrumentation.langchain._register import instrument_langchain, uninstrument_langchain
+from evaltrace.instrumentation.langchain._register import (
+    LangChainInstrumentor,
+    instrument_langchain,
+    uninstrument_langchain,
+)
 
 if TYPE_CHECKING:
     from evaltrace.instrumentation.langchain._handler import EvaltraceCallbackHandler
 
-__all__ = ["EvaltraceCallbackHandler", "instrument_langchain", "uninstrument_langchain"]
+__all__ = ["EvaltraceCallbackHandler", "LangChainInstrumentor", "instrument_langchain", "uninstrument_langchain"]
 
 
 def __getattr__(name: str) -> Any:

@@ -32,7 +32,7 @@ from typing import Any
 from uuid import UUID
 
 from opentelemetry.context import Context
-from opentelemetry.trace import INVALID_SPAN, Span, SpanKind
+from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
 from evaltrace._internal import semconv as sc
@@ -41,7 +41,7 @@ from evaltrace._internal.errors import handle_internal_errors, reraise_internal_
 from evaltrace._internal.fast_context import SPAN_KEY, get_current
 from evaltrace._internal.jsonutil import capped_text
 from evaltrace._internal.spans import end_error
-from evaltrace._internal.tracing import LLM_SUPPRESSION_KEYS, SUPPRESSION_KEYS, get_tracer
+from evaltrace._internal.tracing import INSTRUMENTATION_NAME, LLM_SUPPRESSION_KEYS, SUPPRESSION_KEYS, get_tracer
 from evaltrace.instrumentation.langchain import _codec
 from evaltrace.instrumentation.langchain._context import Contexts, Run, WhileRequesting
 from evaltrace.instrumentation.langchain._results import captured as _captured
@@ -162,11 +162,16 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
     # ones the code inside the run sees.
     run_inline = True
 
-    def __init__(self) -> None:
-        """Create a handler; it holds only the runs in flight."""
+    def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
+        """Create a handler; it holds only the runs in flight.
+
+        Args:
+            tracer_provider: The provider of the spans; default: evaltrace's, looked up per span.
+        """
         super().__init__()
         self._runs: dict[UUID, Run] = {}
         self._contexts = Contexts()
+        self._tracer = tracer_provider.get_tracer(INSTRUMENTATION_NAME) if tracer_provider is not None else None
 
     @property
     def raise_error(self) -> bool:  # type: ignore[override]
@@ -206,7 +211,9 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
             **attributes,
         }
         start = time.time_ns()
-        span = get_tracer().start_span(name, context=parent, kind=span_kind, attributes=attributes, start_time=start)
+        span = (self._tracer or get_tracer()).start_span(
+            name, context=parent, kind=span_kind, attributes=attributes, start_time=start
+        )
         run = Run(span, span, Context({**parent, SPAN_KEY: span}), current, kind, started_ns=start)
         # A model call recorded here: an LLM instrumentation under it must not record its request again.
         self._contexts.enter(run, current, {_SUPPRESS_LLM_KEY: WhileRequesting(run)} if kind == sc.KIND_LLM else None)

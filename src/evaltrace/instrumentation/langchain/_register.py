@@ -11,7 +11,12 @@ way to remove a hook: uninstrumenting empties the slot, and an empty slot adds n
 from __future__ import annotations
 
 import threading
+from collections.abc import Collection
 from typing import Any
+
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+
+from evaltrace._internal.import_patches import instrument_once
 
 _lock = threading.Lock()
 
@@ -32,6 +37,43 @@ _slot = _Slot()
 _hooked = False
 
 
+class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """LangChain / LangGraph as an OpenTelemetry instrumentor: what ``opentelemetry-instrument`` loads.
+
+    Its entry point (``evaltrace_langchain``) lets ``opentelemetry-instrument python app.py`` record an
+    application's LangChain and LangGraph runs without code changes; ``instrument()`` registers the same handler
+    as :func:`instrument_langchain` (one state: either undoes the other). ``instrument()`` accepts
+    ``tracer_provider`` (default: evaltrace's provider, looked up per span); the handler records no metrics, so a
+    ``meter_provider`` is ignored.
+
+    Example:
+        >>> LangChainInstrumentor().instrument()  # doctest: +SKIP
+        >>> LangChainInstrumentor().uninstrument()  # doctest: +SKIP
+    """
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        """Return the package requirement: ``langchain-core``, whose callback hook records the runs."""
+        return ("langchain-core >= 0.3",)
+
+    def _instrument(self, **kwargs: Any) -> None:
+        global _hooked
+        from langchain_core.tracers.context import register_configure_hook
+
+        from evaltrace.instrumentation.langchain._handler import EvaltraceCallbackHandler
+
+        with _lock:
+            if not _hooked:
+                # inheritable: child runs (a graph's nodes, a chain's steps) get the handler from their parent.
+                register_configure_hook(_slot, inheritable=True, handle_class=EvaltraceCallbackHandler)  # type: ignore[arg-type]
+                _hooked = True
+            if _slot.handler is None:
+                _slot.handler = EvaltraceCallbackHandler(tracer_provider=kwargs.get("tracer_provider"))
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        with _lock:
+            _slot.handler = None
+
+
 def instrument_langchain() -> Any:
     """Record every LangChain and LangGraph run as evaltrace spans (idempotent); return the handler.
 
@@ -41,25 +83,14 @@ def instrument_langchain() -> Any:
     Returns:
         The registered :class:`~evaltrace.instrumentation.langchain.EvaltraceCallbackHandler`.
     """
-    global _hooked
-    from langchain_core.tracers.context import register_configure_hook
-
-    from evaltrace.instrumentation.langchain._handler import EvaltraceCallbackHandler
-
-    with _lock:
-        if not _hooked:
-            # inheritable: child runs (a graph's nodes, a chain's steps) get the handler from their parent.
-            register_configure_hook(_slot, inheritable=True, handle_class=EvaltraceCallbackHandler)  # type: ignore[arg-type]
-            _hooked = True
-        if _slot.handler is None:
-            _slot.handler = EvaltraceCallbackHandler()
-        return _slot.handler
+    # No dependency check: a missing langchain-core is the ImportError of its import, not a logged conflict.
+    instrument_once(LangChainInstrumentor(), {"skip_dep_check": True})
+    return _slot.handler
 
 
 def uninstrument_langchain() -> None:
     """Stop recording LangChain runs (no-op when not instrumented); runs in flight still end their spans."""
-    with _lock:
-        _slot.handler = None
+    LangChainInstrumentor().uninstrument()
 
 
 def is_instrumented() -> bool:
