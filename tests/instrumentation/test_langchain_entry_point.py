@@ -25,16 +25,16 @@ import pytest
 pytest.importorskip("langchain_openai")
 pytest.importorskip("opentelemetry.distro")
 
-from langchain_replay import CHAT, chat_openai, replay  # noqa: E402
-from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from langchain_replay import CHAT, chat_openai, replay
+from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-import evaltrace  # noqa: E402
-import evaltrace.instrumentation  # noqa: E402
-from evaltrace.instrumentation.langchain import LangChainInstrumentor  # noqa: E402
-from evaltrace.instrumentation.langchain._register import is_instrumented  # noqa: E402
+import evaltrace
+import evaltrace.instrumentation
+from evaltrace.instrumentation.langchain import LangChainInstrumentor
+from evaltrace.instrumentation.langchain._register import is_instrumented
 
 REPO = Path(__file__).resolve().parents[2]
 PYPROJECT = REPO / "pyproject.toml"
