@@ -87,6 +87,10 @@ def test_the_instrumentor_and_instrument_langchain_are_one_switch() -> None:
 
 APP = """
 import os
+import sys
+
+# The instrumentor loaded no LangChain module: its hook is registered when the app imports LangChain.
+print("langchain loaded before the app:", "langchain_core" in sys.modules, file=sys.stderr)
 from langchain_core.prompts import ChatPromptTemplate
 from langchain_openai import ChatOpenAI
 
@@ -141,6 +145,7 @@ def test_opentelemetry_instrument_records_an_apps_langchain_runs(tmp_path: Path)
         )
     assert result.returncode == 0, result.stderr
     assert f"answer: {ANSWER}" in result.stderr, result.stderr
+    assert "langchain loaded before the app: False" in result.stderr
     spans = {s["name"]: s for s in _spans(result.stdout)}
     # The chain and its prompt are the handler's spans; the model call is our OpenAI instrumentor's (also loaded
     # from its entry point), nested under the chain: one span per model call.

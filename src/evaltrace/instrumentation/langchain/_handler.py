@@ -51,7 +51,8 @@ from evaltrace.instrumentation.langchain._results import tool_arguments as _code
 from evaltrace.instrumentation.langchain._results import tool_result as _tool_result
 
 try:
-    from langchain_core.callbacks import BaseCallbackHandler
+    # The defining module: importing the package could meet it half-initialised (we load while LangChain does).
+    from langchain_core.callbacks.base import BaseCallbackHandler
 except ImportError:  # the extra is missing: the class still exists (evaltrace.EvaltraceCallbackHandler resolves)
 
     class BaseCallbackHandler:  # type: ignore[no-redef]

@@ -6,19 +6,30 @@ and adds the handler it holds, unless the manager has one of that class already 
 ``callbacks=[...]`` is not doubled). The variable is read with ``.get()`` only; ours is a process-wide slot
 rather than a ``ContextVar``, so a handler registered once is seen by every thread and task. LangChain offers no
 way to remove a hook: uninstrumenting empties the slot, and an empty slot adds nothing.
+
+``LangChainInstrumentor().instrument()`` (what ``opentelemetry-instrument`` calls, through the
+``evaltrace_langchain`` entry point) imports nothing of LangChain: the hook is registered when the application
+imports ``langchain_core.tracers.context`` (at once when it is imported already), so an application without
+LangChain pays nothing and one with it loads no LangChain module earlier than it would.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Collection
+from types import ModuleType
 from typing import Any
 
+import wrapt
 from opentelemetry.instrumentation.instrumentor import BaseInstrumentor  # type: ignore[attr-defined]
 
+from evaltrace._internal.errors import handle_internal_errors
 from evaltrace._internal.import_patches import instrument_once
 
-_lock = threading.Lock()
+_HOOKS_MODULE = "langchain_core.tracers.context"  # where register_configure_hook and the hooks list live
+# Reentrant: wrapt runs the import hook inside register_post_import_hook() when the module is loaded already.
+_lock = threading.RLock()
 
 
 class _Slot:
@@ -34,7 +45,26 @@ class _Slot:
 
 
 _slot = _Slot()
-_hooked = False
+_hooked = False  # our configure hook is in LangChain's list (once per process: it cannot be removed)
+_import_hooked = False  # our post-import hook on _HOOKS_MODULE is registered (once per process, like wrapt's)
+_wanted = False  # instrumented: the handler is (or is made when LangChain loads) in the slot
+_tracer_provider: Any = None
+
+
+def _activate(module: ModuleType) -> None:
+    """LangChain's hooks module is loaded: register our configure hook once, and put a handler in the slot."""
+    global _hooked
+    # Runs inside the application's import statement: our failure must never break its import.
+    with handle_internal_errors("registering the LangChain callback handler"), _lock:
+        if not _wanted or _slot.handler is not None:
+            return
+        from evaltrace.instrumentation.langchain._handler import EvaltraceCallbackHandler
+
+        if not _hooked:
+            # inheritable: child runs (a graph's nodes, a chain's steps) get the handler from their parent.
+            module.register_configure_hook(_slot, inheritable=True, handle_class=EvaltraceCallbackHandler)
+            _hooked = True
+        _slot.handler = EvaltraceCallbackHandler(tracer_provider=_tracer_provider)
 
 
 class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
@@ -42,9 +72,9 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     Its entry point (``evaltrace_langchain``) lets ``opentelemetry-instrument python app.py`` record an
     application's LangChain and LangGraph runs without code changes; ``instrument()`` registers the same handler
-    as :func:`instrument_langchain` (one state: either undoes the other). ``instrument()`` accepts
-    ``tracer_provider`` (default: evaltrace's provider, looked up per span); the handler records no metrics, so a
-    ``meter_provider`` is ignored.
+    as :func:`instrument_langchain` (one state: either undoes the other), when LangChain is imported.
+    ``instrument()`` accepts ``tracer_provider`` (default: evaltrace's provider, looked up per span); the handler
+    records no metrics, so a ``meter_provider`` is ignored.
 
     Example:
         >>> LangChainInstrumentor().instrument()  # doctest: +SKIP
@@ -56,21 +86,19 @@ class LangChainInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         return ("langchain-core >= 0.3",)
 
     def _instrument(self, **kwargs: Any) -> None:
-        global _hooked
-        from langchain_core.tracers.context import register_configure_hook
-
-        from evaltrace.instrumentation.langchain._handler import EvaltraceCallbackHandler
-
+        global _import_hooked, _wanted, _tracer_provider
         with _lock:
-            if not _hooked:
-                # inheritable: child runs (a graph's nodes, a chain's steps) get the handler from their parent.
-                register_configure_hook(_slot, inheritable=True, handle_class=EvaltraceCallbackHandler)  # type: ignore[arg-type]
-                _hooked = True
-            if _slot.handler is None:
-                _slot.handler = EvaltraceCallbackHandler(tracer_provider=kwargs.get("tracer_provider"))
+            _wanted, _tracer_provider = True, kwargs.get("tracer_provider")
+            if not _import_hooked:
+                _import_hooked = True
+                wrapt.register_post_import_hook(_activate, _HOOKS_MODULE)  # runs now if LangChain is loaded
+            elif _HOOKS_MODULE in sys.modules:
+                _activate(sys.modules[_HOOKS_MODULE])
 
     def _uninstrument(self, **kwargs: Any) -> None:
+        global _wanted
         with _lock:
+            _wanted = False
             _slot.handler = None
 
 
@@ -83,7 +111,9 @@ def instrument_langchain() -> Any:
     Returns:
         The registered :class:`~evaltrace.instrumentation.langchain.EvaltraceCallbackHandler`.
     """
-    # No dependency check: a missing langchain-core is the ImportError of its import, not a logged conflict.
+    # Loaded here (a missing extra is this ImportError), so the handler is in the slot once instrumented.
+    import langchain_core.tracers.context  # noqa: F401
+
     instrument_once(LangChainInstrumentor(), {"skip_dep_check": True})
     return _slot.handler
 
@@ -94,5 +124,5 @@ def uninstrument_langchain() -> None:
 
 
 def is_instrumented() -> bool:
-    """Whether ``instrument_langchain()`` is in effect."""
-    return _slot.handler is not None
+    """Whether ``instrument_langchain()`` (or the instrumentor) is in effect."""
+    return _wanted
