@@ -181,7 +181,7 @@ def uninstrument_litellm() -> None:
 
 
 def instrument_mistral(**kwargs: Any) -> Any:
-    """Trace ``chat`` and ``embeddings`` calls of the official ``mistralai`` client (idempotent); return the instrumentor.
+    """Trace the official ``mistralai`` client's chat, FIM, agents, conversations and embeddings (idempotent).
 
     Needs the ``mistral`` extra. See ``evaltrace.instrumentation.mistral`` and docs/providers/mistral.md.
 

@@ -104,6 +104,8 @@ USER_ID: Final = "user.id"
 COHERE_USAGE_BILLED_INPUT_TOKENS: Final = "cohere.usage.billed_units.input_tokens"
 COHERE_USAGE_BILLED_OUTPUT_TOKENS: Final = "cohere.usage.billed_units.output_tokens"
 COHERE_USAGE_BILLED_SEARCH_UNITS: Final = "cohere.usage.billed_units.search_units"
+# Mistral FIM: the code after the gap (the prompt is the code before it, in gen_ai.input.messages). Content.
+MISTRAL_FIM_SUFFIX: Final = "mistral.fim.suffix"
 
 # --- OpenAI-specific -------------------------------------------------------------------------------------
 OPENAI_API_TYPE: Final = "openai.api.type"

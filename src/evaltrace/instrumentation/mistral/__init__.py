@@ -1,7 +1,9 @@
-"""Mistral auto-instrumentation: ``chat`` and ``embeddings`` calls of the official ``mistralai`` client become GenAI spans.
+"""Mistral auto-instrumentation: calls of the official ``mistralai`` client become GenAI spans.
 
 Traced (sync and async): ``chat.complete``, ``chat.stream`` (the span covers the stream), ``chat.parse`` (through
-``complete``) and ``embeddings.create``. Spans follow OTel GenAI semantic conventions (``chat {model}``, kind
+``complete``), ``embeddings.create``, ``fim.complete`` / ``stream`` (``text_completion``), ``agents.complete`` /
+``stream`` (``chat``, with ``gen_ai.agent.id``) and ``beta.conversations.start`` / ``append`` / ``restart`` and
+their streams (``invoke_agent``). Spans follow OTel GenAI semantic conventions (``chat {model}``, kind
 CLIENT, provider ``mistral_ai``): request parameters, messages and tool calls as GenAI parts, thinking chunks of
 magistral models as ``reasoning`` parts, finish reasons verbatim, usage with prompt-cache hits, cost. See
 docs/providers/mistral.md.

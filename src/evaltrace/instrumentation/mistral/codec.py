@@ -11,7 +11,8 @@ from evaltrace._internal.engine.codec import Accumulator, Codec, Server
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.engine.values import host_port
 from evaltrace._internal.openai.response import chat_summary
-from evaltrace.instrumentation.mistral import request, response
+from evaltrace.instrumentation.mistral import conversations, request, response
+from evaltrace.instrumentation.mistral.endpoints import AGENTS, CONVERSATION
 from evaltrace.instrumentation.mistral.stream import MistralStreamAccumulator
 
 
@@ -26,12 +27,14 @@ def _stream_types() -> tuple[type[Any], ...]:
     return ()
 
 
+_OPERATIONS = {AGENTS: sc.OP_CHAT, CONVERSATION: sc.OP_INVOKE_AGENT}
+
 # Imported with the codec, i.e. once the SDK is (the engine loads the codec with its first patch).
 _STREAM_TYPES = _stream_types()
 
 
 class MistralCodec(Codec):
-    """``mistralai`` chat and embeddings calls -> GenAI spans (provider ``mistral_ai``)."""
+    """``mistralai`` chat, FIM, agents, conversations and embeddings calls -> GenAI spans (provider ``mistral_ai``)."""
 
     provider = "mistral_ai"
     label = "Mistral"
@@ -46,28 +49,45 @@ class MistralCodec(Codec):
             return None, None
         return host_port(url) if isinstance(url, str) and url else (None, None)
 
+    def operation(self, kind: Hashable) -> str:
+        """``chat`` for ``agents.*`` (a chat completion by agent id), ``invoke_agent`` for conversations."""
+        return _OPERATIONS.get(kind, str(kind))
+
     def request_attributes(self, kind: Hashable, params: dict[str, Any], capture: bool, max_len: int) -> dict[str, Any]:
-        """Request parameters, and with ``capture`` the messages and tools (see ``request``)."""
-        return request.request_attributes(str(kind), params, capture, max_len)
+        """Request parameters, and with ``capture`` the messages and tools (see ``request``, ``conversations``)."""
+        if kind == CONVERSATION:
+            return conversations.request_attributes(params, capture, max_len)
+        attrs = request.request_attributes(self.operation(kind), params, capture, max_len)
+        if kind == AGENTS:
+            agent = params.get("agent_id")
+            if isinstance(agent, str) and agent:
+                attrs[sc.GEN_AI_AGENT_ID] = agent
+        return attrs
 
     def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
-        """ChatCompletionResponse / EmbeddingResponse -> Outcome."""
+        """A chat / FIM / agents completion, an embeddings or a conversation response -> Outcome."""
         if kind == sc.OP_EMBEDDINGS:
             return response.embeddings_outcome(result, capture)
+        if kind == CONVERSATION:
+            return conversations.outcome(result, capture)
         return response.chat_outcome(result, capture)
 
     def summary(self, kind: Hashable, result: Any) -> Summary:
         """Model and token counts, for metrics (embeddings report no output tokens)."""
         if kind == sc.OP_EMBEDDINGS:
             return Summary.of(response.embeddings_outcome(result, False))
+        if kind == CONVERSATION:
+            return Summary.of(conversations.outcome(result, False))
         return chat_summary(result)
 
     def is_stream(self, kind: Hashable, result: Any) -> bool:
-        """``chat.stream`` / ``stream_async`` return the SDK's ``EventStream`` / ``EventStreamAsync``."""
+        """``*.stream`` / ``*_stream`` (and async) return the SDK's ``EventStream`` / ``EventStreamAsync``."""
         return isinstance(result, _STREAM_TYPES)
 
     def accumulator(self, kind: Hashable) -> Accumulator:
-        """A fresh stream accumulator."""
+        """A fresh stream accumulator: ``CompletionEvent``s (chat, fim, agents) or ``ConversationEvents``."""
+        if kind == CONVERSATION:
+            return conversations.ConversationStreamAccumulator()
         return MistralStreamAccumulator()
 
     def error_type(self, error: BaseException) -> str:

@@ -1,4 +1,4 @@
-"""Pure: the keyword arguments of a Mistral ``chat`` / ``embeddings`` call -> request span attributes.
+"""Pure: the keyword arguments of a Mistral ``chat`` / ``fim`` / ``agents`` / ``embeddings`` call -> span attributes.
 
 The chat body is OpenAI-shaped apart from a few names (``random_seed`` for ``seed``) and its content chunks
 (``thinking``, ``document_url``, ``image_url`` as a plain string, ``input_audio`` as base64), so the parameters go
@@ -11,7 +11,7 @@ from typing import Any
 
 from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
-from evaltrace._internal.jsonutil import capped_json
+from evaltrace._internal.jsonutil import capped_json, capped_text
 from evaltrace._internal.openai import request as openai_request
 from evaltrace._internal.openai.encode import scalars_json
 from evaltrace._internal.openai.parts import (
@@ -66,6 +66,8 @@ def request_attributes(operation: str, kwargs: dict[str, Any], capture: bool, ma
     """Request parameters, and the request content when ``capture``, of one chat or embeddings call."""
     if operation == sc.OP_EMBEDDINGS:
         return _embeddings(given(kwargs), capture, max_len)
+    if operation == sc.OP_TEXT_COMPLETION:
+        return _fim(chat_params(kwargs), capture, max_len)
     params = chat_params(kwargs)
     attrs = openai_request.request_attributes(EndpointKind.CHAT, params)
     top_k = params.get("top_k")
@@ -81,6 +83,26 @@ def request_attributes(operation: str, kwargs: dict[str, Any], capture: bool, ma
         tools = openai_request.tool_definitions(params)
         if tools:
             attrs[sc.GEN_AI_TOOL_DEFINITIONS] = capped_json(tools, max_len)
+    return attrs
+
+
+def _fim(params: dict[str, Any], capture: bool, max_len: int) -> Attributes:
+    """``fim.complete`` / ``stream``: the chat parameters it shares; the prompt as the user's text, the suffix apart.
+
+    The suffix is the code after the gap, not something the user said: ``mistral.fim.suffix``, so a judge reading
+    the input messages sees the prompt alone.
+    """
+    attrs = openai_request.request_attributes(EndpointKind.CHAT, params)
+    parameters = openai_request.model_parameters(EndpointKind.CHAT, params)
+    if parameters:
+        attrs[sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS] = scalars_json(parameters, max_len)
+    if capture:
+        prompt = params.get("prompt")
+        messages: list[Message] = [{"role": "user", "parts": [text_part(prompt)]}] if isinstance(prompt, str) else []
+        attrs.update(list_values.request_content_attributes(messages, None, None, max_len))
+        suffix = params.get("suffix")
+        if isinstance(suffix, str) and suffix:
+            attrs[sc.MISTRAL_FIM_SUFFIX] = capped_text(suffix, max_len)
     return attrs
 
 
