@@ -272,10 +272,12 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
     ) -> None:
         """Start a chain span (an agent span for a LangGraph graph or an AgentExecutor)."""
         with handle_internal_errors("starting a LangChain chain span"):
+            metadata = metadata or {}
+            # Before the hidden check: a subgraph's first node may be one (LangGraph's ``__start__``).
+            self._promote_subgraph(parent_run_id, metadata)
             if tags and _HIDDEN_TAG in tags:
                 self._pass_through(run_id, parent_run_id, sc.KIND_TASK)
                 return
-            metadata = metadata or {}
             name = _name(kwargs, serialized, "chain")
             attributes: dict[str, AttributeValue] = {}
             if _is_agent(name, serialized, metadata):
@@ -285,7 +287,6 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
                 kind, span_name = sc.KIND_TASK, name
             if settings.current.capture_content:
                 attributes[sc.INPUT_VALUE] = _json(inputs)
-            self._promote_subgraph(parent_run_id, metadata)
             run = self._start(run_id, parent_run_id, kind, span_name, attributes)
             if run is not None:
                 namespace = metadata.get("langgraph_checkpoint_ns")
