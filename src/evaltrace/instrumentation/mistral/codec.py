@@ -27,7 +27,7 @@ def _stream_types() -> tuple[type[Any], ...]:
     return ()
 
 
-_OPERATIONS = {AGENTS: sc.OP_CHAT, CONVERSATION: sc.OP_INVOKE_AGENT}
+_OPERATIONS: dict[Hashable, str] = {AGENTS: sc.OP_CHAT, CONVERSATION: sc.OP_INVOKE_AGENT}
 
 # Imported with the codec, i.e. once the SDK is (the engine loads the codec with its first patch).
 _STREAM_TYPES = _stream_types()
