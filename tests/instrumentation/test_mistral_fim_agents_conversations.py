@@ -414,7 +414,9 @@ def test_content_stays_out_when_capture_is_off(provider: TracerProvider, exporte
         with ReplayServer([_served(FIM_BODY, FIM_URI), _served(WEB_SEARCH_ANSWER, CONVERSATIONS_URI)]) as srv:
             with Mistral(api_key="x", server_url=srv.url) as client:
                 client.fim.complete(**FIM_KWARGS)
-                client.beta.conversations.restart(conversation_id=CONVERSATION_ID, from_entry_id="msg_0", inputs="again")
+                client.beta.conversations.restart(
+                    conversation_id=CONVERSATION_ID, from_entry_id="msg_0", inputs="again"
+                )
     finally:
         settings.replace(previous)
     fim, conversation = exporter.get_finished_spans()
