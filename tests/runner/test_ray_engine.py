@@ -7,6 +7,7 @@ so it runs last. No test asserts on wall-clock time: waits are for events (a fil
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -23,7 +24,7 @@ import yaml
 pytest.importorskip("ray")
 
 from evaltrace.cli import main
-from evaltrace.runner import RunDirectory, run_eval
+from evaltrace.runner import RunDirectory, SqliteRunStore, run_eval
 from evaltrace.runner.ray_engine import RayEngine, RayEngineError
 from evaltrace.runner.rundir import RESULTS_FILE, SUMMARY_FILE, TRACES_FILE
 from ray_cluster import LOOPBACK_ENV, descendants, listening_addresses, two_node_cluster
@@ -125,6 +126,17 @@ def _wait_for(condition: Any, what: str, timeout: float = 120.0) -> None:
         time.sleep(0.05)
 
 
+def _stored(db: Path) -> int:
+    """Trace rows in the SQLite store so far (0 before it exists)."""
+    if not db.exists():
+        return 0
+    with sqlite3.connect(db, timeout=30) as conn:
+        try:
+            return int(conn.execute("SELECT count(*) FROM traces").fetchone()[0])
+        except sqlite3.OperationalError:  # the tables are not made yet
+            return 0
+
+
 def _cells(run: Path) -> Counter[tuple[str, str]]:
     return Counter((t.case_id, t.variant_name) for t in RunDirectory(run).read_traces())
 
@@ -174,8 +186,10 @@ def test_killed_driver_resumes_without_rerunning_finished_cells(
     root = tmp_path / "killed"
     eval_path = _slow_project(root, cells=9, pause=0.1, gate_from=3)
     runs_dir = tmp_path / "runs"
+    db = tmp_path / "runs.db"  # cells are stored as they finish, not at the run's end
     code = "import sys; from evaltrace.cli import main; sys.exit(main(sys.argv[1:]))"
     args = ["run", str(eval_path), "--engine", "ray", "--address", cluster[0].address, "--runs-dir", str(runs_dir)]
+    args += ["--sqlite", str(db)]
     driver = subprocess.Popen(
         [sys.executable, "-c", code, *args, "--no-progress"],
         env={**os.environ, **LOOPBACK_ENV},
@@ -188,7 +202,7 @@ def test_killed_driver_resumes_without_rerunning_finished_cells(
             traces = list(runs_dir.glob(f"*/{TRACES_FILE}"))
             return len(traces[0].read_text().splitlines()) if traces else 0
 
-        _wait_for(lambda: saved() >= 3 or driver.poll() is not None, "three saved cells")
+        _wait_for(lambda: saved() >= 3 and _stored(db) >= 3 or driver.poll() is not None, "three saved cells")
         driver.kill()  # SIGKILL: no cleanup, whatever was in flight is lost
         driver.wait(60)
     finally:
@@ -198,10 +212,22 @@ def test_killed_driver_resumes_without_rerunning_finished_cells(
     assert not (run / SUMMARY_FILE).exists(), "the driver finished before it was killed: nothing to resume"
     finished = set(_cells(run))
     assert len(finished) == 3  # c00-c02: the others were held at the gate when the driver died
+    with SqliteRunStore(db) as store:  # the store holds every finished cell already, its run unfinished
+        assert store.get_run(run.name).finished is False
+        assert {(t.case_id, t.variant_name) for t in store.traces(run.name)} == finished
+        assert len(store.results(run.name)) == 3
+    capsys.readouterr()
+    assert main(["runs", "list", "--sqlite", str(db)]) == 0
+    assert "unfinished" in capsys.readouterr().out
     calls_before = len(_calls(root))
     _open(root)
-    capsys.readouterr()
-    assert main(["run", "--resume", run.name, "--runs-dir", str(runs_dir), "--engine", "ray", "--no-progress"]) == 0
+    resume = ["run", "--resume", run.name, "--runs-dir", str(runs_dir), "--engine", "ray", "--no-progress"]
+    assert main([*resume, "--sqlite", str(db)]) == 0
+    with SqliteRunStore(db) as store:  # the resume added the rest, none twice (rows are per cell and evaluator)
+        assert store.get_run(run.name).finished is True
+        stored = Counter((t.case_id, t.variant_name) for t in store.traces(run.name))
+        assert set(stored) == {(f"c{i:02d}", "v1") for i in range(9)} and set(stored.values()) == {1}
+        assert len(store.results(run.name)) == 9
     cells = _cells(run)
     assert set(cells) == {(f"c{i:02d}", "v1") for i in range(9)} and set(cells.values()) == {1}
     rerun = {question for question, _ in _calls(root)[calls_before:]}

@@ -533,7 +533,7 @@ def _carry_out_steps(
             if options.enrichers:  # the Ray tasks save each trace as they finish, before any enricher could run
                 problem = "not applied by --engine ray (its tasks save each trace as it finishes); run locally"
                 raise RunConfigError(config.path, "enrichers", problem)
-            fresh = _execute_on_ray(run, config, options, done_cells, log.append)
+            fresh = _execute_on_ray(run, config, options, done_cells, log.append, earlier, started, notes)
         else:
             cells = WorkspaceCells(options.workspaces, run.path) if options.workspaces else None
             enrichment = Enrichment(options.enrichers) if options.enrichers else None
@@ -603,17 +603,46 @@ def push_run_scores(outcome: RunOutcome, sinks: Sequence[str | ScoreSink]) -> No
 
 
 def _execute_on_ray(
-    run: RunDirectory, config: EvalConfig, options: _Options, done: set[Cell], on_trace: Callable[[Trace], None]
+    run: RunDirectory,
+    config: EvalConfig,
+    options: _Options,
+    done: set[Cell],
+    on_trace: Callable[[Trace], None],
+    earlier: list[Trace],
+    started: dt.datetime,
+    notes: list[str],
 ) -> list[Trace]:
-    """The missing cells as Ray tasks, each trace and its results appended as the task finishes."""
+    """The missing cells as Ray tasks, each trace and its results appended as the task finishes.
+
+    Each finished cell also goes to the database stores at once (:mod:`evaltrace.runner.store_stream`), after the
+    run directory; a resume first sends the cells it keeps.
+    """
     from evaltrace.runner.ray_engine import execute_on_ray
+    from evaltrace.runner.store_stream import CellStream
 
     assert options.ray is not None
+    placeholder = RunSummary(
+        run_id=run.run_id,
+        started_at=started,
+        finished_at=started,
+        config_path=str(config.path),
+        config_hash=run.read_hash(),
+        cases_total=len(config.cases),
+    )
+    stream = CellStream(options.stores, placeholder, eval_name=config.name, run_namespace=options.run_namespace)
+    if options.stores:
+        kept = {(t.case_id, t.variant_name) for t in earlier}
+        saved = [r for r in _first_per_key(run.read_results(), result_key) if (r.case_id, r.variant_name) in kept]
+        stream.start(earlier, saved)
     results = run.append_results()
     try:
-        return execute_on_ray(options.ray, config, run.run_id, done, on_trace, results.append, options.progress)
+        with stream:
+            return execute_on_ray(
+                options.ray, config, run.run_id, done, on_trace, results.append, options.progress, stream.cell
+            )
     finally:
         results.close()
+        notes.extend(stream.notes)
 
 
 def summarise_run_directory(

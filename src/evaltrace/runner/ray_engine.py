@@ -236,8 +236,12 @@ def execute_on_ray(
     on_trace: Callable[[Trace], None],
     on_result: Callable[[EvaluationResult], None],
     progress: ProgressReporter,
+    on_cell: Callable[[Trace, list[EvaluationResult]], None] | None = None,
 ) -> list[Trace]:
     """Run every cell not in ``done`` on the cluster; write each as it finishes; return the new traces.
+
+    Each finished cell goes to ``on_trace`` and ``on_result`` (the run directory), then to ``on_cell`` (the
+    database stores), once.
 
     Raises:
         RayEngineError: Ray is missing, the cluster is unreachable, a system has a workspace, or a cell failed on
@@ -271,6 +275,8 @@ def execute_on_ray(
             on_trace(trace)
             for result in results:
                 on_result(result)
+            if on_cell is not None:
+                on_cell(trace, results)
             fresh.append(trace)
             progress.advance()
         return fresh
