@@ -6,6 +6,7 @@ so it runs last. No test asserts on wall-clock time: waits are for events (a fil
 
 from __future__ import annotations
 
+import importlib
 import os
 import sqlite3
 import subprocess
@@ -234,6 +235,72 @@ def test_killed_driver_resumes_without_rerunning_finished_cells(
     assert not rerun & {f"q{case[1:]}" for case, _ in finished}, "a finished cell ran again on resume"
     results = [line for line in (run / RESULTS_FILE).read_text().splitlines() if line]
     assert len(results) == 9  # one contains_text result per cell, none twice
+
+
+ENRICHERS = """
+import os
+import threading
+
+
+def _node() -> str:
+    import ray
+
+    return ray.get_runtime_context().get_node_id()
+
+
+class Where:
+    name = "where"
+
+    def enrich(self, trace):
+        # Which process and node enriched the trace: the test compares them with where the system ran.
+        extra = {**trace.extra, "enriched_in": [os.getpid(), _node()]}
+        return trace.model_copy(update={"extra": extra})
+
+
+def broken(trace):
+    raise ConnectionError("platform down")
+
+
+def liar(trace):
+    return trace.model_copy(update={"case_id": "someone else"})
+
+
+class Locked:
+    name = "locked"
+
+    def __init__(self):
+        self.lock = threading.Lock()  # cannot be pickled: cannot reach the workers
+
+    def enrich(self, trace):
+        return None
+"""
+
+
+def test_enrichers_run_on_the_worker_that_built_the_trace_with_the_local_errors(
+    cluster: tuple[Any, Any], tmp_path: Path
+) -> None:
+    root = tmp_path / "enriched"
+    eval_path = _slow_project(root, cells=4, pause=0)
+    module = f"enrich_{tmp_path.name}"
+    (root / f"{module}.py").write_text(ENRICHERS)
+    config = yaml.safe_load(eval_path.read_text())
+    config["enrichers"] = [{"import": f"{module}:broken"}, {"import": f"{module}:liar", "name": "liar"}]
+    eval_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    local = run_eval(eval_path, runs_dir=tmp_path / "local").traces
+    enriched = importlib.import_module(module)
+    on_ray = run_eval(eval_path, runs_dir=tmp_path / "ray", engine=RayEngine(), enrichers=[enriched.Where()])
+    saved = {t.case_id: t for t in RunDirectory(on_ray.run.path).read_traces()}  # what the driver wrote
+    calls = {(f"c{question[1:]}", node) for question, node in _calls(root)}
+    assert len(saved) == 4
+    for trace in local:
+        errors = saved[trace.case_id].extra["enrichment_errors"]
+        assert errors == trace.extra["enrichment_errors"] and [e["enricher"] for e in errors] == ["broken", "liar"]
+        pid, node = saved[trace.case_id].extra["enriched_in"]
+        assert pid != os.getpid() and (trace.case_id, node) in calls  # in a task, on the node that ran the cell
+    with pytest.raises(RayEngineError, match="enricher 'locked' cannot be sent to the Ray workers"):
+        run_eval(eval_path, runs_dir=tmp_path / "refused", engine=RayEngine(), enrichers=[enriched.Locked()])
+    assert not (tmp_path / "refused").exists()  # refused before anything ran
+    forget(root)
 
 
 def test_without_address_a_loopback_cluster_is_started_for_the_run_and_stopped_after(tmp_path: Path) -> None:

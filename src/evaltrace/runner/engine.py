@@ -361,6 +361,11 @@ def run_eval(
     adapters = _adapters(config)
     evaluators = _evaluators(config)
     configured_enrichers = build_enrichers(config.raw.get("enrichers"), config.path, config.pythonpath)
+    all_enrichers = [*configured_enrichers, *(ConfiguredEnricher(e) for e in enrichers)]
+    if engine is not None and all_enrichers:  # one the workers cannot receive is refused before anything runs
+        from evaltrace.runner.ray_engine import pickled_enrichers
+
+        pickled_enrichers(all_enrichers)
     simulator = build_simulator(config)
     workspaces = prepare_workspaces(config.variants, adapters, config.path, key=config.variants_key)
     started = utcnow()
@@ -391,7 +396,7 @@ def run_eval(
         workspaces,
         simulator,
         sinks=[*config.sinks, *sinks] if shard is None else [],
-        enrichers=[*configured_enrichers, *(ConfiguredEnricher(e) for e in enrichers)],
+        enrichers=all_enrichers,
         ray=engine,
     )
     return _carry_out(run, config, adapters, evaluators, started, options, new_run=True, notes=notes)
@@ -530,9 +535,6 @@ def _carry_out_steps(
     log = run.append_traces(new_run=new_run)
     try:
         if options.ray is not None:
-            if options.enrichers:  # the Ray tasks save each trace as they finish, before any enricher could run
-                problem = "not applied by --engine ray (its tasks save each trace as it finishes); run locally"
-                raise RunConfigError(config.path, "enrichers", problem)
             fresh = _execute_on_ray(run, config, options, done_cells, log.append, earlier, started, notes)
         else:
             cells = WorkspaceCells(options.workspaces, run.path) if options.workspaces else None
@@ -638,7 +640,15 @@ def _execute_on_ray(
     try:
         with stream:
             return execute_on_ray(
-                options.ray, config, run.run_id, done, on_trace, results.append, options.progress, stream.cell
+                options.ray,
+                config,
+                run.run_id,
+                done,
+                on_trace,
+                results.append,
+                options.progress,
+                stream.cell,
+                options.enrichers,
             )
     finally:
         results.close()
