@@ -12,7 +12,8 @@ span ids are deterministic, so a unit judged again replaces its rows rather than
 Rate limits, per-evaluator ``max_concurrent`` and the token/USD budgets live in :class:`GateState`, a Ray actor
 every task asks before each evaluation and charges after it: the limits hold across the cluster, not per
 process. A concurrency slot is a lease that expires after the evaluation's timeout (plus a margin), so a slot
-held by a task on a lost node is not lost with it.
+held by a task on a lost node is not lost with it. The actor lives on the driver's node (which the backfill cannot
+lose anyway), never on a worker node that may go.
 """
 
 from __future__ import annotations
@@ -225,7 +226,11 @@ class RayBatchJudge:
         ray = self._stack.enter_context(connected(self._engine.address))
         self._ray = ray
         per_evaluator = {s.evaluator.name: s.limits for s in self._specs}
-        self._gate = ray.remote(num_cpus=0)(GateState).remote(self._limits, per_evaluator)
+        # On the driver's node: a lost worker node must not take the cluster's limits (and the backfill) with it.
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=True)
+        self._gate = ray.remote(num_cpus=0, scheduling_strategy=here)(GateState).remote(self._limits, per_evaluator)
         self._job = ray.put(_Batch(ray.cloudpickle.dumps(self._specs), self._timeout_s, current_sys_path()))
         return self
 
