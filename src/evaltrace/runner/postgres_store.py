@@ -287,23 +287,10 @@ class PostgresRunStore:
                             run_namespace is not None,
                         ),
                     )
-                for chunk in _chunks(trace_rows):
-                    with self._answer():
-                        cur.executemany(
-                            """INSERT INTO evaltrace_traces (run_id, case_id, variant_name, data)
-                               VALUES (%s, %s, %s, %s::jsonb) ON CONFLICT DO NOTHING""",
-                            chunk,
-                        )
+                self._insert_traces(cur, trace_rows)
                 with self._answer():
                     cur.execute("DELETE FROM evaltrace_results WHERE run_id = %s", (run_id,))
-                for rows in _chunks(result_rows):
-                    with self._answer():
-                        cur.executemany(
-                            """INSERT INTO evaltrace_results (run_id, case_id, variant_name, evaluator, data)
-                               VALUES (%s, %s, %s, %s, %s::jsonb)
-                               ON CONFLICT (run_id, variant_name, case_id, evaluator) DO UPDATE SET data = excluded.data""",
-                            rows,
-                        )
+                self._upsert_results(cur, result_rows)
             with self._answer():
                 self._db.commit()
         except BaseException:
@@ -349,26 +336,34 @@ class PostgresRunStore:
         result_rows = [(run_id, r.case_id, r.variant_name, r.evaluator, r.model_dump_json()) for r in results]
         try:
             with self._db.cursor() as cur:
-                for chunk in _chunks(trace_rows):
-                    with self._answer():
-                        cur.executemany(
-                            """INSERT INTO evaltrace_traces (run_id, case_id, variant_name, data)
-                               VALUES (%s, %s, %s, %s::jsonb) ON CONFLICT DO NOTHING""",
-                            chunk,
-                        )
-                for rows in _chunks(result_rows):
-                    with self._answer():
-                        cur.executemany(
-                            """INSERT INTO evaltrace_results (run_id, case_id, variant_name, evaluator, data)
-                               VALUES (%s, %s, %s, %s, %s::jsonb)
-                               ON CONFLICT (run_id, variant_name, case_id, evaluator) DO UPDATE SET data = excluded.data""",
-                            rows,
-                        )
+                self._insert_traces(cur, trace_rows)
+                self._upsert_results(cur, result_rows)
             with self._answer():
                 self._db.commit()
         except BaseException:
             self._rollback()
             raise
+
+    def _insert_traces(self, cur: Any, rows: list[tuple[str, str, str, str]]) -> None:
+        """Insert trace rows, keeping those stored already (write-once), a guarded wait per chunk."""
+        for chunk in _chunks(rows):
+            with self._answer():
+                cur.executemany(
+                    """INSERT INTO evaltrace_traces (run_id, case_id, variant_name, data)
+                       VALUES (%s, %s, %s, %s::jsonb) ON CONFLICT DO NOTHING""",
+                    chunk,
+                )
+
+    def _upsert_results(self, cur: Any, rows: list[tuple[str, str, str, str, str]]) -> None:
+        """Insert result rows, each replacing the stored one of its key, a guarded wait per chunk."""
+        for chunk in _chunks(rows):
+            with self._answer():
+                cur.executemany(
+                    """INSERT INTO evaltrace_results (run_id, case_id, variant_name, evaluator, data)
+                       VALUES (%s, %s, %s, %s, %s::jsonb)
+                       ON CONFLICT (run_id, variant_name, case_id, evaluator) DO UPDATE SET data = excluded.data""",
+                    chunk,
+                )
 
     def _rollback(self) -> None:
         """End a failed transaction, unless the connection is gone (the server then discards it)."""

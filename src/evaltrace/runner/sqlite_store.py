@@ -110,6 +110,19 @@ def _namespace_json(namespace: Mapping[str, str] | None) -> str:
     return json.dumps(clean, sort_keys=True, separators=(",", ":"))
 
 
+def _run_row(summary: RunSummary, eval_name: str, namespace: Mapping[str, str] | None) -> tuple[str, ...]:
+    """The values of a ``runs`` row, in the columns' order up to ``run_namespace``."""
+    return (
+        summary.run_id,
+        eval_name,
+        summary.started_at.isoformat(),
+        summary.finished_at.isoformat(),
+        summary.config_hash,
+        summary.model_dump_json(),
+        _namespace_json(namespace),
+    )
+
+
 class SqliteRunStore:
     """Runs in one SQLite file; use as a context manager or call :meth:`close`.
 
@@ -178,16 +191,7 @@ class SqliteRunStore:
                        finished_at = excluded.finished_at, config_hash = excluded.config_hash,
                        summary = excluded.summary, finished = 1,
                        run_namespace = CASE WHEN ? THEN excluded.run_namespace ELSE runs.run_namespace END""",
-                (
-                    summary.run_id,
-                    eval_name,
-                    summary.started_at.isoformat(),
-                    summary.finished_at.isoformat(),
-                    summary.config_hash,
-                    summary.model_dump_json(),
-                    _namespace_json(run_namespace),
-                    run_namespace is not None,
-                ),
+                (*_run_row(summary, eval_name, run_namespace), run_namespace is not None),
             )
             self._db.executemany(
                 "INSERT OR IGNORE INTO traces (run_id, case_id, variant_name, data) VALUES (?, ?, ?, ?)",
@@ -215,15 +219,7 @@ class SqliteRunStore:
                 """INSERT INTO runs
                        (run_id, eval_name, started_at, finished_at, config_hash, summary, run_namespace, finished)
                    VALUES (?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT(run_id) DO NOTHING""",
-                (
-                    summary.run_id,
-                    eval_name,
-                    summary.started_at.isoformat(),
-                    summary.finished_at.isoformat(),
-                    summary.config_hash,
-                    summary.model_dump_json(),
-                    _namespace_json(run_namespace),
-                ),
+                _run_row(summary, eval_name, run_namespace),
             )
 
     def save_cells(self, run_id: str, traces: Sequence[Trace], results: Sequence[EvaluationResult]) -> None:
