@@ -45,7 +45,7 @@ from evaltrace.runner.simulation import UserSimulator, build_simulator, run_conv
 from evaltrace.schema import EvaluationResult, Trace
 
 if TYPE_CHECKING:
-    from evaltrace.runner.engine import ProgressReporter
+    from evaltrace.runner.outcome import ProgressReporter
 
 __all__ = [
     "LOOPBACK",
