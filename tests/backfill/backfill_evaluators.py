@@ -84,3 +84,32 @@ class Exclusive:
         with open(self.log, "a", encoding="utf-8") as out:
             out.write(f"end {os.getpid()} {time.time()!r}\n")
         return bool(trace.output.final_answer)
+
+
+class Gated:
+    """Log ``<trace id> <node id>`` per call, then wait until the gate file exists; pass on a short answer.
+
+    The paths travel with the instance (pickled to Ray workers). What is in flight when a test kills a node is known,
+    not a race: every call waits at the gate until the test opens it.
+    """
+
+    name = "gated"
+    version = "1"
+
+    def __init__(self, log: str, gate: str) -> None:
+        self.log = log
+        self.gate = gate
+
+    def evaluate(self, trace: Trace, case: Any = None) -> bool:
+        try:
+            import ray
+
+            node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else "local"
+        except ImportError:
+            node = "local"
+        with open(self.log, "a", encoding="utf-8") as out:
+            out.write(f"{trace.extra['trace_id']} {node}\n")
+        deadline = time.monotonic() + 300
+        while not os.path.exists(self.gate) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return len(trace.output.final_answer or "") < 3

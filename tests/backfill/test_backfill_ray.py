@@ -4,7 +4,11 @@ under limits held by one actor for the whole cluster.
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+import threading
+import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +24,7 @@ from evaltrace.evaluation.limits import Limits
 from evaltrace.exporters.store_db import DB_NAME
 from ray_cluster import two_node_cluster
 
-from .backfill_evaluators import Exclusive, TurnCount, costly, has_answer, short_answer
+from .backfill_evaluators import Exclusive, Gated, TurnCount, costly, has_answer, short_answer
 from .stored import build_store
 
 # One worker runs every Ray module, one cluster at a time (pyproject: --dist loadgroup).
@@ -107,6 +111,60 @@ def test_session_scope_shards_by_session_and_scores_like_local(cluster: tuple[An
     assert (on_ray.sessions, on_ray.evaluations, on_ray.outcomes) == (3, 3, local.outcomes)
     query = "SELECT session_id, evaluator, score_id, outcome, value FROM session_evals ORDER BY session_id"
     assert _rows(ray_store, query) == _rows(local_store, query) and len(_rows(ray_store, query)) == 3
+
+
+def test_a_lost_worker_node_mid_backfill_loses_and_duplicates_nothing_and_scores_like_local(
+    cluster: tuple[Any, Any], tmp_path: Path
+) -> None:
+    """Runs last in the module: the worker node is removed while evaluations on it are in flight."""
+    build_store(tmp_path / "local", 8)
+    shutil.copytree(tmp_path / "local", tmp_path / "ray")  # the same traces (ids and all) in both stores
+    (tmp_path / "open").touch()
+    local = evaltrace.evaluate_traces([Gated(str(tmp_path / "local.log"), str(tmp_path / "open"))],
+                                      store=tmp_path / "local")  # fmt: skip
+    log, gate = tmp_path / "ray.log", tmp_path / "gate"
+    head, worker = cluster
+    outcome: dict[str, Any] = {}
+
+    def drive() -> None:
+        try:
+            outcome["report"] = evaltrace.evaluate_traces(
+                # A budget it never reaches: every evaluation asks the cluster's limits actor, which must outlive
+                # the lost node.
+                [Gated(str(log), str(gate))],
+                store=tmp_path / "ray",
+                engine="ray",
+                concurrency=3,
+                limits={"max_tokens_per_hour": 1_000_000},
+            )
+        except BaseException as exc:  # handed to the test thread
+            outcome["error"] = exc
+
+    def calls() -> list[list[str]]:
+        return [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+
+    thread = threading.Thread(target=drive)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 180
+        while not any(node == worker.node_id for _, node in calls()):
+            assert time.monotonic() < deadline and thread.is_alive(), "no evaluation reached the worker node"
+            time.sleep(0.05)
+        head.remove_node(worker, allow_graceful=False)
+    finally:
+        gate.touch()
+        thread.join(180)
+    assert not thread.is_alive()
+    assert "error" not in outcome, outcome.get("error")
+    report = outcome["report"]
+    on_worker = {trace for trace, node in calls() if node == worker.node_id}
+    judged = Counter(trace for trace, _ in calls())
+    assert on_worker and all(judged[trace] >= 2 for trace in on_worker), judged  # retried elsewhere
+    assert (report.evaluations, report.outcomes, report.stopped) == (8, local.outcomes, None)
+    query = "SELECT trace_id, span_id, evaluator, outcome FROM evals ORDER BY 1, 2, 3"
+    rows = _rows(tmp_path / "ray", query)
+    assert len(rows) == 8 and len({row[0] for row in rows}) == 8  # every trace once: none lost, none twice
+    assert rows == _rows(tmp_path / "local", query)  # the same scores, under the same ids, as a local backfill
 
 
 def test_engine_arguments_are_checked(tmp_path: Path) -> None:

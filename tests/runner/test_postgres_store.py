@@ -116,7 +116,7 @@ def test_open_twice_is_idempotent_and_indexes_the_namespace(postgres_dsn: str) -
     PostgresRunStore(postgres_dsn).close()
     with PostgresRunStore(postgres_dsn) as store:
         assert store.schema_versions() == [v for v, _, _ in SCHEMA_MIGRATIONS]
-    assert _versions(postgres_dsn) == [1, 2]
+    assert _versions(postgres_dsn) == [1, 2, 3]
     with psycopg.connect(postgres_dsn) as db:
         (index,) = db.execute(
             "SELECT indexdef FROM pg_indexes WHERE indexname = 'evaltrace_runs_namespace_idx'"
@@ -147,7 +147,7 @@ def test_concurrent_first_opens_do_not_fail(postgres_dsn: str) -> None:
     for thread in threads:
         thread.join(30)
     assert errors == []
-    assert _versions(postgres_dsn) == [1, 2]
+    assert _versions(postgres_dsn) == [1, 2, 3]
 
 
 def test_database_with_the_older_layout_is_migrated_on_open(postgres_dsn: str) -> None:
@@ -169,7 +169,7 @@ def test_database_with_the_older_layout_is_migrated_on_open(postgres_dsn: str) -
         assert "run_namespace" not in columns
 
     with PostgresRunStore(postgres_dsn) as store:
-        assert store.schema_versions() == [1, 2]
+        assert store.schema_versions() == [1, 2, 3]
         assert store.get_run("old").run_namespace == {}
         assert store.get_run("old").summary == _summary("old")
         store.save_run(_summary("new"), [], [], eval_name="bot", run_namespace={"project": "p"})
@@ -324,3 +324,26 @@ def test_local_files_path_is_the_runs_dir_and_may_not_contradict_runs_dir(tmp_pa
     assert configured_runs_dir(config(same)) == Path("out")
     with pytest.raises(RunConfigError, match=r"output\[0\]\.path: differs from runs_dir 'elsewhere'"):
         configured_runs_dir(config({"runs_dir": "elsewhere", "output": [{"type": "local_files", "path": "out"}]}))
+
+
+def test_a_run_arrives_cell_by_cell_unfinished_until_saved_and_nothing_twice(open_store: StoreFactory) -> None:
+    """``run --engine ray`` streams cells: begin_run, save_cells per cell (again on resume), save_run at the end."""
+    traces, results = _traces("r1"), _results("r1", True)
+    with open_store() as store:
+        store.begin_run(_summary("r1"), eval_name="bot", run_namespace={"project": "x"})
+        (listed,) = store.list_runs(run_namespace={"project": "x"})
+        assert (listed.run_id, listed.finished) == ("r1", False)
+        store.save_cells("r1", traces[:1], results[:1])
+    with open_store() as store:  # a killed driver: the cell it saved is there, the run unfinished
+        assert store.traces("r1") == traces[:1] and store.results("r1") == results[:1]
+        assert store.get_run("r1").finished is False
+        # A resume begins the run again and sends its saved cells again with the new ones: none is stored twice.
+        store.begin_run(_summary("r1"), eval_name="bot", run_namespace={"project": "other"})
+        store.save_cells("r1", traces, results)
+        assert store.traces("r1") == traces and store.results("r1") == results
+        assert store.get_run("r1").run_namespace == {"project": "x"}  # the run's row is kept as it was begun
+        store.save_run(_summary("r1"), traces, results, eval_name="bot")
+        assert store.get_run("r1").finished is True
+        store.begin_run(_summary("r1"), eval_name="bot")  # a finished run is never made unfinished again
+        (listed,) = store.list_runs()
+        assert listed.finished is True and store.traces("r1") == traces and len(store.results("r1")) == 2

@@ -6,7 +6,9 @@ so it runs last. No test asserts on wall-clock time: waits are for events (a fil
 
 from __future__ import annotations
 
+import importlib
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -23,7 +25,7 @@ import yaml
 pytest.importorskip("ray")
 
 from evaltrace.cli import main
-from evaltrace.runner import RunDirectory, run_eval
+from evaltrace.runner import RunDirectory, SqliteRunStore, run_eval
 from evaltrace.runner.ray_engine import RayEngine, RayEngineError
 from evaltrace.runner.rundir import RESULTS_FILE, SUMMARY_FILE, TRACES_FILE
 from ray_cluster import LOOPBACK_ENV, descendants, listening_addresses, two_node_cluster
@@ -125,6 +127,17 @@ def _wait_for(condition: Any, what: str, timeout: float = 120.0) -> None:
         time.sleep(0.05)
 
 
+def _stored(db: Path) -> int:
+    """Trace rows in the SQLite store so far (0 before it exists)."""
+    if not db.exists():
+        return 0
+    with sqlite3.connect(db, timeout=30) as conn:
+        try:
+            return int(conn.execute("SELECT count(*) FROM traces").fetchone()[0])
+        except sqlite3.OperationalError:  # the tables are not made yet
+            return 0
+
+
 def _cells(run: Path) -> Counter[tuple[str, str]]:
     return Counter((t.case_id, t.variant_name) for t in RunDirectory(run).read_traces())
 
@@ -174,8 +187,10 @@ def test_killed_driver_resumes_without_rerunning_finished_cells(
     root = tmp_path / "killed"
     eval_path = _slow_project(root, cells=9, pause=0.1, gate_from=3)
     runs_dir = tmp_path / "runs"
+    db = tmp_path / "runs.db"  # cells are stored as they finish, not at the run's end
     code = "import sys; from evaltrace.cli import main; sys.exit(main(sys.argv[1:]))"
     args = ["run", str(eval_path), "--engine", "ray", "--address", cluster[0].address, "--runs-dir", str(runs_dir)]
+    args += ["--sqlite", str(db)]
     driver = subprocess.Popen(
         [sys.executable, "-c", code, *args, "--no-progress"],
         env={**os.environ, **LOOPBACK_ENV},
@@ -188,7 +203,7 @@ def test_killed_driver_resumes_without_rerunning_finished_cells(
             traces = list(runs_dir.glob(f"*/{TRACES_FILE}"))
             return len(traces[0].read_text().splitlines()) if traces else 0
 
-        _wait_for(lambda: saved() >= 3 or driver.poll() is not None, "three saved cells")
+        _wait_for(lambda: saved() >= 3 and _stored(db) >= 3 or driver.poll() is not None, "three saved cells")
         driver.kill()  # SIGKILL: no cleanup, whatever was in flight is lost
         driver.wait(60)
     finally:
@@ -198,16 +213,94 @@ def test_killed_driver_resumes_without_rerunning_finished_cells(
     assert not (run / SUMMARY_FILE).exists(), "the driver finished before it was killed: nothing to resume"
     finished = set(_cells(run))
     assert len(finished) == 3  # c00-c02: the others were held at the gate when the driver died
+    with SqliteRunStore(db) as store:  # the store holds every finished cell already, its run unfinished
+        assert store.get_run(run.name).finished is False
+        assert {(t.case_id, t.variant_name) for t in store.traces(run.name)} == finished
+        assert len(store.results(run.name)) == 3
+    capsys.readouterr()
+    assert main(["runs", "list", "--sqlite", str(db)]) == 0
+    assert "unfinished" in capsys.readouterr().out
     calls_before = len(_calls(root))
     _open(root)
-    capsys.readouterr()
-    assert main(["run", "--resume", run.name, "--runs-dir", str(runs_dir), "--engine", "ray", "--no-progress"]) == 0
+    resume = ["run", "--resume", run.name, "--runs-dir", str(runs_dir), "--engine", "ray", "--no-progress"]
+    assert main([*resume, "--sqlite", str(db)]) == 0
+    with SqliteRunStore(db) as store:  # the resume added the rest, none twice (rows are per cell and evaluator)
+        assert store.get_run(run.name).finished is True
+        stored = Counter((t.case_id, t.variant_name) for t in store.traces(run.name))
+        assert set(stored) == {(f"c{i:02d}", "v1") for i in range(9)} and set(stored.values()) == {1}
+        assert len(store.results(run.name)) == 9
     cells = _cells(run)
     assert set(cells) == {(f"c{i:02d}", "v1") for i in range(9)} and set(cells.values()) == {1}
     rerun = {question for question, _ in _calls(root)[calls_before:]}
     assert not rerun & {f"q{case[1:]}" for case, _ in finished}, "a finished cell ran again on resume"
     results = [line for line in (run / RESULTS_FILE).read_text().splitlines() if line]
     assert len(results) == 9  # one contains_text result per cell, none twice
+
+
+ENRICHERS = """
+import os
+import threading
+
+
+def _node() -> str:
+    import ray
+
+    return ray.get_runtime_context().get_node_id()
+
+
+class Where:
+    name = "where"
+
+    def enrich(self, trace):
+        # Which process and node enriched the trace: the test compares them with where the system ran.
+        extra = {**trace.extra, "enriched_in": [os.getpid(), _node()]}
+        return trace.model_copy(update={"extra": extra})
+
+
+def broken(trace):
+    raise ConnectionError("platform down")
+
+
+def liar(trace):
+    return trace.model_copy(update={"case_id": "someone else"})
+
+
+class Locked:
+    name = "locked"
+
+    def __init__(self):
+        self.lock = threading.Lock()  # cannot be pickled: cannot reach the workers
+
+    def enrich(self, trace):
+        return None
+"""
+
+
+def test_enrichers_run_on_the_worker_that_built_the_trace_with_the_local_errors(
+    cluster: tuple[Any, Any], tmp_path: Path
+) -> None:
+    root = tmp_path / "enriched"
+    eval_path = _slow_project(root, cells=4, pause=0)
+    module = f"enrich_{tmp_path.name}"
+    (root / f"{module}.py").write_text(ENRICHERS)
+    config = yaml.safe_load(eval_path.read_text())
+    config["enrichers"] = [{"import": f"{module}:broken"}, {"import": f"{module}:liar", "name": "liar"}]
+    eval_path.write_text(yaml.safe_dump(config, sort_keys=False))
+    local = run_eval(eval_path, runs_dir=tmp_path / "local").traces
+    enriched = importlib.import_module(module)
+    on_ray = run_eval(eval_path, runs_dir=tmp_path / "ray", engine=RayEngine(), enrichers=[enriched.Where()])
+    saved = {t.case_id: t for t in RunDirectory(on_ray.run.path).read_traces()}  # what the driver wrote
+    calls = {(f"c{question[1:]}", node) for question, node in _calls(root)}
+    assert len(saved) == 4
+    for trace in local:
+        errors = saved[trace.case_id].extra["enrichment_errors"]
+        assert errors == trace.extra["enrichment_errors"] and [e["enricher"] for e in errors] == ["broken", "liar"]
+        pid, node = saved[trace.case_id].extra["enriched_in"]
+        assert pid != os.getpid() and (trace.case_id, node) in calls  # in a task, on the node that ran the cell
+    with pytest.raises(RayEngineError, match="enricher 'locked' cannot be sent to the Ray workers"):
+        run_eval(eval_path, runs_dir=tmp_path / "refused", engine=RayEngine(), enrichers=[enriched.Locked()])
+    assert not (tmp_path / "refused").exists()  # refused before anything ran
+    forget(root)
 
 
 def test_without_address_a_loopback_cluster_is_started_for_the_run_and_stopped_after(tmp_path: Path) -> None:

@@ -193,3 +193,20 @@ def test_merge_saves_to_sqlite_and_gates_like_a_run(tmp_path: Path, eval_path: P
     assert main(["runs", "list", "--sqlite", str(db)]) == 0
     listed = capsys.readouterr().out
     assert listed.count("report_demo") == 1  # the merged run, once
+
+
+def test_runs_list_marks_shard_runs_as_partial_with_their_shard(
+    tmp_path: Path, eval_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "240")  # one line per run: the marks are read whole
+    whole = run_eval(eval_path, runs_dir=tmp_path / "runs").run.path
+    first, second = _shards(tmp_path, eval_path, ["1/2", "2/2"])
+    (second / SUMMARY_FILE).unlink()  # a shard killed before its end: unfinished too
+    capsys.readouterr()
+    assert main(["runs", "list", "--runs-dir", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    lines = {line.split()[0]: line for line in out.splitlines() if line.strip()}
+    assert "partial: shard 1/2, v1" in lines[first.name]  # its pass rates still shown, after the mark
+    assert "partial: shard 2/2, unfinished: 5 of 5 traces" in lines[second.name]  # the shard's 5 of 10 cells
+    assert "partial" not in lines[whole.name]
+    assert "`evaltrace runs merge` joins all shards" in out

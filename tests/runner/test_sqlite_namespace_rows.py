@@ -86,7 +86,7 @@ def test_an_older_database_gets_the_namespace_on_its_trace_and_result_rows(tmp_p
         assert store.traces("old") == [trace] and [r.passed for r in store.results("old")] == [True]
     assert _namespaces(path, "traces") == _namespaces(path, "results") == {("old", '{"team":"search"}')}
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_USER_VERSION == 3
+    assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_USER_VERSION == 4
     db.close()
     SqliteRunStore(path).close()  # opening again changes nothing
     assert _namespaces(path, "traces") == {("old", '{"team":"search"}')}

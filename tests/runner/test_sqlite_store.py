@@ -75,7 +75,7 @@ def test_old_database_without_run_namespace_is_migrated_in_place(tmp_path: Path)
 
     db = sqlite3.connect(path)
     columns = [row[1] for row in db.execute("PRAGMA table_info(runs)")]
-    assert columns[-1] == "run_namespace" and "summary" in columns
+    assert columns[-2:] == ["run_namespace", "finished"] and "summary" in columns  # schema 4 added "finished"
     assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_USER_VERSION
     db.close()
     # Opening again is a no-op.

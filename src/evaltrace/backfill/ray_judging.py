@@ -12,7 +12,8 @@ span ids are deterministic, so a unit judged again replaces its rows rather than
 Rate limits, per-evaluator ``max_concurrent`` and the token/USD budgets live in :class:`GateState`, a Ray actor
 every task asks before each evaluation and charges after it: the limits hold across the cluster, not per
 process. A concurrency slot is a lease that expires after the evaluation's timeout (plus a margin), so a slot
-held by a task on a lost node is not lost with it.
+held by a task on a lost node is not lost with it. The actor lives on the driver's node (which the backfill cannot
+lose anyway), never on a worker node that may go.
 """
 
 from __future__ import annotations
@@ -225,7 +226,12 @@ class RayBatchJudge:
         ray = self._stack.enter_context(connected(self._engine.address))
         self._ray = ray
         per_evaluator = {s.evaluator.name: s.limits for s in self._specs}
-        self._gate = ray.remote(num_cpus=0)(GateState).remote(self._limits, per_evaluator)
+        # On the driver's node: a lost worker node must not take the cluster's limits (and the backfill) with it.
+        # Hard affinity: a soft one fell back to the worker node under load (seen at load 20), and died with it.
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+        self._gate = ray.remote(num_cpus=0, scheduling_strategy=here)(GateState).remote(self._limits, per_evaluator)
         self._job = ray.put(_Batch(ray.cloudpickle.dumps(self._specs), self._timeout_s, current_sys_path()))
         return self
 
@@ -237,8 +243,13 @@ class RayBatchJudge:
     def __call__(self, batch: Sequence[Unit]) -> list[list[Answer]]:
         """Judge ``batch``'s units on the cluster; each unit's answers, in the batch's order."""
         ray = self._ray
+        # A task's own errors are answers, never retried, except one reaching the limits actor: a task on a node
+        # that is dying can see the actor as unavailable (its raylet went first) and report that before Ray sees
+        # the node die. Judged again elsewhere, its unit's answer is still written once.
         task = ray.remote(judge_unit).options(
-            max_retries=self._engine.max_retries, retry_exceptions=False, scheduling_strategy="SPREAD"
+            max_retries=self._engine.max_retries,
+            retry_exceptions=[ray.exceptions.RayActorError],
+            scheduling_strategy="SPREAD",
         )
         index = {id(spec): i for i, spec in enumerate(self._specs)}
         answers: dict[int, list[EvaluationResult | None]] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,7 @@ from evaltrace.runner.merge import merge_runs
 from evaltrace.runner.migrate import current_summary
 from evaltrace.runner.resume import UnfinishedRun, resume_command, unfinished_runs
 from evaltrace.runner.rundir import CONFIG_FILE, RESULTS_FILE, SUMMARY_FILE, TRACES_FILE
+from evaltrace.runner.shards import ShardSpec
 from evaltrace.runner.stores import StoreSpec, open_store, parse_outputs, save_to_stores
 from evaltrace.schema import ComparisonReport, EvaluatorVariantRollup, RunSummary, VariantSummary
 
@@ -342,23 +344,65 @@ def _flag_store(args: argparse.Namespace) -> StoreSpec | None:
     return None
 
 
-def _summaries(args: argparse.Namespace, store: StoreSpec | None) -> list[tuple[RunSummary, str]]:
-    """(summary, where) of the runs to list, newest first."""
+@dataclass(frozen=True)
+class _Listed:
+    """A run to list: its summary, where it is, and what makes it less than a whole finished run."""
+
+    summary: RunSummary
+    where: str
+    unfinished: bool = False
+    """A store's run still arriving cell by cell (``run --engine ray``), or whose driver was killed."""
+    shard: ShardSpec | None = None
+    """The shard a ``run --shard i/N`` run holds (partial until ``runs merge``)."""
+
+
+def _summaries(args: argparse.Namespace, store: StoreSpec | None) -> list[_Listed]:
+    """The runs to list, newest first."""
     if store is not None:
         wanted = parse_namespace(args.namespace)
         with open_store(store) as opened:
-            return [(r.summary, json.dumps(r.run_namespace)) for r in opened.list_runs(run_namespace=wanted)]
+            stored = opened.list_runs(run_namespace=wanted)
+        return [_Listed(r.summary, json.dumps(r.run_namespace), unfinished=not r.finished) for r in stored]
     found = []
     if args.runs_dir.is_dir():
         for path in sorted(args.runs_dir.iterdir(), reverse=True):
             if (path / SUMMARY_FILE).is_file():
-                found.append((current_summary(RunDirectory(path)), str(path)))
+                run = RunDirectory(path)
+                found.append(_Listed(current_summary(run), str(path), shard=_shard_of(run)))
     return found
+
+
+def _shard_of(run: RunDirectory) -> ShardSpec | None:
+    try:
+        meta = run.read_meta()
+    # Broad on purpose: a damaged run_meta.json must not hide the run; it lists as a whole run.
+    except Exception:
+        return None
+    return meta.shard if meta is not None else None
+
+
+def _listed_row(listed: _Listed) -> list[Cell]:
+    summary = listed.summary
+    rates = ", ".join(f"{markup_safe(v.name)} {_variant_rate(v)}" for v in summary.variants)
+    if listed.unfinished:
+        rates = "[yellow]unfinished: its cells are stored as they finish[/yellow]"
+    elif listed.shard is not None:
+        rates = f"[yellow]partial: shard {listed.shard.label()}[/yellow]" + (f", {rates}" if rates else "")
+    regressions = summary.comparison.regressions_count if summary.comparison else None
+    return [
+        plain(summary.run_id, single_line=True),
+        str(summary.cases_total),
+        rates,
+        str(regressions or "-"),
+        plain(listed.where, single_line=True),
+    ]
 
 
 def _unfinished_row(run: UnfinishedRun) -> list[Cell]:
     of = f" of {run.cells}" if run.cells is not None else ""
     progress = f"unfinished: {run.traces_saved}{of} traces, {run.results_saved} results saved"
+    if run.shard is not None:
+        progress = f"partial: shard {run.shard.label()}, {progress}"
     return [
         plain(run.path.name, single_line=True),
         "-",
@@ -376,29 +420,26 @@ def list_command(args: argparse.Namespace) -> int:
         summaries = _summaries(args, store)
     except (EvaltraceError, ValueError) as exc:
         return print_error(exc)
-    # Only run directories can be unfinished: a store receives a run once it is complete.
+    # Unfinished run directories; a store's unfinished runs (cells stored as they finish) are in its list.
     unfinished = unfinished_runs(args.runs_dir) if store is None else []
     source = store.describe() if store is not None else str(args.runs_dir)
     if not summaries and not unfinished:
         console.print(plain(f"No runs in {source}."), highlight=False)
         return EXIT_OK
     listed: list[tuple[str, list[Cell], UnfinishedRun | None]] = []
-    for summary, where in summaries:
-        rates = ", ".join(f"{markup_safe(v.name)} {_variant_rate(v)}" for v in summary.variants)
-        regressions = summary.comparison.regressions_count if summary.comparison else None
-        row: list[Cell] = [
-            plain(summary.run_id, single_line=True),
-            str(summary.cases_total),
-            rates,
-            str(regressions or "-"),
-            plain(where, single_line=True),
-        ]
-        listed.append((summary.run_id, row, None))
+    for item in summaries:
+        listed.append((item.summary.run_id, _listed_row(item), None))
     listed += [(run.path.name, _unfinished_row(run), run) for run in unfinished]
     listed.sort(key=lambda item: item[0], reverse=True)  # run ids sort by start time
     listed = listed[: args.limit]
     columns = [*LIST_COLUMNS, Column("where" if store is None else "namespace", fold=True, drop=1)]
     print_table(console, columns, [row for _, row, _ in listed], plain(f"Runs in {source}"))
+    if any(item.shard is not None for item in summaries) or any(run.shard is not None for run in unfinished):
+        console.print(
+            plain("a partial run holds one shard of `run --shard i/N`: `evaltrace runs merge` joins all shards"),
+            highlight=False,
+            soft_wrap=True,
+        )
     # Commands on lines of their own, never folded by a narrow table: they are meant to be copied.
     for _, _, run in listed:
         if run is not None:

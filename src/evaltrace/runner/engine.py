@@ -9,280 +9,68 @@ evaluate, appending each result to ``results.jsonl`` as it finishes -> rewrite `
 
 :func:`resume_run` continues a killed run from those files: cells with a trace are not run again, evaluations
 with a result are not run again (a torn last line is cut off first); what was in flight at the kill is redone.
+
+This module sets a run up and carries it through its stages, each in a module of its own: execution
+(:mod:`evaltrace.runner.execution`, locally or on Ray), evaluation (:func:`evaltrace.runner.evaluate.evaluate_all`),
+summary (:mod:`evaltrace.runner.run_summary`), the stores (:mod:`evaltrace.runner.stores`); re-evaluation is
+:mod:`evaltrace.runner.re_evaluation`, and what a run reports is :mod:`evaltrace.runner.outcome`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING
 
 from evaltrace.evaluation.sinks.base import ScoreSink
 from evaltrace.runner.adapters import Adapter, build_adapter
 from evaltrace.runner.artifacts import attach_artifacts
-from evaltrace.runner.baselines import load_baseline, run_eval_name
-from evaltrace.runner.capture import capture_run
-from evaltrace.runner.config import (
-    EvalConfig,
-    config_hash,
-    load_eval_config,
-    mask_secrets,
-)
+from evaltrace.runner.config import EvalConfig, config_hash, load_eval_config, mask_secrets
 from evaltrace.runner.enrichers import ConfiguredEnricher, Enrichment, TraceEnricher, build_enrichers
-from evaltrace.runner.errors import RunConfigError, RunInterrupted
-from evaltrace.runner.evaluate import ConfiguredEvaluator, ResultKey, build_evaluators, evaluate_traces, result_key
-from evaltrace.runner.evaluation_records import EvaluationPlan, write_evaluation_records
-from evaltrace.runner.findings import baseline_run_results, describe_changes, trace_locations, with_findings
-from evaltrace.runner.resume import current_sys_path, incomplete_runs, re_evaluation_setup, resume_config
-from evaltrace.runner.rundir import (
-    CONFIG_FILE,
-    RESULTS_FILE,
-    SUMMARY_FILE,
-    TRACES_FILE,
-    RunDirectory,
-    RunMeta,
-    saved_lines,
+from evaltrace.runner.errors import RunInterrupted
+from evaltrace.runner.evaluate import ConfiguredEvaluator, build_evaluators, evaluate_all, result_key
+from evaltrace.runner.evaluation_records import EvaluationPlan
+from evaltrace.runner.execution import RayCells, execute_cells, execute_cells_on_ray
+from evaltrace.runner.outcome import NullProgress, ProgressReporter, RunOutcome, push_run_scores
+from evaltrace.runner.re_evaluation import re_evaluate
+from evaltrace.runner.resume import current_sys_path, incomplete_runs, resume_config
+from evaltrace.runner.run_summary import (
+    RunOrder,
+    evaluator_order,
+    first_per_key,
+    other_shards_cells,
+    summarise_run_directory,
+    summarize_run,
 )
-from evaltrace.runner.score_push import push_scores, run_scores
+from evaltrace.runner.rundir import RESULTS_FILE, SUMMARY_FILE, TRACES_FILE, RunDirectory, RunMeta, saved_lines
 from evaltrace.runner.select import apply_selection
-from evaltrace.runner.shards import ShardSpec, shard_cells
-from evaltrace.runner.simulation import UserSimulator, build_simulator, run_conversation
-from evaltrace.runner.stores import StoreSpec, configured_runs_dir, configured_stores, parse_outputs, save_to_stores
-from evaltrace.runner.summary import CaseOutcomes, compare_variants, restrict_to_cases, run_comparison, summarise_run
+from evaltrace.runner.shards import ShardSpec
+from evaltrace.runner.simulation import UserSimulator, build_simulator
+from evaltrace.runner.stores import StoreSpec, configured_runs_dir, configured_stores, save_to_stores
 from evaltrace.runner.workspace import WorkspaceSource, prepare_workspaces
 from evaltrace.runner.workspace_cells import WorkspaceCells
-from evaltrace.schema import ComparisonReport, EvalCase, EvaluationResult, RetryConfig, RunSummary, Trace, utcnow
+from evaltrace.schema import utcnow
 from evaltrace.schema.runs import CaseSelection
 
 if TYPE_CHECKING:
     from evaltrace.runner.ray_engine import RayEngine
 
-T = TypeVar("T")
-K = TypeVar("K")
-
+# The stages live in their own modules; these names stay importable from here.
 __all__ = [
     "NullProgress",
     "ProgressReporter",
     "RunOutcome",
-    "re_evaluate",
     "evaluator_order",
     "push_run_scores",
+    "re_evaluate",
     "resume_run",
     "run_eval",
     "summarise_run_directory",
     "summarize_run",
 ]
-
-
-class ProgressReporter(Protocol):
-    """Receives progress of the two phases (executing, evaluating)."""
-
-    def start(self, description: str, total: int) -> None:
-        """A phase of ``total`` steps begins."""
-        ...
-
-    def advance(self) -> None:
-        """One step of the current phase is done."""
-        ...
-
-
-class NullProgress:
-    """Reports nothing."""
-
-    def start(self, description: str, total: int) -> None:
-        """Ignore."""
-
-    def advance(self) -> None:
-        """Ignore."""
-
-
-@dataclass
-class RunOutcome:
-    """What a run (or re-evaluation) produced.
-
-    Attributes:
-        run: The run directory.
-        summary: The summary written to summary.yaml.
-        traces: The traces (as in traces.jsonl).
-        results: The evaluation results (as in results.jsonl).
-        notes: Things the user should know (e.g. ``--drift`` without a promoted baseline).
-        stored: The stores (``output:``, ``--sqlite``, ``--postgres``) the run was saved to.
-        store_errors: One message per store that could not save the run (the run directory is complete).
-    """
-
-    run: RunDirectory
-    summary: RunSummary
-    traces: list[Trace]
-    results: list[EvaluationResult]
-    notes: list[str] = field(default_factory=list)
-    stored: list[str] = field(default_factory=list)
-    store_errors: list[str] = field(default_factory=list)
-
-
-Cell = tuple[str, str]
-"""(case id, variant name)."""
-
-
-async def _execute(
-    config: EvalConfig,
-    adapters: list[Adapter],
-    run_id: str,
-    progress: ProgressReporter,
-    done: set[Cell],
-    on_trace: Callable[[Trace], None],
-    cells: WorkspaceCells | None = None,
-    simulator: UserSimulator | None = None,
-    enrichment: Enrichment | None = None,
-) -> list[Trace]:
-    """Run every (case, variant) not in ``done``; each trace goes to ``on_trace`` as soon as it exists.
-
-    ``cells`` runs the cells of variants with a workspace, each in its own copy (filesystem evals);
-    ``simulator`` plays the user of ``simulated_user`` cases, whose whole conversation is one cell's trace.
-    """
-    limit = asyncio.Semaphore(config.concurrency)
-    todo = [
-        (adapter, case, variant.name)
-        for variant, adapter in zip(config.variants, adapters, strict=True)
-        for case in config.cases
-        if (case.id, variant.name) not in done
-    ]
-    progress.start("running cases", len(todo))
-    with capture_run(config.name) as capture:
-
-        async def one(adapter: Adapter, case: EvalCase, variant: str) -> Trace:
-            async with limit:
-                if case.simulated_user is not None and simulator is not None:
-                    trace = await run_conversation(capture, adapter, case, variant, run_id, simulator)
-                elif cells is None:
-                    trace = await capture.execute(adapter, case, variant, run_id)
-                else:
-                    trace = await cells.execute(capture, adapter, case, variant, run_id)
-                if enrichment is not None:  # before it is saved: traces are write-once
-                    trace = await enrichment.enrich(trace)
-            on_trace(trace)  # persisted before any evaluator runs, and before a kill could lose it
-            progress.advance()
-            return trace
-
-        try:
-            return list(await asyncio.gather(*(one(*job) for job in todo)))
-        finally:
-            closing = [a.aclose() for a in adapters] + ([simulator.aclose()] if simulator is not None else [])
-            await asyncio.gather(*closing, return_exceptions=True)
-            if cells is not None:
-                await cells.aclose()
-            if enrichment is not None:
-                enrichment.close()
-
-
-async def _evaluate(
-    traces: list[Trace],
-    cases: list[EvalCase],
-    evaluators: list[ConfiguredEvaluator],
-    concurrency: int,
-    progress: ProgressReporter,
-    done: set[ResultKey] | None = None,
-    on_result: Callable[[EvaluationResult], None] | None = None,
-    retry: RetryConfig | None = None,
-) -> list[EvaluationResult]:
-    progress.start("evaluating", len(traces))
-    results = await evaluate_traces(
-        traces,
-        cases,
-        evaluators,
-        concurrency=concurrency,
-        on_done=progress.advance,
-        done=done or set(),
-        on_result=on_result,
-    )
-    for attempt in range(retry.max_retries if retry is not None else 0):
-        assert retry is not None
-        failed = {result_key(r) for r in results if r.status == "failed"}
-        if not failed:
-            break
-        # The evaluation block's retry_config: only the failed evaluations run again, after the backoff.
-        await asyncio.sleep(retry.initial_delay_ms / 1000 * retry.backoff_multiplier**attempt)
-        keep = set(done or ()) | {key for r in results if (key := result_key(r)) not in failed}
-        again = await evaluate_traces(
-            traces, cases, evaluators, concurrency=concurrency, done=keep, on_result=on_result
-        )
-        redone = {result_key(r): r for r in again}
-        results = [redone.get(result_key(r), r) for r in results]
-    return results
-
-
-@dataclass(frozen=True)
-class _SummaryInputs:
-    run: RunDirectory
-    started_at: dt.datetime
-    config_path: str
-    variant_names: list[str]
-    baseline_variant: str | None
-    drift_runs_dir: Path | None
-    cases: list[EvalCase] = field(default_factory=list)
-    finished_at: dt.datetime | None = None
-    """When the run finished (None: now); a summary rebuilt from stored results keeps the run's own time."""
-
-
-def _summarise(
-    inputs: _SummaryInputs, traces: list[Trace], results: list[EvaluationResult], notes: list[str]
-) -> RunSummary:
-    """The summary with its findings (failing cases, insights) and comparison, each change described."""
-    summary, outcomes = summarise_run(
-        run_id=inputs.run.run_id,
-        started_at=inputs.started_at,
-        finished_at=inputs.finished_at or utcnow(),
-        config_path=inputs.config_path,
-        config_hash=inputs.run.read_hash(),
-        variant_names=inputs.variant_names,
-        traces=traces,
-        results=results,
-    )
-    locations = trace_locations(inputs.run.path / TRACES_FILE)
-    summary = with_findings(summary, outcomes, traces, results, cases=inputs.cases, locations=locations)
-    meta = inputs.run.read_meta()
-    selection = meta.selection if meta is not None else None
-    compared = None
-    if inputs.drift_runs_dir is not None:
-        compared = _drift(inputs.run, inputs.drift_runs_dir, summary, outcomes, notes, selection)
-    if compared is None and inputs.baseline_variant in {v.name for v in summary.variants}:
-        compared = (compare_variants(summary, outcomes, str(inputs.baseline_variant)), outcomes, results)
-    comparison = None
-    if compared is not None:
-        report, base_outcomes, base_results = compared
-        comparison = describe_changes(
-            report,
-            traces=traces,
-            results=results,
-            outcomes=outcomes,
-            base_outcomes=base_outcomes,
-            base_results=base_results,
-            locations=locations,
-        )
-    return summary.model_copy(update={"comparison": comparison, "selection": selection})
-
-
-def _drift(
-    run: RunDirectory,
-    runs_dir: Path,
-    summary: RunSummary,
-    outcomes: CaseOutcomes,
-    notes: list[str],
-    selection: CaseSelection | None,
-) -> tuple[ComparisonReport, CaseOutcomes, list[EvaluationResult] | None] | None:
-    """The drift comparison, the baseline's outcomes and (when its run is still there) its results."""
-    eval_name = run_eval_name(run)
-    baseline = load_baseline(runs_dir, eval_name)
-    if baseline is None:
-        notes.append(f"no promoted baseline for {eval_name!r} in {runs_dir}; drift comparison skipped")
-        return None
-    base_summary, base_outcomes = baseline.summary, baseline.outcomes
-    if selection is not None:  # part of the dataset: compare with the same cases of the baseline only
-        base_summary, base_outcomes = restrict_to_cases(base_summary, base_outcomes, selection.selected)
-    report = run_comparison(base_summary, base_outcomes, summary, outcomes, kind="drift")
-    return report, base_outcomes, baseline_run_results(runs_dir, baseline.summary.run_id, run.run_id)
 
 
 @dataclass(frozen=True)
@@ -361,6 +149,11 @@ def run_eval(
     adapters = _adapters(config)
     evaluators = _evaluators(config)
     configured_enrichers = build_enrichers(config.raw.get("enrichers"), config.path, config.pythonpath)
+    all_enrichers = [*configured_enrichers, *(ConfiguredEnricher(e) for e in enrichers)]
+    if engine is not None and all_enrichers:  # one the workers cannot receive is refused before anything runs
+        from evaltrace.runner.ray_engine import pickled_enrichers
+
+        pickled_enrichers(all_enrichers)
     simulator = build_simulator(config)
     workspaces = prepare_workspaces(config.variants, adapters, config.path, key=config.variants_key)
     started = utcnow()
@@ -391,7 +184,7 @@ def run_eval(
         workspaces,
         simulator,
         sinks=[*config.sinks, *sinks] if shard is None else [],
-        enrichers=[*configured_enrichers, *(ConfiguredEnricher(e) for e in enrichers)],
+        enrichers=all_enrichers,
         ray=engine,
     )
     return _carry_out(run, config, adapters, evaluators, started, options, new_run=True, notes=notes)
@@ -507,7 +300,7 @@ def _carry_out(
         # The appenders closed on the way out: every line in the files is whole, so it is what a resume keeps.
         raise RunInterrupted(
             run.path,
-            cells=len(config.cases) * len(config.variants) - len(_other_shards(run, config)),
+            cells=len(config.cases) * len(config.variants) - len(other_shards_cells(run, config)),
             traces_saved=saved_lines(run.path / TRACES_FILE),
             results_saved=saved_lines(run.path / RESULTS_FILE),
             complete=(run.path / SUMMARY_FILE).is_file(),
@@ -525,20 +318,18 @@ def _carry_out_steps(
     new_run: bool,
     notes: list[str],
 ) -> RunOutcome:
-    earlier = [] if new_run else _first_per_key(run.read_traces(), lambda t: (t.case_id, t.variant_name))
-    done_cells = {(t.case_id, t.variant_name) for t in earlier} | _other_shards(run, config)
+    earlier = [] if new_run else first_per_key(run.read_traces(), lambda t: (t.case_id, t.variant_name))
+    done_cells = {(t.case_id, t.variant_name) for t in earlier} | other_shards_cells(run, config)
     log = run.append_traces(new_run=new_run)
     try:
         if options.ray is not None:
-            if options.enrichers:  # the Ray tasks save each trace as they finish, before any enricher could run
-                problem = "not applied by --engine ray (its tasks save each trace as it finishes); run locally"
-                raise RunConfigError(config.path, "enrichers", problem)
-            fresh = _execute_on_ray(run, config, options, done_cells, log.append)
+            on_ray = RayCells(options.ray, options.stores, options.run_namespace, options.progress, options.enrichers)
+            fresh = execute_cells_on_ray(run, config, on_ray, done_cells, log.append, earlier, started, notes)
         else:
             cells = WorkspaceCells(options.workspaces, run.path) if options.workspaces else None
             enrichment = Enrichment(options.enrichers) if options.enrichers else None
             fresh = asyncio.run(
-                _execute(
+                execute_cells(
                     config,
                     adapters,
                     run.run_id,
@@ -553,17 +344,17 @@ def _carry_out_steps(
     finally:
         log.close()
     run.seal_traces()
-    order = _Order([v.name for v in config.variants], [c.id for c in config.cases], [e.name for e in evaluators])
+    order = RunOrder([v.name for v in config.variants], [c.id for c in config.cases], [e.name for e in evaluators])
     traces = sorted([*earlier, *fresh], key=order.trace)
     wanted = {(t.case_id, t.variant_name, e.name) for t in traces for e in evaluators}
     # Ray tasks evaluated their cells already and results.jsonl holds those results: kept, not redone.
     saved = not new_run or options.ray is not None
-    kept = [r for r in _first_per_key(run.read_results(), result_key) if result_key(r) in wanted] if saved else []
+    kept = [r for r in first_per_key(run.read_results(), result_key) if result_key(r) in wanted] if saved else []
     log = run.append_results()
     try:
         plan = EvaluationPlan.of(config.raw, config.path)
         new_results = asyncio.run(
-            _evaluate(
+            evaluate_all(
                 attach_artifacts(traces, run.path),  # filesystem evals: each trace's artifact, read from disk
                 config.cases,
                 evaluators,
@@ -590,249 +381,3 @@ def _carry_out_steps(
     )
     push_run_scores(outcome, options.sinks)
     return outcome
-
-
-def push_run_scores(outcome: RunOutcome, sinks: Sequence[str | ScoreSink]) -> None:
-    """Send a finished run's scores to ``sinks``, recording each sink with the stores (a failure exits 3)."""
-    if not sinks:
-        return
-    scores = run_scores(outcome.summary, outcome.traces, outcome.results)
-    delivered, failed = push_scores(sinks, scores, outcome.run.path)
-    outcome.stored += delivered
-    outcome.store_errors += failed
-
-
-def _execute_on_ray(
-    run: RunDirectory, config: EvalConfig, options: _Options, done: set[Cell], on_trace: Callable[[Trace], None]
-) -> list[Trace]:
-    """The missing cells as Ray tasks, each trace and its results appended as the task finishes."""
-    from evaltrace.runner.ray_engine import execute_on_ray
-
-    assert options.ray is not None
-    results = run.append_results()
-    try:
-        return execute_on_ray(options.ray, config, run.run_id, done, on_trace, results.append, options.progress)
-    finally:
-        results.close()
-
-
-def summarise_run_directory(
-    run: RunDirectory,
-    config: EvalConfig,
-    evaluator_names: Sequence[str],
-    traces: Sequence[Trace],
-    results: Sequence[EvaluationResult],
-    started: dt.datetime,
-    notes: list[str],
-    drift_dir: Path | None = None,
-    finished: dt.datetime | None = None,
-) -> RunOutcome:
-    """Put a run's traces and results in config order, write results.jsonl and summary.yaml; not yet stored.
-
-    A run's own end, and ``runs merge``'s (:mod:`evaltrace.runner.merge`): one summary code path, so a merged
-    run summarises exactly as a single-process run of the same cells. traces.jsonl is written (and sealed) only
-    when the run has none yet (a merge); a run appended its own as cells finished.
-
-    Args:
-        run: The run directory.
-        config: The run's config (variant and case order; baseline variant).
-        evaluator_names: The evaluators' result names, in config order.
-        traces: Every trace of the run, in any order.
-        results: Every evaluation result of the run, in any order.
-        started: When the run started.
-        notes: Notes for the user; the drift comparison adds to them.
-        drift_dir: Compare with the promoted baseline in this runs directory (None: the baseline variant).
-        finished: When the run finished (None: now).
-    """
-    order = _Order([v.name for v in config.variants], [c.id for c in config.cases], evaluator_names)
-    ordered_traces = sorted(traces, key=order.trace)
-    if not (run.path / TRACES_FILE).exists():
-        run.write_traces(ordered_traces)
-    ordered = sorted(results, key=order.result)
-    run.write_results(ordered)  # the same results, in order and without torn or stray lines
-    variant_names = [v.name for v in config.variants]
-    inputs = _SummaryInputs(
-        run, started, str(config.path), variant_names, config.baseline, drift_dir, config.cases, finished
-    )
-    summary = _summarise(inputs, ordered_traces, ordered, notes)
-    run.write_summary(summary)
-    plan = EvaluationPlan.of(config.raw, config.path)
-    write_evaluation_records(run.path, run.run_id, plan, config.evaluators, ordered_traces, ordered)
-    return RunOutcome(run, summary, ordered_traces, ordered, notes)
-
-
-def evaluator_order(results: Sequence[EvaluationResult]) -> list[str]:
-    """The evaluators in config order, read from a run's ordered results (no evaluator is built).
-
-    Every cell has one result per evaluator, written in config order, so a cell's names are that order. Reading
-    it from the results, not by building the evaluators, lets a CI job merge or re-summarise without the
-    project's code.
-    """
-    cells: dict[tuple[str, str], list[str]] = {}
-    for result in results:
-        cells.setdefault((result.variant_name, result.case_id), []).append(result.evaluator)
-    return max(cells.values(), key=len, default=[])
-
-
-def _other_shards(run: RunDirectory, config: EvalConfig) -> set[Cell]:
-    """The cells a shard run leaves to the other shards (none for a whole run): never executed here."""
-    meta = run.read_meta()
-    if meta is None or meta.shard is None:
-        return set()
-    every = {(c.id, v.name) for v in config.variants for c in config.cases}
-    return every - shard_cells(every, meta.shard)
-
-
-def _first_per_key(items: Sequence[T], key: Callable[[T], K]) -> list[T]:
-    seen: dict[K, T] = {}
-    for item in items:
-        seen.setdefault(key(item), item)
-    return list(seen.values())
-
-
-class _Order:
-    """Config order: variants, then cases, then evaluators (unknown ones last)."""
-
-    def __init__(self, variants: Sequence[str], cases: Sequence[str], evaluators: Sequence[str]) -> None:
-        self._variants = {name: i for i, name in enumerate(variants)}
-        self._cases = {case: i for i, case in enumerate(cases)}
-        self._evaluators = {name: i for i, name in enumerate(evaluators)}
-
-    def trace(self, trace: Trace) -> tuple[int, int]:
-        return (
-            self._variants.get(trace.variant_name, len(self._variants)),
-            self._cases.get(trace.case_id, len(self._cases)),
-        )
-
-    def result(self, result: EvaluationResult) -> tuple[int, int, int]:
-        return (
-            self._variants.get(result.variant_name, len(self._variants)),
-            self._cases.get(result.case_id, len(self._cases)),
-            self._evaluators.get(result.evaluator, len(self._evaluators)),
-        )
-
-
-def re_evaluate(
-    run: RunDirectory,
-    *,
-    config_path: Path | None = None,
-    runs_dir: Path | None = None,
-    drift: bool = False,
-    progress: ProgressReporter | None = None,
-) -> RunOutcome:
-    """Re-run the evaluators over a run's traces.jsonl (the system is never called); rewrite results and summary.
-
-    Args:
-        run: The run directory.
-        config_path: An eval.yaml whose evaluators to use instead of the run's own config.yaml.
-        runs_dir: Where promoted baselines live, for ``drift`` (default: the run's parent directory).
-        drift: Compare with the promoted baseline.
-        progress: Progress receiver.
-
-    Returns:
-        The outcome (saved to the ``output:`` stores of the run's own config.yaml).
-    """
-    progress = progress or NullProgress()
-    previous = _previous_summary(run)
-    setup = re_evaluation_setup(run, config_path, previous)
-    stores = parse_outputs(run.path / CONFIG_FILE, run.read_config().get("output"))
-    cases = run.read_cases()
-    known = setup.variant_names or ([v.name for v in previous.variants] if previous else [])
-    traces = run.read_traces()  # appended as cells finished: put them back in config order
-    variant_names = [*known, *dict.fromkeys(t.variant_name for t in traces if t.variant_name not in known)]
-    order = _Order(variant_names, [c.id for c in cases], [e.name for e in setup.evaluators])
-    traces.sort(key=order.trace)
-    evaluated = attach_artifacts(traces, run.path)  # filesystem evals: each trace's artifact, read from disk
-    concurrency = setup.plan.concurrency(setup.concurrency)
-    retry = setup.plan.retry
-    results = asyncio.run(_evaluate(evaluated, cases, setup.evaluators, concurrency, progress, retry=retry))
-    run.write_results(results)
-    started = previous.started_at if previous else min((t.started_at for t in traces), default=utcnow())
-    notes: list[str] = []
-    inputs = _SummaryInputs(
-        run,
-        started,
-        previous.config_path if previous else str(setup.source),
-        variant_names,
-        setup.baseline,
-        (runs_dir or run.path.parent) if drift else None,
-        cases,
-    )
-    summary = _summarise(inputs, traces, results, notes)
-    run.write_summary(summary)
-    write_evaluation_records(run.path, run.run_id, setup.plan, setup.entries, traces, results)
-    meta = run.read_meta()
-    namespace = meta.run_namespace if meta is not None else None
-    stored, errors = save_to_stores(
-        stores, summary, traces, results, eval_name=run_eval_name(run), run_namespace=namespace
-    )
-    outcome = RunOutcome(run, summary, traces, results, notes, stored, errors)
-    sinks = run.read_config().get("sinks")
-    push_run_scores(outcome, [str(s) for s in sinks] if isinstance(sinks, list) else [])
-    return outcome
-
-
-def _previous_summary(run: RunDirectory) -> RunSummary | None:
-    # A run interrupted during evaluation has traces but no summary yet; re-evaluate completes it.
-    if not (run.path / SUMMARY_FILE).is_file():
-        return None
-    return run.read_summary()
-
-
-def summarize_run(run: RunDirectory, *, runs_dir: Path | None = None, drift: bool = False) -> RunOutcome:
-    """Rebuild a run's summary.yaml from its traces.jsonl and results.jsonl: no system, no evaluator is called.
-
-    The summary is computed by the code a run ends with (:func:`summarise_run_directory`), so it equals the one
-    the run wrote, except the comparison when ``drift`` asks for one against today's promoted baseline. The run's
-    own start and end times are kept (from the old summary, else run_meta.json and the last result). Nothing is
-    saved to the stores: ``evaltrace runs push`` does that.
-
-    Args:
-        run: The run directory (finished: every cell has its trace and every trace its results).
-        runs_dir: Where promoted baselines live, for ``drift`` (default: the run's parent directory).
-        drift: Compare with the promoted baseline.
-
-    Returns:
-        The outcome; ``stored`` and ``store_errors`` are empty.
-
-    Raises:
-        RunConfigError: The run's config snapshot cannot be read, or the run is unfinished (a cell without its
-            trace or an evaluation without its result): ``run --resume`` or ``re-evaluate`` completes it.
-        SchemaError: A line of traces.jsonl or results.jsonl is not valid.
-    """
-    config = resume_config(run, None)  # the run's own config and cases snapshot; no evaluator is built
-    traces, results = run.read_traces(), run.read_results()
-    names = evaluator_order(results)
-    _check_finished(run, config, traces, results, names)
-    previous = _previous_summary(run)
-    meta = run.read_meta()
-    if previous is not None:
-        started, finished = previous.started_at, previous.finished_at
-    else:
-        stamps = [t.started_at for t in traces]
-        started = meta.started_at if meta is not None and meta.started_at is not None else min(stamps, default=utcnow())
-        finished = max([t.finished_at for t in traces] + [r.finished_at for r in results], default=started)
-    notes: list[str] = []
-    drift_dir = (runs_dir or run.path.parent) if drift else None
-    return summarise_run_directory(run, config, names, traces, results, started, notes, drift_dir, finished)
-
-
-def _check_finished(
-    run: RunDirectory, config: EvalConfig, traces: list[Trace], results: list[EvaluationResult], names: list[str]
-) -> None:
-    """Raise when a summary of these files would describe a run that is not there yet (cells or results missing)."""
-    expected = {(c.id, v.name) for v in config.variants for c in config.cases} - _other_shards(run, config)
-    missing = len(expected - {(t.case_id, t.variant_name) for t in traces})
-    per_cell: dict[Cell, int] = {}
-    for result in results:
-        per_cell[(result.case_id, result.variant_name)] = per_cell.get((result.case_id, result.variant_name), 0) + 1
-    wanted = len(names) or len(config.evaluators)  # no result at all: each evaluator owes one per cell
-    unjudged = sum(1 for t in traces if per_cell.get((t.case_id, t.variant_name), 0) < wanted)
-    if missing or unjudged:
-        what = f"{missing} cell(s) without a trace" if missing else f"{unjudged} trace(s) without all their results"
-        raise RunConfigError(
-            run.path / RESULTS_FILE,
-            "",
-            f"run {run.run_id} is unfinished ({what}); complete it with `evaltrace run --resume {run.run_id}`"
-            " or `evaltrace re-evaluate`, which call the system or the evaluators",
-        )

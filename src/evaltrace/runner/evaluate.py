@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Collection, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from evaltrace._internal.daemon_pool import DaemonExecutor
 from evaltrace.evaluation import Evaluator, RunOptions, arun_evaluator
@@ -22,9 +22,12 @@ from evaltrace.evaluation.runner import is_async_evaluator, skipped_result
 from evaltrace.runner._loops import OnOwnLoop
 from evaltrace.runner.case_turns import case_conversation
 from evaltrace.runner.evaluator_entries import ConfiguredEvaluator, build_evaluators
-from evaltrace.schema import Conversation, EvalCase, EvaluationResult, Trace
+from evaltrace.schema import Conversation, EvalCase, EvaluationResult, RetryConfig, Trace
 
-__all__ = ["ConfiguredEvaluator", "ResultKey", "build_evaluators", "evaluate_traces", "result_key"]
+if TYPE_CHECKING:
+    from evaltrace.runner.outcome import ProgressReporter
+
+__all__ = ["ConfiguredEvaluator", "ResultKey", "build_evaluators", "evaluate_all", "evaluate_traces", "result_key"]
 
 
 ResultKey = tuple[str, str, str]
@@ -172,3 +175,43 @@ async def evaluate_traces(
     finally:
         runners.close()
     return [result for group in nested for result in group]
+
+
+async def evaluate_all(
+    traces: list[Trace],
+    cases: list[EvalCase],
+    evaluators: list[ConfiguredEvaluator],
+    concurrency: int,
+    progress: ProgressReporter,
+    done: set[ResultKey] | None = None,
+    on_result: Callable[[EvaluationResult], None] | None = None,
+    retry: RetryConfig | None = None,
+) -> list[EvaluationResult]:
+    """The evaluation stage of a run: every missing (trace, evaluator) result, then the failed ones again.
+
+    ``retry`` (the ``evaluation:`` block's retry_config) runs only the failed evaluations again, after its backoff.
+    """
+    progress.start("evaluating", len(traces))
+    results = await evaluate_traces(
+        traces,
+        cases,
+        evaluators,
+        concurrency=concurrency,
+        on_done=progress.advance,
+        done=done or set(),
+        on_result=on_result,
+    )
+    for attempt in range(retry.max_retries if retry is not None else 0):
+        assert retry is not None
+        failed = {result_key(r) for r in results if r.status == "failed"}
+        if not failed:
+            break
+        # The evaluation block's retry_config: only the failed evaluations run again, after the backoff.
+        await asyncio.sleep(retry.initial_delay_ms / 1000 * retry.backoff_multiplier**attempt)
+        keep = set(done or ()) | {key for r in results if (key := result_key(r)) not in failed}
+        again = await evaluate_traces(
+            traces, cases, evaluators, concurrency=concurrency, done=keep, on_result=on_result
+        )
+        redone = {result_key(r): r for r in again}
+        results = [redone.get(result_key(r), r) for r in results]
+    return results

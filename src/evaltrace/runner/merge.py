@@ -1,7 +1,7 @@
 """``evaltrace runs merge``: join the shard runs of one config (``run --shard i/N``) into one complete run.
 
 The merged run holds every shard's traces and results, put back in config order, and is summarised by the very
-code a single-process run uses (:func:`evaltrace.runner.engine.summarise_run_directory`), so its results, summary,
+code a single-process run uses (:func:`evaltrace.runner.run_summary.summarise_run_directory`), so its results, summary,
 findings and comparison equal those of one process running the same cells, timings and ids aside.
 
 Every shard must be finished (have its summary), share the config hash and N, and appear exactly once; anything

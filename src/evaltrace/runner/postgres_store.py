@@ -7,6 +7,10 @@ Tables (prefixed ``evaltrace_`` so they can share a database with an application
 * ``evaltrace_traces`` / ``evaltrace_results``: the run's models as JSONB, keyed like the jsonl files;
 * ``evaltrace_schema_migrations``: the schema versions applied.
 
+A run arriving cell by cell (``run --engine ray``) has its ``evaltrace_runs`` row from :meth:`PostgresRunStore.begin_run`
+(``finished`` false, a placeholder summary) before its cells (:meth:`PostgresRunStore.save_cells`); ``save_run`` at
+its end sets the summary and ``finished``.
+
 Every wait on the server is bounded (:mod:`evaltrace.runner._pg_timeouts`): a server that freezes or vanishes makes
 the call fail with :class:`PostgresStoreError` within the connect or statement timeout, never hang the run.
 
@@ -85,6 +89,11 @@ SCHEMA_MIGRATIONS: tuple[tuple[int, str, tuple[LiteralString, ...]], ...] = (
                 ON evaltrace_runs USING gin (run_namespace jsonb_path_ops)""",
             "CREATE INDEX IF NOT EXISTS evaltrace_runs_eval_idx ON evaltrace_runs (eval_name, run_id)",
         ),
+    ),
+    (
+        3,
+        "runs.finished (false while a run arrives cell by cell)",
+        ("ALTER TABLE evaltrace_runs ADD COLUMN IF NOT EXISTS finished boolean NOT NULL DEFAULT true",),
     ),
 )
 """(version, description, statements), applied in order; a version's statements are idempotent."""
@@ -264,7 +273,7 @@ class PostgresRunStore:
                            VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb)
                            ON CONFLICT (run_id) DO UPDATE SET eval_name = excluded.eval_name,
                                finished_at = excluded.finished_at, config_hash = excluded.config_hash,
-                               summary = excluded.summary,
+                               summary = excluded.summary, finished = true,
                                run_namespace = CASE WHEN %s THEN excluded.run_namespace
                                                     ELSE evaltrace_runs.run_namespace END""",
                         (
@@ -278,28 +287,83 @@ class PostgresRunStore:
                             run_namespace is not None,
                         ),
                     )
-                for chunk in _chunks(trace_rows):
-                    with self._answer():
-                        cur.executemany(
-                            """INSERT INTO evaltrace_traces (run_id, case_id, variant_name, data)
-                               VALUES (%s, %s, %s, %s::jsonb) ON CONFLICT DO NOTHING""",
-                            chunk,
-                        )
+                self._insert_traces(cur, trace_rows)
                 with self._answer():
                     cur.execute("DELETE FROM evaltrace_results WHERE run_id = %s", (run_id,))
-                for rows in _chunks(result_rows):
-                    with self._answer():
-                        cur.executemany(
-                            """INSERT INTO evaltrace_results (run_id, case_id, variant_name, evaluator, data)
-                               VALUES (%s, %s, %s, %s, %s::jsonb)
-                               ON CONFLICT (run_id, variant_name, case_id, evaluator) DO UPDATE SET data = excluded.data""",
-                            rows,
-                        )
+                self._upsert_results(cur, result_rows)
             with self._answer():
                 self._db.commit()
         except BaseException:
             self._rollback()
             raise
+
+    def begin_run(self, summary: RunSummary, *, eval_name: str, run_namespace: Mapping[str, str] | None = None) -> None:
+        """Record a run that starts arriving cell by cell (``finished`` false), unless the run is stored already.
+
+        Args:
+            summary: A placeholder summary (id, start, config hash, cases); :meth:`save_run` replaces it.
+            eval_name: The eval's name.
+            run_namespace: Namespace of the run (None: empty).
+        """
+        try:
+            with self._answer():
+                self._db.execute(
+                    """INSERT INTO evaltrace_runs
+                           (run_id, eval_name, started_at, finished_at, config_hash, summary, run_namespace, finished)
+                       VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s::jsonb, false) ON CONFLICT (run_id) DO NOTHING""",
+                    (
+                        summary.run_id,
+                        eval_name,
+                        summary.started_at,
+                        summary.finished_at,
+                        summary.config_hash,
+                        summary.model_dump_json(),
+                        _namespace(run_namespace),
+                    ),
+                )
+                self._db.commit()
+        except BaseException:
+            self._rollback()
+            raise
+
+    def save_cells(self, run_id: str, traces: Sequence[Trace], results: Sequence[EvaluationResult]) -> None:
+        """Add finished cells' traces and results to a run begun with :meth:`begin_run`, in one transaction.
+
+        A stored trace is kept (write-once) and a result replaces the stored one of its key: a cell saved again
+        (a resumed run) adds nothing twice.
+        """
+        trace_rows = [(run_id, t.case_id, t.variant_name, t.model_dump_json()) for t in traces]
+        result_rows = [(run_id, r.case_id, r.variant_name, r.evaluator, r.model_dump_json()) for r in results]
+        try:
+            with self._db.cursor() as cur:
+                self._insert_traces(cur, trace_rows)
+                self._upsert_results(cur, result_rows)
+            with self._answer():
+                self._db.commit()
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _insert_traces(self, cur: Any, rows: list[tuple[str, str, str, str]]) -> None:
+        """Insert trace rows, keeping those stored already (write-once), a guarded wait per chunk."""
+        for chunk in _chunks(rows):
+            with self._answer():
+                cur.executemany(
+                    """INSERT INTO evaltrace_traces (run_id, case_id, variant_name, data)
+                       VALUES (%s, %s, %s, %s::jsonb) ON CONFLICT DO NOTHING""",
+                    chunk,
+                )
+
+    def _upsert_results(self, cur: Any, rows: list[tuple[str, str, str, str, str]]) -> None:
+        """Insert result rows, each replacing the stored one of its key, a guarded wait per chunk."""
+        for chunk in _chunks(rows):
+            with self._answer():
+                cur.executemany(
+                    """INSERT INTO evaltrace_results (run_id, case_id, variant_name, evaluator, data)
+                       VALUES (%s, %s, %s, %s, %s::jsonb)
+                       ON CONFLICT (run_id, variant_name, case_id, evaluator) DO UPDATE SET data = excluded.data""",
+                    chunk,
+                )
 
     def _rollback(self) -> None:
         """End a failed transaction, unless the connection is gone (the server then discards it)."""
@@ -322,7 +386,7 @@ class PostgresRunStore:
         """
         with self._answer():
             rows = self._db.execute(
-                """SELECT run_id, eval_name, summary, run_namespace FROM evaltrace_runs
+                """SELECT run_id, eval_name, summary, run_namespace, finished FROM evaltrace_runs
                    WHERE (%s::text IS NULL OR eval_name = %s) AND run_namespace @> %s::jsonb
                    ORDER BY run_id COLLATE "C" DESC""",
                 (eval_name, eval_name, _namespace(run_namespace)),
@@ -338,7 +402,8 @@ class PostgresRunStore:
         """
         with self._answer():
             row = self._db.execute(
-                "SELECT run_id, eval_name, summary, run_namespace FROM evaltrace_runs WHERE run_id = %s", (run_id,)
+                "SELECT run_id, eval_name, summary, run_namespace, finished FROM evaltrace_runs WHERE run_id = %s",
+                (run_id,),
             ).fetchone()
             self._db.commit()
         if row is None:
@@ -347,7 +412,7 @@ class PostgresRunStore:
 
     @staticmethod
     def _stored(row: tuple[Any, ...]) -> StoredRun:
-        return StoredRun(row[0], row[1], RunSummary.model_validate(row[2]), dict(row[3] or {}))
+        return StoredRun(row[0], row[1], RunSummary.model_validate(row[2]), dict(row[3] or {}), bool(row[4]))
 
     def traces(self, run_id: str) -> list[Trace]:
         """Return a run's traces (variant, then case order)."""

@@ -16,6 +16,11 @@ Guarantees:
   process and run) and import the project's code from the eval.yaml's directory and the driver's ``sys.path``,
   so every node needs the project at the same path (a shared filesystem or the same checkout), as with
   ``--shard``.
+- The run's TraceEnrichers (eval.yaml's ``enrichers:`` and Python's) run in the task, where the cell's trace is
+  built, before it is evaluated and sent back: the driver saves the enriched trace, as the local engine does,
+  with the same structured ``enrichment_errors``. They travel pickled (Ray's cloudpickle) and are unpickled once
+  per worker process and run, after the driver's ``sys.path`` is set; one that cannot be pickled is refused
+  before the run starts.
 
 Ray is imported only here, and only when the engine is used (``pip install 'evaltrace[ray]'``).
 """
@@ -25,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -34,12 +39,13 @@ from evaltrace.exceptions import EvaltraceError
 from evaltrace.runner.adapters import build_adapter
 from evaltrace.runner.capture import capture_run
 from evaltrace.runner.config import EvalConfig
+from evaltrace.runner.enrichers import ConfiguredEnricher, Enrichment
 from evaltrace.runner.evaluate import ConfiguredEvaluator, build_evaluators, evaluate_traces
 from evaltrace.runner.simulation import UserSimulator, build_simulator, run_conversation
 from evaltrace.schema import EvaluationResult, Trace
 
 if TYPE_CHECKING:
-    from evaltrace.runner.engine import ProgressReporter
+    from evaltrace.runner.outcome import ProgressReporter
 
 __all__ = [
     "LOOPBACK",
@@ -47,6 +53,7 @@ __all__ = [
     "RayEngineError",
     "as_finished",
     "check_config",
+    "pickled_enrichers",
     "connected",
     "error_cause",
     "execute_on_ray",
@@ -163,10 +170,16 @@ class _Job:
     config: EvalConfig
     run_id: str
     sys_path: list[str]
+    enrichers: bytes = b""
+    """The run's enrichers, pickled: unpickled only once the driver's ``sys.path`` is set (they are the
+    project's objects; Ray would unpickle a task's arguments before). Empty: none."""
 
 
 _built: dict[str, list[ConfiguredEvaluator]] = {}
 """Run id -> its evaluators, built once per worker process (a judge keeps its client across cells)."""
+
+_enrichments: dict[str, Enrichment] = {}
+"""Run id -> its enrichers, unpickled once per worker process (their threads serve every cell of the run)."""
 
 
 def use_driver_paths(sys_path: list[str], first: str | None = None) -> None:
@@ -187,6 +200,36 @@ def _evaluators(job: _Job) -> list[ConfiguredEvaluator]:
     return _built[job.run_id]
 
 
+def _enrichment(job: _Job) -> Enrichment | None:
+    if not job.enrichers:
+        return None
+    if job.run_id not in _enrichments:
+        _enrichments[job.run_id] = Enrichment(_ray().cloudpickle.loads(job.enrichers))
+    return _enrichments[job.run_id]
+
+
+def pickled_enrichers(enrichers: Sequence[ConfiguredEnricher]) -> bytes:
+    """The enrichers as the tasks receive them (empty bytes for none).
+
+    Raises:
+        RayEngineError: Ray is missing, or an enricher cannot be pickled (named), so it cannot reach the workers.
+    """
+    if not enrichers:
+        return b""
+    ray = _ray()
+    for item in enrichers:
+        try:
+            ray.cloudpickle.dumps(item)
+        # Broad on purpose: pickling an arbitrary object raises anything (TypeError, PicklingError, ...).
+        except Exception as exc:
+            raise RayEngineError(
+                f"enricher {item.name!r} cannot be sent to the Ray workers, where each cell's trace is built:"
+                f" {type(exc).__name__}: {exc}; make it picklable (build clients lazily) or run without --engine ray"
+            ) from None
+    data: bytes = ray.cloudpickle.dumps(list(enrichers))
+    return data
+
+
 async def _cell(job: _Job, case_id: str, variant_index: int) -> tuple[Trace, list[EvaluationResult]]:
     config = job.config
     case = next(c for c in config.cases if c.id == case_id)
@@ -199,6 +242,9 @@ async def _cell(job: _Job, case_id: str, variant_index: int) -> tuple[Trace, lis
                 trace = await run_conversation(capture, adapter, case, variant.name, job.run_id, simulator)
             else:
                 trace = await capture.execute(adapter, case, variant.name, job.run_id)
+            enrichment = _enrichment(job)
+            if enrichment is not None:  # here, where the trace is built: the driver saves it as enriched
+                trace = await enrichment.enrich(trace)
     finally:
         closing = [adapter.aclose()] + ([simulator.aclose()] if simulator is not None else [])
         await asyncio.gather(*closing, return_exceptions=True)
@@ -236,14 +282,23 @@ def execute_on_ray(
     on_trace: Callable[[Trace], None],
     on_result: Callable[[EvaluationResult], None],
     progress: ProgressReporter,
+    on_cell: Callable[[Trace, list[EvaluationResult]], None] | None = None,
+    enrichers: Sequence[ConfiguredEnricher] = (),
 ) -> list[Trace]:
     """Run every cell not in ``done`` on the cluster; write each as it finishes; return the new traces.
 
+    Each finished cell goes to ``on_trace`` and ``on_result`` (the run directory), then to ``on_cell`` (the
+    database stores), once.
+
+    ``enrichers`` run in each task over the cell's trace before it is evaluated.
+
     Raises:
-        RayEngineError: Ray is missing, the cluster is unreachable, a system has a workspace, or a cell failed on
-            the cluster after its retries (what finished is saved: ``run --resume`` continues).
+        RayEngineError: Ray is missing, the cluster is unreachable, a system has a workspace, an enricher cannot
+            be pickled, or a cell failed on the cluster after its retries (what finished is saved: ``run
+            --resume`` continues).
     """
     check_config(config)
+    shipped = pickled_enrichers(enrichers)
     todo = [
         (case.id, index)
         for index, variant in enumerate(config.variants)
@@ -259,7 +314,7 @@ def execute_on_ray(
         task = ray.remote(run_cell).options(
             max_retries=engine.max_retries, retry_exceptions=False, scheduling_strategy="SPREAD"
         )
-        job = ray.put(_Job(config, run_id, current_sys_path()))
+        job = ray.put(_Job(config, run_id, current_sys_path(), shipped))
         written: set[Cell] = set(done)
         fresh: list[Trace] = []
         submitted = ((task.remote(job, case_id, i), (case_id, config.variants[i].name)) for case_id, i in todo)
@@ -271,6 +326,8 @@ def execute_on_ray(
             on_trace(trace)
             for result in results:
                 on_result(result)
+            if on_cell is not None:
+                on_cell(trace, results)
             fresh.append(trace)
             progress.advance()
         return fresh

@@ -48,6 +48,7 @@ from evaltrace.runner.rundir import (
     saved_lines,
 )
 from evaltrace.runner.select import restrict_to_selection
+from evaltrace.runner.shards import ShardSpec, shard_cells
 from evaltrace.schema import RunSummary
 
 __all__ = [
@@ -167,15 +168,18 @@ class UnfinishedRun:
 
     Attributes:
         path: The run directory.
-        cells: Its cells (cases × variants), or None when its config or cases snapshot cannot be read.
+        cells: Its cells (cases × variants, or its shard's), or None when its config or cases snapshot cannot
+            be read.
         traces_saved: Cells with a trace saved (not run again on resume).
         results_saved: Evaluation results saved (not evaluated again on resume).
+        shard: The shard of a ``run --shard i/N`` run (None: a whole run).
     """
 
     path: Path
     cells: int | None
     traces_saved: int
     results_saved: int
+    shard: ShardSpec | None = None
 
 
 def unfinished_runs(runs_dir: Path) -> list[UnfinishedRun]:
@@ -188,12 +192,17 @@ def unfinished_runs(runs_dir: Path) -> list[UnfinishedRun]:
         if (path / SUMMARY_FILE).exists() or not (path / CONFIG_FILE).is_file():
             continue
         run = RunDirectory(path)
+        shard: ShardSpec | None = None
         try:
-            cells: int | None = len(run.read_cases()) * len(config_variant_names(run.read_config()))
+            every = {(c.id, v) for c in run.read_cases() for v in config_variant_names(run.read_config())}
+            meta = run.read_meta()
+            shard = meta.shard if meta is not None else None
+            cells: int | None = len(every if shard is None else shard_cells(every, shard))
         # Broad on purpose: one damaged run must not hide the others; its resume names what is wrong.
         except Exception:
             cells = None
-        found.append(UnfinishedRun(path, cells, saved_lines(path / TRACES_FILE), saved_lines(path / RESULTS_FILE)))
+        saved = saved_lines(path / TRACES_FILE), saved_lines(path / RESULTS_FILE)
+        found.append(UnfinishedRun(path, cells, *saved, shard=shard))
     return found
 
 

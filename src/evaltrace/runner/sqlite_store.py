@@ -7,6 +7,11 @@ without a join; a row's namespace is its run's, rewritten when the run's namespa
 before these columns existed gets them added in place (``ALTER TABLE``) when opened, trace and result rows
 taking their run's namespace, and runs without one reading as the empty namespace. The schema version lives in ``PRAGMA user_version``. Traces and results stored by an
 older release are migrated as they are read, like the jsonl files (:mod:`evaltrace.schema.migrations`).
+
+A run can also arrive cell by cell (``run --engine ray``): :meth:`SqliteRunStore.begin_run` writes its ``runs`` row
+with ``finished = 0`` and a placeholder summary, :meth:`SqliteRunStore.save_cells` adds each finished cell's trace and
+results, and :meth:`SqliteRunStore.save_run` at the run's end writes the real summary and sets ``finished = 1``.
+A driver killed in between leaves every cell it saved, and its run listed as unfinished.
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ from evaltrace.schema import EvaluationResult, RunSummary, Trace
 
 __all__ = ["SCHEMA_USER_VERSION", "SqliteRunStore", "StoredRun"]
 
-SCHEMA_USER_VERSION = 3
-"""1: runs/traces/results; 2: ``runs.run_namespace`` added; 3: ``run_namespace`` on traces and results too."""
+SCHEMA_USER_VERSION = 4
+"""1: runs/traces/results; 2: ``runs.run_namespace`` added; 3: ``run_namespace`` on traces and results too;
+4: ``runs.finished`` (0 while a run arrives cell by cell)."""
 
 _CREATE = (
     """CREATE TABLE IF NOT EXISTS runs (
@@ -37,7 +43,8 @@ _CREATE = (
         finished_at TEXT NOT NULL,
         config_hash TEXT NOT NULL,
         summary TEXT NOT NULL,
-        run_namespace TEXT NOT NULL DEFAULT '{}'
+        run_namespace TEXT NOT NULL DEFAULT '{}',
+        finished INTEGER NOT NULL DEFAULT 1
     )""",
     """CREATE TABLE IF NOT EXISTS traces (
         run_id TEXT NOT NULL,
@@ -66,19 +73,54 @@ _COPY_NAMESPACE = (
 """Give the rows of ``table`` (those matching ``where``) their run's namespace."""
 
 
+_ADDED_COLUMNS = (
+    ("runs", "run_namespace", "TEXT NOT NULL DEFAULT '{}'"),
+    ("traces", "run_namespace", "TEXT NOT NULL DEFAULT '{}'"),
+    ("results", "run_namespace", "TEXT NOT NULL DEFAULT '{}'"),
+    ("runs", "finished", "INTEGER NOT NULL DEFAULT 1"),
+)
+"""Columns a database made by an older release lacks: (table, column, definition), added in place."""
+
+_RUN_NAMESPACE = "COALESCE((SELECT run_namespace FROM runs WHERE run_id = ?), '{}')"
+"""A cell row's namespace: its run's."""
+
+
 @dataclass(frozen=True)
 class StoredRun:
-    """One row of ``runs``."""
+    """One row of ``runs``.
+
+    Attributes:
+        run_id: The run's id.
+        eval_name: Its eval's name.
+        summary: Its summary (a placeholder while unfinished: no variants yet).
+        run_namespace: Its namespace.
+        finished: False while the run arrives cell by cell (``begin_run`` without ``save_run`` yet): a driver
+            killed mid-run leaves it so, with every cell it saved; ``run --resume`` completes it.
+    """
 
     run_id: str
     eval_name: str
     summary: RunSummary
     run_namespace: dict[str, str]
+    finished: bool = True
 
 
 def _namespace_json(namespace: Mapping[str, str] | None) -> str:
     clean = {str(k): str(v) for k, v in (namespace or {}).items()}
     return json.dumps(clean, sort_keys=True, separators=(",", ":"))
+
+
+def _run_row(summary: RunSummary, eval_name: str, namespace: Mapping[str, str] | None) -> tuple[str, ...]:
+    """The values of a ``runs`` row, in the columns' order up to ``run_namespace``."""
+    return (
+        summary.run_id,
+        eval_name,
+        summary.started_at.isoformat(),
+        summary.finished_at.isoformat(),
+        summary.config_hash,
+        summary.model_dump_json(),
+        _namespace_json(namespace),
+    )
 
 
 class SqliteRunStore:
@@ -102,12 +144,12 @@ class SqliteRunStore:
         with self._db:
             for statement in _CREATE:
                 self._db.execute(statement)
-            for table in ("runs", "traces", "results"):
+            for table, column, definition in _ADDED_COLUMNS:
                 columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
-                if "run_namespace" in columns:
+                if column in columns:
                     continue
-                self._db.execute(f"ALTER TABLE {table} ADD COLUMN run_namespace TEXT NOT NULL DEFAULT '{{}}'")
-                if table != "runs":  # rows stored before the column: their run's namespace
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
+                if column == "run_namespace" and table != "runs":  # rows stored before the column: their run's
                     self._db.execute(_COPY_NAMESPACE.format(table=table, where=""))
             self._db.execute(f"PRAGMA user_version = {SCHEMA_USER_VERSION}")
 
@@ -147,18 +189,9 @@ class SqliteRunStore:
                    VALUES (?, ?, ?, ?, ?, ?, ?)
                    ON CONFLICT(run_id) DO UPDATE SET eval_name = excluded.eval_name,
                        finished_at = excluded.finished_at, config_hash = excluded.config_hash,
-                       summary = excluded.summary,
+                       summary = excluded.summary, finished = 1,
                        run_namespace = CASE WHEN ? THEN excluded.run_namespace ELSE runs.run_namespace END""",
-                (
-                    summary.run_id,
-                    eval_name,
-                    summary.started_at.isoformat(),
-                    summary.finished_at.isoformat(),
-                    summary.config_hash,
-                    summary.model_dump_json(),
-                    _namespace_json(run_namespace),
-                    run_namespace is not None,
-                ),
+                (*_run_row(summary, eval_name, run_namespace), run_namespace is not None),
             )
             self._db.executemany(
                 "INSERT OR IGNORE INTO traces (run_id, case_id, variant_name, data) VALUES (?, ?, ?, ?)",
@@ -173,6 +206,40 @@ class SqliteRunStore:
             for table in ("traces", "results"):
                 self._db.execute(_COPY_NAMESPACE.format(table=table, where="WHERE run_id = ?"), (summary.run_id,))
 
+    def begin_run(self, summary: RunSummary, *, eval_name: str, run_namespace: Mapping[str, str] | None = None) -> None:
+        """Record a run that starts arriving cell by cell (``finished`` 0), unless the run is stored already.
+
+        Args:
+            summary: A placeholder summary (id, start, config hash, cases); :meth:`save_run` replaces it.
+            eval_name: The eval's name.
+            run_namespace: Namespace of the run (None: empty), carried by every cell row saved after.
+        """
+        with self._db:
+            self._db.execute(
+                """INSERT INTO runs
+                       (run_id, eval_name, started_at, finished_at, config_hash, summary, run_namespace, finished)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, 0) ON CONFLICT(run_id) DO NOTHING""",
+                _run_row(summary, eval_name, run_namespace),
+            )
+
+    def save_cells(self, run_id: str, traces: Sequence[Trace], results: Sequence[EvaluationResult]) -> None:
+        """Add finished cells' traces and results to a run, in one transaction.
+
+        A trace already stored is kept (write-once) and a result replaces the stored one of its key, so saving a
+        cell again (a resumed run) adds nothing twice. Each row takes its run's namespace.
+        """
+        with self._db:
+            self._db.executemany(
+                "INSERT OR IGNORE INTO traces (run_id, case_id, variant_name, data, run_namespace)"
+                f" VALUES (?, ?, ?, ?, {_RUN_NAMESPACE})",
+                [(run_id, t.case_id, t.variant_name, t.model_dump_json(), run_id) for t in traces],
+            )
+            self._db.executemany(
+                "INSERT OR REPLACE INTO results (run_id, case_id, variant_name, evaluator, data, run_namespace)"
+                f" VALUES (?, ?, ?, ?, ?, {_RUN_NAMESPACE})",
+                [(run_id, r.case_id, r.variant_name, r.evaluator, r.model_dump_json(), run_id) for r in results],
+            )
+
     def list_runs(
         self, *, eval_name: str | None = None, run_namespace: Mapping[str, str] | None = None
     ) -> list[StoredRun]:
@@ -182,16 +249,18 @@ class SqliteRunStore:
             eval_name: Only runs of this eval.
             run_namespace: Only runs whose namespace holds every given key with the given value.
         """
-        query = "SELECT run_id, eval_name, summary, run_namespace FROM runs"
+        query = "SELECT run_id, eval_name, summary, run_namespace, finished FROM runs"
         params: tuple[str, ...] = ()
         if eval_name is not None:
             query, params = query + " WHERE eval_name = ?", (eval_name,)
         wanted = {str(k): str(v) for k, v in (run_namespace or {}).items()}
         runs = []
-        for run_id, name, summary, namespace_text in self._db.execute(query + " ORDER BY run_id DESC", params):
+        for run_id, name, summary, namespace_text, finished in self._db.execute(
+            query + " ORDER BY run_id DESC", params
+        ):
             namespace = json.loads(namespace_text or "{}")
             if all(namespace.get(k) == v for k, v in wanted.items()):
-                runs.append(StoredRun(run_id, name, RunSummary.model_validate_json(summary), namespace))
+                runs.append(StoredRun(run_id, name, RunSummary.model_validate_json(summary), namespace, bool(finished)))
         return runs
 
     def get_run(self, run_id: str) -> StoredRun:
@@ -201,11 +270,12 @@ class SqliteRunStore:
             SchemaError: No such run in the database.
         """
         row = self._db.execute(
-            "SELECT run_id, eval_name, summary, run_namespace FROM runs WHERE run_id = ?", (run_id,)
+            "SELECT run_id, eval_name, summary, run_namespace, finished FROM runs WHERE run_id = ?", (run_id,)
         ).fetchone()
         if row is None:
             raise SchemaError(f"{self.path}: no run {run_id!r}")
-        return StoredRun(row[0], row[1], RunSummary.model_validate_json(row[2]), json.loads(row[3] or "{}"))
+        summary = RunSummary.model_validate_json(row[2])
+        return StoredRun(row[0], row[1], summary, json.loads(row[3] or "{}"), bool(row[4]))
 
     def traces(self, run_id: str) -> list[Trace]:
         """Return a run's traces (variant, then case order)."""

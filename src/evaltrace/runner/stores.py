@@ -36,6 +36,7 @@ __all__ = [
     "open_store",
     "parse_outputs",
     "save_to_stores",
+    "store_namespace",
 ]
 
 StoreType = Literal["local_files", "sqlite", "postgres"]
@@ -55,6 +56,14 @@ class RunStore(Protocol):
         run_namespace: Mapping[str, str] | None = None,
     ) -> None:
         """Insert or update a run (results replaced, traces kept, namespace kept when None)."""
+        ...
+
+    def begin_run(self, summary: RunSummary, *, eval_name: str, run_namespace: Mapping[str, str] | None = None) -> None:
+        """Record a run whose cells arrive one by one (unfinished until :meth:`save_run`); a stored run is kept."""
+        ...
+
+    def save_cells(self, run_id: str, traces: Sequence[Trace], results: Sequence[EvaluationResult]) -> None:
+        """Add finished cells to a begun run (a trace stored already is kept; a result replaces its key's)."""
         ...
 
     def list_runs(
@@ -203,6 +212,13 @@ def open_store(spec: StoreSpec) -> RunStore:
     raise ValueError(f"{spec.describe()}: not a database store")
 
 
+def store_namespace(spec: StoreSpec, run_namespace: Mapping[str, str] | None) -> dict[str, str] | None:
+    """The namespace a run is saved with in ``spec``: the store's ``run_namespace``, the command line's keys winning."""
+    if run_namespace is None:
+        return spec.run_namespace
+    return {**(spec.run_namespace or {}), **run_namespace}
+
+
 def save_to_stores(
     specs: Sequence[StoreSpec],
     summary: RunSummary,
@@ -230,9 +246,7 @@ def save_to_stores(
     for spec in specs:
         if spec.type == "local_files":
             continue
-        namespace = spec.run_namespace
-        if run_namespace is not None:
-            namespace = {**(namespace or {}), **run_namespace}
+        namespace = store_namespace(spec, run_namespace)
         try:
             with open_store(spec) as store:
                 store.save_run(summary, traces, results, eval_name=eval_name, run_namespace=namespace)
