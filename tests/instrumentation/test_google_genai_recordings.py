@@ -1,7 +1,7 @@
 """Every copied Google Gen AI recording, each response on its own, replayed through the instrumented real client.
 
-For each recorded exchange the call is derived from the recorded URI (plain or streamed generate, embed; Developer
-API or Vertex AI), made sync and async, and the span is checked against the recorded response JSON read
+For each recorded exchange the call is derived from the recorded URI (plain or streamed generate, embed, caches.create;
+Developer API or Vertex AI), made sync and async, and the span is checked against the recorded response JSON read
 independently of the codec: response id and model, finish reasons verbatim, usage (prompt + tool-use prompt in,
 candidates + thoughts out, thoughts as reasoning, cached content as cache reads), the answer text without the
 thoughts, and the function calls by name. No internal error may be logged.
@@ -97,7 +97,14 @@ async def _call(item: Recorded, is_async: bool) -> None:
     with ReplayServer([item]) as server:
         client = client_for(server, vertex)
         models = client.aio.models if is_async else client.models
-        if ":streamGenerateContent" in uri:
+        if uri.endswith("/cachedContents"):  # caches.create: the model is in the request body
+            model = json.loads(item.request_body or b"{}").get("model", "models/x").rsplit("/", 1)[1]
+            caches = client.aio.caches if is_async else client.caches
+            config = {"contents": ["x"], "ttl": "300s"}
+            result = caches.create(model=model, config=config)
+            if is_async:
+                await result
+        elif ":streamGenerateContent" in uri:
             if is_async:
                 async for _ in await models.generate_content_stream(model=model, contents="x"):
                     pass
@@ -121,8 +128,8 @@ async def test_every_recorded_response(
     path: Path, index: int, is_async: bool, exporter: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
 ) -> None:
     item = load_cassette(path)[index]
-    if "/interactions" in item.uri or "/cachedContents" in item.uri:
-        pytest.fail(f"not a models call: {item.uri}")  # only models calls are copied (see the fixture README)
+    if "/interactions" in item.uri:
+        pytest.fail(f"not a models or caches call: {item.uri}")  # only those are copied (see the fixture README)
     with caplog.at_level(logging.WARNING, logger="evaltrace"):
         await _call(item, is_async)
     assert not [r for r in caplog.records if r.name.startswith("evaltrace")], caplog.text
@@ -131,6 +138,14 @@ async def test_every_recorded_response(
     a = spans[0].attributes
     assert a["gen_ai.provider.name"] == ("gcp.vertex_ai" if "aiplatform" in item.uri else "gcp.gemini")
     body = _events(item)
+    if item.uri.endswith("/cachedContents"):
+        assert a["gen_ai.operation.name"] == "create_cache"
+        assert a["gen_ai.response.id"] == body[0]["name"]
+        assert a["gen_ai.response.model"] == body[0]["model"]
+        tokens = body[0].get("usageMetadata", {}).get("totalTokenCount")
+        assert a.get("gen_ai.usage.input_tokens") == tokens
+        assert a.get("gen_ai.usage.cache_creation.input_tokens") == tokens
+        return
     if "embeddings" in body[0]:
         assert a["gen_ai.operation.name"] == "embeddings"
         assert a["gen_ai.embeddings.dimension.count"] == len(body[0]["embeddings"][0]["values"])

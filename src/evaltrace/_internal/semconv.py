@@ -81,6 +81,7 @@ OP_EXECUTE_TOOL: Final = "execute_tool"
 OP_INVOKE_AGENT: Final = "invoke_agent"
 OP_INVOKE_WORKFLOW: Final = "invoke_workflow"
 OP_RETRIEVAL: Final = "retrieval"
+OP_CREATE_CACHE: Final = "create_cache"  # not a GenAI value: google-genai ``caches.create`` (no answer)
 
 # --- metrics ---------------------------------------------------------------------------------------------
 METRIC_CLIENT_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
@@ -104,6 +105,10 @@ USER_ID: Final = "user.id"
 COHERE_USAGE_BILLED_INPUT_TOKENS: Final = "cohere.usage.billed_units.input_tokens"
 COHERE_USAGE_BILLED_OUTPUT_TOKENS: Final = "cohere.usage.billed_units.output_tokens"
 COHERE_USAGE_BILLED_SEARCH_UNITS: Final = "cohere.usage.billed_units.search_units"
+
+# --- Google Gen AI-specific -------------------------------------------------------------------------------
+# A prompt the API refused (``prompt_feedback.block_reason``: SAFETY, BLOCKLIST, PROHIBITED_CONTENT...), verbatim.
+GCP_GEMINI_PROMPT_BLOCK_REASON: Final = "gcp.gemini.prompt_feedback.block_reason"
 
 # --- OpenAI-specific -------------------------------------------------------------------------------------
 OPENAI_API_TYPE: Final = "openai.api.type"

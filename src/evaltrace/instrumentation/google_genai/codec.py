@@ -12,24 +12,35 @@ from typing import Any, ClassVar
 
 from evaltrace._internal.engine.codec import Accumulator, Codec, Endpoint, Server
 from evaltrace._internal.engine.outcome import Outcome, Summary
-from evaltrace._internal.semconv import GEN_AI_REQUEST_STREAM, OP_EMBEDDINGS
+from evaltrace._internal.semconv import GEN_AI_REQUEST_STREAM, KIND_TASK, OP_CREATE_CACHE, OP_EMBEDDINGS
 from evaltrace.instrumentation.google_genai import endpoints
 from evaltrace.instrumentation.google_genai.endpoints import GEMINI, VERTEX, Kind
-from evaltrace.instrumentation.google_genai.request import request_attributes
-from evaltrace.instrumentation.google_genai.response import embedding_outcome, response_outcome, response_summary
+from evaltrace.instrumentation.google_genai.request import cache_attributes, request_attributes
+from evaltrace.instrumentation.google_genai.response import (
+    cache_outcome,
+    embedding_outcome,
+    response_outcome,
+    response_summary,
+)
 from evaltrace.instrumentation.google_genai.stream import GenerateContentAccumulator
 
 
 class GoogleGenAICodec(Codec):
-    """google-genai's ``models.generate_content`` / ``generate_content_stream`` / ``embed_content``."""
+    """google-genai's ``models.generate_content`` / ``generate_content_stream`` / ``embed_content``, ``caches.create``."""
 
     provider: ClassVar[str] = GEMINI
     label: ClassVar[str] = "Google Gen AI"
     cache_plain_types: ClassVar[bool] = True
 
     def operation(self, kind: Hashable) -> str:
-        """``generate_content`` or ``embeddings``."""
+        """``generate_content``, ``embeddings`` or ``create_cache``."""
         return kind.operation if isinstance(kind, Kind) else str(kind)
+
+    def span_kind(self, kind: Hashable) -> str:
+        """``task`` for ``caches.create`` (it answers nothing: not an LLM step), else the engine's."""
+        if self.operation(kind) == OP_CREATE_CACHE:
+            return KIND_TASK
+        return super().span_kind(kind)
 
     def provider_for(self, host: str | None) -> str:
         """``gcp.vertex_ai`` for a Vertex AI host (metrics and pricing read it); a proxy is named by ``route``."""
@@ -56,21 +67,30 @@ class GoogleGenAICodec(Codec):
 
     def request_attributes(self, kind: Hashable, params: dict[str, Any], capture: bool, max_len: int) -> Any:
         """The request's parameters, and with ``capture`` its contents, instructions and tools."""
-        attrs = request_attributes(self.operation(kind), params, capture, max_len)
+        operation = self.operation(kind)
+        if operation == OP_CREATE_CACHE:
+            return cache_attributes(params, capture, max_len)
+        attrs = request_attributes(operation, params, capture, max_len)
         if isinstance(kind, Kind) and kind.stream:
             attrs[GEN_AI_REQUEST_STREAM] = True
         return attrs
 
     def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
-        """A response (or an embedding response) -> Outcome."""
-        if self.operation(kind) == OP_EMBEDDINGS:
+        """A response (or an embedding response, or a ``CachedContent``) -> Outcome."""
+        operation = self.operation(kind)
+        if operation == OP_EMBEDDINGS:
             return embedding_outcome(result, capture)
+        if operation == OP_CREATE_CACHE:
+            return cache_outcome(result)
         return response_outcome(result, capture)
 
     def summary(self, kind: Hashable, result: Any) -> Summary:
         """Model and token counts, read without the content."""
-        if self.operation(kind) == OP_EMBEDDINGS:
+        operation = self.operation(kind)
+        if operation == OP_EMBEDDINGS:
             return Summary.of(embedding_outcome(result, False))
+        if operation == OP_CREATE_CACHE:
+            return Summary(getattr(result, "model", None))  # no token counts: the cache's are not a call's usage
         return response_summary(result)
 
     def is_stream(self, kind: Hashable, result: Any) -> bool:
