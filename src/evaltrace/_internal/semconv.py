@@ -81,6 +81,7 @@ OP_EXECUTE_TOOL: Final = "execute_tool"
 OP_INVOKE_AGENT: Final = "invoke_agent"
 OP_INVOKE_WORKFLOW: Final = "invoke_workflow"
 OP_RETRIEVAL: Final = "retrieval"
+OP_RERANK: Final = "rerank"  # not a GenAI value: a reranking (Cohere ``rerank``), on a ``task`` span
 OP_CREATE_CACHE: Final = "create_cache"  # not a GenAI value: google-genai ``caches.create`` (no answer)
 
 # --- metrics ---------------------------------------------------------------------------------------------
