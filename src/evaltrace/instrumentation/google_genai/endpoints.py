@@ -9,7 +9,8 @@ our call mark, so an instrumented model call made inside a tool gets its own spa
 span). A chat message (``client.chats``), which goes through ``generate_content``, is one span per request too:
 one for a plain message. ``embed_content`` sends one request and is wrapped as is, and so is ``caches.create``
 (the model reads the contents it caches; a ``task`` span ``create_cache {model}``, not an LLM step: it answers
-nothing).
+nothing). The Interactions API (``client.interactions.create``) is wrapped at the generated client's
+``Interactions.create``, which the public ``create`` calls once per request it sends (see ``interactions``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ GENERATE = Kind(sc.OP_GENERATE_CONTENT, False, GEMINI)
 GENERATE_STREAM = Kind(sc.OP_GENERATE_CONTENT, True, GEMINI)
 EMBED = Kind(sc.OP_EMBEDDINGS, False, GEMINI)
 CREATE_CACHE = Kind(sc.OP_CREATE_CACHE, False, GEMINI)
+INTERACTION = Kind(sc.OP_CHAT, False, GEMINI)  # the Interactions API; ``route`` sets ``stream`` per call
 
 _MODULE = "google.genai.models"
 ENDPOINTS: tuple[Endpoint, ...] = tuple(
@@ -48,6 +50,8 @@ ENDPOINTS: tuple[Endpoint, ...] = tuple(
     )
 ) + tuple(Endpoint("google.genai.caches", cls, "create", CREATE_CACHE, is_async)
           for cls, is_async in (("Caches", False), ("AsyncCaches", True)))  # fmt: skip
+ENDPOINTS += tuple(Endpoint("google.genai._gaos.interactions", cls, "create", INTERACTION, is_async)
+                   for cls, is_async in (("Interactions", False), ("AsyncInteractions", True)))  # fmt: skip
 
 
 def api_client(instance: Any) -> Any:
