@@ -167,3 +167,17 @@ async def test_an_error_event_mid_stream_fails_the_span_and_keeps_what_arrived(e
     assert json.loads(span.attributes["gen_ai.output.messages"])[0]["parts"] == [
         {"type": "text", "content": "Half an ans"}
     ]
+
+
+async def test_a_request_object_is_read_like_keyword_arguments(exporter: InMemorySpanExporter) -> None:
+    """``create(request={"body": {...}})``, the SDK's other calling form, is read from that body."""
+    with replay(SET / "test_generate_interactions_simple_message[False].yaml") as (client, server):
+        body = {"model": "gemini-2.5-flash", "input": "Tell me a joke", "generation_config": {"temperature": 0.5}}
+        client.interactions.create(request={"body": body})
+        assert server.received[0].json()["input"] == "Tell me a joke"
+    span = _span(exporter)
+    assert span.name == "chat gemini-2.5-flash"
+    assert span.attributes["gen_ai.request.temperature"] == 0.5
+    assert json.loads(span.attributes["gen_ai.input.messages"]) == [
+        {"role": "user", "parts": [{"type": "text", "content": "Tell me a joke"}]}
+    ]
