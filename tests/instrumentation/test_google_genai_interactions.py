@@ -181,3 +181,36 @@ async def test_a_request_object_is_read_like_keyword_arguments(exporter: InMemor
     assert json.loads(span.attributes["gen_ai.input.messages"]) == [
         {"role": "user", "parts": [{"type": "text", "content": "Tell me a joke"}]}
     ]
+
+
+async def test_a_streamed_function_call_and_image_are_parts(exporter: InMemorySpanExporter) -> None:
+    """A function call whose arguments stream as ``arguments_delta`` fragments, and an image delta (the SDK's
+    ``FunctionCallStep`` / ``ArgumentsDelta`` / ``ImageDelta`` shapes; no such recording exists)."""
+    events = [
+        {"event_type": "interaction.created",
+         "interaction": {"id": "i-4", "status": "in_progress", "object": "interaction", "model": "gemini-2.5-flash"}},
+        {"event_type": "step.start", "index": 0, "step": {"type": "model_output"}},
+        {"event_type": "step.delta", "index": 0, "delta": {"type": "image", "data": "iVBORw0KGgo=", "mime_type": "image/png"}},
+        {"event_type": "step.stop", "index": 0},
+        {"event_type": "step.start", "index": 1, "step": {"type": "function_call", "id": "call-2", "name": "get_weather"}},
+        {"event_type": "step.delta", "index": 1, "delta": {"type": "arguments_delta", "arguments": '{"city": '}},
+        {"event_type": "step.delta", "index": 1, "delta": {"type": "arguments_delta", "arguments": '"Paris"}'}},
+        {"event_type": "step.stop", "index": 1},
+        {"event_type": "interaction.completed",
+         "interaction": {"id": "i-4", "status": "requires_action", "object": "interaction", "model": "gemini-2.5-flash",
+                         "usage": {"total_input_tokens": 12, "total_output_tokens": 8}}},
+    ]  # fmt: skip
+    body = "".join(f"event: {e['event_type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
+    served = Recorded("POST", "/v1beta/interactions", b"", 200, "OK", [("content-type", "text/event-stream")], body)
+    with ReplayServer([served]) as server:
+        client = client_for(server)
+        assert len(list(client.interactions.create(model="gemini-2.5-flash", input="x", stream=True))) == len(events)
+    a = _span(exporter).attributes
+    assert a["evaltrace.stream.end_reason"] == "exhausted"
+    assert a["gen_ai.response.finish_reasons"] == ("requires_action",)
+    (message,) = json.loads(a["gen_ai.output.messages"])
+    assert message["finish_reason"] == "tool_call"
+    image, call = message["parts"]
+    assert image["type"] == "uri" and image["uri"] == "data:image/png;base64,<omitted 12 bytes>"
+    assert call == {"type": "tool_call", "id": "call-2", "name": "get_weather", "arguments": {"city": "Paris"}}
+    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (12, 8)

@@ -278,12 +278,13 @@ def summary_of(interaction: Any) -> Summary:
 
 
 class _Step:
-    __slots__ = ("fragments", "start", "thoughts")
+    __slots__ = ("fragments", "media", "start", "thoughts")
 
     def __init__(self, start: Any) -> None:
         self.start = start  # the step as step.start announced it (type, and id / name for a call)
         self.fragments: list[str] = []  # text, or a call's argument JSON
         self.thoughts: list[str] = []
+        self.media: list[Part] = []  # image / audio / video / document deltas of a model output
 
     def parts(self) -> list[Part]:
         kind = field(self.start, "type")
@@ -292,7 +293,7 @@ class _Step:
             return [reasoning_part(joined)] if joined else []
         if kind == "model_output":
             text = "".join(self.fragments)
-            return [text_part(text)] if text else []
+            return ([text_part(text)] if text else []) + self.media
         if kind == "function_call":
             arguments: Any = "".join(self.fragments)
             if not arguments:
@@ -326,6 +327,11 @@ class InteractionStreamAccumulator:
             if delta_type == "text" or (delta_type is None and isinstance(field(delta, "text"), str)):
                 step.fragments.append(str(field(delta, "text") or ""))
                 return True
+            if delta_type in _CONTENT_TYPES:  # a media item of the answer, whole in one delta
+                part = content_part(delta)
+                if part is not None:
+                    step.media.append(part)
+                return part is not None
             if delta_type == "arguments_delta":
                 step.fragments.append(str(field(delta, "arguments") or ""))
                 return True
