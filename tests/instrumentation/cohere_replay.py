@@ -147,3 +147,19 @@ async def async_v1_client_of(url: str) -> AsyncIterator[cohere.AsyncClient]:
     """A real v1 ``cohere.AsyncClient`` on ``url`` whose connections are closed afterwards."""
     async with httpx.AsyncClient() as http:
         yield cohere.AsyncClient(api_key="test", base_url=url, httpx_client=http)
+
+
+async def read_events(stream: Any, limit: int | None = None) -> list[Any]:
+    """The events of a sync or async stream; with ``limit``, ``break`` out of the loop after that many."""
+    events: list[Any] = []
+    if hasattr(stream, "__aiter__"):
+        async for event in stream:
+            events.append(event)
+            if limit is not None and len(events) >= limit:
+                break
+        return events
+    for event in stream:
+        events.append(event)
+        if limit is not None and len(events) >= limit:
+            break
+    return events

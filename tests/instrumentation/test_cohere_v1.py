@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from cohere import types as t
-from cohere_replay import async_v1_client_of, client_of, made, v1_client_of
+from cohere_replay import async_v1_client_of, client_of, made, read_events, v1_client_of
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
@@ -74,20 +74,11 @@ async def _chat(url: str, is_async: bool, **kwargs: Any) -> Any:
 
 
 async def _stream(url: str, is_async: bool, limit: int | None = None, **kwargs: Any) -> list[Any]:
-    events: list[Any] = []
     if is_async:
         async with async_v1_client_of(url) as client:
-            async for event in client.chat_stream(**kwargs):
-                events.append(event)
-                if limit is not None and len(events) >= limit:
-                    break
-        return events
+            return await read_events(client.chat_stream(**kwargs), limit)
     with v1_client_of(url) as client:
-        for event in client.chat_stream(**kwargs):
-            events.append(event)
-            if limit is not None and len(events) >= limit:
-                break
-    return events
+        return await read_events(client.chat_stream(**kwargs), limit)
 
 
 async def test_v1_chat_follows_genai_conventions(is_async: bool, exporter: InMemorySpanExporter) -> None:
