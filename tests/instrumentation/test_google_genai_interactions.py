@@ -214,3 +214,14 @@ async def test_a_streamed_function_call_and_image_are_parts(exporter: InMemorySp
     assert image["type"] == "uri" and image["uri"] == "data:image/png;base64,<omitted 12 bytes>"
     assert call == {"type": "tool_call", "id": "call-2", "name": "get_weather", "arguments": {"city": "Paris"}}
     assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (12, 8)
+
+
+def test_a_raw_response_call_is_left_intact_and_records_its_request(exporter: InMemorySpanExporter) -> None:
+    """``with_raw_response.create``: the SDK's raw response reaches the app unchanged (its stream not proxied)."""
+    with replay(SET / "test_generate_interactions_simple_message[True].yaml") as (client, _server):
+        raw = client.interactions.with_raw_response.create(model="gemini-2.5-flash", input="x", stream=True)
+        events = list(raw.parse())
+    assert events[-1].event_type == "interaction.completed"
+    span = _span(exporter)
+    assert span.attributes["gen_ai.request.model"] == "gemini-2.5-flash"
+    assert "gen_ai.response.id" not in span.attributes  # the response is the app's to parse: not read

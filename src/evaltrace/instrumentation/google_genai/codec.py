@@ -107,8 +107,14 @@ class GoogleGenAICodec(Codec):
         return response_summary(result)
 
     def is_stream(self, kind: Hashable, result: Any) -> bool:
-        """A ``generate_content_stream`` result: a generator (sync) or an async generator (``client.aio``)."""
-        return isinstance(kind, Kind) and kind.stream
+        """A ``generate_content_stream`` result: a generator (sync) or an async generator (``client.aio``).
+
+        A streamed interaction is the SDK's ``Stream`` / ``AsyncStream`` (its ``generator``); a raw-response
+        accessor's result (``with_raw_response``) is not proxied.
+        """
+        if not isinstance(kind, Kind) or not kind.stream:
+            return False
+        return kind.operation != OP_CHAT or hasattr(result, "generator")
 
     def failure(self, kind: Hashable, result: Any) -> tuple[str, str] | None:
         """A ``failed`` interaction (HTTP 200, nothing raised)."""
