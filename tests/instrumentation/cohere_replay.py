@@ -113,3 +113,53 @@ async def async_client_of(url: str) -> AsyncIterator[cohere.AsyncClientV2]:
     """A real ``AsyncClientV2`` on ``url`` whose connections are closed afterwards."""
     async with httpx.AsyncClient() as http:
         yield cohere.AsyncClientV2(api_key="test", base_url=url, httpx_client=http)
+
+
+def made(path: str, body: Any, ndjson: bool = False) -> Recorded:
+    """A response to ``path`` built from the SDK's own types (``body``: a model, or NDJSON events).
+
+    No recording of ``/v2/embed``, ``/v2/rerank`` or the v1 ``/v1/chat`` exists anywhere in the fixture sets: the
+    bodies are the SDK's response types (``EmbedByTypeResponse``, ``V2RerankResponse``, ``NonStreamedChatResponse``
+    and ``StreamedChatResponse`` events), serialised as the SDK reads them.
+    """
+
+    def dumped(item: Any) -> Any:
+        return item.model_dump(mode="json", by_alias=True, exclude_none=True) if hasattr(item, "model_dump") else item
+
+    if ndjson:
+        payload = b"\n".join(json.dumps(dumped(event)).encode() for event in body)
+        kind = "application/x-ndjson"
+    else:
+        payload = json.dumps(dumped(body)).encode()
+        kind = "application/json"
+    return Recorded("POST", f"https://api.cohere.com{path}", b"", 200, "OK", [("content-type", kind)], payload)
+
+
+@contextmanager
+def v1_client_of(url: str) -> Iterator[cohere.Client]:
+    """A real v1 ``cohere.Client`` on ``url`` whose connections are closed afterwards."""
+    with httpx.Client() as http:
+        yield cohere.Client(api_key="test", base_url=url, httpx_client=http)
+
+
+@asynccontextmanager
+async def async_v1_client_of(url: str) -> AsyncIterator[cohere.AsyncClient]:
+    """A real v1 ``cohere.AsyncClient`` on ``url`` whose connections are closed afterwards."""
+    async with httpx.AsyncClient() as http:
+        yield cohere.AsyncClient(api_key="test", base_url=url, httpx_client=http)
+
+
+async def read_events(stream: Any, limit: int | None = None) -> list[Any]:
+    """The events of a sync or async stream; with ``limit``, ``break`` out of the loop after that many."""
+    events: list[Any] = []
+    if hasattr(stream, "__aiter__"):
+        async for event in stream:
+            events.append(event)
+            if limit is not None and len(events) >= limit:
+                break
+        return events
+    for event in stream:
+        events.append(event)
+        if limit is not None and len(events) >= limit:
+            break
+    return events

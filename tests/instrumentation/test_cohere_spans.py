@@ -19,6 +19,7 @@ from cohere_replay import (
     async_client_of,
     client_of,
     cohere_interactions,
+    read_events,
     stream_interaction,
     text_stream_events,
     tool_stream_events,
@@ -194,20 +195,11 @@ async def test_content_capture_off_keeps_parameters_and_usage(is_async: bool, ex
 
 async def _stream(url: str, is_async: bool, limit: int | None = None) -> list[Any]:
     params = {"model": MODEL, "messages": USER}
-    events: list[Any] = []
     if is_async:
         async with async_client_of(url) as client:
-            async for event in client.chat_stream(**params):
-                events.append(event)
-                if limit is not None and len(events) >= limit:
-                    break
-        return events
+            return await read_events(client.chat_stream(**params), limit)
     with client_of(url) as client:
-        for event in client.chat_stream(**params):
-            events.append(event)
-            if limit is not None and len(events) >= limit:
-                break
-    return events
+        return await read_events(client.chat_stream(**params), limit)
 
 
 async def test_stream_read_to_the_end(is_async: bool, exporter: InMemorySpanExporter) -> None:

@@ -1,7 +1,7 @@
 """Every copied Google Gen AI recording, each response on its own, replayed through the instrumented real client.
 
-For each recorded exchange the call is derived from the recorded URI (plain or streamed generate, embed; Developer
-API or Vertex AI), made sync and async, and the span is checked against the recorded response JSON read
+For each recorded exchange the call is derived from the recorded URI (plain or streamed generate, embed, caches.create;
+Developer API or Vertex AI; an Interactions API request is made with the recorded request body), made sync and async, and the span is checked against the recorded response JSON read
 independently of the codec: response id and model, finish reasons verbatim, usage (prompt + tool-use prompt in,
 candidates + thoughts out, thoughts as reasoning, cached content as cache reads), the answer text without the
 thoughts, and the function calls by name. No internal error may be logged.
@@ -97,7 +97,9 @@ async def _call(item: Recorded, is_async: bool) -> None:
     with ReplayServer([item]) as server:
         client = client_for(server, vertex)
         models = client.aio.models if is_async else client.models
-        if ":streamGenerateContent" in uri:
+        if uri.endswith("/interactions") or uri.endswith("/cachedContents"):
+            await _call_other(item, client, is_async)
+        elif ":streamGenerateContent" in uri:
             if is_async:
                 async for _ in await models.generate_content_stream(model=model, contents="x"):
                     pass
@@ -116,21 +118,50 @@ async def _call(item: Recorded, is_async: bool) -> None:
             await client.aio.aclose()
 
 
+async def _call_other(item: Recorded, client: Any, is_async: bool) -> None:
+    """An Interactions API request (made with the recorded request body) or a ``caches.create``."""
+    body = json.loads(item.request_body or b"{}")
+    if item.uri.endswith("/cachedContents"):  # the model is in the request body
+        caches = client.aio.caches if is_async else client.caches
+        result = caches.create(model=body.get("model", "models/x").rsplit("/", 1)[1], config={"contents": ["x"]})
+        if is_async:
+            await result
+    elif is_async:
+        result = await client.aio.interactions.create(**body)
+        if body.get("stream"):
+            async for _ in result:
+                pass
+    else:
+        result = client.interactions.create(**body)
+        if body.get("stream"):
+            for _ in result:
+                pass
+
+
 @pytest.mark.parametrize(("path", "index"), _cases())
 async def test_every_recorded_response(
     path: Path, index: int, is_async: bool, exporter: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
 ) -> None:
     item = load_cassette(path)[index]
-    if "/interactions" in item.uri or "/cachedContents" in item.uri:
-        pytest.fail(f"not a models call: {item.uri}")  # only models calls are copied (see the fixture README)
     with caplog.at_level(logging.WARNING, logger="evaltrace"):
         await _call(item, is_async)
     assert not [r for r in caplog.records if r.name.startswith("evaltrace")], caplog.text
     spans = exporter.get_finished_spans()
+    if item.uri.endswith("/interactions"):
+        _check_interaction(item, spans)
+        return
     assert len(spans) == 1, [s.name for s in spans]
     a = spans[0].attributes
     assert a["gen_ai.provider.name"] == ("gcp.vertex_ai" if "aiplatform" in item.uri else "gcp.gemini")
     body = _events(item)
+    if item.uri.endswith("/cachedContents"):
+        assert a["gen_ai.operation.name"] == "create_cache"
+        assert a["gen_ai.response.id"] == body[0]["name"]
+        assert a["gen_ai.response.model"] == body[0]["model"]
+        tokens = body[0].get("usageMetadata", {}).get("totalTokenCount")
+        assert a.get("gen_ai.usage.input_tokens") == tokens
+        assert a.get("gen_ai.usage.cache_creation.input_tokens") == tokens
+        return
     if "embeddings" in body[0]:
         assert a["gen_ai.operation.name"] == "embeddings"
         assert a["gen_ai.embeddings.dimension.count"] == len(body[0]["embeddings"][0]["values"])
@@ -147,3 +178,44 @@ async def test_every_recorded_response(
     parts = [p for m in messages for p in m["parts"]]
     assert "".join(p["content"] for p in parts if p["type"] == "text") == text
     assert [p["name"] for p in parts if p["type"] == "tool_call"] == calls
+
+
+def _sse_data(item: Recorded) -> list[dict[str, Any]]:
+    """The JSON ``data:`` of each event of an ``event:`` / ``data:`` SSE body (the ``[DONE]`` sentinel left out)."""
+    out = []
+    for block in item.body.decode().replace("\r\n", "\n").split("\n\n"):
+        for line in block.splitlines():
+            if line.startswith("data:") and line[5:].strip() != "[DONE]":
+                out.append(json.loads(line[5:]))
+    return out
+
+
+def _check_interaction(item: Recorded, spans: Any) -> None:
+    """An Interactions API exchange: one ``chat`` span read against the recorded body (none for an agent's)."""
+    if "agent" in item.request_json():
+        assert spans == ()  # an agent interaction runs server-side: not traced
+        return
+    assert len(spans) == 1, [s.name for s in spans]
+    a = spans[0].attributes
+    streamed = item.body.lstrip().startswith(b"event:")
+    if streamed:
+        events = _sse_data(item)
+        final = [e["interaction"] for e in events if e.get("event_type") == "interaction.completed"][-1]
+        text = "".join(e["delta"].get("text", "") for e in events
+                       if e.get("event_type") == "step.delta" and e["delta"].get("type") == "text")  # fmt: skip
+    else:
+        final = json.loads(item.body)
+        text = "".join(c.get("text", "") for step in final.get("steps", []) if step["type"] == "model_output"
+                       for c in step.get("content", []))  # fmt: skip
+    assert a["gen_ai.operation.name"] == "chat"
+    assert a["gen_ai.response.id"] == final["id"]
+    assert a["gen_ai.response.model"] == final["model"]
+    assert a["gen_ai.response.finish_reasons"] == (final["status"],)
+    usage = final["usage"]
+    assert a["gen_ai.usage.input_tokens"] == usage["total_input_tokens"] + usage.get("total_tool_use_tokens", 0)
+    thoughts = usage.get("total_thought_tokens", 0)
+    assert a["gen_ai.usage.output_tokens"] == usage.get("total_output_tokens", 0) + thoughts
+    if thoughts:
+        assert a["gen_ai.usage.reasoning.output_tokens"] == thoughts
+    messages = json.loads(a["gen_ai.output.messages"])
+    assert "".join(p["content"] for m in messages for p in m["parts"] if p["type"] == "text") == text

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import ollama
+from ollama._types import ChatRequest
 from ollama_replay import MODEL, client_of, embed_interaction, generate_interaction, recorded
 
 from cassettes import ReplayServer
@@ -80,15 +81,23 @@ def test_generate_stream_and_embed_made_bodies() -> None:
     assert embed_outcome.usage is not None and embed_outcome.usage.input_tokens == 4
 
 
-def test_positional_arguments_and_options_are_read() -> None:
-    params = codec.bind(
-        "chat",
-        (MODEL, [{"role": "assistant", "content": "", "thinking": "t",
-                  "tool_calls": [{"function": {"name": "f", "arguments": {"a": 1}}}]}]),
-        {"options": ollama.Options(temperature=0, top_p=0.5, top_k=4, num_predict=9, seed=3, stop=["x"]),
-         "format": {"type": "object"}, "stream": True},
-    )  # fmt: skip
+def test_the_request_body_and_its_options_are_read() -> None:
+    """The params are the body the SDK's ``chat`` hands ``_request`` (built here as it builds it), path-routed."""
+    body = ChatRequest(
+        model=MODEL,
+        messages=[ollama.Message(role="assistant", content="", thinking="t",
+                                 tool_calls=[{"function": {"name": "f", "arguments": {"a": 1}}}])],
+        options=ollama.Options(temperature=0, top_p=0.5, top_k=4, num_predict=9, seed=3, stop=["x"]),
+        format={"type": "object"}, stream=True,
+    ).model_dump(exclude_none=True)  # fmt: skip
+    routed = codec.request_params((ollama.ChatResponse, "POST", "/api/chat"), {"json": body, "stream": True})
+    assert routed is not None
+    kind, params = routed
+    assert kind == "chat"
     assert params["model"] == MODEL
+    assert params is not body  # the SDK's own dict is never written
+    assert codec.request_params((ollama.ListResponse, "GET", "/api/tags"), {}) is None
+    assert codec.request_params((ollama.ChatResponse, "POST", "/api/chat"), {"json": {"model": ""}}) == ("chat", {})
     attrs = codec.request_attributes("chat", params, True, 10_000)
     assert attrs[sc.GEN_AI_REQUEST_TEMPERATURE] == 0.0
     assert attrs[sc.GEN_AI_REQUEST_TOP_P] == 0.5

@@ -227,30 +227,71 @@ def test_module_functions_make_one_span_and_uninstrument_restores_them(
     assert len(exporter.get_finished_spans()) == 1
 
 
-def test_a_name_imported_before_instrumenting_is_untraced_as_documented_and_one_imported_after_is_traced(
+def test_a_name_imported_before_instrumenting_is_traced_like_one_imported_after(
     instrumented: OllamaInstrumentor, exporter: InMemorySpanExporter
 ) -> None:
-    """docs/providers/ollama.md, "Import order": ``from ollama import chat`` keeps the default client's bound method.
+    """docs/providers/ollama.md, "Import order": ``from ollama import chat`` is traced whatever the order.
 
-    Taken before ``instrument_ollama()`` it is the SDK's own method, which no patch reaches (the documented
-    limitation); taken after, it is the traced module function. ``ollama`` itself was imported long before both.
+    Taken before ``instrument_ollama()`` it is the default client's original bound method, which no patch of the
+    module or of ``Client.chat`` reaches; it is traced because it posts through the patched ``Client._request``
+    (it used to make no span: the issue asked for this change). Taken after, it is the same. One span per call,
+    streamed or not, and none once uninstrumented. ``ollama`` itself was imported long before all of it.
     """
     instrumented.uninstrument()  # this module's tests run instrumented: start from an uninstrumented SDK
     early = ollama.chat  # what `from ollama import chat` gives before instrumenting
+    early_generate = ollama.generate
     instrumented.instrument()
     from ollama import chat as late
 
     default = ollama._client
     previous = default._client
-    with ReplayServer(recorded("test_chat.yaml") * 2) as server, client_of(server.url) as replay:
+    interactions = recorded("test_chat.yaml") * 2 + recorded("test_chat_stream.yaml") + [generate_interaction(False)]
+    with ReplayServer(interactions + recorded("test_chat.yaml")) as server, client_of(server.url) as replay:
         default._client = replay._client  # the default client's HTTP client, pointed at the replay server
         try:
             assert early(MODEL, USER).message.content
-            assert exporter.get_finished_spans() == ()
+            assert [s.name for s in exporter.get_finished_spans()] == [f"chat {MODEL}"]
             assert late(MODEL, USER).message.content
+            assert "".join(chunk.message.content or "" for chunk in early(MODEL, USER, stream=True))
+            assert early_generate(MODEL, "Why?").response == "Blue."
+            instrumented.uninstrument()
+            assert early(MODEL, USER).message.content
         finally:
             default._client = previous
-    assert [s.name for s in exporter.get_finished_spans()] == [f"chat {MODEL}"]
+    spans = exporter.get_finished_spans()
+    assert [s.name for s in spans] == [f"chat {MODEL}"] * 3 + [f"text_completion {MODEL}"]
+    assert spans[0].attributes["gen_ai.request.model"] == MODEL  # read from the body the SDK built
+    assert spans[2].attributes["gen_ai.request.stream"] is True
+    assert spans[2].attributes["evaltrace.stream.end_reason"] == "exhausted"
+    assert spans[0].attributes["gen_ai.usage.output_tokens"] == 369
+
+
+async def test_a_coroutine_imported_from_an_async_client_before_instrumenting_is_traced(
+    instrumented: OllamaInstrumentor, exporter: InMemorySpanExporter
+) -> None:
+    """An ``AsyncClient`` method bound before ``instrument_ollama()`` posts through the patched ``_request`` too."""
+    instrumented.uninstrument()
+    with ReplayServer(recorded("test_async_chat.yaml") + recorded("test_async_chat_stream.yaml")) as server:
+        async with async_client_of(server.url) as client:
+            chat = client.chat  # bound before instrumenting
+            instrumented.instrument()
+            assert (await chat(MODEL, USER)).message.content
+            chunks = [chunk async for chunk in await chat(MODEL, USER, stream=True)]
+    assert chunks
+    spans = exporter.get_finished_spans()
+    assert [s.name for s in spans] == [f"chat {MODEL}"] * 2
+    assert spans[1].attributes["evaltrace.stream.end_reason"] == "exhausted"
+
+
+def test_calls_that_are_not_model_calls_make_no_span(exporter: InMemorySpanExporter) -> None:
+    """``list``, ``show`` and the other client calls post through the same ``_request``: they stay untraced."""
+    listing = {"models": [{"model": MODEL, "name": MODEL, "size": 1, "digest": "d"}]}
+    made = dataclasses.replace(
+        embed_interaction(), uri="http://127.0.0.1:11434/api/tags", body=json.dumps(listing).encode()
+    )
+    with ReplayServer([made]) as server, client_of(server.url) as client:
+        assert [m.model for m in client.list().models] == [MODEL]
+    assert exporter.get_finished_spans() == ()
 
 
 def test_stream_metrics(provider: TracerProvider) -> None:

@@ -81,6 +81,8 @@ OP_EXECUTE_TOOL: Final = "execute_tool"
 OP_INVOKE_AGENT: Final = "invoke_agent"
 OP_INVOKE_WORKFLOW: Final = "invoke_workflow"
 OP_RETRIEVAL: Final = "retrieval"
+OP_RERANK: Final = "rerank"  # not a GenAI value: a reranking (Cohere ``rerank``), on a ``task`` span
+OP_CREATE_CACHE: Final = "create_cache"  # not a GenAI value: google-genai ``caches.create`` (no answer)
 
 # --- metrics ---------------------------------------------------------------------------------------------
 METRIC_CLIENT_OPERATION_DURATION: Final = "gen_ai.client.operation.duration"
@@ -106,6 +108,10 @@ COHERE_USAGE_BILLED_OUTPUT_TOKENS: Final = "cohere.usage.billed_units.output_tok
 COHERE_USAGE_BILLED_SEARCH_UNITS: Final = "cohere.usage.billed_units.search_units"
 # Mistral FIM: the code after the gap (the prompt is the code before it, in gen_ai.input.messages). Content.
 MISTRAL_FIM_SUFFIX: Final = "mistral.fim.suffix"
+
+# --- Google Gen AI-specific -------------------------------------------------------------------------------
+# A prompt the API refused (``prompt_feedback.block_reason``: SAFETY, BLOCKLIST, PROHIBITED_CONTENT...), verbatim.
+GCP_GEMINI_PROMPT_BLOCK_REASON: Final = "gcp.gemini.prompt_feedback.block_reason"
 
 # --- OpenAI-specific -------------------------------------------------------------------------------------
 OPENAI_API_TYPE: Final = "openai.api.type"

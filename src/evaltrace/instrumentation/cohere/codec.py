@@ -1,5 +1,7 @@
 """Pure: a Cohere v2 ``chat`` / ``chat_stream`` call -> request attributes, and a ``V2ChatResponse`` -> ``Outcome``.
 
+The codec also routes ``embed`` / ``rerank`` (``embed_rerank``) and the v1 client's chat (``v1``) to their modules.
+
 Cohere's v2 chat is OpenAI-shaped (roles ``system`` / ``user`` / ``assistant`` / ``tool``, ``tool_calls`` with
 ``function.{name, arguments}`` as a JSON string, ``tool_call_id``) with its own additions, all read here:
 
@@ -40,7 +42,8 @@ from evaltrace._internal.openai.parts import (
     uri_part,
 )
 from evaltrace._internal.openai.request import tool_definitions
-from evaltrace.instrumentation.cohere.endpoints import CHAT_STREAM
+from evaltrace.instrumentation.cohere import embed_rerank
+from evaltrace.instrumentation.cohere.endpoints import CHAT_STREAM, EMBED, RERANK, V1_CHAT, V1_CHAT_STREAM
 
 PROVIDER = "cohere"
 DEFAULT_HOST = ("api.cohere.com", 443)
@@ -56,6 +59,8 @@ FINISH_REASONS = {
     "TOOL_CALL": "tool_call",
     "ERROR": "error",
     "TIMEOUT": "error",
+    "ERROR_LIMIT": "error",  # v1: the context limit was hit
+    "ERROR_TOXIC": "content_filter",  # v1
 }
 
 # (keyword, attribute, accepted types) of the sampling parameters; ``p`` and ``k`` are Cohere's top_p / top_k.
@@ -293,55 +298,115 @@ def server_of(instance: Any) -> tuple[str | None, int | None]:
 
 
 def _body(result: Any) -> Any:
-    """The ``V2ChatResponse`` of a result: itself, or the ``data`` of the raw client's ``HttpResponse``."""
-    if hasattr(result, "finish_reason"):
+    """The response of a result: itself, or the ``data`` of the raw client's ``HttpResponse``."""
+    if hasattr(result, "finish_reason") or hasattr(result, "meta"):  # every v2 response (chat, embed, rerank)
         return result
     return getattr(result, "data", result)
+
+
+_OPERATIONS = {EMBED: sc.OP_EMBEDDINGS, RERANK: sc.OP_RERANK}
+_V1_KINDS = (V1_CHAT, V1_CHAT_STREAM)
+_STREAMS = (CHAT_STREAM, V1_CHAT_STREAM)
 
 
 # --- the engine's hooks ---------------------------------------------------------------------------------
 
 
 class CohereCodec(Codec):
-    """Cohere v2 chat: this module's functions behind the engine's hooks."""
+    """Cohere v2 chat, embed and rerank, and v1 chat: this package's functions behind the engine's hooks."""
 
     provider = PROVIDER
     label = "Cohere"
-    cache_plain_types = True  # V2ChatResponse is always a plain response; streams are told apart by kind
+    cache_plain_types = True  # every response type is always a plain response; streams are told apart by kind
 
     def operation(self, kind: Hashable) -> str:
-        """Both endpoints are ``chat``."""
-        return sc.OP_CHAT
+        """``embeddings`` for embed, ``rerank`` (no GenAI operation: Cohere's name) for rerank, else ``chat``."""
+        return _OPERATIONS.get(str(kind), sc.OP_CHAT)
+
+    def span_kind(self, kind: Hashable) -> str:
+        """``task`` for rerank (it answers nothing: not an LLM step), else the engine's."""
+        return sc.KIND_TASK if kind == RERANK else super().span_kind(kind)
 
     def server_of(self, instance: Any) -> Server:
         """The client's ``base_url``."""
         return server_of(instance)
 
     def request_attributes(self, kind: Hashable, params: dict[str, Any], capture: bool, max_len: int) -> Any:
-        """See ``codec.request_attributes``."""
-        return request_attributes(given(params), capture, max_len, stream=kind == CHAT_STREAM)
+        """See ``codec.request_attributes`` (chat), ``embed_rerank`` and ``v1``."""
+        params = given(params)
+        if kind == EMBED:
+            return embed_rerank.embed_request_attributes(params, capture, max_len)
+        if kind == RERANK:
+            return embed_rerank.rerank_request_attributes(params, capture, max_len)
+        if kind in _V1_KINDS:
+            from evaltrace.instrumentation.cohere import v1  # it imports this module
+
+            attrs = request_attributes(params, False, max_len, stream=kind == V1_CHAT_STREAM)
+            if capture:
+                attrs.update(
+                    list_values.request_content_attributes(
+                        v1.input_messages(params), v1.system_instructions(params), v1.tool_definitions(params), max_len
+                    )
+                )
+            return attrs
+        return request_attributes(params, capture, max_len, stream=kind == CHAT_STREAM)
 
     def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
-        """A ``V2ChatResponse`` (or the raw client's ``HttpResponse`` of one), with its billed units."""
+        """A response (or the raw client's ``HttpResponse`` of one), with its billed units."""
         result = _body(result)
+        if kind in (EMBED, RERANK, *_V1_KINDS):
+            meta = getattr(result, "meta", None)
+            usage = usage_of(meta)
+            if kind == EMBED:
+                outcome = embed_rerank.embed_outcome(result, usage)
+            elif kind == RERANK:
+                outcome = embed_rerank.rerank_outcome(result, usage, capture, self._max_len())
+            else:
+                from evaltrace.instrumentation.cohere import v1
+
+                outcome = v1.chat_outcome(result, usage, capture)
+            billed = billed_attributes(meta)
+            if billed:
+                outcome.attributes = {**(outcome.attributes or {}), **billed}
+            return outcome
         outcome = chat_outcome(result, capture)
         outcome.attributes = billed_attributes(getattr(result, "usage", None)) or None
         return outcome
 
+    @staticmethod
+    def _max_len() -> int:
+        from evaltrace._internal import settings
+
+        return settings.get().max_attribute_length
+
     def summary(self, kind: Hashable, result: Any) -> Summary:
         """Token counts, read without the content."""
-        return chat_summary(_body(result))
+        result = _body(result)
+        if kind in (EMBED, RERANK, *_V1_KINDS):
+            usage = usage_of(getattr(result, "meta", None))
+            return Summary(None) if usage is None else Summary(None, usage.input_tokens, usage.output_tokens)
+        return chat_summary(result)
 
     def failure(self, kind: Hashable, result: Any) -> tuple[str, str] | None:
-        """An ``ERROR`` / ``TIMEOUT`` finish (HTTP 200, nothing raised)."""
+        """An ``ERROR`` / ``TIMEOUT`` finish (HTTP 200, nothing raised); v1's ``ERROR_LIMIT`` too."""
+        if kind in _V1_KINDS:
+            from evaltrace.instrumentation.cohere import v1
+
+            return v1.failure(getattr(_body(result), "finish_reason", None))
+        if kind in (EMBED, RERANK):
+            return None
         return chat_failure(_body(result))
 
     def is_stream(self, kind: Hashable, result: Any) -> bool:
         """``chat_stream`` always returns a stream (a generator, an async one on the async client)."""
-        return kind == CHAT_STREAM
+        return kind in _STREAMS
 
     def accumulator(self, kind: Hashable) -> Accumulator:
-        """A fresh accumulator of v2 chat stream events."""
+        """A fresh accumulator of v2 (or v1) chat stream events."""
+        if kind == V1_CHAT_STREAM:
+            from evaltrace.instrumentation.cohere.v1 import V1StreamAccumulator
+
+            return V1StreamAccumulator()
         from evaltrace.instrumentation.cohere.stream import ChatStreamAccumulator  # it imports this module
 
         return ChatStreamAccumulator()

@@ -1,7 +1,8 @@
 """Google Gen AI SDK (``google-genai``) auto-instrumentation: every model call of ``google.genai.Client`` is a span.
 
 Traced, on ``client.models`` and ``client.aio.models``: ``generate_content``, ``generate_content_stream`` and
-``embed_content``. Chat sessions (``client.chats`` / ``client.aio.chats``: ``send_message``,
+``embed_content``; ``caches.create`` (a ``task`` span ``create_cache {model}``) and the Interactions API's
+``interactions.create`` (``chat {model}``, model interactions, not agent ones). Chat sessions (``client.chats`` / ``client.aio.chats``: ``send_message``,
 ``send_message_stream``) go through them. Each request the SDK sends is one span: a plain call or chat message
 is one, and automatic function calling gives one per request (each with its own usage), the application's tool
 functions running between them outside our spans. Spans follow OTel GenAI semantic

@@ -7,7 +7,10 @@ billed requests, with the application's own Python tool functions called between
 methods gives every request its span with its own exact usage and cost, and leaves the tool functions outside
 our call mark, so an instrumented model call made inside a tool gets its own span (under the caller's current
 span). A chat message (``client.chats``), which goes through ``generate_content``, is one span per request too:
-one for a plain message. ``embed_content`` sends one request and is wrapped as is.
+one for a plain message. ``embed_content`` sends one request and is wrapped as is, and so is ``caches.create``
+(the model reads the contents it caches; a ``task`` span ``create_cache {model}``, not an LLM step: it answers
+nothing). The Interactions API (``client.interactions.create``) is wrapped at the generated client's
+``Interactions.create``, which the public ``create`` calls once per request it sends (see ``interactions``).
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ class Kind(NamedTuple):
 GENERATE = Kind(sc.OP_GENERATE_CONTENT, False, GEMINI)
 GENERATE_STREAM = Kind(sc.OP_GENERATE_CONTENT, True, GEMINI)
 EMBED = Kind(sc.OP_EMBEDDINGS, False, GEMINI)
+CREATE_CACHE = Kind(sc.OP_CREATE_CACHE, False, GEMINI)
+INTERACTION = Kind(sc.OP_CHAT, False, GEMINI)  # the Interactions API; ``route`` sets ``stream`` per call
 
 _MODULE = "google.genai.models"
 ENDPOINTS: tuple[Endpoint, ...] = tuple(
@@ -43,7 +48,10 @@ ENDPOINTS: tuple[Endpoint, ...] = tuple(
         ("_generate_content_stream", GENERATE_STREAM),
         ("embed_content", EMBED),
     )
-)
+) + tuple(Endpoint("google.genai.caches", cls, "create", CREATE_CACHE, is_async)
+          for cls, is_async in (("Caches", False), ("AsyncCaches", True)))  # fmt: skip
+ENDPOINTS += tuple(Endpoint("google.genai._gaos.interactions", cls, "create", INTERACTION, is_async)
+                   for cls, is_async in (("Interactions", False), ("AsyncInteractions", True)))  # fmt: skip
 
 
 def api_client(instance: Any) -> Any:

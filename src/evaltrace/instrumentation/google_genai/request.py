@@ -86,17 +86,32 @@ def request_attributes(operation: str, kwargs: dict[str, Any], capture: bool, ma
     if model_parameters:
         attrs[sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS] = capped_json(model_parameters, max_len)
     if capture:
-        messages = input_messages(kwargs.get("contents"))
-        text = attrs[sc.GEN_AI_INPUT_MESSAGES] = capped_json(messages, max_len)
-        instructions = system_instructions(read(config, "system_instruction", "systemInstruction"))
-        instructions_json = capped_json(instructions, max_len) if instructions else None
-        if instructions_json is not None:
-            attrs[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = instructions_json
-        attrs.update(list_values.input_attributes(messages, text, instructions, instructions_json, max_len))
-        tools = tool_definitions(field(config, "tools"))
-        if tools:
-            attrs[sc.GEN_AI_TOOL_DEFINITIONS] = capped_json(tools, max_len)
+        attrs.update(content_attributes(kwargs.get("contents"), config, max_len))
     return attrs
+
+
+def content_attributes(contents: Any, config: Any, max_len: int) -> Attributes:
+    """``contents`` as input messages, with the ``system_instruction`` and ``tools`` of ``config``."""
+    messages = input_messages(contents)
+    attrs: Attributes = {}
+    text = attrs[sc.GEN_AI_INPUT_MESSAGES] = capped_json(messages, max_len)
+    instructions = system_instructions(read(config, "system_instruction", "systemInstruction"))
+    instructions_json = capped_json(instructions, max_len) if instructions else None
+    if instructions_json is not None:
+        attrs[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = instructions_json
+    attrs.update(list_values.input_attributes(messages, text, instructions, instructions_json, max_len))
+    tools = tool_definitions(field(config, "tools"))
+    if tools:
+        attrs[sc.GEN_AI_TOOL_DEFINITIONS] = capped_json(tools, max_len)
+    return attrs
+
+
+def cache_attributes(kwargs: dict[str, Any], capture: bool, max_len: int) -> Attributes:
+    """``caches.create(model=..., config=...)``: with ``capture``, the cached contents, instructions and tools."""
+    if not capture:
+        return {}
+    config = kwargs.get("config")
+    return content_attributes(field(config, "contents"), config, max_len)
 
 
 def parameters(config: Any) -> Attributes:

@@ -7,6 +7,11 @@ output is ``total_token_count``); Gemini counts the thoughts
 apart from the candidates, so the output is ``candidates_token_count + thoughts_token_count`` and the thoughts
 are its reasoning subset. ``gen_ai.response.finish_reasons`` are the API's values verbatim (``STOP``,
 ``MAX_TOKENS``, ``SAFETY``, ...), one per candidate; each output message carries the GenAI finish reason.
+
+A blocked prompt (``prompt_feedback.block_reason``; the API answers 200 with no candidate and the SDK raises
+nothing) is not an error of the call: its reason is the response's one finish reason, verbatim (``SAFETY``,
+``PROHIBITED_CONTENT``...), and ``gcp.gemini.prompt_feedback.block_reason``; with content, the output is one
+empty assistant message whose finish reason is ``content_filter``.
 """
 
 from __future__ import annotations
@@ -84,6 +89,21 @@ def usage_of(metadata: Any) -> Usage | None:
     )
 
 
+def block_reason(response: Any) -> str | None:
+    """``prompt_feedback.block_reason`` of a response (or stream chunk), verbatim; None when the prompt passed."""
+    feedback = read(response, "prompt_feedback", "promptFeedback")
+    return enum_name(read(feedback, "block_reason", "blockReason")) if feedback is not None else None
+
+
+def blocked(outcome: Outcome, reason: str) -> Outcome:
+    """``outcome`` of a response with no candidate, for a prompt blocked for ``reason`` (see the module docstring)."""
+    outcome.finish_reasons = [reason]
+    if outcome.output_messages is not None:
+        outcome.output_messages = [{"role": "assistant", "parts": [], "finish_reason": "content_filter"}]
+    outcome.attributes = {sc.GCP_GEMINI_PROMPT_BLOCK_REASON: reason}
+    return outcome
+
+
 def output_message(parts: list[Part], reason: str | None) -> Message:
     """One candidate's answer as a GenAI OutputMessage."""
     return {"role": "assistant", "parts": parts, "finish_reason": finish_reason(reason, parts)}
@@ -99,13 +119,15 @@ def response_outcome(response: Any, content: bool = True) -> Outcome:
             reasons.append(reason)
         if messages is not None:
             messages.append(output_message(parts_of(field(field(candidate, "content"), "parts")), reason))
-    return Outcome(
+    outcome = Outcome(
         response_id=read(response, "response_id", "responseId"),
         response_model=read(response, "model_version", "modelVersion"),
         finish_reasons=reasons,
         output_messages=messages,
         usage=usage_of(read(response, "usage_metadata", "usageMetadata")),
     )
+    reason = None if reasons else block_reason(response)
+    return outcome if reason is None else blocked(outcome, reason)
 
 
 def response_summary(response: Any) -> Summary:
@@ -115,6 +137,19 @@ def response_summary(response: Any) -> Summary:
     if usage is None:
         return Summary(model)
     return Summary(model, usage.input_tokens, usage.output_tokens)
+
+
+def cache_outcome(cached: Any) -> Outcome:
+    """``CachedContent`` (what ``caches.create`` returns) -> Outcome: its name, model and the tokens it holds.
+
+    The tokens cached are the call's input and its cache writes, written as attributes rather than ``Usage`` so no
+    cost is derived: Gemini bills a cache by tokens held over time (its TTL), which no per-call price gives.
+    """
+    tokens = count(field(field(cached, "usage_metadata"), "total_token_count"))
+    attributes = None
+    if tokens is not None:
+        attributes = {sc.GEN_AI_USAGE_INPUT_TOKENS: tokens, sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS: tokens}
+    return Outcome(response_id=field(cached, "name"), response_model=field(cached, "model"), attributes=attributes)
 
 
 def embedding_outcome(response: Any, content: bool = True) -> Outcome:

@@ -14,7 +14,7 @@ from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai.parts import Message
 from evaltrace.instrumentation.google_genai.parts import enum_name, parts_of
-from evaltrace.instrumentation.google_genai.response import output_message, usage_of
+from evaltrace.instrumentation.google_genai.response import block_reason, blocked, output_message, usage_of
 
 # One step of an RFC 9535 JSON path as Vertex AI streams argument paths: ``.name``, ``[0]``, ``['name']``.
 _PATH_STEP = re.compile(r"""\.([^.\[]+)|\[(\d+)\]|\[['"]([^'"]*)['"]\]""")
@@ -119,7 +119,7 @@ class GenerateContentAccumulator:
         self.response_id: str | None = None
         self.model: str | None = None
         self.usage: Any = None
-        self.blocked = False
+        self.blocked: str | None = None  # prompt_feedback.block_reason, when the prompt was blocked
 
     def add(self, chunk: Any) -> bool:
         """Fold one chunk in; True when it carries parts (output, for time to first chunk)."""
@@ -143,15 +143,16 @@ class GenerateContentAccumulator:
                 output = True
             if candidate.finish_reason is not None:
                 buffer.finish_reason = enum_name(candidate.finish_reason)
-        feedback = getattr(chunk, "prompt_feedback", None)
-        if feedback is not None and feedback.block_reason is not None:
-            self.blocked = True  # the prompt was blocked: the API ends the stream without a candidate
+        if getattr(chunk, "prompt_feedback", None) is not None:
+            reason = block_reason(chunk)
+            if reason is not None:
+                self.blocked = reason  # the prompt was blocked: the API ends the stream without a candidate
         return output
 
     def end_reason(self) -> str:
         """``exhausted`` when every candidate got its finish reason (or the prompt was blocked), else ``truncated``."""
         candidates = self.candidates.values()
-        if self.blocked or (candidates and all(c.finish_reason is not None for c in candidates)):
+        if self.blocked is not None or (candidates and all(c.finish_reason is not None for c in candidates)):
             return sc.STREAM_END_EXHAUSTED
         return sc.STREAM_END_TRUNCATED
 
@@ -161,13 +162,16 @@ class GenerateContentAccumulator:
         messages: list[Message] | None = None
         if content:
             messages = [output_message(parts_of(merge_streamed_calls(c.parts)), c.finish_reason) for c in ordered]
-        return Outcome(
+        outcome = Outcome(
             response_id=self.response_id,
             response_model=self.model,
             finish_reasons=[c.finish_reason for c in ordered if c.finish_reason],
             output_messages=messages,
             usage=usage_of(self.usage),
         )
+        if self.blocked is not None and not outcome.finish_reasons:
+            return blocked(outcome, self.blocked)
+        return outcome
 
     def summary(self) -> Summary:
         """Model and token counts only."""

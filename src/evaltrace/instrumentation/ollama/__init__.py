@@ -2,8 +2,9 @@
 
 Traced: ``Client`` and ``AsyncClient`` ``chat`` (``chat {model}``), ``generate`` (``text_completion {model}``) and
 ``embed`` (``embeddings {model}``), streamed (``stream=True``) and not, and the module functions ``ollama.chat`` /
-``generate`` / ``embed`` (the default client): one call, one span, provider ``ollama``, the server from the
-client's host. ``thinking`` is a ``reasoning`` part, tool calls are ``tool_call`` parts, ``done_reason`` is kept
+``generate`` / ``embed`` (the default client), whatever the import order (``from ollama import chat`` before
+``instrument_ollama()`` included: the client's ``_request``, which every one of them posts through, is what is
+wrapped): one call, one span, provider ``ollama``, the server from the client's host. ``thinking`` is a ``reasoning`` part, tool calls are ``tool_call`` parts, ``done_reason`` is kept
 verbatim, usage is ``prompt_eval_count`` / ``eval_count``. See docs/providers/ollama.md.
 
 Nothing is patched at import, and ``instrument_ollama()`` imports neither the ``ollama`` SDK nor the codec.
@@ -50,5 +51,5 @@ def instrument_ollama(**kwargs: Any) -> OllamaInstrumentor:
 
 
 def uninstrument_ollama() -> None:
-    """Restore the original ``ollama`` methods and module functions (no-op when not instrumented)."""
+    """Restore the original ``ollama`` client methods (no-op when not instrumented)."""
     OllamaInstrumentor().uninstrument()

@@ -1,8 +1,9 @@
 """Pure: an Ollama ``chat`` / ``generate`` / ``embed`` call -> request attributes, and its response -> ``Outcome``.
 
-The ``ollama`` client takes its first arguments positionally too (``client.chat("llama3", messages)``), so the
-call's arguments are bound to the method's parameter names first (``bind``). Sampling parameters live in
-``options`` (a dict or ``ollama.Options``): ``temperature``, ``top_p``, ``top_k``, ``num_predict`` (the max
+The wrapped call is the client's ``_request(cls, "POST", path, json=body, stream=...)`` (see endpoints.py):
+``request_params`` picks the LLM calls by path and reads the JSON body the SDK built from the user's arguments,
+positional or not (messages, tools and options already as the dicts it sends). Sampling parameters live in
+``options`` (a dict, or ``ollama.Options`` when a body is built by hand): ``temperature``, ``top_p``, ``top_k``, ``num_predict`` (the max
 tokens), ``seed``, ``stop``, ``frequency_penalty``, ``presence_penalty``.
 
 Responses: ``message.content`` (chat) or ``response`` (generate) is the answer, ``thinking`` (``think=True``) a
@@ -16,7 +17,6 @@ when the response never finished. Usage: ``prompt_eval_count`` is the input, ``e
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Hashable
 from types import AsyncGeneratorType, GeneratorType
 from typing import Any, cast
@@ -38,7 +38,7 @@ from evaltrace._internal.openai.parts import (
     uri_part,
 )
 from evaltrace._internal.openai.request import embedding_inputs
-from evaltrace.instrumentation.ollama.endpoints import METHODS
+from evaltrace.instrumentation.ollama.endpoints import PATHS
 
 PROVIDER = "ollama"
 DEFAULT_HOST = ("127.0.0.1", 11434)
@@ -46,12 +46,6 @@ DEFAULT_HOST = ("127.0.0.1", 11434)
 Attributes = dict[str, Any]
 Scalar = str | int | float | bool
 
-# The leading parameters of each method, in order, as the SDK declares them (the rest are keyword-only or rare).
-_POSITIONAL = {
-    "chat": ("model", "messages"),
-    "generate": ("model", "prompt", "suffix"),
-    "embed": ("model", "input", "truncate", "options", "keep_alive", "dimensions"),
-}
 OPERATIONS = {"chat": sc.OP_CHAT, "generate": sc.OP_TEXT_COMPLETION, "embed": sc.OP_EMBEDDINGS}
 
 # (option, attribute, accepted types)
@@ -68,11 +62,26 @@ _FLOATS = frozenset({sc.GEN_AI_REQUEST_TEMPERATURE, sc.GEN_AI_REQUEST_TOP_P, sc.
                      sc.GEN_AI_REQUEST_PRESENCE_PENALTY})  # fmt: skip
 
 
-def bind(method: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The call's arguments by name: positional ones named as the SDK declares them; None values dropped."""
-    params = dict(zip(_POSITIONAL.get(method, ()), args, strict=False))
-    params.update(kwargs)
-    return {k: v for k, v in params.items() if v is not None}
+def request_params(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """(kind, params) of a ``_request(cls, method, path, json=body, stream=...)`` call; None: not an LLM call.
+
+    ``params`` is the JSON body (a copy: the SDK's own dict is never written), with ``stream`` from the call and an
+    empty ``model`` (the SDK's default) left out.
+    """
+    path = kwargs.get("url")
+    for arg in args[1:3]:  # (cls, method, path): the path's place in every 0.4+ client
+        if isinstance(arg, str) and arg.startswith("/"):
+            path = arg
+    kind = PATHS.get(path) if isinstance(path, str) else None
+    if kind is None:
+        return None
+    body = kwargs.get("json")
+    params = dict(body) if isinstance(body, dict) else {}
+    if kwargs.get("stream") is True:
+        params["stream"] = True
+    if not params.get("model"):
+        params.pop("model", None)
+    return kind, params
 
 
 def options_of(params: dict[str, Any]) -> dict[str, Any]:
@@ -93,7 +102,7 @@ def options_of(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def request_attributes(method: str, params: dict[str, Any], capture: bool, max_len: int) -> Attributes:
-    """Request parameters, and the request content when ``capture``, of one call (``params``: ``bind``'s)."""
+    """Request parameters, and the request content when ``capture``, of one call (``params``: ``request_params``'s)."""
     embed = method == "embed"
     attrs: Attributes = {
         sc.LANGFUSE_OBSERVATION_TYPE: sc.LANGFUSE_TYPE_EMBEDDING if embed else sc.LANGFUSE_TYPE_GENERATION
@@ -328,8 +337,8 @@ class OllamaCodec(Codec):
         return OPERATIONS.get(str(kind), str(kind))
 
     def route(self, endpoint: Endpoint, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Positional arguments named (``client.chat("llama3", messages)``)."""
-        return endpoint.kind, bind(str(endpoint.kind), args, kwargs)
+        """``chat`` / ``generate`` / ``embed`` by the path ``_request`` posts to, with the body as params."""
+        return request_params(args, kwargs)
 
     def server_of(self, instance: Any) -> Server:
         """The client's host."""
@@ -361,16 +370,6 @@ class OllamaCodec(Codec):
         from evaltrace.instrumentation.ollama.stream import OllamaStreamAccumulator  # it imports this module
 
         return OllamaStreamAccumulator(chat=kind == "chat")
-
-    def uninstrumented(self) -> None:
-        """Bind ``ollama.chat`` / ``generate`` / ``embed`` afresh to the (restored) default client's methods."""
-        module = sys.modules.get("ollama")
-        client = getattr(module, "_client", None)
-        if client is None:
-            return
-        for name in METHODS:
-            if hasattr(module, name):
-                setattr(module, name, getattr(client, name))
 
 
 CODEC = OllamaCodec()

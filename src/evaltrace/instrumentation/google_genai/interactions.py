@@ -1,0 +1,374 @@
+"""Pure: the Interactions API (``client.interactions.create``) -> request attributes, ``Interaction`` -> ``Outcome``.
+
+One span per request the SDK sends (``Interactions.create`` of the generated client, which the public ``create``
+calls once per hop: with automatic continuation a long answer is several billed requests, each its own span with
+its own usage, as for ``generate_content``). The operation is ``chat``: an interaction is a conversational turn
+whose state the server may keep (``previous_interaction_id``), like OpenAI's Responses. Agent interactions
+(``agent`` / ``agent_config``: a server-side agent loop, usually ``background=True``, answered ``in_progress``)
+are no model call of ours to measure and are not traced.
+
+Request: ``input`` (a string, content items, turns ``{role, content}`` or steps), ``system_instruction``, ``tools``
+and ``generation_config`` (``temperature``, ``top_p``, ``seed``, ``stop_sequences``, ``max_output_tokens``,
+``thinking_level``). Response: the ``steps`` (``thought`` summaries as ``reasoning`` parts, never the signature;
+``model_output`` content; ``function_call`` as ``tool_call``; the API's own tool calls and results, ``*_call`` /
+``*_result`` steps, as ``server_tool_call`` / ``server_tool_call_response``), ``status`` verbatim as the finish
+reason (``completed``, ``incomplete``, ``requires_action``, ``failed``...), and ``usage``: input is
+``total_input_tokens`` (cached included) plus ``total_tool_use_tokens``, output ``total_output_tokens`` plus
+``total_thought_tokens`` (the reasoning), cache reads ``total_cached_tokens``. A ``failed`` interaction (HTTP 200,
+nothing raised) fails the span.
+
+The stream (``stream=True``): ``interaction.created`` (id, model), ``step.start`` / ``step.delta`` / ``step.stop``
+per step index (``text``, ``thought_summary``, ``arguments_delta`` fragments; signatures ignored), and
+``interaction.completed`` (status and usage), the terminal signal; an ``error`` event fails the span.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evaltrace._internal import list_values
+from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
+from evaltrace._internal.engine.values import count
+from evaltrace._internal.jsonutil import capped_json
+from evaltrace._internal.openai.parts import Message, Part, field, reasoning_part, text_part, tool_call_part
+from evaltrace.instrumentation.google_genai.parts import blob_part, file_part, function_response_part
+
+Attributes = dict[str, Any]
+
+_STATUS = {
+    "completed": "stop",
+    "requires_action": "tool_call",
+    "incomplete": "length",
+    "requires_continuation": "length",
+    "failed": "error",
+    "cancelled": "error",
+}
+_CONTENT_TYPES = frozenset({"text", "image", "audio", "video", "document"})
+_GENERATION = (
+    ("temperature", sc.GEN_AI_REQUEST_TEMPERATURE, float),
+    ("top_p", sc.GEN_AI_REQUEST_TOP_P, float),
+    ("max_output_tokens", sc.GEN_AI_REQUEST_MAX_TOKENS, int),
+    ("seed", sc.GEN_AI_REQUEST_SEED, int),
+)
+
+
+def body_of(kwargs: dict[str, Any]) -> dict[str, Any] | None:
+    """The request body of a generated ``create(request=... | **body)`` call; None for an agent interaction."""
+    request = kwargs.get("request")
+    body = field(request, "body") if _given(request) else kwargs
+    if body is None:
+        return None
+    dump = getattr(body, "model_dump", None)
+    params = dump(exclude_none=True) if callable(dump) else dict(body)
+    params = {k: v for k, v in params.items() if _given(v)}
+    if params.get("agent") is not None or params.get("agent_config") is not None:
+        return None
+    return params
+
+
+def _given(value: Any) -> bool:
+    """Not None and not the generated SDK's ``UNSET`` sentinel."""
+    return value is not None and type(value).__name__ != "Unset"
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def request_attributes(params: dict[str, Any], capture: bool, max_len: int) -> Attributes:
+    """``gen_ai.request.*`` of ``generation_config``, and with ``capture`` the input, instructions and tools."""
+    attrs: Attributes = {sc.LANGFUSE_OBSERVATION_TYPE: sc.LANGFUSE_TYPE_GENERATION}
+    config = params.get("generation_config")
+    for key, name, kind in _GENERATION:
+        value = field(config, key)
+        if _number(value):
+            attrs[name] = kind(value)
+    stop = field(config, "stop_sequences")
+    if isinstance(stop, list | tuple) and stop:
+        attrs[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = [str(s) for s in stop]
+    level = field(config, "thinking_level")
+    if isinstance(level, str) and level:
+        attrs[sc.GEN_AI_REQUEST_REASONING_LEVEL] = level
+    if params.get("stream") is True:
+        attrs[sc.GEN_AI_REQUEST_STREAM] = True
+    if params.get("response_format") is not None or params.get("response_mime_type") == "application/json":
+        attrs[sc.GEN_AI_OUTPUT_TYPE] = "json"
+    parameters = {k: v for k, v in _items(config) if isinstance(v, str | int | float)}
+    if parameters:
+        attrs[sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS] = capped_json(parameters, max_len)
+    if capture:
+        instruction = params.get("system_instruction")
+        instructions = [text_part(instruction)] if isinstance(instruction, str) and instruction else None
+        attrs.update(
+            list_values.request_content_attributes(
+                input_messages(params.get("input")), instructions, tool_definitions(params.get("tools")), max_len
+            )
+        )
+    return attrs
+
+
+def _items(value: Any) -> list[tuple[str, Any]]:
+    if isinstance(value, dict):
+        return list(value.items())
+    dump = getattr(value, "model_dump", None)
+    return list(dump(exclude_none=True).items()) if callable(dump) else []
+
+
+def content_part(item: Any) -> Part | None:
+    """One content item (``text``, ``image``, ``audio``, ``video``, ``document``) -> a GenAI part."""
+    kind = field(item, "type")
+    if kind == "text":
+        text = field(item, "text")
+        return text_part(text) if isinstance(text, str) else None
+    mime = field(item, "mime_type")
+    data = field(item, "data")
+    if data is not None:
+        return blob_part(mime, data)
+    uri = field(item, "uri")
+    if uri is not None:
+        return file_part(uri, mime)
+    return {"type": str(kind)} if kind else None
+
+
+def _parts(content: Any) -> list[Part]:
+    if isinstance(content, str):
+        return [text_part(content)] if content else []
+    return [p for p in (content_part(item) for item in content or ()) if p is not None]
+
+
+def input_messages(value: Any) -> list[Message]:
+    """``input`` in every shape: a string, content items (one user message), turns, or steps."""
+    if isinstance(value, str):
+        return [{"role": "user", "parts": [text_part(value)]}] if value else []
+    items = list(value or ()) if isinstance(value, list | tuple) else [value]
+    if not items:
+        return []
+    if all(field(i, "type") in _CONTENT_TYPES for i in items):
+        return [{"role": "user", "parts": _parts(items)}]
+    messages: list[Message] = []
+    for item in items:
+        if field(item, "role") is not None:  # a turn
+            role = str(field(item, "role"))
+            messages.append({"role": "assistant" if role == "model" else role, "parts": _parts(field(item, "content"))})
+            continue
+        kind = field(item, "type")
+        if kind == "user_input":
+            messages.append({"role": "user", "parts": _parts(field(item, "content"))})
+        elif kind == "function_result":
+            part = function_response_part({"id": field(item, "call_id"), "name": field(item, "name"),
+                                           "response": field(item, "result")})  # fmt: skip
+            messages.append({"role": "tool", "parts": [part]})
+        elif kind in _CONTENT_TYPES:
+            messages.append({"role": "user", "parts": _parts([item])})
+        else:  # a step the model made (model_output, thought, function_call...), sent back as history
+            parts = step_parts(item)
+            if parts:
+                messages.append({"role": "assistant", "parts": parts})
+    return messages
+
+
+def tool_definitions(tools: Any) -> list[dict[str, Any]] | None:
+    """``function`` tools flat (name, description, parameters); the API's own tools by their type."""
+    out: list[dict[str, Any]] = []
+    for tool in tools or ():
+        kind = str(field(tool, "type") or "function")
+        if kind != "function":
+            out.append({"type": kind})
+            continue
+        definition: dict[str, Any] = {"type": "function", "name": field(tool, "name")}
+        for key in ("description", "parameters"):
+            value = field(tool, key)
+            if value is not None:
+                definition[key] = value
+        out.append(definition)
+    return out or None
+
+
+def step_parts(step: Any) -> list[Part]:
+    """One output step -> its GenAI parts (none for a bare thought signature or an unknown step)."""
+    kind = str(field(step, "type") or "")
+    if kind == "model_output":
+        return _parts(field(step, "content"))
+    if kind == "thought":
+        texts = [field(s, "text") for s in field(step, "summary") or ()]
+        joined = "".join(t for t in texts if isinstance(t, str))
+        return [reasoning_part(joined)] if joined else []
+    if kind == "function_call":
+        return [tool_call_part(field(step, "id"), field(step, "name"), field(step, "arguments") or {})]
+    if kind.endswith("_call"):
+        name = kind[: -len("_call")]
+        call = {"type": name, "arguments": field(step, "arguments")}
+        return [{"type": "server_tool_call", "id": field(step, "id"), "name": name, "server_tool_call": call}]
+    if kind.endswith("_result") and kind != "function_result":
+        result = {"type": kind[: -len("_result")], "response": field(step, "result")}
+        return [{"type": "server_tool_call_response", "id": field(step, "call_id"),
+                 "server_tool_call_response": result}]  # fmt: skip
+    return []
+
+
+def usage_of(usage: Any) -> Usage | None:
+    """``Interaction.usage`` -> Usage (see the module docstring)."""
+    if usage is None:
+        return None
+    prompt = count(field(usage, "total_input_tokens"))
+    tool = count(field(usage, "total_tool_use_tokens"))
+    if tool:
+        prompt = (prompt or 0) + tool
+    output = count(field(usage, "total_output_tokens"))
+    thoughts = count(field(usage, "total_thought_tokens"))
+    if output is not None or thoughts is not None:
+        output = (output or 0) + (thoughts or 0)
+    return Usage(input_tokens=prompt, output_tokens=output, cached_tokens=count(field(usage, "total_cached_tokens")),
+                 reasoning_tokens=thoughts)  # fmt: skip
+
+
+def message_finish_reason(status: Any, parts: list[Part]) -> str:
+    """The output message's finish reason from the interaction's ``status``."""
+    mapped = _STATUS.get(str(status), "error") if status else "error"
+    if mapped == "stop" and any(p["type"] == "tool_call" for p in parts):
+        return "tool_call"
+    return mapped
+
+
+def _status(value: Any) -> str | None:
+    status = getattr(value, "value", value)
+    return str(status) if status else None
+
+
+def outcome_of(interaction: Any, parts: list[Part] | None, status: Any = None) -> Outcome:
+    """An ``Interaction`` (and its output ``parts``, None without content capture) -> Outcome."""
+    status = _status(status if status is not None else field(interaction, "status"))
+    messages = None
+    if parts is not None:
+        messages = [{"role": "assistant", "parts": parts, "finish_reason": message_finish_reason(status, parts)}]
+    return Outcome(
+        response_id=field(interaction, "id"),
+        response_model=field(interaction, "model"),
+        finish_reasons=[status] if status else [],
+        output_messages=messages,
+        usage=usage_of(field(interaction, "usage")),
+    )
+
+
+def interaction_outcome(interaction: Any, capture: bool) -> Outcome:
+    """A plain ``Interaction`` -> Outcome (output parts only with ``capture``)."""
+    parts = None
+    if capture:
+        parts = [p for step in field(interaction, "steps") or () for p in step_parts(step)]
+    return outcome_of(interaction, parts)
+
+
+def failure_of(interaction: Any) -> tuple[str, str] | None:
+    """(``error.type``, message) of a ``failed`` interaction: its first error's code, else ``failed``."""
+    if _status(field(interaction, "status")) != "failed":
+        return None
+    errors = field(interaction, "errors") or ()
+    first = errors[0] if errors else None
+    code = field(first, "code")
+    message = field(first, "message")
+    return (str(code) if code is not None else "failed"), (str(message) if message else "failed")
+
+
+def summary_of(interaction: Any) -> Summary:
+    """Model and token counts, read without the content."""
+    usage = usage_of(field(interaction, "usage"))
+    model = field(interaction, "model")
+    return Summary(model) if usage is None else Summary(model, usage.input_tokens, usage.output_tokens)
+
+
+class _Step:
+    __slots__ = ("fragments", "media", "start", "thoughts")
+
+    def __init__(self, start: Any) -> None:
+        self.start = start  # the step as step.start announced it (type, and id / name for a call)
+        self.fragments: list[str] = []  # text, or a call's argument JSON
+        self.thoughts: list[str] = []
+        self.media: list[Part] = []  # image / audio / video / document deltas of a model output
+
+    def parts(self) -> list[Part]:
+        kind = field(self.start, "type")
+        if kind == "thought":
+            joined = "".join(self.thoughts)
+            return [reasoning_part(joined)] if joined else []
+        if kind == "model_output":
+            text = "".join(self.fragments)
+            return ([text_part(text)] if text else []) + self.media
+        if kind == "function_call":
+            arguments: Any = "".join(self.fragments)
+            if not arguments:
+                arguments = field(self.start, "arguments") or {}
+            return [tool_call_part(field(self.start, "id"), field(self.start, "name"), arguments)]
+        return step_parts(self.start)
+
+
+class InteractionStreamAccumulator:
+    """Accumulates the SSE events of one streamed ``create`` request. ``add`` is O(1) per event."""
+
+    __slots__ = ("completed", "error", "interaction", "steps")
+
+    def __init__(self) -> None:
+        self.steps: dict[int, _Step] = {}
+        self.interaction: Any = None  # the latest interaction the events described (created, then completed)
+        self.completed = False
+        self.error: Any = None
+
+    def add(self, event: Any) -> bool:
+        """Fold one event in; True when it carries output (text, a thought, call arguments)."""
+        if self.completed:  # a continuation's next hop, read through this stream: that request's, not ours
+            return False
+        kind = field(event, "event_type")
+        if kind == "step.delta":
+            step = self.steps.get(field(event, "index") or 0)
+            delta = field(event, "delta")
+            if step is None or delta is None:
+                return False
+            delta_type = field(delta, "type")
+            if delta_type == "text" or (delta_type is None and isinstance(field(delta, "text"), str)):
+                step.fragments.append(str(field(delta, "text") or ""))
+                return True
+            if delta_type in _CONTENT_TYPES:  # a media item of the answer, whole in one delta
+                part = content_part(delta)
+                if part is not None:
+                    step.media.append(part)
+                return part is not None
+            if delta_type == "arguments_delta":
+                step.fragments.append(str(field(delta, "arguments") or ""))
+                return True
+            text = field(field(delta, "content"), "text")
+            if isinstance(text, str):  # a thought summary
+                step.thoughts.append(text)
+                return True
+            return False
+        if kind == "step.start":
+            self.steps[field(event, "index") or 0] = _Step(field(event, "step"))
+        elif kind in ("interaction.created", "interaction.completed"):
+            self.interaction = field(event, "interaction")
+            self.completed = self.completed or kind == "interaction.completed"
+        elif kind == "error":
+            self.error = field(event, "error") or event
+        return False
+
+    def end_reason(self) -> str:
+        """``exhausted`` only with ``interaction.completed``; an error makes it ``error``."""
+        if self.failure() is not None:
+            return sc.STREAM_END_ERROR
+        return sc.STREAM_END_EXHAUSTED if self.completed else sc.STREAM_END_TRUNCATED
+
+    def failure(self) -> tuple[str, str] | None:
+        """An ``error`` event, or a ``failed`` interaction."""
+        if self.error is not None:
+            code = field(self.error, "code")
+            message = field(self.error, "message")
+            return (str(code) if code is not None else sc.ERROR_TYPE_OTHER), str(message or code or "error")
+        return failure_of(self.interaction) if self.interaction is not None else None
+
+    def outcome(self, content: bool = True) -> Outcome:
+        """What the events so far amount to: the steps in index order."""
+        parts = [p for i in sorted(self.steps) for p in self.steps[i].parts()] if content else None
+        status = field(self.interaction, "status") if self.completed else None
+        return outcome_of(self.interaction, parts, status)
+
+    def summary(self) -> Summary:
+        """Model and token counts only."""
+        return summary_of(self.interaction)
