@@ -21,6 +21,7 @@ from evaltrace.cli import main, trace_table
 from evaltrace.cli.plain_table import _SINGLE_CELL
 from evaltrace.cli.terminal import Terminal, detect
 from evaltrace.exporters.store_query import TraceSummary
+from evaltrace.exporters.store_sessions import SessionScoreRow, SessionSummary
 
 START = 1_764_355_200_000_000_000  # 2025-11-28 18:40 UTC
 
@@ -236,3 +237,79 @@ def test_traces_list_on_a_real_store_prints_what_rich_prints(
         trace_table.render_trace_list(Console(), LocalTraceStore(tmp_path).list_traces(), f"Traces in {tmp_path}")
         assert shown == capsys.readouterr().out
         assert shown.count("invoke_agent") == 3
+
+
+def _sessions() -> list[SessionSummary]:
+    def score(evaluator: str, outcome: str | None, value: float | None = None) -> SessionScoreRow:
+        return SessionScoreRow(evaluator, 1, outcome, value, None, None, "2025-11-28T18:40:00Z", "s")
+
+    return [
+        SessionSummary(
+            "chat-42 a session id long enough to fold",
+            "ada",
+            3,
+            START - 600_000_000_000,
+            START,
+            1_234,
+            56,
+            0.0042,
+            0,
+            [score("polite", "fail"), score("helpful", "pass"), score("tone", None, 0.75)],
+        ),
+        SessionSummary("chat-43", None, 1, START, START, 0, 0, 0.0, 1, [score("polite", "pass")]),
+    ]
+
+
+def _sessions_by_rich(summaries: list[SessionSummary], title: str) -> None:
+    """``sessions list`` as rich drew it before issue 28 (its row-building code, unchanged)."""
+    from rich.text import Text
+
+    from evaltrace.cli._untrusted import plain
+    from evaltrace.cli.format import format_money
+    from evaltrace.cli.sessions import _LIST_COLUMNS, _OUTCOME_STYLES, _time, _tokens
+    from evaltrace.cli.tables import fit_table, print_fitted
+
+    rows = []
+    for s in summaries:
+        verdicts = Text()
+        for score in s.scores:
+            shown = score.outcome or (f"{score.value:g}" if score.value is not None else score.label or "?")
+            if verdicts:
+                verdicts.append(", ")
+            verdicts.append(plain(f"{score.evaluator} ", single_line=True))
+            verdicts.append(shown, style=_OUTCOME_STYLES.get(score.outcome or "", ""))
+        rows.append(
+            [
+                plain(s.session_id, single_line=True),
+                plain(s.user_id or "", single_line=True),
+                str(s.turns),
+                _time(s.first_time),
+                _time(s.last_time),
+                _tokens(s.input_tokens, s.output_tokens),
+                format_money(s.cost_usd or None),
+                verdicts,
+            ]
+        )
+    console = Console()
+    print_fitted(console, fit_table(console.width, _LIST_COLUMNS, rows, plain(title)))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("width", (40, 60, 80, 120))
+def test_sessions_list_prints_what_rich_printed(
+    width: int, mode: str, environment: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``sessions list`` shares the table code: the same rows give the same bytes as its former rich table."""
+    from evaltrace.cli.list_output import print_list
+    from evaltrace.cli.sessions import _LIST_COLUMNS, _list_rows
+
+    environment.setenv("COLUMNS", str(width))
+    for name, value in MODES[mode].items():
+        environment.setenv(name, value)
+    _sessions_by_rich(_sessions(), "Sessions in .evaltrace")
+    by_rich = capsys.readouterr().out
+    if width >= 80:  # wide enough for the plain renderer: rich's table must not be the one drawing
+        environment.setattr("evaltrace.cli.tables.fit_table", lambda *args: pytest.fail("rich drew the table"))
+    print_list(_LIST_COLUMNS, _list_rows(_sessions()), "Sessions in .evaltrace")
+    assert capsys.readouterr().out == by_rich
+    assert "polite " in by_rich and ("\x1b[31mfail" in by_rich) == (mode == "terminal")

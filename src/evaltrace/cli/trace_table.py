@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 from evaltrace.cli._untrusted import clean
 from evaltrace.cli.format import format_count, format_duration_ms, format_money, unique_prefixes
+from evaltrace.cli.list_output import rich_text
 from evaltrace.cli.plain_table import Styled, draw_table, drawable, print_styled
 from evaltrace.cli.table_layout import Column, hidden_text, lay_out
 from evaltrace.cli.terminal import Terminal, detect
 
 if TYPE_CHECKING:
     from rich.console import Console
-    from rich.text import Text
 
-__all__ = ["draw_trace_list", "print_message", "print_trace_list", "render_trace_list"]
+__all__ = ["draw_trace_list", "print_trace_list", "render_trace_list"]
 
 _COLUMNS = (
     Column("trace id"),
@@ -103,12 +103,6 @@ def _ids_note(summaries: Sequence[Any]) -> str:
     return f"ids are unique prefixes: evaltrace traces show {unique_prefixes(ids)[ids[0]]}"
 
 
-def _rich_text(cell: Styled) -> Text:
-    from rich.text import Span, Text
-
-    return Text(cell.text, style=cell.style, spans=[Span(*span) for span in cell.spans])
-
-
 def render_trace_list(console: Console, summaries: Sequence[Any], title: str) -> None:
     """Print ``summaries`` (``TraceSummary`` rows, newest first) with rich, as a table that fits ``console.width``.
 
@@ -124,7 +118,7 @@ def render_trace_list(console: Console, summaries: Sequence[Any], title: str) ->
     from evaltrace.cli.tables import fit_table, print_fitted
 
     rows, short = _rows(console.width, summaries, cell_len)
-    cells = [[_rich_text(cell) for cell in row] for row in rows]
+    cells = [[rich_text(cell) for cell in row] for row in rows]
     print_fitted(console, fit_table(console.width, _COLUMNS, cells, plain(title)))
     if short:
         console.print(Text(_ids_note(summaries), style="dim"))
@@ -172,17 +166,3 @@ def print_trace_list(summaries: Sequence[Any], title: str) -> None:
     from rich.console import Console
 
     render_trace_list(Console(), summaries, title)
-
-
-def print_message(message: str) -> None:
-    """Print one line of recorded text (control characters escaped) as rich's ``Console.print`` would."""
-    terminal = detect()
-    text = Styled(clean(message))
-    if terminal is not None and drawable([text]):
-        print_styled(terminal, text)
-        return
-    from rich.console import Console
-
-    from evaltrace.cli._untrusted import plain
-
-    Console().print(plain(message))

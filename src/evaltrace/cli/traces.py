@@ -56,7 +56,8 @@ def list_traces(args: argparse.Namespace) -> int:
         print_json(summaries)
         return 0
     # The table is drawn without rich where it can be (issue 28): `traces list` starts without it.
-    from evaltrace.cli.trace_table import print_message, print_trace_list
+    from evaltrace.cli.list_output import print_message
+    from evaltrace.cli.trace_table import print_trace_list
 
     if not summaries and is_filtered(args):
         print_message(f"No traces in {args.store} match these filters.")
