@@ -127,7 +127,7 @@ def callgrind_child(variant: str, calls: int) -> None:
     bench.run(200)
     bench.flush()
     gc.collect()
-    bench.run(calls)
+    bench.run(_callgrind.split_calls(calls))
     bench.flush()
     bench.shutdown()
 
