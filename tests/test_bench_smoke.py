@@ -53,3 +53,41 @@ def test_the_budget_file_has_every_row_and_each_unmet_target_beside_its_budget()
         assert entry["budget"] > 0, name
         if "target" in entry:  # a budget not met yet is today's figure, above the issue's target
             assert entry["target"] < entry["budget"], name
+
+
+def test_every_variant_with_a_0_call_run_is_one_forking_process_and_no_run_is_lost() -> None:
+    runs = {run for row in smoke.ROWS for run in row.runs}
+    jobs = smoke.schedule(runs)
+    assert sorted(run for job in jobs for run in job) == sorted(runs)  # each run measured once
+    pairs = [job for job in jobs if len(job) == 2]
+    assert len(pairs) == 7 and len(jobs) == 16  # 23 runs: 7 variants' 0/N pairs share a process
+    assert all(job[0][2] == 0 and job[1][2] > 0 and job[0][:2] == job[1][:2] for job in pairs)
+    assert all(job[0][0] in smoke.SPLITTABLE for job in pairs)
+    assert len(smoke.schedule(runs, split=False)) == 23
+
+
+def test_split_calls_forks_a_0_call_child_then_an_n_call_child_from_the_same_state(tmp_path: Path) -> None:
+    """What each child does after the split point is what a separate run with 0 and with N calls does."""
+    import os
+    import subprocess
+    import textwrap
+
+    probe = textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {str(BENCHMARKS)!r})
+        import _callgrind
+        state = [1, 2, 3]  # set-up done once, before the split
+        calls = _callgrind.split_calls(7)
+        with open(os.path.join({str(tmp_path)!r}, f"child-{{os.getpid()}}"), "w") as out:
+            out.write(f"{{calls}} {{len(state)}}")
+    """)
+    env = {**os.environ, "EVALTRACE_BENCH_SPLIT": str(tmp_path)}
+    subprocess.run([sys.executable, "-c", probe], env=env, check=True, timeout=60)
+    first, second = (int(pid) for pid in (tmp_path / "pids").read_text().split())
+    assert (tmp_path / f"child-{first}").read_text() == "0 3"
+    assert (tmp_path / f"child-{second}").read_text() == "7 3"
+    assert len(list(tmp_path.glob("child-*"))) == 2  # the parent exits at the split, unmeasured
+
+    del env["EVALTRACE_BENCH_SPLIT"]
+    done = subprocess.run([sys.executable, "-c", probe], env=env, check=True, timeout=60)
+    assert done.returncode == 0 and len(list(tmp_path.glob("child-*"))) == 3  # not split: one process, 7 calls

@@ -239,17 +239,17 @@ def draw_table(
             cells.append(
                 [_segments(line, around) + padding for line in _wrap(cell, width, column.justify, not column.fold)]
             )
-        height = max(len(cell) for cell in cells)
-        for position, cell in enumerate(cells):
-            blank = [[(" " * (widths[position] + pads[position]), around)]] * (height - len(cell))
-            cells[position] = blank + cell if number == 0 else cell + blank  # headers sit at the bottom
+        height = max(len(cell_lines) for cell_lines in cells)
+        for position, cell_lines in enumerate(cells):
+            blank = [[(" " * (widths[position] + pads[position]), around)]] * (height - len(cell_lines))
+            cells[position] = blank + cell_lines if number == 0 else cell_lines + blank  # headers sit at the bottom
         for line_number in range(height):
-            line: list[_Segment] = []
-            for position, cell in enumerate(cells):
+            segments: list[_Segment] = []
+            for position, cell_lines in enumerate(cells):
                 if position:
-                    line.append((" ", ""))
-                line += cell[line_number]
-            lines.append(line)
+                    segments.append((" ", ""))
+                segments += cell_lines[line_number]
+            lines.append(segments)
         if number == 0:
             lines.append([("─" * (sum(widths) + sum(pads) + len(shown) - 1), "")])
     _write(terminal, lines)
