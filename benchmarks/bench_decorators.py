@@ -91,7 +91,7 @@ def callgrind_child(variant: str, calls: int) -> None:
     bench.run(variant, 200)
     bench.flush()
     gc.collect()
-    bench.run(variant, _callgrind.split_calls(calls))
+    bench.run(variant, calls)
     bench.flush()
     bench.shutdown()
 

@@ -127,7 +127,7 @@ def callgrind_child(variant: str, calls: int) -> None:
     bench.run(200)
     bench.flush()
     gc.collect()
-    bench.run(_callgrind.split_calls(calls))
+    bench.run(calls)
     bench.flush()
     bench.shutdown()
 

@@ -234,7 +234,7 @@ def callgrind_child(variant: str, calls: int) -> None:
     # measured (a call of the client itself is ~6.5M instructions, so a collection swamps our ~0.3M).
     gc.collect()
     gc.disable()
-    for _ in range(_callgrind.split_calls(calls)):
+    for _ in range(calls):
         fn()
     flush()
 

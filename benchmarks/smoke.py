@@ -236,33 +236,6 @@ def _fmt(value: float, unit: str) -> str:
     return f"{value:.2f}x" if unit == "x" else f"{value:,.0f}"
 
 
-# Children that call _callgrind.split_calls() where their measured calls start (the 0-call and N-call runs of a
-# variant are one forking process there); smoke.py's own Anthropic child measures streams, which have no 0 run.
-SPLITTABLE = (DECORATORS, OPENAI, EVALUATION)
-
-
-def schedule(runs: set[Run], split: bool = True) -> list[tuple[Run, ...]]:
-    """The callgrind processes to start: a variant's 0-call and N-call runs as one forking process, when ``split``.
-
-    Longest first (the split ones, then the rest), so that the last process to finish starts early.
-    """
-    jobs: list[tuple[Run, ...]] = []
-    single = set(runs)
-    if split:
-        for script, variant, calls in sorted(runs):
-            if script in SPLITTABLE and calls and (script, variant, 0) in runs:
-                jobs.append(((script, variant, 0), (script, variant, calls)))
-                single -= {(script, variant, 0), (script, variant, calls)}
-    return jobs + [(run,) for run in sorted(single, key=lambda run: (run[0] == DECORATORS, run))]
-
-
-def _measure(job: tuple[Run, ...]) -> tuple[Totals, ...]:
-    if len(job) == 2:
-        (script, variant, _), (_, _, calls) = job
-        return _callgrind.run_split(script, variant, calls)
-    return (_callgrind.run_totals(*job[0]),)
-
-
 def main() -> int:
     child = _callgrind.child_request(sys.argv)
     if child is not None:
@@ -272,29 +245,20 @@ def main() -> int:
     parser.add_argument("--budgets", type=Path, default=HERE / "budgets.toml")
     parser.add_argument("--jobs", type=int, default=2, help="callgrind children at once (default 2)")
     parser.add_argument("--rows", default=",".join(r.name for r in ROWS), help="comma-separated row names")
-    parser.add_argument(
-        "--no-split", action="store_true", help="start the 0-call and N-call runs apart (the figures are the same)"
-    )
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("the smoke run needs valgrind (apt-get install valgrind)")
     config = tomllib.loads(args.budgets.read_text())
     rows = [r for r in ROWS if r.name in args.rows.split(",")]
     verdicts({r.name: 0.0 for r in rows}, {r.name: r.unit for r in rows}, config)  # every row has a budget
-    runs = {run for row in rows for run in row.runs}
-    jobs = schedule(runs, split=not args.no_split)
+    runs = sorted({run for row in rows for run in row.runs}, key=lambda run: (run[0] == DECORATORS, run))
     started = time.perf_counter()
-    totals: dict[Run, Totals] = {}
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        for job, measured in zip(jobs, pool.map(_measure, jobs), strict=True):
-            totals.update(zip(job, measured, strict=True))
+        totals = dict(zip(runs, pool.map(lambda run: _callgrind.run_totals(*run), runs), strict=True))
     values = {row.name: row.compute(totals) for row in rows}
     lines, failed = verdicts(values, {row.name: row.unit for row in rows}, config)
     print("\n".join(lines))
-    print(
-        f"{len(runs)} runs' figures from {len(jobs)} callgrind processes in {time.perf_counter() - started:.0f} s"
-        f" ({args.jobs} at once)"
-    )
+    print(f"{len(runs)} callgrind runs in {time.perf_counter() - started:.0f} s ({args.jobs} at once)")
     if failed:
         print(f"over budget by more than {float(config.get('tolerance', 0.10)):.0%}: {', '.join(failed)}")
         return 1
