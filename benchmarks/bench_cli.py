@@ -44,12 +44,13 @@ begin = time.perf_counter()
 from evaltrace.cli import main, build_parser
 build_parser(("evaltrace.cli.traces",))  # the noun's module, as main() loads it
 if "--json" not in sys.argv:
-    import rich.console, evaltrace.cli.trace_table  # what the table needs (imported on first use by the command)
+    import evaltrace.cli.trace_table  # what the table needs (imported on first use by the command; not rich)
 imported = time.perf_counter()
 with contextlib.redirect_stdout(io.StringIO()):
     code = main(sys.argv[1:])
 done = time.perf_counter()
-sys.stderr.write(f"IMPORT_MS={(imported - begin) * 1000:.2f} COMMAND_MS={(done - imported) * 1000:.2f} CODE={code}\\n")
+sys.stderr.write(f"IMPORT_MS={(imported - begin) * 1000:.2f} COMMAND_MS={(done - imported) * 1000:.2f} CODE={code}"
+                 f" RICH={int('rich' in sys.modules)}\\n")
 """
 
 

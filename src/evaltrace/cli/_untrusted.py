@@ -12,9 +12,10 @@ rich's own ``Text`` drops only a few control characters and lets ESC through, he
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from rich.markup import escape
-from rich.text import Text
+if TYPE_CHECKING:
+    from rich.text import Text
 
 __all__ = ["clean", "markup_safe", "plain"]
 
@@ -41,9 +42,13 @@ def clean(value: object, *, single_line: bool = False) -> str:
 
 def plain(value: object, style: str = "", *, single_line: bool = False) -> Text:
     """Recorded text as a rich ``Text``: never read as markup, control characters escaped."""
+    from rich.text import Text  # here: `traces list` draws its table without rich (issue 28)
+
     return Text(clean(value, single_line=single_line), style=style)
 
 
 def markup_safe(value: object) -> str:
     """Recorded text to put inside a rich markup string: control characters and markup both escaped."""
+    from rich.markup import escape
+
     return escape(clean(value))

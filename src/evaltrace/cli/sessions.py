@@ -12,16 +12,17 @@ import argparse
 import datetime as dt
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.text import Text
-
-from evaltrace.cli._untrusted import plain
+from evaltrace.cli._untrusted import clean, plain
 from evaltrace.cli.format import format_count, format_duration_ms, format_duration_ns, format_money
-from evaltrace.cli.tables import Cell, Column, fit_table, print_fitted
+from evaltrace.cli.plain_table import Styled
+from evaltrace.cli.table_layout import Column
 from evaltrace.cli.traces_query import print_json, store_errors
 from evaltrace.exporters.store_options import DEFAULT_DIRECTORY
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["register"]
 
@@ -84,13 +85,13 @@ def _tokens(tokens_in: int | None, tokens_out: int | None) -> str:
     return f"{format_count(tokens_in) or '-'}→{format_count(tokens_out) or '-'}"
 
 
-def _verdicts(scores: Sequence[Any]) -> Text:
-    text = Text()
+def _verdicts(scores: Sequence[Any]) -> Styled:
+    text = Styled("")
     for score in scores:
         shown = score.outcome or (f"{score.value:g}" if score.value is not None else score.label or "?")
-        if text:
+        if text.text:
             text.append(", ")
-        text.append(plain(f"{score.evaluator} ", single_line=True))
+        text.append(clean(f"{score.evaluator} ", single_line=True))
         text.append(shown, style=_OUTCOME_STYLES.get(score.outcome or "", ""))
     return text
 
@@ -98,31 +99,36 @@ def _verdicts(scores: Sequence[Any]) -> Text:
 @store_errors
 def list_sessions(args: argparse.Namespace) -> int:
     """Print a table of stored sessions."""
+    # Drawn without rich where that prints exactly what rich would (issue 28): `sessions list` starts without it.
+    from evaltrace.cli.list_output import print_list, print_message
     from evaltrace.exporters.store_reader import LocalTraceStore
 
-    console = Console()
     summaries = LocalTraceStore(args.store).list_sessions(limit=args.limit)
     if args.json:
         print_json(summaries)
         return 0
     if not summaries:
-        console.print(plain(f"No sessions in {args.store} yet: traces get one from evaltrace.context(session_id=...)."))
+        print_message(f"No sessions in {args.store} yet: traces get one from evaltrace.context(session_id=...).")
         return 0
-    rows: list[list[Cell]] = [
+    print_list(_LIST_COLUMNS, _list_rows(summaries), f"Sessions in {args.store}")
+    return 0
+
+
+def _list_rows(summaries: Sequence[Any]) -> list[list[Styled]]:
+    """One row of ``sessions list`` per session summary."""
+    return [
         [
-            plain(s.session_id, single_line=True),
-            plain(s.user_id or "", single_line=True),
-            str(s.turns),
-            _time(s.first_time),
-            _time(s.last_time),
-            _tokens(s.input_tokens, s.output_tokens),
-            format_money(s.cost_usd or None),
+            Styled(clean(s.session_id, single_line=True)),
+            Styled(clean(s.user_id or "", single_line=True)),
+            Styled(str(s.turns)),
+            Styled(_time(s.first_time)),
+            Styled(_time(s.last_time)),
+            Styled(_tokens(s.input_tokens, s.output_tokens)),
+            Styled(format_money(s.cost_usd or None)),
             _verdicts(s.scores),
         ]
         for s in summaries
     ]
-    print_fitted(console, fit_table(console.width, _LIST_COLUMNS, rows, plain(f"Sessions in {args.store}")))
-    return 0
 
 
 def _preview(value: str | None) -> str:
@@ -132,6 +138,8 @@ def _preview(value: str | None) -> str:
 
 
 def _turn_lines(console: Console, turn: Any) -> None:
+    from rich.text import Text
+
     head = Text(f"Turn {turn.index + 1}", style="bold")
     facts = [
         turn.started_at.strftime("%Y-%m-%d %H:%M:%S"),
@@ -155,6 +163,10 @@ def _turn_lines(console: Console, turn: Any) -> None:
 @store_errors
 def show_session(args: argparse.Namespace) -> int:
     """Print one session: its turns in order, then its session scores."""
+    from rich.console import Console
+    from rich.text import Text
+
+    from evaltrace.cli.tables import Cell, fit_table, print_fitted
     from evaltrace.exporters.store_reader import LocalTraceStore
 
     console = Console()

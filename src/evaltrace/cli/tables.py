@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 
 from rich import box
 from rich.cells import cell_len
-from rich.console import Console, JustifyMethod
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from evaltrace.cli.table_layout import Column, hidden_text, lay_out, measure
 
 __all__ = ["Cell", "Column", "FittedTable", "fit_table", "hidden_note", "print_fitted", "required_width"]
 
@@ -28,62 +30,12 @@ _GAP = 2
 """Cells between two columns with the style of :func:`_new_table`: one padding cell and one blank separator."""
 
 
-@dataclass(frozen=True)
-class Column:
-    """How one column behaves when the terminal is narrow.
-
-    Attributes:
-        header: The column's title (plain text, never read as markup; recorded text already ``clean``-ed).
-        justify: ``"left"`` or ``"right"`` (numbers).
-        fold: True for text that may take several lines (names, reasons); False for values shown whole.
-        min_width: Narrowest useful width of a folding column (a fixed column is as wide as its widest cell).
-        drop: Order in which optional columns go when the table does not fit (lowest first); None: never dropped.
-        keep_empty: Show the column even when every cell is empty.
-    """
-
-    header: str
-    justify: JustifyMethod = "left"
-    fold: bool = False
-    min_width: int = 10
-    drop: int | None = None
-    keep_empty: bool = False
-
-
 def _plain(cell: Cell) -> str:
     if isinstance(cell, Text):
         return cell.plain
     if "[" not in cell and cell.count(":") < 2:
         return cell  # no tag, escape or :emoji: code: the markup is its own text (parsing it cost ~5% of a list)
     return Text.from_markup(cell).plain
-
-
-_LONGEST_WORD = 32
-"""A folding column is made wide enough for its longest word up to this, so words are not split mid-way."""
-
-
-def _measure(column: Column, texts: Sequence[str]) -> tuple[int, int]:
-    """``(needed, natural)`` of ``column`` over the plain ``texts`` of its cells, in one pass.
-
-    ``natural`` is the widest line (the header included); ``needed`` is that for a fixed column, and for a
-    folding one ``min_width``, or its longest word when longer (up to :data:`_LONGEST_WORD`), never more than
-    its widest line.
-    """
-    header = cell_len(column.header)
-    widest = longest_word = 0
-    for text in texts:
-        for line in text.splitlines():
-            widest = max(widest, cell_len(line))
-            if column.fold:
-                longest_word = max(longest_word, max((cell_len(word) for word in line.split()), default=0))
-    widest = max(widest, header)
-    if not column.fold:
-        return widest, widest
-    return min(widest, max(column.min_width, header, min(longest_word, _LONGEST_WORD))), widest
-
-
-def _width(column: Column, cells: Sequence[Cell], natural: bool = False) -> int:
-    """What ``column`` needs: its widest line when fixed (or ``natural``), else its minimum (:func:`_measure`)."""
-    return _measure(column, [_plain(c) for c in cells])[natural]
 
 
 def required_width(columns: Sequence[Column], rows: Sequence[Sequence[Cell]], natural: bool = False) -> int:
@@ -96,7 +48,7 @@ def required_width(columns: Sequence[Column], rows: Sequence[Sequence[Cell]], na
     """
     if not columns:
         return 0
-    widths = (_width(col, [row[i] for row in rows], natural) for i, col in enumerate(columns))
+    widths = (measure(col, [_plain(row[i]) for row in rows], cell_len)[natural] for i, col in enumerate(columns))
     return sum(widths) + _GAP * (len(columns) - 1)
 
 
@@ -119,6 +71,7 @@ class FittedTable:
 
 def _new_table() -> Table:
     # No outer border and one blank between columns: every cell saved goes to the data (80 columns is common).
+    # evaltrace.cli.plain_table draws exactly this style without rich: keep the two in step.
     return Table(
         box=box.SIMPLE_HEAD,
         show_edge=False,
@@ -134,7 +87,8 @@ def fit_table(
     """Build a table for a terminal ``width`` cells wide.
 
     Columns whose cells are all empty are left out. While the table needs more than ``width``, the optional
-    column with the lowest ``drop`` goes. Fixed columns are never wrapped nor cut; folding ones fold.
+    column with the lowest ``drop`` goes. Fixed columns are never wrapped nor cut; folding ones fold
+    (:func:`evaltrace.cli.table_layout.lay_out`).
 
     Args:
         width: The console's width.
@@ -145,90 +99,29 @@ def fit_table(
     Returns:
         The table, the columns dropped, and the width it needs.
     """
-    # Each cell's plain text and each column's widths are worked out once: the dropping loop below would
-    # otherwise parse every cell's markup again per round (~35 ms for 50 rows).
-    plains = [[_plain(cell) for cell in row] for row in rows]
-    measured = [_measure(col, [p[i] for p in plains]) for i, col in enumerate(columns)]
-
-    def needs(shown: Sequence[int], natural: bool = False) -> int:
-        return sum(measured[i][natural] for i in shown) + _GAP * (len(shown) - 1) if shown else 0
-
-    keep = [i for i, col in enumerate(columns) if col.keep_empty or any(p[i].strip() for p in plains)]
-    hidden: list[str] = []
-    while (needed := needs(keep)) > width:
-        optional = [i for i in keep if columns[i].drop is not None]
-        if not optional:
-            break  # only essential columns left: the folding ones give up their minimum below
-        victim = min(optional, key=lambda i: columns[i].drop or 0)
-        keep.remove(victim)
-        hidden.append(columns[victim].header)
-    widths = _squeeze({i: measured[i][0] for i in keep}, columns, needed - width)
-    natural = needs(keep, natural=True)
-    if natural > width:
-        # rich's own shrinking can leave a table a few cells too wide and then cut every column: give the
-        # folding columns exact widths, the room left shared out up to what each would take unfolded.
-        full = {i: measured[i][1] for i in keep}
-        widths = _share(widths, full, columns, width - required_width_of(widths, len(keep)))
-    fixed_layout = natural > width
+    # Each cell's plain text is worked out once (parsing markup per dropping round cost ~35 ms for 50 rows).
+    layout = lay_out(width, columns, [[_plain(cell) for cell in row] for row in rows], cell_len)
     table = _new_table()
-    for i in keep:
+    for i in layout.shown:
         col = columns[i]
         table.add_column(
             Text(col.header),  # never read as markup: a header may be a recorded name (a variant)
             justify=col.justify,
             no_wrap=not col.fold,
             overflow="fold",
-            min_width=widths[i],  # else rich squeezes a folding column down to a letter or two
-            width=widths[i] if fixed_layout and col.fold else None,
+            min_width=layout.widths[i],  # else rich squeezes a folding column down to a letter or two
+            width=layout.widths[i] if layout.fixed and col.fold else None,
         )
     for row in rows:
-        table.add_row(*(row[i] for i in keep))
-    folds = {columns[i].header: widths[i] for i in keep if columns[i].fold} if fixed_layout else {}
-    return FittedTable(table, title, hidden, min(needed, width), natural, folds)
-
-
-def required_width_of(widths: dict[int, int], count: int) -> int:
-    """Cells taken by columns of these widths with the gaps between them."""
-    return sum(widths.values()) + _GAP * max(0, count - 1)
-
-
-def _share(widths: dict[int, int], full: dict[int, int], columns: Sequence[Column], room: int) -> dict[int, int]:
-    """Give ``room`` spare cells to the folding columns: whole first the ones that need the fewest to be whole.
-
-    A short value (a service name) folded in two reads worse than a long reason folded in four instead of three.
-    """
-    shared = dict(widths)
-    for i in sorted((i for i in shared if columns[i].fold), key=lambda i: full[i] - shared[i]):
-        given = min(room, full[i] - shared[i])
-        shared[i] += max(0, given)
-        room -= max(0, given)
-    return shared
-
-
-_FLOOR = 6
-"""Narrowest a folding column gets when even the essential columns do not fit at their minimum widths."""
-
-
-def _squeeze(widths: dict[int, int], columns: Sequence[Column], excess: int) -> dict[int, int]:
-    """Take ``excess`` cells from the widest folding columns, none below :data:`_FLOOR`.
-
-    Only the essential columns are left when this has anything to do; fixed columns keep their width, so a
-    terminal too narrow even for those (under about 50 cells) is the one case where rich still cuts.
-    """
-    squeezed = dict(widths)
-    for _ in range(max(0, excess)):
-        folding = [i for i in squeezed if columns[i].fold and squeezed[i] > _FLOOR]
-        if not folding:
-            break
-        squeezed[max(folding, key=lambda i: squeezed[i])] -= 1
-    return squeezed
+        table.add_row(*(row[i] for i in layout.shown))
+    folds = {columns[i].header: layout.widths[i] for i in layout.shown if columns[i].fold} if layout.fixed else {}
+    return FittedTable(table, title, layout.hidden, layout.needed, layout.natural, folds)
 
 
 def hidden_note(hidden: Sequence[str]) -> Text | None:
     """``not shown at this width: kind, timeline (wider terminal: COLUMNS=200)``; None when nothing was hidden."""
-    if not hidden:
-        return None
-    return Text(f"not shown at this width: {', '.join(hidden)} (wider terminal: COLUMNS=200)", style="dim")
+    text = hidden_text(hidden)
+    return None if text is None else Text(text, style="dim")
 
 
 def print_fitted(console: Console, fitted: FittedTable) -> None:

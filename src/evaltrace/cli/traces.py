@@ -1,4 +1,4 @@
-"""``evaltrace traces list`` and ``evaltrace traces show <trace_id>``: read the local store, print with rich."""
+"""``evaltrace traces list`` and ``evaltrace traces show <trace_id>``: read the local store and print it."""
 
 from __future__ import annotations
 
@@ -55,20 +55,17 @@ def list_traces(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summaries)
         return 0
-    # rich and the table are imported here: `traces list --json` (scripts) starts without them (issue 28).
-    from rich.console import Console
+    # The table is drawn without rich where it can be (issue 28): `traces list` starts without it.
+    from evaltrace.cli.list_output import print_message
+    from evaltrace.cli.trace_table import print_trace_list
 
-    from evaltrace.cli._untrusted import plain
-    from evaltrace.cli.trace_table import render_trace_list
-
-    console = Console()
     if not summaries and is_filtered(args):
-        console.print(plain(f"No traces in {args.store} match these filters."))
+        print_message(f"No traces in {args.store} match these filters.")
         return 0
     if not summaries:
-        console.print(plain(f"No traces in {args.store} yet. Run your app after evaltrace.configure()."))
+        print_message(f"No traces in {args.store} yet. Run your app after evaltrace.configure().")
         return 0
-    render_trace_list(console, summaries, f"Traces in {args.store}")
+    print_trace_list(summaries, f"Traces in {args.store}")
     return 0
 
 
