@@ -8,7 +8,8 @@ Every call goes through the real openai client, answered over ``httpx.MockTransp
 recorded in ``tests/fixtures/openai-cassettes`` (``test_chat_completion_with_content.yaml`` for plain calls,
 ``test_chat_completion_streaming.yaml`` for streams: its recorded content chunk repeated to 20/200/2000 chunks,
 with the recorded role, finish and usage chunks around). Cases: ``call1``/``call10``/``call100`` send a history of
-1/10/100 messages; ``stream20``/``stream200``/``stream2000`` stream that many chunks.
+1/10/100 messages; ``stream20``/``stream200``/``stream2000`` stream that many chunks; ``first`` is ``call1`` made
+once, with no warm-up: with 0 measured calls, a whole process of set-up and first call (``smoke.py``'s start-up row).
 
 Implementations, each in its own process: ``none`` (uninstrumented client: the baseline subtracted from the
 others), ``floor`` (a raw OTel span around ``Completions.create`` with model, id and usage, on a plain SDK
@@ -226,8 +227,8 @@ def callgrind_child(variant: str, calls: int) -> None:
         breakdown_child(case, calls)
         return
     (api, replay), flush = setup(impl)
-    fn = make_case(api, replay, case)
-    for _ in range(20):
+    fn = make_case(api, replay, "call1" if case == "first" else case)
+    for _ in range(1 if case == "first" else 20):
         fn()
     flush()
     # A cyclic collection costs millions of instructions and lands in one run and not the other: off while

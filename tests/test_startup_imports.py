@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import evaltrace
 
@@ -140,3 +141,41 @@ def test_a_deferred_evaluation_processor_exports_every_span_at_shutdown_without_
         assert len(exporter.get_finished_spans()) == 50, len(exporter.get_finished_spans())
     """)
     assert loaded == []
+
+
+def test_configure_loads_the_local_store_and_redaction_only_when_they_are_asked_for(tmp_path: Path) -> None:
+    """Without the local store or redaction, ``configure()`` imports neither (nor sqlite3 / orjson).
+
+    With them, both load and work: the span reaches the store with the e-mail address masked.
+    """
+    probe = textwrap.dedent(f"""
+        import json, sys
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        import evaltrace
+
+        def store_modules():
+            return sorted(m for m in sys.modules if m.startswith(("evaltrace.exporters.local_store",
+                "evaltrace.exporters.store_client", "evaltrace.exporters.redaction", "sqlite3", "orjson")))
+
+        handle = evaltrace.configure(local_store=False, exporters=[InMemorySpanExporter()], handle_sigterm=False)
+        evaltrace.trace(lambda: None)()
+        handle.shutdown()
+        without = store_modules()
+        handle = evaltrace.configure(local_store={str(tmp_path)!r}, redact=True, handle_sigterm=False)
+        evaltrace.trace(lambda text: text, name="echo")("mail me at someone@example.com")
+        handle.shutdown()
+        from evaltrace.exporters import LocalTraceStore
+        store = LocalTraceStore({str(tmp_path)!r})
+        traces = store.list_traces()
+        text = json.dumps([dict(s.attributes) for t in traces for s in store.spans(t.trace_id)], default=str)
+        print(json.dumps({{"without": without, "with": store_modules(), "traces": len(traces),
+                          "email kept": "someone@example.com" in text, "echoed": "mail me at" in text}}))
+    """)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found["without"] == []
+    assert "evaltrace.exporters.local_store" in found["with"]
+    assert "evaltrace.exporters.redaction" in found["with"]
+    assert found["traces"] == 1
+    assert found["echoed"] and not found["email kept"]

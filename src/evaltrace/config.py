@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -32,9 +32,12 @@ from evaltrace._internal.otlp_settings import resolve_otlp
 from evaltrace.context import StampingPipeline
 from evaltrace.exceptions import ConfigError
 from evaltrace.exporters.console import ConsoleSpanExporter
-from evaltrace.exporters.local_store import DEFAULT_DIRECTORY, LocalStoreExporter
-from evaltrace.exporters.redaction import RedactFunction, RedactingSpanExporter, Redactor, mask_pii
-from evaltrace.exporters.store_options import LocalStoreOptions, parse_size, resolve_store_options
+from evaltrace.exporters.store_options import DEFAULT_DIRECTORY, LocalStoreOptions, parse_size, resolve_store_options
+
+if TYPE_CHECKING:
+    # Imported where used: a configuration without the local store or redaction loads neither (the store's
+    # client, reader and importer, sqlite3, orjson; the PII patterns), about 150M instructions of start-up.
+    from evaltrace.exporters.redaction import RedactFunction
 
 __all__ = ["EvaltraceHandle", "configure"]
 
@@ -255,10 +258,12 @@ def _queue_bytes(value: int | str | None) -> int:
 def _redactor(redact: bool | RedactFunction | Sequence[str | re.Pattern[str]] | None) -> RedactFunction | None:
     if redact is None or redact is False:
         return None
-    if redact is True:
-        return mask_pii
     if callable(redact):
         return redact
+    from evaltrace.exporters.redaction import Redactor, mask_pii
+
+    if redact is True:
+        return mask_pii
     if isinstance(redact, list | tuple):
         try:
             return Redactor(patterns=redact)
@@ -299,10 +304,13 @@ def _collect_exporters(
     for index, exporter in enumerate(options["exporters"]):
         exporters.named.append((f"custom[{index}]", _UserExporter(exporter)))
     local = options["local_store"]
-    if local is True or (local is None and not exporters.named):
-        exporters.named.append(("local_store", LocalStoreExporter(DEFAULT_DIRECTORY)))
-    elif local is not None and local is not False:  # a directory, a mapping or LocalStoreOptions
-        exporters.named.append(("local_store", LocalStoreExporter(resolve_store_options(local))))
+    if local is None and not exporters.named:
+        local = True  # the default when nothing else receives the spans
+    if local is not None and local is not False:  # True, a directory, a mapping or LocalStoreOptions
+        from evaltrace.exporters.local_store import LocalStoreExporter
+
+        store = LocalStoreExporter(DEFAULT_DIRECTORY if local is True else resolve_store_options(local))
+        exporters.named.append(("local_store", store))
     if options["console"]:
         exporters.named.append(("console", ConsoleSpanExporter()))
     return exporters
@@ -488,6 +496,8 @@ def configure(
     resource = _resource(service_name, environment, phoenix_project)
 
     downstream: list[SpanProcessor] = []
+    if redactor:
+        from evaltrace.exporters.redaction import RedactingSpanExporter
     for name, exporter in collected.named:
         wrapped = RedactingSpanExporter(exporter, redactor) if redactor else exporter
         downstream.append(

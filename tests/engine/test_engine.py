@@ -185,3 +185,25 @@ def test_a_stream_both_sync_and_async_is_read_as_its_endpoint_says(traced: Any, 
     assert isinstance(stream, toy_sdk.DualStream)
     assert len(list(stream)) == 4
     assert (_only(exporter).attributes or {})["evaltrace.stream.end_reason"] == "exhausted"
+
+
+def test_a_codec_without_route_or_prepare_gets_wrappers_that_do_not_test_for_them() -> None:
+    """The hot path of OpenAI-like codecs carries no route/prepare checks; a codec with either keeps its hooks.
+
+    Behaviour through both paths is the rest of this file (the toy codec routes) and the OpenAI and Anthropic
+    replay tests (anthropic has ``prepare``); this pins that the per-call checks stay off the direct path.
+    """
+    from evaltrace._internal.anthropic.registry import ENDPOINTS as ANTHROPIC
+    from evaltrace._internal.engine.call import Call
+    from evaltrace._internal.engine.wrappers import Telemetry, make_wrapper
+    from evaltrace._internal.openai.call import LLMCall
+    from evaltrace._internal.openai.registry import ENDPOINTS as OPENAI
+    from evaltrace.instrumentation.anthropic.codec import CODEC as ANTHROPIC_CODEC
+
+    telemetry = Telemetry(TracerProvider(), None)
+    for endpoint in (e for e in OPENAI if not e.deferred):
+        hooks = set(make_wrapper(endpoint, telemetry, LLMCall).__code__.co_freevars)
+        assert not hooks & {"route", "prepare"}, (endpoint, hooks)
+    anthropic = Call.for_codec(ANTHROPIC_CODEC)
+    for endpoint in (e for e in ANTHROPIC if not e.deferred):
+        assert "prepare" in make_wrapper(endpoint, telemetry, anthropic).__code__.co_freevars, endpoint

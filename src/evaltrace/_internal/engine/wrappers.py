@@ -7,7 +7,9 @@ call", so an SDK method that delegates to another wrapped method (``parse`` -> `
 provider.
 
 The wrappers are the hot path the benchmarks measure: no context manager and no extra Python frame per call
-beyond the codec's own hooks (optional hooks a codec does not override are not called at all).
+beyond the codec's own hooks (optional hooks a codec does not override are not called at all). A codec with
+neither ``route`` nor ``prepare`` (OpenAI, Groq, Mistral...) gets the direct wrappers, which do not even test for
+them: the route/prepare checks were 19 bytecodes per call over the wrapper before the engine (issue 26).
 """
 
 from __future__ import annotations
@@ -47,9 +49,16 @@ def make_wrapper(endpoint: Endpoint, telemetry: Telemetry, call_class: type[Call
     """Return the wrapt wrapper for ``endpoint``, making spans with ``call_class`` (``Call.for_codec(codec)``)."""
     if endpoint.deferred:
         return _deferred_wrapper(endpoint, telemetry, call_class)
+    return _wrapper_of(endpoint, telemetry, call_class)
+
+
+def _wrapper_of(endpoint: Endpoint, telemetry: Telemetry, call_class: type[Call]) -> Wrapper:
+    """The sync or async wrapper: direct when the codec overrides neither ``route`` nor ``prepare``."""
+    codec = call_class.codec
+    direct = _overridden(codec, "route") is None and _overridden(codec, "prepare") is None
     if endpoint.is_async:
-        return _async_wrapper(endpoint, telemetry, call_class)
-    return _sync_wrapper(endpoint, telemetry, call_class)
+        return (_async_direct if direct else _async_wrapper)(endpoint, telemetry, call_class)
+    return (_sync_direct if direct else _sync_wrapper)(endpoint, telemetry, call_class)
 
 
 def suppressed(current: Context) -> bool:
@@ -186,6 +195,90 @@ def _async_wrapper(endpoint: Endpoint, telemetry: Telemetry, call_class: type[Ca
     return wrapper
 
 
+# _sync_wrapper without the codec's route and prepare hooks (a codec that has neither): the common hot path.
+def _sync_direct(endpoint: Endpoint, telemetry: Telemetry, call_class: type[Call]) -> Wrapper:
+    codec = call_class.codec
+    kind, instruments, own_tracer = endpoint.kind, telemetry.instruments, telemetry.own_tracer
+    server_of, finish = codec.server_of, codec.finish
+
+    def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        current = get_current()  # looked up once: suppression, parent span, our span's context
+        if (
+            current.get(IN_CALL)
+            or current.get(_SUPPRESS_OTEL)
+            or current.get(_SUPPRESS_OURS)
+            or current.get(_SUPPRESS_LLM)
+        ):
+            return wrapped(*args, **kwargs)  # nested in our call, or silenced by another instrumentation
+        try:
+            tracer = own_tracer if own_tracer is not None else tracing.get_tracer()
+            call = call_class(tracer, kind, kwargs, server_of(instance), instruments, current)
+        except Exception:
+            _internal_error(f"starting a {codec.label} span")
+            return wrapped(*args, **kwargs)
+        # Our span current, and marked as inside our call: set_span_in_context plus set_value, in one copy.
+        scope = attach(Context({**current, SPAN_KEY: call.span, IN_CALL: True}))
+        try:
+            result = wrapped(*args, **kwargs)
+        except BaseException as error:
+            _record_error(call, error)
+            raise
+        finally:
+            try:
+                detach(scope)
+            except Exception:  # as opentelemetry.context.detach does: never into the user's code
+                _internal_error(f"leaving a {codec.label} span's context")
+        try:
+            return finish(call, kind, result)  # end the span (or hand it to a stream proxy)
+        except Exception:
+            return _recover(call, result)
+
+    return wrapper
+
+
+# The async twin of _sync_direct, line for line (keep them so), as _async_wrapper is _sync_wrapper's.
+def _async_direct(endpoint: Endpoint, telemetry: Telemetry, call_class: type[Call]) -> Wrapper:
+    codec = call_class.codec
+    kind, instruments, own_tracer = endpoint.kind, telemetry.instruments, telemetry.own_tracer
+    server_of, finish = codec.server_of, codec.finish
+
+    async def wrapper(
+        wrapped: Callable[..., Awaitable[Any]], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        current = get_current()  # looked up once: suppression, parent span, our span's context
+        if (
+            current.get(IN_CALL)
+            or current.get(_SUPPRESS_OTEL)
+            or current.get(_SUPPRESS_OURS)
+            or current.get(_SUPPRESS_LLM)
+        ):
+            return await wrapped(*args, **kwargs)  # nested in our call, or silenced by another instrumentation
+        try:
+            tracer = own_tracer if own_tracer is not None else tracing.get_tracer()
+            call = call_class(tracer, kind, kwargs, server_of(instance), instruments, current)
+        except Exception:
+            _internal_error(f"starting a {codec.label} span")
+            return await wrapped(*args, **kwargs)
+        # Our span current, and marked as inside our call: set_span_in_context plus set_value, in one copy.
+        scope = attach(Context({**current, SPAN_KEY: call.span, IN_CALL: True}))
+        try:
+            result = await wrapped(*args, **kwargs)
+        except BaseException as error:
+            _record_error(call, error)
+            raise
+        finally:
+            try:
+                detach(scope)
+            except Exception:  # as opentelemetry.context.detach does: never into the user's code
+                _internal_error(f"leaving a {codec.label} span's context")
+        try:
+            return finish(call, kind, result)  # end the span (or hand it to a stream proxy)
+        except Exception:
+            return _recover(call, result)
+
+    return wrapper
+
+
 def _routed(  # the wrapper's locals, passed on rather than rebuilt
     route: Any,
     prepare: Any,
@@ -221,7 +314,7 @@ def _deferred_wrapper(endpoint: Endpoint, telemetry: Telemetry, call_class: type
     """
     codec = call_class.codec
     is_async = endpoint.is_async
-    send = (_async_wrapper if is_async else _sync_wrapper)(endpoint, telemetry, call_class)
+    send = _wrapper_of(endpoint, telemetry, call_class)
 
     def wrapper(wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         manager = wrapped(*args, **kwargs)  # sends nothing yet
