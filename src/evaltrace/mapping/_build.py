@@ -198,25 +198,24 @@ class _Fields:
     def _part(self, name: str) -> Any:
         parts = self.parts
         if name not in parts:
-            parts.setdefault(name, getattr(self, "_map_" + name)())
+            parts.setdefault(name, _PARTS[name](self))
         return parts[name]
 
     def field(self, name: str) -> Any:
-        """The value of Trace field ``name``."""
-        if name == "tool_calls" or name == "tool_results":
-            return self._part("tool_views")[0 if name == "tool_calls" else 1]
-        if name in ("input", "output", "messages", "metrics", "extra", "error", "llm_steps"):
-            value = self._part(name)
-            return value[0] if name in ("input", "output", "extra") else value
-        if name == "started_at":
-            return self._part("started_at")
-        if name == "finished_at":
-            end = self.root.end_time
-            return timestamp(end) if end else self._part("started_at")
-        raise KeyError(name)  # identity and schema_version are set at construction
+        """The value of Trace field ``name`` (identity and ``schema_version`` are set at construction)."""
+        # One dict lookup per read: a cheap evaluator's reads are most of what the lazy Trace costs.
+        parts = self.parts
+        value = parts.get(name, _UNMAPPED)
+        if value is _UNMAPPED:
+            value = parts.setdefault(name, _FIELD_MAKERS[name](self))
+        return value
 
     def _map_started_at(self) -> Any:
         return timestamp(self.root.start_time)
+
+    def _map_finished_at(self) -> Any:
+        end = self.root.end_time
+        return timestamp(end) if end else self.field("started_at")
 
     def _map_conversation(self) -> tuple[list[TraceMessage], list[TraceMessage], list[TraceMessage] | None, list[str]]:
         """(messages, the root's own output messages, the last answering step's, notes), as trace_from_spans."""
@@ -238,6 +237,14 @@ class _Fields:
         messages = self._part("conversation")[0]
         return derive_tool_views(messages) if messages else ([], [])
 
+    def _map_tool_calls(self) -> list[Any]:
+        calls: list[Any] = self._part("tool_views")[0]
+        return calls
+
+    def _map_tool_results(self) -> list[Any]:
+        results: list[Any] = self._part("tool_views")[1]
+        return results
+
     def _map_metrics(self) -> TraceMetrics:
         if self.mapped:
             return build_metrics(self.llm_read)
@@ -249,13 +256,21 @@ class _Fields:
     def _map_error(self) -> TraceError | None:
         return _error(self.root, self.root_attrs)
 
-    def _map_input(self) -> tuple[dict[str, Any], list[str]]:
+    def _map_input(self) -> dict[str, Any]:
+        value: dict[str, Any] = self._part("input_notes")[0]
+        return value
+
+    def _map_output(self) -> TraceOutput:
+        value: TraceOutput = self._part("output_notes")[0]
+        return value
+
+    def _map_input_notes(self) -> tuple[dict[str, Any], list[str]]:
         notes: list[str] = []
         root_is_llm = any(s is self.root for s, _ in self.llm_read)
         first_llm = self.llm_read[0][0] if self.llm_read else None
         return _input(self.root, self.root_attrs, root_is_llm, notes, first_llm), notes
 
-    def _map_output(self) -> tuple[TraceOutput, list[str]]:
+    def _map_output_notes(self) -> tuple[TraceOutput, list[str]]:
         messages, own, step, _ = self._part("conversation")
         notes: list[str] = []
         return _output(self.root, self.root_attrs, messages, own, step, notes), notes
@@ -264,7 +279,7 @@ class _Fields:
         notes: list[str] = []
         return retrieved_contexts(self.read, notes), notes
 
-    def _map_extra(self) -> tuple[dict[str, Any], None]:
+    def _map_extra(self) -> dict[str, Any]:
         root_ctx = self.root.context
         extra: dict[str, Any] = {
             "trace_id": self.trace_id,
@@ -274,10 +289,35 @@ class _Fields:
         if contexts:
             extra["contexts"] = contexts
         # The notes in the order the eager mapping writes them: conversation, contexts, input, output.
-        notes = [*self._part("conversation")[3], *context_notes, *self._part("input")[1], *self._part("output")[1]]
+        notes = [*self._part("conversation")[3], *context_notes, *self._part("input_notes")[1]]
+        notes += self._part("output_notes")[1]
         if notes:
             extra["enrichment_errors"] = notes
-        return extra, None
+        return extra
+
+
+_UNMAPPED: Any = object()
+# Parts several fields share, each with its notes; and each lazily mapped field's maker.
+_PARTS: dict[str, Any] = {
+    name: getattr(_Fields, "_map_" + name)
+    for name in ("conversation", "tool_views", "contexts", "input_notes", "output_notes")
+}
+_FIELD_MAKERS: dict[str, Any] = {
+    name: getattr(_Fields, "_map_" + name)
+    for name in (
+        "started_at",
+        "finished_at",
+        "input",
+        "output",
+        "messages",
+        "tool_calls",
+        "tool_results",
+        "metrics",
+        "llm_steps",
+        "error",
+        "extra",
+    )
+}
 
 
 def _identity(
