@@ -15,7 +15,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from evaltrace.mapping import _build
-from evaltrace.mapping._lazy import FIELDS, LazyTrace
+from evaltrace.mapping._lazy import _DICT, FIELDS, LazyTrace
 from evaltrace.schema import Trace
 
 ORIGINAL = _build.trace_from_spans
@@ -24,7 +24,7 @@ READS = (*FIELDS, "latency_ms")
 
 def unmapped(trace: Trace) -> set[str]:
     """The fields of a lazy Trace not mapped yet (none for a plain Trace)."""
-    return set(FIELDS) - set(vars(Trace)["__dict__"].__get__(trace)) if type(trace) is LazyTrace else set()
+    return set(FIELDS) - set(_DICT.__get__(trace)) if type(trace) is LazyTrace else set()
 
 
 def check_lazy(spans: Sequence[ReadableSpan], root: Any, eager: Trace) -> None:
