@@ -27,6 +27,7 @@ from evaltrace.schema import Trace
 # The real instance dict (the slot BaseModel declares), read and written past LazyTrace's ``__dict__`` property.
 _DICT: Any = BaseModel.__dict__["__dict__"]
 FIELDS: tuple[str, ...] = tuple(Trace.model_fields)
+_FIELD_NAMES = frozenset(FIELDS)
 
 
 class FieldSource(Protocol):
@@ -46,7 +47,7 @@ class LazyTrace(Trace):
     def __getattr__(self, name: str) -> Any:
         # Only called for names missing from the instance dict: a field not mapped yet, or a real miss.
         source = object.__getattribute__(self, "__pydantic_private__")
-        if name in Trace.__pydantic_fields__ and isinstance(source, _Source):
+        if name in _FIELD_NAMES and type(source) is _Source:
             real: dict[str, Any] = _DICT.__get__(self)
             if name not in real:
                 real.setdefault(name, source.fields.field(name))
