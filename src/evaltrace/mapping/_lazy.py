@@ -54,8 +54,8 @@ class LazyTrace(Trace):
             return real[name]
         return super().__getattr__(name)  # type: ignore[misc]  # pydantic's (private attributes, errors)
 
-    @property  # type: ignore[override]
-    def __dict__(self) -> dict[str, Any]:  # type: ignore[override]
+    @property
+    def __dict__(self) -> dict[str, Any]:
         """Every field, mapped: read whole (dumps, copies, ``repr``), the trace becomes a plain Trace."""
         materialize(self)
         real: dict[str, Any] = _DICT.__get__(self)
@@ -79,11 +79,11 @@ class LazyTrace(Trace):
         materialize(self)
         return self.__getstate__()
 
-    def __copy__(self) -> Trace:
+    def __copy__(self) -> Any:
         materialize(self)
         return self.__copy__()  # a plain Trace's copy
 
-    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Trace:
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> Any:
         materialize(self)
         return self.__deepcopy__(memo)
 
