@@ -14,7 +14,7 @@ from evaltrace._internal.thinking import split_thinking
 from evaltrace._internal.trusted_models import trusted
 from evaltrace.mapping import conventions
 from evaltrace.mapping._conversation import build_conversation, step_answer
-from evaltrace.mapping._lazy import lazy_trace
+from evaltrace.mapping._lazy import FieldSource, lazy_trace
 from evaltrace.mapping._metrics import build_metrics
 from evaltrace.mapping._retrieval import retrieved_contexts
 from evaltrace.mapping._spans import (
@@ -172,7 +172,7 @@ def _lazy_trace(
     return lazy_trace(ready, fields_set, _Fields(root, selected, read, root_attrs, llm_read, mapped, trace_id))
 
 
-class _Fields:
+class _Fields(FieldSource):
     """Maps each field of one Trace on demand, exactly as trace_from_spans() maps it whole.
 
     Parts shared by several fields (the conversation) and each part's notes are kept once published
@@ -202,20 +202,18 @@ class _Fields:
         return parts[name]
 
     def field(self, name: str) -> Any:
-        """The value of Trace field ``name`` (identity and ``schema_version`` are set at construction)."""
-        # One dict lookup per read: a cheap evaluator's reads are most of what the lazy Trace costs.
-        parts = self.parts
-        value = parts.get(name, _UNMAPPED)
-        if value is _UNMAPPED:
-            value = parts.setdefault(name, _FIELD_MAKERS[name](self))
-        return value
+        """The value of Trace field ``name`` (identity and ``schema_version`` are set at construction).
+
+        The LazyTrace publishes it (once, in its own dict); parts shared by several fields are kept here.
+        """
+        return _FIELD_MAKERS[name](self)
 
     def _map_started_at(self) -> Any:
         return timestamp(self.root.start_time)
 
     def _map_finished_at(self) -> Any:
         end = self.root.end_time
-        return timestamp(end) if end else self.field("started_at")
+        return timestamp(end if end else self.root.start_time)
 
     def _map_conversation(self) -> tuple[list[TraceMessage], list[TraceMessage], list[TraceMessage] | None, list[str]]:
         """(messages, the root's own output messages, the last answering step's, notes), as trace_from_spans."""
@@ -257,23 +255,29 @@ class _Fields:
         return _error(self.root, self.root_attrs)
 
     def _map_input(self) -> dict[str, Any]:
-        value: dict[str, Any] = self._part("input_notes")[0]
+        notes: list[str] = []
+        llm_read = self.llm_read
+        root_is_llm = bool(llm_read) and any(s is self.root for s, _ in llm_read)
+        value = _input(self.root, self.root_attrs, root_is_llm, notes, llm_read[0][0] if llm_read else None)
+        self.parts.setdefault("input_notes", notes)  # for extra (equal notes whichever thread publishes)
         return value
 
     def _map_output(self) -> TraceOutput:
-        value: TraceOutput = self._part("output_notes")[0]
+        notes: list[str] = []
+        if self.mapped:
+            messages, own, step, _ = self._part("conversation")
+        else:  # nothing for the conversation to read (what trace_from_spans passes then)
+            messages, own, step = [], [], None
+        value = _output(self.root, self.root_attrs, messages, own, step, notes)
+        self.parts.setdefault("output_notes", notes)
         return value
 
-    def _map_input_notes(self) -> tuple[dict[str, Any], list[str]]:
-        notes: list[str] = []
-        root_is_llm = any(s is self.root for s, _ in self.llm_read)
-        first_llm = self.llm_read[0][0] if self.llm_read else None
-        return _input(self.root, self.root_attrs, root_is_llm, notes, first_llm), notes
-
-    def _map_output_notes(self) -> tuple[TraceOutput, list[str]]:
-        messages, own, step, _ = self._part("conversation")
-        notes: list[str] = []
-        return _output(self.root, self.root_attrs, messages, own, step, notes), notes
+    def _notes_of(self, name: str) -> list[str]:
+        """The notes mapping field ``name`` (input or output) wrote: it is mapped again if it was not yet."""
+        if name + "_notes" not in self.parts:
+            self.field(name)
+        notes: list[str] = self.parts[name + "_notes"]
+        return notes
 
     def _map_contexts(self) -> tuple[list[str], list[str]]:
         notes: list[str] = []
@@ -289,19 +293,14 @@ class _Fields:
         if contexts:
             extra["contexts"] = contexts
         # The notes in the order the eager mapping writes them: conversation, contexts, input, output.
-        notes = [*self._part("conversation")[3], *context_notes, *self._part("input_notes")[1]]
-        notes += self._part("output_notes")[1]
+        notes = [*self._part("conversation")[3], *context_notes, *self._notes_of("input"), *self._notes_of("output")]
         if notes:
             extra["enrichment_errors"] = notes
         return extra
 
 
-_UNMAPPED: Any = object()
 # Parts several fields share, each with its notes; and each lazily mapped field's maker.
-_PARTS: dict[str, Any] = {
-    name: getattr(_Fields, "_map_" + name)
-    for name in ("conversation", "tool_views", "contexts", "input_notes", "output_notes")
-}
+_PARTS: dict[str, Any] = {name: getattr(_Fields, "_map_" + name) for name in ("conversation", "tool_views", "contexts")}
 _FIELD_MAKERS: dict[str, Any] = {
     name: getattr(_Fields, "_map_" + name)
     for name in (

@@ -18,7 +18,7 @@ spans, so both get equal values), and both return the one value published first.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -30,12 +30,14 @@ FIELDS: tuple[str, ...] = tuple(Trace.model_fields)
 _FIELD_NAMES = frozenset(FIELDS)
 
 
-class FieldSource(Protocol):
-    """Maps one field of a Trace on demand."""
+class FieldSource:
+    """Maps one field of a Trace on demand (the base of a LazyTrace's source, kept in its unused private slot)."""
+
+    __slots__ = ()
 
     def field(self, name: str) -> Any:
-        """The value of field ``name`` (the same value on every call for the same name)."""
-        ...
+        """The value of field ``name`` (an equal value on every call for the same name)."""
+        raise NotImplementedError
 
 
 class LazyTrace(Trace):
@@ -47,10 +49,10 @@ class LazyTrace(Trace):
     def __getattr__(self, name: str) -> Any:
         # Only called for names missing from the instance dict: a field not mapped yet, or a real miss.
         source = object.__getattribute__(self, "__pydantic_private__")
-        if name in _FIELD_NAMES and type(source) is _Source:
+        if name in _FIELD_NAMES and isinstance(source, FieldSource):
             real: dict[str, Any] = _DICT.__get__(self)
             if name not in real:
-                real.setdefault(name, source.fields.field(name))
+                real.setdefault(name, source.field(name))
             return real[name]
         return super().__getattr__(name)  # type: ignore[misc]  # pydantic's (private attributes, errors)
 
@@ -91,15 +93,6 @@ class LazyTrace(Trace):
         return "Trace"
 
 
-class _Source:
-    """The field source of a LazyTrace not mapped whole yet (kept in its otherwise unused private slot)."""
-
-    __slots__ = ("fields",)
-
-    def __init__(self, fields: FieldSource) -> None:
-        self.fields = fields
-
-
 def lazy_trace(ready: dict[str, Any], fields_set: set[str], fields: FieldSource) -> Trace:
     """A Trace holding ``ready`` (field -> value) that maps its other fields with ``fields`` when read.
 
@@ -112,7 +105,7 @@ def lazy_trace(ready: dict[str, Any], fields_set: set[str], fields: FieldSource)
     _DICT.__set__(trace, ready)
     object.__setattr__(trace, "__pydantic_fields_set__", fields_set)
     object.__setattr__(trace, "__pydantic_extra__", None)
-    object.__setattr__(trace, "__pydantic_private__", _Source(fields))
+    object.__setattr__(trace, "__pydantic_private__", fields)
     return trace
 
 
@@ -122,10 +115,10 @@ def materialize(trace: Trace) -> None:
         return
     source = object.__getattribute__(trace, "__pydantic_private__")
     real: dict[str, Any] = _DICT.__get__(trace)
-    if isinstance(source, _Source):
+    if isinstance(source, FieldSource):
         for name in FIELDS:
             if name not in real:
-                real.setdefault(name, source.fields.field(name))
+                real.setdefault(name, source.field(name))
         # The eager Trace's field order (dumps and repr follow the dict's order), with the values published.
         _DICT.__set__(trace, {name: real[name] for name in FIELDS})
     object.__setattr__(trace, "__pydantic_private__", None)
