@@ -38,6 +38,23 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return 2 * cpus
 
 
+@pytest.fixture(autouse=True)
+def _lazy_mapping_checked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a module that imported ``trace_from_spans``, every call also proves the lazy mapping equal to it.
+
+    See tests/lazy_mapping.py: every mapping test input is then a test of the lazily mapped Trace as well.
+    """
+    module = request.module
+    if module is None or not hasattr(module, "trace_from_spans"):
+        return
+    from evaltrace.mapping import trace_from_spans
+
+    if module.trace_from_spans is trace_from_spans:
+        from lazy_mapping import checked_trace_from_spans
+
+        monkeypatch.setattr(module, "trace_from_spans", checked_trace_from_spans)
+
+
 @pytest.fixture
 def exporter() -> InMemorySpanExporter:
     return InMemorySpanExporter()

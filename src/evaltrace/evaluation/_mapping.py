@@ -35,14 +35,15 @@ class MappingFailed(Exception):
 
 
 def build_trace(spans: Sequence[ReadableSpan], root: ReadableSpan) -> Trace:
-    """Return the Trace of ``root``'s subtree (``spans`` includes ``root``).
+    """Return the Trace of ``root``'s subtree (``spans`` includes ``root``), its fields mapped on first read.
 
     Raises:
         MappingFailed: The mapping raised (logged with its traceback).
     """
     try:
         mapping = _MAPPING[0] if _MAPPING else _mapping()
-        trace: Trace = mapping.trace_from_spans(list(spans), root=root)
+        # Lazy: each field is mapped when an evaluator first reads it (a cheap check reads one or two).
+        trace: Trace = mapping.trace_from_spans(list(spans), root=root, lazy=True)
         return trace
     except Exception as exc:
         logger.warning(

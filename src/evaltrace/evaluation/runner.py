@@ -391,9 +391,10 @@ def stamp(result: EvaluationResult, evaluator: Any, trace: Trace, started: dt.da
         # Every value is of its field's type already (the trace's validated strings, aware UTC datetimes in
         # order), so an unvalidated copy is the same result as stamped()'s dump-and-validate, at a fraction of
         # its cost (it was the largest part of a cheap evaluator's cost per span).
-        updates["run_id"] = trace.run_id if type(trace) is Trace else _unit_field(trace, "run_id")
-        updates["case_id"] = trace.case_id if type(trace) is Trace else _unit_field(trace, "case_id")
-        updates["variant_name"] = trace.variant_name if type(trace) is Trace else _unit_field(trace, "variant_name")
+        is_trace = isinstance(trace, Trace)  # a lazily mapped one too (its identity is always set)
+        updates["run_id"] = trace.run_id if is_trace else _unit_field(trace, "run_id")
+        updates["case_id"] = trace.case_id if is_trace else _unit_field(trace, "case_id")
+        updates["variant_name"] = trace.variant_name if is_trace else _unit_field(trace, "variant_name")
         updates["started_at"] = started
         updates["finished_at"] = finished
         return trusted_copy(result, updates)

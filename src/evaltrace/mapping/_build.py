@@ -14,6 +14,7 @@ from evaltrace._internal.thinking import split_thinking
 from evaltrace._internal.trusted_models import trusted
 from evaltrace.mapping import conventions
 from evaltrace.mapping._conversation import build_conversation, step_answer
+from evaltrace.mapping._lazy import FieldSource, lazy_trace
 from evaltrace.mapping._metrics import build_metrics
 from evaltrace.mapping._retrieval import retrieved_contexts
 from evaltrace.mapping._spans import (
@@ -30,6 +31,7 @@ from evaltrace.mapping._spans import (
     timestamp,
 )
 from evaltrace.schema import (
+    SCHEMA_VERSION,
     LlmStep,
     Trace,
     TraceError,
@@ -41,15 +43,26 @@ from evaltrace.schema import (
 
 # The metrics of a subtree without LLM spans (every value None), as the field values a validated TraceMetrics sets.
 _NO_LLM_METRICS = {name: getattr(m, name) for m in (build_metrics([]),) for name in m.model_fields_set}
+# The fields an eagerly mapped Trace reports as set (``llm_steps`` only when the subtree has model calls).
+_FIELDS_SET = frozenset(
+    {"run_id", "case_id", "variant_name", "started_at", "finished_at", "input", "output", "messages", "metrics"}
+    | {"error", "extra", "llm_steps", "tool_calls", "tool_results"}
+)
+_FIELDS_SET_NO_LLM = _FIELDS_SET - {"llm_steps"}
 
 
-def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | str | None = None) -> Trace:
+def trace_from_spans(
+    spans: Sequence[ReadableSpan], root: ReadableSpan | int | str | None = None, *, lazy: bool = False
+) -> Trace:
     """Build the Trace of one trace, or of the subtree under ``root``, from finished spans.
 
     Args:
         spans: Spans of one trace, in any order (other traces' spans are ignored).
         root: The root span, or its span id (int or 16-hex string); only it and its descendants are read.
             None selects the span whose parent is not among ``spans`` (the earliest if several).
+        lazy: Map only the identity now and every other field on its first read (``_lazy.LazyTrace``): the
+            same values, for a reader (an evaluator) that reads a few fields. Whole reads (dumps, pickling,
+            ``==``) map the rest first and make it a plain Trace.
 
     Returns:
         The Trace. Live defaults apply when the root carries no ``evaltrace.run_id`` / ``case_id`` /
@@ -74,6 +87,8 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
         root_attrs = next(a for s, a in read if s is root_span)
         llm_read = [(s, a) for s, a in read if is_llm(s, a)]
         mapped = bool(llm_read) or any(is_tool(s, a) for s, a in read)
+    if lazy and not _ends_before_start(root_span):  # a trace ending before its start: the eager path's error
+        return _lazy_trace(root_span, selected, read, root_attrs, llm_read, mapped)
     llm_spans = [s for s, _ in llm_read]
     own: list[TraceMessage] = []  # the root's own output messages, when it is a model call
     step: list[TraceMessage] | None = None  # those of the last model call to end that recorded output
@@ -129,6 +144,179 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
     if notes:
         trace.extra["enrichment_errors"] = notes
     return trace
+
+
+def _ends_before_start(root: ReadableSpan) -> bool:
+    """Whether ``finished_at < started_at`` would hold (``timestamp()`` keeps whole microseconds)."""
+    end = root.end_time
+    return bool(end) and end // 1000 < (root.start_time or 0) // 1000  # type: ignore[operator]
+
+
+_Read = list[tuple[ReadableSpan, dict[str, Any]]]
+
+
+def _lazy_trace(
+    root: ReadableSpan,
+    selected: list[ReadableSpan],
+    read: _Read,
+    root_attrs: dict[str, Any],
+    llm_read: _Read,
+    mapped: bool,
+) -> Trace:
+    """The Trace trace_from_spans() builds, with only its identity mapped now (see ``_lazy``)."""
+    root_ctx = root.context
+    trace_id = format(root_ctx.trace_id if root_ctx else 0, "032x")
+    run_id, case_id, variant = _identity(root, root_attrs, read, trace_id)
+    ready = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "case_id": case_id, "variant_name": variant}
+    fields_set = set(_FIELDS_SET_NO_LLM if not llm_read else _FIELDS_SET)
+    return lazy_trace(ready, fields_set, _Fields(root, selected, read, root_attrs, llm_read, mapped, trace_id))
+
+
+class _Fields(FieldSource):
+    """Maps each field of one Trace on demand, exactly as trace_from_spans() maps it whole.
+
+    Parts shared by several fields (the conversation) and each part's notes are kept once published
+    (``dict.setdefault``); ``extra`` holds the notes of every part in the eager mapping's order.
+    """
+
+    __slots__ = ("llm_read", "mapped", "parts", "read", "root", "root_attrs", "selected", "trace_id")
+
+    def __init__(
+        self,
+        root: ReadableSpan,
+        selected: list[ReadableSpan],
+        read: _Read,
+        root_attrs: dict[str, Any],
+        llm_read: _Read,
+        mapped: bool,
+        trace_id: str,
+    ) -> None:
+        self.root, self.selected, self.read, self.root_attrs = root, selected, read, root_attrs
+        self.llm_read, self.mapped, self.trace_id = llm_read, mapped, trace_id
+        self.parts: dict[str, Any] = {}
+
+    def _part(self, name: str) -> Any:
+        parts = self.parts
+        if name not in parts:
+            parts.setdefault(name, _PARTS[name](self))
+        return parts[name]
+
+    def field(self, name: str) -> Any:
+        """The value of Trace field ``name`` (identity and ``schema_version`` are set at construction).
+
+        The LazyTrace publishes it (once, in its own dict); parts shared by several fields are kept here.
+        """
+        return _FIELD_MAKERS[name](self)
+
+    def _map_started_at(self) -> Any:
+        return timestamp(self.root.start_time)
+
+    def _map_finished_at(self) -> Any:
+        end = self.root.end_time
+        return timestamp(end if end else self.root.start_time)
+
+    def _map_conversation(self) -> tuple[list[TraceMessage], list[TraceMessage], list[TraceMessage] | None, list[str]]:
+        """(messages, the root's own output messages, the last answering step's, notes), as trace_from_spans."""
+        notes: list[str] = []
+        if not self.mapped:
+            return [], [], None, notes
+        conversation = build_conversation(self.selected, notes)
+        messages = conversation.finish()
+        own: list[TraceMessage] = []
+        if any(s is self.root for s, _ in self.llm_read):
+            own = next((outputs for span, outputs in conversation.steps if span is self.root), [])
+        return messages, own, own or _last_step(conversation.steps), notes
+
+    def _map_messages(self) -> list[TraceMessage]:
+        messages: list[TraceMessage] = self._part("conversation")[0]
+        return messages
+
+    def _map_tool_views(self) -> tuple[list[Any], list[Any]]:
+        messages = self._part("conversation")[0]
+        return derive_tool_views(messages) if messages else ([], [])
+
+    def _map_tool_calls(self) -> list[Any]:
+        calls: list[Any] = self._part("tool_views")[0]
+        return calls
+
+    def _map_tool_results(self) -> list[Any]:
+        results: list[Any] = self._part("tool_views")[1]
+        return results
+
+    def _map_metrics(self) -> TraceMetrics:
+        if self.mapped:
+            return build_metrics(self.llm_read)
+        return trusted(TraceMetrics, set(_NO_LLM_METRICS), **_NO_LLM_METRICS, custom={})
+
+    def _map_llm_steps(self) -> list[LlmStep]:
+        return _llm_steps(self.llm_read) if self.llm_read else []
+
+    def _map_error(self) -> TraceError | None:
+        return _error(self.root, self.root_attrs)
+
+    def _map_input(self) -> dict[str, Any]:
+        notes: list[str] = []
+        llm_read = self.llm_read
+        root_is_llm = bool(llm_read) and any(s is self.root for s, _ in llm_read)
+        value = _input(self.root, self.root_attrs, root_is_llm, notes, llm_read[0][0] if llm_read else None)
+        self.parts.setdefault("input_notes", notes)  # for extra (equal notes whichever thread publishes)
+        return value
+
+    def _map_output(self) -> TraceOutput:
+        notes: list[str] = []
+        if self.mapped:
+            messages, own, step, _ = self._part("conversation")
+        else:  # nothing for the conversation to read (what trace_from_spans passes then)
+            messages, own, step = [], [], None
+        value = _output(self.root, self.root_attrs, messages, own, step, notes)
+        self.parts.setdefault("output_notes", notes)
+        return value
+
+    def _notes_of(self, name: str) -> list[str]:
+        """The notes mapping field ``name`` (input or output) wrote: it is mapped again if it was not yet."""
+        if name + "_notes" not in self.parts:
+            self.field(name)
+        notes: list[str] = self.parts[name + "_notes"]
+        return notes
+
+    def _map_contexts(self) -> tuple[list[str], list[str]]:
+        notes: list[str] = []
+        return retrieved_contexts(self.read, notes), notes
+
+    def _map_extra(self) -> dict[str, Any]:
+        root_ctx = self.root.context
+        extra: dict[str, Any] = {
+            "trace_id": self.trace_id,
+            "span_id": format(root_ctx.span_id if root_ctx else 0, "016x"),
+        }
+        contexts, context_notes = self._part("contexts")
+        if contexts:
+            extra["contexts"] = contexts
+        # The notes in the order the eager mapping writes them: conversation, contexts, input, output.
+        notes = [*self._part("conversation")[3], *context_notes, *self._notes_of("input"), *self._notes_of("output")]
+        if notes:
+            extra["enrichment_errors"] = notes
+        return extra
+
+
+# Parts several fields share, each with its notes; and each lazily mapped field's maker.
+_PARTS: dict[str, Any] = {name: getattr(_Fields, "_map_" + name) for name in ("conversation", "tool_views", "contexts")}
+_FIELD_MAKERS: dict[str, Any] = {
+    name: getattr(_Fields, "_map_" + name)
+    for name in (
+        "started_at",
+        "finished_at",
+        "input",
+        "output",
+        "messages",
+        "tool_calls",
+        "tool_results",
+        "metrics",
+        "llm_steps",
+        "error",
+        "extra",
+    )
+}
 
 
 def _identity(

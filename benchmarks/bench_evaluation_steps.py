@@ -1,0 +1,112 @@
+"""Instructions per step of one evaluated span's job, on the span ``bench_evaluation.py`` makes (callgrind).
+
+Run: python benchmarks/bench_evaluation_steps.py [--calls 1000] [--steps map,lazy,call,stamp,copy]
+
+The pipeline figure (``bench_evaluation.py``, ``smoke.py``'s ``evaluation`` row) depends on the path the jobs take
+(under callgrind's slowdown the cheap evaluator looks slow and its jobs go to the loop; on a loaded machine spans
+pass their hold deadline). This one is deterministic: each step is called ``--calls`` times in one thread on the
+same inputs, after the pipeline made them once, and the run with 0 calls is subtracted. Steps:
+
+  map    ``trace_from_spans`` (eager: every field)
+  lazy   ``evaluation._mapping.build_trace`` (the lazy Trace) and the reads the pipeline makes: ``output``, ``input``
+  call   ``runner.call_evaluator`` (suppression, ``evaluate``, the unvalidated result)
+  stamp  ``runner.stamp``
+  copy   ``spans.enriched_copy``
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+from typing import Any
+
+import _callgrind
+from _evaluators import cheap
+from _pipeline import ReadingExporter
+from bench_evaluation import CONTEXT, QUESTION, answer
+
+import evaltrace
+from evaltrace.evaluation import EvaluatorSpec
+
+STEPS = ("map", "lazy", "call", "stamp", "copy")
+
+
+def _inputs() -> tuple[list[Any], Any]:
+    """The members and root of one real job of the inline variant (captured from the pipeline)."""
+    from evaltrace.evaluation import _jobs
+
+    captured: dict[str, Any] = {}
+    original = _jobs.build_trace
+
+    def spy(members: Any, root: Any) -> Any:
+        captured["args"] = (list(members), root)
+        return original(members, root)
+
+    _jobs.build_trace = spy  # type: ignore[assignment]
+    handle = evaltrace.configure(
+        service_name="bench",
+        exporters=[ReadingExporter()],
+        local_store=False,
+        evaluation_options={"emit_log_events": False, "dead_letter_dir": None},
+        handle_sigterm=False,
+    )
+    fn = evaltrace.agent(evaluators=[EvaluatorSpec(cheap, inline=True)])(answer)
+    for _ in range(20):
+        fn(QUESTION, CONTEXT)
+    handle.force_flush(10_000)
+    _jobs.build_trace = original
+    members, root = captured["args"]
+    return members, root
+
+
+def callgrind_child(step: str, calls: int) -> None:
+    from evaltrace.evaluation import _mapping
+    from evaltrace.evaluation.runner import call_evaluator, now, stamp
+    from evaltrace.evaluation.spans import enriched_copy
+    from evaltrace.mapping import trace_from_spans
+
+    members, root = _inputs()
+    trace = trace_from_spans(members, root)
+    produced, _ = call_evaluator(cheap, trace)
+    started = now()
+    result = stamp(produced, cheap, trace, started)
+    gc.collect()
+    gc.disable()
+    for _ in range(calls):
+        if step == "map":
+            trace_from_spans(members, root)
+        elif step == "lazy":
+            lazy = _mapping.build_trace(members, root)
+            _ = lazy.output.final_answer, lazy.input
+        elif step == "call":
+            call_evaluator(cheap, trace)
+        elif step == "stamp":
+            stamp(produced, cheap, trace, started)
+        else:
+            enriched_copy(root, [result], provenance=False)
+    os._exit(0)  # no shutdown work in the counts
+
+
+def main() -> None:
+    child = _callgrind.child_request(sys.argv)
+    if child is not None:
+        callgrind_child(*child)
+        return
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--steps", default=",".join(STEPS))
+    args = parser.parse_args()
+    steps = args.steps.split(",")
+    unknown = [s for s in steps if s not in STEPS]
+    if unknown:
+        parser.error(f"unknown step(s) {unknown}; choose from {','.join(STEPS)}")
+    results = _callgrind.measure(__file__, steps, args.calls)
+    print(f"instructions per step, all threads (callgrind, {args.calls} calls vs 0, PYTHONHASHSEED=0)")
+    for step in steps:
+        print(f"{step:8} {results[step].all_threads:12,.0f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""The lazily mapped Trace (``trace_from_spans(..., lazy=True)``, what evaluators get): fields mapped on first read.
+
+Every test module that imports ``trace_from_spans`` also checks the lazy Trace against the eager one on each of
+its inputs (tests/lazy_mapping.py, installed by tests/conftest.py). Here: what laziness changes where it can be
+seen (what is mapped when), threads, and the evaluation pipeline handing evaluators a lazy Trace.
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import ValidationError
+
+from evaltrace.mapping import _build, trace_from_spans
+from evaltrace.mapping._lazy import FIELDS, LazyTrace
+from evaltrace.schema import Trace
+from lazy_mapping import unmapped
+
+USER = '[{"role":"user","parts":[{"type":"text","content":"Weather in Paris?"}]}]'
+ASKS = '[{"role":"assistant","parts":[{"type":"tool_call","id":"c1","name":"weather","arguments":{"city":"Paris"}}]}]'
+ANSWER = '[{"role":"assistant","parts":[{"type":"text","content":"<think>sunny?</think>Sunny."}]}]'
+
+
+def _agent_spans() -> list[ReadableSpan]:
+    """An agent calling a model, a tool, then the model again: every field has something to map."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    agent = {"evaltrace.span.kind": "agent", "input.value": '{"q":"Weather in Paris?"}', "output.value": '"Sunny."'}
+    with tracer.start_as_current_span("agent", attributes=agent):
+        chat = {"gen_ai.operation.name": "chat", "gen_ai.input.messages": USER, "gen_ai.usage.input_tokens": 7}
+        with tracer.start_as_current_span("chat 1", attributes={**chat, "gen_ai.output.messages": ASKS}):
+            pass
+        tool = {"evaltrace.span.kind": "tool", "gen_ai.tool.name": "weather", "gen_ai.tool.call.id": "c1"}
+        with tracer.start_as_current_span("weather", attributes=tool):
+            pass
+        with tracer.start_as_current_span("chat 2", attributes={**chat, "gen_ai.output.messages": ANSWER}):
+            pass
+    return list(exporter.get_finished_spans())
+
+
+def test_reading_one_field_maps_that_field_only() -> None:
+    spans = _agent_spans()
+    eager = _build.trace_from_spans(spans)
+    lazy = _build.trace_from_spans(spans, lazy=True)
+    assert type(lazy) is LazyTrace and isinstance(lazy, Trace)
+    assert lazy.run_id == eager.run_id and lazy.case_id == eager.case_id  # identity: mapped at once
+    assert unmapped(lazy) == set(FIELDS) - {"schema_version", "run_id", "case_id", "variant_name"}
+    assert lazy.output == eager.output
+    # The answer needed the conversation (its reasoning), which stays mapped for the fields built from it, but no
+    # field but output is: messages, tool views, metrics, model steps, times, error and extra are still to map.
+    assert unmapped(lazy) == {
+        "started_at", "finished_at", "input", "messages", "tool_calls", "tool_results", "metrics", "llm_steps",
+        "error", "extra",
+    }  # fmt: skip
+    assert lazy.tool_calls == eager.tool_calls and len(lazy.tool_calls) == 1
+    assert "tool_calls" not in unmapped(lazy) and "metrics" in unmapped(lazy)
+    assert lazy.model_dump() == eager.model_dump()  # read whole: every field mapped, a plain Trace now
+    assert type(lazy) is Trace and unmapped(lazy) == set()
+
+
+def test_concurrent_first_reads_of_a_field_all_get_one_value() -> None:
+    spans = _agent_spans()
+    eager = _build.trace_from_spans(spans)
+    for _ in range(20):
+        lazy = _build.trace_from_spans(spans, lazy=True)
+        start = threading.Barrier(8)
+        seen: list[Any] = []
+
+        def read(trace: Trace = lazy, barrier: threading.Barrier = start, out: list[Any] = seen) -> None:
+            barrier.wait()
+            out.append(trace.messages)
+
+        threads = [threading.Thread(target=read) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert len(seen) == 8 and all(messages is seen[0] for messages in seen)  # one published value
+        assert seen[0] == eager.messages and lazy.messages is seen[0]
+
+
+def test_a_lazy_trace_pickles_and_dumps_as_the_eager_one() -> None:
+    spans = _agent_spans()
+    eager = _build.trace_from_spans(spans)
+    lazy = _build.trace_from_spans(spans, lazy=True)
+    assert lazy.output.final_answer == "Sunny."
+    restored = pickle.loads(pickle.dumps(lazy))  # what the process engine and the session buffer ship
+    assert type(restored) is Trace and restored == eager
+    assert restored.model_dump_json() == eager.model_dump_json()
+    assert Trace.model_validate_json(lazy.model_dump_json()) == eager
+
+
+def test_a_trace_ending_before_it_starts_is_refused_at_mapping_as_eagerly() -> None:
+    spans = _agent_spans()
+    root = next(s for s in spans if s.name == "agent")
+    broken = ReadableSpan(
+        name=root.name,
+        context=root.context,
+        attributes=root.attributes,
+        start_time=root.end_time,
+        end_time=root.start_time,
+        resource=root.resource,
+    )
+    with pytest.raises(ValidationError, match="before started_at"):
+        trace_from_spans([broken])
+    with pytest.raises(ValidationError, match="before started_at"):
+        _build.trace_from_spans([broken], lazy=True)  # not later, in an evaluator: still mapping_failed
