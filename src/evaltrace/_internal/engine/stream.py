@@ -33,7 +33,7 @@ from evaltrace._internal.engine.codec import add_each, chunk_failed
 from evaltrace._internal.errors import handle_internal_errors
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable
+    from collections.abc import Awaitable, Iterator
 
     from evaltrace._internal.engine.call import Call
     from evaltrace._internal.engine.codec import Accumulator
@@ -186,11 +186,12 @@ class SyncStreamProxy(StreamProxyBase):
         super().__init__(wrapped, state)
         state.pull = wrapped.__next__
 
-    def __iter__(self) -> SyncStreamProxy:
-        return self
+    def __iter__(self) -> Iterator[Any]:
+        """What ``for`` reads: a generator over ``__next__``'s path, resumed per chunk rather than called."""
+        return _chunks(self)
 
     def __next__(self) -> Any:
-        # The whole per-chunk path, written out here: one Python frame per chunk (see the module docstring).
+        # The whole per-chunk path, written out here (and in _chunks): one Python frame per chunk.
         state = self._self_state
         try:
             chunk = state.pull()
@@ -232,6 +233,41 @@ class SyncStreamProxy(StreamProxyBase):
             self.__wrapped__.close()
         finally:
             self._self_state.end(sc.STREAM_END_CLOSED)
+
+
+def _chunks(proxy: SyncStreamProxy) -> Iterator[Any]:
+    """``SyncStreamProxy.__next__`` as a generator: resuming a generator costs less than calling ``__next__``.
+
+    It holds ``proxy``, so a stream iterated without a name (``for chunk in client.create(...)``) is not
+    collected, and its span not ended by garbage collection, while it is read. A ``GeneratorExit`` at the
+    ``yield`` (the loop was left and the generator collected) ends nothing: the proxy's own exits do.
+    """
+    state = proxy._self_state
+    pull = state.pull
+    while True:
+        try:
+            chunk = pull()
+        except StopIteration:
+            state.end(sc.STREAM_END_EXHAUSTED)
+            return
+        except BaseException as error:
+            state.end(sc.STREAM_END_ERROR, error)
+            raise
+        pending = state.pending
+        if pending is not None:
+            state.last = perf_counter()
+            pending.append(chunk)
+            if len(pending) >= BATCH:
+                try:
+                    state.flush()
+                except Exception:
+                    chunk_failed()
+        else:
+            try:
+                state.on_chunk(chunk)
+            except Exception:
+                chunk_failed()
+        yield chunk
 
 
 class IterableStreamProxy(SyncStreamProxy):
