@@ -6,11 +6,12 @@ also a context manager (mistral's ``EventStream``). The codec's accumulator read
 The span ends exactly once, on whichever exit comes first: exhaustion, an exception while iterating, ``close()``
 / ``aclose()``, context exit (``break`` inside ``with``), closing ``.response`` (what the ``stream()`` helpers
 do), or garbage collection of a stream that was never finished. Per chunk the proxy does O(1) work: one clock
-read and one list append, in the proxy's own ``__next__`` (no further Python call). The chunks are folded into
-the accumulator in batches of at most ``BATCH`` (one call per batch: ``Accumulator.add_batch`` when it has one,
-so that the common chunk is read without a call per chunk), and once more when the span ends, so memory stays
-bounded whatever the stream's length. Until the first chunk that carries output, and whenever metrics record
-(one histogram point per chunk for the gap since the previous one), each chunk is folded in as it arrives.
+read and one list append, with no Python call: in the generator a ``for`` loop resumes (``iter(proxy)``), or in
+``__next__`` for ``next(proxy)``. The chunks are folded into the accumulator in batches of at most ``BATCH`` (one
+call per batch: ``Accumulator.add_batch`` when it has one, so that the common chunk is read without a call per
+chunk), and once more when the span ends, so memory stays bounded whatever the stream's length. Until the first
+chunk that carries output, and whenever metrics record (one histogram point per chunk for the gap since the
+previous one), each chunk is folded in as it arrives.
 
 A stream read to its end is ``exhausted`` (``evaltrace.stream.completed``) only when its chunks carried the
 terminal signal (every chat choice's finish_reason; a Responses terminal event): a server that hung up early is
