@@ -285,6 +285,55 @@ class NetworkDropped(Exception):
     pass
 
 
+@pytest.mark.parametrize(("how", "read"), [("exhausted", 151), ("abandoned", 100), ("error", 130)])
+async def test_a_stream_longer_than_a_batch_keeps_every_chunk_on_every_exit(
+    how: str, read: int, is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """The proxy holds chunks and folds them in by batches of 64: none is lost or counted twice, whatever the exit."""
+    item = _simple_stream(150)
+    boom = NetworkDropped("connection reset")
+    if how == "error":
+        item.fail_after, item.error = read, boom
+    stream = await _stream_chat([item], is_async)
+    if how == "abandoned":
+        for _ in range(read):
+            await anext(stream) if is_async else next(stream)
+        del stream
+        gc.collect()
+    elif how == "error":
+        with pytest.raises(NetworkDropped):
+            await drain(stream, is_async)
+    else:
+        assert len(await drain(stream, is_async)) == read
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["evaltrace.stream.chunks"] == read
+    reason = {"exhausted": "exhausted", "abandoned": "garbage_collected", "error": "error"}[how]
+    assert span.attributes["evaltrace.stream.end_reason"] == reason
+    text = "".join(f"w{i} " for i in range(min(read, 150)))
+    assert json.loads(span.attributes["gen_ai.output.messages"])[0]["parts"] == [{"type": "text", "content": text}]
+
+
+async def test_an_unnamed_stream_is_not_collected_while_a_loop_reads_it(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """``for chunk in client.create(stream=True)`` keeps no name for the proxy: the loop's iterator holds it."""
+    api, _ = client([_simple_stream(80)], is_async)
+    kwargs: dict[str, Any] = {"model": "deepseek-reasoner", "messages": [{"role": "user", "content": "hi"}]}
+    read = 0
+    if is_async:
+        async for _ in await api.chat.completions.create(stream=True, **kwargs):
+            gc.collect()
+            read += 1
+    else:
+        for _ in api.chat.completions.create(stream=True, **kwargs):
+            gc.collect()
+            read += 1
+    (span,) = exporter.get_finished_spans()
+    assert read == 81
+    assert span.attributes["evaltrace.stream.end_reason"] == "exhausted"
+    assert span.attributes["evaltrace.stream.chunks"] == 81
+
+
 async def test_exception_mid_stream_is_recorded_and_reraised_unchanged(
     is_async: bool, exporter: InMemorySpanExporter
 ) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.anthropic.request import REDACTED_REASONING, content_part
 from evaltrace._internal.anthropic.response import output_message, thinking_tokens, usage_of
+from evaltrace._internal.engine.codec import chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.jsonutil import loads_or_raw
 from evaltrace._internal.openai.parts import Part, reasoning_part, text_part
@@ -91,6 +92,28 @@ class MessagesAccumulator:
         elif etype == "error":
             self.error = _error_event(event)
         return False
+
+    def add_batch(self, events: list[Any]) -> None:
+        """``add`` for each event in order, in one frame (the stream proxy's batch fold): content deltas inline."""
+        blocks = self.blocks
+        add = self.add
+        for event in events:
+            try:
+                if event.type != "content_block_delta":
+                    add(event)
+                    continue
+                block = blocks.get(event.index)
+                if block is not None:
+                    delta = event.delta
+                    dtype = delta.type
+                    if dtype == "text_delta":
+                        block.fragments.append(delta.text)
+                    elif dtype == "input_json_delta":
+                        block.fragments.append(delta.partial_json)
+                    elif dtype == "thinking_delta":
+                        block.fragments.append(delta.thinking)
+            except Exception:
+                chunk_failed()
 
     def _take_usage(self, usage: Any) -> None:
         """message_delta's counts are cumulative: each one given replaces the earlier one; a None does not."""

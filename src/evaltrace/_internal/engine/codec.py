@@ -10,7 +10,7 @@ hashable) so one codec serves all of a provider's endpoints.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -20,6 +20,7 @@ from opentelemetry import context as otel_context
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.errortype import error_type_of
 from evaltrace._internal.engine.outcome import EMPTY_SUMMARY, Outcome, Summary
+from evaltrace._internal.errors import handle_internal_errors
 
 if TYPE_CHECKING:
     from evaltrace._internal.engine.call import Call
@@ -85,7 +86,14 @@ def _sends_own_request(method: Any) -> bool:
 
 
 class Accumulator(Protocol):
-    """A stream's chunks in, one ``Outcome`` out. ``add`` must be O(1) per chunk (append; join at the end)."""
+    """A stream's chunks in, one ``Outcome`` out. ``add`` must be O(1) per chunk (append; join at the end).
+
+    The stream proxy folds chunks in as they arrive until one carries output (``add``'s answer times the first
+    chunk), then in batches of held chunks: through the accumulator's ``add_batch(chunks)`` when it has one (the
+    same as ``add`` on each chunk in order, written out in one frame, with ``chunk_failed()`` called for a chunk
+    that raised), else ``add_each``. Every chunk is folded in before ``end_reason`` / ``outcome`` / ``summary`` /
+    ``failure`` are read.
+    """
 
     def add(self, chunk: Any) -> bool:
         """Fold one chunk in; return True when it carries output (for time to first chunk)."""
@@ -110,6 +118,24 @@ class Accumulator(Protocol):
     def failure(self) -> tuple[str, str] | None:
         """(``error.type``, message) when the stream itself reported that the call failed, else None."""
         ...
+
+
+def chunk_failed() -> None:
+    """Route an error of ours from folding a chunk in through the one boundary (re-raised under tests).
+
+    Call it from the ``except`` block around one chunk, so that one bad chunk costs only itself.
+    """
+    with handle_internal_errors("processing a stream chunk"):
+        raise
+
+
+def add_each(add: Callable[[Any], object], chunks: list[Any]) -> None:
+    """Fold ``chunks`` in with ``add``, one call per chunk: the batch fold of an accumulator without ``add_batch``."""
+    for chunk in chunks:
+        try:
+            add(chunk)
+        except Exception:
+            chunk_failed()
 
 
 class Codec:

@@ -6,8 +6,12 @@ also a context manager (mistral's ``EventStream``). The codec's accumulator read
 The span ends exactly once, on whichever exit comes first: exhaustion, an exception while iterating, ``close()``
 / ``aclose()``, context exit (``break`` inside ``with``), closing ``.response`` (what the ``stream()`` helpers
 do), or garbage collection of a stream that was never finished. Per chunk the proxy does O(1) work: one clock
-read, a counter, the accumulator's append, and (only when metrics record) one histogram point for the gap
-since the previous chunk.
+read and one list append, with no Python call: in the generator a ``for`` loop resumes (``iter(proxy)``), or in
+``__next__`` for ``next(proxy)``. The chunks are folded into the accumulator in batches of at most ``BATCH`` (one
+call per batch: ``Accumulator.add_batch`` when it has one, so that the common chunk is read without a call per
+chunk), and once more when the span ends, so memory stays bounded whatever the stream's length. Until the first
+chunk that carries output, and whenever metrics record (one histogram point per chunk for the gap since the
+previous one), each chunk is folded in as it arrives.
 
 A stream read to its end is ``exhausted`` (``evaltrace.stream.completed``) only when its chunks carried the
 terminal signal (every chat choice's finish_reason; a Responses terminal event): a server that hung up early is
@@ -19,16 +23,18 @@ from __future__ import annotations
 import inspect
 import time
 from functools import partial
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 import wrapt
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine import build
+from evaltrace._internal.engine.codec import add_each, chunk_failed
 from evaltrace._internal.errors import handle_internal_errors
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable
+    from collections.abc import Awaitable, Iterator
 
     from evaltrace._internal.engine.call import Call
     from evaltrace._internal.engine.codec import Accumulator
@@ -41,10 +47,20 @@ else:
     _ObjectProxy = wrapt.ObjectProxy
 
 
-class StreamState:
-    """Timing, counters and the accumulator of one stream; ``end`` runs once."""
+BATCH = 64
+"""Chunks held before they are folded into the accumulator: one call per batch, a bounded list per stream."""
 
-    __slots__ = ("acc", "call", "chunks", "done", "first", "first_wall_ns", "last", "record_gap")
+
+class StreamState:
+    """Timing, counters and the accumulator of one stream; ``end`` runs once.
+
+    ``pending`` is the list of chunks not folded in yet while the proxy's fast path is on (the first chunk with
+    output seen, no per-chunk metric); None otherwise, and for good once the span ended.
+    """
+
+    __slots__ = (
+        "acc", "call", "chunks", "done", "first", "first_wall_ns", "fold", "last", "pending", "pull", "record_gap",
+    )  # fmt: skip
 
     def __init__(self, call: Call, acc: Accumulator) -> None:
         self.call = call
@@ -54,6 +70,10 @@ class StreamState:
         self.first_wall_ns = 0
         self.last: float | None = None
         self.done = False
+        self.pending: list[Any] | None = None
+        self.pull: Any = None  # the wrapped stream's bound ``__next__`` / ``__anext__``, set by the proxy
+        batch = getattr(acc, "add_batch", None)
+        self.fold = batch if batch is not None else partial(add_each, acc.add)
         # time_per_output_chunk is recorded once per chunk after the first output chunk (conventions.md 1.7), as
         # each arrives: O(1) per chunk, and nothing at all while no MeterProvider records.
         instruments = call.instruments
@@ -62,10 +82,10 @@ class StreamState:
         self.record_gap = partial(record, attributes=call.metric_attrs.base) if record is not None else None
 
     def on_chunk(self, chunk: Any) -> None:
-        """Fold one chunk in: count it, stamp it, accumulate it."""
+        """Fold one chunk in now: count it, stamp it, accumulate it (the proxy's slow path)."""
         if self.done:
             return  # the span is ended; its attributes may be built from the accumulator on another thread
-        now = time.perf_counter()
+        now = perf_counter()
         self.chunks += 1
         if self.record_gap is not None and self.first is not None:
             self.record_gap(now - self.last)  # type: ignore[operator]  # last is set once first is
@@ -73,12 +93,30 @@ class StreamState:
         if self.acc.add(chunk) and self.first is None:
             self.first = now
             self.first_wall_ns = time.time_ns()
+            if self.record_gap is None:
+                self.pending = []  # from here on the proxy stamps and holds each chunk, and folds them in batches
+
+    def flush(self) -> None:
+        """Fold the held chunks into the accumulator (``fold`` routes an error of ours per chunk)."""
+        pending = self.pending
+        if pending:
+            self.pending = []
+            self.chunks += len(pending)
+            self.fold(pending)
 
     def end(self, reason: str, error: BaseException | None = None) -> None:
         """Finish the span (its stream attributes are built later, from these timestamps); later calls do nothing."""
         if self.done:
             return
         self.done = True
+        try:
+            with handle_internal_errors(f"processing {self.call.codec.label} stream chunks"):
+                self.flush()  # the held chunks first: the outcome, the end reason and the chunk count include them
+        finally:
+            self.pending = None  # the proxy's fast path is off: a chunk read after the end is not counted
+            self._finish(reason, error)
+
+    def _finish(self, reason: str, error: BaseException | None) -> None:
         with handle_internal_errors(f"ending a {self.call.codec.label} stream span"):
             call, acc = self.call, self.acc
             first, last = self.first, self.last
@@ -99,12 +137,6 @@ class StreamState:
             ttfc = times[0]
             if instruments is not None and ttfc is not None:  # after the span and its duration are measured
                 instruments.record_first_chunk(call.metric_attrs.base, ttfc)
-
-
-def _chunk_failed() -> None:
-    """Route an error of ours from the per-chunk hook through the one boundary (re-raised under tests)."""
-    with handle_internal_errors("processing a stream chunk"):
-        raise
 
 
 class _ResponseCloseHook(_ObjectProxy):
@@ -149,24 +181,41 @@ class StreamProxyBase(_ObjectProxy):
 
 
 class SyncStreamProxy(StreamProxyBase):
-    """Proxy for ``openai.Stream``."""
+    """Proxy for ``openai.Stream`` (any iterator)."""
 
-    def __iter__(self) -> SyncStreamProxy:
-        return self
+    def __init__(self, wrapped: Any, state: StreamState) -> None:
+        super().__init__(wrapped, state)
+        state.pull = wrapped.__next__
+
+    def __iter__(self) -> Iterator[Any]:
+        """What ``for`` reads: a generator over ``__next__``'s path, resumed per chunk rather than called."""
+        return _chunks(self)
 
     def __next__(self) -> Any:
+        # The whole per-chunk path, written out here (and in _chunks): one Python frame per chunk.
+        state = self._self_state
         try:
-            chunk = self.__wrapped__.__next__()
+            chunk = state.pull()
         except StopIteration:
-            self._self_state.end(sc.STREAM_END_EXHAUSTED)
+            state.end(sc.STREAM_END_EXHAUSTED)
             raise
         except BaseException as error:
-            self._self_state.end(sc.STREAM_END_ERROR, error)
+            state.end(sc.STREAM_END_ERROR, error)
             raise
+        pending = state.pending
+        if pending is not None:
+            state.last = perf_counter()
+            pending.append(chunk)
+            if len(pending) >= BATCH:
+                try:
+                    state.flush()
+                except Exception:
+                    chunk_failed()
+            return chunk
         try:
-            self._self_state.on_chunk(chunk)
+            state.on_chunk(chunk)
         except Exception:
-            _chunk_failed()
+            chunk_failed()
         return chunk
 
     def __enter__(self) -> SyncStreamProxy:
@@ -187,50 +236,84 @@ class SyncStreamProxy(StreamProxyBase):
             self._self_state.end(sc.STREAM_END_CLOSED)
 
 
+def _chunks(proxy: SyncStreamProxy) -> Iterator[Any]:
+    """``SyncStreamProxy.__next__`` as a generator: resuming a generator costs less than calling ``__next__``.
+
+    It holds ``proxy``, so a stream iterated without a name (``for chunk in client.create(...)``) is not
+    collected, and its span not ended by garbage collection, while it is read. A ``GeneratorExit`` at the
+    ``yield`` (the loop was left and the generator collected) ends nothing: the proxy's own exits do.
+    """
+    state = proxy._self_state
+    pull = state.pull
+    while True:
+        try:
+            chunk = pull()
+        except StopIteration:
+            state.end(sc.STREAM_END_EXHAUSTED)
+            return
+        except BaseException as error:
+            state.end(sc.STREAM_END_ERROR, error)
+            raise
+        pending = state.pending
+        if pending is not None:
+            state.last = perf_counter()
+            pending.append(chunk)
+            if len(pending) >= BATCH:
+                try:
+                    state.flush()
+                except Exception:
+                    chunk_failed()
+        else:
+            try:
+                state.on_chunk(chunk)
+            except Exception:
+                chunk_failed()
+        yield chunk
+
+
 class IterableStreamProxy(SyncStreamProxy):
     """Proxy for an iterable that is not its own iterator (botocore's ``EventStream``): read through ``iter()``."""
 
     def __init__(self, wrapped: Any, state: StreamState) -> None:
-        super().__init__(wrapped, state)
-        self._self_iterator = iter(wrapped)
-
-    # SyncStreamProxy.__next__ with the iterator in place of the wrapped object: written out, not shared, so
-    # the common proxy pays no extra lookup per chunk.
-    def __next__(self) -> Any:
-        try:
-            chunk = self._self_iterator.__next__()
-        except StopIteration:
-            self._self_state.end(sc.STREAM_END_EXHAUSTED)
-            raise
-        except BaseException as error:
-            self._self_state.end(sc.STREAM_END_ERROR, error)
-            raise
-        try:
-            self._self_state.on_chunk(chunk)
-        except Exception:
-            _chunk_failed()
-        return chunk
+        StreamProxyBase.__init__(self, wrapped, state)
+        state.pull = iter(wrapped).__next__
 
 
 class AsyncStreamProxy(StreamProxyBase):
-    """Proxy for ``openai.AsyncStream``."""
+    """Proxy for ``openai.AsyncStream`` (any async iterator)."""
+
+    def __init__(self, wrapped: Any, state: StreamState) -> None:
+        super().__init__(wrapped, state)
+        state.pull = wrapped.__anext__
 
     def __aiter__(self) -> AsyncStreamProxy:
         return self
 
     async def __anext__(self) -> Any:
+        # SyncStreamProxy.__next__ with an await: written out, not shared, so each pays one frame per chunk.
+        state = self._self_state
         try:
-            chunk = await self.__wrapped__.__anext__()
+            chunk = await state.pull()
         except StopAsyncIteration:
-            self._self_state.end(sc.STREAM_END_EXHAUSTED)
+            state.end(sc.STREAM_END_EXHAUSTED)
             raise
         except BaseException as error:
-            self._self_state.end(sc.STREAM_END_ERROR, error)
+            state.end(sc.STREAM_END_ERROR, error)
             raise
+        pending = state.pending
+        if pending is not None:
+            state.last = perf_counter()
+            pending.append(chunk)
+            if len(pending) >= BATCH:
+                try:
+                    state.flush()
+                except Exception:
+                    chunk_failed()
+            return chunk
         try:
-            self._self_state.on_chunk(chunk)
+            state.on_chunk(chunk)
         except Exception:
-            _chunk_failed()
+            chunk_failed()
         return chunk
 
     async def __aenter__(self) -> AsyncStreamProxy:

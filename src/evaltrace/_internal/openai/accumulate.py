@@ -5,9 +5,10 @@ Text, reasoning and tool-call argument fragments are kept as lists and joined on
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.codec import add_each, chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai.parts import Part, assistant_parts, output_message, reasoning_extra, tool_call_part
 from evaltrace._internal.openai.parts import field as get
@@ -83,6 +84,7 @@ class ChatAccumulator:
     """Accumulates ``ChatCompletionChunk``s by choice index and (choice, tool) index."""
 
     __slots__ = ("choices", "fingerprint", "header_pending", "model", "response_id", "service_tier", "usage")
+    _inline: ClassVar[bool] = True  # add_batch reads chunks as ``add`` does (False in a subclass reading its own way)
 
     def __init__(self) -> None:
         self.choices: dict[int, _ChoiceBuffer] = {}
@@ -114,6 +116,49 @@ class ChatAccumulator:
             self.usage = usage
         return True if choices else False  # a truth test, no call: this runs per chunk
 
+    def add_batch(self, chunks: list[Any]) -> None:
+        """``add`` for each chunk in order, written out in one frame (the stream proxy's batch fold).
+
+        A subclass that reads chunks its own way (overriding ``add`` or ``_add_delta``) gets ``add`` per chunk.
+        """
+        if not self._inline:
+            add_each(self.add, chunks)
+            return
+        buffers = self.choices
+        for chunk in chunks:
+            try:
+                if self.header_pending:
+                    self._read_header(chunk)
+                for choice in chunk.choices or ():
+                    index = choice.index
+                    buffer = buffers.get(index)
+                    if buffer is None:
+                        buffer = buffers[index] = _ChoiceBuffer()
+                    delta = choice.delta
+                    if delta is not None:
+                        # _add_delta and reasoning_extra, inline: a text delta is the common chunk.
+                        content = delta.content
+                        if content:
+                            buffer.text.append(content)
+                        if (
+                            delta.refusal
+                            or delta.tool_calls
+                            or getattr(delta, "__pydantic_extra__", None)  # empty in openai's own deltas
+                            or getattr(delta, "function_call", None) is not None
+                        ):
+                            ChatAccumulator._add_rest(buffer, delta)
+                    if choice.finish_reason is not None:
+                        buffer.finish_reason = choice.finish_reason
+                usage = getattr(chunk, "usage", None)
+                if usage is not None:
+                    self.usage = usage
+            except Exception:
+                chunk_failed()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._inline = "add" not in vars(cls) and "_add_delta" not in vars(cls)
+
     def _read_header(self, chunk: Any) -> None:
         """Take each of id, model, tier and fingerprint from the first chunk that has it (not empty)."""
         self.response_id = self.response_id or chunk.id or None
@@ -128,6 +173,11 @@ class ChatAccumulator:
             return
         if delta.content:
             buffer.text.append(delta.content)
+        ChatAccumulator._add_rest(buffer, delta)
+
+    @staticmethod
+    def _add_rest(buffer: _ChoiceBuffer, delta: Any) -> None:
+        """Everything of a delta but its text: reasoning, refusal, tool call fragments, ``function_call``."""
         thinking = reasoning_extra(delta)
         if thinking:
             buffer.reasoning.append(thinking)
