@@ -14,6 +14,7 @@ from evaltrace._internal.thinking import split_thinking
 from evaltrace._internal.trusted_models import trusted
 from evaltrace.mapping import conventions
 from evaltrace.mapping._conversation import build_conversation, step_answer
+from evaltrace.mapping._ends import mapping_errors, with_conversation_ends
 from evaltrace.mapping._metrics import build_metrics
 from evaltrace.mapping._retrieval import retrieved_contexts
 from evaltrace.mapping._spans import (
@@ -43,13 +44,18 @@ from evaltrace.schema import (
 _NO_LLM_METRICS = {name: getattr(m, name) for m in (build_metrics([]),) for name in m.model_fields_set}
 
 
-def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | str | None = None) -> Trace:
+def trace_from_spans(
+    spans: Sequence[ReadableSpan], root: ReadableSpan | int | str | None = None, *, conversation_ends: bool = True
+) -> Trace:
     """Build the Trace of one trace, or of the subtree under ``root``, from finished spans.
 
     Args:
         spans: Spans of one trace, in any order (other traces' spans are ignored).
         root: The root span, or its span id (int or 16-hex string); only it and its descendants are read.
             None selects the span whose parent is not among ``spans`` (the earliest if several).
+        conversation_ends: Give a trace whose spans recorded no user turn or no final assistant message those
+            (a decorator-only agent), as offline runs do. The offline runner passes False: it completes the
+            trace itself once it has the adapter's return value.
 
     Returns:
         The Trace. Live defaults apply when the root carries no ``evaltrace.run_id`` / ``case_id`` /
@@ -115,6 +121,10 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
         "error": _error(root_span, root_attrs),
         "extra": extra,
     }
+    if conversation_ends:
+        with_conversation_ends(
+            values, root_span, root_attrs
+        )  # text turns only: the tool views below, from `messages`, are the same
     if llm_spans:  # set only when there are model calls, so a trace without any dumps as before the field
         values["llm_steps"] = _llm_steps(llm_read)
     if finished < started:
@@ -127,7 +137,7 @@ def trace_from_spans(spans: Sequence[ReadableSpan], root: ReadableSpan | int | s
         tool_calls, tool_results = derive_tool_views(messages) if messages else ([], [])
         trace = trusted(Trace, None, **values, tool_calls=tool_calls, tool_results=tool_results)
     if notes:
-        trace.extra["enrichment_errors"] = notes
+        trace.extra["enrichment_errors"] = mapping_errors(notes)
     return trace
 
 
