@@ -8,7 +8,9 @@
 # reuse both. It then starts the server on a free 127.0.0.1 port, runs `pytest tests/e2e_llm -m e2e_llm` with
 # EVALTRACE_E2E_BASE_URL (chat) and EVALTRACE_E2E_EMBED_BASE_URL (/v1/embeddings) set, and stops the server on
 # exit. Not part of `python -m pytest` or CI. One server serves both: started with `--embedding true` (and mean
-# pooling, set by scripts/llama_server_noamx.py) it still answers chat completions, unchanged.
+# pooling, set by scripts/llama_server_noamx.py) it still answers chat completions, unchanged. It also serves the
+# prompt log-probabilities GPTScore and perplexity read (/v1/completions with echo and logprobs): that needs every
+# token's logits (`--logits_all true`), and the launcher's fix for a model without a BOS token, such as SmolLM2.
 # Environment: EVALTRACE_E2E_CACHE (cache directory), PYTHON (interpreter with evaltrace[dev]; default
 # .venv/bin/python, else python3).
 set -euo pipefail
@@ -56,11 +58,13 @@ fi
 
 # 3. Start the server. One thread each: with 2 it is 10-30x slower here (OpenMP spinning against other load).
 # `--embedding true` serves /v1/embeddings too; chat completions are unaffected (checked by hand: the same
-# temperature-0 replies before and after embedding calls, no slowdown).
+# temperature-0 replies before and after embedding calls, no slowdown). `--logits_all true` (llama-cpp-python's
+# server default, said here because prompt logprobs need it: without it the server refuses logprobs) keeps every
+# prompt token's logits.
 port=$("$python" -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
 server_log=$cache/server.log
 "$llama_venv/bin/python" "$repo/scripts/llama_server_noamx.py" --model "$model" --model_alias smollm2 \
-  --host 127.0.0.1 --port "$port" --n_ctx 4096 --n_threads 1 --n_threads_batch 1 --embedding true \
+  --host 127.0.0.1 --port "$port" --n_ctx 4096 --n_threads 1 --n_threads_batch 1 --embedding true --logits_all true \
   >"$server_log" 2>&1 &
 server_pid=$!
 stop_server() {

@@ -409,5 +409,6 @@ def test_mapping_says_a_stopped_length_is_a_minimum(exporter: InMemorySpanExport
     _decorator_input(exporter)
     trace = mapping.trace_from_spans(exporter.get_finished_spans())
     (note,) = trace.extra["enrichment_errors"]
-    found = re.search(r"\(original length at least (\d+)\)", note)
+    assert note["enricher"] == "evaltrace.mapping"
+    found = re.search(r"\(original length at least (\d+)\)", note["error"])
     assert found is not None and int(found[1]) >= len(HUGE)

@@ -318,7 +318,11 @@ def test_subtree_root(spans: Spans) -> None:
 
     for root in (span_id, agents[1].get_span_context().span_id):
         result = trace_from_spans(spans.finished(), root=root)
-        assert result.messages == [TraceMessage(role="assistant", content="answer 2")]
+        # The agent's input is the user's turn its model call did not record (as an offline case's would be).
+        assert result.messages == [
+            TraceMessage(role="user", content="2"),
+            TraceMessage(role="assistant", content="answer 2"),
+        ]
         assert result.input == {"n": 2}
         assert result.metrics.token_input == 2
         assert (result.started_at, result.latency_ms) == (at(200), 60)
@@ -349,9 +353,10 @@ def test_truncated_values_are_kept_and_noted(spans: Spans) -> None:
     assert result.tool_results == [ToolResult(name="q", content=json.loads(big_result))]
     errors = result.extra["enrichment_errors"]
     assert len(errors) == 3
-    assert all("truncated at capture" in e for e in errors)
+    assert all(e["enricher"] == "evaltrace.mapping" and "truncated at capture" in e["error"] for e in errors)
     assert any(
-        e.startswith("input.value of span 'task'") and f"original length {len(js({'document': 'x' * 500}))}" in e
+        e["error"].startswith("input.value of span 'task'")
+        and f"original length {len(js({'document': 'x' * 500}))}" in e["error"]
         for e in errors
     )
 
@@ -386,14 +391,19 @@ def test_foreign_and_malformed_spans_do_not_crash(spans: Spans) -> None:
 
     assert result.input == {"input": "hello there"}
     assert result.output == TraceOutput(final_answer="42")  # text/plain output is not parsed as JSON
-    assert result.messages == [TraceMessage(role="assistant", content="hi")]
+    # The root's input is the user's turn no model call recorded; the answer it ends with is there already.
+    assert result.messages == [
+        TraceMessage(role="user", content="hello there"),
+        TraceMessage(role="assistant", content="hi"),
+    ]
     assert result.metrics.token_input is None
     errors = result.extra["enrichment_errors"]
     assert len(errors) == 3
-    assert errors[0].startswith("gen_ai.input.messages of span 'garbage' (")
-    assert errors[0].endswith(") is not a JSON array of messages; ignored")
-    assert errors[1].startswith("gen_ai.output.messages of span 'garbage' (")
-    assert errors[2].endswith("has a message that is not an object: '7'; ignored")
+    assert {e["enricher"] for e in errors} == {"evaltrace.mapping"}
+    assert errors[0]["error"].startswith("gen_ai.input.messages of span 'garbage' (")
+    assert errors[0]["error"].endswith(") is not a JSON array of messages; ignored")
+    assert errors[1]["error"].startswith("gen_ai.output.messages of span 'garbage' (")
+    assert errors[2]["error"].endswith("has a message that is not an object: '7'; ignored")
 
 
 def test_pure_decorator_trace_builds_messages_from_tool_spans(spans: Spans) -> None:
@@ -421,7 +431,9 @@ def test_pure_decorator_trace_builds_messages_from_tool_spans(spans: Spans) -> N
         ToolResult(name="forecast", content="rainy"),
         ToolResult(name="alert", content={"error": "RuntimeError: down"}),
     ]
-    assert [m.role for m in result.messages] == ["assistant", "tool"] * 3
+    # The user's turn is the agent's input; no answer (its output is an object), so no final assistant message.
+    assert [(m.role, m.content) for m in result.messages[:1]] == [("user", "Paris")]
+    assert [m.role for m in result.messages[1:]] == ["assistant", "tool"] * 3
     assert result.output == TraceOutput(final_answer=None, structured={"weather": "rainy"})
     assert result.error is None  # only the root's status counts
 
@@ -458,6 +470,7 @@ def test_parallel_calls_matching_by_name_and_missing_result_inserted(spans: Span
     result = trace_from_spans(spans.finished())
 
     assert result.messages == [
+        TraceMessage(role="user", content="1"),  # the agent's input: the model call recorded no input messages
         TraceMessage(
             role="assistant",
             content="Looking up.",

@@ -292,11 +292,13 @@ def test_the_dry_run_estimate_prices_each_judge_call_from_the_text_it_would_be_s
     assert (report.traces, report.spans, report.evaluations, report.judge_models) == (3, 3, 6, ["gpt-4o-mini"])
     price = pricing.price_of("gpt-4o-mini")
     assert price is not None
-    # Each trace: its input ({"input": "question N"}) and final answer, plus the rubric, / 4.
+    # Each trace: its input ({"input": "question N"}), final answer and messages (the agent's conversation: the
+    # user turn "question N" and the answer, around a tool call without text), plus the rubric, / 4.
     expected = 0.0
     for index in range(3):
         answer = "ok" if index % 2 else f"answer {index}"
-        chars = len(json.dumps({"input": f"question {index}"})) + len(answer) + PROMPT_OVERHEAD_CHARS
+        messages = len(f"question {index}") + len(answer)
+        chars = len(json.dumps({"input": f"question {index}"})) + len(answer) + messages + PROMPT_OVERHEAD_CHARS
         cost = pricing.cost_at(price, input_tokens=chars // 4, output_tokens=REPLY_TOKENS)
         assert cost is not None
         expected += cost.total_usd

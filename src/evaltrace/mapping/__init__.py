@@ -1,7 +1,8 @@
 """ReadableSpans of one trace (or one subtree) -> ``schema.Trace``: the only reader of span attributes.
 
 Modules: ``_spans`` (root, subtree, attribute values), ``_messages`` (message parts -> TraceMessages),
-``_tools`` (tool spans), ``_conversation`` (ordering, repeated history), ``_metrics``, ``_build`` (the Trace),
+``_tools`` (tool spans), ``_conversation`` (ordering, repeated history), ``_metrics``, ``_ends`` (the
+conversation's ends, structured notes), ``_build`` (the Trace),
 ``conventions`` (other instrumentations' attributes: OpenInference, OpenLLMetry, Vercel AI SDK, GenAI span events).
 
 Rules (DESIGN.md section 4, data-model.md part A), where the spec left a choice:
@@ -50,8 +51,13 @@ Rules (DESIGN.md section 4, data-model.md part A), where the spec left a choice:
   kind attribute, else ``gen_ai.operation.name``; token and cost keys fall back to their aliases per span. A
   model call whose convention recorded no input messages but whose ``input.value`` holds an OpenAI Responses
   ``input`` list (alone or in the request body) has that list's items as its input messages.
+* Conversation ends (``_ends``, the offline runner's rule): unless the root is one step (a tool call, a
+  retrieval, an embedding), a trace without a user message gets the user's turn (``turn_user_input`` of its
+  input) first, and a final answer that the messages do not end with (and that is not already the last
+  assistant text) is appended as an assistant message: a decorator-only agent reads as a conversation.
 * Values cut at capture (the truncation marker of ``_internal.jsonutil``) are kept as they are and noted in
-  ``extra["enrichment_errors"]``; malformed or foreign attributes are skipped with a note, never raised. JSON
+  ``extra["enrichment_errors"]`` as ``{"enricher": "evaltrace.mapping", "error": <note>}`` (a failed
+  TraceEnricher's shape); malformed or foreign attributes are skipped with a note, never raised. JSON
   nested deeper than 64 levels, and non-finite numbers, are kept as text so the Trace always serialises.
 """
 

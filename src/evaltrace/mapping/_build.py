@@ -14,6 +14,7 @@ from evaltrace._internal.thinking import split_thinking
 from evaltrace._internal.trusted_models import trusted
 from evaltrace.mapping import conventions
 from evaltrace.mapping._conversation import build_conversation, step_answer
+from evaltrace.mapping._ends import completed_messages, mapping_errors, with_conversation_ends
 from evaltrace.mapping._lazy import FieldSource, lazy_trace
 from evaltrace.mapping._metrics import build_metrics
 from evaltrace.mapping._retrieval import retrieved_contexts
@@ -52,7 +53,11 @@ _FIELDS_SET_NO_LLM = _FIELDS_SET - {"llm_steps"}
 
 
 def trace_from_spans(
-    spans: Sequence[ReadableSpan], root: ReadableSpan | int | str | None = None, *, lazy: bool = False
+    spans: Sequence[ReadableSpan],
+    root: ReadableSpan | int | str | None = None,
+    *,
+    lazy: bool = False,
+    conversation_ends: bool = True,
 ) -> Trace:
     """Build the Trace of one trace, or of the subtree under ``root``, from finished spans.
 
@@ -63,6 +68,9 @@ def trace_from_spans(
         lazy: Map only the identity now and every other field on its first read (``_lazy.LazyTrace``): the
             same values, for a reader (an evaluator) that reads a few fields. Whole reads (dumps, pickling,
             ``==``) map the rest first and make it a plain Trace.
+        conversation_ends: Give a trace whose spans recorded no user turn or no final assistant message those
+            (a decorator-only agent), as offline runs do. The offline runner passes False: it completes the
+            trace itself once it has the adapter's return value.
 
     Returns:
         The Trace. Live defaults apply when the root carries no ``evaltrace.run_id`` / ``case_id`` /
@@ -88,7 +96,7 @@ def trace_from_spans(
         llm_read = [(s, a) for s, a in read if is_llm(s, a)]
         mapped = bool(llm_read) or any(is_tool(s, a) for s, a in read)
     if lazy and not _ends_before_start(root_span):  # a trace ending before its start: the eager path's error
-        return _lazy_trace(root_span, selected, read, root_attrs, llm_read, mapped)
+        return _lazy_trace(root_span, selected, read, root_attrs, llm_read, mapped, conversation_ends)
     llm_spans = [s for s, _ in llm_read]
     own: list[TraceMessage] = []  # the root's own output messages, when it is a model call
     step: list[TraceMessage] | None = None  # those of the last model call to end that recorded output
@@ -130,6 +138,10 @@ def trace_from_spans(
         "error": _error(root_span, root_attrs),
         "extra": extra,
     }
+    if conversation_ends:
+        with_conversation_ends(
+            values, root_span, root_attrs
+        )  # text turns only: the tool views below, from `messages`, are the same
     if llm_spans:  # set only when there are model calls, so a trace without any dumps as before the field
         values["llm_steps"] = _llm_steps(llm_read)
     if finished < started:
@@ -142,7 +154,7 @@ def trace_from_spans(
         tool_calls, tool_results = derive_tool_views(messages) if messages else ([], [])
         trace = trusted(Trace, None, **values, tool_calls=tool_calls, tool_results=tool_results)
     if notes:
-        trace.extra["enrichment_errors"] = notes
+        trace.extra["enrichment_errors"] = mapping_errors(notes)
     return trace
 
 
@@ -162,6 +174,7 @@ def _lazy_trace(
     root_attrs: dict[str, Any],
     llm_read: _Read,
     mapped: bool,
+    ends: bool,
 ) -> Trace:
     """The Trace trace_from_spans() builds, with only its identity mapped now (see ``_lazy``)."""
     root_ctx = root.context
@@ -169,7 +182,7 @@ def _lazy_trace(
     run_id, case_id, variant = _identity(root, root_attrs, read, trace_id)
     ready = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "case_id": case_id, "variant_name": variant}
     fields_set = set(_FIELDS_SET_NO_LLM if not llm_read else _FIELDS_SET)
-    return lazy_trace(ready, fields_set, _Fields(root, selected, read, root_attrs, llm_read, mapped, trace_id))
+    return lazy_trace(ready, fields_set, _Fields(root, selected, read, root_attrs, llm_read, mapped, trace_id, ends))
 
 
 class _Fields(FieldSource):
@@ -179,7 +192,7 @@ class _Fields(FieldSource):
     (``dict.setdefault``); ``extra`` holds the notes of every part in the eager mapping's order.
     """
 
-    __slots__ = ("llm_read", "mapped", "parts", "read", "root", "root_attrs", "selected", "trace_id")
+    __slots__ = ("ends", "llm_read", "mapped", "parts", "read", "root", "root_attrs", "selected", "trace_id")
 
     def __init__(
         self,
@@ -190,9 +203,10 @@ class _Fields(FieldSource):
         llm_read: _Read,
         mapped: bool,
         trace_id: str,
+        ends: bool,
     ) -> None:
         self.root, self.selected, self.read, self.root_attrs = root, selected, read, root_attrs
-        self.llm_read, self.mapped, self.trace_id = llm_read, mapped, trace_id
+        self.llm_read, self.mapped, self.trace_id, self.ends = llm_read, mapped, trace_id, ends
         self.parts: dict[str, Any] = {}
 
     def _part(self, name: str) -> Any:
@@ -229,6 +243,12 @@ class _Fields(FieldSource):
 
     def _map_messages(self) -> list[TraceMessage]:
         messages: list[TraceMessage] = self._part("conversation")[0]
+        if self.ends:  # as trace_from_spans' with_conversation_ends(), from the same input and output values
+            completed = completed_messages(
+                self.field("input"), messages, self.field("output"), self.root, self.root_attrs
+            )
+            if completed is not None:
+                return completed
         return messages
 
     def _map_tool_views(self) -> tuple[list[Any], list[Any]]:
@@ -295,7 +315,7 @@ class _Fields(FieldSource):
         # The notes in the order the eager mapping writes them: conversation, contexts, input, output.
         notes = [*self._part("conversation")[3], *context_notes, *self._notes_of("input"), *self._notes_of("output")]
         if notes:
-            extra["enrichment_errors"] = notes
+            extra["enrichment_errors"] = mapping_errors(notes)
         return extra
 
 

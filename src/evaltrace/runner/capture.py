@@ -152,7 +152,8 @@ class CaseCapture:
                     span.set_status(Status(StatusCode.ERROR, failure.message))
         span_context = span.get_span_context()
         spans = self._collector.pop(span_context.trace_id)
-        trace = trace_from_spans(spans, root=span_context.span_id)
+        # The conversation's ends are added by finish_trace(), which knows what the adapter returned.
+        trace = trace_from_spans(spans, root=span_context.span_id, conversation_ends=False)
         extra = {**span_timeline(spans), **(getattr(adapter, "trace_extra", None) or {})}
         return finish_trace(trace, output, failure, extra)
 

@@ -52,6 +52,11 @@ class ConfiguredEnricher:
     enricher: TraceEnricher
     timeout_s: float | None = None
 
+    def __post_init__(self) -> None:
+        # A function f(trace) is an enricher too (``run_eval(enrichers=[f])``), named after itself.
+        if not callable(getattr(self.enricher, "enrich", None)):
+            object.__setattr__(self, "enricher", _as_enricher(self.enricher, None))
+
     @property
     def name(self) -> str:
         """The name its errors carry."""

@@ -14,7 +14,8 @@ Inline ``<think>`` reasoning found in any answer moves to ``output.thinking``.
 A trace whose spans recorded no conversation (a decorator-only agent: ``@evaltrace.agent`` and tools, no LLM
 span) still reads as one: it gets the user's turn (from the case input, :func:`~evaltrace.schema.turn_user_input`)
 when it has no user message, and a final assistant message carrying the answer when its messages do not end
-with an assistant's text.
+with an assistant's text (:func:`~evaltrace.schema.conversation.conversation_ends`, the rule live traces follow
+too).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from typing import Any
 
 from evaltrace._internal.thinking import join_thinking, split_thinking
 from evaltrace.runner.response_mapping import MappedOutput
-from evaltrace.schema import Trace, TraceError, TraceMessage, TraceOutput, turn_user_input
+from evaltrace.schema import Trace, TraceError, TraceMessage, TraceOutput
+from evaltrace.schema.conversation import conversation_ends
 
 __all__ = ["ANSWER_KEYS", "THINKING_KEYS", "finish_trace"]
 
@@ -61,14 +63,8 @@ def finish_trace(
 
 def _with_conversation_ends(trace: Trace) -> Trace:
     """The trace with a user turn and a final assistant message where its spans recorded none (module docstring)."""
-    messages = list(trace.messages)
-    if not any(m.role == "user" for m in messages) and (said := turn_user_input(trace)) is not None:
-        messages.insert(0, TraceMessage(role="user", content=said))
-    answer = trace.output.final_answer
-    last = messages[-1] if messages else None
-    if answer is not None and not (last is not None and last.role == "assistant" and last.content is not None):
-        messages.append(TraceMessage(role="assistant", content=answer))
-    if len(messages) == len(trace.messages):
+    messages = conversation_ends(trace.input, trace.messages, trace.output.final_answer)
+    if messages is None:
         return trace
     # Text turns only: the tool views derived from the messages stay as they are.
     return Trace.model_validate({**trace.model_dump(exclude={"latency_ms"}), "messages": messages})

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import Field, computed_field
 
+from evaltrace._internal.trusted_models import trusted
 from evaltrace.schema._base import SchemaModel
-from evaltrace.schema.trace import ToolCall, ToolResult, Trace, TraceError
+from evaltrace.schema.trace import ToolCall, ToolResult, Trace, TraceError, TraceMessage
 
 # The keys a decorated entry point's argument usually goes by; the same order question_text() tries.
 _INPUT_KEYS = ("question", "query", "input", "message", "prompt", "user_input", "text")
@@ -39,14 +40,60 @@ def turn_user_input(trace: Trace) -> str | None:
     because a multi-turn call repeats the earlier turns' messages as history before the new one; else the only
     input value. None when the trace holds no user input at all.
     """
+    return _user_said(trace.input, trace.messages)
+
+
+def _user_said(given: Mapping[str, Any], messages: Sequence[TraceMessage]) -> str | None:
+    """:func:`turn_user_input` over a trace's input and messages (the span mapping has no Trace yet)."""
     for key in _INPUT_KEYS:
-        if trace.input.get(key) is not None:
-            return _text(trace.input[key])
-    for message in reversed(trace.messages):
+        if given.get(key) is not None:
+            return _text(given[key])
+    for message in reversed(messages):
         if message.role == "user" and message.content is not None:
             return message.text()  # a media message's text parts only, never a dump of its parts
-    values = list(trace.input.values())
+    values = list(given.values())
     return _text(values[0]) if len(values) == 1 else None
+
+
+def conversation_ends(
+    given: Mapping[str, Any], messages: Sequence[TraceMessage], answer: str | None
+) -> list[TraceMessage] | None:
+    """The messages with a user turn and a final assistant message where the spans recorded none.
+
+    One rule for offline runs and live traces, so both read a decorator-only agent (``@evaltrace.agent`` and
+    tools, no LLM span) as a conversation: the user's turn (:func:`turn_user_input` of ``given``) is put first
+    when no message is the user's, and ``answer`` is appended when the messages do not end with an assistant's
+    text, unless the last assistant text already is that answer (a model call's answer followed by calls that
+    recorded no output: repeated after their input it would answer the wrong turn). Only text turns are added:
+    the tool views derived from the messages do not change.
+
+    Args:
+        given: The trace's input.
+        messages: The trace's messages.
+        answer: The trace's final answer.
+
+    Returns:
+        The completed messages (a new list), or None when nothing is missing.
+    """
+    user: TraceMessage | None = None
+    if not any(m.role == "user" for m in messages) and (said := _user_said(given, messages)) is not None:
+        user = trusted(TraceMessage, None, role="user", content=said)  # text we made: nothing to validate
+    last = messages[-1] if messages else None
+    answered = last is not None and last.role == "assistant" and last.content is not None
+    closes = answer is not None and not answered and _last_assistant_text(messages) != answer
+    if user is None and not closes:
+        return None
+    completed = [user, *messages] if user is not None else list(messages)
+    if closes:
+        completed.append(trusted(TraceMessage, None, role="assistant", content=answer))
+    return completed
+
+
+def _last_assistant_text(messages: Sequence[TraceMessage]) -> str | None:
+    for message in reversed(messages):
+        if message.role == "assistant" and isinstance(message.content, str):
+            return message.content
+    return None
 
 
 class Turn(SchemaModel):

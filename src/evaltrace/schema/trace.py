@@ -267,7 +267,9 @@ class Trace(VersionedModel):
     error: TraceError | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
     """Keys we use: ``trace_id`` (32-hex), ``span_id`` (16-hex), ``enrichment_errors``: a list of the span
-    mapping's notes (str) and of TraceEnricher failures, ``{"enricher": name, "error": "<type>: <message>"}``."""
+    mapping's notes, ``{"enricher": "evaltrace.mapping", "error": <note>}``, and of TraceEnricher failures,
+    ``{"enricher": name, "error": "<type>: <message>"}`` (traces stored by earlier versions may hold plain-string
+    notes)."""
 
     @computed_field  # type: ignore[prop-decorator]
     @property
