@@ -674,6 +674,9 @@ class JobRunner:
             self.ctx.stats.not_evaluated(answer, spec.evaluator.name)
             return skipped_result(spec.evaluator, answer)
         assert not isinstance(outcome, str)
+        if answer.status == "skipped" and answer.reason in _NOT_PUBLISHED:  # as in process (_record)
+            self.ctx.stats.not_evaluated(str(answer.reason), spec.evaluator.name)
+            return answer
         _, query, final_answer = outcome
         self._charge(spec, answer)
         self._publish(span, query, final_answer, spec, answer, revision)
@@ -718,7 +721,7 @@ class JobRunner:
         if result.status == "skipped" and result.reason in _NOT_PUBLISHED:
             # Never run (overloaded, as with queue_full), or a Trace field it read failed to map (as when the
             # whole mapping fails): counted by reason, neither evaluated nor scored (sinks, monitor, log).
-            self.ctx.stats.not_evaluated(result.reason, spec.evaluator.name)
+            self.ctx.stats.not_evaluated(str(result.reason), spec.evaluator.name)
             return
         if result.detail:  # else no judge record (a deterministic check): nothing to charge, no call
             self._charge(spec, result)

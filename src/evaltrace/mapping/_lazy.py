@@ -82,7 +82,7 @@ class LazyTrace(Trace):
             if isinstance(source, FieldSource):
                 return real.setdefault(name, source.value_of(name))
         # Explicit, not zero-arg super(): ``self`` may be a plain Trace by now, which super(LazyTrace) refuses.
-        return BaseModel.__getattr__(self, name)  # type: ignore[misc]  # pydantic's (private attributes, errors)
+        return BaseModel.__getattr__(self, name)  # type: ignore[attr-defined]  # pydantic's (private attributes, errors)
 
     @property
     def __dict__(self) -> dict[str, Any]:
