@@ -8,6 +8,7 @@ seen (what is mapped when), threads, and the evaluation pipeline handing evaluat
 from __future__ import annotations
 
 import pickle
+import sys
 import threading
 from typing import Any
 
@@ -19,7 +20,7 @@ from pydantic import ValidationError
 
 from evaltrace.mapping import _build, trace_from_spans
 from evaltrace.mapping._lazy import FIELDS, LazyTrace
-from evaltrace.schema import Trace
+from evaltrace.schema import Trace, TraceMessage
 from lazy_mapping import unmapped
 
 USER = '[{"role":"user","parts":[{"type":"text","content":"Weather in Paris?"}]}]'
@@ -85,6 +86,83 @@ def test_concurrent_first_reads_of_a_field_all_get_one_value() -> None:
             thread.join()
         assert len(seen) == 8 and all(messages is seen[0] for messages in seen)  # one published value
         assert seen[0] == eager.messages and lazy.messages is seen[0]
+
+
+_RACED = ("metrics", "messages", "llm_steps", "extra", "tool_calls", "output")
+
+
+def test_first_reads_racing_a_whole_read_all_succeed_with_the_published_values() -> None:
+    """Evaluators of one span read one Trace at once: a first read while another dumps it (materialize).
+
+    Loops until a reader ran across the dump's switch to a plain Trace many times (the race the old
+    ``super().__getattr__`` failed on, a few times in a thousand), with an iteration bound for a loaded machine.
+    """
+    spans = _agent_spans()
+    eager = _build.trace_from_spans(spans)
+    expected = {name: getattr(eager, name) for name in _RACED}
+    failures: list[BaseException] = []
+    wrong: list[str] = []
+    overlaps = iterations = 0
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible: the race is a few bytecodes wide
+    try:
+        while overlaps < 600 and iterations < 20_000:
+            iterations += 1
+            lazy = _build.trace_from_spans(spans, lazy=True)
+            barrier = threading.Barrier(2)
+            got: dict[str, Any] = {}
+            kinds: list[type] = []
+
+            def reader(
+                trace: Trace = lazy,
+                start: threading.Barrier = barrier,
+                out: dict[str, Any] = got,
+                seen: list[type] = kinds,
+            ) -> None:
+                start.wait()
+                seen.append(type(trace))
+                try:
+                    for name in _RACED:
+                        out[name] = getattr(trace, name)
+                except BaseException as exc:  # every failure is the finding
+                    failures.append(exc)
+                seen.append(type(trace))
+
+            def whole(trace: Trace = lazy, start: threading.Barrier = barrier) -> None:
+                start.wait()
+                trace.model_dump_json()  # an LLM-judge evaluator serializing the trace
+
+            threads = [threading.Thread(target=reader), threading.Thread(target=whole)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+            overlaps += kinds == [LazyTrace, Trace]  # the dump switched the class while the reader read
+            assert type(lazy) is Trace
+            wrong.extend(
+                name for name, value in got.items() if value != expected[name] or value is not getattr(lazy, name)
+            )
+    finally:
+        sys.setswitchinterval(interval)
+    assert failures == [], f"{len(failures)} failed in {iterations} races ({overlaps} overlapping): {failures[:3]}"
+    assert wrong == []  # equal to the eager Trace's, and the very values the dump published
+    assert overlaps >= 50, f"only {overlaps} overlapping reads in {iterations} iterations: the race was not tested"
+
+
+def test_an_evaluator_editing_messages_in_place_changes_nothing_a_later_reader_sees() -> None:
+    """Evaluators share one Trace: one that appends to (or clears) ``messages`` must not change later fields."""
+    spans = _agent_spans()
+    eager = _build.trace_from_spans(spans)
+    for edit in ("append", "clear"):
+        lazy = _build.trace_from_spans(spans, lazy=True)
+        messages = lazy.messages
+        if edit == "append":  # e.g. building a judge prompt on the trace's own list
+            messages.append(TraceMessage(role="user", content="Rate the answer above from 1 to 5."))
+        else:
+            messages.clear()
+        assert lazy.tool_calls == eager.tool_calls and len(eager.tool_calls) == 1, edit
+        assert lazy.tool_results == eager.tool_results, edit
+        assert lazy.output == eager.output and lazy.output.final_answer == "Sunny.", edit
 
 
 def test_a_lazy_trace_pickles_and_dumps_as_the_eager_one() -> None:

@@ -15,6 +15,30 @@ from contextlib import contextmanager
 logger = logging.getLogger("evaltrace")
 
 
+class FieldMappingFailed(Exception):
+    """Mapping field ``field`` of a lazily mapped Trace raised ``__cause__``: a bug of ours, not the reader's.
+
+    Raised where an evaluator reads that field; the evaluation records the evaluator as not evaluated
+    (``mapping_failed``), never as its error (see ``mapping_failure``).
+    """
+
+    def __init__(self, field: str) -> None:
+        super().__init__(f"mapping Trace.{field} failed")
+        self.field = field
+
+
+def mapping_failure(exc: BaseException) -> FieldMappingFailed | None:
+    """The FieldMappingFailed ``exc`` is or was raised from/while handling (an evaluator may wrap it), else None."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, FieldMappingFailed):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
 def reraise_internal_errors() -> bool:
     """True with EVALTRACE_RAISE_INTERNAL_ERRORS=1 (evaltrace's own tests): our errors must surface, not be logged.
 

@@ -32,7 +32,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from evaltrace._internal import semconv
-from evaltrace._internal.errors import log_internal_error
+from evaltrace._internal.errors import FieldMappingFailed, log_internal_error
 from evaltrace._internal.tracing import suppress_instrumentation
 from evaltrace.evaluation._fast_lane import Demoted, DemotedCall, Worker
 from evaltrace.evaluation._isolation import Offenders
@@ -87,6 +87,8 @@ def _failed_future(exc: Exception) -> concurrent.futures.Future[Any]:
 
 # A job evaluated in the child: per evaluator a result or a skip reason, then the query and answer the monitor shows.
 _Answers = tuple[list[EvaluationResult | str], str, str | None]
+# Skip reasons recorded only as a count: the evaluator never ran, or a Trace field it read failed to map.
+_NOT_PUBLISHED = frozenset((semconv.SKIP_OVERLOADED, semconv.SKIP_MAPPING_FAILED))
 
 
 @dataclass
@@ -672,6 +674,9 @@ class JobRunner:
             self.ctx.stats.not_evaluated(answer, spec.evaluator.name)
             return skipped_result(spec.evaluator, answer)
         assert not isinstance(outcome, str)
+        if answer.status == "skipped" and answer.reason in _NOT_PUBLISHED:  # as in process (_record)
+            self.ctx.stats.not_evaluated(str(answer.reason), spec.evaluator.name)
+            return answer
         _, query, final_answer = outcome
         self._charge(spec, answer)
         self._publish(span, query, final_answer, spec, answer, revision)
@@ -713,15 +718,20 @@ class JobRunner:
         self, span: ReadableSpan, trace: Trace, spec: EvaluatorSpec, result: EvaluationResult, revision: int = 1
     ) -> None:
         """Charge and publish one in-process result (a call the stuck-thread cap refused: counted, not published)."""
-        if result.status == "skipped" and result.reason == semconv.SKIP_OVERLOADED:
-            # Never run, as with queue_full: counted by reason, neither evaluated nor scored (sinks, monitor, log).
-            self.ctx.stats.not_evaluated(semconv.SKIP_OVERLOADED, spec.evaluator.name)
+        if result.status == "skipped" and result.reason in _NOT_PUBLISHED:
+            # Never run (overloaded, as with queue_full), or a Trace field it read failed to map (as when the
+            # whole mapping fails): counted by reason, neither evaluated nor scored (sinks, monitor, log).
+            self.ctx.stats.not_evaluated(str(result.reason), spec.evaluator.name)
             return
         if result.detail:  # else no judge record (a deterministic check): nothing to charge, no call
             self._charge(spec, result)
-        raw = trace.input.get("input")
-        query = raw if isinstance(raw, str) else str(trace.input or "")
-        self._publish(span, query, trace.output.final_answer, spec, result, revision)
+        try:
+            raw = trace.input.get("input")
+            query = raw if isinstance(raw, str) else str(trace.input or "")
+            final_answer = trace.output.final_answer
+        except FieldMappingFailed:  # logged where it failed; the verdict stands, published without them
+            query, final_answer = "", None
+        self._publish(span, query, final_answer, spec, result, revision)
 
     def _charge(self, spec: EvaluatorSpec, result: EvaluationResult) -> None:
         """Charge the judge's spend to the budgets and record it as ``gen_ai.evaluation.client.*`` metrics."""

@@ -24,6 +24,7 @@ from opentelemetry import context as otel_context
 
 from evaltrace._internal import semconv
 from evaltrace._internal.daemon_pool import DaemonExecutor, UserAbort, stuck_calls
+from evaltrace._internal.errors import mapping_failure
 from evaltrace._internal.tracing import SUPPRESS_EVALTRACE_KEY, suppress_instrumentation
 from evaltrace._internal.trusted_models import trusted_copy
 from evaltrace.evaluation.evaluator import Evaluator, SkipEvaluation
@@ -267,7 +268,8 @@ def _is_retryable(exc: BaseException) -> bool:
 def settle(evaluator: Any, produced: Any, exc: Exception | None, *, may_retry: bool) -> EvaluationResult | None:
     """The result of one attempt that returned ``produced`` or raised ``exc``; None when it should be retried.
 
-    A ``SkipEvaluation`` is "not evaluated", and so is ``Overloaded`` (reason ``overloaded``); any other exception
+    A ``SkipEvaluation`` is "not evaluated", and so are ``Overloaded`` (reason ``overloaded``) and a Trace field
+    whose mapping failed (``FieldMappingFailed``, even wrapped: reason ``mapping_failed``); any other exception
     (retries used up, or not retryable) and an output that is not an ``EvaluationResult`` are errors, never
     verdicts.
     """
@@ -280,6 +282,8 @@ def settle(evaluator: Any, produced: Any, exc: Exception | None, *, may_retry: b
         return skipped_result(evaluator, str(exc) or "not applicable")
     if isinstance(exc, Overloaded):  # our decision, not the evaluator's failure: not evaluated, never retried
         return skipped_result(evaluator, semconv.SKIP_OVERLOADED)
+    if mapping_failure(exc) is not None:  # a field of the lazy Trace failed to map: ours, as an eager failure
+        return skipped_result(evaluator, semconv.SKIP_MAPPING_FAILED)
     if _is_retryable(exc) and may_retry:
         return None
     stack = "".join(traceback.format_exception(exc))[-_STACK_LIMIT:]

@@ -205,6 +205,7 @@ class _Fields(FieldSource):
         trace_id: str,
         ends: bool,
     ) -> None:
+        super().__init__()
         self.root, self.selected, self.read, self.root_attrs = root, selected, read, root_attrs
         self.llm_read, self.mapped, self.trace_id, self.ends = llm_read, mapped, trace_id, ends
         self.parts: dict[str, Any] = {}
@@ -229,17 +230,24 @@ class _Fields(FieldSource):
         end = self.root.end_time
         return timestamp(end if end else self.root.start_time)
 
-    def _map_conversation(self) -> tuple[list[TraceMessage], list[TraceMessage], list[TraceMessage] | None, list[str]]:
-        """(messages, the root's own output messages, the last answering step's, notes), as trace_from_spans."""
+    def _map_conversation(
+        self,
+    ) -> tuple[list[TraceMessage], list[TraceMessage], list[TraceMessage] | None, list[str], tuple[list[Any], ...]]:
+        """(messages, the root's own output messages, the last answering step's, notes, tool views).
+
+        As trace_from_spans maps them. The tool views are derived here, before any evaluator holds the messages:
+        one that edits ``trace.messages`` in place must not change what a later reader sees as tool calls.
+        """
         notes: list[str] = []
         if not self.mapped:
-            return [], [], None, notes
+            return [], [], None, notes, ([], [])
         conversation = build_conversation(self.selected, notes)
         messages = conversation.finish()
         own: list[TraceMessage] = []
         if any(s is self.root for s, _ in self.llm_read):
             own = next((outputs for span, outputs in conversation.steps if span is self.root), [])
-        return messages, own, own or _last_step(conversation.steps), notes
+        views = derive_tool_views(messages) if messages else ([], [])
+        return messages, own, own or _last_step(conversation.steps), notes, views
 
     def _map_messages(self) -> list[TraceMessage]:
         messages: list[TraceMessage] = self._part("conversation")[0]
@@ -248,19 +256,16 @@ class _Fields(FieldSource):
                 self.field("input"), messages, self.field("output"), self.root, self.root_attrs
             )
             if completed is not None:
-                return completed
-        return messages
-
-    def _map_tool_views(self) -> tuple[list[Any], list[Any]]:
-        messages = self._part("conversation")[0]
-        return derive_tool_views(messages) if messages else ([], [])
+                return completed  # a new list already
+        # A list of its own: appending to or clearing trace.messages leaves what ``output`` is mapped from as is.
+        return list(messages)
 
     def _map_tool_calls(self) -> list[Any]:
-        calls: list[Any] = self._part("tool_views")[0]
+        calls: list[Any] = self._part("conversation")[4][0]
         return calls
 
     def _map_tool_results(self) -> list[Any]:
-        results: list[Any] = self._part("tool_views")[1]
+        results: list[Any] = self._part("conversation")[4][1]
         return results
 
     def _map_metrics(self) -> TraceMetrics:
@@ -285,7 +290,7 @@ class _Fields(FieldSource):
     def _map_output(self) -> TraceOutput:
         notes: list[str] = []
         if self.mapped:
-            messages, own, step, _ = self._part("conversation")
+            messages, own, step, _, _ = self._part("conversation")
         else:  # nothing for the conversation to read (what trace_from_spans passes then)
             messages, own, step = [], [], None
         value = _output(self.root, self.root_attrs, messages, own, step, notes)
@@ -320,7 +325,7 @@ class _Fields(FieldSource):
 
 
 # Parts several fields share, each with its notes; and each lazily mapped field's maker.
-_PARTS: dict[str, Any] = {name: getattr(_Fields, "_map_" + name) for name in ("conversation", "tool_views", "contexts")}
+_PARTS: dict[str, Any] = {name: getattr(_Fields, "_map_" + name) for name in ("conversation", "contexts")}
 _FIELD_MAKERS: dict[str, Any] = {
     name: getattr(_Fields, "_map_" + name)
     for name in (

@@ -13,7 +13,12 @@ engine see exactly what the eager mapping gave.
 
 Thread safety: a field is mapped without a lock and published with ``dict.setdefault`` (atomic under the GIL).
 Two threads reading the same missing field at once may both map it (mapping is a pure function of the ended
-spans, so both get equal values), and both return the one value published first.
+spans, so both get equal values), and both return the one value published first. A first read racing a whole
+read (which swaps the instance dict and then the class) returns the value the whole read publishes.
+
+A field whose mapping raises (a bug of ours) raises :class:`FieldMappingFailed` on every read of it (the cause
+is kept, logged once): the evaluation job records the reader as not evaluated (``mapping_failed``), as when the
+eager mapping fails, never as the evaluator's error.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from evaltrace._internal.errors import FieldMappingFailed, log_internal_error
 from evaltrace.schema import Trace
 
 # The real instance dict (the slot BaseModel declares), read and written past LazyTrace's ``__dict__`` property.
@@ -33,11 +39,27 @@ _FIELD_NAMES = frozenset(FIELDS)
 class FieldSource:
     """Maps one field of a Trace on demand (the base of a LazyTrace's source, kept in its unused private slot)."""
 
-    __slots__ = ()
+    __slots__ = ("failures",)
+
+    def __init__(self) -> None:
+        self.failures: dict[str, Exception] = {}  # field -> what its mapping raised (kept: mapped once)
 
     def field(self, name: str) -> Any:
         """The value of field ``name`` (an equal value on every call for the same name)."""
         raise NotImplementedError
+
+    def value_of(self, name: str) -> Any:
+        """``field(name)``; raises FieldMappingFailed (from the kept cause) when it raised, now or before."""
+        cause = self.failures.get(name)
+        if cause is None:
+            try:
+                return self.field(name)
+            except Exception as exc:
+                cause = self.failures.setdefault(name, exc)
+                if cause is exc:  # the first failure of this field: logged once, at our boundary
+                    log_internal_error(f"mapping Trace.{name} on first read (its readers are not evaluated)")
+        # A new wrapper per read (threads may raise at once), all chained to the one kept cause.
+        raise FieldMappingFailed(name) from cause
 
 
 class LazyTrace(Trace):
@@ -47,14 +69,20 @@ class LazyTrace(Trace):
     """
 
     def __getattr__(self, name: str) -> Any:
-        # Only called for names missing from the instance dict: a field not mapped yet, or a real miss.
+        # Only called for names missing from the instance dict: a field not mapped yet, or a real miss. A whole
+        # read in another thread may be turning this object into a plain Trace meanwhile (materialize: the full
+        # dict, then no source, then the class), so the source is read first and the dict after it: a dict
+        # without the field is then either the old one (its values are the ones the new dict copies) or the
+        # source is still there to map it.
         source = object.__getattribute__(self, "__pydantic_private__")
-        if name in _FIELD_NAMES and isinstance(source, FieldSource):
-            real: dict[str, Any] = _DICT.__get__(self)
-            if name not in real:
-                real.setdefault(name, source.field(name))
-            return real[name]
-        return super().__getattr__(name)  # type: ignore[misc]  # pydantic's (private attributes, errors)
+        real: dict[str, Any] = _DICT.__get__(self)
+        if name in _FIELD_NAMES:
+            if name in real:
+                return real[name]
+            if isinstance(source, FieldSource):
+                return real.setdefault(name, source.value_of(name))
+        # Explicit, not zero-arg super(): ``self`` may be a plain Trace by now, which super(LazyTrace) refuses.
+        return BaseModel.__getattr__(self, name)  # type: ignore[attr-defined]  # pydantic's (private attributes, errors)
 
     @property
     def __dict__(self) -> dict[str, Any]:
@@ -66,6 +94,16 @@ class LazyTrace(Trace):
     @__dict__.setter
     def __dict__(self, value: dict[str, Any]) -> None:
         _DICT.__set__(self, value)
+
+    # Dumps map first here, not from inside pydantic's serializer (through ``__dict__``), which would turn a
+    # field's FieldMappingFailed into a PydanticSerializationError without its cause.
+    def model_dump(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        materialize(self)
+        return self.model_dump(*args, **kwargs)
+
+    def model_dump_json(self, *args: Any, **kwargs: Any) -> str:
+        materialize(self)
+        return self.model_dump_json(*args, **kwargs)
 
     def __eq__(self, other: object) -> bool:
         materialize(self)
@@ -118,8 +156,9 @@ def materialize(trace: Trace) -> None:
     if isinstance(source, FieldSource):
         for name in FIELDS:
             if name not in real:
-                real.setdefault(name, source.field(name))
-        # The eager Trace's field order (dumps and repr follow the dict's order), with the values published.
+                real.setdefault(name, source.value_of(name))  # FieldMappingFailed: the trace stays lazy
+        # The eager Trace's field order (dumps and repr follow the dict's order), with the values published: a
+        # concurrent first read publishes into ``real`` with setdefault, so it returns these very objects.
         _DICT.__set__(trace, {name: real[name] for name in FIELDS})
     object.__setattr__(trace, "__pydantic_private__", None)
     object.__setattr__(trace, "__class__", Trace)
