@@ -24,6 +24,7 @@ class JudgeServer:
         completion_tokens: Usage reported with every reply.
         url: The ``base_url`` to give the client (ends in ``/v1``).
         requests: Per request: ``path``, ``body`` (parsed JSON) and ``authorization`` (the header).
+        connections: Connections the client holds open now (opened, not yet closed by it or the server).
     """
 
     verdict: Verdict
@@ -31,6 +32,7 @@ class JudgeServer:
     completion_tokens: int = 10
     url: str = ""
     requests: list[dict[str, Any]] = field(default_factory=list)
+    connections: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def count(self) -> int:
@@ -61,13 +63,33 @@ class JudgeServer:
 
 
 @contextmanager
-def serve_judge(verdict: Verdict, *, prompt_tokens: int = 50, completion_tokens: int = 10) -> Iterator[JudgeServer]:
-    """Run a :class:`JudgeServer` on a free port of 127.0.0.1 for the ``with`` block."""
+def serve_judge(
+    verdict: Verdict, *, prompt_tokens: int = 50, completion_tokens: int = 10, keep_alive: bool = False
+) -> Iterator[JudgeServer]:
+    """Run a :class:`JudgeServer` on a free port of 127.0.0.1 for the ``with`` block.
+
+    ``keep_alive`` answers in HTTP/1.1 and keeps each connection open until the client closes it (what real
+    endpoints do); by default every reply closes its connection (HTTP/1.0).
+    """
     judge = JudgeServer(verdict, prompt_tokens, completion_tokens)
 
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
         def log_message(self, *args: Any) -> None:  # keep test output quiet
             pass
+
+        def setup(self) -> None:
+            super().setup()
+            with judge.lock:
+                judge.connections += 1
+
+        def finish(self) -> None:
+            try:
+                super().finish()
+            finally:
+                with judge.lock:
+                    judge.connections -= 1
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))

@@ -284,3 +284,22 @@ async def test_cost_from_the_price_table(fake_openai: FakeOpenAI) -> None:
         await unknown.aclose()
     assert priced.cost_usd == pytest.approx((100 * 3.0 + 20 * 5.0) / 1e6)
     assert unpriced.cost_usd is None and unpriced.detail["judge"]["cost_usd"] is None
+
+
+def test_a_judge_closed_on_one_loop_still_judges_on_the_next(fake_openai: FakeOpenAI) -> None:
+    # What an offline run does: close the judge's client on its loop at the end; its retry pass (or the next run)
+    # uses the same judge on a new loop, which must get an open client, not the closed one.
+    fake_openai.responder = lambda body: CLAIMS_REPLY
+    judge = Judge("m", base_url=fake_openai.url, api_key="k", max_retries=0)
+
+    async def judged_then_closed(answer: str) -> Any:
+        try:
+            return await Faithfulness(judge).evaluate(build_trace(answer, contexts=CONTEXTS))
+        finally:
+            await judge.aclose()
+
+    for i in range(3):
+        result = asyncio.run(judged_then_closed(f"a{i}"))  # a new answer each time: the judge's cache is not asked
+        gc.collect()  # the finished loop is gone: nothing ties the judge's clients to it any more
+        assert result.status == "completed", result.reason
+    assert len(fake_openai.chat_requests) == 3

@@ -107,6 +107,7 @@ async def test_fim_complete_is_a_text_completion_span(is_async: bool, exporter: 
     assert attrs[sc.GEN_AI_REQUEST_TEMPERATURE] == 0.2 and attrs[sc.GEN_AI_REQUEST_MAX_TOKENS] == 64
     assert attrs[sc.GEN_AI_REQUEST_SEED] == 7 and list(attrs[sc.GEN_AI_REQUEST_STOP_SEQUENCES]) == ["\n\n"]
     assert attrs[sc.GEN_AI_RESPONSE_ID] == "fim-1"
+    assert sc.GEN_AI_REQUEST_STREAM not in attrs  # set only when the request streams (conventions.md)
     assert list(attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS]) == ["stop"]
     assert (attrs[sc.GEN_AI_USAGE_INPUT_TOKENS], attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS]) == (12, 9)
     # The prompt is the user's text; the code after the gap is kept apart.
@@ -138,6 +139,7 @@ async def test_fim_stream_span_ends_with_the_stream(is_async: bool, exporter: In
     span = _span(exporter)
     attrs = _attrs(span)
     assert span.name == "text_completion codestral-latest"
+    assert attrs[sc.GEN_AI_REQUEST_STREAM] is True
     assert attrs[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] >= 0
     assert list(attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS]) == ["stop"]
     assert _json(span, sc.GEN_AI_OUTPUT_MESSAGES)[0]["parts"] == [{"type": "text", "content": expected}]
@@ -166,7 +168,7 @@ async def test_agents_complete_is_a_chat_span_with_the_agent_id(is_async: bool, 
     # No request model (the agent's preset has it): the span is named by the operation alone.
     assert span.name == "chat" and attrs[sc.GEN_AI_OPERATION_NAME] == "chat"
     assert sc.GEN_AI_REQUEST_MODEL not in attrs
-    assert attrs[sc.GEN_AI_AGENT_ID] == AGENT_ID
+    assert attrs[sc.GEN_AI_AGENT_ID] == AGENT_ID and sc.GEN_AI_REQUEST_STREAM not in attrs
     assert attrs[sc.GEN_AI_RESPONSE_MODEL] == recorded.response_json()["model"]
     assert attrs[sc.GEN_AI_REQUEST_MAX_TOKENS] == 512
     assert len(_json(span, sc.GEN_AI_INPUT_MESSAGES)) == len(messages)
@@ -175,17 +177,21 @@ async def test_agents_complete_is_a_chat_span_with_the_agent_id(is_async: bool, 
     assert attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] == recorded.response_json()["usage"]["prompt_tokens"]
 
 
-def test_agents_stream_keeps_the_tool_call(exporter: InMemorySpanExporter) -> None:
-    """The recorded streamed tool call served to ``agents.stream``."""
+async def test_agents_stream_keeps_the_tool_call(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    """The recorded streamed tool call served to ``agents.stream`` / ``stream_async``."""
     recorded = interactions(TOOL_STREAM)
     messages = call_kwargs(recorded[0])["messages"]
     with ReplayServer(_served_as(recorded, AGENTS_URI)) as srv:
-        with Mistral(api_key="x", server_url=srv.url) as client:
-            events = list(client.agents.stream(agent_id=AGENT_ID, messages=messages))
+        async with Mistral(api_key="x", server_url=srv.url) as client:
+            if is_async:
+                events = [e async for e in await client.agents.stream_async(agent_id=AGENT_ID, messages=messages)]
+            else:
+                events = list(client.agents.stream(agent_id=AGENT_ID, messages=messages))
     assert events
     span = _span(exporter)
     attrs = _attrs(span)
     assert span.name == "chat" and attrs[sc.GEN_AI_AGENT_ID] == AGENT_ID
+    assert attrs[sc.GEN_AI_REQUEST_STREAM] is True
     assert list(attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS]) == ["tool_calls"]
     (call,) = [p for p in _json(span, sc.GEN_AI_OUTPUT_MESSAGES)[0]["parts"] if p["type"] == "tool_call"]
     assert call["name"] == "get_weather" and call["arguments"] == {"city": "San Francisco"}
@@ -258,7 +264,7 @@ async def test_conversation_start_is_an_invoke_agent_span(is_async: bool, export
     assert span.name == "invoke_agent" and span.kind is SpanKind.CLIENT
     assert attrs[sc.GEN_AI_OPERATION_NAME] == "invoke_agent"
     assert attrs[sc.GEN_AI_AGENT_ID] == AGENT_ID and attrs[sc.GEN_AI_CONVERSATION_ID] == CONVERSATION_ID
-    assert attrs[sc.GEN_AI_RESPONSE_MODEL] == "mistral-medium-2505"
+    assert attrs[sc.GEN_AI_RESPONSE_MODEL] == "mistral-medium-2505" and sc.GEN_AI_REQUEST_STREAM not in attrs
     assert attrs[sc.GEN_AI_REQUEST_TEMPERATURE] == 0.3 and attrs[sc.GEN_AI_REQUEST_MAX_TOKENS] == 100
     assert (attrs[sc.GEN_AI_USAGE_INPUT_TOKENS], attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS]) == (40, 11)
     assert sc.GEN_AI_RESPONSE_FINISH_REASONS not in attrs  # the API has none: never invented
@@ -362,7 +368,7 @@ async def test_conversation_stream_accumulates_text_calls_and_usage(
     span = _span(exporter)
     attrs = _attrs(span)
     assert span.name == "invoke_agent" and attrs[sc.GEN_AI_CONVERSATION_ID] == CONVERSATION_ID
-    assert attrs[sc.GEN_AI_RESPONSE_MODEL] == "mistral-medium-2505"
+    assert attrs[sc.GEN_AI_RESPONSE_MODEL] == "mistral-medium-2505" and attrs[sc.GEN_AI_REQUEST_STREAM] is True
     assert (attrs[sc.GEN_AI_USAGE_INPUT_TOKENS], attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS]) == (50, 14)
     assert attrs[sc.EVALTRACE_STREAM_END_REASON] == sc.STREAM_END_EXHAUSTED
     assert attrs[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] >= 0
@@ -378,6 +384,25 @@ async def test_conversation_stream_accumulates_text_calls_and_usage(
         {"type": "text", "content": "Paris is the capital."},
         {"type": "tool_call", "id": "call_9", "name": "get_weather", "arguments": {"city": "Paris"}},
     ]
+
+
+@pytest.mark.parametrize("method", ["append_stream", "append_stream_async", "restart_stream", "restart_stream_async"])
+async def test_every_conversation_stream_method_marks_its_span_streamed(
+    method: str, exporter: InMemorySpanExporter
+) -> None:
+    """``append`` and ``restart`` streams (sync and async): ``gen_ai.request.stream``, as on ``start_stream``."""
+    body = _served(_sse(STREAMED), CONVERSATIONS_URI + "#stream", "text/event-stream")
+    kwargs: dict[str, Any] = {"conversation_id": CONVERSATION_ID, "inputs": "and its weather?"}
+    if method.startswith("restart"):
+        kwargs["from_entry_id"] = "msg_1"
+    with ReplayServer([body]) as srv:
+        async with Mistral(api_key="x", server_url=srv.url) as client:
+            called = getattr(client.beta.conversations, method)(**kwargs)
+            events = [e async for e in await called] if method.endswith("_async") else list(called)
+    assert len(events) == len(STREAMED) and srv.received[0].json()["stream"] is True
+    attrs = _attrs(_span(exporter))
+    assert attrs[sc.GEN_AI_OPERATION_NAME] == "invoke_agent" and attrs[sc.GEN_AI_REQUEST_STREAM] is True
+    assert attrs[sc.EVALTRACE_STREAM_END_REASON] == sc.STREAM_END_EXHAUSTED
 
 
 def test_a_conversation_stream_error_event_fails_the_span(exporter: InMemorySpanExporter) -> None:

@@ -139,6 +139,7 @@ async def test_stream_async_is_traced(exporter: InMemorySpanExporter) -> None:
     span = _span(exporter)
     assert _output(span)[0]["parts"] == [{"type": "text", "content": "France won"}]
     assert (span.attributes or {})[sc.EVALTRACE_STREAM_COMPLETED] is True
+    assert (span.attributes or {})[sc.GEN_AI_REQUEST_STREAM] is True
 
 
 @pytest.mark.usefixtures("instrumented")
@@ -239,6 +240,8 @@ def test_every_recording_replays_to_one_span_per_call(path: Any, exporter: InMem
         assert attrs[sc.GEN_AI_REQUEST_MODEL] == item.request_json()["model"]
         assert attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS]
         assert attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] > 0 and attrs[sc.GEN_AI_OUTPUT_MESSAGES]
+        # chat.stream sends no ``stream`` argument, yet its span says so; chat.complete's never does (conventions.md).
+        assert attrs.get(sc.GEN_AI_REQUEST_STREAM) is (True if item.request_json().get("stream") else None)
         if not item.request_json().get("stream"):
             assert attrs[sc.GEN_AI_RESPONSE_ID] == item.response_json()["id"]
 

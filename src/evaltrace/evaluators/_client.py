@@ -79,21 +79,34 @@ class LoopClients:
             return self.primary
         loop = asyncio.get_running_loop()
         with self._lock:
+            own = self._clients.get(loop)
+            if own is not None:
+                return own
             if self._primary_loop is None or self._primary_loop() is None:
                 self._primary_loop = weakref.ref(loop)
             if self._primary_loop() is loop:
                 return self.primary
-            if loop not in self._clients:
-                self._clients[loop] = self._build()
-            return self._clients[loop]
+            own = self._clients[loop] = self._build()
+            return own
 
     async def aclose(self) -> None:
-        """Close the running loop's client (the primary one included when it belongs to this loop)."""
-        client = self.client()
-        if not self._fixed:
-            with self._lock:
-                self._clients.pop(asyncio.get_running_loop(), None)
-        await client.close()
+        """Close the client(s) the running loop was handed; later loops get new ones (none is built to close it).
+
+        A closed primary is replaced by a fresh one: the judge stays usable by the next run (an offline run closes
+        its judges at its end, and its retry pass or the next run may use the same judge on another loop).
+        """
+        if self._fixed:
+            await self.primary.close()
+            return
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            closing = [client for client in (self._clients.pop(loop, None),) if client is not None]
+            if self._primary_loop is not None and self._primary_loop() is loop:
+                closing.append(self.primary)
+                self.primary = self._build()
+                self._primary_loop = None
+        for client in closing:
+            await client.close()
 
     def semaphore(self) -> asyncio.Semaphore:
         """Return the running loop's concurrency limiter (asyncio primitives must not cross loops)."""

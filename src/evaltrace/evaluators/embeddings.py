@@ -83,10 +83,14 @@ class OpenAIEmbedder:
             max_retries=max_retries,
             max_concurrency=max_concurrency,
         )
-        self.client = self._clients.primary
         self.model = model or os.environ.get("EVALTRACE_EMBEDDING_MODEL") or DEFAULT_EMBEDDING_MODEL
         self._cache: OrderedDict[str, list[float]] = OrderedDict()
         self._cache_size = cache_size
+
+    @property
+    def client(self) -> Any:
+        """The ``openai.AsyncOpenAI`` of the first event loop to call (a fresh one once :meth:`aclose` closed it)."""
+        return self._clients.primary
 
     async def aclose(self) -> None:
         """Close the HTTP client used on the running event loop (call it before the loop ends)."""

@@ -240,7 +240,6 @@ class Judge:
             max_retries=max_retries,
             max_concurrency=max_concurrency,
         )
-        self.client = self._clients.primary
         self.timeout = timeout
         self.model = model or os.environ.get("EVALTRACE_JUDGE_MODEL") or DEFAULT_MODEL
         self.temperature = temperature
@@ -251,6 +250,11 @@ class Judge:
 
     def __repr__(self) -> str:
         return f"Judge(model={self.model!r})"
+
+    @property
+    def client(self) -> Any:
+        """The ``openai.AsyncOpenAI`` of the first event loop to call (a fresh one once :meth:`aclose` closed it)."""
+        return self._clients.primary
 
     @property
     def url(self) -> str:

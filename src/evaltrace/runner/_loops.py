@@ -12,6 +12,9 @@ what it holds.
 Why one loop per evaluator and not one per evaluation: async clients (the judge's ``AsyncOpenAI``, a user's
 ``httpx.AsyncClient``) keep connections that belong to the loop that opened them, so an evaluator keeps one loop
 for the whole run while it behaves; and a blocking evaluator stalls only its own evaluations, never another's.
+For the same reason those clients are closed on their own loop at the end of the run (:meth:`OnOwnLoop.aclose`),
+before it stops: a loop closed under an open client leaves its keep-alive connections to the garbage collector
+(``ResourceWarning: unclosed transport``), and the server holds them until then.
 """
 
 from __future__ import annotations
@@ -19,17 +22,44 @@ from __future__ import annotations
 import asyncio
 import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from evaltrace._internal.daemon_pool import UserAbort
+from evaltrace._internal.errors import handle_internal_errors
 from evaltrace._internal.tracing import suppress_instrumentation
 from evaltrace.schema import EvalCase, EvaluationResult, Trace
 
-__all__ = ["PROBE_WAIT_S", "EvaluatorLoop", "OnOwnLoop"]
+__all__ = ["CLOSE_WAIT_S", "PROBE_WAIT_S", "EvaluatorLoop", "OnOwnLoop", "clients_of"]
 
 PROBE_WAIT_S = 0.1
 """How long a loop may take to answer a ping after a timeout before it counts as blocked (a live one: < 1 ms)."""
+CLOSE_WAIT_S = 1.0
+"""How long closing an evaluator's clients on its loop may take before the loop is stopped regardless (a loop
+blocked by the evaluator never runs the closing; closing sockets takes milliseconds)."""
+
+_CLIENT_ATTRIBUTES = ("judge", "embedder")
+"""Where catalogue evaluators keep the objects that own async HTTP clients (each with ``async aclose()``)."""
+
+
+def clients_of(evaluator: Any) -> list[Any]:
+    """The distinct judges and embedders with an ``async aclose()`` an evaluator (or one of its ``parts``) holds."""
+    parts = getattr(evaluator, "parts", None)
+    holders = [evaluator, *(parts.values() if isinstance(parts, dict) else ())]
+    found: dict[int, Any] = {}
+    for holder in holders:
+        for attribute in _CLIENT_ATTRIBUTES:
+            owner = getattr(holder, attribute, None)
+            if inspect.iscoroutinefunction(getattr(owner, "aclose", None)):
+                found.setdefault(id(owner), owner)
+    return list(found.values())
+
+
+async def _close_each(closers: list[Callable[[], Awaitable[Any]]]) -> None:
+    # Runs on the evaluator's loop, where the clients' connections live. One failing close never stops the others.
+    for close in closers:
+        with handle_internal_errors("closing an evaluator's HTTP client"):
+            await close()
 
 
 async def _contained(call: Callable[[], Any]) -> Any:
@@ -132,6 +162,30 @@ class EvaluatorLoop:
                 _stop(self._loop)
                 self._loop = None
 
+    async def aclose(self, closers: list[Callable[[], Awaitable[Any]]]) -> None:
+        """Await each of ``closers`` on the current loop (for :data:`CLOSE_WAIT_S` at most), then stop it.
+
+        Args:
+            closers: What closes the clients opened on this loop (``Judge.aclose``...); errors are logged.
+        """
+        with self._lock:
+            loop, self._loop = self._loop, None
+        if loop is None:
+            return  # never started, or closed already: no client was opened on a loop of ours still running
+        try:
+            if closers:
+                closing = asyncio.wrap_future(
+                    asyncio.run_coroutine_threadsafe(_contained(lambda: _close_each(closers)), loop)
+                )
+                done, _ = await asyncio.wait({closing}, timeout=CLOSE_WAIT_S)
+                if not done:
+                    closing.cancel()  # the loop is blocked (or the close stuck): exit does not wait for it
+                else:
+                    with handle_internal_errors("closing an evaluator's HTTP client"):
+                        closing.result()
+        finally:
+            _stop(loop)
+
 
 class OnOwnLoop:
     """An async evaluator proxied onto its :class:`EvaluatorLoop`, with the same name and version.
@@ -159,3 +213,7 @@ class OnOwnLoop:
         """Evaluate on the evaluator's own loop."""
         result: EvaluationResult = await self.loop.run(lambda: self.inner.evaluate(trace, case))
         return result
+
+    async def aclose(self) -> None:
+        """Close the evaluator's judge and embedder clients of this loop on it (bounded), then stop the loop."""
+        await self.loop.aclose([owner.aclose for owner in clients_of(self.inner)])

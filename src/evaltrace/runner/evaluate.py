@@ -97,13 +97,13 @@ class _Runners:
                 pool = DaemonExecutor(max(1, concurrency), thread_name_prefix=f"evaltrace-eval-{item.name}")
                 self.items.append((item, item.evaluator, pool))
 
-    def close(self) -> None:
-        # Nothing is joined: a stuck evaluator's thread or loop is a daemon and never delays the exit.
-        for _, runner, pool in self.items:
+    async def aclose(self) -> None:
+        # Nothing is joined: a stuck evaluator's thread or loop is a daemon and never delays the exit. Async
+        # evaluators' clients are closed on their own loops first, all at once, within CLOSE_WAIT_S in all.
+        for _, _, pool in self.items:
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
-            if isinstance(runner, OnOwnLoop):
-                runner.loop.close()
+        await asyncio.gather(*(runner.aclose() for _, runner, _ in self.items if isinstance(runner, OnOwnLoop)))
 
 
 async def evaluate_traces(
@@ -173,7 +173,7 @@ async def evaluate_traces(
     try:
         nested = await asyncio.gather(*(per_trace(t) for t in traces))
     finally:
-        runners.close()
+        await runners.aclose()
     return [result for group in nested for result in group]
 
 

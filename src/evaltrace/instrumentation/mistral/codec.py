@@ -12,7 +12,7 @@ from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.engine.values import host_port
 from evaltrace._internal.openai.response import chat_summary
 from evaltrace.instrumentation.mistral import conversations, request, response
-from evaltrace.instrumentation.mistral.endpoints import AGENTS, CONVERSATION
+from evaltrace.instrumentation.mistral.endpoints import AGENTS, CONVERSATION, Streamed, base_kind
 from evaltrace.instrumentation.mistral.stream import MistralStreamAccumulator
 
 
@@ -28,6 +28,7 @@ def _stream_types() -> tuple[type[Any], ...]:
 
 
 _OPERATIONS: dict[Hashable, str] = {AGENTS: sc.OP_CHAT, CONVERSATION: sc.OP_INVOKE_AGENT}
+_STREAMED: dict[str, Any] = {sc.GEN_AI_REQUEST_STREAM: True}
 
 # Imported with the codec, i.e. once the SDK is (the engine loads the codec with its first patch).
 _STREAM_TYPES = _stream_types()
@@ -49,12 +50,18 @@ class MistralCodec(Codec):
             return None, None
         return host_port(url) if isinstance(url, str) and url else (None, None)
 
+    def start_attributes(self, kind: Hashable) -> dict[str, Any]:
+        """``gen_ai.request.stream`` on the calls of the methods that always stream (see ``endpoints.Streamed``)."""
+        return _STREAMED if isinstance(kind, Streamed) else {}
+
     def operation(self, kind: Hashable) -> str:
         """``chat`` for ``agents.*`` (a chat completion by agent id), ``invoke_agent`` for conversations."""
+        kind = base_kind(kind)
         return _OPERATIONS.get(kind, str(kind))
 
     def request_attributes(self, kind: Hashable, params: dict[str, Any], capture: bool, max_len: int) -> dict[str, Any]:
         """Request parameters, and with ``capture`` the messages and tools (see ``request``, ``conversations``)."""
+        kind = base_kind(kind)
         if kind == CONVERSATION:
             return conversations.request_attributes(params, capture, max_len)
         attrs = request.request_attributes(self.operation(kind), params, capture, max_len)
@@ -66,6 +73,7 @@ class MistralCodec(Codec):
 
     def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
         """A chat / FIM / agents completion, an embeddings or a conversation response -> Outcome."""
+        kind = base_kind(kind)
         if kind == sc.OP_EMBEDDINGS:
             return response.embeddings_outcome(result, capture)
         if kind == CONVERSATION:
@@ -74,6 +82,7 @@ class MistralCodec(Codec):
 
     def summary(self, kind: Hashable, result: Any) -> Summary:
         """Model and token counts, for metrics (embeddings report no output tokens)."""
+        kind = base_kind(kind)
         if kind == sc.OP_EMBEDDINGS:
             return Summary.of(response.embeddings_outcome(result, False))
         if kind == CONVERSATION:
@@ -86,6 +95,7 @@ class MistralCodec(Codec):
 
     def accumulator(self, kind: Hashable) -> Accumulator:
         """A fresh stream accumulator: ``CompletionEvent``s (chat, fim, agents) or ``ConversationEvents``."""
+        kind = base_kind(kind)
         if kind == CONVERSATION:
             return conversations.ConversationStreamAccumulator()
         return MistralStreamAccumulator()

@@ -11,9 +11,15 @@ Operations (docs/providers/mistral.md says why):
   ``gen_ai.agent.id``;
 * ``beta.conversations.start`` / ``append`` / ``restart`` and their streams (the Agents API: the server runs the agent, its
   built-in tools and handoffs, and keeps the conversation): ``invoke_agent``.
+
+A method that always streams (``stream``, ``*_stream`` and their async twins: the request carries no ``stream``
+argument to read) has the kind :class:`Streamed` of its twin's, so its spans get ``gen_ai.request.stream``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import NamedTuple
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import Endpoint
@@ -23,6 +29,22 @@ AGENTS = "mistral.agents"
 
 CONVERSATION = "mistral.conversation"
 """Endpoint kind of ``beta.conversations.start`` / ``append`` / ``restart`` (and streams): an agent invocation."""
+
+
+class Streamed(NamedTuple):
+    """Endpoint kind of a method that always streams; ``of`` is the kind of its non-streaming twin."""
+
+    of: str
+
+
+def base_kind(kind: Hashable) -> Hashable:
+    """The kind without its streaming mark (what every codec hook but ``start_attributes`` tells apart)."""
+    return kind.of if isinstance(kind, Streamed) else kind
+
+
+def _kind(kind: str, method: str) -> str | Streamed:
+    return Streamed(kind) if "stream" in method else kind
+
 
 _CHAT_MODULES = ("mistralai.client.chat", "mistralai.chat")
 _EMBEDDINGS_MODULES = ("mistralai.client.embeddings", "mistralai.embeddings")
@@ -47,7 +69,7 @@ _CONVERSATIONS = (
 
 ENDPOINTS: tuple[Endpoint, ...] = (
     *(
-        Endpoint(module, "Chat", method, sc.OP_CHAT, is_async)
+        Endpoint(module, "Chat", method, _kind(sc.OP_CHAT, method), is_async)
         for module in _CHAT_MODULES
         for method, is_async in _COMPLETIONS
     ),
@@ -57,17 +79,17 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         for method, is_async in (("create", False), ("create_async", True))
     ),
     *(
-        Endpoint(module, "Fim", method, sc.OP_TEXT_COMPLETION, is_async)
+        Endpoint(module, "Fim", method, _kind(sc.OP_TEXT_COMPLETION, method), is_async)
         for module in _FIM_MODULES
         for method, is_async in _COMPLETIONS
     ),
     *(
-        Endpoint(module, "Agents", method, AGENTS, is_async)
+        Endpoint(module, "Agents", method, _kind(AGENTS, method), is_async)
         for module in _AGENTS_MODULES
         for method, is_async in _COMPLETIONS
     ),
     *(
-        Endpoint(module, "Conversations", method, CONVERSATION, is_async)
+        Endpoint(module, "Conversations", method, _kind(CONVERSATION, method), is_async)
         for module in _CONVERSATIONS_MODULES
         for method, is_async in _CONVERSATIONS
     ),
