@@ -14,8 +14,10 @@ uninstrumented (the floor), and ``evaltrace``, ``configure()`` (evaluation proce
 ``openai`` is a reference row measured the same way, to compare with the OpenAI budgets.
 
 Per chunk: streams of ``SHORT`` and ``LONG`` content events (the recording's first event, its first content
-events, repeated in order if the recording has fewer, then its closing events: finish, usage, ``[DONE]``); the
-slope (long - short) / (LONG - SHORT) per stream. Only Mistral, Groq, Ollama and OpenAI have recorded streams long
+events, repeated in order if the recording has fewer, then its closing events: finish, usage, ``[DONE]``). Both
+runs warm up on the short stream, so the per-chunk figure is (long run - short run) / (streams x (LONG - SHORT)),
+with no 0-call run. Defaults: 20 calls, 6 streams of 10 and 110 content events; ``--quick``: 8 calls, 3 streams of
+5 and 45. Under load one provider takes 10-20 minutes: run at most two at a time. Only Mistral, Groq, Ollama and OpenAI have recorded streams long
 enough: Google Gen AI's recorded streams load as one event each, Bedrock's event stream is one binary body and no
 Cohere stream is recorded, so their per-chunk cells are left empty.
 """
