@@ -1,0 +1,363 @@
+"""Instrumentation cost of the issue 26 providers, per call and per stream chunk, against the uninstrumented client.
+
+Run: python benchmarks/bench_providers.py [--providers mistral,groq] [--quick] [--calls 20] [--stream-calls 6]
+
+Every call goes through the provider's real SDK, answered in-process with a response recorded in
+``tests/fixtures/<provider>-cassettes`` (loaded by ``tests/cassettes.py``): ``httpx.MockTransport`` where the SDK
+takes an httpx client or transport (Mistral, Groq, Ollama, Cohere, Google Gen AI; LiteLLM through the openai
+client it accepts, with the OpenAI recording of ``bench_openai_pipeline.py``), and botocore's ``before-send``
+event for Bedrock (boto3 has no httpx). In-process answers keep the floor small and stable: no socket, no server
+thread. Each provider has two implementations, each in its own callgrind child (``_callgrind.py``:
+PYTHONHASHSEED=0, N calls minus 0 calls, application thread and all threads apart): ``none``, the same client
+uninstrumented (the floor), and ``evaltrace``, ``configure()`` (evaluation processor included) into
+``_pipeline.ReadingExporter`` (reads every attribute of every span) + ``instrument_<provider>()``, content on.
+``openai`` is a reference row measured the same way, to compare with the OpenAI budgets.
+
+Per chunk: streams of ``SHORT`` and ``LONG`` content events (the recording's first event, its first content
+events, repeated in order if the recording has fewer, then its closing events: finish, usage, ``[DONE]``). Both
+runs warm up on the short stream, so the per-chunk figure is (long run - short run) / (streams x (LONG - SHORT)),
+with no 0-call run. Defaults: 20 calls, 6 streams of 10 and 110 content events; ``--quick``: 8 calls, 3 streams of
+5 and 45. Under load one provider takes 5-20 minutes: run at most two at a time. Streams: OpenAI, Mistral, Groq,
+Ollama and Google Gen AI (its recorded SSE separates events with CRLF CRLF, which ``cassettes._chunks`` serves as
+one body: split here). Bedrock's event stream is one binary body and no Cohere stream is recorded, so their
+per-chunk cells are left empty.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import _callgrind
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from cassettes import FIXTURES, Recorded, _chunks, load_cassette  # noqa: E402
+
+SHORT, LONG = 10, 110
+QUICK_SHORT, QUICK_LONG = 5, 45
+WARMUP = 5
+
+
+@dataclass(frozen=True)
+class Provider:
+    """Where a provider's recordings are and how its real client is built and called."""
+
+    instrument: str
+    call: str
+    stream: str | None = None
+
+
+PROVIDERS: dict[str, Provider] = {
+    "openai": Provider(
+        "instrument_openai",
+        "openai-cassettes/otel-contrib/test_chat_completion_with_content.yaml",
+        "openai-cassettes/otel-contrib/test_chat_completion_streaming.yaml",
+    ),
+    "mistral": Provider(
+        "instrument_mistral",
+        "mistral-cassettes/pydantic-ai/test_mistral_forwards_penalties.yaml",
+        "mistral-cassettes/pydantic-ai/test_mistral_model_thinking_part_iter.yaml",
+    ),
+    "groq": Provider(
+        "instrument_groq",
+        "groq-cassettes/pydantic-ai/test_extra_headers.yaml",
+        "groq-cassettes/pydantic-ai/test_groq_model_thinking_part_iter.yaml",
+    ),
+    "ollama": Provider(
+        "instrument_ollama",
+        "ollama-cassettes/openinference/test_instrumentor/test_chat.yaml",
+        "ollama-cassettes/openinference/test_instrumentor/test_chat_stream.yaml",
+    ),
+    "cohere": Provider("instrument_cohere", "cohere-cassettes/pydantic-ai/test_request_simple_success_with_vcr.yaml"),
+    "google_genai": Provider(
+        "instrument_google_genai",
+        "google-genai-cassettes/openinference/test_instrumentation/test_generate_content.yaml",
+        "google-genai-cassettes/openinference/test_instrumentation/test_streaming_reasoning.yaml",
+    ),
+    "bedrock": Provider(
+        "instrument_bedrock", "bedrock-cassettes/openinference/TestNovaInvokeModel.test_nova_converse.yaml"
+    ),
+    "litellm": Provider("instrument_litellm", "openai-cassettes/otel-contrib/test_chat_completion_with_content.yaml"),
+}
+
+
+def _is_closing(event: bytes) -> bool:
+    """The first event of a stream's recorded close: a finish reason, Ollama's ``done``, or the SSE terminator."""
+    compact = event.replace(b" ", b"")
+    if b'"finish_reason":"' in compact or b'"done":true' in compact or b"[DONE]" in compact:
+        return True
+    if b'"finishReason":"' in compact:  # Gemini
+        return True
+    return False
+
+
+def stream_events(item: Recorded, contents: int) -> list[bytes]:
+    """The recorded stream with ``contents`` content events: its first event, its content events, its close."""
+    events = _chunks(item)
+    if len(events) == 1 and b"\r\n\r\n" in item.body:  # Gemini's SSE separates events with CRLF CRLF
+        events = [event + b"\r\n\r\n" for event in item.body.split(b"\r\n\r\n") if event.strip()]
+    close = next(i for i in range(1, len(events)) if _is_closing(events[i]))
+    body = events[1:close]
+    return [events[0], *(body[i % len(body)] for i in range(contents)), *events[close:]]
+
+
+def recorded(provider: Provider, case: str) -> Recorded:
+    path = provider.stream if case.startswith("stream") else provider.call
+    assert path is not None
+    return load_cassette(FIXTURES / path)[0]
+
+
+def handler(item: Recorded, events: list[bytes] | None) -> Callable[[httpx.Request], httpx.Response]:
+    """Answer every request with ``item``'s response (``events`` one chunk each for a stream)."""
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        request.read()
+        content: Any = iter(events) if events is not None else item.body
+        return httpx.Response(item.status, headers=item.headers, content=content)
+
+    return answer
+
+
+def _request(item: Recorded) -> dict[str, Any]:
+    body = dict(item.request_json())
+    body.pop("stream", None)
+    return body
+
+
+# --- one call of each provider through its real client -------------------------------------------------------
+
+
+def _openai(item: Recorded, transport: httpx.MockTransport, stream: bool) -> Callable[[], None]:
+    import openai
+
+    client = openai.OpenAI(api_key="bench", http_client=httpx.Client(transport=transport))
+    kwargs = _request(item)
+    if not stream:
+        return lambda: client.chat.completions.create(**kwargs) and None
+    return lambda: _drain(client.chat.completions.create(**kwargs, stream=True))
+
+
+def _mistral(item: Recorded, transport: httpx.MockTransport, stream: bool) -> Callable[[], None]:
+    from mistralai.client import Mistral
+
+    client = Mistral(api_key="bench", client=httpx.Client(transport=transport))
+    kwargs = _request(item)
+    if not stream:
+        return lambda: client.chat.complete(**kwargs) and None
+    return lambda: _drain(client.chat.stream(**kwargs))
+
+
+def _groq(item: Recorded, transport: httpx.MockTransport, stream: bool) -> Callable[[], None]:
+    import groq
+
+    client = groq.Groq(api_key="bench", http_client=httpx.Client(transport=transport))
+    kwargs = _request(item)
+    if not stream:
+        return lambda: client.chat.completions.create(**kwargs) and None
+    return lambda: _drain(client.chat.completions.create(**kwargs, stream=True))
+
+
+def _ollama(item: Recorded, transport: httpx.MockTransport, stream: bool) -> Callable[[], None]:
+    import ollama
+
+    client = ollama.Client(host="http://127.0.0.1:11434", transport=transport)
+    kwargs = _request(item)
+    if not stream:
+        return lambda: client.chat(**kwargs) and None
+    return lambda: _drain(client.chat(**kwargs, stream=True))
+
+
+def _cohere(item: Recorded, transport: httpx.MockTransport, stream: bool) -> Callable[[], None]:
+    import cohere
+
+    client = cohere.ClientV2(api_key="bench", httpx_client=httpx.Client(transport=transport))
+    kwargs = _request(item)
+    return lambda: client.chat(**kwargs) and None
+
+
+def _google_genai(item: Recorded, transport: httpx.MockTransport, stream: bool) -> Callable[[], None]:
+    from google import genai
+    from google.genai import types
+
+    options = types.HttpOptions(httpx_client=httpx.Client(transport=transport))
+    client = genai.Client(api_key="bench", http_options=options)
+    model = item.path.split("/models/")[1].split(":")[0]
+    if stream:
+        return lambda: _drain(client.models.generate_content_stream(model=model, contents="Tell a bedtime story."))
+    return lambda: client.models.generate_content(model=model, contents="What's the weather like?") and None
+
+
+class _Raw:
+    """What botocore reads a response body from (``AWSResponse.raw``)."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def stream(self, *_: Any, **__: Any) -> Iterator[bytes]:
+        yield self._body
+
+
+def _bedrock(item: Recorded, transport: httpx.MockTransport, stream: bool) -> Callable[[], None]:
+    import boto3
+    from botocore.awsrequest import AWSResponse
+
+    client = boto3.client(
+        "bedrock-runtime", region_name="us-east-1", aws_access_key_id="bench", aws_secret_access_key="bench"
+    )
+    headers = dict(item.headers)
+
+    def send(request: Any, **_: Any) -> AWSResponse:
+        return AWSResponse(request.url, item.status, headers, _Raw(item.body))  # type: ignore[no-untyped-call]
+
+    client.meta.events.register("before-send.bedrock-runtime.*", send)
+    kwargs = _request(item)
+    return lambda: client.converse(modelId="amazon.nova-micro-v1:0", **kwargs) and None
+
+
+def _litellm(item: Recorded, transport: httpx.MockTransport, stream: bool) -> Callable[[], None]:
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # it fetches its price map at import otherwise
+    import litellm
+    import openai
+
+    client = openai.OpenAI(api_key="bench", http_client=httpx.Client(transport=transport))
+    kwargs = _request(item)
+    kwargs["model"] = "openai/" + kwargs["model"]
+    return lambda: litellm.completion(**kwargs, client=client) and None
+
+
+CLIENTS: dict[str, Callable[[Recorded, httpx.MockTransport, bool], Callable[[], None]]] = {
+    "openai": _openai,
+    "mistral": _mistral,
+    "groq": _groq,
+    "ollama": _ollama,
+    "cohere": _cohere,
+    "google_genai": _google_genai,
+    "bedrock": _bedrock,
+    "litellm": _litellm,
+}
+
+
+def _drain(stream: Any) -> None:
+    for _ in stream:
+        pass
+
+
+def callgrind_child(variant: str, calls: int) -> None:
+    """``provider:impl:case``: set up, warm up, ``calls`` calls, the pipeline flushed before exit.
+
+    ``streamN`` warms up on ``warmN``'s short stream (``stream<short>,<N>``), so the runs of the short and the long
+    stream differ only in the measured streams and their difference alone gives the per-chunk slope.
+    """
+    name, impl, case = variant.split(":")
+    provider = PROVIDERS[name]
+    flush: Callable[[], Any] = lambda: None  # noqa: E731
+    if impl == "evaltrace":
+        from _pipeline import ReadingExporter, evaltrace_pipeline
+
+        import evaltrace
+        from evaltrace._internal import settings
+
+        handle = evaltrace_pipeline(ReadingExporter())
+        settings.replace(settings.CaptureSettings(capture_content=True))
+        getattr(evaltrace, provider.instrument)()
+        flush = handle.force_flush
+    item = recorded(provider, case)
+    stream = case.startswith("stream")
+    if stream:
+        warm, measured = (int(n) for n in case[6:].split(","))
+        current = {"events": stream_events(item, warm)}
+        fn = CLIENTS[name](item, httpx.MockTransport(lambda r: handler(item, current["events"])(r)), True)
+    else:
+        fn = CLIENTS[name](item, httpx.MockTransport(handler(item, None)), False)
+    for _ in range(WARMUP):
+        fn()
+    flush()
+    if stream:
+        current["events"] = stream_events(item, measured)
+    gc.collect()
+    gc.disable()  # a cyclic collection lands in one run and not the other (see bench_openai_pipeline.py)
+    for _ in range(calls):
+        fn()
+    flush()
+
+
+def run(names: list[str], calls: int, stream_calls: int, short: int, long: int) -> None:
+    print(f"callgrind, PYTHONHASHSEED=0; {calls} calls, {stream_calls} streams of {short} and {long} content events")
+    head = f"{'provider':13} {'row':9} {'floor app':>11} {'evaltrace app':>13} {'x':>5} {'floor all':>11}"
+    print(head + f" {'evaltrace all':>13} {'x':>5} {'added all':>10}")
+    for name in names:
+        provider = PROVIDERS[name]
+        variants = [f"{name}:{impl}:call" for impl in ("none", "evaltrace")]
+        results = _callgrind.measure(__file__, variants, calls)
+        floor, ours = results[variants[0]], results[variants[1]]
+        _row(name, "call", floor.app_thread, ours.app_thread, floor.all_threads, ours.all_threads)
+        if provider.stream is None:
+            print(f"{name:13} {'chunk':9} (no recorded stream of more than one event)")
+            continue
+        # Both runs warm up alike (the short stream) and differ only in their measured streams: no 0-call run.
+        cases = [f"stream{short},{short}", f"stream{short},{long}"]
+        variants = [f"{name}:{impl}:{case}" for impl in ("none", "evaltrace") for case in cases]
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            totals = dict(
+                zip(
+                    variants,
+                    pool.map(lambda v: _callgrind.run_totals(__file__, v, stream_calls), variants),
+                    strict=True,
+                )
+            )
+        per_chunk = stream_calls * (long - short)
+        slope = {}
+        for impl in ("none", "evaltrace"):
+            short_run, long_run = totals[f"{name}:{impl}:{cases[0]}"], totals[f"{name}:{impl}:{cases[1]}"]
+            slope[(impl, "app")] = (long_run[1] - short_run[1]) / per_chunk
+            slope[(impl, "all")] = (sum(long_run.values()) - sum(short_run.values())) / per_chunk
+        _row(name, "chunk", slope[("none", "app")], slope[("evaltrace", "app")], slope[("none", "all")],
+             slope[("evaltrace", "all")])  # fmt: skip
+        sys.stdout.flush()
+
+
+def _row(name: str, row: str, floor_app: float, app: float, floor_all: float, total: float) -> None:
+    print(
+        f"{name:13} {row:9} {floor_app:11,.0f} {app:13,.0f} {app / floor_app:5.2f} {floor_all:11,.0f}"
+        f" {total:13,.0f} {total / floor_all:5.2f} {total - floor_all:10,.0f}",
+        flush=True,
+    )
+    print(json.dumps({"provider": name, "row": row, "floor_app": floor_app, "app": app, "floor_all": floor_all,
+                      "all": total}), file=sys.stderr)  # fmt: skip
+
+
+def main() -> None:
+    child = _callgrind.child_request(sys.argv)
+    if child is not None:
+        callgrind_child(*child)
+        return
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--providers", default=",".join(PROVIDERS), help="comma-separated: " + ",".join(PROVIDERS))
+    parser.add_argument("--quick", action="store_true", help="fewer calls and shorter streams")
+    parser.add_argument("--calls", type=int, default=None, help="calls per plain-call run (default 20, quick 8)")
+    parser.add_argument("--stream-calls", type=int, default=None, help="streams per run (default 6, quick 3)")
+    args = parser.parse_args()
+    names = [n for n in args.providers.split(",") if n]
+    unknown = [n for n in names if n not in PROVIDERS]
+    if unknown:
+        parser.error(f"unknown provider(s) {', '.join(unknown)}; choose from {', '.join(PROVIDERS)}")
+    calls = args.calls or (8 if args.quick else 20)
+    stream_calls = args.stream_calls or (3 if args.quick else 6)
+    short, long = (QUICK_SHORT, QUICK_LONG) if args.quick else (SHORT, LONG)
+    os.environ.setdefault("PYTHONHASHSEED", "0")
+    run(names, calls, stream_calls, short, long)
+
+
+if __name__ == "__main__":
+    main()
