@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from evaltrace._internal import forks
 from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.evaluator_registry import registered
-from evaltrace._internal.export_queue import ExportQueue
+from evaltrace._internal.export_queue import shutdown_downstream
 
 
 class DeferredEvaluation(SpanProcessor):
@@ -115,11 +115,4 @@ class DeferredEvaluation(SpanProcessor):
             real.shutdown(timeout_millis)  # type: ignore[call-arg]  # ours takes the deadline
             return
         deadline = time.monotonic() + timeout_millis / 1000
-        for processor in self._downstream:
-            try:
-                if isinstance(processor, ExportQueue):  # ours takes the deadline; the SDK's take none
-                    processor.shutdown(max(50, int((deadline - time.monotonic()) * 1000)))
-                else:
-                    processor.shutdown()
-            except Exception:
-                log_internal_error("shutting down a downstream processor")
+        shutdown_downstream(self._downstream, deadline)

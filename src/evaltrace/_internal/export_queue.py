@@ -438,6 +438,23 @@ class ExportQueue(SpanProcessor):
                 self._episode.loss(len(batch), cause)
 
 
+def shutdown_downstream(processors: Sequence[SpanProcessor], deadline: float) -> None:
+    """Shut each processor down in turn by ``deadline`` (``time.monotonic()``); a failure is logged, never raised.
+
+    Our queues are given what is left of the deadline (at least 50 ms, so each still drains what it can); the SDK's
+    processors take no timeout. Used by every processor that forwards spans downstream (the evaluation processor,
+    the deferred one that stands in for it).
+    """
+    for processor in processors:
+        try:
+            if isinstance(processor, ExportQueue):  # ours takes the deadline; the SDK's take none
+                processor.shutdown(max(50, int((deadline - time.monotonic()) * 1000)))
+            else:
+                processor.shutdown()
+        except Exception:
+            log_internal_error("shutting down a downstream processor")
+
+
 def observe_export_counts(meter_provider: Any, queues: Sequence[ExportQueue]) -> None:
     """Publish every queue's counters as the observable counter ``evaltrace.export.spans`` (exporter, outcome).
 

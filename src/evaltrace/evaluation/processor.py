@@ -43,7 +43,7 @@ from evaltrace._internal import forks, semconv
 from evaltrace._internal.episodes import LossEpisode
 from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.evaluator_registry import registered, resolve_evaluators
-from evaltrace._internal.export_queue import ExportQueue, observe_export_counts
+from evaltrace._internal.export_queue import ExportQueue, observe_export_counts, shutdown_downstream
 from evaltrace._internal.tracing import is_suppressed
 from evaltrace.evaluation._engine import Engine
 from evaltrace.evaluation._jobs import Job, JobContext, JobRunner
@@ -1061,14 +1061,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         for index, worker in enumerate(self._sinks):
             left = deadline - time.monotonic()
             worker.shutdown(max(0.05, left * 0.75 / (len(self._sinks) - index)))
-        for processor in self._downstream:
-            try:
-                if isinstance(processor, ExportQueue):  # ours takes the deadline; the SDK's take none
-                    processor.shutdown(max(50, int((deadline - time.monotonic()) * 1000)))
-                else:
-                    processor.shutdown()
-            except Exception:
-                log_internal_error("shutting down a downstream processor")
+        shutdown_downstream(self._downstream, deadline)
 
     @property
     def sink_workers(self) -> list[SinkWorker]:
