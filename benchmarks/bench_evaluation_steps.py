@@ -12,14 +12,24 @@ same inputs, after the pipeline made them once, and the run with 0 calls is subt
   call   ``runner.call_evaluator`` (suppression, ``evaluate``, the unvalidated result)
   stamp  ``runner.stamp``
   copy   ``spans.enriched_copy``
+  plan   admission on the application thread: ``EvaluationSpanProcessor._plan`` (matching, the span list, the Job)
+  loop   one job on the evaluation loop, as the engine runs it when the evaluator looks slow (under callgrind it
+         does): ``JobRunner.run`` awaited in a running loop (mapping, call, stamp, record, the enriched copy,
+         forwarding to a no-op, the done count); includes map-lazy, call, stamp and copy
+  lane   the same job on the fast lane: ``JobRunner.run_now`` on a lane worker (what a cheap evaluator's job
+         takes outside callgrind)
+  publish  ``JobRunner._record`` of one result (stats, metrics, monitor; the reads of input and output)
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import dataclasses
 import gc
 import os
 import sys
+import time
 from typing import Any
 
 import _callgrind
@@ -30,7 +40,10 @@ from bench_evaluation import CONTEXT, QUESTION, answer
 import evaltrace
 from evaltrace.evaluation import EvaluatorSpec
 
-STEPS = ("map", "lazy", "call", "stamp", "copy")
+STEPS = ("map", "lazy", "call", "stamp", "copy", "plan", "loop", "lane", "publish")
+
+
+_HANDLE: list[Any] = []
 
 
 def _inputs() -> tuple[list[Any], Any]:
@@ -52,6 +65,7 @@ def _inputs() -> tuple[list[Any], Any]:
         evaluation_options={"emit_log_events": False, "dead_letter_dir": None},
         handle_sigterm=False,
     )
+    _HANDLE.append(handle)
     fn = evaltrace.agent(evaluators=[EvaluatorSpec(cheap, inline=True)])(answer)
     for _ in range(20):
         fn(QUESTION, CONTEXT)
@@ -63,6 +77,8 @@ def _inputs() -> tuple[list[Any], Any]:
 
 def callgrind_child(step: str, calls: int) -> None:
     from evaltrace.evaluation import _mapping
+    from evaltrace.evaluation._fast_lane import Worker
+    from evaltrace.evaluation._jobs import Job
     from evaltrace.evaluation.runner import call_evaluator, now, stamp
     from evaltrace.evaluation.spans import enriched_copy
     from evaltrace.mapping import trace_from_spans
@@ -72,6 +88,32 @@ def callgrind_child(step: str, calls: int) -> None:
     produced, _ = call_evaluator(cheap, trace)
     started = now()
     result = stamp(produced, cheap, trace, started)
+    processor = _HANDLE[0].evaluation_processor
+    runner = processor._runner
+    runner.ctx = dataclasses.replace(runner.ctx, forward=lambda span: None)  # the job's own work only
+    runner._on_done = lambda job: None
+    spec = processor._resolve(root.attributes["evaltrace.evaluators.ref"])[0]
+    worker = None
+    if step == "lane":
+        lane = processor._engine.lane
+        lane.slow_call_s = float("inf")  # callgrind's slowdown would mark the cheap evaluator slow: its job would leave
+        lane._slow.clear()
+        worker = Worker(lane)
+
+    def job() -> Any:
+        return Job(root, [spec], [], members, len(members), admitted_at=time.monotonic())
+
+    if step == "loop":
+        loop = asyncio.new_event_loop()
+
+        async def jobs() -> None:
+            for _ in range(calls):
+                await runner.run(job())
+
+        gc.collect()
+        gc.disable()
+        loop.run_until_complete(jobs())
+        os._exit(0)
     gc.collect()
     gc.disable()
     for _ in range(calls):
@@ -84,8 +126,14 @@ def callgrind_child(step: str, calls: int) -> None:
             call_evaluator(cheap, trace)
         elif step == "stamp":
             stamp(produced, cheap, trace, started)
-        else:
+        elif step == "copy":
             enriched_copy(root, [result], provenance=False)
+        elif step == "plan":
+            processor._plan(root)
+        elif step == "lane":
+            runner.run_now(job(), worker)
+        else:
+            runner._record(root, trace, spec, result)
     os._exit(0)  # no shutdown work in the counts
 
 

@@ -20,6 +20,7 @@ from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 
 import evaltrace
 from evaltrace.evaluation import EvaluatorSpec, JsonlScoreSink, LangfuseScoreSink, PhoenixScoreSink, evaluator
+from evaltrace._internal.errors import FieldMappingFailed
 from evaltrace.schema import EvaluationResult, Score
 from evaltrace.schema.conversation import Conversation
 from evaltrace.schema.scores import session_score_id
@@ -566,3 +567,64 @@ def test_finding_a_traces_session_never_raises_into_the_application(make_pipelin
         logging.getLogger("evaltrace.evaluation").removeFilter(refuses)
     p.processor.end_session("second")  # its trace was not left announced and missing: judged at once
     assert wait_until(lambda: [c.session_id for c in judge.seen] == ["second"], timeout=30)
+
+
+def _held_turn_spans(p: Pipeline, session: str) -> list[Any]:
+    """Weak references to every span of one two-span turn, once the session buffer holds its trace (unjudged)."""
+    import weakref
+
+    with p.tracer.start_as_current_span("turn", attributes={"session.id": session, "evaltrace.span.kind": "agent"}):
+        with p.tracer.start_as_current_span("retrieve", attributes={"input.value": "x" * 100_000}):
+            pass
+    assert wait_until(lambda: p.processor.stats()["sessions"]["traces"] == 1, timeout=30)
+    p.flush()
+    refs = [weakref.ref(span) for span in p.exporter.get_finished_spans()]
+    assert len(refs) == 2
+    p.exporter.clear()
+    return refs
+
+
+def test_a_trace_waiting_in_its_session_keeps_none_of_its_spans_alive(make_pipeline: MakePipeline) -> None:
+    """The session buffer holds a turn's Trace until the session is judged: its values, never the spans behind it.
+
+    A Trace mapped lazily keeps its spans to map the fields not read yet; held until the session ends, that would
+    be every span of every turn (their attributes, prompts and all) for as long as the user keeps talking. (The
+    completion buffer keeps a judged trace's spans for ``trace_late_window_s``, bounded: the window is 0 here.)
+    """
+    import gc
+
+    judge = Judge()
+    p = _session_pipeline(make_pipeline, judge, session_quiet_period_s=600.0, trace_late_window_s=0.0)
+    refs = _held_turn_spans(p, "chat-mem")
+    gc.collect()
+    assert [ref() for ref in refs] == [None, None]
+    p.processor.end_session("chat-mem")
+    assert wait_until(lambda: len(judge.seen) == 1, timeout=30)
+    assert [turn.trace_id for turn in judge.seen[0].turns] == [judge.seen[0].extra["trace_ids"][0]]
+
+
+def test_a_trace_with_a_field_that_failed_to_map_keeps_none_of_its_spans_alive_either(
+    make_pipeline: MakePipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same when one of the Trace's fields failed to map (a bug of ours): that field alone stays unreadable."""
+    import gc
+
+    from evaltrace.mapping import _build
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("a mapping bug of ours")
+
+    monkeypatch.setattr(_build, "_error", broken)  # Trace.error, of every trace
+    # pytest's log capture keeps each record, and the logged traceback's frames with it (the spans too): an
+    # application's handlers format a record and let it go.
+    monkeypatch.setattr(logging.getLogger("evaltrace"), "propagate", False)
+    judge = Judge()
+    p = _session_pipeline(make_pipeline, judge, session_quiet_period_s=600.0, trace_late_window_s=0.0)
+    refs = _held_turn_spans(p, "chat-bug")
+    gc.collect()
+    assert [ref() for ref in refs] == [None, None]
+    held = next(iter(p.processor._sessions._sessions["chat-bug"].traces.values()))  # type: ignore[union-attr]
+    assert held.output.final_answer is None and held.extra["trace_id"] and held.messages == []
+    with pytest.raises(FieldMappingFailed) as failed:
+        held.error  # noqa: B018  # the field that failed: unreadable, as it was before the spans were let go
+    assert str(failed.value.__cause__) == "a mapping bug of ours"

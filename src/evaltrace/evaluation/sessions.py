@@ -198,6 +198,10 @@ class SessionBuffer:
             ended: The trace carries the session end marker: the session is due at once.
             expected: The trace was announced with :meth:`expect`.
         """
+        # Imported here: the mapping package is not loaded with the processor (start-up), only with a first trace.
+        from evaltrace.mapping._lazy import release
+
+        release(trace)  # held until the session is judged: its values, never the spans a lazy Trace maps from
         size = trace_size(trace)
         with self._lock:
             entry = self._sessions.get(session_id)

@@ -147,6 +147,46 @@ def lazy_trace(ready: dict[str, Any], fields_set: set[str], fields: FieldSource)
     return trace
 
 
+class _Failures(FieldSource):
+    """What a LazyTrace keeps of its source once every field that maps is mapped: the failures, no spans."""
+
+    __slots__ = ()
+
+    def field(self, name: str) -> Any:  # never reached for a failed field: value_of raises its kept cause
+        raise AttributeError(name)
+
+
+def release(trace: Trace) -> None:
+    """Map every field of ``trace`` that maps and let go of its spans; a field that failed stays unreadable.
+
+    For a Trace kept long after its mapping (a turn held until its session is judged): a LazyTrace's source holds
+    every span of the subtree, with their attributes, until every field is mapped. A trace whose fields all map
+    becomes a plain Trace (:func:`materialize`); otherwise it stays a LazyTrace whose missing fields raise
+    FieldMappingFailed from the kept cause, as before, without the spans.
+    """
+    if type(trace) is not LazyTrace:
+        return
+    source = object.__getattribute__(trace, "__pydantic_private__")
+    if not isinstance(source, FieldSource) or isinstance(source, _Failures):
+        return
+    real: dict[str, Any] = _DICT.__get__(trace)
+    for name in FIELDS:
+        if name not in real:
+            try:
+                real.setdefault(name, source.value_of(name))
+            except FieldMappingFailed:
+                pass
+    if not source.failures:
+        materialize(trace)
+        return
+    kept = _Failures()
+    # Without their tracebacks (logged already): a traceback's frames hold the mapping's locals, the spans too.
+    kept.failures.update((name, cause.with_traceback(None)) for name, cause in source.failures.items())
+    # A reader holding the old source still maps from it (the spans live as long as that read); new reads of a
+    # failed field raise from the kept cause, and every other field is in the dict already.
+    object.__setattr__(trace, "__pydantic_private__", kept)
+
+
 def materialize(trace: Trace) -> None:
     """Map every field of ``trace`` still missing and make it a plain Trace (nothing to do for one already)."""
     if type(trace) is not LazyTrace:
