@@ -30,6 +30,7 @@ import gc
 import os
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import _callgrind
@@ -114,26 +115,26 @@ def callgrind_child(step: str, calls: int) -> None:
         gc.disable()
         loop.run_until_complete(jobs())
         os._exit(0)
+
+    def lazy() -> None:
+        built = _mapping.build_trace(members, root)
+        _ = built.output.final_answer, built.input
+
+    one: dict[str, Callable[[], Any]] = {
+        "map": lambda: trace_from_spans(members, root),
+        "lazy": lazy,
+        "call": lambda: call_evaluator(cheap, trace),
+        "stamp": lambda: stamp(produced, cheap, trace, started),
+        "copy": lambda: enriched_copy(root, [result], provenance=False),
+        "plan": lambda: processor._plan(root),
+        "lane": lambda: runner.run_now(job(), worker),
+        "publish": lambda: runner._record(root, trace, spec, result),
+    }
+    work = one[step]  # one call frame more per step than inline code: a few hundred instructions
     gc.collect()
     gc.disable()
     for _ in range(calls):
-        if step == "map":
-            trace_from_spans(members, root)
-        elif step == "lazy":
-            lazy = _mapping.build_trace(members, root)
-            _ = lazy.output.final_answer, lazy.input
-        elif step == "call":
-            call_evaluator(cheap, trace)
-        elif step == "stamp":
-            stamp(produced, cheap, trace, started)
-        elif step == "copy":
-            enriched_copy(root, [result], provenance=False)
-        elif step == "plan":
-            processor._plan(root)
-        elif step == "lane":
-            runner.run_now(job(), worker)
-        else:
-            runner._record(root, trace, spec, result)
+        work()
     os._exit(0)  # no shutdown work in the counts
 
 

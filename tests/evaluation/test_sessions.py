@@ -19,8 +19,8 @@ from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
 
 import evaltrace
-from evaltrace.evaluation import EvaluatorSpec, JsonlScoreSink, LangfuseScoreSink, PhoenixScoreSink, evaluator
 from evaltrace._internal.errors import FieldMappingFailed
+from evaltrace.evaluation import EvaluatorSpec, JsonlScoreSink, LangfuseScoreSink, PhoenixScoreSink, evaluator
 from evaltrace.schema import EvaluationResult, Score
 from evaltrace.schema.conversation import Conversation
 from evaltrace.schema.scores import session_score_id
