@@ -295,7 +295,8 @@ class Engine:
                 return
             # This thread then waits for the next job: its locals must not keep the last batch's spans alive
             # meanwhile (a trace held in its session would otherwise pin its spans until the next span ends).
-            first = item = batch = None
+            first = item = None
+            batch = []
 
     def _next(self) -> Any:
         """The next job (or ``_STOP``); None after supervising the busy fast lane when none came in time."""

@@ -25,7 +25,7 @@ import datetime as dt
 import inspect
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,7 +91,7 @@ _Answers = tuple[list[EvaluationResult | str], str, str | None]
 _NOT_PUBLISHED = frozenset((semconv.SKIP_OVERLOADED, semconv.SKIP_MAPPING_FAILED))
 
 
-@dataclass
+@dataclass(slots=True)  # one per evaluated span, made on the application's thread: no instance dict
 class Job:
     """A span admitted for evaluation, with what to run on it.
 
@@ -117,21 +117,23 @@ class Job:
     span: ReadableSpan
     specs: list[EvaluatorSpec]
     trace_specs: list[EvaluatorSpec]
-    spans: list[ReadableSpan] = field(default_factory=list)
+    # Empty defaults are shared immutable tuples, never appended to (each is replaced when set): four fewer lists
+    # built per evaluated span.
+    spans: list[ReadableSpan] = field(default_factory=list)  # always given (the buffer's list)
     span_count: int = 0
     admitted_at: float = 0.0
-    skipped: list[tuple[EvaluatorSpec, str]] = field(default_factory=list)
+    skipped: Sequence[tuple[EvaluatorSpec, str]] = ()
     deferred: bool = False
     revision: int = 1
     gate: bool = True
     gate_held: bool = False
     forwarded: bool = False
-    session_specs: list[EvaluatorSpec] = field(default_factory=list)
+    session_specs: Sequence[EvaluatorSpec] = ()
     session_id: str | None = None
     session_end: bool = False
     user_id: str | None = None
-    running: list[tuple[EvaluatorSpec, asyncio.Task[EvaluationResult]]] = field(default_factory=list)
-    finished: list[EvaluationResult] = field(default_factory=list)  # results of evaluators run in place
+    running: Sequence[tuple[EvaluatorSpec, asyncio.Future[EvaluationResult]]] = ()
+    finished: Sequence[EvaluationResult] = ()  # results of evaluators run in place (a list once one ran)
 
 
 @dataclass
@@ -194,6 +196,7 @@ class JobRunner:
         self._on_done = on_done
         self._refs: dict[int, Reference | None] = {}  # id(evaluator) -> its reference (None: cannot be shipped)
         self._sync: dict[int, bool] = {}  # id(evaluator) -> it is a sync evaluator
+        self._options: dict[int, tuple[EvaluatorSpec, ProcessorOptions, RunOptions]] = {}  # see _run_options
         self._judge = SessionJudge(lambda: self.ctx, on_done)
 
     async def run(self, job: Job | SessionJob, progress: Progress | None = None) -> None:
@@ -248,8 +251,11 @@ class JobRunner:
 
     async def _evaluate_job(self, job: Job) -> None:
         spans = job.spans[: job.span_count]
-        members = subtree(job.span, spans) if spans else [job.span]
-        specs = [*job.specs, *job.trace_specs]
+        if len(spans) == 1 and spans[0] is job.span:  # no descendant: no subtree to walk (as on the fast lane)
+            members = spans
+        else:
+            members = subtree(job.span, spans) if spans else [job.span]
+        specs = [*job.specs, *job.trace_specs] if job.trace_specs else job.specs
         mapped = self._offer_session(job, members) if job.session_specs else None
         if not specs:  # only session-scope evaluators: the trace is in its session, the span goes out as is
             return
@@ -289,7 +295,14 @@ class JobRunner:
     def _runs_in_place(self, spec: EvaluatorSpec) -> bool:
         """Whether ``spec`` runs to its result on the loop with nothing to wait for (inline, sync, no slot)."""
         # With limits set, a max_concurrent slot may have to be waited for: the general path then.
-        return spec.inline and self.ctx.limits is None and not is_async_evaluator(spec.evaluator)
+        return spec.inline and self.ctx.limits is None and self._is_sync(spec.evaluator)
+
+    def _is_sync(self, evaluator: Any) -> bool:
+        """``not is_async_evaluator(evaluator)``, asked once per evaluator (its ``inspect`` checks, per job, add up)."""
+        known = self._sync.get(id(evaluator))
+        if known is None:
+            known = self._sync[id(evaluator)] = not is_async_evaluator(evaluator)
+        return known
 
     async def _evaluate_in_place(self, job: Job, trace: Trace, specs: list[EvaluatorSpec]) -> None:
         """Run inline sync evaluators one after the other in this job's task, then apply the hold rule.
@@ -299,7 +312,8 @@ class JobRunner:
         only await left is a retryable failure's backoff: results that come after the hold deadline that way
         go out as child spans after the span, as on the general path.
         """
-        results = job.finished  # what shutdown finds done if it cuts the job short at a retry's back-off
+        results: list[EvaluationResult] = []
+        job.finished = results  # what shutdown finds done if it cuts the job short at a retry's back-off
         for spec in specs:
             result = await arun_evaluator(
                 spec.evaluator, trace, None, options=self._run_options(spec), on_retry=self._count_retry
@@ -348,13 +362,9 @@ class JobRunner:
             return False
         if self.ctx.remote is not None or self.ctx.limits is not None:
             return False
-        sync = self._sync
         for spec in job.specs:
             evaluator = spec.evaluator
-            known = sync.get(id(evaluator))
-            if known is None:
-                known = sync[id(evaluator)] = not is_async_evaluator(evaluator)
-            if not known or is_slow(evaluator):
+            if not self._is_sync(evaluator) or is_slow(evaluator):
                 return False
         offenders = self.ctx.offenders
         if offenders is not None and any(offenders.isolated(id(spec.evaluator)) for spec in job.specs):
@@ -464,7 +474,7 @@ class JobRunner:
             tasks.append(asyncio.ensure_future(self._finish_inflight(job, rest[0], progress)))
             rest = rest[1:]
         tasks += [asyncio.ensure_future(self._evaluate(job.span, progress.trace, spec, job.revision)) for spec in rest]
-        job.running = list(zip(job.specs, tasks, strict=True))  # type: ignore[arg-type]
+        job.running = list(zip(job.specs, tasks, strict=True))
         try:
             await self._hold_and_forward(job, tasks)  # type: ignore[arg-type]
         finally:
@@ -683,12 +693,15 @@ class JobRunner:
         return answer
 
     def _run_options(self, spec: EvaluatorSpec) -> RunOptions:
-        timeout = spec.timeout_s if spec.timeout_s is not None else self.ctx.options.evaluator_timeout_s
-        return RunOptions(
-            timeout_s=timeout,
-            max_retries=self.ctx.options.max_retries,
-            initial_backoff_s=self.ctx.options.retry_backoff_s,
-        )
+        """``spec``'s timeout and retries, built once per spec and options (a frozen dataclass: three setattrs)."""
+        options = self.ctx.options
+        kept = self._options.get(id(spec))
+        if kept is not None and kept[0] is spec and kept[1] is options:
+            return kept[2]
+        timeout = spec.timeout_s if spec.timeout_s is not None else options.evaluator_timeout_s
+        run = RunOptions(timeout_s=timeout, max_retries=options.max_retries, initial_backoff_s=options.retry_backoff_s)
+        self._options[id(spec)] = (spec, options, run)  # the spec is kept: its id cannot be reused meanwhile
+        return run
 
     def _count_retry(self) -> None:
         self.ctx.stats.incr("retries")
