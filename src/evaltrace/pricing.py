@@ -183,16 +183,27 @@ def _lookup(model: str, provider: str) -> ModelPrice | None:
 
 
 def _from_genai_prices(model: str, provider_id: str) -> ModelPrice | None:
+    # A price an earlier process looked up is read from the cache file: genai-prices' whole table (and the
+    # collector pass its objects set off) is then never loaded (issue 28's start-up row).
+    from evaltrace._internal import price_cache
+
+    cached = price_cache.get(provider_id, model)
+    if cached is not price_cache.MISS:
+        return None if cached is None else ModelPrice(*cached)
     try:
         from genai_prices import data_snapshot
     except ImportError:
         return None
+    now = dt.datetime.now(tz=dt.UTC)
     try:
         _, info = data_snapshot.get_snapshot().find_provider_model(model, None, provider_id, None)
     except LookupError:
+        price_cache.put(provider_id, model, None, None)
         return None
-    prices = info.get_prices(dt.datetime.now(tz=dt.UTC))
-    return _convert(prices)
+    price = _convert(info.get_prices(now))
+    entry = None if price is None else (price.input, price.output, price.cached_input, price.tiers, price.cache_write)
+    price_cache.put(provider_id, model, entry, price_cache.valid_until(info, now))
+    return price
 
 
 def _convert(prices: Any) -> ModelPrice | None:
