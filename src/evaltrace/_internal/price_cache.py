@@ -24,8 +24,9 @@ import datetime as dt
 import json
 import os
 import sys
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal
 
 from evaltrace._internal.private_files import PRIVATE_FILE_MODE, make_private_dirs
 
@@ -38,7 +39,13 @@ _OFF = frozenset({"", "0", "off", "false", "no"})
 # A converted price: (input, output, cached_input, tiers, cache_write), ``ModelPrice``'s fields in order.
 Price = tuple[float, float, float | None, tuple[tuple[int, float, float | None, float], ...], float | None]
 Entry = Price | None  # None: genai-prices does not know the model
-MISS: Any = object()  # not in the file (or the file is not usable): look it up
+
+
+class _Miss(Enum):
+    MISS = "miss"
+
+
+MISS: Final = _Miss.MISS  # not in the file (or the file is not usable): look it up
 _NO_EXPIRY = ""
 _UNCACHEABLE: Any = object()
 
@@ -50,7 +57,7 @@ def reset() -> None:
     _state.clear()
 
 
-def get(provider_id: str, model: str) -> Entry:
+def get(provider_id: str, model: str) -> Entry | Literal[_Miss.MISS]:
     """The cached price of ``model`` at ``provider_id``, ``None`` for a model genai-prices lacks, or ``MISS``."""
     if _custom_snapshot():
         return MISS
