@@ -227,3 +227,31 @@ def test_an_unusable_file_never_changes_a_price(cache_file: Path, damage: str, m
             expected.tiers,
             expected.cache_write,
         )
+
+
+def test_threads_writing_at_once_never_fail_and_leave_a_valid_file(cache_file: Path) -> None:
+    """Exporter threads may price new models at the same moment: no error, and the file holds only true prices."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def write(thread: int) -> None:
+        try:
+            for i in range(150):
+                price_cache.put(f"p{thread}", f"m{i}", (float(thread), float(i), None, (), None), None)
+        except BaseException as error:  # the assertion below reports it
+            errors.append(error)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    price_cache.reset()
+    rows = json.loads(cache_file.read_text())["prices"]
+    assert rows  # the last writer's whole snapshot: a later process looks up what it lacks
+    for provider, models in rows.items():
+        for model in models:
+            assert price_cache.get(provider, model) == (float(provider[1:]), float(model[1:]), None, (), None)
+    assert not list(cache_file.parent.glob("*.tmp"))

@@ -24,6 +24,7 @@ import datetime as dt
 import json
 import os
 import sys
+import threading
 from enum import Enum
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -85,8 +86,13 @@ def put(provider_id: str, model: str, price: Entry, until: Any) -> None:
     if prices is None or path is None:
         return
     prices.setdefault(provider_id, {})[model] = [until.isoformat() if until else _NO_EXPIRY, _encode(price)]
-    text = json.dumps({"format": _FORMAT, "source": source, "prices": prices}, separators=(",", ":"))
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # one per writer: processes may write at once
+    # Lock-free: each dict copy is one step under the GIL, so another thread's put cannot change a dict while it is
+    # serialised (at worst the file misses that thread's entry until its own write).
+    snapshot = {provider: dict(rows) for provider, rows in dict(prices).items()}
+    text = json.dumps({"format": _FORMAT, "source": source, "prices": snapshot}, separators=(",", ":"))
+    # One temporary file per writer (process and thread): writers may be at work at once, and each must replace the
+    # file with a whole document of its own.
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         make_private_dirs(path.parent)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
