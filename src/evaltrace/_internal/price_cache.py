@@ -147,7 +147,7 @@ def _loaded() -> dict[str, dict[str, Any]] | None:
 
 def _read() -> dict[str, dict[str, Any]] | None:
     path = _path()
-    source = _source()
+    source = None if path is None else _source()
     if path is None or source is None:
         return None
     _state["path"], _state["source"] = path, source
