@@ -11,7 +11,10 @@ Every child reads its bytecode from one cache (``PYTHONPYCACHEPREFIX``), filled 
 (``warm``) before any is counted, as an installed package's ``.pyc`` files are. Without it, where the environment
 sets ``PYTHONDONTWRITEBYTECODE`` (this machine does), every child compiled evaltrace's modules from source while the
 installed packages it is compared with (openai, the official instrumentation) read theirs: whole-process figures
-counted evaltrace's compiler time, and the first of a pair of runs could compile what the second read.
+counted evaltrace's compiler time, and the first of a pair of runs could compile what the second read. The same
+uncounted run fills evaltrace's file of prices already looked up (``EVALTRACE_PRICE_CACHE``, beside the bytecode), as
+an application's first process does; run the benchmark with ``EVALTRACE_PRICE_CACHE=off`` to count processes that
+load genai-prices' table (an application's first process after an install).
 """
 
 from __future__ import annotations
@@ -64,6 +67,9 @@ def _env() -> dict[str, str]:
     if not _CACHE:
         _CACHE.append(tempfile.mkdtemp(prefix="callgrind-pycache-"))
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    # evaltrace's file of prices already looked up (src/evaltrace/_internal/price_cache.py) lives beside the bytecode:
+    # filled by the same uncounted run, as a deployed application's is by its first process, never the user's.
+    env.setdefault("EVALTRACE_PRICE_CACHE", os.path.join(_CACHE[0], "evaltrace-prices.json"))
     return {**env, "PYTHONHASHSEED": "0", "PYTHONPYCACHEPREFIX": _CACHE[0]}
 
 

@@ -20,7 +20,8 @@ same run or instructions:
                        evaluator (thread, inline)`` - ``@trace, no evaluator`` (``bench_evaluation.py``)
   startup              whole process: ``configure()`` + ``instrument_openai()`` + the first call, over the same process
                        uninstrumented / the same for the official openai-v2 instrumentation (``bench_openai_pipeline``
-                       ``first``: set-up, one call, flush), bytecode cached for every package alike
+                       ``first``: set-up, one call, flush), bytecode cached for every package alike, evaltrace's
+                       price file filled by the same uncounted run (``EVALTRACE_PRICE_CACHE=off``: cold processes)
 
 A row fails when its figure exceeds its budget by more than ``tolerance`` (10%). The budget of a row whose issue
 target is not met yet is today's figure (``target`` beside it): the run guards against regressions now and shows

@@ -6,6 +6,7 @@ from __future__ import annotations
 # child of the test process would otherwise hang in the SDK's fork hook).
 import concurrent.futures.thread  # noqa: F401
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 # run evaltrace inside their own pytest suites, where our bug must never fail their test. Tests that act as
 # production delete it; child processes inherit it.
 os.environ.setdefault("EVALTRACE_RAISE_INTERNAL_ERRORS", "1")
+# Prices the suite looks up go to a file of its own (one per worker), never the user's ~/.cache/evaltrace
+# (src/evaltrace/_internal/price_cache.py); child processes inherit it.
+os.environ.setdefault("EVALTRACE_PRICE_CACHE", str(Path(tempfile.mkdtemp(prefix="evaltrace-prices-")) / "prices.json"))
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CASSETTE_DIR = Path(

@@ -2,7 +2,9 @@
 
 Lookup order for a model name: prices set with :func:`set_model_price`, then ``genai-prices`` (install the
 ``evaltrace[prices]`` extra; its bundled snapshot is used, never the network), then ``FALLBACK_PRICES`` below.
-A model found nowhere has no cost: we never guess. Reasoning tokens are billed at the output rate, and they
+A model found nowhere has no cost: we never guess. Prices found in genai-prices are kept in a file
+(``~/.cache/evaltrace/prices.json``, ``$EVALTRACE_PRICE_CACHE``; ``_internal/price_cache.py``) that later processes
+read instead of loading genai-prices' whole table, only where that gives exactly the same price. Reasoning tokens are billed at the output rate, and they
 are a subset of the output tokens, so the reasoning cost is part of the total, not added to it.
 
 Example:
@@ -183,16 +185,27 @@ def _lookup(model: str, provider: str) -> ModelPrice | None:
 
 
 def _from_genai_prices(model: str, provider_id: str) -> ModelPrice | None:
+    # A price an earlier process looked up is read from the cache file: genai-prices' whole table (and the
+    # collector pass its objects set off) is then never loaded (issue 28's start-up row).
+    from evaltrace._internal import price_cache
+
+    cached = price_cache.get(provider_id, model)
+    if cached is not price_cache.MISS:
+        return None if cached is None else ModelPrice(*cached)
     try:
         from genai_prices import data_snapshot
     except ImportError:
         return None
+    now = dt.datetime.now(tz=dt.UTC)
     try:
         _, info = data_snapshot.get_snapshot().find_provider_model(model, None, provider_id, None)
     except LookupError:
+        price_cache.put(provider_id, model, None, None)
         return None
-    prices = info.get_prices(dt.datetime.now(tz=dt.UTC))
-    return _convert(prices)
+    price = _convert(info.get_prices(now))
+    entry = None if price is None else (price.input, price.output, price.cached_input, price.tiers, price.cache_write)
+    price_cache.put(provider_id, model, entry, price_cache.valid_until(info, now))
+    return price
 
 
 def _convert(prices: Any) -> ModelPrice | None:
