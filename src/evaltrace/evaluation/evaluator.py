@@ -137,13 +137,8 @@ def _judgement(value: Any, threshold: float, pass_labels: Collection[str] | None
 
 
 _PER_CALL = frozenset(("evaluator", "passed", "detail", "started_at", "finished_at", "evaluation_id"))
-_TEMPLATE: list[dict[str, Any]] = []  # EvaluationResult's fields and defaults, in field order (made on first use)
-
-
-def _result_template() -> dict[str, Any]:
-    if not _TEMPLATE:
-        _TEMPLATE.append(trusted_models.template(EvaluationResult, _PER_CALL))
-    return _TEMPLATE[0]
+_RESULT_TEMPLATE = trusted_models.template(EvaluationResult, _PER_CALL)
+"""EvaluationResult's fields and defaults in field order; a result built from it gives every ``_PER_CALL`` field."""
 
 
 def _trusted_result(**fields: Any) -> EvaluationResult:
@@ -156,7 +151,7 @@ def _trusted_result(**fields: Any) -> EvaluationResult:
     now = dt.datetime.now(dt.UTC)  # utcnow(), without its call
     fields_set = {*fields, "started_at", "finished_at"}
     data = {
-        **_result_template(),
+        **_RESULT_TEMPLATE,
         "detail": {},
         "evaluation_id": evaluation_id(),
         **fields,
@@ -208,7 +203,7 @@ class FunctionEvaluator:
             # no keyword packing (it is most of what a cheap evaluator costs per span). The same fields set.
             now = dt.datetime.now(dt.UTC)
             data = {
-                **_result_template(),
+                **_RESULT_TEMPLATE,
                 "evaluator": name,
                 "evaluator_type": self.evaluator_type,
                 "passed": value,
