@@ -1,6 +1,6 @@
 """Instructions per step of one evaluated span's job, on the span ``bench_evaluation.py`` makes (callgrind).
 
-Run: python benchmarks/bench_evaluation_steps.py [--calls 1000] [--steps map,lazy,call,stamp,copy]
+Run: python benchmarks/bench_evaluation_steps.py [--calls 1000] [--steps map,lazy,call,stamp,copy,arun,attrs]
 
 The pipeline figure (``bench_evaluation.py``, ``smoke.py``'s ``evaluation`` row) depends on the path the jobs take
 (under callgrind's slowdown the cheap evaluator looks slow and its jobs go to the loop; on a loaded machine spans
@@ -12,6 +12,10 @@ same inputs, after the pipeline made them once, and the run with 0 calls is subt
   call   ``runner.call_evaluator`` (suppression, ``evaluate``, the unvalidated result)
   stamp  ``runner.stamp``
   copy   ``spans.enriched_copy``
+  arun   ``runner.arun_evaluator`` of the inline sync evaluator, driven without a loop (the loop path's call, its
+         result check and stamp; not in the default set)
+  attrs  one result's ``convert.evaluation_event_attributes`` and ``span_result_attributes`` and
+         ``PipelineMetrics.record_result`` (no meter provider: the API's proxies; not in the default set)
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from bench_evaluation import CONTEXT, QUESTION, answer
 import evaltrace
 from evaltrace.evaluation import EvaluatorSpec
 
-STEPS = ("map", "lazy", "call", "stamp", "copy")
+STEPS = ("map", "lazy", "call", "stamp", "copy", "arun", "attrs")
+DEFAULT_STEPS = STEPS[:5]
 
 
 def _inputs() -> tuple[list[Any], Any]:
@@ -63,8 +68,10 @@ def _inputs() -> tuple[list[Any], Any]:
 
 def callgrind_child(step: str, calls: int) -> None:
     from evaltrace.evaluation import _mapping
-    from evaltrace.evaluation.runner import call_evaluator, now, stamp
+    from evaltrace.evaluation.convert import evaluation_event_attributes, span_result_attributes
+    from evaltrace.evaluation.runner import RunOptions, arun_evaluator, call_evaluator, now, stamp
     from evaltrace.evaluation.spans import enriched_copy
+    from evaltrace.evaluation.telemetry import PipelineMetrics
     from evaltrace.mapping import trace_from_spans
 
     members, root = _inputs()
@@ -72,6 +79,8 @@ def callgrind_child(step: str, calls: int) -> None:
     produced, _ = call_evaluator(cheap, trace)
     started = now()
     result = stamp(produced, cheap, trace, started)
+    options = RunOptions()
+    metrics = PipelineMetrics(None, lambda: 0, dict, dict)
     gc.collect()
     gc.disable()
     for _ in range(calls):
@@ -84,9 +93,24 @@ def callgrind_child(step: str, calls: int) -> None:
             call_evaluator(cheap, trace)
         elif step == "stamp":
             stamp(produced, cheap, trace, started)
-        else:
+        elif step == "copy":
             enriched_copy(root, [result], provenance=False)
-    os._exit(0)  # no shutdown work in the counts
+        elif step == "arun":
+            _drive(arun_evaluator(cheap, trace, None, options=options))
+        else:
+            evaluation_event_attributes(result, None)
+            span_result_attributes([result])
+            metrics.record_result(result)
+    os._exit(0)
+
+
+def _drive(coroutine: Any) -> Any:
+    """Run a coroutine that never suspends (an inline sync evaluator's) to its result, without an event loop."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    raise RuntimeError("the coroutine suspended")  # no shutdown work in the counts
 
 
 def main() -> None:
@@ -96,7 +120,7 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=1000)
-    parser.add_argument("--steps", default=",".join(STEPS))
+    parser.add_argument("--steps", default=",".join(DEFAULT_STEPS))
     args = parser.parse_args()
     steps = args.steps.split(",")
     unknown = [s for s in steps if s not in STEPS]
