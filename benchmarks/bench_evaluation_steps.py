@@ -1,6 +1,6 @@
 """Instructions per step of one evaluated span's job, on the span ``bench_evaluation.py`` makes (callgrind).
 
-Run: python benchmarks/bench_evaluation_steps.py [--calls 1000] [--steps map,lazy,call,stamp,copy]
+Run: python benchmarks/bench_evaluation_steps.py [--calls 1000] [--steps map,lazy,call,stamp,copy,arun,attrs]
 
 The pipeline figure (``bench_evaluation.py``, ``smoke.py``'s ``evaluation`` row) depends on the path the jobs take
 (under callgrind's slowdown the cheap evaluator looks slow and its jobs go to the loop; on a loaded machine spans
@@ -20,6 +20,10 @@ figure is the step's). Steps:
   lane   the same job on the fast lane: ``JobRunner.run_now`` on a lane worker (what a cheap evaluator's job
          takes outside callgrind)
   publish  ``JobRunner._record`` of one result (stats, metrics, monitor; the reads of input and output)
+  arun   ``runner.arun_evaluator`` of the inline sync evaluator, driven without a loop (the loop path's call, its
+         result check and stamp; not in the default set)
+  attrs  one result's ``convert.evaluation_event_attributes`` and ``span_result_attributes`` and
+         ``PipelineMetrics.record_result`` (no meter provider: the API's proxies; not in the default set)
 """
 
 from __future__ import annotations
@@ -42,7 +46,8 @@ from bench_evaluation import CONTEXT, QUESTION, answer
 import evaltrace
 from evaltrace.evaluation import EvaluatorSpec
 
-STEPS = ("map", "lazy", "call", "stamp", "copy", "plan", "loop", "lane", "publish")
+STEPS = ("map", "lazy", "call", "stamp", "copy", "plan", "loop", "lane", "publish", "arun", "attrs")
+DEFAULT_STEPS = STEPS[:9]  # arun and attrs are opt-in
 
 
 _HANDLE: list[Any] = []
@@ -81,8 +86,10 @@ def callgrind_child(step: str, calls: int) -> None:
     from evaltrace.evaluation import _mapping
     from evaltrace.evaluation._fast_lane import Worker
     from evaltrace.evaluation._jobs import Job
-    from evaltrace.evaluation.runner import call_evaluator, now, stamp
+    from evaltrace.evaluation.convert import evaluation_event_attributes, span_result_attributes
+    from evaltrace.evaluation.runner import RunOptions, arun_evaluator, call_evaluator, now, stamp
     from evaltrace.evaluation.spans import enriched_copy
+    from evaltrace.evaluation.telemetry import PipelineMetrics
     from evaltrace.mapping import trace_from_spans
 
     members, root = _inputs()
@@ -117,6 +124,14 @@ def callgrind_child(step: str, calls: int) -> None:
         loop.run_until_complete(jobs())
         os._exit(0)
 
+    options = RunOptions()
+    metrics = PipelineMetrics(None, lambda: 0, dict, dict)
+
+    def attrs() -> None:
+        evaluation_event_attributes(result, None)
+        span_result_attributes([result])
+        metrics.record_result(result)
+
     def lazy() -> None:
         built = _mapping.build_trace(members, root)
         _ = built.output.final_answer, built.input
@@ -130,6 +145,8 @@ def callgrind_child(step: str, calls: int) -> None:
         "plan": lambda: processor._plan(root),
         "lane": lambda: runner.run_now(job(), worker),
         "publish": lambda: runner._record(root, trace, spec, result),
+        "arun": lambda: _drive(arun_evaluator(cheap, trace, None, options=options)),
+        "attrs": attrs,
     }
     work = one[step]  # one call frame more per step than inline code: a few hundred instructions
     gc.collect()
@@ -139,6 +156,15 @@ def callgrind_child(step: str, calls: int) -> None:
     os._exit(0)  # no shutdown work in the counts
 
 
+def _drive(coroutine: Any) -> Any:
+    """Run a coroutine that never suspends (an inline sync evaluator's) to its result, without an event loop."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    raise RuntimeError("the coroutine suspended")
+
+
 def main() -> None:
     child = _callgrind.child_request(sys.argv)
     if child is not None:
@@ -146,7 +172,7 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", type=int, default=1000)
-    parser.add_argument("--steps", default=",".join(STEPS))
+    parser.add_argument("--steps", default=",".join(DEFAULT_STEPS))
     args = parser.parse_args()
     steps = args.steps.split(",")
     unknown = [s for s in steps if s not in STEPS]

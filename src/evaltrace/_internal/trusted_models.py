@@ -126,3 +126,35 @@ def trusted_copy(model: M, update: dict[str, Any]) -> M:
     object.__setattr__(copied, "__pydantic_extra__", None)
     object.__setattr__(copied, "__pydantic_private__", None)
     return copied
+
+
+def template(cls: type[BaseModel], per_call: frozenset[str]) -> dict[str, Any]:
+    """Every field of ``cls`` in field order with its default, for :func:`from_template` (built once per caller).
+
+    The fields in ``per_call`` hold a placeholder: the caller gives each of them a value on every build.
+
+    Raises:
+        TypeError: ``cls`` runs code when built, or a field that needs its own value per instance (required, a
+            default factory, a mutable default) is not in ``per_call``: a template would share it.
+    """
+    plan = _plan_of(cls)
+    if plan is None:
+        raise TypeError(f"{cls.__name__} runs code when it is built: it has no template")
+    shared = plan.fill_names - per_call
+    if shared:
+        raise TypeError(f"{cls.__name__}: fields {sorted(shared)} need a value per instance")
+    return {name: _FILL if name in per_call else value for name, value in plan.template.items()}
+
+
+def from_template(cls: type[M], data: dict[str, Any], fields_set: set[str]) -> M:
+    """Return ``cls.model_construct(fields_set, **data)`` for ``data`` holding every field, in field order.
+
+    ``data`` is a copy of :func:`template` with every ``per_call`` field given (or a model's ``__dict__``, updated).
+    Nothing is checked. One model build with no Python loop and no keyword packing: what a cheap evaluator's result costs per span.
+    """
+    model = cls.__new__(cls)
+    object.__setattr__(model, "__dict__", data)
+    object.__setattr__(model, "__pydantic_fields_set__", fields_set)
+    object.__setattr__(model, "__pydantic_extra__", None)
+    object.__setattr__(model, "__pydantic_private__", None)
+    return model

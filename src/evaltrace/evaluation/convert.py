@@ -64,6 +64,9 @@ def is_judged(outcome: str) -> bool:
 JUDGED = frozenset((semconv.OUTCOME_PASS, semconv.OUTCOME_FAIL))
 """The outcomes that are verdicts (what :func:`is_judged` answers True for), for hot paths that test membership."""
 
+_NO_VERDICT = frozenset(("failed", "skipped", "pending"))
+"""The statuses :func:`result_outcome` does not make ``pass``/``fail`` (every other status is a judgement)."""
+
 
 def result_label(result: EvaluationResult) -> str | None:
     """Return the event label of ``result`` (None for an errored evaluation, which has no verdict to label)."""
@@ -110,12 +113,24 @@ def evaluation_event_attributes(
         and ``error.type`` instead of score and label when the evaluation itself failed.
     """
     attributes: dict[str, Any] = {semconv.GEN_AI_EVALUATION_NAME: result.evaluator}
-    outcome = result_outcome(result)  # once: this runs for every result of every evaluated span
-    label = _label(result, outcome)
-    if label is not None:
-        attributes[semconv.GEN_AI_EVALUATION_SCORE_LABEL] = label
-    if result.score is not None and outcome in JUDGED:
-        attributes[semconv.GEN_AI_EVALUATION_SCORE_VALUE] = float(result.score)
+    if result.status in _NO_VERDICT:
+        outcome = result_outcome(result)
+        label = _label(result, outcome)
+        if label is not None:
+            attributes[semconv.GEN_AI_EVALUATION_SCORE_LABEL] = label
+    else:  # a judgement: result_outcome() and _label() of it, without their two calls (this runs for every result)
+        passed = result.passed
+        outcome = semconv.OUTCOME_PASS if passed else semconv.OUTCOME_FAIL
+        own = result.detail.get(LABEL_KEY)
+        attributes[semconv.GEN_AI_EVALUATION_SCORE_LABEL] = (
+            capped(own)
+            if isinstance(own, str) and own
+            else semconv.EVAL_LABEL_PASS
+            if passed
+            else semconv.EVAL_LABEL_FAIL
+        )
+        if result.score is not None:
+            attributes[semconv.GEN_AI_EVALUATION_SCORE_VALUE] = float(result.score)
     if result.reason:
         attributes[semconv.GEN_AI_EVALUATION_EXPLANATION] = capped(result.reason)
     if response_id:
@@ -123,7 +138,7 @@ def evaluation_event_attributes(
     failure = error_type(result) if outcome == "error" else None
     if failure is not None:
         attributes[semconv.ERROR_TYPE] = failure
-    judge = judge_trace_id(result)
+    judge = judge_trace_id(result) if result.metadata else None  # no call for a result with no metadata
     if judge is not None:
         attributes[semconv.EVALTRACE_JUDGE_TRACE_ID] = judge
     if provenance:
@@ -193,7 +208,8 @@ def span_result_attributes(results: Iterable[EvaluationResult]) -> dict[str, Any
     errors: list[str] = []
     not_evaluated: list[str] = []
     for result in results:
-        outcome = result_outcome(result)
+        # result_outcome(), without its call for a judgement (this runs for every result of every evaluated span)
+        outcome = result_outcome(result) if result.status in _NO_VERDICT else "pass" if result.passed else "fail"
         prefix = semconv.EVALTRACE_EVAL_PREFIX + result.evaluator  # eval_attribute()'s names, built in place
         attributes[prefix + semconv.EVALTRACE_EVAL_OUTCOME_SUFFIX] = outcome
         if outcome == "error":

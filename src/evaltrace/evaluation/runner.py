@@ -18,15 +18,17 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from types import FunctionType, MethodType
 from typing import Any, Protocol, runtime_checkable
 
-from opentelemetry import context as otel_context
+from opentelemetry.context import Context
 
 from evaltrace._internal import semconv
 from evaltrace._internal.daemon_pool import DaemonExecutor, UserAbort, stuck_calls
 from evaltrace._internal.errors import mapping_failure
+from evaltrace._internal.fast_context import attach, detach, get_current
 from evaltrace._internal.tracing import SUPPRESS_EVALTRACE_KEY, suppress_instrumentation
-from evaltrace._internal.trusted_models import trusted_copy
+from evaltrace._internal.trusted_models import from_template, trusted_copy
 from evaltrace.evaluation.evaluator import Evaluator, SkipEvaluation
 from evaltrace.schema import EvalCase, EvaluationResult, Trace
 from evaltrace.schema.trace import TraceError
@@ -121,14 +123,16 @@ def skipped_result(evaluator: Any, reason: str) -> EvaluationResult:
 def _call(evaluator: Evaluator, trace: Trace, case: EvalCase | None) -> Any:
     # Suppressed so that a judge model's HTTP calls and any spans the evaluator makes are not traced by us
     # (and so can never be evaluated, which would recurse). What suppress_instrumentation() does, without its
-    # generator-based context manager: this runs once per evaluation.
-    token = otel_context.attach(otel_context.set_value(SUPPRESS_EVALTRACE_KEY, True))
+    # generator-based context manager, and through fast_context (the ContextVar's own methods, not the API's two
+    # Python calls around each): this runs once per evaluation. ``Context({**current, key: True})`` is exactly
+    # ``otel_context.set_value(key, True)``.
+    token = attach(Context({**get_current(), SUPPRESS_EVALTRACE_KEY: True}))
     try:
         return evaluator.evaluate(trace, case)
     except (SystemExit, KeyboardInterrupt) as exc:  # inline on the loop: it would stop the loop
         raise UserAbort(exc) from exc
     finally:
-        otel_context.detach(token)
+        detach(token)  # set and reset in this one frame: the reset cannot fail (OTel's detach only logs if it did)
 
 
 call_in_thread = _call
@@ -164,9 +168,9 @@ async def _attempt(
             return produced
     elif executor is None and not is_async_evaluator(evaluator):
         # Inline and sync: a deadline only fires at an await, so none is armed for the call itself (it costs a
-        # timer per evaluation); only an awaitable it returns runs under one.
+        # timer per evaluation); only an awaitable it returns runs under one. Our own result class is never one.
         produced = _call(evaluator, trace, case)
-        if not inspect.isawaitable(produced):
+        if type(produced) is EvaluationResult or not inspect.isawaitable(produced):
             return produced
     # asyncio.timeout (not wait_for): no extra task per call, which matters at thousands of evaluations/s.
     deadline = asyncio.timeout(timeout_s)
@@ -258,7 +262,17 @@ async def contained(awaitable: Any) -> Any:
 
 def is_async_evaluator(evaluator: Any) -> bool:
     """True when ``evaluate`` is a coroutine function (or the evaluator says it is async)."""
-    return bool(getattr(evaluator, "is_async", False)) or inspect.iscoroutinefunction(evaluator.evaluate)
+    if getattr(evaluator, "is_async", False):
+        return True
+    evaluate = evaluator.evaluate
+    if type(evaluate) is MethodType:
+        func = evaluate.__func__
+        # The usual bound method of a plain function with no coroutine mark (Python >= 3.12's
+        # inspect.markcoroutinefunction): what inspect.iscoroutinefunction decides for it (unwrap the method, test
+        # the code's flag), without its five Python calls; this runs for every evaluation.
+        if type(func) is FunctionType and not hasattr(func, "_is_coroutine_marker"):
+            return bool(func.__code__.co_flags & inspect.CO_COROUTINE)
+    return inspect.iscoroutinefunction(evaluate)
 
 
 def _is_retryable(exc: BaseException) -> bool:
@@ -335,6 +349,8 @@ async def _run_with_retries(
             return timed_out_result(evaluator, options.timeout_s)
         except Exception as error:
             exc = error
+        if exc is None and type(produced) is EvaluationResult:  # the usual answer: settle()'s, without its call
+            return produced
         result = settle(evaluator, produced, exc, may_retry=attempt < options.max_retries)
         if result is not None:
             return result
@@ -371,7 +387,7 @@ async def arun_evaluator(
         start/finish times of the whole call (retries included).
     """
     options = options or RunOptions()
-    started = _now()
+    started = dt.datetime.now(dt.UTC)  # _now(), without its call
     result = await _run_with_retries(evaluator, trace, case, options, executor, on_retry, async_runner)
     return stamp(result, evaluator, trace, started)
 
@@ -384,18 +400,48 @@ def _unit_field(unit: Any, name: str) -> str:
     return value if isinstance(value, str) else ""
 
 
+_STAMPED = frozenset(("evaluator", "run_id", "case_id", "variant_name", "started_at", "finished_at"))
+"""The fields :func:`stamp` always sets (``evaluator_version`` too, when it fills it)."""
+
+
 def stamp(result: EvaluationResult, evaluator: Any, trace: Trace, started: dt.datetime) -> EvaluationResult:
     """Return ``result`` stamped with the trace's run, case and variant, the evaluator, and the call's times."""
-    updates: dict[str, Any] = {"evaluator": result.evaluator or evaluator_name(evaluator)}
     version = getattr(evaluator, "version", None)
+    finished = dt.datetime.now(dt.UTC)  # _now(), without its call
+    if finished < started:  # max(started, now), without its call (an equal time is the same value either way)
+        finished = started
+    if (
+        type(result) is EvaluationResult
+        and (version is None or type(version) is str)
+        and isinstance(trace, Trace)  # a lazily mapped one too (its identity is always set)
+        and result.__pydantic_extra__ is None
+        and result.__pydantic_private__ is None
+    ):
+        # The common case, in one step: what trusted_copy(result, updates) below builds (the same __dict__ in
+        # field order, the same fields set), without the updates dict and its call.
+        data = result.__dict__
+        stamped = {
+            **data,
+            "evaluator": data["evaluator"] or evaluator_name(evaluator),
+            "run_id": trace.run_id,
+            "case_id": trace.case_id,
+            "variant_name": trace.variant_name,
+            "started_at": started,
+            "finished_at": finished,
+        }
+        fields_set = result.__pydantic_fields_set__ | _STAMPED
+        if version is not None and data["evaluator_version"] is None:
+            stamped["evaluator_version"] = version
+            fields_set.add("evaluator_version")
+        return from_template(EvaluationResult, stamped, fields_set)
+    updates: dict[str, Any] = {"evaluator": result.evaluator or evaluator_name(evaluator)}
     if result.evaluator_version is None and version is not None:
         updates["evaluator_version"] = version
-    finished = max(started, dt.datetime.now(dt.UTC))  # _now(), without its call
     if version is None or isinstance(version, str):
         # Every value is of its field's type already (the trace's validated strings, aware UTC datetimes in
         # order), so an unvalidated copy is the same result as stamped()'s dump-and-validate, at a fraction of
         # its cost (it was the largest part of a cheap evaluator's cost per span).
-        is_trace = isinstance(trace, Trace)  # a lazily mapped one too (its identity is always set)
+        is_trace = isinstance(trace, Trace)
         updates["run_id"] = trace.run_id if is_trace else _unit_field(trace, "run_id")
         updates["case_id"] = trace.case_id if is_trace else _unit_field(trace, "case_id")
         updates["variant_name"] = trace.variant_name if is_trace else _unit_field(trace, "variant_name")

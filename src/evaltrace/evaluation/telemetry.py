@@ -12,6 +12,7 @@ storage without bound.
 
 from __future__ import annotations
 
+import datetime as dt
 import inspect
 import threading
 from collections.abc import Callable, Iterable
@@ -36,7 +37,6 @@ from evaltrace.evaluation.convert import (
 )
 from evaltrace.exporters.redaction import redact_attributes
 from evaltrace.schema import EvaluationResult
-from evaltrace.schema._base import whole_ms
 
 # opentelemetry-api >= 1.35 emits log records from keyword arguments (``event_name=``, ``context=``); the supported
 # floor (1.30) takes one LogRecord and knows events only through the Events API. Decided once, from the API.
@@ -44,6 +44,8 @@ _EMIT_TAKES_KEYWORDS = "event_name" in inspect.signature(Logger.emit).parameters
 
 MAX_METRIC_EVALUATOR_NAMES = 200
 """Distinct evaluator names a process records on metrics before further new names become ``_other``."""
+
+_ONE_MS = dt.timedelta(milliseconds=1)
 
 SCORE_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 2.0, 3.0, 4.0, 5.0, 10.0, 100.0)
 """``gen_ai.evaluation.score`` bucket boundaries: deciles for the usual 0-1 scores, then 1-5 / 1-10 / 0-100 scales.
@@ -61,16 +63,17 @@ class NameGuard:
 
     def __init__(self, limit: int = MAX_METRIC_EVALUATOR_NAMES) -> None:
         self._limit = limit
-        self._names: set[str] = set()
+        self.kept: set[str] = set()
+        """The names kept so far (``name in kept``: the guard returns it as is; read it lock-free, never write)."""
         self._lock = threading.Lock()
 
     def __call__(self, name: str) -> str:
         """Return ``name`` when it is (or can still become) one of the kept names, else ``_other``."""
-        if name in self._names:  # the common case, lock-free: set membership is atomic in CPython
+        if name in self.kept:  # the common case, lock-free: set membership is atomic in CPython
             return name
         with self._lock:
-            if name in self._names or len(self._names) < self._limit:
-                self._names.add(name)
+            if name in self.kept or len(self.kept) < self._limit:
+                self.kept.add(name)
                 return name
         return semconv.METRIC_NAME_OVERFLOW
 
@@ -246,7 +249,9 @@ class PipelineMetrics:
         """
         if outcome is None:
             outcome = result_outcome(result)
-        name = self._name(result.evaluator)
+        name = result.evaluator
+        if name not in self._name.kept:  # a name already kept is returned as is: NameGuard's call only for new ones
+            name = self._name(name)
         judged = outcome in JUDGED
         if judged and result.score is not None:
             self._scores.record(
@@ -268,7 +273,8 @@ class PipelineMetrics:
         self._evaluations.add(1, attributes)
         # result.latency_ms without the property for our own class; a user subclass may override the property.
         if type(result) is EvaluationResult:
-            latency_ms = whole_ms(result.started_at, result.finished_at)
+            # whole_ms() in one C operation: floor division of timedeltas is their microseconds' floor division.
+            latency_ms = (result.finished_at - result.started_at) // _ONE_MS
         else:
             latency_ms = result.latency_ms
         self._duration.record(latency_ms / 1000, {semconv.EVALTRACE_EVALUATOR_NAME: name})
