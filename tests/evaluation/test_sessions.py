@@ -628,3 +628,51 @@ def test_a_trace_with_a_field_that_failed_to_map_keeps_none_of_its_spans_alive_e
     with pytest.raises(FieldMappingFailed) as failed:
         held.error  # noqa: B018  # the field that failed: unreadable, as it was before the spans were let go
     assert str(failed.value.__cause__) == "a mapping bug of ours"
+
+
+def test_a_session_with_a_turn_whose_field_failed_to_map_is_not_evaluated_and_the_others_are_judged(
+    make_pipeline: MakePipeline,
+    tmp_path: Path,
+    logs: tuple[LoggerProvider, InMemoryLogRecordExporter],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A turn whose Trace has a field that failed to map (a bug of ours) makes its session not evaluated.
+
+    Every session evaluator of that session is not evaluated (``mapping_failed``, counted by reason as for a turn
+    whose whole mapping failed: never a verdict, a score or the evaluator's error). The other sessions, handed out
+    before and after it in the same collection, are judged as usual.
+    """
+    from evaltrace.mapping import _build
+
+    real = _build._error
+
+    def broken(root: Any, root_attrs: Any) -> Any:
+        if root_attrs.get("input.value") == "boom":  # one turn of one session only
+            raise RuntimeError("a mapping bug of ours")
+        return real(root, root_attrs)
+
+    monkeypatch.setattr(_build, "_error", broken)  # Trace.error of that turn
+    provider, exporter = logs
+    judge = Judge()
+    jsonl = tmp_path / "scores.jsonl"
+    p = _session_pipeline(
+        make_pipeline, judge, sinks=[JsonlScoreSink(jsonl)], session_quiet_period_s=600.0, logger_provider=provider
+    )
+    _turn(p, "fine-1", "q", "a")
+    _turn(p, "broken", "q0", "a0")
+    _turn(p, "broken", "boom", "a1")
+    _turn(p, "fine-2", "q", "a")
+    p.flush()  # all three sessions due at once, "broken" in the middle
+    assert sorted(c.session_id for c in judge.seen) == ["fine-1", "fine-2"]
+    assert sorted(s["session_id"] for s in _scores(jsonl)) == ["fine-1", "fine-2"]
+    stats = p.processor.stats()
+    assert stats["internal_errors"] == 0
+    coherent = stats["evaluators"]["coherent"]
+    assert coherent["passed"] == 2 and coherent["errors"] == 0 and coherent["failed"] == 0
+    assert stats["not_evaluated_by_reason"]["mapping_failed"] == 1
+    assert stats["sessions"]["judged"] == 3
+    assert stats["session_results"] == 2
+    # As every not-evaluated session result (rate limited, queue full, a turn whose whole mapping failed): counted
+    # by reason, with no log record and no score.
+    events = [event_record(r.log_record)[1] for r in exporter.get_finished_logs()]
+    assert sorted(e["session.id"] for e in events) == ["fine-1", "fine-2"]

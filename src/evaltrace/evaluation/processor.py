@@ -579,7 +579,15 @@ class EvaluationSpanProcessor(SpanProcessor):
         sessions.expect(session_id)
 
     def _submit_session(self, due: DueSession) -> None:
-        """Hand a due session to the engine (rate limits and budgets taken now, per judgement)."""
+        """Hand a due session to the engine (rate limits and budgets taken now, per judgement).
+
+        A session whose conversation could not be built (a turn's field failed to map) is not evaluated by any of
+        its evaluators (``mapping_failed``): counted as when a turn's whole mapping fails, never judged from a part.
+        """
+        if due.conversation is None:
+            for spec in due.specs:
+                self._stats.not_evaluated(semconv.SKIP_MAPPING_FAILED, spec.evaluator.name)
+            return
         limits = self._limits if self._limits.active else None
         specs: list[EvaluatorSpec] = []
         skipped: list[tuple[EvaluatorSpec, str]] = []

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaltrace._internal.errors import log_internal_error
+from evaltrace._internal.errors import log_internal_error, mapping_failure
 from evaltrace.schema import Trace
 from evaltrace.schema.conversation import Conversation
 
@@ -100,9 +100,14 @@ class OpenSession:
 
 @dataclass(frozen=True)
 class DueSession:
-    """A session handed out for judgement: the conversation (revision in ``extra``) and the evaluators to run."""
+    """A session handed out for judgement: the conversation (revision in ``extra``) and the evaluators to run.
 
-    conversation: Conversation
+    ``conversation`` is None when a turn's Trace has a field that failed to map (``FieldMappingFailed``, a bug of
+    ours): the session is not judged (``mapping_failed``) rather than judged without that turn or that field.
+    """
+
+    session_id: str
+    conversation: Conversation | None
     specs: tuple[Any, ...]
     revision: int
 
@@ -284,13 +289,20 @@ class SessionBuffer:
                 extra: dict[str, Any] = {"revision": entry.revision}
                 if entry.dropped_turns:
                     extra["dropped_turns"] = entry.dropped_turns
-                conversation = Conversation.from_traces(
-                    entry.session_id, list(entry.traces.values()), user_id=entry.user_id, **extra
-                )
+                try:
+                    conversation = Conversation.from_traces(
+                        entry.session_id, list(entry.traces.values()), user_id=entry.user_id, **extra
+                    )
+                except Exception as exc:  # FieldMappingFailed, maybe wrapped by the validation reading the field
+                    if mapping_failure(exc) is None:
+                        raise
+                    # Logged once already, when add()'s release() first read the field.
+                    due.append(DueSession(entry.session_id, None, tuple(entry.specs.values()), entry.revision))
+                    continue
                 # In turn order (from_traces sorts by start time), not arrival order: trace_ids[i] is turn i's.
                 keys = {id(trace): key for key, trace in entry.traces.items()}
                 conversation.extra["trace_ids"] = [keys.get(id(turn.trace), "") for turn in conversation.turns]
-                due.append(DueSession(conversation, tuple(entry.specs.values()), entry.revision))
+                due.append(DueSession(entry.session_id, conversation, tuple(entry.specs.values()), entry.revision))
         return due
 
     def is_latest(self, session_id: str, revision: int) -> bool:
