@@ -676,3 +676,37 @@ def test_a_session_with_a_turn_whose_field_failed_to_map_is_not_evaluated_and_th
     # by reason, with no log record and no score.
     events = [event_record(r.log_record)[1] for r in exporter.get_finished_logs()]
     assert sorted(e["session.id"] for e in events) == ["fine-1", "fine-2"]
+
+
+def test_a_session_whose_conversation_cannot_be_built_is_not_evaluated_and_the_others_are_judged(
+    make_pipeline: MakePipeline, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any other failure to build a session's conversation (a bug of ours) loses no other session of the batch.
+
+    It is counted like a turn whose field failed to map (``mapping_failed`` per evaluator, never a verdict), and the
+    sessions handed out before and after it in the same collection are judged as usual.
+    """
+    from evaltrace.schema.conversation import Conversation
+
+    real = Conversation.from_traces.__func__  # type: ignore[attr-defined]
+
+    def broken(cls: Any, session_id: str, *args: Any, **kwargs: Any) -> Any:
+        if session_id == "broken":
+            raise RuntimeError("a conversation bug of ours")
+        return real(cls, session_id, *args, **kwargs)
+
+    monkeypatch.setattr(Conversation, "from_traces", classmethod(broken))
+    judge = Judge()
+    jsonl = tmp_path / "scores.jsonl"
+    p = _session_pipeline(make_pipeline, judge, sinks=[JsonlScoreSink(jsonl)], session_quiet_period_s=600.0)
+    _turn(p, "fine-1", "q", "a")
+    _turn(p, "broken", "q0", "a0")
+    _turn(p, "fine-2", "q", "a")
+    p.flush()
+    assert sorted(c.session_id for c in judge.seen) == ["fine-1", "fine-2"]
+    assert sorted(s["session_id"] for s in _scores(jsonl)) == ["fine-1", "fine-2"]
+    stats = p.processor.stats()
+    assert stats["not_evaluated_by_reason"]["mapping_failed"] == 1
+    assert stats["session_results"] == 2
+    coherent = stats["evaluators"]["coherent"]
+    assert coherent["passed"] == 2 and coherent["errors"] == 0 and coherent["failed"] == 0

@@ -788,11 +788,17 @@ class EvaluationSpanProcessor(SpanProcessor):
 
     def _judge_sessions(self, sessions: SessionBuffer, *, drain: bool = False) -> None:
         try:
-            for due in sessions.collect(drain=drain):
-                self._submit_session(due)
+            batch = sessions.collect(drain=drain)
         except Exception:
             self._stats.incr("internal_errors")
             log_internal_error("judging sessions")
+            return
+        for due in batch:  # one session's failure never takes the rest of the batch (already handed out) with it
+            try:
+                self._submit_session(due)
+            except Exception:
+                self._stats.incr("internal_errors")
+                log_internal_error("judging sessions")
 
     def _settle(self, complete: list[OpenTrace], incomplete: list[OpenTrace]) -> None:
         for entry in incomplete:

@@ -102,8 +102,9 @@ class OpenSession:
 class DueSession:
     """A session handed out for judgement: the conversation (revision in ``extra``) and the evaluators to run.
 
-    ``conversation`` is None when a turn's Trace has a field that failed to map (``FieldMappingFailed``, a bug of
-    ours): the session is not judged (``mapping_failed``) rather than judged without that turn or that field.
+    ``conversation`` is None when a turn's Trace has a field that failed to map (``FieldMappingFailed``), or the
+    conversation could not be built from its turns for another reason (both bugs of ours): the session is not
+    judged (``mapping_failed``) rather than judged without that turn or that field.
     """
 
     session_id: str
@@ -295,8 +296,10 @@ class SessionBuffer:
                     )
                 except Exception as exc:  # FieldMappingFailed, maybe wrapped by the validation reading the field
                     if mapping_failure(exc) is None:
-                        raise
-                    # Logged once already, when add()'s release() first read the field.
+                        # Any other failure to build it is a bug of ours too: this session is counted as not
+                        # evaluated (never judged from a part) and the other sessions due now still go out.
+                        log_internal_error("building a session's conversation")
+                    # A field's failure was logged once already, when add()'s release() first read the field.
                     due.append(DueSession(entry.session_id, None, tuple(entry.specs.values()), entry.revision))
                     continue
                 # In turn order (from_traces sorts by start time), not arrival order: trace_ids[i] is turn i's.
