@@ -9,6 +9,7 @@ import contextlib
 import gc
 import json
 import threading
+import weakref
 from typing import Any
 
 import openai
@@ -441,3 +442,22 @@ def test_a_close_from_another_thread_waits_for_the_batch_being_folded(
     (message,) = json.loads(span.attributes["gen_ai.output.messages"])
     text = [p["content"] for p in message["parts"] if p["type"] == "text"]
     assert text == ["".join(f"w{i} " for i in range(counted))]
+
+
+async def test_a_response_kept_after_its_stream_was_dropped_does_not_keep_the_stream_alive(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """The proxy binds the wrapped stream's ``__next__`` / ``__anext__`` in its state; ``stream.response`` closes
+    the span through that state. Before, the response held the state strongly, so a caller keeping only the
+    response (to read its headers) kept the SDK stream, its generator and its buffers alive.
+    """
+    stream = await _stream_chat([_simple_stream()], is_async)
+    response = stream.response
+    wrapped = weakref.ref(stream.__wrapped__)
+    del stream
+    gc.collect()
+    assert wrapped() is None
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["evaltrace.stream.end_reason"] == "garbage_collected"
+    await response.aclose() if is_async else response.close()  # the span has ended: nothing more happens
+    assert len(exporter.get_finished_spans()) == 1

@@ -23,6 +23,7 @@ from __future__ import annotations
 import inspect
 import threading
 import time
+import weakref
 from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -60,8 +61,8 @@ class StreamState:
     """
 
     __slots__ = (
-        "acc", "call", "chunks", "done", "first", "first_wall_ns", "fold", "last", "lock", "pending", "pull",
-        "record_gap",
+        "__weakref__", "acc", "call", "chunks", "done", "first", "first_wall_ns", "fold", "last", "lock", "pending",
+        "pull", "record_gap",
     )  # fmt: skip
 
     def __init__(self, call: Call, acc: Accumulator) -> None:
@@ -157,23 +158,33 @@ class StreamState:
 
 
 class _ResponseCloseHook(_ObjectProxy):
-    """``stream.response`` for outside callers: closing it (as the stream helpers do) ends the span."""
+    """``stream.response`` for outside callers: closing it (as the stream helpers do) ends the span.
+
+    It holds the stream's state weakly: the state holds the wrapped stream (its bound ``__next__`` /
+    ``__anext__``), which a response kept after its stream was dropped must not keep alive. Once the proxy is
+    collected its span has ended (garbage collection), so there is nothing left to end.
+    """
 
     def __init__(self, wrapped: Any, state: StreamState) -> None:
         super().__init__(wrapped)
-        self._self_state = state
+        self._self_state = weakref.ref(state)
+
+    def _end(self) -> None:
+        state = self._self_state()
+        if state is not None:
+            state.end(sc.STREAM_END_CLOSED)
 
     def close(self) -> Any:
         try:
             return self.__wrapped__.close()
         finally:
-            self._self_state.end(sc.STREAM_END_CLOSED)
+            self._end()
 
     async def aclose(self) -> Any:
         try:
             return await self.__wrapped__.aclose()
         finally:
-            self._self_state.end(sc.STREAM_END_CLOSED)
+            self._end()
 
 
 class StreamProxyBase(_ObjectProxy):
