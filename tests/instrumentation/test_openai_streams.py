@@ -5,8 +5,11 @@ SSE bodies are built from the openai package's own types (``model_dump_json``), 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
+import threading
+import weakref
 from typing import Any
 
 import openai
@@ -395,3 +398,66 @@ async def test_responses_stream_helper_is_traced_once(is_async: bool, exporter: 
     (span,) = exporter.get_finished_spans()
     assert span.attributes["gen_ai.response.id"] == final.id
     assert span.attributes["evaltrace.stream.end_reason"] == "exhausted"
+
+
+def test_a_close_from_another_thread_waits_for_the_batch_being_folded(
+    monkeypatch: pytest.MonkeyPatch, exporter: InMemorySpanExporter
+) -> None:
+    """``close()`` on another thread while the reading thread folds chunks into the accumulator (a batch, or one).
+
+    Before, the span ended half-way through the batch: the count had the whole batch, the recorded output only the
+    chunks folded so far (and the rest were folded into an ended span's accumulator). Now the close waits for the
+    batch, so every counted chunk is in the output. The fold is caught in the middle through the reasoning reader it
+    calls for a delta that is not plain text (chunk 30, with a refusal).
+    """
+    from evaltrace._internal.openai import accumulate
+
+    chunks = [_chunk({"content": f"w{i} ", **({"refusal": "no"} if i == 30 else {})}) for i in range(150)]
+    stream: Any = None  # the closure below closes it; set once it exists
+    closed_during_fold: list[bool] = []
+    closer: list[threading.Thread] = []
+    real_extra = accumulate.reasoning_extra
+
+    def extra_then_close(delta: Any) -> Any:
+        if not closer:  # the first fold of a batch holding chunk 30: close from another thread, meanwhile
+            done = threading.Event()
+            thread = threading.Thread(target=lambda: (stream.close(), done.set()))
+            closer.append(thread)
+            thread.start()
+            closed_during_fold.append(done.wait(0.5))
+        return real_extra(delta)
+
+    monkeypatch.setattr(accumulate, "reasoning_extra", extra_then_close)
+    api, _ = client([sse_interaction(CHAT, [*chunks, _chunk({}, finish="stop")])], False)
+    stream = api.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}], stream=True)
+    read = 0
+    with contextlib.suppress(Exception):  # the SDK's own error for a response closed under it, if it comes first
+        for _ in stream:
+            read += 1
+    closer[0].join(10)
+    assert closed_during_fold == [False]
+    (span,) = exporter.get_finished_spans()
+    counted = span.attributes["evaltrace.stream.chunks"]
+    assert 31 <= counted <= read  # chunk 30 is in; so are those read before the close took its turn
+    (message,) = json.loads(span.attributes["gen_ai.output.messages"])
+    text = [p["content"] for p in message["parts"] if p["type"] == "text"]
+    assert text == ["".join(f"w{i} " for i in range(counted))]
+
+
+async def test_a_response_kept_after_its_stream_was_dropped_does_not_keep_the_stream_alive(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """The proxy binds the wrapped stream's ``__next__`` / ``__anext__`` in its state; ``stream.response`` closes
+    the span through that state. Before, the response held the state strongly, so a caller keeping only the
+    response (to read its headers) kept the SDK stream, its generator and its buffers alive.
+    """
+    stream = await _stream_chat([_simple_stream()], is_async)
+    response = stream.response
+    wrapped = weakref.ref(stream.__wrapped__)
+    del stream
+    gc.collect()
+    assert wrapped() is None
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["evaltrace.stream.end_reason"] == "garbage_collected"
+    await response.aclose() if is_async else response.close()  # the span has ended: nothing more happens
+    assert len(exporter.get_finished_spans()) == 1

@@ -21,7 +21,9 @@ recorded as ``truncated``, with the span status left UNSET, since nothing was ra
 from __future__ import annotations
 
 import inspect
+import threading
 import time
+import weakref
 from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -59,7 +61,8 @@ class StreamState:
     """
 
     __slots__ = (
-        "acc", "call", "chunks", "done", "first", "first_wall_ns", "fold", "last", "pending", "pull", "record_gap",
+        "__weakref__", "acc", "call", "chunks", "done", "first", "first_wall_ns", "fold", "last", "lock", "pending",
+        "pull", "record_gap",
     )  # fmt: skip
 
     def __init__(self, call: Call, acc: Accumulator) -> None:
@@ -71,6 +74,9 @@ class StreamState:
         self.last: float | None = None
         self.done = False
         self.pending: list[Any] | None = None
+        # Held while chunks are folded in and while the span ends, never per chunk on the fast path: a close()
+        # from another thread waits for a batch being folded instead of ending the span half-way through it.
+        self.lock = threading.RLock()
         self.pull: Any = None  # the wrapped stream's bound ``__next__`` / ``__anext__``, set by the proxy
         batch = getattr(acc, "add_batch", None)
         self.fold = batch if batch is not None else partial(add_each, acc.add)
@@ -83,8 +89,12 @@ class StreamState:
 
     def on_chunk(self, chunk: Any) -> None:
         """Fold one chunk in now: count it, stamp it, accumulate it (the proxy's slow path)."""
-        if self.done:
-            return  # the span is ended; its attributes may be built from the accumulator on another thread
+        with self.lock:
+            if self.done:
+                return  # the span is ended; its attributes may be built from the accumulator on another thread
+            self._on_chunk(chunk)
+
+    def _on_chunk(self, chunk: Any) -> None:
         now = perf_counter()
         self.chunks += 1
         if self.record_gap is not None and self.first is not None:
@@ -98,23 +108,31 @@ class StreamState:
 
     def flush(self) -> None:
         """Fold the held chunks into the accumulator (``fold`` routes an error of ours per chunk)."""
-        pending = self.pending
-        if pending:
-            self.pending = []
-            self.chunks += len(pending)
-            self.fold(pending)
+        with self.lock:
+            pending = self.pending
+            if pending:
+                self.pending = []
+                self.chunks += len(pending)
+                self.fold(pending)
 
     def end(self, reason: str, error: BaseException | None = None) -> None:
         """Finish the span (its stream attributes are built later, from these timestamps); later calls do nothing."""
-        if self.done:
-            return
-        self.done = True
-        try:
-            with handle_internal_errors(f"processing {self.call.codec.label} stream chunks"):
-                self.flush()  # the held chunks first: the outcome, the end reason and the chunk count include them
-        finally:
-            self.pending = None  # the proxy's fast path is off: a chunk read after the end is not counted
-            self._finish(reason, error)
+        with self.lock:  # one end, after any batch another thread is folding in
+            if self.done:
+                return
+            self.done = True
+            held, self.pending = self.pending, None  # the fast path is off: a chunk read from now on is not counted
+            try:
+                if held:
+                    with handle_internal_errors(f"processing {self.call.codec.label} stream chunks"):
+                        # The held chunks first: the outcome, the end reason and the chunk count include them. A
+                        # copy: a chunk the reading thread appends from here on came after the end, and is neither
+                        # folded in nor counted.
+                        held = held[:]
+                        self.chunks += len(held)
+                        self.fold(held)
+            finally:
+                self._finish(reason, error)
 
     def _finish(self, reason: str, error: BaseException | None) -> None:
         with handle_internal_errors(f"ending a {self.call.codec.label} stream span"):
@@ -140,23 +158,33 @@ class StreamState:
 
 
 class _ResponseCloseHook(_ObjectProxy):
-    """``stream.response`` for outside callers: closing it (as the stream helpers do) ends the span."""
+    """``stream.response`` for outside callers: closing it (as the stream helpers do) ends the span.
+
+    It holds the stream's state weakly: the state holds the wrapped stream (its bound ``__next__`` /
+    ``__anext__``), which a response kept after its stream was dropped must not keep alive. Once the proxy is
+    collected its span has ended (garbage collection), so there is nothing left to end.
+    """
 
     def __init__(self, wrapped: Any, state: StreamState) -> None:
         super().__init__(wrapped)
-        self._self_state = state
+        self._self_state = weakref.ref(state)
+
+    def _end(self) -> None:
+        state = self._self_state()
+        if state is not None:
+            state.end(sc.STREAM_END_CLOSED)
 
     def close(self) -> Any:
         try:
             return self.__wrapped__.close()
         finally:
-            self._self_state.end(sc.STREAM_END_CLOSED)
+            self._end()
 
     async def aclose(self) -> Any:
         try:
             return await self.__wrapped__.aclose()
         finally:
-            self._self_state.end(sc.STREAM_END_CLOSED)
+            self._end()
 
 
 class StreamProxyBase(_ObjectProxy):
@@ -188,8 +216,17 @@ class SyncStreamProxy(StreamProxyBase):
         state.pull = wrapped.__next__
 
     def __iter__(self) -> Iterator[Any]:
-        """What ``for`` reads: a generator over ``__next__``'s path, resumed per chunk rather than called."""
-        return _chunks(self)
+        """What ``for`` reads: a generator over the wrapped stream's own iterator, resumed per chunk, not called.
+
+        It loops over ``iter(wrapped)``, as a ``for`` over the stream itself would (for openai's ``Stream``, its
+        generator: no ``Stream.__next__`` frame per chunk); an iterator without ``__iter__`` is read through its
+        ``__next__``.
+        """
+        try:
+            source = iter(self.__wrapped__)
+        except TypeError:
+            source = iter(self._self_state.pull, _NO_SENTINEL)
+        return _chunks(self, source)
 
     def __next__(self) -> Any:
         # The whole per-chunk path, written out here (and in _chunks): one Python frame per chunk.
@@ -236,39 +273,44 @@ class SyncStreamProxy(StreamProxyBase):
             self._self_state.end(sc.STREAM_END_CLOSED)
 
 
-def _chunks(proxy: SyncStreamProxy) -> Iterator[Any]:
-    """``SyncStreamProxy.__next__`` as a generator: resuming a generator costs less than calling ``__next__``.
+_NO_SENTINEL = object()
+"""``iter(pull, _NO_SENTINEL)``: a C iterator over a ``__next__`` that ends at its StopIteration."""
+
+
+def _chunks(proxy: SyncStreamProxy, source: Iterator[Any]) -> Iterator[Any]:
+    """``SyncStreamProxy.__next__`` as a generator over ``source``: resuming a generator costs less than a call.
 
     It holds ``proxy``, so a stream iterated without a name (``for chunk in client.create(...)``) is not
-    collected, and its span not ended by garbage collection, while it is read. A ``GeneratorExit`` at the
-    ``yield`` (the loop was left and the generator collected) ends nothing: the proxy's own exits do.
+    collected, and its span not ended by garbage collection, while it is read. Only an exception raised by
+    ``source`` ends the span: one thrown in at the ``yield`` (``GeneratorExit`` when the loop was left and the
+    generator collected) ends nothing, the proxy's own exits do.
     """
     state = proxy._self_state
-    pull = state.pull
-    while True:
-        try:
-            chunk = pull()
-        except StopIteration:
-            state.end(sc.STREAM_END_EXHAUSTED)
-            return
-        except BaseException as error:
-            state.end(sc.STREAM_END_ERROR, error)
-            raise
-        pending = state.pending
-        if pending is not None:
-            state.last = perf_counter()
-            pending.append(chunk)
-            if len(pending) >= BATCH:
+    from_source = True  # False while this frame handles a chunk: an exception there is not the stream's
+    try:
+        for chunk in source:
+            from_source = False
+            pending = state.pending
+            if pending is not None:
+                state.last = perf_counter()
+                pending.append(chunk)
+                if len(pending) >= BATCH:
+                    try:
+                        state.flush()
+                    except Exception:
+                        chunk_failed()
+            else:
                 try:
-                    state.flush()
+                    state.on_chunk(chunk)
                 except Exception:
                     chunk_failed()
-        else:
-            try:
-                state.on_chunk(chunk)
-            except Exception:
-                chunk_failed()
-        yield chunk
+            yield chunk
+            from_source = True
+    except BaseException as error:
+        if from_source:
+            state.end(sc.STREAM_END_ERROR, error)
+        raise
+    state.end(sc.STREAM_END_EXHAUSTED)
 
 
 class IterableStreamProxy(SyncStreamProxy):
@@ -276,7 +318,12 @@ class IterableStreamProxy(SyncStreamProxy):
 
     def __init__(self, wrapped: Any, state: StreamState) -> None:
         StreamProxyBase.__init__(self, wrapped, state)
-        state.pull = iter(wrapped).__next__
+        self._self_source = iter(wrapped)
+        state.pull = self._self_source.__next__
+
+    def __iter__(self) -> Iterator[Any]:
+        """The generator over the one iterator ``next()`` reads too."""
+        return _chunks(self, self._self_source)
 
 
 class AsyncStreamProxy(StreamProxyBase):

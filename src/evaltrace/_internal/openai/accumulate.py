@@ -80,6 +80,22 @@ class _ChoiceBuffer:
         return output_message(parts, self.finish_reason)
 
 
+_FAST_TYPES: tuple[Any, Any, Any] | None = None
+"""openai's ``ChatCompletionChunk``, ``Choice`` and ``ChoiceDelta`` once looked up (``_fast_types``)."""
+
+
+def _fast_types() -> tuple[Any, Any, Any]:
+    """The openai chunk types for ``ChatAccumulator.add_batch``'s exact type checks (three Nones without openai)."""
+    global _FAST_TYPES
+    try:
+        from openai.types.chat.chat_completion_chunk import ChatCompletionChunk, Choice, ChoiceDelta
+    except ImportError:  # chunks of another SDK: every one takes the general path
+        _FAST_TYPES = (None, None, None)
+    else:
+        _FAST_TYPES = (ChatCompletionChunk, Choice, ChoiceDelta)
+    return _FAST_TYPES
+
+
 class ChatAccumulator:
     """Accumulates ``ChatCompletionChunk``s by choice index and (choice, tool) index."""
 
@@ -116,44 +132,86 @@ class ChatAccumulator:
             self.usage = usage
         return True if choices else False  # a truth test, no call: this runs per chunk
 
-    def add_batch(self, chunks: list[Any]) -> None:
+    def add_batch(self, chunks: list[Any]) -> None:  # noqa: C901  # one frame per batch, by design
         """``add`` for each chunk in order, written out in one frame (the stream proxy's batch fold).
 
+        openai's own chunk, choice and delta types (exactly those: a subclass may read its fields its own way) are
+        read through their instance ``__dict__``: a dict lookup where an attribute read goes through pydantic's
+        ``__getattr__`` hook, which CPython does not specialise. A field missing from the ``__dict__``, a delta
+        with extras (reasoning) or with anything but text takes the general path, which reads it as ``add`` does.
         A subclass that reads chunks its own way (overriding ``add`` or ``_add_delta``) gets ``add`` per chunk.
         """
         if not self._inline:
             add_each(self.add, chunks)
             return
+        chunk_type, choice_type, delta_type = _FAST_TYPES or _fast_types()
         buffers = self.choices
         for chunk in chunks:
             try:
                 if self.header_pending:
                     self._read_header(chunk)
-                for choice in chunk.choices or ():
-                    index = choice.index
+                if type(chunk) is not chunk_type:
+                    self._add_chunk(chunk)
+                    continue
+                fields = chunk.__dict__
+                try:
+                    choices = fields["choices"]
+                    usage = fields["usage"]
+                except KeyError:
+                    self._add_chunk(chunk)
+                    continue
+                for choice in choices or ():
+                    if type(choice) is not choice_type:
+                        self._add_choice(choice)
+                        continue
+                    fields = choice.__dict__
+                    try:
+                        index = fields["index"]
+                        delta = fields["delta"]
+                        finish = fields["finish_reason"]
+                    except KeyError:
+                        self._add_choice(choice)
+                        continue
                     buffer = buffers.get(index)
                     if buffer is None:
                         buffer = buffers[index] = _ChoiceBuffer()
-                    delta = choice.delta
                     if delta is not None:
-                        # _add_delta and reasoning_extra, inline: a text delta is the common chunk.
-                        content = delta.content
-                        if content:
-                            buffer.text.append(content)
-                        if (
-                            delta.refusal
-                            or delta.tool_calls
-                            or getattr(delta, "__pydantic_extra__", None)  # empty in openai's own deltas
-                            or getattr(delta, "function_call", None) is not None
-                        ):
-                            ChatAccumulator._add_rest(buffer, delta)
-                    if choice.finish_reason is not None:
-                        buffer.finish_reason = choice.finish_reason
-                usage = getattr(chunk, "usage", None)
+                        if type(delta) is delta_type and not delta.__pydantic_extra__:
+                            fields = delta.__dict__
+                            try:
+                                content = fields["content"]
+                                rest = fields["refusal"] or fields["tool_calls"] or fields["function_call"] is not None
+                            except KeyError:
+                                ChatAccumulator._add_delta(buffer, delta)
+                            else:
+                                if content:
+                                    buffer.text.append(content)
+                                if rest:
+                                    ChatAccumulator._add_rest(buffer, delta)
+                        else:
+                            ChatAccumulator._add_delta(buffer, delta)
+                    if finish is not None:
+                        buffer.finish_reason = finish
                 if usage is not None:
                     self.usage = usage
             except Exception:
                 chunk_failed()
+
+    def _add_chunk(self, chunk: Any) -> None:
+        """``add`` after the header: the general path of ``add_batch`` for a chunk of another shape."""
+        for choice in chunk.choices or ():
+            self._add_choice(choice)
+        usage = getattr(chunk, "usage", None)
+        if usage is not None:
+            self.usage = usage
+
+    def _add_choice(self, choice: Any) -> None:
+        buffer = self.choices.get(choice.index)
+        if buffer is None:
+            buffer = self.choices[choice.index] = _ChoiceBuffer()
+        ChatAccumulator._add_delta(buffer, choice.delta)
+        if choice.finish_reason is not None:
+            buffer.finish_reason = choice.finish_reason
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
