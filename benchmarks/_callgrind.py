@@ -15,14 +15,14 @@ counted evaltrace's compiler time, and the first of a pair of runs could compile
 
 Counted from the measured phase (``run_totals(..., from_collect=True)``, the smoke run): callgrind starts with its
 instrumentation off (``--instr-atstart=no``) and the child turns it on when its first explicit ``gc.collect()``
-returns. Every child collects exactly once, right after its set-up and warm-up and before its measured calls, so
-that no cyclic collection lands in one run and not the other. What comes before (interpreter, SDKs, set-up,
-warm-up) is the same in the 0-call and the N-call runs and cancels in their difference; uninstrumented it runs
-several times faster. The runs still count everything after that point (the calls, the flush, shutdown and exit,
-every thread), so a figure is the same difference of two runs as before. The switch is a callgrind client request
-(``START_INSTRUMENTATION``) made through a few bytes of x86-64 machine code (:func:`_client_request`), so no
-compiler is needed; ``--dump-before`` and client-request dumps were not usable as phase markers, as they write the
-calling thread alone and the export threads' counts would stay in one total.
+returns (a call made in the child's own script, not one a library makes). Every child collects once, right after its
+set-up and warm-up and before its measured calls, so that no cyclic collection lands in one run and not the other.
+What comes before (interpreter, SDKs, set-up, warm-up) is the same in the 0-call and the N-call runs and cancels in
+their difference; uninstrumented it runs several times faster. The runs still count everything after that point (the
+calls, the flush, shutdown and exit, every thread), so a figure is the same difference of two runs as before. The
+switch is a callgrind client request (``START_INSTRUMENTATION``) made through a few bytes of x86-64 machine code
+(:func:`_client_request`), so no compiler is needed; ``--dump-before`` and client-request dumps were not usable as
+phase markers, as they write the calling thread alone and the export threads' counts would stay in one total.
 """
 
 from __future__ import annotations
@@ -86,9 +86,12 @@ def _client_request(code: int) -> int:
 
 def _count_from_first_collect() -> None:
     collect = gc.collect
+    script = os.path.realpath(sys.argv[0])
 
     def collect_then_count(generation: int = 2) -> int:
         found = collect(generation)
+        if os.path.realpath(sys._getframe(1).f_code.co_filename) != script:
+            return found  # a library's collection, not the child's own: still setting up
         gc.collect = collect  # once: a later collection is part of what is measured
         _client_request(_START_INSTRUMENTATION)
         return found
