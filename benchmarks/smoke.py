@@ -30,7 +30,7 @@ measured calls, or from the Anthropic child's mark before its warm-up streams, t
 callgrind's slow-down only for what their figures count, and the figures are the same differences as before. The
 OpenAI slope counts the benchmark child's 20 warm-up streams, which come before its collection and which it does not
 mark, and ``startup`` is the whole process: both count from the start. ``--whole-process`` counts every run from
-the start (the first versions' way: slower, the same figures).
+the start (the first versions' way: slower, and noisier, as start-up differences between two runs count too).
 
 A row fails when its figure exceeds its budget by more than ``tolerance`` (10%). The budget of a row whose issue
 target is not met yet is today's figure (``target`` beside it): the run guards against regressions now and shows
