@@ -15,10 +15,22 @@ counted evaltrace's compiler time, and the first of a pair of runs could compile
 uncounted run fills evaltrace's file of prices already looked up (``EVALTRACE_PRICE_CACHE``, beside the bytecode), as
 an application's first process does; run the benchmark with ``EVALTRACE_PRICE_CACHE=off`` to count processes that
 load genai-prices' table (an application's first process after an install).
+
+Counted from the measured phase (``run_totals(..., from_collect=True)``, the smoke run): callgrind starts with its
+instrumentation off (``--instr-atstart=no``) and the child turns it on when its first explicit ``gc.collect()``
+returns (a call made in the child's own script, not one a library makes). Every child collects once, right after its
+set-up and warm-up and before its measured calls, so that no cyclic collection lands in one run and not the other.
+What comes before (interpreter, SDKs, set-up, warm-up) is the same in the 0-call and the N-call runs and cancels in
+their difference; uninstrumented it runs several times faster. The runs still count everything after that point (the
+calls, the flush, shutdown and exit, every thread), so a figure is the same difference of two runs as before. The
+switch is a callgrind client request (``START_INSTRUMENTATION``) made through a few bytes of x86-64 machine code
+(:func:`_client_request`), so no compiler is needed; ``--dump-before`` and client-request dumps were not usable as
+phase markers, as they write the calling thread alone and the export threads' counts would stay in one total.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import shutil
@@ -31,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CHILD_FLAG = "--callgrind-child"
+FROM_COLLECT_ENV = "EVALTRACE_CALLGRIND_FROM_COLLECT"  # set in a child whose counting starts at gc.collect()
 _TOTALS = re.compile(r"^(?:summary|totals):\s*(\d+)", re.MULTILINE)
 
 
@@ -43,10 +56,64 @@ class PerCall:
 
 
 def child_request(argv: Sequence[str]) -> tuple[str, int] | None:
-    """Return (variant, calls) when this process is a callgrind child, else None."""
+    """Return (variant, calls) when this process is a callgrind child, else None.
+
+    In a child run with ``from_collect=True``, also make the first ``gc.collect()`` turn callgrind's
+    instrumentation on.
+    """
     if len(argv) >= 4 and argv[1] == CHILD_FLAG:
+        if os.environ.get(FROM_COLLECT_ENV) == "1":
+            _count_from_first_collect()
         return argv[2], int(argv[3])
     return None
+
+
+# x86-64 System V, ``uint64_t request(uint64_t *args)``: valgrind's client-request sequence (the four ``rol``s of
+# %rdi by 128 bits in all, then ``xchg %rbx,%rbx``) with %rax pointing at the request and its five arguments; the
+# result comes back in %rdx, 0 when not running under valgrind (as valgrind.h's VALGRIND_DO_CLIENT_REQUEST_EXPR).
+_REQUEST_CODE = bytes.fromhex("4889f831d248c1c70348c1c70d48c1c73d48c1c7334887db4889d0c3")
+_START_INSTRUMENTATION = 0x43540004  # VG_USERREQ_TOOL_BASE('C','T') + 4 (callgrind.h)
+
+
+def _client_request(code: int) -> int:
+    """Make one valgrind client request with no arguments; its result (0 when not under valgrind)."""
+    import ctypes  # here: a whole-process count (the start-up row) does not pay for them
+    import mmap
+
+    page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    page.write(_REQUEST_CODE)
+    call = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_void_p)(ctypes.addressof(ctypes.c_char.from_buffer(page)))
+    args = (ctypes.c_uint64 * 6)(code, 0, 0, 0, 0, 0)
+    return int(call(ctypes.addressof(args)))
+
+
+def count_from_here() -> None:
+    """In a child run with ``from_collect=True``: count from here on, not from the first ``gc.collect()``.
+
+    For a child whose figure counts its warm-up too (the Anthropic stream slope counts its warm-up streams): called
+    after the set-up, before the warm-up. A no-op in any other process.
+    """
+    if os.environ.get(FROM_COLLECT_ENV) == "1":
+        gc.collect = _COLLECT[0]  # the window is open: a later collection is part of what is measured
+        _client_request(_START_INSTRUMENTATION)
+
+
+_COLLECT = [gc.collect]
+
+
+def _count_from_first_collect() -> None:
+    collect = gc.collect
+    script = os.path.realpath(sys.argv[0])
+
+    def collect_then_count(generation: int = 2) -> int:
+        found = collect(generation)
+        if os.path.realpath(sys._getframe(1).f_code.co_filename) != script:
+            return found  # a library's collection, not the child's own: still setting up
+        gc.collect = collect  # once: a later collection is part of what is measured
+        _client_request(_START_INSTRUMENTATION)
+        return found
+
+    gc.collect = collect_then_count
 
 
 def _thread_totals(directory: Path) -> dict[int, int]:
@@ -73,21 +140,40 @@ def _env() -> dict[str, str]:
     return {**env, "PYTHONHASHSEED": "0", "PYTHONPYCACHEPREFIX": _CACHE[0]}
 
 
-def warm(runs: Sequence[tuple[str, str]]) -> None:
-    """Fill the children's bytecode cache: each (script, variant) run once with 0 calls, not counted."""
-    for script, variant in dict.fromkeys(runs):
+def warm(runs: Sequence[tuple[str, str]], jobs: int = 1) -> None:
+    """Fill the children's bytecode cache: each (script, variant) run once with 0 calls, not counted.
+
+    ``jobs`` runs at once (a module compiled by two of them at once is written twice, alike: Python writes its
+    ``.pyc`` to a temporary file and renames it).
+    """
+
+    def one(run: tuple[str, str]) -> None:
+        script, variant = run
         command = [sys.executable, script, CHILD_FLAG, variant, "0"]
         done = subprocess.run(command, capture_output=True, text=True, env=_env(), timeout=600)
         if done.returncode != 0:
             raise RuntimeError(f"{variant}: warm-up run failed:\n{done.stderr[-2000:]}")
 
+    _env()  # the cache is made here, before threads could each make one
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        list(pool.map(one, dict.fromkeys(runs)))
 
-def _run(script: str, variant: str, calls: int) -> dict[int, int]:
+
+def can_count_from_collect() -> bool:
+    """Whether ``from_collect`` runs work here: the client request is x86-64 Linux machine code."""
+    import platform
+
+    return sys.platform == "linux" and platform.machine() in ("x86_64", "AMD64")
+
+
+def _run(script: str, variant: str, calls: int, from_collect: bool = False) -> dict[int, int]:
+    env = {**_env(), FROM_COLLECT_ENV: "1"} if from_collect else _env()
     with tempfile.TemporaryDirectory(prefix="callgrind-") as tmp:
         command = [
             "valgrind",
             "--tool=callgrind",
             "--separate-threads=yes",
+            *(["--instr-atstart=no"] if from_collect else []),
             f"--callgrind-out-file={tmp}/callgrind.out.%p",
             sys.executable,
             script,
@@ -95,18 +181,23 @@ def _run(script: str, variant: str, calls: int) -> dict[int, int]:
             variant,
             str(calls),
         ]
-        done = subprocess.run(command, capture_output=True, text=True, env=_env(), timeout=1800)
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
         if done.returncode != 0:
             raise RuntimeError(f"{variant}: callgrind child failed:\n{done.stderr[-2000:]}")
         totals = _thread_totals(Path(tmp))
-    if 1 not in totals:
-        raise RuntimeError(f"{variant}: no callgrind profile for the main thread")
+    if not totals.get(1):
+        where = " (does the child call gc.collect() before its measured calls?)" if from_collect else ""
+        raise RuntimeError(f"{variant}: no callgrind counts for the main thread{where}")
     return totals
 
 
-def run_totals(script: str, variant: str, calls: int) -> dict[int, int]:
-    """Instructions per thread (thread 1 the application's) of one child run of ``variant`` making ``calls`` calls."""
-    return _run(script, variant, calls)
+def run_totals(script: str, variant: str, calls: int, *, from_collect: bool = False) -> dict[int, int]:
+    """Instructions per thread (thread 1 the application's) of one child run of ``variant`` making ``calls`` calls.
+
+    ``from_collect``: count from the child's first ``gc.collect()`` on (see the module's docstring), not from the
+    interpreter's start.
+    """
+    return _run(script, variant, calls, from_collect)
 
 
 def measure(script: str, variants: Sequence[str], calls: int, jobs: int = 2) -> dict[str, PerCall]:
