@@ -57,6 +57,21 @@ def scalars_json(values: dict[str, Any], max_len: int) -> str:
 
 # Quotes and escapes a string as the C encoder does with ``encode_basestring`` (non-ASCII kept).
 _QUOTE: Callable[[str], str] = json.encoder.encode_basestring
+quote_json = _QUOTE
+
+
+def joined_messages(pieces: list[str], messages: list[dict[str, Any]], size: int, max_len: int) -> str:
+    """``text_messages(messages, size, max_len, "name")`` of a history ``request.plain_chat_history`` converted.
+
+    ``pieces`` are the JSON texts of ``messages`` that it wrote while converting them: joined, and capped as
+    ``capped_json`` caps (the truncation marker past the cap).
+    """
+    if max_len > 0 and size > max_len:
+        return capped_json(messages, max_len)
+    text = f"[{','.join(pieces)}]"
+    if max_len > 0 and len(text) > max_len:
+        return capped_json(messages, max_len)  # the truncation marker, as capped_json makes it
+    return text
 
 
 def text_messages(messages: list[dict[str, Any]], size: int, max_len: int, extra_key: str) -> str:
