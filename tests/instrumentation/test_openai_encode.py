@@ -188,3 +188,40 @@ def test_one_plain_turn_gets_the_input_value_of_the_general_rule(content: str, r
     expected = {sc.GEN_AI_INPUT_MESSAGES: text, **list_values.input_attributes(messages, text, None, None, cap)}
     assert attrs == expected
     assert list(attrs) == list(expected)
+
+
+_COST_VALUES = [
+    0.0,
+    -0.0,
+    1.8e-06,
+    3e-06,
+    4.8e-06,
+    0.1 + 0.2,
+    1e-300,
+    1.7976931348623157e308,
+    12345.678,
+    math.nan,
+    math.inf,
+]
+
+
+@pytest.mark.parametrize("writes", [False, True])
+@pytest.mark.parametrize("cap", [0, 60, 32_768])
+def test_cost_details_written_out_are_capped_json(writes: bool, cap: int) -> None:
+    """The cost details' one-f-string path gives the encoder's text (or capped_json's refusal of NaN/infinity)."""
+    from evaltrace._internal.openai.encode import cost_details_json
+
+    keys = ["input", "input_cached_tokens", "output", "output_reasoning_tokens"]
+    keys += ["input_cache_creation", "total"] if writes else ["total"]
+    for shift in range(len(_COST_VALUES)):
+        values = [_COST_VALUES[(shift + i * 3) % len(_COST_VALUES)] for i in range(len(keys))]
+        details = dict(zip(keys, values, strict=True))
+        assert cost_details_json(details, cap) == capped_json(details, cap), details
+    # Other shapes take the encoder: another key order, an int, a float subclass.
+    odd: list[dict[str, Any]] = [
+        {"total": 1.0, "input": 0.5},
+        dict.fromkeys(keys, 1),
+        {key: type("F", (float,), {"__repr__": lambda self: "x"})(1.5) for key in keys},
+    ]
+    for details in odd:
+        assert cost_details_json(details, cap) == capped_json(details, cap)
