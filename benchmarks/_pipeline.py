@@ -38,12 +38,17 @@ class ReadingExporter(SpanExporter):
         return SpanExportResult.SUCCESS
 
 
+# A tuple, not `str | tuple | list`: the union expression builds a new type object on every attribute read, which
+# charged ~1.5k instructions per attribute to whichever pipeline records more attributes.
+_SIZED = (str, tuple, list)
+
+
 def _read(attributes: Any) -> int:
     if not attributes:
         return 0
     total = 0
     for key, value in attributes.items():
-        total += len(key) + (len(value) if isinstance(value, str | tuple | list) else 1)
+        total += len(key) + (len(value) if isinstance(value, _SIZED) else 1)
     return total
 
 

@@ -57,6 +57,18 @@ IMPLS = ("none", "floor", "floor+json", "official", "evaltrace", "evaltrace-befo
 BASELINE_ENV = "EVALTRACE_BENCH_BASELINE_SRC"
 CASES = ("call1", "call10", "call100", "stream20", "stream200", "stream2000")
 BUDGET = 450_000
+# Seconds of sleep in the middle of a child's measured calls: a check that its counts do not depend on how long the
+# child runs (a loaded machine stretches it); 0 (unset) in every real measurement.
+STALL_ENV = "EVALTRACE_BENCH_STALL_S"
+QUIET_DELAY_S = 3600.0
+"""Export schedule delay of every pipeline in a plain-call child (``call*`` cases).
+
+The export threads (OTel's BatchSpanProcessor, our export queues) otherwise wake on a timer (5 s / 1 s) and
+callgrind counts every wake-up: a child slowed ~50x on a loaded machine ran longer, woke more often and counted
+more (the same tree gave 1.79x at load 11 and 2.99x at load 20). With this delay nothing fires by timer while
+the child runs; the flush after the measured calls still exports every span on the same threads, so each call's
+export work is counted, identically for every implementation.
+"""
 
 
 def _recorded(name: str) -> tuple[dict[str, Any], list[tuple[str, str]], str]:
@@ -185,20 +197,28 @@ def _official() -> Callable[[], None]:
     return provider.force_flush  # type: ignore[return-value]
 
 
-def _evaltrace() -> Callable[[], None]:
+def _evaltrace(quiet: bool) -> Callable[[], None]:
     from _pipeline import ReadingExporter, evaltrace_pipeline
 
     import evaltrace
     from evaltrace._internal import settings
 
     handle = evaltrace_pipeline(ReadingExporter())
+    if quiet:  # read by the queue's thread at its next wait: the warm-up's flush wakes it before the measured calls
+        for queue in getattr(handle, "_export_queues", ()):
+            queue._delay = QUIET_DELAY_S
     settings.replace(settings.CaptureSettings(capture_content=True))
     evaltrace.instrument_openai()
     return handle.force_flush  # type: ignore[return-value]
 
 
-def setup(impl: str) -> tuple[Any, Callable[[], None]]:
-    """Instrument for ``impl``; return the client and the flush that completes the export of every span so far."""
+def setup(impl: str, quiet: bool = False) -> tuple[Any, Callable[[], None]]:
+    """Instrument for ``impl``; return the client and the flush that completes the export of every span so far.
+
+    ``quiet``: no export thread wakes on a timer (``QUIET_DELAY_S``); spans are exported by the flush.
+    """
+    if quiet:  # read by BatchSpanProcessor when it is made (the floor's and the official's)
+        os.environ["OTEL_BSP_SCHEDULE_DELAY"] = str(int(QUIET_DELAY_S * 1000))
     if impl == "official":
         # Before the import: both are read at import / instrument time.
         os.environ["OTEL_SEMCONV_STABILITY_OPT_IN"] = "gen_ai_latest_experimental"
@@ -213,7 +233,7 @@ def setup(impl: str) -> tuple[Any, Callable[[], None]]:
     elif impl == "official":
         flush = _official()
     elif impl.startswith("evaltrace"):
-        flush = _evaltrace()
+        flush = _evaltrace(quiet)
     replay = Replay()
     transport = httpx.MockTransport(replay.handler)
     api = openai.OpenAI(api_key="bench", http_client=httpx.Client(transport=transport))  # type: ignore[arg-type]
@@ -226,7 +246,7 @@ def callgrind_child(variant: str, calls: int) -> None:
     if impl == "step":
         breakdown_child(case, calls)
         return
-    (api, replay), flush = setup(impl)
+    (api, replay), flush = setup(impl, quiet=case.startswith("call"))
     fn = make_case(api, replay, "call1" if case == "first" else case)
     for _ in range(1 if case == "first" else 20):
         fn()
@@ -235,7 +255,10 @@ def callgrind_child(variant: str, calls: int) -> None:
     # measured (a call of the client itself is ~6.5M instructions, so a collection swamps our ~0.3M).
     gc.collect()
     gc.disable()
-    for _ in range(calls):
+    stall = float(os.environ.get(STALL_ENV, "0"))
+    for i in range(calls):
+        if stall and i == calls // 2:
+            time.sleep(stall)  # what a loaded machine does to a child's wall time, on purpose
         fn()
     flush()
 

@@ -396,3 +396,47 @@ def test_a_flush_of_the_provider_does_not_consume_a_loss_the_handles_flush_has_n
         assert handle.force_flush(30_000) is True
     finally:
         handle.shutdown()
+
+
+def _reference_bytes(attributes: dict[str, object]) -> int:
+    """The estimate's rule written plainly: per attribute a fixed cost, plus its string's length, or per item of a
+    sequence (16 at most read) its string's length or 8."""
+    size = 0
+    for value in attributes.values():
+        size += ATTRIBUTE_BYTES
+        if type(value) is str:
+            size += len(value)
+        elif type(value) in (tuple, list):
+            items = list(value)  # type: ignore[call-overload]
+            sampled = sum(len(i) if type(i) is str else 8 for i in items[:16])
+            size += sampled if len(items) <= 16 else sampled * len(items) // 16
+    return size
+
+
+class _Text(str):
+    """A str subclass: the estimate counts only exact strings, as it always did."""
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        {"a": "x" * 10, "n": 3, "f": 1.5, "b": True},
+        {"reasons": ("stop", "length"), "ids": (1, 2, 3), "text": "héllo", "flags": (True,)},
+        {"docs": ["a" * 40] * 20, "more": ["b", "cc"], "s": ""},
+        {"n": 1, "f": 2.0},
+        {"sub": _Text("subclass"), "plain": "abc", "t": ("x",)},
+    ],
+    ids=["scalars", "tuples", "lists", "no-strings", "str-subclass"],
+)
+def test_the_size_estimate_counts_every_string_whatever_the_mix_of_value_types(attributes: dict[str, object]) -> None:
+    # The common case is summed in C (exact value types only); a subclass takes the per-value loop: both give the
+    # figure of the plain rule, on a span ended through the real SDK and on a plain dict of attributes.
+    provider = TracerProvider()
+    span = provider.get_tracer("t").start_span("mixed")
+    for key, value in attributes.items():
+        span.set_attribute(key, value)  # type: ignore[arg-type]
+    span.end()
+    stored = dict(span.attributes or {})
+    assert estimated_bytes(span) == SPAN_BYTES + _reference_bytes(stored)
+    ended = ReadableSpan(name="plain", attributes=attributes)  # type: ignore[arg-type]
+    assert estimated_bytes(ended) == SPAN_BYTES + _reference_bytes(attributes)

@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 from evaltrace._internal import list_values
+from evaltrace._internal import semconv as sc
 from evaltrace._internal.jsonutil import TRUNCATED_KEY, capped_json
 from evaltrace._internal.openai import build
 from evaltrace._internal.openai import request as req
-from evaltrace._internal.openai.encode import encoded, text_answer, text_messages, text_size
+from evaltrace._internal.openai.encode import encoded, joined_messages, text_answer, text_messages, text_size
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import Outcome
 
@@ -130,6 +131,19 @@ def test_text_messages_is_capped_json(cap: int) -> None:
     assert text_messages(answer, 10, cap, "finish_reason") == capped_json(answer, cap)
 
 
+@pytest.mark.parametrize("cap", [0, 40, 200, 32_768])
+def test_a_plain_history_written_while_converted_is_capped_json(cap: int) -> None:
+    """The request's one-pass path (convert, measure and write each message) gives the encoder's text, capped."""
+    odd = {"role": "user", "content": "lone \ud800 surrogate, \x00 control, \u2028 separator, \\ backslash"}
+    named = {"role": "user", "content": 'quote " and ünïcode', "name": 'a "name"\n'}
+    history = req.plain_chat_history([*PLAIN, odd, named])
+    assert history is not None
+    messages, size, pieces = history
+    assert (messages, size) == req.plain_chat_messages([*PLAIN, odd, named])
+    assert joined_messages(pieces, messages, size, cap) == capped_json(messages, cap)
+    assert req.plain_chat_history([*PLAIN, {"role": "tool", "content": "42", "tool_call_id": "c"}]) is None
+
+
 @pytest.mark.parametrize(
     "message",
     [
@@ -159,3 +173,55 @@ def test_text_messages_hands_other_shapes_to_the_encoder(message: dict[str, Any]
 def test_text_answer_is_capped_json(message: dict[str, Any], cap: int) -> None:
     text = message["parts"][0]["content"]
     assert text_answer([message], text, cap) == capped_json([message], cap)
+
+
+@pytest.mark.parametrize("content", ["Say this is a test", "", '  {"a": 1}', "[1, 2]", "42", "{not json", "x" * 60])
+@pytest.mark.parametrize("role", ["user", "system", "assistant"])
+@pytest.mark.parametrize("cap", [0, 30])
+def test_one_plain_turn_gets_the_input_value_of_the_general_rule(content: str, role: str, cap: int) -> None:
+    """A one-message request's ``input.value`` / mime type, taken from the turn it converted, are the general rule's."""
+    message = {"role": role, "content": content}
+    attrs = build.request_attributes(EndpointKind.CHAT, {"model": "m", "messages": [message]}, True, cap)
+    messages = req.input_messages(EndpointKind.CHAT, {"messages": [message]})
+    text = capped_json(messages, cap)
+    assert attrs[sc.GEN_AI_INPUT_MESSAGES] == text
+    expected = {sc.GEN_AI_INPUT_MESSAGES: text, **list_values.input_attributes(messages, text, None, None, cap)}
+    assert attrs == expected
+    assert list(attrs) == list(expected)
+
+
+_COST_VALUES = [
+    0.0,
+    -0.0,
+    1.8e-06,
+    3e-06,
+    4.8e-06,
+    0.1 + 0.2,
+    1e-300,
+    1.7976931348623157e308,
+    12345.678,
+    math.nan,
+    math.inf,
+]
+
+
+@pytest.mark.parametrize("writes", [False, True])
+@pytest.mark.parametrize("cap", [0, 60, 32_768])
+def test_cost_details_written_out_are_capped_json(writes: bool, cap: int) -> None:
+    """The cost details' one-f-string path gives the encoder's text (or capped_json's refusal of NaN/infinity)."""
+    from evaltrace._internal.openai.encode import cost_details_json
+
+    keys = ["input", "input_cached_tokens", "output", "output_reasoning_tokens"]
+    keys += ["input_cache_creation", "total"] if writes else ["total"]
+    for shift in range(len(_COST_VALUES)):
+        values = [_COST_VALUES[(shift + i * 3) % len(_COST_VALUES)] for i in range(len(keys))]
+        details = dict(zip(keys, values, strict=True))
+        assert cost_details_json(details, cap) == capped_json(details, cap), details
+    # Other shapes take the encoder: another key order, an int, a float subclass.
+    odd: list[dict[str, Any]] = [
+        {"total": 1.0, "input": 0.5},
+        dict.fromkeys(keys, 1),
+        {key: type("F", (float,), {"__repr__": lambda self: "x"})(1.5) for key in keys},
+    ]
+    for details in odd:
+        assert cost_details_json(details, cap) == capped_json(details, cap)

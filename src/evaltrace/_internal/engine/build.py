@@ -16,7 +16,7 @@ from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.outcome import Outcome, outcome_attributes
 from evaltrace._internal.jsonutil import capped_json
-from evaltrace._internal.openai.encode import encoded, text_answer, text_size
+from evaltrace._internal.openai.encode import cost_details_json, encoded, text_answer, text_size
 
 Attributes = dict[str, Any]
 OutcomeFn = Callable[[], Outcome]
@@ -82,7 +82,7 @@ def outcome_attributes_of(
             attrs[sc.EVALTRACE_COST_USD] = details["total"]
             if usage.reasoning_tokens:  # absent means none: the mapping reads a priced span without it as 0.0
                 attrs[sc.EVALTRACE_COST_THINKING_USD] = details["output_reasoning_tokens"]
-            attrs[sc.LANGFUSE_OBSERVATION_COST_DETAILS] = encoded(details, 0, max_len)  # floats only
+            attrs[sc.LANGFUSE_OBSERVATION_COST_DETAILS] = cost_details_json(details, max_len)
     if outcome.attributes:
         attrs.update(outcome.attributes)
     if extra is not None:

@@ -19,7 +19,7 @@ from evaltrace._internal.engine.build import stream_attributes as stream_attribu
 from evaltrace._internal.jsonutil import capped_json
 from evaltrace._internal.openai import registry
 from evaltrace._internal.openai import request as req
-from evaltrace._internal.openai.encode import scalars_json, text_messages
+from evaltrace._internal.openai.encode import joined_messages, scalars_json
 from evaltrace._internal.openai.registry import EndpointKind
 
 # Fixed per endpoint kind: ``LLMCall`` sets them at span start with the shape's preset (built once per shape).
@@ -54,10 +54,10 @@ def request_attributes(kind: EndpointKind, kwargs: dict[str, Any], capture: bool
         _add_embedding_inputs(attrs, params, max_len)
     elif capture:
         given = params.get("messages")
-        plain = req.plain_chat_messages(given) if kind is EndpointKind.CHAT and type(given) is list else None
-        if plain is not None:  # the common request: converted and measured in one loop, encoded in one call
-            messages, size = plain
-            text = attrs[sc.GEN_AI_INPUT_MESSAGES] = text_messages(messages, size, max_len, "name")
+        plain = req.plain_chat_history(given) if kind is EndpointKind.CHAT and type(given) is list else None
+        if plain is not None:  # the common request: converted, measured and written out in one loop
+            messages, size, pieces = plain
+            text = attrs[sc.GEN_AI_INPUT_MESSAGES] = joined_messages(pieces, messages, size, max_len)
         else:
             messages = req.input_messages(kind, params)
             text = attrs[sc.GEN_AI_INPUT_MESSAGES] = capped_json(messages, max_len)
@@ -66,7 +66,16 @@ def request_attributes(kind: EndpointKind, kwargs: dict[str, Any], capture: bool
         instructions_json = capped_json(instructions, max_len) if instructions else None
         if instructions_json is not None:
             attrs[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = instructions_json
-        attrs.update(list_values.input_attributes(messages, text, instructions, instructions_json, max_len))
+        if plain is not None and not instructions and len(messages) == 1 and messages[0]["role"] == "user":
+            # One plain user turn (the commonest request): its text is the input value, as ``input_attributes``
+            # decides for it, without reading the converted message back.
+            content = messages[0]["parts"][0]["content"]
+            if list_values.is_plain(content):
+                attrs.update(list_values.text_attributes(sc.INPUT_VALUE, sc.INPUT_MIME_TYPE, content or None, max_len))
+            else:
+                attrs.update(list_values.input_attributes(messages, text, None, None, max_len))
+        else:
+            attrs.update(list_values.input_attributes(messages, text, instructions, instructions_json, max_len))
         if bare:
             return attrs
         tools = req.tool_definitions(params)

@@ -55,8 +55,67 @@ def scalars_json(values: dict[str, Any], max_len: int) -> str:
     return encoded(values, size, max_len)
 
 
+# The cost details' keys in ``pricing``'s order, without and with cache writes (checked per call, never assumed).
+_COST_KEYS = ("input", "input_cached_tokens", "output", "output_reasoning_tokens", "total")
+_COST_KEYS_WRITES = (
+    "input",
+    "input_cached_tokens",
+    "output",
+    "output_reasoning_tokens",
+    "input_cache_creation",
+    "total",
+)
+_FLOAT = frozenset((float,))
+
+
+def cost_details_json(details: dict[str, float], max_len: int) -> str:
+    """``encoded(details, 0, max_len)`` of the cost details, written out in one f-string.
+
+    The encoder spends ~21k instructions on these five floats (its per-call setup, a list of pieces, a join);
+    written out, each float is the same ``float.__repr__`` the encoder uses for a finite float. Any other key
+    set, a value that is not an exact float, a non-finite value (the encoder refuses NaN and infinities) or a
+    text over the cap takes ``encoded``.
+    """
+    keys = tuple(details)
+    if _FLOAT.issuperset(map(type, details.values())):
+        if keys == _COST_KEYS:
+            a, b, c, d, t = details.values()
+            e = 0.0
+            text = (
+                f'{{"input":{a!r},"input_cached_tokens":{b!r},"output":{c!r},'
+                f'"output_reasoning_tokens":{d!r},"total":{t!r}}}'
+            )
+        elif keys == _COST_KEYS_WRITES:
+            a, b, c, d, e, t = details.values()
+            text = (
+                f'{{"input":{a!r},"input_cached_tokens":{b!r},"output":{c!r},'
+                f'"output_reasoning_tokens":{d!r},"input_cache_creation":{e!r},"total":{t!r}}}'
+            )
+        else:
+            return encoded(details, 0, max_len)
+        finite = a + b + c + d + e + t  # NaN or infinite when any value is (or when the sum overflows: encoded)
+        if finite - finite == 0.0 and (max_len <= 0 or len(text) <= max_len):
+            return text
+    return encoded(details, 0, max_len)
+
+
 # Quotes and escapes a string as the C encoder does with ``encode_basestring`` (non-ASCII kept).
 _QUOTE: Callable[[str], str] = json.encoder.encode_basestring
+quote_json = _QUOTE
+
+
+def joined_messages(pieces: list[str], messages: list[dict[str, Any]], size: int, max_len: int) -> str:
+    """``text_messages(messages, size, max_len, "name")`` of a history ``request.plain_chat_history`` converted.
+
+    ``pieces`` are the JSON texts of ``messages`` that it wrote while converting them: joined, and capped as
+    ``capped_json`` caps (the truncation marker past the cap).
+    """
+    if max_len > 0 and size > max_len:
+        return capped_json(messages, max_len)
+    text = f"[{','.join(pieces)}]"
+    if max_len > 0 and len(text) > max_len:
+        return capped_json(messages, max_len)  # the truncation marker, as capped_json makes it
+    return text
 
 
 def text_messages(messages: list[dict[str, Any]], size: int, max_len: int, extra_key: str) -> str:

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.openai.encode import quote_json
 from evaltrace._internal.openai.parts import (
     Message,
     Part,
@@ -218,8 +219,20 @@ def plain_chat_messages(messages: Any) -> tuple[list[Message], int] | None:
     of characters in its strings for ``encode.encoded``. None when any message has another shape (tool calls,
     tool results, content parts, SDK objects): ``input_messages`` converts those, to the same output.
     """
+    history = plain_chat_history(messages)
+    return None if history is None else (history[0], history[1])
+
+
+def plain_chat_history(messages: Any) -> tuple[list[Message], int, list[str]] | None:
+    """``plain_chat_messages``, plus each converted message's JSON text, written in the same loop.
+
+    The texts are those ``encode.text_messages`` writes for these messages (``encode.joined_messages`` joins and
+    caps them): converting and encoding the history in one pass instead of walking the converted messages again.
+    """
     out: list[Message] = []
+    pieces: list[str] = []
     size = 0
+    quote = quote_json
     for message in messages:
         if type(message) is not dict:
             return None
@@ -234,11 +247,15 @@ def plain_chat_messages(messages: Any) -> tuple[list[Message], int] | None:
         if type(name) is str:
             converted["name"] = name
             size += len(name)
+            tail = f',"name":{quote(name)}}}'
         elif name is not None:
             return None
+        else:
+            tail = "}"
         out.append(converted)
+        pieces.append(f'{{"role":{quote(role)},"parts":[{{"type":"text","content":{quote(content)}}}]{tail}')
         size += len(content) + len(role)
-    return out, size
+    return out, size, pieces
 
 
 def input_messages(kind: EndpointKind, params: dict[str, Any]) -> list[Message]:
