@@ -121,10 +121,10 @@ class _Delta:
         self.__pydantic_extra__ = {"reasoning": reasoning} if isinstance(reasoning, str) and reasoning else extra
 
 
-_SDK_TYPES: list[tuple[type, type, type, type] | None] = []
+_SDK_TYPES: list[tuple[Any, Any, Any, Any] | None] = []  # Any: a type check must not narrow the chunk to object
 
 
-def _sdk_types() -> tuple[type, type, type, type] | None:
+def _sdk_types() -> tuple[Any, Any, Any, Any] | None:
     """The groq SDK's chunk, choice, delta and ``x_groq`` classes, imported once (None: not importable)."""
     if not _SDK_TYPES:
         try:
