@@ -21,6 +21,9 @@ same run or instructions:
   startup              whole process: ``configure()`` + ``instrument_openai()`` + the first call, over the same process
                        uninstrumented / the same for the official openai-v2 instrumentation (``bench_openai_pipeline``
                        ``first``: set-up, one call, flush), bytecode cached for every package alike
+  <provider>_stream_fold  Groq, Mistral, Google Gen AI: instructions to fold one recorded stream of 110 content
+                       events (~112 chunks, parsed by the SDK at set-up) as the stream proxy does and build its
+                       response attributes (``bench_providers.py --rows fold``; per chunk: divide by the chunks)
 
 A row fails when its figure exceeds its budget by more than ``tolerance`` (10%). The budget of a row whose issue
 target is not met yet is today's figure (``target`` beside it): the run guards against regressions now and shows
@@ -48,6 +51,8 @@ HERE = Path(__file__).resolve().parent
 DECORATORS, OPENAI, EVALUATION, SELF = (
     str(HERE / name) for name in ("bench_decorators.py", "bench_openai_pipeline.py", "bench_evaluation.py", "smoke.py")
 )
+PROVIDERS = str(HERE / "bench_providers.py")
+FOLDS = 20  # folds of one stream (bench_providers.py's default)
 # Quick call counts: enough that one call's noise (a GC pass, a dict resize) stays well under the 10% tolerance.
 # 40 OpenAI calls: at 10, a one-off of a few million instructions in one run (a buffer resize, an export batch)
 # moved the ratio by 0.3-0.6x between runs of the same tree.
@@ -119,6 +124,10 @@ def _startup(r: dict[Run, Totals]) -> float:
     return (_all(r[(OPENAI, "evaltrace:first", 0)]) - none) / (_all(r[(OPENAI, "official:first", 0)]) - none)
 
 
+def _fold(variant: str) -> Callable[[dict[Run, Totals]], float]:
+    return lambda r: _per_call(r, PROVIDERS, variant, FOLDS, _app)
+
+
 def _both(script: str, variants: tuple[str, ...], calls: int) -> tuple[Run, ...]:
     return tuple((script, v, n) for v in variants for n in (0, calls))
 
@@ -166,6 +175,16 @@ ROWS = (
         ((OPENAI, "none:first", 0), (OPENAI, "evaltrace:first", 0), (OPENAI, "official:first", 0)),
         _startup,
         "x",
+    ),
+    *(
+        Row(
+            f"{name}_stream_fold",
+            f"{name} stream: instructions to fold one stream of 110 content events, app thread",
+            _both(PROVIDERS, (f"{name}:fold:fold110",), FOLDS),
+            _fold(f"{name}:fold:fold110"),
+            "instr",
+        )
+        for name in ("groq", "mistral", "google_genai")
     ),
 )
 
