@@ -1,6 +1,7 @@
 """Instrumentation cost of the issue 26 providers, per call and per stream chunk, against the uninstrumented client.
 
 Run: python benchmarks/bench_providers.py [--providers mistral,groq] [--quick] [--calls 20] [--stream-calls 6]
+[--rows call,chunk,fold]
 
 Every call goes through the provider's real SDK, answered in-process with a response recorded in
 ``tests/fixtures/<provider>-cassettes`` (loaded by ``tests/cassettes.py``): ``httpx.MockTransport`` where the SDK
@@ -17,10 +18,18 @@ Per chunk: streams of ``SHORT`` and ``LONG`` content events (the recording's fir
 events, repeated in order if the recording has fewer, then its closing events: finish, usage, ``[DONE]``). Both
 runs warm up on the short stream, so the per-chunk figure is (long run - short run) / (streams x (LONG - SHORT)),
 with no 0-call run. Defaults: 20 calls, 6 streams of 10 and 110 content events; ``--quick``: 8 calls, 3 streams of
-5 and 45. Under load one provider takes 5-20 minutes: run at most two at a time. Streams: OpenAI, Mistral, Groq,
-Ollama and Google Gen AI (its recorded SSE separates events with CRLF CRLF, which ``cassettes._chunks`` serves as
-one body: split here). Bedrock's event stream is one binary body and no Cohere stream is recorded, so their
-per-chunk cells are left empty.
+5 and 45. Under load one provider takes 5-20 minutes: run at most two at a time. Streams: every provider. Google Gen AI's
+recorded SSE separates events with CRLF CRLF, which ``cassettes._chunks`` serves as one body: split here.
+Bedrock's ``converse_stream`` recording is one AWS event-stream body: split here into its messages (each starts
+with its length), served through botocore's ``before-send``. No Cohere ``chat_stream`` is recorded: its stream is
+``tests/instrumentation/cohere_replay.py``'s ``text_stream_events`` (what the Cohere span tests serve). LiteLLM
+streams OpenAI's recorded stream through the openai client it accepts.
+
+The ``chunk`` row's slope includes the SDK's own parse of each chunk (0.06-3M instructions), which varies from one
+process to the next by more than our code costs per chunk: its added figure is noise for the heavy SDKs. The
+``fold`` row counts our code alone: the uninstrumented client parses one stream of ``LONG`` content events at set
+up, then the child folds those chunks as the stream proxy does (``add`` until output, then ``add_batch`` in
+batches of 64) and builds the response attributes, ``calls`` times (minus 0 times), per chunk.
 """
 
 from __future__ import annotations
@@ -29,12 +38,14 @@ import argparse
 import gc
 import json
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import _callgrind
 import httpx
@@ -42,8 +53,11 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+sys.path.insert(0, str(ROOT / "tests" / "instrumentation"))  # cohere_replay (no Cohere stream is recorded)
+
 from cassettes import FIXTURES, Recorded, _chunks, load_cassette  # noqa: E402
 
+COHERE_STREAM = "(cohere_replay.text_stream_events)"
 SHORT, LONG = 10, 110
 QUICK_SHORT, QUICK_LONG = 5, 45
 WARMUP = 5
@@ -79,16 +93,26 @@ PROVIDERS: dict[str, Provider] = {
         "ollama-cassettes/openinference/test_instrumentor/test_chat.yaml",
         "ollama-cassettes/openinference/test_instrumentor/test_chat_stream.yaml",
     ),
-    "cohere": Provider("instrument_cohere", "cohere-cassettes/pydantic-ai/test_request_simple_success_with_vcr.yaml"),
+    "cohere": Provider(
+        "instrument_cohere",
+        "cohere-cassettes/pydantic-ai/test_request_simple_success_with_vcr.yaml",
+        COHERE_STREAM,  # no chat_stream is recorded: tests/instrumentation/cohere_replay.py's events (see below)
+    ),
     "google_genai": Provider(
         "instrument_google_genai",
         "google-genai-cassettes/openinference/test_instrumentation/test_generate_content.yaml",
         "google-genai-cassettes/openinference/test_instrumentation/test_streaming_reasoning.yaml",
     ),
     "bedrock": Provider(
-        "instrument_bedrock", "bedrock-cassettes/openinference/TestNovaInvokeModel.test_nova_converse.yaml"
+        "instrument_bedrock",
+        "bedrock-cassettes/openinference/TestNovaInvokeModel.test_nova_converse.yaml",
+        "bedrock-cassettes/openinference/TestConverseStream.test_invoke_text_message.yaml",
     ),
-    "litellm": Provider("instrument_litellm", "openai-cassettes/otel-contrib/test_chat_completion_with_content.yaml"),
+    "litellm": Provider(
+        "instrument_litellm",
+        "openai-cassettes/otel-contrib/test_chat_completion_with_content.yaml",
+        "openai-cassettes/otel-contrib/test_chat_completion_streaming.yaml",
+    ),
 }
 
 
@@ -99,12 +123,17 @@ def _is_closing(event: bytes) -> bool:
         return True
     if b'"finishReason":"' in compact:  # Gemini
         return True
-    return False
+    if b'"type":"content-end"' in compact:  # Cohere v2: content-end, then message-end
+        return True
+    return b":event-type" in event and (b"contentBlockStop" in event or b"messageStop" in event)  # Bedrock
 
 
 def stream_events(item: Recorded, contents: int) -> list[bytes]:
     """The recorded stream with ``contents`` content events: its first event, its content events, its close."""
-    events = _chunks(item)
+    if item.body[:4] != b"data" and b":event-type" in item.body[:64]:  # Bedrock: AWS event-stream messages
+        events = _event_stream_messages(item.body)
+    else:
+        events = _chunks(item)
     if len(events) == 1 and b"\r\n\r\n" in item.body:  # Gemini's SSE separates events with CRLF CRLF
         events = [event + b"\r\n\r\n" for event in item.body.split(b"\r\n\r\n") if event.strip()]
     close = next(i for i in range(1, len(events)) if _is_closing(events[i]))
@@ -112,9 +141,67 @@ def stream_events(item: Recorded, contents: int) -> list[bytes]:
     return [events[0], *(body[i % len(body)] for i in range(contents)), *events[close:]]
 
 
+ACCUMULATORS: dict[str, tuple[str, str]] = {  # provider -> (module, class) of its chat stream accumulator
+    "openai": ("evaltrace._internal.openai.accumulate", "ChatAccumulator"),
+    "mistral": ("evaltrace.instrumentation.mistral.stream", "MistralStreamAccumulator"),
+    "groq": ("evaltrace.instrumentation.groq.codec", "GroqStreamAccumulator"),
+    "ollama": ("evaltrace.instrumentation.ollama.stream", "OllamaStreamAccumulator"),
+    "cohere": ("evaltrace.instrumentation.cohere.stream", "ChatStreamAccumulator"),
+    "google_genai": ("evaltrace.instrumentation.google_genai.stream", "GenerateContentAccumulator"),
+    "bedrock": ("evaltrace.instrumentation.bedrock.converse", "ConverseStreamAccumulator"),
+    "litellm": ("evaltrace.instrumentation.litellm.codec", "LiteLLMChatAccumulator"),
+}
+
+
+def fold_function(name: str, chunks: list[Any]) -> Callable[[], None]:
+    """One stream's chunks folded as the stream proxy folds them, then its response attributes built.
+
+    ``add`` until a chunk carries output, then ``add_batch`` (else ``add`` per chunk) in batches of the proxy's
+    size; then ``outcome()`` and the engine's ``response_attributes`` (output messages, ``output.value``, usage,
+    cost), as the span's reader builds them. No SDK, no span, no proxy: the work of the provider's own code.
+    """
+    import importlib
+
+    from evaltrace._internal.engine import build
+    from evaltrace._internal.engine.codec import add_each
+    from evaltrace._internal.engine.stream import BATCH
+
+    module, cls = ACCUMULATORS[name]
+    make = getattr(importlib.import_module(module), cls)
+    if name == "ollama":
+        make = lambda: getattr(importlib.import_module(module), cls)(chat=True)  # noqa: E731
+
+    def fold() -> None:
+        acc = make()
+        index = 0
+        for index, chunk in enumerate(chunks, 1):  # noqa: B007  (index: where the batches start)
+            if acc.add(chunk):
+                break
+        fold_batch = getattr(acc, "add_batch", None) or (lambda batch: add_each(acc.add, batch))
+        for start in range(index, len(chunks), BATCH):
+            fold_batch(chunks[start : start + BATCH])
+        build.response_attributes(acc.outcome, None, True, 128 * 1024, "model", name)
+
+    return fold
+
+
+def _event_stream_messages(body: bytes) -> list[bytes]:
+    """An AWS event stream split into its messages (each starts with its total length, big-endian)."""
+    messages = []
+    while body:
+        size = int.from_bytes(body[:4], "big")
+        messages.append(body[:size])
+        body = body[size:]
+    return messages
+
+
 def recorded(provider: Provider, case: str) -> Recorded:
-    path = provider.stream if case.startswith("stream") else provider.call
+    path = provider.stream if case.startswith(("stream", "fold")) else provider.call
     assert path is not None
+    if path == COHERE_STREAM:
+        from cohere_replay import stream_interaction, text_stream_events
+
+        return stream_interaction(text_stream_events([f"word{i} " for i in range(LONG + 10)]))
     return load_cassette(FIXTURES / path)[0]
 
 
@@ -182,6 +269,10 @@ def _cohere(item: Recorded, transport: httpx.MockTransport, stream: bool) -> Cal
     import cohere
 
     client = cohere.ClientV2(api_key="bench", httpx_client=httpx.Client(transport=transport))
+    if stream:
+        return lambda: _drain(
+            client.chat_stream(model="command-r7b-12-2024", messages=[{"role": "user", "content": "hi"}])
+        )
     kwargs = _request(item)
     return lambda: client.chat(**kwargs) and None
 
@@ -196,6 +287,9 @@ def _google_genai(item: Recorded, transport: httpx.MockTransport, stream: bool) 
     if stream:
         return lambda: _drain(client.models.generate_content_stream(model=model, contents="Tell a bedtime story."))
     return lambda: client.models.generate_content(model=model, contents="What's the weather like?") and None
+
+
+_BEDROCK_STREAMS: list[dict[str, list[bytes]]] = []  # botocore answers without httpx: the events to send
 
 
 class _Raw:
@@ -220,6 +314,17 @@ def _bedrock(item: Recorded, transport: httpx.MockTransport, stream: bool) -> Ca
     def send(request: Any, **_: Any) -> AWSResponse:
         return AWSResponse(request.url, item.status, headers, _Raw(item.body))  # type: ignore[no-untyped-call]
 
+    if stream:
+        body = {"events": [item.body]}
+
+        def send_stream(request: Any, **_: Any) -> AWSResponse:
+            return AWSResponse(request.url, item.status, headers, _Raw(b"".join(body["events"])))  # type: ignore[no-untyped-call]
+
+        client.meta.events.register("before-send.bedrock-runtime.*", send_stream)
+        model = unquote(item.uri.split("/model/")[1].split("/")[0])
+        kwargs = _request(item)
+        _BEDROCK_STREAMS.append(body)
+        return lambda: _drain(client.converse_stream(modelId=model, **kwargs)["stream"])
     client.meta.events.register("before-send.bedrock-runtime.*", send)
     kwargs = _request(item)
     return lambda: client.converse(modelId="amazon.nova-micro-v1:0", **kwargs) and None
@@ -233,6 +338,8 @@ def _litellm(item: Recorded, transport: httpx.MockTransport, stream: bool) -> Ca
     client = openai.OpenAI(api_key="bench", http_client=httpx.Client(transport=transport))
     kwargs = _request(item)
     kwargs["model"] = "openai/" + kwargs["model"]
+    if stream:
+        return lambda: _drain(litellm.completion(**kwargs, client=client, stream=True))
     return lambda: litellm.completion(**kwargs, client=client) and None
 
 
@@ -261,6 +368,25 @@ def callgrind_child(variant: str, calls: int) -> None:
     """
     name, impl, case = variant.split(":")
     provider = PROVIDERS[name]
+    if impl == "fold":  # the uninstrumented client parses one long stream, set up alike in both runs
+        item = recorded(provider, case)
+        events = stream_events(item, int(case[4:]))
+        chunks: list[Any] = []
+        global _drain
+        _drain = chunks.extend
+        client_call = CLIENTS[name](item, httpx.MockTransport(handler(item, events)), True)
+        for body in _BEDROCK_STREAMS:
+            body["events"] = events
+        client_call()
+        fold = fold_function(name, chunks)
+        for _ in range(WARMUP):
+            fold()
+        gc.collect()
+        gc.disable()
+        for _ in range(calls):
+            fold()
+        print(len(chunks), file=sys.stderr)
+        return
     flush: Callable[[], Any] = lambda: None  # noqa: E731
     if impl == "evaltrace":
         from _pipeline import ReadingExporter, evaltrace_pipeline
@@ -278,6 +404,8 @@ def callgrind_child(variant: str, calls: int) -> None:
         warm, measured = (int(n) for n in case[6:].split(","))
         current = {"events": stream_events(item, warm)}
         fn = CLIENTS[name](item, httpx.MockTransport(lambda r: handler(item, current["events"])(r)), True)
+        for body in _BEDROCK_STREAMS:
+            body["events"] = current["events"]
     else:
         fn = CLIENTS[name](item, httpx.MockTransport(handler(item, None)), False)
     for _ in range(WARMUP):
@@ -285,6 +413,8 @@ def callgrind_child(variant: str, calls: int) -> None:
     flush()
     if stream:
         current["events"] = stream_events(item, measured)
+        for body in _BEDROCK_STREAMS:
+            body["events"] = current["events"]
     gc.collect()
     gc.disable()  # a cyclic collection lands in one run and not the other (see bench_openai_pipeline.py)
     for _ in range(calls):
@@ -292,16 +422,34 @@ def callgrind_child(variant: str, calls: int) -> None:
     flush()
 
 
-def run(names: list[str], calls: int, stream_calls: int, short: int, long: int) -> None:
+def run_fold(names: list[str], reps: int, long: int) -> None:
+    """The ``fold`` row: instructions per chunk of each provider's own stream code (see ``fold_function``)."""
+    print(f"fold: callgrind, PYTHONHASHSEED=0; {reps} folds of one stream of {long} content events, minus 0 folds")
+    variants = [f"{name}:fold:fold{long}" for name in names]
+    results = _callgrind.measure(__file__, variants, reps)
+    for name, variant in zip(names, variants, strict=True):
+        counted = subprocess.run(  # the chunks the SDK made of the stream (the child prints their number)
+            [sys.executable, __file__, _callgrind.CHILD_FLAG, variant, "0"], capture_output=True, text=True, check=True
+        )
+        chunks = int(counted.stderr.split()[-1])
+        per_chunk = results[variant].app_thread / chunks
+        print(f"{name:13} fold      {per_chunk:11,.0f} per chunk ({chunks} chunks)", flush=True)
+        print(json.dumps({"provider": name, "row": "fold", "per_chunk": per_chunk, "chunks": chunks}), file=sys.stderr)
+
+
+def run(names: list[str], calls: int, stream_calls: int, short: int, long: int, rows: set[str]) -> None:
     print(f"callgrind, PYTHONHASHSEED=0; {calls} calls, {stream_calls} streams of {short} and {long} content events")
     head = f"{'provider':13} {'row':9} {'floor app':>11} {'evaltrace app':>13} {'x':>5} {'floor all':>11}"
     print(head + f" {'evaltrace all':>13} {'x':>5} {'added all':>10}")
     for name in names:
         provider = PROVIDERS[name]
-        variants = [f"{name}:{impl}:call" for impl in ("none", "evaltrace")]
-        results = _callgrind.measure(__file__, variants, calls)
-        floor, ours = results[variants[0]], results[variants[1]]
-        _row(name, "call", floor.app_thread, ours.app_thread, floor.all_threads, ours.all_threads)
+        if "call" in rows:
+            variants = [f"{name}:{impl}:call" for impl in ("none", "evaltrace")]
+            results = _callgrind.measure(__file__, variants, calls)
+            floor, ours = results[variants[0]], results[variants[1]]
+            _row(name, "call", floor.app_thread, ours.app_thread, floor.all_threads, ours.all_threads)
+        if "chunk" not in rows:
+            continue
         if provider.stream is None:
             print(f"{name:13} {'chunk':9} (no recorded stream of more than one event)")
             continue
@@ -347,6 +495,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer calls and shorter streams")
     parser.add_argument("--calls", type=int, default=None, help="calls per plain-call run (default 20, quick 8)")
     parser.add_argument("--stream-calls", type=int, default=None, help="streams per run (default 6, quick 3)")
+    parser.add_argument("--rows", default="call,chunk", help="comma-separated: call, chunk, fold (default call,chunk)")
     args = parser.parse_args()
     names = [n for n in args.providers.split(",") if n]
     unknown = [n for n in names if n not in PROVIDERS]
@@ -356,7 +505,13 @@ def main() -> None:
     stream_calls = args.stream_calls or (3 if args.quick else 6)
     short, long = (QUICK_SHORT, QUICK_LONG) if args.quick else (SHORT, LONG)
     os.environ.setdefault("PYTHONHASHSEED", "0")
-    run(names, calls, stream_calls, short, long)
+    rows = set(args.rows.split(","))
+    if rows - {"call", "chunk", "fold"}:
+        parser.error(f"unknown row(s) {', '.join(sorted(rows - {'call', 'chunk', 'fold'}))}")
+    if rows & {"call", "chunk"}:
+        run(names, calls, stream_calls, short, long, rows)
+    if "fold" in rows:
+        run_fold(names, calls, long)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,9 @@ same run or instructions:
                        uninstrumented / the same for the official openai-v2 instrumentation (``bench_openai_pipeline``
                        ``first``: set-up, one call, flush), bytecode cached for every package alike, evaltrace's
                        price file filled by the same uncounted run (``EVALTRACE_PRICE_CACHE=off``: cold processes)
+  <provider>_stream_fold  Groq, Mistral, Google Gen AI: instructions to fold one recorded stream of 110 content
+                       events (~112 chunks, parsed by the SDK at set-up) as the stream proxy does and build its
+                       response attributes (``bench_providers.py --rows fold``; per chunk: divide by the chunks)
 
 The rows made of two runs' difference (``decorator``, ``openai_call``, ``evaluation``) and the Anthropic slope count
 from the child's measured phase on (``_callgrind.run_totals(from_collect=True)``: callgrind's instrumentation off
@@ -59,6 +62,8 @@ HERE = Path(__file__).resolve().parent
 DECORATORS, OPENAI, EVALUATION, SELF = (
     str(HERE / name) for name in ("bench_decorators.py", "bench_openai_pipeline.py", "bench_evaluation.py", "smoke.py")
 )
+PROVIDERS = str(HERE / "bench_providers.py")
+FOLDS = 20  # folds of one stream (bench_providers.py's default)
 # Quick call counts: enough that one call's noise (a GC pass, a dict resize) stays well under the 10% tolerance.
 # 40 OpenAI calls: at 10, a one-off of a few million instructions in one run (a buffer resize, an export batch)
 # moved the ratio by 0.3-0.6x between runs of the same tree.
@@ -131,6 +136,10 @@ def _startup(r: dict[Run, Totals]) -> float:
     return (_all(r[(OPENAI, "evaltrace:first", 0)]) - none) / (_all(r[(OPENAI, "official:first", 0)]) - none)
 
 
+def _fold(variant: str) -> Callable[[dict[Run, Totals]], float]:
+    return lambda r: _per_call(r, PROVIDERS, variant, FOLDS, _app)
+
+
 def _both(script: str, variants: tuple[str, ...], calls: int) -> tuple[Run, ...]:
     return tuple((script, v, n) for v in variants for n in (0, calls))
 
@@ -182,6 +191,16 @@ ROWS = (
         _startup,
         "x",
         whole_process=True,  # the figure is the whole process
+    ),
+    *(
+        Row(
+            f"{name}_stream_fold",
+            f"{name} stream: instructions to fold one stream of 110 content events, app thread",
+            _both(PROVIDERS, (f"{name}:fold:fold110",), FOLDS),
+            _fold(f"{name}:fold:fold110"),
+            "instr",
+        )
+        for name in ("groq", "mistral", "google_genai")
     ),
 )
 

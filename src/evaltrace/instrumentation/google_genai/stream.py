@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.codec import add_each, chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai.parts import Message
 from evaltrace.instrumentation.google_genai.parts import enum_name, parts_of
@@ -109,6 +110,21 @@ class _Candidate:
         self.finish_reason: str | None = None
 
 
+_SDK_TYPES: list[tuple[type, type, type] | None] = []
+
+
+def _sdk_types() -> tuple[type, type, type] | None:
+    """google-genai's response, candidate and content classes, imported once (None: not importable)."""
+    if not _SDK_TYPES:
+        try:
+            from google.genai.types import Candidate, Content, GenerateContentResponse
+        except ImportError:
+            _SDK_TYPES.append(None)
+        else:
+            _SDK_TYPES.append((GenerateContentResponse, Candidate, Content))
+    return _SDK_TYPES[0]
+
+
 class GenerateContentAccumulator:
     """Accumulates the chunks of one ``generate_content_stream`` call (sync or async)."""
 
@@ -148,6 +164,58 @@ class GenerateContentAccumulator:
             if reason is not None:
                 self.blocked = reason  # the prompt was blocked: the API ends the stream without a candidate
         return output
+
+    def add_batch(self, chunks: list[Any]) -> None:  # noqa: C901  (one frame for the whole batch, on purpose)
+        """``add`` for each chunk in order, the common chunk read in this one frame (the stream proxy's batch fold).
+
+        The common chunk is one candidate with content and no prompt feedback. Once its types are checked to be
+        the SDK's own, its fields are read from the instances' ``__dict__`` (pydantic's ``__getattr__`` hook keeps
+        CPython 3.11 from specialising attribute reads); any other chunk goes through ``add``, so both paths
+        record the same.
+        """
+        types = _sdk_types()
+        if types is None:
+            add_each(self.add, chunks)
+            return
+        response_type, candidate_type, content_type = types
+        buffers = self.candidates
+        for chunk in chunks:
+            try:
+                if type(chunk) is not response_type:
+                    self.add(chunk)
+                    continue
+                fields = chunk.__dict__
+                candidates = fields["candidates"]
+                if (
+                    fields["prompt_feedback"] is not None
+                    or type(candidates) is not list
+                    or len(candidates) != 1
+                    or type(candidates[0]) is not candidate_type
+                ):
+                    self.add(chunk)
+                    continue
+                if self.response_id is None:
+                    self.response_id = fields["response_id"]
+                if self.model is None:
+                    self.model = fields["model_version"]
+                usage = fields["usage_metadata"]
+                if usage is not None:
+                    self.usage = usage
+                candidate = candidates[0].__dict__
+                index = candidate["index"] or 0
+                buffer = buffers.get(index)
+                if buffer is None:
+                    buffer = buffers[index] = _Candidate()
+                content = candidate["content"]
+                if content is not None:
+                    parts = content.__dict__["parts"] if type(content) is content_type else content.parts
+                    if parts:
+                        buffer.parts.extend(parts)
+                reason = candidate["finish_reason"]
+                if reason is not None:
+                    buffer.finish_reason = enum_name(reason)
+            except Exception:
+                chunk_failed()
 
     def end_reason(self) -> str:
         """``exhausted`` when every candidate got its finish reason (or the prompt was blocked), else ``truncated``."""

@@ -20,13 +20,13 @@ from typing import Any
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.call import Call
-from evaltrace._internal.engine.codec import Accumulator, Codec, Server
+from evaltrace._internal.engine.codec import Accumulator, Codec, Server, add_each, chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.engine.stainless import Stainless, server_of
 from evaltrace._internal.error_body import code_in_body
 from evaltrace._internal.jsonutil import loads_or_raw
 from evaltrace._internal.openai import build
-from evaltrace._internal.openai.accumulate import ChatAccumulator
+from evaltrace._internal.openai.accumulate import ChatAccumulator, _ChoiceBuffer
 from evaltrace._internal.openai.parts import Message, Part, reasoning_part
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import chat_outcome, chat_summary, embeddings_outcome
@@ -121,6 +121,27 @@ class _Delta:
         self.__pydantic_extra__ = {"reasoning": reasoning} if isinstance(reasoning, str) and reasoning else extra
 
 
+_SDK_TYPES: list[tuple[Any, Any, Any, Any] | None] = []  # Any: a type check must not narrow the chunk to object
+
+
+def _sdk_types() -> tuple[Any, Any, Any, Any] | None:
+    """The groq SDK's chunk, choice, delta and ``x_groq`` classes, imported once (None: not importable)."""
+    if not _SDK_TYPES:
+        try:
+            from groq.types.chat.chat_completion_chunk import ChatCompletionChunk, Choice, ChoiceDelta, XGroq
+        except ImportError:
+            _SDK_TYPES.append(None)
+        else:
+            _SDK_TYPES.append((ChatCompletionChunk, Choice, ChoiceDelta, XGroq))
+    return _SDK_TYPES[0]
+
+
+def _x_groq_has_more(x_groq: Any) -> bool:
+    """True when an ``x_groq`` carries what ``add`` reads: usage or an error (the common one has its id only)."""
+    fields = x_groq.__dict__
+    return fields.get("usage") is not None or fields.get("error") is not None
+
+
 class GroqStreamAccumulator(ChatAccumulator):
     """The OpenAI chat accumulator, reading Groq's ``delta.reasoning``, ``x_groq`` usage and errors, and tools."""
 
@@ -151,6 +172,69 @@ class GroqStreamAccumulator(ChatAccumulator):
             for tool in tools or ():
                 self.executed[(choice.index, getattr(tool, "index", None))] = tool
         return carried
+
+    def add_batch(self, chunks: list[Any]) -> None:
+        """``add`` for each chunk in order, the common chunk read in this one frame (the stream proxy's batch fold).
+
+        The common chunk of a Groq stream is one choice whose delta has text only, and an ``x_groq`` with its id
+        only. Once its types are checked to be the groq SDK's own, its fields are read from the instances'
+        ``__dict__``: pydantic's ``__getattr__`` hook keeps CPython 3.11 from specialising attribute reads, and the
+        ``_Delta`` view ``add`` builds costs an object per chunk. Every other chunk (a reasoning, refusal, tool or
+        extra field, several choices, usage, an error, another SDK's types) goes through ``add``, so both paths
+        record the same.
+        """
+        types = _sdk_types()
+        if types is None:
+            add_each(self.add, chunks)
+            return
+        chunk_type, choice_type, delta_type, x_groq_type = types
+        buffers = self.choices
+        for chunk in chunks:
+            try:
+                if type(chunk) is not chunk_type or self.header_pending:
+                    self.add(chunk)
+                    continue
+                fields = chunk.__dict__
+                choices = fields["choices"]
+                x_groq = fields["x_groq"]
+                if (
+                    len(choices) != 1
+                    or fields["usage"] is not None
+                    or (x_groq is not None and (type(x_groq) is not x_groq_type or _x_groq_has_more(x_groq)))
+                ):
+                    self.add(chunk)
+                    continue
+                choice = choices[0]
+                if type(choice) is not choice_type:
+                    self.add(chunk)
+                    continue
+                entry = choice.__dict__
+                delta = entry["delta"]
+                if type(delta) is not delta_type:
+                    self.add(chunk)
+                    continue
+                said = delta.__dict__
+                if (
+                    said["tool_calls"]
+                    or said["function_call"] is not None
+                    or said["reasoning"]
+                    or said["executed_tools"]
+                    or delta.__pydantic_extra__
+                ):
+                    self.add(chunk)
+                    continue
+                index = entry["index"]
+                buffer = buffers.get(index)
+                if buffer is None:
+                    buffer = buffers[index] = _ChoiceBuffer()
+                content = said["content"]
+                if content:
+                    buffer.text.append(content)
+                reason = entry["finish_reason"]
+                if reason is not None:
+                    buffer.finish_reason = reason
+            except Exception:
+                chunk_failed()
 
     def failure(self) -> tuple[str, str] | None:
         """``x_groq.error`` of a chunk: the call failed inside the stream (``error.type`` ``_OTHER``)."""

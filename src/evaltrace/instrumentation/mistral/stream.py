@@ -8,9 +8,11 @@ chunk carries ``usage``. Fragments are kept as lists and joined once at the end.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.codec import add_each, chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai.parts import Part, output_message, reasoning_part, text_part, tool_call_part
 from evaltrace.instrumentation.mistral.request import chunk_part, get, thinking_text
@@ -89,6 +91,26 @@ class _Choice:
         return output_message(parts, self.finish_reason)
 
 
+_SDK_TYPES: list[tuple[type, ...] | None] = []
+_MODELS = ("mistralai.client.models", "mistralai.models")  # mistralai 2.x, then 1.x
+_NAMES = ("CompletionEvent", "CompletionChunk", "CompletionResponseStreamChoice", "DeltaMessage")
+
+
+def _sdk_types() -> tuple[type, ...] | None:
+    """The SDK's event, chunk, choice, delta, thinking and text chunk classes, imported once (None: not found)."""
+    if not _SDK_TYPES:
+        found: tuple[type, ...] | None = None
+        for name in _MODELS:
+            try:
+                models = importlib.import_module(name)
+                found = tuple(getattr(models, n) for n in (*_NAMES, "ThinkChunk", "TextChunk"))
+            except (ImportError, AttributeError):
+                continue
+            break
+        _SDK_TYPES.append(found)
+    return _SDK_TYPES[0]
+
+
 class MistralStreamAccumulator:
     """Accumulates a Mistral chat stream by choice index."""
 
@@ -126,6 +148,83 @@ class MistralStreamAccumulator:
         if usage is not None:
             self.usage = usage
         return bool(choices)
+
+    def add_batch(self, events: list[Any]) -> None:  # noqa: C901  (one frame for the whole batch, on purpose)
+        """``add`` for each event in order, the common event read in this one frame (the stream proxy's batch fold).
+
+        The common event of a Mistral stream is one choice whose delta has text, or one ``thinking`` chunk of one
+        text chunk, and nothing else. Once its types are checked to be the SDK's own, its fields are read from the
+        instances' ``__dict__`` (pydantic's ``__getattr__`` hook keeps CPython 3.11 from specialising attribute
+        reads, and ``get`` is two calls per field). Every other event (tool calls, usage, several choices, a
+        finish reason, the first one) goes through ``add``, so both paths record the same.
+        """
+        types = _sdk_types()
+        if types is None:
+            add_each(self.add, events)
+            return
+        event_type, chunk_type, choice_type, delta_type, think_type, text_type = types
+        buffers = self.choices
+        for event in events:
+            try:
+                if type(event) is not event_type or self.response_id is None:
+                    self.add(event)
+                    continue
+                chunk = event.__dict__["data"]
+                if type(chunk) is not chunk_type:
+                    self.add(event)
+                    continue
+                fields = chunk.__dict__
+                choices = fields["choices"]
+                if (
+                    type(choices) is not list
+                    or len(choices) != 1
+                    or fields["usage"] is not None
+                    or type(choices[0]) is not choice_type
+                ):
+                    self.add(event)
+                    continue
+                entry = choices[0].__dict__
+                delta = entry["delta"]
+                if type(delta) is not delta_type or entry["finish_reason"] is not None:
+                    self.add(event)
+                    continue
+                said = delta.__dict__
+                if said["tool_calls"]:
+                    self.add(event)
+                    continue
+                index = entry["index"] or 0
+                buffer = buffers.get(index)
+                if buffer is None:
+                    buffer = buffers[index] = _Choice()
+                content = said["content"]
+                if type(content) is str:
+                    if content:
+                        buffer.text.append(content)
+                elif type(content) is list:
+                    for piece in content:
+                        kind = type(piece)
+                        if kind is think_type:
+                            own = piece.__dict__
+                            thinking = own["thinking"]
+                            if (
+                                own["type"] == "thinking"
+                                and type(thinking) is list
+                                and len(thinking) == 1
+                                and type(thinking[0]) is text_type
+                            ):
+                                text = thinking[0].__dict__["text"]
+                                buffer.reasoning.append(text if isinstance(text, str) else "")
+                                continue
+                        elif kind is text_type:
+                            own = piece.__dict__
+                            if own["type"] == "text":
+                                buffer.text.append(own["text"] or "")
+                                continue
+                        buffer.add_content((piece,))  # any other piece: read as ``add`` reads it
+                elif content:  # neither text nor a list: whatever ``add`` makes of it
+                    buffer.add_content(content)
+            except Exception:
+                chunk_failed()
 
     def end_reason(self) -> str:
         """``exhausted`` when every choice got its finish reason, else ``truncated``."""
