@@ -62,9 +62,12 @@ def _uncacheable(model: types.ModelInfo) -> bool:
     return any(not isinstance(p.constraint, types.StartDateConstraint | None) for p in prices)
 
 
-def test_every_model_of_every_provider_is_priced_from_the_file_as_by_the_full_table(cache_file: Path) -> None:
+def test_every_model_of_every_provider_is_priced_from_the_file_as_by_the_full_table(
+    cache_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """For each model genai-prices knows (its id and the exact names it matches, at its own provider), the price
     looked up and written, then read back from the file alone, is the full table's, to the last bit."""
+    monkeypatch.setattr(price_cache, "_MAX_ENTRIES", (10**6, 10**6))  # every model through the file, not a bounded few
     lookups = [
         (provider.id, name)
         for provider in data_snapshot.get_snapshot().providers
@@ -255,3 +258,98 @@ def test_threads_writing_at_once_never_fail_and_leave_a_valid_file(cache_file: P
         for model in models:
             assert price_cache.get(provider, model) == (float(provider[1:]), float(model[1:]), None, (), None)
     assert not list(cache_file.parent.glob("*.tmp"))
+
+
+def test_the_file_keeps_a_bounded_number_of_models_and_stops_rewriting_once_full(
+    cache_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Model names come from responses (fine-tunes, deployments, one per run): thousands of distinct names keep at
+    most a few hundred entries, in memory and in the file, and stop rewriting it once full (linear cost); a model
+    past the bound is still priced exactly, from genai-prices."""
+    writes: list[str] = []
+    replace = os.replace
+
+    def counting_replace(src: Any, dst: Any) -> None:
+        writes.append(str(dst))
+        replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", counting_replace)
+    price = (1.0, 2.0, None, (), None)
+    for i in range(3000):
+        price_cache.put("openai", f"ft:gpt-4o-mini:acme:run-{i}", price, None)  # priced (e.g. a deployment name)
+        price_cache.put("openai", f"unknown-{i}", None, None)  # genai-prices does not know it
+    in_memory = sum(len(rows) for rows in price_cache._state["prices"].values())
+    assert in_memory <= 1000 and len(writes) <= 1000
+    document = json.loads(cache_file.read_text())["prices"]["openai"]
+    kept = [name for name, row in document.items() if row[1] is not None]
+    unknown = [name for name, row in document.items() if row[1] is None]
+    assert 100 <= len(kept) <= 600 and 10 <= len(unknown) <= 100
+    assert len(writes) == len(document)  # one write per kept entry, none once full
+
+    price_cache.reset()  # a new process: the kept entries are read back, the others are misses
+    assert price_cache.get("openai", kept[0]) == price and price_cache.get("openai", unknown[0]) is None
+    assert price_cache.get("openai", "ft:gpt-4o-mini:acme:run-2999") is price_cache.MISS
+    writes.clear()
+    assert pricing.price_of("gpt-4o", "openai") == _full_table_price("gpt-4o", "openai")  # full: genai-prices
+    assert pricing.price_of("gpt-4o", "openai") is not None and writes == []
+
+
+def test_two_installs_sharing_the_cache_folder_each_keep_their_warm_start(tmp_path: Path) -> None:
+    """Two environments with their own genai-prices install (another venv) and the same ``~/.cache``: each has its
+    own file, so neither discards the other's prices; each loads genai-prices only on its first start."""
+    import shutil
+
+    alt = tmp_path / "alt"
+    shutil.copytree(
+        Path(genai_prices.__file__).parent, alt / "genai_prices", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    code = (
+        "import sys; from evaltrace import pricing\n"
+        "import genai_prices as g; assert g.__file__.startswith(sys.argv[1]) or sys.argv[1] == '-'\n"
+        "assert pricing.price_of('gpt-4o', 'openai') is not None\n"
+        "print('genai_prices.data' in sys.modules)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != price_cache.PRICE_CACHE_ENV}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "xdg")
+
+    def start(install: str) -> bool:
+        paths = ([str(alt)] if install == "alt" else []) + [str(REPO_SRC)]
+        marker = str(alt) if install == "alt" else "-"
+        result = subprocess.run(
+            [sys.executable, "-c", code, marker],
+            env={**env, "PYTHONPATH": os.pathsep.join(paths)},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return bool(json.loads(result.stdout.strip().lower()))
+
+    assert [start(install) for install in ("main", "alt", "main", "alt")] == [True, True, False, False]
+    files = sorted((tmp_path / "xdg" / "evaltrace").glob("prices-*.json"))
+    assert len(files) == 2
+    assert all(oct(file.stat().st_mode & 0o777) == "0o600" for file in files)
+
+
+def test_a_named_folder_holds_the_file_and_a_killed_writers_temporary_file_is_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "prices-folder"
+    folder.mkdir()
+    monkeypatch.setenv(price_cache.PRICE_CACHE_ENV, str(folder))
+    price_cache.reset()
+    pricing.clear_model_prices()
+    try:
+        assert pricing.price_of("gpt-4o", "openai") == _full_table_price("gpt-4o", "openai")
+        (file,) = folder.glob("prices-*.json")
+        stale, fresh = folder / f"{file.name}.999.1.tmp", folder / f"{file.name}.998.1.tmp"
+        stale.write_text("{")
+        fresh.write_text("{")  # a live writer's, mid-write: left alone
+        os.utime(stale, (0, 0))
+        price_cache.reset()  # a new process, which writes a new model
+        assert pricing.price_of("gpt-4o-mini", "openai") == _full_table_price("gpt-4o-mini", "openai")
+        assert not stale.exists() and fresh.exists()
+        price_cache.reset()
+        assert price_cache.get("openai", "gpt-4o-mini") is not price_cache.MISS
+    finally:
+        price_cache.reset()
+        pricing.clear_model_prices()

@@ -14,17 +14,27 @@ on a constraint this module does not know is never written; a user's own snapsho
 ``UpdatePrices``) turns the file off for that process. Every failure to read or write it (no home, a read-only
 disk, a corrupt or concurrent file) only means a miss: the price is then looked up in genai-prices as before.
 
-Location: ``$EVALTRACE_PRICE_CACHE`` (``off`` or ``0`` disables it), else
-``$XDG_CACHE_HOME/evaltrace/prices.json`` (``~/.cache/evaltrace/prices.json``).
+The file is bounded: model names come from responses (fine-tunes, deployments), so at most 512 prices and 64
+unknown names are kept; once full, nothing new is written and the other models are looked up in genai-prices as
+before. Below the bound each new model rewrites the file (a few hundred small writes per install at most).
+
+Location: one file per genai-prices install, so environments (venvs) with different installs each keep their own
+warm start: ``prices-<hash>.json`` (a short hash of the install's ``data.py`` path) in
+``$XDG_CACHE_HOME/evaltrace/`` (``~/.cache/evaltrace/``), or in the folder ``$EVALTRACE_PRICE_CACHE`` names (an
+existing folder, or a path ending in ``/``). ``$EVALTRACE_PRICE_CACHE`` naming a file uses that file as is (shared
+by every install that names it: the last one to write it wins); ``off`` or ``0`` disables the cache. A temporary
+file a killed writer left beside it is removed by the next process that writes, once it is an hour old.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import os
 import sys
 import threading
+import time
 from enum import Enum
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -36,6 +46,9 @@ __all__ = ["MISS", "PRICE_CACHE_ENV", "Entry", "get", "put", "reset", "valid_unt
 PRICE_CACHE_ENV = "EVALTRACE_PRICE_CACHE"
 _FORMAT = 1
 _OFF = frozenset({"", "0", "off", "false", "no"})
+# Bounds on what the file (and this process's view of it) holds: prices, and names genai-prices does not know.
+_MAX_ENTRIES: Final = (512, 64)
+_STALE_TMP_S = 3600.0  # a writer's temporary file lives milliseconds: one this old was left by a killed writer
 
 # A converted price: (input, output, cached_input, tiers, cache_write), ``ModelPrice``'s fields in order.
 Price = tuple[float, float, float | None, tuple[tuple[int, float, float | None, float], ...], float | None]
@@ -50,7 +63,7 @@ MISS: Final = _Miss.MISS  # not in the file (or the file is not usable): look it
 _NO_EXPIRY = ""
 _UNCACHEABLE: Any = object()
 
-_state: dict[str, Any] = {}  # "path", "source", "prices": loaded once per process, on first use
+_state: dict[str, Any] = {}  # "path", "source", "prices", "counts", "swept": loaded once per process, on first use
 
 
 def reset() -> None:
@@ -85,7 +98,16 @@ def put(provider_id: str, model: str, price: Entry, until: Any) -> None:
     path, source = _state.get("path"), _state.get("source")
     if prices is None or path is None:
         return
-    prices.setdefault(provider_id, {})[model] = [until.isoformat() if until else _NO_EXPIRY, _encode(price)]
+    rows = prices.setdefault(provider_id, {})
+    if model not in rows:  # a new entry (an expired one is replaced in place)
+        counts, kind = _state["counts"], int(price is None)
+        if counts[kind] >= _MAX_ENTRIES[kind]:
+            return  # full: this model is looked up in genai-prices in every process, as without the file
+        counts[kind] += 1
+    rows[model] = [until.isoformat() if until else _NO_EXPIRY, _encode(price)]
+    if not _state.get("swept"):
+        _state["swept"] = True
+        _sweep(path)
     # Lock-free: each dict copy is one step under the GIL, so another thread's put cannot change a dict while it is
     # serialised (at worst the file misses that thread's entry until its own write).
     snapshot = {provider: dict(rows) for provider, rows in dict(prices).items()}
@@ -146,8 +168,22 @@ def _loaded() -> dict[str, dict[str, Any]] | None:
 
 
 def _read() -> dict[str, dict[str, Any]] | None:
-    path = _path()
-    source = None if path is None else _source()
+    prices = _read_file()
+    if prices is not None:
+        counts = [0, 0]
+        for rows in prices.values():
+            for row in rows.values():
+                counts[int(not isinstance(row, list) or len(row) != 2 or row[1] is None)] += 1
+        _state["counts"] = counts
+    return prices
+
+
+def _read_file() -> dict[str, dict[str, Any]] | None:
+    setting = os.environ.get(PRICE_CACHE_ENV)
+    if setting is not None and setting.strip().lower() in _OFF:
+        return None
+    source = _source()
+    path = None if source is None else _path(setting, source)
     if path is None or source is None:
         return None
     _state["path"], _state["source"] = path, source
@@ -166,16 +202,34 @@ def _read() -> dict[str, dict[str, Any]] | None:
     return prices
 
 
-def _path() -> Path | None:
-    setting = os.environ.get(PRICE_CACHE_ENV)
+def _path(setting: str | None, source: list[Any]) -> Path | None:
     if setting is not None:
-        return None if setting.strip().lower() in _OFF else Path(setting).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME")
+        named = Path(setting).expanduser()
+        if not setting.endswith(("/", os.sep)) and not named.is_dir():
+            return named  # a file the user named: used as is
+        folder = named
+    else:
+        base = os.environ.get("XDG_CACHE_HOME")
+        try:
+            folder = (Path(base) if base else Path.home() / ".cache") / "evaltrace"
+        except RuntimeError:  # no home directory
+            return None
+    # One file per install (its data.py path): another venv's install never discards this one's prices; an upgrade
+    # of this install changes the size and time inside the file, which then starts afresh.
+    digest = hashlib.sha256(str(source[0]).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return folder / f"prices-{digest}.json"
+
+
+def _sweep(path: Path) -> None:
+    """Remove the temporary files of ``path`` that a killed writer left (best effort)."""
+    prefix, cutoff = f"{path.name}.", time.time() - _STALE_TMP_S
     try:
-        root = Path(base) if base else Path.home() / ".cache"
-    except RuntimeError:  # no home directory
-        return None
-    return root / "evaltrace" / "prices.json"
+        with os.scandir(path.parent) as entries:
+            for entry in entries:
+                if entry.name.startswith(prefix) and entry.name.endswith(".tmp") and entry.stat().st_mtime < cutoff:
+                    os.unlink(entry.path)
+    except OSError:
+        pass
 
 
 def _source() -> list[Any] | None:
