@@ -221,3 +221,29 @@ def test_jobs_finished_before_a_hung_call_are_counted_without_waiting_for_it(mak
         assert not release.is_set()
     finally:
         release.set()
+
+
+def test_a_span_the_engine_fails_to_take_is_forwarded_counted_and_gives_its_slot_back(
+    make_pipeline: MakePipeline,
+) -> None:
+    """The engine failing to take a span's job (its threads cannot start) never reaches the application.
+
+    The span goes out unevaluated, each evaluator is counted not evaluated (``engine_unavailable``), and its queue
+    slot is given back: the next ``force_flush()`` returns True, not False at its timeout.
+    """
+    p = make_pipeline([parity])
+    engine = p.processor._engine
+    real = engine.submit
+
+    def submit(job: Any) -> None:
+        if job.span.name == "s1":
+            raise RuntimeError("can't start new thread")
+        real(job)
+
+    engine.submit = submit  # type: ignore[method-assign]
+    _spans(p, 3)  # s1's end raises nothing into the application
+    p.flush()
+    stats = p.processor.stats()
+    assert (stats["enqueued"], stats["evaluated"], stats["queued"], stats["internal_errors"]) == (2, 2, 0, 1)
+    assert stats["not_evaluated_by_reason"] == {semconv.SKIP_ENGINE_UNAVAILABLE: 1}
+    assert sorted(span.name for span in p.spans()) == ["s0", "s1", "s2"]

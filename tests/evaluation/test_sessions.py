@@ -710,3 +710,37 @@ def test_a_session_whose_conversation_cannot_be_built_is_not_evaluated_and_the_o
     assert stats["session_results"] == 2
     coherent = stats["evaluators"]["coherent"]
     assert coherent["passed"] == 2 and coherent["errors"] == 0 and coherent["failed"] == 0
+
+
+def test_a_session_the_engine_fails_to_take_gives_its_slot_back_and_is_counted_not_evaluated(
+    make_pipeline: MakePipeline, tmp_path: Path
+) -> None:
+    """The engine failing to take a due session (its threads cannot start) loses nothing uncounted, blocks no flush.
+
+    Its queue slot is given back (a later ``force_flush()`` returns True at once, not False at its timeout), each
+    of its evaluators is counted not evaluated (``engine_unavailable``), and the rest of the batch is judged.
+    """
+    judge = Judge()
+    jsonl = tmp_path / "scores.jsonl"
+    p = _session_pipeline(make_pipeline, judge, sinks=[JsonlScoreSink(jsonl)], session_quiet_period_s=600.0)
+    engine = p.processor._engine
+    real = engine.submit
+
+    def submit(job: Any) -> None:
+        if getattr(getattr(job, "conversation", None), "session_id", None) == "broken":
+            raise RuntimeError("can't start new thread")
+        real(job)
+
+    engine.submit = submit  # type: ignore[method-assign]
+    _turn(p, "fine-1", "q", "a")
+    _turn(p, "broken", "q0", "a0")
+    _turn(p, "fine-2", "q", "a")
+    assert p.processor.force_flush(10_000)
+    assert sorted(s["session_id"] for s in _scores(jsonl)) == ["fine-1", "fine-2"]
+    stats = p.processor.stats()
+    assert stats["queued"] == 0
+    assert stats["not_evaluated_by_reason"] == {"engine_unavailable": 1}
+    assert stats["internal_errors"] == 1
+    _turn(p, "later", "q", "a")  # the pipeline goes on: the next session is judged and flushed as usual
+    p.flush()
+    assert sorted(s["session_id"] for s in _scores(jsonl)) == ["fine-1", "fine-2", "later"]

@@ -141,7 +141,12 @@ class Engine:
         self._loop_thread, self._dispatcher = self._new_threads()
 
     def submit(self, job: Any) -> None:
-        """Hand ``job`` to the loop; O(1) and non-blocking."""
+        """Hand ``job`` to the loop; O(1) and non-blocking.
+
+        Raises:
+            RuntimeError: The threads cannot start; only ever before ``job`` is queued, so the caller still owns it
+                (the processor gives its queue slot back and counts it ``engine_unavailable``).
+        """
         if not self._running:  # the first job (of this process: a forked child starts its own)
             self._start_threads()
         self._inbox.put(job)

@@ -542,23 +542,46 @@ class EvaluationSpanProcessor(SpanProcessor):
                 self._pending += 1
         if not admitted:
             self._stats.incr("dropped")
-            for spec in (*job.specs, *job.trace_specs):
-                self._stats.not_evaluated(semconv.SKIP_QUEUE_FULL, spec.evaluator.name)
             self._metrics.record_dropped()
             self._overflow.loss(1, f"{self.options.max_queue_size} spans already queued; spans go out unevaluated")
-            if self._gate is not None and job.gate_held and job.span.context is not None:
-                self._gate.job_finished(job.span.context.trace_id)  # the trace-level wait it held: will not run
-            for spec in job.session_specs:
-                self._stats.not_evaluated(semconv.SKIP_QUEUE_FULL, spec.evaluator.name)
-            if self._sessions is not None and job.session_specs and job.session_id is not None:
-                self._sessions.settle(job.session_id)
+            self._never_runs(job, semconv.SKIP_QUEUE_FULL)
+            return False
+        held = job.deferred or job.gate_held  # noted already: at its root's end, or by the completion buffer
+        trace_id = job.span.context.trace_id if job.span.context is not None else None
+        gate = self._gate if job.gate and not held else None
+        if gate is not None and trace_id is not None:
+            gate.job_started(trace_id)
+        try:
+            self._engine.submit(job)
+        except Exception:  # e.g. its threads cannot start: the job was never queued, so no _job_done will come
+            self._stats.incr("internal_errors")
+            log_internal_error("handing a span's evaluation to the evaluation engine")
+            if gate is not None and trace_id is not None:
+                gate.job_finished(trace_id)  # the wait it just noted: the job will never finish it
+            self._release_slot()
+            self._never_runs(job, semconv.SKIP_ENGINE_UNAVAILABLE)
             return False
         self._stats.incr("enqueued")
-        held = job.deferred or job.gate_held  # noted already: at its root's end, or by the completion buffer
-        if self._gate is not None and job.gate and not held and job.span.context is not None:
-            self._gate.job_started(job.span.context.trace_id)
-        self._engine.submit(job)
         return True
+
+    def _never_runs(self, job: Job, reason: str) -> None:
+        """Count each of ``job``'s evaluators not evaluated (``reason``) and release the waits it held."""
+        for spec in (*job.specs, *job.trace_specs, *job.session_specs):
+            self._stats.not_evaluated(reason, spec.evaluator.name)
+        if self._gate is not None and job.gate_held and job.span.context is not None:
+            self._gate.job_finished(job.span.context.trace_id)  # the trace-level wait it held: will not run
+        if self._sessions is not None and job.session_specs and job.session_id is not None:
+            self._sessions.settle(job.session_id)
+
+    def _release_slot(self) -> None:
+        """Give back a job's queue slot: it finished, or the engine never took it."""
+        with self._cond:
+            self._pending -= 1
+            if self._pending == 0:
+                # An overflow episode ends when the queue has emptied, not at each freed slot; its line is logged
+                # before flush() waiters wake, so a flush returns with the episode's end already logged.
+                self._overflow.ok()
+                self._cond.notify_all()
 
     def _split_sessions(self, sessions: SessionBuffer, job: Job) -> None:
         """Move a completed trace's session-scope evaluators to the job's session part, announced to the buffer.
@@ -611,8 +634,17 @@ class EvaluationSpanProcessor(SpanProcessor):
             self._session_loss.loss(1, f"{self.options.max_queue_size} evaluations already queued")
             return
         self._session_loss.ok()
+        try:
+            self._engine.submit(job)
+        except Exception:
+            # Never queued (e.g. its threads cannot start): the slot goes back, or every later flush would wait
+            # for it, and its evaluators are counted, as a full evaluation process counts them. Re-raised: logged
+            # once as an internal error by _judge_sessions, which goes on with the rest of the batch.
+            self._release_slot()
+            for spec in specs:
+                self._stats.not_evaluated(semconv.SKIP_ENGINE_UNAVAILABLE, spec.evaluator.name)
+            raise
         self._stats.incr("enqueued")
-        self._engine.submit(job)
 
     def _plan(self, span: ReadableSpan) -> Job | None:
         context = span.context
@@ -982,13 +1014,7 @@ class EvaluationSpanProcessor(SpanProcessor):
     def _job_done(self, job: Job | SessionJob) -> None:
         if self._gate is not None and isinstance(job, Job) and job.gate and job.span.context is not None:
             self._gate.job_finished(job.span.context.trace_id)
-        with self._cond:
-            self._pending -= 1
-            if self._pending == 0:
-                # An overflow episode ends when the queue has emptied, not at each freed slot; its line is logged
-                # before flush() waiters wake, so a flush returns with the episode's end already logged.
-                self._overflow.ok()
-                self._cond.notify_all()
+        self._release_slot()
 
     # --- flush, shutdown, monitoring --------------------------------------------------------------------
 
