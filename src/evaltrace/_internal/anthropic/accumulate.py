@@ -19,6 +19,9 @@ from evaltrace._internal.openai.parts import Part, reasoning_part, text_part
 from evaltrace._internal.openai.parts import field as get
 
 _USAGE_FIELDS = ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+_CONTENT_DELTA = "content_block_delta"
+_FRAGMENT_FIELDS = {"text_delta": "text", "input_json_delta": "partial_json", "thinking_delta": "thinking"}
+"""A content delta's ``type`` -> the field of it that ``add`` keeps (other kinds keep nothing)."""
 
 
 class _Block:
@@ -94,26 +97,55 @@ class MessagesAccumulator:
         return False
 
     def add_batch(self, events: list[Any]) -> None:
-        """``add`` for each event in order, in one frame (the stream proxy's batch fold): content deltas inline."""
-        blocks = self.blocks
+        """``add`` for each event in order, in one frame (the stream proxy's batch fold).
+
+        A stream is mostly runs of content deltas of one block and one kind (text, thinking, tool input JSON).
+        Once ``add`` has folded one such delta of a class that keeps its fields in ``__dict__`` (``_declares``),
+        the next ones of the same class, block and kind are read there: an exact class check, two ``__dict__``
+        reads instead of five attribute reads through pydantic's ``__getattr__`` hook (which CPython does not
+        specialise), three comparisons and an append. Anything else goes to ``add``, which reads the same values
+        (a pydantic model's declared fields are its ``__dict__``), and ends the run.
+        """
+        run_class: type | None = None  # the current run: event class, block index, delta type, its text field
+        index: Any = None
+        kind: Any = None
+        name = ""
+        append: Any = None
         add = self.add
         for event in events:
+            if type(event) is run_class:
+                try:
+                    fields = event.__dict__
+                    delta = fields["delta"].__dict__
+                    if delta["type"] == kind and fields["index"] == index and fields["type"] == _CONTENT_DELTA:
+                        append(delta[name])
+                        continue
+                except Exception:  # not the shape of the run after all: ``add`` reads it
+                    pass
+            run_class = None
             try:
-                if event.type != "content_block_delta":
-                    add(event)
-                    continue
-                block = blocks.get(event.index)
-                if block is not None:
-                    delta = event.delta
-                    dtype = delta.type
-                    if dtype == "text_delta":
-                        block.fragments.append(delta.text)
-                    elif dtype == "input_json_delta":
-                        block.fragments.append(delta.partial_json)
-                    elif dtype == "thinking_delta":
-                        block.fragments.append(delta.thinking)
+                if add(event):
+                    run_class, index, kind, name, append = self._run_of(event)
             except Exception:
                 chunk_failed()
+
+    def _run_of(self, event: Any) -> tuple[type | None, Any, Any, str, Any]:
+        """What ``add_batch`` needs to read the deltas after ``event`` (a content delta just folded) itself.
+
+        ``(None, ...)`` when they must go through ``add``: a class whose fields may not be in ``__dict__``, a
+        delta of a block that never started, or of a kind ``add`` keeps nothing of.
+        """
+        cls = type(event)
+        if not _declares(cls, ("type", "index", "delta")):
+            return None, None, None, "", None
+        fields = event.__dict__
+        index = fields["index"]
+        block = self.blocks.get(index)
+        kind = fields["delta"].__dict__.get("type")
+        name = _FRAGMENT_FIELDS.get(kind) if isinstance(kind, str) else None
+        if block is None or name is None or fields["type"] != _CONTENT_DELTA:
+            return None, None, None, "", None
+        return cls, index, kind, name, block.fragments.append
 
     def _take_usage(self, usage: Any) -> None:
         """message_delta's counts are cumulative: each one given replaces the earlier one; a None does not."""
@@ -166,6 +198,22 @@ class MessagesAccumulator:
             output_messages=[output_message(parts, self.stop_reason)],
             usage=self._usage(),
         )
+
+
+_DECLARED: dict[tuple[type, tuple[str, ...]], bool] = {}
+
+
+def _declares(cls: type, names: tuple[str, ...]) -> bool:
+    """Whether ``cls`` is a pydantic (v2) model declaring the fields ``names``: those are its ``__dict__``.
+
+    ``RawContentBlockDeltaEvent`` and ``BetaRawContentBlockDeltaEvent`` are; pydantic v1 models, dicts and other
+    objects are not, and are read through ``add``. Cached per class (one dict lookup per run of deltas).
+    """
+    known = _DECLARED.get((cls, names))
+    if known is None:
+        declared = getattr(cls, "__pydantic_fields__", None)
+        known = _DECLARED[(cls, names)] = isinstance(declared, dict) and all(n in declared for n in names)
+    return known
 
 
 def _error_event(event: Any) -> tuple[str, str]:
