@@ -30,7 +30,9 @@ same run or instructions:
 The rows made of two runs' difference (``decorator``, ``openai_call``, ``evaluation``) and the stream slopes count
 from the child's measured phase on (``_callgrind.run_totals(from_collect=True)``: callgrind's instrumentation off
 through the interpreter's start, the SDKs' imports and the set-up, on from the child's ``gc.collect()`` before its
-measured calls, or from the Anthropic child's mark before its warm-up streams, to its exit), so those runs pay
+measured calls, or from the Anthropic child's mark before its warm-up streams, to its exit; a stream slope's
+window ends with its measured streams, ``_callgrind.count_to_here()``, as the teardown's cost varies between runs
+of the same child by up to ~2k per event), so those runs pay
 callgrind's slow-down only for what their figures count, and the figures are the same differences as before. The
 OpenAI slope is that of the measured streams alone (since s8: its 20 warm-up streams, collector on, made it follow
 the heap's size), and ``startup`` is the whole process, counted from the start. ``--whole-process`` counts every run from
