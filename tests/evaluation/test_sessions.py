@@ -744,3 +744,41 @@ def test_a_session_the_engine_fails_to_take_gives_its_slot_back_and_is_counted_n
     _turn(p, "later", "q", "a")  # the pipeline goes on: the next session is judged and flushed as usual
     p.flush()
     assert sorted(s["session_id"] for s in _scores(jsonl)) == ["fine-1", "fine-2", "later"]
+
+
+def test_a_session_turn_the_engine_cannot_start_threads_for_is_counted_and_a_later_session_is_judged(
+    make_pipeline: MakePipeline, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine's dispatcher thread failing to start (injected at ``Thread.start``: cannot be provoked otherwise).
+
+    The turn's job is refused before it is queued: its session evaluator is counted not evaluated
+    (``engine_unavailable``), the flush returns True at once (no slot held by a job nothing runs), the turn is
+    exported, and once the fault clears the next turn starts the threads and its session is judged.
+    """
+    failing = [True]
+    real = threading.Thread.start
+
+    def start(thread: threading.Thread) -> None:
+        if failing[0] and thread.name == "evaltrace-eval-dispatch":
+            raise RuntimeError("can't start new thread")
+        real(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    judge = Judge()
+    jsonl = tmp_path / "scores.jsonl"
+    p = _session_pipeline(make_pipeline, judge, sinks=[JsonlScoreSink(jsonl)], session_quiet_period_s=600.0)
+    _turn(p, "lost", "q", "a")
+    began = time.monotonic()
+    assert p.processor.force_flush(10_000)
+    assert time.monotonic() - began < 5.0
+    stats = p.processor.stats()
+    assert (stats["queued"], stats["enqueued"], stats.get("session_results", 0)) == (0, 0, 0)
+    assert stats["not_evaluated_by_reason"] == {"engine_unavailable": 1}
+    assert stats["evaluators"]["coherent"]["not_evaluated_by_reason"] == {"engine_unavailable": 1}
+    assert [span.name for span in p.spans()] == ["turn"]
+    failing[0] = False
+    _turn(p, "later", "q", "a")
+    p.flush()
+    assert [c.session_id for c in judge.seen] == ["later"]
+    assert [s["session_id"] for s in _scores(jsonl)] == ["later"]
+    assert p.processor.stats()["session_results"] == 1
