@@ -253,3 +253,74 @@ def test_bad_limits_are_config_errors_naming_the_key(value: dict[str, Any], mess
         Limits.coerce(value, "limits")
     with pytest.raises(ConfigError, match=f"limited.{message}".replace(".", r"\.")):
         EvaluatorSpec(limited, limits=value)  # type: ignore[arg-type]
+
+
+class FailingClock(FakeClock):
+    """A ``limits_clock`` that raises while ``failing``: the limiter itself cannot decide (a user clock failing)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failing = False
+
+    def __call__(self) -> float:
+        if self.failing:
+            raise OSError("clock source unavailable")
+        return self.now
+
+
+def test_a_limiter_that_fails_refuses_only_its_evaluator_counted_limits_unavailable(
+    make_pipeline: MakePipeline,
+) -> None:
+    """The limiter raising while a span's evaluators are chosen takes neither the span nor its other evaluators.
+
+    ``free`` (no limit, admitted first) runs and its verdict is on the exported span; ``limited`` is not evaluated,
+    skip reason ``limits_unavailable`` (on the span, enriched by ``free``, and counted), never run unchecked; once
+    the clock answers again ``limited`` runs as before.
+    """
+    clock = FailingClock()
+    p = make_pipeline(
+        [free, EvaluatorSpec(limited, limits=Limits(evaluations_per_second=1, burst=5))], limits_clock=clock
+    )
+    clock.failing = True
+    with p.tracer.start_as_current_span("chat-0"):
+        pass
+    clock.failing = False
+    with p.tracer.start_as_current_span("chat-1"):
+        pass
+    p.flush()
+    first, second = attrs(p.one("chat-0")), attrs(p.one("chat-1"))
+    assert first["evaltrace.eval.free.outcome"] == "pass"
+    assert first["evaltrace.eval.limited.outcome"] == "not_evaluated"
+    assert first["evaltrace.eval.limited.skip_reason"] == "limits_unavailable"
+    assert "evaltrace.eval.limited.passed" not in first
+    assert second["evaltrace.eval.limited.outcome"] == "fail"
+    stats = p.processor.stats()
+    assert stats["not_evaluated_by_reason"] == {"limits_unavailable": 1}
+    assert stats["evaluators"]["limited"]["not_evaluated_by_reason"] == {"limits_unavailable": 1}
+    assert (stats["evaluators"]["free"]["passed"], stats["evaluators"]["limited"]["failed"]) == (2, 1)
+    assert stats["internal_errors"] == 1
+
+
+def test_a_limiter_that_fails_at_a_trace_root_counts_the_trace_evaluator_and_spares_the_span_one(
+    make_pipeline: MakePipeline,
+) -> None:
+    """The same when the trace-level evaluators are chosen as the root ends: the trace is exported, counted."""
+    clock = FailingClock()
+    trace_spec = EvaluatorSpec(limited, trace_level=True, limits=Limits(evaluations_per_second=1, burst=5))
+    p = make_pipeline([free, trace_spec], limits_clock=clock, trace_quiet_period_s=0.0)
+    clock.failing = True
+    with p.tracer.start_as_current_span("root-0"):
+        with p.tracer.start_as_current_span("child-0"):
+            pass
+    clock.failing = False
+    with p.tracer.start_as_current_span("root-1"):
+        pass
+    p.flush()
+    root = attrs(p.one("root-0"))
+    assert root["evaltrace.eval.free.outcome"] == "pass"
+    assert root["evaltrace.eval.limited.skip_reason"] == "limits_unavailable"
+    assert attrs(p.one("child-0"))["evaltrace.eval.free.outcome"] == "pass"
+    assert attrs(p.one("root-1"))["evaltrace.eval.limited.outcome"] == "fail"
+    stats = p.processor.stats()
+    assert stats["not_evaluated_by_reason"] == {"limits_unavailable": 1}
+    assert (stats["evaluators"]["free"]["passed"], stats["evaluators"]["limited"]["failed"]) == (3, 1)

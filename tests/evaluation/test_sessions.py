@@ -782,3 +782,49 @@ def test_a_session_turn_the_engine_cannot_start_threads_for_is_counted_and_a_lat
     assert [c.session_id for c in judge.seen] == ["later"]
     assert [s["session_id"] for s in _scores(jsonl)] == ["later"]
     assert p.processor.stats()["session_results"] == 1
+
+
+def test_a_limiter_that_fails_as_a_session_is_judged_refuses_only_its_evaluator_counted(
+    make_pipeline: MakePipeline,
+) -> None:
+    """The limiter raising (its ``limits_clock`` fails) while a due session's judgement is admitted.
+
+    The session's unlimited evaluator (admitted first) still judges it; the limited one is not evaluated, counted
+    ``limits_unavailable`` (never run unchecked, never lost uncounted); once the clock answers both judge the next
+    session.
+    """
+    failing = [False]
+
+    def clock() -> float:
+        if failing[0]:
+            raise OSError("clock source unavailable")
+        return 1000.0
+
+    limited_seen: list[str] = []
+
+    @evaluator(name="limited_session")
+    def limited_session(conversation: Conversation) -> EvaluationResult:
+        limited_seen.append(conversation.session_id)
+        return EvaluationResult(evaluator="limited_session", passed=True, score=1.0)
+
+    judge = Judge()
+    specs = [
+        EvaluatorSpec(judge.build(), scope="session"),
+        EvaluatorSpec(limited_session, scope="session", limits={"evaluations_per_second": 1, "burst": 5}),
+    ]
+    p = make_pipeline(specs, trace_quiet_period_s=0.0, session_quiet_period_s=600.0, limits_clock=clock)
+    _turn(p, "chat-40", "q", "a")
+    failing[0] = True
+    p.flush()  # judges chat-40 now: the limiter fails for limited_session only
+    failing[0] = False
+    assert [c.session_id for c in judge.seen] == ["chat-40"]
+    assert limited_seen == []
+    stats = p.processor.stats()
+    assert stats["not_evaluated_by_reason"] == {"limits_unavailable": 1}
+    assert stats["evaluators"]["limited_session"]["not_evaluated_by_reason"] == {"limits_unavailable": 1}
+    assert stats["evaluators"]["coherent"]["passed"] == 1
+    assert stats["queued"] == 0
+    _turn(p, "chat-41", "q", "a")
+    p.flush()
+    assert [c.session_id for c in judge.seen] == ["chat-40", "chat-41"]
+    assert limited_seen == ["chat-41"]
