@@ -324,3 +324,44 @@ def test_a_limiter_that_fails_at_a_trace_root_counts_the_trace_evaluator_and_spa
     stats = p.processor.stats()
     assert stats["not_evaluated_by_reason"] == {"limits_unavailable": 1}
     assert (stats["evaluators"]["free"]["passed"], stats["evaluators"]["limited"]["failed"]) == (3, 1)
+
+
+class OffMainThreadFailingClock(FakeClock):
+    """A ``limits_clock`` that answers on the test's thread (admission at span end) and raises on any other.
+
+    So admission works and charging the judge's spend afterwards (on the evaluation loop) fails.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.main = threading.current_thread()
+
+    def __call__(self) -> float:
+        if threading.current_thread() is not self.main:
+            raise OSError("clock source unavailable")
+        return self.now
+
+
+def test_a_judge_verdict_stands_when_charging_its_spend_fails(
+    make_pipeline: MakePipeline, chat_server: JudgeServer
+) -> None:
+    """Charging the spend is bookkeeping after the verdict: its failure is an internal error, never a lost verdict.
+
+    The judge's pass and the other evaluator's pass are both on the enriched span and in ``stats()``.
+    """
+    judge = Judge("gpt-4o-mini", base_url=chat_server.url, api_key="k", max_retries=0)
+    judged = LLMJudge(rubric="Answers the question", judge=judge)
+    p = make_pipeline(
+        [EvaluatorSpec(judged, limits=Limits(max_usd_per_day=100.0)), free], limits_clock=OffMainThreadFailingClock()
+    )
+    with p.tracer.start_as_current_span("chat-0") as span:
+        span.set_attribute("output.value", "an answer")
+    p.flush()
+    assert chat_server.count() == 1
+    name = judged.name
+    span_attributes = attrs(p.one("chat-0"))
+    assert span_attributes[f"evaltrace.eval.{name}.outcome"] == "pass"
+    assert span_attributes["evaltrace.eval.free.outcome"] == "pass"
+    stats = p.processor.stats()
+    assert (stats["evaluators"][name]["passed"], stats["evaluators"]["free"]["passed"]) == (1, 1)
+    assert (stats["enriched"], stats["errors"], stats["internal_errors"]) == (1, 0, 1)

@@ -828,3 +828,30 @@ def test_a_limiter_that_fails_as_a_session_is_judged_refuses_only_its_evaluator_
     p.flush()
     assert [c.session_id for c in judge.seen] == ["chat-40", "chat-41"]
     assert limited_seen == ["chat-41"]
+
+
+def test_a_session_verdict_stands_when_charging_its_judge_spend_fails(make_pipeline: MakePipeline) -> None:
+    """Charging a session judge's spend raising (its ``limits_clock`` fails on the evaluation loop) loses no verdict.
+
+    The session's pass is published (an internal error is counted for the charge), never turned into an error.
+    """
+    main = threading.current_thread()
+
+    def clock() -> float:
+        if threading.current_thread() is not main:  # admission (here) works; the charge (on the loop) fails
+            raise OSError("clock source unavailable")
+        return 1000.0
+
+    @evaluator(name="priced")
+    def priced(conversation: Conversation) -> EvaluationResult:
+        usage = {"model": "gpt-4o-mini", "input_tokens": 100, "output_tokens": 10, "cost_usd": 0.001}
+        return EvaluationResult(evaluator="priced", passed=True, score=1.0, detail={"judge": usage})
+
+    spec = EvaluatorSpec(priced, scope="session", limits={"max_usd_per_day": 100.0})
+    p = make_pipeline([spec], trace_quiet_period_s=0.0, session_quiet_period_s=600.0, limits_clock=clock)
+    _turn(p, "chat-50", "q", "a")
+    p.flush()
+    stats = p.processor.stats()
+    assert stats["session_results"] == 1
+    assert (stats["evaluators"]["priced"]["passed"], stats["evaluators"]["priced"]["errors"]) == (1, 0)
+    assert stats["internal_errors"] == 1
