@@ -9,6 +9,7 @@ once the fault clears the next span is evaluated.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,10 +17,13 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from evaltrace._internal import semconv
+from evaltrace._internal.daemon_pool import DaemonExecutor
 from evaltrace.evaluation import evaluator
+from evaltrace.evaluation.runner import RunOptions, arun_evaluator
 from evaltrace.schema import Trace
 
 from .conftest import MakePipeline, Pipeline
+from .helpers import make_trace
 
 LOOP = "evaltrace-eval-loop"
 DISPATCHER = "evaltrace-eval-dispatch"
@@ -112,3 +116,43 @@ def test_a_loop_thread_started_without_its_dispatcher_is_wound_down_at_shutdown(
     assert engine.loop.is_closed()
     assert p.processor.stats()["not_evaluated_by_reason"] == {semconv.SKIP_ENGINE_UNAVAILABLE: 1}
     assert [span.name for span in p.spans()] == ["s0"]
+
+
+def test_a_sync_evaluation_whose_pool_thread_cannot_start_is_an_error_and_never_runs_later(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The evaluator pool refusing a call (its thread cannot start) gives an error result, never a verdict.
+
+    The call is not left queued: the evaluator is not called later behind the caller's back (a judge call nobody
+    awaits), and once threads can start the next call runs.
+    """
+    real: Callable[[threading.Thread], None] = threading.Thread.start
+    failing = [True]
+
+    def start(thread: threading.Thread) -> None:
+        if failing[0] and thread.name.startswith("test-eval-pool"):
+            raise RuntimeError("can't start new thread")
+        real(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    calls: list[str] = []
+
+    @evaluator(name="counted")
+    def counted(trace: Trace) -> bool:
+        calls.append(trace.output.final_answer or "")
+        return True
+
+    pool = DaemonExecutor(1, thread_name_prefix="test-eval-pool")
+    try:
+        refused = asyncio.run(arun_evaluator(counted, make_trace("first"), executor=pool))
+        assert refused.status == "failed"  # an error (counted under errors), never a judged verdict
+        assert refused.error is not None and "can't start new thread" in str(refused.error)
+        failing[0] = False
+        # Bounded: a pool waiting on a thread it only counted would time out here, not hang the test.
+        later = asyncio.run(
+            arun_evaluator(counted, make_trace("second"), executor=pool, options=RunOptions(timeout_s=10.0))
+        )
+        assert later.passed is True
+        assert calls == ["second"]
+    finally:
+        pool.shutdown(wait=False)
