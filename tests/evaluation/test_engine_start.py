@@ -1,7 +1,8 @@
-"""The evaluation engine's threads failing to start lose nothing uncounted, and the next span tries again.
+"""Evaluation threads failing to start lose nothing uncounted, and the next span (score, call) tries again.
 
 ``Thread.start`` raising (``can't start new thread`` under a thread or memory limit) cannot be provoked reliably
-in a test, so it is injected at ``threading.Thread.start`` for the engine's two threads only; everything else is
+in a test, so it is injected at ``threading.Thread.start`` for the threads concerned only (the engine's loop and
+dispatcher, the evaluator pool, a score sink's, the trace completion timer); everything else is
 the real processor, engine and OTel SDK. A refused span is exported unevaluated, each of its evaluators counted
 ``engine_unavailable``, its queue slot given back (a flush returns True at once, not False at its timeout), and
 once the fault clears the next span is evaluated.
@@ -10,19 +11,22 @@ once the fault clears the next span is evaluated.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
 from evaltrace._internal import semconv
 from evaltrace._internal.daemon_pool import DaemonExecutor
-from evaltrace.evaluation import evaluator
+from evaltrace.evaluation import EvaluatorSpec, JsonlScoreSink, evaluator
 from evaltrace.evaluation.runner import RunOptions, arun_evaluator
-from evaltrace.schema import Trace
+from evaltrace.evaluation.sinks import SinkWorker, read_dead_letters
+from evaltrace.schema import Score, Trace, score_id
 
-from .conftest import MakePipeline, Pipeline
+from .conftest import MakePipeline, Pipeline, wait_until
 from .helpers import make_trace
 
 LOOP = "evaltrace-eval-loop"
@@ -156,3 +160,98 @@ def test_a_sync_evaluation_whose_pool_thread_cannot_start_is_an_error_and_never_
         assert calls == ["second"]
     finally:
         pool.shutdown(wait=False)
+
+
+def _thread_fault(monkeypatch: pytest.MonkeyPatch, prefix: str) -> list[bool]:
+    """``Thread.start`` raises for threads named ``prefix...`` while the returned flag's first item is True."""
+    real: Callable[[threading.Thread], None] = threading.Thread.start
+    failing = [True]
+
+    def start(thread: threading.Thread) -> None:
+        if failing[0] and thread.name.startswith(prefix):
+            raise RuntimeError("can't start new thread")
+        real(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    return failing
+
+
+def _score(name: str) -> Score:
+    trace, span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    return Score(
+        id=score_id(trace, span, name, "v1"),
+        name=name,
+        value=1.0,
+        data_type="NUMERIC",
+        trace_id=trace,
+        observation_id=span,
+    )
+
+
+def _names(path: Path) -> list[str]:
+    lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return [line.get("score", line)["name"] for line in lines]
+
+
+def test_a_score_sink_whose_thread_cannot_start_keeps_its_scores_and_delivers_them_once_it_can(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    failing = _thread_fault(monkeypatch, "evaltrace-sink-")
+    path = tmp_path / "scores.jsonl"
+    worker = SinkWorker(JsonlScoreSink(path), dead_letter_path=tmp_path / "dead.jsonl", schedule_delay_s=0.01)
+    worker.submit([_score("first")])  # neither the constructor nor submit raises
+    began = time.monotonic()
+    assert not worker.force_flush(10.0)  # said at once: no thread to wait for
+    assert time.monotonic() - began < 5.0
+    failing[0] = False
+    worker.submit([_score("second")])
+    assert worker.force_flush(10.0)
+    assert _names(path) == ["first", "second"]
+    assert worker.shutdown(5.0)
+    assert (worker.stats.submitted, worker.stats.successes, worker.stats.dead_lettered) == (2, 2, 0)
+
+
+def test_a_score_sink_whose_thread_never_starts_dead_letters_its_scores_at_shutdown_counted(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _thread_fault(monkeypatch, "evaltrace-sink-")
+    dead = tmp_path / "dead.jsonl"
+    worker = SinkWorker(JsonlScoreSink(tmp_path / "scores.jsonl"), dead_letter_path=dead)
+    worker.submit([_score("kept")])
+    assert worker.shutdown(1.0) is False  # no thread delivered it: shutdown settled it
+    assert (worker.stats.submitted, worker.stats.dead_lettered, worker.stats.dropped) == (1, 1, 0)
+    scores, bad = read_dead_letters(dead)
+    assert ([score.name for score in scores], bad) == (["kept"], 0)
+
+
+def test_a_trace_completion_timer_that_cannot_start_loses_no_trace_and_starts_with_a_later_one(
+    make_pipeline: MakePipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The timer's thread failing to start never reaches the application nor the span's own evaluators.
+
+    Its trace is evaluated by the next ``force_flush()`` (which ticks itself), and once threads can start the next
+    trace starts the timer and is evaluated when quiet, with no flush.
+    """
+    failing = _thread_fault(monkeypatch, "evaltrace-trace-completion")
+    seen: list[str] = []
+
+    @evaluator(name="whole")
+    def whole(trace: Trace) -> bool:
+        seen.append(trace.output.final_answer or "")
+        return True
+
+    p = make_pipeline([EvaluatorSpec(whole, trace_level=True), parity], trace_quiet_period_s=0.2)
+    with p.tracer.start_as_current_span("r0", attributes={"input.value": "0", "output.value": "t0"}):
+        with p.tracer.start_as_current_span("c0", attributes={"input.value": "2"}):
+            pass
+    p.flush()  # the flush evaluates the trace waiting for its quiet period
+    assert seen == ["t0"]
+    # The spans' own evaluators ran: the failed start never reached their planning.
+    assert (p.one("r0").attributes or {})["evaltrace.eval.parity.passed"] is True
+    assert (p.one("c0").attributes or {})["evaltrace.eval.parity.passed"] is True
+    assert p.processor.stats()["completion"]["completed"] == 1
+    failing[0] = False
+    with p.tracer.start_as_current_span("r1", attributes={"input.value": "1", "output.value": "t1"}):
+        pass
+    assert wait_until(lambda: len(p.by_name("evaluation whole")) == 2, timeout=10.0)  # the timer runs now
+    assert seen == ["t0", "t1"]
