@@ -22,6 +22,7 @@ import pytest
 from evaltrace._internal import semconv
 from evaltrace._internal.daemon_pool import DaemonExecutor
 from evaltrace.evaluation import EvaluatorSpec, JsonlScoreSink, evaluator
+from evaltrace.evaluation._user_loop import UserLoop
 from evaltrace.evaluation.runner import RunOptions, arun_evaluator
 from evaltrace.evaluation.sinks import SinkWorker, read_dead_letters
 from evaltrace.schema import Score, Trace, score_id
@@ -255,3 +256,44 @@ def test_a_trace_completion_timer_that_cannot_start_loses_no_trace_and_starts_wi
         pass
     assert wait_until(lambda: len(p.by_name("evaluation whole")) == 2, timeout=10.0)  # the timer runs now
     assert seen == ["t0", "t1"]
+
+
+def test_async_evaluations_whose_loop_or_watchdog_cannot_start_fail_cleanly_and_the_next_call_starts_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The async evaluators' loop thread failing to start: that call fails (an error, never a verdict).
+
+    Its new event loop is closed (not leaked per attempt), and the next call starts one. A watchdog that cannot
+    start refuses nothing: the call runs, and the next call starts the watchdog.
+    """
+    failing_loop = _thread_fault(monkeypatch, "evaltrace-async-eval-1")
+    runner = UserLoop()
+    opened: list[asyncio.AbstractEventLoop] = []
+    real_new_loop = asyncio.new_event_loop
+
+    def new_event_loop() -> asyncio.AbstractEventLoop:
+        loop = real_new_loop()
+        opened.append(loop)
+        return loop
+
+    monkeypatch.setattr(asyncio, "new_event_loop", new_event_loop)
+
+    async def answer() -> str:
+        return "ran"
+
+    async def main() -> None:
+        with pytest.raises(RuntimeError, match="can't start new thread"):
+            await runner.run(answer)
+        assert opened and all(loop.is_closed() for loop in opened)
+        failing_loop[0] = False
+        failing_watchdog = _thread_fault(monkeypatch, "evaltrace-async-eval-watchdog")
+        assert await runner.run(answer) == "ran"  # unwatched, not refused
+        assert runner._watchdog is None
+        failing_watchdog[0] = False
+        assert await runner.run(answer) == "ran"
+        assert runner._watchdog is not None and runner._watchdog.is_alive()
+
+    try:
+        asyncio.run(main())
+    finally:
+        runner.close()
