@@ -24,6 +24,7 @@ from evaltrace._internal.daemon_pool import DaemonExecutor
 from evaltrace.evaluation import EvaluatorSpec, JsonlScoreSink, evaluator
 from evaltrace.evaluation._user_loop import UserLoop
 from evaltrace.evaluation.runner import RunOptions, arun_evaluator
+from evaltrace.evaluation.sampling import ExportSampling
 from evaltrace.evaluation.sinks import SinkWorker, read_dead_letters
 from evaltrace.schema import Score, Trace, score_id
 
@@ -297,3 +298,35 @@ def test_async_evaluations_whose_loop_or_watchdog_cannot_start_fail_cleanly_and_
         asyncio.run(main())
     finally:
         runner.close()
+
+
+def test_a_failure_between_admission_and_the_engine_gives_the_slot_back_counted_and_never_reaches_the_app(
+    make_pipeline: MakePipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Export sampling noting the job (a bug of ours, injected) fails after the span's admission to the queue.
+
+    ``span.end()`` raises nothing, the span is exported, its evaluator is counted not evaluated
+    (``engine_unavailable``: the job never reached the engine), and its queue slot is given back (the flush
+    returns True at once); the spans around it are evaluated as usual.
+    """
+    p = make_pipeline([parity], export_sampling=ExportSampling(keep_rate=1.0))
+    gate = p.processor._gate
+    assert gate is not None
+    real = gate.job_started
+    refused: list[int] = []
+
+    def job_started(trace_id: int) -> None:
+        if not refused:
+            refused.append(trace_id)
+            raise RuntimeError("a bug of ours")
+        real(trace_id)
+
+    monkeypatch.setattr(gate, "job_started", job_started)
+    _spans(p, 0, 1, 2)  # the first span's hand-off fails: nothing raised here
+    _prompt_flush(p)
+    stats = p.processor.stats()
+    assert (stats["enqueued"], stats["evaluated"], stats["queued"], stats["internal_errors"]) == (2, 2, 0, 1)
+    assert stats["not_evaluated_by_reason"] == {semconv.SKIP_ENGINE_UNAVAILABLE: 1}
+    assert sorted(span.name for span in p.spans()) == ["s0", "s1", "s2"]
+    assert "evaltrace.eval.parity.passed" not in (p.one("s0").attributes or {})
+    assert (p.one("s2").attributes or {})["evaltrace.eval.parity.passed"] is True

@@ -549,14 +549,18 @@ class EvaluationSpanProcessor(SpanProcessor):
         held = job.deferred or job.gate_held  # noted already: at its root's end, or by the completion buffer
         trace_id = job.span.context.trace_id if job.span.context is not None else None
         gate = self._gate if job.gate and not held else None
-        if gate is not None and trace_id is not None:
-            gate.job_started(trace_id)
+        noted = False
+        # Everything between the admission above and the engine taking the job is in here: a failure must give the
+        # slot back and count the job (else every later flush waits for it), and never reach the application.
         try:
+            if gate is not None and trace_id is not None:
+                gate.job_started(trace_id)
+                noted = True
             self._engine.submit(job)
         except Exception:  # e.g. its threads cannot start: the job was never queued, so no _job_done will come
             self._stats.incr("internal_errors")
             log_internal_error("handing a span's evaluation to the evaluation engine")
-            if gate is not None and trace_id is not None:
+            if noted and gate is not None and trace_id is not None:
                 gate.job_finished(trace_id)  # the wait it just noted: the job will never finish it
             self._release_slot()
             self._never_runs(job, semconv.SKIP_ENGINE_UNAVAILABLE)
