@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from evaltrace._internal.daemon_pool import DaemonExecutor
 
 
@@ -21,4 +23,34 @@ def test_tasks_submitted_at_once_do_not_queue_behind_a_hanging_one() -> None:
         assert not hanging.done()
     finally:
         release.set()
+        pool.shutdown(wait=False)
+
+
+def test_a_thread_that_cannot_start_queues_nothing_and_the_next_submit_starts_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``Thread.start`` failing (``can't start new thread``; injected: a thread limit cannot be set in a test).
+
+    The submit raises and queues nothing: the task never runs later behind its caller's back, and no thread that
+    does not exist is counted idle, so once threads can start again the next task gets one and runs.
+    """
+    real = threading.Thread.start
+    failing = [True]
+
+    def start(thread: threading.Thread) -> None:
+        if failing[0] and thread.name.startswith("test-pool"):
+            raise RuntimeError("can't start new thread")
+        real(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    pool = DaemonExecutor(1, thread_name_prefix="test-pool")
+    ran: list[str] = []
+    try:
+        with pytest.raises(RuntimeError, match="can't start new thread"):
+            pool.submit(ran.append, "refused")
+        failing[0] = False
+        assert pool.submit(ran.append, "later").result(timeout=10) is None
+        assert pool.submit(lambda: None).result(timeout=10) is None  # the one thread takes the next task too
+        assert ran == ["later"]
+    finally:
         pool.shutdown(wait=False)

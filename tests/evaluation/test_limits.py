@@ -253,3 +253,115 @@ def test_bad_limits_are_config_errors_naming_the_key(value: dict[str, Any], mess
         Limits.coerce(value, "limits")
     with pytest.raises(ConfigError, match=f"limited.{message}".replace(".", r"\.")):
         EvaluatorSpec(limited, limits=value)  # type: ignore[arg-type]
+
+
+class FailingClock(FakeClock):
+    """A ``limits_clock`` that raises while ``failing``: the limiter itself cannot decide (a user clock failing)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failing = False
+
+    def __call__(self) -> float:
+        if self.failing:
+            raise OSError("clock source unavailable")
+        return self.now
+
+
+def test_a_limiter_that_fails_refuses_only_its_evaluator_counted_limits_unavailable(
+    make_pipeline: MakePipeline,
+) -> None:
+    """The limiter raising while a span's evaluators are chosen takes neither the span nor its other evaluators.
+
+    ``free`` (no limit, admitted first) runs and its verdict is on the exported span; ``limited`` is not evaluated,
+    skip reason ``limits_unavailable`` (on the span, enriched by ``free``, and counted), never run unchecked; once
+    the clock answers again ``limited`` runs as before.
+    """
+    clock = FailingClock()
+    p = make_pipeline(
+        [free, EvaluatorSpec(limited, limits=Limits(evaluations_per_second=1, burst=5))], limits_clock=clock
+    )
+    clock.failing = True
+    with p.tracer.start_as_current_span("chat-0"):
+        pass
+    clock.failing = False
+    with p.tracer.start_as_current_span("chat-1"):
+        pass
+    p.flush()
+    first, second = attrs(p.one("chat-0")), attrs(p.one("chat-1"))
+    assert first["evaltrace.eval.free.outcome"] == "pass"
+    assert first["evaltrace.eval.limited.outcome"] == "not_evaluated"
+    assert first["evaltrace.eval.limited.skip_reason"] == "limits_unavailable"
+    assert "evaltrace.eval.limited.passed" not in first
+    assert second["evaltrace.eval.limited.outcome"] == "fail"
+    stats = p.processor.stats()
+    assert stats["not_evaluated_by_reason"] == {"limits_unavailable": 1}
+    assert stats["evaluators"]["limited"]["not_evaluated_by_reason"] == {"limits_unavailable": 1}
+    assert (stats["evaluators"]["free"]["passed"], stats["evaluators"]["limited"]["failed"]) == (2, 1)
+    assert stats["internal_errors"] == 1
+
+
+def test_a_limiter_that_fails_at_a_trace_root_counts_the_trace_evaluator_and_spares_the_span_one(
+    make_pipeline: MakePipeline,
+) -> None:
+    """The same when the trace-level evaluators are chosen as the root ends: the trace is exported, counted."""
+    clock = FailingClock()
+    trace_spec = EvaluatorSpec(limited, trace_level=True, limits=Limits(evaluations_per_second=1, burst=5))
+    p = make_pipeline([free, trace_spec], limits_clock=clock, trace_quiet_period_s=0.0)
+    clock.failing = True
+    with p.tracer.start_as_current_span("root-0"):
+        with p.tracer.start_as_current_span("child-0"):
+            pass
+    clock.failing = False
+    with p.tracer.start_as_current_span("root-1"):
+        pass
+    p.flush()
+    root = attrs(p.one("root-0"))
+    assert root["evaltrace.eval.free.outcome"] == "pass"
+    assert root["evaltrace.eval.limited.skip_reason"] == "limits_unavailable"
+    assert attrs(p.one("child-0"))["evaltrace.eval.free.outcome"] == "pass"
+    assert attrs(p.one("root-1"))["evaltrace.eval.limited.outcome"] == "fail"
+    stats = p.processor.stats()
+    assert stats["not_evaluated_by_reason"] == {"limits_unavailable": 1}
+    assert (stats["evaluators"]["free"]["passed"], stats["evaluators"]["limited"]["failed"]) == (3, 1)
+
+
+class OffMainThreadFailingClock(FakeClock):
+    """A ``limits_clock`` that answers on the test's thread (admission at span end) and raises on any other.
+
+    So admission works and charging the judge's spend afterwards (on the evaluation loop) fails.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.main = threading.current_thread()
+
+    def __call__(self) -> float:
+        if threading.current_thread() is not self.main:
+            raise OSError("clock source unavailable")
+        return self.now
+
+
+def test_a_judge_verdict_stands_when_charging_its_spend_fails(
+    make_pipeline: MakePipeline, chat_server: JudgeServer
+) -> None:
+    """Charging the spend is bookkeeping after the verdict: its failure is an internal error, never a lost verdict.
+
+    The judge's pass and the other evaluator's pass are both on the enriched span and in ``stats()``.
+    """
+    judge = Judge("gpt-4o-mini", base_url=chat_server.url, api_key="k", max_retries=0)
+    judged = LLMJudge(rubric="Answers the question", judge=judge)
+    p = make_pipeline(
+        [EvaluatorSpec(judged, limits=Limits(max_usd_per_day=100.0)), free], limits_clock=OffMainThreadFailingClock()
+    )
+    with p.tracer.start_as_current_span("chat-0") as span:
+        span.set_attribute("output.value", "an answer")
+    p.flush()
+    assert chat_server.count() == 1
+    name = judged.name
+    span_attributes = attrs(p.one("chat-0"))
+    assert span_attributes[f"evaltrace.eval.{name}.outcome"] == "pass"
+    assert span_attributes["evaltrace.eval.free.outcome"] == "pass"
+    stats = p.processor.stats()
+    assert (stats["evaluators"][name]["passed"], stats["evaluators"]["free"]["passed"]) == (1, 1)
+    assert (stats["enriched"], stats["errors"], stats["internal_errors"]) == (1, 0, 1)

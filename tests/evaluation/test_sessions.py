@@ -744,3 +744,114 @@ def test_a_session_the_engine_fails_to_take_gives_its_slot_back_and_is_counted_n
     _turn(p, "later", "q", "a")  # the pipeline goes on: the next session is judged and flushed as usual
     p.flush()
     assert sorted(s["session_id"] for s in _scores(jsonl)) == ["fine-1", "fine-2", "later"]
+
+
+def test_a_session_turn_the_engine_cannot_start_threads_for_is_counted_and_a_later_session_is_judged(
+    make_pipeline: MakePipeline, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine's dispatcher thread failing to start (injected at ``Thread.start``: cannot be provoked otherwise).
+
+    The turn's job is refused before it is queued: its session evaluator is counted not evaluated
+    (``engine_unavailable``), the flush returns True at once (no slot held by a job nothing runs), the turn is
+    exported, and once the fault clears the next turn starts the threads and its session is judged.
+    """
+    failing = [True]
+    real = threading.Thread.start
+
+    def start(thread: threading.Thread) -> None:
+        if failing[0] and thread.name == "evaltrace-eval-dispatch":
+            raise RuntimeError("can't start new thread")
+        real(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    judge = Judge()
+    jsonl = tmp_path / "scores.jsonl"
+    p = _session_pipeline(make_pipeline, judge, sinks=[JsonlScoreSink(jsonl)], session_quiet_period_s=600.0)
+    _turn(p, "lost", "q", "a")
+    began = time.monotonic()
+    assert p.processor.force_flush(10_000)
+    assert time.monotonic() - began < 5.0
+    stats = p.processor.stats()
+    assert (stats["queued"], stats["enqueued"], stats.get("session_results", 0)) == (0, 0, 0)
+    assert stats["not_evaluated_by_reason"] == {"engine_unavailable": 1}
+    assert stats["evaluators"]["coherent"]["not_evaluated_by_reason"] == {"engine_unavailable": 1}
+    assert [span.name for span in p.spans()] == ["turn"]
+    failing[0] = False
+    _turn(p, "later", "q", "a")
+    p.flush()
+    assert [c.session_id for c in judge.seen] == ["later"]
+    assert [s["session_id"] for s in _scores(jsonl)] == ["later"]
+    assert p.processor.stats()["session_results"] == 1
+
+
+def test_a_limiter_that_fails_as_a_session_is_judged_refuses_only_its_evaluator_counted(
+    make_pipeline: MakePipeline,
+) -> None:
+    """The limiter raising (its ``limits_clock`` fails) while a due session's judgement is admitted.
+
+    The session's unlimited evaluator (admitted first) still judges it; the limited one is not evaluated, counted
+    ``limits_unavailable`` (never run unchecked, never lost uncounted); once the clock answers both judge the next
+    session.
+    """
+    failing = [False]
+
+    def clock() -> float:
+        if failing[0]:
+            raise OSError("clock source unavailable")
+        return 1000.0
+
+    limited_seen: list[str] = []
+
+    @evaluator(name="limited_session")
+    def limited_session(conversation: Conversation) -> EvaluationResult:
+        limited_seen.append(conversation.session_id)
+        return EvaluationResult(evaluator="limited_session", passed=True, score=1.0)
+
+    judge = Judge()
+    specs = [
+        EvaluatorSpec(judge.build(), scope="session"),
+        EvaluatorSpec(limited_session, scope="session", limits={"evaluations_per_second": 1, "burst": 5}),
+    ]
+    p = make_pipeline(specs, trace_quiet_period_s=0.0, session_quiet_period_s=600.0, limits_clock=clock)
+    _turn(p, "chat-40", "q", "a")
+    failing[0] = True
+    p.flush()  # judges chat-40 now: the limiter fails for limited_session only
+    failing[0] = False
+    assert [c.session_id for c in judge.seen] == ["chat-40"]
+    assert limited_seen == []
+    stats = p.processor.stats()
+    assert stats["not_evaluated_by_reason"] == {"limits_unavailable": 1}
+    assert stats["evaluators"]["limited_session"]["not_evaluated_by_reason"] == {"limits_unavailable": 1}
+    assert stats["evaluators"]["coherent"]["passed"] == 1
+    assert stats["queued"] == 0
+    _turn(p, "chat-41", "q", "a")
+    p.flush()
+    assert [c.session_id for c in judge.seen] == ["chat-40", "chat-41"]
+    assert limited_seen == ["chat-41"]
+
+
+def test_a_session_verdict_stands_when_charging_its_judge_spend_fails(make_pipeline: MakePipeline) -> None:
+    """Charging a session judge's spend raising (its ``limits_clock`` fails on the evaluation loop) loses no verdict.
+
+    The session's pass is published (an internal error is counted for the charge), never turned into an error.
+    """
+    main = threading.current_thread()
+
+    def clock() -> float:
+        if threading.current_thread() is not main:  # admission (here) works; the charge (on the loop) fails
+            raise OSError("clock source unavailable")
+        return 1000.0
+
+    @evaluator(name="priced")
+    def priced(conversation: Conversation) -> EvaluationResult:
+        usage = {"model": "gpt-4o-mini", "input_tokens": 100, "output_tokens": 10, "cost_usd": 0.001}
+        return EvaluationResult(evaluator="priced", passed=True, score=1.0, detail={"judge": usage})
+
+    spec = EvaluatorSpec(priced, scope="session", limits={"max_usd_per_day": 100.0})
+    p = make_pipeline([spec], trace_quiet_period_s=0.0, session_quiet_period_s=600.0, limits_clock=clock)
+    _turn(p, "chat-50", "q", "a")
+    p.flush()
+    stats = p.processor.stats()
+    assert stats["session_results"] == 1
+    assert (stats["evaluators"]["priced"]["passed"], stats["evaluators"]["priced"]["errors"]) == (1, 0)
+    assert stats["internal_errors"] == 1

@@ -27,6 +27,7 @@ tasks are the parent's) and grows again on the child's first :meth:`submit`; see
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import queue
 import threading
 import time
@@ -34,6 +35,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from evaltrace._internal import forks
+
+logger = logging.getLogger("evaltrace")
 
 T = TypeVar("T")
 
@@ -184,14 +187,24 @@ class DaemonExecutor(concurrent.futures.Executor):
         return self._abandoned
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> TimedFuture[T]:
-        """Schedule ``fn(*args, **kwargs)``; raises RuntimeError after :meth:`shutdown`."""
+        """Schedule ``fn(*args, **kwargs)``.
+
+        Raises:
+            RuntimeError: After :meth:`shutdown`, or when the thread it needs cannot start (``can't start new
+                thread``): then nothing is queued, so ``fn`` never runs later behind its caller's back (a judge
+                call nobody awaits, uncounted), and the next submit tries to start a thread again.
+        """
         future: TimedFuture[T] = TimedFuture()
         with self._lock:
             if self._shutdown:
                 raise RuntimeError("cannot schedule new work after shutdown")
-            self._queue.put(_Item(future, fn, args, kwargs))
             self._queued += 1
-            self._grow_locked()
+            try:
+                self._grow_locked()
+            except BaseException:
+                self._queued -= 1
+                raise
+            self._queue.put(_Item(future, fn, args, kwargs))  # under the lock: a thread takes it after the counts
         return future
 
     def abandon(self, future: concurrent.futures.Future[Any]) -> None:
@@ -204,7 +217,10 @@ class DaemonExecutor(concurrent.futures.Executor):
                 return
             item.abandoned = True
             self._abandoned += 1
-            self._grow_locked()
+            try:
+                self._grow_locked()
+            except Exception:  # no replacement now (a thread cannot start): the next submit starts one
+                logger.debug("starting a replacement for an abandoned thread", exc_info=True)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop taking work; optionally cancel queued tasks. ``wait`` joins nothing: the threads are daemons."""
@@ -233,11 +249,13 @@ class DaemonExecutor(concurrent.futures.Executor):
         working = self._threads - self._abandoned
         if self._idle >= self._queued or working >= self._max_workers or self._abandoned > self._max_abandoned:
             return
-        self._threads += 1
-        self._idle += 1
         self._serial += 1
         name = f"{self._prefix}-{self._serial}"
+        # Counted only once it runs (it waits for this lock before touching the counts): a thread that cannot start
+        # must not be counted idle, or tasks would queue for ever behind a thread that does not exist.
         threading.Thread(target=self._work, name=name, daemon=True).start()
+        self._threads += 1
+        self._idle += 1
 
     def _work(self) -> None:
         while True:

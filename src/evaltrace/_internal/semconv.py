@@ -275,6 +275,9 @@ SKIP_SAMPLED_OUT: Final = "sampled_out"
 SKIP_QUEUE_FULL: Final = "queue_full"
 SKIP_RATE_LIMITED: Final = "rate_limited"
 SKIP_OVER_BUDGET: Final = "over_budget"
+# The rate limits and budgets could not be checked (the limiter raised: a limits_clock that fails, a bug of ours):
+# the evaluation is not run unchecked (a budget could be overspent), and never lost uncounted.
+SKIP_LIMITS_UNAVAILABLE: Final = "limits_unavailable"
 SKIP_FILTERED: Final = "filtered"  # name/kind filters accepted the span, the attribute predicate rejected it
 SKIP_TRACE_INCOMPLETE: Final = "trace_incomplete"  # trace-level: the trace never completed within the bounds
 SKIP_ENGINE_UNAVAILABLE: Final = "engine_unavailable"  # evaluation process down/restarting/full, engine refused job

@@ -86,7 +86,8 @@ class Engine:
         self._inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._tasks: set[asyncio.Task[None]] = set()
         self._start_lock = threading.Lock()
-        self._running = False  # the threads were started in this process
+        self._running = False  # both threads were started in this process
+        self._loop_started = False  # the loop thread was (the dispatcher may have failed to start after it)
         self._stopped = False
         self._cancelled = False  # cancel_all ran: jobs reaching the loop from then on are cut short, not started
         # Guards the loop's closing against callbacks carrying jobs (_send): each is either run or refused.
@@ -114,12 +115,30 @@ class Engine:
             self.lane = FastLane(fast, self._hand_off, slow_s=fast.slow_after_s())
 
     def _start_threads(self) -> None:
+        """Start the loop thread, then the dispatcher; ``_running`` only once both run.
+
+        Raises:
+            RuntimeError: A thread could not start (``can't start new thread`` under a thread limit). Nothing is
+                left half-started: the thread that failed is replaced by a fresh one, a loop thread that did start
+                keeps running (usable, wound down by :meth:`stop`), and the next :meth:`submit` tries again.
+                Never ``_running`` without a dispatcher: jobs would be queued into an inbox no thread reads.
+        """
         with self._start_lock:
             if self._running or self._stopped or self._run_job is None:
                 return
+            if not self._loop_started:
+                try:
+                    self._loop_thread.start()
+                except BaseException:
+                    self._loop_thread = self._new_threads()[0]  # a Thread object is started at most once
+                    raise
+                self._loop_started = True
+            try:
+                self._dispatcher.start()
+            except BaseException:
+                self._dispatcher = self._new_threads()[1]
+                raise
             self._running = True
-            self._loop_thread.start()
-            self._dispatcher.start()
 
     def _reinit_after_fork(self) -> None:
         """In a forked child: a new loop, inbox and semaphore; the threads start with the first job.
@@ -136,6 +155,7 @@ class Engine:
         self._inbox = queue.SimpleQueue()
         self._tasks = set()
         self._running = False
+        self._loop_started = False
         self._send_lock = threading.Lock()
         self._loop_closed = False
         self._loop_thread, self._dispatcher = self._new_threads()
@@ -145,7 +165,8 @@ class Engine:
 
         Raises:
             RuntimeError: The threads cannot start; only ever before ``job`` is queued, so the caller still owns it
-                (the processor gives its queue slot back and counts it ``engine_unavailable``).
+                (the processor gives its queue slot back and counts it ``engine_unavailable``). The next call
+                tries to start them again.
         """
         if not self._running:  # the first job (of this process: a forked child starts its own)
             self._start_threads()
@@ -183,12 +204,13 @@ class Engine:
         with self._start_lock:
             self._stopped = True
             running = self._running
+            loop_running = self._loop_started  # also without a dispatcher (it failed to start): wound down here
         if running:
             self._inbox.put(_STOP)
             self._dispatcher.join(timeout_s)
         if self.lane is not None:  # a batch the dispatcher still routes now is refused by the lane and cut short
             self.lane.stop(left(timeout_s))
-        if running:
+        if loop_running:
             try:  # also when the loop has not begun to run yet: it then winds down as soon as it does
                 self.loop.call_soon_threadsafe(self._wind_down, left(timeout_s))
             except RuntimeError:  # closed: the loop thread has ended

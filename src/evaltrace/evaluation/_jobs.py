@@ -63,7 +63,7 @@ from evaltrace.evaluation.sessions import SessionBuffer
 from evaltrace.evaluation.sinks.not_evaluated import NotEvaluated
 from evaltrace.evaluation.sinks.worker import SinkWorker
 from evaltrace.evaluation.spans import enriched_copy, evaluation_span
-from evaltrace.evaluation.spend import SpendMetrics, judge_usage
+from evaltrace.evaluation.spend import SpendMetrics, charge_judge
 from evaltrace.evaluation.stats import PipelineStats
 from evaltrace.evaluation.telemetry import LogEventEmitter, PipelineMetrics
 from evaltrace.exceptions import ConfigError
@@ -750,13 +750,7 @@ class JobRunner:
         """Charge the judge's spend to the budgets and record it as ``gen_ai.evaluation.client.*`` metrics."""
         if not result.detail:  # no judge record (a deterministic check): nothing to charge
             return
-        usage = judge_usage(result)
-        if usage is None:
-            return
-        if self.ctx.limits is not None:
-            self.ctx.limits.charge(spec.evaluator.name, usage.input_tokens + usage.output_tokens, usage.cost_usd)
-        if self.ctx.spend is not None:
-            self.ctx.spend.record_usage(result.evaluator, usage)
+        charge_judge(self.ctx.limits, self.ctx.spend, self.ctx.stats, spec.evaluator.name, result)
 
     def _publish(
         self,

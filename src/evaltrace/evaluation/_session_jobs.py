@@ -23,7 +23,7 @@ from evaltrace._internal.errors import log_internal_error
 from evaltrace.evaluation.convert import capped, result_outcome, score_metadata
 from evaltrace.evaluation.evaluator import EvaluatorSpec
 from evaltrace.evaluation.runner import RunOptions, arun_evaluator, failed_result, is_async_evaluator
-from evaltrace.evaluation.spend import judge_usage
+from evaltrace.evaluation.spend import charge_judge
 from evaltrace.exporters.redaction import redact_score
 from evaltrace.schema import EvaluationResult, Score
 from evaltrace.schema.conversation import Conversation
@@ -179,7 +179,7 @@ class SessionJudge:
             ctx.stats.not_evaluated(semconv.SKIP_OVERLOADED, spec.evaluator.name)
             return
         if result.detail:  # a judge's record: its spend is charged as for traces
-            self._charge(ctx, spec, result)
+            charge_judge(ctx.limits, ctx.spend, ctx.stats, spec.evaluator.name, result)
         outcome = result_outcome(result)
         ctx.stats.record(result, outcome)
         job.recorded.add(id(spec))
@@ -196,16 +196,6 @@ class SessionJudge:
                 log_internal_error("emitting the gen_ai.evaluation.result log event of a session")
         if ctx.sinks:
             self._to_sinks(ctx, job, spec, result)
-
-    @staticmethod
-    def _charge(ctx: JobContext, spec: EvaluatorSpec, result: EvaluationResult) -> None:
-        usage = judge_usage(result)
-        if usage is None:
-            return
-        if ctx.limits is not None:
-            ctx.limits.charge(spec.evaluator.name, usage.input_tokens + usage.output_tokens, usage.cost_usd)
-        if ctx.spend is not None:
-            ctx.spend.record_usage(result.evaluator, usage)
 
     @staticmethod
     def _to_sinks(ctx: JobContext, job: SessionJob, spec: EvaluatorSpec, result: EvaluationResult) -> None:

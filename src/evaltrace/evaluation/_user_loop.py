@@ -33,6 +33,7 @@ from typing import Any
 
 from evaltrace._internal import forks
 from evaltrace._internal.daemon_pool import UserAbort
+from evaltrace._internal.errors import log_internal_error
 from evaltrace.evaluation._isolation import MAX_OWN_POOLS, Offenders
 from evaltrace.evaluation.runner import TimedOut, evaluator_name
 
@@ -68,7 +69,11 @@ class _Loop:
         self.runs: set[_Run] = set()
         self.retired = False
         self.thread = threading.Thread(target=self._main, name=f"evaltrace-async-eval-{serial}", daemon=True)
-        self.thread.start()
+        try:
+            self.thread.start()
+        except BaseException:  # can't start new thread: the loop (its selector and self-pipe) is not leaked
+            self.loop.close()
+            raise
 
     def _main(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -146,11 +151,23 @@ class UserLoop:
         return _Loop(self._serial)
 
     def _started_locked(self) -> _Loop:
-        """The current loop, started with the watchdog when there is none; call with the lock held."""
+        """The current loop, started with the watchdog when there is none; call with the lock held.
+
+        Raises:
+            RuntimeError: The loop's thread cannot start (``can't start new thread``): nothing is left half-made,
+                the next call tries again. A watchdog that cannot start is logged and tried again with the next
+                call; the loop runs the evaluations meanwhile (unwatched, not refused).
+        """
         if self._current is None:
             self._current = self._new_loop()
-            self._watchdog = threading.Thread(target=self._watch, name="evaltrace-async-eval-watchdog", daemon=True)
-            self._watchdog.start()
+        if self._watchdog is None:
+            watchdog = threading.Thread(target=self._watch, name="evaltrace-async-eval-watchdog", daemon=True)
+            try:
+                watchdog.start()
+            except RuntimeError:
+                log_internal_error("starting the async evaluators' watchdog (tried again with the next call)")
+            else:
+                self._watchdog = watchdog  # only once it runs: else no later call would start one
         return self._current
 
     def _reinit_after_fork(self) -> None:

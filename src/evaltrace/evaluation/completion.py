@@ -47,6 +47,8 @@ from typing import Any, Literal
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from evaltrace._internal.errors import log_internal_error
+
 
 @dataclass
 class OpenTrace:
@@ -517,12 +519,21 @@ class CompletionTimer:
         self._lock = threading.Lock()
 
     def poke(self) -> None:
-        """Something to watch arrived: start the thread if needed and wake it from its idle wait."""
+        """Something to watch arrived: start the thread if needed and wake it from its idle wait.
+
+        Never raises: a thread that cannot start (``can't start new thread``) is logged, and the next poke tries
+        again; meanwhile ``force_flush()`` and ``shutdown()`` still evaluate the traces due (they tick themselves).
+        """
         if self._thread is None:
             with self._lock:
                 if self._thread is None and not self._stop.is_set():
-                    self._thread = threading.Thread(target=self._run, name="evaltrace-trace-completion", daemon=True)
-                    self._thread.start()
+                    thread = threading.Thread(target=self._run, name="evaltrace-trace-completion", daemon=True)
+                    try:
+                        thread.start()
+                    except RuntimeError:
+                        log_internal_error("starting the trace completion timer (tried again with the next span)")
+                        return  # _wake left clear: the thread that starts later waits for its own poke
+                    self._thread = thread  # only once it runs: else no later poke would start one
         if not self._wake.is_set():
             self._wake.set()
 

@@ -549,14 +549,18 @@ class EvaluationSpanProcessor(SpanProcessor):
         held = job.deferred or job.gate_held  # noted already: at its root's end, or by the completion buffer
         trace_id = job.span.context.trace_id if job.span.context is not None else None
         gate = self._gate if job.gate and not held else None
-        if gate is not None and trace_id is not None:
-            gate.job_started(trace_id)
+        noted = False
+        # Everything between the admission above and the engine taking the job is in here: a failure must give the
+        # slot back and count the job (else every later flush waits for it), and never reach the application.
         try:
+            if gate is not None and trace_id is not None:
+                gate.job_started(trace_id)
+                noted = True
             self._engine.submit(job)
         except Exception:  # e.g. its threads cannot start: the job was never queued, so no _job_done will come
             self._stats.incr("internal_errors")
             log_internal_error("handing a span's evaluation to the evaluation engine")
-            if gate is not None and trace_id is not None:
+            if noted and gate is not None and trace_id is not None:
                 gate.job_finished(trace_id)  # the wait it just noted: the job will never finish it
             self._release_slot()
             self._never_runs(job, semconv.SKIP_ENGINE_UNAVAILABLE)
@@ -615,7 +619,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         specs: list[EvaluatorSpec] = []
         skipped: list[tuple[EvaluatorSpec, str]] = []
         for spec in due.specs:
-            reason = limits.admit(spec.evaluator.name) if limits is not None else None
+            reason = self._admit(limits, spec.evaluator.name) if limits is not None else None
             if reason is None:
                 specs.append(spec)
             else:
@@ -965,13 +969,28 @@ class EvaluationSpanProcessor(SpanProcessor):
             elif spec.scope == "session":  # limits are taken per session judgement (_submit_session), not per turn
                 reason = None
             else:
-                reason = limits.admit(spec.evaluator.name) if limits is not None else None
+                reason = self._admit(limits, spec.evaluator.name) if limits is not None else None
             if reason is None:
                 chosen.append(spec)
             else:
                 self._stats.not_evaluated(reason, spec.evaluator.name)
                 skipped.append((spec, reason))
         return chosen
+
+    def _admit(self, limits: LimitGate, name: str) -> str | None:
+        """``limits.admit(name)``; when the limiter itself fails, the skip reason ``limits_unavailable``.
+
+        A limiter that raises (a ``limits_clock`` that fails, a bug of ours) refuses only the evaluation it was
+        asked about, counted like any refusal: the span's or session's other evaluators are still admitted (and
+        keep the tokens they took), and this one is neither run unchecked (a budget could be overspent) nor lost
+        uncounted. Logged as an internal error.
+        """
+        try:
+            return limits.admit(name)
+        except Exception:
+            self._stats.incr("internal_errors")
+            log_internal_error(f"checking the rate limits and budgets of evaluator {name!r}")
+            return semconv.SKIP_LIMITS_UNAVAILABLE
 
     def _attached(self, ref: str, specs: list[EvaluatorSpec]) -> Sequence[EvaluatorSpec]:
         """The decorator-attached specs of ``ref`` not already among the global ``specs`` chosen."""

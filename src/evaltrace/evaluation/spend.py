@@ -10,16 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
 from evaltrace._internal import semconv
+from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.tracing import INSTRUMENTATION_NAME
 from evaltrace._version import __version__
 from evaltrace.evaluation.telemetry import NameGuard
 from evaltrace.schema import EvaluationResult
+
+if TYPE_CHECKING:
+    from evaltrace.evaluation.limits import LimitGate
+    from evaltrace.evaluation.stats import PipelineStats
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,29 @@ def judge_usage(result: EvaluationResult) -> JudgeUsage | None:
         cost_usd=sum(costs) if costs else None,
         duration_s=sum(durations) if durations else None,
     )
+
+
+def charge_judge(
+    limits: LimitGate | None, spend: SpendMetrics | None, stats: PipelineStats, name: str, result: EvaluationResult
+) -> None:
+    """Charge ``result``'s judge spend to evaluator ``name``'s budgets and the global ones; record its metrics.
+
+    The metrics (``gen_ai.evaluation.client.*``) are recorded under the result's evaluator name.
+
+    Bookkeeping after the verdict: a failure here (a ``limits_clock`` that raises, a bug of ours) is counted as an
+    internal error and logged, and never takes the verdict with it (nor the other verdicts of its span).
+    """
+    try:
+        usage = judge_usage(result)
+        if usage is None:
+            return
+        if limits is not None:
+            limits.charge(name, usage.input_tokens + usage.output_tokens, usage.cost_usd)
+        if spend is not None:
+            spend.record_usage(result.evaluator, usage)
+    except Exception:
+        stats.incr("internal_errors")
+        log_internal_error(f"charging the judge spend of evaluator {name!r}")
 
 
 def _is_number(value: Any) -> bool:

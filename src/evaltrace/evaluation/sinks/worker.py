@@ -147,10 +147,20 @@ class SinkWorker:
         forks.reinit_after_fork(self)
 
     def _start_locked(self) -> None:
-        """Start the worker thread unless it runs already or the worker is shut; call with the lock held."""
+        """Start the worker thread unless it runs already or the worker is shut; call with the lock held.
+
+        Never raises: a thread that cannot start (``can't start new thread``) is logged and tried again with the
+        next score or flush. Scores wait in the queue meanwhile (``force_flush()`` says False), and ``shutdown()``
+        dead-letters whatever is still there, counted.
+        """
         if self._thread is None and not self._shutdown:
-            self._thread = threading.Thread(target=self._run, name=f"evaltrace-sink-{self.sink.name}", daemon=True)
-            self._thread.start()
+            thread = threading.Thread(target=self._run, name=f"evaltrace-sink-{self.sink.name}", daemon=True)
+            try:
+                thread.start()
+            except RuntimeError:
+                log_internal_error(f"starting the delivery thread of score sink {self.sink.name} (tried again later)")
+                return
+            self._thread = thread  # only once it runs: else no later score would start one
 
     def _reinit_after_fork(self) -> None:
         """In a forked child: a new lock, an empty queue, stats at zero; the thread starts with the first score.
@@ -217,6 +227,7 @@ class SinkWorker:
         """Deliver (or dead-letter) everything queued; return False if the queue is not empty at the deadline."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
+            self._start_locked()  # its start failed before: try again, a flush must not wait for a missing thread
             self._flush_requested = True
             self._cond.notify_all()
             try:
