@@ -66,15 +66,16 @@ class InvokeStreamAccumulator:
 
     def add(self, event: Any) -> bool:
         """Fold one ``{"chunk": {"bytes": ...}}`` event in; True when it carried output."""
-        chunk = event.get("chunk") if isinstance(event, Mapping) else None
-        data = chunk.get("bytes") if isinstance(chunk, Mapping) else None
+        # botocore's events are dicts: checked exactly first, as ``isinstance(..., Mapping)`` is an ABC check.
+        chunk = event.get("chunk") if type(event) is dict or isinstance(event, Mapping) else None
+        data = chunk.get("bytes") if type(chunk) is dict or isinstance(chunk, Mapping) else None
         if not isinstance(data, bytes | str):
             return False
         body = json.loads(data)
         if not isinstance(body, dict):
             return False
         metrics = body.get(_METRICS)
-        if isinstance(metrics, Mapping):
+        if metrics is not None and isinstance(metrics, Mapping):  # on the last chunk only
             self._metrics(metrics)
         if self.anthropic is not None:
             return self.anthropic.add(_event(body))
