@@ -91,12 +91,12 @@ class _Choice:
         return output_message(parts, self.finish_reason)
 
 
-_SDK_TYPES: list[tuple[type, ...] | None] = []
+_SDK_TYPES: list[tuple[Any, ...] | None] = []  # Any: a type check must not narrow the event to object
 _MODELS = ("mistralai.client.models", "mistralai.models")  # mistralai 2.x, then 1.x
 _NAMES = ("CompletionEvent", "CompletionChunk", "CompletionResponseStreamChoice", "DeltaMessage")
 
 
-def _sdk_types() -> tuple[type, ...] | None:
+def _sdk_types() -> tuple[Any, ...] | None:
     """The SDK's event, chunk, choice, delta, thinking and text chunk classes, imported once (None: not found)."""
     if not _SDK_TYPES:
         found: tuple[type, ...] | None = None
