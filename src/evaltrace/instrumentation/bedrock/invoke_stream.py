@@ -18,7 +18,7 @@ last chunk of every family: the token counts when the family's own chunks report
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import SimpleNamespace
 from typing import Any
 
@@ -36,7 +36,8 @@ _CONVERSE_EVENTS = frozenset({"messageStart", "contentBlockStart", "contentBlock
 _METRICS = "amazon-bedrock-invocationMetrics"
 
 
-_SCAN = json.JSONDecoder().scan_once  # json.loads' own C scanner (the default decoder's settings)
+# json.loads' own C scanner, with the default decoder's settings (typeshed does not declare ``scan_once``).
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def _loads(data: bytes | str) -> Any:
