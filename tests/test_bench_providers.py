@@ -51,6 +51,7 @@ def test_a_provider_whose_sdk_is_absent_is_skipped_by_name(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setitem(sys.modules, "groq", None)  # what import and find_spec see of a package not installed
+    monkeypatch.delitem(sys.modules, "google.genai", raising=False)  # imported by an earlier test, maybe
     monkeypatch.setitem(sys.modules, "google", None)  # the parent of google.genai missing
     assert bench_providers.sdk_missing("groq") == "groq"
     assert bench_providers.sdk_missing("google_genai") == "google.genai"
