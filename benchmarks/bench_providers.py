@@ -65,11 +65,12 @@ WARMUP = 5
 
 @dataclass(frozen=True)
 class Provider:
-    """Where a provider's recordings are and how its real client is built and called."""
+    """Where a provider's recordings are, how its real client is built and called, and the SDK it needs."""
 
     instrument: str
     call: str
     stream: str | None = None
+    sdk: str = ""  # the module the provider's client imports: a provider whose SDK is absent is skipped
 
 
 PROVIDERS: dict[str, Provider] = {
@@ -77,47 +78,75 @@ PROVIDERS: dict[str, Provider] = {
         "instrument_openai",
         "openai-cassettes/otel-contrib/test_chat_completion_with_content.yaml",
         "openai-cassettes/otel-contrib/test_chat_completion_streaming.yaml",
+        sdk="openai",
     ),
     "mistral": Provider(
         "instrument_mistral",
         "mistral-cassettes/pydantic-ai/test_mistral_forwards_penalties.yaml",
         "mistral-cassettes/pydantic-ai/test_mistral_model_thinking_part_iter.yaml",
+        sdk="mistralai",
     ),
     "groq": Provider(
         "instrument_groq",
         "groq-cassettes/pydantic-ai/test_extra_headers.yaml",
         "groq-cassettes/pydantic-ai/test_groq_model_thinking_part_iter.yaml",
+        sdk="groq",
     ),
     "ollama": Provider(
         "instrument_ollama",
         "ollama-cassettes/openinference/test_instrumentor/test_chat.yaml",
         "ollama-cassettes/openinference/test_instrumentor/test_chat_stream.yaml",
+        sdk="ollama",
     ),
     "cohere": Provider(
         "instrument_cohere",
         "cohere-cassettes/pydantic-ai/test_request_simple_success_with_vcr.yaml",
         COHERE_STREAM,  # no chat_stream is recorded: tests/instrumentation/cohere_replay.py's events (see below)
+        sdk="cohere",
     ),
     "google_genai": Provider(
         "instrument_google_genai",
         "google-genai-cassettes/openinference/test_instrumentation/test_generate_content.yaml",
         "google-genai-cassettes/openinference/test_instrumentation/test_streaming_reasoning.yaml",
+        sdk="google.genai",
     ),
     "bedrock": Provider(
         "instrument_bedrock",
         "bedrock-cassettes/openinference/TestNovaInvokeModel.test_nova_converse.yaml",
         "bedrock-cassettes/openinference/TestConverseStream.test_invoke_text_message.yaml",
+        sdk="boto3",
     ),
     "litellm": Provider(
         "instrument_litellm",
         "openai-cassettes/otel-contrib/test_chat_completion_with_content.yaml",
         "openai-cassettes/otel-contrib/test_chat_completion_streaming.yaml",
+        sdk="litellm",
+    ),
+    "bedrock_invoke": Provider(  # Anthropic Messages over invoke_model(_with_response_stream): Claude on Bedrock
+        "instrument_bedrock",
+        "bedrock-cassettes/openinference/TestClaudeInvokeModelMessageApi.test_invoke_model.yaml",
+        "bedrock-cassettes/openinference/TestInvokeModelWithStreamResponse.test_invoke.yaml",
+        sdk="boto3",
     ),
 }
 
 
+def sdk_missing(name: str) -> str | None:
+    """The SDK module ``name``'s client needs when it is not installed (its rows are skipped), else None."""
+    import importlib.util
+
+    module = PROVIDERS[name].sdk
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing (``google`` of ``google.genai``)
+        found = False
+    return None if found else module
+
+
 def _is_closing(event: bytes) -> bool:
     """The first event of a stream's recorded close: a finish reason, Ollama's ``done``, or the SSE terminator."""
+    if _INVOKE_CHUNK in event:  # Bedrock invoke stream: the model's own event, base64 inside the message
+        return b'"type":"content_block_stop"' in _invoke_payload(event)
     compact = event.replace(b" ", b"")
     if b'"finish_reason":"' in compact or b'"done":true' in compact or b"[DONE]" in compact:
         return True
@@ -128,17 +157,40 @@ def _is_closing(event: bytes) -> bool:
     return b":event-type" in event and (b"contentBlockStop" in event or b"messageStop" in event)  # Bedrock
 
 
+_INVOKE_CHUNK = b'{"bytes":"'  # an invoke_model_with_response_stream message: {"bytes": "<base64 model event>"}
+
+
+def _invoke_payload(event: bytes) -> bytes:
+    """The model's own event inside one Bedrock invoke-stream message (its JSON payload, before the CRC)."""
+    import base64
+
+    payload = event[event.index(_INVOKE_CHUNK) : -4]
+    return base64.b64decode(json.loads(payload)["bytes"])
+
+
+def _is_header(event: bytes) -> bool:
+    """An event that opens the content rather than carrying it: an Anthropic ``content_block_start``."""
+    return _INVOKE_CHUNK in event and b'"type":"content_block_start"' in _invoke_payload(event)
+
+
 def stream_events(item: Recorded, contents: int) -> list[bytes]:
-    """The recorded stream with ``contents`` content events: its first event, its content events, its close."""
+    """The recorded stream with ``contents`` content events: its first events, its content events, its close.
+
+    The first events are the recording's first one and any ``content_block_start`` right after it (an Anthropic
+    block opens once, not with every repetition of its deltas).
+    """
     if item.body[:4] != b"data" and b":event-type" in item.body[:64]:  # Bedrock: AWS event-stream messages
         events = _event_stream_messages(item.body)
     else:
         events = _chunks(item)
     if len(events) == 1 and b"\r\n\r\n" in item.body:  # Gemini's SSE separates events with CRLF CRLF
         events = [event + b"\r\n\r\n" for event in item.body.split(b"\r\n\r\n") if event.strip()]
-    close = next(i for i in range(1, len(events)) if _is_closing(events[i]))
-    body = events[1:close]
-    return [events[0], *(body[i % len(body)] for i in range(contents)), *events[close:]]
+    start = 1
+    while start < len(events) and _is_header(events[start]):
+        start += 1
+    close = next(i for i in range(start, len(events)) if _is_closing(events[i]))
+    body = events[start:close]
+    return [*events[:start], *(body[i % len(body)] for i in range(contents)), *events[close:]]
 
 
 ACCUMULATORS: dict[str, tuple[str, str]] = {  # provider -> (module, class) of its chat stream accumulator
@@ -150,6 +202,7 @@ ACCUMULATORS: dict[str, tuple[str, str]] = {  # provider -> (module, class) of i
     "google_genai": ("evaltrace.instrumentation.google_genai.stream", "GenerateContentAccumulator"),
     "bedrock": ("evaltrace.instrumentation.bedrock.converse", "ConverseStreamAccumulator"),
     "litellm": ("evaltrace.instrumentation.litellm.codec", "LiteLLMChatAccumulator"),
+    "bedrock_invoke": ("evaltrace.instrumentation.bedrock.invoke_stream", "InvokeStreamAccumulator"),
 }
 
 
@@ -330,6 +383,29 @@ def _bedrock(item: Recorded, transport: httpx.MockTransport, stream: bool) -> Ca
     return lambda: client.converse(modelId="amazon.nova-micro-v1:0", **kwargs) and None
 
 
+def _bedrock_invoke(item: Recorded, transport: httpx.MockTransport, stream: bool) -> Callable[[], None]:
+    """``invoke_model`` / ``invoke_model_with_response_stream`` with the recorded Anthropic Messages body."""
+    import boto3
+    from botocore.awsrequest import AWSResponse
+
+    client = boto3.client(
+        "bedrock-runtime", region_name="us-east-1", aws_access_key_id="bench", aws_secret_access_key="bench"
+    )
+    headers = dict(item.headers)
+    body = {"events": [item.body]}
+
+    def send(request: Any, **_: Any) -> AWSResponse:
+        return AWSResponse(request.url, item.status, headers, _Raw(b"".join(body["events"])))  # type: ignore[no-untyped-call]
+
+    client.meta.events.register("before-send.bedrock-runtime.*", send)
+    model = unquote(item.uri.split("/model/")[1].split("/")[0])
+    request = item.request_body
+    if stream:
+        _BEDROCK_STREAMS.append(body)
+        return lambda: _drain(client.invoke_model_with_response_stream(modelId=model, body=request)["body"])
+    return lambda: client.invoke_model(modelId=model, body=request)["body"].read() and None
+
+
 def _litellm(item: Recorded, transport: httpx.MockTransport, stream: bool) -> Callable[[], None]:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # it fetches its price map at import otherwise
     import litellm
@@ -352,6 +428,7 @@ CLIENTS: dict[str, Callable[[Recorded, httpx.MockTransport, bool], Callable[[], 
     "google_genai": _google_genai,
     "bedrock": _bedrock,
     "litellm": _litellm,
+    "bedrock_invoke": _bedrock_invoke,
 }
 
 
@@ -385,6 +462,7 @@ def callgrind_child(variant: str, calls: int) -> None:
         gc.disable()
         for _ in range(calls):
             fold()
+        _callgrind.count_to_here()  # the interpreter's teardown (litellm's and openai's modules) is no fold
         print(len(chunks), file=sys.stderr)
         return
     flush: Callable[[], Any] = lambda: None  # noqa: E731
@@ -425,8 +503,20 @@ def callgrind_child(variant: str, calls: int) -> None:
 def run_fold(names: list[str], reps: int, long: int) -> None:
     """The ``fold`` row: instructions per chunk of each provider's own stream code (see ``fold_function``)."""
     print(f"fold: callgrind, PYTHONHASHSEED=0; {reps} folds of one stream of {long} content events, minus 0 folds")
+    for name in [n for n in names if sdk_missing(n)]:
+        print(f"{name:13} fold      (skipped: {sdk_missing(name)} is not installed)", flush=True)
+    names = [n for n in names if not sdk_missing(n)]
+    if not names:
+        return
     variants = [f"{name}:fold:fold{long}" for name in names]
-    results = _callgrind.measure(__file__, variants, reps)
+    if _callgrind.can_count_from_collect():  # counted from the child's gc.collect(), as the smoke run's fold rows
+        runs = [(variant, n) for variant in variants for n in (0, reps)]
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            counts = pool.map(lambda run: _callgrind.run_totals(__file__, *run, from_collect=True), runs)
+            totals = dict(zip(runs, counts, strict=True))
+        results = {v: _callgrind.PerCall((totals[(v, reps)][1] - totals[(v, 0)][1]) / reps, 0.0) for v in variants}
+    else:
+        results = _callgrind.measure(__file__, variants, reps)
     for name, variant in zip(names, variants, strict=True):
         counted = subprocess.run(  # the chunks the SDK made of the stream (the child prints their number)
             [sys.executable, __file__, _callgrind.CHILD_FLAG, variant, "0"], capture_output=True, text=True, check=True
@@ -443,6 +533,10 @@ def run(names: list[str], calls: int, stream_calls: int, short: int, long: int, 
     print(head + f" {'evaltrace all':>13} {'x':>5} {'added all':>10}")
     for name in names:
         provider = PROVIDERS[name]
+        missing = sdk_missing(name)
+        if missing is not None:
+            print(f"{name:13} (skipped: {missing} is not installed)", flush=True)
+            continue
         if "call" in rows:
             variants = [f"{name}:{impl}:call" for impl in ("none", "evaltrace")]
             results = _callgrind.measure(__file__, variants, calls)

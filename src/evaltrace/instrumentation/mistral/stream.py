@@ -91,12 +91,12 @@ class _Choice:
         return output_message(parts, self.finish_reason)
 
 
-_SDK_TYPES: list[tuple[type, ...] | None] = []
+_SDK_TYPES: list[tuple[Any, ...] | None] = []  # Any: a type check must not narrow the event to object
 _MODELS = ("mistralai.client.models", "mistralai.models")  # mistralai 2.x, then 1.x
 _NAMES = ("CompletionEvent", "CompletionChunk", "CompletionResponseStreamChoice", "DeltaMessage")
 
 
-def _sdk_types() -> tuple[type, ...] | None:
+def _sdk_types() -> tuple[Any, ...] | None:
     """The SDK's event, chunk, choice, delta, thinking and text chunk classes, imported once (None: not found)."""
     if not _SDK_TYPES:
         found: tuple[type, ...] | None = None
@@ -169,7 +169,7 @@ class MistralStreamAccumulator:
                 if type(event) is not event_type or self.response_id is None:
                     self.add(event)
                     continue
-                chunk = event.__dict__["data"]
+                chunk = event.data  # one field: one read (``__dict__`` is a read of its own, then a lookup)
                 if type(chunk) is not chunk_type:
                     self.add(event)
                     continue
@@ -212,7 +212,7 @@ class MistralStreamAccumulator:
                                 and len(thinking) == 1
                                 and type(thinking[0]) is text_type
                             ):
-                                text = thinking[0].__dict__["text"]
+                                text = thinking[0].text
                                 buffer.reasoning.append(text if isinstance(text, str) else "")
                                 continue
                         elif kind is text_type:
