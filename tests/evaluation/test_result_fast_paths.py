@@ -13,6 +13,7 @@ import datetime as dt
 import functools
 import inspect
 import sys
+import threading
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from evaltrace._internal import semconv, trusted_models
+from evaltrace._internal import semconv, tracing, trusted_models
 from evaltrace._internal.tracing import SUPPRESS_EVALTRACE_KEY
 from evaltrace.evaluation import evaluator
 from evaltrace.evaluation.convert import (
@@ -195,6 +196,33 @@ def test_the_evaluator_call_runs_suppressed_in_the_callers_context_and_restores_
     finally:
         otel_context.detach(token)
     assert seen == {"suppressed": True, "caller's": 42}
+
+
+def test_the_evaluator_call_on_a_thread_with_nothing_attached_is_suppressed_and_leaves_the_empty_context() -> None:
+    """A lane worker's case (nothing attached): the suppressed context built once is used, never the default edited."""
+    seen: list[dict[str, Any]] = []
+
+    @evaluator(name="probe")
+    def probe(trace: Trace) -> bool:
+        seen.append(dict(otel_context.get_current()))
+        with tracing.suppress_instrumentation():  # nested use inside the evaluator still works
+            seen.append(dict(otel_context.get_current()))
+        return True
+
+    def on_a_fresh_thread() -> None:
+        before = otel_context.get_current()
+        assert before == {}
+        for _ in range(2):
+            produced, exc = call_evaluator(probe, make_trace())
+            assert exc is None and isinstance(produced, EvaluationResult)
+        seen.append({"after": otel_context.get_current() is before, "still empty": dict(before)})
+
+    thread = threading.Thread(target=on_a_fresh_thread)
+    thread.start()
+    thread.join()
+    suppressed = {SUPPRESS_EVALTRACE_KEY: True}
+    assert seen == [suppressed, suppressed, suppressed, suppressed, {"after": True, "still empty": {}}]
+    assert not tracing.is_suppressed()
 
 
 class _SyncClass:
