@@ -388,3 +388,21 @@ def test_the_loop_path_returns_the_stamped_result_of_a_sync_evaluator() -> None:
     assert (result.status, result.passed, result.score, result.evaluator_version) == ("completed", True, 0.9, "v1")
     assert (result.run_id, result.case_id, result.variant_name) == ("live", "c1", "svc")
     assert result.model_fields_set >= {"run_id", "case_id", "variant_name", "started_at", "finished_at"}
+
+
+def test_a_monitor_sample_built_in_one_step_is_the_frozen_dataclass_its_init_builds() -> None:
+    import dataclasses
+
+    from evaltrace.evaluation.monitor import PREVIEW_CHARS, MonitorSample, ProductionMonitor
+
+    monitor = ProductionMonitor(clock=lambda: 12.5)
+    passed = EvaluationResult(evaluator="judge", passed=True, score=0.75)
+    monitor.record(passed, query="q" * 500, output=None, outcome="pass")
+    (sample,) = monitor.samples("judge")
+    reference = MonitorSample(at=12.5, passed=True, score=0.75, query_preview="q" * PREVIEW_CHARS, output_preview="")
+    assert sample == reference and hash(sample) == hash(reference) and repr(sample) == repr(reference)
+    assert list(vars(sample).items()) == list(vars(reference).items())  # the same fields, in field order
+    assert dataclasses.asdict(sample) == dataclasses.asdict(reference)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sample.passed = False  # type: ignore[misc]
+    assert monitor.health()["judge"].sample_count == 1
