@@ -51,3 +51,29 @@ def test_evaluation_ids_are_version_4_uuids_and_differ_in_a_forked_child() -> No
     child = os.read(read, 100).decode()
     os.close(read)
     assert child.startswith("eval_") and child != evaluation_id()
+
+
+def test_evaluation_ids_made_in_batches_are_each_the_text_of_a_random_version_4_uuid_across_threads() -> None:
+    """Ids are made a batch at a time: every one is uuid4's exact text, none repeats across batches and threads."""
+    import threading
+
+    per_thread: list[list[str]] = [[] for _ in range(4)]
+
+    def take(into: list[str]) -> None:
+        into.extend(evaluation_id() for _ in range(2_000))  # several batches each, threads racing at the refill
+
+    threads = [threading.Thread(target=take, args=(ids,)) for ids in per_thread]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    ids = [i for ids in per_thread for i in ids]
+    assert len(set(ids)) == len(ids) == 8_000
+    for text in ids:
+        parsed = uuid.UUID(text.removeprefix("eval_"))
+        assert text == f"eval_{parsed}"  # lowercase, 8-4-4-4-12, nothing else
+        assert (parsed.version, parsed.variant) == (4, uuid.RFC_4122)
+    # The random digits are all used (a digit stuck at one value would show here), the variant's four too.
+    assert {text[5 + 19] for text in ids} == set("89ab")
+    for at in (0, 9, 15, 20, 35):
+        assert {text[5 + at] for text in ids} == set("0123456789abcdef")

@@ -13,6 +13,7 @@ import datetime as dt
 import functools
 import inspect
 import sys
+import threading
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from evaltrace._internal import semconv, trusted_models
+from evaltrace._internal import semconv, tracing, trusted_models
 from evaltrace._internal.tracing import SUPPRESS_EVALTRACE_KEY
 from evaltrace.evaluation import evaluator
 from evaltrace.evaluation.convert import (
@@ -197,6 +198,33 @@ def test_the_evaluator_call_runs_suppressed_in_the_callers_context_and_restores_
     assert seen == {"suppressed": True, "caller's": 42}
 
 
+def test_the_evaluator_call_on_a_thread_with_nothing_attached_is_suppressed_and_leaves_the_empty_context() -> None:
+    """A lane worker's case (nothing attached): the suppressed context built once is used, never the default edited."""
+    seen: list[dict[str, Any]] = []
+
+    @evaluator(name="probe")
+    def probe(trace: Trace) -> bool:
+        seen.append(dict(otel_context.get_current()))
+        with tracing.suppress_instrumentation():  # nested use inside the evaluator still works
+            seen.append(dict(otel_context.get_current()))
+        return True
+
+    def on_a_fresh_thread() -> None:
+        before = otel_context.get_current()
+        assert before == {}
+        for _ in range(2):
+            produced, exc = call_evaluator(probe, make_trace())
+            assert exc is None and isinstance(produced, EvaluationResult)
+        seen.append({"after": otel_context.get_current() is before, "still empty": dict(before)})
+
+    thread = threading.Thread(target=on_a_fresh_thread)
+    thread.start()
+    thread.join()
+    suppressed = {SUPPRESS_EVALTRACE_KEY: True}
+    assert seen == [suppressed, suppressed, suppressed, suppressed, {"after": True, "still empty": {}}]
+    assert not tracing.is_suppressed()
+
+
 class _SyncClass:
     name = "sync"
     version = None
@@ -360,3 +388,21 @@ def test_the_loop_path_returns_the_stamped_result_of_a_sync_evaluator() -> None:
     assert (result.status, result.passed, result.score, result.evaluator_version) == ("completed", True, 0.9, "v1")
     assert (result.run_id, result.case_id, result.variant_name) == ("live", "c1", "svc")
     assert result.model_fields_set >= {"run_id", "case_id", "variant_name", "started_at", "finished_at"}
+
+
+def test_a_monitor_sample_built_in_one_step_is_the_frozen_dataclass_its_init_builds() -> None:
+    import dataclasses
+
+    from evaltrace.evaluation.monitor import PREVIEW_CHARS, MonitorSample, ProductionMonitor
+
+    monitor = ProductionMonitor(clock=lambda: 12.5)
+    passed = EvaluationResult(evaluator="judge", passed=True, score=0.75)
+    monitor.record(passed, query="q" * 500, output=None, outcome="pass")
+    (sample,) = monitor.samples("judge")
+    reference = MonitorSample(at=12.5, passed=True, score=0.75, query_preview="q" * PREVIEW_CHARS, output_preview="")
+    assert sample == reference and hash(sample) == hash(reference) and repr(sample) == repr(reference)
+    assert list(vars(sample).items()) == list(vars(reference).items())  # the same fields, in field order
+    assert dataclasses.asdict(sample) == dataclasses.asdict(reference)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sample.passed = False  # type: ignore[misc]
+    assert monitor.health()["judge"].sample_count == 1

@@ -13,6 +13,7 @@ it), so ``Context({**parent, SPAN_KEY: span})`` is exactly ``set_span_in_context
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable
 from contextvars import ContextVar, Token
 from typing import Any
@@ -52,3 +53,8 @@ attach: Callable[[Context], Token[Context]] = _VAR.set if _VAR is not None else 
 
 detach: Callable[[Token[Context]], Any] = _VAR.reset if _VAR is not None else otel_context.detach
 """Restore the context a token was taken from (``opentelemetry.context.detach``, which logs where this raises)."""
+
+DEFAULT: Context | None = contextvars.Context().run(_VAR.get) if _VAR is not None else None
+"""The context a thread or task starts with before anything is attached (the ``ContextVar``'s default, one shared
+empty ``Context``): ``get_current() is DEFAULT`` tells code on a worker thread that the context holds nothing, so it
+can use a context it built once. None with another runtime context."""

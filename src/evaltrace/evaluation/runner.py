@@ -26,7 +26,7 @@ from opentelemetry.context import Context
 from evaltrace._internal import semconv
 from evaltrace._internal.daemon_pool import DaemonExecutor, UserAbort, stuck_calls
 from evaltrace._internal.errors import mapping_failure
-from evaltrace._internal.fast_context import attach, detach, get_current
+from evaltrace._internal.fast_context import DEFAULT, attach, detach, get_current
 from evaltrace._internal.tracing import SUPPRESS_EVALTRACE_KEY, suppress_instrumentation
 from evaltrace._internal.trusted_models import from_template, trusted_copy
 from evaltrace.evaluation.evaluator import Evaluator, SkipEvaluation
@@ -61,6 +61,7 @@ TIMEOUT_ERROR_TYPE = "timeout"
 INVALID_OUTPUT_ERROR_TYPE = "invalid_output"
 _STACK_LIMIT = 4000
 _NOT_CALLED: Any = object()
+_SUPPRESSED_ALONE = Context({SUPPRESS_EVALTRACE_KEY: True})  # the default (empty) context, suppressed: see _call
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,10 @@ def _call(evaluator: Evaluator, trace: Trace, case: EvalCase | None) -> Any:
     # generator-based context manager, and through fast_context (the ContextVar's own methods, not the API's two
     # Python calls around each): this runs once per evaluation. ``Context({**current, key: True})`` is exactly
     # ``otel_context.set_value(key, True)``.
-    token = attach(Context({**get_current(), SUPPRESS_EVALTRACE_KEY: True}))
+    # On a lane worker or the loop nothing is attached (the runtime's default context): the suppressed context is
+    # then always the same one, built once (a Context is immutable).
+    current = get_current()
+    token = attach(_SUPPRESSED_ALONE if current is DEFAULT else Context({**current, SUPPRESS_EVALTRACE_KEY: True}))
     try:
         return evaluator.evaluate(trace, case)
     except (SystemExit, KeyboardInterrupt) as exc:  # inline on the loop: it would stop the loop

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import opentelemetry.metrics._internal as _metrics_state
 from opentelemetry import context as otel_context
 from opentelemetry import metrics
 from opentelemetry._logs import Logger, LoggerProvider, get_logger_provider
@@ -203,6 +204,10 @@ class PipelineMetrics:
         max_evaluator_names: int = MAX_METRIC_EVALUATOR_NAMES,
     ) -> None:
         meter = (meter_provider or metrics.get_meter_provider()).get_meter(INSTRUMENTATION_NAME, __version__)
+        # On the global provider with none set yet, the API's proxy instruments drop every measurement: one check
+        # per result instead of three calls building their attribute dicts (as engine.metrics.Instruments does).
+        # Asked per result, so a provider the application sets later is recorded to from its next result on.
+        self._follows_global = meter_provider is None and hasattr(_metrics_state, "_METER_PROVIDER")
         self._name = NameGuard(max_evaluator_names)
         self._scores = meter.create_histogram(
             semconv.METRIC_GEN_AI_EVALUATION_SCORE,
@@ -251,7 +256,9 @@ class PipelineMetrics:
             outcome = result_outcome(result)
         name = result.evaluator
         if name not in self._name.kept:  # a name already kept is returned as is: NameGuard's call only for new ones
-            name = self._name(name)
+            name = self._name(name)  # kept even with nothing recorded: the first names seen stay the kept ones
+        if self._follows_global and _metrics_state._METER_PROVIDER is None:
+            return
         judged = outcome in JUDGED
         if judged and result.score is not None:
             self._scores.record(
