@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -330,3 +331,107 @@ def test_a_failure_between_admission_and_the_engine_gives_the_slot_back_counted_
     assert sorted(span.name for span in p.spans()) == ["s0", "s1", "s2"]
     assert "evaltrace.eval.parity.passed" not in (p.one("s0").attributes or {})
     assert (p.one("s2").attributes or {})["evaltrace.eval.parity.passed"] is True
+
+
+def test_a_blocked_loop_whose_replacement_cannot_start_stays_watched_and_is_replaced_once_threads_can_start(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The watchdog failing to start the fresh loop for a blocked one neither dies nor raises into excepthook.
+
+    The failure is counted (``internal_errors``) and logged once for the episode (not at every look); the watchdog
+    keeps watching, and once threads can start it replaces the still-blocked loop: another evaluation runs while the
+    blocking one is still blocked.
+    """
+    real: Callable[[threading.Thread], None] = threading.Thread.start
+    failing = [False]
+
+    def start(thread: threading.Thread) -> None:
+        if failing[0] and thread.name.startswith("evaltrace-async-eval-") and not thread.name.endswith("watchdog"):
+            raise RuntimeError("can't start new thread")
+        real(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    uncaught: list[str] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: uncaught.append(repr(args.exc_value)))
+    caplog.set_level(logging.INFO, logger="evaltrace")
+    runner = UserLoop(stall_s=0.1)
+    release = threading.Event()
+
+    async def blocker() -> str:
+        release.wait(30.0)  # blocks its loop (blocking code in a coroutine) until the test releases it
+        return "blocked"
+
+    async def quick() -> str:
+        return "ok"
+
+    async def main() -> None:
+        assert await runner.run(quick) == "ok"  # the loop and its watchdog start
+        failing[0] = True
+        blocked = asyncio.ensure_future(runner.run(blocker))
+        assert await _until(lambda: runner.internal_errors >= 3)  # several looks saw the stall, each replace failed
+        assert runner._watchdog is not None and runner._watchdog.is_alive()
+        assert runner.stalls == 0
+        failing[0] = False
+        assert await _until(lambda: runner.stalls == 1)  # retried at a later look: replaced now
+        assert await asyncio.wait_for(runner.run(quick), 10.0) == "ok"  # runs on the fresh loop, not behind the block
+        assert not blocked.done()
+        release.set()
+        assert await blocked == "blocked"
+
+    try:
+        asyncio.run(main())
+    finally:
+        release.set()
+        runner.close()
+    assert uncaught == []
+    failed = [r for r in caplog.records if r.levelno == logging.ERROR and "evaluators' loop" in r.getMessage()]
+    assert len(failed) == 1 and failed[0].exc_info is not None
+    assert len([r for r in caplog.records if "works again after" in r.getMessage()]) == 1
+
+
+def test_a_watchdog_that_died_is_started_again_by_the_next_async_evaluation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A watchdog thread that ended (a BaseException past ``_watch``'s guard) is replaced by the next call.
+
+    Otherwise blocking detection would be off for good: ``_watchdog`` would point to a dead thread.
+    """
+    runner = UserLoop(stall_s=0.1)
+    uncaught: list[str] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: uncaught.append(repr(args.exc_value)))
+
+    def die(blocked: object) -> None:
+        raise SystemExit  # ends the watchdog thread silently
+
+    async def quick() -> str:
+        return "ok"
+
+    async def main() -> None:
+        assert await runner.run(quick) == "ok"  # the loop and its watchdog start
+        monkeypatch.setattr(runner, "_replace", die)
+        release = threading.Event()
+
+        async def blocker() -> None:
+            release.wait(30.0)
+
+        blocked = asyncio.ensure_future(runner.run(blocker))
+        first = runner._watchdog
+        assert first is not None
+        assert await _until(lambda: not first.is_alive())
+        release.set()
+        await blocked
+        monkeypatch.undo()
+        assert await runner.run(quick) == "ok"
+        assert runner._watchdog is not first and runner._watchdog is not None and runner._watchdog.is_alive()
+
+    try:
+        asyncio.run(main())
+    finally:
+        runner.close()
+
+
+async def _until(condition: Callable[[], bool], timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True

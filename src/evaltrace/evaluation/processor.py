@@ -1149,6 +1149,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         ``shared_limits`` (``redis``: the server, ``down``: limits are per process now, ``fallbacks``: outages seen).
         """
         data = self._stats.snapshot()
+        data["internal_errors"] += self._engine.user_loop.internal_errors  # its watchdog's (a thread of its own)
         data["queued"] = self._pending
         data["buffer"] = asdict(self._buffer.stats)
         if self._completion is not None:
