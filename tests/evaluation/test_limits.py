@@ -365,3 +365,33 @@ def test_a_judge_verdict_stands_when_charging_its_spend_fails(
     stats = p.processor.stats()
     assert (stats["evaluators"][name]["passed"], stats["evaluators"]["free"]["passed"]) == (1, 1)
     assert (stats["enriched"], stats["errors"], stats["internal_errors"]) == (1, 0, 1)
+
+
+def test_a_failed_budget_charge_keeps_the_judge_spend_metrics(
+    make_pipeline: MakePipeline, chat_server: JudgeServer
+) -> None:
+    """The ``gen_ai.evaluation.client.*`` metrics are not the budget: a charge that fails (its clock) keeps them.
+
+    Only this process's budget windows miss that spend; the failure is one internal error.
+    """
+    reader = InMemoryMetricReader()
+    judge = Judge("gpt-4o-mini", base_url=chat_server.url, api_key="k", max_retries=0)
+    judged = LLMJudge(rubric="Answers the question", judge=judge)
+    p = make_pipeline(
+        [EvaluatorSpec(judged, limits=Limits(max_usd_per_day=100.0)), free],
+        meter_provider=MeterProvider(metric_readers=[reader]),
+        limits_clock=OffMainThreadFailingClock(),
+    )
+    with p.tracer.start_as_current_span("chat-0") as span:
+        span.set_attribute("output.value", "an answer")
+    p.flush()
+    assert chat_server.count() == 1
+    assert attrs(p.one("chat-0"))[f"evaltrace.eval.{judged.name}.outcome"] == "pass"
+    assert p.processor.stats()["internal_errors"] == 1
+    cost = metric_points(reader, "gen_ai.evaluation.client.cost")
+    assert [point.value for point in cost] == [pytest.approx(CALL_USD)]
+    tokens = {
+        p.attributes["gen_ai.token.type"]: p.sum for p in metric_points(reader, "gen_ai.evaluation.client.token.usage")
+    }
+    assert tokens == {"input": PROMPT_TOKENS, "output": COMPLETION_TOKENS}
+    assert [d.count for d in metric_points(reader, "gen_ai.evaluation.client.operation.duration")] == [1]
