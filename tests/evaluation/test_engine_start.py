@@ -435,3 +435,41 @@ async def _until(condition: Callable[[], bool], timeout: float = 30.0) -> bool:
             return False
         await asyncio.sleep(0.01)
     return True
+
+
+def test_a_ctrl_c_in_the_engine_threads_start_after_they_started_reaches_the_app_and_starts_no_second_loop_thread(
+    make_pipeline: MakePipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``KeyboardInterrupt`` landing in ``Thread.start()`` after the loop thread started (injected after the start).
+
+    ``span.end()`` passes the user's interrupt on unchanged; that span is exported unevaluated and counted
+    (``engine_unavailable``) with its queue slot given back (a flush returns True), and the thread that runs is
+    kept: the next span starts no second thread on the same event loop (which would die: loop already running).
+    """
+    real: Callable[[threading.Thread], None] = threading.Thread.start
+    once = [True]
+    uncaught: list[str] = []
+    monkeypatch.setattr(
+        threading, "excepthook", lambda args: uncaught.append(f"{args.thread.name}: {args.exc_value!r}")
+    )
+
+    def start(thread: threading.Thread) -> None:
+        real(thread)
+        if once[0] and thread.name == LOOP:
+            once[0] = False
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    before = set(threading.enumerate())
+    p = make_pipeline([parity])
+    with pytest.raises(KeyboardInterrupt):
+        _spans(p, 0)
+    _spans(p, 2, 4)
+    assert p.processor.force_flush(10_000)
+    assert [t.name for t in set(threading.enumerate()) - before if t.name == LOOP] == [LOOP]
+    assert uncaught == []
+    stats = p.processor.stats()
+    assert (stats["enqueued"], stats["evaluated"], stats["queued"]) == (2, 2, 0)
+    assert stats["not_evaluated_by_reason"] == {semconv.SKIP_ENGINE_UNAVAILABLE: 1}
+    assert sorted(span.name for span in p.spans()) == ["s0", "s2", "s4"]
+    assert (p.one("s4").attributes or {})["evaltrace.eval.parity.passed"] is True

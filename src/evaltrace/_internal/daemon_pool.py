@@ -111,6 +111,21 @@ stuck_calls = StuckCalls()
 """The process's count of stuck evaluator threads (the thread pool's abandoned tasks, the fast lane's demoted calls)."""
 
 
+def thread_started(thread: threading.Thread, wait_s: float = 1.0) -> bool:
+    """Whether ``thread``, whose ``start()`` raised, runs anyway; call from the ``except`` block of ``start()``.
+
+    ``start()`` raising ``RuntimeError`` (``can't start new thread``) started nothing. A ``KeyboardInterrupt``
+    (Ctrl-C) can land while ``start()`` waits for the OS thread it has already created: that thread runs, and
+    replacing it would start a second one on the same state. Its ident may not be set yet at that moment, so a
+    thread with none is waited for up to ``wait_s`` (only on that interrupted path) before being taken as not
+    started.
+    """
+    if thread.ident is not None:
+        return True
+    started: threading.Event | None = getattr(thread, "_started", None)  # CPython's: set once the thread runs
+    return started is not None and started.wait(wait_s)
+
+
 class UserAbort(Exception):
     """User code raised ``SystemExit``/``KeyboardInterrupt`` (or another ``BaseException``) in a pool thread."""
 
@@ -253,7 +268,15 @@ class DaemonExecutor(concurrent.futures.Executor):
         name = f"{self._prefix}-{self._serial}"
         # Counted only once it runs (it waits for this lock before touching the counts): a thread that cannot start
         # must not be counted idle, or tasks would queue for ever behind a thread that does not exist.
-        threading.Thread(target=self._work, name=name, daemon=True).start()
+        thread = threading.Thread(target=self._work, name=name, daemon=True)
+        try:
+            thread.start()
+        except BaseException as exc:
+            if isinstance(exc, RuntimeError) or not thread_started(thread):
+                raise
+            self._threads += 1  # interrupted after it started: it runs, so it is counted (else counts go negative)
+            self._idle += 1
+            raise
         self._threads += 1
         self._idle += 1
 

@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from evaltrace._internal import forks
-from evaltrace._internal.daemon_pool import UserAbort
+from evaltrace._internal.daemon_pool import UserAbort, thread_started
 from evaltrace._internal.errors import ErrorEpisode, log_internal_error
 from evaltrace.evaluation._isolation import MAX_OWN_POOLS, Offenders
 from evaltrace.evaluation.runner import TimedOut, evaluator_name
@@ -71,8 +71,11 @@ class _Loop:
         self.thread = threading.Thread(target=self._main, name=f"evaltrace-async-eval-{serial}", daemon=True)
         try:
             self.thread.start()
-        except BaseException:  # can't start new thread: the loop (its selector and self-pipe) is not leaked
-            self.loop.close()
+        except BaseException as exc:
+            if isinstance(exc, RuntimeError) or not thread_started(self.thread):
+                self.loop.close()  # can't start new thread: the loop (its selector and self-pipe) is not leaked
+            else:  # interrupted (Ctrl-C) after it started: the loop nobody will use stops (and closes itself)
+                self.stop()
             raise
 
     def _main(self) -> None:

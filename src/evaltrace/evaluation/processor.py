@@ -519,7 +519,12 @@ class EvaluationSpanProcessor(SpanProcessor):
             if job is None:
                 self._forward(span)
                 return
-            if not self._submit(job):
+            try:
+                submitted = self._submit(job)
+            except BaseException:  # the user's Ctrl-C, passed on: the span still goes out (unevaluated, counted)
+                self._forward(span)
+                raise
+            if not submitted:
                 self._forward(span)
         finally:
             if watch:
@@ -557,13 +562,15 @@ class EvaluationSpanProcessor(SpanProcessor):
                 gate.job_started(trace_id)
                 noted = True
             self._engine.submit(job)
-        except Exception:  # e.g. its threads cannot start: the job was never queued, so no _job_done will come
-            self._stats.incr("internal_errors")
-            log_internal_error("handing a span's evaluation to the evaluation engine")
+        except BaseException as exc:  # e.g. its threads cannot start: the job was never queued, no _job_done comes
             if noted and gate is not None and trace_id is not None:
                 gate.job_finished(trace_id)  # the wait it just noted: the job will never finish it
             self._release_slot()
             self._never_runs(job, semconv.SKIP_ENGINE_UNAVAILABLE)
+            if not isinstance(exc, Exception):  # the user's Ctrl-C (in a thread's start): theirs, passed on unchanged
+                raise
+            self._stats.incr("internal_errors")
+            log_internal_error("handing a span's evaluation to the evaluation engine")
             return False
         self._stats.incr("enqueued")
         return True
@@ -925,7 +932,12 @@ class EvaluationSpanProcessor(SpanProcessor):
                 log_internal_error("marking the evaluations of a trace not evaluated at shutdown")
             self._gate_done(entry)
             return
-        if not self._submit(job):
+        try:
+            submitted = self._submit(job)
+        except BaseException:  # the user's Ctrl-C, passed on: the trace's wait is released as when refused
+            self._gate_done(entry)
+            raise
+        if not submitted:
             self._gate_done(entry)
 
     def _matching(
