@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -473,3 +474,47 @@ def test_a_ctrl_c_in_the_engine_threads_start_after_they_started_reaches_the_app
     assert stats["not_evaluated_by_reason"] == {semconv.SKIP_ENGINE_UNAVAILABLE: 1}
     assert sorted(span.name for span in p.spans()) == ["s0", "s2", "s4"]
     assert (p.one("s4").attributes or {})["evaltrace.eval.parity.passed"] is True
+
+
+def test_threads_that_cannot_start_on_every_span_log_once_per_episode_and_count_every_span(
+    make_pipeline: MakePipeline, fault: StartFault, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A persistent thread limit logs no traceback per span on ``span.end()``'s thread: one per episode and site.
+
+    The engine's hand-off and the trace completion timer (both tried again at every span's end), and a score
+    sink's thread (tried again with every score): each logs one ERROR with its traceback while it lasts, one INFO
+    line when it works again; every span refused is still counted.
+    """
+    caplog.set_level(logging.INFO, logger="evaltrace")
+    failing_timer = _thread_fault(monkeypatch, "evaltrace-trace-completion")  # after ``fault``: wraps its start
+    failing_sink = _thread_fault(monkeypatch, "evaltrace-sink-")
+    fault.failing = {LOOP}
+
+    @evaluator(name="whole")
+    def whole(trace: Trace) -> bool:
+        return True
+
+    p = make_pipeline([EvaluatorSpec(whole, trace_level=True), parity], trace_quiet_period_s=0.2)
+    _spans(p, *range(20))
+    stats = p.processor.stats()
+    assert stats["internal_errors"] == 20  # each span's hand-off
+    assert stats["evaluators"]["parity"]["not_evaluated_by_reason"] == {semconv.SKIP_ENGINE_UNAVAILABLE: 20}
+    worker = SinkWorker(JsonlScoreSink(Path(os.devnull)), schedule_delay_s=0.01)
+    for n in range(20):
+        worker.submit([_score(f"s{n}")])
+
+    def errors(what: str) -> list[logging.LogRecord]:
+        return [r for r in caplog.records if r.levelno == logging.ERROR and what in r.getMessage()]
+
+    sites = ("evaluation engine", "trace completion timer", "score sink")
+    assert [len(errors(what)) for what in sites] == [1, 1, 1]
+    assert all(errors(what)[0].exc_info is not None for what in sites)
+    fault.failing = set()
+    failing_timer[0] = failing_sink[0] = False
+    _spans(p, 20)
+    worker.submit([_score("after")])
+    assert worker.force_flush(10.0)
+    worker.shutdown(5.0)
+    recovered = [r.getMessage() for r in caplog.records if "works again after" in r.getMessage()]
+    assert len(recovered) == 3
+    assert [len(errors(what)) for what in sites] == [1, 1, 1]
