@@ -69,12 +69,12 @@ def test_a_thread_started_before_an_interrupt_in_its_start_is_counted_and_no_sec
 
     def start(thread: threading.Thread) -> None:
         real(thread)
-        if interrupt[0] and thread.name.startswith("test-pool"):
+        if interrupt[0] and thread.name.startswith("interrupt-pool"):
             interrupt[0] = False
             raise KeyboardInterrupt
 
     monkeypatch.setattr(threading.Thread, "start", start)
-    pool = DaemonExecutor(1, thread_name_prefix="test-pool")
+    pool = DaemonExecutor(1, thread_name_prefix="interrupt-pool")
     ran: list[str] = []
     try:
         with pytest.raises(KeyboardInterrupt):
@@ -82,6 +82,6 @@ def test_a_thread_started_before_an_interrupt_in_its_start_is_counted_and_no_sec
         for word in ("later", "again", "more"):
             assert pool.submit(ran.append, word).result(timeout=10) is None
         assert ran == ["later", "again", "more"]
-        assert [t.name for t in threading.enumerate() if t.name.startswith("test-pool")] == ["test-pool-1"]
+        assert [t.name for t in threading.enumerate() if t.name.startswith("interrupt-pool")] == ["interrupt-pool-1"]
     finally:
         pool.shutdown(wait=False)

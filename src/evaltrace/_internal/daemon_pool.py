@@ -27,7 +27,6 @@ tasks are the parent's) and grows again on the child's first :meth:`submit`; see
 from __future__ import annotations
 
 import concurrent.futures
-import logging
 import queue
 import threading
 import time
@@ -35,8 +34,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from evaltrace._internal import forks
-
-logger = logging.getLogger("evaltrace")
+from evaltrace._internal.errors import ErrorEpisode
 
 T = TypeVar("T")
 
@@ -180,6 +178,8 @@ class DaemonExecutor(concurrent.futures.Executor):
         self._running: dict[concurrent.futures.Future[Any], _Item] = {}
         self._shutdown = False
         self._serial = 0
+        self._owed = False  # an abandoned task's replacement could not start: queued tasks wait for it
+        self._replacing = ErrorEpisode("starting a replacement for an abandoned evaluator thread (tried again)")
         forks.reinit_after_fork(self)
 
     def _reinit_after_fork(self) -> None:
@@ -195,6 +195,8 @@ class DaemonExecutor(concurrent.futures.Executor):
         self._queued = 0
         self._abandoned = 0
         self._running = {}
+        self._owed = False
+        self._replacing = ErrorEpisode("starting a replacement for an abandoned evaluator thread (tried again)")
 
     @property
     def abandoned(self) -> int:
@@ -234,8 +236,30 @@ class DaemonExecutor(concurrent.futures.Executor):
             self._abandoned += 1
             try:
                 self._grow_locked()
-            except Exception:  # no replacement now (a thread cannot start): the next submit starts one
-                logger.debug("starting a replacement for an abandoned thread", exc_info=True)
+            except Exception:  # no replacement now (a thread cannot start): the waiting callers retry it
+                self._owed = True
+                self._replacing.failed()
+
+    @property
+    def owes_thread(self) -> bool:
+        """Whether a thread this pool needs could not start: its queued tasks wait until :meth:`retry_growth`."""
+        return self._owed and not self._shutdown
+
+    def retry_growth(self) -> None:
+        """Start the thread owed since a replacement could not start; never raises (tried again at the next call).
+
+        Called by the caller that let the hung call go, until it succeeds: else a task queued behind the hung call
+        would wait for some later submit, and its timeout (counted from its start) would never run out.
+        """
+        with self._lock:
+            if not self._owed or self._shutdown:
+                return
+            try:
+                self._grow_locked()
+            except Exception:
+                self._replacing.failed()
+                return
+        self._replacing.ok()
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop taking work; optionally cancel queued tasks. ``wait`` joins nothing: the threads are daemons."""
@@ -263,6 +287,7 @@ class DaemonExecutor(concurrent.futures.Executor):
         # working (not abandoned) ones are below the limit.
         working = self._threads - self._abandoned
         if self._idle >= self._queued or working >= self._max_workers or self._abandoned > self._max_abandoned:
+            self._owed = False  # none needed (any more)
             return
         self._serial += 1
         name = f"{self._prefix}-{self._serial}"
@@ -279,6 +304,7 @@ class DaemonExecutor(concurrent.futures.Executor):
             raise
         self._threads += 1
         self._idle += 1
+        self._owed = False
 
     def _work(self) -> None:
         while True:
