@@ -206,6 +206,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         # A persistent fault of ours on span.end()'s path (threads that cannot start, a limits_clock that raises)
         # is logged once per episode, not once per span (or per evaluator): every occurrence is counted in stats().
         self._handoff_failing = ErrorEpisode("handing spans' evaluations to the evaluation engine")
+        self._handoff_failed = False  # an episode of it is open
         self._limits_failing: dict[str, ErrorEpisode] = {}  # evaluator name -> its limiter's failures
         self._engine = Engine(opts.sync_workers, opts.max_async_concurrency)
         self._runner = JobRunner(self._job_context(metrics), self._job_done)
@@ -254,6 +255,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         self._sampled_out_ticks = self._new_ticks()
         self._overflow = LossEpisode(logger, "the evaluation queue", "evaluation")
         self._handoff_failing = ErrorEpisode("handing spans' evaluations to the evaluation engine")
+        self._handoff_failed = False
         self._limits_failing = {}
         self._limits = self._new_limits((*self._span_specs, *self._trace_specs))  # asyncio slots of the old loop
         if self._shutdown:
@@ -577,8 +579,11 @@ class EvaluationSpanProcessor(SpanProcessor):
                 raise
             self._stats.incr("internal_errors")
             self._handoff_failing.failed()
+            self._handoff_failed = True
             return False
-        self._handoff_failing.ok()
+        if self._handoff_failed:  # a plain flag: the usual span pays one attribute test, not a call
+            self._handoff_failed = False
+            self._handoff_failing.ok()
         self._stats.incr("enqueued")
         return True
 
