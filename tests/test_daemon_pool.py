@@ -54,3 +54,34 @@ def test_a_thread_that_cannot_start_queues_nothing_and_the_next_submit_starts_on
         assert ran == ["later"]
     finally:
         pool.shutdown(wait=False)
+
+
+def test_a_thread_started_before_an_interrupt_in_its_start_is_counted_and_no_second_one_is_started(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Ctrl-C landing in ``Thread.start()`` after the OS thread started (injected: start, then the interrupt).
+
+    The interrupt reaches the caller unchanged and queues nothing; the thread that runs is counted, so the pool
+    never starts a second one past its size (nor counts the first's tasks against threads it does not know).
+    """
+    real = threading.Thread.start
+    interrupt = [True]
+
+    def start(thread: threading.Thread) -> None:
+        real(thread)
+        if interrupt[0] and thread.name.startswith("interrupt-pool"):
+            interrupt[0] = False
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    pool = DaemonExecutor(1, thread_name_prefix="interrupt-pool")
+    ran: list[str] = []
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            pool.submit(ran.append, "interrupted")
+        for word in ("later", "again", "more"):
+            assert pool.submit(ran.append, word).result(timeout=10) is None
+        assert ran == ["later", "again", "more"]
+        assert [t.name for t in threading.enumerate() if t.name.startswith("interrupt-pool")] == ["interrupt-pool-1"]
+    finally:
+        pool.shutdown(wait=False)

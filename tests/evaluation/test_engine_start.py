@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -330,3 +332,189 @@ def test_a_failure_between_admission_and_the_engine_gives_the_slot_back_counted_
     assert sorted(span.name for span in p.spans()) == ["s0", "s1", "s2"]
     assert "evaltrace.eval.parity.passed" not in (p.one("s0").attributes or {})
     assert (p.one("s2").attributes or {})["evaltrace.eval.parity.passed"] is True
+
+
+def test_a_blocked_loop_whose_replacement_cannot_start_stays_watched_and_is_replaced_once_threads_can_start(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The watchdog failing to start the fresh loop for a blocked one neither dies nor raises into excepthook.
+
+    The failure is counted (``internal_errors``) and logged once for the episode (not at every look); the watchdog
+    keeps watching, and once threads can start it replaces the still-blocked loop: another evaluation runs while the
+    blocking one is still blocked.
+    """
+    real: Callable[[threading.Thread], None] = threading.Thread.start
+    failing = [False]
+
+    def start(thread: threading.Thread) -> None:
+        if failing[0] and thread.name.startswith("evaltrace-async-eval-") and not thread.name.endswith("watchdog"):
+            raise RuntimeError("can't start new thread")
+        real(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    uncaught: list[str] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: uncaught.append(repr(args.exc_value)))
+    caplog.set_level(logging.INFO, logger="evaltrace")
+    runner = UserLoop(stall_s=0.1)
+    release = threading.Event()
+
+    async def blocker() -> str:
+        release.wait(30.0)  # blocks its loop (blocking code in a coroutine) until the test releases it
+        return "blocked"
+
+    async def quick() -> str:
+        return "ok"
+
+    async def main() -> None:
+        assert await runner.run(quick) == "ok"  # the loop and its watchdog start
+        failing[0] = True
+        blocked = asyncio.ensure_future(runner.run(blocker))
+        assert await _until(lambda: runner.internal_errors >= 3)  # several looks saw the stall, each replace failed
+        assert runner._watchdog is not None and runner._watchdog.is_alive()
+        assert runner.stalls == 0
+        failing[0] = False
+        assert await _until(lambda: runner.stalls == 1)  # retried at a later look: replaced now
+        assert await asyncio.wait_for(runner.run(quick), 10.0) == "ok"  # runs on the fresh loop, not behind the block
+        assert not blocked.done()
+        release.set()
+        assert await blocked == "blocked"
+
+    try:
+        asyncio.run(main())
+    finally:
+        release.set()
+        runner.close()
+    assert uncaught == []
+    failed = [r for r in caplog.records if r.levelno == logging.ERROR and "evaluators' loop" in r.getMessage()]
+    assert len(failed) == 1 and failed[0].exc_info is not None
+    assert len([r for r in caplog.records if "works again after" in r.getMessage()]) == 1
+
+
+def test_a_watchdog_that_died_is_started_again_by_the_next_async_evaluation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A watchdog thread that ended (a BaseException past ``_watch``'s guard) is replaced by the next call.
+
+    Otherwise blocking detection would be off for good: ``_watchdog`` would point to a dead thread.
+    """
+    runner = UserLoop(stall_s=0.1)
+    uncaught: list[str] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: uncaught.append(repr(args.exc_value)))
+
+    def die(blocked: object) -> None:
+        raise SystemExit  # ends the watchdog thread silently
+
+    async def quick() -> str:
+        return "ok"
+
+    async def main() -> None:
+        assert await runner.run(quick) == "ok"  # the loop and its watchdog start
+        monkeypatch.setattr(runner, "_replace", die)
+        release = threading.Event()
+
+        async def blocker() -> None:
+            release.wait(30.0)
+
+        blocked = asyncio.ensure_future(runner.run(blocker))
+        first = runner._watchdog
+        assert first is not None
+        assert await _until(lambda: not first.is_alive())
+        release.set()
+        await blocked
+        monkeypatch.undo()
+        assert await runner.run(quick) == "ok"
+        assert runner._watchdog is not first and runner._watchdog is not None and runner._watchdog.is_alive()
+
+    try:
+        asyncio.run(main())
+    finally:
+        runner.close()
+
+
+async def _until(condition: Callable[[], bool], timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
+def test_a_ctrl_c_in_the_engine_threads_start_after_they_started_reaches_the_app_and_starts_no_second_loop_thread(
+    make_pipeline: MakePipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``KeyboardInterrupt`` landing in ``Thread.start()`` after the loop thread started (injected after the start).
+
+    ``span.end()`` passes the user's interrupt on unchanged; that span is exported unevaluated and counted
+    (``engine_unavailable``) with its queue slot given back (a flush returns True), and the thread that runs is
+    kept: the next span starts no second thread on the same event loop (which would die: loop already running).
+    """
+    real: Callable[[threading.Thread], None] = threading.Thread.start
+    once = [True]
+    uncaught: list[str] = []
+    monkeypatch.setattr(
+        threading, "excepthook", lambda args: uncaught.append(f"{args.thread.name}: {args.exc_value!r}")
+    )
+
+    def start(thread: threading.Thread) -> None:
+        real(thread)
+        if once[0] and thread.name == LOOP:
+            once[0] = False
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    before = set(threading.enumerate())
+    p = make_pipeline([parity])
+    with pytest.raises(KeyboardInterrupt):
+        _spans(p, 0)
+    _spans(p, 2, 4)
+    assert p.processor.force_flush(10_000)
+    assert [t.name for t in set(threading.enumerate()) - before if t.name == LOOP] == [LOOP]
+    assert uncaught == []
+    stats = p.processor.stats()
+    assert (stats["enqueued"], stats["evaluated"], stats["queued"]) == (2, 2, 0)
+    assert stats["not_evaluated_by_reason"] == {semconv.SKIP_ENGINE_UNAVAILABLE: 1}
+    assert sorted(span.name for span in p.spans()) == ["s0", "s2", "s4"]
+    assert (p.one("s4").attributes or {})["evaltrace.eval.parity.passed"] is True
+
+
+def test_threads_that_cannot_start_on_every_span_log_once_per_episode_and_count_every_span(
+    make_pipeline: MakePipeline, fault: StartFault, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A persistent thread limit logs no traceback per span on ``span.end()``'s thread: one per episode and site.
+
+    The engine's hand-off and the trace completion timer (both tried again at every span's end), and a score
+    sink's thread (tried again with every score): each logs one ERROR with its traceback while it lasts, one INFO
+    line when it works again; every span refused is still counted.
+    """
+    caplog.set_level(logging.INFO, logger="evaltrace")
+    failing_timer = _thread_fault(monkeypatch, "evaltrace-trace-completion")  # after ``fault``: wraps its start
+    failing_sink = _thread_fault(monkeypatch, "evaltrace-sink-")
+    fault.failing = {LOOP}
+
+    @evaluator(name="whole")
+    def whole(trace: Trace) -> bool:
+        return True
+
+    p = make_pipeline([EvaluatorSpec(whole, trace_level=True), parity], trace_quiet_period_s=0.2)
+    _spans(p, *range(20))
+    stats = p.processor.stats()
+    assert stats["internal_errors"] == 20  # each span's hand-off
+    assert stats["evaluators"]["parity"]["not_evaluated_by_reason"] == {semconv.SKIP_ENGINE_UNAVAILABLE: 20}
+    worker = SinkWorker(JsonlScoreSink(Path(os.devnull)), schedule_delay_s=0.01)
+    for n in range(20):
+        worker.submit([_score(f"s{n}")])
+
+    def errors(what: str) -> list[logging.LogRecord]:
+        return [r for r in caplog.records if r.levelno == logging.ERROR and what in r.getMessage()]
+
+    sites = ("evaluation engine", "trace completion timer", "score sink")
+    assert [len(errors(what)) for what in sites] == [1, 1, 1]
+    assert all(errors(what)[0].exc_info is not None for what in sites)
+    fault.failing = set()
+    failing_timer[0] = failing_sink[0] = False
+    _spans(p, 20)
+    worker.submit([_score("after")])
+    assert worker.force_flush(10.0)
+    worker.shutdown(5.0)
+    recovered = [r.getMessage() for r in caplog.records if "works again after" in r.getMessage()]
+    assert len(recovered) == 3
+    assert [len(errors(what)) for what in sites] == [1, 1, 1]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import os
 import subprocess
 import threading
@@ -24,6 +25,7 @@ from evaltrace.evaluation.runner import TimedOut
 from evaltrace.schema import Trace
 
 from .conftest import MakePipeline
+from .helpers import make_trace
 
 
 def test_an_async_evaluator_blocking_its_loop_on_every_span_gives_a_healthy_one_no_timeout(
@@ -195,3 +197,59 @@ def test_a_whole_process_pause_is_not_taken_for_an_async_evaluator_blocking_its_
         runner.close()
     assert (runner.stalls, runner.moved) == (0, 0)
     assert not runner.offenders.isolated(id(healthy))
+
+
+def test_a_call_queued_behind_a_hung_one_runs_once_its_replacement_thread_can_start_with_no_later_submit(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The hung call's replacement thread cannot start (``can't start new thread``, injected) when it is let go.
+
+    The call queued behind it (its timeout counts from its start, so nothing times it out) is not left waiting for
+    some later submit: its own wait tries the owed thread again, and it runs once threads can start. The failure
+    is logged as an internal error, once.
+    """
+    real = threading.Thread.start
+    failing = [False]
+    attempts: list[str] = []
+
+    def start(thread: threading.Thread) -> None:
+        if failing[0] and thread.name.startswith("evaltrace-eval-") and thread.name[15:].isdigit():
+            attempts.append(thread.name)
+            raise RuntimeError("can't start new thread")
+        real(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    caplog.set_level(logging.ERROR, logger="evaltrace")
+    threads = EvaluatorThreads(1, Offenders())
+    release = threading.Event()
+    began = threading.Event()
+
+    @evaluator(name="hangs")
+    def hangs(trace: Trace) -> bool:
+        began.set()
+        release.wait(60)
+        return True
+
+    @evaluator(name="queued")
+    def queued(trace: Trace) -> bool:
+        return True
+
+    async def main() -> None:
+        hung = asyncio.ensure_future(threads.call_timed(hangs, make_trace(), None, 0.3))
+        assert await asyncio.to_thread(began.wait, 30)  # it holds the pool's one thread
+        failing[0] = True
+        waiting = asyncio.ensure_future(threads.call_timed(queued, make_trace(), None, None))
+        with pytest.raises(TimedOut):
+            await hung  # let go: its replacement cannot start
+        assert attempts
+        failing[0] = False  # threads can start again; nothing else is submitted
+        output, _ = await asyncio.wait_for(waiting, 30)
+        assert output.passed is True
+
+    try:
+        asyncio.run(main())
+    finally:
+        release.set()
+        threads.shutdown(wait=False)
+    logged = [r for r in caplog.records if "replacement for an abandoned evaluator thread" in r.getMessage()]
+    assert len(logged) == 1 and logged[0].exc_info is not None

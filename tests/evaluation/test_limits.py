@@ -7,6 +7,7 @@ Rate limits run on an injected clock, so no assertion depends on how fast the ma
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -365,3 +366,77 @@ def test_a_judge_verdict_stands_when_charging_its_spend_fails(
     stats = p.processor.stats()
     assert (stats["evaluators"][name]["passed"], stats["evaluators"]["free"]["passed"]) == (1, 1)
     assert (stats["enriched"], stats["errors"], stats["internal_errors"]) == (1, 0, 1)
+
+
+def test_a_failed_budget_charge_keeps_the_judge_spend_metrics(
+    make_pipeline: MakePipeline, chat_server: JudgeServer
+) -> None:
+    """The ``gen_ai.evaluation.client.*`` metrics are not the budget: a charge that fails (its clock) keeps them.
+
+    Only this process's budget windows miss that spend; the failure is one internal error.
+    """
+    reader = InMemoryMetricReader()
+    judge = Judge("gpt-4o-mini", base_url=chat_server.url, api_key="k", max_retries=0)
+    judged = LLMJudge(rubric="Answers the question", judge=judge)
+    p = make_pipeline(
+        [EvaluatorSpec(judged, limits=Limits(max_usd_per_day=100.0)), free],
+        meter_provider=MeterProvider(metric_readers=[reader]),
+        limits_clock=OffMainThreadFailingClock(),
+    )
+    with p.tracer.start_as_current_span("chat-0") as span:
+        span.set_attribute("output.value", "an answer")
+    p.flush()
+    assert chat_server.count() == 1
+    assert attrs(p.one("chat-0"))[f"evaltrace.eval.{judged.name}.outcome"] == "pass"
+    assert p.processor.stats()["internal_errors"] == 1
+    cost = metric_points(reader, "gen_ai.evaluation.client.cost")
+    assert [point.value for point in cost] == [pytest.approx(CALL_USD)]
+    tokens = {
+        p.attributes["gen_ai.token.type"]: p.sum for p in metric_points(reader, "gen_ai.evaluation.client.token.usage")
+    }
+    assert tokens == {"input": PROMPT_TOKENS, "output": COMPLETION_TOKENS}
+    assert [d.count for d in metric_points(reader, "gen_ai.evaluation.client.operation.duration")] == [1]
+
+
+@evaluator(name="limited_too")
+def limited_too(trace: Trace) -> bool:
+    return False
+
+
+def test_a_limiter_failing_on_every_span_logs_once_per_evaluator_per_episode_and_counts_every_refusal(
+    make_pipeline: MakePipeline, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A persistent fault logs no traceback per evaluator per span on the application's thread (``span.end()``).
+
+    One ERROR (with its traceback) per limited evaluator when the episode starts, one INFO line each when the clock
+    answers again, one ERROR each when it fails again; every refusal counted.
+    """
+    clock = FailingClock()
+    many = Limits(evaluations_per_second=1000, burst=1000)
+    p = make_pipeline(
+        [free, EvaluatorSpec(limited, limits=many), EvaluatorSpec(limited_too, limits=many)], limits_clock=clock
+    )
+    caplog.set_level(logging.INFO, logger="evaltrace")
+
+    def failures() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if r.levelno == logging.ERROR and "rate limits" in r.getMessage()]
+
+    clock.failing = True
+    for n in range(30):
+        with p.tracer.start_as_current_span(f"chat-{n}"):
+            pass
+    assert len(failures()) == 2 and all(r.exc_info is not None for r in failures())
+    clock.failing = False
+    with p.tracer.start_as_current_span("chat-ok"):
+        pass
+    assert len([r for r in caplog.records if "works again after 30 internal error(s)" in r.getMessage()]) == 2
+    clock.failing = True
+    for n in range(5):
+        with p.tracer.start_as_current_span(f"again-{n}"):
+            pass
+    p.flush()
+    assert len(failures()) == 4
+    stats = p.processor.stats()
+    assert stats["internal_errors"] == 2 * 35
+    assert stats["not_evaluated_by_reason"] == {"limits_unavailable": 2 * 35}
+    assert stats["evaluators"]["free"]["passed"] == 36

@@ -28,6 +28,7 @@ from judge_server import JudgeServer, serve_judge
 from redis_server import RedisServer, running_redis
 
 from .conftest import MakePipeline, Pipeline
+from .test_limits import OffMainThreadFailingClock
 
 # The oldest-versions step of .ci/run runs tests/evaluation without the redis extra: skip there. The main step
 # installs it, and tests/backends/test_worker_shared_limits.py fails under CI when it is missing.
@@ -261,3 +262,22 @@ def test_a_redis_that_never_answers_costs_one_timeout_per_retry_not_one_per_eval
         assert p.processor.stats()["shared_limits"]["down"] is True
     finally:
         silent.close()
+
+
+def test_a_replica_whose_own_budget_charge_fails_still_charges_the_shared_budget(
+    make_pipeline: MakePipeline, redis_server: RedisServer, chat_server: JudgeServer
+) -> None:
+    """This process's budget windows failing (its ``limits_clock`` raises) never keeps the spend from the fleet's.
+
+    Replica A's judge call is charged to the shared budget (one call's worth), so replica B is over budget at once.
+    """
+    judged = llm_judge(chat_server)
+    spec = EvaluatorSpec(judged, limits=Limits(max_tokens_per_hour=PER_CALL))
+    failing = make_pipeline([spec], redis_url=patient(redis_server.url), limits_clock=OffMainThreadFailingClock())
+    healthy = make_pipeline([spec], redis_url=patient(redis_server.url))
+    send(failing, "chat-0")
+    assert failing.processor.stats()["internal_errors"] == 1  # its own windows missed it
+    send(healthy, "chat-1")
+    assert chat_server.count() == 1
+    assert outcome(failing, "chat-0", judged.name) == "pass"
+    assert healthy.processor.stats()["not_evaluated_by_reason"] == {"over_budget": 1}

@@ -27,7 +27,6 @@ tasks are the parent's) and grows again on the child's first :meth:`submit`; see
 from __future__ import annotations
 
 import concurrent.futures
-import logging
 import queue
 import threading
 import time
@@ -35,8 +34,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from evaltrace._internal import forks
-
-logger = logging.getLogger("evaltrace")
+from evaltrace._internal.errors import ErrorEpisode
 
 T = TypeVar("T")
 
@@ -111,6 +109,21 @@ stuck_calls = StuckCalls()
 """The process's count of stuck evaluator threads (the thread pool's abandoned tasks, the fast lane's demoted calls)."""
 
 
+def thread_started(thread: threading.Thread, wait_s: float = 1.0) -> bool:
+    """Whether ``thread``, whose ``start()`` raised, runs anyway; call from the ``except`` block of ``start()``.
+
+    ``start()`` raising ``RuntimeError`` (``can't start new thread``) started nothing. A ``KeyboardInterrupt``
+    (Ctrl-C) can land while ``start()`` waits for the OS thread it has already created: that thread runs, and
+    replacing it would start a second one on the same state. Its ident may not be set yet at that moment, so a
+    thread with none is waited for up to ``wait_s`` (only on that interrupted path) before being taken as not
+    started.
+    """
+    if thread.ident is not None:
+        return True
+    started: threading.Event | None = getattr(thread, "_started", None)  # CPython's: set once the thread runs
+    return started is not None and started.wait(wait_s)
+
+
 class UserAbort(Exception):
     """User code raised ``SystemExit``/``KeyboardInterrupt`` (or another ``BaseException``) in a pool thread."""
 
@@ -165,6 +178,8 @@ class DaemonExecutor(concurrent.futures.Executor):
         self._running: dict[concurrent.futures.Future[Any], _Item] = {}
         self._shutdown = False
         self._serial = 0
+        self._owed = False  # an abandoned task's replacement could not start: queued tasks wait for it
+        self._replacing = ErrorEpisode("starting a replacement for an abandoned evaluator thread (tried again)")
         forks.reinit_after_fork(self)
 
     def _reinit_after_fork(self) -> None:
@@ -180,6 +195,8 @@ class DaemonExecutor(concurrent.futures.Executor):
         self._queued = 0
         self._abandoned = 0
         self._running = {}
+        self._owed = False
+        self._replacing = ErrorEpisode("starting a replacement for an abandoned evaluator thread (tried again)")
 
     @property
     def abandoned(self) -> int:
@@ -219,8 +236,30 @@ class DaemonExecutor(concurrent.futures.Executor):
             self._abandoned += 1
             try:
                 self._grow_locked()
-            except Exception:  # no replacement now (a thread cannot start): the next submit starts one
-                logger.debug("starting a replacement for an abandoned thread", exc_info=True)
+            except Exception:  # no replacement now (a thread cannot start): the waiting callers retry it
+                self._owed = True
+                self._replacing.failed()
+
+    @property
+    def owes_thread(self) -> bool:
+        """Whether a thread this pool needs could not start: its queued tasks wait until :meth:`retry_growth`."""
+        return self._owed and not self._shutdown
+
+    def retry_growth(self) -> None:
+        """Start the thread owed since a replacement could not start; never raises (tried again at the next call).
+
+        Called by the caller that let the hung call go, until it succeeds: else a task queued behind the hung call
+        would wait for some later submit, and its timeout (counted from its start) would never run out.
+        """
+        with self._lock:
+            if not self._owed or self._shutdown:
+                return
+            try:
+                self._grow_locked()
+            except Exception:
+                self._replacing.failed()
+                return
+        self._replacing.ok()
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop taking work; optionally cancel queued tasks. ``wait`` joins nothing: the threads are daemons."""
@@ -248,14 +287,24 @@ class DaemonExecutor(concurrent.futures.Executor):
         # working (not abandoned) ones are below the limit.
         working = self._threads - self._abandoned
         if self._idle >= self._queued or working >= self._max_workers or self._abandoned > self._max_abandoned:
+            self._owed = False  # none needed (any more)
             return
         self._serial += 1
         name = f"{self._prefix}-{self._serial}"
         # Counted only once it runs (it waits for this lock before touching the counts): a thread that cannot start
         # must not be counted idle, or tasks would queue for ever behind a thread that does not exist.
-        threading.Thread(target=self._work, name=name, daemon=True).start()
+        thread = threading.Thread(target=self._work, name=name, daemon=True)
+        try:
+            thread.start()
+        except BaseException as exc:
+            if isinstance(exc, RuntimeError) or not thread_started(thread):
+                raise
+            self._threads += 1  # interrupted after it started: it runs, so it is counted (else counts go negative)
+            self._idle += 1
+            raise
         self._threads += 1
         self._idle += 1
+        self._owed = False
 
     def _work(self) -> None:
         while True:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -69,3 +70,41 @@ def log_internal_error(what: str) -> None:
     only kill the worker thread.
     """
     logger.exception("evaltrace internal error while %s", what)
+
+
+class ErrorEpisode:
+    """Log a recurring internal error once per episode: its first traceback, then silence until it works again.
+
+    A persistent fault (a clock that raises, a thread limit) hit once per span would log a traceback per span on
+    the application's thread, burying its logs and slowing ``span.end()``. The callers count every occurrence in
+    their stats; this logs the first one of an episode (with its traceback) and one INFO line when it ends.
+
+    Args:
+        what: What failed, as in ``log_internal_error`` (``"charging the judge spend"``).
+    """
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+        self._count = 0  # occurrences in the current episode
+        self._lock = threading.Lock()
+
+    def failed(self, detail: str = "") -> None:
+        """Note one occurrence; call from an ``except`` block. The first of an episode is logged with its traceback."""
+        with self._lock:
+            self._count += 1
+            first = self._count == 1
+        if first:
+            logger.exception(
+                "evaltrace internal error while %s%s (logged once until it works again; every occurrence is counted)",
+                self._what,
+                detail,
+            )
+
+    def ok(self) -> None:
+        """Note a success: ends an episode with one INFO line. O(1) and lock-free when nothing failed."""
+        if not self._count:
+            return
+        with self._lock:
+            count, self._count = self._count, 0
+        if count:
+            logger.info("evaltrace: %s works again after %d internal error(s)", self._what, count)

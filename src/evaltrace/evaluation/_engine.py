@@ -30,6 +30,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from evaltrace._internal import forks
+from evaltrace._internal.daemon_pool import thread_started
 from evaltrace._internal.errors import log_internal_error
 from evaltrace.evaluation._fast_lane import FastLane, LaneRunner, take_all
 from evaltrace.evaluation._isolation import EvaluatorThreads, Offenders
@@ -129,14 +130,20 @@ class Engine:
             if not self._loop_started:
                 try:
                     self._loop_thread.start()
-                except BaseException:
-                    self._loop_thread = self._new_threads()[0]  # a Thread object is started at most once
+                except BaseException as exc:
+                    if isinstance(exc, RuntimeError) or not thread_started(self._loop_thread):
+                        self._loop_thread = self._new_threads()[0]  # a Thread object is started at most once
+                    else:  # interrupted (Ctrl-C) after it started: it runs; a second one would share its loop
+                        self._loop_started = True
                     raise
                 self._loop_started = True
             try:
                 self._dispatcher.start()
-            except BaseException:
-                self._dispatcher = self._new_threads()[1]
+            except BaseException as exc:
+                if isinstance(exc, RuntimeError) or not thread_started(self._dispatcher):
+                    self._dispatcher = self._new_threads()[1]
+                else:  # interrupted after it started: both run, the next job is queued to it
+                    self._running = True
                 raise
             self._running = True
 

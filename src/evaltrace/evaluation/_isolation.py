@@ -35,6 +35,7 @@ logger = logging.getLogger("evaltrace.evaluation")
 
 MAX_OWN_POOLS = 16
 """Isolated evaluators with threads (sync; later ones share the last pool) or a loop (async) of their own."""
+_RETRY_S = 0.1  # how often a caller waiting for an owed thread tries to start it again
 
 
 @dataclass
@@ -128,11 +129,13 @@ class EvaluatorThreads(concurrent.futures.Executor):
         self.offenders = offenders
         self._own: dict[int, DaemonExecutor] = {}
         self._lock = threading.Lock()
+        self._retrying: asyncio.Task[None] | None = None  # starting the shared pool's owed thread (kept referenced)
         forks.reinit_after_fork(self)
 
     def _reinit_after_fork(self) -> None:
         """In a forked child: a new lock (each pool resets itself: no thread, nothing queued)."""
         self._lock = threading.Lock()
+        self._retrying = None
 
     # --- the Executor interface (the shared pool) ---------------------------------------------------------
 
@@ -219,8 +222,23 @@ class EvaluatorThreads(concurrent.futures.Executor):
                 timeout_s,
             )
         self._walk_away(evaluator, self.shared, future)
+        if self.shared.owes_thread and self._retrying is None:  # its replacement could not start: tried again
+            self._retrying = asyncio.get_running_loop().create_task(self._retry_owed(self.shared))
         waiting.cancel()
         raise TimedOut
+
+    async def _retry_owed(self, pool: DaemonExecutor) -> None:
+        """Start the thread ``pool`` owes (a hung call's replacement that could not start) as soon as one can.
+
+        The calls queued behind the hung one would otherwise wait for some later submit: their timeout counts
+        from their start, so nothing would time them out.
+        """
+        try:
+            while pool.owes_thread:
+                await asyncio.sleep(_RETRY_S)
+                pool.retry_growth()
+        finally:
+            self._retrying = None
 
     async def _await_own(
         self, evaluator: Any, trace: Trace, case: EvalCase | None, timeout_s: float | None

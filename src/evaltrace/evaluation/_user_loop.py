@@ -32,8 +32,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from evaltrace._internal import forks
-from evaltrace._internal.daemon_pool import UserAbort
-from evaltrace._internal.errors import log_internal_error
+from evaltrace._internal.daemon_pool import UserAbort, thread_started
+from evaltrace._internal.errors import ErrorEpisode, log_internal_error
 from evaltrace.evaluation._isolation import MAX_OWN_POOLS, Offenders
 from evaltrace.evaluation.runner import TimedOut, evaluator_name
 
@@ -71,8 +71,11 @@ class _Loop:
         self.thread = threading.Thread(target=self._main, name=f"evaltrace-async-eval-{serial}", daemon=True)
         try:
             self.thread.start()
-        except BaseException:  # can't start new thread: the loop (its selector and self-pipe) is not leaked
-            self.loop.close()
+        except BaseException as exc:
+            if isinstance(exc, RuntimeError) or not thread_started(self.thread):
+                self.loop.close()  # can't start new thread: the loop (its selector and self-pipe) is not leaked
+            else:  # interrupted (Ctrl-C) after it started: the loop nobody will use stops (and closes itself)
+                self.stop()
             raise
 
     def _main(self) -> None:
@@ -141,6 +144,8 @@ class UserLoop:
         self._watchdog: threading.Thread | None = None
         self.moved = 0  # evaluations restarted on a fresh loop (for tests and stats)
         self.stalls = 0
+        self.internal_errors = 0  # our own failures in the watchdog (counted in stats(); it keeps watching)
+        self._watch_failing = ErrorEpisode("watching or replacing the blocked async evaluators' loop (tried again)")
         self._closed = threading.Event()
         # The loop (a 50 ms heartbeat) and its watchdog start with the first async evaluation: an application
         # with no async evaluator never wakes for them.
@@ -160,7 +165,8 @@ class UserLoop:
         """
         if self._current is None:
             self._current = self._new_loop()
-        if self._watchdog is None:
+        if (self._watchdog is None or not self._watchdog.is_alive()) and not self._closed.is_set():
+            # not alive: it died (a bug of ours past ``_watch``'s own guard): blocking detection comes back
             watchdog = threading.Thread(target=self._watch, name="evaltrace-async-eval-watchdog", daemon=True)
             try:
                 watchdog.start()
@@ -179,6 +185,7 @@ class UserLoop:
         self._lock = threading.Lock()
         self.moved = 0
         self.stalls = 0
+        self.internal_errors = 0
         if self._closed.is_set():
             closed = threading.Event()
             closed.set()
@@ -321,8 +328,14 @@ class UserLoop:
             now = time.monotonic()
             holder = self._current
             busy = holder is not None and bool(holder.runs)
-            if holder is not None and judge.look(holder, holder.beat if busy else now, now, now - asleep - interval):
-                self._replace(holder)
+            try:
+                if holder is not None and judge.look(
+                    holder, holder.beat if busy else now, now, now - asleep - interval
+                ):
+                    self._replace(holder)
+            except Exception:  # a bug of ours: logged, and the watchdog keeps watching (else detection is off for good)
+                self.internal_errors += 1
+                self._watch_failing.failed()
 
     def _busy(self) -> bool:
         """Whether the shared loop has evaluations (else the watchdog looks less often: nothing to block)."""
@@ -337,7 +350,13 @@ class UserLoop:
                 return
             blocking = next((run for run in blocked.runs if run.task is not None and run.task is culprit), None)
             key = blocking.key if blocking is not None else None
-            self._current = self._new_loop()
+            try:
+                self._current = self._new_loop()
+            except RuntimeError:  # can't start new thread: nothing changed; the next looks see the stall and retry
+                self.internal_errors += 1
+                self._watch_failing.failed()
+                return
+            self._watch_failing.ok()
             if key is not None and key not in self._own and len(self._own) >= MAX_OWN_POOLS:
                 key = None  # bounded: past that many offenders, one more is contained as before (not isolated)
             if key is not None:  # the blocked loop becomes its evaluator's own: its calls go there from now on

@@ -47,7 +47,7 @@ from typing import Any, Literal
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from evaltrace._internal.errors import log_internal_error
+from evaltrace._internal.errors import ErrorEpisode
 
 
 @dataclass
@@ -513,6 +513,7 @@ class CompletionTimer:
     def __init__(self, tick: Callable[[], bool], interval_s: float = 0.1) -> None:
         self._tick = tick
         self._interval = interval_s
+        self._failing = ErrorEpisode("starting the trace completion timer (tried again with the next span)")
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -530,9 +531,10 @@ class CompletionTimer:
                     thread = threading.Thread(target=self._run, name="evaltrace-trace-completion", daemon=True)
                     try:
                         thread.start()
-                    except RuntimeError:
-                        log_internal_error("starting the trace completion timer (tried again with the next span)")
+                    except RuntimeError:  # logged once per episode: this is tried again at every span's end
+                        self._failing.failed()
                         return  # _wake left clear: the thread that starts later waits for its own poke
+                    self._failing.ok()
                     self._thread = thread  # only once it runs: else no later poke would start one
         if not self._wake.is_set():
             self._wake.set()

@@ -230,11 +230,13 @@ class LimitGate:
         scopes = [s for s in (self._scopes.get(name), self._global) if s is not None]
         if not scopes:
             return
-        with self._lock:  # always charged here too: a fallback continues from what this process spent
-            for scope in scopes:
-                scope.charge(tokens, usd)
-        if self.shared is not None:
-            self.shared.charge([(scope.key, scope.limits) for scope in scopes], tokens, usd)
+        try:
+            with self._lock:  # always charged here too: a fallback continues from what this process spent
+                for scope in scopes:
+                    scope.charge(tokens, usd)
+        finally:  # this process's windows failing (its clock) never keeps the spend from the fleet's budget
+            if self.shared is not None:
+                self.shared.charge([(scope.key, scope.limits) for scope in scopes], tokens, usd)
 
     @contextlib.asynccontextmanager
     async def slot(self, name: str) -> AsyncIterator[None]:

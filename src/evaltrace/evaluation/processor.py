@@ -41,7 +41,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from evaltrace._internal import forks, semconv
 from evaltrace._internal.episodes import LossEpisode
-from evaltrace._internal.errors import log_internal_error
+from evaltrace._internal.errors import ErrorEpisode, log_internal_error
 from evaltrace._internal.evaluator_registry import registered, resolve_evaluators
 from evaltrace._internal.export_queue import ExportQueue, observe_export_counts, shutdown_downstream
 from evaltrace._internal.tracing import is_suppressed
@@ -203,6 +203,11 @@ class EvaluationSpanProcessor(SpanProcessor):
         observe_export_counts(opts.meter_provider, self._export_queues)
         # Spans forwarded unevaluated because the queue was full: one WARNING per episode, exact counts in stats().
         self._overflow = LossEpisode(logger, "the evaluation queue", "evaluation")
+        # A persistent fault of ours on span.end()'s path (threads that cannot start, a limits_clock that raises)
+        # is logged once per episode, not once per span (or per evaluator): every occurrence is counted in stats().
+        self._handoff_failing = ErrorEpisode("handing spans' evaluations to the evaluation engine")
+        self._handoff_failed = False  # an episode of it is open
+        self._limits_failing: dict[str, ErrorEpisode] = {}  # evaluator name -> its limiter's failures
         self._engine = Engine(opts.sync_workers, opts.max_async_concurrency)
         self._runner = JobRunner(self._job_context(metrics), self._job_done)
         self._engine.start(self._runner.run, fast=self._runner)
@@ -249,6 +254,9 @@ class EvaluationSpanProcessor(SpanProcessor):
         self._stats = PipelineStats()
         self._sampled_out_ticks = self._new_ticks()
         self._overflow = LossEpisode(logger, "the evaluation queue", "evaluation")
+        self._handoff_failing = ErrorEpisode("handing spans' evaluations to the evaluation engine")
+        self._handoff_failed = False
+        self._limits_failing = {}
         self._limits = self._new_limits((*self._span_specs, *self._trace_specs))  # asyncio slots of the old loop
         if self._shutdown:
             return
@@ -519,7 +527,12 @@ class EvaluationSpanProcessor(SpanProcessor):
             if job is None:
                 self._forward(span)
                 return
-            if not self._submit(job):
+            try:
+                submitted = self._submit(job)
+            except BaseException:  # the user's Ctrl-C, passed on: the span still goes out (unevaluated, counted)
+                self._forward(span)
+                raise
+            if not submitted:
                 self._forward(span)
         finally:
             if watch:
@@ -557,14 +570,20 @@ class EvaluationSpanProcessor(SpanProcessor):
                 gate.job_started(trace_id)
                 noted = True
             self._engine.submit(job)
-        except Exception:  # e.g. its threads cannot start: the job was never queued, so no _job_done will come
-            self._stats.incr("internal_errors")
-            log_internal_error("handing a span's evaluation to the evaluation engine")
+        except BaseException as exc:  # e.g. its threads cannot start: the job was never queued, no _job_done comes
             if noted and gate is not None and trace_id is not None:
                 gate.job_finished(trace_id)  # the wait it just noted: the job will never finish it
             self._release_slot()
             self._never_runs(job, semconv.SKIP_ENGINE_UNAVAILABLE)
+            if not isinstance(exc, Exception):  # the user's Ctrl-C (in a thread's start): theirs, passed on unchanged
+                raise
+            self._stats.incr("internal_errors")
+            self._handoff_failing.failed()
+            self._handoff_failed = True
             return False
+        if self._handoff_failed:  # a plain flag: the usual span pays one attribute test, not a call
+            self._handoff_failed = False
+            self._handoff_failing.ok()
         self._stats.incr("enqueued")
         return True
 
@@ -925,7 +944,12 @@ class EvaluationSpanProcessor(SpanProcessor):
                 log_internal_error("marking the evaluations of a trace not evaluated at shutdown")
             self._gate_done(entry)
             return
-        if not self._submit(job):
+        try:
+            submitted = self._submit(job)
+        except BaseException:  # the user's Ctrl-C, passed on: the trace's wait is released as when refused
+            self._gate_done(entry)
+            raise
+        if not submitted:
             self._gate_done(entry)
 
     def _matching(
@@ -986,11 +1010,20 @@ class EvaluationSpanProcessor(SpanProcessor):
         uncounted. Logged as an internal error.
         """
         try:
-            return limits.admit(name)
+            reason = limits.admit(name)
         except Exception:
             self._stats.incr("internal_errors")
-            log_internal_error(f"checking the rate limits and budgets of evaluator {name!r}")
+            episode = self._limits_failing.get(name)
+            if episode is None:
+                what = f"checking the rate limits and budgets of evaluator {name!r}"
+                episode = self._limits_failing.setdefault(name, ErrorEpisode(what))
+            episode.failed()
             return semconv.SKIP_LIMITS_UNAVAILABLE
+        if self._limits_failing:  # only after a failure: the usual admission pays one truth test
+            episode = self._limits_failing.get(name)
+            if episode is not None:
+                episode.ok()
+        return reason
 
     def _attached(self, ref: str, specs: list[EvaluatorSpec]) -> Sequence[EvaluatorSpec]:
         """The decorator-attached specs of ``ref`` not already among the global ``specs`` chosen."""
@@ -1149,6 +1182,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         ``shared_limits`` (``redis``: the server, ``down``: limits are per process now, ``fallbacks``: outages seen).
         """
         data = self._stats.snapshot()
+        data["internal_errors"] += self._engine.user_loop.internal_errors  # its watchdog's (a thread of its own)
         data["queued"] = self._pending
         data["buffer"] = asdict(self._buffer.stats)
         if self._completion is not None:

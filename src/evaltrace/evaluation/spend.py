@@ -71,19 +71,29 @@ def charge_judge(
     The metrics (``gen_ai.evaluation.client.*``) are recorded under the result's evaluator name.
 
     Bookkeeping after the verdict: a failure here (a ``limits_clock`` that raises, a bug of ours) is counted as an
-    internal error and logged, and never takes the verdict with it (nor the other verdicts of its span).
+    internal error and logged, and never takes the verdict with it (nor the other verdicts of its span). The
+    metrics and the budgets are recorded apart: a charge that fails (the clock) never drops the metrics.
     """
     try:
         usage = judge_usage(result)
-        if usage is None:
-            return
-        if limits is not None:
-            limits.charge(name, usage.input_tokens + usage.output_tokens, usage.cost_usd)
-        if spend is not None:
-            spend.record_usage(result.evaluator, usage)
     except Exception:
         stats.incr("internal_errors")
-        log_internal_error(f"charging the judge spend of evaluator {name!r}")
+        log_internal_error(f"reading the judge spend of evaluator {name!r}")
+        return
+    if usage is None:
+        return
+    if spend is not None:
+        try:
+            spend.record_usage(result.evaluator, usage)
+        except Exception:
+            stats.incr("internal_errors")
+            log_internal_error(f"recording the judge spend metrics of evaluator {name!r}")
+    if limits is not None:
+        try:
+            limits.charge(name, usage.input_tokens + usage.output_tokens, usage.cost_usd)
+        except Exception:
+            stats.incr("internal_errors")
+            log_internal_error(f"charging the judge spend of evaluator {name!r}")
 
 
 def _is_number(value: Any) -> bool:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evaltrace._internal import forks
-from evaltrace._internal.errors import log_internal_error
+from evaltrace._internal.errors import ErrorEpisode, log_internal_error
 from evaltrace.evaluation.sinks._health import OutageLog
 from evaltrace.evaluation.sinks.base import ScoreSink, SinkResult, export_deadline
 from evaltrace.evaluation.sinks.deadletter import append_lines, write_dead_letters
@@ -142,6 +142,8 @@ class SinkWorker:
         self._deadline = float("inf")
         self._not_before = 0.0  # monotonic time before which the backend asked not to be called (Retry-After)
         self._thread: threading.Thread | None = None  # None: not started (yet) in this process
+        what = f"starting the delivery thread of score sink {sink.name} (tried again later)"
+        self._start_failing = ErrorEpisode(what)
         with self._cond:
             self._start_locked()
         forks.reinit_after_fork(self)
@@ -157,9 +159,10 @@ class SinkWorker:
             thread = threading.Thread(target=self._run, name=f"evaltrace-sink-{self.sink.name}", daemon=True)
             try:
                 thread.start()
-            except RuntimeError:
-                log_internal_error(f"starting the delivery thread of score sink {self.sink.name} (tried again later)")
+            except RuntimeError:  # logged once per episode: this is tried again with every score
+                self._start_failing.failed()
                 return
+            self._start_failing.ok()
             self._thread = thread  # only once it runs: else no later score would start one
 
     def _reinit_after_fork(self) -> None:
