@@ -225,6 +225,35 @@ def test_the_evaluator_call_on_a_thread_with_nothing_attached_is_suppressed_and_
     assert not tracing.is_suppressed()
 
 
+def test_an_evaluator_that_edits_its_context_in_place_changes_no_later_evaluations_context() -> None:
+    """opentelemetry-api 1.30 (our floor) blocks only ``ctx[k] = v``: ``pop``/``update`` on the current context
+    edit it in place. The suppressed context shared between evaluations on threads with nothing attached must
+    then not be shared, or one evaluator's edit (even removing the suppression) reaches every later evaluation.
+    On newer APIs the edits raise, and the result is the same."""
+    seen: list[dict[str, Any]] = []
+
+    @evaluator(name="rude")
+    def rude(trace: Trace) -> bool:
+        current = otel_context.get_current()
+        for edit in (lambda: current.update({"tenant": "A"}), lambda: current.pop(SUPPRESS_EVALTRACE_KEY, None)):
+            try:
+                edit()
+            except Exception:  # a Context that refuses changes (opentelemetry-api 1.31+)
+                pass
+        return True
+
+    @evaluator(name="probe")
+    def probe(trace: Trace) -> bool:
+        seen.append(dict(otel_context.get_current()))
+        return True
+
+    for each in (rude, probe):
+        thread = threading.Thread(target=call_evaluator, args=(each, make_trace()))
+        thread.start()
+        thread.join()
+    assert seen == [{SUPPRESS_EVALTRACE_KEY: True}]
+
+
 class _SyncClass:
     name = "sync"
     version = None

@@ -62,6 +62,12 @@ INVALID_OUTPUT_ERROR_TYPE = "invalid_output"
 _STACK_LIMIT = 4000
 _NOT_CALLED: Any = object()
 _SUPPRESSED_ALONE = Context({SUPPRESS_EVALTRACE_KEY: True})  # the default (empty) context, suppressed: see _call
+# Shared across evaluations only where Context refuses every change: opentelemetry-api 1.30 (our floor) blocks
+# ``ctx[k] = v`` alone, so an evaluator's ``get_current().pop(...)`` or ``.update(...)`` would reach every later one.
+_REUSE_SUPPRESSED = all(
+    getattr(Context, name) is not getattr(dict, name)
+    for name in ("update", "pop", "setdefault", "clear", "__delitem__")
+)
 
 
 @dataclass(frozen=True)
@@ -128,9 +134,12 @@ def _call(evaluator: Evaluator, trace: Trace, case: EvalCase | None) -> Any:
     # Python calls around each): this runs once per evaluation. ``Context({**current, key: True})`` is exactly
     # ``otel_context.set_value(key, True)``.
     # On a lane worker or the loop nothing is attached (the runtime's default context): the suppressed context is
-    # then always the same one, built once (a Context is immutable).
+    # then always the same one, built once, where this OpenTelemetry's Context refuses changes (_REUSE_SUPPRESSED).
     current = get_current()
-    token = attach(_SUPPRESSED_ALONE if current is DEFAULT else Context({**current, SUPPRESS_EVALTRACE_KEY: True}))
+    if current is DEFAULT and _REUSE_SUPPRESSED:
+        token = attach(_SUPPRESSED_ALONE)
+    else:
+        token = attach(Context({**current, SUPPRESS_EVALTRACE_KEY: True}))
     try:
         return evaluator.evaluate(trace, case)
     except (SystemExit, KeyboardInterrupt) as exc:  # inline on the loop: it would stop the loop
