@@ -20,7 +20,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from evaltrace._internal import semconv
 from evaltrace._internal.daemon_pool import DaemonExecutor
+from evaltrace._internal.errors import ErrorEpisode
 from evaltrace.backfill.checkpoint import Checkpoint, describe_options
 from evaltrace.backfill.results import result_score, result_span
 from evaltrace.backfill.sources import TraceSource, session_of
@@ -173,9 +175,16 @@ class Judging:
     """The evaluation side: where each evaluator runs, the limits, and the run options."""
 
     def __init__(
-        self, specs: Sequence[EvaluatorSpec], gate: LimitGate, concurrency: int, timeout_s: float | None
+        self,
+        specs: Sequence[EvaluatorSpec],
+        gate: LimitGate,
+        concurrency: int,
+        timeout_s: float | None,
+        fatal: tuple[type[BaseException], ...] = (),
     ) -> None:
         self.gate = gate
+        self.fatal = fatal  # the gate's errors that are not the limiter failing (Ray's lost actor: retried)
+        self.failing: dict[str, ErrorEpisode] = {}  # evaluator name -> its limiter's failures
         self.timeout_s = timeout_s
         self.slots = asyncio.Semaphore(concurrency)
         self.pools: dict[int, DaemonExecutor | None] = {}
@@ -192,14 +201,27 @@ class Judging:
             if pool is not None:
                 pool.shutdown(wait=False, cancel_futures=True)
 
-    async def admit(self, name: str) -> None:
-        """Wait out the rate limit; raise :class:`BudgetStop` when a budget is spent."""
+    async def admit(self, name: str) -> bool:
+        """Wait out the rate limit; raise :class:`BudgetStop` when a budget is spent.
+
+        Returns False when the limiter itself fails (a ``limits_clock`` that raises, a bug of ours): as live
+        evaluation, only this evaluation is refused (``limits_unavailable``), never run unchecked nor the backfill
+        stopped; logged once per episode.
+        """
         if not self.gate.active:
-            return
+            return True
         while True:
-            reason = self.gate.admit(name)
+            try:
+                reason = self.gate.admit(name)
+            except self.fatal:
+                raise
+            except Exception:
+                self._episode(name).failed()
+                return False
+            if name in self.failing:
+                self.failing[name].ok()
             if reason is None:
-                return
+                return True
             if reason == OVER_BUDGET:
                 raise BudgetStop
             assert reason == RATE_LIMITED
@@ -213,7 +235,8 @@ class Judging:
         timeout = spec.timeout_s if spec.timeout_s is not None else self.timeout_s
         async with self.slots, contextlib.AsyncExitStack() as stack:
             # Admitted once a slot is free: a budget is overshot by at most the evaluations running at once.
-            await self.admit(name)
+            if not await self.admit(name):
+                return skipped_result(spec.evaluator, semconv.SKIP_LIMITS_UNAVAILABLE)
             if self.gate.active:
                 await stack.enter_async_context(self.gate.slot(name))
             result = await arun_evaluator(
@@ -223,10 +246,23 @@ class Judging:
                 options=RunOptions(timeout_s=timeout),
                 executor=self.pools[id(spec)],
             )
-        usage = judge_usage(result) if result.detail else None
-        if usage is not None:
-            self.gate.charge(name, usage.input_tokens + usage.output_tokens, usage.cost_usd)
+        try:  # bookkeeping after the verdict: its failure never takes the verdict with it (nor the backfill)
+            usage = judge_usage(result) if result.detail else None
+            if usage is not None:
+                self.gate.charge(name, usage.input_tokens + usage.output_tokens, usage.cost_usd)
+        except self.fatal:
+            raise
+        except Exception:
+            self._episode(name).failed()
         return result
+
+    def _episode(self, name: str) -> ErrorEpisode:
+        """The episode of evaluator ``name``'s limiter failing (admission and charge: one clock, one episode)."""
+        episode = self.failing.get(name)
+        if episode is None:
+            what = f"checking or charging the rate limits and budgets of evaluator {name!r}"
+            episode = self.failing.setdefault(name, ErrorEpisode(what))
+        return episode
 
 
 async def _judge_unit(

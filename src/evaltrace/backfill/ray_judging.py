@@ -170,7 +170,11 @@ def judge_unit(
     lease_s = (max(timeouts) + _LEASE_MARGIN_S) if max(timeouts) > 0 else _LEASE_UNBOUNDED_S
 
     async def run() -> list[EvaluationResult | None]:
-        judging = Judging(specs, ClusterGate(gate, active, lease_s), 1, job.timeout_s)
+        import ray
+
+        # A lost limits actor is not the limiter failing: the task is retried elsewhere (see RayBatchJudge).
+        fatal = (ray.exceptions.RayActorError,)
+        judging = Judging(specs, ClusterGate(gate, active, lease_s), 1, job.timeout_s, fatal)
         answers: list[EvaluationResult | None] = []
         try:
             for judged, indices in targets:

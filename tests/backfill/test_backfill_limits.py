@@ -1,0 +1,100 @@
+"""A backfill whose limiter fails: as live evaluation, only the evaluator being checked is refused.
+
+The real :class:`~evaltrace.evaluation.limits.LimitGate` is given a clock that raises (a user's ``limits_clock``
+failing), then the real backfill judges real stored traces into the real local store.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import evaltrace
+import evaltrace.backfill.api
+from evaltrace.evaluation import EvaluatorSpec
+from evaltrace.evaluation.limits import LimitGate, Limits
+from evaltrace.exporters.store_db import DB_NAME
+from evaltrace.schema import EvaluationResult, Trace
+
+from .backfill_evaluators import has_answer
+from .stored import build_store
+
+
+class FailingClock:
+    """Monotonic seconds that raise while ``failing`` (the limiter itself cannot decide)."""
+
+    def __init__(self, failing: bool) -> None:
+        self.failing = failing
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        if self.failing:
+            raise OSError("clock source unavailable")
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FailingClock:
+    """The clock of the backfill's gate (a real LimitGate), healthy until a test says otherwise."""
+    clock = FailingClock(failing=False)
+    monkeypatch.setattr(evaltrace.backfill.api, "LimitGate", lambda limits: LimitGate(limits, clock))
+    return clock
+
+
+def _evals(store: Path) -> list[tuple[object, ...]]:
+    with sqlite3.connect(store / DB_NAME) as conn:
+        return conn.execute("SELECT evaluator, outcome, count(*) FROM evals GROUP BY 1, 2 ORDER BY 1, 2").fetchall()
+
+
+@evaltrace.evaluator(name="budgeted")
+def budgeted(trace: Trace) -> Any:
+    """Pass, reporting a judge call of 100 tokens."""
+    judge = {"model": "gpt-4o-mini", "input_tokens": 90, "output_tokens": 10, "cost_usd": 0.001}
+    return EvaluationResult(evaluator="budgeted", passed=True, detail={"judge": judge})
+
+
+def test_a_limiter_that_fails_refuses_only_its_evaluator_in_a_backfill(
+    tmp_path: Path, clock: FailingClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The backfill finishes: ``budgeted`` is not evaluated (``limits_unavailable``), ``has_answer`` judges each trace.
+
+    Never run unchecked (its budget could be overspent), never lost uncounted, and the run is not aborted; the
+    failure is logged once (one episode), not once per trace.
+    """
+    store = tmp_path / "store"
+    build_store(store, 3)
+    clock.failing = True
+    spec = EvaluatorSpec(budgeted, limits=Limits(max_tokens_per_hour=10_000))
+    with caplog.at_level(logging.INFO, logger="evaltrace"):
+        report = evaltrace.evaluate_traces([has_answer, spec], store=store, sinks=[], concurrency=2)
+    assert report.stopped is None
+    assert report.evaluations == 6
+    assert report.outcomes == {"pass": 3, "not_evaluated": 3}
+    assert _evals(store) == [("budgeted", "not_evaluated", 3), ("has_answer", "pass", 3)]
+    with sqlite3.connect(store / DB_NAME) as conn:
+        spans = conn.execute("SELECT data FROM spans").fetchall()
+    assert sum("limits_unavailable" in str(row[0]) for row in spans) == 3
+    failures = [r for r in caplog.records if r.levelno == logging.ERROR and "budgeted" in r.getMessage()]
+    assert len(failures) == 1 and failures[0].exc_info is not None
+
+
+def test_a_backfill_verdict_stands_when_charging_its_spend_fails(tmp_path: Path, clock: FailingClock) -> None:
+    """The clock fails once the judge has answered: the charge fails, the verdict and the other one are stored."""
+
+    @evaltrace.evaluator(name="budgeted")
+    def breaks_the_clock(trace: Trace) -> Any:
+        result = budgeted.evaluate(trace, None)
+        clock.failing = True  # after admission, before the charge
+        return result
+
+    store = tmp_path / "store"
+    build_store(store, 1)
+    spec = EvaluatorSpec(breaks_the_clock, limits=Limits(max_tokens_per_hour=10_000), inline=True)
+    report = evaltrace.evaluate_traces([has_answer, spec], store=store, sinks=[], concurrency=1)
+    assert clock.failing
+    assert (report.stopped, report.evaluations, report.outcomes) == (None, 2, {"pass": 2})
+    assert _evals(store) == [("budgeted", "pass", 1), ("has_answer", "pass", 1)]
