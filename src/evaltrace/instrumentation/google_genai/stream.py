@@ -7,6 +7,7 @@ id, the model version and the usage so far; the last usage is the call's.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -110,19 +111,14 @@ class _Candidate:
         self.finish_reason: str | None = None
 
 
-_SDK_TYPES: list[tuple[type, type, type, type] | None] = []
-
-
+@functools.cache
 def _sdk_types() -> tuple[type, type, type, type] | None:
     """google-genai's response, candidate, content and part classes, imported once (None: not importable)."""
-    if not _SDK_TYPES:
-        try:
-            from google.genai.types import Candidate, Content, GenerateContentResponse, Part
-        except ImportError:
-            _SDK_TYPES.append(None)
-        else:
-            _SDK_TYPES.append((GenerateContentResponse, Candidate, Content, Part))
-    return _SDK_TYPES[0]
+    try:
+        from google.genai.types import Candidate, Content, GenerateContentResponse, Part
+    except ImportError:
+        return None
+    return GenerateContentResponse, Candidate, Content, Part
 
 
 def stream_parts(parts: list[Any]) -> list[Part]:

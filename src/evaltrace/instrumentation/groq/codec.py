@@ -15,6 +15,7 @@ OpenAI codec's readers. What Groq adds is read here:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable
 from typing import Any
 
@@ -121,19 +122,14 @@ class _Delta:
         self.__pydantic_extra__ = {"reasoning": reasoning} if isinstance(reasoning, str) and reasoning else extra
 
 
-_SDK_TYPES: list[tuple[Any, Any, Any, Any] | None] = []  # Any: a type check must not narrow the chunk to object
-
-
-def _sdk_types() -> tuple[Any, Any, Any, Any] | None:
+@functools.cache
+def _sdk_types() -> tuple[Any, Any, Any, Any] | None:  # Any: a type check must not narrow the chunk to object
     """The groq SDK's chunk, choice, delta and ``x_groq`` classes, imported once (None: not importable)."""
-    if not _SDK_TYPES:
-        try:
-            from groq.types.chat.chat_completion_chunk import ChatCompletionChunk, Choice, ChoiceDelta, XGroq
-        except ImportError:
-            _SDK_TYPES.append(None)
-        else:
-            _SDK_TYPES.append((ChatCompletionChunk, Choice, ChoiceDelta, XGroq))
-    return _SDK_TYPES[0]
+    try:
+        from groq.types.chat.chat_completion_chunk import ChatCompletionChunk, Choice, ChoiceDelta, XGroq
+    except ImportError:
+        return None
+    return ChatCompletionChunk, Choice, ChoiceDelta, XGroq
 
 
 def _x_groq_has_more(x_groq: Any) -> bool:

@@ -8,6 +8,7 @@ chunk carries ``usage``. Fragments are kept as lists and joined once at the end.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import Any
 
@@ -91,24 +92,20 @@ class _Choice:
         return output_message(parts, self.finish_reason)
 
 
-_SDK_TYPES: list[tuple[Any, ...] | None] = []  # Any: a type check must not narrow the event to object
 _MODELS = ("mistralai.client.models", "mistralai.models")  # mistralai 2.x, then 1.x
 _NAMES = ("CompletionEvent", "CompletionChunk", "CompletionResponseStreamChoice", "DeltaMessage")
 
 
-def _sdk_types() -> tuple[Any, ...] | None:
+@functools.cache
+def _sdk_types() -> tuple[Any, ...] | None:  # Any: a type check must not narrow the event to object
     """The SDK's event, chunk, choice, delta, thinking and text chunk classes, imported once (None: not found)."""
-    if not _SDK_TYPES:
-        found: tuple[type, ...] | None = None
-        for name in _MODELS:
-            try:
-                models = importlib.import_module(name)
-                found = tuple(getattr(models, n) for n in (*_NAMES, "ThinkChunk", "TextChunk"))
-            except (ImportError, AttributeError):
-                continue
-            break
-        _SDK_TYPES.append(found)
-    return _SDK_TYPES[0]
+    for name in _MODELS:
+        try:
+            models = importlib.import_module(name)
+            return tuple(getattr(models, n) for n in (*_NAMES, "ThinkChunk", "TextChunk"))
+        except (ImportError, AttributeError):
+            continue
+    return None
 
 
 class MistralStreamAccumulator:
