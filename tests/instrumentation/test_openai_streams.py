@@ -419,7 +419,7 @@ def test_a_close_from_another_thread_waits_for_the_batch_being_folded(
     real_extra = accumulate.reasoning_extra
 
     def extra_then_close(delta: Any) -> Any:
-        if not closer:  # the first fold of a batch holding chunk 30: close from another thread, meanwhile
+        if not closer and delta.refusal:  # chunk 30, in the middle of its batch: close from another thread
             done = threading.Event()
             thread = threading.Thread(target=lambda: (stream.close(), done.set()))
             closer.append(thread)
