@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import pytest
@@ -84,4 +85,97 @@ def test_a_thread_started_before_an_interrupt_in_its_start_is_counted_and_no_sec
         assert ran == ["later", "again", "more"]
         assert [t.name for t in threading.enumerate() if t.name.startswith("interrupt-pool")] == ["interrupt-pool-1"]
     finally:
+        pool.shutdown(wait=False)
+
+
+def test_a_task_whose_thread_cannot_start_waits_for_a_live_busy_thread_and_runs_logged_once_per_episode(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``Thread.start`` failing for the new thread only (injected), while the pool's one thread is busy.
+
+    The task is queued behind the busy thread rather than refused: it runs once that thread's task returns, as past
+    ``max_workers``. The fault is logged once for the episode (not once per task) and its end once, when a thread
+    starts again. Before, each such task raised ``can't start new thread`` (an evaluation ``error``, no verdict)
+    although a thread would have served it a moment later.
+    """
+    real = threading.Thread.start
+    failing = [False]
+    refused: list[str] = []
+
+    def start(thread: threading.Thread) -> None:
+        if failing[0] and thread.name.startswith("busy-pool"):
+            refused.append(thread.name)
+            raise RuntimeError("can't start new thread")
+        real(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    caplog.set_level(logging.INFO, logger="evaltrace")
+    pool = DaemonExecutor(4, thread_name_prefix="busy-pool")
+    release = threading.Event()
+    began = threading.Event()
+    ran: list[str] = []
+    try:
+        busy = pool.submit(lambda: (began.set(), release.wait(60), ran.append("busy")))
+        assert began.wait(30)  # the pool's one thread holds it
+        failing[0] = True
+        waiting = [pool.submit(ran.append, word) for word in ("first", "second", "third")]
+        assert len(refused) == 3  # each submit tried to start a thread
+        assert not any(f.done() for f in waiting)  # queued behind the busy thread, not refused
+        release.set()
+        assert [f.result(timeout=30) for f in waiting] == [None, None, None]
+        assert busy.result(timeout=30) is not None
+        assert ran == ["busy", "first", "second", "third"]  # each once, in order, on the one thread
+        assert [t.name for t in threading.enumerate() if t.name.startswith("busy-pool")] == ["busy-pool-1"]
+        errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+        assert len(errors) == 1 and errors[0].exc_info is not None
+        assert "starting a pool thread" in errors[0].getMessage()
+
+        failing[0] = False  # threads can start again: the next one needed starts, and the episode ends
+        release.clear()
+        began.clear()
+        held = pool.submit(lambda: (began.set(), release.wait(60)))
+        assert began.wait(30)
+        assert pool.submit(lambda: "served").result(timeout=30) == "served"  # a new thread, not behind the held one
+        assert len([r for r in caplog.records if "works again after 3 internal error(s)" in r.getMessage()]) == 1
+        release.set()
+        held.result(timeout=30)
+    finally:
+        release.set()
+        pool.shutdown(wait=False)
+
+
+def test_a_task_whose_thread_cannot_start_is_refused_when_its_only_thread_was_abandoned_to_a_hung_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No live thread can ever take it (the pool's one thread runs a task its caller gave up on): refused at once.
+
+    Queued, it would wait for a task that may never return; refused, nothing runs later behind its caller's back.
+    """
+    real = threading.Thread.start
+    failing = [False]
+
+    def start(thread: threading.Thread) -> None:
+        if failing[0] and thread.name.startswith("hung-pool"):
+            raise RuntimeError("can't start new thread")
+        real(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    pool = DaemonExecutor(1, thread_name_prefix="hung-pool")
+    release = threading.Event()
+    began = threading.Event()
+    ran: list[str] = []
+    try:
+        hung = pool.submit(lambda: (began.set(), release.wait(60)))
+        assert began.wait(30)
+        pool.abandon(hung)
+        failing[0] = True
+        with pytest.raises(RuntimeError, match="can't start new thread"):
+            pool.submit(ran.append, "refused")
+        release.set()
+        hung.result(timeout=30)
+        failing[0] = False
+        assert pool.submit(ran.append, "later").result(timeout=30) is None
+        assert ran == ["later"]
+    finally:
+        release.set()
         pool.shutdown(wait=False)

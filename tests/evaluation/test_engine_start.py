@@ -11,6 +11,7 @@ once the fault clears the next span is evaluated.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import logging
 import os
@@ -24,6 +25,7 @@ import pytest
 from evaltrace._internal import semconv
 from evaltrace._internal.daemon_pool import DaemonExecutor
 from evaltrace.evaluation import EvaluatorSpec, JsonlScoreSink, evaluator
+from evaltrace.evaluation._isolation import EvaluatorThreads, Offenders
 from evaltrace.evaluation._user_loop import UserLoop
 from evaltrace.evaluation.runner import RunOptions, arun_evaluator
 from evaltrace.evaluation.sampling import ExportSampling
@@ -163,6 +165,84 @@ def test_a_sync_evaluation_whose_pool_thread_cannot_start_is_an_error_and_never_
         assert later.passed is True
         assert calls == ["second"]
     finally:
+        pool.shutdown(wait=False)
+
+
+def test_a_sync_evaluation_whose_thread_cannot_start_waits_for_a_busy_pool_thread_and_gets_its_verdict(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The pool's one thread is busy with another evaluation when the call's new thread cannot start (injected).
+
+    On the live engine's pool (``EvaluatorThreads``) the call waits for the busy thread and gets its verdict, its
+    timeout counted from its own start (the wait is not held against it). On a plain pool (offline runs) its
+    timeout counts from submission, as for any queued call: cut short by it, the call never runs later. Before,
+    each was an ``error`` (``can't start new thread``) though the busy thread would have served it.
+    """
+    real: Callable[[threading.Thread], None] = threading.Thread.start
+    failing = [False]
+
+    def start(thread: threading.Thread) -> None:
+        if failing[0] and thread.name.startswith(("evaltrace-eval-", "test-eval-pool")):
+            raise RuntimeError("can't start new thread")
+        real(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    calls: list[str] = []
+    release = threading.Event()
+    began = threading.Event()
+
+    @evaluator(name="holds")
+    def holds(trace: Trace) -> bool:
+        began.set()
+        release.wait(60)
+        return True
+
+    @evaluator(name="counted")
+    def counted(trace: Trace) -> bool:
+        calls.append(trace.output.final_answer or "")
+        return True
+
+    async def waits_for_the_busy_thread(executor: concurrent.futures.Executor) -> None:
+        busy = asyncio.ensure_future(arun_evaluator(holds, make_trace("busy"), executor=executor))
+        assert await asyncio.to_thread(began.wait, 30)
+        failing[0] = True
+        queued = asyncio.ensure_future(
+            arun_evaluator(counted, make_trace("queued"), executor=executor, options=RunOptions(timeout_s=0.5))
+        )
+        await asyncio.sleep(1.0)  # past its timeout, all spent waiting for the thread
+        assert not queued.done() and calls == []
+        release.set()
+        result = await asyncio.wait_for(queued, 30)
+        assert result.passed is True and result.error is None
+        assert (await asyncio.wait_for(busy, 30)).passed is True
+        assert calls == ["queued"]
+
+    threads = EvaluatorThreads(2, Offenders())
+    try:
+        asyncio.run(waits_for_the_busy_thread(threads))
+    finally:
+        threads.shutdown(wait=False)
+
+    failing[0], calls[:] = False, []
+    release.clear()
+    began.clear()
+    pool = DaemonExecutor(2, thread_name_prefix="test-eval-pool")
+
+    async def times_out_from_submission() -> None:
+        busy = asyncio.ensure_future(arun_evaluator(holds, make_trace("busy"), executor=pool))
+        assert await asyncio.to_thread(began.wait, 30)
+        failing[0] = True
+        cut = await arun_evaluator(counted, make_trace("cut"), executor=pool, options=RunOptions(timeout_s=0.5))
+        assert cut.status == "failed" and cut.error is not None and "timed out after 0.5 s" in str(cut.error)
+        release.set()
+        assert (await asyncio.wait_for(busy, 30)).passed is True
+        assert pool.submit(lambda: None).result(timeout=30) is None  # the busy thread is free: anything queued ran
+        assert calls == []  # the call cut short never ran behind its caller's back
+
+    try:
+        asyncio.run(times_out_from_submission())
+    finally:
+        release.set()
         pool.shutdown(wait=False)
 
 

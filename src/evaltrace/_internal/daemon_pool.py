@@ -124,6 +124,9 @@ def thread_started(thread: threading.Thread, wait_s: float = 1.0) -> bool:
     return started is not None and started.wait(wait_s)
 
 
+_STARTING = "starting a pool thread (the task waits for a busy thread of the pool; tried again at each submit)"
+
+
 class UserAbort(Exception):
     """User code raised ``SystemExit``/``KeyboardInterrupt`` (or another ``BaseException``) in a pool thread."""
 
@@ -180,6 +183,7 @@ class DaemonExecutor(concurrent.futures.Executor):
         self._serial = 0
         self._owed = False  # an abandoned task's replacement could not start: queued tasks wait for it
         self._replacing = ErrorEpisode("starting a replacement for an abandoned evaluator thread (tried again)")
+        self._starting = ErrorEpisode(_STARTING)
         forks.reinit_after_fork(self)
 
     def _reinit_after_fork(self) -> None:
@@ -197,6 +201,7 @@ class DaemonExecutor(concurrent.futures.Executor):
         self._running = {}
         self._owed = False
         self._replacing = ErrorEpisode("starting a replacement for an abandoned evaluator thread (tried again)")
+        self._starting = ErrorEpisode(_STARTING)
 
     @property
     def abandoned(self) -> int:
@@ -206,10 +211,16 @@ class DaemonExecutor(concurrent.futures.Executor):
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> TimedFuture[T]:
         """Schedule ``fn(*args, **kwargs)``.
 
+        When the new thread it needs cannot start (``can't start new thread``) while the pool has a live thread
+        (one not abandoned: busy now, it takes queued work when its task returns, or is let go at its timeout and
+        replaced), the task is queued behind it, as past ``max_workers``: it runs, its caller's timeout counts as
+        usual, and the fault is logged once per episode; each later submit tries to start a thread again.
+
         Raises:
-            RuntimeError: After :meth:`shutdown`, or when the thread it needs cannot start (``can't start new
-                thread``): then nothing is queued, so ``fn`` never runs later behind its caller's back (a judge
-                call nobody awaits, uncounted), and the next submit tries to start a thread again.
+            RuntimeError: After :meth:`shutdown`, or when the thread it needs cannot start and no live thread could
+                ever take it (none, or all abandoned to hung tasks): then nothing is queued, so ``fn`` never runs
+                later behind its caller's back (a judge call nobody awaits, uncounted), and the next submit tries
+                to start a thread again.
         """
         future: TimedFuture[T] = TimedFuture()
         with self._lock:
@@ -218,7 +229,12 @@ class DaemonExecutor(concurrent.futures.Executor):
             self._queued += 1
             try:
                 self._grow_locked()
-            except BaseException:
+            except Exception:
+                if self._threads - self._abandoned <= 0:  # no thread could ever take it: refused, nothing queued
+                    self._queued -= 1
+                    raise
+                self._starting.failed()  # a live thread takes it once free (or its replacement, if it hangs)
+            except BaseException:  # Ctrl-C: reaches the caller unchanged, nothing queued
                 self._queued -= 1
                 raise
             self._queue.put(_Item(future, fn, args, kwargs))  # under the lock: a thread takes it after the counts
@@ -305,6 +321,7 @@ class DaemonExecutor(concurrent.futures.Executor):
         self._threads += 1
         self._idle += 1
         self._owed = False
+        self._starting.ok()  # ends an episode of tasks queued behind busy threads (one int test otherwise)
 
     def _work(self) -> None:
         while True:
