@@ -855,3 +855,81 @@ def test_a_session_verdict_stands_when_charging_its_judge_spend_fails(make_pipel
     assert stats["session_results"] == 1
     assert (stats["evaluators"]["priced"]["passed"], stats["evaluators"]["priced"]["errors"]) == (1, 0)
     assert stats["internal_errors"] == 1
+
+
+class SessionLimiterClock:
+    """A ``limits_clock`` that raises while ``failing`` names where: ``"admission"`` (the flush's thread, where a
+    due session's judgement is admitted) or ``"charge"`` (the evaluation loop, where a judge's spend is charged)."""
+
+    def __init__(self) -> None:
+        self.failing: str | None = None
+        self.admitting = threading.current_thread()
+
+    def __call__(self) -> float:
+        here = "admission" if threading.current_thread() is self.admitting else "charge"
+        if self.failing == here:
+            raise OSError("clock source unavailable")
+        return 1000.0
+
+
+def test_a_session_limiter_failing_for_many_sessions_logs_once_per_episode_and_counts_every_one(
+    make_pipeline: MakePipeline, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A persistent fault of a session evaluator's limiter, at admission and then when its spend is charged.
+
+    Over 12 sessions each, one ERROR (with its traceback) when the episode starts, one INFO line with its count when
+    the limiter answers again, nothing in between; every occurrence counted: each admission refused
+    (``limits_unavailable``) with an internal error, each failed charge an internal error with its verdict kept.
+    Before, each session's failed charge logged its own traceback.
+    """
+    clock = SessionLimiterClock()
+
+    @evaluator(name="priced")
+    def priced(conversation: Conversation) -> EvaluationResult:
+        usage = {"model": "gpt-4o-mini", "input_tokens": 100, "output_tokens": 10, "cost_usd": 0.001}
+        return EvaluationResult(evaluator="priced", passed=True, score=1.0, detail={"judge": usage})
+
+    judge = Judge()
+    specs = [
+        EvaluatorSpec(judge.build(), scope="session"),
+        EvaluatorSpec(priced, scope="session", limits={"max_usd_per_day": 100.0}),
+    ]
+    p = make_pipeline(specs, trace_quiet_period_s=0.0, session_quiet_period_s=600.0, limits_clock=clock)
+    caplog.set_level(logging.INFO, logger="evaltrace")
+
+    def errors() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if r.levelno == logging.ERROR]
+
+    def recovered(count: int) -> int:
+        return len([r for r in caplog.records if f"works again after {count} internal error(s)" in r.getMessage()])
+
+    def sessions(prefix: str) -> None:
+        for n in range(12):
+            _turn(p, f"{prefix}-{n}", "q", "a")
+        p.flush()  # each is due now: judged, admitted on this thread
+
+    clock.failing = "admission"
+    sessions("refused")
+    assert len(errors()) == 1 and errors()[0].exc_info is not None and "'priced'" in errors()[0].getMessage()
+    stats = p.processor.stats()
+    assert stats["evaluators"]["priced"]["not_evaluated_by_reason"] == {"limits_unavailable": 12}
+    assert stats["internal_errors"] == 12
+    assert len(judge.seen) == 12  # the unlimited evaluator judged every session
+
+    clock.failing = "charge"
+    sessions("charged")
+    assert recovered(12) == 1  # the admission episode ended at the first admission that worked
+    assert len(errors()) == 2 and errors()[1].exc_info is not None and "'priced'" in errors()[1].getMessage()
+    stats = p.processor.stats()
+    assert stats["internal_errors"] == 24
+    assert stats["evaluators"]["priced"]["passed"] == 12  # every verdict kept
+    assert stats["evaluators"]["priced"]["errors"] == 0
+
+    clock.failing = None
+    sessions("healthy")
+    assert recovered(12) == 2  # the charge episode ended at the first charge that worked
+    assert len(errors()) == 2
+    stats = p.processor.stats()
+    assert stats["internal_errors"] == 24
+    assert stats["evaluators"]["priced"]["passed"] == 24
+    assert stats["session_results"] == 12 + 24 + 24

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from evaltrace._internal import semconv
+from evaltrace._internal.errors import ErrorEpisode
 from evaltrace.exceptions import ConfigError
 
 if TYPE_CHECKING:
@@ -195,6 +196,8 @@ class LimitGate:
         self._global = _Scope("global", global_limits, clock) if global_limits is not None else None
         self._scopes: dict[str, _Scope] = {}
         self.shared = shared
+        # Evaluator name -> its failing charges (spend.charge_judge): logged once per episode, every one counted.
+        self.charge_failing: dict[str, ErrorEpisode] = {}
 
     def register(self, name: str, limits: Limits | None) -> None:
         """Set the limits of evaluator ``name`` (the first registration of a name wins)."""

@@ -16,7 +16,7 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, MeterProvider, Observation
 
 from evaltrace._internal import semconv
-from evaltrace._internal.errors import log_internal_error
+from evaltrace._internal.errors import ErrorEpisode, log_internal_error
 from evaltrace._internal.tracing import INSTRUMENTATION_NAME
 from evaltrace._version import __version__
 from evaltrace.evaluation.telemetry import NameGuard
@@ -71,8 +71,9 @@ def charge_judge(
     The metrics (``gen_ai.evaluation.client.*``) are recorded under the result's evaluator name.
 
     Bookkeeping after the verdict: a failure here (a ``limits_clock`` that raises, a bug of ours) is counted as an
-    internal error and logged, and never takes the verdict with it (nor the other verdicts of its span). The
-    metrics and the budgets are recorded apart: a charge that fails (the clock) never drops the metrics.
+    internal error and logged (a failing charge once per evaluator per episode), and never takes the verdict with it
+    (nor the other verdicts of its span). The metrics and the budgets are recorded apart: a charge that fails (the
+    clock) never drops the metrics.
     """
     try:
         usage = judge_usage(result)
@@ -93,7 +94,17 @@ def charge_judge(
             limits.charge(name, usage.input_tokens + usage.output_tokens, usage.cost_usd)
         except Exception:
             stats.incr("internal_errors")
-            log_internal_error(f"charging the judge spend of evaluator {name!r}")
+            # A persistent fault (its clock) would log a traceback per judged span or session: once per episode.
+            episode = limits.charge_failing.get(name)
+            if episode is None:
+                what = f"charging the judge spend of evaluator {name!r}"
+                episode = limits.charge_failing.setdefault(name, ErrorEpisode(what))
+            episode.failed()
+            return
+        if limits.charge_failing:  # only after a failure: the usual charge pays one truth test
+            episode = limits.charge_failing.get(name)
+            if episode is not None:
+                episode.ok()
 
 
 def _is_number(value: Any) -> bool:
