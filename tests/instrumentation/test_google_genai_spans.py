@@ -350,6 +350,10 @@ async def test_api_error_fails_the_span_and_reaches_the_caller_unchanged(
         client = client_for(server)
         with pytest.raises(errors.ClientError) as raised:
             await _generate(client, is_async, model="gemini-2.0-flash", contents="x")
+        # Both pools closed here: the sync one is otherwise closed only by the client's __del__, and the error's
+        # traceback puts the client in a reference cycle, which the collector may break after finalising the
+        # pooled socket, with "unclosed socket" then raised in whichever later test collects it.
+        client.close()
         await client.aio.aclose()  # the SDK leaves an errored aiohttp connection to the session's close
     span = _span(exporter)
     assert span.status.status_code is StatusCode.ERROR
@@ -361,6 +365,7 @@ async def test_api_error_fails_the_span_and_reaches_the_caller_unchanged(
         client = client_for(server)
         with pytest.raises(errors.ClientError):
             await _stream(client, is_async, model="gemini-2.0-flash", contents="x")
+        client.close()
         await client.aio.aclose()
     span = _span(exporter)
     assert span.status.status_code is StatusCode.ERROR and span.attributes["error.type"] == "INVALID_ARGUMENT"
