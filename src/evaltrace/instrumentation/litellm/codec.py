@@ -19,7 +19,7 @@ from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from evaltrace._internal import semconv as sc
-from evaltrace._internal.engine.codec import PLAIN, Accumulator, Codec, Endpoint, add_each, chunk_failed
+from evaltrace._internal.engine.codec import PLAIN, Accumulator, Codec, Endpoint, add_each, chunk_failed, plain_fields
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.engine.values import host_port
 from evaltrace._internal.openai import build
@@ -191,18 +191,6 @@ _READ = {"chunk": ("choices", "usage"), "choice": ("index", "finish_reason", "de
          "delta": ("content", "refusal", "tool_calls", "function_call", "reasoning_content", "reasoning")}  # fmt: skip
 
 
-def _plain_fields(cls: type, names: tuple[str, ...]) -> bool:
-    """Whether ``getattr(obj, name)`` of a ``cls`` instance is its ``__dict__`` entry, else its pydantic extra.
-
-    True for a pydantic (v2) model where no class in the MRO has an attribute of any of ``names`` (a descriptor
-    would be read first) and none is a private attribute (read from ``__pydantic_private__``).
-    """
-    private = getattr(cls, "__private_attributes__", None)
-    if not isinstance(getattr(cls, "__pydantic_fields__", None), dict) or not isinstance(private, dict):
-        return False
-    return not any(name in private or any(name in vars(k) for k in cls.__mro__) for name in names)
-
-
 @functools.cache
 def _sdk_types() -> tuple[Any, Any, Any] | None:  # Any: a type check must not narrow the chunk to object
     """LiteLLM's ``ModelResponseStream``, ``StreamingChoices`` and ``Delta``, once (None: unusable, read by ``add``)."""
@@ -211,7 +199,7 @@ def _sdk_types() -> tuple[Any, Any, Any] | None:  # Any: a type check must not n
     except ImportError:
         return None
     types = (ModelResponseStream, StreamingChoices, Delta)
-    if not all(_plain_fields(cls, _READ[k]) for cls, k in zip(types, ("chunk", "choice", "delta"), strict=True)):
+    if not all(plain_fields(cls, _READ[k]) for cls, k in zip(types, ("chunk", "choice", "delta"), strict=True)):
         return None
     return types
 
@@ -242,7 +230,7 @@ class LiteLLMChatAccumulator(ChatAccumulator):
         ``__getattr__`` and several raise ``AttributeError``. The common chunk (LiteLLM's own types, exactly; one
         choice; no usage; a delta with text and no reasoning, refusal or tool call) is read here from the
         instances' ``__dict__``, then their extras: what ``getattr`` returns for fields no class defines
-        (``_plain_fields``). Every other chunk goes through ``add``, so both paths record the same.
+        (``plain_fields``). Every other chunk goes through ``add``, so both paths record the same.
         """
         types = _sdk_types()
         if types is None:
@@ -250,7 +238,7 @@ class LiteLLMChatAccumulator(ChatAccumulator):
             return
         chunk_type, choice_type, delta_type = types
         buffers = self.choices
-        # ``fields.get(name, extra.get(name))``: the instance's entry, else its extra, else None (see _plain_fields)
+        # ``fields.get(name, extra.get(name))``: the instance's entry, else its extra, else None (see plain_fields)
         for chunk in chunks:
             try:
                 if type(chunk) is not chunk_type or self.header_pending:
