@@ -136,10 +136,14 @@ def converse_frame(event_type: str, body: dict[str, Any]) -> bytes:
     return frame(headers, json.dumps(body).encode())
 
 
-def chunk_frame(chunk: dict[str, Any]) -> bytes:
-    """An ``invoke_model_with_response_stream`` ``chunk`` frame carrying ``chunk`` as base64 JSON bytes."""
+def chunk_frame(chunk: dict[str, Any] | bytes) -> bytes:
+    """An ``invoke_model_with_response_stream`` ``chunk`` frame carrying ``chunk`` as base64 JSON bytes.
+
+    A dict is written with ``json.dumps``' default separators; bytes are the model event exactly as given.
+    """
     headers = {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"}
-    payload = json.dumps({"bytes": base64.b64encode(json.dumps(chunk).encode()).decode()}).encode()
+    raw = chunk if isinstance(chunk, bytes) else json.dumps(chunk).encode()
+    payload = json.dumps({"bytes": base64.b64encode(raw).decode()}).encode()
     return frame(headers, payload)
 
 

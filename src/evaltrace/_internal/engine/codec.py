@@ -138,6 +138,19 @@ def add_each(add: Callable[[Any], object], chunks: list[Any]) -> None:
             chunk_failed()
 
 
+def plain_fields(cls: type, names: tuple[str, ...]) -> bool:
+    """Whether ``getattr(obj, name)`` of a ``cls`` instance is its ``__dict__`` entry, else its pydantic extra.
+
+    True for a pydantic (v2) model where no class in the MRO has an attribute of any of ``names`` (a descriptor
+    would be read first) and none is a private attribute (read from ``__pydantic_private__``). A batch fold reads
+    such fields from the instance (a dict lookup) instead of through pydantic's ``__getattr__`` hook.
+    """
+    private = getattr(cls, "__private_attributes__", None)
+    if not isinstance(getattr(cls, "__pydantic_fields__", None), dict) or not isinstance(private, dict):
+        return False
+    return not any(name in private or any(name in vars(k) for k in cls.__mro__) for name in names)
+
+
 class Codec:
     """A provider's translation layer; subclass it and override what the provider needs.
 

@@ -12,7 +12,8 @@ The chunks are the model family's own stream, read by shape on the first chunk t
 
 Bedrock adds ``amazon-bedrock-invocationMetrics`` (``inputTokenCount``, ``outputTokenCount``, cache counts) to the
 last chunk of every family: the token counts when the family's own chunks report none. ``add`` parses one chunk
-(O(its size)) and appends; nothing is joined before the end.
+(O(its size)) and appends; nothing is joined before the end. ``add_batch`` (the stream proxy's batch fold) reads an
+Anthropic content delta of the compact shape Bedrock sends without building its dicts (see ``_delta_head``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.anthropic.accumulate import MessagesAccumulator
 from evaltrace._internal.anthropic.response import usage_of
+from evaltrace._internal.engine.codec import chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.engine.values import count
 from evaltrace._internal.openai.parts import Part, text_part, tool_call_part
@@ -34,10 +36,15 @@ from evaltrace.instrumentation.bedrock.bodies import cohere_usage
 _CONVERSE_EVENTS = frozenset({"messageStart", "contentBlockStart", "contentBlockDelta", "contentBlockStop",
                               "messageStop", "metadata"})  # fmt: skip
 _METRICS = "amazon-bedrock-invocationMetrics"
+_DELTA_FIELDS = {"text_delta": "text", "input_json_delta": "partial_json", "thinking_delta": "thinking"}
+"""An Anthropic content delta's ``type`` -> the field of it ``MessagesAccumulator.add`` keeps (others: nothing)."""
+_STRING_END = b'"}}'
 
 
 # json.loads' own C scanner, with the default decoder's settings (typeshed does not declare ``scan_once``).
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+# ... and the string scanner it calls for each JSON string (strict, as json.loads: no raw control characters).
+_SCAN_STRING: Callable[[str, int], tuple[str, int]] = json.decoder.scanstring  # type: ignore[attr-defined]
 
 
 def _loads(data: bytes | str) -> Any:
@@ -48,7 +55,8 @@ def _loads(data: bytes | str) -> Any:
     anything else, a scan that fails or that stops before the end goes through ``json.loads``, so the value, and
     any error, is its own.
     """
-    if type(data) is bytes and data[:1] == b"{" and b"\x00" not in data[:4]:
+    # ``find``, not ``in``: ``bytes.__contains__`` first tries its argument as an int and formats a TypeError.
+    if type(data) is bytes and data[:1] == b"{" and data.find(b"\x00", 0, 4) < 0:
         text = data.decode("utf-8", "surrogatepass")
         try:
             value, end = _SCAN(text, 0)
@@ -57,6 +65,28 @@ def _loads(data: bytes | str) -> Any:
         if end == len(text):
             return value
     return json.loads(data)
+
+
+_DELTA_OPEN = b'{"type":"content_block_delta","index":'
+
+
+def _delta_head(data: bytes) -> tuple[bytes, int] | None:
+    """The bytes a compact Anthropic content delta opens with, up to its fragment's string, and its block index.
+
+    Bedrock sends each delta as compact JSON, ``{"type":"content_block_delta","index":0,"delta":{"type":
+    "text_delta","text":"..."}}``. A chunk that is this head, one JSON string and ``}}`` parses to exactly that
+    dict with that string, whatever the string holds, so ``add_batch`` reads the chunks after one of this shape
+    by that test alone. None for any other shape (whitespace, key order, a kind ``add`` keeps nothing of).
+    """
+    comma = data.find(b",", len(_DELTA_OPEN))
+    digits = data[len(_DELTA_OPEN) : comma]
+    if not data.startswith(_DELTA_OPEN) or not digits.isdigit() or (digits[:1] == b"0" and len(digits) > 1):
+        return None
+    for kind, name in _DELTA_FIELDS.items():
+        head = b'%s,"delta":{"type":"%s","%s":' % (data[:comma], kind.encode(), name.encode())
+        if data.startswith(head):
+            return head, int(digits)
+    return None
 
 
 def _event(body: dict[str, Any]) -> SimpleNamespace:
@@ -92,7 +122,7 @@ class InvokeStreamAccumulator:
         # botocore's events are dicts: checked exactly first, as ``isinstance(..., Mapping)`` is an ABC check.
         chunk = event.get("chunk") if type(event) is dict or isinstance(event, Mapping) else None
         data = chunk.get("bytes") if type(chunk) is dict or isinstance(chunk, Mapping) else None
-        if not isinstance(data, bytes | str):
+        if not isinstance(data, (bytes, str)):  # a tuple: ``bytes | str`` would build a union per call
             return False
         body = _loads(data)
         if not isinstance(body, dict):
@@ -112,6 +142,45 @@ class InvokeStreamAccumulator:
             self.converse = converse.ConverseStreamAccumulator(self.response_id)
             return self.converse.add(body)
         return self._text_chunk(body)
+
+    def add_batch(self, events: list[Any]) -> None:
+        """``add`` for each event in order, in one frame (the stream proxy's batch fold).
+
+        Claude's stream over Bedrock is mostly runs of content deltas of one block and kind, each a small JSON
+        document that ``add`` parses into dicts and reads through an event view. Once ``add`` has folded a delta
+        of the compact shape (``_delta_head``), the next chunks that are the same head, one JSON string and ``}}``
+        are read here: the string decoded by ``json``'s own string scanner (the one ``json.loads`` calls for it,
+        so the text and what counts as valid are its own) and appended to the block's fragments, which is all
+        ``add`` does with such a delta. Any other chunk goes to ``add`` and ends the run.
+        """
+        head = b""  # the current run's head (b"": no run), where its string starts, and its block's append
+        skip = 0
+        append: Any = None
+        add = self.add
+        for event in events:
+            data: Any = None
+            if type(event) is dict:
+                chunk = event.get("chunk")
+                data = chunk.get("bytes") if type(chunk) is dict else None
+                if head and type(data) is bytes and data.startswith(head) and data.endswith(_STRING_END):
+                    try:
+                        text = data[skip:-2].decode("utf-8", "surrogatepass")  # as json.loads decodes the chunk
+                        value, end = _SCAN_STRING(text, 1)
+                    except ValueError:  # invalid UTF-8 or not one valid string: ``add`` raises it its own way
+                        pass
+                    else:
+                        if end == len(text) and text[:1] == '"':
+                            append(value)
+                            continue
+            head = b""
+            try:
+                if add(event) and self.anthropic is not None and type(data) is bytes:
+                    found = _delta_head(data)
+                    block = self.anthropic.blocks.get(found[1]) if found is not None else None
+                    if found is not None and block is not None:
+                        head, skip, append = found[0], len(found[0]), block.fragments.append
+            except Exception:
+                chunk_failed()
 
     def _metrics(self, metrics: Mapping[str, Any]) -> None:
         self.metrics = usage_of(

@@ -9,10 +9,12 @@ when generation failed, ``error``): the terminal signal. Fragments are kept in l
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.codec import add_each, chunk_failed, plain_fields
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai.parts import Part, field, reasoning_part, text_part, tool_call_part
 from evaltrace.instrumentation.cohere.codec import billed_attributes, finish_reason, usage_of
@@ -47,6 +49,24 @@ class _ToolCall:
         return tool_call_part(self.call_id, self.name, "".join(self.fragments))
 
 
+@functools.cache
+def _sdk_types() -> tuple[Any, Any, Any, Any] | None:  # Any: a type check must not narrow the event to object
+    """The cohere SDK's content-delta event, its delta, message and content classes, once (None: read by ``add``)."""
+    try:
+        from cohere.types.chat_content_delta_event_delta import ChatContentDeltaEventDelta
+        from cohere.types.chat_content_delta_event_delta_message import ChatContentDeltaEventDeltaMessage
+        from cohere.types.chat_content_delta_event_delta_message_content import (
+            ChatContentDeltaEventDeltaMessageContent,
+        )
+        from cohere.v2.types.v2chat_stream_response import ContentDeltaV2ChatStreamResponse
+    except ImportError:
+        return None
+    types = (ContentDeltaV2ChatStreamResponse, ChatContentDeltaEventDelta, ChatContentDeltaEventDeltaMessage,
+             ChatContentDeltaEventDeltaMessageContent)  # fmt: skip
+    reads = (("type", "index", "delta"), ("message",), ("content",), ("thinking", "text"))
+    return types if all(plain_fields(cls, names) for cls, names in zip(types, reads, strict=True)) else None
+
+
 class ChatStreamAccumulator:
     """Accumulates v2 chat stream events by content and tool-call index."""
 
@@ -78,6 +98,41 @@ class ChatStreamAccumulator:
             return True
         handler = _HANDLERS.get(etype) if isinstance(etype, str) else None
         return handler(self, event) if handler is not None else False
+
+    def add_batch(self, events: list[Any]) -> None:
+        """``add`` for each event in order, the common event read in this one frame (the stream proxy's batch fold).
+
+        The common event is a ``content-delta`` whose content already started. Once its types are checked to be the
+        cohere SDK's own (exactly, fields no class defines: ``plain_fields``), its fields are read from the
+        instances' ``__dict__`` instead of seven calls through ``field`` and pydantic's ``__getattr__`` hook. Every
+        other event, and one whose fields are not all in ``__dict__``, goes through ``add``: both record the same.
+        """
+        types = _sdk_types()
+        if types is None:
+            add_each(self.add, events)
+            return
+        event_type, delta_type, message_type, content_type = types
+        contents = self.contents
+        for event in events:
+            try:
+                if type(event) is event_type:
+                    fields = event.__dict__
+                    delta = fields.get("delta")
+                    if fields.get("type") == "content-delta" and type(delta) is delta_type and "index" in fields:
+                        message = delta.__dict__.get("message")
+                        if type(message) is message_type:
+                            said = message.__dict__.get("content")
+                            content = contents.get(fields["index"] or 0)
+                            if type(said) is content_type and content is not None:
+                                said = said.__dict__
+                                if "thinking" in said and "text" in said:
+                                    text = said["thinking"] if content.kind == "thinking" else said["text"]
+                                    if isinstance(text, str):
+                                        content.fragments.append(text)
+                                    continue
+                self.add(event)
+            except Exception:
+                chunk_failed()
 
     def _tool_call_delta(self, event: Any) -> bool:
         call = self.tools.get(getattr(event, "index", None) or 0)

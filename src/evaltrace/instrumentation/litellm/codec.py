@@ -14,15 +14,16 @@ functions read them (``request_attributes``, ``chat_outcome``, ``ChatAccumulator
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from evaltrace._internal import semconv as sc
-from evaltrace._internal.engine.codec import PLAIN, Accumulator, Codec, Endpoint
+from evaltrace._internal.engine.codec import PLAIN, Accumulator, Codec, Endpoint, add_each, chunk_failed, plain_fields
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.engine.values import host_port
 from evaltrace._internal.openai import build
-from evaltrace._internal.openai.accumulate import ChatAccumulator
+from evaltrace._internal.openai.accumulate import ChatAccumulator, _ChoiceBuffer
 from evaltrace._internal.openai.parts import field, reasoning_part
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import chat_outcome, chat_summary
@@ -185,6 +186,27 @@ class _Choice:
         self.delta = _Lenient(delta) if delta is not None else None
 
 
+# What ``add`` reads of a chunk, its choice and its delta after the header (``getattr(obj, name, None)`` each).
+_READ = {"chunk": ("choices", "usage"), "choice": ("index", "finish_reason", "delta"),
+         "delta": ("content", "refusal", "tool_calls", "function_call", "reasoning_content", "reasoning")}  # fmt: skip
+
+
+@functools.cache
+def _sdk_types() -> tuple[Any, Any, Any] | None:  # Any: a type check must not narrow the chunk to object
+    """LiteLLM's ``ModelResponseStream``, ``StreamingChoices`` and ``Delta``, once (None: unusable, read by ``add``)."""
+    try:
+        from litellm.types.utils import Delta, ModelResponseStream, StreamingChoices
+    except ImportError:
+        return None
+    types = (ModelResponseStream, StreamingChoices, Delta)
+    if not all(plain_fields(cls, _READ[k]) for cls, k in zip(types, ("chunk", "choice", "delta"), strict=True)):
+        return None
+    return types
+
+
+_EMPTY: dict[str, Any] = {}  # read only: an instance without extras
+
+
 class LiteLLMChatAccumulator(ChatAccumulator):
     """OpenAI's chat accumulator over LiteLLM's chunks, plus the ``reasoning_content`` of each ``Delta``."""
 
@@ -199,6 +221,71 @@ class LiteLLMChatAccumulator(ChatAccumulator):
             if isinstance(reasoning, str) and reasoning:
                 self.choices[choice.index].reasoning.append(reasoning)
         return output
+
+    def add_batch(self, chunks: list[Any]) -> None:
+        """``add`` for each chunk in order, the common chunk read in this one frame (the stream proxy's batch fold).
+
+        ``add`` wraps every chunk, choice and delta in a view whose reads are ``getattr(obj, name, None)``; LiteLLM
+        keeps most fields in the pydantic extras and deletes the unset ones, so each read goes through pydantic's
+        ``__getattr__`` and several raise ``AttributeError``. The common chunk (LiteLLM's own types, exactly; one
+        choice; no usage; a delta with text and no reasoning, refusal or tool call) is read here from the
+        instances' ``__dict__``, then their extras: what ``getattr`` returns for fields no class defines
+        (``plain_fields``). Every other chunk goes through ``add``, so both paths record the same.
+        """
+        types = _sdk_types()
+        if types is None:
+            add_each(self.add, chunks)
+            return
+        chunk_type, choice_type, delta_type = types
+        buffers = self.choices
+        # ``fields.get(name, extra.get(name))``: the instance's entry, else its extra, else None (see plain_fields)
+        for chunk in chunks:
+            try:
+                if type(chunk) is not chunk_type or self.header_pending:
+                    self.add(chunk)
+                    continue
+                fields = chunk.__dict__
+                extra = chunk.__pydantic_extra__ or _EMPTY
+                choices = fields.get("choices", extra.get("choices"))
+                if (
+                    type(choices) is not list
+                    or len(choices) != 1
+                    or fields.get("usage", extra.get("usage")) is not None
+                    or type(choices[0]) is not choice_type
+                ):
+                    self.add(chunk)
+                    continue
+                fields = choices[0].__dict__
+                extra = choices[0].__pydantic_extra__ or _EMPTY
+                delta = fields.get("delta", extra.get("delta"))
+                if type(delta) is not delta_type:
+                    self.add(chunk)
+                    continue
+                index = fields.get("index", extra.get("index", 0))
+                finish = fields.get("finish_reason", extra.get("finish_reason"))
+                fields = delta.__dict__
+                extra = delta.__pydantic_extra__ or _EMPTY
+                reasoning = fields.get("reasoning_content", extra.get("reasoning_content"))
+                if (
+                    fields.get("refusal", extra.get("refusal"))
+                    or fields.get("tool_calls", extra.get("tool_calls"))
+                    or fields.get("function_call", extra.get("function_call")) is not None
+                    or (isinstance(reasoning, str) and reasoning)
+                    or isinstance(extra.get("reasoning_content"), str)  # what ``reasoning_extra`` reads
+                    or isinstance(extra.get("reasoning"), str)
+                ):
+                    self.add(chunk)
+                    continue
+                buffer = buffers.get(index)
+                if buffer is None:
+                    buffer = buffers[index] = _ChoiceBuffer()
+                content = fields.get("content", extra.get("content"))
+                if content:
+                    buffer.text.append(content)
+                if finish is not None:
+                    buffer.finish_reason = finish
+            except Exception:
+                chunk_failed()
 
     def outcome(self) -> Outcome:
         """OpenAI's outcome, with the cache writes LiteLLM reports for Anthropic."""

@@ -1,0 +1,203 @@
+"""Claude's stream over ``invoke_model_with_response_stream`` records the same through ``add_batch`` as through ``add``.
+
+``InvokeStreamAccumulator.add_batch`` reads a compact Anthropic content delta (``{"type":"content_block_delta",
+"index":N,"delta":{"type":"text_delta","text":"..."}}``, the shape Bedrock sends) without parsing it into dicts:
+once ``add`` has folded one, the next chunks that are the same head, one JSON string and ``}}`` have that string
+decoded by ``json``'s own string scanner and appended. For every recorded invoke stream (botocore parsing the
+replayed event stream) and for chunk shapes no recording holds (escapes, surrogates, raw UTF-8, a string followed by
+more keys, duplicate keys, whitespace, other indexes, thinking and tool-input runs, non-strings, invalid JSON and
+UTF-8), folding through ``add_batch`` in batches of any size must give the same outcome, end reason, summary and
+failure as ``add`` on each chunk, so no recorded attribute changes. Only one Claude invoke stream is recorded
+(``TestInvokeModelWithStreamResponse.test_invoke``); the thinking and tool-input runs are built in its format.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("boto3")  # an optional extra: not in CI's oldest-versions environment
+
+from bedrock_replay import (
+    OPENINFERENCE,
+    calls_of,
+    cassettes,
+    chunk_frame,
+    client,
+    read_stream,
+    replay,
+    send,
+    synthetic,
+)
+
+from cassettes import ReplayServer, load_cassette
+from evaltrace._internal.engine.codec import add_each
+from evaltrace.instrumentation.bedrock.invoke_stream import InvokeStreamAccumulator
+
+CLAUDE = "anthropic.claude-3-5-sonnet-20240620-v1:0"
+RECORDED = OPENINFERENCE / "TestInvokeModelWithStreamResponse.test_invoke.yaml"
+
+
+def _recorded_streams() -> list[Any]:
+    out = []
+    for path in cassettes():
+        for index, call in enumerate(calls_of(load_cassette(path))):
+            if call.method == "invoke_model_with_response_stream" and call.recorded.status == 200:
+                out.append(pytest.param(path, index, id=f"{path.stem}-{index}"))
+    return out
+
+
+def _record(acc: InvokeStreamAccumulator) -> tuple[Any, ...]:
+    """What the span is built from; an error building it is part of the record (both paths must fail alike)."""
+    out: list[Any] = []
+    for read in (acc.outcome, acc.end_reason, acc.summary, acc.failure):
+        try:
+            out.append(read())
+        except Exception as error:
+            out.append((type(error).__name__, str(error)))
+    return tuple(out)
+
+
+def _assert_batches_record_what_add_records(events: list[Any]) -> tuple[Any, ...]:
+    """Fold ``events`` one by one, and as the proxy does (``add`` to the first output, then batches) for sizes."""
+    one_by_one = InvokeStreamAccumulator("req")
+    add_each(one_by_one.add, events)
+    expected = _record(one_by_one)
+    for size in (1, 2, 3, 64):
+        batched = InvokeStreamAccumulator("req")
+        start = 0
+        for start, event in enumerate(events, 1):  # noqa: B007
+            if batched.add(event):
+                break
+        for at in range(start, len(events), size):
+            batched.add_batch(events[at : at + size])
+        assert _record(batched) == expected, size
+    return expected
+
+
+@pytest.mark.parametrize(("path", "index"), _recorded_streams())
+def test_every_recorded_invoke_stream_records_the_same_through_the_batch_fold(path: Path, index: int) -> None:
+    with replay(path) as (api, calls, _):
+        for call in calls[:index]:
+            result = send(api, call)
+            if call.method == "invoke_model_with_response_stream":
+                read_stream(result)
+        events = read_stream(send(api, calls[index]))
+    assert len(events) > 10
+    outcome = _assert_batches_record_what_add_records(events)[0]
+    assert outcome.output_messages[0]["parts"]
+
+
+def _recorded_chunks() -> list[bytes]:
+    """The model events of the recorded Claude stream, as Bedrock sent them (compact JSON)."""
+    body = load_cassette(RECORDED)[0].body
+    chunks = []
+    while body:
+        size = int.from_bytes(body[:4], "big")
+        message, body = body[:size], body[size:]
+        if b'{"bytes":"' in message:
+            chunks.append(base64.b64decode(json.loads(message[message.index(b'{"bytes":"') : -4])["bytes"]))
+    return chunks
+
+
+def _served(chunks: list[bytes]) -> list[Any]:
+    """``chunks`` sent as a Bedrock event stream and read back by boto3 (botocore's own parsing)."""
+    body = b"".join(chunk_frame(chunk) for chunk in chunks)
+    with ReplayServer([synthetic(f"{CLAUDE}/invoke-with-response-stream", body)]) as server:
+        result = client(server).invoke_model_with_response_stream(modelId=CLAUDE, body=b"{}")
+        return read_stream(result)
+
+
+TEXT = b'{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":'
+EDGES: dict[str, bytes] = {
+    "escapes": TEXT + b'"a\\"b\\\\c\\n\\t\\u00e9\\ud83d\\ude00\\/"}}',
+    "lone surrogate": TEXT + b'"x\\ud800y"}}',
+    "raw utf-8": TEXT + b'"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"}}',
+    "empty": TEXT + b'""}}',
+    "closing bytes inside the string": TEXT + b'"x\\"}}"}}',
+    "a key after the string": TEXT + b'"a","extra":1}}',
+    "a duplicate key": TEXT + b'"a","text":"b"}}',
+    "the type again": TEXT + b'"a","type":"thinking_delta"}}',
+    "an outer key after the delta": TEXT + b'"a"},"x":{"y":"b"}}',
+    "metrics after the delta": TEXT
+    + b'"a"},"amazon-bedrock-invocationMetrics":{"inputTokenCount":3,"outputTokenCount":4,"x":"y"}}',
+    "whitespace": b'{"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "w"}}',
+    "trailing newline": TEXT + b'"a"}}\n',
+    "another block": b'{"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"b1"}}',
+    "index as a string": b'{"type":"content_block_delta","index":"0","delta":{"type":"text_delta","text":"s"}}',
+    "a thinking delta in a text block": (
+        b'{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"t"}}'
+    ),
+    "a signature delta": b'{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"s"}}',
+    "null text": TEXT + b"null}}",
+    "a number": TEXT + b"1}}",
+    "invalid utf-8": TEXT + b'"\xff"}}',
+    "a raw control character": TEXT + b'"a\nb"}}',
+    "an invalid escape": TEXT + b'"\\x"}}',
+    "an unterminated string": TEXT + b'"}}',
+    "a string cut short": TEXT + b'"abc',
+}
+
+
+@pytest.mark.parametrize("edge", list(EDGES), ids=list(EDGES))
+def test_a_chunk_of_any_other_shape_in_a_run_records_what_add_records(
+    edge: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The edge chunk lands inside a run of recorded text deltas, then the run goes on, then the recorded close."""
+    monkeypatch.setenv("EVALTRACE_RAISE_INTERNAL_ERRORS", "0")  # a chunk that fails is logged, as in production
+    chunks = _recorded_chunks()
+    deltas = [i for i, c in enumerate(chunks) if c.startswith(TEXT)]
+    at = deltas[2]
+    events = _served([*chunks[:at], EDGES[edge], *chunks[at : deltas[-1] + 1], EDGES[edge], *chunks[deltas[-1] + 1 :]])
+    _assert_batches_record_what_add_records(events)
+
+
+def _start(index: int, block: str) -> bytes:
+    return b'{"type":"content_block_start","index":%d,"content_block":%s}' % (index, block.encode())
+
+
+def _delta(index: int, kind: str, name: str, value: str) -> bytes:
+    raw = json.dumps(value, separators=(",", ":")).encode()
+    return b'{"type":"content_block_delta","index":%d,"delta":{"type":"%s","%s":%s}}' % (
+        index,
+        kind.encode(),
+        name.encode(),
+        raw,
+    )
+
+
+def test_thinking_text_and_tool_input_runs_over_many_blocks_record_what_add_records() -> None:
+    """No recording holds thinking or a block index past 2: the stream is built in the recorded stream's format."""
+    chunks = _recorded_chunks()
+    stop = [c for c in chunks if c.startswith(b'{"type":"message_delta"')]
+    body = [
+        chunks[0],  # the recorded message_start
+        _start(0, '{"type":"thinking","thinking":"","signature":""}'),
+        *(_delta(0, "thinking_delta", "thinking", f'step {i}, é "{i}"\n') for i in range(5)),
+        b'{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"c2ln"}}',
+        b'{"type":"content_block_stop","index":0}',
+        *(
+            piece
+            for n in range(1, 12)  # indexes past 9: two digits in the head
+            for piece in (
+                _start(n, '{"type":"text","text":""}'),
+                *(_delta(n, "text_delta", "text", f"{n}.{i} ") for i in range(4)),
+                b'{"type":"content_block_stop","index":%d}' % n,
+            )
+        ),
+        _start(12, '{"type":"tool_use","id":"toolu_1","name":"get_weather","input":{}}'),
+        *(_delta(12, "input_json_delta", "partial_json", p) for p in ['{"city"', ': "San', ' Francisco"}']),
+        b'{"type":"content_block_stop","index":12}',
+        *stop,
+        chunks[-1],  # the recorded message_stop with Bedrock's invocation metrics
+    ]
+    outcome = _assert_batches_record_what_add_records(_served(body))[0]
+    parts = outcome.output_messages[0]["parts"]
+    assert [p["type"] for p in parts] == ["reasoning", *["text"] * 11, "tool_call"]
+    assert parts[0]["content"] == "".join(f'step {i}, é "{i}"\n' for i in range(5))
+    assert parts[11]["content"] == "11.0 11.1 11.2 11.3 "
+    assert parts[12]["arguments"] == {"city": "San Francisco"}
