@@ -262,3 +262,169 @@ async def test_time_to_first_chunk_never_exceeds_the_span_duration(
         duration = (span.end_time - span.start_time) / 1e9  # type: ignore[operator]
         ttfc = a["gen_ai.response.time_to_first_chunk"]
         assert 0 <= ttfc <= duration and ttfc <= a["evaltrace.stream.time_to_last_chunk"]
+
+
+_RECORDED = ["stream_text.sse", "stream_tool.sse", "stream_thinking.sse", "stream_thinking_tokens.sse"]
+_TIMING = (  # the attributes made of clock readings
+    "gen_ai.response.time_to_first_chunk",
+    "evaltrace.stream.time_to_last_chunk",
+    "evaltrace.stream.output_tokens_per_second",
+    "langfuse.observation.completion_start_time",
+)
+
+
+class _Observer:
+    """anthropic's ``StreamObserver`` protocol (``begin``, ``item``, ``end``), recording the items it is told of."""
+
+    def __init__(self, events: list[Any], fail_at: int | None = None) -> None:
+        self.events = events  # what the loop's body has got so far
+        self.seen: list[Any] = []
+        self.fail_at = fail_at
+
+    def begin(self) -> None:
+        pass
+
+    def item(self, item: object) -> None:
+        assert len(self.seen) == len(self.events)  # told before the loop's body gets the item
+        if len(self.seen) == self.fail_at:
+            raise _ObserverFailed
+        self.seen.append(item)
+
+    def end(self, how: str, error: BaseException | None = None) -> None:
+        pass
+
+
+class _ObserverFailed(Exception):
+    pass
+
+
+def _read_observed(api: Any, through_sdk_iter: bool) -> tuple[list[Any], list[Any], int]:
+    """Read one stream with a ``for`` loop, an observer on its response; (events, observed, SDK __iter__ frames)."""
+    import sys
+
+    stream = api.messages.create(**REQUEST, stream=True)
+    events: list[Any] = []
+    observer = _Observer(events)
+    stream.__wrapped__.response.stream.stream_observer = observer
+    if through_sdk_iter:  # a subclass whose __iter__ is not the recognised shape: read through iter() as before
+
+        class _Counted(anthropic.Stream):  # type: ignore[misc]
+            def __iter__(self) -> Iterator[Any]:
+                yield from super().__iter__()
+
+        stream.__wrapped__.__class__ = _Counted
+    iter_code = anthropic.Stream.__iter__.__code__
+    resumed: list[int] = []
+
+    def profile(frame: Any, event: str, _arg: Any) -> None:
+        if event == "call" and frame.f_code is iter_code:
+            resumed.append(1)
+
+    sys.setprofile(profile)
+    try:
+        for event in stream:
+            events.append(event)
+    finally:
+        sys.setprofile(None)
+    return events, observer.seen, len(resumed)
+
+
+@pytest.mark.parametrize("recorded", _RECORDED)
+def test_a_for_loop_reads_the_sdk_streams_parser_and_still_notifies_its_observer(
+    recorded: str, exporter: InMemorySpanExporter
+) -> None:
+    """anthropic's ``Stream.__iter__`` re-yields ``_iterator`` and tells the response's ``stream_observer`` of each
+    item. The proxy's loop does both itself (``EventStreamProxy``): no ``Stream.__iter__`` frame is resumed per
+    event, the observer still sees every event, in order, before the application does, and the span records
+    exactly what the SDK's own ``__iter__`` path records (a subclass with another ``__iter__`` takes that path)."""
+    api, _ = client([Reply(recorded), Reply(recorded)])
+    events, seen, resumed = _read_observed(api, through_sdk_iter=False)
+    assert resumed == 0
+    assert seen == events and events[-1].type == "message_stop"
+    direct = _span(exporter)
+    exporter.clear()
+
+    events_sdk, seen_sdk, resumed_sdk = _read_observed(api, through_sdk_iter=True)
+    assert resumed_sdk == len(events_sdk) + 1  # the SDK's generator, resumed per event and once at its end
+    assert seen_sdk == events_sdk and [e.to_dict() for e in events_sdk] == [e.to_dict() for e in events]
+    through_iter = _span(exporter)
+    for span in (direct, through_iter):
+        assert span.attributes["evaltrace.stream.chunks"] == len(events)
+        assert span.attributes["evaltrace.stream.end_reason"] == "exhausted"
+    assert {k: v for k, v in direct.attributes.items() if k not in _TIMING} == {
+        k: v for k, v in through_iter.attributes.items() if k not in _TIMING
+    }
+
+
+def test_an_observer_that_raises_ends_the_stream_span_once_with_its_exception_unchanged(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """An exception from the observer is the stream's, as when the SDK's own ``__iter__`` raised it: it reaches
+    the loop unchanged (the same object), and the span ends once, as an error, with the events the loop got."""
+    api, _ = client([Reply("stream_text.sse")])
+    stream = api.messages.create(**REQUEST, stream=True)
+    events: list[Any] = []
+    observer = _Observer(events, fail_at=3)
+    stream.__wrapped__.response.stream.stream_observer = observer
+    raised: list[BaseException] = []
+    original = _Observer.item
+
+    def item(self: _Observer, event: object) -> None:
+        try:
+            original(self, event)
+        except _ObserverFailed as error:
+            raised.append(error)
+            raise
+
+    observer.item = item.__get__(observer)  # type: ignore[method-assign]
+    with pytest.raises(_ObserverFailed) as caught:
+        for event in stream:
+            events.append(event)
+    assert raised == [caught.value]
+    assert len(events) == 3
+    span = _span(exporter)
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes["evaltrace.stream.end_reason"] == "error"
+    assert span.attributes["evaltrace.stream.chunks"] == 3
+    assert span.attributes["error.type"] == "_ObserverFailed"
+    stream.close()  # a later close ends nothing more
+    assert len(exporter.get_finished_spans()) == 1
+
+
+def test_a_stream_class_with_its_own_observer_property_has_that_observer_told_of_every_event(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """The loop reads the observer with the SDK property's own two ``getattr`` only when the class's ``_observer``
+    is that property; a subclass with another one keeps the SDK's ``__iter__`` shape and is read through its own
+    property, per event, still with no ``Stream.__iter__`` frame."""
+    import sys
+
+    api, _ = client([Reply("stream_text.sse")])
+    stream = api.messages.create(**REQUEST, stream=True)
+    events: list[Any] = []
+    observer = _Observer(events)
+
+    class _OwnObserver(anthropic.Stream):  # type: ignore[misc]
+        @property
+        def _observer(self) -> Any:
+            return observer
+
+    stream.__wrapped__.__class__ = _OwnObserver
+    iter_code = anthropic.Stream.__iter__.__code__
+    resumed: list[int] = []
+
+    def profile(frame: Any, event: str, _arg: Any) -> None:
+        if event == "call" and frame.f_code is iter_code:
+            resumed.append(1)
+
+    sys.setprofile(profile)
+    try:
+        for event in stream:
+            events.append(event)
+    finally:
+        sys.setprofile(None)
+    assert resumed == []
+    assert observer.seen == events and events[-1].type == "message_stop"
+    span = _span(exporter)
+    assert span.attributes["evaltrace.stream.chunks"] == len(events)
+    assert _output_text(span) == ANSWER

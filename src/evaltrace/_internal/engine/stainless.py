@@ -69,8 +69,14 @@ class Stainless:
         sentinels = self.types().sentinels
         return {k: v for k, v in kwargs.items() if v is not None and not isinstance(v, sentinels)}
 
-    def finish_special(self, codec: Codec, call: Call, kind: Any, result: Any) -> Any:
-        """``Codec.finish_special`` for these SDKs: raw and streaming responses, streams; ``PLAIN`` otherwise."""
+    def finish_special(
+        self, codec: Codec, call: Call, kind: Any, result: Any, sync_proxy: type[Any] | None = None
+    ) -> Any:
+        """``Codec.finish_special`` for these SDKs: raw and streaming responses, streams; ``PLAIN`` otherwise.
+
+        ``sync_proxy``: the proxy class of a sync stream, when the SDK's needs more than the engine's
+        ``SyncStreamProxy`` (a subclass of it); the engine's when None.
+        """
         types = self.types()
         if types.raw and isinstance(result, types.raw):
             # with_raw_response: the SDK caches parse(), so reading it here gives the user the same object.
@@ -94,7 +100,10 @@ class Stainless:
             from evaltrace._internal.engine.stream import AsyncStreamProxy, StreamState, SyncStreamProxy
 
             call.hold_request()  # written with the response, when the stream ends
-            proxy = SyncStreamProxy if isinstance(result, types.stream) else AsyncStreamProxy
+            if isinstance(result, types.stream):
+                proxy = SyncStreamProxy if sync_proxy is None else sync_proxy
+            else:
+                proxy = AsyncStreamProxy
             return proxy(result, StreamState(call, codec.accumulator(kind)))
         return PLAIN
 

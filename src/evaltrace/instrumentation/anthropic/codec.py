@@ -43,8 +43,13 @@ class AnthropicCodec(Codec):
         return result
 
     def finish_special(self, call: Call, kind: Hashable, result: Any) -> Any:
-        """Streams, raw and streaming responses (anthropic's, as every Stainless SDK's)."""
-        return registry.SDK.finish_special(self, call, kind, result)
+        """Streams, raw and streaming responses (anthropic's, as every Stainless SDK's).
+
+        A sync stream gets ``EventStreamProxy``, whose ``for`` loop skips ``Stream.__iter__``'s frame per event.
+        """
+        from evaltrace._internal.anthropic.stream import EventStreamProxy  # imports wrapt: on the first stream
+
+        return registry.SDK.finish_special(self, call, kind, result, EventStreamProxy)
 
     def accumulator(self, kind: Hashable) -> MessagesAccumulator:
         """A fresh accumulator of stream events."""
