@@ -32,6 +32,7 @@ In a child forked from the process the lane starts empty; its worker starts with
 from __future__ import annotations
 
 import concurrent.futures
+import datetime as dt
 import queue
 import threading
 import time
@@ -42,7 +43,7 @@ from typing import Any, Protocol
 from evaltrace._internal import forks
 from evaltrace._internal.daemon_pool import stuck_calls
 from evaltrace._internal.errors import log_internal_error
-from evaltrace.evaluation.runner import call_evaluator
+from evaltrace.evaluation.runner import call_evaluator, call_evaluator_stamped
 
 _STOP = object()
 
@@ -117,7 +118,7 @@ class LaneRunner(Protocol):
 class Worker:
     """One lane thread and what it is doing (read by the supervisor, changed under the lane's lock)."""
 
-    __slots__ = ("demoted", "evaluator", "job", "lane", "limit_s", "pending", "progress", "since", "took_s")
+    __slots__ = ("demoted", "evaluator", "job", "lane", "limit_s", "pending", "progress", "since", "stamped", "took_s")
 
     def __init__(self, lane: FastLane, pending: list[Any] | None = None) -> None:
         self.lane = lane
@@ -128,15 +129,24 @@ class Worker:
         self.since: float | None = None  # monotonic start of the evaluator call in progress; None between calls
         self.limit_s = lane.slow_s  # that call is demoted once it has run this long
         self.took_s = 0.0  # how long the last call ran
+        self.stamped = False  # the last call's output is its stamped result (see call())
         self.demoted: DemotedCall | None = None
 
     def call(
-        self, evaluator: Any, trace: Any, job: Any, progress: Any, timeout_s: float | None = None
+        self,
+        evaluator: Any,
+        trace: Any,
+        job: Any,
+        progress: Any,
+        timeout_s: float | None = None,
+        started: dt.datetime | None = None,
     ) -> tuple[Any, Exception | None]:
         """Call ``evaluator`` on ``trace`` where the supervisor can see it; raise ``Demoted`` if it was demoted.
 
         The call is demoted after ``slow_s``, or after ``timeout_s`` when that is shorter. Any exception the
         evaluator raises is returned (a ``BaseException`` wrapped in ``UserAbort``), never raised here.
+        With ``started`` (the call's start, as ``stamp`` takes it), a function evaluator's True/False answer comes
+        back stamped already (``runner.call_evaluator_stamped``): ``self.stamped`` tells (False otherwise).
 
         Returns:
             ``(output, None)`` or ``(None, exception)``.
@@ -145,8 +155,13 @@ class Worker:
         self.job, self.progress, self.evaluator = job, progress, evaluator
         self.limit_s = lane.slow_s if timeout_s is None else min(lane.slow_s, timeout_s)
         since = self.since = time.monotonic()
-        try:
-            outcome = call_evaluator(evaluator, trace)  # never raises for the evaluator's sake
+        self.stamped = False
+        try:  # neither call raises for the evaluator's sake
+            if started is None:
+                outcome = call_evaluator(evaluator, trace)
+            else:
+                produced, exc, self.stamped = call_evaluator_stamped(evaluator, trace, started)
+                outcome = produced, exc
         finally:
             with lane.lock:
                 demoted = self.demoted

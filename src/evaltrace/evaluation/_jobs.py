@@ -418,7 +418,7 @@ class JobRunner:
                 return True
             progress.started_at = started_at = now()
             timeout_s = spec.timeout_s if spec.timeout_s is not None else timeout_default
-            produced, exc = worker.call(evaluator, trace, job, progress, timeout_s)
+            produced, exc = worker.call(evaluator, trace, job, progress, timeout_s, started_at)
             if timeout_s is not None and worker.took_s > timeout_s:  # returned, but after its deadline
                 close = getattr(produced, "close", None)  # an awaitable never awaited: no RuntimeWarning
                 if inspect.isawaitable(produced) and close is not None:
@@ -437,7 +437,8 @@ class JobRunner:
                 progress.started = time.monotonic() - (worker.took_s if exc is None else 0.0)
                 worker.lane.hand_off([(job, progress)])
                 return True
-            result = stamp(result, evaluator, trace, started_at)
+            # A verdict whose call was fused with its stamp (worker.stamped) is stamped already.
+            result = result if worker.stamped and result is produced else stamp(result, evaluator, trace, started_at)
             self._record(job.span, trace, spec, result, job.revision)
             progress.results.append(result)
         self._deliver(job, progress.results)  # it adds the skipped evaluators' results itself

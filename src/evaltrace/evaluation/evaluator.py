@@ -139,6 +139,8 @@ def _judgement(value: Any, threshold: float, pass_labels: Collection[str] | None
 _PER_CALL = frozenset(("evaluator", "passed", "detail", "started_at", "finished_at", "evaluation_id"))
 _RESULT_TEMPLATE = trusted_models.template(EvaluationResult, _PER_CALL)
 """EvaluationResult's fields and defaults in field order; a result built from it gives every ``_PER_CALL`` field."""
+_STAMPED_FIELDS = frozenset(("evaluator", "run_id", "case_id", "variant_name", "started_at", "finished_at"))
+"""The fields ``runner.stamp`` always sets (``runner._STAMPED``; defined here, as the runner imports this module)."""
 
 
 def _trusted_result(**fields: Any) -> EvaluationResult:
@@ -234,6 +236,36 @@ class FunctionEvaluator:
         if result.evaluator_version is None and self.version is not None:
             updates["evaluator_version"] = self.version
         return result.model_copy(update=updates) if updates else result
+
+    def _stamped_verdict(self, value: bool, trace: Trace, started: dt.datetime) -> EvaluationResult:
+        """``runner.stamp(self._coerce(value), self, trace, started)`` for a True/False answer, in one step.
+
+        The same ``__dict__`` (field order, values, the stamp's times) and fields set as that pair builds: one
+        result instead of a result and its stamped copy (the runner's fused call and stamp, once per evaluation).
+        Only for a non-empty ``str`` name, a ``str`` or None version and a ``Trace``: the runner checks.
+        """
+        finished = dt.datetime.now(dt.UTC)  # stamp()'s max(started, now)
+        if finished < started:
+            finished = started
+        data = {
+            **_RESULT_TEMPLATE,
+            "evaluator": self.name,
+            "evaluator_type": self.evaluator_type,
+            "passed": value,
+            "detail": {},
+            "started_at": started,
+            "finished_at": finished,
+            "evaluation_id": evaluation_id(),
+            "run_id": trace.run_id,
+            "case_id": trace.case_id,
+            "variant_name": trace.variant_name,
+        }
+        fields_set = {"evaluator", "evaluator_type", "passed", "started_at", "finished_at"}
+        fields_set |= _STAMPED_FIELDS
+        if self.version is not None:
+            data["evaluator_version"] = self.version
+            fields_set.add("evaluator_version")
+        return trusted_models.from_template(EvaluationResult, data, fields_set)
 
     def __repr__(self) -> str:
         return f"FunctionEvaluator({self.name!r})"

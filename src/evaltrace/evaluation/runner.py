@@ -19,7 +19,7 @@ import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import FunctionType, MethodType
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 from opentelemetry.context import Context
 
@@ -29,7 +29,7 @@ from evaltrace._internal.errors import mapping_failure
 from evaltrace._internal.fast_context import DEFAULT, attach, detach, get_current
 from evaltrace._internal.tracing import SUPPRESS_EVALTRACE_KEY, suppress_instrumentation
 from evaltrace._internal.trusted_models import from_template, trusted_copy
-from evaltrace.evaluation.evaluator import Evaluator, SkipEvaluation
+from evaltrace.evaluation.evaluator import _STAMPED_FIELDS, Evaluator, FunctionEvaluator, SkipEvaluation
 from evaltrace.schema import EvalCase, EvaluationResult, Trace
 from evaltrace.schema.trace import TraceError
 
@@ -127,6 +127,14 @@ def skipped_result(evaluator: Any, reason: str) -> EvaluationResult:
     )
 
 
+def _suppress() -> Any:
+    """Attach the current context with evaltrace's suppression key set; the token to detach it with."""
+    current = get_current()
+    if current is DEFAULT and _REUSE_SUPPRESSED:
+        return attach(_SUPPRESSED_ALONE)
+    return attach(Context({**current, SUPPRESS_EVALTRACE_KEY: True}))
+
+
 def _call(evaluator: Evaluator, trace: Trace, case: EvalCase | None) -> Any:
     # Suppressed so that a judge model's HTTP calls and any spans the evaluator makes are not traced by us
     # (and so can never be evaluated, which would recurse). What suppress_instrumentation() does, without its
@@ -135,17 +143,57 @@ def _call(evaluator: Evaluator, trace: Trace, case: EvalCase | None) -> Any:
     # ``otel_context.set_value(key, True)``.
     # On a lane worker or the loop nothing is attached (the runtime's default context): the suppressed context is
     # then always the same one, built once, where this OpenTelemetry's Context refuses changes (_REUSE_SUPPRESSED).
-    current = get_current()
-    if current is DEFAULT and _REUSE_SUPPRESSED:
-        token = attach(_SUPPRESSED_ALONE)
-    else:
-        token = attach(Context({**current, SUPPRESS_EVALTRACE_KEY: True}))
+    token = _suppress()
     try:
         return evaluator.evaluate(trace, case)
     except (SystemExit, KeyboardInterrupt) as exc:  # inline on the loop: it would stop the loop
         raise UserAbort(exc) from exc
     finally:
         detach(token)  # set and reset in this one frame: the reset cannot fail (OTel's detach only logs if it did)
+
+
+_FUNCTION_EVALUATE = FunctionEvaluator.evaluate
+
+
+def _fuses(evaluator: Any, trace: Any) -> TypeGuard[FunctionEvaluator]:
+    """Whether a call of ``evaluator`` on ``trace`` may be fused with its stamp (:func:`_call_stamped`).
+
+    A plain :class:`FunctionEvaluator` with a sync function, its ``evaluate`` not replaced (on the class or the
+    instance), a non-empty ``str`` name, a ``str`` or None version, and a Trace: exactly what ``evaluate`` then
+    :func:`stamp`'s one-step path handle.
+    """
+    if type(evaluator) is not FunctionEvaluator or evaluator.is_async or not isinstance(trace, Trace):
+        return False
+    name, version = evaluator.name, evaluator.version
+    return (
+        type(name) is str
+        and bool(name)
+        and (version is None or type(version) is str)
+        and FunctionEvaluator.evaluate is _FUNCTION_EVALUATE
+        and "evaluate" not in evaluator.__dict__
+    )
+
+
+def _call_stamped(
+    evaluator: FunctionEvaluator, trace: Trace, case: EvalCase | None, started: dt.datetime
+) -> tuple[Any, bool]:
+    """``_call`` of a function evaluator that :func:`_fuses`: ``(stamped result, True)`` for a True/False answer.
+
+    Otherwise ``(output, False)``: what ``evaluate`` returns (``_coerce`` of the function's answer), for the caller
+    to check and stamp as usual. The function, and ``_coerce``, run suppressed as in ``_call``; what they raise
+    propagates the same way (``SystemExit``/``KeyboardInterrupt`` wrapped in ``UserAbort``). A True/False answer's
+    result is built once, stamped (``_stamped_verdict``), instead of built and then copied by :func:`stamp`.
+    """
+    token = _suppress()
+    try:
+        value = evaluator.func(trace, case) if evaluator._takes_case else evaluator.func(trace)
+        if value is True or value is False:
+            return evaluator._stamped_verdict(value, trace, started), True
+        return evaluator._coerce(value), False
+    except (SystemExit, KeyboardInterrupt) as exc:  # inline on the loop: it would stop the loop
+        raise UserAbort(exc) from exc
+    finally:
+        detach(token)
 
 
 call_in_thread = _call
@@ -206,6 +254,21 @@ async def _attempt(
             raise TimedOut from None
         raise  # the evaluator's own TimeoutError (e.g. its HTTP client's): an error like any other
     return produced
+
+
+async def _awaited(produced: Any, timeout_s: float | None) -> Any:
+    """An inline sync call's awaitable output awaited as ``_attempt`` awaits it (suppressed, under the timeout)."""
+    if type(produced) is EvaluationResult or not inspect.isawaitable(produced):
+        return produced
+    deadline = asyncio.timeout(timeout_s)
+    try:
+        async with deadline:
+            with suppress_instrumentation():
+                return await contained(produced)
+    except TimeoutError:
+        if deadline.expired():
+            raise TimedOut from None
+        raise  # the evaluator's own TimeoutError: an error like any other
 
 
 class TimedOut(Exception):
@@ -343,6 +406,30 @@ def call_evaluator(evaluator: Evaluator, trace: Trace) -> tuple[Any, Exception |
         return None, UserAbort(exc)
 
 
+def call_evaluator_stamped(
+    evaluator: Evaluator, trace: Trace, started: dt.datetime
+) -> tuple[Any, Exception | None, bool]:
+    """:func:`call_evaluator` with the call fused with its stamp where it can be (see :func:`_call_stamped`).
+
+    Returns:
+        ``(stamped result, None, True)`` for a function evaluator's True/False answer (what ``stamp(output,
+        evaluator, trace, started)`` returns, built once); otherwise ``call_evaluator``'s ``(output, None)`` or
+        ``(None, exception)`` and False: the caller checks and stamps it as before.
+    """
+    if not _fuses(evaluator, trace):
+        produced, exc = call_evaluator(evaluator, trace)
+        return produced, exc, False
+    if stuck_calls.refuses(id(evaluator)):
+        return None, Overloaded(evaluator), False
+    try:
+        produced, stamped = _call_stamped(evaluator, trace, None, started)
+    except Exception as exc:
+        return None, exc, False
+    except BaseException as exc:
+        return None, UserAbort(exc), False
+    return produced, None, stamped
+
+
 async def _run_with_retries(
     evaluator: Evaluator,
     trace: Trace,
@@ -351,13 +438,25 @@ async def _run_with_retries(
     executor: concurrent.futures.Executor | None,
     on_retry: Callable[[], None] | None,
     async_runner: AsyncRunner | TimedAsyncRunner | None,
+    first: tuple[Any, Exception | None] | None = None,
 ) -> EvaluationResult:
+    """The result of the attempts (retries included).
+
+    ``first``: the first attempt's inline call, made already (``arun_evaluator``'s fused call), as ``(output,
+    None)`` or ``(None, exception)``; its output is handled as ``_attempt`` handles that of its own call.
+    """
     attempt = 0
     while True:
         exc: Exception | None = None
         produced: Any = None
         try:
-            produced = await _attempt(evaluator, trace, case, executor, options.timeout_s, async_runner)
+            if first is None:
+                produced = await _attempt(evaluator, trace, case, executor, options.timeout_s, async_runner)
+            else:
+                called, exc = first
+                first = None
+                if exc is None:
+                    produced = await _awaited(called, options.timeout_s)
         except _TimedOut:
             return timed_out_result(evaluator, options.timeout_s)
         except Exception as error:
@@ -401,7 +500,17 @@ async def arun_evaluator(
     """
     options = options or RunOptions()
     started = dt.datetime.now(dt.UTC)  # _now(), without its call
-    result = await _run_with_retries(evaluator, trace, case, options, executor, on_retry, async_runner)
+    first: tuple[Any, Exception | None] | None = None
+    if executor is None and _fuses(evaluator, trace):  # inline: the call and its stamp fused (_call_stamped)
+        try:
+            produced, stamped = _call_stamped(evaluator, trace, case, started)
+        except Exception as exc:  # as _attempt's call would raise it: _run_with_retries settles it
+            first = (None, exc)
+        else:
+            if stamped:
+                return produced  # type: ignore[no-any-return]  # an EvaluationResult, stamped
+            first = (produced, None)
+    result = await _run_with_retries(evaluator, trace, case, options, executor, on_retry, async_runner, first)
     return stamp(result, evaluator, trace, started)
 
 
@@ -413,7 +522,7 @@ def _unit_field(unit: Any, name: str) -> str:
     return value if isinstance(value, str) else ""
 
 
-_STAMPED = frozenset(("evaluator", "run_id", "case_id", "variant_name", "started_at", "finished_at"))
+_STAMPED = _STAMPED_FIELDS
 """The fields :func:`stamp` always sets (``evaluator_version`` too, when it fills it)."""
 
 
