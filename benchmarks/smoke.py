@@ -14,9 +14,10 @@ same run or instructions:
                        (``bench_openai_pipeline.py`` ``call1``): the issue's definition (its 267k floor is this
                        floor's ~255-262k, not ``floor+json``'s ~290k)
   openai_stream_chunk  instructions per chunk added over the uninstrumented client, application thread: the slope
-                       between 200-chunk and 20-chunk streams (``bench_openai_pipeline.py`` ``stream20/200``)
+                       between 200-chunk and 20-chunk streams, measured paired (``bench_openai_pipeline.py``
+                       ``paired:slope``, below)
   anthropic_stream_event  the same per event of an Anthropic stream (``bench_anthropic.py``'s client; the child is
-                       this script's, as that benchmark times CPU rather than counting)
+                       this script's ``anthropic-paired:slope``, as that benchmark times CPU rather than counting)
   evaluation           work per evaluated span, one cheap evaluator run inline: all threads of ``@agent + cheap
                        evaluator (thread, inline)`` - ``@trace, no evaluator`` (``bench_evaluation.py``)
   startup              whole process: ``configure()`` + ``instrument_openai()`` + the first call, over the same process
@@ -28,16 +29,31 @@ same run or instructions:
                        events (~112 chunks, parsed by the SDK at set-up) as the stream proxy does and build its
                        response attributes (``bench_providers.py --rows fold``; per chunk: divide by the chunks)
 
-The rows made of two runs' difference (``decorator``, ``openai_call``, ``evaluation``) and the stream slopes count
-from the child's measured phase on (``_callgrind.run_totals(from_collect=True)``: callgrind's instrumentation off
-through the interpreter's start, the SDKs' imports and the set-up, on from the child's ``gc.collect()`` before its
-measured calls, or from the Anthropic child's mark before its warm-up streams, to its exit; a stream slope's
-window ends with its measured streams, ``_callgrind.count_to_here()``, as the teardown's cost varies between runs
-of the same child by up to ~2k per event), so those runs pay
-callgrind's slow-down only for what their figures count, and the figures are the same differences as before. The
-OpenAI slope is that of the measured streams alone (since s8: its 20 warm-up streams, collector on, made it follow
-the heap's size), and ``startup`` is the whole process, counted from the start. ``--whole-process`` counts every run from
-the start (the first versions' way: slower, and noisier, as start-up differences between two runs count too).
+The rows made of two runs' difference (``decorator``, ``openai_call``, ``evaluation``) count from the child's
+measured phase on (``_callgrind.run_totals(from_collect=True)``: callgrind's instrumentation off through the
+interpreter's start, the SDKs' imports and the set-up, on from the child's ``gc.collect()`` before its measured calls
+to its exit), so those runs pay callgrind's slow-down only for what their figures count, and the figures are the
+same differences as before. The stream rows count each measured stream alone (phases, below; before session 10, two
+runs' difference whose window ended with the measured streams, ``_callgrind.count_to_here()``), and ``startup`` is
+the whole process, counted from the start. ``--whole-process`` counts every other run from the start (the first
+versions' way: slower, and noisier, as start-up differences between two runs count too); the paired stream rows
+need x86-64 Linux (callgrind's client requests) either way.
+
+Three rows followed the process's memory layout rather than our code (the same tree read 4.2k per OpenAI chunk in
+one virtualenv and 8.7k in another). CPython's type cache is indexed by the address of the attribute's name, dicts
+and sets keyed by objects hash by address, and glibc ``malloc``'s work depends on its bins, so which lookups miss
+follows where things were allocated. A stream slope was the difference of two processes each spending ~780k
+instructions per chunk in the client itself, whose own slope moved by up to 3k per chunk between layouts: more than
+evaltrace's whole figure. So:
+
+- the stream rows are **paired**: one child runs the uninstrumented and the instrumented client in the same process
+  (the instrumentation switched on and off between streams, uncounted), each stream counted as a phase of its own
+  (``_callgrind.phase_begin/phase_end``, callgrind's per-thread dump), ``ROUNDS`` rounds of a 20- and a 200-chunk
+  stream each way. Both sides of the difference share one layout, and the figure is :func:`paired_slope`.
+- those two rows and ``openai_call`` (a ratio of separate processes, all threads) run each child under ``LAYOUTS``
+  heap layouts (``_callgrind.padding``: a seeded few thousand objects of mixed sizes allocated before the SDKs are
+  imported) and report the median of the per-layout figures, so that no single layout, and no environment's own
+  layout, decides the figure. ``--verbose`` prints each layout's figure.
 
 A row fails when its figure exceeds its budget by more than ``tolerance`` (10%). The budget of a row whose issue
 target is not met yet is today's figure (``target`` beside it): the run guards against regressions now and shows
