@@ -393,7 +393,8 @@ def main() -> int:
         if args.verbose:
             script, variant, calls = run
             counts = (
-                f"{len(found)} phases, app thread {_all(found):,}"
+                f"{len(found)} phases, app thread {_all(found):,}, paired slope "
+                f"{paired_slope([found[i] for i in sorted(found)], calls):,.0f}"
                 if run in phased_runs
                 else f"app thread {_app(found):,}, all threads {_all(found):,}"
             )
