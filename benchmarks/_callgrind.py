@@ -26,6 +26,14 @@ calls, the flush, shutdown and exit, every thread), so a figure is the same diff
 switch is a callgrind client request (``START_INSTRUMENTATION``) made through a few bytes of x86-64 machine code
 (:func:`_client_request`), so no compiler is needed; ``--dump-before`` and client-request dumps were not usable as
 phase markers, as they write the calling thread alone and the export threads' counts would stay in one total.
+
+That is what a paired child wants, though (:func:`run_phases`): a child that measures several things on its
+application thread in one process marks each with :func:`phase_begin` / :func:`phase_end` (callgrind's
+``ZERO_STATS`` and ``DUMP_STATS`` requests), and gets each phase's count alone. ``layout`` (``run_totals``,
+``run_phases``) pads the child's heap with a seeded set of objects before the SDKs are imported (:func:`padding`), so
+that a figure can be taken under several memory layouts: CPython's type cache and address-hashed dicts and sets make
+the counts of the same code follow where things were allocated (benchmarks/README.md, "Figures that do not follow
+the memory layout").
 """
 
 from __future__ import annotations
