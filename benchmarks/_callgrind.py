@@ -26,6 +26,14 @@ calls, the flush, shutdown and exit, every thread), so a figure is the same diff
 switch is a callgrind client request (``START_INSTRUMENTATION``) made through a few bytes of x86-64 machine code
 (:func:`_client_request`), so no compiler is needed; ``--dump-before`` and client-request dumps were not usable as
 phase markers, as they write the calling thread alone and the export threads' counts would stay in one total.
+
+That is what a paired child wants, though (:func:`run_phases`): a child that measures several things on its
+application thread in one process marks each with :func:`phase_begin` / :func:`phase_end` (callgrind's
+``ZERO_STATS`` and ``DUMP_STATS`` requests), and gets each phase's count alone. ``layout`` (``run_totals``,
+``run_phases``) pads the child's heap with a seeded set of objects before the SDKs are imported (:func:`padding`), so
+that a figure can be taken under several memory layouts: CPython's type cache and address-hashed dicts and sets make
+the counts of the same code follow where things were allocated (benchmarks/README.md, "Figures that do not follow
+the memory layout").
 """
 
 from __future__ import annotations
@@ -44,6 +52,7 @@ from pathlib import Path
 
 CHILD_FLAG = "--callgrind-child"
 FROM_COLLECT_ENV = "EVALTRACE_CALLGRIND_FROM_COLLECT"  # set in a child whose counting starts at gc.collect()
+LAYOUT_ENV = "EVALTRACE_CALLGRIND_LAYOUT"  # set in a child to the seed of its heap padding (see pad_layout)
 _TOTALS = re.compile(r"^(?:summary|totals):\s*(\d+)", re.MULTILINE)
 
 
@@ -74,18 +83,28 @@ def child_request(argv: Sequence[str]) -> tuple[str, int] | None:
 _REQUEST_CODE = bytes.fromhex("4889f831d248c1c70348c1c70d48c1c73d48c1c7334887db4889d0c3")
 _START_INSTRUMENTATION = 0x43540004  # VG_USERREQ_TOOL_BASE('C','T') + 4 (callgrind.h)
 _TOGGLE_COLLECT = 0x43540002  # VG_USERREQ_TOOL_BASE('C','T') + 2: cost collection off/on, instrumentation left on
+_DUMP_STATS = 0x43540000  # + 0: write the calling thread's counts so far to the next numbered file, and zero them
+_ZERO_STATS = 0x43540001  # + 1: zero the calling thread's counts
+_REQUEST: list[Callable[[int], int]] = []  # the request made once, so that a phase's bounds allocate nothing
 
 
 def _client_request(code: int) -> int:
     """Make one valgrind client request with no arguments; its result (0 when not under valgrind)."""
-    import ctypes  # here: a whole-process count (the start-up row) does not pay for them
-    import mmap
+    if not _REQUEST:
+        import ctypes  # here: a whole-process count (the start-up row) does not pay for them
+        import mmap
 
-    page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
-    page.write(_REQUEST_CODE)
-    call = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_void_p)(ctypes.addressof(ctypes.c_char.from_buffer(page)))
-    args = (ctypes.c_uint64 * 6)(code, 0, 0, 0, 0, 0)
-    return int(call(ctypes.addressof(args)))
+        page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+        page.write(_REQUEST_CODE)
+        call = ctypes.CFUNCTYPE(ctypes.c_uint64, ctypes.c_void_p)(ctypes.addressof(ctypes.c_char.from_buffer(page)))
+        args = (ctypes.c_uint64 * 6)()
+
+        def request(code: int, _code_page: mmap.mmap = page) -> int:  # the default keeps the page mapped
+            args[0] = code
+            return int(call(ctypes.addressof(args)))
+
+        _REQUEST.append(request)
+    return _REQUEST[0](code)
 
 
 def count_from_here() -> None:
@@ -112,7 +131,45 @@ def count_to_here() -> None:
         _client_request(_TOGGLE_COLLECT)
 
 
+def phase_begin() -> None:
+    """In a child run with ``from_collect=True``: zero the calling thread's counts, the start of a counted phase.
+
+    With :func:`phase_end`, for a child that measures several things in one process (:func:`run_phases`). A no-op
+    in any other process.
+    """
+    if os.environ.get(FROM_COLLECT_ENV) == "1":
+        _client_request(_ZERO_STATS)
+
+
+def phase_end() -> None:
+    """In a child run with ``from_collect=True``: write the calling thread's counts since :func:`phase_begin`."""
+    if os.environ.get(FROM_COLLECT_ENV) == "1":
+        _client_request(_DUMP_STATS)
+
+
 _COLLECT = [gc.collect]
+
+
+def padding(seed: int) -> list[bytes]:
+    """The heap padding of layout ``seed``: a few thousand objects of mixed sizes, the same for the same seed.
+
+    Sizes span obmalloc's small classes and glibc ``malloc``'s (over 512 bytes); every third is dropped again, so
+    that later allocations also land in the holes. Seed 0 is no padding (the process's own layout).
+    """
+    import random  # here: only a padded child pays for it
+
+    if seed == 0:
+        return []
+    draw = random.Random(seed)
+    objects = [
+        bytes(draw.choice((draw.randrange(1, 512), draw.randrange(512, 4096))))
+        for _ in range(draw.randrange(500, 4000))
+    ]
+    return [obj for i, obj in enumerate(objects) if i % 3]
+
+
+# Kept for the process's life. Made when the child imports this module, i.e. before the SDKs and evaltrace.
+_PADDING = padding(int(os.environ.get(LAYOUT_ENV, "0")))
 
 
 def _count_from_first_collect() -> None:
@@ -134,6 +191,8 @@ def _thread_totals(directory: Path) -> dict[int, int]:
     """Instructions per thread from the ``callgrind.out.<pid>-<thread>`` files of one run."""
     totals: dict[int, int] = {}
     for path in directory.glob("callgrind.out.*-*"):  # the unsuffixed file holds no counts
+        if "." in path.name.removeprefix("callgrind.out."):
+            continue  # a phase's file (callgrind.out.<pid>.<n>-<thread>, run_phases), not the run's
         thread = int(path.name.rsplit("-", 1)[1])
         found = _TOTALS.search(path.read_text(errors="replace"))
         if found is not None:
@@ -180,8 +239,22 @@ def can_count_from_collect() -> bool:
     return sys.platform == "linux" and platform.machine() in ("x86_64", "AMD64")
 
 
-def _run(script: str, variant: str, calls: int, from_collect: bool = False) -> dict[int, int]:
+def _phase_totals(directory: Path) -> list[int]:
+    """The application thread's instructions in each phase of one run, in order (``callgrind.out.<pid>.<n>-01``)."""
+    found: dict[int, int] = {}
+    for path in directory.glob("callgrind.out.*.*-01"):
+        number = int(path.name.rsplit("-", 1)[0].rsplit(".", 1)[1])
+        summary = re.search(r"^summary:\s*(\d+)", path.read_text(errors="replace"), re.MULTILINE)
+        if summary is not None:
+            found[number] = int(summary.group(1))
+    return [found[n] for n in sorted(found)]
+
+
+def _run(
+    script: str, variant: str, calls: int, from_collect: bool = False, layout: int = 0, phases: list[int] | None = None
+) -> dict[int, int]:
     env = {**_env(), FROM_COLLECT_ENV: "1"} if from_collect else _env()
+    env[LAYOUT_ENV] = str(layout)
     with tempfile.TemporaryDirectory(prefix="callgrind-") as tmp:
         command = [
             "valgrind",
@@ -199,19 +272,33 @@ def _run(script: str, variant: str, calls: int, from_collect: bool = False) -> d
         if done.returncode != 0:
             raise RuntimeError(f"{variant}: callgrind child failed:\n{done.stderr[-2000:]}")
         totals = _thread_totals(Path(tmp))
+        if phases is not None:
+            phases.extend(_phase_totals(Path(tmp)))
     if not totals.get(1):
         where = " (does the child call gc.collect() before its measured calls?)" if from_collect else ""
         raise RuntimeError(f"{variant}: no callgrind counts for the main thread{where}")
     return totals
 
 
-def run_totals(script: str, variant: str, calls: int, *, from_collect: bool = False) -> dict[int, int]:
+def run_totals(script: str, variant: str, calls: int, *, from_collect: bool = False, layout: int = 0) -> dict[int, int]:
     """Instructions per thread (thread 1 the application's) of one child run of ``variant`` making ``calls`` calls.
 
     ``from_collect``: count from the child's first ``gc.collect()`` on (see the module's docstring), not from the
-    interpreter's start.
+    interpreter's start. ``layout``: the seed of the child's heap padding (:func:`padding`; 0: none).
     """
-    return _run(script, variant, calls, from_collect)
+    return _run(script, variant, calls, from_collect, layout)
+
+
+def run_phases(script: str, variant: str, calls: int, *, layout: int = 0) -> list[int]:
+    """Application-thread instructions of each phase (:func:`phase_begin` to :func:`phase_end`) of one child run.
+
+    Counted as ``from_collect=True``. ``layout``: the seed of the child's heap padding (:func:`padding`; 0: none).
+    """
+    phases: list[int] = []
+    _run(script, variant, calls, True, layout, phases)
+    if not phases:
+        raise RuntimeError(f"{variant}: no phase was counted (does the child call phase_begin/phase_end?)")
+    return phases
 
 
 def measure(script: str, variants: Sequence[str], calls: int, jobs: int = 2) -> dict[str, PerCall]:

@@ -240,11 +240,51 @@ def setup(impl: str, quiet: bool = False) -> tuple[Any, Callable[[], None]]:
     return (api, replay), flush
 
 
+PAIRED_CHUNKS = (20, 200)  # the two stream lengths of ``paired:slope``
+PAIRED_PHASES = tuple((on, n) for n in PAIRED_CHUNKS for on in (False, True))  # its phases in each round, in order
+
+
+def paired_child(rounds: int) -> None:
+    """``paired:slope``: the uninstrumented client and evaltrace's in ONE process, each stream counted apart.
+
+    Each round streams 20 and 200 chunks with evaltrace's instrumentation off and on (``PAIRED_PHASES``), each
+    stream a phase of its own (``_callgrind.phase_begin/phase_end``; the instrumentation is switched between
+    phases, uncounted). Both sides of the difference then share one heap layout: the same addresses of attribute
+    names and types, so the same type-cache collisions and dict probes in the client's own ~780k instructions per
+    chunk. In separate processes, the client's slope alone moved by 3k per chunk between layouts, more than
+    evaltrace's whole figure (benchmarks/README.md, "Figures that do not follow the memory layout").
+    """
+    import evaltrace
+
+    (api, replay), flush = setup("evaltrace")
+    streams = {n: make_case(api, replay, f"stream{n}") for n in PAIRED_CHUNKS}
+
+    def switch(on: bool) -> None:
+        evaltrace.instrument_openai() if on else evaltrace.uninstrument_openai()
+
+    for on, n in PAIRED_PHASES * 5:  # the warm-up: 20 streams, as the other stream children's
+        switch(on)
+        streams[n]()
+    flush()
+    gc.collect()
+    gc.disable()
+    for _ in range(rounds):
+        for on, n in PAIRED_PHASES:
+            switch(on)
+            _callgrind.phase_begin()
+            streams[n]()
+            _callgrind.phase_end()
+    flush()
+
+
 def callgrind_child(variant: str, calls: int) -> None:
     """``impl:case``: ``calls`` calls after a warm-up, the pipeline flushed before exit."""
     impl, case = variant.split(":")
     if impl == "step":
         breakdown_child(case, calls)
+        return
+    if impl == "paired":
+        paired_child(calls)
         return
     (api, replay), flush = setup(impl, quiet=case.startswith("call"))
     fn = make_case(api, replay, "call1" if case == "first" else case)

@@ -14,9 +14,10 @@ same run or instructions:
                        (``bench_openai_pipeline.py`` ``call1``): the issue's definition (its 267k floor is this
                        floor's ~255-262k, not ``floor+json``'s ~290k)
   openai_stream_chunk  instructions per chunk added over the uninstrumented client, application thread: the slope
-                       between 200-chunk and 20-chunk streams (``bench_openai_pipeline.py`` ``stream20/200``)
+                       between 200-chunk and 20-chunk streams, measured paired (``bench_openai_pipeline.py``
+                       ``paired:slope``, below)
   anthropic_stream_event  the same per event of an Anthropic stream (``bench_anthropic.py``'s client; the child is
-                       this script's, as that benchmark times CPU rather than counting)
+                       this script's ``anthropic-paired:slope``, as that benchmark times CPU rather than counting)
   evaluation           work per evaluated span, one cheap evaluator run inline: all threads of ``@agent + cheap
                        evaluator (thread, inline)`` - ``@trace, no evaluator`` (``bench_evaluation.py``)
   startup              whole process: ``configure()`` + ``instrument_openai()`` + the first call, over the same process
@@ -28,16 +29,31 @@ same run or instructions:
                        events (~112 chunks, parsed by the SDK at set-up) as the stream proxy does and build its
                        response attributes (``bench_providers.py --rows fold``; per chunk: divide by the chunks)
 
-The rows made of two runs' difference (``decorator``, ``openai_call``, ``evaluation``) and the stream slopes count
-from the child's measured phase on (``_callgrind.run_totals(from_collect=True)``: callgrind's instrumentation off
-through the interpreter's start, the SDKs' imports and the set-up, on from the child's ``gc.collect()`` before its
-measured calls, or from the Anthropic child's mark before its warm-up streams, to its exit; a stream slope's
-window ends with its measured streams, ``_callgrind.count_to_here()``, as the teardown's cost varies between runs
-of the same child by up to ~2k per event), so those runs pay
-callgrind's slow-down only for what their figures count, and the figures are the same differences as before. The
-OpenAI slope is that of the measured streams alone (since s8: its 20 warm-up streams, collector on, made it follow
-the heap's size), and ``startup`` is the whole process, counted from the start. ``--whole-process`` counts every run from
-the start (the first versions' way: slower, and noisier, as start-up differences between two runs count too).
+The rows made of two runs' difference (``decorator``, ``openai_call``, ``evaluation``) count from the child's
+measured phase on (``_callgrind.run_totals(from_collect=True)``: callgrind's instrumentation off through the
+interpreter's start, the SDKs' imports and the set-up, on from the child's ``gc.collect()`` before its measured calls
+to its exit), so those runs pay callgrind's slow-down only for what their figures count, and the figures are the
+same differences as before. The stream rows count each measured stream alone (phases, below; before session 10, two
+runs' difference whose window ended with the measured streams, ``_callgrind.count_to_here()``), and ``startup`` is
+the whole process, counted from the start. ``--whole-process`` counts every other run from the start (the first
+versions' way: slower, and noisier, as start-up differences between two runs count too); the paired stream rows
+need x86-64 Linux (callgrind's client requests) either way.
+
+Three rows followed the process's memory layout rather than our code (the same tree read 4.2k per OpenAI chunk in
+one virtualenv and 8.7k in another). CPython's type cache is indexed by the address of the attribute's name, dicts
+and sets keyed by objects hash by address, and glibc ``malloc``'s work depends on its bins, so which lookups miss
+follows where things were allocated. A stream slope was the difference of two processes each spending ~780k
+instructions per chunk in the client itself, whose own slope moved by up to 3k per chunk between layouts: more than
+evaltrace's whole figure. So:
+
+- the stream rows are **paired**: one child runs the uninstrumented and the instrumented client in the same process
+  (the instrumentation switched on and off between streams, uncounted), each stream counted as a phase of its own
+  (``_callgrind.phase_begin/phase_end``, callgrind's per-thread dump), ``ROUNDS`` rounds of a 20- and a 200-chunk
+  stream each way. Both sides of the difference share one layout, and the figure is :func:`paired_slope`.
+- those two rows and ``openai_call`` (a ratio of separate processes, all threads) run each child under ``LAYOUTS``
+  heap layouts (``_callgrind.padding``: a seeded few thousand objects of mixed sizes allocated before the SDKs are
+  imported) and report the median of the per-layout figures, so that no single layout, and no environment's own
+  layout, decides the figure. ``--verbose`` prints each layout's figure.
 
 A row fails when its figure exceeds its budget by more than ``tolerance`` (10%). The budget of a row whose issue
 target is not met yet is today's figure (``target`` beside it): the run guards against regressions now and shows
@@ -50,6 +66,7 @@ from __future__ import annotations
 import argparse
 import gc
 import shutil
+import statistics
 import sys
 import time
 import tomllib
@@ -70,8 +87,12 @@ FOLDS = 20  # folds of one stream (bench_providers.py's default)
 # Quick call counts: enough that one call's noise (a GC pass, a dict resize) stays well under the 10% tolerance.
 # 40 OpenAI calls: at 10, a one-off of a few million instructions in one run (a buffer resize, an export batch)
 # moved the ratio by 0.3-0.6x between runs of the same tree.
-DECORATOR_CALLS, OPENAI_CALLS, STREAMS, EVALUATIONS = 300, 40, 4, 150
+DECORATOR_CALLS, OPENAI_CALLS, ROUNDS, EVALUATIONS = 300, 40, 2, 150
 SHORT, LONG = 20, 200  # chunks / events of the two streams whose difference is the per-chunk slope
+PAIRED_PHASES = tuple((on, n) for n in (SHORT, LONG) for on in (False, True))  # bench_openai_pipeline's, in order
+# Heap layouts (``_callgrind.padding`` seeds 1..LAYOUTS) a layout-sensitive row runs each of its children under; its
+# figure is the median of the per-layout figures (see "Figures that do not follow the memory layout" above).
+LAYOUTS = 3
 
 Run = tuple[str, str, int]  # script, variant, calls
 Totals = dict[int, int]
@@ -95,6 +116,17 @@ class Row:
     compute: Callable[[dict[Run, Totals]], float]
     unit: str  # "x" (a ratio) or "instr"
     whole_process: bool = False  # its runs are counted from the interpreter's start (else from the gc.collect())
+    layouts: tuple[int, ...] = (0,)  # heap paddings its runs are made under (0: none); its figure is their median
+    phased: bool = False  # its runs count phases (``_callgrind.run_phases``): totals keyed by phase, not thread
+
+    def figures(self, totals: dict[tuple[Run, int], Totals]) -> list[float]:
+        """The row's figure under each of its layouts, from every run's totals keyed by (run, layout)."""
+        return [self.compute({run: totals[(run, layout)] for run in self.runs}) for layout in self.layouts]
+
+
+def figure(figures: list[float]) -> float:
+    """A row's figure: the median of its per-layout figures (the one figure of a row run under one layout)."""
+    return float(statistics.median(figures))
 
 
 def _per_call(r: dict[Run, Totals], script: str, variant: str, calls: int, scope: Callable[[Totals], int]) -> float:
@@ -112,24 +144,29 @@ def _openai_call(r: dict[Run, Totals]) -> float:
     return ours / (_per_call(r, OPENAI, "floor:call1", OPENAI_CALLS, _all) - none)
 
 
-def _slope(r: dict[Run, Totals], script: str, impl: str, warm_up: int) -> float:
-    """Application-thread instructions per chunk of ``impl``: long minus short streams, over the extra chunks."""
-    long, short = (r[(script, f"{impl}:stream{n}", STREAMS)] for n in (LONG, SHORT))
-    return (_app(long) - _app(short)) / ((STREAMS + warm_up) * (LONG - SHORT))
+def paired_slope(phases: list[int], rounds: int) -> float:
+    """Instructions per chunk added by the instrumentation, from a paired child's phase counts.
+
+    Args:
+        phases: Application-thread instructions of each phase, in order: ``rounds`` rounds of
+            :data:`PAIRED_PHASES` (short off, short on, long off, long on).
+        rounds: The child's rounds.
+
+    Raises:
+        ValueError: ``phases`` is not ``rounds`` whole rounds.
+    """
+    if len(phases) != rounds * len(PAIRED_PHASES):
+        raise ValueError(f"{len(phases)} phases for {rounds} rounds of {len(PAIRED_PHASES)}")
+    off_short, on_short, off_long, on_long = (sum(phases[i :: len(PAIRED_PHASES)]) for i in range(len(PAIRED_PHASES)))
+    return ((on_long - on_short) - (off_long - off_short)) / (rounds * (LONG - SHORT))
 
 
-def _openai_chunk(r: dict[Run, Totals]) -> float:
-    # Counted from the child's gc.collect(): the measured streams alone, with the collector off as in every other
-    # row. Counting its 20 warm-up streams too (collector on, as the first versions did) made the figure follow the
-    # size of the process's heap, not our code: the same tree gave 10.5k per chunk with genai-prices' table loaded
-    # and 21-22k with prices read from evaltrace's price file (fewer long-lived objects, more full collections).
-    return _slope(r, OPENAI, "evaltrace", 0) - _slope(r, OPENAI, "none", 0)
-
-
-def _anthropic_event(r: dict[Run, Totals]) -> float:
-    return _slope(r, SELF, "anthropic-evaltrace", ANTHROPIC_WARM_UP) - _slope(
-        r, SELF, "anthropic-none", ANTHROPIC_WARM_UP
-    )
+def _paired(script: str, variant: str) -> Callable[[dict[Run, Totals]], float]:
+    # The uninstrumented and the instrumented client in one process, each stream a phase counted apart: both sides
+    # of the difference share one heap layout (see "Figures that do not follow the memory layout" above). Counted
+    # after the warm-up, the collector off, each stream alone (not the instrumentation's switch between them).
+    run = (script, variant, ROUNDS)
+    return lambda r: paired_slope([r[run][i] for i in sorted(r[run])], ROUNDS)
 
 
 def _evaluation(r: dict[Run, Totals]) -> float:
@@ -151,6 +188,7 @@ def _both(script: str, variants: tuple[str, ...], calls: int) -> tuple[Run, ...]
 
 
 ANTHROPIC_WARM_UP = 2
+PADDED = tuple(range(1, LAYOUTS + 1))
 ROWS = (
     Row(
         "decorator",
@@ -165,20 +203,25 @@ ROWS = (
         _both(OPENAI, ("none:call1", "floor:call1", "evaltrace:call1"), OPENAI_CALLS),
         _openai_call,
         "x",
+        layouts=PADDED,
     ),
     Row(
         "openai_stream_chunk",
         "OpenAI stream, instructions per chunk added, app thread",
-        tuple((OPENAI, f"{i}:stream{n}", STREAMS) for i in ("none", "evaltrace") for n in (SHORT, LONG)),
-        _openai_chunk,
+        ((OPENAI, "paired:slope", ROUNDS),),
+        _paired(OPENAI, "paired:slope"),
         "instr",
+        layouts=PADDED,
+        phased=True,
     ),
     Row(
         "anthropic_stream_event",
         "Anthropic stream, instructions per event added, app thread",
-        tuple((SELF, f"anthropic-{i}:stream{n}", STREAMS) for i in ("none", "evaltrace") for n in (SHORT, LONG)),
-        _anthropic_event,
+        ((SELF, "anthropic-paired:slope", ROUNDS),),
+        _paired(SELF, "anthropic-paired:slope"),
         "instr",
+        layouts=PADDED,
+        phased=True,
     ),
     Row(
         "evaluation",
@@ -211,9 +254,12 @@ ROWS = (
 
 
 def anthropic_child(variant: str, calls: int) -> None:
-    """``anthropic-<none|evaltrace>:stream<N>``: warm-up streams, then ``calls`` streams of N text deltas."""
+    """``anthropic-<none|evaltrace>:stream<N>``: warm-up streams, then ``calls`` streams of N text deltas.
+
+    ``anthropic-paired:slope``: ``calls`` rounds of the paired slope (:data:`PAIRED_PHASES`, as
+    ``bench_openai_pipeline.py``'s ``paired:slope``).
+    """
     impl, case = variant.removeprefix("anthropic-").split(":")
-    deltas = int(case.removeprefix("stream"))
     from bench_anthropic import MESSAGES, _client
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
@@ -221,12 +267,12 @@ def anthropic_child(variant: str, calls: int) -> None:
     provider = TracerProvider()
     trace.set_tracer_provider(provider)
     client = _client(own_spans=False)
-    if impl == "evaltrace":
+    if impl in ("evaltrace", "paired"):
         from evaltrace.instrumentation.anthropic import instrument_anthropic
 
         instrument_anthropic(tracer_provider=provider)
 
-    def stream() -> None:
+    def stream(deltas: int) -> None:
         events = client.messages.create(
             model="claude-sonnet-4-6",
             max_tokens=256,
@@ -237,13 +283,33 @@ def anthropic_child(variant: str, calls: int) -> None:
         for _event in events:
             pass
 
+    if impl == "paired":
+        from evaltrace.instrumentation.anthropic import uninstrument_anthropic
+
+        def switch(on: bool) -> None:
+            instrument_anthropic(tracer_provider=provider) if on else uninstrument_anthropic()
+
+        for on, n in PAIRED_PHASES * ANTHROPIC_WARM_UP:
+            switch(on)
+            stream(n)
+        gc.collect()
+        gc.disable()
+        for _ in range(calls):
+            for on, n in PAIRED_PHASES:
+                switch(on)
+                _callgrind.phase_begin()
+                stream(n)
+                _callgrind.phase_end()
+        return
+    deltas = int(case.removeprefix("stream"))
+
     _callgrind.count_from_here()  # the slope counts the warm-up streams: the runs count from here, not gc.collect()
     for _ in range(ANTHROPIC_WARM_UP):
-        stream()
+        stream(deltas)
     gc.collect()
     gc.disable()  # a cyclic collection lands in one run and not the other (millions of instructions)
     for _ in range(calls):
-        stream()
+        stream(deltas)
     _callgrind.count_to_here()  # the measured streams alone: not the teardown (see count_to_here)
 
 
@@ -303,32 +369,60 @@ def main() -> int:
     verdicts({r.name: 0.0 for r in rows}, {r.name: r.unit for r in rows}, config)  # every row has a budget
     whole = args.whole_process or not _callgrind.can_count_from_collect()
     whole_runs = {run for row in rows for run in row.runs if whole or row.whole_process}
+    phased_runs = {run for row in rows for run in row.runs if row.phased}
     # Longest first, so that the last two runs end together: whole processes, then the long streams.
     runs = sorted(
-        {run for row in rows for run in row.runs},
-        key=lambda run: (run not in whole_runs, f"stream{LONG}" not in run[1], run[0] == DECORATORS, run),
+        {(run, layout) for row in rows for run in row.runs for layout in row.layouts},
+        key=lambda item: (
+            item[0] not in whole_runs,
+            item[0] not in phased_runs and f"stream{LONG}" not in item[0][1],
+            item[0][0] == DECORATORS,
+            item,
+        ),
     )
     started = time.perf_counter()
-    _callgrind.warm([(script, variant) for script, variant, _ in runs], jobs=args.jobs)
+    _callgrind.warm([(script, variant) for (script, variant, _), _ in runs], jobs=args.jobs)
 
-    def count(run: Run) -> Totals:
+    def count(item: tuple[Run, int]) -> Totals:
         begin = time.perf_counter()
-        found = _callgrind.run_totals(*run, from_collect=run not in whole_runs)
+        run, layout = item
+        if run in phased_runs:
+            found = dict(enumerate(_callgrind.run_phases(*run, layout=layout), start=1))
+        else:
+            found = _callgrind.run_totals(*run, from_collect=run not in whole_runs, layout=layout)
         if args.verbose:
             script, variant, calls = run
+            counts = (
+                f"{len(found)} phases, app thread {_all(found):,}, paired slope "
+                f"{paired_slope([found[i] for i in sorted(found)], calls):,.0f}"
+                if run in phased_runs
+                else f"app thread {_app(found):,}, all threads {_all(found):,}"
+            )
+            where = f" layout {layout}" if layout else ""
             print(
-                f"  {Path(script).name} {variant} {calls}: app thread {_app(found):,}, all threads {_all(found):,}"
-                f" ({time.perf_counter() - begin:.0f} s)",
+                f"  {Path(script).name} {variant} {calls}{where}: {counts} ({time.perf_counter() - begin:.0f} s)",
                 flush=True,
             )
         return found
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         totals = dict(zip(runs, pool.map(count, runs), strict=True))
-    values = {row.name: row.compute(totals) for row in rows}
+    values: dict[str, float] = {}
+    for row in rows:
+        figures = row.figures(totals)
+        values[row.name] = figure(figures)
+        if args.verbose and len(figures) > 1:
+            each = ", ".join(_fmt(f, row.unit) for f in figures)
+            print(
+                f"  {row.name}: layouts {', '.join(map(str, row.layouts))}: {each}; median {_fmt(values[row.name], row.unit)}"
+            )
     lines, failed = verdicts(values, {row.name: row.unit for row in rows}, config)
     print("\n".join(lines))
-    counted = f"{len(whole_runs)} of them whole processes, the others from the measured phase on"
+    padded = sum(1 for _, layout in runs if layout)
+    counted = (
+        f"{len(whole_runs)} of them whole processes, the others from the measured phase on; {padded} under a padded"
+        " heap layout"
+    )
     print(f"{len(runs)} callgrind runs in {time.perf_counter() - started:.0f} s ({args.jobs} at once; {counted})")
     if failed:
         print(f"over budget by more than {float(config.get('tolerance', 0.10)):.0%}: {', '.join(failed)}")
