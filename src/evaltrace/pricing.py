@@ -4,7 +4,9 @@ Lookup order for a model name: prices set with :func:`set_model_price`, then ``g
 ``evaltrace[prices]`` extra; its bundled snapshot is used, never the network), then ``FALLBACK_PRICES`` below.
 A model found nowhere has no cost: we never guess. Prices found in genai-prices are kept in a file
 (``~/.cache/evaltrace/prices.json``, ``$EVALTRACE_PRICE_CACHE``; ``_internal/price_cache.py``) that later processes
-read instead of loading genai-prices' whole table, only where that gives exactly the same price. Reasoning tokens are billed at the output rate, and they
+read instead of loading genai-prices' whole table, only where that gives exactly the same price; a process without
+that file reads the same prices from the index evaltrace ships for the installed genai-prices release
+(``_internal/price_index.py``), also without importing genai-prices. Reasoning tokens are billed at the output rate, and they
 are a subset of the output tokens, so the reasoning cost is part of the total, not added to it.
 
 Example:
