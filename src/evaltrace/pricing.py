@@ -4,7 +4,9 @@ Lookup order for a model name: prices set with :func:`set_model_price`, then ``g
 ``evaltrace[prices]`` extra; its bundled snapshot is used, never the network), then ``FALLBACK_PRICES`` below.
 A model found nowhere has no cost: we never guess. Prices found in genai-prices are kept in a file
 (``~/.cache/evaltrace/prices.json``, ``$EVALTRACE_PRICE_CACHE``; ``_internal/price_cache.py``) that later processes
-read instead of loading genai-prices' whole table, only where that gives exactly the same price. Reasoning tokens are billed at the output rate, and they
+read instead of loading genai-prices' whole table, only where that gives exactly the same price; a process without
+that file reads the same prices from the index evaltrace ships for the installed genai-prices release
+(``_internal/price_index.py``), also without importing genai-prices. Reasoning tokens are billed at the output rate, and they
 are a subset of the output tokens, so the reasoning cost is part of the total, not added to it.
 
 Example:
@@ -192,11 +194,20 @@ def _from_genai_prices(model: str, provider_id: str) -> ModelPrice | None:
     cached = price_cache.get(provider_id, model)
     if cached is not price_cache.MISS:
         return None if cached is None else ModelPrice(*cached)
+    # A first process (or one whose cache file cannot be kept) reads the same table from the index evaltrace ships
+    # for the installed genai-prices release, one provider's file at a time (``_internal/price_index.py``).
+    from evaltrace._internal import price_index
+
+    now = dt.datetime.now(tz=dt.UTC)
+    indexed = price_index.find(provider_id, model, now)
+    if indexed is not price_cache.MISS:
+        entry, until = indexed
+        price_cache.put(provider_id, model, entry, until)
+        return None if entry is None else ModelPrice(*entry)
     try:
         from genai_prices import data_snapshot
     except ImportError:
         return None
-    now = dt.datetime.now(tz=dt.UTC)
     try:
         _, info = data_snapshot.get_snapshot().find_provider_model(model, None, provider_id, None)
     except LookupError:

@@ -41,7 +41,19 @@ from typing import Any, Final, Literal
 
 from evaltrace._internal.private_files import PRIVATE_FILE_MODE, make_private_dirs
 
-__all__ = ["MISS", "PRICE_CACHE_ENV", "Entry", "get", "put", "reset", "valid_until"]
+__all__ = [
+    "MISS",
+    "PRICE_CACHE_ENV",
+    "Entry",
+    "Miss",
+    "custom_snapshot_set",
+    "decode",
+    "encode",
+    "get",
+    "put",
+    "reset",
+    "valid_until",
+]
 
 PRICE_CACHE_ENV = "EVALTRACE_PRICE_CACHE"
 _FORMAT = 1
@@ -55,11 +67,13 @@ Price = tuple[float, float, float | None, tuple[tuple[int, float, float | None, 
 Entry = Price | None  # None: genai-prices does not know the model
 
 
-class _Miss(Enum):
+class Miss(Enum):
+    """The type of ``MISS``."""
+
     MISS = "miss"
 
 
-MISS: Final = _Miss.MISS  # not in the file (or the file is not usable): look it up
+MISS: Final = Miss.MISS  # not in the file (or the file is not usable): look it up
 _NO_EXPIRY = ""
 _UNCACHEABLE: Any = object()
 
@@ -71,9 +85,9 @@ def reset() -> None:
     _state.clear()
 
 
-def get(provider_id: str, model: str) -> Entry | Literal[_Miss.MISS]:
+def get(provider_id: str, model: str) -> Entry | Literal[Miss.MISS]:
     """The cached price of ``model`` at ``provider_id``, ``None`` for a model genai-prices lacks, or ``MISS``."""
-    if _custom_snapshot():
+    if custom_snapshot_set():
         return MISS
     prices = _loaded()
     if prices is None:
@@ -85,14 +99,14 @@ def get(provider_id: str, model: str) -> Entry | Literal[_Miss.MISS]:
         until, price = row
         if until and dt.datetime.now(tz=dt.UTC).date() >= dt.date.fromisoformat(until):
             return MISS
-        return _decode(price)
+        return decode(price)
     except (TypeError, ValueError):  # a file edited or written by a future format: not ours to trust
         return MISS
 
 
 def put(provider_id: str, model: str, price: Entry, until: Any) -> None:
     """Write ``price`` (from a full lookup) unless ``until`` says it cannot be cached; never raises for I/O."""
-    if until is _UNCACHEABLE or _custom_snapshot():
+    if until is _UNCACHEABLE or custom_snapshot_set():
         return
     prices = _loaded()
     path, source = _state.get("path"), _state.get("source")
@@ -104,7 +118,7 @@ def put(provider_id: str, model: str, price: Entry, until: Any) -> None:
         if counts[kind] >= _MAX_ENTRIES[kind]:
             return  # full: this model is looked up in genai-prices in every process, as without the file
         counts[kind] += 1
-    rows[model] = [until.isoformat() if until else _NO_EXPIRY, _encode(price)]
+    rows[model] = [until.isoformat() if until else _NO_EXPIRY, encode(price)]
     if not _state.get("swept"):
         _state["swept"] = True
         _sweep(path)
@@ -153,7 +167,8 @@ def valid_until(info: Any, now: dt.datetime) -> Any:
     return min(upcoming) if upcoming else None
 
 
-def _custom_snapshot() -> bool:
+def custom_snapshot_set() -> bool:
+    """Whether a snapshot of the user's own (``set_custom_snapshot``, ``UpdatePrices``) replaces the bundled table."""
     # Without genai_prices.data_snapshot imported, no snapshot of the user's can have been set.
     snapshot_module = sys.modules.get("genai_prices.data_snapshot")
     return snapshot_module is not None and getattr(snapshot_module, "_custom_snapshot", None) is not None
@@ -250,14 +265,16 @@ def _source() -> list[Any] | None:
     return [data, stat.st_size, stat.st_mtime_ns]
 
 
-def _encode(price: Entry) -> Any:
+def encode(price: Entry) -> Any:
+    """``price`` as JSON values (tuples as lists)."""
     if price is None:
         return None
     inp, out, cached, tiers, write = price
     return [inp, out, cached, [list(tier) for tier in tiers], write]
 
 
-def _decode(row: Any) -> Entry:
+def decode(row: Any) -> Entry:
+    """The price ``encode`` wrote; TypeError or ValueError for anything else."""
     if row is None:
         return None
     inp, out, cached, tiers, write = row

@@ -1,0 +1,190 @@
+"""genai-prices' own table for the providers evaltrace prices, shipped with evaltrace, read without genai-prices.
+
+Loading genai-prices' table costs a new process ~230M instructions (its pydantic types, ~100k objects for 47
+providers, then a full pass of the cyclic collector over the application: issue 28's start-up row), and the file of
+prices already looked up (``price_cache``) helps only processes after the first, and only where ``~/.cache`` is
+kept. This index is that table, for one provider at a time: the models genai-prices would try for a provider id, in
+its order (the provider's own, then its fallback providers'), each with its match clause and its prices converted
+as :mod:`evaltrace.pricing` converts them, built from genai-prices' objects by ``scripts/build_price_index.py``.
+
+It is used only for the exact genai-prices release it was built from: each file names that release's files as its
+``RECORD`` lists them (sha256 and size of every module), and the installed ``RECORD`` must list the same, and the
+files on disk have those sizes. Any other version, an editable or altered install, a missing or corrupt index file,
+a model whose price depends on the time of day, or a user's own snapshot (``set_custom_snapshot``) gives ``MISS``,
+and the price is looked up in genai-prices as before. Matching repeats genai-prices' ``find_provider_model`` for a
+provider id: lower-cased name, the first model whose clause matches, then the same with a compact date
+(``-20251211``) rewritten to ``-2025-12-11``; a dated price is the last conditional price whose start date has come
+(UTC), as ``ModelInfo.get_prices`` picks it. ``tests/instrumentation/test_price_index.py`` holds both to
+genai-prices' own lookup over its whole table.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from evaltrace._internal import price_cache
+from evaltrace._internal.price_cache import MISS, Entry, Miss
+
+__all__ = ["FORMAT", "INDEX_DIR", "UNCACHEABLE_PRICES", "find", "installed_source", "reset"]
+
+FORMAT: Final = 1
+INDEX_DIR: Final = Path(__file__).with_name("price_index_data")
+UNCACHEABLE_PRICES: Final = "genai-prices"  # a model's prices this index cannot hold (an off-peak rate): look it up
+_COMPACT_DATE = re.compile(r"(-)(20\d{2})(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])(?=-|:|$)")  # genai-prices' own
+
+# provider id -> its models (None: no usable file); "genai_prices <version>" -> installed_source(version).
+_state: dict[str, Any] = {}
+
+
+def reset() -> None:
+    """Forget what this process read and checked (tests)."""
+    _state.clear()
+
+
+def find(provider_id: str, model: str, now: dt.datetime) -> tuple[Entry, dt.date | None] | Literal[Miss.MISS]:
+    """Genai-prices' price of ``model`` at ``provider_id`` at ``now`` and the date it may change, or ``MISS``.
+
+    The entry is ``None`` for a model genai-prices does not know (at that provider and its fallbacks).
+    """
+    if price_cache.custom_snapshot_set():
+        return MISS
+    models = _models(provider_id)
+    if models is None:
+        return MISS
+    ref = model.lower()
+    try:
+        prices = _match(models, ref)
+        if prices is None:
+            normalized = _COMPACT_DATE.sub(_dashed_date, ref)
+            if normalized != ref:
+                prices = _match(models, normalized)
+        if prices is None:
+            return None, None
+        if prices == UNCACHEABLE_PRICES:
+            return MISS
+        return _in_force(prices, now.astimezone(dt.UTC).date())
+    except (TypeError, ValueError, re.error):  # a file this version did not write: genai-prices decides
+        _state[provider_id] = None
+        return MISS
+
+
+def _models(provider_id: str) -> list[Any] | None:
+    if provider_id not in _state:
+        _state[provider_id] = _load(provider_id)
+    models: list[Any] | None = _state[provider_id]
+    return models
+
+
+def _load(provider_id: str) -> list[Any] | None:
+    """The provider's models from its index file, if that file was built from the installed genai-prices."""
+    try:
+        with open(INDEX_DIR / f"{provider_id}.json", encoding="utf-8") as handle:
+            document = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        return None
+    built_from = document.get("genai_prices")
+    if not isinstance(built_from, dict) or built_from != _installed(built_from.get("version")):
+        return None
+    models = document.get("models")
+    return models if isinstance(models, list) else None
+
+
+def _installed(version: Any) -> dict[str, Any] | None:
+    if not isinstance(version, str):
+        return None
+    key = f"genai_prices {version}"  # checked once per process (per release a file names)
+    if key not in _state:
+        _state[key] = installed_source(version)
+    source: dict[str, Any] | None = _state[key]
+    return source
+
+
+def installed_source(version: str) -> dict[str, Any] | None:
+    """The installed genai-prices ``version`` as its ``RECORD`` lists its modules, or None if it is not that one.
+
+    Returns ``{"version": version, "files": {"genai_prices/x.py": "sha256=...,size"}}`` when the package found on
+    ``sys.path`` sits beside ``genai_prices-<version>.dist-info`` and every module it lists has its recorded size on
+    disk. A hash of the 1.6 MB table itself would cost more than the rest of a cold start's pricing, so the
+    installer's record of it is trusted, and the sizes catch a file changed since.
+    """
+    try:
+        spec = find_spec("genai_prices")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    package = Path(next(iter(spec.submodule_search_locations)))
+    record = package.parent / f"genai_prices-{version}.dist-info" / "RECORD"
+    files: dict[str, str] = {}
+    try:
+        with open(record, encoding="utf-8") as handle:
+            for line in handle:
+                path, _, digest = line.rstrip("\r\n").partition(",")
+                if path.startswith("genai_prices/") and path.endswith(".py") and "/__pycache__/" not in path:
+                    files[path] = digest
+        for path, digest in files.items():
+            size = digest.rpartition(",")[2]
+            if os.stat(package.parent / path).st_size != int(size):
+                return None
+    except (OSError, ValueError):
+        return None
+    if "genai_prices/data.py" not in files:
+        return None
+    return {"version": version, "files": files}
+
+
+def _match(models: list[Any], ref: str) -> Any:
+    for clause, prices in models:
+        if _is_match(clause, ref):
+            return prices
+    return None
+
+
+def _is_match(clause: list[Any], text: str) -> bool:
+    """genai-prices' ``Clause*.is_match`` on an already lower-cased name (literals are stored lower-cased)."""
+    kind, value = clause
+    if kind == "=":
+        return bool(text == value)
+    if kind == "^":
+        return text.startswith(value)
+    if kind == "in":
+        return value in text
+    if kind == "$":
+        return text.endswith(value)
+    if kind == "re":
+        return re.search(value, text) is not None
+    if kind == "or":
+        return any(_is_match(inner, text) for inner in value)
+    if kind == "and":
+        return all(_is_match(inner, text) for inner in value)
+    raise ValueError(kind)  # the builder writes only the kinds above
+
+
+def _dashed_date(match: re.Match[str]) -> str:
+    """genai-prices' ``_normalize_compact_dated_ref``: ``-20251211`` -> ``-2025-12-11`` when it is a real date."""
+    year, month, day = (int(match.group(index)) for index in range(2, 5))
+    try:
+        dt.date(year, month, day)
+    except ValueError:
+        return match.group(0)
+    return f"{match.group(1)}{year:04d}-{month:02d}-{day:02d}"
+
+
+def _in_force(prices: list[Any], today: dt.date) -> tuple[Entry, dt.date | None]:
+    """The last price whose start date has come (else the first), and the next start date after ``today``."""
+    starts = [dt.date.fromisoformat(start) if start else None for start, _ in prices]
+    chosen = prices[0][1]
+    for start, (_, entry) in zip(reversed(starts), reversed(prices), strict=True):
+        if start is None or today >= start:
+            chosen = entry
+            break
+    upcoming = [start for start in starts if start is not None and start > today]
+    return price_cache.decode(chosen), min(upcoming) if upcoming else None

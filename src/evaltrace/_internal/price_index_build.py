@@ -1,0 +1,117 @@
+"""Build ``price_index``'s files from the installed genai-prices (``scripts/build_price_index.py``, tests).
+
+Imports genai-prices and walks its objects: never imported by an application, only where the index is made or
+checked.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from evaltrace._internal import price_cache, price_index
+
+__all__ = ["PROVIDER_IDS", "build", "write"]
+
+
+def _provider_ids() -> tuple[str, ...]:
+    from evaltrace import pricing
+
+    return tuple(dict.fromkeys(pricing._GENAI_PRICES_PROVIDER.values()))
+
+
+PROVIDER_IDS = _provider_ids()  # the genai-prices provider ids evaltrace looks prices up under
+
+
+def build(version: str, providers: list[Any] | None = None) -> dict[str, dict[str, Any]]:
+    """One index document per provider id, from genai-prices' ``providers`` (default: its bundled table).
+
+    Raises:
+        RuntimeError: The installed genai-prices is not the exact ``version`` release (its RECORD and files).
+        ValueError: A clause kind the index does not know (a newer genai-prices): the matcher needs it first.
+    """
+    from genai_prices import data_snapshot
+
+    source = price_index.installed_source(version)
+    if source is None:
+        raise RuntimeError(f"the installed genai-prices is not the {version} release as its RECORD lists it")
+    table = data_snapshot.get_snapshot().providers if providers is None else providers
+    documents = {}
+    for provider_id in PROVIDER_IDS:
+        provider = data_snapshot.find_provider_by_id(table, provider_id)
+        if provider is None:
+            continue
+        # Provider.find_model's order: its own models, then each fallback provider's own (one step, no further).
+        candidates = list(provider.models)
+        for fallback_id in provider.fallback_model_providers or ():
+            fallback = next((p for p in table if p.id == fallback_id), None)
+            if fallback is not None:
+                candidates.extend(fallback.models)
+        documents[provider_id] = {
+            "format": price_index.FORMAT,
+            "genai_prices": source,
+            "provider": provider.id,
+            "models": [[_clause(model.match), _prices(model.prices)] for model in candidates],
+        }
+    return documents
+
+
+def write(documents: dict[str, dict[str, Any]], folder: Path) -> None:
+    """Write each document as ``<provider id>.json`` in ``folder`` (one line each: the index is data)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for provider_id, document in documents.items():
+        text = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
+        (folder / f"{provider_id}.json").write_text(text + "\n", encoding="utf-8")
+
+
+def _clause(clause: Any) -> list[Any]:
+    from genai_prices import types
+
+    if type(clause) is types.ClauseEquals:
+        return ["=", clause.equals.lower()]
+    if type(clause) is types.ClauseStartsWith:
+        return ["^", clause.starts_with.lower()]
+    if type(clause) is types.ClauseEndsWith:
+        return ["$", clause.ends_with.lower()]
+    if type(clause) is types.ClauseContains:
+        return ["in", clause.contains.lower()]
+    if type(clause) is types.ClauseRegex:
+        return ["re", clause.regex]  # searched in the lower-cased name, the pattern as written
+    if type(clause) is types.ClauseOr:
+        return ["or", [_clause(inner) for inner in clause.or_]]
+    if type(clause) is types.ClauseAnd:
+        return ["and", [_clause(inner) for inner in clause.and_]]
+    raise ValueError(f"genai-prices clause {type(clause).__name__} is not known to evaltrace's price index")
+
+
+def _prices(prices: Any) -> Any:
+    """``[[start date or "", converted price], ...]`` in genai-prices' order, or UNCACHEABLE_PRICES."""
+    from genai_prices import types
+
+    from evaltrace import pricing
+
+    conditional = prices if isinstance(prices, list) else [types.ConditionalPrice(prices=prices)]
+    rows = []
+    for price in conditional:
+        constraint = price.constraint
+        if constraint is None:
+            start = ""
+        elif type(constraint) is types.StartDateConstraint:
+            start = constraint.start_date.isoformat()
+        else:  # an off-peak (time-of-day) rate, or a constraint of a later version: genai-prices decides
+            return price_index.UNCACHEABLE_PRICES
+        converted = pricing._convert(price.prices)
+        entry = (
+            None
+            if converted is None
+            else (
+                converted.input,
+                converted.output,
+                converted.cached_input,
+                converted.tiers,
+                converted.cache_write,
+            )
+        )
+        rows.append([start, price_cache.encode(entry)])
+    return rows
