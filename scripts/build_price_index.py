@@ -3,8 +3,10 @@
     PYTHONPATH=src python scripts/build_price_index.py
 
 Writes ``src/evaltrace/_internal/price_index_data/<provider>.json`` for the installed release (its version read from its
-metadata) and removes the files of providers genai-prices no longer has. ``tests/instrumentation/test_price_index.py``
-fails while the shipped files differ from what this script would write for the installed release.
+metadata) and removes the files of providers genai-prices no longer has. Then pin that release in pyproject's ``dev``
+extra: ``tests/instrumentation/test_price_index_pin.py`` fails while the shipped files are for another release than
+the pin, and ``test_price_index.py`` (which runs where the pinned release is installed, as in CI's main step) fails
+while they differ from what this script would write for it.
 """
 
 from __future__ import annotations
