@@ -461,3 +461,68 @@ async def test_a_response_kept_after_its_stream_was_dropped_does_not_keep_the_st
     assert span.attributes["evaltrace.stream.end_reason"] == "garbage_collected"
     await response.aclose() if is_async else response.close()  # the span has ended: nothing more happens
     assert len(exporter.get_finished_spans()) == 1
+
+
+def test_a_for_loop_reads_the_sdk_streams_own_generator_with_no_stream_iter_frame(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """openai's ``Stream.__iter__`` only re-yields its ``_iterator``: the proxy's loop reads that generator itself.
+
+    Before, every chunk resumed ``Stream.__iter__``'s generator frame on top of ours (a frame the uninstrumented
+    ``for`` pays instead of ours). The profiler sees each resume of a generator as a call of its code.
+    """
+    import sys
+
+    api, _ = client([_simple_stream(100)], False)
+    stream = api.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}], stream=True)
+    iter_code = openai.Stream.__iter__.__code__
+    resumed: list[int] = []
+
+    def profile(frame: Any, event: str, _arg: Any) -> None:
+        if event == "call" and frame.f_code is iter_code:
+            resumed.append(1)
+
+    sys.setprofile(profile)
+    try:
+        chunks = list(stream)
+    finally:
+        sys.setprofile(None)
+    assert resumed == []
+    assert [c.choices[0].delta.content for c in chunks[:100]] == [f"w{i} " for i in range(100)]
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["evaltrace.stream.chunks"] == 101
+    assert span.attributes["evaltrace.stream.end_reason"] == "exhausted"
+    text = "".join(f"w{i} " for i in range(100))
+    assert json.loads(span.attributes["gen_ai.output.messages"])[0]["parts"] == [{"type": "text", "content": text}]
+
+
+def test_a_stream_class_whose_iter_does_more_than_re_yield_is_read_through_it(exporter: InMemorySpanExporter) -> None:
+    """A subclass (or SDK version) whose ``__iter__`` does anything more per item keeps doing it under the proxy."""
+    from evaltrace._internal.engine.stream import _inner_iterator
+
+    class Observed(openai.Stream[Any]):
+        seen: list[Any]
+
+        def __iter__(self) -> Any:
+            for item in self._iterator:
+                self.seen.append(item)
+                yield item
+
+    plain = object.__new__(openai.Stream)
+    plain._iterator = iter([1, 2])
+    assert list(_inner_iterator(plain) or ()) == [1, 2]  # recognised: the generator itself is read
+    observed = object.__new__(Observed)
+    observed._iterator = iter([1, 2])
+    assert _inner_iterator(observed) is None
+    no_inner = object.__new__(openai.Stream)
+    assert _inner_iterator(no_inner) is None  # no ``_iterator``: read through iter(), which raises as it would
+
+    api, _ = client([_simple_stream(3)], False)
+    raw = api.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}], stream=True)
+    raw.__wrapped__.__class__ = Observed  # what the SDK would return for a stream class of its own
+    raw.__wrapped__.seen = []
+    chunks = list(raw)
+    assert raw.__wrapped__.seen == chunks
+    assert len(chunks) == 4
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["evaltrace.stream.chunks"] == 4

@@ -218,14 +218,18 @@ class SyncStreamProxy(StreamProxyBase):
     def __iter__(self) -> Iterator[Any]:
         """What ``for`` reads: a generator over the wrapped stream's own iterator, resumed per chunk, not called.
 
-        It loops over ``iter(wrapped)``, as a ``for`` over the stream itself would (for openai's ``Stream``, its
-        generator: no ``Stream.__next__`` frame per chunk); an iterator without ``__iter__`` is read through its
+        It loops over ``iter(wrapped)``, as a ``for`` over the stream itself would (no ``Stream.__next__`` frame
+        per chunk), or, when that generator would only re-yield the stream's inner iterator (openai's ``Stream``:
+        ``_inner_iterator``), over that iterator itself; an iterator without ``__iter__`` is read through its
         ``__next__``.
         """
-        try:
-            source = iter(self.__wrapped__)
-        except TypeError:
-            source = iter(self._self_state.pull, _NO_SENTINEL)
+        wrapped = self.__wrapped__
+        source = _inner_iterator(wrapped)
+        if source is None:
+            try:
+                source = iter(wrapped)
+            except TypeError:
+                source = iter(self._self_state.pull, _NO_SENTINEL)
         return _chunks(self, source)
 
     def __next__(self) -> Any:
@@ -275,6 +279,47 @@ class SyncStreamProxy(StreamProxyBase):
 
 _NO_SENTINEL = object()
 """``iter(pull, _NO_SENTINEL)``: a C iterator over a ``__next__`` that ends at its StopIteration."""
+
+
+def _reyield(self: Any) -> Iterator[Any]:  # the shape of openai's (and groq's) ``Stream.__iter__``
+    for item in self._iterator:  # noqa: UP028  # this exact bytecode is what is recognised
+        yield item
+
+
+_REYIELD = _reyield.__code__
+_REYIELDS: dict[type, bool] = {}
+"""Per stream class: whether its ``__iter__`` is exactly ``_reyield`` (cached: one dict lookup per stream)."""
+
+
+def _inner_iterator(wrapped: Any) -> Iterator[Any] | None:
+    """The iterator ``iter(wrapped)`` would only re-yield, item for item, when that is all its ``__iter__`` does.
+
+    openai's ``Stream.__iter__`` is ``for item in self._iterator: yield item``: a generator frame resumed per
+    chunk that adds nothing. Looping over ``_iterator`` itself yields the same items in the same order, with the
+    same errors, and saves that resume. Recognised by the function's bytecode, names and constants (so an SDK
+    version or subclass whose ``__iter__`` does anything more, as anthropic's, which notifies an observer per
+    item, is read through ``iter()``); None when not recognised.
+    """
+    cls = type(wrapped)
+    plain = _REYIELDS.get(cls)
+    if plain is None:
+        code = getattr(getattr(cls, "__iter__", None), "__code__", None)
+        plain = _REYIELDS[cls] = (
+            code is not None
+            and code.co_code == _REYIELD.co_code
+            and code.co_names == _REYIELD.co_names
+            and code.co_consts == _REYIELD.co_consts
+            and code.co_flags == _REYIELD.co_flags
+        )
+    if not plain:
+        return None
+    inner = getattr(wrapped, "_iterator", None)
+    if inner is None:
+        return None
+    try:
+        return iter(inner)  # what the re-yielding ``for`` itself calls
+    except TypeError:
+        return None
 
 
 def _chunks(proxy: SyncStreamProxy, source: Iterator[Any]) -> Iterator[Any]:
