@@ -548,3 +548,96 @@ async def test_a_chat_stream_holds_at_most_16_chunks_and_records_them_all(
     assert span.attributes["evaltrace.stream.chunks"] == 101
     text = "".join(f"w{i} " for i in range(100))
     assert json.loads(span.attributes["gen_ai.output.messages"])[0]["parts"] == [{"type": "text", "content": text}]
+
+
+def test_a_close_from_another_thread_during_the_first_chunks_fold_counts_only_chunks_in_the_output(
+    monkeypatch: pytest.MonkeyPatch, exporter: InMemorySpanExporter
+) -> None:
+    """The first chunk with output is folded in as it arrives (under the stream's lock), before any batch is held.
+
+    A ``close()`` from another thread at that moment waits for that fold; the chunks the reading thread holds by the
+    time the close takes the lock are folded in and counted, the later ones neither. However many that is (it
+    depends on thread timing), every counted chunk is in the recorded output. This is where
+    ``test_a_close_from_another_thread_waits_for_the_batch_being_folded`` closed before its trigger waited for
+    chunk 30: the first chunk's fold reads reasoning too, so its close came at chunk 0, and its count (17 to 65
+    seen) followed which thread got the lock first, not the batch size.
+    """
+    from evaltrace._internal.openai import accumulate
+
+    chunks = [_chunk({"content": f"w{i} "}) for i in range(150)]
+    stream: Any = None  # the closure below closes it; set once it exists
+    fired_on: list[Any] = []
+    closed_during_fold: list[bool] = []
+    closer: list[threading.Thread] = []
+    real_extra = accumulate.reasoning_extra
+
+    def extra_then_close(delta: Any) -> Any:
+        if not closer:  # the first delta that reaches the reasoning reader: chunk 0, folded in as it arrives
+            fired_on.append(delta.content)
+            done = threading.Event()
+            thread = threading.Thread(target=lambda: (stream.close(), done.set()))
+            closer.append(thread)
+            thread.start()
+            closed_during_fold.append(done.wait(0.5))
+        return real_extra(delta)
+
+    monkeypatch.setattr(accumulate, "reasoning_extra", extra_then_close)
+    api, _ = client([sse_interaction(CHAT, [*chunks, _chunk({}, finish="stop")])], False)
+    stream = api.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}], stream=True)
+    read = 0
+    with contextlib.suppress(Exception):  # the SDK's own error for a response closed under it, if it comes first
+        for _ in stream:
+            read += 1
+    closer[0].join(10)
+    assert fired_on == ["w0 "]
+    assert closed_during_fold == [False]
+    (span,) = exporter.get_finished_spans()
+    counted = span.attributes["evaltrace.stream.chunks"]
+    assert 1 <= counted <= read
+    assert span.attributes["evaltrace.stream.end_reason"] == "closed_early"
+    (message,) = json.loads(span.attributes["gen_ai.output.messages"])
+    text = [p["content"] for p in message["parts"] if p["type"] == "text"]
+    assert text == ["".join(f"w{i} " for i in range(counted))]
+
+
+def test_a_wrapped_or_replaced_stream_iter_is_called_under_the_proxy(
+    monkeypatch: pytest.MonkeyPatch, exporter: InMemorySpanExporter
+) -> None:
+    """The re-yield shape is recognised on a plain function only, judged by the function the class has now.
+
+    A wrapper around ``Stream.__iter__`` (wrapt's hands out the wrapped function's ``__code__``, so a check of the
+    code alone would take it for the SDK's) is called as it is, and an ``__iter__`` replaced after a stream was
+    read (another library patching it later) is the one the next stream goes through.
+    """
+    import wrapt
+
+    api, _ = client([_simple_stream(3) for _ in range(3)], False)
+
+    def create() -> Any:
+        return api.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}], stream=True)
+
+    assert len(list(create())) == 4  # the SDK's own __iter__: recognised, and remembered
+    instances: list[Any] = []
+
+    def observing(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        instances.append(instance)
+        return wrapped(*args, **kwargs)
+
+    monkeypatch.setattr(openai.Stream, "__iter__", wrapt.FunctionWrapper(openai.Stream.__iter__, observing))
+    stream = create()
+    assert len(list(stream)) == 4
+    assert instances == [stream.__wrapped__]
+
+    seen: list[Any] = []
+
+    def recording(self: Any) -> Any:
+        for item in self._iterator:
+            seen.append(item)
+            yield item
+
+    monkeypatch.setattr(openai.Stream, "__iter__", recording)
+    assert list(create()) == seen
+    assert len(seen) == 4
+    spans = exporter.get_finished_spans()
+    assert [s.attributes["evaltrace.stream.chunks"] for s in spans] == [4, 4, 4]
+    assert [s.attributes["evaltrace.stream.end_reason"] for s in spans] == ["exhausted"] * 3

@@ -27,6 +27,7 @@ import time
 import weakref
 from functools import partial
 from time import perf_counter
+from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any
 
 import wrapt
@@ -294,8 +295,24 @@ def _reyield(self: Any) -> Iterator[Any]:  # the shape of openai's (and groq's) 
 
 
 _REYIELD = _reyield.__code__
-_REYIELDS: dict[type, bool] = {}
-"""Per stream class: whether its ``__iter__`` is exactly ``_reyield`` (cached: one dict lookup per stream)."""
+_REYIELDS: dict[CodeType, bool] = {}
+"""Per ``__iter__`` code object: whether it is exactly ``_reyield``'s (one dict lookup per stream).
+
+Keyed by the code, not by the stream class: a class whose ``__iter__`` is replaced later (patched by another
+library, or by a test) is judged by the function it has now.
+"""
+
+
+def _is_reyield(code: CodeType) -> bool:
+    return (
+        code.co_code == _REYIELD.co_code
+        and code.co_names == _REYIELD.co_names
+        and code.co_consts == _REYIELD.co_consts
+        and code.co_flags == _REYIELD.co_flags
+        and code.co_argcount == _REYIELD.co_argcount
+        and code.co_kwonlyargcount == _REYIELD.co_kwonlyargcount
+        and code.co_freevars == _REYIELD.co_freevars
+    )
 
 
 def _inner_iterator(wrapped: Any) -> Iterator[Any] | None:
@@ -303,21 +320,18 @@ def _inner_iterator(wrapped: Any) -> Iterator[Any] | None:
 
     openai's ``Stream.__iter__`` is ``for item in self._iterator: yield item``: a generator frame resumed per
     chunk that adds nothing. Looping over ``_iterator`` itself yields the same items in the same order, with the
-    same errors, and saves that resume. Recognised by the function's bytecode, names and constants (so an SDK
-    version or subclass whose ``__iter__`` does anything more, as anthropic's, which notifies an observer per
-    item, is read through ``iter()``); None when not recognised.
+    same errors, and saves that resume. Recognised only on a plain function (a wrapper around it, wrapt's or any
+    other, is called as it is, even though it hands out the wrapped function's ``__code__``) whose bytecode,
+    names, constants, flags and arguments are ``_reyield``'s: an SDK version or subclass whose ``__iter__`` does
+    anything more (anthropic's notifies an observer per item) is read through ``iter()``. None when not recognised.
     """
-    cls = type(wrapped)
-    plain = _REYIELDS.get(cls)
+    method = getattr(type(wrapped), "__iter__", None)
+    if type(method) is not FunctionType:
+        return None
+    code = method.__code__
+    plain = _REYIELDS.get(code)
     if plain is None:
-        code = getattr(getattr(cls, "__iter__", None), "__code__", None)
-        plain = _REYIELDS[cls] = (
-            code is not None
-            and code.co_code == _REYIELD.co_code
-            and code.co_names == _REYIELD.co_names
-            and code.co_consts == _REYIELD.co_consts
-            and code.co_flags == _REYIELD.co_flags
-        )
+        plain = _REYIELDS[code] = _is_reyield(code)
     if not plain:
         return None
     inner = getattr(wrapped, "_iterator", None)
