@@ -352,7 +352,6 @@ def _chunks(proxy: SyncStreamProxy, source: Iterator[Any]) -> Iterator[Any]:
     generator collected) ends nothing, the proxy's own exits do.
     """
     state = proxy._self_state
-    size = state.size  # fixed per stream: a local read per chunk, not a slot read
     from_source = True  # False while this frame handles a chunk: an exception there is not the stream's
     try:
         for chunk in source:
@@ -361,7 +360,7 @@ def _chunks(proxy: SyncStreamProxy, source: Iterator[Any]) -> Iterator[Any]:
             if pending is not None:
                 state.last = perf_counter()
                 pending.append(chunk)
-                if len(pending) >= size:
+                if len(pending) >= state.size:
                     try:
                         state.flush()
                     except Exception:

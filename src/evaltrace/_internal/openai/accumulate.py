@@ -80,46 +80,20 @@ class _ChoiceBuffer:
         return output_message(parts, self.finish_reason)
 
 
-_FAST_TYPES: tuple[Any, Any, Any, Any, Any] | None = None
-"""openai's ``ChatCompletionChunk``, ``Choice`` and ``ChoiceDelta`` and the two readers of their pydantic base's
-slots (``__dict__``, ``__pydantic_extra__``), once looked up (``_fast_types``)."""
+_FAST_TYPES: tuple[Any, Any, Any] | None = None
+"""openai's ``ChatCompletionChunk``, ``Choice`` and ``ChoiceDelta`` once looked up (``_fast_types``)."""
 
 
-def _fast_types() -> tuple[Any, Any, Any, Any, Any]:
-    """The openai chunk types for ``ChatAccumulator.add_batch``'s exact type checks, and the slot readers.
-
-    ``obj.__dict__`` on a pydantic model goes through its ``__getattr__`` hook: two or three type-attribute
-    lookups per read, each a walk of the class's MRO whenever CPython's type cache misses (which follows the
-    process's memory layout). The descriptors that hold the instance dict and the extras, read once from the model
-    base's own namespace and called directly, reach the same objects with no type lookup. Five Nones without
-    openai, or when the three types do not share those two descriptors (every chunk then takes the general path).
-    """
+def _fast_types() -> tuple[Any, Any, Any]:
+    """The openai chunk types for ``ChatAccumulator.add_batch``'s exact type checks (three Nones without openai)."""
     global _FAST_TYPES
     try:
         from openai.types.chat.chat_completion_chunk import ChatCompletionChunk, Choice, ChoiceDelta
     except ImportError:  # chunks of another SDK: every one takes the general path
-        _FAST_TYPES = (None, None, None, None, None)
-        return _FAST_TYPES
-    slots = [_slot(cls, name) for cls in (ChatCompletionChunk, Choice, ChoiceDelta) for name in _SLOTS]
-    readers = slots[:2]
-    if None in readers or slots != readers * 3:
-        _FAST_TYPES = (None, None, None, None, None)
+        _FAST_TYPES = (None, None, None)
     else:
-        _FAST_TYPES = (ChatCompletionChunk, Choice, ChoiceDelta, readers[0].__get__, readers[1].__get__)
+        _FAST_TYPES = (ChatCompletionChunk, Choice, ChoiceDelta)
     return _FAST_TYPES
-
-
-_SLOTS = ("__dict__", "__pydantic_extra__")
-_SLOT_KINDS = {"__dict__": "getset_descriptor", "__pydantic_extra__": "member_descriptor"}
-
-
-def _slot(cls: type, name: str) -> Any:
-    """The C descriptor ``cls`` resolves ``name`` to (the first class of its MRO that defines it), else None."""
-    for klass in cls.__mro__:
-        found = vars(klass).get(name)
-        if found is not None:
-            return found if type(found).__name__ == _SLOT_KINDS[name] else None
-    return None
 
 
 class ChatAccumulator:
@@ -167,21 +141,15 @@ class ChatAccumulator:
 
         openai's own chunk, choice and delta types (exactly those: a subclass may read its fields its own way) are
         read through their instance ``__dict__``: a dict lookup where an attribute read goes through pydantic's
-        ``__getattr__`` hook, which CPython does not specialise. The ``__dict__`` and the delta's extras are taken
-        through pydantic's own slot descriptors (``_fast_types``), not read as attributes, which would go through
-        that hook too. A field missing from the ``__dict__``, a delta
+        ``__getattr__`` hook, which CPython does not specialise. A field missing from the ``__dict__``, a delta
         with extras (reasoning) or with anything but text takes the general path, which reads it as ``add`` does.
         A subclass that reads chunks its own way (overriding ``add`` or ``_add_delta``) gets ``add`` per chunk.
         """
         if not self._inline:
             add_each(self.add, chunks)
             return
-        chunk_type, choice_type, delta_type, fields_of, extra_of = _FAST_TYPES or _fast_types()
+        chunk_type, choice_type, delta_type = _FAST_TYPES or _fast_types()
         buffers = self.choices
-        # The buffer of the choice index seen last: a stream of one choice needs no dict lookup per chunk. A buffer,
-        # once made, stays its index's (``_add_choice`` makes only missing ones), so the pair never goes stale.
-        last_index: Any = None
-        last_buffer: Any = None
         for chunk in chunks:
             try:
                 if self.header_pending:
@@ -189,7 +157,7 @@ class ChatAccumulator:
                 if type(chunk) is not chunk_type:
                     self._add_chunk(chunk)
                     continue
-                fields = fields_of(chunk)
+                fields = chunk.__dict__
                 try:
                     choices = fields["choices"]
                     usage = fields["usage"]
@@ -200,7 +168,7 @@ class ChatAccumulator:
                     if type(choice) is not choice_type:
                         self._add_choice(choice)
                         continue
-                    fields = fields_of(choice)
+                    fields = choice.__dict__
                     try:
                         index = fields["index"]
                         delta = fields["delta"]
@@ -208,16 +176,12 @@ class ChatAccumulator:
                     except KeyError:
                         self._add_choice(choice)
                         continue
-                    if index == last_index:
-                        buffer = last_buffer
-                    else:
-                        buffer = buffers.get(index)
-                        if buffer is None:
-                            buffer = buffers[index] = _ChoiceBuffer()
-                        last_index, last_buffer = index, buffer
+                    buffer = buffers.get(index)
+                    if buffer is None:
+                        buffer = buffers[index] = _ChoiceBuffer()
                     if delta is not None:
-                        if type(delta) is delta_type and not extra_of(delta):
-                            fields = fields_of(delta)
+                        if type(delta) is delta_type and not delta.__pydantic_extra__:
+                            fields = delta.__dict__
                             try:
                                 content = fields["content"]
                                 rest = fields["refusal"] or fields["tool_calls"] or fields["function_call"] is not None
