@@ -338,9 +338,10 @@ def _inner_iterator(wrapped: Any) -> Iterator[Any] | None:
     if inner is None:
         return None
     try:
-        return iter(inner)  # what the re-yielding ``for`` itself calls
+        source: Iterator[Any] = iter(inner)  # what the re-yielding ``for`` itself calls
     except TypeError:
         return None
+    return source
 
 
 def _chunks(proxy: SyncStreamProxy, source: Iterator[Any]) -> Iterator[Any]:
