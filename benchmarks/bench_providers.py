@@ -231,8 +231,9 @@ def fold_function(name: str, chunks: list[Any]) -> Callable[[], None]:
             if acc.add(chunk):
                 break
         fold_batch = getattr(acc, "add_batch", None) or (lambda batch: add_each(acc.add, batch))
-        for start in range(index, len(chunks), BATCH):
-            fold_batch(chunks[start : start + BATCH])
+        size = getattr(acc, "batch_size", BATCH)  # the proxy's batch for this accumulator
+        for start in range(index, len(chunks), size):
+            fold_batch(chunks[start : start + size])
         build.response_attributes(acc.outcome, None, True, 128 * 1024, "model", name)
 
     return fold

@@ -461,3 +461,183 @@ async def test_a_response_kept_after_its_stream_was_dropped_does_not_keep_the_st
     assert span.attributes["evaltrace.stream.end_reason"] == "garbage_collected"
     await response.aclose() if is_async else response.close()  # the span has ended: nothing more happens
     assert len(exporter.get_finished_spans()) == 1
+
+
+def test_a_for_loop_reads_the_sdk_streams_own_generator_with_no_stream_iter_frame(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """openai's ``Stream.__iter__`` only re-yields its ``_iterator``: the proxy's loop reads that generator itself.
+
+    Before, every chunk resumed ``Stream.__iter__``'s generator frame on top of ours (a frame the uninstrumented
+    ``for`` pays instead of ours). The profiler sees each resume of a generator as a call of its code.
+    """
+    import sys
+
+    api, _ = client([_simple_stream(100)], False)
+    stream = api.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}], stream=True)
+    iter_code = openai.Stream.__iter__.__code__
+    resumed: list[int] = []
+
+    def profile(frame: Any, event: str, _arg: Any) -> None:
+        if event == "call" and frame.f_code is iter_code:
+            resumed.append(1)
+
+    sys.setprofile(profile)
+    try:
+        chunks = list(stream)
+    finally:
+        sys.setprofile(None)
+    assert resumed == []
+    assert [c.choices[0].delta.content for c in chunks[:100]] == [f"w{i} " for i in range(100)]
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["evaltrace.stream.chunks"] == 101
+    assert span.attributes["evaltrace.stream.end_reason"] == "exhausted"
+    text = "".join(f"w{i} " for i in range(100))
+    assert json.loads(span.attributes["gen_ai.output.messages"])[0]["parts"] == [{"type": "text", "content": text}]
+
+
+def test_a_stream_class_whose_iter_does_more_than_re_yield_is_read_through_it(exporter: InMemorySpanExporter) -> None:
+    """A subclass (or SDK version) whose ``__iter__`` does anything more per item keeps doing it under the proxy."""
+    from evaltrace._internal.engine.stream import _inner_iterator
+
+    class Observed(openai.Stream[Any]):
+        seen: list[Any]
+
+        def __iter__(self) -> Any:
+            for item in self._iterator:
+                self.seen.append(item)
+                yield item
+
+    plain = object.__new__(openai.Stream)
+    plain._iterator = iter([1, 2])
+    assert list(_inner_iterator(plain) or ()) == [1, 2]  # recognised: the generator itself is read
+    observed = object.__new__(Observed)
+    observed._iterator = iter([1, 2])
+    assert _inner_iterator(observed) is None
+    no_inner = object.__new__(openai.Stream)
+    assert _inner_iterator(no_inner) is None  # no ``_iterator``: read through iter(), which raises as it would
+
+    api, _ = client([_simple_stream(3)], False)
+    raw = api.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}], stream=True)
+    raw.__wrapped__.__class__ = Observed  # what the SDK would return for a stream class of its own
+    raw.__wrapped__.seen = []
+    chunks = list(raw)
+    assert raw.__wrapped__.seen == chunks
+    assert len(chunks) == 4
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["evaltrace.stream.chunks"] == 4
+
+
+async def test_a_chat_stream_holds_at_most_16_chunks_and_records_them_all(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """Chat chunks are folded every 16 (the accumulator's ``batch_size``), not every 64: a held chunk keeps a dozen
+    objects alive, which cost the allocator more per chunk than the extra fold calls. Every chunk is still counted
+    and in the output."""
+    stream = await _stream_chat([_simple_stream(100)], is_async)
+    state = stream._self_state
+    held: list[int] = []
+    if is_async:
+        async for _ in stream:
+            held.append(len(state.pending or ()))
+    else:
+        for _ in stream:
+            held.append(len(state.pending or ()))
+    assert max(held) == 15  # the 16th chunk read triggers the fold before the loop sees it
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["evaltrace.stream.chunks"] == 101
+    text = "".join(f"w{i} " for i in range(100))
+    assert json.loads(span.attributes["gen_ai.output.messages"])[0]["parts"] == [{"type": "text", "content": text}]
+
+
+def test_a_close_from_another_thread_during_the_first_chunks_fold_counts_only_chunks_in_the_output(
+    monkeypatch: pytest.MonkeyPatch, exporter: InMemorySpanExporter
+) -> None:
+    """The first chunk with output is folded in as it arrives (under the stream's lock), before any batch is held.
+
+    A ``close()`` from another thread at that moment waits for that fold; the chunks the reading thread holds by the
+    time the close takes the lock are folded in and counted, the later ones neither. However many that is (it
+    depends on thread timing), every counted chunk is in the recorded output. This is where
+    ``test_a_close_from_another_thread_waits_for_the_batch_being_folded`` closed before its trigger waited for
+    chunk 30: the first chunk's fold reads reasoning too, so its close came at chunk 0, and its count (17 to 65
+    seen) followed which thread got the lock first, not the batch size.
+    """
+    from evaltrace._internal.openai import accumulate
+
+    chunks = [_chunk({"content": f"w{i} "}) for i in range(150)]
+    stream: Any = None  # the closure below closes it; set once it exists
+    fired_on: list[Any] = []
+    closed_during_fold: list[bool] = []
+    closer: list[threading.Thread] = []
+    real_extra = accumulate.reasoning_extra
+
+    def extra_then_close(delta: Any) -> Any:
+        if not closer:  # the first delta that reaches the reasoning reader: chunk 0, folded in as it arrives
+            fired_on.append(delta.content)
+            done = threading.Event()
+            thread = threading.Thread(target=lambda: (stream.close(), done.set()))
+            closer.append(thread)
+            thread.start()
+            closed_during_fold.append(done.wait(0.5))
+        return real_extra(delta)
+
+    monkeypatch.setattr(accumulate, "reasoning_extra", extra_then_close)
+    api, _ = client([sse_interaction(CHAT, [*chunks, _chunk({}, finish="stop")])], False)
+    stream = api.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}], stream=True)
+    read = 0
+    with contextlib.suppress(Exception):  # the SDK's own error for a response closed under it, if it comes first
+        for _ in stream:
+            read += 1
+    closer[0].join(10)
+    assert fired_on == ["w0 "]
+    assert closed_during_fold == [False]
+    (span,) = exporter.get_finished_spans()
+    counted = span.attributes["evaltrace.stream.chunks"]
+    assert 1 <= counted <= read
+    assert span.attributes["evaltrace.stream.end_reason"] == "closed_early"
+    (message,) = json.loads(span.attributes["gen_ai.output.messages"])
+    text = [p["content"] for p in message["parts"] if p["type"] == "text"]
+    assert text == ["".join(f"w{i} " for i in range(counted))]
+
+
+def test_a_wrapped_or_replaced_stream_iter_is_called_under_the_proxy(
+    monkeypatch: pytest.MonkeyPatch, exporter: InMemorySpanExporter
+) -> None:
+    """The re-yield shape is recognised on a plain function only, judged by the function the class has now.
+
+    A wrapper around ``Stream.__iter__`` (wrapt's hands out the wrapped function's ``__code__``, so a check of the
+    code alone would take it for the SDK's) is called as it is, and an ``__iter__`` replaced after a stream was
+    read (another library patching it later) is the one the next stream goes through.
+    """
+    import wrapt
+
+    api, _ = client([_simple_stream(3) for _ in range(3)], False)
+
+    def create() -> Any:
+        return api.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}], stream=True)
+
+    assert len(list(create())) == 4  # the SDK's own __iter__: recognised, and remembered
+    instances: list[Any] = []
+
+    def observing(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        instances.append(instance)
+        return wrapped(*args, **kwargs)
+
+    monkeypatch.setattr(openai.Stream, "__iter__", wrapt.FunctionWrapper(openai.Stream.__iter__, observing))
+    stream = create()
+    assert len(list(stream)) == 4
+    assert instances == [stream.__wrapped__]
+
+    seen: list[Any] = []
+
+    def recording(self: Any) -> Any:
+        for item in self._iterator:
+            seen.append(item)
+            yield item
+
+    monkeypatch.setattr(openai.Stream, "__iter__", recording)
+    assert list(create()) == seen
+    assert len(seen) == 4
+    spans = exporter.get_finished_spans()
+    assert [s.attributes["evaltrace.stream.chunks"] for s in spans] == [4, 4, 4]
+    assert [s.attributes["evaltrace.stream.end_reason"] for s in spans] == ["exhausted"] * 3

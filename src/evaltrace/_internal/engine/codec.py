@@ -92,7 +92,8 @@ class Accumulator(Protocol):
     chunk), then in batches of held chunks: through the accumulator's ``add_batch(chunks)`` when it has one (the
     same as ``add`` on each chunk in order, written out in one frame, with ``chunk_failed()`` called for a chunk
     that raised), else ``add_each``. Every chunk is folded in before ``end_reason`` / ``outcome`` / ``summary`` /
-    ``failure`` are read.
+    ``failure`` are read. A batch holds at most ``stream.BATCH`` chunks, or the accumulator's own ``batch_size``
+    (an optional class attribute) when it has one.
     """
 
     def add(self, chunk: Any) -> bool:

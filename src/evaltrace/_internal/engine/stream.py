@@ -7,7 +7,8 @@ The span ends exactly once, on whichever exit comes first: exhaustion, an except
 / ``aclose()``, context exit (``break`` inside ``with``), closing ``.response`` (what the ``stream()`` helpers
 do), or garbage collection of a stream that was never finished. Per chunk the proxy does O(1) work: one clock
 read and one list append, with no Python call: in the generator a ``for`` loop resumes (``iter(proxy)``), or in
-``__next__`` for ``next(proxy)``. The chunks are folded into the accumulator in batches of at most ``BATCH`` (one
+``__next__`` for ``next(proxy)``. The chunks are folded into the accumulator in batches of at most ``BATCH`` (or
+the accumulator's own ``batch_size``; one
 call per batch: ``Accumulator.add_batch`` when it has one, so that the common chunk is read without a call per
 chunk), and once more when the span ends, so memory stays bounded whatever the stream's length. Until the first
 chunk that carries output, and whenever metrics record (one histogram point per chunk for the gap since the
@@ -26,6 +27,7 @@ import time
 import weakref
 from functools import partial
 from time import perf_counter
+from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any
 
 import wrapt
@@ -50,7 +52,12 @@ else:
 
 
 BATCH = 64
-"""Chunks held before they are folded into the accumulator: one call per batch, a bounded list per stream."""
+"""Chunks held before they are folded into the accumulator: one call per batch, a bounded list per stream.
+
+An accumulator may set its own ``batch_size`` (openai's chat chunks: 16). Holding a chunk keeps every object the SDK
+built for it alive until its batch is folded; for a heavy chunk that costs the allocator more (measured per chunk on
+the application thread) than the extra fold calls of smaller batches.
+"""
 
 
 class StreamState:
@@ -62,7 +69,7 @@ class StreamState:
 
     __slots__ = (
         "__weakref__", "acc", "call", "chunks", "done", "first", "first_wall_ns", "fold", "last", "lock", "pending",
-        "pull", "record_gap",
+        "pull", "record_gap", "size",
     )  # fmt: skip
 
     def __init__(self, call: Call, acc: Accumulator) -> None:
@@ -80,6 +87,7 @@ class StreamState:
         self.pull: Any = None  # the wrapped stream's bound ``__next__`` / ``__anext__``, set by the proxy
         batch = getattr(acc, "add_batch", None)
         self.fold = batch if batch is not None else partial(add_each, acc.add)
+        self.size: int = getattr(acc, "batch_size", BATCH)  # chunks held at most before a fold
         # time_per_output_chunk is recorded once per chunk after the first output chunk (conventions.md 1.7), as
         # each arrives: O(1) per chunk, and nothing at all while no MeterProvider records.
         instruments = call.instruments
@@ -218,14 +226,18 @@ class SyncStreamProxy(StreamProxyBase):
     def __iter__(self) -> Iterator[Any]:
         """What ``for`` reads: a generator over the wrapped stream's own iterator, resumed per chunk, not called.
 
-        It loops over ``iter(wrapped)``, as a ``for`` over the stream itself would (for openai's ``Stream``, its
-        generator: no ``Stream.__next__`` frame per chunk); an iterator without ``__iter__`` is read through its
+        It loops over ``iter(wrapped)``, as a ``for`` over the stream itself would (no ``Stream.__next__`` frame
+        per chunk), or, when that generator would only re-yield the stream's inner iterator (openai's ``Stream``:
+        ``_inner_iterator``), over that iterator itself; an iterator without ``__iter__`` is read through its
         ``__next__``.
         """
-        try:
-            source = iter(self.__wrapped__)
-        except TypeError:
-            source = iter(self._self_state.pull, _NO_SENTINEL)
+        wrapped = self.__wrapped__
+        source = _inner_iterator(wrapped)
+        if source is None:
+            try:
+                source = iter(wrapped)
+            except TypeError:
+                source = iter(self._self_state.pull, _NO_SENTINEL)
         return _chunks(self, source)
 
     def __next__(self) -> Any:
@@ -243,7 +255,7 @@ class SyncStreamProxy(StreamProxyBase):
         if pending is not None:
             state.last = perf_counter()
             pending.append(chunk)
-            if len(pending) >= BATCH:
+            if len(pending) >= state.size:
                 try:
                     state.flush()
                 except Exception:
@@ -277,6 +289,61 @@ _NO_SENTINEL = object()
 """``iter(pull, _NO_SENTINEL)``: a C iterator over a ``__next__`` that ends at its StopIteration."""
 
 
+def _reyield(self: Any) -> Iterator[Any]:  # the shape of openai's (and groq's) ``Stream.__iter__``
+    for item in self._iterator:  # noqa: UP028  # this exact bytecode is what is recognised
+        yield item
+
+
+_REYIELD = _reyield.__code__
+_REYIELDS: dict[CodeType, bool] = {}
+"""Per ``__iter__`` code object: whether it is exactly ``_reyield``'s (one dict lookup per stream).
+
+Keyed by the code, not by the stream class: a class whose ``__iter__`` is replaced later (patched by another
+library, or by a test) is judged by the function it has now.
+"""
+
+
+def _is_reyield(code: CodeType) -> bool:
+    return (
+        code.co_code == _REYIELD.co_code
+        and code.co_names == _REYIELD.co_names
+        and code.co_consts == _REYIELD.co_consts
+        and code.co_flags == _REYIELD.co_flags
+        and code.co_argcount == _REYIELD.co_argcount
+        and code.co_kwonlyargcount == _REYIELD.co_kwonlyargcount
+        and code.co_freevars == _REYIELD.co_freevars
+    )
+
+
+def _inner_iterator(wrapped: Any) -> Iterator[Any] | None:
+    """The iterator ``iter(wrapped)`` would only re-yield, item for item, when that is all its ``__iter__`` does.
+
+    openai's ``Stream.__iter__`` is ``for item in self._iterator: yield item``: a generator frame resumed per
+    chunk that adds nothing. Looping over ``_iterator`` itself yields the same items in the same order, with the
+    same errors, and saves that resume. Recognised only on a plain function (a wrapper around it, wrapt's or any
+    other, is called as it is, even though it hands out the wrapped function's ``__code__``) whose bytecode,
+    names, constants, flags and arguments are ``_reyield``'s: an SDK version or subclass whose ``__iter__`` does
+    anything more (anthropic's notifies an observer per item) is read through ``iter()``. None when not recognised.
+    """
+    method = getattr(type(wrapped), "__iter__", None)
+    if type(method) is not FunctionType:
+        return None
+    code = method.__code__
+    plain = _REYIELDS.get(code)
+    if plain is None:
+        plain = _REYIELDS[code] = _is_reyield(code)
+    if not plain:
+        return None
+    inner = getattr(wrapped, "_iterator", None)
+    if inner is None:
+        return None
+    try:
+        source: Iterator[Any] = iter(inner)  # what the re-yielding ``for`` itself calls
+    except TypeError:
+        return None
+    return source
+
+
 def _chunks(proxy: SyncStreamProxy, source: Iterator[Any]) -> Iterator[Any]:
     """``SyncStreamProxy.__next__`` as a generator over ``source``: resuming a generator costs less than a call.
 
@@ -294,7 +361,7 @@ def _chunks(proxy: SyncStreamProxy, source: Iterator[Any]) -> Iterator[Any]:
             if pending is not None:
                 state.last = perf_counter()
                 pending.append(chunk)
-                if len(pending) >= BATCH:
+                if len(pending) >= state.size:
                     try:
                         state.flush()
                     except Exception:
@@ -351,7 +418,7 @@ class AsyncStreamProxy(StreamProxyBase):
         if pending is not None:
             state.last = perf_counter()
             pending.append(chunk)
-            if len(pending) >= BATCH:
+            if len(pending) >= state.size:
                 try:
                     state.flush()
                 except Exception:
