@@ -75,15 +75,32 @@ class Cost:
 def _details(
     input_usd: float, cached_usd: float, output_usd: float, reasoning_usd: float, write_usd: float
 ) -> dict[str, float]:
+    return split_details(_split(input_usd, cached_usd, output_usd, reasoning_usd, write_usd))
+
+
+CostSplit = tuple[float, float, float, float, float, float]
+"""The cost details' values in their key order: input, input_cached_tokens, output (reasoning excluded),
+output_reasoning_tokens, input_cache_creation (0.0 when none), total."""
+
+
+def _split(input_usd: float, cached_usd: float, output_usd: float, reasoning_usd: float, write_usd: float) -> CostSplit:
+    # The total as Cost.total_usd adds it, in the same order.
+    total = input_usd + cached_usd + write_usd + output_usd
+    return input_usd, cached_usd, output_usd - reasoning_usd, reasoning_usd, write_usd, total
+
+
+def split_details(split: CostSplit) -> dict[str, float]:
+    """Langfuse ``cost_details`` of a split: ``input_cache_creation`` only when there were cache writes."""
+    input_usd, cached_usd, output_usd, reasoning_usd, write_usd, total = split
     details = {
         "input": input_usd,
         "input_cached_tokens": cached_usd,
-        "output": output_usd - reasoning_usd,
+        "output": output_usd,
         "output_reasoning_tokens": reasoning_usd,
     }
     if write_usd:
         details["input_cache_creation"] = write_usd
-    details["total"] = input_usd + cached_usd + write_usd + output_usd  # Cost.total_usd, same order
+    details["total"] = total
     return details
 
 
@@ -301,10 +318,26 @@ def cost_details_at(
     reasoning_tokens: int | None,
     cache_write_tokens: int | None,
 ) -> dict[str, float] | None:
-    """``cost_at(...).details()`` (with ``total``), without the ``Cost``: the instrumentation's per-call form."""
+    """``cost_at(...).details()`` (with ``total``), without the ``Cost``."""
+    split = cost_split_at(price, input_tokens, output_tokens, cached_tokens, reasoning_tokens, cache_write_tokens)
+    return None if split is None else split_details(split)
+
+
+def cost_split_at(
+    price: ModelPrice | None,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    cached_tokens: int | None,
+    reasoning_tokens: int | None,
+    cache_write_tokens: int | None,
+) -> CostSplit | None:
+    """``cost_details_at``'s values as one tuple (see ``CostSplit``): the instrumentation's per-call form.
+
+    No dict: the span gets the total and the details' JSON text (``encode.cost_split_json``) straight from it.
+    """
     if price is None or input_tokens is None:
         return None
-    return _details(*_amounts(price, input_tokens, output_tokens, cached_tokens, reasoning_tokens, cache_write_tokens))
+    return _split(*_amounts(price, input_tokens, output_tokens, cached_tokens, reasoning_tokens, cache_write_tokens))
 
 
 def _amounts(
@@ -316,7 +349,8 @@ def _amounts(
     cache_write_tokens: int | None,
 ) -> tuple[float, float, float, float, float]:
     """USD of (uncached input, cached input, output, reasoning within output, cache writes): ``Cost``'s fields."""
-    price = price.at(input_tokens)
+    if price.tiers:  # else ``at`` returns the price itself: no call for a flat price, the common one
+        price = price.at(input_tokens)
     cached = cached_tokens or 0
     writes = cache_write_tokens or 0
     cached_rate = price.input if price.cached_input is None else price.cached_input

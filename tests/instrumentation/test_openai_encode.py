@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from evaltrace import pricing
 from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.jsonutil import TRUNCATED_KEY, capped_json
@@ -208,20 +209,79 @@ _COST_VALUES = [
 @pytest.mark.parametrize("writes", [False, True])
 @pytest.mark.parametrize("cap", [0, 60, 32_768])
 def test_cost_details_written_out_are_capped_json(writes: bool, cap: int) -> None:
-    """The cost details' one-f-string path gives the encoder's text (or capped_json's refusal of NaN/infinity)."""
-    from evaltrace._internal.openai.encode import cost_details_json
+    """The cost details' one-f-string path gives the encoder's text of pricing's details dict (or capped_json's
+    refusal of NaN/infinity); ``input_cache_creation`` is written exactly when the dict has it."""
+    from evaltrace._internal.openai.encode import cost_split_json
 
-    keys = ["input", "input_cached_tokens", "output", "output_reasoning_tokens"]
-    keys += ["input_cache_creation", "total"] if writes else ["total"]
     for shift in range(len(_COST_VALUES)):
-        values = [_COST_VALUES[(shift + i * 3) % len(_COST_VALUES)] for i in range(len(keys))]
-        details = dict(zip(keys, values, strict=True))
-        assert cost_details_json(details, cap) == capped_json(details, cap), details
-    # Other shapes take the encoder: another key order, an int, a float subclass.
-    odd: list[dict[str, Any]] = [
-        {"total": 1.0, "input": 0.5},
-        dict.fromkeys(keys, 1),
-        {key: type("F", (float,), {"__repr__": lambda self: "x"})(1.5) for key in keys},
+        values = [_COST_VALUES[(shift + i * 3) % len(_COST_VALUES)] for i in range(6)]
+        if not writes:
+            values[4] = 0.0
+        split = tuple(values)
+        details = pricing.split_details(split)  # type: ignore[arg-type]
+        assert ("input_cache_creation" in details) is bool(values[4])
+        assert cost_split_json(split, cap) == capped_json(details, cap), details  # type: ignore[arg-type]
+    # Other value types take the encoder: ints, a float subclass.
+    odd: list[tuple[Any, ...]] = [
+        (1, 1, 1, 1, 1 if writes else 0, 1),
+        tuple(type("F", (float,), {"__repr__": lambda self: "x"})(1.5) for _ in range(6)),
     ]
-    for details in odd:
-        assert cost_details_json(details, cap) == capped_json(details, cap)
+    for split in odd:
+        assert cost_split_json(split, cap) == capped_json(pricing.split_details(split), cap)  # type: ignore[arg-type]
+
+
+def test_cost_split_written_out_is_the_text_of_the_details_of_real_prices() -> None:
+    """The span's cost details text from ``cost_split_at`` is the text the details dict of ``cost_details_at`` gave
+    before (``capped_json`` of it), for every token shape, with cache writes and tiers."""
+    from evaltrace._internal.openai.encode import cost_split_json
+
+    price = pricing.ModelPrice(2.0, 8.0, 0.5, tiers=((272_000, 4.0, 1.0, 16.0),), cache_write=2.5)
+    shapes = [
+        (12, 5, 0, 0, None),
+        (1270, 155, 1000, 64, 200),
+        (300_000, 10, None, None, None),
+        (5, None, None, None, 0),
+    ]
+    for tokens in shapes:
+        split = pricing.cost_split_at(price, *tokens)
+        details = pricing.cost_details_at(price, *tokens)
+        assert split is not None and details is not None
+        assert pricing.split_details(split) == details and list(pricing.split_details(split)) == list(details)
+        assert cost_split_json(split, 32_768) == capped_json(details, 32_768)
+    assert pricing.cost_split_at(None, 12, 5, 0, 0, None) is None
+    assert pricing.cost_split_at(price, None, 5, 0, 0, None) is None
+
+
+_VALUE_TEXTS = ["Paris", "", " x", "\u3000x", "\x1cx", "{x", "[1]", "-1", "7 days", "true", "null", "NaN", "Infinity",
+                "x" * 40, "héllo", "\n", "ok\n", '"quoted"']  # fmt: skip
+
+
+@pytest.mark.parametrize("cap", [0, 5, 30])
+def test_a_bare_text_value_is_what_text_attributes_gives_it(cap: int) -> None:
+    """``is_bare_text`` (the builders' shortcut for ``input.value`` / ``output.value``) holds only for a text whose
+    ``text_attributes`` is that text alone, with no mime type: the recorded attributes stay the general rule's."""
+    bare = 0
+    for text in _VALUE_TEXTS:
+        if list_values.is_bare_text(text, cap):
+            bare += 1
+            assert list_values.is_plain(text), text
+            assert list_values.text_attributes(sc.OUTPUT_VALUE, sc.OUTPUT_MIME_TYPE, text, cap) == {
+                sc.OUTPUT_VALUE: text
+            }
+    assert bare >= 3  # "Paris", "7 days"... take the shortcut at every cap
+
+
+@pytest.mark.parametrize("text", _VALUE_TEXTS)
+@pytest.mark.parametrize("cap", [0, 5, 30])
+def test_a_one_text_answer_gets_the_output_value_of_the_general_rule(text: str, cap: int) -> None:
+    """A one-text answer's ``output.value`` / mime type are ``output_attributes``' (the general rule's)."""
+    from evaltrace._internal.engine.build import outcome_attributes_of
+
+    message = {"role": "assistant", "parts": [{"type": "text", "content": text}], "finish_reason": "stop"}
+    attrs = outcome_attributes_of(Outcome(output_messages=[message]), None, True, cap, "m", "openai")
+    answer = attrs[sc.GEN_AI_OUTPUT_MESSAGES]
+    general = list_values.output_attributes([message], answer, cap) if text else {}
+    if text and not list_values.is_plain(text):
+        general = list_values.json_output_attributes(answer)
+    values = {k: v for k, v in attrs.items() if k in (sc.OUTPUT_VALUE, sc.OUTPUT_MIME_TYPE)}
+    assert values == general

@@ -59,6 +59,17 @@ def is_plain(text: str) -> bool:
     return False
 
 
+def is_bare_text(text: str, max_len: int) -> bool:
+    """Whether ``text`` is its own value attribute with no mime type: ``text_attributes`` would give ``{key: text}``.
+
+    True for a non-empty text within the cap whose first character is neither whitespace nor one a JSON text
+    starts with (so ``is_plain`` holds too). The builders' common answer and prompt: one check instead of
+    ``is_plain``, ``text_attributes``, ``capped_text`` and a dict per value.
+    """
+    first = text[:1]
+    return bool(first) and first not in _JSON_STARTS and not first.isspace() and (max_len <= 0 or len(text) <= max_len)
+
+
 def text_attributes(key: str, mime_key: str, text: str | None, max_len: int) -> Attributes:
     """``key`` (``input.value`` / ``output.value``) holding ``text``, capped, with ``mime_key`` when needed."""
     if text is None:

@@ -16,7 +16,7 @@ from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.outcome import Outcome, outcome_attributes
 from evaltrace._internal.jsonutil import capped_json
-from evaltrace._internal.openai.encode import cost_details_json, encoded, text_answer, text_size
+from evaltrace._internal.openai.encode import cost_split_json, encoded, text_answer, text_size
 
 Attributes = dict[str, Any]
 OutcomeFn = Callable[[], Outcome]
@@ -56,7 +56,9 @@ def outcome_attributes_of(
         if parts and len(parts) == 1 and parts[0]["type"] == "text" and type(text := parts[0]["content"]) is str:
             # One choice answering in text (the common reply): its size and its list value are that text.
             answer = attrs[sc.GEN_AI_OUTPUT_MESSAGES] = text_answer(output, text, max_len)
-            if list_values.is_plain(text):
+            if list_values.is_bare_text(text, max_len):
+                attrs[sc.OUTPUT_VALUE] = text  # text_attributes' answer for it, without its calls and dict
+            elif list_values.is_plain(text):
                 attrs.update(list_values.text_attributes(sc.OUTPUT_VALUE, sc.OUTPUT_MIME_TYPE, text or None, max_len))
             else:  # a structured (JSON) answer: the message, which Langfuse would otherwise show as a bare value
                 attrs.update(list_values.json_output_attributes(answer))  # decided: not parsed a second time
@@ -70,7 +72,7 @@ def outcome_attributes_of(
     if usage is not None:
         model = outcome.response_model or request_model
         writes = usage.cache_write_tokens
-        details = pricing.cost_details_at(
+        split = pricing.cost_split_at(
             pricing.price_of(model, provider) if model else None,
             usage.input_tokens,
             usage.output_tokens,
@@ -78,11 +80,11 @@ def outcome_attributes_of(
             usage.reasoning_tokens,
             writes if isinstance(writes, int) else None,
         )
-        if details is not None:
-            attrs[sc.EVALTRACE_COST_USD] = details["total"]
+        if split is not None:  # the details' values, no dict: (input, cached, output, reasoning, writes, total)
+            attrs[sc.EVALTRACE_COST_USD] = split[5]
             if usage.reasoning_tokens:  # absent means none: the mapping reads a priced span without it as 0.0
-                attrs[sc.EVALTRACE_COST_THINKING_USD] = details["output_reasoning_tokens"]
-            attrs[sc.LANGFUSE_OBSERVATION_COST_DETAILS] = cost_details_json(details, max_len)
+                attrs[sc.EVALTRACE_COST_THINKING_USD] = split[3]
+            attrs[sc.LANGFUSE_OBSERVATION_COST_DETAILS] = cost_split_json(split, max_len)
     if outcome.attributes:
         attrs.update(outcome.attributes)
     if extra is not None:

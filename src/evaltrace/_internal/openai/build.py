@@ -70,7 +70,9 @@ def request_attributes(kind: EndpointKind, kwargs: dict[str, Any], capture: bool
             # One plain user turn (the commonest request): its text is the input value, as ``input_attributes``
             # decides for it, without reading the converted message back.
             content = messages[0]["parts"][0]["content"]
-            if list_values.is_plain(content):
+            if list_values.is_bare_text(content, max_len):
+                attrs[sc.INPUT_VALUE] = content  # text_attributes' answer for it, without its calls and dict
+            elif list_values.is_plain(content):
                 attrs.update(list_values.text_attributes(sc.INPUT_VALUE, sc.INPUT_MIME_TYPE, content or None, max_len))
             else:
                 attrs.update(list_values.input_attributes(messages, text, None, None, max_len))

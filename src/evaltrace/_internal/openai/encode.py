@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from evaltrace._internal.jsonutil import capped_json
+from evaltrace.pricing import split_details
 
 
 def _not_plain(obj: Any) -> Any:
@@ -55,48 +56,34 @@ def scalars_json(values: dict[str, Any], max_len: int) -> str:
     return encoded(values, size, max_len)
 
 
-# The cost details' keys in ``pricing``'s order, without and with cache writes (checked per call, never assumed).
-_COST_KEYS = ("input", "input_cached_tokens", "output", "output_reasoning_tokens", "total")
-_COST_KEYS_WRITES = (
-    "input",
-    "input_cached_tokens",
-    "output",
-    "output_reasoning_tokens",
-    "input_cache_creation",
-    "total",
-)
 _FLOAT = frozenset((float,))
 
 
-def cost_details_json(details: dict[str, float], max_len: int) -> str:
-    """``encoded(details, 0, max_len)`` of the cost details, written out in one f-string.
+def cost_split_json(split: tuple[float, float, float, float, float, float], max_len: int) -> str:
+    """``encoded(pricing.split_details(split), 0, max_len)``: the cost details' JSON, written out in one f-string.
 
-    The encoder spends ~21k instructions on these five floats (its per-call setup, a list of pieces, a join);
-    written out, each float is the same ``float.__repr__`` the encoder uses for a finite float. Any other key
-    set, a value that is not an exact float, a non-finite value (the encoder refuses NaN and infinities) or a
-    text over the cap takes ``encoded``.
+    ``split`` is ``pricing.cost_split_at``'s tuple; ``input_cache_creation`` is written only when its value is
+    non-zero, as ``split_details`` keeps it. No dict is built: the encoder spends ~21k instructions on these five
+    floats (its per-call setup, a list of pieces, a join), and a dict of them first was ~4k more. Each float is the
+    same ``float.__repr__`` the encoder uses for a finite float. A value that is not an exact float, a non-finite
+    value (the encoder refuses NaN and infinities) or a text over the cap takes ``encoded`` of the details.
     """
-    keys = tuple(details)
-    if _FLOAT.issuperset(map(type, details.values())):
-        if keys == _COST_KEYS:
-            a, b, c, d, t = details.values()
-            e = 0.0
-            text = (
-                f'{{"input":{a!r},"input_cached_tokens":{b!r},"output":{c!r},'
-                f'"output_reasoning_tokens":{d!r},"total":{t!r}}}'
-            )
-        elif keys == _COST_KEYS_WRITES:
-            a, b, c, d, e, t = details.values()
+    a, b, c, d, e, t = split
+    if _FLOAT.issuperset(map(type, split)):
+        if e:
             text = (
                 f'{{"input":{a!r},"input_cached_tokens":{b!r},"output":{c!r},'
                 f'"output_reasoning_tokens":{d!r},"input_cache_creation":{e!r},"total":{t!r}}}'
             )
         else:
-            return encoded(details, 0, max_len)
+            text = (
+                f'{{"input":{a!r},"input_cached_tokens":{b!r},"output":{c!r},'
+                f'"output_reasoning_tokens":{d!r},"total":{t!r}}}'
+            )
         finite = a + b + c + d + e + t  # NaN or infinite when any value is (or when the sum overflows: encoded)
         if finite - finite == 0.0 and (max_len <= 0 or len(text) <= max_len):
             return text
-    return encoded(details, 0, max_len)
+    return encoded(split_details(split), 0, max_len)
 
 
 # Quotes and escapes a string as the C encoder does with ``encode_basestring`` (non-ASCII kept).
