@@ -5,15 +5,29 @@ a True/False answer's result once, stamped, instead of a result and then its sta
 fused path with the general pair it replaces (``stamp(evaluator.evaluate(trace, None), ...)``): the same values
 (but the fresh evaluation id and the finish time), the same ``__dict__`` order and the same fields set; and the
 cases it must not take (other answers, user subclasses, a replaced ``evaluate``, async functions, a version that is
-not a string) still go through ``evaluate`` and ``stamp``, errors and retries included.
+not a string) still go through ``evaluate`` and ``stamp``, errors and retries included. A patch of ``evaluate`` or
+``_coerce`` on the class (a monkeypatch, or an APM agent's post-import hook applied before the runner is imported)
+turns the fusion off, so that the patch is called as before. Counting hooks on ``stamp`` and
+``_stamped_verdict`` check that both paths really take the fused call (a tree where they do not still gives the
+same results, so the comparisons alone cannot tell).
+
+What changes, by design: an evaluator's error is recorded with the same type, message, user frame and outcome,
+but its ``error.stack`` shows the fused frames (``arun_evaluator`` or ``call_evaluator_stamped`` >
+``_call_stamped`` > the user's function) instead of ``_run_with_retries`` > ``_attempt`` > ``_call`` >
+``evaluate`` > the user's function (see ``test_an_error_keeps_its_type_message_and_user_frame``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import json
+import subprocess
+import sys
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,7 +37,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from evaltrace._internal.tracing import SUPPRESS_EVALTRACE_KEY
-from evaltrace.evaluation import evaluator
+from evaltrace.evaluation import _jobs, evaluator, runner
 from evaltrace.evaluation.evaluator import FunctionEvaluator
 from evaltrace.evaluation.runner import RunOptions, arun_evaluator, call_evaluator_stamped, stamp
 from evaltrace.evaluation.sinks import SinkResult
@@ -102,9 +116,51 @@ def test_the_fused_call_gives_the_stamped_result_of_the_same_answer(
     ahead, _, _ = call_evaluator_stamped(ev, trace, late)
     if stamped:  # a clock behind the start never makes a negative latency (stamp's max(started, now))
         assert ahead.started_at == ahead.finished_at == late
-    # On the loop's in-place path (no executor) too.
-    looped = asyncio.run(arun_evaluator(ev, trace, None, options=RunOptions()))
+    # On the loop's in-place path (no executor) too, fused there as well: no stamp() call for a True/False answer.
+    with _counting() as counts:
+        looped = asyncio.run(arun_evaluator(ev, trace, None, options=RunOptions()))
+    assert counts == {"stamp": 0 if stamped else 1, "_stamped_verdict": 1 if stamped else 0}
     _same_result(looped, stamp(ev.evaluate(trace, None), ev, trace, looped.started_at), fresh_id=fresh)
+
+
+@contextlib.contextmanager
+def _counting() -> Iterator[dict[str, int]]:
+    """Count the calls of ``stamp`` (the runner's and the job runner's) and of ``_stamped_verdict`` meanwhile.
+
+    Wrappers on the module globals and on the class attribute the fused path calls: neither is something
+    ``_fuses`` checks, so counting does not change which path is taken.
+    """
+    counts = {"stamp": 0, "_stamped_verdict": 0}
+    verdict = FunctionEvaluator.__dict__["_stamped_verdict"]
+
+    def counted_stamp(*args: Any) -> Any:
+        counts["stamp"] += 1
+        return stamp(*args)
+
+    def counted_verdict(*args: Any) -> Any:
+        counts["_stamped_verdict"] += 1
+        return verdict(*args)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(runner, "stamp", counted_stamp)
+        mp.setattr(_jobs, "stamp", counted_stamp)
+        mp.setattr(FunctionEvaluator, "_stamped_verdict", counted_verdict)
+        yield counts
+
+
+def test_the_fast_lane_and_the_loop_really_take_the_fused_call() -> None:
+    """A True/False answer is built stamped (one ``_stamped_verdict``, no ``stamp``); other answers are stamped."""
+    ev = evaluator(name="judge")(lambda trace: True)
+    with _counting() as counts:
+        produced, exc, stamped = call_evaluator_stamped(ev, make_trace(), T0)
+        assert exc is None and stamped and produced.run_id == "live"
+        result = asyncio.run(arun_evaluator(ev, make_trace()))
+        assert result.run_id == "live"
+    assert counts == {"stamp": 0, "_stamped_verdict": 2}
+    scored = evaluator(name="score")(lambda trace: 0.9)
+    with _counting() as counts:
+        asyncio.run(arun_evaluator(scored, make_trace()))
+    assert counts == {"stamp": 1, "_stamped_verdict": 0}
 
 
 def test_two_fused_results_share_nothing_mutable() -> None:
@@ -230,6 +286,100 @@ def test_a_class_level_replacement_of_evaluate_is_called_too(monkeypatch: pytest
     assert exc is None and not stamped and produced.passed is False
 
 
+def test_a_class_level_patch_of_coerce_applies_to_true_false_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_coerce`` patched on the class (e.g. to tag every result) is called for a True/False answer too."""
+    original = FunctionEvaluator._coerce
+
+    def tagged(self: FunctionEvaluator, value: Any) -> EvaluationResult:
+        return original(self, value).model_copy(update={"reason": "tagged"})
+
+    monkeypatch.setattr(FunctionEvaluator, "_coerce", tagged)
+    ev = FunctionEvaluator(_plain, name="patched")
+    trace = make_trace()
+    produced, exc, stamped = call_evaluator_stamped(ev, trace, T0)
+    assert exc is None and not stamped and produced.reason == "tagged"
+    _same_result(stamp(produced, ev, trace, T0), stamp(ev.evaluate(trace, None), ev, trace, T0))
+    result = asyncio.run(arun_evaluator(ev, trace))
+    assert (result.passed, result.reason, result.run_id) == (True, "tagged", "live")
+    monkeypatch.undo()
+    assert call_evaluator_stamped(ev, trace, T0)[2]  # the original back: fused again
+
+
+_POST_IMPORT_HOOK = """
+import asyncio, datetime as dt, importlib.abc, importlib.machinery, sys
+sys.path.insert(0, sys.argv[1])
+calls = []
+
+class Hook(importlib.abc.MetaPathFinder):  # what wrapt.register_post_import_hook / an APM agent does
+    def find_spec(self, name, path, target=None):
+        if name != "evaltrace.evaluation.evaluator":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        exec_module = spec.loader.exec_module
+
+        def patched_exec(module):
+            exec_module(module)
+            cls = module.FunctionEvaluator
+            evaluate, coerce = cls.evaluate, cls._coerce
+
+            def traced_evaluate(self, trace, case):
+                calls.append("evaluate")
+                return evaluate(self, trace, case)
+
+            def traced_coerce(self, value):
+                calls.append("_coerce")
+                return coerce(self, value)
+
+            cls.evaluate, cls._coerce = traced_evaluate, traced_coerce
+
+        spec.loader.exec_module = patched_exec
+        return spec
+
+sys.meta_path.insert(0, Hook())
+from evaltrace.evaluation import evaluator
+from evaltrace.evaluation.runner import arun_evaluator, call_evaluator_stamped
+from evaluation.helpers import make_trace
+
+assert "evaltrace.evaluation.runner" in sys.modules
+ev = evaluator(name="check")(lambda trace: True)
+result = asyncio.run(arun_evaluator(ev, make_trace()))
+produced, exc, stamped = call_evaluator_stamped(ev, make_trace(), dt.datetime.now(dt.UTC))
+print(calls, result.passed, result.run_id, stamped, exc)
+"""
+
+
+def test_a_post_import_hook_patch_of_evaluate_is_called() -> None:
+    """Patched right after ``evaluator.py`` loads, before ``runner.py`` is imported: the patches are still called.
+
+    In a fresh interpreter (the hook must run at first import). The runner compares with the methods
+    ``evaluator.py`` captured right after the class body, not with what the class holds when the runner loads.
+    """
+    tests_dir = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run(
+        [sys.executable, "-c", _POST_IMPORT_HOOK, tests_dir], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['evaluate', '_coerce', 'evaluate', '_coerce'] True live False None"
+
+
+def test_an_error_keeps_its_type_message_and_user_frame() -> None:
+    """The recorded error is the same but for the runner's frames in ``error.stack`` (the fused ones now)."""
+
+    @evaluator(name="broken")
+    def broken(trace: Trace) -> bool:
+        raise ValueError("bad span")
+
+    result = asyncio.run(arun_evaluator(broken, make_trace()))
+    assert (result.status, result.passed, result.detail["error_type"]) == ("failed", False, "ValueError")
+    assert result.error is not None and result.error.type == "exception"
+    assert result.error.message == "ValueError: bad span"
+    stack = result.error.stack or ""
+    assert 'raise ValueError("bad span")' in stack and "in broken" in stack
+    assert stack.rstrip().endswith("ValueError: bad span")
+    assert "in _call_stamped" in stack and "in _attempt" not in stack  # the fused frames, by design
+
+
 def test_the_unfused_cases_take_evaluate_and_stamp() -> None:
     async_ev = evaluator(name="later")(_async_judge)
     produced, exc, stamped = call_evaluator_stamped(async_ev, make_trace(), T0)
@@ -269,10 +419,12 @@ def test_verdicts_fused_on_the_fast_lane_reach_the_span_the_stats_and_the_sinks(
     lane = p.processor._engine.lane
     assert lane is not None
     lane.slow_call_s = float("inf")  # a loaded machine must not make the cheap check look slow: it stays on the lane
-    for answer in ("yes", "no", "yes"):
-        with p.tracer.start_as_current_span(answer, attributes={"output.value": json.dumps(answer)}):
-            pass
-    p.flush()
+    with _counting() as counts:
+        for answer in ("yes", "no", "yes"):
+            with p.tracer.start_as_current_span(answer, attributes={"output.value": json.dumps(answer)}):
+                pass
+        p.flush()
+    assert counts == {"stamp": 0, "_stamped_verdict": 3}  # built stamped on the lane, never stamped after
     assert len(threads) == 3 and all(name.startswith("evaltrace-eval-lane-") for name in threads)
     for answer in ("yes", "no"):
         for span in p.by_name(answer):

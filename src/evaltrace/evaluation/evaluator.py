@@ -271,6 +271,13 @@ class FunctionEvaluator:
         return f"FunctionEvaluator({self.name!r})"
 
 
+# Captured here, as the class body defined them, before anything else can run: a post-import hook (wrapt, an APM
+# agent) may patch the class as soon as this module has loaded, before the runner imports it. The runner fuses a
+# call with its stamp only while both are these (a patched one is then called as usual).
+_ORIGINAL_EVALUATE = FunctionEvaluator.__dict__["evaluate"]
+_ORIGINAL_COERCE = FunctionEvaluator.__dict__["_coerce"]
+
+
 def _accepts_two_args(func: EvaluatorFunction) -> bool:
     try:
         params = inspect.signature(func).parameters.values()

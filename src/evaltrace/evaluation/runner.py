@@ -29,7 +29,14 @@ from evaltrace._internal.errors import mapping_failure
 from evaltrace._internal.fast_context import DEFAULT, attach, detach, get_current
 from evaltrace._internal.tracing import SUPPRESS_EVALTRACE_KEY, suppress_instrumentation
 from evaltrace._internal.trusted_models import from_template, trusted_copy
-from evaltrace.evaluation.evaluator import _STAMPED_FIELDS, Evaluator, FunctionEvaluator, SkipEvaluation
+from evaltrace.evaluation.evaluator import (
+    _ORIGINAL_COERCE,
+    _ORIGINAL_EVALUATE,
+    _STAMPED_FIELDS,
+    Evaluator,
+    FunctionEvaluator,
+    SkipEvaluation,
+)
 from evaltrace.schema import EvalCase, EvaluationResult, Trace
 from evaltrace.schema.trace import TraceError
 
@@ -152,25 +159,26 @@ def _call(evaluator: Evaluator, trace: Trace, case: EvalCase | None) -> Any:
         detach(token)  # set and reset in this one frame: the reset cannot fail (OTel's detach only logs if it did)
 
 
-_FUNCTION_EVALUATE = FunctionEvaluator.evaluate
-
-
 def _fuses(evaluator: Any, trace: Any) -> TypeGuard[FunctionEvaluator]:
     """Whether a call of ``evaluator`` on ``trace`` may be fused with its stamp (:func:`_call_stamped`).
 
-    A plain :class:`FunctionEvaluator` with a sync function, its ``evaluate`` not replaced (on the class or the
-    instance), a non-empty ``str`` name, a ``str`` or None version, and a Trace: exactly what ``evaluate`` then
-    :func:`stamp`'s one-step path handle.
+    A plain :class:`FunctionEvaluator` with a sync function, its ``evaluate`` and ``_coerce`` not replaced (on the
+    class or the instance: compared with the ones ``evaluator.py`` captured right after the class body, so that a
+    post-import hook's patch counts as a replacement), a non-empty ``str`` name, a ``str`` or None version, and a
+    Trace: exactly what ``evaluate`` then :func:`stamp`'s one-step path handle.
     """
     if type(evaluator) is not FunctionEvaluator or evaluator.is_async or not isinstance(trace, Trace):
         return False
     name, version = evaluator.name, evaluator.version
+    own = evaluator.__dict__
     return (
         type(name) is str
         and bool(name)
         and (version is None or type(version) is str)
-        and FunctionEvaluator.evaluate is _FUNCTION_EVALUATE
-        and "evaluate" not in evaluator.__dict__
+        and FunctionEvaluator.evaluate is _ORIGINAL_EVALUATE
+        and FunctionEvaluator._coerce is _ORIGINAL_COERCE
+        and "evaluate" not in own
+        and "_coerce" not in own
     )
 
 
