@@ -656,3 +656,49 @@ def test_a_sync_evaluation_queued_behind_a_hung_one_whose_replacement_cannot_sta
     finally:
         release.set()
         threads.shutdown(wait=False)
+
+
+def test_evaluator_threads_that_cannot_start_are_counted_in_the_processor_stats(
+    make_pipeline: MakePipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each failed start of a sync evaluator thread (injected) is one ``internal_errors`` in ``stats()``.
+
+    The spans whose thread could not start wait for the pool's busy thread and are evaluated: no error result.
+    Before, these failures were logged as "every occurrence is counted" but counted nowhere.
+    """
+    real: Callable[[threading.Thread], None] = threading.Thread.start
+    failing = [False]
+    attempts: list[str] = []
+
+    def start(thread: threading.Thread) -> None:
+        if failing[0] and thread.name.startswith("evaltrace-eval-") and thread.name[15:].isdigit():
+            attempts.append(thread.name)
+            raise RuntimeError("can't start new thread")
+        real(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    began = threading.Event()
+    release = threading.Event()
+
+    @evaluator(name="gate")
+    def gate(trace: Trace) -> bool:
+        if int(trace.input["input"]) == 0:
+            began.set()
+            release.wait(60)
+        return True
+
+    # Trace-level: its jobs run on the loop's thread pool (span-level sync ones would take the fast lane).
+    p = make_pipeline([EvaluatorSpec(gate, trace_level=True)], sync_workers=2, trace_quiet_period_s=0.1)
+    try:
+        _spans(p, 0)
+        assert began.wait(30)  # span 0's evaluation holds the pool's one thread
+        failing[0] = True
+        _spans(p, 1, 2, 3)
+        assert wait_until(lambda: len(attempts) >= 3, 30)
+        release.set()
+        assert p.processor.force_flush(30_000)
+        stats = p.processor.stats()
+        assert (stats["evaluated"], stats["passed"], stats["errors"]) == (4, 4, 0)
+        assert stats["internal_errors"] == len(attempts) >= 3
+    finally:
+        release.set()
