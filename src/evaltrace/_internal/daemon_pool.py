@@ -126,6 +126,7 @@ def thread_started(thread: threading.Thread, wait_s: float = 1.0) -> bool:
 
 _STARTING = "starting a pool thread (the task waits for a busy thread of the pool; tried again at each submit)"
 _SERVED = "is no longer needed (the tasks that waited for a busy thread were served)"
+_NOT_OWED = "is no longer needed (the tasks that waited for it were served or refused)"
 _Growth = Literal["started", "idle", "held"]
 
 
@@ -256,11 +257,16 @@ class DaemonExecutor(concurrent.futures.Executor):
                 self._starting.ok(_SERVED)
             self._starting.failed(exc=waits)
         elif grown == "started":
-            self._starting.ok()  # ends an episode of tasks queued behind busy threads (one int test otherwise)
+            self._started()
         return future
 
     def abandon(self, future: concurrent.futures.Future[Any]) -> None:
-        """Give up on ``future``: cancel it if it has not started, else let its thread go and replace it."""
+        """Give up on ``future``: cancel it if it has not started, else let its thread go and replace it.
+
+        When the replacement cannot start and no live thread is left, the tasks queued are refused at once (their
+        futures fail with the start's ``RuntimeError``): nothing could take them, and their callers' timeouts count
+        from their start. Logged after the lock is released.
+        """
         if future.cancel():
             return
         refused: list[_Item] = []
@@ -283,7 +289,12 @@ class DaemonExecutor(concurrent.futures.Executor):
             self._refuse(refused, failure)
             self._replacing.failed(exc=failure)
         elif grown == "started":
-            self._starting.ok()
+            self._started()
+
+    def _started(self) -> None:
+        """A thread started (call after releasing the lock): it ends either fault's episode (one int test otherwise)."""
+        self._starting.ok()
+        self._replacing.ok()
 
     def _take_queued_locked(self) -> list[_Item]:
         """Empty the queue of tasks (shutdown's ``None`` markers stay), uncounted: the caller refuses them."""
@@ -336,9 +347,10 @@ class DaemonExecutor(concurrent.futures.Executor):
         if failure is not None:
             self._replacing.failed(exc=failure)
             return
-        self._replacing.ok()
         if grown == "started":
-            self._starting.ok()
+            self._started()
+        else:  # the queued tasks were served or refused meanwhile: nothing started, nothing "works again"
+            self._replacing.ok(_NOT_OWED)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop taking work; optionally cancel queued tasks. ``wait`` joins nothing: the threads are daemons."""
