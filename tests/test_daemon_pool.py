@@ -179,3 +179,159 @@ def test_a_task_whose_thread_cannot_start_is_refused_when_its_only_thread_was_ab
     finally:
         release.set()
         pool.shutdown(wait=False)
+
+
+def _start_fault(monkeypatch: pytest.MonkeyPatch, prefix: str) -> tuple[list[bool], list[str]]:
+    """``Thread.start`` raises for threads named ``prefix...`` while the flag's first item is True; names recorded."""
+    real = threading.Thread.start
+    failing = [False]
+    refused: list[str] = []
+
+    def start(thread: threading.Thread) -> None:
+        if failing[0] and thread.name.startswith(prefix):
+            refused.append(thread.name)
+            raise RuntimeError("can't start new thread")
+        real(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    return failing, refused
+
+
+@pytest.mark.parametrize("workers", [2, 1], ids=["queued-after-a-failed-start", "queued-in-a-full-pool"])
+def test_tasks_queued_when_the_last_live_thread_is_abandoned_and_cannot_be_replaced_are_refused_at_once(
+    monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    """The only live thread is abandoned to a hung task and its replacement cannot start (injected).
+
+    The tasks queued behind it (after their own thread could not start, or because the pool was full) fail at once
+    with ``can't start new thread``: no thread may ever take them, and their callers' timeouts count from their
+    start. Before, they stayed pending until threads could start again. Every failed start is counted.
+    """
+    failing, refused = _start_fault(monkeypatch, "orphan-pool")
+    pool = DaemonExecutor(workers, thread_name_prefix="orphan-pool")
+    release = threading.Event()
+    began = threading.Event()
+    ran: list[str] = []
+    try:
+        hung = pool.submit(lambda: (began.set(), release.wait(60)))
+        assert began.wait(30)
+        failing[0] = True
+        queued = [pool.submit(ran.append, word) for word in ("first", "second")]
+        assert len(refused) == (2 if workers == 2 else 0)  # a full pool does not try to start one
+        assert not any(f.done() for f in queued)  # a live thread could still take them
+        pool.abandon(hung)  # its replacement cannot start: no live thread is left
+        assert all(f.done() for f in queued)  # at once, not at some later submit
+        for f in queued:
+            with pytest.raises(RuntimeError, match="can't start new thread"):
+                f.result(timeout=0)
+        assert pool.internal_errors == len(refused) == (3 if workers == 2 else 1)
+        release.set()
+        hung.result(timeout=30)
+        failing[0] = False
+        assert pool.submit(ran.append, "later").result(timeout=30) is None
+        assert ran == ["later"]  # the refused tasks never ran behind their callers' backs
+        assert pool.internal_errors == len(refused)
+    finally:
+        release.set()
+        pool.shutdown(wait=False)
+
+
+def test_a_start_failure_after_the_tasks_that_waited_were_served_is_logged_as_a_new_episode(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No thread started between two faults, but the tasks the first made wait were all served in between.
+
+    The second fault is logged with its traceback (after one INFO line ending the first episode), not silenced as
+    part of an episode that only a thread start would have ended; both are counted.
+    """
+    failing, refused = _start_fault(monkeypatch, "episode-pool")
+    caplog.set_level(logging.INFO, logger="evaltrace")
+    pool = DaemonExecutor(2, thread_name_prefix="episode-pool")
+    release = threading.Event()
+    began = threading.Event()
+
+    def errors() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if r.levelno == logging.ERROR and "starting a pool thread" in r.getMessage()]
+
+    try:
+        busy = pool.submit(lambda: (began.set(), release.wait(60)))
+        assert began.wait(30)
+        failing[0] = True
+        waited = pool.submit(lambda: "served")
+        assert len(errors()) == 1
+        release.set()
+        assert waited.result(timeout=30) == "served" and busy.result(timeout=30) is not None
+        # The one thread is idle again: it takes the next task with no thread to start.
+        release.clear()
+        began.clear()
+        held = pool.submit(lambda: (began.set(), release.wait(60)))
+        assert began.wait(30)
+        assert len(refused) == 1
+        second = pool.submit(lambda: "again")  # a new thread is needed again and cannot start: a new fault
+        assert len(refused) == 2 and pool.internal_errors == 2
+        assert len(errors()) == 2 and all(r.exc_info is not None for r in errors())
+        ended = [r for r in caplog.records if "is no longer needed" in r.getMessage()]
+        assert (
+            len(ended) == 1
+            and ended[0].levelno == logging.INFO
+            and "after 1 internal error(s)" in ended[0].getMessage()
+        )
+        release.set()
+        assert second.result(timeout=30) == "again"
+        held.result(timeout=30)
+    finally:
+        release.set()
+        pool.shutdown(wait=False)
+
+
+def test_a_log_handler_that_submits_to_the_pool_does_not_deadlock_it(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The pool logs its start failures and recoveries after releasing its lock.
+
+    A handler of the ``evaltrace`` logger that submits to the same pool (or any slow handler) runs while the pool
+    is free: the waiting submit's failure, the abandoned thread's replacement failing, the recovery's INFO line.
+    Before, the first of them deadlocked the submitting thread on the pool's own lock.
+    """
+    failing, refused = _start_fault(monkeypatch, "reentrant-pool")
+    caplog.set_level(logging.INFO, logger="evaltrace")
+    pool = DaemonExecutor(2, thread_name_prefix="reentrant-pool")
+    seen: list[str] = []
+
+    class Submits(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+            try:
+                pool.submit(lambda: None)
+            except RuntimeError as exc:  # no live thread left: refused, as any submit then
+                seen.append(f"refused: {exc}")
+
+    handler = Submits(logging.INFO)
+    logging.getLogger("evaltrace").addHandler(handler)
+    release = threading.Event()
+    began = threading.Event()
+    done = threading.Event()
+
+    def scenario() -> None:
+        busy = pool.submit(lambda: (began.set(), release.wait(60)))
+        assert began.wait(30)
+        failing[0] = True
+        pool.submit(lambda: None)  # its thread cannot start: logged (the handler submits too)
+        pool.abandon(busy)  # the replacement cannot start: logged
+        failing[0] = False
+        pool.submit(lambda: None).result(timeout=30)  # a thread starts: the INFO line
+        done.set()
+
+    try:
+        worker = threading.Thread(target=scenario, name="reentrant-scenario", daemon=True)
+        worker.start()
+        assert done.wait(30), f"deadlocked; logged so far: {seen}"
+        assert any("starting a pool thread" in line for line in seen)
+        assert any("starting a replacement" in line for line in seen)
+        assert any("works again after" in line for line in seen)
+        assert len(refused) >= 2
+    finally:
+        logging.getLogger("evaltrace").removeHandler(handler)
+        release.set()
+        if done.is_set():  # deadlocked, its lock is held for good: shutting it down would hang the test run
+            pool.shutdown(wait=False)

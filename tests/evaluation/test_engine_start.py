@@ -598,3 +598,107 @@ def test_threads_that_cannot_start_on_every_span_log_once_per_episode_and_count_
     recovered = [r.getMessage() for r in caplog.records if "works again after" in r.getMessage()]
     assert len(recovered) == 3
     assert [len(errors(what)) for what in sites] == [1, 1, 1]
+
+
+@pytest.mark.parametrize("workers", [2, 1], ids=["queued-after-a-failed-start", "queued-in-a-full-pool"])
+def test_a_sync_evaluation_queued_behind_a_hung_one_whose_replacement_cannot_start_is_an_error_at_once(
+    monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    """Threads cannot start (injected) once call A runs on the live engine's pool; A hangs past its 0.5 s timeout.
+
+    Call B, queued behind A (its own thread could not start, or the pool was full), gets an ``error`` naming the
+    failure as soon as A is let go and A's replacement cannot start: no live thread is left to run it, and its
+    timeout counts only from its start. Before, B stayed pending until threads could start again (counted at
+    shutdown as cancelled). B's evaluator never runs later; every failed start is counted.
+    """
+    failing = _thread_fault(monkeypatch, "evaltrace-eval-")
+    failing[0] = False
+    began = threading.Event()
+    release = threading.Event()
+    calls: list[str] = []
+
+    @evaluator(name="hangs")
+    def hangs(trace: Trace) -> bool:
+        began.set()
+        release.wait(60)
+        return True
+
+    @evaluator(name="quick")
+    def quick(trace: Trace) -> bool:
+        calls.append(trace.output.final_answer or "")
+        return True
+
+    threads = EvaluatorThreads(workers, Offenders())
+
+    async def scenario() -> None:
+        a = asyncio.ensure_future(
+            arun_evaluator(hangs, make_trace("a"), executor=threads, options=RunOptions(timeout_s=0.5))
+        )
+        assert await asyncio.to_thread(began.wait, 30)
+        failing[0] = True
+        b = asyncio.ensure_future(
+            arun_evaluator(quick, make_trace("b"), executor=threads, options=RunOptions(timeout_s=0.5))
+        )
+        refused = await asyncio.wait_for(b, 20)  # A's timeout (0.5 s from its start) plus load; before: never
+        assert refused.status == "failed" and refused.error is not None
+        assert "can't start new thread" in str(refused.error)
+        timed_out = await asyncio.wait_for(a, 20)
+        assert timed_out.status == "failed" and "timed out" in str(timed_out.error)
+        assert threads.internal_errors == (2 if workers == 2 else 1)  # B's thread (if tried), A's replacement
+        release.set()
+        failing[0] = False
+        later = await arun_evaluator(quick, make_trace("c"), executor=threads, options=RunOptions(timeout_s=10.0))
+        assert later.passed is True
+        assert calls == ["c"]  # B never ran behind its caller's back
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        release.set()
+        threads.shutdown(wait=False)
+
+
+def test_evaluator_threads_that_cannot_start_are_counted_in_the_processor_stats(
+    make_pipeline: MakePipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each failed start of a sync evaluator thread (injected) is one ``internal_errors`` in ``stats()``.
+
+    The spans whose thread could not start wait for the pool's busy thread and are evaluated: no error result.
+    Before, these failures were logged as "every occurrence is counted" but counted nowhere.
+    """
+    real: Callable[[threading.Thread], None] = threading.Thread.start
+    failing = [False]
+    attempts: list[str] = []
+
+    def start(thread: threading.Thread) -> None:
+        if failing[0] and thread.name.startswith("evaltrace-eval-") and thread.name[15:].isdigit():
+            attempts.append(thread.name)
+            raise RuntimeError("can't start new thread")
+        real(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    began = threading.Event()
+    release = threading.Event()
+
+    @evaluator(name="gate")
+    def gate(trace: Trace) -> bool:
+        if int(trace.input["input"]) == 0:
+            began.set()
+            release.wait(60)
+        return True
+
+    # Trace-level: its jobs run on the loop's thread pool (span-level sync ones would take the fast lane).
+    p = make_pipeline([EvaluatorSpec(gate, trace_level=True)], sync_workers=2, trace_quiet_period_s=0.1)
+    try:
+        _spans(p, 0)
+        assert began.wait(30)  # span 0's evaluation holds the pool's one thread
+        failing[0] = True
+        _spans(p, 1, 2, 3)
+        assert wait_until(lambda: len(attempts) >= 3, 30)
+        release.set()
+        assert p.processor.force_flush(30_000)
+        stats = p.processor.stats()
+        assert (stats["evaluated"], stats["passed"], stats["errors"]) == (4, 4, 0)
+        assert stats["internal_errors"] == len(attempts) >= 3
+    finally:
+        release.set()

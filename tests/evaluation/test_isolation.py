@@ -207,6 +207,10 @@ def test_a_call_queued_behind_a_hung_one_runs_once_its_replacement_thread_can_st
     The call queued behind it (its timeout counts from its start, so nothing times it out) is not left waiting for
     some later submit: its own wait tries the owed thread again, and it runs once threads can start. The failure
     is logged as an internal error, once.
+
+    The pool's other thread stays live (busy with a held call) throughout, so the queued call may still be served:
+    with no live thread left it is refused at once instead (see ``test_engine_start.py::
+    test_a_sync_evaluation_queued_behind_a_hung_one_whose_replacement_cannot_start_is_an_error_at_once``).
     """
     real = threading.Thread.start
     failing = [False]
@@ -220,9 +224,17 @@ def test_a_call_queued_behind_a_hung_one_runs_once_its_replacement_thread_can_st
 
     monkeypatch.setattr(threading.Thread, "start", start)
     caplog.set_level(logging.ERROR, logger="evaltrace")
-    threads = EvaluatorThreads(1, Offenders())
+    threads = EvaluatorThreads(2, Offenders())
     release = threading.Event()
     began = threading.Event()
+    hold = threading.Event()
+    held_began = threading.Event()
+
+    @evaluator(name="holds")
+    def holds(trace: Trace) -> bool:
+        held_began.set()
+        hold.wait(60)
+        return True
 
     @evaluator(name="hangs")
     def hangs(trace: Trace) -> bool:
@@ -235,8 +247,10 @@ def test_a_call_queued_behind_a_hung_one_runs_once_its_replacement_thread_can_st
         return True
 
     async def main() -> None:
+        held = asyncio.ensure_future(threads.call_timed(holds, make_trace(), None, None))
+        assert await asyncio.to_thread(held_began.wait, 30)  # the pool's other thread: live, busy until the end
         hung = asyncio.ensure_future(threads.call_timed(hangs, make_trace(), None, 0.3))
-        assert await asyncio.to_thread(began.wait, 30)  # it holds the pool's one thread
+        assert await asyncio.to_thread(began.wait, 30)  # with the held one, it fills the pool
         failing[0] = True
         waiting = asyncio.ensure_future(threads.call_timed(queued, make_trace(), None, None))
         with pytest.raises(TimedOut):
@@ -245,10 +259,14 @@ def test_a_call_queued_behind_a_hung_one_runs_once_its_replacement_thread_can_st
         failing[0] = False  # threads can start again; nothing else is submitted
         output, _ = await asyncio.wait_for(waiting, 30)
         assert output.passed is True
+        assert not held.done()  # served by the replacement, not by the held call's thread
+        hold.set()
+        assert (await asyncio.wait_for(held, 30))[0].passed is True
 
     try:
         asyncio.run(main())
     finally:
+        hold.set()
         release.set()
         threads.shutdown(wait=False)
     logged = [r for r in caplog.records if "replacement for an abandoned evaluator thread" in r.getMessage()]

@@ -31,7 +31,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from evaltrace._internal import forks
 from evaltrace._internal.errors import ErrorEpisode
@@ -125,6 +125,9 @@ def thread_started(thread: threading.Thread, wait_s: float = 1.0) -> bool:
 
 
 _STARTING = "starting a pool thread (the task waits for a busy thread of the pool; tried again at each submit)"
+_SERVED = "is no longer needed (the tasks that waited for a busy thread were served)"
+_NOT_OWED = "is no longer needed (the tasks that waited for it were served or refused)"
+_Growth = Literal["started", "idle", "held"]
 
 
 class UserAbort(Exception):
@@ -182,6 +185,8 @@ class DaemonExecutor(concurrent.futures.Executor):
         self._shutdown = False
         self._serial = 0
         self._owed = False  # an abandoned task's replacement could not start: queued tasks wait for it
+        self._caught_up = False  # an idle thread was found since the last start failure: a next one is a new episode
+        self.internal_errors = 0  # threads that could not start (every failure; logged once per episode)
         self._replacing = ErrorEpisode("starting a replacement for an abandoned evaluator thread (tried again)")
         self._starting = ErrorEpisode(_STARTING)
         forks.reinit_after_fork(self)
@@ -200,6 +205,8 @@ class DaemonExecutor(concurrent.futures.Executor):
         self._abandoned = 0
         self._running = {}
         self._owed = False
+        self._caught_up = False
+        self.internal_errors = 0
         self._replacing = ErrorEpisode("starting a replacement for an abandoned evaluator thread (tried again)")
         self._starting = ErrorEpisode(_STARTING)
 
@@ -214,7 +221,10 @@ class DaemonExecutor(concurrent.futures.Executor):
         When the new thread it needs cannot start (``can't start new thread``) while the pool has a live thread
         (one not abandoned: busy now, it takes queued work when its task returns, or is let go at its timeout and
         replaced), the task is queued behind it, as past ``max_workers``: it runs, its caller's timeout counts as
-        usual, and the fault is logged once per episode; each later submit tries to start a thread again.
+        usual, and the fault is logged once per episode; each later submit tries to start a thread again. Should the
+        last live thread be abandoned while its replacement cannot start, the tasks queued then are refused at once
+        (their futures fail with that ``RuntimeError``), never left waiting for a thread that may never come.
+        Every failed start is counted in :attr:`internal_errors`. Nothing is logged while the pool's lock is held.
 
         Raises:
             RuntimeError: After :meth:`shutdown`, or when the thread it needs cannot start and no live thread could
@@ -223,27 +233,43 @@ class DaemonExecutor(concurrent.futures.Executor):
                 to start a thread again.
         """
         future: TimedFuture[T] = TimedFuture()
+        waits: Exception | None = None  # the start failure it waits behind a live thread for (logged after the lock)
         with self._lock:
             if self._shutdown:
                 raise RuntimeError("cannot schedule new work after shutdown")
             self._queued += 1
             try:
-                self._grow_locked()
-            except Exception:
+                grown = self._grow_locked()
+            except Exception as exc:
+                self.internal_errors += 1
                 if self._threads - self._abandoned <= 0:  # no thread could ever take it: refused, nothing queued
                     self._queued -= 1
                     raise
-                self._starting.failed()  # a live thread takes it once free (or its replacement, if it hangs)
+                waits = exc  # a live thread takes it once free (or its replacement, if it hangs)
+                grown = None
             except BaseException:  # Ctrl-C: reaches the caller unchanged, nothing queued
                 self._queued -= 1
                 raise
             self._queue.put(_Item(future, fn, args, kwargs))  # under the lock: a thread takes it after the counts
+            caught_up, self._caught_up = self._caught_up, self._caught_up and waits is None
+        if waits is not None:
+            if caught_up:  # the last episode's waiting tasks were all served since: this is a fault of its own
+                self._starting.ok(_SERVED)
+            self._starting.failed(exc=waits)
+        elif grown == "started":
+            self._started()
         return future
 
     def abandon(self, future: concurrent.futures.Future[Any]) -> None:
-        """Give up on ``future``: cancel it if it has not started, else let its thread go and replace it."""
+        """Give up on ``future``: cancel it if it has not started, else let its thread go and replace it.
+
+        When the replacement cannot start and no live thread is left, the tasks queued are refused at once (their
+        futures fail with the start's ``RuntimeError``): nothing could take them, and their callers' timeouts count
+        from their start. Logged after the lock is released.
+        """
         if future.cancel():
             return
+        refused: list[_Item] = []
         with self._lock:
             item = self._running.get(future)
             if item is None or item.abandoned:
@@ -251,10 +277,51 @@ class DaemonExecutor(concurrent.futures.Executor):
             item.abandoned = True
             self._abandoned += 1
             try:
-                self._grow_locked()
-            except Exception:  # no replacement now (a thread cannot start): the waiting callers retry it
+                grown: _Growth | None = self._grow_locked()
+                failure: Exception | None = None
+            except Exception as exc:  # no replacement now (a thread cannot start): the waiting callers retry it
+                self.internal_errors += 1
                 self._owed = True
-                self._replacing.failed()
+                grown, failure = None, exc
+                if self._threads - self._abandoned <= 0:  # no live thread is left to take what is queued
+                    refused = self._take_queued_locked()
+        if failure is not None:
+            self._refuse(refused, failure)
+            self._replacing.failed(exc=failure)
+        elif grown == "started":
+            self._started()
+
+    def _started(self) -> None:
+        """A thread started (call after releasing the lock): it ends either fault's episode (one int test otherwise)."""
+        self._starting.ok()
+        self._replacing.ok()
+
+    def _take_queued_locked(self) -> list[_Item]:
+        """Empty the queue of tasks (shutdown's ``None`` markers stay), uncounted: the caller refuses them."""
+        taken: list[_Item] = []
+        markers = 0
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                markers += 1
+            else:
+                taken.append(item)
+        for _ in range(markers):
+            self._queue.put(None)
+        self._queued -= len(taken)
+        return taken
+
+    @staticmethod
+    def _refuse(items: list[_Item], failure: Exception) -> None:
+        """Fail queued tasks no thread can ever take with ``failure``'s error (outside the lock: done callbacks run)."""
+        for item in items:
+            if item.future.set_running_or_notify_cancel():  # a task its caller cancelled stays cancelled
+                error = RuntimeError(f"{failure} (no live thread of the pool was left to take this queued task)")
+                error.__cause__ = failure
+                item.future.set_exception(error)
 
     @property
     def owes_thread(self) -> bool:
@@ -271,11 +338,19 @@ class DaemonExecutor(concurrent.futures.Executor):
             if not self._owed or self._shutdown:
                 return
             try:
-                self._grow_locked()
-            except Exception:
-                self._replacing.failed()
-                return
-        self._replacing.ok()
+                grown = self._grow_locked()
+            except Exception as exc:
+                self.internal_errors += 1
+                failure: Exception | None = exc
+            else:
+                failure = None
+        if failure is not None:
+            self._replacing.failed(exc=failure)
+            return
+        if grown == "started":
+            self._started()
+        else:  # the queued tasks were served or refused meanwhile: nothing started, nothing "works again"
+            self._replacing.ok(_NOT_OWED)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Stop taking work; optionally cancel queued tasks. ``wait`` joins nothing: the threads are daemons."""
@@ -297,14 +372,18 @@ class DaemonExecutor(concurrent.futures.Executor):
 
     # --- workers -------------------------------------------------------------------------------------------
 
-    def _grow_locked(self) -> None:
+    def _grow_locked(self) -> _Growth:
         # A new thread when queued tasks outnumber idle threads (an idle thread that has not yet taken a task
         # is counted once, not once per submit: else tasks queue behind one thread that may hang) and the
-        # working (not abandoned) ones are below the limit.
+        # working (not abandoned) ones are below the limit. Logs nothing: the callers log once the lock is free.
         working = self._threads - self._abandoned
-        if self._idle >= self._queued or working >= self._max_workers or self._abandoned > self._max_abandoned:
+        if self._idle >= self._queued:
             self._owed = False  # none needed (any more)
-            return
+            self._caught_up = True  # whatever waited for a thread was served
+            return "idle"
+        if working >= self._max_workers or self._abandoned > self._max_abandoned:
+            self._owed = False
+            return "held"
         self._serial += 1
         name = f"{self._prefix}-{self._serial}"
         # Counted only once it runs (it waits for this lock before touching the counts): a thread that cannot start
@@ -321,7 +400,8 @@ class DaemonExecutor(concurrent.futures.Executor):
         self._threads += 1
         self._idle += 1
         self._owed = False
-        self._starting.ok()  # ends an episode of tasks queued behind busy threads (one int test otherwise)
+        self._caught_up = False  # the episode, if any, ends as "works again" (logged by the caller)
+        return "started"
 
     def _work(self) -> None:
         while True:

@@ -88,8 +88,11 @@ class ErrorEpisode:
         self._count = 0  # occurrences in the current episode
         self._lock = threading.Lock()
 
-    def failed(self, detail: str = "") -> None:
-        """Note one occurrence; call from an ``except`` block. The first of an episode is logged with its traceback."""
+    def failed(self, detail: str = "", exc: BaseException | None = None) -> None:
+        """Note one occurrence. The first of an episode is logged with its traceback.
+
+        Call from an ``except`` block, or pass the exception as ``exc`` (to log it later, once a lock is released).
+        """
         with self._lock:
             self._count += 1
             first = self._count == 1
@@ -98,13 +101,18 @@ class ErrorEpisode:
                 "evaltrace internal error while %s%s (logged once until it works again; every occurrence is counted)",
                 self._what,
                 detail,
+                exc_info=exc if exc is not None else True,
             )
 
-    def ok(self) -> None:
-        """Note a success: ends an episode with one INFO line. O(1) and lock-free when nothing failed."""
+    def ok(self, outcome: str = "works again") -> None:
+        """Note a success: ends an episode with one INFO line. O(1) and lock-free when nothing failed.
+
+        Args:
+            outcome: How the episode ended, for that line (``"is no longer needed"``).
+        """
         if not self._count:
             return
         with self._lock:
             count, self._count = self._count, 0
         if count:
-            logger.info("evaltrace: %s works again after %d internal error(s)", self._what, count)
+            logger.info("evaltrace: %s %s after %d internal error(s)", self._what, outcome, count)

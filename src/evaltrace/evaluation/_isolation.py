@@ -152,6 +152,11 @@ class EvaluatorThreads(concurrent.futures.Executor):
         """Tasks given up on whose threads have not returned yet, all pools together."""
         return sum(pool.abandoned for pool in self._pools())
 
+    @property
+    def internal_errors(self) -> int:
+        """Threads that could not start (``can't start new thread``), all pools together."""
+        return sum(pool.internal_errors for pool in self._pools())
+
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Shut every pool down (their threads are daemons: nothing is joined)."""
         for pool in self._pools():

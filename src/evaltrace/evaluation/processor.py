@@ -1183,6 +1183,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         """
         data = self._stats.snapshot()
         data["internal_errors"] += self._engine.user_loop.internal_errors  # its watchdog's (a thread of its own)
+        data["internal_errors"] += self._engine.pool.internal_errors  # evaluator threads that could not start
         data["queued"] = self._pending
         data["buffer"] = asdict(self._buffer.stats)
         if self._completion is not None:
