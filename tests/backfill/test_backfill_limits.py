@@ -1,7 +1,7 @@
 """A backfill whose limiter fails: as live evaluation, only the evaluator being checked is refused.
 
-The real :class:`~evaltrace.evaluation.limits.LimitGate` is given a clock that raises (a user's ``limits_clock``
-failing), then the real backfill judges real stored traces into the real local store.
+The backfill's real :class:`~evaltrace.evaluation.limits.LimitGate` is given a clock that raises (its
+``limits_clock`` option failing), then the real backfill judges real stored traces into the real local store.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from typing import Any
 import pytest
 
 import evaltrace
-import evaltrace.backfill.api
 from evaltrace.evaluation import EvaluatorSpec
-from evaltrace.evaluation.limits import LimitGate, Limits
+from evaltrace.evaluation.limits import Limits
 from evaltrace.exporters.store_db import DB_NAME
 from evaltrace.schema import EvaluationResult, Trace
 
@@ -38,11 +37,9 @@ class FailingClock:
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> FailingClock:
-    """The clock of the backfill's gate (a real LimitGate), healthy until a test says otherwise."""
-    clock = FailingClock(failing=False)
-    monkeypatch.setattr(evaltrace.backfill.api, "LimitGate", lambda limits: LimitGate(limits, clock))
-    return clock
+def clock() -> FailingClock:
+    """The backfill's ``limits_clock``, healthy until a test says otherwise."""
+    return FailingClock(failing=False)
 
 
 def _evals(store: Path) -> list[tuple[object, ...]]:
@@ -70,7 +67,7 @@ def test_a_limiter_that_fails_refuses_only_its_evaluator_in_a_backfill(
     clock.failing = True
     spec = EvaluatorSpec(budgeted, limits=Limits(max_tokens_per_hour=10_000))
     with caplog.at_level(logging.INFO, logger="evaltrace"):
-        report = evaltrace.evaluate_traces([has_answer, spec], store=store, sinks=[], concurrency=2)
+        report = evaltrace.evaluate_traces([has_answer, spec], store=store, sinks=[], concurrency=2, limits_clock=clock)
     assert report.stopped is None
     assert report.evaluations == 6
     assert report.outcomes == {"pass": 3, "not_evaluated": 3}
@@ -94,7 +91,16 @@ def test_a_backfill_verdict_stands_when_charging_its_spend_fails(tmp_path: Path,
     store = tmp_path / "store"
     build_store(store, 1)
     spec = EvaluatorSpec(breaks_the_clock, limits=Limits(max_tokens_per_hour=10_000), inline=True)
-    report = evaltrace.evaluate_traces([has_answer, spec], store=store, sinks=[], concurrency=1)
+    report = evaltrace.evaluate_traces([has_answer, spec], store=store, sinks=[], concurrency=1, limits_clock=clock)
     assert clock.failing
     assert (report.stopped, report.evaluations, report.outcomes) == (None, 2, {"pass": 2})
     assert _evals(store) == [("budgeted", "pass", 1), ("has_answer", "pass", 1)]
+
+
+def test_a_limits_clock_that_is_not_callable_is_refused_naming_it(tmp_path: Path) -> None:
+    """Checked as live evaluation's option is, before anything is read or judged."""
+    store = tmp_path / "store"
+    build_store(store, 1)
+    with pytest.raises(evaltrace.ConfigError, match=r"limits_clock.*expected Callable\[\[\], float\], got 3\.0"):
+        evaltrace.evaluate_traces([has_answer], store=store, sinks=[], limits_clock=3.0)  # type: ignore[arg-type]
+    assert _evals(store) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,8 @@ from evaltrace.backfill.engine import (
 from evaltrace.backfill.sources import OtlpJsonSource, StoreSource, TraceSource
 from evaltrace.backfill.units import SCOPES, Unit
 from evaltrace.evaluation.evaluator import Evaluator, EvaluatorSpec
-from evaltrace.evaluation.limits import LimitGate, Limits
+from evaltrace.evaluation.limits import Clock, LimitGate, Limits
+from evaltrace.evaluation.options import option_value_problem
 from evaltrace.exceptions import ConfigError
 from evaltrace.exporters.store_options import DEFAULT_DIRECTORY
 from evaltrace.exporters.store_query import TraceFilter
@@ -204,6 +206,7 @@ def evaluate_traces(
     selection_key: str | None = None,
     engine: str = "local",
     address: str | None = None,
+    limits_clock: Clock = time.monotonic,
 ) -> BackfillReport:
     """Run ``evaluators`` over stored traces and record the results as live evaluation would.
 
@@ -251,6 +254,9 @@ def evaluate_traces(
             cluster, under rate limits, concurrency slots and budgets held by one actor for the whole cluster
             (``pip install 'evaltrace[ray]'``; see docs/scale.md).
         address: The Ray cluster (``auto``, ``ray://HOST:PORT``); None: a local one on 127.0.0.1 for the call.
+        limits_clock: Monotonic seconds used by the rate limits and budget windows (injectable for tests), as
+            live evaluation's option. A clock that raises refuses only the evaluation being checked
+            (``limits_unavailable``). With ``engine="ray"`` it is pickled to the cluster's limits actor.
 
     Returns:
         What was judged: counts by outcome, and whether a budget stopped it.
@@ -268,6 +274,9 @@ def evaluate_traces(
         raise ConfigError("engine", f"expected 'local' or 'ray', got {engine!r}")
     if address is not None and engine != "ray":
         raise ConfigError("address", "names a Ray cluster: give it with engine='ray'")
+    problem = option_value_problem({"limits_clock": limits_clock})  # live evaluation's check of the option
+    if problem is not None:
+        raise ConfigError(*problem)
     specs = _specs(evaluators, span_kinds, span_name)
     if not specs:
         raise ConfigError("evaluators", "no evaluator given")
@@ -286,7 +295,7 @@ def evaluate_traces(
             progress = _shifted(on_progress, index, len(groups))
             reports.append(_evaluate(source, reader, group, store_path, group_scope, sinks, concurrency, limits,
                                      timeout_s, resume, dry_run, progress, selection_key,
-                                     ray_engine))  # fmt: skip
+                                     ray_engine, limits_clock))  # fmt: skip
             if reports[-1].stopped is not None:  # a spent budget stops the whole backfill
                 break
         return merge_reports(reports, [s for s, _ in groups[: len(reports)]])
@@ -312,6 +321,7 @@ def _evaluate(
     on_progress: Callable[[int, int], None] | None,
     selection_key: str | None,
     ray_engine: RayEngine | None = None,
+    limits_clock: Clock = time.monotonic,
 ) -> BackfillReport:
     selected = source.trace_ids()
     report = BackfillReport(traces=len(selected), dry_run=dry_run)
@@ -333,7 +343,7 @@ def _evaluate(
         report.resumed = len(selected) - len(todo)
     units = units_of(source, specs, scope, todo, report)
     global_limits = Limits.coerce(limits, "limits") if limits is not None else _default_limits()
-    gate = LimitGate(global_limits)
+    gate = LimitGate(global_limits, limits_clock)
     outputs, started = _outputs(store_path, sinks)
     progress = _progress(on_progress, len(todo))
     try:
@@ -341,7 +351,7 @@ def _evaluate(
         if ray_engine is not None:
             from evaltrace.backfill.ray_judging import RayBatchJudge
 
-            remote = RayBatchJudge(ray_engine, specs, global_limits, concurrency, timeout_s)
+            remote = RayBatchJudge(ray_engine, specs, global_limits, concurrency, timeout_s, limits_clock)
         with remote as judge:
             report = run_backfill(
                 units,

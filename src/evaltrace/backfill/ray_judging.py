@@ -29,7 +29,7 @@ from typing import Any, cast
 from evaltrace.backfill.engine import Answer, BudgetStop, Judging
 from evaltrace.backfill.units import Target, Unit
 from evaltrace.evaluation.evaluator import EvaluatorSpec
-from evaltrace.evaluation.limits import LimitGate, Limits
+from evaltrace.evaluation.limits import Clock, LimitGate, Limits
 from evaltrace.runner.ray_engine import RayEngine, RayEngineError, as_finished, connected, error_cause, use_driver_paths
 from evaltrace.schema import EvaluationResult
 
@@ -47,10 +47,27 @@ class GateState:
     Args:
         global_limits: Limits over every evaluator.
         per_evaluator: Each evaluator's own limits.
+        clock: The backfill's ``limits_clock``, pickled (None: ``time.monotonic``); unpickled once ``sys_path``
+            is set, since it may be the project's own (Ray unpickles an actor's arguments before).
+        sys_path: The driver's ``sys.path``.
     """
 
-    def __init__(self, global_limits: Limits | None, per_evaluator: dict[str, Limits | None]) -> None:
-        self._gate = LimitGate(global_limits)
+    def __init__(
+        self,
+        global_limits: Limits | None,
+        per_evaluator: dict[str, Limits | None],
+        clock: bytes | None = None,
+        sys_path: Sequence[str] = (),
+    ) -> None:
+        limits_clock: Clock = time.monotonic
+        if clock is not None:
+            import ray
+
+            use_driver_paths(list(sys_path))
+            limits_clock = ray.cloudpickle.loads(clock)
+        # Only the rate limits and budget windows read it: a concurrency lease is Ray's bookkeeping (a lost task's
+        # slots come back), kept on the real clock.
+        self._gate = LimitGate(global_limits, limits_clock)
         self._caps: dict[str, int] = {}
         if global_limits is not None and global_limits.max_concurrent is not None:
             self._caps[_GLOBAL] = global_limits.max_concurrent
@@ -203,6 +220,7 @@ class RayBatchJudge:
         global_limits: Limits over all evaluators.
         concurrency: Units (hence evaluations) in flight at once, cluster-wide.
         timeout_s: Per-evaluation timeout.
+        limits_clock: Monotonic seconds of the rate limits and budget windows (sent to the limits actor).
     """
 
     def __init__(
@@ -212,12 +230,14 @@ class RayBatchJudge:
         global_limits: Limits | None,
         concurrency: int,
         timeout_s: float | None,
+        limits_clock: Clock = time.monotonic,
     ) -> None:
         self._engine = engine
         self._specs = list(specs)
         self._limits = global_limits
         self._concurrency = concurrency
         self._timeout_s = timeout_s
+        self._clock = limits_clock
         self._stack = contextlib.ExitStack()
         self._ray: Any = None
         self._gate: Any = None
@@ -235,8 +255,11 @@ class RayBatchJudge:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
-        self._gate = ray.remote(num_cpus=0, scheduling_strategy=here)(GateState).remote(self._limits, per_evaluator)
-        self._job = ray.put(_Batch(ray.cloudpickle.dumps(self._specs), self._timeout_s, current_sys_path()))
+        sys_path = current_sys_path()
+        clock = None if self._clock is time.monotonic else ray.cloudpickle.dumps(self._clock)
+        actor = ray.remote(num_cpus=0, scheduling_strategy=here)(GateState)
+        self._gate = actor.remote(self._limits, per_evaluator, clock, sys_path)
+        self._job = ray.put(_Batch(ray.cloudpickle.dumps(self._specs), self._timeout_s, sys_path))
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,0 +1,117 @@
+"""``evaluate --engine ray`` whose limiter fails: as the local backfill and live evaluation, only the evaluator
+being checked is refused.
+
+The backfill's ``limits_clock`` is pickled to the cluster's limits actor (a real :class:`GateState` with a real
+``LimitGate``) on a real two-node Ray cluster on 127.0.0.1; it raises while a flag file exists, which a test
+creates before the run or an evaluator creates on a Ray worker once it has its verdict (the actor, the tasks and
+this process share the machine's file system, not their memory).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("ray")
+
+import evaltrace
+from evaltrace.evaluation.evaluator import EvaluatorSpec
+from evaltrace.evaluation.limits import Limits
+from evaltrace.exporters.store_db import DB_NAME
+from evaltrace.schema import Trace
+from ray_cluster import two_node_cluster
+
+from .backfill_evaluators import costly, has_answer
+from .stored import build_store
+
+# One worker runs every Ray module, one cluster at a time (pyproject: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("ray")
+
+
+class FlagClock:
+    """Monotonic seconds that raise while ``flag`` exists (the limiter itself cannot decide); picklable.
+
+    Each raise is logged as a line of ``flag.raised`` (read by the test: the actor is another process).
+    """
+
+    def __init__(self, flag: Path) -> None:
+        self.flag = flag
+        self.raised = flag.with_suffix(".raised")
+
+    def __call__(self) -> float:
+        if self.flag.exists():
+            with self.raised.open("a", encoding="utf-8") as log:
+                log.write("raised\n")
+            raise OSError("clock source unavailable")
+        return 1000.0
+
+    def raises(self) -> int:
+        """How many times it raised."""
+        return len(self.raised.read_text().splitlines()) if self.raised.exists() else 0
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[tuple[Any, Any]]:
+    with two_node_cluster() as running:
+        yield running
+
+
+def _evals(store: Path) -> list[tuple[object, ...]]:
+    with sqlite3.connect(store / DB_NAME) as conn:
+        return conn.execute("SELECT evaluator, outcome, count(*) FROM evals GROUP BY 1, 2 ORDER BY 1, 2").fetchall()
+
+
+def _limits_unavailable(store: Path) -> int:
+    with sqlite3.connect(store / DB_NAME) as conn:
+        spans = conn.execute("SELECT data FROM spans").fetchall()
+    return sum("limits_unavailable" in str(row[0]) for row in spans)
+
+
+def test_a_limiter_that_fails_on_the_cluster_refuses_only_its_evaluator(
+    cluster: tuple[Any, Any], tmp_path: Path
+) -> None:
+    """The Ray backfill finishes: ``costly`` is not evaluated (``limits_unavailable``) on each trace, never run
+    unchecked; ``has_answer`` judges every trace; nothing is retried into an engine error."""
+    store = tmp_path / "store"
+    build_store(store, 3)
+    flag = tmp_path / "clock-fails"
+    flag.touch()
+    spec = EvaluatorSpec(costly, limits=Limits(max_tokens_per_hour=10_000))
+    report = evaltrace.evaluate_traces(
+        [has_answer, spec], store=store, sinks=[], engine="ray", concurrency=2, limits_clock=FlagClock(flag)
+    )
+    assert report.stopped is None
+    assert report.evaluations == 6
+    assert report.outcomes == {"pass": 3, "not_evaluated": 3}
+    assert _evals(store) == [("costly", "not_evaluated", 3), ("has_answer", "pass", 3)]
+    assert _limits_unavailable(store) == 3
+
+
+def test_a_verdict_stands_on_the_cluster_when_charging_its_spend_fails(
+    cluster: tuple[Any, Any], tmp_path: Path
+) -> None:
+    """The clock fails once the judge has answered (on a Ray worker): the charge on the limits actor fails, the
+    verdict and the other evaluator's are stored and counted."""
+    store = tmp_path / "store"
+    build_store(store, 1)
+    flag = tmp_path / "clock-fails"
+
+    @evaltrace.evaluator(name="costly")
+    def breaks_the_clock(trace: Trace) -> Any:
+        result = costly.evaluate(trace, None)
+        flag.touch()  # after admission, before the charge
+        return result
+
+    spec = EvaluatorSpec(breaks_the_clock, limits=Limits(max_tokens_per_hour=10_000))
+    clock = FlagClock(flag)
+    report = evaltrace.evaluate_traces(
+        [has_answer, spec], store=store, sinks=[], engine="ray", concurrency=1, limits_clock=clock
+    )
+    assert clock.raises() >= 1  # the charge, the last call on the limiter, did fail
+    assert (report.stopped, report.evaluations, report.outcomes) == (None, 2, {"pass": 2})
+    assert _evals(store) == [("costly", "pass", 1), ("has_answer", "pass", 1)]
+    assert _limits_unavailable(store) == 0
