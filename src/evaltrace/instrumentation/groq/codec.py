@@ -21,7 +21,7 @@ from typing import Any
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.call import Call
-from evaltrace._internal.engine.codec import Accumulator, Codec, Server, add_each, chunk_failed
+from evaltrace._internal.engine.codec import Accumulator, Codec, Server, add_each, chunk_failed, slot_reader
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.engine.stainless import Stainless, server_of
 from evaltrace._internal.error_body import code_in_body
@@ -122,20 +122,6 @@ class _Delta:
         self.__pydantic_extra__ = {"reasoning": reasoning} if isinstance(reasoning, str) and reasoning else extra
 
 
-def _slot_getter(classes: tuple[type, ...], name: str) -> Any:
-    """``name``'s data descriptor's ``__get__``, shared by every class of ``classes`` (None: not one and the same).
-
-    ``obj.__dict__`` / ``obj.__pydantic_extra__`` of a pydantic model resolve to these descriptors (data
-    descriptors on the type win over ``__getattr__``), so calling ``__get__`` reads the same object without
-    pydantic's ``__getattr__`` hook and its three type-cache lookups per read.
-    """
-    found = {next((vars(k)[name] for k in cls.__mro__ if name in vars(k)), None) for cls in classes}
-    (descriptor,) = found if len(found) == 1 else (None,)
-    if descriptor is None or not hasattr(type(descriptor), "__set__"):  # not a data descriptor: the instance wins
-        return None
-    return descriptor.__get__
-
-
 def _x_groq_has_more(fields: dict[str, Any]) -> bool:
     """True when an ``x_groq``'s fields carry what ``add`` reads: usage or an error (the common one has its id only)."""
     return fields.get("usage") is not None or fields.get("error") is not None
@@ -149,8 +135,8 @@ def _sdk_types() -> tuple[Any, ...] | None:  # Any: a type check must not narrow
     except ImportError:
         return None
     classes = (ChatCompletionChunk, Choice, ChoiceDelta, XGroq)
-    fields_of = _slot_getter(classes, "__dict__")
-    extra_of = _slot_getter(classes, "__pydantic_extra__")
+    fields_of = slot_reader(classes, "__dict__")
+    extra_of = slot_reader(classes, "__pydantic_extra__")
     if fields_of is None or extra_of is None:
         return None
     return ChatCompletionChunk, Choice, ChoiceDelta, XGroq, fields_of, extra_of
@@ -192,7 +178,7 @@ class GroqStreamAccumulator(ChatAccumulator):
 
         The common chunk of a Groq stream is one choice whose delta has text only, and an ``x_groq`` with its id
         only. Once its types are checked to be the groq SDK's own, its fields are read from the instances'
-        ``__dict__``, itself read through its descriptor (``_slot_getter``): pydantic's ``__getattr__`` hook keeps
+        ``__dict__``, itself read through its descriptor (``slot_reader``): pydantic's ``__getattr__`` hook keeps
         CPython 3.11 from specialising attribute reads and costs three type-cache lookups per read, and the
         ``_Delta`` view ``add`` builds costs an object per chunk. Every other chunk (a reasoning, refusal, tool or
         extra field, several choices, usage, an error, another SDK's types) goes through ``add``, so both paths
