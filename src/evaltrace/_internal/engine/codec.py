@@ -152,6 +152,21 @@ def plain_fields(cls: type, names: tuple[str, ...]) -> bool:
     return not any(name in private or any(name in vars(k) for k in cls.__mro__) for name in names)
 
 
+def slot_reader(classes: tuple[type, ...], name: str) -> Any:
+    """The ``__get__`` of the data descriptor ``name`` resolves to on every class of ``classes`` (None: no one such).
+
+    ``obj.__dict__`` and ``obj.__pydantic_extra__`` of a pydantic model are such descriptors (a data descriptor on
+    the type is read before the instance and before ``__getattr__``), so ``reader(obj)`` is the very object
+    ``obj.<name>`` is. A batch fold reads them so because pydantic's ``__getattr__`` hook makes each attribute read
+    three type-cache lookups, and those thrash (an MRO walk each) under some memory layouts.
+    """
+    found = {next((vars(k)[name] for k in cls.__mro__ if name in vars(k)), None) for cls in classes}
+    descriptor = found.pop() if len(found) == 1 else None
+    if descriptor is None or not hasattr(type(descriptor), "__set__"):  # not a data descriptor: the instance wins
+        return None
+    return descriptor.__get__
+
+
 class Codec:
     """A provider's translation layer; subclass it and override what the provider needs.
 

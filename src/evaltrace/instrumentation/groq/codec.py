@@ -21,7 +21,7 @@ from typing import Any
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.call import Call
-from evaltrace._internal.engine.codec import Accumulator, Codec, Server, add_each, chunk_failed
+from evaltrace._internal.engine.codec import Accumulator, Codec, Server, add_each, chunk_failed, slot_reader
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.engine.stainless import Stainless, server_of
 from evaltrace._internal.error_body import code_in_body
@@ -122,20 +122,24 @@ class _Delta:
         self.__pydantic_extra__ = {"reasoning": reasoning} if isinstance(reasoning, str) and reasoning else extra
 
 
+def _x_groq_has_more(fields: dict[str, Any]) -> bool:
+    """True when an ``x_groq``'s fields carry what ``add`` reads: usage or an error (the common one has its id only)."""
+    return fields.get("usage") is not None or fields.get("error") is not None
+
+
 @functools.cache
-def _sdk_types() -> tuple[Any, Any, Any, Any] | None:  # Any: a type check must not narrow the chunk to object
-    """The groq SDK's chunk, choice, delta and ``x_groq`` classes, imported once (None: not importable)."""
+def _sdk_types() -> tuple[Any, ...] | None:  # Any: a type check must not narrow the chunk to object
+    """The groq SDK's chunk, choice, delta and ``x_groq`` classes and the readers of their fields (None: no SDK)."""
     try:
         from groq.types.chat.chat_completion_chunk import ChatCompletionChunk, Choice, ChoiceDelta, XGroq
     except ImportError:
         return None
-    return ChatCompletionChunk, Choice, ChoiceDelta, XGroq
-
-
-def _x_groq_has_more(x_groq: Any) -> bool:
-    """True when an ``x_groq`` carries what ``add`` reads: usage or an error (the common one has its id only)."""
-    fields = x_groq.__dict__
-    return fields.get("usage") is not None or fields.get("error") is not None
+    classes = (ChatCompletionChunk, Choice, ChoiceDelta, XGroq)
+    fields_of = slot_reader(classes, "__dict__")
+    extra_of = slot_reader(classes, "__pydantic_extra__")
+    if fields_of is None or extra_of is None:
+        return None
+    return ChatCompletionChunk, Choice, ChoiceDelta, XGroq, fields_of, extra_of
 
 
 class GroqStreamAccumulator(ChatAccumulator):
@@ -174,7 +178,8 @@ class GroqStreamAccumulator(ChatAccumulator):
 
         The common chunk of a Groq stream is one choice whose delta has text only, and an ``x_groq`` with its id
         only. Once its types are checked to be the groq SDK's own, its fields are read from the instances'
-        ``__dict__``: pydantic's ``__getattr__`` hook keeps CPython 3.11 from specialising attribute reads, and the
+        ``__dict__``, itself read through its descriptor (``slot_reader``): pydantic's ``__getattr__`` hook keeps
+        CPython 3.11 from specialising attribute reads and costs three type-cache lookups per read, and the
         ``_Delta`` view ``add`` builds costs an object per chunk. Every other chunk (a reasoning, refusal, tool or
         extra field, several choices, usage, an error, another SDK's types) goes through ``add``, so both paths
         record the same.
@@ -183,20 +188,20 @@ class GroqStreamAccumulator(ChatAccumulator):
         if types is None:
             add_each(self.add, chunks)
             return
-        chunk_type, choice_type, delta_type, x_groq_type = types
+        chunk_type, choice_type, delta_type, x_groq_type, fields_of, extra_of = types
         buffers = self.choices
         for chunk in chunks:
             try:
                 if type(chunk) is not chunk_type or self.header_pending:
                     self.add(chunk)
                     continue
-                fields = chunk.__dict__
+                fields = fields_of(chunk)
                 choices = fields["choices"]
                 x_groq = fields["x_groq"]
                 if (
                     len(choices) != 1
                     or fields["usage"] is not None
-                    or (x_groq is not None and (type(x_groq) is not x_groq_type or _x_groq_has_more(x_groq)))
+                    or (x_groq is not None and (type(x_groq) is not x_groq_type or _x_groq_has_more(fields_of(x_groq))))
                 ):
                     self.add(chunk)
                     continue
@@ -204,18 +209,18 @@ class GroqStreamAccumulator(ChatAccumulator):
                 if type(choice) is not choice_type:
                     self.add(chunk)
                     continue
-                entry = choice.__dict__
+                entry = fields_of(choice)
                 delta = entry["delta"]
                 if type(delta) is not delta_type:
                     self.add(chunk)
                     continue
-                said = delta.__dict__
+                said = fields_of(delta)
                 if (
                     said["tool_calls"]
                     or said["function_call"] is not None
                     or said["reasoning"]
                     or said["executed_tools"]
-                    or delta.__pydantic_extra__
+                    or extra_of(delta)
                 ):
                     self.add(chunk)
                     continue
