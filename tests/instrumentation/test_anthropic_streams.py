@@ -428,3 +428,47 @@ def test_a_stream_class_with_its_own_observer_property_has_that_observer_told_of
     span = _span(exporter)
     assert span.attributes["evaltrace.stream.chunks"] == len(events)
     assert _output_text(span) == ANSWER
+
+
+def test_the_observer_is_read_per_event_and_a_response_with_no_body_has_none_as_the_sdks_getter_says(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """The loop reads the response's body (``response.stream``) as an attribute, where the SDK's getter calls
+    ``getattr(self.response, "stream", None)``: a response with no body means no observer (the getter's own
+    answer, checked here), not an error, and an observer set on the body mid-stream is told of every later event,
+    before the loop's body gets it. The span still records every event, once, as exhausted."""
+    api, _ = client([Reply("stream_text.sse")])
+    stream = api.messages.create(**REQUEST, stream=True)
+    sdk_stream = stream.__wrapped__
+    real = sdk_stream.response
+    events: list[Any] = []
+    told: list[tuple[int, Any]] = []
+    ended: list[str] = []
+
+    class _Told:
+        def item(self, item: object) -> None:
+            told.append((len(events), item))
+
+        def end(self, how: str, error: BaseException | None = None) -> None:  # the SDK's parser tells it
+            ended.append(how)
+
+    class _NoBody:  # a response without the ``stream`` attribute
+        pass
+
+    getter = anthropic.Stream._observer.fget
+    for event in stream:
+        events.append(event)
+        if len(events) == 2:
+            sdk_stream.response = _NoBody()  # the parser already holds the real body
+            assert getter(sdk_stream) is None
+        elif len(events) == 4:
+            sdk_stream.response = real
+            real.stream.stream_observer = _Told()
+    assert len(events) > 5 and events[-1].type == "message_stop"
+    assert told == [(i, events[i]) for i in range(4, len(events))]  # each told before the loop's body got it
+    assert ended == ["read"]
+    span = _span(exporter)
+    assert span.attributes["evaltrace.stream.chunks"] == len(events)
+    assert span.attributes["evaltrace.stream.end_reason"] == "exhausted"
+    assert _output_text(span) == ANSWER
+    assert len(exporter.get_finished_spans()) == 1

@@ -89,37 +89,45 @@ def _observed(proxy: SyncStreamProxy, source: Iterator[Any], stream: Any, inline
     """The engine's per-chunk generator (``engine.stream._chunks``) with the SDK ``__iter__``'s observer call.
 
     Written out rather than shared: a hook per event would cost the call this saves. The observer is read per
-    event, as the SDK's frame reads it: when ``inline``, by the property's own two ``getattr`` (no property frame),
+    event, as the SDK's frame reads it: when ``inline``, as the property's own two ``getattr`` do (no property
+    frame; the first as an attribute read whose ``AttributeError`` means no body, as ``getattr``'s default does),
     else through ``stream._observer``. An exception raised there or by the observer is the stream's, as it was
-    in the SDK's frame.
+    in the SDK's frame; one raised while this frame folds or yields the event is not.
     """
     state = proxy._self_state
-    from_source = True  # False while this frame handles an event: an exception there is not the stream's
+    from_source = True  # False once this frame handles an event: an exception there is not the stream's
     try:
         for event in source:
             if inline:
-                observer = getattr(getattr(stream.response, "stream", None), "stream_observer", None)
+                response = stream.response
+                try:  # the getter's ``getattr(self.response, "stream", None)``, as an attribute read
+                    body = response.stream
+                except AttributeError:
+                    body = None
+                observer = getattr(body, "stream_observer", None)
             else:
                 observer = stream._observer
             if observer is not None:
                 observer.item(event)
-            from_source = False
-            pending = state.pending
-            if pending is not None:
-                state.last = perf_counter()
-                pending.append(event)
-                if len(pending) >= BATCH:
+            try:  # a handler costs nothing until it runs, where a flag set twice per event is four bytecodes
+                pending = state.pending
+                if pending is not None:
+                    state.last = perf_counter()
+                    pending.append(event)
+                    if len(pending) >= BATCH:
+                        try:
+                            state.flush()
+                        except Exception:
+                            chunk_failed()
+                else:
                     try:
-                        state.flush()
+                        state.on_chunk(event)
                     except Exception:
                         chunk_failed()
-            else:
-                try:
-                    state.on_chunk(event)
-                except Exception:
-                    chunk_failed()
-            yield event
-            from_source = True
+                yield event
+            except BaseException:
+                from_source = False
+                raise
     except BaseException as error:
         if from_source:
             state.end(sc.STREAM_END_ERROR, error)
