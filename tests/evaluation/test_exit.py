@@ -130,6 +130,101 @@ def test_sigterm_flushes_like_a_clean_exit(tmp_path: Path) -> None:
     assert len(_scores(tmp_path)) == 20
 
 
+def test_sigterm_wakes_a_sleeping_main_thread_every_time(tmp_path: Path) -> None:
+    # Python runs handlers in the main thread only; a SIGTERM the kernel gave one of evaltrace's threads used to
+    # wait for the main thread's sleep to end (about one run in ten on a loaded machine). Eight at once, each
+    # while its evaluations may still run: every one must end promptly, flushed.
+    body = AGENT + "\nfor i in range(10):\n    answer(str(i))\nprint('ready', flush=True)\ntime.sleep(600)\n"
+    directories = [tmp_path / f"app{n}" for n in range(8)]
+    children = []
+    for directory in directories:
+        directory.mkdir()
+        children.append(_start(directory, body))
+    try:
+        for child in children:
+            assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        for child in children:
+            child.send_signal(signal.SIGTERM)
+        for child in children:
+            _, err = child.communicate(timeout=60)  # loaded: the drain takes a few seconds, the sleep 600
+            assert child.returncode == 143, err
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+            child.wait()
+            for stream in (child.stdout, child.stderr):
+                if stream is not None:
+                    stream.close()
+    for directory in directories:
+        assert len(_scores(directory)) == 20
+
+
+MASKS = """
+import json, signal, threading
+from pathlib import Path
+
+def sigterm_blocked(native_id):
+    status = Path(f"/proc/self/task/{native_id}/status").read_text()
+    blocked = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigBlk:")), 16)
+    return bool(blocked >> (signal.SIGTERM - 1) & 1)
+
+def masks():
+    return {t.name: sigterm_blocked(t.native_id) for t in threading.enumerate() if t.native_id is not None}
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads thread masks from /proc")
+@pytest.mark.parametrize("handle_sigterm", [True, False])
+def test_evaltrace_threads_leave_sigterm_to_the_main_thread(tmp_path: Path, handle_sigterm: bool) -> None:
+    # Every thread evaltrace starts (exporter, store, sink, evaluation loop and pool, async evaluators' loop and
+    # the executor threads an async judge makes there) blocks SIGTERM, so the kernel can only hand it to a thread
+    # that acts on it; configure(handle_sigterm=False) leaves SIGTERM entirely alone.
+    agent = AGENT.replace("evaltrace.configure(", "handle = evaltrace.configure(")
+    body = MASKS + agent.replace("sinks=[", f"handle_sigterm={handle_sigterm}, sinks=[") + """
+for i in range(5):
+    answer(str(i))
+handle.force_flush()
+print(json.dumps(masks()))
+"""
+    done = _run(tmp_path, body)
+    assert done.returncode == 0, done.stderr
+    masks = json.loads(done.stdout.splitlines()[-1])
+    assert masks.pop("MainThread") is False
+    assert len(masks) >= 6, masks
+    assert any(name.startswith("evaltrace-async-eval") for name in masks), masks  # the async judge's loop ran
+    assert any(not name.startswith("evaltrace") for name in masks), masks  # and its executor's threads
+    assert masks == {name: handle_sigterm for name in masks}
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork")
+def test_a_fork_from_an_evaluator_gets_sigterm_back(tmp_path: Path) -> None:
+    # A child forked on one of evaltrace's threads has that thread alone: SIGTERM must not stay blocked there.
+    body = """
+import signal
+
+@evaltrace.evaluator
+def forks(trace, case=None) -> bool:
+    pid = os.fork()
+    if pid == 0:
+        blocked = signal.SIGTERM in signal.pthread_sigmask(signal.SIG_BLOCK, ())
+        os._exit(1 if blocked else 0)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+handle = evaltrace.configure(service_name="fork-test", sinks=[JsonlScoreSink("scores.jsonl")])
+
+@evaltrace.agent(evaluators=[forks])
+def answer(question: str) -> str:
+    return question
+
+answer("x")
+handle.force_flush()
+"""
+    done = _run(tmp_path, body)
+    assert done.returncode == 0, done.stderr
+    assert [s["metadata"].get("passed") for s in _scores(tmp_path)] == [True]
+
+
 def test_sigterm_leaves_an_application_handler_alone(tmp_path: Path) -> None:
     body = """
 import signal

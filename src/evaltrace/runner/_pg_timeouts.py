@@ -25,6 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from evaltrace._internal.exit_hooks import start_thread
+
 __all__ = [
     "CONNECT_TIMEOUT_S",
     "GRACE_S",
@@ -149,7 +151,7 @@ class Deadline:
             self._armed = generation = self._generation
         timer = threading.Timer(self.timeout_s, self._expire, (generation,))
         timer.daemon = True
-        timer.start()
+        start_thread(timer)
         try:
             yield
         except Exception as exc:
