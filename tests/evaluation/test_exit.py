@@ -181,12 +181,16 @@ def test_evaltrace_threads_leave_sigterm_to_the_main_thread(tmp_path: Path, hand
     # the executor threads an async judge makes there) blocks SIGTERM, so the kernel can only hand it to a thread
     # that acts on it; configure(handle_sigterm=False) leaves SIGTERM entirely alone.
     agent = AGENT.replace("evaltrace.configure(", "handle = evaltrace.configure(")
-    body = MASKS + agent.replace("sinks=[", f"handle_sigterm={handle_sigterm}, sinks=[") + """
+    body = (
+        MASKS
+        + agent.replace("sinks=[", f"handle_sigterm={handle_sigterm}, sinks=[")
+        + """
 for i in range(5):
     answer(str(i))
 handle.force_flush()
 print(json.dumps(masks()))
 """
+    )
     done = _run(tmp_path, body)
     assert done.returncode == 0, done.stderr
     masks = json.loads(done.stdout.splitlines()[-1])
