@@ -6,6 +6,7 @@ The backfill's real :class:`~evaltrace.evaluation.limits.LimitGate` is given a c
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 from pathlib import Path
@@ -45,6 +46,18 @@ def clock() -> FailingClock:
 def _evals(store: Path) -> list[tuple[object, ...]]:
     with sqlite3.connect(store / DB_NAME) as conn:
         return conn.execute("SELECT evaluator, outcome, count(*) FROM evals GROUP BY 1, 2 ORDER BY 1, 2").fetchall()
+
+
+def _evaluation_spans(store: Path) -> list[tuple[object, ...]]:
+    """Each stored evaluation span's (evaluator, label, explanation, status): a refusal never reads as an error."""
+    with sqlite3.connect(store / DB_NAME) as conn:
+        rows = [json.loads(row[0]) for row in conn.execute("SELECT data FROM spans")]
+    keys = ("gen_ai.evaluation.name", "gen_ai.evaluation.score.label", "gen_ai.evaluation.explanation")
+    return sorted(
+        (*(row["attributes"].get(key) for key in keys), row.get("status"))
+        for row in rows
+        if row["attributes"].get("evaltrace.span.kind") == "evaluation"
+    )
 
 
 @evaltrace.evaluator(name="budgeted")
@@ -104,3 +117,53 @@ def test_a_limits_clock_that_is_not_callable_is_refused_naming_it(tmp_path: Path
     with pytest.raises(evaltrace.ConfigError, match=r"limits_clock.*expected Callable\[\[\], float\], got 3\.0"):
         evaltrace.evaluate_traces([has_answer], store=store, sinks=[], limits_clock=3.0)  # type: ignore[arg-type]
     assert _evals(store) == []
+
+
+def test_a_limits_clock_that_raises_while_limits_are_set_up_refuses_only_its_evaluator_in_a_backfill(
+    tmp_path: Path, clock: FailingClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A rate limit's token bucket used to read the clock when made: the backfill's set-up raised the clock's error.
+
+    Now the run finishes: ``budgeted`` (under a rate limit) is not evaluated (``limits_unavailable``) on every
+    trace, never run unchecked, never a pass or fail; ``has_answer`` judges each trace; all of it stored, logged
+    once. Nothing is lost: once the clock answers, the same backfill run again judges ``budgeted`` on every trace.
+    """
+    store = tmp_path / "store"
+    build_store(store, 3)
+    clock.failing = True
+    spec = EvaluatorSpec(budgeted, limits=Limits(evaluations_per_second=100, burst=100))
+    with caplog.at_level(logging.INFO, logger="evaltrace"):
+        report = evaltrace.evaluate_traces([has_answer, spec], store=store, sinks=[], concurrency=2, limits_clock=clock)
+    assert (report.stopped, report.evaluations, report.outcomes) == (None, 6, {"pass": 3, "not_evaluated": 3})
+    assert _evals(store) == [("budgeted", "not_evaluated", 3), ("has_answer", "pass", 3)]
+    refused = ("budgeted", "not_evaluated", "limits_unavailable", None)
+    assert [row for row in _evaluation_spans(store) if row[0] == "budgeted"] == [refused] * 3
+    failures = [r for r in caplog.records if r.levelno == logging.ERROR and "budgeted" in r.getMessage()]
+    assert len(failures) == 1 and failures[0].exc_info is not None
+    clock.failing = False
+    again = evaltrace.evaluate_traces(
+        [has_answer, spec], store=store, sinks=[], concurrency=2, limits_clock=clock, resume=False
+    )
+    assert (again.stopped, again.outcomes) == (None, {"pass": 6})
+    assert _evals(store) == [("budgeted", "pass", 3), ("has_answer", "pass", 3)]
+
+
+def test_a_global_rate_limit_whose_clock_raises_at_set_up_refuses_every_evaluator_and_the_backfill_finishes(
+    tmp_path: Path, clock: FailingClock
+) -> None:
+    """Every evaluator is under the backfill's own ``limits``: each is refused on each trace, stored and counted."""
+    store = tmp_path / "store"
+    build_store(store, 2)
+    clock.failing = True
+    report = evaltrace.evaluate_traces(
+        [has_answer, budgeted],
+        store=store,
+        sinks=[],
+        concurrency=2,
+        limits=Limits(evaluations_per_second=100, burst=100),
+        limits_clock=clock,
+    )
+    assert (report.stopped, report.evaluations, report.outcomes) == (None, 4, {"not_evaluated": 4})
+    assert _evals(store) == [("budgeted", "not_evaluated", 2), ("has_answer", "not_evaluated", 2)]
+    refused = [(name, "not_evaluated", "limits_unavailable", None) for name in ("budgeted", "has_answer")]
+    assert _evaluation_spans(store) == sorted(refused * 2)

@@ -115,3 +115,25 @@ def test_a_verdict_stands_on_the_cluster_when_charging_its_spend_fails(
     assert (report.stopped, report.evaluations, report.outcomes) == (None, 2, {"pass": 2})
     assert _evals(store) == [("costly", "pass", 1), ("has_answer", "pass", 1)]
     assert _limits_unavailable(store) == 0
+
+
+def test_a_limits_clock_that_raises_while_the_limits_actor_is_set_up_refuses_only_its_evaluator(
+    cluster: tuple[Any, Any], tmp_path: Path
+) -> None:
+    """A rate limit's token bucket used to read the clock when the limits actor made it: the actor failed to start
+    and the backfill ended in ``RayEngineError`` after retries. Now, as on the local engine, the run finishes:
+    ``costly`` (under a rate limit) is not evaluated (``limits_unavailable``) on every trace, ``has_answer`` judges
+    every trace, all of it stored and counted."""
+    store = tmp_path / "store"
+    build_store(store, 3)
+    flag = tmp_path / "clock-fails"
+    flag.touch()
+    clock = FlagClock(flag)
+    spec = EvaluatorSpec(costly, limits=Limits(evaluations_per_second=100, burst=100))
+    report = evaltrace.evaluate_traces(
+        [has_answer, spec], store=store, sinks=[], engine="ray", concurrency=2, limits_clock=clock
+    )
+    assert clock.raises() >= 3  # each admission of costly asked the clock, on the actor
+    assert (report.stopped, report.evaluations, report.outcomes) == (None, 6, {"pass": 3, "not_evaluated": 3})
+    assert _evals(store) == [("costly", "not_evaluated", 3), ("has_answer", "pass", 3)]
+    assert _limits_unavailable(store) == 3
