@@ -9,6 +9,7 @@ this process share the machine's file system, not their memory).
 
 from __future__ import annotations
 
+import importlib
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,6 +53,17 @@ class FlagClock:
     def raises(self) -> int:
         """How many times it raised."""
         return len(self.raised.read_text().splitlines()) if self.raised.exists() else 0
+
+
+class DriverOnlyClock:
+    """A clock that works on the driver and cannot be loaded on the cluster: unpickling it imports a module the
+    cluster's nodes do not have (as a clock defined in a module only the driver's machine holds)."""
+
+    def __call__(self) -> float:
+        return 1000.0
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return importlib.import_module, ("evaltrace_test_module_only_the_driver_has",)
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +146,23 @@ def test_a_limits_clock_that_raises_while_the_limits_actor_is_set_up_refuses_onl
         [has_answer, spec], store=store, sinks=[], engine="ray", concurrency=2, limits_clock=clock
     )
     assert clock.raises() >= 3  # each admission of costly asked the clock, on the actor
+    assert (report.stopped, report.evaluations, report.outcomes) == (None, 6, {"pass": 3, "not_evaluated": 3})
+    assert _evals(store) == [("costly", "not_evaluated", 3), ("has_answer", "pass", 3)]
+    assert _limits_unavailable(store) == 3
+
+
+def test_limits_the_cluster_cannot_set_up_refuse_only_their_evaluator_without_an_engine_error(
+    cluster: tuple[Any, Any], tmp_path: Path
+) -> None:
+    """The limits actor cannot load the backfill's ``limits_clock`` (before: the actor failed to start and every
+    task was retried into ``RayEngineError``). The run finishes: ``costly`` (under a limit) is not evaluated
+    (``limits_unavailable``) on every trace, ``has_answer`` (under none) judges every trace, all stored."""
+    store = tmp_path / "store"
+    build_store(store, 3)
+    spec = EvaluatorSpec(costly, limits=Limits(max_tokens_per_hour=10_000))
+    report = evaltrace.evaluate_traces(
+        [has_answer, spec], store=store, sinks=[], engine="ray", concurrency=2, limits_clock=DriverOnlyClock()
+    )
     assert (report.stopped, report.evaluations, report.outcomes) == (None, 6, {"pass": 3, "not_evaluated": 3})
     assert _evals(store) == [("costly", "not_evaluated", 3), ("has_answer", "pass", 3)]
     assert _limits_unavailable(store) == 3

@@ -26,6 +26,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from evaltrace._internal.errors import log_internal_error
 from evaltrace.backfill.engine import Answer, BudgetStop, Judging
 from evaltrace.backfill.units import Target, Unit
 from evaltrace.evaluation.evaluator import EvaluatorSpec
@@ -33,12 +34,16 @@ from evaltrace.evaluation.limits import Clock, LimitGate, Limits
 from evaltrace.runner.ray_engine import RayEngine, RayEngineError, as_finished, connected, error_cause, use_driver_paths
 from evaltrace.schema import EvaluationResult
 
-__all__ = ["GateState", "RayBatchJudge"]
+__all__ = ["GateState", "LimitsUnavailable", "RayBatchJudge"]
 
 _LEASE_MARGIN_S = 30.0
 _LEASE_UNBOUNDED_S = 3600.0
 _SLOT_WAIT_S = 0.05
 _GLOBAL = ""
+
+
+class LimitsUnavailable(RuntimeError):
+    """The cluster's limits actor could not set up the limits an evaluator is under (the admission is refused)."""
 
 
 class GateState:
@@ -59,27 +64,50 @@ class GateState:
         clock: bytes | None = None,
         sys_path: Sequence[str] = (),
     ) -> None:
-        limits_clock: Clock = time.monotonic
-        if clock is not None:
-            import ray
-
-            use_driver_paths(list(sys_path))
-            limits_clock = ray.cloudpickle.loads(clock)
-        # Only the rate limits and budget windows read it: a concurrency lease is Ray's bookkeeping (a lost task's
-        # slots come back), kept on the real clock.
-        self._gate = LimitGate(global_limits, limits_clock)
         self._caps: dict[str, int] = {}
         if global_limits is not None and global_limits.max_concurrent is not None:
             self._caps[_GLOBAL] = global_limits.max_concurrent
         for name, limits in per_evaluator.items():
-            self._gate.register(name, limits)
             if limits is not None and limits.max_concurrent is not None:
                 self._caps[name] = limits.max_concurrent
+        self._limited = {
+            name for name, limits in per_evaluator.items() if limits is not None or global_limits is not None
+        }
+        self._unavailable: Exception | None = None
+        try:
+            limits_clock: Clock = time.monotonic
+            if clock is not None:
+                import ray
+
+                use_driver_paths(list(sys_path))
+                limits_clock = ray.cloudpickle.loads(clock)
+            # Only the rate limits and budget windows read it: a concurrency lease is Ray's bookkeeping (a lost
+            # task's slots come back), kept on the real clock.
+            self._gate = LimitGate(global_limits, limits_clock)
+            for name, limits in per_evaluator.items():
+                self._gate.register(name, limits)
+        except Exception as exc:
+            # The limits cannot be set up on the cluster (a clock whose module only the driver has): the actor
+            # still starts, else every task would be retried into a RayEngineError. Each admission of an evaluator
+            # under a limit is refused as a failing limiter (limits_unavailable), as on the local engine; the
+            # evaluators without one judge as usual.
+            log_internal_error("setting up the backfill's limits on the cluster's limits actor")
+            self._unavailable = exc
+            self._gate = LimitGate(None)
         self._leases: dict[int, tuple[list[str], float]] = {}
         self._ids = itertools.count(1)
 
     def admit(self, name: str) -> str | None:
-        """None when ``name`` may run now (a rate token is taken), else ``rate_limited`` or ``over_budget``."""
+        """None when ``name`` may run now (a rate token is taken), else ``rate_limited`` or ``over_budget``.
+
+        Raises:
+            LimitsUnavailable: ``name`` is under a limit that could not be set up on the cluster.
+        """
+        if self._unavailable is not None and name in self._limited:
+            problem = f"{type(self._unavailable).__name__}: {self._unavailable}"
+            raise LimitsUnavailable(
+                f"the limits of evaluator {name!r} could not be set up on the cluster: {problem}"
+            ) from (self._unavailable)
         return self._gate.admit(name)
 
     def charge(self, name: str, tokens: int, usd: float | None) -> None:
