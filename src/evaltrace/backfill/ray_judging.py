@@ -44,6 +44,11 @@ _SLOT_WAIT_S = 0.05
 _GLOBAL = ""
 
 
+def _limiter_of(name: str) -> str:
+    """What fails when evaluator ``name``'s limiter on the actor raises (the local engine's words, and where)."""
+    return f"checking or charging the rate limits and budgets of evaluator {name!r} on the cluster's limits actor"
+
+
 class LimitsUnavailable(RuntimeError):
     """The cluster's limits actor could not set up the limits an evaluator is under (the admission is refused)."""
 
@@ -115,16 +120,14 @@ class GateState:
         """One failure of evaluator ``name``'s limiter: the first of an episode is logged (as the local engine's)."""
         self._failing[name] = self._failing.get(name, 0) + 1
         if self._failing[name] == 1:
-            what = f"checking or charging the rate limits and budgets of evaluator {name!r} on the cluster's limits"
-            self._log(
-                logging.ERROR, f"{what} actor (logged once until it works again; every occurrence is counted)", exc
-            )
+            what = f"{_limiter_of(name)} (logged once until it works again; every occurrence is counted)"
+            self._log(logging.ERROR, what, exc)
 
     def _ok(self, name: str) -> None:
+        """Evaluator ``name``'s limiter answered: an episode of failures ends with one INFO line."""
         count = self._failing.pop(name, 0)
         if count:
-            what = f"checking or charging the rate limits and budgets of evaluator {name!r} on the cluster's limits"
-            self._log(logging.INFO, f"{what} actor works again after {count} internal error(s)")
+            self._log(logging.INFO, f"{_limiter_of(name)} works again after {count} internal error(s)")
 
     def log_lines(self) -> list[tuple[int, str]]:
         """The log lines kept since the last call, for the driver to log: ``(level, message)``."""
