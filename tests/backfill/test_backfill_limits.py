@@ -6,7 +6,6 @@ The backfill's real :class:`~evaltrace.evaluation.limits.LimitGate` is given a c
 
 from __future__ import annotations
 
-import json
 import logging
 import sqlite3
 from pathlib import Path
@@ -21,7 +20,7 @@ from evaltrace.exporters.store_db import DB_NAME
 from evaltrace.schema import EvaluationResult, Trace
 
 from .backfill_evaluators import has_answer
-from .stored import build_store
+from .stored import build_store, evaluation_spans
 
 
 class FailingClock:
@@ -46,18 +45,6 @@ def clock() -> FailingClock:
 def _evals(store: Path) -> list[tuple[object, ...]]:
     with sqlite3.connect(store / DB_NAME) as conn:
         return conn.execute("SELECT evaluator, outcome, count(*) FROM evals GROUP BY 1, 2 ORDER BY 1, 2").fetchall()
-
-
-def _evaluation_spans(store: Path) -> list[tuple[object, ...]]:
-    """Each stored evaluation span's (evaluator, label, explanation, status): a refusal never reads as an error."""
-    with sqlite3.connect(store / DB_NAME) as conn:
-        rows = [json.loads(row[0]) for row in conn.execute("SELECT data FROM spans")]
-    keys = ("gen_ai.evaluation.name", "gen_ai.evaluation.score.label", "gen_ai.evaluation.explanation")
-    return sorted(
-        (*(row["attributes"].get(key) for key in keys), row.get("status"))
-        for row in rows
-        if row["attributes"].get("evaltrace.span.kind") == "evaluation"
-    )
 
 
 @evaltrace.evaluator(name="budgeted")
@@ -136,8 +123,8 @@ def test_a_limits_clock_that_raises_while_limits_are_set_up_refuses_only_its_eva
         report = evaltrace.evaluate_traces([has_answer, spec], store=store, sinks=[], concurrency=2, limits_clock=clock)
     assert (report.stopped, report.evaluations, report.outcomes) == (None, 6, {"pass": 3, "not_evaluated": 3})
     assert _evals(store) == [("budgeted", "not_evaluated", 3), ("has_answer", "pass", 3)]
-    refused = ("budgeted", "not_evaluated", "limits_unavailable", None)
-    assert [row for row in _evaluation_spans(store) if row[0] == "budgeted"] == [refused] * 3
+    refused = ("budgeted", "not_evaluated", "limits_unavailable", "UNSET")
+    assert [row for row in evaluation_spans(store) if row[0] == "budgeted"] == [refused] * 3
     failures = [r for r in caplog.records if r.levelno == logging.ERROR and "budgeted" in r.getMessage()]
     assert len(failures) == 1 and failures[0].exc_info is not None
     clock.failing = False
@@ -165,5 +152,5 @@ def test_a_global_rate_limit_whose_clock_raises_at_set_up_refuses_every_evaluato
     )
     assert (report.stopped, report.evaluations, report.outcomes) == (None, 4, {"not_evaluated": 4})
     assert _evals(store) == [("budgeted", "not_evaluated", 2), ("has_answer", "not_evaluated", 2)]
-    refused = [(name, "not_evaluated", "limits_unavailable", None) for name in ("budgeted", "has_answer")]
-    assert _evaluation_spans(store) == sorted(refused * 2)
+    refused = [(name, "not_evaluated", "limits_unavailable", "UNSET") for name in ("budgeted", "has_answer")]
+    assert evaluation_spans(store) == sorted(refused * 2)

@@ -28,7 +28,7 @@ from evaltrace.schema import Trace
 from ray_cluster import two_node_cluster
 
 from .backfill_evaluators import costly, has_answer
-from .stored import build_store
+from .stored import build_store, evaluation_spans
 
 # One worker runs every Ray module, one cluster at a time (pyproject: --dist loadgroup).
 pytestmark = pytest.mark.xdist_group("ray")
@@ -157,6 +157,8 @@ def test_a_limits_clock_that_raises_while_the_limits_actor_is_set_up_refuses_onl
     assert (report.stopped, report.evaluations, report.outcomes) == (None, 6, {"pass": 3, "not_evaluated": 3})
     assert _evals(store) == [("costly", "not_evaluated", 3), ("has_answer", "pass", 3)]
     assert _limits_unavailable(store) == 3
+    refused = ("costly", "not_evaluated", "limits_unavailable", "UNSET")  # never an error status on the span
+    assert [row for row in evaluation_spans(store) if row[0] == "costly"] == [refused] * 3
     (error,) = _errors(caplog)
     assert "evaluator 'costly' on the cluster's limits actor" in error
     assert "OSError: clock source unavailable" in error
@@ -179,6 +181,8 @@ def test_limits_the_cluster_cannot_set_up_refuse_only_their_evaluator_without_an
     assert (report.stopped, report.evaluations, report.outcomes) == (None, 6, {"pass": 3, "not_evaluated": 3})
     assert _evals(store) == [("costly", "not_evaluated", 3), ("has_answer", "pass", 3)]
     assert _limits_unavailable(store) == 3
+    unjudged = ("costly", "not_evaluated", "limits_unavailable", "UNSET")  # never an error status on the span
+    assert [row for row in evaluation_spans(store) if row[0] == "costly"] == [unjudged] * 3
     set_up, refused = _errors(caplog)
     assert "setting up the backfill's limits on the cluster's limits actor" in set_up
     assert "No module named 'evaltrace_test_module_only_the_driver_has'" in set_up
