@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from pathlib import Path
 
 from opentelemetry.sdk.resources import Resource
@@ -9,6 +11,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.trace import set_span_in_context
 
 from evaltrace.exporters import LocalStoreExporter
+from evaltrace.exporters.store_db import DB_NAME
 
 
 def agent_spans(count: int, sessions: int = 0, resource: dict[str, str] | None = None) -> list[ReadableSpan]:
@@ -44,3 +47,17 @@ def build_store(directory: Path, count: int, sessions: int = 0) -> None:
     exporter = LocalStoreExporter(directory, writer="thread", max_age_s=0, max_bytes=0)
     exporter.export(agent_spans(count, sessions))
     exporter.shutdown()
+
+
+def evaluation_spans(store: Path) -> list[tuple[object, ...]]:
+    """Each stored evaluation span's (evaluator, label, explanation, status): a refusal never reads as an error."""
+    with sqlite3.connect(store / DB_NAME) as conn:
+        rows = [
+            (json.loads(data)["attributes"], status) for data, status in conn.execute("SELECT data, status FROM spans")
+        ]
+    keys = ("gen_ai.evaluation.name", "gen_ai.evaluation.score.label", "gen_ai.evaluation.explanation")
+    return sorted(
+        (*(attributes.get(key) for key in keys), status)
+        for attributes, status in rows
+        if attributes.get("evaltrace.span.kind") == "evaluation"
+    )

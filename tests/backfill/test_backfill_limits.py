@@ -20,7 +20,7 @@ from evaltrace.exporters.store_db import DB_NAME
 from evaltrace.schema import EvaluationResult, Trace
 
 from .backfill_evaluators import has_answer
-from .stored import build_store
+from .stored import build_store, evaluation_spans
 
 
 class FailingClock:
@@ -104,3 +104,53 @@ def test_a_limits_clock_that_is_not_callable_is_refused_naming_it(tmp_path: Path
     with pytest.raises(evaltrace.ConfigError, match=r"limits_clock.*expected Callable\[\[\], float\], got 3\.0"):
         evaltrace.evaluate_traces([has_answer], store=store, sinks=[], limits_clock=3.0)  # type: ignore[arg-type]
     assert _evals(store) == []
+
+
+def test_a_limits_clock_that_raises_while_limits_are_set_up_refuses_only_its_evaluator_in_a_backfill(
+    tmp_path: Path, clock: FailingClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A rate limit's token bucket used to read the clock when made: the backfill's set-up raised the clock's error.
+
+    Now the run finishes: ``budgeted`` (under a rate limit) is not evaluated (``limits_unavailable``) on every
+    trace, never run unchecked, never a pass or fail; ``has_answer`` judges each trace; all of it stored, logged
+    once. Nothing is lost: once the clock answers, the same backfill run again judges ``budgeted`` on every trace.
+    """
+    store = tmp_path / "store"
+    build_store(store, 3)
+    clock.failing = True
+    spec = EvaluatorSpec(budgeted, limits=Limits(evaluations_per_second=100, burst=100))
+    with caplog.at_level(logging.INFO, logger="evaltrace"):
+        report = evaltrace.evaluate_traces([has_answer, spec], store=store, sinks=[], concurrency=2, limits_clock=clock)
+    assert (report.stopped, report.evaluations, report.outcomes) == (None, 6, {"pass": 3, "not_evaluated": 3})
+    assert _evals(store) == [("budgeted", "not_evaluated", 3), ("has_answer", "pass", 3)]
+    refused = ("budgeted", "not_evaluated", "limits_unavailable", "UNSET")
+    assert [row for row in evaluation_spans(store) if row[0] == "budgeted"] == [refused] * 3
+    failures = [r for r in caplog.records if r.levelno == logging.ERROR and "budgeted" in r.getMessage()]
+    assert len(failures) == 1 and failures[0].exc_info is not None
+    clock.failing = False
+    again = evaltrace.evaluate_traces(
+        [has_answer, spec], store=store, sinks=[], concurrency=2, limits_clock=clock, resume=False
+    )
+    assert (again.stopped, again.outcomes) == (None, {"pass": 6})
+    assert _evals(store) == [("budgeted", "pass", 3), ("has_answer", "pass", 3)]
+
+
+def test_a_global_rate_limit_whose_clock_raises_at_set_up_refuses_every_evaluator_and_the_backfill_finishes(
+    tmp_path: Path, clock: FailingClock
+) -> None:
+    """Every evaluator is under the backfill's own ``limits``: each is refused on each trace, stored and counted."""
+    store = tmp_path / "store"
+    build_store(store, 2)
+    clock.failing = True
+    report = evaltrace.evaluate_traces(
+        [has_answer, budgeted],
+        store=store,
+        sinks=[],
+        concurrency=2,
+        limits=Limits(evaluations_per_second=100, burst=100),
+        limits_clock=clock,
+    )
+    assert (report.stopped, report.evaluations, report.outcomes) == (None, 4, {"not_evaluated": 4})
+    assert _evals(store) == [("budgeted", "not_evaluated", 2), ("has_answer", "not_evaluated", 2)]
+    refused = [(name, "not_evaluated", "limits_unavailable", "UNSET") for name in ("budgeted", "has_answer")]
+    assert evaluation_spans(store) == sorted(refused * 2)

@@ -9,6 +9,8 @@ this process share the machine's file system, not their memory).
 
 from __future__ import annotations
 
+import importlib
+import logging
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +28,7 @@ from evaltrace.schema import Trace
 from ray_cluster import two_node_cluster
 
 from .backfill_evaluators import costly, has_answer
-from .stored import build_store
+from .stored import build_store, evaluation_spans
 
 # One worker runs every Ray module, one cluster at a time (pyproject: --dist loadgroup).
 pytestmark = pytest.mark.xdist_group("ray")
@@ -52,6 +54,17 @@ class FlagClock:
     def raises(self) -> int:
         """How many times it raised."""
         return len(self.raised.read_text().splitlines()) if self.raised.exists() else 0
+
+
+class DriverOnlyClock:
+    """A clock that works on the driver and cannot be loaded on the cluster: unpickling it imports a module the
+    cluster's nodes do not have (as a clock defined in a module only the driver's machine holds)."""
+
+    def __call__(self) -> float:
+        return 1000.0
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return importlib.import_module, ("evaltrace_test_module_only_the_driver_has",)
 
 
 @pytest.fixture(scope="module")
@@ -115,3 +128,100 @@ def test_a_verdict_stands_on_the_cluster_when_charging_its_spend_fails(
     assert (report.stopped, report.evaluations, report.outcomes) == (None, 2, {"pass": 2})
     assert _evals(store) == [("costly", "pass", 1), ("has_answer", "pass", 1)]
     assert _limits_unavailable(store) == 0
+
+
+def _errors(caplog: pytest.LogCaptureFixture) -> list[str]:
+    """The ERROR lines the driver logged."""
+    return [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+
+
+def test_a_limits_clock_that_raises_while_the_limits_actor_is_set_up_refuses_only_its_evaluator(
+    cluster: tuple[Any, Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A rate limit's token bucket used to read the clock when the limits actor made it: the actor failed to start
+    and the backfill ended in ``RayEngineError`` after retries. Now, as on the local engine, the run finishes:
+    ``costly`` (under a rate limit) is not evaluated (``limits_unavailable``) on every trace, ``has_answer`` judges
+    every trace, all of it stored and counted. The driver logs the failure once (the actor's traceback), not once
+    per trace or per task."""
+    store = tmp_path / "store"
+    build_store(store, 3)
+    flag = tmp_path / "clock-fails"
+    flag.touch()
+    clock = FlagClock(flag)
+    spec = EvaluatorSpec(costly, limits=Limits(evaluations_per_second=100, burst=100))
+    with caplog.at_level(logging.INFO, logger="evaltrace"):
+        report = evaltrace.evaluate_traces(
+            [has_answer, spec], store=store, sinks=[], engine="ray", concurrency=2, limits_clock=clock
+        )
+    assert clock.raises() >= 3  # each admission of costly asked the clock, on the actor
+    assert (report.stopped, report.evaluations, report.outcomes) == (None, 6, {"pass": 3, "not_evaluated": 3})
+    assert _evals(store) == [("costly", "not_evaluated", 3), ("has_answer", "pass", 3)]
+    assert _limits_unavailable(store) == 3
+    refused = ("costly", "not_evaluated", "limits_unavailable", "UNSET")  # never an error status on the span
+    assert [row for row in evaluation_spans(store) if row[0] == "costly"] == [refused] * 3
+    (error,) = _errors(caplog)
+    assert "evaluator 'costly' on the cluster's limits actor" in error
+    assert "OSError: clock source unavailable" in error
+
+
+def test_limits_the_cluster_cannot_set_up_refuse_only_their_evaluator_without_an_engine_error(
+    cluster: tuple[Any, Any], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The limits actor cannot load the backfill's ``limits_clock`` (before: the actor failed to start and every
+    task was retried into ``RayEngineError``). The run finishes: ``costly`` (under a limit) is not evaluated
+    (``limits_unavailable``) on every trace, ``has_answer`` (under none) judges every trace, all stored. The driver
+    logs why once, and the refusal once, not once per trace."""
+    store = tmp_path / "store"
+    build_store(store, 3)
+    spec = EvaluatorSpec(costly, limits=Limits(max_tokens_per_hour=10_000))
+    with caplog.at_level(logging.INFO, logger="evaltrace"):
+        report = evaltrace.evaluate_traces(
+            [has_answer, spec], store=store, sinks=[], engine="ray", concurrency=2, limits_clock=DriverOnlyClock()
+        )
+    assert (report.stopped, report.evaluations, report.outcomes) == (None, 6, {"pass": 3, "not_evaluated": 3})
+    assert _evals(store) == [("costly", "not_evaluated", 3), ("has_answer", "pass", 3)]
+    assert _limits_unavailable(store) == 3
+    unjudged = ("costly", "not_evaluated", "limits_unavailable", "UNSET")  # never an error status on the span
+    assert [row for row in evaluation_spans(store) if row[0] == "costly"] == [unjudged] * 3
+    set_up, refused = _errors(caplog)
+    assert "setting up the backfill's limits on the cluster's limits actor" in set_up
+    assert "No module named 'evaltrace_test_module_only_the_driver_has'" in set_up
+    assert "evaluator 'costly'" in refused and "could not be set up on the cluster" in refused
+
+
+def test_the_limits_actor_keeps_one_error_per_episode_and_the_line_that_ends_it_for_the_driver(
+    tmp_path: Path,
+) -> None:
+    """The actor's body (a real ``GateState``, here in-process): a limiter failing on every admission keeps one
+    ERROR line (with the traceback) for the episode, every admission still raising (each one refused by its task);
+    the admission that works again keeps the INFO line with the count; a new failure starts a new episode."""
+    import ray
+
+    from evaltrace.backfill.ray_judging import GateState
+
+    flag = tmp_path / "clock-fails"
+    flag.touch()
+    state = GateState(
+        None,
+        {"costly": Limits(evaluations_per_second=100, burst=100, max_tokens_per_hour=10_000)},
+        ray.cloudpickle.dumps(FlagClock(flag)),
+    )
+    for _ in range(3):
+        with pytest.raises(OSError, match="clock source unavailable"):
+            state.admit("costly")
+    assert state.admit("has_answer") is None  # under no limit: never asks the clock
+    (error,) = state.log_lines()
+    assert error[0] == logging.ERROR and "evaluator 'costly'" in error[1] and "OSError: clock source" in error[1]
+    flag.unlink()
+    assert (state.admit("costly"), state.admit("costly")) == (None, None)
+    assert state.log_lines() == [
+        (
+            logging.INFO,
+            "evaltrace: checking or charging the rate limits and budgets of evaluator 'costly' on the cluster's"
+            " limits actor works again after 3 internal error(s)",
+        )
+    ]
+    flag.touch()
+    with pytest.raises(OSError):
+        state.charge("costly", 100, 0.001)
+    assert [level for level, _ in state.log_lines()] == [logging.ERROR]

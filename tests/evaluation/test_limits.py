@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+import evaltrace
 from evaltrace.evaluation import EvaluatorSpec, Limits, evaluator
 from evaltrace.evaluation.limits import LimitGate
 from evaltrace.evaluators import LLMJudge
@@ -440,3 +442,85 @@ def test_a_limiter_failing_on_every_span_logs_once_per_evaluator_per_episode_and
     assert stats["internal_errors"] == 2 * 35
     assert stats["not_evaluated_by_reason"] == {"limits_unavailable": 2 * 35}
     assert stats["evaluators"]["free"]["passed"] == 36
+
+
+def test_a_limits_clock_that_raises_while_limits_are_set_up_fails_no_set_up_and_refuses_only_its_evaluator(
+    make_pipeline: MakePipeline, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The processor is built with a clock that raises (a token bucket used to read it when made: the processor,
+    hence ``configure()``, raised). Now set-up reads no clock: while it raises, ``limited`` is refused on every span
+    (``limits_unavailable``, counted, one ERROR), never run unchecked nor failed, and ``free`` runs; once it answers,
+    ``limited`` runs from a full burst and its rate limit holds."""
+    clock = FailingClock()
+    clock.failing = True
+    caplog.set_level(logging.INFO, logger="evaltrace")
+    p = make_pipeline(
+        [free, EvaluatorSpec(limited, limits=Limits(evaluations_per_second=1, burst=2))], limits_clock=clock
+    )
+    for n in range(3):
+        with p.tracer.start_as_current_span(f"down-{n}"):
+            pass
+    clock.failing = False
+    for n in range(3):  # the clock stands still: the burst of 2, then rate limited
+        with p.tracer.start_as_current_span(f"up-{n}"):
+            pass
+    p.flush()
+    for n in range(3):
+        down = attrs(p.one(f"down-{n}"))
+        assert (down["evaltrace.eval.free.outcome"], down["evaltrace.eval.limited.outcome"]) == (
+            "pass",
+            "not_evaluated",
+        )
+        assert down["evaltrace.eval.limited.skip_reason"] == "limits_unavailable"
+        assert "evaltrace.eval.limited.passed" not in down
+    outcomes = [attrs(p.one(f"up-{n}"))["evaltrace.eval.limited.outcome"] for n in range(3)]
+    assert outcomes == ["fail", "fail", "not_evaluated"]
+    assert attrs(p.one("up-2"))["evaltrace.eval.limited.skip_reason"] == "rate_limited"
+    stats = p.processor.stats()
+    assert stats["evaluators"]["limited"]["not_evaluated_by_reason"] == {"limits_unavailable": 3, "rate_limited": 1}
+    assert (stats["evaluators"]["free"]["passed"], stats["internal_errors"]) == (6, 3)
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR and "rate limits" in r.getMessage()]
+    assert len(errors) == 1 and errors[0].exc_info is not None
+
+
+def test_configure_with_a_global_rate_limit_whose_clock_raises_exports_every_span_unjudged_and_counted(
+    judge_tracing_defaults: None,
+) -> None:
+    """``configure()`` with ``limits`` and a ``limits_clock`` that raises returns (it used to raise the clock's
+    error into the application); every evaluator is under the global limit, so each span goes out unjudged (no
+    verdict: as any span whose evaluators were all refused) with each evaluator counted ``limits_unavailable``, none
+    run; once the clock answers, spans are judged again."""
+    clock = FailingClock()
+    clock.failing = True
+    exporter = InMemorySpanExporter()
+    handle = evaltrace.configure(
+        tracer_provider=TracerProvider(),
+        exporters=[exporter],
+        local_store=False,
+        batch=False,
+        evaluators=[free, limited],
+        evaluation_options={
+            "limits": {"evaluations_per_second": 10, "burst": 10},
+            "limits_clock": clock,
+            "dead_letter_dir": None,
+        },
+    )
+    tracer = handle.provider.get_tracer("tests")
+    for n in range(2):
+        with tracer.start_as_current_span(f"down-{n}"):
+            pass
+    clock.failing = False
+    with tracer.start_as_current_span("up"):
+        pass
+    assert handle.force_flush(10_000)
+    spans = {span.name: attrs(span) for span in exporter.get_finished_spans()}
+    assert set(spans) == {"down-0", "down-1", "up"}
+    for name in ("down-0", "down-1"):
+        assert not [key for key in spans[name] if key.startswith("evaltrace.eval.")]  # no verdict, as any refusal
+    assert (spans["up"]["evaltrace.eval.free.outcome"], spans["up"]["evaltrace.eval.limited.outcome"]) == (
+        "pass",
+        "fail",
+    )
+    stats = handle.evaluation_processor.stats()
+    assert stats["not_evaluated_by_reason"] == {"limits_unavailable": 4}
+    assert stats["internal_errors"] == 4

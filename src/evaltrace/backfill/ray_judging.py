@@ -21,11 +21,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import time
+import traceback
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
+from evaltrace._internal.errors import logger
 from evaltrace.backfill.engine import Answer, BudgetStop, Judging
 from evaltrace.backfill.units import Target, Unit
 from evaltrace.evaluation.evaluator import EvaluatorSpec
@@ -33,12 +36,21 @@ from evaltrace.evaluation.limits import Clock, LimitGate, Limits
 from evaltrace.runner.ray_engine import RayEngine, RayEngineError, as_finished, connected, error_cause, use_driver_paths
 from evaltrace.schema import EvaluationResult
 
-__all__ = ["GateState", "RayBatchJudge"]
+__all__ = ["GateState", "LimitsUnavailable", "RayBatchJudge"]
 
 _LEASE_MARGIN_S = 30.0
 _LEASE_UNBOUNDED_S = 3600.0
 _SLOT_WAIT_S = 0.05
 _GLOBAL = ""
+
+
+def _limiter_of(name: str) -> str:
+    """What fails when evaluator ``name``'s limiter on the actor raises (the local engine's words, and where)."""
+    return f"checking or charging the rate limits and budgets of evaluator {name!r} on the cluster's limits actor"
+
+
+class LimitsUnavailable(RuntimeError):
+    """The cluster's limits actor could not set up the limits an evaluator is under (the admission is refused)."""
 
 
 class GateState:
@@ -59,32 +71,95 @@ class GateState:
         clock: bytes | None = None,
         sys_path: Sequence[str] = (),
     ) -> None:
-        limits_clock: Clock = time.monotonic
-        if clock is not None:
-            import ray
-
-            use_driver_paths(list(sys_path))
-            limits_clock = ray.cloudpickle.loads(clock)
-        # Only the rate limits and budget windows read it: a concurrency lease is Ray's bookkeeping (a lost task's
-        # slots come back), kept on the real clock.
-        self._gate = LimitGate(global_limits, limits_clock)
         self._caps: dict[str, int] = {}
         if global_limits is not None and global_limits.max_concurrent is not None:
             self._caps[_GLOBAL] = global_limits.max_concurrent
         for name, limits in per_evaluator.items():
-            self._gate.register(name, limits)
             if limits is not None and limits.max_concurrent is not None:
                 self._caps[name] = limits.max_concurrent
+        self._limited = {
+            name for name, limits in per_evaluator.items() if limits is not None or global_limits is not None
+        }
+        self._unavailable: Exception | None = None
+        # The limiter's failures, logged once per evaluator per episode by the driver (as on the local engine);
+        # each task still refuses each failed admission (limits_unavailable), so every occurrence is counted.
+        self._failing: dict[str, int] = {}
+        self._log_lines: list[tuple[int, str]] = []
+        try:
+            limits_clock: Clock = time.monotonic
+            if clock is not None:
+                import ray
+
+                use_driver_paths(list(sys_path))
+                limits_clock = ray.cloudpickle.loads(clock)
+            # Only the rate limits and budget windows read it: a concurrency lease is Ray's bookkeeping (a lost
+            # task's slots come back), kept on the real clock.
+            self._gate = LimitGate(global_limits, limits_clock)
+            for name, limits in per_evaluator.items():
+                self._gate.register(name, limits)
+        except Exception as exc:
+            # The limits cannot be set up on the cluster (a clock whose module only the driver has): the actor
+            # still starts, else every task would be retried into a RayEngineError. Each admission of an evaluator
+            # under a limit is refused as a failing limiter (limits_unavailable), as on the local engine; the
+            # evaluators without one judge as usual.
+            self._unavailable = exc
+            self._gate = LimitGate(None)
+            self._log(logging.ERROR, "setting up the backfill's limits on the cluster's limits actor", exc)
         self._leases: dict[int, tuple[list[str], float]] = {}
         self._ids = itertools.count(1)
 
+    def _log(self, level: int, what: str, exc: BaseException | None = None) -> None:
+        """Keep a log line for the driver, which logs it (the actor's own log stays in Ray's session files)."""
+        if exc is not None:
+            trace = "".join(traceback.format_exception(exc)).rstrip()
+            self._log_lines.append((level, f"evaltrace internal error while {what}\n{trace}"))
+        else:
+            self._log_lines.append((level, f"evaltrace: {what}"))
+
+    def _failed(self, name: str, exc: BaseException) -> None:
+        """One failure of evaluator ``name``'s limiter: the first of an episode is logged (as the local engine's)."""
+        self._failing[name] = self._failing.get(name, 0) + 1
+        if self._failing[name] == 1:
+            what = f"{_limiter_of(name)} (logged once until it works again; every occurrence is counted)"
+            self._log(logging.ERROR, what, exc)
+
+    def _ok(self, name: str) -> None:
+        """Evaluator ``name``'s limiter answered: an episode of failures ends with one INFO line."""
+        count = self._failing.pop(name, 0)
+        if count:
+            self._log(logging.INFO, f"{_limiter_of(name)} works again after {count} internal error(s)")
+
+    def log_lines(self) -> list[tuple[int, str]]:
+        """The log lines kept since the last call, for the driver to log: ``(level, message)``."""
+        lines, self._log_lines = self._log_lines, []
+        return lines
+
     def admit(self, name: str) -> str | None:
-        """None when ``name`` may run now (a rate token is taken), else ``rate_limited`` or ``over_budget``."""
-        return self._gate.admit(name)
+        """None when ``name`` may run now (a rate token is taken), else ``rate_limited`` or ``over_budget``.
+
+        Raises:
+            LimitsUnavailable: ``name`` is under a limit that could not be set up on the cluster.
+        """
+        try:
+            if self._unavailable is not None and name in self._limited:
+                problem = f"{type(self._unavailable).__name__}: {self._unavailable}"
+                raise LimitsUnavailable(
+                    f"the limits of evaluator {name!r} could not be set up on the cluster: {problem}"
+                ) from self._unavailable
+            reason = self._gate.admit(name)
+        except Exception as exc:
+            self._failed(name, exc)
+            raise
+        self._ok(name)
+        return reason
 
     def charge(self, name: str, tokens: int, usd: float | None) -> None:
         """Charge a judge's spend to ``name`` and to the global budget."""
-        self._gate.charge(name, tokens, usd)
+        try:
+            self._gate.charge(name, tokens, usd)
+        except Exception as exc:
+            self._failed(name, exc)
+            raise
 
     def acquire(self, name: str, ttl_s: float) -> int | None:
         """A lease on a slot of ``name`` and a global one (expiring after ``ttl_s``), or None when one is full."""
@@ -267,6 +342,15 @@ class RayBatchJudge:
             self._ray.kill(self._gate)
         self._stack.close()
 
+    def _relay_log(self) -> None:
+        """Log here what the limits actor kept for the driver (its limiter's failures, once per episode)."""
+        try:
+            lines: list[tuple[int, str]] = self._ray.get(self._gate.log_lines.remote())
+        except self._ray.exceptions.RayError:  # a lost actor: the tasks that needed it say so
+            return
+        for level, message in lines:
+            logger.log(level, message)
+
     def __call__(self, batch: Sequence[Unit]) -> list[list[Answer]]:
         """Judge ``batch``'s units on the cluster; each unit's answers, in the batch's order."""
         ray = self._ray
@@ -286,15 +370,18 @@ class RayBatchJudge:
                 targets = [(t.judged, [index[id(s)] for s in t.specs]) for t in unit.targets]
                 yield task.remote(self._job, self._gate, self._active, targets), position
 
-        for position, ref in as_finished(ray, submitted(), self._concurrency):
-            try:
-                answers[position] = ray.get(ref)
-            except ray.exceptions.RayError as exc:
-                raise RayEngineError(
-                    f"unit {batch[position].key!r} failed on the Ray cluster after its retries:"
-                    f" {type(exc).__name__}: {error_cause(exc)} (finished batches are checkpointed: run the same"
-                    " command again)"
-                ) from exc
+        try:
+            for position, ref in as_finished(ray, submitted(), self._concurrency):
+                try:
+                    answers[position] = ray.get(ref)
+                except ray.exceptions.RayError as exc:
+                    raise RayEngineError(
+                        f"unit {batch[position].key!r} failed on the Ray cluster after its retries:"
+                        f" {type(exc).__name__}: {error_cause(exc)} (finished batches are checkpointed: run the"
+                        " same command again)"
+                    ) from exc
+        finally:
+            self._relay_log()
         out: list[list[Answer]] = []
         for position, unit in enumerate(batch):
             pairs = [(target, spec) for target in unit.targets for spec in target.specs]

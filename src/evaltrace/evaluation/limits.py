@@ -99,19 +99,27 @@ class Limits:
 
 
 class TokenBucket:
-    """``rate`` tokens per second up to ``capacity``; :meth:`take` never blocks."""
+    """``rate`` tokens per second up to ``capacity``; :meth:`take` never blocks.
+
+    The clock is first read by the first :meth:`available`, never when the bucket is made: a full bucket is full
+    whenever it is first asked (a refill is capped at ``capacity``), so this decides exactly as reading it at
+    creation would, and a clock that raises while limits are set up (``configure()``, a backfill's or the Ray
+    limits actor's start) fails no set-up: it fails the admissions that read it, each refused as
+    ``limits_unavailable`` like any failing limiter.
+    """
 
     def __init__(self, rate: float, capacity: float, clock: Clock) -> None:
         self._rate = rate
         self._capacity = capacity
         self._tokens = capacity
         self._clock = clock
-        self._at = clock()
+        self._at: float | None = None  # not read yet
 
     def available(self) -> bool:
         """Refill by the time passed; return True when a whole token is there (call under the owner's lock)."""
         now = self._clock()
-        self._tokens = min(self._capacity, self._tokens + (now - self._at) * self._rate)
+        if self._at is not None:
+            self._tokens = min(self._capacity, self._tokens + (now - self._at) * self._rate)
         self._at = now
         return self._tokens >= 1.0
 
