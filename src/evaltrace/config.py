@@ -466,8 +466,7 @@ def configure(
             shutdown, which dead-letters the scores a hung backend did not take). What misses it is reported,
             never lost silently: see docs/reliability.md.
         handle_sigterm: Make SIGTERM exit cleanly (``SystemExit(143)``), so it flushes like a normal exit. Only
-            when SIGTERM still has Python's default disposition (a server's own handler is left alone). Unless
-            False, evaltrace's threads block SIGTERM so that it reaches the main thread, where Python handles it.
+            when SIGTERM still has Python's default disposition (a server's own handler is left alone).
         export_queue_max_bytes: Bound of each exporter's queue by the estimated size of the spans it holds (in
             flight included), as bytes or a size such as ``"64MB"``; 0 = spans bound only. Default:
             ``EVALTRACE_EXPORT_QUEUE_MAX_BYTES``, else 256 MB. A span that would pass it is dropped and counted
@@ -480,7 +479,6 @@ def configure(
         ConfigError: A setting is invalid; the message names it.
     """
     check_configure_arguments(locals())  # first: a wrong type is named before anything is built or replaced
-    exit_hooks.leave_sigterm_to_main_thread(handle_sigterm)  # before any of our threads starts
     options = {
         "otlp_endpoint": otlp_endpoint, "protocol": protocol, "headers": headers, "langfuse": langfuse,
         "phoenix": phoenix, "local_store": local_store, "console": console, "exporters": exporters,

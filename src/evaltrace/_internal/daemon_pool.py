@@ -35,7 +35,6 @@ from typing import Any, Literal, TypeVar
 
 from evaltrace._internal import forks
 from evaltrace._internal.errors import ErrorEpisode
-from evaltrace._internal.exit_hooks import start_thread
 
 T = TypeVar("T")
 
@@ -391,7 +390,7 @@ class DaemonExecutor(concurrent.futures.Executor):
         # must not be counted idle, or tasks would queue for ever behind a thread that does not exist.
         thread = threading.Thread(target=self._work, name=name, daemon=True)
         try:
-            start_thread(thread)
+            thread.start()
         except BaseException as exc:
             if isinstance(exc, RuntimeError) or not thread_started(thread):
                 raise

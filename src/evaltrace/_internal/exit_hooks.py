@@ -20,15 +20,6 @@ with status 143 (``os._exit``, after flushing logging and the std streams). Non-
 then: SIGTERM asked the process to end. A SIGTERM while the ``atexit`` handlers already run skips those
 registered before ``configure()`` (logging is still flushed): running them from a handler would run the others twice
 on Pythons whose ``atexit`` iterates over a copy of its list.
-
-Python runs signal handlers in the main thread only, but the kernel hands a process-directed signal to any thread
-that does not block it. A SIGTERM taken by one of evaltrace's threads only sets a flag: a main thread blocked in
-``time.sleep``, ``Thread.join`` or ``Queue.get`` is not woken, and the exit waits until that call returns (seen:
-the full 60 s of a sleep, in about one run in ten on a loaded machine). :func:`start_thread` therefore starts each
-of evaltrace's threads with SIGTERM blocked (threads they start inherit it), unless ``configure(handle_sigterm=False)``
-said to leave SIGTERM alone. A child process inherits the mask of the thread that started it: a fork (``os.fork``,
-``multiprocessing``'s fork) from one of these threads unblocks SIGTERM in the child; an ``exec`` from an evaluator
-(``subprocess``) keeps it blocked in the program started (docs/reliability.md says so and how to opt out).
 """
 
 from __future__ import annotations
@@ -153,55 +144,6 @@ def _raise_exit(signum: int, frame: FrameType | None) -> None:
         _exit_now()
     # DRAINING, AT_EXIT: the drain or the atexit handlers in progress finish (evaltrace's within its deadline),
     # then the process exits with 143.
-
-
-_LEFT_TO_MAIN: frozenset[int] = frozenset({signal.SIGTERM}) if hasattr(signal, "pthread_sigmask") else frozenset()
-_leave_to_main = True  # configure(handle_sigterm=False) turns it off
-
-
-def leave_sigterm_to_main_thread(enabled: bool) -> None:
-    """Whether threads started by :func:`start_thread` from now on block SIGTERM (see the module doc)."""
-    global _leave_to_main
-    _leave_to_main = enabled
-
-
-def start_thread(thread: threading.Thread) -> None:
-    """Start one of evaltrace's threads so that it never takes a SIGTERM meant for the main thread.
-
-    The new thread inherits the signal mask of the thread that starts it, so SIGTERM is blocked here only around
-    ``start()``: the thread is masked from its first instruction, with no window in which it could take the
-    signal. A SIGTERM arriving meanwhile stays pending and goes to a thread that does not block it.
-    """
-    if not (_leave_to_main and _LEFT_TO_MAIN):
-        thread.start()
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _LEFT_TO_MAIN)
-    try:
-        thread.start()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-
-
-_forked_from_masked = False
-
-
-def _before_fork() -> None:
-    global _forked_from_masked
-    _forked_from_masked = bool(
-        _LEFT_TO_MAIN
-        and threading.current_thread() is not threading.main_thread()
-        and _LEFT_TO_MAIN <= signal.pthread_sigmask(signal.SIG_BLOCK, ())
-    )
-
-
-def _after_fork_in_child() -> None:
-    # The forking thread is the child's only thread: with SIGTERM blocked there, nothing could ever take it.
-    if _forked_from_masked:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _LEFT_TO_MAIN)
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork, after_in_child=_after_fork_in_child)
 
 
 def exit_on_sigterm() -> bool:

@@ -41,7 +41,6 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from evaltrace._internal import forks, semconv
 from evaltrace._internal.episodes import LossEpisode
 from evaltrace._internal.errors import log_internal_error
-from evaltrace._internal.exit_hooks import start_thread
 from evaltrace._internal.tracing import suppress_instrumentation
 
 logger = logging.getLogger("evaltrace.export")
@@ -181,7 +180,7 @@ class ExportQueue(SpanProcessor):
         with self._start_lock:
             if self._thread is None and not self._shutdown:
                 thread = threading.Thread(target=self._run, name=f"evaltrace-export-{self.name}", daemon=True)
-                start_thread(thread)
+                thread.start()
                 self._thread = thread
 
     def _reinit_after_fork(self) -> None:

@@ -22,7 +22,6 @@ import asyncio
 import multiprocessing
 import pickle
 import queue
-import signal
 import threading
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -197,10 +196,6 @@ def child_main(
     ``capture`` is the application's ``CaptureSettings`` (content capture, caps, judge tracing) and ``resource``
     its resource's attributes, which the judge calls traced here are made with.
     """
-    if hasattr(signal, "pthread_sigmask"):
-        # Spawned from one of the parent's threads, which leave SIGTERM to the parent's main thread: the mask is
-        # inherited across exec, and this process keeps SIGTERM's default (it ends the evaluation process).
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
     collector = None
     if capture is not None:
         from evaltrace._internal import settings

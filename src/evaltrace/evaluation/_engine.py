@@ -32,7 +32,6 @@ from typing import Any, Protocol
 from evaltrace._internal import forks
 from evaltrace._internal.daemon_pool import thread_started
 from evaltrace._internal.errors import log_internal_error
-from evaltrace._internal.exit_hooks import start_thread
 from evaltrace.evaluation._fast_lane import FastLane, LaneRunner, take_all
 from evaltrace.evaluation._isolation import EvaluatorThreads, Offenders
 from evaltrace.evaluation._user_loop import UserLoop
@@ -130,7 +129,7 @@ class Engine:
                 return
             if not self._loop_started:
                 try:
-                    start_thread(self._loop_thread)
+                    self._loop_thread.start()
                 except BaseException as exc:
                     if isinstance(exc, RuntimeError) or not thread_started(self._loop_thread):
                         self._loop_thread = self._new_threads()[0]  # a Thread object is started at most once
@@ -139,7 +138,7 @@ class Engine:
                     raise
                 self._loop_started = True
             try:
-                start_thread(self._dispatcher)
+                self._dispatcher.start()
             except BaseException as exc:
                 if isinstance(exc, RuntimeError) or not thread_started(self._dispatcher):
                     self._dispatcher = self._new_threads()[1]

@@ -43,7 +43,6 @@ from typing import Any, Protocol
 from evaltrace._internal import forks
 from evaltrace._internal.daemon_pool import stuck_calls
 from evaltrace._internal.errors import log_internal_error
-from evaltrace._internal.exit_hooks import start_thread
 from evaltrace.evaluation.runner import call_evaluator, call_evaluator_stamped
 
 _STOP = object()
@@ -287,9 +286,9 @@ class FastLane:
     def _start_worker_locked(self, pending: list[Any] | None = None) -> None:
         worker = Worker(self, pending)
         self._serial += 1
-        start_thread(
-            threading.Thread(target=self._work, args=(worker,), name=f"evaltrace-eval-lane-{self._serial}", daemon=True)
-        )
+        threading.Thread(
+            target=self._work, args=(worker,), name=f"evaltrace-eval-lane-{self._serial}", daemon=True
+        ).start()
         self._worker = worker  # only once it runs: a failed start leaves the previous state
 
     # --- the worker -----------------------------------------------------------------------------------------

@@ -38,7 +38,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from evaltrace._internal import forks, settings
 from evaltrace._internal.errors import log_internal_error
-from evaltrace._internal.exit_hooks import start_thread
 from evaltrace.evaluation._child import CHILD_NAME, child_main, in_evaluation_child
 from evaltrace.evaluation._judge_spans import Shipment, rebuild, resource_attributes
 from evaltrace.evaluation._records import to_records
@@ -170,11 +169,9 @@ class ProcessEngine:
             send.close()  # the child holds the write end; EOF on ours means it is gone
         self._process, self._requests = process, requests
         self.stats.started += 1
-        start_thread(
-            threading.Thread(
-                target=self._read, args=(process, receive), name="evaltrace-eval-process-reader", daemon=True
-            )
-        )
+        threading.Thread(
+            target=self._read, args=(process, receive), name="evaltrace-eval-process-reader", daemon=True
+        ).start()
         return True
 
     def _mark_down(self) -> None:

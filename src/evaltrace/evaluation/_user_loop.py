@@ -34,7 +34,6 @@ from typing import Any
 from evaltrace._internal import forks
 from evaltrace._internal.daemon_pool import UserAbort, thread_started
 from evaltrace._internal.errors import ErrorEpisode, log_internal_error
-from evaltrace._internal.exit_hooks import start_thread
 from evaltrace.evaluation._isolation import MAX_OWN_POOLS, Offenders
 from evaltrace.evaluation.runner import TimedOut, evaluator_name
 
@@ -71,7 +70,7 @@ class _Loop:
         self.retired = False
         self.thread = threading.Thread(target=self._main, name=f"evaltrace-async-eval-{serial}", daemon=True)
         try:
-            start_thread(self.thread)
+            self.thread.start()
         except BaseException as exc:
             if isinstance(exc, RuntimeError) or not thread_started(self.thread):
                 self.loop.close()  # can't start new thread: the loop (its selector and self-pipe) is not leaked
@@ -170,7 +169,7 @@ class UserLoop:
             # not alive: it died (a bug of ours past ``_watch``'s own guard): blocking detection comes back
             watchdog = threading.Thread(target=self._watch, name="evaltrace-async-eval-watchdog", daemon=True)
             try:
-                start_thread(watchdog)
+                watchdog.start()
             except RuntimeError:
                 log_internal_error("starting the async evaluators' watchdog (tried again with the next call)")
             else:

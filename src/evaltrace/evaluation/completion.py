@@ -48,7 +48,6 @@ from typing import Any, Literal
 from opentelemetry.sdk.trace import ReadableSpan
 
 from evaltrace._internal.errors import ErrorEpisode
-from evaltrace._internal.exit_hooks import start_thread
 
 
 @dataclass
@@ -531,7 +530,7 @@ class CompletionTimer:
                 if self._thread is None and not self._stop.is_set():
                     thread = threading.Thread(target=self._run, name="evaltrace-trace-completion", daemon=True)
                     try:
-                        start_thread(thread)
+                        thread.start()
                     except RuntimeError:  # logged once per episode: this is tried again at every span's end
                         self._failing.failed()
                         return  # _wake left clear: the thread that starts later waits for its own poke

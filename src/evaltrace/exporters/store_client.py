@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import IO, Any
 
 from evaltrace._internal import forks
-from evaltrace._internal.exit_hooks import start_thread
 from evaltrace.exporters.store_import import ImportReport
 from evaltrace.exporters.store_process import read_frame, ready_frame, write_frame
 from evaltrace.exporters.store_span import PlainSpan
@@ -140,7 +139,7 @@ class WriterProcess:
                 raise WriterStartError(f"{type(exc).__name__}: {exc}") from exc
             raise
         self._reader = threading.Thread(target=self._read_acks, name="evaltrace-local-store-acks", daemon=True)
-        start_thread(self._reader)
+        self._reader.start()
 
     def send(self, rows: list[PlainSpan]) -> bool:
         """Hand ``rows`` to the child; False when it is gone (or the rows cannot be encoded): write them yourself.

@@ -27,7 +27,6 @@ from typing import Any
 
 from evaltrace._internal.daemon_pool import UserAbort
 from evaltrace._internal.errors import handle_internal_errors
-from evaltrace._internal.exit_hooks import start_thread
 from evaltrace._internal.tracing import suppress_instrumentation
 from evaltrace.schema import EvalCase, EvaluationResult, Trace
 
@@ -122,7 +121,7 @@ class EvaluatorLoop:
                 thread = threading.Thread(
                     target=_serve, args=(self._loop,), name=f"evaltrace-{self._name}-{self._started}", daemon=True
                 )
-                start_thread(thread)
+                thread.start()
             return self._loop
 
     def _retire_if_blocked(self, loop: asyncio.AbstractEventLoop) -> None:

@@ -25,8 +25,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from evaltrace._internal.exit_hooks import start_thread
-
 __all__ = [
     "CONNECT_TIMEOUT_S",
     "GRACE_S",
@@ -151,7 +149,7 @@ class Deadline:
             self._armed = generation = self._generation
         timer = threading.Timer(self.timeout_s, self._expire, (generation,))
         timer.daemon = True
-        start_thread(timer)
+        timer.start()
         try:
             yield
         except Exception as exc:

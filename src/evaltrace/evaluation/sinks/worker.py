@@ -32,7 +32,6 @@ from pathlib import Path
 
 from evaltrace._internal import forks
 from evaltrace._internal.errors import ErrorEpisode, log_internal_error
-from evaltrace._internal.exit_hooks import start_thread
 from evaltrace.evaluation.sinks._health import OutageLog
 from evaltrace.evaluation.sinks.base import ScoreSink, SinkResult, export_deadline
 from evaltrace.evaluation.sinks.deadletter import append_lines, write_dead_letters
@@ -159,7 +158,7 @@ class SinkWorker:
         if self._thread is None and not self._shutdown:
             thread = threading.Thread(target=self._run, name=f"evaltrace-sink-{self.sink.name}", daemon=True)
             try:
-                start_thread(thread)
+                thread.start()
             except RuntimeError:  # logged once per episode: this is tried again with every score
                 self._start_failing.failed()
                 return
