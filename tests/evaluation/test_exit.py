@@ -130,6 +130,115 @@ def test_sigterm_flushes_like_a_clean_exit(tmp_path: Path) -> None:
     assert len(_scores(tmp_path)) == 20
 
 
+TAKEN_BY = """
+import signal, threading
+
+def taken_by(prefix):
+    # What the kernel may do with a process-directed SIGTERM: hand it to another thread than the main one.
+    time.sleep(0.3)  # the main thread is asleep by then
+    thread = next(t for t in threading.enumerate() if t.name.startswith(prefix))
+    signal.pthread_kill(thread.ident, signal.SIGTERM)
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="signal.pthread_kill")
+@pytest.mark.parametrize("prefix", ["evaltrace-export", "evaltrace-eval-loop", "evaltrace-async-eval", "application"])
+def test_a_sigterm_another_thread_takes_still_ends_a_sleeping_main_thread(tmp_path: Path, prefix: str) -> None:
+    # Python runs handlers in the main thread only: a SIGTERM taken by another thread used to leave the main
+    # thread asleep for the whole sleep (one CI run in ten, under load) and nothing was flushed before SIGKILL.
+    body = (
+        AGENT
+        + TAKEN_BY
+        + f"""
+threading.Thread(target=lambda: threading.Event().wait(), name="application", daemon=True).start()
+for i in range(10):
+    answer(str(i))
+threading.Thread(target=taken_by, args=({prefix!r},), daemon=True).start()
+print('ready', flush=True)
+try:
+    time.sleep(600)
+finally:
+    print('cleanup', flush=True)
+"""
+    )
+    with _start(tmp_path, body) as child:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        out, err = child.communicate(timeout=60)  # loaded: the drain takes seconds, the sleep ten minutes
+    assert child.returncode == 143, err
+    assert out.splitlines() == ["cleanup"], out  # the main thread's finally ran once: the wake-up is not a 2nd SIGTERM
+    assert "Traceback" not in err, err
+    assert len([s for s in _spans(tmp_path) if s["name"].startswith("invoke_agent")]) == 10
+    assert len(_scores(tmp_path)) == 20
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_kill"), reason="signal.pthread_kill")
+def test_a_second_sigterm_still_ends_the_process_at_once(tmp_path: Path) -> None:
+    # The first SIGTERM starts a clean exit held up by a slow export; the second one ends it there and then.
+    body = """
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+class Slow(SpanExporter):
+    def export(self, spans):
+        print("exporting", flush=True)
+        time.sleep(120)
+        return SpanExportResult.SUCCESS
+
+evaltrace.configure(service_name="term", local_store=False, exporters=[Slow()], shutdown_timeout_s=100)
+from opentelemetry import trace
+trace.get_tracer("t").start_span("span").end()
+print('ready', flush=True)
+time.sleep(600)
+"""
+    with _start(tmp_path, body) as child:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        child.send_signal(signal.SIGTERM)
+        while (line := child.stdout.readline()) and line.strip() != "exporting":
+            pass
+        assert line
+        sent = time.monotonic()
+        child.send_signal(signal.SIGTERM)
+        _, err = child.communicate(timeout=60)
+    assert child.returncode in (143, -signal.SIGTERM), err
+    assert time.monotonic() - sent < 30  # not the export's 120 s nor the 100 s shutdown deadline
+
+
+def test_an_application_handler_installed_after_configure_runs_once(tmp_path: Path) -> None:
+    body = """
+import signal
+evaltrace.configure(service_name="exit-test")
+signal.signal(signal.SIGTERM, lambda *a: print("app handler", flush=True) or sys.exit(3))
+print('ready', flush=True)
+time.sleep(60)
+"""
+    with _start(tmp_path, body) as child:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        child.send_signal(signal.SIGTERM)
+        out, err = child.communicate(timeout=60)
+    assert child.returncode == 3, err
+    assert out.strip() == "app handler"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork")
+def test_a_sigterm_to_a_forked_child_never_reaches_its_parent(tmp_path: Path) -> None:
+    # The child inherits the wake-up pipe's descriptors: its SIGTERM must not be read as the parent's.
+    body = """
+import signal
+evaltrace.configure(service_name="fork-test")
+pid = os.fork()
+if pid == 0:
+    time.sleep(60)
+    os._exit(0)
+time.sleep(0.5)
+os.kill(pid, signal.SIGTERM)
+print("child", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+time.sleep(1.0)  # long enough for a wrongly forwarded SIGTERM to end this process
+print("parent alive", flush=True)
+"""
+    done = _run(tmp_path, body)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["child 143", "parent alive"], done.stdout + done.stderr
+
+
 def test_sigterm_leaves_an_application_handler_alone(tmp_path: Path) -> None:
     body = """
 import signal

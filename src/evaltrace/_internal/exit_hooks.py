@@ -20,6 +20,17 @@ with status 143 (``os._exit``, after flushing logging and the std streams). Non-
 then: SIGTERM asked the process to end. A SIGTERM while the ``atexit`` handlers already run skips those
 registered before ``configure()`` (logging is still flushed): running them from a handler would run the others twice
 on Pythons whose ``atexit`` iterates over a copy of its list.
+
+Python runs signal handlers in the main thread only, but the kernel may hand a process-directed SIGTERM to any
+thread. Taken by another thread, it only sets a flag: a main thread blocked in ``time.sleep``, ``Thread.join`` or
+``Queue.get`` is not woken, and the exit waits until that call returns (seen: the whole 60 s of a sleep, about one
+run in ten on a loaded machine). The :class:`_Forwarder` wakes it: CPython writes the number of every signal it
+catches to the wakeup fd (``signal.set_wakeup_fd``), whichever thread catches it; a watcher thread reads them and,
+for a SIGTERM the main thread has not handled yet, sends SIGTERM to the main thread itself (``pthread_kill``), whose
+blocking call then returns to run the handler. The handler ignores that echo. Masking SIGTERM in evaltrace's
+threads instead would be inherited by every process an evaluator starts (``subprocess``, ``multiprocessing`` spawn),
+which SIGTERM could then never stop. The forwarder stands aside when the wakeup fd belongs to someone else (an
+asyncio loop's signal handlers) and when the application installs its own SIGTERM handler; a forked child has none.
 """
 
 from __future__ import annotations
@@ -50,6 +61,7 @@ class _Phase:
         self.phase = self.RUNNING
         self.terminated = False  # a SIGTERM arrived once the exit had begun
         self.finishing = False  # _finish() runs the atexit handlers itself
+        self.requested = False  # the handler has run for the first SIGTERM
 
 
 _exit = _Phase()
@@ -130,9 +142,111 @@ def _exit_now() -> None:
     os._exit(SIGTERM_EXIT_CODE)
 
 
+class _Forwarder:
+    """Wakes the main thread for a SIGTERM another thread caught (see the module doc); one per process."""
+
+    def __init__(self) -> None:
+        self.read_fd = -1
+        self.write_fd = -1
+        self.pid = 0
+        self.lock = threading.Lock()
+        self.echoes = 0  # SIGTERMs we sent the main thread whose wakeup byte is still to come
+        self.received = 0  # SIGTERMs from outside
+
+    def start(self) -> None:
+        """Own the wakeup fd and start the watcher (main thread; nothing when the fd is someone else's)."""
+        if self.pid == os.getpid() or not hasattr(signal, "pthread_kill") or sys.platform == "win32":
+            return
+        read_fd, write_fd = os.pipe()
+        try:
+            os.set_blocking(write_fd, False)  # the C handler must never block on a full pipe
+            previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        except (OSError, ValueError):
+            previous = -2
+        if previous != -1:  # an asyncio loop's, or none could be set: leave it as it was
+            if previous >= 0:
+                signal.set_wakeup_fd(previous)
+            os.close(read_fd)
+            os.close(write_fd)
+            return
+        self.read_fd, self.write_fd, self.pid = read_fd, write_fd, os.getpid()
+        main = threading.main_thread().ident
+        threading.Thread(target=self._watch, args=(read_fd, main), name="evaltrace-sigterm", daemon=True).start()
+
+    def owns_wakeup_fd(self) -> bool:
+        """Whether SIGTERMs still reach the watcher (main thread only, from the handler)."""
+        if self.write_fd < 0 or self.pid != os.getpid():
+            return False
+        try:
+            current = signal.set_wakeup_fd(self.write_fd, warn_on_full_buffer=False)
+        except (OSError, ValueError):
+            return False
+        if current != self.write_fd:  # taken over since (an asyncio loop): give it back
+            signal.set_wakeup_fd(current)
+            return False
+        return True
+
+    def _watch(self, read_fd: int, main: int | None) -> None:
+        while True:
+            try:
+                data = os.read(read_fd, 256)
+            except OSError:
+                return
+            if not data:
+                return
+            for number in data:
+                if number == signal.SIGTERM:
+                    self._on_sigterm(main)
+
+    def _on_sigterm(self, main: int | None) -> None:
+        with self.lock:
+            if self.echoes:
+                self.echoes -= 1
+                return
+            self.received += 1
+            second = self.received > 1
+            forward = not second and not _exit.requested and signal.getsignal(signal.SIGTERM) is _raise_exit
+            if forward:
+                self.echoes += 1
+        if second:  # a second SIGTERM kills at once, as the sender presumably wants
+            os._exit(SIGTERM_EXIT_CODE)
+        if forward and main is not None:
+            try:
+                signal.pthread_kill(main, signal.SIGTERM)
+            except (OSError, ValueError):  # pragma: no cover - the main thread is gone: the exit is under way
+                pass
+
+    def after_fork_in_child(self) -> None:
+        # The pipe is shared with the parent, whose watcher would take this process's SIGTERM for its own.
+        if self.pid == 0:
+            return
+        try:
+            current = signal.set_wakeup_fd(-1)
+            if current != self.write_fd:  # someone else's since: leave it
+                signal.set_wakeup_fd(current)
+        except (OSError, ValueError):  # pragma: no cover - not the main thread
+            pass
+        for fd in (self.read_fd, self.write_fd):
+            try:
+                os.close(fd)
+            except OSError:  # pragma: no cover
+                pass
+        self.read_fd = self.write_fd = -1
+        self.pid = 0
+
+
+_forwarder = _Forwarder()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forwarder.after_fork_in_child)
+
+
 def _raise_exit(signum: int, frame: FrameType | None) -> None:
-    # A second SIGTERM kills at once, as the sender presumably wants.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if _exit.requested:  # the forwarder's echo of a SIGTERM handled already (a second one is the forwarder's)
+        return
+    _exit.requested = True
+    if not _forwarder.owns_wakeup_fd():
+        # A second SIGTERM kills at once, as the sender presumably wants (the forwarder does it when it runs).
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     phase = _exit.phase
     if phase == _Phase.RUNNING:
         raise SystemExit(SIGTERM_EXIT_CODE)
@@ -163,4 +277,5 @@ def exit_on_sigterm() -> bool:
     if current is not signal.SIG_DFL:
         return False
     signal.signal(signal.SIGTERM, _raise_exit)
+    _forwarder.start()
     return True
