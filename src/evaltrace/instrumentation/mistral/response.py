@@ -7,17 +7,45 @@ count arrives as ``prompt_tokens_details.cached_tokens``, an extra field the SDK
 
 from __future__ import annotations
 
+import functools
+import importlib
 from typing import Any
 
+from evaltrace._internal.engine.codec import plain_fields
 from evaltrace._internal.engine.outcome import Outcome, Usage
 from evaltrace._internal.error_body import code_in_body
 from evaltrace._internal.openai.parts import Message, Part, output_message, reasoning_part, text_part
 from evaltrace._internal.openai.response import chat_usage
 from evaltrace.instrumentation.mistral.request import chunk_part, get, thinking_text, tool_call
 
+# What ``chat_usage`` reads; the two details are extras the SDK keeps but does not model.
+_USAGE_READS = ("prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details")
+
+
+@functools.cache
+def _usage_type() -> Any:  # Any: a type check must not narrow the usage to object
+    """The SDK's ``UsageInfo`` when ``chat_usage``'s reads of it are plain fields (``plain_fields``), else None."""
+    for root in ("mistralai.client", "mistralai"):  # mistralai 2.x, then 1.x
+        try:
+            usage_type = importlib.import_module(f"{root}.models").UsageInfo
+        except (ImportError, AttributeError):
+            continue
+        return usage_type if plain_fields(usage_type, _USAGE_READS) else None
+    return None
+
 
 def usage_of(usage: Any) -> Usage | None:
-    """``UsageInfo`` -> Usage (cached and reasoning counts when the API sent their details)."""
+    """``UsageInfo`` -> Usage (cached and reasoning counts when the API sent their details).
+
+    The SDK's own ``UsageInfo`` is read as the dict of its fields over its extras: what ``getattr`` returns for
+    each name (``plain_fields``). A detail the API did not send is no attribute at all, and ``getattr`` finds
+    that out through pydantic's ``__getattr__``, which raises and catches an ``AttributeError`` (most of the cost
+    of a stream's response attributes); any other object is read by ``chat_usage`` as before.
+    """
+    if usage is not None and type(usage) is _usage_type():
+        fields = usage.__dict__
+        extra = usage.__pydantic_extra__
+        return chat_usage({**extra, **fields} if extra else fields)
     return chat_usage(usage)
 
 

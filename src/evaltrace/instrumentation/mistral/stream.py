@@ -92,20 +92,32 @@ class _Choice:
         return output_message(parts, self.finish_reason)
 
 
-_MODELS = ("mistralai.client.models", "mistralai.models")  # mistralai 2.x, then 1.x
-_NAMES = ("CompletionEvent", "CompletionChunk", "CompletionResponseStreamChoice", "DeltaMessage")
+_ROOTS = ("mistralai.client", "mistralai")  # mistralai 2.x, then 1.x
+_NAMES = (
+    "CompletionEvent",
+    "CompletionChunk",
+    "CompletionResponseStreamChoice",
+    "DeltaMessage",
+    "ThinkChunk",
+    "TextChunk",
+    "UsageInfo",
+)
 
 
 @functools.cache
 def _sdk_types() -> tuple[Any, ...] | None:  # Any: a type check must not narrow the event to object
-    """The SDK's event, chunk, choice, delta, thinking and text chunk classes, imported once (None: not found)."""
-    for name in _MODELS:
+    """The SDK's event, chunk, choice, delta, thinking, text chunk, usage and ``Unset`` classes, once (None: absent)."""
+    for root in _ROOTS:
         try:
-            models = importlib.import_module(name)
-            return tuple(getattr(models, n) for n in (*_NAMES, "ThinkChunk", "TextChunk"))
+            models = importlib.import_module(f"{root}.models")
+            unset = type(importlib.import_module(f"{root}.types").UNSET)
+            return (*(getattr(models, n) for n in _NAMES), unset)
         except (ImportError, AttributeError):
             continue
     return None
+
+
+_NO_INDEX = object()  # no choice index read yet in a batch
 
 
 class MistralStreamAccumulator:
@@ -147,70 +159,76 @@ class MistralStreamAccumulator:
         return bool(choices)
 
     def add_batch(self, events: list[Any]) -> None:  # noqa: C901  (one frame for the whole batch, on purpose)
-        """``add`` for each event in order, the common event read in this one frame (the stream proxy's batch fold).
+        """``add`` for each event in order, the common events read in this one frame (the stream proxy's batch fold).
 
-        The common event of a Mistral stream is one choice whose delta has text, or one ``thinking`` chunk of one
-        text chunk, and nothing else. Once its types are checked to be the SDK's own, its fields are read from the
-        instances' ``__dict__`` (pydantic's ``__getattr__`` hook keeps CPython 3.11 from specialising attribute
-        reads, and ``get`` is two calls per field). Every other event (tool calls, usage, several choices, a
-        finish reason, the first one) goes through ``add``, so both paths record the same.
+        An event is read here when it is the SDK's own event, chunk, choice and delta (exactly), with one choice,
+        no tool call, usage absent or the SDK's ``UsageInfo``, and a finish reason absent or a ``str``: then its
+        fields are read from the instances' ``__dict__`` (pydantic's ``__getattr__`` hook keeps CPython 3.11 from
+        specialising attribute reads, and ``get`` is two calls per field). Its content, text or a list of pieces,
+        is read piece by piece as ``add_content`` reads it: the SDK's ``thinking`` and ``text`` chunks here, any
+        other piece through ``add_content``. Every other event (tool calls, several choices, other types, the
+        events before the first id) goes through ``add``, so both paths record the same. The checks that can send
+        an event to ``add`` all come before its first write: an event is folded by one path, never by both.
         """
         types = _sdk_types()
-        if types is None:
+        if types is None or self.response_id is None:  # ``add`` reads the id and model of the first event
             add_each(self.add, events)
             return
-        event_type, chunk_type, choice_type, delta_type, think_type, text_type = types
+        chunk_type, choice_type, delta_type, think_type, text_type, usage_type, unset_type = types[1:]
         buffers = self.choices
+        index: Any = _NO_INDEX  # the choice index of ``buffer``: read again only when an event names another
+        buffer = _Choice()
         for event in events:
             try:
-                if type(event) is not event_type or self.response_id is None:
-                    self.add(event)
-                    continue
-                chunk = event.data  # one field: one read (``__dict__`` is a read of its own, then a lookup)
+                chunk = getattr(event, "data", event)  # as ``add`` reads it
                 if type(chunk) is not chunk_type:
                     self.add(event)
                     continue
                 fields = chunk.__dict__
                 choices = fields["choices"]
-                if (
-                    type(choices) is not list
-                    or len(choices) != 1
-                    or fields["usage"] is not None
-                    or type(choices[0]) is not choice_type
-                ):
+                usage = fields["usage"]
+                if type(choices) is not list or (usage is not None and type(usage) is not usage_type):
                     self.add(event)
                     continue
-                entry = choices[0].__dict__
+                try:
+                    [choice] = choices
+                except ValueError:  # none or several: ``add``
+                    choice = None
+                if type(choice) is not choice_type:
+                    self.add(event)
+                    continue
+                entry = choice.__dict__
                 delta = entry["delta"]
-                if type(delta) is not delta_type or entry["finish_reason"] is not None:
+                reason = entry["finish_reason"]
+                if type(delta) is not delta_type or (reason is not None and type(reason) is not str):
                     self.add(event)
                     continue
                 said = delta.__dict__
-                if said["tool_calls"]:
+                calls = said["tool_calls"]
+                content = said["content"]
+                kind = type(content)
+                if (calls is not None and type(calls) is not unset_type) or not (
+                    kind is str or kind is list or content is None or kind is unset_type
+                ):
                     self.add(event)
                     continue
-                index = entry["index"] or 0
-                buffer = buffers.get(index)
-                if buffer is None:
-                    buffer = buffers[index] = _Choice()
-                content = said["content"]
-                if type(content) is str:
+                if entry["index"] is not index:
+                    index = entry["index"]
+                    key = index or 0
+                    buffer = buffers.get(key) or buffers.setdefault(key, _Choice())
+                if kind is str:
                     if content:
                         buffer.text.append(content)
-                elif type(content) is list:
+                elif kind is list:
                     for piece in content:
                         kind = type(piece)
                         if kind is think_type:
                             own = piece.__dict__
-                            thinking = own["thinking"]
-                            if (
-                                own["type"] == "thinking"
-                                and type(thinking) is list
-                                and len(thinking) == 1
-                                and type(thinking[0]) is text_type
-                            ):
-                                text = thinking[0].text
-                                buffer.reasoning.append(text if isinstance(text, str) else "")
+                            if own["type"] == "thinking":
+                                for part in own["thinking"] or ():  # ``thinking_text``, one text at a time
+                                    text = part.text if type(part) is text_type else get(part, "text")
+                                    if isinstance(text, str):
+                                        buffer.reasoning.append(text)
                                 continue
                         elif kind is text_type:
                             own = piece.__dict__
@@ -218,8 +236,10 @@ class MistralStreamAccumulator:
                                 buffer.text.append(own["text"] or "")
                                 continue
                         buffer.add_content((piece,))  # any other piece: read as ``add`` reads it
-                elif content:  # neither text nor a list: whatever ``add`` makes of it
-                    buffer.add_content(content)
+                if reason is not None:
+                    buffer.finish_reason = reason
+                if usage is not None:
+                    self.usage = usage
             except Exception:
                 chunk_failed()
 
