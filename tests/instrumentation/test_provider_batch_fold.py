@@ -84,7 +84,8 @@ def _google_chunks(item: Recorded) -> list[Any]:
         else:
             client = genai.Client(api_key="test-key", http_options=options)
         model = item.uri.rsplit("/", 1)[1].split(":", 1)[0]
-        return _drain(client.models.generate_content_stream(model=model, contents="x"))
+        with client:  # its connections closed here, not by the garbage collector (a ResourceWarning at exit)
+            return _drain(client.models.generate_content_stream(model=model, contents="x"))
 
 
 GROQ = [(p, i) for p, i in _streamed("groq", b"chat.completion.chunk")]
