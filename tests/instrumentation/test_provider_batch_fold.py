@@ -46,10 +46,10 @@ def _groq_chunks(item: Recorded) -> list[Any]:
     groq = pytest.importorskip("groq")  # an optional extra: not in CI's oldest-versions environment
 
     with ReplayServer([item]) as server:
-        client = groq.Groq(api_key="test", base_url=server.url, max_retries=0)
         kwargs = dict(item.request_json())
         kwargs.pop("stream", None)
-        return _drain(client.chat.completions.create(**kwargs, stream=True))
+        with groq.Groq(api_key="test", base_url=server.url, max_retries=0) as client:  # its connections closed here
+            return _drain(client.chat.completions.create(**kwargs, stream=True))
 
 
 def _mistral_chunks(item: Recorded) -> list[Any]:
@@ -57,10 +57,10 @@ def _mistral_chunks(item: Recorded) -> list[Any]:
     from mistralai.client import Mistral
 
     with ReplayServer([item]) as server:
-        client = Mistral(api_key="test", server_url=server.url)
         kwargs = dict(item.request_json())
         kwargs.pop("stream", None)
-        return _drain(client.chat.stream(**kwargs))
+        with Mistral(api_key="test", server_url=server.url) as client:  # its connections closed here
+            return _drain(client.chat.stream(**kwargs))
 
 
 def _google_chunks(item: Recorded) -> list[Any]:
@@ -84,7 +84,8 @@ def _google_chunks(item: Recorded) -> list[Any]:
         else:
             client = genai.Client(api_key="test-key", http_options=options)
         model = item.uri.rsplit("/", 1)[1].split(":", 1)[0]
-        return _drain(client.models.generate_content_stream(model=model, contents="x"))
+        with client:  # its connections closed here, not by the garbage collector (a ResourceWarning at exit)
+            return _drain(client.models.generate_content_stream(model=model, contents="x"))
 
 
 GROQ = [(p, i) for p, i in _streamed("groq", b"chat.completion.chunk")]

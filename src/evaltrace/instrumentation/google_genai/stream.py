@@ -203,10 +203,11 @@ class GenerateContentAccumulator:
     def add_batch(self, chunks: list[Any]) -> None:  # noqa: C901  (one frame for the whole batch, on purpose)
         """``add`` for each chunk in order, the common chunk read in this one frame (the stream proxy's batch fold).
 
-        The common chunk is one candidate with content and no prompt feedback. Once its types are checked to be
+        The common chunk is one candidate (index 0) with no prompt feedback. Once its types are checked to be
         the SDK's own, its fields are read from the instances' ``__dict__`` (pydantic's ``__getattr__`` hook keeps
         CPython 3.11 from specialising attribute reads); any other chunk goes through ``add``, so both paths
-        record the same.
+        record the same. Candidate 0's buffer, and whether the response id and model are known (``add`` sets them
+        only while they are None), are found once per batch rather than per chunk.
         """
         types = _sdk_types()
         if types is None:
@@ -214,6 +215,8 @@ class GenerateContentAccumulator:
             return
         response_type, candidate_type, content_type, _ = types
         buffers = self.candidates
+        buffer = buffers.get(0)  # candidate 0's, once made: the only candidate of a common chunk
+        known = self.response_id is not None and self.model is not None  # then no chunk sets either again
         for chunk in chunks:
             try:
                 if type(chunk) is not response_type:
@@ -229,18 +232,21 @@ class GenerateContentAccumulator:
                 ):
                     self.add(chunk)
                     continue
-                if self.response_id is None:
-                    self.response_id = fields["response_id"]
-                if self.model is None:
-                    self.model = fields["model_version"]
+                if not known:
+                    if self.response_id is None:
+                        self.response_id = fields["response_id"]
+                    if self.model is None:
+                        self.model = fields["model_version"]
+                    known = self.response_id is not None and self.model is not None
                 usage = fields["usage_metadata"]
                 if usage is not None:
                     self.usage = usage
                 candidate = candidates[0].__dict__
-                index = candidate["index"] or 0
-                buffer = buffers.get(index)
-                if buffer is None:
-                    buffer = buffers[index] = _Candidate()
+                if candidate["index"]:  # not candidate 0 (``add`` files it under ``index or 0``): ``add`` reads it
+                    self.add(chunk)  # sets the id, model and usage above again, to the same values
+                    continue
+                if buffer is None:  # none when the batch began (``add`` may have made it since)
+                    buffer = buffers.setdefault(0, _Candidate())
                 content = candidate["content"]
                 if content is not None:
                     parts = content.__dict__["parts"] if type(content) is content_type else content.parts
