@@ -15,7 +15,7 @@ from evaltrace._internal.trusted_models import trusted
 from evaltrace.mapping import conventions
 from evaltrace.mapping._conversation import build_conversation, step_answer
 from evaltrace.mapping._ends import completed_messages, mapping_errors, with_conversation_ends
-from evaltrace.mapping._lazy import FieldSource, bare_model, lazy_trace
+from evaltrace.mapping._lazy import SET_DICT, SET_EXTRA, SET_FIELDS_SET, SET_PRIVATE, FieldSource, lazy_trace
 from evaltrace.mapping._metrics import build_metrics
 from evaltrace.mapping._retrieval import retrieved_contexts
 from evaltrace.mapping._spans import (
@@ -42,6 +42,7 @@ from evaltrace.schema import (
     derive_tool_views,
 )
 
+_new = object.__new__
 # The metrics of a subtree without LLM spans (every value None), as the field values a validated TraceMetrics sets.
 _NO_LLM_METRICS = {name: getattr(m, name) for m in (build_metrics([]),) for name in m.model_fields_set}
 # The fields an eagerly mapped Trace reports as set (``llm_steps`` only when the subtree has model calls).
@@ -205,7 +206,7 @@ class _Fields(FieldSource):
         trace_id: str,
         ends: bool,
     ) -> None:
-        super().__init__()
+        self.failures = {}  # FieldSource.__init__'s, without its call
         self.root, self.selected, self.read, self.root_attrs = root, selected, read, root_attrs
         self.llm_read, self.mapped, self.trace_id, self.ends = llm_read, mapped, trace_id, ends
         self.parts: dict[str, Any] = {}
@@ -515,9 +516,17 @@ def _output(
 
 
 def _answer(final_answer: str | None, thinking: str | None) -> TraceOutput:
-    """``trusted(TraceOutput, None, final_answer=..., thinking=...)`` (str and None values, made here), cheaper."""
-    values = {"final_answer": final_answer, "thinking": thinking, "structured": None}  # TraceOutput's field order
-    return bare_model(TraceOutput, values, {"final_answer", "thinking"})
+    """``trusted(TraceOutput, None, final_answer=..., thinking=...)`` (str and None values, made here).
+
+    Its four slots set through their descriptors (``_lazy.SET_*``): ~6k instructions instead of ~15k, on every
+    evaluated span that has an answer.
+    """
+    output = _new(TraceOutput)
+    SET_DICT(output, {"final_answer": final_answer, "thinking": thinking, "structured": None})  # field order
+    SET_FIELDS_SET(output, {"final_answer", "thinking"})
+    SET_EXTRA(output, None)
+    SET_PRIVATE(output, None)
+    return output
 
 
 def _error(root: ReadableSpan, root_attrs: Mapping[str, Any]) -> TraceError | None:

@@ -23,7 +23,7 @@ eager mapping fails, never as the evaluator's error.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -33,17 +33,17 @@ from evaltrace.schema import Trace
 # The real instance dict (the slot BaseModel declares), read and written past LazyTrace's ``__dict__`` property.
 _DICT: Any = BaseModel.__dict__["__dict__"]
 _PRIVATE: Any = BaseModel.__dict__["__pydantic_private__"]  # the slot a LazyTrace keeps its FieldSource in
-# Every model's four slots, set through their descriptors: ``object.__setattr__`` finds the same descriptor by name
-# first (with its argument tuple, ~2k instructions a slot; a built model's four were ~9k of a 15k TraceOutput).
-_SET_DICT = _DICT.__set__
-_SET_FIELDS_SET = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_SET_EXTRA = BaseModel.__dict__["__pydantic_extra__"].__set__
-_SET_PRIVATE = _PRIVATE.__set__
+# Every model's four slots, set through their descriptors (to build a model unchecked, as ``trusted()`` does):
+# ``object.__setattr__`` finds the same descriptor by name first, with its argument tuple (~2k instructions a slot;
+# a TraceOutput's four were ~9k of the 15k ``trusted()`` spent on it).
+SET_DICT = _DICT.__set__
+SET_FIELDS_SET = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+SET_EXTRA = BaseModel.__dict__["__pydantic_extra__"].__set__
+SET_PRIVATE = _PRIVATE.__set__
 _GET_DICT = _DICT.__get__
 _GET_PRIVATE = _PRIVATE.__get__
 _new = object.__new__
 FIELDS: tuple[str, ...] = tuple(Trace.model_fields)
-M = TypeVar("M", bound=BaseModel)
 
 
 class FieldSource:
@@ -176,21 +176,12 @@ def lazy_trace(ready: dict[str, Any], fields_set: set[str], fields: FieldSource)
         fields_set: The fields set, as the eager mapping's Trace reports them (``model_fields_set``).
         fields: Maps the other fields.
     """
-    return bare_model(LazyTrace, ready, fields_set, fields)
-
-
-def bare_model(cls: type[M], values: dict[str, Any], fields_set: set[str], private: Any = None) -> M:
-    """A ``cls`` whose instance dict is ``values`` (nothing checked), ``fields_set`` and ``private`` its slots'.
-
-    With every field in ``values``, in field order: what ``trusted(cls, fields_set, **values)`` builds, at a third
-    of its cost, for models built on every evaluated span (``extra`` None: no model built here allows extra fields).
-    """
-    model = _new(cls)
-    _SET_DICT(model, values)
-    _SET_FIELDS_SET(model, fields_set)
-    _SET_EXTRA(model, None)
-    _SET_PRIVATE(model, private)
-    return model
+    trace = _new(LazyTrace)
+    SET_DICT(trace, ready)
+    SET_FIELDS_SET(trace, fields_set)
+    SET_EXTRA(trace, None)
+    SET_PRIVATE(trace, fields)
+    return trace
 
 
 class _Failures(FieldSource):
