@@ -1,6 +1,6 @@
 """Instructions per step of one evaluated span's job, on the span ``bench_evaluation.py`` makes (callgrind).
 
-Run: python benchmarks/bench_evaluation_steps.py [--calls 1000] [--steps map,lazy,call,stamp,copy,arun,attrs]
+Run: python benchmarks/bench_evaluation_steps.py [--calls 1000] [--steps map,lazy,call,stamp,copy,arun,attrs,...]
 
 The pipeline figure (``bench_evaluation.py``, ``smoke.py``'s ``evaluation`` row) depends on the path the jobs take
 (under callgrind's slowdown the cheap evaluator looks slow and its jobs go to the loop; on a loaded machine spans
@@ -10,6 +10,9 @@ figure is the step's). Steps:
 
   map    ``trace_from_spans`` (eager: every field)
   lazy   ``evaluation._mapping.build_trace`` (the lazy Trace) and the reads the pipeline makes: ``output``, ``input``
+  build  ``evaluation._mapping.build_trace`` alone (the lazy Trace before any read; not in the default set)
+  preview  ``lazy`` and the monitor's query preview as ``JobRunner._record`` makes it (``str`` of the input; not in the
+         default set)
   call   ``runner.call_evaluator`` (suppression, ``evaluate``, the unvalidated result)
   stamp  ``runner.stamp``
   copy   ``spans.enriched_copy``
@@ -46,8 +49,8 @@ from bench_evaluation import CONTEXT, QUESTION, answer
 import evaltrace
 from evaltrace.evaluation import EvaluatorSpec
 
-STEPS = ("map", "lazy", "call", "stamp", "copy", "plan", "loop", "lane", "publish", "arun", "attrs")
-DEFAULT_STEPS = STEPS[:9]  # arun and attrs are opt-in
+STEPS = ("map", "lazy", "call", "stamp", "copy", "plan", "loop", "lane", "publish", "arun", "attrs", "build", "preview")
+DEFAULT_STEPS = STEPS[:9]  # arun, attrs, build and preview are opt-in
 
 
 _HANDLE: list[Any] = []
@@ -136,9 +139,17 @@ def callgrind_child(step: str, calls: int) -> None:
         built = _mapping.build_trace(members, root)
         _ = built.output.final_answer, built.input
 
+    def preview() -> None:
+        built = _mapping.build_trace(members, root)
+        _ = built.output.final_answer
+        raw = built.input.get("input")  # as JobRunner._record reads it
+        _ = raw if isinstance(raw, str) else str(built.input or "")
+
     one: dict[str, Callable[[], Any]] = {
         "map": lambda: trace_from_spans(members, root),
         "lazy": lazy,
+        "build": lambda: _mapping.build_trace(members, root),
+        "preview": preview,
         "call": lambda: call_evaluator(cheap, trace),
         "stamp": lambda: stamp(produced, cheap, trace, started),
         "copy": lambda: enriched_copy(root, [result], provenance=False),

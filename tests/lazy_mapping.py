@@ -2,14 +2,15 @@
 
 ``tests/conftest.py`` puts :func:`checked_trace_from_spans` in place of ``trace_from_spans`` in every test module
 that imported it, so each mapping test input is mapped both ways: every field read alone on a fresh lazy Trace (the
-others left unmapped), every field read in reverse order, then the whole Trace dumped, compared and pickled, all
-equal to the eager Trace, which the test then receives and checks as before.
+others left unmapped), every field read in reverse order, then the whole Trace dumped, compared, pickled, printed
+and copied, all equal to the eager Trace, which the test then receives and checks as before.
 """
 
 from __future__ import annotations
 
+import copy
 import pickle
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -20,6 +21,16 @@ from evaltrace.schema import Trace
 
 ORIGINAL = _build.trace_from_spans
 READS = (*FIELDS, "latency_ms")
+WHOLE_READS: tuple[Callable[[Trace], Any], ...] = (
+    repr,
+    str,
+    copy.copy,
+    copy.deepcopy,
+    Trace.model_copy,
+    Trace.model_dump,
+    lambda trace: trace.model_dump(exclude_unset=True),
+    lambda trace: trace.model_dump(mode="json"),
+)
 
 
 def unmapped(trace: Trace) -> set[str]:
@@ -44,6 +55,15 @@ def check_lazy(spans: Sequence[ReadableSpan], root: Any, eager: Trace) -> None:
     assert fresh == eager and eager == ORIGINAL(spans, root, lazy=True)
     unpickled = pickle.loads(pickle.dumps(ORIGINAL(spans, root, lazy=True)))
     assert type(unpickled) is Trace and unpickled.model_dump() == eager.model_dump()
+    # Each other whole read, first thing on a fresh lazy Trace: the same text, dump or copy as the eager Trace's.
+    for read in WHOLE_READS:
+        fresh = ORIGINAL(spans, root, lazy=True)
+        got, want = read(fresh), read(eager)
+        assert got == want, read
+        if isinstance(got, Trace):
+            assert type(got) is Trace and got.model_fields_set == want.model_fields_set, read
+            assert got.model_dump_json() == want.model_dump_json(), read
+        assert type(fresh) is Trace, read
 
 
 def checked_trace_from_spans(

@@ -191,3 +191,25 @@ def test_a_trace_ending_before_it_starts_is_refused_at_mapping_as_eagerly() -> N
         trace_from_spans([broken])
     with pytest.raises(ValidationError, match="before started_at"):
         _build.trace_from_spans([broken], lazy=True)  # not later, in an evaluator: still mapping_failed
+
+
+def test_a_field_read_on_the_class_or_set_on_a_lazy_trace_acts_as_on_the_eager_one() -> None:
+    """Each field is a descriptor on LazyTrace (a first read maps it without a failed lookup): nothing else shows."""
+    spans = _agent_spans()
+    eager = _build.trace_from_spans(spans)
+    lazy = _build.trace_from_spans(spans, lazy=True)
+    with pytest.raises(AttributeError) as missing_eager:
+        _ = eager.no_such_field  # type: ignore[attr-defined]
+    with pytest.raises(AttributeError) as missing_lazy:
+        _ = lazy.no_such_field  # type: ignore[attr-defined]
+    assert str(missing_lazy.value) == str(missing_eager.value).replace("'Trace'", "'LazyTrace'")
+    assert type(lazy) is LazyTrace and unmapped(lazy)  # a miss maps nothing
+    assert lazy.output == eager.output and lazy.output is lazy.output  # mapped once, then read from the instance
+    assert "output" not in unmapped(lazy) and "messages" in unmapped(lazy)
+    # Assignment goes through pydantic as on the eager Trace (a field set: the whole Trace is mapped first).
+    lazy.input = {"q": "changed"}
+    eager_copy = eager.model_copy()
+    eager_copy.input = {"q": "changed"}
+    assert type(lazy) is Trace and lazy == eager_copy and lazy.model_fields_set == eager_copy.model_fields_set
+    # A plain Trace (the lazy one after a whole read, or any other) has no such descriptor.
+    assert "output" not in vars(Trace) and not hasattr(Trace, "output")

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import json
+import pickle
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.resources import Resource
@@ -11,7 +15,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from evaltrace.mapping import trace_from_spans
-from evaltrace.schema import Trace
+from evaltrace.mapping._spans import plain_attrs
+from evaltrace.schema import Trace, TraceOutput
 
 
 def _spans() -> list[ReadableSpan]:
@@ -93,3 +98,70 @@ def test_a_text_output_loses_only_its_reasoning(output: str, answer: str, thinki
     trace = trace_from_spans([span], root=span)
     assert (trace.output.final_answer, trace.output.thinking) == (answer, thinking)
     assert trace.output == Trace.model_validate_json(trace.model_dump_json()).output
+
+
+_CHAT_ANSWER = json.dumps(
+    [{"role": "assistant", "parts": [{"type": "reasoning", "content": "hm"}, {"type": "text", "content": "Paris"}]}]
+)
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        {"output.value": json.dumps("Paris")},
+        {"output.value": json.dumps("<think>capital?</think>Paris")},
+        {"output.value": "Paris", "output.mime_type": "text/plain"},
+        {"gen_ai.operation.name": "chat", "gen_ai.output.messages": _CHAT_ANSWER},  # a model call's own answer
+    ],
+    ids=["json-text", "inline-reasoning", "plain-text", "model-call"],
+)
+def test_an_answer_output_is_its_validated_twin_in_every_way(attributes: dict[str, str]) -> None:
+    """The answer's TraceOutput is built without pydantic (its slots set directly): nothing of it may differ."""
+    span = _single("svc", **attributes)
+    for trace in (trace_from_spans([span], root=span), trace_from_spans([span], root=span, lazy=True)):
+        output = trace.output
+        twin = TraceOutput(final_answer=output.final_answer, thinking=output.thinking)
+        assert output.final_answer == "Paris"
+        assert type(output) is TraceOutput and output == twin
+        assert list(output.__dict__.items()) == list(twin.__dict__.items())  # values and field order
+        assert output.model_fields_set == twin.model_fields_set == {"final_answer", "thinking"}
+        assert output.model_dump(exclude_unset=True) == twin.model_dump(exclude_unset=True)
+        assert (output.__pydantic_extra__, output.__pydantic_private__) == (twin.__pydantic_extra__, None)
+        assert repr(output) == repr(twin) and output.model_dump_json() == twin.model_dump_json()
+        assert pickle.loads(pickle.dumps(output)) == twin and copy.deepcopy(output) == twin
+        output.final_answer = "Lyon"  # an unfrozen model as the validated one (its own dict, not shared)
+        assert trace_from_spans([span], root=span).output.final_answer == "Paris"
+
+
+class _NoCopy(Mapping[str, Any]):
+    """An attribute mapping without ``copy()`` (a foreign ReadableSpan's)."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self._values = values
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+
+def test_a_spans_attributes_are_read_as_a_plain_dict_copy_of_what_its_view_shows() -> None:
+    """plain_attrs() copies through the view's copy(); every kind of span gives dict(view), as its own dict."""
+    live = _single("svc", **{"input.value": '{"q":1}', "output.value": '"a"', "evaltrace.span.kind": "agent"})
+    values = dict(live.attributes or {})
+    spans = [
+        live,  # the SDK's span: BoundedAttributes under the view
+        ReadableSpan(name="copy", context=live.context, attributes=dict(values), resource=live.resource),
+        ReadableSpan(name="foreign", context=live.context, attributes=_NoCopy(dict(values)), resource=live.resource),
+        ReadableSpan(name="none", context=live.context, attributes=None, resource=live.resource),
+    ]
+    for span in spans:
+        got = plain_attrs(span)
+        view = dict(span.attributes or {})
+        assert type(got) is dict and list(got.items()) == list(view.items()), span.name
+        got["evaltrace.span.kind"] = "edited"  # the copy is the mapping's own: the span is unchanged
+        assert dict(span.attributes or {}) == view, span.name

@@ -32,8 +32,18 @@ from evaltrace.schema import Trace
 
 # The real instance dict (the slot BaseModel declares), read and written past LazyTrace's ``__dict__`` property.
 _DICT: Any = BaseModel.__dict__["__dict__"]
+_PRIVATE: Any = BaseModel.__dict__["__pydantic_private__"]  # the slot a LazyTrace keeps its FieldSource in
+# Every model's four slots, set through their descriptors (to build a model unchecked, as ``trusted()`` does):
+# ``object.__setattr__`` finds the same descriptor by name first, with its argument tuple (~2k instructions a slot;
+# a TraceOutput's four were ~9k of the 15k ``trusted()`` spent on it).
+SET_DICT = _DICT.__set__
+SET_FIELDS_SET = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+SET_EXTRA = BaseModel.__dict__["__pydantic_extra__"].__set__
+SET_PRIVATE = _PRIVATE.__set__
+_GET_DICT = _DICT.__get__
+_GET_PRIVATE = _PRIVATE.__get__
+_new = object.__new__
 FIELDS: tuple[str, ...] = tuple(Trace.model_fields)
-_FIELD_NAMES = frozenset(FIELDS)
 
 
 class FieldSource:
@@ -62,25 +72,47 @@ class FieldSource:
         raise FieldMappingFailed(name) from cause
 
 
+class _Field:
+    """A field of LazyTrace: the instance dict's value, else mapped by the trace's source (a non-data descriptor).
+
+    Python reads the instance dict before a non-data descriptor: a field mapped already is read as from any
+    model, and ``__get__`` runs only for a field still missing. Without it, that read failed the generic lookup
+    first (an AttributeError built, formatted and cleared) and then called ``__getattr__``: ~4k instructions more
+    per first read, two per evaluated span (``output``, and ``input`` for the monitor's query preview).
+    """
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, trace: Any, owner: Any = None) -> Any:
+        if trace is None:  # read on the class
+            return self
+        # A whole read in another thread may be turning this object into a plain Trace meanwhile (materialize:
+        # the full dict, then no source, then the class), so the source is read first and the dict after it: a
+        # dict without the field is then either the old one (its values are the ones the new dict copies) or the
+        # source is still there to map it.
+        name = self.name
+        source = _GET_PRIVATE(trace)
+        real: dict[str, Any] = _GET_DICT(trace)
+        if name in real:
+            return real[name]
+        if isinstance(source, FieldSource):
+            return real.setdefault(name, source.value_of(name))
+        return BaseModel.__getattr__(trace, name)  # type: ignore[attr-defined]  # pydantic's error (unreachable)
+
+
 class LazyTrace(Trace):
     """A :class:`~evaltrace.schema.Trace` whose missing fields come from a :class:`FieldSource` on first read.
 
-    Build it with :func:`lazy_trace`. Never pickled or dumped as itself: it becomes a plain Trace first.
+    Build it with :func:`lazy_trace`. Never pickled or dumped as itself: it becomes a plain Trace first. Each field
+    is a :class:`_Field` on the class (set after the class body: pydantic would take one there for a field).
     """
 
     def __getattr__(self, name: str) -> Any:
-        # Only called for names missing from the instance dict: a field not mapped yet, or a real miss. A whole
-        # read in another thread may be turning this object into a plain Trace meanwhile (materialize: the full
-        # dict, then no source, then the class), so the source is read first and the dict after it: a dict
-        # without the field is then either the old one (its values are the ones the new dict copies) or the
-        # source is still there to map it.
-        source = object.__getattribute__(self, "__pydantic_private__")
-        real: dict[str, Any] = _DICT.__get__(self)
-        if name in _FIELD_NAMES:
-            if name in real:
-                return real[name]
-            if isinstance(source, FieldSource):
-                return real.setdefault(name, source.value_of(name))
+        # Only called for names missing from the instance dict and the class: a field's read goes to its _Field
+        # (while this is a LazyTrace), so what is left is a real miss or a private attribute.
         # Explicit, not zero-arg super(): ``self`` may be a plain Trace by now, which super(LazyTrace) refuses.
         return BaseModel.__getattr__(self, name)  # type: ignore[attr-defined]  # pydantic's (private attributes, errors)
 
@@ -131,6 +163,11 @@ class LazyTrace(Trace):
         return "Trace"
 
 
+for _name in FIELDS:
+    type.__setattr__(LazyTrace, _name, _Field(_name))
+del _name
+
+
 def lazy_trace(ready: dict[str, Any], fields_set: set[str], fields: FieldSource) -> Trace:
     """A Trace holding ``ready`` (field -> value) that maps its other fields with ``fields`` when read.
 
@@ -139,11 +176,11 @@ def lazy_trace(ready: dict[str, Any], fields_set: set[str], fields: FieldSource)
         fields_set: The fields set, as the eager mapping's Trace reports them (``model_fields_set``).
         fields: Maps the other fields.
     """
-    trace = LazyTrace.__new__(LazyTrace)
-    _DICT.__set__(trace, ready)
-    object.__setattr__(trace, "__pydantic_fields_set__", fields_set)
-    object.__setattr__(trace, "__pydantic_extra__", None)
-    object.__setattr__(trace, "__pydantic_private__", fields)
+    trace = _new(LazyTrace)
+    SET_DICT(trace, ready)
+    SET_FIELDS_SET(trace, fields_set)
+    SET_EXTRA(trace, None)
+    SET_PRIVATE(trace, fields)
     return trace
 
 
