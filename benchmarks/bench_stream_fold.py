@@ -10,6 +10,18 @@ SDK's ``Stream.__stream__`` (its SSE parsing and model construction, ~786k instr
 ``bench_openai_pipeline.py``) is replaced by a generator over chunks the real client parsed once at start, so what
 is left per chunk is the ``for`` loop, ``Stream.__iter__``, our proxy and the fold: ``callgrind_annotate`` on the
 difference then shows where our instructions go, which the smoke row's 786k-per-chunk client hides.
+
+``paired [ROUNDS] [LAYOUT]``: the smoke row's paired measure over those chunks, in one child under callgrind (run
+from the parent, no valgrind command needed), which prints the instructions added per chunk:
+
+    PYTHONPATH=src python benchmarks/bench_stream_fold.py paired 3
+
+Each round streams 20 and 200 chunks with evaltrace's instrumentation off and on in ONE process, each stream a
+callgrind phase of its own (``bench_openai_pipeline.py paired:slope``'s measure: both sides share one heap layout).
+The SDK's ``__stream__`` is replaced by a generator that builds each chunk from its recorded JSON with
+``construct_type``, as the SDK does after parsing the event (the same objects, without the SSE parsing and the
+HTTP body), so a child takes minutes, not the smoke row's tens of minutes at load; counted from the child's first
+``gc.collect()`` (``--instr-atstart=no``), so its imports run uninstrumented.
 """
 
 from __future__ import annotations
@@ -21,14 +33,73 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import _callgrind
 import bench_openai_pipeline as pipeline
 
 MAX_CHUNKS = 1000  # parsed once in every child, whatever its length, so the difference between two holds none
 WARM_UP = 20
 
 
+def paired_child(rounds: int) -> None:
+    """The child of ``paired``: ``rounds`` rounds of ``PAIRED_PHASES``, each stream a counted phase."""
+    import json
+
+    import openai
+    from openai._models import construct_type
+    from openai.types.chat import ChatCompletionChunk
+
+    import evaltrace
+
+    (api, replay), flush = pipeline.setup("evaltrace")
+    values: dict[int, list[Any]] = {
+        n: [json.loads(e.decode()[len("data: ") :]) for e in replay.stream_events(n) if b"[DONE]" not in e]
+        for n in pipeline.PAIRED_CHUNKS
+    }
+    current: list[list[Any]] = [[]]
+
+    def built(self: Any) -> Any:
+        for value in current[0]:
+            yield construct_type(type_=ChatCompletionChunk, value=value)  # what the SDK makes of a parsed event
+
+    openai.Stream.__stream__ = built  # type: ignore[method-assign]
+    streams = {n: pipeline.make_case(api, replay, f"stream{n}") for n in pipeline.PAIRED_CHUNKS}
+
+    def prepare(on: bool, n: int) -> None:  # uncounted: between phases
+        evaltrace.instrument_openai() if on else evaltrace.uninstrument_openai()
+        current[0] = values[n]
+
+    for on, n in pipeline.PAIRED_PHASES * 3:  # warm-up, uncounted (the first gc.collect() below starts counting)
+        prepare(on, n)
+        streams[n]()
+    flush()
+    gc.collect()
+    gc.disable()
+    for _ in range(rounds):
+        for on, n in pipeline.PAIRED_PHASES:
+            prepare(on, n)
+            _callgrind.phase_begin()
+            streams[n]()
+            _callgrind.phase_end()
+    flush()
+
+
+def paired(rounds: int, layout: int) -> None:
+    """Run ``paired_child`` under callgrind and print the instructions it adds per chunk (the smoke row's slope)."""
+    import smoke
+
+    phases = _callgrind.run_phases(__file__, "paired", rounds, layout=layout)
+    print(f"paired, {rounds} rounds, layout {layout}: {smoke.paired_slope(phases, rounds):,.0f} per chunk")
+
+
 def main() -> None:
-    """``IMPL CHUNKS STREAMS``: IMPL ``none`` or ``evaltrace`` (``bench_openai_pipeline``'s set-ups)."""
+    """``IMPL CHUNKS STREAMS``: IMPL ``none`` or ``evaltrace`` (``bench_openai_pipeline``'s set-ups); or ``paired``."""
+    child = _callgrind.child_request(sys.argv)
+    if child is not None:
+        paired_child(child[1])
+        return
+    if sys.argv[1] == "paired":
+        paired(int(sys.argv[2]) if len(sys.argv) > 2 else 3, int(sys.argv[3]) if len(sys.argv) > 3 else 0)
+        return
     impl, chunks, streams = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     (api, replay), flush = pipeline.setup(impl)
     import openai

@@ -641,3 +641,63 @@ def test_a_wrapped_or_replaced_stream_iter_is_called_under_the_proxy(
     spans = exporter.get_finished_spans()
     assert [s.attributes["evaltrace.stream.chunks"] for s in spans] == [4, 4, 4]
     assert [s.attributes["evaltrace.stream.end_reason"] for s in spans] == ["exhausted"] * 3
+
+
+def test_an_exception_thrown_in_at_the_loops_yield_ends_nothing_until_the_stream_is_closed(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """An exception thrown into the proxy's loop at its ``yield`` is the consumer's, not the stream's.
+
+    The loop tells the two apart by where the exception arose (the source, or its own body and ``yield``), with
+    no flag set per chunk: here the consumer's exception comes out unchanged, the span stays open, and the
+    ``close()`` that follows ends it once, as closed early, with every chunk read so far (past a batch fold).
+    """
+    api, _ = client([_simple_stream(40)], False)
+    stream = api.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}], stream=True)
+    loop = iter(stream)
+    read = [next(loop) for _ in range(20)]
+    mine = KeyError("the consumer's")
+    with pytest.raises(KeyError) as raised:
+        loop.throw(mine)
+    assert raised.value is mine
+    assert exporter.get_finished_spans() == ()
+    stream.close()
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["evaltrace.stream.end_reason"] == "closed_early"
+    assert span.attributes["evaltrace.stream.chunks"] == len(read) == 20
+    assert span.status.status_code is StatusCode.UNSET
+    text = "".join(f"w{i} " for i in range(20))
+    assert json.loads(span.attributes["gen_ai.output.messages"])[0]["parts"] == [{"type": "text", "content": text}]
+
+
+def test_a_stream_naming_its_response_only_after_its_first_batches_records_every_chunk(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """Chunks with output but an empty ``id`` (the response named late) are folded in full, header included.
+
+    The batch fold reads no header per chunk: a batch that arrives while the response is still unnamed is folded
+    through ``add``, chunk by chunk, so the id given 40 chunks in is recorded, and every chunk's text.
+    """
+
+    def chunk(i: int, response_id: str, finish: str | None = None) -> ChatCompletionChunk:
+        delta = ChoiceDelta(content=f"w{i} ") if finish is None else ChoiceDelta()
+        return ChatCompletionChunk(
+            id=response_id,
+            object="chat.completion.chunk",
+            created=1,
+            model="gpt-4o",
+            choices=[Choice(index=0, delta=delta, finish_reason=finish)],
+        )
+
+    chunks = [chunk(i, "") for i in range(40)] + [chunk(40, "chatcmpl-late", "stop")]
+    api, _ = client([sse_interaction(CHAT, chunks)], False)
+    stream = api.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}], stream=True)
+    assert len(list(stream)) == 41
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["gen_ai.response.id"] == "chatcmpl-late"
+    assert span.attributes["gen_ai.response.model"] == "gpt-4o"
+    assert span.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+    assert span.attributes["evaltrace.stream.chunks"] == 41
+    assert span.attributes["evaltrace.stream.end_reason"] == "exhausted"
+    text = "".join(f"w{i} " for i in range(40))
+    assert json.loads(span.attributes["gen_ai.output.messages"])[0]["parts"] == [{"type": "text", "content": text}]

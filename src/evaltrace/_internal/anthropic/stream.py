@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import chunk_failed
-from evaltrace._internal.engine.stream import BATCH, SyncStreamProxy
+from evaltrace._internal.engine.stream import BATCH, SyncStreamProxy, same_code
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -74,15 +74,8 @@ def _shape_of(cls: type) -> bool | None:
 
 
 def _same_code(function: Any, shape: Any) -> bool:
-    """Whether ``function`` has ``shape``'s bytecode, names, constants and flags."""
-    code, expected = getattr(function, "__code__", None), shape.__code__
-    return (
-        code is not None
-        and code.co_code == expected.co_code
-        and code.co_names == expected.co_names
-        and code.co_consts == expected.co_consts
-        and code.co_flags == expected.co_flags
-    )
+    """Whether ``function`` has ``shape``'s code (the engine's ``same_code``: bytecode, names, constants, flags, args)."""
+    return same_code(getattr(function, "__code__", None), shape.__code__)
 
 
 def _observed(proxy: SyncStreamProxy, source: Iterator[Any], stream: Any, inline: bool) -> Iterator[Any]:

@@ -145,15 +145,16 @@ class ChatAccumulator:
         with extras (reasoning) or with anything but text takes the general path, which reads it as ``add`` does.
         A subclass that reads chunks its own way (overriding ``add`` or ``_add_delta``) gets ``add`` per chunk.
         """
-        if not self._inline:
+        if not self._inline or self.header_pending:
+            # No header check per chunk below: the header is read from the first chunks, before the proxy batches
+            # (it folds each chunk as it arrives until one carries output, which has the id and model). A batch
+            # that still finds it pending (a stream of choices with an empty id or model) takes ``add`` per chunk.
             add_each(self.add, chunks)
             return
         chunk_type, choice_type, delta_type = _FAST_TYPES or _fast_types()
         buffers = self.choices
         for chunk in chunks:
             try:
-                if self.header_pending:
-                    self._read_header(chunk)
                 if type(chunk) is not chunk_type:
                     self._add_chunk(chunk)
                     continue
@@ -176,24 +177,25 @@ class ChatAccumulator:
                     except KeyError:
                         self._add_choice(choice)
                         continue
-                    buffer = buffers.get(index)
-                    if buffer is None:
+                    try:
+                        buffer = buffers[index]  # a subscript, not a ``get`` call: the KeyError comes once per choice
+                    except KeyError:
                         buffer = buffers[index] = _ChoiceBuffer()
-                    if delta is not None:
-                        if type(delta) is delta_type and not delta.__pydantic_extra__:
-                            fields = delta.__dict__
-                            try:
-                                content = fields["content"]
-                                rest = fields["refusal"] or fields["tool_calls"] or fields["function_call"] is not None
-                            except KeyError:
-                                ChatAccumulator._add_delta(buffer, delta)
-                            else:
-                                if content:
-                                    buffer.text.append(content)
-                                if rest:
-                                    ChatAccumulator._add_rest(buffer, delta)
-                        else:
+                    # No None check first: a None delta is not a ``delta_type`` and ``_add_delta`` skips it.
+                    if type(delta) is delta_type and not delta.__pydantic_extra__:
+                        fields = delta.__dict__
+                        try:
+                            content = fields["content"]
+                            rest = fields["refusal"] or fields["tool_calls"] or fields["function_call"] is not None
+                        except KeyError:
                             ChatAccumulator._add_delta(buffer, delta)
+                        else:
+                            if content:
+                                buffer.text.append(content)
+                            if rest:
+                                ChatAccumulator._add_rest(buffer, delta)
+                    else:
+                        ChatAccumulator._add_delta(buffer, delta)
                     if finish is not None:
                         buffer.finish_reason = finish
                 if usage is not None:
