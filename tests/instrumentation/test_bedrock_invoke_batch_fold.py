@@ -135,6 +135,8 @@ EDGES: dict[str, bytes] = {
     "a signature delta": b'{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"s"}}',
     "null text": TEXT + b"null}}",
     "a number": TEXT + b"1}}",
+    "a number before the closing bytes": TEXT + b'1"}}',
+    "a letter before a string's text": TEXT + b'xabc"}}',
     "invalid utf-8": TEXT + b'"\xff"}}',
     "a raw control character": TEXT + b'"a\nb"}}',
     "an invalid escape": TEXT + b'"\\x"}}',
@@ -201,3 +203,31 @@ def test_thinking_text_and_tool_input_runs_over_many_blocks_record_what_add_reco
     assert parts[0]["content"] == "".join(f'step {i}, é "{i}"\n' for i in range(5))
     assert parts[11]["content"] == "11.0 11.1 11.2 11.3 "
     assert parts[12]["arguments"] == {"city": "San Francisco"}
+
+
+@pytest.mark.parametrize("edge", ["another block", "a thinking delta in a text block", "invalid utf-8", "empty"])
+def test_a_run_goes_on_across_batches_and_single_adds_in_any_order(edge: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run starts from the delta the last ``add`` folded, whether that ``add`` came from a batch or not.
+
+    The batches and single ``add`` calls alternate in several patterns (the proxy folds ``add`` until the first
+    output, then batches; a batch may end or start anywhere in a run, or right after an edge chunk).
+    """
+    monkeypatch.setenv("EVALTRACE_RAISE_INTERNAL_ERRORS", "0")
+    chunks = _recorded_chunks()
+    deltas = [i for i, c in enumerate(chunks) if c.startswith(TEXT)]
+    at = deltas[4]
+    events = _served([*chunks[:at], EDGES[edge], *chunks[at:]])
+    one_by_one = InvokeStreamAccumulator("req")
+    add_each(one_by_one.add, events)
+    expected = _record(one_by_one)
+    for pattern in ((1, 0), (2, 1), (3, 2), (5, 1), (1, 1, 4, 0), (7, 3)):  # batch size, then single adds, ...
+        mixed = InvokeStreamAccumulator("req")
+        at, step = 0, 0
+        while at < len(events):
+            size = pattern[step % len(pattern)]
+            if step % 2 == 0:
+                mixed.add_batch(events[at : at + size])
+            else:
+                add_each(mixed.add, events[at : at + size])
+            at, step = at + size, step + 1
+        assert _record(mixed) == expected, pattern

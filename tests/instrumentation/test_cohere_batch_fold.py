@@ -99,3 +99,47 @@ def test_text_and_thinking_come_out_by_content() -> None:
         {"type": "reasoning", "content": "".join(f"t{i} " for i in range(6))},
         {"type": "text", "content": "".join(f"w{i} " for i in range(12))},
     ]
+
+
+def _without(events: list[Any], cut: list[tuple[int, str, str, Any]]) -> list[Any]:
+    """``events`` with fields taken out of an instance's ``__dict__`` (at: (event, level, name, extra)).
+
+    ``level`` is ``event``, ``delta``, ``message`` or ``content``; a non-None ``extra`` is put in the pydantic extras
+    under the same name (where ``getattr`` finds it once ``__dict__`` has it no more).
+    """
+    for at, level, name, extra in cut:
+        obj = events[at]
+        for step in ("delta", "message", "content")[: ("event", "delta", "message", "content").index(level)]:
+            obj = obj.__dict__[step]
+        del obj.__dict__[name]
+        if extra is not None:
+            obj.__pydantic_extra__[name] = extra
+    return events
+
+
+def test_fields_missing_from_an_instances_dict_are_read_as_add_reads_them() -> None:
+    """A field not in ``__dict__`` (a pydantic extra of that name, or nothing) sends the event to ``add``."""
+    events = _events(STREAMS["text and thinking"])
+    deltas = [i for i, e in enumerate(events) if e.type == "content-delta"]
+    cut = [
+        (deltas[1], "event", "index", None),
+        (deltas[2], "event", "index", 1),
+        (deltas[3], "event", "type", None),
+        (deltas[4], "event", "delta", None),
+        (deltas[5], "delta", "message", None),
+        (deltas[7], "message", "content", None),
+        (deltas[8], "content", "text", None),
+        (deltas[9], "content", "text", "an extra text"),
+        (deltas[10], "content", "thinking", "an extra thought"),
+        (deltas[11], "content", "text", 7),
+        (deltas[2 + len(deltas) // 2], "content", "thinking", None),
+        (deltas[3 + len(deltas) // 2], "content", "text", "a text beside a thought"),
+    ]
+    expected_events = _without(_events(STREAMS["text and thinking"]), cut)
+    one_by_one = ChatStreamAccumulator()
+    add_each(one_by_one.add, expected_events)
+    batched = ChatStreamAccumulator()
+    batched.add_batch(_without(events, cut))
+    assert _record(batched) == _record(one_by_one)
+    parts = batched.outcome().output_messages[0]["parts"]
+    assert "an extra text" in parts[1]["content"] and "an extra thought" not in parts[1]["content"]

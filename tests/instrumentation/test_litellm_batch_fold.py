@@ -130,3 +130,57 @@ def test_every_recorded_stream_through_litellm_records_the_same_through_the_batc
         for at in range(start, len(chunks), size):
             batched.add_batch(chunks[at : at + size])
         assert _record(batched) == expected, size
+
+
+def _function_call() -> Any:
+    from litellm.types.utils import FunctionCall
+
+    return FunctionCall(name="get_weather", arguments='{"city": "Paris"}')
+
+
+def _with_fields_moved(chunks: list[Any]) -> list[Any]:
+    """The text chunks of a recorded stream, with fields put where no recorded stream has them.
+
+    Each change lands on its own chunk: a refusal, reasoning (empty, non-empty, under either name) and a function
+    call in the delta's extras; the content and the reasoning moved into the delta's ``__dict__``; the choice's
+    index in the choice's ``__dict__`` (LiteLLM's choice declares no field, so its fields are all extras).
+    """
+    texts = [c for c in chunks if len(c.choices) == 1 and c.choices[0].delta.__pydantic_extra__.get("content")]
+    changes = [
+        lambda delta, choice: delta.__pydantic_extra__.__setitem__("refusal", "I cannot"),
+        lambda delta, choice: delta.__pydantic_extra__.__setitem__("reasoning_content", ""),
+        lambda delta, choice: delta.__pydantic_extra__.__setitem__("reasoning_content", "an extra thought"),
+        lambda delta, choice: delta.__pydantic_extra__.__setitem__("reasoning", "another thought"),
+        lambda delta, choice: delta.__pydantic_extra__.__setitem__("function_call", _function_call()),
+        lambda delta, choice: delta.__dict__.__setitem__("content", delta.__pydantic_extra__.pop("content")),
+        lambda delta, choice: delta.__dict__.__setitem__("reasoning_content", "a declared thought"),
+        lambda delta, choice: delta.__dict__.__setitem__("reasoning_content", ""),
+        lambda delta, choice: choice.__dict__.__setitem__("index", choice.__pydantic_extra__.pop("index")),
+    ]
+    assert len(texts) > 2 * len(changes)
+    for at, change in enumerate(changes):
+        choice = texts[2 + 2 * at].choices[0]
+        change(choice.delta, choice)
+    return chunks
+
+
+def test_fields_where_no_recorded_stream_has_them_record_what_add_records() -> None:
+    """No recording holds these shapes: they are put into the chunks LiteLLM made of a recorded OpenAI stream."""
+    path, index = next((p, i) for p, i in _streamed("openai-cassettes", b"chat.completion.chunk") if "stream" in p.stem)
+    expected = None
+    for size in (1, 3, 64):
+        one_by_one = LiteLLMChatAccumulator()
+        add_each(one_by_one.add, _with_fields_moved(_chunks("openai/gpt-4o-mini", "/v1", path, index)))
+        expected = _record(one_by_one)
+        chunks = _with_fields_moved(_chunks("openai/gpt-4o-mini", "/v1", path, index))
+        batched = LiteLLMChatAccumulator()
+        start = 0
+        for start, chunk in enumerate(chunks, 1):  # noqa: B007
+            if batched.add(chunk):
+                break
+        for at in range(start, len(chunks), size):
+            batched.add_batch(chunks[at : at + size])
+        assert _record(batched) == expected, size
+    assert expected is not None
+    parts = expected[0].output_messages[0]["parts"]
+    assert any(p["type"] == "reasoning" and "an extra thought" in p["content"] for p in parts), parts

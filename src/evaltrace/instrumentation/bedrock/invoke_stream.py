@@ -101,7 +101,7 @@ def _event(body: dict[str, Any]) -> SimpleNamespace:
 class InvokeStreamAccumulator:
     """Accumulates the decoded chunks of one ``invoke_model_with_response_stream`` body."""
 
-    __slots__ = ("anthropic", "calls", "converse", "fragments", "input_tokens", "metrics", "output_tokens",
+    __slots__ = ("anthropic", "calls", "converse", "delta", "fragments", "input_tokens", "metrics", "output_tokens",
                  "response_id", "stop_reason", "stopped", "usage")  # fmt: skip
 
     def __init__(self, response_id: str | None = None) -> None:
@@ -116,9 +116,12 @@ class InvokeStreamAccumulator:
         self.output_tokens: int | None = None
         self.usage: Usage | None = None  # a family's own complete usage (Cohere Command R's billed units)
         self.metrics: Usage | None = None
+        # the bytes of the Anthropic content delta the last ``add`` folded (None: the last ``add`` folded none)
+        self.delta: bytes | None = None
 
     def add(self, event: Any) -> bool:
         """Fold one ``{"chunk": {"bytes": ...}}`` event in; True when it carried output."""
+        self.delta = None
         # botocore's events are dicts: checked exactly first, as ``isinstance(..., Mapping)`` is an ABC check.
         chunk = event.get("chunk") if type(event) is dict or isinstance(event, Mapping) else None
         data = chunk.get("bytes") if type(chunk) is dict or isinstance(chunk, Mapping) else None
@@ -131,7 +134,11 @@ class InvokeStreamAccumulator:
         if metrics is not None and isinstance(metrics, Mapping):  # on the last chunk only
             self._metrics(metrics)
         if self.anthropic is not None:
-            return self.anthropic.add(_event(body))
+            if not self.anthropic.add(_event(body)):
+                return False
+            if type(data) is bytes:  # a content delta (the only output): where ``add_batch`` may start a run
+                self.delta = data
+            return True
         if self.converse is not None:
             return self.converse.add(body)
         kind = body.get("type")
@@ -151,36 +158,46 @@ class InvokeStreamAccumulator:
         of the compact shape (``_delta_head``), the next chunks that are the same head, one JSON string and ``}}``
         are read here: the string decoded by ``json``'s own string scanner (the one ``json.loads`` calls for it,
         so the text and what counts as valid are its own) and appended to the block's fragments, which is all
-        ``add`` does with such a delta. Any other chunk goes to ``add`` and ends the run.
+        ``add`` does with such a delta. Any other chunk goes to ``add`` and ends the run. A run goes on into the
+        next batch (and into the first one, after the proxy's own ``add`` of the first delta): it starts from the
+        delta the last ``add`` folded (``self.delta``), which every ``add`` sets or clears.
         """
-        head = b""  # the current run's head (b"": no run), where its string starts, and its block's append
-        skip = 0
-        append: Any = None
+        head, skip, append = self._run()
         add = self.add
         for event in events:
-            data: Any = None
-            if type(event) is dict:
-                chunk = event.get("chunk")
-                data = chunk.get("bytes") if type(chunk) is dict else None
-                if head and type(data) is bytes and data.startswith(head) and data.endswith(_STRING_END):
-                    try:
-                        text = data[skip:-2].decode("utf-8", "surrogatepass")  # as json.loads decodes the chunk
-                        value, end = _SCAN_STRING(text, 1)
-                    except ValueError:  # invalid UTF-8 or not one valid string: ``add`` raises it its own way
-                        pass
-                    else:
-                        if end == len(text) and text[:1] == '"':
-                            append(value)
-                            continue
-            head = b""
+            if head and type(event) is dict:
+                try:
+                    chunk = event["chunk"]
+                    data = chunk["bytes"] if type(chunk) is dict else None
+                    if type(data) is bytes and data.startswith(head) and data.endswith(_STRING_END):
+                        # the whole chunk decoded (its head and ``}}`` are ASCII: one character a byte), as
+                        # ``json.loads`` decodes it; its string scanned from the character after the opening quote
+                        text = data.decode("utf-8", "surrogatepass")
+                        if text[skip] == '"':
+                            value, end = _SCAN_STRING(text, skip + 1)
+                            if end == len(text) - 2:
+                                append(value)
+                                continue
+                except (KeyError, ValueError):  # no such key, invalid UTF-8 or not one valid string: ``add``'s
+                    pass
             try:
-                if add(event) and self.anthropic is not None and type(data) is bytes:
-                    found = _delta_head(data)
-                    block = self.anthropic.blocks.get(found[1]) if found is not None else None
-                    if found is not None and block is not None:
-                        head, skip, append = found[0], len(found[0]), block.fragments.append
+                add(event)
             except Exception:
                 chunk_failed()
+            head, skip, append = self._run()
+
+    def _run(self) -> tuple[bytes, int, Any]:
+        """The run the delta ``add`` last folded starts: its head, the head's length and its block's ``append``.
+
+        ``(b"", 0, None)`` (no run) when the last ``add`` folded no compact content delta of a block it has.
+        """
+        data = self.delta
+        if data is not None and self.anthropic is not None:
+            found = _delta_head(data)
+            block = self.anthropic.blocks.get(found[1]) if found is not None else None
+            if found is not None and block is not None:
+                return found[0], len(found[0]), block.fragments.append
+        return b"", 0, None
 
     def _metrics(self, metrics: Mapping[str, Any]) -> None:
         self.metrics = usage_of(

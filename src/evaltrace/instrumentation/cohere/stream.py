@@ -103,9 +103,12 @@ class ChatStreamAccumulator:
         """``add`` for each event in order, the common event read in this one frame (the stream proxy's batch fold).
 
         The common event is a ``content-delta`` whose content already started. Once its types are checked to be the
-        cohere SDK's own (exactly, fields no class defines: ``plain_fields``), its fields are read from the
-        instances' ``__dict__`` instead of seven calls through ``field`` and pydantic's ``__getattr__`` hook. Every
-        other event, and one whose fields are not all in ``__dict__``, goes through ``add``: both record the same.
+        cohere SDK's own (exactly, fields no class defines: ``plain_fields``), the event's three fields are read
+        from its ``__dict__`` by subscript, and the delta, message and content's one field each as an attribute:
+        one read through pydantic's ``__getattr__`` hook per object, the very value ``field`` returns, instead of
+        seven calls through ``field`` (``dict.get`` and a ``__dict__`` read per object cost more than a read).
+        A field missing from ``__dict__`` or an attribute that raises sends the event to ``add``, as does every
+        other event: both record the same.
         """
         types = _sdk_types()
         if types is None:
@@ -116,20 +119,21 @@ class ChatStreamAccumulator:
         for event in events:
             try:
                 if type(event) is event_type:
-                    fields = event.__dict__
-                    delta = fields.get("delta")
-                    if fields.get("type") == "content-delta" and type(delta) is delta_type and "index" in fields:
-                        message = delta.__dict__.get("message")
-                        if type(message) is message_type:
-                            said = message.__dict__.get("content")
-                            content = contents.get(fields["index"] or 0)
-                            if type(said) is content_type and content is not None:
-                                said = said.__dict__
-                                if "thinking" in said and "text" in said:
-                                    text = said["thinking"] if content.kind == "thinking" else said["text"]
+                    try:
+                        fields = event.__dict__
+                        delta = fields["delta"]
+                        if type(delta) is delta_type and fields["type"] == "content-delta":
+                            message = delta.message
+                            if type(message) is message_type:
+                                said = message.content
+                                content = contents.get(fields["index"] or 0)
+                                if type(said) is content_type and content is not None:
+                                    text = said.thinking if content.kind == "thinking" else said.text
                                     if isinstance(text, str):
                                         content.fragments.append(text)
                                     continue
+                    except (KeyError, AttributeError):  # a field only ``add`` reads as it is (an extra, or None)
+                        pass
                 self.add(event)
             except Exception:
                 chunk_failed()

@@ -222,7 +222,7 @@ class LiteLLMChatAccumulator(ChatAccumulator):
                 self.choices[choice.index].reasoning.append(reasoning)
         return output
 
-    def add_batch(self, chunks: list[Any]) -> None:
+    def add_batch(self, chunks: list[Any]) -> None:  # noqa: C901  (one frame for the whole batch, on purpose)
         """``add`` for each chunk in order, the common chunk read in this one frame (the stream proxy's batch fold).
 
         ``add`` wraps every chunk, choice and delta in a view whose reads are ``getattr(obj, name, None)``; LiteLLM
@@ -230,7 +230,9 @@ class LiteLLMChatAccumulator(ChatAccumulator):
         ``__getattr__`` and several raise ``AttributeError``. The common chunk (LiteLLM's own types, exactly; one
         choice; no usage; a delta with text and no reasoning, refusal or tool call) is read here from the
         instances' ``__dict__``, then their extras: what ``getattr`` returns for fields no class defines
-        (``plain_fields``). Every other chunk goes through ``add``, so both paths record the same.
+        (``plain_fields``). Where ``__dict__`` holds none of the names read (LiteLLM's choice declares no field,
+        and its delta keeps all of them in the extras unless it sets reasoning), each is one ``dict.get`` of the
+        extras instead of two. Every other chunk goes through ``add``, so both paths record the same.
         """
         types = _sdk_types()
         if types is None:
@@ -238,6 +240,7 @@ class LiteLLMChatAccumulator(ChatAccumulator):
             return
         chunk_type, choice_type, delta_type = types
         buffers = self.choices
+        delta_reads = _READ["delta"]
         # ``fields.get(name, extra.get(name))``: the instance's entry, else its extra, else None (see plain_fields)
         for chunk in chunks:
             try:
@@ -257,29 +260,47 @@ class LiteLLMChatAccumulator(ChatAccumulator):
                     continue
                 fields = choices[0].__dict__
                 extra = choices[0].__pydantic_extra__ or _EMPTY
-                delta = fields.get("delta", extra.get("delta"))
+                if fields:
+                    delta = fields.get("delta", extra.get("delta"))
+                    index = fields.get("index", extra.get("index", 0))
+                    finish = fields.get("finish_reason", extra.get("finish_reason"))
+                else:  # LiteLLM's choice declares no field: all are extras (one lookup each)
+                    delta = extra.get("delta")
+                    index = extra.get("index", 0)
+                    finish = extra.get("finish_reason")
                 if type(delta) is not delta_type:
                     self.add(chunk)
                     continue
-                index = fields.get("index", extra.get("index", 0))
-                finish = fields.get("finish_reason", extra.get("finish_reason"))
                 fields = delta.__dict__
                 extra = delta.__pydantic_extra__ or _EMPTY
-                reasoning = fields.get("reasoning_content", extra.get("reasoning_content"))
-                if (
-                    fields.get("refusal", extra.get("refusal"))
-                    or fields.get("tool_calls", extra.get("tool_calls"))
-                    or fields.get("function_call", extra.get("function_call")) is not None
-                    or (isinstance(reasoning, str) and reasoning)
-                    or isinstance(extra.get("reasoning_content"), str)  # what ``reasoning_extra`` reads
-                    or isinstance(extra.get("reasoning"), str)
-                ):
-                    self.add(chunk)
-                    continue
+                if fields.keys().isdisjoint(delta_reads):  # the common delta: every field read here is an extra
+                    reasoning = extra.get("reasoning_content")
+                    if (
+                        extra.get("refusal")
+                        or extra.get("tool_calls")
+                        or extra.get("function_call") is not None
+                        or isinstance(reasoning, str)  # as ``add`` and ``reasoning_extra`` read it
+                        or isinstance(extra.get("reasoning"), str)
+                    ):
+                        self.add(chunk)
+                        continue
+                    content = extra.get("content")
+                else:
+                    reasoning = fields.get("reasoning_content", extra.get("reasoning_content"))
+                    if (
+                        fields.get("refusal", extra.get("refusal"))
+                        or fields.get("tool_calls", extra.get("tool_calls"))
+                        or fields.get("function_call", extra.get("function_call")) is not None
+                        or (isinstance(reasoning, str) and reasoning)
+                        or isinstance(extra.get("reasoning_content"), str)  # what ``reasoning_extra`` reads
+                        or isinstance(extra.get("reasoning"), str)
+                    ):
+                        self.add(chunk)
+                        continue
+                    content = fields.get("content", extra.get("content"))
                 buffer = buffers.get(index)
                 if buffer is None:
                     buffer = buffers[index] = _ChoiceBuffer()
-                content = fields.get("content", extra.get("content"))
                 if content:
                     buffer.text.append(content)
                 if finish is not None:
