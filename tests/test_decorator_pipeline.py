@@ -245,3 +245,122 @@ def test_evaluation_threads_start_with_the_first_evaluation() -> None:
     spans = finished(handle, exporter)
     assert dict(spans["invoke_agent answer"].attributes or {})["evaltrace.eval.polite.outcome"] == "pass"
     assert any(name.startswith("evaltrace-eval") for name in _evaluation_threads())
+
+
+def _python_calls(action: Any) -> list[Any]:
+    """The code objects of every Python function ``action()`` calls, in order (``sys.setprofile``)."""
+    import sys
+
+    codes: list[Any] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            codes.append(frame.f_code)
+
+    sys.setprofile(profile)
+    try:
+        action()
+    finally:
+        sys.setprofile(None)
+    return codes
+
+
+@pytest.mark.parametrize("evaluation", [True, False])
+def test_span_start_and_end_go_from_the_providers_processors_straight_into_the_pipeline(evaluation: bool) -> None:
+    """No frame of the switch that a reconfigure swaps, and no call of a processor that does nothing at start.
+
+    The switch hands the SDK its pipeline's own ``on_start`` / ``on_end``; the export queues inherit the base
+    class's empty ``on_start``, which the pipeline (and the evaluation stand-in) skip. The span still arrives.
+    """
+    from evaltrace import config
+
+    handle, exporter = configured(evaluation)
+    tracer = handle.provider.get_tracer("t")
+    tracer.start_span("warm").end()
+    span: list[Any] = []
+    calls = _python_calls(lambda: span.append(tracer.start_span("measured")))
+    calls += _python_calls(lambda: span[0].end())
+    switch = config._SwitchableProcessor
+    assert switch.on_start.__code__ not in calls and switch.on_end.__code__ not in calls
+    # The export queue's start is not called at all (the built evaluation processor, there once an earlier test's
+    # decorator registered an evaluator, forwards every start itself: evaluation/ is not this path's concern).
+    if not (evaluation and handle._evaluation.built is not None):
+        assert SpanProcessor.on_start.__code__ not in calls
+    assert calls.count(StampingPipeline.on_start.__code__) == calls.count(StampingPipeline.on_end.__code__) == 1
+    assert set(finished(handle, exporter)) == {"warm", "measured"}
+
+
+def test_a_swapped_or_emptied_switch_sends_spans_to_its_current_pipeline_only() -> None:
+    first, second, third = InMemorySpanExporter(), InMemorySpanExporter(), InMemorySpanExporter()
+    provider = TracerProvider()
+
+    def setup(exporter: InMemorySpanExporter) -> evaltrace.EvaltraceHandle:
+        return evaltrace.configure(
+            service_name="t", exporters=[exporter], local_store=False, handle_sigterm=False, tracer_provider=provider
+        )
+
+    tracer = provider.get_tracer("t")
+    handle = setup(first)
+    tracer.start_span("one").end()
+    started = tracer.start_span("across")  # started in the first pipeline, ended in the second
+    handle = setup(second)
+    started.end()
+    tracer.start_span("two").end()
+    assert handle.force_flush(5_000)
+    handle.shutdown()
+    tracer.start_span("nowhere").end()  # no pipeline: goes nowhere, raises nothing
+    handle = setup(third)
+    tracer.start_span("three").end()
+    assert handle.force_flush(5_000)
+    assert [s.name for s in first.get_finished_spans()] == ["one"]
+    assert [s.name for s in second.get_finished_spans()] == ["across", "two"]
+    assert [s.name for s in third.get_finished_spans()] == ["three"]
+
+
+class _Starts(SimpleSpanProcessor):
+    """Records the spans it is told have started (it overrides ``on_start``)."""
+
+    def __init__(self) -> None:
+        super().__init__(InMemorySpanExporter())
+        self.started: list[str] = []
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        self.started.append(span.name)
+
+
+class _Forward(SpanProcessor):
+    """What the deferred evaluation builds once an earlier test registered an evaluator: forwards everything."""
+
+    def __init__(self, processors: list[SpanProcessor]) -> None:
+        self.processors = processors
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        for processor in self.processors:
+            processor.on_start(span, parent_context=parent_context)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        for processor in self.processors:
+            processor.on_end(span)
+
+    def shutdown(self, timeout_millis: int = 30_000) -> None:
+        """Nothing to release."""
+
+
+def test_forwarding_processors_still_start_spans_in_the_processors_that_override_on_start() -> None:
+    from evaltrace._internal.deferred_evaluation import DeferredEvaluation
+    from evaltrace._internal.export_queue import ExportQueue
+    from evaltrace._internal.forwarding import starting
+
+    queue = ExportQueue(InMemorySpanExporter(), "memory", synchronous=True)
+    starts = _Starts()
+    assert starting([queue, starts, SimpleSpanProcessor(InMemorySpanExporter())])[:1] == (starts,)
+    pipeline = StampingPipeline([queue, starts])
+    deferred = DeferredEvaluation(lambda: _Forward([queue, starts]), [queue, starts])
+    assert pipeline._starting == deferred._starting == (starts,)  # the queue is not called at start
+    for processor in (pipeline, deferred):
+        starts.started.clear()
+        provider = TracerProvider(shutdown_on_exit=False)
+        provider.add_span_processor(processor)
+        provider.get_tracer("t").start_span("s").end()
+        assert starts.started == ["s"]
+    assert queue.stats()["exported"] == 2  # the queue skipped at start still got both spans at end

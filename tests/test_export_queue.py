@@ -440,3 +440,61 @@ def test_the_size_estimate_counts_every_string_whatever_the_mix_of_value_types(a
     assert estimated_bytes(span) == SPAN_BYTES + _reference_bytes(stored)
     ended = ReadableSpan(name="plain", attributes=attributes)  # type: ignore[arg-type]
     assert estimated_bytes(ended) == SPAN_BYTES + _reference_bytes(attributes)
+
+
+class _RecordOnlyByName:
+    """A real SDK sampler: records every span, samples only those not named ``unsampled*`` (RECORD_ONLY)."""
+
+    def should_sample(self, parent_context, trace_id, name, kind=None, attributes=None, links=None):  # type: ignore[no-untyped-def]
+        from opentelemetry.sdk.trace.sampling import Decision, SamplingResult
+
+        decision = Decision.RECORD_ONLY if name.startswith("unsampled") else Decision.RECORD_AND_SAMPLE
+        return SamplingResult(decision, attributes)
+
+    def get_description(self) -> str:
+        return "record-only by name"
+
+
+class _OwnContext(ReadableSpan):
+    """A span class whose ``context`` is its own property (not the SDK's ``_context`` field): the queue asks it."""
+
+    def __init__(self, name: str, shown: object) -> None:
+        from opentelemetry.trace import SpanContext, TraceFlags
+
+        super().__init__(name=name, context=SpanContext(1, 2, False, TraceFlags(TraceFlags.SAMPLED)))
+        self.shown = shown
+
+    @property
+    def context(self):  # type: ignore[no-untyped-def,override]
+        return self.shown
+
+
+@pytest.mark.parametrize("batch", [True, False], ids=["queued", "synchronous"])
+def test_a_recorded_but_unsampled_span_is_never_exported_whatever_its_class(batch: bool) -> None:
+    # The SDK's spans have their flag read off the context tuple (no property calls); any other class is asked
+    # through its ``context``: both keep a RECORD_ONLY span out, and neither counts it as received.
+    from opentelemetry.sdk.trace import _Span
+    from opentelemetry.trace import SpanContext, TraceFlags
+
+    from evaltrace._internal.deferred_attributes import DIRECT_CONTEXT_TYPES
+
+    assert {ReadableSpan, _Span} <= DIRECT_CONTEXT_TYPES  # the fast read is what runs on this SDK
+    exporter = InMemorySpanExporter()
+    queue = ExportQueue(exporter, "memory", synchronous=not batch, schedule_delay_s=0.05)
+    provider = TracerProvider(sampler=_RecordOnlyByName())  # type: ignore[arg-type]
+    provider.add_span_processor(queue)
+    tracer = provider.get_tracer("t")
+    tracer.start_span("unsampled").end()
+    tracer.start_span("sampled").end()
+    unsampled, sampled = (SpanContext(3, 4, False, TraceFlags(flags)) for flags in (0, TraceFlags.SAMPLED))
+    queue.on_end(ReadableSpan(name="unsampled plain", context=unsampled))
+    queue.on_end(ReadableSpan(name="plain", context=sampled))
+    queue.on_end(ReadableSpan(name="no context"))  # none to say it is unsampled: exported
+    queue.on_end(_OwnContext("unsampled by its property", unsampled))  # its _context says sampled: not read
+    queue.on_end(_OwnContext("sampled by its property", sampled))
+    assert queue.force_flush(10_000)
+    assert sorted(s.name for s in exporter.get_finished_spans()) == sorted(
+        ["sampled", "plain", "no context", "sampled by its property"]
+    )
+    assert queue.stats()["received"] == queue.stats()["exported"] == 4
+    queue.shutdown(5_000)

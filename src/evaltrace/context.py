@@ -25,6 +25,7 @@ from opentelemetry.util.types import AttributeValue
 
 from evaltrace._internal import semconv
 from evaltrace._internal.deferred_attributes import freeze_ended
+from evaltrace._internal.forwarding import starting
 from evaltrace._internal.jsonutil import capped_json
 
 __all__ = ["ContextAttributesProcessor", "ContextThreadPoolExecutor", "context", "wrap_context"]
@@ -127,6 +128,7 @@ class StampingPipeline(SpanProcessor):
 
     def __init__(self, processors: Sequence[SpanProcessor]) -> None:
         self._processors = tuple(processors)
+        self._starting = starting(processors)  # export queues alone (``evaluation=False``): no call at start
 
     def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:
         """Stamp the ``context()`` attributes in force, then start the span in each processor."""
@@ -134,7 +136,7 @@ class StampingPipeline(SpanProcessor):
         stamp: _Stamp | None = context.get(_CONTEXT_KEY)  # type: ignore[assignment]
         if stamp is not None and stamp.attributes:
             span.set_attributes(stamp.attributes)
-        for processor in self._processors:
+        for processor in self._starting:
             processor.on_start(span, parent_context=parent_context)
 
     def on_end(self, span: ReadableSpan) -> None:

@@ -405,6 +405,39 @@ def freeze_ended(span: ReadableSpan) -> None:
                 state[name] = tuple(items.__dict__["_dq"])
 
 
+# --- Reading an ended span's sampled flag ----------------------------------------------------------------------
+#
+# The export queue asks every span it is handed whether it is sampled: ``span.context.trace_flags.sampled`` is three
+# Python-level properties (~2.6k instructions on Python 3.11). For the SDK's own span classes, whose ``context`` is the
+# SDK's property over the ``_context`` field, a SpanContext tuple whose item 3 is its trace flags, the queue reads
+# ``span._context[3] & 1`` instead: the same answer, checked here once against the running SDK.
+
+
+def _direct_context_types() -> frozenset[type]:
+    """The SDK span classes whose sampled flag is ``span._context[3] & 1`` (empty when this SDK's shape differs)."""
+    try:
+        import opentelemetry.sdk.trace as sdk_trace
+        from opentelemetry.trace import SpanContext, TraceFlags
+
+        prop = ReadableSpan.__dict__["context"]
+        for flags in (TraceFlags.SAMPLED, TraceFlags.DEFAULT):
+            context = SpanContext(1, 1, False, TraceFlags(flags))
+            probe = ReadableSpan(name="probe", context=context)
+            if probe.__dict__.get("_context") is not context or probe.context is not context:
+                return frozenset()
+            if not isinstance(context, tuple) or context[3] is not context.trace_flags:
+                return frozenset()
+            if bool(context[3] & 1) is not context.trace_flags.sampled:
+                return frozenset()
+    except Exception:
+        return frozenset()
+    kinds = (ReadableSpan, sdk_trace.Span, getattr(sdk_trace, "_Span", None))  # ``_Span``: what the tracer makes
+    return frozenset(kind for kind in kinds if kind is not None and getattr(kind, "context", None) is prop)
+
+
+DIRECT_CONTEXT_TYPES = _direct_context_types()
+"""Span classes whose sampled flag the export queue reads as ``span._context[3] & 1`` (see above)."""
+
 # --- Copying a finished span, building an event -----------------------------------------------------------
 
 # Exactly the fields copy_span writes, and new_event: each fast path is used only when the running SDK's

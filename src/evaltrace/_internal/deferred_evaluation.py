@@ -21,6 +21,7 @@ from evaltrace._internal import forks
 from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.evaluator_registry import registered
 from evaltrace._internal.export_queue import shutdown_downstream
+from evaltrace._internal.forwarding import starting
 
 
 class DeferredEvaluation(SpanProcessor):
@@ -34,6 +35,7 @@ class DeferredEvaluation(SpanProcessor):
     def __init__(self, build: Callable[[], SpanProcessor], downstream: Sequence[SpanProcessor]) -> None:
         self._build = build
         self._downstream = tuple(downstream)
+        self._starting = starting(downstream)  # the export queues do nothing at start: none is called for it
         self._real: SpanProcessor | None = None
         self._lock = threading.Lock()
         self._shutdown = False
@@ -76,7 +78,7 @@ class DeferredEvaluation(SpanProcessor):
         if real is not None:
             real.on_start(span, parent_context=parent_context)
             return
-        for processor in self._downstream:
+        for processor in self._starting:
             try:
                 processor.on_start(span, parent_context=parent_context)
             except Exception:

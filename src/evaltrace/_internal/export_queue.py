@@ -34,11 +34,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from opentelemetry.context import Context
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from evaltrace._internal import forks, semconv
+from evaltrace._internal.deferred_attributes import DIRECT_CONTEXT_TYPES as _DIRECT_CONTEXT
 from evaltrace._internal.episodes import LossEpisode
 from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.tracing import suppress_instrumentation
@@ -207,14 +207,19 @@ class ExportQueue(SpanProcessor):
 
     # --- SpanProcessor (application thread) -----------------------------------------------------------------
 
-    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        """Nothing to do at start."""
+    # No ``on_start``: the base class's does nothing, and the processors that forward starts skip one that does not
+    # override it (``starting``): a call per span start fewer.
 
     def on_end(self, span: ReadableSpan) -> None:
         """Queue ``span``; a queue full (by spans or bytes) or a shut processor drops it, counted by reason."""
-        context = span.context
-        if context is not None and not context.trace_flags.sampled:
-            return
+        if type(span) in _DIRECT_CONTEXT:  # the SDK's spans: the flag read without three Python-level properties
+            context = span._context
+            if context is not None and not context[3] & 1:
+                return
+        else:
+            context = span.context
+            if context is not None and not context.trace_flags.sampled:
+                return
         if self._synchronous:
             if self._shutdown:
                 self._drop(_SHUTDOWN)
