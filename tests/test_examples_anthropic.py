@@ -35,7 +35,7 @@ def test_anthropic_agent_replays_thinking_and_tool_use_and_scores_it(tmp_path: P
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=180,  # seconds: a loaded 2-core CI machine ran this ~6 s example past 60
     )
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr, result.stderr
