@@ -484,12 +484,17 @@ def test_a_limits_clock_that_raises_while_limits_are_set_up_fails_no_set_up_and_
 
 
 def test_configure_with_a_global_rate_limit_whose_clock_raises_exports_every_span_unjudged_and_counted(
-    judge_tracing_defaults: None,
+    judge_tracing_defaults: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``configure()`` with ``limits`` and a ``limits_clock`` that raises returns (it used to raise the clock's
     error into the application); every evaluator is under the global limit, so each span goes out unjudged (no
     verdict: as any span whose evaluators were all refused) with each evaluator counted ``limits_unavailable``, none
     run; once the clock answers, spans are judged again."""
+    from evaltrace import config
+
+    # This handle's global limits must not become the default of later backfills in this process (they read the
+    # handle in force): the previous one is put back at teardown.
+    monkeypatch.setattr(config._state, "handle", config._state.handle)
     clock = FailingClock()
     clock.failing = True
     exporter = InMemorySpanExporter()
@@ -524,3 +529,4 @@ def test_configure_with_a_global_rate_limit_whose_clock_raises_exports_every_spa
     stats = handle.evaluation_processor.stats()
     assert stats["not_evaluated_by_reason"] == {"limits_unavailable": 4}
     assert stats["internal_errors"] == 4
+    handle.shutdown()
