@@ -225,3 +225,31 @@ def test_the_limits_actor_keeps_one_error_per_episode_and_the_line_that_ends_it_
     with pytest.raises(OSError):
         state.charge("costly", 100, 0.001)
     assert [level for level, _ in state.log_lines()] == [logging.ERROR]
+
+
+def test_a_failed_set_up_on_the_actor_refuses_only_evaluators_under_a_rate_or_budget(tmp_path: Path) -> None:
+    """A clock the actor cannot load refuses the evaluators whose limits read it (a rate, a budget window, or a
+    global one of those); one under a concurrency cap alone is admitted, as the local engine admits it (a cap is
+    Ray's lease bookkeeping on the real clock)."""
+    import ray
+
+    from evaltrace.backfill.ray_judging import GateState, LimitsUnavailable
+
+    unloadable = ray.cloudpickle.dumps(FlagClock(tmp_path / "flag"))[:-3]  # truncated: cannot be unpickled
+    state = GateState(
+        None,
+        {
+            "capped": Limits(max_concurrent=1),
+            "rated": Limits(evaluations_per_second=5),
+            "costly": Limits(max_usd_per_day=1.0),
+        },
+        unloadable,
+    )
+    assert state.admit("capped") is None
+    assert state.acquire("capped", 60) is not None and state.acquire("capped", 60) is None  # its cap still holds
+    for name in ("rated", "costly"):
+        with pytest.raises(LimitsUnavailable, match=name):
+            state.admit(name)
+    under_global = GateState(Limits(evaluations_per_second=5), {"capped": Limits(max_concurrent=1)}, unloadable)
+    with pytest.raises(LimitsUnavailable):
+        under_global.admit("capped")

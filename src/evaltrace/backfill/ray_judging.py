@@ -49,6 +49,14 @@ def _limiter_of(name: str) -> str:
     return f"checking or charging the rate limits and budgets of evaluator {name!r} on the cluster's limits actor"
 
 
+def _reads_clock(limits: Limits | None) -> bool:
+    """Whether ``limits`` has a rate limit or a budget window (a concurrency cap alone reads no clock)."""
+    if limits is None:
+        return False
+    windows = (limits.max_tokens_per_hour, limits.max_tokens_per_day, limits.max_usd_per_hour, limits.max_usd_per_day)
+    return limits.evaluations_per_second is not None or any(w is not None for w in windows)
+
+
 class LimitsUnavailable(RuntimeError):
     """The cluster's limits actor could not set up the limits an evaluator is under (the admission is refused)."""
 
@@ -77,8 +85,10 @@ class GateState:
         for name, limits in per_evaluator.items():
             if limits is not None and limits.max_concurrent is not None:
                 self._caps[name] = limits.max_concurrent
+        # Those a failed set-up refuses: under a rate limit or budget (the clock's readers), as on the local engine,
+        # where a concurrency cap alone never reads the clock.
         self._limited = {
-            name for name, limits in per_evaluator.items() if limits is not None or global_limits is not None
+            name for name, limits in per_evaluator.items() if _reads_clock(limits) or _reads_clock(global_limits)
         }
         self._unavailable: Exception | None = None
         # The limiter's failures, logged once per evaluator per episode by the driver (as on the local engine);
