@@ -202,20 +202,50 @@ time.sleep(600)
     assert time.monotonic() - sent < 30  # not the export's 120 s nor the 100 s shutdown deadline
 
 
-def test_an_application_handler_installed_after_configure_runs_once(tmp_path: Path) -> None:
+def test_an_application_handler_installed_after_configure_runs_for_every_sigterm(tmp_path: Path) -> None:
+    # evaltrace wakes the main thread; it never acts on a SIGTERM whose handler is the application's.
     body = """
 import signal
 evaltrace.configure(service_name="exit-test")
-signal.signal(signal.SIGTERM, lambda *a: print("app handler", flush=True) or sys.exit(3))
-print('ready', flush=True)
-time.sleep(60)
+seen = []
+signal.signal(signal.SIGTERM, lambda *a: seen.append(1) or print("app handler", len(seen), flush=True))
+for _ in range(3):
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.3)
+print("still running", flush=True)
 """
+    done = _run(tmp_path, body)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["app handler 1", "app handler 2", "app handler 3", "still running"]
+
+
+def test_a_server_that_hands_sigterm_back_to_evaltraces_handler_exits_cleanly(tmp_path: Path) -> None:
+    # uvicorn's shape: its handler is installed after configure(); once it has stopped serving it puts the
+    # previous handler (evaltrace's) back and raises SIGTERM again, which must be a clean, flushed exit.
+    body = (
+        AGENT
+        + """
+import signal
+stop = []
+previous = signal.signal(signal.SIGTERM, lambda *a: stop.append(1))
+for i in range(10):
+    answer(str(i))
+print('ready', flush=True)
+while not stop:
+    time.sleep(0.05)
+print('server stopped', flush=True)
+signal.signal(signal.SIGTERM, previous)
+signal.raise_signal(signal.SIGTERM)
+print('not reached', flush=True)
+"""
+    )
     with _start(tmp_path, body) as child:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
         child.send_signal(signal.SIGTERM)
         out, err = child.communicate(timeout=60)
-    assert child.returncode == 3, err
-    assert out.strip() == "app handler"
+    assert child.returncode == 143, err
+    assert out.splitlines() == ["server stopped"], out
+    assert len(_scores(tmp_path)) == 20
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork")

@@ -26,11 +26,13 @@ thread. Taken by another thread, it only sets a flag: a main thread blocked in `
 ``Queue.get`` is not woken, and the exit waits until that call returns (seen: the whole 60 s of a sleep, about one
 run in ten on a loaded machine). The :class:`_Forwarder` wakes it: CPython writes the number of every signal it
 catches to the wakeup fd (``signal.set_wakeup_fd``), whichever thread catches it; a watcher thread reads them and,
-for a SIGTERM the main thread has not handled yet, sends SIGTERM to the main thread itself (``pthread_kill``), whose
-blocking call then returns to run the handler. The handler ignores that echo. Masking SIGTERM in evaltrace's
-threads instead would be inherited by every process an evaluator starts (``subprocess``, ``multiprocessing`` spawn),
-which SIGTERM could then never stop. The forwarder stands aside when the wakeup fd belongs to someone else (an
-asyncio loop's signal handlers) and when the application installs its own SIGTERM handler; a forked child has none.
+for a SIGTERM, sends the main thread a real-time signal of its own (``SIGRTMAX``, whose Python handler does nothing).
+The main thread's blocking call then returns to run the handlers of what arrived: the SIGTERM handler runs once, as
+for a SIGTERM the main thread took itself (so a second SIGTERM still kills at once, at kernel level). Masking SIGTERM
+in evaltrace's threads instead would be inherited by every process an evaluator starts (``subprocess``,
+``multiprocessing`` spawn), which SIGTERM could then never stop. The forwarder stands aside when the wakeup fd belongs
+to someone else (an asyncio loop's signal handlers; trio warns about a wakeup fd it finds set, so trio applications
+may prefer ``configure(handle_sigterm=False)``) or when ``SIGRTMAX`` is the application's; a forked child has none.
 """
 
 from __future__ import annotations
@@ -61,7 +63,6 @@ class _Phase:
         self.phase = self.RUNNING
         self.terminated = False  # a SIGTERM arrived once the exit had begun
         self.finishing = False  # _finish() runs the atexit handlers itself
-        self.requested = False  # the handler has run for the first SIGTERM
 
 
 _exit = _Phase()
@@ -142,6 +143,13 @@ def _exit_now() -> None:
     os._exit(SIGTERM_EXIT_CODE)
 
 
+_WAKE: int | None = getattr(signal, "SIGRTMAX", None)  # a real-time signal: no default use, nothing else sends it
+
+
+def _wake(signum: int, frame: FrameType | None) -> None:
+    """The wake-up signal's handler: nothing to do, its arrival already interrupted the main thread's call."""
+
+
 class _Forwarder:
     """Wakes the main thread for a SIGTERM another thread caught (see the module doc); one per process."""
 
@@ -149,13 +157,12 @@ class _Forwarder:
         self.read_fd = -1
         self.write_fd = -1
         self.pid = 0
-        self.lock = threading.Lock()
-        self.echoes = 0  # SIGTERMs we sent the main thread whose wakeup byte is still to come
-        self.received = 0  # SIGTERMs from outside
 
     def start(self) -> None:
-        """Own the wakeup fd and start the watcher (main thread; nothing when the fd is someone else's)."""
-        if self.pid == os.getpid() or not hasattr(signal, "pthread_kill") or sys.platform == "win32":
+        """Own the wakeup fd and start the watcher (main thread; nothing when the fd or the signal is taken)."""
+        if self.pid == os.getpid() or _WAKE is None or not hasattr(signal, "pthread_kill"):
+            return
+        if signal.getsignal(_WAKE) is not signal.SIG_DFL:  # the application's (or a C library's)
             return
         read_fd, write_fd = os.pipe()
         try:
@@ -169,24 +176,13 @@ class _Forwarder:
             os.close(read_fd)
             os.close(write_fd)
             return
+        signal.signal(_WAKE, _wake)
         self.read_fd, self.write_fd, self.pid = read_fd, write_fd, os.getpid()
         main = threading.main_thread().ident
-        threading.Thread(target=self._watch, args=(read_fd, main), name="evaltrace-sigterm", daemon=True).start()
+        threading.Thread(target=self._watch, args=(read_fd, main, _WAKE), name="evaltrace-sigterm", daemon=True).start()
 
-    def owns_wakeup_fd(self) -> bool:
-        """Whether SIGTERMs still reach the watcher (main thread only, from the handler)."""
-        if self.write_fd < 0 or self.pid != os.getpid():
-            return False
-        try:
-            current = signal.set_wakeup_fd(self.write_fd, warn_on_full_buffer=False)
-        except (OSError, ValueError):
-            return False
-        if current != self.write_fd:  # taken over since (an asyncio loop): give it back
-            signal.set_wakeup_fd(current)
-            return False
-        return True
-
-    def _watch(self, read_fd: int, main: int | None) -> None:
+    @staticmethod
+    def _watch(read_fd: int, main: int | None, wake: int) -> None:
         while True:
             try:
                 data = os.read(read_fd, 256)
@@ -194,30 +190,15 @@ class _Forwarder:
                 return
             if not data:
                 return
-            for number in data:
-                if number == signal.SIGTERM:
-                    self._on_sigterm(main)
-
-    def _on_sigterm(self, main: int | None) -> None:
-        with self.lock:
-            if self.echoes:
-                self.echoes -= 1
-                return
-            self.received += 1
-            second = self.received > 1
-            forward = not second and not _exit.requested and signal.getsignal(signal.SIGTERM) is _raise_exit
-            if forward:
-                self.echoes += 1
-        if second:  # a second SIGTERM kills at once, as the sender presumably wants
-            os._exit(SIGTERM_EXIT_CODE)
-        if forward and main is not None:
-            try:
-                signal.pthread_kill(main, signal.SIGTERM)
-            except (OSError, ValueError):  # pragma: no cover - the main thread is gone: the exit is under way
-                pass
+            if signal.SIGTERM in data and main is not None:
+                # Whoever's handler SIGTERM has (ours, the application's), it runs in the main thread only: wake it.
+                try:
+                    signal.pthread_kill(main, wake)
+                except (OSError, ValueError):  # pragma: no cover - the main thread is gone: the exit is under way
+                    return
 
     def after_fork_in_child(self) -> None:
-        # The pipe is shared with the parent, whose watcher would take this process's SIGTERM for its own.
+        # The pipe is shared with the parent: this process's signals must not wake the parent's main thread.
         if self.pid == 0:
             return
         try:
@@ -241,12 +222,8 @@ if hasattr(os, "register_at_fork"):
 
 
 def _raise_exit(signum: int, frame: FrameType | None) -> None:
-    if _exit.requested:  # the forwarder's echo of a SIGTERM handled already (a second one is the forwarder's)
-        return
-    _exit.requested = True
-    if not _forwarder.owns_wakeup_fd():
-        # A second SIGTERM kills at once, as the sender presumably wants (the forwarder does it when it runs).
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # A second SIGTERM kills at once, as the sender presumably wants.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     phase = _exit.phase
     if phase == _Phase.RUNNING:
         raise SystemExit(SIGTERM_EXIT_CODE)
