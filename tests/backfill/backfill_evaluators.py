@@ -113,3 +113,27 @@ class Gated:
         while not os.path.exists(self.gate) and time.monotonic() < deadline:
             time.sleep(0.02)
         return len(trace.output.final_answer or "") < 3
+
+
+@evaltrace.evaluator(name="picky")
+def picky(trace: Trace) -> bool:
+    """Not evaluated (reason ``no reference answer``) on a short answer; pass on the others."""
+    from evaltrace.evaluation.evaluator import SkipEvaluation
+
+    if len(trace.output.final_answer or "") < 3:
+        raise SkipEvaluation("no reference answer")
+    return True
+
+
+class LongSessions:
+    """A session-scope evaluator (``EvaluatorSpec(scope="session")``): not evaluated below 3 turns, else pass."""
+
+    name = "long_sessions"
+    version = None
+
+    def evaluate(self, conversation: Any, case: Any = None) -> bool:
+        from evaltrace.evaluation.evaluator import SkipEvaluation
+
+        if len(conversation.turns) < 3:
+            raise SkipEvaluation("fewer than 3 turns")
+        return True

@@ -15,7 +15,7 @@ from typing import Any
 from evaltrace.cli.traces_query import add_filter_arguments, filter_from_args, is_filtered
 from evaltrace.exceptions import EvaltraceError
 
-__all__ = ["register"]
+__all__ = ["not_evaluated_lines", "register"]
 
 
 def register(subparsers: Any) -> None:
@@ -61,6 +61,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--restart", action="store_true", help="ignore what a killed run finished; start over")
     parser.add_argument("--fail-on-fail", action="store_true", help="exit 1 when any verdict is a fail")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument(
+        "--json", action="store_true", help="print the report as one JSON object (for scripts; no progress bar)"
+    )
     parser.add_argument(
         "--engine",
         choices=("local", "ray"),
@@ -138,7 +141,7 @@ def _run(args: argparse.Namespace, evaluators: list[Any], sinks: Any, config_err
     where = filter_from_args(args) if not args.otlp_json else None
     if args.phoenix and where is not None and where == type(where)():
         where = None
-    with RichProgress(console, enabled=not args.no_progress and not args.dry_run) as progress:
+    with RichProgress(console, enabled=not args.no_progress and not args.dry_run and not args.json) as progress:
         started = [False]
         shown = [0]
 
@@ -200,12 +203,32 @@ def _counted(report: Any) -> str:
     return counted
 
 
+def not_evaluated_lines(by_evaluator: dict[str, dict[str, int]]) -> list[str]:
+    """The not-evaluated evaluations under each evaluator, one line per reason with a count (none: no lines)."""
+    lines: list[str] = []
+    for evaluator, reasons in sorted(by_evaluator.items()):
+        counted = sorted(((r, n) for r, n in reasons.items() if n), key=lambda item: (-item[1], item[0]))
+        if not counted:
+            continue
+        if not lines:
+            lines.append("not evaluated, by evaluator and reason:")
+        lines.append(f"  {evaluator}: {sum(n for _, n in counted)} not_evaluated")
+        lines += [f"    {reason}: {count}" for reason, count in counted]
+    return lines
+
+
 def _report(report: Any, args: argparse.Namespace) -> int:
     if report.traces == 0:
         source = ", ".join(map(str, args.otlp_json)) if args.otlp_json else f"{args.store}"
         if args.phoenix:
             source = f"Phoenix project {args.project!r} at {args.phoenix}"
         return _error(f"no traces in {source} match this selection; nothing to judge")
+    if args.json:
+        import dataclasses
+        import json
+
+        print(json.dumps(dataclasses.asdict(report), sort_keys=True))
+        return _exit_status(report, args)
     counted = _counted(report)
     if report.dry_run:
         print(f"dry run: {counted}, {report.evaluations} evaluation(s) would run")
@@ -221,12 +244,21 @@ def _report(report: Any, args: argparse.Namespace) -> int:
         return 0
     outcomes = ", ".join(f"{count} {outcome}" for outcome, count in sorted(report.outcomes.items())) or "none"
     print(f"{counted}; {report.evaluations} evaluation(s): {outcomes}")
+    for line in not_evaluated_lines(report.not_evaluated_by_evaluator):
+        print(line)
     if report.undelivered:
         print(
             f"undelivered: {report.undelivered} score(s) a sink did not take (dead-lettered, or dropped without a file)"
         )
     if report.resumed:
         print(f"resumed: {report.resumed} trace(s) or session(s) were already judged by the interrupted run")
+    return _exit_status(report, args)
+
+
+def _exit_status(report: Any, args: argparse.Namespace) -> int:
+    """1 when a budget stopped the backfill (said on stderr) or, with ``--fail-on-fail``, a verdict failed."""
+    if report.dry_run:
+        return 0
     if report.stopped is not None:
         print("stopped: a judge budget is spent; run the same command again later to judge the rest", file=sys.stderr)
         return 1

@@ -1,0 +1,122 @@
+"""The backfill report breaks ``not_evaluated`` down by reason, per evaluator (never shown as a pass or a fail).
+
+Real stored traces (the local store's own writer), judged by the real backfill into the real store; the
+refusals come from a real ``LimitGate`` whose ``limits_clock`` raises and from evaluators that raise
+``SkipEvaluation``. The breakdown is checked against the reasons the store holds for the same evaluations.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import evaltrace
+from evaltrace.cli.evaluate import not_evaluated_lines
+from evaltrace.evaluation import EvaluatorSpec
+from evaltrace.evaluation.limits import Limits
+
+from .backfill_evaluators import LongSessions, costly, has_answer, picky
+from .stored import assert_consistent, build_store, stored_reasons
+from .test_backfill_limits import FailingClock
+
+HERE = Path(__file__).resolve().parent
+SRC = Path(evaltrace.__file__).resolve().parent.parent  # the evaltrace these tests import, for the subprocess
+
+
+def test_not_evaluated_is_broken_down_by_reason_per_evaluator_as_the_store_holds_it(tmp_path: Path) -> None:
+    """A failing limiter refuses ``costly`` on 4 traces; ``picky`` skips the 2 short answers.
+
+    The report keeps its totals (6 pass, 6 not evaluated) and says why, per evaluator, with the reasons stored
+    on the evaluation spans; the evaluator that judged everything has no entry.
+    """
+    store = tmp_path / "store"
+    build_store(store, 4)  # traces 1 and 3 answer "ok"
+    spec = EvaluatorSpec(costly, limits=Limits(max_tokens_per_hour=10_000))
+    report = evaltrace.evaluate_traces(
+        [has_answer, picky, spec], store=store, sinks=[], concurrency=2, limits_clock=FailingClock(failing=True)
+    )
+    assert (report.stopped, report.evaluations, report.outcomes) == (None, 12, {"pass": 6, "not_evaluated": 6})
+    assert report.not_evaluated_by_reason == {"limits_unavailable": 4, "no reference answer": 2}
+    assert report.not_evaluated_by_evaluator == {
+        "costly": {"limits_unavailable": 4},
+        "picky": {"no reference answer": 2},
+    }
+    assert_consistent(report)
+    assert report.not_evaluated_by_evaluator == stored_reasons(store)
+
+
+def test_a_backfill_that_judges_everything_has_an_empty_breakdown(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 3)
+    report = evaltrace.evaluate_traces([has_answer], store=store, sinks=[])
+    assert (report.outcomes, report.not_evaluated_by_reason, report.not_evaluated_by_evaluator) == ({"pass": 3}, {}, {})
+    assert not_evaluated_lines(report.not_evaluated_by_evaluator) == []
+
+
+def test_the_breakdown_of_a_trace_pass_and_a_session_pass_is_merged(tmp_path: Path) -> None:
+    """Trace evaluators and a session evaluator run as two passes; the report of both carries both breakdowns."""
+    store = tmp_path / "store"
+    build_store(store, 4, sessions=2)  # sessions s0 and s1, two turns each
+    report = evaltrace.evaluate_traces([picky, EvaluatorSpec(LongSessions(), scope="session")], store=store, sinks=[])
+    assert report.scopes == ["trace", "session"]
+    assert report.outcomes == {"pass": 2, "not_evaluated": 4}
+    assert report.not_evaluated_by_evaluator == {
+        "long_sessions": {"fewer than 3 turns": 2},
+        "picky": {"no reference answer": 2},
+    }
+    assert report.not_evaluated_by_reason == {"fewer than 3 turns": 2, "no reference answer": 2}
+    assert_consistent(report)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE)])}
+    command = [sys.executable, "-c", "import sys; from evaltrace.cli import main; sys.exit(main())", *args]
+    return subprocess.run(command, env=environment, capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_evaluate_prints_one_line_per_reason_under_each_evaluator_and_json_for_scripts(tmp_path: Path) -> None:
+    """The summary line is unchanged; below it, the not-evaluated evaluators (only those with a count), one line
+    per reason. ``--json`` prints the report with the ``not_evaluated_by_reason`` mapping."""
+    store = tmp_path / "store"
+    build_store(store, 4)
+    evaluators = ("-e", "backfill_evaluators:picky", "-e", "backfill_evaluators:has_answer")
+    shown = _cli("evaluate", "--store", str(store), *evaluators, "--no-progress")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == [
+        "4 trace(s) selected: 4 span(s); 8 evaluation(s): 2 not_evaluated, 6 pass",
+        "not evaluated, by evaluator and reason:",
+        "  picky: 2 not_evaluated",
+        "    no reference answer: 2",
+    ]
+    printed = _cli("evaluate", "--store", str(store), *evaluators, "--json", "--restart")
+    assert printed.returncode == 0, printed.stderr
+    data = json.loads(printed.stdout)
+    assert (data["evaluations"], data["outcomes"]) == (8, {"not_evaluated": 2, "pass": 6})
+    assert data["not_evaluated_by_reason"] == {"no reference answer": 2}
+    assert data["not_evaluated_by_evaluator"] == {"picky": {"no reference answer": 2}}
+    assert (data["traces"], data["spans"], data["stopped"], data["dry_run"]) == (4, 4, None, False)
+
+
+def test_json_keeps_the_exit_status_of_a_failed_verdict(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    build_store(store, 4)
+    printed = _cli(
+        "evaluate", "--store", str(store), "-e", "backfill_evaluators:short_answer", "--json", "--fail-on-fail"
+    )
+    assert printed.returncode == 1
+    assert json.loads(printed.stdout)["outcomes"] == {"fail": 2, "pass": 2}
+
+
+def test_the_lines_show_only_reasons_with_a_count_most_frequent_first() -> None:
+    lines = not_evaluated_lines({"b": {"x": 1, "y": 3, "z": 0}, "a": {"q": 0}, "c": {"r": 2}})
+    assert lines == [
+        "not evaluated, by evaluator and reason:",
+        "  b: 4 not_evaluated",
+        "    y: 3",
+        "    x: 1",
+        "  c: 2 not_evaluated",
+        "    r: 2",
+    ]
