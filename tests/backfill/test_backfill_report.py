@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import evaltrace
-from evaltrace.cli.evaluate import not_evaluated_lines
+from evaltrace.cli.evaluate import not_evaluated_reason_lines
 from evaltrace.evaluation import EvaluatorSpec
 from evaltrace.evaluation.limits import Limits
 
@@ -53,7 +53,7 @@ def test_a_backfill_that_judges_everything_has_an_empty_breakdown(tmp_path: Path
     build_store(store, 3)
     report = evaltrace.evaluate_traces([has_answer], store=store, sinks=[])
     assert (report.outcomes, report.not_evaluated_by_reason, report.not_evaluated_by_evaluator) == ({"pass": 3}, {}, {})
-    assert not_evaluated_lines(report.not_evaluated_by_evaluator) == []
+    assert not_evaluated_reason_lines(report.not_evaluated_by_evaluator) == []
 
 
 def test_the_breakdown_of_a_trace_pass_and_a_session_pass_is_merged(tmp_path: Path) -> None:
@@ -111,7 +111,7 @@ def test_json_keeps_the_exit_status_of_a_failed_verdict(tmp_path: Path) -> None:
 
 
 def test_the_lines_show_only_reasons_with_a_count_most_frequent_first() -> None:
-    lines = not_evaluated_lines({"b": {"x": 1, "y": 3, "z": 0}, "a": {"q": 0}, "c": {"r": 2}})
+    lines = not_evaluated_reason_lines({"b": {"x": 1, "y": 3, "z": 0}, "a": {"q": 0}, "c": {"r": 2}})
     assert lines == [
         "not evaluated, by evaluator and reason:",
         "  b: 4 not_evaluated",

@@ -15,7 +15,7 @@ from typing import Any
 from evaltrace.cli.traces_query import add_filter_arguments, filter_from_args, is_filtered
 from evaltrace.exceptions import EvaltraceError
 
-__all__ = ["not_evaluated_lines", "register"]
+__all__ = ["not_evaluated_reason_lines", "register"]
 
 
 def register(subparsers: Any) -> None:
@@ -203,7 +203,7 @@ def _counted(report: Any) -> str:
     return counted
 
 
-def not_evaluated_lines(by_evaluator: dict[str, dict[str, int]]) -> list[str]:
+def not_evaluated_reason_lines(by_evaluator: dict[str, dict[str, int]]) -> list[str]:
     """The not-evaluated evaluations under each evaluator, one line per reason with a count (none: no lines)."""
     lines: list[str] = []
     for evaluator, reasons in sorted(by_evaluator.items()):
@@ -244,7 +244,7 @@ def _report(report: Any, args: argparse.Namespace) -> int:
         return 0
     outcomes = ", ".join(f"{count} {outcome}" for outcome, count in sorted(report.outcomes.items())) or "none"
     print(f"{counted}; {report.evaluations} evaluation(s): {outcomes}")
-    for line in not_evaluated_lines(report.not_evaluated_by_evaluator):
+    for line in not_evaluated_reason_lines(report.not_evaluated_by_evaluator):
         print(line)
     if report.undelivered:
         print(
