@@ -7,19 +7,23 @@ refusals come from a real ``LimitGate`` whose ``limits_clock`` raises and from e
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import evaltrace
 from evaltrace.cli.evaluate import not_evaluated_reason_lines
-from evaltrace.evaluation import EvaluatorSpec
+from evaltrace.evaluation import EvaluatorSpec, JsonlScoreSink
 from evaltrace.evaluation.limits import Limits
+from evaltrace.schema import ScoreConfig
 
 from .backfill_evaluators import LongSessions, costly, has_answer, picky
-from .stored import assert_consistent, build_store, stored_reasons
+from .stored import assert_consistent, build_store, evaluation_spans, stored_reasons
 from .test_backfill_limits import FailingClock
 
 HERE = Path(__file__).resolve().parent
@@ -119,4 +123,34 @@ def test_the_lines_show_only_reasons_with_a_count_most_frequent_first() -> None:
         "    x: 1",
         "  c: 2 not_evaluated",
         "    r: 2",
+    ]
+
+
+def test_verdicts_whose_score_a_score_config_refuses_are_counted_rejected(tmp_path: Path) -> None:
+    """The verdicts stand (counted, stored on their evaluation spans); the scores an archived ScoreConfig refuses
+    are not sent, and the report counts them instead of losing them with only a log line."""
+    store = tmp_path / "store"
+    build_store(store, 3)
+    archived = ScoreConfig(name="has_answer", data_type="BOOLEAN").archive()
+    sink = tmp_path / "scores.jsonl"
+    report = evaltrace.evaluate_traces(
+        [EvaluatorSpec(has_answer, config=archived), picky], store=store, sinks=[JsonlScoreSink(sink)]
+    )
+    assert (report.outcomes, report.scores_rejected) == ({"pass": 5, "not_evaluated": 1}, 3)
+    assert [json.loads(line)["name"] for line in sink.read_text().splitlines()] == [
+        "picky"
+    ] * 2  # traces 0 and 2 (trace 1 answers "ok": not evaluated, no score)
+    assert [row[:2] for row in evaluation_spans(store) if row[0] == "has_answer"] == [("has_answer", "pass")] * 3
+
+
+def test_evaluate_prints_the_rejected_scores(capsys: pytest.CaptureFixture[str]) -> None:
+    from evaltrace.backfill import BackfillReport
+    from evaltrace.cli.evaluate import _report
+
+    report = BackfillReport(traces=3, spans=3, evaluations=3, outcomes={"pass": 3}, scores_rejected=3, scopes=["trace"])
+    args = argparse.Namespace(json=False, fail_on_fail=False)
+    assert _report(report, args) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "3 trace(s) selected: 3 span(s); 3 evaluation(s): 3 pass",
+        "rejected: 3 score(s) their evaluator's ScoreConfig refused (not sent; see the warnings)",
     ]

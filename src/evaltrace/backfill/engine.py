@@ -27,7 +27,7 @@ from evaltrace.backfill.checkpoint import Checkpoint, describe_options
 from evaltrace.backfill.results import result_score, result_span
 from evaltrace.backfill.sources import TraceSource, session_of
 from evaltrace.backfill.units import Target, Unit, session_unit, trace_unit
-from evaltrace.evaluation.convert import capped, result_outcome
+from evaltrace.evaluation.convert import JUDGED, capped, result_outcome
 from evaltrace.evaluation.evaluator import EvaluatorSpec
 from evaltrace.evaluation.limits import OVER_BUDGET, RATE_LIMITED, LimitGate
 from evaltrace.evaluation.runner import RunOptions, arun_evaluator, is_async_evaluator, skipped_result
@@ -80,6 +80,8 @@ class BackfillReport:
             evaluator's own, e.g. ``no_answer``); its counts sum to ``outcomes["not_evaluated"]``.
         not_evaluated_by_evaluator: The same per evaluator: ``{evaluator: {reason: count}}``, only the evaluators
             (and reasons) with a count.
+        scores_rejected: Verdicts whose score the evaluator's ScoreConfig refused (each logged): not sent to the
+            sinks, nor stored as a session score; a span or trace verdict is still stored on its evaluation span.
         resumed: Units (traces or sessions) skipped because a killed run had finished them already.
         without_session: Traces skipped at session scope because they carry no ``session.id``.
         stopped: Why the backfill stopped early (``over_budget``), None when it finished.
@@ -111,6 +113,7 @@ class BackfillReport:
     estimated_input_tokens: int = 0
     not_evaluated_by_reason: dict[str, int] = field(default_factory=dict)
     not_evaluated_by_evaluator: dict[str, dict[str, int]] = field(default_factory=dict)
+    scores_rejected: int = 0
 
     @property
     def failed(self) -> int:
@@ -146,6 +149,7 @@ def merge_reports(reports: Sequence[BackfillReport], scopes: Sequence[str]) -> B
         merged.resumed += r.resumed
         merged.without_session += r.without_session
         merged.undelivered += r.undelivered
+        merged.scores_rejected += r.scores_rejected
         merged.estimated_judge_calls += r.estimated_judge_calls
         merged.estimated_input_tokens += r.estimated_input_tokens
         merged.stopped = merged.stopped or r.stopped
@@ -332,6 +336,8 @@ def record_unit(
         score = result_score(target, scope, spec, result)
         if score is not None:
             done.scores.append(score)
+        elif outcome in JUDGED:  # a verdict whose score its ScoreConfig refused (logged by result_score): counted
+            report.scores_rejected += 1
     if complete:
         done.finished.append(unit.key)
     else:

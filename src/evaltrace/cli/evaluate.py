@@ -250,6 +250,11 @@ def _report(report: Any, args: argparse.Namespace) -> int:
         print(
             f"undelivered: {report.undelivered} score(s) a sink did not take (dead-lettered, or dropped without a file)"
         )
+    if report.scores_rejected:
+        print(
+            f"rejected: {report.scores_rejected} score(s) their evaluator's ScoreConfig refused (not sent; see the"
+            " warnings)"
+        )
     if report.resumed:
         print(f"resumed: {report.resumed} trace(s) or session(s) were already judged by the interrupted run")
     return _exit_status(report, args)
