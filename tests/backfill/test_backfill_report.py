@@ -154,3 +154,9 @@ def test_evaluate_prints_the_rejected_scores(capsys: pytest.CaptureFixture[str])
         "3 trace(s) selected: 3 span(s); 3 evaluation(s): 3 pass",
         "rejected: 3 score(s) their evaluator's ScoreConfig refused (not sent; see the warnings)",
     ]
+
+
+def test_a_reason_quoting_recorded_text_is_printed_inert_on_one_line() -> None:
+    (_, _, line) = not_evaluated_reason_lines({"judge": {"answer was \x1b]8;;http://x\x07here\x1b]8;;\x07\nnext": 1}})
+    assert "\x1b" not in line and "\x07" not in line and "\n" not in line
+    assert line.startswith("    answer was \\x1b]8;;http://x")

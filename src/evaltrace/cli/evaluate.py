@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from evaltrace.cli._untrusted import clean
 from evaltrace.cli.traces_query import add_filter_arguments, filter_from_args, is_filtered
 from evaltrace.exceptions import EvaltraceError
 
@@ -212,8 +213,9 @@ def not_evaluated_reason_lines(by_evaluator: dict[str, dict[str, int]]) -> list[
             continue
         if not lines:
             lines.append("not evaluated, by evaluator and reason:")
-        lines.append(f"  {evaluator}: {sum(n for _, n in counted)} not_evaluated")
-        lines += [f"    {reason}: {count}" for reason, count in counted]
+        # An evaluator's reason may quote what it judged: shown inert (control characters escaped), on one line.
+        lines.append(f"  {clean(evaluator, single_line=True)}: {sum(n for _, n in counted)} not_evaluated")
+        lines += [f"    {clean(reason, single_line=True)}: {count}" for reason, count in counted]
     return lines
 
 
