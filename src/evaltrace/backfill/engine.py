@@ -52,7 +52,6 @@ __all__ = [
     "merge_reports",
     "record_unit",
     "run_backfill",
-    "skip_reason",
     "units_of",
 ]
 
@@ -120,16 +119,18 @@ class BackfillReport:
         """Evaluations whose verdict was a fail."""
         return self.outcomes.get("fail", 0)
 
-    def count_not_evaluated(self, evaluator: str, reason: str, count: int = 1) -> None:
-        """Add ``count`` evaluations of ``evaluator`` not evaluated for ``reason`` to both breakdowns."""
-        self.not_evaluated_by_reason[reason] = self.not_evaluated_by_reason.get(reason, 0) + count
-        reasons = self.not_evaluated_by_evaluator.setdefault(evaluator, {})
-        reasons[reason] = reasons.get(reason, 0) + count
+
+def _count_not_evaluated(report: BackfillReport, evaluator: str, reason: str, count: int = 1) -> None:
+    """Add ``count`` evaluations of ``evaluator`` not evaluated for ``reason`` to both breakdowns of ``report``."""
+    report.not_evaluated_by_reason[reason] = report.not_evaluated_by_reason.get(reason, 0) + count
+    reasons = report.not_evaluated_by_evaluator.setdefault(evaluator, {})
+    reasons[reason] = reasons.get(reason, 0) + count
 
 
-def skip_reason(result: EvaluationResult) -> str:
+def _skip_reason(result: EvaluationResult) -> str:
     """The reason a not-evaluated ``result`` is counted under: the one its evaluation span stores.
 
+    Capped as the span caps it (``max_attribute_length``), so no report key is longer than a stored reason;
     ``skipped`` for a result without one (an evaluator's own ``status="skipped"`` result with no reason), as the
     run summaries count it.
     """
@@ -157,7 +158,7 @@ def merge_reports(reports: Sequence[BackfillReport], scopes: Sequence[str]) -> B
             merged.outcomes[outcome] = merged.outcomes.get(outcome, 0) + count
         for evaluator, reasons in r.not_evaluated_by_evaluator.items():
             for reason, count in reasons.items():
-                merged.count_not_evaluated(evaluator, reason, count)
+                _count_not_evaluated(merged, evaluator, reason, count)
         merged.judge_models += [m for m in r.judge_models if m not in merged.judge_models]
         merged.unpriced_models += [m for m in r.unpriced_models if m not in merged.unpriced_models]
     costs = [r.estimated_cost_usd for r in reports if r.estimated_cost_usd is not None]
@@ -329,7 +330,7 @@ def record_unit(
         outcome = result_outcome(result)
         report.outcomes[outcome] = report.outcomes.get(outcome, 0) + 1
         if outcome == semconv.OUTCOME_NOT_EVALUATED:  # the Ray engine's answers are counted here too
-            report.count_not_evaluated(result.evaluator, skip_reason(result))
+            _count_not_evaluated(report, result.evaluator, _skip_reason(result))
         span = result_span(target, scope, result)
         if span is not None:
             done.spans.append(span)
