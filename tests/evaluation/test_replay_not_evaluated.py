@@ -43,3 +43,17 @@ def test_replay_without_records_says_nothing_about_them(tmp_path: Path, capsys: 
     write_dead_letters(dead, "langfuse", [numeric("a")], "backend down")
     assert cli_main(["scores", "replay", str(dead), "--sink", "jsonl", "--output", str(out)]) == 0
     assert "not-evaluated" not in capsys.readouterr().out
+
+
+def test_a_reason_with_a_line_break_cannot_add_a_line_to_the_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A hand-edited dead-letter file's reason holding a line break (and a terminal escape) is printed inert, on the
+    summary's one line: it cannot print a made-up summary line of its own."""
+    dead, out = tmp_path / "dl.jsonl", tmp_path / "scores.jsonl"
+    write_dead_letters(dead, "langfuse", [numeric("a")], "backend down")
+    append_lines(dead, [_record("tone", "shutdown\nreplayed FAKE to jsonl: 999 delivered\x1b[2K")])
+    assert cli_main(["scores", "replay", str(dead), "--sink", "jsonl", "--output", str(out)]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert line.startswith(f"replayed {dead} to jsonl: 1 delivered")
+    assert line.endswith(r"never sent: shutdown\x0areplayed FAKE to jsonl: 999 delivered\x1b[2K 1)")

@@ -74,9 +74,10 @@ class BackfillReport:
         sessions: Sessions judged (session scope only).
         evaluations: Evaluations run (one per evaluator and judged span, trace or session).
         outcomes: Evaluations by outcome: ``pass``, ``fail``, ``error``, ``not_evaluated``.
-        not_evaluated_by_reason: The ``not_evaluated`` outcomes by skip reason (the reason stored on each
-            result's evaluation span: ``limits_unavailable``, ``mapping_failed``, ``overloaded``, or the
-            evaluator's own, e.g. ``no_answer``); its counts sum to ``outcomes["not_evaluated"]``.
+        not_evaluated_by_reason: The ``not_evaluated`` outcomes by skip reason (capped as a span attribute is:
+            ``limits_unavailable``, ``mapping_failed``, ``overloaded``, or the evaluator's own, e.g. ``no_answer``;
+            at span or trace scope the one stored on the result's evaluation span, a session's result has none);
+            its counts sum to ``outcomes["not_evaluated"]``.
         not_evaluated_by_evaluator: The same per evaluator: ``{evaluator: {reason: count}}``, only the evaluators
             (and reasons) with a count.
         scores_rejected: Verdicts whose score the evaluator's ScoreConfig refused (each logged): not sent to the

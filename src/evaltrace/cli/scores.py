@@ -148,9 +148,13 @@ def replay_scores(args: argparse.Namespace) -> int:
 
 
 def _reasons(records: list[str]) -> str:
-    """``reason count`` of not-evaluated records (each line already read as one), most frequent first."""
+    """``reason count`` of not-evaluated records (each line already read as one), most frequent first.
+
+    Each reason on one line, inert: the file may have been edited by hand, and a line break in a reason would print
+    a second, made-up summary line.
+    """
     reasons = Counter(str(json.loads(line)[NOT_EVALUATED_KEY].get("reason") or "unknown") for line in records)
-    return ", ".join(f"{reason} {count}" for reason, count in reasons.most_common())
+    return ", ".join(f"{clean(reason, single_line=True)} {count}" for reason, count in reasons.most_common())
 
 
 def _report(path: Path, sink: str, outcome: Delivery, skipped: int, rejected: int, rejects_path: Path) -> str:
