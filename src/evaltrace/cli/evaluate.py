@@ -64,7 +64,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--fail-on-fail", action="store_true", help="exit 1 when any verdict is a fail")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument(
-        "--json", action="store_true", help="print the report as one JSON object (for scripts; no progress bar)"
+        "--json",
+        action="store_true",
+        help='for scripts: stdout is the report as one JSON object, or {"error": ...}; all else goes to stderr',
     )
     parser.add_argument(
         "--engine",
@@ -132,6 +134,7 @@ def evaluate_command(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace, write_json: Callable[[str], None]) -> int:
+    """Check the flags, load the evaluators, run the backfill and print its report (``write_json`` with --json)."""
     from evaltrace.cli.evaluate_entries import EntryError, load_entries
     from evaltrace.exceptions import ConfigError
     from evaltrace.exporters.store_db import StoreError
