@@ -113,3 +113,60 @@ class Gated:
         while not os.path.exists(self.gate) and time.monotonic() < deadline:
             time.sleep(0.02)
         return len(trace.output.final_answer or "") < 3
+
+
+@evaltrace.evaluator(name="picky")
+def picky(trace: Trace) -> bool:
+    """Not evaluated (reason ``no reference answer``) on a short answer; pass on the others."""
+    from evaltrace.evaluation.evaluator import SkipEvaluation
+
+    if len(trace.output.final_answer or "") < 3:
+        raise SkipEvaluation("no reference answer")
+    return True
+
+
+class LongSessions:
+    """A session-scope evaluator (``EvaluatorSpec(scope="session")``): not evaluated below 3 turns, else pass."""
+
+    name = "long_sessions"
+    version = None
+
+    def evaluate(self, conversation: Any, case: Any = None) -> bool:
+        from evaltrace.evaluation.evaluator import SkipEvaluation
+
+        if len(conversation.turns) < 3:
+            raise SkipEvaluation("fewer than 3 turns")
+        return True
+
+
+@evaltrace.evaluator(name="noisy")
+def noisy(trace: Trace) -> bool:
+    """``print`` a debugging line (as any evaluator or library may), then judge as ``short_answer``."""
+    print(f"noisy: judging {trace.extra['trace_id']}")
+    return len(trace.output.final_answer or "") < 3
+
+
+@evaltrace.evaluator(name="fd_writer")
+def fd_writer(trace: Trace) -> bool:
+    """Write to file descriptor 1 directly (as C code or a child process does), then pass."""
+    os.write(1, f"fd_writer: judging {trace.extra['trace_id']}\n".encode())
+    return True
+
+
+@evaltrace.evaluator(name="one_reason_each")
+def one_reason_each(trace: Trace) -> bool:
+    """Not evaluated with a reason naming the trace (as many reasons as traces), except on the short answers."""
+    from evaltrace.evaluation.evaluator import SkipEvaluation
+
+    answer = trace.output.final_answer or ""
+    if len(answer) < 3:
+        raise SkipEvaluation("answer too short")
+    raise SkipEvaluation(f"no reference for {answer!r}")
+
+
+@evaltrace.evaluator(name="long_reason")
+def long_reason(trace: Trace) -> bool:
+    """Not evaluated with a reason of 100 000 characters (an evaluator quoting a whole document)."""
+    from evaltrace.evaluation.evaluator import SkipEvaluation
+
+    raise SkipEvaluation("x" * 100_000)

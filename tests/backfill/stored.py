@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -12,6 +14,9 @@ from opentelemetry.trace import set_span_in_context
 
 from evaltrace.exporters import LocalStoreExporter
 from evaltrace.exporters.store_db import DB_NAME
+
+if TYPE_CHECKING:
+    from evaltrace.backfill import BackfillReport
 
 
 def agent_spans(count: int, sessions: int = 0, resource: dict[str, str] | None = None) -> list[ReadableSpan]:
@@ -61,3 +66,26 @@ def evaluation_spans(store: Path) -> list[tuple[object, ...]]:
         for attributes, status in rows
         if attributes.get("evaltrace.span.kind") == "evaluation"
     )
+
+
+def stored_reasons(store: Path) -> dict[str, dict[str, int]]:
+    """``{evaluator: {reason: count}}`` of the not-evaluated results the store holds (their evaluation spans)."""
+    counts: Counter[tuple[str, str]] = Counter()
+    for name, label, explanation, _ in evaluation_spans(store):
+        if label == "not_evaluated":
+            counts[(str(name), str(explanation))] += 1
+    by_evaluator: dict[str, dict[str, int]] = {}
+    for (name, reason), count in counts.items():
+        by_evaluator.setdefault(name, {})[reason] = count
+    return by_evaluator
+
+
+def assert_consistent(report: BackfillReport) -> None:
+    """Both breakdowns sum to the ``not_evaluated`` outcome, and the total one is the per-evaluator one summed."""
+    total = report.outcomes.get("not_evaluated", 0)
+    assert sum(report.not_evaluated_by_reason.values()) == total
+    assert sum(sum(r.values()) for r in report.not_evaluated_by_evaluator.values()) == total
+    summed: Counter[str] = Counter()
+    for reasons in report.not_evaluated_by_evaluator.values():
+        summed.update(reasons)
+    assert dict(summed) == report.not_evaluated_by_reason

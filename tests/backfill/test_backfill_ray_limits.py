@@ -27,8 +27,8 @@ from evaltrace.exporters.store_db import DB_NAME
 from evaltrace.schema import Trace
 from ray_cluster import two_node_cluster
 
-from .backfill_evaluators import costly, has_answer
-from .stored import build_store, evaluation_spans
+from .backfill_evaluators import costly, has_answer, picky
+from .stored import assert_consistent, build_store, evaluation_spans, stored_reasons
 
 # One worker runs every Ray module, one cluster at a time (pyproject: --dist loadgroup).
 pytestmark = pytest.mark.xdist_group("ray")
@@ -102,6 +102,39 @@ def test_a_limiter_that_fails_on_the_cluster_refuses_only_its_evaluator(
     assert report.outcomes == {"pass": 3, "not_evaluated": 3}
     assert _evals(store) == [("costly", "not_evaluated", 3), ("has_answer", "pass", 3)]
     assert _limits_unavailable(store) == 3
+
+
+def test_the_ray_report_breaks_not_evaluated_down_by_reason_as_the_local_one(
+    cluster: tuple[Any, Any], tmp_path: Path
+) -> None:
+    """The Ray tasks' answers are counted by reason on the driver: ``costly`` refused by the cluster's failing
+    limiter on each trace, ``picky`` skipping the short answers; the breakdown is the local engine's for the same
+    traces and evaluators, sums to ``not_evaluated``, and is what the store holds."""
+    flag = tmp_path / "clock-fails"
+    flag.touch()
+    spec = EvaluatorSpec(costly, limits=Limits(max_tokens_per_hour=10_000))
+    reports = {}
+    for engine in ("local", "ray"):
+        store = tmp_path / engine
+        build_store(store, 4)  # traces 1 and 3 answer "ok"
+        reports[engine] = evaltrace.evaluate_traces(
+            [has_answer, picky, spec], store=store, sinks=[], engine=engine, concurrency=2, limits_clock=FlagClock(flag)
+        )
+        assert reports[engine].not_evaluated_by_evaluator == stored_reasons(store)
+    on_ray = reports["ray"]
+    assert (on_ray.stopped, on_ray.evaluations, on_ray.outcomes) == (None, 12, {"pass": 6, "not_evaluated": 6})
+    assert on_ray.not_evaluated_by_evaluator == {
+        "costly": {"limits_unavailable": 4},
+        "picky": {"no reference answer": 2},
+    }
+    assert on_ray.not_evaluated_by_reason == {"limits_unavailable": 4, "no reference answer": 2}
+    assert_consistent(on_ray)
+    local = reports["local"]
+    assert (local.outcomes, local.not_evaluated_by_reason, local.not_evaluated_by_evaluator) == (
+        on_ray.outcomes,
+        on_ray.not_evaluated_by_reason,
+        on_ray.not_evaluated_by_evaluator,
+    )
 
 
 def test_a_verdict_stands_on_the_cluster_when_charging_its_spend_fails(

@@ -27,7 +27,7 @@ from evaltrace.backfill.checkpoint import Checkpoint, describe_options
 from evaltrace.backfill.results import result_score, result_span
 from evaltrace.backfill.sources import TraceSource, session_of
 from evaltrace.backfill.units import Target, Unit, session_unit, trace_unit
-from evaltrace.evaluation.convert import result_outcome
+from evaltrace.evaluation.convert import JUDGED, capped, result_outcome
 from evaltrace.evaluation.evaluator import EvaluatorSpec
 from evaltrace.evaluation.limits import OVER_BUDGET, RATE_LIMITED, LimitGate
 from evaltrace.evaluation.runner import RunOptions, arun_evaluator, is_async_evaluator, skipped_result
@@ -74,6 +74,14 @@ class BackfillReport:
         sessions: Sessions judged (session scope only).
         evaluations: Evaluations run (one per evaluator and judged span, trace or session).
         outcomes: Evaluations by outcome: ``pass``, ``fail``, ``error``, ``not_evaluated``.
+        not_evaluated_by_reason: The ``not_evaluated`` outcomes by skip reason (capped as a span attribute is:
+            ``limits_unavailable``, ``mapping_failed``, ``overloaded``, or the evaluator's own, e.g. ``no_answer``;
+            at span or trace scope the one stored on the result's evaluation span, a session's result has none);
+            its counts sum to ``outcomes["not_evaluated"]``.
+        not_evaluated_by_evaluator: The same per evaluator: ``{evaluator: {reason: count}}``, only the evaluators
+            (and reasons) with a count.
+        scores_rejected: Verdicts whose score the evaluator's ScoreConfig refused (each logged): not sent to the
+            sinks, nor stored as a session score; a span or trace verdict is still stored on its evaluation span.
         resumed: Units (traces or sessions) skipped because a killed run had finished them already.
         without_session: Traces skipped at session scope because they carry no ``session.id``.
         stopped: Why the backfill stopped early (``over_budget``), None when it finished.
@@ -103,11 +111,31 @@ class BackfillReport:
     scopes: list[str] = field(default_factory=list)
     estimated_judge_calls: int = 0
     estimated_input_tokens: int = 0
+    not_evaluated_by_reason: dict[str, int] = field(default_factory=dict)
+    not_evaluated_by_evaluator: dict[str, dict[str, int]] = field(default_factory=dict)
+    scores_rejected: int = 0
 
     @property
     def failed(self) -> int:
         """Evaluations whose verdict was a fail."""
         return self.outcomes.get("fail", 0)
+
+
+def _count_not_evaluated(report: BackfillReport, evaluator: str, reason: str, count: int = 1) -> None:
+    """Add ``count`` evaluations of ``evaluator`` not evaluated for ``reason`` to both breakdowns of ``report``."""
+    report.not_evaluated_by_reason[reason] = report.not_evaluated_by_reason.get(reason, 0) + count
+    reasons = report.not_evaluated_by_evaluator.setdefault(evaluator, {})
+    reasons[reason] = reasons.get(reason, 0) + count
+
+
+def _skip_reason(result: EvaluationResult) -> str:
+    """The reason a not-evaluated ``result`` is counted under: the one its evaluation span stores.
+
+    Capped as the span caps it (``max_attribute_length``), so no report key is longer than a stored reason;
+    ``skipped`` for a result without one (an evaluator's own ``status="skipped"`` result with no reason), as the
+    run summaries count it.
+    """
+    return capped(result.reason) if result.reason else semconv.EVAL_LABEL_SKIPPED
 
 
 def merge_reports(reports: Sequence[BackfillReport], scopes: Sequence[str]) -> BackfillReport:
@@ -123,11 +151,15 @@ def merge_reports(reports: Sequence[BackfillReport], scopes: Sequence[str]) -> B
         merged.resumed += r.resumed
         merged.without_session += r.without_session
         merged.undelivered += r.undelivered
+        merged.scores_rejected += r.scores_rejected
         merged.estimated_judge_calls += r.estimated_judge_calls
         merged.estimated_input_tokens += r.estimated_input_tokens
         merged.stopped = merged.stopped or r.stopped
         for outcome, count in r.outcomes.items():
             merged.outcomes[outcome] = merged.outcomes.get(outcome, 0) + count
+        for evaluator, reasons in r.not_evaluated_by_evaluator.items():
+            for reason, count in reasons.items():
+                _count_not_evaluated(merged, evaluator, reason, count)
         merged.judge_models += [m for m in r.judge_models if m not in merged.judge_models]
         merged.unpriced_models += [m for m in r.unpriced_models if m not in merged.unpriced_models]
     costs = [r.estimated_cost_usd for r in reports if r.estimated_cost_usd is not None]
@@ -298,12 +330,16 @@ def record_unit(
         report.evaluations += 1
         outcome = result_outcome(result)
         report.outcomes[outcome] = report.outcomes.get(outcome, 0) + 1
+        if outcome == semconv.OUTCOME_NOT_EVALUATED:  # the Ray engine's answers are counted here too
+            _count_not_evaluated(report, result.evaluator, _skip_reason(result))
         span = result_span(target, scope, result)
         if span is not None:
             done.spans.append(span)
         score = result_score(target, scope, spec, result)
         if score is not None:
             done.scores.append(score)
+        elif outcome in JUDGED:  # a verdict whose score its ScoreConfig refused (logged by result_score): counted
+            report.scores_rejected += 1
     if complete:
         done.finished.append(unit.key)
     else:

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from evaltrace.cli._untrusted import clean
 from evaltrace.cli.traces_query import add_filter_arguments, filter_from_args, is_filtered
 from evaltrace.exceptions import EvaltraceError
 
-__all__ = ["register"]
+__all__ = ["not_evaluated_reason_lines", "register"]
 
 
 def register(subparsers: Any) -> None:
@@ -62,6 +64,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--fail-on-fail", action="store_true", help="exit 1 when any verdict is a fail")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument(
+        "--json",
+        action="store_true",
+        help='for scripts: stdout is the report as one JSON object, or {"error": ...}; all else goes to stderr',
+    )
+    parser.add_argument(
         "--engine",
         choices=("local", "ray"),
         default="local",
@@ -73,9 +80,14 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=evaluate_command)
 
 
-def _error(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
+class _Failed(Exception):
+    """The run ends without a report: ``message`` goes to stderr (and, with ``--json``, stdout), exit ``status``."""
+
+    def __init__(self, message: str, status: int = 2, *, label: str = "error: ") -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.line = f"{label}{message}"  # what stderr shows
 
 
 def _selection_key(args: argparse.Namespace) -> str:
@@ -96,27 +108,53 @@ def _selection_key(args: argparse.Namespace) -> str:
 
 
 def evaluate_command(args: argparse.Namespace) -> int:
-    """Run the backfill the flags describe."""
+    """Run the backfill the flags describe.
+
+    With ``--json`` stdout holds exactly one JSON object: the report, or ``{"error": "..."}`` when the run ends
+    without one (the message is on stderr too, the exit status the same). Whatever else is written to stdout
+    meanwhile (an evaluator's ``print``, a C library's output) goes to stderr.
+    """
+    if not args.json:
+        try:
+            return _evaluate(args, print)
+        except _Failed as exc:
+            print(exc.line, file=sys.stderr)
+            return exc.status
+    import json
+
+    from evaltrace.cli.json_stdout import stdout_for_json_only
+
+    with stdout_for_json_only() as write_json:
+        try:
+            return _evaluate(args, write_json)
+        except _Failed as exc:
+            print(exc.line, file=sys.stderr)
+            write_json(json.dumps({"error": exc.message}))
+            return exc.status
+
+
+def _evaluate(args: argparse.Namespace, write_json: Callable[[str], None]) -> int:
+    """Check the flags, load the evaluators, run the backfill and print its report (``write_json`` with --json)."""
     from evaltrace.cli.evaluate_entries import EntryError, load_entries
     from evaltrace.exceptions import ConfigError
     from evaltrace.exporters.store_db import StoreError
 
     if not args.entries and args.evaluators is None:
-        return _error("no evaluator given: use -e NAME (or module:attr) or --evaluators FILE")
+        raise _Failed("no evaluator given: use -e NAME (or module:attr) or --evaluators FILE")
     if args.concurrency < 1:
-        return _error(f"--concurrency: expected a whole number >= 1, got {args.concurrency}")
+        raise _Failed(f"--concurrency: expected a whole number >= 1, got {args.concurrency}")
     if args.otlp_json and (is_filtered(args) or args.trace or args.limit):
-        return _error("the trace filters select from the local store (or --phoenix), not from --otlp-json files")
+        raise _Failed("the trace filters select from the local store (or --phoenix), not from --otlp-json files")
     if args.phoenix and args.otlp_json:
-        return _error("read traces from --otlp-json files or from --phoenix, not both")
+        raise _Failed("read traces from --otlp-json files or from --phoenix, not both")
     if (args.span_kind or args.span_name) and args.scope != "span":
-        return _error("--span-kind and --span-name apply to --scope span")
+        raise _Failed("--span-kind and --span-name apply to --scope span")
     try:
         evaluators = load_entries(args.entries, args.evaluators)
         sinks = _sinks(args.sink)
     except (EntryError, ConfigError) as exc:
-        return _error(str(exc))
-    return _run(args, evaluators, sinks, ConfigError, StoreError)
+        raise _Failed(str(exc)) from None
+    return _report(_run(args, evaluators, sinks, ConfigError, StoreError), args, write_json)
 
 
 def _sinks(specs: list[str]) -> list[Any] | None:
@@ -127,7 +165,12 @@ def _sinks(specs: list[str]) -> list[Any] | None:
     return build_sinks(specs)
 
 
-def _run(args: argparse.Namespace, evaluators: list[Any], sinks: Any, config_error: Any, store_error: Any) -> int:
+def _run(args: argparse.Namespace, evaluators: list[Any], sinks: Any, config_error: Any, store_error: Any) -> Any:
+    """The backfill's report.
+
+    Raises:
+        _Failed: A usage error (2), a store, source or engine that failed (1), an interrupt (130).
+    """
     from rich.console import Console
 
     from evaltrace.backfill import BackfillStoreError, evaluate_traces
@@ -138,7 +181,7 @@ def _run(args: argparse.Namespace, evaluators: list[Any], sinks: Any, config_err
     where = filter_from_args(args) if not args.otlp_json else None
     if args.phoenix and where is not None and where == type(where)():
         where = None
-    with RichProgress(console, enabled=not args.no_progress and not args.dry_run) as progress:
+    with RichProgress(console, enabled=not args.no_progress and not args.dry_run and not args.json) as progress:
         started = [False]
         shown = [0]
 
@@ -173,19 +216,16 @@ def _run(args: argparse.Namespace, evaluators: list[Any], sinks: Any, config_err
                 address=args.address,
             )
         except config_error as exc:
-            return _error(str(exc))
+            raise _Failed(str(exc)) from None
         except (store_error, BackfillStoreError, PhoenixSourceError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+            raise _Failed(str(exc), 1) from None
         except EvaltraceError as exc:  # the Ray engine: Ray missing, the cluster unreachable, a unit lost
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
+            raise _Failed(str(exc), 1) from None
         except KeyboardInterrupt:
-            print(
-                "interrupted: run the same command again to judge the rest (finished traces are kept)", file=sys.stderr
-            )
-            return 130
-    return _report(report, args)
+            raise _Failed(
+                "interrupted: run the same command again to judge the rest (finished traces are kept)", 130, label=""
+            ) from None
+    return report
 
 
 def _counted(report: Any) -> str:
@@ -200,12 +240,55 @@ def _counted(report: Any) -> str:
     return counted
 
 
-def _report(report: Any, args: argparse.Namespace) -> int:
+SHOWN_REASONS = 10
+"""Reasons printed per evaluator, most frequent first; the rest are summed on one line (``--json`` has them all)."""
+SHOWN_REASON_LENGTH = 200
+"""Characters of a reason printed (an evaluator's message may quote a whole answer); ``--json`` has it whole."""
+
+
+def not_evaluated_reason_lines(by_evaluator: dict[str, dict[str, int]]) -> list[str]:
+    """The not-evaluated evaluations under each evaluator, one line per reason with a count (none: no lines).
+
+    At most :data:`SHOWN_REASONS` reasons per evaluator, the most frequent first, then one line counting the others:
+    an evaluator whose message names what it judged has as many reasons as evaluations.
+    """
+    lines: list[str] = []
+    for evaluator, reasons in sorted(by_evaluator.items()):
+        counted = sorted(((r, n) for r, n in reasons.items() if n), key=lambda item: (-item[1], item[0]))
+        if not counted:
+            continue
+        if not lines:
+            lines.append("not evaluated, by evaluator and reason:")
+        # An evaluator's reason may quote what it judged: shown inert (control characters escaped), on one line.
+        lines.append(f"  {clean(evaluator, single_line=True)}: {sum(n for _, n in counted)} not_evaluated")
+        lines += [f"    {_shown_reason(reason)}: {count}" for reason, count in counted[:SHOWN_REASONS]]
+        others = counted[SHOWN_REASONS:]
+        if others:
+            lines.append(
+                f"    ... and {len(others)} other reason(s): {sum(n for _, n in others)} evaluation(s) (all in --json)"
+            )
+    return lines
+
+
+def _shown_reason(reason: str) -> str:
+    shown = clean(reason, single_line=True)
+    if len(shown) > SHOWN_REASON_LENGTH:
+        shown = f"{shown[:SHOWN_REASON_LENGTH]}... ({len(reason)} characters)"
+    return shown
+
+
+def _report(report: Any, args: argparse.Namespace, write_json: Callable[[str], None]) -> int:
     if report.traces == 0:
         source = ", ".join(map(str, args.otlp_json)) if args.otlp_json else f"{args.store}"
         if args.phoenix:
             source = f"Phoenix project {args.project!r} at {args.phoenix}"
-        return _error(f"no traces in {source} match this selection; nothing to judge")
+        raise _Failed(f"no traces in {source} match this selection; nothing to judge")
+    if args.json:
+        import dataclasses
+        import json
+
+        write_json(json.dumps(dataclasses.asdict(report), sort_keys=True))
+        return _exit_status(report, args)
     counted = _counted(report)
     if report.dry_run:
         print(f"dry run: {counted}, {report.evaluations} evaluation(s) would run")
@@ -221,12 +304,26 @@ def _report(report: Any, args: argparse.Namespace) -> int:
         return 0
     outcomes = ", ".join(f"{count} {outcome}" for outcome, count in sorted(report.outcomes.items())) or "none"
     print(f"{counted}; {report.evaluations} evaluation(s): {outcomes}")
+    for line in not_evaluated_reason_lines(report.not_evaluated_by_evaluator):
+        print(line)
     if report.undelivered:
         print(
             f"undelivered: {report.undelivered} score(s) a sink did not take (dead-lettered, or dropped without a file)"
         )
+    if report.scores_rejected:
+        print(
+            f"rejected: {report.scores_rejected} score(s) their evaluator's ScoreConfig refused (not sent; see the"
+            " warnings)"
+        )
     if report.resumed:
         print(f"resumed: {report.resumed} trace(s) or session(s) were already judged by the interrupted run")
+    return _exit_status(report, args)
+
+
+def _exit_status(report: Any, args: argparse.Namespace) -> int:
+    """1 when a budget stopped the backfill (said on stderr) or, with ``--fail-on-fail``, a verdict failed."""
+    if report.dry_run:
+        return 0
     if report.stopped is not None:
         print("stopped: a judge budget is spent; run the same command again later to judge the rest", file=sys.stderr)
         return 1

@@ -13,6 +13,8 @@ them, so a score delivered twice across an interruption is still stored once.
 from __future__ import annotations
 
 import argparse
+import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +32,7 @@ from evaltrace.evaluation.sinks.deadletter import (
     write_rejects,
 )
 from evaltrace.evaluation.sinks.jsonl import read_score_ids
+from evaltrace.evaluation.sinks.not_evaluated import NOT_EVALUATED_KEY
 from evaltrace.exceptions import ConfigError
 from evaltrace.schema import Score
 
@@ -132,10 +135,26 @@ def replay_scores(args: argparse.Namespace) -> int:
     rejects_path = path.with_name(path.name + REJECTS_SUFFIX)
     write_rejects(rejects_path, path, rejected)
     write_dead_letters(path, sink.name, outcome.undelivered, outcome.error)
-    append_lines(path, not_evaluated_lines(staged))  # records of evaluations never run: kept, never sent
+    records = not_evaluated_lines(staged)
+    append_lines(path, records)  # records of evaluations never run: kept, never sent
     staged.unlink()
-    print(clean(_report(path, args.sink, outcome, skipped, len(rejected), rejects_path)))  # errors echo backends
+    summary = _report(path, args.sink, outcome, skipped, len(rejected), rejects_path)
+    if records:  # counted, so the file left behind is explained (they are no verdict: never sent as a score)
+        summary += (
+            f", {len(records)} not-evaluated record(s) kept in {path} (no verdict, never sent: {_reasons(records)})"
+        )
+    print(clean(summary))  # errors echo backends
     return 1 if outcome.undelivered or rejected else 0
+
+
+def _reasons(records: list[str]) -> str:
+    """``reason count`` of not-evaluated records (each line already read as one), most frequent first.
+
+    Each reason on one line, inert: the file may have been edited by hand, and a line break in a reason would print
+    a second, made-up summary line.
+    """
+    reasons = Counter(str(json.loads(line)[NOT_EVALUATED_KEY].get("reason") or "unknown") for line in records)
+    return ", ".join(f"{clean(reason, single_line=True)} {count}" for reason, count in reasons.most_common())
 
 
 def _report(path: Path, sink: str, outcome: Delivery, skipped: int, rejected: int, rejects_path: Path) -> str:
