@@ -18,6 +18,7 @@ from typing import Any
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.anthropic.response import usage_of
+from evaltrace._internal.engine.codec import chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.engine.values import count
 from evaltrace._internal.jsonutil import loads_or_raw
@@ -384,6 +385,34 @@ class ConverseStreamAccumulator:
             if usage is not None:
                 self.usage = usage
         return False
+
+    def add_batch(self, events: list[Any]) -> None:
+        """``add`` for each event in order, in one frame (the stream proxy's batch fold).
+
+        The common event of a Converse stream is a text delta of an open block, as botocore parses it into plain
+        dicts: ``{"contentBlockDelta": {"delta": {"text": str}, "contentBlockIndex": int}}``. For such an event
+        ``add`` appends the text to the fragments of the block at that index, whatever its kind, and that is all
+        this does, without ``add``'s calls and ``Mapping`` check. Every other event (another kind, a text that is
+        not a ``str``, a block not open yet, another type than ``dict``) goes through ``add``.
+        """
+        blocks = self.blocks
+        add = self.add
+        for event in events:
+            try:
+                if type(event) is dict:
+                    body = event.get("contentBlockDelta")
+                    if type(body) is dict:
+                        delta = body.get("delta")
+                        if type(delta) is dict:
+                            text = delta.get("text")
+                            if type(text) is str:
+                                block = blocks.get(body.get("contentBlockIndex", 0))
+                                if block is not None:
+                                    block.fragments.append(text)  # ``str(text)`` is ``text`` itself
+                                    continue
+                add(event)
+            except Exception:
+                chunk_failed()
 
     def _delta(self, event: Any) -> bool:
         index = event.get("contentBlockIndex", 0)

@@ -21,7 +21,15 @@ from typing import Any
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.call import Call
-from evaltrace._internal.engine.codec import Accumulator, Codec, Server, add_each, chunk_failed, slot_reader
+from evaltrace._internal.engine.codec import (
+    Accumulator,
+    Codec,
+    Server,
+    add_each,
+    chunk_failed,
+    plain_fields,
+    slot_reader,
+)
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.engine.stainless import Stainless, server_of
 from evaltrace._internal.error_body import code_in_body
@@ -122,14 +130,18 @@ class _Delta:
         self.__pydantic_extra__ = {"reasoning": reasoning} if isinstance(reasoning, str) and reasoning else extra
 
 
-def _x_groq_has_more(fields: dict[str, Any]) -> bool:
-    """True when an ``x_groq``'s fields carry what ``add`` reads: usage or an error (the common one has its id only)."""
-    return fields.get("usage") is not None or fields.get("error") is not None
+_HEADER_FIELDS = ("id", "model", "system_fingerprint", "service_tier")
+"""What ``ChatAccumulator._read_header`` reads of a chunk (groq's chunk declares no ``service_tier``)."""
 
 
 @functools.cache
 def _sdk_types() -> tuple[Any, ...] | None:  # Any: a type check must not narrow the chunk to object
-    """The groq SDK's chunk, choice, delta and ``x_groq`` classes and the readers of their fields (None: no SDK)."""
+    """The groq SDK's chunk, choice, delta and ``x_groq`` classes and the readers of their fields (None: no SDK).
+
+    Also whether ``getattr`` of the names ``add`` reads of a chunk's header and of an ``x_groq`` (``usage``,
+    ``error``) is the instance's ``__dict__`` entry, else its pydantic extra (``plain_fields``), and whether
+    ``x_groq``'s ``usage`` and ``error`` are fields (in every instance's ``__dict__``).
+    """
     try:
         from groq.types.chat.chat_completion_chunk import ChatCompletionChunk, Choice, ChoiceDelta, XGroq
     except ImportError:
@@ -139,7 +151,9 @@ def _sdk_types() -> tuple[Any, ...] | None:  # Any: a type check must not narrow
     extra_of = slot_reader(classes, "__pydantic_extra__")
     if fields_of is None or extra_of is None:
         return None
-    return ChatCompletionChunk, Choice, ChoiceDelta, XGroq, fields_of, extra_of
+    plain_header = plain_fields(ChatCompletionChunk, _HEADER_FIELDS)
+    x_groq_fields = plain_fields(XGroq, ("usage", "error")) and {"usage", "error"} <= XGroq.model_fields.keys()
+    return ChatCompletionChunk, Choice, ChoiceDelta, XGroq, fields_of, extra_of, plain_header, x_groq_fields
 
 
 class GroqStreamAccumulator(ChatAccumulator):
@@ -173,36 +187,34 @@ class GroqStreamAccumulator(ChatAccumulator):
                 self.executed[(choice.index, getattr(tool, "index", None))] = tool
         return carried
 
-    def add_batch(self, chunks: list[Any]) -> None:
+    def add_batch(self, chunks: list[Any]) -> None:  # noqa: C901  (one frame for the whole batch, on purpose)
         """``add`` for each chunk in order, the common chunk read in this one frame (the stream proxy's batch fold).
 
-        The common chunk of a Groq stream is one choice whose delta has text only, and an ``x_groq`` with its id
-        only. Once its types are checked to be the groq SDK's own, its fields are read from the instances'
-        ``__dict__``, itself read through its descriptor (``slot_reader``): pydantic's ``__getattr__`` hook keeps
-        CPython 3.11 from specialising attribute reads and costs three type-cache lookups per read, and the
-        ``_Delta`` view ``add`` builds costs an object per chunk. Every other chunk (a reasoning, refusal, tool or
-        extra field, several choices, usage, an error, another SDK's types) goes through ``add``, so both paths
-        record the same.
+        The common chunk of a Groq stream is one choice whose delta has text only, and no ``x_groq`` or one with
+        its id, or (the last chunk) its usage or an error. Once its types are checked to be the groq SDK's own, its
+        fields are read from the instances' ``__dict__``, itself read through its descriptor (``slot_reader``):
+        pydantic's ``__getattr__`` hook keeps CPython 3.11 from specialising attribute reads and costs three
+        type-cache lookups per read, and the ``_Delta`` view ``add`` builds costs an object per chunk. Every other
+        chunk (a reasoning, refusal, tool or extra field, several choices, usage on the chunk, another SDK's types)
+        goes through ``add``, so both paths record the same.
         """
         types = _sdk_types()
-        if types is None:
+        if types is None or self.header_pending:
+            # The header is read from the first chunks, before the proxy batches (it folds each chunk as it arrives
+            # until one carries output, which has the id and model): a batch that finds it pending takes ``add``.
             add_each(self.add, chunks)
             return
-        chunk_type, choice_type, delta_type, x_groq_type, fields_of, extra_of = types
+        chunk_type, choice_type, delta_type, x_groq_type, fields_of, extra_of, _, x_groq_fields = types
         buffers = self.choices
         for chunk in chunks:
             try:
-                if type(chunk) is not chunk_type or self.header_pending:
+                if type(chunk) is not chunk_type:
                     self.add(chunk)
                     continue
                 fields = fields_of(chunk)
                 choices = fields["choices"]
                 x_groq = fields["x_groq"]
-                if (
-                    len(choices) != 1
-                    or fields["usage"] is not None
-                    or (x_groq is not None and (type(x_groq) is not x_groq_type or _x_groq_has_more(fields_of(x_groq))))
-                ):
+                if len(choices) != 1 or fields["usage"] is not None:
                     self.add(chunk)
                     continue
                 choice = choices[0]
@@ -224,9 +236,13 @@ class GroqStreamAccumulator(ChatAccumulator):
                 ):
                     self.add(chunk)
                     continue
+                if x_groq is not None and (type(x_groq) is not x_groq_type or not x_groq_fields):
+                    self.add(chunk)
+                    continue
                 index = entry["index"]
-                buffer = buffers.get(index)
-                if buffer is None:
+                try:
+                    buffer = buffers[index]  # a subscript, not a ``get`` call: the KeyError comes once per choice
+                except KeyError:
                     buffer = buffers[index] = _ChoiceBuffer()
                 content = said["content"]
                 if content:
@@ -234,8 +250,40 @@ class GroqStreamAccumulator(ChatAccumulator):
                 reason = entry["finish_reason"]
                 if reason is not None:
                     buffer.finish_reason = reason
+                if x_groq is not None:  # the last chunk's usage (or an error), read as ``add`` reads them
+                    about = fields_of(x_groq)
+                    usage = about["usage"]
+                    if usage is not None and self.usage is None:
+                        self.usage = usage
+                    error = about["error"]
+                    if isinstance(error, str) and error:
+                        self.error = error
             except Exception:
                 chunk_failed()
+
+    def _read_header(self, chunk: Any) -> None:
+        """``ChatAccumulator._read_header``, the groq SDK's own chunk read from its ``__dict__`` and extras.
+
+        groq's chunk declares no ``service_tier``: ``getattr(chunk, "service_tier", None)`` goes through pydantic's
+        ``__getattr__`` to an ``AttributeError`` built and dropped, once per stream. Where each name read is the
+        instance's entry, else its extra (``plain_fields``), both are read directly: the same values.
+        """
+        types = _sdk_types()
+        if types is None or type(chunk) is not types[0] or not types[6]:
+            super()._read_header(chunk)
+            return
+        fields = types[4](chunk)
+        extra = types[5](chunk) or {}
+        if not self.response_id:
+            self.response_id = (fields["id"] if "id" in fields else chunk.id) or None
+        if not self.model:
+            self.model = (fields["model"] if "model" in fields else chunk.model) or None
+        if not self.service_tier:
+            self.service_tier = fields["service_tier"] if "service_tier" in fields else extra.get("service_tier")
+        if not self.fingerprint:
+            name = "system_fingerprint"
+            self.fingerprint = fields[name] if name in fields else extra.get(name)
+        self.header_pending = not (self.response_id and self.model)
 
     def failure(self) -> tuple[str, str] | None:
         """``x_groq.error`` of a chunk: the call failed inside the stream (``error.type`` ``_OTHER``)."""
