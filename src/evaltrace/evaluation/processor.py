@@ -119,6 +119,24 @@ def _first_attribute(spans: Sequence[ReadableSpan], root: ReadableSpan, keys: Se
     return None
 
 
+def _new_job(
+    span: ReadableSpan,
+    specs: list[EvaluatorSpec],
+    trace_specs: list[EvaluatorSpec],
+    spans: list[ReadableSpan],
+    count: int,
+    skipped: list[tuple[EvaluatorSpec, str]],
+    complete: OpenTrace | None,
+) -> Job:
+    """The job admitted at ``span``'s end (``complete``: the trace it completed, whose revision it evaluates)."""
+    # Job's first seven fields in order, positionally: as keywords they cost ~2k instructions more per span.
+    job = Job(span, specs, trace_specs, spans, count, time.monotonic(), skipped)
+    if complete is not None:
+        job.revision = complete.revision
+        job.gate_held = complete.awaited  # the wait sampling was told of goes to this job
+    return job
+
+
 class EvaluationSpanProcessor(SpanProcessor):
     """Run evaluators on ended spans and forward the (enriched) spans to downstream processors.
 
@@ -178,6 +196,9 @@ class EvaluationSpanProcessor(SpanProcessor):
         self._session_loss = LossEpisode(logger, "session evaluation", "session judgement")
         self._sessions = self._new_sessions()
         self._ref_specs: dict[str, tuple[EvaluatorSpec, ...]] = {}
+        # A ref whose attached specs all run whenever they apply (no sampler, sample_rate 1): their admission
+        # without limits is the specs themselves (see _plan).
+        self._unconditional: dict[str, tuple[EvaluatorSpec, ...]] = {}
         self._suppressed: set[int] = set()
         self._saw_start = False
         self._stats = PipelineStats()
@@ -702,7 +723,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         skipped: list[tuple[EvaluatorSpec, str]] = []
         specs = self._matching(self._span_specs, span, attributes, kind, skipped)
         if isinstance(ref, str) and ref:
-            specs.extend(self._admitted(self._attached(ref, specs), attributes, trace_id, skipped))
+            specs.extend(self._admitted_attached(ref, specs, attributes, trace_id, skipped))
         trace_specs: list[EvaluatorSpec] = []
         complete: OpenTrace | None = None
         if trace_root:
@@ -710,19 +731,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         spans, count = self._job_spans(trace_id, root and tracked, tracked and bool(specs), complete)
         if not specs and not trace_specs:
             return None
-        revision = complete.revision if complete is not None else 1
-        held = complete is not None and complete.awaited  # the wait sampling was told of goes to this job
-        return Job(
-            span,
-            specs,
-            trace_specs,
-            spans,
-            count,
-            admitted_at=time.monotonic(),
-            skipped=skipped,
-            revision=revision,
-            gate_held=held,
-        )
+        return _new_job(span, specs, trace_specs, spans, count, skipped, complete)
 
     def _job_spans(
         self, trace_id: int, release: bool, need: bool, complete: OpenTrace | None
@@ -1025,6 +1034,20 @@ class EvaluationSpanProcessor(SpanProcessor):
                 episode.ok()
         return reason
 
+    def _admitted_attached(
+        self,
+        ref: str,
+        specs: list[EvaluatorSpec],
+        attributes: Any,
+        trace_id: int,
+        skipped: list[tuple[EvaluatorSpec, str]],
+    ) -> Sequence[EvaluatorSpec]:
+        """The decorator-attached specs of ``ref`` that run now (not among the global ``specs`` chosen)."""
+        unconditional = self._unconditional.get(ref)
+        if unconditional is not None and not specs and not self._limits.active:
+            return unconditional  # what _admitted would choose, without its calls: each is sampled in, no limit
+        return self._admitted(self._attached(ref, specs), attributes, trace_id, skipped)
+
     def _attached(self, ref: str, specs: list[EvaluatorSpec]) -> Sequence[EvaluatorSpec]:
         """The decorator-attached specs of ``ref`` not already among the global ``specs`` chosen."""
         attached = self._resolve(ref)
@@ -1046,6 +1069,8 @@ class EvaluationSpanProcessor(SpanProcessor):
                     )
             specs = tuple(spec for spec in resolved if spec.scope != "session")
             self._ref_specs[ref] = specs
+            if all(spec.sampler is None and spec.sample_rate >= 1.0 for spec in specs):  # _sampled: always True
+                self._unconditional[ref] = specs
         return specs
 
     # --- forwarding ---------------------------------------------------------------------------------------
