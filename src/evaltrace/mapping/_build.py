@@ -179,7 +179,8 @@ def _lazy_trace(
 ) -> Trace:
     """The Trace trace_from_spans() builds, with only its identity mapped now (see ``_lazy``)."""
     root_ctx = root.context
-    trace_id = format(root_ctx.trace_id if root_ctx else 0, "032x")
+    # format(id, "032x")'s text; %-formatting skips parsing the format spec (~2k instructions per evaluated span).
+    trace_id = "%032x" % (root_ctx.trace_id if root_ctx else 0)
     run_id, case_id, variant = _identity(root, root_attrs, read, trace_id)
     ready = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "case_id": case_id, "variant_name": variant}
     fields_set = set(_FIELDS_SET_NO_LLM if not llm_read else _FIELDS_SET)
