@@ -210,7 +210,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         self._limits_failing: dict[str, ErrorEpisode] = {}  # evaluator name -> its limiter's failures
         self._engine = Engine(opts.sync_workers, opts.max_async_concurrency)
         self._runner = JobRunner(self._job_context(metrics), self._job_done)
-        self._engine.start(self._runner.run, fast=self._runner)
+        self._engine.start(self._runner.run, fast=self._runner, eager=self._runner.eager)
         forks.reinit_after_fork(self)  # after the engine, the sinks and the export queues: they re-initialise first
 
     def _new_remote(self, specs: Sequence[EvaluatorSpec]) -> ProcessEngine:
