@@ -258,7 +258,12 @@ class FastLane:
     def note_call(self, evaluator: Any, took_s: float) -> None:
         """Fold one call's duration into ``evaluator``'s average; mark it slow when that reaches ``slow_call_s``.
 
-        Only when another of its last three calls was slow too (see :meth:`_fold`).
+        Only with a second slow call among its last three: a call's duration is wall time, and on a loaded machine
+        (or behind a busy application thread holding the GIL) a 50 µs check now and then takes 100 ms or more,
+        which alone lifts the average past ``slow_call_s`` for a few calls. Marked slow for it, a cheap evaluator's
+        jobs would take the loop's pool path for ``slow_ttl_s``, several times the CPU per job, and at load miss
+        their hold deadlines by the hundred. A slow evaluator is marked one call later, while the supervisor's
+        demotion and the job-age check keep the hold rule.
         """
         key = id(evaluator)
         if key not in self._warm:
@@ -267,18 +272,6 @@ class FastLane:
             # next calls; meanwhile the job-age check keeps the hold rule.
             self._warm.add(key)
             return
-        self._fold(key, took_s)
-
-    def _fold(self, key: int, took_s: float) -> None:
-        """Fold a counted call of ``took_s`` into evaluator ``key``'s average; mark it slow as that reaches ``slow_call_s``.
-
-        Only with a second slow call among its last three: a call's duration is wall time, and on a loaded machine
-        (or behind a busy application thread holding the GIL) a 50 µs check now and then takes 100 ms or more,
-        which alone lifts the average past ``slow_call_s`` for a few calls. Marked slow for it, a cheap evaluator's
-        jobs would take the loop's pool path for ``slow_ttl_s``, several times the CPU per job, and at load miss
-        their hold deadlines by the hundred. A slow evaluator is marked one call later, while the supervisor's
-        demotion and the job-age check keep the hold rule.
-        """
         average = self._cost.get(key)
         average = took_s if average is None else average + _SMOOTHING * (took_s - average)
         self._cost[key] = average
@@ -396,8 +389,8 @@ class FastLane:
         if overran:  # not when only the job's age moved it: the lane's backlog is not this evaluator's doing
             # A slow call, counted as any (marked slow with a second among its last three): one stall at load
             # must not send a cheap evaluator to the loop for slow_ttl_s; this call's job goes there all the same.
-            self._warm.add(id(evaluator))
-            self._fold(id(evaluator), now - since)
+            self._warm.add(id(evaluator))  # counted even as its first call: a hang is no start-up cost
+            self.note_call(evaluator, now - since)
         progress.inflight = demoted
         progress.started = since
         if self.cancelled:
