@@ -209,3 +209,62 @@ def test_an_sdk_storing_one_more_event_field_takes_the_constructor(monkeypatch: 
 
     monkeypatch.setattr(Event, "__init__", init)
     assert deferred_attributes._event_fields() != deferred_attributes._EVENT_FIELDS
+
+
+# --- the evaluated span's enriched copy (evaluation/spans.py) reads the SDK span's fields directly -----------------
+
+
+def _results() -> list[Any]:
+    import datetime as dt
+
+    from evaltrace._internal import semconv
+    from evaltrace.schema import EvaluationResult
+
+    at = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    plain = EvaluationResult(evaluator="cheap", passed=True, started_at=at, finished_at=at)
+    judged = EvaluationResult(
+        evaluator="judge",
+        passed=False,
+        started_at=at,
+        finished_at=at,
+        metadata={semconv.JUDGE_TRACE_ID_KEY: "0" * 31 + "f", semconv.JUDGE_SPAN_ID_KEY: "0" * 15 + "e"},
+    )
+    return [plain, judged]
+
+
+class _ThroughProperties(ReadableSpan):
+    """A subclass: its properties may differ from its fields, so the copy must read through them."""
+
+    @property
+    def attributes(self) -> Any:
+        return {**(super().attributes or {}), "from.property": True}
+
+
+@pytest.mark.parametrize("make", [_plain, _sdk_span], ids=["plain ReadableSpan", "SDK span"])
+def test_the_enriched_copy_of_a_span_holds_what_its_properties_give_plus_the_results(make: Any) -> None:
+    from evaltrace.evaluation.spans import enriched_copy
+
+    span = make()
+    results = _results()
+    copied = enriched_copy(span, results)
+    attributes = dict(copied.attributes or {})
+    assert {k: v for k, v in attributes.items() if not k.startswith("evaltrace.eval.")} == dict(span.attributes or {})
+    assert attributes["evaltrace.eval.cheap.passed"] is True and attributes["evaltrace.eval.judge.passed"] is False
+    assert [e.name for e in copied.events] == [e.name for e in span.events] + ["gen_ai.evaluation.result"] * 2
+    assert {e.timestamp for e in copied.events[len(span.events) :]} == {span.end_time}
+    # Only the result with a judge trace adds a link, after the span's own.
+    assert list(copied.links[: len(span.links)]) == list(span.links)
+    (judge,) = copied.links[len(span.links) :]
+    assert (judge.context.trace_id, judge.context.span_id) == (0xF, 0xE)
+    assert copied.to_json() != span.to_json()
+
+
+def test_the_enriched_copy_of_a_subclass_reads_its_properties() -> None:
+    from evaltrace.evaluation.spans import enriched_copy
+
+    span = _ThroughProperties.__new__(_ThroughProperties)
+    span.__dict__.update(vars(_plain()))
+    copied = enriched_copy(span, _results()[:1])
+    assert (copied.attributes or {})["from.property"] is True  # read through the overriding property
+    assert (copied.attributes or {})["evaltrace.eval.cheap.passed"] is True
+    assert copied.links == span.links  # no judge, no link added

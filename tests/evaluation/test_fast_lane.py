@@ -436,3 +436,61 @@ def test_a_slow_first_call_alone_does_not_mark_a_cheap_evaluator_slow(make_pipel
     lane = p.processor._engine.lane
     assert not lane.is_slow(warming)
     assert p.processor.stats()["passed"] == 5
+
+
+def _stalling(stalls: dict[int, float]) -> Any:
+    """A cheap evaluator named ``stalling`` whose call number ``n`` (from 1) sleeps ``stalls[n]`` seconds."""
+    calls = [0]
+
+    @evaluator(name="stalling")
+    def stalling(trace: Trace) -> bool:
+        calls[0] += 1
+        pause = stalls.get(calls[0])
+        if pause:
+            time.sleep(pause)  # what a thread kept off the CPU or the GIL for that long looks like to the lane
+        return True
+
+    return stalling
+
+
+def _one_at_a_time(p: Any, count: int) -> None:
+    for i in range(count):
+        with p.tracer.start_as_current_span(f"s{i}"):
+            pass
+        p.flush()
+
+
+def test_one_stalled_call_of_a_cheap_evaluator_does_not_mark_it_slow(make_pipeline: MakePipeline) -> None:
+    # One 0.1 s call among instant ones (over slow_call_s, under the demotion): at load, a preempted thread. Marked
+    # slow for it, every job of the evaluator took the loop's pool path for slow_ttl_s and missed its hold deadline.
+    stalling = _stalling({3: 0.1})
+    p = make_pipeline([stalling], hold_timeout_s=30)
+    _one_at_a_time(p, 6)
+    lane = p.processor._engine.lane
+    assert lane is not None and not lane.is_slow(stalling) and lane.demoted == 0
+    stats = p.processor.stats()
+    assert (stats["passed"], stats["enriched"]) == (6, 6)
+
+
+def test_one_call_stalled_past_the_demotion_is_demoted_without_marking_the_evaluator_slow(
+    make_pipeline: MakePipeline,
+) -> None:
+    stalling = _stalling({3: 0.5})
+    p = make_pipeline([stalling], hold_timeout_s=30)
+    _one_at_a_time(p, 6)
+    lane = p.processor._engine.lane
+    assert lane is not None and lane.demoted == 1  # that call's job went on on the loop, as before
+    assert not lane.is_slow(stalling)
+    stats = p.processor.stats()
+    assert (stats["passed"], stats["enriched"]) == (6, 6)
+
+
+@pytest.mark.parametrize("stall_s", [0.1, 0.5], ids=["slow", "demoted"])
+def test_two_slow_calls_in_a_row_mark_the_evaluator_slow(make_pipeline: MakePipeline, stall_s: float) -> None:
+    stalling = _stalling({3: stall_s, 4: stall_s})
+    p = make_pipeline([stalling], hold_timeout_s=30)
+    _one_at_a_time(p, 4)
+    lane = p.processor._engine.lane
+    assert lane is not None and lane.is_slow(stalling)
+    assert lane.demoted == (2 if stall_s > lane.slow_s else 0)
+    assert p.processor.stats()["passed"] == 4

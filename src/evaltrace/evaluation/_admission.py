@@ -156,7 +156,7 @@ def submit(self: EvaluationSpanProcessor, job: Job) -> bool:
             log_internal_error("finding the session of a completed trace")
             job.trace_specs = [spec for spec in job.trace_specs if spec.scope != "session"]
             job.session_specs, job.session_id = [], None
-    with self._cond:
+    with self._slot_lock:
         admitted = self._pending < self.options.max_queue_size
         if admitted:
             self._pending += 1
@@ -207,7 +207,7 @@ def never_runs(self: EvaluationSpanProcessor, job: Job, reason: str) -> None:
 
 def release_slot(self: EvaluationSpanProcessor) -> None:
     """Give back a job's queue slot: it finished, or the engine never took it."""
-    with self._cond:
+    with self._slot_lock:  # the condition's lock: notify_all below is called holding it
         self._pending -= 1
         if self._pending == 0:
             # An overflow episode ends when the queue has emptied, not at each freed slot; its line is logged

@@ -4,7 +4,8 @@ The application thread hands a job over with :meth:`Engine.submit`: one ``Simple
 Python-level lock). A dispatcher thread moves jobs onto the loop in batches, so the application never pays
 for waking the loop. Span-level jobs whose evaluators are all sync go to the fast lane instead (``_fast_lane``: one
 worker thread runs each job to the end, no task; the dispatcher supervises it and demotes slow calls to the
-loop). On the loop each job is a task; synchronous evaluators run in the pool (``sync_workers`` threads),
+loop). On the loop each job is a task (a job of inline sync evaluators runs its first step at once, and becomes a
+task only if it has to wait: usually it does not); synchronous evaluators run in the pool (``sync_workers`` threads),
 async evaluators on the user loop under a semaphore (``max_async_concurrency``). Admission (the bounded
 queue) is counted by the caller, not here.
 
@@ -23,10 +24,11 @@ In a child forked from the process the engine gets a new loop, inbox and semapho
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import queue
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Generator
 from typing import Any, Protocol
 
 from evaltrace._internal import forks
@@ -59,6 +61,45 @@ _BATCH = 256
 _COALESCE_S = 0.001
 
 
+class _Continued:
+    """Awaiting it drives a coroutine begun outside any task (``Engine._begin``) on from where it suspended.
+
+    What a task would have done from the start: whatever the coroutine yields (a future to wait for, or None for
+    one loop iteration) goes to the task driving this, and what the task sends or throws in (a cancellation at
+    shutdown) goes on to the coroutine.
+    """
+
+    __slots__ = ("_coro", "_yielded")
+
+    def __init__(self, coro: Coroutine[Any, Any, None], yielded: Any) -> None:
+        self._coro = coro
+        self._yielded = yielded
+
+    def __await__(self) -> Generator[Any, Any, None]:
+        coro, yielded = self._coro, self._yielded
+        self._yielded = None  # the future waited for: referenced by the task from here, not by this object
+        while True:
+            try:
+                sent = yield yielded
+            except GeneratorExit:  # the task was destroyed undone: so is the coroutine
+                coro.close()
+                raise
+            except BaseException as exc:  # a cancellation (or the awaited future's error) goes on to it
+                try:
+                    yielded = coro.throw(exc)
+                except StopIteration:
+                    return
+            else:
+                try:
+                    yielded = coro.send(sent)
+                except StopIteration:
+                    return
+
+
+async def _continue(coro: Coroutine[Any, Any, None], yielded: Any) -> None:
+    await _Continued(coro, yielded)
+
+
 class Engine:
     """Run job coroutines on a private event loop in a daemon thread.
 
@@ -71,6 +112,7 @@ class Engine:
 
     def __init__(self, sync_workers: int, max_async_concurrency: int) -> None:
         self._run_job: JobRunner | None = None
+        self._eager: Callable[[Any], bool] | None = None
         self._fast: FastRunner | None = None
         self.lane: FastLane | None = None
         self._lane_off = False  # the lane's machinery failed once: every job takes the loop from then on
@@ -103,14 +145,19 @@ class Engine:
             threading.Thread(target=self._dispatch, name="evaltrace-eval-dispatch", daemon=True),
         )
 
-    def start(self, run_job: JobRunner, fast: FastRunner | None = None) -> None:
+    def start(
+        self, run_job: JobRunner, fast: FastRunner | None = None, eager: Callable[[Any], bool] | None = None
+    ) -> None:
         """Make the engine ready; ``run_job`` is awaited once per submitted job.
 
         The loop and dispatcher threads start with the first job (:meth:`submit`): a pipeline no evaluator
         applies to (``configure()`` with none) runs no evaluation thread. With ``fast``, the jobs it calls
-        eligible run on the fast lane (see ``_fast_lane``) instead.
+        eligible run on the fast lane (see ``_fast_lane``) instead. A job ``eager`` calls True for (one that
+        usually runs to its end without waiting: inline sync evaluators) takes its first step at once on the loop,
+        and becomes a task only if it has to wait (see :meth:`_begin`); it must never raise.
         """
         self._run_job = run_job
+        self._eager = eager
         if fast is not None:
             self._fast = fast
             self.lane = FastLane(fast, self._hand_off, slow_s=fast.slow_after_s())
@@ -386,10 +433,42 @@ class Engine:
         if self._cancelled or self._stopped:  # the tasks it would start are past cancel_all or stop's sweep
             self._cut_short([(job, None) for job in batch])
             return
-        for job in batch:
-            task = self.loop.create_task(self._run_job(job))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        run_job, eager = self._run_job, self._eager
+        for index, job in enumerate(batch):
+            if eager is None or not eager(job):
+                self._new_task(run_job(job))
+                continue
+            try:
+                self._begin(run_job(job))
+            except BaseException:  # SystemExit from the job: the rest still start (the loop's last iteration runs them)
+                for later in batch[index + 1 :]:
+                    self._new_task(run_job(later))
+                raise
+
+    def _new_task(self, coro: Coroutine[Any, Any, None], context: contextvars.Context | None = None) -> None:
+        task = self.loop.create_task(coro, context=context)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _begin(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run a job's first step now, in a context of its own; it becomes a task only if it suspends.
+
+        A job of inline sync evaluators usually ends in its first step: then no task, no step callback and no
+        done callback is made for it (what Python 3.12's eager task factory does; 3.11 has none). A job that
+        suspends (a retry's back-off) goes on in a task in the same context, registered for cancellation as
+        every task is. Its first step is never cancelled (it runs to its first suspension within this callback,
+        before any cancellation sent to the loop). Code that needs a current task (``asyncio.timeout``) must
+        suspend first when it has none (``runner``'s awaitable path does).
+        """
+        context = contextvars.copy_context()
+        try:
+            yielded = context.run(coro.send, None)
+        except StopIteration:
+            return
+        except Exception:  # never from JobRunner.run (it catches its own); a task would only have stored it
+            log_internal_error("running an evaluation job")
+            return
+        self._new_task(_continue(coro, yielded), context)
 
     def _hand_off(self, items: list[tuple[Any, Any]]) -> None:
         """Jobs the fast lane demoted: each goes on the loop with what it has done so far (cut short at shutdown)."""
@@ -402,9 +481,7 @@ class Engine:
             self._cut_short(items)
             return
         for job, progress in items:
-            task = self.loop.create_task(self._run_job(job, progress))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._new_task(self._run_job(job, progress))
 
     def _cancel_started(self) -> None:
         # Called soon, not now: tasks created earlier in this loop iteration have not taken their first step, and

@@ -8,7 +8,10 @@ and forwards the enriched copy (``JobRunner.run_now``), one job after the other.
 One after the other only suits cheap calls, so the lane keeps what the loop gave for free:
 
 - An evaluator whose calls take ``slow_call_s`` or more (a running average) is marked slow for
-  ``slow_ttl_s``: its jobs go to the loop (thread pool, timeouts, parallelism) meanwhile.
+  ``slow_ttl_s``: its jobs go to the loop (thread pool, timeouts, parallelism) meanwhile. It takes two slow calls
+  among its last three (a call the supervisor demotes counts as one): a single one is as likely the thread kept
+  off the CPU or the GIL (a loaded machine, a collection) as the evaluator, and a cheap evaluator sent to the loop
+  for ``slow_ttl_s`` costs several times the CPU there, enough to miss hold deadlines under load.
 - The dispatcher thread calls :meth:`FastLane.supervise` while the lane has work (every ``tick_s``). A call
   running for ``slow_s`` (or its evaluator's timeout, if shorter) is *demoted*: its job goes to the loop with
   what it has done so far, the call still running becomes a future the loop awaits under the evaluator's
@@ -167,9 +170,10 @@ class Worker:
                 demoted = self.demoted
                 self.since = None
             self.took_s = time.monotonic() - since
-        lane.note_call(evaluator, self.took_s)
         if demoted is None:
+            lane.note_call(evaluator, self.took_s)
             return outcome
+        # A demoted call was counted as the supervisor demoted it (once: its end is the same slow call).
         demoted.call_returned()  # counted stuck if the loop gave up on it meanwhile
         produced, exc = outcome
         try:  # the loop awaits it (unless its timeout or a cancellation gave up on it first)
@@ -224,6 +228,7 @@ class FastLane:
         self._slow: dict[int, float] = {}  # id(evaluator) -> monotonic time it was seen slow
         self._cost: dict[int, float] = {}  # id(evaluator) -> running average call time (s)
         self._warm: set[int] = set()  # id(evaluator) of evaluators past their first call
+        self._recent: dict[int, int] = {}  # id(evaluator) -> its last three counted calls, a bit set per slow one
         self.cancelled = False
         self.stopped = False
         self._idle = threading.Condition(self.lock)  # notified when _outstanding reaches 0
@@ -246,11 +251,20 @@ class FastLane:
         if time.monotonic() - seen > self._slow_ttl_s:
             self._slow.pop(id(evaluator), None)
             self._cost.pop(id(evaluator), None)
+            self._recent.pop(id(evaluator), None)
             return False
         return True
 
     def note_call(self, evaluator: Any, took_s: float) -> None:
-        """Fold one call's duration into ``evaluator``'s average; mark it slow when that reaches ``slow_call_s``."""
+        """Fold one call's duration into ``evaluator``'s average; mark it slow when that reaches ``slow_call_s``.
+
+        Only with a second slow call among its last three: a call's duration is wall time, and on a loaded machine
+        (or behind a busy application thread holding the GIL) a 50 µs check now and then takes 100 ms or more,
+        which alone lifts the average past ``slow_call_s`` for a few calls. Marked slow for it, a cheap evaluator's
+        jobs would take the loop's pool path for ``slow_ttl_s``, several times the CPU per job, and at load miss
+        their hold deadlines by the hundred. A slow evaluator is marked one call later, while the supervisor's
+        demotion and the job-age check keep the hold rule.
+        """
         key = id(evaluator)
         if key not in self._warm:
             # A first call pays one-time costs (imports, caches, the first model build): counted, it would mark
@@ -261,7 +275,9 @@ class FastLane:
         average = self._cost.get(key)
         average = took_s if average is None else average + _SMOOTHING * (took_s - average)
         self._cost[key] = average
-        if average >= self.slow_call_s:
+        recent = ((self._recent.get(key, 0) << 1) | (took_s >= self.slow_call_s)) & 0b111
+        self._recent[key] = recent
+        if average >= self.slow_call_s and recent.bit_count() >= 2:
             self._slow[key] = time.monotonic()
 
     def submit(self, batch: list[Any]) -> bool:
@@ -371,7 +387,10 @@ class FastLane:
             raise failed
         self.demoted += 1
         if overran:  # not when only the job's age moved it: the lane's backlog is not this evaluator's doing
-            self._slow[id(evaluator)] = time.monotonic()
+            # A slow call, counted as any (marked slow with a second among its last three): one stall at load
+            # must not send a cheap evaluator to the loop for slow_ttl_s; this call's job goes there all the same.
+            self._warm.add(id(evaluator))  # counted even as its first call: a hang is no start-up cost
+            self.note_call(evaluator, now - since)
         progress.inflight = demoted
         progress.started = since
         if self.cancelled:

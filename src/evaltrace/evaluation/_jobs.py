@@ -292,6 +292,21 @@ class JobRunner:
         self.ctx.stats.not_evaluated(semconv.SKIP_MAPPING_FAILED, spec.evaluator.name)
         return skipped_result(spec.evaluator, semconv.SKIP_MAPPING_FAILED)
 
+    def eager(self, job: Job | SessionJob) -> bool:
+        """Whether the engine may run ``job``'s first step outside a task: a job that takes the in-place path.
+
+        Such a job usually ends in that step (see ``_engine.Engine._begin``); never raises (our failure: a task).
+        """
+        try:
+            if type(job) is not Job or job.deferred or self.ctx.remote is not None:
+                return False
+            runs_in_place = self._runs_in_place
+            return all(runs_in_place(spec) for spec in job.specs) and all(
+                runs_in_place(spec) for spec in job.trace_specs
+            )
+        except Exception:
+            return False
+
     def _runs_in_place(self, spec: EvaluatorSpec) -> bool:
         """Whether ``spec`` runs to its result on the loop with nothing to wait for (inline, sync, no slot)."""
         # With limits set, a max_concurrent slot may have to be waited for: the general path then.

@@ -152,7 +152,10 @@ class EvaluationSpanProcessor(SpanProcessor):
         self._sinks = [self._sink_worker(sink, key) for sink, key in zip(sinks, self._sink_keys, strict=True)]
         self._gate = self._new_gate()
         self._pending = 0
-        self._cond = threading.Condition()
+        # The condition's own lock, taken directly around the queue slot of each span (Condition's __enter__ and
+        # __exit__ are two Python frames more per use, twice per evaluated span): the same lock either way.
+        self._slot_lock = threading.RLock()
+        self._cond = threading.Condition(self._slot_lock)
         # end_session() requests the timer applies (session id -> give-up time): once no turn of it still runs.
         self._ending: dict[str, float] = {}
         self._roots_ending = 0  # trace roots between their end and their session announcement (while _ending)
@@ -172,7 +175,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         self._limits_failing: dict[str, ErrorEpisode] = {}  # evaluator name -> its limiter's failures
         self._engine = Engine(opts.sync_workers, opts.max_async_concurrency)
         self._runner = JobRunner(self._job_context(metrics), self._job_done)
-        self._engine.start(self._runner.run, fast=self._runner)
+        self._engine.start(self._runner.run, fast=self._runner, eager=self._runner.eager)
         forks.reinit_after_fork(self)  # after the engine, the sinks and the export queues: they re-initialise first
 
     def _new_remote(self, specs: Sequence[EvaluatorSpec]) -> ProcessEngine:
@@ -211,7 +214,8 @@ class EvaluationSpanProcessor(SpanProcessor):
         themselves already (they were created first). A processor shut down before the fork stays shut down.
         """
         opts = self.options
-        self._cond = threading.Condition()
+        self._slot_lock = threading.RLock()
+        self._cond = threading.Condition(self._slot_lock)
         self._pending = 0
         self._stats = PipelineStats()
         self._sampled_out_ticks = self._new_ticks()

@@ -242,6 +242,7 @@ async def _attempt(
         if type(produced) is EvaluationResult or not inspect.isawaitable(produced):
             return produced
     # asyncio.timeout (not wait_for): no extra task per call, which matters at thousands of evaluations/s.
+    await _in_task()
     deadline = asyncio.timeout(timeout_s)
     try:
         async with deadline:
@@ -264,10 +265,21 @@ async def _attempt(
     return produced
 
 
+async def _in_task() -> None:
+    """Suspend once when no task runs this coroutine, so that one does from here on (``asyncio.timeout`` needs one).
+
+    The engine runs an in-place job's first step outside any task (``_engine.Engine._begin``) and hands the job to a
+    task when it suspends: this is that suspension, one loop iteration, before a deadline is armed.
+    """
+    if asyncio.current_task() is None:
+        await asyncio.sleep(0)
+
+
 async def _awaited(produced: Any, timeout_s: float | None) -> Any:
     """An inline sync call's awaitable output awaited as ``_attempt`` awaits it (suppressed, under the timeout)."""
     if type(produced) is EvaluationResult or not inspect.isawaitable(produced):
         return produced
+    await _in_task()
     deadline = asyncio.timeout(timeout_s)
     try:
         async with deadline:

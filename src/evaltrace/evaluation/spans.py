@@ -38,6 +38,8 @@ from evaltrace.evaluation.convert import (
 from evaltrace.schema import EvaluationResult
 
 _ids = RandomIdGenerator()
+# The SDK's ReadableSpan fields enriched_copy reads directly (its properties return them, or a container of them).
+_READ_FIELDS = frozenset(("_attributes", "_events", "_end_time"))
 _SCOPE = InstrumentationScope(INSTRUMENTATION_NAME, __version__)
 
 
@@ -57,18 +59,26 @@ def enriched_copy(span: ReadableSpan, results: Sequence[EvaluationResult], *, pr
     link to the judge trace's root span (the span's own links are kept, first).
     """
     # The span's attributes are read once and the events built in place: this runs once per evaluated span.
-    original = span.attributes
-    attributes = dict(original or {})
+    state = span.__dict__
+    if type(span) is ReadableSpan and _READ_FIELDS <= state.keys():
+        # What the SDK's own properties return (a view of the attributes, a tuple of the events), without their
+        # frames and containers: copied below all the same.
+        attributes = dict(state["_attributes"] or {})
+        events = list(state["_events"])
+        end = state["_end_time"]
+    else:  # a subclass may override the properties: read through them
+        attributes = dict(span.attributes or {})
+        events = list(span.events)
+        end = span.end_time
     response_id = attributes.get(semconv.GEN_AI_RESPONSE_ID)  # response_id_of(original), without its call
     if not isinstance(response_id, str) or not response_id:
         response_id = None
     attributes.update(span_result_attributes(results))
-    end = span.end_time
-    events = list(span.events)
     for result in results:
         event_attributes = evaluation_event_attributes(result, response_id, provenance=provenance)
         events.append(new_event(semconv.GEN_AI_EVALUATION_RESULT_EVENT, event_attributes, end))
-    judges = [link for link in map(judge_link, results) if link is not None]
+    # A judge link needs the result's metadata (judge_link reads both of its ids there): none, no call.
+    judges = [link for result in results if result.metadata and (link := judge_link(result)) is not None]
     if judges:
         return replaced(span, attributes=attributes, events=events, links=[*span.links, *judges])
     return replaced(span, attributes=attributes, events=events)
