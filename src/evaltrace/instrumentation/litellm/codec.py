@@ -189,6 +189,9 @@ class _Choice:
 # What ``add`` reads of a chunk, its choice and its delta after the header (``getattr(obj, name, None)`` each).
 _READ = {"chunk": ("choices", "usage"), "choice": ("index", "finish_reason", "delta"),
          "delta": ("content", "refusal", "tool_calls", "function_call", "reasoning_content", "reasoning")}  # fmt: skip
+# The delta's names as a set: ``keys().isdisjoint`` then walks the (one-entry) ``__dict__`` and probes the set,
+# where a tuple made it probe the ``__dict__`` once per name (~1.2k per chunk).
+_DELTA_READS = frozenset(_READ["delta"])
 
 
 @functools.cache
@@ -240,7 +243,7 @@ class LiteLLMChatAccumulator(ChatAccumulator):
             return
         chunk_type, choice_type, delta_type = types
         buffers = self.choices
-        delta_reads = _READ["delta"]
+        delta_reads = _DELTA_READS
         # ``fields.get(name, extra.get(name))``: the instance's entry, else its extra, else None (see plain_fields)
         for chunk in chunks:
             try:
