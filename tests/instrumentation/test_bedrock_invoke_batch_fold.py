@@ -241,7 +241,9 @@ def test_a_run_goes_on_across_batches_and_single_adds_in_any_order(edge: str, mo
 
 
 @pytest.mark.parametrize("edge", ["escapes", "raw utf-8", "empty", "closing bytes inside the string"])
-def test_a_delta_of_the_compact_shape_is_read_by_the_batch_fold_alone(edge: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_delta_of_the_compact_shape_is_read_by_the_batch_fold_alone(
+    edge: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Text deltas with escapes and multi-byte UTF-8 stay on the batch fold's path (no ``add``), read as ``add`` reads.
 
     Guards the fast path itself: a check that sent every such chunk to ``add`` would still record the same.

@@ -208,6 +208,7 @@ def _sdk_types() -> tuple[Any, Any, Any] | None:  # Any: a type check must not n
 
 
 _EMPTY: dict[str, Any] = {}  # read only: an instance without extras
+_NO_INDEX = object()  # no choice index read yet in a batch
 
 
 class LiteLLMChatAccumulator(ChatAccumulator):
@@ -231,7 +232,7 @@ class LiteLLMChatAccumulator(ChatAccumulator):
         ``add`` wraps every chunk, choice and delta in a view whose reads are ``getattr(obj, name, None)``; LiteLLM
         keeps most fields in the pydantic extras and deletes the unset ones, so each read goes through pydantic's
         ``__getattr__`` and several raise ``AttributeError``. The common chunk (LiteLLM's own types, exactly; one
-        choice; no usage; a delta with text and no reasoning, refusal or tool call) is read here from the
+        choice and no usage, or no choice; a delta with text and no reasoning, refusal or tool call) is read from the
         instances' ``__dict__``, then their extras: what ``getattr`` returns for fields no class defines
         (``plain_fields``). Where ``__dict__`` holds none of the names read (LiteLLM's choice declares no field,
         and its delta keeps all of them in the extras unless it sets reasoning), each is one ``dict.get`` of the
@@ -244,6 +245,8 @@ class LiteLLMChatAccumulator(ChatAccumulator):
         chunk_type, choice_type, delta_type = types
         buffers = self.choices
         delta_reads = _DELTA_READS
+        last: Any = _NO_INDEX  # the choice index of ``buffer``
+        buffer = _ChoiceBuffer()
         # ``fields.get(name, extra.get(name))``: the instance's entry, else its extra, else None (see plain_fields)
         for chunk in chunks:
             try:
@@ -252,13 +255,18 @@ class LiteLLMChatAccumulator(ChatAccumulator):
                     continue
                 fields = chunk.__dict__
                 extra = chunk.__pydantic_extra__ or _EMPTY
-                choices = fields.get("choices", extra.get("choices"))
-                if (
-                    type(choices) is not list
-                    or len(choices) != 1
-                    or fields.get("usage", extra.get("usage")) is not None
-                    or type(choices[0]) is not choice_type
-                ):
+                # ``fields.get(name, extra.get(name))`` as a test and a subscript where the name is in ``fields``
+                # (LiteLLM declares ``choices``): two method calls fewer
+                choices = fields["choices"] if "choices" in fields else extra.get("choices")
+                usage = fields["usage"] if "usage" in fields else extra.get("usage")
+                if type(choices) is not list or len(choices) > 1:
+                    self.add(chunk)
+                    continue
+                if not choices:  # ``include_usage``'s closing chunk: ``add`` reads nothing of it but its usage
+                    if usage is not None:
+                        self.usage = usage
+                    continue
+                if usage is not None or type(choices[0]) is not choice_type:
                     self.add(chunk)
                     continue
                 fields = choices[0].__dict__
@@ -301,9 +309,11 @@ class LiteLLMChatAccumulator(ChatAccumulator):
                         self.add(chunk)
                         continue
                     content = fields.get("content", extra.get("content"))
-                buffer = buffers.get(index)
-                if buffer is None:
-                    buffer = buffers[index] = _ChoiceBuffer()
+                if index is not last:  # a choice's buffer, once made, is never replaced: looked up on a change
+                    buffer = buffers.get(index)
+                    if buffer is None:
+                        buffer = buffers[index] = _ChoiceBuffer()
+                    last = index
                 if content:
                     buffer.text.append(content)
                 if finish is not None:
