@@ -205,6 +205,10 @@ def _edited(edit: str) -> Recorded:
         del chunks[-1]
     elif edit == "a choice-less chunk without usage mid-stream":
         chunks.insert(3, {**chunks[-1], "usage": None})
+    elif edit == "a header-less first chunk":  # Azure's: prompt filter results only, empty id and model
+        chunks.insert(0, {**chunks[0], "id": "", "model": "", "choices": [], "prompt_filter_results": []})
+    elif edit == "a first chunk without choices":
+        chunks.insert(0, {**chunks[0], "choices": []})
     elif edit == "two choices with usage":
         second = json.loads(json.dumps(chunks[4]["choices"][0]))
         second["index"] = 1
@@ -214,7 +218,13 @@ def _edited(edit: str) -> Recorded:
     return Recorded(item.method, item.uri, item.request_body, item.status, item.reason, item.headers, body)
 
 
-EDITS = ["usage on a text chunk", "a choice-less chunk without usage mid-stream", "two choices with usage"]
+EDITS = [
+    "usage on a text chunk",
+    "a choice-less chunk without usage mid-stream",
+    "two choices with usage",
+    "a header-less first chunk",
+    "a first chunk without choices",
+]
 
 
 @pytest.mark.parametrize("edit", EDITS)
@@ -226,10 +236,13 @@ def test_usage_and_choiceless_chunks_record_what_add_records(edit: str) -> None:
     own (so a chunk of one choice and usage, which ``add`` reads, is not made here).
     """
     chunks = _yielded("openai/gpt-4o-mini", "/v1", _edited(edit))
-    assert sum(1 for c in chunks if not c.choices) == (2 if "mid-stream" in edit else 1)
+    assert sum(1 for c in chunks if not c.choices) == (1 if edit in EDITS[:1] + EDITS[2:3] else 2)
+    general = LiteLLMChatAccumulator()
+    add_each(general._add, chunks)
+    expected = _record(general)
     one_by_one = LiteLLMChatAccumulator()
-    add_each(one_by_one.add, chunks)
-    expected = _record(one_by_one)
+    assert [one_by_one.add(c) for c in chunks] == [LiteLLMChatAccumulator()._add(c) for c in chunks]
+    assert _record(one_by_one) == expected
     assert expected[0].output_messages
     for size in (1, 2, 3, 64):
         batched = LiteLLMChatAccumulator()
@@ -257,3 +270,25 @@ def test_the_usage_chunk_and_the_text_chunks_are_read_without_add(monkeypatch: p
     assert added == []
     assert _record(batched) == _record(expected)
     assert batched.usage is not None
+
+
+@pytest.mark.parametrize(("model", "suffix", "path", "index"), CASES)
+def test_add_reads_a_streams_first_chunk_as_the_general_path_does(
+    model: str, suffix: str, path: Path, index: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``add`` reads the header of LiteLLM's own first chunk itself, then folds it by ``add_batch``: same record."""
+    chunks = _chunks(model, suffix, path, index)
+    general = LiteLLMChatAccumulator()
+    outputs = [general._add(c) for c in chunks]
+    one_by_one = LiteLLMChatAccumulator()
+    assert [one_by_one.add(c) for c in chunks] == outputs
+    assert _record(one_by_one) == _record(general)
+    calls: list[Any] = []
+    general_add = LiteLLMChatAccumulator._add
+    monkeypatch.setattr(LiteLLMChatAccumulator, "_add", lambda self, c: calls.append(c) or general_add(self, c))
+    first = LiteLLMChatAccumulator()
+    first.add(chunks[0])
+    head = chunks[0]
+    if model.startswith("openai/") and len(head.choices) == 1 and not head.choices[0].delta.tool_calls:
+        assert calls == []  # OpenAI's first chunk, a header and one choice opening the text: no general path
+        assert not first.header_pending

@@ -208,6 +208,25 @@ def _sdk_types() -> tuple[Any, Any, Any] | None:  # Any: a type check must not n
 
 
 _EMPTY: dict[str, Any] = {}  # read only: an instance without extras
+_HEADER = ("id", "model", "service_tier", "system_fingerprint")  # what ``ChatAccumulator._read_header`` reads
+
+
+class _Header(NamedTuple):
+    """A chunk's header fields, for ``ChatAccumulator._read_header`` to read by attribute."""
+
+    id: Any
+    model: Any
+    service_tier: Any
+    system_fingerprint: Any
+
+
+@functools.cache
+def _header_type() -> Any:
+    """LiteLLM's ``ModelResponseStream`` when its header fields read as ``plain_fields`` (else None: ``_add`` reads)."""
+    types = _sdk_types()
+    return types[0] if types is not None and plain_fields(types[0], _HEADER) else None
+
+
 _NO_INDEX = object()  # no choice index read yet in a batch
 
 
@@ -217,7 +236,27 @@ class LiteLLMChatAccumulator(ChatAccumulator):
     __slots__ = ()
 
     def add(self, chunk: Any) -> bool:
-        """Fold one ``ModelResponseStream`` in (see ``ChatAccumulator.add``); O(1) per choice."""
+        """Fold one ``ModelResponseStream`` in (see ``ChatAccumulator.add``); O(1) per choice.
+
+        The stream's first chunk (the header pending) of LiteLLM's own chunk type has its header read from the
+        instance's ``__dict__`` and extras, as ``_read_header`` reads it, and is then folded by ``add_batch``: the
+        general path (``_add``) costs ~160k instructions a chunk in pydantic's ``__getattr__`` and the
+        ``AttributeError`` s it raises, and the proxy folds every stream's first chunk with ``add``.
+        """
+        if self.header_pending and type(chunk) is _header_type():
+            fields = chunk.__dict__
+            extra = chunk.__pydantic_extra__ or _EMPTY
+            choices = fields["choices"] if "choices" in fields else extra.get("choices")
+            if type(choices) is list:
+                # what ``getattr(chunk, name, None)`` gives (``plain_fields``), read by ``_read_header`` itself
+                self._read_header(_Header(*(fields[n] if n in fields else extra.get(n) for n in _HEADER)))
+                if not self.header_pending:  # else ``_add`` reads the header again, alike, and the chunk
+                    self.add_batch([chunk])
+                    return bool(choices)  # ``_add``'s: whether the chunk had a choice
+        return self._add(chunk)
+
+    def _add(self, chunk: Any) -> bool:
+        """The general path of ``add``: any chunk, read through views whose reads are ``getattr(obj, name, None)``."""
         choices = [_Choice(c) for c in getattr(chunk, "choices", None) or ()]
         output = super().add(_Chunk(chunk, choices))
         for choice in choices:
