@@ -349,9 +349,7 @@ class LiteLLMChatAccumulator(ChatAccumulator):
                         continue
                     content = fields.get("content", extra.get("content"))
                 if index is not last:  # a choice's buffer, once made, is never replaced: looked up on a change
-                    buffer = buffers.get(index)
-                    if buffer is None:
-                        buffer = buffers[index] = _ChoiceBuffer()
+                    buffer = buffers.get(index) or buffers.setdefault(index, _ChoiceBuffer())
                     last = index
                 if content:
                     buffer.text.append(content)
