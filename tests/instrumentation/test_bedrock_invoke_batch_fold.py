@@ -177,8 +177,8 @@ def _delta(index: int, kind: str, name: str, value: str) -> bytes:
     )
 
 
-def _many_blocks() -> list[bytes]:
-    """Thinking, eleven text blocks and tool input, in the recorded Claude stream's format (none is recorded)."""
+def test_thinking_text_and_tool_input_runs_over_many_blocks_record_what_add_records() -> None:
+    """No recording holds thinking or a block index past 2: the stream is built in the recorded stream's format."""
     chunks = _recorded_chunks()
     stop = [c for c in chunks if c.startswith(b'{"type":"message_delta"')]
     body = [
@@ -202,12 +202,7 @@ def _many_blocks() -> list[bytes]:
         *stop,
         chunks[-1],  # the recorded message_stop with Bedrock's invocation metrics
     ]
-    return body
-
-
-def test_thinking_text_and_tool_input_runs_over_many_blocks_record_what_add_records() -> None:
-    """No recording holds thinking or a block index past 2: the stream is built in the recorded stream's format."""
-    outcome = _assert_batches_record_what_add_records(_served(_many_blocks()))[0]
+    outcome = _assert_batches_record_what_add_records(_served(body))[0]
     parts = outcome.output_messages[0]["parts"]
     assert [p["type"] for p in parts] == ["reasoning", *["text"] * 11, "tool_call"]
     assert parts[0]["content"] == "".join(f'step {i}, é "{i}"\n' for i in range(5))
@@ -268,33 +263,3 @@ def test_a_delta_of_the_compact_shape_is_read_by_the_batch_fold_alone(
     assert added == []
     batched.add_batch(events[deltas[-1] + 2 :])
     assert _record(batched) == expected
-
-
-@pytest.mark.parametrize("size", [1, 3, 64])
-def test_the_first_delta_of_each_block_starts_its_run_without_add(size: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    """In a batch, a compact delta of a block that started is read there, whatever run came before it.
-
-    Only the proxy's own ``add`` of the stream's first delta reads a content delta; the block starts, stops and
-    the message events still go through ``add``.
-    """
-    events = _served(_many_blocks())
-    expected = _assert_batches_record_what_add_records(events)
-    added: list[bytes] = []
-    add = InvokeStreamAccumulator.add
-    monkeypatch.setattr(
-        InvokeStreamAccumulator, "add", lambda self, event: added.append(event["chunk"]["bytes"]) or add(self, event)
-    )
-    batched = InvokeStreamAccumulator("req")
-    start = 0
-    for start, event in enumerate(events, 1):  # noqa: B007
-        if batched.add(event):
-            break
-    added.clear()
-    for at in range(start, len(events), size):
-        batched.add_batch(events[at : at + size])
-    assert _record(batched) == expected
-    assert [c for c in added if c.startswith(b'{"type":"content_block_delta"')] == [
-        b'{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"c2ln"}}'
-    ]  # a kind ``add`` keeps nothing of
-    # the signature; the starts of blocks 1-12 and the stops of blocks 0-12; message_delta and message_stop
-    assert len(added) == 1 + 12 + 13 + 2

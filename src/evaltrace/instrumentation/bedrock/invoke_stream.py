@@ -158,37 +158,29 @@ class InvokeStreamAccumulator:
         of the compact shape (``_delta_head``), the next chunks that are the same head, one JSON string and ``}}``
         are read here: the string decoded by ``json``'s own string scanner (the one ``json.loads`` calls for it,
         so the text and what counts as valid are its own) and appended to the block's fragments, which is all
-        ``add`` does with such a delta. A compact delta of another block or kind (of a block that started) starts
-        its own run here, as it would after ``add``; any other chunk goes to ``add`` and ends the run. A run goes on
-        into the next batch (and into the first one, after the proxy's own ``add`` of the first delta): it starts
-        from the delta that began it (``self.delta``), which every ``add`` sets or clears, and a run begun here sets.
+        ``add`` does with such a delta. Any other chunk goes to ``add`` and ends the run. A run goes on into the
+        next batch (and into the first one, after the proxy's own ``add`` of the first delta): it starts from the
+        delta the last ``add`` folded (``self.delta``), which every ``add`` sets or clears.
         """
         head, skip, append = self._run()
         add = self.add
         for event in events:
-            if type(event) is dict:
+            if head and type(event) is dict:
                 try:
                     chunk = event["chunk"]
                     data = chunk["bytes"] if type(chunk) is dict else None
                     # Slices compared, not ``startswith`` / ``endswith``: on 3.11 those parse their arguments
                     # as a tuple (~1k instructions a call), a slice and a compare cost a third of that.
-                    if type(data) is bytes and data[-3:] == _STRING_END:
-                        started = not head or data[:skip] != head
-                        if started:  # a compact delta of another block or kind starts its own run, as after ``add``
-                            head, skip, append = self._run_at(data)
-                        if head and (not started or data[:skip] == head):  # the head, opening quote included
-                            # The whole chunk decoded (its head and ``}}`` are ASCII: one character a byte), its
-                            # string scanned from the character after the opening quote. Strict UTF-8 (no
-                            # arguments: no codec lookup) gives what ``json.loads``' ``surrogatepass`` gives
-                            # wherever it succeeds; where it fails (an encoded surrogate, invalid bytes), ``add``
-                            # reads the chunk.
-                            text = data.decode()
-                            value, end = _SCAN_STRING(text, skip)
-                            if end == len(text) - 2:
-                                append(value)
-                                if started:
-                                    self.delta = data  # what ``add`` of this delta sets: the run goes on from it
-                                continue
+                    if type(data) is bytes and data[:skip] == head and data[-3:] == _STRING_END:
+                        # The whole chunk decoded (its head and ``}}`` are ASCII: one character a byte), its string
+                        # scanned from the character after the opening quote. Strict UTF-8 (no arguments: no
+                        # codec lookup) gives what ``json.loads``' ``surrogatepass`` gives wherever it succeeds;
+                        # where it fails (an encoded surrogate, invalid bytes), ``add`` reads the chunk.
+                        text = data.decode()
+                        value, end = _SCAN_STRING(text, skip)
+                        if end == len(text) - 2:
+                            append(value)
+                            continue
                 except (KeyError, ValueError):  # no such key, invalid UTF-8 or not one valid string: ``add``'s
                     pass
             try:
@@ -200,13 +192,9 @@ class InvokeStreamAccumulator:
     def _run(self) -> tuple[bytes, int, Any]:
         """The run the delta ``add`` last folded starts: its head and opening quote, their length, its ``append``.
 
-        The ``append`` is the block's fragments'. ``(b"", 0, None)`` (no run) when the last ``add`` folded no
-        compact content delta of a block it has.
+        The ``append`` is the block's fragments'. ``(b"", 0, None)`` (no run) when the last ``add`` folded no compact content delta of a block it has.
         """
-        return self._run_at(self.delta)
-
-    def _run_at(self, data: bytes | None) -> tuple[bytes, int, Any]:
-        """The run a compact content delta ``data`` starts (``_run``'s), were it folded by ``add`` now."""
+        data = self.delta
         if data is not None and self.anthropic is not None:
             found = _delta_head(data)
             block = self.anthropic.blocks.get(found[1]) if found is not None else None
