@@ -138,6 +138,11 @@ EDGES: dict[str, bytes] = {
     "a number before the closing bytes": TEXT + b'1"}}',
     "a letter before a string's text": TEXT + b'xabc"}}',
     "invalid utf-8": TEXT + b'"\xff"}}',
+    # a surrogate encoded as UTF-8 bytes: strict UTF-8 (the batch fold's decode) refuses it, ``json.loads``'
+    # ``surrogatepass`` reads it as the lone surrogate, so ``add`` must read this chunk
+    "an encoded surrogate": TEXT + b'"x\xed\xa0\x80y"}}',
+    "an encoded surrogate pair": TEXT + b'"\xed\xa0\xbd\xed\xb8\x80"}}',
+    "a quote-less head": TEXT + b"'a'}}",
     "a raw control character": TEXT + b'"a\nb"}}',
     "an invalid escape": TEXT + b'"\\x"}}',
     "an unterminated string": TEXT + b'"}}',
@@ -205,7 +210,9 @@ def test_thinking_text_and_tool_input_runs_over_many_blocks_record_what_add_reco
     assert parts[12]["arguments"] == {"city": "San Francisco"}
 
 
-@pytest.mark.parametrize("edge", ["another block", "a thinking delta in a text block", "invalid utf-8", "empty"])
+@pytest.mark.parametrize(
+    "edge", ["another block", "a thinking delta in a text block", "invalid utf-8", "an encoded surrogate", "empty"]
+)
 def test_a_run_goes_on_across_batches_and_single_adds_in_any_order(edge: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run starts from the delta the last ``add`` folded, whether that ``add`` came from a batch or not.
 
@@ -231,3 +238,28 @@ def test_a_run_goes_on_across_batches_and_single_adds_in_any_order(edge: str, mo
                 add_each(mixed.add, events[at : at + size])
             at, step = at + size, step + 1
         assert _record(mixed) == expected, pattern
+
+
+@pytest.mark.parametrize("edge", ["escapes", "raw utf-8", "empty", "closing bytes inside the string"])
+def test_a_delta_of_the_compact_shape_is_read_by_the_batch_fold_alone(
+    edge: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Text deltas with escapes and multi-byte UTF-8 stay on the batch fold's path (no ``add``), read as ``add`` reads.
+
+    Guards the fast path itself: a check that sent every such chunk to ``add`` would still record the same.
+    """
+    chunks = _recorded_chunks()
+    deltas = [i for i, c in enumerate(chunks) if c.startswith(TEXT)]
+    at = deltas[2]
+    events = _served([*chunks[:at], EDGES[edge], *chunks[at:]])
+    expected = _assert_batches_record_what_add_records(events)
+    added: list[Any] = []
+    add = InvokeStreamAccumulator.add
+    monkeypatch.setattr(InvokeStreamAccumulator, "add", lambda self, event: added.append(event) or add(self, event))
+    batched = InvokeStreamAccumulator("req")
+    batched.add_batch(events[:at])  # up to the first deltas of the run, through ``add`` or not
+    added.clear()
+    batched.add_batch(events[at : deltas[-1] + 2])  # the edge, then the rest of the run
+    assert added == []
+    batched.add_batch(events[deltas[-1] + 2 :])
+    assert _record(batched) == expected

@@ -18,6 +18,7 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # LiteLLM fetches its price map at import otherwise
 
 import asyncio
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,11 @@ def _chunks(model: str, suffix: str, path: Path, index: int) -> list[Any]:
     Read on a thread of its own with an event loop of its own, closed after: LiteLLM's sync calls take the thread's
     event loop (``asyncio.get_event_loop``, which makes one on the main thread) and leave it open.
     """
-    item = _anthropic(path.name) if index < 0 else load_cassette(path)[index]
+    return _yielded(model, suffix, _anthropic(path.name) if index < 0 else load_cassette(path)[index])
+
+
+def _yielded(model: str, suffix: str, item: Recorded) -> list[Any]:
+    """The chunks LiteLLM yields for one recorded response (see ``_chunks``)."""
     chunks: list[Any] = []
 
     def read() -> None:
@@ -184,3 +189,106 @@ def test_fields_where_no_recorded_stream_has_them_record_what_add_records() -> N
     assert expected is not None
     parts = expected[0].output_messages[0]["parts"]
     assert any(p["type"] == "reasoning" and "an extra thought" in p["content"] for p in parts), parts
+
+
+OPENAI_STREAM = FIXTURES / "openai-cassettes/otel-contrib/test_chat_completion_streaming.yaml"
+
+
+def _edited(edit: str) -> Recorded:
+    """The recorded OpenAI stream (usage on a closing chunk of its own) with its chunks edited as ``edit`` says."""
+    item = load_cassette(OPENAI_STREAM)[0]
+    events = [e for e in item.body.split(b"\n\n") if e.strip()]
+    chunks = [json.loads(e[len(b"data: ") :]) for e in events[:-1]]  # the last is ``[DONE]``
+    usage = chunks[-1]["usage"]
+    if edit == "usage on a text chunk":
+        chunks[3]["usage"] = usage
+        del chunks[-1]
+    elif edit == "a choice-less chunk without usage mid-stream":
+        chunks.insert(3, {**chunks[-1], "usage": None})
+    elif edit == "a header-less first chunk":  # Azure's: prompt filter results only, empty id and model
+        chunks.insert(0, {**chunks[0], "id": "", "model": "", "choices": [], "prompt_filter_results": []})
+    elif edit == "a first chunk without choices":
+        chunks.insert(0, {**chunks[0], "choices": []})
+    elif edit == "two choices with usage":
+        second = json.loads(json.dumps(chunks[4]["choices"][0]))
+        second["index"] = 1
+        chunks[4]["choices"].append(second)
+        chunks[4]["usage"] = usage
+    body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+    return Recorded(item.method, item.uri, item.request_body, item.status, item.reason, item.headers, body)
+
+
+EDITS = [
+    "usage on a text chunk",
+    "a choice-less chunk without usage mid-stream",
+    "two choices with usage",
+    "a header-less first chunk",
+    "a first chunk without choices",
+]
+
+
+@pytest.mark.parametrize("edit", EDITS)
+def test_usage_and_choiceless_chunks_record_what_add_records(edit: str) -> None:
+    """No recording has these shapes: the recorded OpenAI stream is edited and parsed by LiteLLM itself.
+
+    The batch fold reads a chunk without choices (``include_usage``'s closing chunk) as its usage alone; a chunk of
+    several choices still goes through ``add``. LiteLLM moves a usage sent on a text chunk to a closing chunk of its
+    own (so a chunk of one choice and usage, which ``add`` reads, is not made here).
+    """
+    chunks = _yielded("openai/gpt-4o-mini", "/v1", _edited(edit))
+    assert sum(1 for c in chunks if not c.choices) == (1 if edit in EDITS[:1] + EDITS[2:3] else 2)
+    general = LiteLLMChatAccumulator()
+    add_each(general._add, chunks)
+    expected = _record(general)
+    one_by_one = LiteLLMChatAccumulator()
+    assert [one_by_one.add(c) for c in chunks] == [LiteLLMChatAccumulator()._add(c) for c in chunks]
+    assert _record(one_by_one) == expected
+    assert expected[0].output_messages
+    for size in (1, 2, 3, 64):
+        batched = LiteLLMChatAccumulator()
+        start = 0
+        for start, chunk in enumerate(chunks, 1):  # noqa: B007
+            if batched.add(chunk):
+                break
+        for at in range(start, len(chunks), size):
+            batched.add_batch(chunks[at : at + size])
+        assert _record(batched) == expected, size
+
+
+def test_the_usage_chunk_and_the_text_chunks_are_read_without_add(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After the first chunk, the recorded stream's chunks (text, finish, usage alone) all stay on the fast path."""
+    chunks = _chunks("openai/gpt-4o-mini", "/v1", OPENAI_STREAM, 0)
+    assert any(not c.choices and getattr(c, "usage", None) is not None for c in chunks)  # what LiteLLM yields
+    expected = LiteLLMChatAccumulator()
+    add_each(expected.add, chunks)
+    batched = LiteLLMChatAccumulator()
+    assert batched.add(chunks[0])
+    added: list[Any] = []
+    add = LiteLLMChatAccumulator.add
+    monkeypatch.setattr(LiteLLMChatAccumulator, "add", lambda self, chunk: added.append(chunk) or add(self, chunk))
+    batched.add_batch(chunks[1:])
+    assert added == []
+    assert _record(batched) == _record(expected)
+    assert batched.usage is not None
+
+
+@pytest.mark.parametrize(("model", "suffix", "path", "index"), CASES)
+def test_add_reads_a_streams_first_chunk_as_the_general_path_does(
+    model: str, suffix: str, path: Path, index: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``add`` reads the header of LiteLLM's own first chunk itself, then folds it by ``add_batch``: same record."""
+    chunks = _chunks(model, suffix, path, index)
+    general = LiteLLMChatAccumulator()
+    outputs = [general._add(c) for c in chunks]
+    one_by_one = LiteLLMChatAccumulator()
+    assert [one_by_one.add(c) for c in chunks] == outputs
+    assert _record(one_by_one) == _record(general)
+    calls: list[Any] = []
+    general_add = LiteLLMChatAccumulator._add
+    monkeypatch.setattr(LiteLLMChatAccumulator, "_add", lambda self, c: calls.append(c) or general_add(self, c))
+    first = LiteLLMChatAccumulator()
+    first.add(chunks[0])
+    head = chunks[0]
+    if model.startswith("openai/") and len(head.choices) == 1 and not head.choices[0].delta.tool_calls:
+        assert calls == []  # OpenAI's first chunk, a header and one choice opening the text: no general path
+        assert not first.header_pending
