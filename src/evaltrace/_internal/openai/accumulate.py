@@ -141,9 +141,11 @@ class ChatAccumulator:
 
         openai's own chunk, choice and delta types (exactly those: a subclass may read its fields its own way) are
         read through their instance ``__dict__``: a dict lookup where an attribute read goes through pydantic's
-        ``__getattr__`` hook, which CPython does not specialise. A field missing from the ``__dict__``, a delta
-        with extras (reasoning) or with anything but text takes the general path, which reads it as ``add`` does.
-        A subclass that reads chunks its own way (overriding ``add`` or ``_add_delta``) gets ``add`` per chunk.
+        ``__getattr__`` hook, which CPython does not specialise. The common chunk (one choice, with a text delta
+        and no extras) is read in a straight line: its one choice is unpacked, not looped over. A chunk with no
+        choice or several, a field missing from a ``__dict__``, a delta with extras (reasoning) or with anything but
+        text takes the general path, which reads it as ``add`` does. A subclass that reads chunks its own way
+        (overriding ``add`` or ``_add_delta``) gets ``add`` per chunk.
         """
         if not self._inline or self.header_pending:
             # No header check per chunk below: the header is read from the first chunks, before the proxy batches
@@ -160,15 +162,16 @@ class ChatAccumulator:
                     continue
                 fields = chunk.__dict__
                 try:
-                    choices = fields["choices"]
+                    # One choice: unpacked, no iterator. None, no choice or several raise here (one exception per
+                    # such chunk: the usage chunk, or a server sending several choices at once): ``_add_chunk``.
+                    (choice,) = fields["choices"]
                     usage = fields["usage"]
-                except KeyError:
+                except (KeyError, TypeError, ValueError):
                     self._add_chunk(chunk)
                     continue
-                for choice in choices or ():
-                    if type(choice) is not choice_type:
-                        self._add_choice(choice)
-                        continue
+                if type(choice) is not choice_type:
+                    self._add_choice(choice)
+                else:
                     fields = choice.__dict__
                     try:
                         index = fields["index"]
@@ -176,28 +179,28 @@ class ChatAccumulator:
                         finish = fields["finish_reason"]
                     except KeyError:
                         self._add_choice(choice)
-                        continue
-                    try:
-                        buffer = buffers[index]  # a subscript, not a ``get`` call: the KeyError comes once per choice
-                    except KeyError:
-                        buffer = buffers[index] = _ChoiceBuffer()
-                    # No None check first: a None delta is not a ``delta_type`` and ``_add_delta`` skips it.
-                    if type(delta) is delta_type and not delta.__pydantic_extra__:
-                        fields = delta.__dict__
-                        try:
-                            content = fields["content"]
-                            rest = fields["refusal"] or fields["tool_calls"] or fields["function_call"] is not None
-                        except KeyError:
-                            ChatAccumulator._add_delta(buffer, delta)
-                        else:
-                            if content:
-                                buffer.text.append(content)
-                            if rest:
-                                ChatAccumulator._add_rest(buffer, delta)
                     else:
-                        ChatAccumulator._add_delta(buffer, delta)
-                    if finish is not None:
-                        buffer.finish_reason = finish
+                        try:
+                            buffer = buffers[index]  # a subscript, not a ``get``: the KeyError comes once per choice
+                        except KeyError:
+                            buffer = buffers[index] = _ChoiceBuffer()
+                        # No None check first: a None delta is not a ``delta_type`` and ``_add_delta`` skips it.
+                        if type(delta) is delta_type and not delta.__pydantic_extra__:
+                            fields = delta.__dict__
+                            try:
+                                content = fields["content"]
+                                rest = fields["refusal"] or fields["tool_calls"] or fields["function_call"] is not None
+                            except KeyError:
+                                ChatAccumulator._add_delta(buffer, delta)
+                            else:
+                                if content:
+                                    buffer.text.append(content)
+                                if rest:
+                                    ChatAccumulator._add_rest(buffer, delta)
+                        else:
+                            ChatAccumulator._add_delta(buffer, delta)
+                        if finish is not None:
+                            buffer.finish_reason = finish
                 if usage is not None:
                     self.usage = usage
             except Exception:
