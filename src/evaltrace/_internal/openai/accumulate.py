@@ -80,6 +80,9 @@ class _ChoiceBuffer:
         return output_message(parts, self.finish_reason)
 
 
+_NO_INDEX = object()
+"""No choice index is this: ``add_batch``'s last index before its first choice."""
+
 _FAST_TYPES: tuple[Any, Any, Any] | None = None
 """openai's ``ChatCompletionChunk``, ``Choice`` and ``ChoiceDelta`` once looked up (``_fast_types``)."""
 
@@ -155,6 +158,8 @@ class ChatAccumulator:
             return
         chunk_type, choice_type, delta_type = _FAST_TYPES or _fast_types()
         buffers = self.choices
+        last: Any = _NO_INDEX  # the index of the choice whose ``buffer`` is at hand
+        buffer: Any = None
         for chunk in chunks:
             try:
                 if type(chunk) is not chunk_type:
@@ -180,10 +185,12 @@ class ChatAccumulator:
                     except KeyError:
                         self._add_choice(choice)
                     else:
-                        try:
-                            buffer = buffers[index]  # a subscript, not a ``get``: the KeyError comes once per choice
-                        except KeyError:
-                            buffer = buffers[index] = _ChoiceBuffer()
+                        if index is not last:  # else the chunk before's choice: its buffer is at hand
+                            try:
+                                buffer = buffers[index]  # a subscript, not a ``get``: its KeyError once per choice
+                            except KeyError:
+                                buffer = buffers[index] = _ChoiceBuffer()
+                            last = index
                         # No None check first: a None delta is not a ``delta_type`` and ``_add_delta`` skips it.
                         if type(delta) is delta_type and not delta.__pydantic_extra__:
                             fields = delta.__dict__
