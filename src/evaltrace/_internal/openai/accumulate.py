@@ -145,9 +145,10 @@ class ChatAccumulator:
         openai's own chunk, choice and delta types (exactly those: a subclass may read its fields its own way) are
         read through their instance ``__dict__``: a dict lookup where an attribute read goes through pydantic's
         ``__getattr__`` hook, which CPython does not specialise. The common chunk (one choice, with a text delta
-        and no extras) is read in a straight line: its one choice is unpacked, not looped over. A chunk with no
-        choice or several, a field missing from a ``__dict__``, a delta with extras (reasoning) or with anything but
-        text takes the general path, which reads it as ``add`` does. A subclass that reads chunks its own way
+        and no extras) is read in a straight line: its one choice is unpacked, not looped over, and the buffer of
+        the chunk before's choice is reused when the index is the same object. A chunk with no choice or several, a
+        field missing from a ``__dict__``, a delta with extras (reasoning) or with anything but text takes the
+        general path, which reads it as ``add`` does. A subclass that reads chunks its own way
         (overriding ``add`` or ``_add_delta``) gets ``add`` per chunk.
         """
         if not self._inline or self.header_pending:
