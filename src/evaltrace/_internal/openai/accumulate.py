@@ -80,6 +80,9 @@ class _ChoiceBuffer:
         return output_message(parts, self.finish_reason)
 
 
+_NO_INDEX = object()
+"""No choice index is this: ``add_batch``'s last index before its first choice."""
+
 _FAST_TYPES: tuple[Any, Any, Any] | None = None
 """openai's ``ChatCompletionChunk``, ``Choice`` and ``ChoiceDelta`` once looked up (``_fast_types``)."""
 
@@ -141,9 +144,12 @@ class ChatAccumulator:
 
         openai's own chunk, choice and delta types (exactly those: a subclass may read its fields its own way) are
         read through their instance ``__dict__``: a dict lookup where an attribute read goes through pydantic's
-        ``__getattr__`` hook, which CPython does not specialise. A field missing from the ``__dict__``, a delta
-        with extras (reasoning) or with anything but text takes the general path, which reads it as ``add`` does.
-        A subclass that reads chunks its own way (overriding ``add`` or ``_add_delta``) gets ``add`` per chunk.
+        ``__getattr__`` hook, which CPython does not specialise. The common chunk (one choice, with a text delta
+        and no extras) is read in a straight line: its one choice is unpacked, not looped over, and the buffer of
+        the chunk before's choice is reused when the index is the same object. A chunk with no choice or several, a
+        field missing from a ``__dict__``, a delta with extras (reasoning) or with anything but text takes the
+        general path, which reads it as ``add`` does. A subclass that reads chunks its own way
+        (overriding ``add`` or ``_add_delta``) gets ``add`` per chunk.
         """
         if not self._inline or self.header_pending:
             # No header check per chunk below: the header is read from the first chunks, before the proxy batches
@@ -153,6 +159,8 @@ class ChatAccumulator:
             return
         chunk_type, choice_type, delta_type = _FAST_TYPES or _fast_types()
         buffers = self.choices
+        last: Any = _NO_INDEX  # the index of the choice whose ``buffer`` is at hand
+        buffer: Any = None
         for chunk in chunks:
             try:
                 if type(chunk) is not chunk_type:
@@ -160,15 +168,16 @@ class ChatAccumulator:
                     continue
                 fields = chunk.__dict__
                 try:
-                    choices = fields["choices"]
+                    # One choice: unpacked, no iterator. None, no choice or several raise here (one exception per
+                    # such chunk: the usage chunk, or a server sending several choices at once): ``_add_chunk``.
+                    (choice,) = fields["choices"]
                     usage = fields["usage"]
-                except KeyError:
+                except (KeyError, TypeError, ValueError):
                     self._add_chunk(chunk)
                     continue
-                for choice in choices or ():
-                    if type(choice) is not choice_type:
-                        self._add_choice(choice)
-                        continue
+                if type(choice) is not choice_type:
+                    self._add_choice(choice)
+                else:
                     fields = choice.__dict__
                     try:
                         index = fields["index"]
@@ -176,28 +185,30 @@ class ChatAccumulator:
                         finish = fields["finish_reason"]
                     except KeyError:
                         self._add_choice(choice)
-                        continue
-                    try:
-                        buffer = buffers[index]  # a subscript, not a ``get`` call: the KeyError comes once per choice
-                    except KeyError:
-                        buffer = buffers[index] = _ChoiceBuffer()
-                    # No None check first: a None delta is not a ``delta_type`` and ``_add_delta`` skips it.
-                    if type(delta) is delta_type and not delta.__pydantic_extra__:
-                        fields = delta.__dict__
-                        try:
-                            content = fields["content"]
-                            rest = fields["refusal"] or fields["tool_calls"] or fields["function_call"] is not None
-                        except KeyError:
-                            ChatAccumulator._add_delta(buffer, delta)
-                        else:
-                            if content:
-                                buffer.text.append(content)
-                            if rest:
-                                ChatAccumulator._add_rest(buffer, delta)
                     else:
-                        ChatAccumulator._add_delta(buffer, delta)
-                    if finish is not None:
-                        buffer.finish_reason = finish
+                        if index is not last:  # else the chunk before's choice: its buffer is at hand
+                            try:
+                                buffer = buffers[index]  # a subscript, not a ``get``: its KeyError once per choice
+                            except KeyError:
+                                buffer = buffers[index] = _ChoiceBuffer()
+                            last = index
+                        # No None check first: a None delta is not a ``delta_type`` and ``_add_delta`` skips it.
+                        if type(delta) is delta_type and not delta.__pydantic_extra__:
+                            fields = delta.__dict__
+                            try:
+                                content = fields["content"]
+                                rest = fields["refusal"] or fields["tool_calls"] or fields["function_call"] is not None
+                            except KeyError:
+                                ChatAccumulator._add_delta(buffer, delta)
+                            else:
+                                if content:
+                                    buffer.text.append(content)
+                                if rest:
+                                    ChatAccumulator._add_rest(buffer, delta)
+                        else:
+                            ChatAccumulator._add_delta(buffer, delta)
+                        if finish is not None:
+                            buffer.finish_reason = finish
                 if usage is not None:
                     self.usage = usage
             except Exception:
