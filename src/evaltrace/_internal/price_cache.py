@@ -247,15 +247,11 @@ def _default_folder() -> Path | None:
 
 
 def _path(setting: str | None, source: list[Any]) -> Path | None:
-    if setting is not None:
-        named = Path(setting).expanduser()
-        if not setting.endswith(("/", os.sep)) and not named.is_dir():
-            return named  # a file the user named: used as is
-        directory: Path | None = named
-    else:
-        directory = _default_folder()
-        if directory is None:
-            return None
+    directory = _default_folder() if setting is None else Path(setting).expanduser()
+    if directory is None:
+        return None
+    if setting is not None and not setting.endswith(("/", os.sep)) and not directory.is_dir():
+        return directory  # a file the user named: used as is
     # One file per install (its data.py path): another venv's install never discards this one's prices; an upgrade
     # of this install changes the size and time inside the file, which then starts afresh.
     digest = hashlib.sha256(str(source[0]).encode("utf-8", "surrogateescape")).hexdigest()[:12]
