@@ -4,8 +4,8 @@ evaltrace ships ``price_index``'s files for one genai-prices release (the one it
 other release, a process with no entry in the file of prices already looked up (``price_cache``: the first process,
 or the first to meet a model) loaded genai-prices' whole table again (issue 28's start-up row, ~230M instructions).
 So the first process that has to load that table anyway builds the same index from it (``price_index_build``),
-checks it against genai-prices' own lookup for every model's id (``agrees``: a release whose lookup changed in a way
-the index does not repeat is never indexed), and writes it to
+checks it against genai-prices' own lookup for a sample of each provider's models (``agrees``: a release whose
+lookup changed in a way the index does not repeat is not indexed), and writes it to
 ``<price cache folder>/price-index-<genai-prices version>-f<index format>/<provider id>.json``. Later processes read
 one provider's file from there, as from the shipped index, without importing genai-prices.
 
