@@ -6,7 +6,9 @@ A model found nowhere has no cost: we never guess. Prices found in genai-prices 
 (``~/.cache/evaltrace/prices.json``, ``$EVALTRACE_PRICE_CACHE``; ``_internal/price_cache.py``) that later processes
 read instead of loading genai-prices' whole table, only where that gives exactly the same price; a process without
 that file reads the same prices from the index evaltrace ships for the installed genai-prices release
-(``_internal/price_index.py``), also without importing genai-prices. Reasoning tokens are billed at the output rate, and they
+(``_internal/price_index.py``), or, under another release, from the same index built by the first process that
+loaded genai-prices' table (``_internal/price_index_local.py``), also without importing genai-prices
+(``docs/pricing.md``). Reasoning tokens are billed at the output rate, and they
 are a subset of the output tokens, so the reasoning cost is part of the total, not added to it.
 
 Example:

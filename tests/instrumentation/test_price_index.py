@@ -29,6 +29,10 @@ from evaltrace._internal.price_index_build import PROVIDER_IDS, build
 
 genai_prices = pytest.importorskip("genai_prices")
 from genai_prices import data_snapshot, types  # noqa: E402
+from price_table import all_models as _all_models  # noqa: E402
+from price_table import genai_prices_answer as _genai_prices  # noqa: E402
+from price_table import literals as _literals  # noqa: E402
+from price_table import names as _names  # noqa: E402
 
 REPO_SRC = Path(__file__).resolve().parents[2] / "src"
 INSTALLED = version("genai-prices")
@@ -54,43 +58,6 @@ def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     price_cache.reset()
     price_index.reset()
     pricing.clear_model_prices()
-
-
-def _genai_prices(provider_id: str, name: str, now: dt.datetime) -> Any:
-    """genai-prices' own answer, in the index's form: (converted price or None, valid until), or MISS."""
-    try:
-        _, info = data_snapshot.get_snapshot().find_provider_model(name, None, provider_id, None)
-    except LookupError:
-        return None, None
-    until = price_cache.valid_until(info, now)
-    if until is not None and not isinstance(until, dt.date):
-        return price_cache.MISS  # an off-peak rate: never served from the index
-    price = pricing._convert(info.get_prices(now))
-    entry = None if price is None else (price.input, price.output, price.cached_input, price.tiers, price.cache_write)
-    return entry, until
-
-
-def _literals(clause: Any) -> Iterator[str]:
-    for field in ("equals", "starts_with", "ends_with", "contains"):
-        if isinstance(getattr(clause, field, None), str):
-            yield getattr(clause, field)
-    for inner in getattr(clause, "or_", None) or getattr(clause, "and_", None) or ():
-        yield from _literals(inner)
-
-
-def _all_models() -> list[types.ModelInfo]:
-    return [model for provider in data_snapshot.get_snapshot().providers for model in provider.models]
-
-
-def _names() -> list[str]:
-    """Every model id and every literal of every clause of genai-prices' table, each also dated, compact-dated,
-    upper-cased and behind a region prefix (how APIs report them), plus names no model has."""
-    names = dict.fromkeys(["", "no-such-model", "gpt-4o-mini-20241399", "claude-3-5-sonnet-20241022-v2:0"])
-    for model in _all_models():
-        for base in (model.id, *_literals(model.match)):
-            for name in (base, f"{base}-2024-07-18", f"{base}-20240718", base.upper(), f"us.{base}"):
-                names[name] = None
-    return list(names)
 
 
 pytestmark = pytest.mark.skipif(not INDEX_IN_USE, reason="the shipped index is for another genai-prices release")

@@ -49,9 +49,12 @@ __all__ = [
     "custom_snapshot_set",
     "decode",
     "encode",
+    "folder",
     "get",
     "put",
+    "replace",
     "reset",
+    "sweep",
     "valid_until",
 ]
 
@@ -121,11 +124,17 @@ def put(provider_id: str, model: str, price: Entry, until: Any) -> None:
     rows[model] = [until.isoformat() if until else _NO_EXPIRY, encode(price)]
     if not _state.get("swept"):
         _state["swept"] = True
-        _sweep(path)
+        sweep(path)
     # Lock-free: each dict copy is one step under the GIL, so another thread's put cannot change a dict while it is
     # serialised (at worst the file misses that thread's entry until its own write).
     snapshot = {provider: dict(rows) for provider, rows in dict(prices).items()}
     text = json.dumps({"format": _FORMAT, "source": source, "prices": snapshot}, separators=(",", ":"))
+    if not replace(path, text):
+        _state["prices"] = None  # unwritable: stop trying in this process
+
+
+def replace(path: Path, text: str) -> bool:
+    """Replace the private file ``path`` with ``text`` whole; False when it cannot be written (never raises)."""
     # One temporary file per writer (process and thread): writers may be at work at once, and each must replace the
     # file with a whole document of its own.
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
@@ -136,11 +145,12 @@ def put(provider_id: str, model: str, price: Entry, until: Any) -> None:
             handle.write(text)
         os.replace(tmp, path)
     except OSError:
-        _state["prices"] = None  # unwritable: stop trying in this process
         try:
             tmp.unlink(missing_ok=True)
         except OSError:
             pass
+        return False
+    return True
 
 
 def valid_until(info: Any, now: dt.datetime) -> Any:
@@ -217,25 +227,38 @@ def _read_file() -> dict[str, dict[str, Any]] | None:
     return prices
 
 
-def _path(setting: str | None, source: list[Any]) -> Path | None:
+def folder() -> Path | None:
+    """The folder evaltrace keeps its price files in (this file's, or a named file's), None when they are off."""
+    setting = os.environ.get(PRICE_CACHE_ENV)
     if setting is not None:
-        named = Path(setting).expanduser()
-        if not setting.endswith(("/", os.sep)) and not named.is_dir():
-            return named  # a file the user named: used as is
-        folder = named
-    else:
-        base = os.environ.get("XDG_CACHE_HOME")
-        try:
-            folder = (Path(base) if base else Path.home() / ".cache") / "evaltrace"
-        except RuntimeError:  # no home directory
+        if setting.strip().lower() in _OFF:
             return None
+        named = Path(setting).expanduser()
+        return named if setting.endswith(("/", os.sep)) or named.is_dir() else named.parent
+    return _default_folder()
+
+
+def _default_folder() -> Path | None:
+    base = os.environ.get("XDG_CACHE_HOME")
+    try:
+        return (Path(base) if base else Path.home() / ".cache") / "evaltrace"
+    except RuntimeError:  # no home directory
+        return None
+
+
+def _path(setting: str | None, source: list[Any]) -> Path | None:
+    directory = _default_folder() if setting is None else Path(setting).expanduser()
+    if directory is None:
+        return None
+    if setting is not None and not setting.endswith(("/", os.sep)) and not directory.is_dir():
+        return directory  # a file the user named: used as is
     # One file per install (its data.py path): another venv's install never discards this one's prices; an upgrade
     # of this install changes the size and time inside the file, which then starts afresh.
     digest = hashlib.sha256(str(source[0]).encode("utf-8", "surrogateescape")).hexdigest()[:12]
-    return folder / f"prices-{digest}.json"
+    return directory / f"prices-{digest}.json"
 
 
-def _sweep(path: Path) -> None:
+def sweep(path: Path) -> None:
     """Remove the temporary files of ``path`` that a killed writer left (best effort)."""
     prefix, cutoff = f"{path.name}.", time.time() - _STALE_TMP_S
     try:

@@ -11,7 +11,9 @@ It is used only for the exact genai-prices release it was built from: each file 
 ``RECORD`` lists them (sha256 and size of every module), and the installed ``RECORD`` must list the same, and the
 files on disk have those sizes. Any other version, an editable or altered install, a missing or corrupt index file,
 a model whose price depends on the time of day, or a user's own snapshot (``set_custom_snapshot``) gives ``MISS``,
-and the price is looked up in genai-prices as before. Matching repeats genai-prices' ``find_provider_model`` for a
+and the price is looked up in genai-prices as before. For another release, the same index is built once from the
+installed genai-prices and kept beside the price cache (``price_index_local``), so only that release's first process
+loads genai-prices' table. Matching repeats genai-prices' ``find_provider_model`` for a
 provider id: lower-cased name, the first model whose clause matches, then the same with a compact date
 (``-20251211``) rewritten to ``-2025-12-11``; a dated price is the last conditional price whose start date has come
 (UTC), as ``ModelInfo.get_prices`` picks it. ``tests/instrumentation/test_price_index.py`` holds both to
@@ -31,11 +33,22 @@ from typing import Any, Final, Literal
 from evaltrace._internal import price_cache
 from evaltrace._internal.price_cache import MISS, Entry, Miss
 
-__all__ = ["FORMAT", "INDEX_DIR", "UNCACHEABLE_PRICES", "find", "installed_source", "reset"]
+__all__ = [
+    "FORMAT",
+    "INDEX_DIR",
+    "UNCACHEABLE_PRICES",
+    "find",
+    "installed_source",
+    "installed_version",
+    "load",
+    "lookup",
+    "reset",
+]
 
 FORMAT: Final = 1
 INDEX_DIR: Final = Path(__file__).with_name("price_index_data")
 UNCACHEABLE_PRICES: Final = "genai-prices"  # a model's prices this index cannot hold (an off-peak rate): look it up
+_DIST_INFO: Final = ("genai_prices-", ".dist-info")
 _COMPACT_DATE = re.compile(r"(-)(20\d{2})(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])(?=-|:|$)")  # genai-prices' own
 
 # provider id -> its models (None: no usable file); "genai_prices <version>" -> installed_source(version).
@@ -43,8 +56,11 @@ _state: dict[str, Any] = {}
 
 
 def reset() -> None:
-    """Forget what this process read and checked (tests)."""
+    """Forget what this process read, checked and built (tests)."""
+    from evaltrace._internal import price_index_local
+
     _state.clear()
+    price_index_local.reset()
 
 
 def find(provider_id: str, model: str, now: dt.datetime) -> tuple[Entry, dt.date | None] | Literal[Miss.MISS]:
@@ -57,34 +73,48 @@ def find(provider_id: str, model: str, now: dt.datetime) -> tuple[Entry, dt.date
     models = _models(provider_id)
     if models is None:
         return MISS
-    ref = model.lower()
     try:
-        prices = _match(models, ref)
-        if prices is None:
-            normalized = _COMPACT_DATE.sub(_dashed_date, ref)
-            if normalized != ref:
-                prices = _match(models, normalized)
-        if prices is None:
-            return None, None
-        if prices == UNCACHEABLE_PRICES:
-            return MISS
-        return _in_force(prices, now.astimezone(dt.UTC).date())
+        return lookup(models, model, now)
     except (TypeError, ValueError, re.error):  # a file this version did not write: genai-prices decides
         _state[provider_id] = None
         return MISS
 
 
+def lookup(models: list[Any], model: str, now: dt.datetime) -> tuple[Entry, dt.date | None] | Literal[Miss.MISS]:
+    """``find`` in one provider's ``models``.
+
+    Raises:
+        TypeError: ``models`` is not what this version writes (also ValueError, ``re.error``).
+    """
+    ref = model.lower()
+    prices = _match(models, ref)
+    if prices is None:
+        normalized = _COMPACT_DATE.sub(_dashed_date, ref)
+        if normalized != ref:
+            prices = _match(models, normalized)
+    if prices is None:
+        return None, None
+    if prices == UNCACHEABLE_PRICES:
+        return MISS
+    return _in_force(prices, now.astimezone(dt.UTC).date())
+
+
 def _models(provider_id: str) -> list[Any] | None:
     if provider_id not in _state:
-        _state[provider_id] = _load(provider_id)
-    models: list[Any] | None = _state[provider_id]
-    return models
+        models = load(INDEX_DIR / f"{provider_id}.json")
+        if models is None:  # another release (or a damaged file): the index built here for the installed one
+            from evaltrace._internal import price_index_local
+
+            models = price_index_local.models(provider_id)
+        _state[provider_id] = models
+    found: list[Any] | None = _state[provider_id]
+    return found
 
 
-def _load(provider_id: str) -> list[Any] | None:
-    """The provider's models from its index file, if that file was built from the installed genai-prices."""
+def load(path: Path) -> list[Any] | None:
+    """The models of the index file at ``path``, if that file was built from the installed genai-prices."""
     try:
-        with open(INDEX_DIR / f"{provider_id}.json", encoding="utf-8") as handle:
+        with open(path, encoding="utf-8") as handle:
             document = json.load(handle)
     except (OSError, ValueError):
         return None
@@ -115,13 +145,9 @@ def installed_source(version: str) -> dict[str, Any] | None:
     disk. A hash of the 1.6 MB table itself would cost more than the rest of a cold start's pricing, so the
     installer's record of it is trusted, and the sizes catch a file changed since.
     """
-    try:
-        spec = find_spec("genai_prices")
-    except (ImportError, ValueError):
+    package = _package()
+    if package is None:
         return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    package = Path(next(iter(spec.submodule_search_locations)))
     record = package.parent / f"genai_prices-{version}.dist-info" / "RECORD"
     files: dict[str, str] = {}
     try:
@@ -139,6 +165,34 @@ def installed_source(version: str) -> dict[str, Any] | None:
     if "genai_prices/data.py" not in files:
         return None
     return {"version": version, "files": files}
+
+
+def installed_version() -> str | None:
+    """The installed genai-prices release, named by the one ``genai_prices-<version>.dist-info`` beside it.
+
+    None when genai-prices is not installed, or its folder has no such record or several (a leftover of an upgrade:
+    which one describes the files is not known).
+    """
+    package = _package()
+    if package is None:
+        return None
+    try:
+        names = [name for name in os.listdir(package.parent) if name.startswith(_DIST_INFO[0])]
+    except OSError:
+        return None
+    records = [name[len(_DIST_INFO[0]) : -len(_DIST_INFO[1])] for name in names if name.endswith(_DIST_INFO[1])]
+    return records[0] if len(records) == 1 else None
+
+
+def _package() -> Path | None:
+    """The folder of the ``genai_prices`` package found on ``sys.path`` (not imported), or None."""
+    try:
+        spec = find_spec("genai_prices")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def _match(models: list[Any], ref: str) -> Any:

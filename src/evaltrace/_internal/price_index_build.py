@@ -1,18 +1,20 @@
-"""Build ``price_index``'s files from the installed genai-prices (``scripts/build_price_index.py``, tests).
+"""Build ``price_index``'s files from the installed genai-prices.
 
-Imports genai-prices and walks its objects: never imported by an application, only where the index is made or
-checked.
+Used by ``scripts/build_price_index.py``, the tests, and an application's first process under a genai-prices release
+evaltrace ships no index for (``price_index_local``). Imports genai-prices and walks its objects: imported by an application only where genai-prices' table is loaded
+anyway.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
 
 from evaltrace._internal import price_cache, price_index
 
-__all__ = ["PROVIDER_IDS", "build", "write"]
+__all__ = ["PROVIDER_IDS", "agrees", "build", "text", "write"]
 
 
 def _provider_ids() -> tuple[str, ...]:
@@ -42,12 +44,7 @@ def build(version: str, providers: list[Any] | None = None) -> dict[str, dict[st
         provider = data_snapshot.find_provider_by_id(table, provider_id)
         if provider is None:
             continue
-        # Provider.find_model's order: its own models, then each fallback provider's own (one step, no further).
-        candidates = list(provider.models)
-        for fallback_id in provider.fallback_model_providers or ():
-            fallback = next((p for p in table if p.id == fallback_id), None)
-            if fallback is not None:
-                candidates.extend(fallback.models)
+        candidates = _candidates(table, provider)
         documents[provider_id] = {
             "format": price_index.FORMAT,
             "genai_prices": source,
@@ -61,8 +58,72 @@ def write(documents: dict[str, dict[str, Any]], folder: Path) -> None:
     """Write each document as ``<provider id>.json`` in ``folder`` (one line each: the index is data)."""
     folder.mkdir(parents=True, exist_ok=True)
     for provider_id, document in documents.items():
-        text = json.dumps(document, separators=(",", ":"), ensure_ascii=False)
-        (folder / f"{provider_id}.json").write_text(text + "\n", encoding="utf-8")
+        (folder / f"{provider_id}.json").write_text(text(document), encoding="utf-8")
+
+
+def text(document: dict[str, Any]) -> str:
+    """A document as its file holds it."""
+    return json.dumps(document, separators=(",", ":"), ensure_ascii=False) + "\n"
+
+
+_CHECK_STRIDE = 32  # ``agrees`` checks every 32nd model of a provider: each genai-prices lookup costs ~1M instructions
+
+
+def agrees(documents: dict[str, dict[str, Any]], now: dt.datetime) -> bool:
+    """Whether the index prices a sample of each document's models, by id, as genai-prices' own lookup does at ``now``.
+
+    The check an index built at run time passes before it is used (``price_index_local``): the shipped one is held
+    to genai-prices over its whole table by the tests, but a release the tests never saw could change its lookup
+    (a fallback rule, an order, a price constraint), and a difference would otherwise be a wrong price. The sample
+    (a provider's first and last model, and every ``_CHECK_STRIDE``-th) keeps the check a small part of the cost
+    of loading genai-prices' table; checking every model cost ~3 times that load (``benchmarks/README.md``).
+    """
+    from genai_prices import data_snapshot
+
+    from evaltrace import pricing
+
+    snapshot = data_snapshot.get_snapshot()
+    for provider_id, document in documents.items():
+        models = document["models"]
+        provider = data_snapshot.find_provider_by_id(snapshot.providers, provider_id)
+        ids = list(
+            dict.fromkeys(model.id for model in ([] if provider is None else _candidates(snapshot.providers, provider)))
+        )
+        for model_id in dict.fromkeys([*ids[::_CHECK_STRIDE], *ids[-1:]]):
+            got = price_index.lookup(models, model_id, now)
+            try:
+                _, info = snapshot.find_provider_model(model_id, None, provider_id, None)
+            except LookupError:
+                if got != (None, None):
+                    return False
+                continue
+            until = price_cache.valid_until(info, now)
+            if until is not None and not isinstance(until, dt.date):  # an off-peak price: never served by the index
+                if got is not price_cache.MISS:
+                    return False
+                continue
+            price = pricing._convert(info.get_prices(now))
+            entry = (
+                None
+                if price is None
+                else (price.input, price.output, price.cached_input, price.tiers, price.cache_write)
+            )
+            if got != (entry, until):
+                return False
+    return True
+
+
+def _candidates(table: list[Any], provider: Any) -> list[Any]:
+    """The models genai-prices tries for ``provider``, in ``Provider.find_model``'s order.
+
+    Its own, then each fallback provider's own (one step, no further).
+    """
+    candidates = list(provider.models)
+    for fallback_id in provider.fallback_model_providers or ():
+        fallback = next((p for p in table if p.id == fallback_id), None)
+        if fallback is not None:
+            candidates.extend(fallback.models)
+    return candidates
 
 
 def _clause(clause: Any) -> list[Any]:

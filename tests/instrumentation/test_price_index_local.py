@@ -1,0 +1,296 @@
+"""The price index built at run time, for a genai-prices release evaltrace ships no index for.
+
+Under any release but the one the shipped index (``_internal/price_index_data``) was built from, the first process
+that loads genai-prices' table builds the same index from it and keeps it in the price cache folder
+(``price-index-<version>-f<format>/``); later processes read it without importing genai-prices. "Another release"
+is made two ways: in this process, the shipped index is made to name another release than the installed one; in a
+child process, a copy of the installed genai-prices whose record names release 9.9.9 comes first on ``sys.path``.
+Prices are held to genai-prices' own lookup over its whole table, as ``test_price_index.py`` holds the shipped index.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from decimal import Decimal
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evaltrace import pricing
+from evaltrace._internal import price_cache, price_index, price_index_build, price_index_local
+from evaltrace._internal.price_index_build import PROVIDER_IDS
+
+genai_prices = pytest.importorskip("genai_prices")
+from genai_prices import Usage, data_snapshot  # noqa: E402
+from price_table import genai_prices_answer, names  # noqa: E402
+
+REPO_SRC = Path(__file__).resolve().parents[2] / "src"
+INSTALLED = version("genai-prices")
+
+
+@pytest.fixture
+def cache_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A price cache folder, and a shipped index that names another release than the installed one."""
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    for path in price_index.INDEX_DIR.glob("*.json"):
+        document = json.loads(path.read_text(encoding="utf-8"))
+        document["genai_prices"]["version"] = "0.0.1"
+        (shipped / path.name).write_text(json.dumps(document), encoding="utf-8")
+    monkeypatch.setattr(price_index, "INDEX_DIR", shipped)
+    folder = tmp_path / "cache"
+    monkeypatch.setenv(price_cache.PRICE_CACHE_ENV, f"{folder}/")
+    _new_process()
+    pricing.clear_model_prices()
+    yield folder
+    _new_process()
+    pricing.clear_model_prices()
+
+
+def _new_process() -> None:
+    """Forget what this process read and built, as a new process starts (the files stay)."""
+    price_cache.reset()
+    price_index.reset()
+
+
+def _index(folder: Path) -> Path:
+    return folder / f"price-index-{INSTALLED}-f{price_index.FORMAT}"
+
+
+def test_a_release_without_a_shipped_index_is_priced_by_the_index_built_here_as_by_genai_prices(
+    cache_folder: Path,
+) -> None:
+    """The first lookup builds and writes the index; a new process then prices every name of every model at every
+    provider id from those files alone, to the last bit as genai-prices does (or steps aside where it does)."""
+    now = dt.datetime.now(tz=dt.UTC)
+    assert price_index.find("openai", "gpt-4o", now) == genai_prices_answer("openai", "gpt-4o", now)
+    written = sorted(path.stem for path in _index(cache_folder).glob("*.json"))
+    assert written == sorted(PROVIDER_IDS)
+    assert list(_index(cache_folder).glob("*.tmp")) == []
+    assert oct(_index(cache_folder).joinpath("openai.json").stat().st_mode & 0o777) == "0o600"
+    shipped = json.loads((price_index.INDEX_DIR / "openai.json").read_text(encoding="utf-8"))
+    built = json.loads((_index(cache_folder) / "openai.json").read_text(encoding="utf-8"))
+    assert built["genai_prices"]["version"] == INSTALLED and built["models"] == shipped["models"]
+
+    _new_process()
+    all_names = names()
+    served = stepped_aside = 0
+    for provider_id in PROVIDER_IDS:
+        for name in all_names:
+            expected = genai_prices_answer(provider_id, name, now)
+            got = price_index.find(provider_id, name, now)
+            if expected is price_cache.MISS:
+                assert got is price_cache.MISS, (provider_id, name)
+                stepped_aside += 1
+                continue
+            assert got == expected, (provider_id, name)
+            served += expected[0] is not None
+    assert served > 5_000 and 0 < stepped_aside < served / 20, (served, stepped_aside)
+    assert "built" not in price_index_local._state  # read from the files: nothing was built again
+
+
+def test_costs_with_cached_reasoning_and_cache_write_tokens_are_genai_prices_own(cache_folder: Path) -> None:
+    """For every model whose prices have cache-read, cache-write or tiered rates, a call with cached, reasoning and
+    cache-write tokens (under and over the tier) costs from the built index what it costs from genai-prices' table,
+    and, for flat prices of those kinds, what genai-prices' own ``calc_price`` totals."""
+    now = dt.datetime.now(tz=dt.UTC)
+    price_index.find("openai", "gpt-4o", now)  # builds the index
+    _new_process()
+    snapshot = data_snapshot.get_snapshot()
+    checked = totals = 0
+    for provider_id in PROVIDER_IDS:
+        provider = data_snapshot.find_provider_by_id(snapshot.providers, provider_id)
+        assert provider is not None
+        for model in provider.models:
+            expected = genai_prices_answer(provider_id, model.id, now)
+            if expected is price_cache.MISS or expected[0] is None:
+                continue
+            price = pricing.ModelPrice(*expected[0])
+            if price.cached_input is None and price.cache_write is None and not price.tiers:
+                continue
+            for tokens in (10_000, 300_000):
+                usage = {"input_tokens": tokens, "cached_tokens": 3_000, "cache_write_tokens": 1_000}
+                usage |= {"output_tokens": 2_000, "reasoning_tokens": 500}
+                pricing.clear_model_prices()  # no per-process memo: each cost is looked up afresh
+                got = pricing.cost_of(model.id, provider=_provider_name(provider_id), **usage)
+                assert got == pricing.cost_at(price, **usage), (provider_id, model.id)
+                checked += 1
+                if not price.tiers and _only_token_prices(model, now):
+                    calc = model.get_prices(now).calc_price(
+                        Usage(
+                            input_tokens=tokens,
+                            cache_read_tokens=3_000,
+                            cache_write_tokens=1_000,
+                            output_tokens=2_000,
+                        )
+                    )
+                    assert got is not None
+                    assert got.total_usd == pytest.approx(float(calc["total_price"]), rel=1e-12, abs=0), model.id
+                    totals += 1
+    assert checked > 200 and totals > 50, (checked, totals)
+    assert "built" not in price_index_local._state
+
+
+def _provider_name(provider_id: str) -> str:
+    """A ``gen_ai.provider.name`` evaltrace prices under ``provider_id``."""
+    return next(name for name, genai_id in pricing._GENAI_PRICES_PROVIDER.items() if genai_id == provider_id)
+
+
+def _only_token_prices(model: Any, now: dt.datetime) -> bool:
+    """Whether the model's price in force has only input, output and cache read/write rates (no audio, requests)."""
+    prices = model.get_prices(now)
+    keys = {key for key, value in vars(prices).items() if value is not None}
+    return keys <= {"input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok"} and all(
+        isinstance(getattr(prices, key), Decimal) for key in keys
+    )
+
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupt", "another table", "empty"])
+def test_a_damaged_built_index_file_is_rebuilt_and_never_changes_a_price(cache_folder: Path, damage: str) -> None:
+    """A file cut short (a full disk), garbage, or one naming another table is not read: the next process that
+    needs it builds the index again and replaces the file; the price is genai-prices' throughout."""
+    now = dt.datetime.now(tz=dt.UTC)
+    price_index.find("openai", "gpt-4o", now)
+    path = _index(cache_folder) / "openai.json"
+    good = path.read_text(encoding="utf-8")
+    if damage == "truncated":
+        path.write_text(good[: len(good) // 2], encoding="utf-8")
+    elif damage == "corrupt":
+        path.write_bytes(b"\x00\xff" * 100)
+    elif damage == "another table":
+        document = json.loads(good)
+        document["genai_prices"]["files"]["genai_prices/data.py"] = "sha256=AAAA,1593104"
+        document["models"].insert(0, [["^", "gpt"], [["", [9.0, 9.0, None, [], None]]]])
+        path.write_text(json.dumps(document), encoding="utf-8")
+    else:
+        path.write_text("", encoding="utf-8")
+    _new_process()
+    for name in ("gpt-4o", "gpt-4o-mini-2024-07-18", "gpt-5", "no-such-model"):
+        assert price_index.find("openai", name, now) == genai_prices_answer("openai", name, now), name
+    assert path.read_text(encoding="utf-8") == good
+
+
+def test_an_unwritable_cache_folder_builds_in_memory_and_never_raises(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cache_folder: Path
+) -> None:
+    """A folder that cannot be made (its parent is a file): the index built serves this process, from memory, for
+    every provider, built once; nothing is written and no error reaches the caller."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("", encoding="utf-8")
+    monkeypatch.setenv(price_cache.PRICE_CACHE_ENV, f"{blocker}/cache/")
+    _new_process()
+    now = dt.datetime.now(tz=dt.UTC)
+    assert pricing.price_of("gpt-4o", "openai") == pricing.ModelPrice(*genai_prices_answer("openai", "gpt-4o", now)[0])
+    built = price_index_local._state["built"]
+    assert isinstance(built, dict) and set(built) == set(PROVIDER_IDS)
+    for provider_id, name in (("anthropic", "claude-sonnet-4-5"), ("google", "gemini-2.5-flash"), ("aws", "nope")):
+        assert price_index.find(provider_id, name, now) == genai_prices_answer(provider_id, name, now)
+    assert price_index_local._state["built"] is built  # one build per process
+    assert blocker.read_text(encoding="utf-8") == ""
+
+
+def test_with_the_cache_off_nothing_is_built_or_kept(cache_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``EVALTRACE_PRICE_CACHE=off``: no index is built (nowhere to keep it), the price is genai-prices' lookup."""
+    monkeypatch.setenv(price_cache.PRICE_CACHE_ENV, "off")
+    _new_process()
+    now = dt.datetime.now(tz=dt.UTC)
+    assert price_index.find("openai", "gpt-4o", now) is price_cache.MISS
+    assert pricing.price_of("gpt-4o", "openai") == pricing.ModelPrice(*genai_prices_answer("openai", "gpt-4o", now)[0])
+    assert "built" not in price_index_local._state
+    assert not cache_folder.exists()
+
+
+def test_a_release_the_builder_cannot_index_is_looked_up_in_genai_prices(
+    cache_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A later release with a clause kind the index does not know, or whose lookup no longer agrees with the index's:
+    nothing is written, and every price is genai-prices' own, as before the index existed."""
+    now = dt.datetime.now(tz=dt.UTC)
+
+    real_lookup = price_index.lookup
+
+    def unknown_clause(clause: Any) -> list[Any]:
+        raise ValueError(f"genai-prices clause {type(clause).__name__} is not known to evaltrace's price index")
+
+    def later_match(models: list[Any], model: str, at: dt.datetime) -> Any:
+        # a release whose lookup would now find another model first (say, a new rule ahead of the clauses)
+        return real_lookup(list(reversed(models)), model, at)
+
+    for breakage in ("unknown clause", "lookup differs"):
+        with monkeypatch.context() as patch:
+            if breakage == "unknown clause":
+                patch.setattr(price_index_build, "_clause", unknown_clause)
+            else:
+                patch.setattr(price_index, "lookup", later_match)
+            _new_process()
+            assert price_index.find("openai", "gpt-4o", now) is price_cache.MISS
+            assert price_index_local._state["built"] is None
+            assert pricing.price_of("gpt-4o-mini", "openai") == pricing.ModelPrice(
+                *genai_prices_answer("openai", "gpt-4o-mini", now)[0]
+            )
+            assert not _index(cache_folder).exists()
+
+
+def _release_copy(site: Path, release: str) -> Path:
+    """A copy of the installed genai-prices whose record (``.dist-info``, METADATA) names ``release``."""
+    installed = Path(genai_prices.__file__).parent
+    shutil.copytree(installed, site / "genai_prices", ignore=shutil.ignore_patterns("__pycache__"))
+    record = site / f"genai_prices-{release}.dist-info"
+    shutil.copytree(installed.parent / f"genai_prices-{INSTALLED}.dist-info", record)
+    metadata = record / "METADATA"
+    metadata.write_text(
+        metadata.read_text(encoding="utf-8").replace(f"\nVersion: {INSTALLED}\n", f"\nVersion: {release}\n"),
+        encoding="utf-8",
+    )
+    return site
+
+
+def test_a_new_release_is_cold_once_then_its_later_processes_never_load_genai_prices(tmp_path: Path) -> None:
+    """Release 9.9.9, which evaltrace ships no index for: its first process loads genai-prices and writes the index;
+    the next, asked for models no earlier process priced (so the file of prices already looked up has none of them),
+    reads one provider's file each and imports no genai-prices module and no builder; the prices are the same."""
+    site = _release_copy(tmp_path / "site", "9.9.9")
+    cache = tmp_path / "cache"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO_SRC)])}
+    env[price_cache.PRICE_CACHE_ENV] = f"{cache}/"
+    code = (
+        "import json, sys; from importlib.util import find_spec\n"
+        "before = set(sys.modules)\n"
+        "from evaltrace import pricing\n"
+        "prices = [repr(pricing.price_of(m, p)) for m, p in json.loads(sys.argv[1])]\n"
+        "loaded = sorted(set(sys.modules) - before)\n"
+        "print(json.dumps([prices, loaded, find_spec('genai_prices').origin]))\n"
+    )
+    first_models = [["gpt-4o-mini-2024-07-18", "openai"], ["no-such-model", "openai"]]
+    later_models = [["gpt-5", "openai"], ["claude-sonnet-4-5", "anthropic"], ["gemini-2.5-flash", "gcp.gemini"]]
+
+    def run(models: list[list[str]]) -> tuple[list[str], list[str]]:
+        done = subprocess.run(
+            [sys.executable, "-c", code, json.dumps(models)], env=env, capture_output=True, text=True, check=True
+        )
+        prices, loaded, imported_from = json.loads(done.stdout)
+        assert imported_from.startswith(str(site))  # the copy, not the installed release
+        return prices, loaded
+
+    first_prices, first_loaded = run(first_models)
+    assert "genai_prices.data" in first_loaded and "evaltrace._internal.price_index_build" in first_loaded
+    index = cache / f"price-index-9.9.9-f{price_index.FORMAT}"
+    assert sorted(path.stem for path in index.glob("*.json")) == sorted(PROVIDER_IDS)
+
+    later_prices, later_loaded = run(later_models)
+    assert [m for m in later_loaded if m.startswith("genai_prices") or m.endswith("price_index_build")] == []
+    assert {"evaltrace._internal.price_index", "evaltrace._internal.price_index_local"} <= set(later_loaded)
+
+    now = dt.datetime.now(tz=dt.UTC)
+    for (model, provider), got in zip(first_models + later_models, first_prices + later_prices, strict=True):
+        entry = genai_prices_answer(pricing._GENAI_PRICES_PROVIDER[provider], model, now)[0]
+        assert got == repr(None if entry is None else pricing.ModelPrice(*entry)), model
+    assert later_prices == run(later_models)[0]  # the same again, now from the file of prices already looked up
