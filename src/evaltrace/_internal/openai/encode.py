@@ -68,7 +68,7 @@ def quote_long(text: str) -> str:
 
     orjson escapes exactly the characters ``encode_basestring`` escapes (``"``, ``\`` and U+0000 to U+001F),
     in the same forms (``\n``, ``\u001f`` in lower case) and keeps every other character as it is, U+007F,
-    U+2028 and non-BMP characters included; the property test ``tests/test_quote_long.py`` holds it to that for
+    U+2028 and non-BMP characters included; ``tests/instrumentation/test_quote_long.py`` holds it to that for
     every code point and for random long texts. It refuses lone surrogates, which take ``encode_basestring``.
     """
     return _quote_long(text)
