@@ -17,7 +17,15 @@ import pytest
 
 from evaltrace._internal.jsonutil import capped_json
 from evaltrace._internal.openai import encode
-from evaltrace._internal.openai.encode import LONG, encoded, quote_long, text_answer, text_messages, text_size
+from evaltrace._internal.openai.encode import (
+    LONG,
+    encoded,
+    messages_json,
+    quote_long,
+    text_answer,
+    text_messages,
+    text_size,
+)
 
 REFERENCE = json.encoder.encode_basestring  # type: ignore[attr-defined]
 CAP = 128 * 1024
@@ -151,6 +159,73 @@ def test_random_messages_with_long_texts_encode_as_the_c_encoder_and_capped_json
 def test_other_shapes_of_a_long_value_encode_as_capped_json_does(messages: list[Any]) -> None:
     for cap in (0, CAP):
         assert encoded(messages, CAP // 2, cap) == capped_json(messages, cap)
+
+
+def _value(rng: random.Random, depth: int = 0) -> Any:
+    """A tool call's arguments or another part value: any JSON value, and some that JSON cannot hold exactly."""
+    roll = rng.random()
+    if depth < 3 and roll < 0.2:
+        return {_text(rng)[:20]: _value(rng, depth + 1) for _ in range(rng.randrange(0, 4))}
+    if depth < 3 and roll < 0.3:
+        items = [_value(rng, depth + 1) for _ in range(rng.randrange(0, 4))]
+        return tuple(items) if rng.random() < 0.3 else items
+    return rng.choice(
+        [
+            _text(rng),
+            rng.randrange(-(10**30), 10**30),
+            rng.randrange(-100, 100),
+            rng.uniform(-1e20, 1e20),
+            0.1,
+            1e16,
+            True,
+            None,
+            float("nan") if rng.random() < 0.1 else "no nan",
+            {3: "an int key"} if rng.random() < 0.1 else "no odd key",
+        ]
+    )
+
+
+def _answer(rng: random.Random) -> list[Any]:
+    messages: list[Any] = _messages(rng)
+    for message in messages:
+        for _ in range(rng.randrange(0, 3)):
+            call = {"type": "tool_call", "id": "call_1", "name": "get_weather", "arguments": _value(rng)}
+            message["parts"].insert(rng.randrange(0, len(message["parts"]) + 1), call)
+        if rng.random() < 0.1:
+            message["index"] = _value(rng)
+        if rng.random() < 0.05:
+            message["parts"].append(_value(rng))
+    if rng.random() < 0.05:
+        messages.append(_value(rng))
+    return messages
+
+
+def test_random_answers_with_tool_calls_and_long_texts_are_capped_json() -> None:
+    rng = random.Random(1_255)
+    for number in range(1_500):
+        messages = _answer(rng)
+        for cap in (0, CAP, 3_000, 300):
+            assert messages_json(messages, cap) == capped_json(messages, cap), (number, cap)
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"role": "assistant", "parts": [{"type": "text", "content": "x" * LONG}, {"type": "tool_call", "id": 1}]}],
+        [{"role": "assistant", "parts": [{"type": "tool_call", "arguments": {"a": ["é\n" * LONG, 1.5, None]}}]}],
+        [{"role": "assistant", "parts": [{"type": "text", "content": "x" * LONG}], "usage": {"n": float("inf")}}],
+        [{"role": "assistant", "parts": [{"type": "tool_call", "arguments": object()}, {"content": "x" * LONG}]}],
+        [{"role": "assistant", "parts": [{"type": "text", "content": "x" * (CAP + 10)}]}],
+        "x" * LONG,
+    ],
+    ids=["int id", "nested arguments", "infinity", "an object", "over the cap", "no list"],
+)
+def test_answers_of_every_shape_are_capped_json(messages: Any) -> None:
+    for cap in (0, CAP):
+        assert messages_json(messages, cap) == capped_json(messages, cap)
+    cycle: list[Any] = [{"role": "assistant", "parts": [{"type": "text", "content": "x" * LONG}]}]
+    cycle[0]["parts"].append(cycle)
+    assert messages_json(cycle, CAP) == capped_json(cycle, CAP)
 
 
 def test_long_answers_and_histories_written_out_are_capped_json() -> None:

@@ -13,7 +13,7 @@ import json.encoder
 from collections.abc import Callable
 from typing import Any
 
-from evaltrace._internal.jsonutil import capped_json
+from evaltrace._internal.jsonutil import _plain_budget, _work_limit, capped_json
 from evaltrace.pricing import split_details
 
 
@@ -83,7 +83,7 @@ def encoded(obj: Any, size: int, max_len: int) -> str:
     if _ENCODE is None or (max_len > 0 and size > max_len):
         return capped_json(obj, max_len)
     try:
-        text = (size >= LONG and type(obj) is list and _messages_json(obj)) or "".join(_ENCODE(obj, 0))
+        text = (size >= LONG and type(obj) is list and _messages_json(obj, _ENCODE)) or "".join(_ENCODE(obj, 0))
     except (TypeError, ValueError, RecursionError):
         return capped_json(obj, max_len)
     if max_len > 0 and len(text) > max_len:
@@ -91,15 +91,17 @@ def encoded(obj: Any, size: int, max_len: int) -> str:
     return text
 
 
-def _messages_json(messages: list[Any]) -> str:
-    """The C encoder's text of GenAI messages whose values are all strings or lists of string-to-string dicts.
+def _messages_json(messages: list[Any], encode: Callable[[Any, int], Any]) -> str:
+    """The C encoder's (``encode``'s) text of GenAI messages, their long strings escaped by ``quote_long``.
 
-    For a value holding a long string (``encoded``'s ``size``): its strings of ``LONG`` characters or more take
-    ``quote_long``, the others ``encode_basestring`` as the encoder does, and the text is written in the encoder's
-    order and separators (compact, keys in insertion order, ``{}`` and ``[]`` when empty). The pieces go to one
-    list joined once, as the encoder joins its own: joining at each level would copy the long texts once a level
-    (and widen each ASCII piece next to a non-ASCII text), which cost more than orjson saved. An empty text (never
-    a JSON value) for any other shape: a key or value of another type, a part that is no dict.
+    For a value holding a long string: its strings of ``LONG`` characters or more take ``quote_long``, the others
+    ``encode_basestring`` as the encoder does, and any other value in a message or a part (a tool call's
+    arguments, a number) takes the encoder itself, whose text of a value is the same wherever the value sits
+    (compact, no indent). The text is written in the encoder's order and separators (keys in insertion order,
+    ``{}`` and ``[]`` when empty). The pieces go to one list joined once, as the encoder joins its own: joining at
+    each level would copy the long texts once a level (and widen each ASCII piece next to a non-ASCII text), which
+    cost more than orjson saved. Raises what the encoder raises; an empty text (never a JSON value) when a message
+    is no dict or a key no string, whose text the encoder decides for the whole value.
     """
     quote, comma = _QUOTE, _COMMA
     out = ["["]
@@ -118,24 +120,58 @@ def _messages_json(messages: list[Any]) -> str:
                 append(f"{quote(key)}:[")
                 for part in value:
                     if type(part) is not dict:
-                        return ""
+                        append("".join(encode(part, 0)))
+                        append(comma)
+                        continue
                     append("{")
                     for name, text in part.items():
-                        if type(name) is not str or type(text) is not str:
+                        if type(name) is not str:
                             return ""
                         append(f"{quote(name)}:")
-                        append(quote(text) if len(text) < LONG else _quote_long(text))
+                        if type(text) is not str:
+                            append("".join(encode(text, 0)))
+                        else:
+                            append(quote(text) if len(text) < LONG else _quote_long(text))
                         append(comma)
                     _close(out, "}")
                     append(comma)
                 _close(out, "]")
             else:
-                return ""
+                append(f"{quote(key)}:")
+                append("".join(encode(value, 0)))
             append(comma)
         _close(out, "}")
         append(comma)
     _close(out, "]")
     return "".join(out)
+
+
+def messages_json(messages: Any, max_len: int) -> str:
+    """``capped_json(messages, max_len)`` of GenAI messages whose parts may hold any value, their long texts cheaper.
+
+    The answers ``text_size`` refuses (tool calls with arguments, media): ``capped_json`` walks the value first to
+    bound the work by the cap (``_plain_budget``), then, when it is plain data within that bound, writes it with the
+    C encoder. Here the same walk decides, and a value holding at least ``LONG`` characters is written by
+    ``_messages_json`` instead, its long texts escaped by ``quote_long``; everything else, and any value the walk or
+    the writer refuses, is ``capped_json``'s.
+    """
+    encode = _ENCODE
+    if max_len <= 0 or encode is None or type(messages) is not list:
+        return capped_json(messages, max_len)
+    limit = _work_limit(max_len)
+    try:
+        left = _plain_budget(messages, limit)
+    except RecursionError:
+        left = -1
+    if left < 0 or limit - left < LONG:
+        return capped_json(messages, max_len)
+    try:
+        text = _messages_json(messages, encode)
+    except (TypeError, ValueError, RecursionError):
+        return capped_json(messages, max_len)
+    if not text or len(text) > max_len:
+        return capped_json(messages, max_len)  # the encoder's text, or the truncation marker, as capped_json makes it
+    return text
 
 
 _COMMA = ","  # the separator piece: no other piece is a lone comma (keys end in a colon, strings in a quote)
