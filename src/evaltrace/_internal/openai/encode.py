@@ -42,7 +42,7 @@ LONG = 256
 
 def _orjson_quote(text: str) -> str:
     try:
-        return _orjson_dumps(text).decode()  # type: ignore[no-any-return]
+        return _orjson_dumps(text).decode()
     except TypeError:  # orjson.JSONEncodeError: a lone surrogate, which encode_basestring keeps as it is
         return _QUOTE(text)
 
