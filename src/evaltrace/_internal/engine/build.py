@@ -15,8 +15,7 @@ from evaltrace import pricing
 from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.outcome import Outcome, outcome_attributes
-from evaltrace._internal.jsonutil import capped_json
-from evaltrace._internal.openai.encode import cost_split_json, encoded, text_answer, text_size
+from evaltrace._internal.openai.encode import cost_split_json, encoded, messages_json, text_answer, text_size
 
 Attributes = dict[str, Any]
 OutcomeFn = Callable[[], Outcome]
@@ -65,7 +64,7 @@ def outcome_attributes_of(
         else:
             size = text_size(output)
             answer = attrs[sc.GEN_AI_OUTPUT_MESSAGES] = (
-                encoded(output, size, max_len) if size >= 0 else capped_json(output, max_len)
+                encoded(output, size, max_len) if size >= 0 else messages_json(output, max_len)
             )
             attrs.update(list_values.output_attributes(output, answer, max_len))
     usage = outcome.usage
