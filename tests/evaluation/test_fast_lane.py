@@ -529,3 +529,29 @@ def test_an_evaluator_hanging_on_one_call_in_three_is_marked_slow_and_costs_few_
     p.flush()
     stats = p.processor.stats()
     assert (stats["evaluated"], stats["passed"], stats["enriched"]) == (12, 12, 12)
+
+
+def test_calls_demoted_only_for_their_jobs_age_count_as_slow_calls_when_they_return(
+    make_pipeline: MakePipeline,
+) -> None:
+    # The hold rule demotes a call that has not overrun slow_s when its job nears the hold deadline. Such a call is
+    # counted when it returns (the supervisor counts only overruns): two of them among the last three calls mark
+    # the evaluator slow. Counted zero times, an evaluator whose calls outlast the hold margin stayed on the lane.
+    calls = [0]
+
+    @evaluator(name="lingering")
+    def lingering(trace: Trace) -> bool:
+        calls[0] += 1
+        if calls[0] > 1:  # the first call warms it up (never counted)
+            time.sleep(0.6)
+        return True
+
+    p = make_pipeline([lingering], hold_timeout_s=0.4, evaluator_timeout_s=None)
+    lane = p.processor._engine.lane
+    assert lane is not None
+    lane.slow_s = 60.0  # no call overruns: only the jobs' age demotes them
+    _one_at_a_time(p, 3)
+    assert lane.demoted == 2
+    assert lane.is_slow(lingering)
+    stats = p.processor.stats()
+    assert (stats["evaluated"], stats["passed"]) == (3, 3)
