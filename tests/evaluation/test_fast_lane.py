@@ -512,6 +512,7 @@ def test_an_evaluator_hanging_on_one_call_in_three_is_marked_slow_and_costs_few_
             release.wait(30)
         return True
 
+    before = set(threading.enumerate())  # lane threads of earlier tests' pipelines are not this one's
     try:
         # No timeout (as the review's repro): a hung call is neither cut short nor isolated, it only costs a thread.
         p = make_pipeline([sometimes_hangs], hold_timeout_s=30, evaluator_timeout_s=None)
@@ -522,7 +523,9 @@ def test_an_evaluator_hanging_on_one_call_in_three_is_marked_slow_and_costs_few_
         lane = p.processor._engine.lane
         assert lane is not None and lane.is_slow(sometimes_hangs)
         assert lane.demoted <= 2  # from the second demotion on, its hanging calls take the loop's pool
-        lane_threads = [t for t in threading.enumerate() if t.name.startswith("evaltrace-eval-lane")]
+        lane_threads = [
+            t for t in threading.enumerate() if t.name.startswith("evaltrace-eval-lane") and t not in before
+        ]
         assert len(lane_threads) <= 3  # the two demoted calls' and the current worker
     finally:
         release.set()
