@@ -220,3 +220,48 @@ def test_shutdown_keeps_its_deadline_with_a_stuck_evaluator_and_a_hung_sink(
         assert out.attributes["evaltrace.eval.stuck.skip_reason"] == "shutdown"  # the skip reason code
     finally:
         release.set()
+
+
+class _Abort(BaseException):
+    """A user's own BaseException (as gevent.Timeout is): neither an Exception nor SystemExit/KeyboardInterrupt."""
+
+
+class _RaisingEvaluator:
+    """A class-based evaluator (the plain ``evaluate`` call, not a function evaluator's fused call)."""
+
+    name = "raiser"
+    version = None
+
+    def __init__(self, kind: type[BaseException]) -> None:
+        self.kind = kind
+
+    def evaluate(self, trace: Trace, case: Any) -> Any:
+        raise self.kind()
+
+
+@pytest.mark.parametrize("lane", [True, False], ids=["lane", "loop"])
+@pytest.mark.parametrize("shape", ["function", "class"])
+@pytest.mark.parametrize("kind", [_Abort, GeneratorExit, asyncio.CancelledError])
+def test_any_base_exception_from_an_inline_sync_evaluator_is_its_counted_error(
+    make_pipeline: MakePipeline, kind: type[BaseException], shape: str, lane: bool
+) -> None:
+    # On the loop (the lane off, as a failure of its machinery turns it off) such an exception from an inline call
+    # ended the job uncounted: evaluated 0, errors 0, the span out unenriched, the other evaluator never run; a
+    # CancelledError was counted as our own shutdown. Each is that evaluator's error, as on the lane.
+    raiser = _RaisingEvaluator(kind) if shape == "class" else _raiser(kind, is_async=False)
+    p = make_pipeline([EvaluatorSpec(raiser, inline=True), EvaluatorSpec(fine, inline=True)])
+    if not lane:
+        p.processor._engine._lane_off = True
+    for name in ("first", "second"):
+        with p.tracer.start_as_current_span(name):
+            pass
+    p.flush()
+    for name in ("first", "second"):
+        out = p.one(name)
+        assert out.attributes["evaltrace.eval.fine.passed"] is True
+        assert out.attributes["evaltrace.eval.raiser.outcome"] == "error"
+        event = next(e for e in out.events if e.attributes["gen_ai.evaluation.name"] == "raiser")
+        assert event.attributes["error.type"] == kind.__qualname__
+    stats = p.processor.stats()
+    assert (stats["evaluated"], stats["passed"], stats["errors"], stats["enriched"]) == (4, 2, 2, 2)
+    assert stats["cancelled"] == 0

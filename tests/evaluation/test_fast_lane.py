@@ -494,3 +494,67 @@ def test_two_slow_calls_in_a_row_mark_the_evaluator_slow(make_pipeline: MakePipe
     assert lane is not None and lane.is_slow(stalling)
     assert lane.demoted == (2 if stall_s > lane.slow_s else 0)
     assert p.processor.stats()["passed"] == 4
+
+
+def test_an_evaluator_hanging_on_one_call_in_three_is_marked_slow_and_costs_few_threads(
+    make_pipeline: MakePipeline,
+) -> None:
+    # S,F,F,S,F,F: never two slow calls among its last three, so the stall filter alone never marked it slow, and
+    # every hanging call held the lane 0.2 s, was demoted and cost a new lane thread (20 after 4 s in the review's
+    # repro). A demotion costs a thread: the second within slow_ttl_s marks the evaluator slow, whatever came between.
+    release = threading.Event()
+    calls = [0]
+
+    @evaluator(name="sometimes_hangs")
+    def sometimes_hangs(trace: Trace) -> bool:
+        calls[0] += 1
+        if calls[0] % 3 == 1:
+            release.wait(30)
+        return True
+
+    before = set(threading.enumerate())  # lane threads of earlier tests' pipelines are not this one's
+    try:
+        # No timeout (as the review's repro): a hung call is neither cut short nor isolated, it only costs a thread.
+        p = make_pipeline([sometimes_hangs], hold_timeout_s=30, evaluator_timeout_s=None)
+        for i in range(12):
+            with p.tracer.start_as_current_span(f"s{i}"):
+                pass
+        assert wait_until(lambda: calls[0] == 12, timeout=20)  # every call began: 4 of them hang
+        lane = p.processor._engine.lane
+        assert lane is not None and lane.is_slow(sometimes_hangs)
+        assert lane.demoted <= 2  # from the second demotion on, its hanging calls take the loop's pool
+        lane_threads = [
+            t for t in threading.enumerate() if t.name.startswith("evaltrace-eval-lane") and t not in before
+        ]
+        assert len(lane_threads) <= 3  # the two demoted calls' and the current worker
+    finally:
+        release.set()
+    p.flush()
+    stats = p.processor.stats()
+    assert (stats["evaluated"], stats["passed"], stats["enriched"]) == (12, 12, 12)
+
+
+def test_calls_demoted_only_for_their_jobs_age_count_as_slow_calls_when_they_return(
+    make_pipeline: MakePipeline,
+) -> None:
+    # The hold rule demotes a call that has not overrun slow_s when its job nears the hold deadline. Such a call is
+    # counted when it returns (the supervisor counts only overruns): two of them among the last three calls mark
+    # the evaluator slow. Counted zero times, an evaluator whose calls outlast the hold margin stayed on the lane.
+    calls = [0]
+
+    @evaluator(name="lingering")
+    def lingering(trace: Trace) -> bool:
+        calls[0] += 1
+        if calls[0] > 1:  # the first call warms it up (never counted)
+            time.sleep(0.6)
+        return True
+
+    p = make_pipeline([lingering], hold_timeout_s=0.4, evaluator_timeout_s=None)
+    lane = p.processor._engine.lane
+    assert lane is not None
+    lane.slow_s = 60.0  # no call overruns: only the jobs' age demotes them
+    _one_at_a_time(p, 3)
+    assert lane.demoted == 2
+    assert lane.is_slow(lingering)
+    stats = p.processor.stats()
+    assert (stats["evaluated"], stats["passed"]) == (3, 3)

@@ -9,9 +9,11 @@ One after the other only suits cheap calls, so the lane keeps what the loop gave
 
 - An evaluator whose calls take ``slow_call_s`` or more (a running average) is marked slow for
   ``slow_ttl_s``: its jobs go to the loop (thread pool, timeouts, parallelism) meanwhile. It takes two slow calls
-  among its last three (a call the supervisor demotes counts as one): a single one is as likely the thread kept
-  off the CPU or the GIL (a loaded machine, a collection) as the evaluator, and a cheap evaluator sent to the loop
-  for ``slow_ttl_s`` costs several times the CPU there, enough to miss hold deadlines under load.
+  among its last three: a single one is as likely the thread kept off the CPU or the GIL (a loaded machine, a
+  collection) as the evaluator, and a cheap evaluator sent to the loop for ``slow_ttl_s`` costs several times the
+  CPU there, enough to miss hold deadlines under load. A call the supervisor demotes for running ``slow_s``
+  counts as one slow call, and a second such demotion within ``slow_ttl_s`` marks the evaluator slow whatever
+  calls came between: each costs a thread, so one that hangs on one call in three must not pile them up.
 - The dispatcher thread calls :meth:`FastLane.supervise` while the lane has work (every ``tick_s``). A call
   running for ``slow_s`` (or its evaluator's timeout, if shorter) is *demoted*: its job goes to the loop with
   what it has done so far, the call still running becomes a future the loop awaits under the evaluator's
@@ -80,9 +82,10 @@ class DemotedCall(concurrent.futures.Future[Any]):
     until the call returns, whichever order the two come in.
     """
 
-    def __init__(self, evaluator: Any) -> None:
+    def __init__(self, evaluator: Any, counted: bool) -> None:
         super().__init__()
         self._key = id(evaluator)
+        self.counted = counted  # the supervisor counted the call as it demoted it (it overran); else when it returns
         self._state_lock = threading.Lock()
         self._returned = False
         self._stuck = False
@@ -166,14 +169,16 @@ class Worker:
                 produced, exc, self.stamped = call_evaluator_stamped(evaluator, trace, started)
                 outcome = produced, exc
         finally:
-            with lane.lock:
+            took_s = self.took_s = time.monotonic() - since
+            with lane.lock:  # the supervisor (the dispatcher thread) counts demoted calls under it too
                 demoted = self.demoted
                 self.since = None
-            self.took_s = time.monotonic() - since
+                # A call demoted for running too long was counted then (once: its end is the same slow call);
+                # one the job's age (or shutdown) demoted is counted now, as any.
+                if demoted is None or not demoted.counted:
+                    lane.note_call(evaluator, took_s)
         if demoted is None:
-            lane.note_call(evaluator, self.took_s)
             return outcome
-        # A demoted call was counted as the supervisor demoted it (once: its end is the same slow call).
         demoted.call_returned()  # counted stuck if the loop gave up on it meanwhile
         produced, exc = outcome
         try:  # the loop awaits it (unless its timeout or a cancellation gave up on it first)
@@ -229,6 +234,7 @@ class FastLane:
         self._cost: dict[int, float] = {}  # id(evaluator) -> running average call time (s)
         self._warm: set[int] = set()  # id(evaluator) of evaluators past their first call
         self._recent: dict[int, int] = {}  # id(evaluator) -> its last three counted calls, a bit set per slow one
+        self._overran: dict[int, float] = {}  # id(evaluator) -> monotonic time a call of it last overran slow_s
         self.cancelled = False
         self.stopped = False
         self._idle = threading.Condition(self.lock)  # notified when _outstanding reaches 0
@@ -249,14 +255,19 @@ class FastLane:
         if seen is None:
             return False
         if time.monotonic() - seen > self._slow_ttl_s:
-            self._slow.pop(id(evaluator), None)
-            self._cost.pop(id(evaluator), None)
-            self._recent.pop(id(evaluator), None)
+            with self.lock:
+                if self._slow.get(id(evaluator)) == seen:  # not marked again meanwhile
+                    del self._slow[id(evaluator)]
+                    self._cost.pop(id(evaluator), None)
+                    self._recent.pop(id(evaluator), None)
+                    self._overran.pop(id(evaluator), None)
             return False
         return True
 
     def note_call(self, evaluator: Any, took_s: float) -> None:
         """Fold one call's duration into ``evaluator``'s average; mark it slow when that reaches ``slow_call_s``.
+
+        Called under ``self.lock`` (a worker and the supervisor both count calls).
 
         Only with a second slow call among its last three: a call's duration is wall time, and on a loaded machine
         (or behind a busy application thread holding the GIL) a 50 µs check now and then takes 100 ms or more,
@@ -379,18 +390,15 @@ class FastLane:
                 failed = exc
             else:
                 job, progress, evaluator = worker.job, worker.progress, worker.evaluator
-                worker.demoted = demoted = DemotedCall(evaluator)
+                worker.demoted = demoted = DemotedCall(evaluator, counted=overran)
                 self._finished_locked(1)
+                if overran:  # not when only the job's age moved it: the lane's backlog is not this evaluator's doing
+                    self._note_overrun_locked(evaluator, now, now - since)
         if failed is not None:
             # Outside the lock: handing off may cut the jobs short, which forwards downstream (an exporter's I/O).
             self.hand_off([(waiting, None) for waiting in rest])
             raise failed
         self.demoted += 1
-        if overran:  # not when only the job's age moved it: the lane's backlog is not this evaluator's doing
-            # A slow call, counted as any (marked slow with a second among its last three): one stall at load
-            # must not send a cheap evaluator to the loop for slow_ttl_s; this call's job goes there all the same.
-            self._warm.add(id(evaluator))  # counted even as its first call: a hang is no start-up cost
-            self.note_call(evaluator, now - since)
         progress.inflight = demoted
         progress.started = since
         if self.cancelled:
@@ -398,6 +406,24 @@ class FastLane:
             self._runner.cancel_now(job, progress)
         else:
             self.hand_off([(job, progress)])
+
+    def _note_overrun_locked(self, evaluator: Any, now: float, took_s: float) -> None:
+        """Count a call demoted for running ``took_s`` (``slow_s`` or more); under the lock.
+
+        A slow call as any (two among the last three mark the evaluator slow), and a second overrun within
+        ``slow_ttl_s`` marks it slow whatever calls came between: each overrun costs a thread (the call runs on
+        alone, a new worker takes the lane), so an evaluator that hangs on one call in three, never two slow
+        calls among three, would pile threads up. One overrun alone does not: at load a ~50 µs call now and then
+        takes 100-330 ms of wall time, past the demotion, and a cheap evaluator sent to the loop for ``slow_ttl_s``
+        costs several times the CPU per job there.
+        """
+        key = id(evaluator)
+        self._warm.add(key)  # counted even as its first call: a hang is no start-up cost
+        self.note_call(evaluator, took_s)
+        last = self._overran.get(key)
+        if last is not None and now - last <= self._slow_ttl_s:
+            self._slow[key] = now
+        self._overran[key] = now
 
     def _move_waiting(self, worker: Worker) -> None:
         """Send every job waiting on the lane to the loop (each begins there, under its hold timer)."""

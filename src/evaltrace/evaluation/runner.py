@@ -153,7 +153,12 @@ def _call(evaluator: Evaluator, trace: Trace, case: EvalCase | None) -> Any:
     token = _suppress()
     try:
         return evaluator.evaluate(trace, case)
-    except (SystemExit, KeyboardInterrupt) as exc:  # inline on the loop: it would stop the loop
+    except Exception:
+        raise
+    except BaseException as exc:
+        # Inline on the loop, SystemExit/KeyboardInterrupt would stop it, a CancelledError would read as our own
+        # shutdown, and any other (GeneratorExit, gevent.Timeout) would end the job uncounted: wrapped, each is
+        # this evaluator's error result (as call_evaluator gives on the fast lane), and the others still run.
         raise UserAbort(exc) from exc
     finally:
         detach(token)  # set and reset in this one frame: the reset cannot fail (OTel's detach only logs if it did)
@@ -189,8 +194,8 @@ def _call_stamped(
 
     Otherwise ``(output, False)``: what ``evaluate`` returns (``_coerce`` of the function's answer), for the caller
     to check and stamp as usual. The function, and ``_coerce``, run suppressed as in ``_call``; what they raise
-    propagates the same way (``SystemExit``/``KeyboardInterrupt`` wrapped in ``UserAbort``). A True/False answer's
-    result is built once, stamped (``_stamped_verdict``), instead of built and then copied by :func:`stamp`.
+    propagates the same way (a ``BaseException`` that is not an ``Exception`` wrapped in ``UserAbort``). A
+    True/False answer's result is built once, stamped (``_stamped_verdict``), instead of built and then copied by :func:`stamp`.
     """
     token = _suppress()
     try:
@@ -198,14 +203,16 @@ def _call_stamped(
         if value is True or value is False:
             return evaluator._stamped_verdict(value, trace, started), True
         return evaluator._coerce(value), False
-    except (SystemExit, KeyboardInterrupt) as exc:  # inline on the loop: it would stop the loop
+    except Exception:
+        raise
+    except BaseException as exc:  # as in _call: the evaluator's error result, never the loop's or the job's end
         raise UserAbort(exc) from exc
     finally:
         detach(token)
 
 
 call_in_thread = _call
-"""Call a sync evaluator (suppressed; ``SystemExit``/``KeyboardInterrupt`` wrapped in ``UserAbort``): a thread's task."""
+"""Call a sync evaluator (suppressed; a non-``Exception`` ``BaseException`` wrapped in ``UserAbort``): a thread's task."""
 
 
 async def _call_timed(
@@ -397,7 +404,7 @@ def settle(evaluator: Any, produced: Any, exc: Exception | None, *, may_retry: b
     if _is_retryable(exc) and may_retry:
         return None
     stack = "".join(traceback.format_exception(exc))[-_STACK_LIMIT:]
-    if isinstance(exc, UserAbort):  # the evaluator raised SystemExit/KeyboardInterrupt: name that
+    if isinstance(exc, UserAbort):  # the evaluator raised a BaseException (SystemExit, ...): name that
         cause = exc.cause
         message = f"{type(cause).__name__}: {cause} (raised by the evaluator; contained)"
         return failed_result(evaluator, type(cause).__qualname__, message, stack=stack)
