@@ -15,9 +15,9 @@ and the price is looked up in genai-prices as before. For another release whose 
 was verified against (``LOOKUP_CODE``), the same index is built once from the installed genai-prices and kept beside
 the price cache (``price_index_local``), so only that release's first process loads genai-prices' table.
 Matching repeats genai-prices' ``find_provider_model`` for a provider id: lower-cased name, the first model whose
-clause matches, then the same with a compact date (``-20251211``) rewritten to ``-2025-12-11``; a dated price is the last conditional price whose start date has come
-(UTC), as ``ModelInfo.get_prices`` picks it. ``tests/instrumentation/test_price_index.py`` holds both to
-genai-prices' own lookup over its whole table.
+clause matches, then the same with a compact date (``-20251211``) rewritten to ``-2025-12-11``; a dated price is
+the last conditional price whose start date has come (UTC), as ``ModelInfo.get_prices`` picks it.
+``tests/instrumentation/test_price_index.py`` holds both to genai-prices' own lookup over its whole table.
 """
 
 from __future__ import annotations
