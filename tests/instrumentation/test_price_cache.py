@@ -361,3 +361,26 @@ def test_a_named_folder_holds_the_file_and_a_killed_writers_temporary_file_is_re
     finally:
         price_cache.reset()
         pricing.clear_model_prices()
+
+
+@pytest.mark.parametrize("setting", ["~nosuchuser-evaltrace/x/", "~nosuchuser-evaltrace/prices.json"])
+def test_a_setting_naming_an_unknown_users_home_is_no_cache_and_never_raises(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str
+) -> None:
+    """``$EVALTRACE_PRICE_CACHE`` whose ``~user`` has no home (``expanduser`` raises RuntimeError): no cache folder,
+    no file, no index built at run time; the price is looked up as without the cache, and nothing is raised."""
+    monkeypatch.setenv(price_cache.PRICE_CACHE_ENV, setting)
+    monkeypatch.chdir(tmp_path)
+    price_cache.reset()
+    pricing.clear_model_prices()
+    try:
+        with pytest.raises(RuntimeError):
+            Path(setting).expanduser()  # what the setting did before: a bare error from the first priced call
+        assert price_cache.folder() is None
+        assert price_cache.get("openai", "gpt-4o") is price_cache.MISS
+        assert pricing.price_of("gpt-4o", "openai") == _full_table_price("gpt-4o", "openai")
+        price_cache.put("openai", "gpt-4o", None, None)
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        price_cache.reset()
+        pricing.clear_model_prices()

@@ -2,7 +2,7 @@
 
 Under any release but the one the shipped index (``_internal/price_index_data``) was built from, the first process
 that loads genai-prices' table builds the same index from it and keeps it in the price cache folder
-(``price-index-<version>-f<format>/``); later processes read it without importing genai-prices. "Another release"
+(``price-index-<RECORD digest>-f<format>/``); later processes read it without importing genai-prices. "Another release"
 is made two ways: in this process, the shipped index is made to name another release than the installed one; in a
 child process, a copy of the installed genai-prices whose record names release 9.9.9 comes first on ``sys.path``.
 Prices are held to genai-prices' own lookup over its whole table, as ``test_price_index.py`` holds the shipped index.
@@ -10,7 +10,9 @@ Prices are held to genai-prices' own lookup over its whole table, as ``test_pric
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import hashlib
 import json
 import os
 import shutil
@@ -24,6 +26,7 @@ from typing import Any
 
 import pytest
 
+import evaltrace
 from evaltrace import pricing
 from evaltrace._internal import price_cache, price_index, price_index_build, price_index_local
 from evaltrace._internal.price_index_build import PROVIDER_IDS
@@ -62,7 +65,12 @@ def _new_process() -> None:
 
 
 def _index(folder: Path) -> Path:
-    return folder / f"price-index-{INSTALLED}-f{price_index.FORMAT}"
+    """The folder of the installed release's index in the price cache folder ``folder``."""
+    source = price_index.installed_source(INSTALLED)
+    assert source is not None
+    found = price_index_local.folder_for(source)
+    assert found is not None
+    return folder / found.name
 
 
 def test_a_release_without_a_shipped_index_is_priced_by_the_index_built_here_as_by_genai_prices(
@@ -153,7 +161,7 @@ def _only_token_prices(model: Any, now: dt.datetime) -> bool:
     )
 
 
-@pytest.mark.parametrize("damage", ["truncated", "corrupt", "another table", "empty"])
+@pytest.mark.parametrize("damage", ["truncated", "corrupt", "another table", "empty", "another evaltrace"])
 def test_a_damaged_built_index_file_is_rebuilt_and_never_changes_a_price(cache_folder: Path, damage: str) -> None:
     """A file cut short (a full disk), garbage, or one naming another table is not read: the next process that
     needs it builds the index again and replaces the file; the price is genai-prices' throughout."""
@@ -168,6 +176,12 @@ def test_a_damaged_built_index_file_is_rebuilt_and_never_changes_a_price(cache_f
     elif damage == "another table":
         document = json.loads(good)
         document["genai_prices"]["files"]["genai_prices/data.py"] = "sha256=AAAA,1593104"
+        document["models"].insert(0, [["^", "gpt"], [["", [9.0, 9.0, None, [], None]]]])
+        path.write_text(json.dumps(document), encoding="utf-8")
+    elif damage == "another evaltrace":  # another evaltrace version may convert prices otherwise
+        document = json.loads(good)
+        assert document["evaltrace"] == evaltrace.__version__
+        document["evaltrace"] = "0.0.0"
         document["models"].insert(0, [["^", "gpt"], [["", [9.0, 9.0, None, [], None]]]])
         path.write_text(json.dumps(document), encoding="utf-8")
     else:
@@ -236,7 +250,9 @@ def test_a_release_the_builder_cannot_index_is_looked_up_in_genai_prices(
             assert pricing.price_of("gpt-4o-mini", "openai") == pricing.ModelPrice(
                 *genai_prices_answer("openai", "gpt-4o-mini", now)[0]
             )
-            assert not _index(cache_folder).exists()
+            # no index; the marker that spares later processes the same failed build (test_a_failed_build_...)
+            assert [path.name for path in _index(cache_folder).iterdir()] == [price_index_local.UNINDEXABLE]
+            shutil.rmtree(_index(cache_folder))
 
 
 def _release_copy(site: Path, release: str) -> Path:
@@ -282,7 +298,7 @@ def test_a_new_release_is_cold_once_then_its_later_processes_never_load_genai_pr
 
     first_prices, first_loaded = run(first_models)
     assert "genai_prices.data" in first_loaded and "evaltrace._internal.price_index_build" in first_loaded
-    index = cache / f"price-index-9.9.9-f{price_index.FORMAT}"
+    [index] = cache.glob(f"price-index-*-f{price_index.FORMAT}")
     assert sorted(path.stem for path in index.glob("*.json")) == sorted(PROVIDER_IDS)
 
     later_prices, later_loaded = run(later_models)
@@ -294,3 +310,166 @@ def test_a_new_release_is_cold_once_then_its_later_processes_never_load_genai_pr
         entry = genai_prices_answer(pricing._GENAI_PRICES_PROVIDER[provider], model, now)[0]
         assert got == repr(None if entry is None else pricing.ModelPrice(*entry)), model
     assert later_prices == run(later_models)[0]  # the same again, now from the file of prices already looked up
+
+
+def _edit_release(site: Path, module: str, old: str, new: str, after: str = "") -> None:
+    """Replace the first ``old`` (after ``after``) in ``genai_prices/<module>`` of the copy at ``site``, and its
+    ``RECORD`` line with the edited file's sha256 and size, as a real release of that code would list it."""
+    path = site / "genai_prices" / module
+    text = path.read_text(encoding="utf-8")
+    start = text.index(after) if after else 0
+    at = text.index(old, start)
+    path.write_text(text[:at] + new + text[at + len(old) :], encoding="utf-8")
+    data = path.read_bytes()
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    [record] = site.glob("genai_prices-*.dist-info/RECORD")
+    lines = [
+        f"genai_prices/{module},sha256={digest},{len(data)}" if line.startswith(f"genai_prices/{module},") else line
+        for line in record.read_text(encoding="utf-8").splitlines()
+    ]
+    record.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+# Run in a child whose sys.path has the copy first: the index's answer (or MISS) and that genai-prices' own, for
+# every name of its table at every provider id evaltrace prices; then whether an index was built (None: not built).
+_COMPARE = """
+import json, sys, datetime as dt
+from evaltrace import pricing
+from evaltrace._internal import price_cache, price_index, price_index_local
+first = repr(pricing.price_of("gpt-4o", "openai"))
+import price_table
+now = dt.datetime.now(tz=dt.UTC)
+differ = served = missed = 0
+for provider_id in price_index_build_ids:
+    for name in price_table.names():
+        got = price_index.find(provider_id, name, now)
+        expected = price_table.genai_prices_answer(provider_id, name, now)
+        missed += got is price_cache.MISS
+        if got is not price_cache.MISS:
+            differ += got != expected
+            served += 1
+built = price_index_local._state.get("built", "not tried")
+print(json.dumps([first, built is None, built == "not tried", differ, served, missed, __import__("genai_prices").__file__]))
+"""
+
+
+def _compare(site: Path, cache: Path) -> list[Any]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO_SRC), str(Path(__file__).parent)])}
+    env[price_cache.PRICE_CACHE_ENV] = f"{cache}/"
+    code = f"price_index_build_ids = {list(PROVIDER_IDS)!r}\n{_COMPARE}"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    result: list[Any] = json.loads(done.stdout)
+    assert result[-1].startswith(str(site))  # the copy's genai-prices, not the installed one
+    return result
+
+
+def test_a_release_whose_lookup_code_changed_is_not_indexed_and_priced_as_that_genai_prices(tmp_path: Path) -> None:
+    """Release 9.9.9 whose ``types.py`` lacks genai-prices 0.2.3's compact-date retry (``-20240718`` read as
+    ``-2024-07-18``), a change the sample check of the index cannot see: its lookup code is not the code the matcher
+    was verified against (``price_index.LOOKUP_CODE``), so no index is built, in the first process or a later one,
+    and every name at every provider id is genai-prices' own lookup (the index answers MISS throughout)."""
+    site = _release_copy(tmp_path / "site", "9.9.9")
+    _edit_release(
+        site,
+        "types.py",
+        "        if normalized != model_ref:\n            return self._match_model(normalized, all_providers=all_providers)\n",
+        "        # (a release without the compact-date retry)\n",
+    )
+    cache = tmp_path / "cache"
+    for _ in range(2):
+        first, not_built, not_tried, differ, served, missed, _origin = _compare(site, cache)
+        assert (not_built, not_tried, differ, served) == (True, False, 0, 0)
+        assert missed > 100_000
+    assert list(cache.glob("price-index-*")) == []  # nothing built, nothing kept
+    # and that genai-prices really prices otherwise than the verified one: a compact-dated name it no longer dates
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO_SRC)]), price_cache.PRICE_CACHE_ENV: "off"}
+    code = "from evaltrace import pricing; print(pricing.price_of('gpt-4o-mini-20240718', 'openai'))"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "None"
+    assert pricing.price_of("gpt-4o-mini-20240718", "openai") is not None  # the verified lookup dates it
+
+
+def test_a_release_with_only_its_table_changed_is_indexed_and_priced_as_that_genai_prices(tmp_path: Path) -> None:
+    """Release 9.9.9 whose lookup code is 0.2.3's but whose table prices gpt-4o's input at 2.75 USD/Mtok: its index
+    is built by the first process, and a later process prices every name at every provider id from the index as that
+    genai-prices does (the edited price included), building nothing."""
+    site = _release_copy(tmp_path / "site", "9.9.9")
+    _edit_release(site, "data.py", "input_mtok=Decimal('2.5')", "input_mtok=Decimal('2.75')", after="name='gpt 4o',\n")
+    cache = tmp_path / "cache"
+    first, not_built, not_tried, differ, served, _missed, _origin = _compare(site, cache)
+    assert "input=2.75" in first and not not_built and differ == 0
+    [index] = cache.glob(f"price-index-*-f{price_index.FORMAT}")
+    assert sorted(path.name for path in index.glob("*.json")) == sorted(f"{p}.json" for p in PROVIDER_IDS)
+    first, not_built, not_tried, differ, served, missed, _origin = _compare(site, cache)
+    assert "input=2.75" in first and not_tried  # a later process: read from the files, nothing built
+    assert differ == 0 and served > 100_000 and missed < served / 20, (served, missed)
+
+
+def test_a_provider_the_release_lacks_gets_an_empty_file_so_it_is_never_rebuilt(
+    cache_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A provider id evaltrace prices but the release has no provider for: its file lists no models (no price, as
+    genai-prices answers), so a later process meeting a model there reads it and builds nothing."""
+    monkeypatch.setattr(price_index_build, "PROVIDER_IDS", (*PROVIDER_IDS, "no-such-provider"))
+    builds = _count_builds(monkeypatch)
+    now = dt.datetime.now(tz=dt.UTC)
+    assert price_index.find("openai", "gpt-4o", now) == genai_prices_answer("openai", "gpt-4o", now)
+    document = json.loads((_index(cache_folder) / "no-such-provider.json").read_text(encoding="utf-8"))
+    assert document["models"] == [] and builds == [1]
+    _new_process()
+    assert price_index.find("no-such-provider", "gpt-4o", now) == (None, None)
+    assert genai_prices_answer("no-such-provider", "gpt-4o", now) == (None, None)
+    assert builds == [1] and "built" not in price_index_local._state
+
+
+def _count_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count the calls of the real ``price_index_build.build`` (one element, updated in place)."""
+    count = [0]
+    real = price_index_build.build
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(price_index_build, "build", counted)
+    return count
+
+
+def test_a_failed_build_is_not_tried_again_by_later_processes(
+    cache_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A release the builder cannot index: the first process leaves ``unindexable.json`` (naming the release's
+    RECORD and evaltrace's version), and later processes find it and do not load, build and check again; a marker
+    for other files (another install) is not trusted, and the build is tried."""
+
+    def unknown_clause(clause: Any) -> list[Any]:
+        raise ValueError(f"genai-prices clause {type(clause).__name__} is not known to evaltrace's price index")
+
+    monkeypatch.setattr(price_index_build, "_clause", unknown_clause)
+    builds = _count_builds(monkeypatch)
+    now = dt.datetime.now(tz=dt.UTC)
+    assert price_index.find("openai", "gpt-4o", now) is price_cache.MISS
+    marker = _index(cache_folder) / price_index_local.UNINDEXABLE
+    document = json.loads(marker.read_text(encoding="utf-8"))
+    assert document["genai_prices"] == price_index.installed_source(INSTALLED) and builds == [1]
+    for _ in range(2):
+        _new_process()
+        assert price_index.find("anthropic", "claude-sonnet-4-5", now) is price_cache.MISS
+        assert builds == [1] and price_index_local._state["built"] is None
+    document["genai_prices"]["files"]["genai_prices/data.py"] = "sha256=AAAA,1593104"
+    marker.write_text(json.dumps(document), encoding="utf-8")
+    _new_process()
+    assert price_index.find("openai", "gpt-4o", now) is price_cache.MISS
+    assert builds == [2]
+
+
+def test_two_installs_of_one_version_keep_their_indexes_apart(cache_folder: Path) -> None:
+    """The folder is keyed by the install's RECORD and the index format, not the version: an install of the same
+    version with another table gets another folder (neither overwrites the other's index)."""
+    source = price_index.installed_source(INSTALLED)
+    assert source is not None
+    other = json.loads(json.dumps(source))
+    other["files"]["genai_prices/data.py"] = "sha256=AAAA,1593104"
+    here, there = price_index_local.folder_for(source), price_index_local.folder_for(other)
+    assert here is not None and there is not None and here != there
+    assert here.parent == there.parent == cache_folder and here.name.endswith(f"-f{price_index.FORMAT}")

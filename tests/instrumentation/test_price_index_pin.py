@@ -50,3 +50,18 @@ def test_the_pinned_release_once_installed_is_served_from_the_index() -> None:
     if installed != _pinned():
         pytest.skip(f"genai-prices {installed} is installed, not the pinned {_pinned()} (the oldest-versions step)")
     assert price_index.installed_source(installed) is not None, "the installed genai-prices does not match its RECORD"
+
+
+def test_the_verified_lookup_code_is_the_code_of_the_release_the_shipped_index_was_built_from() -> None:
+    """``price_index.LOOKUP_CODE`` (the only genai-prices code an index is built for at run time) is every module but
+    the table and the command line of the release the shipped index names: the release its matcher is held to over the
+    whole table by ``test_price_index.py``. Rebuilding the index for a new release without updating it fails here."""
+    shipped = {
+        json.dumps(json.loads(path.read_text(encoding="utf-8"))["genai_prices"]["files"], sort_keys=True)
+        for path in price_index.INDEX_DIR.glob("*.json")
+    }
+    assert len(shipped) == 1
+    files = json.loads(shipped.pop())
+    not_lookup = {"genai_prices/data.py", "genai_prices/_cli.py", "genai_prices/__main__.py"}
+    assert {path: digest for path, digest in files.items() if path not in not_lookup} == price_index.LOOKUP_CODE
+    assert "genai_prices/types.py" in price_index.LOOKUP_CODE and "genai_prices/data_snapshot.py" in files

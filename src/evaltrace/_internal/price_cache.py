@@ -233,9 +233,19 @@ def folder() -> Path | None:
     if setting is not None:
         if setting.strip().lower() in _OFF:
             return None
-        named = Path(setting).expanduser()
+        named = _expanded(setting)
+        if named is None:
+            return None
         return named if setting.endswith(("/", os.sep)) or named.is_dir() else named.parent
     return _default_folder()
+
+
+def _expanded(setting: str) -> Path | None:
+    """``$EVALTRACE_PRICE_CACHE`` as a path, None when its ``~`` names no home (``~nosuchuser/``): no cache then."""
+    try:
+        return Path(setting).expanduser()
+    except RuntimeError:
+        return None
 
 
 def _default_folder() -> Path | None:
@@ -247,7 +257,7 @@ def _default_folder() -> Path | None:
 
 
 def _path(setting: str | None, source: list[Any]) -> Path | None:
-    directory = _default_folder() if setting is None else Path(setting).expanduser()
+    directory = _default_folder() if setting is None else _expanded(setting)
     if directory is None:
         return None
     if setting is not None and not setting.endswith(("/", os.sep)) and not directory.is_dir():

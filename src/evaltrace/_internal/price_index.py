@@ -11,13 +11,13 @@ It is used only for the exact genai-prices release it was built from: each file 
 ``RECORD`` lists them (sha256 and size of every module), and the installed ``RECORD`` must list the same, and the
 files on disk have those sizes. Any other version, an editable or altered install, a missing or corrupt index file,
 a model whose price depends on the time of day, or a user's own snapshot (``set_custom_snapshot``) gives ``MISS``,
-and the price is looked up in genai-prices as before. For another release, the same index is built once from the
-installed genai-prices and kept beside the price cache (``price_index_local``), so only that release's first process
-loads genai-prices' table. Matching repeats genai-prices' ``find_provider_model`` for a
-provider id: lower-cased name, the first model whose clause matches, then the same with a compact date
-(``-20251211``) rewritten to ``-2025-12-11``; a dated price is the last conditional price whose start date has come
-(UTC), as ``ModelInfo.get_prices`` picks it. ``tests/instrumentation/test_price_index.py`` holds both to
-genai-prices' own lookup over its whole table.
+and the price is looked up in genai-prices as before. For another release whose lookup code is the code this matcher
+was verified against (``LOOKUP_CODE``), the same index is built once from the installed genai-prices and kept beside
+the price cache (``price_index_local``), so only that release's first process loads genai-prices' table.
+Matching repeats genai-prices' ``find_provider_model`` for a provider id: lower-cased name, the first model whose
+clause matches, then the same with a compact date (``-20251211``) rewritten to ``-2025-12-11``; a dated price is
+the last conditional price whose start date has come (UTC), as ``ModelInfo.get_prices`` picks it.
+``tests/instrumentation/test_price_index.py`` holds both to genai-prices' own lookup over its whole table.
 """
 
 from __future__ import annotations
@@ -36,10 +36,12 @@ from evaltrace._internal.price_cache import MISS, Entry, Miss
 __all__ = [
     "FORMAT",
     "INDEX_DIR",
+    "LOOKUP_CODE",
     "UNCACHEABLE_PRICES",
     "find",
     "installed_source",
     "installed_version",
+    "lookup_code_verified",
     "load",
     "lookup",
     "reset",
@@ -49,6 +51,23 @@ FORMAT: Final = 1
 INDEX_DIR: Final = Path(__file__).with_name("price_index_data")
 UNCACHEABLE_PRICES: Final = "genai-prices"  # a model's prices this index cannot hold (an off-peak rate): look it up
 _DIST_INFO: Final = ("genai_prices-", ".dist-info")
+# genai-prices' modules that are not its lookup: its table (the data an index is built from) and its command line.
+_NOT_LOOKUP_CODE: Final = frozenset({"genai_prices/data.py", "genai_prices/_cli.py", "genai_prices/__main__.py"})
+# The RECORD digests of the genai-prices code this module's matcher repeats (every other module of the release the
+# shipped index was built from: ``find_provider_model``, the clauses, ``get_prices``, what they import). The tests
+# hold the matcher to that code over its whole table; ``test_price_index_pin.py`` holds this to the shipped index.
+# An index is built at run time only for a release whose lookup code is this, byte for byte (``price_index_local``).
+LOOKUP_CODE: Final = {
+    "genai_prices/__init__.py": "sha256=QN2_IcIpNL2-I2HbqqRlXjnY_VqtZ6voJW7b9nK-0WI,3562",
+    "genai_prices/_usage.py": "sha256=S1-EeoYNTURXM0hTyzuPDoaU5Vh45RBCzte9i1qGvg4,3094",
+    "genai_prices/data_snapshot.py": "sha256=6C0ZxqLQrbPll2e4imOepnj-fuqh0X4exXsZL8b964U,7704",
+    "genai_prices/data_units.py": "sha256=hRqrnb4ZLat7T-RyEBXC_u8lBzI20vLhwqt9EojlMSA,12906",
+    "genai_prices/decompose.py": "sha256=3nDczUZ9ZN9rIHIE2312IXZcEa44t9KayrVFf77qNWQ,2447",
+    "genai_prices/types.py": "sha256=3zVawWBBOfNbNEvOXFNvfLUt0c4wCP2K5qZa-Ua-Zs4,45531",
+    "genai_prices/units.py": "sha256=OeyZGSZ1jMQo17GYRzZoEuKfz3qqpPu8ZjBy6r78b5Y,5461",
+    "genai_prices/update_prices.py": "sha256=h7qqnBKTJ4-479E_ExdM-J0Y-SXgsEUGEkR-X2aBCfU,10904",
+    "genai_prices/validation.py": "sha256=eSpdTxT2wc2FiitCOD_70G8PIfa58GdisPUNQygpMsI,4890",
+}
 _COMPACT_DATE = re.compile(r"(-)(20\d{2})(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])(?=-|:|$)")  # genai-prices' own
 
 # provider id -> its models (None: no usable file); "genai_prices <version>" -> installed_source(version).
@@ -111,14 +130,20 @@ def _models(provider_id: str) -> list[Any] | None:
     return found
 
 
-def load(path: Path) -> list[Any] | None:
-    """The models of the index file at ``path``, if that file was built from the installed genai-prices."""
+def load(path: Path, evaltrace: str | None = None) -> list[Any] | None:
+    """The models of the index file at ``path``, if that file was built from the installed genai-prices.
+
+    With ``evaltrace``, only a file that names that evaltrace version as its builder (an index built at run time:
+    another version may convert prices otherwise).
+    """
     try:
         with open(path, encoding="utf-8") as handle:
             document = json.load(handle)
     except (OSError, ValueError):
         return None
     if not isinstance(document, dict) or document.get("format") != FORMAT:
+        return None
+    if evaltrace is not None and document.get("evaltrace") != evaltrace:
         return None
     built_from = document.get("genai_prices")
     if not isinstance(built_from, dict) or built_from != _installed(built_from.get("version")):
@@ -165,6 +190,17 @@ def installed_source(version: str) -> dict[str, Any] | None:
     if "genai_prices/data.py" not in files:
         return None
     return {"version": version, "files": files}
+
+
+def lookup_code_verified(source: dict[str, Any]) -> bool:
+    """Whether the install ``installed_source`` describes has ``LOOKUP_CODE`` for its code, module for module.
+
+    Its table (``data.py``) may differ: that is what an index built at run time is built from. Any other module
+    added, removed or changed (a name normalisation, a fallback, how a dated price is chosen) may change the lookup in
+    a way the matcher does not repeat, so no index is built for it.
+    """
+    files = source.get("files", {})
+    return {path: digest for path, digest in files.items() if path not in _NOT_LOOKUP_CODE} == LOOKUP_CODE
 
 
 def installed_version() -> str | None:

@@ -1,8 +1,8 @@
 """Build ``price_index``'s files from the installed genai-prices.
 
 Used by ``scripts/build_price_index.py``, the tests, and an application's first process under a genai-prices release
-evaltrace ships no index for (``price_index_local``). Imports genai-prices and walks its objects: imported by an application only where genai-prices' table is loaded
-anyway.
+evaltrace ships no index for (``price_index_local``). Imports genai-prices and walks its objects: imported by an
+application only where genai-prices' table is loaded anyway.
 """
 
 from __future__ import annotations
