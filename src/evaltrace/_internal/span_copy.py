@@ -101,7 +101,7 @@ def _bounded(
     return attributes, events, links
 
 
-def _counted(items: Sequence[Any], dropped: int) -> BoundedList:
+def _counted(items: Sequence[Any], dropped: int) -> BoundedList[Any]:
     bounded = BoundedList.from_seq(None, items)
     bounded.dropped = dropped
     return bounded
