@@ -7,7 +7,12 @@ server on 127.0.0.1; the rate limit runs on an injected clock.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -156,3 +161,55 @@ def test_an_attached_evaluators_max_concurrent_holds_its_evaluations_to_one(wher
     assert handle.force_flush(10_000)
     assert peak == 1
     assert handle.evaluation_processor.stats()["evaluators"]["capped"]["passed"] == 3
+
+
+FORKED = """
+import json, os, sys, warnings
+warnings.filterwarnings("ignore", ".*multi-threaded.*fork", DeprecationWarning)  # Python 3.12+
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+import evaltrace
+from evaltrace.evaluation import EvaluatorSpec, Limits, evaluator
+
+@evaluator(name="limited")
+def limited(trace):
+    return True
+
+spec = EvaluatorSpec(limited, limits=Limits(evaluations_per_second=1, burst=1))
+handle = evaltrace.configure(
+    exporters=[InMemorySpanExporter()], local_store=False, batch=False,
+    evaluation_options={"dead_letter_dir": None, "limits_clock": lambda: 1000.0},
+)
+
+@evaltrace.agent(name="helper", evaluators=[spec])
+def helper(question):
+    return question
+
+helper("parent")  # resolves the decorator's evaluators (their limits registered) and takes the parent's token
+assert handle.force_flush(10_000)
+pid = os.fork()
+if pid == 0:
+    helper("child-0")  # the child's own bucket, full: one evaluation, then rate limited
+    helper("child-1")
+    handle.force_flush(10_000)
+    stats = handle.evaluation_processor.stats()
+    with open(sys.argv[1], "w") as out:
+        json.dump({"evaluated": stats["evaluated"], "skipped": stats["not_evaluated_by_reason"]}, out)
+    os._exit(0)
+os.waitpid(pid, 0)
+handle.shutdown()
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_keeps_the_attached_evaluators_limits(tmp_path: Path) -> None:
+    """A child forked after the decorator's evaluators were first seen rebuilds its limits (fresh buckets, as for
+    a global evaluator's) with theirs still in: before, it kept only the global evaluators' and judged every span.
+    Run in a fresh Python process, so the test runner's threads are not forked."""
+    out = tmp_path / "child.json"
+    script = tmp_path / "forked.py"
+    script.write_text(FORKED)
+    done = subprocess.run(
+        [sys.executable, str(script), str(out)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text()) == {"evaluated": 1, "skipped": {"rate_limited": 1}}, done.stderr
