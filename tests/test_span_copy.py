@@ -268,3 +268,100 @@ def test_the_enriched_copy_of_a_subclass_reads_its_properties() -> None:
     assert (copied.attributes or {})["from.property"] is True  # read through the overriding property
     assert (copied.attributes or {})["evaltrace.eval.cheap.passed"] is True
     assert copied.links == span.links  # no judge, no link added
+
+
+# --- what the SDK's span limits dropped stays on the copy (OTLP's dropped_*_count) -------------------------------
+
+
+def _limited_sdk_span() -> ReadableSpan:
+    """An SDK span over its limits (3 attributes, 1 event, 1 link): 3 attributes, 1 event and 1 link dropped."""
+    from opentelemetry.sdk.trace import SpanLimits
+
+    provider = TracerProvider(span_limits=SpanLimits(max_span_attributes=3, max_events=1, max_links=1))
+    other = SpanContext(trace_id=0xA1, span_id=0xD4, is_remote=True)
+    with provider.get_tracer("t").start_as_current_span("limited", links=[Link(other), Link(other)]) as span:
+        for n in range(6):
+            span.set_attribute(f"a{n}", n)
+        span.add_event("e1")
+        span.add_event("e2")
+    provider.shutdown()
+    return span  # type: ignore[return-value]  # the SDK's Span: a ReadableSpan subclass
+
+
+def _limited_plain() -> ReadableSpan:
+    """A plain ``ReadableSpan`` holding the SDK's bounded containers over their caps (as a copy of a copy would)."""
+    from opentelemetry.attributes import BoundedAttributes
+    from opentelemetry.sdk.util import BoundedList
+
+    span = _plain()
+    other = SpanContext(trace_id=0xA1, span_id=0xD4, is_remote=True)
+    attributes = BoundedAttributes(3, {f"a{n}": n for n in range(6)}, immutable=True)
+    events = BoundedList.from_seq(1, [Event("e1", timestamp=5), Event("e2", timestamp=6)])
+    links = BoundedList.from_seq(1, [Link(other), Link(other)])
+    return _by_constructor(span, attributes=attributes, events=events, links=links)
+
+
+def _otlp_dropped(span: ReadableSpan) -> tuple[int, int, int]:
+    """The span's dropped counts as the real OTLP exporter encodes them."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    (encoded,) = [s for rs in encode_spans([span]).resource_spans for ss in rs.scope_spans for s in ss.spans]
+    return encoded.dropped_attributes_count, encoded.dropped_events_count, encoded.dropped_links_count
+
+
+@pytest.mark.parametrize(
+    "make", [_limited_sdk_span, _limited_plain], ids=["SDK span (subclass)", "plain ReadableSpan (SDK class)"]
+)
+def test_the_enriched_copy_keeps_the_dropped_counts_otlp_exports(make: Any) -> None:
+    """Before, the copy held a plain dict and lists: OTLP said 0/0/0 dropped where the original said 3/1/1."""
+    from evaltrace.evaluation.spans import enriched_copy
+
+    span = make()
+    assert _otlp_dropped(span) == (3, 1, 1)
+    copied = enriched_copy(span, _results())  # attributes, events and links all replaced (a judge link added)
+    assert _otlp_dropped(copied) == (3, 1, 1)
+    assert (copied.attributes or {})["evaltrace.eval.cheap.passed"] is True  # past the original's cap: not dropped
+    assert [e.name for e in copied.events] == [e.name for e in span.events] + ["gen_ai.evaluation.result"] * 2
+    assert len(copied.links) == len(span.links) + 1
+    only_status = replaced(span, status=Status(StatusCode.OK))  # parts kept as they are keep their counts too
+    assert _otlp_dropped(only_status) == (3, 1, 1)
+    assert dict(only_status.attributes or {}) == dict(span.attributes or {})
+
+
+def test_a_span_without_drops_keeps_the_fast_copy() -> None:
+    """Only a span with a dropped count pays for the bounded containers: the usual plain span is copied as before."""
+    span = _plain()
+    assert copy_span(span, {"new": True}, None, None, None) is not None  # the field-by-field path, no containers
+    assert _otlp_dropped(replaced(span, attributes={"new": True})) == (0, 0, 0)
+    assert copy_span(_limited_plain(), None, None, None, None) is None  # counts to keep: the constructor's path
+
+
+def test_the_evaluation_pipeline_exports_the_original_dropped_counts() -> None:
+    """Through a real TracerProvider with span limits and the evaluation processor: the enriched span exported
+    carries the original's dropped counts."""
+    from opentelemetry.sdk.trace import SpanLimits
+
+    from evaltrace.evaluation import EvaluatorSpec, evaluator
+    from evaltrace.evaluation.processor import EvaluationSpanProcessor
+
+    @evaluator(name="cheap")
+    def cheap(trace: Any) -> bool:
+        return True
+
+    exporter, raw = InMemorySpanExporter(), InMemorySpanExporter()
+    processor = EvaluationSpanProcessor(downstream=[SimpleSpanProcessor(exporter)], evaluators=[EvaluatorSpec(cheap)])
+    provider = TracerProvider(span_limits=SpanLimits(max_span_attributes=3, max_events=1, max_links=1))
+    provider.add_span_processor(SimpleSpanProcessor(raw))
+    provider.add_span_processor(processor)
+    other = SpanContext(trace_id=0xA1, span_id=0xD4, is_remote=True)
+    with provider.get_tracer("t").start_as_current_span("s", links=[Link(other), Link(other)]) as span:
+        for n in range(6):
+            span.set_attribute(f"a{n}", n)
+        span.add_event("e1")
+        span.add_event("e2")
+    assert processor.force_flush(10_000)
+    ((original,), (enriched,)) = raw.get_finished_spans(), exporter.get_finished_spans()
+    assert (enriched.attributes or {})["evaltrace.eval.cheap.passed"] is True
+    assert _otlp_dropped(enriched) == _otlp_dropped(original) == (3, 1, 1)
+    processor.shutdown()
+    provider.shutdown()

@@ -493,13 +493,20 @@ def copy_span(
 
     The same values ``ReadableSpan(...)`` stores, without its twelve property reads and its frame (this runs once
     per evaluated span). Only for a span of exactly ``ReadableSpan`` (a subclass may override the properties)
-    holding exactly :data:`_SPAN_FIELDS`, on an SDK whose constructor sets exactly those.
+    holding exactly :data:`_SPAN_FIELDS`, on an SDK whose constructor sets exactly those, none of its parts in the
+    SDK's bounded containers (which carry the dropped counts).
     """
     if not _SPAN_COPY_OK or type(span) is not ReadableSpan:
         return None
     state = span.__dict__
     if state.keys() != _SPAN_FIELDS or state["_resource"] is None:
         return None
+    if (
+        type(state["_attributes"]) is BoundedAttributes
+        or type(state["_events"]) is BoundedList
+        or type(state["_links"]) is BoundedList
+    ):
+        return None  # it may carry dropped counts: the constructor's path keeps them (span_copy.replaced)
     copy = ReadableSpan.__new__(ReadableSpan)
     copy.__dict__.update(
         _name=state["_name"],

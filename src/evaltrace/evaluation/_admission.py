@@ -388,7 +388,36 @@ def resolve(self: EvaluationSpanProcessor, ref: str) -> tuple[EvaluatorSpec, ...
                     spec.evaluator.name,
                 )
         specs = tuple(spec for spec in resolved if spec.scope != "session")
+        limited = [spec for spec in specs if spec.limits is not None]
+        if limited:  # before the specs are cached: no admission of them runs without their limits
+            self._limit_attached(limited)
         self._ref_specs[ref] = specs
-        if all(spec.sampler is None and spec.sample_rate >= 1.0 for spec in specs):  # _sampled: always True
+        # _sampled always True and no limit of their own: admitted as they are while the gate is idle.
+        if all(spec.sampler is None and spec.sample_rate >= 1.0 and spec.limits is None for spec in specs):
             self._unconditional[ref] = specs
     return specs
+
+
+def limit_attached(self: EvaluationSpanProcessor, specs: Sequence[EvaluatorSpec]) -> None:
+    """Register decorator-attached ``specs``' own limits with the gate, as ``configure()`` does a global spec's.
+
+    Same scope key (the evaluator's name; the first registration of a name wins), so their refusals are counted
+    ``rate_limited`` / ``over_budget`` and their spend charged exactly as a global evaluator's. The gate may turn
+    active only now: the jobs' context is told (judge spend charged, ``max_concurrent`` slots held) and, with a
+    Redis URL, the gate shares its state from here on.
+    """
+    gate = self._limits
+    was_active = gate.active
+    for spec in specs:
+        gate.register(spec.evaluator.name, spec.limits)
+    if was_active:
+        return
+    if self.options.redis_url is not None and gate.shared is None:
+        try:  # imports redis, once: a failure leaves this process's own limits deciding, never the app failing
+            from evaltrace.evaluation.shared_limits import SharedLimits
+
+            gate.shared = SharedLimits(self.options.redis_url)
+        except Exception:
+            self._stats.incr("internal_errors")
+            log_internal_error("sharing a decorator-attached evaluator's limits through Redis")
+    self._runner.ctx.limits = gate

@@ -210,7 +210,8 @@ class LimitGate:
     def register(self, name: str, limits: Limits | None) -> None:
         """Set the limits of evaluator ``name`` (the first registration of a name wins)."""
         if limits is not None and name not in self._scopes:
-            self._scopes[name] = _Scope(f"evaluator:{name}", limits, self._clock)
+            # setdefault: two application threads resolving one decorator's evaluators at once keep one scope.
+            self._scopes.setdefault(name, _Scope(f"evaluator:{name}", limits, self._clock))
 
     @property
     def active(self) -> bool:

@@ -223,7 +223,9 @@ class EvaluationSpanProcessor(SpanProcessor):
         self._handoff_failing = ErrorEpisode("handing spans' evaluations to the evaluation engine")
         self._handoff_failed = False
         self._limits_failing = {}
-        self._limits = self._new_limits((*self._span_specs, *self._trace_specs))  # asyncio slots of the old loop
+        # asyncio slots of the old loop; the decorator-attached specs resolved already keep their limits too.
+        attached = [spec for specs in self._ref_specs.values() for spec in specs]
+        self._limits = self._new_limits((*self._span_specs, *self._trace_specs, *attached))
         if self._shutdown:
             return
         self._buffer = TraceBuffer(
@@ -437,6 +439,7 @@ class EvaluationSpanProcessor(SpanProcessor):
     _admitted_attached = _admission.admitted_attached
     _attached = _admission.attached
     _resolve = _admission.resolve
+    _limit_attached = _admission.limit_attached
 
     # --- trace completion and sessions (in _trace_end) ------------------------------------------------
 
