@@ -192,6 +192,9 @@ SHAPES: dict[str, Edit] = {
         lambda e: [_with(("future",), [1])(e)[0], _with(("choices", "0", "extra"), True)(copy.deepcopy(e))[0]]
     ),
     "no x_groq usage on the last chunk": lambda events: [*events[:-1], {**events[-1], "x_groq": {"id": "req_1"}}],
+    # A server may send the closing chunk's usage with ``"choices": null`` (the SDK keeps it as None): the batch must
+    # record that usage as ``add`` does, never lose the chunk to a ``len(None)``.
+    "null choices on the last chunk": lambda events: [*events[:-1], {**events[-1], "choices": None}],
     "a service tier and no fingerprint": lambda events: [
         {**event, "service_tier": "on_demand", "system_fingerprint": None} for event in events
     ],

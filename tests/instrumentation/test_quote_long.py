@@ -228,6 +228,40 @@ def test_answers_of_every_shape_are_capped_json(messages: Any) -> None:
     assert messages_json(cycle, CAP) == capped_json(cycle, CAP)
 
 
+def _nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_values_nested_up_to_the_recursion_limit_are_written_as_capped_json_writes_them() -> None:
+    """Near the recursion limit the whole-value encoder fails (capped_json then cuts the value at its depth cap).
+
+    The piecewise writer must not succeed where it fails: each part's value encoded from inside the writer starts a
+    few levels shallower. Every depth up to past the limit, wherever it sits in a message, reads as capped_json's
+    called from the same stack depth.
+    """
+    limit = sys.getrecursionlimit()
+    for depth in (*range(0, 80), *range(limit - 250, limit + 10)):
+        nested = _nested(depth)
+        shapes = [
+            [{"role": "assistant", "parts": [{"type": "tool_call", "arguments": nested}, {"content": "y" * LONG}]}],
+            [{"role": "assistant", "parts": [nested, {"type": "text", "content": "y" * LONG}]}],
+            [{"role": "assistant", "parts": [{"content": "y" * LONG}], "extra": nested}],
+        ]
+        for messages in shapes:
+            assert messages_json(messages, CAP) == _capped_from_a_frame_below(messages), depth
+            if depth < 80:  # encoded's callers pass flat values; its own whole-value encoder is older than this writer
+                assert encoded(messages, LONG, CAP) == capped_json(messages, CAP), depth
+
+
+def _capped_from_a_frame_below(messages: Any) -> str:
+    # capped_json's own text depends on the stack depth it is called at (where the encoder meets the limit):
+    # messages_json and encoded call it, or the encoder, one frame below their caller, as this does.
+    return capped_json(messages, CAP)
+
+
 def test_long_answers_and_histories_written_out_are_capped_json() -> None:
     rng = random.Random(2028)
     for number in range(2_000):

@@ -91,6 +91,32 @@ def encoded(obj: Any, size: int, max_len: int) -> str:
     return text
 
 
+# Containers nested deeper than this in a message take the encoder's whole-value path (``capped_json``): near the
+# recursion limit, the C encoder called on a part value from here runs a few levels shallower than on the whole
+# value, so it could succeed where the whole-value call fails (and capped_json falls back to its depth-capped form).
+_NEST_LIMIT = 64
+
+
+def _too_deep(obj: Any, left: int = _NEST_LIMIT) -> bool:
+    """Whether containers nest in ``obj`` more than ``left`` levels deep (the C encoder's own container types)."""
+    if isinstance(obj, dict):
+        items: Any = obj.values()
+    elif isinstance(obj, (list, tuple)):
+        items = obj
+    else:
+        return False
+    if left <= 0:
+        return True
+    return any(_too_deep(item, left - 1) for item in items)
+
+
+def _value_json(value: Any, encode: Callable[[Any, int], Any]) -> str:
+    """The encoder's text of a value in a message; ValueError (the whole value's path) when nested too deep."""
+    if _too_deep(value):
+        raise ValueError("nested past _NEST_LIMIT")
+    return "".join(encode(value, 0))
+
+
 def _messages_json(messages: list[Any], encode: Callable[[Any, int], Any]) -> str:
     """The C encoder's (``encode``'s) text of GenAI messages, their long strings escaped by ``quote_long``.
 
@@ -100,8 +126,9 @@ def _messages_json(messages: list[Any], encode: Callable[[Any, int], Any]) -> st
     (compact, no indent). The text is written in the encoder's order and separators (keys in insertion order,
     ``{}`` and ``[]`` when empty). The pieces go to one list joined once, as the encoder joins its own: joining at
     each level would copy the long texts once a level (and widen each ASCII piece next to a non-ASCII text), which
-    cost more than orjson saved. Raises what the encoder raises; an empty text (never a JSON value) when a message
-    is no dict or a key no string, whose text the encoder decides for the whole value.
+    cost more than orjson saved. Raises what the encoder raises, and ValueError for a value nested past
+    ``_NEST_LIMIT``; an empty text (never a JSON value) when a message is no dict or a key no string, whose text the
+    encoder decides for the whole value.
     """
     quote, comma = _QUOTE, _COMMA
     out = ["["]
@@ -120,7 +147,7 @@ def _messages_json(messages: list[Any], encode: Callable[[Any, int], Any]) -> st
                 append(f"{quote(key)}:[")
                 for part in value:
                     if type(part) is not dict:
-                        append("".join(encode(part, 0)))
+                        append(_value_json(part, encode))
                         append(comma)
                         continue
                     append("{")
@@ -129,7 +156,7 @@ def _messages_json(messages: list[Any], encode: Callable[[Any, int], Any]) -> st
                             return ""
                         append(f"{quote(name)}:")
                         if type(text) is not str:
-                            append("".join(encode(text, 0)))
+                            append(_value_json(text, encode))
                         else:
                             append(quote(text) if len(text) < LONG else _quote_long(text))
                         append(comma)
@@ -138,7 +165,7 @@ def _messages_json(messages: list[Any], encode: Callable[[Any, int], Any]) -> st
                 _close(out, "]")
             else:
                 append(f"{quote(key)}:")
-                append("".join(encode(value, 0)))
+                append(_value_json(value, encode))
             append(comma)
         _close(out, "}")
         append(comma)

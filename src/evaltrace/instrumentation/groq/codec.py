@@ -214,7 +214,8 @@ class GroqStreamAccumulator(ChatAccumulator):
                 fields = fields_of(chunk)
                 choices = fields["choices"]
                 x_groq = fields["x_groq"]
-                if len(choices) != 1 or fields["usage"] is not None:
+                # ``choices`` may be None (a closing chunk sent with "choices": null): ``add`` reads its usage.
+                if choices is None or len(choices) != 1 or fields["usage"] is not None:
                     self.add(chunk)
                     continue
                 choice = choices[0]
