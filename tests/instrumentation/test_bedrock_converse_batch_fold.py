@@ -15,7 +15,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from bedrock_replay import calls_of, cassettes, client, converse_frame, read_stream, replay, send, synthetic
+
+pytest.importorskip("boto3")  # an optional extra: not in CI's oldest-versions environment
+
+from bedrock_replay import (
+    calls_of,
+    cassettes,
+    client,
+    converse_frame,
+    read_stream,
+    replay,
+    send,
+    synthetic,
+)
 
 from cassettes import ReplayServer, load_cassette
 from evaltrace.instrumentation.bedrock.converse import ConverseStreamAccumulator
