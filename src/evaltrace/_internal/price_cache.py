@@ -280,8 +280,8 @@ def sweep(path: Path) -> None:
         pass
 
 
-def _source() -> list[Any] | None:
-    """Which genai-prices table the file describes: its data module's path, size and modification time."""
+def genai_prices_package() -> Path | None:
+    """The folder of the ``genai_prices`` package found on ``sys.path`` (not imported), or None."""
     from importlib.util import find_spec
 
     try:
@@ -290,7 +290,15 @@ def _source() -> list[Any] | None:
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
-    data = os.path.join(next(iter(spec.submodule_search_locations)), "data.py")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _source() -> list[Any] | None:
+    """Which genai-prices table the file describes: its data module's path, size and modification time."""
+    package = genai_prices_package()
+    if package is None:
+        return None
+    data = os.path.join(package, "data.py")
     try:
         stat = os.stat(data)
     except OSError:

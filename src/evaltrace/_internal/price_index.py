@@ -26,7 +26,6 @@ import datetime as dt
 import json
 import os
 import re
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -170,7 +169,7 @@ def installed_source(version: str) -> dict[str, Any] | None:
     disk. A hash of the 1.6 MB table itself would cost more than the rest of a cold start's pricing, so the
     installer's record of it is trusted, and the sizes catch a file changed since.
     """
-    package = _package()
+    package = price_cache.genai_prices_package()
     if package is None:
         return None
     record = package.parent / f"genai_prices-{version}.dist-info" / "RECORD"
@@ -209,7 +208,7 @@ def installed_version() -> str | None:
     None when genai-prices is not installed, or its folder has no such record or several (a leftover of an upgrade:
     which one describes the files is not known).
     """
-    package = _package()
+    package = price_cache.genai_prices_package()
     if package is None:
         return None
     try:
@@ -218,17 +217,6 @@ def installed_version() -> str | None:
         return None
     records = [name[len(_DIST_INFO[0]) : -len(_DIST_INFO[1])] for name in names if name.endswith(_DIST_INFO[1])]
     return records[0] if len(records) == 1 else None
-
-
-def _package() -> Path | None:
-    """The folder of the ``genai_prices`` package found on ``sys.path`` (not imported), or None."""
-    try:
-        spec = find_spec("genai_prices")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def _match(models: list[Any], ref: str) -> Any:
