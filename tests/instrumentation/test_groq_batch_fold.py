@@ -259,3 +259,98 @@ def test_an_x_groq_of_another_type_goes_through_add() -> None:
     assert batched == one_by_one
     assert general == 1
     assert batched[3] == ("_OTHER", "failed late") and batched[4] is usage
+
+
+# --- the first chunk: ``add`` reads it through the batch fold once its header has an id and model ---
+
+
+class _GeneralFirst(GroqStreamAccumulator):
+    """The reference: every chunk, the first included, read by ``add``'s general path."""
+
+    __slots__ = ()
+
+    def _add_first(self, chunk: Any) -> bool | None:
+        return None
+
+
+class _FirstTaken(GroqStreamAccumulator):
+    """Keeps what ``_add_first`` returned for each chunk it saw (None: it left the chunk to the general path)."""
+
+    __slots__ = ("taken",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.taken: list[bool | None] = []
+
+    def _add_first(self, chunk: Any) -> bool | None:
+        self.taken.append(super()._add_first(chunk))
+        return self.taken[-1]
+
+
+def _first(edit: Callable[[dict[str, Any]], Any]) -> Edit:
+    """``edit`` of the stream's first chunk (the one that names the response); the rest as recorded."""
+
+    def apply(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        head = copy.deepcopy(events[0])
+        edited = edit(head)
+        return [*(edited if isinstance(edited, list) else [head]), *events[1:]]
+
+    return apply
+
+
+FIRST_SHAPES: dict[str, Edit] = {
+    "as recorded": lambda events: events,
+    "text and no x_groq": _first(lambda e: [_text(e, role="assistant", content="hi")]),
+    "a tool call": _first(
+        lambda e: [_text(e, tool_calls=[_tool_call(0, id="c", type="function", function={"name": "f"})])]
+    ),
+    "parsed reasoning": _first(lambda e: [_text(e, reasoning="r")]),
+    "extras on the delta": _first(lambda e: [_text(e, content="a", reasoning_content="r")]),
+    "built-in tools": _first(lambda e: [_text(e, executed_tools=[{"index": 0, "type": "search"}])]),
+    "several choices": _first(
+        lambda e: _choices(
+            e,
+            [
+                {"index": 0, "delta": {"content": "zero"}, "finish_reason": None},
+                {"index": 1, "delta": {"content": "one"}, "finish_reason": None},
+            ],
+        )
+    ),
+    "no choices": _first(lambda e: _choices(e, [])),
+    "null choices and usage in x_groq": _first(
+        lambda e: [{**e, "choices": None, "x_groq": {"id": "req_1", "usage": USAGE}}]
+    ),
+    "usage on the chunk": _first(_with(("usage",), USAGE)),
+    "an error in x_groq": _first(_with(("x_groq",), {"id": "req_1", "error": "failed at once"})),
+    "x_groq with an extra": _first(_with(("x_groq",), {"id": "req_1", "future": 1})),
+    "a finish reason": _first(_with(("choices", "0", "finish_reason"), "length")),
+    "extras on the chunk": _first(_with(("future",), [1])),
+    "a service tier": _first(lambda e: [{**e, "service_tier": "on_demand", "system_fingerprint": None}]),
+    "an empty id": _first(lambda e: [{**e, "id": ""}]),
+    "an empty model": _first(lambda e: [{**e, "model": ""}]),
+    "a late id and model": SHAPES["a late id and model"],
+}
+
+
+@pytest.mark.parametrize("shape", [*(f"first: {name}" for name in FIRST_SHAPES), *SHAPES])
+def test_the_first_chunk_of_any_shape_records_what_the_general_path_records(shape: str) -> None:
+    """``add`` of the first chunks (and the proxy's batches after them) against ``add``'s general path alone."""
+    _, events = _recorded()
+    chunks = _parsed((FIRST_SHAPES[shape[7:]] if shape.startswith("first: ") else SHAPES[shape])(events))
+    fast, general = _FirstTaken(), _GeneralFirst()
+    start = 0
+    for start, chunk in enumerate(chunks, 1):  # noqa: B007  (start: where the batches begin)
+        carried = fast.add(chunk)
+        assert carried == general.add(chunk)
+        assert _record(fast) == _record(general)
+        if carried:
+            break
+    for at in range(start, len(chunks), 16):
+        fast.add_batch(chunks[at : at + 16])
+    for chunk in chunks[start:]:
+        general.add(chunk)
+    assert _record(fast) == _record(general)
+    if shape in ("as recorded", "first: as recorded"):
+        assert fast.taken == [True], "the recorded first chunk is read by the batch fold"
+    if shape in ("first: an empty id", "first: an empty model", "a late id and model"):
+        assert fast.taken[0] is None

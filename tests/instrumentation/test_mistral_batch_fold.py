@@ -445,3 +445,71 @@ def test_the_sdks_usage_is_read_as_getattr_reads_it(body: dict[str, Any]) -> Non
     subclass = _as(_overriding(usage_t, "prompt_tokens_details", {"cached_tokens": 77}), usage)
     assert usage_of(subclass) == chat_usage(subclass)
     assert usage_of(subclass).cached_tokens == 77  # type: ignore[union-attr]
+
+
+# --- the first event: ``add`` reads it through the batch fold once it has an id (``_add_first``) ---
+
+
+class _GeneralFirst(MistralStreamAccumulator):
+    """The reference: every event, the first included, read by ``add``'s general path."""
+
+    __slots__ = ()
+
+    def _add_first(self, event: Any) -> bool | None:
+        return None
+
+
+class _FirstTaken(MistralStreamAccumulator):
+    """Keeps what ``_add_first`` returned for each event it saw (None: it left the event to the general path)."""
+
+    __slots__ = ("taken",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.taken: list[bool | None] = []
+
+    def _add_first(self, event: Any) -> bool | None:
+        self.taken.append(super()._add_first(event))
+        return self.taken[-1]
+
+
+FIRST_ONLY: dict[str, tuple[str, Any]] = {
+    "as recorded": ("first", lambda event: None),
+    "an empty id": ("first", _set(("id",), "")),
+    "an empty model": ("first", _set(("model",), "")),
+    "no choices and usage": ("first", lambda event: event.update(choices=[], usage={"prompt_tokens": 3})),
+}
+
+
+@pytest.mark.parametrize("name", [*FIRST_ONLY, *SHAPES])
+def test_the_first_event_of_any_shape_records_what_the_general_path_records(name: str) -> None:
+    """Each shape as the stream's first event: ``add`` (and the proxy's batches after it) against ``add`` alone."""
+    item, recorded = _thinking_stream()
+    kind, change = {**SHAPES, **FIRST_ONLY}[name]
+    thinks = [i for i, e in enumerate(recorded) if isinstance(e["choices"][0]["delta"].get("content"), list)]
+    texts = [i for i, e in enumerate(recorded) if isinstance(e["choices"][0]["delta"].get("content"), str)]
+    template = {"think": thinks[len(thinks) // 2], "text": texts[len(texts) // 2], "first": 0}[kind]
+    first = copy.deepcopy(recorded[template])
+    change(first)
+    events_json = [first, *recorded[1:]]
+    events = _events(_served(item, events_json))
+    assert len(events) == len(events_json), "the SDK parsed every event"
+    fast, general = _FirstTaken(), _GeneralFirst()
+    assert fast.add(events[0]) == general.add(events[0])
+    assert _record(fast) == _record(general)
+    assert (fast.response_id, fast.model, fast.usage) == (general.response_id, general.model, general.usage)
+    start = 1
+    if not fast.choices:  # the proxy folds each event with ``add`` until one carries output
+        for start, event in enumerate(events[1:], 2):  # noqa: B007
+            fast.add(event)
+            if fast.choices:
+                break
+    for begin in range(start, len(events), 64):
+        fast.add_batch(events[begin : begin + 64])
+    for event in events[1:]:
+        general.add(event)
+    assert _record(fast) == _record(general)
+    if name == "as recorded":
+        assert fast.taken == [True], "the recorded first event is read by the batch fold"
+    if name in ("an empty id", "no choices and usage"):
+        assert fast.taken[0] is not True

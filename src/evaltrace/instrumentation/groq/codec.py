@@ -172,6 +172,10 @@ class GroqStreamAccumulator(ChatAccumulator):
 
     def add(self, chunk: Any) -> bool:
         """Fold one chunk in (see ``ChatAccumulator.add``); True when it carries a choice."""
+        if self.header_pending:
+            first = self._add_first(chunk)
+            if first is not None:
+                return first
         carried = super().add(chunk)
         x_groq = getattr(chunk, "x_groq", None)
         if x_groq is not None:
@@ -187,7 +191,23 @@ class GroqStreamAccumulator(ChatAccumulator):
                 self.executed[(choice.index, getattr(tool, "index", None))] = tool
         return carried
 
-    def add_batch(self, chunks: list[Any]) -> None:  # noqa: C901  (one frame for the whole batch, on purpose)
+    def _add_first(self, chunk: Any) -> bool | None:
+        """The chunk that names the response, read by the batch fold (None: not read, ``add`` reads it).
+
+        ``add`` of the first chunk made ~30 hooked reads and built a ``_Delta``; the groq SDK's own chunk has its
+        header read from its ``__dict__`` (``_read_header``) and, once the id and model are known, is folded as a
+        batch of one, whose off-path chunks come back to ``add``. An error is raised to the caller, as ``add``'s.
+        """
+        types = _sdk_types()
+        if types is None or type(chunk) is not types[0] or not types[6]:
+            return None
+        self._read_header(chunk)
+        if self.header_pending:  # no id or model yet: ``add`` reads the rest of it (the header again, alike)
+            return None
+        self.add_batch([chunk], strict=True)
+        return True if types[4](chunk)["choices"] else False  # ``ChatAccumulator.add``'s ``chunk.choices or ()``
+
+    def add_batch(self, chunks: list[Any], strict: bool = False) -> None:  # noqa: C901  (one frame for the batch)
         """``add`` for each chunk in order, the common chunk read in this one frame (the stream proxy's batch fold).
 
         The common chunk of a Groq stream is one choice whose delta has text only, and no ``x_groq`` or one with
@@ -196,7 +216,7 @@ class GroqStreamAccumulator(ChatAccumulator):
         pydantic's ``__getattr__`` hook keeps CPython 3.11 from specialising attribute reads and costs three
         type-cache lookups per read, and the ``_Delta`` view ``add`` builds costs an object per chunk. Every other
         chunk (a reasoning, refusal, tool or extra field, several choices, usage on the chunk, another SDK's types)
-        goes through ``add``, so both paths record the same.
+        goes through ``add``, so both paths record the same. ``strict``: an error is raised, not routed.
         """
         types = _sdk_types()
         if types is None or self.header_pending:
@@ -260,6 +280,8 @@ class GroqStreamAccumulator(ChatAccumulator):
                     if isinstance(error, str) and error:
                         self.error = error
             except Exception:
+                if strict:
+                    raise
                 chunk_failed()
 
     def _read_header(self, chunk: Any) -> None:

@@ -133,6 +133,10 @@ class MistralStreamAccumulator:
 
     def add(self, event: Any) -> bool:
         """Fold one event in; True when it carried a choice (output, for time to first chunk)."""
+        if self.response_id is None:
+            first = self._add_first(event)
+            if first is not None:
+                return first
         chunk = getattr(event, "data", event)
         if self.response_id is None:
             self.response_id = get(chunk, "id") or None
@@ -158,7 +162,29 @@ class MistralStreamAccumulator:
             self.usage = usage
         return bool(choices)
 
-    def add_batch(self, events: list[Any]) -> None:  # noqa: C901  (one frame for the whole batch, on purpose)
+    def _add_first(self, event: Any) -> bool | None:
+        """The event that names the response, read by the batch fold (None: not read, ``add`` reads it).
+
+        ``add`` reads each field through ``get`` (an ABC check and a hooked read each); the SDK's own chunk has its
+        id and model read from its ``__dict__`` (what ``get`` returns for a field: ``UNSET`` and empty read as
+        None) and, once the id is known, is folded as a batch of one, whose off-path events come back to ``add``.
+        An error is raised to the caller, as ``add``'s.
+        """
+        types = _sdk_types()
+        if types is None:
+            return None
+        chunk = getattr(event, "data", event)  # as ``add`` reads it
+        if type(chunk) is not types[1]:
+            return None
+        fields = chunk.__dict__
+        self.response_id = fields.get("id") or None
+        self.model = fields.get("model") or None
+        if self.response_id is None:  # ``add`` reads the rest (the id and model again, alike)
+            return None
+        self.add_batch([event], strict=True)
+        return True if fields.get("choices") else False  # ``add``'s ``bool(get(chunk, "choices") or ())``
+
+    def add_batch(self, events: list[Any], strict: bool = False) -> None:  # noqa: C901  (one frame per batch)
         """``add`` for each event in order, the common events read in this one frame (the stream proxy's batch fold).
 
         An event is read here when it is the SDK's own event, chunk, choice and delta (exactly), with one choice,
@@ -169,6 +195,7 @@ class MistralStreamAccumulator:
         other piece through ``add_content``. Every other event (tool calls, several choices, other types, the
         events before the first id) goes through ``add``, so both paths record the same. The checks that can send
         an event to ``add`` all come before its first write: an event is folded by one path, never by both.
+        ``strict``: an error is raised, not routed.
         """
         types = _sdk_types()
         if types is None or self.response_id is None:  # ``add`` reads the id and model of the first event
@@ -241,6 +268,8 @@ class MistralStreamAccumulator:
                 if usage is not None:
                     self.usage = usage
             except Exception:
+                if strict:
+                    raise
                 chunk_failed()
 
     def end_reason(self) -> str:
