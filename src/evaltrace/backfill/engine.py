@@ -27,7 +27,7 @@ from evaltrace.backfill.checkpoint import Checkpoint, describe_options
 from evaltrace.backfill.results import result_score, result_span
 from evaltrace.backfill.sources import TraceSource, session_of
 from evaltrace.backfill.units import Target, Unit, session_unit, trace_unit
-from evaltrace.evaluation.convert import JUDGED, capped, result_outcome
+from evaltrace.evaluation.convert import JUDGED, result_outcome, skip_reason
 from evaltrace.evaluation.evaluator import EvaluatorSpec
 from evaltrace.evaluation.limits import OVER_BUDGET, RATE_LIMITED, LimitGate
 from evaltrace.evaluation.runner import RunOptions, arun_evaluator, is_async_evaluator, skipped_result
@@ -126,16 +126,6 @@ def _count_not_evaluated(report: BackfillReport, evaluator: str, reason: str, co
     report.not_evaluated_by_reason[reason] = report.not_evaluated_by_reason.get(reason, 0) + count
     reasons = report.not_evaluated_by_evaluator.setdefault(evaluator, {})
     reasons[reason] = reasons.get(reason, 0) + count
-
-
-def _skip_reason(result: EvaluationResult) -> str:
-    """The reason a not-evaluated ``result`` is counted under: the one its evaluation span stores.
-
-    Capped as the span caps it (``max_attribute_length``), so no report key is longer than a stored reason;
-    ``skipped`` for a result without one (an evaluator's own ``status="skipped"`` result with no reason), as the
-    run summaries count it.
-    """
-    return capped(result.reason) if result.reason else semconv.EVAL_LABEL_SKIPPED
 
 
 def merge_reports(reports: Sequence[BackfillReport], scopes: Sequence[str]) -> BackfillReport:
@@ -331,7 +321,7 @@ def record_unit(
         outcome = result_outcome(result)
         report.outcomes[outcome] = report.outcomes.get(outcome, 0) + 1
         if outcome == semconv.OUTCOME_NOT_EVALUATED:  # the Ray engine's answers are counted here too
-            _count_not_evaluated(report, result.evaluator, _skip_reason(result))
+            _count_not_evaluated(report, result.evaluator, skip_reason(result))
         span = result_span(target, scope, result)
         if span is not None:
             done.spans.append(span)

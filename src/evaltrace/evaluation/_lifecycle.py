@@ -112,7 +112,9 @@ def stats(self: EvaluationSpanProcessor) -> dict[str, Any]:
     Keys: ``queued`` (admitted, not finished), ``enqueued``, ``dropped`` (queue full: forwarded
     unevaluated), ``enriched``, ``held_timeout``, ``evaluation_spans``, ``evaluated``, ``passed`` and
     ``failed`` (judged verdicts only), ``errors`` (the evaluation itself failed: never a verdict),
-    ``timed_out``, ``skipped`` (not evaluated), ``retries``, ``sampled_out``, ``score_rejects``,
+    ``timed_out``, ``skipped`` (the evaluators' own "not evaluated" results), ``skipped_by_reason`` (them by the
+    reason on their span, summing to ``skipped``), ``not_evaluated_by_reason`` (evaluations never started),
+    ``retries``, ``sampled_out``, ``score_rejects``,
     ``log_events``, ``internal_errors``, ``cancelled`` / ``unflushed_jobs`` (shutdown deadline),
     ``evaluators`` (per evaluator: counts, ``pass_rate`` over judged results, ``error_rate``,
     ``latency_ms_p50``/``p95``), ``buffer`` (trace buffer), ``completion`` (with trace-level evaluators:

@@ -56,6 +56,16 @@ def result_outcome(result: EvaluationResult) -> Outcome:
     return "pass" if result.passed else "fail"
 
 
+def skip_reason(result: EvaluationResult) -> str:
+    """The reason a not-evaluated ``result`` is counted under: the one its evaluation span stores.
+
+    Capped as the span caps it (``max_attribute_length``), so no count's key is longer than a stored reason;
+    ``skipped`` for a result without one (an evaluator's own ``status="skipped"`` result with no reason), as the
+    run summaries count it.
+    """
+    return capped(result.reason) if result.reason else semconv.EVAL_LABEL_SKIPPED
+
+
 def is_judged(outcome: str) -> bool:
     """Return True for the outcomes that are verdicts (``pass``/``fail``), the only ones in a pass rate."""
     return outcome in (semconv.OUTCOME_PASS, semconv.OUTCOME_FAIL)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaltrace.evaluation.convert import result_outcome
+from evaltrace.evaluation.convert import result_outcome, skip_reason
 from evaltrace.schema import EvaluationResult
 from evaltrace.schema._base import whole_ms
 
@@ -46,6 +46,7 @@ class _EvaluatorCounters:
     errors: int = 0
     timed_out: int = 0
     skipped: int = 0
+    skipped_by_reason: dict[str, int] = field(default_factory=dict)
     latencies_ms: deque[float] = field(default_factory=lambda: deque(maxlen=_LATENCY_SAMPLES))
 
 
@@ -85,6 +86,8 @@ class PipelineStats:
         # Hot-path counters (a skip decided on the application thread): itertools.count's next() is one C call,
         # atomic under the GIL, no lock; their values are added to the locked counts when read.
         self._tickers: dict[tuple[str, str], itertools.count[int]] = {}
+        # The evaluators' own skips (results, counted in ``skipped``) by the reason stored on the span.
+        self._skipped_by_reason: dict[str, int] = {}
 
     def incr(self, name: str, amount: int = 1) -> None:
         """Add ``amount`` to counter ``name``."""
@@ -133,6 +136,7 @@ class PipelineStats:
             outcome = result_outcome(result)
         key = _COUNTER_OF_OUTCOME.get(outcome)
         timed_out = result.error is not None and result.error.type == "timeout"
+        reason = skip_reason(result) if key == "skipped" else None  # outside the lock: capping is bounded work
         # result.latency_ms without the property for our own class (a user subclass may override it); outside the
         # lock the application's threads count skips under.
         if type(result) is EvaluationResult:
@@ -149,6 +153,9 @@ class PipelineStats:
             if key is not None:
                 setattr(per, key, getattr(per, key) + 1)
                 self.counters[key] += 1
+                if reason is not None:
+                    per.skipped_by_reason[reason] = per.skipped_by_reason.get(reason, 0) + 1
+                    self._skipped_by_reason[reason] = self._skipped_by_reason.get(reason, 0) + 1
             if timed_out:
                 per.timed_out += 1
                 self.counters["timed_out"] += 1
@@ -156,11 +163,14 @@ class PipelineStats:
     def snapshot(self) -> dict[str, Any]:
         """Return a copy of the counters plus per-evaluator figures.
 
-        ``evaluators`` maps each name to ``evaluated, passed, failed, errors, timed_out, skipped, pass_rate,
-        error_rate, latency_ms_p50, latency_ms_p95``: ``failed`` counts judgements that failed, ``errors``
-        evaluations that errored (``timed_out`` is the subset that timed out); ``pass_rate`` is
-        ``passed / (passed + failed)`` and ``error_rate`` ``errors / (passed + failed + errors)`` (None when
-        their denominator is 0); skipped evaluations are in neither. ``not_evaluated_by_reason`` counts the
+        ``evaluators`` maps each name to ``evaluated, passed, failed, errors, timed_out, skipped,
+        skipped_by_reason, pass_rate, error_rate, latency_ms_p50, latency_ms_p95``: ``failed`` counts judgements
+        that failed, ``errors`` evaluations that errored (``timed_out`` is the subset that timed out); ``pass_rate``
+        is ``passed / (passed + failed)`` and ``error_rate`` ``errors / (passed + failed + errors)`` (None when
+        their denominator is 0); skipped evaluations are in neither. ``skipped_by_reason`` (also in total) breaks
+        ``skipped``, the evaluators' own "not evaluated" results, down by the reason stored on the span
+        (``evaltrace.eval.<name>.skip_reason``, e.g. ``no_answer``; ``skipped`` when the result gave none): its
+        counts sum to ``skipped``. ``not_evaluated_by_reason`` counts the
         evaluations that were never started (``sampled_out``, ``filtered``, ``queue_full``, ``rate_limited``,
         ``over_budget``, ``trace_incomplete``, ``mapping_failed``, ``shutdown``, ...), in total and, under each evaluator's entry, per evaluator.
         """
@@ -179,12 +189,14 @@ class PipelineStats:
                     "errors": per.errors,
                     "timed_out": per.timed_out,
                     "skipped": per.skipped,
+                    "skipped_by_reason": dict(per.skipped_by_reason),
                     "pass_rate": per.passed / judged if judged else None,
                     "error_rate": per.errors / (judged + per.errors) if judged + per.errors else None,
                     "latency_ms_p50": percentile(latencies, 0.50),
                     "latency_ms_p95": percentile(latencies, 0.95),
                 }
             by_reason = {reason: sum(counts.values()) for reason, counts in not_evaluated.items()}
+            data["skipped_by_reason"] = dict(self._skipped_by_reason)
             for reason, counts in not_evaluated.items():
                 for name, count in counts.items():
                     evaluators[name].setdefault("not_evaluated_by_reason", {})[reason] = count
