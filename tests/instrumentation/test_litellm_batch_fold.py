@@ -18,6 +18,7 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # LiteLLM fetches its price map at import otherwise
 
 import asyncio
+import dataclasses
 import json
 import threading
 from pathlib import Path
@@ -29,7 +30,7 @@ litellm = pytest.importorskip("litellm")
 
 from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette  # noqa: E402
 from evaltrace._internal.engine.codec import add_each  # noqa: E402
-from evaltrace.instrumentation.litellm.codec import LiteLLMChatAccumulator, _sdk_types  # noqa: E402
+from evaltrace.instrumentation.litellm.codec import LiteLLMChatAccumulator, _cache_writes, _sdk_types  # noqa: E402
 
 pytestmark = [
     # LiteLLM's own types, built lazily by pydantic on first use (nothing of ours).
@@ -468,3 +469,34 @@ def test_a_first_chunk_whose_fold_fails_raises_as_the_general_path_does(monkeypa
         acc.add(chunks[0])
     assert str(fast.value) == str(general.value)
     assert acc.response_id == chunks[0].id  # the header is read, as ``_add`` reads it before the choices
+
+
+def _usages() -> list[Any]:
+    """Every usage LiteLLM attaches to the chunks of every recorded stream, and of the Anthropic stream with cache writes.
+
+    No recording has non-zero cache writes through LiteLLM: the Anthropic text stream is edited to report 7.
+    """
+    found = [getattr(c, "usage", None) for case in CASES for c in _chunks(*case.values)]
+    body = (ANTHROPIC / "stream_text.sse").read_bytes()
+    assert b'"cache_creation_input_tokens": 0' in body
+    written = dataclasses.replace(
+        _anthropic("stream_text.sse"),
+        body=body.replace(b'"cache_creation_input_tokens": 0', b'"cache_creation_input_tokens": 7'),
+    )
+    found += [getattr(c, "usage", None) for c in _yielded("anthropic/claude-sonnet-4-6", "", written)]
+    return [u for u in found if u is not None]
+
+
+def test_cache_writes_are_read_as_getattr_reads_them() -> None:
+    """``_cache_writes`` gives what ``getattr(usage, "cache_creation_input_tokens", None)`` gives, for every usage."""
+    from litellm.types.utils import Usage
+
+    usages = _usages()
+    assert any(getattr(u, "cache_creation_input_tokens", None) == 7 for u in usages)
+    made = Usage(prompt_tokens=1, completion_tokens=2, cache_creation_input_tokens=5)
+    declared = Usage(prompt_tokens=1, completion_tokens=2)
+    object.__setattr__(declared, "cache_creation_input_tokens", 3)  # an instance entry wins over the extras
+    plain = {"prompt_tokens": 1, "cache_creation_input_tokens": 4}  # a dict: getattr reads no key
+    for usage in [*usages, made, declared, plain, Usage(prompt_tokens=1, completion_tokens=2)]:
+        assert _cache_writes(usage) == getattr(usage, "cache_creation_input_tokens", None), usage
+    assert _cache_writes(made) == 5 and _cache_writes(declared) == 3 and _cache_writes(plain) is None

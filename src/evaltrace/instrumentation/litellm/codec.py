@@ -148,9 +148,34 @@ def _add_reasoning(message: dict[str, Any], reasoning: Any) -> None:
 
 
 def _add_cache_writes(result: Outcome, usage: Any) -> None:
-    writes = getattr(usage, "cache_creation_input_tokens", None) if usage is not None else None
+    writes = _cache_writes(usage) if usage is not None else None
     if result.usage is not None and result.usage.cache_write_tokens is None and isinstance(writes, int) and writes:
         result.usage.cache_write_tokens = writes
+
+
+_CACHE_WRITES = "cache_creation_input_tokens"
+
+
+@functools.lru_cache(maxsize=32)
+def _plain_usage(cls: type) -> bool:
+    """Whether ``_cache_writes`` may read a ``cls`` instance's ``__dict__`` and extras (``plain_fields``), per class."""
+    return plain_fields(cls, (_CACHE_WRITES,))
+
+
+def _cache_writes(usage: Any) -> Any:
+    """``getattr(usage, "cache_creation_input_tokens", None)``, read as ``plain_fields`` says where it can be.
+
+    LiteLLM's ``Usage`` keeps Anthropic's cache writes in its pydantic extras and has none for other providers, so
+    ``getattr`` ran pydantic's ``__getattr__`` and caught its ``AttributeError`` (~11k instructions) once per call.
+    """
+    if _plain_usage(type(usage)):
+        fields = usage.__dict__
+        return (
+            fields[_CACHE_WRITES]
+            if _CACHE_WRITES in fields
+            else (usage.__pydantic_extra__ or _EMPTY).get(_CACHE_WRITES)
+        )
+    return getattr(usage, _CACHE_WRITES, None)
 
 
 class _Lenient:
