@@ -156,10 +156,17 @@ def _add_cache_writes(result: Outcome, usage: Any) -> None:
 _CACHE_WRITES = "cache_creation_input_tokens"
 
 
-@functools.lru_cache(maxsize=32)
+_PLAIN_USAGE: dict[type, bool] = {}
+
+
 def _plain_usage(cls: type) -> bool:
     """Whether ``_cache_writes`` may read a ``cls`` instance's ``__dict__`` and extras (``plain_fields``), per class."""
-    return plain_fields(cls, (_CACHE_WRITES,))
+    found = _PLAIN_USAGE.get(cls)
+    if found is None:
+        if len(_PLAIN_USAGE) >= 32:  # bounded: a handful of usage classes per process
+            _PLAIN_USAGE.clear()
+        found = _PLAIN_USAGE[cls] = plain_fields(cls, (_CACHE_WRITES,))
+    return found
 
 
 def _cache_writes(usage: Any) -> Any:
