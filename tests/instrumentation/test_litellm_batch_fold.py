@@ -18,6 +18,7 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # LiteLLM fetches its price map at import otherwise
 
 import asyncio
+import dataclasses
 import json
 import threading
 from pathlib import Path
@@ -29,7 +30,7 @@ litellm = pytest.importorskip("litellm")
 
 from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette  # noqa: E402
 from evaltrace._internal.engine.codec import add_each  # noqa: E402
-from evaltrace.instrumentation.litellm.codec import LiteLLMChatAccumulator, _sdk_types  # noqa: E402
+from evaltrace.instrumentation.litellm.codec import LiteLLMChatAccumulator, _cache_writes, _sdk_types  # noqa: E402
 
 pytestmark = [
     # LiteLLM's own types, built lazily by pydantic on first use (nothing of ours).
@@ -292,3 +293,210 @@ def test_add_reads_a_streams_first_chunk_as_the_general_path_does(
     if model.startswith("openai/") and len(head.choices) == 1 and not head.choices[0].delta.tool_calls:
         assert calls == []  # OpenAI's first chunk, a header and one choice opening the text: no general path
         assert not first.header_pending
+
+
+# Delta and choice bodies LiteLLM parses into shapes that leave the common chunk's fast path (no recording has them:
+# each is a text chunk of the recorded OpenAI stream, edited). LiteLLM keeps what it does not know in the extras.
+BODY_EDITS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [  # (name, delta update, choice update)
+    ("an empty refusal", {"refusal": ""}, {}),
+    ("a refusal", {"refusal": "I cannot"}, {}),
+    ("reasoning under OpenRouter's name", {"reasoning": "a thought"}, {}),
+    ("empty reasoning", {"reasoning": ""}, {}),
+    ("reasoning_content", {"reasoning_content": "a declared thought"}, {}),
+    ("empty reasoning_content", {"reasoning_content": ""}, {}),
+    ("a legacy function call", {"function_call": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}, {}),
+    (
+        "a tool call",
+        {
+            "tool_calls": [
+                {"index": 0, "id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+            ]
+        },
+        {},
+    ),  # fmt: skip
+    ("a null content", {"content": None}, {}),
+    ("no content key", {"content": ...}, {}),
+    ("provider fields", {"provider_specific_fields": {"citations": ["a"]}}, {}),
+    ("thinking blocks", {"thinking_blocks": [{"type": "thinking", "thinking": "hm", "signature": "s"}]}, {}),
+    ("an audio part", {"audio": {"id": "a1", "transcript": "hi"}}, {}),
+    ("a second choice", {}, {"index": 1}),
+    ("back to the first choice", {}, {"index": 0}),
+    ("no finish_reason key", {}, {"finish_reason": ...}),
+    ("a finish reason mid-stream", {}, {"finish_reason": "length"}),
+    ("logprobs", {}, {"logprobs": {"content": [{"token": "a", "logprob": -0.1, "bytes": [97], "top_logprobs": []}]}}),
+]
+
+
+def _body_edited() -> Recorded:
+    """The recorded OpenAI stream with one text chunk per ``BODY_EDITS`` entry, each with its own text, then two plain."""
+    item = load_cassette(OPENAI_STREAM)[0]
+    events = [e for e in item.body.split(b"\n\n") if e.strip()]
+    chunks = [json.loads(e[len(b"data: ") :]) for e in events[:-1]]
+    text = chunks[1]
+    edited = []
+    for at, (_name, delta, choice) in enumerate(BODY_EDITS):
+        chunk = json.loads(json.dumps(text))
+        chunk["choices"][0]["delta"]["content"] = f" word{at}"
+        for target, update in ((chunk["choices"][0]["delta"], delta), (chunk["choices"][0], choice)):
+            for key, value in update.items():
+                if value is ...:
+                    target.pop(key, None)
+                else:
+                    target[key] = value
+        plain = [{**text, "choices": [{**text["choices"][0], "delta": {"content": f" plain{at}.{n}"}}]} for n in (1, 2)]
+        edited += [chunk, *json.loads(json.dumps(plain))]
+    chunks[2:2] = edited
+    body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+    return Recorded(item.method, item.uri, item.request_body, item.status, item.reason, item.headers, body)
+
+
+def _instance_edits() -> list[tuple[str, Any]]:
+    """Shapes LiteLLM does not make from any body (fields missing from, or added to, the instances it made)."""
+    return [
+        ("delta without content", lambda c: c.choices[0].delta.__pydantic_extra__.pop("content")),
+        ("delta without tool_calls", lambda c: c.choices[0].delta.__pydantic_extra__.pop("tool_calls")),
+        ("delta without function_call", lambda c: c.choices[0].delta.__pydantic_extra__.pop("function_call")),
+        (
+            "delta with a null extra reasoning_content",
+            lambda c: c.choices[0].delta.__pydantic_extra__.update(reasoning_content=None),
+        ),
+        ("delta with a null extra reasoning", lambda c: c.choices[0].delta.__pydantic_extra__.update(reasoning=None)),
+        ("delta without extras", lambda c: setattr(c.choices[0].delta, "__pydantic_extra__", None)),
+        ("delta with an empty __dict__", lambda c: c.choices[0].delta.__dict__.clear()),
+        ("delta with a refusal in __dict__", lambda c: c.choices[0].delta.__dict__.update(refusal="no")),
+        ("delta with provider fields", lambda c: c.choices[0].delta.__dict__.update(provider_specific_fields={"a": 1})),
+        ("delta with thinking blocks", lambda c: c.choices[0].delta.__dict__.update(thinking_blocks=[{"type": "x"}])),
+        (
+            "delta with an extra reasoning beside thinking blocks",
+            lambda c: (
+                c.choices[0].delta.__dict__.update(thinking_blocks=[]),
+                c.choices[0].delta.__pydantic_extra__.update(reasoning="extra thought"),
+            ),
+        ),
+        ("choice without delta", lambda c: c.choices[0].__pydantic_extra__.pop("delta")),
+        ("choice without index", lambda c: c.choices[0].__pydantic_extra__.pop("index")),
+        ("choice without finish_reason", lambda c: c.choices[0].__pydantic_extra__.pop("finish_reason")),
+        ("choice with finish_reason in __dict__", lambda c: c.choices[0].__dict__.update(finish_reason="length")),
+        ("choice without extras", lambda c: setattr(c.choices[0], "__pydantic_extra__", None)),
+        ("chunk with a null usage extra", lambda c: c.__pydantic_extra__.update(usage=None)),
+        ("chunk with choices as a tuple", lambda c: c.__dict__.update(choices=tuple(c.choices))),
+        ("chunk without choices", lambda c: c.__dict__.pop("choices")),
+    ]
+
+
+def _proxy_fold(chunks: list[Any], size: int) -> LiteLLMChatAccumulator:
+    """As the stream proxy folds: ``add`` until a chunk carries output, then batches of ``size``."""
+    acc = LiteLLMChatAccumulator()
+    start = 0
+    for start, chunk in enumerate(chunks, 1):  # noqa: B007
+        if acc.add(chunk):
+            break
+    for at in range(start, len(chunks), size):
+        acc.add_batch(chunks[at : at + size])
+    return acc
+
+
+def test_chunks_leaving_the_common_path_record_what_add_records_chunk_by_chunk() -> None:
+    """Each edited chunk, folded by the batch fold, leaves the accumulator as ``add`` leaves it, chunk by chunk.
+
+    Bodies LiteLLM parses (``BODY_EDITS``) and instances edited after it (``_instance_edits``): a refusal, reasoning
+    under either name and declared, a function or tool call, provider fields, thinking blocks, a choice index that
+    changes and comes back, fields missing where LiteLLM always sets them, a null usage, choices as a tuple.
+    """
+    chunks = _yielded("openai/gpt-4o-mini", "/v1", _body_edited())
+    edits = _instance_edits()
+    texts = [c for c in chunks if c.choices and "plain" in (c.choices[0].delta.__pydantic_extra__.get("content") or "")]
+    assert len(texts) >= len(edits) + 2
+    for (_name, edit), chunk in zip(edits, texts[1:], strict=False):
+        edit(chunk)
+    general = LiteLLMChatAccumulator()
+    batched = _proxy_fold(chunks[:1], 1)
+    assert not batched.header_pending
+    general._add(chunks[0])
+    for at, chunk in enumerate(chunks[1:], 1):
+        general._add(chunk)
+        batched.add_batch([chunk])
+        assert _record(batched) == _record(general), at
+    for size in (2, 3, 64):
+        assert _record(_proxy_fold(chunks, size)) == _record(general), size
+    message = general.outcome().output_messages
+    assert message is not None and len(message) == 2  # the second choice
+    parts = message[0]["parts"]
+    assert {p["type"] for p in parts} >= {"reasoning", "text", "tool_call"}, parts
+
+
+def test_the_common_chunk_shapes_stay_on_the_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The edited stream's plain text chunks (and the edits that change nothing ``add`` reads) are read without it."""
+    chunks = _yielded("openai/gpt-4o-mini", "/v1", _body_edited())
+    added: list[Any] = []
+    add = LiteLLMChatAccumulator.add
+    monkeypatch.setattr(LiteLLMChatAccumulator, "add", lambda self, chunk: added.append(chunk) or add(self, chunk))
+    acc = LiteLLMChatAccumulator()
+    assert acc.add(chunks[0])
+    added.clear()
+    acc.add_batch(chunks[1:])
+    plain = [c for c in chunks if c.choices and "plain" in (c.choices[0].delta.__pydantic_extra__.get("content") or "")]
+    assert not set(map(id, plain)) & set(map(id, added))
+    # What ``add`` reads more of than text: a refusal, reasoning (LiteLLM makes ``reasoning`` its declared
+    # ``reasoning_content``, and drops empty reasoning), a function or tool call. LiteLLM's OpenAI route drops the
+    # provider fields and thinking blocks of a body (their ``__dict__`` shapes are ``_instance_edits``').
+    through_add = {"a refusal", "reasoning under OpenRouter's name", "reasoning_content", "a legacy function call",
+                   "a tool call"}  # fmt: skip
+    words = {f" word{at}": name for at, (name, _, _) in enumerate(BODY_EDITS)}
+    assert {words[c.choices[0].delta.__pydantic_extra__["content"]] for c in added} == through_add
+
+
+def test_a_first_chunk_whose_fold_fails_raises_as_the_general_path_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``add`` on the first chunk raises an error of ours as ``_add`` does, not only logs it and returns True.
+
+    The stream proxy then routes the error and takes no time to first chunk from that chunk, as for any provider
+    whose ``add`` fails. The error: a choice index LiteLLM passes through unvalidated (a list, unhashable).
+    """
+    monkeypatch.delenv("EVALTRACE_RAISE_INTERNAL_ERRORS", raising=False)  # the deployed setting: errors are logged
+    item = load_cassette(OPENAI_STREAM)[0]
+    events = [e for e in item.body.split(b"\n\n") if e.strip()]
+    bodies = [json.loads(e[len(b"data: ") :]) for e in events[:-1]]
+    for body in bodies:
+        for choice in body["choices"]:
+            choice["index"] = [0]
+    raw = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in bodies) + b"data: [DONE]\n\n"
+    chunks = _yielded("openai/gpt-4o-mini", "/v1", Recorded(item.method, item.uri, item.request_body, item.status,
+                                                            item.reason, item.headers, raw))  # fmt: skip
+    with pytest.raises(TypeError) as general:
+        LiteLLMChatAccumulator()._add(chunks[0])
+    acc = LiteLLMChatAccumulator()
+    with pytest.raises(TypeError) as fast:
+        acc.add(chunks[0])
+    assert str(fast.value) == str(general.value)
+    assert acc.response_id == chunks[0].id  # the header is read, as ``_add`` reads it before the choices
+
+
+def _usages() -> list[Any]:
+    """Every usage LiteLLM attaches to the chunks of every recorded stream, and of the Anthropic stream with cache writes.
+
+    No recording has non-zero cache writes through LiteLLM: the Anthropic text stream is edited to report 7.
+    """
+    found = [getattr(c, "usage", None) for case in CASES for c in _chunks(*case.values)]
+    body = (ANTHROPIC / "stream_text.sse").read_bytes()
+    assert b'"cache_creation_input_tokens": 0' in body
+    written = dataclasses.replace(
+        _anthropic("stream_text.sse"),
+        body=body.replace(b'"cache_creation_input_tokens": 0', b'"cache_creation_input_tokens": 7'),
+    )
+    found += [getattr(c, "usage", None) for c in _yielded("anthropic/claude-sonnet-4-6", "", written)]
+    return [u for u in found if u is not None]
+
+
+def test_cache_writes_are_read_as_getattr_reads_them() -> None:
+    """``_cache_writes`` gives what ``getattr(usage, "cache_creation_input_tokens", None)`` gives, for every usage."""
+    from litellm.types.utils import Usage
+
+    usages = _usages()
+    assert any(getattr(u, "cache_creation_input_tokens", None) == 7 for u in usages)
+    made = Usage(prompt_tokens=1, completion_tokens=2, cache_creation_input_tokens=5)
+    declared = Usage(prompt_tokens=1, completion_tokens=2)
+    object.__setattr__(declared, "cache_creation_input_tokens", 3)  # an instance entry wins over the extras
+    plain = {"prompt_tokens": 1, "cache_creation_input_tokens": 4}  # a dict: getattr reads no key
+    for usage in [*usages, made, declared, plain, Usage(prompt_tokens=1, completion_tokens=2)]:
+        assert _cache_writes(usage) == getattr(usage, "cache_creation_input_tokens", None), usage
+    assert _cache_writes(made) == 5 and _cache_writes(declared) == 3 and _cache_writes(plain) is None

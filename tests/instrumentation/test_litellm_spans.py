@@ -237,3 +237,43 @@ async def test_async_stream_sync_close_closes_and_ends_the_span(exporter: InMemo
         stream.close()
         await stream.aclose()
     assert len(exporter.get_finished_spans()) == 1  # exactly once
+
+
+async def test_a_first_chunk_whose_fold_fails_sets_no_time_to_first_chunk(
+    is_async: bool, exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A chunk our fold fails on is not the first output, as with any provider whose ``add`` fails (logged, not raised).
+
+    No recording has such a chunk: the recorded OpenAI stream is edited so that every choice index is a list, which
+    LiteLLM passes through and the fold cannot use as a key.
+    """
+    monkeypatch.delenv("EVALTRACE_RAISE_INTERNAL_ERRORS", raising=False)  # the deployed setting
+    item = load_cassette(OPENAI / "test_chat_completion_streaming.yaml")[0]
+    events = [e for e in item.body.split(b"\n\n") if e.strip()][:-1]  # the last is ``[DONE]``
+    # The closing chunk is left out: LiteLLM builds its finish chunk itself, with an index of its own (0).
+    bodies = [b for b in (json.loads(e[len(b"data: ") :]) for e in events) if not b["choices"] or
+              b["choices"][0]["finish_reason"] is None]  # fmt: skip
+    for body in bodies:
+        for choice in body["choices"]:
+            choice["index"] = [0]
+    raw = b"".join(b"data: " + json.dumps(b).encode() + b"\n\n" for b in bodies) + b"data: [DONE]\n\n"
+    edited = Recorded(item.method, item.uri, item.request_body, item.status, item.reason, item.headers, raw)
+    with ReplayServer([edited]) as server:
+        stream = await _complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", stream=True,
+                                 stream_options={"include_usage": True})  # fmt: skip
+        chunks: list[Any] = []
+        # LiteLLM's own error for a stream with no finish (MidStreamFallbackError now; its class varies by version)
+        with pytest.raises((litellm.ServiceUnavailableError, litellm.APIConnectionError)):
+            if is_async:
+                async for chunk in stream:
+                    chunks.append(chunk)
+            else:
+                for chunk in stream:
+                    chunks.append(chunk)
+    assert [c.choices[0].index for c in chunks] == [[0]] * 6  # the user's chunks, untouched
+    (span,) = exporter.get_finished_spans()
+    a = span.attributes
+    assert a is not None
+    assert a["evaltrace.stream.chunks"] == 6
+    assert "gen_ai.response.time_to_first_chunk" not in a
+    assert "evaltrace internal error" in caplog.text

@@ -148,9 +148,41 @@ def _add_reasoning(message: dict[str, Any], reasoning: Any) -> None:
 
 
 def _add_cache_writes(result: Outcome, usage: Any) -> None:
-    writes = getattr(usage, "cache_creation_input_tokens", None) if usage is not None else None
+    writes = _cache_writes(usage) if usage is not None else None
     if result.usage is not None and result.usage.cache_write_tokens is None and isinstance(writes, int) and writes:
         result.usage.cache_write_tokens = writes
+
+
+_CACHE_WRITES = "cache_creation_input_tokens"
+
+
+_PLAIN_USAGE: dict[type, bool] = {}
+
+
+def _plain_usage(cls: type) -> bool:
+    """Whether ``_cache_writes`` may read a ``cls`` instance's ``__dict__`` and extras (``plain_fields``), per class."""
+    found = _PLAIN_USAGE.get(cls)
+    if found is None:
+        if len(_PLAIN_USAGE) >= 32:  # bounded: a handful of usage classes per process
+            _PLAIN_USAGE.clear()
+        found = _PLAIN_USAGE[cls] = plain_fields(cls, (_CACHE_WRITES,))
+    return found
+
+
+def _cache_writes(usage: Any) -> Any:
+    """``getattr(usage, "cache_creation_input_tokens", None)``, read as ``plain_fields`` says where it can be.
+
+    LiteLLM's ``Usage`` keeps Anthropic's cache writes in its pydantic extras and has none for other providers, so
+    ``getattr`` ran pydantic's ``__getattr__`` and caught its ``AttributeError`` (~11k instructions) once per call.
+    """
+    if _plain_usage(type(usage)):
+        fields = usage.__dict__
+        return (
+            fields[_CACHE_WRITES]
+            if _CACHE_WRITES in fields
+            else (usage.__pydantic_extra__ or _EMPTY).get(_CACHE_WRITES)
+        )
+    return getattr(usage, _CACHE_WRITES, None)
 
 
 class _Lenient:
@@ -208,6 +240,9 @@ def _sdk_types() -> tuple[Any, Any, Any] | None:  # Any: a type check must not n
 
 
 _EMPTY: dict[str, Any] = {}  # read only: an instance without extras
+# LiteLLM's delta's ``__dict__`` unless it sets reasoning or thinking: its declared fields are deleted when None but
+# this one (``==`` compares it in one step, where ``isdisjoint`` made a view and an iterator per chunk)
+_PLAIN_DELTA: dict[str, Any] = {"provider_specific_fields": None}
 _HEADER = ("id", "model", "service_tier", "system_fingerprint")  # what ``ChatAccumulator._read_header`` reads
 
 
@@ -251,7 +286,9 @@ class LiteLLMChatAccumulator(ChatAccumulator):
                 # what ``getattr(chunk, name, None)`` gives (``plain_fields``), read by ``_read_header`` itself
                 self._read_header(_Header(*(fields[n] if n in fields else extra.get(n) for n in _HEADER)))
                 if not self.header_pending:  # else ``_add`` reads the header again, alike, and the chunk
-                    self.add_batch([chunk])
+                    # An error of ours folding it is raised, as ``_add`` raises it: the proxy routes it and does not
+                    # take this chunk as the first output (no time to first chunk from a chunk that failed).
+                    self.add_batch([chunk], propagate=True)
                     return bool(choices)  # ``_add``'s: whether the chunk had a choice
         return self._add(chunk)
 
@@ -265,7 +302,7 @@ class LiteLLMChatAccumulator(ChatAccumulator):
                 self.choices[choice.index].reasoning.append(reasoning)
         return output
 
-    def add_batch(self, chunks: list[Any]) -> None:  # noqa: C901  (one frame for the whole batch, on purpose)
+    def add_batch(self, chunks: list[Any], *, propagate: bool = False) -> None:  # noqa: C901  (one frame per batch)
         """``add`` for each chunk in order, the common chunk read in this one frame (the stream proxy's batch fold).
 
         ``add`` wraps every chunk, choice and delta in a view whose reads are ``getattr(obj, name, None)``; LiteLLM
@@ -273,57 +310,91 @@ class LiteLLMChatAccumulator(ChatAccumulator):
         ``__getattr__`` and several raise ``AttributeError``. The common chunk (LiteLLM's own types, exactly; one
         choice and no usage, or no choice; a delta with text and no reasoning, refusal or tool call) is read from the
         instances' ``__dict__``, then their extras: what ``getattr`` returns for fields no class defines
-        (``plain_fields``). Where ``__dict__`` holds none of the names read (LiteLLM's choice declares no field,
-        and its delta keeps all of them in the extras unless it sets reasoning), each is one ``dict.get`` of the
-        extras instead of two. Every other chunk goes through ``add``, so both paths record the same.
+        (``plain_fields``). Every other chunk goes through ``add``, so both paths record the same.
+
+        The common chunk's reads are subscripts and ``in`` tests where a ``get`` or an ``isinstance`` costs twice
+        as much: LiteLLM sets the choice's ``index``, ``finish_reason`` and ``delta`` and the delta's ``content``,
+        ``tool_calls`` and ``function_call`` in the extras of every instance (a missing one sends the chunk to
+        ``add``), and its delta's ``__dict__`` is ``{"provider_specific_fields": None}`` unless it sets reasoning or
+        thinking (compared in one step; any other ``__dict__`` is read name by name). ``propagate``: an error of
+        ours is raised, not routed per chunk (``add`` folding one chunk, as ``_add`` would raise it).
         """
         types = _sdk_types()
         if types is None:
             add_each(self.add, chunks)
             return
+        at = 0
+        while self.header_pending and at < len(chunks):  # checked here, not per chunk: ``add`` reads the header
+            try:
+                self.add(chunks[at])
+            except Exception:
+                if propagate:
+                    raise
+                chunk_failed()
+            at += 1
+        if at:
+            chunks = chunks[at:]
         chunk_type, choice_type, delta_type = types
         buffers = self.choices
-        delta_reads = _DELTA_READS
+        plain_delta = _PLAIN_DELTA
         last: Any = _NO_INDEX  # the choice index of ``buffer``
         buffer = _ChoiceBuffer()
-        # ``fields.get(name, extra.get(name))``: the instance's entry, else its extra, else None (see plain_fields)
+        text = buffer.text
         for chunk in chunks:
             try:
-                if type(chunk) is not chunk_type or self.header_pending:
+                if type(chunk) is not chunk_type:
                     self.add(chunk)
                     continue
                 fields = chunk.__dict__
                 extra = chunk.__pydantic_extra__ or _EMPTY
-                # ``fields.get(name, extra.get(name))`` as a test and a subscript where the name is in ``fields``
-                # (LiteLLM declares ``choices``): two method calls fewer
-                choices = fields["choices"] if "choices" in fields else extra.get("choices")
                 usage = fields["usage"] if "usage" in fields else extra.get("usage")
-                if type(choices) is not list or len(choices) > 1:
+                try:
+                    # One choice: unpacked. None, no choice or several raise here (the usage chunk, once a stream).
+                    (choice,) = fields["choices"]
+                except (KeyError, TypeError, ValueError):
+                    choices = fields["choices"] if "choices" in fields else extra.get("choices")
+                    if type(choices) is list and not choices:  # ``include_usage``'s closing chunk: ``add`` reads
+                        if usage is not None:  # nothing of it but its usage
+                            self.usage = usage
+                    else:
+                        self.add(chunk)
+                    continue
+                if usage is not None or type(choice) is not choice_type:
                     self.add(chunk)
                     continue
-                if not choices:  # ``include_usage``'s closing chunk: ``add`` reads nothing of it but its usage
-                    if usage is not None:
-                        self.usage = usage
-                    continue
-                if usage is not None or type(choices[0]) is not choice_type:
-                    self.add(chunk)
-                    continue
-                fields = choices[0].__dict__
-                extra = choices[0].__pydantic_extra__ or _EMPTY
-                if fields:
+                fields = choice.__dict__
+                extra = choice.__pydantic_extra__ or _EMPTY
+                if fields:  # LiteLLM's choice declares no field: all are extras, but an instance's entry wins
                     delta = fields.get("delta", extra.get("delta"))
                     index = fields.get("index", extra.get("index", 0))
                     finish = fields.get("finish_reason", extra.get("finish_reason"))
-                else:  # LiteLLM's choice declares no field: all are extras (one lookup each)
-                    delta = extra.get("delta")
-                    index = extra.get("index", 0)
-                    finish = extra.get("finish_reason")
+                else:
+                    try:
+                        delta = extra["delta"]
+                        index = extra["index"]
+                        finish = extra["finish_reason"]
+                    except KeyError:
+                        self.add(chunk)
+                        continue
                 if type(delta) is not delta_type:
                     self.add(chunk)
                     continue
                 fields = delta.__dict__
                 extra = delta.__pydantic_extra__ or _EMPTY
-                if fields.keys().isdisjoint(delta_reads):  # the common delta: every field read here is an extra
+                if fields == plain_delta:  # the common delta: every field read here is an extra
+                    if "reasoning_content" in extra or "reasoning" in extra:  # ``reasoning_extra``'s: ``add`` reads
+                        self.add(chunk)
+                        continue
+                    try:
+                        content = extra["content"]
+                        rest = extra["tool_calls"] or extra["function_call"] is not None
+                    except KeyError:
+                        self.add(chunk)
+                        continue
+                    if rest or extra.get("refusal"):
+                        self.add(chunk)
+                        continue
+                elif fields.keys().isdisjoint(_DELTA_READS):  # other declared fields (thinking blocks...) set
                     reasoning = extra.get("reasoning_content")
                     if (
                         extra.get("refusal")
@@ -350,12 +421,15 @@ class LiteLLMChatAccumulator(ChatAccumulator):
                     content = fields.get("content", extra.get("content"))
                 if index is not last:  # a choice's buffer, once made, is never replaced: looked up on a change
                     buffer = buffers.get(index) or buffers.setdefault(index, _ChoiceBuffer())
+                    text = buffer.text
                     last = index
                 if content:
-                    buffer.text.append(content)
+                    text.append(content)
                 if finish is not None:
                     buffer.finish_reason = finish
             except Exception:
+                if propagate:
+                    raise
                 chunk_failed()
 
     def outcome(self) -> Outcome:
