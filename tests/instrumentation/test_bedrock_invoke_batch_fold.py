@@ -147,6 +147,18 @@ EDGES: dict[str, bytes] = {
     "an invalid escape": TEXT + b'"\\x"}}',
     "an unterminated string": TEXT + b'"}}',
     "a string cut short": TEXT + b'"abc',
+    # after the string's closing quote the batch fold wants exactly ``}}`` (one slice after the scan): each of these
+    # differs from it by one byte or by its place
+    "a third closing brace": TEXT + b'"a"}}}',
+    "one closing brace": TEXT + b'"a"}',
+    "a space before the closing braces": TEXT + b'"a" }}',
+    "a space between the closing braces": TEXT + b'"a"} }',
+    "a space after the closing braces": TEXT + b'"a"}} ',
+    "a bracket for a brace": TEXT + b'"a"}]',
+    "nothing after the string": TEXT + b'"a"',
+    "an escaped quote before the closing braces": TEXT + b'"a\\"}}',  # the string does not end there
+    "an escaped backslash before the closing quote": TEXT + b'"a\\\\"}}',
+    "closing braces then a letter": TEXT + b'"a"}}x',
 }
 
 
@@ -240,7 +252,16 @@ def test_a_run_goes_on_across_batches_and_single_adds_in_any_order(edge: str, mo
         assert _record(mixed) == expected, pattern
 
 
-@pytest.mark.parametrize("edge", ["escapes", "raw utf-8", "empty", "closing bytes inside the string"])
+@pytest.mark.parametrize(
+    "edge",
+    [
+        "escapes",
+        "raw utf-8",
+        "empty",
+        "closing bytes inside the string",
+        "an escaped backslash before the closing quote",
+    ],
+)
 def test_a_delta_of_the_compact_shape_is_read_by_the_batch_fold_alone(
     edge: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
