@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -284,3 +285,56 @@ def test_a_delta_of_the_compact_shape_is_read_by_the_batch_fold_alone(
     assert added == []
     batched.add_batch(events[deltas[-1] + 2 :])
     assert _record(batched) == expected
+
+
+def _head_by_format(data: bytes) -> tuple[bytes, int] | None:
+    """``_delta_head`` as first written: each kind's whole head formatted, then ``startswith`` (the reference)."""
+    opening = b'{"type":"content_block_delta","index":'
+    comma = data.find(b",", len(opening))
+    digits = data[len(opening) : comma]
+    if not data.startswith(opening) or not digits.isdigit() or (digits[:1] == b"0" and len(digits) > 1):
+        return None
+    for kind, name in (("text_delta", "text"), ("input_json_delta", "partial_json"), ("thinking_delta", "thinking")):
+        head = b'%s,"delta":{"type":"%s","%s":' % (data[:comma], kind.encode(), name.encode())
+        if data.startswith(head):
+            return head, int(digits)
+    return None
+
+
+def test_the_head_of_a_run_is_the_one_formatting_it_finds() -> None:
+    """``_delta_head`` compares slices of the chunk with each kind's tail; it finds what formatting each head finds.
+
+    Chunks are random joins of the pieces a head is made of (indexes with and without leading zeros, each kind and
+    one ``add`` keeps nothing of, stray commas, quotes, braces, invalid bytes), half of them opening as a delta.
+    """
+    from evaltrace.instrumentation.bedrock.invoke_stream import _delta_head
+
+    pieces = [
+        b"0",
+        b"12",
+        b"01",
+        b"x",
+        b"-1",
+        b" ",
+        b",",
+        b'"',
+        b"}",
+        b"\xff",
+        b'"a"}}',
+        b',"delta":{"type":"text_delta","text":',
+        b',"delta":{"type":"input_json_delta","partial_json":',
+        b',"delta":{"type":"thinking_delta","thinking":',
+        b',"delta":{"type":"signature_delta","signature":',
+        b',"delta":{"type":"text_delta","text" :',
+        b'{"type":"content_block_start","index":',
+        TEXT[:-20],
+    ]
+    rng = random.Random(28)
+    found = 0
+    for _ in range(20_000):
+        data = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 5)))
+        if rng.random() < 0.5:
+            data = b'{"type":"content_block_delta","index":' + data
+        assert _delta_head(data) == _head_by_format(data), data
+        found += _head_by_format(data) is not None
+    assert found > 100  # the heads themselves were among them, not only refusals

@@ -70,6 +70,8 @@ def _loads(data: bytes | str) -> Any:
 
 
 _DELTA_OPEN = b'{"type":"content_block_delta","index":'
+# What follows a compact delta's index, up to its fragment's value, for each kind ``add`` keeps (in that order).
+_DELTA_TAILS = tuple(b',"delta":{"type":"%s","%s":' % (k.encode(), n.encode()) for k, n in _DELTA_FIELDS.items())
 
 
 def _delta_head(data: bytes) -> tuple[bytes, int] | None:
@@ -82,12 +84,19 @@ def _delta_head(data: bytes) -> tuple[bytes, int] | None:
     """
     comma = data.find(b",", len(_DELTA_OPEN))
     digits = data[len(_DELTA_OPEN) : comma]
-    if not data.startswith(_DELTA_OPEN) or not digits.isdigit() or (digits[:1] == b"0" and len(digits) > 1):
+    if (
+        comma < 0
+        or data[: len(_DELTA_OPEN)] != _DELTA_OPEN
+        or not digits.isdigit()
+        or (digits[:1] == b"0" and len(digits) > 1)
+    ):
         return None
-    for kind, name in _DELTA_FIELDS.items():
-        head = b'%s,"delta":{"type":"%s","%s":' % (data[:comma], kind.encode(), name.encode())
-        if data.startswith(head):
-            return head, int(digits)
+    # The head is ``data[:comma]`` and one of the tails: compared as slices of ``data`` (formatting each head and
+    # ``startswith`` cost ~14k instructions a call, once per run).
+    for tail in _DELTA_TAILS:
+        end = comma + len(tail)
+        if data[comma:end] == tail:
+            return data[:end], int(digits)
     return None
 
 
