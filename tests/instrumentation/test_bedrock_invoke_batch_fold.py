@@ -160,6 +160,22 @@ EDGES: dict[str, bytes] = {
     "an escaped quote before the closing braces": TEXT + b'"a\\"}}',  # the string does not end there
     "an escaped backslash before the closing quote": TEXT + b'"a\\\\"}}',
     "closing braces then a letter": TEXT + b'"a"}}x',
+    # a block's stop: the compact one is read by the batch fold without ``add`` (``add`` keeps nothing of it)
+    "a block stop": b'{"type":"content_block_stop","index":0}',
+    "a stop of another block": b'{"type":"content_block_stop","index":17}',
+    "a stop of a block that never started": b'{"type":"content_block_stop","index":9}',
+    "a stop with a leading zero": b'{"type":"content_block_stop","index":00}',
+    "a stop with a negative index": b'{"type":"content_block_stop","index":-1}',
+    "a stop with a string index": b'{"type":"content_block_stop","index":"0"}',
+    "a stop with no index": b'{"type":"content_block_stop","index":}',
+    "a stop with a fraction": b'{"type":"content_block_stop","index":0.5}',
+    "a stop with whitespace": b'{"type":"content_block_stop","index":0 }',
+    "a stop with a newline after it": b'{"type":"content_block_stop","index":0}\n',
+    "a stop with another key": b'{"type":"content_block_stop","index":0,"x":1}',
+    "a stop with non-ASCII digits": '{"type":"content_block_stop","index":\u0661}'.encode(),
+    "a stop with metrics": (
+        b'{"type":"content_block_stop","index":0,"amazon-bedrock-invocationMetrics":{"inputTokenCount":3}}'
+    ),
 }
 
 
@@ -285,6 +301,51 @@ def test_a_delta_of_the_compact_shape_is_read_by_the_batch_fold_alone(
     assert added == []
     batched.add_batch(events[deltas[-1] + 2 :])
     assert _record(batched) == expected
+
+
+def test_compact_block_stops_are_read_by_the_batch_fold_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every block's stop in the recorded stream, and in one of many blocks, skips ``add``; nothing else does.
+
+    ``add`` keeps nothing of a ``content_block_stop`` (``MessagesAccumulator.add`` reads no field of it): the
+    batch fold records what ``add`` records (``_assert_batches_record_what_add_records``, and the other shapes of a
+    stop in ``EDGES``), and if ``add`` came to keep something of a stop, those comparisons would fail.
+    """
+    chunks = _recorded_chunks()
+    many = [*chunks[:-2], _start(3, '{"type":"text","text":""}'), _delta(3, "text_delta", "text", "x"), *chunks[-3:]]
+    many[-3] = b'{"type":"content_block_stop","index":3}'
+    for body in (chunks, many):
+        events = _served(body)
+        expected = _assert_batches_record_what_add_records(events)
+        added: list[bytes] = []
+        add = InvokeStreamAccumulator.add
+        monkeypatch.setattr(
+            InvokeStreamAccumulator,
+            "add",
+            lambda self, event, seen=added, fold=add: seen.append(event["chunk"]["bytes"]) or fold(self, event),
+        )
+        batched = InvokeStreamAccumulator("req")
+        batched.add_batch(events)
+        monkeypatch.undo()
+        stops = [c for c in body if c.startswith(b'{"type":"content_block_stop"')]
+        assert len(stops) >= 3
+        assert not set(stops) & set(added)
+        others = [c for c in body if c not in stops and not c.startswith(b'{"type":"content_block_delta"')]
+        assert [c for c in added if not c.startswith(b'{"type":"content_block_delta"')] == others
+        assert _record(batched) == expected
+
+
+@pytest.mark.parametrize("edge", [name for name in EDGES if "stop" in name])
+def test_only_a_compact_stop_skips_add(edge: str) -> None:
+    """``_block_stop`` takes only bytes that parse to a stop's two keys (any other stop-like chunk goes to ``add``)."""
+    from evaltrace.instrumentation.bedrock.invoke_stream import _block_stop
+
+    data = EDGES[edge]
+    taken = _block_stop({"chunk": {"bytes": data}})
+    assert taken == (edge in ("a block stop", "a stop of another block", "a stop of a block that never started"))
+    if taken:
+        body = json.loads(data)
+        assert body == {"type": "content_block_stop", "index": body["index"]}
+        assert type(body["index"]) is int
 
 
 def _head_by_format(data: bytes) -> tuple[bytes, int] | None:

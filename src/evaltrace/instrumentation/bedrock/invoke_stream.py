@@ -100,6 +100,26 @@ def _delta_head(data: bytes) -> tuple[bytes, int] | None:
     return None
 
 
+_STOP_OPEN = b'{"type":"content_block_stop","index":'
+
+
+def _block_stop(event: Any) -> bool:
+    """Whether ``event`` is a compact ``content_block_stop`` (``{"chunk": {"bytes": ...}}``, dicts as botocore's).
+
+    Such bytes (the head, a JSON integer, ``}``) parse to ``{"type": "content_block_stop", "index": N}`` and no
+    more, which ``add`` hands to ``MessagesAccumulator.add``, which keeps nothing of it: ``add_batch`` reads one
+    Claude chunk in ten (one per content block) without parsing it (~14k instructions each through ``add``).
+    """
+    if type(event) is not dict:
+        return False
+    chunk = event.get("chunk")
+    data = chunk.get("bytes") if type(chunk) is dict else None
+    if type(data) is not bytes or data[: len(_STOP_OPEN)] != _STOP_OPEN or data[-1:] != b"}":
+        return False
+    digits = data[len(_STOP_OPEN) : -1]
+    return digits.isdigit() and (digits[:1] != b"0" or len(digits) == 1)  # a JSON integer: no leading zero
+
+
 def _event(body: dict[str, Any]) -> SimpleNamespace:
     """An Anthropic event read by attribute (as the anthropic SDK's objects), its nested values left dicts."""
     event = SimpleNamespace(**body)
@@ -197,6 +217,10 @@ class InvokeStreamAccumulator:
                             continue
                 except (KeyError, ValueError):  # no such key, invalid UTF-8 or not one valid string: ``add``'s
                     pass
+            if self.anthropic is not None and _block_stop(event):
+                self.delta = None  # all ``add`` does with it: ``MessagesAccumulator.add`` keeps nothing of a stop
+                head, skip, append = b"", 0, None
+                continue
             try:
                 add(event)
             except Exception:
