@@ -103,18 +103,17 @@ def _delta_head(data: bytes) -> tuple[bytes, int] | None:
 _STOP_OPEN = b'{"type":"content_block_stop","index":'
 
 
-def _block_stop(event: Any) -> bool:
-    """Whether ``event`` is a compact ``content_block_stop`` (``{"chunk": {"bytes": ...}}``, dicts as botocore's).
+_NO_RUN: tuple[bytes, int, Any] = (b"", 0, None)
+
+
+def _block_stop(data: bytes) -> bool:
+    """Whether a chunk's ``data`` is a compact ``content_block_stop``.
 
     Such bytes (the head, a JSON integer, ``}``) parse to ``{"type": "content_block_stop", "index": N}`` and no
     more, which ``add`` hands to ``MessagesAccumulator.add``, which keeps nothing of it: ``add_batch`` reads one
     Claude chunk in ten (one per content block) without parsing it (~14k instructions each through ``add``).
     """
-    if type(event) is not dict:
-        return False
-    chunk = event.get("chunk")
-    data = chunk.get("bytes") if type(chunk) is dict else None
-    if type(data) is not bytes or data[: len(_STOP_OPEN)] != _STOP_OPEN or data[-1:] != b"}":
+    if data[: len(_STOP_OPEN)] != _STOP_OPEN or data[-1:] != b"}":
         return False
     digits = data[len(_STOP_OPEN) : -1]
     return digits.isdigit() and (digits[:1] != b"0" or len(digits) == 1)  # a JSON integer: no leading zero
@@ -217,15 +216,59 @@ class InvokeStreamAccumulator:
                             continue
                 except (KeyError, ValueError):  # no such key, invalid UTF-8 or not one valid string: ``add``'s
                     pass
-            if self.anthropic is not None and _block_stop(event):
-                self.delta = None  # all ``add`` does with it: ``MessagesAccumulator.add`` keeps nothing of a stop
-                head, skip, append = b"", 0, None
-                continue
+            if self.anthropic is not None:
+                try:
+                    run = self._compact(event)
+                except Exception:
+                    run = None
+                    chunk_failed()
+                if run is not None:
+                    head, skip, append = run
+                    continue
             try:
                 add(event)
             except Exception:
                 chunk_failed()
             head, skip, append = self._run()
+
+    def _compact(self, event: Any) -> tuple[bytes, int, Any] | None:
+        """Fold ``event`` as ``add`` would when it is a compact block stop or the first delta of a run; else None.
+
+        A compact content delta (``_delta_head``) of a block the stream started, whose value is one JSON string and
+        ``}}``, is what a run is made of: its string is appended to the block's fragments and the run that follows
+        is returned (``add`` appends the same, then ``_run`` finds the same run, ~30k instructions together). A
+        compact ``content_block_stop`` (``_block_stop``) ends the run: ``add`` keeps nothing of it. Only for Claude's
+        stream (``self.anthropic`` is set), once the stream's first output went through ``add``.
+        """
+        anthropic = self.anthropic
+        chunk = event.get("chunk") if type(event) is dict else None
+        data = chunk.get("bytes") if type(chunk) is dict else None
+        if anthropic is None or type(data) is not bytes:
+            return None
+        if data[: len(_DELTA_OPEN)] == _DELTA_OPEN:
+            found = _delta_head(data)
+            block = anthropic.blocks.get(found[1]) if found is not None else None
+            if found is None or block is None:
+                return None  # no such block: ``add`` reads it (and keeps nothing)
+            head = found[0] + b'"'
+            skip = len(head)
+            if data[:skip] != head:
+                return None  # the value is not a string
+            try:  # as the run's own chunks are read in ``add_batch``
+                text = data.decode()
+                value, end = _SCAN_STRING(text, skip)
+            except ValueError:
+                return None
+            if text[end:] != "}}":
+                return None
+            append = block.fragments.append
+            append(value)
+            self.delta = data  # as ``add`` leaves it: where the next batch's run starts
+            return head, skip, append
+        if _block_stop(data):
+            self.delta = None  # all ``add`` does with it: ``MessagesAccumulator.add`` keeps nothing of a stop
+            return _NO_RUN
+        return None
 
     def _run(self) -> tuple[bytes, int, Any]:
         """The run the delta ``add`` last folded starts: its head and opening quote, their length, its ``append``.
@@ -239,7 +282,7 @@ class InvokeStreamAccumulator:
             if found is not None and block is not None:
                 head = found[0] + b'"'
                 return head, len(head), block.fragments.append
-        return b"", 0, None
+        return _NO_RUN
 
     def _metrics(self, metrics: Mapping[str, Any]) -> None:
         self.metrics = usage_of(
