@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +148,34 @@ EDGES: dict[str, bytes] = {
     "an invalid escape": TEXT + b'"\\x"}}',
     "an unterminated string": TEXT + b'"}}',
     "a string cut short": TEXT + b'"abc',
+    # after the string's closing quote the batch fold wants exactly ``}}`` (one slice after the scan): each of these
+    # differs from it by one byte or by its place
+    "a third closing brace": TEXT + b'"a"}}}',
+    "one closing brace": TEXT + b'"a"}',
+    "a space before the closing braces": TEXT + b'"a" }}',
+    "a space between the closing braces": TEXT + b'"a"} }',
+    "a space after the closing braces": TEXT + b'"a"}} ',
+    "a bracket for a brace": TEXT + b'"a"}]',
+    "nothing after the string": TEXT + b'"a"',
+    "an escaped quote before the closing braces": TEXT + b'"a\\"}}',  # the string does not end there
+    "an escaped backslash before the closing quote": TEXT + b'"a\\\\"}}',
+    "closing braces then a letter": TEXT + b'"a"}}x',
+    # a block's stop: the compact one is read by the batch fold without ``add`` (``add`` keeps nothing of it)
+    "a block stop": b'{"type":"content_block_stop","index":0}',
+    "a stop of another block": b'{"type":"content_block_stop","index":17}',
+    "a stop of a block that never started": b'{"type":"content_block_stop","index":9}',
+    "a stop with a leading zero": b'{"type":"content_block_stop","index":00}',
+    "a stop with a negative index": b'{"type":"content_block_stop","index":-1}',
+    "a stop with a string index": b'{"type":"content_block_stop","index":"0"}',
+    "a stop with no index": b'{"type":"content_block_stop","index":}',
+    "a stop with a fraction": b'{"type":"content_block_stop","index":0.5}',
+    "a stop with whitespace": b'{"type":"content_block_stop","index":0 }',
+    "a stop with a newline after it": b'{"type":"content_block_stop","index":0}\n',
+    "a stop with another key": b'{"type":"content_block_stop","index":0,"x":1}',
+    "a stop with non-ASCII digits": '{"type":"content_block_stop","index":\u0661}'.encode(),
+    "a stop with metrics": (
+        b'{"type":"content_block_stop","index":0,"amazon-bedrock-invocationMetrics":{"inputTokenCount":3}}'
+    ),
 }
 
 
@@ -240,7 +269,16 @@ def test_a_run_goes_on_across_batches_and_single_adds_in_any_order(edge: str, mo
         assert _record(mixed) == expected, pattern
 
 
-@pytest.mark.parametrize("edge", ["escapes", "raw utf-8", "empty", "closing bytes inside the string"])
+@pytest.mark.parametrize(
+    "edge",
+    [
+        "escapes",
+        "raw utf-8",
+        "empty",
+        "closing bytes inside the string",
+        "an escaped backslash before the closing quote",
+    ],
+)
 def test_a_delta_of_the_compact_shape_is_read_by_the_batch_fold_alone(
     edge: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -263,3 +301,104 @@ def test_a_delta_of_the_compact_shape_is_read_by_the_batch_fold_alone(
     assert added == []
     batched.add_batch(events[deltas[-1] + 2 :])
     assert _record(batched) == expected
+
+
+def test_compact_block_stops_and_run_starts_are_read_by_the_batch_fold_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a batch, every block's stop and every content delta (the first of a run too) skip ``add``; nothing else.
+
+    ``add`` keeps nothing of a ``content_block_stop`` (``MessagesAccumulator.add`` reads no field of it), and
+    appends a compact delta's string to its block: the batch fold records what ``add`` records
+    (``_assert_batches_record_what_add_records``, and the other shapes of a stop or delta in ``EDGES``), and if
+    ``add`` came to keep something more of either, those comparisons would fail. The recorded stream, and the same
+    with one more text block.
+    """
+    chunks = _recorded_chunks()
+    many = [*chunks[:-2], _start(3, '{"type":"text","text":""}'), _delta(3, "text_delta", "text", "x"), *chunks[-3:]]
+    many[-3] = b'{"type":"content_block_stop","index":3}'
+    for body in (chunks, many):
+        events = _served(body)
+        expected = _assert_batches_record_what_add_records(events)
+        added: list[bytes] = []
+        add = InvokeStreamAccumulator.add
+        monkeypatch.setattr(
+            InvokeStreamAccumulator,
+            "add",
+            lambda self, event, seen=added, fold=add: seen.append(event["chunk"]["bytes"]) or fold(self, event),
+        )
+        batched = InvokeStreamAccumulator("req")
+        batched.add_batch(events)
+        monkeypatch.undo()
+        stops = [c for c in body if c.startswith(b'{"type":"content_block_stop"')]
+        assert len(stops) >= 3
+        assert not set(stops) & set(added)
+        deltas = [c for c in body if c.startswith(b'{"type":"content_block_delta"')]
+        assert len(deltas) > 10
+        assert added == [c for c in body if c not in stops and c not in deltas]
+        assert _record(batched) == expected
+
+
+@pytest.mark.parametrize("edge", [name for name in EDGES if "stop" in name])
+def test_only_a_compact_stop_skips_add(edge: str) -> None:
+    """``_block_stop`` takes only bytes that parse to a stop's two keys (any other stop-like chunk goes to ``add``)."""
+    from evaltrace.instrumentation.bedrock.invoke_stream import _block_stop
+
+    data = EDGES[edge]
+    taken = _block_stop(data)
+    assert taken == (edge in ("a block stop", "a stop of another block", "a stop of a block that never started"))
+    if taken:
+        body = json.loads(data)
+        assert body == {"type": "content_block_stop", "index": body["index"]}
+        assert type(body["index"]) is int
+
+
+def _head_by_format(data: bytes) -> tuple[bytes, int] | None:
+    """``_delta_head`` as first written: each kind's whole head formatted, then ``startswith`` (the reference)."""
+    opening = b'{"type":"content_block_delta","index":'
+    comma = data.find(b",", len(opening))
+    digits = data[len(opening) : comma]
+    if not data.startswith(opening) or not digits.isdigit() or (digits[:1] == b"0" and len(digits) > 1):
+        return None
+    for kind, name in (("text_delta", "text"), ("input_json_delta", "partial_json"), ("thinking_delta", "thinking")):
+        head = b'%s,"delta":{"type":"%s","%s":' % (data[:comma], kind.encode(), name.encode())
+        if data.startswith(head):
+            return head, int(digits)
+    return None
+
+
+def test_the_head_of_a_run_is_the_one_formatting_it_finds() -> None:
+    """``_delta_head`` compares slices of the chunk with each kind's tail; it finds what formatting each head finds.
+
+    Chunks are random joins of the pieces a head is made of (indexes with and without leading zeros, each kind and
+    one ``add`` keeps nothing of, stray commas, quotes, braces, invalid bytes), half of them opening as a delta.
+    """
+    from evaltrace.instrumentation.bedrock.invoke_stream import _delta_head
+
+    pieces = [
+        b"0",
+        b"12",
+        b"01",
+        b"x",
+        b"-1",
+        b" ",
+        b",",
+        b'"',
+        b"}",
+        b"\xff",
+        b'"a"}}',
+        b',"delta":{"type":"text_delta","text":',
+        b',"delta":{"type":"input_json_delta","partial_json":',
+        b',"delta":{"type":"thinking_delta","thinking":',
+        b',"delta":{"type":"signature_delta","signature":',
+        b',"delta":{"type":"text_delta","text" :',
+        b'{"type":"content_block_start","index":',
+        TEXT[:-20],
+    ]
+    rng = random.Random(28)
+    found = 0
+    for _ in range(20_000):
+        data = b"".join(rng.choice(pieces) for _ in range(rng.randint(0, 5)))
+        if rng.random() < 0.5:
+            data = b'{"type":"content_block_delta","index":' + data
+        assert _delta_head(data) == _head_by_format(data), data
+        found += _head_by_format(data) is not None
+    assert found > 100  # the heads themselves were among them, not only refusals

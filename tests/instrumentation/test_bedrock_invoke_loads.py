@@ -59,6 +59,18 @@ EDGES: list[bytes | str] = [
     '{"a":1}',
     ' {"a": [1, {"b": null}]} ',
     b'{"a":' * 50 + b"1" + b"}" * 50,
+    # ``{`` then NUL: ``json.loads`` reads UTF-16-LE / UTF-32-LE; a NUL further on is UTF-8 (and invalid JSON)
+    b"{\x00}\x00",
+    b"{\x00\x00\x00",
+    b"{\x00",
+    b'{"\x00a":1}',
+    b'{ \x00 "a":1}',
+    b'{"a":"\x00"}',
+    # surrogates encoded as UTF-8 bytes: strict UTF-8 refuses them, ``json.loads``' ``surrogatepass`` reads them
+    b'{"a":"x\xed\xa0\x80y"}',
+    b'{"a":"\xed\xa0\xbd\xed\xb8\x80"}',
+    b'{"\xed\xb0\x80":1}',
+    b'{"a":"\xed\xa0"}',  # a surrogate's first two bytes only
 ]
 
 

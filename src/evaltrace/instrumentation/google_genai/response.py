@@ -16,9 +16,11 @@ empty assistant message whose finish reason is ``content_filter``.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.codec import plain_fields
 from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.engine.values import count
 from evaltrace._internal.openai.parts import Message, Part, field
@@ -68,10 +70,51 @@ def finish_reason(reason: str | None, parts: list[Part]) -> str:
     return mapped
 
 
+# The fields of the SDK's ``GenerateContentResponseUsageMetadata`` that ``usage_of`` reads.
+_USAGE_FIELDS = (
+    "candidates_token_count",
+    "thoughts_token_count",
+    "prompt_token_count",
+    "tool_use_prompt_token_count",
+    "cached_content_token_count",
+)
+
+
+@functools.cache
+def _sdk_usage_type() -> type | None:
+    """google-genai's ``GenerateContentResponseUsageMetadata`` when its fields are plain ``__dict__`` entries.
+
+    That is, when ``getattr`` of each field ``usage_of`` reads is the instance's ``__dict__`` entry
+    (``plain_fields``), every one is a declared field, and the model forbids extra fields, so a name that is not a
+    field (``response_token_count``) reads as None. None when not importable or not so.
+    """
+    try:
+        from google.genai.types import GenerateContentResponseUsageMetadata as usage_type
+    except ImportError:
+        return None
+    if (
+        not plain_fields(usage_type, (*_USAGE_FIELDS, "response_token_count"))
+        or not set(_USAGE_FIELDS) <= usage_type.model_fields.keys()
+        or "response_token_count" in usage_type.model_fields
+        or usage_type.model_config.get("extra") != "forbid"
+    ):
+        return None
+    return usage_type
+
+
 def usage_of(metadata: Any) -> Usage | None:
-    """``usage_metadata`` (``GenerateContentResponseUsageMetadata`` or ``UsageMetadata``, or a dict) -> Usage."""
+    """``usage_metadata`` (``GenerateContentResponseUsageMetadata`` or ``UsageMetadata``, or a dict) -> Usage.
+
+    The SDK's own ``GenerateContentResponseUsageMetadata`` (every Gemini response and stream chunk) is read from
+    its ``__dict__`` in one frame (``_sdk_usage_type``): six ``read`` calls cost ~25k instructions a response.
+    """
     if metadata is None:
         return None
+    if type(metadata) is _sdk_usage_type():
+        try:
+            return _plain_usage(metadata.__dict__)
+        except KeyError:  # built without some field (``model_construct``): read as any other object
+            pass
     candidates = count(read(metadata, "candidates_token_count", "candidatesTokenCount"))
     if candidates is None:  # the newer ``UsageMetadata`` (embeddings, live) says response tokens
         candidates = count(read(metadata, "response_token_count", "responseTokenCount"))
@@ -85,6 +128,23 @@ def usage_of(metadata: Any) -> Usage | None:
         input_tokens=prompt,
         output_tokens=output,
         cached_tokens=count(read(metadata, "cached_content_token_count", "cachedContentTokenCount")),
+        reasoning_tokens=thoughts,
+    )
+
+
+def _plain_usage(fields: dict[str, Any]) -> Usage:
+    """``usage_of`` of the SDK's usage model, from its ``__dict__`` (no ``response_token_count``: not a field)."""
+    candidates = count(fields["candidates_token_count"])
+    thoughts = count(fields["thoughts_token_count"])
+    output = None if candidates is None and thoughts is None else (candidates or 0) + (thoughts or 0)
+    prompt = count(fields["prompt_token_count"])
+    tool_prompt = count(fields["tool_use_prompt_token_count"])
+    if tool_prompt is not None:
+        prompt = (prompt or 0) + tool_prompt
+    return Usage(
+        input_tokens=prompt,
+        output_tokens=output,
+        cached_tokens=count(fields["cached_content_token_count"]),
         reasoning_tokens=thoughts,
     )
 
