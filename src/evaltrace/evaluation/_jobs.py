@@ -37,6 +37,7 @@ from evaltrace._internal.tracing import suppress_instrumentation
 from evaltrace.evaluation._fast_lane import Demoted, DemotedCall, Worker
 from evaltrace.evaluation._isolation import Offenders
 from evaltrace.evaluation._mapping import MappingFailed, build_trace
+from evaltrace.evaluation._preview import PendingQuery, deferred_query, query_of
 from evaltrace.evaluation._process import EngineUnavailable, EvaluatorRef, ProcessEngine, RemoteOutcome
 from evaltrace.evaluation._session_jobs import SessionJob, SessionJudge
 from evaltrace.evaluation._shipping import Reference, shipping_reference
@@ -754,9 +755,13 @@ class JobRunner:
             return
         if result.detail:  # else no judge record (a deterministic check): nothing to charge, no call
             self._charge(spec, result)
+        query: str | PendingQuery | None
         try:
-            raw = trace.input.get("input")
-            query = raw if isinstance(raw, str) else str(trace.input or "")
+            # The monitor's query preview: rendered when its samples are read, when the input is a short text no
+            # one mapped yet (see _preview); else made now from trace.input, as before.
+            query = deferred_query(span, trace)
+            if query is None:
+                query = query_of(trace.input)
             final_answer = trace.output.final_answer
         except FieldMappingFailed:  # logged where it failed; the verdict stands, published without them
             query, final_answer = "", None
@@ -771,7 +776,7 @@ class JobRunner:
     def _publish(
         self,
         span: ReadableSpan,
-        query: str,
+        query: str | PendingQuery,
         output: str | None,
         spec: EvaluatorSpec,
         result: EvaluationResult,
