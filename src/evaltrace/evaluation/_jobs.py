@@ -794,7 +794,7 @@ class JobRunner:
         outcome = result_outcome(result)  # once for the three of them
         ctx.stats.record(result, outcome)
         ctx.metrics.record_result(result, outcome)
-        ctx.monitor.record(result, query=query, output=output, outcome=outcome)
+        ctx.monitor.record(result, query, output, outcome)
         if ctx.log_events is not None:
             try:
                 ctx.log_events.emit(span, result)
