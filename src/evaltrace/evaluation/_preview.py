@@ -71,7 +71,9 @@ def deferred_query(span: ReadableSpan, trace: Trace) -> PendingQuery | None:
     if type(failures) is not dict or "input" in failures:  # not lazy, or its input failed to map: eager path
         return None
     attributes: Mapping[str, Any] | None = span.attributes
-    text = attributes.get(semconv.INPUT_VALUE) if attributes else None
+    if not attributes:
+        return None
+    text = attributes.get(semconv.INPUT_VALUE)
     if type(text) is not str or len(text) > SHORT:
         return None
     # A model call's input.value may hold its messages (the query is then the last user text): eager path. The

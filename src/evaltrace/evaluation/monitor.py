@@ -140,7 +140,7 @@ class ProductionMonitor:
         self.min_samples = min_samples
         self._max_samples = max_samples
         self._clock = clock
-        self._samples: dict[str, deque[MonitorSample]] = {}
+        self._samples: dict[str, deque[MonitorSample | _Pending]] = {}
         # When each non-verdict happened, per evaluator: {"error" | "not_evaluated": deque of clock times}.
         self._non_verdicts: dict[str, dict[str, deque[float]]] = {}
         self._lock = threading.Lock()
@@ -173,7 +173,7 @@ class ProductionMonitor:
                     kinds.setdefault(outcome, deque(maxlen=self._max_samples)).append(at)
             return
         entry: MonitorSample | _Pending
-        if query is None or type(query) is str:
+        if query is None or isinstance(query, str):
             # _sample(...) inline: this runs for every judgement.
             entry = _new(MonitorSample)
             _setattr(
@@ -201,7 +201,7 @@ class ProductionMonitor:
         """Return the samples of ``evaluator`` still in the window, oldest first."""
         window = self._window(evaluator)
         # Previews still to render are made here, outside the lock (results keep coming in meanwhile).
-        return [entry.made() if type(entry) is _Pending else entry for entry in window]
+        return [entry.made() if isinstance(entry, _Pending) else entry for entry in window]
 
     def _window(self, evaluator: str) -> list[MonitorSample | _Pending]:
         """The kept entries of ``evaluator`` still in the window, oldest first (previews not rendered)."""
