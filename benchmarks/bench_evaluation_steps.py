@@ -11,8 +11,8 @@ figure is the step's). Steps:
   map    ``trace_from_spans`` (eager: every field)
   lazy   ``evaluation._mapping.build_trace`` (the lazy Trace) and the reads the pipeline makes: ``output``, ``input``
   build  ``evaluation._mapping.build_trace`` alone (the lazy Trace before any read; not in the default set)
-  preview  ``lazy`` and the monitor's query preview as ``JobRunner._record`` makes it (``str`` of the input; not in the
-         default set)
+  preview  ``build``, the read of ``output`` and the monitor's query as ``JobRunner._record`` hands it over (kept to
+         render on read for a short input text, else ``str`` of the input; not in the default set)
   call   ``runner.call_evaluator`` (suppression, ``evaluate``, the unvalidated result)
   stamp  ``runner.stamp``
   copy   ``spans.enriched_copy``
@@ -166,17 +166,11 @@ def callgrind_child(step: str, calls: int) -> None:
         built = _mapping.build_trace(members, root)
         _ = built.output.final_answer, built.input
 
-    def preview() -> None:
-        built = _mapping.build_trace(members, root)
-        _ = built.output.final_answer
-        raw = built.input.get("input")  # as JobRunner._record reads it
-        _ = raw if isinstance(raw, str) else str(built.input or "")
-
     one: dict[str, Callable[[], Any]] = {
         "map": lambda: trace_from_spans(members, root),
         "lazy": lazy,
         "build": lambda: _mapping.build_trace(members, root),
-        "preview": preview,
+        "preview": _preview_step(members, root),
         "call": lambda: call_evaluator(cheap, trace),
         "stamp": lambda: stamp(produced, cheap, trace, started),
         "copy": lambda: enriched_copy(root, [result], provenance=False),
@@ -192,6 +186,26 @@ def callgrind_child(step: str, calls: int) -> None:
     for _ in range(calls):
         work()
     os._exit(0)  # no shutdown work in the counts
+
+
+def _preview_step(members: list[Any], root: Any) -> Callable[[], None]:
+    """The ``preview`` step: the lazy Trace, its ``output``, and the query ``JobRunner._record`` hands the monitor."""
+    from evaltrace.evaluation import _mapping
+
+    try:  # kept to render on read when the input is a short text
+        from evaltrace.evaluation._preview import deferred_query
+    except ImportError:  # a tree before it: made at once
+        deferred_query = None
+
+    def preview() -> None:
+        built = _mapping.build_trace(members, root)
+        _ = built.output.final_answer
+        if deferred_query is not None and deferred_query(root, built) is not None:
+            return
+        raw = built.input.get("input")  # as JobRunner._record reads it
+        _ = raw if isinstance(raw, str) else str(built.input or "")
+
+    return preview
 
 
 def _batches(runner: Any, job: Callable[[], Any], calls: int) -> None:

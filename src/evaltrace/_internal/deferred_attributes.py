@@ -480,6 +480,10 @@ def _event_fields() -> frozenset[str]:
 
 _SPAN_COPY_OK = _span_fields() == _SPAN_FIELDS
 _EVENT_DIRECT_OK = _event_fields() == _EVENT_FIELDS
+_new = object.__new__
+_setattr = (
+    object.__setattr__
+)  # _setattr(obj, "__dict__", fields): the object's instance dict is ``fields`` from then on
 
 
 def copy_span(
@@ -507,22 +511,17 @@ def copy_span(
         or type(state["_links"]) is BoundedList
     ):
         return None  # it may carry dropped counts: the constructor's path keeps them (span_copy.replaced)
-    copy = ReadableSpan.__new__(ReadableSpan)
-    copy.__dict__.update(
-        _name=state["_name"],
-        _context=state["_context"],
-        _kind=state["_kind"],
-        _instrumentation_info=None,
-        _instrumentation_scope=state["_instrumentation_scope"],
-        _parent=state["_parent"],
-        _start_time=state["_start_time"],
-        _end_time=state["_end_time"],
-        _attributes=MappingProxyType(state["_attributes"] or {}) if attributes is None else attributes,
-        _events=tuple(state["_events"]) if events is None else events,
-        _links=tuple(state["_links"]) if links is None else links,
-        _resource=state["_resource"],
-        _status=state["_status"] if status is None else status,
-    )
+    # The original's fields (the same objects, in its order: a C copy of its dict), then the parts that differ; the
+    # instance dict set in one step (a keyword update of thirteen fields built and merged a second dict).
+    fields = state.copy()
+    fields["_instrumentation_info"] = None
+    fields["_attributes"] = MappingProxyType(state["_attributes"] or {}) if attributes is None else attributes
+    fields["_events"] = tuple(state["_events"]) if events is None else events
+    fields["_links"] = tuple(state["_links"]) if links is None else links
+    if status is not None:
+        fields["_status"] = status
+    copy = _new(ReadableSpan)
+    _setattr(copy, "__dict__", fields)
     return copy
 
 
@@ -534,6 +533,6 @@ def new_event(name: str, attributes: dict[str, Any], timestamp: int | None) -> E
     """
     if not _EVENT_DIRECT_OK or timestamp is None:
         return Event(name, attributes, timestamp=timestamp)
-    event = Event.__new__(Event)
-    event.__dict__.update(_name=name, _timestamp=timestamp, _attributes=attributes)
+    event = _new(Event)
+    _setattr(event, "__dict__", {"_name": name, "_timestamp": timestamp, "_attributes": attributes})
     return event

@@ -32,16 +32,15 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan
 
 from evaltrace._internal import semconv
-from evaltrace._internal.errors import FieldMappingFailed, log_internal_error
-from evaltrace._internal.tracing import suppress_instrumentation
-from evaltrace.evaluation._fast_lane import Demoted, DemotedCall, Worker
+from evaltrace._internal.errors import log_internal_error
+from evaltrace.evaluation import _job_cuts, _job_hold, _job_publish, _job_remote, _job_resume
+from evaltrace.evaluation._fast_lane import Demoted, Worker
 from evaltrace.evaluation._isolation import Offenders
 from evaltrace.evaluation._mapping import MappingFailed, build_trace
-from evaltrace.evaluation._process import EngineUnavailable, EvaluatorRef, ProcessEngine, RemoteOutcome
+from evaltrace.evaluation._process import ProcessEngine
 from evaltrace.evaluation._session_jobs import SessionJob, SessionJudge
-from evaltrace.evaluation._shipping import Reference, shipping_reference
+from evaltrace.evaluation._shipping import Reference
 from evaltrace.evaluation.buffer import subtree
-from evaltrace.evaluation.convert import result_outcome, result_to_score
 from evaltrace.evaluation.evaluator import EvaluatorSpec
 from evaltrace.evaluation.limits import LimitGate
 from evaltrace.evaluation.monitor import ProductionMonitor
@@ -51,7 +50,6 @@ from evaltrace.evaluation.runner import (
     RunOptions,
     TimedAsyncRunner,
     arun_evaluator,
-    contained,
     is_async_evaluator,
     now,
     settle,
@@ -60,35 +58,19 @@ from evaltrace.evaluation.runner import (
     timed_out_result,
 )
 from evaltrace.evaluation.sessions import SessionBuffer
-from evaltrace.evaluation.sinks.not_evaluated import NotEvaluated
 from evaltrace.evaluation.sinks.worker import SinkWorker
-from evaltrace.evaluation.spans import enriched_copy, evaluation_span
-from evaltrace.evaluation.spend import SpendMetrics, charge_judge
+from evaltrace.evaluation.spend import SpendMetrics
 from evaltrace.evaluation.stats import PipelineStats
 from evaltrace.evaluation.telemetry import LogEventEmitter, PipelineMetrics
-from evaltrace.exceptions import ConfigError
-from evaltrace.exporters.redaction import redact_score
-from evaltrace.schema import EvaluationResult, Score, Trace
+from evaltrace.schema import EvaluationResult, Trace
 
 logger = logging.getLogger("evaltrace.evaluation")
-
-
-def _give_up(inflight: Any) -> None:
-    """The loop stops waiting for a call the fast lane demoted: it counts against the stuck-thread cap."""
-    if isinstance(inflight, DemotedCall):
-        inflight.give_up()
 
 
 def _failed_future(exc: Exception) -> concurrent.futures.Future[Any]:
     future: concurrent.futures.Future[Any] = concurrent.futures.Future()
     future.set_exception(exc)
     return future
-
-
-# A job evaluated in the child: per evaluator a result or a skip reason, then the query and answer the monitor shows.
-_Answers = tuple[list[EvaluationResult | str], str, str | None]
-# Skip reasons recorded only as a count: the evaluator never ran, or a Trace field it read failed to map.
-_NOT_PUBLISHED = frozenset((semconv.SKIP_OVERLOADED, semconv.SKIP_MAPPING_FAILED))
 
 
 @dataclass(slots=True)  # one per evaluated span, made on the application's thread: no instance dict
@@ -181,11 +163,6 @@ class JobContext:
     on_session: Callable[[], None] | None = None
     # (session id, revision) -> a newer judgement of that session was handed out: this verdict is not published.
     session_superseded: Callable[[str, int], bool] | None = None
-
-
-def _skipped_results(job: Job) -> list[EvaluationResult]:
-    """The "not evaluated" results of the evaluators ``job`` did not run; the reason is the skip reason code."""
-    return [skipped_result(spec.evaluator, reason) for spec, reason in job.skipped]
 
 
 class JobRunner:
@@ -337,22 +314,6 @@ class JobRunner:
             results.append(result)
         self._deliver(job, results)
 
-    def _deliver(self, job: Job, results: list[EvaluationResult]) -> None:
-        """Apply the hold rule to results that are all in: the enriched copy, else the span then child spans."""
-        provenance = self.ctx.options.evaluation_provenance
-        if time.monotonic() <= job.admitted_at + self.ctx.options.hold_timeout_s:
-            every = results + _skipped_results(job) if job.skipped else results
-            self._forward_once(job, enriched_copy(job.span, every, provenance=provenance))
-            self.ctx.stats.incr("enriched")
-            return
-        self._forward_once(job, job.span)
-        self.ctx.stats.incr("held_timeout")
-        for index, result in enumerate(results):  # job.specs' results, then job.trace_specs'
-            child = evaluation_span(job.span, result, provenance=provenance, trace_scope=index >= len(job.specs))
-            if child is not None:
-                self.ctx.forward(child)
-                self.ctx.stats.incr("evaluation_spans")
-
     # --- the fast lane -----------------------------------------------------------------------------------
 
     def slow_after_s(self) -> float:
@@ -459,88 +420,6 @@ class JobRunner:
         self._deliver(job, progress.results)  # it adds the skipped evaluators' results itself
         return False
 
-    def cancel_now(self, job: Job | SessionJob, progress: Progress | None) -> None:
-        """Shutdown cut ``job`` short (fast lane, or before its task began): counted, forwarded with what finished."""
-        if isinstance(job, SessionJob):
-            self._judge.cancel_now(job)
-            return
-        self._session_settled(job)
-        try:
-            self.ctx.stats.incr("cancelled")
-            if progress is not None:  # a demoted call still running is walked away from
-                _give_up(progress.inflight)
-            done = progress.results if progress is not None else []
-            self.mark_cut(job, done, [*job.specs, *job.trace_specs][len(done) :])
-        except Exception:
-            log_internal_error("forwarding a span whose evaluation was cut short")
-        finally:
-            self._forward_once(job, job.span)
-            self._on_done(job)
-
-    async def _resume(self, job: Job, progress: Progress) -> None:
-        """A fast-lane job on the loop: what finished, the call in flight, then the rest as on the general path."""
-        done = len(progress.results)
-        tasks: list[asyncio.Future[EvaluationResult]] = []
-        for result in progress.results:
-            finished: asyncio.Future[EvaluationResult] = asyncio.get_running_loop().create_future()
-            finished.set_result(result)
-            tasks.append(finished)
-        rest = job.specs[done:]
-        if progress.inflight is not None and rest:
-            tasks.append(asyncio.ensure_future(self._finish_inflight(job, rest[0], progress)))
-            rest = rest[1:]
-        tasks += [asyncio.ensure_future(self._evaluate(job.span, progress.trace, spec, job.revision)) for spec in rest]
-        job.running = list(zip(job.specs, tasks, strict=True))
-        try:
-            await self._hold_and_forward(job, tasks)  # type: ignore[arg-type]
-        finally:
-            for task in tasks:
-                if not task.done():
-                    task.cancel()
-
-    async def _finish_inflight(self, job: Job, spec: EvaluatorSpec, progress: Progress) -> EvaluationResult:
-        """The outcome of the call the fast lane began, under the evaluator's timeout; retries as usual."""
-        evaluator, trace = spec.evaluator, progress.trace
-        options = self._run_options(spec)
-        inflight = progress.inflight
-        left = None if options.timeout_s is None else max(0.0, progress.started + options.timeout_s - time.monotonic())
-        produced: Any = None
-        exc: Exception | None = None
-        deadline = asyncio.timeout(left)
-        try:
-            async with deadline:
-                if isinstance(inflight, concurrent.futures.Future):
-                    produced = await asyncio.wrap_future(inflight)
-                else:
-                    produced = inflight
-                if inspect.isawaitable(produced):  # a sync evaluate's awaitable: the same deadline holds
-                    with suppress_instrumentation():
-                        produced = await contained(produced)
-        except TimeoutError as error:
-            if not deadline.expired():
-                exc = error
-            else:
-                _give_up(inflight)  # its timeout passed: a lane thread still in the call is stuck from now
-                if self.ctx.offenders is not None and isinstance(inflight, DemotedCall):  # it hangs: run it apart
-                    self.ctx.offenders.isolate(id(evaluator), spec.evaluator.name, "hung", options.timeout_s or 0.0)
-                return self._recorded(job, spec, trace, timed_out_result(evaluator, options.timeout_s), progress)
-        except asyncio.CancelledError:  # shutdown cut the job short: nobody awaits the call any more
-            _give_up(inflight)
-            raise
-        except Exception as error:
-            exc = error
-        result = settle(evaluator, produced, exc, may_retry=options.max_retries > 0)
-        if result is None:  # retryable: the remaining attempts as on the general path
-            self._count_retry()
-            await asyncio.sleep(options.initial_backoff_s)
-            again = RunOptions(options.timeout_s, options.max_retries - 1, options.initial_backoff_s * 2)
-            result = await arun_evaluator(
-                evaluator, trace, None, options=again, executor=self.ctx.pool, on_retry=self._count_retry
-            )
-            self._record(job.span, trace, spec, result, job.revision)
-            return result
-        return self._recorded(job, spec, trace, result, progress)
-
     def _recorded(
         self, job: Job, spec: EvaluatorSpec, trace: Trace, result: EvaluationResult, progress: Progress
     ) -> EvaluationResult:
@@ -548,165 +427,11 @@ class JobRunner:
         self._record(job.span, trace, spec, result, job.revision)
         return result
 
-    async def _hold_and_forward(self, job: Job, tasks: list[asyncio.Task[EvaluationResult]]) -> None:
-        remaining = job.admitted_at + self.ctx.options.hold_timeout_s - time.monotonic()
-        _, pending = await asyncio.wait(tasks, timeout=max(0.0, remaining))
-        if not pending:
-            provenance = self.ctx.options.evaluation_provenance
-            results = [task.result() for task in tasks] + _skipped_results(job)
-            self._forward_once(job, enriched_copy(job.span, results, provenance=provenance))
-            self.ctx.stats.incr("enriched")
-            return
-        self._forward_once(job, job.span)
-        self.ctx.stats.incr("held_timeout")
-        for index, result in enumerate(await asyncio.gather(*tasks)):  # job.specs' results, then job.trace_specs'
-            child = evaluation_span(
-                job.span,
-                result,
-                provenance=self.ctx.options.evaluation_provenance,
-                trace_scope=index >= len(job.specs),
-            )
-            if child is not None:
-                self.ctx.forward(child)
-                self.ctx.stats.incr("evaluation_spans")
-
-    async def _emit_deferred(self, job: Job, tasks: list[asyncio.Task[EvaluationResult]]) -> None:
-        """The root is downstream already: each result goes out as a child span carrying the revision."""
-        for result in await asyncio.gather(*tasks):
-            child = evaluation_span(
-                job.span, result, provenance=self.ctx.options.evaluation_provenance, revision=job.revision
-            )
-            if child is not None:
-                self.ctx.forward(child)
-                self.ctx.stats.incr("evaluation_spans")
-
-    def _cut_unfinished(self, job: Job) -> None:
-        """Shutdown cancelled ``job``'s task: what finished is kept, every other evaluator is marked cut short."""
-        try:
-            done: list[EvaluationResult] = []
-            cut: list[EvaluatorSpec] = []
-            if job.running:
-                for spec, task in job.running:
-                    if task.done() and not task.cancelled() and task.exception() is None:
-                        done.append(task.result())
-                    else:
-                        cut.append(spec)
-            else:  # cancelled before its evaluators had tasks (in place: at a retry's back-off)
-                done = list(job.finished)
-                cut = [*job.specs, *job.trace_specs][len(done) :]
-            self.mark_cut(job, done, cut)
-        except Exception:
-            log_internal_error("forwarding a span whose evaluation was cut short")
-
-    def mark_cut(self, job: Job, done: list[EvaluationResult], cut: list[EvaluatorSpec]) -> None:
-        """Mark each evaluation in ``cut`` "not evaluated" (reason ``shutdown``) wherever its result would have gone.
-
-        That is on the span, in ``stats()``, and in the score sinks (see ``SinkWorker.not_evaluated``). The span goes downstream enriched with ``done`` and the marks; one that went already (held past its
-        deadline, or the root of a trace-level job) gets them as child ``evaluation {name}`` spans instead.
-        """
-        marks = [skipped_result(spec.evaluator, semconv.SKIP_SHUTDOWN) for spec in cut]
-        for spec in cut:
-            self.ctx.stats.not_evaluated(semconv.SKIP_SHUTDOWN, spec.evaluator.name)
-        if cut:
-            self._sink_not_evaluated(job, cut)
-        provenance = self.ctx.options.evaluation_provenance
-        if not job.forwarded:
-            self._forward_once(
-                job, enriched_copy(job.span, done + marks + _skipped_results(job), provenance=provenance)
-            )
-            return
-        revision = job.revision if job.deferred else None
-        for result in done + marks:  # none of them went out yet: results follow the held span all at once
-            child = evaluation_span(job.span, result, provenance=provenance, revision=revision)
-            if child is not None:
-                self.ctx.forward(child)
-                self.ctx.stats.incr("evaluation_spans")
-
-    def _sink_not_evaluated(self, job: Job, cut: list[EvaluatorSpec]) -> None:
-        """Record each cut-short evaluation in every score sink (its file, or its dead-letter file)."""
-        context = job.span.context
-        if not self.ctx.sinks or context is None:
-            return
-        trace_hex = format(context.trace_id, "032x")
-        span_hex = format(context.span_id, "016x")
-        records = [
-            NotEvaluated(
-                trace_id=trace_hex,
-                observation_id=None if spec.trace_level else span_hex,
-                span_id=span_hex,
-                evaluator=spec.evaluator.name,
-                evaluator_version=getattr(spec.evaluator, "version", None),
-                reason=semconv.SKIP_SHUTDOWN,
-            )
-            for spec in cut
-        ]
-        for worker in self.ctx.sinks:
-            worker.not_evaluated(records)
-
     def _forward_once(self, job: Job, span: ReadableSpan) -> None:
         if job.forwarded:
             return
         job.forwarded = True
         self.ctx.forward(span)
-
-    def _reference(self, spec: EvaluatorSpec) -> EvaluatorRef | None:
-        """What the child needs to run ``spec``; None (warned once per evaluator) when it cannot be shipped."""
-        key = id(spec.evaluator)
-        if key not in self._refs:
-            try:
-                self._refs[key] = shipping_reference(spec.evaluator)
-            except ConfigError as exc:
-                self._refs[key] = None
-                logger.warning("evaltrace: %s; it is not evaluated (skip reason not_shippable)", exc.problem)
-        reference = self._refs[key]
-        if reference is None:
-            return None
-        timeout = spec.timeout_s if spec.timeout_s is not None else self.ctx.options.evaluator_timeout_s
-        opts = self.ctx.options
-        return (reference, timeout, opts.max_retries, opts.retry_backoff_s, spec.inline)
-
-    async def _remote(
-        self, engine: ProcessEngine, members: list[ReadableSpan], span: ReadableSpan, specs: list[EvaluatorSpec]
-    ) -> _Answers | str:
-        """Evaluate ``specs`` in the child: a result (or a skip reason) per spec, or one skip reason for all."""
-        refs = [self._reference(spec) for spec in specs]
-        shipped = [ref for ref in refs if ref is not None]
-        outcome: RemoteOutcome | None = None
-        if shipped:
-            try:
-                outcome = await engine.evaluate(members, span, shipped)
-            except EngineUnavailable:
-                return semconv.SKIP_ENGINE_UNAVAILABLE
-            if outcome.retries:
-                self.ctx.stats.incr("retries", outcome.retries)
-        answers = iter(outcome.results if outcome is not None else ())
-        per_spec = [next(answers) if ref is not None else semconv.SKIP_NOT_SHIPPABLE for ref in refs]
-        if outcome is None:
-            return per_spec, "", None
-        return per_spec, outcome.query, outcome.final_answer
-
-    async def _evaluate_remote(
-        self,
-        span: ReadableSpan,
-        spec: EvaluatorSpec,
-        shared: asyncio.Future[_Answers | str],
-        index: int,
-        revision: int = 1,
-    ) -> EvaluationResult:
-        """One evaluator's share of a job evaluated in the child: recorded and published as in process."""
-        outcome = await asyncio.shield(shared)  # the job's other evaluators wait on it too
-        answer = outcome if isinstance(outcome, str) else outcome[0][index]
-        if isinstance(answer, str):  # never started or lost with the child: not evaluated, never a verdict
-            self.ctx.stats.not_evaluated(answer, spec.evaluator.name)
-            return skipped_result(spec.evaluator, answer)
-        assert not isinstance(outcome, str)
-        if answer.status == "skipped" and answer.reason in _NOT_PUBLISHED:  # as in process (_record)
-            self.ctx.stats.not_evaluated(str(answer.reason), spec.evaluator.name)
-            return answer
-        _, query, final_answer = outcome
-        self._charge(spec, answer)
-        self._publish(span, query, final_answer, spec, answer, revision)
-        return answer
 
     def _run_options(self, spec: EvaluatorSpec) -> RunOptions:
         """``spec``'s timeout and retries, built once per spec and options (a frozen dataclass: three setattrs)."""
@@ -743,85 +468,30 @@ class JobRunner:
         self._record(span, trace, spec, result, revision)
         return result
 
-    def _record(
-        self, span: ReadableSpan, trace: Trace, spec: EvaluatorSpec, result: EvaluationResult, revision: int = 1
-    ) -> None:
-        """Charge and publish one in-process result (a call the stuck-thread cap refused: counted, not published)."""
-        if result.status == "skipped" and result.reason in _NOT_PUBLISHED:
-            # Never run (overloaded, as with queue_full), or a Trace field it read failed to map (as when the
-            # whole mapping fails): counted by reason, neither evaluated nor scored (sinks, monitor, log).
-            self.ctx.stats.not_evaluated(str(result.reason), spec.evaluator.name)
-            return
-        if result.detail:  # else no judge record (a deterministic check): nothing to charge, no call
-            self._charge(spec, result)
-        try:
-            raw = trace.input.get("input")
-            query = raw if isinstance(raw, str) else str(trace.input or "")
-            final_answer = trace.output.final_answer
-        except FieldMappingFailed:  # logged where it failed; the verdict stands, published without them
-            query, final_answer = "", None
-        self._publish(span, query, final_answer, spec, result, revision)
+    # --- moved to modules of their own, one per stage (each assigned here under its old name) ----------------
 
-    def _charge(self, spec: EvaluatorSpec, result: EvaluationResult) -> None:
-        """Charge the judge's spend to the budgets and record it as ``gen_ai.evaluation.client.*`` metrics."""
-        if not result.detail:  # no judge record (a deterministic check): nothing to charge
-            return
-        charge_judge(self.ctx.limits, self.ctx.spend, self.ctx.stats, spec.evaluator.name, result)
+    # The hold rule: the span forwarded once, enriched or before its results (in _job_hold).
+    _deliver = _job_hold.deliver
+    _hold_and_forward = _job_hold.hold_and_forward
+    _emit_deferred = _job_hold.emit_deferred
 
-    def _publish(
-        self,
-        span: ReadableSpan,
-        query: str,
-        output: str | None,
-        spec: EvaluatorSpec,
-        result: EvaluationResult,
-        revision: int = 1,
-    ) -> None:
-        """Record one result everywhere except on spans: stats, metrics, monitor, log event, score sinks.
+    # A demoted fast-lane job continued on the loop (in _job_resume).
+    _resume = _job_resume.resume
+    _finish_inflight = _job_resume.finish_inflight
 
-        A trace-level result of a revision that a newer one superseded while it ran is not published (counted
-        ``superseded``): its score has the same id as the newer one's and would overwrite it if it came later.
-        """
-        ctx = self.ctx
-        if spec.trace_level and ctx.superseded is not None and ctx.superseded(span, revision):
-            ctx.stats.incr("superseded")
-            return
-        outcome = result_outcome(result)  # once for the three of them
-        ctx.stats.record(result, outcome)
-        ctx.metrics.record_result(result, outcome)
-        ctx.monitor.record(result, query=query, output=output, outcome=outcome)
-        if ctx.log_events is not None:
-            try:
-                ctx.log_events.emit(span, result)
-                ctx.stats.incr("log_events")
-            except Exception:
-                log_internal_error("emitting the gen_ai.evaluation.result log event")
-        if not ctx.sinks and spec.config is None and result.evaluator not in ctx.options.score_configs:
-            return  # no sink to deliver to and no ScoreConfig to check: building the Score would be wasted
-        score = self._score(span, spec, result)
-        if score is not None:
-            if ctx.options.redactor is not None:  # the one copy every sink, and its dead-letter file, gets
-                try:
-                    score = redact_score(score, ctx.options.redactor)
-                except Exception:  # fail closed: a score that could not be redacted must not leave unredacted
-                    log_internal_error("redacting a score (it was not delivered)")
-                    return
-            for worker in ctx.sinks:
-                worker.submit([score])
+    # Jobs shutdown cut short (in _job_cuts).
+    cancel_now = _job_cuts.cancel_now
+    _cut_unfinished = _job_cuts.cut_unfinished
+    mark_cut = _job_cuts.mark_cut
+    _sink_not_evaluated = _job_cuts.sink_not_evaluated
 
-    def _score(self, span: ReadableSpan, spec: EvaluatorSpec, result: EvaluationResult) -> Score | None:
-        if span.context is None:
-            return None
-        trace_hex = format(span.context.trace_id, "032x")
-        span_hex = format(span.context.span_id, "016x")
-        config = spec.config if spec.config is not None else self.ctx.options.score_configs.get(result.evaluator)
-        # Trace-level verdicts are trace scores (Langfuse's usual target); the root span id rides in metadata.
-        observation = None if spec.trace_level else span_hex
-        try:
-            score = result_to_score(result, trace_hex, observation, config, span_id=span_hex)
-        except ValueError as exc:  # ScoreValidationError, or a value the Score model refuses
-            self.ctx.stats.incr("score_rejects")
-            self.ctx.metrics.record_reject(result.evaluator)
-            logger.warning("evaltrace: score rejected, not stored: %s", exc)
-            return None
-        return score
+    # Publishing a result: stats, metrics, monitor, log event, scores (in _job_publish).
+    _record = _job_publish.record
+    _charge = _job_publish.charge
+    _publish = _job_publish.publish
+    _score = _job_publish.score
+
+    # Jobs evaluated in the process engine's child (in _job_remote).
+    _reference = _job_remote.reference
+    _remote = _job_remote.remote
+    _evaluate_remote = _job_remote.evaluate_remote

@@ -7,6 +7,10 @@ errored (a judge outage, a timeout) or was not evaluated (skipped) is counted on
 ``skipped``, ``error_rate``), so an outage of the judge shows as a rising error rate, never as a collapse of
 the pass rate. Each sample keeps 200-character previews of the query and output, the score and ``passed``.
 Memory is bounded by ``max_samples`` per evaluator (and per kind of non-verdict).
+
+The evaluation pipeline may hand over a query still to render (an object with ``render() -> str``, holding a short
+text: ``_preview.PendingQuery``): its preview is made when :meth:`ProductionMonitor.samples` first reads the sample,
+not for every result (most samples are never read).
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
+from evaltrace._internal.errors import log_internal_error
 from evaltrace.evaluation.convert import JUDGED, result_outcome
 from evaltrace.schema import EvaluationResult
 
@@ -38,6 +43,43 @@ class MonitorSample:
     score: float | None
     query_preview: str
     output_preview: str
+
+
+class DeferredQuery(Protocol):
+    """A query the monitor renders when its sample is first read."""
+
+    def render(self) -> str:
+        """The query text (the monitor keeps its first ``PREVIEW_CHARS`` characters)."""
+        ...
+
+
+class _Pending:
+    """A judgement's sample whose query preview is made on first read (``samples()``); ``sample`` once made."""
+
+    __slots__ = ("at", "output_preview", "passed", "query", "sample", "score")
+    at: float
+    passed: bool
+    score: float | None
+    query: DeferredQuery | None  # None once rendered: the kept text is let go
+    output_preview: str
+    sample: MonitorSample | None
+
+    def made(self) -> MonitorSample:
+        """The sample (made once; two readers at once may both make it, equal, and keep one)."""
+        sample = self.sample
+        if sample is None:
+            query = self.query
+            try:
+                text = query.render() if query is not None else ""
+            except Exception:  # a bug of ours: an empty preview, as when the Trace's input failed to map
+                log_internal_error("rendering a monitor sample's query preview")
+                text = ""
+            sample = MonitorSample(self.at, self.passed, self.score, text[:PREVIEW_CHARS], self.output_preview)
+            if self.sample is None:
+                self.sample = sample
+                self.query = None
+            sample = self.sample
+        return sample
 
 
 @dataclass(frozen=True)
@@ -98,7 +140,7 @@ class ProductionMonitor:
         self.min_samples = min_samples
         self._max_samples = max_samples
         self._clock = clock
-        self._samples: dict[str, deque[MonitorSample]] = {}
+        self._samples: dict[str, deque[MonitorSample | _Pending]] = {}
         # When each non-verdict happened, per evaluator: {"error" | "not_evaluated": deque of clock times}.
         self._non_verdicts: dict[str, dict[str, deque[float]]] = {}
         self._lock = threading.Lock()
@@ -109,10 +151,15 @@ class ProductionMonitor:
             self._samples.setdefault(evaluator, deque(maxlen=self._max_samples))
 
     def record(
-        self, result: EvaluationResult, query: str | None = None, output: str | None = None, outcome: str | None = None
+        self,
+        result: EvaluationResult,
+        query: str | DeferredQuery | None = None,
+        output: str | None = None,
+        outcome: str | None = None,
     ) -> None:
         """Add a result: a judgement becomes a sample; an error or a skip is only counted (it is no verdict).
 
+        ``query``: the query text, or one rendered when the sample is first read (see the module's docstring).
         ``outcome``: ``result_outcome(result)``, when the caller has it already.
         """
         if outcome is None:
@@ -125,28 +172,39 @@ class ProductionMonitor:
                     kinds = self._non_verdicts.setdefault(result.evaluator, {})
                     kinds.setdefault(outcome, deque(maxlen=self._max_samples)).append(at)
             return
-        # MonitorSample(at=..., ...) without its frozen __init__ (an object.__setattr__ call per field, ~7k
-        # instructions per evaluated span): the same instance dict, set in one step.
-        sample = _new(MonitorSample)
-        _setattr(
-            sample,
-            "__dict__",
-            {
-                "at": self._clock(),
-                "passed": result.passed,
-                "score": result.score,
-                "query_preview": (query or "")[:PREVIEW_CHARS],
-                "output_preview": (output or "")[:PREVIEW_CHARS],
-            },
-        )
+        entry: MonitorSample | _Pending
+        if query is None or isinstance(query, str):
+            # _sample(...) inline: this runs for every judgement.
+            entry = _new(MonitorSample)
+            _setattr(
+                entry,
+                "__dict__",
+                {
+                    "at": self._clock(),
+                    "passed": result.passed,
+                    "score": result.score,
+                    "query_preview": (query or "")[:PREVIEW_CHARS],
+                    "output_preview": (output or "")[:PREVIEW_CHARS],
+                },
+            )
+        else:  # _Pending(...) without its __init__ frame
+            entry = _new(_Pending)
+            entry.at, entry.passed, entry.score = self._clock(), result.passed, result.score
+            entry.query, entry.output_preview, entry.sample = query, (output or "")[:PREVIEW_CHARS], None
         with self._lock:
             samples = self._samples.get(result.evaluator)
             if samples is None:  # not setdefault: it would build a deque on every call
                 samples = self._samples[result.evaluator] = deque(maxlen=self._max_samples)
-            samples.append(sample)
+            samples.append(entry)
 
     def samples(self, evaluator: str) -> list[MonitorSample]:
         """Return the samples of ``evaluator`` still in the window, oldest first."""
+        window = self._window(evaluator)
+        # Previews still to render are made here, outside the lock (results keep coming in meanwhile).
+        return [entry.made() if isinstance(entry, _Pending) else entry for entry in window]
+
+    def _window(self, evaluator: str) -> list[MonitorSample | _Pending]:
+        """The kept entries of ``evaluator`` still in the window, oldest first (previews not rendered)."""
         horizon = self._clock() - self.window_s
         with self._lock:
             return [s for s in self._samples.get(evaluator, ()) if s.at >= horizon]
@@ -163,7 +221,7 @@ class ProductionMonitor:
             return sum(1 for at in self._non_verdicts.get(name, {}).get(outcome, ()) if at >= horizon)
 
     def _health_of(self, name: str) -> EvaluatorHealth:
-        window = self.samples(name)
+        window = self._window(name)  # passed, score: no preview needed
         count = len(window)
         pass_rate = sum(s.passed for s in window) / count if count else None
         scores = [s.score for s in window if s.score is not None]

@@ -19,26 +19,27 @@ import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import FunctionType, MethodType
-from typing import Any, Protocol, TypeGuard, runtime_checkable
-
-from opentelemetry.context import Context
+from typing import Any, Protocol, runtime_checkable
 
 from evaltrace._internal import semconv
 from evaltrace._internal.daemon_pool import DaemonExecutor, UserAbort, stuck_calls
 from evaltrace._internal.errors import mapping_failure
-from evaltrace._internal.fast_context import DEFAULT, attach, detach, get_current
-from evaltrace._internal.tracing import SUPPRESS_EVALTRACE_KEY, suppress_instrumentation
-from evaltrace._internal.trusted_models import from_template, trusted_copy
-from evaltrace.evaluation.evaluator import (
-    _ORIGINAL_COERCE,
-    _ORIGINAL_EVALUATE,
-    _STAMPED_FIELDS,
-    Evaluator,
-    FunctionEvaluator,
-    SkipEvaluation,
-)
+from evaltrace._internal.tracing import suppress_instrumentation
+from evaltrace.evaluation._calls import _NOT_CALLED, _call, _call_stamped, _fuses
+from evaltrace.evaluation._calls import Overloaded as Overloaded
+from evaltrace.evaluation._calls import call_evaluator as call_evaluator
+from evaltrace.evaluation._calls import call_evaluator_stamped as call_evaluator_stamped
+from evaltrace.evaluation._calls import call_in_thread as call_in_thread
+from evaltrace.evaluation._results import ERROR_TYPE_KEY as ERROR_TYPE_KEY
+from evaltrace.evaluation._results import INVALID_OUTPUT_ERROR_TYPE as INVALID_OUTPUT_ERROR_TYPE
+from evaltrace.evaluation._results import TIMEOUT_ERROR_TYPE as TIMEOUT_ERROR_TYPE
+from evaltrace.evaluation._results import evaluator_name as evaluator_name
+from evaltrace.evaluation._results import failed_result as failed_result
+from evaltrace.evaluation._results import skipped_result as skipped_result
+from evaltrace.evaluation._results import stamp as stamp
+from evaltrace.evaluation._results import timed_out_result as timed_out_result
+from evaltrace.evaluation.evaluator import Evaluator, SkipEvaluation
 from evaltrace.schema import EvalCase, EvaluationResult, Trace
-from evaltrace.schema.trace import TraceError
 
 AsyncRunner = Callable[[Callable[[], Awaitable[Any]]], Awaitable[Any]]
 
@@ -63,18 +64,7 @@ class TimedExecutor(Protocol):
         ...
 
 
-ERROR_TYPE_KEY = "error_type"
-TIMEOUT_ERROR_TYPE = "timeout"
-INVALID_OUTPUT_ERROR_TYPE = "invalid_output"
 _STACK_LIMIT = 4000
-_NOT_CALLED: Any = object()
-_SUPPRESSED_ALONE = Context({SUPPRESS_EVALTRACE_KEY: True})  # the default (empty) context, suppressed: see _call
-# Shared across evaluations only where Context refuses every change: opentelemetry-api 1.30 (our floor) blocks
-# ``ctx[k] = v`` alone, so an evaluator's ``get_current().pop(...)`` or ``.update(...)`` would reach every later one.
-_REUSE_SUPPRESSED = all(
-    getattr(Context, name) is not getattr(dict, name)
-    for name in ("update", "pop", "setdefault", "clear", "__delitem__")
-)
 
 
 @dataclass(frozen=True)
@@ -101,118 +91,6 @@ def _now() -> dt.datetime:
 
 now = _now
 """The current UTC time (a result's start and finish)."""
-
-
-def evaluator_name(evaluator: Any) -> str:
-    """Return the evaluator's name, tolerating objects that lack one."""
-    return str(getattr(evaluator, "name", None) or type(evaluator).__name__)
-
-
-def failed_result(
-    evaluator: Any, error_type: str, message: str, *, timeout: bool = False, stack: str | None = None
-) -> EvaluationResult:
-    """Return the result recorded when an evaluator could not produce one."""
-    return EvaluationResult(
-        evaluator=evaluator_name(evaluator),
-        evaluator_version=getattr(evaluator, "version", None),
-        passed=False,
-        status="failed",
-        reason=f"evaluator failed: {message}",
-        detail={ERROR_TYPE_KEY: error_type},
-        error=TraceError(type="timeout" if timeout else "exception", message=message, stack=stack),
-    )
-
-
-def skipped_result(evaluator: Any, reason: str) -> EvaluationResult:
-    """Return the result recorded for an evaluation that was not run (e.g. shutdown)."""
-    return EvaluationResult(
-        evaluator=evaluator_name(evaluator),
-        evaluator_version=getattr(evaluator, "version", None),
-        passed=False,
-        status="skipped",
-        reason=reason,
-    )
-
-
-def _suppress() -> Any:
-    """Attach the current context with evaltrace's suppression key set; the token to detach it with."""
-    current = get_current()
-    if current is DEFAULT and _REUSE_SUPPRESSED:
-        return attach(_SUPPRESSED_ALONE)
-    return attach(Context({**current, SUPPRESS_EVALTRACE_KEY: True}))
-
-
-def _call(evaluator: Evaluator, trace: Trace, case: EvalCase | None) -> Any:
-    # Suppressed so that a judge model's HTTP calls and any spans the evaluator makes are not traced by us
-    # (and so can never be evaluated, which would recurse). What suppress_instrumentation() does, without its
-    # generator-based context manager, and through fast_context (the ContextVar's own methods, not the API's two
-    # Python calls around each): this runs once per evaluation. ``Context({**current, key: True})`` is exactly
-    # ``otel_context.set_value(key, True)``.
-    # On a lane worker or the loop nothing is attached (the runtime's default context): the suppressed context is
-    # then always the same one, built once, where this OpenTelemetry's Context refuses changes (_REUSE_SUPPRESSED).
-    token = _suppress()
-    try:
-        return evaluator.evaluate(trace, case)
-    except Exception:
-        raise
-    except BaseException as exc:
-        # Inline on the loop, SystemExit/KeyboardInterrupt would stop it, a CancelledError would read as our own
-        # shutdown, and any other (GeneratorExit, gevent.Timeout) would end the job uncounted: wrapped, each is
-        # this evaluator's error result (as call_evaluator gives on the fast lane), and the others still run.
-        raise UserAbort(exc) from exc
-    finally:
-        detach(token)  # set and reset in this one frame: the reset cannot fail (OTel's detach only logs if it did)
-
-
-def _fuses(evaluator: Any, trace: Any) -> TypeGuard[FunctionEvaluator]:
-    """Whether a call of ``evaluator`` on ``trace`` may be fused with its stamp (:func:`_call_stamped`).
-
-    A plain :class:`FunctionEvaluator` with a sync function, its ``evaluate`` and ``_coerce`` not replaced (on the
-    class or the instance: compared with the ones ``evaluator.py`` captured right after the class body, so that a
-    post-import hook's patch counts as a replacement), a non-empty ``str`` name, a ``str`` or None version, and a
-    Trace: exactly what ``evaluate`` then :func:`stamp`'s one-step path handle.
-    """
-    if type(evaluator) is not FunctionEvaluator or evaluator.is_async or not isinstance(trace, Trace):
-        return False
-    name, version = evaluator.name, evaluator.version
-    own = evaluator.__dict__
-    return (
-        type(name) is str
-        and bool(name)
-        and (version is None or type(version) is str)
-        and FunctionEvaluator.evaluate is _ORIGINAL_EVALUATE
-        and FunctionEvaluator._coerce is _ORIGINAL_COERCE
-        and "evaluate" not in own
-        and "_coerce" not in own
-    )
-
-
-def _call_stamped(
-    evaluator: FunctionEvaluator, trace: Trace, case: EvalCase | None, started: dt.datetime
-) -> tuple[Any, bool]:
-    """``_call`` of a function evaluator that :func:`_fuses`: ``(stamped result, True)`` for a True/False answer.
-
-    Otherwise ``(output, False)``: what ``evaluate`` returns (``_coerce`` of the function's answer), for the caller
-    to check and stamp as usual. The function, and ``_coerce``, run suppressed as in ``_call``; what they raise
-    propagates the same way (a ``BaseException`` that is not an ``Exception`` wrapped in ``UserAbort``). A
-    True/False answer's result is built once, stamped (``_stamped_verdict``), instead of built and then copied by :func:`stamp`.
-    """
-    token = _suppress()
-    try:
-        value = evaluator.func(trace, case) if evaluator._takes_case else evaluator.func(trace)
-        if value is True or value is False:
-            return evaluator._stamped_verdict(value, trace, started), True
-        return evaluator._coerce(value), False
-    except Exception:
-        raise
-    except BaseException as exc:  # as in _call: the evaluator's error result, never the loop's or the job's end
-        raise UserAbort(exc) from exc
-    finally:
-        detach(token)
-
-
-call_in_thread = _call
-"""Call a sync evaluator (suppressed; a non-``Exception`` ``BaseException`` wrapped in ``UserAbort``): a thread's task."""
 
 
 async def _call_timed(
@@ -303,20 +181,6 @@ class TimedOut(Exception):
 
 
 _TimedOut = TimedOut
-
-
-class Overloaded(Exception):
-    """The call was not started: the process's stuck threads are at their cap and this evaluator holds its share.
-
-    Our decision, not the evaluator failing on the span: the evaluation is "not evaluated" (``overloaded``).
-    """
-
-    def __init__(self, evaluator: Any) -> None:
-        mine = stuck_calls.of(id(evaluator))
-        super().__init__(
-            f"not run: {stuck_calls.total} evaluator threads are still running calls whose timeout passed (cap "
-            f"{stuck_calls.limit}), {mine} of them this evaluator's; it gets no new thread until one returns"
-        )
 
 
 async def _call_async(evaluator: Evaluator, trace: Trace, case: EvalCase | None) -> Any:
@@ -411,52 +275,6 @@ def settle(evaluator: Any, produced: Any, exc: Exception | None, *, may_retry: b
     return failed_result(evaluator, type(exc).__qualname__, f"{type(exc).__name__}: {exc}", stack=stack)
 
 
-def timed_out_result(evaluator: Any, timeout_s: float | None) -> EvaluationResult:
-    """The result of an evaluation our deadline cut short."""
-    return failed_result(evaluator, TIMEOUT_ERROR_TYPE, f"timed out after {timeout_s} s", timeout=True)
-
-
-def call_evaluator(evaluator: Evaluator, trace: Trace) -> tuple[Any, Exception | None]:
-    """Call a sync evaluator once, here and now (suppressed): ``(output, None)`` or ``(None, exception)``.
-
-    A ``BaseException`` that is not an ``Exception`` (``gevent.Timeout``, a ``CancelledError`` raised by sync
-    code) comes back wrapped in ``UserAbort``, as from the thread pool: an error naming its type, never raised.
-    Not called when the evaluator holds its share of the stuck threads at the cap: ``(None, Overloaded)`` then.
-    """
-    if stuck_calls.refuses(id(evaluator)):
-        return None, Overloaded(evaluator)
-    try:
-        return _call(evaluator, trace, None), None
-    except Exception as exc:
-        return None, exc
-    except BaseException as exc:
-        return None, UserAbort(exc)
-
-
-def call_evaluator_stamped(
-    evaluator: Evaluator, trace: Trace, started: dt.datetime
-) -> tuple[Any, Exception | None, bool]:
-    """:func:`call_evaluator` with the call fused with its stamp where it can be (see :func:`_call_stamped`).
-
-    Returns:
-        ``(stamped result, None, True)`` for a function evaluator's True/False answer (what ``stamp(output,
-        evaluator, trace, started)`` returns, built once); otherwise ``call_evaluator``'s ``(output, None)`` or
-        ``(None, exception)`` and False: the caller checks and stamps it as before.
-    """
-    if not _fuses(evaluator, trace):
-        produced, exc = call_evaluator(evaluator, trace)
-        return produced, exc, False
-    if stuck_calls.refuses(id(evaluator)):
-        return None, Overloaded(evaluator), False
-    try:
-        produced, stamped = _call_stamped(evaluator, trace, None, started)
-    except Exception as exc:
-        return None, exc, False
-    except BaseException as exc:
-        return None, UserAbort(exc), False
-    return produced, None, stamped
-
-
 async def _run_with_retries(
     evaluator: Evaluator,
     trace: Trace,
@@ -539,72 +357,6 @@ async def arun_evaluator(
             first = (produced, None)
     result = await _run_with_retries(evaluator, trace, case, options, executor, on_retry, async_runner, first)
     return stamp(result, evaluator, trace, started)
-
-
-def _unit_field(unit: Any, name: str) -> str:
-    """A field of the judged unit: a Trace has them all; a Conversation (session scope) is its session's case."""
-    value = getattr(unit, name, None)
-    if value is None and name == "case_id":
-        value = getattr(unit, "session_id", None)
-    return value if isinstance(value, str) else ""
-
-
-_STAMPED = _STAMPED_FIELDS
-"""The fields :func:`stamp` always sets (``evaluator_version`` too, when it fills it)."""
-
-
-def stamp(result: EvaluationResult, evaluator: Any, trace: Trace, started: dt.datetime) -> EvaluationResult:
-    """Return ``result`` stamped with the trace's run, case and variant, the evaluator, and the call's times."""
-    version = getattr(evaluator, "version", None)
-    finished = dt.datetime.now(dt.UTC)  # _now(), without its call
-    if finished < started:  # max(started, now), without its call (an equal time is the same value either way)
-        finished = started
-    if (
-        type(result) is EvaluationResult
-        and (version is None or type(version) is str)
-        and isinstance(trace, Trace)  # a lazily mapped one too (its identity is always set)
-        and result.__pydantic_extra__ is None
-        and result.__pydantic_private__ is None
-    ):
-        # The common case, in one step: what trusted_copy(result, updates) below builds (the same __dict__ in
-        # field order, the same fields set), without the updates dict and its call.
-        data = result.__dict__
-        stamped = {
-            **data,
-            "evaluator": data["evaluator"] or evaluator_name(evaluator),
-            "run_id": trace.run_id,
-            "case_id": trace.case_id,
-            "variant_name": trace.variant_name,
-            "started_at": started,
-            "finished_at": finished,
-        }
-        fields_set = result.__pydantic_fields_set__ | _STAMPED
-        if version is not None and data["evaluator_version"] is None:
-            stamped["evaluator_version"] = version
-            fields_set.add("evaluator_version")
-        return from_template(EvaluationResult, stamped, fields_set)
-    updates: dict[str, Any] = {"evaluator": result.evaluator or evaluator_name(evaluator)}
-    if result.evaluator_version is None and version is not None:
-        updates["evaluator_version"] = version
-    if version is None or isinstance(version, str):
-        # Every value is of its field's type already (the trace's validated strings, aware UTC datetimes in
-        # order), so an unvalidated copy is the same result as stamped()'s dump-and-validate, at a fraction of
-        # its cost (it was the largest part of a cheap evaluator's cost per span).
-        is_trace = isinstance(trace, Trace)
-        updates["run_id"] = trace.run_id if is_trace else _unit_field(trace, "run_id")
-        updates["case_id"] = trace.case_id if is_trace else _unit_field(trace, "case_id")
-        updates["variant_name"] = trace.variant_name if is_trace else _unit_field(trace, "variant_name")
-        updates["started_at"] = started
-        updates["finished_at"] = finished
-        return trusted_copy(result, updates)
-    return result.stamped(
-        run_id=_unit_field(trace, "run_id"),
-        case_id=_unit_field(trace, "case_id"),
-        variant_name=_unit_field(trace, "variant_name"),
-        started_at=started,
-        finished_at=finished,
-        **updates,
-    )
 
 
 def run_evaluator(

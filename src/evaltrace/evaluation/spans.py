@@ -23,7 +23,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
 from evaltrace._internal import semconv
-from evaltrace._internal.deferred_attributes import new_event
+from evaltrace._internal.deferred_attributes import copy_span, new_event
 from evaltrace._internal.span_copy import replaced
 from evaltrace._internal.tracing import INSTRUMENTATION_NAME
 from evaltrace._version import __version__
@@ -74,14 +74,18 @@ def enriched_copy(span: ReadableSpan, results: Sequence[EvaluationResult], *, pr
     if not isinstance(response_id, str) or not response_id:
         response_id = None
     attributes.update(span_result_attributes(results))
+    judges: list[Link] = []
     for result in results:
         event_attributes = evaluation_event_attributes(result, response_id, provenance=provenance)
         events.append(new_event(semconv.GEN_AI_EVALUATION_RESULT_EVENT, event_attributes, end))
-    # A judge link needs the result's metadata (judge_link reads both of its ids there): none, no call.
-    judges = [link for result in results if result.metadata and (link := judge_link(result)) is not None]
+        # A judge link needs the result's metadata (judge_link reads both of its ids there): none, no call.
+        if result.metadata and (link := judge_link(result)) is not None:
+            judges.append(link)
     if judges:
         return replaced(span, attributes=attributes, events=events, links=[*span.links, *judges])
-    return replaced(span, attributes=attributes, events=events)
+    # replaced()'s fast path without its frame; anything it does not take goes through replaced() as before.
+    copy = copy_span(span, attributes, events, None, None)
+    return copy if copy is not None else replaced(span, attributes=attributes, events=events)
 
 
 def judge_link(result: EvaluationResult) -> Link | None:

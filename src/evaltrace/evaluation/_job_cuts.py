@@ -1,0 +1,107 @@
+"""Jobs that shutdown cut short: what finished is kept, every other evaluation is marked "not evaluated".
+
+Each function is a method of :class:`~evaltrace.evaluation._jobs.JobRunner` (assigned in its class body under its
+old name). The marks (reason ``shutdown``) go wherever the results would have gone: on the span (enriched, or as
+child spans when it went out already), in ``stats()`` and in the score sinks.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from evaltrace._internal import semconv
+from evaltrace._internal.errors import log_internal_error
+from evaltrace.evaluation._job_hold import skipped_results as _skipped_results
+from evaltrace.evaluation._job_resume import give_up as _give_up
+from evaltrace.evaluation._session_jobs import SessionJob
+from evaltrace.evaluation.evaluator import EvaluatorSpec
+from evaltrace.evaluation.runner import skipped_result
+from evaltrace.evaluation.sinks.not_evaluated import NotEvaluated
+from evaltrace.evaluation.spans import enriched_copy, evaluation_span
+from evaltrace.schema import EvaluationResult
+
+if TYPE_CHECKING:
+    from evaltrace.evaluation._jobs import Job, JobRunner, Progress
+
+
+def cancel_now(self: JobRunner, job: Job | SessionJob, progress: Progress | None) -> None:
+    """Shutdown cut ``job`` short (fast lane, or before its task began): counted, forwarded with what finished."""
+    if isinstance(job, SessionJob):
+        self._judge.cancel_now(job)
+        return
+    self._session_settled(job)
+    try:
+        self.ctx.stats.incr("cancelled")
+        if progress is not None:  # a demoted call still running is walked away from
+            _give_up(progress.inflight)
+        done = progress.results if progress is not None else []
+        self.mark_cut(job, done, [*job.specs, *job.trace_specs][len(done) :])
+    except Exception:
+        log_internal_error("forwarding a span whose evaluation was cut short")
+    finally:
+        self._forward_once(job, job.span)
+        self._on_done(job)
+
+
+def cut_unfinished(self: JobRunner, job: Job) -> None:
+    """Shutdown cancelled ``job``'s task: what finished is kept, every other evaluator is marked cut short."""
+    try:
+        done: list[EvaluationResult] = []
+        cut: list[EvaluatorSpec] = []
+        if job.running:
+            for spec, task in job.running:
+                if task.done() and not task.cancelled() and task.exception() is None:
+                    done.append(task.result())
+                else:
+                    cut.append(spec)
+        else:  # cancelled before its evaluators had tasks (in place: at a retry's back-off)
+            done = list(job.finished)
+            cut = [*job.specs, *job.trace_specs][len(done) :]
+        self.mark_cut(job, done, cut)
+    except Exception:
+        log_internal_error("forwarding a span whose evaluation was cut short")
+
+
+def mark_cut(self: JobRunner, job: Job, done: list[EvaluationResult], cut: list[EvaluatorSpec]) -> None:
+    """Mark each evaluation in ``cut`` "not evaluated" (reason ``shutdown``) wherever its result would have gone.
+
+    That is on the span, in ``stats()``, and in the score sinks (see ``SinkWorker.not_evaluated``). The span goes downstream enriched with ``done`` and the marks; one that went already (held past its
+    deadline, or the root of a trace-level job) gets them as child ``evaluation {name}`` spans instead.
+    """
+    marks = [skipped_result(spec.evaluator, semconv.SKIP_SHUTDOWN) for spec in cut]
+    for spec in cut:
+        self.ctx.stats.not_evaluated(semconv.SKIP_SHUTDOWN, spec.evaluator.name)
+    if cut:
+        self._sink_not_evaluated(job, cut)
+    provenance = self.ctx.options.evaluation_provenance
+    if not job.forwarded:
+        self._forward_once(job, enriched_copy(job.span, done + marks + _skipped_results(job), provenance=provenance))
+        return
+    revision = job.revision if job.deferred else None
+    for result in done + marks:  # none of them went out yet: results follow the held span all at once
+        child = evaluation_span(job.span, result, provenance=provenance, revision=revision)
+        if child is not None:
+            self.ctx.forward(child)
+            self.ctx.stats.incr("evaluation_spans")
+
+
+def sink_not_evaluated(self: JobRunner, job: Job, cut: list[EvaluatorSpec]) -> None:
+    """Record each cut-short evaluation in every score sink (its file, or its dead-letter file)."""
+    context = job.span.context
+    if not self.ctx.sinks or context is None:
+        return
+    trace_hex = format(context.trace_id, "032x")
+    span_hex = format(context.span_id, "016x")
+    records = [
+        NotEvaluated(
+            trace_id=trace_hex,
+            observation_id=None if spec.trace_level else span_hex,
+            span_id=span_hex,
+            evaluator=spec.evaluator.name,
+            evaluator_version=getattr(spec.evaluator, "version", None),
+            reason=semconv.SKIP_SHUTDOWN,
+        )
+        for spec in cut
+    ]
+    for worker in self.ctx.sinks:
+        worker.not_evaluated(records)
