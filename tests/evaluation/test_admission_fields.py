@@ -129,3 +129,22 @@ def test_the_view_a_sampler_gets_of_an_exact_readable_span_is_read_only(make_pip
     with pytest.raises(TypeError):
         attributes["a"] = 2
     assert span.attributes == {"a": 1}
+
+
+def test_span_start_reads_a_live_spans_attributes_once_with_the_same_answers(make_pipeline: MakePipeline) -> None:
+    # on_start copies a live span's attributes (a view over the SDK's BoundedAttributes) once: a judge call's span
+    # is remembered as suppressed, a decorated span's trace is buffered, any other span's is not.
+    pipeline = make_pipeline([EvaluatorSpec(always, span_kinds=["llm"])])
+    ref = _REF[0] if _REF else _REF.setdefault(0, register_evaluators("tests.admission_fields", [attached]))
+    processor = pipeline.processor
+    tracer = pipeline.tracer
+    with tracer.start_as_current_span("judge", attributes={semconv.EVALTRACE_JUDGE: True}) as judge:
+        assert judge.get_span_context().span_id in processor._suppressed
+    with tracer.start_as_current_span("decorated", attributes={semconv.EVALTRACE_EVALUATORS_REF: ref}) as decorated:
+        assert processor._buffer.is_tracked(decorated.get_span_context().trace_id)
+    with tracer.start_as_current_span("model", attributes={semconv.EVALTRACE_SPAN_KIND: "llm"}) as model:
+        assert processor._buffer.is_tracked(model.get_span_context().trace_id)  # a global spec may match it
+    with tracer.start_as_current_span("plain", attributes={semconv.EVALTRACE_SPAN_KIND: "tool"}) as plain:
+        assert not processor._buffer.is_tracked(plain.get_span_context().trace_id)
+    pipeline.flush()
+    assert processor.stats()["evaluated"] == 2  # the decorated span and the model call, not the judge's

@@ -78,9 +78,13 @@ def _new_job(
     return job
 
 
-def may_evaluate(self: EvaluationSpanProcessor, span: Span) -> bool:
-    """At span start: could an evaluator need this span's subtree when it ends?"""
-    attributes = span.attributes or {}
+def may_evaluate(self: EvaluationSpanProcessor, span: Span, attributes: Any = None) -> bool:
+    """At span start: could an evaluator need this span's subtree when it ends?
+
+    ``attributes``: the span's attributes, read already (``plain_attrs``), else read here.
+    """
+    if attributes is None:
+        attributes = span.attributes or {}
     if attributes.get(semconv.EVALTRACE_EVALUATORS_REF):
         return True
     if self._trace_specs and is_root(span):
