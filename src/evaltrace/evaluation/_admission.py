@@ -172,8 +172,9 @@ def submit(self: EvaluationSpanProcessor, job: Job) -> bool:
         self._never_runs(job, semconv.SKIP_QUEUE_FULL)
         return False
     held = job.deferred or job.gate_held  # noted already: at its root's end, or by the completion buffer
-    trace_id = job.span.context.trace_id if job.span.context is not None else None
     gate = self._gate if job.gate and not held else None
+    # Read only for the gate (two property reads of the span: every admitted span without sampling skips them).
+    trace_id = (job.span.context.trace_id if job.span.context is not None else None) if gate is not None else None
     noted = False
     # Everything between the admission above and the engine taking the job is in here: a failure must give the
     # slot back and count the job (else every later flush waits for it), and never reach the application.
