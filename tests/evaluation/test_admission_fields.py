@@ -148,3 +148,21 @@ def test_span_start_reads_a_live_spans_attributes_once_with_the_same_answers(mak
         assert not processor._buffer.is_tracked(plain.get_span_context().trace_id)
     pipeline.flush()
     assert processor.stats()["evaluated"] == 2  # the decorated span and the model call, not the judge's
+
+
+def test_a_span_object_without_an_instance_dict_is_planned_through_its_properties(make_pipeline: MakePipeline) -> None:
+    class Slotted:
+        """A stand-in span (no ``__dict__``): what a bridge from another tracer may hand ``on_end``."""
+
+        __slots__ = ("attributes", "context", "name", "parent")
+
+        def __init__(self) -> None:
+            self.name = "g-slotted"
+            self.context = SpanContext(TRACE, 0x300, is_remote=False, trace_flags=TraceFlags(1))
+            self.parent = None
+            self.attributes = {semconv.EVALTRACE_SPAN_KIND: "agent"}
+
+    pipeline = make_pipeline([EvaluatorSpec(always, name_glob="g-*")])
+    span: Any = Slotted()
+    job = pipeline.processor._plan(span)
+    assert job is not None and [spec.evaluator.name for spec in job.specs] == ["always"]

@@ -224,6 +224,7 @@ def release_slot(self: EvaluationSpanProcessor) -> None:
 
 # The SDK ReadableSpan fields plan() reads directly (what its context, parent and attributes properties return).
 _READ_FIELDS = frozenset(("_context", "_parent", "_attributes"))
+_NO_STATE: dict[str, Any] = {}
 
 
 def plan(self: EvaluationSpanProcessor, span: ReadableSpan) -> Job | None:  # noqa: C901  (one frame per span, on purpose)
@@ -231,8 +232,8 @@ def plan(self: EvaluationSpanProcessor, span: ReadableSpan) -> Job | None:  # no
     # properties give (the attributes as the same read-only view), without their frames. This runs in every
     # span's end on the application thread, as do the inline steps below (each the call it replaces, in the usual
     # case: one Python frame fewer each).
-    state = span.__dict__
-    if type(span) is ReadableSpan and _READ_FIELDS <= state.keys():
+    state = span.__dict__ if type(span) is ReadableSpan else _NO_STATE  # a stand-in may have no __dict__
+    if _READ_FIELDS <= state.keys():
         context, parent, raw = state["_context"], state["_parent"], state["_attributes"]
         attributes: Any = MappingProxyType(raw) if raw else {}  # ``span.attributes or {}``
     else:
