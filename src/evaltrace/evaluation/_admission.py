@@ -9,8 +9,9 @@ the rate limits and budgets), the span list the job reads, and the hand-off to t
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
+from time import monotonic
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.trace import ReadableSpan, Span
@@ -70,16 +71,20 @@ def _new_job(
 ) -> Job:
     """The job admitted at ``span``'s end (``complete``: the trace it completed, whose revision it evaluates)."""
     # Job's first seven fields in order, positionally: as keywords they cost ~2k instructions more per span.
-    job = Job(span, specs, trace_specs, spans, count, time.monotonic(), skipped)
+    job = Job(span, specs, trace_specs, spans, count, monotonic(), skipped)
     if complete is not None:
         job.revision = complete.revision
         job.gate_held = complete.awaited  # the wait sampling was told of goes to this job
     return job
 
 
-def may_evaluate(self: EvaluationSpanProcessor, span: Span) -> bool:
-    """At span start: could an evaluator need this span's subtree when it ends?"""
-    attributes = span.attributes or {}
+def may_evaluate(self: EvaluationSpanProcessor, span: Span, attributes: Any = None) -> bool:
+    """At span start: could an evaluator need this span's subtree when it ends?
+
+    ``attributes``: the span's attributes, read already (``plain_attrs``), else read here.
+    """
+    if attributes is None:
+        attributes = span.attributes or {}
     if attributes.get(semconv.EVALTRACE_EVALUATORS_REF):
         return True
     if self._trace_specs and is_root(span):
@@ -167,8 +172,9 @@ def submit(self: EvaluationSpanProcessor, job: Job) -> bool:
         self._never_runs(job, semconv.SKIP_QUEUE_FULL)
         return False
     held = job.deferred or job.gate_held  # noted already: at its root's end, or by the completion buffer
-    trace_id = job.span.context.trace_id if job.span.context is not None else None
     gate = self._gate if job.gate and not held else None
+    # Read only for the gate (two property reads of the span: every admitted span without sampling skips them).
+    trace_id = (job.span.context.trace_id if job.span.context is not None else None) if gate is not None else None
     noted = False
     # Everything between the admission above and the engine taking the job is in here: a failure must give the
     # slot back and count the job (else every later flush waits for it), and never reach the application.
@@ -216,18 +222,34 @@ def release_slot(self: EvaluationSpanProcessor) -> None:
             self._cond.notify_all()
 
 
-def plan(self: EvaluationSpanProcessor, span: ReadableSpan) -> Job | None:
-    context = span.context
+# The SDK ReadableSpan fields plan() reads directly (what its context, parent and attributes properties return).
+_READ_FIELDS = frozenset(("_context", "_parent", "_attributes"))
+_NO_STATE: dict[str, Any] = {}
+
+
+def plan(self: EvaluationSpanProcessor, span: ReadableSpan) -> Job | None:  # noqa: C901  (one frame per span, on purpose)
+    # An exact SDK ReadableSpan (what on_end is given) is read from its fields: the same values as its
+    # properties give (the attributes as the same read-only view), without their frames. This runs in every
+    # span's end on the application thread, as do the inline steps below (each the call it replaces, in the usual
+    # case: one Python frame fewer each).
+    state = span.__dict__ if type(span) is ReadableSpan else _NO_STATE  # a stand-in may have no __dict__
+    if _READ_FIELDS <= state.keys():
+        context, parent, raw = state["_context"], state["_parent"], state["_attributes"]
+        attributes: Any = MappingProxyType(raw) if raw else {}  # ``span.attributes or {}``
+    else:
+        context, parent, attributes = span.context, span.parent, span.attributes or {}
     if context is None or self._shutdown:
         return None
     if self._suppressed and context.span_id in self._suppressed:
         self._suppressed.discard(context.span_id)
         return None
-    attributes = span.attributes or {}
     trace_id = context.trace_id
-    if self._passes_by(span, attributes, trace_id):
+    ref = attributes.get(semconv.EVALTRACE_EVALUATORS_REF)
+    if not ref and self._passes_by(span, attributes, trace_id):  # a span with a ref never passes by
         return None
-    kind = span_kind(attributes)  # evaltrace.span.kind, else derived from a foreign convention
+    kind = attributes.get(semconv.EVALTRACE_SPAN_KIND)
+    if not isinstance(kind, str):  # span_kind()'s first step, inline
+        kind = span_kind(attributes)  # derived from a foreign convention
     # Our own evaluation spans, and a judge call's trace (fed without on_start, in the worker): never evaluated.
     if kind == semconv.KIND_EVALUATION or attributes.get(semconv.EVALTRACE_JUDGE):
         return None
@@ -237,19 +259,22 @@ def plan(self: EvaluationSpanProcessor, span: ReadableSpan) -> Job | None:
     tracked = buffer_all or self._buffer.is_tracked(trace_id)
     if tracked:
         self._buffer.add(span, create=buffer_all)  # the span itself too: a root's job reads it from the list
-    root = is_root(span)
+    root = parent is None or parent.is_remote  # is_root(span)
     # Only with trace-level evaluators: the root waits below, every other span joins its trace (O(1)).
     trace_root = self._completion is not None and self._is_trace_root(span)
     if self._completion is not None and not trace_root:
         self._offer_completion(self._completion, span, attributes, buffer_all)
-    ref = attributes.get(semconv.EVALTRACE_EVALUATORS_REF)
     if not ref and not (root and tracked) and not trace_root and self._only_kinds is not None:
         if kind not in self._only_kinds:
             return None  # fast path: no global evaluator can match this kind and nothing else applies
     skipped: list[tuple[EvaluatorSpec, str]] = []
-    specs = self._matching(self._span_specs, span, attributes, kind, skipped)
+    specs = self._matching(self._span_specs, span, attributes, kind, skipped) if self._span_specs else []
     if isinstance(ref, str) and ref:
-        specs.extend(self._admitted_attached(ref, specs, attributes, trace_id, skipped))
+        unconditional = self._unconditional.get(ref)
+        if unconditional is not None and not specs and not self._limits.active:
+            specs.extend(unconditional)  # _admitted_attached's first answer, inline
+        else:
+            specs.extend(self._admitted_attached(ref, specs, attributes, trace_id, skipped))
     trace_specs: list[EvaluatorSpec] = []
     complete: OpenTrace | None = None
     if trace_root:
@@ -257,6 +282,8 @@ def plan(self: EvaluationSpanProcessor, span: ReadableSpan) -> Job | None:
     spans, count = self._job_spans(trace_id, root and tracked, tracked and bool(specs), complete)
     if not specs and not trace_specs:
         return None
+    if complete is None:  # _new_job's job, inline
+        return Job(span, specs, trace_specs, spans, count, monotonic(), skipped)
     return _new_job(span, specs, trace_specs, spans, count, skipped, complete)
 
 

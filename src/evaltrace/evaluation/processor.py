@@ -63,6 +63,7 @@ from evaltrace.evaluation.sinks.worker import SinkWorker
 from evaltrace.evaluation.spend import SpendMetrics
 from evaltrace.evaluation.stats import PipelineStats
 from evaltrace.evaluation.telemetry import LogEventEmitter, PipelineMetrics
+from evaltrace.mapping._spans import plain_attrs
 
 _MAX_SUPPRESSED = 65_536
 logger = logging.getLogger("evaltrace.evaluation")
@@ -362,12 +363,15 @@ class EvaluationSpanProcessor(SpanProcessor):
         context = span.context
         try:
             if context is not None:
+                # The attributes read once, as a plain dict: a live span's are a view over the SDK's
+                # BoundedAttributes, where each read runs two Python frames (and a miss raises a KeyError inside).
+                attributes = plain_attrs(span)
                 # A judge call's own trace (evaltrace.judge) is never evaluated, even when traced unsuppressed.
-                if is_suppressed() or (span.attributes or {}).get(semconv.EVALTRACE_JUDGE):
+                if is_suppressed() or attributes.get(semconv.EVALTRACE_JUDGE):
                     if len(self._suppressed) < _MAX_SUPPRESSED:
                         self._suppressed.add(context.span_id)
                 else:
-                    if self._may_evaluate(span):
+                    if self._may_evaluate(span, attributes):
                         # Descendants start after this span, so tracking its trace now buffers every one of them.
                         self._buffer.track(context.trace_id)
                     if self._completion is not None and is_root(span):

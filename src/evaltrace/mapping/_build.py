@@ -80,6 +80,10 @@ def trace_from_spans(
     Raises:
         ValueError: ``spans`` is empty, or ``root`` is an id not found among them.
     """
+    if lazy and conversation_ends and len(spans) == 1 and type(root) is ReadableSpan and spans[0] is root:
+        single = _lazy_single(root)  # the live pipeline's evaluated span without descendants, usually
+        if single is not None:
+            return single
     root_span = root if isinstance(root, ReadableSpan) else select_root(spans, root)
     notes: list[str] = []
     # Each span's attributes are read once, into a plain dict: reading them one by one through the SDK's view
@@ -97,7 +101,17 @@ def trace_from_spans(
         llm_read = [(s, a) for s, a in read if is_llm(s, a)]
         mapped = bool(llm_read) or any(is_tool(s, a) for s, a in read)
     if lazy and not _ends_before_start(root_span):  # a trace ending before its start: the eager path's error
-        return _lazy_trace(root_span, selected, read, root_attrs, llm_read, mapped, conversation_ends)
+        return _lazy_trace(
+            root_span,
+            selected,
+            read,
+            root_attrs,
+            llm_read,
+            mapped,
+            conversation_ends,
+            root_span.context,
+            root_span.resource,
+        )
     llm_spans = [s for s, _ in llm_read]
     own: list[TraceMessage] = []  # the root's own output messages, when it is a model call
     step: list[TraceMessage] | None = None  # those of the last model call to end that recorded output
@@ -122,7 +136,7 @@ def trace_from_spans(
     contexts = retrieved_contexts(read, notes)
     if contexts:  # what RAG evaluators read as the retrieved context (evaluators._base.context_chunks)
         extra["contexts"] = contexts
-    run_id, case_id, variant = _identity(root_span, root_attrs, read, extra["trace_id"])
+    run_id, case_id, variant = _identity(root_span.resource, root_attrs, read, extra["trace_id"])
     started = timestamp(root_span.start_time)
     end_time = root_span.end_time
     finished = timestamp(end_time) if end_time else started
@@ -159,6 +173,34 @@ def trace_from_spans(
     return trace
 
 
+# The SDK ReadableSpan fields _lazy_single() reads directly (its properties return them, or a view of them).
+_READ_FIELDS = frozenset(("_attributes", "_start_time", "_end_time", "_context", "_resource"))
+
+
+def _lazy_single(root: ReadableSpan) -> Trace | None:
+    """The lazy Trace of ``root`` alone (no descendants) read from its fields, or None to take the general path.
+
+    For an SDK ``ReadableSpan`` (what the pipeline's jobs hold) with a kind attribute (every decorated or
+    instrumented span of ours): the same values as through its properties, without their frames (a view built
+    for the attributes), and ``is_llm``/``is_tool`` inline (with a kind, they are the tests below).
+    """
+    state = root.__dict__
+    if not _READ_FIELDS <= state.keys():
+        return None
+    raw = state["_attributes"]
+    root_attrs = raw.copy() if type(raw) is dict else plain_attrs(root)
+    kind = root_attrs.get(sc.EVALTRACE_SPAN_KIND)
+    end = state["_end_time"]
+    if kind is None or (end and end // 1000 < (state["_start_time"] or 0) // 1000):
+        return None  # a foreign kind to derive, or a trace ending before its start (the eager path's error)
+    read = [(root, root_attrs)]
+    llm = kind == sc.KIND_LLM
+    tool = kind == sc.KIND_TOOL or root_attrs.get(sc.GEN_AI_OPERATION_NAME) == sc.OP_EXECUTE_TOOL
+    return _lazy_trace(
+        root, [root], read, root_attrs, read if llm else [], llm or tool, True, state["_context"], state["_resource"]
+    )
+
+
 def _ends_before_start(root: ReadableSpan) -> bool:
     """Whether ``finished_at < started_at`` would hold (``timestamp()`` keeps whole microseconds)."""
     end = root.end_time
@@ -176,15 +218,25 @@ def _lazy_trace(
     llm_read: _Read,
     mapped: bool,
     ends: bool,
+    root_ctx: Any,
+    resource: Any,
 ) -> Trace:
-    """The Trace trace_from_spans() builds, with only its identity mapped now (see ``_lazy``)."""
-    root_ctx = root.context
+    """The Trace trace_from_spans() builds, with only its identity mapped now (see ``_lazy``).
+
+    ``root_ctx``, ``resource``: the root's ``context`` and ``resource``, read by the caller.
+    """
     # format(id, "032x")'s text; %-formatting skips parsing the format spec (~2k instructions per evaluated span).
     trace_id = "%032x" % (root_ctx.trace_id if root_ctx else 0)
-    run_id, case_id, variant = _identity(root, root_attrs, read, trace_id)
+    run_id, case_id, variant = _identity(resource, root_attrs, read, trace_id)
     ready = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "case_id": case_id, "variant_name": variant}
     fields_set = set(_FIELDS_SET_NO_LLM if not llm_read else _FIELDS_SET)
-    return lazy_trace(ready, fields_set, _Fields(root, selected, read, root_attrs, llm_read, mapped, trace_id, ends))
+    # The source's slots set here, not in an __init__: a Python __init__ costs a frame and type_call's dispatch.
+    source = _new(_Fields)
+    source.failures = {}
+    source.root, source.selected, source.read, source.root_attrs = root, selected, read, root_attrs
+    source.llm_read, source.mapped, source.trace_id, source.ends = llm_read, mapped, trace_id, ends
+    source.parts = {}
+    return lazy_trace(ready, fields_set, source)
 
 
 class _Fields(FieldSource):
@@ -196,21 +248,17 @@ class _Fields(FieldSource):
 
     __slots__ = ("ends", "llm_read", "mapped", "parts", "read", "root", "root_attrs", "selected", "trace_id")
 
-    def __init__(
-        self,
-        root: ReadableSpan,
-        selected: list[ReadableSpan],
-        read: _Read,
-        root_attrs: dict[str, Any],
-        llm_read: _Read,
-        mapped: bool,
-        trace_id: str,
-        ends: bool,
-    ) -> None:
-        self.failures = {}  # FieldSource.__init__'s, without its call
-        self.root, self.selected, self.read, self.root_attrs = root, selected, read, root_attrs
-        self.llm_read, self.mapped, self.trace_id, self.ends = llm_read, mapped, trace_id, ends
-        self.parts: dict[str, Any] = {}
+    # Set by _lazy_trace() (no __init__: one Python frame fewer per evaluated span). ``parts`` holds the parts
+    # shared by several fields, each published once.
+    root: ReadableSpan
+    selected: list[ReadableSpan]
+    read: _Read
+    root_attrs: dict[str, Any]
+    llm_read: _Read
+    mapped: bool
+    trace_id: str
+    ends: bool
+    parts: dict[str, Any]
 
     def _part(self, name: str) -> Any:
         parts = self.parts
@@ -347,11 +395,16 @@ _FIELD_MAKERS: dict[str, Any] = {
 
 
 def _identity(
-    root: ReadableSpan, root_attrs: Mapping[str, Any], read: list[tuple[ReadableSpan, dict[str, Any]]], trace_id: str
+    resource: Any, root_attrs: Mapping[str, Any], read: list[tuple[ReadableSpan, dict[str, Any]]], trace_id: str
 ) -> tuple[str, str, str]:
-    """Return run id, case id and variant name: the root's, else the first span's of the subtree, else defaults."""
+    """Return run id, case id and variant name: the root's, else the first span's of the subtree, else defaults.
+
+    ``resource``: the root's resource (its service name is the default variant).
+    """
     # The root alone when it is the whole subtree (an evaluated span without descendants): same answers.
-    service = _service_name(root.resource)
+    seen, service = _last_service  # _service_name()'s memo, inline: the usual span has the last resource seen
+    if resource is not seen:
+        service = _service_name(resource)
     if len(read) == 1 and read[0][1] is root_attrs:
         # _first() over the root alone, inline (an evaluated span is mapped on every evaluation).
         get = root_attrs.get

@@ -23,7 +23,7 @@ eager mapping fails, never as the evaluator's error.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import BaseModel
 
@@ -65,10 +65,15 @@ class FieldSource:
             try:
                 return self.field(name)
             except Exception as exc:
-                cause = self.failures.setdefault(name, exc)
-                if cause is exc:  # the first failure of this field: logged once, at our boundary
-                    log_internal_error(f"mapping Trace.{name} on first read (its readers are not evaluated)")
+                self.failed(name, exc)
         # A new wrapper per read (threads may raise at once), all chained to the one kept cause.
+        raise FieldMappingFailed(name) from cause
+
+    def failed(self, name: str, exc: Exception) -> NoReturn:
+        """Keep ``exc`` as field ``name``'s cause (the first one kept: logged once) and raise FieldMappingFailed."""
+        cause = self.failures.setdefault(name, exc)
+        if cause is exc:  # the first failure of this field: logged once, at our boundary
+            log_internal_error(f"mapping Trace.{name} on first read (its readers are not evaluated)")
         raise FieldMappingFailed(name) from cause
 
 
@@ -99,7 +104,15 @@ class _Field:
         if name in real:
             return real[name]
         if isinstance(source, FieldSource):
-            return real.setdefault(name, source.value_of(name))
+            # FieldSource.value_of, inline for a field that has not failed (a first read of ``output`` and ``input``
+            # on every evaluated span: one Python frame fewer each).
+            if name in source.failures:
+                return real.setdefault(name, source.value_of(name))  # raises from the kept cause
+            try:
+                value = source.field(name)
+            except Exception as exc:
+                source.failed(name, exc)
+            return real.setdefault(name, value)
         return BaseModel.__getattr__(trace, name)  # type: ignore[attr-defined]  # pydantic's error (unreachable)
 
 
