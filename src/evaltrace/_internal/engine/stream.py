@@ -119,9 +119,13 @@ class StreamState:
         with self.lock:
             pending = self.pending
             if pending:
-                self.pending = []
+                # Emptied in place, not replaced: the ``for`` loop's generator holds the list in a local and reads
+                # ``state.pending`` again only after a fold (``_chunks``), and ``next()`` may fold the same list.
                 self.chunks += len(pending)
-                self.fold(pending)
+                try:
+                    self.fold(pending)
+                finally:
+                    pending.clear()
 
     def end(self, reason: str, error: BaseException | None = None) -> None:
         """Finish the span (its stream attributes are built later, from these timestamps); later calls do nothing."""
@@ -363,24 +367,35 @@ def _chunks(proxy: SyncStreamProxy, source: Iterator[Any]) -> Iterator[Any]:
     """
     state = proxy._self_state
     size = state.size  # fixed for the stream: a local, not an attribute read per chunk
+    clock = perf_counter
     mine = False  # True once the exception unwinding this frame was raised in the body or thrown in at the yield
+    # The held list, read from the state only when it may have changed: after a fold in here, and while it is None
+    # (until the first chunk with output; for good when metrics record per chunk). ``flush`` empties the list in
+    # place, so ``next()`` calls interleaved with this loop fold the same list. A span ended from elsewhere (another
+    # thread's ``close()``) sets ``state.pending`` to None: the chunks held here from then on are neither folded nor
+    # counted, as before, and the next fold's ``flush`` (a no-op) hands this loop the None, at most ``size`` later.
+    pending = state.pending
     try:
         for chunk in source:
             try:
-                pending = state.pending
-                if pending is not None:
-                    state.last = perf_counter()
-                    pending.append(chunk)
-                    if len(pending) >= size:
+                if pending is None:
+                    pending = state.pending  # ``next()`` may have turned the fast path on: never fold ahead of it
+                    if pending is None:
                         try:
-                            state.flush()
+                            state.on_chunk(chunk)
                         except Exception:
                             chunk_failed()
-                else:
+                        pending = state.pending
+                        yield chunk
+                        continue
+                state.last = clock()
+                pending.append(chunk)
+                if len(pending) >= size:
                     try:
-                        state.on_chunk(chunk)
+                        state.flush()
                     except Exception:
                         chunk_failed()
+                    pending = state.pending
                 yield chunk
             except BaseException:
                 mine = True

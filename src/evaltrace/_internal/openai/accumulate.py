@@ -158,12 +158,14 @@ class ChatAccumulator:
             add_each(self.add, chunks)
             return
         chunk_type, choice_type, delta_type = _FAST_TYPES or _fast_types()
+        kind = type  # a local: three exact type tests per chunk
         buffers = self.choices
         last: Any = _NO_INDEX  # the index of the choice whose ``buffer`` is at hand
         buffer: Any = None
+        text: Any = None  # ``buffer.text``, kept with ``buffer``
         for chunk in chunks:
             try:
-                if type(chunk) is not chunk_type:
+                if kind(chunk) is not chunk_type:
                     self._add_chunk(chunk)
                     continue
                 fields = chunk.__dict__
@@ -175,7 +177,7 @@ class ChatAccumulator:
                 except (KeyError, TypeError, ValueError):
                     self._add_chunk(chunk)
                     continue
-                if type(choice) is not choice_type:
+                if kind(choice) is not choice_type:
                     self._add_choice(choice)
                 else:
                     fields = choice.__dict__
@@ -191,9 +193,10 @@ class ChatAccumulator:
                                 buffer = buffers[index]  # a subscript, not a ``get``: its KeyError once per choice
                             except KeyError:
                                 buffer = buffers[index] = _ChoiceBuffer()
+                            text = buffer.text
                             last = index
                         # No None check first: a None delta is not a ``delta_type`` and ``_add_delta`` skips it.
-                        if type(delta) is delta_type and not delta.__pydantic_extra__:
+                        if kind(delta) is delta_type and not delta.__pydantic_extra__:
                             fields = delta.__dict__
                             try:
                                 content = fields["content"]
@@ -202,7 +205,7 @@ class ChatAccumulator:
                                 ChatAccumulator._add_delta(buffer, delta)
                             else:
                                 if content:
-                                    buffer.text.append(content)
+                                    text.append(content)
                                 if rest:
                                     ChatAccumulator._add_rest(buffer, delta)
                         else:
