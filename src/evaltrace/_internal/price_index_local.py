@@ -112,7 +112,8 @@ def _indexable(source: dict[str, Any], folder: Path) -> bool:
             "genai-prices %s: its prices are not indexed (its lookup code is not the verified one)", source["version"]
         )
         return False
-    return _read(folder / UNINDEXABLE) != _marker(source)
+    marked: bool = _read(folder / UNINDEXABLE) == _marker(source)
+    return not marked
 
 
 def _marker(source: dict[str, Any]) -> dict[str, Any]:
