@@ -7,9 +7,11 @@ Run: python benchmarks/bench_price_release.py [--runs 2]
 ``none:first``, ``official:first``, ``evaltrace:first``: set-up, one call, flush; callgrind, all threads, from the
 interpreter's start, ``PYTHONHASHSEED=0``, bytecode cached) with a copy of the installed genai-prices whose record
 names release 9.9.9 first on ``PYTHONPATH``, and evaltrace's price cache folder (``EVALTRACE_PRICE_CACHE``) in three
-states:
+states, beside the price cache turned off:
 
-- ``cold``: an empty folder (the first process under that release);
+- ``direct``: ``EVALTRACE_PRICE_CACHE=off``: nothing is read, built or kept, every price is genai-prices' own lookup
+  (what the first process costs at best: it loads genai-prices' table too);
+- ``cold``: an empty folder (the first process under that release: it builds the index of the provider it prices);
 - ``index``: only what a first process left there besides the file of prices already looked up (the index built at
   run time, ``price_index_local``), as a later process asked for a model no earlier one priced finds it;
 - ``warm``: everything a first process left (the file of prices already looked up, too).
@@ -52,14 +54,14 @@ def _release_copy(site: Path) -> None:
     metadata.write_text(text, encoding="utf-8")
 
 
-def _total(variant: str, cache: Path | None) -> int:
+def _total(variant: str, cache: Path | str | None) -> int:
     if cache is not None:
-        os.environ["EVALTRACE_PRICE_CACHE"] = f"{cache}/"
+        os.environ["EVALTRACE_PRICE_CACHE"] = cache if isinstance(cache, str) else f"{cache}/"
     return sum(_callgrind.run_totals(PIPELINE, variant, 0).values())
 
 
 def main() -> None:
-    """Print each run's totals and the start-up ratio for the three states of the cache folder."""
+    """Print each run's totals and the start-up ratio with the cache off and in the three states of its folder."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=2)
     args = parser.parse_args()
@@ -73,7 +75,8 @@ def main() -> None:
             none = _total("none:first", None)
             official = _total("official:first", None)
             folders = {state: work / f"{state}-{run}" for state in ("cold", "index", "warm")}
-            totals = {"cold": _total("evaltrace:first", folders["cold"])}  # leaves what a first process leaves
+            totals = {"direct": _total("evaltrace:first", "off")}
+            totals["cold"] = _total("evaltrace:first", folders["cold"])  # leaves what a first process leaves
             shutil.copytree(folders["cold"], folders["warm"])
             folders["index"].mkdir()
             for entry in folders["cold"].iterdir():
@@ -86,7 +89,7 @@ def main() -> None:
             )
             for state, total in totals.items():
                 ratio = (total - none) / (official - none)
-                print(f"  evaltrace {state:5}: {total / 1e6:,.1f}M (+{(total - none) / 1e6:,.1f}M) {ratio:.2f}x")
+                print(f"  evaltrace {state:6}: {total / 1e6:,.1f}M (+{(total - none) / 1e6:,.1f}M) {ratio:.2f}x")
             sys.stdout.flush()
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -58,6 +58,12 @@ def cache_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     pricing.clear_model_prices()
 
 
+def _build_every_provider(now: dt.datetime) -> None:
+    """Price one name at every provider id, as processes pricing under each would: each builds its own file."""
+    for provider_id in PROVIDER_IDS:
+        assert price_index.find(provider_id, "gpt-4o", now) == genai_prices_answer(provider_id, "gpt-4o", now)
+
+
 def _new_process() -> None:
     """Forget what this process read and built, as a new process starts (the files stay)."""
     price_cache.reset()
@@ -76,17 +82,24 @@ def _index(folder: Path) -> Path:
 def test_a_release_without_a_shipped_index_is_priced_by_the_index_built_here_as_by_genai_prices(
     cache_folder: Path,
 ) -> None:
-    """The first lookup builds and writes the index; a new process then prices every name of every model at every
-    provider id from those files alone, to the last bit as genai-prices does (or steps aside where it does)."""
+    """The first lookup at a provider id builds and writes that provider's index; a new process then prices every
+    name of every model at every provider id from those files alone, to the last bit as genai-prices does (or steps
+    aside where it does)."""
     now = dt.datetime.now(tz=dt.UTC)
     assert price_index.find("openai", "gpt-4o", now) == genai_prices_answer("openai", "gpt-4o", now)
-    written = sorted(path.stem for path in _index(cache_folder).glob("*.json"))
-    assert written == sorted(PROVIDER_IDS)
+    assert [path.stem for path in _index(cache_folder).glob("*.json")] == ["openai"]
     assert list(_index(cache_folder).glob("*.tmp")) == []
     assert oct(_index(cache_folder).joinpath("openai.json").stat().st_mode & 0o777) == "0o600"
     shipped = json.loads((price_index.INDEX_DIR / "openai.json").read_text(encoding="utf-8"))
     built = json.loads((_index(cache_folder) / "openai.json").read_text(encoding="utf-8"))
     assert built["genai_prices"]["version"] == INSTALLED and built["models"] == shipped["models"]
+    _build_every_provider(now)
+    written = sorted(path.stem for path in _index(cache_folder).glob("*.json"))
+    assert written == sorted(PROVIDER_IDS)
+    for provider_id in PROVIDER_IDS:  # each file is the shipped one's table, provider by provider
+        shipped = json.loads((price_index.INDEX_DIR / f"{provider_id}.json").read_text(encoding="utf-8"))
+        built = json.loads((_index(cache_folder) / f"{provider_id}.json").read_text(encoding="utf-8"))
+        assert built["models"] == shipped["models"], provider_id
 
     _new_process()
     all_names = names()
@@ -110,7 +123,7 @@ def test_costs_with_cached_reasoning_and_cache_write_tokens_are_genai_prices_own
     cache-write tokens (under and over the tier) costs from the built index what it costs from genai-prices' table,
     and, for flat prices of those kinds, what genai-prices' own ``calc_price`` totals."""
     now = dt.datetime.now(tz=dt.UTC)
-    price_index.find("openai", "gpt-4o", now)  # builds the index
+    _build_every_provider(now)  # builds the index
     _new_process()
     snapshot = data_snapshot.get_snapshot()
     checked = totals = 0
@@ -195,19 +208,23 @@ def test_a_damaged_built_index_file_is_rebuilt_and_never_changes_a_price(cache_f
 def test_an_unwritable_cache_folder_builds_in_memory_and_never_raises(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cache_folder: Path
 ) -> None:
-    """A folder that cannot be made (its parent is a file): the index built serves this process, from memory, for
-    every provider, built once; nothing is written and no error reaches the caller."""
+    """A folder that cannot be made (its parent is a file): the index built serves this process, from memory, each
+    provider built once, when first priced; nothing is written and no error reaches the caller."""
     blocker = tmp_path / "a-file"
     blocker.write_text("", encoding="utf-8")
     monkeypatch.setenv(price_cache.PRICE_CACHE_ENV, f"{blocker}/cache/")
     _new_process()
+    builds = _count_builds(monkeypatch)
     now = dt.datetime.now(tz=dt.UTC)
     assert pricing.price_of("gpt-4o", "openai") == pricing.ModelPrice(*genai_prices_answer("openai", "gpt-4o", now)[0])
     built = price_index_local._state["built"]
-    assert isinstance(built, dict) and set(built) == set(PROVIDER_IDS)
+    assert isinstance(built, dict) and list(built) == ["openai"] and builds == [1]
     for provider_id, name in (("anthropic", "claude-sonnet-4-5"), ("google", "gemini-2.5-flash"), ("aws", "nope")):
         assert price_index.find(provider_id, name, now) == genai_prices_answer(provider_id, name, now)
-    assert price_index_local._state["built"] is built  # one build per process
+    assert price_index_local._state["built"] is built and list(built) == ["openai", "anthropic", "google", "aws"]
+    for provider_id in built:  # asked again (the index's own memo forgotten): from memory, not built again
+        assert price_index_local.models(provider_id) is built[provider_id]
+    assert builds == [4]  # one build per provider and process
     assert blocker.read_text(encoding="utf-8") == ""
 
 
@@ -245,7 +262,8 @@ def test_a_release_the_builder_cannot_index_is_looked_up_in_genai_prices(
             else:
                 patch.setattr(price_index, "lookup", later_match)
             _new_process()
-            assert price_index.find("openai", "gpt-4o", now) is price_cache.MISS
+            # azure: the provider id whose fallback models (openai's) the reversed order puts ahead of its own
+            assert price_index.find("azure", "gpt-4o", now) is price_cache.MISS
             assert price_index_local._state["built"] is None
             assert pricing.price_of("gpt-4o-mini", "openai") == pricing.ModelPrice(
                 *genai_prices_answer("openai", "gpt-4o-mini", now)[0]
@@ -270,9 +288,11 @@ def _release_copy(site: Path, release: str) -> Path:
 
 
 def test_a_new_release_is_cold_once_then_its_later_processes_never_load_genai_prices(tmp_path: Path) -> None:
-    """Release 9.9.9, which evaltrace ships no index for: its first process loads genai-prices and writes the index;
-    the next, asked for models no earlier process priced (so the file of prices already looked up has none of them),
-    reads one provider's file each and imports no genai-prices module and no builder; the prices are the same."""
+    """Release 9.9.9, which evaltrace ships no index for: its first process loads genai-prices and writes the index of
+    the provider ids it priced, and only those; the next, asked there for models no earlier process priced (so the
+    file of prices already looked up has none of them), reads one provider's file each and imports no genai-prices
+    module and no builder; a process pricing under a provider id no earlier one priced builds that one's file alone.
+    The prices are genai-prices' throughout."""
     site = _release_copy(tmp_path / "site", "9.9.9")
     cache = tmp_path / "cache"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO_SRC)])}
@@ -286,7 +306,9 @@ def test_a_new_release_is_cold_once_then_its_later_processes_never_load_genai_pr
         "print(json.dumps([prices, loaded, find_spec('genai_prices').origin]))\n"
     )
     first_models = [["gpt-4o-mini-2024-07-18", "openai"], ["no-such-model", "openai"]]
+    first_models += [["claude-3-5-haiku-latest", "anthropic"], ["gemini-2.0-flash", "gcp.gemini"]]
     later_models = [["gpt-5", "openai"], ["claude-sonnet-4-5", "anthropic"], ["gemini-2.5-flash", "gcp.gemini"]]
+    new_provider_models = [["gpt-5", "openai"], ["anthropic.claude-3-haiku-20240307-v1:0", "aws.bedrock"]]
 
     def run(models: list[list[str]]) -> tuple[list[str], list[str]]:
         done = subprocess.run(
@@ -299,14 +321,20 @@ def test_a_new_release_is_cold_once_then_its_later_processes_never_load_genai_pr
     first_prices, first_loaded = run(first_models)
     assert "genai_prices.data" in first_loaded and "evaltrace._internal.price_index_build" in first_loaded
     [index] = cache.glob(f"price-index-*-f{price_index.FORMAT}")
-    assert sorted(path.stem for path in index.glob("*.json")) == sorted(PROVIDER_IDS)
+    assert sorted(path.stem for path in index.glob("*.json")) == ["anthropic", "google", "openai"]
 
     later_prices, later_loaded = run(later_models)
     assert [m for m in later_loaded if m.startswith("genai_prices") or m.endswith("price_index_build")] == []
     assert {"evaltrace._internal.price_index", "evaltrace._internal.price_index_local"} <= set(later_loaded)
 
+    new_prices, new_loaded = run(new_provider_models)
+    assert "genai_prices.data" in new_loaded and "evaltrace._internal.price_index_build" in new_loaded
+    assert sorted(path.stem for path in index.glob("*.json")) == ["anthropic", "aws", "google", "openai"]
+    assert [m for m in run([["amazon.nova-pro-v1:0", "aws.bedrock"]])[1] if m.startswith("genai_prices")] == []
+
     now = dt.datetime.now(tz=dt.UTC)
-    for (model, provider), got in zip(first_models + later_models, first_prices + later_prices, strict=True):
+    models = first_models + later_models + new_provider_models
+    for (model, provider), got in zip(models, first_prices + later_prices + new_prices, strict=True):
         entry = genai_prices_answer(pricing._GENAI_PRICES_PROVIDER[provider], model, now)[0]
         assert got == repr(None if entry is None else pricing.ModelPrice(*entry)), model
     assert later_prices == run(later_models)[0]  # the same again, now from the file of prices already looked up
@@ -408,18 +436,72 @@ def test_a_release_with_only_its_table_changed_is_indexed_and_priced_as_that_gen
 def test_a_provider_the_release_lacks_gets_an_empty_file_so_it_is_never_rebuilt(
     cache_folder: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A provider id evaltrace prices but the release has no provider for: its file lists no models (no price, as
-    genai-prices answers), so a later process meeting a model there reads it and builds nothing."""
-    monkeypatch.setattr(price_index_build, "PROVIDER_IDS", (*PROVIDER_IDS, "no-such-provider"))
+    """A provider id the release has no provider for: its file lists no models (no price, as genai-prices answers),
+    so a later process meeting a model there reads it and builds nothing."""
     builds = _count_builds(monkeypatch)
     now = dt.datetime.now(tz=dt.UTC)
-    assert price_index.find("openai", "gpt-4o", now) == genai_prices_answer("openai", "gpt-4o", now)
+    assert price_index.find("no-such-provider", "gpt-4o", now) == (None, None)
+    assert genai_prices_answer("no-such-provider", "gpt-4o", now) == (None, None)
     document = json.loads((_index(cache_folder) / "no-such-provider.json").read_text(encoding="utf-8"))
     assert document["models"] == [] and builds == [1]
     _new_process()
     assert price_index.find("no-such-provider", "gpt-4o", now) == (None, None)
-    assert genai_prices_answer("no-such-provider", "gpt-4o", now) == (None, None)
     assert builds == [1] and "built" not in price_index_local._state
+
+
+def test_the_first_process_builds_only_the_provider_ids_it_prices(
+    cache_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Building every provider's index on the application thread made the first process under a new release cost
+    2.50x its baseline against 1.99x for genai-prices alone (issue 28): a lookup builds the index of its provider id
+    only, and the next provider id priced builds its own, each once."""
+    calls: list[tuple[str, ...]] = []
+    real = price_index_build.build
+
+    def recorded(version: str, providers: Any = None, provider_ids: Any = PROVIDER_IDS) -> Any:
+        calls.append(tuple(provider_ids))
+        return real(version, providers, provider_ids)
+
+    monkeypatch.setattr(price_index_build, "build", recorded)
+    now = dt.datetime.now(tz=dt.UTC)
+    for name in ("gpt-4o", "gpt-4o-mini", "gpt-5"):
+        assert price_index.find("openai", name, now) == genai_prices_answer("openai", name, now)
+    assert calls == [("openai",)]
+    assert price_index.find("azure", "gpt-4o", now) == genai_prices_answer("azure", "gpt-4o", now)
+    assert calls == [("openai",), ("azure",)]
+    assert sorted(path.name for path in _index(cache_folder).iterdir()) == ["azure.json", "openai.json"]
+
+
+def test_a_provider_that_fails_its_build_marks_the_release_and_no_file_of_it_is_read_again(
+    cache_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """openai's index is built and kept; a later process whose azure build disagrees with genai-prices marks the
+    release unindexable; from then on openai's file is not read either (a release any part of which failed is not
+    indexed), nothing is built again, and every price is genai-prices' own."""
+    now = dt.datetime.now(tz=dt.UTC)
+    assert price_index.find("openai", "gpt-4o", now) == genai_prices_answer("openai", "gpt-4o", now)
+    real_lookup = price_index.lookup
+
+    def later_match(models: list[Any], model: str, at: dt.datetime) -> Any:
+        return real_lookup(list(reversed(models)), model, at)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(price_index, "lookup", later_match)
+        _new_process()
+        assert price_index.find("azure", "gpt-4o", now) is price_cache.MISS  # its sample disagrees
+    assert sorted(path.name for path in _index(cache_folder).iterdir()) == [
+        "openai.json",
+        price_index_local.UNINDEXABLE,
+    ]
+    builds = _count_builds(monkeypatch)
+    for _ in range(2):
+        _new_process()
+        assert price_index.find("openai", "gpt-4o", now) is price_cache.MISS
+        assert price_index.find("google", "gemini-2.5-flash", now) is price_cache.MISS
+        assert pricing.price_of("gpt-4o", "openai") == pricing.ModelPrice(
+            *genai_prices_answer("openai", "gpt-4o", now)[0]
+        )
+        assert builds == [0] and price_index_local._state["built"] is None
 
 
 def _count_builds(monkeypatch: pytest.MonkeyPatch) -> list[int]:

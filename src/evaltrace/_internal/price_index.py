@@ -12,8 +12,9 @@ It is used only for the exact genai-prices release it was built from: each file 
 files on disk have those sizes. Any other version, an editable or altered install, a missing or corrupt index file,
 a model whose price depends on the time of day, or a user's own snapshot (``set_custom_snapshot``) gives ``MISS``,
 and the price is looked up in genai-prices as before. For another release whose lookup code is the code this matcher
-was verified against (``LOOKUP_CODE``), the same index is built once from the installed genai-prices and kept beside
-the price cache (``price_index_local``), so only that release's first process loads genai-prices' table.
+was verified against (``LOOKUP_CODE``), the same index is built from the installed genai-prices, one provider id at a
+time as it is first priced, and kept beside the price cache (``price_index_local``), so only the first process to price
+under each provider id loads genai-prices' table.
 Matching repeats genai-prices' ``find_provider_model`` for a provider id: lower-cased name, the first model whose
 clause matches, then the same with a compact date (``-20251211``) rewritten to ``-2025-12-11``; a dated price is
 the last conditional price whose start date has come (UTC), as ``ModelInfo.get_prices`` picks it.

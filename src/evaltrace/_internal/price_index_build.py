@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,13 @@ def _provider_ids() -> tuple[str, ...]:
 PROVIDER_IDS = _provider_ids()  # the genai-prices provider ids evaltrace looks prices up under
 
 
-def build(version: str, providers: list[Any] | None = None) -> dict[str, dict[str, Any]]:
-    """One index document per provider id, from genai-prices' ``providers`` (default: its bundled table).
+def build(
+    version: str, providers: list[Any] | None = None, provider_ids: Sequence[str] = PROVIDER_IDS
+) -> dict[str, dict[str, Any]]:
+    """One index document per provider id of ``provider_ids`` that genai-prices' ``providers`` has.
+
+    ``providers`` defaults to genai-prices' bundled table, ``provider_ids`` to every id evaltrace prices under (an
+    application's process builds only the one it prices: ``price_index_local``).
 
     Raises:
         RuntimeError: The installed genai-prices is not the exact ``version`` release (its RECORD and files).
@@ -40,7 +46,7 @@ def build(version: str, providers: list[Any] | None = None) -> dict[str, dict[st
         raise RuntimeError(f"the installed genai-prices is not the {version} release as its RECORD lists it")
     table = data_snapshot.get_snapshot().providers if providers is None else providers
     documents = {}
-    for provider_id in PROVIDER_IDS:
+    for provider_id in provider_ids:
         provider = data_snapshot.find_provider_by_id(table, provider_id)
         if provider is None:
             continue

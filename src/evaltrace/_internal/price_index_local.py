@@ -3,17 +3,22 @@
 evaltrace ships ``price_index``'s files for one genai-prices release (the one its ``dev`` extra pins). Under any
 other release, a process with no entry in the file of prices already looked up (``price_cache``: the first process,
 or the first to meet a model) loaded genai-prices' whole table again (issue 28's start-up row, ~230M instructions).
-So the first process that has to load that table anyway builds the same index from it (``price_index_build``) and
-writes it to ``<price cache folder>/price-index-<digest of the installed RECORD>-f<index format>/<provider id>.json``
-(one file per provider id evaltrace prices; an empty one for a provider the release lacks). Later processes read
-one provider's file from there, as from the shipped index, without importing genai-prices.
+So a process that has to load that table anyway builds the same index from it (``price_index_build``), for the
+provider id it is pricing only, and writes it to
+``<price cache folder>/price-index-<digest of the installed RECORD>-f<index format>/<provider id>.json`` (an empty
+list of models for a provider the release lacks). Later processes read that provider's file, as from the shipped
+index, without importing genai-prices; the first process to price under another provider id builds that one's file.
+Building one provider instead of all eleven keeps the first process's cost that of pricing through genai-prices
+(issue 28: building every provider on the application thread cost 33-39 ms, 2.50x the start-up baseline against
+1.99x).
 
 Only a release whose lookup code is the code the matcher was verified against is indexed: every genai-prices module
 but its table (``data.py``) must have the sha256 ``price_index.LOOKUP_CODE`` records, as the installed ``RECORD``
 lists them (read without importing genai-prices); a release with only its table changed is indexed, any other is
-looked up in genai-prices as before. The index is also checked against genai-prices' own lookup for a sample of each
-provider's models (``agrees``). A release that fails the build or the check leaves ``unindexable.json`` (its RECORD)
-in the folder, so later processes do not try again.
+looked up in genai-prices as before. Each provider's index is also checked against genai-prices' own lookup for a
+sample of its models (``agrees``). A release one of whose providers fails the build or the check leaves
+``unindexable.json`` (its RECORD) in the folder: from then on no process builds or reads any of its files (a provider
+built earlier included), and every price is genai-prices' own lookup.
 
 The files are checked on every read: their format, the evaltrace version that wrote them, and the installed
 release's ``RECORD`` (every module's sha256 and size) and sizes on disk. Each file is written whole (a temporary
@@ -41,7 +46,9 @@ logger = logging.getLogger("evaltrace")
 
 UNINDEXABLE = "unindexable.json"  # left by a release that failed the build or the check: not tried again
 
-# "built": this process's documents by provider id, or None when they could not be built (built at most once).
+# "release": the installed release's (source, folder), or None when no index can be kept (resolved once per process).
+# "built": what this process built, by provider id (each at most once), or None when the release is not indexed
+# here (its lookup code is not the verified one, it is marked unindexable, or a build failed in this process).
 _state: dict[str, Any] = {}
 
 
@@ -67,60 +74,97 @@ def models(provider_id: str) -> list[Any] | None:
 
     None when there is no such index (no genai-prices, the cache off, a release the builder does not index).
     """
-    if "built" not in _state:
+    built: dict[str, list[Any] | None] | None = _state.get("built", {})
+    if built is None:
+        return None
+    if provider_id in built:
+        return built[provider_id]
+    release = _release()
+    if release is None or _state.get("built", {}) is None:
+        return None
+    source, folder = release
+    found = price_index.load(folder / f"{provider_id}.json", __version__)
+    if found is not None:
+        return found
+    built = _state.setdefault("built", {})
+    built[provider_id] = _build(source, folder, provider_id)  # once per provider and process, whatever the outcome
+    return built[provider_id]
+
+
+def _release() -> tuple[dict[str, Any], Path] | None:
+    """The installed release and its index folder, once per process; None (and "built" None) if it is not indexed."""
+    if "release" not in _state:
         version = price_index.installed_version()
         source = None if version is None else price_index._installed(version)
         folder = None if source is None else folder_for(source)
-        if source is None or folder is None:
-            return None
-        found = price_index.load(folder / f"{provider_id}.json", __version__)
-        if found is not None:
-            return found
-        _state["built"] = _build(source, folder)  # once per process, whatever the outcome
-    documents: dict[str, dict[str, Any]] | None = _state["built"]
-    document = None if documents is None else documents.get(provider_id)
-    return None if document is None else document["models"]
+        release = None if source is None or folder is None else (source, folder)
+        _state["release"] = release
+        if release is not None and not _indexable(*release):
+            _state["built"] = None
+    found: tuple[dict[str, Any], Path] | None = _state["release"]
+    return found
 
 
-def _build(source: dict[str, Any], folder: Path) -> dict[str, dict[str, Any]] | None:
-    """Build, check and write the index of the installed release; its documents as read back, or None."""
-    version = source["version"]
+def _indexable(source: dict[str, Any], folder: Path) -> bool:
+    """Whether the release's lookup code is the verified one and no process found it unindexable."""
     if not price_index.lookup_code_verified(source):
-        logger.debug("genai-prices %s: its prices are not indexed (its lookup code is not the verified one)", version)
+        logger.debug(
+            "genai-prices %s: its prices are not indexed (its lookup code is not the verified one)", source["version"]
+        )
+        return False
+    marked: bool = _read(folder / UNINDEXABLE) == _marker(source)
+    return not marked
+
+
+def _marker(source: dict[str, Any]) -> dict[str, Any]:
+    return {"format": price_index.FORMAT, "evaltrace": __version__, "genai_prices": source}
+
+
+def _build(source: dict[str, Any], folder: Path, provider_id: str) -> list[Any] | None:
+    """Build, check and write the index of ``provider_id`` under the installed release; its models as read back."""
+    version = source["version"]
+    if price_cache.custom_snapshot_set():  # genai-prices' table is the user's own: not this release's
+        _state["built"] = None
         return None
-    marker = {"format": price_index.FORMAT, "evaltrace": __version__, "genai_prices": source}
-    if _read(folder / UNINDEXABLE) == marker or price_cache.custom_snapshot_set():
-        return None  # an earlier process failed to index it; or genai-prices' table is the user's own
     try:
         from evaltrace._internal import price_index_build
 
-        built = price_index_build.build(version)
-        for provider_id in price_index_build.PROVIDER_IDS:  # a provider the release lacks: no price, as genai-prices
-            built.setdefault(
-                provider_id,
-                {"format": price_index.FORMAT, "genai_prices": source, "provider": provider_id, "models": []},
-            )
-        texts = {
-            provider_id: price_index_build.text(doc | {"evaltrace": __version__}) for provider_id, doc in built.items()
+        built = price_index_build.build(version, provider_ids=(provider_id,))
+        # A provider the release lacks: no price, as genai-prices answers.
+        document = built.get(provider_id) or {
+            "format": price_index.FORMAT,
+            "genai_prices": source,
+            "provider": provider_id,
+            "models": [],
         }
-        # The documents as a reader of the files will see them (tuples are lists, floats round-tripped).
-        documents = {provider_id: json.loads(text) for provider_id, text in texts.items()}
+        text = price_index_build.text(document | {"evaltrace": __version__})
+        # The document as a reader of the file will see it (tuples are lists, floats round-tripped).
+        read_back = json.loads(text)
         if price_cache.custom_snapshot_set():
+            _state["built"] = None
             return None
-        if not price_index_build.agrees(documents, dt.datetime.now(tz=dt.UTC)):
+        if not price_index_build.agrees({provider_id: read_back}, dt.datetime.now(tz=dt.UTC)):
             logger.debug("genai-prices %s: its prices are not indexed (its lookup differs from the index's)", version)
-            price_cache.replace(folder / UNINDEXABLE, json.dumps(marker))
+            _unindexable(source, folder)
             return None
     except Exception:  # a release this builder cannot read: genai-prices decides, as before
         logger.debug("genai-prices %s: its prices could not be indexed", version, exc_info=True)
         if not price_cache.custom_snapshot_set():
-            price_cache.replace(folder / UNINDEXABLE, json.dumps(marker))
+            _unindexable(source, folder)
+        else:
+            _state["built"] = None
         return None
-    for provider_id, text in texts.items():  # a folder that cannot be written: the documents serve this process
-        path = folder / f"{provider_id}.json"
-        if price_cache.replace(path, text):
-            price_cache.sweep(path)  # a killed writer's temporary file
-    return documents
+    path = folder / f"{provider_id}.json"
+    if price_cache.replace(path, text):  # a folder that cannot be written: the models serve this process
+        price_cache.sweep(path)  # a killed writer's temporary file
+    found: list[Any] = read_back["models"]
+    return found
+
+
+def _unindexable(source: dict[str, Any], folder: Path) -> None:
+    """Mark the release as not indexed, here and for later processes (a failed build is not tried again)."""
+    _state["built"] = None
+    price_cache.replace(folder / UNINDEXABLE, json.dumps(_marker(source)))
 
 
 def _read(path: Path) -> Any:
