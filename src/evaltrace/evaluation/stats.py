@@ -8,17 +8,41 @@ are over judgements only, so a judge outage raises ``error_rate`` and leaves ``p
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from evaltrace._internal import semconv
 from evaltrace.evaluation.convert import result_outcome, skip_reason
 from evaltrace.schema import EvaluationResult
 from evaltrace.schema._base import whole_ms
 
 _LATENCY_SAMPLES = 1024
+
+SKIP_CODES = frozenset(
+    [value for name, value in vars(semconv).items() if name.startswith("SKIP_")] + [semconv.EVAL_LABEL_SKIPPED]
+)
+"""The skip reasons evaltrace itself gives (``no_answer``, ``shutdown``...; ``skipped`` for none): always own keys."""
+
+SKIP_REASON_OTHER = "other"
+"""The ``skipped_by_reason`` key of every reason that is not a code or token, and of tokens past the cap."""
+
+MAX_SKIP_REASON_TOKENS = 32
+"""Distinct evaluator-given tokens counted under their own key, per evaluator and in total; later ones: ``other``."""
+
+# An evaluator's reason is a key only when it reads as an identifier: free text (a message naming a user, an email,
+# a case) never becomes a key, so stats() (served on /healthz) cannot show what redaction masks on the spans.
+_TOKEN = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
+
+
+def skip_reason_key(reason: str) -> str | None:
+    """The key ``reason`` may be counted under: itself for a code or token, None when it is counted as ``other``."""
+    if reason in SKIP_CODES:
+        return reason
+    return reason if len(reason) <= 64 and _TOKEN.fullmatch(reason) else None
 
 
 def percentile(values: list[float], fraction: float) -> float | None:
@@ -51,6 +75,20 @@ class _EvaluatorCounters:
 
 
 _COUNTER_OF_OUTCOME = {"pass": "passed", "fail": "failed", "error": "errors", "not_evaluated": "skipped"}
+
+
+def _count_reason(counts: dict[str, int], key: str) -> None:
+    """Count one skip under ``key`` (``""``: ``other``); a new token past the cap is folded into ``other``.
+
+    Codes are a fixed set and always counted apart, so the keys are at most the codes, the cap's tokens and
+    ``other``, and the counts always sum to ``skipped``.
+    """
+    if key and key not in counts and key not in SKIP_CODES:
+        tokens = sum(1 for k in counts if k not in SKIP_CODES and k != SKIP_REASON_OTHER)
+        if tokens >= MAX_SKIP_REASON_TOKENS:
+            key = SKIP_REASON_OTHER
+    key = key or SKIP_REASON_OTHER
+    counts[key] = counts.get(key, 0) + 1
 
 
 class PipelineStats:
@@ -136,7 +174,8 @@ class PipelineStats:
             outcome = result_outcome(result)
         key = _COUNTER_OF_OUTCOME.get(outcome)
         timed_out = result.error is not None and result.error.type == "timeout"
-        reason = skip_reason(result) if key == "skipped" else None  # outside the lock: capping is bounded work
+        # Outside the lock: capping and matching the reason is bounded work. "" marks a skip counted as ``other``.
+        reason = (skip_reason_key(skip_reason(result)) or "") if key == "skipped" else None
         # result.latency_ms without the property for our own class (a user subclass may override it); outside the
         # lock the application's threads count skips under.
         if type(result) is EvaluationResult:
@@ -154,8 +193,8 @@ class PipelineStats:
                 setattr(per, key, getattr(per, key) + 1)
                 self.counters[key] += 1
                 if reason is not None:
-                    per.skipped_by_reason[reason] = per.skipped_by_reason.get(reason, 0) + 1
-                    self._skipped_by_reason[reason] = self._skipped_by_reason.get(reason, 0) + 1
+                    _count_reason(per.skipped_by_reason, reason)
+                    _count_reason(self._skipped_by_reason, reason)
             if timed_out:
                 per.timed_out += 1
                 self.counters["timed_out"] += 1
@@ -169,8 +208,10 @@ class PipelineStats:
         is ``passed / (passed + failed)`` and ``error_rate`` ``errors / (passed + failed + errors)`` (None when
         their denominator is 0); skipped evaluations are in neither. ``skipped_by_reason`` (also in total) breaks
         ``skipped``, the evaluators' own "not evaluated" results, down by the reason stored on the span
-        (``evaltrace.eval.<name>.skip_reason``, e.g. ``no_answer``; ``skipped`` when the result gave none): its
-        counts sum to ``skipped``. ``not_evaluated_by_reason`` counts the
+        (``evaltrace.eval.<name>.skip_reason``): a code of evaltrace's own (``no_answer``, :data:`SKIP_CODES`;
+        ``skipped`` when the result gave none) or an identifier-like token (``no_reference``: lowercase letters,
+        digits, ``_.-``, at most 64, the first :data:`MAX_SKIP_REASON_TOKENS` per evaluator and in total);
+        any other reason (free text) is counted under ``other``, so its counts sum to ``skipped``. ``not_evaluated_by_reason`` counts the
         evaluations that were never started (``sampled_out``, ``filtered``, ``queue_full``, ``rate_limited``,
         ``over_budget``, ``trace_incomplete``, ``mapping_failed``, ``shutdown``, ...), in total and, under each evaluator's entry, per evaluator.
         """
