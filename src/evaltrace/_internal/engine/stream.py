@@ -121,11 +121,13 @@ class StreamState:
             if pending:
                 # Emptied in place, not replaced: the ``for`` loop's generator holds the list in a local and reads
                 # ``state.pending`` again only after a fold (``_chunks``), and ``next()`` may fold the same list.
-                self.chunks += len(pending)
-                try:
-                    self.fold(pending)
-                finally:
-                    pending.clear()
+                # The batch is taken off the front before folding, so a chunk another thread's loop appends while
+                # this fold runs stays held for the next fold instead of being cleared with this batch.
+                held = len(pending)
+                batch = pending[:held]
+                del pending[:held]
+                self.chunks += held
+                self.fold(batch)
 
     def end(self, reason: str, error: BaseException | None = None) -> None:
         """Finish the span (its stream attributes are built later, from these timestamps); later calls do nothing."""
