@@ -56,6 +56,7 @@ __all__ = [
     "reset",
     "sweep",
     "valid_until",
+    "withdraw",
 ]
 
 PRICE_CACHE_ENV = "EVALTRACE_PRICE_CACHE"
@@ -80,7 +81,8 @@ MISS: Final = Miss.MISS  # not in the file (or the file is not usable): look it 
 _NO_EXPIRY = ""
 _UNCACHEABLE: Any = object()
 
-_state: dict[str, Any] = {}  # "path", "source", "prices", "counts", "swept": loaded once per process, on first use
+# "path", "source", "prices", "counts", "swept", "withdrawn": loaded once per process, on first use
+_state: dict[str, Any] = {}
 
 
 def reset() -> None:
@@ -99,16 +101,22 @@ def get(provider_id: str, model: str) -> Entry | Literal[Miss.MISS]:
     if row is None:
         return MISS
     try:
-        until, price = row
+        until, price, *withdrawn_by = row
         if until and dt.datetime.now(tz=dt.UTC).date() >= dt.date.fromisoformat(until):
             return MISS
+        if withdrawn_by and _withdrawn(withdrawn_by[0]):
+            return MISS  # its source was found wrong since: genai-prices' own lookup replaces it
         return decode(price)
     except (TypeError, ValueError):  # a file edited or written by a future format: not ours to trust
         return MISS
 
 
-def put(provider_id: str, model: str, price: Entry, until: Any) -> None:
-    """Write ``price`` (from a full lookup) unless ``until`` says it cannot be cached; never raises for I/O."""
+def put(provider_id: str, model: str, price: Entry, until: Any, withdrawn_by: str | None = None) -> None:
+    """Write ``price`` (from a full lookup) unless ``until`` says it cannot be cached; never raises for I/O.
+
+    ``withdrawn_by``: a file, relative to the cache folder, whose existence withdraws the entry (the marker of a
+    release whose run-time price index, the entry's source, was found to differ from genai-prices).
+    """
     if until is _UNCACHEABLE or custom_snapshot_set():
         return
     prices = _loaded()
@@ -121,7 +129,8 @@ def put(provider_id: str, model: str, price: Entry, until: Any) -> None:
         if counts[kind] >= _MAX_ENTRIES[kind]:
             return  # full: this model is looked up in genai-prices in every process, as without the file
         counts[kind] += 1
-    rows[model] = [until.isoformat() if until else _NO_EXPIRY, encode(price)]
+    row = [until.isoformat() if until else _NO_EXPIRY, encode(price)]
+    rows[model] = row if withdrawn_by is None else [*row, withdrawn_by]
     if not _state.get("swept"):
         _state["swept"] = True
         sweep(path)
@@ -131,6 +140,23 @@ def put(provider_id: str, model: str, price: Entry, until: Any) -> None:
     text = json.dumps({"format": _FORMAT, "source": source, "prices": snapshot}, separators=(",", ":"))
     if not replace(path, text):
         _state["prices"] = None  # unwritable: stop trying in this process
+
+
+def withdraw() -> None:
+    """Check again, at the next ``get``, which entries are withdrawn (this process has just written a marker)."""
+    _state.pop("withdrawn", None)
+
+
+def _withdrawn(marker: Any) -> bool:
+    """Whether the file ``marker`` (relative to the cache folder) exists: checked once per marker and process."""
+    withdrawn: dict[str, bool] = _state.setdefault("withdrawn", {})
+    if marker not in withdrawn:
+        path = _state.get("path")
+        # A marker that is not a plain name inside the folder is not ours: the entry is not trusted either.
+        plain = isinstance(marker, str) and path is not None and not Path(marker).is_absolute()
+        plain = plain and ".." not in Path(marker).parts
+        withdrawn[marker] = not plain or os.path.exists(path.parent / marker)
+    return withdrawn[marker]
 
 
 def replace(path: Path, text: str) -> bool:
@@ -198,7 +224,7 @@ def _read() -> dict[str, dict[str, Any]] | None:
         counts = [0, 0]
         for rows in prices.values():
             for row in rows.values():
-                counts[int(not isinstance(row, list) or len(row) != 2 or row[1] is None)] += 1
+                counts[int(not isinstance(row, list) or len(row) not in (2, 3) or row[1] is None)] += 1
         _state["counts"] = counts
     return prices
 

@@ -40,7 +40,7 @@ from typing import Any
 from evaltrace._internal import price_cache, price_index
 from evaltrace._version import __version__
 
-__all__ = ["UNINDEXABLE", "folder_for", "models", "reset"]
+__all__ = ["UNINDEXABLE", "folder_for", "marker", "models", "reset"]
 
 logger = logging.getLogger("evaltrace")
 
@@ -86,9 +86,19 @@ def models(provider_id: str) -> list[Any] | None:
     found = price_index.load(folder / f"{provider_id}.json", __version__)
     if found is not None:
         return found
+    provider_models = _build(source, folder, provider_id)
+    # Read again after the build: this build, or another thread's meanwhile, may have found the release unindexable.
     built = _state.setdefault("built", {})
-    built[provider_id] = _build(source, folder, provider_id)  # once per provider and process, whatever the outcome
-    return built[provider_id]
+    if built is None:
+        return None
+    built[provider_id] = provider_models  # once per provider and process, whatever the outcome
+    return provider_models
+
+
+def marker() -> str | None:
+    """The installed release's unindexable marker, relative to the cache folder; None before ``models`` resolved it."""
+    release = _state.get("release")
+    return None if release is None else f"{release[1].name}/{UNINDEXABLE}"
 
 
 def _release() -> tuple[dict[str, Any], Path] | None:
@@ -165,6 +175,7 @@ def _unindexable(source: dict[str, Any], folder: Path) -> None:
     """Mark the release as not indexed, here and for later processes (a failed build is not tried again)."""
     _state["built"] = None
     price_cache.replace(folder / UNINDEXABLE, json.dumps(_marker(source)))
+    price_cache.withdraw()  # the prices this process already took from the release's index are not served again
 
 
 def _read(path: Path) -> Any:
