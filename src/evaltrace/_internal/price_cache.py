@@ -11,8 +11,10 @@ does not know the model), and the UTC date from which it no longer holds, if any
 exact: the file names the ``genai_prices/data.py`` it came from (path, size, modification time), so any other
 install or version discards the whole file; a model whose price depends on the time of day (an off-peak rate) or
 on a constraint this module does not know is never written; a user's own snapshot (``set_custom_snapshot``,
-``UpdatePrices``) turns the file off for that process. Every failure to read or write it (no home, a read-only
-disk, a corrupt or concurrent file) only means a miss: the price is then looked up in genai-prices as before.
+``UpdatePrices``) turns the file off for that process; an entry taken from the price index built at run time
+(``price_index_local``) names that release's ``unindexable.json`` and is not served once that file exists (one check
+per process). Every failure to read or write it (no home, a read-only disk, a corrupt or concurrent file) only means
+a miss: the price is then looked up in genai-prices as before.
 
 The file is bounded: model names come from responses (fine-tunes, deployments), so at most 512 prices and 64
 unknown names are kept; once full, nothing new is written and the other models are looked up in genai-prices as

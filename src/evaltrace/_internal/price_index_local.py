@@ -8,17 +8,20 @@ provider id it is pricing only, and writes it to
 ``<price cache folder>/price-index-<digest of the installed RECORD>-f<index format>/<provider id>.json`` (an empty
 list of models for a provider the release lacks). Later processes read that provider's file, as from the shipped
 index, without importing genai-prices; the first process to price under another provider id builds that one's file.
-Building one provider instead of all eleven keeps the first process's cost that of pricing through genai-prices
-(issue 28: building every provider on the application thread cost 33-39 ms, 2.50x the start-up baseline against
-1.99x).
+Building one provider instead of all eleven brings the first process near the cost of pricing through genai-prices,
+not to it: +27M instructions, 2.09-2.10x the start-up baseline against 2.00x (building every provider on the
+application thread cost 2.51x, 33-39 ms; benchmarks/README.md, s13-prices2).
 
 Only a release whose lookup code is the code the matcher was verified against is indexed: every genai-prices module
 but its table (``data.py``) must have the sha256 ``price_index.LOOKUP_CODE`` records, as the installed ``RECORD``
 lists them (read without importing genai-prices); a release with only its table changed is indexed, any other is
 looked up in genai-prices as before. Each provider's index is also checked against genai-prices' own lookup for a
 sample of its models (``agrees``). A release one of whose providers fails the build or the check leaves
-``unindexable.json`` (its RECORD) in the folder: from then on no process builds or reads any of its files (a provider
-built earlier included), and every price is genai-prices' own lookup.
+``unindexable.json`` (its RECORD) in the folder: no process started after that builds or reads any of its files (a
+provider built earlier included), and every price is genai-prices' own lookup. A process already running keeps the
+files it loaded; but a price taken from this index into the file of prices already looked up names the marker
+(``price_cache.put``'s ``withdrawn_by``), so neither the process that writes the marker nor any started after it
+serves that price from there again.
 
 The files are checked on every read: their format, the evaltrace version that wrote them, and the installed
 release's ``RECORD`` (every module's sha256 and size) and sizes on disk. Each file is written whole (a temporary
