@@ -153,11 +153,12 @@ def _withdrawn(marker: Any) -> bool:
     """Whether the file ``marker`` (relative to the cache folder) exists: checked once per marker and process."""
     withdrawn: dict[str, bool] = _state.setdefault("withdrawn", {})
     if marker not in withdrawn:
-        path = _state.get("path")
-        # A marker that is not a plain name inside the folder is not ours: the entry is not trusted either.
-        plain = isinstance(marker, str) and path is not None and not Path(marker).is_absolute()
-        plain = plain and ".." not in Path(marker).parts
-        withdrawn[marker] = not plain or os.path.exists(path.parent / marker)
+        path: Path | None = _state.get("path")
+        # A marker that is not a relative path inside the folder is not ours: the entry is not trusted either.
+        if path is None or not isinstance(marker, str) or Path(marker).is_absolute() or ".." in Path(marker).parts:
+            withdrawn[marker] = True
+        else:
+            withdrawn[marker] = os.path.exists(path.parent / marker)
     return withdrawn[marker]
 
 
