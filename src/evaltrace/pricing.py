@@ -221,7 +221,7 @@ def _from_genai_prices(model: str, provider_id: str) -> ModelPrice | None:
     indexed = price_index.find(provider_id, model, now)
     if indexed is not price_cache.MISS:
         entry, until = indexed
-        price_cache.put(provider_id, model, entry, until)
+        price_cache.put(provider_id, model, entry, until, price_index.withdrawn_by(provider_id))
         return None if entry is None else ModelPrice(*entry)
     try:
         from genai_prices import data_snapshot

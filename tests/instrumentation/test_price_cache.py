@@ -384,3 +384,26 @@ def test_a_setting_naming_an_unknown_users_home_is_no_cache_and_never_raises(
     finally:
         price_cache.reset()
         pricing.clear_model_prices()
+
+
+def test_an_entry_is_withdrawn_once_the_file_it_names_exists(cache_file: Path) -> None:
+    """An entry written with ``withdrawn_by`` (a price from the index built at run time) is served until the marker it
+    names appears beside the file, then never by a process started after it, nor by the process that wrote it
+    (``withdraw``); a marker naming something outside the folder is not trusted. Entries without one stay served."""
+    price = (2.5, 10.0, 1.25, (), None)
+    price_cache.put("openai", "gpt-4o", price, None, "price-index-x-f1/unindexable.json")
+    price_cache.put("openai", "gpt-4o-mini", price, None)
+    price_cache.put("openai", "outside", price, None, "../unindexable.json")
+    price_cache.reset()  # a later process
+    assert price_cache.get("openai", "gpt-4o") == price
+    assert price_cache.get("openai", "gpt-4o-mini") == price
+    assert price_cache.get("openai", "outside") is price_cache.MISS
+    marker = cache_file.parent / "price-index-x-f1" / "unindexable.json"
+    marker.parent.mkdir()
+    marker.write_text("{}", encoding="utf-8")
+    assert price_cache.get("openai", "gpt-4o") == price  # a running process keeps what it checked ...
+    price_cache.withdraw()  # ... unless it wrote the marker itself
+    assert price_cache.get("openai", "gpt-4o") is price_cache.MISS
+    price_cache.reset()
+    assert price_cache.get("openai", "gpt-4o") is price_cache.MISS
+    assert price_cache.get("openai", "gpt-4o-mini") == price

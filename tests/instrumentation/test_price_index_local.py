@@ -11,6 +11,7 @@ Prices are held to genai-prices' own lookup over its whole table, as ``test_pric
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime as dt
 import hashlib
 import json
@@ -18,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from decimal import Decimal
 from importlib.metadata import version
@@ -270,6 +272,17 @@ def test_a_release_the_builder_cannot_index_is_looked_up_in_genai_prices(
             )
             # no index; the marker that spares later processes the same failed build (test_a_failed_build_...)
             assert [path.name for path in _index(cache_folder).iterdir()] == [price_index_local.UNINDEXABLE]
+            shutil.rmtree(_index(cache_folder))
+            # openai under the same release: whatever its own index serves (its sample cannot see azure's divergence)
+            # is genai-prices' own price, for every name of the table
+            _new_process()
+            served = 0
+            for name in names():
+                got = price_index.find("openai", name, now)
+                if got is not price_cache.MISS:
+                    served += 1
+                    assert got == genai_prices_answer("openai", name, now), name
+            assert served > 0 if breakage == "lookup differs" else served == 0
             shutil.rmtree(_index(cache_folder))
 
 
@@ -555,3 +568,86 @@ def test_two_installs_of_one_version_keep_their_indexes_apart(cache_folder: Path
     here, there = price_index_local.folder_for(source), price_index_local.folder_for(other)
     assert here is not None and there is not None and here != there
     assert here.parent == there.parent == cache_folder and here.name.endswith(f"-f{price_index.FORMAT}")
+
+
+def test_a_build_failing_in_another_thread_meanwhile_never_raises_out_of_pricing(
+    cache_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Thread A is reading openai's file when thread B's azure build fails and marks the release unindexable: A's
+    price is genai-prices' own, and nothing raises out of ``price_of`` (it once raised TypeError)."""
+    now = dt.datetime.now(tz=dt.UTC)
+    real_lookup, real_load = price_index.lookup, price_index.load
+
+    def later_match(models: list[Any], model: str, at: dt.datetime) -> Any:  # azure's sample disagrees
+        return real_lookup(list(reversed(models)), model, at)
+
+    a_reading, b_done = threading.Event(), threading.Event()
+
+    def reading_while_b_builds(path: Path, evaltrace: str | None = None) -> list[Any] | None:
+        if evaltrace is not None and path.name == "openai.json":
+            a_reading.set()
+            assert b_done.wait(60)
+        return real_load(path, evaltrace)
+
+    monkeypatch.setattr(price_index, "lookup", later_match)
+    monkeypatch.setattr(price_index, "load", reading_while_b_builds)
+    assert price_index.find("google", "gemini-2.5-flash", now) != price_cache.MISS  # the release resolved, indexed
+    results: list[Any] = []
+    a = threading.Thread(target=lambda: results.append(_priced("gpt-4o", "openai")))
+    a.start()
+    assert a_reading.wait(60)
+    assert price_index.find("azure", "gpt-4o", now) is price_cache.MISS  # thread B: its sample disagrees
+    assert price_index_local._state["built"] is None
+    b_done.set()
+    a.join(60)
+    assert results == [pricing.ModelPrice(*genai_prices_answer("openai", "gpt-4o", now)[0])]
+
+
+def _priced(model: str, provider: str) -> Any:
+    try:
+        return pricing.price_of(model, provider)
+    except Exception as error:  # the assertion shows what escaped
+        return error
+
+
+def test_no_fault_of_the_index_built_here_reaches_the_app(cache_folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever the run-time index raises (a bug, a filesystem oddity), the price is genai-prices' own."""
+    now = dt.datetime.now(tz=dt.UTC)
+
+    def faulty(provider_id: str) -> Any:
+        raise RuntimeError("a fault of the run-time index")
+
+    monkeypatch.setattr(price_index_local, "models", faulty)
+    assert price_index.find("openai", "gpt-4o", now) is price_cache.MISS
+    assert pricing.price_of("gpt-4o", "openai") == pricing.ModelPrice(*genai_prices_answer("openai", "gpt-4o", now)[0])
+
+
+def test_prices_taken_from_an_index_later_marked_unindexable_are_not_served_again(
+    cache_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Process 1 prices GPT-4O from openai's index (a divergence only azure's sample shows) into the file of prices
+    already looked up; process 2 marks the release unindexable; process 3, and process 2 itself, get genai-prices'
+    own price, not the one process 1 kept. Prices from the shipped index stay served (nothing withdraws them)."""
+    now = dt.datetime.now(tz=dt.UTC)
+    real_lookup = price_index.lookup
+
+    def diverging(models: list[Any], model: str, at: dt.datetime) -> Any:
+        got = real_lookup(list(reversed(models)), model, at)
+        if model == "GPT-4O" and got is not price_cache.MISS and got[0]:  # a name openai's sample does not try
+            return ((99.0, *got[0][1:]), got[1])
+        return got
+
+    truth = pricing.ModelPrice(*genai_prices_answer("openai", "GPT-4O", now)[0])
+    with monkeypatch.context() as patch:
+        patch.setattr(price_index, "lookup", diverging)
+        assert pricing.price_of("GPT-4O", "openai") == dataclasses.replace(truth, input=99.0)  # process 1
+        _new_process()
+        pricing.clear_model_prices()
+        assert price_cache.get("openai", "GPT-4O") == (99.0, *genai_prices_answer("openai", "GPT-4O", now)[0][1:])
+        assert price_index.find("azure", "gpt-4o", now) is price_cache.MISS  # process 2: marks the release
+        assert price_cache.get("openai", "GPT-4O") is price_cache.MISS
+        assert pricing.price_of("GPT-4O", "openai") == truth
+    for _ in range(2):  # process 3, then one that reads the entry process 3 wrote
+        _new_process()
+        pricing.clear_model_prices()
+        assert pricing.price_of("GPT-4O", "openai") == truth

@@ -11,8 +11,10 @@ does not know the model), and the UTC date from which it no longer holds, if any
 exact: the file names the ``genai_prices/data.py`` it came from (path, size, modification time), so any other
 install or version discards the whole file; a model whose price depends on the time of day (an off-peak rate) or
 on a constraint this module does not know is never written; a user's own snapshot (``set_custom_snapshot``,
-``UpdatePrices``) turns the file off for that process. Every failure to read or write it (no home, a read-only
-disk, a corrupt or concurrent file) only means a miss: the price is then looked up in genai-prices as before.
+``UpdatePrices``) turns the file off for that process; an entry taken from the price index built at run time
+(``price_index_local``) names that release's ``unindexable.json`` and is not served once that file exists (one check
+per process). Every failure to read or write it (no home, a read-only disk, a corrupt or concurrent file) only means
+a miss: the price is then looked up in genai-prices as before.
 
 The file is bounded: model names come from responses (fine-tunes, deployments), so at most 512 prices and 64
 unknown names are kept; once full, nothing new is written and the other models are looked up in genai-prices as
@@ -56,6 +58,7 @@ __all__ = [
     "reset",
     "sweep",
     "valid_until",
+    "withdraw",
 ]
 
 PRICE_CACHE_ENV = "EVALTRACE_PRICE_CACHE"
@@ -80,7 +83,8 @@ MISS: Final = Miss.MISS  # not in the file (or the file is not usable): look it 
 _NO_EXPIRY = ""
 _UNCACHEABLE: Any = object()
 
-_state: dict[str, Any] = {}  # "path", "source", "prices", "counts", "swept": loaded once per process, on first use
+# "path", "source", "prices", "counts", "swept", "withdrawn": loaded once per process, on first use
+_state: dict[str, Any] = {}
 
 
 def reset() -> None:
@@ -99,16 +103,22 @@ def get(provider_id: str, model: str) -> Entry | Literal[Miss.MISS]:
     if row is None:
         return MISS
     try:
-        until, price = row
+        until, price, *withdrawn_by = row
         if until and dt.datetime.now(tz=dt.UTC).date() >= dt.date.fromisoformat(until):
             return MISS
+        if withdrawn_by and _withdrawn(withdrawn_by[0]):
+            return MISS  # its source was found wrong since: genai-prices' own lookup replaces it
         return decode(price)
     except (TypeError, ValueError):  # a file edited or written by a future format: not ours to trust
         return MISS
 
 
-def put(provider_id: str, model: str, price: Entry, until: Any) -> None:
-    """Write ``price`` (from a full lookup) unless ``until`` says it cannot be cached; never raises for I/O."""
+def put(provider_id: str, model: str, price: Entry, until: Any, withdrawn_by: str | None = None) -> None:
+    """Write ``price`` (from a full lookup) unless ``until`` says it cannot be cached; never raises for I/O.
+
+    ``withdrawn_by``: a file, relative to the cache folder, whose existence withdraws the entry (the marker of a
+    release whose run-time price index, the entry's source, was found to differ from genai-prices).
+    """
     if until is _UNCACHEABLE or custom_snapshot_set():
         return
     prices = _loaded()
@@ -121,7 +131,8 @@ def put(provider_id: str, model: str, price: Entry, until: Any) -> None:
         if counts[kind] >= _MAX_ENTRIES[kind]:
             return  # full: this model is looked up in genai-prices in every process, as without the file
         counts[kind] += 1
-    rows[model] = [until.isoformat() if until else _NO_EXPIRY, encode(price)]
+    row = [until.isoformat() if until else _NO_EXPIRY, encode(price)]
+    rows[model] = row if withdrawn_by is None else [*row, withdrawn_by]
     if not _state.get("swept"):
         _state["swept"] = True
         sweep(path)
@@ -131,6 +142,24 @@ def put(provider_id: str, model: str, price: Entry, until: Any) -> None:
     text = json.dumps({"format": _FORMAT, "source": source, "prices": snapshot}, separators=(",", ":"))
     if not replace(path, text):
         _state["prices"] = None  # unwritable: stop trying in this process
+
+
+def withdraw() -> None:
+    """Check again, at the next ``get``, which entries are withdrawn (this process has just written a marker)."""
+    _state.pop("withdrawn", None)
+
+
+def _withdrawn(marker: Any) -> bool:
+    """Whether the file ``marker`` (relative to the cache folder) exists: checked once per marker and process."""
+    withdrawn: dict[str, bool] = _state.setdefault("withdrawn", {})
+    if marker not in withdrawn:
+        path: Path | None = _state.get("path")
+        # A marker that is not a relative path inside the folder is not ours: the entry is not trusted either.
+        if path is None or not isinstance(marker, str) or Path(marker).is_absolute() or ".." in Path(marker).parts:
+            withdrawn[marker] = True
+        else:
+            withdrawn[marker] = os.path.exists(path.parent / marker)
+    return withdrawn[marker]
 
 
 def replace(path: Path, text: str) -> bool:
@@ -198,7 +227,7 @@ def _read() -> dict[str, dict[str, Any]] | None:
         counts = [0, 0]
         for rows in prices.values():
             for row in rows.values():
-                counts[int(not isinstance(row, list) or len(row) != 2 or row[1] is None)] += 1
+                counts[int(not isinstance(row, list) or len(row) not in (2, 3) or row[1] is None)] += 1
         _state["counts"] = counts
     return prices
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 import re
 from pathlib import Path
@@ -45,6 +46,7 @@ __all__ = [
     "load",
     "lookup",
     "reset",
+    "withdrawn_by",
 ]
 
 FORMAT: Final = 1
@@ -68,6 +70,7 @@ LOOKUP_CODE: Final = {
     "genai_prices/update_prices.py": "sha256=h7qqnBKTJ4-479E_ExdM-J0Y-SXgsEUGEkR-X2aBCfU,10904",
     "genai_prices/validation.py": "sha256=eSpdTxT2wc2FiitCOD_70G8PIfa58GdisPUNQygpMsI,4890",
 }
+logger = logging.getLogger("evaltrace")
 _COMPACT_DATE = re.compile(r"(-)(20\d{2})(0[1-9]|1[0-2])(0[1-9]|[12]\d|3[01])(?=-|:|$)")  # genai-prices' own
 
 # provider id -> its models (None: no usable file); "genai_prices <version>" -> installed_source(version).
@@ -89,12 +92,13 @@ def find(provider_id: str, model: str, now: dt.datetime) -> tuple[Entry, dt.date
     """
     if price_cache.custom_snapshot_set():
         return MISS
-    models = _models(provider_id)
-    if models is None:
-        return MISS
     try:
+        models = _models(provider_id)
+        if models is None:
+            return MISS
         return lookup(models, model, now)
-    except (TypeError, ValueError, re.error):  # a file this version did not write: genai-prices decides
+    except Exception:  # a file this version did not write, or any fault of the index: genai-prices decides
+        logger.debug("evaltrace's price index of %s is not used", provider_id, exc_info=True)
         _state[provider_id] = None
         return MISS
 
@@ -118,6 +122,16 @@ def lookup(models: list[Any], model: str, now: dt.datetime) -> tuple[Entry, dt.d
     return _in_force(prices, now.astimezone(dt.UTC).date())
 
 
+def withdrawn_by(provider_id: str) -> str | None:
+    """What withdraws the prices ``find`` took from ``provider_id``'s index (``price_cache.put``), None if nothing.
+
+    The index built here (``price_index_local``) is withdrawn when another process finds its release unindexable,
+    as its marker (a path relative to the cache folder) then says; the shipped index never is.
+    """
+    marker: str | None = _state.get(f"withdrawn_by {provider_id}")
+    return marker
+
+
 def _models(provider_id: str) -> list[Any] | None:
     if provider_id not in _state:
         models = load(INDEX_DIR / f"{provider_id}.json")
@@ -125,6 +139,8 @@ def _models(provider_id: str) -> list[Any] | None:
             from evaltrace._internal import price_index_local
 
             models = price_index_local.models(provider_id)
+            if models is not None:
+                _state[f"withdrawn_by {provider_id}"] = price_index_local.marker()
         _state[provider_id] = models
     found: list[Any] | None = _state[provider_id]
     return found

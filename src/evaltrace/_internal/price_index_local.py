@@ -8,17 +8,20 @@ provider id it is pricing only, and writes it to
 ``<price cache folder>/price-index-<digest of the installed RECORD>-f<index format>/<provider id>.json`` (an empty
 list of models for a provider the release lacks). Later processes read that provider's file, as from the shipped
 index, without importing genai-prices; the first process to price under another provider id builds that one's file.
-Building one provider instead of all eleven keeps the first process's cost that of pricing through genai-prices
-(issue 28: building every provider on the application thread cost 33-39 ms, 2.50x the start-up baseline against
-1.99x).
+Building one provider instead of all eleven brings the first process near the cost of pricing through genai-prices,
+not to it: +27M instructions, 2.09-2.10x the start-up baseline against 2.00x (building every provider on the
+application thread cost 2.51x, 33-39 ms; benchmarks/README.md, s13-prices2).
 
 Only a release whose lookup code is the code the matcher was verified against is indexed: every genai-prices module
 but its table (``data.py``) must have the sha256 ``price_index.LOOKUP_CODE`` records, as the installed ``RECORD``
 lists them (read without importing genai-prices); a release with only its table changed is indexed, any other is
 looked up in genai-prices as before. Each provider's index is also checked against genai-prices' own lookup for a
 sample of its models (``agrees``). A release one of whose providers fails the build or the check leaves
-``unindexable.json`` (its RECORD) in the folder: from then on no process builds or reads any of its files (a provider
-built earlier included), and every price is genai-prices' own lookup.
+``unindexable.json`` (its RECORD) in the folder: no process started after that builds or reads any of its files (a
+provider built earlier included), and every price is genai-prices' own lookup. A process already running keeps the
+files it loaded; but a price taken from this index into the file of prices already looked up names the marker
+(``price_cache.put``'s ``withdrawn_by``), so neither the process that writes the marker nor any started after it
+serves that price from there again.
 
 The files are checked on every read: their format, the evaltrace version that wrote them, and the installed
 release's ``RECORD`` (every module's sha256 and size) and sizes on disk. Each file is written whole (a temporary
@@ -40,7 +43,7 @@ from typing import Any
 from evaltrace._internal import price_cache, price_index
 from evaltrace._version import __version__
 
-__all__ = ["UNINDEXABLE", "folder_for", "models", "reset"]
+__all__ = ["UNINDEXABLE", "folder_for", "marker", "models", "reset"]
 
 logger = logging.getLogger("evaltrace")
 
@@ -86,9 +89,19 @@ def models(provider_id: str) -> list[Any] | None:
     found = price_index.load(folder / f"{provider_id}.json", __version__)
     if found is not None:
         return found
+    provider_models = _build(source, folder, provider_id)
+    # Read again after the build: this build, or another thread's meanwhile, may have found the release unindexable.
     built = _state.setdefault("built", {})
-    built[provider_id] = _build(source, folder, provider_id)  # once per provider and process, whatever the outcome
-    return built[provider_id]
+    if built is None:
+        return None
+    built[provider_id] = provider_models  # once per provider and process, whatever the outcome
+    return provider_models
+
+
+def marker() -> str | None:
+    """The installed release's unindexable marker, relative to the cache folder; None before ``models`` resolved it."""
+    release = _state.get("release")
+    return None if release is None else f"{release[1].name}/{UNINDEXABLE}"
 
 
 def _release() -> tuple[dict[str, Any], Path] | None:
@@ -165,6 +178,7 @@ def _unindexable(source: dict[str, Any], folder: Path) -> None:
     """Mark the release as not indexed, here and for later processes (a failed build is not tried again)."""
     _state["built"] = None
     price_cache.replace(folder / UNINDEXABLE, json.dumps(_marker(source)))
+    price_cache.withdraw()  # the prices this process already took from the release's index are not served again
 
 
 def _read(path: Path) -> Any:
