@@ -115,6 +115,7 @@ class PipelineStats:
             "internal_errors": 0,
             "cancelled": 0,
             "unflushed_jobs": 0,
+            "unfinished_at_shutdown": 0,
             "reevaluations": 0,
             "superseded": 0,
         }
