@@ -42,10 +42,6 @@ JobRunner = Callable[..., Coroutine[Any, Any, None]]
 _STOP = object()
 
 
-LATE_CLEANUP_S = 10.0
-"""Longest the loop thread goes on, after ``stop()`` returned, finishing the cleanup of jobs it cancelled."""
-
-
 class FastRunner(LaneRunner, Protocol):
     """A job runner with a fast lane: it says which jobs may take it."""
 
@@ -295,13 +291,7 @@ class Engine:
             for task in tasks:
                 task.cancel()
             if tasks:
-                _, late = await asyncio.wait(tasks, timeout=timeout_s)
-                # Past stop()'s wait (a loop starved of CPU): a cancelled job's cleanup still forwards its span and
-                # evaluation spans and counts its cut evaluations. Stopping the loop now would drop them uncounted;
-                # the loop thread finishes them in the background instead (anything past the exporters' shutdown
-                # is counted there as dropped_shutdown), up to LATE_CLEANUP_S should a task ignore cancellation.
-                if late:
-                    await asyncio.wait(late, timeout=LATE_CLEANUP_S)
+                await asyncio.wait(tasks, timeout=timeout_s)
         finally:
             self.loop.stop()
 

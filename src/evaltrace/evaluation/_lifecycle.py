@@ -6,7 +6,6 @@ its class body).
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
@@ -16,8 +15,6 @@ from evaltrace._internal.export_queue import shutdown_downstream
 
 if TYPE_CHECKING:
     from evaltrace.evaluation.processor import EvaluationSpanProcessor
-
-logger = logging.getLogger("evaltrace.evaluation")
 
 
 def wait_idle(self: EvaluationSpanProcessor, deadline: float) -> bool:
@@ -98,19 +95,8 @@ def shutdown(self: EvaluationSpanProcessor, timeout_millis: int = 30_000) -> Non
     if not self._wait_idle(deadline - reserve):
         self._stats.incr("unflushed_jobs", self._pending)
         self._engine.cancel_all()
-        # Cancelled jobs still forward their spans and evaluation spans, and mark their cut evaluations: what the
-        # sinks and exporters shut down next must deliver. They get most of the reserve (a loop starved of CPU
-        # takes a while to run their cleanup): shutting the exporters first lost those spans.
-        self._wait_idle(deadline - reserve / 4)
+        self._wait_idle(time.monotonic() + min(0.5, reserve / 4))  # cancelled jobs still forward their spans
     self._stop_engines(reserve)
-    if self._pending and not self._wait_idle(deadline - reserve / 4):  # the loop outlived stop()'s wait
-        still = self._pending
-        self._stats.incr("unfinished_at_shutdown", still)
-        logger.warning(
-            "evaltrace: %d evaluation job(s) cut short at shutdown were still finishing at the deadline; their "
-            "spans reach the exporters after these shut down and are counted there as dropped_shutdown (stats())",
-            still,
-        )
     if self._gate is not None:
         self._gate.release_all()
     # Sinks share what is left, keeping a slice for the span exporters that follow.
@@ -130,8 +116,6 @@ def stats(self: EvaluationSpanProcessor) -> dict[str, Any]:
     reason on their span, summing to ``skipped``), ``not_evaluated_by_reason`` (evaluations never started),
     ``retries``, ``sampled_out``, ``score_rejects``,
     ``log_events``, ``internal_errors``, ``cancelled`` / ``unflushed_jobs`` (shutdown deadline),
-    ``unfinished_at_shutdown`` (of those, jobs whose cleanup had not forwarded their spans when the exporters shut
-    down: the spans they forward later are counted in ``exporters`` as ``dropped_shutdown``),
     ``evaluators`` (per evaluator: counts, ``pass_rate`` over judged results, ``error_rate``,
     ``latency_ms_p50``/``p95``), ``buffer`` (trace buffer), ``completion`` (with trace-level evaluators:
     ``open_traces``, ``tombstones``, ``completed``, ``reopened``, ``incomplete``, ``evicted_tombstones``,

@@ -115,7 +115,6 @@ class PipelineStats:
             "internal_errors": 0,
             "cancelled": 0,
             "unflushed_jobs": 0,
-            "unfinished_at_shutdown": 0,
             "reevaluations": 0,
             "superseded": 0,
         }
