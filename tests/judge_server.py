@@ -40,6 +40,31 @@ class JudgeServer:
         with self.lock:
             return len(self.requests)
 
+    def completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A legacy completion echoing the prompt with logprobs (``echo``: one token per word, each -1.0)."""
+        prompt = str(body["prompt"])
+        tokens, offsets, at = [], [], 0
+        for word in prompt.split(" "):
+            tokens.append(word if at == 0 else f" {word}")
+            offsets.append(at)
+            at += len(tokens[-1])
+        values: list[float | None] = [None] + [-1.0] * (len(tokens) - 1)
+        return {
+            "id": f"cmpl-{self.count()}",
+            "object": "text_completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "text": prompt,
+                    "finish_reason": "length",
+                    "logprobs": {"tokens": tokens, "token_logprobs": values, "text_offset": offsets},
+                }
+            ],
+            "usage": {"prompt_tokens": len(tokens), "completion_tokens": 1, "total_tokens": len(tokens) + 1},
+        }
+
     def reply(self, body: dict[str, Any]) -> dict[str, Any]:
         """A chat completion carrying the verdict as its content."""
         return {
@@ -93,7 +118,8 @@ def serve_judge(
 
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            payload = json.dumps(judge.reply(body)).encode()
+            legacy = self.path.endswith("/v1/completions")  # prompt logprobs (GPTScore, perplexity)
+            payload = json.dumps(judge.completion(body) if legacy else judge.reply(body)).encode()
             with judge.lock:
                 judge.requests.append({"path": self.path, "body": body, "authorization": self.headers["Authorization"]})
             self.send_response(200)

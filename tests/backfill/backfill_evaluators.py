@@ -164,6 +164,25 @@ def one_reason_each(trace: Trace) -> bool:
     raise SkipEvaluation(f"no reference for {answer!r}")
 
 
+@evaltrace.evaluator(name="names_the_user")
+def names_the_user(trace: Trace) -> bool:
+    """Not evaluated with a message quoting an e-mail address (what redaction must mask, and no key may hold)."""
+    from evaltrace.evaluation.evaluator import SkipEvaluation
+
+    raise SkipEvaluation("no consent from jane.doe@example.com")
+
+
+@evaltrace.evaluator(name="one_token_each")
+def one_token_each(trace: Trace) -> bool:
+    """As ``one_reason_each`` with identifier-like reasons (``too_short``, ``no_reference_<n>``): each its own key."""
+    from evaltrace.evaluation.evaluator import SkipEvaluation
+
+    answer = trace.output.final_answer or ""
+    if len(answer) < 3:
+        raise SkipEvaluation("too_short")
+    raise SkipEvaluation(f"no_reference_{answer.split()[-1]}")
+
+
 @evaltrace.evaluator(name="long_reason")
 def long_reason(trace: Trace) -> bool:
     """Not evaluated with a reason of 100 000 characters (an evaluator quoting a whole document)."""

@@ -80,6 +80,17 @@ def stored_reasons(store: Path) -> dict[str, dict[str, int]]:
     return by_evaluator
 
 
+def stored_reason_keys(store: Path) -> dict[str, dict[str, int]]:
+    """:func:`stored_reasons` keyed as a report keys them (codes and tokens; free text under ``other``)."""
+    from evaltrace.evaluation.skip_reasons import count_skip_reason, skip_reason_key
+
+    keyed: dict[str, dict[str, int]] = {}
+    for name, reasons in stored_reasons(store).items():
+        for reason, count in reasons.items():
+            count_skip_reason(keyed.setdefault(name, {}), skip_reason_key(reason), count)
+    return keyed
+
+
 def assert_consistent(report: BackfillReport) -> None:
     """Both breakdowns sum to the ``not_evaluated`` outcome, and the total one is the per-evaluator one summed."""
     total = report.outcomes.get("not_evaluated", 0)

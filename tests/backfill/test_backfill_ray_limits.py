@@ -28,7 +28,7 @@ from evaltrace.schema import Trace
 from ray_cluster import two_node_cluster
 
 from .backfill_evaluators import costly, has_answer, picky
-from .stored import assert_consistent, build_store, evaluation_spans, stored_reasons
+from .stored import assert_consistent, build_store, evaluation_spans, stored_reason_keys, stored_reasons
 
 # One worker runs every Ray module, one cluster at a time (pyproject: --dist loadgroup).
 pytestmark = pytest.mark.xdist_group("ray")
@@ -120,14 +120,15 @@ def test_the_ray_report_breaks_not_evaluated_down_by_reason_as_the_local_one(
         reports[engine] = evaltrace.evaluate_traces(
             [has_answer, picky, spec], store=store, sinks=[], engine=engine, concurrency=2, limits_clock=FlagClock(flag)
         )
-        assert reports[engine].not_evaluated_by_evaluator == stored_reasons(store)
+        assert reports[engine].not_evaluated_by_evaluator == stored_reason_keys(store)
+        assert stored_reasons(store)["picky"] == {"no reference answer": 2}  # the free text, on the spans
     on_ray = reports["ray"]
     assert (on_ray.stopped, on_ray.evaluations, on_ray.outcomes) == (None, 12, {"pass": 6, "not_evaluated": 6})
     assert on_ray.not_evaluated_by_evaluator == {
         "costly": {"limits_unavailable": 4},
-        "picky": {"no reference answer": 2},
+        "picky": {"other": 2},  # free text: never a key; the store's span holds it
     }
-    assert on_ray.not_evaluated_by_reason == {"limits_unavailable": 4, "no reference answer": 2}
+    assert on_ray.not_evaluated_by_reason == {"limits_unavailable": 4, "other": 2}
     assert_consistent(on_ray)
     local = reports["local"]
     assert (local.outcomes, local.not_evaluated_by_reason, local.not_evaluated_by_evaluator) == (

@@ -7,6 +7,7 @@ refusals come from a real ``LimitGate`` whose ``limits_clock`` raises and from e
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -25,7 +26,7 @@ from evaltrace.exporters.store_db import DB_NAME
 from evaltrace.schema import ScoreConfig
 
 from .backfill_evaluators import LongSessions, TurnCount, costly, has_answer, picky
-from .stored import assert_consistent, build_store, evaluation_spans, stored_reasons
+from .stored import assert_consistent, build_store, evaluation_spans, stored_reason_keys, stored_reasons
 from .test_backfill_limits import FailingClock
 
 HERE = Path(__file__).resolve().parent
@@ -35,8 +36,9 @@ SRC = Path(evaltrace.__file__).resolve().parent.parent  # the evaltrace these te
 def test_not_evaluated_is_broken_down_by_reason_per_evaluator_as_the_store_holds_it(tmp_path: Path) -> None:
     """A failing limiter refuses ``costly`` on 4 traces; ``picky`` skips the 2 short answers.
 
-    The report keeps its totals (6 pass, 6 not evaluated) and says why, per evaluator, with the reasons stored
-    on the evaluation spans; the evaluator that judged everything has no entry.
+    The report keeps its totals (6 pass, 6 not evaluated) and says why, per evaluator, keyed as ``stats()`` keys
+    skips: the code ``limits_unavailable``, and ``picky``'s free-text message under ``other`` (it stays whole on
+    the evaluation spans in the store); the evaluator that judged everything has no entry.
     """
     store = tmp_path / "store"
     build_store(store, 4)  # traces 1 and 3 answer "ok"
@@ -45,13 +47,11 @@ def test_not_evaluated_is_broken_down_by_reason_per_evaluator_as_the_store_holds
         [has_answer, picky, spec], store=store, sinks=[], concurrency=2, limits_clock=FailingClock(failing=True)
     )
     assert (report.stopped, report.evaluations, report.outcomes) == (None, 12, {"pass": 6, "not_evaluated": 6})
-    assert report.not_evaluated_by_reason == {"limits_unavailable": 4, "no reference answer": 2}
-    assert report.not_evaluated_by_evaluator == {
-        "costly": {"limits_unavailable": 4},
-        "picky": {"no reference answer": 2},
-    }
+    assert report.not_evaluated_by_reason == {"limits_unavailable": 4, "other": 2}
+    assert report.not_evaluated_by_evaluator == {"costly": {"limits_unavailable": 4}, "picky": {"other": 2}}
     assert_consistent(report)
-    assert report.not_evaluated_by_evaluator == stored_reasons(store)
+    assert report.not_evaluated_by_evaluator == stored_reason_keys(store)
+    assert stored_reasons(store) == {"costly": {"limits_unavailable": 4}, "picky": {"no reference answer": 2}}
 
 
 def test_a_backfill_that_judges_everything_has_an_empty_breakdown(tmp_path: Path) -> None:
@@ -69,11 +69,8 @@ def test_the_breakdown_of_a_trace_pass_and_a_session_pass_is_merged(tmp_path: Pa
     report = evaltrace.evaluate_traces([picky, EvaluatorSpec(LongSessions(), scope="session")], store=store, sinks=[])
     assert report.scopes == ["trace", "session"]
     assert report.outcomes == {"pass": 2, "not_evaluated": 4}
-    assert report.not_evaluated_by_evaluator == {
-        "long_sessions": {"fewer than 3 turns": 2},
-        "picky": {"no reference answer": 2},
-    }
-    assert report.not_evaluated_by_reason == {"fewer than 3 turns": 2, "no reference answer": 2}
+    assert report.not_evaluated_by_evaluator == {"long_sessions": {"other": 2}, "picky": {"other": 2}}
+    assert report.not_evaluated_by_reason == {"other": 4}
     assert_consistent(report)
 
 
@@ -95,14 +92,14 @@ def test_evaluate_prints_one_line_per_reason_under_each_evaluator_and_json_for_s
         "4 trace(s) selected: 4 span(s); 8 evaluation(s): 2 not_evaluated, 6 pass",
         "not evaluated, by evaluator and reason:",
         "  picky: 2 not_evaluated",
-        "    no reference answer: 2",
+        "    other: 2",
     ]
     printed = _cli("evaluate", "--store", str(store), *evaluators, "--json", "--restart")
     assert printed.returncode == 0, printed.stderr
     data = json.loads(printed.stdout)
     assert (data["evaluations"], data["outcomes"]) == (8, {"not_evaluated": 2, "pass": 6})
-    assert data["not_evaluated_by_reason"] == {"no reference answer": 2}
-    assert data["not_evaluated_by_evaluator"] == {"picky": {"no reference answer": 2}}
+    assert data["not_evaluated_by_reason"] == {"other": 2}
+    assert data["not_evaluated_by_evaluator"] == {"picky": {"other": 2}}
     assert (data["traces"], data["spans"], data["stopped"], data["dry_run"]) == (4, 4, None, False)
 
 
@@ -225,39 +222,111 @@ def test_the_lines_show_ten_reasons_per_evaluator_then_the_others_summed() -> No
 
 
 def test_evaluate_prints_ten_reasons_of_an_evaluator_and_json_keeps_them_all(tmp_path: Path) -> None:
-    """An evaluator whose reason names the answer: 12 reasons of one evaluation each and one of 12; the summary
-    shows the 10 most frequent and sums the other 3; ``--json`` has all 13."""
+    """An evaluator whose token reason names the answer: 12 reasons of one evaluation each and one of 12; the
+    summary shows the 10 most frequent and sums the other 3; ``--json`` has all 13."""
     store = tmp_path / "store"
     build_store(store, 24)  # the odd traces answer "ok" (too short), the even ones "answer 0" ... "answer 22"
-    evaluators = ("-e", "backfill_evaluators:one_reason_each")
+    evaluators = ("-e", "backfill_evaluators:one_token_each")
     shown = _cli("evaluate", "--store", str(store), *evaluators, "--no-progress")
     assert shown.returncode == 0, shown.stderr
     lines = shown.stdout.splitlines()
     assert lines[1:4] == [
         "not evaluated, by evaluator and reason:",
-        "  one_reason_each: 24 not_evaluated",
-        "    answer too short: 12",
+        "  one_token_each: 24 not_evaluated",
+        "    too_short: 12",
     ]
     assert len(lines) == 14  # the summary, the heading, the evaluator, 10 reasons, the others
     assert lines[-1] == "    ... and 3 other reason(s): 3 evaluation(s) (all in --json)"
     printed = _cli("evaluate", "--store", str(store), *evaluators, "--json", "--restart")
     assert printed.returncode == 0, printed.stderr
-    reasons = json.loads(printed.stdout)["not_evaluated_by_evaluator"]["one_reason_each"]
-    assert reasons == {"answer too short": 12} | {f"no reference for 'answer {i}'": 1 for i in range(0, 24, 2)}
+    reasons = json.loads(printed.stdout)["not_evaluated_by_evaluator"]["one_token_each"]
+    assert reasons == {"too_short": 12} | {f"no_reference_{i}": 1 for i in range(0, 24, 2)}
 
 
-def test_a_long_reason_is_counted_capped_as_its_span_stores_it_and_printed_shortened(tmp_path: Path) -> None:
-    """A 100 000-character reason is counted under the reason its evaluation span stores (capped to
-    ``max_attribute_length``): no report key is longer; the summary prints its first 200 characters."""
+def test_free_text_reasons_naming_the_answer_are_counted_under_other_and_kept_on_the_spans(tmp_path: Path) -> None:
+    """Reasons that quote what was judged are not keys (one key per trace, user data in a summary): the report
+    and the CLI count them under ``other``; each evaluation span in the store keeps its own message."""
+    store = tmp_path / "store"
+    build_store(store, 24)
+    evaluators = ("-e", "backfill_evaluators:one_reason_each")
+    shown = _cli("evaluate", "--store", str(store), *evaluators, "--no-progress")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[1:] == [
+        "not evaluated, by evaluator and reason:",
+        "  one_reason_each: 24 not_evaluated",
+        "    other: 24",
+    ]
+    printed = _cli("evaluate", "--store", str(store), *evaluators, "--json", "--restart")
+    assert printed.returncode == 0, printed.stderr
+    data = json.loads(printed.stdout)
+    assert data["not_evaluated_by_reason"] == {"other": 24}
+    assert data["not_evaluated_by_evaluator"] == {"one_reason_each": {"other": 24}}
+    stored = stored_reasons(store)["one_reason_each"]
+    assert stored == {"answer too short": 12} | {f"no reference for 'answer {i}'": 1 for i in range(0, 24, 2)}
+
+
+def test_an_email_in_a_skip_message_never_becomes_a_key_and_the_store_redacts_it(tmp_path: Path) -> None:
+    """An evaluator skipping with a message that names a user: no report key holds it, and with ``redact=True``
+    the stored evaluation span (where the message stays for debugging) masks the address as the rest."""
+    from evaltrace import config
+    from evaltrace._internal import settings, tracing
+
+    from .backfill_evaluators import names_the_user
+
+    store = tmp_path / "store"
+    build_store(store, 3)
+    saved = settings.current
+    evaltrace.configure("backfill-test", local_store=False, redact=True, evaluation_options={"dead_letter_dir": None})
+    try:
+        report = evaltrace.evaluate_traces([names_the_user], store=store, sinks=[])
+    finally:
+        handle = config.current_handle()
+        if handle is not None:
+            handle.shutdown()
+        tracing.set_tracer_provider(None)
+        settings.replace(saved)
+    assert report.not_evaluated_by_reason == {"other": 3}
+    assert report.not_evaluated_by_evaluator == {"names_the_user": {"other": 3}}
+    assert "jane.doe@example.com" not in json.dumps(dataclasses.asdict(report))
+    (stored,) = stored_reasons(store)["names_the_user"]
+    assert "jane.doe@example.com" not in stored and stored.startswith("no consent from ")
+
+
+def test_a_thousand_distinct_reasons_give_at_most_33_keys_summing_to_the_skips() -> None:
+    """1,000 distinct token reasons and 1,000 free-text ones, over a trace pass and a session pass merged: at most
+    32 tokens and ``other`` (plus the codes seen) per breakdown, the counts summing to ``not_evaluated``."""
+    from evaltrace.backfill.engine import BackfillReport, _count_not_evaluated, merge_reports
+    from evaltrace.evaluation.skip_reasons import skip_reason_key
+
+    passes = []
+    for offset in (0, 1000):
+        report = BackfillReport(outcomes={"not_evaluated": 1000})
+        for i in range(500):
+            _count_not_evaluated(report, "judge", skip_reason_key(f"case_{offset + i}"))
+            _count_not_evaluated(report, "judge", skip_reason_key(f"no answer for user{offset + i}@example.com"))
+        passes.append(report)
+    merged = merge_reports(passes, ["trace", "session"])
+    for breakdown in (merged.not_evaluated_by_reason, merged.not_evaluated_by_evaluator["judge"]):
+        assert len(breakdown) <= 33
+        assert sum(breakdown.values()) == merged.outcomes["not_evaluated"] == 2000
+        assert not any("@" in key for key in breakdown)
+        assert breakdown["other"] == 2000 - 32
+    assert_consistent(merged)
+
+
+def test_a_long_reason_is_counted_as_other_stored_capped_and_a_long_key_printed_shortened(tmp_path: Path) -> None:
+    """A 100 000-character reason is free text: counted under ``other``, stored on its evaluation span capped to
+    ``max_attribute_length``. A key too long for a line (a caller's own mapping) is printed to 200 characters."""
     from .backfill_evaluators import long_reason
 
     store = tmp_path / "store"
     build_store(store, 2)
     report = evaltrace.evaluate_traces([long_reason], store=store, sinks=[])
-    ((reason, count),) = report.not_evaluated_by_reason.items()
+    assert report.not_evaluated_by_evaluator == stored_reason_keys(store) == {"long_reason": {"other": 2}}
+    ((stored, count),) = stored_reasons(store)["long_reason"].items()
     assert count == 2
-    assert 1000 < len(reason) < 100_000  # capped: the configured max_attribute_length (32 768) and a marker
-    assert report.not_evaluated_by_evaluator == stored_reasons(store) == {"long_reason": {reason: 2}}
-    (_, _, line) = not_evaluated_reason_lines(report.not_evaluated_by_evaluator)
+    assert 1000 < len(stored) < 100_000  # capped: the configured max_attribute_length (32 768) and a marker
+    reason = "x" * 1000
+    (_, _, line) = not_evaluated_reason_lines({"long_reason": {reason: 2}})
     assert line.startswith("    " + reason[:200] + "... (") and line.endswith(" characters): 2")
     assert len(line) < 300

@@ -97,10 +97,9 @@ def test_the_servers_prompt_logprobs_are_the_models_next_token_logprobs(base_url
     )
 
 
-# run_eval closes each async evaluator's own event loop without closing the judge's HTTP client on it, so a
-# keep-alive server's connections are left to the garbage collector (ResourceWarning). A known leak of the
-# offline runner, not of these evaluators: collected in the test, so the suite's exit status speaks for the checks.
-@pytest.mark.filterwarnings("ignore::ResourceWarning", "ignore::pytest.PytestUnraisableExceptionWarning")
+# No ResourceWarning filter: run_eval closes each evaluator's judge client on its own loop before stopping it
+# (runner/_loops.py). tests/runner/test_judge_clients_closed.py proves it on this code path against a keep-alive
+# endpoint on 127.0.0.1, and fails if the clients are left to the garbage collector.
 def test_every_likelihood_evaluator_completes_through_the_judge_block(
     base_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -125,7 +124,7 @@ def test_every_likelihood_evaluator_completes_through_the_judge_block(
     started = time.perf_counter()
     outcome = run_eval(eval_path, runs_dir=tmp_path / "runs")
     took = time.perf_counter() - started
-    gc.collect()  # the run's leaked judge connections (above)
+    gc.collect()  # anything the run left open is finalised here, in this test, and warns (ResourceWarning)
 
     by_key = {(r.case_id, r.evaluator): r for r in outcome.results}
     assert set(by_key) == {(c["id"], t) for c in CASES for t in LIKELIHOOD_TYPES}

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import evaltrace
 from evaltrace._internal import settings, tracing
 from evaltrace.evaluation import EvaluatorSpec, SkipEvaluation, evaluator
-from evaltrace.evaluation.stats import MAX_SKIP_REASON_TOKENS, skip_reason_key
+from evaltrace.evaluation.skip_reasons import MAX_SKIP_REASON_TOKENS, skip_reason_key
 from evaltrace.evaluators import ContainsText, NoPII
 from evaltrace.schema import EvaluationResult, Trace
 

@@ -45,3 +45,33 @@ def test_a_run_closes_its_judges_connections_to_a_keep_alive_endpoint(project: P
             time.sleep(0.01)
         assert judge.connections == 0
     assert not leaks, [str(w.message) for w in leaks]
+
+
+def test_a_run_closes_the_likelihood_evaluators_connections_to_a_keep_alive_endpoint(project: Project) -> None:
+    """The likelihood evaluators (perplexity, GPTScore: ``Judge.prompt_logprobs``) ask the ``judge:`` block's
+    completions endpoint on their own loops: their clients are closed as the chat judges' are. The code path of
+    ``e2e_llm/test_logprobs_real_model.py``, here against a keep-alive endpoint on 127.0.0.1."""
+    with serve_judge(_verdict, keep_alive=True) as judge:
+        config = {
+            "name": "likelihood",
+            "systems": [{"name": "v1", "adapter": "python_function", "config": {"target": project.target("answer")}}],
+            "judge": {"model": "judge-small", "base_url": judge.url, "api_key": "k"},
+            "evaluators": [
+                {"name": "perplexity", "type": "perplexity"},
+                {"name": "perplexity_again", "type": "perplexity"},  # a second loop, a second client
+            ],
+        }
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            outcome = run_eval(project.write(config), runs_dir=project.runs_dir)
+            completed = [r for r in outcome.results if r.status == "completed"]
+            assert len(completed) == 4, [(r.case_id, r.evaluator, r.status, r.error) for r in outcome.results]
+            del outcome, completed
+            gc.collect()
+        leaks = [w for w in caught if issubclass(w.category, ResourceWarning)]
+        assert {r["path"] for r in judge.requests} == {"/v1/completions"}
+        deadline = time.monotonic() + 10  # the server's handler threads see the client's FIN asynchronously
+        while judge.connections and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert judge.connections == 0
+    assert not leaks, [str(w.message) for w in leaks]

@@ -31,6 +31,7 @@ from evaltrace.evaluation.convert import JUDGED, result_outcome, skip_reason
 from evaltrace.evaluation.evaluator import EvaluatorSpec
 from evaltrace.evaluation.limits import OVER_BUDGET, RATE_LIMITED, LimitGate
 from evaltrace.evaluation.runner import RunOptions, arun_evaluator, is_async_evaluator, skipped_result
+from evaltrace.evaluation.skip_reasons import count_skip_reason, skip_reason_key
 from evaltrace.evaluation.spend import judge_usage
 from evaltrace.exceptions import EvaltraceError
 from evaltrace.schema import EvaluationResult, Score
@@ -74,10 +75,12 @@ class BackfillReport:
         sessions: Sessions judged (session scope only).
         evaluations: Evaluations run (one per evaluator and judged span, trace or session).
         outcomes: Evaluations by outcome: ``pass``, ``fail``, ``error``, ``not_evaluated``.
-        not_evaluated_by_reason: The ``not_evaluated`` outcomes by skip reason (capped as a span attribute is:
-            ``limits_unavailable``, ``mapping_failed``, ``overloaded``, or the evaluator's own, e.g. ``no_answer``;
-            at span or trace scope the one stored on the result's evaluation span, a session's result has none);
-            its counts sum to ``outcomes["not_evaluated"]``.
+        not_evaluated_by_reason: The ``not_evaluated`` outcomes by skip reason, keyed as
+            ``stats()["skipped_by_reason"]`` is: evaltrace's own codes (``limits_unavailable``, ``mapping_failed``,
+            ``overloaded``, ``no_answer``, ``skipped`` for none...) and an evaluator's identifier-like reasons
+            (``no_reference``: ``^[a-z][a-z0-9_.-]{0,63}$``, the first 32), every other reason (free text, which
+            may name what was judged) under ``other``; its counts sum to ``outcomes["not_evaluated"]``. The free
+            text is on the result's evaluation span in the store (span or trace scope), redacted as the rest.
         not_evaluated_by_evaluator: The same per evaluator: ``{evaluator: {reason: count}}``, only the evaluators
             (and reasons) with a count.
         scores_rejected: Verdicts whose score the evaluator's ScoreConfig refused (each logged): not sent to the
@@ -121,11 +124,14 @@ class BackfillReport:
         return self.outcomes.get("fail", 0)
 
 
-def _count_not_evaluated(report: BackfillReport, evaluator: str, reason: str, count: int = 1) -> None:
-    """Add ``count`` evaluations of ``evaluator`` not evaluated for ``reason`` to both breakdowns of ``report``."""
-    report.not_evaluated_by_reason[reason] = report.not_evaluated_by_reason.get(reason, 0) + count
-    reasons = report.not_evaluated_by_evaluator.setdefault(evaluator, {})
-    reasons[reason] = reasons.get(reason, 0) + count
+def _count_not_evaluated(report: BackfillReport, evaluator: str, key: str | None, count: int = 1) -> None:
+    """Add ``count`` evaluations of ``evaluator`` not evaluated under ``key`` to both breakdowns of ``report``.
+
+    ``key`` is :func:`skip_reason_key` of the reason (None: ``other``), or a key of another report when merging;
+    each breakdown is capped as ``stats()["skipped_by_reason"]`` is (codes, at most 32 tokens, ``other``).
+    """
+    count_skip_reason(report.not_evaluated_by_reason, key, count)
+    count_skip_reason(report.not_evaluated_by_evaluator.setdefault(evaluator, {}), key, count)
 
 
 def merge_reports(reports: Sequence[BackfillReport], scopes: Sequence[str]) -> BackfillReport:
@@ -321,7 +327,7 @@ def record_unit(
         outcome = result_outcome(result)
         report.outcomes[outcome] = report.outcomes.get(outcome, 0) + 1
         if outcome == semconv.OUTCOME_NOT_EVALUATED:  # the Ray engine's answers are counted here too
-            _count_not_evaluated(report, result.evaluator, skip_reason(result))
+            _count_not_evaluated(report, result.evaluator, skip_reason_key(skip_reason(result)))
         span = result_span(target, scope, result)
         if span is not None:
             done.spans.append(span)

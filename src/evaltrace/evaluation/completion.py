@@ -42,96 +42,23 @@ import time
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from evaltrace._internal.errors import ErrorEpisode
+from evaltrace.evaluation._completion_records import (
+    _GIVEN_UP,
+    ClosedReason,
+    CompletionStats,
+    OpenTrace,
+    RootOutcome,
+    _span_id,
+    _Started,
+    _Tombstone,
+)
+from evaltrace.evaluation._completion_timer import CompletionTimer
 
-
-@dataclass
-class OpenTrace:
-    """A trace being collected (or re-opened by a late span).
-
-    Attributes:
-        trace_id: The trace id.
-        created: ``time.monotonic()`` of its first span (or of the re-opening span).
-        spans: Its spans in arrival order (append-only: a running job reads ``spans[:count]``).
-        last: Arrival time of its latest span.
-        root: The root span once it has ended.
-        specs: The trace-level evaluators admitted when the root ended (opaque here).
-        revision: 1 for the first evaluation, +1 for each re-evaluation after late spans.
-        forced: A span carrying the end marker has ended: no quiet period once the root has ended.
-        truncated: A span was refused by the spans-per-trace bound: the trace is incomplete.
-        started_ref: A weak reference to the root as it started (in process; None in the worker); see ``started``.
-        running: Local roots of the trace started and not ended yet (in process).
-        awaited: ``on_wait(trace_id, +1)`` was called for this revision: whoever evaluates it ends the wait (the
-            caller of :meth:`CompletionBuffer.collect`, or the root's job for a trace complete at its root's end).
-    """
-
-    trace_id: int
-    created: float
-    spans: list[ReadableSpan] = field(default_factory=list)
-    last: float = 0.0
-    root: ReadableSpan | None = None
-    specs: Sequence[Any] = ()
-    revision: int = 1
-    forced: bool = False
-    truncated: bool = False
-    span_ids: set[int] = field(default_factory=set)
-    started_ref: weakref.ref[ReadableSpan] | None = None
-    running: int = 0
-    awaited: bool = False
-
-    @property
-    def started(self) -> ReadableSpan | None:
-        """The root as it started, live (None in the worker, or once the application dropped it unended).
-
-        When the trace is given up before its root ended, its name and attributes then tell which evaluators the
-        trace was lost to. A weak reference: a root that never ends is not kept alive by the buffer.
-        """
-        return self.started_ref() if self.started_ref is not None else None
-
-
-@dataclass
-class CompletionStats:
-    """Counters of the completion buffer (``stats()["completion"]``)."""
-
-    open_traces: int = 0
-    tombstones: int = 0
-    completed: int = 0
-    reopened: int = 0
-    incomplete: int = 0
-    evicted_tombstones: int = 0
-    late_after_window: int = 0
-    after_incomplete: int = 0
-    duplicate_spans: int = 0
-
-
-@dataclass
-class _Started:
-    """Roots of a trace started (in process) before any span of it ended: the first one, and how many run."""
-
-    root: weakref.ref[ReadableSpan] | None
-    running: int = 1
-
-
-@dataclass
-class _Tombstone:
-    expires: float
-    trace: OpenTrace
-
-
-# What became of a root span handed to :meth:`CompletionBuffer.root_ended`.
-RootOutcome = Literal["complete", "waiting", "closed"]
-# Why a span may not join its trace: seen already, trace evaluated and past its late window, or given up.
-ClosedReason = Literal["duplicate", "done", "given_up"]
-_GIVEN_UP = -1  # in the closed-trace map; an evaluated trace maps to its root's span id
-
-
-def _span_id(span: ReadableSpan) -> int:
-    return span.context.span_id if span.context is not None else 0
+__all__ = ["ClosedReason", "CompletionBuffer", "CompletionStats", "CompletionTimer", "OpenTrace", "RootOutcome"]
 
 
 class CompletionBuffer:
@@ -502,63 +429,3 @@ class CompletionBuffer:
     def _count(self) -> None:
         self.stats.open_traces = len(self._open)
         self.stats.tombstones = len(self._tombstones)
-
-
-class CompletionTimer:
-    """One daemon thread calling ``tick`` every ``interval_s`` while there is anything to watch.
-
-    Started on first use; in a forked child the owner creates a new one (the parent's thread is gone).
-    """
-
-    def __init__(self, tick: Callable[[], bool], interval_s: float = 0.1) -> None:
-        self._tick = tick
-        self._interval = interval_s
-        self._failing = ErrorEpisode("starting the trace completion timer (tried again with the next span)")
-        self._wake = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    def poke(self) -> None:
-        """Something to watch arrived: start the thread if needed and wake it from its idle wait.
-
-        Never raises: a thread that cannot start (``can't start new thread``) is logged, and the next poke tries
-        again; meanwhile ``force_flush()`` and ``shutdown()`` still evaluate the traces due (they tick themselves).
-        """
-        if self._thread is None:
-            with self._lock:
-                if self._thread is None and not self._stop.is_set():
-                    thread = threading.Thread(target=self._run, name="evaltrace-trace-completion", daemon=True)
-                    try:
-                        thread.start()
-                    except RuntimeError:  # logged once per episode: this is tried again at every span's end
-                        self._failing.failed()
-                        return  # _wake left clear: the thread that starts later waits for its own poke
-                    self._failing.ok()
-                    self._thread = thread  # only once it runs: else no later poke would start one
-        if not self._wake.is_set():
-            self._wake.set()
-
-    def is_current(self) -> bool:
-        """Whether the caller is this timer's thread."""
-        return self._thread is threading.current_thread()
-
-    def stop(self, timeout_s: float) -> None:
-        """Stop the thread (waits at most ``timeout_s``)."""
-        self._stop.set()
-        self._wake.set()
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout_s)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._wake.wait()
-            if self._stop.is_set():
-                return
-            # Tick until nothing is left to watch, then sleep until poke(): an idle process never wakes up.
-            self._wake.clear()
-            busy = self._tick()
-            if busy:
-                self._wake.set()
-                self._stop.wait(self._interval)

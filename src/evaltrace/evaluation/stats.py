@@ -8,41 +8,18 @@ are over judgements only, so a judge outage raises ``error_rate`` and leaves ``p
 from __future__ import annotations
 
 import itertools
-import re
 import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from evaltrace._internal import semconv
 from evaltrace.evaluation.convert import result_outcome, skip_reason
+from evaltrace.evaluation.skip_reasons import count_skip_reason, skip_reason_key
 from evaltrace.schema import EvaluationResult
 from evaltrace.schema._base import whole_ms
 
 _LATENCY_SAMPLES = 1024
-
-SKIP_CODES = frozenset(
-    [value for name, value in vars(semconv).items() if name.startswith("SKIP_")] + [semconv.EVAL_LABEL_SKIPPED]
-)
-"""The skip reasons evaltrace itself gives (``no_answer``, ``shutdown``...; ``skipped`` for none): always own keys."""
-
-SKIP_REASON_OTHER = "other"
-"""The ``skipped_by_reason`` key of every reason that is not a code or token, and of tokens past the cap."""
-
-MAX_SKIP_REASON_TOKENS = 32
-"""Distinct evaluator-given tokens counted under their own key, per evaluator and in total; later ones: ``other``."""
-
-# An evaluator's reason is a key only when it reads as an identifier: free text (a message naming a user, an email,
-# a case) never becomes a key, so stats() (served on /healthz) cannot show what redaction masks on the spans.
-_TOKEN = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
-
-
-def skip_reason_key(reason: str) -> str | None:
-    """The key ``reason`` may be counted under: itself for a code or token, None when it is counted as ``other``."""
-    if reason in SKIP_CODES:
-        return reason
-    return reason if len(reason) <= 64 and _TOKEN.fullmatch(reason) else None
 
 
 def percentile(values: list[float], fraction: float) -> float | None:
@@ -75,20 +52,6 @@ class _EvaluatorCounters:
 
 
 _COUNTER_OF_OUTCOME = {"pass": "passed", "fail": "failed", "error": "errors", "not_evaluated": "skipped"}
-
-
-def _count_reason(counts: dict[str, int], key: str) -> None:
-    """Count one skip under ``key`` (``""``: ``other``); a new token past the cap is folded into ``other``.
-
-    Codes are a fixed set and always counted apart, so the keys are at most the codes, the cap's tokens and
-    ``other``, and the counts always sum to ``skipped``.
-    """
-    if key and key not in counts and key not in SKIP_CODES:
-        tokens = sum(1 for k in counts if k not in SKIP_CODES and k != SKIP_REASON_OTHER)
-        if tokens >= MAX_SKIP_REASON_TOKENS:
-            key = SKIP_REASON_OTHER
-    key = key or SKIP_REASON_OTHER
-    counts[key] = counts.get(key, 0) + 1
 
 
 class PipelineStats:
@@ -193,8 +156,8 @@ class PipelineStats:
                 setattr(per, key, getattr(per, key) + 1)
                 self.counters[key] += 1
                 if reason is not None:
-                    _count_reason(per.skipped_by_reason, reason)
-                    _count_reason(self._skipped_by_reason, reason)
+                    count_skip_reason(per.skipped_by_reason, reason)
+                    count_skip_reason(self._skipped_by_reason, reason)
             if timed_out:
                 per.timed_out += 1
                 self.counters["timed_out"] += 1
