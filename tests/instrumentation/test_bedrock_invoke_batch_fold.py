@@ -502,3 +502,26 @@ def test_random_streams_of_edges_record_what_add_records(monkeypatch: pytest.Mon
             batched.add_batch(events[start : start + size])
             start += size
         assert _record(batched) == _record(one_by_one), events
+
+
+def test_random_strings_in_a_run_record_what_add_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's strings are read as ``json``'s string scanner reads them, whatever a faster read would skip.
+
+    Random strings over quotes, backslashes, control and non-printable characters, non-ASCII and astral ones, put
+    in a run both raw (as bytes between the quotes, valid JSON or not) and as ``json.dumps`` writes them (escaped
+    or not): the batch fold records what ``add`` records for each.
+    """
+    monkeypatch.setenv("EVALTRACE_RAISE_INTERNAL_ERRORS", "0")
+    chunks = _recorded_chunks()
+    deltas = [i for i, c in enumerate(chunks) if c.startswith(TEXT)]
+    alphabet = ['"', "\\", "\n", "\x00", "\x1f", "\x7f", "\x85", "\xa0", "\u2028", "\u200b", "é", "€", "😀", "a", " ",
+                "}", "/", "u"]  # fmt: skip
+    rng = random.Random(2814)
+    for _ in range(60):
+        pieces = []
+        for _ in range(8):
+            raw = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6)))
+            pieces.append(TEXT + b'"' + raw.encode() + b'"}}')
+            pieces.append(TEXT + json.dumps(raw, ensure_ascii=rng.random() < 0.5).encode() + b"}}")
+        at = deltas[2]
+        _assert_batches_record_what_add_records(_events([*chunks[:at], *pieces, *chunks[at:]]))
