@@ -42,9 +42,11 @@ def child(name: str, calls: int) -> None:
     events = bp.stream_events(item, 110)
     chunks: list[Any] = []
     bp._drain = chunks.extend  # the uninstrumented client's stream is kept, as in the fold row's child
-    for body in bp._BEDROCK_STREAMS:
+    client_call = bp.CLIENTS[name](item, httpx.MockTransport(bp.handler(item, events)), True)
+    for body in bp._BEDROCK_STREAMS:  # after the client is made, as the fold row's child: it registers its body
         body["events"] = events
-    bp.CLIENTS[name](item, httpx.MockTransport(bp.handler(item, events)), True)()
+    client_call()
+    print(len(chunks), file=sys.stderr)
     module, cls = bp.ACCUMULATORS[name]
     make = getattr(importlib.import_module(module), cls)
     if name == "ollama":

@@ -402,3 +402,126 @@ def test_the_head_of_a_run_is_the_one_formatting_it_finds() -> None:
         assert _delta_head(data) == _head_by_format(data), data
         found += _head_by_format(data) is not None
     assert found > 100  # the heads themselves were among them, not only refusals
+
+
+# --- chunk pairs and odd events in a run (s14-foldinvlite) ----------------------------------------------------------
+
+# Two chunks whose pieces after the head join into JSON strings across the chunks' boundary (a read of a run's
+# strings together, as one JSON array, must not take them so), containers opened in one chunk and closed in the
+# next, whitespace after a string: each pair is two chunks of a run, whichever way the batch fold reads a run.
+PAIRS: dict[str, tuple[bytes, bytes]] = {
+    "a string reaching into the next chunk": (TEXT + b'"a","b}}', TEXT + b'"}}'),
+    "an object opened in one chunk, closed in the next": (TEXT + b'"a",{"x":1}}', TEXT + b'"k":"v"}}}'),
+    "a list opened in one chunk, closed in the next": (TEXT + b'"a",["c"}}', TEXT + b'"d"]}}'),
+    "two strings, then a piece with none": (TEXT + b'"a","b"}}', TEXT + b'"}}'),
+    "an array closed early": (TEXT + b'"a"],["b"}}', TEXT + b'"c"}}'),
+    "trailing whitespace": (TEXT + b'"a" }}', TEXT + b'"b"\n\t}}'),
+    "a nested list of strings": (TEXT + b'"a",[["b"]]}}', TEXT + b'"c"}}'),
+    "deep nesting": (TEXT + b'"a",' + b"[" * 5000 + b"}}", TEXT + b'"b"' + b"]" * 5000 + b"}}"),
+    "a raw newline in one string": (TEXT + b'"a\nb"}}', TEXT + b'"c"}}'),
+    "a character split over two chunks": (TEXT + b'"\xc3}}', TEXT + b'\xa9"}}'),
+    "a string of brackets and separators": (TEXT + b'"],\\n["}}', TEXT + b'",\\n"}}'),
+}
+
+
+def _events(chunks: list[bytes]) -> list[Any]:
+    """``chunks`` as botocore hands them over: ``{"chunk": {"bytes": ...}}``, each a dict."""
+    return [{"chunk": {"bytes": chunk}} for chunk in chunks]
+
+
+@pytest.mark.parametrize("pair", list(PAIRS), ids=list(PAIRS))
+def test_pieces_that_scan_only_across_chunks_record_what_add_records(
+    pair: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's strings are scanned as one array: two chunks whose pieces join into strings must not be read so."""
+    monkeypatch.setenv("EVALTRACE_RAISE_INTERNAL_ERRORS", "0")
+    chunks = _recorded_chunks()
+    deltas = [i for i, c in enumerate(chunks) if c.startswith(TEXT)]
+    at = deltas[3]
+    first, second = PAIRS[pair]
+    _assert_batches_record_what_add_records(_events([*chunks[:at], first, second, *chunks[at:]]))
+    _assert_batches_record_what_add_records(_served([*chunks[:at], first, second, *chunks[at:]]))
+
+
+class _View(dict):  # type: ignore[type-arg]
+    """A dict subclass: not botocore's event, read by ``add`` (which takes any mapping)."""
+
+
+ODD_EVENTS: dict[str, Any] = {
+    "a dict subclass event": _View(chunk={"bytes": TEXT + b'"v"}}'}),
+    "a dict subclass chunk": {"chunk": _View(bytes=TEXT + b'"v"}}')},
+    "a mapping proxy event": __import__("types").MappingProxyType({"chunk": {"bytes": TEXT + b'"m"}}'}}),
+    "bytearray bytes": {"chunk": {"bytes": bytearray(TEXT + b'"b"}}')}},
+    "str bytes": {"chunk": {"bytes": (TEXT + b'"s"}}').decode()}},
+    "memoryview bytes": {"chunk": {"bytes": memoryview(TEXT + b'"m"}}')}},
+    "no chunk": {"other": {"bytes": TEXT + b'"n"}}'}},
+    "no bytes": {"chunk": {"other": TEXT + b'"n"}}'}},
+    "None bytes": {"chunk": {"bytes": None}},
+    "an int event": 7,
+    "a None chunk": {"chunk": None},
+    "a list event": [TEXT + b'"l"}}'],
+}
+
+
+@pytest.mark.parametrize("odd", list(ODD_EVENTS), ids=list(ODD_EVENTS))
+def test_events_of_other_types_in_a_run_record_what_add_records(odd: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only dicts of dicts of ``bytes`` are a run's chunks; any other event in a run is read as ``add`` reads it."""
+    monkeypatch.setenv("EVALTRACE_RAISE_INTERNAL_ERRORS", "0")
+    chunks = _recorded_chunks()
+    deltas = [i for i, c in enumerate(chunks) if c.startswith(TEXT)]
+    events = _events(chunks)
+    for at in (deltas[1], deltas[5], deltas[-1] + 1):
+        _assert_batches_record_what_add_records([*events[:at], ODD_EVENTS[odd], *events[at:]])
+
+
+def test_random_streams_of_edges_record_what_add_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recorded text deltas with edge chunks, pairs and odd events at random places, folded in random batches."""
+    monkeypatch.setenv("EVALTRACE_RAISE_INTERNAL_ERRORS", "0")
+    chunks = _recorded_chunks()
+    deltas = [i for i, c in enumerate(chunks) if c.startswith(TEXT)]
+    extras: list[list[Any]] = [
+        *([{"chunk": {"bytes": edge}}] for edge in EDGES.values()),
+        *(_events(list(pair)) for pair in PAIRS.values()),
+        *([odd] for odd in ODD_EVENTS.values()),
+    ]
+    rng = random.Random(1428)
+    for _ in range(150):
+        events = _events(chunks)
+        for _ in range(rng.randint(1, 4)):
+            at = rng.randint(deltas[0] + 1, len(events) - 1)
+            events[at:at] = rng.choice(extras)
+        one_by_one = InvokeStreamAccumulator("req")
+        add_each(one_by_one.add, events)
+        batched = InvokeStreamAccumulator("req")
+        start = 0
+        for start, event in enumerate(events, 1):  # noqa: B007
+            if batched.add(event):
+                break
+        while start < len(events):
+            size = rng.choice((1, 2, 5, 16, 64))
+            batched.add_batch(events[start : start + size])
+            start += size
+        assert _record(batched) == _record(one_by_one), events
+
+
+def test_random_strings_in_a_run_record_what_add_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's strings are read as ``json``'s string scanner reads them, whatever a faster read would skip.
+
+    Random strings over quotes, backslashes, control and non-printable characters, non-ASCII and astral ones, put
+    in a run both raw (as bytes between the quotes, valid JSON or not) and as ``json.dumps`` writes them (escaped
+    or not): the batch fold records what ``add`` records for each.
+    """
+    monkeypatch.setenv("EVALTRACE_RAISE_INTERNAL_ERRORS", "0")
+    chunks = _recorded_chunks()
+    deltas = [i for i, c in enumerate(chunks) if c.startswith(TEXT)]
+    alphabet = ['"', "\\", "\n", "\x00", "\x1f", "\x7f", "\x85", "\xa0", "\u2028", "\u200b", "é", "€", "😀", "a", " ",
+                "}", "/", "u"]  # fmt: skip
+    rng = random.Random(2814)
+    for _ in range(60):
+        pieces = []
+        for _ in range(8):
+            raw = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 6)))
+            pieces.append(TEXT + b'"' + raw.encode() + b'"}}')
+            pieces.append(TEXT + json.dumps(raw, ensure_ascii=rng.random() < 0.5).encode() + b"}}")
+        at = deltas[2]
+        _assert_batches_record_what_add_records(_events([*chunks[:at], *pieces, *chunks[at:]]))
