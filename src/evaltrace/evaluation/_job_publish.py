@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from evaltrace._internal import semconv
 from evaltrace._internal.errors import FieldMappingFailed, log_internal_error
 from evaltrace.evaluation._preview import PendingQuery, deferred_query, query_of
-from evaltrace.evaluation.convert import result_outcome, result_to_score
+from evaltrace.evaluation.convert import NO_VERDICT, result_outcome, result_to_score
 from evaltrace.evaluation.evaluator import EvaluatorSpec
 from evaltrace.evaluation.spend import charge_judge
 from evaltrace.exporters.redaction import redact_score
@@ -77,7 +77,8 @@ def publish(
     if spec.trace_level and ctx.superseded is not None and ctx.superseded(span, revision):
         ctx.stats.incr("superseded")
         return
-    outcome = result_outcome(result)  # once for the three of them
+    # result_outcome(result), once for the three of them, without its call for a judgement (every result)
+    outcome = result_outcome(result) if result.status in NO_VERDICT else "pass" if result.passed else "fail"
     ctx.stats.record(result, outcome)
     ctx.metrics.record_result(result, outcome)
     ctx.monitor.record(result, query, output, outcome)

@@ -74,8 +74,9 @@ def is_judged(outcome: str) -> bool:
 JUDGED = frozenset((semconv.OUTCOME_PASS, semconv.OUTCOME_FAIL))
 """The outcomes that are verdicts (what :func:`is_judged` answers True for), for hot paths that test membership."""
 
-_NO_VERDICT = frozenset(("failed", "skipped", "pending"))
+NO_VERDICT = frozenset(("failed", "skipped", "pending"))
 """The statuses :func:`result_outcome` does not make ``pass``/``fail`` (every other status is a judgement)."""
+_NO_VERDICT = NO_VERDICT
 
 
 def result_label(result: EvaluationResult) -> str | None:
@@ -106,6 +107,20 @@ def error_type(result: EvaluationResult) -> str | None:
     return result.error.type if result.error is not None else "evaluation_failed"
 
 
+# The event's keys and labels bound here: one global read each instead of a module attribute's (every result).
+_GEN_AI_EVALUATION_NAME = semconv.GEN_AI_EVALUATION_NAME
+_GEN_AI_EVALUATION_SCORE_LABEL = semconv.GEN_AI_EVALUATION_SCORE_LABEL
+_GEN_AI_EVALUATION_SCORE_VALUE = semconv.GEN_AI_EVALUATION_SCORE_VALUE
+_GEN_AI_EVALUATION_EXPLANATION = semconv.GEN_AI_EVALUATION_EXPLANATION
+_GEN_AI_RESPONSE_ID = semconv.GEN_AI_RESPONSE_ID
+_ERROR_TYPE = semconv.ERROR_TYPE
+_EVALTRACE_JUDGE_TRACE_ID = semconv.EVALTRACE_JUDGE_TRACE_ID
+_EVAL_LABEL_PASS = semconv.EVAL_LABEL_PASS
+_EVAL_LABEL_FAIL = semconv.EVAL_LABEL_FAIL
+_OUTCOME_PASS = semconv.OUTCOME_PASS
+_OUTCOME_FAIL = semconv.OUTCOME_FAIL
+
+
 def evaluation_event_attributes(
     result: EvaluationResult, response_id: str | None = None, *, provenance: bool = False
 ) -> dict[str, Any]:
@@ -122,35 +137,32 @@ def evaluation_event_attributes(
         and ``.score.label``; ``.explanation`` (the reason or skip reason, when non-empty); ``gen_ai.response.id``;
         and ``error.type`` instead of score and label when the evaluation itself failed.
     """
-    attributes: dict[str, Any] = {semconv.GEN_AI_EVALUATION_NAME: result.evaluator}
+    attributes: dict[str, Any] = {_GEN_AI_EVALUATION_NAME: result.evaluator}
+    outcome: str
     if result.status in _NO_VERDICT:
         outcome = result_outcome(result)
         label = _label(result, outcome)
         if label is not None:
-            attributes[semconv.GEN_AI_EVALUATION_SCORE_LABEL] = label
+            attributes[_GEN_AI_EVALUATION_SCORE_LABEL] = label
     else:  # a judgement: result_outcome() and _label() of it, without their two calls (this runs for every result)
         passed = result.passed
-        outcome = semconv.OUTCOME_PASS if passed else semconv.OUTCOME_FAIL
+        outcome = _OUTCOME_PASS if passed else _OUTCOME_FAIL
         own = result.detail.get(LABEL_KEY)
-        attributes[semconv.GEN_AI_EVALUATION_SCORE_LABEL] = (
-            capped(own)
-            if isinstance(own, str) and own
-            else semconv.EVAL_LABEL_PASS
-            if passed
-            else semconv.EVAL_LABEL_FAIL
+        attributes[_GEN_AI_EVALUATION_SCORE_LABEL] = (
+            capped(own) if isinstance(own, str) and own else _EVAL_LABEL_PASS if passed else _EVAL_LABEL_FAIL
         )
         if result.score is not None:
-            attributes[semconv.GEN_AI_EVALUATION_SCORE_VALUE] = float(result.score)
+            attributes[_GEN_AI_EVALUATION_SCORE_VALUE] = float(result.score)
     if result.reason:
-        attributes[semconv.GEN_AI_EVALUATION_EXPLANATION] = capped(result.reason)
+        attributes[_GEN_AI_EVALUATION_EXPLANATION] = capped(result.reason)
     if response_id:
-        attributes[semconv.GEN_AI_RESPONSE_ID] = response_id
+        attributes[_GEN_AI_RESPONSE_ID] = response_id
     failure = error_type(result) if outcome == "error" else None
     if failure is not None:
-        attributes[semconv.ERROR_TYPE] = failure
+        attributes[_ERROR_TYPE] = failure
     judge = judge_trace_id(result) if result.metadata else None  # no call for a result with no metadata
     if judge is not None:
-        attributes[semconv.EVALTRACE_JUDGE_TRACE_ID] = judge
+        attributes[_EVALTRACE_JUDGE_TRACE_ID] = judge
     if provenance:
         if result.evaluator_version:
             attributes[semconv.EVALTRACE_EVALUATOR_VERSION] = result.evaluator_version
@@ -202,6 +214,31 @@ def eval_attribute(name: str, suffix: str) -> str:
     return f"{semconv.EVALTRACE_EVAL_PREFIX}{name}{suffix}"
 
 
+_MAX_KEPT_NAMES = 1024
+"""Evaluator names whose attribute keys :func:`_keys_of` keeps (the configured evaluators; beyond it, built anew)."""
+
+_KEYS: dict[str, tuple[str, str, str, str, str]] = {}
+
+
+def _keys_of(name: str) -> tuple[str, str, str, str, str]:
+    """``eval_attribute(name, suffix)`` of the outcome, score, passed, error type and skip reason suffixes.
+
+    Built once per evaluator name and kept (their hashes with them): every evaluated span writes them again. The
+    names are those of the configured evaluators; past :data:`_MAX_KEPT_NAMES` they are built anew each time.
+    """
+    prefix = semconv.EVALTRACE_EVAL_PREFIX + name
+    keys = (
+        prefix + semconv.EVALTRACE_EVAL_OUTCOME_SUFFIX,
+        prefix + semconv.EVALTRACE_EVAL_SCORE_SUFFIX,
+        prefix + semconv.EVALTRACE_EVAL_PASSED_SUFFIX,
+        prefix + semconv.EVALTRACE_EVAL_ERROR_TYPE_SUFFIX,
+        prefix + semconv.EVALTRACE_EVAL_SKIP_REASON_SUFFIX,
+    )
+    if len(_KEYS) < _MAX_KEPT_NAMES:
+        _KEYS[name] = keys
+    return keys
+
+
 def span_result_attributes(results: Iterable[EvaluationResult]) -> dict[str, Any]:
     """Return the ``evaltrace.eval.*`` span attributes of ``results``.
 
@@ -217,33 +254,41 @@ def span_result_attributes(results: Iterable[EvaluationResult]) -> dict[str, Any
     any_failed = False
     errors: list[str] = []
     not_evaluated: list[str] = []
+    kept = _KEYS
     for result in results:
-        # result_outcome(), without its call for a judgement (this runs for every result of every evaluated span)
-        outcome = result_outcome(result) if result.status in _NO_VERDICT else "pass" if result.passed else "fail"
-        prefix = semconv.EVALTRACE_EVAL_PREFIX + result.evaluator  # eval_attribute()'s names, built in place
-        attributes[prefix + semconv.EVALTRACE_EVAL_OUTCOME_SUFFIX] = outcome
-        if outcome == "error":
-            errors.append(result.evaluator)
-            attributes[prefix + semconv.EVALTRACE_EVAL_ERROR_TYPE_SUFFIX] = (
-                error_type(result) or semconv.ERROR_TYPE_OTHER
-            )
-        elif outcome in ("not_evaluated", "pending"):
-            not_evaluated.append(result.evaluator)
-            if result.reason:
-                attributes[prefix + semconv.EVALTRACE_EVAL_SKIP_REASON_SUFFIX] = capped(result.reason)
-        else:
+        name = result.evaluator
+        # eval_attribute()'s names, kept per evaluator (this runs for every result of every evaluated span)
+        outcome_key, score_key, passed_key, error_key, skip_key = kept.get(name) or _keys_of(name)
+        if result.status in _NO_VERDICT:
+            outcome = result_outcome(result)
+            attributes[outcome_key] = outcome
+            if outcome == "error":
+                errors.append(name)
+                attributes[error_key] = error_type(result) or semconv.ERROR_TYPE_OTHER
+            else:  # not_evaluated or pending
+                not_evaluated.append(name)
+                if result.reason:
+                    attributes[skip_key] = capped(result.reason)
+        else:  # a judgement: result_outcome() of it without its call
+            passed = True if result.passed else False
+            attributes[outcome_key] = "pass" if passed else "fail"
             judged = True
-            any_failed = any_failed or outcome == "fail"
+            any_failed = any_failed or not passed
             if result.score is not None:
-                attributes[prefix + semconv.EVALTRACE_EVAL_SCORE_SUFFIX] = float(result.score)
-            attributes[prefix + semconv.EVALTRACE_EVAL_PASSED_SUFFIX] = outcome == "pass"
+                attributes[score_key] = float(result.score)
+            attributes[passed_key] = passed
     if judged:
-        attributes[semconv.EVALTRACE_EVAL_FAILED] = any_failed
+        attributes[_EVAL_FAILED] = any_failed
     if errors:  # tuples: the immutable sequence form the SDK itself stores attribute arrays in
-        attributes[semconv.EVALTRACE_EVAL_ERRORS] = tuple(errors)
+        attributes[_EVAL_ERRORS] = tuple(errors)
     if not_evaluated:
-        attributes[semconv.EVALTRACE_EVAL_NOT_EVALUATED] = tuple(not_evaluated)
+        attributes[_EVAL_NOT_EVALUATED] = tuple(not_evaluated)
     return attributes
+
+
+_EVAL_FAILED = semconv.EVALTRACE_EVAL_FAILED
+_EVAL_ERRORS = semconv.EVALTRACE_EVAL_ERRORS
+_EVAL_NOT_EVALUATED = semconv.EVALTRACE_EVAL_NOT_EVALUATED
 
 
 def annotator_kind(result: EvaluationResult) -> str:

@@ -12,14 +12,15 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from evaltrace.evaluation.convert import result_outcome, skip_reason
 from evaltrace.evaluation.skip_reasons import count_skip_reason, skip_reason_key
 from evaltrace.schema import EvaluationResult
-from evaltrace.schema._base import whole_ms
 
 _LATENCY_SAMPLES = 1024
+_ONE_MS = timedelta(milliseconds=1)
 
 
 def percentile(values: list[float], fraction: float) -> float | None:
@@ -39,7 +40,7 @@ def _ticks(tick: itertools.count[int]) -> int:
     return int(repr(tick)[6:-1]) - 1
 
 
-@dataclass
+@dataclass(slots=True)
 class _EvaluatorCounters:
     evaluated: int = 0
     passed: int = 0
@@ -135,32 +136,53 @@ class PipelineStats:
         """Count one finished evaluation under its outcome (``result_outcome(result)``, when the caller has it)."""
         if outcome is None:
             outcome = result_outcome(result)
-        key = _COUNTER_OF_OUTCOME.get(outcome)
-        timed_out = result.error is not None and result.error.type == "timeout"
-        # Outside the lock: capping and matching the reason is bounded work. "" marks a skip counted as ``other``.
-        reason = (skip_reason_key(skip_reason(result)) or "") if key == "skipped" else None
-        # result.latency_ms without the property for our own class (a user subclass may override it); outside the
-        # lock the application's threads count skips under.
+        # Outside the lock the application's threads count skips under: the latency (result.latency_ms without
+        # the property or whole_ms()'s frame for our own class: floor division of timedeltas is their
+        # microseconds' floor division, as whole_ms() computes; a user subclass may override the property).
         if type(result) is EvaluationResult:
-            latency_ms = float(whole_ms(result.started_at, result.finished_at))
+            latency_ms = float((result.finished_at - result.started_at) // _ONE_MS)
         else:
             latency_ms = float(result.latency_ms)
+        error = result.error
+        timed_out = error is not None and error.type == "timeout"
+        counters = self.counters
+        if outcome == "pass" or outcome == "fail":  # a judgement (every result of a healthy pipeline): no reason
+            with self._lock:
+                per = self._by_evaluator.get(result.evaluator)
+                if per is None:  # not setdefault: it would build a counters object (and its deque) on every call
+                    per = self._by_evaluator[result.evaluator] = _EvaluatorCounters()
+                per.evaluated += 1
+                per.latencies_ms.append(latency_ms)
+                counters["evaluated"] += 1
+                if outcome == "pass":
+                    per.passed += 1
+                    counters["passed"] += 1
+                else:
+                    per.failed += 1
+                    counters["failed"] += 1
+                if timed_out:
+                    per.timed_out += 1
+                    counters["timed_out"] += 1
+            return
+        key = _COUNTER_OF_OUTCOME.get(outcome)
+        # Outside the lock: capping and matching the reason is bounded work. "" marks a skip counted as ``other``.
+        reason = (skip_reason_key(skip_reason(result)) or "") if key == "skipped" else None
         with self._lock:
             per = self._by_evaluator.get(result.evaluator)
-            if per is None:  # not setdefault: it would build a counters object (and its deque) on every call
+            if per is None:
                 per = self._by_evaluator[result.evaluator] = _EvaluatorCounters()
             per.evaluated += 1
             per.latencies_ms.append(latency_ms)
-            self.counters["evaluated"] += 1
+            counters["evaluated"] += 1
             if key is not None:
                 setattr(per, key, getattr(per, key) + 1)
-                self.counters[key] += 1
+                counters[key] += 1
                 if reason is not None:
                     count_skip_reason(per.skipped_by_reason, reason)
                     count_skip_reason(self._skipped_by_reason, reason)
             if timed_out:
                 per.timed_out += 1
-                self.counters["timed_out"] += 1
+                counters["timed_out"] += 1
 
     def snapshot(self) -> dict[str, Any]:
         """Return a copy of the counters plus per-evaluator figures.
