@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -19,6 +19,8 @@ from evaltrace.schema import Trace
 logger = logging.getLogger("evaltrace.evaluation")
 LIVE_RUN_ID = "live"
 _MAPPING: list[ModuleType] = []
+# (trace_from_spans as imported, the lone span's lazy Trace from its fields): kept with _MAPPING.
+_LONE: list[tuple[Callable[..., Trace], Callable[[ReadableSpan], Trace | None]]] = []
 
 
 def _mapping() -> ModuleType:
@@ -26,7 +28,9 @@ def _mapping() -> ModuleType:
     # A ``from`` import of a package runs Python code each time it executes: once per evaluated span here.
     # The module, not its function, is kept: its ``trace_from_spans`` is looked up on each call.
     if not _MAPPING:
-        _MAPPING.append(importlib.import_module("evaltrace.mapping"))
+        module = importlib.import_module("evaltrace.mapping")
+        _LONE.append((module.trace_from_spans, importlib.import_module("evaltrace.mapping._build")._lazy_single))
+        _MAPPING.append(module)
     return _MAPPING[0]
 
 
@@ -42,6 +46,14 @@ def build_trace(spans: Sequence[ReadableSpan], root: ReadableSpan) -> Trace:
     """
     try:
         mapping = _MAPPING[0] if _MAPPING else _mapping()
+        if len(spans) == 1 and spans[0] is root and type(root) is ReadableSpan:
+            # The evaluated span without descendants (usually): the lazy Trace trace_from_spans() would build, one
+            # call (and a copy of the list) fewer. Not when trace_from_spans was replaced (tests put a broken one).
+            original, lone = _LONE[0]
+            if mapping.trace_from_spans is original:
+                single = lone(root)
+                if single is not None:
+                    return single
         # Lazy: each field is mapped when an evaluator first reads it (a cheap check reads one or two).
         trace: Trace = mapping.trace_from_spans(list(spans), root=root, lazy=True)
         return trace

@@ -2,8 +2,9 @@
 
 Modules: ``_spans`` (root, subtree, attribute values), ``_messages`` (message parts -> TraceMessages),
 ``_tools`` (tool spans), ``_conversation`` (ordering, repeated history), ``_metrics``, ``_ends`` (the
-conversation's ends, structured notes), ``_build`` (the Trace),
-``conventions`` (other instrumentations' attributes: OpenInference, OpenLLMetry, Vercel AI SDK, GenAI span events).
+conversation's ends, structured notes), ``_values`` (each field's value from the root), ``_build`` (the Trace,
+eager or lazy), ``conventions`` (other instrumentations' attributes: OpenInference, OpenLLMetry, Vercel AI SDK,
+GenAI span events).
 
 Rules (DESIGN.md section 4, data-model.md part A), where the spec left a choice:
 
