@@ -156,6 +156,10 @@ def _sdk_types() -> tuple[Any, ...] | None:  # Any: a type check must not narrow
     return ChatCompletionChunk, Choice, ChoiceDelta, XGroq, fields_of, extra_of, plain_header, x_groq_fields
 
 
+_NO_INDEX = object()
+"""No choice index is this: ``add_batch``'s last index before its first choice."""
+
+
 class GroqStreamAccumulator(ChatAccumulator):
     """The OpenAI chat accumulator, reading Groq's ``delta.reasoning``, ``x_groq`` usage and errors, and tools."""
 
@@ -213,10 +217,14 @@ class GroqStreamAccumulator(ChatAccumulator):
         The common chunk of a Groq stream is one choice whose delta has text only, and no ``x_groq`` or one with
         its id, or (the last chunk) its usage or an error. Once its types are checked to be the groq SDK's own, its
         fields are read from the instances' ``__dict__``, itself read through its descriptor (``slot_reader``):
-        pydantic's ``__getattr__`` hook keeps CPython 3.11 from specialising attribute reads and costs three
-        type-cache lookups per read, and the ``_Delta`` view ``add`` builds costs an object per chunk. Every other
-        chunk (a reasoning, refusal, tool or extra field, several choices, usage on the chunk, another SDK's types)
-        goes through ``add``, so both paths record the same. ``strict``: an error is raised, not routed.
+        pydantic's ``__getattr__`` hook keeps CPython 3.11 from specialising attribute reads and makes each read
+        three type-cache lookups, which miss on groq's types (an MRO walk each: ``obj.__dict__`` read so cost the
+        fold +16%, ``benchmarks/README.md`` s14-foldgm3). The checks are nested so that the common chunk takes each
+        test once and falls through to its fold, and the buffer of the chunk before's choice is reused while the
+        index is the same object. Every other chunk (a reasoning, refusal, tool or extra field, any of the delta's
+        four other fields not None, several choices, usage on the chunk, another SDK's types) goes through ``add``,
+        before anything of it is written, so both paths record the same.
+        ``strict``: an error is raised, not routed.
         """
         types = _sdk_types()
         if types is None or self.header_pending:
@@ -225,60 +233,58 @@ class GroqStreamAccumulator(ChatAccumulator):
             add_each(self.add, chunks)
             return
         chunk_type, choice_type, delta_type, x_groq_type, fields_of, extra_of, _, x_groq_fields = types
+        kind = type
         buffers = self.choices
+        last: Any = _NO_INDEX  # the index of the choice whose ``buffer`` and ``text`` are at hand
+        buffer: Any = None
+        text: Any = None
         for chunk in chunks:
             try:
-                if type(chunk) is not chunk_type:
-                    self.add(chunk)
-                    continue
-                fields = fields_of(chunk)
-                choices = fields["choices"]
-                x_groq = fields["x_groq"]
-                # ``choices`` may be None (a closing chunk sent with "choices": null): ``add`` reads its usage.
-                if choices is None or len(choices) != 1 or fields["usage"] is not None:
-                    self.add(chunk)
-                    continue
-                choice = choices[0]
-                if type(choice) is not choice_type:
-                    self.add(chunk)
-                    continue
-                entry = fields_of(choice)
-                delta = entry["delta"]
-                if type(delta) is not delta_type:
-                    self.add(chunk)
-                    continue
-                said = fields_of(delta)
-                if (
-                    said["tool_calls"]
-                    or said["function_call"] is not None
-                    or said["reasoning"]
-                    or said["executed_tools"]
-                    or extra_of(delta)
-                ):
-                    self.add(chunk)
-                    continue
-                if x_groq is not None and (type(x_groq) is not x_groq_type or not x_groq_fields):
-                    self.add(chunk)
-                    continue
-                index = entry["index"]
-                try:
-                    buffer = buffers[index]  # a subscript, not a ``get`` call: the KeyError comes once per choice
-                except KeyError:
-                    buffer = buffers[index] = _ChoiceBuffer()
-                content = said["content"]
-                if content:
-                    buffer.text.append(content)
-                reason = entry["finish_reason"]
-                if reason is not None:
-                    buffer.finish_reason = reason
-                if x_groq is not None:  # the last chunk's usage (or an error), read as ``add`` reads them
-                    about = fields_of(x_groq)
-                    usage = about["usage"]
-                    if usage is not None and self.usage is None:
-                        self.usage = usage
-                    error = about["error"]
-                    if isinstance(error, str) and error:
-                        self.error = error
+                if kind(chunk) is chunk_type:
+                    fields = fields_of(chunk)
+                    try:
+                        # One choice, unpacked: None, no choice or several raise here (``add`` reads the chunk).
+                        (choice,) = fields["choices"]
+                    except (TypeError, ValueError):
+                        choice = None
+                    if kind(choice) is choice_type and fields["usage"] is None:
+                        entry = fields_of(choice)
+                        delta = entry["delta"]
+                        if kind(delta) is delta_type and not extra_of(delta):
+                            said = fields_of(delta)
+                            x_groq = fields["x_groq"]
+                            if (
+                                said["tool_calls"] is None
+                                and said["function_call"] is None
+                                and said["reasoning"] is None
+                                and said["executed_tools"] is None
+                                and (x_groq is None or (kind(x_groq) is x_groq_type and x_groq_fields))
+                            ):
+                                index = entry["index"]
+                                if index is not last:
+                                    try:
+                                        buffer = buffers[index]  # a subscript: its KeyError once per choice
+                                    except KeyError:
+                                        buffer = buffers[index] = _ChoiceBuffer()
+                                    text = buffer.text
+                                    last = index
+                                content = said["content"]
+                                if content:
+                                    text.append(content)
+                                reason = entry["finish_reason"]
+                                if reason is not None:
+                                    buffer.finish_reason = reason
+                                if x_groq is not None:  # the last chunk's usage (or an error), as ``add`` reads them
+                                    about = fields_of(x_groq)
+                                    usage = about["usage"]
+                                    if usage is not None and self.usage is None:
+                                        self.usage = usage
+                                    error = about["error"]
+                                    if isinstance(error, str) and error:
+                                        self.error = error
+                                continue
+                last = _NO_INDEX  # ``add`` may make the buffer of any index
+                self.add(chunk)
             except Exception:
                 if strict:
                     raise

@@ -205,68 +205,60 @@ class MistralStreamAccumulator:
         buffers = self.choices
         index: Any = _NO_INDEX  # the choice index of ``buffer``: read again only when an event names another
         buffer = _Choice()
+        kind = type  # a local: the exact type tests below
         for event in events:
             try:
                 chunk = getattr(event, "data", event)  # as ``add`` reads it
-                if type(chunk) is not chunk_type:
-                    self.add(event)
-                    continue
-                fields = chunk.__dict__
-                choices = fields["choices"]
-                usage = fields["usage"]
-                if type(choices) is not list or (usage is not None and type(usage) is not usage_type):
-                    self.add(event)
-                    continue
-                try:
-                    [choice] = choices
-                except ValueError:  # none or several: ``add``
-                    choice = None
-                if type(choice) is not choice_type:
-                    self.add(event)
-                    continue
-                entry = choice.__dict__
-                delta = entry["delta"]
-                reason = entry["finish_reason"]
-                if type(delta) is not delta_type or (reason is not None and type(reason) is not str):
-                    self.add(event)
-                    continue
-                said = delta.__dict__
-                calls = said["tool_calls"]
-                content = said["content"]
-                kind = type(content)
-                if (calls is not None and type(calls) is not unset_type) or not (
-                    kind is str or kind is list or content is None or kind is unset_type
-                ):
-                    self.add(event)
-                    continue
-                if entry["index"] is not index:
-                    index = entry["index"]
-                    key = index or 0
-                    buffer = buffers.get(key) or buffers.setdefault(key, _Choice())
-                if kind is str:
-                    if content:
-                        buffer.text.append(content)
-                elif kind is list:
-                    for piece in content:
-                        kind = type(piece)
-                        if kind is think_type:
-                            own = piece.__dict__
-                            if own["type"] == "thinking":
-                                for part in own["thinking"] or ():  # ``thinking_text``, one text at a time
-                                    text = part.text if type(part) is text_type else get(part, "text")
-                                    if isinstance(text, str):
-                                        buffer.reasoning.append(text)
+                # The checks, nested so that the common event takes each test once and falls through to the fold;
+                # any failed test leaves the nest for ``add`` below, before anything of the event was written.
+                if kind(chunk) is chunk_type:
+                    fields = chunk.__dict__
+                    usage = fields["usage"]
+                    try:
+                        [choice] = fields["choices"]  # None, none or several: ``add``
+                    except (TypeError, ValueError):
+                        choice = None
+                    if kind(choice) is choice_type and (usage is None or kind(usage) is usage_type):
+                        entry = choice.__dict__
+                        delta = entry["delta"]
+                        reason = entry["finish_reason"]
+                        if kind(delta) is delta_type and (reason is None or kind(reason) is str):
+                            said = delta.__dict__
+                            calls = said["tool_calls"]
+                            content = said["content"]
+                            shape = kind(content)
+                            if (kind(calls) is unset_type or calls is None) and (
+                                shape is list or shape is str or content is None or shape is unset_type
+                            ):
+                                if entry["index"] is not index:
+                                    index = entry["index"]
+                                    key = index or 0
+                                    buffer = buffers.get(key) or buffers.setdefault(key, _Choice())
+                                if shape is list:
+                                    for piece in content:
+                                        shape = kind(piece)
+                                        if shape is think_type:
+                                            own = piece.__dict__
+                                            if own["type"] == "thinking":
+                                                for part in own["thinking"] or ():  # ``thinking_text``, text by text
+                                                    text = part.text if kind(part) is text_type else get(part, "text")
+                                                    if isinstance(text, str):
+                                                        buffer.reasoning.append(text)
+                                                continue
+                                        elif shape is text_type:
+                                            own = piece.__dict__
+                                            if own["type"] == "text":
+                                                buffer.text.append(own["text"] or "")
+                                                continue
+                                        buffer.add_content((piece,))  # any other piece: read as ``add`` reads it
+                                elif shape is str and content:
+                                    buffer.text.append(content)
+                                if reason is not None:
+                                    buffer.finish_reason = reason
+                                if usage is not None:
+                                    self.usage = usage
                                 continue
-                        elif kind is text_type:
-                            own = piece.__dict__
-                            if own["type"] == "text":
-                                buffer.text.append(own["text"] or "")
-                                continue
-                        buffer.add_content((piece,))  # any other piece: read as ``add`` reads it
-                if reason is not None:
-                    buffer.finish_reason = reason
-                if usage is not None:
-                    self.usage = usage
+                self.add(event)
             except Exception:
                 if strict:
                     raise
