@@ -251,6 +251,8 @@ def test_skip_reasons_stay_bounded_and_sum_to_skipped(restore: None) -> None:
         ("no_answer", "no_answer"),
         ("shutdown", "shutdown"),
         ("skipped", "skipped"),
+        # SkipEvaluation() with no message: evaltrace's own default text, so its own key despite the space.
+        ("not applicable", "not applicable"),
     ],
 )
 def test_only_codes_and_identifier_tokens_are_keys(reason: str, key: str | None) -> None:

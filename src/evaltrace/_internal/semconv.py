@@ -286,6 +286,7 @@ SKIP_LATE_AFTER_WINDOW: Final = "late_after_window"  # trace-level: a new root o
 SKIP_MAPPING_FAILED: Final = "mapping_failed"  # our mapping of the spans to a Trace failed: never a verdict
 SKIP_NOT_SHIPPABLE: Final = "not_shippable"  # evaluation process: the evaluator cannot be imported by reference
 SKIP_OVERLOADED: Final = "overloaded"  # the process's stuck evaluator threads are at their cap: no new one
+SKIP_NOT_APPLICABLE: Final = "not applicable"  # SkipEvaluation() raised with no message
 SKIP_NO_ANSWER: Final = "no_answer"  # the evaluator reads the final answer; the step answered with tool calls only
 # Trace completion (docs/evaluation.md "Trace completion"): evaltrace.end_trace() sets the marker on a span; the
 # evaluation span of a trace-level result carries the revision (1, then +1 per re-evaluation after late spans).

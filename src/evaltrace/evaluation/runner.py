@@ -260,7 +260,7 @@ def settle(evaluator: Any, produced: Any, exc: Exception | None, *, may_retry: b
             return failed_result(evaluator, INVALID_OUTPUT_ERROR_TYPE, f"returned {got}, not an EvaluationResult")
         return produced
     if isinstance(exc, SkipEvaluation):
-        return skipped_result(evaluator, str(exc) or "not applicable")
+        return skipped_result(evaluator, str(exc) or semconv.SKIP_NOT_APPLICABLE)
     if isinstance(exc, Overloaded):  # our decision, not the evaluator's failure: not evaluated, never retried
         return skipped_result(evaluator, semconv.SKIP_OVERLOADED)
     if mapping_failure(exc) is not None:  # a field of the lazy Trace failed to map: ours, as an eager failure
