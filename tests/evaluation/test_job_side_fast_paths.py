@@ -34,14 +34,9 @@ from evaltrace.evaluation.convert import (
     span_result_attributes,
 )
 from evaltrace.evaluation.runner import failed_result, skipped_result
+from evaltrace.evaluation.skip_reasons import count_skip_reason, skip_reason_key
 from evaltrace.evaluation.spans import enriched_copy
-from evaltrace.evaluation.stats import (
-    _COUNTER_OF_OUTCOME,
-    PipelineStats,
-    _count_reason,
-    _EvaluatorCounters,
-    skip_reason_key,
-)
+from evaltrace.evaluation.stats import _COUNTER_OF_OUTCOME, PipelineStats, _EvaluatorCounters
 from evaltrace.schema import EvaluationResult, Trace
 from evaltrace.schema._base import whole_ms
 from evaltrace.schema.trace import TraceError
@@ -135,8 +130,8 @@ class _ReferenceStats(PipelineStats):
                 setattr(per, key, getattr(per, key) + 1)
                 self.counters[key] += 1
                 if reason is not None:
-                    _count_reason(per.skipped_by_reason, reason)
-                    _count_reason(self._skipped_by_reason, reason)
+                    count_skip_reason(per.skipped_by_reason, reason)
+                    count_skip_reason(self._skipped_by_reason, reason)
             if timed_out:
                 per.timed_out += 1
                 self.counters["timed_out"] += 1
@@ -218,6 +213,15 @@ def test_evaluator_names_past_the_kept_bound_get_the_same_attributes(monkeypatch
     for _ in range(2):  # the first time builds (and keeps two), the second reads the kept ones
         _same(span_result_attributes(results), _reference_span_attributes(results))
     assert list(convert._KEYS) == ["name-0", "name-1"]
+
+
+def test_long_evaluator_names_are_not_kept_so_the_key_cache_stays_small(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The cache is module-wide and span_result_attributes is public: 1,024 names of 100 KB each once pinned 512 MB.
+    monkeypatch.setattr(convert, "_KEYS", {})
+    long_name, short_name = "n" * 100_000, "n" * 256
+    results = [EvaluationResult(evaluator=name, passed=True, score=1.0) for name in (long_name, short_name)]
+    _same(span_result_attributes(results), _reference_span_attributes(results))
+    assert list(convert._KEYS) == [short_name]
 
 
 @pytest.mark.parametrize("provenance", [False, True])

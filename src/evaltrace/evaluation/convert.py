@@ -217,6 +217,9 @@ def eval_attribute(name: str, suffix: str) -> str:
 _MAX_KEPT_NAMES = 1024
 """Evaluator names whose attribute keys :func:`_keys_of` keeps (the configured evaluators; beyond it, built anew)."""
 
+_MAX_KEPT_NAME_LENGTH = 256
+"""Longer names are never kept: the cache is module-wide and public callers may pass any name (bounded memory)."""
+
 _KEYS: dict[str, tuple[str, str, str, str, str]] = {}
 
 
@@ -224,7 +227,8 @@ def _keys_of(name: str) -> tuple[str, str, str, str, str]:
     """``eval_attribute(name, suffix)`` of the outcome, score, passed, error type and skip reason suffixes.
 
     Built once per evaluator name and kept (their hashes with them): every evaluated span writes them again. The
-    names are those of the configured evaluators; past :data:`_MAX_KEPT_NAMES` they are built anew each time.
+    names are those of the configured evaluators; past :data:`_MAX_KEPT_NAMES`, or longer than
+    :data:`_MAX_KEPT_NAME_LENGTH` characters, they are built anew each time.
     """
     prefix = semconv.EVALTRACE_EVAL_PREFIX + name
     keys = (
@@ -234,7 +238,7 @@ def _keys_of(name: str) -> tuple[str, str, str, str, str]:
         prefix + semconv.EVALTRACE_EVAL_ERROR_TYPE_SUFFIX,
         prefix + semconv.EVALTRACE_EVAL_SKIP_REASON_SUFFIX,
     )
-    if len(_KEYS) < _MAX_KEPT_NAMES:
+    if len(_KEYS) < _MAX_KEPT_NAMES and len(name) <= _MAX_KEPT_NAME_LENGTH:
         _KEYS[name] = keys
     return keys
 

@@ -193,9 +193,9 @@ class PipelineStats:
         is ``passed / (passed + failed)`` and ``error_rate`` ``errors / (passed + failed + errors)`` (None when
         their denominator is 0); skipped evaluations are in neither. ``skipped_by_reason`` (also in total) breaks
         ``skipped``, the evaluators' own "not evaluated" results, down by the reason stored on the span
-        (``evaltrace.eval.<name>.skip_reason``): a code of evaltrace's own (``no_answer``, :data:`SKIP_CODES`;
+        (``evaltrace.eval.<name>.skip_reason``): a code of evaltrace's own (``no_answer``, :data:`~evaltrace.evaluation.skip_reasons.SKIP_CODES`;
         ``skipped`` when the result gave none) or an identifier-like token (``no_reference``: lowercase letters,
-        digits, ``_.-``, at most 64, the first :data:`MAX_SKIP_REASON_TOKENS` per evaluator and in total);
+        digits, ``_.-``, at most 64, the first :data:`~evaltrace.evaluation.skip_reasons.MAX_SKIP_REASON_TOKENS` per evaluator and in total);
         any other reason (free text) is counted under ``other``, so its counts sum to ``skipped``. ``not_evaluated_by_reason`` counts the
         evaluations that were never started (``sampled_out``, ``filtered``, ``queue_full``, ``rate_limited``,
         ``over_budget``, ``trace_incomplete``, ``mapping_failed``, ``shutdown``, ...), in total and, under each evaluator's entry, per evaluator.
