@@ -9,6 +9,7 @@ the loop itself, and a process that exits right after shutting down with a stall
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -24,7 +25,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from evaltrace.evaluation import EvaluationSpanProcessor, EvaluatorSpec, evaluator
+from evaltrace.evaluation import EvaluationSpanProcessor, EvaluatorSpec, JsonlScoreSink, evaluator
 from evaltrace.schema import Trace
 
 from .conftest import MakePipeline, Pipeline
@@ -181,7 +182,7 @@ sys.path.insert(0, {src!r})
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from evaltrace.evaluation import EvaluationSpanProcessor, EvaluatorSpec, evaluator
+from evaltrace.evaluation import EvaluationSpanProcessor, EvaluatorSpec, JsonlScoreSink, evaluator
 
 entered, release = threading.Event(), threading.Event()
 
@@ -240,3 +241,90 @@ def test_shutdown_with_a_hung_evaluation_process_keeps_its_timeout_and_counts_ev
     assert elapsed < 2.0 + 3.0, elapsed
     agents = [s for s in p.spans() if s.name.startswith("invoke_agent")]
     assert len(agents) + p.processor.stats()["dropped_at_shutdown"] == 3
+
+
+def test_a_timer_tick_racing_shutdown_marks_the_trace_evaluations_not_evaluated_everywhere(
+    make_pipeline: MakePipeline, tmp_path: Path
+) -> None:
+    """The trace-level job ``submit_trace`` builds when the timer's tick races shutdown is never admitted.
+
+    Its evaluations must still be counted (``shutdown``), emitted as child ``evaluation <name>`` spans (its root
+    went downstream already) and recorded in the sinks, as for any job shutdown cut short.
+    """
+
+    @evaluator(name="whole")
+    def whole(trace: Trace) -> bool:
+        return True
+
+    sink_path = tmp_path / "scores.jsonl"
+    p = make_pipeline(
+        [EvaluatorSpec(whole, trace_level=True)], sinks=[JsonlScoreSink(sink_path)], trace_quiet_period_s=3600
+    )
+    with p.tracer.start_as_current_span("root"):
+        with p.tracer.start_as_current_span("child"):
+            pass
+    processor = p.processor
+    assert processor._completion is not None and processor._timer is not None
+    processor._completion.ready_now()
+    ready = processor._completion.collect()[0]
+    assert len(ready) == 1
+    # Run the tick's hand-out as the timer thread would, once shutdown has begun (the race, made deterministic).
+    processor._shutdown = True
+    processor._timer.is_current = lambda: True  # type: ignore[method-assign]
+    processor._submit_trace(ready[0])
+    processor._shutdown = False
+    processor.shutdown(timeout_millis=5_000)
+    stats = processor.stats()
+    assert stats["not_evaluated_by_reason"] == {"shutdown": 1}
+    assert stats["evaluation_spans"] == 1 and stats["dropped_at_shutdown"] == 0
+    child = p.one("evaluation whole")
+    assert (child.attributes or {})["evaltrace.eval.whole.skip_reason"] == "shutdown"
+    lines = [json.loads(line) for line in sink_path.read_text().splitlines()]
+    assert [line["not_evaluated"]["evaluator"] for line in lines if "not_evaluated" in line] == ["whole"]
+
+
+def test_a_span_the_loop_forwards_while_shutdown_takes_its_job_over_is_counted_once(
+    make_pipeline: MakePipeline,
+) -> None:
+    """The loop's last forward (lock-free) runs between shutdown's pop of the job and its read of the job.
+
+    The job produced one span (its own, not forwarded yet): it must count as one dropped span, not as one child
+    evaluation span per evaluator.
+    """
+    gate = threading.Event()
+
+    def waiting(name: str) -> EvaluatorSpec:
+        @evaluator(name=name)
+        def ev(trace: Trace) -> bool:
+            gate.wait(10)
+            return True
+
+        return EvaluatorSpec(ev)
+
+    p = make_pipeline([waiting("a"), waiting("b"), waiting("c")], hold_timeout_s=60)
+    processor = p.processor
+    with p.tracer.start_as_current_span("s"):
+        pass
+    runner = processor._runner
+
+    class Live(dict[int, Any]):
+        """Runs the loop's final forward of the job right after shutdown's pop took it (the interleaving)."""
+
+        def pop(self, key: int, default: Any = None) -> Any:
+            job = dict.pop(self, key, default)
+            if job is not None and threading.current_thread() is threading.main_thread():
+                runner._forward_once(job, job.span)  # its pop fails: it marks the job forwarded, sends nothing
+            return job
+
+    live = Live(processor._live)
+    assert len(live) == 1
+    processor._live = live
+    runner.ctx.live = live
+    try:
+        processor._abandon_unfinished()
+        assert processor.stats()["dropped_at_shutdown_by_reason"] == {"evaluation_loop_stalled": 1}
+        assert p.spans() == []
+    finally:
+        gate.set()
+    processor.shutdown(timeout_millis=5_000)
+    assert p.spans() == [] and processor.stats()["dropped_at_shutdown"] == 1

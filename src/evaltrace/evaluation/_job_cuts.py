@@ -68,7 +68,7 @@ def mark_cut(self: JobRunner, job: Job, done: list[EvaluationResult], cut: list[
     That is on the span, in ``stats()``, and in the score sinks (see ``SinkWorker.not_evaluated``). The span goes downstream enriched with ``done`` and the marks; one that went already (held past its
     deadline, or the root of a trace-level job) gets them as child ``evaluation {name}`` spans instead.
     """
-    if id(job) not in self.ctx.live:  # shutdown stopped waiting for it and counted its spans: nothing more here
+    if job.abandoned:  # shutdown stopped waiting for it and counted its spans: nothing more here
         return
     marks = [skipped_result(spec.evaluator, semconv.SKIP_SHUTDOWN) for spec in cut]
     for spec in cut:

@@ -110,6 +110,7 @@ class Job:
     gate: bool = True
     gate_held: bool = False
     forwarded: bool = False
+    abandoned: bool = False  # shutdown took the job over (see ``abandon_unfinished``): it counted its spans
     session_specs: Sequence[EvaluatorSpec] = ()
     session_id: str | None = None
     session_end: bool = False

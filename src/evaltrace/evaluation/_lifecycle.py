@@ -98,11 +98,15 @@ def abandon_unfinished(self: EvaluationSpanProcessor) -> None:
     jobs = spans = 0
     with self._slot_lock:  # held spans' early forwards take it too: job.forwarded is read consistently
         for key in list(self._live):
+            # Read before the pop: the loop's last forward (lock-free) pops first, then sets ``forwarded``; read
+            # after our pop, a span that was never forwarded could read as forwarded and count as its N children.
+            forwarded = (job := self._live.get(key)) is not None and job.forwarded
             job = self._live.pop(key, None)
             if job is None:  # the job took its last emission meanwhile: it forwards
                 continue
+            job.abandoned = True
             jobs += 1
-            if not job.forwarded:
+            if not forwarded:
                 spans += 1
             elif job.span.context is not None:  # one child span per evaluator (done, or marked cut short)
                 spans += len(job.specs) + len(job.trace_specs)
