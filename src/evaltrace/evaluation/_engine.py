@@ -273,6 +273,10 @@ class Engine:
                 pass
             if here is not self._loop_thread:  # on the loop itself, it winds down once this callback returns
                 self._loop_thread.join(left(2 * timeout_s))  # the tasks' own deadline, then their cleanup
+                if self._loop_thread.is_alive():  # stalled: waking as the interpreter finalizes can abort it
+                    from evaltrace._internal.exit_hooks import join_before_exit  # rare: not imported up front
+
+                    join_before_exit(self._loop_thread)
         elif not self.loop.is_closed():  # never ran in this process (a forked child that evaluated nothing)
             with self._send_lock:
                 self._loop_closed = True
