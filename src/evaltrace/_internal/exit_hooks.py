@@ -44,6 +44,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from types import FrameType
 
@@ -256,3 +257,48 @@ def exit_on_sigterm() -> bool:
     signal.signal(signal.SIGTERM, _raise_exit)
     _forwarder.start()
     return True
+
+
+# A thread shutdown() could not wait for (an evaluation loop blocked by an evaluator) that wakes while the interpreter
+# finalizes can abort the process (SIGABRT, "FATAL: exception not rethrown"). At exit such threads get this long, in
+# all, to end first; one still running after it is left to the interpreter (the exit is never held up longer).
+EXIT_JOIN_S = 1.0
+_stalled: list[threading.Thread] = []
+_stalled_lock = threading.Lock()
+_join_registered = False
+
+
+def join_before_exit(thread: threading.Thread) -> None:
+    """At interpreter exit, give ``thread`` (with every other one passed here) at most ``EXIT_JOIN_S`` to end.
+
+    Among ``threading``'s exit hooks, so before finalization (fallback: ``atexit``); when the exit has begun
+    already (a shutdown run by an exit hook), the bounded join happens at once.
+    """
+    global _join_registered
+    with _stalled_lock:
+        _stalled.append(thread)
+        if _join_registered:
+            return
+        register: Callable[[Callable[[], None]], None] | None = getattr(threading, "_register_atexit", None)
+        try:
+            if register is None:
+                atexit.register(_join_stalled)
+            else:
+                register(_join_stalled)
+            _join_registered = True
+            return
+        except RuntimeError:  # the interpreter is shutting down already: no hook would run before finalization
+            pass
+    _join_stalled()
+
+
+def _join_stalled() -> None:
+    global _join_registered
+    with _stalled_lock:
+        threads = list(_stalled)
+        _stalled.clear()
+        _join_registered = False
+    deadline = time.monotonic() + EXIT_JOIN_S
+    for thread in threads:
+        if thread is not threading.current_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))

@@ -165,6 +165,7 @@ def submit(self: EvaluationSpanProcessor, job: Job) -> bool:
         admitted = self._pending < self.options.max_queue_size
         if admitted:
             self._pending += 1
+            self._live[id(job)] = job  # until its last span goes downstream (or shutdown counts it, see _jobs)
     if not admitted:
         self._stats.incr("dropped")
         self._metrics.record_dropped()
@@ -186,6 +187,7 @@ def submit(self: EvaluationSpanProcessor, job: Job) -> bool:
     except BaseException as exc:  # e.g. its threads cannot start: the job was never queued, no _job_done comes
         if noted and gate is not None and trace_id is not None:
             gate.job_finished(trace_id)  # the wait it just noted: the job will never finish it
+        self._live.pop(id(job), None)  # its span is forwarded by the caller, unevaluated
         self._release_slot()
         self._never_runs(job, semconv.SKIP_ENGINE_UNAVAILABLE)
         if not isinstance(exc, Exception):  # the user's Ctrl-C (in a thread's start): theirs, passed on unchanged

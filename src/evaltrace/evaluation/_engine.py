@@ -259,9 +259,11 @@ class Engine:
             self._stopped = True
             running = self._running
             loop_running = self._loop_started  # also without a dispatcher (it failed to start): wound down here
+        here = threading.current_thread()  # stop() called from an evaluator or callback on one of our own threads
         if running:
             self._inbox.put(_STOP)
-            self._dispatcher.join(timeout_s)
+            if here is not self._dispatcher:  # it cannot join itself: it ends on _STOP once this call returns
+                self._dispatcher.join(timeout_s)
         if self.lane is not None:  # a batch the dispatcher still routes now is refused by the lane and cut short
             self.lane.stop(left(timeout_s))
         if loop_running:
@@ -269,7 +271,12 @@ class Engine:
                 self.loop.call_soon_threadsafe(self._wind_down, left(timeout_s))
             except RuntimeError:  # closed: the loop thread has ended
                 pass
-            self._loop_thread.join(left(2 * timeout_s))  # the tasks' own deadline, then their cleanup
+            if here is not self._loop_thread:  # on the loop itself, it winds down once this callback returns
+                self._loop_thread.join(left(2 * timeout_s))  # the tasks' own deadline, then their cleanup
+                if self._loop_thread.is_alive():  # stalled: waking as the interpreter finalizes can abort it
+                    from evaltrace._internal.exit_hooks import join_before_exit  # rare: not imported up front
+
+                    join_before_exit(self._loop_thread)
         elif not self.loop.is_closed():  # never ran in this process (a forked child that evaluated nothing)
             with self._send_lock:
                 self._loop_closed = True
@@ -277,6 +284,14 @@ class Engine:
         self._drain_inbox()  # jobs submitted after the dispatcher's last look
         self.pool.shutdown(wait=False, cancel_futures=True)
         self.user_loop.close()
+
+    def on_loop_thread(self) -> bool:
+        """Whether the caller runs on the evaluation loop's thread (an evaluator or callback running there)."""
+        return threading.current_thread() is self._loop_thread
+
+    def loop_alive(self) -> bool:
+        """Whether the evaluation loop's thread still runs (stop() could not wait for it to end)."""
+        return self._loop_thread.is_alive()
 
     def _wind_down(self, timeout_s: float) -> None:
         """On the loop, at stop: cancel the tasks still running, give them ``timeout_s`` to clean up, stop."""

@@ -68,6 +68,8 @@ def mark_cut(self: JobRunner, job: Job, done: list[EvaluationResult], cut: list[
     That is on the span, in ``stats()``, and in the score sinks (see ``SinkWorker.not_evaluated``). The span goes downstream enriched with ``done`` and the marks; one that went already (held past its
     deadline, or the root of a trace-level job) gets them as child ``evaluation {name}`` spans instead.
     """
+    if job.abandoned:  # shutdown stopped waiting for it and counted its spans: nothing more here
+        return
     marks = [skipped_result(spec.evaluator, semconv.SKIP_SHUTDOWN) for spec in cut]
     for spec in cut:
         self.ctx.stats.not_evaluated(semconv.SKIP_SHUTDOWN, spec.evaluator.name)
@@ -78,6 +80,8 @@ def mark_cut(self: JobRunner, job: Job, done: list[EvaluationResult], cut: list[
         self._forward_once(job, enriched_copy(job.span, done + marks + _skipped_results(job), provenance=provenance))
         return
     revision = job.revision if job.deferred else None
+    if not self._claim(job):  # shutdown stopped waiting for this job: it counted these spans as dropped
+        return
     for result in done + marks:  # none of them went out yet: results follow the held span all at once
         child = evaluation_span(job.span, result, provenance=provenance, revision=revision)
         if child is not None:

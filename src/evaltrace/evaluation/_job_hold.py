@@ -33,8 +33,10 @@ def deliver(self: JobRunner, job: Job, results: list[EvaluationResult]) -> None:
         self._forward_once(job, enriched_copy(job.span, every, provenance=provenance))
         self.ctx.stats.incr("enriched")
         return
-    self._forward_once(job, job.span)
+    self._forward_once(job, job.span, final=False)
     self.ctx.stats.incr("held_timeout")
+    if not self._claim(job):  # shutdown stopped waiting for this job: it counted these spans as dropped
+        return
     for index, result in enumerate(results):  # job.specs' results, then job.trace_specs'
         child = evaluation_span(job.span, result, provenance=provenance, trace_scope=index >= len(job.specs))
         if child is not None:
@@ -51,9 +53,12 @@ async def hold_and_forward(self: JobRunner, job: Job, tasks: list[asyncio.Task[E
         self._forward_once(job, enriched_copy(job.span, results, provenance=provenance))
         self.ctx.stats.incr("enriched")
         return
-    self._forward_once(job, job.span)
+    self._forward_once(job, job.span, final=False)
     self.ctx.stats.incr("held_timeout")
-    for index, result in enumerate(await asyncio.gather(*tasks)):  # job.specs' results, then job.trace_specs'
+    results = await asyncio.gather(*tasks)
+    if not self._claim(job):  # shutdown stopped waiting for this job: it counted these spans as dropped
+        return
+    for index, result in enumerate(results):  # job.specs' results, then job.trace_specs'
         child = evaluation_span(
             job.span,
             result,
@@ -67,7 +72,10 @@ async def hold_and_forward(self: JobRunner, job: Job, tasks: list[asyncio.Task[E
 
 async def emit_deferred(self: JobRunner, job: Job, tasks: list[asyncio.Task[EvaluationResult]]) -> None:
     """The root is downstream already: each result goes out as a child span carrying the revision."""
-    for result in await asyncio.gather(*tasks):
+    results = await asyncio.gather(*tasks)
+    if not self._claim(job):  # shutdown stopped waiting for this job: it counted these spans as dropped
+        return
+    for result in results:
         child = evaluation_span(
             job.span, result, provenance=self.ctx.options.evaluation_provenance, revision=job.revision
         )

@@ -110,6 +110,7 @@ class Job:
     gate: bool = True
     gate_held: bool = False
     forwarded: bool = False
+    abandoned: bool = False  # shutdown took the job over (see ``abandon_unfinished``): it counted its spans
     session_specs: Sequence[EvaluatorSpec] = ()
     session_id: str | None = None
     session_end: bool = False
@@ -163,6 +164,12 @@ class JobContext:
     on_session: Callable[[], None] | None = None
     # (session id, revision) -> a newer judgement of that session was handed out: this verdict is not published.
     session_superseded: Callable[[str, int], bool] | None = None
+    # id(job) -> job, for every admitted Job whose last span (its own, or its child evaluation spans) has not gone
+    # downstream yet. Whoever pops a job owns that last emission: the job itself (it forwards), or shutdown once it
+    # stopped waiting for the loop (it counts the spans as dropped instead). ``dict.pop`` is atomic: exactly one wins.
+    live: dict[int, Job] = field(default_factory=dict)
+    # Taken (with ``live``) around a held span's early forward, so shutdown reads ``job.forwarded`` consistently.
+    live_lock: Any = None
 
 
 class JobRunner:
@@ -427,11 +434,28 @@ class JobRunner:
         self._record(job.span, trace, spec, result, job.revision)
         return result
 
-    def _forward_once(self, job: Job, span: ReadableSpan) -> None:
+    def _forward_once(self, job: Job, span: ReadableSpan, final: bool = True) -> None:
+        """Forward ``job``'s span once; ``final``: nothing of the job follows it (no child evaluation spans).
+
+        A job shutdown gave up on (see ``_claim``) forwards nothing: shutdown counted its span as dropped.
+        """
         if job.forwarded:
             return
-        job.forwarded = True
+        if final:
+            claimed = self.ctx.live.pop(id(job), None) is not None  # first: shutdown reads job.forwarded after its pop
+            job.forwarded = True
+            if not claimed:
+                return  # abandoned at shutdown: counted there
+        else:  # the held span goes now, its results as child spans later: shutdown must see which it counts
+            with self.ctx.live_lock:
+                job.forwarded = True
+                if id(job) not in self.ctx.live:
+                    return
         self.ctx.forward(span)
+
+    def _claim(self, job: Job) -> bool:
+        """Take ``job``'s last emission (its child evaluation spans); False when shutdown counted them already."""
+        return self.ctx.live.pop(id(job), None) is not None
 
     def _run_options(self, spec: EvaluatorSpec) -> RunOptions:
         """``spec``'s timeout and retries, built once per spec and options (a frozen dataclass: three setattrs)."""

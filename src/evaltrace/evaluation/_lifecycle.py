@@ -6,15 +6,21 @@ its class body).
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.export_queue import shutdown_downstream
+from evaltrace.evaluation.stats import DROP_AFTER_SHUTDOWN, DROP_LOOP_STALLED
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+
     from evaltrace.evaluation.processor import EvaluationSpanProcessor
+
+logger = logging.getLogger("evaltrace.evaluation")
 
 
 def wait_idle(self: EvaluationSpanProcessor, deadline: float) -> bool:
@@ -39,6 +45,10 @@ def force_flush(self: EvaluationSpanProcessor, timeout_millis: int = 30_000) -> 
         False when something was still pending at the deadline (see :meth:`stats` for what).
     """
     deadline = time.monotonic() + timeout_millis / 1000
+    if self._engine.on_loop_thread():
+        # Called by an evaluator or callback on the evaluation loop: the jobs it would wait for need this very
+        # thread, so waiting would only block the loop until the timeout. Sinks and exporters are flushed.
+        deadline = time.monotonic()
     if self._completion is not None:
         self._completion.ready_now()
         self._tick()
@@ -57,20 +67,70 @@ def force_flush(self: EvaluationSpanProcessor, timeout_millis: int = 30_000) -> 
     return ok
 
 
-def stop_engines(self: EvaluationSpanProcessor, reserve: float) -> None:
-    """Stop the evaluation loop and process, and let go of Redis: nothing admits or charges any more."""
-    self._engine.stop(min(0.25, reserve / 8))
+def stop_engines(self: EvaluationSpanProcessor, reserve: float, deadline: float) -> None:
+    """Stop the evaluation loop and process, and let go of Redis: nothing admits or charges any more.
+
+    Both stops end by ``deadline - reserve / 4``: sinks and exporters keep at least a quarter of the reserved time.
+    The loop still gets at least 0.1 s (a very short timeout), the process 10 ms (plus its kill, see ``_process``).
+    """
+    until = deadline - reserve / 4
+
+    def left(most: float, least: float) -> float:
+        return max(least, min(most, until - time.monotonic()))
+
+    self._engine.stop(left(min(0.25, reserve / 8) * 2, 0.1) / 2)  # the engine takes about twice its argument
     if self._remote is not None:
-        self._remote.stop(min(1.0, reserve / 4))
+        self._remote.stop(left(min(1.0, reserve / 4), 0.01))
     if self._limits.shared is not None:
         self._limits.shared.close()
+
+
+def abandon_unfinished(self: EvaluationSpanProcessor) -> None:
+    """Count, as dropped, the spans of every job the stopped engines did not finish; they forward nothing later.
+
+    A job still in the loop's (or the fast lane's) hands once the engines were given their time (a loop short of
+    CPU, or blocked by an evaluator that runs on it) is taken over here: its own span (not forwarded yet) or its
+    child ``evaluation <name>`` spans (its span went out held) are counted in ``dropped_at_shutdown``, reason
+    ``evaluation_loop_stalled``, and the job forwards nothing when it resumes (see ``JobRunner._claim``). So
+    ``stats()`` is exact when ``shutdown()`` returns and nothing reaches the downstream processors after they
+    shut down.
+    """
+    jobs = spans = 0
+    with self._slot_lock:  # held spans' early forwards take it too: job.forwarded is read consistently
+        for key in list(self._live):
+            # Read before the pop: the loop's last forward (lock-free) pops first, then sets ``forwarded``; read
+            # after our pop, a span that was never forwarded could read as forwarded and count as its N children.
+            forwarded = (job := self._live.get(key)) is not None and job.forwarded
+            job = self._live.pop(key, None)
+            if job is None:  # the job took its last emission meanwhile: it forwards
+                continue
+            job.abandoned = True
+            jobs += 1
+            if not forwarded:
+                spans += 1
+            elif job.span.context is not None:  # one child span per evaluator (done, or marked cut short)
+                spans += len(job.specs) + len(job.trace_specs)
+    if not jobs:
+        return
+    self._stats.dropped_at_shutdown(DROP_LOOP_STALLED, spans)
+    logger.warning(
+        "evaltrace: shutdown stopped waiting for %d evaluation job(s) the evaluation loop had not finished; "
+        "their %d span(s) were dropped, not exported (counted in stats()['dropped_at_shutdown_by_reason']['%s'])",
+        jobs,
+        spans,
+        DROP_LOOP_STALLED,
+    )
 
 
 def shutdown(self: EvaluationSpanProcessor, timeout_millis: int = 30_000) -> None:
     """Drain and stop: evaluations, then parked spans, then sinks, then downstream processors.
 
     Evaluations still running at the deadline are cancelled and their spans forwarded unenriched; scores
-    a sink could not deliver in time go to its dead-letter file. ``stats()["unflushed_jobs"]`` counts the
+    a sink could not deliver in time go to its dead-letter file. Spans of jobs the evaluation loop still holds
+    when shutdown stops waiting for it (a loop short of CPU, or blocked by an evaluator running on it) are
+    counted in ``stats()["dropped_at_shutdown_by_reason"]`` and never forwarded later. Called from an evaluator
+    or callback on the evaluation loop itself, it waits for no job (they need that thread) and still shuts the
+    sinks and exporters down. ``stats()["unflushed_jobs"]`` counts the
     cancelled evaluations. Later spans are forwarded without evaluation. Traces waiting for completion are
     evaluated at once when their root has ended; the others are counted as ``trace_incomplete``.
     """
@@ -82,6 +142,11 @@ def shutdown(self: EvaluationSpanProcessor, timeout_millis: int = 30_000) -> Non
     # Evaluations may use most of the budget, not all of it: what they produce still has to be delivered
     # (scores to sinks, spans to exporters) before the same deadline.
     reserve = min(2.0, total * 0.3)
+    on_loop = self._engine.on_loop_thread()
+    if on_loop:
+        # Called from an evaluator or callback on the evaluation loop: no job can progress while this runs, so
+        # nothing is waited for; the loop's jobs are counted (abandon_unfinished), sinks and exporters shut down.
+        deadline = time.monotonic() + reserve
     if self._completion is not None and self._timer is not None:
         self._timer.stop(min(0.25, reserve / 8))
         try:  # a bug here must not skip what follows: parked spans, sinks and exporters
@@ -95,15 +160,35 @@ def shutdown(self: EvaluationSpanProcessor, timeout_millis: int = 30_000) -> Non
     if not self._wait_idle(deadline - reserve):
         self._stats.incr("unflushed_jobs", self._pending)
         self._engine.cancel_all()
-        self._wait_idle(time.monotonic() + min(0.5, reserve / 4))  # cancelled jobs still forward their spans
-    self._stop_engines(reserve)
+        # Cancelled jobs still forward their spans and marks from the loop: up to half the reserve for that (a
+        # loop short of CPU needs it), the other half stays for the sinks and exporters.
+        if not on_loop:
+            self._wait_idle(deadline - reserve / 2)
+    self._stop_engines(reserve, deadline)
+    self._abandon_unfinished()  # what the loop still holds now is counted, never forwarded after this
     if self._gate is not None:
         self._gate.release_all()
     # Sinks share what is left, keeping a slice for the span exporters that follow.
     for index, worker in enumerate(self._sinks):
         left = deadline - time.monotonic()
         worker.shutdown(max(0.05, left * 0.75 / (len(self._sinks) - index)))
+    self._sealed = True  # a span forwarded from here on is counted, not handed to a processor shutting down
     shutdown_downstream(self._downstream, deadline)
+
+
+def after_shutdown(self: EvaluationSpanProcessor, span: ReadableSpan) -> None:
+    """A span forwarded once the downstream processors shut down: counted here, never silently lost.
+
+    Our export queues still get it (each counts it ``dropped_shutdown``); for any other processor (an SDK
+    ``BatchSpanProcessor`` in a hand-built pipeline) it counts in ``dropped_at_shutdown``.
+    """
+    for queue in self._export_queues:
+        try:
+            queue.on_end(span)
+        except Exception:
+            log_internal_error("forwarding a span to a downstream processor")
+    if len(self._export_queues) < len(self._downstream):
+        self._stats.dropped_at_shutdown(DROP_AFTER_SHUTDOWN)
 
 
 def stats(self: EvaluationSpanProcessor) -> dict[str, Any]:
@@ -116,6 +201,9 @@ def stats(self: EvaluationSpanProcessor) -> dict[str, Any]:
     reason on their span, summing to ``skipped``), ``not_evaluated_by_reason`` (evaluations never started),
     ``retries``, ``sampled_out``, ``score_rejects``,
     ``log_events``, ``internal_errors``, ``cancelled`` / ``unflushed_jobs`` (shutdown deadline),
+    ``dropped_at_shutdown`` with ``dropped_at_shutdown_by_reason`` (spans not forwarded at shutdown:
+    ``evaluation_loop_stalled``, jobs shutdown stopped waiting for; ``after_downstream_shutdown``, spans forwarded
+    once the downstream processors had shut down, for processors other than our export queues),
     ``evaluators`` (per evaluator: counts, ``pass_rate`` over judged results, ``error_rate``,
     ``latency_ms_p50``/``p95``), ``buffer`` (trace buffer), ``completion`` (with trace-level evaluators:
     ``open_traces``, ``tombstones``, ``completed``, ``reopened``, ``incomplete``, ``evicted_tombstones``,

@@ -349,6 +349,8 @@ def submit_trace(self: EvaluationSpanProcessor, entry: OpenTrace) -> None:
         # The timer's tick raced shutdown's drain: the engine may be stopping; never queued to it. Each
         # evaluation is counted and marked "not evaluated" (shutdown) like one the deadline cut short. A
         # session-scope evaluator judges no trace: counted only, never a mark on this trace's root.
+        with self._slot_lock:  # never admitted, so not live yet: its child spans' emission is claimed from here
+            self._live[id(job)] = job
         try:
             for spec in specs:
                 if spec.scope == "session":

@@ -157,6 +157,9 @@ class EvaluationSpanProcessor(SpanProcessor):
         # __exit__ are two Python frames more per use, twice per evaluated span): the same lock either way.
         self._slot_lock = threading.RLock()
         self._cond = threading.Condition(self._slot_lock)
+        self._live: dict[int, Job] = {}  # admitted jobs whose last span is still to go (JobContext.live)
+        # Set when the downstream processors shut down: a span forwarded later is counted, not handed to them.
+        self._sealed = False
         # end_session() requests the timer applies (session id -> give-up time): once no turn of it still runs.
         self._ending: dict[str, float] = {}
         self._roots_ending = 0  # trace roots between their end and their session announcement (while _ending)
@@ -218,6 +221,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         self._slot_lock = threading.RLock()
         self._cond = threading.Condition(self._slot_lock)
         self._pending = 0
+        self._live = {}
         self._stats = PipelineStats()
         self._sampled_out_ticks = self._new_ticks()
         self._overflow = LossEpisode(logger, "the evaluation queue", "evaluation")
@@ -332,6 +336,8 @@ class EvaluationSpanProcessor(SpanProcessor):
             sessions=self._sessions,
             on_session=self._watch,
             session_superseded=self._session_superseded,
+            live=self._live,
+            live_lock=self._slot_lock,
         )
 
     def _sink_worker(self, sink: ScoreSink, key: str) -> SinkWorker:
@@ -475,6 +481,9 @@ class EvaluationSpanProcessor(SpanProcessor):
             self._deliver(span)
 
     def _deliver(self, span: ReadableSpan) -> None:
+        if self._sealed:  # downstream is shut down (an SDK processor would drop it without a word)
+            self._after_shutdown(span)
+            return
         for processor in self._downstream:
             try:
                 processor.on_end(span)
@@ -482,6 +491,7 @@ class EvaluationSpanProcessor(SpanProcessor):
                 log_internal_error("forwarding a span to a downstream processor")
 
     def _job_done(self, job: Job | SessionJob) -> None:
+        self._live.pop(id(job), None)  # ended without its last emission (an error of ours): nothing more comes
         if self._gate is not None and isinstance(job, Job) and job.gate and job.span.context is not None:
             self._gate.job_finished(job.span.context.trace_id)
         self._release_slot()
@@ -491,6 +501,8 @@ class EvaluationSpanProcessor(SpanProcessor):
     _wait_idle = _lifecycle.wait_idle
     force_flush = _lifecycle.force_flush
     _stop_engines = _lifecycle.stop_engines
+    _abandon_unfinished = _lifecycle.abandon_unfinished
+    _after_shutdown = _lifecycle.after_shutdown
     shutdown = _lifecycle.shutdown
     stats = _lifecycle.stats
     _pass_rates = _lifecycle.pass_rates

@@ -55,6 +55,13 @@ class _EvaluatorCounters:
 _COUNTER_OF_OUTCOME = {"pass": "passed", "fail": "failed", "error": "errors", "not_evaluated": "skipped"}
 
 
+# Why a span was dropped at shutdown instead of going downstream (``stats()["dropped_at_shutdown_by_reason"]``):
+# the evaluation loop had not finished its job when shutdown stopped waiting for it (shutdown counted its spans), or
+# it was forwarded after the downstream processors had shut down.
+DROP_LOOP_STALLED = "evaluation_loop_stalled"
+DROP_AFTER_SHUTDOWN = "after_downstream_shutdown"
+
+
 class PipelineStats:
     """Thread-safe counters; every increment is a few dict operations under one lock."""
 
@@ -81,7 +88,9 @@ class PipelineStats:
             "unflushed_jobs": 0,
             "reevaluations": 0,
             "superseded": 0,
+            "dropped_at_shutdown": 0,
         }
+        self._dropped_at_shutdown: dict[str, int] = {}
         self._by_evaluator: dict[str, _EvaluatorCounters] = {}
         # Evaluations an evaluator could have run and did not, by reason: {reason: {evaluator: count}}.
         self._not_evaluated: dict[str, dict[str, int]] = {}
@@ -95,6 +104,12 @@ class PipelineStats:
         """Add ``amount`` to counter ``name``."""
         with self._lock:
             self.counters[name] = self.counters.get(name, 0) + amount
+
+    def dropped_at_shutdown(self, reason: str, amount: int = 1) -> None:
+        """Count ``amount`` spans that shutdown dropped instead of forwarding, for ``reason`` (``DROP_*``)."""
+        with self._lock:
+            self.counters["dropped_at_shutdown"] += amount
+            self._dropped_at_shutdown[reason] = self._dropped_at_shutdown.get(reason, 0) + amount
 
     def not_evaluated(self, reason: str, evaluator: str, amount: int = 1) -> None:
         """Count ``amount`` evaluations of ``evaluator`` not run for ``reason`` (``sampled_out``, ``queue_full``...)."""
@@ -223,6 +238,7 @@ class PipelineStats:
                 }
             by_reason = {reason: sum(counts.values()) for reason, counts in not_evaluated.items()}
             data["skipped_by_reason"] = dict(self._skipped_by_reason)
+            data["dropped_at_shutdown_by_reason"] = dict(self._dropped_at_shutdown)
             for reason, counts in not_evaluated.items():
                 for name, count in counts.items():
                     evaluators[name].setdefault("not_evaluated_by_reason", {})[reason] = count
