@@ -20,7 +20,13 @@ logger = logging.getLogger("evaltrace.evaluation")
 LIVE_RUN_ID = "live"
 _MAPPING: list[ModuleType] = []
 # (trace_from_spans as imported, the lone span's lazy Trace from its fields): kept with _MAPPING.
-_LONE: list[tuple[Callable[..., Trace], Callable[[ReadableSpan], Trace | None]]] = []
+_LONE: list[
+    tuple[
+        Callable[..., Trace],
+        Callable[[ReadableSpan], Trace | None],
+        Callable[[Sequence[ReadableSpan], ReadableSpan, bool, bool], Trace],
+    ]
+] = []
 
 
 def _mapping() -> ModuleType:
@@ -29,7 +35,8 @@ def _mapping() -> ModuleType:
     # The module, not its function, is kept: its ``trace_from_spans`` is looked up on each call.
     if not _MAPPING:
         module = importlib.import_module("evaltrace.mapping")
-        _LONE.append((module.trace_from_spans, importlib.import_module("evaltrace.mapping._build")._lazy_single))
+        build = importlib.import_module("evaltrace.mapping._build")
+        _LONE.append((module.trace_from_spans, build._lazy_single, build.mapped_trace))
         _MAPPING.append(module)
     return _MAPPING[0]
 
@@ -49,11 +56,14 @@ def build_trace(spans: Sequence[ReadableSpan], root: ReadableSpan) -> Trace:
         if len(spans) == 1 and spans[0] is root and type(root) is ReadableSpan:
             # The evaluated span without descendants (usually): the lazy Trace trace_from_spans() would build, one
             # call (and a copy of the list) fewer. Not when trace_from_spans was replaced (tests put a broken one).
-            original, lone = _LONE[0]
+            original, lone, general = _LONE[0]
             if mapping.trace_from_spans is original:
                 single = lone(root)
                 if single is not None:
                     return single
+                # A foreign kind to derive (OpenInference or OpenLLMetry attributes only), or a span ending before
+                # its start: what trace_from_spans() would do next, without trying _lazy_single() a second time.
+                return general(list(spans), root, True, True)
         # Lazy: each field is mapped when an evaluator first reads it (a cheap check reads one or two).
         trace: Trace = mapping.trace_from_spans(list(spans), root=root, lazy=True)
         return trace

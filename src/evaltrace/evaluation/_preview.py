@@ -32,6 +32,7 @@ _GET_DICT: Any = BaseModel.__dict__["__dict__"].__get__
 _GET_PRIVATE: Any = BaseModel.__dict__["__pydantic_private__"].__get__
 _GET_FIELDS_SET: Any = BaseModel.__dict__["__pydantic_fields_set__"].__get__
 _SPANS: list[ModuleType] = []
+_new = object.__new__
 
 
 def _spans() -> ModuleType:
@@ -67,10 +68,15 @@ def deferred_query(span: ReadableSpan, trace: Trace) -> PendingQuery | None:
     """The query of ``trace`` (mapped with ``span`` as its root) to render later; None: compute it now."""
     if "input" in _GET_DICT(trace):  # mapped already (perhaps changed by an evaluator since): as it is now
         return None
-    failures = getattr(_GET_PRIVATE(trace), "failures", None)  # a LazyTrace's field source (FieldSource)
+    source = _GET_PRIVATE(trace)
+    failures = getattr(source, "failures", None)  # a LazyTrace's field source (FieldSource)
     if type(failures) is not dict or "input" in failures:  # not lazy, or its input failed to map: eager path
         return None
-    attributes: Mapping[str, Any] | None = span.attributes
+    attributes: Mapping[str, Any] | None
+    try:  # the source's plain copy of the root's attributes (the same items): no mapping view built for a read
+        attributes = source.root_attrs if source.root is span else span.attributes
+    except AttributeError:  # a source without them (not the mapping's _Fields)
+        attributes = span.attributes
     if not attributes:
         return None
     text = attributes.get(semconv.INPUT_VALUE)
@@ -80,4 +86,8 @@ def deferred_query(span: ReadableSpan, trace: Trace) -> PendingQuery | None:
     # Trace marks llm_steps set only when its subtree has model calls: without it the root is no model call.
     if "llm_steps" in _GET_FIELDS_SET(trace) and _spans().is_llm(span, attributes):
         return None
-    return PendingQuery(text, attributes.get(semconv.INPUT_MIME_TYPE) == semconv.MIME_TEXT)
+    # PendingQuery(text, as_text) without its __init__ frame (once per evaluated span)
+    pending = _new(PendingQuery)
+    pending.text = text
+    pending.as_text = attributes.get(semconv.INPUT_MIME_TYPE) == semconv.MIME_TEXT
+    return pending

@@ -87,6 +87,13 @@ def trace_from_spans(
         single = _lazy_single(root)  # the live pipeline's evaluated span without descendants, usually
         if single is not None:
             return single
+    return mapped_trace(spans, root, lazy, conversation_ends)
+
+
+def mapped_trace(
+    spans: Sequence[ReadableSpan], root: ReadableSpan | int | str | None, lazy: bool, conversation_ends: bool
+) -> Trace:
+    """``trace_from_spans`` past its lone-span shortcut (its caller tried ``_lazy_single`` already, or may not)."""
     root_span = root if isinstance(root, ReadableSpan) else select_root(spans, root)
     notes: list[str] = []
     # Each span's attributes are read once, into a plain dict: reading them one by one through the SDK's view
