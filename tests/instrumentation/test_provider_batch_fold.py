@@ -21,12 +21,16 @@ from evaltrace.instrumentation.groq.codec import GroqStreamAccumulator
 from evaltrace.instrumentation.mistral.stream import MistralStreamAccumulator
 
 
-def _streamed(provider: str, marker: bytes) -> list[tuple[Path, int]]:
-    """(cassette, index) of every recorded interaction of ``provider`` whose response body contains ``marker``."""
+def _streamed(provider: str, marker: bytes, uri_part: str = "") -> list[tuple[Path, int]]:
+    """(cassette, index) of every recorded interaction of ``provider`` whose response body contains ``marker`` (and
+    whose URI contains ``uri_part``).
+
+    Each cassette is parsed once here: this runs at collection, in every xdist worker.
+    """
     found = []
     for path in sorted((FIXTURES / f"{provider}-cassettes").rglob("*.yaml")):
         for index, item in enumerate(load_cassette(path)):
-            if item.status == 200 and marker in item.body:
+            if item.status == 200 and marker in item.body and uri_part in item.uri:
                 found.append((path, index))
     return found
 
@@ -88,13 +92,9 @@ def _google_chunks(item: Recorded) -> list[Any]:
             return _drain(client.models.generate_content_stream(model=model, contents="x"))
 
 
-GROQ = [(p, i) for p, i in _streamed("groq", b"chat.completion.chunk")]
-MISTRAL = [
-    (p, i) for p, i in _streamed("mistral", b"chat.completion.chunk") if "api.mistral.ai" in load_cassette(p)[i].uri
-]
-GOOGLE = [
-    (p, i) for p, i in _streamed("google-genai", b"data: ") if ":streamGenerateContent" in load_cassette(p)[i].uri
-]
+GROQ = _streamed("groq", b"chat.completion.chunk")
+MISTRAL = _streamed("mistral", b"chat.completion.chunk", "api.mistral.ai")
+GOOGLE = _streamed("google-genai", b"data: ", ":streamGenerateContent")
 
 CASES: list[tuple[str, Path, int, Callable[[Recorded], list[Any]], Callable[[], Any]]] = [
     *(("groq", p, i, _groq_chunks, GroqStreamAccumulator) for p, i in GROQ),
