@@ -42,6 +42,31 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return 2 * cpus
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep ``--dist loadgroup`` grouping (pyproject's addopts) on pytest 9.2, where xdist 3.8 silently stopped it.
+
+    xdist tells its scheduler an item's ``xdist_group`` by appending ``@<group>`` to the item's node id, written to
+    ``Item._nodeid``; pytest 9.2 reads node ids from a structured ``_id`` instead, so the suffix never appears and
+    grouped tests are dealt like any other (pytest-dev/pytest-xdist#1386, open). The Ray modules then started a
+    two-node cluster in every worker that drew one of their tests, several at once. This writes the suffix where
+    pytest 9.2 reads it, on the workers (where ``loadgroup`` is set), and does nothing once xdist has written it.
+    """
+    if not getattr(config.option, "loadgroup", False):
+        return
+    try:
+        from _pytest.nodeid import coerce_node_id
+    except ImportError:  # a pytest before 9.2: xdist's own suffix works there
+        return
+    for item in items:
+        groups = {
+            str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")
+        }
+        suffix = "@" + "_".join(sorted(groups))
+        if groups and not item.nodeid.endswith(suffix) and hasattr(item, "_id"):
+            item._id = coerce_node_id(item.nodeid + suffix)
+
+
 @pytest.fixture(autouse=True)
 def _lazy_mapping_checked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """In a module that imported ``trace_from_spans``, every call also proves the lazy mapping equal to it.
