@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -12,7 +10,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 from test_worker import TRACE_ID, make_spans
-from worker_process import MAIN, start_worker
+from worker_process import refusals, start_worker
 
 from evaltrace.exporters import LocalTraceStore
 from evaltrace.worker import build_sinks, load_evaluators
@@ -42,13 +40,37 @@ def test_worker_process_evaluates_into_the_local_store_and_stops_on_sigterm(tmp_
     assert "evaltrace.eval.pii_leakage.passed" in evaluated
 
 
-def test_bad_settings_exit_2_with_the_reason(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", MAIN, "worker", "--port", "0", "--evaluators", "no_such_module_xyz:EVALS"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert result.returncode == 2
-    assert "cannot import 'no_such_module_xyz'" in result.stderr
+BAD_EVALUATORS = ["--evaluators", "no_such_module_xyz:EVALS"]
+BAD_ACCESS_AND_LIMITS = [
+    (["--tls-cert", "cert.pem"], "--tls-cert and --tls-key go together"),
+    (["--tls-cert", "cert.pem", "--tls-key", "key.pem"], "'tls_cert': file 'cert.pem' does not exist"),
+    (["--max-body-size", "lots"], "'lots' is not a size"),
+    (["--max-connections", "0"], "'max_connections': must be a positive integer"),
+    (["--max-inflight", "0"], "'max_inflight_spans': must be a positive integer"),
+    (["--auth-token", ""], "'auth_token': must be a non-empty string"),
+    (["--redis-url", "http://127.0.0.1:6379"], "'redis_url': expected a redis://, rediss:// or unix:// URL"),
+    (["--host", "0.0.0.0", "--evaluators", "no_such_module_xyz:E"], "WARNING: listening on 0.0.0.0 without"),
+]
+
+
+@pytest.fixture(scope="module")
+def refused(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, ...], tuple[int | None, str]]:
+    """(exit status, stderr) of ``evaltrace worker --port 0 ARGS`` for every refused ARGS of this module.
+
+    Each ARGS runs in a process of its own, forked after the command's imports (``worker_process.refusals``): one
+    import for the module's nine processes instead of nine. The tests that read it share an xdist group, so that
+    one worker runs them all.
+    """
+    cases = [BAD_EVALUATORS, *(args for args, _ in BAD_ACCESS_AND_LIMITS)]
+    found = refusals(tmp_path_factory.mktemp("refusals"), cases)
+    return {tuple(args): result for args, result in zip(cases, found, strict=True)}
+
+
+@pytest.mark.xdist_group("worker_cli_refusals")
+def test_bad_settings_exit_2_with_the_reason(refused: dict[tuple[str, ...], tuple[int | None, str]]) -> None:
+    status, stderr = refused[tuple(BAD_EVALUATORS)]
+    assert status == 2
+    assert "cannot import 'no_such_module_xyz'" in stderr
 
 
 @pytest.mark.parametrize(
@@ -105,23 +127,11 @@ def test_worker_process_takes_its_token_from_the_environment_and_its_limits_from
         worker.kill()
 
 
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--tls-cert", "cert.pem"], "--tls-cert and --tls-key go together"),
-        (["--tls-cert", "cert.pem", "--tls-key", "key.pem"], "'tls_cert': file 'cert.pem' does not exist"),
-        (["--max-body-size", "lots"], "'lots' is not a size"),
-        (["--max-connections", "0"], "'max_connections': must be a positive integer"),
-        (["--max-inflight", "0"], "'max_inflight_spans': must be a positive integer"),
-        (["--auth-token", ""], "'auth_token': must be a non-empty string"),
-        (["--redis-url", "http://127.0.0.1:6379"], "'redis_url': expected a redis://, rediss:// or unix:// URL"),
-        (["--host", "0.0.0.0", "--evaluators", "no_such_module_xyz:E"], "WARNING: listening on 0.0.0.0 without"),
-    ],
-)
-def test_bad_access_and_limit_settings_exit_2_naming_them(tmp_path: Path, args: list[str], message: str) -> None:
-    result = subprocess.run(
-        [sys.executable, "-c", MAIN, "worker", "--port", "0", *args],
-        cwd=tmp_path, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert result.returncode == 2
-    assert message in result.stderr
+@pytest.mark.xdist_group("worker_cli_refusals")
+@pytest.mark.parametrize(("args", "message"), BAD_ACCESS_AND_LIMITS)
+def test_bad_access_and_limit_settings_exit_2_naming_them(
+    refused: dict[tuple[str, ...], tuple[int | None, str]], args: list[str], message: str
+) -> None:
+    status, stderr = refused[tuple(args)]
+    assert status == 2
+    assert message in stderr

@@ -8,6 +8,7 @@ which would look exactly like the hang these tests exist to catch.
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -88,3 +89,60 @@ def start_worker(workdir: Path, *args: str, name: str = "worker") -> WorkerProce
             stderr=stderr,
         )
     return WorkerProcess(process, log)
+
+
+# One process imports what `evaltrace worker` imports before it checks its settings (~2.5 s of CPU, paid by every
+# process that runs the command), then forks a child per case. Each child is the command as far as its checks go:
+# its own argv, working directory (``python -c`` puts it first on sys.path, as MAIN's process has it), stderr on
+# fd 2, and its exit status from ``sys.exit(main())``; only the imports were made before the fork.
+_REFUSALS = r"""
+import json, os, sys, time
+
+import evaltrace.cli, evaltrace.cli.worker, evaltrace.worker, evaltrace.worker.defaults
+
+cases, timeout_s = json.loads(sys.argv[1]), float(sys.argv[2])
+codes = []
+for workdir, args in cases:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        os.chdir(workdir)
+        os.dup2(os.open("stderr.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        sys.argv = ["-c", "worker", "--port", "0", *args]
+        sys.exit(evaltrace.cli.main())
+    deadline = time.monotonic() + timeout_s
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            codes.append(os.waitstatus_to_exitcode(status))
+            break
+        if time.monotonic() > deadline:  # the command did not refuse: it serves (the check under test is gone)
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            codes.append(None)
+            break
+        time.sleep(0.02)
+print(json.dumps(codes))
+"""
+
+
+def refusals(root: Path, cases: list[list[str]], timeout_s: float = 60.0) -> list[tuple[int | None, str]]:
+    """(exit status, stderr) of ``evaltrace worker --port 0 ARGS...`` for each ARGS in ``cases``.
+
+    Each case runs in a directory of its own under ``root`` (``root/<index>``), in a process forked after the
+    command's imports (see ``_REFUSALS``). The status is None when the command was still running after
+    ``timeout_s`` (it was killed): a setting it should have refused was accepted.
+    """
+    dirs = []
+    for index in range(len(cases)):
+        (root / str(index)).mkdir(parents=True)
+        dirs.append(str(root / str(index)))
+    done = subprocess.run(
+        [sys.executable, "-c", _REFUSALS, json.dumps(list(zip(dirs, cases, strict=True))), str(timeout_s)],
+        cwd=root, capture_output=True, text=True, timeout=timeout_s * len(cases) + 120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    codes = json.loads(done.stdout.splitlines()[-1])
+    return [(code, (Path(d) / "stderr.txt").read_text()) for code, d in zip(codes, dirs, strict=True)]
