@@ -51,6 +51,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     grouped tests are dealt like any other (pytest-dev/pytest-xdist#1386, open). The Ray modules then started a
     two-node cluster in every worker that drew one of their tests, several at once. This writes the suffix where
     pytest 9.2 reads it, on the workers (where ``loadgroup`` is set), and does nothing once xdist has written it.
+    The suffix shows in reports, as it did with older xdist; for a parametrized grouped test pytest's summary and
+    junit names read ``test[x]@group]`` (its node-id parser takes the suffix into the parameters): cosmetic only,
+    ``--lf`` and selection by node id work.
     """
     if not getattr(config.option, "loadgroup", False):
         return
