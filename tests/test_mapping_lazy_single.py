@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from evaltrace.mapping import _build
 from lazy_mapping import ORIGINAL, check_lazy
+from readable_spans import rebuilt
 
 USER = '[{"role":"user","parts":[{"type":"text","content":"Weather in Paris?"}]}]'
 ANSWER = '[{"role":"assistant","parts":[{"type":"text","content":"<think>sunny?</think>Sunny."}]}]'
@@ -126,20 +127,7 @@ def _copies(span: ReadableSpan) -> Iterator[tuple[str, ReadableSpan]]:
         ("bounded", BoundedAttributes(attributes=dict(span.attributes or {}), immutable=True)),
         ("view", span.attributes),
     ):
-        yield (
-            container,
-            ReadableSpan(
-                name=span.name,
-                context=span.context,
-                parent=span.parent,
-                resource=span.resource,
-                attributes=attributes,
-                events=span.events,
-                status=span.status,
-                start_time=span.start_time,
-                end_time=span.end_time,
-            ),
-        )
+        yield container, rebuilt(span, attributes)
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))

@@ -20,6 +20,7 @@ import evaltrace
 from evaltrace.mapping import _build
 from evaltrace.mapping._lazy import _DICT, _PRIVATE, FIELDS
 from lazy_mapping import ORIGINAL, check_lazy
+from readable_spans import rebuilt
 
 pytestmark = pytest.mark.usefixtures("provider")
 
@@ -104,17 +105,7 @@ def _edited(span: ReadableSpan, changes: dict[str, Any] | None = None) -> Readab
             attributes.pop(key, None)
         else:
             attributes[key] = value
-    return ReadableSpan(
-        name=span.name,
-        context=span.context,
-        parent=span.parent,
-        resource=span.resource,
-        attributes=attributes,
-        events=span.events,
-        status=span.status,
-        start_time=span.start_time,
-        end_time=span.end_time,
-    )
+    return rebuilt(span, attributes)
 
 
 def _variants(span: ReadableSpan) -> Iterator[ReadableSpan]:

@@ -1,8 +1,8 @@
 """replaced(): the field-by-field copy of a plain ReadableSpan equals the constructor's copy in everything read.
 
-Both paths are run: the fast one (``deferred_attributes.copy_span``/``new_event``), and the constructor it falls
-back to when the running SDK's layout is not exactly the one the fast path writes (simulated here). This file
-also runs in CI's oldest-versions step (OTel SDK at its floor).
+Both paths are run: the fast one (``span_fields.copy_span``/``new_event``, re-exported by ``deferred_attributes``),
+and the constructor it falls back to when the running SDK's layout is not exactly the one the fast path writes
+(simulated here). This file also runs in CI's oldest-versions step (OTel SDK at its floor).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode
 
-from evaltrace._internal import deferred_attributes
+from evaltrace._internal import span_fields
 from evaltrace._internal.deferred_attributes import copy_span, new_event
 from evaltrace._internal.span_copy import replaced
 
@@ -135,7 +135,7 @@ def test_a_subclass_takes_the_constructor() -> None:
 
 def test_a_plain_span_takes_the_fast_path_on_this_sdk() -> None:
     # The SDKs we support (1.30 up) store exactly the fields the fast path writes: else it would never be used.
-    assert deferred_attributes._span_fields() == deferred_attributes._SPAN_FIELDS
+    assert span_fields._span_fields() == span_fields._SPAN_FIELDS
     span = _plain()
     fast = copy_span(span, None, None, None, None)
     assert fast is not None
@@ -144,7 +144,7 @@ def test_a_plain_span_takes_the_fast_path_on_this_sdk() -> None:
 
 @pytest.mark.parametrize("make", [_plain, _sdk_span], ids=["plain ReadableSpan", "SDK span"])
 def test_with_the_fast_path_off_the_constructor_gives_the_same_copy(make: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(deferred_attributes, "_SPAN_COPY_OK", False)
+    monkeypatch.setattr(span_fields, "_SPAN_COPY_OK", False)
     span = make()
     assert copy_span(span, None, None, None, None) is None
     _same(replaced(span), _by_constructor(span))
@@ -160,7 +160,7 @@ def test_an_sdk_storing_one_more_span_field_takes_the_constructor(monkeypatch: p
 
     monkeypatch.setattr(ReadableSpan, "__init__", init)
     # The guard compares with the fields the fast path writes, not with whatever the SDK stores: it is off here.
-    assert deferred_attributes._span_fields() != deferred_attributes._SPAN_FIELDS
+    assert span_fields._span_fields() != span_fields._SPAN_FIELDS
     span = _plain()
     assert copy_span(span, None, None, None, None) is None  # the span's own fields differ too
     copied = replaced(span, attributes={"b": 2})
@@ -169,7 +169,7 @@ def test_an_sdk_storing_one_more_span_field_takes_the_constructor(monkeypatch: p
 
 
 def test_evaluation_events_are_the_constructors_events() -> None:
-    assert deferred_attributes._event_fields() == deferred_attributes._EVENT_FIELDS
+    assert span_fields._event_fields() == span_fields._EVENT_FIELDS
     attributes = {"gen_ai.evaluation.name": "x"}
     built, reference = (
         new_event("gen_ai.evaluation.result", attributes, 42),
@@ -194,7 +194,7 @@ def test_with_the_direct_event_off_events_come_from_the_constructor(monkeypatch:
         made.append(self)
 
     monkeypatch.setattr(Event, "__init__", init)
-    monkeypatch.setattr(deferred_attributes, "_EVENT_DIRECT_OK", False)
+    monkeypatch.setattr(span_fields, "_EVENT_DIRECT_OK", False)
     built = new_event("gen_ai.evaluation.result", {"k": 1}, 42)
     assert made == [built]  # the constructor built it
     assert (built.name, built.timestamp, dict(built.attributes or {})) == ("gen_ai.evaluation.result", 42, {"k": 1})
@@ -208,7 +208,7 @@ def test_an_sdk_storing_one_more_event_field_takes_the_constructor(monkeypatch: 
         self._dropped = 0  # hypothetical
 
     monkeypatch.setattr(Event, "__init__", init)
-    assert deferred_attributes._event_fields() != deferred_attributes._EVENT_FIELDS
+    assert span_fields._event_fields() != span_fields._EVENT_FIELDS
 
 
 # --- the evaluated span's enriched copy (evaluation/spans.py) reads the SDK span's fields directly -----------------

@@ -45,3 +45,18 @@ def call_kwargs(item: Recorded) -> dict[str, Any]:
 def fixture_paths() -> list[Path]:
     """Every Mistral cassette in the repository."""
     return sorted(MISTRAL.rglob("*.yaml"))
+
+
+def sdk_events(item: Recorded) -> list[Any]:
+    """The events the real ``mistralai`` client yields for the replayed stream (up to an error it raises inside it)."""
+    from mistralai.client import Mistral
+
+    events: list[Any] = []
+    with ReplayServer([item]) as server:
+        client = Mistral(api_key="test", server_url=server.url)
+        try:
+            for event in client.chat.stream(**call_kwargs(item)):
+                events.append(event)
+        except Exception:  # the recorded failure itself: what arrived before it is folded
+            pass
+    return events

@@ -24,9 +24,9 @@ import pytest
 
 pytest.importorskip("mistralai")  # an optional extra: not in CI's oldest-versions environment
 
-from mistral_replay import THINKING_STREAM, call_kwargs, fixture_paths, interactions
+from mistral_replay import THINKING_STREAM, fixture_paths, interactions, sdk_events
 
-from cassettes import FIXTURES, Recorded, ReplayServer
+from cassettes import FIXTURES, Recorded
 from evaltrace._internal.openai.response import chat_usage
 from evaltrace.instrumentation.mistral.response import usage_of
 from evaltrace.instrumentation.mistral.stream import MistralStreamAccumulator, _sdk_types
@@ -50,17 +50,7 @@ class _Counting(MistralStreamAccumulator):
 
 def _events(item: Recorded) -> list[Any]:
     """The events the real SDK yields for the replayed stream (up to an error it raises inside it)."""
-    from mistralai.client import Mistral
-
-    events: list[Any] = []
-    with ReplayServer([item]) as server:
-        client = Mistral(api_key="test", server_url=server.url)
-        try:
-            for event in client.chat.stream(**call_kwargs(item)):
-                events.append(event)
-        except Exception:  # the recorded failure itself: what arrived before it is folded
-            pass
-    return events
+    return sdk_events(item)
 
 
 def _record(acc: Any) -> tuple[Any, ...]:

@@ -1,4 +1,4 @@
-"""Span attributes set at lower cost than the SDK's generic path. The one module that knows SDK internals.
+"""Span attributes set at lower cost than the SDK's generic path. Knows SDK internals (as does ``span_fields``).
 
 Two things, both for LLM spans, both written straight into the SDK's ``BoundedAttributes`` under its lock:
 
@@ -8,9 +8,10 @@ Two things, both for LLM spans, both written straight into the SDK's ``BoundedAt
   value cleaning on each.
 
 Both fall back to the SDK's own setters whenever a limit could bite, the span is not the SDK's, or the SDK's
-shape is not the expected one. Two more fast paths live here for the same reason (they write SDK private state):
-:func:`copy_span` (a finished span with some parts replaced, field by field) and :func:`new_event`, each used
-only when the running SDK's instances hold exactly the fields they write, else the public constructor. Attributes are built on the calling thread, when the call returns: building them
+shape is not the expected one. Two more fast paths write SDK private state for the same reason, in the sibling
+module :mod:`evaltrace._internal.span_fields` (re-exported here): :func:`copy_span` (a finished span with some
+parts replaced, field by field) and :func:`new_event`, each used only when the running SDK's instances hold exactly
+the fields they write, else the public constructor. Attributes are built on the calling thread, when the call returns: building them
 later, on the first read of the span (an earlier design), cost more in total (a subclass switched in per span,
 the SDK's cleaning re-run on read, locks) than building them at once (benchmarks/README.md, issue 17).
 """
@@ -20,18 +21,22 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
 import opentelemetry.sdk.trace.sampling as otel_sampling
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace import Tracer as SdkTracer
 from opentelemetry.sdk.util import BoundedList
-from opentelemetry.trace import Link, Span, SpanKind, Status, Tracer, get_current_span
+from opentelemetry.trace import Span, SpanKind, Tracer, get_current_span
+
+# Moved to ``span_fields`` (the ended-span fast paths), re-exported for the modules that import them from here.
+from evaltrace._internal.span_fields import DIRECT_CONTEXT_TYPES as DIRECT_CONTEXT_TYPES
+from evaltrace._internal.span_fields import copy_span as copy_span
+from evaltrace._internal.span_fields import new_event as new_event
 
 # What this module relies on finding in a BoundedAttributes instance.
 _EXPECTED_STATE = ("_dict", "_lock", "_immutable", "maxlen", "max_value_len", "dropped")
@@ -403,136 +408,3 @@ def freeze_ended(span: ReadableSpan) -> None:
             items = state.get(name)
             if type(items) is BoundedList and not items.dropped:
                 state[name] = tuple(items.__dict__["_dq"])
-
-
-# --- Reading an ended span's sampled flag ----------------------------------------------------------------------
-#
-# The export queue asks every span it is handed whether it is sampled: ``span.context.trace_flags.sampled`` is three
-# Python-level properties (~2.6k instructions on Python 3.11). For the SDK's own span classes, whose ``context`` is the
-# SDK's property over the ``_context`` field, a SpanContext tuple whose item 3 is its trace flags, the queue reads
-# ``span._context[3] & 1`` instead: the same answer, checked here once against the running SDK.
-
-
-def _direct_context_types() -> frozenset[type]:
-    """The SDK span classes whose sampled flag is ``span._context[3] & 1`` (empty when this SDK's shape differs)."""
-    try:
-        import opentelemetry.sdk.trace as sdk_trace
-        from opentelemetry.trace import SpanContext, TraceFlags
-
-        prop = ReadableSpan.__dict__["context"]
-        for flags in (TraceFlags.SAMPLED, TraceFlags.DEFAULT):
-            context = SpanContext(1, 1, False, TraceFlags(flags))
-            probe = ReadableSpan(name="probe", context=context)
-            if probe.__dict__.get("_context") is not context or probe.context is not context:
-                return frozenset()
-            if not isinstance(context, tuple) or context[3] is not context.trace_flags:
-                return frozenset()
-            if bool(context[3] & 1) is not context.trace_flags.sampled:
-                return frozenset()
-    except Exception:
-        return frozenset()
-    kinds = (ReadableSpan, sdk_trace.Span, getattr(sdk_trace, "_Span", None))  # ``_Span``: what the tracer makes
-    return frozenset(kind for kind in kinds if kind is not None and getattr(kind, "context", None) is prop)
-
-
-DIRECT_CONTEXT_TYPES = _direct_context_types()
-"""Span classes whose sampled flag the export queue reads as ``span._context[3] & 1`` (see above)."""
-
-# --- Copying a finished span, building an event -----------------------------------------------------------
-
-# Exactly the fields copy_span writes, and new_event: each fast path is used only when the running SDK's
-# constructor sets this very set (an SDK that adds, drops or renames one takes the constructor).
-_SPAN_FIELDS = frozenset(
-    (
-        "_name",
-        "_context",
-        "_kind",
-        "_instrumentation_info",
-        "_instrumentation_scope",
-        "_parent",
-        "_start_time",
-        "_end_time",
-        "_attributes",
-        "_events",
-        "_links",
-        "_resource",
-        "_status",
-    )
-)
-_EVENT_FIELDS = frozenset(("_name", "_timestamp", "_attributes"))
-
-
-def _span_fields() -> frozenset[str]:
-    """The instance fields the running SDK's ``ReadableSpan`` constructor sets (empty if it cannot be probed)."""
-    try:
-        return frozenset(vars(ReadableSpan(name="", resource=Resource({}))))
-    except Exception:
-        return frozenset()
-
-
-def _event_fields() -> frozenset[str]:
-    """The instance fields the running SDK's ``Event`` constructor sets (empty if it cannot be probed)."""
-    try:
-        return frozenset(vars(Event("", {}, timestamp=0)))
-    except Exception:
-        return frozenset()
-
-
-_SPAN_COPY_OK = _span_fields() == _SPAN_FIELDS
-_EVENT_DIRECT_OK = _event_fields() == _EVENT_FIELDS
-_new = object.__new__
-_setattr = (
-    object.__setattr__
-)  # _setattr(obj, "__dict__", fields): the object's instance dict is ``fields`` from then on
-
-
-def copy_span(
-    span: ReadableSpan,
-    attributes: Mapping[str, Any] | None,
-    events: Sequence[Event] | None,
-    links: Sequence[Link] | None,
-    status: Status | None,
-) -> ReadableSpan | None:
-    """A copy of ``span`` with the given parts replaced, written field by field; None: use the constructor.
-
-    The same values ``ReadableSpan(...)`` stores, without its twelve property reads and its frame (this runs once
-    per evaluated span). Only for a span of exactly ``ReadableSpan`` (a subclass may override the properties)
-    holding exactly :data:`_SPAN_FIELDS`, on an SDK whose constructor sets exactly those, none of its parts in the
-    SDK's bounded containers (which carry the dropped counts).
-    """
-    if not _SPAN_COPY_OK or type(span) is not ReadableSpan:
-        return None
-    state = span.__dict__
-    if state.keys() != _SPAN_FIELDS or state["_resource"] is None:
-        return None
-    if (
-        type(state["_attributes"]) is BoundedAttributes
-        or type(state["_events"]) is BoundedList
-        or type(state["_links"]) is BoundedList
-    ):
-        return None  # it may carry dropped counts: the constructor's path keeps them (span_copy.replaced)
-    # The original's fields (the same objects, in its order: a C copy of its dict), then the parts that differ; the
-    # instance dict set in one step (a keyword update of thirteen fields built and merged a second dict).
-    fields = state.copy()
-    fields["_instrumentation_info"] = None
-    fields["_attributes"] = MappingProxyType(state["_attributes"] or {}) if attributes is None else attributes
-    fields["_events"] = tuple(state["_events"]) if events is None else events
-    fields["_links"] = tuple(state["_links"]) if links is None else links
-    if status is not None:
-        fields["_status"] = status
-    copy = _new(ReadableSpan)
-    _setattr(copy, "__dict__", fields)
-    return copy
-
-
-def new_event(name: str, attributes: dict[str, Any], timestamp: int | None) -> Event:
-    """``Event(name, attributes, timestamp=timestamp)``; ``timestamp`` None means now, as there.
-
-    Built by setting its fields when the SDK's ``Event`` holds exactly :data:`_EVENT_FIELDS`: the constructor's two
-    Python frames, per result of every evaluated span, were a visible share of it.
-    """
-    if not _EVENT_DIRECT_OK or timestamp is None:
-        return Event(name, attributes, timestamp=timestamp)
-    event = _new(Event)
-    _setattr(event, "__dict__", {"_name": name, "_timestamp": timestamp, "_attributes": attributes})
-    return event

@@ -3,7 +3,7 @@
 The SDK's ``ReadableSpan`` is immutable once ended, so a changed span (enriched with results, redacted, trimmed for
 one backend) is a new ``ReadableSpan`` carrying everything else of the original: ids, parent, resource, kind,
 times and instrumentation scope. A plain ``ReadableSpan`` is copied field by field where the SDK's layout allows
-(``deferred_attributes.copy_span``, the one module that writes SDK private state), else by the constructor.
+(``span_fields.copy_span``, one of the two modules that write SDK private state), else by the constructor.
 
 What the SDK's span limits dropped (``SpanLimits``: attributes, events, links over their caps) stays on the copy:
 the parts are handed over in the SDK's bounded containers with the original's ``dropped`` counts, which its

@@ -2,7 +2,8 @@
 
 LiteLLM speaks OpenAI's Chat Completions shape whatever the provider behind it: the request keywords, the
 ``ModelResponse`` and the streamed ``ModelResponseStream`` chunks are OpenAI-shaped, so the OpenAI codec's
-functions read them (``request_attributes``, ``chat_outcome``, ``ChatAccumulator``). What LiteLLM adds is read here:
+functions read them (``request_attributes``, ``chat_outcome``, ``ChatAccumulator``). What LiteLLM adds is read here
+(the provider and server in :mod:`~evaltrace.instrumentation.litellm.providers`, re-exported here):
 
 * the provider behind the model: ``litellm.get_llm_provider`` (``"groq/llama3-8b-8192"`` -> ``groq``), named as
   OTel's ``gen_ai.provider.name`` (``mistral`` -> ``mistral_ai``, ``gemini`` -> ``gcp.gemini``...);
@@ -21,102 +22,20 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import PLAIN, Accumulator, Codec, Endpoint, add_each, chunk_failed, plain_fields
 from evaltrace._internal.engine.outcome import Outcome, Summary
-from evaltrace._internal.engine.values import host_port
 from evaltrace._internal.openai import build
 from evaltrace._internal.openai.accumulate import ChatAccumulator, _ChoiceBuffer
 from evaltrace._internal.openai.parts import field, reasoning_part
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import chat_outcome, chat_summary
 from evaltrace.instrumentation.litellm.endpoints import COMPLETION
+from evaltrace.instrumentation.litellm.providers import PROVIDER_NAMES as PROVIDER_NAMES
+from evaltrace.instrumentation.litellm.providers import UNKNOWN_PROVIDER, bind, resolve
+from evaltrace.instrumentation.litellm.providers import Server as Server
 
 if TYPE_CHECKING:
     from evaltrace._internal.engine.call import Call
 
 Attributes = dict[str, Any]
-Server = tuple[str | None, int | None]
-
-# LiteLLM's provider names -> gen_ai.provider.name (conventions.md); others are kept as LiteLLM names them.
-PROVIDER_NAMES = {
-    "openai": "openai",
-    "text-completion-openai": "openai",
-    "azure": "azure.ai.openai",
-    "azure_ai": "azure.ai.inference",
-    "anthropic": "anthropic",
-    "groq": "groq",
-    "mistral": "mistral_ai",
-    "cohere": "cohere",
-    "cohere_chat": "cohere",
-    "ollama": "ollama",
-    "ollama_chat": "ollama",
-    "gemini": "gcp.gemini",
-    "vertex_ai": "gcp.vertex_ai",
-    "vertex_ai_beta": "gcp.vertex_ai",
-    "bedrock": "aws.bedrock",
-    "deepseek": "deepseek",
-    "xai": "x_ai",
-    "perplexity": "perplexity",
-    "watsonx": "ibm.watsonx.ai",
-}
-# Where a provider's API is when the call names no ``api_base`` and LiteLLM resolves none.
-_DEFAULT_HOSTS: dict[str, Server] = {
-    "openai": ("api.openai.com", 443),
-    "anthropic": ("api.anthropic.com", 443),
-    "groq": ("api.groq.com", 443),
-    "mistral": ("api.mistral.ai", 443),
-    "cohere": ("api.cohere.com", 443),
-    "cohere_chat": ("api.cohere.com", 443),
-    "ollama": ("localhost", 11434),
-    "ollama_chat": ("localhost", 11434),
-    "deepseek": ("api.deepseek.com", 443),
-    "xai": ("api.x.ai", 443),
-    "gemini": ("generativelanguage.googleapis.com", 443),
-}
-UNKNOWN_PROVIDER = "litellm"  # a model LiteLLM cannot place (the call then fails in LiteLLM itself)
-
-
-def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The call's arguments by name (``completion(model, messages, ...)`` takes both positionally too)."""
-    params = dict(zip(("model", "messages"), args, strict=False))
-    params.update(kwargs)
-    return params
-
-
-def resolve(params: dict[str, Any]) -> tuple[str, Server]:
-    """(``gen_ai.provider.name``, server) of one call, from its model, ``custom_llm_provider`` and ``api_base``."""
-    model = params.get("model")
-    custom = params.get("custom_llm_provider")
-    base = params.get("api_base") or params.get("base_url")
-    return _resolve(
-        model if isinstance(model, str) else "",
-        custom if isinstance(custom, str) else None,
-        base if isinstance(base, str) else None,
-    )
-
-
-_resolved: dict[tuple[str, str | None, str | None], tuple[str, Server]] = {}
-
-
-def _resolve(model: str, custom: str | None, base: str | None) -> tuple[str, Server]:
-    key = (model, custom, base)
-    found = _resolved.get(key)
-    if found is not None:
-        return found
-    provider: str | None = custom
-    resolved_base = base
-    try:
-        import litellm
-
-        _, provider, _, dynamic_base = litellm.get_llm_provider(model=model, custom_llm_provider=custom, api_base=base)
-        resolved_base = base or dynamic_base
-    except Exception:  # LiteLLM cannot place the model (the call itself will say so): not cached, it may later
-        name = PROVIDER_NAMES.get(custom, custom) if custom else UNKNOWN_PROVIDER
-        return name, host_port(base) if base else (None, None)
-    name = PROVIDER_NAMES.get(provider, provider) if provider else UNKNOWN_PROVIDER
-    server = host_port(resolved_base) if resolved_base else _DEFAULT_HOSTS.get(provider or "", (None, None))
-    if len(_resolved) >= 512:  # bounded: model names and bases come from user code, a handful per process
-        _resolved.clear()
-    _resolved[key] = (name, server)
-    return name, server
 
 
 def request_attributes(params: dict[str, Any], capture: bool, max_len: int) -> Attributes:

@@ -1,0 +1,150 @@
+"""Ended spans' SDK private fields: the sampled flag read off ``_context``, a span copied and an event built field by field.
+
+Split from :mod:`evaltrace._internal.deferred_attributes` (the start and set stages of the same SDK-internal fast
+paths stay there, and re-export these names): each fast path here is checked once against the running SDK's own
+constructors and properties, and falls back to the public API whenever the shape differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
+
+from opentelemetry.attributes import BoundedAttributes
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.util import BoundedList
+from opentelemetry.trace import Link, Status
+
+# --- Reading an ended span's sampled flag ----------------------------------------------------------------------
+#
+# The export queue asks every span it is handed whether it is sampled: ``span.context.trace_flags.sampled`` is three
+# Python-level properties (~2.6k instructions on Python 3.11). For the SDK's own span classes, whose ``context`` is the
+# SDK's property over the ``_context`` field, a SpanContext tuple whose item 3 is its trace flags, the queue reads
+# ``span._context[3] & 1`` instead: the same answer, checked here once against the running SDK.
+
+
+def _direct_context_types() -> frozenset[type]:
+    """The SDK span classes whose sampled flag is ``span._context[3] & 1`` (empty when this SDK's shape differs)."""
+    try:
+        import opentelemetry.sdk.trace as sdk_trace
+        from opentelemetry.trace import SpanContext, TraceFlags
+
+        prop = ReadableSpan.__dict__["context"]
+        for flags in (TraceFlags.SAMPLED, TraceFlags.DEFAULT):
+            context = SpanContext(1, 1, False, TraceFlags(flags))
+            probe = ReadableSpan(name="probe", context=context)
+            if probe.__dict__.get("_context") is not context or probe.context is not context:
+                return frozenset()
+            if not isinstance(context, tuple) or context[3] is not context.trace_flags:
+                return frozenset()
+            if bool(context[3] & 1) is not context.trace_flags.sampled:
+                return frozenset()
+    except Exception:
+        return frozenset()
+    kinds = (ReadableSpan, sdk_trace.Span, getattr(sdk_trace, "_Span", None))  # ``_Span``: what the tracer makes
+    return frozenset(kind for kind in kinds if kind is not None and getattr(kind, "context", None) is prop)
+
+
+DIRECT_CONTEXT_TYPES = _direct_context_types()
+"""Span classes whose sampled flag the export queue reads as ``span._context[3] & 1`` (see above)."""
+
+# --- Copying a finished span, building an event -----------------------------------------------------------
+
+# Exactly the fields copy_span writes, and new_event: each fast path is used only when the running SDK's
+# constructor sets this very set (an SDK that adds, drops or renames one takes the constructor).
+_SPAN_FIELDS = frozenset(
+    (
+        "_name",
+        "_context",
+        "_kind",
+        "_instrumentation_info",
+        "_instrumentation_scope",
+        "_parent",
+        "_start_time",
+        "_end_time",
+        "_attributes",
+        "_events",
+        "_links",
+        "_resource",
+        "_status",
+    )
+)
+_EVENT_FIELDS = frozenset(("_name", "_timestamp", "_attributes"))
+
+
+def _span_fields() -> frozenset[str]:
+    """The instance fields the running SDK's ``ReadableSpan`` constructor sets (empty if it cannot be probed)."""
+    try:
+        return frozenset(vars(ReadableSpan(name="", resource=Resource({}))))
+    except Exception:
+        return frozenset()
+
+
+def _event_fields() -> frozenset[str]:
+    """The instance fields the running SDK's ``Event`` constructor sets (empty if it cannot be probed)."""
+    try:
+        return frozenset(vars(Event("", {}, timestamp=0)))
+    except Exception:
+        return frozenset()
+
+
+_SPAN_COPY_OK = _span_fields() == _SPAN_FIELDS
+_EVENT_DIRECT_OK = _event_fields() == _EVENT_FIELDS
+_new = object.__new__
+_setattr = (
+    object.__setattr__
+)  # _setattr(obj, "__dict__", fields): the object's instance dict is ``fields`` from then on
+
+
+def copy_span(
+    span: ReadableSpan,
+    attributes: Mapping[str, Any] | None,
+    events: Sequence[Event] | None,
+    links: Sequence[Link] | None,
+    status: Status | None,
+) -> ReadableSpan | None:
+    """A copy of ``span`` with the given parts replaced, written field by field; None: use the constructor.
+
+    The same values ``ReadableSpan(...)`` stores, without its twelve property reads and its frame (this runs once
+    per evaluated span). Only for a span of exactly ``ReadableSpan`` (a subclass may override the properties)
+    holding exactly :data:`_SPAN_FIELDS`, on an SDK whose constructor sets exactly those, none of its parts in the
+    SDK's bounded containers (which carry the dropped counts).
+    """
+    if not _SPAN_COPY_OK or type(span) is not ReadableSpan:
+        return None
+    state = span.__dict__
+    if state.keys() != _SPAN_FIELDS or state["_resource"] is None:
+        return None
+    if (
+        type(state["_attributes"]) is BoundedAttributes
+        or type(state["_events"]) is BoundedList
+        or type(state["_links"]) is BoundedList
+    ):
+        return None  # it may carry dropped counts: the constructor's path keeps them (span_copy.replaced)
+    # The original's fields (the same objects, in its order: a C copy of its dict), then the parts that differ; the
+    # instance dict set in one step (a keyword update of thirteen fields built and merged a second dict).
+    fields = state.copy()
+    fields["_instrumentation_info"] = None
+    fields["_attributes"] = MappingProxyType(state["_attributes"] or {}) if attributes is None else attributes
+    fields["_events"] = tuple(state["_events"]) if events is None else events
+    fields["_links"] = tuple(state["_links"]) if links is None else links
+    if status is not None:
+        fields["_status"] = status
+    copy = _new(ReadableSpan)
+    _setattr(copy, "__dict__", fields)
+    return copy
+
+
+def new_event(name: str, attributes: dict[str, Any], timestamp: int | None) -> Event:
+    """``Event(name, attributes, timestamp=timestamp)``; ``timestamp`` None means now, as there.
+
+    Built by setting its fields when the SDK's ``Event`` holds exactly :data:`_EVENT_FIELDS`: the constructor's two
+    Python frames, per result of every evaluated span, were a visible share of it.
+    """
+    if not _EVENT_DIRECT_OK or timestamp is None:
+        return Event(name, attributes, timestamp=timestamp)
+    event = _new(Event)
+    _setattr(event, "__dict__", {"_name": name, "_timestamp": timestamp, "_attributes": attributes})
+    return event
