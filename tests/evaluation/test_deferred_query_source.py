@@ -91,6 +91,8 @@ def _same(old: PendingQuery | None, new: PendingQuery | None) -> None:
     assert (old is None) == (new is None)
     if old is not None and new is not None:
         assert type(new) is PendingQuery
+        # The new code builds it without __init__: a slot added later must not be left unset.
+        assert all(hasattr(new, name) for name in PendingQuery.__slots__)
         assert (new.text, new.as_text) == (old.text, old.as_text)
         assert new.render() == old.render()
 
