@@ -28,12 +28,13 @@ import contextvars
 import queue
 import threading
 import time
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from evaltrace._internal import forks
 from evaltrace._internal.daemon_pool import thread_started
 from evaltrace._internal.errors import log_internal_error
+from evaltrace.evaluation._continued import continue_coro as _continue
 from evaltrace.evaluation._fast_lane import FastLane, LaneRunner, take_all
 from evaltrace.evaluation._isolation import EvaluatorThreads, Offenders
 from evaltrace.evaluation._user_loop import UserLoop
@@ -59,45 +60,6 @@ class FastRunner(LaneRunner, Protocol):
 
 _BATCH = 256
 _COALESCE_S = 0.001
-
-
-class _Continued:
-    """Awaiting it drives a coroutine begun outside any task (``Engine._begin``) on from where it suspended.
-
-    What a task would have done from the start: whatever the coroutine yields (a future to wait for, or None for
-    one loop iteration) goes to the task driving this, and what the task sends or throws in (a cancellation at
-    shutdown) goes on to the coroutine.
-    """
-
-    __slots__ = ("_coro", "_yielded")
-
-    def __init__(self, coro: Coroutine[Any, Any, None], yielded: Any) -> None:
-        self._coro = coro
-        self._yielded = yielded
-
-    def __await__(self) -> Generator[Any, Any, None]:
-        coro, yielded = self._coro, self._yielded
-        self._yielded = None  # the future waited for: referenced by the task from here, not by this object
-        while True:
-            try:
-                sent = yield yielded
-            except GeneratorExit:  # the task was destroyed undone: so is the coroutine
-                coro.close()
-                raise
-            except BaseException as exc:  # a cancellation (or the awaited future's error) goes on to it
-                try:
-                    yielded = coro.throw(exc)
-                except StopIteration:
-                    return
-            else:
-                try:
-                    yielded = coro.send(sent)
-                except StopIteration:
-                    return
-
-
-async def _continue(coro: Coroutine[Any, Any, None], yielded: Any) -> None:
-    await _Continued(coro, yielded)
 
 
 class Engine:
