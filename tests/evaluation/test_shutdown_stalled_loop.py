@@ -184,13 +184,16 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from evaltrace.evaluation import EvaluationSpanProcessor, EvaluatorSpec, JsonlScoreSink, evaluator
 
-entered = threading.Event()
+entered, release = threading.Event(), threading.Event()
 
 @evaluator(name="stall")
 def stall(trace, case=None) -> bool:
     if not entered.is_set():
         entered.set()
-        time.sleep(0.5)  # the loop wakes by itself after shutdown() returned: as the process exits
+        # Asleep until shutdown() has returned, however long it took at load (a fixed sleep could end before it),
+        # then the loop wakes by itself: as the process exits.
+        release.wait(30)
+        time.sleep(0.2)
     return True
 
 exporter = InMemorySpanExporter()
@@ -209,7 +212,8 @@ processor.shutdown(timeout_millis=300)
 stats = processor.stats()
 assert len(exporter.get_finished_spans()) + stats["dropped_at_shutdown"] == 200, stats
 loop_thread = processor._engine._loop_thread
-assert loop_thread.is_alive()  # still in the evaluator's sleep
+assert loop_thread.is_alive()  # still in the evaluator
+release.set()
 # atexit handlers run after threading's exit hooks, just before finalization: the loop must have ended by then.
 atexit.register(lambda: print("loop alive at atexit:", loop_thread.is_alive(), file=sys.stderr))
 """
