@@ -6,7 +6,7 @@ buffers, parts, tool calls, finish reasons, usage objects as their dumps) and wh
 (``outcome()``, ``end_reason()``, ``summary()``, ``failure()``). An error raised by a fold (``chunk_failed``
 re-raises under tests) is part of the record, so two folds that fail alike compare equal, and differently not.
 ``differential`` and ``random_differential`` compare two accumulator classes over given or seeded random streams
-(``random_stream``: a window of a recorded stream edited by ``common_edit`` and a provider's own edits).
+(``random_stream``: a window of a recorded stream edited by ``drawn_edit``: ``common_edit`` or a provider's own).
 """
 
 from __future__ import annotations
@@ -167,10 +167,38 @@ def common_edit(
     return [event]
 
 
+Edit = Callable[[random.Random, dict[str, Any]], list[dict[str, Any]]]
+"""An edit of one event for ``random_stream``: the events that replace it."""
+
+
+def drawn_edit(
+    own: int,
+    own_edit: Callable[[random.Random, dict[str, Any], int], list[dict[str, Any]]],
+    texts: Sequence[Any],
+    reasons: Sequence[Any],
+) -> Edit:
+    """A provider's ``Edit``: one of the ``COMMON_EDITS`` or of its ``own`` edits, drawn evenly (one draw).
+
+    Args:
+        own: How many edits the provider adds to the common ones.
+        own_edit: ``own_edit(rng, event, what)`` makes the provider's edit number ``what`` (below ``own``).
+        texts: The text deltas ``common_edit`` draws from.
+        reasons: The finish reasons ``common_edit`` draws from.
+    """
+
+    def edit(rng: random.Random, event: dict[str, Any]) -> list[dict[str, Any]]:
+        what = rng.randrange(COMMON_EDITS + own)
+        if what < COMMON_EDITS:
+            return common_edit(rng, event, what, texts, reasons)
+        return own_edit(rng, event, what - COMMON_EDITS)
+
+    return edit
+
+
 def random_stream(
     rng: random.Random,
     bases: list[list[dict[str, Any]]],
-    edit: Callable[[random.Random, dict[str, Any]], list[dict[str, Any]]],
+    edit: Edit,
     usage_last: Callable[[random.Random, list[dict[str, Any]]], None],
 ) -> list[dict[str, Any]]:
     """A window of a recorded stream (its first event kept: the header), edited in a few places.
@@ -198,7 +226,7 @@ def random_differential(
     seed: int,
     count: int,
     bases: list[list[dict[str, Any]]],
-    edit: Callable[[random.Random, dict[str, Any]], list[dict[str, Any]]],
+    edit: Edit,
     usage_last: Callable[[random.Random, list[dict[str, Any]]], None],
     parse: Callable[[list[dict[str, Any]]], list[Any]],
     fast: float,

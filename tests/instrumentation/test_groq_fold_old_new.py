@@ -20,8 +20,7 @@ from typing import Any
 
 import pytest
 from fold_differential import (
-    COMMON_EDITS,
-    common_edit,
+    drawn_edit,
     first_delta,
     fold,
     random_differential,
@@ -203,11 +202,8 @@ def _tool_fragments(rng: random.Random, event: dict[str, Any]) -> list[dict[str,
     return out
 
 
-def _edit(rng: random.Random, event: dict[str, Any]) -> list[dict[str, Any]]:
-    what = rng.randrange(COMMON_EDITS + 11)
-    if what < COMMON_EDITS:
-        return common_edit(rng, event, what, TEXTS, REASONS)
-    what -= COMMON_EDITS
+def _groq_edit(rng: random.Random, event: dict[str, Any], what: int) -> list[dict[str, Any]]:
+    """Groq's own edit number ``what`` (of 11) of a chunk event."""
     delta = first_delta(event)
     if what == 0:
         return _tool_fragments(rng, event)
@@ -235,6 +231,9 @@ def _edit(rng: random.Random, event: dict[str, Any]) -> list[dict[str, Any]]:
     else:
         event["choices"][0][rng.choice(("logprobs", "future"))] = rng.choice((None, {"content": []}))
     return [event]
+
+
+_edit = drawn_edit(11, _groq_edit, TEXTS, REASONS)
 
 
 def _usage_last(rng: random.Random, events: list[dict[str, Any]]) -> None:

@@ -24,8 +24,7 @@ import pytest
 pytest.importorskip("mistralai")  # an optional extra: not in CI's oldest-versions environment
 
 from fold_differential import (
-    COMMON_EDITS,
-    common_edit,
+    drawn_edit,
     first_delta,
     fold,
     random_differential,
@@ -228,11 +227,8 @@ def _tool_fragments(rng: random.Random, event: dict[str, Any]) -> list[dict[str,
     return out
 
 
-def _edit(rng: random.Random, event: dict[str, Any]) -> list[dict[str, Any]]:
-    what = rng.randrange(COMMON_EDITS + 6)
-    if what < COMMON_EDITS:
-        return common_edit(rng, event, what, TEXTS, REASONS)
-    what -= COMMON_EDITS
+def _mistral_edit(rng: random.Random, event: dict[str, Any], what: int) -> list[dict[str, Any]]:
+    """Mistral's own edit number ``what`` (of 6) of a chat event."""
     if what == 0:
         return _tool_fragments(rng, event)
     if what <= 2:
@@ -246,6 +242,9 @@ def _edit(rng: random.Random, event: dict[str, Any]) -> list[dict[str, Any]]:
     else:
         event.pop("usage", None)
     return [event]
+
+
+_edit = drawn_edit(6, _mistral_edit, TEXTS, REASONS)
 
 
 def _usage_last(rng: random.Random, events: list[dict[str, Any]]) -> None:
