@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from evaltrace.evaluation import EvaluatorSpec, SkipEvaluation, evaluator
-from evaltrace.evaluation import monitor as monitor_module
 from evaltrace.evaluation._preview import PendingQuery
 from evaltrace.evaluation.convert import JUDGED, result_outcome, skip_reason
 from evaltrace.evaluation.monitor import PREVIEW_CHARS, MonitorSample, ProductionMonitor, _Pending
@@ -378,4 +377,3 @@ def test_the_real_pipelines_records_are_counted_and_sampled_as_before(
         monitor_record(new_monitor, *call)
         old_monitor.record(*call)
     assert _monitor_state(new_monitor) == _monitor_state(old_monitor)
-    assert monitor_module.ProductionMonitor is ProductionMonitor
