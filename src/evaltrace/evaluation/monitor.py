@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from evaltrace._internal.errors import log_internal_error
+from evaltrace.evaluation._preview import PendingQuery
 from evaltrace.evaluation.convert import JUDGED, result_outcome
 from evaltrace.schema import EvaluationResult
 
@@ -172,8 +173,17 @@ class ProductionMonitor:
                     kinds = self._non_verdicts.setdefault(result.evaluator, {})
                     kinds.setdefault(outcome, deque(maxlen=self._max_samples)).append(at)
             return
+        # Our own result class's fields from its instance dict: a pydantic model's attribute read takes the generic
+        # lookup (~300 instructions each); any other class (a subclass may override a field) is read as before.
+        if type(result) is EvaluationResult:
+            values = result.__dict__
+            name, passed, score = values["evaluator"], values["passed"], values["score"]
+        else:
+            name, passed, score = result.evaluator, result.passed, result.score
         entry: MonitorSample | _Pending
-        if query is None or isinstance(query, str):
+        # The pipeline's deferred query first (every judgement of a short text input): its exact type costs no
+        # isinstance() walk of its class's bases.
+        if type(query) is not PendingQuery and (query is None or isinstance(query, str)):
             # _sample(...) inline: this runs for every judgement.
             entry = _new(MonitorSample)
             _setattr(
@@ -181,21 +191,26 @@ class ProductionMonitor:
                 "__dict__",
                 {
                     "at": self._clock(),
-                    "passed": result.passed,
-                    "score": result.score,
+                    "passed": passed,
+                    "score": score,
                     "query_preview": (query or "")[:PREVIEW_CHARS],
                     "output_preview": (output or "")[:PREVIEW_CHARS],
                 },
             )
-        else:  # _Pending(...) without its __init__ frame
-            entry = _new(_Pending)
-            entry.at, entry.passed, entry.score = self._clock(), result.passed, result.score
+        else:  # _Pending() (no __init__ of its own: cheaper than object.__new__(_Pending), which slices its args)
+            entry = _Pending()
+            entry.at, entry.passed, entry.score = self._clock(), passed, score
             entry.query, entry.output_preview, entry.sample = query, (output or "")[:PREVIEW_CHARS], None
-        with self._lock:
-            samples = self._samples.get(result.evaluator)
+        # lock.acquire() and a finally, not ``with``: the with statement builds two bound methods (~1k instructions).
+        lock = self._lock
+        lock.acquire()
+        try:
+            samples = self._samples.get(name)
             if samples is None:  # not setdefault: it would build a deque on every call
-                samples = self._samples[result.evaluator] = deque(maxlen=self._max_samples)
+                samples = self._samples[name] = deque(maxlen=self._max_samples)
             samples.append(entry)
+        finally:
+            lock.release()
 
     def samples(self, evaluator: str) -> list[MonitorSample]:
         """Return the samples of ``evaluator`` still in the window, oldest first."""
