@@ -134,7 +134,7 @@ class _OldMonitor(ProductionMonitor):
 
 
 class _OwnLatency(EvaluationResult):
-    """A user's result class with its own latency and verdict (read through its properties, as before)."""
+    """A user's result class with its own ``latency_ms`` (read through the property, as before)."""
 
     @property
     def latency_ms(self) -> int:  # type: ignore[override]
@@ -326,6 +326,42 @@ def graded(trace: Trace) -> EvaluationResult:
 @evaluator(name="plain")
 def plain(trace: Trace) -> bool:
     return "good" in str(trace.output.final_answer)
+
+
+@pytest.mark.parametrize("which", ["stats", "monitor"])
+def test_a_judgements_record_waits_for_the_lock_and_counts_once_it_has_it(which: str) -> None:
+    """The judgement path takes the lock with acquire()/finally instead of ``with``: it must still take it.
+
+    With the lock held by the test, a record on another thread must wait (whatever the load: a blocked thread stays
+    blocked), and count only once the lock is released. A record that skipped the lock would count at once.
+    """
+    stats, monitor = PipelineStats(), ProductionMonitor()
+    target: Any = stats if which == "stats" else monitor
+    result = EvaluationResult(evaluator="locked", passed=True, score=1.0)
+
+    def counted() -> int:  # read without the lock (the test holds it): a plain dict/deque read
+        if which == "stats":
+            return int(stats.counters["evaluated"])
+        return len(monitor._samples.get("locked", ()))
+
+    def record() -> None:
+        if which == "stats":
+            stats.record(result, "pass")
+        else:
+            monitor.record(result, "query", "output", "pass")
+
+    worker = threading.Thread(target=record, daemon=True)
+    target._lock.acquire()
+    try:
+        worker.start()
+        worker.join(0.3)
+        assert worker.is_alive(), "record() finished while the lock was held: it did not take the lock"
+        assert counted() == 0
+    finally:
+        target._lock.release()
+    worker.join(30)
+    assert not worker.is_alive()
+    assert counted() == 1
 
 
 def test_the_real_pipelines_records_are_counted_and_sampled_as_before(
