@@ -307,3 +307,17 @@ def test_the_judge_link_is_added_after_the_spans_own_links(spans: list[ReadableS
         {"kept": True},
         *({semconv.EVALTRACE_JUDGE_EVALUATOR: result.evaluator} for result in judged),
     ]
+
+
+def test_a_span_with_its_fields_in_another_order_still_takes_the_field_by_field_copy(spans: list[ReadableSpan]) -> None:
+    # plain_state tries the constructor's field order first, then the set comparison copy_span made: same answer.
+    span = replaced(spans[0])
+    span.__dict__ = dict(reversed(list(span.__dict__.items())))
+    assert fields_module.plain_state(span) is span.__dict__
+    assert _reference_copy_span(span, None, None, None, None) is not None
+    for results in ([], KINDS[:3], KINDS):
+        _same_span(new_enriched_copy(span, results), _reference_enriched_copy(span, results))
+    span.__dict__["_extra"] = 1  # one field more, in any order: neither copies it field by field
+    assert fields_module.plain_state(span) is None
+    assert _reference_copy_span(span, None, None, None, None) is None
+    _same_span(new_enriched_copy(span, KINDS[:3]), _reference_enriched_copy(span, KINDS[:3]))

@@ -88,14 +88,20 @@ def enriched_copy(span: ReadableSpan, results: Sequence[EvaluationResult], *, pr
         response_id = None
     # span_result_attributes() written into the copy's attributes, and each result's event attributes: one pass.
     built = enrich_attributes(attributes, results, response_id, provenance)
-    judges: list[Link] = []
-    for result, event_attributes in zip(results, built, strict=True):
+    judged = False
+    for event_attributes in built:
         events.append(new_event(_RESULT_EVENT, event_attributes, end))
-        # A judge link needs the judge trace id the event carries (judge_link reads it there too): none, no call.
-        if _JUDGE_TRACE_ID in event_attributes and (link := judge_link(result)) is not None:
-            judges.append(link)
-    if judges:
-        return replaced(span, attributes=attributes, events=events, links=[*span.links, *judges])
+        # A judge link needs the judge trace id the event carries (judge_link reads it there too).
+        if _JUDGE_TRACE_ID in event_attributes:
+            judged = True
+    if judged:  # a second pass only then (zip's keyword call alone was ~2k instructions per span)
+        judges = [
+            link
+            for result, event_attributes in zip(results, built, strict=True)
+            if _JUDGE_TRACE_ID in event_attributes and (link := judge_link(result)) is not None
+        ]
+        if judges:
+            return replaced(span, attributes=attributes, events=events, links=[*span.links, *judges])
     if state is not None:  # copy_span() of it, without its checks made again
         return copy_state(state, attributes, events)
     copy = copy_span(span, attributes, events, None, None)
