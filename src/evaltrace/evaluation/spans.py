@@ -25,9 +25,11 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from evaltrace._internal import semconv
 from evaltrace._internal.deferred_attributes import copy_span, new_event
 from evaltrace._internal.span_copy import replaced
+from evaltrace._internal.span_fields import copy_state, plain_state
 from evaltrace._internal.tracing import INSTRUMENTATION_NAME
 from evaltrace._version import __version__
 from evaltrace.evaluation.convert import (
+    enrich_attributes,
     error_type,
     evaluation_event_attributes,
     judge_trace_id,
@@ -41,6 +43,9 @@ _ids = RandomIdGenerator()
 # The SDK's ReadableSpan fields enriched_copy reads directly (its properties return them, or a container of them).
 _READ_FIELDS = frozenset(("_attributes", "_events", "_end_time"))
 _SCOPE = InstrumentationScope(INSTRUMENTATION_NAME, __version__)
+_GEN_AI_RESPONSE_ID = semconv.GEN_AI_RESPONSE_ID
+_RESULT_EVENT = semconv.GEN_AI_EVALUATION_RESULT_EVENT
+_JUDGE_TRACE_ID = semconv.EVALTRACE_JUDGE_TRACE_ID
 
 
 def _ns(result_time: object) -> int:
@@ -59,31 +64,46 @@ def enriched_copy(span: ReadableSpan, results: Sequence[EvaluationResult], *, pr
     link to the judge trace's root span (the span's own links are kept, first).
     """
     # The span's attributes are read once and the events built in place: this runs once per evaluated span.
-    state = span.__dict__
-    if type(span) is ReadableSpan and _READ_FIELDS <= state.keys():
-        # What the SDK's own properties return (a view of the attributes, a tuple of the events), without their
-        # frames and containers: copied below all the same.
-        attributes = dict(state["_attributes"] or {})
-        events = list(state["_events"])
+    state = plain_state(span)  # the copy's fields below come from it: its parts are read there directly
+    if state is not None:
+        held = state["_attributes"]
+        attributes = held.copy() if type(held) is dict else dict(held or {})
+        events = [*state["_events"]]
         end = state["_end_time"]
-    else:  # a subclass may override the properties: read through them
-        attributes = dict(span.attributes or {})
-        events = list(span.events)
-        end = span.end_time
-    response_id = attributes.get(semconv.GEN_AI_RESPONSE_ID)  # response_id_of(original), without its call
-    if not isinstance(response_id, str) or not response_id:
+    else:
+        state = span.__dict__
+        if type(span) is ReadableSpan and _READ_FIELDS <= state.keys():
+            # What the SDK's own properties return (a view of the attributes, a tuple of the events), without their
+            # frames and containers: copied below all the same.
+            attributes = dict(state["_attributes"] or {})
+            events = list(state["_events"])
+            end = state["_end_time"]
+        else:  # a subclass may override the properties: read through them
+            attributes = dict(span.attributes or {})
+            events = list(span.events)
+            end = span.end_time
+        state = None
+    response_id = attributes.get(_GEN_AI_RESPONSE_ID)  # response_id_of(original), without its call
+    if response_id is not None and (not isinstance(response_id, str) or not response_id):
         response_id = None
-    attributes.update(span_result_attributes(results))
-    judges: list[Link] = []
-    for result in results:
-        event_attributes = evaluation_event_attributes(result, response_id, provenance=provenance)
-        events.append(new_event(semconv.GEN_AI_EVALUATION_RESULT_EVENT, event_attributes, end))
-        # A judge link needs the result's metadata (judge_link reads both of its ids there): none, no call.
-        if result.metadata and (link := judge_link(result)) is not None:
-            judges.append(link)
-    if judges:
-        return replaced(span, attributes=attributes, events=events, links=[*span.links, *judges])
-    # replaced()'s fast path without its frame; anything it does not take goes through replaced() as before.
+    # span_result_attributes() written into the copy's attributes, and each result's event attributes: one pass.
+    built = enrich_attributes(attributes, results, response_id, provenance)
+    judged = False
+    for event_attributes in built:
+        events.append(new_event(_RESULT_EVENT, event_attributes, end))
+        # A judge link needs the judge trace id the event carries (judge_link reads it there too).
+        if _JUDGE_TRACE_ID in event_attributes:
+            judged = True
+    if judged:  # a second pass only then (zip's keyword call alone was ~2k instructions per span)
+        judges = [
+            link
+            for result, event_attributes in zip(results, built, strict=True)
+            if _JUDGE_TRACE_ID in event_attributes and (link := judge_link(result)) is not None
+        ]
+        if judges:
+            return replaced(span, attributes=attributes, events=events, links=[*span.links, *judges])
+    if state is not None:  # copy_span() of it, without its checks made again
+        return copy_state(state, attributes, events)
     copy = copy_span(span, attributes, events, None, None)
     return copy if copy is not None else replaced(span, attributes=attributes, events=events)
 
