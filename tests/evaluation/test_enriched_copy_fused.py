@@ -270,11 +270,30 @@ def test_the_fused_copy_is_the_copy_built_before_for_every_span_and_result(
 ) -> None:
     cases = [[], *([kind] for kind in KINDS), *itertools.combinations(KINDS, 2), KINDS, KINDS[::-1]]
     for span in spans:
+        state = span.__dict__
+        attributes_before = list((span.attributes or {}).items())
+        events_before = [(event.name, event.timestamp, dict(event.attributes or {})) for event in span.events]
         for results in cases:
-            _same_span(
-                new_enriched_copy(span, results, provenance=provenance),
-                _reference_enriched_copy(span, results, provenance=provenance),
+            copy = new_enriched_copy(span, results, provenance=provenance)
+            _same_span(copy, _reference_enriched_copy(span, results, provenance=provenance))
+            # The original is left as it was, and the copy shares none of its containers (the results are written
+            # into the copy's own attribute dict and event list).
+            assert list((span.attributes or {}).items()) == attributes_before
+            assert [(event.name, event.timestamp, dict(event.attributes or {})) for event in span.events] == (
+                events_before
             )
+            assert copy.__dict__["_attributes"] is not state.get("_attributes")
+            assert copy.__dict__["_events"] is not state.get("_events")
+
+
+def test_a_span_without_a_resource_gets_the_sdks_default_resource_as_before(spans: list[ReadableSpan]) -> None:
+    # Not copied field by field (a copy would hold None): the constructor's path gives the SDK's empty resource.
+    bare = replaced(spans[0])
+    bare.__dict__["_resource"] = None
+    for results in ([], KINDS[:3]):
+        copy = new_enriched_copy(bare, results)
+        assert copy.resource is not None
+        assert copy.resource.attributes == _reference_enriched_copy(bare, results).resource.attributes
 
 
 def test_the_fused_builders_write_what_the_two_builders_wrote() -> None:
