@@ -2,7 +2,7 @@
 
 ``enriched_copy`` now reads a plain ``ReadableSpan``'s parts through ``span_fields.plain_state`` (one exact-fields
 check instead of two keys-view comparisons), writes the ``evaltrace.eval.*`` attributes straight into the copy's
-attributes and builds each event's attributes in the same pass (``convert.enrich_attributes``, reading an exact
+attributes and builds each event's attributes in the same pass (``_enrich.enrich_attributes``, reading an exact
 ``EvaluationResult``'s ``__dict__`` once), and sets the copy's and the events' instance dicts by a store to
 ``__dict__``. The code before it is kept here verbatim (``_reference_enriched_copy`` with the ``copy_span`` and
 ``new_event`` it called) and both are compared over real pipeline spans and every kind of result: the same instance
@@ -30,7 +30,8 @@ from evaltrace._internal import semconv, settings
 from evaltrace._internal import span_fields as fields_module
 from evaltrace._internal.span_copy import replaced
 from evaltrace.evaluation import EvaluatorSpec, SkipEvaluation, evaluator
-from evaltrace.evaluation.convert import enrich_attributes, evaluation_event_attributes, span_result_attributes
+from evaltrace.evaluation._enrich import enrich_attributes
+from evaltrace.evaluation.convert import evaluation_event_attributes, span_result_attributes
 from evaltrace.evaluation.runner import failed_result, skipped_result
 from evaltrace.evaluation.spans import enriched_copy as new_enriched_copy
 from evaltrace.evaluation.spans import judge_link

@@ -28,8 +28,8 @@ from evaltrace._internal.span_copy import replaced
 from evaltrace._internal.span_fields import copy_state, plain_state
 from evaltrace._internal.tracing import INSTRUMENTATION_NAME
 from evaltrace._version import __version__
+from evaltrace.evaluation._enrich import enrich_attributes
 from evaltrace.evaluation.convert import (
-    enrich_attributes,
     error_type,
     evaluation_event_attributes,
     judge_trace_id,
