@@ -3,22 +3,43 @@
 Each NDJSON line is a whole ``ChatResponse`` / ``GenerateResponse`` carrying a fragment of ``content``
 (``response``) and ``thinking``; tool calls arrive whole, in one chunk. The last chunk has ``done: true`` (the
 terminal signal) with ``done_reason`` and the token counts. ``add`` is O(1) per chunk; fragments are joined once.
+``add_batch`` (the stream proxy's batch fold) reads the common chunk, a fragment of the SDK's own types with no tool
+call that is not the last, in its one frame, and hands every other chunk to ``add``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.codec import chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai.parts import field
 from evaltrace.instrumentation.ollama.codec import answer_parts, message_finish_reason, usage_of
+
+_TYPES: list[tuple[type, type, type] | None] = []
+
+
+def _sdk_types() -> tuple[type, type, type] | None:
+    """(``ChatResponse``, ``Message``, ``GenerateResponse``) of the ollama SDK, looked up once; None without it."""
+    if not _TYPES:
+        try:
+            from ollama._types import ChatResponse, GenerateResponse, Message
+        except ImportError:  # another SDK's chunks (or none installed): every chunk goes through ``add``
+            _TYPES.append(None)
+        else:
+            _TYPES.append((ChatResponse, Message, GenerateResponse))
+    return _TYPES[0]
 
 
 class OllamaStreamAccumulator:
     """Accumulates the chunks of one streamed ``chat`` (``chat=True``) or ``generate`` call."""
 
     __slots__ = ("calls", "chat", "final", "model", "text", "thinking")
+
+    # Chunks the stream proxy holds before a fold (its default is 64): a held chunk keeps its two pydantic objects
+    # alive, and freeing them 16 at a time cost less per chunk (benchmarks/README.md, s16-ollconv).
+    batch_size: ClassVar[int] = 16
 
     def __init__(self, chat: bool) -> None:
         self.chat = chat
@@ -54,6 +75,75 @@ class OllamaStreamAccumulator:
         if getattr(chunk, "done", False):
             self.final = chunk
         return output
+
+    def add_batch(self, chunks: list[Any]) -> None:  # noqa: C901  (one frame for the batch)
+        """``add`` for each chunk in order, the common chunk read in this one frame (the stream proxy's batch fold).
+
+        The common chunk is the SDK's own ``ChatResponse`` (``GenerateResponse``) with its ``Message``, no tool
+        calls (``None``) and ``done`` False, once the model is known: ``add`` appends its text and thinking when
+        they are truthy, in that order, and writes nothing else, and so does this, without ``add``'s call and its
+        ``getattr`` calls. The fields of those exact pydantic types are instance fields, so a read has no side
+        effect and raises nothing but ``AttributeError`` (a field deleted), which hands the chunk to ``add`` as
+        every other chunk (a tool call, the ``done`` chunk, another type) is, before anything of it is written.
+        """
+        types = _sdk_types()
+        add = self.add
+        if types is None:
+            for chunk in chunks:
+                try:
+                    add(chunk)
+                except Exception:
+                    chunk_failed()
+            return
+        chat_type, message_type, generate_type = types
+        kind = type
+        text_append = self.text.append
+        thinking_append = self.thinking.append
+        known = self.model is not None  # ``add`` reads the model until it is set
+        if self.chat:
+            for chunk in chunks:
+                try:
+                    if known and kind(chunk) is chat_type:
+                        try:
+                            message = chunk.message
+                            done = chunk.done if kind(message) is message_type else None
+                            if done is False and message.tool_calls is None:
+                                text = message.content
+                                thinking = message.thinking
+                            else:
+                                done = None
+                        except AttributeError:
+                            done = None
+                        if done is False:
+                            if text:
+                                text_append(text)
+                            if thinking:
+                                thinking_append(thinking)
+                            continue
+                    add(chunk)
+                    known = self.model is not None
+                except Exception:
+                    chunk_failed()
+            return
+        for chunk in chunks:
+            try:
+                if known and kind(chunk) is generate_type:
+                    try:
+                        done = chunk.done
+                        text = chunk.response
+                        thinking = chunk.thinking
+                    except AttributeError:
+                        done = None
+                    if done is False:
+                        if text:
+                            text_append(text)
+                        if thinking:
+                            thinking_append(thinking)
+                        continue
+                add(chunk)
+                known = self.model is not None
+            except Exception:
+                chunk_failed()
 
     def end_reason(self) -> str:
         """``exhausted`` only when the ``done`` chunk arrived."""
