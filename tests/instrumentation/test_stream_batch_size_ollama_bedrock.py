@@ -1,4 +1,6 @@
-"""Ollama's and Converse's own fold batch size (s16-ollconv: 16, not the proxy's 64) changes nothing recorded.
+"""Ollama's own fold batch size (s16-ollconv: 16, not the proxy's 64), or Converse's, changes nothing recorded.
+
+(Converse keeps the proxy's 64: the 16 it had on the s16-ollconv branch read +2.75% on its smoke row.)
 
 A long stream (150 content chunks with text and thinking, then the last) goes through the real client and the
 stream proxy, with no meter provider (so the proxy holds chunks and folds them in batches). The span's attributes,
@@ -30,7 +32,7 @@ def _recorded_attributes(exporter: InMemorySpanExporter) -> dict[str, Any]:
 
 def _sizes(monkeypatch: pytest.MonkeyPatch, cls: type, size: int) -> list[int]:
     """Set ``cls.batch_size`` to ``size``; the lengths of the batches folded from then on."""
-    monkeypatch.setattr(cls, "batch_size", size)
+    monkeypatch.setattr(cls, "batch_size", size, raising=False)  # Converse has none of its own
     folded: list[int] = []
     original = cls.add_batch  # type: ignore[attr-defined]
 
@@ -142,7 +144,7 @@ def test_converse_records_the_same_whatever_its_batch_size(
     ]
     body = b"".join(frames)
     model = "anthropic.claude-3-haiku-20240307-v1:0"
-    assert ConverseStreamAccumulator.batch_size == 16
+    assert not hasattr(ConverseStreamAccumulator, "batch_size")  # the proxy's default, 64
     recorded = []
     for size in (16, 64, 1):
         folded = _sizes(monkeypatch, ConverseStreamAccumulator, size)

@@ -14,7 +14,7 @@ body names the cache counts ``cacheReadInputTokenCount`` / ``cacheWriteInputToke
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.anthropic.response import usage_of
@@ -348,10 +348,6 @@ class ConverseStreamAccumulator:
     """
 
     __slots__ = ("blocks", "response_id", "stop_reason", "stopped", "usage")
-
-    # Events the stream proxy holds before a fold (its default is 64): a held event keeps botocore's three dicts
-    # alive, and freeing them 16 at a time cost less per event (benchmarks/README.md, s16-ollconv).
-    batch_size: ClassVar[int] = 16
 
     def __init__(self, response_id: str | None = None) -> None:
         self.blocks: dict[int, _Block] = {}

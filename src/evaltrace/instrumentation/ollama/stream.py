@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from evaltrace._internal import semconv as sc
-from evaltrace._internal.engine.codec import chunk_failed
+from evaltrace._internal.engine.codec import add_each, chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai.parts import field
 from evaltrace.instrumentation.ollama.codec import answer_parts, message_finish_reason, usage_of
@@ -88,12 +88,8 @@ class OllamaStreamAccumulator:
         """
         types = _sdk_types()
         add = self.add
-        if types is None:
-            for chunk in chunks:
-                try:
-                    add(chunk)
-                except Exception:
-                    chunk_failed()
+        if types is None:  # the SDK's types not found: every chunk through add, as the proxy's default fold
+            add_each(add, chunks)
             return
         chat_type, message_type, generate_type = types
         kind = type
