@@ -259,9 +259,15 @@ def plan(self: EvaluationSpanProcessor, span: ReadableSpan) -> Job | None:  # no
     # every trace then, since which ancestor will need them is unknown until it ends.
     buffer_all = self.options.buffer_all_traces or not self._saw_start
     tracked = buffer_all or self._buffer.is_tracked(trace_id)
-    if tracked:
-        self._buffer.add(span, create=buffer_all)  # the span itself too: a root's job reads it from the list
     root = parent is None or parent.is_remote  # is_root(span)
+    taken: list[ReadableSpan] | None = None  # a local root's trace, released already (no trace-level evaluator)
+    if tracked:
+        if root and self._completion is None:
+            # The span itself too (a root's job reads it from the list), and the trace released at once: what
+            # add() here and _job_spans' pop() below did, in one locked step (every path from here pops it).
+            taken = self._buffer.take(trace_id, span, create=buffer_all)
+        else:
+            self._buffer.add(span, create=buffer_all)  # the span itself too: a root's job reads it from the list
     # Only with trace-level evaluators: the root waits below, every other span joins its trace (O(1)).
     trace_root = self._completion is not None and self._is_trace_root(span)
     if self._completion is not None and not trace_root:
@@ -281,7 +287,10 @@ def plan(self: EvaluationSpanProcessor, span: ReadableSpan) -> Job | None:  # no
     complete: OpenTrace | None = None
     if trace_root:
         trace_specs, complete = self._at_trace_root(span, attributes, kind, skipped)
-    spans, count = self._job_spans(trace_id, root and tracked, tracked and bool(specs), complete)
+    if taken is not None:
+        spans, count = taken, len(taken)
+    else:
+        spans, count = self._job_spans(trace_id, root and tracked, tracked and bool(specs), complete)
     if not specs and not trace_specs:
         return None
     if complete is None:  # _new_job's job, inline
