@@ -5,7 +5,7 @@
 kept verbatim below as the reference: ``take`` against ``add`` then ``pop`` over every buffer state (tracked or not,
 ``create``, the span cap, eviction by count and by age), and the old ``plan`` against today's, span by span, over
 the shapes a trace can have (lone root, children first, remote parent, no ``on_start``, span cap, a trace-level
-evaluator), through the real processor: same jobs, same span lists, same buffer, same counters, same exports.
+evaluator), through the real processor: same jobs, same span lists, same buffer, same counters.
 """
 
 from __future__ import annotations
