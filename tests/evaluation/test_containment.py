@@ -249,7 +249,7 @@ def test_any_base_exception_from_an_inline_sync_evaluator_is_its_counted_error(
     # ended the job uncounted: evaluated 0, errors 0, the span out unenriched, the other evaluator never run; a
     # CancelledError was counted as our own shutdown. Each is that evaluator's error, as on the lane.
     raiser = _RaisingEvaluator(kind) if shape == "class" else _raiser(kind, is_async=False)
-    p = make_pipeline([EvaluatorSpec(raiser, inline=True), EvaluatorSpec(fine, inline=True)])
+    p = make_pipeline([EvaluatorSpec(raiser, inline=True), EvaluatorSpec(fine, inline=True)], hold_timeout_s=600)
     if not lane:
         p.processor._engine._lane_off = True
     for name in ("first", "second"):

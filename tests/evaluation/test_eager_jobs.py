@@ -32,7 +32,8 @@ def test_an_inline_sync_job_ends_in_its_first_step_with_no_task_and_the_same_enr
         tasks.append(asyncio.current_task())
         return True
 
-    p = _on_the_loop(make_pipeline([EvaluatorSpec(cheap, inline=True)]))
+    # Enriched however loaded the machine is: the hold is wall-clock time.
+    p = _on_the_loop(make_pipeline([EvaluatorSpec(cheap, inline=True)], hold_timeout_s=600))
     for _ in range(3):
         with p.tracer.start_as_current_span("s"):
             pass
@@ -60,7 +61,7 @@ def test_an_inline_job_that_waits_for_a_retry_goes_on_in_a_task_and_is_retried(m
             raise RetryableEvaluatorError("rate limited")
         return True
 
-    p = _on_the_loop(make_pipeline([EvaluatorSpec(flaky, inline=True)], max_retries=2))
+    p = _on_the_loop(make_pipeline([EvaluatorSpec(flaky, inline=True)], max_retries=2, hold_timeout_s=600))
     with p.tracer.start_as_current_span("s"):
         pass
     p.flush()

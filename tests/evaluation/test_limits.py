@@ -355,7 +355,9 @@ def test_a_judge_verdict_stands_when_charging_its_spend_fails(
     judge = Judge("gpt-4o-mini", base_url=chat_server.url, api_key="k", max_retries=0)
     judged = LLMJudge(rubric="Answers the question", judge=judge)
     p = make_pipeline(
-        [EvaluatorSpec(judged, limits=Limits(max_usd_per_day=100.0)), free], limits_clock=OffMainThreadFailingClock()
+        [EvaluatorSpec(judged, limits=Limits(max_usd_per_day=100.0)), free],
+        limits_clock=OffMainThreadFailingClock(),
+        hold_timeout_s=600,  # enriched however loaded the machine is: the hold is wall-clock time
     )
     with p.tracer.start_as_current_span("chat-0") as span:
         span.set_attribute("output.value", "an answer")

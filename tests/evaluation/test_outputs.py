@@ -177,7 +177,9 @@ def test_public_names_are_sorted_and_exist() -> None:
 
 
 def test_concurrent_span_ends_are_all_forwarded_once(make_pipeline: MakePipeline) -> None:
-    p = make_pipeline([ok], max_queue_size=10_000)
+    # 200 spans from 4 threads: at load they may outlast the default 2 s hold (wall-clock time), then go out
+    # unenriched with carrier spans; this test is about forwarding each span once, enriched.
+    p = make_pipeline([ok], max_queue_size=10_000, hold_timeout_s=600)
 
     def worker(n: int) -> None:
         for i in range(50):

@@ -35,7 +35,8 @@ def test_enriched_span_carries_events_and_attributes(make_pipeline: MakePipeline
         return 0.5
 
     scorer = evaluator(name="half", threshold=0.8)(async_half) if is_async else half
-    p = make_pipeline([always_pass, scorer])
+    # Enriched however loaded the machine is: the hold is wall-clock time.
+    p = make_pipeline([always_pass, scorer], hold_timeout_s=600)
     with p.tracer.start_as_current_span("chat gpt", kind=SpanKind.CLIENT) as span:
         span.set_attribute("gen_ai.response.id", "chatcmpl-9")
         original_context = span.get_span_context()

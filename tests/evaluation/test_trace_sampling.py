@@ -48,7 +48,8 @@ def test_evaluators_of_a_group_judge_the_same_traces_and_all_their_spans(make_pi
     first = EvaluatorSpec(evaluator(name="first")(lambda t: True), sample_rate=0.3)
     second = EvaluatorSpec(evaluator(name="second")(lambda t: True), sample_rate=0.3)
     apart = EvaluatorSpec(evaluator(name="apart")(lambda t: True), sample_rate=0.3, sample_group="other")
-    p = make_pipeline([first, second, apart])
+    # 400 spans: at load they may outlast the default 2 s hold (wall-clock time) and go out without their results.
+    p = make_pipeline([first, second, apart], hold_timeout_s=600)
     for index in range(200):
         with p.tracer.start_as_current_span(f"root-{index}"):
             with p.tracer.start_as_current_span(f"child-{index}"):
