@@ -31,7 +31,8 @@ def cancel_now(self: JobRunner, job: Job | SessionJob, progress: Progress | None
         return
     self._session_settled(job)
     try:
-        self.ctx.stats.incr("cancelled")
+        if not job.abandoned:  # taken over at shutdown: nothing more is counted for it
+            self.ctx.stats.incr("cancelled")
         if progress is not None:  # a demoted call still running is walked away from
             _give_up(progress.inflight)
         done = progress.results if progress is not None else []
@@ -68,25 +69,73 @@ def mark_cut(self: JobRunner, job: Job, done: list[EvaluationResult], cut: list[
     That is on the span, in ``stats()``, and in the score sinks (see ``SinkWorker.not_evaluated``). The span goes downstream enriched with ``done`` and the marks; one that went already (held past its
     deadline, or the root of a trace-level job) gets them as child ``evaluation {name}`` spans instead.
     """
-    if job.abandoned:  # shutdown stopped waiting for it and counted its spans: nothing more here
+    if job.abandoned:  # shutdown took it over (take_over): it emitted and marked everything
         return
+    emit_cut(self, job, done, cut, owned=False)
+
+
+def emit_cut(self: JobRunner, job: Job, done: list[EvaluationResult], cut: list[EvaluatorSpec], owned: bool) -> None:
+    """:func:`mark_cut`'s marks and emission; ``owned``: the caller popped ``job`` from the live set already.
+
+    Not owned, the job's last emission is claimed (popped from the live set) before anything is marked: when
+    shutdown took the job over meanwhile, it marks and emits everything and this marks nothing (never twice).
+    What goes out is built before that claim: when building fails, nothing is claimed and ``JobRunner.run``'s
+    ``finally`` still forwards the span as is.
+    """
     marks = [skipped_result(spec.evaluator, semconv.SKIP_SHUTDOWN) for spec in cut]
-    for spec in cut:
-        self.ctx.stats.not_evaluated(semconv.SKIP_SHUTDOWN, spec.evaluator.name)
-    if cut:
-        self._sink_not_evaluated(job, cut)
     provenance = self.ctx.options.evaluation_provenance
-    if not job.forwarded:
-        self._forward_once(job, enriched_copy(job.span, done + marks + _skipped_results(job), provenance=provenance))
+    forwarded = job.forwarded
+    if not forwarded:
+        out = [enriched_copy(job.span, done + marks + _skipped_results(job), provenance=provenance)]
+    else:  # none of them went out yet: results follow the held span (or the trace's root) all at once
+        revision = job.revision if job.deferred else None
+        built = [evaluation_span(job.span, result, provenance=provenance, revision=revision) for result in done + marks]
+        out = [child for child in built if child is not None]
+    if owned:
+        job.forwarded = True
+    elif not forwarded:  # _forward_once(), its claim first
+        claimed = self.ctx.live.pop(id(job), None) is not None
+        job.forwarded = True
+        if not claimed:
+            return  # shutdown took this job over: it marked and emitted everything
+    elif not self._claim(job):
         return
-    revision = job.revision if job.deferred else None
-    if not self._claim(job):  # shutdown stopped waiting for this job: it counted these spans as dropped
-        return
-    for result in done + marks:  # none of them went out yet: results follow the held span all at once
-        child = evaluation_span(job.span, result, provenance=provenance, revision=revision)
-        if child is not None:
-            self.ctx.forward(child)
-            self.ctx.stats.incr("evaluation_spans")
+    try:
+        for spec in cut:
+            self.ctx.stats.not_evaluated(semconv.SKIP_SHUTDOWN, spec.evaluator.name)
+        if cut:
+            self._sink_not_evaluated(job, cut)
+    finally:  # claimed: it goes out whatever happened above
+        for span in out:
+            self.ctx.forward(span)
+            if forwarded:
+                self.ctx.stats.incr("evaluation_spans")
+
+
+def take_over(self: JobRunner, job: Job, forwarded: bool) -> int:
+    """Shutdown took ``job`` over from a stalled loop: its last spans go from here, as for a job cut short.
+
+    ``abandon_unfinished`` popped the job from the live set (so the job forwards nothing itself) and set
+    ``abandoned`` (so it publishes and marks nothing more); ``forwarded`` is whether its span went downstream
+    already (read before that pop). The results the job published (or was publishing, see
+    ``_job_publish.claim``) are kept; every other evaluation is marked "not evaluated" (reason ``shutdown``) on
+    the span, in ``stats()`` and in the sinks, exactly as :func:`mark_cut` does. The application's span goes
+    downstream enriched with them (or, when it went already, they follow as child ``evaluation {name}`` spans).
+
+    Returns:
+        The number of evaluations marked ``shutdown``.
+    """
+    announced = job.publishing  # after ``abandoned`` was set, then ``published``: the order claim() relies on
+    kept = list(job.published)
+    if announced is not None and not any(pair is announced for pair in kept):
+        kept.append(announced)
+    results = {id(spec): result for spec, result in kept}
+    specs = [*job.specs, *job.trace_specs]
+    done = [results[id(spec)] for spec in specs if id(spec) in results]
+    cut = [spec for spec in specs if id(spec) not in results]
+    job.forwarded = forwarded
+    emit_cut(self, job, done, cut, owned=True)
+    return len(cut)
 
 
 def sink_not_evaluated(self: JobRunner, job: Job, cut: list[EvaluatorSpec]) -> None:

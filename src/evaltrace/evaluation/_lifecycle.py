@@ -11,13 +11,16 @@ import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from evaltrace._internal import semconv
 from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.export_queue import shutdown_downstream
+from evaltrace.evaluation._job_cuts import take_over
 from evaltrace.evaluation.stats import DROP_AFTER_SHUTDOWN, DROP_LOOP_STALLED
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
+    from evaltrace.evaluation._jobs import Job
     from evaltrace.evaluation.processor import EvaluationSpanProcessor
 
 logger = logging.getLogger("evaltrace.evaluation")
@@ -86,39 +89,49 @@ def stop_engines(self: EvaluationSpanProcessor, reserve: float, deadline: float)
 
 
 def abandon_unfinished(self: EvaluationSpanProcessor) -> None:
-    """Count, as dropped, the spans of every job the stopped engines did not finish; they forward nothing later.
+    """Take over every job the stopped engines did not finish: its spans go downstream from here, now.
 
     A job still in the loop's (or the fast lane's) hands once the engines were given their time (a loop short of
-    CPU, or blocked by an evaluator that runs on it) is taken over here: its own span (not forwarded yet) or its
-    child ``evaluation <name>`` spans (its span went out held) are counted in ``dropped_at_shutdown``, reason
-    ``evaluation_loop_stalled``, and the job forwards nothing when it resumes (see ``JobRunner._claim``). So
-    ``stats()`` is exact when ``shutdown()`` returns and nothing reaches the downstream processors after they
-    shut down.
+    CPU, or blocked by an evaluator that runs on it) is popped from the live set here, so it forwards, publishes
+    and marks nothing when it resumes (see ``JobRunner._claim`` and ``_job_publish.claim``). Its span (the
+    application's own) goes downstream now, while the downstream processors are still up, enriched with the
+    results it published and every other evaluation marked "not evaluated" (reason ``shutdown``), as for a job
+    cut short (``_job_cuts.take_over``); a span that went already gets them as child ``evaluation {name}``
+    spans. So exported + counted = produced when ``shutdown()`` returns, and nothing reaches the downstream
+    processors after they shut down.
     """
-    jobs = spans = 0
+    taken: list[tuple[Job, bool]] = []
     with self._slot_lock:  # held spans' early forwards take it too: job.forwarded is read consistently
         for key in list(self._live):
             # Read before the pop: the loop's last forward (lock-free) pops first, then sets ``forwarded``; read
-            # after our pop, a span that was never forwarded could read as forwarded and count as its N children.
+            # after our pop, a span that was never forwarded could read as forwarded (and never go out).
             forwarded = (job := self._live.get(key)) is not None and job.forwarded
             job = self._live.pop(key, None)
             if job is None:  # the job took its last emission meanwhile: it forwards
                 continue
-            job.abandoned = True
-            jobs += 1
-            if not forwarded:
-                spans += 1
-            elif job.span.context is not None:  # one child span per evaluator (done, or marked cut short)
-                spans += len(job.specs) + len(job.trace_specs)
-    if not jobs:
+            job.abandoned = True  # before take_over reads what the job published (see _job_publish.claim)
+            taken.append((job, forwarded))
+    if not taken:
         return
-    self._stats.dropped_at_shutdown(DROP_LOOP_STALLED, spans)
+    marked = 0
+    for job, forwarded in taken:  # O(spans): the deadline holds (the downstream gets them as from the loop)
+        try:
+            marked += take_over(self._runner, job, forwarded)
+        except Exception:
+            self._stats.incr("internal_errors")
+            log_internal_error("forwarding the span of an evaluation job shutdown took over")
+            if not job.forwarded:  # never lost: as is, as when a job fails (JobRunner.run's finally)
+                job.forwarded = True
+                self._forward(job.span)
+            else:  # its child evaluation spans could not be built: counted, one per evaluator
+                self._stats.dropped_at_shutdown(DROP_LOOP_STALLED, len(job.specs) + len(job.trace_specs))
     logger.warning(
         "evaltrace: shutdown stopped waiting for %d evaluation job(s) the evaluation loop had not finished; "
-        "their %d span(s) were dropped, not exported (counted in stats()['dropped_at_shutdown_by_reason']['%s'])",
-        jobs,
-        spans,
-        DROP_LOOP_STALLED,
+        "their spans were exported with %d evaluation(s) marked not evaluated (counted in "
+        "stats()['not_evaluated_by_reason']['%s'])",
+        len(taken),
+        marked,
+        semconv.SKIP_SHUTDOWN,
     )
 
 
@@ -126,9 +139,10 @@ def shutdown(self: EvaluationSpanProcessor, timeout_millis: int = 30_000) -> Non
     """Drain and stop: evaluations, then parked spans, then sinks, then downstream processors.
 
     Evaluations still running at the deadline are cancelled and their spans forwarded unenriched; scores
-    a sink could not deliver in time go to its dead-letter file. Spans of jobs the evaluation loop still holds
-    when shutdown stops waiting for it (a loop short of CPU, or blocked by an evaluator running on it) are
-    counted in ``stats()["dropped_at_shutdown_by_reason"]`` and never forwarded later. Called from an evaluator
+    a sink could not deliver in time go to its dead-letter file. Jobs the evaluation loop still holds when
+    shutdown stops waiting for it (a loop short of CPU, or blocked by an evaluator running on it) are taken over:
+    their spans are forwarded from here, with the evaluations that never came marked "not evaluated" (reason
+    ``shutdown``), and the jobs forward, publish and count nothing when the loop resumes. Called from an evaluator
     or callback on the evaluation loop itself, it waits for no job (they need that thread) and still shuts the
     sinks and exporters down. ``stats()["unflushed_jobs"]`` counts the
     cancelled evaluations. Later spans are forwarded without evaluation. Traces waiting for completion are
@@ -165,7 +179,7 @@ def shutdown(self: EvaluationSpanProcessor, timeout_millis: int = 30_000) -> Non
         if not on_loop:
             self._wait_idle(deadline - reserve / 2)
     self._stop_engines(reserve, deadline)
-    self._abandon_unfinished()  # what the loop still holds now is counted, never forwarded after this
+    self._abandon_unfinished()  # what the loop still holds now goes out from here (marked), never from the loop
     if self._gate is not None:
         self._gate.release_all()
     # Sinks share what is left, keeping a slice for the span exporters that follow.
@@ -202,7 +216,8 @@ def stats(self: EvaluationSpanProcessor) -> dict[str, Any]:
     ``retries``, ``sampled_out``, ``score_rejects``,
     ``log_events``, ``internal_errors``, ``cancelled`` / ``unflushed_jobs`` (shutdown deadline),
     ``dropped_at_shutdown`` with ``dropped_at_shutdown_by_reason`` (spans not forwarded at shutdown:
-    ``evaluation_loop_stalled``, jobs shutdown stopped waiting for; ``after_downstream_shutdown``, spans forwarded
+    ``evaluation_loop_stalled``, child evaluation spans of a job shutdown took over that it failed to build (a
+    bug of ours); ``after_downstream_shutdown``, spans forwarded
     once the downstream processors had shut down, for processors other than our export queues),
     ``evaluators`` (per evaluator: counts, ``pass_rate`` over judged results, ``error_rate``,
     ``latency_ms_p50``/``p95``), ``buffer`` (trace buffer), ``completion`` (with trace-level evaluators:
