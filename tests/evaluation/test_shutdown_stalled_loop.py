@@ -361,7 +361,7 @@ def test_a_span_the_loop_forwards_while_shutdown_takes_its_job_over_goes_out_onc
         def pop(self, key: int, default: Any = None) -> Any:
             job = dict.pop(self, key, default)
             if job is not None and threading.current_thread() is threading.main_thread():
-                runner._forward_once(job, job.span)  # its pop fails: it marks the job forwarded, sends nothing
+                runner._forward_once(job, job.span)  # its pop fails: it sends nothing, changes nothing
             return job
 
     live = Live(processor._live)

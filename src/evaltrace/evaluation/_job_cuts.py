@@ -21,6 +21,8 @@ from evaltrace.evaluation.spans import enriched_copy, evaluation_span
 from evaltrace.schema import EvaluationResult
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+
     from evaltrace.evaluation._jobs import Job, JobRunner, Progress
 
 
@@ -71,33 +73,43 @@ def mark_cut(self: JobRunner, job: Job, done: list[EvaluationResult], cut: list[
     """
     if job.abandoned:  # shutdown took it over (take_over): it emitted and marked everything
         return
-    emit_cut(self, job, done, cut, owned=False)
+    emit_cut(self, job, done, cut)
 
 
-def emit_cut(self: JobRunner, job: Job, done: list[EvaluationResult], cut: list[EvaluatorSpec], owned: bool) -> None:
-    """:func:`mark_cut`'s marks and emission; ``owned``: the caller popped ``job`` from the live set already.
+def emit_cut(
+    self: JobRunner,
+    job: Job,
+    done: list[EvaluationResult],
+    cut: list[EvaluatorSpec],
+    owned: bool | None = None,
+    sent: list[ReadableSpan] | None = None,
+) -> None:
+    """:func:`mark_cut`'s marks and emission.
 
-    Not owned, the job's last emission is claimed (popped from the live set) before anything is marked: when
-    shutdown took the job over meanwhile, it marks and emits everything and this marks nothing (never twice).
-    What goes out is built before that claim: when building fails, nothing is claimed and ``JobRunner.run``'s
-    ``finally`` still forwards the span as is.
+    ``owned`` (shutdown's take-over): the caller popped ``job`` from the live set already, and this is whether
+    its span had gone downstream, read before that pop. It is never re-read from ``job.forwarded`` here: the loop
+    resuming meanwhile must not change what shutdown emits (else the application's span could be neither
+    forwarded nor counted). ``sent`` gets each span forwarded here, so a caller whose marking raised knows what
+    went out. Not owned, the job's last emission is claimed (popped from the live set) before anything is marked:
+    when shutdown took the job over meanwhile, it marks and emits everything and this marks nothing (never
+    twice). What goes out is built before that claim: when building fails, nothing is claimed and
+    ``JobRunner.run``'s ``finally`` still forwards the span as is.
     """
     marks = [skipped_result(spec.evaluator, semconv.SKIP_SHUTDOWN) for spec in cut]
     provenance = self.ctx.options.evaluation_provenance
-    forwarded = job.forwarded
+    forwarded = job.forwarded if owned is None else owned
     if not forwarded:
         out = [enriched_copy(job.span, done + marks + _skipped_results(job), provenance=provenance)]
     else:  # none of them went out yet: results follow the held span (or the trace's root) all at once
         revision = job.revision if job.deferred else None
         built = [evaluation_span(job.span, result, provenance=provenance, revision=revision) for result in done + marks]
         out = [child for child in built if child is not None]
-    if owned:
+    if owned is not None:
         job.forwarded = True
     elif not forwarded:  # _forward_once(), its claim first
-        claimed = self.ctx.live.pop(id(job), None) is not None
+        if self.ctx.live.pop(id(job), None) is None:
+            return  # shutdown took this job over: it marked and emitted everything (``forwarded`` left alone)
         job.forwarded = True
-        if not claimed:
-            return  # shutdown took this job over: it marked and emitted everything
     elif not self._claim(job):
         return
     try:
@@ -108,11 +120,13 @@ def emit_cut(self: JobRunner, job: Job, done: list[EvaluationResult], cut: list[
     finally:  # claimed: it goes out whatever happened above
         for span in out:
             self.ctx.forward(span)
+            if sent is not None:
+                sent.append(span)
             if forwarded:
                 self.ctx.stats.incr("evaluation_spans")
 
 
-def take_over(self: JobRunner, job: Job, forwarded: bool) -> int:
+def take_over(self: JobRunner, job: Job, forwarded: bool, sent: list[ReadableSpan] | None = None) -> int:
     """Shutdown took ``job`` over from a stalled loop: its last spans go from here, as for a job cut short.
 
     ``abandon_unfinished`` popped the job from the live set (so the job forwards nothing itself) and set
@@ -120,7 +134,8 @@ def take_over(self: JobRunner, job: Job, forwarded: bool) -> int:
     already (read before that pop). The results the job published (or was publishing, see
     ``_job_publish.claim``) are kept; every other evaluation is marked "not evaluated" (reason ``shutdown``) on
     the span, in ``stats()`` and in the sinks, exactly as :func:`mark_cut` does. The application's span goes
-    downstream enriched with them (or, when it went already, they follow as child ``evaluation {name}`` spans).
+    downstream enriched with them (or, when it went already, they follow as child ``evaluation {name}`` spans);
+    ``sent`` gets each span forwarded (see :func:`emit_cut`).
 
     Returns:
         The number of evaluations marked ``shutdown``.
@@ -133,8 +148,7 @@ def take_over(self: JobRunner, job: Job, forwarded: bool) -> int:
     specs = [*job.specs, *job.trace_specs]
     done = [results[id(spec)] for spec in specs if id(spec) in results]
     cut = [spec for spec in specs if id(spec) not in results]
-    job.forwarded = forwarded
-    emit_cut(self, job, done, cut, owned=True)
+    emit_cut(self, job, done, cut, owned=forwarded, sent=sent)
     return len(cut)
 
 

@@ -336,21 +336,20 @@ class JobRunner:
     def _forward_once(self, job: Job, span: ReadableSpan, final: bool = True) -> bool:
         """Forward ``job``'s span once; ``final``: nothing of the job follows it (no child evaluation spans).
 
-        A job shutdown took over (see ``_claim``) forwards nothing: shutdown emitted its spans. Returns True when
-        this call forwarded the span.
+        A job shutdown took over (see ``_claim``) forwards nothing and leaves ``forwarded`` alone: shutdown emitted
+        its spans. Returns True when this call forwarded the span.
         """
         if job.forwarded:
             return False
         if final:
-            claimed = self.ctx.live.pop(id(job), None) is not None  # first: shutdown reads job.forwarded after its pop
-            job.forwarded = True
-            if not claimed:
+            if self.ctx.live.pop(id(job), None) is None:  # first: shutdown reads job.forwarded before its pop
                 return False  # taken over at shutdown: emitted there
+            job.forwarded = True
         else:  # the held span goes now, its results as child spans later: shutdown must see which it emits
             with self.ctx.live_lock:
-                job.forwarded = True
                 if id(job) not in self.ctx.live:
                     return False
+                job.forwarded = True
         self.ctx.forward(span)
         return True
 
