@@ -21,9 +21,20 @@ from evaltrace.evaluation.spans import enriched_copy, evaluation_span
 from evaltrace.schema import EvaluationResult
 
 if TYPE_CHECKING:
-    from opentelemetry.sdk.trace import ReadableSpan
-
     from evaltrace.evaluation._jobs import Job, JobRunner, Progress
+
+
+class Sent:
+    """What :func:`emit_cut` sent: ``planned`` spans built (-1: not built), ``forwarded`` of them gone downstream.
+
+    For a caller whose marking raised after the spans were built: it counts only what did not go out.
+    """
+
+    __slots__ = ("forwarded", "planned")
+
+    def __init__(self) -> None:
+        self.planned = -1
+        self.forwarded = 0
 
 
 def cancel_now(self: JobRunner, job: Job | SessionJob, progress: Progress | None) -> None:
@@ -82,15 +93,15 @@ def emit_cut(
     done: list[EvaluationResult],
     cut: list[EvaluatorSpec],
     owned: bool | None = None,
-    sent: list[ReadableSpan] | None = None,
+    sent: Sent | None = None,
 ) -> None:
     """:func:`mark_cut`'s marks and emission.
 
     ``owned`` (shutdown's take-over): the caller popped ``job`` from the live set already, and this is whether
     its span had gone downstream, read before that pop. It is never re-read from ``job.forwarded`` here: the loop
     resuming meanwhile must not change what shutdown emits (else the application's span could be neither
-    forwarded nor counted). ``sent`` gets each span forwarded here, so a caller whose marking raised knows what
-    went out. Not owned, the job's last emission is claimed (popped from the live set) before anything is marked:
+    forwarded nor counted). ``sent`` records what was built and forwarded here, so a caller whose marking raised
+    knows what went out. Not owned, the job's last emission is claimed (popped from the live set) before anything is marked:
     when shutdown took the job over meanwhile, it marks and emits everything and this marks nothing (never
     twice). What goes out is built before that claim: when building fails, nothing is claimed and
     ``JobRunner.run``'s ``finally`` still forwards the span as is.
@@ -104,6 +115,8 @@ def emit_cut(
         revision = job.revision if job.deferred else None
         built = [evaluation_span(job.span, result, provenance=provenance, revision=revision) for result in done + marks]
         out = [child for child in built if child is not None]
+    if sent is not None:
+        sent.planned = len(out)
     if owned is not None:
         job.forwarded = True
     elif not forwarded:  # _forward_once(), its claim first
@@ -121,12 +134,12 @@ def emit_cut(
         for span in out:
             self.ctx.forward(span)
             if sent is not None:
-                sent.append(span)
+                sent.forwarded += 1
             if forwarded:
                 self.ctx.stats.incr("evaluation_spans")
 
 
-def take_over(self: JobRunner, job: Job, forwarded: bool, sent: list[ReadableSpan] | None = None) -> int:
+def take_over(self: JobRunner, job: Job, forwarded: bool, sent: Sent | None = None) -> int:
     """Shutdown took ``job`` over from a stalled loop: its last spans go from here, as for a job cut short.
 
     ``abandon_unfinished`` popped the job from the live set (so the job forwards nothing itself) and set
@@ -135,7 +148,7 @@ def take_over(self: JobRunner, job: Job, forwarded: bool, sent: list[ReadableSpa
     ``_job_publish.claim``) are kept; every other evaluation is marked "not evaluated" (reason ``shutdown``) on
     the span, in ``stats()`` and in the sinks, exactly as :func:`mark_cut` does. The application's span goes
     downstream enriched with them (or, when it went already, they follow as child ``evaluation {name}`` spans);
-    ``sent`` gets each span forwarded (see :func:`emit_cut`).
+    ``sent`` records what went out (see :func:`emit_cut`).
 
     Returns:
         The number of evaluations marked ``shutdown``.

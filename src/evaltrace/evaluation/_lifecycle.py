@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from evaltrace._internal import semconv
 from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.export_queue import shutdown_downstream
-from evaltrace.evaluation._job_cuts import take_over
+from evaltrace.evaluation._job_cuts import Sent, take_over
 from evaltrace.evaluation.stats import DROP_AFTER_SHUTDOWN, DROP_LOOP_STALLED
 
 if TYPE_CHECKING:
@@ -115,16 +115,22 @@ def abandon_unfinished(self: EvaluationSpanProcessor) -> None:
         return
     marked = 0
     for job, forwarded in taken:  # O(spans): the deadline holds (the downstream gets them as from the loop)
+        sent = Sent()
         try:
-            marked += take_over(self._runner, job, forwarded)
+            marked += take_over(self._runner, job, forwarded, sent)
         except Exception:
             self._stats.incr("internal_errors")
             log_internal_error("forwarding the span of an evaluation job shutdown took over")
-            if not job.forwarded:  # never lost: as is, as when a job fails (JobRunner.run's finally)
-                job.forwarded = True
-                self._forward(job.span)
-            else:  # its child evaluation spans could not be built: counted, one per evaluator
-                self._stats.dropped_at_shutdown(DROP_LOOP_STALLED, len(job.specs) + len(job.trace_specs))
+            # Decided from what take_over sent (not job.forwarded, which it sets before sending): a span that
+            # went out is never also counted, one that did not is never lost.
+            if not forwarded:
+                if not sent.forwarded:  # never lost: as is, as when a job fails (JobRunner.run's finally)
+                    job.forwarded = True
+                    self._forward(job.span)
+            else:  # its child evaluation spans not sent (or not built): counted, one per evaluator if unbuilt
+                planned = sent.planned if sent.planned >= 0 else len(job.specs) + len(job.trace_specs)
+                if planned > sent.forwarded:
+                    self._stats.dropped_at_shutdown(DROP_LOOP_STALLED, planned - sent.forwarded)
     logger.warning(
         "evaltrace: shutdown stopped waiting for %d evaluation job(s) the evaluation loop had not finished; "
         "their spans were exported with %d evaluation(s) marked not evaluated (counted in "
@@ -216,8 +222,8 @@ def stats(self: EvaluationSpanProcessor) -> dict[str, Any]:
     ``retries``, ``sampled_out``, ``score_rejects``,
     ``log_events``, ``internal_errors``, ``cancelled`` / ``unflushed_jobs`` (shutdown deadline),
     ``dropped_at_shutdown`` with ``dropped_at_shutdown_by_reason`` (spans not forwarded at shutdown:
-    ``evaluation_loop_stalled``, child evaluation spans of a job shutdown took over that it failed to build (a
-    bug of ours); ``after_downstream_shutdown``, spans forwarded
+    ``evaluation_loop_stalled``, child evaluation spans of a job shutdown took over that it failed to build or
+    send (a bug of ours); ``after_downstream_shutdown``, spans forwarded
     once the downstream processors had shut down, for processors other than our export queues),
     ``evaluators`` (per evaluator: counts, ``pass_rate`` over judged results, ``error_rate``,
     ``latency_ms_p50``/``p95``), ``buffer`` (trace buffer), ``completion`` (with trace-level evaluators:
