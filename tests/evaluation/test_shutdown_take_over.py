@@ -8,12 +8,15 @@ a take-over whose marking fails after its spans went out, and many jobs against 
 from __future__ import annotations
 
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from evaltrace.evaluation import EvaluatorSpec, _job_cuts, evaluator
+from evaltrace.evaluation import EvaluatorSpec, JsonlScoreSink, _job_cuts, evaluator
 from evaltrace.evaluation._jobs import JobRunner
+from evaltrace.evaluation._lifecycle import MARKED_AT_LEAST
 from evaltrace.schema import Trace
 
 from .conftest import MakePipeline
@@ -143,3 +146,116 @@ def test_a_trace_level_take_over_whose_marking_raises_after_its_child_span_went_
     finally:
         release.set()
         p.processor._engine._loop_thread.join(30)
+
+
+def test_past_its_deadline_the_take_over_sends_the_rest_as_they_are_and_counts_their_evaluations(
+    make_pipeline: MakePipeline, tmp_path: Path
+) -> None:
+    """shutdown(0): the take-over is past its deadline from the start. It marks its first MARKED_AT_LEAST jobs
+    (a few stalled jobs keep their marks), then sends each other span as it is, counting its evaluations.
+
+    Before, every job was marked, however long that took past the deadline.
+    """
+    entered, release = threading.Event(), threading.Event()
+
+    @evaluator(name="quick")
+    def quick(trace: Trace) -> bool:
+        return True
+
+    sink_path = tmp_path / "scores.jsonl"
+    p = make_pipeline(
+        [_stalling(entered, release), EvaluatorSpec(quick, inline=True)],
+        sinks=[JsonlScoreSink(sink_path)],
+        hold_timeout_s=600,
+    )
+    _off_the_lane(p.processor)
+    jobs = 64
+    for index in range(jobs):
+        with p.tracer.start_as_current_span(f"s{index}"):
+            pass
+    assert entered.wait(30), "the stalling evaluator never ran"
+    try:
+        p.processor.shutdown(timeout_millis=0)
+        stats = p.processor.stats()
+        spans = p.spans()
+        assert sorted(span.name for span in spans) == sorted(f"s{index}" for index in range(jobs))
+        marked = [span.name for span in spans if _marks(span)]
+        # The take-over's first MARKED_AT_LEAST, and any job the engine's stop cut short (as it reached the loop).
+        assert MARKED_AT_LEAST <= len(marked) < jobs // 2, marked
+        for span in spans:
+            if _marks(span):
+                assert _marks(span)["evaltrace.eval.stall.skip_reason"] == "shutdown"
+                assert _marks(span)["evaltrace.eval.quick.skip_reason"] == "shutdown"
+        assert stats["dropped_at_shutdown"] == 0 and stats["evaluation_spans"] == 0
+        assert stats["not_evaluated_by_reason"] == {"shutdown": 2 * jobs}
+        for name in ("stall", "quick"):
+            assert stats["evaluators"][name]["not_evaluated_by_reason"] == {"shutdown": jobs}, name
+        lines = sink_path.read_text().splitlines()
+        assert len(lines) == 2 * len(marked)  # records for the marks only, none for the bulk count
+        before = _settled(p.processor)
+    finally:
+        release.set()
+        p.processor._engine._loop_thread.join(60)
+    assert _settled(p.processor) == before and len(p.spans()) == jobs
+
+
+JOBS = 2048  # the default max_queue_size: every span admitted, each job stalled behind the first one
+QUICK = ("q1", "q2", "q3", "q4")
+
+
+def test_taking_over_many_jobs_keeps_shutdowns_deadline_and_counts_every_evaluation(
+    make_pipeline: MakePipeline, tmp_path: Path
+) -> None:
+    """2,048 stalled jobs x 5 evaluators at shutdown(600 ms): marking them all would take seconds.
+
+    Past ``deadline - reserve/8`` the take-over stops marking: each remaining job's span goes out as it is and
+    its evaluations are counted not evaluated (``shutdown``) in bulk. Whichever path a job took, its span is
+    exported once, and every evaluation is counted once. Before, marking every job took 2 to 4 s at load.
+    """
+    entered, release = threading.Event(), threading.Event()
+
+    def quick(name: str) -> EvaluatorSpec:
+        @evaluator(name=name)
+        def ev(trace: Trace) -> bool:
+            return True
+
+        return EvaluatorSpec(ev, inline=True)
+
+    sink_path = tmp_path / "scores.jsonl"
+    p = make_pipeline(
+        [_stalling(entered, release), *(quick(name) for name in QUICK)],
+        sinks=[JsonlScoreSink(sink_path)],
+        hold_timeout_s=600,
+        max_queue_size=JOBS,
+    )
+    _off_the_lane(p.processor)
+    for index in range(JOBS):
+        with p.tracer.start_as_current_span(f"s{index}"):
+            pass
+    assert entered.wait(30), "the stalling evaluator never ran"
+    try:
+        started = time.monotonic()
+        p.processor.shutdown(timeout_millis=600)
+        elapsed = time.monotonic() - started
+        stats = p.processor.stats()
+        spans = p.spans()
+        assert sorted(span.name for span in spans) == sorted(f"s{index}" for index in range(JOBS))
+        assert stats["dropped_at_shutdown"] == 0 and stats["dropped"] == 0
+        names = ("stall", *QUICK)
+        assert stats["not_evaluated_by_reason"] == {"shutdown": JOBS * len(names)}
+        for name in names:
+            assert stats["evaluators"][name]["not_evaluated_by_reason"] == {"shutdown": JOBS}, name
+        assert (stats["evaluated"], stats["passed"], stats["failed"]) == (0, 0, 0)
+        marked = 0
+        for span in spans:  # all of its evaluations marked on it, or none (sent as it is, past the deadline)
+            reasons = [_marks(span).get(f"evaltrace.eval.{name}.skip_reason") for name in names]
+            assert reasons in (["shutdown"] * len(names), [None] * len(names)), _marks(span)
+            marked += reasons[0] == "shutdown"
+        lines = sink_path.read_text().splitlines() if sink_path.exists() else []
+        assert len(lines) == marked * len(names)  # a sink record per mark on a span, none for the bulk count
+        # The timeout plus the documented margin (0.1 s for the loop's stop, 50 ms per sink and exporter, the
+        # spans forwarded as they are), generous for a loaded machine: a bound, not a benchmark.
+        assert elapsed < 0.6 + 0.9, (elapsed, marked)
+    finally:
+        release.set()
+        p.processor._engine._loop_thread.join(60)

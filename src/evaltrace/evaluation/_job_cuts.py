@@ -153,6 +153,13 @@ def take_over(self: JobRunner, job: Job, forwarded: bool, sent: Sent | None = No
     Returns:
         The number of evaluations marked ``shutdown``.
     """
+    done, cut = split_taken(job)
+    emit_cut(self, job, done, cut, owned=forwarded, sent=sent)
+    return len(cut)
+
+
+def split_taken(job: Job) -> tuple[list[EvaluationResult], list[EvaluatorSpec]]:
+    """A taken-over job's results to keep (published, or being published) and the evaluations it never finished."""
     announced = job.publishing  # after ``abandoned`` was set, then ``published``: the order claim() relies on
     kept = list(job.published)
     if announced is not None and not any(pair is announced for pair in kept):
@@ -160,9 +167,7 @@ def take_over(self: JobRunner, job: Job, forwarded: bool, sent: Sent | None = No
     results = {id(spec): result for spec, result in kept}
     specs = [*job.specs, *job.trace_specs]
     done = [results[id(spec)] for spec in specs if id(spec) in results]
-    cut = [spec for spec in specs if id(spec) not in results]
-    emit_cut(self, job, done, cut, owned=forwarded, sent=sent)
-    return len(cut)
+    return done, [spec for spec in specs if id(spec) not in results]
 
 
 def sink_not_evaluated(self: JobRunner, job: Job, cut: list[EvaluatorSpec]) -> None:
