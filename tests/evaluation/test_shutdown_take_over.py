@@ -259,3 +259,68 @@ def test_taking_over_many_jobs_keeps_shutdowns_deadline_and_counts_every_evaluat
     finally:
         release.set()
         p.processor._engine._loop_thread.join(60)
+
+
+def test_a_result_being_published_as_shutdown_takes_its_job_over_finishes_publishing_as_a_dead_letter(
+    make_pipeline: MakePipeline, tmp_path: Path
+) -> None:
+    """What docs/reliability.md says of it: kept on the span and counted by shutdown, its publication finishes later.
+
+    The loop is inside the result's publication (its log event) when shutdown takes the job over. The rest of
+    that publication (the log event, the score) runs when the loop resumes, after ``shutdown()`` returned: the
+    sinks are shut down by then, so the score goes to the dead-letter file, counted ``dead_lettered``; it is
+    counted evaluated once, never marked ``shutdown``.
+    """
+    from opentelemetry.sdk._logs import LoggerProvider, LogRecordProcessor
+
+    entered, release = threading.Event(), threading.Event()
+
+    class Blocking(LogRecordProcessor):
+        def on_emit(self, log_data: Any) -> None:
+            if not entered.is_set():
+                entered.set()
+                release.wait(30)
+
+        emit = on_emit
+
+        def shutdown(self) -> None:
+            pass
+
+        def force_flush(self, timeout_millis: int = 30_000) -> bool:
+            return True
+
+    @evaluator(name="quick")
+    def quick(trace: Trace) -> bool:
+        return True
+
+    logger_provider = LoggerProvider()
+    logger_provider.add_log_record_processor(Blocking())
+    sink_path = tmp_path / "scores.jsonl"
+    p = make_pipeline(
+        [EvaluatorSpec(quick, inline=True)],
+        sinks=[JsonlScoreSink(sink_path)],
+        logger_provider=logger_provider,
+        hold_timeout_s=60,
+    )
+    _off_the_lane(p.processor)
+    with p.tracer.start_as_current_span("s"):
+        pass
+    assert entered.wait(30)
+    try:
+        p.processor.shutdown(timeout_millis=600)
+        stats = p.processor.stats()
+        assert _marks(p.one("s"))["evaltrace.eval.quick.passed"] is True
+        assert (stats["evaluated"], stats["passed"], stats["not_evaluated_by_reason"]) == (1, 1, {})
+        assert (stats["log_events"], stats["sinks"]["jsonl"]["submitted"]) == (0, 0)  # not published yet
+    finally:
+        release.set()
+        p.processor._engine._loop_thread.join(30)
+    stats = p.processor.stats()
+    assert (stats["evaluated"], stats["passed"], stats["not_evaluated_by_reason"]) == (1, 1, {})
+    assert stats["log_events"] == 1
+    sink = stats["sinks"]["jsonl"]
+    assert (sink["submitted"], sink["dead_lettered"], sink["successes"]) == (1, 1, 0), sink
+    assert not sink_path.exists() or sink_path.read_text() == ""
+    letters = [path.read_text() for path in (tmp_path / "dead-letter").rglob("*") if path.is_file()]
+    assert sum(text.count('"quick"') for text in letters) == 1, letters
+    assert len(p.spans()) == 1 and stats["dropped_at_shutdown"] == 0

@@ -184,11 +184,12 @@ def shutdown(self: EvaluationSpanProcessor, timeout_millis: int = 30_000) -> Non
     a sink could not deliver in time go to its dead-letter file. Jobs the evaluation loop still holds when
     shutdown stops waiting for it (a loop short of CPU, or blocked by an evaluator running on it) are taken over:
     their spans are forwarded from here, with the evaluations that never came marked "not evaluated" (reason
-    ``shutdown``), and the jobs forward, publish and count nothing when the loop resumes; past
-    ``deadline - reserve/8`` (once 16 were marked), the rest go as they are, their evaluations only counted. Called from an evaluator
-    or callback on the evaluation loop itself, it waits for no job (they need that thread) and still shuts the
-    sinks and exporters down. ``stats()["unflushed_jobs"]`` counts the
-    cancelled evaluations. Later spans are forwarded without evaluation. Traces waiting for completion are
+    ``shutdown``), and the jobs forward, count and publish nothing new when the loop resumes (a result being
+    published as shutdown took its job over finishes then: its score goes to the dead-letter file); past
+    ``deadline - reserve/8`` (once 16 were marked), the rest go as they are, their evaluations only counted.
+    Called from an evaluator or callback on the evaluation loop itself, it waits for no job (they need that
+    thread) and still shuts the sinks and exporters down. ``stats()["unflushed_jobs"]`` counts the cancelled
+    evaluations. Later spans are forwarded without evaluation. Traces waiting for completion are
     evaluated at once when their root has ended; the others are counted as ``trace_incomplete``.
     """
     if self._shutdown:
