@@ -213,8 +213,13 @@ def test_shutdown_called_by_an_evaluator_on_the_loop_raises_nothing_and_shuts_si
     p.processor._engine._loop_thread.join(30)
     assert not p.processor._engine.loop_alive()
     stats = p.processor.stats()
-    # Its own job could not be awaited from its own thread: its span is counted, not lost.
+    # Its own job could not be awaited from its own thread: shutdown took it over, so its span is exported,
+    # its evaluation marked shutdown (never the verdict the evaluator returned after), nothing counted dropped.
     assert len(p.spans()) + stats["dropped_at_shutdown"] == 1, (p.spans(), stats["dropped_at_shutdown_by_reason"])
+    assert [span.name for span in p.spans()] == ["s"] and stats["dropped_at_shutdown"] == 0
+    assert _marks(p.one("s"))["evaltrace.eval.closer.skip_reason"] == "shutdown", _marks(p.one("s"))
+    assert "evaltrace.eval.closer.passed" not in _marks(p.one("s"))
+    assert stats["not_evaluated_by_reason"] == {"shutdown": 1} and (stats["evaluated"], stats["passed"]) == (0, 0)
 
 
 _EXIT_SCRIPT = """
