@@ -147,8 +147,11 @@ def abandon_unfinished(self: EvaluationSpanProcessor, until: float = math.inf) -
                 planned = sent.planned if sent.planned >= 0 else len(job.specs) + len(job.trace_specs)
                 if planned > sent.forwarded:
                     self._stats.dropped_at_shutdown(DROP_LOOP_STALLED, planned - sent.forwarded)
-    for name, count in counted.items():
-        self._stats.not_evaluated(semconv.SKIP_SHUTDOWN, name, count)
+    try:  # a bug here must not skip what shutdown does next: sinks and exporters
+        for name, count in counted.items():
+            self._stats.not_evaluated(semconv.SKIP_SHUTDOWN, name, count)
+    except Exception:
+        log_internal_error("counting the evaluations of the evaluation jobs shutdown took over")
     logger.warning(
         "evaltrace: shutdown stopped waiting for %d evaluation job(s) the evaluation loop had not finished; "
         "their spans were exported with %d evaluation(s) marked not evaluated (counted in "
