@@ -101,9 +101,9 @@ def emit_cut(
     its span had gone downstream, read before that pop. It is never re-read from ``job.forwarded`` here: the loop
     resuming meanwhile must not change what shutdown emits (else the application's span could be neither
     forwarded nor counted). ``sent`` records what was built and forwarded here, so a caller whose marking raised
-    knows what went out. Not owned, the job's last emission is claimed (popped from the live set) before anything is marked:
-    when shutdown took the job over meanwhile, it marks and emits everything and this marks nothing (never
-    twice). What goes out is built before that claim: when building fails, nothing is claimed and
+    knows what went out. Not owned, the job's last emission is claimed (popped from the live set) before anything
+    is marked: when shutdown took the job over meanwhile, it marks and emits everything and this marks nothing
+    (never twice). What goes out is built before that claim: when building fails, nothing is claimed and
     ``JobRunner.run``'s ``finally`` still forwards the span as is.
     """
     marks = [skipped_result(spec.evaluator, semconv.SKIP_SHUTDOWN) for spec in cut]
@@ -117,14 +117,9 @@ def emit_cut(
         out = [child for child in built if child is not None]
     if sent is not None:
         sent.planned = len(out)
-    if owned is not None:
-        job.forwarded = True
-    elif not forwarded:  # _forward_once(), its claim first
-        if self.ctx.live.pop(id(job), None) is None:
-            return  # shutdown took this job over: it marked and emitted everything (``forwarded`` left alone)
-        job.forwarded = True
-    elif not self._claim(job):
-        return
+    if owned is None and not self._claim(job):  # as _forward_once(): the claim first
+        return  # shutdown took this job over: it marked and emitted everything (``forwarded`` left alone)
+    job.forwarded = True
     try:
         for spec in cut:
             self.ctx.stats.not_evaluated(semconv.SKIP_SHUTDOWN, spec.evaluator.name)
