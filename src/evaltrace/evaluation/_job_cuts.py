@@ -139,8 +139,8 @@ def take_over(self: JobRunner, job: Job, forwarded: bool, sent: Sent | None = No
 
     ``abandon_unfinished`` popped the job from the live set (so the job forwards nothing itself) and set
     ``abandoned`` (so it publishes and marks nothing more); ``forwarded`` is whether its span went downstream
-    already (read before that pop). The results the job published (or was publishing, see
-    ``_job_publish.claim``) are kept; every other evaluation is marked "not evaluated" (reason ``shutdown``) on
+    already (read before that pop). The results the job claimed (see ``_job_publish.claim``: it publishes
+    them) are kept; every other evaluation is marked "not evaluated" (reason ``shutdown``) on
     the span, in ``stats()`` and in the sinks, exactly as :func:`mark_cut` does. The application's span goes
     downstream enriched with them (or, when it went already, they follow as child ``evaluation {name}`` spans);
     ``sent`` records what went out (see :func:`emit_cut`).
@@ -154,12 +154,12 @@ def take_over(self: JobRunner, job: Job, forwarded: bool, sent: Sent | None = No
 
 
 def split_taken(job: Job) -> tuple[list[EvaluationResult], list[EvaluatorSpec]]:
-    """A taken-over job's results to keep (published, or being published) and the evaluations it never finished."""
-    announced = job.publishing  # after ``abandoned`` was set, then ``published``: the order claim() relies on
-    kept = list(job.published)
-    if announced is not None and not any(pair is announced for pair in kept):
-        kept.append(announced)
-    results = {id(spec): result for spec, result in kept}
+    """A taken-over job's results to keep (claimed by the job) and the evaluations it never finished.
+
+    Read after ``abandoned`` was set under the claim's lock: ``job.published`` no longer changes (see
+    ``_job_publish.claim``).
+    """
+    results = {id(spec): result for spec, result in job.published}
     specs = [*job.specs, *job.trace_specs]
     done = [results[id(spec)] for spec in specs if id(spec) in results]
     return done, [spec for spec in specs if id(spec) not in results]

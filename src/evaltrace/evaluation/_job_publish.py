@@ -7,7 +7,7 @@ old name). A result that never ran (``overloaded``) or whose Trace field failed 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
@@ -28,30 +28,25 @@ if TYPE_CHECKING:
     from evaltrace.evaluation._jobs import Job, JobRunner
 
 
-def claim(job: Job, spec: EvaluatorSpec, result: EvaluationResult) -> bool:
-    """Whether ``result`` may be published (counted, scored); False: shutdown took ``job`` over and marked it.
+def claim(job: Job, spec: EvaluatorSpec, result: EvaluationResult, lock: Any) -> bool:
+    """Claim ``result``'s publication: True, publish it; False, shutdown took ``job`` over and marks it instead.
 
-    One rule decides, per evaluation, between the job and shutdown (``_job_cuts.take_over``) without a lock:
-    the job announces the result (``publishing``) before it reads ``abandoned``; shutdown sets ``abandoned``
-    before it reads ``publishing`` and then ``published``. Whichever order the two threads run in, shutdown
-    either sees the result (announced or published: it keeps it on the span) or the job sees ``abandoned`` (it
-    publishes nothing, shutdown marks the evaluation ``shutdown``). Call :func:`published` once published.
+    ONE atomic claim per evaluation decides between the job and shutdown (``abandon_unfinished``, which sets
+    ``abandoned`` under the same ``lock``, the context's ``live_lock``): the job lists the result in
+    ``job.published`` only while ``abandoned`` is unset, both under the lock. So when shutdown reads
+    ``job.published`` (``_job_cuts.split_taken``), every result in it was claimed by the job (kept on the span,
+    never marked) and every other evaluation will never be published (marked ``shutdown``): never both, never
+    neither, whatever order the threads run in.
     """
-    job.publishing = (spec, result)
-    if job.abandoned:
-        job.publishing = None
-        return False
+    with lock:
+        if job.abandoned:
+            return False
+        done = job.published
+        if isinstance(done, list):
+            done.append((spec, result))
+        else:
+            job.published = [(spec, result)]
     return True
-
-
-def published(job: Job, spec: EvaluatorSpec, result: EvaluationResult) -> None:
-    """``result`` (claimed) is published: listed before the announcement is withdrawn (see :func:`claim`)."""
-    done = job.published
-    if isinstance(done, list):
-        done.append((spec, result))
-    else:
-        job.published = [(spec, result)]
-    job.publishing = None
 
 
 def record(
@@ -65,41 +60,28 @@ def record(
 ) -> None:
     """Charge and publish one in-process result (a call the stuck-thread cap refused: counted, not published).
 
-    With ``job``: nothing when shutdown took it over (it marked the evaluation ``shutdown``, see :func:`claim`,
-    inlined here: two calls fewer per evaluation).
+    With ``job``: nothing when shutdown took it over (it marks the evaluation ``shutdown``, see :func:`claim`).
     """
-    if job is not None:
-        job.publishing = announced = (spec, result)
-        if job.abandoned:
-            job.publishing = None
-            return
+    if job is not None and not claim(job, spec, result, self.ctx.live_lock):
+        return
+    if result.status == "skipped" and result.reason in NOT_PUBLISHED:
+        # Never run (overloaded, as with queue_full), or a Trace field it read failed to map (as when the
+        # whole mapping fails): counted by reason, neither evaluated nor scored (sinks, monitor, log).
+        self.ctx.stats.not_evaluated(str(result.reason), spec.evaluator.name)
+        return
+    if result.detail:  # else no judge record (a deterministic check): nothing to charge, no call
+        self._charge(spec, result)
+    query: str | PendingQuery | None
     try:
-        if result.status == "skipped" and result.reason in NOT_PUBLISHED:
-            # Never run (overloaded, as with queue_full), or a Trace field it read failed to map (as when the
-            # whole mapping fails): counted by reason, neither evaluated nor scored (sinks, monitor, log).
-            self.ctx.stats.not_evaluated(str(result.reason), spec.evaluator.name)
-            return
-        if result.detail:  # else no judge record (a deterministic check): nothing to charge, no call
-            self._charge(spec, result)
-        query: str | PendingQuery | None
-        try:
-            # The monitor's query preview: rendered when its samples are read, when the input is a short text no
-            # one mapped yet (see _preview); else made now from trace.input, as before.
-            query = deferred_query(span, trace)
-            if query is None:
-                query = query_of(trace.input)
-            final_answer = trace.output.final_answer
-        except FieldMappingFailed:  # logged where it failed; the verdict stands, published without them
-            query, final_answer = "", None
-        self._publish(span, query, final_answer, spec, result, revision)
-    finally:
-        if job is not None:  # published(): listed before the announcement is withdrawn
-            done = job.published
-            if isinstance(done, list):
-                done.append(announced)
-            else:
-                job.published = [announced]
-            job.publishing = None
+        # The monitor's query preview: rendered when its samples are read, when the input is a short text no
+        # one mapped yet (see _preview); else made now from trace.input, as before.
+        query = deferred_query(span, trace)
+        if query is None:
+            query = query_of(trace.input)
+        final_answer = trace.output.final_answer
+    except FieldMappingFailed:  # logged where it failed; the verdict stands, published without them
+        query, final_answer = "", None
+    self._publish(span, query, final_answer, spec, result, revision)
 
 
 def charge(self: JobRunner, spec: EvaluatorSpec, result: EvaluationResult) -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from opentelemetry.sdk.trace import ReadableSpan
 
 from evaltrace._internal import semconv
-from evaltrace.evaluation._job_publish import NOT_PUBLISHED, claim, published
+from evaltrace.evaluation._job_publish import NOT_PUBLISHED, claim
 from evaltrace.evaluation._process import EngineUnavailable, EvaluatorRef, ProcessEngine, RemoteOutcome
 from evaltrace.evaluation._shipping import shipping_reference
 from evaltrace.evaluation.evaluator import EvaluatorSpec
@@ -84,20 +84,16 @@ async def evaluate_remote(
     outcome = await asyncio.shield(shared)  # the job's other evaluators wait on it too
     answer = outcome if isinstance(outcome, str) else outcome[0][index]
     result = skipped_result(spec.evaluator, answer) if isinstance(answer, str) else answer
-    if job is not None and not claim(job, spec, result):
+    if job is not None and not claim(job, spec, result, self.ctx.live_lock):
         return result
-    try:
-        if isinstance(answer, str):  # never started or lost with the child: not evaluated, never a verdict
-            self.ctx.stats.not_evaluated(answer, spec.evaluator.name)
-            return result
-        assert not isinstance(outcome, str)
-        if answer.status == "skipped" and answer.reason in NOT_PUBLISHED:  # as in process (_record)
-            self.ctx.stats.not_evaluated(str(answer.reason), spec.evaluator.name)
-            return answer
-        _, query, final_answer = outcome
-        self._charge(spec, answer)
-        self._publish(span, query, final_answer, spec, answer, revision)
+    if isinstance(answer, str):  # never started or lost with the child: not evaluated, never a verdict
+        self.ctx.stats.not_evaluated(answer, spec.evaluator.name)
+        return result
+    assert not isinstance(outcome, str)
+    if answer.status == "skipped" and answer.reason in NOT_PUBLISHED:  # as in process (_record)
+        self.ctx.stats.not_evaluated(str(answer.reason), spec.evaluator.name)
         return answer
-    finally:
-        if job is not None:
-            published(job, spec, result)
+    _, query, final_answer = outcome
+    self._charge(spec, answer)
+    self._publish(span, query, final_answer, spec, answer, revision)
+    return answer

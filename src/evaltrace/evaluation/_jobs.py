@@ -168,11 +168,8 @@ class JobRunner:
 
     async def _not_mapped(self, spec: EvaluatorSpec, job: Job) -> EvaluationResult:
         result = skipped_result(spec.evaluator, semconv.SKIP_MAPPING_FAILED)
-        if _job_publish.claim(job, spec, result):  # else shutdown took the job over and marked it
-            try:
-                self.ctx.stats.not_evaluated(semconv.SKIP_MAPPING_FAILED, spec.evaluator.name)
-            finally:
-                _job_publish.published(job, spec, result)
+        if _job_publish.claim(job, spec, result, self.ctx.live_lock):  # else shutdown took the job over, marks it
+            self.ctx.stats.not_evaluated(semconv.SKIP_MAPPING_FAILED, spec.evaluator.name)
         return result
 
     def eager(self, job: Job | SessionJob) -> bool:

@@ -1,0 +1,100 @@
+"""Shutdown's take-over against the job's own last steps: one claim decides, per evaluation and per span.
+
+Each test forces, with events (no sleeps), an interleaving the second review of the take-over found: the loop
+claiming a result just before or just after shutdown took its job over, the fast lane counting a mapping failure
+while shutdown takes its job over, a raising forward in shutdown's own paths, and held jobs (span gone, results
+pending) taken over past the take-over's deadline. Whatever the order, every evaluation ends up exactly once
+published or marked ``shutdown``, and spans exported + spans counted = spans produced.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evaltrace.evaluation import EvaluatorSpec, JsonlScoreSink, _job_cuts, _job_publish, evaluator
+from evaltrace.schema import Trace
+
+from .conftest import MakePipeline
+from .test_shutdown_stalled_loop import _marks, _off_the_lane
+
+
+def _quick() -> EvaluatorSpec:
+    @evaluator(name="quick")
+    def quick(trace: Trace) -> bool:
+        return True
+
+    return EvaluatorSpec(quick, inline=True)
+
+
+def _sink_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.mark.parametrize("claimed_first", [False, True], ids=["take-over-first", "job-first"])
+def test_each_evaluation_is_published_or_marked_shutdown_exactly_once_whichever_claims_first(
+    make_pipeline: MakePipeline, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, claimed_first: bool
+) -> None:
+    """The loop pauses right before (or right after) claiming its result while shutdown takes the job over.
+
+    Before the single claim, the job announced its result (``publishing``) and then read ``abandoned``: the
+    review paused it between the two (dekker.py), shutdown kept the announced result on the span as a verdict,
+    and the job, seeing ``abandoned``, never published it: a verdict on the span, not in ``stats()`` nor the
+    sinks. Now the job's claim and shutdown's ``abandoned`` are decided under one lock.
+    """
+    paused, taken = threading.Event(), threading.Event()
+    original_claim = _job_publish.claim
+
+    def claim(job: Any, spec: Any, result: Any, lock: Any) -> bool:
+        if claimed_first:
+            won = original_claim(job, spec, result, lock)
+            paused.set()
+            assert taken.wait(30), "shutdown never took the job over"
+            return won
+        paused.set()
+        assert taken.wait(30), "shutdown never took the job over"
+        return original_claim(job, spec, result, lock)
+
+    original_split = _job_cuts.split_taken
+
+    def split_taken(job: Any) -> Any:
+        try:
+            return original_split(job)
+        finally:
+            taken.set()
+
+    monkeypatch.setattr(_job_publish, "claim", claim)
+    monkeypatch.setattr(_job_cuts, "split_taken", split_taken)
+    sink_path = tmp_path / "scores.jsonl"
+    p = make_pipeline([_quick()], sinks=[JsonlScoreSink(sink_path)], hold_timeout_s=60)
+    _off_the_lane(p.processor)
+    with p.tracer.start_as_current_span("s"):
+        pass
+    assert paused.wait(30), "the job never reached its claim"
+    try:
+        p.processor.shutdown(timeout_millis=600)
+    finally:
+        taken.set()
+    p.processor._engine._loop_thread.join(30)
+    assert not p.processor._engine._loop_thread.is_alive()
+    stats = p.processor.stats()
+    marks = _marks(p.one("s"))
+    letters = [path.read_text() for path in (tmp_path / "dead-letter").rglob("*") if path.is_file()]
+    scores = sum(text.count('"quick"') for text in letters) + sum(
+        1 for line in _sink_lines(sink_path) if line.get("name") == "quick"
+    )
+    not_evaluated = [line for line in _sink_lines(sink_path) if "not_evaluated" in line]
+    if claimed_first:  # the job's: kept on the span, published once (its score after shutdown: a dead letter)
+        assert marks["evaltrace.eval.quick.passed"] is True and "evaltrace.eval.quick.skip_reason" not in marks
+        assert (stats["evaluated"], stats["passed"], stats["not_evaluated_by_reason"]) == (1, 1, {})
+        assert (scores, not_evaluated) == (1, [])
+    else:  # shutdown's: marked on the span, in stats() and the sink; never published
+        assert marks["evaltrace.eval.quick.skip_reason"] == "shutdown", marks
+        assert "evaltrace.eval.quick.passed" not in marks, marks
+        assert (stats["evaluated"], stats["not_evaluated_by_reason"]) == (0, {"shutdown": 1})
+        assert scores == 0 and [line["not_evaluated"]["evaluator"] for line in not_evaluated] == ["quick"]
+    assert len(p.spans()) == 1 and stats["dropped_at_shutdown"] == 0
