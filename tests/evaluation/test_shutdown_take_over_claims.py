@@ -98,3 +98,83 @@ def test_each_evaluation_is_published_or_marked_shutdown_exactly_once_whichever_
         assert (stats["evaluated"], stats["not_evaluated_by_reason"]) == (0, {"shutdown": 1})
         assert scores == 0 and [line["not_evaluated"]["evaluator"] for line in not_evaluated] == ["quick"]
     assert len(p.spans()) == 1 and stats["dropped_at_shutdown"] == 0
+
+
+@pytest.mark.parametrize("paused_at", ["before-claim", "counting"])
+def test_a_mapping_failure_on_the_fast_lane_racing_the_take_over_counts_each_evaluation_once(
+    make_pipeline: MakePipeline, monkeypatch: pytest.MonkeyPatch, paused_at: str
+) -> None:
+    """The lane thread pauses before its claim, or inside its ``mapping_failed`` count, while shutdown takes over.
+
+    Before, the lane counted ``mapping_failed`` without the job's claim (lane_mapfail.py): paused inside that
+    count, shutdown also marked the evaluation ``shutdown``, so it counted twice (mapping_failed and shutdown).
+    """
+    from evaltrace.evaluation import _jobs
+    from evaltrace.evaluation._mapping import MappingFailed
+    from evaltrace.evaluation.processor import EvaluationSpanProcessor
+
+    def unmappable(members: Any, span: Any) -> Any:
+        raise MappingFailed("forced")
+
+    monkeypatch.setattr(_jobs, "build_trace", unmappable)
+
+    @evaluator(name="q")
+    def q(trace: Trace) -> bool:
+        return True
+
+    p = make_pipeline([EvaluatorSpec(q)], hold_timeout_s=60)  # sync, not inline: the fast lane runs it
+    paused, taken, lane_done = threading.Event(), threading.Event(), threading.Event()
+
+    def pause() -> None:
+        if threading.current_thread() is not threading.main_thread() and not paused.is_set():
+            paused.set()
+            assert taken.wait(30), "shutdown never took the job over"
+
+    stats = p.processor._stats
+    original_count, original_claim = stats.not_evaluated, _job_publish.claim
+
+    def not_evaluated(reason: str, name: str, amount: int = 1) -> None:
+        if reason == "mapping_failed" and paused_at == "counting":
+            pause()
+        original_count(reason, name, amount)
+
+    def claim(job: Any, spec: Any, result: Any, lock: Any) -> bool:
+        if paused_at == "before-claim":
+            pause()
+        return original_claim(job, spec, result, lock)
+
+    original_deliver = _jobs.JobRunner._deliver
+
+    def deliver(self: Any, job: Any, results: Any) -> None:
+        try:
+            original_deliver(self, job, results)
+        finally:
+            lane_done.set()
+
+    original_abandon = EvaluationSpanProcessor._abandon_unfinished
+
+    def abandon(self: Any, *args: Any) -> None:
+        try:
+            original_abandon(self, *args)
+        finally:
+            taken.set()
+
+    monkeypatch.setattr(stats, "not_evaluated", not_evaluated)
+    monkeypatch.setattr(_job_publish, "claim", claim)
+    monkeypatch.setattr(_jobs.JobRunner, "_deliver", deliver)
+    monkeypatch.setattr(EvaluationSpanProcessor, "_abandon_unfinished", abandon)
+    with p.tracer.start_as_current_span("s"):
+        pass
+    assert paused.wait(30), "the lane never reached the mapping failure"
+    try:
+        p.processor.shutdown(timeout_millis=600)
+    finally:
+        taken.set()
+    assert lane_done.wait(30), "the lane never finished the job"
+    counts = p.processor.stats()
+    reason = _marks(p.one("s"))["evaltrace.eval.q.skip_reason"]
+    expected = "mapping_failed" if paused_at == "counting" else "shutdown"  # claimed by the lane, or by shutdown
+    assert reason == expected
+    assert counts["not_evaluated_by_reason"] == {expected: 1}
+    assert counts["evaluators"]["q"]["not_evaluated_by_reason"] == {expected: 1}
+    assert len(p.spans()) == 1 and counts["dropped_at_shutdown"] == 0

@@ -167,6 +167,10 @@ class JobRunner:
                     task.cancel()
 
     async def _not_mapped(self, spec: EvaluatorSpec, job: Job) -> EvaluationResult:
+        return self._not_mapped_now(spec, job)
+
+    def _not_mapped_now(self, spec: EvaluatorSpec, job: Job) -> EvaluationResult:
+        """``mapping_failed`` for ``spec``, counted only when claimed as any result (shutdown may take the job over)."""
         result = skipped_result(spec.evaluator, semconv.SKIP_MAPPING_FAILED)
         if _job_publish.claim(job, spec, result, self.ctx.live_lock):  # else shutdown took the job over, marks it
             self.ctx.stats.not_evaluated(semconv.SKIP_MAPPING_FAILED, spec.evaluator.name)
@@ -279,9 +283,7 @@ class JobRunner:
         try:
             trace = build_trace(members, job.span)
         except MappingFailed:  # our failure: each evaluator is "not evaluated", never judged on a stand-in
-            for spec in job.specs:
-                self.ctx.stats.not_evaluated(semconv.SKIP_MAPPING_FAILED, spec.evaluator.name)
-            self._deliver(job, [skipped_result(spec.evaluator, semconv.SKIP_MAPPING_FAILED) for spec in job.specs])
+            self._deliver(job, [self._not_mapped_now(spec, job) for spec in job.specs])
             return False
         progress = Progress(trace)
         lane = worker.lane
