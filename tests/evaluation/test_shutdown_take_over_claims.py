@@ -19,7 +19,7 @@ import pytest
 from evaltrace.evaluation import EvaluatorSpec, JsonlScoreSink, _job_cuts, _job_publish, evaluator
 from evaltrace.schema import Trace
 
-from .conftest import MakePipeline
+from .conftest import MakePipeline, wait_until
 from .test_shutdown_stalled_loop import _marks, _off_the_lane
 
 
@@ -178,3 +178,87 @@ def test_a_mapping_failure_on_the_fast_lane_racing_the_take_over_counts_each_eva
     assert counts["not_evaluated_by_reason"] == {expected: 1}
     assert counts["evaluators"]["q"]["not_evaluated_by_reason"] == {expected: 1}
     assert len(p.spans()) == 1 and counts["dropped_at_shutdown"] == 0
+
+
+@pytest.mark.parametrize("raising_at", ["as-is-forward", "every-forward"])
+def test_a_raising_forward_during_the_take_over_is_counted_and_shutdown_still_shuts_everything_down(
+    monkeypatch: pytest.MonkeyPatch, raising_at: str
+) -> None:
+    """A bug of ours in the forward path (asis_raise.py): shutdown's own forwards raise, past its deadline.
+
+    ``shutdown(0)``: 16 jobs are marked (their forward through the job context), the rest go as they are through
+    the processor's forward, which raises; with ``every-forward`` the marked ones' forward raises too, so the
+    failure fallback forwards them as they are (raising again). Before, the exception reached the application
+    from ``shutdown()`` and the downstream processors were never shut down. Now each such span is counted
+    (internal error, dropped ``evaluation_loop_stalled``) and shutdown goes on.
+    """
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from evaltrace.evaluation import EvaluationSpanProcessor
+    from evaltrace.evaluation._lifecycle import MARKED_AT_LEAST
+
+    from .test_shutdown_stalled_loop import _stalling
+
+    jobs = MARKED_AT_LEAST + 24
+    entered, release = threading.Event(), threading.Event()
+    shut: list[str] = []
+
+    class Downstream(SimpleSpanProcessor):
+        def shutdown(self) -> None:
+            shut.append("downstream")
+            super().shutdown()
+
+    exporter = InMemorySpanExporter()
+    processor = EvaluationSpanProcessor(
+        downstream=[Downstream(exporter)], evaluators=[_stalling(entered, release)], hold_timeout_s=60
+    )
+    _off_the_lane(processor)
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    try:
+        for index in range(jobs):
+            with tracer.start_as_current_span(f"s{index}"):
+                pass
+        assert entered.wait(30), "the stalling evaluator never ran"
+        assert wait_until(processor._engine._inbox.empty, 30)  # dispatched to the (stalled) loop
+        taken: list[int] = []
+        original_abandon = EvaluationSpanProcessor._abandon_unfinished
+
+        def abandon(self: Any, *args: Any) -> None:
+            taken.append(len(self._live))  # the jobs it takes over (the others were cut short before it)
+            try:
+                original_abandon(self, *args)
+            finally:
+                taken.append(-1)
+
+        def raising(original: Any) -> Any:
+            def forward(span: Any) -> None:
+                if len(taken) == 1:  # only inside the take-over: the forwards the finding is about
+                    raise RuntimeError("a bug of ours in the forward path")
+                original(span)
+
+            return forward
+
+        monkeypatch.setattr(EvaluationSpanProcessor, "_abandon_unfinished", abandon)
+        monkeypatch.setattr(processor, "_forward", raising(processor._forward))
+        if raising_at == "every-forward":
+            monkeypatch.setattr(processor._runner.ctx, "forward", raising(processor._runner.ctx.forward))
+        processor.shutdown(timeout_millis=0)  # returns: nothing raised to the application
+        assert shut == ["downstream"]
+        stats = processor.stats()
+        exported = [span.name for span in exporter.get_finished_spans()]
+        dropped = stats["dropped_at_shutdown_by_reason"].get("evaluation_loop_stalled", 0)
+        assert len(exported) == len(set(exported))
+        assert len(exported) + dropped == jobs and stats["dropped_at_shutdown"] == dropped
+        assert taken[0] > MARKED_AT_LEAST, taken  # some jobs went as they are
+        marked_sent = MARKED_AT_LEAST if raising_at == "as-is-forward" else 0
+        assert dropped == taken[0] - marked_sent
+        assert stats["internal_errors"] >= dropped
+        assert stats["not_evaluated_by_reason"] == {"shutdown": jobs}
+    finally:
+        release.set()
+        processor._engine._loop_thread.join(30)
+    assert len(exporter.get_finished_spans()) == len(exported)

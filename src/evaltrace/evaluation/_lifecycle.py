@@ -142,7 +142,7 @@ def abandon_unfinished(self: EvaluationSpanProcessor, until: float = math.inf) -
             if not forwarded:
                 if not sent.forwarded:  # never lost: as is, as when a job fails (JobRunner.run's finally)
                     job.forwarded = True
-                    self._forward(job.span)
+                    _forward_or_count(self, job.span)
             else:  # its child evaluation spans not sent (or not built): counted, one per evaluator if unbuilt
                 planned = sent.planned if sent.planned >= 0 else len(job.specs) + len(job.trace_specs)
                 if planned > sent.forwarded:
@@ -177,7 +177,21 @@ def _as_is(self: EvaluationSpanProcessor, job: Job, forwarded: bool, counted: di
     finally:  # never lost: as when a job fails (JobRunner.run's finally)
         if not forwarded:
             job.forwarded = True
-            self._forward(job.span)
+            _forward_or_count(self, job.span)
+
+
+def _forward_or_count(self: EvaluationSpanProcessor, span: ReadableSpan) -> None:
+    """Shutdown's own forward of a taken-over job's span; when it raises (a bug of ours), the span is counted.
+
+    Counted as an internal error and in ``dropped_at_shutdown`` (``evaluation_loop_stalled``): never raised to the
+    application, and shutdown goes on to the sinks and exporters.
+    """
+    try:
+        self._forward(span)
+    except Exception:
+        self._stats.incr("internal_errors")
+        self._stats.dropped_at_shutdown(DROP_LOOP_STALLED)
+        log_internal_error("forwarding the span of an evaluation job shutdown took over")
 
 
 def shutdown(self: EvaluationSpanProcessor, timeout_millis: int = 30_000) -> None:
@@ -228,7 +242,11 @@ def shutdown(self: EvaluationSpanProcessor, timeout_millis: int = 30_000) -> Non
     self._stop_engines(reserve, deadline)
     # What the loop still holds goes out from here (marked), never from the loop; marking stops at
     # deadline - reserve/8 (the rest go as they are, counted): the sinks and exporters keep their share.
-    self._abandon_unfinished(deadline - reserve / 8)
+    try:  # its spans are forwarded or counted per job (see _forward_or_count); sinks and exporters still follow
+        self._abandon_unfinished(deadline - reserve / 8)
+    except Exception:
+        self._stats.incr("internal_errors")
+        log_internal_error("taking over the evaluation jobs the stalled loop holds")
     if self._gate is not None:
         self._gate.release_all()
     # Sinks share what is left, keeping a slice for the span exporters that follow.
@@ -265,8 +283,8 @@ def stats(self: EvaluationSpanProcessor) -> dict[str, Any]:
     ``retries``, ``sampled_out``, ``score_rejects``,
     ``log_events``, ``internal_errors``, ``cancelled`` / ``unflushed_jobs`` (shutdown deadline),
     ``dropped_at_shutdown`` with ``dropped_at_shutdown_by_reason`` (spans not forwarded at shutdown:
-    ``evaluation_loop_stalled``, child evaluation spans of a job shutdown took over that it failed to build or
-    send (a bug of ours); ``after_downstream_shutdown``, spans forwarded
+    ``evaluation_loop_stalled``, spans of a job shutdown took over that it failed to build or send (a bug of
+    ours); ``after_downstream_shutdown``, spans forwarded
     once the downstream processors had shut down, for processors other than our export queues),
     ``evaluators`` (per evaluator: counts, ``pass_rate`` over judged results, ``error_rate``,
     ``latency_ms_p50``/``p95``), ``buffer`` (trace buffer), ``completion`` (with trace-level evaluators:
