@@ -20,7 +20,7 @@ from evaltrace.evaluation import EvaluatorSpec, JsonlScoreSink, _job_cuts, _job_
 from evaltrace.schema import Trace
 
 from .conftest import MakePipeline, wait_until
-from .test_shutdown_stalled_loop import _marks, _off_the_lane
+from .test_shutdown_stalled_loop import _marks, _off_the_lane, _settled
 
 
 def _quick() -> EvaluatorSpec:
@@ -262,3 +262,68 @@ def test_a_raising_forward_during_the_take_over_is_counted_and_shutdown_still_sh
         release.set()
         processor._engine._loop_thread.join(30)
     assert len(exporter.get_finished_spans()) == len(exported)
+
+
+HELD = 20
+
+
+def test_held_jobs_taken_over_past_the_deadline_count_the_child_spans_of_their_published_results(
+    make_pipeline: MakePipeline,
+) -> None:
+    """Jobs held past their hold deadline (span gone, one result pending) when a stalled loop is taken over.
+
+    ``shutdown(0)``: the first 16 jobs are marked (their published results and the mark follow as child spans),
+    the rest go as they are. Before, a held job that went as it is lost the child spans of the results it had
+    published (heldstall.py): neither exported nor counted. Now they are counted ``evaluation_loop_stalled``.
+    """
+    import asyncio
+
+    from evaltrace.evaluation._lifecycle import MARKED_AT_LEAST
+
+    arm, entered, release = threading.Event(), threading.Event(), threading.Event()
+
+    @evaluator(name="stall")
+    def stall(trace: Trace) -> bool:
+        if arm.is_set() and not entered.is_set():
+            entered.set()
+            release.wait(30)
+        return True
+
+    @evaluator(name="q")
+    def q(trace: Trace) -> bool:
+        return True
+
+    @evaluator(name="slow")
+    async def slow(trace: Trace) -> bool:
+        await asyncio.sleep(30)  # pending at shutdown: the held jobs wait for it
+        return True
+
+    p = make_pipeline([EvaluatorSpec(stall, inline=True), EvaluatorSpec(q), EvaluatorSpec(slow)], hold_timeout_s=0.05)
+    _off_the_lane(p.processor)
+    for index in range(HELD):
+        with p.tracer.start_as_current_span(f"s{index}"):
+            pass
+    assert wait_until(
+        lambda: (p.processor.stats()["held_timeout"], p.processor.stats()["evaluated"]) == (HELD, 2 * HELD), 30
+    ), p.processor.stats()
+    arm.set()
+    with p.tracer.start_as_current_span("stalled"):
+        pass
+    assert entered.wait(30), "the stalling evaluator never ran"
+    try:
+        p.processor.shutdown(timeout_millis=0)
+        stats = p.processor.stats()
+        names = [span.name for span in p.spans()]
+        app = sorted(name for name in names if not name.startswith("evaluation "))
+        assert app == sorted([*(f"s{index}" for index in range(HELD)), "stalled"])
+        children = len(names) - len(app)
+        assert children == stats["evaluation_spans"] == MARKED_AT_LEAST * 3  # stall, q (published), slow (mark)
+        late_held = HELD - MARKED_AT_LEAST
+        # Their published results' child spans (stall, q) are counted: exported + counted = produced.
+        assert stats["dropped_at_shutdown_by_reason"] == {"evaluation_loop_stalled": late_held * 2}
+        assert stats["not_evaluated_by_reason"] == {"shutdown": HELD + 3}  # slow per held job; the stalled job's 3
+        before = _settled(p.processor)
+    finally:
+        release.set()
+        p.processor._engine._loop_thread.join(30)
+    assert _settled(p.processor) == before and len(p.spans()) == len(names)

@@ -166,11 +166,18 @@ def abandon_unfinished(self: EvaluationSpanProcessor, until: float = math.inf) -
 
 
 def _as_is(self: EvaluationSpanProcessor, job: Job, forwarded: bool, counted: dict[str, int]) -> None:
-    """A job taken over past the take-over's deadline: its span forwarded as is, its evaluations only counted."""
+    """A job taken over past the take-over's deadline: its span forwarded as is, its evaluations only counted.
+
+    A span that went already (held past its deadline, or a trace's root) would have had the results the job
+    published follow as child spans: those are not built here, so they are counted dropped (never uncounted).
+    """
     try:
-        for spec in split_taken(job)[1]:
+        done, cut = split_taken(job)
+        for spec in cut:
             name = spec.evaluator.name
             counted[name] = counted.get(name, 0) + 1
+        if forwarded and done and job.span.context is not None:  # as evaluation_span: none without a context
+            self._stats.dropped_at_shutdown(DROP_LOOP_STALLED, len(done))
     except Exception:
         self._stats.incr("internal_errors")
         log_internal_error("counting the evaluations of an evaluation job shutdown took over")
@@ -284,7 +291,8 @@ def stats(self: EvaluationSpanProcessor) -> dict[str, Any]:
     ``log_events``, ``internal_errors``, ``cancelled`` / ``unflushed_jobs`` (shutdown deadline),
     ``dropped_at_shutdown`` with ``dropped_at_shutdown_by_reason`` (spans not forwarded at shutdown:
     ``evaluation_loop_stalled``, spans of a job shutdown took over that it failed to build or send (a bug of
-    ours); ``after_downstream_shutdown``, spans forwarded
+    ours), and, past the take-over's deadline, the child evaluation spans of the results a held job had
+    published; ``after_downstream_shutdown``, spans forwarded
     once the downstream processors had shut down, for processors other than our export queues),
     ``evaluators`` (per evaluator: counts, ``pass_rate`` over judged results, ``error_rate``,
     ``latency_ms_p50``/``p95``), ``buffer`` (trace buffer), ``completion`` (with trace-level evaluators:
