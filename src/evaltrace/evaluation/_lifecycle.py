@@ -77,8 +77,11 @@ def force_flush(self: EvaluationSpanProcessor, timeout_millis: int = 30_000) -> 
 def stop_engines(self: EvaluationSpanProcessor, reserve: float, deadline: float) -> None:
     """Stop the evaluation loop and process, and let go of Redis: nothing admits or charges any more.
 
-    Both stops end by ``deadline - reserve / 4``: sinks and exporters keep at least a quarter of the reserved time.
-    The loop still gets at least 0.1 s (a very short timeout), the process 10 ms (plus its kill, see ``_process``).
+    The loop's stop gets ``min(0.5 s, reserve / 4)`` in all (the engine takes about twice its argument), the
+    process's ``min(1 s, reserve / 4)``, each cut to what is left until ``deadline - reserve / 4`` so that the
+    sinks and exporters keep at least a quarter of the reserve; but never less than 0.1 s for the loop and 10 ms
+    for the process (plus its kill, see ``_process``): with a very short timeout those minimums run past the
+    deadline. Jobs the loop still holds afterwards are taken over (:func:`abandon_unfinished`).
     """
     until = deadline - reserve / 4
 
@@ -208,9 +211,10 @@ def shutdown(self: EvaluationSpanProcessor, timeout_millis: int = 30_000) -> Non
     a sink could not deliver in time go to its dead-letter file. Jobs the evaluation loop still holds when
     shutdown stops waiting for it (a loop short of CPU, or blocked by an evaluator running on it) are taken over:
     their spans are forwarded from here, with the evaluations that never came marked "not evaluated" (reason
-    ``shutdown``), and the jobs forward, count and publish nothing new when the loop resumes (a result being
-    published as shutdown took its job over finishes then: its score goes to the dead-letter file); past
-    ``deadline - reserve/8`` (once 16 were marked), the rest go as they are, their evaluations only counted.
+    ``shutdown``), and the jobs forward, count and publish nothing new when the loop resumes (a result the job
+    claimed before shutdown took it over finishes publishing then: its score goes to the dead-letter file); past
+    ``deadline - reserve/8`` (once 16 were marked), the rest go as they are, their evaluations only counted (a
+    held span's published results, whose child spans are not built then, counted dropped).
     Called from an evaluator or callback on the evaluation loop itself, it waits for no job (they need that
     thread) and still shuts the sinks and exporters down. ``stats()["unflushed_jobs"]`` counts the cancelled
     evaluations. Later spans are forwarded without evaluation. Traces waiting for completion are
