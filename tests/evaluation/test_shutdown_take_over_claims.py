@@ -180,15 +180,16 @@ def test_a_mapping_failure_on_the_fast_lane_racing_the_take_over_counts_each_eva
     assert len(p.spans()) == 1 and counts["dropped_at_shutdown"] == 0
 
 
-@pytest.mark.parametrize("raising_at", ["as-is-forward", "every-forward"])
+@pytest.mark.parametrize("raising_at", ["past-deadline-forward", "every-forward"])
 def test_a_raising_forward_during_the_take_over_is_counted_and_shutdown_still_shuts_everything_down(
     monkeypatch: pytest.MonkeyPatch, raising_at: str
 ) -> None:
     """A bug of ours in the forward path (asis_raise.py): shutdown's own forwards raise, past its deadline.
 
-    ``shutdown(0)``: 16 jobs are marked (their forward through the job context), the rest go as they are through
-    the processor's forward, which raises; with ``every-forward`` the marked ones' forward raises too, so the
-    failure fallback forwards them as they are (raising again). Before, the exception reached the application
+    ``shutdown(0)``: 16 jobs are marked on their own, the rest in bulk (each forward through the job context);
+    with ``past-deadline-forward`` the forward of the jobs marked in bulk raises, with ``every-forward`` that of
+    the first 16 too, so the failure fallback forwards them as they are through the processor's forward, which
+    raises again. (Until s16-shut7, the jobs past the deadline went as they are through the processor's forward.) Before, the exception reached the application
     from ``shutdown()`` and the downstream processors were never shut down. Now each such span is counted
     (internal error, dropped ``evaluation_loop_stalled``) and shutdown goes on.
     """
@@ -234,18 +235,22 @@ def test_a_raising_forward_during_the_take_over_is_counted_and_shutdown_still_sh
             finally:
                 taken.append(-1)
 
-        def raising(original: Any) -> Any:
+        def raising(original: Any, after: int = 0) -> Any:
+            calls = [0]
+
             def forward(span: Any) -> None:
                 if len(taken) == 1:  # only inside the take-over: the forwards the finding is about
-                    raise RuntimeError("a bug of ours in the forward path")
+                    calls[0] += 1
+                    if calls[0] > after:
+                        raise RuntimeError("a bug of ours in the forward path")
                 original(span)
 
             return forward
 
         monkeypatch.setattr(EvaluationSpanProcessor, "_abandon_unfinished", abandon)
         monkeypatch.setattr(processor, "_forward", raising(processor._forward))
-        if raising_at == "every-forward":
-            monkeypatch.setattr(processor._runner.ctx, "forward", raising(processor._runner.ctx.forward))
+        after = MARKED_AT_LEAST if raising_at == "past-deadline-forward" else 0  # one forward per job marked
+        monkeypatch.setattr(processor._runner.ctx, "forward", raising(processor._runner.ctx.forward, after))
         processor.shutdown(timeout_millis=0)  # returns: nothing raised to the application
         assert shut == ["downstream"]
         stats = processor.stats()
@@ -253,8 +258,8 @@ def test_a_raising_forward_during_the_take_over_is_counted_and_shutdown_still_sh
         dropped = stats["dropped_at_shutdown_by_reason"].get("evaluation_loop_stalled", 0)
         assert len(exported) == len(set(exported))
         assert len(exported) + dropped == jobs and stats["dropped_at_shutdown"] == dropped
-        assert taken[0] > MARKED_AT_LEAST, taken  # some jobs went as they are
-        marked_sent = MARKED_AT_LEAST if raising_at == "as-is-forward" else 0
+        assert taken[0] > MARKED_AT_LEAST, taken  # some jobs went the past-deadline way
+        marked_sent = MARKED_AT_LEAST if raising_at == "past-deadline-forward" else 0
         assert dropped == taken[0] - marked_sent
         assert stats["internal_errors"] >= dropped
         assert stats["not_evaluated_by_reason"] == {"shutdown": jobs}
@@ -267,14 +272,15 @@ def test_a_raising_forward_during_the_take_over_is_counted_and_shutdown_still_sh
 HELD = 20
 
 
-def test_held_jobs_taken_over_past_the_deadline_count_the_child_spans_of_their_published_results(
+def test_held_jobs_taken_over_past_the_deadline_export_their_published_results_and_marks_as_child_spans(
     make_pipeline: MakePipeline,
 ) -> None:
     """Jobs held past their hold deadline (span gone, one result pending) when a stalled loop is taken over.
 
-    ``shutdown(0)``: the first 16 jobs are marked (their published results and the mark follow as child spans),
-    the rest go as they are. Before, a held job that went as it is lost the child spans of the results it had
-    published (heldstall.py): neither exported nor counted. Now they are counted ``evaluation_loop_stalled``.
+    ``shutdown(0)``: the first 16 jobs are marked on their own, the rest in bulk; for each, its published results
+    and its mark follow as child spans. Before, a held job past the deadline lost the child spans of the results
+    it had published (heldstall.py): neither exported nor counted; then they were only counted
+    ``evaluation_loop_stalled``, and the pending evaluation's mark was on no span (test_sink_faults' guarantee).
     """
     import asyncio
 
@@ -317,10 +323,22 @@ def test_held_jobs_taken_over_past_the_deadline_count_the_child_spans_of_their_p
         app = sorted(name for name in names if not name.startswith("evaluation "))
         assert app == sorted([*(f"s{index}" for index in range(HELD)), "stalled"])
         children = len(names) - len(app)
-        assert children == stats["evaluation_spans"] == MARKED_AT_LEAST * 3  # stall, q (published), slow (mark)
-        late_held = HELD - MARKED_AT_LEAST
-        # Their published results' child spans (stall, q) are counted: exported + counted = produced.
-        assert stats["dropped_at_shutdown_by_reason"] == {"evaluation_loop_stalled": late_held * 2}
+        assert HELD > MARKED_AT_LEAST  # some held jobs went the past-deadline way
+        assert children == stats["evaluation_spans"] == HELD * 3  # stall, q (published), slow (mark)
+        spans = p.spans()
+        by_id = {span.context.span_id: span.name for span in spans}
+        carried = sorted(
+            (by_id[span.parent.span_id], span.name, _marks(span)[f"evaltrace.eval.{span.name[11:]}.outcome"])
+            for span in spans
+            if span.parent is not None
+        )
+        expected = [
+            (f"s{index}", f"evaluation {name}", outcome)
+            for index in range(HELD)
+            for name, outcome in (("q", "pass"), ("slow", "not_evaluated"), ("stall", "pass"))
+        ]
+        assert carried == sorted(expected)
+        assert stats["dropped_at_shutdown_by_reason"] == {}
         assert stats["not_evaluated_by_reason"] == {"shutdown": HELD + 3}  # slow per held job; the stalled job's 3
         before = _settled(p.processor)
     finally:

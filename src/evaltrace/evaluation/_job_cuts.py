@@ -24,6 +24,30 @@ if TYPE_CHECKING:
     from evaltrace.evaluation._jobs import Job, JobRunner, Progress
 
 
+class Bulk:
+    """What shutdown's take-over past its deadline shares across its jobs (see ``abandon_unfinished``).
+
+    One ``shutdown`` mark per evaluator (an ``EvaluationResult`` is the costly part of a mark) serves every job
+    left; the counts and the sink records are collected here and written once for all of them. What a span
+    carries is the same as with a mark of its own: a mark's attributes and event read only its evaluator, status
+    and reason (a child span's start and end are the shared mark's).
+    """
+
+    __slots__ = ("counted", "marks", "records")
+
+    def __init__(self) -> None:
+        self.marks: dict[int, EvaluationResult] = {}
+        self.counted: dict[str, int] = {}  # evaluations marked, per evaluator
+        self.records: list[NotEvaluated] = []
+
+    def mark(self, spec: EvaluatorSpec) -> EvaluationResult:
+        """The shared ``shutdown`` mark of ``spec``'s evaluator."""
+        mark = self.marks.get(id(spec.evaluator))
+        if mark is None:
+            mark = self.marks[id(spec.evaluator)] = skipped_result(spec.evaluator, semconv.SKIP_SHUTDOWN)
+        return mark
+
+
 class Sent:
     """What :func:`emit_cut` sent: ``planned`` spans built (-1: not built), ``forwarded`` of them gone downstream.
 
@@ -94,6 +118,7 @@ def emit_cut(
     cut: list[EvaluatorSpec],
     owned: bool | None = None,
     sent: Sent | None = None,
+    bulk: Bulk | None = None,
 ) -> None:
     """:func:`mark_cut`'s marks and emission.
 
@@ -104,9 +129,13 @@ def emit_cut(
     knows what went out. Not owned, the job's last emission is claimed (popped from the live set) before anything
     is marked: when shutdown took the job over meanwhile, it marks and emits everything and this marks nothing
     (never twice). What goes out is built before that claim: when building fails, nothing is claimed and
-    ``JobRunner.run``'s ``finally`` still forwards the span as is.
+    ``JobRunner.run``'s ``finally`` still forwards the span as is. With ``bulk`` (shutdown's take-over past its
+    deadline), the marks are the shared ones and the counts and sink records are left to the caller, in ``bulk``.
     """
-    marks = [skipped_result(spec.evaluator, semconv.SKIP_SHUTDOWN) for spec in cut]
+    if bulk is None:
+        marks = [skipped_result(spec.evaluator, semconv.SKIP_SHUTDOWN) for spec in cut]
+    else:
+        marks = [bulk.mark(spec) for spec in cut]
     provenance = self.ctx.options.evaluation_provenance
     forwarded = job.forwarded if owned is None else owned
     if not forwarded:
@@ -121,10 +150,7 @@ def emit_cut(
         return  # shutdown took this job over: it marked and emitted everything (``forwarded`` left alone)
     job.forwarded = True
     try:
-        for spec in cut:
-            self.ctx.stats.not_evaluated(semconv.SKIP_SHUTDOWN, spec.evaluator.name)
-        if cut:
-            self._sink_not_evaluated(job, cut)
+        _record_cut(self, job, cut, bulk)
     finally:  # claimed: it goes out whatever happened above
         for span in out:
             self.ctx.forward(span)
@@ -134,7 +160,21 @@ def emit_cut(
                 self.ctx.stats.incr("evaluation_spans")
 
 
-def take_over(self: JobRunner, job: Job, forwarded: bool, sent: Sent | None = None) -> int:
+def _record_cut(self: JobRunner, job: Job, cut: list[EvaluatorSpec], bulk: Bulk | None) -> None:
+    """Count the marks in ``stats()`` and record them in every sink: now, or (``bulk``) collected for the caller."""
+    if bulk is None:
+        for spec in cut:
+            self.ctx.stats.not_evaluated(semconv.SKIP_SHUTDOWN, spec.evaluator.name)
+        if cut:
+            self._sink_not_evaluated(job, cut)
+        return
+    for spec in cut:
+        bulk.counted[spec.evaluator.name] = bulk.counted.get(spec.evaluator.name, 0) + 1
+    if self.ctx.sinks:
+        bulk.records += not_evaluated_records(job, cut)
+
+
+def take_over(self: JobRunner, job: Job, forwarded: bool, sent: Sent | None = None, bulk: Bulk | None = None) -> int:
     """Shutdown took ``job`` over from a stalled loop: its last spans go from here, as for a job cut short.
 
     ``abandon_unfinished`` popped the job from the live set (so the job forwards nothing itself) and set
@@ -143,13 +183,14 @@ def take_over(self: JobRunner, job: Job, forwarded: bool, sent: Sent | None = No
     them) are kept; every other evaluation is marked "not evaluated" (reason ``shutdown``) on
     the span, in ``stats()`` and in the sinks, exactly as :func:`mark_cut` does. The application's span goes
     downstream enriched with them (or, when it went already, they follow as child ``evaluation {name}`` spans);
-    ``sent`` records what went out (see :func:`emit_cut`).
+    ``sent`` records what went out (see :func:`emit_cut`); with ``bulk``, the marks are shared and the counts and
+    sink records collected there (see :class:`Bulk`).
 
     Returns:
         The number of evaluations marked ``shutdown``.
     """
     done, cut = split_taken(job)
-    emit_cut(self, job, done, cut, owned=forwarded, sent=sent)
+    emit_cut(self, job, done, cut, owned=forwarded, sent=sent, bulk=bulk)
     return len(cut)
 
 
@@ -167,12 +208,23 @@ def split_taken(job: Job) -> tuple[list[EvaluationResult], list[EvaluatorSpec]]:
 
 def sink_not_evaluated(self: JobRunner, job: Job, cut: list[EvaluatorSpec]) -> None:
     """Record each cut-short evaluation in every score sink (its file, or its dead-letter file)."""
-    context = job.span.context
-    if not self.ctx.sinks or context is None:
+    if not self.ctx.sinks:
         return
+    records = not_evaluated_records(job, cut)
+    if not records:
+        return
+    for worker in self.ctx.sinks:
+        worker.not_evaluated(records)
+
+
+def not_evaluated_records(job: Job, cut: list[EvaluatorSpec]) -> list[NotEvaluated]:
+    """The sink records of ``job``'s cut-short evaluations (none for a span without a context)."""
+    context = job.span.context
+    if context is None:
+        return []
     trace_hex = format(context.trace_id, "032x")
     span_hex = format(context.span_id, "016x")
-    records = [
+    return [
         NotEvaluated(
             trace_id=trace_hex,
             observation_id=None if spec.trace_level else span_hex,
@@ -183,5 +235,3 @@ def sink_not_evaluated(self: JobRunner, job: Job, cut: list[EvaluatorSpec]) -> N
         )
         for spec in cut
     ]
-    for worker in self.ctx.sinks:
-        worker.not_evaluated(records)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from evaltrace._internal import semconv
 from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.export_queue import shutdown_downstream
-from evaltrace.evaluation._job_cuts import Sent, split_taken, take_over
+from evaltrace.evaluation._job_cuts import Bulk, Sent, take_over
 from evaltrace.evaluation.stats import DROP_AFTER_SHUTDOWN, DROP_LOOP_STALLED
 
 if TYPE_CHECKING:
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from evaltrace.evaluation.processor import EvaluationSpanProcessor
 
 logger = logging.getLogger("evaltrace.evaluation")
-# Jobs a take-over always marks, its deadline passed or not: the loop's stop alone can take it past a short
-# timeout's deadline (see stop_engines), and a few stalled jobs are worth their marks (about 1 ms each).
+# Jobs a take-over always marks one by one, its deadline passed or not: the loop's stop alone can take it past a short
+# timeout's deadline (see stop_engines); the jobs after them are marked in bulk (see abandon_unfinished).
 MARKED_AT_LEAST = 16
 
 
@@ -107,11 +107,12 @@ def abandon_unfinished(self: EvaluationSpanProcessor, until: float = math.inf) -
     spans. So exported + counted = produced when ``shutdown()`` returns, and nothing reaches the downstream
     processors after they shut down.
 
-    Marking costs far more than forwarding (a result, a span copy, sink records per job), so it stops at
-    ``until`` (``time.monotonic()``; shutdown passes ``deadline - reserve / 8``): each job left then has its span
-    forwarded as it is (if it did not go already) and its unfinished evaluations counted not evaluated (reason
-    ``shutdown``) in bulk, with no mark on the span, no child span and no sink record. The first
-    ``MARKED_AT_LEAST`` jobs are marked whatever the time.
+    Marking costs more than forwarding (a result per mark, a span copy, sink records per job), so past ``until``
+    (``time.monotonic()``; shutdown passes ``deadline - reserve / 8``) the jobs left are marked in bulk: each
+    span still carries its marks (and the results its job published), exactly as above, but the marks are one
+    result per evaluator shared by all of them (a child span's times are those of that one mark), their counts
+    are added once and their sink records written in one write per sink (see ``_job_cuts.Bulk``). The first
+    ``MARKED_AT_LEAST`` jobs get marks of their own whatever the time.
     """
     taken: list[tuple[Job, bool]] = []
     with self._slot_lock:  # held spans' early forwards take it too: job.forwarded is read consistently
@@ -127,67 +128,52 @@ def abandon_unfinished(self: EvaluationSpanProcessor, until: float = math.inf) -
     if not taken:
         return
     marked = late = 0
-    counted: dict[str, int] = {}  # past ``until``: evaluations not evaluated, per evaluator
+    bulk = Bulk()  # past ``until``: one mark per evaluator for all the jobs left, counts and sink records at once
     for index, job_forwarded in enumerate(taken):
         job, forwarded = job_forwarded
-        if late or (index >= MARKED_AT_LEAST and time.monotonic() >= until):
-            late += 1
-            _as_is(self, job, forwarded, counted)
-            continue
+        if not late and index >= MARKED_AT_LEAST and time.monotonic() >= until:
+            late = len(taken) - index
         sent = Sent()
         try:
-            marked += take_over(self._runner, job, forwarded, sent)
+            marked += take_over(self._runner, job, forwarded, sent, bulk if late else None)
         except Exception:
-            self._stats.incr("internal_errors")
-            log_internal_error("forwarding the span of an evaluation job shutdown took over")
-            # Decided from what take_over sent (not job.forwarded, which it sets before sending): a span that
-            # went out is never also counted, one that did not is never lost.
-            if not forwarded:
-                if not sent.forwarded:  # never lost: as is, as when a job fails (JobRunner.run's finally)
-                    job.forwarded = True
-                    _forward_or_count(self, job.span)
-            else:  # its child evaluation spans not sent (or not built): counted, one per evaluator if unbuilt
-                planned = sent.planned if sent.planned >= 0 else len(job.specs) + len(job.trace_specs)
-                if planned > sent.forwarded:
-                    self._stats.dropped_at_shutdown(DROP_LOOP_STALLED, planned - sent.forwarded)
+            _take_over_failed(self, job, forwarded, sent)
     try:  # a bug here must not skip what shutdown does next: sinks and exporters
-        for name, count in counted.items():
+        for name, count in bulk.counted.items():
             self._stats.not_evaluated(semconv.SKIP_SHUTDOWN, name, count)
+        if bulk.records:
+            for worker in self._runner.ctx.sinks:  # one write per sink (see SinkWorker.not_evaluated)
+                worker.not_evaluated(bulk.records)
     except Exception:
-        log_internal_error("counting the evaluations of the evaluation jobs shutdown took over")
+        log_internal_error("recording the evaluations of the evaluation jobs shutdown took over")
     logger.warning(
         "evaltrace: shutdown stopped waiting for %d evaluation job(s) the evaluation loop had not finished; "
         "their spans were exported with %d evaluation(s) marked not evaluated (counted in "
-        "stats()['not_evaluated_by_reason']['%s']); %d job(s) left at shutdown's deadline were exported as they "
-        "are, their %d evaluation(s) only counted there",
+        "stats()['not_evaluated_by_reason']['%s']); the last %d job(s), left at the take-over's deadline, "
+        "were marked in bulk",
         len(taken),
         marked,
         semconv.SKIP_SHUTDOWN,
         late,
-        sum(counted.values()),
     )
 
 
-def _as_is(self: EvaluationSpanProcessor, job: Job, forwarded: bool, counted: dict[str, int]) -> None:
-    """A job taken over past the take-over's deadline: its span forwarded as is, its evaluations only counted.
+def _take_over_failed(self: EvaluationSpanProcessor, job: Job, forwarded: bool, sent: Sent) -> None:
+    """A take-over that raised (a bug of ours): the span goes as it is if it did not go; what did not go is counted.
 
-    A span that went already (held past its deadline, or a trace's root) would have had the results the job
-    published follow as child spans: those are not built here, so they are counted dropped (never uncounted).
+    Decided from what take_over sent (not job.forwarded, which it sets before sending): a span that went out is
+    never also counted, one that did not is never lost.
     """
-    try:
-        done, cut = split_taken(job)
-        for spec in cut:
-            name = spec.evaluator.name
-            counted[name] = counted.get(name, 0) + 1
-        if forwarded and done and job.span.context is not None:  # as evaluation_span: none without a context
-            self._stats.dropped_at_shutdown(DROP_LOOP_STALLED, len(done))
-    except Exception:
-        self._stats.incr("internal_errors")
-        log_internal_error("counting the evaluations of an evaluation job shutdown took over")
-    finally:  # never lost: as when a job fails (JobRunner.run's finally)
-        if not forwarded:
+    self._stats.incr("internal_errors")
+    log_internal_error("forwarding the span of an evaluation job shutdown took over")
+    if not forwarded:
+        if not sent.forwarded:  # never lost: as is, as when a job fails (JobRunner.run's finally)
             job.forwarded = True
             _forward_or_count(self, job.span)
+    else:  # its child evaluation spans not sent (or not built): counted, one per evaluator if unbuilt
+        planned = sent.planned if sent.planned >= 0 else len(job.specs) + len(job.trace_specs)
+        if planned > sent.forwarded:
+            self._stats.dropped_at_shutdown(DROP_LOOP_STALLED, planned - sent.forwarded)
 
 
 def _forward_or_count(self: EvaluationSpanProcessor, span: ReadableSpan) -> None:
@@ -213,8 +199,8 @@ def shutdown(self: EvaluationSpanProcessor, timeout_millis: int = 30_000) -> Non
     their spans are forwarded from here, with the evaluations that never came marked "not evaluated" (reason
     ``shutdown``), and the jobs forward, count and publish nothing new when the loop resumes (a result the job
     claimed before shutdown took it over finishes publishing then: its score goes to the dead-letter file); past
-    ``deadline - reserve/8`` (once 16 were marked), the rest go as they are, their evaluations only counted (a
-    held span's published results, whose child spans are not built then, counted dropped).
+    ``deadline - reserve/8`` (once 16 were marked), the rest are marked in bulk: the same marks on their spans
+    and records in the sinks, one mark per evaluator shared, counts and sink records written once.
     Called from an evaluator or callback on the evaluation loop itself, it waits for no job (they need that
     thread) and still shuts the sinks and exporters down. ``stats()["unflushed_jobs"]`` counts the cancelled
     evaluations. Later spans are forwarded without evaluation. Traces waiting for completion are
@@ -252,7 +238,7 @@ def shutdown(self: EvaluationSpanProcessor, timeout_millis: int = 30_000) -> Non
             self._wait_idle(deadline - reserve / 2)
     self._stop_engines(reserve, deadline)
     # What the loop still holds goes out from here (marked), never from the loop; marking stops at
-    # deadline - reserve/8 (the rest go as they are, counted): the sinks and exporters keep their share.
+    # deadline - reserve/8 (the rest in bulk, see abandon_unfinished): the sinks and exporters keep their share.
     try:  # its spans are forwarded or counted per job (see _forward_or_count); sinks and exporters still follow
         self._abandon_unfinished(deadline - reserve / 8)
     except Exception:
@@ -295,8 +281,7 @@ def stats(self: EvaluationSpanProcessor) -> dict[str, Any]:
     ``log_events``, ``internal_errors``, ``cancelled`` / ``unflushed_jobs`` (shutdown deadline),
     ``dropped_at_shutdown`` with ``dropped_at_shutdown_by_reason`` (spans not forwarded at shutdown:
     ``evaluation_loop_stalled``, spans of a job shutdown took over that it failed to build or send (a bug of
-    ours), and, past the take-over's deadline, the child evaluation spans of the results a held job had
-    published; ``after_downstream_shutdown``, spans forwarded
+    ours); ``after_downstream_shutdown``, spans forwarded
     once the downstream processors had shut down, for processors other than our export queues),
     ``evaluators`` (per evaluator: counts, ``pass_rate`` over judged results, ``error_rate``,
     ``latency_ms_p50``/``p95``), ``buffer`` (trace buffer), ``completion`` (with trace-level evaluators:
