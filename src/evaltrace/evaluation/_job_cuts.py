@@ -18,9 +18,12 @@ from evaltrace.evaluation.evaluator import EvaluatorSpec
 from evaltrace.evaluation.runner import skipped_result
 from evaltrace.evaluation.sinks.not_evaluated import NotEvaluated
 from evaltrace.evaluation.spans import enriched_copy, evaluation_span
+from evaltrace.evaluation.stats import DROP_LOOP_STALLED
 from evaltrace.schema import EvaluationResult
 
 if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+
     from evaltrace.evaluation._jobs import Job, JobRunner, Progress
 
 
@@ -67,18 +70,46 @@ def cancel_now(self: JobRunner, job: Job | SessionJob, progress: Progress | None
         self._judge.cancel_now(job)
         return
     self._session_settled(job)
+    forwarded = job.forwarded  # what emit_cut reads: the span went already (held) or not
+    sent = Sent()
     try:
         if not job.abandoned:  # taken over at shutdown: nothing more is counted for it
             self.ctx.stats.incr("cancelled")
         if progress is not None:  # a demoted call still running is walked away from
             _give_up(progress.inflight)
         done = progress.results if progress is not None else []
-        self.mark_cut(job, done, [*job.specs, *job.trace_specs][len(done) :])
+        if not job.abandoned:  # as mark_cut
+            emit_cut(self, job, done, [*job.specs, *job.trace_specs][len(done) :], sent=sent)
     except Exception:
         log_internal_error("forwarding a span whose evaluation was cut short")
+        if sent.planned > sent.forwarded and job.forwarded:  # claimed, and a forward raised: never lost uncounted
+            if forwarded:  # the child evaluation spans not sent
+                _dropped(self, sent.planned - sent.forwarded)
+            elif not sent.forwarded:  # the application's span: as it is, as when a job fails
+                _forward_or_count(self, job.span)
     finally:
-        self._forward_once(job, job.span)
-        self._on_done(job)
+        try:
+            self._forward_once(job, job.span)  # not claimed above (building failed): it goes as it is
+        except Exception:
+            _dropped(self, 1)
+            log_internal_error("forwarding a span whose evaluation was cut short")
+        finally:
+            self._on_done(job)
+
+
+def _forward_or_count(self: JobRunner, span: ReadableSpan) -> None:
+    """Forward ``span``; when that raises (a bug of ours), count it (see :func:`_dropped`), never raise."""
+    try:
+        self.ctx.forward(span)
+    except Exception:
+        _dropped(self, 1)
+        log_internal_error("forwarding a span whose evaluation was cut short")
+
+
+def _dropped(self: JobRunner, spans: int) -> None:
+    """``spans`` a raising forward lost at shutdown: an internal error, counted as shutdown's take-over counts it."""
+    self.ctx.stats.incr("internal_errors")
+    self.ctx.stats.dropped_at_shutdown(DROP_LOOP_STALLED, spans)
 
 
 def cut_unfinished(self: JobRunner, job: Job) -> None:

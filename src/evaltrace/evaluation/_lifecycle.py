@@ -280,8 +280,8 @@ def stats(self: EvaluationSpanProcessor) -> dict[str, Any]:
     ``retries``, ``sampled_out``, ``score_rejects``,
     ``log_events``, ``internal_errors``, ``cancelled`` / ``unflushed_jobs`` (shutdown deadline),
     ``dropped_at_shutdown`` with ``dropped_at_shutdown_by_reason`` (spans not forwarded at shutdown:
-    ``evaluation_loop_stalled``, spans of a job shutdown took over that it failed to build or send (a bug of
-    ours); ``after_downstream_shutdown``, spans forwarded
+    ``evaluation_loop_stalled``, spans of a job shutdown took over or cut short that it failed to build or send
+    (a bug of ours); ``after_downstream_shutdown``, spans forwarded
     once the downstream processors had shut down, for processors other than our export queues),
     ``evaluators`` (per evaluator: counts, ``pass_rate`` over judged results, ``error_rate``,
     ``latency_ms_p50``/``p95``), ``buffer`` (trace buffer), ``completion`` (with trace-level evaluators:
