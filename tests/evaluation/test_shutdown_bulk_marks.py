@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace.export import SpanExportResult
 
 from evaltrace.evaluation import EvaluatorSpec, JsonlScoreSink, _job_cuts, _lifecycle, evaluator
 from evaltrace.evaluation.sinks.base import SinkResult
@@ -136,3 +137,55 @@ def test_past_the_take_overs_deadline_every_span_keeps_its_shutdown_marks_and_ev
             assert stats["evaluators"][name]["not_evaluated_by_reason"] == {"shutdown": JOBS}, name
         assert stats["sinks"]["hung"]["not_evaluated"] == stats["sinks"]["jsonl"]["not_evaluated"] == 2 * JOBS
         assert (stats["dropped_at_shutdown"], stats["internal_errors"], stats["evaluation_spans"]) == (0, 0, 0)
+
+
+@pytest.mark.parametrize("marked_at_least", [0, JOBS], ids=["in-bulk", "one-by-one"])
+def test_a_sink_whose_not_evaluated_write_raises_keeps_no_other_sink_from_its_records(
+    make_pipeline: MakePipeline, tmp_path: Path, marked_at_least: int
+) -> None:
+    """The first sink's ``SinkWorker.not_evaluated`` raises (a bug of ours) at every write, on both take-over paths.
+
+    The second sink still gets a record per mark, each raising write is counted as an internal error, nothing is
+    raised to the application, and the exporters are still shut down. Before, the first raising sink ended the
+    loop over the sinks: the second got no record, and the bulk path counted no internal error.
+    """
+    entered, release = threading.Event(), threading.Event()
+
+    @evaluator(name="quick")
+    def quick(trace: Trace) -> bool:
+        return True
+
+    sink_path = tmp_path / "scores.jsonl"
+    p = make_pipeline(
+        [_stalling(entered, release), EvaluatorSpec(quick, inline=True)],
+        sinks=[HungSink(), JsonlScoreSink(sink_path)],
+        hold_timeout_s=600,
+    )
+    _off_the_lane(p.processor)
+    raised: list[int] = []
+
+    def broken(records: Sequence[Any]) -> None:
+        raised.append(len(records))
+        raise RuntimeError("a bug in SinkWorker.not_evaluated")
+
+    p.processor._sinks[0].not_evaluated = broken  # type: ignore[method-assign]
+    for index in range(JOBS):
+        with p.tracer.start_as_current_span(f"s{index}"):
+            pass
+    assert entered.wait(30), "the stalling evaluator never ran"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_lifecycle, "MARKED_AT_LEAST", marked_at_least)
+        try:
+            p.processor.shutdown(timeout_millis=0)
+        finally:
+            release.set()
+            p.processor._engine._loop_thread.join(60)
+    stats = p.processor.stats()
+    assert sum(raised) == 2 * JOBS and len(raised) == (1 if marked_at_least == 0 else JOBS), raised
+    assert stats["internal_errors"] == len(raised)  # one per raising write, on either path
+    lines = [json.loads(line)["not_evaluated"] for line in sink_path.read_text().splitlines()]
+    assert len(lines) == stats["sinks"]["jsonl"]["not_evaluated"] == 2 * JOBS  # every record, in the later sink
+    assert stats["sinks"]["hung"]["not_evaluated"] == 0
+    assert stats["not_evaluated_by_reason"] == {"shutdown": 2 * JOBS}
+    assert len(p.spans()) == JOBS and stats["dropped_at_shutdown"] == 0
+    assert p.exporter.export([]) == SpanExportResult.FAILURE  # the exporter was shut down

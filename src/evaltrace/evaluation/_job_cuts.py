@@ -22,9 +22,13 @@ from evaltrace.evaluation.stats import DROP_LOOP_STALLED
 from evaltrace.schema import EvaluationResult
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from opentelemetry.sdk.trace import ReadableSpan
 
     from evaltrace.evaluation._jobs import Job, JobRunner, Progress
+    from evaltrace.evaluation.sinks.worker import SinkWorker
+    from evaltrace.evaluation.stats import PipelineStats
 
 
 class Bulk:
@@ -242,10 +246,24 @@ def sink_not_evaluated(self: JobRunner, job: Job, cut: list[EvaluatorSpec]) -> N
     if not self.ctx.sinks:
         return
     records = not_evaluated_records(job, cut)
-    if not records:
-        return
-    for worker in self.ctx.sinks:
-        worker.not_evaluated(records)
+    if records:
+        write_not_evaluated(self.ctx.sinks, self.ctx.stats, records)
+
+
+def write_not_evaluated(sinks: Sequence[SinkWorker], stats: PipelineStats, records: list[NotEvaluated]) -> None:
+    """Write ``records`` to every score sink, each sink on its own; never raises.
+
+    A sink whose write raises (a bug of ours: ``SinkWorker.not_evaluated`` catches its file's failures) is
+    counted in ``stats()["internal_errors"]`` and logged; the sinks after it still get every record. Its records
+    are not counted elsewhere (the sink's ``not_evaluated`` counter stays short of them; the marks themselves are
+    counted in ``not_evaluated_by_reason``), as when that sink's file cannot be written.
+    """
+    for worker in sinks:
+        try:
+            worker.not_evaluated(records)
+        except Exception:
+            stats.incr("internal_errors")
+            log_internal_error(f"recording evaluations not run for score sink {worker.sink.name}")
 
 
 def not_evaluated_records(job: Job, cut: list[EvaluatorSpec]) -> list[NotEvaluated]:

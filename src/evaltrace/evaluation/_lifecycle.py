@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from evaltrace._internal import semconv
 from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.export_queue import shutdown_downstream
-from evaltrace.evaluation._job_cuts import Bulk, Sent, take_over
+from evaltrace.evaluation._job_cuts import Bulk, Sent, take_over, write_not_evaluated
 from evaltrace.evaluation.stats import DROP_AFTER_SHUTDOWN, DROP_LOOP_STALLED
 
 if TYPE_CHECKING:
@@ -141,11 +141,11 @@ def abandon_unfinished(self: EvaluationSpanProcessor, until: float = math.inf) -
     try:  # a bug here must not skip what shutdown does next: sinks and exporters
         for name, count in bulk.counted.items():
             self._stats.not_evaluated(semconv.SKIP_SHUTDOWN, name, count)
-        if bulk.records:
-            for worker in self._runner.ctx.sinks:  # one write per sink (see SinkWorker.not_evaluated)
-                worker.not_evaluated(bulk.records)
     except Exception:
-        log_internal_error("recording the evaluations of the evaluation jobs shutdown took over")
+        self._stats.incr("internal_errors")
+        log_internal_error("counting the evaluations of the evaluation jobs shutdown took over")
+    if bulk.records:  # one write per sink, each on its own (a raising one counted, the others still written)
+        write_not_evaluated(self._runner.ctx.sinks, self._stats, bulk.records)
     logger.warning(
         "evaltrace: shutdown stopped waiting for %d evaluation job(s) the evaluation loop had not finished; "
         "their spans were exported with %d evaluation(s) marked not evaluated (counted in "
