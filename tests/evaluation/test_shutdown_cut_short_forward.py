@@ -3,7 +3,7 @@
 A job submitted once the engine stopped (as one left in its inbox at shutdown) is cut short at once on the
 submitting thread (``Engine._cut_short``, ``JobRunner.cancel_now``). A bug of ours in the forward path (the
 forward raising, patched in here) must not lose its span uncounted: as shutdown's take-over does
-(``_lifecycle._forward_or_count``), it is then an internal error and counted in ``dropped_at_shutdown``.
+(``_job_cuts.forward_or_count``), it is then an internal error and counted in ``dropped_at_shutdown``.
 """
 
 from __future__ import annotations

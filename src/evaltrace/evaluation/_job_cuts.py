@@ -22,7 +22,7 @@ from evaltrace.evaluation.stats import DROP_LOOP_STALLED
 from evaltrace.schema import EvaluationResult
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from opentelemetry.sdk.trace import ReadableSpan
 
@@ -88,32 +88,42 @@ def cancel_now(self: JobRunner, job: Job | SessionJob, progress: Progress | None
         log_internal_error("forwarding a span whose evaluation was cut short")
         if sent.planned > sent.forwarded and job.forwarded:  # claimed, and a forward raised: never lost uncounted
             if forwarded:  # the child evaluation spans not sent
-                _dropped(self, sent.planned - sent.forwarded)
+                count_dropped(self.ctx.stats, sent.planned - sent.forwarded)
             elif not sent.forwarded:  # the application's span: as it is, as when a job fails
-                _forward_or_count(self, job.span)
+                forward_or_count(self.ctx.forward, self.ctx.stats, job.span)
     finally:
         try:
             self._forward_once(job, job.span)  # not claimed above (building failed): it goes as it is
         except Exception:
-            _dropped(self, 1)
+            count_dropped(self.ctx.stats, 1)
             log_internal_error("forwarding a span whose evaluation was cut short")
         finally:
             self._on_done(job)
 
 
-def _forward_or_count(self: JobRunner, span: ReadableSpan) -> None:
-    """Forward ``span``; when that raises (a bug of ours), count it (see :func:`_dropped`), never raise."""
+def forward_or_count(
+    forward: Callable[[ReadableSpan], None],
+    stats: PipelineStats,
+    span: ReadableSpan,
+    what: str = "forwarding a span whose evaluation was cut short",
+) -> None:
+    """Shutdown's own forward of ``span`` (a job cut short or taken over); never raises.
+
+    When ``forward`` raises (a bug of ours), the span is counted as an internal error and in
+    ``dropped_at_shutdown`` (``evaluation_loop_stalled``), and logged as ``what``: nothing reaches the
+    application, and shutdown goes on to the sinks and exporters.
+    """
     try:
-        self.ctx.forward(span)
+        forward(span)
     except Exception:
-        _dropped(self, 1)
-        log_internal_error("forwarding a span whose evaluation was cut short")
+        count_dropped(stats, 1)
+        log_internal_error(what)
 
 
-def _dropped(self: JobRunner, spans: int) -> None:
-    """``spans`` a raising forward lost at shutdown: an internal error, counted as shutdown's take-over counts it."""
-    self.ctx.stats.incr("internal_errors")
-    self.ctx.stats.dropped_at_shutdown(DROP_LOOP_STALLED, spans)
+def count_dropped(stats: PipelineStats, spans: int) -> None:
+    """``spans`` a raising forward lost at shutdown: an internal error, counted in ``dropped_at_shutdown``."""
+    stats.incr("internal_errors")
+    stats.dropped_at_shutdown(DROP_LOOP_STALLED, spans)
 
 
 def cut_unfinished(self: JobRunner, job: Job) -> None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from evaltrace._internal import semconv
 from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.export_queue import shutdown_downstream
-from evaltrace.evaluation._job_cuts import Bulk, Sent, take_over, write_not_evaluated
+from evaltrace.evaluation._job_cuts import Bulk, Sent, forward_or_count, take_over, write_not_evaluated
 from evaltrace.evaluation.stats import DROP_AFTER_SHUTDOWN, DROP_LOOP_STALLED
 
 if TYPE_CHECKING:
@@ -28,6 +28,7 @@ logger = logging.getLogger("evaltrace.evaluation")
 # Jobs a take-over always marks one by one, its deadline passed or not: the loop's stop alone can take it past a short
 # timeout's deadline (see stop_engines); the jobs after them are marked in bulk (see abandon_unfinished).
 MARKED_AT_LEAST = 16
+_TAKE_OVER_FORWARD = "forwarding the span of an evaluation job shutdown took over"
 
 
 def wait_idle(self: EvaluationSpanProcessor, deadline: float) -> bool:
@@ -165,29 +166,15 @@ def _take_over_failed(self: EvaluationSpanProcessor, job: Job, forwarded: bool, 
     never also counted, one that did not is never lost.
     """
     self._stats.incr("internal_errors")
-    log_internal_error("forwarding the span of an evaluation job shutdown took over")
+    log_internal_error(_TAKE_OVER_FORWARD)
     if not forwarded:
         if not sent.forwarded:  # never lost: as is, as when a job fails (JobRunner.run's finally)
             job.forwarded = True
-            _forward_or_count(self, job.span)
+            forward_or_count(self._forward, self._stats, job.span, _TAKE_OVER_FORWARD)
     else:  # its child evaluation spans not sent (or not built): counted, one per evaluator if unbuilt
         planned = sent.planned if sent.planned >= 0 else len(job.specs) + len(job.trace_specs)
         if planned > sent.forwarded:
             self._stats.dropped_at_shutdown(DROP_LOOP_STALLED, planned - sent.forwarded)
-
-
-def _forward_or_count(self: EvaluationSpanProcessor, span: ReadableSpan) -> None:
-    """Shutdown's own forward of a taken-over job's span; when it raises (a bug of ours), the span is counted.
-
-    Counted as an internal error and in ``dropped_at_shutdown`` (``evaluation_loop_stalled``): never raised to the
-    application, and shutdown goes on to the sinks and exporters.
-    """
-    try:
-        self._forward(span)
-    except Exception:
-        self._stats.incr("internal_errors")
-        self._stats.dropped_at_shutdown(DROP_LOOP_STALLED)
-        log_internal_error("forwarding the span of an evaluation job shutdown took over")
 
 
 def shutdown(self: EvaluationSpanProcessor, timeout_millis: int = 30_000) -> None:
@@ -239,7 +226,7 @@ def shutdown(self: EvaluationSpanProcessor, timeout_millis: int = 30_000) -> Non
     self._stop_engines(reserve, deadline)
     # What the loop still holds goes out from here (marked), never from the loop; marking stops at
     # deadline - reserve/8 (the rest in bulk, see abandon_unfinished): the sinks and exporters keep their share.
-    try:  # its spans are forwarded or counted per job (see _forward_or_count); sinks and exporters still follow
+    try:  # spans forwarded or counted per job (see _job_cuts.forward_or_count); sinks and exporters still follow
         self._abandon_unfinished(deadline - reserve / 8)
     except Exception:
         self._stats.incr("internal_errors")
