@@ -1,10 +1,12 @@
 """Shutdown with the evaluation loop stalled: every span is exported or counted, nothing runs past the deadline.
 
 The loop is stalled deterministically: an inline evaluator (it runs on the loop itself, the fast lane off) blocks
-on an event that is set only after ``shutdown()`` returned. Whatever the loop had not finished by then must be
-counted in ``stats()["dropped_at_shutdown_by_reason"]`` when ``shutdown()`` returns and named in its warning, and
-nothing may reach the downstream processors afterwards. Also: ``shutdown()`` called from an evaluator running on
-the loop itself, and a process that exits right after shutting down with a stalled loop.
+on an event that is set only after ``shutdown()`` returned. Shutdown takes over whatever the loop had not finished
+by then: the application's spans are exported from the shutdown thread, with the evaluations that never came
+marked "not evaluated" (reason ``shutdown``, on the span, in ``stats()`` and in the sinks), never as verdicts and
+never counted dropped; the warning names the numbers, and nothing reaches the downstream processors (or the
+stats, or the sinks) when the loop resumes. Also: ``shutdown()`` called from an evaluator running on the loop
+itself, and a process that exits right after shutting down with a stalled loop.
 """
 
 from __future__ import annotations
@@ -62,36 +64,73 @@ def _end_spans(tracer: Any, entered: threading.Event) -> None:
     assert entered.wait(30), "the stalling evaluator never ran"
 
 
-def test_spans_the_stalled_loop_holds_at_shutdown_are_counted_when_it_returns_and_never_forwarded_later(
-    make_pipeline: MakePipeline, caplog: pytest.LogCaptureFixture
+# Everything shutdown and the loop could still change once shutdown() returned: none of it may move afterwards.
+_SETTLED = (
+    "evaluated",
+    "passed",
+    "failed",
+    "errors",
+    "skipped",
+    "enriched",
+    "held_timeout",
+    "evaluation_spans",
+    "not_evaluated_by_reason",
+    "dropped_at_shutdown",
+    "dropped_at_shutdown_by_reason",
+    "log_events",
+    "cancelled",
+)
+
+
+def _settled(processor: EvaluationSpanProcessor) -> dict[str, Any]:
+    stats = processor.stats()
+    return {key: stats[key] for key in _SETTLED}
+
+
+def _marks(span: Any) -> dict[str, Any]:
+    attributes = dict(span.attributes or {})
+    return {key: value for key, value in attributes.items() if key.startswith("evaltrace.eval.")}
+
+
+def test_spans_the_stalled_loop_holds_at_shutdown_are_exported_marked_shutdown_and_never_forwarded_later(
+    make_pipeline: MakePipeline, caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
     entered, release = threading.Event(), threading.Event()
-    p: Pipeline = make_pipeline([_stalling(entered, release)], hold_timeout_s=60)
+    sink_path = tmp_path / "scores.jsonl"
+    p: Pipeline = make_pipeline([_stalling(entered, release)], sinks=[JsonlScoreSink(sink_path)], hold_timeout_s=60)
     _off_the_lane(p.processor)
     _end_spans(p.tracer, entered)
     started = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="evaltrace.evaluation"):
         p.processor.shutdown(timeout_millis=600)
     elapsed = time.monotonic() - started
-    exported = len(p.spans())
-    counted = _dropped(p.processor, "evaluation_loop_stalled")
-    assert counted >= 1, "the stalled job itself was not counted"
-    assert exported + counted == SPANS, (exported, counted)
-    assert p.processor.stats()["dropped_at_shutdown"] == counted
-    assert any(f"{counted} span(s) were dropped" in r.getMessage() for r in caplog.records), caplog.text
+    # The application's spans are kept: every one exported, none counted dropped (the loop stalled, not the app).
+    exported = p.spans()
+    assert sorted(span.name for span in exported) == sorted(f"s{index}" for index in range(SPANS))
+    stats = p.processor.stats()
+    assert stats["dropped_at_shutdown"] == 0 and stats["dropped_at_shutdown_by_reason"] == {}
+    # Each carries its evaluation as "not evaluated" (shutdown): no verdict, no score, no pass or fail counted.
+    for span in exported:
+        marks = _marks(span)
+        assert marks["evaltrace.eval.stall.skip_reason"] == "shutdown", marks
+        assert "evaltrace.eval.stall.passed" not in marks, marks
+    assert stats["not_evaluated_by_reason"] == {"shutdown": SPANS}
+    assert (stats["evaluated"], stats["passed"], stats["failed"]) == (0, 0, 0)
+    lines = [json.loads(line) for line in sink_path.read_text().splitlines()]
+    assert [line["not_evaluated"]["reason"] for line in lines] == ["shutdown"] * SPANS, lines
+    assert any(f"{SPANS} evaluation(s) marked not evaluated" in r.getMessage() for r in caplog.records), caplog.text
     assert elapsed < 0.6 + 2.0, elapsed  # the timeout plus a generous margin: nothing waits for the stalled loop
 
-    before = p.processor.stats()
-    release.set()  # the loop resumes: its jobs were taken over, it forwards and counts nothing more
+    before = _settled(p.processor)
+    release.set()  # the loop resumes: its jobs were taken over, it forwards, publishes and counts nothing more
     p.processor._engine._loop_thread.join(30)
     assert not p.processor._engine.loop_alive()
-    assert len(p.spans()) == exported
-    after = p.processor.stats()
-    assert after["dropped_at_shutdown_by_reason"] == before["dropped_at_shutdown_by_reason"]
-    assert after["evaluation_spans"] == before["evaluation_spans"]
+    assert len(p.spans()) == SPANS
+    assert _settled(p.processor) == before
+    assert [json.loads(line) for line in sink_path.read_text().splitlines()] == lines
 
 
-def test_a_hand_built_pipeline_counts_what_the_stalled_loop_holds_and_spans_forwarded_after_shutdown() -> None:
+def test_a_hand_built_pipeline_exports_what_the_stalled_loop_holds_and_counts_spans_forwarded_after_shutdown() -> None:
     entered, release = threading.Event(), threading.Event()
     exporter = InMemorySpanExporter()
     processor = _off_the_lane(
@@ -108,9 +147,10 @@ def test_a_hand_built_pipeline_counts_what_the_stalled_loop_holds_and_spans_forw
         _end_spans(tracer, entered)
         processor.shutdown(timeout_millis=600)
         exported = len(exporter.get_finished_spans())
-        counted = _dropped(processor, "evaluation_loop_stalled")
-        assert counted >= 1
-        assert exported + counted == SPANS, (exported, counted)
+        # The BatchSpanProcessor got them before it shut down (and flushed them): none dropped.
+        assert exported == SPANS, exported
+        assert _dropped(processor, "evaluation_loop_stalled") == 0
+        assert processor.stats()["dropped_at_shutdown"] == 0
 
         # A span the application ends after shutdown would go to a BatchSpanProcessor that drops it unseen.
         with tracer.start_as_current_span("late"):
@@ -121,6 +161,7 @@ def test_a_hand_built_pipeline_counts_what_the_stalled_loop_holds_and_spans_forw
         release.set()
         processor._engine._loop_thread.join(30)
     assert len(exporter.get_finished_spans()) == exported
+    assert processor.stats()["dropped_at_shutdown"] == 1
 
 
 def test_shutdown_called_by_an_evaluator_on_the_loop_raises_nothing_and_shuts_sinks_and_exporters_down(
@@ -172,8 +213,13 @@ def test_shutdown_called_by_an_evaluator_on_the_loop_raises_nothing_and_shuts_si
     p.processor._engine._loop_thread.join(30)
     assert not p.processor._engine.loop_alive()
     stats = p.processor.stats()
-    # Its own job could not be awaited from its own thread: its span is counted, not lost.
+    # Its own job could not be awaited from its own thread: shutdown took it over, so its span is exported,
+    # its evaluation marked shutdown (never the verdict the evaluator returned after), nothing counted dropped.
     assert len(p.spans()) + stats["dropped_at_shutdown"] == 1, (p.spans(), stats["dropped_at_shutdown_by_reason"])
+    assert [span.name for span in p.spans()] == ["s"] and stats["dropped_at_shutdown"] == 0
+    assert _marks(p.one("s"))["evaltrace.eval.closer.skip_reason"] == "shutdown", _marks(p.one("s"))
+    assert "evaltrace.eval.closer.passed" not in _marks(p.one("s"))
+    assert stats["not_evaluated_by_reason"] == {"shutdown": 1} and (stats["evaluated"], stats["passed"]) == (0, 0)
 
 
 _EXIT_SCRIPT = """
@@ -190,10 +236,8 @@ entered, release = threading.Event(), threading.Event()
 def stall(trace, case=None) -> bool:
     if not entered.is_set():
         entered.set()
-        # Asleep until shutdown() has returned, however long it took at load (a fixed sleep could end before it),
-        # then the loop wakes by itself: as the process exits.
-        release.wait(30)
-        time.sleep(0.2)
+        release.wait(30)  # set once shutdown() returned (however long its take-over of 200 jobs took at load)
+        time.sleep(0.2)  # then the loop wakes by itself: as the process exits
     return True
 
 exporter = InMemorySpanExporter()
@@ -292,13 +336,13 @@ def test_a_timer_tick_racing_shutdown_marks_the_trace_evaluations_not_evaluated_
     assert [line["not_evaluated"]["evaluator"] for line in lines if "not_evaluated" in line] == ["whole"]
 
 
-def test_a_span_the_loop_forwards_while_shutdown_takes_its_job_over_is_counted_once(
+def test_a_span_the_loop_forwards_while_shutdown_takes_its_job_over_goes_out_once(
     make_pipeline: MakePipeline,
 ) -> None:
     """The loop's last forward (lock-free) runs between shutdown's pop of the job and its read of the job.
 
-    The job produced one span (its own, not forwarded yet): it must count as one dropped span, not as one child
-    evaluation span per evaluator.
+    The job produced one span (its own, not forwarded yet): it must go out once, from shutdown, with its three
+    evaluations marked ``shutdown``; not twice, not as one child evaluation span per evaluator, never dropped.
     """
     gate = threading.Event()
 
@@ -322,7 +366,7 @@ def test_a_span_the_loop_forwards_while_shutdown_takes_its_job_over_is_counted_o
         def pop(self, key: int, default: Any = None) -> Any:
             job = dict.pop(self, key, default)
             if job is not None and threading.current_thread() is threading.main_thread():
-                runner._forward_once(job, job.span)  # its pop fails: it marks the job forwarded, sends nothing
+                runner._forward_once(job, job.span)  # its pop fails: it sends nothing, changes nothing
             return job
 
     live = Live(processor._live)
@@ -331,9 +375,57 @@ def test_a_span_the_loop_forwards_while_shutdown_takes_its_job_over_is_counted_o
     runner.ctx.live = live
     try:
         processor._abandon_unfinished()
-        assert processor.stats()["dropped_at_shutdown_by_reason"] == {"evaluation_loop_stalled": 1}
-        assert p.spans() == []
+        stats = processor.stats()
+        assert stats["dropped_at_shutdown"] == 0 and stats["evaluation_spans"] == 0
+        assert [span.name for span in p.spans()] == ["s"]
+        assert {_marks(p.one("s"))[f"evaltrace.eval.{name}.skip_reason"] for name in "abc"} == {"shutdown"}
     finally:
         gate.set()
     processor.shutdown(timeout_millis=5_000)
-    assert p.spans() == [] and processor.stats()["dropped_at_shutdown"] == 1
+    assert [span.name for span in p.spans()] == ["s"] and processor.stats()["dropped_at_shutdown"] == 0
+    stats = processor.stats()
+    assert stats["not_evaluated_by_reason"] == {"shutdown": 3} and stats["evaluated"] == 0
+
+
+def test_a_trace_level_job_taken_over_emits_its_evaluation_as_a_shutdown_mark_child_span(
+    make_pipeline: MakePipeline, tmp_path: Path
+) -> None:
+    """A completed trace's job (its root went downstream when it ended) stalls the loop at shutdown's drain."""
+    entered, release = threading.Event(), threading.Event()
+
+    @evaluator(name="whole")
+    def whole(trace: Trace) -> bool:
+        if not entered.is_set():
+            entered.set()
+            release.wait(30)
+        return True
+
+    sink_path = tmp_path / "scores.jsonl"
+    p = make_pipeline(
+        [EvaluatorSpec(whole, trace_level=True, inline=True)],
+        sinks=[JsonlScoreSink(sink_path)],
+        trace_quiet_period_s=3600,
+        hold_timeout_s=60,
+    )
+    _off_the_lane(p.processor)
+    with p.tracer.start_as_current_span("root"):
+        with p.tracer.start_as_current_span("child"):
+            pass
+    try:
+        p.processor.shutdown(timeout_millis=600)  # hands the trace out (drain), then takes its stalled job over
+        assert entered.is_set()
+        stats = p.processor.stats()
+        assert stats["dropped_at_shutdown"] == 0
+        assert stats["not_evaluated_by_reason"] == {"shutdown": 1} and stats["evaluation_spans"] == 1
+        assert sorted(span.name for span in p.spans()) == ["child", "evaluation whole", "root"]
+        child = p.one("evaluation whole")
+        assert (child.attributes or {})["evaltrace.eval.whole.skip_reason"] == "shutdown"
+        assert (child.attributes or {})["evaltrace.evaluation.revision"] == 1
+        lines = [json.loads(line) for line in sink_path.read_text().splitlines()]
+        assert [line["not_evaluated"]["evaluator"] for line in lines] == ["whole"], lines
+        before = _settled(p.processor)
+    finally:
+        release.set()
+        p.processor._engine._loop_thread.join(30)
+    assert _settled(p.processor) == before
+    assert len(p.spans()) == 3

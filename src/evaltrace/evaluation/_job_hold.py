@@ -30,11 +30,11 @@ def deliver(self: JobRunner, job: Job, results: list[EvaluationResult]) -> None:
     provenance = self.ctx.options.evaluation_provenance
     if time.monotonic() <= job.admitted_at + self.ctx.options.hold_timeout_s:
         every = results + skipped_results(job) if job.skipped else results
-        self._forward_once(job, enriched_copy(job.span, every, provenance=provenance))
-        self.ctx.stats.incr("enriched")
+        if self._forward_once(job, enriched_copy(job.span, every, provenance=provenance)):
+            self.ctx.stats.incr("enriched")  # not when shutdown took the job over (it emitted the span)
         return
-    self._forward_once(job, job.span, final=False)
-    self.ctx.stats.incr("held_timeout")
+    if self._forward_once(job, job.span, final=False):
+        self.ctx.stats.incr("held_timeout")
     if not self._claim(job):  # shutdown stopped waiting for this job: it counted these spans as dropped
         return
     for index, result in enumerate(results):  # job.specs' results, then job.trace_specs'
@@ -50,11 +50,11 @@ async def hold_and_forward(self: JobRunner, job: Job, tasks: list[asyncio.Task[E
     if not pending:
         provenance = self.ctx.options.evaluation_provenance
         results = [task.result() for task in tasks] + skipped_results(job)
-        self._forward_once(job, enriched_copy(job.span, results, provenance=provenance))
-        self.ctx.stats.incr("enriched")
+        if self._forward_once(job, enriched_copy(job.span, results, provenance=provenance)):
+            self.ctx.stats.incr("enriched")  # not when shutdown took the job over (it emitted the span)
         return
-    self._forward_once(job, job.span, final=False)
-    self.ctx.stats.incr("held_timeout")
+    if self._forward_once(job, job.span, final=False):
+        self.ctx.stats.incr("held_timeout")
     results = await asyncio.gather(*tasks)
     if not self._claim(job):  # shutdown stopped waiting for this job: it counted these spans as dropped
         return

@@ -7,7 +7,7 @@ old name). A result that never ran (``overloaded``) or whose Trace field failed 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
@@ -25,13 +25,45 @@ logger = logging.getLogger("evaltrace.evaluation")
 NOT_PUBLISHED = frozenset((semconv.SKIP_OVERLOADED, semconv.SKIP_MAPPING_FAILED))
 
 if TYPE_CHECKING:
-    from evaltrace.evaluation._jobs import JobRunner
+    from evaltrace.evaluation._jobs import Job, JobRunner
+
+
+def claim(job: Job, spec: EvaluatorSpec, result: EvaluationResult, lock: Any) -> bool:
+    """Claim ``result``'s publication: True, publish it; False, shutdown took ``job`` over and marks it instead.
+
+    ONE atomic claim per evaluation decides between the job and shutdown (``abandon_unfinished``, which sets
+    ``abandoned`` under the same ``lock``, the context's ``live_lock``): the job lists the result in
+    ``job.published`` only while ``abandoned`` is unset, both under the lock. So when shutdown reads
+    ``job.published`` (``_job_cuts.split_taken``), every result in it was claimed by the job (kept on the span,
+    never marked) and every other evaluation will never be published (marked ``shutdown``): never both, never
+    neither, whatever order the threads run in.
+    """
+    with lock:
+        if job.abandoned:
+            return False
+        done = job.published
+        if isinstance(done, list):
+            done.append((spec, result))
+        else:
+            job.published = [(spec, result)]
+    return True
 
 
 def record(
-    self: JobRunner, span: ReadableSpan, trace: Trace, spec: EvaluatorSpec, result: EvaluationResult, revision: int = 1
+    self: JobRunner,
+    span: ReadableSpan,
+    trace: Trace,
+    spec: EvaluatorSpec,
+    result: EvaluationResult,
+    revision: int = 1,
+    job: Job | None = None,
 ) -> None:
-    """Charge and publish one in-process result (a call the stuck-thread cap refused: counted, not published)."""
+    """Charge and publish one in-process result (a call the stuck-thread cap refused: counted, not published).
+
+    With ``job``: nothing when shutdown took it over (it marks the evaluation ``shutdown``, see :func:`claim`).
+    """
+    if job is not None and not claim(job, spec, result, self.ctx.live_lock):
+        return
     if result.status == "skipped" and result.reason in NOT_PUBLISHED:
         # Never run (overloaded, as with queue_full), or a Trace field it read failed to map (as when the
         # whole mapping fails): counted by reason, neither evaluated nor scored (sinks, monitor, log).

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from opentelemetry.sdk.trace import ReadableSpan
 
 from evaltrace._internal import semconv
-from evaltrace.evaluation._job_publish import NOT_PUBLISHED
+from evaltrace.evaluation._job_publish import NOT_PUBLISHED, claim
 from evaltrace.evaluation._process import EngineUnavailable, EvaluatorRef, ProcessEngine, RemoteOutcome
 from evaltrace.evaluation._shipping import shipping_reference
 from evaltrace.evaluation.evaluator import EvaluatorSpec
@@ -27,7 +27,7 @@ logger = logging.getLogger("evaltrace.evaluation")
 _Answers = tuple[list[EvaluationResult | str], str, str | None]
 
 if TYPE_CHECKING:
-    from evaltrace.evaluation._jobs import JobRunner
+    from evaltrace.evaluation._jobs import Job, JobRunner
 
 
 def reference(self: JobRunner, spec: EvaluatorSpec) -> EvaluatorRef | None:
@@ -75,13 +75,20 @@ async def evaluate_remote(
     shared: asyncio.Future[_Answers | str],
     index: int,
     revision: int = 1,
+    job: Job | None = None,
 ) -> EvaluationResult:
-    """One evaluator's share of a job evaluated in the child: recorded and published as in process."""
+    """One evaluator's share of a job evaluated in the child: recorded and published as in process.
+
+    With ``job``: nothing is counted or published when shutdown took it over (see ``_job_publish.claim``).
+    """
     outcome = await asyncio.shield(shared)  # the job's other evaluators wait on it too
     answer = outcome if isinstance(outcome, str) else outcome[0][index]
+    result = skipped_result(spec.evaluator, answer) if isinstance(answer, str) else answer
+    if job is not None and not claim(job, spec, result, self.ctx.live_lock):
+        return result
     if isinstance(answer, str):  # never started or lost with the child: not evaluated, never a verdict
         self.ctx.stats.not_evaluated(answer, spec.evaluator.name)
-        return skipped_result(spec.evaluator, answer)
+        return result
     assert not isinstance(outcome, str)
     if answer.status == "skipped" and answer.reason in NOT_PUBLISHED:  # as in process (_record)
         self.ctx.stats.not_evaluated(str(answer.reason), spec.evaluator.name)

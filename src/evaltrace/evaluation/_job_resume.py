@@ -41,7 +41,7 @@ async def resume(self: JobRunner, job: Job, progress: Progress) -> None:
     if progress.inflight is not None and rest:
         tasks.append(asyncio.ensure_future(self._finish_inflight(job, rest[0], progress)))
         rest = rest[1:]
-    tasks += [asyncio.ensure_future(self._evaluate(job.span, progress.trace, spec, job.revision)) for spec in rest]
+    tasks += [asyncio.ensure_future(self._evaluate(job.span, progress.trace, spec, job.revision, job)) for spec in rest]
     job.running = list(zip(job.specs, tasks, strict=True))
     try:
         await self._hold_and_forward(job, tasks)  # type: ignore[arg-type]
@@ -90,6 +90,6 @@ async def finish_inflight(self: JobRunner, job: Job, spec: EvaluatorSpec, progre
         result = await arun_evaluator(
             evaluator, trace, None, options=again, executor=self.ctx.pool, on_retry=self._count_retry
         )
-        self._record(job.span, trace, spec, result, job.revision)
+        self._record(job.span, trace, spec, result, job.revision, job)
         return result
     return self._recorded(job, spec, trace, result, progress)

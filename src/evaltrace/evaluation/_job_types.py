@@ -73,6 +73,9 @@ class Job:
     user_id: str | None = None
     running: Sequence[tuple[EvaluatorSpec, asyncio.Future[EvaluationResult]]] = ()
     finished: Sequence[EvaluationResult] = ()  # results of evaluators run in place (a list once one ran)
+    # The evaluations whose results the job claimed (it publishes them: stats, sinks): what shutdown keeps on the
+    # span when it takes the job over (see ``_job_publish.claim`` and ``_job_cuts.take_over``).
+    published: Sequence[tuple[EvaluatorSpec, EvaluationResult]] = ()
 
 
 @dataclass

@@ -85,7 +85,8 @@ class JobRunner:
             else:
                 await self._resume(job, progress)
         except asyncio.CancelledError:
-            self.ctx.stats.incr("cancelled")
+            if not job.abandoned:  # taken over at shutdown: nothing more is counted for it
+                self.ctx.stats.incr("cancelled")
             self._cut_unfinished(job)
         except Exception:
             self.ctx.stats.incr("internal_errors")
@@ -137,7 +138,7 @@ class JobRunner:
         if self.ctx.remote is not None:
             shared = asyncio.ensure_future(self._remote(self.ctx.remote, members, job.span, specs))
             tasks = [
-                asyncio.ensure_future(self._evaluate_remote(job.span, spec, shared, i, job.revision))
+                asyncio.ensure_future(self._evaluate_remote(job.span, spec, shared, i, job.revision, job))
                 for i, spec in enumerate(specs)
             ]
         else:
@@ -146,12 +147,14 @@ class JobRunner:
             try:
                 trace = mapped if mapped is not None else build_trace(members, job.span)
             except MappingFailed:  # our failure: each evaluator is "not evaluated", never judged on a stand-in
-                tasks = [asyncio.ensure_future(self._not_mapped(spec)) for spec in specs]
+                tasks = [asyncio.ensure_future(self._not_mapped(spec, job)) for spec in specs]
             else:
                 if not job.deferred and all(self._runs_in_place(spec) for spec in specs):
                     await self._evaluate_in_place(job, trace, specs)
                     return
-                tasks = [asyncio.ensure_future(self._evaluate(job.span, trace, spec, job.revision)) for spec in specs]
+                tasks = [
+                    asyncio.ensure_future(self._evaluate(job.span, trace, spec, job.revision, job)) for spec in specs
+                ]
         job.running = list(zip(specs, tasks, strict=True))
         try:
             if job.deferred:
@@ -163,9 +166,15 @@ class JobRunner:
                 if not task.done():
                     task.cancel()
 
-    async def _not_mapped(self, spec: EvaluatorSpec) -> EvaluationResult:
-        self.ctx.stats.not_evaluated(semconv.SKIP_MAPPING_FAILED, spec.evaluator.name)
-        return skipped_result(spec.evaluator, semconv.SKIP_MAPPING_FAILED)
+    async def _not_mapped(self, spec: EvaluatorSpec, job: Job) -> EvaluationResult:
+        return self._not_mapped_now(spec, job)
+
+    def _not_mapped_now(self, spec: EvaluatorSpec, job: Job) -> EvaluationResult:
+        """``mapping_failed`` for ``spec``, counted only when claimed as any result (shutdown may take the job over)."""
+        result = skipped_result(spec.evaluator, semconv.SKIP_MAPPING_FAILED)
+        if _job_publish.claim(job, spec, result, self.ctx.live_lock):  # else shutdown took the job over, marks it
+            self.ctx.stats.not_evaluated(semconv.SKIP_MAPPING_FAILED, spec.evaluator.name)
+        return result
 
     def eager(self, job: Job | SessionJob) -> bool:
         """Whether the engine may run ``job``'s first step outside a task: a job that takes the in-place path.
@@ -208,7 +217,7 @@ class JobRunner:
             result = await arun_evaluator(
                 spec.evaluator, trace, None, options=self._run_options(spec), on_retry=self._count_retry
             )
-            self._record(job.span, trace, spec, result, job.revision)
+            self._record(job.span, trace, spec, result, job.revision, job)
             results.append(result)
         self._deliver(job, results)
 
@@ -274,9 +283,7 @@ class JobRunner:
         try:
             trace = build_trace(members, job.span)
         except MappingFailed:  # our failure: each evaluator is "not evaluated", never judged on a stand-in
-            for spec in job.specs:
-                self.ctx.stats.not_evaluated(semconv.SKIP_MAPPING_FAILED, spec.evaluator.name)
-            self._deliver(job, [skipped_result(spec.evaluator, semconv.SKIP_MAPPING_FAILED) for spec in job.specs])
+            self._deliver(job, [self._not_mapped_now(spec, job) for spec in job.specs])
             return False
         progress = Progress(trace)
         lane = worker.lane
@@ -313,7 +320,7 @@ class JobRunner:
                 return True
             # A verdict whose call was fused with its stamp (worker.stamped) is stamped already.
             result = result if worker.stamped and result is produced else stamp(result, evaluator, trace, started_at)
-            self._record(job.span, trace, spec, result, job.revision)
+            self._record(job.span, trace, spec, result, job.revision, job)
             progress.results.append(result)
         self._deliver(job, progress.results)  # it adds the skipped evaluators' results itself
         return False
@@ -322,30 +329,31 @@ class JobRunner:
         self, job: Job, spec: EvaluatorSpec, trace: Trace, result: EvaluationResult, progress: Progress
     ) -> EvaluationResult:
         result = stamp(result, spec.evaluator, trace, progress.started_at or now())
-        self._record(job.span, trace, spec, result, job.revision)
+        self._record(job.span, trace, spec, result, job.revision, job)
         return result
 
-    def _forward_once(self, job: Job, span: ReadableSpan, final: bool = True) -> None:
+    def _forward_once(self, job: Job, span: ReadableSpan, final: bool = True) -> bool:
         """Forward ``job``'s span once; ``final``: nothing of the job follows it (no child evaluation spans).
 
-        A job shutdown gave up on (see ``_claim``) forwards nothing: shutdown counted its span as dropped.
+        A job shutdown took over (see ``_claim``) forwards nothing and leaves ``forwarded`` alone: shutdown emitted
+        its spans. Returns True when this call forwarded the span.
         """
         if job.forwarded:
-            return
+            return False
         if final:
-            claimed = self.ctx.live.pop(id(job), None) is not None  # first: shutdown reads job.forwarded after its pop
+            if self.ctx.live.pop(id(job), None) is None:  # first: shutdown reads job.forwarded before its pop
+                return False  # taken over at shutdown: emitted there
             job.forwarded = True
-            if not claimed:
-                return  # abandoned at shutdown: counted there
-        else:  # the held span goes now, its results as child spans later: shutdown must see which it counts
+        else:  # the held span goes now, its results as child spans later: shutdown must see which it emits
             with self.ctx.live_lock:
-                job.forwarded = True
                 if id(job) not in self.ctx.live:
-                    return
+                    return False
+                job.forwarded = True
         self.ctx.forward(span)
+        return True
 
     def _claim(self, job: Job) -> bool:
-        """Take ``job``'s last emission (its child evaluation spans); False when shutdown counted them already."""
+        """Take ``job``'s last emission (its child evaluation spans); False when shutdown took it over already."""
         return self.ctx.live.pop(id(job), None) is not None
 
     def _run_options(self, spec: EvaluatorSpec) -> RunOptions:
@@ -363,7 +371,7 @@ class JobRunner:
         self.ctx.stats.incr("retries")
 
     async def _evaluate(
-        self, span: ReadableSpan, trace: Trace, spec: EvaluatorSpec, revision: int = 1
+        self, span: ReadableSpan, trace: Trace, spec: EvaluatorSpec, revision: int = 1, job: Job | None = None
     ) -> EvaluationResult:
         run = arun_evaluator(
             spec.evaluator,
@@ -380,7 +388,7 @@ class JobRunner:
             if is_async_evaluator(spec.evaluator):
                 await stack.enter_async_context(self.ctx.async_slots)
             result = await run
-        self._record(span, trace, spec, result, revision)
+        self._record(span, trace, spec, result, revision, job)
         return result
 
     # --- moved to modules of their own, one per stage (each assigned here under its old name) ----------------

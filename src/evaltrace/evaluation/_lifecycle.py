@@ -7,20 +7,28 @@ its class body).
 from __future__ import annotations
 
 import logging
+import math
 import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from evaltrace._internal import semconv
 from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.export_queue import shutdown_downstream
+from evaltrace.evaluation._job_cuts import Bulk, Sent, forward_or_count, take_over, write_not_evaluated
 from evaltrace.evaluation.stats import DROP_AFTER_SHUTDOWN, DROP_LOOP_STALLED
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
+    from evaltrace.evaluation._jobs import Job
     from evaltrace.evaluation.processor import EvaluationSpanProcessor
 
 logger = logging.getLogger("evaltrace.evaluation")
+# Jobs a take-over always marks one by one, its deadline passed or not: the loop's stop alone can take it past a short
+# timeout's deadline (see stop_engines); the jobs after them are marked in bulk (see abandon_unfinished).
+MARKED_AT_LEAST = 16
+_TAKE_OVER_FORWARD = "forwarding the span of an evaluation job shutdown took over"
 
 
 def wait_idle(self: EvaluationSpanProcessor, deadline: float) -> bool:
@@ -70,8 +78,11 @@ def force_flush(self: EvaluationSpanProcessor, timeout_millis: int = 30_000) -> 
 def stop_engines(self: EvaluationSpanProcessor, reserve: float, deadline: float) -> None:
     """Stop the evaluation loop and process, and let go of Redis: nothing admits or charges any more.
 
-    Both stops end by ``deadline - reserve / 4``: sinks and exporters keep at least a quarter of the reserved time.
-    The loop still gets at least 0.1 s (a very short timeout), the process 10 ms (plus its kill, see ``_process``).
+    The loop's stop gets ``min(0.5 s, reserve / 4)`` in all (the engine takes about twice its argument), the
+    process's ``min(1 s, reserve / 4)``, each cut to what is left until ``deadline - reserve / 4`` so that the
+    sinks and exporters keep at least a quarter of the reserve; but never less than 0.1 s for the loop and 10 ms
+    for the process (plus its kill, see ``_process``): with a very short timeout those minimums run past the
+    deadline. Jobs the loop still holds afterwards are taken over (:func:`abandon_unfinished`).
     """
     until = deadline - reserve / 4
 
@@ -85,53 +96,101 @@ def stop_engines(self: EvaluationSpanProcessor, reserve: float, deadline: float)
         self._limits.shared.close()
 
 
-def abandon_unfinished(self: EvaluationSpanProcessor) -> None:
-    """Count, as dropped, the spans of every job the stopped engines did not finish; they forward nothing later.
+def abandon_unfinished(self: EvaluationSpanProcessor, until: float = math.inf) -> None:
+    """Take over every job the stopped engines did not finish: its spans go downstream from here, now.
 
     A job still in the loop's (or the fast lane's) hands once the engines were given their time (a loop short of
-    CPU, or blocked by an evaluator that runs on it) is taken over here: its own span (not forwarded yet) or its
-    child ``evaluation <name>`` spans (its span went out held) are counted in ``dropped_at_shutdown``, reason
-    ``evaluation_loop_stalled``, and the job forwards nothing when it resumes (see ``JobRunner._claim``). So
-    ``stats()`` is exact when ``shutdown()`` returns and nothing reaches the downstream processors after they
-    shut down.
+    CPU, or blocked by an evaluator that runs on it) is popped from the live set here, so it forwards, publishes
+    and marks nothing when it resumes (see ``JobRunner._claim`` and ``_job_publish.claim``). Its span (the
+    application's own) goes downstream now, while the downstream processors are still up, enriched with the
+    results it published and every other evaluation marked "not evaluated" (reason ``shutdown``), as for a job
+    cut short (``_job_cuts.take_over``); a span that went already gets them as child ``evaluation {name}``
+    spans. So exported + counted = produced when ``shutdown()`` returns, and nothing reaches the downstream
+    processors after they shut down.
+
+    Marking costs more than forwarding (a result per mark, a span copy, sink records per job), so past ``until``
+    (``time.monotonic()``; shutdown passes ``deadline - reserve / 8``) the jobs left are marked in bulk: each
+    span still carries its marks (and the results its job published), exactly as above, but the marks are one
+    result per evaluator shared by all of them (a child span's times are those of that one mark), their counts
+    are added once and their sink records written in one write per sink (see ``_job_cuts.Bulk``). The first
+    ``MARKED_AT_LEAST`` jobs get marks of their own whatever the time.
     """
-    jobs = spans = 0
+    taken: list[tuple[Job, bool]] = []
     with self._slot_lock:  # held spans' early forwards take it too: job.forwarded is read consistently
         for key in list(self._live):
             # Read before the pop: the loop's last forward (lock-free) pops first, then sets ``forwarded``; read
-            # after our pop, a span that was never forwarded could read as forwarded and count as its N children.
+            # after our pop, a span that was never forwarded could read as forwarded (and never go out).
             forwarded = (job := self._live.get(key)) is not None and job.forwarded
             job = self._live.pop(key, None)
             if job is None:  # the job took its last emission meanwhile: it forwards
                 continue
-            job.abandoned = True
-            jobs += 1
-            if not forwarded:
-                spans += 1
-            elif job.span.context is not None:  # one child span per evaluator (done, or marked cut short)
-                spans += len(job.specs) + len(job.trace_specs)
-    if not jobs:
+            job.abandoned = True  # before take_over reads what the job published (see _job_publish.claim)
+            taken.append((job, forwarded))
+    if not taken:
         return
-    self._stats.dropped_at_shutdown(DROP_LOOP_STALLED, spans)
+    marked = late = 0
+    bulk = Bulk()  # past ``until``: one mark per evaluator for all the jobs left, counts and sink records at once
+    for index, job_forwarded in enumerate(taken):
+        job, forwarded = job_forwarded
+        if not late and index >= MARKED_AT_LEAST and time.monotonic() >= until:
+            late = len(taken) - index
+        sent = Sent()
+        try:
+            marked += take_over(self._runner, job, forwarded, sent, bulk if late else None)
+        except Exception:
+            _take_over_failed(self, job, forwarded, sent)
+    try:  # a bug here must not skip what shutdown does next: sinks and exporters
+        for name, count in bulk.counted.items():
+            self._stats.not_evaluated(semconv.SKIP_SHUTDOWN, name, count)
+    except Exception:
+        self._stats.incr("internal_errors")
+        log_internal_error("counting the evaluations of the evaluation jobs shutdown took over")
+    if bulk.records:  # one write per sink, each on its own (a raising one counted, the others still written)
+        write_not_evaluated(self._runner.ctx.sinks, self._stats, bulk.records)
     logger.warning(
         "evaltrace: shutdown stopped waiting for %d evaluation job(s) the evaluation loop had not finished; "
-        "their %d span(s) were dropped, not exported (counted in stats()['dropped_at_shutdown_by_reason']['%s'])",
-        jobs,
-        spans,
-        DROP_LOOP_STALLED,
+        "their spans were exported with %d evaluation(s) marked not evaluated (counted in "
+        "stats()['not_evaluated_by_reason']['%s']); the last %d job(s), left at the take-over's deadline, "
+        "were marked in bulk",
+        len(taken),
+        marked,
+        semconv.SKIP_SHUTDOWN,
+        late,
     )
+
+
+def _take_over_failed(self: EvaluationSpanProcessor, job: Job, forwarded: bool, sent: Sent) -> None:
+    """A take-over that raised (a bug of ours): the span goes as it is if it did not go; what did not go is counted.
+
+    Decided from what take_over sent (not job.forwarded, which it sets before sending): a span that went out is
+    never also counted, one that did not is never lost.
+    """
+    self._stats.incr("internal_errors")
+    log_internal_error(_TAKE_OVER_FORWARD)
+    if not forwarded:
+        if not sent.forwarded:  # never lost: as is, as when a job fails (JobRunner.run's finally)
+            job.forwarded = True
+            forward_or_count(self._forward, self._stats, job.span, _TAKE_OVER_FORWARD)
+    else:  # its child evaluation spans not sent (or not built): counted, one per evaluator if unbuilt
+        planned = sent.planned if sent.planned >= 0 else len(job.specs) + len(job.trace_specs)
+        if planned > sent.forwarded:
+            self._stats.dropped_at_shutdown(DROP_LOOP_STALLED, planned - sent.forwarded)
 
 
 def shutdown(self: EvaluationSpanProcessor, timeout_millis: int = 30_000) -> None:
     """Drain and stop: evaluations, then parked spans, then sinks, then downstream processors.
 
     Evaluations still running at the deadline are cancelled and their spans forwarded unenriched; scores
-    a sink could not deliver in time go to its dead-letter file. Spans of jobs the evaluation loop still holds
-    when shutdown stops waiting for it (a loop short of CPU, or blocked by an evaluator running on it) are
-    counted in ``stats()["dropped_at_shutdown_by_reason"]`` and never forwarded later. Called from an evaluator
-    or callback on the evaluation loop itself, it waits for no job (they need that thread) and still shuts the
-    sinks and exporters down. ``stats()["unflushed_jobs"]`` counts the
-    cancelled evaluations. Later spans are forwarded without evaluation. Traces waiting for completion are
+    a sink could not deliver in time go to its dead-letter file. Jobs the evaluation loop still holds when
+    shutdown stops waiting for it (a loop short of CPU, or blocked by an evaluator running on it) are taken over:
+    their spans are forwarded from here, with the evaluations that never came marked "not evaluated" (reason
+    ``shutdown``), and the jobs forward, count and publish nothing new when the loop resumes (a result the job
+    claimed before shutdown took it over finishes publishing then: its score goes to the dead-letter file); past
+    ``deadline - reserve/8`` (once 16 were marked), the rest are marked in bulk: the same marks on their spans
+    and records in the sinks, one mark per evaluator shared, counts and sink records written once.
+    Called from an evaluator or callback on the evaluation loop itself, it waits for no job (they need that
+    thread) and still shuts the sinks and exporters down. ``stats()["unflushed_jobs"]`` counts the cancelled
+    evaluations. Later spans are forwarded without evaluation. Traces waiting for completion are
     evaluated at once when their root has ended; the others are counted as ``trace_incomplete``.
     """
     if self._shutdown:
@@ -165,7 +224,13 @@ def shutdown(self: EvaluationSpanProcessor, timeout_millis: int = 30_000) -> Non
         if not on_loop:
             self._wait_idle(deadline - reserve / 2)
     self._stop_engines(reserve, deadline)
-    self._abandon_unfinished()  # what the loop still holds now is counted, never forwarded after this
+    # What the loop still holds goes out from here (marked), never from the loop; marking stops at
+    # deadline - reserve/8 (the rest in bulk, see abandon_unfinished): the sinks and exporters keep their share.
+    try:  # spans forwarded or counted per job (see _job_cuts.forward_or_count); sinks and exporters still follow
+        self._abandon_unfinished(deadline - reserve / 8)
+    except Exception:
+        self._stats.incr("internal_errors")
+        log_internal_error("taking over the evaluation jobs the stalled loop holds")
     if self._gate is not None:
         self._gate.release_all()
     # Sinks share what is left, keeping a slice for the span exporters that follow.
@@ -202,7 +267,8 @@ def stats(self: EvaluationSpanProcessor) -> dict[str, Any]:
     ``retries``, ``sampled_out``, ``score_rejects``,
     ``log_events``, ``internal_errors``, ``cancelled`` / ``unflushed_jobs`` (shutdown deadline),
     ``dropped_at_shutdown`` with ``dropped_at_shutdown_by_reason`` (spans not forwarded at shutdown:
-    ``evaluation_loop_stalled``, jobs shutdown stopped waiting for; ``after_downstream_shutdown``, spans forwarded
+    ``evaluation_loop_stalled``, spans of a job shutdown took over or cut short that it failed to build or send
+    (a bug of ours); ``after_downstream_shutdown``, spans forwarded
     once the downstream processors had shut down, for processors other than our export queues),
     ``evaluators`` (per evaluator: counts, ``pass_rate`` over judged results, ``error_rate``,
     ``latency_ms_p50``/``p95``), ``buffer`` (trace buffer), ``completion`` (with trace-level evaluators:

@@ -54,8 +54,8 @@ _COUNTER_OF_OUTCOME = {"pass": "passed", "fail": "failed", "error": "errors", "n
 
 
 # Why a span was dropped at shutdown instead of going downstream (``stats()["dropped_at_shutdown_by_reason"]``):
-# the evaluation loop had not finished its job when shutdown stopped waiting for it (shutdown counted its spans), or
-# it was forwarded after the downstream processors had shut down.
+# shutdown took over a job the evaluation loop had not finished and could not build its child evaluation spans (a
+# bug of ours; the job's own span always goes out), or it was forwarded after the downstream processors shut down.
 DROP_LOOP_STALLED = "evaluation_loop_stalled"
 DROP_AFTER_SHUTDOWN = "after_downstream_shutdown"
 
