@@ -22,7 +22,7 @@ from evaltrace.evaluation._jobs import JobRunner
 from evaltrace.evaluation._lifecycle import MARKED_AT_LEAST
 from evaltrace.schema import Trace
 
-from .conftest import MakePipeline
+from .conftest import MakePipeline, wait_until
 from .test_shutdown_stalled_loop import _marks, _off_the_lane, _settled, _stalling
 
 SPANS = 3
@@ -344,6 +344,9 @@ def test_taking_over_many_jobs_keeps_shutdowns_deadline_and_counts_every_evaluat
         with p.tracer.start_as_current_span(f"s{index}"):
             pass
     assert entered.wait(30), "the stalling evaluator never ran"
+    # Every job must have left the engine's inbox for the stalled loop: a job still in the inbox at stop is cut
+    # short with marks of its own, which would break the bulk count below with nothing wrong in the code.
+    assert wait_until(p.processor._engine._inbox.empty, 30)
     made: list[str] = []
     original = _job_cuts.skipped_result
 
