@@ -333,7 +333,7 @@ class ExportQueue(SpanProcessor):
             thread = self._thread
         if thread is not None:
             thread.join(max(0.0, deadline - time.monotonic()))
-        with self._loss_lock:  # the batch in flight, if any, is this shutdown's to count; a later one its taker's
+        with self._loss_lock:  # the batch in flight, if any, is this shutdown's to count; the thread takes no other
             self._closed = True
             in_flight, self._in_flight = self._in_flight, 0
             if in_flight:
@@ -341,7 +341,7 @@ class ExportQueue(SpanProcessor):
                 self._stats.dropped_shutdown += in_flight
                 self._episode.loss(in_flight, "shutdown deadline reached while a batch was still being exported")
         left = size = 0
-        while True:  # one span at a time: a worker still exporting when the join timed out may pop one too
+        while True:  # one span at a time, as the export thread pops (it takes no batch once closed)
             try:
                 _, bytes_ = self._queue.popleft()
             except IndexError:
