@@ -8,6 +8,12 @@ nothing to show for it. :class:`ExportQueue` does the same job on the public ``S
     received = exported + export_failed + dropped_queue_full + dropped_queue_bytes + dropped_shutdown
                + queued (incl. in flight)
 
+Once :meth:`ExportQueue.shutdown` has returned, ``queued`` is 0: what its deadline left in the queue, and the batch
+the export thread was still exporting then, are counted ``dropped_shutdown``. The batch in flight is owned by one
+side at a time under the loss lock: if its export finishes after shutdown counted it (the process lives on), a
+SUCCESS moves it from ``dropped_shutdown`` to ``exported`` and a failure leaves it where it is, so every span is
+still counted exactly once.
+
 The queue is bounded by spans and by bytes: with large prompts a span-count bound alone let one queue hold
 gigabytes. A span's size is estimated when it is queued from what is already built (a fixed cost per span, event
 and attribute, plus the length of each string value): no encoding on the application's thread.
@@ -158,7 +164,9 @@ class ExportQueue(SpanProcessor):
         self._bytes_lock = threading.Lock()
         self._queued_bytes = 0  # queued and in flight
         self._stats = ExportStats()
-        self._in_flight = 0
+        self._in_flight = 0  # the batch the export thread holds: set and cleared under the loss lock
+        self._taken_at_shutdown = 0  # of it, counted dropped_shutdown by a shutdown that stopped waiting for it
+        self._closed = False  # shutdown has counted what was left: the export thread takes no batch after it
         self._unsettled_loss = 0  # lost after export, reported before the batch's SUCCESS was counted
         self._loss_lock = threading.Lock()  # losses come from application threads and the worker alike
         self._episode = LossEpisode(logger, f"exporter {name}")
@@ -199,6 +207,7 @@ class ExportQueue(SpanProcessor):
         self._queued_bytes = 0
         self._stats = ExportStats()
         self._in_flight = 0
+        self._taken_at_shutdown = 0
         self._unsettled_loss = 0
         self._busy = False
         self._flushes = 0
@@ -310,7 +319,11 @@ class ExportQueue(SpanProcessor):
             return False
 
     def shutdown(self, timeout_millis: int = 30_000) -> None:
-        """Export what is queued within the deadline, count what is left as lost, then shut the exporter."""
+        """Export what is queued within the deadline, count what is left as lost, then shut the exporter.
+
+        What is left includes the batch the export thread is still exporting at the deadline (a hung backend):
+        it is counted ``dropped_shutdown`` here, and moves to ``exported`` only if that export succeeds later.
+        """
         if self._shutdown:
             return
         deadline = time.monotonic() + timeout_millis / 1000
@@ -320,8 +333,15 @@ class ExportQueue(SpanProcessor):
             thread = self._thread
         if thread is not None:
             thread.join(max(0.0, deadline - time.monotonic()))
+        with self._loss_lock:  # the batch in flight, if any, is this shutdown's to count; the thread takes no other
+            self._closed = True
+            in_flight, self._in_flight = self._in_flight, 0
+            if in_flight:
+                self._taken_at_shutdown = in_flight
+                self._stats.dropped_shutdown += in_flight
+                self._episode.loss(in_flight, "shutdown deadline reached while a batch was still being exported")
         left = size = 0
-        while True:  # one span at a time: a worker still exporting when the join timed out may pop one too
+        while True:  # one span at a time, as the export thread pops (it takes no batch once closed)
             try:
                 _, bytes_ = self._queue.popleft()
             except IndexError:
@@ -401,22 +421,26 @@ class ExportQueue(SpanProcessor):
                 if full_only and len(queue) < self._batch:
                     break
                 entries: list[tuple[ReadableSpan, int]] = []
-                for _ in range(min(self._batch, len(queue))):
-                    try:  # a shutdown whose join timed out may empty the queue between our len() and popleft()
-                        entries.append(queue.popleft())
-                    except IndexError:
+                # Popped and made the batch in flight in one step under the loss lock (once per batch): shutdown
+                # then finds each span either in the queue or in flight, and counts it; none after it closed.
+                with self._loss_lock:
+                    if self._closed:
                         break
+                    for _ in range(min(self._batch, len(queue))):
+                        try:  # a shutdown whose join timed out may empty the queue between our len() and popleft()
+                            entries.append(queue.popleft())
+                        except IndexError:
+                            break
+                    self._in_flight = len(entries)
                 if not entries:
                     break
-                self._in_flight = len(entries)
                 try:
-                    self._export([span for span, _ in entries])
+                    self._export([span for span, _ in entries])  # clears _in_flight as it counts the batch
                 finally:
                     size = sum(size for _, size in entries)
                     if size:
                         with self._bytes_lock:  # resident until exported: an export in progress still holds them
                             self._queued_bytes -= size
-                    self._in_flight = 0
         finally:
             with self._idle:
                 self._busy = False
@@ -433,12 +457,16 @@ class ExportQueue(SpanProcessor):
         else:
             cause = "the exporter reported FAILURE"
         with self._loss_lock:
+            self._in_flight = 0  # settled here, with its count: shutdown never counts it too
+            taken, self._taken_at_shutdown = self._taken_at_shutdown, 0
             if result is SpanExportResult.SUCCESS:
+                # A batch shutdown stopped waiting for (and counted lost) arrived after all: counted once, exported.
+                self._stats.dropped_shutdown -= taken
                 self._stats.exported += len(batch)
                 self._settle()
                 if not self._queue:  # a loss episode ends when the backlog is gone, not at each batch
                     self._episode.ok()
-            else:
+            elif not taken:  # a batch shutdown took is counted dropped_shutdown already
                 self._stats.export_failed += len(batch)
                 self._episode.loss(len(batch), cause)
 

@@ -286,6 +286,7 @@ def stats(self: EvaluationSpanProcessor) -> dict[str, Any]:
     data = self._stats.snapshot()
     data["internal_errors"] += self._engine.user_loop.internal_errors  # its watchdog's (a thread of its own)
     data["internal_errors"] += self._engine.pool.internal_errors  # evaluator threads that could not start
+    data["internal_errors"] += sum(worker.stats.internal_errors for worker in self._sinks)  # sinks that raised
     data["queued"] = self._pending
     data["buffer"] = asdict(self._buffer.stats)
     if self._completion is not None:

@@ -57,6 +57,12 @@ class SinkStats:
             deadline) ended it (the backend may get them too; a replay then upserts them under the same id).
         not_evaluated: Records of evaluations never run (cut short at shutdown) written for this sink, in its
             own file (JSONL) or its dead-letter file (see :meth:`SinkWorker.not_evaluated`); never scores.
+        not_evaluated_dropped: Such records that could be written nowhere (the sink's write raised, and so did the
+            dead-letter file's, or there is none): the evaluations stay counted in
+            ``stats()["not_evaluated_by_reason"]``, only this sink's record of them is lost.
+        internal_errors: Errors of ours or the sink's, each logged: a sink whose ``export``, ``shutdown`` or
+            not-evaluated write raised, a delivery step that failed, a dead-letter file that could not be written.
+            Included in the pipeline's ``stats()["internal_errors"]``.
     """
 
     submitted: int = 0
@@ -67,6 +73,8 @@ class SinkStats:
     dropped: int = 0
     abandoned: int = 0
     not_evaluated: int = 0
+    not_evaluated_dropped: int = 0
+    internal_errors: int = 0
 
 
 @dataclass(frozen=True)
@@ -208,23 +216,42 @@ class SinkWorker:
         A sink keeping a file of its own (``record_not_evaluated``: the JSONL sink) writes them there; any other
         sink's go to its dead-letter file, beside the scores it could not deliver (``scores replay`` keeps them
         and sends none). Written at once (local files, shutdown only): they never wait behind a hung backend.
-        Without such a file they are counted in ``stats()["not_evaluated_by_reason"]`` only.
+        Without such a file they are counted in ``stats()["not_evaluated_by_reason"]`` only. A sink's own write
+        that raises falls back to the dead-letter file; records written nowhere are counted
+        ``not_evaluated_dropped``, and each failed write ``internal_errors``.
         """
         if not records:
             return
         write = getattr(self.sink, "record_not_evaluated", None)
-        try:
-            if write is not None:
+        if write is not None:
+            try:
                 write(records)
-            elif self._dead_letter_path is not None:
-                append_lines(self._dead_letter_path, [record.to_line() for record in records])
+            except Exception:
+                self._internal_error(f"recording evaluations not run for score sink {self.sink.name}")
             else:
+                with self._cond:
+                    self.stats.not_evaluated += len(records)
                 return
+        if self._dead_letter_path is None:
+            if write is not None:  # the sink's own file failed and there is nowhere else: lost, counted
+                with self._cond:
+                    self.stats.not_evaluated_dropped += len(records)
+            return
+        try:
+            append_lines(self._dead_letter_path, [record.to_line() for record in records])
         except Exception:
-            log_internal_error(f"recording evaluations not run for score sink {self.sink.name}")
+            self._internal_error(f"writing the dead-letter file {self._dead_letter_path}")
+            with self._cond:
+                self.stats.not_evaluated_dropped += len(records)
             return
         with self._cond:
             self.stats.not_evaluated += len(records)
+
+    def _internal_error(self, what: str) -> None:
+        """Log the exception being handled as an internal error and count it (call from an ``except`` block)."""
+        log_internal_error(what)
+        with self._cond:
+            self.stats.internal_errors += 1
 
     def force_flush(self, timeout_s: float) -> bool:
         """Deliver (or dead-letter) everything queued; return False if the queue is not empty at the deadline."""
@@ -273,8 +300,8 @@ class SinkWorker:
             self._cond.notify_all()
         try:
             self.sink.shutdown()
-        except Exception:
-            log_internal_error(f"shutting down score sink {self.sink.name}")
+        except Exception:  # every score is settled already (the sinks buffer none): counted, nothing lost
+            self._internal_error(f"shutting down score sink {self.sink.name}")
         return self._closed
 
     # --- worker thread ------------------------------------------------------------------------------------
@@ -285,8 +312,8 @@ class SinkWorker:
             while self._next_batch():
                 try:
                     self._deliver()
-                except Exception:  # the worker must survive a broken sink
-                    log_internal_error(f"delivering scores to {self.sink.name}")
+                except Exception:  # the worker must survive a broken sink; the batch is dead-lettered, counted
+                    self._internal_error(f"delivering scores to {self.sink.name}")
                     self._give_up("internal error")
                 finally:
                     with self._cond:
@@ -387,7 +414,7 @@ class SinkWorker:
         try:
             return self.sink.export(batch)
         except Exception as exc:  # a sink is not supposed to raise; treat it as a transient failure
-            log_internal_error(f"exporting scores to {self.sink.name}")
+            self._internal_error(f"exporting scores to {self.sink.name}")
             return SinkResult(failed=tuple(batch), error=f"{type(exc).__name__}: {exc}")
 
     def _wait_until(self, end: float) -> bool:
@@ -425,6 +452,7 @@ class SinkWorker:
             return
         try:
             self.stats.dead_lettered += write_dead_letters(self._dead_letter_path, self.sink.name, scores, error)
-        except OSError:
+        except Exception:  # not only OSError: a raise here would leave the scores counted nowhere
             self.stats.dropped += len(scores)
+            self.stats.internal_errors += 1
             log_internal_error(f"writing the dead-letter file {self._dead_letter_path}")
