@@ -321,34 +321,38 @@ class FastLane:
     # --- the worker -----------------------------------------------------------------------------------------
 
     def _work(self, me: Worker) -> None:
+        # One pass of the lock per job: a finished job is counted out and the next one taken in the same locked
+        # step (the two steps back to back, as the supervisor could always have seen them). The job runs inline
+        # here, not in a method of its own: a frame per job fewer.
+        lock = self.lock
+        pending = me.pending
+        runner = self._runner
+        with lock:
+            job = me.job = pending.popleft() if pending else None
         while True:
-            with self.lock:
-                job = me.pending.popleft() if me.pending else None
-                me.job = job
             if job is None:
                 batch = self._queue.get()
                 if batch is _STOP:
                     return
-                with self.lock:
-                    me.pending.extend(batch)
+                with lock:
+                    pending.extend(batch)
+                    job = me.job = pending.popleft() if pending else None
                 continue
-            self._run(me, job)
-            if me.demoted is not None:
-                return  # the supervisor took this job and the rest; a new worker runs the lane
-
-    def _run(self, me: Worker, job: Any) -> None:
-        try:
-            if self.cancelled:
-                self._runner.cancel_now(job, None)
-            else:
-                self._runner.run_now(job, me)
-        except Demoted:
-            return  # the job is the loop's now (and no longer counted here)
-        except BaseException:  # the runner finishes its job whatever happens: only our own bug gets here
-            log_internal_error("running an evaluation job on the fast lane")
-        with self.lock:
-            me.job = None
-            self._finished_locked(1)
+            try:
+                if self.cancelled:
+                    runner.cancel_now(job, None)
+                else:
+                    runner.run_now(job, me)
+            except Demoted:
+                return  # the job is the loop's now (and no longer counted here); a new worker runs the lane
+            except BaseException:  # the runner finishes its job whatever happens: only our own bug gets here
+                log_internal_error("running an evaluation job on the fast lane")
+            with lock:
+                me.job = None
+                self._finished_locked(1)
+                if me.demoted is not None:
+                    return  # the supervisor took this job and the rest; a new worker runs the lane
+                job = me.job = pending.popleft() if pending else None
 
     def _finished_locked(self, jobs: int) -> None:
         """``jobs`` are no longer the lane's (done, handed to the loop, or cut short); under the lock."""
