@@ -315,6 +315,10 @@ def converse_outcome(body: Any, response_id: str | None, content: bool = True) -
     )
 
 
+_NO_INDEX = object()
+"""``add_batch``'s marker for "no block kept": no event's block index is this object."""
+
+
 class _Block:
     """One content block of a stream: its start (tool use id and name) and its delta fragments."""
 
@@ -394,24 +398,47 @@ class ConverseStreamAccumulator:
         ``add`` appends the text to the fragments of the block at that index, whatever its kind, and that is all
         this does, without ``add``'s calls and ``Mapping`` check. Every other event (another kind, a text that is
         not a ``str``, a block not open yet, another type than ``dict``) goes through ``add``.
+
+        Per common event (s17-conv, measured per stream in benchmarks/README.md):
+        - the block of the previous delta's index is kept with its fragments, so a run of deltas to one block looks
+          it up once. Only ``add`` opens or replaces a block, so the kept one is dropped after every event that goes
+          through ``add`` (or raises); it is kept for an ``int`` index only, the same key while it is the same
+          object (``is``);
+        - the body is tested for None only, not for ``dict``: ``add`` reads a body with its ``get`` alone, so for any
+          other body that ``get`` answers (a dict subclass) the text appended is the same, and one without ``get``
+          raises the same ``AttributeError`` here as in ``add``. The delta keeps its ``dict`` test (``add`` tests
+          a delta with ``in``, which a ``str`` answers too), the event its own (``add`` skips a non-``Mapping``);
+        - ``type``, ``dict`` and ``str`` are locals, not globals read per event.
         """
         blocks = self.blocks
         add = self.add
+        kept: Any = _NO_INDEX  # the index whose block's fragments ``fragments`` is: an ``int``, or the marker
+        fragments: list[Any] = []
+        type_of, plain, string = type, dict, str
         for event in events:
             try:
-                if type(event) is dict:
+                if type_of(event) is plain:
                     body = event.get("contentBlockDelta")
-                    if type(body) is dict:
+                    if body is not None:
                         delta = body.get("delta")
-                        if type(delta) is dict:
+                        if type_of(delta) is plain:
                             text = delta.get("text")
-                            if type(text) is str:
-                                block = blocks.get(body.get("contentBlockIndex", 0))
-                                if block is not None:
-                                    block.fragments.append(text)  # ``str(text)`` is ``text`` itself
-                                    continue
+                            if type_of(text) is string:
+                                index = body.get("contentBlockIndex", 0)
+                                if index is not kept:
+                                    block = blocks.get(index)
+                                    if block is None:  # not open yet: ``add`` opens it
+                                        kept = _NO_INDEX
+                                        add(event)
+                                        continue
+                                    fragments = block.fragments
+                                    kept = index if type_of(index) is int else _NO_INDEX
+                                fragments.append(text)  # ``str(text)`` is ``text`` itself
+                                continue
+                kept = _NO_INDEX
                 add(event)
             except Exception:
+                kept = _NO_INDEX
                 chunk_failed()
 
     def _delta(self, event: Any) -> bool:
