@@ -19,6 +19,9 @@ trees by running this file from each (a ``git archive`` copy for the old one). P
   copy     ``spans.enriched_copy``
   deliver  ``JobRunner._deliver`` (a new Job, the enriched copy, its count, the forward to a no-op)
   lane     ``JobRunner.run_now`` on a fast-lane worker (the whole job: mapping, call, stamp, record, deliver)
+  build    ``_mapping.build_trace`` alone (the lazy Trace before any read)
+  output   ``build`` and the first read of ``output`` (what the cheap evaluator reads)
+  dq       ``_preview.deferred_query`` alone, on a fresh lazy Trace whose ``output`` was read
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from _evaluators import cheap
 from bench_evaluation_steps import _HANDLE, _inputs
 
 PIECES = ("noop", "stats", "monitor", "metrics", "query", "publish", "record", "event", "spanattr", "copy", "deliver",
-          "lane")  # fmt: skip
+          "lane", "build", "output", "dq")  # fmt: skip
 
 
 def child(calls: int) -> None:
@@ -67,6 +70,8 @@ def child(calls: int) -> None:
     spec = processor._resolve(root.attributes["evaltrace.evaluators.ref"])[0]
     query = deferred_query(root, trace)
     output = trace.output.final_answer
+    fresh = _mapping.build_trace(members, root)
+    _ = fresh.output
     lane = processor._engine.lane
     lane.slow_call_s = float("inf")  # callgrind's slowdown would mark the cheap evaluator slow
     lane._slow.clear()
@@ -88,6 +93,9 @@ def child(calls: int) -> None:
         "copy": lambda: enriched_copy(root, [result], provenance=False),
         "deliver": lambda: runner._deliver(job(), [result]),
         "lane": lambda: runner.run_now(job(), worker),
+        "build": lambda: _mapping.build_trace(members, root),
+        "output": lambda: _mapping.build_trace(members, root).output,
+        "dq": lambda: deferred_query(root, fresh),
     }
     for work in pieces.values():  # each once before counting: first-call caches
         work()

@@ -24,7 +24,7 @@ from evaltrace.mapping._lazy import (
 )
 from evaltrace.mapping._metrics import build_metrics
 from evaltrace.mapping._retrieval import retrieved_contexts
-from evaltrace.mapping._spans import _SCAN, is_llm, is_tool, loads, plain_attrs, select_root, subtree, timestamp
+from evaltrace.mapping._spans import is_llm, is_tool, loads, plain_attrs, select_root, subtree, timestamp
 from evaltrace.mapping._values import (  # looked up here (tests patch them in this module): _error, _output, ...
     _error,
     _identity,
@@ -33,6 +33,7 @@ from evaltrace.mapping._values import (  # looked up here (tests patch them in t
     _llm_steps,
     _output,
     _service_name,
+    lone_output,
 )
 from evaltrace.schema import (
     SCHEMA_VERSION,
@@ -183,10 +184,6 @@ def mapped_trace(
     return trace
 
 
-# The SDK ReadableSpan fields _lazy_single() reads directly (its properties return them, or a view of them).
-_READ_FIELDS = frozenset(("_attributes", "_start_time", "_end_time", "_context", "_resource"))
-
-
 def _lazy_single(root: ReadableSpan) -> Trace | None:
     """The lazy Trace of ``root`` alone (no descendants) read from its fields, or None to take the general path.
 
@@ -195,21 +192,23 @@ def _lazy_single(root: ReadableSpan) -> Trace | None:
     for the attributes), and ``is_llm``/``is_tool`` inline (with a kind, they are the tests below).
     """
     state = root.__dict__
-    if not _READ_FIELDS <= state.keys():
+    try:  # the five fields read (one missing: the general path); no subset test of the dict's keys (~2k)
+        raw = state["_attributes"]
+        end = state["_end_time"]
+        start = state["_start_time"]
+        ctx = state["_context"]
+        resource = state["_resource"]
+    except KeyError:
         return None
-    raw = state["_attributes"]
     root_attrs = raw.copy() if type(raw) is dict else plain_attrs(root)
     kind = root_attrs.get(sc.EVALTRACE_SPAN_KIND)
-    end = state["_end_time"]
-    if kind is None or (end and end // 1000 < (state["_start_time"] or 0) // 1000):
+    if kind is None or (end and end // 1000 < (start or 0) // 1000):
         return None  # a foreign kind to derive, or a trace ending before its start (the eager path's error)
     llm = kind == sc.KIND_LLM
     tool = kind == sc.KIND_TOOL or root_attrs.get(sc.GEN_AI_OPERATION_NAME) == sc.OP_EXECUTE_TOOL
     # What _lazy_trace(), _identity() (the root alone) and lazy_trace() do, in this one frame: three Python calls
     # fewer on every evaluated span.
-    ctx = state["_context"]
     trace_id = "%032x" % (ctx.trace_id if ctx else 0)  # format(id, "032x")'s text, without parsing a format spec
-    resource = state["_resource"]
     seen, service = _values._last_service  # _service_name()'s memo: the usual span has the last resource seen
     if resource is not seen:
         service = _service_name(resource)
@@ -444,29 +443,15 @@ class _Lone(_Fields):
     def field(self, name: str) -> Any:
         """The value of Trace field ``name``, as ``_Fields.field`` gives it."""
         if name == "output":
-            root_attrs = self.root_attrs
-            raw = root_attrs.get(sc.OUTPUT_VALUE)
-            if type(raw) is str:
-                value: Any = raw
-                if root_attrs.get(sc.OUTPUT_MIME_TYPE) != sc.MIME_TEXT:
-                    try:  # loads() of compact JSON text: a string's depth needs no check
-                        value, end = _SCAN(raw, 0)
-                    except Exception:
-                        end = -1
-                    if end != len(raw):
-                        value = None  # not one compact JSON value: _output() decides
-                if type(value) is str and "think>" not in value:
-                    self.parts.setdefault("output_notes", [])
-                    output = _new(TraceOutput)  # _answer(value, None): no messages, so no reasoning
-                    SET_DICT(output, {"final_answer": value, "thinking": None, "structured": None})
-                    SET_FIELDS_SET(output, {"final_answer", "thinking"})
-                    SET_EXTRA(output, None)
-                    SET_PRIVATE(output, None)
-                    return output
+            output = lone_output(self.root_attrs)
+            if output is not None:
+                self.parts.setdefault("output_notes", [])
+                return output
             return self._map_output()
         if name == "input":
             root_attrs = self.root_attrs
             raw = root_attrs.get(sc.INPUT_VALUE)
+            value: Any
             if type(raw) is str:
                 value = raw if root_attrs.get(sc.INPUT_MIME_TYPE) == sc.MIME_TEXT else loads(raw)
                 if type(value) is not dict:

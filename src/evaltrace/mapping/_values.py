@@ -18,7 +18,7 @@ from evaltrace._internal.trusted_models import trusted
 from evaltrace.mapping import conventions
 from evaltrace.mapping._conversation import step_answer
 from evaltrace.mapping._lazy import SET_DICT, SET_EXTRA, SET_FIELDS_SET, SET_PRIVATE
-from evaltrace.mapping._spans import MISSING, compact, is_truncated, json_attr, span_id
+from evaltrace.mapping._spans import _SCAN, MISSING, compact, is_truncated, json_attr, span_id
 from evaltrace.schema import LlmStep, TraceError, TraceMessage, TraceOutput
 
 _new = object.__new__
@@ -226,3 +226,30 @@ def _error(root: ReadableSpan, root_attrs: Mapping[str, Any]) -> TraceError | No
         message=str(root.status.description or from_event or "error"),
         stack=str(stack) if stack else None,
     )
+
+
+def lone_output(root_attrs: Mapping[str, Any]) -> TraceOutput | None:
+    """``_output()``'s TraceOutput of a root without messages or model call, when its ``output.value`` maps in one step.
+
+    That is a compact JSON string without ``think>`` (or such a ``text/plain`` text). None: anything else, which
+    ``_output()`` maps (with its notes). It cannot raise.
+    """
+    raw = root_attrs.get(sc.OUTPUT_VALUE)
+    if type(raw) is not str:
+        return None
+    value: Any = raw
+    if root_attrs.get(sc.OUTPUT_MIME_TYPE) != sc.MIME_TEXT:
+        try:  # loads() of compact JSON text: a string's depth needs no check
+            value, end = _SCAN(raw, 0)
+        except Exception:
+            return None
+        if end != len(raw):
+            return None  # not one compact JSON value: _output() decides
+    if type(value) is not str or "think>" in value:
+        return None
+    output = _new(TraceOutput)  # _answer(value, None): no messages, so no reasoning
+    SET_DICT(output, {"final_answer": value, "thinking": None, "structured": None})
+    SET_FIELDS_SET(output, {"final_answer", "thinking"})
+    SET_EXTRA(output, None)
+    SET_PRIVATE(output, None)
+    return output
