@@ -65,7 +65,8 @@ def get_tracer() -> Tracer:
 
 def is_suppressed() -> bool:
     """True when instrumentation must not create spans here (suppression by OTel, an LLM framework, or us)."""
-    # One context lookup, then plain dict reads: this runs on every traced call.
+    # One context lookup, then plain dict reads: this runs on every traced call. EvaluationSpanProcessor.on_start
+    # reads the same two keys inline (SUPPRESSION_KEYS): a key added here must be added there.
     current = otel_context.get_current()
     return bool(current.get(_SUPPRESS_INSTRUMENTATION_KEY) or current.get(_SUPPRESS_EVALTRACE_KEY))
 

@@ -199,7 +199,7 @@ def submit(self: EvaluationSpanProcessor, job: Job) -> bool:
     if self._handoff_failed:  # a plain flag: the usual span pays one attribute test, not a call
         self._handoff_failed = False
         self._handoff_failing.ok()
-    self._stats.incr("enqueued")
+    self._stats.enqueued()
     return True
 
 

@@ -59,9 +59,26 @@ class TraceBuffer:
 
     def track(self, trace_id: int) -> None:
         """Start buffering ``trace_id`` (called when a span that will need its subtree starts)."""
-        with self._lock:
-            if trace_id not in self._traces:
-                self._insert(trace_id)
+        # On the application thread at every decorated span's start: lock.acquire() and a finally rather than
+        # ``with`` (two bound methods fewer), and _insert's steps inline (one frame fewer). The same steps under
+        # the same lock, in the same order.
+        traces = self._traces
+        lock = self._lock
+        lock.acquire()
+        try:
+            if trace_id in traces:
+                return
+            now = time.monotonic()
+            while traces:
+                oldest = next(iter(traces.values()))
+                if len(traces) < self._max_traces and now - oldest.created < self._max_age:
+                    break
+                traces.popitem(last=False)
+                self.stats.evicted_traces += 1
+            traces[trace_id] = _Entry(now)
+            self.stats.traces = len(traces)
+        finally:
+            lock.release()
 
     def is_tracked(self, trace_id: int) -> bool:
         """True when spans of ``trace_id`` are being buffered."""

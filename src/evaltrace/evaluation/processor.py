@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from opentelemetry.context import Context
+from opentelemetry.context import Context, get_current
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from evaltrace._internal import forks, semconv
@@ -42,7 +42,7 @@ from evaltrace._internal.episodes import LossEpisode
 from evaltrace._internal.errors import ErrorEpisode, log_internal_error
 from evaltrace._internal.evaluator_registry import registered
 from evaltrace._internal.export_queue import ExportQueue, observe_export_counts
-from evaltrace._internal.tracing import is_suppressed
+from evaltrace._internal.tracing import SUPPRESSION_KEYS
 from evaltrace.evaluation import _admission, _lifecycle, _processor_setup, _trace_end
 from evaltrace.evaluation._admission import is_root
 from evaltrace.evaluation._engine import Engine
@@ -62,6 +62,8 @@ from evaltrace.evaluation.telemetry import LogEventEmitter, PipelineMetrics
 from evaltrace.mapping._spans import plain_attrs
 
 _MAX_SUPPRESSED = 65_536
+# is_suppressed()'s keys (OTel's, then ours), read by on_start straight from the current context.
+_SUPPRESS_OTEL, _SUPPRESS_OURS = SUPPRESSION_KEYS
 logger = logging.getLogger("evaltrace.evaluation")
 
 
@@ -278,12 +280,19 @@ class EvaluationSpanProcessor(SpanProcessor):
                 # The attributes read once, as a plain dict: a live span's are a view over the SDK's
                 # BoundedAttributes, where each read runs two Python frames (and a miss raises a KeyError inside).
                 attributes = plain_attrs(span)
+                # is_suppressed(), inline (one frame fewer on every span start): the current context's two keys.
                 # A judge call's own trace (evaltrace.judge) is never evaluated, even when traced unsuppressed.
-                if is_suppressed() or attributes.get(semconv.EVALTRACE_JUDGE):
+                current = get_current()
+                if (
+                    current.get(_SUPPRESS_OTEL)
+                    or current.get(_SUPPRESS_OURS)
+                    or attributes.get(semconv.EVALTRACE_JUDGE)
+                ):
                     if len(self._suppressed) < _MAX_SUPPRESSED:
                         self._suppressed.add(context.span_id)
                 else:
-                    if self._may_evaluate(span, attributes):
+                    # A decorated span (its evaluators' ref) is _may_evaluate's first answer, without its frame.
+                    if attributes.get(semconv.EVALTRACE_EVALUATORS_REF) or self._may_evaluate(span, attributes):
                         # Descendants start after this span, so tracking its trace now buffers every one of them.
                         self._buffer.track(context.trace_id)
                     if self._completion is not None and is_root(span):

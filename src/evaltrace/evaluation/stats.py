@@ -97,6 +97,12 @@ class PipelineStats:
         self._tickers: dict[tuple[str, str], itertools.count[int]] = {}
         # The evaluators' own skips (results, counted in ``skipped``) by the reason stored on the span.
         self._skipped_by_reason: dict[str, int] = {}
+        # ``enqueued``, counted once per admitted span on the application thread: a ticker like the ones above
+        # (one C call, no lock; ``incr("enqueued")`` took the lock, ~3.6k instructions per span), added to the
+        # locked count when read. Exact under threads: itertools.count's next() holds the GIL for the whole step.
+        self._enqueued_tick: itertools.count[int] = itertools.count(1)
+        self.enqueued: Callable[[], int] = self._enqueued_tick.__next__
+        """Count one span admitted for evaluation (``counters["enqueued"]`` in :meth:`snapshot`)."""
 
     def incr(self, name: str, amount: int = 1) -> None:
         """Add ``amount`` to counter ``name``."""
@@ -229,6 +235,7 @@ class PipelineStats:
         with self._lock:
             data: dict[str, Any] = dict(self.counters)
             data["sampled_out"] += self._ticked("sampled_out")
+            data["enqueued"] += _ticks(self._enqueued_tick)
             not_evaluated = self._merged_not_evaluated()
             evaluators: dict[str, Any] = {}
             for name, per in self._by_evaluator.items():

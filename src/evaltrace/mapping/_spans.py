@@ -8,6 +8,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeGuard
 
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext
 
@@ -22,6 +23,9 @@ _MAX_DEPTH = 64
 # JSON text shorter than this holds fewer than _MAX_DEPTH opening brackets (each one is closed): never too deep.
 _SHORT_JSON = 2 * _MAX_DEPTH
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+# The SDK's ``ReadableSpan.attributes`` property (``MappingProxyType(self._attributes or {})``): a span class that
+# has it (``ReadableSpan``, the live ``Span`` and the tracer's subclass of it) has its attributes in ``_attributes``.
+_ATTRIBUTES_PROPERTY = ReadableSpan.__dict__["attributes"]
 
 
 # --- span selection ------------------------------------------------------------------------------------
@@ -91,6 +95,19 @@ def plain_attrs(span: ReadableSpan) -> dict[str, Any]:
     Each read through the SDK's view (a mapping proxy over ``BoundedAttributes``) runs several Python-level
     calls; copying once costs about as much as two reads.
     """
+    if getattr(type(span), "attributes", None) is _ATTRIBUTES_PROPERTY:
+        # The SDK's own span classes (a live span in on_start, an ended one in the mapping): the field the property
+        # wraps, copied by its own copy(), without the property's frame, its view, and the two ``__len__`` frames
+        # its truth tests ran. The same dict as the view's copy() below: the property is
+        # ``MappingProxyType(self._attributes or {})`` and the view's copy() is its mapping's.
+        raw = getattr(span, "_attributes", None)
+        kind = type(raw)
+        if kind is BoundedAttributes or kind is dict:
+            copied = raw.copy()  # type: ignore[union-attr]  # one of the two exact types above
+            if type(copied) is dict:
+                return copied
+        elif raw is None:
+            return {}
     attributes = span.attributes
     if not attributes:
         return {}
