@@ -6,6 +6,7 @@ Only a full batch wakes the export thread here (schedule delay 30 s), so the bat
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -142,16 +143,46 @@ def test_a_batch_finishing_after_shutdown_counted_it_is_counted_once(
     assert queue.lost == 300 - exported
 
 
+class _ReleasingQueue(collections.deque[tuple[ReadableSpan, int]]):
+    """The queue deque; shutdown's first pop (on ``shutdown_thread``) first lets the in-flight export end.
+
+    That is the window between shutdown's count of the batch in flight and its pop loop: the export thread's
+    batch ends there and the thread runs to its end (joined) before shutdown pops a single span.
+    """
+
+    def __init__(self, exporter: _HeldExporter, shutdown_thread: int) -> None:
+        super().__init__()
+        self.exporter = exporter
+        self.shutdown_thread = shutdown_thread
+        self.export_thread: threading.Thread | None = None
+        self.hooked = False
+
+    def popleft(self) -> tuple[ReadableSpan, int]:
+        if threading.get_ident() == self.shutdown_thread and not self.hooked:
+            self.hooked = True
+            self.exporter.release.set()
+            assert self.export_thread is not None
+            self.export_thread.join(30)  # it takes what it may, exports it, and stops (shutdown woke it)
+        return super().popleft()
+
+
 def test_the_export_thread_takes_no_batch_after_shutdown_counted_the_queue() -> None:
-    # The export thread is busy when shutdown counts the queue; once its batch ends it must not export (and count
-    # a second time) spans shutdown already counted, nor take new ones.
+    # The export thread is busy when shutdown counts the batch in flight; its batch ends before shutdown pops the
+    # queue. It must take no batch then: shutdown has counted the queue's spans as its own (dropped_shutdown), and
+    # a batch taken then would still be in flight, uncounted, when shutdown returns (before: queued 10 at return
+    # with a second export held; here every remaining span was exported after shutdown had begun to drop them).
     exporter = _HeldExporter(SpanExportResult.SUCCESS)
     queue = ExportQueue(exporter, "held", max_batch_size=10, schedule_delay_s=30)
+    releasing = _ReleasingQueue(exporter, threading.get_ident())
+    queue._queue = releasing  # before the first span: the export thread drains this deque
     _end_spans(queue, 50)
     assert exporter.started.wait(30)
-    queue.shutdown(50)
-    exporter.release.set()
     assert queue._thread is not None
-    queue._thread.join(30)
+    releasing.export_thread = queue._thread
+    queue.shutdown(50)
+    assert releasing.hooked  # the window was opened: shutdown popped after the export thread had stopped
+    assert not queue._thread.is_alive()
     stats = queue.stats()
     assert (stats["received"], stats["queued"], stats["exported"], stats["dropped_shutdown"]) == (50, 0, 10, 40)
+    assert stats["queued_bytes"] == 0
+    assert queue.lost == 40
