@@ -186,3 +186,38 @@ def test_the_export_thread_takes_no_batch_after_shutdown_counted_the_queue() -> 
     assert (stats["received"], stats["queued"], stats["exported"], stats["dropped_shutdown"]) == (50, 0, 10, 40)
     assert stats["queued_bytes"] == 0
     assert queue.lost == 40
+
+
+class _SlowSpan(ReadableSpan):
+    """A finished span whose attributes are read only when the test lets them (on_end sizes the span first)."""
+
+    entered = threading.Event()
+    go = threading.Event()
+
+    @property
+    def attributes(self) -> Any:
+        _SlowSpan.entered.set()
+        _SlowSpan.go.wait(30)
+        return {}
+
+
+def test_a_span_ending_while_shutdown_runs_is_counted_not_left_queued() -> None:
+    # Before: the on_end passed the shutdown check, shutdown returned (queued 0), then the span was queued for
+    # good with no export thread: received 1, queued 1, never exported nor counted lost.
+    provider = TracerProvider()
+    tracer = provider.get_tracer("test")
+    slow = _SlowSpan(name="slow", context=tracer.start_span("ctx").get_span_context())
+    queue = ExportQueue(_HeldExporter(SpanExportResult.SUCCESS), "race", max_batch_size=10, max_queue_bytes=10**9)
+    ending = threading.Thread(target=queue.on_end, args=(slow,))
+    ending.start()
+    assert _SlowSpan.entered.wait(30)  # on_end is past the shutdown check, sizing the span
+    queue.shutdown(100)
+    assert queue.stats()["queued"] == 0
+    _SlowSpan.go.set()
+    ending.join(30)
+    assert not ending.is_alive()
+    stats = queue.stats()
+    assert (stats["received"], stats["queued"], stats["dropped_shutdown"], stats["queued_bytes"]) == (1, 0, 1, 0)
+    assert queue.lost == 1
+    assert queue._thread is not None
+    assert not queue._thread.is_alive()  # shutdown stopped it: nothing would ever export the span

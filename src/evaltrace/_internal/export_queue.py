@@ -291,8 +291,32 @@ class ExportQueue(SpanProcessor):
     @property
     def lost(self) -> int:
         """Spans lost so far (dropped, or their export failed): see :class:`ExportStats`."""
+        if self._closed and self._queue:
+            self._drop_left_after_close()
         with self._loss_lock:
             return self._stats.lost
+
+    def _drop_left_after_close(self) -> None:
+        """Count as ``dropped_shutdown`` the spans an ``on_end`` racing ``shutdown()`` queued after it had counted.
+
+        Such an ``on_end`` passed the shutdown check before ``shutdown()`` began and appended once it had returned:
+        no thread exports the span any more. Done when the counters are read (not per span): ``queued`` stays 0.
+        """
+        left = size = 0
+        with self._loss_lock:
+            while True:
+                try:
+                    _, bytes_ = self._queue.popleft()
+                except IndexError:
+                    break
+                left += 1
+                size += bytes_
+            if left:
+                self._stats.dropped_shutdown += left
+                self._episode.loss(left, "span ended after shutdown")
+        if size:
+            with self._bytes_lock:
+                self._queued_bytes -= size
 
     def _flush(self, timeout_millis: int) -> bool:
         deadline = time.monotonic() + timeout_millis / 1000
@@ -390,6 +414,8 @@ class ExportQueue(SpanProcessor):
 
         ``queued_bytes`` is the estimated size of the spans queued or in flight (bounded by ``max_queue_bytes``).
         """
+        if self._closed and self._queue:
+            self._drop_left_after_close()
         data: dict[str, int] = asdict(self._stats)
         data["queued"] = len(self._queue) + self._in_flight
         data["received"] = sum(data.values())
