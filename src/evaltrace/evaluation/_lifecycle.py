@@ -12,7 +12,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from evaltrace._internal.errors import log_internal_error
-from evaltrace._internal.export_queue import shutdown_downstream
+from evaltrace._internal.export_counts import shutdown_downstream
 from evaltrace.evaluation.stats import DROP_AFTER_SHUTDOWN, DROP_LOOP_STALLED
 
 if TYPE_CHECKING:
