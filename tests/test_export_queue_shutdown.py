@@ -6,6 +6,7 @@ Only a full batch wakes the export thread here (schedule delay 30 s), so the bat
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -142,16 +143,81 @@ def test_a_batch_finishing_after_shutdown_counted_it_is_counted_once(
     assert queue.lost == 300 - exported
 
 
+class _ReleasingQueue(collections.deque[tuple[ReadableSpan, int]]):
+    """The queue deque; shutdown's first pop (on ``shutdown_thread``) first lets the in-flight export end.
+
+    That is the window between shutdown's count of the batch in flight and its pop loop: the export thread's
+    batch ends there and the thread runs to its end (joined) before shutdown pops a single span.
+    """
+
+    def __init__(self, exporter: _HeldExporter, shutdown_thread: int) -> None:
+        super().__init__()
+        self.exporter = exporter
+        self.shutdown_thread = shutdown_thread
+        self.export_thread: threading.Thread | None = None
+        self.hooked = False
+
+    def popleft(self) -> tuple[ReadableSpan, int]:
+        if threading.get_ident() == self.shutdown_thread and not self.hooked:
+            self.hooked = True
+            self.exporter.release.set()
+            assert self.export_thread is not None
+            self.export_thread.join(30)  # it takes what it may, exports it, and stops (shutdown woke it)
+        return super().popleft()
+
+
 def test_the_export_thread_takes_no_batch_after_shutdown_counted_the_queue() -> None:
-    # The export thread is busy when shutdown counts the queue; once its batch ends it must not export (and count
-    # a second time) spans shutdown already counted, nor take new ones.
+    # The export thread is busy when shutdown counts the batch in flight; its batch ends before shutdown pops the
+    # queue. It must take no batch then: shutdown has counted the queue's spans as its own (dropped_shutdown), and
+    # a batch taken then would still be in flight, uncounted, when shutdown returns (before: queued 10 at return
+    # with a second export held; here every remaining span was exported after shutdown had begun to drop them).
     exporter = _HeldExporter(SpanExportResult.SUCCESS)
     queue = ExportQueue(exporter, "held", max_batch_size=10, schedule_delay_s=30)
+    releasing = _ReleasingQueue(exporter, threading.get_ident())
+    queue._queue = releasing  # before the first span: the export thread drains this deque
     _end_spans(queue, 50)
     assert exporter.started.wait(30)
-    queue.shutdown(50)
-    exporter.release.set()
     assert queue._thread is not None
-    queue._thread.join(30)
+    releasing.export_thread = queue._thread
+    queue.shutdown(50)
+    assert releasing.hooked  # the window was opened: shutdown popped after the export thread had stopped
+    assert not queue._thread.is_alive()
     stats = queue.stats()
     assert (stats["received"], stats["queued"], stats["exported"], stats["dropped_shutdown"]) == (50, 0, 10, 40)
+    assert stats["queued_bytes"] == 0
+    assert queue.lost == 40
+
+
+class _SlowSpan(ReadableSpan):
+    """A finished span whose attributes are read only when the test lets them (on_end sizes the span first)."""
+
+    entered = threading.Event()
+    go = threading.Event()
+
+    @property
+    def attributes(self) -> Any:
+        _SlowSpan.entered.set()
+        _SlowSpan.go.wait(30)
+        return {}
+
+
+def test_a_span_ending_while_shutdown_runs_is_counted_not_left_queued() -> None:
+    # Before: the on_end passed the shutdown check, shutdown returned (queued 0), then the span was queued for
+    # good with no export thread: received 1, queued 1, never exported nor counted lost.
+    provider = TracerProvider()
+    tracer = provider.get_tracer("test")
+    slow = _SlowSpan(name="slow", context=tracer.start_span("ctx").get_span_context())
+    queue = ExportQueue(_HeldExporter(SpanExportResult.SUCCESS), "race", max_batch_size=10, max_queue_bytes=10**9)
+    ending = threading.Thread(target=queue.on_end, args=(slow,))
+    ending.start()
+    assert _SlowSpan.entered.wait(30)  # on_end is past the shutdown check, sizing the span
+    queue.shutdown(100)
+    assert queue.stats()["queued"] == 0
+    _SlowSpan.go.set()
+    ending.join(30)
+    assert not ending.is_alive()
+    stats = queue.stats()
+    assert (stats["received"], stats["queued"], stats["dropped_shutdown"], stats["queued_bytes"]) == (1, 0, 1, 0)
+    assert queue.lost == 1
+    assert queue._thread is not None
+    assert not queue._thread.is_alive()  # shutdown stopped it: nothing would ever export the span

@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 from evaltrace._internal import forks
 from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.evaluator_registry import registered
-from evaltrace._internal.export_queue import shutdown_downstream
+from evaltrace._internal.export_counts import shutdown_downstream
 from evaltrace._internal.forwarding import starting
 
 

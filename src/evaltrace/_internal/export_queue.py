@@ -36,14 +36,14 @@ import inspect
 import logging
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from evaltrace._internal import forks, semconv
+from evaltrace._internal import forks
 from evaltrace._internal.deferred_attributes import DIRECT_CONTEXT_TYPES as _DIRECT_CONTEXT
 from evaltrace._internal.episodes import LossEpisode
 from evaltrace._internal.errors import log_internal_error
@@ -291,8 +291,32 @@ class ExportQueue(SpanProcessor):
     @property
     def lost(self) -> int:
         """Spans lost so far (dropped, or their export failed): see :class:`ExportStats`."""
+        if self._closed and self._queue:
+            self._drop_left_after_close()
         with self._loss_lock:
             return self._stats.lost
+
+    def _drop_left_after_close(self) -> None:
+        """Count as ``dropped_shutdown`` the spans an ``on_end`` racing ``shutdown()`` queued after it had counted.
+
+        Such an ``on_end`` passed the shutdown check before ``shutdown()`` began and appended once it had returned:
+        no thread exports the span any more. Done when the counters are read (not per span): ``queued`` stays 0.
+        """
+        left = size = 0
+        with self._loss_lock:
+            while True:
+                try:
+                    _, bytes_ = self._queue.popleft()
+                except IndexError:
+                    break
+                left += 1
+                size += bytes_
+            if left:
+                self._stats.dropped_shutdown += left
+                self._episode.loss(left, "span ended after shutdown")
+        if size:
+            with self._bytes_lock:
+                self._queued_bytes -= size
 
     def _flush(self, timeout_millis: int) -> bool:
         deadline = time.monotonic() + timeout_millis / 1000
@@ -390,6 +414,8 @@ class ExportQueue(SpanProcessor):
 
         ``queued_bytes`` is the estimated size of the spans queued or in flight (bounded by ``max_queue_bytes``).
         """
+        if self._closed and self._queue:
+            self._drop_left_after_close()
         data: dict[str, int] = asdict(self._stats)
         data["queued"] = len(self._queue) + self._in_flight
         data["received"] = sum(data.values())
@@ -471,48 +497,4 @@ class ExportQueue(SpanProcessor):
                 self._episode.loss(len(batch), cause)
 
 
-def shutdown_downstream(processors: Sequence[SpanProcessor], deadline: float) -> None:
-    """Shut each processor down in turn by ``deadline`` (``time.monotonic()``); a failure is logged, never raised.
-
-    Our queues are given what is left of the deadline (at least 50 ms, so each still drains what it can); the SDK's
-    processors take no timeout. Used by every processor that forwards spans downstream (the evaluation processor,
-    the deferred one that stands in for it).
-    """
-    for processor in processors:
-        try:
-            if isinstance(processor, ExportQueue):  # ours takes the deadline; the SDK's take none
-                processor.shutdown(max(50, int((deadline - time.monotonic()) * 1000)))
-            else:
-                processor.shutdown()
-        except Exception:
-            log_internal_error("shutting down a downstream processor")
-
-
-def observe_export_counts(meter_provider: Any, queues: Sequence[ExportQueue]) -> None:
-    """Publish every queue's counters as the observable counter ``evaltrace.export.spans`` (exporter, outcome).
-
-    Args:
-        meter_provider: The MeterProvider (None: the global one, a no-op unless the application set one).
-        queues: The queues to observe.
-    """
-    if not queues:
-        return
-    from opentelemetry import metrics
-    from opentelemetry.metrics import CallbackOptions, Observation
-
-    def observe(options: CallbackOptions) -> Iterable[Observation]:
-        return [
-            Observation(count, {semconv.EVALTRACE_EXPORTER_NAME: queue.name, semconv.EVALTRACE_EXPORT_OUTCOME: key})
-            for queue in queues
-            for key, count in queue.stats().items()
-            if key in _OUTCOMES
-        ]
-
-    meter = (meter_provider or metrics.get_meter_provider()).get_meter("evaltrace")
-    meter.create_observable_counter(
-        semconv.METRIC_EXPORT_SPANS, [observe], unit="{span}", description="Spans by export outcome"
-    )
-
-
-_OUTCOMES = frozenset(("exported", "export_failed", "dropped_queue_full", "dropped_queue_bytes", "dropped_shutdown"))
 _SHUTDOWN, _FULL, _BYTES = "shutdown", "queue_full", "queue_bytes"  # why on_end dropped a span

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from evaltrace._internal import semconv
 from evaltrace._internal.errors import log_internal_error
-from evaltrace._internal.export_queue import shutdown_downstream
+from evaltrace._internal.export_counts import shutdown_downstream
 from evaltrace.evaluation._job_cuts import Bulk, Sent, forward_or_count, take_over, write_not_evaluated
 from evaltrace.evaluation.stats import DROP_AFTER_SHUTDOWN, DROP_LOOP_STALLED
 

@@ -41,7 +41,8 @@ from evaltrace._internal import forks, semconv
 from evaltrace._internal.episodes import LossEpisode
 from evaltrace._internal.errors import ErrorEpisode, log_internal_error
 from evaltrace._internal.evaluator_registry import registered
-from evaltrace._internal.export_queue import ExportQueue, observe_export_counts
+from evaltrace._internal.export_counts import observe_export_counts
+from evaltrace._internal.export_queue import ExportQueue
 from evaltrace._internal.tracing import SUPPRESSION_KEYS
 from evaltrace.evaluation import _admission, _lifecycle, _processor_setup, _trace_end
 from evaltrace.evaluation._admission import is_root
