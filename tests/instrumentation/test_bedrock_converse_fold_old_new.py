@@ -1,7 +1,7 @@
 """Converse's batch fold (s17-conv) records exactly what the batch fold it replaced recorded (old against new).
 
-s17-conv rewrote ``ConverseStreamAccumulator.add_batch`` to read the common text delta with ``in`` and subscripts
-instead of ``dict.get`` calls, and to keep the block of the previous delta's index across a run of deltas. The
+s17-conv rewrote ``ConverseStreamAccumulator.add_batch`` to keep the block of the previous delta's index across a run
+of deltas, to test the body for None instead of ``dict``, and to read ``type``, ``dict`` and ``str`` as locals. The
 fold it replaced is kept below verbatim, as a subclass of today's accumulator, and both fold the same events as the
 stream proxy folds them (``add`` up to the first output, then batches of 1, 2, 3, 16 or 64): every recorded
 ``converse_stream`` in ``tests/fixtures`` whole, as the real boto3 client parses it from the recorded bytes, a few

@@ -399,16 +399,10 @@ class ConverseStreamAccumulator:
         this does, without ``add``'s calls and ``Mapping`` check. Every other event (another kind, a text that is
         not a ``str``, a block not open yet, another type than ``dict``) goes through ``add``.
 
-        Per common event (s17-conv, measured per stream in benchmarks/README.md):
-        - the block of the previous delta's index is kept with its fragments, so a run of deltas to one block looks
-          it up once. Only ``add`` opens or replaces a block, so the kept one is dropped after every event that goes
-          through ``add`` (or raises); it is kept for an ``int`` index only, the same key while it is the same
-          object (``is``);
-        - the body is tested for None only, not for ``dict``: ``add`` reads a body with its ``get`` alone, so for any
-          other body that ``get`` answers (a dict subclass) the text appended is the same, and one without ``get``
-          raises the same ``AttributeError`` here as in ``add``. The delta keeps its ``dict`` test (``add`` tests
-          a delta with ``in``, which a ``str`` answers too), the event its own (``add`` skips a non-``Mapping``);
-        - ``type``, ``dict`` and ``str`` are locals, not globals read per event.
+        Per common event (s17-conv; why each holds is in benchmarks/README.md): the previous delta's block is kept
+        for a run of deltas to one ``int`` index (dropped after every event that goes through ``add``, which alone
+        opens or replaces a block); the body is tested for None only (``add`` reads it with ``get`` alone); the
+        delta keeps its ``dict`` test; ``type``, ``dict`` and ``str`` are locals.
         """
         blocks = self.blocks
         add = self.add
