@@ -155,6 +155,20 @@ def _spans_to_copy() -> Iterator[Any]:
         yield SimpleNamespace(attributes=attributes)  # a stand-in: read through ``attributes`` only
 
 
+def test_plain_attrs_of_a_span_class_without_the_attributes_field_raises_as_before() -> None:
+    """A ``ReadableSpan`` subclass that never sets ``_attributes`` (no SDK class does; a user's may): the property
+    raises, before and after, so ``on_start`` counts it as an internal error instead of taking it for a span with no
+    attributes (review of s17-evapp)."""
+
+    class NoField(ReadableSpan):
+        def __init__(self) -> None:  # deliberately not the SDK's __init__
+            pass
+
+    for copy in (old_plain_attrs, plain_attrs):
+        with pytest.raises(AttributeError, match="_attributes"):
+            copy(NoField())
+
+
 def test_plain_attrs_copies_what_the_old_copy_did() -> None:
     count = 0
     for span in _spans_to_copy():

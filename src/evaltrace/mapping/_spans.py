@@ -89,6 +89,9 @@ def attrs(span: ReadableSpan) -> Mapping[str, Any]:
     return span.attributes or {}
 
 
+_MISSING = object()  # no ``_attributes`` field: read through the property, which raises as it always did
+
+
 def plain_attrs(span: ReadableSpan) -> dict[str, Any]:
     """Return a plain-dict copy of the span's attributes, for code that reads many of them.
 
@@ -100,7 +103,7 @@ def plain_attrs(span: ReadableSpan) -> dict[str, Any]:
         # wraps, copied by its own copy(), without the property's frame, its view, and the two ``__len__`` frames
         # its truth tests ran. The same dict as the view's copy() below: the property is
         # ``MappingProxyType(self._attributes or {})`` and the view's copy() is its mapping's.
-        raw = getattr(span, "_attributes", None)
+        raw = getattr(span, "_attributes", _MISSING)  # a subclass without the field: the property path below
         kind = type(raw)
         if kind is BoundedAttributes or kind is dict:
             copied = raw.copy()  # type: ignore[union-attr]  # one of the two exact types above
