@@ -302,3 +302,24 @@ def test_a_decorated_spans_output_is_mapped_with_its_trace_and_nothing_else() ->
     assert "output" not in _DICT.__get__(build_trace([thinking], thinking))
     # Nor for trace_from_spans(lazy=True): only the pipeline's build_trace, which reads it on every judgement.
     assert "output" not in _DICT.__get__(_build.trace_from_spans([root], root, lazy=True))
+
+
+def test_an_output_mapping_that_raises_at_build_leaves_the_output_lazy_not_the_job_failed() -> None:
+    """Were the early output mapping to raise (no real value is known to make it), the Trace is still built and its
+    output stays lazy: only its own first read could fail, as before the cut, never the whole job as
+    ``MappingFailed`` (review of s17-evtrace)."""
+    root = span("agent", {"evaltrace.span.kind": "agent", "output.value": '"Paris."', "input.value": '"Where?"'})
+    build_trace([root], root)  # fills _mapping._LONE
+    original, lone, general, lone_source, _ = _mapping._LONE[0]
+
+    def raising(attributes: Any) -> Any:
+        raise RuntimeError("a bug of ours in the early output mapping")
+
+    saved = _mapping._LONE[0]
+    _mapping._LONE[0] = (original, lone, general, lone_source, raising)
+    try:
+        trace = build_trace([root], root)
+    finally:
+        _mapping._LONE[0] = saved
+    assert "output" not in _DICT.__get__(trace)  # left to its lazy read
+    assert trace.output.final_answer == "Paris."

@@ -73,7 +73,10 @@ def build_trace(spans: Sequence[ReadableSpan], root: ReadableSpan) -> Trace:
                         # A decorated span's output, mapped now when it takes one step, as its first read maps and
                         # publishes it (with its notes): every judgement reads it (the monitor's answer), and its
                         # read through the lazy field was two Python frames. Anything else stays lazy.
-                        output = lone_output(source.root_attrs)
+                        try:
+                            output = lone_output(source.root_attrs)
+                        except Exception:  # left lazy: its first read fails alone, as before, not the whole job
+                            output = None
                         if output is not None:
                             source.parts["output_notes"] = []
                             _GET_DICT(single)["output"] = output
