@@ -106,7 +106,7 @@ def plain_attrs(span: ReadableSpan) -> dict[str, Any]:
         raw = getattr(span, "_attributes", _MISSING)  # a subclass without the field: the property path below
         kind = type(raw)
         if kind is BoundedAttributes or kind is dict:
-            copied = raw.copy()  # type: ignore[union-attr]  # one of the two exact types above
+            copied = raw.copy()  # type: ignore[attr-defined]  # one of the two exact types above
             if type(copied) is dict:
                 return copied
         elif raw is None:
