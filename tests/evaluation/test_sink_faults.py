@@ -29,6 +29,7 @@ import pytest
 
 import evaltrace
 from evaltrace._internal import settings, tracing
+from evaltrace.cli import build_parser
 from evaltrace.cli import main as cli_main
 from evaltrace.evaluation import JsonlScoreSink, LangfuseScoreSink, PhoenixScoreSink, RetryPolicy, evaluator
 from evaltrace.evaluation.sinks import SinkWorker, read_dead_letters, write_dead_letters
@@ -36,6 +37,13 @@ from evaltrace.evaluation.sinks._http import parse_retry_after
 from evaltrace.schema import Score, Trace, score_id
 
 from .conftest import wait_until
+
+# Every CLI command module is imported here, at collection, while no other thread runs. `evaltrace scores replay`
+# below would import them lazily, in the middle of a test whose fault server threads print tracebacks. Under pytest,
+# evaltrace's modules are assertion-rewritten (our pytest11 plugin marks the package), so each lazy import runs
+# ast.parse, and CPython 3.11 also runs ast.parse to format a traceback. Two of these racing on two threads raised
+# "SystemError: AST constructor recursion depth mismatch" in CI (once in ~7,000 tests; cf. python/cpython#106905).
+build_parser()
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 TINY = RetryPolicy(max_retries=3, initial_backoff_s=0.001, max_backoff_s=0.01)
