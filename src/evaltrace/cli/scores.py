@@ -2,12 +2,18 @@
 
 The dead-letter file is first moved aside (``<file>.replaying``, under the writers' lock) so a process still
 dead-lettering appends to a new ``<file>`` instead. Scores are de-duplicated by id (the last line wins) and
-sent in batches; at the first batch the backend fails to take, replay stops (it does not retry: run it again
-later). Then, in this order: lines that hold no valid score go to ``<file>.rejects.jsonl`` with the reason;
-every score not delivered goes back to ``<file>``; only then is ``<file>.replaying`` removed. So the file is
-never deleted or truncated while it holds anything undelivered, and a replay interrupted at any point leaves
+sent in batches; at the first batch the backend fails to take, or whose export raises, replay stops (it does
+not retry: run it again later). A batch whose export raised is in doubt (the sink may have delivered part of
+it): its scores are kept whole, and the batches after it are kept not attempted. Then, in this order: lines that
+hold no valid score go to ``<file>.rejects.jsonl`` with the reason; ``<file>.replaying`` is atomically replaced
+by the lines not delivered (the scores, re-encoded with the last error, or as read when the encoder refuses
+them; the not-evaluated records as read), so it no longer holds anything delivered; then, under the writers'
+lock, those lines atomically become ``<file>`` (ahead of anything written to it meanwhile) and
+``<file>.replaying`` is removed. So the file is never deleted or truncated while it holds anything undelivered,
+nothing delivered is sent again by a later replay, and a replay interrupted at any point leaves
 ``<file>.replaying``, which the next replay merges first. Score ids are deterministic and backends upsert on
-them, so a score delivered twice across an interruption is still stored once.
+them, so a score sent twice (the batch in doubt, or a replay killed before ``<file>.replaying`` was rewritten)
+is still stored once.
 """
 
 from __future__ import annotations
@@ -24,11 +30,12 @@ from evaltrace.cli._untrusted import clean
 from evaltrace.evaluation.sinks import JsonlScoreSink, LangfuseScoreSink, PhoenixScoreSink, ScoreSink
 from evaltrace.evaluation.sinks.deadletter import (
     REJECTS_SUFFIX,
-    append_lines,
+    encode_or_keep,
     not_evaluated_lines,
     parse_dead_letters,
+    put_back_after_replay,
+    score_lines,
     stage_for_replay,
-    write_dead_letters,
     write_rejects,
 )
 from evaltrace.evaluation.sinks.jsonl import read_score_ids
@@ -83,6 +90,7 @@ class Delivery:
     not_attempted: list[Score] = field(default_factory=list)  # after the backend started failing
     error: str | None = None
     retry_after_s: float | None = None
+    raised: int = 0  # of ``failed``: the scores of the batch whose export raised (in doubt)
 
     @property
     def undelivered(self) -> list[Score]:
@@ -96,7 +104,14 @@ def deliver(sink: ScoreSink, scores: Sequence[Score], batch_size: int) -> Delive
     size = max(1, batch_size)
     for start in range(0, len(scores), size):
         batch = scores[start : start + size]
-        result = sink.export(batch)
+        try:
+            result = sink.export(batch)
+        except Exception as exc:  # in doubt: the sink may have delivered part of it; kept whole, stop here
+            outcome.failed.extend(batch)
+            outcome.raised = len(batch)
+            outcome.error = f"the sink raised {type(exc).__name__}: {exc}"
+            outcome.not_attempted.extend(scores[start + size :])
+            break
         outcome.delivered += len(batch) - len(result.failed) - len(result.rejected)
         outcome.failed.extend(result.failed)
         outcome.refused.extend(result.rejected)
@@ -134,10 +149,14 @@ def replay_scores(args: argparse.Namespace) -> int:
     # Keep before removing: rejects first, then what was not delivered; the staged copy goes last.
     rejects_path = path.with_name(path.name + REJECTS_SUFFIX)
     write_rejects(rejects_path, path, rejected)
-    write_dead_letters(path, sink.name, outcome.undelivered, outcome.error)
-    records = not_evaluated_lines(staged)
-    append_lines(path, records)  # records of evaluations never run: kept, never sent
-    staged.unlink()
+    records = not_evaluated_lines(staged)  # records of evaluations never run: kept, never sent
+    kept = encode_or_keep(sink.name, outcome.undelivered, outcome.error, score_lines(staged))
+    try:
+        put_back_after_replay(path, staged, [*kept, *records])
+    except OSError as exc:
+        print(clean(f"error: {outcome.delivered} delivered, but the rest could not be put back in {path} ({exc}):"))
+        print(clean(f"everything not delivered is kept in {staged}; run the replay again"))
+        return 1
     summary = _report(path, args.sink, outcome, skipped, len(rejected), rejects_path)
     if records:  # counted, so the file left behind is explained (they are no verdict: never sent as a score)
         summary += (
@@ -163,6 +182,8 @@ def _report(path: Path, sink: str, outcome: Delivery, skipped: int, rejected: in
         parts.append(f"{skipped} already present")
     if outcome.undelivered:
         kept = f"{len(outcome.undelivered)} kept in {path} ({len(outcome.failed)} failed"
+        if outcome.raised:
+            kept += f", of which {outcome.raised} in a batch whose export raised (the backend may hold some)"
         if outcome.refused:
             kept += f", {len(outcome.refused)} refused by the backend"
         if outcome.not_attempted:

@@ -77,17 +77,62 @@ def write_dead_letters(path: Path, sink_name: str, scores: Iterable[Score], erro
 
     Returns:
         The number of scores written.
+
+    All or nothing: a score the encoder refuses raises before anything is written. The sink worker and
+    ``scores replay`` use :func:`save_dead_letters`, which saves every score it can.
     """
     failed_at = dt.datetime.now(dt.UTC).isoformat()
-    lines = [
-        json.dumps(
-            {"sink": sink_name, "error": error, "failed_at": failed_at, "score": score.model_dump(mode="json")},
-            ensure_ascii=False,
-        )
-        for score in scores
-    ]
+    lines = [_line(sink_name, error, failed_at, score) for score in scores]
     append_lines(path, lines)
     return len(lines)
+
+
+@dataclass(frozen=True)
+class SavedDeadLetters:
+    """What :func:`save_dead_letters` did: how many scores it wrote, and those the encoder refused, with why.
+
+    Attributes:
+        written: Scores written to the file.
+        refused: ``(score, reason)`` for each score that could not be encoded as a line (not written).
+        first_error: The exception of the first refusal (for a log line with its traceback), if any.
+    """
+
+    written: int
+    refused: tuple[tuple[Score, str], ...] = ()
+    first_error: BaseException | None = None
+
+
+def save_dead_letters(path: Path, sink_name: str, scores: Iterable[Score], error: str | None) -> SavedDeadLetters:
+    """Append every score of ``scores`` the encoder takes, one line each; return what was written and refused.
+
+    Unlike :func:`write_dead_letters` (all or nothing), one score whose value the JSON encoder refuses (an
+    object in its metadata, a lone surrogate in a string) does not keep its neighbours out of the file: each
+    score is encoded on its own, the encodable ones are written in one append, and the refused ones are
+    returned with the reason. A disk error still raises (``OSError``): then nothing was written by this call
+    that the file does not hold whole (one ``write`` of whole lines).
+    """
+    failed_at = dt.datetime.now(dt.UTC).isoformat()
+    lines: list[str] = []
+    refused: list[tuple[Score, str]] = []
+    first: BaseException | None = None
+    for score in scores:
+        try:
+            line = _line(sink_name, error, failed_at, score)
+            line.encode("utf-8")  # what the file's encoder will do: refuse lone surrogates here, not mid-write
+        except Exception as exc:  # PydanticSerializationError, TypeError, ValueError, UnicodeEncodeError
+            refused.append((score, f"{type(exc).__name__}: {exc}"))
+            first = first or exc
+            continue
+        lines.append(line)
+    append_lines(path, lines)
+    return SavedDeadLetters(len(lines), tuple(refused), first)
+
+
+def _line(sink_name: str, error: str | None, failed_at: str, score: Score) -> str:
+    return json.dumps(
+        {"sink": sink_name, "error": error, "failed_at": failed_at, "score": score.model_dump(mode="json")},
+        ensure_ascii=False,
+    )
 
 
 def append_lines(path: Path, lines: list[str], *, durable: bool = False) -> None:
@@ -150,6 +195,73 @@ def stage_for_replay(path: Path) -> Path:
                 os.fsync(out.fileno())
         path.unlink()
     return staged
+
+
+def put_back_after_replay(path: Path, staged: Path, lines: list[str]) -> None:
+    """End a replay: ``lines`` (what it did not deliver) become the content of ``staged``, then go back to ``path``.
+
+    Two steps, each atomic (a temporary file, fsynced, renamed over the target), so an error or a crash at any
+    point loses nothing and repeats nothing delivered:
+
+    1. ``staged`` is replaced by ``lines``: from here on it holds nothing the replay delivered, so a later replay
+       that finds it (this one stopped before step 2) sends none of those again.
+    2. under the writers' lock, ``path`` is replaced by ``lines`` followed by what writers appended to ``path``
+       meanwhile (byte for byte), and ``staged`` is removed.
+
+    When step 1 fails (a disk error), ``staged`` keeps every line it held and the error is raised: the next
+    replay sends the delivered scores again, under the same ids (an upsert; the JSONL sink skips ids present).
+    """
+    _replace_with(staged, "".join(line + "\n" for line in lines).encode("utf-8"))
+    if not lines and not path.exists():
+        staged.unlink()
+        return
+    with _locked(path):
+        appended = path.read_bytes()
+        if appended and not appended.endswith(b"\n"):
+            appended += b"\n"
+        if not lines and not appended:
+            path.unlink()  # the lock created it: nothing to keep (writers waiting see it gone and open anew)
+        elif not appended:
+            staged.replace(path)  # one rename: no moment where both files hold the lines
+            return
+        else:
+            _replace_with(path, staged.read_bytes() + appended)
+    staged.unlink(missing_ok=True)
+
+
+def _replace_with(target: Path, content: bytes) -> None:
+    """Atomically make ``content`` the content of ``target`` (owner-only, fsynced before the rename)."""
+    temporary = target.with_name(target.name + ".tmp")
+    with open(temporary, "wb", opener=private_opener) as out:
+        out.write(content)
+        out.flush()
+        os.fsync(out.fileno())
+    temporary.replace(target)
+
+
+def score_lines(path: Path) -> dict[str, str]:
+    """The line of a dead-letter file each score id was read from (the last one: as :func:`parse_dead_letters`)."""
+    lines: dict[str, str] = {}
+    with path.open("rb") as handle:
+        for raw_bytes in handle:
+            score, _ = _parse_line(raw_bytes)
+            if score is not None:
+                lines[score.id] = raw_bytes.decode("utf-8").rstrip("\r\n")
+    return lines
+
+
+def encode_or_keep(sink_name: str, scores: Iterable[Score], error: str | None, kept: dict[str, str]) -> list[str]:
+    """One dead-letter line per score, with ``error``; a score the encoder refuses keeps its line from ``kept``."""
+    failed_at = dt.datetime.now(dt.UTC).isoformat()
+    lines: list[str] = []
+    for score in scores:
+        try:
+            line = _line(sink_name, error, failed_at, score)
+            line.encode("utf-8")
+        except Exception:  # e.g. a lone surrogate its line held escaped: the line as read is still valid
+            line = kept[score.id]
+        lines.append(line)
+    return lines
 
 
 def _ends_with_newline(path: Path) -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 from evaltrace._internal import forks
 from evaltrace._internal.private_files import make_private_dirs, private_opener
 from evaltrace.evaluation.sinks.base import SinkResult
-from evaltrace.evaluation.sinks.not_evaluated import NotEvaluated
+from evaltrace.evaluation.sinks.not_evaluated import NotEvaluated, NotEvaluatedPartlyWritten
 from evaltrace.schema import Score
 
 
@@ -65,11 +65,38 @@ class JsonlScoreSink:
         return SinkResult.success()
 
     def record_not_evaluated(self, records: Sequence[NotEvaluated]) -> None:
-        """Append one ``{"not_evaluated": ...}`` line per evaluation never run (raises ``OSError`` on a disk error)."""
-        text = "".join(record.to_line() + "\n" for record in records)
+        """Append one ``{"not_evaluated": ...}`` line per evaluation never run.
+
+        Raises:
+            NotEvaluatedPartlyWritten: The write failed after the first ``written`` records reached the file whole
+                (read back from where this write began): the caller writes only the others elsewhere.
+            OSError: The file could not be opened (nothing was written).
+        """
+        lines = [record.to_line() + "\n" for record in records]
         make_private_dirs(self.path.parent)
-        with self._lock, open(self.path, "a", encoding="utf-8", opener=private_opener) as handle:
-            handle.write(text)
+        with self._lock:
+            handle = open(self.path, "a", encoding="utf-8", opener=private_opener)  # closed by the with below
+            start = handle.tell()
+            try:
+                with handle:
+                    handle.write("".join(lines))
+            except Exception as exc:
+                raise NotEvaluatedPartlyWritten(self._written_since(start, lines), exc) from exc
+
+    def _written_since(self, start: int, lines: list[str]) -> int:
+        """How many of ``lines``, from the first, the file holds whole from byte ``start`` (0 when unreadable)."""
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(start)
+                landed = handle.read().splitlines(keepends=True)
+        except OSError:
+            return 0  # cannot tell: none counted written here, so all go to the dead-letter file (at least once)
+        written = 0
+        for mine, theirs in zip(lines, landed, strict=False):
+            if theirs != mine.encode("utf-8"):  # a torn last line is not written: it goes to the dead-letter file
+                break
+            written += 1
+        return written
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Writes are not buffered past ``export``; always True."""

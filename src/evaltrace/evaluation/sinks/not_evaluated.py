@@ -48,6 +48,21 @@ class NotEvaluated:
         return json.dumps({NOT_EVALUATED_KEY: asdict(self)}, ensure_ascii=False)
 
 
+class NotEvaluatedPartlyWritten(OSError):
+    """A sink's ``record_not_evaluated`` wrote the first ``written`` records whole, then failed (from ``cause``).
+
+    The sink worker then dead-letters only the records after them, so no record is in two files.
+
+    Args:
+        written: How many of the records, from the first, are in the sink's file, each on a whole line.
+        cause: The error that stopped the write.
+    """
+
+    def __init__(self, written: int, cause: BaseException) -> None:
+        super().__init__(f"{written} record(s) written, then {type(cause).__name__}: {cause}")
+        self.written = written
+
+
 def is_not_evaluated_line(record: Any) -> bool:
     """Whether a decoded JSON line is a :class:`NotEvaluated` record (not a score, not a bad line)."""
     return isinstance(record, dict) and isinstance(record.get(NOT_EVALUATED_KEY), dict) and "score" not in record

@@ -34,8 +34,8 @@ from evaltrace._internal import forks
 from evaltrace._internal.errors import ErrorEpisode, log_internal_error
 from evaltrace.evaluation.sinks._health import OutageLog
 from evaltrace.evaluation.sinks.base import ScoreSink, SinkResult, export_deadline
-from evaltrace.evaluation.sinks.deadletter import append_lines, write_dead_letters
-from evaltrace.evaluation.sinks.not_evaluated import NotEvaluated
+from evaltrace.evaluation.sinks.deadletter import append_lines, save_dead_letters
+from evaltrace.evaluation.sinks.not_evaluated import NotEvaluated, NotEvaluatedPartlyWritten
 from evaltrace.schema import Score
 
 
@@ -152,9 +152,15 @@ class SinkWorker:
         self._thread: threading.Thread | None = None  # None: not started (yet) in this process
         what = f"starting the delivery thread of score sink {sink.name} (tried again later)"
         self._start_failing = ErrorEpisode(what)
+        self._episodes()
         with self._cond:
             self._start_locked()
         forks.reinit_after_fork(self)
+
+    def _episodes(self) -> None:
+        """The errors logged once per episode (a dead-letter file or a sink's file that keeps failing)."""
+        self._dead_letter_failing = ErrorEpisode(f"writing the dead-letter file {self._dead_letter_path}")
+        self._records_failing = ErrorEpisode(f"recording evaluations not run for score sink {self.sink.name}")
 
     def _start_locked(self) -> None:
         """Start the worker thread unless it runs already or the worker is shut; call with the lock held.
@@ -186,6 +192,7 @@ class SinkWorker:
         self._cond = threading.Condition()
         self._busy = False
         self._flush_requested = False
+        self._episodes()
         if not self._shutdown:
             self._thread = None
 
@@ -218,7 +225,13 @@ class SinkWorker:
         and sends none). Written at once (local files, shutdown only): they never wait behind a hung backend.
         Without such a file they are counted in ``stats()["not_evaluated_by_reason"]`` only. A sink's own write
         that raises falls back to the dead-letter file; records written nowhere are counted
-        ``not_evaluated_dropped``, and each failed write ``internal_errors``.
+        ``not_evaluated_dropped``, and each failed write ``internal_errors`` (logged once per episode).
+
+        A sink's write that wrote some records and then raised: when it says which
+        (:class:`NotEvaluatedPartlyWritten`, as the JSONL sink does), only the others go to the dead-letter file,
+        so each record is in exactly one file, counted once. A sink that raises without saying is in doubt: every
+        record goes to the dead-letter file too (at least once; a copy in both files is the same line, the same
+        ``(trace_id, span_id, evaluator, evaluator_version, reason, at)``), counted once in ``not_evaluated``.
         """
         if not records:
             return
@@ -226,9 +239,15 @@ class SinkWorker:
         if write is not None:
             try:
                 write(records)
-            except Exception:
-                self._internal_error(f"recording evaluations not run for score sink {self.sink.name}")
+            except NotEvaluatedPartlyWritten as exc:
+                self._records_error(exc)
+                with self._cond:
+                    self.stats.not_evaluated += exc.written
+                records = records[exc.written :]
+            except Exception as exc:
+                self._records_error(exc)
             else:
+                self._records_failing.ok()
                 with self._cond:
                     self.stats.not_evaluated += len(records)
                 return
@@ -239,13 +258,25 @@ class SinkWorker:
             return
         try:
             append_lines(self._dead_letter_path, [record.to_line() for record in records])
-        except Exception:
-            self._internal_error(f"writing the dead-letter file {self._dead_letter_path}")
+        except Exception as exc:
             with self._cond:
+                self.stats.internal_errors += 1
                 self.stats.not_evaluated_dropped += len(records)
+            self._dead_letter_failing.failed(exc=exc)
             return
+        self._dead_letter_failing.ok()
         with self._cond:
             self.stats.not_evaluated += len(records)
+
+    def _records_error(self, exc: BaseException) -> None:
+        """The sink's not-evaluated write raised: counted each time, logged once per episode.
+
+        A take-over's jobs, marked one by one, each write their own records: a sink that keeps raising logs one
+        traceback, not one per job.
+        """
+        with self._cond:
+            self.stats.internal_errors += 1
+        self._records_failing.failed(exc=exc)
 
     def _internal_error(self, what: str) -> None:
         """Log the exception being handled as an internal error and count it (call from an ``except`` block)."""
@@ -451,8 +482,18 @@ class SinkWorker:
             self.stats.dropped += len(scores)
             return
         try:
-            self.stats.dead_lettered += write_dead_letters(self._dead_letter_path, self.sink.name, scores, error)
-        except Exception:  # not only OSError: a raise here would leave the scores counted nowhere
+            saved = save_dead_letters(self._dead_letter_path, self.sink.name, scores, error)
+        except Exception as exc:  # not only OSError: a raise here would leave the scores counted nowhere
             self.stats.dropped += len(scores)
             self.stats.internal_errors += 1
-            log_internal_error(f"writing the dead-letter file {self._dead_letter_path}")
+            self._dead_letter_failing.failed(exc=exc)
+            return
+        self.stats.dead_lettered += saved.written
+        if not saved.refused:
+            self._dead_letter_failing.ok()
+            return
+        # Each score is encoded on its own: only those the encoder refused are lost, counted (one error per write).
+        self.stats.dropped += len(saved.refused)
+        self.stats.internal_errors += 1
+        detail = f": {len(saved.refused)} score(s) the encoder refused, dropped (first: {saved.refused[0][1]})"
+        self._dead_letter_failing.failed(detail, exc=saved.first_error)

@@ -1,0 +1,199 @@
+"""The dead-letter file saves every score it can, replay never loses or repeats one, each record is in one file.
+
+Real components failing for real: a JSONL sink whose path is a directory, scores the JSON encoder refuses (an
+object in the metadata, a lone surrogate in a comment, which a dead-letter line can hold escaped), the Phoenix
+sink against a real HTTP server on 127.0.0.1 (its request encoding raises on the surrogate, mid-replay), a JSONL
+file that reaches the process's file-size limit in the middle of a write, and shutdown's take-over of a stalled
+evaluation loop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from pathlib import Path
+
+import pytest
+
+from evaltrace.cli import main as cli_main
+from evaltrace.evaluation import JsonlScoreSink, RetryPolicy
+from evaltrace.evaluation.sinks import SinkWorker, read_dead_letters, write_dead_letters
+from evaltrace.evaluation.sinks.deadletter import append_lines, not_evaluated_lines, put_back_after_replay
+from evaltrace.evaluation.sinks.not_evaluated import NotEvaluated
+from evaltrace.schema import Score
+
+from .conftest import Backend, MakePipeline
+from .test_shutdown_stalled_loop import SPANS, _end_spans, _off_the_lane, _stalling
+from .test_sinks import SPAN, TRACE, numeric
+
+ONCE = RetryPolicy(max_retries=0)
+DEAD_LETTER_LOG = "writing the dead-letter file"
+
+
+def _with_object(name: str) -> Score:
+    return numeric(name).model_copy(update={"metadata": {"raw": object()}})  # the JSON encoder refuses it
+
+
+def _with_surrogate(name: str) -> Score:
+    return numeric(name).model_copy(update={"comment": "half a pair: \ud800"})  # UTF-8 cannot encode it
+
+
+def _errors_logged(caplog: pytest.LogCaptureFixture, what: str) -> int:
+    return sum(what in record.getMessage() and record.levelno >= logging.ERROR for record in caplog.records)
+
+
+def test_a_score_the_encoder_refuses_leaves_its_neighbours_saved_and_is_logged_once_per_episode(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: one refused score failed the whole batch's dead-letter write: its neighbours "a" and "c" were counted
+    # dropped with it, and each such write logged a traceback.
+    dead = tmp_path / "dead.jsonl"
+    worker = SinkWorker(
+        JsonlScoreSink(tmp_path / "scores.jsonl"),  # its export refuses the same scores: the batches fail
+        dead_letter_path=dead,
+        retry=ONCE,
+        batch_size=2,
+        schedule_delay_s=0.01,
+    )
+    with caplog.at_level(logging.INFO, logger="evaltrace"):
+        worker.submit([numeric("a"), _with_object("b")])
+        assert worker.force_flush(10)
+        worker.submit([numeric("c"), _with_surrogate("d")])
+        assert worker.force_flush(10)
+        worker.shutdown(5)
+    stats = worker.stats
+    assert stats.submitted == stats.successes + stats.dead_lettered + stats.dropped == 4
+    assert (stats.successes, stats.dead_lettered, stats.dropped) == (0, 2, 2)  # only "b" and "d" are lost
+    assert stats.internal_errors == 4  # per batch: the sink's export raised, then the write that refused one
+    assert [score.name for score in read_dead_letters(dead)[0]] == ["a", "c"]
+    assert _errors_logged(caplog, DEAD_LETTER_LOG) == 1  # the second batch's refusal is the same episode
+    (logged,) = [r for r in caplog.records if DEAD_LETTER_LOG in r.getMessage()]
+    assert "1 score(s) the encoder refused, dropped" in logged.getMessage()
+
+
+def test_a_dead_letter_episode_ends_with_one_line_when_a_batch_is_saved_whole(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    dead = tmp_path / "dead.jsonl"
+    sink = JsonlScoreSink(tmp_path / "scores.jsonl")
+    worker = SinkWorker(sink, dead_letter_path=dead, retry=ONCE, batch_size=2, schedule_delay_s=0.01)
+    with caplog.at_level(logging.INFO, logger="evaltrace"):
+        worker.submit([numeric("a"), _with_object("b")])
+        assert worker.force_flush(10)
+        (tmp_path / "scores.jsonl").mkdir()  # the sink fails on a disk error now: the next batch is saved whole
+        worker.submit([numeric("c"), numeric("e")])
+        assert worker.force_flush(10)
+        worker.shutdown(5)
+    assert (worker.stats.dead_lettered, worker.stats.dropped) == (3, 1)
+    assert [score.name for score in read_dead_letters(dead)[0]] == ["a", "c", "e"]
+    assert _errors_logged(caplog, DEAD_LETTER_LOG) == 1
+    assert any(f"{DEAD_LETTER_LOG} {dead} works again" in r.getMessage() for r in caplog.records), caplog.text
+
+
+def _line_as_written(score: Score) -> str:
+    # What a dead-letter file can hold: the surrogate escaped (ASCII JSON), so the line itself is valid UTF-8.
+    record = {"sink": "phoenix", "error": "down", "failed_at": "2026-01-01T00:00:00+00:00", "score": None}
+    record["score"] = score.model_dump(mode="json")
+    return json.dumps(record)
+
+
+def _sent(backend: Backend) -> list[str]:
+    return [item["name"] for body in backend.bodies() for item in body["data"]]
+
+
+def test_replay_stops_at_a_sink_that_raises_keeps_every_line_not_delivered_and_never_sends_one_again(
+    tmp_path: Path, backend: Backend, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before: the Phoenix sink's raise (httpx cannot encode the surrogate) escaped the replay: the CLI crashed, the
+    # staged file kept "a" (delivered) with the rest, and the next replay sent "a" to the backend again.
+    dead = tmp_path / "phoenix.jsonl"
+    bad = _line_as_written(_with_surrogate("bad"))
+    record = NotEvaluated(TRACE, SPAN, SPAN, "tone", None, "shutdown").to_line()
+    write_dead_letters(dead, "phoenix", [numeric("a")], "down")
+    append_lines(dead, [bad])
+    write_dead_letters(dead, "phoenix", [numeric("c")], "down")
+    append_lines(dead, [record])
+    args = ["scores", "replay", str(dead), "--sink", "phoenix", "--base-url", backend.url, "--batch-size", "1"]
+
+    assert cli_main(args) == 1
+    printed = capsys.readouterr().out
+    assert "1 delivered, 2 kept in" in printed and "of which 1 in a batch whose export raised" in printed
+    assert "1 not attempted after the failure" in printed
+    assert _sent(backend) == ["a"]
+    lines = dead.read_text().splitlines()
+    assert lines[0] == bad  # kept as read: the encoder refuses it again, its line is still valid
+    assert json.loads(lines[1])["score"]["name"] == "c"
+    assert "the sink raised UnicodeEncodeError" in json.loads(lines[1])["error"]
+    assert lines[2:] == [record]  # the not-evaluated record, once
+    assert not (tmp_path / "phoenix.jsonl.replaying").exists()
+
+    assert cli_main(args) == 1  # the sink still raises on "bad": "a" is never sent again
+    assert _sent(backend) == ["a"]
+    assert dead.read_text().splitlines()[0] == bad and dead.read_text().splitlines()[2:] == [record]
+    assert [s.name for s in read_dead_letters(dead)[0]] == ["bad", "c"]
+
+
+def test_putting_back_keeps_what_writers_appended_during_the_replay_after_the_lines_not_delivered(
+    tmp_path: Path,
+) -> None:
+    dead = tmp_path / "langfuse.jsonl"
+    staged = tmp_path / "langfuse.jsonl.replaying"
+    write_dead_letters(staged, "langfuse", [numeric("a"), numeric("b")], "down")
+    write_dead_letters(dead, "langfuse", [numeric("new")], "dead-lettered while the replay ran")
+    written_meanwhile = dead.read_text()
+    put_back_after_replay(dead, staged, ['{"kept": 1}'])
+    assert dead.read_text() == '{"kept": 1}\n' + written_meanwhile
+    assert not staged.exists() and not (tmp_path / "langfuse.jsonl.tmp").exists()
+    put_back_after_replay(tmp_path / "none.jsonl", tmp_path / "none.jsonl.replaying", [])
+    assert not (tmp_path / "none.jsonl").exists()  # everything delivered and nothing written meanwhile: no file
+
+
+def _records(count: int) -> list[NotEvaluated]:
+    return [NotEvaluated(TRACE, SPAN, SPAN, f"judge{i}", None, "shutdown") for i in range(count)]
+
+
+def test_not_evaluated_records_a_jsonl_sink_wrote_before_failing_are_not_dead_lettered_too(tmp_path: Path) -> None:
+    # Before: the JSONL sink wrote judge0 and judge1, then hit the file-size limit on judge2 and raised; all three
+    # went to the dead-letter file as well, so two were in both files (counted once).
+    resource = pytest.importorskip("resource")
+    out, dead = tmp_path / "scores.jsonl", tmp_path / "dead.jsonl"
+    sink = JsonlScoreSink(out)
+    assert sink.export([numeric(f"s{i}") for i in range(4_000)]).ok  # big enough for pytest's own files
+    records = _records(3)
+    limit = out.stat().st_size + sum(len((r.to_line() + "\n").encode()) for r in records[:2])
+    worker = SinkWorker(sink, dead_letter_path=dead)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))  # the third record's write fails (EFBIG)
+        worker.not_evaluated(records)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        worker.shutdown(5)
+    in_sink = [json.loads(line)["not_evaluated"]["evaluator"] for line in not_evaluated_lines(out)]
+    in_dead = [json.loads(line)["not_evaluated"]["evaluator"] for line in not_evaluated_lines(dead)]
+    assert (in_sink, in_dead) == (["judge0", "judge1"], ["judge2"])  # each in one file
+    stats = worker.stats
+    assert (stats.not_evaluated, stats.not_evaluated_dropped, stats.internal_errors) == (3, 0, 1)
+
+
+def test_a_sink_that_keeps_failing_during_a_one_by_one_take_over_logs_one_traceback(
+    make_pipeline: MakePipeline, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    # Before: each of the 12 jobs taken over (marked one by one) logged the sink's failure with a traceback.
+    entered, release = threading.Event(), threading.Event()
+    unwritable = tmp_path / "scores-dir.jsonl"
+    unwritable.mkdir()
+    p = make_pipeline([_stalling(entered, release)], sinks=[JsonlScoreSink(unwritable)], hold_timeout_s=60)
+    _off_the_lane(p.processor)
+    try:
+        _end_spans(p.tracer, entered)
+        with caplog.at_level(logging.INFO, logger="evaltrace"):
+            p.processor.shutdown(timeout_millis=600)
+        sink = p.processor.stats()["sinks"]["jsonl"]
+        assert sink["not_evaluated"] == SPANS and sink["not_evaluated_dropped"] == 0  # all in its dead-letter file
+        assert sink["internal_errors"] >= 1  # each write counted (one per job, or one for the jobs marked in bulk)
+        assert _errors_logged(caplog, "recording evaluations not run for score sink jsonl") == 1, caplog.text
+    finally:
+        release.set()
+        p.processor._engine._loop_thread.join(30)
