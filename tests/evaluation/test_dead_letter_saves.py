@@ -197,3 +197,34 @@ def test_a_sink_that_keeps_failing_during_a_one_by_one_take_over_logs_one_traceb
     finally:
         release.set()
         p.processor._engine._loop_thread.join(30)
+
+
+def test_a_replay_into_a_jsonl_file_cut_mid_line_keeps_the_batch_and_the_next_replay_loses_no_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The file-size limit cuts the replay's write inside "b"'s line: the batch is kept in the dead-letter file.
+    # Before: the next replay's first line was glued to the torn fragment, so "b" was reported delivered and yet
+    # unreadable in the file (lost). Now the torn line is ended first and every score reads back.
+    resource = pytest.importorskip("resource")
+    from evaltrace.evaluation.sinks.jsonl import read_score_ids
+
+    dead, out = tmp_path / "dl.jsonl", tmp_path / "scores.jsonl"
+    assert JsonlScoreSink(out).export([numeric(f"s{i}") for i in range(4_000)]).ok  # big enough for pytest's files
+    scores = [numeric("a"), numeric("b"), numeric("c")]
+    write_dead_letters(dead, "jsonl", scores, "disk full")
+    limit = out.stat().st_size + len(scores[0].model_dump_json()) + 1 + 20  # "a" whole, 20 bytes of "b"
+    args = ["scores", "replay", str(dead), "--sink", "jsonl", "--output", str(out)]
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+        assert cli_main(args) == 1
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert "0 delivered, 3 kept in" in capsys.readouterr().out
+    assert [s.name for s in read_dead_letters(dead)[0]] == ["a", "b", "c"]
+    assert out.stat().st_size == limit  # the torn line is there
+
+    assert cli_main(args) == 0
+    assert "2 delivered, 1 already present" in capsys.readouterr().out  # "a" landed whole the first time
+    assert {score.id for score in scores} <= read_score_ids(out)
+    assert not dead.exists()

@@ -7,6 +7,11 @@ Score ids are deterministic (uuid5 of trace, span, evaluator and version), so a 
 upsert; :func:`parse_dead_letters` keeps the last line per id so a file that holds a score twice (e.g.
 dead-lettered, replayed, failed again) still delivers it once.
 
+The sink worker writes through :func:`save_dead_letters`, which encodes each score on its own: one the encoder
+refuses is returned (and counted dropped by the caller), its neighbours are written. A replay ends with
+:func:`put_back_after_replay`, which puts what it did not deliver back without ever leaving a delivered score in
+the file.
+
 Writers append under an exclusive lock (``flock`` where the platform has it, plus a process-wide lock), and
 :func:`stage_for_replay` takes the same lock to move the file aside: a process still dead-lettering while a
 replay runs writes into a new file rather than into the one being replayed, so no line falls between the two.

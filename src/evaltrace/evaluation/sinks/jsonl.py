@@ -6,15 +6,19 @@ An evaluation the shutdown deadline cut short leaves a ``{"not_evaluated": {...}
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TextIO
 
 from evaltrace._internal import forks
 from evaltrace._internal.private_files import make_private_dirs, private_opener
 from evaltrace.evaluation.sinks.base import SinkResult
 from evaltrace.evaluation.sinks.not_evaluated import NotEvaluated, NotEvaluatedPartlyWritten
 from evaltrace.schema import Score
+
+_PREAD = getattr(os, "pread", None)  # not on Windows: a torn last line is then not detected
 
 
 def read_score_ids(path: Path) -> set[str]:
@@ -58,8 +62,10 @@ class JsonlScoreSink:
         text = "".join(score.model_dump_json() + "\n" for score in batch)
         try:
             make_private_dirs(self.path.parent)
-            with self._lock, open(self.path, "a", encoding="utf-8", opener=private_opener) as handle:
-                handle.write(text)
+            with self._lock:
+                handle, _, lead = self._open_end()
+                with handle:
+                    handle.write(lead + text)
         except OSError as exc:
             return SinkResult(failed=tuple(batch), error=f"{type(exc).__name__}: {exc}")
         return SinkResult.success()
@@ -75,13 +81,28 @@ class JsonlScoreSink:
         lines = [record.to_line() + "\n" for record in records]
         make_private_dirs(self.path.parent)
         with self._lock:
-            handle = open(self.path, "a", encoding="utf-8", opener=private_opener)  # closed by the with below
-            start = handle.tell()
+            handle, start, lead = self._open_end()
             try:
                 with handle:
-                    handle.write("".join(lines))
+                    handle.write(lead + "".join(lines))
             except Exception as exc:
                 raise NotEvaluatedPartlyWritten(self._written_since(start, lines), exc) from exc
+
+    def _open_end(self) -> tuple[TextIO, int, str]:
+        """Open the file to append: the handle, the offset the first line will start at, and what goes first.
+
+        A write that failed part way (a full disk, a file-size limit) can leave a torn last line. Appending to it
+        would glue the next line to the fragment and make it unreadable: a line that was written and yet lost. So
+        a file whose last byte is not a line break gets one first (the fragment stays, as an unreadable line).
+        """
+        handle = open(self.path, "a+", encoding="utf-8", opener=private_opener)  # the caller closes it
+        try:
+            size = handle.seek(0, os.SEEK_END)
+            torn = size > 0 and _PREAD is not None and _PREAD(handle.fileno(), 1, size - 1) != b"\n"
+        except BaseException:
+            handle.close()
+            raise
+        return handle, size + torn, "\n" if torn else ""
 
     def _written_since(self, start: int, lines: list[str]) -> int:
         """How many of ``lines``, from the first, the file holds whole from byte ``start`` (0 when unreadable)."""

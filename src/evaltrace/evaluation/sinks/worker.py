@@ -51,12 +51,14 @@ class SinkStats:
         successes: Scores the backend acknowledged.
         retries: Export attempts repeated after a transient failure.
         dead_lettered: Scores written to the dead-letter file.
-        dropped: Scores lost: no dead-letter file configured, or writing it failed.
+        dropped: Scores lost: no dead-letter file configured, writing it failed, or the encoder refused them
+            (each score is encoded on its own: the others of the batch are dead-lettered).
         abandoned: Of ``dead_lettered``, those of the batch whose request was still in flight at the shutdown
             deadline, whether shutdown took it from a hung request or the request's timeout (capped at the
             deadline) ended it (the backend may get them too; a replay then upserts them under the same id).
         not_evaluated: Records of evaluations never run (cut short at shutdown) written for this sink, in its
-            own file (JSONL) or its dead-letter file (see :meth:`SinkWorker.not_evaluated`); never scores.
+            own file (JSONL) or its dead-letter file (see :meth:`SinkWorker.not_evaluated`), each counted once
+            (in doubt, in both files: a sink that raised without saying what it wrote); never scores.
         not_evaluated_dropped: Such records that could be written nowhere (the sink's write raised, and so did the
             dead-letter file's, or there is none): the evaluations stay counted in
             ``stats()["not_evaluated_by_reason"]``, only this sink's record of them is lost.
@@ -269,11 +271,7 @@ class SinkWorker:
             self.stats.not_evaluated += len(records)
 
     def _records_error(self, exc: BaseException) -> None:
-        """The sink's not-evaluated write raised: counted each time, logged once per episode.
-
-        A take-over's jobs, marked one by one, each write their own records: a sink that keeps raising logs one
-        traceback, not one per job.
-        """
+        """The sink's not-evaluated write raised: counted each time, logged once per episode (not once per job)."""
         with self._cond:
             self.stats.internal_errors += 1
         self._records_failing.failed(exc=exc)
