@@ -14,11 +14,13 @@ from time import monotonic
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import ReadableSpan, Span
 
 from evaltrace._internal import semconv
 from evaltrace._internal.errors import ErrorEpisode, log_internal_error
 from evaltrace._internal.evaluator_registry import resolve_evaluators
+from evaltrace.evaluation._job_types import new_job
 from evaltrace.evaluation._jobs import Job
 from evaltrace.evaluation.completion import OpenTrace
 from evaltrace.evaluation.evaluator import EvaluatorSpec, as_spec
@@ -71,7 +73,7 @@ def _new_job(
 ) -> Job:
     """The job admitted at ``span``'s end (``complete``: the trace it completed, whose revision it evaluates)."""
     # Job's first seven fields in order, positionally: as keywords they cost ~2k instructions more per span.
-    job = Job(span, specs, trace_specs, spans, count, monotonic(), skipped)
+    job = new_job(span, specs, trace_specs, spans, count, monotonic(), skipped)
     if complete is not None:
         job.revision = complete.revision
         job.gate_held = complete.awaited  # the wait sampling was told of goes to this job
@@ -237,28 +239,39 @@ def plan(self: EvaluationSpanProcessor, span: ReadableSpan) -> Job | None:  # no
     state = span.__dict__ if type(span) is ReadableSpan else _NO_STATE  # a stand-in may have no __dict__
     if _READ_FIELDS <= state.keys():
         context, parent, raw = state["_context"], state["_parent"], state["_attributes"]
-        attributes: Any = MappingProxyType(raw) if raw else {}  # ``span.attributes or {}``
+        # plan's own reads below go to the plain dict the SDK's BoundedAttributes wraps (``copy()`` returns a copy of
+        # it, ``__getitem__`` reads it): through the view each read ran two Python frames (Mapping.get and
+        # __getitem__) and a missing key raised and caught a KeyError. What other code is handed (``attributes``)
+        # is the same view as before. An older SDK's OrderedDict, or anything else, is read through the view.
+        fields = raw.__dict__ if type(raw) is BoundedAttributes else _NO_STATE
+        plain = fields.get("_dict", raw)
+        if type(plain) is dict:
+            attributes: Any = MappingProxyType(raw) if plain else {}  # ``span.attributes or {}``
+            read: Any = plain
+        else:
+            attributes = read = MappingProxyType(raw) if raw else {}
     else:
         context, parent, attributes = span.context, span.parent, span.attributes or {}
+        read = attributes
     if context is None or self._shutdown:
         return None
     if self._suppressed and context.span_id in self._suppressed:
         self._suppressed.discard(context.span_id)
         return None
     trace_id = context.trace_id
-    ref = attributes.get(semconv.EVALTRACE_EVALUATORS_REF)
+    ref = read.get(semconv.EVALTRACE_EVALUATORS_REF)
     if not ref and self._passes_by(span, attributes, trace_id):  # a span with a ref never passes by
         return None
-    kind = attributes.get(semconv.EVALTRACE_SPAN_KIND)
+    kind = read.get(semconv.EVALTRACE_SPAN_KIND)
     if not isinstance(kind, str):  # span_kind()'s first step, inline
         kind = span_kind(attributes)  # derived from a foreign convention
     # Our own evaluation spans, and a judge call's trace (fed without on_start, in the worker): never evaluated.
-    if kind == semconv.KIND_EVALUATION or attributes.get(semconv.EVALTRACE_JUDGE):
+    if kind == semconv.KIND_EVALUATION or read.get(semconv.EVALTRACE_JUDGE):
         return None
     # Spans that reach us without on_start (an OTLP receiver feeding on_end) were never tracked: buffer
     # every trace then, since which ancestor will need them is unknown until it ends.
     buffer_all = self.options.buffer_all_traces or not self._saw_start
-    tracked = buffer_all or self._buffer.is_tracked(trace_id)
+    tracked = buffer_all or self._buffer.tracking(trace_id)  # is_tracked(), without its frame
     root = parent is None or parent.is_remote  # is_root(span)
     taken: list[ReadableSpan] | None = None  # a local root's trace, released already (no trace-level evaluator)
     if tracked:
@@ -294,7 +307,7 @@ def plan(self: EvaluationSpanProcessor, span: ReadableSpan) -> Job | None:  # no
     if not specs and not trace_specs:
         return None
     if complete is None:  # _new_job's job, inline
-        return Job(span, specs, trace_specs, spans, count, monotonic(), skipped)
+        return new_job(span, specs, trace_specs, spans, count, monotonic(), skipped)
     return _new_job(span, specs, trace_specs, spans, count, skipped, complete)
 
 

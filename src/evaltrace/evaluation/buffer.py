@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -56,6 +56,9 @@ class TraceBuffer:
         self._traces: OrderedDict[int, _Entry] = OrderedDict()
         self._lock = threading.Lock()
         self.stats = BufferStats()
+        # is_tracked() as the dict's own ``__contains__`` (a C call, no Python frame): what the processor asks at
+        # every evaluated span's end, on the application thread. The same answer (``_traces`` is never rebound).
+        self.tracking: Callable[[int], bool] = self._traces.__contains__
 
     def track(self, trace_id: int) -> None:
         """Start buffering ``trace_id`` (called when a span that will need its subtree starts)."""
@@ -105,20 +108,28 @@ class TraceBuffer:
         them is gone (a span of the trace ending on another thread in it was buffered into the root's list, and is
         now not buffered: the order it would have had ending just after the root, which it could always have had).
         """
-        with self._lock:
-            entry = self._traces.pop(trace_id, None)
+        # At every tracked local root's end, on the application thread: acquire() and a finally rather than
+        # ``with``, as track() does. The same steps under the same lock, in the same order.
+        traces = self._traces
+        lock = self._lock
+        lock.acquire()
+        try:
+            entry = traces.pop(trace_id, None)
             if entry is None:
                 if not create:
-                    self.stats.traces = len(self._traces)
+                    self.stats.traces = len(traces)
                     return []
                 entry = self._insert(trace_id)  # as add() makes it (evicting as it does), then popped as pop()
-                del self._traces[trace_id]
-            if len(entry.spans) >= self._max_spans:
+                del traces[trace_id]
+            spans = entry.spans
+            if len(spans) >= self._max_spans:
                 self.stats.dropped_spans += 1
             else:
-                entry.spans.append(span)
-            self.stats.traces = len(self._traces)
-        return entry.spans
+                spans.append(span)
+            self.stats.traces = len(traces)
+        finally:
+            lock.release()
+        return spans
 
     def view(self, trace_id: int) -> tuple[list[ReadableSpan], int]:
         """Return the trace's span list and its current length, without copying (O(1)).

@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context, get_current
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
@@ -63,6 +64,8 @@ from evaltrace.evaluation.telemetry import LogEventEmitter, PipelineMetrics
 from evaltrace.mapping._spans import plain_attrs
 
 _MAX_SUPPRESSED = 65_536
+# The SDK's ReadableSpan.attributes property (on_start reads the field it wraps on a class that keeps it).
+_ATTRIBUTES_PROPERTY = ReadableSpan.__dict__["attributes"]
 # is_suppressed()'s keys (OTel's, then ours), read by on_start straight from the current context.
 _SUPPRESS_OTEL, _SUPPRESS_OURS = SUPPRESSION_KEYS
 logger = logging.getLogger("evaltrace.evaluation")
@@ -265,7 +268,7 @@ class EvaluationSpanProcessor(SpanProcessor):
 
     # --- SpanProcessor ------------------------------------------------------------------------------------
 
-    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:  # noqa: C901  (one frame per span, on purpose)
         """Forward to downstream; remember spans started under suppression and decorated spans' traces."""
         self._saw_start = True
         if not self._global and not registered:  # nothing can evaluate any span: a pass-through
@@ -280,7 +283,18 @@ class EvaluationSpanProcessor(SpanProcessor):
             if context is not None:
                 # The attributes read once, as a plain dict: a live span's are a view over the SDK's
                 # BoundedAttributes, where each read runs two Python frames (and a miss raises a KeyError inside).
-                attributes = plain_attrs(span)
+                # An SDK span's: the plain dict its BoundedAttributes wraps, read in place (what plain_attrs copies,
+                # without the copy and its two frames). Only read here, never kept or handed to user code, and the
+                # span is still starting: no other code holds it yet.
+                attributes: Any = None
+                if getattr(type(span), "attributes", None) is _ATTRIBUTES_PROPERTY:
+                    raw = getattr(span, "_attributes", None)
+                    if type(raw) is BoundedAttributes:
+                        attributes = getattr(raw, "_dict", None)
+                        if type(attributes) is not dict:  # an older SDK's OrderedDict: copied, as before
+                            attributes = None
+                if attributes is None:
+                    attributes = plain_attrs(span)
                 # is_suppressed(), inline (one frame fewer on every span start): the current context's two keys.
                 # A judge call's own trace (evaltrace.judge) is never evaluated, even when traced unsuppressed.
                 current = get_current()
