@@ -6,7 +6,7 @@ per span queued, on the thread that ends it (the application's, or the evaluatio
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -48,7 +48,17 @@ def estimated_bytes(span: ReadableSpan) -> int:
     return size
 
 
-def _mapping_bytes(attributes: Mapping[str, Any]) -> int:
+def _mapping_bytes(
+    attributes: Mapping[str, Any],
+    str: type = str,
+    tuple: type = tuple,
+    list: type = list,
+    type: type = type,
+    len: Callable[[Any], int] = len,
+) -> int:
+    # The builtins bound as defaults: read as locals in the loop, which runs once per attribute of every span queued
+    # (a builtin's global read is a dict probe in the module's then the builtins' namespace: ~0.8k instructions for
+    # a 13-attribute span). Never passed by callers.
     size = ATTRIBUTE_BYTES * len(attributes)
     for value in attributes.values():
         kind = type(value)
