@@ -22,6 +22,8 @@ trees by running this file from each (a ``git archive`` copy for the old one). P
   build    ``_mapping.build_trace`` alone (the lazy Trace before any read)
   output   ``build`` and the first read of ``output`` (what the cheap evaluator reads)
   dq       ``_preview.deferred_query`` alone, on a fresh lazy Trace whose ``output`` was read
+  estimate ``export_queue.estimated_bytes`` of the enriched copy (the export queue's size estimate)
+  qend     ``ExportQueue.on_end`` of the enriched copy (a queue with a no-op exporter: the forward's own work)
 """
 
 from __future__ import annotations
@@ -44,11 +46,12 @@ from _evaluators import cheap
 from bench_evaluation_steps import _HANDLE, _inputs
 
 PIECES = ("noop", "stats", "monitor", "metrics", "query", "publish", "record", "event", "spanattr", "copy", "deliver",
-          "lane", "build", "output", "dq")  # fmt: skip
+          "lane", "build", "output", "dq", "estimate", "qend")  # fmt: skip
 
 
 def child(calls: int) -> None:
     """Under callgrind: each piece ``calls`` times between a zero and a dump of the counts."""
+    from evaltrace._internal.export_queue import ExportQueue, estimated_bytes
     from evaltrace.evaluation import _mapping
     from evaltrace.evaluation._fast_lane import Worker
     from evaltrace.evaluation._jobs import Job
@@ -77,6 +80,9 @@ def child(calls: int) -> None:
     lane._slow.clear()
     worker = Worker(lane)
 
+    copy = enriched_copy(root, [result], provenance=False)
+    queue = ExportQueue(_NoExport(), "bench", max_queue_size=1 << 30, max_batch_size=1 << 30, schedule_delay_s=1e6)
+
     def job() -> Any:
         return Job(root, [spec], [], members, len(members), admitted_at=time.monotonic())
 
@@ -96,6 +102,8 @@ def child(calls: int) -> None:
         "build": lambda: _mapping.build_trace(members, root),
         "output": lambda: _mapping.build_trace(members, root).output,
         "dq": lambda: deferred_query(root, fresh),
+        "estimate": lambda: estimated_bytes(copy),
+        "qend": lambda: queue.on_end(copy),
     }
     for work in pieces.values():  # each once before counting: first-call caches
         work()
@@ -109,6 +117,21 @@ def child(calls: int) -> None:
             work()
         request(_callgrind._DUMP_STATS)
     os._exit(0)
+
+
+class _NoExport:
+    """An exporter that takes every batch (the ``qend`` piece's queue never exports during the count)."""
+
+    def export(self, spans: Any) -> Any:
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        return None
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
 
 
 def _totals(out_dir: str) -> list[int]:

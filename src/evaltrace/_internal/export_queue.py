@@ -36,9 +36,7 @@ import inspect
 import logging
 import threading
 import time
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -47,6 +45,11 @@ from evaltrace._internal import forks
 from evaltrace._internal.deferred_attributes import DIRECT_CONTEXT_TYPES as _DIRECT_CONTEXT
 from evaltrace._internal.episodes import LossEpisode
 from evaltrace._internal.errors import log_internal_error
+from evaltrace._internal.span_size import ATTRIBUTE_BYTES as ATTRIBUTE_BYTES
+from evaltrace._internal.span_size import EVENT_BYTES as EVENT_BYTES
+from evaltrace._internal.span_size import SAMPLED_ITEMS as SAMPLED_ITEMS
+from evaltrace._internal.span_size import SPAN_BYTES as SPAN_BYTES
+from evaltrace._internal.span_size import estimated_bytes as estimated_bytes
 from evaltrace._internal.tracing import suppress_instrumentation
 
 logger = logging.getLogger("evaltrace.export")
@@ -61,12 +64,6 @@ About 8,000 spans carrying a 30 kB prompt (the app of issue 24 reached 2.95 GB w
 decorated call's span is estimated at ~3.4 kB, so for spans of that size the local store's span bound (65,536, about
 220 MB) binds first: the byte bound only bites on large spans, and a burst the store absorbs loses nothing to it.
 """
-SPAN_BYTES = 2048
-"""The estimate's fixed cost of a span (the objects the SDK makes for it, measured at ~3 kB with a few attributes)."""
-EVENT_BYTES = 256
-ATTRIBUTE_BYTES = 64
-SAMPLED_ITEMS = 16
-"""Items of a sequence attribute the estimate reads; a longer one counts as that many times their average."""
 
 
 @dataclass
@@ -83,42 +80,6 @@ class ExportStats:
     def lost(self) -> int:
         """Spans that will never reach the exporter's backend."""
         return self.export_failed + self.dropped_queue_full + self.dropped_queue_bytes + self.dropped_shutdown
-
-
-def estimated_bytes(span: ReadableSpan) -> int:
-    """A cheap estimate of the memory ``span`` holds: fixed costs plus the length of its string values.
-
-    Reads only what is built already (no encoding): O(attributes + events), whatever the size of the values (a
-    sequence value by its first ``SAMPLED_ITEMS`` items).
-    Lengths are in characters (one byte each for ASCII text, as CPython stores it).
-    """
-    size = SPAN_BYTES
-    attributes = span.attributes
-    if attributes:
-        size += _mapping_bytes(attributes)
-    events = span.events
-    if events:
-        for event in events:
-            size += EVENT_BYTES
-            if event.attributes:
-                size += _mapping_bytes(event.attributes)
-    return size
-
-
-def _mapping_bytes(attributes: Mapping[str, Any]) -> int:
-    size = ATTRIBUTE_BYTES * len(attributes)
-    for value in attributes.values():
-        kind = type(value)
-        if kind is str:
-            size += len(value)
-        elif kind is tuple or kind is list:  # a sequence attribute: its strings count, other items 8 bytes each
-            # Its first SAMPLED_ITEMS items stand for the rest: span end stays O(1) however long the list.
-            count = len(value)
-            sampled = 0
-            for item in value[:SAMPLED_ITEMS]:
-                sampled += len(item) if type(item) is str else 8
-            size += sampled if count <= SAMPLED_ITEMS else sampled * count // SAMPLED_ITEMS
-    return size
 
 
 class ExportQueue(SpanProcessor):

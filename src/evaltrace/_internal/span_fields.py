@@ -50,6 +50,65 @@ def _direct_context_types() -> frozenset[type]:
 DIRECT_CONTEXT_TYPES = _direct_context_types()
 """Span classes whose sampled flag the export queue reads as ``span._context[3] & 1`` (see above)."""
 
+# --- Reading an ended span's attributes and events for the export queue's size estimate -------------------------
+#
+# ``ReadableSpan.attributes`` is ``MappingProxyType(self._attributes or {})`` and ``ReadableSpan.events`` is
+# ``tuple(self._events)``: a Python frame and a new container each, per span queued, over the very values of the two
+# fields. ``Event.attributes`` is ``self._attributes``, a frame per event. The estimate reads the fields themselves
+# for the classes whose properties are exactly these, checked here once against the running SDK.
+
+
+def _direct_parts_types() -> frozenset[type]:
+    """The SDK span classes whose ``attributes``/``events`` are ReadableSpan's properties over ``_attributes``/``_events``."""
+    try:
+        import opentelemetry.sdk.trace as sdk_trace
+        from opentelemetry.sdk.resources import Resource as _Resource
+
+        attributes_prop = ReadableSpan.__dict__["attributes"]
+        events_prop = ReadableSpan.__dict__["events"]
+        held = {"probe": "value"}
+        event = Event("probe", {"a": "b"}, timestamp=1)
+        probe = ReadableSpan(name="probe", attributes=held, events=[event], resource=_Resource({}))
+        fields = probe.__dict__
+        if fields.get("_attributes") is not held or fields.get("_events") != [event]:
+            return frozenset()
+        seen = probe.attributes
+        if type(seen) is not MappingProxyType or dict(seen) != held or probe.events != (event,):
+            return frozenset()
+        empty = ReadableSpan(name="probe", resource=_Resource({}))
+        if empty.attributes or empty.events:
+            return frozenset()
+    except Exception:
+        return frozenset()
+    kinds = (ReadableSpan, sdk_trace.Span, getattr(sdk_trace, "_Span", None))
+    return frozenset(
+        kind
+        for kind in kinds
+        if kind is not None
+        and getattr(kind, "attributes", None) is attributes_prop
+        and getattr(kind, "events", None) is events_prop
+    )
+
+
+def _direct_event_type() -> type | None:
+    """``Event`` when its ``attributes`` property returns its ``_attributes`` field as it is (None otherwise)."""
+    try:
+        held = {"a": "b"}
+        probe = Event("probe", held, timestamp=1)
+        if probe.__dict__.get("_attributes") is not held or probe.attributes is not held:
+            return None
+        if type(Event.__dict__.get("attributes")) is not property:
+            return None
+    except Exception:
+        return None
+    return Event
+
+
+DIRECT_PARTS_TYPES = _direct_parts_types()
+"""Span classes whose attributes and events the export queue's estimate reads as ``_attributes``/``_events``."""
+DIRECT_EVENT_TYPE = _direct_event_type()
+"""``Event`` when the estimate may read an event's attributes as ``_attributes`` (None: through the property)."""
+
 # --- Copying a finished span, building an event -----------------------------------------------------------
 
 # Exactly the fields copy_span writes, and new_event: each fast path is used only when the running SDK's
