@@ -56,6 +56,9 @@ def _scores(path: Path) -> list[dict[str, Any]]:
 # load 15-25 on 2 cores (the first job, and the first after a restart). The deadline only bounds a hang: no test here
 # is about how fast a flush returns, and each asserts what the job ended with (a crash, a timeout, a result).
 FLUSH_MS = 120_000
+# Spans are held far past each test (the hold deadline is wall-clock time): a span held past it goes out before its
+# results, which then follow on child spans. At load 36 the child's start outlasted the 30 s these tests held for.
+HOLD_S = 600.0
 
 ANSWERS = [("capital of France?", "Paris is the capital of France."), ("and Spain?", "Madrid."), ("hi", "")]
 
@@ -63,7 +66,7 @@ ANSWERS = [("capital of France?", "Paris is the capital of France."), ("and Spai
 def _run(make_pipeline: MakePipeline, tmp_path: Path, engine: str) -> tuple[list[ReadableSpan], list[Any], Any]:
     specs = [EvaluatorSpec(mentions_paris, span_kinds=["agent"]), EvaluatorSpec(answer_length, span_kinds=["agent"])]
     scores = tmp_path / f"scores-{engine}.jsonl"
-    pipeline = make_pipeline(specs, sinks=[JsonlScoreSink(scores)], engine=engine, hold_timeout_s=30.0)
+    pipeline = make_pipeline(specs, sinks=[JsonlScoreSink(scores)], engine=engine, hold_timeout_s=HOLD_S)
     for question, answer in ANSWERS:
         _answer(pipeline, question, answer)
     pipeline.flush(FLUSH_MS)
@@ -94,7 +97,7 @@ def test_process_engine_gives_the_same_spans_and_scores_as_in_process(
 
 
 def test_a_killed_child_leaves_spans_unevaluated_counted_then_restarts(make_pipeline: MakePipeline) -> None:
-    pipeline = make_pipeline([EvaluatorSpec(slow, span_kinds=["agent"])], engine="process", hold_timeout_s=30.0)
+    pipeline = make_pipeline([EvaluatorSpec(slow, span_kinds=["agent"])], engine="process", hold_timeout_s=HOLD_S)
     engine = pipeline.processor._remote
     assert engine is not None
     for question, answer in ANSWERS:
@@ -128,7 +131,7 @@ def test_a_killed_child_leaves_spans_unevaluated_counted_then_restarts(make_pipe
 
 
 def test_shutdown_drains_evaluations_in_the_child(make_pipeline: MakePipeline) -> None:
-    pipeline = make_pipeline([EvaluatorSpec(slow, span_kinds=["agent"])], engine="process", hold_timeout_s=30.0)
+    pipeline = make_pipeline([EvaluatorSpec(slow, span_kinds=["agent"])], engine="process", hold_timeout_s=HOLD_S)
     for question, answer in ANSWERS:
         _answer(pipeline, question, answer)
     engine = pipeline.processor._remote
@@ -165,7 +168,7 @@ def test_configure_process_engine_evaluates_decorated_functions(tmp_path: Path) 
         exporters=[exporter],
         local_store=False,
         evaluation="process",
-        evaluation_options={"hold_timeout_s": 60.0},
+        evaluation_options={"hold_timeout_s": HOLD_S},
         handle_sigterm=False,
     )
     try:
@@ -190,7 +193,7 @@ def test_an_unpicklable_result_is_an_error_naming_the_evaluator_and_the_job_fini
     make_pipeline: MakePipeline,
 ) -> None:
     specs = [EvaluatorSpec(unpicklable, span_kinds=["agent"]), EvaluatorSpec(mentions_paris, span_kinds=["agent"])]
-    pipeline = make_pipeline(specs, engine="process", hold_timeout_s=30.0)
+    pipeline = make_pipeline(specs, engine="process", hold_timeout_s=HOLD_S)
     _answer(pipeline, "capital of France?", "Paris.")
     pipeline.flush(FLUSH_MS)  # asserts the job finished: before the fix it waited for a reply that never came
 
@@ -278,7 +281,7 @@ def _quickstart(process: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         batch=False,
         handle_sigterm=False,
         evaluation="process" if process else True,
-        evaluation_options={"dead_letter_dir": None, "hold_timeout_s": 30.0},
+        evaluation_options={"dead_letter_dir": None, "hold_timeout_s": HOLD_S},
     )
     try:
         process_agents.answer("What's the weather in Paris?")
@@ -331,7 +334,7 @@ def test_unshippable_registrations_never_break_configure_and_are_counted(configu
         batch=False,
         handle_sigterm=False,
         evaluation="process",
-        evaluation_options={"dead_letter_dir": None, "hold_timeout_s": 30.0},
+        evaluation_options={"dead_letter_dir": None, "hold_timeout_s": HOLD_S},
     )
     nested("hi")
     nested("hi again")
