@@ -48,8 +48,8 @@ class Pipeline:
         assert len(found) == 1, f"expected one {name!r}, got {[s.name for s in self.spans()]}"
         return found[0]
 
-    def flush(self) -> None:
-        assert self.processor.force_flush(10_000)
+    def flush(self, timeout_ms: int = 10_000) -> None:
+        assert self.processor.force_flush(timeout_ms)
 
 
 MakePipeline = Callable[..., Pipeline]

@@ -27,6 +27,10 @@ from evaltrace.schema import Trace
 from judge_server import JudgeServer, serve_judge
 
 PER_CALL_TOKENS = 110
+# A flush's deadline here only bounds a hang: each flush is a barrier ("charged before the next call is admitted"),
+# never a time bound under test. The judge's first call loads the rest of the openai SDK lazily (at load 24 on 2
+# cores a bare ``import openai`` took 23-30 s wall), which can outlast the 10 s these flushes had.
+FLUSH_MS = 120_000
 
 
 class FakeClock:
@@ -93,7 +97,7 @@ def test_an_attached_evaluators_rate_limit_is_honoured_and_counted_as_a_global_o
     helper = agent([spec] if where == "attached" else [])
     for n in range(4):
         helper(f"q{n}")
-    assert handle.force_flush(10_000)
+    assert handle.force_flush(FLUSH_MS)
     assert verdicts(exporter, "limited") == ["fail", "fail"]
     stats = handle.evaluation_processor.stats()
     assert stats["not_evaluated_by_reason"] == {"rate_limited": 2}
@@ -125,7 +129,7 @@ def test_an_attached_evaluators_token_budget_stops_its_judge_calls_over_budget(
     helper = agent([spec] if where == "attached" else [])
     for n in range(3):
         helper(f"q{n}")  # distinct outputs: no judge cache hit
-        assert handle.force_flush(10_000)  # charged before the next call is admitted
+        assert handle.force_flush(FLUSH_MS)  # charged before the next call is admitted
     assert chat_server.count() == 1
     assert verdicts(exporter, "judged") == ["pass"]
     stats = handle.evaluation_processor.stats()
@@ -158,7 +162,7 @@ def test_an_attached_evaluators_max_concurrent_holds_its_evaluations_to_one(wher
     helper = agent([spec] if where == "attached" else [])
     for n in range(3):
         helper(f"q{n}")
-    assert handle.force_flush(10_000)
+    assert handle.force_flush(FLUSH_MS)
     assert peak == 1
     assert handle.evaluation_processor.stats()["evaluators"]["capped"]["passed"] == 3
 

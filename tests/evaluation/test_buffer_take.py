@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext, TraceFlags
 
@@ -120,6 +121,11 @@ def old_plan(self: Any, span: ReadableSpan) -> Any:  # noqa: C901  (verbatim, th
 # --- the buffer: take() against add() then pop() ---------------------------------------------------------------
 
 
+# One resource for every span built here: without one, ReadableSpan builds Resource.create({}), which scans the
+# installed entry points on older SDKs (1.30), once per span. Nothing here reads a span's resource.
+_RESOURCE = Resource({})
+
+
 def _span(trace_id: int, span_id: int, name: str, attributes: Any = None, parent: SpanContext | None = None) -> Any:
     return ReadableSpan(
         name=name,
@@ -128,6 +134,7 @@ def _span(trace_id: int, span_id: int, name: str, attributes: Any = None, parent
         attributes=attributes,
         start_time=1_000,
         end_time=2_000,
+        resource=_RESOURCE,
     )
 
 

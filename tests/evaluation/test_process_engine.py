@@ -52,16 +52,24 @@ def _scores(path: Path) -> list[dict[str, Any]]:
     )
 
 
+# A flush here may wait for a child to be spawned: a fresh interpreter importing evaltrace, which took over 10 s at
+# load 15-25 on 2 cores (the first job, and the first after a restart). The deadline only bounds a hang: no test here
+# is about how fast a flush returns, and each asserts what the job ended with (a crash, a timeout, a result).
+FLUSH_MS = 120_000
+# Spans are held far past each test (the hold deadline is wall-clock time): a span held past it goes out before its
+# results, which then follow on child spans. At load 36 the child's start outlasted the 30 s these tests held for.
+HOLD_S = 600.0
+
 ANSWERS = [("capital of France?", "Paris is the capital of France."), ("and Spain?", "Madrid."), ("hi", "")]
 
 
 def _run(make_pipeline: MakePipeline, tmp_path: Path, engine: str) -> tuple[list[ReadableSpan], list[Any], Any]:
     specs = [EvaluatorSpec(mentions_paris, span_kinds=["agent"]), EvaluatorSpec(answer_length, span_kinds=["agent"])]
     scores = tmp_path / f"scores-{engine}.jsonl"
-    pipeline = make_pipeline(specs, sinks=[JsonlScoreSink(scores)], engine=engine, hold_timeout_s=30.0)
+    pipeline = make_pipeline(specs, sinks=[JsonlScoreSink(scores)], engine=engine, hold_timeout_s=HOLD_S)
     for question, answer in ANSWERS:
         _answer(pipeline, question, answer)
-    pipeline.flush()
+    pipeline.flush(FLUSH_MS)
     stats = pipeline.processor.stats()
     pipeline.provider.shutdown()
     # By question: the process engine may forward spans in another order than they ended.
@@ -89,7 +97,7 @@ def test_process_engine_gives_the_same_spans_and_scores_as_in_process(
 
 
 def test_a_killed_child_leaves_spans_unevaluated_counted_then_restarts(make_pipeline: MakePipeline) -> None:
-    pipeline = make_pipeline([EvaluatorSpec(slow, span_kinds=["agent"])], engine="process", hold_timeout_s=30.0)
+    pipeline = make_pipeline([EvaluatorSpec(slow, span_kinds=["agent"])], engine="process", hold_timeout_s=HOLD_S)
     engine = pipeline.processor._remote
     assert engine is not None
     for question, answer in ANSWERS:
@@ -97,7 +105,7 @@ def test_a_killed_child_leaves_spans_unevaluated_counted_then_restarts(make_pipe
     assert wait_until(lambda: engine.in_flight() == len(ANSWERS), timeout=60)
     pid = engine.kill_for_tests()
     assert pid is not None
-    pipeline.flush()  # must not hang on the dead child
+    pipeline.flush(FLUSH_MS)  # must not hang on the dead child
 
     spans = pipeline.by_name("invoke_agent helper")
     assert len(spans) == len(ANSWERS)  # every span went out
@@ -113,7 +121,7 @@ def test_a_killed_child_leaves_spans_unevaluated_counted_then_restarts(make_pipe
 
     def evaluated_after_restart() -> bool:  # the first jobs within the back-off are refused (counted) at once
         _answer(pipeline, "again?", "Paris again.")
-        pipeline.flush()
+        pipeline.flush(FLUSH_MS)
         return bool(pipeline.processor.stats()["passed"])
 
     assert wait_until(evaluated_after_restart, timeout=60)
@@ -123,7 +131,7 @@ def test_a_killed_child_leaves_spans_unevaluated_counted_then_restarts(make_pipe
 
 
 def test_shutdown_drains_evaluations_in_the_child(make_pipeline: MakePipeline) -> None:
-    pipeline = make_pipeline([EvaluatorSpec(slow, span_kinds=["agent"])], engine="process", hold_timeout_s=30.0)
+    pipeline = make_pipeline([EvaluatorSpec(slow, span_kinds=["agent"])], engine="process", hold_timeout_s=HOLD_S)
     for question, answer in ANSWERS:
         _answer(pipeline, question, answer)
     engine = pipeline.processor._remote
@@ -160,7 +168,7 @@ def test_configure_process_engine_evaluates_decorated_functions(tmp_path: Path) 
         exporters=[exporter],
         local_store=False,
         evaluation="process",
-        evaluation_options={"hold_timeout_s": 60.0},
+        evaluation_options={"hold_timeout_s": HOLD_S},
         handle_sigterm=False,
     )
     try:
@@ -170,7 +178,7 @@ def test_configure_process_engine_evaluates_decorated_functions(tmp_path: Path) 
             return "Paris, of course"
 
         answer("capital of France?")
-        handle.force_flush()
+        handle.force_flush(FLUSH_MS)
         (span,) = [s for s in exporter.get_finished_spans() if s.name.startswith("invoke_agent")]
         assert (span.attributes or {})["evaltrace.eval.mentions_paris.passed"] is True
         assert handle.evaluation_processor.stats()["process"]["answered"] == 1
@@ -185,9 +193,9 @@ def test_an_unpicklable_result_is_an_error_naming_the_evaluator_and_the_job_fini
     make_pipeline: MakePipeline,
 ) -> None:
     specs = [EvaluatorSpec(unpicklable, span_kinds=["agent"]), EvaluatorSpec(mentions_paris, span_kinds=["agent"])]
-    pipeline = make_pipeline(specs, engine="process", hold_timeout_s=30.0)
+    pipeline = make_pipeline(specs, engine="process", hold_timeout_s=HOLD_S)
     _answer(pipeline, "capital of France?", "Paris.")
-    pipeline.flush()  # asserts the job finished: before the fix it waited for a reply that never came
+    pipeline.flush(FLUSH_MS)  # asserts the job finished: before the fix it waited for a reply that never came
 
     attributes = pipeline.one("invoke_agent helper").attributes or {}
     assert attributes["evaltrace.eval.mentions_paris.passed"] is True  # the job's other result arrives intact
@@ -211,7 +219,7 @@ def test_a_hung_child_is_answered_engine_unavailable_at_the_job_deadline(make_pi
     assert engine is not None
     engine._answer_margin_s = 0.3  # deadline 0.2 s x 1 attempt + 0.3 s; the evaluator blocks the child for 3 s
     _answer(pipeline, "capital of France?", "Paris.")
-    pipeline.flush()  # the job ends at its deadline although the child neither answers nor dies
+    pipeline.flush(FLUSH_MS)  # the job ends at its deadline although the child neither answers nor dies
 
     attributes = pipeline.one("invoke_agent helper").attributes or {}
     assert attributes["evaltrace.eval.hangs.outcome"] == "not_evaluated"
@@ -228,7 +236,7 @@ def test_a_forked_child_exiting_leaves_the_evaluation_process_running(make_pipel
     engine = pipeline.processor._remote
     assert engine is not None
     _answer(pipeline, "capital of France?", "Paris.")
-    pipeline.flush()
+    pipeline.flush(FLUSH_MS)
     assert engine.alive()
 
     pid = os.fork()
@@ -242,7 +250,7 @@ def test_a_forked_child_exiting_leaves_the_evaluation_process_running(make_pipel
 
     assert engine.alive()  # before the fix the worker's exit hook terminated it
     _answer(pipeline, "and again?", "Paris again.")
-    pipeline.flush()
+    pipeline.flush(FLUSH_MS)
     stats = pipeline.processor.stats()
     assert stats["process"]["crashes"] == 0 and stats["process"]["started"] == 1 and stats["passed"] == 2
 
@@ -273,13 +281,13 @@ def _quickstart(process: bool) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         batch=False,
         handle_sigterm=False,
         evaluation="process" if process else True,
-        evaluation_options={"dead_letter_dir": None, "hold_timeout_s": 30.0},
+        evaluation_options={"dead_letter_dir": None, "hold_timeout_s": HOLD_S},
     )
     try:
         process_agents.answer("What's the weather in Paris?")
         process_agents.advise("rain tomorrow?")
         process_agents.advise("sun tomorrow?")
-        assert handle.force_flush()
+        assert handle.force_flush(FLUSH_MS)
         stats = handle.evaluation_processor.stats()
     finally:
         handle.shutdown()
@@ -326,14 +334,14 @@ def test_unshippable_registrations_never_break_configure_and_are_counted(configu
         batch=False,
         handle_sigterm=False,
         evaluation="process",
-        evaluation_options={"dead_letter_dir": None, "hold_timeout_s": 30.0},
+        evaluation_options={"dead_letter_dir": None, "hold_timeout_s": HOLD_S},
     )
     nested("hi")
     nested("hi again")
     main_agent("hi")
     process_agents.late("hi")
     process_agents.advise("rain tomorrow?")  # a shippable one in the same configuration still evaluates
-    assert handle.force_flush()
+    assert handle.force_flush(FLUSH_MS)
 
     by_name: dict[str, list[dict[str, Any]]] = {}
     for span in exporter.get_finished_spans():
