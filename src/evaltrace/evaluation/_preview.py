@@ -70,7 +70,7 @@ def deferred_query(span: ReadableSpan, trace: Trace) -> PendingQuery | None:
         return None
     # The two pydantic slots read as attributes, not through their descriptors' ``__get__`` (a call with its
     # argument tuple each): a Trace's class overrides neither, so both reads are the same slot.
-    source = trace.__pydantic_private__
+    source: Any = trace.__pydantic_private__
     failures = getattr(source, "failures", None)  # a LazyTrace's field source (FieldSource)
     if type(failures) is not dict or "input" in failures:  # not lazy, or its input failed to map: eager path
         return None
