@@ -319,22 +319,36 @@ class Engine:
                 return False
         return True
 
-    def _dispatch(self) -> None:
+    def _dispatch(self) -> None:  # noqa: C901  (one frame per batch, on purpose)
+        # One frame per batch: waiting for the next job, the fast lane's routing and its supervision run inline
+        # here (they were four method calls per batch: ``_next``, ``busy``, ``_to_lane``, ``_supervise``). The
+        # same reads, calls and order as theirs (tests/evaluation/test_dispatch_same.py keeps them).
+        inbox = self._inbox
+        get, get_nowait, sleep, empty = inbox.get, inbox.get_nowait, time.sleep, queue.Empty
+        fast: list[Any] = []
+        rest: list[Any] = []
+        job: Any = None
         while True:
-            first = self._next()
-            if first is None:
-                continue
+            lane = self.lane
+            if lane is None or lane._outstanding <= 0:  # not lane.busy()
+                first = get()
+            else:
+                try:  # the lane has work: wake up to supervise it even when no job arrives
+                    first = get(timeout=lane.tick_s)
+                except empty:
+                    self._supervise(lane)
+                    continue
             if first is _STOP:
                 return
             # Let a burst accumulate: one wake-up of the loop per batch instead of one per span keeps the
             # worker threads from taking the GIL off the application thread on every span end.
-            time.sleep(_COALESCE_S)
+            sleep(_COALESCE_S)
             batch = [first]
             stop = False
             while len(batch) < _BATCH:
                 try:
-                    item = self._inbox.get_nowait()
-                except queue.Empty:
+                    item = get_nowait()
+                except empty:
                     break
                 if item is _STOP:
                     stop = True
@@ -343,8 +357,27 @@ class Engine:
             if self._stopped or self._cancelled:  # past stop's or cancel_all's sweep: nothing new starts
                 self._cut_short([(job, None) for job in batch])
                 batch = []
-            elif self.lane is not None:
-                batch = self._to_lane(self.lane, batch)
+            else:
+                lane = self.lane
+                if lane is not None and not self._lane_off:  # the fast lane's jobs to it, the others to the loop
+                    fast_runner = self._fast
+                    assert fast_runner is not None  # set with the lane
+                    fast = []
+                    rest = []
+                    try:  # our own failure here (a thread that cannot start, ...) must not stop the dispatcher
+                        eligible, is_slow = fast_runner.fast_eligible, lane.is_slow
+                        for job in batch:
+                            (fast if eligible(job, is_slow) else rest).append(job)
+                        if fast and not lane.submit(fast):  # queues nothing when it raises
+                            rest += fast  # the lane was stopped: _start_batch (or _send's refusal) cuts them short
+                    except Exception:
+                        self._lane_failed(lane, "routing evaluation jobs to the fast lane")  # the batch: the loop's
+                    else:
+                        try:
+                            lane.supervise()
+                        except Exception:
+                            self._lane_failed(lane, "supervising the fast lane")
+                        batch = rest
             if batch and not self._send(self._start_batch, batch):  # the loop is closing: nothing runs any more
                 self._cut_short([(job, None) for job in batch])
                 self._drain_inbox()
@@ -353,39 +386,8 @@ class Engine:
                 return
             # This thread then waits for the next job: its locals must not keep the last batch's spans alive
             # meanwhile (a trace held in its session would otherwise pin its spans until the next span ends).
-            first = item = None
-            batch = []
-
-    def _next(self) -> Any:
-        """The next job (or ``_STOP``); None after supervising the busy fast lane when none came in time."""
-        lane = self.lane
-        if lane is None or not lane.busy():
-            return self._inbox.get()
-        try:  # the lane has work: wake up to supervise it even when no job arrives
-            return self._inbox.get(timeout=lane.tick_s)
-        except queue.Empty:
-            self._supervise(lane)
-            return None
-
-    def _to_lane(self, lane: FastLane, batch: list[Any]) -> list[Any]:
-        """Queue the fast lane's jobs of ``batch`` there; return the others (for the loop)."""
-        fast_runner = self._fast
-        assert fast_runner is not None  # set with the lane
-        if self._lane_off:
-            return batch
-        fast: list[Any] = []
-        rest: list[Any] = []
-        try:  # our own failure here (a thread that cannot start, ...) must not stop the dispatcher
-            eligible, is_slow = fast_runner.fast_eligible, lane.is_slow
-            for job in batch:
-                (fast if eligible(job, is_slow) else rest).append(job)
-            if fast and not lane.submit(fast):  # queues nothing when it raises
-                rest += fast  # the lane was stopped: _start_batch (or _send's refusal) cuts them short
-        except Exception:
-            self._lane_failed(lane, "routing evaluation jobs to the fast lane")
-            return batch
-        self._supervise(lane)
-        return rest
+            first = item = job = None
+            batch = fast = rest = []
 
     def _supervise(self, lane: FastLane) -> None:
         try:

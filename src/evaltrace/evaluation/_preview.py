@@ -68,7 +68,9 @@ def deferred_query(span: ReadableSpan, trace: Trace) -> PendingQuery | None:
     """The query of ``trace`` (mapped with ``span`` as its root) to render later; None: compute it now."""
     if "input" in _GET_DICT(trace):  # mapped already (perhaps changed by an evaluator since): as it is now
         return None
-    source = _GET_PRIVATE(trace)
+    # The two pydantic slots read as attributes, not through their descriptors' ``__get__`` (a call with its
+    # argument tuple each): a Trace's class overrides neither, so both reads are the same slot.
+    source: Any = trace.__pydantic_private__
     failures = getattr(source, "failures", None)  # a LazyTrace's field source (FieldSource)
     if type(failures) is not dict or "input" in failures:  # not lazy, or its input failed to map: eager path
         return None
@@ -84,7 +86,7 @@ def deferred_query(span: ReadableSpan, trace: Trace) -> PendingQuery | None:
         return None
     # A model call's input.value may hold its messages (the query is then the last user text): eager path. The
     # Trace marks llm_steps set only when its subtree has model calls: without it the root is no model call.
-    if "llm_steps" in _GET_FIELDS_SET(trace) and _spans().is_llm(span, attributes):
+    if "llm_steps" in trace.__pydantic_fields_set__ and _spans().is_llm(span, attributes):
         return None
     # PendingQuery(text, as_text) without its __init__ frame (once per evaluated span)
     pending = _new(PendingQuery)
