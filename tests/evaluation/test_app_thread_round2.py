@@ -13,6 +13,7 @@ function is kept verbatim below (main before s18-evapp2) as the reference and co
 from __future__ import annotations
 
 import dataclasses
+import signal
 import threading
 import types
 from collections import OrderedDict
@@ -193,9 +194,12 @@ def test_new_job_follows_the_dataclass_defaults() -> None:
     # given are what new_job leaves there.
     span = ReadableSpan("s", SpanContext(1, 2, False, trace_flags=TraceFlags(1)), resource=_RESOURCE)
     built = new_job(span, [], [], [], 0, 0.0, [])
+    other = new_job(span, [], [], [], 0, 0.0, [])
     for field in dataclasses.fields(Job)[7:]:
         default = field.default_factory() if field.default is dataclasses.MISSING else field.default  # type: ignore[misc]
         assert getattr(built, field.name) == default and type(getattr(built, field.name)) is type(default), field.name
+        if field.default is dataclasses.MISSING:  # a factory's default is a fresh object per job, never shared
+            assert getattr(built, field.name) is not getattr(other, field.name), field.name
 
 
 # --- the buffer's tracking -----------------------------------------------------------------------------------
@@ -382,7 +386,57 @@ def test_take_waits_for_the_buffers_lock_and_releases_it_on_every_path() -> None
         buffer._lock.release()
     thread.join(10)
     assert done.is_set() and not buffer.is_tracked(5)
+    assert buffer._lock.acquire(blocking=False)  # checked without blocking: a lock left held fails, never hangs
+    buffer._lock.release()
     assert buffer.take(6, span, create=False) == []  # the early return (untracked) gives the lock back too
+    assert buffer._lock.acquire(blocking=False)
+    buffer._lock.release()
     assert buffer.take(7, span, create=True) == [span]  # and the created-then-popped path
     assert buffer._lock.acquire(blocking=False)
     buffer._lock.release()
+
+
+def test_a_signal_raising_in_take_or_track_never_leaves_the_buffers_lock_held() -> None:
+    # The application's main thread ends spans while signal handlers may raise (Ctrl-C, a SIGTERM handler raising
+    # SystemExit, a soft time limit). A lock taken with acquire() on the line before its try is left held when the
+    # exception lands between the two, and every later span end then blocks for good; ``with`` has no such window.
+    # A timer raising every 30 us interrupts thousands of calls: the old acquire-then-try take left the lock held
+    # in about one interrupt in eight. The check never blocks, so a regression fails here instead of hanging.
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        pytest.skip("needs the main thread and setitimer")
+
+    class Interrupted(Exception):
+        pass
+
+    armed = [False]
+
+    def interrupt(signum: int, frame: object) -> None:
+        if armed[0]:  # one raise per call at most, and never in the test's own bookkeeping below
+            armed[0] = False
+            raise Interrupted
+
+    buffer = TraceBuffer()
+    span = ReadableSpan("root", SpanContext(5, 1, False, trace_flags=TraceFlags(1)), resource=_RESOURCE)
+    interrupts = held = 0
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30e-6, 30e-6)
+        for i in range(60_000):
+            try:
+                armed[0] = True
+                if i % 2:
+                    buffer.take(5, span, create=True)
+                else:
+                    buffer.track(5)
+                armed[0] = False
+            except Interrupted:
+                interrupts += 1
+            if buffer._lock.acquire(blocking=False):
+                buffer._lock.release()
+            else:
+                held += 1
+                buffer._lock.release()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert held == 0, f"the lock was left held after {held} of {interrupts} interrupts"

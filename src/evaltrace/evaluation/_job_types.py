@@ -95,7 +95,7 @@ def new_job(
     Made on the application thread at every evaluated span's end. The class call runs ``type.__call__``, then
     ``__init__`` through a bound call with its arguments packed in a tuple (~0.8k instructions more). Every field
     is set here, to the value the dataclass ``__init__`` gives it: a field added to :class:`Job` must be added here
-    (``tests/evaluation/test_job_build.py`` compares the two over every field).
+    (``tests/evaluation/test_app_thread_round2.py`` compares the two over every field).
     """
     job: Job = _new_object(Job)
     job.span = span
