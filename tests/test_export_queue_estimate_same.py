@@ -5,7 +5,7 @@ field (for the classes whose properties are exactly the SDK's, checked once in `
 through the properties, which wrapped the same values in a new ``MappingProxyType`` and a new tuple per span. The
 code before it is kept here verbatim (``_reference_estimated_bytes``) and both are compared over the real pipeline's
 spans (enriched copies included), spans ended through the real SDK (the live span object too), and odd ones: the same
-figure, or the same exception. The queue's counts (``queued_bytes``, ``dropped_queue_bytes``...) follow from the
+figure, or a raise wherever the code before it raised (the exception type may differ for field contents no SDK makes; `_deliver` catches either). The queue's counts (``queued_bytes``, ``dropped_queue_bytes``...) follow from the
 figure, and a queue run with each estimate over the same spans ends with the same counts.
 """
 
@@ -266,3 +266,28 @@ def test_a_queue_counts_the_same_with_either_estimate(monkeypatch: pytest.Monkey
     assert new == old
     if max_bytes == 6_000:
         assert old[-1]["dropped_queue_bytes"] > 0  # the bound bit
+
+
+def test_an_sdk_whose_properties_differ_is_read_through_its_properties(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The direct reads are only for classes whose properties are exactly the ones the check saw: an SDK whose span
+    # or event properties change (wrapping, filtering) must turn the direct path off, class by class.
+    import opentelemetry.sdk.trace as sdk_trace
+
+    from evaltrace._internal import span_fields
+
+    assert sdk_trace.ReadableSpan in span_fields._direct_parts_types()
+    assert span_fields._direct_event_type() is sdk_trace.Event
+
+    monkeypatch.setattr(sdk_trace._Span, "events", property(lambda self: tuple(self._events)), raising=False)
+    kinds = span_fields._direct_parts_types()
+    assert sdk_trace._Span not in kinds and sdk_trace.ReadableSpan in kinds
+    monkeypatch.undo()
+
+    monkeypatch.setattr(sdk_trace.ReadableSpan, "attributes", property(lambda self: dict(self._attributes or {})))
+    assert span_fields._direct_parts_types() == frozenset()
+    monkeypatch.undo()
+
+    monkeypatch.setattr(sdk_trace.Event, "attributes", property(lambda self: MappingProxyType(self._attributes or {})))
+    assert span_fields._direct_event_type() is None
+    monkeypatch.undo()
+    assert span_fields._direct_event_type() is sdk_trace.Event
