@@ -153,15 +153,20 @@ def _records(count: int) -> list[NotEvaluated]:
     return [NotEvaluated(TRACE, SPAN, SPAN, f"judge{i}", None, "shutdown") for i in range(count)]
 
 
-def test_not_evaluated_records_a_jsonl_sink_wrote_before_failing_are_not_dead_lettered_too(tmp_path: Path) -> None:
+@pytest.mark.parametrize("short", [0, 1], ids=["cut-after-a-line", "cut-before-a-line-break"])
+def test_not_evaluated_records_a_jsonl_sink_wrote_before_failing_are_not_dead_lettered_too(
+    tmp_path: Path, short: int
+) -> None:
     # Before: the JSONL sink wrote judge0 and judge1, then hit the file-size limit on judge2 and raised; all three
-    # went to the dead-letter file as well, so two were in both files (counted once).
+    # went to the dead-letter file as well, so two were in both files (counted once). With the cut 1 byte short
+    # (judge1's line lacks only its "\n": complete JSON readers take), judge1 was counted not written and so was
+    # in both files.
     resource = pytest.importorskip("resource")
     out, dead = tmp_path / "scores.jsonl", tmp_path / "dead.jsonl"
     sink = JsonlScoreSink(out)
     assert sink.export([numeric(f"s{i}") for i in range(4_000)]).ok  # big enough for pytest's own files
     records = _records(3)
-    limit = out.stat().st_size + sum(len((r.to_line() + "\n").encode()) for r in records[:2])
+    limit = out.stat().st_size + sum(len((r.to_line() + "\n").encode()) for r in records[:2]) - short
     worker = SinkWorker(sink, dead_letter_path=dead)
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     try:
@@ -170,9 +175,11 @@ def test_not_evaluated_records_a_jsonl_sink_wrote_before_failing_are_not_dead_le
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
         worker.shutdown(5)
+    assert sink.export([numeric("later")]).ok  # the next append starts a line of its own
     in_sink = [json.loads(line)["not_evaluated"]["evaluator"] for line in not_evaluated_lines(out)]
     in_dead = [json.loads(line)["not_evaluated"]["evaluator"] for line in not_evaluated_lines(dead)]
     assert (in_sink, in_dead) == (["judge0", "judge1"], ["judge2"])  # each in one file
+    assert json.loads(out.read_text().splitlines()[-1])["name"] == "later"
     stats = worker.stats
     assert (stats.not_evaluated, stats.not_evaluated_dropped, stats.internal_errors) == (3, 0, 1)
 

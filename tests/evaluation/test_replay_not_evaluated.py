@@ -57,3 +57,23 @@ def test_a_reason_with_a_line_break_cannot_add_a_line_to_the_summary(
     (line,) = capsys.readouterr().out.splitlines()
     assert line.startswith(f"replayed {dead} to jsonl: 1 delivered")
     assert line.endswith(r"never sent: shutdown\x0areplayed FAKE to jsonl: 999 delivered\x1b[2K 1)")
+
+
+def test_a_replay_killed_before_removing_its_staged_file_leaves_each_record_once_after_the_next(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The state a kill leaves between ``put_back_after_replay``'s rewrite of the file and its removal of the
+    ``.replaying`` copy: both hold the same records (a writer had appended a score meanwhile). Before: the next
+    replay appended one to the other and kept every record twice, for good."""
+    dead, out = tmp_path / "dl.jsonl", tmp_path / "scores.jsonl"
+    staged = dead.with_name(dead.name + ".replaying")
+    records = [_record("relevance", "shutdown"), _record("tone", "queue_full")]
+    append_lines(staged, records)  # step 1 done: what the killed replay did not deliver
+    append_lines(dead, records)  # step 2's rename done: those lines, then what a writer appended meanwhile
+    write_dead_letters(dead, "langfuse", [numeric("late")], "backend down")
+    assert cli_main(["scores", "replay", str(dead), "--sink", "jsonl", "--output", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"2 not-evaluated record(s) kept in {dead}" in printed
+    assert dead.read_text().splitlines() == records  # each once
+    assert not staged.exists()
+    assert [json.loads(line)["name"] for line in out.read_text().splitlines()] == ["late"]

@@ -245,3 +245,39 @@ def test_replay_picks_up_an_interrupted_replay(tmp_path: Path, backend: Backend)
     names = sorted(item["name"] for body in backend.bodies() for item in body["data"])
     assert names == ["a", "b", "c"]  # "b" was in both files: sent once
     assert not dead.exists() and not staged.exists()
+
+
+def test_a_jsonl_sink_on_a_named_pipe_delivers_scores_and_not_evaluated_records(tmp_path: Path) -> None:
+    # Before: the torn-line check seeked and read the target on every write, which a pipe refuses: every export
+    # failed and the not-evaluated write raised, so nothing reached the pipe (the reader got 0 lines).
+    import os
+    import threading
+
+    from evaltrace.evaluation.sinks.not_evaluated import NotEvaluated
+
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("named pipes are POSIX-only")
+    fifo = tmp_path / "scores.fifo"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+
+    def read_all() -> None:
+        with open(fifo, "rb") as pipe:  # blocks until a writer opens it
+            received.append(pipe.read())
+
+    reader = threading.Thread(target=read_all, daemon=True)
+    reader.start()
+    keep_open = os.open(fifo, os.O_WRONLY)  # the reader sees EOF only once this closes, not after each write
+    try:
+        sink = JsonlScoreSink(fifo)
+        result = sink.export([numeric("a"), numeric("b")])
+        assert result.ok, result.error
+        record = NotEvaluated(TRACE, SPAN, SPAN, "tone", None, "shutdown")
+        sink.record_not_evaluated([record])
+    finally:
+        os.close(keep_open)
+        reader.join(60)
+    assert not reader.is_alive()
+    lines = received[0].decode("utf-8").splitlines()
+    assert [json.loads(line)["name"] for line in lines[:2]] == ["a", "b"]
+    assert lines[2:] == [record.to_line()]

@@ -301,13 +301,18 @@ def parse_dead_letters(path: Path) -> tuple[list[Score], list[RejectedLine]]:
 
 
 def not_evaluated_lines(path: Path) -> list[str]:
-    """The ``not_evaluated`` records of a dead-letter file, as written (a replay keeps them in the file)."""
-    kept: list[str] = []
+    """The ``not_evaluated`` records of a dead-letter file, as written, each line once (a replay keeps them).
+
+    Identical lines are one record: a replay killed after :func:`put_back_after_replay` rewrote ``path`` and
+    before it removed ``staged`` leaves the records in both, and the next replay appends one to the other. Scores
+    dedupe by id; without this, every record would be doubled for good.
+    """
+    kept: dict[str, None] = {}
     with path.open("rb") as handle:
         for raw_bytes in handle:
             if _parse_line(raw_bytes)[1] == _NOT_A_SCORE:
-                kept.append(raw_bytes.decode("utf-8").rstrip("\r\n"))
-    return kept
+                kept.setdefault(raw_bytes.decode("utf-8").rstrip("\r\n"))
+    return list(kept)
 
 
 _NOT_A_SCORE = "a not_evaluated record"

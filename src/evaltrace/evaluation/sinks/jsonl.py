@@ -7,6 +7,7 @@ An evaluation the shutdown deadline cut short leaves a ``{"not_evaluated": {...}
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +20,16 @@ from evaltrace.evaluation.sinks.not_evaluated import NotEvaluated, NotEvaluatedP
 from evaltrace.schema import Score
 
 _PREAD = getattr(os, "pread", None)  # not on Windows: a torn last line is then not detected
+
+
+def _is_regular_or_missing(path: Path) -> bool:
+    """Whether ``path`` is a regular file (following links) or does not exist yet (a new file is regular)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False  # open() reports it
 
 
 def read_score_ids(path: Path) -> set[str]:
@@ -88,24 +99,44 @@ class JsonlScoreSink:
             except Exception as exc:
                 raise NotEvaluatedPartlyWritten(self._written_since(start, lines), exc) from exc
 
-    def _open_end(self) -> tuple[TextIO, int, str]:
+    def _open_end(self) -> tuple[TextIO, int | None, str]:
         """Open the file to append: the handle, the offset the first line will start at, and what goes first.
 
         A write that failed part way (a full disk, a file-size limit) can leave a torn last line. Appending to it
         would glue the next line to the fragment and make it unreadable: a line that was written and yet lost. So
-        a file whose last byte is not a line break gets one first (the fragment stays, as an unreadable line).
+        a regular file whose last byte is not a line break gets one first (the fragment stays, as an unreadable
+        line). Only a regular file is checked, and only where ``os.pread`` exists (POSIX): a named pipe or a
+        terminal (``/dev/stdout``) is opened to append only, as before, and cannot be read back; the offset is
+        then ``None`` (see :meth:`_written_since`). A check that fails counts the last line as ended.
         """
-        handle = open(self.path, "a+", encoding="utf-8", opener=private_opener)  # the caller closes it
+        if _is_regular_or_missing(self.path):
+            handle = open(self.path, "a+", encoding="utf-8", opener=private_opener)  # the caller closes it
+        else:  # a pipe opened read-write would never see its reader go, and could block a write for good
+            handle = open(self.path, "a", encoding="utf-8", opener=private_opener)
         try:
-            size = handle.seek(0, os.SEEK_END)
-            torn = size > 0 and _PREAD is not None and _PREAD(handle.fileno(), 1, size - 1) != b"\n"
+            status = os.fstat(handle.fileno())
         except BaseException:
             handle.close()
             raise
+        if not stat.S_ISREG(status.st_mode):
+            return handle, None, ""
+        size = status.st_size
+        try:
+            torn = size > 0 and _PREAD is not None and _PREAD(handle.fileno(), 1, size - 1) != b"\n"
+        except (OSError, ValueError):
+            torn = False  # cannot tell: append as before (a torn line would glue, as without the check)
         return handle, size + torn, "\n" if torn else ""
 
-    def _written_since(self, start: int, lines: list[str]) -> int:
-        """How many of ``lines``, from the first, the file holds whole from byte ``start`` (0 when unreadable)."""
+    def _written_since(self, start: int | None, lines: list[str]) -> int:
+        """How many of ``lines``, from the first, the file holds whole from byte ``start`` (0 when unreadable).
+
+        A line cut exactly before its final line break is complete JSON that readers take, so it counts as written
+        (the torn-line check ends it before the next append). A file that is not regular (``start`` is ``None``:
+        a pipe) cannot be read back: 0, so every record of the failed write also goes to the dead-letter file
+        (at least once there, never lost).
+        """
+        if start is None:
+            return 0
         try:
             with open(self.path, "rb") as handle:
                 handle.seek(start)
@@ -114,9 +145,12 @@ class JsonlScoreSink:
             return 0  # cannot tell: none counted written here, so all go to the dead-letter file (at least once)
         written = 0
         for mine, theirs in zip(lines, landed, strict=False):
-            if theirs != mine.encode("utf-8"):  # a torn last line is not written: it goes to the dead-letter file
+            whole = mine.encode("utf-8")
+            if theirs != whole and theirs != whole[:-1]:  # a line cut short of its JSON is not written
                 break
             written += 1
+            if theirs != whole:  # cut exactly before its line break: the last that landed
+                break
         return written
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
