@@ -308,6 +308,7 @@ class FastLane:
 
     def busy(self) -> bool:
         """Whether the lane has work (queued or running): the dispatcher then supervises it."""
+        # Engine._dispatch reads ``_outstanding > 0`` inline (a frame per batch fewer): change both together.
         return self._outstanding > 0
 
     def _start_worker_locked(self, pending: list[Any] | None = None) -> None:
