@@ -9,8 +9,12 @@ evaluation loop.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -182,6 +186,85 @@ def test_not_evaluated_records_a_jsonl_sink_wrote_before_failing_are_not_dead_le
     assert json.loads(out.read_text().splitlines()[-1])["name"] == "later"
     stats = worker.stats
     assert (stats.not_evaluated, stats.not_evaluated_dropped, stats.internal_errors) == (3, 0, 1)
+
+
+def test_without_pread_a_record_cut_before_its_line_break_is_dead_lettered_not_counted_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Where os.pread is missing (Windows) no torn-line check ends such a line before the next append, which would
+    # glue onto it: judge1 must then go to the dead-letter file too (at least once), never be counted written.
+    resource = pytest.importorskip("resource")
+    from evaltrace.evaluation.sinks import jsonl
+
+    monkeypatch.setattr(jsonl, "_PREAD", None)
+    out, dead = tmp_path / "scores.jsonl", tmp_path / "dead.jsonl"
+    sink = JsonlScoreSink(out)
+    assert sink.export([numeric(f"s{i}") for i in range(4_000)]).ok
+    records = _records(3)
+    limit = out.stat().st_size + sum(len((r.to_line() + "\n").encode()) for r in records[:2]) - 1
+    worker = SinkWorker(sink, dead_letter_path=dead)
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+        worker.not_evaluated(records)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        worker.shutdown(5)
+    in_dead = [json.loads(line)["not_evaluated"]["evaluator"] for line in not_evaluated_lines(dead)]
+    assert in_dead == ["judge1", "judge2"]
+    assert (worker.stats.not_evaluated, worker.stats.not_evaluated_dropped) == (3, 0)
+
+
+_WRITE_ONLY_CHILD = """
+import ctypes, os, sys
+from pathlib import Path
+from evaltrace.evaluation import JsonlScoreSink
+from evaltrace.evaluation.sinks.not_evaluated import NotEvaluated
+from evaltrace.schema import Score
+path = Path(sys.argv[1])
+try:
+    open(path, "a+").close()
+    print("readable")  # the permission bits are not enforced here: nothing to prove
+    raise SystemExit(0)
+except PermissionError:
+    pass
+sink = JsonlScoreSink(path)
+score = Score(id="wo", name="wo", value=1.0, data_type="NUMERIC", trace_id="0" * 32, observation_id="0" * 16)
+result = sink.export([score])
+print("export", result.ok, result.error)
+sink.record_not_evaluated([NotEvaluated("0" * 32, "0" * 16, "0" * 16, "judge", "1", "shutdown")])
+print("recorded")
+"""
+
+
+def _drop_file_permission_override() -> None:  # pragma: no cover - runs in the child before exec
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH: root then obeys a file's permission bits
+        libc.prctl(24, capability, 0, 0, 0)  # PR_CAPBSET_DROP: gone from the exec'd process
+
+
+def test_a_jsonl_file_the_process_may_append_to_but_not_read_is_written_as_before(tmp_path: Path) -> None:
+    # An append-only log (mode 0200): the sink opened it to append before its torn-line check, and must still.
+    # As root, permission bits are enforced only without CAP_DAC_OVERRIDE, so the child runs without it.
+    out = tmp_path / "write-only.jsonl"
+    out.write_text('{"earlier": 1}\n')
+    out.chmod(0o200)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    child = subprocess.run(
+        [sys.executable, "-c", _WRITE_ONLY_CHILD, str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        preexec_fn=_drop_file_permission_override if os.geteuid() == 0 else None,
+    )
+    assert child.returncode == 0, child.stderr
+    if child.stdout.startswith("readable"):
+        pytest.skip("this platform lets the process read a mode-0200 file")
+    assert child.stdout.splitlines() == ["export True None", "recorded"], child.stdout + child.stderr
+    out.chmod(0o600)
+    lines = out.read_text().splitlines()
+    assert len(lines) == 3 and json.loads(lines[1])["name"] == "wo" and "not_evaluated" in json.loads(lines[2])
 
 
 def test_a_sink_that_keeps_failing_during_a_one_by_one_take_over_logs_one_traceback(

@@ -109,10 +109,14 @@ class JsonlScoreSink:
         terminal (``/dev/stdout``) is opened to append only, as before, and cannot be read back; the offset is
         then ``None`` (see :meth:`_written_since`). A check that fails counts the last line as ended.
         """
-        if _is_regular_or_missing(self.path):
+        if not _is_regular_or_missing(self.path):  # a pipe or a terminal: "a+" would need it seekable
+            return open(self.path, "a", encoding="utf-8", opener=private_opener), None, ""  # the caller closes it
+        try:
             handle = open(self.path, "a+", encoding="utf-8", opener=private_opener)  # the caller closes it
-        else:  # a pipe opened read-write would never see its reader go, and could block a write for good
-            handle = open(self.path, "a", encoding="utf-8", opener=private_opener)
+        except PermissionError:
+            # A file we may append to but not read (an append-only log, mode 0200): written as before the check,
+            # unchecked and not read back (an offset of None, as for a pipe).
+            return open(self.path, "a", encoding="utf-8", opener=private_opener), None, ""
         try:
             status = os.fstat(handle.fileno())
         except BaseException:
@@ -146,7 +150,9 @@ class JsonlScoreSink:
         written = 0
         for mine, theirs in zip(lines, landed, strict=False):
             whole = mine.encode("utf-8")
-            if theirs != whole and theirs != whole[:-1]:  # a line cut short of its JSON is not written
+            # A line cut exactly before its "\n" counts as written only where the torn-line check will end it
+            # before the next append (os.pread); elsewhere that append would glue onto it and make it unreadable.
+            if theirs != whole and (_PREAD is None or theirs != whole[:-1]):  # cut short of its JSON: not written
                 break
             written += 1
             if theirs != whole:  # cut exactly before its line break: the last that landed
