@@ -9,10 +9,10 @@ evaluation loop.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -216,7 +216,7 @@ def test_without_pread_a_record_cut_before_its_line_break_is_dead_lettered_not_c
 
 
 _WRITE_ONLY_CHILD = """
-import ctypes, os, sys
+import sys
 from pathlib import Path
 from evaltrace.evaluation import JsonlScoreSink
 from evaltrace.evaluation.sinks.not_evaluated import NotEvaluated
@@ -237,27 +237,24 @@ print("recorded")
 """
 
 
-def _drop_file_permission_override() -> None:  # pragma: no cover - runs in the child before exec
-    libc = ctypes.CDLL(None, use_errno=True)
-    for capability in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH: root then obeys a file's permission bits
-        libc.prctl(24, capability, 0, 0, 0)  # PR_CAPBSET_DROP: gone from the exec'd process
-
-
 def test_a_jsonl_file_the_process_may_append_to_but_not_read_is_written_as_before(tmp_path: Path) -> None:
     # An append-only log (mode 0200): the sink opened it to append before its torn-line check, and must still.
-    # As root, permission bits are enforced only without CAP_DAC_OVERRIDE, so the child runs without it.
+    # As root, permission bits apply only without CAP_DAC_OVERRIDE: the child runs without it (util-linux's
+    # setpriv drops it from the bounding set before exec; no Python code runs between fork and exec).
     out = tmp_path / "write-only.jsonl"
     out.write_text('{"earlier": 1}\n')
     out.chmod(0o200)
+    command = [sys.executable, "-c", _WRITE_ONLY_CHILD, str(out)]
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("root without setpriv: the file's permission bits cannot be made to apply")
+        dropped = [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--"]
+        if subprocess.run([*dropped, sys.executable, "-c", ""], capture_output=True, timeout=120).returncode:
+            pytest.skip("setpriv cannot drop capabilities here (no CAP_SETPCAP)")
+        command = [*dropped, *command]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    child = subprocess.run(
-        [sys.executable, "-c", _WRITE_ONLY_CHILD, str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-        preexec_fn=_drop_file_permission_override if os.geteuid() == 0 else None,
-    )
+    child = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     assert child.returncode == 0, child.stderr
     if child.stdout.startswith("readable"):
         pytest.skip("this platform lets the process read a mode-0200 file")
