@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from evaltrace._internal.daemon_pool import StuckCalls, stuck_calls
 from evaltrace.evaluation import _engine, _fast_lane
 from evaltrace.evaluation._engine import _BATCH, _COALESCE_S, _STOP, Engine
 from evaltrace.evaluation._fast_lane import FastLane, Worker
@@ -361,6 +362,9 @@ def _run(engine_type: type[Engine], seed: int, monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(_engine, "time", clock)
     monkeypatch.setattr(_fast_lane, "time", clock)
     monkeypatch.setattr(sys.modules[__name__], "time", clock)  # OldEngine's (verbatim: it reads this module's)
+    # A demoted call's thread never runs here, so it never returns: counted in the process's stuck_calls, it
+    # stayed stuck for every later test in this xdist worker (test_stuck_threads waits for the count to fall).
+    monkeypatch.setattr(_fast_lane, "stuck_calls", StuckCalls())
     setup = clock.setup = Setup(engine_type, script, slow)
     try:
         setup.engine._dispatch()
@@ -392,7 +396,9 @@ SEEDS = 3000
 
 @pytest.mark.parametrize("block", range(6))
 def test_the_dispatcher_does_what_it_did(block: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = stuck_calls.total
     for seed in range(block * SEEDS // 6, (block + 1) * SEEDS // 6):
         old = _run(OldEngine, seed, monkeypatch)
         new = _run(Engine, seed, monkeypatch)
         assert new == old, seed
+    assert stuck_calls.total == before  # the scripts' demotions stayed in their own counters
