@@ -18,6 +18,7 @@ import sys
 import threading
 from pathlib import Path
 
+import httpx
 import pytest
 
 from evaltrace.cli import main as cli_main
@@ -106,6 +107,21 @@ def _sent(backend: Backend) -> list[str]:
     return [item["name"] for body in backend.bodies() for item in body["data"]]
 
 
+def _httpx_refuses_a_lone_surrogate() -> bool:
+    # httpx 0.28 encodes a JSON body as UTF-8 without ASCII escapes, so a lone surrogate raises
+    # UnicodeEncodeError inside the sink's export; httpx < 0.28 (the oldest-versions CI step) escapes it and
+    # sends it, so nothing raises there.
+    try:
+        httpx.Request("POST", "http://127.0.0.1/", json={"comment": "\ud800"})
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+@pytest.mark.skipif(
+    not _httpx_refuses_a_lone_surrogate(),
+    reason="this httpx sends a lone surrogate escaped: the Phoenix sink does not raise on it mid-replay",
+)
 def test_replay_stops_at_a_sink_that_raises_keeps_every_line_not_delivered_and_never_sends_one_again(
     tmp_path: Path, backend: Backend, capsys: pytest.CaptureFixture[str]
 ) -> None:
