@@ -209,6 +209,7 @@ def test_killed_driver_resumes_without_rerunning_finished_cells(
     finally:
         if driver.poll() is None:
             driver.kill()
+            driver.wait(60)  # reaped here: a Popen collected while its child runs warns in whichever test runs then
     (run,) = runs_dir.iterdir()
     assert not (run / SUMMARY_FILE).exists(), "the driver finished before it was killed: nothing to resume"
     finished = set(_cells(run))
@@ -326,6 +327,7 @@ def test_without_address_a_loopback_cluster_is_started_for_the_run_and_stopped_a
     finally:
         if driver.poll() is None:
             driver.kill()
+            driver.wait(60)  # reaped here: a Popen collected while its child runs warns in whichever test runs then
     assert addresses and all(loopback for _, loopback in addresses), addresses
     (run,) = runs_dir.iterdir()
     assert (run / SUMMARY_FILE).is_file() and sum(_cells(run).values()) == 4
