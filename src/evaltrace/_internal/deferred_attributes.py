@@ -71,17 +71,39 @@ _SDK_ATTRIBUTES = ReadableSpan.__dict__.get("attributes")
 _SDK_ATTRIBUTES_GETTER: Callable[[ReadableSpan], Any] = getattr(_SDK_ATTRIBUTES, "fget", None) or (lambda span: None)
 _view_installed = False
 
+SDK_ATTRIBUTES_PROPERTY: Any = _SDK_ATTRIBUTES
+"""``ReadableSpan.attributes`` as this module found it at import, before it installs its view (below).
+
+Code that reads a span's ``_attributes`` in place of this property must compare against this object, never
+against ``ReadableSpan.attributes`` read at its own import: imported after the view is installed, it would take the
+view for the SDK's property and skip the preset of a span being started."""
+
+view_property: Any = object()
+"""The property :func:`_install_view` put on ``ReadableSpan`` (until the first preset start, an object no class
+holds: never None, which ``getattr(type(span), "attributes", None)`` answers for a class without the property)."""
+
+
+def preset_pending() -> bool:
+    """Whether a preset span start on this thread has not yet put its preset in.
+
+    While it has not, only ``span.attributes`` (the view) puts it in: a span being started must not be read from
+    its ``_attributes`` then.
+    """
+    window = _starting.window
+    return window is not None and window[4] is None
+
 
 def _install_view() -> None:
     # Once, on the first preset start: an on_start processor reading ``span.attributes`` of the span being started
     # must see the preset (see start_span). One class-level property instead of per-span work. Whatever property
     # is there now (the SDK's, or another library's patch of it) answers after that.
-    global _view_installed, _SDK_ATTRIBUTES_GETTER
+    global _view_installed, _SDK_ATTRIBUTES_GETTER, view_property
     current = ReadableSpan.__dict__.get("attributes")
     getter = getattr(current, "fget", None)
     if getter is not None and getter is not _attributes_property:
         _SDK_ATTRIBUTES_GETTER = getter
-        ReadableSpan.attributes = property(_attributes_property, doc=getattr(current, "__doc__", None))  # type: ignore[method-assign,assignment]
+        view_property = property(_attributes_property, doc=getattr(current, "__doc__", None))
+        ReadableSpan.attributes = view_property  # type: ignore[method-assign]
     _view_installed = True
 
 

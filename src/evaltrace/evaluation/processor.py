@@ -38,7 +38,7 @@ from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.context import Context, get_current
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from evaltrace._internal import forks, semconv
+from evaltrace._internal import deferred_attributes, forks, semconv
 from evaltrace._internal.episodes import LossEpisode
 from evaltrace._internal.errors import ErrorEpisode, log_internal_error
 from evaltrace._internal.evaluator_registry import registered
@@ -64,8 +64,10 @@ from evaltrace.evaluation.telemetry import LogEventEmitter, PipelineMetrics
 from evaltrace.mapping._spans import plain_attrs
 
 _MAX_SUPPRESSED = 65_536
-# The SDK's ReadableSpan.attributes property (on_start reads the field it wraps on a class that keeps it).
-_ATTRIBUTES_PROPERTY = ReadableSpan.__dict__["attributes"]
+# The SDK's ReadableSpan.attributes property (on_start reads the field it wraps on a class that keeps it), as
+# deferred_attributes found it before installing its view: read here at import, this module imported after the
+# first preset span start would take the view for it (and read a starting span without its preset).
+_ATTRIBUTES_PROPERTY = deferred_attributes.SDK_ATTRIBUTES_PROPERTY
 # is_suppressed()'s keys (OTel's, then ours), read by on_start straight from the current context.
 _SUPPRESS_OTEL, _SUPPRESS_OURS = SUPPRESSION_KEYS
 logger = logging.getLogger("evaltrace.evaluation")
@@ -287,7 +289,12 @@ class EvaluationSpanProcessor(SpanProcessor):
                 # without the copy and its two frames). Only read here, never kept or handed to user code, and the
                 # span is still starting: no other code holds it yet.
                 attributes: Any = None
-                if getattr(type(span), "attributes", None) is _ATTRIBUTES_PROPERTY:
+                prop = getattr(type(span), "attributes", None)
+                if prop is _ATTRIBUTES_PROPERTY or (
+                    # After the first preset start (any instrumented LLM call) the property is deferred_attributes'
+                    # view: the field is the same, unless this thread's preset start has not put its preset in.
+                    prop is deferred_attributes.view_property and not deferred_attributes.preset_pending()
+                ):
                     raw = getattr(span, "_attributes", None)
                     if type(raw) is BoundedAttributes:
                         attributes = getattr(raw, "_dict", None)

@@ -12,6 +12,7 @@ from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanContext
 
+from evaltrace._internal import deferred_attributes
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.jsonutil import MINIMUM_KEY, TRUNCATED_KEY
 from evaltrace.mapping import conventions
@@ -25,7 +26,9 @@ _SHORT_JSON = 2 * _MAX_DEPTH
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 # The SDK's ``ReadableSpan.attributes`` property (``MappingProxyType(self._attributes or {})``): a span class that
 # has it (``ReadableSpan``, the live ``Span`` and the tracer's subclass of it) has its attributes in ``_attributes``.
-_ATTRIBUTES_PROPERTY = ReadableSpan.__dict__["attributes"]
+# As deferred_attributes found it before installing its view: read here at import, this module imported after the
+# first preset span start would take the view for it, and copy a starting span's field without its preset.
+_ATTRIBUTES_PROPERTY = deferred_attributes.SDK_ATTRIBUTES_PROPERTY
 
 
 # --- span selection ------------------------------------------------------------------------------------
@@ -98,7 +101,12 @@ def plain_attrs(span: ReadableSpan) -> dict[str, Any]:
     Each read through the SDK's view (a mapping proxy over ``BoundedAttributes``) runs several Python-level
     calls; copying once costs about as much as two reads.
     """
-    if getattr(type(span), "attributes", None) is _ATTRIBUTES_PROPERTY:
+    prop = getattr(type(span), "attributes", None)
+    if prop is _ATTRIBUTES_PROPERTY or (
+        # deferred_attributes' view (after the first preset start): the same field, unless this thread's preset
+        # start has not put its preset in yet (only the view puts it in)
+        prop is deferred_attributes.view_property and not deferred_attributes.preset_pending()
+    ):
         # The SDK's own span classes (a live span in on_start, an ended one in the mapping): the field the property
         # wraps, copied by its own copy(), without the property's frame, its view, and the two ``__len__`` frames
         # its truth tests ran. The same dict as the view's copy() below: the property is
