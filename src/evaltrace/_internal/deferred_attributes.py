@@ -71,12 +71,19 @@ _SDK_ATTRIBUTES = ReadableSpan.__dict__.get("attributes")
 _SDK_ATTRIBUTES_GETTER: Callable[[ReadableSpan], Any] = getattr(_SDK_ATTRIBUTES, "fget", None) or (lambda span: None)
 _view_installed = False
 
-SDK_ATTRIBUTES_PROPERTY: Any = _SDK_ATTRIBUTES
-"""``ReadableSpan.attributes`` as this module found it at import, before it installs its view (below).
+SDK_ATTRIBUTES_PROPERTY: Any = (
+    _SDK_ATTRIBUTES
+    if isinstance(_SDK_ATTRIBUTES, property)
+    and getattr(_SDK_ATTRIBUTES.fget, "__module__", None) == ReadableSpan.__module__
+    else object()
+)
+"""The SDK's own ``ReadableSpan.attributes``, as this module found it at import (before it installs its view).
 
-Code that reads a span's ``_attributes`` in place of this property must compare against this object, never
-against ``ReadableSpan.attributes`` read at its own import: imported after the view is installed, it would take the
-view for the SDK's property and skip the preset of a span being started."""
+Code that reads a span's ``_attributes`` in place of ``span.attributes`` must compare the span class's property
+against this object, never against ``ReadableSpan.attributes`` read at its own import: imported after the view is
+installed, it would take the view for the SDK's property and skip the preset of a span being started. When another
+library had already replaced the property (its getter is not the SDK module's), this is an object no class holds:
+every read then goes through that library's property."""
 
 view_property: Any = object()
 """The property :func:`_install_view` put on ``ReadableSpan`` (until the first preset start, an object no class
@@ -102,8 +109,12 @@ def _install_view() -> None:
     getter = getattr(current, "fget", None)
     if getter is not None and getter is not _attributes_property:
         _SDK_ATTRIBUTES_GETTER = getter
-        view_property = property(_attributes_property, doc=getattr(current, "__doc__", None))
-        ReadableSpan.attributes = view_property  # type: ignore[method-assign]
+        view = property(_attributes_property, doc=getattr(current, "__doc__", None))
+        ReadableSpan.attributes = view  # type: ignore[method-assign,assignment]
+        if current is SDK_ATTRIBUTES_PROPERTY:
+            # Only a view over the SDK's own getter is the same field when no preset is pending: over another
+            # library's patch (installed after this module's import), readers must go through the property.
+            view_property = view
     _view_installed = True
 
 
