@@ -2,9 +2,10 @@
 
 The old builders are kept here verbatim (``cls.__new__(cls)`` and four ``object.__setattr__`` calls): every model
 the new code builds, from the pipeline's own producers (a stamped verdict, a coerced answer, a stamped copy) and
-from odd classes (a subclass, one with slots of its own, one with its own ``__new__``, a class made to keep the old
-calls), must be the same object field by field: its class, its instance dict (the very dict handed in, its keys in
-order, the same value objects), its fields set, no extra, no private values, the same dump and equality.
+from odd classes (a subclass, one with slots of its own, one shadowing a pydantic slot, one with its own
+``__new__``, a class made to keep the old calls), must be the same object field by field: its class, its instance
+dict (the very dict handed in, its keys in order, the same value objects), its fields set, no extra, no private
+values, the same dump and equality.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from evaltrace._internal import trusted_models
 from evaltrace._internal.trusted_models import from_template, trusted, trusted_copy
 from evaltrace.evaluation import evaluator
 from evaltrace.evaluation._results import stamp
+from evaltrace.mapping._lazy import LazyTrace
 from evaltrace.schema import EvaluationResult, Score, Trace, TraceError, TraceMetrics, TraceOutput
 
 M = TypeVar("M", bound=BaseModel)
@@ -59,6 +61,14 @@ class Slotted(BaseModel):
     __slots__ = ("scratch",)
     name: str = ""
     value: float | None = None
+
+
+class Shadow(BaseModel):
+    """Redefines a pydantic slot: its own member descriptor, not BaseModel's, is the one ``object.__setattr__`` uses
+    (the first class in the MRO defining the name); storing through BaseModel's would leave Shadow's slot unset."""
+
+    __slots__ = ("__pydantic_fields_set__",)
+    name: str = ""
 
 
 MADE: list[str] = []
@@ -135,6 +145,7 @@ def _produced() -> list[BaseModel]:
         trusted(TraceOutput, None, final_answer="Paris"),
         trusted(OwnResult, None, evaluator="own", passed=True),
         trusted(Slotted, None, name="s", value=1.5),
+        trusted(Shadow, None, name="sh"),
         trusted(OwnNew, None, name="n"),
     ]
     errored = EvaluationResult(
@@ -150,9 +161,22 @@ def _produced() -> list[BaseModel]:
 
 def test_our_result_class_takes_the_descriptors_path() -> None:
     """The proof below compares the new path: the classes the pipeline builds resolve to the descriptors."""
-    for cls in (EvaluationResult, OwnResult, Slotted, TraceMetrics, Trace):
+    for cls in (EvaluationResult, OwnResult, Slotted, Shadow, TraceMetrics, Trace):
         assert len(trusted_models._setters(cls)) == 4, cls
     assert trusted_models._setters(OwnNew) == ()  # its own __new__: the old calls
+    # Its ``__dict__`` is a property (the first definition in its MRO; BaseModel's getset comes later): the old calls.
+    assert trusted_models._setters(LazyTrace) == ()
+
+
+def test_a_shadowed_slot_is_stored_through_the_class_own_descriptor() -> None:
+    """``object.__setattr__`` resolves a name to the first class in the MRO defining it: Shadow's own slot."""
+    own = Shadow.__dict__["__pydantic_fields_set__"]
+    assert own is not BaseModel.__dict__["__pydantic_fields_set__"]
+    fields_set = {"name"}
+    model = from_template(Shadow, {"name": "x"}, fields_set)
+    assert own.__get__(model, Shadow) is fields_set  # in Shadow's slot, where a read of the attribute looks
+    assert model.model_fields_set is fields_set
+    same(model, old_from_template(Shadow, {"name": "x"}, {"name"}))
 
 
 def test_every_model_the_producers_build_equals_the_old_builders() -> None:
