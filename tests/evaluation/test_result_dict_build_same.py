@@ -192,6 +192,13 @@ def same(new: EvaluationResult, old: EvaluationResult) -> None:
     assert repr(new) == repr(old) and new == old
 
 
+def kept(template: list[tuple[str, Any]], new: EvaluationResult) -> None:
+    """The shared template is untouched and the result's dict is a dict of its own (the new code copies it)."""
+    assert list(_RESULT_TEMPLATE.items()) == template
+    assert all(value is _RESULT_TEMPLATE[key] for key, value in template)
+    assert new.__dict__ is not _RESULT_TEMPLATE
+
+
 def both(new: Any, old: Any, *args: Any) -> tuple[Any, Any]:
     """Each side from the same pinned id counter: the same ids in the same order."""
     global IDS
@@ -210,6 +217,7 @@ def both(new: Any, old: Any, *args: Any) -> tuple[Any, Any]:
 def test_stamped_verdict_builds_the_old_result(late: bool, exporter: InMemorySpanExporter) -> None:
     started = T0 + dt.timedelta(seconds=1) if late else T0 - dt.timedelta(seconds=1)
     count = 0
+    template = list(_RESULT_TEMPLATE.items())
     for trace in _traces(exporter):
         for function in _evaluators():
             for value in (True, False):
@@ -217,25 +225,33 @@ def test_stamped_verdict_builds_the_old_result(late: bool, exporter: InMemorySpa
                     FunctionEvaluator._stamped_verdict, old_stamped_verdict, function, value, trace, started
                 )
                 same(new, old)
+                kept(template, new)
                 assert new.finished_at == max(started, T0)
                 count += 1
     assert count > 50
 
 
 def test_coerce_of_true_and_false_builds_the_old_result() -> None:
+    template = list(_RESULT_TEMPLATE.items())
     for function in _evaluators():
         for value in (True, False):
             new, old = both(FunctionEvaluator._coerce, old_coerce_bool, function, value)
             same(new, old)
+            kept(template, new)
 
 
 @pytest.mark.usefixtures("provider")
 def test_stamp_builds_the_old_result(exporter: InMemorySpanExporter) -> None:
     count = 0
+    template = list(_RESULT_TEMPLATE.items())
     for trace in _traces(exporter):
         for function in _evaluators():
             for result in _to_stamp():
+                before = list(result.__dict__.items())
                 new, old = both(stamp, old_stamp_one_step, result, function, trace, T0)
                 same(new, old)
+                kept(template, new)
+                assert new.__dict__ is not result.__dict__  # a copy: the stamped result's own dict is untouched
+                assert list(result.__dict__.items()) == before
                 count += 1
     assert count > 100
