@@ -141,7 +141,7 @@ def trusted(cls: type[M], fields_set: set[str] | None = None, /, **values: Any) 
             data[name] = make()
     if len(data) != len(plan.template):  # an unknown name: model_construct ignores it (extra="ignore")
         data = {name: data[name] for name in plan.template}
-    return _built(cls, data, set(values) if fields_set is None else fields_set)
+    return from_template(cls, data, set(values) if fields_set is None else fields_set)
 
 
 def trusted_copy(model: M, update: dict[str, Any]) -> M:
@@ -158,7 +158,7 @@ def trusted_copy(model: M, update: dict[str, Any]) -> M:
         return model.model_copy(update=update)
     data = model.__dict__.copy()
     data.update(update)
-    return _built(type(model), data, model.__pydantic_fields_set__ | update.keys())
+    return from_template(type(model), data, model.__pydantic_fields_set__ | update.keys())
 
 
 def template(cls: type[BaseModel], per_call: frozenset[str]) -> dict[str, Any]:
@@ -183,28 +183,15 @@ def from_template(cls: type[M], data: dict[str, Any], fields_set: set[str]) -> M
     """Return ``cls.model_construct(fields_set, **data)`` for ``data`` holding every field, in field order.
 
     ``data`` is a copy of :func:`template` with every ``per_call`` field given (or a model's ``__dict__``, updated).
-    Nothing is checked. One model build with no Python loop and no keyword packing: what a cheap evaluator's result costs per span.
+    Nothing is checked. One model build with no Python loop and no keyword packing: what a cheap evaluator's result
+    costs per span. :func:`trusted` and :func:`trusted_copy` build their models here too (one frame, as before).
+
+    ``data`` becomes the model's instance dict and ``fields_set`` its fields set, both as handed in (not copied).
+    They are stored through the descriptors ``object.__setattr__`` would use, looked up on the first build of
+    ``cls`` and cached per class for the process's life: a class whose ``__new__`` or slot descriptors are changed
+    after its first build keeps the lookup made then.
     """
-    setters = _SETTERS.get(cls)  # _built(), inline: this runs for every evaluated span's result
-    if setters is None:
-        setters = _setters(cls)
-    if not setters:
-        return _stored(cls.__new__(cls), data, fields_set)
-    set_dict, set_fields, set_extra, set_private = setters
-    model: M = _new(cls)
-    set_dict(model, data)
-    set_fields(model, fields_set)
-    set_extra(model, None)
-    set_private(model, None)
-    return model
-
-
-def _built(cls: type[M], data: dict[str, Any], fields_set: set[str]) -> M:
-    """A new ``cls`` whose instance dict is ``data``, fields set ``fields_set``, no extra and no private values.
-
-    What ``cls.__new__(cls)`` and four ``object.__setattr__`` calls build (see ``_setters``).
-    """
-    setters = _SETTERS.get(cls)
+    setters = _SETTERS.get(cls)  # looked up once per class (_setters)
     if setters is None:
         setters = _setters(cls)
     if not setters:
