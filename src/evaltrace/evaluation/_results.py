@@ -86,8 +86,9 @@ def stamp(result: EvaluationResult, evaluator: Any, trace: Trace, started: dt.da
         # The common case, in one step: what trusted_copy(result, updates) below builds (the same __dict__ in
         # field order, the same fields set), without the updates dict and its call.
         data = result.__dict__
-        # A copy of it with these fields stored in it: the same dict as ``{**data, "evaluator": ..., ...}`` (each
-        # key is a field, in data already: its order is data's), without that literal's second dict (~3k).
+        # A copy of it with these fields stored in it, in the literal's order: the same dict as
+        # ``{**data, "evaluator": ..., ...}``, without that literal's second dict (~3k). A key data already holds
+        # keeps its place; one it lacks (a hand-edited dict) is appended, in the same order in both versions.
         stamped = data.copy()
         stamped["evaluator"] = data["evaluator"] or evaluator_name(evaluator)
         stamped["run_id"] = trace.run_id
