@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Callable
+from types import GetSetDescriptorType, MemberDescriptorType
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -32,6 +33,48 @@ class _Plan:
 
 _PLANS: dict[type[BaseModel], _Plan | None] = {}
 _UNPLANNED: Any = object()  # a class not looked at yet (None in _PLANS: one model_construct must build)
+
+
+# --- Storing a built model's instance dict and pydantic's three slots ------------------------------------------
+#
+# ``object.__setattr__(model, name, value)`` on these four names finds the data descriptor ``name`` resolves to on
+# ``type(model)`` (BaseModel's ``__dict__`` getset and its three member slots) and calls its ``__set__``: on Python
+# 3.11 the call goes through the wrapper descriptor's type check, an argument tuple and the generic attribute lookup
+# (~1k instructions each, four per model built, once per evaluated span's result). Calling each descriptor's own
+# ``__set__`` stores the same value in the same place without that path. Which descriptors a class resolves to is
+# looked up once per class, as ``object.__setattr__`` does (the first class in its MRO defining the name); a class
+# whose ``__new__`` is not ``object.__new__`` or whose names resolve to anything else keeps the old calls.
+_STORED = ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
+_SETTERS: dict[type, tuple[Callable[[Any, Any], None], ...]] = {}  # () for a class that keeps object.__setattr__
+_new: Any = object.__new__
+
+
+def _setters(cls: type) -> tuple[Callable[[Any, Any], None], ...]:
+    """The ``__set__`` of the descriptors ``object.__setattr__`` stores ``_STORED`` through on ``cls`` (cached)."""
+    setters: tuple[Callable[[Any, Any], None], ...] = ()
+    try:
+        if cls.__new__ is _new:
+            found = []
+            for name in _STORED:
+                descriptor = next((klass.__dict__[name] for klass in cls.__mro__ if name in klass.__dict__), None)
+                if type(descriptor) is not GetSetDescriptorType and type(descriptor) is not MemberDescriptorType:
+                    break
+                found.append(descriptor.__set__)
+            else:
+                setters = tuple(found)
+    except Exception:  # an odd class: the generic calls, as before
+        setters = ()
+    _SETTERS[cls] = setters
+    return setters
+
+
+def _stored(model: M, data: dict[str, Any], fields_set: set[str]) -> M:
+    """``model`` (just made by ``cls.__new__``) with its instance dict ``data``, ``fields_set`` and no extra/private."""
+    object.__setattr__(model, "__dict__", data)
+    object.__setattr__(model, "__pydantic_fields_set__", fields_set)
+    object.__setattr__(model, "__pydantic_extra__", None)
+    object.__setattr__(model, "__pydantic_private__", None)
+    return model
 
 
 def _plan(cls: type[BaseModel]) -> _Plan | None:
@@ -98,12 +141,7 @@ def trusted(cls: type[M], fields_set: set[str] | None = None, /, **values: Any) 
             data[name] = make()
     if len(data) != len(plan.template):  # an unknown name: model_construct ignores it (extra="ignore")
         data = {name: data[name] for name in plan.template}
-    model = cls.__new__(cls)
-    object.__setattr__(model, "__dict__", data)
-    object.__setattr__(model, "__pydantic_fields_set__", set(values) if fields_set is None else fields_set)
-    object.__setattr__(model, "__pydantic_extra__", None)
-    object.__setattr__(model, "__pydantic_private__", None)
-    return model
+    return from_template(cls, data, set(values) if fields_set is None else fields_set)
 
 
 def trusted_copy(model: M, update: dict[str, Any]) -> M:
@@ -120,12 +158,7 @@ def trusted_copy(model: M, update: dict[str, Any]) -> M:
         return model.model_copy(update=update)
     data = model.__dict__.copy()
     data.update(update)
-    copied = type(model).__new__(type(model))
-    object.__setattr__(copied, "__dict__", data)
-    object.__setattr__(copied, "__pydantic_fields_set__", model.__pydantic_fields_set__ | update.keys())
-    object.__setattr__(copied, "__pydantic_extra__", None)
-    object.__setattr__(copied, "__pydantic_private__", None)
-    return copied
+    return from_template(type(model), data, model.__pydantic_fields_set__ | update.keys())
 
 
 def template(cls: type[BaseModel], per_call: frozenset[str]) -> dict[str, Any]:
@@ -150,11 +183,23 @@ def from_template(cls: type[M], data: dict[str, Any], fields_set: set[str]) -> M
     """Return ``cls.model_construct(fields_set, **data)`` for ``data`` holding every field, in field order.
 
     ``data`` is a copy of :func:`template` with every ``per_call`` field given (or a model's ``__dict__``, updated).
-    Nothing is checked. One model build with no Python loop and no keyword packing: what a cheap evaluator's result costs per span.
+    Nothing is checked. One model build with no Python loop and no keyword packing: what a cheap evaluator's result
+    costs per span. :func:`trusted` and :func:`trusted_copy` build their models here too (one frame, as before).
+
+    ``data`` becomes the model's instance dict and ``fields_set`` its fields set, both as handed in (not copied).
+    They are stored through the descriptors ``object.__setattr__`` would use, looked up on the first build of
+    ``cls`` and cached per class for the process's life: a class whose ``__new__`` or slot descriptors are changed
+    after its first build keeps the lookup made then.
     """
-    model = cls.__new__(cls)
-    object.__setattr__(model, "__dict__", data)
-    object.__setattr__(model, "__pydantic_fields_set__", fields_set)
-    object.__setattr__(model, "__pydantic_extra__", None)
-    object.__setattr__(model, "__pydantic_private__", None)
+    setters = _SETTERS.get(cls)  # looked up once per class (_setters)
+    if setters is None:
+        setters = _setters(cls)
+    if not setters:
+        return _stored(cls.__new__(cls), data, fields_set)
+    set_dict, set_fields, set_extra, set_private = setters
+    model: M = _new(cls)
+    set_dict(model, data)
+    set_fields(model, fields_set)
+    set_extra(model, None)
+    set_private(model, None)
     return model

@@ -36,6 +36,7 @@ from evaltrace.evaluation._fast_lane import Demoted, Worker
 from evaltrace.evaluation._job_types import Job as Job  # re-exported: defined there, imported from here by others
 from evaltrace.evaluation._job_types import JobContext as JobContext
 from evaltrace.evaluation._job_types import Progress as Progress
+from evaltrace.evaluation._job_types import new_progress
 from evaltrace.evaluation._mapping import MappingFailed, build_trace
 from evaltrace.evaluation._session_jobs import SessionJob, SessionJudge
 from evaltrace.evaluation._shipping import Reference
@@ -288,7 +289,7 @@ class JobRunner:
         except MappingFailed:  # our failure: each evaluator is "not evaluated", never judged on a stand-in
             self._deliver(job, [self._not_mapped_now(spec, job) for spec in job.specs])
             return False
-        progress = Progress(trace)
+        progress = new_progress(trace)  # Progress(trace), without the class call
         lane = worker.lane
         may_retry = self.ctx.options.max_retries > 0
         timeout_default = self.ctx.options.evaluator_timeout_s

@@ -86,15 +86,16 @@ def stamp(result: EvaluationResult, evaluator: Any, trace: Trace, started: dt.da
         # The common case, in one step: what trusted_copy(result, updates) below builds (the same __dict__ in
         # field order, the same fields set), without the updates dict and its call.
         data = result.__dict__
-        stamped = {
-            **data,
-            "evaluator": data["evaluator"] or evaluator_name(evaluator),
-            "run_id": trace.run_id,
-            "case_id": trace.case_id,
-            "variant_name": trace.variant_name,
-            "started_at": started,
-            "finished_at": finished,
-        }
+        # A copy of it with these fields stored in it, in the literal's order: the same dict as
+        # ``{**data, "evaluator": ..., ...}``, without that literal's second dict (~3k). A key data already holds
+        # keeps its place; one it lacks (a hand-edited dict) is appended, in the same order in both versions.
+        stamped = data.copy()
+        stamped["evaluator"] = data["evaluator"] or evaluator_name(evaluator)
+        stamped["run_id"] = trace.run_id
+        stamped["case_id"] = trace.case_id
+        stamped["variant_name"] = trace.variant_name
+        stamped["started_at"] = started
+        stamped["finished_at"] = finished
         fields_set = result.__pydantic_fields_set__ | _STAMPED
         if version is not None and data["evaluator_version"] is None:
             stamped["evaluator_version"] = version

@@ -204,16 +204,17 @@ class FunctionEvaluator:
             # The commonest answer: _trusted_result(evaluator=..., evaluator_type=..., passed=...) in place, with
             # no keyword packing (it is most of what a cheap evaluator costs per span). The same fields set.
             now = dt.datetime.now(dt.UTC)
-            data = {
-                **_RESULT_TEMPLATE,
-                "evaluator": name,
-                "evaluator_type": self.evaluator_type,
-                "passed": value,
-                "detail": {},
-                "started_at": now,
-                "finished_at": now,
-                "evaluation_id": evaluation_id(),
-            }
+            # The template's copy, then each per-call field stored in it: the same dict as the literal
+            # ``{**_RESULT_TEMPLATE, "evaluator": name, ...}`` (every key is the template's, so its order is the
+            # template's), without the literal's second dict of these pairs built, merged and freed (~3k).
+            data = _RESULT_TEMPLATE.copy()
+            data["evaluator"] = name
+            data["evaluator_type"] = self.evaluator_type
+            data["passed"] = value
+            data["detail"] = {}
+            data["started_at"] = now
+            data["finished_at"] = now
+            data["evaluation_id"] = evaluation_id()
             fields_set = {"evaluator", "evaluator_type", "passed", "started_at", "finished_at"}
             if self.version is not None:
                 data["evaluator_version"] = self.version
@@ -247,19 +248,19 @@ class FunctionEvaluator:
         finished = dt.datetime.now(dt.UTC)  # stamp()'s max(started, now)
         if finished < started:
             finished = started
-        data = {
-            **_RESULT_TEMPLATE,
-            "evaluator": self.name,
-            "evaluator_type": self.evaluator_type,
-            "passed": value,
-            "detail": {},
-            "started_at": started,
-            "finished_at": finished,
-            "evaluation_id": evaluation_id(),
-            "run_id": trace.run_id,
-            "case_id": trace.case_id,
-            "variant_name": trace.variant_name,
-        }
+        # As in _coerce: the template's copy and the per-call fields stored in it, in the literal's order (the same
+        # dict, values read in the same order), without a second dict built and merged once per evaluation.
+        data = _RESULT_TEMPLATE.copy()
+        data["evaluator"] = self.name
+        data["evaluator_type"] = self.evaluator_type
+        data["passed"] = value
+        data["detail"] = {}
+        data["started_at"] = started
+        data["finished_at"] = finished
+        data["evaluation_id"] = evaluation_id()
+        data["run_id"] = trace.run_id
+        data["case_id"] = trace.case_id
+        data["variant_name"] = trace.variant_name
         fields_set = {"evaluator", "evaluator_type", "passed", "started_at", "finished_at"}
         fields_set |= _STAMPED_FIELDS
         if self.version is not None:
