@@ -10,6 +10,7 @@ from phoenix_helpers import Phoenix, poll
 import evaltrace
 from evaltrace._internal import semconv
 from evaltrace.evaluation import EvaluatorSpec, PhoenixScoreSink, evaluator
+from evaltrace.schema import Score
 
 NO_DEAD_LETTERS = {"dead_letter_dir": None, "sink_schedule_delay_s": 0.05, "emit_log_events": False}
 
@@ -128,3 +129,29 @@ def test_worker_between_app_and_phoenix(phoenix: Phoenix, project: str) -> None:
     assert agent["attributes"]["evaltrace.eval.mentions_sun.passed"] is True
     (annotation,) = poll(lambda: phoenix.span_annotations(project, agent["context"]["span_id"]))
     assert (annotation["name"], annotation["result"]["score"]) == ("mentions_sun", 1.0)
+
+
+def test_a_score_json_cannot_carry_is_stored_by_phoenix_with_replacements(phoenix: Phoenix, project: str) -> None:
+    # Before: httpx 0.28 raised on the lone surrogate inside the sink; httpx 0.27 sent it escaped and Phoenix
+    # answered 500 (it cannot store it), so the score was retried, then dead-lettered, never stored.
+    handle = evaltrace.configure("it-hard-text", phoenix=phoenix.url, local_store=False)
+    run_app()
+    assert handle.force_flush(30_000)
+    spans = poll(lambda: (found := phoenix.spans(project)) and len(found) >= 2 and found)
+    agent = by_name(spans)["invoke_agent weather"]
+    score = Score(
+        name="tone",
+        value=1.0,
+        trace_id=agent["context"]["trace_id"],
+        observation_id=agent["context"]["span_id"],
+        comment="half a pair: \ud800, a pair in halves: \ud83d\ude00",
+        metadata={"nan": float("nan")},
+    )
+    sink = PhoenixScoreSink(phoenix.url)
+    try:
+        assert sink.export([score]).ok
+    finally:
+        sink.shutdown()
+    (annotation,) = poll(lambda: phoenix.span_annotations(project, agent["context"]["span_id"]))
+    assert annotation["result"]["explanation"] == "half a pair: \ufffd, a pair in halves: \U0001f600"
+    assert annotation["metadata"] == {"nan": None}

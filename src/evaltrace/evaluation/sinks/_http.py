@@ -4,16 +4,25 @@ Two rules keep a struggling backend from being hammered and shutdown from waitin
 (delta-seconds or HTTP-date) is parsed and returned with the failure, and stops the rest of the batch from being
 sent; each request's timeout is capped by what is left of the worker's shutdown deadline
 (:func:`~evaltrace.evaluation.sinks.base.export_time_left`).
+
+Bodies are encoded here (:func:`json_body`), not by httpx: httpx 0.28 refuses a lone surrogate and a NaN that
+httpx 0.27 sends escaped or as a bare ``NaN``, so the same score would raise on one release and be answered
+with a 500 or 422 on the other. Here it is sent the same way on every release, as the scores' other outputs
+(the local store, pydantic's JSON mode) write it.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import email.utils
+import json
+import logging
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import httpx
+from pydantic_core import to_jsonable_python
 
 from evaltrace.evaluation.sinks.base import SinkResult, export_time_left
 from evaltrace.schema import Score
@@ -23,6 +32,9 @@ TRANSPORT_ERROR = "transport error"
 DEADLINE_ERROR = "shutdown deadline reached before the request was sent"
 # Below this, a request cannot complete anyway: do not start it.
 _MIN_REQUEST_S = 0.01
+_JSON_HEADERS = {"Content-Type": "application/json"}
+_CLEANED_LOGGED: list[bool] = []  # one warning per process: the same evaluator would log it on every score
+logger = logging.getLogger("evaltrace.evaluation")
 
 
 class HttpFailure(NamedTuple):
@@ -108,9 +120,14 @@ def post_json(
         if left < _MIN_REQUEST_S:
             return HttpFailure(DEADLINE_ERROR, True)
         timeout = _capped(client.timeout, left)
+    content = json_body(payload)
     try:
         response = client.post(
-            url, json=payload, auth=auth or httpx.USE_CLIENT_DEFAULT, headers=headers, timeout=timeout
+            url,
+            content=content,
+            auth=auth or httpx.USE_CLIENT_DEFAULT,
+            headers={**_JSON_HEADERS, **headers} if headers else _JSON_HEADERS,
+            timeout=timeout,
         )
     except httpx.HTTPError as exc:
         return HttpFailure(f"{TRANSPORT_ERROR}: {type(exc).__name__}: {exc}", True)
@@ -120,6 +137,54 @@ def post_json(
     retryable = is_retryable_status(response.status_code)
     retry_after = parse_retry_after(response.headers.get("Retry-After")) if retryable else None
     return HttpFailure(f"HTTP {response.status_code} from {url}: {text}", retryable, retry_after)
+
+
+def json_body(payload: Any) -> bytes:
+    """Return ``payload`` as a UTF-8 JSON body that every backend can store, on every httpx release.
+
+    What JSON cannot carry is written as the scores' other outputs write it: a NaN or infinity becomes ``null``
+    (pydantic's JSON mode, the dead-letter file); a lone surrogate, which UTF-8 cannot encode and backends
+    refuse even escaped (Phoenix answers 500), becomes U+FFFD (the local store), while a surrogate pair is
+    joined into its character. Other objects (a datetime in metadata) are written as pydantic writes them.
+    The first such score of the process is logged once.
+
+    Raises:
+        ValueError: A value neither json nor pydantic can write (``PydanticSerializationError``).
+    """
+    try:
+        return _dumps(payload).encode("utf-8")
+    except ValueError:  # NaN (allow_nan=False) or a surrogate (UnicodeEncodeError is a ValueError)
+        pass
+    body = _dumps(_writable(payload)).encode("utf-8")
+    if not _CLEANED_LOGGED:
+        _CLEANED_LOGGED.append(True)
+        logger.warning(
+            "evaltrace: a score held a value JSON cannot carry (a NaN or infinity, or text with a lone "
+            "surrogate); it was sent with null or U+FFFD in its place (logged once per process)"
+        )
+    return body
+
+
+def _dumps(payload: Any) -> str:
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=to_jsonable_python)
+
+
+def _writable(value: Any) -> Any:
+    """``value`` with every text made valid Unicode and every non-finite float ``None`` (the slow path)."""
+    if isinstance(value, str):
+        # UTF-16 with surrogatepass joins a pair into its character; "replace" turns a lone one into U+FFFD.
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, dict):
+        return {
+            (_writable(key) if isinstance(key, (str, float)) else key): _writable(item) for key, item in value.items()
+        }
+    if isinstance(value, (list, tuple)):
+        return [_writable(item) for item in value]
+    return _writable(to_jsonable_python(value))
 
 
 def _capped(timeout: httpx.Timeout, limit: float) -> httpx.Timeout:
