@@ -1,7 +1,7 @@
 """The dead-letter file saves every score it can, replay never loses or repeats one, each record is in one file.
 
 Real components failing for real: a JSONL sink whose path is a directory, scores the JSON encoder refuses (an
-object in the metadata, a lone surrogate in a comment, which a dead-letter line can hold escaped), the Phoenix
+object in the metadata; a lone surrogate in a comment, which a dead-letter line holds escaped), the Phoenix
 sink against a real HTTP server on 127.0.0.1 (its body encoder made to raise on the surrogate, mid-replay), a JSONL
 file that reaches the process's file-size limit in the middle of a write, and shutdown's take-over of a stalled
 evaluation loop.
@@ -65,7 +65,7 @@ def test_a_score_the_encoder_refuses_leaves_its_neighbours_saved_and_is_logged_o
     with caplog.at_level(logging.INFO, logger="evaltrace"):
         worker.submit([numeric("a"), _with_object("b")])
         assert worker.force_flush(10)
-        worker.submit([numeric("c"), _with_surrogate("d")])
+        worker.submit([numeric("c"), _with_object("d")])
         assert worker.force_flush(10)
         worker.shutdown(5)
     stats = worker.stats
@@ -95,6 +95,27 @@ def test_a_dead_letter_episode_ends_with_one_line_when_a_batch_is_saved_whole(
     assert [score.name for score in read_dead_letters(dead)[0]] == ["a", "c", "e"]
     assert _errors_logged(caplog, DEAD_LETTER_LOG) == 1
     assert any(f"{DEAD_LETTER_LOG} {dead} works again" in r.getMessage() for r in caplog.records), caplog.text
+
+
+def test_a_score_holding_a_lone_surrogate_is_dead_lettered_escaped_and_replayed_to_the_backend(
+    tmp_path: Path, backend: Backend
+) -> None:
+    # Before: the dead-letter file refused it (UTF-8 cannot encode it): counted dropped, lost.
+    dead = tmp_path / "dead.jsonl"
+    worker = SinkWorker(JsonlScoreSink(tmp_path), dead_letter_path=dead, retry=ONCE, schedule_delay_s=0.01)
+    worker.submit([numeric("a"), _with_surrogate("d")])  # the JSONL sink's path is a directory: the batch fails
+    assert worker.force_flush(10)
+    worker.shutdown(5)
+    assert (worker.stats.dead_lettered, worker.stats.dropped) == (2, 0)
+    assert dead.read_bytes().isascii()  # the surrogate escaped: the file is valid UTF-8
+    scores = read_dead_letters(dead)[0]
+    assert [(s.name, s.comment) for s in scores][1] == ("d", "half a pair: \ud800")  # the same text back
+    args = ["scores", "replay", str(dead), "--sink", "phoenix", "--base-url", backend.url]
+    assert cli_main(args) == 0
+    assert _sent(backend) == ["a", "d"]
+    (sent_d,) = [item for body in backend.bodies() for item in body["data"] if item["name"] == "d"]
+    assert sent_d["result"]["explanation"] == "half a pair: \ufffd"  # what a backend can store
+    assert not dead.exists()
 
 
 def _line_as_written(score: Score) -> str:
@@ -146,7 +167,9 @@ def test_replay_stops_at_a_sink_that_raises_keeps_every_line_not_delivered_and_n
     assert "1 not attempted after the failure" in printed
     assert _sent(backend) == ["a"]
     lines = dead.read_text().splitlines()
-    assert lines[0] == bad  # kept as read: the encoder refuses it again, its line is still valid
+    kept = json.loads(lines[0])  # rewritten with the last error, the surrogate escaped again: the same text
+    assert (kept["score"]["name"], kept["score"]["comment"]) == ("bad", "half a pair: \ud800") and lines[0].isascii()
+    assert "the sink raised UnicodeEncodeError" in kept["error"]
     assert json.loads(lines[1])["score"]["name"] == "c"
     assert "the sink raised UnicodeEncodeError" in json.loads(lines[1])["error"]
     assert lines[2:] == [record]  # the not-evaluated record, once
@@ -154,7 +177,8 @@ def test_replay_stops_at_a_sink_that_raises_keeps_every_line_not_delivered_and_n
 
     assert cli_main(args) == 1  # the sink still raises on "bad": "a" is never sent again
     assert _sent(backend) == ["a"]
-    assert dead.read_text().splitlines()[0] == bad and dead.read_text().splitlines()[2:] == [record]
+    assert json.loads(dead.read_text().splitlines()[0])["score"]["comment"] == "half a pair: \ud800"
+    assert dead.read_text().splitlines()[2:] == [record]
     assert [s.name for s in read_dead_letters(dead)[0]] == ["bad", "c"]
 
 

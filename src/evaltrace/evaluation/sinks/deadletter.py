@@ -111,7 +111,7 @@ def save_dead_letters(path: Path, sink_name: str, scores: Iterable[Score], error
     """Append every score of ``scores`` the encoder takes, one line each; return what was written and refused.
 
     Unlike :func:`write_dead_letters` (all or nothing), one score whose value the JSON encoder refuses (an
-    object in its metadata, a lone surrogate in a string) does not keep its neighbours out of the file: each
+    object in its metadata) does not keep its neighbours out of the file (a lone surrogate is written escaped): each
     score is encoded on its own, the encodable ones are written in one append, and the refused ones are
     returned with the reason. A disk error still raises (``OSError``): then nothing was written by this call
     that the file does not hold whole (one ``write`` of whole lines).
@@ -123,7 +123,7 @@ def save_dead_letters(path: Path, sink_name: str, scores: Iterable[Score], error
     for score in scores:
         try:
             line = _line(sink_name, error, failed_at, score)
-            line.encode("utf-8")  # what the file's encoder will do: refuse lone surrogates here, not mid-write
+            line.encode("utf-8")  # what the file's encoder will do: refuse here, never mid-write
         except Exception as exc:  # PydanticSerializationError, TypeError, ValueError, UnicodeEncodeError
             refused.append((score, f"{type(exc).__name__}: {exc}"))
             first = first or exc
@@ -134,10 +134,15 @@ def save_dead_letters(path: Path, sink_name: str, scores: Iterable[Score], error
 
 
 def _line(sink_name: str, error: str | None, failed_at: str, score: Score) -> str:
-    return json.dumps(
-        {"sink": sink_name, "error": error, "failed_at": failed_at, "score": score.model_dump(mode="json")},
-        ensure_ascii=False,
-    )
+    record = {"sink": sink_name, "error": error, "failed_at": failed_at, "score": score.model_dump(mode="json")}
+    line = json.dumps(record, ensure_ascii=False)
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate, which UTF-8 cannot hold: the line is written with ASCII escapes, which every JSON
+        # reader (``scores replay``) turns back into the same text; the backend sinks then send it as U+FFFD.
+        return json.dumps(record)
+    return line
 
 
 def append_lines(path: Path, lines: list[str], *, durable: bool = False) -> None:
