@@ -24,7 +24,7 @@ import pytest
 
 from evaltrace.cli import main as cli_main
 from evaltrace.evaluation import JsonlScoreSink, RetryPolicy
-from evaltrace.evaluation.sinks import SinkWorker, _http, read_dead_letters, write_dead_letters
+from evaltrace.evaluation.sinks import SinkWorker, phoenix, read_dead_letters, write_dead_letters
 from evaltrace.evaluation.sinks.deadletter import append_lines, not_evaluated_lines, put_back_after_replay
 from evaltrace.evaluation.sinks.not_evaluated import NotEvaluated
 from evaltrace.schema import Score
@@ -129,29 +129,29 @@ def _sent(backend: Backend) -> list[str]:
     return [item["name"] for body in backend.bodies() for item in body["data"]]
 
 
-class _RaisesOnSurrogates:
-    """The body encoder of the backend sinks, raising on a score whose comment holds a lone surrogate.
+class _RaisesOnBad:
+    """The Phoenix sink's annotation builder, made to raise (an injected fault) on the score named "bad".
 
-    The sinks now deliver such a score (U+FFFD in its place: ``test_sink_json_body.py``), so nothing in them raises
-    on it any more, on any httpx release. The replay's handling of a sink that raises mid-replay is what this file
-    proves, so the raise is put back here, at the real encoder, for that one score.
+    Replayed lines are plain JSON, which the sink always encodes (a lone surrogate becomes U+FFFD:
+    ``test_sink_json_body.py``), so no real input makes the sink raise mid-replay any more. What this file proves
+    is the replay's handling of a sink that raises, so the raise is injected inside the sink's export.
     """
 
-    def __init__(self, encode: Callable[[Any], bytes]) -> None:
-        self.encode = encode
+    def __init__(self, build: Callable[[Score], dict[str, Any]]) -> None:
+        self.build = build
 
-    def __call__(self, payload: Any) -> bytes:
-        if "\\ud800" in json.dumps(payload):  # json's ASCII escape of the lone surrogate "bad" holds
-            raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
-        return self.encode(payload)
+    def __call__(self, score: Score) -> dict[str, Any]:
+        if score.name == "bad":
+            raise RuntimeError("injected")
+        return self.build(score)
 
 
 def test_replay_stops_at_a_sink_that_raises_keeps_every_line_not_delivered_and_never_sends_one_again(
     tmp_path: Path, backend: Backend, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Before: the Phoenix sink's raise (then httpx's, which could not encode the surrogate) escaped the replay: the
-    # CLI crashed, the staged file kept "a" (delivered) with the rest, and the next replay sent "a" again.
-    monkeypatch.setattr(_http, "json_body", _RaisesOnSurrogates(_http.json_body))
+    # Before: a raise in the Phoenix sink (then httpx's, which could not encode the surrogate) escaped the replay:
+    # the CLI crashed, the staged file kept "a" (delivered) with the rest, and the next replay sent "a" again.
+    monkeypatch.setattr(phoenix, "phoenix_annotation", _RaisesOnBad(phoenix.phoenix_annotation))
     dead = tmp_path / "phoenix.jsonl"
     bad = _line_as_written(_with_surrogate("bad"))
     record = NotEvaluated(TRACE, SPAN, SPAN, "tone", None, "shutdown").to_line()
@@ -169,13 +169,13 @@ def test_replay_stops_at_a_sink_that_raises_keeps_every_line_not_delivered_and_n
     lines = dead.read_text().splitlines()
     kept = json.loads(lines[0])  # rewritten with the last error, the surrogate escaped again: the same text
     assert (kept["score"]["name"], kept["score"]["comment"]) == ("bad", "half a pair: \ud800") and lines[0].isascii()
-    assert "the sink raised UnicodeEncodeError" in kept["error"]
+    assert "the sink raised RuntimeError" in kept["error"]
     assert json.loads(lines[1])["score"]["name"] == "c"
-    assert "the sink raised UnicodeEncodeError" in json.loads(lines[1])["error"]
+    assert "the sink raised RuntimeError" in json.loads(lines[1])["error"]
     assert lines[2:] == [record]  # the not-evaluated record, once
     assert not (tmp_path / "phoenix.jsonl.replaying").exists()
 
-    assert cli_main(args) == 1  # the sink still raises on "bad": "a" is never sent again
+    assert cli_main(args) == 1  # the injected fault raises on "bad" again: "a" is never sent again
     assert _sent(backend) == ["a"]
     assert json.loads(dead.read_text().splitlines()[0])["score"]["comment"] == "half a pair: \ud800"
     assert dead.read_text().splitlines()[2:] == [record]

@@ -1,17 +1,18 @@
-"""The backend sinks send what JSON cannot carry the same way on every httpx release, and deliver the score.
+"""The backend sinks encode what JSON cannot carry the same way on every httpx release, and deliver the score.
 
 A real HTTP server on 127.0.0.1 receives the real sinks' requests. Before, the body was httpx's to encode: httpx
-0.28 raised on a lone surrogate (and on a NaN in metadata) inside the sink's export, while httpx 0.27 sent the
-surrogate escaped, which Phoenix answers with a 500 (``tests/integration/test_phoenix.py``), and the NaN as a bare
-``NaN``, which is not JSON. Either way the score was never delivered; now it is, with U+FFFD and null in their
-places. This file also runs in the oldest-versions CI step (httpx 0.27).
+0.28 raised inside the sink's export on a lone surrogate and on a NaN in metadata; httpx 0.27 sent the surrogate
+escaped and the NaN as a bare ``NaN``, which Phoenix's asynchronous span annotations accepted (200) and never
+stored (``tests/integration/test_phoenix.py``). This file also runs in the oldest-versions CI step (httpx 0.27).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import enum
 import json
 import logging
+from typing import Any
 
 import pytest
 
@@ -23,17 +24,31 @@ from evaltrace.schema import Score
 from .conftest import Backend
 from .test_sinks import numeric
 
-LONE = "half a pair: \ud800 and \udc80"
-PAIR = "a pair written as two halves: \ud83d\ude00"
-WHEN = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
+
+class Tone(enum.Enum):
+    CALM = "calm"
 
 
-def _hard(name: str) -> Score:
-    metadata = {"label": "ok", "nan": float("nan"), "inf": float("-inf"), "when": WHEN, "nested": [{"k": LONE}]}
-    return numeric(name).model_copy(update={"comment": LONE + " / " + PAIR, "metadata": metadata})
+# (what the score holds, what the backend receives): one hazard each.
+HAZARDS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "lone surrogate": ({"comment": "half a pair: \ud800 / \udc80"}, {"comment": "half a pair: \ufffd / \ufffd"}),
+    "pair in halves": ({"comment": "two halves: \ud83d\ude00"}, {"comment": "two halves: \U0001f600"}),
+    "nan": ({"metadata": {"nan": float("nan")}}, {"metadata": {"nan": None}}),
+    "infinity": ({"metadata": {"inf": float("-inf")}}, {"metadata": {"inf": None}}),
+    "datetime": (
+        {"metadata": {"when": dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)}},
+        {"metadata": {"when": "2026-11-30T12:00:00Z"}},
+    ),
+    "enum": ({"metadata": {"tone": Tone.CALM}}, {"metadata": {"tone": "calm"}}),
+    "nested surrogate key": (
+        {"metadata": {"k\udc80": [{"v": "\ud800"}]}},
+        {"metadata": {"k\ufffd": [{"v": "\ufffd"}]}},
+    ),
+}
+REPLACES = {"lone surrogate", "nan", "infinity", "nested surrogate key"}  # the ones that lose something: logged
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def fresh_warning(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_http, "_CLEANED_LOGGED", [])
 
@@ -42,47 +57,84 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> int:
     return sum("JSON cannot carry" in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)
 
 
-def test_phoenix_delivers_a_score_json_cannot_carry_with_replacements_and_logs_it_once(
-    backend: Backend, caplog: pytest.LogCaptureFixture, fresh_warning: None
+def _score(name: str, update: dict[str, Any]) -> Score:
+    return numeric(name).model_copy(update=update)
+
+
+@pytest.mark.parametrize("hazard", list(HAZARDS))
+def test_phoenix_delivers_a_score_json_cannot_carry_as_json_can_carry_it(
+    hazard: str, backend: Backend, caplog: pytest.LogCaptureFixture
 ) -> None:
+    held, received = HAZARDS[hazard]
     sink = PhoenixScoreSink(backend.url)
     with caplog.at_level(logging.WARNING, logger="evaltrace"):
-        assert sink.export([numeric("plain"), _hard("hard")]).ok
-        assert sink.export([_hard("again")]).ok
+        assert sink.export([numeric("plain"), _score("hard", held)]).ok
+        assert sink.export([_score("again", held)]).ok
     sink.shutdown()
-    annotations = [item for body in backend.bodies() for item in body["data"]]
-    assert [a["name"] for a in annotations] == ["plain", "hard", "again"]
-    plain, hard = annotations[0], annotations[1]
+    plain, hard, _ = [item for body in backend.bodies() for item in body["data"]]
     assert plain["result"]["explanation"] == "Answers the question; cites source."
-    assert hard["result"]["explanation"] == "half a pair: \ufffd and \ufffd / a pair written as two halves: \U0001f600"
-    assert hard["metadata"]["nan"] is None and hard["metadata"]["inf"] is None  # as pydantic's JSON mode writes them
-    assert hard["metadata"]["when"] == "2026-11-30T12:00:00Z"
-    assert hard["metadata"]["nested"] == [{"k": "half a pair: \ufffd and \ufffd"}]
-    assert _warnings(caplog) == 1  # once per process, not per score
+    if "comment" in received:
+        assert hard["result"]["explanation"] == received["comment"]
+    else:
+        assert hard["metadata"] == received["metadata"]
+    assert _warnings(caplog) == (1 if hazard in REPLACES else 0)  # once per process; a lossless join is silent
     assert all(r.headers["content-type"] == "application/json" for r in backend.requests)
 
 
-def test_langfuse_delivers_it_too_with_its_basic_auth(backend: Backend, fresh_warning: None) -> None:
+def test_langfuse_delivers_it_too_with_its_basic_auth(backend: Backend) -> None:
     sink = LangfuseScoreSink(backend.url, "pk-lf-1", "sk-lf-2", timeout_s=2.0)
-    assert sink.export([_hard("hard")]).ok
+    assert sink.export([_score("hard", {"comment": "half: \ud800", "metadata": {"nan": float("nan")}})]).ok
     sink.shutdown()
     (request,) = backend.requests
     assert request.headers["authorization"].startswith("Basic ")
-    assert request.body["comment"] == "half a pair: \ufffd and \ufffd / a pair written as two halves: \U0001f600"
-    assert request.body["metadata"]["nan"] is None
+    assert (request.body["comment"], request.body["metadata"]) == ("half: \ufffd", {"nan": None})
 
 
-def test_a_body_json_can_carry_is_encoded_as_is_without_a_warning(
-    caplog: pytest.LogCaptureFixture, fresh_warning: None
-) -> None:
-    payload = {"data": [{"name": "é ✓ \U0001f600", "score": 0.5, "n": 2**70, "ok": True, "none": None}]}
+def test_a_body_that_cannot_be_encoded_is_rejected_alone_and_never_retried(backend: Backend) -> None:
+    # Before: the encoder's error escaped the sink's export: the batch was retried (failing the same way), and
+    # with Langfuse the scores before it in the batch were sent again.
+    sink = LangfuseScoreSink(backend.url, "pk-lf-1", "sk-lf-2", timeout_s=2.0)
+    bad = _score("bad", {"metadata": {"raw": object()}})
+    result = sink.export([numeric("a"), bad, numeric("c")])
+    sink.shutdown()
+    assert [r.body["name"] for r in backend.requests] == ["a", "c"]
+    assert (result.failed, result.rejected) == ((), (bad,))
+    assert result.error is not None and "the body could not be encoded as JSON" in result.error
+
+    phoenix = PhoenixScoreSink(backend.url)
+    result = phoenix.export([numeric("x"), bad])  # one body for the batch: rejected whole, not retried
+    phoenix.shutdown()
+    assert (result.failed, len(result.rejected)) == ((), 2)
+    assert len(backend.requests) == 2
+
+
+def test_a_body_json_can_carry_is_encoded_as_is_without_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    payload = {"data": [{"name": "é ✓ \U0001f600", "score": 0.5, "n": 2**70, "ok": True, "none": None, 1: (2, 3)}]}
     with caplog.at_level(logging.WARNING, logger="evaltrace"):
         body = json_body(payload)
     assert body == json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    assert json.loads(body) == payload
     assert _warnings(caplog) == 0
 
 
-def test_a_value_nothing_can_write_is_an_error_naming_it() -> None:
-    with pytest.raises(ValueError, match="object"):
-        json_body({"metadata": {"raw": object()}})
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        ({"raw": object()}, "object"),
+        (dict([("a\ud800", 1), ("a\udc00", 2)]), "two keys become 'a\ufffd'"),  # one entry would be lost
+        ({"\U0001f600": 1, "\ud83d\ude00": 2}, "two keys become"),  # the halves join into the real key
+        ({float("nan"): 1, None: 2}, "two keys become None"),
+    ],
+    ids=["object", "lone-surrogate-keys", "pair-key", "nan-key"],
+)
+def test_a_value_that_cannot_be_written_without_a_loss_is_an_error_naming_it(
+    payload: dict[Any, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        json_body(payload)
+
+
+def test_a_circular_reference_is_an_error_at_once() -> None:
+    looped: dict[str, Any] = {"name": "\ud800"}
+    looped["self"] = looped
+    with pytest.raises(ValueError, match="Circular reference"):
+        json_body({"metadata": looped})

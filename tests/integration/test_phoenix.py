@@ -132,8 +132,8 @@ def test_worker_between_app_and_phoenix(phoenix: Phoenix, project: str) -> None:
 
 
 def test_a_score_json_cannot_carry_is_stored_by_phoenix_with_replacements(phoenix: Phoenix, project: str) -> None:
-    # Before: httpx 0.28 raised on the lone surrogate inside the sink; httpx 0.27 sent it escaped and Phoenix
-    # answered 500 (it cannot store it), so the score was retried, then dead-lettered, never stored.
+    # Before: httpx 0.28 raised on the lone surrogate inside the sink; httpx 0.27 sent it escaped, and Phoenix's
+    # asynchronous span annotations answered 200 and never stored it (a loss nobody counted).
     handle = evaltrace.configure("it-hard-text", phoenix=phoenix.url, local_store=False)
     run_app()
     assert handle.force_flush(30_000)

@@ -5,10 +5,11 @@ Two rules keep a struggling backend from being hammered and shutdown from waitin
 sent; each request's timeout is capped by what is left of the worker's shutdown deadline
 (:func:`~evaltrace.evaluation.sinks.base.export_time_left`).
 
-Bodies are encoded here (:func:`json_body`), not by httpx: httpx 0.28 refuses a lone surrogate and a NaN that
-httpx 0.27 sends escaped or as a bare ``NaN``, so the same score would raise on one release and be answered
-with a 500 or 422 on the other. Here it is sent the same way on every release, as the scores' other outputs
-(the local store, pydantic's JSON mode) write it.
+Bodies are encoded here (:func:`json_body`), not by httpx: httpx 0.28 refuses a lone surrogate and a NaN,
+which httpx 0.27 sends escaped or as a bare ``NaN``, so the same score raised in the sink on one release and, on
+the other, was accepted by Phoenix's asynchronous span annotations and never stored. Here it is encoded the
+same way on every release, with what JSON cannot carry replaced; a body that cannot be encoded at all is
+rejected (not retried: it would fail the same way every time).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import email.utils
 import json
 import logging
 import math
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -34,6 +36,8 @@ DEADLINE_ERROR = "shutdown deadline reached before the request was sent"
 _MIN_REQUEST_S = 0.01
 _JSON_HEADERS = {"Content-Type": "application/json"}
 _CLEANED_LOGGED: list[bool] = []  # one warning per process: the same evaluator would log it on every score
+_LOG_LOCK = threading.Lock()
+_NAN_ERROR = "Out of range float values"  # json's allow_nan=False error
 logger = logging.getLogger("evaltrace.evaluation")
 
 
@@ -120,13 +124,16 @@ def post_json(
         if left < _MIN_REQUEST_S:
             return HttpFailure(DEADLINE_ERROR, True)
         timeout = _capped(client.timeout, left)
-    content = json_body(payload)
+    try:
+        content = json_body(payload)
+    except Exception as exc:  # the same body fails every time: rejected, never retried
+        return HttpFailure(f"the body could not be encoded as JSON: {type(exc).__name__}: {exc}", False)
     try:
         response = client.post(
             url,
             content=content,
             auth=auth or httpx.USE_CLIENT_DEFAULT,
-            headers={**_JSON_HEADERS, **headers} if headers else _JSON_HEADERS,
+            headers=_with_json_type(headers),
             timeout=timeout,
         )
     except httpx.HTTPError as exc:
@@ -142,49 +149,82 @@ def post_json(
 def json_body(payload: Any) -> bytes:
     """Return ``payload`` as a UTF-8 JSON body that every backend can store, on every httpx release.
 
-    What JSON cannot carry is written as the scores' other outputs write it: a NaN or infinity becomes ``null``
-    (pydantic's JSON mode, the dead-letter file); a lone surrogate, which UTF-8 cannot encode and backends
-    refuse even escaped (Phoenix answers 500), becomes U+FFFD (the local store), while a surrogate pair is
-    joined into its character. Other objects (a datetime in metadata) are written as pydantic writes them.
-    The first such score of the process is logged once.
+    What JSON cannot carry is replaced: a NaN or infinity becomes ``null`` (as pydantic's JSON mode and the
+    dead-letter file write it); a lone surrogate, which UTF-8 cannot encode and Phoenix cannot store even
+    escaped, becomes U+FFFD, while a surrogate pair held as two halves is joined into its character (no loss).
+    Other objects (a datetime, an Enum in metadata) are written as pydantic writes them. The first replacement
+    of the process is logged once.
 
     Raises:
-        ValueError: A value neither json nor pydantic can write (``PydanticSerializationError``).
+        ValueError: A value neither json nor pydantic can write, a circular reference, or two keys of one
+            object that become the same key once replaced (an entry would be lost).
     """
     try:
         return _dumps(payload).encode("utf-8")
-    except ValueError:  # NaN (allow_nan=False) or a surrogate (UnicodeEncodeError is a ValueError)
+    except UnicodeEncodeError:  # a surrogate, lone or held as two halves
         pass
-    body = _dumps(_writable(payload)).encode("utf-8")
-    if not _CLEANED_LOGGED:
-        _CLEANED_LOGGED.append(True)
-        logger.warning(
-            "evaltrace: a score held a value JSON cannot carry (a NaN or infinity, or text with a lone "
-            "surrogate); it was sent with null or U+FFFD in its place (logged once per process)"
-        )
+    except ValueError as exc:
+        if not str(exc).startswith(_NAN_ERROR):  # a circular reference, a value pydantic cannot write
+            raise
+    cleaner = _Cleaner()
+    body = _dumps(cleaner.clean(payload)).encode("utf-8")
+    if cleaner.replaced:
+        with _LOG_LOCK:
+            first = not _CLEANED_LOGGED
+            _CLEANED_LOGGED.append(True)
+        if first:
+            logger.warning(
+                "evaltrace: a score held %d value(s) JSON cannot carry (a NaN or infinity, or text with a lone "
+                "surrogate); its body was encoded with null or U+FFFD in their place (logged once per process)",
+                cleaner.replaced,
+            )
     return body
+
+
+def _with_json_type(headers: dict[str, str] | None) -> httpx.Headers | dict[str, str]:
+    """``headers`` with ``Content-Type: application/json`` unless they name a content type (in any case)."""
+    if not headers:
+        return _JSON_HEADERS
+    merged = httpx.Headers(headers)
+    merged.setdefault("Content-Type", "application/json")
+    return merged
 
 
 def _dumps(payload: Any) -> str:
     return json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=to_jsonable_python)
 
 
-def _writable(value: Any) -> Any:
-    """``value`` with every text made valid Unicode and every non-finite float ``None`` (the slow path)."""
-    if isinstance(value, str):
-        # UTF-16 with surrogatepass joins a pair into its character; "replace" turns a lone one into U+FFFD.
-        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if value is None or isinstance(value, (bool, int)):
-        return value
-    if isinstance(value, dict):
-        return {
-            (_writable(key) if isinstance(key, (str, float)) else key): _writable(item) for key, item in value.items()
-        }
-    if isinstance(value, (list, tuple)):
-        return [_writable(item) for item in value]
-    return _writable(to_jsonable_python(value))
+class _Cleaner:
+    """Rewrite a payload so that JSON can carry it, counting each value replaced (the slow path)."""
+
+    def __init__(self) -> None:
+        self.replaced = 0
+
+    def clean(self, value: Any) -> Any:
+        if isinstance(value, str):
+            # UTF-16 with surrogatepass joins a pair into its character; "replace" turns a lone one into U+FFFD.
+            text = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+            if text.count("\ufffd") != value.count("\ufffd"):
+                self.replaced += 1
+            return text
+        if isinstance(value, float):
+            if math.isfinite(value):
+                return value
+            self.replaced += 1
+            return None
+        if value is None or isinstance(value, (bool, int)):
+            return value
+        if isinstance(value, dict):
+            cleaned: dict[Any, Any] = {}
+            for key, item in value.items():
+                new_key = self.clean(key) if isinstance(key, (str, float)) else key
+                if new_key in cleaned:
+                    raise ValueError(f"two keys become {new_key!r} once made valid JSON: one entry would be lost")
+                cleaned[new_key] = self.clean(item)
+            return cleaned
+        if isinstance(value, (list, tuple)):
+            return [self.clean(item) for item in value]
+        return self.clean(to_jsonable_python(value))
 
 
 def _capped(timeout: httpx.Timeout, limit: float) -> httpx.Timeout:
