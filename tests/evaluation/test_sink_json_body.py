@@ -12,8 +12,10 @@ import datetime as dt
 import enum
 import json
 import logging
+import threading
 from typing import Any
 
+import httpx
 import pytest
 
 from evaltrace.evaluation import LangfuseScoreSink, PhoenixScoreSink
@@ -50,7 +52,7 @@ REPLACES = {"lone surrogate", "nan", "infinity", "nested surrogate key"}  # the 
 
 @pytest.fixture(autouse=True)
 def fresh_warning(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_http, "_CLEANED_LOGGED", [])
+    monkeypatch.setattr(_http, "_WARNED", threading.Event())
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> int:
@@ -95,17 +97,28 @@ def test_a_body_that_cannot_be_encoded_is_rejected_alone_and_never_retried(backe
     # with Langfuse the scores before it in the batch were sent again.
     sink = LangfuseScoreSink(backend.url, "pk-lf-1", "sk-lf-2", timeout_s=2.0)
     bad = _score("bad", {"metadata": {"raw": object()}})
-    result = sink.export([numeric("a"), bad, numeric("c")])
+    tuple_key = _score("tuple key", {"metadata": {"m": {(1, 2): 1}}})  # json raises TypeError, not ValueError
+    result = sink.export([numeric("a"), bad, numeric("c"), tuple_key])
     sink.shutdown()
     assert [r.body["name"] for r in backend.requests] == ["a", "c"]
-    assert (result.failed, result.rejected) == ((), (bad,))
+    assert result.failed == () and [s.name for s in result.rejected] == ["bad", "tuple key"]
     assert result.error is not None and "the body could not be encoded as JSON" in result.error
 
-    phoenix = PhoenixScoreSink(backend.url)
-    result = phoenix.export([numeric("x"), bad])  # one body for the batch: rejected whole, not retried
+    phoenix = PhoenixScoreSink(backend.url)  # one body per batch: the scores that cannot be encoded are found
+    result = phoenix.export([numeric("x"), bad, numeric("y"), tuple_key])
+    assert phoenix.export([bad]).rejected == (bad,)  # alone
     phoenix.shutdown()
-    assert (result.failed, len(result.rejected)) == ((), 2)
-    assert len(backend.requests) == 2
+    assert result.failed == () and [s.name for s in result.rejected] == ["bad", "tuple key"]
+    assert [item["name"] for item in backend.requests[2].body["data"]] == ["x", "y"]
+    assert len(backend.requests) == 3
+
+
+def test_a_content_type_set_on_the_users_client_is_kept(backend: Backend) -> None:
+    client = httpx.Client(timeout=2.0, headers={"content-type": "application/vnd.scores+json"})
+    sink = LangfuseScoreSink(backend.url, "pk-lf-1", "sk-lf-2", client=client)
+    assert sink.export([numeric("a")]).ok
+    client.close()
+    assert backend.requests[0].headers["content-type"] == "application/vnd.scores+json"
 
 
 def test_a_body_json_can_carry_is_encoded_as_is_without_a_warning(caplog: pytest.LogCaptureFixture) -> None:
@@ -122,9 +135,10 @@ def test_a_body_json_can_carry_is_encoded_as_is_without_a_warning(caplog: pytest
         ({"raw": object()}, "object"),
         (dict([("a\ud800", 1), ("a\udc00", 2)]), "two keys become 'a\ufffd'"),  # one entry would be lost
         ({"\U0001f600": 1, "\ud83d\ude00": 2}, "two keys become"),  # the halves join into the real key
-        ({float("nan"): 1, None: 2}, "two keys become None"),
+        ({float("nan"): 1, None: 2}, "two keys become 'null'"),
+        ({"null": 1, float("nan"): 2}, "two keys become 'null'"),  # the same key once written
     ],
-    ids=["object", "lone-surrogate-keys", "pair-key", "nan-key"],
+    ids=["object", "lone-surrogate-keys", "pair-key", "nan-key", "null-and-nan-keys"],
 )
 def test_a_value_that_cannot_be_written_without_a_loss_is_an_error_naming_it(
     payload: dict[Any, Any], message: str
@@ -133,8 +147,10 @@ def test_a_value_that_cannot_be_written_without_a_loss_is_an_error_naming_it(
         json_body(payload)
 
 
-def test_a_circular_reference_is_an_error_at_once() -> None:
-    looped: dict[str, Any] = {"name": "\ud800"}
-    looped["self"] = looped
+@pytest.mark.parametrize("first", ["\ud800", float("nan")], ids=["surrogate-first", "nan-first"])
+def test_a_circular_reference_is_an_error_at_once(first: Any) -> None:
+    # With a NaN met first, the fast encoder stops there and the cleaner meets the loop: still this error.
+    looped: dict[str, Any] = {"first": first}
+    looped["self"] = [looped]
     with pytest.raises(ValueError, match="Circular reference"):
         json_body({"metadata": looped})

@@ -32,10 +32,12 @@ from evaltrace.schema import Score
 DEFAULT_TIMEOUT_S = 10.0
 TRANSPORT_ERROR = "transport error"
 DEADLINE_ERROR = "shutdown deadline reached before the request was sent"
+ENCODE_ERROR = "the body could not be encoded as JSON"
 # Below this, a request cannot complete anyway: do not start it.
 _MIN_REQUEST_S = 0.01
 _JSON_HEADERS = {"Content-Type": "application/json"}
-_CLEANED_LOGGED: list[bool] = []  # one warning per process: the same evaluator would log it on every score
+# One WARNING per process (the same evaluator would log it on every score), then a DEBUG line per body.
+_WARNED = threading.Event()
 _LOG_LOCK = threading.Lock()
 _NAN_ERROR = "Out of range float values"  # json's allow_nan=False error
 logger = logging.getLogger("evaltrace.evaluation")
@@ -127,13 +129,13 @@ def post_json(
     try:
         content = json_body(payload)
     except Exception as exc:  # the same body fails every time: rejected, never retried
-        return HttpFailure(f"the body could not be encoded as JSON: {type(exc).__name__}: {exc}", False)
+        return HttpFailure(f"{ENCODE_ERROR}: {type(exc).__name__}: {exc}", False)
     try:
         response = client.post(
             url,
             content=content,
             auth=auth or httpx.USE_CLIENT_DEFAULT,
-            headers=_with_json_type(headers),
+            headers=_with_json_type(client, headers),
             timeout=timeout,
         )
     except httpx.HTTPError as exc:
@@ -170,19 +172,25 @@ def json_body(payload: Any) -> bytes:
     body = _dumps(cleaner.clean(payload)).encode("utf-8")
     if cleaner.replaced:
         with _LOG_LOCK:
-            first = not _CLEANED_LOGGED
-            _CLEANED_LOGGED.append(True)
-        if first:
-            logger.warning(
-                "evaltrace: a score held %d value(s) JSON cannot carry (a NaN or infinity, or text with a lone "
-                "surrogate); its body was encoded with null or U+FFFD in their place (logged once per process)",
-                cleaner.replaced,
-            )
+            first = not _WARNED.is_set()
+            _WARNED.set()
+        logger.log(
+            logging.WARNING if first else logging.DEBUG,
+            "evaltrace: a body for a score backend held %d value(s) JSON cannot carry (a NaN or infinity, or text "
+            "with a lone surrogate); it was encoded with null or U+FFFD in their place%s",
+            cleaner.replaced,
+            " (the first of this process; later ones are logged at DEBUG)" if first else "",
+        )
     return body
 
 
-def _with_json_type(headers: dict[str, str] | None) -> httpx.Headers | dict[str, str]:
-    """``headers`` with ``Content-Type: application/json`` unless they name a content type (in any case)."""
+def _with_json_type(client: httpx.Client, headers: dict[str, str] | None) -> httpx.Headers | dict[str, str] | None:
+    """``headers`` with ``Content-Type: application/json``, unless they or the client's defaults name one.
+
+    A content type set on a user's own client wins, as it did when httpx encoded the body (``json=``).
+    """
+    if "content-type" in client.headers:
+        return headers
     if not headers:
         return _JSON_HEADERS
     merged = httpx.Headers(headers)
@@ -199,6 +207,7 @@ class _Cleaner:
 
     def __init__(self) -> None:
         self.replaced = 0
+        self._path: set[int] = set()  # the containers being cleaned: one met again is a loop
 
     def clean(self, value: Any) -> Any:
         if isinstance(value, str):
@@ -214,17 +223,29 @@ class _Cleaner:
             return None
         if value is None or isinstance(value, (bool, int)):
             return value
-        if isinstance(value, dict):
-            cleaned: dict[Any, Any] = {}
-            for key, item in value.items():
-                new_key = self.clean(key) if isinstance(key, (str, float)) else key
-                if new_key in cleaned:
-                    raise ValueError(f"two keys become {new_key!r} once made valid JSON: one entry would be lost")
-                cleaned[new_key] = self.clean(item)
-            return cleaned
-        if isinstance(value, (list, tuple)):
-            return [self.clean(item) for item in value]
+        if isinstance(value, (dict, list, tuple)):
+            if id(value) in self._path:
+                raise ValueError("Circular reference detected")
+            self._path.add(id(value))
+            try:
+                if isinstance(value, dict):
+                    return self._clean_dict(value)
+                return [self.clean(item) for item in value]
+            finally:
+                self._path.discard(id(value))
         return self.clean(to_jsonable_python(value))
+
+    def _clean_dict(self, value: dict[Any, Any]) -> dict[Any, Any]:
+        cleaned: dict[Any, Any] = {}
+        written: set[str] = set()  # the keys as JSON writes them: None and "null" are one key there
+        for key, item in value.items():
+            new_key = self.clean(key) if isinstance(key, (str, float)) else key
+            as_json = new_key if isinstance(new_key, str) else json.dumps(new_key, default=str)
+            if as_json in written:
+                raise ValueError(f"two keys become {as_json!r} once made valid JSON: one entry would be lost")
+            written.add(as_json)
+            cleaned[new_key] = self.clean(item)
+        return cleaned
 
 
 def _capped(timeout: httpx.Timeout, limit: float) -> httpx.Timeout:

@@ -21,15 +21,17 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import os
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, cast
 
 from pydantic import ValidationError
+from pydantic_core import to_jsonable_python
 
 from evaltrace._internal import forks
 from evaltrace._internal.private_files import make_private_dirs, private_opener
@@ -134,15 +136,34 @@ def save_dead_letters(path: Path, sink_name: str, scores: Iterable[Score], error
 
 
 def _line(sink_name: str, error: str | None, failed_at: str, score: Score) -> str:
-    record = {"sink": sink_name, "error": error, "failed_at": failed_at, "score": score.model_dump(mode="json")}
-    line = json.dumps(record, ensure_ascii=False)
+    record = {"sink": sink_name, "error": error, "failed_at": failed_at, "score": _score_json(score)}
     try:
+        line = json.dumps(record, ensure_ascii=False, default=to_jsonable_python)
         line.encode("utf-8")
     except UnicodeEncodeError:
         # A lone surrogate, which UTF-8 cannot hold: the line is written with ASCII escapes, which every JSON
         # reader (``scores replay``) turns back into the same text; the backend sinks then send it as U+FFFD.
-        return json.dumps(record)
+        return json.dumps(record, default=to_jsonable_python)
     return line
+
+
+def _score_json(score: Score) -> dict[str, Any]:
+    """``score`` as pydantic's JSON mode dumps it; for a lone surrogate in a nested key, the same by hand."""
+    try:
+        return score.model_dump(mode="json")
+    except UnicodeEncodeError:  # pydantic's JSON mode writes nested keys as UTF-8: the Python dump, made finite
+        return cast("dict[str, Any]", _finite(score.model_dump(mode="python")))
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN or infinity ``None``, as pydantic's JSON mode writes them; the rest as it is."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 def append_lines(path: Path, lines: list[str], *, durable: bool = False) -> None:

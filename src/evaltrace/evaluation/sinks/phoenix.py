@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from evaltrace._internal import forks
-from evaltrace.evaluation.sinks._http import DEFAULT_TIMEOUT_S, post_json
+from evaltrace.evaluation.sinks._http import DEFAULT_TIMEOUT_S, ENCODE_ERROR, json_body, post_json
 from evaltrace.evaluation.sinks.base import SinkResult
 from evaltrace.schema import Score
 
@@ -64,6 +64,15 @@ def phoenix_annotation(score: Score) -> dict[str, Any]:
         "metadata": metadata,
         "identifier": identifier,
     }
+
+
+def _encodes(score: Score) -> bool:
+    """Whether ``score``'s annotation can be encoded as a request body (checked only after a batch's failed)."""
+    try:
+        json_body({"data": [phoenix_annotation(score)]})
+    except Exception:
+        return False
+    return True
 
 
 def phoenix_session_annotation(score: Score) -> dict[str, Any]:
@@ -150,6 +159,17 @@ class PhoenixScoreSink:
         outcome = post_json(self._http(), self.url, payload, headers=self._headers)
         if outcome is None:
             return SinkResult(rejected=not_on_spans, error=error)
+        if outcome.error.startswith(ENCODE_ERROR) and len(on_spans) > 1:
+            # One body for the batch: find the scores that cannot be encoded, reject them alone, send the rest.
+            bad = [score for score in on_spans if not _encodes(score)]
+            if bad and len(bad) < len(on_spans):
+                rest = self._export_spans([score for score in on_spans if all(score is not b for b in bad)])
+                return SinkResult(
+                    failed=rest.failed,
+                    rejected=(*rest.rejected, *bad, *not_on_spans),
+                    error=rest.error or outcome.error,
+                    retry_after_s=rest.retry_after_s,
+                )
         if outcome.retryable:
             return SinkResult(
                 failed=tuple(on_spans), rejected=not_on_spans, error=outcome.error, retry_after_s=outcome.retry_after_s
