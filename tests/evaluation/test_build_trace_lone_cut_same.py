@@ -278,8 +278,8 @@ def test_without_the_tuple_probe_the_trace_id_is_read_through_the_property(
     exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An SDK whose SpanContext the probe does not recognise: the property is read, the same Trace results."""
-    assert _build._TUPLE_CONTEXT  # this SDK's SpanContext is the probed tuple
-    monkeypatch.setattr(_build, "_TUPLE_CONTEXT", False)
+    assert _build.TUPLE_TRACE_ID is SpanContext.__dict__["trace_id"]  # this SDK's SpanContext is the probed tuple
+    monkeypatch.setattr(_build, "TUPLE_TRACE_ID", object())
     decorated = _decorated_spans(exporter)
     for root in [*decorated, *_edge_spans(decorated[0])]:
         _same_everywhere(root)
@@ -290,3 +290,15 @@ def test_foreign_lone_spans_map_as_before() -> None:
         _same_everywhere(foreign_span(attributes, events, end_offset))
     root = span("agent", {"evaltrace.span.kind": "agent", "output.value": '"Paris."', "input.value": '{"q":"?"}'})
     _same_everywhere(root)
+
+
+@pytest.mark.usefixtures("provider")
+def test_a_trace_id_property_patched_after_import_is_read_as_before(
+    exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ``ctx[0]`` read holds only while SpanContext still has the probed property: a later patch is seen."""
+    decorated = _decorated_spans(exporter)
+    monkeypatch.setattr(SpanContext, "trace_id", property(lambda self: 0xBEEF))
+    for root in decorated:
+        _same_everywhere(root)
+        assert _build._lazy_single(root) is None or _build._lazy_single(root).case_id.endswith("beef")  # type: ignore[union-attr]

@@ -20,12 +20,13 @@ from evaltrace.schema import Trace, TraceOutput
 logger = logging.getLogger("evaltrace.evaluation")
 LIVE_RUN_ID = "live"
 _MAPPING: list[ModuleType] = []
-# (trace_from_spans as imported, the lone span's lazy Trace from its fields (given the output mapping), the general
-# mapping, the source class of a lone decorated span, its one-step output mapping): kept with _MAPPING.
+# (trace_from_spans as imported, the lone span's lazy Trace from its fields (given the output mapping, or None), the
+# general mapping, the source class of a lone decorated span (no longer read here: _lazy_single maps the output of
+# that class only; kept for the tests that unpack this tuple), its one-step output mapping): kept with _MAPPING.
 _LONE: list[
     tuple[
         Callable[..., Trace],
-        Callable[[ReadableSpan, Callable[[Any], TraceOutput | None]], Trace | None],
+        Callable[[ReadableSpan, Callable[[Any], TraceOutput | None] | None], Trace | None],
         Callable[[Sequence[ReadableSpan], ReadableSpan, bool, bool], Trace],
         Any,
         Callable[[Any], TraceOutput | None],

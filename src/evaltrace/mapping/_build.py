@@ -10,6 +10,7 @@ from opentelemetry.trace import SpanContext
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.jsonutil import TRUNCATED_KEY
+from evaltrace._internal.span_fields import TUPLE_TRACE_ID
 from evaltrace._internal.trusted_models import trusted
 from evaltrace.mapping import _values
 from evaltrace.mapping._conversation import build_conversation
@@ -56,22 +57,6 @@ _FIELDS_SET = frozenset(
     | {"error", "extra", "llm_steps", "tool_calls", "tool_results"}
 )
 _FIELDS_SET_NO_LLM = _FIELDS_SET - {"llm_steps"}
-
-
-def _probe_tuple_context() -> bool:
-    """Whether this SDK's SpanContext is the tuple (trace_id, span_id, ...) whose ``trace_id`` property reads ``[0]``.
-
-    Then ``_lazy_single`` reads an exact SpanContext's trace id as ``ctx[0]`` (no property frame); otherwise (another
-    layout in some SDK version) through the property, as before.
-    """
-    try:
-        probe = SpanContext(trace_id=0x1234, span_id=0x56, is_remote=False)
-        return isinstance(probe, tuple) and probe[0] == probe.trace_id == 0x1234 and probe[1] == 0x56
-    except Exception:
-        return False
-
-
-_TUPLE_CONTEXT = _probe_tuple_context()
 
 
 def trace_from_spans(
@@ -233,13 +218,13 @@ def _lazy_single(root: ReadableSpan, output_map: Callable[[Any], TraceOutput | N
             return None
     llm = kind == sc.KIND_LLM
     tool = kind == sc.KIND_TOOL or root_attrs.get(sc.GEN_AI_OPERATION_NAME) == sc.OP_EXECUTE_TOOL
-    # What _lazy_trace(), _identity() (the root alone) and lazy_trace() do, in this one frame: three Python calls
-    # fewer on every evaluated span. The SDK's SpanContext is read as its tuple (probed at import; its
-    # ``trace_id`` property is a Python frame); any other context object through its attribute.
-    trace_int = (ctx[0] if _TUPLE_CONTEXT and type(ctx) is SpanContext else ctx.trace_id) if ctx else 0
-    # format(id, "032x")'s text, without parsing a format spec: for an int of 0..2**128-1, its 16 big-endian bytes
-    # in hex are the same 32 digits (~0.3k cheaper than %032x); anything else (out of range, negative, another
-    # type) gets %032x's text, or its error, as before.
+    # What _lazy_trace(), _identity() (the root alone) and lazy_trace() do, in this one frame. An exact SpanContext
+    # whose trace_id is still the probed tuple read (span_fields) is read as ctx[0]: the property is a Python frame.
+    trace_int = (
+        (ctx[0] if type(ctx) is SpanContext and SpanContext.trace_id is TUPLE_TRACE_ID else ctx.trace_id) if ctx else 0
+    )
+    # For an int of 0..2**128-1, its 16 big-endian bytes in hex are format(id, "032x")'s 32 digits (~0.3k cheaper);
+    # anything else gets %032x's text, or its error, as before.
     if type(trace_int) is int:
         try:
             trace_id = trace_int.to_bytes(16).hex()
