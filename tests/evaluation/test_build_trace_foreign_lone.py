@@ -127,9 +127,9 @@ def test_build_trace_tries_the_lone_shortcut_once(
     calls: list[ReadableSpan] = []
     original = _build._lazy_single
 
-    def counted(root: ReadableSpan) -> Trace | None:
+    def counted(root: ReadableSpan, *output_map: Any) -> Trace | None:  # build_trace passes its output mapping
         calls.append(root)
-        return original(root)
+        return original(root, *output_map)
 
     monkeypatch.setattr(_build, "_lazy_single", counted)  # what trace_from_spans looks up
     monkeypatch.setattr(_mapping, "_LONE", [(_mapping._LONE[0][0], counted, *_mapping._LONE[0][2:])])

@@ -14,27 +14,24 @@ from types import ModuleType
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
-from pydantic import BaseModel
 
 from evaltrace.schema import Trace, TraceOutput
 
 logger = logging.getLogger("evaltrace.evaluation")
 LIVE_RUN_ID = "live"
 _MAPPING: list[ModuleType] = []
-# (trace_from_spans as imported, the lone span's lazy Trace from its fields, the general mapping, the source class
-# of a lone decorated span, its one-step output mapping): kept with _MAPPING.
+# (trace_from_spans as imported, the lone span's lazy Trace from its fields (given the output mapping, or None), the
+# general mapping, the source class of a lone decorated span (no longer read here: _lazy_single maps the output of
+# that class only; kept for the tests that unpack this tuple), its one-step output mapping): kept with _MAPPING.
 _LONE: list[
     tuple[
         Callable[..., Trace],
-        Callable[[ReadableSpan], Trace | None],
+        Callable[[ReadableSpan, Callable[[Any], TraceOutput | None] | None], Trace | None],
         Callable[[Sequence[ReadableSpan], ReadableSpan, bool, bool], Trace],
         Any,
         Callable[[Any], TraceOutput | None],
     ]
 ] = []
-# A model's real instance dict and its private slot (a LazyTrace's field source), read past LazyTrace's properties.
-_GET_DICT: Any = BaseModel.__dict__["__dict__"].__get__
-_GET_PRIVATE: Any = BaseModel.__dict__["__pydantic_private__"].__get__
 
 
 def _mapping() -> ModuleType:
@@ -64,22 +61,13 @@ def build_trace(spans: Sequence[ReadableSpan], root: ReadableSpan) -> Trace:
         if len(spans) == 1 and spans[0] is root and type(root) is ReadableSpan:
             # The evaluated span without descendants (usually): the lazy Trace trace_from_spans() would build, one
             # call (and a copy of the list) fewer. Not when trace_from_spans was replaced (tests put a broken one).
-            original, lone, general, lone_source, lone_output = _LONE[0]
+            original, lone, general, _, lone_output = _LONE[0]
             if mapping.trace_from_spans is original:
-                single = lone(root)
+                # A decorated span's output is mapped now when it takes one step (lone_output), as its first read
+                # maps and publishes it (with its notes): every judgement reads it (the monitor's answer), and its
+                # read through the lazy field was two Python frames. Anything else stays lazy.
+                single = lone(root, lone_output)
                 if single is not None:
-                    source = _GET_PRIVATE(single)
-                    if type(source) is lone_source:
-                        # A decorated span's output, mapped now when it takes one step, as its first read maps and
-                        # publishes it (with its notes): every judgement reads it (the monitor's answer), and its
-                        # read through the lazy field was two Python frames. Anything else stays lazy.
-                        try:
-                            output = lone_output(source.root_attrs)
-                        except Exception:  # left lazy: its first read fails alone, as before, not the whole job
-                            output = None
-                        if output is not None:
-                            source.parts["output_notes"] = []
-                            _GET_DICT(single)["output"] = output
                     return single
                 # A foreign kind to derive (OpenInference or OpenLLMetry attributes only), or a span ending before
                 # its start: what trace_from_spans() would do next, without trying _lazy_single() a second time.
