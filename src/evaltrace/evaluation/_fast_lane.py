@@ -170,13 +170,19 @@ class Worker:
                 outcome = produced, exc
         finally:
             took_s = self.took_s = time.monotonic() - since
-            with lane.lock:  # the supervisor (the dispatcher thread) counts demoted calls under it too
+            # The supervisor (the dispatcher thread) counts demoted calls under the lane's lock too. acquire() and
+            # a finally, not ``with``: the with statement builds two bound methods (~1k instructions per call).
+            lock = lane.lock
+            lock.acquire()
+            try:
                 demoted = self.demoted
                 self.since = None
                 # A call demoted for running too long was counted then (once: its end is the same slow call);
                 # one the job's age (or shutdown) demoted is counted now, as any.
                 if demoted is None or not demoted.counted:
                     lane.note_call(evaluator, took_s)
+            finally:
+                lock.release()
         if demoted is None:
             return outcome
         demoted.call_returned()  # counted stuck if the loop gave up on it meanwhile
