@@ -2,7 +2,7 @@
 
 ``Worker.call`` (the lane's lock around counting the call) and ``_job_publish.claim`` (the context's live lock around
 the claim) now take it with ``acquire()`` and a ``finally: release()``. The old two are kept verbatim below and given
-the same calls: for ``Worker.call``, a script of evaluator calls (stamped and not, every answer kind, an exception,
+the same calls: for ``Worker.call`` (which also takes ``min(slow_s, timeout_s)`` without its call), a script of evaluator calls (stamped and not, every answer kind, an exception,
 calls the supervisor demoted mid-call, counted or not) with the clock pinned, compared after each call on what it
 returned or raised, the worker's fields, the lane's per-evaluator averages, recent-call bits, warm set and slow
 marks, and the demoted call's outcome; ``note_call`` runs under the lock, which is free after every call. For
@@ -162,6 +162,18 @@ def _answer(produced: Any) -> Any:
     return ("other", produced)
 
 
+TIMEOUTS: list[Any] = [
+    None,
+    0.05,
+    float("0.2"),
+    30.0,
+    1,
+    float("nan"),
+    None,
+    0,
+]  # below, at (its own object), past slow_s
+
+
 def _script(worker_type: type[Worker]) -> list[Any]:
     """Run the call script on a new lane with a ``worker_type`` worker: what was seen after each call."""
     global IDS
@@ -197,7 +209,7 @@ def _script(worker_type: type[Worker]) -> list[Any]:
     for step in range(60):
         check = evaluators[step % len(evaluators)]
         started = T0 if step % 3 else None
-        timeout_s = None if step % 4 else 0.05
+        timeout_s = TIMEOUTS[step % len(TIMEOUTS)]
         demote[0] = DemotedCall(check, counted=bool(step % 2)) if step % 7 == 5 else None
         worker.demoted = None
         try:
@@ -211,7 +223,14 @@ def _script(worker_type: type[Worker]) -> list[Any]:
         seen.append(
             (
                 outcome,
-                (worker.job, worker.evaluator is check, worker.limit_s, worker.since, worker.took_s, worker.stamped),
+                (
+                    worker.job,
+                    worker.evaluator is check,
+                    repr(worker.limit_s),
+                    worker.limit_s is lane.slow_s,
+                    worker.since,
+                ),
+                (worker.took_s, worker.stamped),
                 {names[key]: value for key, value in lane._cost.items()},
                 {names[key]: value for key, value in lane._recent.items()},
                 sorted(names[key] for key in lane._warm),
@@ -227,8 +246,9 @@ def test_the_workers_call_counts_and_answers_as_before() -> None:
     new, old = _script(Worker), _script(_OldWorker)
     assert new == old
     assert any(step[0][0] == "demoted" for step in new[:-1])
-    assert any(step[5] for step in new[:-1])  # an evaluator was marked slow
-    assert any(step[1][5] for step in new[:-1])  # a stamped call
+    assert any(step[6] for step in new[:-1])  # an evaluator was marked slow
+    assert any(step[2][1] for step in new[:-1])  # a stamped call
+    assert {step[1][2] for step in new[:-1]} == {"0.05", "0.2", "0"}  # the timeout below slow_s, or slow_s
     assert new[-1] < 60  # calls counted when demoted were not counted again
 
 

@@ -159,7 +159,10 @@ class Worker:
         """
         lane = self.lane
         self.job, self.progress, self.evaluator = job, progress, evaluator
-        self.limit_s = lane.slow_s if timeout_s is None else min(lane.slow_s, timeout_s)
+        slow_s = lane.slow_s
+        # min(slow_s, timeout_s) without its call (~400 instructions per evaluation): min keeps the first unless the
+        # second is smaller, the very object either way.
+        self.limit_s = timeout_s if timeout_s is not None and timeout_s < slow_s else slow_s
         since = self.since = time.monotonic()
         self.stamped = False
         try:  # neither call raises for the evaluator's sake
