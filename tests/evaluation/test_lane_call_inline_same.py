@@ -297,3 +297,19 @@ def test_a_patched_class_evaluate_or_coerce_is_not_fused(monkeypatch: pytest.Mon
             assert new == old
             assert new[0][-1] is False  # through the patched method: not stamped here
     assert _calls._fuses(check, trace)  # unpatched again: fused
+
+
+@pytest.mark.usefixtures("provider")
+def test_the_inline_checks_never_fuse_what_the_live_fuses_refuses(exporter: InMemorySpanExporter) -> None:
+    # call_evaluator_stamped makes _fuses' checks inline; _fuses itself stays for the loop's in-place path. Should
+    # the two drift apart, the lane must not fuse an evaluator the live _fuses refuses (the copy above is frozen).
+    fused = 0
+    for trace in _traces(exporter):
+        for tag, check in _evaluators():
+            produced, exc, stamped = call_evaluator_stamped(check, trace, T0)
+            if asyncio.iscoroutine(produced):
+                produced.close()
+            if stamped:
+                assert _calls._fuses(check, trace), tag
+                fused += 1
+    assert fused >= 6

@@ -2,7 +2,8 @@
 
 ``Worker.call`` (the lane's lock around counting the call) and ``_job_publish.claim`` (the context's live lock around
 the claim) now take it with ``acquire()`` and a ``finally: release()``. The old two are kept verbatim below and given
-the same calls: for ``Worker.call`` (which also takes ``min(slow_s, timeout_s)`` without its call), a script of evaluator calls (stamped and not, every answer kind, an exception,
+the same calls: for ``Worker.call`` (which also takes ``min(slow_s, timeout_s)`` without its call), a script of
+evaluator calls (stamped and not, every answer kind, an exception,
 calls the supervisor demoted mid-call, counted or not) with the clock pinned, compared after each call on what it
 returned or raised, the worker's fields, the lane's per-evaluator averages, recent-call bits, warm set and slow
 marks, and the demoted call's outcome; ``note_call`` runs under the lock, which is free after every call. For
@@ -311,3 +312,25 @@ def test_a_claim_waits_for_the_lock_another_thread_holds() -> None:
     first.join(60)
     second.join(60)
     assert job.published == [(spec, result)]
+
+
+def _raising_note(worker_type: type[Worker]) -> tuple[Any, ...]:
+    """A call whose ``note_call`` raises (a bug of ours): what escapes, the worker's fields, the lock free after."""
+    CLOCK.reset()
+    lane = FastLane(_Runner(), lambda batch: None, slow_s=0.2, slow_ttl_s=1e9, slow_call_s=0.01)
+
+    def broken(evaluator: Any, took_s: float) -> None:
+        raise RuntimeError("note_call's bug")
+
+    lane.note_call = broken  # type: ignore[method-assign]
+    worker = worker_type(lane)
+    trace = Trace(run_id="r", case_id="c", variant_name="v", started_at=T0, finished_at=T0)
+    check = evaluator(name="noted")(lambda trace: True)
+    with pytest.raises(RuntimeError) as raised:
+        worker.call(check, trace, "job", new_progress(trace), None, T0)
+    assert _lock_free(lane.lock)  # released on this path too, as ``with`` released it
+    return (str(raised.value), worker.job, worker.since, worker.took_s, worker.stamped, repr(worker.limit_s))
+
+
+def test_a_note_call_that_raises_leaves_the_lock_free_and_raises_as_before() -> None:
+    assert _raising_note(Worker) == _raising_note(_OldWorker)

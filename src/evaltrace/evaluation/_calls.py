@@ -33,7 +33,10 @@ _REUSE_SUPPRESSED = all(
 
 
 def _suppress() -> Any:
-    """Attach the current context with evaltrace's suppression key set; the token to detach it with."""
+    """Attach the current context with evaltrace's suppression key set; the token to detach it with.
+
+    Keep in sync with :func:`_call_stamped`, which attaches the same context inline (the lane's path).
+    """
     current = get_current()
     if current is DEFAULT and _REUSE_SUPPRESSED:
         return attach(_SUPPRESSED_ALONE)
@@ -64,6 +67,8 @@ def _call(evaluator: Evaluator, trace: Trace, case: EvalCase | None) -> Any:
 
 def _fuses(evaluator: Any, trace: Any) -> TypeGuard[FunctionEvaluator]:
     """Whether a call of ``evaluator`` on ``trace`` may be fused with its stamp (:func:`_call_stamped`).
+
+    Keep in sync with :func:`call_evaluator_stamped`, which makes these checks inline (the lane's path).
 
     A plain :class:`FunctionEvaluator` with a sync function, its ``evaluate`` and ``_coerce`` not replaced (on the
     class or the instance: compared with the ones ``evaluator.py`` captured right after the class body, so that a

@@ -160,8 +160,7 @@ class Worker:
         lane = self.lane
         self.job, self.progress, self.evaluator = job, progress, evaluator
         slow_s = lane.slow_s
-        # min(slow_s, timeout_s) without its call (~400 instructions per evaluation): min keeps the first unless the
-        # second is smaller, the very object either way.
+        # min(slow_s, timeout_s) without its call (~400 instructions): the same object, as min keeps the first.
         self.limit_s = timeout_s if timeout_s is not None and timeout_s < slow_s else slow_s
         since = self.since = time.monotonic()
         self.stamped = False
@@ -173,8 +172,8 @@ class Worker:
                 outcome = produced, exc
         finally:
             took_s = self.took_s = time.monotonic() - since
-            # The supervisor (the dispatcher thread) counts demoted calls under the lane's lock too. acquire() and
-            # a finally, not ``with``: the with statement builds two bound methods (~1k instructions per call).
+            # The supervisor counts demoted calls under this lock too. acquire()/finally, not ``with`` (two bound
+            # methods per call, ~1k): safe here, a lane thread never runs a signal handler (only the main thread).
             lock = lane.lock
             lock.acquire()
             try:
