@@ -33,7 +33,10 @@ _REUSE_SUPPRESSED = all(
 
 
 def _suppress() -> Any:
-    """Attach the current context with evaltrace's suppression key set; the token to detach it with."""
+    """Attach the current context with evaltrace's suppression key set; the token to detach it with.
+
+    Keep in sync with :func:`_call_stamped`, which attaches the same context inline (the lane's path).
+    """
     current = get_current()
     if current is DEFAULT and _REUSE_SUPPRESSED:
         return attach(_SUPPRESSED_ALONE)
@@ -65,6 +68,8 @@ def _call(evaluator: Evaluator, trace: Trace, case: EvalCase | None) -> Any:
 def _fuses(evaluator: Any, trace: Any) -> TypeGuard[FunctionEvaluator]:
     """Whether a call of ``evaluator`` on ``trace`` may be fused with its stamp (:func:`_call_stamped`).
 
+    Keep in sync with :func:`call_evaluator_stamped`, which makes these checks inline (the lane's path).
+
     A plain :class:`FunctionEvaluator` with a sync function, its ``evaluate`` and ``_coerce`` not replaced (on the
     class or the instance: compared with the ones ``evaluator.py`` captured right after the class body, so that a
     post-import hook's patch counts as a replacement), a non-empty ``str`` name, a ``str`` or None version, and a
@@ -95,7 +100,12 @@ def _call_stamped(
     propagates the same way (a ``BaseException`` that is not an ``Exception`` wrapped in ``UserAbort``). A
     True/False answer's result is built once, stamped (``_stamped_verdict``), instead of built and then copied by :func:`stamp`.
     """
-    token = _suppress()
+    # _suppress() inline (every fused call: its frame cost ~1k instructions); the same context attached.
+    current = get_current()
+    if current is DEFAULT and _REUSE_SUPPRESSED:
+        token = attach(_SUPPRESSED_ALONE)
+    else:
+        token = attach(Context({**current, SUPPRESS_EVALTRACE_KEY: True}))
     try:
         value = evaluator.func(trace, case) if evaluator._takes_case else evaluator.func(trace)
         if value is True or value is False:
@@ -154,13 +164,29 @@ def call_evaluator_stamped(
         evaluator, trace, started)`` returns, built once); otherwise ``call_evaluator``'s ``(output, None)`` or
         ``(None, exception)`` and False: the caller checks and stamps it as before.
     """
-    if not _fuses(evaluator, trace):
+    # _fuses(evaluator, trace) inline (the fast lane's every call: its frame cost ~1k instructions): the same
+    # reads and checks in the same order; tests/evaluation/test_lane_call_inline_same.py compares the two.
+    fused: FunctionEvaluator | None = None  # the evaluator, when it fuses (typed as such, without a cast() call)
+    if type(evaluator) is FunctionEvaluator and not evaluator.is_async and isinstance(trace, Trace):
+        name, version = evaluator.name, evaluator.version
+        own = evaluator.__dict__
+        if (
+            type(name) is str
+            and name  # a str: bool(name) without its call
+            and (version is None or type(version) is str)
+            and FunctionEvaluator.evaluate is _ORIGINAL_EVALUATE
+            and FunctionEvaluator._coerce is _ORIGINAL_COERCE
+            and "evaluate" not in own
+            and "_coerce" not in own
+        ):
+            fused = evaluator
+    if fused is None:
         produced, exc = call_evaluator(evaluator, trace)
         return produced, exc, False
     if stuck_calls.refuses(id(evaluator)):
         return None, Overloaded(evaluator), False
     try:
-        produced, stamped = _call_stamped(evaluator, trace, None, started)
+        produced, stamped = _call_stamped(fused, trace, None, started)
     except Exception as exc:
         return None, exc, False
     except BaseException as exc:
