@@ -305,6 +305,13 @@ class _BrokenLength(dict[str, Any]):
         raise RuntimeError("len")
 
 
+class _BrokenBoth(_BrokenValues):
+    """Both raise: ``len`` is read first, as before, so its error is the one seen."""
+
+    def __len__(self) -> int:
+        raise RuntimeError("len")
+
+
 def test_the_attribute_sum_started_from_zero_is_the_figure_before_it() -> None:
     # s20-evcopy2: _mapping_bytes adds ATTRIBUTE_BYTES * len(attributes) after the values' loop instead of before it
     # (a running sum under 257 is a cached small int: no int object allocated and freed per ``+=``). The figure is the
@@ -325,7 +332,7 @@ def test_the_attribute_sum_started_from_zero_is_the_figure_before_it() -> None:
     for mapping in mappings:
         assert _mapping_bytes(mapping) == _reference_mapping_bytes(mapping), mapping
         assert type(_mapping_bytes(mapping)) is int
-    for broken in (_BrokenValues(a="b"), _BrokenLength(a="b")):
+    for broken in (_BrokenValues(a="b"), _BrokenLength(a="b"), _BrokenBoth(a="b")):
         with pytest.raises(RuntimeError) as new:
             _mapping_bytes(broken)
         with pytest.raises(RuntimeError) as old:

@@ -410,13 +410,20 @@ def _s19_spans(spans: list[ReadableSpan]) -> list[ReadableSpan]:
     bounded_links.__dict__["_links"] = BoundedList.from_seq(2, [Link(base.context)])
     bounded_events = replaced(base)
     bounded_events.__dict__["_events"] = BoundedList.from_seq(2, list(base.events))
+    # Dropping for real (the dropped counts the copy must keep), with plain attributes: only the events' or the
+    # links' own check sends these to the fallback.
+    dropping_events = replaced(base)
+    dropping_events.__dict__["_events"] = BoundedList.from_seq(1, [Event("e1", {}, 1), Event("e2", {}, 2)])
+    dropping_links = replaced(base)
+    dropping_links.__dict__["_links"] = BoundedList.from_seq(1, [Link(base.context), Link(base.context, {"b": 1})])
     bounded_attributes = replaced(base)
     bounded_attributes.__dict__["_attributes"] = BoundedAttributes(3, dict(base.attributes or {}))
     none_attributes = replaced(base)
     none_attributes.__dict__["_attributes"] = None
     with_events = replaced(base, events=[Event("own", {"k": "v"}, timestamp=3)])
-    return [*spans, reordered, no_resource, no_end, listed_links, bounded_links, bounded_events, bounded_attributes,
-            none_attributes, with_events]  # fmt: skip
+    assert dropping_events.dropped_events == 1 and dropping_links.dropped_links == 1
+    return [*spans, reordered, no_resource, no_end, listed_links, bounded_links, bounded_events, dropping_events,
+            dropping_links, bounded_attributes, none_attributes, with_events]  # fmt: skip
 
 
 @pytest.mark.parametrize("provenance", [False, True])
@@ -454,10 +461,25 @@ def test_an_sdk_without_the_direct_copy_takes_the_old_path(
 ) -> None:
     from evaltrace.evaluation import spans as spans_module
 
+    # The flag is the conjunction of the three import-time probes (a dropped term would let an SDK whose events or
+    # setattr differ take the inline path).
+    assert fields_module.DIRECT_COPY_OK == (
+        fields_module._SPAN_COPY_OK and fields_module._EVENT_DIRECT_OK and fields_module._PLAIN_SETATTR
+    )
     monkeypatch.setattr(spans_module, "DIRECT_COPY_OK", False)
+    fallback = spans_module._enriched_copy
+    taken: list[ReadableSpan] = []
+
+    def counted(span: ReadableSpan, *args: Any, **kwargs: Any) -> ReadableSpan:
+        taken.append(span)
+        return fallback(span, *args, **kwargs)
+
+    monkeypatch.setattr(spans_module, "_enriched_copy", counted)
     for span in _s19_spans(spans)[:4]:
         for results in ([], KINDS[:3], KINDS):
+            taken.clear()
             _same_span(new_enriched_copy(span, results), _s19_enriched_copy(span, results))
+            assert taken == [span]  # the old path, not the inline one
 
 
 def test_a_result_missing_a_field_fails_on_the_inline_path_as_before(spans: list[ReadableSpan]) -> None:

@@ -81,7 +81,7 @@ def enriched_copy(span: ReadableSpan, results: Sequence[EvaluationResult], *, pr
             ):
                 end = state["_end_time"]
                 if end is not None:
-                    # enriched_copy() below, from here on the same steps in the same order, with plain_state(),
+                    # _enriched_copy() below, from here on the same steps in the same order, with plain_state(),
                     # new_event() and copy_state() inline: one frame instead of four per evaluated span.
                     attributes = held.copy() if type(held) is dict else dict(held or {})
                     events = [*state["_events"]]
