@@ -291,3 +291,50 @@ def test_an_sdk_whose_properties_differ_is_read_through_its_properties(monkeypat
     assert span_fields._direct_event_type() is None
     monkeypatch.undo()
     assert span_fields._direct_event_type() is sdk_trace.Event
+
+
+class _BrokenValues(dict[str, Any]):
+    """A mapping whose values cannot be read: the estimate raises what it raised (after ``len``, as before)."""
+
+    def values(self) -> Any:
+        raise RuntimeError("values")
+
+
+class _BrokenLength(dict[str, Any]):
+    def __len__(self) -> int:
+        raise RuntimeError("len")
+
+
+class _BrokenBoth(_BrokenValues):
+    """Both raise: ``len`` is read first, as before, so its error is the one seen."""
+
+    def __len__(self) -> int:
+        raise RuntimeError("len")
+
+
+def test_the_attribute_sum_started_from_zero_is_the_figure_before_it() -> None:
+    # s20-evcopy2: _mapping_bytes adds ATTRIBUTE_BYTES * len(attributes) after the values' loop instead of before it
+    # (a running sum under 257 is a cached small int: no int object allocated and freed per ``+=``). The figure is the
+    # same for sums on either side of that bound, for every value kind, and the same failures in the same order.
+    from evaltrace._internal.span_size import _mapping_bytes
+
+    values: list[Any] = [
+        "", "a", "x" * 100, "y" * 300, "é" * 7, 0, 1, 3.5, True, False, None, b"bytes", ("a", "bc"), ["d", 1, 2.0],
+        tuple("z" * 40 for _ in range(SAMPLED_ITEMS + 5)), ["w" * 500] * (SAMPLED_ITEMS * 3 + 1), [], (), [True] * 17,
+    ]  # fmt: skip
+    mappings: list[Mapping[str, Any]] = [{}, {"only": "v"}, MappingProxyType({"p": "q" * 260})]
+    mappings += [{f"k{i}": value for i, value in enumerate(values[start:])} for start in range(len(values))]
+    mappings += [{f"k{i}": value for i, value in enumerate(reversed(values[:stop]))} for stop in range(len(values))]
+    mappings += [
+        {f"k{i}": "s" * length for i in range(count)} for length in (1, 9, 64, 255, 256) for count in (1, 3, 40, 100)
+    ]
+    mappings.append(BoundedAttributes(4, {"a": "b" * 250, "c": "d" * 10, "e": 1.0}))
+    for mapping in mappings:
+        assert _mapping_bytes(mapping) == _reference_mapping_bytes(mapping), mapping
+        assert type(_mapping_bytes(mapping)) is int
+    for broken in (_BrokenValues(a="b"), _BrokenLength(a="b"), _BrokenBoth(a="b")):
+        with pytest.raises(RuntimeError) as new:
+            _mapping_bytes(broken)
+        with pytest.raises(RuntimeError) as old:
+            _reference_mapping_bytes(broken)
+        assert str(new.value) == str(old.value)

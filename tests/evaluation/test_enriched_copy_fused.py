@@ -341,3 +341,150 @@ def test_a_span_with_its_fields_in_another_order_still_takes_the_field_by_field_
     assert fields_module.plain_state(span) is None
     assert _reference_copy_span(span, None, None, None, None) is None
     _same_span(new_enriched_copy(span, KINDS[:3]), _reference_enriched_copy(span, KINDS[:3]))
+
+
+# --- s20-evcopy2: plain_state(), new_event() and copy_state() inline in enriched_copy --------------------------------
+
+
+def _s19_enriched_copy(
+    span: ReadableSpan, results: Sequence[EvaluationResult], *, provenance: bool = False
+) -> ReadableSpan:
+    """spans.enriched_copy before s20-evcopy2, verbatim (its helpers, unchanged, from span_fields)."""
+    # The span's attributes are read once and the events built in place: this runs once per evaluated span.
+    state = fields_module.plain_state(span)  # the copy's fields below come from it: its parts are read there directly
+    if state is not None:
+        held = state["_attributes"]
+        attributes = held.copy() if type(held) is dict else dict(held or {})
+        events = [*state["_events"]]
+        end = state["_end_time"]
+    else:
+        state = span.__dict__
+        if type(span) is ReadableSpan and _READ_FIELDS <= state.keys():
+            # What the SDK's own properties return (a view of the attributes, a tuple of the events), without their
+            # frames and containers: copied below all the same.
+            attributes = dict(state["_attributes"] or {})
+            events = list(state["_events"])
+            end = state["_end_time"]
+        else:  # a subclass may override the properties: read through them
+            attributes = dict(span.attributes or {})
+            events = list(span.events)
+            end = span.end_time
+        state = None
+    response_id = attributes.get(semconv.GEN_AI_RESPONSE_ID)  # response_id_of(original), without its call
+    if response_id is not None and (not isinstance(response_id, str) or not response_id):
+        response_id = None
+    # span_result_attributes() written into the copy's attributes, and each result's event attributes: one pass.
+    built = enrich_attributes(attributes, results, response_id, provenance)
+    judged = False
+    for event_attributes in built:
+        events.append(fields_module.new_event(semconv.GEN_AI_EVALUATION_RESULT_EVENT, event_attributes, end))
+        # A judge link needs the judge trace id the event carries (judge_link reads it there too).
+        if semconv.EVALTRACE_JUDGE_TRACE_ID in event_attributes:
+            judged = True
+    if judged:  # a second pass only then (zip's keyword call alone was ~2k instructions per span)
+        judges = [
+            link
+            for result, event_attributes in zip(results, built, strict=True)
+            if semconv.EVALTRACE_JUDGE_TRACE_ID in event_attributes and (link := judge_link(result)) is not None
+        ]
+        if judges:
+            return replaced(span, attributes=attributes, events=events, links=[*span.links, *judges])
+    if state is not None:  # copy_span() of it, without its checks made again
+        return fields_module.copy_state(state, attributes, events)
+    copy = fields_module.copy_span(span, attributes, events, None, None)
+    return copy if copy is not None else replaced(span, attributes=attributes, events=events)
+
+
+def _s19_spans(spans: list[ReadableSpan]) -> list[ReadableSpan]:
+    """The module's spans and the shapes the inline path checks one by one (each falls back as plain_state did)."""
+    base = spans[0]
+    reordered = replaced(base)
+    reordered.__dict__ = dict(reversed(list(reordered.__dict__.items())))
+    no_resource = replaced(base)
+    no_resource.__dict__["_resource"] = None
+    no_end = replaced(base)
+    no_end.__dict__["_end_time"] = None  # plain otherwise: the events' time is "now", through Event's constructor
+    listed_links = replaced(base, links=[Link(base.context, {"kept": True})])
+    listed_links.__dict__["_links"] = [Link(base.context, {"kept": True})]  # a list: tuple() of it, as copy_state
+    bounded_links = replaced(base)
+    bounded_links.__dict__["_links"] = BoundedList.from_seq(2, [Link(base.context)])
+    bounded_events = replaced(base)
+    bounded_events.__dict__["_events"] = BoundedList.from_seq(2, list(base.events))
+    # Dropping for real (the dropped counts the copy must keep), with plain attributes: only the events' or the
+    # links' own check sends these to the fallback.
+    dropping_events = replaced(base)
+    dropping_events.__dict__["_events"] = BoundedList.from_seq(1, [Event("e1", {}, 1), Event("e2", {}, 2)])
+    dropping_links = replaced(base)
+    dropping_links.__dict__["_links"] = BoundedList.from_seq(1, [Link(base.context), Link(base.context, {"b": 1})])
+    bounded_attributes = replaced(base)
+    bounded_attributes.__dict__["_attributes"] = BoundedAttributes(3, dict(base.attributes or {}))
+    none_attributes = replaced(base)
+    none_attributes.__dict__["_attributes"] = None
+    with_events = replaced(base, events=[Event("own", {"k": "v"}, timestamp=3)])
+    assert dropping_events.dropped_events == 1 and dropping_links.dropped_links == 1
+    return [*spans, reordered, no_resource, no_end, listed_links, bounded_links, bounded_events, dropping_events,
+            dropping_links, bounded_attributes, none_attributes, with_events]  # fmt: skip
+
+
+@pytest.mark.parametrize("provenance", [False, True])
+def test_the_inline_copy_is_the_copy_built_before_it(spans: list[ReadableSpan], provenance: bool) -> None:
+    cases = [[], *([kind] for kind in KINDS), *itertools.combinations(KINDS[:10], 2), KINDS, KINDS[::-1]]
+    for span in _s19_spans(spans):
+        for results in cases:
+            copy = new_enriched_copy(span, results, provenance=provenance)
+            reference = _s19_enriched_copy(span, results, provenance=provenance)
+            _same_span(copy, reference)
+            # The same containers shared with the original (the links tuple, the resource...) and none more.
+            for key, value in span.__dict__.items():
+                if key in copy.__dict__:
+                    assert (copy.__dict__[key] is value) is (reference.__dict__[key] is value), key
+
+
+def test_the_pipelines_spans_take_the_inline_path(spans: list[ReadableSpan], monkeypatch: pytest.MonkeyPatch) -> None:
+    # Proof the comparison above covers the inline code: with the old path made to fail, real spans still copy.
+    from evaltrace.evaluation import spans as spans_module
+
+    def refuse(*args: object) -> ReadableSpan:
+        raise AssertionError("the fallback was taken")
+
+    monkeypatch.setattr(spans_module, "_enriched_copy", refuse)
+    assert spans_module.DIRECT_COPY_OK
+    plain = [span for span in spans if fields_module.plain_state(span) is not None and span.end_time is not None]
+    assert len(plain) >= len(QUESTIONS)
+    for span in plain:
+        for results in ([], KINDS[:2], KINDS):
+            _same_span(new_enriched_copy(span, results), _s19_enriched_copy(span, results))
+
+
+def test_an_sdk_without_the_direct_copy_takes_the_old_path(
+    spans: list[ReadableSpan], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evaltrace.evaluation import spans as spans_module
+
+    # The flag is the conjunction of the three import-time probes (a dropped term would let an SDK whose events or
+    # setattr differ take the inline path).
+    assert fields_module.DIRECT_COPY_OK == (
+        fields_module._SPAN_COPY_OK and fields_module._EVENT_DIRECT_OK and fields_module._PLAIN_SETATTR
+    )
+    monkeypatch.setattr(spans_module, "DIRECT_COPY_OK", False)
+    fallback = spans_module._enriched_copy
+    taken: list[ReadableSpan] = []
+
+    def counted(span: ReadableSpan, *args: Any, **kwargs: Any) -> ReadableSpan:
+        taken.append(span)
+        return fallback(span, *args, **kwargs)
+
+    monkeypatch.setattr(spans_module, "_enriched_copy", counted)
+    for span in _s19_spans(spans)[:4]:
+        for results in ([], KINDS[:3], KINDS):
+            taken.clear()
+            _same_span(new_enriched_copy(span, results), _s19_enriched_copy(span, results))
+            assert taken == [span]  # the old path, not the inline one
+
+
+def test_a_result_missing_a_field_fails_on_the_inline_path_as_before(spans: list[ReadableSpan]) -> None:
+    broken = EvaluationResult.model_construct(evaluator="broken", status="completed")
+    with pytest.raises(AttributeError):
+        _s19_enriched_copy(spans[0], [broken])
+    with pytest.raises(AttributeError):
+        new_enriched_copy(spans[0], [broken])

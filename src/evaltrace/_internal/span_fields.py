@@ -181,6 +181,14 @@ _setattr = (
 )  # _setattr(obj, "__dict__", fields): the object's instance dict is ``fields`` from then on
 # Neither class defines __setattr__: ``obj.__dict__ = fields`` is then exactly _setattr's store, without its call.
 _PLAIN_SETATTR = ReadableSpan.__setattr__ is object.__setattr__ and Event.__setattr__ is object.__setattr__
+SPAN_FIELDS = _SPAN_FIELDS
+"""The instance fields :func:`plain_state` requires (exactly these)."""
+SPAN_FIELD_ORDER = _SPAN_FIELD_ORDER
+"""The order the running SDK's constructor sets :data:`SPAN_FIELDS` in (empty if unprobed)."""
+DIRECT_COPY_OK = _SPAN_COPY_OK and _EVENT_DIRECT_OK and _PLAIN_SETATTR
+"""Whether :func:`plain_state`, :func:`copy_state` and :func:`new_event` take their field-by-field paths with a store
+to ``__dict__`` on this SDK: the enriched copy then does the same inline (``evaluation/spans.py``). Computed once at
+import from the probes, like them: changing a probe's flag later does not change it."""
 
 
 def plain_state(span: ReadableSpan) -> dict[str, Any] | None:

@@ -59,7 +59,10 @@ def _mapping_bytes(
     # The builtins bound as defaults: read as locals in the loop, which runs once per attribute of every span queued
     # (a builtin's global read is a dict probe in the module's then the builtins' namespace: ~0.8k instructions for
     # a 13-attribute span). Never passed by callers.
-    size = ATTRIBUTE_BYTES * len(attributes)
+    # The fixed part is added last: a running sum over 256 is a new int object per ``+=`` (allocated, the old one
+    # freed), one starting from 0 stays among the cached small ints while the strings are short. The same figure.
+    fixed = ATTRIBUTE_BYTES * len(attributes)
+    size = 0
     for value in attributes.values():
         kind = type(value)
         if kind is str:
@@ -71,4 +74,4 @@ def _mapping_bytes(
             for item in value[:SAMPLED_ITEMS]:
                 sampled += len(item) if type(item) is str else 8
             size += sampled if count <= SAMPLED_ITEMS else sampled * count // SAMPLED_ITEMS
-    return size
+    return fixed + size
