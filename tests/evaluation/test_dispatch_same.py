@@ -122,6 +122,10 @@ class Job:
 
 
 EMPTY = object()  # the inbox is empty at this read
+# An item is there when the dispatcher asks ``empty()`` (s20-evapp3), and the one other reader of the inbox (stop()'s
+# drain) takes it before the dispatcher's ``get_nowait()``: to the old dispatcher, whose one read was get_nowait(),
+# the inbox was empty at that read.
+RACED = object()
 
 
 class Act:
@@ -136,6 +140,8 @@ class Inbox:
     def __init__(self, script: list[Any], setup: Any) -> None:
         self.items = list(script)
         self.setup = setup
+        self.peeked = False  # empty() answered False: the get_nowait() that follows is the same read
+        self.asked: list[bool] = []  # what empty() answered, in order
 
     def _take(self, blocking: bool, nowait: bool = False) -> Any:
         while self.items:
@@ -144,7 +150,7 @@ class Inbox:
                 self.setup.log.append(("act", item.name))
                 item.do(self.setup)
                 continue
-            if item is EMPTY:
+            if item is EMPTY or item is RACED:
                 if blocking:  # a blocking read waits for the next entry
                     continue
                 raise queue.Empty
@@ -158,8 +164,30 @@ class Inbox:
         return self._take(timeout is None)
 
     def get_nowait(self) -> Any:
-        self.setup.log.append(("get_nowait",))
+        if self.peeked:
+            self.peeked = False
+        else:
+            self.setup.log.append(("get_nowait",))
         return self._take(False, nowait=True)
+
+    def empty(self) -> bool:
+        """Since s20-evapp3 the dispatcher asks ``empty()`` before ``get_nowait()`` within a batch.
+
+        The two are one read of the script, logged once as ``get_nowait()`` alone was: the actions before the entry
+        run here (where that read ran them), an empty read or the script's end answers True (taken, as that read
+        took it), anything else False, left for the ``get_nowait()`` that follows.
+        """
+        self.setup.log.append(("get_nowait",))
+        while self.items and isinstance(self.items[0], Act):
+            act = self.items.pop(0)
+            self.setup.log.append(("act", act.name))
+            act.do(self.setup)
+        drained = not self.items or self.items[0] is EMPTY
+        if self.items and drained:
+            self.items.pop(0)
+        self.peeked = not drained
+        self.asked.append(drained)
+        return drained
 
     def put(self, item: Any) -> None:  # the engine's _drain_inbox never runs here (recorded instead)
         raise AssertionError("not expected")
@@ -356,8 +384,16 @@ def _script(seed: int) -> tuple[list[Any], dict[str, float]]:
     return script, slow
 
 
-def _run(engine_type: type[Engine], seed: int, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, ...]:
+def _run(
+    engine_type: type[Engine],
+    seed: int,
+    monkeypatch: pytest.MonkeyPatch,
+    edit: Callable[[list[Any]], list[Any]] | None = None,
+    asked: list[bool] | None = None,
+) -> tuple[Any, ...]:
     script, slow = _script(seed)
+    if edit is not None:
+        script = edit(script)
     clock = FakeTime()
     monkeypatch.setattr(_engine, "time", clock)
     monkeypatch.setattr(_fast_lane, "time", clock)
@@ -370,6 +406,8 @@ def _run(engine_type: type[Engine], seed: int, monkeypatch: pytest.MonkeyPatch) 
         setup.engine._dispatch()
     finally:
         setup.engine.loop.close()  # never run: its threads were never started
+    if asked is not None:
+        asked.extend(setup.engine._inbox.asked)  # type: ignore[attr-defined]
     return setup.log, setup.state()
 
 
@@ -400,3 +438,39 @@ def test_the_dispatcher_does_what_it_did(block: int, monkeypatch: pytest.MonkeyP
         old = _run(OldEngine, seed, monkeypatch)
         new = _run(Engine, seed, monkeypatch)
         assert new == old, seed
+
+
+def _raced(script: list[Any]) -> list[Any]:
+    """Every other empty read of ``script`` an item another reader takes between empty() and get_nowait()."""
+    out: list[Any] = []
+    count = 0
+    for item in script:
+        if item is EMPTY:
+            count += 1
+            item = RACED if count % 2 else EMPTY
+        out.append(item)
+    return out
+
+
+def test_an_item_taken_between_empty_and_get_nowait_ends_the_batch_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    """s20-evapp3: ``empty()`` said an item was there, and stop()'s drain took it before ``get_nowait()``.
+
+    The dispatcher's ``except queue.Empty`` after the ``empty()`` check ends the batch there, as the old dispatcher's
+    empty ``get_nowait()`` did: the same calls and state.
+    """
+    raced = 0
+    for seed in range(SEEDS // 3):
+        old = _run(OldEngine, seed, monkeypatch, _raced)
+        asked: list[bool] = []
+        new = _run(Engine, seed, monkeypatch, _raced, asked)
+        assert new == old, seed
+        raced += sum(1 for item in _raced(_script(seed)[0]) if item is RACED)
+    assert raced > 100
+
+
+def test_the_dispatcher_asks_empty_before_each_read_within_a_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The comparison above is not vacuous: the new dispatcher does go through ``empty()``, both answers."""
+    asked: list[bool] = []
+    for seed in range(200):
+        _run(Engine, seed, monkeypatch, asked=asked)
+    assert asked.count(True) > 50 and asked.count(False) > 50

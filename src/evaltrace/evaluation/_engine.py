@@ -325,6 +325,7 @@ class Engine:
         # same reads, calls and order as theirs (tests/evaluation/test_dispatch_same.py keeps them).
         inbox = self._inbox
         get, get_nowait, sleep, empty = inbox.get, inbox.get_nowait, time.sleep, queue.Empty
+        drained = inbox.empty
         fast: list[Any] = []
         rest: list[Any] = []
         job: Any = None
@@ -346,9 +347,14 @@ class Engine:
             batch = [first]
             stop = False
             while len(batch) < _BATCH:
+                # The inbox found empty is how every batch ends while spans come one at a time: asked with empty()
+                # (a C call), not learnt from get_nowait()'s queue.Empty (its raise, traceback and catch cost ~1.7k
+                # instructions per batch). The same items are read in the same order.
+                if drained():
+                    break
                 try:
                     item = get_nowait()
-                except empty:
+                except empty:  # taken meanwhile by the one other reader (stop()'s drain of the inbox)
                     break
                 if item is _STOP:
                     stop = True
