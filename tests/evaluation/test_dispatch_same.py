@@ -122,6 +122,10 @@ class Job:
 
 
 EMPTY = object()  # the inbox is empty at this read
+# An item is there when the dispatcher asks ``qsize()`` (s20-evapp3), and the one other reader of the inbox (stop()'s
+# drain) takes it before the dispatcher's ``get_nowait()``: to the old dispatcher, whose one read was get_nowait(),
+# the inbox was empty at that read.
+RACED = object()
 
 
 class Act:
@@ -136,6 +140,8 @@ class Inbox:
     def __init__(self, script: list[Any], setup: Any) -> None:
         self.items = list(script)
         self.setup = setup
+        self.peeked = False  # qsize() found entries: the get_nowait() that follows is the same read
+        self.asked: list[int] = []  # what qsize() answered, in order
 
     def _take(self, blocking: bool, nowait: bool = False) -> Any:
         while self.items:
@@ -144,7 +150,7 @@ class Inbox:
                 self.setup.log.append(("act", item.name))
                 item.do(self.setup)
                 continue
-            if item is EMPTY:
+            if item is EMPTY or item is RACED:
                 if blocking:  # a blocking read waits for the next entry
                     continue
                 raise queue.Empty
@@ -158,8 +164,38 @@ class Inbox:
         return self._take(timeout is None)
 
     def get_nowait(self) -> Any:
-        self.setup.log.append(("get_nowait",))
+        if self.peeked:
+            self.peeked = False
+        else:
+            self.setup.log.append(("get_nowait",))
         return self._take(False, nowait=True)
+
+    def qsize(self) -> int:
+        """Since s20-evapp3 the dispatcher asks ``qsize()`` within a batch, then reads that many with ``get_nowait()``.
+
+        A ``qsize()`` is a read of the script, logged as ``get_nowait()`` alone was: the actions before the entry run
+        here (where that read ran them); an empty read or the script's end answers 0 (taken, as that read took it);
+        otherwise the entries up to the next action or empty read are there, and the first ``get_nowait()`` after
+        this is the same read (not logged again), each further one a read of its own, as before.
+        """
+        self.setup.log.append(("get_nowait",))
+        while self.items and isinstance(self.items[0], Act):
+            act = self.items.pop(0)
+            self.setup.log.append(("act", act.name))
+            act.do(self.setup)
+        if not self.items or self.items[0] is EMPTY:
+            if self.items:
+                self.items.pop(0)
+            self.asked.append(0)
+            return 0
+        count = 0
+        for item in self.items:
+            if isinstance(item, Act) or item is EMPTY:
+                break
+            count += 1
+        self.peeked = True
+        self.asked.append(count)
+        return count
 
     def put(self, item: Any) -> None:  # the engine's _drain_inbox never runs here (recorded instead)
         raise AssertionError("not expected")
@@ -356,8 +392,16 @@ def _script(seed: int) -> tuple[list[Any], dict[str, float]]:
     return script, slow
 
 
-def _run(engine_type: type[Engine], seed: int, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, ...]:
+def _run(
+    engine_type: type[Engine],
+    seed: int,
+    monkeypatch: pytest.MonkeyPatch,
+    edit: Callable[[list[Any]], list[Any]] | None = None,
+    asked: list[int] | None = None,
+) -> tuple[Any, ...]:
     script, slow = _script(seed)
+    if edit is not None:
+        script = edit(script)
     clock = FakeTime()
     monkeypatch.setattr(_engine, "time", clock)
     monkeypatch.setattr(_fast_lane, "time", clock)
@@ -370,6 +414,8 @@ def _run(engine_type: type[Engine], seed: int, monkeypatch: pytest.MonkeyPatch) 
         setup.engine._dispatch()
     finally:
         setup.engine.loop.close()  # never run: its threads were never started
+    if asked is not None:
+        asked.extend(setup.engine._inbox.asked)  # type: ignore[attr-defined]
     return setup.log, setup.state()
 
 
@@ -400,3 +446,53 @@ def test_the_dispatcher_does_what_it_did(block: int, monkeypatch: pytest.MonkeyP
         old = _run(OldEngine, seed, monkeypatch)
         new = _run(Engine, seed, monkeypatch)
         assert new == old, seed
+
+
+def _raced(script: list[Any]) -> list[Any]:
+    """Every other empty read of ``script`` an item another reader takes between qsize() and get_nowait()."""
+    out: list[Any] = []
+    count = 0
+    for item in script:
+        if item is EMPTY:
+            count += 1
+            item = RACED if count % 2 else EMPTY
+        out.append(item)
+    return out
+
+
+def test_an_item_taken_between_qsize_and_get_nowait_ends_the_batch_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    """s20-evapp3: ``qsize()`` said items were there, and stop()'s drain took one before ``get_nowait()``.
+
+    The dispatcher's ``except queue.Empty`` ends the batch there, as the old dispatcher's empty ``get_nowait()``
+    did: the same calls and state.
+    """
+    raced = 0
+    for seed in range(SEEDS // 3):
+        old = _run(OldEngine, seed, monkeypatch, _raced)
+        new = _run(Engine, seed, monkeypatch, _raced)
+        assert new == old, seed
+        raced += sum(1 for item in _raced(_script(seed)[0]) if item is RACED)
+    assert raced > 100
+
+
+def test_the_dispatcher_reads_a_batch_in_rounds_of_qsize(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The comparisons above are not vacuous: the new dispatcher asks ``qsize()``; it finds the inbox empty, one
+    entry, and several (a round of more than one read)."""
+    asked: list[int] = []
+    for seed in range(200):
+        _run(Engine, seed, monkeypatch, asked=asked)
+    assert asked.count(0) > 50 and asked.count(1) > 50 and sum(1 for n in asked if n > 1) > 50
+
+
+def test_a_burst_past_a_full_batch_is_cut_into_the_same_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """More jobs waiting than a batch holds: the round of reads stops at ``_BATCH``, as the old reads did."""
+
+    def burst(script: list[Any]) -> list[Any]:
+        return [Job(f"b{n}", random.Random(n)) for n in range(2 * _BATCH + 88)] + [EMPTY] + script
+
+    for seed in range(20):
+        asked: list[int] = []
+        old = _run(OldEngine, seed, monkeypatch, burst)
+        new = _run(Engine, seed, monkeypatch, burst, asked)
+        assert new == old, seed
+        assert max(asked) > _BATCH  # more were there than the batch had room for

@@ -103,7 +103,8 @@ class DeferredEvaluation(SpanProcessor):
         deadline = time.monotonic() + timeout_millis / 1000
         ok = True
         for processor in self._downstream:
-            ok = processor.force_flush(max(0, int((deadline - time.monotonic()) * 1000))) and ok
+            # ``is not False``: the SDK's base force_flush (which some processors inherit) returns None before 1.31
+            ok = processor.force_flush(max(0, int((deadline - time.monotonic()) * 1000))) is not False and ok
         return ok
 
     def shutdown(self, timeout_millis: int = 30_000) -> None:

@@ -71,7 +71,8 @@ def force_flush(self: EvaluationSpanProcessor, timeout_millis: int = 30_000) -> 
     for worker in self._sinks:
         ok = worker.force_flush(max(0.0, deadline - time.monotonic())) and ok
     for processor in self._downstream:
-        ok = processor.force_flush(max(0, int((deadline - time.monotonic()) * 1000))) and ok
+        # ``is not False``: the SDK's base force_flush (which some processors inherit) returns None before 1.31
+        ok = processor.force_flush(max(0, int((deadline - time.monotonic()) * 1000))) is not False and ok
     return ok
 
 

@@ -44,6 +44,7 @@ from evaltrace._internal.errors import ErrorEpisode, log_internal_error
 from evaltrace._internal.evaluator_registry import registered
 from evaltrace._internal.export_counts import observe_export_counts
 from evaltrace._internal.export_queue import ExportQueue
+from evaltrace._internal.forwarding import starting
 from evaltrace._internal.tracing import SUPPRESSION_KEYS
 from evaltrace.evaluation import _admission, _lifecycle, _processor_setup, _trace_end
 from evaltrace.evaluation._admission import is_root
@@ -110,6 +111,10 @@ class EvaluationSpanProcessor(SpanProcessor):
     ) -> None:
         self.options = ProcessorOptions.from_kwargs(options)
         self._downstream = tuple(downstream)
+        # The downstream processors that do something at span start (those overriding ``on_start``): on_start
+        # forwards to these only, as the pipeline in front of it does (``starting``). The export queues inherit the
+        # base class's ``on_start``, which does nothing: calling it was a Python call per span start for nothing.
+        self._starting = starting(self._downstream)
         specs = as_specs(evaluators)
         self._span_specs = tuple(s for s in specs if s.scope == "span")
         # Trace- and session-scope evaluators both wait for traces to complete: the completion machinery treats
@@ -274,7 +279,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         """Forward to downstream; remember spans started under suppression and decorated spans' traces."""
         self._saw_start = True
         if not self._global and not registered:  # nothing can evaluate any span: a pass-through
-            for processor in self._downstream:
+            for processor in self._starting:
                 try:
                     processor.on_start(span, parent_context=parent_context)
                 except Exception:
@@ -325,7 +330,7 @@ class EvaluationSpanProcessor(SpanProcessor):
         except Exception:
             self._stats.incr("internal_errors")
             log_internal_error("noting a span start")
-        for processor in self._downstream:
+        for processor in self._starting:
             try:
                 processor.on_start(span, parent_context=parent_context)
             except Exception:
