@@ -364,3 +364,16 @@ def test_forwarding_processors_still_start_spans_in_the_processors_that_override
         provider.get_tracer("t").start_span("s").end()
         assert starts.started == ["s"]
     assert queue.stats()["exported"] == 2  # the queue skipped at start still got both spans at end
+
+
+def test_deferred_evaluation_force_flush_answers_true_over_a_processor_inheriting_the_base_force_flush() -> None:
+    # SDK 1.30's base SpanProcessor.force_flush returns None (1.31+: True): that is success, not a failed flush.
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    from evaltrace._internal.deferred_evaluation import DeferredEvaluation
+
+    class Inherits(SpanProcessor):
+        pass
+
+    deferred = DeferredEvaluation(lambda: Inherits(), [Inherits()])
+    assert deferred.force_flush(1_000) is True

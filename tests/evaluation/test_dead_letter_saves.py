@@ -9,6 +9,7 @@ evaluation loop.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import os
@@ -104,7 +105,8 @@ def test_a_score_holding_a_lone_surrogate_is_dead_lettered_escaped_and_replayed_
     dead = tmp_path / "dead.jsonl"
     worker = SinkWorker(JsonlScoreSink(tmp_path), dead_letter_path=dead, retry=ONCE, schedule_delay_s=0.01)
     # pydantic's JSON mode cannot write a nested key with a lone surrogate: that score is dumped by hand.
-    nested = numeric("k").model_copy(update={"metadata": {"m": {"a\ud800": 1, "n": float("nan")}}})
+    rest = {"n": float("nan"), None: 2, "s": frozenset([1.5]), "d": dt.date(2026, 1, 2)}  # as pydantic writes them
+    nested = numeric("k").model_copy(update={"metadata": {"m": {"a\ud800": 1, **rest}}})
     worker.submit([numeric("a"), _with_surrogate("d"), nested])  # the JSONL sink's path is a directory
     assert worker.force_flush(10)
     worker.shutdown(5)
@@ -112,7 +114,8 @@ def test_a_score_holding_a_lone_surrogate_is_dead_lettered_escaped_and_replayed_
     assert dead.read_bytes().isascii()  # the surrogate escaped: the file is valid UTF-8
     scores = read_dead_letters(dead)[0]
     assert [(s.name, s.comment) for s in scores][1] == ("d", "half a pair: \ud800")  # the same text back
-    assert scores[2].metadata == {"m": {"a\ud800": 1, "n": None}}  # NaN as pydantic's JSON mode writes it
+    as_pydantic = numeric("k").model_copy(update={"metadata": {"m": rest}}).model_dump(mode="json")["metadata"]
+    assert scores[2].metadata == {"m": {"a\ud800": 1, **as_pydantic["m"]}}  # the rest as pydantic's JSON mode
     assert scores[2].model_dump(exclude={"metadata"}) == nested.model_dump(exclude={"metadata"})
     args = ["scores", "replay", str(dead), "--sink", "phoenix", "--base-url", backend.url]
     assert cli_main(args) == 0

@@ -154,3 +154,33 @@ def test_a_circular_reference_is_an_error_at_once(first: Any) -> None:
     looped["self"] = [looped]
     with pytest.raises(ValueError, match="Circular reference"):
         json_body({"metadata": looped})
+
+
+def test_keys_that_meet_before_cleaning_are_written_as_the_fast_path_writes_them() -> None:
+    # Whether a score is sent must not depend on an unrelated NaN: None and "null" met already (json writes both,
+    # fast path or not); only keys that cleaning made meet are an error.
+    assert json_body({"m": {None: 1, "null": 2}, "n": float("nan")}) == b'{"m":{"null":1,"null":2},"n":null}'
+    assert json_body({"m": {None: 1, "null": 2}}) == b'{"m":{"null":1,"null":2}}'
+
+
+def test_a_dict_shared_twice_is_not_a_loop() -> None:
+    shared = {"v": "\ud800"}
+    assert json.loads(json_body({"a": shared, "b": [shared], "n": float("nan")})) == {
+        "a": {"v": "\ufffd"},
+        "b": [{"v": "\ufffd"}],
+        "n": None,
+    }
+
+
+def test_phoenix_splits_a_batch_around_a_score_it_cannot_encode_and_keeps_every_outcome(backend: Backend) -> None:
+    backend.statuses = [503]  # the rest of the batch meets an outage: retried, never lost
+    bad = _score("bad", {"metadata": {"raw": object()}})
+    no_span = _score("no span", {"observation_id": None})
+    sink = PhoenixScoreSink(backend.url)
+    result = sink.export([numeric("x"), bad, no_span, numeric("y")])
+    sink.shutdown()
+    assert [s.name for s in result.failed] == ["x", "y"]
+    assert [s.name for s in result.rejected] == ["bad", "no span"]
+    assert result.error is not None
+    assert "HTTP 503" in result.error and "the body could not be encoded as JSON" in result.error
+    assert [[item["name"] for item in r.body["data"]] for r in backend.requests] == [["x", "y"]]

@@ -237,13 +237,17 @@ class _Cleaner:
 
     def _clean_dict(self, value: dict[Any, Any]) -> dict[Any, Any]:
         cleaned: dict[Any, Any] = {}
-        written: set[str] = set()  # the keys as JSON writes them: None and "null" are one key there
+        # The keys as JSON writes them (None and "null" are one key there), and whether cleaning changed each. Two
+        # keys meeting is an error only when cleaning made them meet: keys that met already are written as they
+        # are, as the fast path writes them.
+        written: dict[str, bool] = {}
         for key, item in value.items():
             new_key = self.clean(key) if isinstance(key, (str, float)) else key
+            changed = type(new_key) is not type(key) or new_key != key
             as_json = new_key if isinstance(new_key, str) else json.dumps(new_key, default=str)
-            if as_json in written:
+            if as_json in written and (changed or written[as_json]):
                 raise ValueError(f"two keys become {as_json!r} once made valid JSON: one entry would be lost")
-            written.add(as_json)
+            written[as_json] = changed or written.get(as_json, False)
             cleaned[new_key] = self.clean(item)
         return cleaned
 

@@ -156,12 +156,19 @@ def _score_json(score: Score) -> dict[str, Any]:
 
 
 def _finite(value: Any) -> Any:
-    """``value`` with every NaN or infinity ``None``, as pydantic's JSON mode writes them; the rest as it is."""
+    """``value`` as pydantic's JSON mode writes it where ``json`` would not; the rest as it is.
+
+    NaN and infinities become ``None``, sets lists, and keys that are not text are spelled as pydantic spells them
+    (``None`` -> ``"None"``).
+    """
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
+        return {
+            (key if isinstance(key, str) else next(iter(to_jsonable_python({key: 0})))): _finite(item)
+            for key, item in value.items()
+        }
+    if isinstance(value, (list, tuple, set, frozenset)):
         return [_finite(item) for item in value]
     return value
 

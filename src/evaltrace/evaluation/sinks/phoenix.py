@@ -167,7 +167,8 @@ class PhoenixScoreSink:
                 return SinkResult(
                     failed=rest.failed,
                     rejected=(*rest.rejected, *bad, *not_on_spans),
-                    error=rest.error or outcome.error,
+                    # The encode error names why the bad scores were rejected; the rest's, what befell the others.
+                    error=f"{rest.error}; {outcome.error}" if rest.error else outcome.error,
                     retry_after_s=rest.retry_after_s,
                 )
         if outcome.retryable:
