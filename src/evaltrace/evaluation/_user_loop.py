@@ -40,6 +40,7 @@ from evaltrace.evaluation.runner import TimedOut, evaluator_name
 logger = logging.getLogger("evaltrace.evaluation")
 
 _BEAT_S = 0.05
+_WIND_DOWN_S = 2.0  # how long a stopped loop lets its cancelled coroutines clean up before it closes
 
 
 class _Moved(Exception):
@@ -68,6 +69,7 @@ class _Loop:
         self.beat = time.monotonic()
         self.runs: set[_Run] = set()
         self.retired = False
+        self.closing = False  # stopped: runs still queued are refused (see ``_wind_down``)
         self.thread = threading.Thread(target=self._main, name=f"evaltrace-async-eval-{serial}", daemon=True)
         try:
             self.thread.start()
@@ -84,6 +86,30 @@ class _Loop:
         try:
             self.loop.run_forever()
         finally:
+            self._wind_down()
+
+    def _wind_down(self) -> None:
+        """Cancel the coroutines still here and let them run their cleanup (bounded), then close the loop.
+
+        Closing with tasks pending would drop them unfinished: their ``finally`` blocks (closing a client, ending a
+        span) never run, and collecting them later logs "Task was destroyed but it is pending" and "coroutine was
+        never awaited" into the application's logs. Runs submitted after the stop are refused, not started.
+        """
+        self.closing = True  # on this thread, before the loop runs again: a stop() landing now is ignored
+        try:
+            deadline = time.monotonic() + _WIND_DOWN_S
+            while True:  # again while cleanups start new tasks; bounded: one that ignores cancellation is left
+                pending = asyncio.all_tasks(self.loop)
+                left = deadline - time.monotonic()
+                if not pending or left <= 0:
+                    break
+                for task in pending:
+                    task.cancel()
+                self.loop.run_until_complete(asyncio.wait(pending, timeout=left))
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+        except Exception:
+            log_internal_error("cancelling the async evaluations still running when their loop stopped")
+        finally:
             self.loop.close()
 
     def _tick(self) -> None:
@@ -93,9 +119,15 @@ class _Loop:
     def stop(self) -> None:
         if not self.loop.is_closed():
             try:
-                self.loop.call_soon_threadsafe(self.loop.stop)
+                self.loop.call_soon_threadsafe(self._stop_unless_winding_down)
             except RuntimeError:  # closed meanwhile
                 pass
+
+    def _stop_unless_winding_down(self) -> None:
+        # On the loop's thread. A stop that lands during the wind-down (close() racing a retired loop's own stop)
+        # would end the wind-down's wait early and leave its tasks pending: it has already stopped.
+        if not self.closing:
+            self.loop.stop()
 
 
 class _StallJudge:
@@ -280,6 +312,9 @@ class UserLoop:
 
     def _start(self, run: _Run) -> None:
         if run.future.done():  # moved or cancelled before it started
+            return
+        if run.loop.closing:  # submitted as the loop stopped: never started, so nothing is left half-run
+            run.future.set_exception(RuntimeError("the evaluation loop is closed"))
             return
         task = run.loop.loop.create_task(self._guarded(run))
         run.task = task
