@@ -184,3 +184,38 @@ def test_phoenix_splits_a_batch_around_a_score_it_cannot_encode_and_keeps_every_
     assert result.error is not None
     assert "HTTP 503" in result.error and "the body could not be encoded as JSON" in result.error
     assert [[item["name"] for item in r.body["data"]] for r in backend.requests] == [["x", "y"]]
+
+
+def _on_session(name: str, update: dict[str, Any] | None = None) -> Score:
+    return _score(name, {"observation_id": None, "trace_id": None, "session_id": "chat-7", **(update or {})})
+
+
+def test_phoenix_splits_a_session_batch_around_a_score_it_cannot_encode_and_retries_the_rest_on_404(
+    backend: Backend,
+) -> None:
+    # Before, session annotations went as one body with no split: one score JSON cannot carry rejected the whole
+    # batch, the good scores with it, never retried.
+    backend.statuses = [
+        200,
+        404,
+    ]  # (spans first) the rest meets a session Phoenix has not ingested yet: retried, never lost
+    bad = _on_session("bad", {"metadata": {"raw": object()}})
+    sink = PhoenixScoreSink(backend.url)
+    result = sink.export([_on_session("turns"), bad, numeric("on a span"), _on_session("retention")])
+    assert [s.name for s in result.failed] == ["turns", "retention"]
+    assert [s.name for s in result.rejected] == ["bad"]
+    assert result.error is not None
+    assert "HTTP 404" in result.error and "the body could not be encoded as JSON" in result.error
+    sent = {r.path: [item["name"] for item in r.body["data"]] for r in backend.requests}
+    assert sent == {
+        "/v1/span_annotations?sync=false": ["on a span"],
+        "/v1/session_annotations?sync=true": ["turns", "retention"],
+    }
+    assert all(
+        item["session_id"] == "chat-7" for r in backend.requests if "session" in r.path for item in r.body["data"]
+    )
+
+    again = sink.export(result.failed)  # the retry, once Phoenix has the session
+    sink.shutdown()
+    assert again.failed == () and again.rejected == () and again.error is None
+    assert [item["name"] for item in backend.requests[-1].body["data"]] == ["turns", "retention"]

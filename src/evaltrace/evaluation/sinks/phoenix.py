@@ -15,7 +15,7 @@ evaluators and ``CODE`` otherwise (taken from the score's metadata).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
@@ -66,10 +66,10 @@ def phoenix_annotation(score: Score) -> dict[str, Any]:
     }
 
 
-def _encodes(score: Score) -> bool:
+def _encodes(annotate: Callable[[Score], dict[str, Any]], score: Score) -> bool:
     """Whether ``score``'s annotation can be encoded as a request body (checked only after a batch's failed)."""
     try:
-        json_body({"data": [phoenix_annotation(score)]})
+        json_body({"data": [annotate(score)]})
     except Exception:
         return False
     return True
@@ -141,13 +141,8 @@ class PhoenixScoreSink:
         )
 
     def _export_sessions(self, scores: Sequence[Score]) -> SinkResult:
-        payload = {"data": [phoenix_session_annotation(score) for score in scores]}
-        outcome = post_json(self._http(), self.session_url, payload, headers=self._headers)
-        if outcome is None:
-            return SinkResult()
-        if outcome.retryable or outcome.error.startswith(_NOT_FOUND):  # the session is not ingested yet
-            return SinkResult(failed=tuple(scores), error=outcome.error, retry_after_s=outcome.retry_after_s)
-        return SinkResult(rejected=tuple(scores), error=outcome.error)
+        # A 404 is retried: the session is not ingested yet (see the module docstring).
+        return self._post(scores, self.session_url, phoenix_session_annotation, retry_not_found=True)
 
     def _export_spans(self, batch: Sequence[Score]) -> SinkResult:
         on_spans = [score for score in batch if span_id_of(score) is not None]
@@ -155,27 +150,43 @@ class PhoenixScoreSink:
         error = "Phoenix span annotations need a span id" if not_on_spans else None
         if not on_spans:
             return SinkResult(rejected=not_on_spans, error=error)
-        payload = {"data": [phoenix_annotation(score) for score in on_spans]}
-        outcome = post_json(self._http(), self.url, payload, headers=self._headers)
+        sent = self._post(on_spans, self.url, phoenix_annotation, retry_not_found=False)
+        return SinkResult(
+            failed=sent.failed,
+            rejected=(*sent.rejected, *not_on_spans),
+            error=sent.error or error,
+            retry_after_s=sent.retry_after_s,
+        )
+
+    def _post(
+        self,
+        scores: Sequence[Score],
+        url: str,
+        annotate: Callable[[Score], dict[str, Any]],
+        *,
+        retry_not_found: bool,
+    ) -> SinkResult:
+        """POST ``scores`` as one body of annotations; a score that cannot be encoded is rejected alone."""
+        payload = {"data": [annotate(score) for score in scores]}
+        outcome = post_json(self._http(), url, payload, headers=self._headers)
         if outcome is None:
-            return SinkResult(rejected=not_on_spans, error=error)
-        if outcome.error.startswith(ENCODE_ERROR) and len(on_spans) > 1:
+            return SinkResult()
+        if outcome.error.startswith(ENCODE_ERROR) and len(scores) > 1:
             # One body for the batch: find the scores that cannot be encoded, reject them alone, send the rest.
-            bad = [score for score in on_spans if not _encodes(score)]
-            if bad and len(bad) < len(on_spans):
-                rest = self._export_spans([score for score in on_spans if all(score is not b for b in bad)])
+            bad = [score for score in scores if not _encodes(annotate, score)]
+            if bad and len(bad) < len(scores):
+                kept = [score for score in scores if all(score is not b for b in bad)]
+                rest = self._post(kept, url, annotate, retry_not_found=retry_not_found)
                 return SinkResult(
                     failed=rest.failed,
-                    rejected=(*rest.rejected, *bad, *not_on_spans),
+                    rejected=(*rest.rejected, *bad),
                     # The encode error names why the bad scores were rejected; the rest's, what befell the others.
                     error=f"{rest.error}; {outcome.error}" if rest.error else outcome.error,
                     retry_after_s=rest.retry_after_s,
                 )
-        if outcome.retryable:
-            return SinkResult(
-                failed=tuple(on_spans), rejected=not_on_spans, error=outcome.error, retry_after_s=outcome.retry_after_s
-            )
-        return SinkResult(rejected=tuple(on_spans) + not_on_spans, error=outcome.error)
+        if outcome.retryable or (retry_not_found and outcome.error.startswith(_NOT_FOUND)):
+            return SinkResult(failed=tuple(scores), error=outcome.error, retry_after_s=outcome.retry_after_s)
+        return SinkResult(rejected=tuple(scores), error=outcome.error)
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Nothing is buffered here (the worker batches); always True."""
