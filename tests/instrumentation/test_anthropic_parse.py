@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -68,6 +69,8 @@ async def test_parse_is_traced(beta: bool, is_async: bool, exporter: InMemorySpa
     assert a["gen_ai.operation.name"] == "chat"
     assert a["gen_ai.request.model"] == MODEL
     assert a["gen_ai.request.max_tokens"] == 1024
+    assert a["gen_ai.output.type"] == "json"  # structured outputs: Conditionally Required
+    assert "gen_ai.request.reasoning.level" not in a  # no effort given
     assert a["gen_ai.response.id"] == "msg_01StructuredOut000001"
     assert a["gen_ai.response.finish_reasons"] == ("end_turn",)
     assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (210, 38)
@@ -89,3 +92,32 @@ async def test_parse_error_is_recorded_and_raised_unchanged(is_async: bool, expo
     (span,) = exporter.get_finished_spans()
     assert span.status.status_code is StatusCode.ERROR
     assert span.attributes["error.type"] == "rate_limit_error"
+
+
+SCHEMA = {"type": "json_schema", "schema": Contact.model_json_schema() | {"additionalProperties": False}}
+
+
+@pytest.mark.parametrize(
+    ("output_config", "output_type", "level"),
+    [
+        ({"format": SCHEMA, "effort": "high"}, "json", "high"),
+        ({"format": SCHEMA}, "json", None),
+        ({"effort": "low"}, None, "low"),
+        ({}, None, None),
+    ],
+    ids=["format and effort", "format", "effort", "empty"],
+)
+def test_output_config_gives_the_output_type_and_the_reasoning_level(
+    output_config: dict[str, Any], output_type: str | None, level: str | None, exporter: InMemorySpanExporter
+) -> None:
+    # messages.create with output_config: the JSON-schema format is gen_ai.output.type "json", and the effort is
+    # gen_ai.request.reasoning.level, verbatim (Anthropic's own scale), as OpenAI's reasoning_effort is.
+    api, server = client([Reply("parse.json")])
+    api.messages.create(model=MODEL, max_tokens=1024, messages=USER, output_config=output_config)
+    assert server.requests[0]["output_config"] == output_config  # sent as given
+    (span,) = exporter.get_finished_spans()
+    a = span.attributes
+    assert a.get("gen_ai.output.type") == output_type
+    assert a.get("gen_ai.request.reasoning.level") == level
+    params = json.loads(a["langfuse.observation.model.parameters"])
+    assert params.get("effort") == level

@@ -48,7 +48,20 @@ def request_attributes(params: dict[str, Any]) -> Attributes:
         attrs[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = [str(s) for s in stop]
     if params.get("stream") is True:
         attrs[sc.GEN_AI_REQUEST_STREAM] = True
+    output_config = params.get("output_config")
+    effort = field(output_config, "effort")
+    if isinstance(effort, str):  # Anthropic's reasoning effort ("low" ... "max"), as the provider names it
+        attrs[sc.GEN_AI_REQUEST_REASONING_LEVEL] = effort
+    if _asks_for_json(params.get("output_format")) or _asks_for_json(field(output_config, "format")):
+        attrs[sc.GEN_AI_OUTPUT_TYPE] = "json"
     return attrs
+
+
+def _asks_for_json(output_format: Any) -> bool:
+    """Structured outputs: a pydantic class (``parse``'s ``output_format``) or a ``json_schema`` format."""
+    if output_format is None:
+        return False
+    return isinstance(output_format, type) or field(output_format, "type") == "json_schema"
 
 
 _MODEL_PARAMETERS: tuple[tuple[str, tuple[type, ...]], ...] = (
@@ -58,6 +71,7 @@ _MODEL_PARAMETERS: tuple[tuple[str, tuple[type, ...]], ...] = (
     ("top_k", (int,)),
     ("stop_sequences", (list, tuple)),
     ("service_tier", (str,)),
+    ("effort", (str,)),
     ("stream", (bool,)),
 )
 
@@ -65,12 +79,14 @@ _MODEL_PARAMETERS: tuple[tuple[str, tuple[type, ...]], ...] = (
 def model_parameters(params: dict[str, Any]) -> dict[str, Scalar]:
     """The model parameters the call gave, for ``langfuse.observation.model.parameters``.
 
-    ``thinking`` becomes ``thinking_budget_tokens`` (its budget, when enabled); a list is JSON-stringified, as
+    ``thinking`` becomes ``thinking_budget_tokens`` (its budget, when enabled), ``output_config.effort``
+    ``effort``; a list is JSON-stringified, as
     Langfuse does for non-scalar parameters (conventions.md 4.2).
     """
     out: dict[str, Scalar] = {}
+    effort = field(params.get("output_config"), "effort")
     for key, types in _MODEL_PARAMETERS:
-        value: Any = params.get(key)
+        value: Any = effort if key == "effort" else params.get(key)
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
             continue
         if isinstance(value, list | tuple):
