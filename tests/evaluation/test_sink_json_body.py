@@ -219,3 +219,19 @@ def test_phoenix_splits_a_session_batch_around_a_score_it_cannot_encode_and_retr
     sink.shutdown()
     assert again.failed == () and again.rejected == () and again.error is None
     assert [item["name"] for item in backend.requests[-1].body["data"]] == ["turns", "retention"]
+
+
+@pytest.mark.parametrize("on_session", [False, True], ids=["span", "session"])
+def test_a_split_batch_whose_rest_is_refused_rejects_the_rest_then_the_bad_scores_in_order(
+    backend: Backend, on_session: bool
+) -> None:
+    backend.statuses = [400]  # the rest is refused by the backend: rejected, not retried
+    make = _on_session if on_session else (lambda name, update=None: _score(name, update or {}))
+    bad = make("bad", {"metadata": {"raw": object()}})
+    sink = PhoenixScoreSink(backend.url)
+    result = sink.export([make("x"), bad, make("y")])
+    sink.shutdown()
+    assert result.failed == ()
+    assert [s.name for s in result.rejected] == ["x", "y", "bad"]
+    assert result.error is not None
+    assert "HTTP 400" in result.error and "the body could not be encoded as JSON" in result.error

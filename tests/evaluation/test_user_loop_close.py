@@ -11,9 +11,11 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
+import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -112,13 +114,15 @@ def test_a_run_submitted_during_the_wind_down_is_refused_and_its_coroutine_never
     winding = threading.Event()
     made: list[str] = []
 
+    submitted = threading.Event()
+
     async def cleans_up_slowly() -> None:
         started.set()
         try:
             await asyncio.sleep(3600)
         except asyncio.CancelledError:
             winding.set()
-            await asyncio.sleep(0.5)  # the wind-down keeps the loop running for this
+            await asyncio.to_thread(submitted.wait, 30)  # the wind-down keeps the loop turning meanwhile
             raise
 
     async def evaluation() -> None:
@@ -128,7 +132,8 @@ def test_a_run_submitted_during_the_wind_down_is_refused_and_its_coroutine_never
     assert started.wait(30)
     runner.close()
     assert winding.wait(30)
-    run = runner._submit(evaluation, None)  # its start runs on the winding-down loop
+    run = runner._submit(evaluation, None)  # the loop is open (its wind-down waits for us): its start is queued
+    submitted.set()
     with pytest.raises(RuntimeError, match="loop is closed"):
         run.future.result(30)
     _collected(runner)
@@ -151,10 +156,8 @@ def _close_with_a_coroutine_that_ignores_cancellation() -> UserLoop:
         call = asyncio.ensure_future(runner.run(stubborn))
         assert await asyncio.to_thread(started.wait, 30)
         runner.close()
-        await asyncio.sleep(0.1)
-        call.cancel()  # as the pipeline's shutdown does: its task is never done, so its future never is
-        with pytest.raises(asyncio.CancelledError):
-            await call
+        with pytest.raises(RuntimeError, match="loop is closed"):  # its task never ends: the caller is told so
+            await asyncio.wait_for(call, 60)
 
     asyncio.run(main())
     return runner
@@ -199,3 +202,87 @@ def test_a_retired_loops_own_stop_during_the_wind_down_does_not_cut_its_cleanup_
     assert cleaned == ["done"]
     assert not [r for r in caplog.records if "destroyed" in r.getMessage()], caplog.text
     assert unraisable == []
+
+
+def test_tasks_a_cleanup_starts_run_to_their_end_and_async_generators_left_suspended_are_closed(
+    caplog: pytest.LogCaptureFixture, unraisable: list[Any]
+) -> None:
+    runner = UserLoop()
+    started = threading.Event()
+    log: list[str] = []
+    suspended: list[Any] = []
+
+    async def closer() -> None:
+        await asyncio.sleep(0.1)  # not cancelled: a cleanup's own task runs on within the bound
+        log.append("closer ran")
+
+    async def pages() -> Any:
+        try:
+            yield 1
+            yield 2
+        finally:
+            log.append("generator closed")
+
+    async def evaluation() -> None:
+        generator = pages()
+        await generator.__anext__()
+        suspended.append(generator)  # left suspended at a yield: only the loop's async-generator shutdown closes it
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            asyncio.ensure_future(closer())  # fire-and-forget cleanup
+            log.append("finally")
+
+    async def main() -> None:
+        call = asyncio.ensure_future(runner.run(evaluation))
+        assert await asyncio.to_thread(started.wait, 30)
+        runner.close()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(call, 30)
+
+    caplog.set_level(logging.DEBUG, logger="asyncio")
+    asyncio.run(main())
+    _collected(runner)
+    assert sorted(log) == ["closer ran", "finally", "generator closed"]
+    assert not [r for r in caplog.records if "destroyed" in r.getMessage()], caplog.text
+    assert unraisable == []
+
+
+EXIT_SCRIPT = """
+import asyncio, atexit, os, threading
+from evaltrace.evaluation._user_loop import UserLoop
+
+runner = UserLoop()
+started = threading.Event()
+
+async def evaluation():
+    started.set()
+    try:
+        await asyncio.sleep(3600)
+    finally:
+        os.write(1, b"cleanup begins\\n")
+        await asyncio.sleep(0.2)
+        os.write(1, b"cleanup finished\\n")
+
+pipeline = asyncio.new_event_loop()
+threading.Thread(target=pipeline.run_forever, daemon=True).start()
+asyncio.run_coroutine_threadsafe(runner.run(evaluation), pipeline)
+assert started.wait(60)
+
+def at_exit():
+    runner.close()  # as a TracerProvider's shutdown at exit closes the evaluation pipeline
+    os.write(1, b"closed at exit\\n")
+
+atexit.register(at_exit)
+"""
+
+
+def test_a_close_at_interpreter_exit_lets_the_cleanup_finish_before_the_process_ends(tmp_path: Path) -> None:
+    # close() never waits; at exit its loop's thread is given exit_hooks' bounded join, so the cleanup does not
+    # wake as the interpreter finalizes (which can abort the process) and is not cut off half-way.
+    script = tmp_path / "app.py"
+    script.write_text(EXIT_SCRIPT)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["cleanup begins", "cleanup finished", "closed at exit"], done.stderr

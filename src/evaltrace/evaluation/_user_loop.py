@@ -40,7 +40,18 @@ from evaltrace.evaluation.runner import TimedOut, evaluator_name
 logger = logging.getLogger("evaltrace.evaluation")
 
 _BEAT_S = 0.05
-_WIND_DOWN_S = 2.0  # how long a stopped loop lets its cancelled coroutines clean up before it closes
+# How long a stopped loop lets its cancelled coroutines clean up before it closes: the time exit_hooks gives a
+# thread at interpreter exit (EXIT_JOIN_S), so a wind-down that close() started at exit ends before finalization.
+_WIND_DOWN_S = 0.8  # (with its last turns, under EXIT_JOIN_S)
+_LAST_TURN_S = 0.05
+
+
+def _refuse(future: concurrent.futures.Future[Any]) -> None:
+    """Fail a run that will never start or finish on its loop (unless it already has an outcome)."""
+    try:
+        future.set_exception(RuntimeError("the evaluation loop is closed"))
+    except concurrent.futures.InvalidStateError:  # done meanwhile (moved, cancelled, finished)
+        pass
 
 
 class _Moved(Exception):
@@ -93,24 +104,36 @@ class _Loop:
 
         Closing with tasks pending would drop them unfinished: their ``finally`` blocks (closing a client, ending a
         span) never run, and collecting them later logs "Task was destroyed but it is pending" and "coroutine was
-        never awaited" into the application's logs. Runs submitted after the stop are refused, not started.
+        never awaited" into the application's logs. The tasks pending at the stop are cancelled; tasks their
+        cleanup starts run on, and async generators left suspended are closed, all within ``_WIND_DOWN_S``; what
+        is left then is cancelled once more and the loop closes. Runs submitted after the stop are refused, and a
+        run whose task never finished gets an error, so no caller waits on it for ever.
         """
         self.closing = True  # on this thread, before the loop runs again: a stop() landing now is ignored
+        loop = self.loop
         try:
             deadline = time.monotonic() + _WIND_DOWN_S
-            while True:  # again while cleanups start new tasks; bounded: one that ignores cancellation is left
-                pending = asyncio.all_tasks(self.loop)
+            for task in asyncio.all_tasks(loop):
+                task.cancel()
+            while True:  # again while cleanups start new tasks (those run on, uncancelled, until the deadline)
+                pending = asyncio.all_tasks(loop)
                 left = deadline - time.monotonic()
                 if not pending or left <= 0:
                     break
-                for task in pending:
+                loop.run_until_complete(asyncio.wait(pending, timeout=left))
+            gens = loop.create_task(loop.shutdown_asyncgens())
+            loop.run_until_complete(asyncio.wait({gens}, timeout=max(deadline - time.monotonic(), _LAST_TURN_S)))
+            rest = asyncio.all_tasks(loop)
+            if rest:  # past the deadline: cancelled, with one short turn to take it (one that ignores it is left)
+                for task in rest:
                     task.cancel()
-                self.loop.run_until_complete(asyncio.wait(pending, timeout=left))
-            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+                loop.run_until_complete(asyncio.wait(rest, timeout=_LAST_TURN_S))
         except Exception:
             log_internal_error("cancelling the async evaluations still running when their loop stopped")
         finally:
-            self.loop.close()
+            loop.close()
+            for run in tuple(self.runs):  # a tuple of a set is taken whole under the GIL
+                _refuse(run.future)
 
     def _tick(self) -> None:
         self.beat = time.monotonic()
@@ -277,12 +300,23 @@ class UserLoop:
             raise TimedOut
 
     def close(self) -> None:
-        """Stop the watchdog and the loops (a loop blocked by user code ends with its daemon thread)."""
+        """Stop the watchdog and the loops (a loop blocked by user code ends with its daemon thread).
+
+        Never waits: each loop winds down on its own thread (``_Loop._wind_down``). A loop with evaluations in
+        flight is given, at interpreter exit, the bounded time ``exit_hooks`` gives such threads to end, since one
+        still cleaning up as the interpreter finalizes can abort the process.
+        """
         self._closed.set()
         with self._lock:
             loops = [*([self._current] if self._current is not None else []), *self._own.values()]
+            busy = [holder.thread for holder in loops if holder.runs]
         for holder in loops:
             holder.stop()
+        if busy:
+            from evaltrace._internal.exit_hooks import join_before_exit  # only with evaluations in flight
+
+            for thread in busy:
+                join_before_exit(thread)
 
     # --- internals ----------------------------------------------------------------------------------------
 
@@ -307,14 +341,14 @@ class UserLoop:
         try:
             holder.loop.call_soon_threadsafe(self._start, run)
         except RuntimeError:  # its loop was closed (at close()): the run never starts
-            run.future.set_exception(RuntimeError("the evaluation loop is closed"))
+            _refuse(run.future)
         return run
 
     def _start(self, run: _Run) -> None:
         if run.future.done():  # moved or cancelled before it started
             return
         if run.loop.closing:  # submitted as the loop stopped: never started, so nothing is left half-run
-            run.future.set_exception(RuntimeError("the evaluation loop is closed"))
+            _refuse(run.future)
             return
         task = run.loop.loop.create_task(self._guarded(run))
         run.task = task
@@ -381,7 +415,7 @@ class UserLoop:
         culprit = asyncio.current_task(blocked.loop)
         stalled_s = time.monotonic() - blocked.beat
         with self._lock:
-            if self._current is not blocked:
+            if self._current is not blocked or self._closed.is_set():  # closed: a new loop would never be stopped
                 return
             blocking = next((run for run in blocked.runs if run.task is not None and run.task is culprit), None)
             key = blocking.key if blocking is not None else None
