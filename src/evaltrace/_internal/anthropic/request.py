@@ -168,7 +168,11 @@ def content_part(block: Any) -> Part:
         return _media_part(field(block, "source"), "image" if btype == "image" else "document")
     if btype == "server_tool_use" or btype == "mcp_tool_use":
         name = field(block, "name")
-        return {"type": "server_tool_call", "id": field(block, "id"), "name": name, "server_tool_call": {"type": btype}}
+        part = {"type": "server_tool_call", "id": field(block, "id"), "name": name, "server_tool_call": {"type": btype}}
+        tool_input = field(block, "input")
+        if tool_input:  # as a stream records it (from its input_json_delta fragments): one call, one record
+            part["arguments"] = tool_input
+        return part
     if isinstance(btype, str) and btype.endswith("_tool_result"):
         response = {"type": btype}
         return {
