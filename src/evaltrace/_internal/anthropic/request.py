@@ -49,10 +49,13 @@ def request_attributes(params: dict[str, Any]) -> Attributes:
     if params.get("stream") is True:
         attrs[sc.GEN_AI_REQUEST_STREAM] = True
     output_config = params.get("output_config")
-    effort = field(output_config, "effort")
-    if isinstance(effort, str):  # Anthropic's reasoning effort ("low" ... "max"), as the provider names it
-        attrs[sc.GEN_AI_REQUEST_REASONING_LEVEL] = effort
-    if _asks_for_json(params.get("output_format")) or _asks_for_json(field(output_config, "format")):
+    if output_config is not None:  # (a missing attribute's lookup raises inside getattr: skipped on most calls)
+        effort = field(output_config, "effort")
+        if isinstance(effort, str):  # Anthropic's reasoning effort ("low" ... "max"), as the provider names it
+            attrs[sc.GEN_AI_REQUEST_REASONING_LEVEL] = effort
+    if _asks_for_json(params.get("output_format")) or (
+        output_config is not None and _asks_for_json(field(output_config, "format"))
+    ):
         attrs[sc.GEN_AI_OUTPUT_TYPE] = "json"
     return attrs
 
@@ -84,7 +87,8 @@ def model_parameters(params: dict[str, Any]) -> dict[str, Scalar]:
     Langfuse does for non-scalar parameters (conventions.md 4.2).
     """
     out: dict[str, Scalar] = {}
-    effort = field(params.get("output_config"), "effort")
+    output_config = params.get("output_config")
+    effort = field(output_config, "effort") if output_config is not None else None
     for key, types in _MODEL_PARAMETERS:
         value: Any = effort if key == "effort" else params.get(key)
         if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
