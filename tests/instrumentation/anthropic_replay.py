@@ -87,3 +87,56 @@ def fixture_json(name: str) -> Any:
 def attrs_json(span: Any, key: str) -> Any:
     """A JSON-string attribute of ``span``, parsed."""
     return json.loads(span.attributes[key])
+
+
+def message_events(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """A whole Message cut into the events the API streams for it (for shapes no recording holds).
+
+    Each block starts empty and its text, thinking, tool input (as two ``input_json_delta`` fragments) or
+    compaction summary arrives in deltas; other blocks start whole. Usage: the input at the start, the output at
+    the ``message_delta``.
+    """
+    usage = dict(message["usage"])
+    start_usage = {**usage, "output_tokens": 1}
+    start = {**message, "content": [], "stop_reason": None, "usage": start_usage}
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+    for index, block in enumerate(message["content"]):
+        kind = block["type"]
+        deltas: list[dict[str, Any]] = []
+        if kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
+            raw = json.dumps(block["input"])
+            empty = {**block, "input": {}}
+            deltas = [
+                {"type": "input_json_delta", "partial_json": p} for p in (raw[: len(raw) // 2], raw[len(raw) // 2 :])
+            ]
+        elif kind == "text":
+            empty = {**block, "text": ""}
+            deltas = [{"type": "text_delta", "text": block["text"]}]
+        elif kind == "thinking":
+            empty = {**block, "thinking": ""}
+            deltas = [{"type": "thinking_delta", "thinking": block["thinking"]}]
+        elif kind == "compaction":
+            empty = {**block, "content": None}
+            deltas = [{"type": "compaction_delta", "content": block["content"], "encrypted_content": None}]
+        else:
+            empty = block
+        events.append({"type": "content_block_start", "index": index, "content_block": empty})
+        events.extend({"type": "content_block_delta", "index": index, "delta": d} for d in deltas)
+        events.append({"type": "content_block_stop", "index": index})
+    delta = {"stop_reason": message["stop_reason"], "stop_sequence": message.get("stop_sequence")}
+    events.append({"type": "message_delta", "delta": delta, "usage": usage})
+    events.append({"type": "message_stop"})
+    return events
+
+
+def inline_client(message: dict[str, Any], stream: bool) -> Any:
+    """A real anthropic client answered with ``message``: whole, or streamed as :func:`message_events` cuts it."""
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        if stream:
+            events = [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in message_events(message)]
+            return httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=_Events(events))
+        return httpx2.Response(200, headers={"content-type": "application/json"}, text=json.dumps(message))
+
+    http = httpx2.Client(transport=httpx2.MockTransport(handle), base_url="https://api.anthropic.com")
+    return anthropic.Anthropic(api_key="test", http_client=http, max_retries=0)

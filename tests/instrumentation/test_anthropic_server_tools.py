@@ -6,20 +6,18 @@ the input of a non-streamed search (or of one in the conversation's history) was
 
 No recording with a server tool is in tests/fixtures/anthropic: the message below is written in the shape the
 installed SDK's own types define (validated by ``anthropic.types.Message`` before use), and the stream is that
-message cut into the events the API sends for it.
+message cut into the events the API sends for it (``anthropic_replay.message_events``).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
 anthropic = pytest.importorskip("anthropic")
-httpx2 = pytest.importorskip("httpx2")
 
-from anthropic_replay import MODEL, attrs_json  # noqa: E402
+from anthropic_replay import MODEL, attrs_json, inline_client  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
@@ -50,55 +48,12 @@ MESSAGE: dict[str, Any] = {
     ],
     "stop_reason": "end_turn",
     "stop_sequence": None,
-    "usage": {"input_tokens": 2100, "output_tokens": 60, "server_tool_use": {"web_search_requests": 1, "web_fetch_requests": 0}},
+    "usage": {
+        "input_tokens": 2100,
+        "output_tokens": 60,
+        "server_tool_use": {"web_search_requests": 1, "web_fetch_requests": 0},
+    },
 }
-
-
-def _events() -> list[dict[str, Any]]:
-    """The stream of MESSAGE: the tool input arrives as input_json_delta fragments after an empty start block."""
-    start = {**MESSAGE, "content": [], "stop_reason": None, "usage": {"input_tokens": 2100, "output_tokens": 1}}
-    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
-    for index, block in enumerate(MESSAGE["content"]):
-        if block["type"] == "server_tool_use":
-            raw = json.dumps(block["input"])
-            events.append({"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}})
-            for piece in (raw[:9], raw[9:]):
-                delta = {"type": "input_json_delta", "partial_json": piece}
-                events.append({"type": "content_block_delta", "index": index, "delta": delta})
-        elif block["type"] == "text":
-            events.append(
-                {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}
-            )
-            delta = {"type": "text_delta", "text": block["text"]}
-            events.append({"type": "content_block_delta", "index": index, "delta": delta})
-        else:
-            events.append({"type": "content_block_start", "index": index, "content_block": block})
-        events.append({"type": "content_block_stop", "index": index})
-    usage = {"output_tokens": 60, "server_tool_use": {"web_search_requests": 1, "web_fetch_requests": 0}}
-    events.append(
-        {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": usage}
-    )
-    events.append({"type": "message_stop"})
-    return events
-
-
-class _Stream(httpx2.SyncByteStream):
-    def __init__(self, chunks: list[bytes]) -> None:
-        self.chunks = chunks
-
-    def __iter__(self) -> Any:
-        yield from self.chunks
-
-
-def _client(stream: bool) -> Any:
-    def handle(request: Any) -> Any:
-        if stream:
-            chunks = [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in _events()]
-            return httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=_Stream(chunks))
-        return httpx2.Response(200, headers={"content-type": "application/json"}, text=json.dumps(MESSAGE))
-
-    http = httpx2.Client(transport=httpx2.MockTransport(handle), base_url="https://api.anthropic.com")
-    return anthropic.Anthropic(api_key="test", http_client=http, max_retries=0)
 
 
 @pytest.fixture
@@ -120,8 +75,10 @@ def test_the_message_is_one_the_sdk_accepts() -> None:
 
 @pytest.mark.usefixtures("instrumented")
 def test_a_server_tool_call_records_its_input_streamed_or_not(exporter: InMemorySpanExporter) -> None:
-    _client(stream=False).messages.create(model=MODEL, max_tokens=1024, messages=ASK, tools=TOOLS)
-    for _ in _client(stream=True).messages.create(model=MODEL, max_tokens=1024, messages=ASK, tools=TOOLS, stream=True):
+    inline_client(MESSAGE, stream=False).messages.create(model=MODEL, max_tokens=1024, messages=ASK, tools=TOOLS)
+    for _ in inline_client(MESSAGE, stream=True).messages.create(
+        model=MODEL, max_tokens=1024, messages=ASK, tools=TOOLS, stream=True
+    ):
         pass
     whole, streamed = exporter.get_finished_spans()
     assert attrs_json(whole, "gen_ai.output.messages") == attrs_json(streamed, "gen_ai.output.messages")
@@ -142,7 +99,7 @@ def test_a_server_tool_call_records_its_input_streamed_or_not(exporter: InMemory
 @pytest.mark.usefixtures("instrumented")
 def test_a_server_tool_call_in_the_history_keeps_its_input(exporter: InMemorySpanExporter) -> None:
     history = [*ASK, {"role": "assistant", "content": MESSAGE["content"]}, {"role": "user", "content": "And tomorrow?"}]
-    _client(stream=False).messages.create(model=MODEL, max_tokens=1024, messages=history, tools=TOOLS)
+    inline_client(MESSAGE, stream=False).messages.create(model=MODEL, max_tokens=1024, messages=history, tools=TOOLS)
     (span,) = exporter.get_finished_spans()
     assistant = attrs_json(span, "gen_ai.input.messages")[1]
     assert assistant["role"] == "assistant"

@@ -45,6 +45,8 @@ class _Block:
             if joined:  # the start block's input is an empty placeholder; the deltas are the real JSON
                 part["arguments"] = loads_or_raw(joined)
             return part
+        if btype == "compaction" and joined:
+            return {"type": "compaction", "content": (get(self.start, "content") or "") + joined}
         return content_part(self.start)
 
 
@@ -76,11 +78,19 @@ class MessagesAccumulator:
                     block.fragments.append(delta.partial_json)
                 elif dtype == "thinking_delta":
                     block.fragments.append(delta.thinking)
+                elif dtype == "compaction_delta" and delta.content:  # a compacted history's summary (beta)
+                    block.fragments.append(delta.content)  # (None when the summary is only encrypted)
                 # signature_delta / citations_delta: nothing the span records
             return True
         if etype == "content_block_start":
             self.blocks[event.index] = _Block(event.content_block)
-        elif etype == "message_start":
+        else:
+            self._message_event(event, etype)
+        return False
+
+    def _message_event(self, event: Any, etype: str) -> None:
+        """The once-per-stream events (start, delta, stop, error), out of ``add``'s per-delta path."""
+        if etype == "message_start":
             message = event.message
             self.response_id = get(message, "id")
             self.model = get(message, "model")
@@ -94,7 +104,6 @@ class MessagesAccumulator:
             self.stopped = True
         elif etype == "error":
             self.error = _error_event(event)
-        return False
 
     def add_batch(self, events: list[Any]) -> None:
         """``add`` for each event in order, in one frame (the stream proxy's batch fold).

@@ -170,6 +170,9 @@ def content_part(block: Any) -> Part:
         return tool_call_part(field(block, "id"), field(block, "name"), field(block, "input"))
     if btype in ("image", "document"):
         return _media_part(field(block, "source"), "image" if btype == "image" else "document")
+    if btype == "compaction":  # the summary a compacted conversation goes on from (beta context management)
+        content = field(block, "content")
+        return {"type": "compaction", "content": content} if isinstance(content, str) else {"type": "compaction"}
     if btype == "server_tool_use" or btype == "mcp_tool_use":
         name = field(block, "name")
         part = {"type": "server_tool_call", "id": field(block, "id"), "name": name, "server_tool_call": {"type": btype}}
