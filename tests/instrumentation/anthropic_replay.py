@@ -131,12 +131,22 @@ def message_events(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 def inline_client(message: dict[str, Any], stream: bool) -> Any:
     """A real anthropic client answered with ``message``: whole, or streamed as :func:`message_events` cuts it."""
+    if stream:
+        return events_client(message_events(message))
 
     def handle(request: httpx2.Request) -> httpx2.Response:
-        if stream:
-            events = [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in message_events(message)]
-            return httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=_Events(events))
         return httpx2.Response(200, headers={"content-type": "application/json"}, text=json.dumps(message))
+
+    http = httpx2.Client(transport=httpx2.MockTransport(handle), base_url="https://api.anthropic.com")
+    return anthropic.Anthropic(api_key="test", http_client=http, max_retries=0)
+
+
+def events_client(events: list[dict[str, Any]]) -> Any:
+    """A real anthropic client whose every call is answered with ``events`` as a server-sent event stream."""
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        chunks = [f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events]
+        return httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=_Events(chunks))
 
     http = httpx2.Client(transport=httpx2.MockTransport(handle), base_url="https://api.anthropic.com")
     return anthropic.Anthropic(api_key="test", http_client=http, max_retries=0)

@@ -14,7 +14,7 @@ import pytest
 
 anthropic = pytest.importorskip("anthropic")
 
-from anthropic_replay import MODEL, attrs_json, inline_client  # noqa: E402
+from anthropic_replay import MODEL, attrs_json, events_client, inline_client  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
@@ -50,9 +50,12 @@ def test_the_message_is_one_the_sdk_accepts() -> None:
     assert BetaMessage.model_validate(MESSAGE).content[0].type == "compaction"
 
 
+ASK = [{"role": "user", "content": "Where were we?"}]
+
+
 @pytest.mark.usefixtures("instrumented")
 def test_a_compaction_is_recorded_with_its_summary_streamed_or_not(exporter: InMemorySpanExporter) -> None:
-    ask = [{"role": "user", "content": "Where were we?"}]
+    ask = ASK
     inline_client(MESSAGE, stream=False).beta.messages.create(model=MODEL, max_tokens=1024, messages=ask)
     stream = inline_client(MESSAGE, stream=True).beta.messages.create(
         model=MODEL, max_tokens=1024, messages=ask, stream=True
@@ -78,3 +81,43 @@ def test_a_compaction_sent_back_in_the_history_keeps_its_summary(exporter: InMem
     inline_client(MESSAGE, stream=False).beta.messages.create(model=MODEL, max_tokens=1024, messages=history)
     (span,) = exporter.get_finished_spans()
     assert attrs_json(span, "gen_ai.input.messages")[1]["parts"][0] == {"type": "compaction", "content": SUMMARY}
+
+
+def _events(*deltas: dict[str, Any]) -> list[dict[str, Any]]:
+    start = {**MESSAGE, "content": [], "stop_reason": None, "usage": {"input_tokens": 5200, "output_tokens": 1}}
+    block = {"type": "compaction", "content": None, "encrypted_content": None}
+    return [
+        {"type": "message_start", "message": start},
+        {"type": "content_block_start", "index": 0, "content_block": block},
+        *({"type": "content_block_delta", "index": 0, "delta": d} for d in deltas),
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 380}},
+        {"type": "message_stop"},
+    ]
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_each_compaction_delta_replaces_the_summary_as_the_sdk_folds_it(exporter: InMemorySpanExporter) -> None:
+    # anthropic's own stream fold sets the block's content to each delta's: the last one is the summary.
+    deltas = (
+        {"type": "compaction_delta", "content": "The user", "encrypted_content": None},
+        {"type": "compaction_delta", "content": None, "encrypted_content": "RW5j"},
+        {"type": "compaction_delta", "content": SUMMARY, "encrypted_content": None},
+    )
+    stream = events_client(_events(*deltas)).beta.messages.stream(model=MODEL, max_tokens=1024, messages=ASK)
+    with stream as events:
+        final = events.get_final_message()
+    assert final.content[0].content == SUMMARY  # what the SDK itself folded
+    (span,) = exporter.get_finished_spans()
+    assert attrs_json(span, "gen_ai.output.messages")[0]["parts"] == [{"type": "compaction", "content": SUMMARY}]
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_a_compaction_delta_in_a_non_beta_stream_is_folded_without_an_error(exporter: InMemorySpanExporter) -> None:
+    # The non-beta event types do not know compaction_delta: the SDK parses it as another delta class, and one
+    # sent without its content field has no such attribute (before: an AttributeError in the fold, re-raised here).
+    deltas = ({"type": "compaction_delta", "encrypted_content": "RW5j"},)
+    for _ in events_client(_events(*deltas)).messages.create(model=MODEL, max_tokens=1024, messages=ASK, stream=True):
+        pass
+    (span,) = exporter.get_finished_spans()
+    assert attrs_json(span, "gen_ai.output.messages")[0]["parts"] == [{"type": "compaction"}]

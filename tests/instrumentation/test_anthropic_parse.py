@@ -121,3 +121,13 @@ def test_output_config_gives_the_output_type_and_the_reasoning_level(
     assert a.get("gen_ai.request.reasoning.level") == level
     params = json.loads(a["langfuse.observation.model.parameters"])
     assert params.get("effort") == level
+
+
+def test_a_type_expression_parse_accepts_is_a_json_output_too() -> None:
+    # parse() takes any type its TypeAdapter can read (list[Contact], a union), not only a class.
+    from evaltrace._internal.anthropic.request import request_attributes
+
+    for output_format in (Contact, list[Contact], Contact | None, {"type": "json_schema", "schema": {}}):
+        assert request_attributes({"output_format": output_format})["gen_ai.output.type"] == "json", output_format
+    for output_format in (None, {"type": "text"}, "json"):
+        assert "gen_ai.output.type" not in request_attributes({"output_format": output_format}), output_format

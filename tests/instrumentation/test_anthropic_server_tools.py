@@ -88,8 +88,7 @@ def test_a_server_tool_call_records_its_input_streamed_or_not(exporter: InMemory
         "type": "server_tool_call",
         "id": "srvtoolu_01",
         "name": "web_search",
-        "server_tool_call": {"type": "server_tool_use"},
-        "arguments": SEARCH_INPUT,
+        "server_tool_call": {"type": "server_tool_use", "arguments": SEARCH_INPUT},  # where every provider puts it
     }
     assert message["parts"][1]["type"] == "server_tool_call_response"
     assert message["parts"][1]["id"] == "srvtoolu_01"
@@ -103,4 +102,60 @@ def test_a_server_tool_call_in_the_history_keeps_its_input(exporter: InMemorySpa
     (span,) = exporter.get_finished_spans()
     assistant = attrs_json(span, "gen_ai.input.messages")[1]
     assert assistant["role"] == "assistant"
-    assert assistant["parts"][0]["arguments"] == SEARCH_INPUT
+    assert assistant["parts"][0]["server_tool_call"] == {"type": "server_tool_use", "arguments": SEARCH_INPUT}
+
+
+def _with_first_block(**changes: Any) -> dict[str, Any]:
+    return {**MESSAGE, "content": [{**MESSAGE["content"][0], **changes}, *MESSAGE["content"][1:]]}
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_a_server_tool_call_with_an_empty_input_records_it_empty_streamed_or_not(
+    exporter: InMemorySpanExporter,
+) -> None:
+    message = _with_first_block(input={})
+    inline_client(message, stream=False).messages.create(model=MODEL, max_tokens=1024, messages=ASK, tools=TOOLS)
+    stream = inline_client(message, stream=True)
+    for _ in stream.messages.create(model=MODEL, max_tokens=1024, messages=ASK, tools=TOOLS, stream=True):
+        pass
+    whole, streamed = exporter.get_finished_spans()
+    assert attrs_json(whole, "gen_ai.output.messages") == attrs_json(streamed, "gen_ai.output.messages")
+    assert attrs_json(whole, "gen_ai.output.messages")[0]["parts"][0]["server_tool_call"]["arguments"] == {}
+
+
+MCP_INPUT = {"query": "refund policy", "limit": 3}
+MCP_MESSAGE: dict[str, Any] = {
+    **MESSAGE,
+    "id": "msg_01Mcp00000000000000001",
+    "content": [
+        {"type": "mcp_tool_use", "id": "mcptoolu_01", "name": "search_docs", "server_name": "docs", "input": MCP_INPUT},
+        {
+            "type": "mcp_tool_result",
+            "tool_use_id": "mcptoolu_01",
+            "is_error": False,
+            "content": [{"type": "text", "text": "Refunds within 30 days."}],
+        },
+        {"type": "text", "text": "Refunds are accepted within 30 days."},
+    ],
+    "usage": {"input_tokens": 900, "output_tokens": 40},
+}
+
+
+def test_the_mcp_message_is_one_the_sdk_accepts() -> None:
+    from anthropic.types.beta import BetaMessage
+
+    assert BetaMessage.model_validate(MCP_MESSAGE).content[0].type == "mcp_tool_use"
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_an_mcp_tool_call_records_its_input_streamed_or_not(exporter: InMemorySpanExporter) -> None:
+    servers = [{"type": "url", "url": "https://example.invalid/mcp", "name": "docs"}]
+    ask: dict[str, Any] = {"model": MODEL, "max_tokens": 1024, "messages": ASK, "mcp_servers": servers}
+    inline_client(MCP_MESSAGE, stream=False).beta.messages.create(**ask)
+    for _ in inline_client(MCP_MESSAGE, stream=True).beta.messages.create(**ask, stream=True):
+        pass
+    whole, streamed = exporter.get_finished_spans()
+    assert attrs_json(whole, "gen_ai.output.messages") == attrs_json(streamed, "gen_ai.output.messages")
+    call = attrs_json(streamed, "gen_ai.output.messages")[0]["parts"][0]
+    assert call["name"] == "search_docs"
+    assert call["server_tool_call"] == {"type": "mcp_tool_use", "arguments": MCP_INPUT}

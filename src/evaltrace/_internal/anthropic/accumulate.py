@@ -40,13 +40,18 @@ class _Block:
             return reasoning_part((get(self.start, "thinking") or "") + joined)
         if btype == "redacted_thinking":
             return dict(REDACTED_REASONING)
-        if btype == "tool_use" or btype == "server_tool_use":
+        if btype == "tool_use":
             part = content_part(self.start)
             if joined:  # the start block's input is an empty placeholder; the deltas are the real JSON
                 part["arguments"] = loads_or_raw(joined)
             return part
-        if btype == "compaction" and joined:
-            return {"type": "compaction", "content": (get(self.start, "content") or "") + joined}
+        if btype == "server_tool_use" or btype == "mcp_tool_use":
+            part = content_part(self.start)
+            if joined:  # as for tool_use; the input goes inside server_tool_call, as content_part puts it
+                part["server_tool_call"]["arguments"] = loads_or_raw(joined)
+            return part
+        if btype == "compaction" and self.fragments:  # each delta is the whole summary so far: the SDK keeps the last
+            return {"type": "compaction", "content": self.fragments[-1]}
         return content_part(self.start)
 
 
@@ -78,8 +83,10 @@ class MessagesAccumulator:
                     block.fragments.append(delta.partial_json)
                 elif dtype == "thinking_delta":
                     block.fragments.append(delta.thinking)
-                elif dtype == "compaction_delta" and delta.content:  # a compacted history's summary (beta)
-                    block.fragments.append(delta.content)  # (None when the summary is only encrypted)
+                elif dtype == "compaction_delta":  # a compacted history's summary (beta); None when only encrypted
+                    content = getattr(delta, "content", None)  # (a non-beta stream parses it without the field)
+                    if content:
+                        block.fragments.append(content)
                 # signature_delta / citations_delta: nothing the span records
             return True
         if etype == "content_block_start":

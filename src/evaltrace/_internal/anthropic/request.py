@@ -9,7 +9,7 @@ images and documents ``uri`` / ``file`` parts that never carry a base64 payload.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, get_origin
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.openai.parts import (
@@ -61,10 +61,12 @@ def request_attributes(params: dict[str, Any]) -> Attributes:
 
 
 def _asks_for_json(output_format: Any) -> bool:
-    """Structured outputs: a pydantic class (``parse``'s ``output_format``) or a ``json_schema`` format."""
+    """Structured outputs: a ``json_schema`` format, or a type ``parse()`` makes a schema of (``C``, ``list[C]``)."""
     if output_format is None:
         return False
-    return isinstance(output_format, type) or field(output_format, "type") == "json_schema"
+    if isinstance(output_format, type) or get_origin(output_format) is not None:
+        return True
+    return field(output_format, "type") == "json_schema"
 
 
 _MODEL_PARAMETERS: tuple[tuple[str, tuple[type, ...]], ...] = (
@@ -174,12 +176,16 @@ def content_part(block: Any) -> Part:
         content = field(block, "content")
         return {"type": "compaction", "content": content} if isinstance(content, str) else {"type": "compaction"}
     if btype == "server_tool_use" or btype == "mcp_tool_use":
-        name = field(block, "name")
-        part = {"type": "server_tool_call", "id": field(block, "id"), "name": name, "server_tool_call": {"type": btype}}
+        call: dict[str, Any] = {"type": btype}
         tool_input = field(block, "input")
-        if tool_input:  # as a stream records it (from its input_json_delta fragments): one call, one record
-            part["arguments"] = tool_input
-        return part
+        if tool_input is not None:  # inside server_tool_call, as every other provider's server tool call holds it
+            call["arguments"] = tool_input
+        return {
+            "type": "server_tool_call",
+            "id": field(block, "id"),
+            "name": field(block, "name"),
+            "server_tool_call": call,
+        }
     if isinstance(btype, str) and btype.endswith("_tool_result"):
         response = {"type": btype}
         return {
