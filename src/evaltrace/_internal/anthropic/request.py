@@ -66,7 +66,7 @@ def _asks_for_json(output_format: Any) -> bool:
         return False
     if isinstance(output_format, type) or get_origin(output_format) is not None:
         return True
-    return field(output_format, "type") == "json_schema"
+    return bool(field(output_format, "type") == "json_schema")
 
 
 _MODEL_PARAMETERS: tuple[tuple[str, tuple[type, ...]], ...] = (
