@@ -170,6 +170,8 @@ def content_part(block: Any) -> Part:
         return dict(REDACTED_REASONING)
     if btype == "tool_use":
         return tool_call_part(field(block, "id"), field(block, "name"), field(block, "input"))
+    if btype == "search_result":
+        return _search_result_part(block)
     if btype in ("image", "document"):
         return _media_part(field(block, "source"), "image" if btype == "image" else "document")
     if btype == "compaction":  # the summary a compacted conversation goes on from (beta context management)
@@ -196,12 +198,28 @@ def content_part(block: Any) -> Part:
     return {"type": str(btype)}
 
 
-def _tool_result_part(block: Any) -> Part:
-    content = field(block, "content")
+def _blocks_content(content: Any) -> Any:
+    """A list of content blocks: their text joined when all are text (as OpenAI's tool output), else the parts."""
     if isinstance(content, list | tuple):
         parts = [content_part(b) for b in content]
         texts = [p.get("content") for p in parts if p.get("type") == "text"]
-        content = "".join(str(t) for t in texts) if len(texts) == len(parts) else parts
+        return "".join(str(t) for t in texts) if len(texts) == len(parts) else parts
+    return content
+
+
+def _search_result_part(block: Any) -> Part:
+    """A search result given to the model (RAG with citations): where it came from and its text."""
+    part: Part = {"type": "search_result"}
+    for key in ("source", "title"):
+        value = field(block, key)
+        if value is not None:
+            part[key] = value
+    part["content"] = _blocks_content(field(block, "content")) or ""
+    return part
+
+
+def _tool_result_part(block: Any) -> Part:
+    content = _blocks_content(field(block, "content"))
     part = tool_response_part(field(block, "tool_use_id"), content if content is not None else "")
     if field(block, "is_error") is True:
         part["is_error"] = True
@@ -220,4 +238,8 @@ def _media_part(source: Any, modality: str) -> Part:
         return {"type": "file", "modality": modality, "file_id": field(source, "file_id")}
     if stype == "text":  # a plain-text document: its text is content, not media
         return text_part(field(source, "data") or "")
+    if stype == "content":  # a document of content blocks (custom chunks for citations): text when it is all text
+        content = _blocks_content(field(source, "content"))
+        if isinstance(content, str):
+            return text_part(content)
     return {"type": "uri", "modality": modality, "uri": f"<{stype} source>"}
