@@ -99,17 +99,25 @@ def _events(*deltas: dict[str, Any]) -> list[dict[str, Any]]:
 @pytest.mark.usefixtures("instrumented")
 def test_each_compaction_delta_replaces_the_summary_as_the_sdk_folds_it(exporter: InMemorySpanExporter) -> None:
     # anthropic's own stream fold sets the block's content to each delta's: the last one is the summary.
-    deltas = (
-        {"type": "compaction_delta", "content": "The user", "encrypted_content": None},
-        {"type": "compaction_delta", "content": None, "encrypted_content": "RW5j"},
-        {"type": "compaction_delta", "content": SUMMARY, "encrypted_content": None},
-    )
-    stream = events_client(_events(*deltas)).beta.messages.stream(model=MODEL, max_tokens=1024, messages=ASK)
-    with stream as events:
-        final = events.get_final_message()
-    assert final.content[0].content == SUMMARY  # what the SDK itself folded
-    (span,) = exporter.get_finished_spans()
-    assert attrs_json(span, "gen_ai.output.messages")[0]["parts"] == [{"type": "compaction", "content": SUMMARY}]
+    cases: list[tuple[tuple[str | None, ...], dict[str, Any]]] = [
+        (("The user", None, SUMMARY), {"type": "compaction", "content": SUMMARY}),
+        (("The user", SUMMARY, None), {"type": "compaction"}),  # the last is encrypted only: no summary, as the SDK
+        (("",), {"type": "compaction", "content": ""}),  # an empty summary is one, as a whole block records it
+    ]
+    for contents, part in cases:
+        exporter.clear()
+        deltas = [{"type": "compaction_delta", "content": c, "encrypted_content": "RW5j"} for c in contents]
+        stream = events_client(_events(*deltas)).beta.messages.stream(model=MODEL, max_tokens=1024, messages=ASK)
+        with stream as events:
+            final = events.get_final_message()
+        assert final.content[0].content == part.get("content"), contents  # what the SDK itself folded
+        (span,) = exporter.get_finished_spans()
+        assert attrs_json(span, "gen_ai.output.messages")[0]["parts"] == [part], contents
+        whole = {**MESSAGE, "content": [{**MESSAGE["content"][0], "content": part.get("content")}]}
+        exporter.clear()
+        inline_client(whole, stream=False).beta.messages.create(model=MODEL, max_tokens=1024, messages=ASK)
+        (span,) = exporter.get_finished_spans()
+        assert attrs_json(span, "gen_ai.output.messages")[0]["parts"] == [part], contents  # the same, whole
 
 
 @pytest.mark.usefixtures("instrumented")

@@ -77,3 +77,19 @@ def test_a_content_document_with_an_image_is_still_a_placeholder_never_a_payload
     (span,) = exporter.get_finished_spans()
     (user,) = attrs_json(span, "gen_ai.input.messages")
     assert user["parts"] == [{"type": "uri", "modality": "document", "uri": "<content source>"}]
+
+
+@pytest.mark.usefixtures("instrumented")
+def test_a_content_document_of_one_string_and_a_search_result_without_text_are_recorded(
+    exporter: InMemorySpanExporter,
+) -> None:
+    document = {"type": "document", "source": {"type": "content", "content": "One plain passage."}}
+    bare = {"type": "search_result", "source": "https://example.invalid/empty", "title": "Empty", "content": []}
+    api, _ = client([Reply("text.json")])
+    api.messages.create(model=MODEL, max_tokens=256, messages=[{"role": "user", "content": [document, bare]}])
+    (span,) = exporter.get_finished_spans()
+    (user,) = attrs_json(span, "gen_ai.input.messages")
+    assert user["parts"] == [
+        {"type": "text", "content": "One plain passage."},
+        {"type": "search_result", "source": "https://example.invalid/empty", "title": "Empty", "content": ""},
+    ]

@@ -158,4 +158,4 @@ def test_an_mcp_tool_call_records_its_input_streamed_or_not(exporter: InMemorySp
     assert attrs_json(whole, "gen_ai.output.messages") == attrs_json(streamed, "gen_ai.output.messages")
     call = attrs_json(streamed, "gen_ai.output.messages")[0]["parts"][0]
     assert call["name"] == "search_docs"
-    assert call["server_tool_call"] == {"type": "mcp_tool_use", "arguments": MCP_INPUT}
+    assert call["server_tool_call"] == {"type": "mcp_tool_use", "server_name": "docs", "arguments": MCP_INPUT}

@@ -29,10 +29,15 @@ class _Block:
 
     def __init__(self, start: Any) -> None:
         self.start = start  # the content_block_start's block: type, and id/name of a tool use
-        self.fragments: list[str] = []
+        self.fragments: list[Any] = []  # str; a compaction delta's summary may be None
 
     def part(self) -> Part:
         btype = get(self.start, "type")
+        if btype == "compaction":  # each delta holds the whole summary so far (None: encrypted only): the last wins,
+            if not self.fragments:  # as anthropic's own stream fold sets it
+                return content_part(self.start)
+            last = self.fragments[-1]
+            return {"type": "compaction", "content": last} if isinstance(last, str) else {"type": "compaction"}
         joined = "".join(self.fragments)
         if btype == "text":
             return text_part((get(self.start, "text") or "") + joined)
@@ -50,8 +55,6 @@ class _Block:
             if joined:  # as for tool_use; the input goes inside server_tool_call, as content_part puts it
                 part["server_tool_call"]["arguments"] = loads_or_raw(joined)
             return part
-        if btype == "compaction" and self.fragments:  # each delta is the whole summary so far: the SDK keeps the last
-            return {"type": "compaction", "content": self.fragments[-1]}
         return content_part(self.start)
 
 
@@ -83,10 +86,10 @@ class MessagesAccumulator:
                     block.fragments.append(delta.partial_json)
                 elif dtype == "thinking_delta":
                     block.fragments.append(delta.thinking)
-                elif dtype == "compaction_delta":  # a compacted history's summary (beta); None when only encrypted
-                    content = getattr(delta, "content", None)  # (a non-beta stream parses it without the field)
-                    if content:
-                        block.fragments.append(content)
+                elif dtype == "compaction_delta" and get(block.start, "type") == "compaction":
+                    # A compacted history's summary (beta), each delta the whole of it so far: see part(). Non-beta
+                    # event types parse it without the field.
+                    block.fragments.append(getattr(delta, "content", None))
                 # signature_delta / citations_delta: nothing the span records
             return True
         if etype == "content_block_start":

@@ -179,6 +179,9 @@ def content_part(block: Any) -> Part:
         return {"type": "compaction", "content": content} if isinstance(content, str) else {"type": "compaction"}
     if btype == "server_tool_use" or btype == "mcp_tool_use":
         call: dict[str, Any] = {"type": btype}
+        server = field(block, "server_name")
+        if server is not None:  # an MCP tool: which server ran it
+            call["server_name"] = server
         tool_input = field(block, "input")
         if tool_input is not None:  # inside server_tool_call, as every other provider's server tool call holds it
             call["arguments"] = tool_input
