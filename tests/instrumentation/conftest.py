@@ -47,6 +47,17 @@ def instrumented(provider: TracerProvider, capture: None) -> Iterator[OpenAIInst
     instrumentor.uninstrument()
 
 
+@pytest.fixture
+def anthropic_instrumented(provider: TracerProvider, capture: None) -> Iterator[object]:
+    """``AnthropicInstrumentor`` on, content captured (imported here: anthropic is an optional extra)."""
+    from evaltrace.instrumentation.anthropic import AnthropicInstrumentor
+
+    instrumentor = AnthropicInstrumentor()
+    instrumentor.instrument()
+    yield instrumentor
+    instrumentor.uninstrument()
+
+
 @pytest.fixture(params=["openai_instrumented", "openai_off"])
 def openai_on(request: pytest.FixtureRequest) -> Iterator[bool]:
     """``instrument_openai()`` on, then off: agent frameworks must record one model span per request either way."""

@@ -15,10 +15,7 @@ import pytest
 anthropic = pytest.importorskip("anthropic")
 
 from anthropic_replay import MODEL, attrs_json, events_client, inline_client  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
-
-from evaltrace.instrumentation.anthropic import AnthropicInstrumentor  # noqa: E402
 
 SUMMARY = "The user is planning a trip to Lisbon in May; flights are booked, hotels are still open."
 MESSAGE: dict[str, Any] = {
@@ -36,14 +33,6 @@ MESSAGE: dict[str, Any] = {
 }
 
 
-@pytest.fixture
-def instrumented(provider: TracerProvider, capture: None) -> Any:
-    instrumentor = AnthropicInstrumentor()
-    instrumentor.instrument()
-    yield instrumentor
-    instrumentor.uninstrument()
-
-
 def test_the_message_is_one_the_sdk_accepts() -> None:
     from anthropic.types.beta import BetaMessage
 
@@ -53,7 +42,7 @@ def test_the_message_is_one_the_sdk_accepts() -> None:
 ASK = [{"role": "user", "content": "Where were we?"}]
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("anthropic_instrumented")
 def test_a_compaction_is_recorded_with_its_summary_streamed_or_not(exporter: InMemorySpanExporter) -> None:
     ask = ASK
     inline_client(MESSAGE, stream=False).beta.messages.create(model=MODEL, max_tokens=1024, messages=ask)
@@ -71,7 +60,7 @@ def test_a_compaction_is_recorded_with_its_summary_streamed_or_not(exporter: InM
     assert attrs_json(streamed, "gen_ai.output.messages") == [message]
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("anthropic_instrumented")
 def test_a_compaction_sent_back_in_the_history_keeps_its_summary(exporter: InMemorySpanExporter) -> None:
     history = [
         {"role": "user", "content": "Where were we?"},
@@ -96,7 +85,7 @@ def _events(*deltas: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("anthropic_instrumented")
 def test_each_compaction_delta_replaces_the_summary_as_the_sdk_folds_it(exporter: InMemorySpanExporter) -> None:
     # anthropic's own stream fold sets the block's content to each delta's: the last one is the summary.
     cases: list[tuple[tuple[str | None, ...], dict[str, Any]]] = [
@@ -120,7 +109,7 @@ def test_each_compaction_delta_replaces_the_summary_as_the_sdk_folds_it(exporter
         assert attrs_json(span, "gen_ai.output.messages")[0]["parts"] == [part], contents  # the same, whole
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("anthropic_instrumented")
 def test_a_compaction_delta_in_a_non_beta_stream_is_folded_without_an_error(exporter: InMemorySpanExporter) -> None:
     # The non-beta event types do not know compaction_delta: the SDK parses it as another delta class, and one
     # sent without its content field has no such attribute (before: an AttributeError in the fold, re-raised here).

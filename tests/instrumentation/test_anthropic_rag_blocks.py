@@ -15,10 +15,7 @@ import pytest
 anthropic = pytest.importorskip("anthropic")
 
 from anthropic_replay import MODEL, Reply, attrs_json, client  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
-
-from evaltrace.instrumentation.anthropic import AnthropicInstrumentor  # noqa: E402
 
 PASSAGES = ["Refunds are accepted within 30 days.", " Store credit is offered after that."]
 SEARCH_RESULT: dict[str, Any] = {
@@ -36,15 +33,7 @@ DOCUMENT: dict[str, Any] = {
 }
 
 
-@pytest.fixture
-def instrumented(provider: TracerProvider, capture: None) -> Any:
-    instrumentor = AnthropicInstrumentor()
-    instrumentor.instrument()
-    yield instrumentor
-    instrumentor.uninstrument()
-
-
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("anthropic_instrumented")
 def test_search_results_and_content_documents_keep_their_text(exporter: InMemorySpanExporter) -> None:
     messages = [
         {"role": "user", "content": [SEARCH_RESULT, DOCUMENT, {"type": "text", "text": "Can I get a refund?"}]},
@@ -66,7 +55,7 @@ def test_search_results_and_content_documents_keep_their_text(exporter: InMemory
     assert tool == {"role": "tool", "parts": [{"type": "tool_call_response", "id": "toolu_1", "response": [result]}]}
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("anthropic_instrumented")
 def test_a_content_document_with_an_image_is_still_a_placeholder_never_a_payload(
     exporter: InMemorySpanExporter,
 ) -> None:
@@ -79,7 +68,7 @@ def test_a_content_document_with_an_image_is_still_a_placeholder_never_a_payload
     assert user["parts"] == [{"type": "uri", "modality": "document", "uri": "<content source>"}]
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("anthropic_instrumented")
 def test_a_content_document_of_one_string_and_a_search_result_without_text_are_recorded(
     exporter: InMemorySpanExporter,
 ) -> None:

@@ -18,10 +18,7 @@ import pytest
 anthropic = pytest.importorskip("anthropic")
 
 from anthropic_replay import MODEL, attrs_json, inline_client  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
-
-from evaltrace.instrumentation.anthropic import AnthropicInstrumentor  # noqa: E402
 
 SEARCH_INPUT = {"query": "weather in Lisbon today"}
 MESSAGE: dict[str, Any] = {
@@ -56,14 +53,6 @@ MESSAGE: dict[str, Any] = {
 }
 
 
-@pytest.fixture
-def instrumented(provider: TracerProvider, capture: None) -> Any:
-    instrumentor = AnthropicInstrumentor()
-    instrumentor.instrument()
-    yield instrumentor
-    instrumentor.uninstrument()
-
-
 TOOLS = [{"type": "web_search_20250305", "name": "web_search", "max_uses": 1}]
 ASK = [{"role": "user", "content": "What is the weather in Lisbon today?"}]
 
@@ -73,7 +62,7 @@ def test_the_message_is_one_the_sdk_accepts() -> None:
     assert message.content[0].type == "server_tool_use"
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("anthropic_instrumented")
 def test_a_server_tool_call_records_its_input_streamed_or_not(exporter: InMemorySpanExporter) -> None:
     inline_client(MESSAGE, stream=False).messages.create(model=MODEL, max_tokens=1024, messages=ASK, tools=TOOLS)
     for _ in inline_client(MESSAGE, stream=True).messages.create(
@@ -95,7 +84,7 @@ def test_a_server_tool_call_records_its_input_streamed_or_not(exporter: InMemory
     assert message["parts"][2] == {"type": "text", "content": "It is sunny in Lisbon."}
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("anthropic_instrumented")
 def test_a_server_tool_call_in_the_history_keeps_its_input(exporter: InMemorySpanExporter) -> None:
     history = [*ASK, {"role": "assistant", "content": MESSAGE["content"]}, {"role": "user", "content": "And tomorrow?"}]
     inline_client(MESSAGE, stream=False).messages.create(model=MODEL, max_tokens=1024, messages=history, tools=TOOLS)
@@ -109,7 +98,7 @@ def _with_first_block(**changes: Any) -> dict[str, Any]:
     return {**MESSAGE, "content": [{**MESSAGE["content"][0], **changes}, *MESSAGE["content"][1:]]}
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("anthropic_instrumented")
 def test_a_server_tool_call_with_an_empty_input_records_it_empty_streamed_or_not(
     exporter: InMemorySpanExporter,
 ) -> None:
@@ -147,7 +136,7 @@ def test_the_mcp_message_is_one_the_sdk_accepts() -> None:
     assert BetaMessage.model_validate(MCP_MESSAGE).content[0].type == "mcp_tool_use"
 
 
-@pytest.mark.usefixtures("instrumented")
+@pytest.mark.usefixtures("anthropic_instrumented")
 def test_an_mcp_tool_call_records_its_input_streamed_or_not(exporter: InMemorySpanExporter) -> None:
     servers = [{"type": "url", "url": "https://example.invalid/mcp", "name": "docs"}]
     ask: dict[str, Any] = {"model": MODEL, "max_tokens": 1024, "messages": ASK, "mcp_servers": servers}
