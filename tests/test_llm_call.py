@@ -170,6 +170,55 @@ def test_input_message_shapes(exporter: InMemorySpanExporter, messages: list[Any
     assert json_attr(only_span(exporter), "gen_ai.input.messages") == expected
 
 
+ANTHROPIC_BLOCKS_CONVERSATION: list[dict[str, Any]] = [
+    {
+        "role": "user",
+        "content": [
+            {
+                "type": "search_result",
+                "source": "https://example.invalid/policy",
+                "title": "Refund policy",
+                "content": [{"type": "text", "text": "Refunds within 30 days."}],
+            },
+            {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "Store credit after."}},
+            {"type": "text", "text": "Can I get a refund?"},
+        ],
+    },
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "compaction", "content": "The user asks about refunds."},
+            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "refunds"}},
+            {
+                "type": "mcp_tool_use",
+                "id": "mcptoolu_1",
+                "name": "search_docs",
+                "server_name": "docs",
+                "input": {"q": "refund"},
+            },
+            {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"order": 7}},
+        ],
+    },
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "order 7: paid"}]},
+]
+
+
+def test_anthropic_blocks_are_recorded_as_the_anthropic_instrumentation_records_them(
+    exporter: InMemorySpanExporter,
+) -> None:
+    # Before, the manual converter had its own copy of Anthropic's blocks: a server tool call was a plain tool
+    # call, a plain-text document a data: URI, and search results and compaction bare types.
+    from evaltrace._internal.anthropic.request import input_messages
+
+    with evaltrace.llm_call(model="claude-sonnet-4-6", provider="anthropic") as call:
+        call.record(messages=ANTHROPIC_BLOCKS_CONVERSATION)
+    recorded = json_attr(only_span(exporter), "gen_ai.input.messages")
+    assert recorded == json.loads(json.dumps(input_messages({"messages": ANTHROPIC_BLOCKS_CONVERSATION})))
+    assistant = recorded[1]["parts"]
+    assert [p["type"] for p in assistant] == ["compaction", "server_tool_call", "server_tool_call", "tool_call"]
+    assert recorded[0]["parts"][1] == {"type": "text", "content": "Store credit after."}
+
+
 # --- output, thinking, tool calls, finish reasons ---------------------------------------------------------
 
 OUTPUT_CASES: list[tuple[str, dict[str, Any], list[dict[str, Any]], tuple[str, ...] | None]] = [

@@ -7,8 +7,9 @@ Manual LLM spans (``evaltrace.llm_call``) accept what users of any SDK have at h
 * an OpenAI-style chat message (``{"role", "content", "tool_calls"?, "tool_call_id"?}``, dict or SDK object),
   converted by the OpenAI instrumentation's own request converter so both write identical parts;
 * an Anthropic-style message whose ``content`` is a list of blocks (``text``, ``thinking``,
-  ``redacted_thinking``, ``tool_use``, ``tool_result``, ``image``, ``document``). Its ``tool_result`` blocks
-  become ``tool`` messages, as tool results are in OpenAI's shape.
+  ``redacted_thinking``, ``tool_use``, ``tool_result``, ``image``, ``document``, server and MCP tool calls,
+  ``search_result``, ``compaction``), converted block by block by the Anthropic instrumentation's own converter.
+  Its ``tool_result`` blocks become ``tool`` messages, as tool results are in OpenAI's shape.
 
 Reasoning is always a ``reasoning`` part, never folded into text. Bad input raises ``ValueError`` / ``TypeError``
 naming the message index and the problem.
@@ -21,6 +22,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from evaltrace._internal.anthropic import request as anthropic_request
 from evaltrace._internal.openai import request as openai_request
 from evaltrace._internal.openai.parts import (
     Message,
@@ -41,11 +43,20 @@ if TYPE_CHECKING:
 
 # Block types only Anthropic's Messages API uses: a message with any of them is read as Anthropic-shaped.
 _ANTHROPIC_BLOCKS = frozenset(
-    {"tool_use", "tool_result", "thinking", "redacted_thinking", "image", "document", "server_tool_use"}
+    {
+        "tool_use",
+        "tool_result",
+        "thinking",
+        "redacted_thinking",
+        "image",
+        "document",
+        "server_tool_use",
+        "mcp_tool_use",
+        "search_result",
+        "compaction",
+    }
 )
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
-# A redacted thinking block: nothing readable, but it was there (and is billed as output).
-REDACTED_REASONING: Part = {"type": "reasoning", "content": "", "redacted": True}
 
 # Provider finish/stop reasons -> the GenAI finish reason of the output message (stop, length, content_filter,
 # tool_call, error); the Anthropic instrumentation maps stop reasons the same way. Unknown ones are kept as sent.
@@ -233,7 +244,11 @@ def _blocks_parts(blocks: Sequence[Any], where: str) -> list[Part]:
 
 
 def _block_part(block: Any, where: str) -> Part:
-    """One content block, Anthropic- or OpenAI-style, -> one part."""
+    """One content block, Anthropic- or OpenAI-style, -> one part.
+
+    Anthropic's blocks go through the Anthropic instrumentation's own converter, so a manual span and an
+    instrumented call write identical parts (server tool calls, search results, compaction, documents).
+    """
     if isinstance(block, str):
         return text_part(block)
     kind = field(block, "type")
@@ -242,32 +257,11 @@ def _block_part(block: Any, where: str) -> Part:
         if not isinstance(text, str):
             raise ValueError(f"{where} is a text block without a string 'text'")
         return text_part(text)
-    if kind == "thinking":
-        return reasoning_part(str(field(block, "thinking") or ""))
-    if kind == "redacted_thinking":
-        return dict(REDACTED_REASONING)
-    if kind in ("tool_use", "server_tool_use"):
-        return tool_call_part(field(block, "id"), field(block, "name"), field(block, "input"))
-    if kind in ("image", "document"):
-        return _source_part(field(block, "source"), "image" if kind == "image" else "document")
     if kind == "image_url":
         return uri_part(str(field(field(block, "image_url"), "url") or ""), "image")
     if not isinstance(kind, str):
         raise ValueError(f"{where} is not a content block (no 'type'): {str(block)[:80]!r}")
-    return {"type": kind}
-
-
-def _source_part(source: Any, modality: str) -> Part:
-    """An Anthropic media ``source``: a URL or file id as is, base64 data by media type only (never the payload)."""
-    kind = field(source, "type")
-    if kind == "url":
-        return uri_part(str(field(source, "url") or ""), modality)
-    if kind == "file":
-        return {"type": "file", "modality": modality, "file_id": field(source, "file_id")}
-    media = field(source, "media_type")
-    data = field(source, "data")
-    # uri_part keeps a data: URL's media type and replaces its payload by its size.
-    return uri_part(f"data:{media or ''};base64,{data if isinstance(data, str) else ''}", modality)
+    return anthropic_request.content_part(block)
 
 
 def _tool_call(call: Any, where: str) -> Part:
