@@ -199,7 +199,19 @@ ANTHROPIC_BLOCKS_CONVERSATION: list[dict[str, Any]] = [
             {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"order": 7}},
         ],
     },
-    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "order 7: paid"}]},
+    {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "order 7: paid"},
+            {
+                "type": "tool_result",
+                "tool_use_id": "toolu_2",
+                "is_error": True,
+                "content": [{"type": "text", "text": "order 8: "}, {"type": "text", "text": "not found"}],
+            },
+            {"type": "text", "text": "What now?"},
+        ],
+    },
 ]
 
 
@@ -217,6 +229,15 @@ def test_anthropic_blocks_are_recorded_as_the_anthropic_instrumentation_records_
     assistant = recorded[1]["parts"]
     assert [p["type"] for p in assistant] == ["compaction", "server_tool_call", "server_tool_call", "tool_call"]
     assert recorded[0]["parts"][1] == {"type": "text", "content": "Store credit after."}
+    tool, user = recorded[2:]
+    assert tool == {
+        "role": "tool",
+        "parts": [
+            {"type": "tool_call_response", "id": "toolu_1", "response": "order 7: paid"},
+            {"type": "tool_call_response", "id": "toolu_2", "response": "order 8: not found", "is_error": True},
+        ],
+    }
+    assert user == {"role": "user", "parts": [{"type": "text", "content": "What now?"}]}
 
 
 # --- output, thinking, tool calls, finish reasons ---------------------------------------------------------

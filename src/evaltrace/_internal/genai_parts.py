@@ -217,26 +217,18 @@ def _trace_message(message: TraceMessage) -> Message:
 
 
 def _anthropic_message(role: str, blocks: Sequence[Any], index: int) -> list[Message]:
-    """Tool results first, each in a ``tool`` message (as they answer the previous turn), then the rest."""
+    """Tool results first, in one ``tool`` message (they answer the previous turn), then the rest.
+
+    As the Anthropic instrumentation's ``input_messages`` writes the same message.
+    """
     results = [b for b in blocks if field(b, "type") == "tool_result"]
     others = [b for b in blocks if field(b, "type") != "tool_result"]
-    out: list[Message] = [
-        {"role": "tool", "parts": [tool_response_part(field(b, "tool_use_id"), _tool_result(field(b, "content")))]}
-        for b in results
-    ]
+    out: list[Message] = []
+    if results:
+        out.append({"role": "tool", "parts": [anthropic_request.tool_result_part(b) for b in results]})
     if others or not results:
         out.append({"role": role, "parts": _blocks_parts(others, f"messages[{index}].content")})
     return out
-
-
-def _tool_result(content: Any) -> Any:
-    """A ``tool_result`` block's content as sent: a string, or its text blocks joined."""
-    if isinstance(content, list | tuple):
-        texts = [field(b, "text") for b in content]
-        if all(isinstance(t, str) for t in texts):
-            return "".join(t for t in texts if isinstance(t, str))
-        return [_block_part(b, "tool_result.content") for b in content]
-    return content
 
 
 def _blocks_parts(blocks: Sequence[Any], where: str) -> list[Part]:
