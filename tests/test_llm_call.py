@@ -170,6 +170,27 @@ def test_input_message_shapes(exporter: InMemorySpanExporter, messages: list[Any
     assert json_attr(only_span(exporter), "gen_ai.input.messages") == expected
 
 
+def test_a_message_of_search_results_alone_is_read_as_anthropic_shaped(exporter: InMemorySpanExporter) -> None:
+    result = {"type": "search_result", "source": "s", "title": "t", "content": [{"type": "text", "text": "x"}]}
+    with evaltrace.llm_call(model="m", provider="custom") as call:
+        call.record(messages=[{"role": "user", "content": [result]}])
+    (user,) = json_attr(only_span(exporter), "gen_ai.input.messages")
+    assert user["parts"] == [{"type": "search_result", "source": "s", "title": "t", "content": "x"}]
+
+
+def test_tool_result_content_may_hold_strings_and_openai_style_blocks(exporter: InMemorySpanExporter) -> None:
+    content = ["a", {"type": "input_text", "text": "b"}, {"type": "image_url", "image_url": {"url": "https://i/x.png"}}]
+    message = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": content}]}
+    with evaltrace.llm_call(model="m", provider="custom") as call:
+        call.record(messages=[message])
+    (tool,) = json_attr(only_span(exporter), "gen_ai.input.messages")
+    assert tool["parts"][0]["response"] == [
+        {"type": "text", "content": "a"},
+        {"type": "text", "content": "b"},
+        {"type": "uri", "modality": "image", "uri": "https://i/x.png"},
+    ]
+
+
 ANTHROPIC_BLOCKS_CONVERSATION: list[dict[str, Any]] = [
     {
         "role": "user",
@@ -229,7 +250,7 @@ def test_anthropic_blocks_are_recorded_as_the_anthropic_instrumentation_records_
     assistant = recorded[1]["parts"]
     assert [p["type"] for p in assistant] == ["compaction", "server_tool_call", "server_tool_call", "tool_call"]
     assert recorded[0]["parts"][1] == {"type": "text", "content": "Store credit after."}
-    tool, user = recorded[2:]
+    tool, user = recorded[2:]  # the tool results first, in one tool message, as the instrumentation writes them
     assert tool == {
         "role": "tool",
         "parts": [
@@ -407,6 +428,25 @@ def test_usage_sdk_objects_are_read() -> None:
         ({"tool_calls": [{"id": "x"}]}, r"tool_calls\[0\] has no tool name"),
         ({"cost_usd": "free"}, "non-negative number"),
         ({"thinking": ["a"]}, r"record\(thinking=...\) must be a string"),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": [{}]}]}]},
+            r"messages\[0\]\.content\[0\]\.content\[0\] is not a content block",
+        ),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": "a"}]},
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "text", "text": "b"},
+                            {"type": "tool_result", "tool_use_id": "t", "content": [{"type": "text", "text": 5}]},
+                        ],
+                    },
+                ]
+            },
+            r"messages\[1\]\.content\[1\]\.content\[0\] is a text block without a string 'text'",
+        ),
         ({"output": [{"type": "thinking", "thinking": "a"}], "thinking": "b"}, "thinking was given twice"),
         (
             {"output": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}], "tool_calls": [{"name": "f"}]},

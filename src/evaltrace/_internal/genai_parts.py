@@ -221,14 +221,28 @@ def _anthropic_message(role: str, blocks: Sequence[Any], index: int) -> list[Mes
 
     As the Anthropic instrumentation's ``input_messages`` writes the same message.
     """
-    results = [b for b in blocks if field(b, "type") == "tool_result"]
+    where = f"messages[{index}].content"
+    results = [_tool_result_part(b, f"{where}[{j}]") for j, b in enumerate(blocks) if field(b, "type") == "tool_result"]
     others = [b for b in blocks if field(b, "type") != "tool_result"]
     out: list[Message] = []
     if results:
-        out.append({"role": "tool", "parts": [anthropic_request.tool_result_part(b) for b in results]})
+        out.append({"role": "tool", "parts": results})
     if others or not results:
-        out.append({"role": role, "parts": _blocks_parts(others, f"messages[{index}].content")})
+        out.append({"role": role, "parts": _blocks_parts(others, where)})
     return out
+
+
+def _tool_result_part(block: Any, where: str) -> Part:
+    """A ``tool_result`` block as the Anthropic converter writes it, its content blocks checked as ours are."""
+    content = field(block, "content")
+    if isinstance(content, list | tuple):
+        parts = [_block_part(item, f"{where}.content[{k}]") for k, item in enumerate(content)]
+        texts = [part["content"] for part in parts if part.get("type") == "text"]
+        content = "".join(texts) if len(texts) == len(parts) else parts
+    part = tool_response_part(field(block, "tool_use_id"), content if content is not None else "")
+    if field(block, "is_error") is True:
+        part["is_error"] = True
+    return part
 
 
 def _blocks_parts(blocks: Sequence[Any], where: str) -> list[Part]:
@@ -251,6 +265,8 @@ def _block_part(block: Any, where: str) -> Part:
         return text_part(text)
     if kind == "image_url":
         return uri_part(str(field(field(block, "image_url"), "url") or ""), "image")
+    if kind == "thinking":  # (a user's value may not be a string: written as one, as before)
+        return reasoning_part(str(field(block, "thinking") or ""))
     if not isinstance(kind, str):
         raise ValueError(f"{where} is not a content block (no 'type'): {str(block)[:80]!r}")
     return anthropic_request.content_part(block)

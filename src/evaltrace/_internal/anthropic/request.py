@@ -131,7 +131,7 @@ def input_messages(params: dict[str, Any]) -> list[Message]:
         parts: list[Part] = []
         for block in content or ():
             if field(block, "type") == "tool_result":
-                results.append(tool_result_part(block))
+                results.append(_tool_result_part(block))
             else:
                 parts.append(content_part(block))
         # The API wants tool results first in their user message: a tool message, then what the user added.
@@ -221,8 +221,7 @@ def _search_result_part(block: Any) -> Part:
     return part
 
 
-def tool_result_part(block: Any) -> Part:
-    """A ``tool_result`` block -> a ``tool_call_response`` part (``is_error`` kept when true)."""
+def _tool_result_part(block: Any) -> Part:
     content = _blocks_content(field(block, "content"))
     part = tool_response_part(field(block, "tool_use_id"), content if content is not None else "")
     if field(block, "is_error") is True:
