@@ -9,7 +9,7 @@ from phoenix_helpers import Phoenix, poll
 
 import evaltrace
 from evaltrace.evaluation import EvaluatorSpec, PhoenixScoreSink, evaluator
-from evaltrace.schema import EvaluationResult
+from evaltrace.schema import EvaluationResult, Score
 
 
 @evaluator(name="turns_answered")
@@ -68,3 +68,28 @@ def test_session_scores_become_phoenix_session_annotations(phoenix: Phoenix, pro
     assert annotation["result"]["explanation"] == "3 of 3 turns answered"
     assert annotation["annotator_kind"] == "CODE"
     assert handle.evaluation_processor.stats()["sinks"]["phoenix"]["successes"] >= 1
+
+
+def test_a_session_batch_with_a_score_that_cannot_be_encoded_stores_the_rest(phoenix: Phoenix, project: str) -> None:
+    # Before, a session batch was one body: one score JSON cannot carry at all rejected every score in it.
+    handle = evaltrace.configure("it-sessions-split", phoenix=phoenix.url, local_store=False)
+    session_id = f"split-{project}"
+    with evaltrace.context(session_id=session_id):
+        reply("hello")
+    assert handle.force_flush(30_000)
+    poll(lambda: (found := phoenix.spans(project)) and len(found) >= 1 and found)
+
+    def on_session(name: str, metadata: dict[str, Any]) -> Score:
+        return Score(name=name, value=1.0, session_id=session_id, comment=f"{name} \ud800", metadata=metadata)
+
+    good, bad = on_session("kept", {"turns": 1}), on_session("unwritable", {"raw": object()})
+    sink = PhoenixScoreSink(phoenix.url)
+    try:
+        result = sink.export([bad, good])
+    finally:
+        sink.shutdown()
+    assert result.rejected == (bad,) and result.failed == ()
+    assert result.error is not None and "could not be encoded as JSON" in result.error
+    (annotation,) = poll(lambda: session_annotations(phoenix, project, session_id))
+    assert annotation["name"] == "kept"
+    assert annotation["result"]["explanation"] == "kept \ufffd"  # the lone surrogate replaced, as for spans
