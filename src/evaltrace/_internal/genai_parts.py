@@ -236,13 +236,10 @@ def _tool_result_part(block: Any, where: str) -> Part:
     """A ``tool_result`` block as the Anthropic converter writes it, its content blocks checked as ours are."""
     content = field(block, "content")
     if isinstance(content, list | tuple):
-        parts = [_block_part(item, f"{where}.content[{k}]") for k, item in enumerate(content)]
-        texts = [part["content"] for part in parts if part.get("type") == "text"]
-        content = "".join(texts) if len(texts) == len(parts) else parts
-    part = tool_response_part(field(block, "tool_use_id"), content if content is not None else "")
-    if field(block, "is_error") is True:
-        part["is_error"] = True
-    return part
+        content = anthropic_request.joined_content(
+            [_block_part(item, f"{where}.content[{k}]") for k, item in enumerate(content)]
+        )
+    return anthropic_request.tool_result_part(block, content)
 
 
 def _blocks_parts(blocks: Sequence[Any], where: str) -> list[Part]:

@@ -84,9 +84,8 @@ _MODEL_PARAMETERS: tuple[tuple[str, tuple[type, ...]], ...] = (
 def model_parameters(params: dict[str, Any]) -> dict[str, Scalar]:
     """The model parameters the call gave, for ``langfuse.observation.model.parameters``.
 
-    ``thinking`` becomes ``thinking_budget_tokens`` (its budget, when enabled), ``output_config.effort``
-    ``effort``; a list is JSON-stringified, as
-    Langfuse does for non-scalar parameters (conventions.md 4.2).
+    ``thinking`` becomes ``thinking_budget_tokens`` (its budget, when enabled) and ``output_config.effort``
+    becomes ``effort``. A list is JSON-stringified, as Langfuse does for non-scalar parameters (conventions.md 4.2).
     """
     out: dict[str, Scalar] = {}
     output_config = params.get("output_config")
@@ -204,10 +203,14 @@ def content_part(block: Any) -> Part:
 def _blocks_content(content: Any) -> Any:
     """A list of content blocks: their text joined when all are text (as OpenAI's tool output), else the parts."""
     if isinstance(content, list | tuple):
-        parts = [content_part(b) for b in content]
-        texts = [p.get("content") for p in parts if p.get("type") == "text"]
-        return "".join(str(t) for t in texts) if len(texts) == len(parts) else parts
+        return joined_content([content_part(b) for b in content])
     return content
+
+
+def joined_content(parts: list[Part]) -> str | list[Part]:
+    """Converted content blocks as one string when every one is text, else the parts themselves."""
+    texts = [p.get("content") for p in parts if p.get("type") == "text"]
+    return "".join(str(t) for t in texts) if len(texts) == len(parts) else parts
 
 
 def _search_result_part(block: Any) -> Part:
@@ -222,7 +225,11 @@ def _search_result_part(block: Any) -> Part:
 
 
 def _tool_result_part(block: Any) -> Part:
-    content = _blocks_content(field(block, "content"))
+    return tool_result_part(block, _blocks_content(field(block, "content")))
+
+
+def tool_result_part(block: Any, content: Any) -> Part:
+    """A ``tool_result`` block as a ``tool_call_response`` part, given its already converted ``content``."""
     part = tool_response_part(field(block, "tool_use_id"), content if content is not None else "")
     if field(block, "is_error") is True:
         part["is_error"] = True
