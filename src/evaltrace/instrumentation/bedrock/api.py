@@ -83,7 +83,7 @@ def request_attributes(operation: str, params: Mapping[str, Any], capture: bool,
             tools = converse.tool_definitions(params.get("toolConfig"))
     else:
         body = bodies.load(params.get("body"))
-        family = bodies.request_family(body) if body is not None else None
+        family = bodies.request_family(body, model_of(params)) if body is not None else None
         attrs = bodies.request_parameters(family, body) if body is not None else {}
         if capture and body is not None:
             messages, system, tools = bodies.request_content(family, body)

@@ -1,7 +1,10 @@
 """Pure: ``invoke_model``'s model-native JSON bodies -> GenAI request attributes, messages and Outcome.
 
-Each model family on Bedrock takes and returns its own body. The family is read from the body's shape, not from
-the model id, so an inference-profile or provisioned-throughput ARN (which names no family) is read as well:
+Each model family on Bedrock takes and returns its own body. A request's family is read from the model id where it
+names its provider (``mistral.``, ``cohere.``..., after an inference profile's ``us.`` / ``eu.`` / ``global.`` and
+an ARN's ``foundation-model/`` or ``inference-profile/``), as a bare ``prompt`` body (AWS's own examples: ``prompt``,
+``max_tokens``, ``temperature``) is the same for several families; else from the body's shape, so a provisioned
+or application-inference-profile ARN (which names no model) is read as well. Responses are read by shape:
 
 ============================  ==========================================  ============================================
 family                        request keys                                response keys
@@ -69,8 +72,16 @@ def load(body: Any) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def request_family(body: Mapping[str, Any]) -> str | None:
-    """The family of a request body, from its keys (see the module docstring); None when unknown."""
+def request_family(body: Mapping[str, Any], model: str | None = None) -> str | None:
+    """The family of a request body: from ``model``'s provider when it names one, else from the body's keys.
+
+    Args:
+        body: The parsed request body.
+        model: The call's ``modelId`` (a model id, an inference profile id or an ARN), if any.
+
+    Returns:
+        One of the family names above, or None when neither the model nor the body says.
+    """
     if "messages" in body:
         return _messages_family(body)
     if "inputText" in body:
@@ -78,8 +89,37 @@ def request_family(body: Mapping[str, Any]) -> str | None:
     if "message" in body:
         return COHERE_CHAT
     if "prompt" in body:
-        return _prompt_family(body)
+        return _PROMPT_PROVIDERS.get(provider_of(model) or "") or _prompt_family(body)
     return None
+
+
+# The family of a ``prompt`` body per model provider: Mistral's, Cohere Command's and DeepSeek-R1's take the same
+# bare ``prompt`` + ``max_tokens`` body, which no key tells apart from Llama's minimal one.
+_PROMPT_PROVIDERS = {
+    "anthropic": ANTHROPIC_COMPLETION,
+    "meta": LLAMA,
+    "cohere": COHERE,
+    "mistral": MISTRAL,
+    "deepseek": MISTRAL,  # the same parameter names: max_tokens, temperature, top_p, stop
+    "ai21": AI21,
+}
+# Geographic prefixes of cross-region inference profiles (``us.anthropic...``, ``global.anthropic...``).
+_PROFILE_PREFIXES = frozenset({"us", "eu", "apac", "global", "us-gov", "jp", "au", "ca"})
+
+
+def provider_of(model: str | None) -> str | None:
+    """The provider a model id names (``mistral`` for ``us.mistral.pixtral-large-2502-v1:0``), else None.
+
+    An ARN is read after its last ``/`` (``foundation-model/<id>``, ``inference-profile/<profile id>``); an
+    application inference profile or a provisioned model's ARN ends in an opaque id, which names none.
+    """
+    if not model:
+        return None
+    name = model.rsplit("/", 1)[-1] if model.startswith("arn:") else model
+    pieces = name.split(".")
+    if len(pieces) > 2 and pieces[0] in _PROFILE_PREFIXES:
+        pieces = pieces[1:]
+    return pieces[0] if len(pieces) > 1 and pieces[0] else None
 
 
 def _messages_family(body: Mapping[str, Any]) -> str:
