@@ -30,7 +30,7 @@ from evaltrace._internal.engine.codec import chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.engine.values import count
 from evaltrace._internal.openai.parts import Part, text_part, tool_call_part
-from evaltrace.instrumentation.bedrock import converse
+from evaltrace.instrumentation.bedrock import converse, converse_stream
 from evaltrace.instrumentation.bedrock.bodies import cohere_usage
 
 _CONVERSE_EVENTS = frozenset({"messageStart", "contentBlockStart", "contentBlockDelta", "contentBlockStop",
@@ -137,7 +137,7 @@ class InvokeStreamAccumulator:
     def __init__(self, response_id: str | None = None) -> None:
         self.response_id = response_id
         self.anthropic: MessagesAccumulator | None = None
-        self.converse: converse.ConverseStreamAccumulator | None = None
+        self.converse: converse_stream.ConverseStreamAccumulator | None = None
         self.fragments: list[str] = []
         self.calls: list[Part] = []
         self.stop_reason: str | None = None
@@ -176,7 +176,7 @@ class InvokeStreamAccumulator:
             self.anthropic = MessagesAccumulator()
             return self.anthropic.add(_event(body))
         if not _CONVERSE_EVENTS.isdisjoint(body):
-            self.converse = converse.ConverseStreamAccumulator(self.response_id)
+            self.converse = converse_stream.ConverseStreamAccumulator(self.response_id)
             return self.converse.add(body)
         return self._text_chunk(body)
 
