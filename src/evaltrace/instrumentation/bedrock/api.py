@@ -76,7 +76,9 @@ def request_attributes(operation: str, params: Mapping[str, Any], capture: bool,
     system: list[Part] | None = None
     tools: list[dict[str, Any]] | None = None
     if operation in (CONVERSE, CONVERSE_STREAM):
-        attrs = converse.inference_attributes(params.get("inferenceConfig"), params.get("additionalModelRequestFields"))
+        extra = params.get("additionalModelRequestFields")
+        attrs = converse.inference_attributes(params.get("inferenceConfig"), extra)
+        attrs.update(converse.output_attributes(params.get("outputConfig"), extra))
         if capture:
             messages = converse.input_messages(params.get("messages"))
             system = converse.system_instructions(params.get("system"))

@@ -189,7 +189,9 @@ def request_parameters(family: str | None, body: Mapping[str, Any]) -> Attribute
     if family == ANTHROPIC:
         return anthropic_request.request_attributes(dict(body))
     if family == NOVA:
-        return converse.inference_attributes(body.get("inferenceConfig"))
+        attrs = converse.inference_attributes(body.get("inferenceConfig"))
+        attrs.update(converse.output_attributes(None, body))  # Nova 2's top-level reasoningConfig
+        return attrs
     if family == OPENAI_CHAT:
         return openai_request.request_attributes(EndpointKind.CHAT, dict(body))
     if family == TITAN:

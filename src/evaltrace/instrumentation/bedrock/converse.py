@@ -101,6 +101,42 @@ def inference_attributes(config: Any, extra: Any = None) -> Attributes:
     return attrs
 
 
+def output_attributes(output_config: Any, extra: Any = None) -> Attributes:
+    """``outputConfig`` (and ``additionalModelRequestFields``' reasoning effort) -> output type and reasoning level.
+
+    A ``json_schema`` text format asks for JSON (``gen_ai.output.type``). The reasoning effort is recorded as the
+    provider spells it: ``outputConfig.effort``, else a model's own field passed through ``extra``: gpt-oss's
+    ``reasoning_effort`` or Nova 2's ``reasoningConfig.maxReasoningEffort`` (also the top level of Nova's native
+    body, which is passed as ``extra``), unless that config turns reasoning off.
+
+    Args:
+        output_config: The call's ``outputConfig``, if any.
+        extra: ``additionalModelRequestFields`` (or Nova's native body), if any.
+
+    Returns:
+        ``gen_ai.output.type`` and ``gen_ai.request.reasoning.level``, those the request gives.
+    """
+    attrs: Attributes = {}
+    effort: Any = None
+    if isinstance(output_config, Mapping):
+        text_format = output_config.get("textFormat")
+        if isinstance(text_format, Mapping) and text_format.get("type") == "json_schema":
+            attrs[sc.GEN_AI_OUTPUT_TYPE] = "json"
+        effort = output_config.get("effort")
+    if not _level(effort) and isinstance(extra, Mapping):
+        effort = extra.get("reasoning_effort")
+        reasoning = extra.get("reasoningConfig")
+        if not _level(effort) and isinstance(reasoning, Mapping) and reasoning.get("type") != "disabled":
+            effort = reasoning.get("maxReasoningEffort")
+    if _level(effort):
+        attrs[sc.GEN_AI_REQUEST_REASONING_LEVEL] = effort
+    return attrs
+
+
+def _level(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
 def system_instructions(system: Any) -> list[Part] | None:
     """``system`` (a list of system content blocks) -> ``gen_ai.system_instructions``; cache points skipped."""
     if isinstance(system, str):

@@ -1,0 +1,107 @@
+"""``converse`` request fields beyond ``inferenceConfig``, through a real boto3 client: output format, reasoning effort.
+
+Structured output is replayed from pydantic-ai's recordings (tests/fixtures/bedrock-cassettes). No recording sets a
+reasoning effort: those tests send the request (boto3 validates it against its service model) and serve a
+documented Converse answer from the replay server on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+boto3 = pytest.importorskip("boto3")
+
+from bedrock_replay import PYDANTIC_AI, client, only_span, read_stream, replay, send, synthetic  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+
+from cassettes import ReplayServer  # noqa: E402
+from evaltrace.instrumentation.bedrock import BedrockInstrumentor  # noqa: E402
+
+NATIVE_OUTPUT = PYDANTIC_AI / "bedrock" / "cassettes" / "test_native_output"
+USER = [{"role": "user", "content": [{"text": "hi"}]}]
+ANSWER = {
+    "output": {"message": {"role": "assistant", "content": [{"text": "Hello"}]}},
+    "stopReason": "end_turn",
+    "usage": {"inputTokens": 3, "outputTokens": 1, "totalTokens": 4},
+    "metrics": {"latencyMs": 10},
+}
+
+
+@pytest.fixture
+def instrumented(provider: TracerProvider, capture: None) -> Iterator[BedrockInstrumentor]:
+    instrumentor = BedrockInstrumentor()
+    instrumentor.instrument()
+    yield instrumentor
+    instrumentor.uninstrument()
+
+
+pytestmark = pytest.mark.usefixtures("instrumented")
+
+
+def _converse(model: str, answer: dict[str, Any] = ANSWER, **params: Any) -> dict[str, Any]:
+    served = synthetic(f"{model}/converse", json.dumps(answer).encode(), [("Content-Type", "application/json")])
+    with ReplayServer([served]) as server:
+        result: dict[str, Any] = client(server).converse(modelId=model, messages=USER, **params)
+    return result
+
+
+@pytest.mark.parametrize("name", ["supported_model", "stream", "mistral"])
+def test_a_json_schema_text_format_asks_for_json(name: str, exporter: InMemorySpanExporter) -> None:
+    with replay(NATIVE_OUTPUT / f"test_bedrock_native_output_{name}.yaml") as (api, calls, _):
+        (call,) = calls
+        assert call.params["outputConfig"]["textFormat"]["type"] == "json_schema"
+        result = send(api, call)
+        if "stream" in result:
+            read_stream(result)
+    assert only_span(exporter).attributes["gen_ai.output.type"] == "json"
+
+
+def test_a_request_without_an_output_format_has_no_output_type(exporter: InMemorySpanExporter) -> None:
+    _converse("us.anthropic.claude-sonnet-4-5-20250929-v1:0")
+    a = only_span(exporter).attributes
+    assert "gen_ai.output.type" not in a and "gen_ai.request.reasoning.level" not in a
+
+
+@pytest.mark.parametrize(
+    ("model", "params", "level"),
+    [
+        ("us.anthropic.claude-opus-4-5-20251101-v1:0", {"outputConfig": {"effort": "medium"}}, "medium"),
+        ("openai.gpt-oss-120b-1:0", {"additionalModelRequestFields": {"reasoning_effort": "high"}}, "high"),
+        (
+            "us.amazon.nova-2-lite-v1:0",
+            {"additionalModelRequestFields": {"reasoningConfig": {"type": "enabled", "maxReasoningEffort": "low"}}},
+            "low",
+        ),
+        (
+            "us.amazon.nova-2-lite-v1:0",
+            {"additionalModelRequestFields": {"reasoningConfig": {"type": "disabled", "maxReasoningEffort": "low"}}},
+            None,
+        ),
+    ],
+    ids=["outputConfig.effort", "gpt-oss reasoning_effort", "nova-2 maxReasoningEffort", "nova-2 disabled"],
+)
+def test_the_reasoning_effort_is_the_reasoning_level_as_the_provider_spells_it(
+    model: str, params: dict[str, Any], level: str | None, exporter: InMemorySpanExporter
+) -> None:
+    _converse(model, **params)
+    assert only_span(exporter).attributes.get("gen_ai.request.reasoning.level") == level
+
+
+def test_nova_2s_native_body_reasoning_config_is_its_reasoning_level(exporter: InMemorySpanExporter) -> None:
+    body = {
+        "schemaVersion": "messages-v1",
+        "messages": USER,
+        "inferenceConfig": {"maxTokens": 64},
+        "reasoningConfig": {"type": "enabled", "maxReasoningEffort": "medium"},
+    }
+    served = synthetic("m/invoke", json.dumps(ANSWER).encode(), [("Content-Type", "application/json")])
+    with ReplayServer([served]) as server:
+        client(server).invoke_model(modelId="us.amazon.nova-2-lite-v1:0", body=json.dumps(body))
+    a = only_span(exporter).attributes
+    assert a["gen_ai.request.reasoning.level"] == "medium"
+    assert a["gen_ai.request.max_tokens"] == 64
