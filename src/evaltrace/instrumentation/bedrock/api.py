@@ -7,8 +7,9 @@ The response id is the AWS request id (``ResponseMetadata.RequestId``, the ``x-a
 four operations: it is the one id every Bedrock response has, whatever the model, streamed or not, and the key
 of Bedrock's model invocation logs and of AWS support. A model's own message id (Anthropic's ``msg_bdrk_...``
 in an ``invoke_model`` body) is not used, as Converse responses have none. The response model is the one a
-native body names (Anthropic's ``model``); Converse responses name none, and cost is then priced on the request's
-model id (genai-prices knows Bedrock ids, ``us.`` / ``eu.`` / ``global.`` inference profiles included).
+native body names (Anthropic's ``model``), or the model a prompt router chose (Converse's
+``trace.promptRouter.invokedModelId``); without one, cost is priced on the request's model id (genai-prices knows
+Bedrock ids, ``us.`` / ``eu.`` / ``global.`` inference profiles included).
 """
 
 from __future__ import annotations

@@ -224,7 +224,19 @@ def converse_outcome(body: Any, response_id: str | None, content: bool = True) -
         messages = [output_message(parts, reason)]
     return Outcome(
         response_id=response_id,
+        response_model=invoked_model(body.get("trace")),
         finish_reasons=[reason] if isinstance(reason, str) and reason else [],
         output_messages=messages,
         usage=converse_usage(body.get("usage")),
     )
+
+
+def invoked_model(trace: Any) -> str | None:
+    """The model a prompt router chose (``trace.promptRouter.invokedModelId``), verbatim; None without a router.
+
+    A call to a prompt router names the router, which has no price: the model it routed to is the one that answered,
+    and the one cost is looked up for.
+    """
+    router = trace.get("promptRouter") if isinstance(trace, Mapping) else None
+    model = router.get("invokedModelId") if isinstance(router, Mapping) else None
+    return model if isinstance(model, str) and model else None

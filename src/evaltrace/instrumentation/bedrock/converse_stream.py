@@ -11,7 +11,7 @@ from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.jsonutil import loads_or_raw
 from evaltrace._internal.openai.parts import Part, reasoning_part, text_part
 from evaltrace.instrumentation.bedrock.blocks import REDACTED_REASONING, content_part, tool_result_part
-from evaltrace.instrumentation.bedrock.converse import converse_usage, output_message
+from evaltrace.instrumentation.bedrock.converse import converse_usage, invoked_model, output_message
 
 _NO_INDEX = object()
 """``add_batch``'s marker for "no block kept": no event's block index is this object."""
@@ -49,13 +49,14 @@ class ConverseStreamAccumulator:
     ``add`` is O(1): fragments are appended per block index and joined once, at the end.
     """
 
-    __slots__ = ("blocks", "response_id", "stop_reason", "stopped", "usage")
+    __slots__ = ("blocks", "response_id", "response_model", "stop_reason", "stopped", "usage")
 
     def __init__(self, response_id: str | None = None) -> None:
         self.blocks: dict[int, _Block] = {}
         self.response_id = response_id
         self.stop_reason: str | None = None
         self.usage: Usage | None = None
+        self.response_model: str | None = None  # a prompt router's choice, in the metadata event
         self.stopped = False
 
     def add(self, event: Any) -> bool:
@@ -86,6 +87,9 @@ class ConverseStreamAccumulator:
             usage = converse_usage(metadata.get("usage"))
             if usage is not None:
                 self.usage = usage
+            model = invoked_model(metadata.get("trace"))
+            if model is not None:
+                self.response_model = model
         return False
 
     def add_batch(self, events: list[Any]) -> None:
@@ -170,9 +174,9 @@ class ConverseStreamAccumulator:
         return None
 
     def summary(self) -> Summary:
-        """Token counts only (Converse streams name no model)."""
-        usage = self.usage
-        return Summary() if usage is None else Summary(None, usage.input_tokens, usage.output_tokens)
+        """Token counts, and the model a prompt router chose (Converse streams name no other)."""
+        usage, model = self.usage, self.response_model
+        return Summary(model) if usage is None else Summary(model, usage.input_tokens, usage.output_tokens)
 
     def outcome(self) -> Outcome:
         """What the events so far amount to (blocks in index order)."""
@@ -190,6 +194,7 @@ class ConverseStreamAccumulator:
         reason = self.stop_reason
         return Outcome(
             response_id=self.response_id,
+            response_model=self.response_model,
             finish_reasons=[reason] if reason else [],
             output_messages=[output_message(parts, reason)],
             usage=self.usage,
