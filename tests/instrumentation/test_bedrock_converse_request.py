@@ -105,3 +105,108 @@ def test_nova_2s_native_body_reasoning_config_is_its_reasoning_level(exporter: I
     a = only_span(exporter).attributes
     assert a["gen_ai.request.reasoning.level"] == "medium"
     assert a["gen_ai.request.max_tokens"] == 64
+
+
+# Every format botocore's bedrock-runtime model allows for Converse media, and its IANA media type (flv and wmv
+# have none registered: the type in common use). Raw ``pcm`` names no sample format and gets none.
+_MEDIA_TYPES = {
+    "image": {"png": "image/png", "jpeg": "image/jpeg", "gif": "image/gif", "webp": "image/webp"},
+    "document": {
+        "pdf": "application/pdf",
+        "csv": "text/csv",
+        "doc": "application/msword",
+        "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        "xls": "application/vnd.ms-excel",
+        "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+        "html": "text/html",
+        "txt": "text/plain",
+        "md": "text/markdown",
+    },
+    "video": {
+        "mkv": "video/matroska",
+        "mov": "video/quicktime",
+        "mp4": "video/mp4",
+        "webm": "video/webm",
+        "flv": "video/x-flv",
+        "mpeg": "video/mpeg",
+        "mpg": "video/mpeg",
+        "wmv": "video/x-ms-wmv",
+        "three_gp": "video/3gpp",
+    },
+    "audio": {
+        "mp3": "audio/mpeg",
+        "opus": "audio/opus",
+        "wav": "audio/wav",
+        "aac": "audio/aac",
+        "x-aac": "audio/aac",
+        "flac": "audio/flac",
+        "mp4": "audio/mp4",
+        "m4a": "audio/mp4",
+        "ogg": "audio/ogg",
+        "mkv": "audio/matroska",
+        "mka": "audio/matroska",
+        "mpeg": "audio/mpeg",
+        "mpga": "audio/mpeg",
+        "webm": "audio/webm",
+        "pcm": None,
+    },
+}
+_MEDIA = [(modality, fmt, mime) for modality, types in _MEDIA_TYPES.items() for fmt, mime in types.items()]
+
+
+def _media_block(modality: str, fmt: str) -> dict[str, Any]:
+    block: dict[str, Any] = {"format": fmt, "source": {"bytes": b"\x00" * 5}}
+    if modality == "document":
+        block["name"] = "doc"
+    return {modality: block}
+
+
+def _input_parts(span: Any) -> list[dict[str, Any]]:
+    return [p for m in json.loads(span.attributes["gen_ai.input.messages"]) for p in m["parts"]]
+
+
+@pytest.mark.parametrize(("modality", "fmt", "mime"), _MEDIA, ids=[f"{m}-{f}" for m, f, _ in _MEDIA])
+def test_media_blocks_have_their_iana_media_type(
+    modality: str, fmt: str, mime: str | None, exporter: InMemorySpanExporter
+) -> None:
+    messages = [{"role": "user", "content": [{"text": "look"}, _media_block(modality, fmt)]}]
+    served = synthetic("m/converse", json.dumps(ANSWER).encode(), [("Content-Type", "application/json")])
+    with ReplayServer([served]) as server:
+        client(server).converse(modelId="us.amazon.nova-2-omni-v1:0", messages=messages)
+    part = _input_parts(only_span(exporter))[1]
+    assert part["type"] == "uri" and part["modality"] == modality
+    assert part.get("mime_type") == mime
+    assert part["uri"] == f"data:{mime or ''};base64,<omitted 5 bytes>"  # payload-free, as every inline media
+
+
+def test_chunked_documents_guarded_images_and_search_results_are_their_own_parts(
+    exporter: InMemorySpanExporter,
+) -> None:
+    content = [
+        {"document": {"name": "chunks", "source": {"content": [{"text": "first chunk. "}, {"text": "second."}]}}},
+        {"guardContent": {"image": {"format": "png", "source": {"bytes": b"\x89PNG"}}}},
+        {"guardContent": {"text": {"text": "guarded text"}}},
+        {
+            "searchResult": {
+                "source": "https://example.com/a",
+                "title": "A page",
+                "content": [{"text": "found "}, {"text": "this"}],
+            }
+        },
+    ]
+    served = synthetic("m/converse", json.dumps(ANSWER).encode(), [("Content-Type", "application/json")])
+    with ReplayServer([served]) as server:
+        client(server).converse(
+            modelId="us.anthropic.claude-sonnet-4-5-20250929-v1:0", messages=[{"role": "user", "content": content}]
+        )
+    assert _input_parts(only_span(exporter)) == [
+        {"type": "text", "content": "first chunk. second."},
+        {
+            "type": "uri",
+            "modality": "image",
+            "uri": "data:image/png;base64,<omitted 4 bytes>",
+            "mime_type": "image/png",
+        },
+        {"type": "text", "content": "guarded text"},
+        {"type": "search_result", "source": "https://example.com/a", "title": "A page", "content": "found this"},
+    ]
