@@ -7,6 +7,7 @@ from the replay server on 127.0.0.1; streams as AWS event-stream frames.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -90,3 +91,66 @@ def test_without_a_router_there_is_no_response_model(stream: bool, exporter: InM
     span = only_span(exporter)
     assert "gen_ai.response.model" not in span.attributes
     assert attrs_json(span, "gen_ai.output.messages")[0]["parts"] == [{"type": "text", "content": "Hi"}]
+
+
+def _parts(exporter: InMemorySpanExporter) -> list[dict[str, Any]]:
+    spans = exporter.get_finished_spans()
+    exporter.clear()
+    assert len(spans) == 1
+    parts: list[dict[str, Any]] = attrs_json(spans[0], "gen_ai.output.messages")[0]["parts"]
+    return parts
+
+
+def test_an_image_answer_is_the_same_part_streamed_or_whole(exporter: InMemorySpanExporter) -> None:
+    model = "us.amazon.nova-2-omni-v1:0"
+    image = bytes(range(12))
+    _whole(
+        model, [{"text": "Here:"}, {"image": {"format": "png", "source": {"bytes": base64.b64encode(image).decode()}}}]
+    )
+    whole = _parts(exporter)
+    _streamed(
+        model,
+        [
+            ("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "Here:"}}),
+            ("contentBlockStart", {"contentBlockIndex": 1, "start": {"image": {"format": "png"}}}),
+            *[
+                ("contentBlockDelta", {"contentBlockIndex": 1, "delta": {"image": {"source": {"bytes": piece}}}})
+                for piece in (base64.b64encode(image[:6]).decode(), base64.b64encode(image[6:]).decode())
+            ],
+            ("contentBlockStop", {"contentBlockIndex": 1}),
+        ],
+    )
+    streamed = _parts(exporter)
+    assert (
+        whole
+        == streamed
+        == [
+            {"type": "text", "content": "Here:"},
+            {
+                "type": "uri",
+                "modality": "image",
+                "uri": "data:image/png;base64,<omitted 12 bytes>",
+                "mime_type": "image/png",
+            },
+        ]
+    )
+
+
+def test_a_cited_answer_is_the_same_streamed_or_whole(exporter: InMemorySpanExporter) -> None:
+    """The whole answer's ``citationsContent`` records its text, not its citations: so does the stream."""
+    model = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+    citation = {"title": "doc", "location": {"documentChar": {"documentIndex": 0, "start": 0, "end": 5}}}
+    cited = {"citationsContent": {"content": [{"text": "Paris"}], "citations": [citation]}}
+    _whole(model, [{"text": "The capital is "}, cited])
+    whole = _parts(exporter)
+    _streamed(
+        model,
+        [
+            ("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "The capital is "}}),
+            ("contentBlockDelta", {"contentBlockIndex": 1, "delta": {"text": "Paris"}}),
+            ("contentBlockDelta", {"contentBlockIndex": 1, "delta": {"citation": citation}}),
+        ],
+    )
+    streamed = _parts(exporter)
+    assert [p["content"] for p in whole] == ["The capital is ", "Paris"]
+    assert "".join(p["content"] for p in whole) == "".join(p["content"] for p in streamed) == "The capital is Paris"

@@ -126,8 +126,12 @@ def media_part(media: Any, modality: str) -> Part:
     if isinstance(location, Mapping) and location.get("uri"):
         return {"type": "uri", "modality": modality, "uri": str(location["uri"])}
     data = source.get("bytes")
+    return inline_media_part(modality, fmt, len(data) if isinstance(data, bytes | bytearray | str) else 0)
+
+
+def inline_media_part(modality: str, fmt: Any, size: int) -> Part:
+    """Media sent or answered inline: a payload-free ``data:`` URI with its media type and size (``size`` bytes)."""
     mime = _MIME_TYPES.get((modality, fmt), "") if isinstance(fmt, str) else ""
-    size = len(data) if isinstance(data, bytes | bytearray | str) else 0
     part: Part = {"type": "uri", "modality": modality, "uri": f"data:{mime};base64,<omitted {size} bytes>"}
     if mime:
         part["mime_type"] = mime

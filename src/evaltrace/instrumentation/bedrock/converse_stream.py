@@ -10,7 +10,12 @@ from evaltrace._internal.engine.codec import chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.jsonutil import loads_or_raw
 from evaltrace._internal.openai.parts import Part, reasoning_part, text_part
-from evaltrace.instrumentation.bedrock.blocks import REDACTED_REASONING, content_part, tool_result_part
+from evaltrace.instrumentation.bedrock.blocks import (
+    REDACTED_REASONING,
+    content_part,
+    inline_media_part,
+    tool_result_part,
+)
 from evaltrace.instrumentation.bedrock.converse import converse_usage, invoked_model, output_message
 
 _NO_INDEX = object()
@@ -23,12 +28,15 @@ class _Block:
     __slots__ = ("fragments", "kind", "redacted", "start")
 
     def __init__(self, kind: str, start: Any = None) -> None:
-        self.kind = kind  # text, tool, reasoning
+        self.kind = kind  # text, tool, tool_result, reasoning, image
         self.start = start
         self.fragments: list[Any] = []  # str, or a list of content blocks for a tool result
         self.redacted = False
 
     def part(self) -> Part:
+        if self.kind == "image":  # fragments are the image's bytes, in pieces: only their size is recorded
+            size = sum(len(f) for f in self.fragments if isinstance(f, bytes | bytearray | str))
+            return inline_media_part("image", (self.start or {}).get("format"), size)
         if self.kind == "tool_result":  # fragments are lists of content blocks, not text
             content = [block for fragment in self.fragments for block in fragment]
             return tool_result_part({**(self.start or {}), "content": content})
@@ -74,6 +82,8 @@ class ConverseStreamAccumulator:
                 self.blocks[index] = _Block("tool", begun["toolUse"])
             elif begun.get("toolResult") is not None:
                 self.blocks[index] = _Block("tool_result", begun["toolResult"])
+            elif begun.get("image") is not None:  # an image the model answers with (its format; bytes follow)
+                self.blocks[index] = _Block("image", begun["image"])
             return False
         stop = event.get("messageStop")
         if stop is not None:
@@ -140,23 +150,20 @@ class ConverseStreamAccumulator:
     def _delta(self, event: Any) -> bool:
         index = event.get("contentBlockIndex", 0)
         delta = event.get("delta") or {}
-        block = self.blocks.get(index)
         if "text" in delta:
-            if block is None:
-                block = self.blocks[index] = _Block("text")
-            block.fragments.append(str(delta["text"]))
+            self._block(index, "text").fragments.append(str(delta["text"]))
         elif "toolUse" in delta:
-            if block is None:
-                block = self.blocks[index] = _Block("tool", {})
-            block.fragments.append(str((delta["toolUse"] or {}).get("input") or ""))
+            self._block(index, "tool", {}).fragments.append(str((delta["toolUse"] or {}).get("input") or ""))
         elif "toolResult" in delta:
-            if block is None:
-                block = self.blocks[index] = _Block("tool_result", {})
             results = delta["toolResult"]
-            block.fragments.append(results if isinstance(results, list) else [results])
+            self._block(index, "tool_result", {}).fragments.append(results if isinstance(results, list) else [results])
+        elif "image" in delta:
+            block = self._block(index, "image", {})
+            source = (delta["image"] or {}).get("source") or {}
+            if source.get("bytes") is not None:
+                block.fragments.append(source["bytes"])
         elif "reasoningContent" in delta:
-            if block is None:
-                block = self.blocks[index] = _Block("reasoning")
+            block = self._block(index, "reasoning")
             reasoning = delta["reasoningContent"] or {}
             if "text" in reasoning:
                 block.fragments.append(str(reasoning["text"]))
@@ -164,6 +171,13 @@ class ConverseStreamAccumulator:
                 block.redacted = True
             # a signature delta: nothing the span records
         return True
+
+    def _block(self, index: Any, kind: str, start: Any = None) -> _Block:
+        """The block open at ``index``, whatever its kind; a new one of ``kind`` when none is (no start event)."""
+        block = self.blocks.get(index)
+        if block is None:
+            block = self.blocks[index] = _Block(kind, start)
+        return block
 
     def end_reason(self) -> str:
         """``exhausted`` only once ``messageStop`` arrived; a stream cut before it is ``truncated``."""
