@@ -15,7 +15,7 @@ import pytest
 
 boto3 = pytest.importorskip("boto3")
 
-from bedrock_replay import attrs_json, client, only_span, synthetic  # noqa: E402
+from bedrock_replay import attrs_json, chunk_frame, client, only_span, read_stream, synthetic  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
@@ -122,3 +122,88 @@ def test_a_bare_prompt_body_is_read_as_the_family_its_model_id_names(
         json.loads(span.attributes["langfuse.observation.model.parameters"])["max_tokens"]
         == parameters["gen_ai.request.max_tokens"]
     )
+
+
+# A guardrail that blocked the answer: the body Bedrock returns in its place (as a model invocation log shows it),
+# with the guardrail's action and trace and no stop reason.
+_GUARDRAIL_TRACE = {
+    "guardrail": {
+        "actionReason": "Guardrail blocked.",
+        "input": {"g1": {"contentPolicy": {"filters": [{"action": "BLOCKED", "type": "VIOLENCE"}]}}},
+    }
+}
+_BLOCKED = "Sorry, I can't help with that."
+_CLAUDE_REQUEST = {
+    "anthropic_version": "bedrock-2023-05-31",
+    "max_tokens": 100,
+    "messages": [{"role": "user", "content": "a suspicious question"}],
+}
+
+
+def _assert_content_filtered(exporter: InMemorySpanExporter) -> None:
+    span = only_span(exporter)
+    assert span.attributes["gen_ai.response.finish_reasons"] == ("guardrail_intervened",)  # as Converse says it
+    assert attrs_json(span, "gen_ai.output.messages") == [
+        {"role": "assistant", "parts": [{"type": "text", "content": _BLOCKED}], "finish_reason": "content_filter"}
+    ]
+    assert span.status.status_code.name == "UNSET"
+
+
+def test_an_answer_a_guardrail_replaced_is_content_filtered(exporter: InMemorySpanExporter) -> None:
+    response = {
+        "amazon-bedrock-guardrailAction": "INTERVENED",
+        "amazon-bedrock-trace": _GUARDRAIL_TRACE,
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "text", "text": _BLOCKED}],
+    }
+    with ReplayServer([synthetic("m/invoke", json.dumps(response).encode(), _HEADERS)]) as server:
+        client(server).invoke_model(
+            modelId="anthropic.claude-3-haiku-20240307-v1:0",
+            guardrailIdentifier="g1",
+            guardrailVersion="1",
+            trace="ENABLED",
+            body=json.dumps(_CLAUDE_REQUEST),
+        )
+    _assert_content_filtered(exporter)
+
+
+def test_a_streamed_answer_a_guardrail_replaced_is_content_filtered(exporter: InMemorySpanExporter) -> None:
+    """Claude's events without a stop reason, the guardrail's action on the last chunk with the metrics."""
+    chunks = [
+        {"type": "message_start", "message": {"id": "m1", "type": "message", "role": "assistant", "content": [],
+                                              "model": "claude-3-haiku-20240307", "stop_reason": None,
+                                              "usage": {"input_tokens": 11, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": _BLOCKED}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "message_stop", "amazon-bedrock-guardrailAction": "INTERVENED",
+         "amazon-bedrock-trace": _GUARDRAIL_TRACE,
+         "amazon-bedrock-invocationMetrics": {"inputTokenCount": 11, "outputTokenCount": 2}},
+    ]  # fmt: skip
+    body = b"".join(chunk_frame(c) for c in chunks)
+    with ReplayServer([synthetic("m/invoke-with-response-stream", body)]) as server:
+        result = client(server).invoke_model_with_response_stream(
+            modelId="anthropic.claude-3-haiku-20240307-v1:0",
+            guardrailIdentifier="g1",
+            guardrailVersion="1",
+            trace="ENABLED",
+            body=json.dumps(_CLAUDE_REQUEST),
+        )
+        read_stream(result)
+    _assert_content_filtered(exporter)
+
+
+def test_a_guardrail_that_did_not_intervene_changes_nothing(exporter: InMemorySpanExporter) -> None:
+    response = {
+        "amazon-bedrock-guardrailAction": "NONE",
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "text", "text": "Hello"}],
+        "stop_reason": "end_turn",
+    }
+    with ReplayServer([synthetic("m/invoke", json.dumps(response).encode(), _HEADERS)]) as server:
+        client(server).invoke_model(modelId="anthropic.claude-3-haiku-20240307-v1:0", body=json.dumps(_CLAUDE_REQUEST))
+    span = only_span(exporter)
+    assert span.attributes["gen_ai.response.finish_reasons"] == ("end_turn",)
+    assert attrs_json(span, "gen_ai.output.messages")[0]["finish_reason"] == "stop"

@@ -315,8 +315,31 @@ def _cohere_tools(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
 # --- response --------------------------------------------------------------------------------------------
 
 
+GUARDRAIL_ACTION = "amazon-bedrock-guardrailAction"
+"""The key Bedrock adds to a native body (or a stream chunk) when a guardrail ran; ``INTERVENED`` when it acted."""
+
+
+def guardrail_intervened(outcome: Outcome) -> Outcome:
+    """``outcome`` of an answer a guardrail intervened in, when the model gave no stop reason of its own.
+
+    The body then has no stop reason (the model's answer was replaced), which reads as a cut-off answer (``error``).
+    It is recorded as Converse records the same event: ``guardrail_intervened``, a ``content_filter`` finish.
+    """
+    if outcome.finish_reasons:
+        return outcome
+    outcome.finish_reasons = ["guardrail_intervened"]
+    for message in outcome.output_messages or ():
+        message["finish_reason"] = converse.finish_reason("guardrail_intervened")
+    return outcome
+
+
 def body_outcome(body: Mapping[str, Any], response_id: str | None, content: bool) -> Outcome:
     """A native response body -> Outcome, by its shape; ``response_id`` is the request id (see ``__init__``)."""
+    outcome = _body_outcome(body, response_id, content)
+    return guardrail_intervened(outcome) if body.get(GUARDRAIL_ACTION) == "INTERVENED" else outcome
+
+
+def _body_outcome(body: Mapping[str, Any], response_id: str | None, content: bool) -> Outcome:
     if body.get("type") == "message" or ("content" in body and "stop_reason" in body):
         outcome = message_outcome(dict(body), content)
         outcome.response_id = response_id

@@ -31,7 +31,7 @@ from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.engine.values import count
 from evaltrace._internal.openai.parts import Part, text_part, tool_call_part
 from evaltrace.instrumentation.bedrock import converse, converse_stream
-from evaltrace.instrumentation.bedrock.bodies import cohere_usage
+from evaltrace.instrumentation.bedrock.bodies import GUARDRAIL_ACTION, cohere_usage, guardrail_intervened
 
 _CONVERSE_EVENTS = frozenset({"messageStart", "contentBlockStart", "contentBlockDelta", "contentBlockStop",
                               "messageStop", "metadata"})  # fmt: skip
@@ -131,8 +131,8 @@ def _event(body: dict[str, Any]) -> SimpleNamespace:
 class InvokeStreamAccumulator:
     """Accumulates the decoded chunks of one ``invoke_model_with_response_stream`` body."""
 
-    __slots__ = ("anthropic", "calls", "converse", "delta", "fragments", "input_tokens", "metrics", "output_tokens",
-                 "response_id", "stop_reason", "stopped", "usage")  # fmt: skip
+    __slots__ = ("anthropic", "calls", "converse", "delta", "fragments", "guardrail", "input_tokens", "metrics",
+                 "output_tokens", "response_id", "stop_reason", "stopped", "usage")  # fmt: skip
 
     def __init__(self, response_id: str | None = None) -> None:
         self.response_id = response_id
@@ -146,6 +146,7 @@ class InvokeStreamAccumulator:
         self.output_tokens: int | None = None
         self.usage: Usage | None = None  # a family's own complete usage (Cohere Command R's billed units)
         self.metrics: Usage | None = None
+        self.guardrail = False  # a chunk said a guardrail intervened
         # the bytes of the Anthropic content delta the last ``add`` folded (None: the last ``add`` folded none)
         self.delta: bytes | None = None
 
@@ -163,6 +164,8 @@ class InvokeStreamAccumulator:
         metrics = body.get(_METRICS)
         if metrics is not None and isinstance(metrics, Mapping):  # on the last chunk only
             self._metrics(metrics)
+        if GUARDRAIL_ACTION in body:
+            self.guardrail = body[GUARDRAIL_ACTION] == "INTERVENED"
         if self.anthropic is not None:
             if not self.anthropic.add(_event(body)):
                 return False
@@ -379,6 +382,10 @@ class InvokeStreamAccumulator:
 
     def outcome(self) -> Outcome:
         """What the chunks so far amount to; the invocation metrics fill in counts the family did not send."""
+        outcome = self._outcome()
+        return guardrail_intervened(outcome) if self.guardrail else outcome
+
+    def _outcome(self) -> Outcome:
         if self.anthropic is not None:
             outcome = self.anthropic.outcome()
             outcome.response_id = self.response_id
