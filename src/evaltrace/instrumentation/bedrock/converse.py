@@ -237,6 +237,8 @@ def invoked_model(trace: Any) -> str | None:
     A call to a prompt router names the router, which has no price: the model it routed to is the one that answered,
     and the one cost is looked up for.
     """
+    if trace is None:  # most calls: no ABC check (``isinstance(None, Mapping)``) for them
+        return None
     router = trace.get("promptRouter") if isinstance(trace, Mapping) else None
     model = router.get("invokedModelId") if isinstance(router, Mapping) else None
     return model if isinstance(model, str) and model else None

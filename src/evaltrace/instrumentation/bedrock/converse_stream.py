@@ -97,9 +97,9 @@ class ConverseStreamAccumulator:
             usage = converse_usage(metadata.get("usage"))
             if usage is not None:
                 self.usage = usage
-            model = invoked_model(metadata.get("trace"))
-            if model is not None:
-                self.response_model = model
+            trace = metadata.get("trace")
+            if trace is not None:  # only a guardrail's or a prompt router's call has one
+                self.response_model = invoked_model(trace) or self.response_model
         return False
 
     def add_batch(self, events: list[Any]) -> None:
@@ -150,8 +150,11 @@ class ConverseStreamAccumulator:
     def _delta(self, event: Any) -> bool:
         index = event.get("contentBlockIndex", 0)
         delta = event.get("delta") or {}
-        if "text" in delta:
-            self._block(index, "text").fragments.append(str(delta["text"]))
+        if "text" in delta:  # inline, not ``_block``: Nova opens a block per text delta, so this runs per event
+            block = self.blocks.get(index)
+            if block is None:
+                block = self.blocks[index] = _Block("text")
+            block.fragments.append(str(delta["text"]))
         elif "toolUse" in delta:
             self._block(index, "tool", {}).fragments.append(str((delta["toolUse"] or {}).get("input") or ""))
         elif "toolResult" in delta:
