@@ -207,3 +207,92 @@ def test_a_guardrail_that_did_not_intervene_changes_nothing(exporter: InMemorySp
     span = only_span(exporter)
     assert span.attributes["gen_ai.response.finish_reasons"] == ("end_turn",)
     assert attrs_json(span, "gen_ai.output.messages")[0]["finish_reason"] == "stop"
+
+
+_GPT_OSS = "openai.gpt-oss-120b-1:0"
+_WEATHER_REQUEST = {
+    "messages": [{"role": "user", "content": "Weather in Paris and Rome?"}],
+    "max_tokens": 100,
+    "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}],
+}
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "model": _GPT_OSS,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        **extra,
+    }
+
+
+def _call_delta(index: int, arguments: str, call_id: str | None = None, name: str | None = None) -> dict[str, Any]:
+    call: dict[str, Any] = {"index": index, "function": {"arguments": arguments}}
+    if call_id is not None:
+        call.update(id=call_id, type="function")
+        call["function"]["name"] = name
+    return {"tool_calls": [call]}
+
+
+def test_openai_style_tool_calls_are_the_same_streamed_or_whole(exporter: InMemorySpanExporter) -> None:
+    """gpt-oss's OpenAI-style answer: the whole body's tool calls, then the same calls streamed as deltas."""
+    whole = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": _GPT_OSS,
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": "call_1", "type": "function",
+                         "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
+                        {"id": "call_2", "type": "function",
+                         "function": {"name": "get_weather", "arguments": '{"city": "Rome"}'}},
+                    ],
+                },
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 2, "total_tokens": 13},
+    }  # fmt: skip
+    chunks = [
+        _chunk({"role": "assistant", "content": ""}),
+        _chunk(_call_delta(0, "", "call_1", "get_weather")),
+        _chunk(_call_delta(0, '{"city": ')),
+        _chunk(_call_delta(0, '"Paris"}')),
+        _chunk(_call_delta(1, '{"city": "Rome"}', "call_2", "get_weather")),
+        _chunk(
+            {}, "tool_calls", **{"amazon-bedrock-invocationMetrics": {"inputTokenCount": 11, "outputTokenCount": 2}}
+        ),
+    ]
+    served = [
+        synthetic("m/invoke", json.dumps(whole).encode(), _HEADERS),
+        synthetic("m/invoke-with-response-stream", b"".join(chunk_frame(c) for c in chunks)),
+    ]
+    with ReplayServer(served) as server:
+        api = client(server)
+        api.invoke_model(modelId=_GPT_OSS, body=json.dumps(_WEATHER_REQUEST))
+        read_stream(api.invoke_model_with_response_stream(modelId=_GPT_OSS, body=json.dumps(_WEATHER_REQUEST)))
+    answered, streamed = exporter.get_finished_spans()
+    assert (
+        attrs_json(streamed, "gen_ai.output.messages")
+        == attrs_json(answered, "gen_ai.output.messages")
+        == [
+            {
+                "role": "assistant",
+                "parts": [
+                    {"type": "tool_call", "id": "call_1", "name": "get_weather", "arguments": {"city": "Paris"}},
+                    {"type": "tool_call", "id": "call_2", "name": "get_weather", "arguments": {"city": "Rome"}},
+                ],
+                "finish_reason": "tool_call",
+            }
+        ]
+    )
+    for span in (answered, streamed):
+        assert span.attributes["gen_ai.response.model"] == _GPT_OSS
+        assert span.attributes["gen_ai.response.finish_reasons"] == ("tool_calls",)
+        assert (span.attributes["gen_ai.usage.input_tokens"], span.attributes["gen_ai.usage.output_tokens"]) == (11, 2)
