@@ -296,3 +296,39 @@ def test_openai_style_tool_calls_are_the_same_streamed_or_whole(exporter: InMemo
         assert span.attributes["gen_ai.response.model"] == _GPT_OSS
         assert span.attributes["gen_ai.response.finish_reasons"] == ("tool_calls",)
         assert (span.attributes["gen_ai.usage.input_tokens"], span.attributes["gen_ai.usage.output_tokens"]) == (11, 2)
+
+
+_DIMENSIONS, _FORMATS = "gen_ai.embeddings.dimension.count", "gen_ai.request.encoding_formats"
+# (model id, request body as each family's documentation gives it, the attributes the span must have)
+_EMBEDDINGS = [
+    (
+        "amazon.titan-embed-text-v2:0",
+        {"inputText": "hi", "dimensions": 512, "normalize": True, "embeddingTypes": ["float", "binary"]},
+        {_DIMENSIONS: 512, _FORMATS: ("float", "binary")},
+    ),
+    ("amazon.titan-embed-image-v1", {"inputText": "hi", "embeddingConfig": {"outputEmbeddingLength": 256}},
+     {_DIMENSIONS: 256}),
+    (
+        "amazon.nova-2-multimodal-embeddings-v1:0",
+        {"taskType": "SINGLE_EMBEDDING",
+         "singleEmbeddingParams": {"embeddingPurpose": "GENERIC_INDEX", "embeddingDimension": 1024,
+                                   "text": {"truncationMode": "END", "value": "hi"}}},
+        {_DIMENSIONS: 1024},
+    ),
+    ("cohere.embed-english-v3", {"texts": ["hi"], "input_type": "search_document", "embedding_types": ["float", "int8"]},
+     {_FORMATS: ("float", "int8")}),
+    ("amazon.titan-embed-text-v1", {"inputText": "hi"}, {}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("model", "request_body", "expected"), _EMBEDDINGS, ids=[e[0] for e in _EMBEDDINGS])
+def test_an_embedding_requests_dimensions_and_encoding_formats(
+    model: str, request_body: dict[str, Any], expected: dict[str, Any], exporter: InMemorySpanExporter
+) -> None:
+    response = {"embedding": [0.1, 0.2], "inputTextTokenCount": 2}
+    headers = [("Content-Type", "application/json"), ("X-Amzn-Bedrock-Input-Token-Count", "2")]
+    with ReplayServer([synthetic("m/invoke", json.dumps(response).encode(), headers)]) as server:
+        client(server).invoke_model(modelId=model, body=json.dumps(request_body))
+    span = only_span(exporter)
+    assert span.attributes["gen_ai.operation.name"] == "embeddings"
+    assert {k: span.attributes[k] for k in (_DIMENSIONS, _FORMATS) if k in span.attributes} == expected

@@ -76,6 +76,7 @@ def request_attributes(operation: str, params: Mapping[str, Any], capture: bool,
     messages: list[Message] = []
     system: list[Part] | None = None
     tools: list[dict[str, Any]] | None = None
+    body: dict[str, Any] | None = None
     if operation in (CONVERSE, CONVERSE_STREAM):
         extra = params.get("additionalModelRequestFields")
         attrs = converse.inference_attributes(params.get("inferenceConfig"), extra)
@@ -93,11 +94,10 @@ def request_attributes(operation: str, params: Mapping[str, Any], capture: bool,
     attrs.pop(sc.GEN_AI_REQUEST_STREAM, None)  # a native body's own flag: the operation says whether it streams
     if operation in STREAMING:
         attrs[sc.GEN_AI_REQUEST_STREAM] = True
-    attrs[sc.LANGFUSE_OBSERVATION_TYPE] = (
-        sc.LANGFUSE_TYPE_EMBEDDING
-        if operation_of(operation, model_of(params)) == sc.OP_EMBEDDINGS
-        else sc.LANGFUSE_TYPE_GENERATION
-    )
+    embeddings = operation_of(operation, model_of(params)) == sc.OP_EMBEDDINGS
+    attrs[sc.LANGFUSE_OBSERVATION_TYPE] = sc.LANGFUSE_TYPE_EMBEDDING if embeddings else sc.LANGFUSE_TYPE_GENERATION
+    if embeddings and body is not None:
+        attrs.update(bodies.embedding_attributes(body))
     parameters = {key: attrs[name] for name, key in _PARAMETER_NAMES if name in attrs}
     if parameters:
         attrs[sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS] = capped_json(parameters, max_len)

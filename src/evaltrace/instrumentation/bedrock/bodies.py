@@ -312,6 +312,34 @@ def _cohere_tools(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     return out or None
 
 
+def embedding_attributes(body: Mapping[str, Any]) -> Attributes:
+    """An embedding model's body -> the dimension count and encoding formats it asks for.
+
+    Each family names them its own way: Titan Text Embeddings V2 ``dimensions`` and ``embeddingTypes``, Titan
+    Multimodal ``embeddingConfig.outputEmbeddingLength``, Nova's ``singleEmbeddingParams.embeddingDimension``,
+    Cohere's ``embedding_types``.
+
+    Args:
+        body: The parsed request body.
+
+    Returns:
+        ``gen_ai.embeddings.dimension.count`` and ``gen_ai.request.encoding_formats``, those the body gives.
+    """
+    attrs: Attributes = {}
+    config, nova = body.get("embeddingConfig"), body.get("singleEmbeddingParams")
+    dimensions = count(body.get("dimensions"))
+    if dimensions is None and isinstance(config, Mapping):
+        dimensions = count(config.get("outputEmbeddingLength"))
+    if dimensions is None and isinstance(nova, Mapping):
+        dimensions = count(nova.get("embeddingDimension"))
+    if dimensions is not None:
+        attrs[sc.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = dimensions
+    formats = body.get("embeddingTypes") or body.get("embedding_types")
+    if isinstance(formats, list | tuple) and formats:
+        attrs[sc.GEN_AI_REQUEST_ENCODING_FORMATS] = [str(f) for f in formats]
+    return attrs
+
+
 # --- response --------------------------------------------------------------------------------------------
 
 
