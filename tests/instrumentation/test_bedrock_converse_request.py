@@ -73,6 +73,16 @@ def test_a_request_without_an_output_format_has_no_output_type(exporter: InMemor
         ("us.anthropic.claude-opus-4-5-20251101-v1:0", {"outputConfig": {"effort": "medium"}}, "medium"),
         ("openai.gpt-oss-120b-1:0", {"additionalModelRequestFields": {"reasoning_effort": "high"}}, "high"),
         (
+            "us.anthropic.claude-opus-4-5-20251101-v1:0",
+            {"additionalModelRequestFields": {"output_config": {"effort": "high"}}},
+            "high",
+        ),
+        (
+            "openai.gpt-oss-120b-1:0",
+            {"outputConfig": {"effort": "low"}, "additionalModelRequestFields": {"reasoning_effort": "high"}},
+            "low",
+        ),
+        (
             "us.amazon.nova-2-lite-v1:0",
             {"additionalModelRequestFields": {"reasoningConfig": {"type": "enabled", "maxReasoningEffort": "low"}}},
             "low",
@@ -83,7 +93,14 @@ def test_a_request_without_an_output_format_has_no_output_type(exporter: InMemor
             None,
         ),
     ],
-    ids=["outputConfig.effort", "gpt-oss reasoning_effort", "nova-2 maxReasoningEffort", "nova-2 disabled"],
+    ids=[
+        "outputConfig.effort",
+        "gpt-oss reasoning_effort",
+        "claude output_config.effort",
+        "outputConfig.effort first",
+        "nova-2 maxReasoningEffort",
+        "nova-2 disabled",
+    ],
 )
 def test_the_reasoning_effort_is_the_reasoning_level_as_the_provider_spells_it(
     model: str, params: dict[str, Any], level: str | None, exporter: InMemorySpanExporter
@@ -210,3 +227,12 @@ def test_chunked_documents_guarded_images_and_search_results_are_their_own_parts
         {"type": "text", "content": "guarded text"},
         {"type": "search_result", "source": "https://example.com/a", "title": "A page", "content": "found this"},
     ]
+
+
+def test_claudes_own_output_config_format_passed_through_asks_for_json(exporter: InMemorySpanExporter) -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}}
+    _converse(
+        "us.anthropic.claude-opus-4-5-20251101-v1:0",
+        additionalModelRequestFields={"output_config": {"format": {"type": "json_schema", "schema": schema}}},
+    )
+    assert only_span(exporter).attributes.get("gen_ai.output.type") == "json"

@@ -105,8 +105,8 @@ def output_attributes(output_config: Any, extra: Any = None) -> Attributes:
     """``outputConfig`` (and ``additionalModelRequestFields``' reasoning effort) -> output type and reasoning level.
 
     A ``json_schema`` text format asks for JSON (``gen_ai.output.type``). The reasoning effort is recorded as the
-    provider spells it: ``outputConfig.effort``, else a model's own field passed through ``extra``: gpt-oss's
-    ``reasoning_effort`` or Nova 2's ``reasoningConfig.maxReasoningEffort`` (also the top level of Nova's native
+    provider spells it: ``outputConfig.effort``, else a model's own field passed through ``extra``: Claude's
+    ``output_config.effort`` (whose ``format`` asks for JSON too), gpt-oss's ``reasoning_effort`` or Nova 2's ``reasoningConfig.maxReasoningEffort`` (also the top level of Nova's native
     body, which is passed as ``extra``), unless that config turns reasoning off.
 
     Args:
@@ -123,6 +123,14 @@ def output_attributes(output_config: Any, extra: Any = None) -> Attributes:
         if isinstance(text_format, Mapping) and text_format.get("type") == "json_schema":
             attrs[sc.GEN_AI_OUTPUT_TYPE] = "json"
         effort = output_config.get("effort")
+    if isinstance(extra, Mapping):
+        claude = extra.get("output_config")  # Claude's own request field, passed through the extra fields
+        if isinstance(claude, Mapping):
+            claude_format = claude.get("format")
+            if isinstance(claude_format, Mapping) and claude_format.get("type") == "json_schema":
+                attrs[sc.GEN_AI_OUTPUT_TYPE] = "json"
+            if not _level(effort):
+                effort = claude.get("effort")
     if not _level(effort) and isinstance(extra, Mapping):
         effort = extra.get("reasoning_effort")
         reasoning = extra.get("reasoningConfig")
