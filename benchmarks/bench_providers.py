@@ -200,7 +200,7 @@ ACCUMULATORS: dict[str, tuple[str, str]] = {  # provider -> (module, class) of i
     "ollama": ("evaltrace.instrumentation.ollama.stream", "OllamaStreamAccumulator"),
     "cohere": ("evaltrace.instrumentation.cohere.stream", "ChatStreamAccumulator"),
     "google_genai": ("evaltrace.instrumentation.google_genai.stream", "GenerateContentAccumulator"),
-    "bedrock": ("evaltrace.instrumentation.bedrock.converse", "ConverseStreamAccumulator"),
+    "bedrock": ("evaltrace.instrumentation.bedrock.converse_stream", "ConverseStreamAccumulator"),
     "litellm": ("evaltrace.instrumentation.litellm.codec", "LiteLLMChatAccumulator"),
     "bedrock_invoke": ("evaltrace.instrumentation.bedrock.invoke_stream", "InvokeStreamAccumulator"),
 }

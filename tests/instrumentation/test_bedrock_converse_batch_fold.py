@@ -30,7 +30,7 @@ from bedrock_replay import (
 )
 
 from cassettes import ReplayServer, load_cassette
-from evaltrace.instrumentation.bedrock.converse import ConverseStreamAccumulator
+from evaltrace.instrumentation.bedrock.converse_stream import ConverseStreamAccumulator
 
 
 def _recorded_streams() -> list[Any]:

@@ -30,7 +30,7 @@ from fold_differential import differential, fold
 
 from cassettes import ReplayServer, load_cassette
 from evaltrace._internal.engine.codec import chunk_failed
-from evaltrace.instrumentation.bedrock.converse import ConverseStreamAccumulator
+from evaltrace.instrumentation.bedrock.converse_stream import ConverseStreamAccumulator
 
 SEED = 20261130
 WIRE_STREAMS = 40

@@ -124,7 +124,7 @@ def test_converse_records_the_same_whatever_its_batch_size(
 ) -> None:
     from bedrock_replay import client, converse_frame, read_stream, synthetic
 
-    from evaltrace.instrumentation.bedrock.converse import ConverseStreamAccumulator
+    from evaltrace.instrumentation.bedrock.converse_stream import ConverseStreamAccumulator
 
     frames = [converse_frame("messageStart", {"role": "assistant"})]
     frames += [

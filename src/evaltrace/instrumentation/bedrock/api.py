@@ -7,8 +7,9 @@ The response id is the AWS request id (``ResponseMetadata.RequestId``, the ``x-a
 four operations: it is the one id every Bedrock response has, whatever the model, streamed or not, and the key
 of Bedrock's model invocation logs and of AWS support. A model's own message id (Anthropic's ``msg_bdrk_...``
 in an ``invoke_model`` body) is not used, as Converse responses have none. The response model is the one a
-native body names (Anthropic's ``model``); Converse responses name none, and cost is then priced on the request's
-model id (genai-prices knows Bedrock ids, ``us.`` / ``eu.`` / ``global.`` inference profiles included).
+native body names (Anthropic's ``model``), or the model a prompt router chose (Converse's
+``trace.promptRouter.invokedModelId``); without one, cost is priced on the request's model id (genai-prices knows
+Bedrock ids, ``us.`` / ``eu.`` / ``global.`` inference profiles included).
 """
 
 from __future__ import annotations
@@ -75,26 +76,28 @@ def request_attributes(operation: str, params: Mapping[str, Any], capture: bool,
     messages: list[Message] = []
     system: list[Part] | None = None
     tools: list[dict[str, Any]] | None = None
+    body: dict[str, Any] | None = None
     if operation in (CONVERSE, CONVERSE_STREAM):
-        attrs = converse.inference_attributes(params.get("inferenceConfig"), params.get("additionalModelRequestFields"))
+        extra = params.get("additionalModelRequestFields")
+        attrs = converse.inference_attributes(params.get("inferenceConfig"), extra)
+        attrs.update(converse.output_attributes(params.get("outputConfig"), extra))
         if capture:
             messages = converse.input_messages(params.get("messages"))
             system = converse.system_instructions(params.get("system"))
             tools = converse.tool_definitions(params.get("toolConfig"))
     else:
         body = bodies.load(params.get("body"))
-        family = bodies.request_family(body) if body is not None else None
+        family = bodies.request_family(body, model_of(params)) if body is not None else None
         attrs = bodies.request_parameters(family, body) if body is not None else {}
         if capture and body is not None:
             messages, system, tools = bodies.request_content(family, body)
     attrs.pop(sc.GEN_AI_REQUEST_STREAM, None)  # a native body's own flag: the operation says whether it streams
     if operation in STREAMING:
         attrs[sc.GEN_AI_REQUEST_STREAM] = True
-    attrs[sc.LANGFUSE_OBSERVATION_TYPE] = (
-        sc.LANGFUSE_TYPE_EMBEDDING
-        if operation_of(operation, model_of(params)) == sc.OP_EMBEDDINGS
-        else sc.LANGFUSE_TYPE_GENERATION
-    )
+    embeddings = operation_of(operation, model_of(params)) == sc.OP_EMBEDDINGS
+    attrs[sc.LANGFUSE_OBSERVATION_TYPE] = sc.LANGFUSE_TYPE_EMBEDDING if embeddings else sc.LANGFUSE_TYPE_GENERATION
+    if embeddings and body is not None:
+        attrs.update(bodies.embedding_attributes(body))
     parameters = {key: attrs[name] for name, key in _PARAMETER_NAMES if name in attrs}
     if parameters:
         attrs[sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS] = capped_json(parameters, max_len)

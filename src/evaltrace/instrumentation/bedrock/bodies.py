@@ -1,7 +1,10 @@
 """Pure: ``invoke_model``'s model-native JSON bodies -> GenAI request attributes, messages and Outcome.
 
-Each model family on Bedrock takes and returns its own body. The family is read from the body's shape, not from
-the model id, so an inference-profile or provisioned-throughput ARN (which names no family) is read as well:
+Each model family on Bedrock takes and returns its own body. A request's family is read from the model id where it
+names its provider (``mistral.``, ``cohere.``..., after an inference profile's ``us.`` / ``eu.`` / ``global.`` and
+an ARN's ``foundation-model/`` or ``inference-profile/``), as a bare ``prompt`` body (AWS's own examples: ``prompt``,
+``max_tokens``, ``temperature``) is the same for several families; else from the body's shape, so a provisioned
+or application-inference-profile ARN (which names no model) is read as well. Responses are read by shape:
 
 ============================  ==========================================  ============================================
 family                        request keys                                response keys
@@ -69,8 +72,16 @@ def load(body: Any) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def request_family(body: Mapping[str, Any]) -> str | None:
-    """The family of a request body, from its keys (see the module docstring); None when unknown."""
+def request_family(body: Mapping[str, Any], model: str | None = None) -> str | None:
+    """The family of a request body: from ``model``'s provider when it names one, else from the body's keys.
+
+    Args:
+        body: The parsed request body.
+        model: The call's ``modelId`` (a model id, an inference profile id or an ARN), if any.
+
+    Returns:
+        One of the family names above, or None when neither the model nor the body says.
+    """
     if "messages" in body:
         return _messages_family(body)
     if "inputText" in body:
@@ -78,8 +89,37 @@ def request_family(body: Mapping[str, Any]) -> str | None:
     if "message" in body:
         return COHERE_CHAT
     if "prompt" in body:
-        return _prompt_family(body)
+        return _PROMPT_PROVIDERS.get(provider_of(model) or "") or _prompt_family(body)
     return None
+
+
+# The family of a ``prompt`` body per model provider: Mistral's, Cohere Command's and DeepSeek-R1's take the same
+# bare ``prompt`` + ``max_tokens`` body, which no key tells apart from Llama's minimal one.
+_PROMPT_PROVIDERS = {
+    "anthropic": ANTHROPIC_COMPLETION,
+    "meta": LLAMA,
+    "cohere": COHERE,
+    "mistral": MISTRAL,
+    "deepseek": MISTRAL,  # the same parameter names: max_tokens, temperature, top_p, stop
+    "ai21": AI21,
+}
+# Geographic prefixes of cross-region inference profiles (``us.anthropic...``, ``global.anthropic...``).
+_PROFILE_PREFIXES = frozenset({"us", "eu", "apac", "global", "us-gov", "jp", "au", "ca"})
+
+
+def provider_of(model: str | None) -> str | None:
+    """The provider a model id names (``mistral`` for ``us.mistral.pixtral-large-2502-v1:0``), else None.
+
+    An ARN is read after its last ``/`` (``foundation-model/<id>``, ``inference-profile/<profile id>``); an
+    application inference profile or a provisioned model's ARN ends in an opaque id, which names none.
+    """
+    if not model:
+        return None
+    name = model.rsplit("/", 1)[-1] if model.startswith("arn:") else model
+    pieces = name.split(".")
+    if len(pieces) > 2 and pieces[0] in _PROFILE_PREFIXES:
+        pieces = pieces[1:]
+    return pieces[0] if len(pieces) > 1 and pieces[0] else None
 
 
 def _messages_family(body: Mapping[str, Any]) -> str:
@@ -149,7 +189,9 @@ def request_parameters(family: str | None, body: Mapping[str, Any]) -> Attribute
     if family == ANTHROPIC:
         return anthropic_request.request_attributes(dict(body))
     if family == NOVA:
-        return converse.inference_attributes(body.get("inferenceConfig"))
+        attrs = converse.inference_attributes(body.get("inferenceConfig"))
+        attrs.update(converse.output_attributes(None, body))  # Nova 2's top-level reasoningConfig
+        return attrs
     if family == OPENAI_CHAT:
         return openai_request.request_attributes(EndpointKind.CHAT, dict(body))
     if family == TITAN:
@@ -270,11 +312,62 @@ def _cohere_tools(body: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     return out or None
 
 
+def embedding_attributes(body: Mapping[str, Any]) -> Attributes:
+    """An embedding model's body -> the dimension count and encoding formats it asks for.
+
+    Each family names them its own way: Titan Text Embeddings V2 ``dimensions`` and ``embeddingTypes``, Titan
+    Multimodal ``embeddingConfig.outputEmbeddingLength``, Nova's ``singleEmbeddingParams.embeddingDimension``,
+    Cohere's ``embedding_types``.
+
+    Args:
+        body: The parsed request body.
+
+    Returns:
+        ``gen_ai.embeddings.dimension.count`` and ``gen_ai.request.encoding_formats``, those the body gives.
+    """
+    attrs: Attributes = {}
+    config, nova = body.get("embeddingConfig"), body.get("singleEmbeddingParams")
+    dimensions = count(body.get("dimensions"))
+    if dimensions is None and isinstance(config, Mapping):
+        dimensions = count(config.get("outputEmbeddingLength"))
+    if dimensions is None and isinstance(nova, Mapping):
+        dimensions = count(nova.get("embeddingDimension"))
+    if dimensions is not None:
+        attrs[sc.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = dimensions
+    formats = body.get("embeddingTypes") or body.get("embedding_types")
+    if isinstance(formats, list | tuple) and formats:
+        attrs[sc.GEN_AI_REQUEST_ENCODING_FORMATS] = [str(f) for f in formats]
+    return attrs
+
+
 # --- response --------------------------------------------------------------------------------------------
+
+
+GUARDRAIL_ACTION = "amazon-bedrock-guardrailAction"
+"""The key Bedrock adds to a native body (or a stream chunk) when a guardrail ran; ``INTERVENED`` when it acted."""
+
+
+def guardrail_intervened(outcome: Outcome) -> Outcome:
+    """``outcome`` of an answer a guardrail intervened in, when the model gave no stop reason of its own.
+
+    The body then has no stop reason (the model's answer was replaced), which reads as a cut-off answer (``error``).
+    It is recorded as Converse records the same event: ``guardrail_intervened``, a ``content_filter`` finish.
+    """
+    if outcome.finish_reasons:
+        return outcome
+    outcome.finish_reasons = ["guardrail_intervened"]
+    for message in outcome.output_messages or ():
+        message["finish_reason"] = converse.finish_reason("guardrail_intervened")
+    return outcome
 
 
 def body_outcome(body: Mapping[str, Any], response_id: str | None, content: bool) -> Outcome:
     """A native response body -> Outcome, by its shape; ``response_id`` is the request id (see ``__init__``)."""
+    outcome = _body_outcome(body, response_id, content)
+    return guardrail_intervened(outcome) if body.get(GUARDRAIL_ACTION) == "INTERVENED" else outcome
+
+
+def _body_outcome(body: Mapping[str, Any], response_id: str | None, content: bool) -> Outcome:
     if body.get("type") == "message" or ("content" in body and "stop_reason" in body):
         outcome = message_outcome(dict(body), content)
         outcome.response_id = response_id

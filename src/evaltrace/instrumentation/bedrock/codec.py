@@ -22,7 +22,7 @@ from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import PLAIN, Codec, Endpoint
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace.instrumentation.bedrock import api
-from evaltrace.instrumentation.bedrock.converse import ConverseStreamAccumulator
+from evaltrace.instrumentation.bedrock.converse_stream import ConverseStreamAccumulator
 from evaltrace.instrumentation.bedrock.invoke_stream import InvokeStreamAccumulator
 from evaltrace.instrumentation.bedrock.response_body import rebuffer
 

@@ -1,10 +1,8 @@
 """Pure: Bedrock's Converse shape (``converse`` / ``converse_stream``, and Amazon Nova's invoke_model body) -> GenAI.
 
-Content blocks are one-key dicts (``{"text": ...}``, ``{"toolUse": {...}}``, ...), as boto3 parses them and as
-Nova's native JSON body carries them. They become GenAI parts (conventions.md 1.5): ``toolUse`` a ``tool_call``,
-``toolResult`` a ``tool_call_response`` in a ``tool`` message of its own, ``reasoningContent`` a ``reasoning`` part
-(``redactedContent`` an empty redacted one), media ``uri`` parts that never carry their bytes. ``cachePoint``
-markers are not content and are skipped.
+The request (``inferenceConfig``, ``system``, ``messages``, ``toolConfig``) and the whole response; content blocks
+are read in ``blocks``, a stream's events folded in ``converse_stream``. A user turn's ``toolResult`` blocks go into
+a ``tool`` message of their own, ahead of the rest of the turn.
 
 Usage: Converse's ``inputTokens`` excludes the prompt cache (``inputTokens + outputTokens + cacheReadInputTokens +
 cacheWriteInputTokens == totalTokens``), so OTel's inclusive input is their sum, as for Anthropic. Nova's native
@@ -18,21 +16,12 @@ from typing import Any
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.anthropic.response import usage_of
-from evaltrace._internal.engine.codec import chunk_failed
-from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
+from evaltrace._internal.engine.outcome import Outcome, Usage
 from evaltrace._internal.engine.values import count
-from evaltrace._internal.jsonutil import loads_or_raw
-from evaltrace._internal.openai.parts import (
-    Message,
-    Part,
-    reasoning_part,
-    text_part,
-    tool_call_part,
-    tool_response_part,
-)
+from evaltrace._internal.openai.parts import Message, Part, text_part
+from evaltrace.instrumentation.bedrock.blocks import content_part, tool_result_part
 
 Attributes = dict[str, Any]
-REDACTED_REASONING: Part = {"type": "reasoning", "content": "", "redacted": True}
 
 # Bedrock stop reasons (Converse's StopReason, and the native families') -> the output message's GenAI finish
 # reason. ``gen_ai.response.finish_reasons`` keeps the value verbatim; an unknown one is kept as sent here too.
@@ -112,6 +101,50 @@ def inference_attributes(config: Any, extra: Any = None) -> Attributes:
     return attrs
 
 
+def output_attributes(output_config: Any, extra: Any = None) -> Attributes:
+    """``outputConfig`` (and ``additionalModelRequestFields``' reasoning effort) -> output type and reasoning level.
+
+    A ``json_schema`` text format asks for JSON (``gen_ai.output.type``). The reasoning effort is recorded as the
+    provider spells it: ``outputConfig.effort``, else a model's own field passed through ``extra``: Claude's
+    ``output_config.effort`` (whose ``format`` asks for JSON too), gpt-oss's ``reasoning_effort`` or Nova 2's ``reasoningConfig.maxReasoningEffort`` (also the top level of Nova's native
+    body, which is passed as ``extra``), unless that config turns reasoning off.
+
+    Args:
+        output_config: The call's ``outputConfig``, if any.
+        extra: ``additionalModelRequestFields`` (or Nova's native body), if any.
+
+    Returns:
+        ``gen_ai.output.type`` and ``gen_ai.request.reasoning.level``, those the request gives.
+    """
+    attrs: Attributes = {}
+    effort: Any = None
+    if isinstance(output_config, Mapping):
+        text_format = output_config.get("textFormat")
+        if isinstance(text_format, Mapping) and text_format.get("type") == "json_schema":
+            attrs[sc.GEN_AI_OUTPUT_TYPE] = "json"
+        effort = output_config.get("effort")
+    if isinstance(extra, Mapping):
+        claude = extra.get("output_config")  # Claude's own request field, passed through the extra fields
+        if isinstance(claude, Mapping):
+            claude_format = claude.get("format")
+            if isinstance(claude_format, Mapping) and claude_format.get("type") == "json_schema":
+                attrs[sc.GEN_AI_OUTPUT_TYPE] = "json"
+            if not _level(effort):
+                effort = claude.get("effort")
+    if not _level(effort) and isinstance(extra, Mapping):
+        effort = extra.get("reasoning_effort")
+        reasoning = extra.get("reasoningConfig")
+        if not _level(effort) and isinstance(reasoning, Mapping) and reasoning.get("type") != "disabled":
+            effort = reasoning.get("maxReasoningEffort")
+    if _level(effort):
+        attrs[sc.GEN_AI_REQUEST_REASONING_LEVEL] = effort
+    return attrs
+
+
+def _level(value: Any) -> bool:
+    return isinstance(value, str) and bool(value)
+
+
 def system_instructions(system: Any) -> list[Part] | None:
     """``system`` (a list of system content blocks) -> ``gen_ai.system_instructions``; cache points skipped."""
     if isinstance(system, str):
@@ -172,116 +205,6 @@ def tool_definitions(tool_config: Any) -> list[dict[str, Any]] | None:
     return out or None
 
 
-# --- content blocks --------------------------------------------------------------------------------------
-
-
-def content_part(block: Any) -> Part | None:
-    """One content block (request or response) -> one GenAI part; None for a ``cachePoint`` marker."""
-    if not isinstance(block, Mapping):
-        return text_part(block) if isinstance(block, str) else None
-    if "text" in block:
-        text = block["text"]
-        return text_part(text if isinstance(text, str) else str(text))
-    if "toolUse" in block:
-        use = block["toolUse"] or {}
-        part = tool_call_part(use.get("toolUseId"), use.get("name"), use.get("input"))
-        if use.get("type") == "server_tool_use":  # a tool the service ran itself (Nova's code interpreter)
-            return {
-                "type": "server_tool_call",
-                "id": use.get("toolUseId"),
-                "name": use.get("name"),
-                "server_tool_call": {"type": "server_tool_use", "arguments": part.get("arguments")},
-            }
-        return part
-    if "reasoningContent" in block:
-        return _reasoning(block["reasoningContent"])
-    if "toolResult" in block:
-        return tool_result_part(block["toolResult"])
-    if "cachePoint" in block:
-        return None
-    for modality in ("image", "document", "video", "audio"):
-        if modality in block:
-            return media_part(block[modality], modality)
-    if "guardContent" in block:
-        text = (block["guardContent"] or {}).get("text") or {}
-        return text_part(str(text.get("text") or ""))
-    if "citationsContent" in block:
-        content = (block["citationsContent"] or {}).get("content") or ()
-        return text_part("".join(str(c.get("text") or "") for c in content if isinstance(c, Mapping)))
-    kind = next(iter(block), None)
-    return {"type": str(kind)} if kind is not None else None
-
-
-def _reasoning(content: Any) -> Part:
-    if not isinstance(content, Mapping):
-        return reasoning_part("")
-    if "redactedContent" in content:
-        return dict(REDACTED_REASONING)
-    text = (content.get("reasoningText") or {}).get("text")
-    return reasoning_part(text if isinstance(text, str) else "")
-
-
-def tool_result_part(result: Any) -> Part:
-    """``toolResult`` -> ``tool_call_response``: its text blocks joined, a ``json`` block as the object.
-
-    A result with a ``type`` (``nova_code_interpreter_result``) is a server tool's, run by the service: a
-    ``server_tool_call_response`` part.
-    """
-    if not isinstance(result, Mapping):
-        return tool_response_part(None, "")
-    server_type = result.get("type")
-    content = result.get("content")
-    response: Any = ""
-    if isinstance(content, list | tuple):
-        values: list[Any] = []
-        for block in content:
-            if isinstance(block, Mapping) and "json" in block:
-                values.append(block["json"])
-            elif isinstance(block, Mapping) and "text" in block:
-                values.append(str(block["text"]))
-            else:
-                values.append(content_part(block))
-        if values and all(isinstance(v, str) for v in values):
-            response = "".join(values)
-        elif len(values) == 1:
-            response = values[0]
-        else:
-            response = values
-    if isinstance(server_type, str) and server_type:
-        return {
-            "type": "server_tool_call_response",
-            "id": result.get("toolUseId"),
-            "server_tool_call_response": {"type": server_type, "response": response},
-        }
-    part = tool_response_part(result.get("toolUseId"), response)
-    if result.get("status") == "error":
-        part["is_error"] = True
-    return part
-
-
-def media_part(media: Any, modality: str) -> Part:
-    """An image/document/video/audio block: bytes by media type and size only, an S3 location as its URI."""
-    if not isinstance(media, Mapping):
-        return {"type": "uri", "modality": modality, "uri": f"<{modality}>"}
-    fmt = media.get("format")
-    source = media.get("source") or {}
-    if "text" in source and modality == "document":  # a plain-text document: its text is content, not media
-        return text_part(str(source["text"]))
-    location = source.get("s3Location")
-    if isinstance(location, Mapping) and location.get("uri"):
-        return {"type": "uri", "modality": modality, "uri": str(location["uri"])}
-    data = source.get("bytes")
-    mime = f"{_MIME_PREFIX.get(modality, modality)}/{fmt}" if isinstance(fmt, str) else ""
-    size = len(data) if isinstance(data, bytes | bytearray | str) else 0
-    part: Part = {"type": "uri", "modality": modality, "uri": f"data:{mime};base64,<omitted {size} bytes>"}
-    if mime:
-        part["mime_type"] = mime
-    return part
-
-
-_MIME_PREFIX = {"image": "image", "video": "video", "audio": "audio", "document": "application"}
-
-
 # --- response --------------------------------------------------------------------------------------------
 
 
@@ -309,190 +232,21 @@ def converse_outcome(body: Any, response_id: str | None, content: bool = True) -
         messages = [output_message(parts, reason)]
     return Outcome(
         response_id=response_id,
+        response_model=invoked_model(body.get("trace")),
         finish_reasons=[reason] if isinstance(reason, str) and reason else [],
         output_messages=messages,
         usage=converse_usage(body.get("usage")),
     )
 
 
-_NO_INDEX = object()
-"""``add_batch``'s marker for "no block kept": no event's block index is this object."""
+def invoked_model(trace: Any) -> str | None:
+    """The model a prompt router chose (``trace.promptRouter.invokedModelId``), verbatim; None without a router.
 
-
-class _Block:
-    """One content block of a stream: its start (tool use id and name) and its delta fragments."""
-
-    __slots__ = ("fragments", "kind", "redacted", "start")
-
-    def __init__(self, kind: str, start: Any = None) -> None:
-        self.kind = kind  # text, tool, reasoning
-        self.start = start
-        self.fragments: list[Any] = []  # str, or a list of content blocks for a tool result
-        self.redacted = False
-
-    def part(self) -> Part:
-        if self.kind == "tool_result":  # fragments are lists of content blocks, not text
-            content = [block for fragment in self.fragments for block in fragment]
-            return tool_result_part({**(self.start or {}), "content": content})
-        joined = "".join(self.fragments)
-        if self.kind == "tool":
-            use = self.start or {}
-            return content_part({"toolUse": {**use, "input": loads_or_raw(joined) if joined else {}}}) or {}
-        if self.kind == "reasoning":
-            if self.redacted and not joined:
-                return dict(REDACTED_REASONING)
-            return reasoning_part(joined)
-        return text_part(joined)
-
-
-class ConverseStreamAccumulator:
-    """Folds ``converse_stream`` events (and Nova's native stream chunks, the same shape) into one Outcome.
-
-    ``add`` is O(1): fragments are appended per block index and joined once, at the end.
+    A call to a prompt router names the router, which has no price: the model it routed to is the one that answered,
+    and the one cost is looked up for.
     """
-
-    __slots__ = ("blocks", "response_id", "stop_reason", "stopped", "usage")
-
-    def __init__(self, response_id: str | None = None) -> None:
-        self.blocks: dict[int, _Block] = {}
-        self.response_id = response_id
-        self.stop_reason: str | None = None
-        self.usage: Usage | None = None
-        self.stopped = False
-
-    def add(self, event: Any) -> bool:
-        """Fold one event in; True for a content delta (output, for time to first chunk)."""
-        if not isinstance(event, Mapping):
-            return False
-        delta_event = event.get("contentBlockDelta")
-        if delta_event is not None:
-            return self._delta(delta_event)
-        start = event.get("contentBlockStart")
-        if start is not None:
-            index = start.get("contentBlockIndex", 0)
-            begun = start.get("start") or {}
-            if begun.get("toolUse") is not None:
-                self.blocks[index] = _Block("tool", begun["toolUse"])
-            elif begun.get("toolResult") is not None:
-                self.blocks[index] = _Block("tool_result", begun["toolResult"])
-            return False
-        stop = event.get("messageStop")
-        if stop is not None:
-            self.stopped = True
-            reason = stop.get("stopReason")
-            if isinstance(reason, str):
-                self.stop_reason = reason
-            return False
-        metadata = event.get("metadata")
-        if metadata is not None:
-            usage = converse_usage(metadata.get("usage"))
-            if usage is not None:
-                self.usage = usage
-        return False
-
-    def add_batch(self, events: list[Any]) -> None:
-        """``add`` for each event in order, in one frame (the stream proxy's batch fold).
-
-        The common event of a Converse stream is a text delta of an open block, as botocore parses it into plain
-        dicts: ``{"contentBlockDelta": {"delta": {"text": str}, "contentBlockIndex": int}}``. For such an event
-        ``add`` appends the text to the fragments of the block at that index, whatever its kind, and that is all
-        this does, without ``add``'s calls and ``Mapping`` check. Every other event (another kind, a text that is
-        not a ``str``, a block not open yet, another type than ``dict``) goes through ``add``.
-
-        Per common event (s17-conv; why each holds is in benchmarks/README.md): the previous delta's block is kept
-        for a run of deltas to one ``int`` index (dropped after every event that goes through ``add``, which alone
-        opens or replaces a block); the body is tested for None only (``add`` reads it with ``get`` alone); the
-        delta keeps its ``dict`` test; ``type``, ``dict`` and ``str`` are locals.
-        """
-        blocks = self.blocks
-        add = self.add
-        kept: Any = _NO_INDEX  # the index whose block's fragments ``fragments`` is: an ``int``, or the marker
-        fragments: list[Any] = []
-        type_of, plain, string = type, dict, str
-        for event in events:
-            try:
-                if type_of(event) is plain:
-                    body = event.get("contentBlockDelta")
-                    if body is not None:
-                        delta = body.get("delta")
-                        if type_of(delta) is plain:
-                            text = delta.get("text")
-                            if type_of(text) is string:
-                                index = body.get("contentBlockIndex", 0)
-                                if index is not kept:
-                                    block = blocks.get(index)
-                                    if block is None:  # not open yet: ``add`` opens it
-                                        kept = _NO_INDEX
-                                        add(event)
-                                        continue
-                                    fragments = block.fragments
-                                    kept = index if type_of(index) is int else _NO_INDEX
-                                fragments.append(text)  # ``str(text)`` is ``text`` itself
-                                continue
-                kept = _NO_INDEX
-                add(event)
-            except Exception:
-                kept = _NO_INDEX
-                chunk_failed()
-
-    def _delta(self, event: Any) -> bool:
-        index = event.get("contentBlockIndex", 0)
-        delta = event.get("delta") or {}
-        block = self.blocks.get(index)
-        if "text" in delta:
-            if block is None:
-                block = self.blocks[index] = _Block("text")
-            block.fragments.append(str(delta["text"]))
-        elif "toolUse" in delta:
-            if block is None:
-                block = self.blocks[index] = _Block("tool", {})
-            block.fragments.append(str((delta["toolUse"] or {}).get("input") or ""))
-        elif "toolResult" in delta:
-            if block is None:
-                block = self.blocks[index] = _Block("tool_result", {})
-            results = delta["toolResult"]
-            block.fragments.append(results if isinstance(results, list) else [results])
-        elif "reasoningContent" in delta:
-            if block is None:
-                block = self.blocks[index] = _Block("reasoning")
-            reasoning = delta["reasoningContent"] or {}
-            if "text" in reasoning:
-                block.fragments.append(str(reasoning["text"]))
-            elif "redactedContent" in reasoning:
-                block.redacted = True
-            # a signature delta: nothing the span records
-        return True
-
-    def end_reason(self) -> str:
-        """``exhausted`` only once ``messageStop`` arrived; a stream cut before it is ``truncated``."""
-        return sc.STREAM_END_EXHAUSTED if self.stopped else sc.STREAM_END_TRUNCATED
-
-    def failure(self) -> tuple[str, str] | None:
-        """Errors in a Bedrock stream are raised by botocore (``EventStreamError``), never folded in."""
+    if trace is None:  # most calls: no ABC check (``isinstance(None, Mapping)``) for them
         return None
-
-    def summary(self) -> Summary:
-        """Token counts only (Converse streams name no model)."""
-        usage = self.usage
-        return Summary() if usage is None else Summary(None, usage.input_tokens, usage.output_tokens)
-
-    def outcome(self) -> Outcome:
-        """What the events so far amount to (blocks in index order)."""
-        parts: list[Part] = []
-        for index in sorted(self.blocks):
-            part = self.blocks[index].part()
-            if part.get("type") == "text":
-                if not part["content"]:
-                    continue  # an empty delta (gpt-oss opens its answer with one): no content
-                if parts and parts[-1].get("type") == "text":
-                    # Nova streams each delta as a block of its own: one answer, as its unstreamed reply has it
-                    parts[-1] = text_part(parts[-1]["content"] + part["content"])
-                    continue
-            parts.append(part)
-        reason = self.stop_reason
-        return Outcome(
-            response_id=self.response_id,
-            finish_reasons=[reason] if reason else [],
-            output_messages=[output_message(parts, reason)],
-            usage=self.usage,
-        )
+    router = trace.get("promptRouter") if isinstance(trace, Mapping) else None
+    model = router.get("invokedModelId") if isinstance(router, Mapping) else None
+    return model if isinstance(model, str) and model else None

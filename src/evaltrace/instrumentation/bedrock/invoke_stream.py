@@ -30,8 +30,8 @@ from evaltrace._internal.engine.codec import chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.engine.values import count
 from evaltrace._internal.openai.parts import Part, text_part, tool_call_part
-from evaltrace.instrumentation.bedrock import converse
-from evaltrace.instrumentation.bedrock.bodies import cohere_usage
+from evaltrace.instrumentation.bedrock import converse, converse_stream
+from evaltrace.instrumentation.bedrock.bodies import GUARDRAIL_ACTION, cohere_usage, guardrail_intervened
 
 _CONVERSE_EVENTS = frozenset({"messageStart", "contentBlockStart", "contentBlockDelta", "contentBlockStop",
                               "messageStop", "metadata"})  # fmt: skip
@@ -131,21 +131,25 @@ def _event(body: dict[str, Any]) -> SimpleNamespace:
 class InvokeStreamAccumulator:
     """Accumulates the decoded chunks of one ``invoke_model_with_response_stream`` body."""
 
-    __slots__ = ("anthropic", "calls", "converse", "delta", "fragments", "input_tokens", "metrics", "output_tokens",
-                 "response_id", "stop_reason", "stopped", "usage")  # fmt: skip
+    __slots__ = ("anthropic", "calls", "converse", "delta", "fragments", "guardrail", "input_tokens", "metrics",
+                 "model", "output_tokens", "response_id", "stop_reason", "stopped", "tool_calls", "usage")  # fmt: skip
 
     def __init__(self, response_id: str | None = None) -> None:
         self.response_id = response_id
         self.anthropic: MessagesAccumulator | None = None
-        self.converse: converse.ConverseStreamAccumulator | None = None
+        self.converse: converse_stream.ConverseStreamAccumulator | None = None
         self.fragments: list[str] = []
         self.calls: list[Part] = []
+        # OpenAI-style tool call deltas by their index: [id, name, argument fragments]
+        self.tool_calls: dict[Any, list[Any]] = {}
+        self.model: str | None = None  # an OpenAI-style chunk's ``model``
         self.stop_reason: str | None = None
         self.stopped = False
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
         self.usage: Usage | None = None  # a family's own complete usage (Cohere Command R's billed units)
         self.metrics: Usage | None = None
+        self.guardrail = False  # a chunk said a guardrail intervened
         # the bytes of the Anthropic content delta the last ``add`` folded (None: the last ``add`` folded none)
         self.delta: bytes | None = None
 
@@ -163,6 +167,8 @@ class InvokeStreamAccumulator:
         metrics = body.get(_METRICS)
         if metrics is not None and isinstance(metrics, Mapping):  # on the last chunk only
             self._metrics(metrics)
+        if GUARDRAIL_ACTION in body:
+            self.guardrail = body[GUARDRAIL_ACTION] == "INTERVENED"
         if self.anthropic is not None:
             if not self.anthropic.add(_event(body)):
                 return False
@@ -176,7 +182,7 @@ class InvokeStreamAccumulator:
             self.anthropic = MessagesAccumulator()
             return self.anthropic.add(_event(body))
         if not _CONVERSE_EVENTS.isdisjoint(body):
-            self.converse = converse.ConverseStreamAccumulator(self.response_id)
+            self.converse = converse_stream.ConverseStreamAccumulator(self.response_id)
             return self.converse.add(body)
         return self._text_chunk(body)
 
@@ -317,13 +323,7 @@ class InvokeStreamAccumulator:
             first = outputs[0] if isinstance(outputs[0], Mapping) else {}
             text, reason = first.get("text"), first.get("stop_reason")
         elif "choices" in body:  # OpenAI-style chunk
-            choices = body.get("choices") or [{}]
-            first = choices[0] if isinstance(choices[0], Mapping) else {}
-            delta = first.get("delta") or {}
-            text = delta.get("content") if isinstance(delta, Mapping) else None
-            if text is None:  # DeepSeek-R1's completion chunks: the text on the choice itself
-                text = first.get("text")
-            reason = first.get("finish_reason") or first.get("stop_reason")
+            text, reason = self._chat_chunk(body)
         if isinstance(reason, str) and reason:
             self.stop_reason = reason
             self.stopped = True
@@ -331,6 +331,32 @@ class InvokeStreamAccumulator:
             self.fragments.append(text)
             return True
         return False
+
+    def _chat_chunk(self, body: dict[str, Any]) -> tuple[Any, Any]:
+        """(text, finish reason) of an OpenAI-style chunk; its tool call deltas and model kept as the body's are."""
+        choices = body.get("choices") or [{}]
+        first = choices[0] if isinstance(choices[0], Mapping) else {}
+        delta = first.get("delta") or {}
+        text = delta.get("content") if isinstance(delta, Mapping) else None
+        if isinstance(delta, Mapping) and delta.get("tool_calls"):
+            self._tool_call_deltas(delta["tool_calls"])
+        if isinstance(body.get("model"), str):
+            self.model = body["model"]
+        if text is None:  # DeepSeek-R1's completion chunks: the text on the choice itself
+            text = first.get("text")
+        return text, first.get("finish_reason") or first.get("stop_reason")
+
+    def _tool_call_deltas(self, deltas: Any) -> None:
+        """OpenAI-style ``delta.tool_calls``: each call by its index, its arguments' fragments in order."""
+        for call in deltas if isinstance(deltas, list) else ():
+            if not isinstance(call, Mapping):
+                continue
+            function: Mapping[str, Any] = call["function"] if isinstance(call.get("function"), Mapping) else {}
+            slot = self.tool_calls.get(call.get("index", 0))
+            if slot is None:
+                slot = self.tool_calls[call.get("index", 0)] = [call.get("id"), function.get("name"), []]
+            if isinstance(function.get("arguments"), str) and function["arguments"]:
+                slot[2].append(function["arguments"])
 
     def _cohere_chat(self, body: dict[str, Any]) -> tuple[Any, Any]:
         event = body.get("event_type")
@@ -375,10 +401,15 @@ class InvokeStreamAccumulator:
             model, usage = own.response_model, self._usage(None)
         else:
             usage = self._usage(self.converse.usage if self.converse is not None else self.usage)
+            model = self.model
         return Summary(model) if usage is None else Summary(model, usage.input_tokens, usage.output_tokens)
 
     def outcome(self) -> Outcome:
         """What the chunks so far amount to; the invocation metrics fill in counts the family did not send."""
+        outcome = self._outcome()
+        return guardrail_intervened(outcome) if self.guardrail else outcome
+
+    def _outcome(self) -> Outcome:
         if self.anthropic is not None:
             outcome = self.anthropic.outcome()
             outcome.response_id = self.response_id
@@ -390,9 +421,11 @@ class InvokeStreamAccumulator:
             return outcome
         parts: list[Part] = [text_part("".join(self.fragments))] if self.fragments else []
         parts.extend(self.calls)
+        parts.extend(tool_call_part(i, name, "".join(args)) for i, name, args in self.tool_calls.values())
         reason = self.stop_reason
         return Outcome(
             response_id=self.response_id,
+            response_model=self.model,
             finish_reasons=[reason] if reason else [],
             output_messages=[converse.output_message(parts, reason)],
             usage=self._usage(self.usage),
