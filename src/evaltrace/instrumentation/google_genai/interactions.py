@@ -18,7 +18,8 @@ reason (``completed``, ``incomplete``, ``requires_action``, ``failed``...), and 
 nothing raised) fails the span.
 
 The stream (``stream=True``): ``interaction.created`` (id, model), ``step.start`` / ``step.delta`` / ``step.stop``
-per step index (``text``, ``thought_summary``, ``arguments_delta`` fragments; signatures ignored), and
+per step index (``text``, ``thought_summary``, ``arguments_delta`` fragments, a server tool's ``*_call`` /
+``*_result`` delta with its arguments or result, as the whole interaction's step holds them; signatures ignored), and
 ``interaction.completed`` (status and usage), the terminal signal; an ``error`` event fails the span.
 """
 
@@ -277,14 +278,59 @@ def summary_of(interaction: Any) -> Summary:
     return Summary(model) if usage is None else Summary(model, usage.input_tokens, usage.output_tokens)
 
 
+def _is_server_tool(kind: Any) -> bool:
+    """A step (or delta) type of the API's own tools: ``google_search_call``, ``url_context_result``..."""
+    return isinstance(kind, str) and kind.endswith(("_call", "_result")) and not kind.startswith("function_")
+
+
 class _Step:
-    __slots__ = ("fragments", "media", "start", "thoughts")
+    __slots__ = ("fragments", "media", "start", "thoughts", "tool")
 
     def __init__(self, start: Any) -> None:
         self.start = start  # the step as step.start announced it (type, and id / name for a call)
         self.fragments: list[str] = []  # text, or a call's argument JSON
         self.thoughts: list[str] = []
         self.media: list[Part] = []  # image / audio / video / document deltas of a model output
+        self.tool: dict[str, Any] = {}  # a server tool step's streamed ``arguments`` / ``result``
+
+    def add(self, delta: Any) -> bool:
+        """Fold one ``step.delta``'s delta in; True when it carries output."""
+        delta_type = field(delta, "type")
+        if delta_type == "text" or (delta_type is None and isinstance(field(delta, "text"), str)):
+            self.fragments.append(str(field(delta, "text") or ""))
+            return True
+        if delta_type in _CONTENT_TYPES:  # a media item of the answer, whole in one delta
+            part = content_part(delta)
+            if part is not None:
+                self.media.append(part)
+            return part is not None
+        if delta_type == "arguments_delta":
+            self.fragments.append(str(field(delta, "arguments") or ""))
+            return True
+        text = field(field(delta, "content"), "text")
+        if isinstance(text, str):  # a thought summary
+            self.thoughts.append(text)
+            return True
+        if _is_server_tool(delta_type):  # a server tool's arguments or result (the SDK's ``*CallDelta``...)
+            return self.add_tool(delta)
+        return False
+
+    def add_tool(self, delta: Any) -> bool:
+        """A server tool delta: its ``arguments`` (a call) or ``result``; True when it carried either.
+
+        The SDK types each as a whole value (``GoogleSearchCallDelta.arguments`` is the whole arguments object);
+        should a step get several deltas, a result list is extended (pieces of one list) and anything else is
+        replaced by the later value.
+        """
+        carried = False
+        for key in ("arguments", "result"):
+            value = field(delta, key)
+            if value is None:
+                continue
+            previous = self.tool.get(key)
+            self.tool[key] = previous + value if isinstance(previous, list) and isinstance(value, list) else value
+            carried = True
+        return carried
 
     def parts(self) -> list[Part]:
         kind = field(self.start, "type")
@@ -299,6 +345,12 @@ class _Step:
             if not arguments:
                 arguments = field(self.start, "arguments") or {}
             return [tool_call_part(field(self.start, "id"), field(self.start, "name"), arguments)]
+        if self.tool:
+            # The step as the whole interaction would hold it, so that both read through ``step_parts`` alike.
+            start = self.start
+            whole = {"type": kind, "id": field(start, "id"), "call_id": field(start, "call_id"),
+                     "arguments": field(start, "arguments"), "result": field(start, "result"), **self.tool}  # fmt: skip
+            return step_parts(whole)
         return step_parts(self.start)
 
 
@@ -323,23 +375,7 @@ class InteractionStreamAccumulator:
             delta = field(event, "delta")
             if step is None or delta is None:
                 return False
-            delta_type = field(delta, "type")
-            if delta_type == "text" or (delta_type is None and isinstance(field(delta, "text"), str)):
-                step.fragments.append(str(field(delta, "text") or ""))
-                return True
-            if delta_type in _CONTENT_TYPES:  # a media item of the answer, whole in one delta
-                part = content_part(delta)
-                if part is not None:
-                    step.media.append(part)
-                return part is not None
-            if delta_type == "arguments_delta":
-                step.fragments.append(str(field(delta, "arguments") or ""))
-                return True
-            text = field(field(delta, "content"), "text")
-            if isinstance(text, str):  # a thought summary
-                step.thoughts.append(text)
-                return True
-            return False
+            return step.add(delta)
         if kind == "step.start":
             self.steps[field(event, "index") or 0] = _Step(field(event, "step"))
         elif kind in ("interaction.created", "interaction.completed"):
