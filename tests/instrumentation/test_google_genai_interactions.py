@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import google.genai._gaos.types.interactions as it
 import pytest
 from google_genai_replay import AIOHTTP_WARNING, GENAI, client_for, replay
 from opentelemetry.sdk.trace import TracerProvider
@@ -225,3 +226,32 @@ def test_a_raw_response_call_is_left_intact_and_records_its_request(exporter: In
     span = _span(exporter)
     assert span.attributes["gen_ai.request.model"] == "gemini-2.5-flash"
     assert "gen_ai.response.id" not in span.attributes  # the response is the app's to parse: not read
+
+
+_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}}
+
+
+@pytest.mark.parametrize(
+    ("response_format", "expected"),
+    [
+        (it.TextResponseFormat(mime_type="application/json", schema_=_SCHEMA), "json"),
+        (it.TextResponseFormat(mime_type="application/json"), "json"),
+        (it.TextResponseFormat(mime_type="text/plain"), "text"),
+        (it.ImageResponseFormat(mime_type="image/jpeg", aspect_ratio="1:1"), "image"),
+        (it.AudioResponseFormat(mime_type="audio/wav"), "speech"),
+        (it.VideoResponseFormat(aspect_ratio="16:9"), None),  # no output type names a video
+        (_SCHEMA, "json"),  # a JSON schema given as the format
+        ([it.TextResponseFormat(mime_type="text/plain"), it.ImageResponseFormat(mime_type="image/jpeg")], "image"),
+    ],
+    ids=["json-schema", "json", "text", "image", "audio", "video", "bare-schema", "text-and-image"],
+)
+async def test_the_output_type_is_the_response_format_s_type(
+    response_format: Any, expected: str | None, exporter: InMemorySpanExporter
+) -> None:
+    served = _made({"id": "i-5", "status": "completed", "steps": []})
+    with ReplayServer([served]) as server:
+        client = client_for(server)
+        client.interactions.create(model="gemini-2.5-flash", input="x", response_format=response_format)
+        sent = server.received[0].json()["response_format"]
+    assert sent  # the format went to the API as given
+    assert _span(exporter).attributes.get("gen_ai.output.type") == expected

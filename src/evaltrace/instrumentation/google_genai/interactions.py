@@ -34,6 +34,7 @@ from evaltrace._internal.engine.values import count
 from evaltrace._internal.jsonutil import capped_json
 from evaltrace._internal.openai.parts import Message, Part, field, reasoning_part, text_part, tool_call_part
 from evaltrace.instrumentation.google_genai.parts import blob_part, file_part, function_response_part
+from evaltrace.instrumentation.google_genai.request import first_output_type
 
 Attributes = dict[str, Any]
 
@@ -93,8 +94,9 @@ def request_attributes(params: dict[str, Any], capture: bool, max_len: int) -> A
         attrs[sc.GEN_AI_REQUEST_REASONING_LEVEL] = level
     if params.get("stream") is True:
         attrs[sc.GEN_AI_REQUEST_STREAM] = True
-    if params.get("response_format") is not None or params.get("response_mime_type") == "application/json":
-        attrs[sc.GEN_AI_OUTPUT_TYPE] = "json"
+    output_type = output_type_of(params)
+    if output_type is not None:
+        attrs[sc.GEN_AI_OUTPUT_TYPE] = output_type
     parameters = {k: v for k, v in _items(config) if isinstance(v, str | int | float)}
     if parameters:
         attrs[sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS] = capped_json(parameters, max_len)
@@ -107,6 +109,38 @@ def request_attributes(params: dict[str, Any], capture: bool, max_len: int) -> A
             )
         )
     return attrs
+
+
+# A ``response_format`` item's ``type`` -> the output type it asks for (``text`` is read apart: it may be JSON).
+# Video and documents have no ``gen_ai.output.type`` value: none is recorded for them.
+_FORMAT_TYPES = {"audio": "speech", "speech": "speech", "image": "image", "video": None, "document": None}
+
+
+def output_type_of(params: dict[str, Any]) -> str | None:
+    """``gen_ai.output.type`` of ``response_format`` (one format or a list), by each format's type.
+
+    A text format is ``json`` with a JSON MIME type or a schema, else ``text``; a format of no known type is a JSON
+    schema given as is (``json``); ``response_mime_type`` is read as ``generate_content``'s. Of several kinds, the
+    one ``request.first_output_type`` picks.
+    """
+    formats = params.get("response_format")
+    items = formats if isinstance(formats, list | tuple) else [] if formats is None else [formats]
+    kinds = [_format_type(item) for item in items]
+    mime = params.get("response_mime_type")
+    kinds.append("json" if mime == "application/json" else "text" if mime == "text/plain" else None)
+    return first_output_type(kinds)
+
+
+def _format_type(item: Any) -> str | None:
+    kind = field(item, "type")
+    if kind == "text":
+        json_asked = field(item, "mime_type") == "application/json"
+        # The SDK's model names it ``schema_`` (``schema`` is pydantic's own method); the wire's dict ``schema``.
+        schema = item.get("schema", item.get("schema_")) if isinstance(item, dict) else field(item, "schema_")
+        return "json" if json_asked or schema is not None else "text"
+    if isinstance(kind, str) and kind in _FORMAT_TYPES:
+        return _FORMAT_TYPES[kind]
+    return "json"
 
 
 def _items(value: Any) -> list[tuple[str, Any]]:

@@ -11,6 +11,7 @@ for automatic function calling by its name and docstring, the API's own tools by
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any, TypeGuard
 
 from evaltrace._internal import list_values
@@ -145,6 +146,17 @@ def parameters(config: Any) -> Attributes:
     if level:
         attrs[sc.GEN_AI_REQUEST_REASONING_LEVEL] = level  # the exact provider value, e.g. LOW
     return attrs
+
+
+# When a request asks for several kinds of output, the one ``gen_ai.output.type`` records: a spoken or an image
+# answer is what sets the call apart (text comes with it anyway), and a JSON answer is text with a format.
+OUTPUT_TYPE_ORDER = ("speech", "image", "json", "text")
+
+
+def first_output_type(kinds: Iterable[str | None]) -> str | None:
+    """The output type of the kinds asked for, by ``OUTPUT_TYPE_ORDER``; None when none is one of them."""
+    asked = set(kinds)
+    return next((kind for kind in OUTPUT_TYPE_ORDER if kind in asked), None)
 
 
 def _output_type(config: Any) -> str | None:
