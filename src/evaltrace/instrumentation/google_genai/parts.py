@@ -102,11 +102,19 @@ def function_call_part(call: Any) -> Part:
 
 
 def function_response_part(response: Any) -> Part:
-    """``FunctionResponse`` -> ``tool_call_response``; the function name is kept, the only link without an id."""
+    """``FunctionResponse`` -> ``tool_call_response``; the function name is kept, the only link without an id.
+
+    The media a function returned besides its ``response`` object (``FunctionResponse.parts``: inline data or a
+    file) are the part's ``parts``, ``uri`` parts as media are everywhere (never the bytes), next to ``response``
+    as the API holds them, so ``response`` keeps its shape whether or not media came with it.
+    """
     part = tool_response_part(field(response, "id"), field(response, "response"))
     name = field(response, "name")
     if name is not None:
         part["name"] = name
+    media = [p for p in (part_of(item) for item in field(response, "parts") or ()) if p is not None]
+    if media:
+        part["parts"] = media
     return part
 
 

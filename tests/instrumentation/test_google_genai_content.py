@@ -1,0 +1,115 @@
+"""How the request's ``Content`` is recorded, through the real google-genai client (sync and async).
+
+The answers are the SDK's own ``GenerateContentResponse`` type serialised the way the API sends it (camelCase
+JSON), served by ``cassettes.ReplayServer`` on 127.0.0.1; the requests are built from the SDK's types and go to the
+server as the SDK sends them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from google.genai import types
+from google_genai_replay import AIOHTTP_WARNING, client_for
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from cassettes import Recorded, ReplayServer
+from evaltrace.instrumentation.google_genai import GoogleGenAIInstrumentor
+
+
+@pytest.fixture
+def instrumented(provider: TracerProvider, capture: None) -> Iterator[GoogleGenAIInstrumentor]:
+    instrumentor = GoogleGenAIInstrumentor()
+    instrumentor.instrument()
+    yield instrumentor
+    instrumentor.uninstrument()
+
+
+pytestmark = [pytest.mark.usefixtures("instrumented"), AIOHTTP_WARNING]
+
+MODEL = "gemini-2.5-flash"
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 40
+
+
+def _answer() -> Recorded:
+    response = types.GenerateContentResponse(
+        candidates=[types.Candidate(content=types.Content(role="model", parts=[types.Part(text="A bar chart.")]),
+                                    finish_reason=types.FinishReason.STOP, index=0)],
+        model_version=MODEL,
+        response_id="r-1",
+    )  # fmt: skip
+    body = response.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return Recorded("POST", "/", b"", 200, "OK", [("Content-Type", "application/json")], json.dumps(body).encode())
+
+
+async def _generate(is_async: bool, contents: Any, config: Any = None) -> dict[str, Any]:
+    """The request body the server got; the call's span is left in the exporter."""
+    with ReplayServer([_answer()]) as server:
+        client = client_for(server)
+        if is_async:
+            await client.aio.models.generate_content(model=MODEL, contents=contents, config=config)
+            await client.aio.aclose()
+        else:
+            client.models.generate_content(model=MODEL, contents=contents, config=config)
+        sent: dict[str, Any] = server.received[0].json()
+    return sent
+
+
+def _attribute(exporter: InMemorySpanExporter, key: str) -> Any:
+    (span,) = exporter.get_finished_spans()
+    return json.loads(span.attributes[key])
+
+
+async def test_media_a_function_returned_are_uri_parts_of_its_response(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    returned = types.FunctionResponse(
+        id="call-1",
+        name="chart",
+        response={"output": "see the image"},
+        parts=[
+            types.FunctionResponsePart(inline_data=types.FunctionResponseBlob(mime_type="image/png", data=PNG)),
+            types.FunctionResponsePart(
+                file_data=types.FunctionResponseFileData(file_uri="gs://bucket/chart.pdf", mime_type="application/pdf")
+            ),
+        ],
+    )
+    contents = [
+        types.Content(role="user", parts=[types.Part(text="Chart the sales.")]),
+        types.Content(role="model", parts=[types.Part(function_call=types.FunctionCall(id="call-1", name="chart"))]),
+        types.Content(role="user", parts=[types.Part(function_response=returned)]),
+    ]
+    sent = await _generate(is_async, contents)
+    assert len(sent["contents"][2]["parts"][0]["functionResponse"]["parts"]) == 2  # the media went to the API
+    messages = _attribute(exporter, "gen_ai.input.messages")
+    assert messages[2] == {
+        "role": "tool",
+        "parts": [
+            {
+                "type": "tool_call_response",
+                "id": "call-1",
+                "response": {"output": "see the image"},
+                "name": "chart",
+                "parts": [
+                    {
+                        "type": "uri",
+                        "modality": "image",
+                        "uri": "data:image/png;base64,<omitted 64 bytes>",
+                        "mime_type": "image/png",
+                    },
+                    {
+                        "type": "uri",
+                        "modality": "document",
+                        "uri": "gs://bucket/chart.pdf",
+                        "mime_type": "application/pdf",
+                    },
+                ],
+            }
+        ],
+    }
+    assert base64.b64encode(PNG).decode()[:12] not in json.dumps(messages)  # never the bytes
