@@ -255,3 +255,30 @@ async def test_the_output_type_is_the_response_format_s_type(
         sent = server.received[0].json()["response_format"]
     assert sent  # the format went to the API as given
     assert _span(exporter).attributes.get("gen_ai.output.type") == expected
+
+
+async def test_a_function_result_s_media_are_uri_parts_and_its_error_is_kept(exporter: InMemorySpanExporter) -> None:
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
+    history = [
+        it.UserInputStep(content=[it.TextContent(text="Chart the sales.")]),
+        it.FunctionCallStep(id="call-3", name="chart", arguments={"year": 2024}),
+        it.FunctionResultStep(call_id="call-3", name="chart", is_error=True,
+                              result=[it.TextContent(text="Partial chart: "), it.TextContent(text="2 of 4 series."),
+                                      it.ImageContent(data=png, mime_type="image/png")]),
+        it.FunctionResultStep(call_id="call-4", name="legend", result=[it.TextContent(text="A "),
+                                                                      it.TextContent(text="legend.")]),
+    ]  # fmt: skip
+    with ReplayServer([_made({"id": "i-6", "status": "completed", "steps": []})]) as server:
+        client = client_for(server)
+        client.interactions.create(model="gemini-2.5-flash", input=history)
+        assert server.received[0].json()["input"][2]["result"][2]["data"] == png  # the image went to the API
+    a = _span(exporter).attributes
+    assert png[:16] not in a["gen_ai.input.messages"]  # never the bytes
+    messages = json.loads(a["gen_ai.input.messages"])
+    assert messages[2] == {"role": "tool", "parts": [
+        {"type": "tool_call_response", "id": "call-3", "name": "chart", "is_error": True,
+         "response": [{"type": "text", "content": "Partial chart: "}, {"type": "text", "content": "2 of 4 series."},
+                      {"type": "uri", "modality": "image", "mime_type": "image/png",
+                       "uri": f"data:image/png;base64,<omitted {len(png)} bytes>"}]}]}  # fmt: skip
+    assert messages[3] == {"role": "tool", "parts": [
+        {"type": "tool_call_response", "id": "call-4", "name": "legend", "response": "A legend."}]}  # fmt: skip

@@ -29,6 +29,7 @@ from typing import Any
 
 from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.anthropic.request import joined_content
 from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.engine.values import count
 from evaltrace._internal.jsonutil import capped_json
@@ -191,9 +192,7 @@ def input_messages(value: Any) -> list[Message]:
         if kind == "user_input":
             messages.append({"role": "user", "parts": _parts(field(item, "content"))})
         elif kind == "function_result":
-            part = function_response_part({"id": field(item, "call_id"), "name": field(item, "name"),
-                                           "response": field(item, "result")})  # fmt: skip
-            messages.append({"role": "tool", "parts": [part]})
+            messages.append({"role": "tool", "parts": [function_result_part(item)]})
         elif kind in _CONTENT_TYPES:
             messages.append({"role": "user", "parts": _parts([item])})
         else:  # a step the model made (model_output, thought, function_call...), sent back as history
@@ -201,6 +200,29 @@ def input_messages(value: Any) -> list[Message]:
             if parts:
                 messages.append({"role": "assistant", "parts": parts})
     return messages
+
+
+def function_result_part(step: Any) -> Part:
+    """A ``function_result`` step -> ``tool_call_response``, ``is_error`` kept when the result says so.
+
+    A result of content items (``text``, ``image``...) is read as content is everywhere: media as ``uri`` parts
+    without their bytes, and all text joined into one string (as Anthropic's tool results are); any other item
+    (a ``function`` a tool search found) is kept as is.
+    """
+    result = field(step, "result")
+    if isinstance(result, list | tuple):
+        result = joined_content([_result_item(item) for item in result])
+    part = function_response_part({"id": field(step, "call_id"), "name": field(step, "name"), "response": result})
+    if field(step, "is_error") is True:
+        part["is_error"] = True
+    return part
+
+
+def _result_item(item: Any) -> Part:
+    part = content_part(item) if field(item, "type") in _CONTENT_TYPES else None
+    if part is not None:
+        return part
+    return item if isinstance(item, dict) else dict(_items(item))
 
 
 def tool_definitions(tools: Any) -> list[dict[str, Any]] | None:
