@@ -147,7 +147,15 @@ def test_vertex_stream_and_response() -> None:
 
 @pytest.mark.parametrize(
     ("reason", "mapped"),
-    [("MAX_TOKENS", "length"), ("SAFETY", "content_filter"), ("RECITATION", "content_filter"), ("OTHER", "error")],
+    [
+        ("MAX_TOKENS", "length"),
+        ("CONTINUATION", "length"),
+        ("SAFETY", "content_filter"),
+        ("RECITATION", "content_filter"),
+        ("ESCALATION", "content_filter"),
+        ("PUP_LIMITED_DISABLED", "content_filter"),
+        ("OTHER", "error"),
+    ],
 )
 def test_finish_reasons_verbatim_and_mapped(reason: str, mapped: str) -> None:
     """No recording ends otherwise than STOP: a recorded body with only its finishReason changed, parsed by the SDK."""
