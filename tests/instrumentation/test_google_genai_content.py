@@ -1,4 +1,4 @@
-"""How the request's ``Content`` is recorded, through the real google-genai client (sync and async).
+"""How the request (its ``Content``, the output it asks for) is recorded, through the real google-genai client.
 
 The answers are the SDK's own ``GenerateContentResponse`` type serialised the way the API sends it (camelCase
 JSON), served by ``cassettes.ReplayServer`` on 127.0.0.1; the requests are built from the SDK's types and go to the
@@ -113,3 +113,26 @@ async def test_media_a_function_returned_are_uri_parts_of_its_response(
         ],
     }
     assert base64.b64encode(PNG).decode()[:12] not in json.dumps(messages)  # never the bytes
+
+
+@pytest.mark.parametrize(
+    ("modalities", "mime_type", "expected"),
+    [
+        (["AUDIO"], None, "speech"),
+        (["IMAGE"], None, "image"),
+        (["TEXT", "IMAGE"], None, "image"),  # an image answer with its text: the image is what was asked for
+        ([types.Modality.TEXT, types.Modality.AUDIO], None, "speech"),
+        (["TEXT"], None, "text"),
+        (["TEXT"], "application/json", "json"),
+        (None, "application/json", "json"),
+    ],
+)
+async def test_the_output_type_follows_the_response_modalities(
+    modalities: Any, mime_type: str | None, expected: str, is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    config = types.GenerateContentConfig(response_modalities=modalities, response_mime_type=mime_type)
+    sent = await _generate(is_async, "Say it.", config)
+    asked = [getattr(m, "value", m) for m in modalities] if modalities else None
+    assert sent["generationConfig"].get("responseModalities") == asked  # as the API got it
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["gen_ai.output.type"] == expected

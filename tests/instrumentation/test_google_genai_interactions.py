@@ -282,3 +282,17 @@ async def test_a_function_result_s_media_are_uri_parts_and_its_error_is_kept(exp
                        "uri": f"data:image/png;base64,<omitted {len(png)} bytes>"}]}]}  # fmt: skip
     assert messages[3] == {"role": "tool", "parts": [
         {"type": "tool_call_response", "id": "call-4", "name": "legend", "response": "A legend."}]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("modalities", "expected"),
+    [(["audio"], "speech"), (["image"], "image"), (["text", "image"], "image"), (["text"], "text"), (["video"], None)],
+)
+async def test_the_output_type_follows_the_response_modalities(
+    modalities: list[str], expected: str | None, exporter: InMemorySpanExporter
+) -> None:
+    with ReplayServer([_made({"id": "i-7", "status": "completed", "steps": []})]) as server:
+        client = client_for(server)
+        client.interactions.create(model="gemini-2.5-flash", input="x", response_modalities=modalities)
+        assert server.received[0].json()["response_modalities"] == modalities
+    assert _span(exporter).attributes.get("gen_ai.output.type") == expected

@@ -9,9 +9,10 @@ are no model call of ours to measure and are not traced.
 
 Request: ``input`` (a string, content items, turns ``{role, content}`` or steps), ``system_instruction``, ``tools``
 and ``generation_config`` (``temperature``, ``top_p``, ``seed``, ``stop_sequences``, ``max_output_tokens``,
-``thinking_level``). Response: the ``steps`` (``thought`` summaries as ``reasoning`` parts, never the signature;
-``model_output`` content; ``function_call`` as ``tool_call``; the API's own tool calls and results, ``*_call`` /
-``*_result`` steps, as ``server_tool_call`` / ``server_tool_call_response``), ``status`` verbatim as the finish
+``thinking_level``); ``response_format`` and ``response_modalities`` (``gen_ai.output.type``). Response: the
+``steps`` (``thought`` summaries as ``reasoning`` parts, never the signature; ``model_output`` content;
+``function_call`` as ``tool_call``; the API's own tool calls and results, ``*_call`` / ``*_result`` steps, as
+``server_tool_call`` / ``server_tool_call_response``), ``status`` verbatim as the finish
 reason (``completed``, ``incomplete``, ``requires_action``, ``failed``...), and ``usage``: input is
 ``total_input_tokens`` (cached included) plus ``total_tool_use_tokens``, output ``total_output_tokens`` plus
 ``total_thought_tokens`` (the reasoning), cache reads ``total_cached_tokens``. A ``failed`` interaction (HTTP 200,
@@ -35,7 +36,7 @@ from evaltrace._internal.engine.values import count
 from evaltrace._internal.jsonutil import capped_json
 from evaltrace._internal.openai.parts import Message, Part, field, reasoning_part, text_part, tool_call_part
 from evaltrace.instrumentation.google_genai.parts import blob_part, file_part, function_response_part
-from evaltrace.instrumentation.google_genai.request import first_output_type
+from evaltrace.instrumentation.google_genai.request import first_output_type, modality_types
 
 Attributes = dict[str, Any]
 
@@ -118,15 +119,16 @@ _FORMAT_TYPES = {"audio": "speech", "speech": "speech", "image": "image", "video
 
 
 def output_type_of(params: dict[str, Any]) -> str | None:
-    """``gen_ai.output.type`` of ``response_format`` (one format or a list), by each format's type.
+    """``gen_ai.output.type`` of ``response_format`` and ``response_modalities``.
 
-    A text format is ``json`` with a JSON MIME type or a schema, else ``text``; a format of no known type is a JSON
-    schema given as is (``json``); ``response_mime_type`` is read as ``generate_content``'s. Of several kinds, the
-    one ``request.first_output_type`` picks.
+    Each format counts by its type; each modality as ``generate_content``'s (``audio`` speech, ``image`` image,
+    ``text`` text). A text format is ``json`` with a JSON MIME type or a schema, else ``text``; a format of no
+    known type is a JSON schema given as is (``json``); ``response_mime_type`` is read as ``generate_content``'s.
+    Of several kinds, the one ``request.first_output_type`` picks.
     """
     formats = params.get("response_format")
     items = formats if isinstance(formats, list | tuple) else [] if formats is None else [formats]
-    kinds = [_format_type(item) for item in items]
+    kinds = [_format_type(item) for item in items] + modality_types(params.get("response_modalities"))
     mime = params.get("response_mime_type")
     kinds.append("json" if mime == "application/json" else "text" if mime == "text/plain" else None)
     return first_output_type(kinds)

@@ -159,17 +159,33 @@ def first_output_type(kinds: Iterable[str | None]) -> str | None:
     return next((kind for kind in OUTPUT_TYPE_ORDER if kind in asked), None)
 
 
+# A response modality (``Modality`` / the Interactions API's lower-case names) -> the output type it asks for.
+MODALITY_TYPES = {"AUDIO": "speech", "IMAGE": "image", "TEXT": "text"}
+
+
+def modality_types(modalities: Any) -> list[str | None]:
+    """The output types ``response_modalities`` asks for (``["AUDIO"]`` -> ``["speech"]``)."""
+    if not isinstance(modalities, list | tuple):
+        return []
+    return [MODALITY_TYPES.get(str(enum_name(m) or "").upper()) for m in modalities]
+
+
 def _output_type(config: Any) -> str | None:
-    """``gen_ai.output.type``: ``json`` for a JSON MIME type or a response schema, ``text`` for text/plain."""
+    """``gen_ai.output.type`` of the modalities, MIME type and schema asked for.
+
+    ``response_modalities``: ``AUDIO`` speech, ``IMAGE`` image, ``TEXT`` text; ``json`` for a JSON MIME type or a
+    response schema, ``text`` for text/plain. Of several, the one ``first_output_type`` picks.
+    """
     mime = read(config, "response_mime_type", "responseMimeType")
     schema = read(config, "response_schema", "responseSchema") or read(
         config, "response_json_schema", "responseJsonSchema"
     )
+    kinds = modality_types(read(config, "response_modalities", "responseModalities"))
     if mime == "application/json" or (schema is not None and not mime):
-        return "json"
-    if mime == "text/plain":
-        return "text"
-    return None
+        kinds.append("json")
+    elif mime == "text/plain":
+        kinds.append("text")
+    return first_output_type(kinds)
 
 
 def _model_parameters(config: Any) -> dict[str, Scalar]:
