@@ -22,6 +22,7 @@ from opentelemetry.trace import StatusCode
 
 from cassettes import Recorded, ReplayServer, load_cassette
 from evaltrace.instrumentation.google_genai import GoogleGenAIInstrumentor
+from evaltrace.mapping import trace_from_spans
 
 SET = GENAI / "openinference" / "test_interactions_instrumentation"
 
@@ -296,3 +297,31 @@ async def test_the_output_type_follows_the_response_modalities(
         client.interactions.create(model="gemini-2.5-flash", input="x", response_modalities=modalities)
         assert server.received[0].json()["response_modalities"] == modalities
     assert _span(exporter).attributes.get("gen_ai.output.type") == expected
+
+
+def test_a_chained_interaction_names_its_previous_one_and_the_mapping_keeps_its_turn(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """The user asks the same again in a chained interaction (``previous_interaction_id``: the server keeps the
+    history, the input is the new turn only); the trace's conversation keeps both turns."""
+    answers = [
+        _made({"id": f"i-{n}", "status": "completed", "usage": {"total_input_tokens": 5, "total_output_tokens": 3},
+               "steps": [{"type": "model_output", "content": [{"type": "text", "text": text}]}]})
+        for n, text in ((8, "Why did the chicken cross the road?"), (9, "A horse walks into a bar."))
+    ]  # fmt: skip
+    with ReplayServer(answers) as server, provider.get_tracer("app").start_as_current_span("invoke_agent jokes"):
+        client = client_for(server)
+        first = client.interactions.create(model="gemini-2.5-flash", input="A joke.", system_instruction="Be brief.")
+        client.interactions.create(model="gemini-2.5-flash", input="A joke.", system_instruction="Be brief.",
+                                   previous_interaction_id=first.id)  # fmt: skip
+        assert server.received[1].json()["previous_interaction_id"] == "i-8"
+    chained = [s for s in exporter.get_finished_spans() if s.name.startswith("chat")][1]
+    assert chained.attributes["gen_ai.request.previous_response.id"] == "i-8"
+    trace = trace_from_spans(exporter.get_finished_spans())
+    assert [(m.role, m.content) for m in trace.messages] == [
+        ("system", "Be brief."),
+        ("user", "A joke."),
+        ("assistant", "Why did the chicken cross the road?"),
+        ("user", "A joke."),
+        ("assistant", "A horse walks into a bar."),
+    ]

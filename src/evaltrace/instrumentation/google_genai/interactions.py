@@ -96,6 +96,11 @@ def request_attributes(params: dict[str, Any], capture: bool, max_len: int) -> A
         attrs[sc.GEN_AI_REQUEST_REASONING_LEVEL] = level
     if params.get("stream") is True:
         attrs[sc.GEN_AI_REQUEST_STREAM] = True
+    previous = params.get("previous_interaction_id")
+    if isinstance(previous, str) and previous:
+        # The server holds the conversation so far: ``input`` carries only the new turn, as with OpenAI's
+        # ``previous_response_id`` (the trace mapping reads the attribute so).
+        attrs[sc.GEN_AI_REQUEST_PREVIOUS_RESPONSE_ID] = previous
     output_type = output_type_of(params)
     if output_type is not None:
         attrs[sc.GEN_AI_OUTPUT_TYPE] = output_type
