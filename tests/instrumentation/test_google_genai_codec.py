@@ -247,10 +247,15 @@ def test_system_instruction_tools_and_contents() -> None:
             "type": "function",
             "name": "get_weather",
             "description": "Weather now",
-            "parameters": {"type": "OBJECT", "properties": {"city": {"type": "STRING"}}},
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},  # as JSON Schema
         },
-        {"type": "google_search"},
-        {"type": "function", "name": "_weather", "description": "Return the weather at a location."},
+        {"type": "google_search", "name": "google_search"},
+        {
+            "type": "function",
+            "name": "_weather",
+            "description": "Return the weather at a location.",
+            "parameters": {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]},
+        },
     ]
     messages = json.loads(attrs[sc.GEN_AI_INPUT_MESSAGES])
     assert messages == [

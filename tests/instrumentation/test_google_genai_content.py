@@ -136,3 +136,50 @@ async def test_the_output_type_follows_the_response_modalities(
     assert sent["generationConfig"].get("responseModalities") == asked  # as the API got it
     (span,) = exporter.get_finished_spans()
     assert span.attributes["gen_ai.output.type"] == expected
+
+
+async def test_tool_definitions_are_named_and_their_parameters_json_schema(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """semconv's tool definitions: every tool named, ``parameters`` in JSON Schema (Gemini's ``Schema`` converted)."""
+    forecast = types.FunctionDeclaration(
+        name="forecast",
+        description="The forecast.",
+        parameters=types.Schema(
+            type=types.Type.OBJECT,
+            properties={
+                "city": types.Schema(type=types.Type.STRING, description="A city.", nullable=True),
+                "days": types.Schema(type=types.Type.INTEGER, minimum=1),
+                "hours": types.Schema(type=types.Type.ARRAY, items=types.Schema(type=types.Type.STRING), min_items=1),
+            },
+            required=["city"],
+        ),
+    )
+    as_dict = {"name": "tide", "parameters": {"type": "OBJECT", "properties": {"port": {"type": "STRING"}}}}
+    as_json_schema = types.FunctionDeclaration(
+        name="moon", parameters_json_schema={"type": "object", "properties": {"date": {"type": "string"}}}
+    )
+    config = types.GenerateContentConfig(
+        tools=[
+            types.Tool(function_declarations=[forecast, as_dict, as_json_schema]),  # type: ignore[list-item]
+            types.Tool(google_search=types.GoogleSearch()),
+            types.Tool(code_execution=types.ToolCodeExecution()),
+        ]
+    )
+    sent = await _generate(is_async, "Weather?", config)
+    (declared,) = [t["functionDeclarations"] for t in sent["tools"] if "functionDeclarations" in t]
+    assert declared[0]["parameters"]["type"] == "OBJECT"  # Gemini's Schema, as the SDK sent it
+    definitions = _attribute(exporter, "gen_ai.tool.definitions")
+    assert definitions == [
+        {"type": "function", "name": "forecast", "description": "The forecast.",
+         "parameters": {"type": "object", "required": ["city"], "properties": {
+             "city": {"type": ["null", "string"], "description": "A city."},
+             "days": {"type": "integer", "minimum": 1},
+             "hours": {"type": "array", "items": {"type": "string"}, "minItems": 1}}}},
+        {"type": "function", "name": "tide",
+         "parameters": {"type": "object", "properties": {"port": {"type": "string"}}}},
+        {"type": "function", "name": "moon",
+         "parameters": {"type": "object", "properties": {"date": {"type": "string"}}}},
+        {"type": "google_search", "name": "google_search"},
+        {"type": "code_execution", "name": "code_execution"},
+    ]  # fmt: skip

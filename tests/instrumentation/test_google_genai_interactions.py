@@ -132,6 +132,7 @@ async def test_a_function_call_step_is_a_tool_call_and_requires_action(exporter:
     definitions = json.loads(a["gen_ai.tool.definitions"])
     assert [d["type"] for d in definitions] == ["function", "google_search"]
     assert definitions[0]["name"] == "get_weather"
+    assert definitions[1] == {"type": "google_search", "name": "google_search"}  # semconv requires a name
     assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (20, 5)
 
 

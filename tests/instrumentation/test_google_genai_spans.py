@@ -254,6 +254,8 @@ async def test_automatic_function_calling_is_one_span_per_request(
             "type": "function",
             "name": "get_weather",
             "description": "Return the current weather at a location.",
+            # the JSON Schema the SDK declares the function with (``parameters_json_schema``)
+            "parameters": {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]},
         }
 
 

@@ -233,12 +233,14 @@ def _result_item(item: Any) -> Part:
 
 
 def tool_definitions(tools: Any) -> list[dict[str, Any]] | None:
-    """``function`` tools flat (name, description, parameters); the API's own tools by their type."""
+    """``function`` tools flat (name, description, parameters); the API's own tools by their type and name."""
     out: list[dict[str, Any]] = []
     for tool in tools or ():
         kind = str(field(tool, "type") or "function")
         if kind != "function":
-            out.append({"type": kind})
+            # semconv requires a name: an MCP server's own, else the tool's type (``google_search``).
+            name = field(tool, "name")
+            out.append({"type": kind, "name": name if isinstance(name, str) and name else kind})
             continue
         definition: dict[str, Any] = {"type": "function", "name": field(tool, "name")}
         for key in ("description", "parameters"):
