@@ -181,7 +181,8 @@ def response_outcome(response: Any, content: bool = True) -> Outcome:
         if reason:
             reasons.append(reason)
         if messages is not None:
-            messages.append(output_message(parts_of(field(field(candidate, "content"), "parts")), reason))
+            parts = parts_of(field(field(candidate, "content"), "parts"), join=False)  # whole: its parts as sent
+            messages.append(output_message(parts, reason))
     outcome = Outcome(
         response_id=read(response, "response_id", "responseId"),
         response_model=read(response, "model_version", "modelVersion"),
