@@ -133,3 +133,22 @@ def test_a_streamed_server_tool_step_records_what_the_whole_step_records(
         assert recorded["arguments"] == payload["arguments"]
     if "result" in payload:
         assert recorded["response"] == payload["result"]
+
+
+def test_an_mcp_tool_s_media_result_is_recorded_without_its_bytes_streamed_or_whole(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """An MCP tool's result of content items (the SDK types it as a function result's) keeps no base64 payload."""
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
+    payload = {"name": "chart", "server_name": "plots", "result": [
+        {"type": "text", "text": "The chart: "}, {"type": "image", "data": png, "mime_type": "image/png"}]}  # fmt: skip
+    whole = _output_parts(exporter, _whole("mcp_server_tool_result", payload))
+    streamed = _output_parts(exporter, _streamed("mcp_server_tool_result", payload), stream=True)
+    assert streamed == whole
+    assert png[:16] not in json.dumps(whole)
+    (part,) = whole
+    assert part["server_tool_call_response"]["response"] == [
+        {"type": "text", "content": "The chart: "},
+        {"type": "uri", "modality": "image", "mime_type": "image/png",
+         "uri": f"data:image/png;base64,<omitted {len(png)} bytes>"},
+    ]  # fmt: skip

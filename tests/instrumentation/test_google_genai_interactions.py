@@ -267,7 +267,7 @@ async def test_a_function_result_s_media_are_uri_parts_and_its_error_is_kept(exp
         it.FunctionResultStep(call_id="call-3", name="chart", is_error=True,
                               result=[it.TextContent(text="Partial chart: "), it.TextContent(text="2 of 4 series."),
                                       it.ImageContent(data=png, mime_type="image/png")]),
-        it.FunctionResultStep(call_id="call-4", name="legend", result=[it.TextContent(text="A "),
+        it.FunctionResultStep(call_id="call-4", name="legend", is_error=False, result=[it.TextContent(text="A "),
                                                                       it.TextContent(text="legend.")]),
     ]  # fmt: skip
     with ReplayServer([_made({"id": "i-6", "status": "completed", "steps": []})]) as server:

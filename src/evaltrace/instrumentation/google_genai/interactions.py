@@ -267,7 +267,11 @@ def step_parts(step: Any) -> list[Part]:
         call = {"type": name, "arguments": field(step, "arguments")}
         return [{"type": "server_tool_call", "id": field(step, "id"), "name": name, "server_tool_call": call}]
     if kind.endswith("_result") and kind != "function_result":
-        result = {"type": kind[: -len("_result")], "response": field(step, "result")}
+        response = field(step, "result")
+        if isinstance(response, list | tuple) and any(field(item, "type") in _CONTENT_TYPES for item in response):
+            # Content items (an MCP tool's text, images...): read as a function result's are, never the bytes.
+            response = joined_content([_result_item(item) for item in response])
+        result = {"type": kind[: -len("_result")], "response": response}
         return [{"type": "server_tool_call_response", "id": field(step, "call_id"),
                  "server_tool_call_response": result}]  # fmt: skip
     return []
