@@ -147,7 +147,15 @@ def test_vertex_stream_and_response() -> None:
 
 @pytest.mark.parametrize(
     ("reason", "mapped"),
-    [("MAX_TOKENS", "length"), ("SAFETY", "content_filter"), ("RECITATION", "content_filter"), ("OTHER", "error")],
+    [
+        ("MAX_TOKENS", "length"),
+        ("CONTINUATION", "length"),
+        ("SAFETY", "content_filter"),
+        ("RECITATION", "content_filter"),
+        ("ESCALATION", "content_filter"),
+        ("PUP_LIMITED_DISABLED", "content_filter"),
+        ("OTHER", "error"),
+    ],
 )
 def test_finish_reasons_verbatim_and_mapped(reason: str, mapped: str) -> None:
     """No recording ends otherwise than STOP: a recorded body with only its finishReason changed, parsed by the SDK."""
@@ -239,10 +247,15 @@ def test_system_instruction_tools_and_contents() -> None:
             "type": "function",
             "name": "get_weather",
             "description": "Weather now",
-            "parameters": {"type": "OBJECT", "properties": {"city": {"type": "STRING"}}},
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},  # as JSON Schema
         },
-        {"type": "google_search"},
-        {"type": "function", "name": "_weather", "description": "Return the weather at a location."},
+        {"type": "google_search", "name": "google_search"},
+        {
+            "type": "function",
+            "name": "_weather",
+            "description": "Return the weather at a location.",
+            "parameters": {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]},
+        },
     ]
     messages = json.loads(attrs[sc.GEN_AI_INPUT_MESSAGES])
     assert messages == [

@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import google.genai._gaos.types.interactions as it
 import pytest
 from google_genai_replay import AIOHTTP_WARNING, GENAI, client_for, replay
 from opentelemetry.sdk.trace import TracerProvider
@@ -21,6 +22,7 @@ from opentelemetry.trace import StatusCode
 
 from cassettes import Recorded, ReplayServer, load_cassette
 from evaltrace.instrumentation.google_genai import GoogleGenAIInstrumentor
+from evaltrace.mapping import trace_from_spans
 
 SET = GENAI / "openinference" / "test_interactions_instrumentation"
 
@@ -130,6 +132,7 @@ async def test_a_function_call_step_is_a_tool_call_and_requires_action(exporter:
     definitions = json.loads(a["gen_ai.tool.definitions"])
     assert [d["type"] for d in definitions] == ["function", "google_search"]
     assert definitions[0]["name"] == "get_weather"
+    assert definitions[1] == {"type": "google_search", "name": "google_search"}  # semconv requires a name
     assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (20, 5)
 
 
@@ -225,3 +228,101 @@ def test_a_raw_response_call_is_left_intact_and_records_its_request(exporter: In
     span = _span(exporter)
     assert span.attributes["gen_ai.request.model"] == "gemini-2.5-flash"
     assert "gen_ai.response.id" not in span.attributes  # the response is the app's to parse: not read
+
+
+_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}}
+
+
+@pytest.mark.parametrize(
+    ("response_format", "expected"),
+    [
+        (it.TextResponseFormat(mime_type="application/json", schema_=_SCHEMA), "json"),
+        (it.TextResponseFormat(mime_type="application/json"), "json"),
+        (it.TextResponseFormat(mime_type="text/plain"), "text"),
+        (it.ImageResponseFormat(mime_type="image/jpeg", aspect_ratio="1:1"), "image"),
+        (it.AudioResponseFormat(mime_type="audio/wav"), "speech"),
+        (it.VideoResponseFormat(aspect_ratio="16:9"), None),  # no output type names a video
+        (_SCHEMA, "json"),  # a JSON schema given as the format
+        ([it.TextResponseFormat(mime_type="text/plain"), it.ImageResponseFormat(mime_type="image/jpeg")], "image"),
+    ],
+    ids=["json-schema", "json", "text", "image", "audio", "video", "bare-schema", "text-and-image"],
+)
+async def test_the_output_type_is_the_response_format_s_type(
+    response_format: Any, expected: str | None, exporter: InMemorySpanExporter
+) -> None:
+    served = _made({"id": "i-5", "status": "completed", "steps": []})
+    with ReplayServer([served]) as server:
+        client = client_for(server)
+        client.interactions.create(model="gemini-2.5-flash", input="x", response_format=response_format)
+        sent = server.received[0].json()["response_format"]
+    assert sent  # the format went to the API as given
+    assert _span(exporter).attributes.get("gen_ai.output.type") == expected
+
+
+async def test_a_function_result_s_media_are_uri_parts_and_its_error_is_kept(exporter: InMemorySpanExporter) -> None:
+    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
+    history = [
+        it.UserInputStep(content=[it.TextContent(text="Chart the sales.")]),
+        it.FunctionCallStep(id="call-3", name="chart", arguments={"year": 2024}),
+        it.FunctionResultStep(call_id="call-3", name="chart", is_error=True,
+                              result=[it.TextContent(text="Partial chart: "), it.TextContent(text="2 of 4 series."),
+                                      it.ImageContent(data=png, mime_type="image/png")]),
+        it.FunctionResultStep(call_id="call-4", name="legend", is_error=False, result=[it.TextContent(text="A "),
+                                                                      it.TextContent(text="legend.")]),
+    ]  # fmt: skip
+    with ReplayServer([_made({"id": "i-6", "status": "completed", "steps": []})]) as server:
+        client = client_for(server)
+        client.interactions.create(model="gemini-2.5-flash", input=history)
+        assert server.received[0].json()["input"][2]["result"][2]["data"] == png  # the image went to the API
+    a = _span(exporter).attributes
+    assert png[:16] not in a["gen_ai.input.messages"]  # never the bytes
+    messages = json.loads(a["gen_ai.input.messages"])
+    assert messages[2] == {"role": "tool", "parts": [
+        {"type": "tool_call_response", "id": "call-3", "name": "chart", "is_error": True,
+         "response": [{"type": "text", "content": "Partial chart: "}, {"type": "text", "content": "2 of 4 series."},
+                      {"type": "uri", "modality": "image", "mime_type": "image/png",
+                       "uri": f"data:image/png;base64,<omitted {len(png)} bytes>"}]}]}  # fmt: skip
+    assert messages[3] == {"role": "tool", "parts": [
+        {"type": "tool_call_response", "id": "call-4", "name": "legend", "response": "A legend."}]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("modalities", "expected"),
+    [(["audio"], "speech"), (["image"], "image"), (["text", "image"], "image"), (["text"], "text"), (["video"], None)],
+)
+async def test_the_output_type_follows_the_response_modalities(
+    modalities: list[str], expected: str | None, exporter: InMemorySpanExporter
+) -> None:
+    with ReplayServer([_made({"id": "i-7", "status": "completed", "steps": []})]) as server:
+        client = client_for(server)
+        client.interactions.create(model="gemini-2.5-flash", input="x", response_modalities=modalities)
+        assert server.received[0].json()["response_modalities"] == modalities
+    assert _span(exporter).attributes.get("gen_ai.output.type") == expected
+
+
+def test_a_chained_interaction_names_its_previous_one_and_the_mapping_keeps_its_turn(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """The user asks the same again in a chained interaction (``previous_interaction_id``: the server keeps the
+    history, the input is the new turn only); the trace's conversation keeps both turns."""
+    answers = [
+        _made({"id": f"i-{n}", "status": "completed", "usage": {"total_input_tokens": 5, "total_output_tokens": 3},
+               "steps": [{"type": "model_output", "content": [{"type": "text", "text": text}]}]})
+        for n, text in ((8, "Why did the chicken cross the road?"), (9, "A horse walks into a bar."))
+    ]  # fmt: skip
+    with ReplayServer(answers) as server, provider.get_tracer("app").start_as_current_span("invoke_agent jokes"):
+        client = client_for(server)
+        first = client.interactions.create(model="gemini-2.5-flash", input="A joke.", system_instruction="Be brief.")
+        client.interactions.create(model="gemini-2.5-flash", input="A joke.", system_instruction="Be brief.",
+                                   previous_interaction_id=first.id)  # fmt: skip
+        assert server.received[1].json()["previous_interaction_id"] == "i-8"
+    chained = [s for s in exporter.get_finished_spans() if s.name.startswith("chat")][1]
+    assert chained.attributes["gen_ai.request.previous_response.id"] == "i-8"
+    trace = trace_from_spans(exporter.get_finished_spans())
+    assert [(m.role, m.content) for m in trace.messages] == [
+        ("system", "Be brief."),
+        ("user", "A joke."),
+        ("assistant", "Why did the chicken cross the road?"),
+        ("user", "A joke."),
+        ("assistant", "A horse walks into a bar."),
+    ]

@@ -9,6 +9,7 @@ was recorded in the fixture set: the error tests serve Google's documented error
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import json
 from collections.abc import Iterator
@@ -253,6 +254,8 @@ async def test_automatic_function_calling_is_one_span_per_request(
             "type": "function",
             "name": "get_weather",
             "description": "Return the current weather at a location.",
+            # the JSON Schema the SDK declares the function with (``parameters_json_schema``)
+            "parameters": {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]},
         }
 
 
@@ -436,3 +439,18 @@ async def test_stream_metrics(is_async: bool, provider: TracerProvider) -> None:
     }
     (first,) = found["gen_ai.client.operation.time_to_first_chunk"].data.data_points
     assert first.count == 1 and 0 <= first.sum <= duration.sum
+
+
+@pytest.mark.parametrize("reason", [r.value for r in types.FinishReason])
+def test_every_finish_reason_of_the_sdk_gets_a_genai_finish_reason(reason: str, exporter: InMemorySpanExporter) -> None:
+    """Each value of the installed SDK's ``FinishReason`` in a recorded body (only its finishReason changed)."""
+    recorded = load_cassette(OI / "test_generate_content.yaml")[0]
+    body = recorded.response_json()
+    body["candidates"][0]["finishReason"] = reason
+    with ReplayServer([dataclasses.replace(recorded, body=json.dumps(body).encode())]) as server:
+        client = client_for(server)  # held: a client left to the garbage collector closes its connections
+        client.models.generate_content(model="gemini-2.0-flash", contents="x")
+    span = _span(exporter)
+    assert span.attributes["gen_ai.response.finish_reasons"] == (reason,)
+    (message,) = _json(span, "gen_ai.output.messages")
+    assert message["finish_reason"] in ("stop", "length", "content_filter", "error")

@@ -9,16 +9,18 @@ are no model call of ours to measure and are not traced.
 
 Request: ``input`` (a string, content items, turns ``{role, content}`` or steps), ``system_instruction``, ``tools``
 and ``generation_config`` (``temperature``, ``top_p``, ``seed``, ``stop_sequences``, ``max_output_tokens``,
-``thinking_level``). Response: the ``steps`` (``thought`` summaries as ``reasoning`` parts, never the signature;
-``model_output`` content; ``function_call`` as ``tool_call``; the API's own tool calls and results, ``*_call`` /
-``*_result`` steps, as ``server_tool_call`` / ``server_tool_call_response``), ``status`` verbatim as the finish
+``thinking_level``); ``response_format`` and ``response_modalities`` (``gen_ai.output.type``). Response: the
+``steps`` (``thought`` summaries as ``reasoning`` parts, never the signature; ``model_output`` content;
+``function_call`` as ``tool_call``; the API's own tool calls and results, ``*_call`` / ``*_result`` steps, as
+``server_tool_call`` / ``server_tool_call_response``), ``status`` verbatim as the finish
 reason (``completed``, ``incomplete``, ``requires_action``, ``failed``...), and ``usage``: input is
 ``total_input_tokens`` (cached included) plus ``total_tool_use_tokens``, output ``total_output_tokens`` plus
 ``total_thought_tokens`` (the reasoning), cache reads ``total_cached_tokens``. A ``failed`` interaction (HTTP 200,
 nothing raised) fails the span.
 
 The stream (``stream=True``): ``interaction.created`` (id, model), ``step.start`` / ``step.delta`` / ``step.stop``
-per step index (``text``, ``thought_summary``, ``arguments_delta`` fragments; signatures ignored), and
+per step index (``text``, ``thought_summary``, ``arguments_delta`` fragments, a server tool's ``*_call`` /
+``*_result`` delta with its arguments or result, as the whole interaction's step holds them; signatures ignored), and
 ``interaction.completed`` (status and usage), the terminal signal; an ``error`` event fails the span.
 """
 
@@ -28,11 +30,13 @@ from typing import Any
 
 from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.anthropic.request import joined_content
 from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.engine.values import count
 from evaltrace._internal.jsonutil import capped_json
 from evaltrace._internal.openai.parts import Message, Part, field, reasoning_part, text_part, tool_call_part
 from evaltrace.instrumentation.google_genai.parts import blob_part, file_part, function_response_part
+from evaltrace.instrumentation.google_genai.request import first_output_type, modality_types
 
 Attributes = dict[str, Any]
 
@@ -92,8 +96,14 @@ def request_attributes(params: dict[str, Any], capture: bool, max_len: int) -> A
         attrs[sc.GEN_AI_REQUEST_REASONING_LEVEL] = level
     if params.get("stream") is True:
         attrs[sc.GEN_AI_REQUEST_STREAM] = True
-    if params.get("response_format") is not None or params.get("response_mime_type") == "application/json":
-        attrs[sc.GEN_AI_OUTPUT_TYPE] = "json"
+    previous = params.get("previous_interaction_id")
+    if isinstance(previous, str) and previous:
+        # The server holds the conversation so far: ``input`` carries only the new turn, as with OpenAI's
+        # ``previous_response_id`` (the trace mapping reads the attribute so).
+        attrs[sc.GEN_AI_REQUEST_PREVIOUS_RESPONSE_ID] = previous
+    output_type = output_type_of(params)
+    if output_type is not None:
+        attrs[sc.GEN_AI_OUTPUT_TYPE] = output_type
     parameters = {k: v for k, v in _items(config) if isinstance(v, str | int | float)}
     if parameters:
         attrs[sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS] = capped_json(parameters, max_len)
@@ -106,6 +116,39 @@ def request_attributes(params: dict[str, Any], capture: bool, max_len: int) -> A
             )
         )
     return attrs
+
+
+# A ``response_format`` item's ``type`` -> the output type it asks for (``text`` is read apart: it may be JSON).
+# Video and documents have no ``gen_ai.output.type`` value: none is recorded for them.
+_FORMAT_TYPES = {"audio": "speech", "speech": "speech", "image": "image", "video": None, "document": None}
+
+
+def output_type_of(params: dict[str, Any]) -> str | None:
+    """``gen_ai.output.type`` of ``response_format`` and ``response_modalities``.
+
+    Each format counts by its type; each modality as ``generate_content``'s (``audio`` speech, ``image`` image,
+    ``text`` text). A text format is ``json`` with a JSON MIME type or a schema, else ``text``; a format of no
+    known type is a JSON schema given as is (``json``); ``response_mime_type`` is read as ``generate_content``'s.
+    Of several kinds, the one ``request.first_output_type`` picks.
+    """
+    formats = params.get("response_format")
+    items = formats if isinstance(formats, list | tuple) else [] if formats is None else [formats]
+    kinds = [_format_type(item) for item in items] + modality_types(params.get("response_modalities"))
+    mime = params.get("response_mime_type")
+    kinds.append("json" if mime == "application/json" else "text" if mime == "text/plain" else None)
+    return first_output_type(kinds)
+
+
+def _format_type(item: Any) -> str | None:
+    kind = field(item, "type")
+    if kind == "text":
+        json_asked = field(item, "mime_type") == "application/json"
+        # The SDK's model names it ``schema_`` (``schema`` is pydantic's own method); the wire's dict ``schema``.
+        schema = item.get("schema", item.get("schema_")) if isinstance(item, dict) else field(item, "schema_")
+        return "json" if json_asked or schema is not None else "text"
+    if isinstance(kind, str) and kind in _FORMAT_TYPES:
+        return _FORMAT_TYPES[kind]
+    return "json"
 
 
 def _items(value: Any) -> list[tuple[str, Any]]:
@@ -156,9 +199,7 @@ def input_messages(value: Any) -> list[Message]:
         if kind == "user_input":
             messages.append({"role": "user", "parts": _parts(field(item, "content"))})
         elif kind == "function_result":
-            part = function_response_part({"id": field(item, "call_id"), "name": field(item, "name"),
-                                           "response": field(item, "result")})  # fmt: skip
-            messages.append({"role": "tool", "parts": [part]})
+            messages.append({"role": "tool", "parts": [function_result_part(item)]})
         elif kind in _CONTENT_TYPES:
             messages.append({"role": "user", "parts": _parts([item])})
         else:  # a step the model made (model_output, thought, function_call...), sent back as history
@@ -168,13 +209,38 @@ def input_messages(value: Any) -> list[Message]:
     return messages
 
 
+def function_result_part(step: Any) -> Part:
+    """A ``function_result`` step -> ``tool_call_response``, ``is_error`` kept when the result says so.
+
+    A result of content items (``text``, ``image``...) is read as content is everywhere: media as ``uri`` parts
+    without their bytes, and all text joined into one string (as Anthropic's tool results are); any other item
+    (a ``function`` a tool search found) is kept as is.
+    """
+    result = field(step, "result")
+    if isinstance(result, list | tuple):
+        result = joined_content([_result_item(item) for item in result])
+    part = function_response_part({"id": field(step, "call_id"), "name": field(step, "name"), "response": result})
+    if field(step, "is_error") is True:
+        part["is_error"] = True
+    return part
+
+
+def _result_item(item: Any) -> Part:
+    part = content_part(item) if field(item, "type") in _CONTENT_TYPES else None
+    if part is not None:
+        return part
+    return item if isinstance(item, dict) else dict(_items(item))
+
+
 def tool_definitions(tools: Any) -> list[dict[str, Any]] | None:
-    """``function`` tools flat (name, description, parameters); the API's own tools by their type."""
+    """``function`` tools flat (name, description, parameters); the API's own tools by their type and name."""
     out: list[dict[str, Any]] = []
     for tool in tools or ():
         kind = str(field(tool, "type") or "function")
         if kind != "function":
-            out.append({"type": kind})
+            # semconv requires a name: an MCP server's own, else the tool's type (``google_search``).
+            name = field(tool, "name")
+            out.append({"type": kind, "name": name if isinstance(name, str) and name else kind})
             continue
         definition: dict[str, Any] = {"type": "function", "name": field(tool, "name")}
         for key in ("description", "parameters"):
@@ -201,7 +267,11 @@ def step_parts(step: Any) -> list[Part]:
         call = {"type": name, "arguments": field(step, "arguments")}
         return [{"type": "server_tool_call", "id": field(step, "id"), "name": name, "server_tool_call": call}]
     if kind.endswith("_result") and kind != "function_result":
-        result = {"type": kind[: -len("_result")], "response": field(step, "result")}
+        response = field(step, "result")
+        if isinstance(response, list | tuple) and any(field(item, "type") in _CONTENT_TYPES for item in response):
+            # Content items (an MCP tool's text, images...): read as a function result's are, never the bytes.
+            response = joined_content([_result_item(item) for item in response])
+        result = {"type": kind[: -len("_result")], "response": response}
         return [{"type": "server_tool_call_response", "id": field(step, "call_id"),
                  "server_tool_call_response": result}]  # fmt: skip
     return []
@@ -277,14 +347,59 @@ def summary_of(interaction: Any) -> Summary:
     return Summary(model) if usage is None else Summary(model, usage.input_tokens, usage.output_tokens)
 
 
+def _is_server_tool(kind: Any) -> bool:
+    """A step (or delta) type of the API's own tools: ``google_search_call``, ``url_context_result``..."""
+    return isinstance(kind, str) and kind.endswith(("_call", "_result")) and not kind.startswith("function_")
+
+
 class _Step:
-    __slots__ = ("fragments", "media", "start", "thoughts")
+    __slots__ = ("fragments", "media", "start", "thoughts", "tool")
 
     def __init__(self, start: Any) -> None:
         self.start = start  # the step as step.start announced it (type, and id / name for a call)
         self.fragments: list[str] = []  # text, or a call's argument JSON
         self.thoughts: list[str] = []
         self.media: list[Part] = []  # image / audio / video / document deltas of a model output
+        self.tool: dict[str, Any] = {}  # a server tool step's streamed ``arguments`` / ``result``
+
+    def add(self, delta: Any) -> bool:
+        """Fold one ``step.delta``'s delta in; True when it carries output."""
+        delta_type = field(delta, "type")
+        if delta_type == "text" or (delta_type is None and isinstance(field(delta, "text"), str)):
+            self.fragments.append(str(field(delta, "text") or ""))
+            return True
+        if delta_type in _CONTENT_TYPES:  # a media item of the answer, whole in one delta
+            part = content_part(delta)
+            if part is not None:
+                self.media.append(part)
+            return part is not None
+        if delta_type == "arguments_delta":
+            self.fragments.append(str(field(delta, "arguments") or ""))
+            return True
+        text = field(field(delta, "content"), "text")
+        if isinstance(text, str):  # a thought summary
+            self.thoughts.append(text)
+            return True
+        if _is_server_tool(delta_type):  # a server tool's arguments or result (the SDK's ``*CallDelta``...)
+            return self.add_tool(delta)
+        return False
+
+    def add_tool(self, delta: Any) -> bool:
+        """A server tool delta: its ``arguments`` (a call) or ``result``; True when it carried either.
+
+        The SDK types each as a whole value (``GoogleSearchCallDelta.arguments`` is the whole arguments object);
+        should a step get several deltas, a result list is extended (pieces of one list) and anything else is
+        replaced by the later value.
+        """
+        carried = False
+        for key in ("arguments", "result"):
+            value = field(delta, key)
+            if value is None:
+                continue
+            previous = self.tool.get(key)
+            self.tool[key] = previous + value if isinstance(previous, list) and isinstance(value, list) else value
+            carried = True
+        return carried
 
     def parts(self) -> list[Part]:
         kind = field(self.start, "type")
@@ -299,6 +414,12 @@ class _Step:
             if not arguments:
                 arguments = field(self.start, "arguments") or {}
             return [tool_call_part(field(self.start, "id"), field(self.start, "name"), arguments)]
+        if self.tool:
+            # The step as the whole interaction would hold it, so that both read through ``step_parts`` alike.
+            start = self.start
+            whole = {"type": kind, "id": field(start, "id"), "call_id": field(start, "call_id"),
+                     "arguments": field(start, "arguments"), "result": field(start, "result"), **self.tool}  # fmt: skip
+            return step_parts(whole)
         return step_parts(self.start)
 
 
@@ -323,23 +444,7 @@ class InteractionStreamAccumulator:
             delta = field(event, "delta")
             if step is None or delta is None:
                 return False
-            delta_type = field(delta, "type")
-            if delta_type == "text" or (delta_type is None and isinstance(field(delta, "text"), str)):
-                step.fragments.append(str(field(delta, "text") or ""))
-                return True
-            if delta_type in _CONTENT_TYPES:  # a media item of the answer, whole in one delta
-                part = content_part(delta)
-                if part is not None:
-                    step.media.append(part)
-                return part is not None
-            if delta_type == "arguments_delta":
-                step.fragments.append(str(field(delta, "arguments") or ""))
-                return True
-            text = field(field(delta, "content"), "text")
-            if isinstance(text, str):  # a thought summary
-                step.thoughts.append(text)
-                return True
-            return False
+            return step.add(delta)
         if kind == "step.start":
             self.steps[field(event, "index") or 0] = _Step(field(event, "step"))
         elif kind in ("interaction.created", "interaction.completed"):

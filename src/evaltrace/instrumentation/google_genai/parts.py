@@ -102,11 +102,19 @@ def function_call_part(call: Any) -> Part:
 
 
 def function_response_part(response: Any) -> Part:
-    """``FunctionResponse`` -> ``tool_call_response``; the function name is kept, the only link without an id."""
+    """``FunctionResponse`` -> ``tool_call_response``; the function name is kept, the only link without an id.
+
+    The media a function returned besides its ``response`` object (``FunctionResponse.parts``: inline data or a
+    file) are the part's ``parts``, ``uri`` parts as media are everywhere (never the bytes), next to ``response``
+    as the API holds them, so ``response`` keeps its shape whether or not media came with it.
+    """
     part = tool_response_part(field(response, "id"), field(response, "response"))
     name = field(response, "name")
     if name is not None:
         part["name"] = name
+    media = [p for p in (part_of(item) for item in field(response, "parts") or ()) if p is not None]
+    if media:
+        part["parts"] = media
     return part
 
 
@@ -160,14 +168,20 @@ def _server_tool_part(part: Any) -> Part | None:
     return None
 
 
-def parts_of(parts: Iterable[Any] | None) -> list[Part]:
-    """Parts -> GenAI parts, dropping the empty ones; consecutive text (or thought) pieces are joined."""
+def parts_of(parts: Iterable[Any] | None, join: bool = True) -> list[Part]:
+    """Parts -> GenAI parts, dropping the empty ones; with ``join``, consecutive text (or thought) pieces are joined.
+
+    Joining is for a stream's pieces (each chunk holds a piece of a part, and the pieces of one text come as
+    consecutive parts). A ``Content``, whole (a request's, a system instruction, a whole answer's candidate), is
+    read with ``join=False``: each of its parts stays a part, as the items of a list of strings do, so a chat's
+    history sent back reads as the answer it repeats.
+    """
     out: list[Part] = []
     for raw in parts or ():
         part = part_of(raw)
         if part is None:
             continue
-        last = out[-1] if out else None
+        last = out[-1] if join and out else None
         kind = part["type"]
         if last is not None and kind in ("text", "reasoning") and last["type"] == kind:
             last["content"] += part["content"]  # a stream's pieces, or a thought split over parts
@@ -179,7 +193,7 @@ def parts_of(parts: Iterable[Any] | None) -> list[Part]:
 def content_messages(content: Any) -> list[Message]:
     """One ``Content`` -> its message; function responses go into a ``tool`` message of their own, first."""
     role = ROLES.get(str(field(content, "role") or "user"), str(field(content, "role")))
-    parts = parts_of(field(content, "parts"))
+    parts = parts_of(field(content, "parts"), join=False)
     results = [p for p in parts if p["type"] == "tool_call_response"]
     if not results:
         return [{"role": role, "parts": parts}]

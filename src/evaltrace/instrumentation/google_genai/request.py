@@ -4,14 +4,17 @@
 list mixing them, SDK models or their dicts (snake_case or the API's camelCase keys). As the SDK does, the
 non-``Content`` items of a list (strings, parts, files, images) make one ``user`` message. The parameters of
 ``GenerateContentConfig`` map to ``gen_ai.request.*``; ``system_instruction`` to ``gen_ai.system_instructions``;
-``tools`` to ``gen_ai.tool.definitions`` (function declarations as ``function`` tools, a Python function given
-for automatic function calling by its name and docstring, the API's own tools by their field name).
+``tools`` to ``gen_ai.tool.definitions`` (function declarations as ``function`` tools with JSON Schema
+``parameters``, a Python function given for automatic function calling as the SDK declares it, the API's own
+tools named by their field name).
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any, TypeGuard
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
@@ -25,6 +28,9 @@ from evaltrace.instrumentation.google_genai.parts import (
     part_of,
     read,
 )
+
+if TYPE_CHECKING:
+    from google.genai.types import Schema
 
 Attributes = dict[str, Any]
 Scalar = str | int | float | bool
@@ -147,17 +153,44 @@ def parameters(config: Any) -> Attributes:
     return attrs
 
 
+# When a request asks for several kinds of output, the one ``gen_ai.output.type`` records: a spoken or an image
+# answer is what sets the call apart (text comes with it anyway), and a JSON answer is text with a format.
+OUTPUT_TYPE_ORDER = ("speech", "image", "json", "text")
+
+
+def first_output_type(kinds: Iterable[str | None]) -> str | None:
+    """The output type of the kinds asked for, by ``OUTPUT_TYPE_ORDER``; None when none is one of them."""
+    asked = set(kinds)
+    return next((kind for kind in OUTPUT_TYPE_ORDER if kind in asked), None)
+
+
+# A response modality (``Modality`` / the Interactions API's lower-case names) -> the output type it asks for.
+MODALITY_TYPES = {"AUDIO": "speech", "IMAGE": "image", "TEXT": "text"}
+
+
+def modality_types(modalities: Any) -> list[str | None]:
+    """The output types ``response_modalities`` asks for (``["AUDIO"]`` -> ``["speech"]``)."""
+    if not isinstance(modalities, list | tuple):
+        return []
+    return [MODALITY_TYPES.get(str(enum_name(m) or "").upper()) for m in modalities]
+
+
 def _output_type(config: Any) -> str | None:
-    """``gen_ai.output.type``: ``json`` for a JSON MIME type or a response schema, ``text`` for text/plain."""
+    """``gen_ai.output.type`` of the modalities, MIME type and schema asked for.
+
+    ``response_modalities``: ``AUDIO`` speech, ``IMAGE`` image, ``TEXT`` text; ``json`` for a JSON MIME type or a
+    response schema, ``text`` for text/plain. Of several, the one ``first_output_type`` picks.
+    """
     mime = read(config, "response_mime_type", "responseMimeType")
     schema = read(config, "response_schema", "responseSchema") or read(
         config, "response_json_schema", "responseJsonSchema"
     )
+    kinds = modality_types(read(config, "response_modalities", "responseModalities"))
     if mime == "application/json" or (schema is not None and not mime):
-        return "json"
-    if mime == "text/plain":
-        return "text"
-    return None
+        kinds.append("json")
+    elif mime == "text/plain":
+        kinds.append("text")
+    return first_output_type(kinds)
 
 
 def _model_parameters(config: Any) -> dict[str, Scalar]:
@@ -237,12 +270,69 @@ def system_instructions(instruction: Any) -> list[Part] | None:
     return parts or None
 
 
+# The OpenAPI type names of Gemini's ``Schema`` (``types.Type``), as a dict schema may spell them.
+_SCHEMA_TYPES = frozenset({"OBJECT", "ARRAY", "STRING", "INTEGER", "NUMBER", "BOOLEAN", "NULL"})
+
+
 def _schema(value: Any) -> Any:
-    """A ``Schema`` model -> its set fields only (``model_dump`` would list every unset field as null)."""
-    dump = getattr(value, "model_dump", None)
+    """A declaration's ``parameters`` -> JSON Schema, which ``gen_ai.tool.definitions`` holds.
+
+    A ``types.Schema`` (or its dict, ``{"type": "OBJECT", ...}``) is Gemini's OpenAPI subset: the SDK's own
+    ``Schema.json_schema`` writes it as JSON Schema (lower-case types, ``nullable`` as a ``null`` type,
+    ``min_items`` as ``minItems``...). Anything else (``parameters_json_schema``) already is JSON Schema. Should the
+    conversion fail, the schema's set fields are kept as they are.
+    """
+    schema_type = _sdk_schema_type()
+    schema = value
+    if schema_type is not None and isinstance(value, dict) and str(value.get("type", "")).upper() in _SCHEMA_TYPES:
+        try:
+            schema = schema_type.model_validate(value)
+        except Exception:
+            return value  # not the SDK's Schema after all: kept as given
+    if schema_type is not None and isinstance(schema, schema_type):
+        try:
+            converted = schema.json_schema
+            return converted.model_dump(mode="json", by_alias=True, exclude_none=True)
+        except Exception:  # a schema the SDK cannot convert: its fields as set, rather than nothing
+            pass
+    dump = getattr(schema, "model_dump", None)
     if callable(dump):
-        return dump(mode="json", exclude_none=True)
-    return value
+        return dump(mode="json", exclude_none=True)  # set fields only: every unset one would be null
+    return schema
+
+
+@functools.cache
+def _sdk_schema_type() -> type[Schema] | None:
+    """google-genai's ``Schema``, imported once (None: not importable)."""
+    try:
+        from google.genai.types import Schema
+    except ImportError:
+        return None
+    return Schema
+
+
+def _callable_definition(tool: Any) -> dict[str, Any]:
+    """A Python function given for automatic function calling, declared as the SDK declares it.
+
+    ``FunctionDeclaration.from_callable_with_api_option(use_json_schema=True)`` reads its signature and docstring
+    into ``parameters_json_schema``; a function it cannot declare keeps its name and docstring.
+    """
+    entry: dict[str, Any] = {"type": "function", "name": getattr(tool, "__name__", type(tool).__name__)}
+    try:
+        from google.genai.types import FunctionDeclaration
+
+        declaration = FunctionDeclaration.from_callable_with_api_option(callable=tool, use_json_schema=True)
+    except Exception:  # not importable, or a signature the SDK does not support (it then refuses the call too)
+        declaration = None
+    description = declaration.description if declaration is not None else None
+    if not description:
+        description = (getattr(tool, "__doc__", None) or "").strip()
+    if description:
+        entry["description"] = description
+    parameters = declaration.parameters_json_schema if declaration is not None else None
+    if parameters is not None:
+        entry["parameters"] = parameters
+    return entry
 
 
 def tool_definitions(tools: Any) -> list[dict[str, Any]] | None:
@@ -252,16 +342,11 @@ def tool_definitions(tools: Any) -> list[dict[str, Any]] | None:
     out: list[dict[str, Any]] = []
     for tool in tools:
         if callable(tool) and not hasattr(tool, "function_declarations"):
-            # A Python function for automatic function calling: the SDK builds its declaration from it.
-            entry: dict[str, Any] = {"type": "function", "name": getattr(tool, "__name__", type(tool).__name__)}
-            doc = (getattr(tool, "__doc__", None) or "").strip()
-            if doc:
-                entry["description"] = doc
-            out.append(entry)
+            out.append(_callable_definition(tool))  # a Python function for automatic function calling
             continue
         declarations = read(tool, "function_declarations", "functionDeclarations")
         for declaration in declarations or ():
-            entry = {"type": "function", "name": field(declaration, "name")}
+            entry: dict[str, Any] = {"type": "function", "name": field(declaration, "name")}
             description = field(declaration, "description")
             if description:
                 entry["description"] = description
@@ -273,7 +358,7 @@ def tool_definitions(tools: Any) -> list[dict[str, Any]] | None:
             out.append(entry)
         for name in _SERVER_TOOLS:
             if read(tool, name, _camel(name)) is not None:
-                out.append({"type": name})
+                out.append({"type": name, "name": name})  # semconv requires a name: the tool's is its type
     return out
 
 

@@ -40,6 +40,8 @@ _CONTENT_FILTER = (
     "IMAGE_PROHIBITED_CONTENT",
     "IMAGE_RECITATION",
     "MODEL_ARMOR",
+    "ESCALATION",  # filtered by an escalation rule
+    "PUP_LIMITED_DISABLED",  # the account is limited for Prohibited Use Policy violations: a policy stop
 )
 _ERROR = (
     "FINISH_REASON_UNSPECIFIED",
@@ -55,6 +57,7 @@ _ERROR = (
 FINISH_REASONS: dict[str, str] = {
     "STOP": "stop",
     "MAX_TOKENS": "length",
+    "CONTINUATION": "length",  # the per-request token limit, to be continued by another request
     **dict.fromkeys(_CONTENT_FILTER, "content_filter"),
     **dict.fromkeys(_ERROR, "error"),
 }
@@ -178,7 +181,8 @@ def response_outcome(response: Any, content: bool = True) -> Outcome:
         if reason:
             reasons.append(reason)
         if messages is not None:
-            messages.append(output_message(parts_of(field(field(candidate, "content"), "parts")), reason))
+            parts = parts_of(field(field(candidate, "content"), "parts"), join=False)  # whole: its parts as sent
+            messages.append(output_message(parts, reason))
     outcome = Outcome(
         response_id=read(response, "response_id", "responseId"),
         response_model=read(response, "model_version", "modelVersion"),

@@ -1,0 +1,221 @@
+"""How the request (its ``Content``, the output it asks for) is recorded, through the real google-genai client.
+
+The answers are the SDK's own ``GenerateContentResponse`` type serialised the way the API sends it (camelCase
+JSON), served by ``cassettes.ReplayServer`` on 127.0.0.1; the requests are built from the SDK's types and go to the
+server as the SDK sends them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from google.genai import types
+from google_genai_replay import AIOHTTP_WARNING, client_for
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from cassettes import Recorded, ReplayServer
+from evaltrace.instrumentation.google_genai import GoogleGenAIInstrumentor
+
+
+@pytest.fixture
+def instrumented(provider: TracerProvider, capture: None) -> Iterator[GoogleGenAIInstrumentor]:
+    instrumentor = GoogleGenAIInstrumentor()
+    instrumentor.instrument()
+    yield instrumentor
+    instrumentor.uninstrument()
+
+
+pytestmark = [pytest.mark.usefixtures("instrumented"), AIOHTTP_WARNING]
+
+MODEL = "gemini-2.5-flash"
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 40
+
+
+def _answer(*texts: str) -> Recorded:
+    parts = [types.Part(text=text) for text in texts or ("A bar chart.",)]
+    response = types.GenerateContentResponse(
+        candidates=[types.Candidate(content=types.Content(role="model", parts=parts),
+                                    finish_reason=types.FinishReason.STOP, index=0)],
+        model_version=MODEL,
+        response_id="r-1",
+    )  # fmt: skip
+    body = response.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return Recorded("POST", "/", b"", 200, "OK", [("Content-Type", "application/json")], json.dumps(body).encode())
+
+
+async def _generate(
+    is_async: bool, contents: Any, config: Any = None, answer: Recorded | None = None
+) -> dict[str, Any]:
+    """The request body the server got; the call's span is left in the exporter."""
+    with ReplayServer([answer or _answer()]) as server:
+        client = client_for(server)
+        if is_async:
+            await client.aio.models.generate_content(model=MODEL, contents=contents, config=config)
+            await client.aio.aclose()
+        else:
+            client.models.generate_content(model=MODEL, contents=contents, config=config)
+        sent: dict[str, Any] = server.received[0].json()
+    return sent
+
+
+def _attribute(exporter: InMemorySpanExporter, key: str) -> Any:
+    (span,) = exporter.get_finished_spans()
+    return json.loads(span.attributes[key])
+
+
+async def test_media_a_function_returned_are_uri_parts_of_its_response(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    returned = types.FunctionResponse(
+        id="call-1",
+        name="chart",
+        response={"output": "see the image"},
+        parts=[
+            types.FunctionResponsePart(inline_data=types.FunctionResponseBlob(mime_type="image/png", data=PNG)),
+            types.FunctionResponsePart(
+                file_data=types.FunctionResponseFileData(file_uri="gs://bucket/chart.pdf", mime_type="application/pdf")
+            ),
+        ],
+    )
+    contents = [
+        types.Content(role="user", parts=[types.Part(text="Chart the sales.")]),
+        types.Content(role="model", parts=[types.Part(function_call=types.FunctionCall(id="call-1", name="chart"))]),
+        types.Content(role="user", parts=[types.Part(function_response=returned)]),
+    ]
+    sent = await _generate(is_async, contents)
+    assert len(sent["contents"][2]["parts"][0]["functionResponse"]["parts"]) == 2  # the media went to the API
+    messages = _attribute(exporter, "gen_ai.input.messages")
+    assert messages[2] == {
+        "role": "tool",
+        "parts": [
+            {
+                "type": "tool_call_response",
+                "id": "call-1",
+                "response": {"output": "see the image"},
+                "name": "chart",
+                "parts": [
+                    {
+                        "type": "uri",
+                        "modality": "image",
+                        "uri": "data:image/png;base64,<omitted 64 bytes>",
+                        "mime_type": "image/png",
+                    },
+                    {
+                        "type": "uri",
+                        "modality": "document",
+                        "uri": "gs://bucket/chart.pdf",
+                        "mime_type": "application/pdf",
+                    },
+                ],
+            }
+        ],
+    }
+    assert base64.b64encode(PNG).decode()[:12] not in json.dumps(messages)  # never the bytes
+
+
+@pytest.mark.parametrize(
+    ("modalities", "mime_type", "expected"),
+    [
+        (["AUDIO"], None, "speech"),
+        (["IMAGE"], None, "image"),
+        (["TEXT", "IMAGE"], None, "image"),  # an image answer with its text: the image is what was asked for
+        ([types.Modality.TEXT, types.Modality.AUDIO], None, "speech"),
+        (["TEXT"], None, "text"),
+        (["TEXT"], "application/json", "json"),
+        (None, "application/json", "json"),
+    ],
+)
+async def test_the_output_type_follows_the_response_modalities(
+    modalities: Any, mime_type: str | None, expected: str, is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    config = types.GenerateContentConfig(response_modalities=modalities, response_mime_type=mime_type)
+    sent = await _generate(is_async, "Say it.", config)
+    asked = [getattr(m, "value", m) for m in modalities] if modalities else None
+    assert sent["generationConfig"].get("responseModalities") == asked  # as the API got it
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["gen_ai.output.type"] == expected
+
+
+async def test_tool_definitions_are_named_and_their_parameters_json_schema(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """semconv's tool definitions: every tool named, ``parameters`` in JSON Schema (Gemini's ``Schema`` converted)."""
+    forecast = types.FunctionDeclaration(
+        name="forecast",
+        description="The forecast.",
+        parameters=types.Schema(
+            type=types.Type.OBJECT,
+            properties={
+                "city": types.Schema(type=types.Type.STRING, description="A city.", nullable=True),
+                "days": types.Schema(type=types.Type.INTEGER, minimum=1),
+                "hours": types.Schema(type=types.Type.ARRAY, items=types.Schema(type=types.Type.STRING), min_items=1),
+            },
+            required=["city"],
+        ),
+    )
+    as_dict = {"name": "tide", "parameters": {"type": "OBJECT", "properties": {"port": {"type": "STRING"}}}}
+    as_json_schema = types.FunctionDeclaration(
+        name="moon", parameters_json_schema={"type": "object", "properties": {"date": {"type": "string"}}}
+    )
+    config = types.GenerateContentConfig(
+        tools=[
+            types.Tool(function_declarations=[forecast, as_dict, as_json_schema]),  # type: ignore[list-item]
+            types.Tool(google_search=types.GoogleSearch()),
+            types.Tool(code_execution=types.ToolCodeExecution()),
+        ]
+    )
+    sent = await _generate(is_async, "Weather?", config)
+    (declared,) = [t["functionDeclarations"] for t in sent["tools"] if "functionDeclarations" in t]
+    assert declared[0]["parameters"]["type"] == "OBJECT"  # Gemini's Schema, as the SDK sent it
+    definitions = _attribute(exporter, "gen_ai.tool.definitions")
+    assert definitions == [
+        {"type": "function", "name": "forecast", "description": "The forecast.",
+         "parameters": {"type": "object", "required": ["city"], "properties": {
+             "city": {"type": ["null", "string"], "description": "A city."},
+             "days": {"type": "integer", "minimum": 1},
+             "hours": {"type": "array", "items": {"type": "string"}, "minItems": 1}}}},
+        {"type": "function", "name": "tide",
+         "parameters": {"type": "object", "properties": {"port": {"type": "string"}}}},
+        {"type": "function", "name": "moon",
+         "parameters": {"type": "object", "properties": {"date": {"type": "string"}}}},
+        {"type": "google_search", "name": "google_search"},
+        {"type": "code_execution", "name": "code_execution"},
+    ]  # fmt: skip
+
+
+async def test_the_text_parts_of_a_content_stay_parts(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    """Two text parts of one ``Content`` (a request's, the system instruction's) are two parts, as a list is."""
+    question = types.Content(role="user", parts=[types.Part(text="Context: A."), types.Part(text="Question: B?")])
+    instruction = types.Content(parts=[types.Part(text="Be brief."), types.Part(text="Cite sources.")])
+    sent = await _generate(is_async, [question], types.GenerateContentConfig(system_instruction=instruction))
+    assert [p["text"] for p in sent["contents"][0]["parts"]] == ["Context: A.", "Question: B?"]  # as the API got them
+    assert _attribute(exporter, "gen_ai.input.messages") == [
+        {"role": "user", "parts": [{"type": "text", "content": "Context: A."},
+                                   {"type": "text", "content": "Question: B?"}]}
+    ]  # fmt: skip
+    assert _attribute(exporter, "gen_ai.system_instructions") == [
+        {"type": "text", "content": "Be brief."},
+        {"type": "text", "content": "Cite sources."},
+    ]
+    exporter.clear()
+    await _generate(is_async, ["Context: A.", "Question: B?"])  # the same as a list: the same parts
+    assert _attribute(exporter, "gen_ai.input.messages")[0]["parts"] == [
+        {"type": "text", "content": "Context: A."},
+        {"type": "text", "content": "Question: B?"},
+    ]
+
+
+async def test_the_text_parts_of_a_whole_answer_stay_parts(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    """A whole answer's candidate is a ``Content`` too: its parts as the API sent them (a stream's pieces are
+    joined, test_google_genai_text_runs.py), so the history a chat sends back reads as the answer it repeats."""
+    await _generate(is_async, "Two parts.", answer=_answer("First part.", " Second part."))
+    (message,) = _attribute(exporter, "gen_ai.output.messages")
+    assert message["parts"] == [
+        {"type": "text", "content": "First part."},
+        {"type": "text", "content": " Second part."},
+    ]
