@@ -36,10 +36,9 @@ MODEL = "gemini-2.5-flash"
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 40
 
 
-def _answer(*texts: str) -> Recorded:
-    parts = [types.Part(text=text) for text in texts or ("A bar chart.",)]
+def _answer() -> Recorded:
     response = types.GenerateContentResponse(
-        candidates=[types.Candidate(content=types.Content(role="model", parts=parts),
+        candidates=[types.Candidate(content=types.Content(role="model", parts=[types.Part(text="A bar chart.")]),
                                     finish_reason=types.FinishReason.STOP, index=0)],
         model_version=MODEL,
         response_id="r-1",
@@ -48,11 +47,9 @@ def _answer(*texts: str) -> Recorded:
     return Recorded("POST", "/", b"", 200, "OK", [("Content-Type", "application/json")], json.dumps(body).encode())
 
 
-async def _generate(
-    is_async: bool, contents: Any, config: Any = None, answer: Recorded | None = None
-) -> dict[str, Any]:
+async def _generate(is_async: bool, contents: Any, config: Any = None) -> dict[str, Any]:
     """The request body the server got; the call's span is left in the exporter."""
-    with ReplayServer([answer or _answer()]) as server:
+    with ReplayServer([_answer()]) as server:
         client = client_for(server)
         if is_async:
             await client.aio.models.generate_content(model=MODEL, contents=contents, config=config)
@@ -186,36 +183,3 @@ async def test_tool_definitions_are_named_and_their_parameters_json_schema(
         {"type": "google_search", "name": "google_search"},
         {"type": "code_execution", "name": "code_execution"},
     ]  # fmt: skip
-
-
-async def test_the_text_parts_of_a_content_stay_parts(is_async: bool, exporter: InMemorySpanExporter) -> None:
-    """Two text parts of one ``Content`` (a request's, the system instruction's) are two parts, as a list is."""
-    question = types.Content(role="user", parts=[types.Part(text="Context: A."), types.Part(text="Question: B?")])
-    instruction = types.Content(parts=[types.Part(text="Be brief."), types.Part(text="Cite sources.")])
-    sent = await _generate(is_async, [question], types.GenerateContentConfig(system_instruction=instruction))
-    assert [p["text"] for p in sent["contents"][0]["parts"]] == ["Context: A.", "Question: B?"]  # as the API got them
-    assert _attribute(exporter, "gen_ai.input.messages") == [
-        {"role": "user", "parts": [{"type": "text", "content": "Context: A."},
-                                   {"type": "text", "content": "Question: B?"}]}
-    ]  # fmt: skip
-    assert _attribute(exporter, "gen_ai.system_instructions") == [
-        {"type": "text", "content": "Be brief."},
-        {"type": "text", "content": "Cite sources."},
-    ]
-    exporter.clear()
-    await _generate(is_async, ["Context: A.", "Question: B?"])  # the same as a list: the same parts
-    assert _attribute(exporter, "gen_ai.input.messages")[0]["parts"] == [
-        {"type": "text", "content": "Context: A."},
-        {"type": "text", "content": "Question: B?"},
-    ]
-
-
-async def test_the_text_parts_of_a_whole_answer_stay_parts(is_async: bool, exporter: InMemorySpanExporter) -> None:
-    """A whole answer's candidate is a ``Content`` too: its parts as the API sent them (a stream's pieces are
-    joined, test_google_genai_text_runs.py), so the history a chat sends back reads as the answer it repeats."""
-    await _generate(is_async, "Two parts.", answer=_answer("First part.", " Second part."))
-    (message,) = _attribute(exporter, "gen_ai.output.messages")
-    assert message["parts"] == [
-        {"type": "text", "content": "First part."},
-        {"type": "text", "content": " Second part."},
-    ]

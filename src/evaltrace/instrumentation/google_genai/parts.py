@@ -168,20 +168,14 @@ def _server_tool_part(part: Any) -> Part | None:
     return None
 
 
-def parts_of(parts: Iterable[Any] | None, join: bool = True) -> list[Part]:
-    """Parts -> GenAI parts, dropping the empty ones; with ``join``, consecutive text (or thought) pieces are joined.
-
-    Joining is for a stream's pieces (each chunk holds a piece of a part, and the pieces of one text come as
-    consecutive parts). A ``Content``, whole (a request's, a system instruction, a whole answer's candidate), is
-    read with ``join=False``: each of its parts stays a part, as the items of a list of strings do, so a chat's
-    history sent back reads as the answer it repeats.
-    """
+def parts_of(parts: Iterable[Any] | None) -> list[Part]:
+    """Parts -> GenAI parts, dropping the empty ones; consecutive text (or thought) pieces are joined."""
     out: list[Part] = []
     for raw in parts or ():
         part = part_of(raw)
         if part is None:
             continue
-        last = out[-1] if join and out else None
+        last = out[-1] if out else None
         kind = part["type"]
         if last is not None and kind in ("text", "reasoning") and last["type"] == kind:
             last["content"] += part["content"]  # a stream's pieces, or a thought split over parts
@@ -193,7 +187,7 @@ def parts_of(parts: Iterable[Any] | None, join: bool = True) -> list[Part]:
 def content_messages(content: Any) -> list[Message]:
     """One ``Content`` -> its message; function responses go into a ``tool`` message of their own, first."""
     role = ROLES.get(str(field(content, "role") or "user"), str(field(content, "role")))
-    parts = parts_of(field(content, "parts"), join=False)
+    parts = parts_of(field(content, "parts"))
     results = [p for p in parts if p["type"] == "tool_call_response"]
     if not results:
         return [{"role": role, "parts": parts}]

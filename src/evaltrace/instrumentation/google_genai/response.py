@@ -181,8 +181,7 @@ def response_outcome(response: Any, content: bool = True) -> Outcome:
         if reason:
             reasons.append(reason)
         if messages is not None:
-            parts = parts_of(field(field(candidate, "content"), "parts"), join=False)  # whole: its parts as sent
-            messages.append(output_message(parts, reason))
+            messages.append(output_message(parts_of(field(field(candidate, "content"), "parts")), reason))
     outcome = Outcome(
         response_id=read(response, "response_id", "responseId"),
         response_model=read(response, "model_version", "modelVersion"),
