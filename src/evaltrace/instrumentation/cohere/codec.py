@@ -12,9 +12,14 @@ Cohere's v2 chat is OpenAI-shaped (roles ``system`` / ``user`` / ``assistant`` /
 * ``finish_reason`` in capitals (``COMPLETE``, ``STOP_SEQUENCE``, ``MAX_TOKENS``, ``TOOL_CALL``, ``ERROR``,
   ``TIMEOUT``): verbatim in ``gen_ai.response.finish_reasons``, mapped to the GenAI vocabulary on the message;
 * usage in two counts: ``tokens`` (what the model read and wrote, template included) and ``billed_units`` (what
-  is billed). ``gen_ai.usage.*`` are the model's ``tokens`` (so ``cached_tokens`` is their subset, as OTel wants),
-  falling back to the billed units when a response has no ``tokens``; the billed units are kept beside them as
-  ``cohere.usage.billed_units.*``. The SDK types every count as a float: they are written as ints.
+  is billed). ``gen_ai.usage.*`` are the billed units, falling back to ``tokens`` when a response bills no tokens:
+  the token metric must report billable tokens when both are given, the metric and the cost are made from the
+  span's ``Usage``, and one count everywhere keeps span, metric, cost and Langfuse's usage in agreement. The
+  model's ``tokens`` are kept as ``cohere.usage.tokens.*``, ``cached_tokens`` as ``cohere.usage.cached_tokens``:
+  it is a share of ``tokens`` (a recording bills 2406 input tokens of which 2928 were cached), never of the billed
+  units, so it is ``gen_ai.usage.cache_read.input_tokens`` only when ``tokens`` are the span's counts. The billed
+  units stay as ``cohere.usage.billed_units.*`` too (with rerank's ``search_units``). The SDK types every count as
+  a float: they are written as ints.
 
 The SDK fills omitted keyword arguments with its ``OMIT`` sentinel (``...``); those are dropped first.
 """
@@ -213,23 +218,42 @@ def _int(value: Any) -> int | None:
     return int(value)
 
 
+def _billed_tokens(usage: Any) -> Any:
+    """``usage.billed_units`` when it bills tokens (a rerank's bills search units only), else None."""
+    billed = field(usage, "billed_units")
+    if _int(field(billed, "input_tokens")) is None and _int(field(billed, "output_tokens")) is None:
+        return None
+    return billed
+
+
 def usage_of(usage: Any) -> Usage | None:
-    """``usage`` -> Usage: the model's ``tokens``, else the ``billed_units``; ``cached_tokens`` as the cache read."""
+    """``usage`` (v2) or ``meta`` (v1, embed, rerank) -> Usage: the billed units, else the model's ``tokens``.
+
+    ``cached_tokens`` is the cache read only with the model's ``tokens``, the counts it is a share of.
+    """
     if usage is None:
         return None
+    billed = _billed_tokens(usage)
+    if billed is not None:
+        return Usage(
+            input_tokens=_int(field(billed, "input_tokens")), output_tokens=_int(field(billed, "output_tokens"))
+        )
     tokens = field(usage, "tokens")
-    billed = field(usage, "billed_units")
-    source = tokens if tokens is not None else billed
     return Usage(
-        input_tokens=_int(field(source, "input_tokens")),
-        output_tokens=_int(field(source, "output_tokens")),
+        input_tokens=_int(field(tokens, "input_tokens")),
+        output_tokens=_int(field(tokens, "output_tokens")),
         cached_tokens=_int(field(usage, "cached_tokens")),
     )
 
 
-def billed_attributes(usage: Any) -> Attributes:
-    """``cohere.usage.billed_units.*`` of a ``usage`` (what Cohere bills, beside the model's token counts)."""
-    billed = field(usage, "billed_units") if usage is not None else None
+def usage_attributes(usage: Any) -> Attributes:
+    """``cohere.usage.*`` of a ``usage`` / ``meta``: the billed units, and what ``gen_ai.usage.*`` do not hold.
+
+    With billed tokens in ``gen_ai.usage.*``, the model's ``tokens`` and ``cached_tokens`` are kept here.
+    """
+    if usage is None:
+        return {}
+    billed = field(usage, "billed_units")
     attrs: Attributes = {}
     for key, name in (
         ("input_tokens", sc.COHERE_USAGE_BILLED_INPUT_TOKENS),
@@ -239,6 +263,16 @@ def billed_attributes(usage: Any) -> Attributes:
         value = _int(field(billed, key))
         if value is not None:
             attrs[name] = value
+    if _billed_tokens(usage) is not None:
+        tokens = field(usage, "tokens")
+        for key, name, source in (
+            ("input_tokens", sc.COHERE_USAGE_TOKENS_INPUT, tokens),
+            ("output_tokens", sc.COHERE_USAGE_TOKENS_OUTPUT, tokens),
+            ("cached_tokens", sc.COHERE_USAGE_CACHED_TOKENS, usage),
+        ):
+            value = _int(field(source, key))
+            if value is not None:
+                attrs[name] = value
     return attrs
 
 
@@ -352,7 +386,7 @@ class CohereCodec(Codec):
         return request_attributes(params, capture, max_len, stream=kind == CHAT_STREAM)
 
     def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
-        """A response (or the raw client's ``HttpResponse`` of one), with its billed units."""
+        """A response (or the raw client's ``HttpResponse`` of one), with its ``cohere.usage.*`` counts."""
         result = _body(result)
         if kind in (EMBED, RERANK, *_V1_KINDS):
             meta = getattr(result, "meta", None)
@@ -365,12 +399,12 @@ class CohereCodec(Codec):
                 from evaltrace.instrumentation.cohere import v1
 
                 outcome = v1.chat_outcome(result, usage, capture)
-            billed = billed_attributes(meta)
-            if billed:
-                outcome.attributes = {**(outcome.attributes or {}), **billed}
+            counts = usage_attributes(meta)
+            if counts:
+                outcome.attributes = {**(outcome.attributes or {}), **counts}
             return outcome
         outcome = chat_outcome(result, capture)
-        outcome.attributes = billed_attributes(getattr(result, "usage", None)) or None
+        outcome.attributes = usage_attributes(getattr(result, "usage", None)) or None
         return outcome
 
     @staticmethod
