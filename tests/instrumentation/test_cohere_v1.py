@@ -241,3 +241,25 @@ async def test_v1_token_metric_and_cost_are_the_billed_units(
     price = pricing.price_of(model, "cohere")
     billed = pricing.cost_at(price, input_tokens=10, output_tokens=6) if price is not None else None
     assert billed is not None and span.attributes["evaltrace.cost_usd"] == pytest.approx(billed.total_usd)
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_v1_conversation_id_is_the_gen_ai_conversation_id(
+    streamed: bool, is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """``conversation_id`` names a thread the API stores and continues: the span's conversation, capture or not."""
+    from evaltrace._internal import settings
+
+    reply = made("/v1/chat", _events(_answer()), ndjson=True) if streamed else made("/v1/chat", _answer())
+    previous = settings.replace(settings.CaptureSettings(capture_content=False))
+    try:
+        with ReplayServer([reply]) as server:
+            call = _stream if streamed else _chat
+            await call(server.url, is_async, message="x", model=MODEL, conversation_id="user-conv-42")
+            sent = server.received[0].json()
+    finally:
+        settings.replace(previous)
+    assert sent["conversation_id"] == "user-conv-42"
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["gen_ai.conversation.id"] == "user-conv-42"
+    assert "gen_ai.input.messages" not in span.attributes

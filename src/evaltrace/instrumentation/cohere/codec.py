@@ -376,6 +376,9 @@ class CohereCodec(Codec):
             from evaltrace.instrumentation.cohere import v1  # it imports this module
 
             attrs = request_attributes(params, False, max_len, stream=kind == V1_CHAT_STREAM)
+            conversation = params.get("conversation_id")
+            if isinstance(conversation, str) and conversation:  # a server-side thread the API keeps and reads
+                attrs[sc.GEN_AI_CONVERSATION_ID] = conversation
             if capture:
                 attrs.update(
                     list_values.request_content_attributes(
