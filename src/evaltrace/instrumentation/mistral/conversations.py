@@ -32,7 +32,14 @@ from evaltrace._internal.openai.parts import (
     tool_response_part,
 )
 from evaltrace._internal.openai.registry import EndpointKind
-from evaltrace.instrumentation.mistral.request import chat_params, content_parts, get, given, thinking_text
+from evaltrace.instrumentation.mistral.request import (
+    chat_params,
+    content_parts,
+    get,
+    given,
+    thinking_references,
+    thinking_text,
+)
 
 Attributes = dict[str, Any]
 
@@ -115,8 +122,11 @@ def _message_parts(content: Any) -> list[Part]:
     """A ``message.output`` entry's content -> parts, its thinking joined into one reasoning part first."""
     if isinstance(content, str):
         return [text_part(content)] if content else []
-    thinking = "".join(thinking_text(c) for c in content or () if get(c, "type") == "thinking")
+    thoughts = [c for c in content or () if get(c, "type") == "thinking"]
+    thinking = "".join(thinking_text(c) for c in thoughts)
     parts: list[Part] = [reasoning_part(thinking)] if thinking else []
+    for thought in thoughts:  # what the thinking cited, after it
+        parts.extend(thinking_references(thought))
     parts.extend(content_parts([c for c in content or () if get(c, "type") != "thinking"]))
     return parts
 
@@ -164,16 +174,18 @@ class _Call:
 class _Message:
     """One ``message.output`` entry's deltas: text and thinking fragments, and its other chunks."""
 
-    __slots__ = ("other", "text", "thinking")
+    __slots__ = ("cited", "other", "text", "thinking")
 
     def __init__(self) -> None:
         self.text: list[str] = []
         self.thinking: list[str] = []
+        self.cited: list[Part] = []  # what its thinking cited, after the reasoning (as in a whole response)
         self.other: list[Part] = []
 
     def parts(self) -> list[Part]:
         thinking, text = "".join(self.thinking), "".join(self.text)
-        return [*([reasoning_part(thinking)] if thinking else ()), *([text_part(text)] if text else ()), *self.other]
+        return [*([reasoning_part(thinking)] if thinking else ()), *self.cited, *([text_part(text)] if text else ()),
+                *self.other]  # fmt: skip
 
 
 class ConversationStreamAccumulator:
@@ -233,6 +245,7 @@ class ConversationStreamAccumulator:
             message.text.append(content)
         elif get(content, "type") == "thinking":
             message.thinking.append(thinking_text(content))
+            message.cited.extend(thinking_references(content))
         elif get(content, "type") == "text":
             message.text.append(get(content, "text") or "")
         elif content is not None:

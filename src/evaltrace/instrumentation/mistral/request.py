@@ -152,7 +152,12 @@ def content_parts(content: Any) -> list[Part]:
         return []
     if isinstance(content, str):
         return [text_part(content)] if content else []
-    return [chunk_part(c) for c in content]
+    parts: list[Part] = []
+    for chunk in content:
+        parts.append(chunk_part(chunk))
+        if get(chunk, "type") == "thinking":
+            parts.extend(thinking_references(chunk))
+    return parts
 
 
 def thinking_text(chunk: Any) -> str:
@@ -161,8 +166,41 @@ def thinking_text(chunk: Any) -> str:
     return "".join(t for t in texts if isinstance(t, str))
 
 
+def thinking_references(chunk: Any) -> list[Part]:
+    """What a ``thinking`` chunk cites besides its text (``reference`` / ``tool_reference`` chunks), as parts."""
+    return [chunk_part(t) for t in get(chunk, "thinking") or () if get(t, "type") not in ("text", None)]
+
+
+# The fields a generic part keeps of the chunks that cite or point at something the model read.
+_CITING = {
+    "reference": ("reference_ids",),
+    "tool_reference": ("tool", "title", "url", "description", "favicon"),
+    "resource_link": ("uri", "metadata"),
+}
+
+
+def _plain(value: Any) -> Any:
+    """A field's value for a part: a ``data:`` URL without its payload (as ``uri_part`` writes it), else as is."""
+    if isinstance(value, str) and value.startswith("data:"):
+        return uri_part(value, "")["uri"]
+    return value
+
+
+def generic_part(kind: str, fields: Any) -> Part:
+    """A generic part of type ``kind`` with the given fields (None and the SDK's ``UNSET`` left out)."""
+    part: Part = {"type": kind}
+    for name, value in fields:
+        if name != "type" and value is not None and type(value).__name__ != "Unset":
+            part[str(name)] = _plain(value)
+    return part
+
+
 def chunk_part(chunk: Any) -> Part:
-    """One content chunk -> one part (unknown chunk types keep their type, so nothing is silently lost)."""
+    """One content chunk -> one part. A chunk this module does not know is a generic part with its fields.
+
+    mistralai 3.x parses an unknown chunk as ``UnknownContentChunk(type="UNKNOWN", raw=...)``: the part takes the
+    type and fields of ``raw``, what the API sent, so nothing is lost or renamed.
+    """
     ctype = get(chunk, "type")
     if ctype == "text":
         return text_part(get(chunk, "text") or "")
@@ -179,9 +217,32 @@ def chunk_part(chunk: Any) -> Part:
     if ctype == "input_audio":
         audio = get(chunk, "input_audio")
         data = audio if isinstance(audio, str) else ""
-        # A URL stays a URL; base64 audio is described by its size only (uri_part drops a data URL's payload).
-        return uri_part(data if data.startswith(("http://", "https://")) else f"data:audio;base64,{data}", "audio")
+        if data.startswith(("http://", "https://")):
+            return uri_part(data, "audio")
+        # Base64 audio with no format beside it: a data URL without a media type (none is known, none is made up),
+        # described by its size only (uri_part drops the payload).
+        return uri_part(f"data:;base64,{data}", "audio")
+    if ctype == "resource":
+        return _resource_part(chunk)
+    names = _CITING.get(str(ctype))
+    if names is not None:
+        return generic_part(str(ctype), ((name, get(chunk, name)) for name in names))
+    raw = get(chunk, "raw") if ctype == "UNKNOWN" else chunk
+    if isinstance(raw, dict) and isinstance(raw.get("type"), str):
+        return generic_part(raw["type"], raw.items())
     return {"type": str(ctype)}
+
+
+def _resource_part(chunk: Any) -> Part:
+    """An embedded (MCP) ``resource``: its text as the model read it, an image by its URL, else its ``uri``.
+
+    A ``uri`` part would need a modality, which a resource of unknown content does not say: a generic part.
+    """
+    content = get(chunk, "content")
+    kind = get(content, "type")
+    if kind in ("text", "image_url"):
+        return chunk_part(content)
+    return generic_part("resource", (("uri", get(chunk, "uri")),))
 
 
 def _tool_output(content: Any) -> Any:

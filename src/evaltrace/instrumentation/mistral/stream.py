@@ -16,7 +16,7 @@ from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import add_each, chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai.parts import Part, output_message, reasoning_part, text_part, tool_call_part
-from evaltrace.instrumentation.mistral.request import chunk_part, get, thinking_text
+from evaltrace.instrumentation.mistral.request import chunk_part, get, thinking_references, thinking_text
 from evaltrace.instrumentation.mistral.response import usage_of
 
 
@@ -35,11 +35,12 @@ class _Call:
 
 
 class _Choice:
-    __slots__ = ("by_id", "by_index", "calls", "finish_reason", "other", "reasoning", "text")
+    __slots__ = ("by_id", "by_index", "calls", "cited", "finish_reason", "other", "reasoning", "text")
 
     def __init__(self) -> None:
         self.text: list[str] = []
         self.reasoning: list[str] = []
+        self.cited: list[Part] = []  # what thinking chunks cited (references), written after the reasoning
         self.other: list[Part] = []  # chunks that are neither text nor thinking (rare in a reply)
         self.calls: list[_Call] = []
         self.by_id: dict[str, _Call] = {}
@@ -57,6 +58,7 @@ class _Choice:
                 self.text.append(get(chunk, "text") or "")
             elif ctype == "thinking":
                 self.reasoning.append(thinking_text(chunk))
+                self.cited.extend(thinking_references(chunk))
             else:
                 self.other.append(chunk_part(chunk))
 
@@ -84,6 +86,7 @@ class _Choice:
         reasoning = "".join(self.reasoning)
         if reasoning:
             parts.append(reasoning_part(reasoning))
+        parts.extend(self.cited)
         text = "".join(self.text)
         if text:
             parts.append(text_part(text))
@@ -244,6 +247,8 @@ class MistralStreamAccumulator:
                                                     text = part.text if kind(part) is text_type else get(part, "text")
                                                     if isinstance(text, str):
                                                         buffer.reasoning.append(text)
+                                                    elif get(part, "type") is not None:  # a reference: cited
+                                                        buffer.cited.append(chunk_part(part))
                                                 continue
                                         elif shape is text_type:
                                             own = piece.__dict__
