@@ -10,8 +10,9 @@ tool to run), ``tool.execution`` (a built-in tool the server ran: web search, co
 
 Streams (``start_stream`` / ``append_stream``) yield ``ConversationEvents`` whose ``data`` is typed by ``type``:
 ``conversation.response.started`` (the conversation id), ``message.output.delta``, ``function.call.delta``,
-``tool.execution.done``, ``agent.handoff.done``, ``conversation.response.done`` (the usage: the terminal event)
-and ``conversation.response.error``.
+``tool.execution.started`` / ``.delta`` (a built-in tool's arguments, in fragments) / ``.done``,
+``agent.handoff.done``, ``conversation.response.done`` (the usage: the terminal event) and
+``conversation.response.error``.
 """
 
 from __future__ import annotations
@@ -101,12 +102,15 @@ def usage_of(usage: Any) -> Usage | None:
 
 def server_tool_part(entry: Any) -> Part:
     """A ``tool.execution`` entry (a built-in tool the server ran) -> a ``server_tool_call`` part."""
-    name = str(get(entry, "name") or "")
-    call: dict[str, Any] = {"type": name}
-    arguments = get(entry, "arguments")
+    return _server_tool_call(get(entry, "id"), get(entry, "name"), get(entry, "arguments"))
+
+
+def _server_tool_call(call_id: Any, name: Any, arguments: Any) -> Part:
+    kind = str(name or "")
+    call: dict[str, Any] = {"type": kind}
     if arguments:
         call["arguments"] = arguments
-    return {"type": "server_tool_call", "id": get(entry, "id"), "name": name, "server_tool_call": call}
+    return {"type": "server_tool_call", "id": call_id, "name": kind, "server_tool_call": call}
 
 
 def handoff_part(entry: Any) -> Part:
@@ -171,6 +175,20 @@ class _Call:
         self.arguments: list[str] = []
 
 
+class _Execution:
+    """A streamed built-in tool run: ``tool.execution.started``, then ``.delta`` argument fragments, then ``.done``."""
+
+    __slots__ = ("arguments", "call_id", "name")
+
+    def __init__(self, call_id: Any, name: Any) -> None:
+        self.call_id = call_id
+        self.name = name
+        self.arguments: list[str] = []
+
+    def part(self) -> Part:
+        return _server_tool_call(self.call_id, self.name, "".join(self.arguments))
+
+
 class _Message:
     """One ``message.output`` entry's deltas: text and thinking fragments, and its other chunks."""
 
@@ -195,12 +213,13 @@ class ConversationStreamAccumulator:
     as in a ``ConversationResponse``'s ``outputs``.
     """
 
-    __slots__ = ("calls", "conversation", "done", "entries", "error", "messages", "model", "usage")
+    __slots__ = ("calls", "conversation", "done", "entries", "error", "executions", "messages", "model", "usage")
 
     def __init__(self) -> None:
-        self.entries: list[Part | _Call | _Message] = []  # in arrival order
+        self.entries: list[Part | _Call | _Message | _Execution] = []  # in arrival order
         self.messages: dict[Any, _Message] = {}
         self.calls: dict[Any, _Call] = {}
+        self.executions: dict[Any, _Execution] = {}
         self.conversation: str | None = None
         self.model: str | None = None
         self.usage: Any = None
@@ -219,8 +238,11 @@ class ConversationStreamAccumulator:
             self.model = get(data, "model") or self.model
             self._add_call(data)
             return True
-        if kind == "tool.execution.done":
-            self.entries.append(server_tool_part(data))
+        if kind == "tool.execution.started" or kind == "tool.execution.delta":
+            self._add_execution(data)
+        elif kind == "tool.execution.done":
+            if get(data, "id") not in self.executions:  # no start seen: the done event is all there is
+                self.entries.append(server_tool_part(data))
         elif kind == "agent.handoff.done":
             self.entries.append(handoff_part(data))
         elif kind == "conversation.response.started":
@@ -250,6 +272,21 @@ class ConversationStreamAccumulator:
             message.text.append(get(content, "text") or "")
         elif content is not None:
             message.other.extend(content_parts([content]))
+
+    def _add_execution(self, data: Any) -> None:
+        """A built-in tool's run: its arguments arrive in fragments (start, deltas) under its ``id``.
+
+        The done event carries no arguments: without these the streamed run would lose what a whole response's
+        ``tool.execution`` entry records.
+        """
+        call_id = get(data, "id")
+        execution = self.executions.get(call_id)
+        if execution is None:
+            execution = self.executions[call_id] = _Execution(call_id, get(data, "name"))
+            self.entries.append(execution)
+        arguments = get(data, "arguments")
+        if isinstance(arguments, str) and arguments:
+            execution.arguments.append(arguments)
 
     def _add_call(self, data: Any) -> None:
         """A ``function.call.delta``: the call's arguments arrive in fragments under its ``tool_call_id``."""
@@ -285,6 +322,8 @@ class ConversationStreamAccumulator:
                 parts.extend(entry.parts())
             elif isinstance(entry, _Call):
                 parts.append(tool_call_part(entry.call_id, entry.name, "".join(entry.arguments)))
+            elif isinstance(entry, _Execution):
+                parts.append(entry.part())
             else:
                 parts.append(entry)
         conversation = self.conversation
