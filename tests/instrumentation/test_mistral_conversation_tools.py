@@ -1,4 +1,4 @@
-"""Mistral conversations (``beta.conversations``): built-in tool runs streamed or whole.
+"""Mistral conversations (``beta.conversations``): built-in tool runs streamed or whole, and the agent version.
 
 Bodies are made in the API's shape (no recording of a streamed tool run exists), parsed by the real ``mistralai``
 client's own types (``ConversationResponse``, ``ConversationEvents``) from the replay server on 127.0.0.1.
@@ -96,3 +96,35 @@ def test_a_tool_run_streamed_without_its_start_still_records_the_done_event(expo
     assert _output(exporter)[0]["parts"][0] == {
         "type": "server_tool_call", "id": "te1", "name": "web_search", "server_tool_call": {"type": "web_search"}
     }  # fmt: skip
+
+
+@pytest.mark.parametrize(("version", "recorded"), [(3, "3"), ("v2-beta", "v2-beta")])
+@pytest.mark.parametrize("method", ["start", "start_stream", "restart"])
+def test_agent_version_is_the_gen_ai_agent_version(
+    method: str, version: int | str, recorded: str, exporter: InMemorySpanExporter
+) -> None:
+    """``agent_version`` (a number or a string) names the agent's version the call runs; capture off too."""
+    from evaltrace._internal import settings
+
+    streamed = method.endswith("stream")
+    body = (
+        "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in STREAMED) if streamed else json.dumps(WHOLE)
+    )
+    uri = URI + ("/conv_1/restart" if method == "restart" else "") + ("#s" if streamed else "")
+    reply = _served(body, uri, "text/event-stream" if streamed else "application/json")
+    kwargs: dict[str, Any] = {"agent_version": version, "inputs": "weather?"}
+    kwargs.update(
+        {"conversation_id": "conv_1", "from_entry_id": "mo0"} if method == "restart" else {"agent_id": "ag_1"}
+    )
+    previous = settings.replace(settings.CaptureSettings(capture_content=False))
+    try:
+        with ReplayServer([reply]) as srv, Mistral(api_key="x", server_url=srv.url) as client:
+            result = getattr(client.beta.conversations, method)(**kwargs)
+            if streamed:
+                list(result)
+            sent = srv.received[0].json()
+    finally:
+        settings.replace(previous)
+    assert sent["agent_version"] == version
+    (span,) = exporter.get_finished_spans()
+    assert (span.attributes or {})[sc.GEN_AI_AGENT_VERSION] == recorded

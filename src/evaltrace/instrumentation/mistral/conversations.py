@@ -58,6 +58,10 @@ def request_attributes(params: dict[str, Any], capture: bool, max_len: int) -> A
         value = params.get(name)
         if isinstance(value, str) and value:
             attrs[key] = value
+    # The agent version the call runs (``start`` / ``restart``): a string or a number; the attribute is a string.
+    version = params.get("agent_version")
+    if (isinstance(version, str) and version) or (isinstance(version, int) and not isinstance(version, bool)):
+        attrs[sc.GEN_AI_AGENT_VERSION] = str(version)
     if not capture:
         return attrs
     instructions = params.get("instructions")
