@@ -108,9 +108,11 @@ def _fim(params: dict[str, Any], capture: bool, max_len: int) -> Attributes:
 
 def _embeddings(params: dict[str, Any], capture: bool, max_len: int) -> Attributes:
     attrs: Attributes = {}
-    fmt = params.get("encoding_format")
-    if isinstance(fmt, str):
-        attrs[sc.GEN_AI_REQUEST_ENCODING_FORMATS] = [fmt]
+    # ``encoding_format`` (float or base64, how the vectors are sent) and ``output_dtype`` (float, int8, binary...:
+    # what each value is) are both formats the request asked for, as Cohere's ``embedding_types`` are.
+    formats = [f for f in (params.get("encoding_format"), params.get("output_dtype")) if isinstance(f, str) and f]
+    if formats:
+        attrs[sc.GEN_AI_REQUEST_ENCODING_FORMATS] = list(dict.fromkeys(formats))
     dims = params.get("output_dimension")
     if isinstance(dims, int) and not isinstance(dims, bool):
         attrs[sc.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = dims
