@@ -299,3 +299,20 @@ def test_embeddings_output_dtype_is_an_encoding_format(
             sent = srv.received[0].json()
     assert all(sent[key] == value for key, value in kwargs.items())
     assert (_span(exporter).attributes or {})[sc.GEN_AI_REQUEST_ENCODING_FORMATS] == formats
+
+
+@pytest.mark.usefixtures("instrumented")
+@pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
+def test_prompt_mode_is_a_langfuse_model_parameter(stream: bool, exporter: InMemorySpanExporter) -> None:
+    """``prompt_mode="reasoning"`` makes magistral answer under its reasoning system prompt: kept as a parameter."""
+    name = THINKING_STREAM if stream else THINKING
+    kwargs = {**call_kwargs(interactions(name)[0]), "prompt_mode": "reasoning"}
+    with server(name) as srv, Mistral(api_key="x", server_url=srv.url) as client:
+        if stream:
+            list(client.chat.stream(**kwargs))
+        else:
+            client.chat.complete(**kwargs)
+        sent = srv.received[0].json()
+    assert sent["prompt_mode"] == "reasoning"
+    parameters = json.loads(str((_span(exporter).attributes or {})[sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS]))
+    assert parameters["prompt_mode"] == "reasoning"

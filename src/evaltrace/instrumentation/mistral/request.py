@@ -74,6 +74,9 @@ def request_attributes(operation: str, kwargs: dict[str, Any], capture: bool, ma
     if isinstance(top_k, int) and not isinstance(top_k, bool):
         attrs[sc.GEN_AI_REQUEST_TOP_K] = float(top_k)
     parameters = openai_request.model_parameters(EndpointKind.CHAT, params)
+    mode = params.get("prompt_mode")
+    if isinstance(mode, str) and mode:  # "reasoning": magistral's reasoning system prompt, which changes the answer
+        parameters["prompt_mode"] = mode
     if parameters:
         attrs[sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS] = scalars_json(parameters, max_len)
     if capture:
