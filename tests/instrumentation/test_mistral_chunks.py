@@ -100,8 +100,9 @@ def test_request_chunks_keep_what_the_model_read(exporter: InMemorySpanExporter)
         {"type": "text", "content": "the note's text"},
         {"type": "uri", "modality": "image", "uri": "https://i/1.png"},
         {"type": "resource_link", "uri": "mcp://notes/2", "metadata": {"title": "Second note"}},
-        # base64 audio names no format: no media type is made up, and the payload is left out
-        {"type": "uri", "modality": "audio", "uri": "data:;base64,<omitted 16 bytes>"},
+        # base64 audio names no format: no data URL (``data:;base64`` would claim text/plain), no media type, and
+        # the payload is left out
+        {"type": "uri", "modality": "audio", "uri": "<omitted 16 bytes>"},
         {"type": "uri", "modality": "audio", "uri": "https://a.example/clip.wav"},
     ]
     assert assistant == [{"type": "reasoning", "content": "The search said rain."}, *CITED,
@@ -123,7 +124,7 @@ def test_sdk_chunk_objects_convert_like_dicts(exporter: InMemorySpanExporter) ->
         {"type": "reference", "reference_ids": [1]},
         {"type": "text", "content": "the note's text"},
         {"type": "resource_link", "uri": "mcp://notes/2"},
-        {"type": "uri", "modality": "audio", "uri": "data:;base64,<omitted 16 bytes>"},
+        {"type": "uri", "modality": "audio", "uri": "<omitted 16 bytes>"},
     ]]  # fmt: skip
 
 
@@ -195,3 +196,146 @@ def test_conversation_thinking_keeps_what_it_cited(streamed: bool, exporter: InM
     assert _parts(span, sc.GEN_AI_OUTPUT_MESSAGES) == [
         [{"type": "reasoning", "content": "The search said rain."}, *CITED, {"type": "text", "content": "It rains."}]
     ]
+
+
+# Chunks of types the SDK knows whose fields fail its validation: it parses each as ``UnknownContentChunk``.
+INVALID = [
+    {"type": "text", "text": None},
+    {"type": "thinking", "thinking": [{"type": "text", "text": "Rain."}, {"type": "note", "body": "from a tool"}]},
+    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAABBBB", "detail": 5}},
+    {"type": "citation_span", "preview": {"icons": ["data:image/png;base64,AAAA"]}},
+]
+INVALID_PARTS = [
+    {"type": "reasoning", "content": "Rain."},
+    {"type": "note", "body": "from a tool"},
+    {"type": "text", "content": ""},  # a text with no text is an empty text, never a part without content
+    {"type": "uri", "modality": "image", "uri": "data:image/png;base64,<omitted 8 bytes>", "mime_type": "image/png"},
+    {"type": "citation_span", "preview": {"icons": ["data:image/png;base64,<omitted 4 bytes>"]}},
+]
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_known_chunk_types_the_sdk_could_not_validate_are_read_as_their_type(
+    streamed: bool, exporter: InMemorySpanExporter
+) -> None:
+    reply = _streamed([[c] for c in INVALID]) if streamed else _answer(INVALID)
+    with ReplayServer([reply]) as srv, Mistral(api_key="x", server_url=srv.url) as client:
+        if streamed:
+            events = list(client.chat.stream(model=MODEL, messages=USER))
+            chunks = [e.data.choices[0].delta.content[0] for e in events]  # type: ignore[index]
+        else:
+            chunks = client.chat.complete(model=MODEL, messages=USER).choices[0].message.content  # type: ignore[assignment]
+    assert [c.type for c in chunks] == ["UNKNOWN"] * len(INVALID)  # type: ignore[union-attr]
+    (span,) = exporter.get_finished_spans()
+    attrs = span.attributes or {}
+    # A stream joins its text pieces, and an empty one adds nothing to them; a whole reply keeps it empty.
+    expected = [p for p in INVALID_PARTS if p != {"type": "text", "content": ""}] if streamed else INVALID_PARTS
+    assert _parts(span, sc.GEN_AI_OUTPUT_MESSAGES) == [expected]
+    assert (attrs[sc.GEN_AI_RESPONSE_MODEL], attrs[sc.GEN_AI_USAGE_INPUT_TOKENS]) == (MODEL, 10)
+
+
+def test_a_reply_of_one_text_without_text_keeps_its_usage_and_model(exporter: InMemorySpanExporter) -> None:
+    """The one-text-part fast path reads the part's content: an unvalidated text chunk must still have one."""
+    with ReplayServer([_answer([{"type": "text", "text": None}])]) as srv:
+        with Mistral(api_key="x", server_url=srv.url) as client:
+            client.chat.complete(model=MODEL, messages=USER)
+    (span,) = exporter.get_finished_spans()
+    attrs = span.attributes or {}
+    assert _parts(span, sc.GEN_AI_OUTPUT_MESSAGES) == [[{"type": "text", "content": ""}]]
+    assert (attrs[sc.GEN_AI_RESPONSE_MODEL], attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS]) == (MODEL, 5)
+
+
+def test_no_data_url_payload_reaches_a_generic_part_and_a_resource_keeps_its_uri(
+    exporter: InMemorySpanExporter,
+) -> None:
+    messages = [{"role": "user", "content": [
+        {"type": "tool_reference", "tool": "web_search", "title": "Forecast", "url": "data:text/html;base64,PGI+",
+         "favicon": "data:image/png;base64,AAAA"},
+        {"type": "resource_link", "uri": "data:text/plain;base64,aGk=", "metadata": {"icon": "data:image/png;base64,AAAA"}},
+        {"type": "resource", "uri": "mcp://blob/1", "content": {"type": "blob", "blob": "AAAA"}},
+        {"type": "resource", "uri": "mcp://notes/3", "content": {"type": "text", "text": None}},
+    ]}]  # fmt: skip
+    with ReplayServer([_answer([{"type": "text", "text": "ok"}])]) as srv:
+        with Mistral(api_key="x", server_url=srv.url) as client:
+            client.chat.complete(model=MODEL, messages=messages)
+    (span,) = exporter.get_finished_spans()
+    assert _parts(span, sc.GEN_AI_INPUT_MESSAGES) == [[
+        {"type": "tool_reference", "tool": "web_search", "title": "Forecast",
+         "url": "data:text/html;base64,<omitted 4 bytes>", "favicon": "data:image/png;base64,<omitted 4 bytes>"},
+        {"type": "resource_link", "uri": "data:text/plain;base64,<omitted 4 bytes>",
+         "metadata": {"icon": "data:image/png;base64,<omitted 4 bytes>"}},
+        {"type": "resource", "uri": "mcp://blob/1"},  # content it cannot show: what the model read is named by uri
+        {"type": "text", "content": ""},
+    ]]  # fmt: skip
+
+
+# Text and what it cites, interleaved: the whole reply's order is the order a stream must record.
+WOVEN = [
+    {"type": "text", "text": "Paris is rainy"},
+    {"type": "tool_reference", "tool": "web_search", "title": "Paris", "url": "https://w.example/paris"},
+    {"type": "text", "text": " and Lyon sunny"},
+    {"type": "tool_reference", "tool": "web_search", "title": "Lyon", "url": "https://w.example/lyon"},
+]
+WOVEN_PARTS = [
+    {"type": "text", "content": "Paris is rainy"},
+    {"type": "tool_reference", "tool": "web_search", "title": "Paris", "url": "https://w.example/paris"},
+    {"type": "text", "content": " and Lyon sunny"},
+    {"type": "tool_reference", "tool": "web_search", "title": "Lyon", "url": "https://w.example/lyon"},
+]
+# The stream splits the first text in two pieces: joined, as no other part came between them.
+WOVEN_DELTAS = [[{"type": "text", "text": "Paris "}], [{"type": "text", "text": "is rainy"}], *([c] for c in WOVEN[1:])]
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_text_and_references_keep_their_order_whole_and_streamed(
+    streamed: bool, is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    with ReplayServer([_streamed(WOVEN_DELTAS) if streamed else _answer(WOVEN)]) as srv:
+        async with Mistral(api_key="x", server_url=srv.url) as client:
+            if streamed and is_async:
+                [e async for e in await client.chat.stream_async(model=MODEL, messages=USER)]
+            elif streamed:
+                list(client.chat.stream(model=MODEL, messages=USER))
+            elif is_async:
+                await client.chat.complete_async(model=MODEL, messages=USER)
+            else:
+                client.chat.complete(model=MODEL, messages=USER)
+    (span,) = exporter.get_finished_spans()
+    assert _parts(span, sc.GEN_AI_OUTPUT_MESSAGES) == [WOVEN_PARTS]
+
+
+TOOL_FILE = {"type": "tool_file", "tool": "code_interpreter", "file_id": "file_1", "file_name": "chart.png",
+             "file_type": "png"}  # fmt: skip
+
+
+def _conversation(content: list[Any], streamed: bool) -> Recorded:
+    if streamed:
+        events = [
+            {"type": "conversation.response.started", "conversation_id": "conv_1"},
+            *({"type": "message.output.delta", "id": "msg_1", "model": MODEL, "content": c} for c in content),
+            {"type": "conversation.response.done", "usage": USAGE},
+        ]
+        body = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+        return Recorded("POST", CONVERSATIONS_URI + "#stream", b"", 200, "OK",
+                        [("content-type", "text/event-stream")], body.encode())  # fmt: skip
+    answer = {"object": "conversation.response", "conversation_id": "conv_1", "usage": USAGE,
+              "outputs": [{"object": "entry", "type": "message.output", "id": "msg_1", "role": "assistant",
+                           "model": MODEL, "content": content}]}  # fmt: skip
+    return Recorded("POST", CONVERSATIONS_URI, b"", 200, "OK", [("content-type", "application/json")],
+                    json.dumps(answer).encode())  # fmt: skip
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_conversation_tool_files_and_woven_references(streamed: bool, exporter: InMemorySpanExporter) -> None:
+    content = [*WOVEN, TOOL_FILE]
+    with ReplayServer([_conversation(content, streamed)]) as srv, Mistral(api_key="x", server_url=srv.url) as client:
+        if streamed:
+            events = list(client.beta.conversations.start_stream(agent_id="ag_1", inputs="weather?"))
+            last = events[-2].data.content  # type: ignore[union-attr]
+        else:
+            response = client.beta.conversations.start(agent_id="ag_1", inputs="weather?")
+            last = response.outputs[0].content[-1]  # type: ignore[union-attr,index]
+    assert type(last) is m.ToolFileChunk  # an SDK object, read as a dict is read
+    (span,) = exporter.get_finished_spans()
+    assert _parts(span, sc.GEN_AI_OUTPUT_MESSAGES) == [[*WOVEN_PARTS, TOOL_FILE]]

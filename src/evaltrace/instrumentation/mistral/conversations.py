@@ -38,6 +38,7 @@ from evaltrace.instrumentation.mistral.request import (
     content_parts,
     get,
     given,
+    known,
     thinking_references,
     thinking_text,
 )
@@ -130,7 +131,8 @@ def _message_parts(content: Any) -> list[Part]:
     """A ``message.output`` entry's content -> parts, its thinking joined into one reasoning part first."""
     if isinstance(content, str):
         return [text_part(content)] if content else []
-    thoughts = [c for c in content or () if get(c, "type") == "thinking"]
+    content = [known(c) for c in content or ()]
+    thoughts = [c for c in content if get(c, "type") == "thinking"]
     thinking = "".join(thinking_text(c) for c in thoughts)
     parts: list[Part] = [reasoning_part(thinking)] if thinking else []
     for thought in thoughts:  # what the thinking cited, after it
@@ -202,12 +204,20 @@ class _Message:
         self.text: list[str] = []
         self.thinking: list[str] = []
         self.cited: list[Part] = []  # what its thinking cited, after the reasoning (as in a whole response)
-        self.other: list[Part] = []
+        self.other: list[Part] = []  # its other chunks, each after the text that came before it
+
+    def add_other(self, parts: list[Part]) -> None:
+        """Parts between text fragments: the text so far becomes its own part first, as a whole entry orders it."""
+        text = "".join(self.text)
+        if text:
+            self.other.append(text_part(text))
+            self.text = []
+        self.other.extend(parts)
 
     def parts(self) -> list[Part]:
         thinking, text = "".join(self.thinking), "".join(self.text)
-        return [*([reasoning_part(thinking)] if thinking else ()), *self.cited, *([text_part(text)] if text else ()),
-                *self.other]  # fmt: skip
+        return [*([reasoning_part(thinking)] if thinking else ()), *self.cited, *self.other,
+                *([text_part(text)] if text else ())]  # fmt: skip
 
 
 class ConversationStreamAccumulator:
@@ -266,7 +276,7 @@ class ConversationStreamAccumulator:
         if message is None:
             message = self.messages[entry_id] = _Message()
             self.entries.append(message)
-        content = get(data, "content")
+        content = known(get(data, "content"))
         if isinstance(content, str):
             message.text.append(content)
         elif get(content, "type") == "thinking":
@@ -275,7 +285,7 @@ class ConversationStreamAccumulator:
         elif get(content, "type") == "text":
             message.text.append(get(content, "text") or "")
         elif content is not None:
-            message.other.extend(content_parts([content]))
+            message.add_other(content_parts([content]))
 
     def _add_execution(self, data: Any) -> None:
         """A built-in tool's run: its arguments arrive in fragments (start, deltas) under its ``id``.

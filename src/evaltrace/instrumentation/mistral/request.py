@@ -159,35 +159,67 @@ def content_parts(content: Any) -> list[Part]:
         return [text_part(content)] if content else []
     parts: list[Part] = []
     for chunk in content:
+        chunk = known(chunk)
         parts.append(chunk_part(chunk))
         if get(chunk, "type") == "thinking":
             parts.extend(thinking_references(chunk))
     return parts
 
 
+def _items(value: Any) -> Any:
+    """A chunk's list field; anything else (None, a string from a body the SDK could not validate) as empty."""
+    return value if isinstance(value, list | tuple) else ()
+
+
 def thinking_text(chunk: Any) -> str:
     """The text of a ``thinking`` chunk (its ``thinking`` list holds text chunks and references)."""
-    texts = [get(t, "text") for t in get(chunk, "thinking") or ()]
+    texts = [get(t, "text") for t in _items(get(chunk, "thinking"))]
     return "".join(t for t in texts if isinstance(t, str))
 
 
 def thinking_references(chunk: Any) -> list[Part]:
     """What a ``thinking`` chunk cites besides its text (``reference`` / ``tool_reference`` chunks), as parts."""
-    return [chunk_part(t) for t in get(chunk, "thinking") or () if get(t, "type") not in ("text", None)]
+    return [chunk_part(t) for t in _items(get(chunk, "thinking")) if get(t, "type") not in ("text", None)]
 
 
-# The fields a generic part keeps of the chunks that cite or point at something the model read.
+# The fields a generic part keeps of the chunks that cite or point at something the model read, or that a
+# built-in tool made (``tool_file``: a code interpreter's or image generator's output file).
 _CITING = {
     "reference": ("reference_ids",),
     "tool_reference": ("tool", "title", "url", "description", "favicon"),
     "resource_link": ("uri", "metadata"),
+    "tool_file": ("tool", "file_id", "file_name", "file_type"),
 }
+# The chunk types ``chunk_part`` converts by their fields (the others become generic parts).
+_KNOWN = frozenset(("text", "thinking", "image_url", "document_url", "file", "input_audio", "resource", *_CITING))
+
+
+def known(chunk: Any) -> Any:
+    """``chunk``, or the body of an ``UnknownContentChunk`` whose type ``chunk_part`` knows.
+
+    The SDK parses a chunk of a known type whose fields fail its validation (``{"type": "text", "text": null}``,
+    a ``thinking`` holding an item it does not know) as ``UnknownContentChunk(raw=body)`` too: that body is read
+    as its type says, so a text stays a text part with content and a thinking stays reasoning.
+    """
+    if get(chunk, "type") == "UNKNOWN":
+        raw = get(chunk, "raw")
+        if isinstance(raw, dict) and raw.get("type") in _KNOWN:
+            return raw
+    return chunk
 
 
 def _plain(value: Any) -> Any:
-    """A field's value for a part: a ``data:`` URL without its payload (as ``uri_part`` writes it), else as is."""
-    if isinstance(value, str) and value.startswith("data:"):
-        return uri_part(value, "")["uri"]
+    """A field's value for a part, with every ``data:`` URL in it (at any depth) left without its payload.
+
+    A chunk the SDK could not validate keeps its nested objects (an ``image_url`` object, ``metadata``): a payload
+    there is as much the user's data as one at the top.
+    """
+    if isinstance(value, str):
+        return uri_part(value, "")["uri"] if value.startswith("data:") else value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
     return value
 
 
@@ -204,8 +236,10 @@ def chunk_part(chunk: Any) -> Part:
     """One content chunk -> one part. A chunk this module does not know is a generic part with its fields.
 
     mistralai 3.x parses an unknown chunk as ``UnknownContentChunk(type="UNKNOWN", raw=...)``: the part takes the
-    type and fields of ``raw``, what the API sent, so nothing is lost or renamed.
+    type and fields of ``raw``, what the API sent, so nothing is lost or renamed; a ``raw`` of a known type is
+    converted as that type (``known``). Every field may be missing or None there.
     """
+    chunk = known(chunk)
     ctype = get(chunk, "type")
     if ctype == "text":
         return text_part(get(chunk, "text") or "")
@@ -220,13 +254,7 @@ def chunk_part(chunk: Any) -> Part:
     if ctype == "file":
         return {"type": "file", "modality": "document", "file_id": get(chunk, "file_id")}
     if ctype == "input_audio":
-        audio = get(chunk, "input_audio")
-        data = audio if isinstance(audio, str) else ""
-        if data.startswith(("http://", "https://")):
-            return uri_part(data, "audio")
-        # Base64 audio with no format beside it: a data URL without a media type (none is known, none is made up),
-        # described by its size only (uri_part drops the payload).
-        return uri_part(f"data:;base64,{data}", "audio")
+        return _audio_part(get(chunk, "input_audio"))
     if ctype == "resource":
         return _resource_part(chunk)
     names = _CITING.get(str(ctype))
@@ -238,12 +266,25 @@ def chunk_part(chunk: Any) -> Part:
     return {"type": str(ctype)}
 
 
+def _audio_part(audio: Any) -> Part:
+    """``input_audio``: a URL as is; base64 audio by its size only (as ``uri_part`` counts a payload it leaves out).
+
+    Mistral's chunk holds the base64 alone, with no format field (OpenAI's ``{data, format}`` is written as
+    ``data:audio/<format>``): a ``data:;base64,`` URL would claim ``text/plain`` (RFC 2397's default), so the
+    placeholder is no data URL, with modality audio and no media type.
+    """
+    data = audio if isinstance(audio, str) else ""
+    if data.startswith(("http://", "https://")):
+        return uri_part(data, "audio")
+    return {"type": "uri", "modality": "audio", "uri": f"<omitted {len(data)} bytes>"}
+
+
 def _resource_part(chunk: Any) -> Part:
     """An embedded (MCP) ``resource``: its text as the model read it, an image by its URL, else its ``uri``.
 
     A ``uri`` part would need a modality, which a resource of unknown content does not say: a generic part.
     """
-    content = get(chunk, "content")
+    content = known(get(chunk, "content"))
     kind = get(content, "type")
     if kind in ("text", "image_url"):
         return chunk_part(content)

@@ -16,7 +16,7 @@ from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import add_each, chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai.parts import Part, output_message, reasoning_part, text_part, tool_call_part
-from evaltrace.instrumentation.mistral.request import chunk_part, get, thinking_references, thinking_text
+from evaltrace.instrumentation.mistral.request import chunk_part, get, known, thinking_references, thinking_text
 from evaltrace.instrumentation.mistral.response import usage_of
 
 
@@ -41,7 +41,8 @@ class _Choice:
         self.text: list[str] = []
         self.reasoning: list[str] = []
         self.cited: list[Part] = []  # what thinking chunks cited (references), written after the reasoning
-        self.other: list[Part] = []  # chunks that are neither text nor thinking (rare in a reply)
+        # Chunks that are neither text nor thinking (rare in a reply), each after the text that came before it.
+        self.other: list[Part] = []
         self.calls: list[_Call] = []
         self.by_id: dict[str, _Call] = {}
         self.by_index: dict[Any, _Call] = {}
@@ -54,13 +55,28 @@ class _Choice:
             return
         for chunk in content:
             ctype = get(chunk, "type")
+            if ctype == "UNKNOWN":  # a known type the SDK could not validate: read as that type
+                chunk = known(chunk)
+                ctype = get(chunk, "type")
             if ctype == "text":
                 self.text.append(get(chunk, "text") or "")
             elif ctype == "thinking":
                 self.reasoning.append(thinking_text(chunk))
                 self.cited.extend(thinking_references(chunk))
             else:
-                self.other.append(chunk_part(chunk))
+                self.add_other(chunk_part(chunk))
+
+    def add_other(self, part: Part) -> None:
+        """A part that is neither text nor thinking, after the text that came before it (its own part).
+
+        Text and references then keep the order a whole response gives them; only this rare path pays, text
+        pieces are still only appended.
+        """
+        text = "".join(self.text)
+        if text:
+            self.other.append(text_part(text))
+            self.text = []
+        self.other.append(part)
 
     def add_call(self, call: Any) -> None:
         fn = get(call, "function")
@@ -87,10 +103,10 @@ class _Choice:
         if reasoning:
             parts.append(reasoning_part(reasoning))
         parts.extend(self.cited)
+        parts.extend(self.other)
         text = "".join(self.text)
         if text:
             parts.append(text_part(text))
-        parts.extend(self.other)
         parts.extend(call.part() for call in self.calls)
         return output_message(parts, self.finish_reason)
 
