@@ -22,7 +22,7 @@ def _chat(name: str) -> object:
 
 
 def test_usage_is_the_billed_units_and_the_model_tokens_and_cache_are_kept_beside() -> None:
-    """The recording bills 2406 input tokens of the model's 2935, 2928 of them cached: not a share of the billed."""
+    """The model read 2935 input tokens, 2928 of them from the cache; 2406 were billed: the cache is no share of it."""
     response = _chat("test_request_usage_with_cached_tokens.yaml")
     outcome = codec.chat_outcome(response)
     assert outcome.response_id == "0bf8e1a5-2af6-4014-a539-c12363a043a3"
@@ -48,6 +48,25 @@ def test_without_billed_tokens_usage_is_the_model_tokens_with_their_cache_read()
              "billed_units": {"search_units": 1.0}}  # fmt: skip
     assert codec.usage_of(usage) == Usage(input_tokens=40, output_tokens=3, cached_tokens=32)
     assert codec.usage_attributes(usage) == {sc.COHERE_USAGE_BILLED_SEARCH_UNITS: 1}
+
+
+def test_a_zero_bill_is_a_real_zero_and_each_direction_falls_back_alone() -> None:
+    """Per direction: the billed count when billed_units has the field (0 included), else the model's count."""
+    tokens = {"tokens": {"input_tokens": 40.0, "output_tokens": 3.0}, "cached_tokens": 32.0}
+    assert codec.usage_of({**tokens, "billed_units": {"input_tokens": 0.0, "output_tokens": 0.0}}) == Usage(
+        input_tokens=0, output_tokens=0
+    )
+    # An empty billed_units bills no tokens: the model's counts, with the cache read they include.
+    assert codec.usage_of({**tokens, "billed_units": {}}) == Usage(input_tokens=40, output_tokens=3, cached_tokens=32)
+    # Input billed, output not: the output is the model's, not dropped; the cache is no share of the billed input.
+    assert codec.usage_of({**tokens, "billed_units": {"input_tokens": 5.0}}) == Usage(input_tokens=5, output_tokens=3)
+    assert codec.usage_of({**tokens, "billed_units": {"output_tokens": 2.0}}) == Usage(
+        input_tokens=40, output_tokens=2, cached_tokens=32
+    )
+    # An image-only embed bills images, not text tokens: they are not input tokens.
+    image = {"billed_units": {"images": 1.0, "image_tokens": 1000.0}}
+    assert codec.usage_of(image) == Usage()
+    assert codec.usage_of({**image, "tokens": {"input_tokens": 1000.0}}) == Usage(input_tokens=1000)
 
 
 def test_thinking_content_is_a_reasoning_part_before_the_answer() -> None:

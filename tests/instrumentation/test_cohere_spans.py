@@ -358,3 +358,20 @@ def test_token_metric_and_cost_are_the_billed_units(
     assert price is not None
     billed = pricing.cost_at(price, input_tokens=12, output_tokens=7)
     assert billed is not None and a["evaltrace.cost_usd"] == pytest.approx(billed.total_usd)
+
+
+def test_a_zero_bill_is_reported_and_priced_as_zero(exporter: InMemorySpanExporter) -> None:
+    """Cohere billing 0 tokens of 5000 read is a real 0: not the model's 5000, not priced as them."""
+    usage = {"billed_units": {"input_tokens": 0, "output_tokens": 0},
+             "tokens": {"input_tokens": 5000, "output_tokens": 9}}  # fmt: skip
+    model = "command-r-08-2024"
+    body = {"id": "c1", "finish_reason": "COMPLETE", "usage": usage,
+            "message": {"role": "assistant", "content": [{"type": "text", "text": "t"}]}}  # fmt: skip
+    reply = Recorded("POST", "https://api.cohere.com/v2/chat", b"", 200, "OK",
+                     [("content-type", "application/json")], json.dumps(body).encode())  # fmt: skip
+    with ReplayServer([reply]) as server, client_of(server.url) as client:
+        client.chat(model=model, messages=USER)
+    a = _only_span(exporter, model).attributes
+    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (0, 0)
+    assert (a["cohere.usage.tokens.input_tokens"], a["cohere.usage.tokens.output_tokens"]) == (5000, 9)
+    assert a["evaltrace.cost_usd"] == 0.0

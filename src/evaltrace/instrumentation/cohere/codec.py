@@ -12,12 +12,14 @@ Cohere's v2 chat is OpenAI-shaped (roles ``system`` / ``user`` / ``assistant`` /
 * ``finish_reason`` in capitals (``COMPLETE``, ``STOP_SEQUENCE``, ``MAX_TOKENS``, ``TOOL_CALL``, ``ERROR``,
   ``TIMEOUT``): verbatim in ``gen_ai.response.finish_reasons``, mapped to the GenAI vocabulary on the message;
 * usage in two counts: ``tokens`` (what the model read and wrote, template included) and ``billed_units`` (what
-  is billed). ``gen_ai.usage.*`` are the billed units, falling back to ``tokens`` when a response bills no tokens:
+  is billed). ``gen_ai.usage.*`` are the billed units, each direction falling back to ``tokens`` when
+  ``billed_units`` lacks it (``usage_of``):
   the token metric must report billable tokens when both are given, the metric and the cost are made from the
   span's ``Usage``, and one count everywhere keeps span, metric, cost and Langfuse's usage in agreement. The
   model's ``tokens`` are kept as ``cohere.usage.tokens.*``, ``cached_tokens`` as ``cohere.usage.cached_tokens``:
-  it is a share of ``tokens`` (a recording bills 2406 input tokens of which 2928 were cached), never of the billed
-  units, so it is ``gen_ai.usage.cache_read.input_tokens`` only when ``tokens`` are the span's counts. The billed
+  it is a share of ``tokens`` (in a recording the model read 2935 input tokens, 2928 from the cache, and 2406 were
+  billed), never of the billed units, so it is ``gen_ai.usage.cache_read.input_tokens`` only when the input count
+  is the model's. The billed
   units stay as ``cohere.usage.billed_units.*`` too (with rerank's ``search_units``). The SDK types every count as
   a float: they are written as ints.
 
@@ -227,23 +229,27 @@ def _billed_tokens(usage: Any) -> Any:
 
 
 def usage_of(usage: Any) -> Usage | None:
-    """``usage`` (v2) or ``meta`` (v1, embed, rerank) -> Usage: the billed units, else the model's ``tokens``.
+    """``usage`` (v2) or ``meta`` (v1, embed, rerank) -> Usage, direction by direction: billed, else used.
 
-    ``cached_tokens`` is the cache read only with the model's ``tokens``, the counts it is a share of.
+    Each count is ``billed_units``' when it has that field, 0 included (Cohere billing nothing is a real 0, priced
+    as 0), else the model's ``tokens`` for that direction: a partial ``billed_units`` loses neither count.
+    ``cached_tokens`` is a share of the model's input ``tokens``, so it is the cache read only when the input
+    count is that one. Image units (``images``, ``image_tokens``) are not text input tokens and are not added to
+    them: an image-only embed's input is the model's ``tokens``, when the response gives them.
     """
     if usage is None:
         return None
-    billed = _billed_tokens(usage)
-    if billed is not None:
-        return Usage(
-            input_tokens=_int(field(billed, "input_tokens")), output_tokens=_int(field(billed, "output_tokens"))
-        )
+    billed = field(usage, "billed_units")
     tokens = field(usage, "tokens")
-    return Usage(
-        input_tokens=_int(field(tokens, "input_tokens")),
-        output_tokens=_int(field(tokens, "output_tokens")),
-        cached_tokens=_int(field(usage, "cached_tokens")),
-    )
+    input_tokens = _int(field(billed, "input_tokens"))
+    output_tokens = _int(field(billed, "output_tokens"))
+    cached = None
+    if input_tokens is None:
+        input_tokens = _int(field(tokens, "input_tokens"))
+        cached = _int(field(usage, "cached_tokens"))
+    if output_tokens is None:
+        output_tokens = _int(field(tokens, "output_tokens"))
+    return Usage(input_tokens=input_tokens, output_tokens=output_tokens, cached_tokens=cached)
 
 
 def usage_attributes(usage: Any) -> Attributes:
