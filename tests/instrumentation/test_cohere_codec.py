@@ -11,6 +11,7 @@ from cohere_replay import client_of, cohere_interactions, stream_interaction, te
 
 from cassettes import ReplayServer
 from evaltrace._internal import semconv as sc
+from evaltrace._internal.engine.outcome import Usage
 from evaltrace.instrumentation.cohere import codec
 from evaltrace.instrumentation.cohere.stream import ChatStreamAccumulator
 
@@ -20,21 +21,52 @@ def _chat(name: str) -> object:
         return client.chat(model="command-r7b-12-2024", messages=[{"role": "user", "content": "hello"}])
 
 
-def test_cached_tokens_are_a_subset_of_the_model_tokens_and_billed_units_are_kept_beside() -> None:
+def test_usage_is_the_billed_units_and_the_model_tokens_and_cache_are_kept_beside() -> None:
+    """The model read 2935 input tokens, 2928 of them from the cache; 2406 were billed: the cache is no share of it."""
     response = _chat("test_request_usage_with_cached_tokens.yaml")
     outcome = codec.chat_outcome(response)
     assert outcome.response_id == "0bf8e1a5-2af6-4014-a539-c12363a043a3"
     assert outcome.finish_reasons == ["COMPLETE"]
     assert outcome.usage is not None
-    assert (outcome.usage.input_tokens, outcome.usage.output_tokens, outcome.usage.cached_tokens) == (2935, 4, 2928)
+    assert (outcome.usage.input_tokens, outcome.usage.output_tokens, outcome.usage.cached_tokens) == (2406, 2, None)
     assert type(outcome.usage.input_tokens) is int  # the SDK types counts as floats
-    assert codec.billed_attributes(response.usage) == {  # type: ignore[attr-defined]
+    assert codec.chat_summary(response) == (None, 2406, 2)  # the metric's counts: the span's
+    assert codec.usage_attributes(response.usage) == {  # type: ignore[attr-defined]
         sc.COHERE_USAGE_BILLED_INPUT_TOKENS: 2406,
         sc.COHERE_USAGE_BILLED_OUTPUT_TOKENS: 2,
+        sc.COHERE_USAGE_TOKENS_INPUT: 2935,
+        sc.COHERE_USAGE_TOKENS_OUTPUT: 4,
+        sc.COHERE_USAGE_CACHED_TOKENS: 2928,
     }
     assert outcome.output_messages == [
         {"role": "assistant", "parts": [{"type": "text", "content": "Hello!"}], "finish_reason": "stop"}
     ]
+
+
+def test_without_billed_tokens_usage_is_the_model_tokens_with_their_cache_read() -> None:
+    usage = {"tokens": {"input_tokens": 40.0, "output_tokens": 3.0}, "cached_tokens": 32.0,
+             "billed_units": {"search_units": 1.0}}  # fmt: skip
+    assert codec.usage_of(usage) == Usage(input_tokens=40, output_tokens=3, cached_tokens=32)
+    assert codec.usage_attributes(usage) == {sc.COHERE_USAGE_BILLED_SEARCH_UNITS: 1}
+
+
+def test_a_zero_bill_is_a_real_zero_and_each_direction_falls_back_alone() -> None:
+    """Per direction: the billed count when billed_units has the field (0 included), else the model's count."""
+    tokens = {"tokens": {"input_tokens": 40.0, "output_tokens": 3.0}, "cached_tokens": 32.0}
+    assert codec.usage_of({**tokens, "billed_units": {"input_tokens": 0.0, "output_tokens": 0.0}}) == Usage(
+        input_tokens=0, output_tokens=0
+    )
+    # An empty billed_units bills no tokens: the model's counts, with the cache read they include.
+    assert codec.usage_of({**tokens, "billed_units": {}}) == Usage(input_tokens=40, output_tokens=3, cached_tokens=32)
+    # Input billed, output not: the output is the model's, not dropped; the cache is no share of the billed input.
+    assert codec.usage_of({**tokens, "billed_units": {"input_tokens": 5.0}}) == Usage(input_tokens=5, output_tokens=3)
+    assert codec.usage_of({**tokens, "billed_units": {"output_tokens": 2.0}}) == Usage(
+        input_tokens=40, output_tokens=2, cached_tokens=32
+    )
+    # An image-only embed bills images, not text tokens: they are not input tokens.
+    image = {"billed_units": {"images": 1.0, "image_tokens": 1000.0}}
+    assert codec.usage_of(image) == Usage()
+    assert codec.usage_of({**image, "tokens": {"input_tokens": 1000.0}}) == Usage(input_tokens=1000)
 
 
 def test_thinking_content_is_a_reasoning_part_before_the_answer() -> None:
@@ -106,7 +138,7 @@ def test_stream_joins_thinking_and_text_by_content_index() -> None:
         {"type": "reasoning", "content": "Let me think"},
         {"type": "text", "content": "Hello"},
     ]
-    assert outcome.usage is not None and (outcome.usage.input_tokens, outcome.usage.output_tokens) == (71, 9)
+    assert outcome.usage is not None and (outcome.usage.input_tokens, outcome.usage.output_tokens) == (5, 7)  # billed
     assert acc.end_reason() == sc.STREAM_END_EXHAUSTED
 
 

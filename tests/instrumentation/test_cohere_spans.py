@@ -89,9 +89,11 @@ async def test_chat_span_follows_genai_conventions(is_async: bool, exporter: InM
     assert a["gen_ai.request.seed"] == 1
     assert a["gen_ai.response.id"] == "0bf8e1a5-2af6-4014-a539-c12363a043a3"
     assert a["gen_ai.response.finish_reasons"] == ("COMPLETE",)
-    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (2935, 4)
-    assert a["gen_ai.usage.cache_read.input_tokens"] == 2928
+    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (2406, 2)  # billed
+    assert "gen_ai.usage.cache_read.input_tokens" not in a  # 2928 cached: a share of the model's tokens only
     assert (a["cohere.usage.billed_units.input_tokens"], a["cohere.usage.billed_units.output_tokens"]) == (2406, 2)
+    assert (a["cohere.usage.tokens.input_tokens"], a["cohere.usage.tokens.output_tokens"]) == (2935, 4)
+    assert a["cohere.usage.cached_tokens"] == 2928
     assert _json(span, "gen_ai.input.messages") == [{"role": "user", "parts": [{"type": "text", "content": "hello"}]}]
     assert _json(span, "gen_ai.output.messages") == [
         {"role": "assistant", "parts": [{"type": "text", "content": "Hello!"}], "finish_reason": "stop"}
@@ -99,7 +101,7 @@ async def test_chat_span_follows_genai_conventions(is_async: bool, exporter: InM
     price = pricing.price_of(MODEL, "cohere")
     assert price is not None  # genai-prices knows Cohere's models
     assert a["evaltrace.cost_usd"] == pytest.approx(
-        pricing.cost_at(price, input_tokens=2935, output_tokens=4, cached_tokens=2928).total_usd  # type: ignore[union-attr]
+        pricing.cost_at(price, input_tokens=2406, output_tokens=2).total_usd  # type: ignore[union-attr]
     )
     assert span.status.status_code is StatusCode.UNSET
 
@@ -215,8 +217,9 @@ async def test_stream_read_to_the_end(is_async: bool, exporter: InMemorySpanExpo
     assert 0 < a["gen_ai.response.time_to_first_chunk"] <= a["evaltrace.stream.time_to_last_chunk"]
     assert a["gen_ai.response.id"] == "stream-id-1"
     assert a["gen_ai.response.finish_reasons"] == ("COMPLETE",)
-    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (71, 9)
+    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (5, 7)  # billed
     assert (a["cohere.usage.billed_units.input_tokens"], a["cohere.usage.billed_units.output_tokens"]) == (5, 7)
+    assert (a["cohere.usage.tokens.input_tokens"], a["cohere.usage.tokens.output_tokens"]) == (71, 9)
     assert _json(span, "gen_ai.output.messages")[0]["parts"] == [
         {"type": "reasoning", "content": "Let me think"},
         {"type": "text", "content": "Hello"},
@@ -313,3 +316,62 @@ def test_uninstrument_restores_the_client(exporter: InMemorySpanExporter) -> Non
         with client_of(server.url) as client:
             client.chat(model=MODEL, messages=USER)
     assert exporter.get_finished_spans() == ()
+
+
+def _token_sums(reader: InMemoryMetricReader) -> dict[str, int]:
+    data = reader.get_metrics_data()
+    metrics = {m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+    points = metrics["gen_ai.client.token.usage"].data.data_points
+    return {p.attributes["gen_ai.token.type"]: int(p.sum) for p in points}
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+def test_token_metric_and_cost_are_the_billed_units(
+    streamed: bool, provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """5000 tokens read (the template included), 12 billed: the metric reports the 12 and the cost prices them."""
+    usage = {"billed_units": {"input_tokens": 12, "output_tokens": 7},
+             "tokens": {"input_tokens": 5000, "output_tokens": 9}}  # fmt: skip
+    model = "command-r-08-2024"
+    if streamed:
+        events = text_stream_events(["t"])
+        events[-1]["delta"]["usage"] = usage
+        reply = stream_interaction(events)
+    else:
+        body = {"id": "c1", "finish_reason": "COMPLETE", "usage": usage,
+                "message": {"role": "assistant", "content": [{"type": "text", "text": "t"}]}}  # fmt: skip
+        reply = Recorded("POST", "https://api.cohere.com/v2/chat", b"", 200, "OK",
+                         [("content-type", "application/json")], json.dumps(body).encode())  # fmt: skip
+    reader = InMemoryMetricReader()
+    CohereInstrumentor().uninstrument()
+    CohereInstrumentor().instrument(meter_provider=MeterProvider(metric_readers=[reader]))
+    with ReplayServer([reply]) as server, client_of(server.url) as client:
+        if streamed:
+            list(client.chat_stream(model=model, messages=USER))
+        else:
+            client.chat(model=model, messages=USER)
+    assert _token_sums(reader) == {"input": 12, "output": 7}
+    a = _only_span(exporter, model).attributes
+    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (12, 7)
+    assert (a["cohere.usage.tokens.input_tokens"], a["cohere.usage.tokens.output_tokens"]) == (5000, 9)
+    price = pricing.price_of(model, "cohere")
+    assert price is not None
+    billed = pricing.cost_at(price, input_tokens=12, output_tokens=7)
+    assert billed is not None and a["evaltrace.cost_usd"] == pytest.approx(billed.total_usd)
+
+
+def test_a_zero_bill_is_reported_and_priced_as_zero(exporter: InMemorySpanExporter) -> None:
+    """Cohere billing 0 tokens of 5000 read is a real 0: not the model's 5000, not priced as them."""
+    usage = {"billed_units": {"input_tokens": 0, "output_tokens": 0},
+             "tokens": {"input_tokens": 5000, "output_tokens": 9}}  # fmt: skip
+    model = "command-r-08-2024"
+    body = {"id": "c1", "finish_reason": "COMPLETE", "usage": usage,
+            "message": {"role": "assistant", "content": [{"type": "text", "text": "t"}]}}  # fmt: skip
+    reply = Recorded("POST", "https://api.cohere.com/v2/chat", b"", 200, "OK",
+                     [("content-type", "application/json")], json.dumps(body).encode())  # fmt: skip
+    with ReplayServer([reply]) as server, client_of(server.url) as client:
+        client.chat(model=model, messages=USER)
+    a = _only_span(exporter, model).attributes
+    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (0, 0)
+    assert (a["cohere.usage.tokens.input_tokens"], a["cohere.usage.tokens.output_tokens"]) == (5000, 9)
+    assert a["evaltrace.cost_usd"] == 0.0

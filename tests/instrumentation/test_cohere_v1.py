@@ -15,11 +15,14 @@ from typing import Any
 import pytest
 from cohere import types as t
 from cohere_replay import async_v1_client_of, client_of, made, read_events, v1_client_of
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
 from cassettes import ReplayServer
+from evaltrace import pricing
 from evaltrace.instrumentation.cohere import CohereInstrumentor
 
 
@@ -97,8 +100,9 @@ async def test_v1_chat_follows_genai_conventions(is_async: bool, exporter: InMem
     assert a["gen_ai.request.max_tokens"] == 50
     assert a["gen_ai.response.id"] == "resp-1"
     assert a["gen_ai.response.finish_reasons"] == ("COMPLETE",)
-    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (75, 6)
+    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (10, 6)  # meta.billed_units
     assert (a["cohere.usage.billed_units.input_tokens"], a["cohere.usage.billed_units.output_tokens"]) == (10, 6)
+    assert (a["cohere.usage.tokens.input_tokens"], a["cohere.usage.tokens.output_tokens"]) == (75, 6)
     assert json.loads(a["gen_ai.system_instructions"]) == [{"type": "text", "content": "Be brief."}]
     assert json.loads(a["gen_ai.input.messages"]) == [
         {"role": "user", "parts": [{"type": "text", "content": "Hi, I'm Ana."}]},
@@ -159,8 +163,8 @@ async def test_v1_stream_read_to_the_end(is_async: bool, exporter: InMemorySpanE
     assert a["evaltrace.stream.end_reason"] == "exhausted"
     assert a["gen_ai.response.id"] == "resp-1"
     assert a["gen_ai.response.finish_reasons"] == ("COMPLETE",)
-    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (75, 6)
-    assert a["cohere.usage.billed_units.input_tokens"] == 10
+    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (10, 6)  # meta.billed_units
+    assert a["cohere.usage.tokens.input_tokens"] == 75
     assert json.loads(a["gen_ai.output.messages"])[0]["parts"] == [{"type": "text", "content": "Sunny in Paris."}]
     assert 0 <= a["gen_ai.response.time_to_first_chunk"] <= (span.end_time - span.start_time) / 1e9
 
@@ -211,4 +215,51 @@ async def test_a_client_made_before_instrumenting_is_traced_through_its_raw_clie
     assert raw.data.response_id == "resp-1"
     spans = exporter.get_finished_spans()
     assert [s.name for s in spans] == [f"chat {MODEL}"] * 2
-    assert all(s.attributes["gen_ai.usage.input_tokens"] == 75 for s in spans)
+    assert all(s.attributes["gen_ai.usage.input_tokens"] == 10 for s in spans)
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_v1_token_metric_and_cost_are_the_billed_units(
+    streamed: bool, instrumented: CohereInstrumentor, exporter: InMemorySpanExporter
+) -> None:
+    """``meta.tokens`` 75 in, ``meta.billed_units`` 10: the metric reports the 10 and the cost prices them."""
+    reader = InMemoryMetricReader()
+    instrumented.uninstrument()
+    instrumented.instrument(meter_provider=MeterProvider(metric_readers=[reader]))
+    model = "command-r-08-2024"
+    reply = made("/v1/chat", _events(_answer()), ndjson=True) if streamed else made("/v1/chat", _answer())
+    with ReplayServer([reply]) as server:
+        if streamed:
+            await _stream(server.url, False, message="x", model=model)
+        else:
+            await _chat(server.url, False, message="x", model=model)
+    data = reader.get_metrics_data()
+    metrics = {m.name: m for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+    points = metrics["gen_ai.client.token.usage"].data.data_points
+    assert {p.attributes["gen_ai.token.type"]: int(p.sum) for p in points} == {"input": 10, "output": 6}
+    (span,) = exporter.get_finished_spans()
+    price = pricing.price_of(model, "cohere")
+    billed = pricing.cost_at(price, input_tokens=10, output_tokens=6) if price is not None else None
+    assert billed is not None and span.attributes["evaltrace.cost_usd"] == pytest.approx(billed.total_usd)
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+async def test_v1_conversation_id_is_the_gen_ai_conversation_id(
+    streamed: bool, is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """``conversation_id`` names a thread the API stores and continues: the span's conversation, capture or not."""
+    from evaltrace._internal import settings
+
+    reply = made("/v1/chat", _events(_answer()), ndjson=True) if streamed else made("/v1/chat", _answer())
+    previous = settings.replace(settings.CaptureSettings(capture_content=False))
+    try:
+        with ReplayServer([reply]) as server:
+            call = _stream if streamed else _chat
+            await call(server.url, is_async, message="x", model=MODEL, conversation_id="user-conv-42")
+            sent = server.received[0].json()
+    finally:
+        settings.replace(previous)
+    assert sent["conversation_id"] == "user-conv-42"
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes["gen_ai.conversation.id"] == "user-conv-42"
+    assert "gen_ai.input.messages" not in span.attributes

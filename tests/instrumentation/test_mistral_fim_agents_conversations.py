@@ -379,7 +379,7 @@ async def test_conversation_stream_accumulates_text_calls_and_usage(
             "type": "server_tool_call",
             "id": "tool_exec_1",
             "name": "web_search",
-            "server_tool_call": {"type": "web_search"},
+            "server_tool_call": {"type": "web_search", "arguments": "{}"},  # as a whole response's entry records it
         },
         {"type": "text", "content": "Paris is the capital."},
         {"type": "tool_call", "id": "call_9", "name": "get_weather", "arguments": {"city": "Paris"}},

@@ -278,3 +278,41 @@ def test_content_stays_out_when_capture_is_off(provider: TracerProvider, exporte
     attrs = _span(exporter).attributes or {}
     assert attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 23 and attrs[sc.GEN_AI_REQUEST_TEMPERATURE] == 0.7
     assert not {sc.GEN_AI_INPUT_MESSAGES, sc.GEN_AI_OUTPUT_MESSAGES, sc.GEN_AI_TOOL_DEFINITIONS} & set(attrs)
+
+
+@pytest.mark.usefixtures("instrumented")
+@pytest.mark.parametrize(
+    ("kwargs", "formats"),
+    [({"output_dtype": "int8"}, ("int8",)), ({"encoding_format": "base64", "output_dtype": "binary"}, ("base64", "binary")),
+     ({"encoding_format": "float", "output_dtype": "float"}, ("float",))],
+)  # fmt: skip
+def test_embeddings_output_dtype_is_an_encoding_format(
+    kwargs: dict[str, Any], formats: tuple[str, ...], exporter: InMemorySpanExporter
+) -> None:
+    """``output_dtype`` is the format of each value, as Cohere's ``embedding_types``: a requested encoding format."""
+    body = {"id": "emb-1", "object": "list", "model": "mistral-embed",
+            "usage": {"prompt_tokens": 6, "completion_tokens": 0, "total_tokens": 6},
+            "data": [{"object": "embedding", "embedding": [1, 2], "index": 0}]}  # fmt: skip
+    with ReplayServer([_recorded(200, body, "https://api.mistral.ai/v1/embeddings")]) as srv:
+        with Mistral(api_key="x", server_url=srv.url) as client:
+            client.embeddings.create(model="mistral-embed", inputs=["hello world"], **kwargs)
+            sent = srv.received[0].json()
+    assert all(sent[key] == value for key, value in kwargs.items())
+    assert (_span(exporter).attributes or {})[sc.GEN_AI_REQUEST_ENCODING_FORMATS] == formats
+
+
+@pytest.mark.usefixtures("instrumented")
+@pytest.mark.parametrize("stream", [False, True], ids=["complete", "stream"])
+def test_prompt_mode_is_a_langfuse_model_parameter(stream: bool, exporter: InMemorySpanExporter) -> None:
+    """``prompt_mode="reasoning"`` makes magistral answer under its reasoning system prompt: kept as a parameter."""
+    name = THINKING_STREAM if stream else THINKING
+    kwargs = {**call_kwargs(interactions(name)[0]), "prompt_mode": "reasoning"}
+    with server(name) as srv, Mistral(api_key="x", server_url=srv.url) as client:
+        if stream:
+            list(client.chat.stream(**kwargs))
+        else:
+            client.chat.complete(**kwargs)
+        sent = srv.received[0].json()
+    assert sent["prompt_mode"] == "reasoning"
+    parameters = json.loads(str((_span(exporter).attributes or {})[sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS]))
+    assert parameters["prompt_mode"] == "reasoning"

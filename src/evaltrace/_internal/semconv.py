@@ -102,10 +102,15 @@ SESSION_ID: Final = "session.id"
 USER_ID: Final = "user.id"
 
 # --- Cohere-specific -------------------------------------------------------------------------------------
-# What Cohere bills (``usage.billed_units``), beside the model's own token counts in gen_ai.usage.*.
+# What Cohere bills (``usage.billed_units``): also gen_ai.usage.* when given (the token metric must be billable).
 COHERE_USAGE_BILLED_INPUT_TOKENS: Final = "cohere.usage.billed_units.input_tokens"
 COHERE_USAGE_BILLED_OUTPUT_TOKENS: Final = "cohere.usage.billed_units.output_tokens"
 COHERE_USAGE_BILLED_SEARCH_UNITS: Final = "cohere.usage.billed_units.search_units"
+# What the model read and wrote (``usage.tokens``, template included) when gen_ai.usage.* hold the billed units,
+# and the prompt tokens served from Cohere's cache (a share of those, not of the billed units).
+COHERE_USAGE_TOKENS_INPUT: Final = "cohere.usage.tokens.input_tokens"
+COHERE_USAGE_TOKENS_OUTPUT: Final = "cohere.usage.tokens.output_tokens"
+COHERE_USAGE_CACHED_TOKENS: Final = "cohere.usage.cached_tokens"
 # Mistral FIM: the code after the gap (the prompt is the code before it, in gen_ai.input.messages). Content.
 MISTRAL_FIM_SUFFIX: Final = "mistral.fim.suffix"
 

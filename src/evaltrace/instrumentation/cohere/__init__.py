@@ -3,8 +3,8 @@
 Traced (sync and async clients): ``ClientV2.chat`` / ``chat_stream``, the same methods reached as ``client.v2``,
 and ``AsyncClientV2.chat`` / ``chat_stream``; one call, one span (``chat {model}``, kind CLIENT, provider
 ``cohere``). Thinking content and the tool plan are ``reasoning`` parts, tool calls ``tool_call`` parts, finish
-reasons verbatim, usage from ``usage.tokens`` with ``cached_tokens``, the billed units beside them
-(``cohere.usage.billed_units.*``), cost from genai-prices. See docs/providers/cohere.md.
+reasons verbatim, usage and cost from the billed units (the model's ``usage.tokens`` and ``cached_tokens``
+beside them as ``cohere.usage.*``), cost from genai-prices. See docs/providers/cohere.md.
 
 Nothing is patched at import, and ``instrument_cohere()`` imports neither the ``cohere`` SDK nor the codec: the
 client's module is patched when it is imported, and the codec loads with the first patch.

@@ -12,9 +12,16 @@ Cohere's v2 chat is OpenAI-shaped (roles ``system`` / ``user`` / ``assistant`` /
 * ``finish_reason`` in capitals (``COMPLETE``, ``STOP_SEQUENCE``, ``MAX_TOKENS``, ``TOOL_CALL``, ``ERROR``,
   ``TIMEOUT``): verbatim in ``gen_ai.response.finish_reasons``, mapped to the GenAI vocabulary on the message;
 * usage in two counts: ``tokens`` (what the model read and wrote, template included) and ``billed_units`` (what
-  is billed). ``gen_ai.usage.*`` are the model's ``tokens`` (so ``cached_tokens`` is their subset, as OTel wants),
-  falling back to the billed units when a response has no ``tokens``; the billed units are kept beside them as
-  ``cohere.usage.billed_units.*``. The SDK types every count as a float: they are written as ints.
+  is billed). ``gen_ai.usage.*`` are the billed units, each direction falling back to ``tokens`` when
+  ``billed_units`` lacks it (``usage_of``):
+  the token metric must report billable tokens when both are given, the metric and the cost are made from the
+  span's ``Usage``, and one count everywhere keeps span, metric, cost and Langfuse's usage in agreement. The
+  model's ``tokens`` are kept as ``cohere.usage.tokens.*``, ``cached_tokens`` as ``cohere.usage.cached_tokens``:
+  it is a share of ``tokens`` (in a recording the model read 2935 input tokens, 2928 from the cache, and 2406 were
+  billed), never of the billed units, so it is ``gen_ai.usage.cache_read.input_tokens`` only when the input count
+  is the model's. The billed
+  units stay as ``cohere.usage.billed_units.*`` too (with rerank's ``search_units``). The SDK types every count as
+  a float: they are written as ints.
 
 The SDK fills omitted keyword arguments with its ``OMIT`` sentinel (``...``); those are dropped first.
 """
@@ -213,23 +220,46 @@ def _int(value: Any) -> int | None:
     return int(value)
 
 
+def _billed_tokens(usage: Any) -> Any:
+    """``usage.billed_units`` when it bills tokens (a rerank's bills search units only), else None."""
+    billed = field(usage, "billed_units")
+    if _int(field(billed, "input_tokens")) is None and _int(field(billed, "output_tokens")) is None:
+        return None
+    return billed
+
+
 def usage_of(usage: Any) -> Usage | None:
-    """``usage`` -> Usage: the model's ``tokens``, else the ``billed_units``; ``cached_tokens`` as the cache read."""
+    """``usage`` (v2) or ``meta`` (v1, embed, rerank) -> Usage, direction by direction: billed, else used.
+
+    Each count is ``billed_units``' when it has that field, 0 included (Cohere billing nothing is a real 0, priced
+    as 0), else the model's ``tokens`` for that direction: a partial ``billed_units`` loses neither count.
+    ``cached_tokens`` is a share of the model's input ``tokens``, so it is the cache read only when the input
+    count is that one. Image units (``images``, ``image_tokens``) are not text input tokens and are not added to
+    them: an image-only embed's input is the model's ``tokens``, when the response gives them.
+    """
     if usage is None:
         return None
-    tokens = field(usage, "tokens")
     billed = field(usage, "billed_units")
-    source = tokens if tokens is not None else billed
-    return Usage(
-        input_tokens=_int(field(source, "input_tokens")),
-        output_tokens=_int(field(source, "output_tokens")),
-        cached_tokens=_int(field(usage, "cached_tokens")),
-    )
+    tokens = field(usage, "tokens")
+    input_tokens = _int(field(billed, "input_tokens"))
+    output_tokens = _int(field(billed, "output_tokens"))
+    cached = None
+    if input_tokens is None:
+        input_tokens = _int(field(tokens, "input_tokens"))
+        cached = _int(field(usage, "cached_tokens"))
+    if output_tokens is None:
+        output_tokens = _int(field(tokens, "output_tokens"))
+    return Usage(input_tokens=input_tokens, output_tokens=output_tokens, cached_tokens=cached)
 
 
-def billed_attributes(usage: Any) -> Attributes:
-    """``cohere.usage.billed_units.*`` of a ``usage`` (what Cohere bills, beside the model's token counts)."""
-    billed = field(usage, "billed_units") if usage is not None else None
+def usage_attributes(usage: Any) -> Attributes:
+    """``cohere.usage.*`` of a ``usage`` / ``meta``: the billed units, and what ``gen_ai.usage.*`` do not hold.
+
+    With billed tokens in ``gen_ai.usage.*``, the model's ``tokens`` and ``cached_tokens`` are kept here.
+    """
+    if usage is None:
+        return {}
+    billed = field(usage, "billed_units")
     attrs: Attributes = {}
     for key, name in (
         ("input_tokens", sc.COHERE_USAGE_BILLED_INPUT_TOKENS),
@@ -239,6 +269,16 @@ def billed_attributes(usage: Any) -> Attributes:
         value = _int(field(billed, key))
         if value is not None:
             attrs[name] = value
+    if _billed_tokens(usage) is not None:
+        tokens = field(usage, "tokens")
+        for key, name, source in (
+            ("input_tokens", sc.COHERE_USAGE_TOKENS_INPUT, tokens),
+            ("output_tokens", sc.COHERE_USAGE_TOKENS_OUTPUT, tokens),
+            ("cached_tokens", sc.COHERE_USAGE_CACHED_TOKENS, usage),
+        ):
+            value = _int(field(source, key))
+            if value is not None:
+                attrs[name] = value
     return attrs
 
 
@@ -342,6 +382,9 @@ class CohereCodec(Codec):
             from evaltrace.instrumentation.cohere import v1  # it imports this module
 
             attrs = request_attributes(params, False, max_len, stream=kind == V1_CHAT_STREAM)
+            conversation = params.get("conversation_id")
+            if isinstance(conversation, str) and conversation:  # a server-side thread the API keeps and reads
+                attrs[sc.GEN_AI_CONVERSATION_ID] = conversation
             if capture:
                 attrs.update(
                     list_values.request_content_attributes(
@@ -352,7 +395,7 @@ class CohereCodec(Codec):
         return request_attributes(params, capture, max_len, stream=kind == CHAT_STREAM)
 
     def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
-        """A response (or the raw client's ``HttpResponse`` of one), with its billed units."""
+        """A response (or the raw client's ``HttpResponse`` of one), with its ``cohere.usage.*`` counts."""
         result = _body(result)
         if kind in (EMBED, RERANK, *_V1_KINDS):
             meta = getattr(result, "meta", None)
@@ -365,12 +408,12 @@ class CohereCodec(Codec):
                 from evaltrace.instrumentation.cohere import v1
 
                 outcome = v1.chat_outcome(result, usage, capture)
-            billed = billed_attributes(meta)
-            if billed:
-                outcome.attributes = {**(outcome.attributes or {}), **billed}
+            counts = usage_attributes(meta)
+            if counts:
+                outcome.attributes = {**(outcome.attributes or {}), **counts}
             return outcome
         outcome = chat_outcome(result, capture)
-        outcome.attributes = billed_attributes(getattr(result, "usage", None)) or None
+        outcome.attributes = usage_attributes(getattr(result, "usage", None)) or None
         return outcome
 
     @staticmethod

@@ -6,8 +6,8 @@ documents are not written as ``gen_ai.retrieval.documents``: they are the docume
 the RAG evaluators would read them twice. Its ranking (``index`` and ``relevance_score`` of each result, best
 first) is the span's ``output.value``; the query and the documents are its ``input.value``, with content capture.
 
-Usage is ``meta``, an ``ApiMeta``: the model's ``tokens`` when given, else the ``billed_units`` (``usage_of``), and
-the billed units beside them as ``cohere.usage.billed_units.*``. A rerank is billed in ``search_units``.
+Usage is ``meta``, an ``ApiMeta``: the billed units when they count tokens, else the model's ``tokens``
+(``usage_of``), the rest as ``cohere.usage.*`` (``usage_attributes``). A rerank is billed in ``search_units``.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import add_each, chunk_failed, plain_fields
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai.parts import Part, field, reasoning_part, text_part, tool_call_part
-from evaltrace.instrumentation.cohere.codec import billed_attributes, finish_reason, usage_of
+from evaltrace.instrumentation.cohere.codec import finish_reason, usage_attributes, usage_of
 
 # finish reasons that say the generation failed although the SDK raised nothing
 FAILED = frozenset({"ERROR", "TIMEOUT"})
@@ -213,7 +213,7 @@ class ChatStreamAccumulator:
             finish_reasons=[str(reason)] if reason else [],
             output_messages=[{"role": "assistant", "parts": parts, "finish_reason": finish_reason(reason)}],
             usage=usage_of(self.usage),
-            attributes=billed_attributes(self.usage) or None,
+            attributes=usage_attributes(self.usage) or None,
         )
 
 

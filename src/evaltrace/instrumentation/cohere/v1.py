@@ -21,7 +21,7 @@ from typing import Any
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.openai.parts import Message, Part, field, text_part, tool_call_part, tool_response_part
-from evaltrace.instrumentation.cohere.codec import billed_attributes, finish_reason, usage_of
+from evaltrace.instrumentation.cohere.codec import finish_reason, usage_attributes, usage_of
 
 _ROLES = {"USER": "user", "CHATBOT": "assistant", "SYSTEM": "system", "TOOL": "tool"}
 
@@ -183,7 +183,7 @@ class V1StreamAccumulator:
         reason = field(self.end, "finish_reason")
         if response is not None:
             outcome = chat_outcome(response, self._usage(), content, reason)
-            outcome.attributes = billed_attributes(field(response, "meta")) or None
+            outcome.attributes = usage_attributes(field(response, "meta")) or None
             return outcome
         return _outcome(self.generation_id, "".join(self.texts), self.calls, reason, None, content)
 

@@ -10,8 +10,9 @@ tool to run), ``tool.execution`` (a built-in tool the server ran: web search, co
 
 Streams (``start_stream`` / ``append_stream``) yield ``ConversationEvents`` whose ``data`` is typed by ``type``:
 ``conversation.response.started`` (the conversation id), ``message.output.delta``, ``function.call.delta``,
-``tool.execution.done``, ``agent.handoff.done``, ``conversation.response.done`` (the usage: the terminal event)
-and ``conversation.response.error``.
+``tool.execution.started`` / ``.delta`` (a built-in tool's arguments, in fragments) / ``.done``,
+``agent.handoff.done``, ``conversation.response.done`` (the usage: the terminal event) and
+``conversation.response.error``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,15 @@ from evaltrace._internal.openai.parts import (
     tool_response_part,
 )
 from evaltrace._internal.openai.registry import EndpointKind
-from evaltrace.instrumentation.mistral.request import chat_params, content_parts, get, given, thinking_text
+from evaltrace.instrumentation.mistral.request import (
+    chat_params,
+    content_parts,
+    get,
+    given,
+    known,
+    thinking_references,
+    thinking_text,
+)
 
 Attributes = dict[str, Any]
 
@@ -50,6 +59,10 @@ def request_attributes(params: dict[str, Any], capture: bool, max_len: int) -> A
         value = params.get(name)
         if isinstance(value, str) and value:
             attrs[key] = value
+    # The agent version the call runs (``start`` / ``restart``): a string or a number; the attribute is a string.
+    version = params.get("agent_version")
+    if (isinstance(version, str) and version) or (isinstance(version, int) and not isinstance(version, bool)):
+        attrs[sc.GEN_AI_AGENT_VERSION] = str(version)
     if not capture:
         return attrs
     instructions = params.get("instructions")
@@ -94,12 +107,15 @@ def usage_of(usage: Any) -> Usage | None:
 
 def server_tool_part(entry: Any) -> Part:
     """A ``tool.execution`` entry (a built-in tool the server ran) -> a ``server_tool_call`` part."""
-    name = str(get(entry, "name") or "")
-    call: dict[str, Any] = {"type": name}
-    arguments = get(entry, "arguments")
+    return _server_tool_call(get(entry, "id"), get(entry, "name"), get(entry, "arguments"))
+
+
+def _server_tool_call(call_id: Any, name: Any, arguments: Any) -> Part:
+    kind = str(name or "")
+    call: dict[str, Any] = {"type": kind}
     if arguments:
         call["arguments"] = arguments
-    return {"type": "server_tool_call", "id": get(entry, "id"), "name": name, "server_tool_call": call}
+    return {"type": "server_tool_call", "id": call_id, "name": kind, "server_tool_call": call}
 
 
 def handoff_part(entry: Any) -> Part:
@@ -115,8 +131,12 @@ def _message_parts(content: Any) -> list[Part]:
     """A ``message.output`` entry's content -> parts, its thinking joined into one reasoning part first."""
     if isinstance(content, str):
         return [text_part(content)] if content else []
-    thinking = "".join(thinking_text(c) for c in content or () if get(c, "type") == "thinking")
+    content = [known(c) for c in content or ()]
+    thoughts = [c for c in content if get(c, "type") == "thinking"]
+    thinking = "".join(thinking_text(c) for c in thoughts)
     parts: list[Part] = [reasoning_part(thinking)] if thinking else []
+    for thought in thoughts:  # what the thinking cited, after it
+        parts.extend(thinking_references(thought))
     parts.extend(content_parts([c for c in content or () if get(c, "type") != "thinking"]))
     return parts
 
@@ -161,19 +181,43 @@ class _Call:
         self.arguments: list[str] = []
 
 
+class _Execution:
+    """A streamed built-in tool run: ``tool.execution.started``, then ``.delta`` argument fragments, then ``.done``."""
+
+    __slots__ = ("arguments", "call_id", "name")
+
+    def __init__(self, call_id: Any, name: Any) -> None:
+        self.call_id = call_id
+        self.name = name
+        self.arguments: list[str] = []
+
+    def part(self) -> Part:
+        return _server_tool_call(self.call_id, self.name, "".join(self.arguments))
+
+
 class _Message:
     """One ``message.output`` entry's deltas: text and thinking fragments, and its other chunks."""
 
-    __slots__ = ("other", "text", "thinking")
+    __slots__ = ("cited", "other", "text", "thinking")
 
     def __init__(self) -> None:
         self.text: list[str] = []
         self.thinking: list[str] = []
-        self.other: list[Part] = []
+        self.cited: list[Part] = []  # what its thinking cited, after the reasoning (as in a whole response)
+        self.other: list[Part] = []  # its other chunks, each after the text that came before it
+
+    def add_other(self, parts: list[Part]) -> None:
+        """Parts between text fragments: the text so far becomes its own part first, as a whole entry orders it."""
+        text = "".join(self.text)
+        if text:
+            self.other.append(text_part(text))
+            self.text = []
+        self.other.extend(parts)
 
     def parts(self) -> list[Part]:
         thinking, text = "".join(self.thinking), "".join(self.text)
-        return [*([reasoning_part(thinking)] if thinking else ()), *([text_part(text)] if text else ()), *self.other]
+        return [*([reasoning_part(thinking)] if thinking else ()), *self.cited, *self.other,
+                *([text_part(text)] if text else ())]  # fmt: skip
 
 
 class ConversationStreamAccumulator:
@@ -183,12 +227,13 @@ class ConversationStreamAccumulator:
     as in a ``ConversationResponse``'s ``outputs``.
     """
 
-    __slots__ = ("calls", "conversation", "done", "entries", "error", "messages", "model", "usage")
+    __slots__ = ("calls", "conversation", "done", "entries", "error", "executions", "messages", "model", "usage")
 
     def __init__(self) -> None:
-        self.entries: list[Part | _Call | _Message] = []  # in arrival order
+        self.entries: list[Part | _Call | _Message | _Execution] = []  # in arrival order
         self.messages: dict[Any, _Message] = {}
         self.calls: dict[Any, _Call] = {}
+        self.executions: dict[Any, _Execution] = {}
         self.conversation: str | None = None
         self.model: str | None = None
         self.usage: Any = None
@@ -207,8 +252,11 @@ class ConversationStreamAccumulator:
             self.model = get(data, "model") or self.model
             self._add_call(data)
             return True
-        if kind == "tool.execution.done":
-            self.entries.append(server_tool_part(data))
+        if kind == "tool.execution.started" or kind == "tool.execution.delta":
+            self._add_execution(data)
+        elif kind == "tool.execution.done":
+            if get(data, "id") not in self.executions:  # no start seen: the done event is all there is
+                self.entries.append(server_tool_part(data))
         elif kind == "agent.handoff.done":
             self.entries.append(handoff_part(data))
         elif kind == "conversation.response.started":
@@ -228,15 +276,31 @@ class ConversationStreamAccumulator:
         if message is None:
             message = self.messages[entry_id] = _Message()
             self.entries.append(message)
-        content = get(data, "content")
+        content = known(get(data, "content"))
         if isinstance(content, str):
             message.text.append(content)
         elif get(content, "type") == "thinking":
             message.thinking.append(thinking_text(content))
+            message.cited.extend(thinking_references(content))
         elif get(content, "type") == "text":
             message.text.append(get(content, "text") or "")
         elif content is not None:
-            message.other.extend(content_parts([content]))
+            message.add_other(content_parts([content]))
+
+    def _add_execution(self, data: Any) -> None:
+        """A built-in tool's run: its arguments arrive in fragments (start, deltas) under its ``id``.
+
+        The done event carries no arguments: without these the streamed run would lose what a whole response's
+        ``tool.execution`` entry records.
+        """
+        call_id = get(data, "id")
+        execution = self.executions.get(call_id)
+        if execution is None:
+            execution = self.executions[call_id] = _Execution(call_id, get(data, "name"))
+            self.entries.append(execution)
+        arguments = get(data, "arguments")
+        if isinstance(arguments, str) and arguments:
+            execution.arguments.append(arguments)
 
     def _add_call(self, data: Any) -> None:
         """A ``function.call.delta``: the call's arguments arrive in fragments under its ``tool_call_id``."""
@@ -272,6 +336,8 @@ class ConversationStreamAccumulator:
                 parts.extend(entry.parts())
             elif isinstance(entry, _Call):
                 parts.append(tool_call_part(entry.call_id, entry.name, "".join(entry.arguments)))
+            elif isinstance(entry, _Execution):
+                parts.append(entry.part())
             else:
                 parts.append(entry)
         conversation = self.conversation

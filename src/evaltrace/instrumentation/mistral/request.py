@@ -74,6 +74,9 @@ def request_attributes(operation: str, kwargs: dict[str, Any], capture: bool, ma
     if isinstance(top_k, int) and not isinstance(top_k, bool):
         attrs[sc.GEN_AI_REQUEST_TOP_K] = float(top_k)
     parameters = openai_request.model_parameters(EndpointKind.CHAT, params)
+    mode = params.get("prompt_mode")
+    if isinstance(mode, str) and mode:  # "reasoning": magistral's reasoning system prompt, which changes the answer
+        parameters["prompt_mode"] = mode
     if parameters:
         attrs[sc.LANGFUSE_OBSERVATION_MODEL_PARAMETERS] = scalars_json(parameters, max_len)
     if capture:
@@ -108,9 +111,11 @@ def _fim(params: dict[str, Any], capture: bool, max_len: int) -> Attributes:
 
 def _embeddings(params: dict[str, Any], capture: bool, max_len: int) -> Attributes:
     attrs: Attributes = {}
-    fmt = params.get("encoding_format")
-    if isinstance(fmt, str):
-        attrs[sc.GEN_AI_REQUEST_ENCODING_FORMATS] = [fmt]
+    # ``encoding_format`` (float or base64, how the vectors are sent) and ``output_dtype`` (float, int8, binary...:
+    # what each value is) are both formats the request asked for, as Cohere's ``embedding_types`` are.
+    formats = [f for f in (params.get("encoding_format"), params.get("output_dtype")) if isinstance(f, str) and f]
+    if formats:
+        attrs[sc.GEN_AI_REQUEST_ENCODING_FORMATS] = list(dict.fromkeys(formats))
     dims = params.get("output_dimension")
     if isinstance(dims, int) and not isinstance(dims, bool):
         attrs[sc.GEN_AI_EMBEDDINGS_DIMENSION_COUNT] = dims
@@ -152,17 +157,89 @@ def content_parts(content: Any) -> list[Part]:
         return []
     if isinstance(content, str):
         return [text_part(content)] if content else []
-    return [chunk_part(c) for c in content]
+    parts: list[Part] = []
+    for chunk in content:
+        chunk = known(chunk)
+        parts.append(chunk_part(chunk))
+        if get(chunk, "type") == "thinking":
+            parts.extend(thinking_references(chunk))
+    return parts
+
+
+def _items(value: Any) -> Any:
+    """A chunk's list field; anything else (None, a string from a body the SDK could not validate) as empty."""
+    return value if isinstance(value, list | tuple) else ()
 
 
 def thinking_text(chunk: Any) -> str:
     """The text of a ``thinking`` chunk (its ``thinking`` list holds text chunks and references)."""
-    texts = [get(t, "text") for t in get(chunk, "thinking") or ()]
+    texts = [get(t, "text") for t in _items(get(chunk, "thinking"))]
     return "".join(t for t in texts if isinstance(t, str))
 
 
+def thinking_references(chunk: Any) -> list[Part]:
+    """What a ``thinking`` chunk cites besides its text (``reference`` / ``tool_reference`` chunks), as parts."""
+    return [chunk_part(t) for t in _items(get(chunk, "thinking")) if get(t, "type") not in ("text", None)]
+
+
+# The fields a generic part keeps of the chunks that cite or point at something the model read, or that a
+# built-in tool made (``tool_file``: a code interpreter's or image generator's output file).
+_CITING = {
+    "reference": ("reference_ids",),
+    "tool_reference": ("tool", "title", "url", "description", "favicon"),
+    "resource_link": ("uri", "metadata"),
+    "tool_file": ("tool", "file_id", "file_name", "file_type"),
+}
+# The chunk types ``chunk_part`` converts by their fields (the others become generic parts).
+_KNOWN = frozenset(("text", "thinking", "image_url", "document_url", "file", "input_audio", "resource", *_CITING))
+
+
+def known(chunk: Any) -> Any:
+    """``chunk``, or the body of an ``UnknownContentChunk`` whose type ``chunk_part`` knows.
+
+    The SDK parses a chunk of a known type whose fields fail its validation (``{"type": "text", "text": null}``,
+    a ``thinking`` holding an item it does not know) as ``UnknownContentChunk(raw=body)`` too: that body is read
+    as its type says, so a text stays a text part with content and a thinking stays reasoning.
+    """
+    if get(chunk, "type") == "UNKNOWN":
+        raw = get(chunk, "raw")
+        if isinstance(raw, dict) and raw.get("type") in _KNOWN:
+            return raw
+    return chunk
+
+
+def _plain(value: Any) -> Any:
+    """A field's value for a part, with every ``data:`` URL in it (at any depth) left without its payload.
+
+    A chunk the SDK could not validate keeps its nested objects (an ``image_url`` object, ``metadata``): a payload
+    there is as much the user's data as one at the top.
+    """
+    if isinstance(value, str):
+        return uri_part(value, "")["uri"] if value.startswith("data:") else value
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def generic_part(kind: str, fields: Any) -> Part:
+    """A generic part of type ``kind`` with the given fields (None and the SDK's ``UNSET`` left out)."""
+    part: Part = {"type": kind}
+    for name, value in fields:
+        if name != "type" and value is not None and type(value).__name__ != "Unset":
+            part[str(name)] = _plain(value)
+    return part
+
+
 def chunk_part(chunk: Any) -> Part:
-    """One content chunk -> one part (unknown chunk types keep their type, so nothing is silently lost)."""
+    """One content chunk -> one part. A chunk this module does not know is a generic part with its fields.
+
+    mistralai 3.x parses an unknown chunk as ``UnknownContentChunk(type="UNKNOWN", raw=...)``: the part takes the
+    type and fields of ``raw``, what the API sent, so nothing is lost or renamed; a ``raw`` of a known type is
+    converted as that type (``known``). Every field may be missing or None there.
+    """
+    chunk = known(chunk)
     ctype = get(chunk, "type")
     if ctype == "text":
         return text_part(get(chunk, "text") or "")
@@ -177,11 +254,41 @@ def chunk_part(chunk: Any) -> Part:
     if ctype == "file":
         return {"type": "file", "modality": "document", "file_id": get(chunk, "file_id")}
     if ctype == "input_audio":
-        audio = get(chunk, "input_audio")
-        data = audio if isinstance(audio, str) else ""
-        # A URL stays a URL; base64 audio is described by its size only (uri_part drops a data URL's payload).
-        return uri_part(data if data.startswith(("http://", "https://")) else f"data:audio;base64,{data}", "audio")
+        return _audio_part(get(chunk, "input_audio"))
+    if ctype == "resource":
+        return _resource_part(chunk)
+    names = _CITING.get(str(ctype))
+    if names is not None:
+        return generic_part(str(ctype), ((name, get(chunk, name)) for name in names))
+    raw = get(chunk, "raw") if ctype == "UNKNOWN" else chunk
+    if isinstance(raw, dict) and isinstance(raw.get("type"), str):
+        return generic_part(raw["type"], raw.items())
     return {"type": str(ctype)}
+
+
+def _audio_part(audio: Any) -> Part:
+    """``input_audio``: a URL as is; base64 audio by its size only (as ``uri_part`` counts a payload it leaves out).
+
+    Mistral's chunk holds the base64 alone, with no format field (OpenAI's ``{data, format}`` is written as
+    ``data:audio/<format>``): a ``data:;base64,`` URL would claim ``text/plain`` (RFC 2397's default), so the
+    placeholder is no data URL, with modality audio and no media type.
+    """
+    data = audio if isinstance(audio, str) else ""
+    if data.startswith(("http://", "https://")):
+        return uri_part(data, "audio")
+    return {"type": "uri", "modality": "audio", "uri": f"<omitted {len(data)} bytes>"}
+
+
+def _resource_part(chunk: Any) -> Part:
+    """An embedded (MCP) ``resource``: its text as the model read it, an image by its URL, else its ``uri``.
+
+    A ``uri`` part would need a modality, which a resource of unknown content does not say: a generic part.
+    """
+    content = known(get(chunk, "content"))
+    kind = get(content, "type")
+    if kind in ("text", "image_url"):
+        return chunk_part(content)
+    return generic_part("resource", (("uri", get(chunk, "uri")),))
 
 
 def _tool_output(content: Any) -> Any:

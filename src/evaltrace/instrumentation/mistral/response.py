@@ -16,7 +16,14 @@ from evaltrace._internal.engine.outcome import Outcome, Usage
 from evaltrace._internal.error_body import code_in_body
 from evaltrace._internal.openai.parts import Message, Part, output_message, reasoning_part, text_part
 from evaltrace._internal.openai.response import chat_usage
-from evaltrace.instrumentation.mistral.request import chunk_part, get, thinking_text, tool_call
+from evaltrace.instrumentation.mistral.request import (
+    chunk_part,
+    get,
+    known,
+    thinking_references,
+    thinking_text,
+    tool_call,
+)
 
 # What ``chat_usage`` reads; the two details are extras the SDK keeps but does not model.
 _USAGE_READS = ("prompt_tokens", "completion_tokens", "prompt_tokens_details", "completion_tokens_details")
@@ -77,9 +84,13 @@ def message_parts(message: Any) -> list[Part]:
         if content:
             parts.append(text_part(content))
     elif isinstance(content, list):
-        thinking = [thinking_text(c) for c in content if get(c, "type") == "thinking"]
+        content = [known(c) for c in content]  # a known type the SDK could not validate: read as that type
+        thoughts = [c for c in content if get(c, "type") == "thinking"]
+        thinking = [thinking_text(c) for c in thoughts]
         if any(thinking):
             parts.append(reasoning_part("".join(thinking)))
+        for thought in thoughts:  # what the thinking cited, after it
+            parts.extend(thinking_references(thought))
         parts.extend(chunk_part(c) for c in content if get(c, "type") != "thinking")
     for call in get(message, "tool_calls") or ():
         parts.append(tool_call(call))

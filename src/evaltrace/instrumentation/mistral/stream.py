@@ -16,7 +16,7 @@ from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import add_each, chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai.parts import Part, output_message, reasoning_part, text_part, tool_call_part
-from evaltrace.instrumentation.mistral.request import chunk_part, get, thinking_text
+from evaltrace.instrumentation.mistral.request import chunk_part, get, known, thinking_references, thinking_text
 from evaltrace.instrumentation.mistral.response import usage_of
 
 
@@ -35,12 +35,14 @@ class _Call:
 
 
 class _Choice:
-    __slots__ = ("by_id", "by_index", "calls", "finish_reason", "other", "reasoning", "text")
+    __slots__ = ("by_id", "by_index", "calls", "cited", "finish_reason", "other", "reasoning", "text")
 
     def __init__(self) -> None:
         self.text: list[str] = []
         self.reasoning: list[str] = []
-        self.other: list[Part] = []  # chunks that are neither text nor thinking (rare in a reply)
+        self.cited: list[Part] = []  # what thinking chunks cited (references), written after the reasoning
+        # Chunks that are neither text nor thinking (rare in a reply), each after the text that came before it.
+        self.other: list[Part] = []
         self.calls: list[_Call] = []
         self.by_id: dict[str, _Call] = {}
         self.by_index: dict[Any, _Call] = {}
@@ -53,12 +55,28 @@ class _Choice:
             return
         for chunk in content:
             ctype = get(chunk, "type")
+            if ctype == "UNKNOWN":  # a known type the SDK could not validate: read as that type
+                chunk = known(chunk)
+                ctype = get(chunk, "type")
             if ctype == "text":
                 self.text.append(get(chunk, "text") or "")
             elif ctype == "thinking":
                 self.reasoning.append(thinking_text(chunk))
+                self.cited.extend(thinking_references(chunk))
             else:
-                self.other.append(chunk_part(chunk))
+                self.add_other(chunk_part(chunk))
+
+    def add_other(self, part: Part) -> None:
+        """A part that is neither text nor thinking, after the text that came before it (its own part).
+
+        Text and references then keep the order a whole response gives them; only this rare path pays, text
+        pieces are still only appended.
+        """
+        text = "".join(self.text)
+        if text:
+            self.other.append(text_part(text))
+            self.text = []
+        self.other.append(part)
 
     def add_call(self, call: Any) -> None:
         fn = get(call, "function")
@@ -84,10 +102,11 @@ class _Choice:
         reasoning = "".join(self.reasoning)
         if reasoning:
             parts.append(reasoning_part(reasoning))
+        parts.extend(self.cited)
+        parts.extend(self.other)
         text = "".join(self.text)
         if text:
             parts.append(text_part(text))
-        parts.extend(self.other)
         parts.extend(call.part() for call in self.calls)
         return output_message(parts, self.finish_reason)
 
@@ -244,6 +263,8 @@ class MistralStreamAccumulator:
                                                     text = part.text if kind(part) is text_type else get(part, "text")
                                                     if isinstance(text, str):
                                                         buffer.reasoning.append(text)
+                                                    elif get(part, "type") is not None:  # a reference: cited
+                                                        buffer.cited.append(chunk_part(part))
                                                 continue
                                         elif shape is text_type:
                                             own = piece.__dict__
