@@ -138,6 +138,14 @@ async def test_the_output_type_follows_the_response_modalities(
     assert span.attributes["gen_ai.output.type"] == expected
 
 
+# Already JSON Schema: recorded exactly as given (a round trip through Gemini's Schema would write 1 as 1.0 and drop
+# ``example``).
+MOON_SCHEMA = {
+    "type": "object",
+    "properties": {"date": {"type": "string", "example": "2026-01-01"}, "phase": {"type": "integer", "minimum": 1}},
+}
+
+
 async def test_tool_definitions_are_named_and_their_parameters_json_schema(
     is_async: bool, exporter: InMemorySpanExporter
 ) -> None:
@@ -156,9 +164,7 @@ async def test_tool_definitions_are_named_and_their_parameters_json_schema(
         ),
     )
     as_dict = {"name": "tide", "parameters": {"type": "OBJECT", "properties": {"port": {"type": "STRING"}}}}
-    as_json_schema = types.FunctionDeclaration(
-        name="moon", parameters_json_schema={"type": "object", "properties": {"date": {"type": "string"}}}
-    )
+    as_json_schema = types.FunctionDeclaration(name="moon", parameters_json_schema=MOON_SCHEMA)
     config = types.GenerateContentConfig(
         tools=[
             types.Tool(function_declarations=[forecast, as_dict, as_json_schema]),  # type: ignore[list-item]
@@ -178,8 +184,24 @@ async def test_tool_definitions_are_named_and_their_parameters_json_schema(
              "hours": {"type": "array", "items": {"type": "string"}, "minItems": 1}}}},
         {"type": "function", "name": "tide",
          "parameters": {"type": "object", "properties": {"port": {"type": "string"}}}},
-        {"type": "function", "name": "moon",
-         "parameters": {"type": "object", "properties": {"date": {"type": "string"}}}},
+        {"type": "function", "name": "moon", "parameters": MOON_SCHEMA},  # JSON Schema already: as given
         {"type": "google_search", "name": "google_search"},
         {"type": "code_execution", "name": "code_execution"},
+    ]  # fmt: skip
+
+
+def test_a_functions_definition_is_built_once_and_each_call_gets_its_own_copy() -> None:
+    from evaltrace.instrumentation.google_genai import request
+
+    def get_weather(city: str) -> str:
+        """The weather."""
+        return city
+
+    first = request.tool_definitions([get_weather])
+    assert first is not None
+    first[0]["parameters"]["properties"]["city"]["type"] = "changed"  # a caller's change stays its own
+    assert get_weather in request._DEFINITIONS
+    assert request.tool_definitions([get_weather]) == [
+        {"type": "function", "name": "get_weather", "description": "The weather.",
+         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
     ]  # fmt: skip

@@ -11,8 +11,11 @@ tools named by their field name).
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
+import types
+import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypeGuard
 
@@ -284,7 +287,10 @@ def _schema(value: Any) -> Any:
     """
     schema_type = _sdk_schema_type()
     schema = value
-    if schema_type is not None and isinstance(value, dict) and str(value.get("type", "")).upper() in _SCHEMA_TYPES:
+    # Only Gemini's own upper-case type names: a JSON Schema dict (``"object"``, ``parameters_json_schema``) is
+    # already what the attribute holds, and a round trip through ``Schema`` would rewrite it (``1`` as ``1.0``,
+    # ``example`` dropped).
+    if schema_type is not None and isinstance(value, dict) and value.get("type") in _SCHEMA_TYPES:
         try:
             schema = schema_type.model_validate(value)
         except Exception:
@@ -311,12 +317,28 @@ def _sdk_schema_type() -> type[Schema] | None:
     return Schema
 
 
+# A plain function's definition, built once: the SDK's declaration builds a pydantic TypeAdapter per parameter
+# (~0.4 ms a function), and the same functions are passed on every call. Weak keys: a definition never keeps the
+# application's function alive. Bound methods (a new object at each attribute read) are declared each time.
+_DEFINITIONS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
 def _callable_definition(tool: Any) -> dict[str, Any]:
     """A Python function given for automatic function calling, declared as the SDK declares it.
 
     ``FunctionDeclaration.from_callable_with_api_option(use_json_schema=True)`` reads its signature and docstring
-    into ``parameters_json_schema``; a function it cannot declare keeps its name and docstring.
+    into ``parameters_json_schema``; a function it cannot declare keeps its name and docstring. A plain function's
+    definition is built once (each call gets its own copy).
     """
+    if type(tool) is types.FunctionType:
+        cached = _DEFINITIONS.get(tool)
+        if cached is None:
+            cached = _DEFINITIONS[tool] = _declare(tool)
+        return copy.deepcopy(cached)
+    return _declare(tool)
+
+
+def _declare(tool: Any) -> dict[str, Any]:
     entry: dict[str, Any] = {"type": "function", "name": getattr(tool, "__name__", type(tool).__name__)}
     try:
         from google.genai.types import FunctionDeclaration
