@@ -25,6 +25,7 @@ from opentelemetry.util.types import AttributeValue
 
 from evaltrace._internal import semconv
 from evaltrace._internal.deferred_attributes import freeze_ended
+from evaltrace._internal.flush_results import flush_call
 from evaltrace._internal.forwarding import starting
 from evaltrace._internal.jsonutil import capped_json
 
@@ -158,7 +159,8 @@ class StampingPipeline(SpanProcessor):
             remaining = int((deadline - time.monotonic()) * 1000)
             if remaining <= 0:
                 return False
-            if processor.force_flush(remaining) is False:  # the SDK's base class returns None: not a failure
+            # None (the SDK's base class before 1.31) is success; 0, "" or an exception a failure (flush_results)
+            if not flush_call(processor.force_flush, remaining, "flushing a span processor"):
                 flushed = False
         return flushed
 

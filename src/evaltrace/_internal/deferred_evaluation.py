@@ -21,6 +21,7 @@ from evaltrace._internal import forks
 from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.evaluator_registry import registered
 from evaltrace._internal.export_counts import shutdown_downstream
+from evaltrace._internal.flush_results import flush_call
 from evaltrace._internal.forwarding import starting
 
 
@@ -103,8 +104,9 @@ class DeferredEvaluation(SpanProcessor):
         deadline = time.monotonic() + timeout_millis / 1000
         ok = True
         for processor in self._downstream:
-            # ``is not False``: the SDK's base force_flush (which some processors inherit) returns None before 1.31
-            ok = processor.force_flush(max(0, int((deadline - time.monotonic()) * 1000))) is not False and ok
+            # None (the SDK's base force_flush before 1.31) is success; 0, "" or an exception a failure
+            timeout = max(0, int((deadline - time.monotonic()) * 1000))
+            ok = flush_call(processor.force_flush, timeout, "flushing a downstream processor") and ok
         return ok
 
     def shutdown(self, timeout_millis: int = 30_000) -> None:

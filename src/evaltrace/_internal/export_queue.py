@@ -45,6 +45,7 @@ from evaltrace._internal import forks
 from evaltrace._internal.deferred_attributes import DIRECT_CONTEXT_TYPES as _DIRECT_CONTEXT
 from evaltrace._internal.episodes import LossEpisode
 from evaltrace._internal.errors import log_internal_error
+from evaltrace._internal.flush_results import flush_call
 from evaltrace._internal.span_size import ATTRIBUTE_BYTES as ATTRIBUTE_BYTES
 from evaltrace._internal.span_size import EVENT_BYTES as EVENT_BYTES
 from evaltrace._internal.span_size import SAMPLED_ITEMS as SAMPLED_ITEMS
@@ -296,12 +297,10 @@ class ExportQueue(SpanProcessor):
                     self._idle.wait(min(remaining, 0.05))
             finally:
                 self._flushes -= 1
-        try:
-            # The SDK's base SpanExporter.force_flush returns None: only an explicit False is a failure.
-            return self.exporter.force_flush(max(0, int((deadline - time.monotonic()) * 1000))) is not False
-        except Exception:
-            log_internal_error(f"flushing exporter {self.name}")
-            return False
+        # The exporter may be the application's: None (an older SDK's base class) is success, any other falsy answer
+        # (0, "") or an exception a failure (see flush_results).
+        timeout = max(0, int((deadline - time.monotonic()) * 1000))
+        return flush_call(self.exporter.force_flush, timeout, f"flushing exporter {self.name}")
 
     def shutdown(self, timeout_millis: int = 30_000) -> None:
         """Export what is queued within the deadline, count what is left as lost, then shut the exporter.

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from evaltrace._internal import semconv
 from evaltrace._internal.errors import log_internal_error
 from evaltrace._internal.export_counts import shutdown_downstream
+from evaltrace._internal.flush_results import flush_call
 from evaltrace.evaluation._job_cuts import Bulk, Sent, forward_or_count, take_over, write_not_evaluated
 from evaltrace.evaluation.stats import DROP_AFTER_SHUTDOWN, DROP_LOOP_STALLED
 
@@ -71,8 +72,9 @@ def force_flush(self: EvaluationSpanProcessor, timeout_millis: int = 30_000) -> 
     for worker in self._sinks:
         ok = worker.force_flush(max(0.0, deadline - time.monotonic())) and ok
     for processor in self._downstream:
-        # ``is not False``: the SDK's base force_flush (which some processors inherit) returns None before 1.31
-        ok = processor.force_flush(max(0, int((deadline - time.monotonic()) * 1000))) is not False and ok
+        # None (the SDK's base force_flush before 1.31) is success; 0, "" or an exception a failure (flush_results)
+        timeout = max(0, int((deadline - time.monotonic()) * 1000))
+        ok = flush_call(processor.force_flush, timeout, "flushing a downstream processor") and ok
     return ok
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from evaltrace._internal import forks
 from evaltrace._internal.errors import ErrorEpisode, log_internal_error
+from evaltrace._internal.flush_results import flush_ok
 from evaltrace.evaluation.sinks._health import OutageLog
 from evaltrace.evaluation.sinks.base import ScoreSink, SinkResult, export_deadline
 from evaltrace.evaluation.sinks.deadletter import append_lines, save_dead_letters
@@ -297,7 +298,13 @@ class SinkWorker:
                     self._cond.wait(remaining)
             finally:
                 self._flush_requested = False
-        return self.sink.force_flush(max(0, int((deadline - time.monotonic()) * 1000)))
+        # The sink may be the application's: read its answer as a bool, and an exception as a failure counted here
+        # (raised, it would reach the application's force_flush through the evaluation processor).
+        try:
+            return flush_ok(self.sink.force_flush(max(0, int((deadline - time.monotonic()) * 1000))))
+        except Exception:
+            self._internal_error(f"flushing score sink {self.sink.name}")
+            return False
 
     def shutdown(self, timeout_s: float) -> bool:
         """Drain within ``timeout_s``: deliver what the backend takes, dead-letter the rest, stop the thread.
