@@ -365,3 +365,104 @@ def test_the_evaluation_pipeline_exports_the_original_dropped_counts() -> None:
     assert _otlp_dropped(enriched) == _otlp_dropped(original) == (3, 1, 1)
     processor.shutdown()
     provider.shutdown()
+
+
+# --- the layout probes: each fast path is on only when the SDK behaves as it assumes, not when the names match ---
+
+
+def test_every_layout_probe_passes_on_this_sdk() -> None:
+    # The SDKs we support (1.30 up: CI runs this file on both ends) take every fast path: else it is dead code.
+    assert span_fields._plain_setattr_ok() and span_fields._PLAIN_SETATTR
+    assert span_fields._event_direct_ok() and span_fields._EVENT_DIRECT_OK
+    assert span_fields._span_read_ok() and span_fields.SPAN_READ_OK
+    assert span_fields._span_copy_ok() and span_fields._SPAN_COPY_OK
+    assert span_fields.DIRECT_COPY_OK
+
+
+def test_an_sdk_storing_the_end_time_in_another_unit_turns_the_direct_reads_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Same field names (the old check passed), another meaning: the enriched copy read ``_end_time`` for its
+    # events' timestamps and would have stamped them in microseconds.
+    sdk_init = ReadableSpan.__init__
+
+    def init(self: ReadableSpan, *args: Any, **kwargs: Any) -> None:
+        sdk_init(self, *args, **kwargs)
+        if self._end_time is not None:
+            self._end_time //= 1000
+
+    monkeypatch.setattr(ReadableSpan, "__init__", init)
+    monkeypatch.setattr(
+        ReadableSpan, "end_time", property(lambda self: None if self._end_time is None else self._end_time * 1000)
+    )
+    assert span_fields._span_fields() == span_fields._SPAN_FIELDS  # the names alone say nothing changed
+    assert not span_fields._span_read_ok()
+    assert not span_fields._span_copy_ok()  # the copy's readers depend on those reads
+
+
+def test_an_sdk_whose_events_property_returns_its_field_turns_the_copy_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An SDK storing a tuple and returning the field as it is: the copy's list would come out as a mutable list.
+    sdk_init = ReadableSpan.__init__
+
+    def init(self: ReadableSpan, *args: Any, **kwargs: Any) -> None:
+        sdk_init(self, *args, **kwargs)
+        self._events = tuple(self._events)
+
+    monkeypatch.setattr(ReadableSpan, "__init__", init)
+    monkeypatch.setattr(ReadableSpan, "events", property(lambda self: self._events))
+    assert span_fields._span_fields() == span_fields._SPAN_FIELDS
+    assert span_fields._span_read_ok()  # reading the field still gives the events
+    assert not span_fields._span_copy_ok()  # but the field-by-field copy is not what the constructor builds
+
+
+def test_an_sdk_storing_event_times_in_another_unit_turns_the_direct_event_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    sdk_init = Event.__init__
+
+    def init(self: Event, *args: Any, **kwargs: Any) -> None:
+        sdk_init(self, *args, **kwargs)
+        self._timestamp //= 1000
+
+    monkeypatch.setattr(Event, "__init__", init)
+    monkeypatch.setattr(Event, "timestamp", property(lambda self: self._timestamp * 1000))
+    assert span_fields._event_fields() == span_fields._EVENT_FIELDS
+    assert not span_fields._event_direct_ok()
+
+
+def test_a_class_with_its_own_setattr_turns_the_dict_store_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    def copying(self: object, name: str, value: Any) -> None:
+        object.__setattr__(self, name, dict(value) if name == "__dict__" else value)
+
+    monkeypatch.setattr(Event, "__setattr__", copying)
+    assert not span_fields._plain_setattr_ok()
+
+
+def test_on_an_sdk_whose_fields_mean_something_else_the_enriched_copy_reads_the_properties(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The end-time layout above, with the flags set as the probes answer for it: the copy's result events carry the
+    # span's end time as its property gives it (was: ``_end_time`` read directly, microseconds taken for ns).
+    from evaltrace.evaluation import spans as spans_module
+    from evaltrace.evaluation.spans import enriched_copy
+
+    sdk_init = ReadableSpan.__init__
+
+    def init(self: ReadableSpan, *args: Any, **kwargs: Any) -> None:
+        sdk_init(self, *args, **kwargs)
+        if self._end_time is not None:
+            self._end_time //= 1000
+
+    monkeypatch.setattr(ReadableSpan, "__init__", init)
+    monkeypatch.setattr(
+        ReadableSpan, "end_time", property(lambda self: None if self._end_time is None else self._end_time * 1000)
+    )
+    read_ok, copy_ok = span_fields._span_read_ok(), span_fields._span_copy_ok()
+    assert not read_ok and not copy_ok
+    monkeypatch.setattr(span_fields, "_SPAN_COPY_OK", copy_ok)
+    monkeypatch.setattr(spans_module, "DIRECT_COPY_OK", False)
+    monkeypatch.setattr(spans_module, "SPAN_READ_OK", read_ok)
+    span = _plain()
+    span.__dict__["_end_time"] = 1_700_000_000_000_000  # 1.7e18 ns, as this layout stores it (in microseconds)
+    copied = enriched_copy(span, _results()[:1])
+    assert span.end_time == 1_700_000_000_000_000_000
+    assert [e.timestamp for e in copied.events[len(span.events) :]] == [span.end_time]
+    assert copied.end_time == span.end_time

@@ -488,3 +488,65 @@ def test_a_result_missing_a_field_fails_on_the_inline_path_as_before(spans: list
         _s19_enriched_copy(spans[0], [broken])
     with pytest.raises(AttributeError):
         new_enriched_copy(spans[0], [broken])
+
+
+def _same_public(built: ReadableSpan, reference: ReadableSpan, *, stamped: bool) -> None:
+    """Everything ReadableSpan's public properties give, equal and of the same types (instance-dict order aside:
+    the constructor sets its own, the fast copy keeps the original's)."""
+    assert type(built) is type(reference)
+    for name in ("name", "context", "parent", "kind", "start_time", "end_time", "resource", "instrumentation_scope"):
+        assert getattr(built, name) == getattr(reference, name), name
+    for name in ("dropped_attributes", "dropped_events", "dropped_links"):
+        assert getattr(built, name) == getattr(reference, name), name
+    assert (built.status.status_code, built.status.description) == (
+        reference.status.status_code,
+        reference.status.description,
+    )
+    _same_items(built.attributes, reference.attributes)
+    assert type(built.events) is type(reference.events) and len(built.events) == len(reference.events)
+    for event, before in zip(built.events, reference.events, strict=True):
+        assert type(event) is type(before) and event.name == before.name
+        assert event.timestamp == before.timestamp or not stamped
+        _same_items(event.attributes, before.attributes)
+    assert type(built.links) is type(reference.links)
+    assert [(link.context, dict(link.attributes or {})) for link in built.links] == [
+        (link.context, dict(link.attributes or {})) for link in reference.links
+    ]
+
+
+def test_with_every_sdk_layout_probe_off_the_public_api_builds_the_same_copies(
+    spans: list[ReadableSpan], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What an SDK whose private layout differs gets (span_fields' probes all False): no field read or written
+    # directly, only the constructors and the properties; the copies must be the fast path's, part for part.
+    from evaltrace.evaluation import spans as spans_module
+
+    cases = [[], KINDS[:3], KINDS, KINDS[::-1]]
+    shapes = _s19_spans(spans)
+    fast = [[new_enriched_copy(span, results) for results in cases] for span in shapes]
+    for flag in ("_SPAN_COPY_OK", "_EVENT_DIRECT_OK", "_PLAIN_SETATTR", "SPAN_READ_OK", "DIRECT_COPY_OK"):
+        monkeypatch.setattr(fields_module, flag, False)
+    monkeypatch.setattr(spans_module, "DIRECT_COPY_OK", False)
+    monkeypatch.setattr(spans_module, "SPAN_READ_OK", False)
+    made: list[str] = []
+    span_init, event_init = ReadableSpan.__init__, Event.__init__
+
+    def spy_span(self: ReadableSpan, *args: Any, **kwargs: Any) -> None:
+        made.append("span")
+        span_init(self, *args, **kwargs)
+
+    def spy_event(self: Event, *args: Any, **kwargs: Any) -> None:
+        made.append("event")
+        event_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(ReadableSpan, "__init__", spy_span)
+    monkeypatch.setattr(Event, "__init__", spy_event)
+    for span, fast_copies in zip(shapes, fast, strict=True):
+        for results, fast_copy in zip(cases, fast_copies, strict=True):
+            made.clear()
+            copy = new_enriched_copy(span, results)
+            _same_public(copy, fast_copy, stamped=span.end_time is not None)
+            if span.end_time is not None:  # else the result events are stamped "now", at two moments
+                assert copy.to_json() == fast_copy.to_json()
+            # Every copy by the constructor, every result event too (a span that had no end time: "now", as before).
+            assert made.count("span") == 1 and made.count("event") == len(results), made

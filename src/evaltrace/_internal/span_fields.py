@@ -173,22 +173,20 @@ def _event_fields() -> frozenset[str]:
 
 
 _SPAN_FIELD_ORDER = _span_field_order()
-_SPAN_COPY_OK = _span_fields() == _SPAN_FIELDS
-_EVENT_DIRECT_OK = _event_fields() == _EVENT_FIELDS
 _new = object.__new__
 _setattr = (
     object.__setattr__
 )  # _setattr(obj, "__dict__", fields): the object's instance dict is ``fields`` from then on
-# Neither class defines __setattr__: ``obj.__dict__ = fields`` is then exactly _setattr's store, without its call.
+# The three layout flags below start from the field names alone (the paths the probes at the end of this module run
+# read them); the probes, run once at import, then set each one to whether the running SDK's classes behave as the
+# fast paths assume.
+_SPAN_COPY_OK = _span_fields() == _SPAN_FIELDS
+_EVENT_DIRECT_OK = _event_fields() == _EVENT_FIELDS
 _PLAIN_SETATTR = ReadableSpan.__setattr__ is object.__setattr__ and Event.__setattr__ is object.__setattr__
 SPAN_FIELDS = _SPAN_FIELDS
 """The instance fields :func:`plain_state` requires (exactly these)."""
 SPAN_FIELD_ORDER = _SPAN_FIELD_ORDER
 """The order the running SDK's constructor sets :data:`SPAN_FIELDS` in (empty if unprobed)."""
-DIRECT_COPY_OK = _SPAN_COPY_OK and _EVENT_DIRECT_OK and _PLAIN_SETATTR
-"""Whether :func:`plain_state`, :func:`copy_state` and :func:`new_event` take their field-by-field paths with a store
-to ``__dict__`` on this SDK: the enriched copy then does the same inline (``evaluation/spans.py``). Computed once at
-import from the probes, like them: changing a probe's flag later does not change it."""
 
 
 def plain_state(span: ReadableSpan) -> dict[str, Any] | None:
@@ -283,3 +281,179 @@ def new_event(name: str, attributes: dict[str, Any], timestamp: int | None) -> E
     else:
         _setattr(event, "__dict__", {"_name": name, "_timestamp": timestamp, "_attributes": attributes})
     return event
+
+
+# --- The layout probes: does the running SDK behave as the fast paths above assume? ----------------------------
+#
+# Matching field names is not enough: an SDK could keep every name and change what a field holds (a unit, a
+# container type) or how a property reads it. Each probe below builds a span or an event through the fast path and
+# through the SDK's constructor from the same parts, and compares what the public properties return; the paths that
+# read a span's fields directly are checked against its properties the same way. Any difference, or any exception,
+# turns the fast path off: the public API (``ReadableSpan(...)``, ``Event(...)``, the properties) is then used.
+
+# Public ReadableSpan properties compared with ``==`` (status, attributes, events and links are compared apart).
+_VIEW = (
+    "name",
+    "context",
+    "parent",
+    "kind",
+    "start_time",
+    "end_time",
+    "resource",
+    "instrumentation_scope",
+    "dropped_attributes",
+    "dropped_events",
+    "dropped_links",
+)
+
+
+def _probe_parts() -> dict[str, Any]:
+    """Constructor arguments for a probe span: every part given, none of them a default."""
+    from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+    from opentelemetry.trace import SpanKind, StatusCode, TraceFlags
+
+    context = SpanContext(0xA1, 0xB2, False, TraceFlags(TraceFlags.SAMPLED))
+    parent = SpanContext(0xA1, 0xC3, False, TraceFlags(TraceFlags.SAMPLED))
+    return {
+        "name": "probe",
+        "context": context,
+        "parent": parent,
+        "resource": Resource({"probe": "resource"}),
+        "attributes": {"probe": 1},
+        "events": [Event("probe", {"event": 1}, timestamp=1_700_000_000_000_000_005)],
+        "links": [Link(parent, {"link": 1})],
+        "kind": SpanKind.CLIENT,
+        "status": Status(StatusCode.ERROR, "probe"),
+        "start_time": 1_700_000_000_000_000_001,
+        "end_time": 1_700_000_000_000_000_009,
+        "instrumentation_scope": InstrumentationScope("probe", "1"),
+    }
+
+
+def _same_event_view(event: Event, reference: Event) -> bool:
+    """Whether two events read the same through ``Event``'s public properties (attributes: same type and items)."""
+    attributes, expected = event.attributes, reference.attributes
+    return (
+        event.name == reference.name
+        and event.timestamp == reference.timestamp
+        and type(attributes) is type(expected)
+        and dict(attributes or {}) == dict(expected or {})
+        and event.dropped_attributes == reference.dropped_attributes
+    )
+
+
+def _same_view(span: ReadableSpan, reference: ReadableSpan) -> bool:
+    """Whether two spans read the same through ``ReadableSpan``'s public properties, containers' types included."""
+    if any(getattr(span, name) != getattr(reference, name) for name in _VIEW):
+        return False
+    status, expected = span.status, reference.status
+    if (status.status_code, status.description) != (expected.status_code, expected.description):
+        return False
+    attributes, events, links = span.attributes, span.events, span.links
+    if type(attributes) is not type(reference.attributes) or dict(attributes or {}) != dict(reference.attributes or {}):
+        return False
+    if type(events) is not type(reference.events) or len(events) != len(reference.events):
+        return False
+    if not all(_same_event_view(a, b) for a, b in zip(events, reference.events, strict=True)):
+        return False
+    return type(links) is type(reference.links) and [(k.context, dict(k.attributes or {})) for k in links] == [
+        (k.context, dict(k.attributes or {})) for k in reference.links
+    ]
+
+
+def _plain_setattr_ok() -> bool:
+    """Whether ``obj.__dict__ = fields`` makes ``fields`` the instance dict of a bare ``ReadableSpan`` and ``Event``."""
+    if ReadableSpan.__setattr__ is not object.__setattr__ or Event.__setattr__ is not object.__setattr__:
+        return False  # a class's own __setattr__ would run on the store: the fast paths call object's instead
+    try:
+        for cls in (ReadableSpan, Event):
+            probe, fields = _new(cls), {"_name": "probe"}
+            probe.__dict__ = fields
+            if vars(probe) is not fields:
+                return False
+    except Exception:
+        return False
+    return True
+
+
+def _span_read_ok() -> bool:
+    """Whether a constructed span's fields hold what its properties return.
+
+    The enriched copy and :func:`plain_state`'s readers take ``_attributes``, ``_events``, ``_links``, ``_end_time``
+    and ``_resource`` directly, without the properties.
+    """
+    try:
+        parts = _probe_parts()
+        span = ReadableSpan(**parts)
+        state = vars(span)
+        return (
+            dict(state["_attributes"] or {}) == dict(span.attributes or {}) == parts["attributes"]
+            and list(state["_events"]) == list(span.events) == parts["events"]
+            and tuple(state["_links"]) == tuple(span.links) == tuple(parts["links"])
+            and state["_end_time"] == span.end_time == parts["end_time"]
+            and state["_resource"] is span.resource
+        )
+    except Exception:
+        return False
+
+
+def _span_copy_ok() -> bool:
+    """Whether :func:`copy_span` and :func:`copy_state` build what ``ReadableSpan(...)`` builds from the same parts.
+
+    Read through the public properties, with the constructor's field order (the inline copy in
+    ``evaluation/spans.py`` is :func:`copy_state` written out: its tests compare the two).
+    """
+    if _span_fields() != _SPAN_FIELDS or not _span_read_ok():
+        return False
+    from opentelemetry.trace import StatusCode
+
+    try:
+        parts = _probe_parts()
+        original = ReadableSpan(**parts)
+        state = plain_state(original)
+        if state is None:
+            return False
+        attributes = {"probe": 2, "added": 3}
+        events = [*state["_events"], Event("added", {"added": 1}, timestamp=parts["end_time"])]
+        links = [*parts["links"], Link(parts["context"], {"added": 1})]
+        status = Status(StatusCode.OK)
+        built = (
+            (copy_state(state, attributes, events), {"attributes": attributes, "events": events}),
+            (copy_span(original, None, None, None, None), {}),
+            (copy_span(original, attributes, events, links, status), {
+                "attributes": attributes, "events": events, "links": links, "status": status,
+            }),
+        )  # fmt: skip
+        for copy, replaced_parts in built:
+            reference = ReadableSpan(**{**parts, **replaced_parts})
+            if copy is None or list(vars(copy)) != list(vars(reference)) or not _same_view(copy, reference):
+                return False
+    except Exception:
+        return False
+    return True
+
+
+def _event_direct_ok() -> bool:
+    """Whether :func:`new_event` (and the inline event of ``evaluation/spans.py``) builds what ``Event(...)`` does."""
+    if _event_fields() != _EVENT_FIELDS:
+        return False
+    try:
+        attributes = {"probe": 1}
+        built = new_event("probe", attributes, 1_700_000_000_000_000_007)
+        reference = Event("probe", attributes, timestamp=1_700_000_000_000_000_007)
+        return list(vars(built)) == list(vars(reference)) and _same_event_view(built, reference)
+    except Exception:
+        return False
+
+
+# In this order: the event and span probes store through new_event() and _with_fields(), which read _PLAIN_SETATTR.
+_PLAIN_SETATTR = _plain_setattr_ok()
+_EVENT_DIRECT_OK = _event_direct_ok()
+_SPAN_READ_OK = _span_read_ok()
+_SPAN_COPY_OK = _span_copy_ok()
+SPAN_READ_OK = _SPAN_READ_OK
+"""Whether the enriched copy may read a plain span's ``_attributes``, ``_events`` and ``_end_time`` directly."""
+DIRECT_COPY_OK = _SPAN_COPY_OK and _EVENT_DIRECT_OK and _PLAIN_SETATTR
+"""Whether :func:`plain_state`, :func:`copy_state` and :func:`new_event` take their field-by-field paths with a store
+to ``__dict__`` on this SDK (each probed above against the constructor): the enriched copy then does the same inline
+(``evaluation/spans.py``). Computed once at import: changing a probe's flag later does not change it."""

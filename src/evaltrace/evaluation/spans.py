@@ -28,7 +28,14 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from evaltrace._internal import semconv
 from evaltrace._internal.deferred_attributes import copy_span, new_event
 from evaltrace._internal.span_copy import replaced
-from evaltrace._internal.span_fields import DIRECT_COPY_OK, SPAN_FIELD_ORDER, SPAN_FIELDS, copy_state, plain_state
+from evaltrace._internal.span_fields import (
+    DIRECT_COPY_OK,
+    SPAN_FIELD_ORDER,
+    SPAN_FIELDS,
+    SPAN_READ_OK,
+    copy_state,
+    plain_state,
+)
 from evaltrace._internal.tracing import INSTRUMENTATION_NAME
 from evaltrace._version import __version__
 from evaltrace.evaluation._enrich import enrich_attributes
@@ -143,8 +150,8 @@ def _enriched_copy(span: ReadableSpan, results: Sequence[EvaluationResult], prov
         end = state["_end_time"]
     else:
         state = span.__dict__
-        if type(span) is ReadableSpan and _READ_FIELDS <= state.keys():
-            # What the SDK's own properties return (a view of the attributes, a tuple of the events), without their
+        if SPAN_READ_OK and type(span) is ReadableSpan and _READ_FIELDS <= state.keys():
+            # What the SDK's own properties return (probed: span_fields._span_read_ok) (a view of the attributes, a tuple of the events), without their
             # frames and containers: copied below all the same.
             attributes = dict(state["_attributes"] or {})
             events = list(state["_events"])
