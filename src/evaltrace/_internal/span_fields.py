@@ -417,13 +417,13 @@ def _span_copy_ok() -> bool:
         events = [*state["_events"], Event("added", {"added": 1}, timestamp=parts["end_time"])]
         links = [*parts["links"], Link(parts["context"], {"added": 1})]
         status = Status(StatusCode.OK)
-        built = (
+        # Each copy with the parts it replaced: the constructor is given the same.
+        replacing: dict[str, Any] = {"attributes": attributes, "events": events, "links": links, "status": status}
+        built: list[tuple[ReadableSpan | None, dict[str, Any]]] = [
             (copy_state(state, attributes, events), {"attributes": attributes, "events": events}),
             (copy_span(original, None, None, None, None), {}),
-            (copy_span(original, attributes, events, links, status), {
-                "attributes": attributes, "events": events, "links": links, "status": status,
-            }),
-        )  # fmt: skip
+            (copy_span(original, attributes, events, links, status), replacing),
+        ]
         for copy, replaced_parts in built:
             reference = ReadableSpan(**{**parts, **replaced_parts})
             if copy is None or list(vars(copy)) != list(vars(reference)) or not _same_view(copy, reference):
