@@ -49,12 +49,13 @@ def test_a_field_mapping_bug_is_not_evaluated_never_the_evaluators_error(
     The evaluators reading that field are not evaluated (``mapping_failed``), also when one wraps the error;
     one that never reads it is judged as usual. The bug is logged once per Trace, however many read the field.
     """
-    from evaltrace.mapping import _build
+    from evaltrace.mapping import _build, _lazy_fields
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a mapping bug of ours")
 
-    monkeypatch.setattr(_build, "build_metrics", broken)
+    for module in (_build, _lazy_fields):  # the eager assembly and the lazy field source each look it up
+        monkeypatch.setattr(module, "build_metrics", broken)
 
     @evaluator(name="cheap")
     def cheap(trace: Trace) -> bool:

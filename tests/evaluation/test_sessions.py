@@ -609,12 +609,13 @@ def test_a_trace_with_a_field_that_failed_to_map_keeps_none_of_its_spans_alive_e
     """The same when one of the Trace's fields failed to map (a bug of ours): that field alone stays unreadable."""
     import gc
 
-    from evaltrace.mapping import _build
+    from evaltrace.mapping import _build, _lazy_fields
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("a mapping bug of ours")
 
-    monkeypatch.setattr(_build, "_error", broken)  # Trace.error, of every trace
+    for module in (_build, _lazy_fields):  # the eager assembly and the lazy field source each look it up
+        monkeypatch.setattr(module, "_error", broken)  # Trace.error, of every trace
     # pytest's log capture keeps each record, and the logged traceback's frames with it (the spans too): an
     # application's handlers format a record and let it go.
     monkeypatch.setattr(logging.getLogger("evaltrace"), "propagate", False)
@@ -642,7 +643,7 @@ def test_a_session_with_a_turn_whose_field_failed_to_map_is_not_evaluated_and_th
     whose whole mapping failed: never a verdict, a score or the evaluator's error). The other sessions, handed out
     before and after it in the same collection, are judged as usual.
     """
-    from evaltrace.mapping import _build
+    from evaltrace.mapping import _build, _lazy_fields
 
     real = _build._error
 
@@ -651,7 +652,8 @@ def test_a_session_with_a_turn_whose_field_failed_to_map_is_not_evaluated_and_th
             raise RuntimeError("a mapping bug of ours")
         return real(root, root_attrs)
 
-    monkeypatch.setattr(_build, "_error", broken)  # Trace.error of that turn
+    for module in (_build, _lazy_fields):  # the eager assembly and the lazy field source each look it up
+        monkeypatch.setattr(module, "_error", broken)  # Trace.error of that turn
     provider, exporter = logs
     judge = Judge()
     jsonl = tmp_path / "scores.jsonl"

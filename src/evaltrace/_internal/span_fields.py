@@ -54,7 +54,7 @@ DIRECT_CONTEXT_TYPES = _direct_context_types()
 def _tuple_trace_id() -> object:
     """SpanContext's ``trace_id`` property when it reads ``self[0]`` of the tuple (probed), else a sentinel.
 
-    The lone span's Trace (``mapping/_build._lazy_single``) reads an exact SpanContext's trace id as ``ctx[0]`` while
+    The lone span's Trace (``mapping/_lone_span._lazy_single``) reads an exact SpanContext's trace id as ``ctx[0]`` while
     the class still holds this very property (a patch after import is then seen and read through).
     """
     try:

@@ -2,9 +2,10 @@
 
 Modules: ``_spans`` (root, subtree, attribute values), ``_messages`` (message parts -> TraceMessages),
 ``_tools`` (tool spans), ``_conversation`` (ordering, repeated history), ``_metrics``, ``_ends`` (the
-conversation's ends, structured notes), ``_values`` (each field's value from the root), ``_build`` (the Trace,
-eager or lazy), ``conventions`` (other instrumentations' attributes: OpenInference, OpenLLMetry, Vercel AI SDK,
-GenAI span events).
+conversation's ends, structured notes), ``_values`` (each field's value from the root), ``_build`` (the Trace:
+the entry point and the eager assembly), ``_lazy_fields`` (the lazy Trace's fields, mapped on first read),
+``_lone_span`` (the lazy Trace of a lone span, read from its fields), ``conventions`` (other instrumentations'
+attributes: OpenInference, OpenLLMetry, Vercel AI SDK, GenAI span events).
 
 Rules (DESIGN.md section 4, data-model.md part A), where the spec left a choice:
 
