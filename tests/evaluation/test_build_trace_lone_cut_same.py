@@ -29,7 +29,7 @@ from evaltrace._internal import semconv as sc
 from evaltrace.evaluation import _mapping
 from evaltrace.evaluation._mapping import MappingFailed, build_trace
 from evaltrace.evaluation._preview import deferred_query
-from evaltrace.mapping import _build, _values
+from evaltrace.mapping import _build, _lone_span, _values
 from evaltrace.mapping._lazy import _DICT, _PRIVATE, FIELDS, SET_DICT, SET_EXTRA, SET_FIELDS_SET, SET_PRIVATE, LazyTrace
 from evaltrace.mapping._spans import plain_attrs
 from evaltrace.schema import SCHEMA_VERSION, Trace, TraceOutput
@@ -277,9 +277,12 @@ def test_decorated_spans_edited_copies_and_edges_map_as_before(exporter: InMemor
 def test_without_the_tuple_probe_the_trace_id_is_read_through_the_property(
     exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An SDK whose SpanContext the probe does not recognise: the property is read, the same Trace results."""
-    assert _build.TUPLE_TRACE_ID is SpanContext.__dict__["trace_id"]  # this SDK's SpanContext is the probed tuple
-    monkeypatch.setattr(_build, "TUPLE_TRACE_ID", object())
+    """An SDK whose SpanContext the probe does not recognise: the property is read, the same Trace results.
+
+    The probe's answer is patched where ``_lazy_single`` reads it (``_lone_span``; ``_build`` only re-exports it).
+    """
+    assert _lone_span.TUPLE_TRACE_ID is SpanContext.__dict__["trace_id"]  # this SDK's SpanContext is the probed tuple
+    monkeypatch.setattr(_lone_span, "TUPLE_TRACE_ID", object())
     decorated = _decorated_spans(exporter)
     for root in [*decorated, *_edge_spans(decorated[0])]:
         _same_everywhere(root)
