@@ -415,6 +415,57 @@ def test_an_sdk_whose_events_property_returns_its_field_turns_the_copy_off(monke
     assert not span_fields._span_copy_ok()  # but the field-by-field copy is not what the constructor builds
 
 
+def test_an_sdk_setting_its_fields_in_another_order_turns_the_copy_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An SDK whose constructor stores the attributes after the rest when there are several (hypothetical): the
+    # field-by-field copy keeps the original's order, which is then not the order the constructor gives its span.
+    sdk_init = ReadableSpan.__init__
+
+    def init(self: ReadableSpan, *args: Any, **kwargs: Any) -> None:
+        sdk_init(self, *args, **kwargs)
+        if len(self._attributes or {}) > 1:
+            self.__dict__["_attributes"] = self.__dict__.pop("_attributes")
+
+    monkeypatch.setattr(ReadableSpan, "__init__", init)
+    assert span_fields._span_fields() == span_fields._SPAN_FIELDS  # the same names
+    assert span_fields._span_read_ok()  # every field reads as its property
+    assert not span_fields._span_copy_ok()  # only the copies' field order differs from the constructor's
+
+
+def test_an_sdk_whose_status_property_maps_the_code_turns_the_copy_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An SDK storing OK and UNSET swapped and its property swapping them back (hypothetical): a copy storing the
+    # given Status as it is reads as another code than the constructor's span.
+    swap = {StatusCode.OK: StatusCode.UNSET, StatusCode.UNSET: StatusCode.OK, StatusCode.ERROR: StatusCode.ERROR}
+    sdk_init = ReadableSpan.__init__
+
+    def init(self: ReadableSpan, *args: Any, **kwargs: Any) -> None:
+        sdk_init(self, *args, **kwargs)
+        self._status = Status(swap[self._status.status_code], self._status.description)
+
+    monkeypatch.setattr(ReadableSpan, "__init__", init)
+    monkeypatch.setattr(
+        ReadableSpan, "status", property(lambda self: Status(swap[self._status.status_code], self._status.description))
+    )
+    assert span_fields._span_fields() == span_fields._SPAN_FIELDS
+    assert span_fields._span_read_ok()
+    assert not span_fields._span_copy_ok()  # the copy given Status(OK) reads UNSET
+
+
+def test_an_sdk_whose_links_property_returns_a_list_turns_the_copy_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An SDK storing its links as a list and returning the field as it is (hypothetical): the copy's tuple of the
+    # original's links then reads as a tuple where the constructor's span gives a list.
+    sdk_init = ReadableSpan.__init__
+
+    def init(self: ReadableSpan, *args: Any, **kwargs: Any) -> None:
+        sdk_init(self, *args, **kwargs)
+        self._links = list(self._links)
+
+    monkeypatch.setattr(ReadableSpan, "__init__", init)
+    monkeypatch.setattr(ReadableSpan, "links", property(lambda self: self._links))
+    assert span_fields._span_fields() == span_fields._SPAN_FIELDS
+    assert span_fields._span_read_ok()  # reading the field still gives the links
+    assert not span_fields._span_copy_ok()  # but the copy's container is not the constructor's
+
+
 def test_an_sdk_storing_event_times_in_another_unit_turns_the_direct_event_off(monkeypatch: pytest.MonkeyPatch) -> None:
     sdk_init = Event.__init__
 
