@@ -97,11 +97,36 @@ def request_attributes(metadata: Mapping[str, Any], params: Mapping[str, Any]) -
         out[sc.GEN_AI_REQUEST_CHOICE_COUNT] = n
     if params.get("stream") is True or params.get("streaming") is True:
         out[sc.GEN_AI_REQUEST_STREAM] = True
+    out.update(_answer_attributes(params))
+    return out
+
+
+def _answer_attributes(params: Mapping[str, Any]) -> dict[str, str]:
+    """What the request asks of the answer: its reasoning effort and its output format."""
+    out: dict[str, str] = {}
     reasoning = params.get("reasoning")  # OpenAI Responses {"effort": ...}; Chat Completions reasoning_effort
     effort = reasoning.get("effort") if isinstance(reasoning, Mapping) else params.get("reasoning_effort")
     if isinstance(effort, str) and effort:
         out[sc.GEN_AI_REQUEST_REASONING_LEVEL] = effort
+    output_type = _output_type(params.get("response_format"))
+    if output_type:
+        out[sc.GEN_AI_OUTPUT_TYPE] = output_type
     return out
+
+
+def _output_type(response_format: Any) -> str | None:
+    """``gen_ai.output.type`` of the OpenAI-style ``response_format`` an integration sends, if it names one.
+
+    ``with_structured_output`` puts the schema's class there (json_schema, turned into the wire form later), or a
+    ``{"type": "json_schema" | "json_object" | "text"}`` mapping. Structured output by a forced tool call
+    (``method="function_calling"``) asks for no output format: the request carries a tool, not a format.
+    """
+    if isinstance(response_format, type):
+        return "json"
+    kind = response_format.get("type") if isinstance(response_format, Mapping) else None
+    if kind in ("json_schema", "json_object"):
+        return "json"
+    return "text" if kind == "text" else None
 
 
 def tools_of(params: Mapping[str, Any]) -> list[dict[str, Any]] | None:
