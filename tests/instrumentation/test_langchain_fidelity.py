@@ -1,7 +1,8 @@
-"""What each LangChain GenAI span records for evaluation: the output format a request asks for.
+"""What each LangChain / LangGraph GenAI span records for agent evaluation: its own step, its thread, its format.
 
-Replayed through the real ``ChatOpenAI``: Chat Completions bodies built with the openai SDK's own types, served
-on 127.0.0.1.
+Replayed through the real LangGraph and ``ChatOpenAI``: the ReAct agent recording (OpenInference's
+``test_agent_with_raw_dict_messages``: a ``get_weather`` call, then the answer) served twice for a two-turn
+thread, and Chat Completions bodies built with the openai SDK's own types for structured output, on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -10,16 +11,21 @@ import json
 from typing import Any
 
 import pytest
-from langchain_replay import chat_openai, langchain_instrumented, one
+from langchain_replay import AGENT, chat_openai, langchain_instrumented, one
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import BaseModel
 
-from cassettes import Recorded, ReplayServer
+from cassettes import Recorded, ReplayServer, load_cassette
 
 pytestmark = [
     pytest.mark.usefixtures("provider", "capture"),
     pytest.mark.filterwarnings("ignore:create_react_agent has been moved"),
 ]
+
+CALL_ID = "call_7p1vRWhZc9Pm0j6JVvrHK4ZE"
+WEATHER = "The weather in London is sunny."
+THREAD = "thread-42"
 
 
 class City(BaseModel):
@@ -86,3 +92,89 @@ def test_a_plain_call_records_no_output_format(exporter: InMemorySpanExporter) -
         chat_openai(server, model="gpt-4o-mini").invoke("Which city is the capital of France?")
     assert "response_format" not in server.received[0].json()
     assert "gen_ai.output.type" not in (one(exporter.get_finished_spans(), "chat gpt-4o-mini").attributes or {})
+
+
+def _weather_agent(server: Any) -> Any:
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.prebuilt import create_react_agent
+
+    @tool
+    def get_weather(location: str) -> str:
+        """Get the weather for a location."""
+        return f"The weather in {location} is sunny."
+
+    model = chat_openai(server, model="gpt-4o-mini", temperature=0.0, streaming=True)
+    return create_react_agent(model, [get_weather], prompt="You are a helpful assistant.", checkpointer=InMemorySaver())
+
+
+def _attrs(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+def test_each_turn_of_a_thread_records_its_own_steps_and_every_genai_span_names_the_thread(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """Two turns of one LangGraph thread: each model step and tool span holds that step's output, not the last turn's.
+
+    The thread id is the conversation of every GenAI span (agent, model calls, tools), so a model step or a tool
+    call judged on its own is still grouped with its conversation.
+    """
+    config = {"configurable": {"thread_id": THREAD}}
+    with ReplayServer(load_cassette(AGENT) * 2) as server, langchain_instrumented():
+        agent = _weather_agent(server)
+        agent.invoke({"messages": [{"role": "user", "content": "What's the weather in London?"}]}, config=config)
+        agent.invoke({"messages": [{"role": "user", "content": "And now?"}]}, config=config)
+    spans = sorted(exporter.get_finished_spans(), key=lambda s: s.start_time or 0)
+    genai = [s for s in spans if s.name.startswith(("invoke_agent", "chat", "execute_tool"))]
+    assert [s.name for s in genai] == ["invoke_agent LangGraph", "chat gpt-4o-mini", "execute_tool get_weather"] + [
+        "chat gpt-4o-mini"
+    ] + ["invoke_agent LangGraph", "chat gpt-4o-mini", "execute_tool get_weather", "chat gpt-4o-mini"]
+    assert {s.name: _attrs(s).get("gen_ai.conversation.id") for s in genai} == {s.name: THREAD for s in genai}
+
+    chats = [s for s in genai if s.name.startswith("chat")]
+    outputs = [json.loads(_attrs(c)["gen_ai.output.messages"])[0]["parts"] for c in chats]
+    call = {"type": "tool_call", "id": CALL_ID, "name": "get_weather", "arguments": {"location": "London"}}
+    answer = {"type": "text", "content": WEATHER}
+    assert outputs == [[call], [answer], [call], [answer]]
+    # The second turn's first step: the whole thread so far plus the new question in, its own tool call out.
+    second_in = json.loads(_attrs(chats[2])["gen_ai.input.messages"])
+    assert [m["role"] for m in second_in] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert second_in[-1]["parts"] == [{"type": "text", "content": "And now?"}]
+    tools = [s for s in genai if s.name.startswith("execute_tool")]
+    assert [json.loads(_attrs(t)["gen_ai.tool.call.result"]) for t in tools] == [WEATHER, WEATHER]
+
+
+def test_a_retriever_in_a_thread_names_its_conversation(exporter: InMemorySpanExporter) -> None:
+    """A retriever run by a graph node: its retrieval span carries the thread, like the model calls do."""
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    class Facts(BaseRetriever):
+        def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+            return [Document(page_content="Paris is the capital of France.", id="doc-1")]
+
+    class State(TypedDict):
+        question: str
+        context: list[str]
+
+    retriever = Facts()
+
+    def retrieve(state: State) -> dict[str, Any]:
+        return {"context": [d.page_content for d in retriever.invoke(state["question"])]}
+
+    graph = StateGraph(State)
+    graph.add_node("retrieve", retrieve)
+    graph.add_edge(START, "retrieve")
+    graph.add_edge("retrieve", END)
+    with langchain_instrumented():
+        out = graph.compile().invoke(
+            {"question": "capital of France?", "context": []}, config={"configurable": {"thread_id": THREAD}}
+        )
+    assert out["context"] == ["Paris is the capital of France."]
+    span = one(exporter.get_finished_spans(), "retrieval Facts")
+    assert _attrs(span)["gen_ai.conversation.id"] == THREAD
+    assert json.loads(_attrs(span)["gen_ai.retrieval.documents"])[0]["id"] == "doc-1"

@@ -48,6 +48,7 @@ from evaltrace.instrumentation.langchain._results import tool_arguments as _code
 from evaltrace.instrumentation.langchain._results import tool_result as _tool_result
 from evaltrace.instrumentation.langchain._runs import _KIND_LABELS, _agent_attributes, _is_agent, _name
 from evaltrace.instrumentation.langchain._runs import _integration_calls_the_sdk as _integration_calls_the_sdk
+from evaltrace.instrumentation.langchain._runs import conversation_attributes as _conversation
 from evaltrace.instrumentation.langchain._runs import provider_traced as provider_traced
 
 try:
@@ -298,6 +299,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
             call_id = kwargs.get("tool_call_id")
             if isinstance(call_id, str) and call_id:
                 attributes[sc.GEN_AI_TOOL_CALL_ID] = call_id
+            attributes.update(_conversation(metadata))
             if settings.current.capture_content:
                 arguments = inputs if inputs is not None else _codec_arguments(input_str)
                 attributes[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = _json(arguments)
@@ -327,7 +329,10 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         """Start a ``retrieval {name}`` span with the query."""
         with handle_internal_errors("starting a LangChain retriever span"):
             name = _name(kwargs, serialized, "retriever")
-            attributes: dict[str, AttributeValue] = {sc.GEN_AI_OPERATION_NAME: sc.OP_RETRIEVAL}
+            attributes: dict[str, AttributeValue] = {
+                sc.GEN_AI_OPERATION_NAME: sc.OP_RETRIEVAL,
+                **_conversation(metadata),
+            }
             if settings.current.capture_content and isinstance(query, str):
                 attributes[sc.GEN_AI_RETRIEVAL_QUERY_TEXT] = capped_text(query, settings.current.max_attribute_length)
                 attributes[sc.INPUT_VALUE] = _json({"query": query})
@@ -395,6 +400,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         params = params if isinstance(params, Mapping) else {}
         attributes: dict[str, AttributeValue] = {sc.GEN_AI_OPERATION_NAME: operation}
         attributes.update(_codec.request_attributes(metadata, params))
+        attributes.update(_conversation(metadata))
         model = attributes.get(sc.GEN_AI_REQUEST_MODEL) or _name(kwargs, None, "model")
         if settings.current.capture_content:
             attributes[sc.GEN_AI_INPUT_MESSAGES] = _json(_codec.messages(batch))
