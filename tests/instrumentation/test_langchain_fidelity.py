@@ -11,12 +11,12 @@ import json
 from typing import Any
 
 import pytest
-from langchain_replay import AGENT, chat_openai, langchain_instrumented, one
+from langchain_replay import AGENT, chat_openai, langchain_instrumented, one, replay
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import BaseModel
 
-from cassettes import Recorded, ReplayServer, load_cassette
+from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette
 
 pytestmark = [
     pytest.mark.usefixtures("provider", "capture"),
@@ -178,3 +178,40 @@ def test_a_retriever_in_a_thread_names_its_conversation(exporter: InMemorySpanEx
     span = one(exporter.get_finished_spans(), "retrieval Facts")
     assert _attrs(span)["gen_ai.conversation.id"] == THREAD
     assert json.loads(_attrs(span)["gen_ai.retrieval.documents"])[0]["id"] == "doc-1"
+
+
+_RESPONSES = FIXTURES / "openai-cassettes" / "otel-contrib"
+
+
+@pytest.mark.parametrize(
+    ("recording", "streaming", "reasons"),
+    [
+        ("test_responses_create_basic[content_mode0].yaml", False, ["stop"]),
+        ("test_responses_create_streaming[content_mode0].yaml", True, ["stop"]),
+        ("test_responses_create_captures_tool_call_content[content_mode0].yaml", False, ["tool_call"]),
+    ],
+    ids=["whole", "streamed", "tool-call"],
+)
+def test_a_responses_api_answer_has_the_finish_reason_of_its_status(
+    exporter: InMemorySpanExporter, recording: str, streaming: bool, reasons: list[str]
+) -> None:
+    """The Responses API reports a status, not a finish reason: completed is ``stop`` (``tool_call`` with a function
+    call), as instrument_openai() records it, the same whether the answer was streamed or whole."""
+    from langchain_core.tools import tool
+
+    @tool
+    def get_weather(location: str) -> str:
+        """Get the weather for a location."""
+        return "rainy"
+
+    with replay(_RESPONSES / recording) as server, langchain_instrumented():
+        model = chat_openai(server, model="gpt-4o-mini", use_responses_api=True, streaming=streaming)
+        reply = model.bind_tools([get_weather]).invoke("What's the weather in Seattle right now?")
+    assert server.received[0].path == "/v1/responses"
+    assert server.received[0].json().get("stream", False) is streaming
+    attrs = _attrs(one(exporter.get_finished_spans(), "chat gpt-4o-mini"))
+    assert list(attrs["gen_ai.response.finish_reasons"]) == reasons
+    assert str(attrs["gen_ai.response.id"]).startswith("resp_")
+    output = json.loads(attrs["gen_ai.output.messages"])[0]
+    assert output["finish_reason"] == reasons[0]
+    assert [p["type"] for p in output["parts"]] == (["tool_call"] if reply.tool_calls else ["text"])

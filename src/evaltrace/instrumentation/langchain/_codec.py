@@ -26,6 +26,7 @@ from evaltrace._internal.openai.parts import (
     tool_response_part,
     uri_part,
 )
+from evaltrace._internal.openai.response import responses_finish_reason
 
 # BaseMessage.type -> GenAI role (chunks carry their class name as type).
 _ROLES = {
@@ -254,13 +255,22 @@ def messages(batch: Sequence[Any]) -> list[Message]:
 
 
 def finish_reason(generation: Any) -> str | None:
-    """A generation's finish reason, verbatim, from wherever its integration put it."""
-    for source in (_field(generation, "generation_info"), _field(_field(generation, "message"), "response_metadata")):
+    """A generation's finish reason, verbatim, from wherever its integration put it.
+
+    An OpenAI Responses API answer has a status instead (langchain-openai keeps ``status`` and
+    ``incomplete_details`` in the message's ``response_metadata``, whole or streamed): it reads as
+    ``instrument_openai()`` reads the same response, so one step has one finish reason whichever records it.
+    """
+    message = _field(generation, "message")
+    metadata = _field(message, "response_metadata")
+    for source in (_field(generation, "generation_info"), metadata):
         if isinstance(source, Mapping):
             for key in ("finish_reason", "stop_reason", "stopReason", "done_reason"):
                 value = source.get(key)
                 if isinstance(value, str) and value:
                     return value
+    if isinstance(metadata, Mapping) and metadata.get("object") == "response" and metadata.get("status"):
+        return responses_finish_reason(metadata, bool(_field(message, "tool_calls")))
     return None
 
 
