@@ -8,12 +8,15 @@ thread, and Chat Completions bodies built with the openai SDK's own types for st
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import InjectedToolCallId
 from langchain_replay import AGENT, chat_openai, langchain_instrumented, one, replay
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 
 from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette
@@ -215,3 +218,28 @@ def test_a_responses_api_answer_has_the_finish_reason_of_its_status(
     output = json.loads(attrs["gen_ai.output.messages"])[0]
     assert output["finish_reason"] == reasons[0]
     assert [p["type"] for p in output["parts"]] == (["tool_call"] if reply.tool_calls else ["text"])
+
+
+def test_a_tool_that_returns_an_error_message_is_a_failed_tool_span(exporter: InMemorySpanExporter) -> None:
+    """A tool may report its failure as a ``ToolMessage(status="error")`` instead of raising: the span fails with
+    ``error.type`` ``_OTHER`` (no exception type to name) and keeps the message the model is sent back."""
+    from langchain_core.tools import tool
+    from langgraph.prebuilt import create_react_agent
+
+    @tool
+    def get_weather(location: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> ToolMessage:
+        """Get the weather for a location."""
+        return ToolMessage(f"no station in {location}", tool_call_id=tool_call_id, status="error")
+
+    with replay(AGENT) as server, langchain_instrumented():
+        model = chat_openai(server, model="gpt-4o-mini", temperature=0.0, streaming=True)
+        create_react_agent(model, [get_weather]).invoke({"messages": [{"role": "user", "content": "Weather?"}]})
+    assert server.received[1].json()["messages"][-1]["content"] == "no station in London"
+    spans = exporter.get_finished_spans()
+    tool_span = one(spans, "execute_tool get_weather")
+    attrs = _attrs(tool_span)
+    assert tool_span.status.status_code is StatusCode.ERROR
+    assert attrs["error.type"] == "_OTHER"
+    assert attrs["gen_ai.tool.call.id"] == CALL_ID
+    assert json.loads(attrs["gen_ai.tool.call.result"]) == "no station in London"
+    assert one(spans, "invoke_agent LangGraph").status.status_code is StatusCode.UNSET  # the agent carried on

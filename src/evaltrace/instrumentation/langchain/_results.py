@@ -38,6 +38,8 @@ def tool_result(run: Run, output: Any) -> dict[str, AttributeValue]:
         attributes[sc.GEN_AI_TOOL_CALL_ID] = call_id
     if getattr(output, "status", None) == "error" and run.span is not None:
         run.span.set_status(Status(StatusCode.ERROR, "the tool returned an error message"))
+        # A failed span names its error (the conventions' "Recording Errors"): no exception, so no type to name.
+        attributes[sc.ERROR_TYPE] = sc.ERROR_TYPE_OTHER
     attributes.update(captured(sc.GEN_AI_TOOL_CALL_RESULT, getattr(output, "content", output) if message else output))
     return attributes
 
