@@ -63,8 +63,17 @@ except ImportError:  # the extra is missing: the class still exists (evaltrace.E
             raise ImportError("EvaltraceCallbackHandler needs langchain-core: pip install 'evaltrace[langchain]'")
 
 
+# LangGraph's control flow, raised through the runs it leaves: ``interrupt()`` pausing a thread for a human (resumed
+# by a later ``Command(resume=...)``) and ``Command(graph=Command.PARENT)`` handing off to the parent graph (how
+# multi-agent handoffs work). The graph carries on, or returns the interrupt: no run failed.
+_CONTROL_FLOW = frozenset({("langgraph.errors", "GraphInterrupt"), ("langgraph.errors", "ParentCommand")})
 _HIDDEN_TAG = "langsmith:hidden"  # LangGraph's internal runs (channel writes): shown nowhere, so no span either
 _SUPPRESS_LLM_KEY = LLM_SUPPRESSION_KEYS[2]
+
+
+def _control_flow(error: BaseException) -> bool:
+    """Whether ``error`` is LangGraph's control flow (by class, so LangGraph is never imported to tell)."""
+    return any((cls.__module__, cls.__qualname__) in _CONTROL_FLOW for cls in type(error).__mro__)
 
 
 class EvaltraceCallbackHandler(BaseCallbackHandler):
@@ -170,11 +179,17 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
                 run.span.end()
 
     def _fail(self, run_id: UUID, what: str, error: BaseException) -> None:
-        """End the run's span, once, as failed by ``error`` (status ERROR, ``error.type``, the exception event)."""
+        """End the run's span, once, as failed by ``error`` (status ERROR, ``error.type``, the exception event).
+
+        LangGraph's control-flow exceptions are no failure: the span just ends (see :func:`_control_flow`).
+        """
         with handle_internal_errors(f"ending a failed LangChain {what} span"):
             run = self._finish(run_id)
             if run is not None and run.span is not None:
-                end_error(run.span, error)  # the decorators' own ending: the span ends even if recording fails
+                if _control_flow(error):
+                    run.span.end()
+                else:
+                    end_error(run.span, error)  # the decorators' own ending: the span ends even if recording fails
 
     # --- chains and agents -------------------------------------------------------------------------------
 
