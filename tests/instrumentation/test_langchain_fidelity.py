@@ -14,6 +14,7 @@ import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import InjectedToolCallId
 from langchain_replay import AGENT, chat_openai, langchain_instrumented, one, replay
+from langgraph.types import Command
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
@@ -243,3 +244,26 @@ def test_a_tool_that_returns_an_error_message_is_a_failed_tool_span(exporter: In
     assert attrs["gen_ai.tool.call.id"] == CALL_ID
     assert json.loads(attrs["gen_ai.tool.call.result"]) == "no station in London"
     assert one(spans, "invoke_agent LangGraph").status.status_code is StatusCode.UNSET  # the agent carried on
+
+
+def test_a_tool_that_returns_a_command_records_the_tool_message_it_adds(exporter: InMemorySpanExporter) -> None:
+    """A tool updating the graph's state returns ``Command(update={"messages": [ToolMessage]})``: the span's result
+    is that message (what the model is sent for this call), not the Command around it."""
+    from langchain_core.tools import tool
+    from langgraph.prebuilt import create_react_agent
+
+    @tool
+    def get_weather(location: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> Command[Any]:
+        """Get the weather for a location."""
+        reply = ToolMessage(f"The weather in {location} is sunny.", tool_call_id=tool_call_id)
+        return Command(update={"messages": [reply]})
+
+    with replay(AGENT) as server, langchain_instrumented():
+        model = chat_openai(server, model="gpt-4o-mini", temperature=0.0, streaming=True)
+        create_react_agent(model, [get_weather]).invoke({"messages": [{"role": "user", "content": "Weather?"}]})
+    assert server.received[1].json()["messages"][-1]["content"] == WEATHER
+    tool_span = one(exporter.get_finished_spans(), "execute_tool get_weather")
+    attrs = _attrs(tool_span)
+    assert attrs["gen_ai.tool.call.id"] == CALL_ID
+    assert json.loads(attrs["gen_ai.tool.call.result"]) == WEATHER
+    assert tool_span.status.status_code is StatusCode.UNSET

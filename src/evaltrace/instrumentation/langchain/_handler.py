@@ -318,7 +318,9 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
             if settings.current.capture_content:
                 arguments = inputs if inputs is not None else _codec_arguments(input_str)
                 attributes[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = _json(arguments)
-            self._start(run_id, parent_run_id, sc.KIND_TOOL, f"execute_tool {name}", attributes)
+            run = self._start(run_id, parent_run_id, sc.KIND_TOOL, f"execute_tool {name}", attributes)
+            if run is not None and isinstance(call_id, str) and call_id:
+                run.tool_call_id = call_id  # which message of a returned Command is this call's result
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         """End the tool span with its result (a ``ToolMessage``'s content, or the value returned)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry.trace import Status, StatusCode
@@ -29,9 +29,30 @@ def captured(key: str, value: Any, convert: Callable[[Any], Any] | None = None) 
     return {key: json_value(convert(value) if convert is not None else value)}
 
 
+def _command_tool_message(output: Any, call_id: str | None) -> Any:
+    """The ``ToolMessage`` a LangGraph ``Command`` returned by a tool adds for this call, if it adds one.
+
+    A tool that updates the graph's state returns ``Command(update={"messages": [ToolMessage(...)]})``: that message
+    is the result the model is sent, the rest of the Command is the graph's business.
+    """
+    if not any((c.__module__, c.__qualname__) == ("langgraph.types", "Command") for c in type(output).__mro__):
+        return None
+    update = getattr(output, "update", None)
+    messages = update.get("messages") if isinstance(update, Mapping) else None
+    if not isinstance(messages, Sequence) or isinstance(messages, str):
+        return None
+    found = [m for m in messages if isinstance(getattr(m, "tool_call_id", None), str)]
+    if call_id is not None:
+        found = [m for m in found if m.tool_call_id == call_id]
+    elif len(found) != 1:  # several calls' messages, and no call id to tell which one is this call's
+        return None
+    return found[-1] if found else None
+
+
 def tool_result(run: Run, output: Any) -> dict[str, AttributeValue]:
     """A tool's call id (a ``ToolMessage`` knows it) and result; an error message the tool returned is an error."""
     attributes: dict[str, AttributeValue] = {}
+    output = _command_tool_message(output, run.tool_call_id) or output
     message = hasattr(output, "tool_call_id")
     call_id = getattr(output, "tool_call_id", None)
     if isinstance(call_id, str) and call_id:
