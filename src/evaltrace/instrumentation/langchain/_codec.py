@@ -9,7 +9,7 @@ integrations pass through (OpenAI ``image_url``, Anthropic ``thinking`` / ``tool
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from evaltrace._internal import semconv as sc
@@ -139,6 +139,14 @@ def tools_of(params: Mapping[str, Any]) -> list[dict[str, Any]] | None:
         return tool_definitions(tools)
     except ValueError:  # a provider-native tool without a name (a server tool): nothing to define
         return None
+
+
+def is_a(value: Any, classes: Collection[tuple[str, str]]) -> bool:
+    """Whether ``value`` is an instance of one of ``classes`` (``(module, qualname)`` pairs), subclasses included.
+
+    Told by name over the MRO, so a LangChain / LangGraph class is recognised without importing its package.
+    """
+    return any((c.__module__, c.__qualname__) in classes for c in type(value).__mro__)
 
 
 # --- messages --------------------------------------------------------------------------------------------

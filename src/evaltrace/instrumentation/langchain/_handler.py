@@ -73,7 +73,7 @@ _SUPPRESS_LLM_KEY = LLM_SUPPRESSION_KEYS[2]
 
 def _control_flow(error: BaseException) -> bool:
     """Whether ``error`` is LangGraph's control flow (by class, so LangGraph is never imported to tell)."""
-    return any((cls.__module__, cls.__qualname__) in _CONTROL_FLOW for cls in type(error).__mro__)
+    return _codec.is_a(error, _CONTROL_FLOW)
 
 
 class EvaltraceCallbackHandler(BaseCallbackHandler):

@@ -22,6 +22,9 @@ def json_value(value: Any) -> str:
     return capped_json(value, settings.current.max_attribute_length)
 
 
+_COMMAND = frozenset({("langgraph.types", "Command")})
+
+
 def captured(key: str, value: Any, convert: Callable[[Any], Any] | None = None) -> dict[str, AttributeValue]:
     """``{key: value as capped JSON}`` when content is captured, else nothing."""
     if not settings.current.capture_content:
@@ -35,7 +38,7 @@ def _command_tool_message(output: Any, call_id: str | None) -> Any:
     A tool that updates the graph's state returns ``Command(update={"messages": [ToolMessage(...)]})``: that message
     is the result the model is sent, the rest of the Command is the graph's business.
     """
-    if not any((c.__module__, c.__qualname__) == ("langgraph.types", "Command") for c in type(output).__mro__):
+    if not _codec.is_a(output, _COMMAND):
         return None
     update = getattr(output, "update", None)
     messages = update.get("messages") if isinstance(update, Mapping) else None
