@@ -14,6 +14,7 @@ import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import InjectedToolCallId
 from langchain_replay import AGENT, chat_openai, langchain_instrumented, one, replay
+from langgraph.prebuilt import InjectedState
 from langgraph.types import Command
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -267,3 +268,143 @@ def test_a_tool_that_returns_a_command_records_the_tool_message_it_adds(exporter
     assert attrs["gen_ai.tool.call.id"] == CALL_ID
     assert json.loads(attrs["gen_ai.tool.call.result"]) == WEATHER
     assert tool_span.status.status_code is StatusCode.UNSET
+
+
+def _command_tool(messages: Any) -> Any:
+    """A ``get_weather`` tool returning ``Command(update={"messages": messages(call id)})``."""
+    from langchain_core.tools import tool
+
+    @tool
+    def get_weather(location: str, tool_call_id: Annotated[str, InjectedToolCallId]) -> Command[Any]:
+        """Get the weather for a location."""
+        return Command(update={"messages": messages(tool_call_id)})
+
+    return get_weather
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["this-call-first", "this-call-second"])
+def test_the_call_id_picks_the_tool_message_of_this_call_from_a_command(
+    exporter: InMemorySpanExporter, first: bool
+) -> None:
+    """A Command may add several calls' ``ToolMessage``s: the one with this run's call id is its result."""
+    from langgraph.prebuilt import create_react_agent
+
+    def messages(call_id: str) -> list[ToolMessage]:
+        other = ToolMessage("another call's result", tool_call_id="call_other")
+        this = ToolMessage(WEATHER, tool_call_id=call_id)
+        return [this, other] if first else [other, this]
+
+    with replay(AGENT) as server, langchain_instrumented():
+        model = chat_openai(server, model="gpt-4o-mini", temperature=0.0, streaming=True)
+        agent = create_react_agent(model, [_command_tool(messages)])
+        agent.invoke({"messages": [{"role": "user", "content": "Weather?"}]})
+    attrs = _attrs(one(exporter.get_finished_spans(), "execute_tool get_weather"))
+    assert attrs["gen_ai.tool.call.id"] == CALL_ID
+    assert json.loads(attrs["gen_ai.tool.call.result"]) == WEATHER
+
+
+def test_a_tool_message_given_as_a_dict_in_a_command_is_the_result(exporter: InMemorySpanExporter) -> None:
+    """ToolNode converts the update's messages (``convert_to_messages``): a ``{"role": "tool", ...}`` dict is a
+    ToolMessage to the graph, and so the result, its status included."""
+    from langgraph.prebuilt import create_react_agent
+
+    def messages(call_id: str) -> list[dict[str, Any]]:
+        return [{"role": "tool", "tool_call_id": call_id, "content": "no station in London", "status": "error"}]
+
+    with replay(AGENT) as server, langchain_instrumented():
+        model = chat_openai(server, model="gpt-4o-mini", temperature=0.0, streaming=True)
+        agent = create_react_agent(model, [_command_tool(messages)])
+        agent.invoke({"messages": [{"role": "user", "content": "Weather?"}]})
+    assert server.received[1].json()["messages"][-1]["content"] == "no station in London"
+    tool_span = one(exporter.get_finished_spans(), "execute_tool get_weather")
+    attrs = _attrs(tool_span)
+    assert attrs["gen_ai.tool.call.id"] == CALL_ID
+    assert json.loads(attrs["gen_ai.tool.call.result"]) == "no station in London"
+    assert tool_span.status.status_code is StatusCode.ERROR
+
+
+@pytest.mark.parametrize("capture_content", [True, False], ids=["captured", "not-captured"])
+def test_a_command_without_this_calls_tool_message_is_recorded_whole(
+    exporter: InMemorySpanExporter, capture_content: bool
+) -> None:
+    """No message of the Command answers this call (ToolNode then refuses it): nothing is picked as the result, the
+    Command is recorded as any other value a tool returns, and only when content is captured."""
+    from evaltrace._internal import settings
+
+    tool = _command_tool(lambda call_id: [ToolMessage("another call's result", tool_call_id="call_other")])
+    previous = settings.replace(settings.CaptureSettings(capture_content=capture_content))
+    try:
+        with langchain_instrumented():
+            out = tool.invoke({"type": "tool_call", "id": CALL_ID, "name": "get_weather", "args": {"location": "x"}})
+    finally:
+        settings.replace(previous)
+    assert isinstance(out, Command)
+    tool_span = one(exporter.get_finished_spans(), "execute_tool get_weather")
+    attrs = _attrs(tool_span)
+    assert attrs["gen_ai.tool.call.id"] == CALL_ID
+    assert tool_span.status.status_code is StatusCode.UNSET
+    if capture_content:
+        result = json.loads(attrs["gen_ai.tool.call.result"])
+        assert result["update"]["messages"][0]["tool_call_id"] == "call_other"
+    else:
+        assert "gen_ai.tool.call.result" not in attrs
+
+
+def test_a_command_with_several_tool_messages_and_no_call_id_picks_none(exporter: InMemorySpanExporter) -> None:
+    """Called with its arguments only (no tool call, so no call id), a tool whose Command adds two calls' messages
+    has no message to call its own: the Command is recorded whole."""
+    from langchain_core.tools import tool
+
+    @tool
+    def get_weather(location: str) -> Command[Any]:
+        """Get the weather for a location."""
+        first, second = (ToolMessage(f"result {i}", tool_call_id=f"call_{i}") for i in (1, 2))
+        return Command(update={"messages": [first, second]})
+
+    with langchain_instrumented():
+        get_weather.invoke({"location": "London"})
+    attrs = _attrs(one(exporter.get_finished_spans(), "execute_tool get_weather"))
+    assert "gen_ai.tool.call.id" not in attrs
+    result = json.loads(attrs["gen_ai.tool.call.result"])
+    assert [m["content"] for m in result["update"]["messages"]] == ["result 1", "result 2"]
+
+
+def test_a_handoff_tool_that_sends_the_history_to_the_parent_records_its_own_message(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """langgraph-supervisor's handoff: the tool returns ``Command(graph=Command.PARENT, update={"messages": history
+    + [its ToolMessage]})``. The history holds earlier calls' ToolMessages; the result is this call's message."""
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+    from langgraph.graph import START, MessagesState, StateGraph
+    from langgraph.prebuilt import create_react_agent
+
+    @tool
+    def get_weather(
+        location: str, state: Annotated[dict[str, Any], InjectedState], tool_call_id: Annotated[str, InjectedToolCallId]
+    ) -> Command[Any]:
+        """Get the weather for a location."""
+        handoff = ToolMessage("Transferred to forecaster", tool_call_id=tool_call_id)
+        return Command(graph=Command.PARENT, goto="forecaster", update={"messages": [*state["messages"], handoff]})
+
+    def forecaster(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(WEATHER)]}
+
+    earlier = [
+        {"role": "user", "content": "Weather in Paris?"},
+        AIMessage("", tool_calls=[{"id": "call_paris", "name": "get_weather", "args": {"location": "Paris"}}]),
+        ToolMessage("Paris: rainy", tool_call_id="call_paris"),
+        {"role": "user", "content": "And in London?"},
+    ]
+    with replay(AGENT) as server, langchain_instrumented():
+        model = chat_openai(server, model="gpt-4o-mini", temperature=0.0, streaming=True)
+        graph = StateGraph(MessagesState)
+        graph.add_node("assistant", create_react_agent(model, [get_weather], name="assistant"))
+        graph.add_node("forecaster", forecaster)
+        graph.add_edge(START, "assistant")
+        out = graph.compile(name="supervisor").invoke({"messages": earlier})
+    assert out["messages"][-1].content == WEATHER
+    spans = exporter.get_finished_spans()
+    attrs = _attrs(one(spans, "execute_tool get_weather"))
+    assert attrs["gen_ai.tool.call.id"] == CALL_ID
+    assert json.loads(attrs["gen_ai.tool.call.result"]) == "Transferred to forecaster"

@@ -32,11 +32,28 @@ def captured(key: str, value: Any, convert: Callable[[Any], Any] | None = None) 
     return {key: json_value(convert(value) if convert is not None else value)}
 
 
+def _field(message: Any, name: str) -> Any:
+    return message.get(name) if isinstance(message, Mapping) else getattr(message, name, None)
+
+
+def _tool_message_id(message: Any) -> str | None:
+    """The call id of a ``ToolMessage``, or of a tool message given as a dict (``{"role": "tool", ...}``)."""
+    if isinstance(message, Mapping) and (message.get("role") or message.get("type")) != "tool":
+        return None
+    call_id = _field(message, "tool_call_id")
+    return call_id if isinstance(call_id, str) else None
+
+
 def _command_tool_message(output: Any, call_id: str | None) -> Any:
-    """The ``ToolMessage`` a LangGraph ``Command`` returned by a tool adds for this call, if it adds one.
+    """The tool message a LangGraph ``Command`` returned by a tool adds for this call, if it adds one.
 
     A tool that updates the graph's state returns ``Command(update={"messages": [ToolMessage(...)]})``: that message
-    is the result the model is sent, the rest of the Command is the graph's business.
+    is the result the model is sent, the rest of the Command is the graph's business. ToolNode converts the update's
+    messages (``convert_to_messages``), so a ``{"role": "tool", "tool_call_id": ...}`` dict counts as one. This
+    call's message is the one with its call id (a handoff sends the whole history, earlier calls' messages too);
+    without a call id, the only tool message there is. Not read (the Command is recorded whole, as any other
+    value): a ``Command.update`` given as a list of messages (ToolNode run on a list) and a graph whose messages
+    live under another key than ``messages`` (ToolNode's ``messages_key``): the tool's run knows neither.
     """
     if not _codec.is_a(output, _COMMAND):
         return None
@@ -44,9 +61,9 @@ def _command_tool_message(output: Any, call_id: str | None) -> Any:
     messages = update.get("messages") if isinstance(update, Mapping) else None
     if not isinstance(messages, Sequence) or isinstance(messages, str):
         return None
-    found = [m for m in messages if isinstance(getattr(m, "tool_call_id", None), str)]
+    found = [m for m in messages if _tool_message_id(m) is not None]
     if call_id is not None:
-        found = [m for m in found if m.tool_call_id == call_id]
+        found = [m for m in found if _tool_message_id(m) == call_id]
     elif len(found) != 1:  # several calls' messages, and no call id to tell which one is this call's
         return None
     return found[-1] if found else None
@@ -55,16 +72,18 @@ def _command_tool_message(output: Any, call_id: str | None) -> Any:
 def tool_result(run: Run, output: Any) -> dict[str, AttributeValue]:
     """A tool's call id (a ``ToolMessage`` knows it) and result; an error message the tool returned is an error."""
     attributes: dict[str, AttributeValue] = {}
-    output = _command_tool_message(output, run.tool_call_id) or output
-    message = hasattr(output, "tool_call_id")
-    call_id = getattr(output, "tool_call_id", None)
+    picked = _command_tool_message(output, run.tool_call_id)
+    output = picked if picked is not None else output
+    message = picked is not None or hasattr(output, "tool_call_id")
+    call_id = _field(output, "tool_call_id") if message else None
     if isinstance(call_id, str) and call_id:
         attributes[sc.GEN_AI_TOOL_CALL_ID] = call_id
-    if getattr(output, "status", None) == "error" and run.span is not None:
+    status = _field(output, "status") if picked is not None else getattr(output, "status", None)
+    if status == "error" and run.span is not None:
         run.span.set_status(Status(StatusCode.ERROR, "the tool returned an error message"))
         # A failed span names its error (the conventions' "Recording Errors"): no exception, so no type to name.
         attributes[sc.ERROR_TYPE] = sc.ERROR_TYPE_OTHER
-    attributes.update(captured(sc.GEN_AI_TOOL_CALL_RESULT, getattr(output, "content", output) if message else output))
+    attributes.update(captured(sc.GEN_AI_TOOL_CALL_RESULT, _field(output, "content") if message else output))
     return attributes
 
 
