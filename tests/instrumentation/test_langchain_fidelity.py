@@ -7,6 +7,7 @@ thread, and Chat Completions bodies built with the openai SDK's own types for st
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Annotated, Any
 
@@ -408,3 +409,43 @@ def test_a_handoff_tool_that_sends_the_history_to_the_parent_records_its_own_mes
     attrs = _attrs(one(spans, "execute_tool get_weather"))
     assert attrs["gen_ai.tool.call.id"] == CALL_ID
     assert json.loads(attrs["gen_ai.tool.call.result"]) == "Transferred to forecaster"
+
+
+def test_a_request_for_text_output_records_the_text_output_type(exporter: InMemorySpanExporter) -> None:
+    """``response_format={"type": "text"}`` asks for plain text: ``gen_ai.output.type`` ``text``."""
+    with ReplayServer([_ANSWER]) as server, langchain_instrumented():
+        chat_openai(server, model="gpt-4o-mini").bind(response_format={"type": "text"}).invoke("Capital of France?")
+    assert server.received[0].json()["response_format"] == {"type": "text"}
+    assert _attrs(one(exporter.get_finished_spans(), "chat gpt-4o-mini"))["gen_ai.output.type"] == "text"
+
+
+def _unparsable_tool_call() -> Recorded:
+    """The Responses tool-call recording with its function call's arguments cut off mid-JSON."""
+    recorded = load_cassette(_RESPONSES / "test_responses_create_captures_tool_call_content[content_mode0].yaml")[0]
+    body = json.loads(recorded.body)
+    body["output"][0]["arguments"] = '{"location":"Seattle'
+    return dataclasses.replace(recorded, body=json.dumps(body).encode())
+
+
+def test_a_responses_tool_call_whose_arguments_do_not_parse_still_finishes_with_a_tool_call(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """langchain-openai puts a function call whose arguments are no JSON in ``invalid_tool_calls`` only: it is still
+    the tool call the answer finished with, ``tool_call`` as instrument_openai() records the same response."""
+    from langchain_core.tools import tool
+
+    @tool
+    def get_weather(location: str) -> str:
+        """Get the weather for a location."""
+        return "rainy"
+
+    with ReplayServer([_unparsable_tool_call()]) as server, langchain_instrumented():
+        model = chat_openai(server, model="gpt-4o-mini", use_responses_api=True)
+        reply = model.bind_tools([get_weather]).invoke("What's the weather in Seattle right now?")
+    assert reply.tool_calls == []
+    assert [c["name"] for c in reply.invalid_tool_calls] == ["get_current_weather"]
+    attrs = _attrs(one(exporter.get_finished_spans(), "chat gpt-4o-mini"))
+    assert list(attrs["gen_ai.response.finish_reasons"]) == ["tool_call"]
+    output = json.loads(attrs["gen_ai.output.messages"])[0]
+    assert output["finish_reason"] == "tool_call"
+    assert [p["type"] for p in output["parts"]] == ["tool_call"]

@@ -278,7 +278,9 @@ def finish_reason(generation: Any) -> str | None:
                 if isinstance(value, str) and value:
                     return value
     if isinstance(metadata, Mapping) and metadata.get("object") == "response" and metadata.get("status"):
-        return responses_finish_reason(metadata, bool(_field(message, "tool_calls")))
+        # A function call whose arguments do not parse is in ``invalid_tool_calls`` only: still a tool call.
+        called = bool(_field(message, "tool_calls") or _field(message, "invalid_tool_calls"))
+        return responses_finish_reason(metadata, called)
     return None
 
 
