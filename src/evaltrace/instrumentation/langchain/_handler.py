@@ -42,6 +42,7 @@ from evaltrace._internal.tracing import INSTRUMENTATION_NAME, LLM_SUPPRESSION_KE
 from evaltrace.instrumentation.langchain import _codec
 from evaltrace.instrumentation.langchain._context import Contexts, Run, WhileRequesting
 from evaltrace.instrumentation.langchain._results import captured as _captured
+from evaltrace.instrumentation.langchain._results import control_flow_events as _control_flow_events
 from evaltrace.instrumentation.langchain._results import json_value as _json
 from evaltrace.instrumentation.langchain._results import model_result as _model_result
 from evaltrace.instrumentation.langchain._results import tool_arguments as _codec_arguments
@@ -63,17 +64,8 @@ except ImportError:  # the extra is missing: the class still exists (evaltrace.E
             raise ImportError("EvaltraceCallbackHandler needs langchain-core: pip install 'evaltrace[langchain]'")
 
 
-# LangGraph's control flow, raised through the runs it leaves: ``interrupt()`` pausing a thread for a human (resumed
-# by a later ``Command(resume=...)``) and ``Command(graph=Command.PARENT)`` handing off to the parent graph (how
-# multi-agent handoffs work). The graph carries on, or returns the interrupt: no run failed.
-_CONTROL_FLOW = frozenset({("langgraph.errors", "GraphInterrupt"), ("langgraph.errors", "ParentCommand")})
 _HIDDEN_TAG = "langsmith:hidden"  # LangGraph's internal runs (channel writes): shown nowhere, so no span either
 _SUPPRESS_LLM_KEY = LLM_SUPPRESSION_KEYS[2]
-
-
-def _control_flow(error: BaseException) -> bool:
-    """Whether ``error`` is LangGraph's control flow (by class, so LangGraph is never imported to tell)."""
-    return _codec.is_a(error, _CONTROL_FLOW)
 
 
 class EvaltraceCallbackHandler(BaseCallbackHandler):
@@ -181,15 +173,23 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
     def _fail(self, run_id: UUID, what: str, error: BaseException) -> None:
         """End the run's span, once, as failed by ``error`` (status ERROR, ``error.type``, the exception event).
 
-        LangGraph's control-flow exceptions are no failure: the span just ends (see :func:`_control_flow`).
+        LangGraph's control flow is no failure: the span ends with an event naming it (see
+        :func:`~evaltrace.instrumentation.langchain._results.control_flow_events`).
         """
         with handle_internal_errors(f"ending a failed LangChain {what} span"):
             run = self._finish(run_id)
-            if run is not None and run.span is not None:
-                if _control_flow(error):
-                    run.span.end()
-                else:
-                    end_error(run.span, error)  # the decorators' own ending: the span ends even if recording fails
+            if run is None or run.span is None:
+                return
+            events = _control_flow_events(error)
+            if events is None:
+                end_error(run.span, error)  # the decorators' own ending: the span ends even if recording fails
+                return
+            try:
+                with handle_internal_errors(f"recording LangGraph control flow on a LangChain {what} span"):
+                    for name, attributes in events:
+                        run.span.add_event(name, attributes)
+            finally:
+                run.span.end()
 
     # --- chains and agents -------------------------------------------------------------------------------
 

@@ -117,6 +117,47 @@ def model_result(run: Run, response: Any) -> dict[str, AttributeValue]:
     return attributes
 
 
+# LangGraph's control flow, raised through the runs it leaves (``GraphBubbleUp``'s subclasses in langgraph.errors):
+# ``interrupt()`` pausing a thread for a human (resumed by a later ``Command(resume=...)``),
+# ``Command(graph=Command.PARENT)`` handing off to the parent graph (how multi-agent handoffs work), and a drain
+# (``RunControl.request_drain()``, e.g. on SIGTERM) stopping the run at a step boundary with its checkpoint saved,
+# to be resumed later: LangGraph's own ToolNode stream treats a drained tool as paused, not failed, like an
+# interrupted one. The graph carries on, returns the interrupt, or resumes: no run failed.
+_INTERRUPT = frozenset({("langgraph.errors", "GraphInterrupt")})
+_PARENT_COMMAND = frozenset({("langgraph.errors", "ParentCommand")})
+_DRAINED = frozenset({("langgraph.errors", "GraphDrained")})
+
+
+def control_flow_events(error: BaseException) -> list[tuple[str, dict[str, AttributeValue]]] | None:
+    """The span events saying which LangGraph control flow ``error`` is, or None when it is no control flow.
+
+    The span ends with status UNSET and no result: a paused or handed-off step neither passed nor failed, and
+    nothing it did not return is made up as its output. An interrupt's value is content (the question asked).
+    """
+    if _codec.is_a(error, _INTERRUPT):
+        interrupts = error.args[0] if error.args else ()
+        events: list[tuple[str, dict[str, AttributeValue]]] = []
+        for interrupt in interrupts if isinstance(interrupts, Sequence) and not isinstance(interrupts, str) else ():
+            attributes: dict[str, AttributeValue] = {}
+            interrupt_id = getattr(interrupt, "id", None)
+            if isinstance(interrupt_id, str) and interrupt_id:
+                attributes[sc.EVALTRACE_LANGGRAPH_INTERRUPT_ID] = interrupt_id
+            attributes.update(captured(sc.EVALTRACE_LANGGRAPH_INTERRUPT_VALUE, getattr(interrupt, "value", None)))
+            events.append((sc.EVALTRACE_LANGGRAPH_INTERRUPT_EVENT, attributes))
+        return events or [(sc.EVALTRACE_LANGGRAPH_INTERRUPT_EVENT, {})]
+    if _codec.is_a(error, _PARENT_COMMAND):
+        command = error.args[0] if error.args else None
+        goto = getattr(command, "goto", None)
+        goto = [goto] if isinstance(goto, str) else goto
+        nodes = [g for g in goto if isinstance(g, str)] if isinstance(goto, Sequence) else []  # not a Send's input
+        return [(sc.EVALTRACE_LANGGRAPH_PARENT_COMMAND_EVENT, {sc.EVALTRACE_LANGGRAPH_GOTO: nodes} if nodes else {})]
+    if _codec.is_a(error, _DRAINED):
+        reason = getattr(error, "reason", None)
+        attributes = {sc.EVALTRACE_LANGGRAPH_DRAIN_REASON: reason} if isinstance(reason, str) and reason else {}
+        return [(sc.EVALTRACE_LANGGRAPH_DRAIN_EVENT, attributes)]
+    return None
+
+
 def tool_arguments(input_str: str) -> Any:
     """A tool's arguments when LangChain gave only their text: the parsed JSON, else the text."""
     return loads_or_raw(input_str)
