@@ -203,6 +203,16 @@ EVALTRACE_EVAL_PREFIX: Final = "evaltrace.eval."  # evaltrace.eval.<name>.score 
 EVALTRACE_EVAL_FAILED: Final = "evaltrace.eval.failed"
 EVALTRACE_EXCEPTION_STACK: Final = "evaltrace.exception.stacktrace"
 EVALTRACE_AGENT_ACTION_EVENT: Final = "evaltrace.agent.action"  # a classic LangChain agent chose a tool (span event)
+# LangGraph control flow through a run (span events; the span is no failure): an ``interrupt()`` pausing for a human
+# (its id, its value only with content capture), a ``Command(graph=Command.PARENT)`` handoff (the nodes it goes to)
+# and a drain requested at shutdown (its reason).
+EVALTRACE_LANGGRAPH_INTERRUPT_EVENT: Final = "evaltrace.langgraph.interrupt"
+EVALTRACE_LANGGRAPH_INTERRUPT_ID: Final = "evaltrace.langgraph.interrupt.id"
+EVALTRACE_LANGGRAPH_INTERRUPT_VALUE: Final = "evaltrace.langgraph.interrupt.value"
+EVALTRACE_LANGGRAPH_PARENT_COMMAND_EVENT: Final = "evaltrace.langgraph.parent_command"
+EVALTRACE_LANGGRAPH_GOTO: Final = "evaltrace.langgraph.goto"
+EVALTRACE_LANGGRAPH_DRAIN_EVENT: Final = "evaltrace.langgraph.drain"
+EVALTRACE_LANGGRAPH_DRAIN_REASON: Final = "evaltrace.langgraph.drain.reason"
 
 # evaltrace.span.kind values (DESIGN.md section 3).
 KIND_LLM: Final = "llm"

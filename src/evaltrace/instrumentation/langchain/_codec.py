@@ -9,7 +9,7 @@ integrations pass through (OpenAI ``image_url``, Anthropic ``thinking`` / ``tool
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from evaltrace._internal import semconv as sc
@@ -26,6 +26,7 @@ from evaltrace._internal.openai.parts import (
     tool_response_part,
     uri_part,
 )
+from evaltrace._internal.openai.response import responses_finish_reason
 
 # BaseMessage.type -> GenAI role (chunks carry their class name as type).
 _ROLES = {
@@ -97,11 +98,36 @@ def request_attributes(metadata: Mapping[str, Any], params: Mapping[str, Any]) -
         out[sc.GEN_AI_REQUEST_CHOICE_COUNT] = n
     if params.get("stream") is True or params.get("streaming") is True:
         out[sc.GEN_AI_REQUEST_STREAM] = True
+    out.update(_answer_attributes(params))
+    return out
+
+
+def _answer_attributes(params: Mapping[str, Any]) -> dict[str, str]:
+    """What the request asks of the answer: its reasoning effort and its output format."""
+    out: dict[str, str] = {}
     reasoning = params.get("reasoning")  # OpenAI Responses {"effort": ...}; Chat Completions reasoning_effort
     effort = reasoning.get("effort") if isinstance(reasoning, Mapping) else params.get("reasoning_effort")
     if isinstance(effort, str) and effort:
         out[sc.GEN_AI_REQUEST_REASONING_LEVEL] = effort
+    output_type = _output_type(params.get("response_format"))
+    if output_type:
+        out[sc.GEN_AI_OUTPUT_TYPE] = output_type
     return out
+
+
+def _output_type(response_format: Any) -> str | None:
+    """``gen_ai.output.type`` of the OpenAI-style ``response_format`` an integration sends, if it names one.
+
+    ``with_structured_output`` puts the schema's class there (json_schema, turned into the wire form later), or a
+    ``{"type": "json_schema" | "json_object" | "text"}`` mapping. Structured output by a forced tool call
+    (``method="function_calling"``) asks for no output format: the request carries a tool, not a format.
+    """
+    if isinstance(response_format, type):
+        return "json"
+    kind = response_format.get("type") if isinstance(response_format, Mapping) else None
+    if kind in ("json_schema", "json_object"):
+        return "json"
+    return "text" if kind == "text" else None
 
 
 def tools_of(params: Mapping[str, Any]) -> list[dict[str, Any]] | None:
@@ -113,6 +139,14 @@ def tools_of(params: Mapping[str, Any]) -> list[dict[str, Any]] | None:
         return tool_definitions(tools)
     except ValueError:  # a provider-native tool without a name (a server tool): nothing to define
         return None
+
+
+def is_a(value: Any, classes: Collection[tuple[str, str]]) -> bool:
+    """Whether ``value`` is an instance of one of ``classes`` (``(module, qualname)`` pairs), subclasses included.
+
+    Told by name over the MRO, so a LangChain / LangGraph class is recognised without importing its package.
+    """
+    return any((c.__module__, c.__qualname__) in classes for c in type(value).__mro__)
 
 
 # --- messages --------------------------------------------------------------------------------------------
@@ -229,13 +263,24 @@ def messages(batch: Sequence[Any]) -> list[Message]:
 
 
 def finish_reason(generation: Any) -> str | None:
-    """A generation's finish reason, verbatim, from wherever its integration put it."""
-    for source in (_field(generation, "generation_info"), _field(_field(generation, "message"), "response_metadata")):
+    """A generation's finish reason, verbatim, from wherever its integration put it.
+
+    An OpenAI Responses API answer has a status instead (langchain-openai keeps ``status`` and
+    ``incomplete_details`` in the message's ``response_metadata``, whole or streamed): it reads as
+    ``instrument_openai()`` reads the same response, so one step has one finish reason whichever records it.
+    """
+    message = _field(generation, "message")
+    metadata = _field(message, "response_metadata")
+    for source in (_field(generation, "generation_info"), metadata):
         if isinstance(source, Mapping):
             for key in ("finish_reason", "stop_reason", "stopReason", "done_reason"):
                 value = source.get(key)
                 if isinstance(value, str) and value:
                     return value
+    if isinstance(metadata, Mapping) and metadata.get("object") == "response" and metadata.get("status"):
+        # A function call whose arguments do not parse is in ``invalid_tool_calls`` only: still a tool call.
+        called = bool(_field(message, "tool_calls") or _field(message, "invalid_tool_calls"))
+        return responses_finish_reason(metadata, called)
     return None
 
 

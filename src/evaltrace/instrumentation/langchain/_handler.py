@@ -42,12 +42,14 @@ from evaltrace._internal.tracing import INSTRUMENTATION_NAME, LLM_SUPPRESSION_KE
 from evaltrace.instrumentation.langchain import _codec
 from evaltrace.instrumentation.langchain._context import Contexts, Run, WhileRequesting
 from evaltrace.instrumentation.langchain._results import captured as _captured
+from evaltrace.instrumentation.langchain._results import control_flow_events as _control_flow_events
 from evaltrace.instrumentation.langchain._results import json_value as _json
 from evaltrace.instrumentation.langchain._results import model_result as _model_result
 from evaltrace.instrumentation.langchain._results import tool_arguments as _codec_arguments
 from evaltrace.instrumentation.langchain._results import tool_result as _tool_result
 from evaltrace.instrumentation.langchain._runs import _KIND_LABELS, _agent_attributes, _is_agent, _name
 from evaltrace.instrumentation.langchain._runs import _integration_calls_the_sdk as _integration_calls_the_sdk
+from evaltrace.instrumentation.langchain._runs import conversation_attributes as _conversation
 from evaltrace.instrumentation.langchain._runs import provider_traced as provider_traced
 
 try:
@@ -169,11 +171,25 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
                 run.span.end()
 
     def _fail(self, run_id: UUID, what: str, error: BaseException) -> None:
-        """End the run's span, once, as failed by ``error`` (status ERROR, ``error.type``, the exception event)."""
+        """End the run's span, once, as failed by ``error`` (status ERROR, ``error.type``, the exception event).
+
+        LangGraph's control flow is no failure: the span ends with an event naming it (see
+        :func:`~evaltrace.instrumentation.langchain._results.control_flow_events`).
+        """
         with handle_internal_errors(f"ending a failed LangChain {what} span"):
             run = self._finish(run_id)
-            if run is not None and run.span is not None:
+            if run is None or run.span is None:
+                return
+            events = _control_flow_events(error)
+            if events is None:
                 end_error(run.span, error)  # the decorators' own ending: the span ends even if recording fails
+                return
+            try:
+                with handle_internal_errors(f"recording LangGraph control flow on a LangChain {what} span"):
+                    for name, attributes in events:
+                        run.span.add_event(name, attributes)
+            finally:
+                run.span.end()
 
     # --- chains and agents -------------------------------------------------------------------------------
 
@@ -298,10 +314,13 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
             call_id = kwargs.get("tool_call_id")
             if isinstance(call_id, str) and call_id:
                 attributes[sc.GEN_AI_TOOL_CALL_ID] = call_id
+            attributes.update(_conversation(metadata))
             if settings.current.capture_content:
                 arguments = inputs if inputs is not None else _codec_arguments(input_str)
                 attributes[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = _json(arguments)
-            self._start(run_id, parent_run_id, sc.KIND_TOOL, f"execute_tool {name}", attributes)
+            run = self._start(run_id, parent_run_id, sc.KIND_TOOL, f"execute_tool {name}", attributes)
+            if run is not None and isinstance(call_id, str) and call_id:
+                run.tool_call_id = call_id  # which message of a returned Command is this call's result
 
     def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
         """End the tool span with its result (a ``ToolMessage``'s content, or the value returned)."""
@@ -327,7 +346,10 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         """Start a ``retrieval {name}`` span with the query."""
         with handle_internal_errors("starting a LangChain retriever span"):
             name = _name(kwargs, serialized, "retriever")
-            attributes: dict[str, AttributeValue] = {sc.GEN_AI_OPERATION_NAME: sc.OP_RETRIEVAL}
+            attributes: dict[str, AttributeValue] = {
+                sc.GEN_AI_OPERATION_NAME: sc.OP_RETRIEVAL,
+                **_conversation(metadata),
+            }
             if settings.current.capture_content and isinstance(query, str):
                 attributes[sc.GEN_AI_RETRIEVAL_QUERY_TEXT] = capped_text(query, settings.current.max_attribute_length)
                 attributes[sc.INPUT_VALUE] = _json({"query": query})
@@ -395,6 +417,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         params = params if isinstance(params, Mapping) else {}
         attributes: dict[str, AttributeValue] = {sc.GEN_AI_OPERATION_NAME: operation}
         attributes.update(_codec.request_attributes(metadata, params))
+        attributes.update(_conversation(metadata))
         model = attributes.get(sc.GEN_AI_REQUEST_MODEL) or _name(kwargs, None, "model")
         if settings.current.capture_content:
             attributes[sc.GEN_AI_INPUT_MESSAGES] = _json(_codec.messages(batch))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry.trace import Status, StatusCode
@@ -22,6 +22,9 @@ def json_value(value: Any) -> str:
     return capped_json(value, settings.current.max_attribute_length)
 
 
+_COMMAND = frozenset({("langgraph.types", "Command")})
+
+
 def captured(key: str, value: Any, convert: Callable[[Any], Any] | None = None) -> dict[str, AttributeValue]:
     """``{key: value as capped JSON}`` when content is captured, else nothing."""
     if not settings.current.capture_content:
@@ -29,16 +32,58 @@ def captured(key: str, value: Any, convert: Callable[[Any], Any] | None = None) 
     return {key: json_value(convert(value) if convert is not None else value)}
 
 
+def _field(message: Any, name: str) -> Any:
+    return message.get(name) if isinstance(message, Mapping) else getattr(message, name, None)
+
+
+def _tool_message_id(message: Any) -> str | None:
+    """The call id of a ``ToolMessage``, or of a tool message given as a dict (``{"role": "tool", ...}``)."""
+    if isinstance(message, Mapping) and (message.get("role") or message.get("type")) != "tool":
+        return None
+    call_id = _field(message, "tool_call_id")
+    return call_id if isinstance(call_id, str) else None
+
+
+def _command_tool_message(output: Any, call_id: str | None) -> Any:
+    """The tool message a LangGraph ``Command`` returned by a tool adds for this call, if it adds one.
+
+    A tool that updates the graph's state returns ``Command(update={"messages": [ToolMessage(...)]})``: that message
+    is the result the model is sent, the rest of the Command is the graph's business. ToolNode converts the update's
+    messages (``convert_to_messages``), so a ``{"role": "tool", "tool_call_id": ...}`` dict counts as one. This
+    call's message is the one with its call id (a handoff sends the whole history, earlier calls' messages too);
+    without a call id, the only tool message there is. Not read (the Command is recorded whole, as any other
+    value): a ``Command.update`` given as a list of messages (ToolNode run on a list) and a graph whose messages
+    live under another key than ``messages`` (ToolNode's ``messages_key``): the tool's run knows neither.
+    """
+    if not _codec.is_a(output, _COMMAND):
+        return None
+    update = getattr(output, "update", None)
+    messages = update.get("messages") if isinstance(update, Mapping) else None
+    if not isinstance(messages, Sequence) or isinstance(messages, str):
+        return None
+    found = [m for m in messages if _tool_message_id(m) is not None]
+    if call_id is not None:
+        found = [m for m in found if _tool_message_id(m) == call_id]
+    elif len(found) != 1:  # several calls' messages, and no call id to tell which one is this call's
+        return None
+    return found[-1] if found else None
+
+
 def tool_result(run: Run, output: Any) -> dict[str, AttributeValue]:
     """A tool's call id (a ``ToolMessage`` knows it) and result; an error message the tool returned is an error."""
     attributes: dict[str, AttributeValue] = {}
-    message = hasattr(output, "tool_call_id")
-    call_id = getattr(output, "tool_call_id", None)
+    picked = _command_tool_message(output, run.tool_call_id)
+    output = picked if picked is not None else output
+    message = picked is not None or hasattr(output, "tool_call_id")
+    call_id = _field(output, "tool_call_id") if message else None
     if isinstance(call_id, str) and call_id:
         attributes[sc.GEN_AI_TOOL_CALL_ID] = call_id
-    if getattr(output, "status", None) == "error" and run.span is not None:
+    status = _field(output, "status") if picked is not None else getattr(output, "status", None)
+    if status == "error" and run.span is not None:
         run.span.set_status(Status(StatusCode.ERROR, "the tool returned an error message"))
-    attributes.update(captured(sc.GEN_AI_TOOL_CALL_RESULT, getattr(output, "content", output) if message else output))
+        # A failed span names its error (the conventions' "Recording Errors"): no exception, so no type to name.
+        attributes[sc.ERROR_TYPE] = sc.ERROR_TYPE_OTHER
+    attributes.update(captured(sc.GEN_AI_TOOL_CALL_RESULT, _field(output, "content") if message else output))
     return attributes
 
 
@@ -70,6 +115,47 @@ def model_result(run: Run, response: Any) -> dict[str, AttributeValue]:
         attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (run.first_chunk_ns - run.started_ns) / 1e9
         attributes[sc.EVALTRACE_STREAM_CHUNKS] = run.chunks
     return attributes
+
+
+# LangGraph's control flow, raised through the runs it leaves (``GraphBubbleUp``'s subclasses in langgraph.errors):
+# ``interrupt()`` pausing a thread for a human (resumed by a later ``Command(resume=...)``),
+# ``Command(graph=Command.PARENT)`` handing off to the parent graph (how multi-agent handoffs work), and a drain
+# (``RunControl.request_drain()``, e.g. on SIGTERM) stopping the run at a step boundary with its checkpoint saved,
+# to be resumed later: LangGraph's own ToolNode stream treats a drained tool as paused, not failed, like an
+# interrupted one. The graph carries on, returns the interrupt, or resumes: no run failed.
+_INTERRUPT = frozenset({("langgraph.errors", "GraphInterrupt")})
+_PARENT_COMMAND = frozenset({("langgraph.errors", "ParentCommand")})
+_DRAINED = frozenset({("langgraph.errors", "GraphDrained")})
+
+
+def control_flow_events(error: BaseException) -> list[tuple[str, dict[str, AttributeValue]]] | None:
+    """The span events saying which LangGraph control flow ``error`` is, or None when it is no control flow.
+
+    The span ends with status UNSET and no result: a paused or handed-off step neither passed nor failed, and
+    nothing it did not return is made up as its output. An interrupt's value is content (the question asked).
+    """
+    if _codec.is_a(error, _INTERRUPT):
+        interrupts = error.args[0] if error.args else ()
+        events: list[tuple[str, dict[str, AttributeValue]]] = []
+        for interrupt in interrupts if isinstance(interrupts, Sequence) and not isinstance(interrupts, str) else ():
+            attributes: dict[str, AttributeValue] = {}
+            interrupt_id = getattr(interrupt, "id", None)
+            if isinstance(interrupt_id, str) and interrupt_id:
+                attributes[sc.EVALTRACE_LANGGRAPH_INTERRUPT_ID] = interrupt_id
+            attributes.update(captured(sc.EVALTRACE_LANGGRAPH_INTERRUPT_VALUE, getattr(interrupt, "value", None)))
+            events.append((sc.EVALTRACE_LANGGRAPH_INTERRUPT_EVENT, attributes))
+        return events or [(sc.EVALTRACE_LANGGRAPH_INTERRUPT_EVENT, {})]
+    if _codec.is_a(error, _PARENT_COMMAND):
+        command = error.args[0] if error.args else None
+        goto = getattr(command, "goto", None)
+        goto = [goto] if isinstance(goto, str) else goto
+        nodes = [g for g in goto if isinstance(g, str)] if isinstance(goto, Sequence) else []  # not a Send's input
+        return [(sc.EVALTRACE_LANGGRAPH_PARENT_COMMAND_EVENT, {sc.EVALTRACE_LANGGRAPH_GOTO: nodes} if nodes else {})]
+    if _codec.is_a(error, _DRAINED):
+        reason = getattr(error, "reason", None)
+        attributes = {sc.EVALTRACE_LANGGRAPH_DRAIN_REASON: reason} if isinstance(reason, str) and reason else {}
+        return [(sc.EVALTRACE_LANGGRAPH_DRAIN_EVENT, attributes)]
+    return None
 
 
 def tool_arguments(input_str: str) -> Any:

@@ -93,7 +93,17 @@ def _is_agent(name: str, serialized: Any, metadata: Mapping[str, Any]) -> bool:
 def _agent_attributes(name: str, metadata: Mapping[str, Any]) -> dict[str, AttributeValue]:
     """An agent span's GenAI attributes: the operation, the agent's name, its LangGraph thread if any."""
     attributes: dict[str, AttributeValue] = {sc.GEN_AI_OPERATION_NAME: sc.OP_INVOKE_AGENT, sc.GEN_AI_AGENT_NAME: name}
-    thread = metadata.get("thread_id")  # LangGraph copies config["configurable"] into the metadata
-    if isinstance(thread, str | int) and not isinstance(thread, bool) and str(thread):
-        attributes[sc.GEN_AI_CONVERSATION_ID] = str(thread)
+    attributes.update(conversation_attributes(metadata))
     return attributes
+
+
+def conversation_attributes(metadata: Mapping[str, Any] | None) -> dict[str, AttributeValue]:
+    """``gen_ai.conversation.id`` of a run inside a LangGraph thread (its ``thread_id``), else nothing.
+
+    LangGraph copies ``config["configurable"]`` into the metadata of every run of the graph, its model calls and
+    tools included, so each GenAI span of a turn names the conversation it belongs to (never an invented id).
+    """
+    thread = metadata.get("thread_id") if metadata else None
+    if isinstance(thread, str | int) and not isinstance(thread, bool) and str(thread):
+        return {sc.GEN_AI_CONVERSATION_ID: str(thread)}
+    return {}
