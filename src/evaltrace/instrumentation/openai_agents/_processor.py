@@ -224,10 +224,13 @@ class EvaltraceTracingProcessor(TracingProcessor):
         """Keep the tool calls a model call asked for, so the function spans that run them get their ids."""
         found: list[tuple[str, str, Any]] = []
         response = field(data, "response")
-        for item in field(response, "output") or () if response is not None else ():
-            if field(item, "type") == "function_call":
-                found.append((str(field(item, "call_id")), str(field(item, "name")), field(item, "arguments")))
+        _response_calls(response, found)
         for message in field(data, "output") or () if data.type == attributes.GENERATION else ():
+            if field(message, "output") is not None:
+                # A Response the SDK built from a Chat Completions-style reply (its streamed chat model, LiteLLM,
+                # any-llm): the calls are its function_call items, not a chat message's tool_calls.
+                _response_calls(message, found)
+                continue
             for call in field(message, "tool_calls") or ():
                 function = field(call, "function")
                 found.append((str(field(call, "id")), str(field(function, "name")), field(function, "arguments")))
@@ -256,6 +259,13 @@ class EvaltraceTracingProcessor(TracingProcessor):
 
     def force_flush(self) -> None:
         """Nothing is queued here: each span goes to evaltrace's provider when it ends."""
+
+
+def _response_calls(response: Any, found: list[tuple[str, str, Any]]) -> None:
+    """Append the function calls a Responses-shaped reply asked for: (call id, tool name, arguments text)."""
+    for item in field(response, "output") or () if response is not None else ():
+        if field(item, "type") == "function_call":
+            found.append((str(field(item, "call_id")), str(field(item, "name")), field(item, "arguments")))
 
 
 def _ask(entry: _Open | None, data: Any) -> None:

@@ -1,0 +1,211 @@
+"""Multi-step Agents SDK runs: each LLM step and each tool span records its own step, never another one's.
+
+No recording has several tool-calling turns, a streamed Chat Completions run, a server-side conversation or a tool
+awaiting approval, so the bodies here are built and validated with the ``openai`` SDK's own types (``Response``,
+``ChatCompletion``, ``ChatCompletionChunk``) and served by ReplayServer on 127.0.0.1 to a real ``AsyncOpenAI``
+client that the real ``agents`` SDK drives. Every test runs with ``instrument_openai()`` on and off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents")
+
+from agents import (
+    Agent,
+    OpenAIChatCompletionsModel,
+    Runner,
+    function_tool,
+    set_default_openai_client,
+    set_trace_processors,
+)
+from agents.models import _openai_shared
+from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.responses import Response
+from opentelemetry.sdk.trace import ReadableSpan
+
+import evaltrace
+from cassettes import Recorded, ReplayServer
+from evaltrace._internal import semconv as sc
+from evaltrace._internal import settings
+from evaltrace.instrumentation.openai_agents import _registered_processors
+from evaltrace.testing import TraceCapture, capture_traces
+
+_JSON = [("content-type", "application/json")]
+_SSE = [("content-type", "text/event-stream")]
+
+
+@pytest.fixture
+def capture(openai_on: bool) -> Iterator[TraceCapture]:
+    """Agents SDK tracing to evaltrace only, content captured, globals restored."""
+    previous_processors = _registered_processors() or []
+    previous_client = _openai_shared.get_default_openai_client()
+    previous_settings = settings.replace(settings.CaptureSettings(capture_content=True))
+    set_trace_processors([])
+    try:
+        with capture_traces() as capture:
+            evaltrace.instrument_openai_agents()
+            yield capture
+    finally:
+        evaltrace.uninstrument_openai_agents()
+        set_trace_processors(previous_processors)
+        _openai_shared.set_default_openai_client(previous_client)  # type: ignore[arg-type]
+        settings.replace(previous_settings)
+
+
+def _replay(bodies: list[Recorded], run: Callable[[AsyncOpenAI], Awaitable[Any]]) -> Any:
+    async def main(server: ReplayServer) -> Any:
+        client = AsyncOpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
+        set_default_openai_client(client, use_for_tracing=False)
+        try:
+            return await run(client)
+        finally:
+            await client.close()
+
+    with ReplayServer(bodies) as server:
+        return asyncio.run(main(server))
+
+
+# --- bodies, validated by the openai SDK's types ------------------------------------------------------------
+
+
+def _response(response_id: str, output: list[dict[str, Any]], **extra: Any) -> Response:
+    usage = {
+        "input_tokens": 10,
+        "output_tokens": 5,
+        "total_tokens": 15,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": 0},
+    }
+    body = {
+        "id": response_id,
+        "object": "response",
+        "created_at": 1,
+        "model": "gpt-4o-2024-08-06",
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "status": "completed",
+        "usage": usage,
+        **extra,
+    }
+    return Response.model_validate(body)
+
+
+def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "function_call",
+        "id": f"fc_{call_id}",
+        "call_id": call_id,
+        "name": name,
+        "arguments": json.dumps(arguments),
+        "status": "completed",
+    }
+
+
+def _message(text: str) -> dict[str, Any]:
+    content = [{"type": "output_text", "text": text, "annotations": []}]
+    return {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": content}
+
+
+def _served(response: Response) -> Recorded:
+    return Recorded("POST", "/v1/responses", b"", 200, "OK", _JSON, response.model_dump_json().encode())
+
+
+def _completion(completion_id: str, message: dict[str, Any], finish_reason: str) -> ChatCompletion:
+    return ChatCompletion.model_validate(
+        {
+            "id": completion_id,
+            "object": "chat.completion",
+            "created": 1,
+            "model": "gpt-4o-2024-08-06",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        }
+    )
+
+
+def _streamed(completion: ChatCompletion) -> Recorded:
+    """A completion as the chunks a streamed request gets (content/tool calls, finish reason, usage)."""
+    message = completion.choices[0].message
+    delta: dict[str, Any] = {"role": "assistant", "content": message.content}
+    if message.tool_calls:
+        delta["tool_calls"] = [
+            {"index": i, **call.model_dump(include={"id", "type", "function"})}
+            for i, call in enumerate(message.tool_calls)
+        ]
+    head = {"id": completion.id, "object": "chat.completion.chunk", "created": 1, "model": completion.model}
+    chunks = [
+        {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+        {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": completion.choices[0].finish_reason}]},
+        {**head, "choices": [], "usage": completion.usage.model_dump() if completion.usage else None},
+    ]
+    events = [f"data: {ChatCompletionChunk.model_validate(c).model_dump_json()}\n\n" for c in chunks]
+    return Recorded(
+        "POST", "/v1/chat/completions", b"", 200, "OK", _SSE, "".join([*events, "data: [DONE]\n\n"]).encode()
+    )
+
+
+def _tool_call(call_id: str, x: int) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": "get_n", "arguments": json.dumps({"x": x})}}
+
+
+@function_tool
+def get_n(x: int) -> str:
+    """The n of x."""
+    return f"n{x}"
+
+
+def _spans(capture: TraceCapture, kind: str) -> list[ReadableSpan]:
+    found = [s for s in capture.spans if (s.attributes or {}).get(sc.EVALTRACE_SPAN_KIND) == kind]
+    return sorted(found, key=lambda s: s.start_time or 0)
+
+
+def _output(span: ReadableSpan) -> Any:
+    return json.loads(str((span.attributes or {})[sc.GEN_AI_OUTPUT_MESSAGES]))
+
+
+# --- a streamed Chat Completions run -------------------------------------------------------------------------
+
+
+def _run_streamed_chat() -> str:
+    completions = [
+        _completion(
+            "chatcmpl-1", {"role": "assistant", "content": None, "tool_calls": [_tool_call("call_1", 1)]}, "tool_calls"
+        ),
+        _completion(
+            "chatcmpl-2", {"role": "assistant", "content": None, "tool_calls": [_tool_call("call_2", 2)]}, "tool_calls"
+        ),
+        _completion("chatcmpl-3", {"role": "assistant", "content": "n1 and n2"}, "stop"),
+    ]
+
+    async def run(client: AsyncOpenAI) -> str:
+        agent = Agent(name="a", tools=[get_n], model=OpenAIChatCompletionsModel(model="gpt-4o", openai_client=client))
+        result = Runner.run_streamed(agent, "n of 1 then of 2?")
+        async for _event in result.stream_events():
+            pass
+        return str(result.final_output)
+
+    answer: str = _replay([_streamed(c) for c in completions], run)
+    return answer
+
+
+def test_streamed_chat_steps_and_tool_spans_are_each_their_own(capture: TraceCapture, openai_on: bool) -> None:
+    assert _run_streamed_chat() == "n1 and n2"
+    llm = _spans(capture, sc.KIND_LLM)
+    assert len(llm) == 3
+    assert [_output(s)[0]["parts"][0].get("id") for s in llm[:2]] == ["call_1", "call_2"]
+    assert _output(llm[2])[0]["parts"][0]["content"] == "n1 and n2"
+    tools = _spans(capture, sc.KIND_TOOL)
+    # The SDK's streamed chat model stores its reply as a Response it built: the calls' ids are read from it too.
+    assert [(s.attributes or {}).get(sc.GEN_AI_TOOL_CALL_ID) for s in tools] == ["call_1", "call_2"]
+    assert [(s.attributes or {})[sc.GEN_AI_TOOL_CALL_RESULT] for s in tools] == ['"n1"', '"n2"']
+    assert [c.id for c in capture.trace.tool_calls] == ["call_1", "call_2"]
