@@ -209,3 +209,20 @@ def test_streamed_chat_steps_and_tool_spans_are_each_their_own(capture: TraceCap
     assert [(s.attributes or {}).get(sc.GEN_AI_TOOL_CALL_ID) for s in tools] == ["call_1", "call_2"]
     assert [(s.attributes or {})[sc.GEN_AI_TOOL_CALL_RESULT] for s in tools] == ['"n1"', '"n2"']
     assert [c.id for c in capture.trace.tool_calls] == ["call_1", "call_2"]
+
+
+def test_streamed_chat_steps_carry_no_placeholder_response_id(capture: TraceCapture, openai_on: bool) -> None:
+    """An evaluation event names the step it judges by gen_ai.response.id: it must be that step's own, or none."""
+    _run_streamed_chat()
+    llm = _spans(capture, sc.KIND_LLM)
+    found = [
+        tuple((s.attributes or {}).get(key) for key in (sc.GEN_AI_RESPONSE_ID, sc.GEN_AI_RESPONSE_MODEL)) for s in llm
+    ]
+    reasons = [(s.attributes or {}).get(sc.GEN_AI_RESPONSE_FINISH_REASONS) for s in llm]
+    if openai_on:  # our OpenAI span read the provider's own chunks
+        assert found == [(f"chatcmpl-{i}", "gpt-4o-2024-08-06") for i in (1, 2, 3)]
+        assert reasons == [("tool_calls",), ("tool_calls",), ("stop",)]
+    else:  # the SDK's Response has a placeholder id, the requested model and no provider finish reason
+        assert found == [(None, None)] * 3
+        assert reasons == [None] * 3
+    assert [(s.attributes or {})[sc.GEN_AI_REQUEST_MODEL] for s in llm] == ["gpt-4o"] * 3

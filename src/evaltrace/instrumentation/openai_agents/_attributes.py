@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from agents.models.fake_id import FAKE_RESPONSES_ID
+
 from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.jsonutil import capped_json, capped_text
@@ -297,6 +299,13 @@ def _generation_outcome(output: Any, usage: Any, model: str | None, capture: boo
     items = list(output or ())
     if items and isinstance(items[0], Mapping) and "output" in items[0]:
         outcome = responses_outcome(items[0], capture)
+        if items[0].get("id") == FAKE_RESPONSES_ID:
+            # A Response the SDK built around a Chat Completions-style reply (its streamed chat model, LiteLLM,
+            # any-llm): its id is a placeholder every such call shares, its model the one asked for and its finish
+            # reason inferred. None is the provider's, so none is recorded (as for the SDK's chat messages below).
+            outcome.response_id = None
+            outcome.response_model = None
+            outcome.finish_reasons = []
     else:
         choices = [{"message": item, "finish_reason": _chat_finish(item)} for item in items]
         outcome = chat_outcome({"choices": choices, "model": None}, capture)
