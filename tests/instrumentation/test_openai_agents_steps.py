@@ -226,3 +226,23 @@ def test_streamed_chat_steps_carry_no_placeholder_response_id(capture: TraceCapt
         assert found == [(None, None)] * 3
         assert reasons == [None] * 3
     assert [(s.attributes or {})[sc.GEN_AI_REQUEST_MODEL] for s in llm] == ["gpt-4o"] * 3
+
+
+def test_a_server_side_conversation_and_previous_response_are_on_each_step(
+    capture: TraceCapture, openai_on: bool
+) -> None:
+    """The conversation a run continues (``conversation_id=``, ``previous_response_id=``) is on its model span."""
+    in_conversation = _response("resp_1", [_message("one")], conversation={"id": "conv_1"})
+    chained = _response("resp_2", [_message("two")], previous_response_id="resp_1")
+
+    async def run(_: AsyncOpenAI) -> None:
+        await Runner.run(Agent(name="a"), "first?", conversation_id="conv_1")
+        await Runner.run(Agent(name="a"), "second?", previous_response_id="resp_1")
+
+    _replay([_served(in_conversation), _served(chained)], run)
+    first, second = (s.attributes or {} for s in _spans(capture, sc.KIND_LLM))
+    assert first[sc.GEN_AI_CONVERSATION_ID] == "conv_1"
+    assert sc.GEN_AI_REQUEST_PREVIOUS_RESPONSE_ID not in first
+    assert second[sc.GEN_AI_REQUEST_PREVIOUS_RESPONSE_ID] == "resp_1"
+    assert sc.GEN_AI_CONVERSATION_ID not in second
+    assert [first[sc.GEN_AI_RESPONSE_ID], second[sc.GEN_AI_RESPONSE_ID]] == ["resp_1", "resp_2"]

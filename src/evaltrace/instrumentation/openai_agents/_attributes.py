@@ -247,6 +247,17 @@ def _model_name(model: Any) -> str | None:
     return str(model) if model else None
 
 
+_ECHOED = (
+    "instructions",
+    "tools",
+    "temperature",
+    "top_p",
+    "max_output_tokens",
+    "conversation",  # a server-side conversation the run continues (``Runner.run(conversation_id=...)``)
+    "previous_response_id",  # the response the run continues (``Runner.run(previous_response_id=...)``)
+)
+
+
 def _response_end(data: Any, capture: bool, max_len: int) -> tuple[str | None, Attributes]:
     """A Responses-API call: the request and response the SDK recorded (``trace_include_sensitive_data``)."""
     response = field(data, "response")
@@ -257,7 +268,9 @@ def _response_end(data: Any, capture: bool, max_len: int) -> tuple[str | None, A
         given = field(data, "input")
         if given is not None:
             params["input"] = given
-        for key in ("instructions", "tools", "temperature", "top_p", "max_output_tokens"):
+        # What the Response echoes of its request. Only what is absent unless it was asked for: ``reasoning`` and
+        # ``text`` are echoed with the API's defaults, which would read as asked for when they were not.
+        for key in _ECHOED:
             value = field(response, key)
             if value is not None and value != []:
                 params[key] = _plain(value)
