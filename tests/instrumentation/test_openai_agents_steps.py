@@ -19,11 +19,14 @@ pytest.importorskip("agents")
 
 from agents import (
     Agent,
+    ModelBehaviorError,
     OpenAIChatCompletionsModel,
+    RunConfig,
     Runner,
     function_tool,
     set_default_openai_client,
     set_trace_processors,
+    trace,
 )
 from agents.models import _openai_shared
 from openai import AsyncOpenAI
@@ -246,3 +249,96 @@ def test_a_server_side_conversation_and_previous_response_are_on_each_step(
     assert second[sc.GEN_AI_REQUEST_PREVIOUS_RESPONSE_ID] == "resp_1"
     assert sc.GEN_AI_CONVERSATION_ID not in second
     assert [first[sc.GEN_AI_RESPONSE_ID], second[sc.GEN_AI_RESPONSE_ID]] == ["resp_1", "resp_2"]
+
+
+@function_tool(needs_approval=True)
+def delete_file(path: str) -> str:
+    """Delete a file (a person approves each call)."""
+    return f"deleted {path}"
+
+
+def test_a_tool_run_after_approval_keeps_the_call_id_of_the_step_that_asked(
+    capture: TraceCapture, openai_on: bool
+) -> None:
+    """Human in the loop: the call waits (an SDK function span that runs nothing), then runs when resumed."""
+    bodies = [
+        _served(_response("resp_1", [_call("call_1", "delete_file", {"path": "a"})])),
+        _served(_response("resp_2", [_call("call_2", "delete_file", {"path": "a"})])),  # the same call again
+        _served(_response("resp_3", [_message("done")])),
+    ]
+
+    async def run(_: AsyncOpenAI) -> Any:
+        agent = Agent(name="a", tools=[delete_file])
+        with trace("Chat"):
+            first = await Runner.run(agent, "Delete a, twice.")
+            (waiting,) = first.interruptions
+            state = first.to_state()
+            state.approve(waiting)
+            resumed = await Runner.run(agent, state)
+            (again,) = resumed.interruptions
+            state = resumed.to_state()
+            state.approve(again)
+            return (await Runner.run(agent, state)).final_output
+
+    assert _replay(bodies, run) == "done"
+    tools = _spans(capture, sc.KIND_TOOL)
+    ran = [s for s in tools if sc.GEN_AI_TOOL_CALL_RESULT in (s.attributes or {})]
+    assert [(s.attributes or {})[sc.GEN_AI_TOOL_CALL_RESULT] for s in ran] == ['"deleted a"'] * 2
+    assert [(s.attributes or {}).get(sc.GEN_AI_TOOL_CALL_ID) for s in ran] == ["call_1", "call_2"]
+    waited = [s for s in tools if s not in ran]
+    assert [(s.attributes or {}).get(sc.GEN_AI_TOOL_CALL_ID) for s in waited] == ["call_1", "call_2"]
+    assert [(r.tool_call_id, r.content) for r in capture.trace.tool_results] == [
+        ("call_1", "deleted a"),
+        ("call_2", "deleted a"),
+    ]
+
+
+def test_a_call_an_earlier_run_left_unrun_does_not_name_a_later_steps_tool(
+    capture: TraceCapture, openai_on: bool
+) -> None:
+    """Two runs in one trace: the first fails on a call it cannot run; the second asks the same and runs it."""
+    bodies = [
+        _served(_response("resp_1", [_call("call_1", "get_n", {"x": 1})])),
+        _served(_response("resp_2", [_call("call_2", "get_n", {"x": 1})])),
+        _served(_response("resp_3", [_message("n1")])),
+    ]
+
+    async def run(_: AsyncOpenAI) -> Any:
+        with trace("Chat"):
+            try:
+                await Runner.run(Agent(name="no_tools"), "n of 1?")  # the model asks for a tool it does not have
+            except ModelBehaviorError:
+                pass
+            return (await Runner.run(Agent(name="a", tools=[get_n]), "n of 1?")).final_output
+
+    assert _replay(bodies, run) == "n1"
+    (tool,) = _spans(capture, sc.KIND_TOOL)
+    assert (tool.attributes or {})[sc.GEN_AI_TOOL_CALL_ID] == "call_2"
+
+
+_logged: list[int] = []
+
+
+@function_tool
+def log(x: int) -> None:
+    """Log x (returns nothing: its span's output is None, like that of a call awaiting approval)."""
+    _logged.append(x)
+
+
+@pytest.mark.parametrize("turn_spans", [True, False])
+def test_a_tool_returning_none_twice_gets_each_steps_call_id(
+    capture: TraceCapture, openai_on: bool, turn_spans: bool
+) -> None:
+    bodies = [
+        _served(_response("resp_1", [_call("call_1", "log", {"x": 1})])),
+        _served(_response("resp_2", [_call("call_2", "log", {"x": 1})])),
+        _served(_response("resp_3", [_message("logged twice")])),
+    ]
+    config = RunConfig(tracing={"include_task_and_turn_spans": turn_spans})
+
+    async def run(_: AsyncOpenAI) -> Any:
+        return (await Runner.run(Agent(name="a", tools=[log]), "Log 1 twice.", run_config=config)).final_output
+
+    assert _replay(bodies, run) == "logged twice"
+    ids = [(s.attributes or {}).get(sc.GEN_AI_TOOL_CALL_ID) for s in _spans(capture, sc.KIND_TOOL)]
+    assert ids == ["call_1", "call_2"]

@@ -95,8 +95,8 @@ class EvaltraceTracingProcessor(TracingProcessor):
         self._traces: dict[str, _Open] = {}
         self._spans: dict[str, _Open] = {}
         # Tool calls the model asked for, per SDK trace, for the call id of the function span that runs each
-        # one (the SDK's function span data has no call id): (call id, tool name, arguments text).
-        self._calls: dict[str, list[tuple[str, str, Any]]] = {}
+        # one (the SDK's function span data has no call id).
+        self._calls: dict[str, list[_Call]] = {}
         # Run once nothing is open any more after ``enabled`` went False: unregisters the processor. Until then
         # it stays registered, so the spans it started still end.
         self.on_idle: Callable[[], None] | None = None
@@ -191,7 +191,7 @@ class EvaltraceTracingProcessor(TracingProcessor):
         data = span.span_data
         current = settings.current
         if data.type in attributes.MODEL_TYPES:
-            self._remember_calls(span.trace_id, data)
+            self._remember_calls(span.trace_id, span.parent_id, data)
             if current.capture_content:
                 _ask(entry.parent, data)
         otel_span = entry.span
@@ -199,7 +199,11 @@ class EvaltraceTracingProcessor(TracingProcessor):
             return
         name, attrs = attributes.span_end(data, current.capture_content, current.max_attribute_length)
         if data.type == attributes.FUNCTION:
-            call_id = self._claim_call(span.trace_id, str(data.name), data.input)
+            # A span with its arguments but no output and no error ran nothing (the call awaits approval; a
+            # later span, in the resumed run, runs it) or its tool returned None: it names the call without
+            # using it up.
+            waits = data.input is not None and data.output is None and not span.error
+            call_id = self._claim_call(span.trace_id, span.parent_id, str(data.name), data.input, keep=waits)
             if call_id is not None:
                 attrs[sc.GEN_AI_TOOL_CALL_ID] = call_id
         if name is not None:
@@ -220,7 +224,7 @@ class EvaltraceTracingProcessor(TracingProcessor):
             except (ValueError, RuntimeError):  # a token of another context (a task copied from this one)
                 pass
 
-    def _remember_calls(self, trace_id: str, data: Any) -> None:
+    def _remember_calls(self, trace_id: str, step: str | None, data: Any) -> None:
         """Keep the tool calls a model call asked for, so the function spans that run them get their ids."""
         found: list[tuple[str, str, Any]] = []
         response = field(data, "response")
@@ -236,21 +240,31 @@ class EvaltraceTracingProcessor(TracingProcessor):
                 found.append((str(field(call, "id")), str(field(function, "name")), field(function, "arguments")))
         if found:
             with self._lock:
-                self._calls.setdefault(trace_id, []).extend(found)
+                self._calls.setdefault(trace_id, []).extend(_Call(step, *call) for call in found)
 
-    def _claim_call(self, trace_id: str, name: str, arguments: Any) -> str | None:
-        """The id of the first unclaimed call of tool ``name`` (with these arguments when both are known)."""
+    def _claim_call(self, trace_id: str, step: str | None, name: str, arguments: Any, keep: bool) -> str | None:
+        """The id of the first unclaimed call of tool ``name`` (with these arguments when both are known).
+
+        A call asked for in the function span's own step comes first: one left unrun by an earlier step (a run
+        that failed, or was abandoned, in the same trace) must not give this step its id. Then a call no span
+        has named yet. ``keep``: name the call but leave it unclaimed (the span ran nothing, or returned None).
+        """
         with self._lock:
             calls = self._calls.get(trace_id) or []
-            for index, (call_id, call_name, call_arguments) in enumerate(calls):
-                if call_name != name:
-                    continue
-                if arguments is not None and call_arguments is not None:
-                    if loads_or_raw(str(arguments)) != loads_or_raw(str(call_arguments)):
-                        continue
+            matching = [
+                (call.step != step, call.named, index)
+                for index, call in enumerate(calls)
+                if call.name == name and _same_arguments(arguments, call.arguments)
+            ]
+            if not matching:
+                return None
+            index = min(matching)[2]
+            call = calls[index]
+            if keep:
+                call.named = True
+            else:
                 del calls[index]
-                return call_id
-        return None
+            return call.call_id
 
     # --- lifecycle ----------------------------------------------------------------------------------------
 
@@ -259,6 +273,26 @@ class EvaltraceTracingProcessor(TracingProcessor):
 
     def force_flush(self) -> None:
         """Nothing is queued here: each span goes to evaltrace's provider when it ends."""
+
+
+class _Call:
+    """A tool call a model call asked for, until the function span that runs it claims its id."""
+
+    __slots__ = ("arguments", "call_id", "name", "named", "step")
+
+    def __init__(self, step: str | None, call_id: str, name: str, arguments: Any) -> None:
+        self.step = step  # the SDK parent of the model span: its turn, or its agent when there are no turn spans
+        self.call_id = call_id
+        self.name = name
+        self.arguments = arguments  # the arguments text the model sent
+        self.named = False  # given to a span that ran nothing (awaiting approval), still to claim
+
+
+def _same_arguments(arguments: Any, call_arguments: Any) -> bool:
+    """Whether a function span's arguments are a call's (either unknown: content off, or not recorded)."""
+    if arguments is None or call_arguments is None:
+        return True
+    return bool(loads_or_raw(str(arguments)) == loads_or_raw(str(call_arguments)))
 
 
 def _response_calls(response: Any, found: list[tuple[str, str, Any]]) -> None:
