@@ -19,11 +19,13 @@ pytest.importorskip("agents")
 
 from agents import (
     Agent,
+    GuardrailFunctionOutput,
     ModelBehaviorError,
     OpenAIChatCompletionsModel,
     RunConfig,
     Runner,
     function_tool,
+    input_guardrail,
     set_default_openai_client,
     set_trace_processors,
     trace,
@@ -35,11 +37,12 @@ from openai.types.responses import Response
 from opentelemetry.sdk.trace import ReadableSpan
 
 import evaltrace
-from cassettes import Recorded, ReplayServer
+from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette
 from evaltrace._internal import semconv as sc
 from evaltrace._internal import settings
 from evaltrace.instrumentation.openai_agents import _registered_processors
 from evaltrace.testing import TraceCapture, capture_traces
+from langfuse_observation import langfuse_observation_type
 
 _JSON = [("content-type", "application/json")]
 _SSE = [("content-type", "text/event-stream")]
@@ -342,3 +345,19 @@ def test_a_tool_returning_none_twice_gets_each_steps_call_id(
     assert _replay(bodies, run) == "logged twice"
     ids = [(s.attributes or {}).get(sc.GEN_AI_TOOL_CALL_ID) for s in _spans(capture, sc.KIND_TOOL)]
     assert ids == ["call_1", "call_2"]
+
+
+def test_a_guardrail_span_shows_as_a_guardrail_in_langfuse_and_phoenix(capture: TraceCapture, openai_on: bool) -> None:
+    """Both backends have a guardrail type (conventions 4.2): the check is not shown as a plain chain step."""
+
+    @input_guardrail
+    async def is_math(ctx: Any, agent: Agent[Any], question: Any) -> GuardrailFunctionOutput:
+        return GuardrailFunctionOutput(output_info={"math": True}, tripwire_triggered=False)
+
+    recorded = load_cassette(FIXTURES / "openai-agents-cassettes/logfire/test_openai_agents/test_input_guardrails.yaml")
+    assert _replay(recorded, lambda _: Runner.run(Agent(name="agent", input_guardrails=[is_math]), "1+1?")) is not None
+    (guardrail,) = [s for s in capture.spans if s.name == "guardrail is_math"]
+    attrs = guardrail.attributes or {}
+    assert langfuse_observation_type(attrs) == "guardrail"
+    assert attrs[sc.OPENINFERENCE_SPAN_KIND] == "GUARDRAIL"
+    assert attrs[sc.EVALTRACE_SPAN_KIND] == sc.KIND_TASK  # evaltrace's own kind (what evaluators select) is kept

@@ -135,6 +135,9 @@ def _named_by_model(data: Any, span_type: str, kind: str, operation: str) -> tup
 
 def _guardrail_start(data: Any, span_type: str) -> tuple[str, Attributes]:
     attrs = _kind_attributes(sc.KIND_TASK, span_type)
+    # Langfuse and OpenInference both have a guardrail type; evaltrace's own kind stays task (no guardrail kind).
+    attrs[sc.LANGFUSE_OBSERVATION_TYPE] = "guardrail"
+    attrs[sc.OPENINFERENCE_SPAN_KIND] = "GUARDRAIL"
     attrs[sc.OPENAI_AGENTS_GUARDRAIL_NAME] = str(data.name)
     return f"guardrail {data.name}", attrs
 
