@@ -22,6 +22,7 @@ from agents import (
     GuardrailFunctionOutput,
     ModelBehaviorError,
     OpenAIChatCompletionsModel,
+    OpenAIResponsesWSModel,
     RunConfig,
     Runner,
     function_tool,
@@ -361,3 +362,49 @@ def test_a_guardrail_span_shows_as_a_guardrail_in_langfuse_and_phoenix(capture: 
     assert langfuse_observation_type(attrs) == "guardrail"
     assert attrs[sc.OPENINFERENCE_SPAN_KIND] == "GUARDRAIL"
     assert attrs[sc.EVALTRACE_SPAN_KIND] == sc.KIND_TASK  # evaltrace's own kind (what evaluators select) is kept
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_websocket_responses_call_has_its_llm_span(capture: TraceCapture, openai_on: bool, streamed: bool) -> None:
+    """The SDK's websocket transport sends each call as a frame, never through the openai client's HTTP methods.
+
+    So no OpenAI span is made for it even with ``instrument_openai()`` on: the SDK's span must stay the step's.
+    """
+    from websockets.asyncio.server import ServerConnection, serve
+
+    answer = _response("resp_ws", [_message("over the socket")])
+    frames: list[dict[str, Any]] = []
+
+    async def respond(socket: ServerConnection) -> None:
+        async for frame in socket:
+            frames.append(json.loads(frame))
+            started = answer.model_copy(update={"status": "in_progress", "output": [], "usage": None})
+            for number, (kind, body) in enumerate((("response.created", started), ("response.completed", answer))):
+                await socket.send(json.dumps({"type": kind, "sequence_number": number, "response": body.model_dump()}))
+
+    async def run() -> Any:
+        async with serve(respond, "127.0.0.1", 0) as server:
+            port = server.sockets[0].getsockname()[1]
+            client = AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="test", max_retries=0)
+            model = OpenAIResponsesWSModel(model="gpt-4o", openai_client=client)
+            agent = Agent(name="a", model=model)
+            try:
+                if not streamed:
+                    return (await Runner.run(agent, "Hello?")).final_output
+                result = Runner.run_streamed(agent, "Hello?")
+                async for _event in result.stream_events():
+                    pass
+                return result.final_output
+            finally:
+                await model.close()
+                await client.close()
+
+    assert asyncio.run(run()) == "over the socket"
+    assert [f["type"] for f in frames] == ["response.create"]
+    (llm,) = _spans(capture, sc.KIND_LLM)
+    attrs = llm.attributes or {}
+    assert _output(llm)[0]["parts"][0]["content"] == "over the socket"
+    assert attrs[sc.GEN_AI_RESPONSE_ID] == "resp_ws"
+    assert attrs.get(sc.GEN_AI_REQUEST_STREAM) is (True if streamed else None)
+    (agent_span,) = _spans(capture, sc.KIND_AGENT)
+    assert llm.context.trace_id == agent_span.context.trace_id

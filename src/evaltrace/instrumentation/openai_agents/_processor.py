@@ -20,6 +20,7 @@ from collections.abc import Callable
 from contextvars import Token
 from typing import Any
 
+from agents import OpenAIResponsesWSModel
 from agents.tracing import TracingProcessor
 from opentelemetry import context as otel_context
 from opentelemetry.context import Context
@@ -62,24 +63,36 @@ def _openai_instrumented() -> bool:
 # How far up from ``on_span_start`` the SDK's model method is: the provider's and the span's own frames between.
 _STREAM_FRAME_DEPTH = 8
 
+# Why the SDK's own span stays a Responses call's model span (see ``_kept_model_call``).
+_STREAM = "stream"
+_WEBSOCKET = "websocket"
+_WEBSOCKET_STREAM = "websocket stream"
 
-def _sdk_streams() -> bool:
-    """Whether the model span starting now is a streamed Responses call of the SDK's ``OpenAIResponsesModel``.
 
-    That call goes through ``responses.with_streaming_response.create()`` and ``parse()``, whose stream our OpenAI
-    instrumentation does not follow yet: its span would end with no output. Such a call keeps the SDK's span as
-    its model span (and our OpenAI span is suppressed inside it). Bounded: a few frames up, once per model call.
+def _kept_model_call() -> str | None:
+    """Whether the Responses call starting now is one our OpenAI instrumentation cannot record, and why.
+
+    ``_STREAM``: a streamed call of the SDK's ``OpenAIResponsesModel``, through
+    ``responses.with_streaming_response.create()`` and ``parse()``, a stream our OpenAI instrumentation does not
+    follow yet (its span would end with no output). ``_WEBSOCKET`` / ``_WEBSOCKET_STREAM``: a call of
+    ``OpenAIResponsesWSModel``, sent as a websocket frame, never through the ``openai`` client's HTTP methods, so
+    no OpenAI span is made at all. Such a call keeps the SDK's span as its model span (and our OpenAI span, if
+    any, is suppressed inside it). Bounded: a few frames up, once per model call.
     """
     frame = sys._getframe(1)
     for _ in range(_STREAM_FRAME_DEPTH):
         if frame is None:
-            return False
-        if frame.f_code.co_name == "stream_response" and type(frame.f_locals.get("self")).__name__ == (
-            "OpenAIResponsesModel"
-        ):
-            return True
+            return None
+        method = frame.f_code.co_name
+        if method in ("stream_response", "get_response"):
+            model = frame.f_locals.get("self")
+            if isinstance(model, OpenAIResponsesWSModel):
+                return _WEBSOCKET_STREAM if method == "stream_response" else _WEBSOCKET
+            if method == "stream_response" and type(model).__name__ == "OpenAIResponsesModel":
+                return _STREAM
+            return None
         frame = frame.f_back  # type: ignore[assignment]  # None ends the walk above
-    return False
+    return None
 
 
 class EvaltraceTracingProcessor(TracingProcessor):
@@ -152,8 +165,9 @@ class EvaltraceTracingProcessor(TracingProcessor):
                 parent_entry = self._traces.get(span.trace_id)
             parent = parent_entry.context if parent_entry is not None else get_current()
             is_model = data.type in attributes.MODEL_TYPES
-            streamed = data.type == attributes.RESPONSE and _sdk_streams()
-            if is_model and not streamed and attributes.calls_openai_client(data) and _openai_instrumented():
+            kept = _kept_model_call() if data.type == attributes.RESPONSE else None
+            streamed = kept in (_STREAM, _WEBSOCKET_STREAM)
+            if is_model and kept is None and attributes.calls_openai_client(data) and _openai_instrumented():
                 entry = _Open(None, parent, parent_entry)  # our OpenAI span is this call's, under the parent's
             else:
                 name, attrs = attributes.span_start(data)
