@@ -3,7 +3,8 @@
 No recording has several tool-calling turns, a streamed Chat Completions run, a server-side conversation or a tool
 awaiting approval, so the bodies here are built and validated with the ``openai`` SDK's own types (``Response``,
 ``ChatCompletion``, ``ChatCompletionChunk``) and served by ReplayServer on 127.0.0.1 to a real ``AsyncOpenAI``
-client that the real ``agents`` SDK drives. Every test runs with ``instrument_openai()`` on and off.
+client that the real ``agents`` SDK drives (the websocket transport: by a ``websockets`` server on 127.0.0.1).
+Every test runs with ``instrument_openai()`` on and off.
 """
 
 from __future__ import annotations
