@@ -181,6 +181,47 @@ def _output(span: ReadableSpan) -> Any:
     return json.loads(str((span.attributes or {})[sc.GEN_AI_OUTPUT_MESSAGES]))
 
 
+def _served_stream(response: Response) -> Recorded:
+    """A Response as the SSE events of a streamed call: created, each output item added and done, completed."""
+    started = response.model_copy(update={"status": "in_progress", "output": [], "usage": None})
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": started.model_dump()}]
+    for index, item in enumerate(response.output):
+        for kind in ("response.output_item.added", "response.output_item.done"):
+            events.append({"type": kind, "output_index": index, "item": item.model_dump()})
+    events.append({"type": "response.completed", "response": response.model_dump()})
+    body = "".join(
+        f"event: {e['type']}\ndata: {json.dumps({**e, 'sequence_number': n})}\n\n" for n, e in enumerate(events)
+    )
+    return Recorded("POST", "/v1/responses", b"", 200, "OK", _SSE, body.encode())
+
+
+def test_streamed_responses_steps_each_record_their_own_output(capture: TraceCapture, openai_on: bool) -> None:
+    """A guard of the product rule: the output on each step's span is that step's, not the previous turn's."""
+    bodies = [
+        _served_stream(_response("resp_1", [_call("call_1", "get_n", {"x": 1})])),
+        _served_stream(_response("resp_2", [_call("call_2", "get_n", {"x": 2})])),
+        _served_stream(_response("resp_3", [_message("n1 and n2")])),
+    ]
+
+    async def run(_: AsyncOpenAI) -> str:
+        result = Runner.run_streamed(Agent(name="a", tools=[get_n]), "n of 1 then of 2?")
+        async for _event in result.stream_events():
+            pass
+        return str(result.final_output)
+
+    assert _replay(bodies, run) == "n1 and n2"
+    llm = _spans(capture, sc.KIND_LLM)
+    assert [(s.attributes or {})[sc.GEN_AI_RESPONSE_ID] for s in llm] == ["resp_1", "resp_2", "resp_3"]
+    assert [_output(s)[0]["parts"][0].get("id") for s in llm[:2]] == ["call_1", "call_2"]
+    assert _output(llm[2])[0]["parts"][0]["content"] == "n1 and n2"
+    tools = _spans(capture, sc.KIND_TOOL)
+    assert [(s.attributes or {})[sc.GEN_AI_TOOL_CALL_ID] for s in tools] == ["call_1", "call_2"]
+    assert [(s.attributes or {})[sc.GEN_AI_TOOL_CALL_RESULT] for s in tools] == ['"n1"', '"n2"']
+    # Each step's span ends before the next step starts: nothing of a later step was written into it.
+    steps = sorted([*llm, *tools], key=lambda s: s.start_time or 0)
+    assert all((a.end_time or 0) <= (b.start_time or 0) for a, b in zip(steps, steps[1:], strict=False))
+
+
 # --- a streamed Chat Completions run -------------------------------------------------------------------------
 
 
