@@ -23,6 +23,7 @@ from agents import (
     GuardrailFunctionOutput,
     ModelBehaviorError,
     OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
     OpenAIResponsesWSModel,
     RunConfig,
     Runner,
@@ -450,3 +451,52 @@ def test_a_websocket_responses_call_has_its_llm_span(capture: TraceCapture, open
     assert attrs.get(sc.GEN_AI_REQUEST_STREAM) is (True if streamed else None)
     (agent_span,) = _spans(capture, sc.KIND_AGENT)
     assert llm.context.trace_id == agent_span.context.trace_id
+
+
+def test_instrumentation_works_with_an_sdk_that_has_no_websocket_model(
+    capture: TraceCapture, openai_on: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``openai-agents>=0.2`` is supported; ``OpenAIResponsesWSModel`` came much later: its absence breaks nothing."""
+    import importlib
+
+    import agents
+
+    module = importlib.import_module("evaltrace.instrumentation.openai_agents._processor")
+    monkeypatch.delattr(agents, "OpenAIResponsesWSModel")
+    try:
+        importlib.reload(module)
+        evaltrace.instrument_openai_agents()
+        bodies = [_served_stream(_response("resp_1", [_message("streamed")]))]
+
+        async def run(_: AsyncOpenAI) -> str:
+            result = Runner.run_streamed(Agent(name="a"), "Hello?")
+            async for _event in result.stream_events():
+                pass
+            return str(result.final_output)
+
+        assert _replay(bodies, run) == "streamed"
+    finally:
+        monkeypatch.undo()
+        importlib.reload(module)
+    (llm,) = _spans(capture, sc.KIND_LLM)
+    assert _output(llm)[0]["parts"][0]["content"] == "streamed"
+
+
+class _MyResponsesModel(OpenAIResponsesModel):
+    """A user's own Responses model (a trivial subclass): its streamed calls are the SDK's, like its parent's."""
+
+
+def test_a_subclass_of_the_responses_model_keeps_its_streamed_output(capture: TraceCapture, openai_on: bool) -> None:
+    bodies = [_served_stream(_response("resp_1", [_message("streamed")]))]
+
+    async def run(client: AsyncOpenAI) -> str:
+        agent = Agent(name="a", model=_MyResponsesModel(model="gpt-4o", openai_client=client))
+        result = Runner.run_streamed(agent, "Hello?")
+        async for _event in result.stream_events():
+            pass
+        return str(result.final_output)
+
+    assert _replay(bodies, run) == "streamed"
+    (llm,) = _spans(capture, sc.KIND_LLM)
+    assert _output(llm)[0]["parts"][0]["content"] == "streamed"
+    assert (llm.attributes or {})[sc.GEN_AI_RESPONSE_ID] == "resp_1"

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from contextvars import Token
 from typing import Any
 
-from agents import OpenAIResponsesWSModel
+import agents
+from agents import OpenAIResponsesModel
 from agents.tracing import TracingProcessor
 from opentelemetry import context as otel_context
 from opentelemetry.context import Context
@@ -60,6 +61,9 @@ def _openai_instrumented() -> bool:
     return bool(OpenAIInstrumentor().is_instrumented_by_opentelemetry)
 
 
+# The websocket transport's model; None on SDKs older than it (``openai-agents>=0.2`` is supported).
+_WS_MODEL: type[Any] | None = getattr(agents, "OpenAIResponsesWSModel", None)
+
 # How far up from ``on_span_start`` the SDK's model method is: the provider's and the span's own frames between.
 _STREAM_FRAME_DEPTH = 8
 
@@ -74,8 +78,8 @@ def _kept_model_call() -> str | None:
 
     ``_STREAM``: a streamed call of the SDK's ``OpenAIResponsesModel``, through
     ``responses.with_streaming_response.create()`` and ``parse()``, a stream our OpenAI instrumentation does not
-    follow yet (its span would end with no output). ``_WEBSOCKET`` / ``_WEBSOCKET_STREAM``: a call of
-    ``OpenAIResponsesWSModel``, sent as a websocket frame, never through the ``openai`` client's HTTP methods, so
+    follow yet (its span would end with no output); a subclass of it too. ``_WEBSOCKET`` / ``_WEBSOCKET_STREAM``: a
+    call of ``OpenAIResponsesWSModel`` (when the SDK has it), sent as a websocket frame, never through the ``openai`` client's HTTP methods, so
     no OpenAI span is made at all. Such a call keeps the SDK's span as its model span (and our OpenAI span, if
     any, is suppressed inside it). Bounded: a few frames up, once per model call.
     """
@@ -86,9 +90,9 @@ def _kept_model_call() -> str | None:
         method = frame.f_code.co_name
         if method in ("stream_response", "get_response"):
             model = frame.f_locals.get("self")
-            if isinstance(model, OpenAIResponsesWSModel):
+            if _WS_MODEL is not None and isinstance(model, _WS_MODEL):
                 return _WEBSOCKET_STREAM if method == "stream_response" else _WEBSOCKET
-            if method == "stream_response" and type(model).__name__ == "OpenAIResponsesModel":
+            if method == "stream_response" and isinstance(model, OpenAIResponsesModel):
                 return _STREAM
             return None
         frame = frame.f_back  # type: ignore[assignment]  # None ends the walk above
