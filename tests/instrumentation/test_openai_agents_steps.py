@@ -500,3 +500,35 @@ def test_a_subclass_of_the_responses_model_keeps_its_streamed_output(capture: Tr
     (llm,) = _spans(capture, sc.KIND_LLM)
     assert _output(llm)[0]["parts"][0]["content"] == "streamed"
     assert (llm.attributes or {})[sc.GEN_AI_RESPONSE_ID] == "resp_1"
+
+
+def test_a_resumed_call_gets_its_own_id_after_an_earlier_run_left_the_same_call_unrun(
+    capture: TraceCapture, openai_on: bool
+) -> None:
+    """Both earlier scenarios in one trace: a failed run's stale call, then a call that waits for approval.
+
+    The resumed run's tool span is in a step that asked for nothing: the call named while waiting is its own.
+    """
+    bodies = [
+        _served(_response("resp_0", [_call("call_0", "delete_file", {"path": "a"})])),  # run 1 cannot run it
+        _served(_response("resp_1", [_call("call_1", "delete_file", {"path": "a"})])),  # run 2 waits for approval
+        _served(_response("resp_2", [_message("done")])),
+    ]
+
+    async def run(_: AsyncOpenAI) -> Any:
+        with trace("Chat"):
+            try:
+                await Runner.run(Agent(name="no_tools"), "Delete a.")
+            except ModelBehaviorError:
+                pass
+            agent = Agent(name="a", tools=[delete_file])
+            first = await Runner.run(agent, "Delete a.")
+            (waiting,) = first.interruptions
+            state = first.to_state()
+            state.approve(waiting)
+            return (await Runner.run(agent, state)).final_output
+
+    assert _replay(bodies, run) == "done"
+    tools = _spans(capture, sc.KIND_TOOL)
+    assert [(s.attributes or {}).get(sc.GEN_AI_TOOL_CALL_ID) for s in tools] == ["call_1", "call_1"]
+    assert [(r.tool_call_id, r.content) for r in capture.trace.tool_results] == [("call_1", "deleted a")]

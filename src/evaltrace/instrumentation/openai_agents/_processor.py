@@ -257,31 +257,39 @@ class EvaltraceTracingProcessor(TracingProcessor):
                 function = field(call, "function")
                 found.append((str(field(call, "id")), str(field(function, "name")), field(function, "arguments")))
         if found:
+            calls = [_Call(step, *call) for call in found]  # arguments parsed here, outside the lock
             with self._lock:
-                self._calls.setdefault(trace_id, []).extend(_Call(step, *call) for call in found)
+                self._calls.setdefault(trace_id, []).extend(calls)
 
     def _claim_call(self, trace_id: str, step: str | None, name: str, arguments: Any, keep: bool) -> str | None:
-        """The id of the first unclaimed call of tool ``name`` (with these arguments when both are known).
+        """The id of the call of tool ``name`` this function span runs (with these arguments when both are known).
 
-        A call asked for in the function span's own step comes first: one left unrun by an earlier step (a run
-        that failed, or was abandoned, in the same trace) must not give this step its id. Then a call no span
-        has named yet. ``keep``: name the call but leave it unclaimed (the span ran nothing, or returned None).
+        A call asked for in the span's own step comes first, one no span has named yet before a named one: a
+        call left unrun by an earlier step (a run that failed, or was abandoned, in the same trace) must not give
+        this step its id. With none in its own step (a run resumed after an approval asks the model nothing
+        before it runs the approved call), a named call comes first: the one that waited for approval, not a
+        stale one. ``keep``: name the call but leave it unclaimed (the span ran nothing, or returned None).
         """
+        wanted = _UNKNOWN if arguments is None else loads_or_raw(str(arguments))
         with self._lock:
             calls = self._calls.get(trace_id) or []
-            matching = [
-                (call.step != step, call.named, index)
-                for index, call in enumerate(calls)
-                if call.name == name and _same_arguments(arguments, call.arguments)
-            ]
-            if not matching:
+            best: tuple[bool, bool, int] | None = None
+            for index, call in enumerate(calls):
+                if call.name != name or not (wanted is _UNKNOWN or call.parsed is _UNKNOWN or wanted == call.parsed):
+                    continue
+                own = call.step == step
+                key = (not own, call.named == own, index)
+                if best is None or key < best:
+                    best = key
+                    if own and not call.named:  # nothing comes before the first unnamed call of its own step
+                        break
+            if best is None:
                 return None
-            index = min(matching)[2]
-            call = calls[index]
+            call = calls[best[2]]
             if keep:
                 call.named = True
             else:
-                del calls[index]
+                del calls[best[2]]
             return call.call_id
 
     # --- lifecycle ----------------------------------------------------------------------------------------
@@ -296,21 +304,19 @@ class EvaltraceTracingProcessor(TracingProcessor):
 class _Call:
     """A tool call a model call asked for, until the function span that runs it claims its id."""
 
-    __slots__ = ("arguments", "call_id", "name", "named", "step")
+    __slots__ = ("call_id", "name", "named", "parsed", "step")
 
     def __init__(self, step: str | None, call_id: str, name: str, arguments: Any) -> None:
         self.step = step  # the SDK parent of the model span: its turn, or its agent when there are no turn spans
         self.call_id = call_id
         self.name = name
-        self.arguments = arguments  # the arguments text the model sent
+        # The arguments the model sent, parsed once (_UNKNOWN: not recorded; any span's arguments match).
+        self.parsed = _UNKNOWN if arguments is None else loads_or_raw(str(arguments))
         self.named = False  # given to a span that ran nothing (awaiting approval), still to claim
 
 
-def _same_arguments(arguments: Any, call_arguments: Any) -> bool:
-    """Whether a function span's arguments are a call's (either unknown: content off, or not recorded)."""
-    if arguments is None or call_arguments is None:
-        return True
-    return bool(loads_or_raw(str(arguments)) == loads_or_raw(str(call_arguments)))
+# A call's or a function span's arguments when unknown (content off, or not recorded): they match any.
+_UNKNOWN: Any = object()
 
 
 def _response_calls(response: Any, found: list[tuple[str, str, Any]]) -> None:
