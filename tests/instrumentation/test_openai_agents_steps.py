@@ -532,3 +532,43 @@ def test_a_resumed_call_gets_its_own_id_after_an_earlier_run_left_the_same_call_
     tools = _spans(capture, sc.KIND_TOOL)
     assert [(s.attributes or {}).get(sc.GEN_AI_TOOL_CALL_ID) for s in tools] == ["call_1", "call_1"]
     assert [(r.tool_call_id, r.content) for r in capture.trace.tool_results] == [("call_1", "deleted a")]
+
+
+_failures = [RuntimeError("disk busy")]
+
+
+@function_tool(needs_approval=True, failure_error_function=None)
+def delete_or_fail(path: str) -> str:
+    """Delete a file (approved first); the first try fails, and the error reaches the caller."""
+    if _failures:
+        raise _failures.pop()
+    return f"deleted {path}"
+
+
+def test_a_tool_that_raised_uses_its_call_up(capture: TraceCapture, openai_on: bool) -> None:
+    """A function span with an error ran its call (no output, but not waiting): a later resume must not get its id."""
+    _failures[:] = [RuntimeError("disk busy")]
+    bodies = [
+        _served(_response("resp_1", [_call("call_1", "delete_or_fail", {"path": "a"})])),
+        _served(_response("resp_2", [_call("call_2", "delete_or_fail", {"path": "a"})])),
+        _served(_response("resp_3", [_message("done")])),
+    ]
+
+    async def approved(agent: Agent[Any], question: str) -> Any:
+        first = await Runner.run(agent, question)
+        (waiting,) = first.interruptions
+        state = first.to_state()
+        state.approve(waiting)
+        return await Runner.run(agent, state)
+
+    async def run(_: AsyncOpenAI) -> Any:
+        agent = Agent(name="a", tools=[delete_or_fail])
+        with trace("Chat"):
+            with pytest.raises(Exception, match="disk busy"):
+                await approved(agent, "Delete a.")
+            return (await approved(agent, "Delete a, again.")).final_output
+
+    assert _replay(bodies, run) == "done"
+    tools = _spans(capture, sc.KIND_TOOL)
+    assert [(s.attributes or {}).get(sc.GEN_AI_TOOL_CALL_ID) for s in tools] == ["call_1", "call_1", "call_2", "call_2"]
+    assert [s.status.is_ok for s in tools] == [True, False, True, True]
