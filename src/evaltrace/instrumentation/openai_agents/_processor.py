@@ -10,6 +10,12 @@ client already gets our OpenAI span (streaming timings, cost, full content), so 
 span for it makes no span of its own: it only makes its parent's context current, and the OpenAI span lands under
 the agent's span. Otherwise the SDK's span becomes the ``chat {model}`` span, with the LLM-suppression key set
 inside it so that no other LLM instrumentation records the same call again.
+
+Tool call ids: the SDK's function span has none, so each ``execute_tool`` span takes the id of the call the model
+asked for (same tool and arguments), kept per SDK trace until that trace ends. A human-in-the-loop resume
+(``Runner.run(agent, state)``) outside an outer ``with trace(...)`` runs in a new SDK trace, after the first run's
+trace ended and its calls were dropped: the resumed tool span then has no ``gen_ai.tool.call.id`` (never a wrong
+one). Wrap the run and its resumes in one ``with trace(...)`` to keep the id.
 """
 
 from __future__ import annotations
