@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+from agents.models.fake_id import FAKE_RESPONSES_ID
+
 from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.jsonutil import capped_json, capped_text
@@ -133,6 +135,9 @@ def _named_by_model(data: Any, span_type: str, kind: str, operation: str) -> tup
 
 def _guardrail_start(data: Any, span_type: str) -> tuple[str, Attributes]:
     attrs = _kind_attributes(sc.KIND_TASK, span_type)
+    # Langfuse and OpenInference both have a guardrail type; evaltrace's own kind stays task (no guardrail kind).
+    attrs[sc.LANGFUSE_OBSERVATION_TYPE] = "guardrail"
+    attrs[sc.OPENINFERENCE_SPAN_KIND] = "GUARDRAIL"
     attrs[sc.OPENAI_AGENTS_GUARDRAIL_NAME] = str(data.name)
     return f"guardrail {data.name}", attrs
 
@@ -245,6 +250,17 @@ def _model_name(model: Any) -> str | None:
     return str(model) if model else None
 
 
+_ECHOED = (
+    "instructions",
+    "tools",
+    "temperature",
+    "top_p",
+    "max_output_tokens",
+    "conversation",  # a server-side conversation the run continues (``Runner.run(conversation_id=...)``)
+    "previous_response_id",  # the response the run continues (``Runner.run(previous_response_id=...)``)
+)
+
+
 def _response_end(data: Any, capture: bool, max_len: int) -> tuple[str | None, Attributes]:
     """A Responses-API call: the request and response the SDK recorded (``trace_include_sensitive_data``)."""
     response = field(data, "response")
@@ -255,7 +271,9 @@ def _response_end(data: Any, capture: bool, max_len: int) -> tuple[str | None, A
         given = field(data, "input")
         if given is not None:
             params["input"] = given
-        for key in ("instructions", "tools", "temperature", "top_p", "max_output_tokens"):
+        # What the Response echoes of its request. Only what is absent unless it was asked for: ``reasoning`` and
+        # ``text`` are echoed with the API's defaults, which would read as asked for when they were not.
+        for key in _ECHOED:
             value = field(response, key)
             if value is not None and value != []:
                 params[key] = _plain(value)
@@ -297,6 +315,13 @@ def _generation_outcome(output: Any, usage: Any, model: str | None, capture: boo
     items = list(output or ())
     if items and isinstance(items[0], Mapping) and "output" in items[0]:
         outcome = responses_outcome(items[0], capture)
+        if items[0].get("id") == FAKE_RESPONSES_ID:
+            # A Response the SDK built around a Chat Completions-style reply (its streamed chat model, LiteLLM,
+            # any-llm): its id is a placeholder every such call shares, its model the one asked for and its finish
+            # reason inferred. None is the provider's, so none is recorded (as for the SDK's chat messages below).
+            outcome.response_id = None
+            outcome.response_model = None
+            outcome.finish_reasons = []
     else:
         choices = [{"message": item, "finish_reason": _chat_finish(item)} for item in items]
         outcome = chat_outcome({"choices": choices, "model": None}, capture)

@@ -10,6 +10,12 @@ client already gets our OpenAI span (streaming timings, cost, full content), so 
 span for it makes no span of its own: it only makes its parent's context current, and the OpenAI span lands under
 the agent's span. Otherwise the SDK's span becomes the ``chat {model}`` span, with the LLM-suppression key set
 inside it so that no other LLM instrumentation records the same call again.
+
+Tool call ids: the SDK's function span has none, so each ``execute_tool`` span takes the id of the call the model
+asked for (same tool and arguments), kept per SDK trace until that trace ends. A human-in-the-loop resume
+(``Runner.run(agent, state)``) outside an outer ``with trace(...)`` runs in a new SDK trace, after the first run's
+trace ended and its calls were dropped: the resumed tool span then has no ``gen_ai.tool.call.id`` (never a wrong
+one). Wrap the run and its resumes in one ``with trace(...)`` to keep the id.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ from collections.abc import Callable
 from contextvars import Token
 from typing import Any
 
+import agents
+from agents import OpenAIResponsesModel
 from agents.tracing import TracingProcessor
 from opentelemetry import context as otel_context
 from opentelemetry.context import Context
@@ -59,27 +67,42 @@ def _openai_instrumented() -> bool:
     return bool(OpenAIInstrumentor().is_instrumented_by_opentelemetry)
 
 
+# The websocket transport's model; None on SDKs older than it (``openai-agents>=0.2`` is supported).
+_WS_MODEL: type[Any] | None = getattr(agents, "OpenAIResponsesWSModel", None)
+
 # How far up from ``on_span_start`` the SDK's model method is: the provider's and the span's own frames between.
 _STREAM_FRAME_DEPTH = 8
 
+# Why the SDK's own span stays a Responses call's model span (see ``_kept_model_call``).
+_STREAM = "stream"
+_WEBSOCKET = "websocket"
+_WEBSOCKET_STREAM = "websocket stream"
 
-def _sdk_streams() -> bool:
-    """Whether the model span starting now is a streamed Responses call of the SDK's ``OpenAIResponsesModel``.
 
-    That call goes through ``responses.with_streaming_response.create()`` and ``parse()``, whose stream our OpenAI
-    instrumentation does not follow yet: its span would end with no output. Such a call keeps the SDK's span as
-    its model span (and our OpenAI span is suppressed inside it). Bounded: a few frames up, once per model call.
+def _kept_model_call() -> str | None:
+    """Whether the Responses call starting now is one our OpenAI instrumentation cannot record, and why.
+
+    ``_STREAM``: a streamed call of the SDK's ``OpenAIResponsesModel``, through
+    ``responses.with_streaming_response.create()`` and ``parse()``, a stream our OpenAI instrumentation does not
+    follow yet (its span would end with no output); a subclass of it too. ``_WEBSOCKET`` / ``_WEBSOCKET_STREAM``: a
+    call of ``OpenAIResponsesWSModel`` (when the SDK has it), sent as a websocket frame, never through the ``openai`` client's HTTP methods, so
+    no OpenAI span is made at all. Such a call keeps the SDK's span as its model span (and our OpenAI span, if
+    any, is suppressed inside it). Bounded: a few frames up, once per model call.
     """
     frame = sys._getframe(1)
     for _ in range(_STREAM_FRAME_DEPTH):
         if frame is None:
-            return False
-        if frame.f_code.co_name == "stream_response" and type(frame.f_locals.get("self")).__name__ == (
-            "OpenAIResponsesModel"
-        ):
-            return True
+            return None
+        method = frame.f_code.co_name
+        if method in ("stream_response", "get_response"):
+            model = frame.f_locals.get("self")
+            if _WS_MODEL is not None and isinstance(model, _WS_MODEL):
+                return _WEBSOCKET_STREAM if method == "stream_response" else _WEBSOCKET
+            if method == "stream_response" and isinstance(model, OpenAIResponsesModel):
+                return _STREAM
+            return None
         frame = frame.f_back  # type: ignore[assignment]  # None ends the walk above
-    return False
+    return None
 
 
 class EvaltraceTracingProcessor(TracingProcessor):
@@ -95,8 +118,8 @@ class EvaltraceTracingProcessor(TracingProcessor):
         self._traces: dict[str, _Open] = {}
         self._spans: dict[str, _Open] = {}
         # Tool calls the model asked for, per SDK trace, for the call id of the function span that runs each
-        # one (the SDK's function span data has no call id): (call id, tool name, arguments text).
-        self._calls: dict[str, list[tuple[str, str, Any]]] = {}
+        # one (the SDK's function span data has no call id).
+        self._calls: dict[str, list[_Call]] = {}
         # Run once nothing is open any more after ``enabled`` went False: unregisters the processor. Until then
         # it stays registered, so the spans it started still end.
         self.on_idle: Callable[[], None] | None = None
@@ -152,8 +175,9 @@ class EvaltraceTracingProcessor(TracingProcessor):
                 parent_entry = self._traces.get(span.trace_id)
             parent = parent_entry.context if parent_entry is not None else get_current()
             is_model = data.type in attributes.MODEL_TYPES
-            streamed = data.type == attributes.RESPONSE and _sdk_streams()
-            if is_model and not streamed and attributes.calls_openai_client(data) and _openai_instrumented():
+            kept = _kept_model_call() if data.type == attributes.RESPONSE else None
+            streamed = kept in (_STREAM, _WEBSOCKET_STREAM)
+            if is_model and kept is None and attributes.calls_openai_client(data) and _openai_instrumented():
                 entry = _Open(None, parent, parent_entry)  # our OpenAI span is this call's, under the parent's
             else:
                 name, attrs = attributes.span_start(data)
@@ -191,7 +215,7 @@ class EvaltraceTracingProcessor(TracingProcessor):
         data = span.span_data
         current = settings.current
         if data.type in attributes.MODEL_TYPES:
-            self._remember_calls(span.trace_id, data)
+            self._remember_calls(span.trace_id, span.parent_id, data)
             if current.capture_content:
                 _ask(entry.parent, data)
         otel_span = entry.span
@@ -199,7 +223,11 @@ class EvaltraceTracingProcessor(TracingProcessor):
             return
         name, attrs = attributes.span_end(data, current.capture_content, current.max_attribute_length)
         if data.type == attributes.FUNCTION:
-            call_id = self._claim_call(span.trace_id, str(data.name), data.input)
+            # A span with its arguments but no output and no error ran nothing (the call awaits approval; a
+            # later span, in the resumed run, runs it) or its tool returned None: it names the call without
+            # using it up.
+            waits = data.input is not None and data.output is None and not span.error
+            call_id = self._claim_call(span.trace_id, span.parent_id, str(data.name), data.input, keep=waits)
             if call_id is not None:
                 attrs[sc.GEN_AI_TOOL_CALL_ID] = call_id
         if name is not None:
@@ -220,34 +248,55 @@ class EvaltraceTracingProcessor(TracingProcessor):
             except (ValueError, RuntimeError):  # a token of another context (a task copied from this one)
                 pass
 
-    def _remember_calls(self, trace_id: str, data: Any) -> None:
+    def _remember_calls(self, trace_id: str, step: str | None, data: Any) -> None:
         """Keep the tool calls a model call asked for, so the function spans that run them get their ids."""
         found: list[tuple[str, str, Any]] = []
         response = field(data, "response")
-        for item in field(response, "output") or () if response is not None else ():
-            if field(item, "type") == "function_call":
-                found.append((str(field(item, "call_id")), str(field(item, "name")), field(item, "arguments")))
+        _response_calls(response, found)
         for message in field(data, "output") or () if data.type == attributes.GENERATION else ():
+            if field(message, "output") is not None:
+                # A Response the SDK built from a Chat Completions-style reply (its streamed chat model, LiteLLM,
+                # any-llm): the calls are its function_call items, not a chat message's tool_calls.
+                _response_calls(message, found)
+                continue
             for call in field(message, "tool_calls") or ():
                 function = field(call, "function")
                 found.append((str(field(call, "id")), str(field(function, "name")), field(function, "arguments")))
         if found:
+            calls = [_Call(step, *call) for call in found]  # arguments parsed here, outside the lock
             with self._lock:
-                self._calls.setdefault(trace_id, []).extend(found)
+                self._calls.setdefault(trace_id, []).extend(calls)
 
-    def _claim_call(self, trace_id: str, name: str, arguments: Any) -> str | None:
-        """The id of the first unclaimed call of tool ``name`` (with these arguments when both are known)."""
+    def _claim_call(self, trace_id: str, step: str | None, name: str, arguments: Any, keep: bool) -> str | None:
+        """The id of the call of tool ``name`` this function span runs (with these arguments when both are known).
+
+        A call asked for in the span's own step comes first, one no span has named yet before a named one: a
+        call left unrun by an earlier step (a run that failed, or was abandoned, in the same trace) must not give
+        this step its id. With none in its own step (a run resumed after an approval asks the model nothing
+        before it runs the approved call), a named call comes first: the one that waited for approval, not a
+        stale one. ``keep``: name the call but leave it unclaimed (the span ran nothing, or returned None).
+        """
+        wanted = _UNKNOWN if arguments is None else loads_or_raw(str(arguments))
         with self._lock:
             calls = self._calls.get(trace_id) or []
-            for index, (call_id, call_name, call_arguments) in enumerate(calls):
-                if call_name != name:
+            best: tuple[bool, bool, int] | None = None
+            for index, call in enumerate(calls):
+                if call.name != name or not (wanted is _UNKNOWN or call.parsed is _UNKNOWN or wanted == call.parsed):
                     continue
-                if arguments is not None and call_arguments is not None:
-                    if loads_or_raw(str(arguments)) != loads_or_raw(str(call_arguments)):
-                        continue
-                del calls[index]
-                return call_id
-        return None
+                own = call.step == step
+                key = (not own, call.named == own, index)
+                if best is None or key < best:
+                    best = key
+                    if own and not call.named:  # nothing comes before the first unnamed call of its own step
+                        break
+            if best is None:
+                return None
+            call = calls[best[2]]
+            if keep:
+                call.named = True
+            else:
+                del calls[best[2]]
+            return call.call_id
 
     # --- lifecycle ----------------------------------------------------------------------------------------
 
@@ -256,6 +305,31 @@ class EvaltraceTracingProcessor(TracingProcessor):
 
     def force_flush(self) -> None:
         """Nothing is queued here: each span goes to evaltrace's provider when it ends."""
+
+
+class _Call:
+    """A tool call a model call asked for, until the function span that runs it claims its id."""
+
+    __slots__ = ("call_id", "name", "named", "parsed", "step")
+
+    def __init__(self, step: str | None, call_id: str, name: str, arguments: Any) -> None:
+        self.step = step  # the SDK parent of the model span: its turn, or its agent when there are no turn spans
+        self.call_id = call_id
+        self.name = name
+        # The arguments the model sent, parsed once (_UNKNOWN: not recorded; any span's arguments match).
+        self.parsed = _UNKNOWN if arguments is None else loads_or_raw(str(arguments))
+        self.named = False  # given to a span that ran nothing (awaiting approval), still to claim
+
+
+# A call's or a function span's arguments when unknown (content off, or not recorded): they match any.
+_UNKNOWN: Any = object()
+
+
+def _response_calls(response: Any, found: list[tuple[str, str, Any]]) -> None:
+    """Append the function calls a Responses-shaped reply asked for: (call id, tool name, arguments text)."""
+    for item in field(response, "output") or () if response is not None else ():
+        if field(item, "type") == "function_call":
+            found.append((str(field(item, "call_id")), str(field(item, "name")), field(item, "arguments")))
 
 
 def _ask(entry: _Open | None, data: Any) -> None:

@@ -1,0 +1,574 @@
+"""Multi-step Agents SDK runs: each LLM step and each tool span records its own step, never another one's.
+
+No recording has several tool-calling turns, a streamed Chat Completions run, a server-side conversation or a tool
+awaiting approval, so the bodies here are built and validated with the ``openai`` SDK's own types (``Response``,
+``ChatCompletion``, ``ChatCompletionChunk``) and served by ReplayServer on 127.0.0.1 to a real ``AsyncOpenAI``
+client that the real ``agents`` SDK drives (the websocket transport: by a ``websockets`` server on 127.0.0.1).
+Every test runs with ``instrument_openai()`` on and off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents")
+
+from agents import (
+    Agent,
+    GuardrailFunctionOutput,
+    ModelBehaviorError,
+    OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
+    OpenAIResponsesWSModel,
+    RunConfig,
+    Runner,
+    function_tool,
+    input_guardrail,
+    set_default_openai_client,
+    set_trace_processors,
+    trace,
+)
+from agents.models import _openai_shared
+from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+from openai.types.responses import Response
+from opentelemetry.sdk.trace import ReadableSpan
+
+import evaltrace
+from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette
+from evaltrace._internal import semconv as sc
+from evaltrace._internal import settings
+from evaltrace.instrumentation.openai_agents import _registered_processors
+from evaltrace.testing import TraceCapture, capture_traces
+from langfuse_observation import langfuse_observation_type
+
+_JSON = [("content-type", "application/json")]
+_SSE = [("content-type", "text/event-stream")]
+
+
+@pytest.fixture
+def capture(openai_on: bool) -> Iterator[TraceCapture]:
+    """Agents SDK tracing to evaltrace only, content captured, globals restored."""
+    previous_processors = _registered_processors() or []
+    previous_client = _openai_shared.get_default_openai_client()
+    previous_settings = settings.replace(settings.CaptureSettings(capture_content=True))
+    set_trace_processors([])
+    try:
+        with capture_traces() as capture:
+            evaltrace.instrument_openai_agents()
+            yield capture
+    finally:
+        evaltrace.uninstrument_openai_agents()
+        set_trace_processors(previous_processors)
+        _openai_shared.set_default_openai_client(previous_client)  # type: ignore[arg-type]
+        settings.replace(previous_settings)
+
+
+def _replay(bodies: list[Recorded], run: Callable[[AsyncOpenAI], Awaitable[Any]]) -> Any:
+    async def main(server: ReplayServer) -> Any:
+        client = AsyncOpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
+        set_default_openai_client(client, use_for_tracing=False)
+        try:
+            return await run(client)
+        finally:
+            await client.close()
+
+    with ReplayServer(bodies) as server:
+        return asyncio.run(main(server))
+
+
+# --- bodies, validated by the openai SDK's types ------------------------------------------------------------
+
+
+def _response(response_id: str, output: list[dict[str, Any]], **extra: Any) -> Response:
+    usage = {
+        "input_tokens": 10,
+        "output_tokens": 5,
+        "total_tokens": 15,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": 0},
+    }
+    body = {
+        "id": response_id,
+        "object": "response",
+        "created_at": 1,
+        "model": "gpt-4o-2024-08-06",
+        "output": output,
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "status": "completed",
+        "usage": usage,
+        **extra,
+    }
+    return Response.model_validate(body)
+
+
+def _call(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "function_call",
+        "id": f"fc_{call_id}",
+        "call_id": call_id,
+        "name": name,
+        "arguments": json.dumps(arguments),
+        "status": "completed",
+    }
+
+
+def _message(text: str) -> dict[str, Any]:
+    content = [{"type": "output_text", "text": text, "annotations": []}]
+    return {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed", "content": content}
+
+
+def _served(response: Response) -> Recorded:
+    return Recorded("POST", "/v1/responses", b"", 200, "OK", _JSON, response.model_dump_json().encode())
+
+
+def _completion(completion_id: str, message: dict[str, Any], finish_reason: str) -> ChatCompletion:
+    return ChatCompletion.model_validate(
+        {
+            "id": completion_id,
+            "object": "chat.completion",
+            "created": 1,
+            "model": "gpt-4o-2024-08-06",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        }
+    )
+
+
+def _streamed(completion: ChatCompletion) -> Recorded:
+    """A completion as the chunks a streamed request gets (content/tool calls, finish reason, usage)."""
+    message = completion.choices[0].message
+    delta: dict[str, Any] = {"role": "assistant", "content": message.content}
+    if message.tool_calls:
+        delta["tool_calls"] = [
+            {"index": i, **call.model_dump(include={"id", "type", "function"})}
+            for i, call in enumerate(message.tool_calls)
+        ]
+    head = {"id": completion.id, "object": "chat.completion.chunk", "created": 1, "model": completion.model}
+    chunks = [
+        {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+        {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": completion.choices[0].finish_reason}]},
+        {**head, "choices": [], "usage": completion.usage.model_dump() if completion.usage else None},
+    ]
+    events = [f"data: {ChatCompletionChunk.model_validate(c).model_dump_json()}\n\n" for c in chunks]
+    return Recorded(
+        "POST", "/v1/chat/completions", b"", 200, "OK", _SSE, "".join([*events, "data: [DONE]\n\n"]).encode()
+    )
+
+
+def _tool_call(call_id: str, x: int) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": "get_n", "arguments": json.dumps({"x": x})}}
+
+
+@function_tool
+def get_n(x: int) -> str:
+    """The n of x."""
+    return f"n{x}"
+
+
+def _spans(capture: TraceCapture, kind: str) -> list[ReadableSpan]:
+    found = [s for s in capture.spans if (s.attributes or {}).get(sc.EVALTRACE_SPAN_KIND) == kind]
+    return sorted(found, key=lambda s: s.start_time or 0)
+
+
+def _output(span: ReadableSpan) -> Any:
+    return json.loads(str((span.attributes or {})[sc.GEN_AI_OUTPUT_MESSAGES]))
+
+
+def _served_stream(response: Response) -> Recorded:
+    """A Response as the SSE events of a streamed call: created, each output item added and done, completed."""
+    started = response.model_copy(update={"status": "in_progress", "output": [], "usage": None})
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": started.model_dump()}]
+    for index, item in enumerate(response.output):
+        for kind in ("response.output_item.added", "response.output_item.done"):
+            events.append({"type": kind, "output_index": index, "item": item.model_dump()})
+    events.append({"type": "response.completed", "response": response.model_dump()})
+    body = "".join(
+        f"event: {e['type']}\ndata: {json.dumps({**e, 'sequence_number': n})}\n\n" for n, e in enumerate(events)
+    )
+    return Recorded("POST", "/v1/responses", b"", 200, "OK", _SSE, body.encode())
+
+
+def test_streamed_responses_steps_each_record_their_own_output(capture: TraceCapture, openai_on: bool) -> None:
+    """A guard of the product rule: the output on each step's span is that step's, not the previous turn's."""
+    bodies = [
+        _served_stream(_response("resp_1", [_call("call_1", "get_n", {"x": 1})])),
+        _served_stream(_response("resp_2", [_call("call_2", "get_n", {"x": 2})])),
+        _served_stream(_response("resp_3", [_message("n1 and n2")])),
+    ]
+
+    async def run(_: AsyncOpenAI) -> str:
+        result = Runner.run_streamed(Agent(name="a", tools=[get_n]), "n of 1 then of 2?")
+        async for _event in result.stream_events():
+            pass
+        return str(result.final_output)
+
+    assert _replay(bodies, run) == "n1 and n2"
+    llm = _spans(capture, sc.KIND_LLM)
+    assert [(s.attributes or {})[sc.GEN_AI_RESPONSE_ID] for s in llm] == ["resp_1", "resp_2", "resp_3"]
+    assert [_output(s)[0]["parts"][0].get("id") for s in llm[:2]] == ["call_1", "call_2"]
+    assert _output(llm[2])[0]["parts"][0]["content"] == "n1 and n2"
+    tools = _spans(capture, sc.KIND_TOOL)
+    assert [(s.attributes or {})[sc.GEN_AI_TOOL_CALL_ID] for s in tools] == ["call_1", "call_2"]
+    assert [(s.attributes or {})[sc.GEN_AI_TOOL_CALL_RESULT] for s in tools] == ['"n1"', '"n2"']
+    # Each step's span ends before the next step starts: nothing of a later step was written into it.
+    steps = sorted([*llm, *tools], key=lambda s: s.start_time or 0)
+    assert all((a.end_time or 0) <= (b.start_time or 0) for a, b in zip(steps, steps[1:], strict=False))
+
+
+# --- a streamed Chat Completions run -------------------------------------------------------------------------
+
+
+def _run_streamed_chat() -> str:
+    completions = [
+        _completion(
+            "chatcmpl-1", {"role": "assistant", "content": None, "tool_calls": [_tool_call("call_1", 1)]}, "tool_calls"
+        ),
+        _completion(
+            "chatcmpl-2", {"role": "assistant", "content": None, "tool_calls": [_tool_call("call_2", 2)]}, "tool_calls"
+        ),
+        _completion("chatcmpl-3", {"role": "assistant", "content": "n1 and n2"}, "stop"),
+    ]
+
+    async def run(client: AsyncOpenAI) -> str:
+        agent = Agent(name="a", tools=[get_n], model=OpenAIChatCompletionsModel(model="gpt-4o", openai_client=client))
+        result = Runner.run_streamed(agent, "n of 1 then of 2?")
+        async for _event in result.stream_events():
+            pass
+        return str(result.final_output)
+
+    answer: str = _replay([_streamed(c) for c in completions], run)
+    return answer
+
+
+def test_streamed_chat_steps_and_tool_spans_are_each_their_own(capture: TraceCapture, openai_on: bool) -> None:
+    assert _run_streamed_chat() == "n1 and n2"
+    llm = _spans(capture, sc.KIND_LLM)
+    assert len(llm) == 3
+    assert [_output(s)[0]["parts"][0].get("id") for s in llm[:2]] == ["call_1", "call_2"]
+    assert _output(llm[2])[0]["parts"][0]["content"] == "n1 and n2"
+    tools = _spans(capture, sc.KIND_TOOL)
+    # The SDK's streamed chat model stores its reply as a Response it built: the calls' ids are read from it too.
+    assert [(s.attributes or {}).get(sc.GEN_AI_TOOL_CALL_ID) for s in tools] == ["call_1", "call_2"]
+    assert [(s.attributes or {})[sc.GEN_AI_TOOL_CALL_RESULT] for s in tools] == ['"n1"', '"n2"']
+    assert [c.id for c in capture.trace.tool_calls] == ["call_1", "call_2"]
+
+
+def test_streamed_chat_steps_carry_no_placeholder_response_id(capture: TraceCapture, openai_on: bool) -> None:
+    """An evaluation event names the step it judges by gen_ai.response.id: it must be that step's own, or none."""
+    _run_streamed_chat()
+    llm = _spans(capture, sc.KIND_LLM)
+    found = [
+        tuple((s.attributes or {}).get(key) for key in (sc.GEN_AI_RESPONSE_ID, sc.GEN_AI_RESPONSE_MODEL)) for s in llm
+    ]
+    reasons = [(s.attributes or {}).get(sc.GEN_AI_RESPONSE_FINISH_REASONS) for s in llm]
+    if openai_on:  # our OpenAI span read the provider's own chunks
+        assert found == [(f"chatcmpl-{i}", "gpt-4o-2024-08-06") for i in (1, 2, 3)]
+        assert reasons == [("tool_calls",), ("tool_calls",), ("stop",)]
+    else:  # the SDK's Response has a placeholder id, the requested model and no provider finish reason
+        assert found == [(None, None)] * 3
+        assert reasons == [None] * 3
+    assert [(s.attributes or {})[sc.GEN_AI_REQUEST_MODEL] for s in llm] == ["gpt-4o"] * 3
+
+
+def test_a_server_side_conversation_and_previous_response_are_on_each_step(
+    capture: TraceCapture, openai_on: bool
+) -> None:
+    """The conversation a run continues (``conversation_id=``, ``previous_response_id=``) is on its model span."""
+    in_conversation = _response("resp_1", [_message("one")], conversation={"id": "conv_1"})
+    chained = _response("resp_2", [_message("two")], previous_response_id="resp_1")
+
+    async def run(_: AsyncOpenAI) -> None:
+        await Runner.run(Agent(name="a"), "first?", conversation_id="conv_1")
+        await Runner.run(Agent(name="a"), "second?", previous_response_id="resp_1")
+
+    _replay([_served(in_conversation), _served(chained)], run)
+    first, second = (s.attributes or {} for s in _spans(capture, sc.KIND_LLM))
+    assert first[sc.GEN_AI_CONVERSATION_ID] == "conv_1"
+    assert sc.GEN_AI_REQUEST_PREVIOUS_RESPONSE_ID not in first
+    assert second[sc.GEN_AI_REQUEST_PREVIOUS_RESPONSE_ID] == "resp_1"
+    assert sc.GEN_AI_CONVERSATION_ID not in second
+    assert [first[sc.GEN_AI_RESPONSE_ID], second[sc.GEN_AI_RESPONSE_ID]] == ["resp_1", "resp_2"]
+
+
+@function_tool(needs_approval=True)
+def delete_file(path: str) -> str:
+    """Delete a file (a person approves each call)."""
+    return f"deleted {path}"
+
+
+def test_a_tool_run_after_approval_keeps_the_call_id_of_the_step_that_asked(
+    capture: TraceCapture, openai_on: bool
+) -> None:
+    """Human in the loop: the call waits (an SDK function span that runs nothing), then runs when resumed."""
+    bodies = [
+        _served(_response("resp_1", [_call("call_1", "delete_file", {"path": "a"})])),
+        _served(_response("resp_2", [_call("call_2", "delete_file", {"path": "a"})])),  # the same call again
+        _served(_response("resp_3", [_message("done")])),
+    ]
+
+    async def run(_: AsyncOpenAI) -> Any:
+        agent = Agent(name="a", tools=[delete_file])
+        with trace("Chat"):
+            first = await Runner.run(agent, "Delete a, twice.")
+            (waiting,) = first.interruptions
+            state = first.to_state()
+            state.approve(waiting)
+            resumed = await Runner.run(agent, state)
+            (again,) = resumed.interruptions
+            state = resumed.to_state()
+            state.approve(again)
+            return (await Runner.run(agent, state)).final_output
+
+    assert _replay(bodies, run) == "done"
+    tools = _spans(capture, sc.KIND_TOOL)
+    ran = [s for s in tools if sc.GEN_AI_TOOL_CALL_RESULT in (s.attributes or {})]
+    assert [(s.attributes or {})[sc.GEN_AI_TOOL_CALL_RESULT] for s in ran] == ['"deleted a"'] * 2
+    assert [(s.attributes or {}).get(sc.GEN_AI_TOOL_CALL_ID) for s in ran] == ["call_1", "call_2"]
+    waited = [s for s in tools if s not in ran]
+    assert [(s.attributes or {}).get(sc.GEN_AI_TOOL_CALL_ID) for s in waited] == ["call_1", "call_2"]
+    assert [(r.tool_call_id, r.content) for r in capture.trace.tool_results] == [
+        ("call_1", "deleted a"),
+        ("call_2", "deleted a"),
+    ]
+
+
+def test_a_call_an_earlier_run_left_unrun_does_not_name_a_later_steps_tool(
+    capture: TraceCapture, openai_on: bool
+) -> None:
+    """Two runs in one trace: the first fails on a call it cannot run; the second asks the same and runs it."""
+    bodies = [
+        _served(_response("resp_1", [_call("call_1", "get_n", {"x": 1})])),
+        _served(_response("resp_2", [_call("call_2", "get_n", {"x": 1})])),
+        _served(_response("resp_3", [_message("n1")])),
+    ]
+
+    async def run(_: AsyncOpenAI) -> Any:
+        with trace("Chat"):
+            try:
+                await Runner.run(Agent(name="no_tools"), "n of 1?")  # the model asks for a tool it does not have
+            except ModelBehaviorError:
+                pass
+            return (await Runner.run(Agent(name="a", tools=[get_n]), "n of 1?")).final_output
+
+    assert _replay(bodies, run) == "n1"
+    (tool,) = _spans(capture, sc.KIND_TOOL)
+    assert (tool.attributes or {})[sc.GEN_AI_TOOL_CALL_ID] == "call_2"
+
+
+_logged: list[int] = []
+
+
+@function_tool
+def log(x: int) -> None:
+    """Log x (returns nothing: its span's output is None, like that of a call awaiting approval)."""
+    _logged.append(x)
+
+
+@pytest.mark.parametrize("turn_spans", [True, False])
+def test_a_tool_returning_none_twice_gets_each_steps_call_id(
+    capture: TraceCapture, openai_on: bool, turn_spans: bool
+) -> None:
+    bodies = [
+        _served(_response("resp_1", [_call("call_1", "log", {"x": 1})])),
+        _served(_response("resp_2", [_call("call_2", "log", {"x": 1})])),
+        _served(_response("resp_3", [_message("logged twice")])),
+    ]
+    config = RunConfig(tracing={"include_task_and_turn_spans": turn_spans})
+
+    async def run(_: AsyncOpenAI) -> Any:
+        return (await Runner.run(Agent(name="a", tools=[log]), "Log 1 twice.", run_config=config)).final_output
+
+    assert _replay(bodies, run) == "logged twice"
+    ids = [(s.attributes or {}).get(sc.GEN_AI_TOOL_CALL_ID) for s in _spans(capture, sc.KIND_TOOL)]
+    assert ids == ["call_1", "call_2"]
+
+
+def test_a_guardrail_span_shows_as_a_guardrail_in_langfuse_and_phoenix(capture: TraceCapture, openai_on: bool) -> None:
+    """Both backends have a guardrail type (conventions 4.2): the check is not shown as a plain chain step."""
+
+    @input_guardrail
+    async def is_math(ctx: Any, agent: Agent[Any], question: Any) -> GuardrailFunctionOutput:
+        return GuardrailFunctionOutput(output_info={"math": True}, tripwire_triggered=False)
+
+    recorded = load_cassette(FIXTURES / "openai-agents-cassettes/logfire/test_openai_agents/test_input_guardrails.yaml")
+    assert _replay(recorded, lambda _: Runner.run(Agent(name="agent", input_guardrails=[is_math]), "1+1?")) is not None
+    (guardrail,) = [s for s in capture.spans if s.name == "guardrail is_math"]
+    attrs = guardrail.attributes or {}
+    assert langfuse_observation_type(attrs) == "guardrail"
+    assert attrs[sc.OPENINFERENCE_SPAN_KIND] == "GUARDRAIL"
+    assert attrs[sc.EVALTRACE_SPAN_KIND] == sc.KIND_TASK  # evaltrace's own kind (what evaluators select) is kept
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_a_websocket_responses_call_has_its_llm_span(capture: TraceCapture, openai_on: bool, streamed: bool) -> None:
+    """The SDK's websocket transport sends each call as a frame, never through the openai client's HTTP methods.
+
+    So no OpenAI span is made for it even with ``instrument_openai()`` on: the SDK's span must stay the step's.
+    """
+    from websockets.asyncio.server import ServerConnection, serve
+
+    answer = _response("resp_ws", [_message("over the socket")])
+    frames: list[dict[str, Any]] = []
+
+    async def respond(socket: ServerConnection) -> None:
+        async for frame in socket:
+            frames.append(json.loads(frame))
+            started = answer.model_copy(update={"status": "in_progress", "output": [], "usage": None})
+            for number, (kind, body) in enumerate((("response.created", started), ("response.completed", answer))):
+                await socket.send(json.dumps({"type": kind, "sequence_number": number, "response": body.model_dump()}))
+
+    async def run() -> Any:
+        async with serve(respond, "127.0.0.1", 0) as server:
+            port = server.sockets[0].getsockname()[1]
+            client = AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="test", max_retries=0)
+            model = OpenAIResponsesWSModel(model="gpt-4o", openai_client=client)
+            agent = Agent(name="a", model=model)
+            try:
+                if not streamed:
+                    return (await Runner.run(agent, "Hello?")).final_output
+                result = Runner.run_streamed(agent, "Hello?")
+                async for _event in result.stream_events():
+                    pass
+                return result.final_output
+            finally:
+                await model.close()
+                await client.close()
+
+    assert asyncio.run(run()) == "over the socket"
+    assert [f["type"] for f in frames] == ["response.create"]
+    (llm,) = _spans(capture, sc.KIND_LLM)
+    attrs = llm.attributes or {}
+    assert _output(llm)[0]["parts"][0]["content"] == "over the socket"
+    assert attrs[sc.GEN_AI_RESPONSE_ID] == "resp_ws"
+    assert attrs.get(sc.GEN_AI_REQUEST_STREAM) is (True if streamed else None)
+    (agent_span,) = _spans(capture, sc.KIND_AGENT)
+    assert llm.context.trace_id == agent_span.context.trace_id
+
+
+def test_instrumentation_works_with_an_sdk_that_has_no_websocket_model(
+    capture: TraceCapture, openai_on: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``openai-agents>=0.2`` is supported; ``OpenAIResponsesWSModel`` came much later: its absence breaks nothing."""
+    import importlib
+
+    import agents
+
+    module = importlib.import_module("evaltrace.instrumentation.openai_agents._processor")
+    monkeypatch.delattr(agents, "OpenAIResponsesWSModel")
+    try:
+        importlib.reload(module)
+        evaltrace.instrument_openai_agents()
+        bodies = [_served_stream(_response("resp_1", [_message("streamed")]))]
+
+        async def run(_: AsyncOpenAI) -> str:
+            result = Runner.run_streamed(Agent(name="a"), "Hello?")
+            async for _event in result.stream_events():
+                pass
+            return str(result.final_output)
+
+        assert _replay(bodies, run) == "streamed"
+    finally:
+        monkeypatch.undo()
+        importlib.reload(module)
+    (llm,) = _spans(capture, sc.KIND_LLM)
+    assert _output(llm)[0]["parts"][0]["content"] == "streamed"
+
+
+class _MyResponsesModel(OpenAIResponsesModel):
+    """A user's own Responses model (a trivial subclass): its streamed calls are the SDK's, like its parent's."""
+
+
+def test_a_subclass_of_the_responses_model_keeps_its_streamed_output(capture: TraceCapture, openai_on: bool) -> None:
+    bodies = [_served_stream(_response("resp_1", [_message("streamed")]))]
+
+    async def run(client: AsyncOpenAI) -> str:
+        agent = Agent(name="a", model=_MyResponsesModel(model="gpt-4o", openai_client=client))
+        result = Runner.run_streamed(agent, "Hello?")
+        async for _event in result.stream_events():
+            pass
+        return str(result.final_output)
+
+    assert _replay(bodies, run) == "streamed"
+    (llm,) = _spans(capture, sc.KIND_LLM)
+    assert _output(llm)[0]["parts"][0]["content"] == "streamed"
+    assert (llm.attributes or {})[sc.GEN_AI_RESPONSE_ID] == "resp_1"
+
+
+def test_a_resumed_call_gets_its_own_id_after_an_earlier_run_left_the_same_call_unrun(
+    capture: TraceCapture, openai_on: bool
+) -> None:
+    """Both earlier scenarios in one trace: a failed run's stale call, then a call that waits for approval.
+
+    The resumed run's tool span is in a step that asked for nothing: the call named while waiting is its own.
+    """
+    bodies = [
+        _served(_response("resp_0", [_call("call_0", "delete_file", {"path": "a"})])),  # run 1 cannot run it
+        _served(_response("resp_1", [_call("call_1", "delete_file", {"path": "a"})])),  # run 2 waits for approval
+        _served(_response("resp_2", [_message("done")])),
+    ]
+
+    async def run(_: AsyncOpenAI) -> Any:
+        with trace("Chat"):
+            try:
+                await Runner.run(Agent(name="no_tools"), "Delete a.")
+            except ModelBehaviorError:
+                pass
+            agent = Agent(name="a", tools=[delete_file])
+            first = await Runner.run(agent, "Delete a.")
+            (waiting,) = first.interruptions
+            state = first.to_state()
+            state.approve(waiting)
+            return (await Runner.run(agent, state)).final_output
+
+    assert _replay(bodies, run) == "done"
+    tools = _spans(capture, sc.KIND_TOOL)
+    assert [(s.attributes or {}).get(sc.GEN_AI_TOOL_CALL_ID) for s in tools] == ["call_1", "call_1"]
+    assert [(r.tool_call_id, r.content) for r in capture.trace.tool_results] == [("call_1", "deleted a")]
+
+
+_failures = [RuntimeError("disk busy")]
+
+
+@function_tool(needs_approval=True, failure_error_function=None)
+def delete_or_fail(path: str) -> str:
+    """Delete a file (approved first); the first try fails, and the error reaches the caller."""
+    if _failures:
+        raise _failures.pop()
+    return f"deleted {path}"
+
+
+def test_a_tool_that_raised_uses_its_call_up(capture: TraceCapture, openai_on: bool) -> None:
+    """A function span with an error ran its call (no output, but not waiting): a later resume must not get its id."""
+    _failures[:] = [RuntimeError("disk busy")]
+    bodies = [
+        _served(_response("resp_1", [_call("call_1", "delete_or_fail", {"path": "a"})])),
+        _served(_response("resp_2", [_call("call_2", "delete_or_fail", {"path": "a"})])),
+        _served(_response("resp_3", [_message("done")])),
+    ]
+
+    async def approved(agent: Agent[Any], question: str) -> Any:
+        first = await Runner.run(agent, question)
+        (waiting,) = first.interruptions
+        state = first.to_state()
+        state.approve(waiting)
+        return await Runner.run(agent, state)
+
+    async def run(_: AsyncOpenAI) -> Any:
+        agent = Agent(name="a", tools=[delete_or_fail])
+        with trace("Chat"):
+            with pytest.raises(Exception, match="disk busy"):
+                await approved(agent, "Delete a.")
+            return (await approved(agent, "Delete a, again.")).final_output
+
+    assert _replay(bodies, run) == "done"
+    tools = _spans(capture, sc.KIND_TOOL)
+    assert [(s.attributes or {}).get(sc.GEN_AI_TOOL_CALL_ID) for s in tools] == ["call_1", "call_1", "call_2", "call_2"]
+    assert [s.status.is_ok for s in tools] == [True, False, True, True]
