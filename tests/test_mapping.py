@@ -16,7 +16,16 @@ from opentelemetry.trace import Span, Status, StatusCode
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.jsonutil import capped_json
 from evaltrace.mapping import trace_from_spans
-from evaltrace.schema import ToolCall, ToolResult, Trace, TraceError, TraceMessage, TraceMetrics, TraceOutput
+from evaltrace.schema import (
+    ToolCall,
+    ToolResult,
+    Trace,
+    TraceError,
+    TraceMessage,
+    TraceMetrics,
+    TraceOutput,
+    derive_tool_views,
+)
 
 T0 = dt.datetime(2026, 5, 3, 10, 30, tzinfo=dt.UTC)
 T0_NS = int(T0.timestamp()) * 1_000_000_000
@@ -570,8 +579,16 @@ def test_tool_names_resolved_from_history_in_first_input(spans: Spans) -> None:
     out = [{"role": "assistant", "parts": [text("Rainy.")]}]
     spans.span("chat m", llm(**{sc.GEN_AI_INPUT_MESSAGES: history, sc.GEN_AI_OUTPUT_MESSAGES: out}), 0, 1)
     result = trace_from_spans(spans.finished())
-    assert result.tool_calls == [ToolCall(id="call_1", name="get_weather", arguments={"city": "Paris"})]
-    assert result.tool_results == [ToolResult(tool_call_id="call_1", name="get_weather", content=RESULT)]
+    # The tool message names the tool its id answers, from the call in the same history.
+    assert [(m.role, m.name, m.tool_call_id, m.content) for m in result.messages if m.role == "tool"] == [
+        ("tool", "get_weather", "call_1", RESULT)
+    ]
+    assert derive_tool_views(result.messages) == (
+        [ToolCall(id="call_1", name="get_weather", arguments={"city": "Paris"})],
+        [ToolResult(tool_call_id="call_1", name="get_weather", content=RESULT)],
+    )
+    # Both came in as history (the app ran the tool between two traced model calls): this call made neither.
+    assert result.tool_calls == [] and result.tool_results == []
     assert result.output.final_answer == "Rainy."
 
 

@@ -45,7 +45,6 @@ from evaltrace.schema import (
     TraceMessage,
     TraceMetrics,
     TraceOutput,
-    derive_tool_views,
 )
 
 _new = object.__new__
@@ -179,7 +178,7 @@ def mapped_trace(
         # order, JSON-parsed input with finite numbers), so re-validating it all was pure cost on every
         # evaluated span. The after-validator's work is done here: the tool views derived from the messages,
         # passed explicitly so that the fields set (and so exclude_unset dumps) match a validated Trace.
-        tool_calls, tool_results = derive_tool_views(messages) if messages else ([], [])
+        tool_calls, tool_results = conversation.tool_views() if mapped else ([], [])
         trace = trusted(Trace, None, **values, tool_calls=tool_calls, tool_results=tool_results)
     if notes:
         trace.extra["enrichment_errors"] = mapping_errors(notes)
@@ -369,7 +368,7 @@ class _Fields(FieldSource):
         own: list[TraceMessage] = []
         if any(s is self.root for s, _ in self.llm_read):
             own = next((outputs for span, outputs in conversation.steps if span is self.root), [])
-        views = derive_tool_views(messages) if messages else ([], [])
+        views = conversation.tool_views()
         return messages, own, own or _last_step(conversation.steps), notes, views
 
     def _map_messages(self) -> list[TraceMessage]:

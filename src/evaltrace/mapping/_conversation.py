@@ -13,7 +13,7 @@ from evaltrace.mapping import conventions
 from evaltrace.mapping._messages import MessageReader
 from evaltrace.mapping._spans import attrs, is_llm, is_tool
 from evaltrace.mapping._tools import ToolPlacer
-from evaltrace.schema import TraceMessage
+from evaltrace.schema import ToolCall, ToolResult, TraceMessage, derive_tool_views
 
 
 def build_messages(spans: Iterable[ReadableSpan], notes: list[str]) -> list[TraceMessage]:
@@ -105,6 +105,9 @@ class Conversation:
         self._key_cache: dict[int, str] = {}  # id() of messages in self.messages, which keeps them alive
         # Each LLM span with its own output messages, in start order: a step's answer is read from these only.
         self.steps: list[tuple[ReadableSpan, list[TraceMessage]]] = []
+        # id() of what this trace itself produced: model output messages and the calls its tool spans ran (all
+        # kept alive by self.messages). Whatever comes before the first of them is history an input repeated.
+        self._own: set[int] = set()
 
     def _keys(self) -> list[str]:
         return [self._key_cache.setdefault(id(m), message_key(m)) for m in self.messages]
@@ -135,7 +138,7 @@ class Conversation:
                 # The provider keeps the history (Responses API): the input holds only new items.
                 known = set(self._keys())
                 self.messages.extend([m for m in system if message_key(m) not in known] + inputs + outputs)
-                self.steps.append((span, outputs))
+                self._add_step(span, outputs)
                 return
             candidate = system + inputs
         keys = self._keys()
@@ -144,11 +147,42 @@ class Conversation:
         self.messages.extend(fresh)
         self.messages.extend(candidate[repeated_prefix(keys, wanted) :])
         self.messages.extend(outputs)
+        self._add_step(span, outputs)
+
+    def _add_step(self, span: ReadableSpan, outputs: list[TraceMessage]) -> None:
         self.steps.append((span, outputs))
+        if outputs:
+            self._own.add(id(outputs[0]))
 
     def add_tool_span(self, span: ReadableSpan) -> None:
         """Match the tool span to the call it executed, or append it as a call plus result."""
-        self._tools.add(self.messages, span)
+        self._own.add(id(self._tools.add(self.messages, span)))
+
+    def own_start(self) -> int:
+        """Index in the finished messages of the first one this trace produced (their length when none).
+
+        The messages before it came in as the first model call's input: a multi-turn application sends the
+        earlier turns' tool calls and results again with each new question. They are context, not work done
+        here, so the trace's tool views start at this index (see :meth:`tool_views`).
+        """
+        own = self._own
+        for index, message in enumerate(self.messages):
+            if id(message) in own or (message.tool_call is not None and id(message.tool_call) in own):
+                return index
+        return len(self.messages)
+
+    def tool_views(self) -> tuple[list[ToolCall], list[ToolResult]]:
+        """The tool calls this trace made and the results they returned, in message order (after ``finish``).
+
+        A tool call in the history the first model call was sent (an earlier turn's) is not one of them, nor is
+        its result: a turn that called no tool must not pass ``ToolCalled`` on the call an earlier turn made,
+        and a conversation must not count that call once per later turn.
+        """
+        messages = self.messages
+        if not messages:
+            return [], []
+        start = self.own_start()
+        return derive_tool_views(messages[start:] if start else messages)
 
     def finish(self) -> list[TraceMessage]:
         """Insert the results of executed calls that no tool message answers; return the messages."""

@@ -22,20 +22,25 @@ class ToolPlacer:
         self.matched: set[int] = set()  # id() of assistant ToolCalls already claimed by a tool span
         self.pending: list[tuple[ToolCall, Any]] = []
 
-    def add(self, messages: list[TraceMessage], span: ReadableSpan) -> None:
-        """Stamp the call ``span`` executed with its start time, or append it to ``messages`` as call and result."""
+    def add(self, messages: list[TraceMessage], span: ReadableSpan) -> ToolCall:
+        """Stamp the call ``span`` executed with its start time, or append it to ``messages`` as call and result.
+
+        Returns:
+            The call the span executed, as it stands in ``messages`` (the matched one, or the one appended).
+        """
         call, result = self._read(span)
         matched = self._match(messages, call)
         if matched is not None:
             matched.started_at = call.started_at
             self.pending.append((matched, result))
-            return
+            return matched
         messages.append(TraceMessage(role="assistant", tool_call=call))
         # Claimed at once: a later identical span (a repeated call) is a call of its own, not this one again.
         self.matched.add(id(call))
         if result is not MISSING:
             content = tool_content(result)
             messages.append(TraceMessage(role="tool", name=call.name, tool_call_id=call.id, content=content))
+        return call
 
     def _read(self, span: ReadableSpan) -> tuple[ToolCall, Any]:
         """Return the call a tool span made and its result (``MISSING`` when it recorded none)."""
