@@ -680,3 +680,20 @@ def test_malformed_attribute_values_never_crash(spans: Spans, key: str) -> None:
         root.end(end_time=T0_NS + 5_000_000)
         result = trace_from_spans(spans.finished())
         assert Trace.model_validate_json(result.model_dump_json()) == result
+
+
+def test_a_call_run_again_under_its_id_is_one_call_with_the_last_result(spans: Spans) -> None:
+    """A call that waited for approval (a span with no result) and ran on resume, or a retry, is one call."""
+    root = spans.start("invoke_agent a", agent(), 0)
+    spans.span(
+        "chat m", llm(**{sc.GEN_AI_INPUT_MESSAGES: [USER], sc.GEN_AI_OUTPUT_MESSAGES: [ASSISTANT_CALL]}), 1, 2, root
+    )
+    spans.span("execute_tool get_weather", tool("get_weather", {"city": "Paris"}, None, "call_1"), 3, 4, root)
+    spans.span("execute_tool get_weather", tool("get_weather", {"city": "Paris"}, RESULT, "call_1"), 5, 6, root)
+    # A tool run no model call asked for, retried after an error: one call, its last result.
+    spans.span("execute_tool lookup", tool("lookup", {"k": "a"}, {"error": "busy"}, "call_2"), 7, 8, root)
+    spans.span("execute_tool lookup", tool("lookup", {"k": "a"}, "A", "call_2"), 9, 10, root)
+    root.end(end_time=T0_NS + 11_000_000)
+    result = trace_from_spans(spans.finished())
+    assert [(c.id, c.name) for c in result.tool_calls] == [("call_1", "get_weather"), ("call_2", "lookup")]
+    assert [(r.tool_call_id, r.content) for r in result.tool_results] == [("call_1", RESULT), ("call_2", "A")]

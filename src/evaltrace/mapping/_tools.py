@@ -20,6 +20,8 @@ class ToolPlacer:
     def __init__(self, notes: list[str]) -> None:
         self.notes = notes
         self.matched: set[int] = set()  # id() of assistant ToolCalls already claimed by a tool span
+        self.by_id: dict[str, ToolCall] = {}  # claimed calls by their call id
+        self.answers: dict[int, TraceMessage] = {}  # id() of an appended call -> the result message appended
         self.pending: list[tuple[ToolCall, Any]] = []
 
     def add(self, messages: list[TraceMessage], span: ReadableSpan) -> ToolCall:
@@ -29,17 +31,38 @@ class ToolPlacer:
             The call the span executed, as it stands in ``messages`` (the matched one, or the one appended).
         """
         call, result = self._read(span)
+        again = self._claimed_by_id(call)
+        if again is not None:
+            # The same call id run again: a call that waited for approval and ran on resume, or a retry. One call
+            # the model asked for, so one call here; the result that arrived last is the one it was given.
+            again.started_at = again.started_at or call.started_at
+            if result is not MISSING:
+                answer = self.answers.get(id(again))
+                if answer is not None:  # appended with the call: its message takes the new result
+                    answer.content = tool_content(result)
+                else:
+                    self.pending = [(c, r) for c, r in self.pending if c is not again]
+                    self.pending.append((again, result))
+            return again
         matched = self._match(messages, call)
         if matched is not None:
             matched.started_at = call.started_at
             self.pending.append((matched, result))
+            if matched.id:
+                self.by_id[matched.id] = matched
             return matched
         messages.append(TraceMessage(role="assistant", tool_call=call))
         # Claimed at once: a later identical span (a repeated call) is a call of its own, not this one again.
         self.matched.add(id(call))
+        if call.id:
+            self.by_id[call.id] = call
         if result is not MISSING:
             content = tool_content(result)
-            messages.append(TraceMessage(role="tool", name=call.name, tool_call_id=call.id, content=content))
+            answer = TraceMessage(role="tool", name=call.name, tool_call_id=call.id, content=content)
+            messages.append(answer)
+            self.answers[id(call)] = answer
+        elif call.id:  # a run that waited (approval): the run under the same id gives the result
+            self.pending.append((call, MISSING))
         return call
 
     def _read(self, span: ReadableSpan) -> tuple[ToolCall, Any]:
@@ -65,6 +88,9 @@ class ToolPlacer:
             result = {"error": span.status.description or "tool raised"}
         call = ToolCall(id=call_id, name=name, arguments=tool_arguments(args), started_at=timestamp(span.start_time))
         return call, result
+
+    def _claimed_by_id(self, call: ToolCall) -> ToolCall | None:
+        return self.by_id.get(call.id) if call.id else None
 
     def _match(self, messages: list[TraceMessage], call: ToolCall) -> ToolCall | None:
         """Find the unmatched assistant tool call a tool span executed: same id, else same name and arguments."""
