@@ -697,3 +697,16 @@ def test_a_call_run_again_under_its_id_is_one_call_with_the_last_result(spans: S
     result = trace_from_spans(spans.finished())
     assert [(c.id, c.name) for c in result.tool_calls] == [("call_1", "get_weather"), ("call_2", "lookup")]
     assert [(r.tool_call_id, r.content) for r in result.tool_results] == [("call_1", RESULT), ("call_2", "A")]
+
+
+def test_a_tool_result_without_a_call_id_is_named_by_its_part(spans: Spans) -> None:
+    """Ollama's tool calls have no id: the name on the result's part is what links it to the call."""
+    call = {
+        "role": "assistant",
+        "parts": [{"type": "tool_call", "name": "get_weather", "arguments": {"city": "Paris"}}],
+    }
+    answer = {"role": "tool", "parts": [{"type": "tool_call_response", "name": "get_weather", "response": "rainy"}]}
+    out = [{"role": "assistant", "parts": [text("Rainy.")]}]
+    spans.span("chat m", llm(**{sc.GEN_AI_INPUT_MESSAGES: [USER, call, answer], sc.GEN_AI_OUTPUT_MESSAGES: out}), 0, 1)
+    result = trace_from_spans(spans.finished())
+    assert [(m.name, m.content) for m in result.messages if m.role == "tool"] == [("get_weather", "rainy")]

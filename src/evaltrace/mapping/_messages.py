@@ -111,7 +111,10 @@ class MessageReader:
 
     def _tool_message(self, part: dict[str, Any], name: str | None) -> TraceMessage:
         call_id = part.get("id") if isinstance(part.get("id"), str) else None
-        tool_name = self.tool_names.get(call_id or "", name)
+        tool_name = self.tool_names.get(call_id or "")
+        if tool_name is None:  # no call id to look up (Ollama): the part's own name, else the message's
+            own = part.get("name")
+            tool_name = own if isinstance(own, str) and own else name
         # GenAI semconv names the result ``response``; pydantic-ai's parts (every format version) say ``result``.
         result = part["response"] if "response" in part else part.get("result")
         return TraceMessage(role="tool", name=tool_name, tool_call_id=call_id, content=tool_content(result))
