@@ -710,3 +710,60 @@ def test_a_tool_result_without_a_call_id_is_named_by_its_part(spans: Spans) -> N
     spans.span("chat m", llm(**{sc.GEN_AI_INPUT_MESSAGES: [USER, call, answer], sc.GEN_AI_OUTPUT_MESSAGES: out}), 0, 1)
     result = trace_from_spans(spans.finished())
     assert [(m.name, m.content) for m in result.messages if m.role == "tool"] == [("get_weather", "rainy")]
+
+
+OLD_CALL = {"role": "assistant", "parts": [{**CALL, "id": "old_1"}]}
+OLD_RESULT = {"role": "tool", "parts": [{"type": "tool_call_response", "id": "old_1", "response": RESULT}]}
+OLD_TURN = [USER, OLD_CALL, OLD_RESULT, {"role": "assistant", "parts": [text("Rainy.")]}]
+FOLLOW_UP = {"role": "user", "parts": [text("And tomorrow?")]}
+ANSWER = [{"role": "assistant", "parts": [text("Dry.")]}]
+
+
+def test_a_tool_span_before_the_first_model_call_does_not_make_the_history_this_traces(spans: Spans) -> None:
+    """Retrieval first (the usual RAG shape), then a model call sent the earlier turn with its tool call."""
+    root = spans.start("invoke_agent a", agent(), 0)
+    spans.span("execute_tool retrieve", tool("retrieve", {"q": "tomorrow"}, ["doc"], "r1"), 1, 2, root)
+    inputs = [*OLD_TURN, FOLLOW_UP]
+    spans.span("chat m", llm(**{sc.GEN_AI_INPUT_MESSAGES: inputs, sc.GEN_AI_OUTPUT_MESSAGES: ANSWER}), 3, 4, root)
+    root.end(end_time=T0_NS + 5_000_000)
+    result = trace_from_spans(spans.finished())
+    assert [(c.id, c.name) for c in result.tool_calls] == [("r1", "retrieve")]
+    assert [r.tool_call_id for r in result.tool_results] == ["r1"]
+
+
+def test_a_first_model_call_with_a_short_input_does_not_make_the_history_this_traces(spans: Spans) -> None:
+    """A router call first (only the new question), then the main call sent the whole history."""
+    root = spans.start("invoke_agent a", agent(), 0)
+    route = [{"role": "assistant", "parts": [text("weather")]}]
+    spans.span("chat r", llm(**{sc.GEN_AI_INPUT_MESSAGES: [FOLLOW_UP], sc.GEN_AI_OUTPUT_MESSAGES: route}), 1, 2, root)
+    inputs = [*OLD_TURN, FOLLOW_UP]
+    spans.span("chat m", llm(**{sc.GEN_AI_INPUT_MESSAGES: inputs, sc.GEN_AI_OUTPUT_MESSAGES: ANSWER}), 3, 4, root)
+    root.end(end_time=T0_NS + 5_000_000)
+    result = trace_from_spans(spans.finished())
+    assert result.tool_calls == [] and result.tool_results == []
+    assert any(m.tool_call is not None and m.tool_call.id == "old_1" for m in result.messages)
+
+
+def test_another_tool_under_a_reused_call_id_is_a_call_of_its_own(spans: Spans) -> None:
+    root = spans.start("invoke_agent a", agent(), 0)
+    spans.span("execute_tool search", tool("search", {"q": "a"}, "A", "call_0"), 1, 2, root)
+    spans.span("execute_tool fetch", tool("fetch", {"u": "b"}, "B", "call_0"), 3, 4, root)
+    root.end(end_time=T0_NS + 5_000_000)
+    result = trace_from_spans(spans.finished())
+    assert [(c.name, r.content) for c, r in zip(result.tool_calls, result.tool_results, strict=True)] == [
+        ("search", "A"),
+        ("fetch", "B"),
+    ]
+
+
+def test_a_model_asked_call_retried_keeps_its_last_result(spans: Spans) -> None:
+    root = spans.start("invoke_agent a", agent(), 0)
+    spans.span(
+        "chat m", llm(**{sc.GEN_AI_INPUT_MESSAGES: [USER], sc.GEN_AI_OUTPUT_MESSAGES: [ASSISTANT_CALL]}), 1, 2, root
+    )
+    spans.span("execute_tool get_weather", tool("get_weather", {"city": "Paris"}, "busy", "call_1"), 3, 4, root)
+    spans.span("execute_tool get_weather", tool("get_weather", {"city": "Paris"}, RESULT, "call_1"), 5, 6, root)
+    root.end(end_time=T0_NS + 7_000_000)
+    result = trace_from_spans(spans.finished())
+    assert [c.id for c in result.tool_calls] == ["call_1"]
+    assert [(r.tool_call_id, r.content) for r in result.tool_results] == [("call_1", RESULT)]

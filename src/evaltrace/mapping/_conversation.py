@@ -106,7 +106,7 @@ class Conversation:
         # Each LLM span with its own output messages, in start order: a step's answer is read from these only.
         self.steps: list[tuple[ReadableSpan, list[TraceMessage]]] = []
         # id() of what this trace itself produced: model output messages and the calls its tool spans ran (all
-        # kept alive by self.messages). Whatever comes before the first of them is history an input repeated.
+        # kept alive by self.messages); anything else an input brought is context, maybe an earlier turn's.
         self._own: set[int] = set()
 
     def _keys(self) -> list[str]:
@@ -151,38 +151,44 @@ class Conversation:
 
     def _add_step(self, span: ReadableSpan, outputs: list[TraceMessage]) -> None:
         self.steps.append((span, outputs))
-        if outputs:
-            self._own.add(id(outputs[0]))
+        self._own.update(id(m) for m in outputs)
 
     def add_tool_span(self, span: ReadableSpan) -> None:
         """Match the tool span to the call it executed, or append it as a call plus result."""
         self._own.add(id(self._tools.add(self.messages, span)))
 
-    def own_start(self) -> int:
-        """Index in the finished messages of the first one this trace produced (their length when none).
-
-        The messages before it came in as the first model call's input: a multi-turn application sends the
-        earlier turns' tool calls and results again with each new question. They are context, not work done
-        here, so the trace's tool views start at this index (see :meth:`tool_views`).
-        """
-        own = self._own
-        for index, message in enumerate(self.messages):
-            if id(message) in own or (message.tool_call is not None and id(message.tool_call) in own):
-                return index
-        return len(self.messages)
-
     def tool_views(self) -> tuple[list[ToolCall], list[ToolResult]]:
         """The tool calls this trace made and the results they returned, in message order (after ``finish``).
 
-        A tool call in the history the first model call was sent (an earlier turn's) is not one of them, nor is
-        its result: a turn that called no tool must not pass ``ToolCalled`` on the call an earlier turn made,
-        and a conversation must not count that call once per later turn.
+        A call counts when this trace made it: a model call of the trace answered with it, or a tool span of the
+        trace ran it. A result counts when a tool span of the trace returned it or it answers a counted call. A
+        multi-turn application sends the earlier turns' calls and results again with each question: they stay in
+        ``messages`` (what the model was sent) but are not this trace's, so a turn that called no tool does not
+        pass ``ToolCalled`` on an earlier turn's call, and a conversation counts each call once.
+
+        Limit: a call whose model call recorded no output (an error, content not captured) and which appears only
+        in a later call's input is not counted, as nothing tells it from history.
         """
         messages = self.messages
         if not messages:
             return [], []
-        start = self.own_start()
-        return derive_tool_views(messages[start:] if start else messages)
+        own = self._own | self._tools.produced
+        ids: set[str] = set()
+        names: set[str] = set()  # of calls without an id (Ollama): their results name the tool instead
+        kept: list[TraceMessage] = []
+        for message in messages:
+            call = message.tool_call
+            if message.role == "tool":
+                answered = message.tool_call_id or (call.id if call is not None else None)
+                if id(message) in own or (answered in ids if answered else message.name in names):
+                    kept.append(message)
+            elif call is not None and (id(message) in own or id(call) in own):
+                kept.append(message)
+                if call.id:
+                    ids.add(call.id)
+                else:
+                    names.add(call.name)
+        return derive_tool_views(kept)
 
     def finish(self) -> list[TraceMessage]:
         """Insert the results of executed calls that no tool message answers; return the messages."""

@@ -22,6 +22,7 @@ class ToolPlacer:
         self.matched: set[int] = set()  # id() of assistant ToolCalls already claimed by a tool span
         self.by_id: dict[str, ToolCall] = {}  # claimed calls by their call id
         self.answers: dict[int, TraceMessage] = {}  # id() of an appended call -> the result message appended
+        self.produced: set[int] = set()  # id() of the result messages tool spans gave (appended or inserted)
         self.pending: list[tuple[ToolCall, Any]] = []
 
     def add(self, messages: list[TraceMessage], span: ReadableSpan) -> ToolCall:
@@ -31,7 +32,8 @@ class ToolPlacer:
             The call the span executed, as it stands in ``messages`` (the matched one, or the one appended).
         """
         call, result = self._read(span)
-        again = self._claimed_by_id(call)
+        matched = self._match(messages, call)
+        again = self._claimed_by_id(call) if matched is None else None
         if again is not None:
             # The same call id run again: a call that waited for approval and ran on resume, or a retry. One call
             # the model asked for, so one call here; the result that arrived last is the one it was given.
@@ -44,7 +46,6 @@ class ToolPlacer:
                     self.pending = [(c, r) for c, r in self.pending if c is not again]
                     self.pending.append((again, result))
             return again
-        matched = self._match(messages, call)
         if matched is not None:
             matched.started_at = call.started_at
             self.pending.append((matched, result))
@@ -61,8 +62,7 @@ class ToolPlacer:
             answer = TraceMessage(role="tool", name=call.name, tool_call_id=call.id, content=content)
             messages.append(answer)
             self.answers[id(call)] = answer
-        elif call.id:  # a run that waited (approval): the run under the same id gives the result
-            self.pending.append((call, MISSING))
+            self.produced.add(id(answer))
         return call
 
     def _read(self, span: ReadableSpan) -> tuple[ToolCall, Any]:
@@ -90,7 +90,12 @@ class ToolPlacer:
         return call, result
 
     def _claimed_by_id(self, call: ToolCall) -> ToolCall | None:
-        return self.by_id.get(call.id) if call.id else None
+        """The call already claimed under the same id and tool name: a run of it again.
+
+        Another tool under a reused id (some servers number ids per response) is a call of its own.
+        """
+        claimed = self.by_id.get(call.id) if call.id else None
+        return claimed if claimed is not None and claimed.name == call.name else None
 
     def _match(self, messages: list[TraceMessage], call: ToolCall) -> ToolCall | None:
         """Find the unmatched assistant tool call a tool span executed: same id, else same name and arguments."""
@@ -126,6 +131,7 @@ class ToolPlacer:
                 after += 1
             message = TraceMessage(role="tool", name=call.name, tool_call_id=call.id, content=tool_content(result))
             messages.insert(after, message)
+            self.produced.add(id(message))
 
 
 def _answers(message: TraceMessage, call: ToolCall) -> bool:
