@@ -16,7 +16,16 @@ from opentelemetry.trace import Span, Status, StatusCode
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.jsonutil import capped_json
 from evaltrace.mapping import trace_from_spans
-from evaltrace.schema import ToolCall, ToolResult, Trace, TraceError, TraceMessage, TraceMetrics, TraceOutput
+from evaltrace.schema import (
+    ToolCall,
+    ToolResult,
+    Trace,
+    TraceError,
+    TraceMessage,
+    TraceMetrics,
+    TraceOutput,
+    derive_tool_views,
+)
 
 T0 = dt.datetime(2026, 5, 3, 10, 30, tzinfo=dt.UTC)
 T0_NS = int(T0.timestamp()) * 1_000_000_000
@@ -570,8 +579,16 @@ def test_tool_names_resolved_from_history_in_first_input(spans: Spans) -> None:
     out = [{"role": "assistant", "parts": [text("Rainy.")]}]
     spans.span("chat m", llm(**{sc.GEN_AI_INPUT_MESSAGES: history, sc.GEN_AI_OUTPUT_MESSAGES: out}), 0, 1)
     result = trace_from_spans(spans.finished())
-    assert result.tool_calls == [ToolCall(id="call_1", name="get_weather", arguments={"city": "Paris"})]
-    assert result.tool_results == [ToolResult(tool_call_id="call_1", name="get_weather", content=RESULT)]
+    # The tool message names the tool its id answers, from the call in the same history.
+    assert [(m.role, m.name, m.tool_call_id, m.content) for m in result.messages if m.role == "tool"] == [
+        ("tool", "get_weather", "call_1", RESULT)
+    ]
+    assert derive_tool_views(result.messages) == (
+        [ToolCall(id="call_1", name="get_weather", arguments={"city": "Paris"})],
+        [ToolResult(tool_call_id="call_1", name="get_weather", content=RESULT)],
+    )
+    # Both came in as history (the app ran the tool between two traced model calls): this call made neither.
+    assert result.tool_calls == [] and result.tool_results == []
     assert result.output.final_answer == "Rainy."
 
 
@@ -663,3 +680,90 @@ def test_malformed_attribute_values_never_crash(spans: Spans, key: str) -> None:
         root.end(end_time=T0_NS + 5_000_000)
         result = trace_from_spans(spans.finished())
         assert Trace.model_validate_json(result.model_dump_json()) == result
+
+
+def test_a_call_run_again_under_its_id_is_one_call_with_the_last_result(spans: Spans) -> None:
+    """A call that waited for approval (a span with no result) and ran on resume, or a retry, is one call."""
+    root = spans.start("invoke_agent a", agent(), 0)
+    spans.span(
+        "chat m", llm(**{sc.GEN_AI_INPUT_MESSAGES: [USER], sc.GEN_AI_OUTPUT_MESSAGES: [ASSISTANT_CALL]}), 1, 2, root
+    )
+    spans.span("execute_tool get_weather", tool("get_weather", {"city": "Paris"}, None, "call_1"), 3, 4, root)
+    spans.span("execute_tool get_weather", tool("get_weather", {"city": "Paris"}, RESULT, "call_1"), 5, 6, root)
+    # A tool run no model call asked for, retried after an error: one call, its last result.
+    spans.span("execute_tool lookup", tool("lookup", {"k": "a"}, {"error": "busy"}, "call_2"), 7, 8, root)
+    spans.span("execute_tool lookup", tool("lookup", {"k": "a"}, "A", "call_2"), 9, 10, root)
+    root.end(end_time=T0_NS + 11_000_000)
+    result = trace_from_spans(spans.finished())
+    assert [(c.id, c.name) for c in result.tool_calls] == [("call_1", "get_weather"), ("call_2", "lookup")]
+    assert [(r.tool_call_id, r.content) for r in result.tool_results] == [("call_1", RESULT), ("call_2", "A")]
+
+
+def test_a_tool_result_without_a_call_id_is_named_by_its_part(spans: Spans) -> None:
+    """Ollama's tool calls have no id: the name on the result's part is what links it to the call."""
+    call = {
+        "role": "assistant",
+        "parts": [{"type": "tool_call", "name": "get_weather", "arguments": {"city": "Paris"}}],
+    }
+    answer = {"role": "tool", "parts": [{"type": "tool_call_response", "name": "get_weather", "response": "rainy"}]}
+    out = [{"role": "assistant", "parts": [text("Rainy.")]}]
+    spans.span("chat m", llm(**{sc.GEN_AI_INPUT_MESSAGES: [USER, call, answer], sc.GEN_AI_OUTPUT_MESSAGES: out}), 0, 1)
+    result = trace_from_spans(spans.finished())
+    assert [(m.name, m.content) for m in result.messages if m.role == "tool"] == [("get_weather", "rainy")]
+
+
+OLD_CALL = {"role": "assistant", "parts": [{**CALL, "id": "old_1"}]}
+OLD_RESULT = {"role": "tool", "parts": [{"type": "tool_call_response", "id": "old_1", "response": RESULT}]}
+OLD_TURN = [USER, OLD_CALL, OLD_RESULT, {"role": "assistant", "parts": [text("Rainy.")]}]
+FOLLOW_UP = {"role": "user", "parts": [text("And tomorrow?")]}
+ANSWER = [{"role": "assistant", "parts": [text("Dry.")]}]
+
+
+def test_a_tool_span_before_the_first_model_call_does_not_make_the_history_this_traces(spans: Spans) -> None:
+    """Retrieval first (the usual RAG shape), then a model call sent the earlier turn with its tool call."""
+    root = spans.start("invoke_agent a", agent(), 0)
+    spans.span("execute_tool retrieve", tool("retrieve", {"q": "tomorrow"}, ["doc"], "r1"), 1, 2, root)
+    inputs = [*OLD_TURN, FOLLOW_UP]
+    spans.span("chat m", llm(**{sc.GEN_AI_INPUT_MESSAGES: inputs, sc.GEN_AI_OUTPUT_MESSAGES: ANSWER}), 3, 4, root)
+    root.end(end_time=T0_NS + 5_000_000)
+    result = trace_from_spans(spans.finished())
+    assert [(c.id, c.name) for c in result.tool_calls] == [("r1", "retrieve")]
+    assert [r.tool_call_id for r in result.tool_results] == ["r1"]
+
+
+def test_a_first_model_call_with_a_short_input_does_not_make_the_history_this_traces(spans: Spans) -> None:
+    """A router call first (only the new question), then the main call sent the whole history."""
+    root = spans.start("invoke_agent a", agent(), 0)
+    route = [{"role": "assistant", "parts": [text("weather")]}]
+    spans.span("chat r", llm(**{sc.GEN_AI_INPUT_MESSAGES: [FOLLOW_UP], sc.GEN_AI_OUTPUT_MESSAGES: route}), 1, 2, root)
+    inputs = [*OLD_TURN, FOLLOW_UP]
+    spans.span("chat m", llm(**{sc.GEN_AI_INPUT_MESSAGES: inputs, sc.GEN_AI_OUTPUT_MESSAGES: ANSWER}), 3, 4, root)
+    root.end(end_time=T0_NS + 5_000_000)
+    result = trace_from_spans(spans.finished())
+    assert result.tool_calls == [] and result.tool_results == []
+    assert any(m.tool_call is not None and m.tool_call.id == "old_1" for m in result.messages)
+
+
+def test_another_tool_under_a_reused_call_id_is_a_call_of_its_own(spans: Spans) -> None:
+    root = spans.start("invoke_agent a", agent(), 0)
+    spans.span("execute_tool search", tool("search", {"q": "a"}, "A", "call_0"), 1, 2, root)
+    spans.span("execute_tool fetch", tool("fetch", {"u": "b"}, "B", "call_0"), 3, 4, root)
+    root.end(end_time=T0_NS + 5_000_000)
+    result = trace_from_spans(spans.finished())
+    assert [(c.name, r.content) for c, r in zip(result.tool_calls, result.tool_results, strict=True)] == [
+        ("search", "A"),
+        ("fetch", "B"),
+    ]
+
+
+def test_a_model_asked_call_retried_keeps_its_last_result(spans: Spans) -> None:
+    root = spans.start("invoke_agent a", agent(), 0)
+    spans.span(
+        "chat m", llm(**{sc.GEN_AI_INPUT_MESSAGES: [USER], sc.GEN_AI_OUTPUT_MESSAGES: [ASSISTANT_CALL]}), 1, 2, root
+    )
+    spans.span("execute_tool get_weather", tool("get_weather", {"city": "Paris"}, "busy", "call_1"), 3, 4, root)
+    spans.span("execute_tool get_weather", tool("get_weather", {"city": "Paris"}, RESULT, "call_1"), 5, 6, root)
+    root.end(end_time=T0_NS + 7_000_000)
+    result = trace_from_spans(spans.finished())
+    assert [c.id for c in result.tool_calls] == ["call_1"]
+    assert [(r.tool_call_id, r.content) for r in result.tool_results] == [("call_1", RESULT)]

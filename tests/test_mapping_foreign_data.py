@@ -226,7 +226,10 @@ def test_an_openinference_responses_request_body_alone_gives_the_input_messages(
         ("assistant", "The tool failed.", None, None),
     ]
     assert trace.input == {"input": "Call the tool."}
-    assert [c.id for c in trace.tool_calls] == ["call_1"]
+    call = trace.messages[2].tool_call
+    assert call is not None and call.id == "call_1"
+    # The call and its output came in as the request's history: this call made neither.
+    assert trace.tool_calls == [] and trace.tool_results == []
 
 
 def test_a_responses_list_in_the_older_genai_prompt_event_gives_messages() -> None:

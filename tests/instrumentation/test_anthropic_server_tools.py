@@ -148,3 +148,25 @@ def test_an_mcp_tool_call_records_its_input_streamed_or_not(exporter: InMemorySp
     call = attrs_json(streamed, "gen_ai.output.messages")[0]["parts"][0]
     assert call["name"] == "search_docs"
     assert call["server_tool_call"] == {"type": "mcp_tool_use", "server_name": "docs", "arguments": MCP_INPUT}
+
+
+@pytest.mark.usefixtures("anthropic_instrumented")
+def test_an_answer_grounded_on_a_server_tool_is_the_traces_answer_and_the_search_its_tool_call(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """Before, the server tool's parts made the message structured content: no final_answer, so every answer
+    evaluator skipped a search-grounded answer (``no_answer``), and the search was not among the tool calls."""
+    from evaltrace.mapping import trace_from_spans
+
+    inline_client(MESSAGE, stream=False).messages.create(model=MODEL, max_tokens=1024, messages=ASK, tools=TOOLS)
+    for _ in inline_client(MESSAGE, stream=True).messages.create(
+        model=MODEL, max_tokens=1024, messages=ASK, tools=TOOLS, stream=True
+    ):
+        pass
+    for span in exporter.get_finished_spans():
+        trace = trace_from_spans([span])
+        assert trace.output.final_answer == "It is sunny in Lisbon."
+        assert [(c.id, c.name, c.arguments) for c in trace.tool_calls] == [("srvtoolu_01", "web_search", SEARCH_INPUT)]
+        (result,) = trace.tool_results
+        assert result.tool_call_id == "srvtoolu_01" and result.name == "web_search"
+        assert result.content == {"type": "web_search_tool_result"}

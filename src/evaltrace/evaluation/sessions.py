@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evaltrace._internal.errors import log_internal_error, mapping_failure
+from evaltrace.mapping._lazy import materialize
 from evaltrace.schema import Trace
 from evaltrace.schema.conversation import Conversation
 
@@ -291,9 +292,12 @@ class SessionBuffer:
                 if entry.dropped_turns:
                     extra["dropped_turns"] = entry.dropped_turns
                 try:
-                    conversation = Conversation.from_traces(
-                        entry.session_id, list(entry.traces.values()), user_id=entry.user_id, **extra
-                    )
+                    traces = list(entry.traces.values())
+                    for trace in traces:
+                        # Every field mapped now: a turn with a field that failed to map (FieldMappingFailed) makes
+                        # the session not evaluated, rather than judged on what a session evaluator happens to read.
+                        materialize(trace)
+                    conversation = Conversation.from_traces(entry.session_id, traces, user_id=entry.user_id, **extra)
                 except Exception as exc:  # FieldMappingFailed, maybe wrapped by the validation reading the field
                     if mapping_failure(exc) is None:
                         # Any other failure to build it is a bug of ours too: this session is counted as not

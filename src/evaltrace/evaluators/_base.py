@@ -27,7 +27,15 @@ from typing import Any, ClassVar, Literal
 
 from evaltrace._internal import semconv
 from evaltrace.exceptions import EvaltraceError
-from evaltrace.schema import Conversation, EvalCase, EvaluationResult, EvaluationStatus, Trace, TraceError
+from evaltrace.schema import (
+    Conversation,
+    EvalCase,
+    EvaluationResult,
+    EvaluationStatus,
+    Trace,
+    TraceError,
+    derive_tool_views,
+)
 
 Direction = Literal["higher", "lower"]
 Subject = Trace | Conversation
@@ -316,7 +324,7 @@ def _as_chunks(value: Any) -> list[str]:
 
 
 def context_chunks(trace: Trace, explicit: str | None = None) -> list[str]:
-    """Return RC as a ranked list of chunks: an explicit path, else input/extra context keys, else tool results."""
+    """Return RC as ranked chunks: an explicit path, else input/extra context keys, else tool results it was shown."""
     if explicit is not None:
         chunks = _as_chunks(resolve_path(trace, explicit))
     else:
@@ -326,7 +334,10 @@ def context_chunks(trace: Trace, explicit: str | None = None) -> list[str]:
                 if not chunks and source.get(key) is not None:
                     chunks = _as_chunks(source[key])
         if not chunks:
-            chunks = [text for result in trace.tool_results if (text := as_text(result.content))]
+            # Every tool result the model was shown, the history's too: an answer in a later turn may rest on
+            # what an earlier turn's tool returned, though the trace's own tool_results hold only this turn's.
+            seen = derive_tool_views(trace.messages)[1] if trace.messages else []
+            chunks = [text for result in seen or trace.tool_results if (text := as_text(result.content))]
     if not chunks:
         raise MissingInputError("no retrieved context (trace.input['contexts'] or tool results)")
     return chunks

@@ -38,7 +38,7 @@ from evaltrace.mapping._values import (  # looked up here by the eager assembly:
 from evaltrace.mapping._values import (
     lone_output as lone_output,
 )
-from evaltrace.schema import Trace, TraceMessage, TraceMetrics, derive_tool_views
+from evaltrace.schema import Trace, TraceMessage, TraceMetrics
 
 
 def trace_from_spans(
@@ -161,7 +161,7 @@ def mapped_trace(
         # order, JSON-parsed input with finite numbers), so re-validating it all was pure cost on every
         # evaluated span. The after-validator's work is done here: the tool views derived from the messages,
         # passed explicitly so that the fields set (and so exclude_unset dumps) match a validated Trace.
-        tool_calls, tool_results = derive_tool_views(messages) if messages else ([], [])
+        tool_calls, tool_results = conversation.tool_views() if mapped else ([], [])
         trace = trusted(Trace, None, **values, tool_calls=tool_calls, tool_results=tool_results)
     if notes:
         trace.extra["enrichment_errors"] = mapping_errors(notes)

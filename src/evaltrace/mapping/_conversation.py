@@ -13,7 +13,7 @@ from evaltrace.mapping import conventions
 from evaltrace.mapping._messages import MessageReader
 from evaltrace.mapping._spans import attrs, is_llm, is_tool
 from evaltrace.mapping._tools import ToolPlacer
-from evaltrace.schema import TraceMessage
+from evaltrace.schema import ToolCall, ToolResult, TraceMessage, derive_tool_views
 
 
 def build_messages(spans: Iterable[ReadableSpan], notes: list[str]) -> list[TraceMessage]:
@@ -105,6 +105,9 @@ class Conversation:
         self._key_cache: dict[int, str] = {}  # id() of messages in self.messages, which keeps them alive
         # Each LLM span with its own output messages, in start order: a step's answer is read from these only.
         self.steps: list[tuple[ReadableSpan, list[TraceMessage]]] = []
+        # id() of what this trace itself produced: model output messages and the calls its tool spans ran (all
+        # kept alive by self.messages); anything else an input brought is context, maybe an earlier turn's.
+        self._own: set[int] = set()
 
     def _keys(self) -> list[str]:
         return [self._key_cache.setdefault(id(m), message_key(m)) for m in self.messages]
@@ -135,7 +138,7 @@ class Conversation:
                 # The provider keeps the history (Responses API): the input holds only new items.
                 known = set(self._keys())
                 self.messages.extend([m for m in system if message_key(m) not in known] + inputs + outputs)
-                self.steps.append((span, outputs))
+                self._add_step(span, outputs)
                 return
             candidate = system + inputs
         keys = self._keys()
@@ -144,11 +147,48 @@ class Conversation:
         self.messages.extend(fresh)
         self.messages.extend(candidate[repeated_prefix(keys, wanted) :])
         self.messages.extend(outputs)
+        self._add_step(span, outputs)
+
+    def _add_step(self, span: ReadableSpan, outputs: list[TraceMessage]) -> None:
         self.steps.append((span, outputs))
+        self._own.update(id(m) for m in outputs)
 
     def add_tool_span(self, span: ReadableSpan) -> None:
         """Match the tool span to the call it executed, or append it as a call plus result."""
-        self._tools.add(self.messages, span)
+        self._own.add(id(self._tools.add(self.messages, span)))
+
+    def tool_views(self) -> tuple[list[ToolCall], list[ToolResult]]:
+        """The tool calls this trace made and the results they returned, in message order (after ``finish``).
+
+        A call counts when this trace made it: a model call of the trace answered with it, or a tool span of the
+        trace ran it. A result counts when a tool span of the trace returned it or it answers a counted call. A
+        multi-turn application sends the earlier turns' calls and results again with each question: they stay in
+        ``messages`` (what the model was sent) but are not this trace's, so a turn that called no tool does not
+        pass ``ToolCalled`` on an earlier turn's call, and a conversation counts each call once.
+
+        Limit: a call whose model call recorded no output (an error, content not captured) and which appears only
+        in a later call's input is not counted, as nothing tells it from history.
+        """
+        messages = self.messages
+        if not messages:
+            return [], []
+        own = self._own | self._tools.produced
+        ids: set[str] = set()
+        names: set[str] = set()  # of calls without an id (Ollama): their results name the tool instead
+        kept: list[TraceMessage] = []
+        for message in messages:
+            call = message.tool_call
+            if message.role == "tool":
+                answered = message.tool_call_id or (call.id if call is not None else None)
+                if id(message) in own or (answered in ids if answered else message.name in names):
+                    kept.append(message)
+            elif call is not None and (id(message) in own or id(call) in own):
+                kept.append(message)
+                if call.id:
+                    ids.add(call.id)
+                else:
+                    names.add(call.name)
+        return derive_tool_views(kept)
 
     def finish(self) -> list[TraceMessage]:
         """Insert the results of executed calls that no tool message answers; return the messages."""

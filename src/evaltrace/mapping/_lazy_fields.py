@@ -37,7 +37,6 @@ from evaltrace.schema import (
     TraceMessage,
     TraceMetrics,
     TraceOutput,
-    derive_tool_views,
 )
 
 _new = object.__new__
@@ -140,7 +139,7 @@ class _Fields(FieldSource):
         own: list[TraceMessage] = []
         if any(s is self.root for s, _ in self.llm_read):
             own = next((outputs for span, outputs in conversation.steps if span is self.root), [])
-        views = derive_tool_views(messages) if messages else ([], [])
+        views = conversation.tool_views()
         return messages, own, own or _last_step(conversation.steps), notes, views
 
     def _map_messages(self) -> list[TraceMessage]:

@@ -76,13 +76,18 @@ class MessageReader:
         return out
 
     def _convert(self, role: Role, parts: list[Any], name: str | None) -> list[TraceMessage]:
-        texts, reasoning, calls, results, others = _split_parts(parts)
-        if calls and not any(texts):  # some instrumentations write an empty text part beside tool calls
+        texts, reasoning, calls, results, others, servers = _split_parts(parts)
+        if (calls or servers) and not any(texts):  # some write an empty text part beside tool calls
             texts = []
         if role == "assistant":
             texts, inline = _strip_think(texts)
             reasoning += inline
         out = [self._tool_message(part, name) for part in results]
+        for part in servers:  # the provider's own tool steps, in order, before the answer they led to
+            if part["type"] == "tool_call":
+                out.append(TraceMessage(role=role, tool_call=self._tool_call(part)))
+            else:
+                out.append(self._tool_message(part, None))
         if role == "tool" and not results and texts:
             out.append(TraceMessage(role="tool", name=name, content="\n".join(texts)))
             return out
@@ -106,7 +111,10 @@ class MessageReader:
 
     def _tool_message(self, part: dict[str, Any], name: str | None) -> TraceMessage:
         call_id = part.get("id") if isinstance(part.get("id"), str) else None
-        tool_name = self.tool_names.get(call_id or "", name)
+        tool_name = self.tool_names.get(call_id or "")
+        if tool_name is None:  # no call id to look up (Ollama): the part's own name, else the message's
+            own = part.get("name")
+            tool_name = own if isinstance(own, str) and own else name
         # GenAI semconv names the result ``response``; pydantic-ai's parts (every format version) say ``result``.
         result = part["response"] if "response" in part else part.get("result")
         return TraceMessage(role="tool", name=tool_name, tool_call_id=call_id, content=tool_content(result))
@@ -131,8 +139,13 @@ def tool_content(value: Any) -> dict[str, Any] | str:
 
 def _split_parts(
     parts: list[Any],
-) -> tuple[list[str], list[str], list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
-    """Sort message parts into texts, reasoning texts, tool calls, tool responses and everything else."""
+) -> tuple[list[str], list[str], list[dict[str, Any]], list[dict[str, Any]], list[Any], list[dict[str, Any]]]:
+    """Sort message parts into texts, reasoning, tool calls, tool responses, everything else, and server tools.
+
+    The last are the provider-run tool calls and responses, as ``tool_call`` / ``tool_call_response`` parts in
+    their order.
+    """
+    servers: list[dict[str, Any]] = []
     texts: list[str] = []
     reasoning: list[str] = []
     calls: list[dict[str, Any]] = []
@@ -152,6 +165,10 @@ def _split_parts(
             calls.append(part)
         elif kind == "tool_call_response":
             results.append(part)
+        elif kind == "server_tool_call":  # a tool the provider ran (web search, code execution, MCP)
+            servers.append(_server_call(part))
+        elif kind == "server_tool_call_response":
+            servers.append(_server_response(part))
         else:
             others.append(part)
     if others:  # a media message keeps its text parts in place among the others
@@ -160,9 +177,30 @@ def _split_parts(
             "thinking",
             "tool_call",
             "tool_call_response",
+            "server_tool_call",
+            "server_tool_call_response",
         )  # a tuple: a foreign part's type may be a list
         others = [_other_part(p) for p in parts if not (isinstance(p, dict) and p.get("type") in skip)]
-    return texts, reasoning, calls, results, others
+    return texts, reasoning, calls, results, others, servers
+
+
+def _server_call(part: dict[str, Any]) -> dict[str, Any]:
+    """A ``server_tool_call`` part as a tool call: a step the provider ran is a tool call the trace made.
+
+    Before, such a part made its message structured content, so an answer grounded on a web search had no
+    ``final_answer`` and every answer evaluator skipped it. The arguments are the call object's ``arguments``
+    (Anthropic's input), else its other fields (a code execution's code), without its ``type``.
+    """
+    call = part.get("server_tool_call")
+    arguments: Any = None
+    if isinstance(call, dict):
+        arguments = call["arguments"] if "arguments" in call else {k: v for k, v in call.items() if k != "type"}
+    return {"type": "tool_call", "id": part.get("id"), "name": part.get("name"), "arguments": arguments}
+
+
+def _server_response(part: dict[str, Any]) -> dict[str, Any]:
+    """A ``server_tool_call_response`` part as a tool result: its response object is the content."""
+    return {"type": "tool_call_response", "id": part.get("id"), "response": part.get("server_tool_call_response")}
 
 
 def _strip_think(texts: list[str]) -> tuple[list[str], list[str]]:

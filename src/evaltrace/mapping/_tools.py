@@ -20,22 +20,50 @@ class ToolPlacer:
     def __init__(self, notes: list[str]) -> None:
         self.notes = notes
         self.matched: set[int] = set()  # id() of assistant ToolCalls already claimed by a tool span
+        self.by_id: dict[str, ToolCall] = {}  # claimed calls by their call id
+        self.answers: dict[int, TraceMessage] = {}  # id() of an appended call -> the result message appended
+        self.produced: set[int] = set()  # id() of the result messages tool spans gave (appended or inserted)
         self.pending: list[tuple[ToolCall, Any]] = []
 
-    def add(self, messages: list[TraceMessage], span: ReadableSpan) -> None:
-        """Stamp the call ``span`` executed with its start time, or append it to ``messages`` as call and result."""
+    def add(self, messages: list[TraceMessage], span: ReadableSpan) -> ToolCall:
+        """Stamp the call ``span`` executed with its start time, or append it to ``messages`` as call and result.
+
+        Returns:
+            The call the span executed, as it stands in ``messages`` (the matched one, or the one appended).
+        """
         call, result = self._read(span)
         matched = self._match(messages, call)
+        again = self._claimed_by_id(call) if matched is None else None
+        if again is not None:
+            # The same call id run again: a call that waited for approval and ran on resume, or a retry. One call
+            # the model asked for, so one call here; the result that arrived last is the one it was given.
+            again.started_at = again.started_at or call.started_at
+            if result is not MISSING:
+                answer = self.answers.get(id(again))
+                if answer is not None:  # appended with the call: its message takes the new result
+                    answer.content = tool_content(result)
+                else:
+                    self.pending = [(c, r) for c, r in self.pending if c is not again]
+                    self.pending.append((again, result))
+            return again
         if matched is not None:
             matched.started_at = call.started_at
             self.pending.append((matched, result))
-            return
+            if matched.id:
+                self.by_id[matched.id] = matched
+            return matched
         messages.append(TraceMessage(role="assistant", tool_call=call))
         # Claimed at once: a later identical span (a repeated call) is a call of its own, not this one again.
         self.matched.add(id(call))
+        if call.id:
+            self.by_id[call.id] = call
         if result is not MISSING:
             content = tool_content(result)
-            messages.append(TraceMessage(role="tool", name=call.name, tool_call_id=call.id, content=content))
+            answer = TraceMessage(role="tool", name=call.name, tool_call_id=call.id, content=content)
+            messages.append(answer)
+            self.answers[id(call)] = answer
+            self.produced.add(id(answer))
+        return call
 
     def _read(self, span: ReadableSpan) -> tuple[ToolCall, Any]:
         """Return the call a tool span made and its result (``MISSING`` when it recorded none)."""
@@ -60,6 +88,14 @@ class ToolPlacer:
             result = {"error": span.status.description or "tool raised"}
         call = ToolCall(id=call_id, name=name, arguments=tool_arguments(args), started_at=timestamp(span.start_time))
         return call, result
+
+    def _claimed_by_id(self, call: ToolCall) -> ToolCall | None:
+        """The call already claimed under the same id and tool name: a run of it again.
+
+        Another tool under a reused id (some servers number ids per response) is a call of its own.
+        """
+        claimed = self.by_id.get(call.id) if call.id else None
+        return claimed if claimed is not None and claimed.name == call.name else None
 
     def _match(self, messages: list[TraceMessage], call: ToolCall) -> ToolCall | None:
         """Find the unmatched assistant tool call a tool span executed: same id, else same name and arguments."""
@@ -95,6 +131,7 @@ class ToolPlacer:
                 after += 1
             message = TraceMessage(role="tool", name=call.name, tool_call_id=call.id, content=tool_content(result))
             messages.insert(after, message)
+            self.produced.add(id(message))
 
 
 def _answers(message: TraceMessage, call: ToolCall) -> bool:

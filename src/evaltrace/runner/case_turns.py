@@ -63,11 +63,24 @@ def conversation_messages(turns: Sequence[Trace]) -> list[TraceMessage]:
     for turn in turns:
         said = turn.input.get(MESSAGE_KEY)
         messages.append(TraceMessage(role="user", content=said if isinstance(said, str) else None))
-        messages.extend(m for m in turn.messages if m.tool_call is not None or m.role == "tool")
+        # The turn's own tool steps only: an application that sends the earlier turns again with each message
+        # would otherwise have their calls counted once per later turn (Trace.tool_calls holds the turn's own).
+        calls = turn.tool_calls
+        results = [(r.tool_call_id, r.content) for r in turn.tool_results]
+        messages.extend(
+            m
+            for m in turn.messages
+            if (m.role == "tool" and (_answered(m), m.content if m.content is not None else "") in results)
+            or (m.role != "tool" and m.tool_call is not None and m.tool_call in calls)
+        )
         if turn.output.final_answer is not None or turn.output.thinking is not None:
             answer = TraceMessage(role="assistant", content=turn.output.final_answer, thinking=turn.output.thinking)
             messages.append(answer)
     return messages
+
+
+def _answered(message: TraceMessage) -> str | None:
+    return message.tool_call_id or (message.tool_call.id if message.tool_call is not None else None)
 
 
 def case_trace(

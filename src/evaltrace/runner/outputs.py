@@ -100,7 +100,9 @@ def _mapped(trace: Trace, mapped: MappedOutput) -> dict[str, Any]:
     return {
         "output": TraceOutput(final_answer=answer, thinking=thinking, structured=mapped.structured),
         "messages": messages,
-        "tool_calls": [],  # derived again from the messages
-        "tool_results": [],
+        # The trace's own calls and the response's: not derived from all the messages again, which would count
+        # the calls of a history the request repeated (see Trace's invariants).
+        "tool_calls": [*trace.tool_calls, *calls],
+        "tool_results": list(trace.tool_results),
         "metrics": trace.metrics.model_copy(update={**figures, "custom": custom}),
     }

@@ -245,8 +245,10 @@ class Trace(VersionedModel):
       ``finished_at >= started_at``.
     * ``latency_ms`` is computed from them in whole milliseconds. It is serialised, but a supplied value is
       ignored on input (it is recomputed), so a file edited by hand can never disagree with its timestamps.
-    * ``tool_calls``/``tool_results`` are views of ``messages``: when left empty they are derived from the
-      messages; supplied non-empty lists are kept as given (adapters that have no messages may set them).
+    * ``tool_calls``/``tool_results`` are views of ``messages``: when not supplied they are derived from all the
+      messages; supplied lists, empty ones included, are kept as given. The mapping supplies them without the
+      calls and results of the history a multi-turn input repeats (a turn's tool calls are the ones it made), and
+      a stored Trace read back keeps them so. Adapters that have no messages may set them too.
     * ``error`` is set if and only if the system raised; its ``type`` is one of the four TraceError types.
     * ``output.thinking`` is never part of ``output.final_answer``.
     """
@@ -288,8 +290,9 @@ class Trace(VersionedModel):
             raise ValueError(
                 f"finished_at ({self.finished_at.isoformat()}) is before started_at ({self.started_at.isoformat()})"
             )
-        if not self.tool_calls or not self.tool_results:
+        given = self.model_fields_set
+        if "tool_calls" not in given or "tool_results" not in given:
             calls, results = derive_tool_views(self.messages)
-            self.tool_calls = self.tool_calls or calls
-            self.tool_results = self.tool_results or results
+            self.tool_calls = self.tool_calls if "tool_calls" in given else calls
+            self.tool_results = self.tool_results if "tool_results" in given else results
         return self

@@ -1,0 +1,51 @@
+"""A simulated conversation's case trace counts each turn's own tool calls once.
+
+An application that sends the earlier turns (their tool calls and results) again with each message has them in
+every later turn's messages; each turn's Trace holds only its own calls (issue: a verdict on a turn is about that
+turn), and the case trace, built from the turns, must not count an earlier call again per later turn.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from evaltrace.runner.case_turns import conversation_messages
+from evaltrace.schema import ToolCall, ToolResult, Trace, TraceMessage, TraceOutput
+
+T0 = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
+CALL = ToolCall(id="c1", name="get_weather", arguments={"city": "Paris"})
+
+
+def _turn(said: str, answer: str, messages: list[TraceMessage], **views: list[ToolCall] | list[ToolResult]) -> Trace:
+    return Trace(
+        run_id="run",
+        case_id="case",
+        variant_name="v",
+        started_at=T0,
+        finished_at=T0,
+        input={"message": said},
+        output=TraceOutput(final_answer=answer),
+        messages=messages,
+        **views,
+    )
+
+
+def test_each_turns_own_tool_steps_once() -> None:
+    asked = [
+        TraceMessage(role="user", content="Weather?"),
+        TraceMessage(role="assistant", tool_call=CALL),
+        TraceMessage(role="tool", name="get_weather", tool_call_id="c1", content="rainy"),
+        TraceMessage(role="assistant", content="Rainy."),
+    ]
+    first = _turn("Weather?", "Rainy.", asked)  # views derived: its own call and result
+    again = [*asked, TraceMessage(role="user", content="Umbrella?"), TraceMessage(role="assistant", content="Yes.")]
+    second = _turn("Umbrella?", "Yes.", again, tool_calls=[], tool_results=[])  # as the mapping gives it
+    messages = conversation_messages([first, second])
+    assert [(m.role, m.content, m.tool_call and m.tool_call.id) for m in messages] == [
+        ("user", "Weather?", None),
+        ("assistant", None, "c1"),
+        ("tool", "rainy", None),
+        ("assistant", "Rainy.", None),
+        ("user", "Umbrella?", None),
+        ("assistant", "Yes.", None),
+    ]
