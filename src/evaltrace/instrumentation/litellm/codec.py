@@ -184,10 +184,52 @@ def _header_type() -> Any:
 _NO_INDEX = object()  # no choice index read yet in a batch
 
 
-class LiteLLMChatAccumulator(ChatAccumulator):
-    """OpenAI's chat accumulator over LiteLLM's chunks, plus the ``reasoning_content`` of each ``Delta``."""
+@functools.cache
+def _total_usage() -> Any:
+    """LiteLLM's ``calculate_total_usage`` (its stream total over the chunks it kept), None if it has none."""
+    try:
+        from litellm.litellm_core_utils.streaming_handler import calculate_total_usage
+    except ImportError:
+        return None
+    return calculate_total_usage
 
-    __slots__ = ()
+
+def _reported_usage(stream: Any) -> Any:
+    """The usage the provider reported over a LiteLLM stream, as LiteLLM totals it; None when none was reported.
+
+    ``CustomStreamWrapper.chunks`` keeps every chunk that carried usage, also those it did not yield (a stream
+    called without ``stream_options={"include_usage": True}``): Anthropic reports its input tokens when the
+    message starts and its output tokens when it ends, OpenAI-compatible servers in a last chunk. LiteLLM itself
+    totals them with ``calculate_total_usage`` for its callbacks. With no chunk of usage there is no total: the
+    stream's ``_hidden_params["usage"]`` then holds LiteLLM's token-count estimate, which no provider reported.
+    """
+    chunks = getattr(stream, "chunks", None)
+    total = _total_usage()
+    if total is None or type(chunks) is not list:
+        return None
+    if not any(getattr(chunk, "usage", None) is not None for chunk in chunks):
+        return None
+    return total(chunks=chunks)
+
+
+class LiteLLMChatAccumulator(ChatAccumulator):
+    """OpenAI's chat accumulator over LiteLLM's chunks, plus the ``reasoning_content`` of each ``Delta``.
+
+    ``stream``: LiteLLM's ``CustomStreamWrapper`` folded, read once when the stream ends for the usage it did not
+    yield (see ``_reported_usage``); None when the chunks come from elsewhere.
+    """
+
+    __slots__ = ("stream",)
+
+    def __init__(self, stream: Any = None) -> None:
+        super().__init__()
+        self.stream = stream
+
+    def _stream_usage(self) -> None:
+        """Take the usage LiteLLM kept from the caller (no usage chunk folded) as the stream's, once."""
+        stream, self.stream = self.stream, None
+        if self.usage is None and stream is not None:
+            self.usage = _reported_usage(stream)
 
     def add(self, chunk: Any) -> bool:
         """Fold one ``ModelResponseStream`` in (see ``ChatAccumulator.add``); O(1) per choice.
@@ -351,8 +393,14 @@ class LiteLLMChatAccumulator(ChatAccumulator):
                     raise
                 chunk_failed()
 
+    def summary(self) -> Summary:
+        """OpenAI's summary, with the usage LiteLLM did not yield (see ``_reported_usage``)."""
+        self._stream_usage()
+        return super().summary()
+
     def outcome(self) -> Outcome:
-        """OpenAI's outcome, with the cache writes LiteLLM reports for Anthropic."""
+        """OpenAI's outcome, with the usage LiteLLM did not yield and the cache writes it reports for Anthropic."""
+        self._stream_usage()
         result = super().outcome()
         _add_cache_writes(result, self.usage)
         return result
@@ -416,7 +464,7 @@ class LiteLLMCodec(Codec):
         if not self.is_stream(kind, result):
             return PLAIN
         is_async = not (isinstance(kind, Route) and kind.function == COMPLETION)
-        return call.stream(result, self.accumulator(kind), is_async=is_async)
+        return call.stream(result, LiteLLMChatAccumulator(result), is_async=is_async)
 
 
 CODEC = LiteLLMCodec()

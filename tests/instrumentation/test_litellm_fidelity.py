@@ -1,0 +1,133 @@
+"""What a LiteLLM span records against what the provider sent.
+
+The real ``litellm`` is pointed (``api_base``) at the replay server on 127.0.0.1 serving the Anthropic fixtures
+(tests/fixtures/anthropic) and the recorded OpenAI traffic (tests/fixtures/openai-cassettes), as in
+test_litellm_spans.py.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # LiteLLM fetches its price map at import otherwise
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+litellm = pytest.importorskip("litellm")
+
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+
+from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette  # noqa: E402
+from evaltrace.instrumentation.litellm import LiteLLMInstrumentor  # noqa: E402
+
+OPENAI = FIXTURES / "openai-cassettes" / "otel-contrib"
+ANTHROPIC = FIXTURES / "anthropic"
+USER = [{"role": "user", "content": "Say this is a test"}]
+CLAUDE = "anthropic/claude-sonnet-4-6"
+
+
+@pytest.fixture
+def instrumented(provider: TracerProvider, capture: None) -> Iterator[LiteLLMInstrumentor]:
+    instrumentor = LiteLLMInstrumentor()
+    instrumentor.instrument()
+    yield instrumentor
+    instrumentor.uninstrument()
+
+
+pytestmark = [
+    pytest.mark.usefixtures("instrumented"),
+    # LiteLLM's own types, built lazily by pydantic on first use (nothing of ours).
+    pytest.mark.filterwarnings("ignore:.*using the `ReadOnly` qualifier:UserWarning"),
+    pytest.mark.filterwarnings("ignore:Accessing the 'model_.*' attribute on the instance:DeprecationWarning"),
+]
+
+
+def _anthropic(name: str, status: int = 200) -> Recorded:
+    body = (ANTHROPIC / name).read_bytes()
+    kind = "text/event-stream" if name.endswith(".sse") else "application/json"
+    return Recorded("POST", "https://api.anthropic.com/v1/messages", b"", status, "OK" if status == 200 else "Error",
+                    [("content-type", kind)], body)  # fmt: skip
+
+
+async def _complete(is_async: bool, **kwargs: Any) -> Any:
+    params = {"api_key": "test", "messages": USER, "num_retries": 0, **kwargs}
+    if is_async:
+        return await litellm.acompletion(**params)
+    return litellm.completion(**params)
+
+
+async def _drain(stream: Any, is_async: bool) -> list[Any]:
+    if is_async:
+        return [chunk async for chunk in stream]
+    return list(stream)
+
+
+def _usage(span: Any) -> dict[str, Any]:
+    return {k: v for k, v in (span.attributes or {}).items() if k.startswith("gen_ai.usage.")}
+
+
+async def test_a_stream_without_include_usage_records_the_usage_the_provider_sent(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """LiteLLM takes the usage chunk out of a stream the caller did not ask usage of, but keeps it on its last chunk.
+
+    The Anthropic stream reports its tokens (``message_start`` / ``message_delta``); LiteLLM puts their total in
+    the final chunk's ``_hidden_params["usage"]``. The span's usage is the same as with ``include_usage``.
+    """
+    spans = []
+    for options in ({}, {"stream_options": {"include_usage": True}}):
+        with ReplayServer([_anthropic("stream_thinking_tokens.sse")]) as server:
+            stream = await _complete(is_async, model=CLAUDE, api_base=server.url, max_tokens=1024, stream=True,
+                                     **options)  # fmt: skip
+            chunks = await _drain(stream, is_async)
+        if not options:
+            assert all(getattr(c, "usage", None) is None for c in chunks)  # the user's chunks carry none
+        (span,) = exporter.get_finished_spans()
+        exporter.clear()
+        spans.append(span)
+    usage = _usage(spans[0])
+    assert usage["gen_ai.usage.input_tokens"] == 32 + 1200  # includes the cache read, as OTel says
+    assert usage["gen_ai.usage.cache_read.input_tokens"] == 1200
+    assert usage["gen_ai.usage.output_tokens"] == 190
+    assert usage["gen_ai.usage.reasoning.output_tokens"] == 121
+    assert usage == _usage(spans[1])
+    assert spans[0].attributes is not None and spans[0].attributes["evaltrace.cost_usd"] > 0
+
+
+async def test_a_stream_without_include_usage_records_a_usage_chunk_sent_after_the_finish(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """OpenAI's recorded stream ends with a usage chunk after the finish chunk; LiteLLM yields it to nobody."""
+    with ReplayServer(load_cassette(OPENAI / "test_chat_completion_streaming.yaml")) as server:
+        stream = await _complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", stream=True)
+        chunks = await _drain(stream, is_async)
+    assert all(c.choices and getattr(c, "usage", None) is None for c in chunks)
+    (span,) = exporter.get_finished_spans()
+    usage = _usage(span)
+    assert (usage["gen_ai.usage.input_tokens"], usage["gen_ai.usage.output_tokens"]) == (12, 5)
+    assert usage["gen_ai.usage.cache_read.input_tokens"] == 0
+
+
+async def test_a_stream_whose_provider_sent_no_usage_records_none(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """LiteLLM marks a total it could not read (``UnreportedUsage``, all zeros): no usage, not a usage of 0."""
+    item = load_cassette(OPENAI / "test_chat_completion_streaming.yaml")[0]
+    events = [e for e in item.body.split(b"\n\n") if e.strip()]
+    kept = [e for e in events if e.startswith(b"data: [DONE]") or json.loads(e[len(b"data: ") :])["choices"]]
+    assert len(kept) == len(events) - 1  # the recording's usage chunk, left out
+    edited = Recorded(item.method, item.uri, item.request_body, item.status, item.reason, item.headers,
+                      b"\n\n".join(kept) + b"\n\n")  # fmt: skip
+    with ReplayServer([edited]) as server:
+        stream = await _complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", stream=True)
+        await _drain(stream, is_async)
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes is not None
+    assert span.attributes["evaltrace.stream.end_reason"] == "exhausted"
+    assert _usage(span) == {}
+    assert "evaltrace.cost_usd" not in span.attributes
