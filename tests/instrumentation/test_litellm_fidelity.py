@@ -21,6 +21,7 @@ litellm = pytest.importorskip("litellm")
 
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from opentelemetry.trace import StatusCode  # noqa: E402
 
 from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette  # noqa: E402
 from evaltrace.instrumentation.litellm import LiteLLMInstrumentor  # noqa: E402
@@ -131,3 +132,18 @@ async def test_a_stream_whose_provider_sent_no_usage_records_none(
     assert span.attributes["evaltrace.stream.end_reason"] == "exhausted"
     assert _usage(span) == {}
     assert "evaltrace.cost_usd" not in span.attributes
+
+
+async def test_litellm_status_code_is_not_taken_for_the_provider_error_code(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """LiteLLM's ``RateLimitError`` sets ``code="429"`` itself: ``error.type`` is its class, as for ``NotFoundError``."""
+    with ReplayServer([_anthropic("error_429.json", status=429)]) as server:
+        with pytest.raises(litellm.RateLimitError) as raised:
+            await _complete(is_async, model=CLAUDE, api_base=server.url, max_tokens=16)
+    assert raised.value.code == "429"  # LiteLLM's, not Anthropic's (``rate_limit_error``, in the message only)
+    (span,) = exporter.get_finished_spans()
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes is not None
+    assert span.attributes["error.type"] == "RateLimitError"
+    assert span.attributes["http.response.status_code"] == 429

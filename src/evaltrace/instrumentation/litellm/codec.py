@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import PLAIN, Accumulator, Codec, Endpoint, add_each, chunk_failed, plain_fields
+from evaltrace._internal.engine.errortype import error_type_of
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai import build
 from evaltrace._internal.openai.accumulate import ChatAccumulator, _ChoiceBuffer
@@ -43,6 +44,19 @@ def request_attributes(params: dict[str, Any], capture: bool, max_len: int) -> A
     attrs = build.request_attributes(EndpointKind.CHAT, params, capture, max_len)
     attrs[sc.LANGFUSE_OBSERVATION_TYPE] = sc.LANGFUSE_TYPE_GENERATION
     return attrs
+
+
+def error_type(error: BaseException) -> str:
+    """``error.type`` of a LiteLLM exception: the provider's error code, else the exception's class.
+
+    LiteLLM sets ``code`` on some of its exceptions to the HTTP status as a string (``RateLimitError``: ``"429"``),
+    which is no provider's code and already in ``http.response.status_code``: such a code gives the class name, as
+    the exceptions LiteLLM leaves without a code (``NotFoundError``) do.
+    """
+    code = getattr(error, "code", None)
+    if isinstance(code, str) and code.isdigit():
+        return type(error).__qualname__
+    return error_type_of(error)
 
 
 def outcome(response: Any, content: bool = True) -> Outcome:
@@ -447,6 +461,10 @@ class LiteLLMCodec(Codec):
     def summary(self, kind: Hashable, result: Any) -> Summary:
         """Model and token counts of a ``ModelResponse``."""
         return chat_summary(result)
+
+    def error_type(self, error: BaseException) -> str:
+        """The provider's error code, else the class of LiteLLM's exception (see ``error_type``)."""
+        return error_type(error)
 
     def is_stream(self, kind: Hashable, result: Any) -> bool:
         """``stream=True``: a ``CustomStreamWrapper``."""
