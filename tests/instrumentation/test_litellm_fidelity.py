@@ -147,3 +147,12 @@ async def test_litellm_status_code_is_not_taken_for_the_provider_error_code(
     assert span.attributes is not None
     assert span.attributes["error.type"] == "RateLimitError"
     assert span.attributes["http.response.status_code"] == 429
+
+
+async def test_top_k_is_recorded(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    with ReplayServer([_anthropic("text.json")]) as server:
+        await _complete(is_async, model=CLAUDE, api_base=server.url, max_tokens=64, top_k=5)
+        assert server.received[0].json()["top_k"] == 5  # LiteLLM sent it to the provider
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes is not None
+    assert span.attributes["gen_ai.request.top_k"] == 5

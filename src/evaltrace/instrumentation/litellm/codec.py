@@ -40,9 +40,18 @@ Attributes = dict[str, Any]
 
 
 def request_attributes(params: dict[str, Any], capture: bool, max_len: int) -> Attributes:
-    """Request parameters and content, read as the OpenAI codec reads a Chat Completions request."""
+    """Request parameters and content, read as the OpenAI codec reads a Chat Completions request.
+
+    Plus ``top_k``, which OpenAI's API lacks and LiteLLM sends on to the providers that take it (Anthropic,
+    Gemini, Vertex AI...): an int, as on the conventions' main branch and in the Anthropic instrumentation.
+    """
     attrs = build.request_attributes(EndpointKind.CHAT, params, capture, max_len)
     attrs[sc.LANGFUSE_OBSERVATION_TYPE] = sc.LANGFUSE_TYPE_GENERATION
+    top_k = params.get("top_k")
+    if type(top_k) is int:  # not a bool
+        attrs[sc.GEN_AI_REQUEST_TOP_K] = top_k
+    elif type(top_k) is float:
+        attrs[sc.GEN_AI_REQUEST_TOP_K] = int(top_k) if top_k.is_integer() else top_k
     return attrs
 
 
