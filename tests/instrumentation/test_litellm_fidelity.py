@@ -156,3 +156,31 @@ async def test_top_k_is_recorded(is_async: bool, exporter: InMemorySpanExporter)
     (span,) = exporter.get_finished_spans()
     assert span.attributes is not None
     assert span.attributes["gen_ai.request.top_k"] == 5
+
+
+@pytest.mark.parametrize("model", ["openai/gpt-4o-mini", CLAUDE])
+async def test_one_span_with_the_provider_sdk_instrumented_too(
+    model: str, is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """LiteLLM's built-in OpenAI and Anthropic handlers, with both SDK instrumentations on: LiteLLM's span only."""
+    from evaltrace.instrumentation.anthropic import AnthropicInstrumentor
+    from evaltrace.instrumentation.openai import OpenAIInstrumentor
+
+    OpenAIInstrumentor().instrument()
+    AnthropicInstrumentor().instrument()
+    try:
+        if model.startswith("openai/"):
+            replies, base = load_cassette(OPENAI / "test_chat_completion_with_content.yaml"), "/v1"
+        else:
+            replies, base = [_anthropic("text.json")], ""
+        with ReplayServer(replies) as server:
+            await _complete(is_async, model=model, api_base=server.url + base, max_tokens=64)
+            assert len(server.received) == 1
+    finally:
+        OpenAIInstrumentor().uninstrument()
+        AnthropicInstrumentor().uninstrument()
+    (span,) = exporter.get_finished_spans()
+    assert span.name == f"chat {model}"
+    assert span.parent is None
+    assert span.attributes is not None
+    assert span.attributes["gen_ai.provider.name"] == model.split("/")[0]
