@@ -184,3 +184,33 @@ async def test_one_span_with_the_provider_sdk_instrumented_too(
     assert span.parent is None
     assert span.attributes is not None
     assert span.attributes["gen_ai.provider.name"] == model.split("/")[0]
+
+
+@pytest.mark.parametrize(
+    ("model", "provider", "server"),
+    [
+        ("text-completion-openai/gpt-3.5-turbo-instruct", "openai", ("api.openai.com", 443)),
+        ("anthropic_text/claude-2.1", "anthropic", ("api.anthropic.com", 443)),
+        ("azure_text/my-deployment", "azure.ai.openai", (None, None)),
+        ("watsonx_text/ibm/granite-13b-chat-v2", "ibm.watsonx.ai", (None, None)),
+    ],
+)
+def test_litellm_text_providers_are_named_as_their_chat_providers(
+    model: str, provider: str, server: tuple[str | None, int | None]
+) -> None:
+    """LiteLLM's text-completion handlers of OpenAI, Anthropic, Azure OpenAI and watsonx (``get_llm_provider``)."""
+    from evaltrace.instrumentation.litellm.providers import resolve
+
+    assert litellm.get_llm_provider(model=model)[1] == model.split("/")[0]  # LiteLLM's own name for it
+    assert resolve({"model": model}) == (provider, server)
+
+
+def test_an_azure_text_call_span_names_azure_openai(exporter: InMemorySpanExporter) -> None:
+    """Through the real call (refused on 127.0.0.1: no request leaves the machine), the span has the OTel name."""
+    with pytest.raises(litellm.APIConnectionError):
+        litellm.completion(model="azure_text/my-deployment", api_base="http://127.0.0.1:9", api_key="test",
+                           api_version="2024-02-01", messages=USER, num_retries=0)  # fmt: skip
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes is not None
+    assert span.attributes["gen_ai.provider.name"] == "azure.ai.openai"
+    assert (span.attributes["server.address"], span.attributes["server.port"]) == ("127.0.0.1", 9)
