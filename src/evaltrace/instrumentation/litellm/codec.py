@@ -245,7 +245,7 @@ class LiteLLMChatAccumulator(ChatAccumulator):
     __slots__ = ("stream",)
 
     def __init__(self, stream: Any = None) -> None:
-        super().__init__()
+        ChatAccumulator.__init__(self)  # not ``super()``: one frame less per stream (benchmarks/budgets.toml)
         self.stream = stream
 
     def _stream_usage(self) -> None:
@@ -418,13 +418,15 @@ class LiteLLMChatAccumulator(ChatAccumulator):
 
     def summary(self) -> Summary:
         """OpenAI's summary, with the usage LiteLLM did not yield (see ``_reported_usage``)."""
-        self._stream_usage()
-        return super().summary()
+        if self.stream is not None:  # tested here: a call less when no stream is left to read
+            self._stream_usage()
+        return ChatAccumulator.summary(self)
 
     def outcome(self) -> Outcome:
         """OpenAI's outcome, with the usage LiteLLM did not yield and the cache writes it reports for Anthropic."""
-        self._stream_usage()
-        result = super().outcome()
+        if self.stream is not None:
+            self._stream_usage()
+        result = ChatAccumulator.outcome(self)
         _add_cache_writes(result, self.usage)
         return result
 
