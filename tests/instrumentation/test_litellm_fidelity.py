@@ -11,8 +11,10 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # LiteLLM fetches its price map at import otherwise
 
+import gc
 import json
-from collections.abc import Iterator
+import warnings
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -38,6 +40,23 @@ def instrumented(provider: TracerProvider, capture: None) -> Iterator[LiteLLMIns
     instrumentor.instrument()
     yield instrumentor
     instrumentor.uninstrument()
+
+
+@pytest.fixture(autouse=True)
+async def _close_litellm_clients() -> AsyncIterator[None]:
+    """Close and drop the clients LiteLLM caches across calls, so that no later test collects their sockets.
+
+    LiteLLM keeps its provider clients (sync and per event loop) in ``in_memory_llm_clients_cache``; a test's event
+    loop ends with it, and a client evicted later was collected, with a ResourceWarning for its socket, in whichever
+    test ran then. Closed here, then dropped and collected here with that warning (LiteLLM's, about its own cache)
+    ignored.
+    """
+    yield
+    await litellm.close_litellm_async_clients()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        litellm.in_memory_llm_clients_cache.flush_cache()
+        gc.collect()
 
 
 pytestmark = [
@@ -214,3 +233,34 @@ def test_an_azure_text_call_span_names_azure_openai(exporter: InMemorySpanExport
     assert span.attributes is not None
     assert span.attributes["gen_ai.provider.name"] == "azure.ai.openai"
     assert (span.attributes["server.address"], span.attributes["server.port"]) == ("127.0.0.1", 9)
+
+
+REDACTED = {"type": "reasoning", "content": "", "redacted": True}
+
+
+@pytest.mark.parametrize("name", ["thinking.json", "stream_thinking.sse"])
+async def test_a_redacted_thinking_block_is_an_empty_redacted_reasoning_part(
+    name: str, is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """Anthropic's ``redacted_thinking`` (in LiteLLM's ``thinking_blocks`` only): marked, as the Anthropic span has it.
+
+    Whole or streamed, the thinking LiteLLM gives as ``reasoning_content`` comes first, then one redacted part per
+    redacted block, then the answer.
+    """
+    stream = name.endswith(".sse")
+    with ReplayServer([_anthropic(name)]) as server:
+        response = await _complete(is_async, model=CLAUDE, api_base=server.url, max_tokens=1024, stream=stream)
+        chunks = await _drain(response, is_async) if stream else None
+    if chunks is None:
+        blocks = response.choices[0].message.thinking_blocks
+        reasoning, answer = response.choices[0].message.reasoning_content, response.choices[0].message.content
+    else:
+        deltas = [c.choices[0].delta for c in chunks if c.choices]
+        blocks = [b for d in deltas for b in getattr(d, "thinking_blocks", None) or ()]
+        reasoning = "".join(getattr(d, "reasoning_content", None) or "" for d in deltas)
+        answer = "".join(d.content or "" for d in deltas)
+    assert [b["type"] for b in blocks].count("redacted_thinking") == 1  # what LiteLLM gives the caller
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes is not None
+    parts = json.loads(str(span.attributes["gen_ai.output.messages"]))[0]["parts"]
+    assert parts == [{"type": "reasoning", "content": reasoning}, REDACTED, {"type": "text", "content": answer}]

@@ -29,6 +29,7 @@ from evaltrace._internal.openai.parts import field, reasoning_part
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import chat_outcome, chat_summary
 from evaltrace.instrumentation.litellm.endpoints import COMPLETION
+from evaltrace.instrumentation.litellm.extras import add_redacted, redacted_count, reported_usage
 from evaltrace.instrumentation.litellm.providers import PROVIDER_NAMES as PROVIDER_NAMES
 from evaltrace.instrumentation.litellm.providers import UNKNOWN_PROVIDER, bind, resolve
 from evaltrace.instrumentation.litellm.providers import Server as Server
@@ -73,7 +74,10 @@ def outcome(response: Any, content: bool = True) -> Outcome:
     result = chat_outcome(response, content)
     if result.output_messages:
         for choice, message in zip(field(response, "choices") or (), result.output_messages, strict=False):
-            _add_reasoning(message, field(field(choice, "message"), "reasoning_content"))
+            answer = field(choice, "message")
+            _add_reasoning(message, field(answer, "reasoning_content"))
+            # A declared field, in the instance's ``__dict__`` only when set: read there, no pydantic miss.
+            add_redacted(message, redacted_count(getattr(answer, "__dict__", _EMPTY).get("thinking_blocks")))
     _add_cache_writes(result, field(response, "usage"))
     return result
 
@@ -207,52 +211,25 @@ def _header_type() -> Any:
 _NO_INDEX = object()  # no choice index read yet in a batch
 
 
-@functools.cache
-def _total_usage() -> Any:
-    """LiteLLM's ``calculate_total_usage`` (its stream total over the chunks it kept), None if it has none."""
-    try:
-        from litellm.litellm_core_utils.streaming_handler import calculate_total_usage
-    except ImportError:
-        return None
-    return calculate_total_usage
-
-
-def _reported_usage(stream: Any) -> Any:
-    """The usage the provider reported over a LiteLLM stream, as LiteLLM totals it; None when none was reported.
-
-    ``CustomStreamWrapper.chunks`` keeps every chunk that carried usage, also those it did not yield (a stream
-    called without ``stream_options={"include_usage": True}``): Anthropic reports its input tokens when the
-    message starts and its output tokens when it ends, OpenAI-compatible servers in a last chunk. LiteLLM itself
-    totals them with ``calculate_total_usage`` for its callbacks. With no chunk of usage there is no total: the
-    stream's ``_hidden_params["usage"]`` then holds LiteLLM's token-count estimate, which no provider reported.
-    """
-    chunks = getattr(stream, "chunks", None)
-    total = _total_usage()
-    if total is None or type(chunks) is not list:
-        return None
-    if not any(getattr(chunk, "usage", None) is not None for chunk in chunks):
-        return None
-    return total(chunks=chunks)
-
-
 class LiteLLMChatAccumulator(ChatAccumulator):
     """OpenAI's chat accumulator over LiteLLM's chunks, plus the ``reasoning_content`` of each ``Delta``.
 
     ``stream``: LiteLLM's ``CustomStreamWrapper`` folded, read once when the stream ends for the usage it did not
-    yield (see ``_reported_usage``); None when the chunks come from elsewhere.
+    yield (see ``extras.reported_usage``); None when the chunks come from elsewhere.
     """
 
-    __slots__ = ("stream",)
+    __slots__ = ("redacted", "stream")
 
     def __init__(self, stream: Any = None) -> None:
         ChatAccumulator.__init__(self)  # not ``super()``: one frame less per stream (benchmarks/budgets.toml)
         self.stream = stream
+        self.redacted: dict[Any, int] | None = None  # redacted thinking blocks per choice index, once one arrives
 
     def _stream_usage(self) -> None:
         """Take the usage LiteLLM kept from the caller (no usage chunk folded) as the stream's, once."""
         stream, self.stream = self.stream, None
         if self.usage is None and stream is not None:
-            self.usage = _reported_usage(stream)
+            self.usage = reported_usage(stream)
 
     def add(self, chunk: Any) -> bool:
         """Fold one ``ModelResponseStream`` in (see ``ChatAccumulator.add``); O(1) per choice.
@@ -284,6 +261,12 @@ class LiteLLMChatAccumulator(ChatAccumulator):
             reasoning = choice.delta.reasoning_content if choice.delta is not None else None
             if isinstance(reasoning, str) and reasoning:
                 self.choices[choice.index].reasoning.append(reasoning)
+            if choice.delta is not None:  # ``thinking_blocks`` is declared: in ``__dict__`` only when set
+                count = redacted_count(getattr(choice.delta._of, "__dict__", _EMPTY).get("thinking_blocks"))
+                if count:
+                    redacted = self.redacted if self.redacted is not None else {}
+                    redacted[choice.index] = redacted.get(choice.index, 0) + count
+                    self.redacted = redacted
         return output
 
     def add_batch(self, chunks: list[Any], *, propagate: bool = False) -> None:  # noqa: C901  (one frame per batch)
@@ -386,6 +369,7 @@ class LiteLLMChatAccumulator(ChatAccumulator):
                         or extra.get("function_call") is not None
                         or isinstance(reasoning, str)  # as ``add`` and ``reasoning_extra`` read it
                         or isinstance(extra.get("reasoning"), str)
+                        or redacted_count(fields.get("thinking_blocks"))  # ``_add`` counts them
                     ):
                         self.add(chunk)
                         continue
@@ -399,6 +383,7 @@ class LiteLLMChatAccumulator(ChatAccumulator):
                         or (isinstance(reasoning, str) and reasoning)
                         or isinstance(extra.get("reasoning_content"), str)  # what ``reasoning_extra`` reads
                         or isinstance(extra.get("reasoning"), str)
+                        or redacted_count(fields.get("thinking_blocks"))
                     ):
                         self.add(chunk)
                         continue
@@ -417,7 +402,7 @@ class LiteLLMChatAccumulator(ChatAccumulator):
                 chunk_failed()
 
     def summary(self) -> Summary:
-        """OpenAI's summary, with the usage LiteLLM did not yield (see ``_reported_usage``)."""
+        """OpenAI's summary, with the usage LiteLLM did not yield (see ``extras.reported_usage``)."""
         if self.stream is not None:  # tested here: a call less when no stream is left to read
             self._stream_usage()
         return ChatAccumulator.summary(self)
@@ -427,6 +412,9 @@ class LiteLLMChatAccumulator(ChatAccumulator):
         if self.stream is not None:
             self._stream_usage()
         result = ChatAccumulator.outcome(self)
+        if self.redacted is not None:
+            for index, message in zip(sorted(self.choices), result.output_messages or (), strict=False):
+                add_redacted(message, self.redacted.get(index, 0))
         _add_cache_writes(result, self.usage)
         return result
 
