@@ -264,3 +264,27 @@ async def test_a_redacted_thinking_block_is_an_empty_redacted_reasoning_part(
     assert span.attributes is not None
     parts = json.loads(str(span.attributes["gen_ai.output.messages"]))[0]["parts"]
     assert parts == [{"type": "reasoning", "content": reasoning}, REDACTED, {"type": "text", "content": answer}]
+
+
+def test_a_status_code_gives_way_to_the_providers_error_type_in_the_body() -> None:
+    from evaltrace.instrumentation.litellm.codec import error_type
+
+    error = litellm.RateLimitError("slow down", llm_provider="anthropic", model=CLAUDE)
+    error.code = "429"  # type: ignore[attr-defined]
+    error.body = {"error": {"type": "rate_limit_error"}}  # type: ignore[attr-defined]
+    assert error_type(error) == "rate_limit_error"
+    error.body = None  # type: ignore[attr-defined]
+    assert error_type(error) == "RateLimitError"
+
+
+def test_a_usage_total_that_fails_leaves_no_usage_rather_than_raising(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from evaltrace.instrumentation.litellm import extras
+
+    def broken(**_: object) -> object:
+        raise TypeError("a changed signature")
+
+    monkeypatch.setattr(extras, "_total_usage", lambda: broken)
+    stream = SimpleNamespace(chunks=[SimpleNamespace(usage=object())])
+    assert extras.reported_usage(stream) is None

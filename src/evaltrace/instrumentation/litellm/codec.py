@@ -65,7 +65,11 @@ def error_type(error: BaseException) -> str:
     """
     code = getattr(error, "code", None)
     if isinstance(code, str) and code.isdigit():
-        return type(error).__qualname__
+        # Not a provider's code; a provider's error type in the body (``{"error": {"type": ...}}``) still is.
+        body = getattr(error, "body", None)
+        nested = body.get("error") if isinstance(body, dict) else None
+        kind = nested.get("type") if isinstance(nested, dict) else None
+        return kind if isinstance(kind, str) and kind else type(error).__qualname__
     return error_type_of(error)
 
 

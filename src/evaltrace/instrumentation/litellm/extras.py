@@ -66,4 +66,7 @@ def reported_usage(stream: Any) -> Any:
         return None
     if not any(getattr(chunk, "usage", None) is not None for chunk in chunks):
         return None
-    return total(chunks=chunks)
+    try:
+        return total(chunks=chunks)
+    except Exception:  # LiteLLM's streaming internals, not a public API: no total beats losing the whole record
+        return None
