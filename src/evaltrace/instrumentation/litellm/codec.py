@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import PLAIN, Accumulator, Codec, Endpoint, add_each, chunk_failed, plain_fields
+from evaltrace._internal.engine.errortype import error_type_of
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai import build
 from evaltrace._internal.openai.accumulate import ChatAccumulator, _ChoiceBuffer
@@ -28,6 +29,7 @@ from evaltrace._internal.openai.parts import field, reasoning_part
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import chat_outcome, chat_summary
 from evaltrace.instrumentation.litellm.endpoints import COMPLETION
+from evaltrace.instrumentation.litellm.extras import add_redacted, redacted_count, reported_usage
 from evaltrace.instrumentation.litellm.providers import PROVIDER_NAMES as PROVIDER_NAMES
 from evaltrace.instrumentation.litellm.providers import UNKNOWN_PROVIDER, bind, resolve
 from evaltrace.instrumentation.litellm.providers import Server as Server
@@ -39,10 +41,36 @@ Attributes = dict[str, Any]
 
 
 def request_attributes(params: dict[str, Any], capture: bool, max_len: int) -> Attributes:
-    """Request parameters and content, read as the OpenAI codec reads a Chat Completions request."""
+    """Request parameters and content, read as the OpenAI codec reads a Chat Completions request.
+
+    Plus ``top_k``, which OpenAI's API lacks and LiteLLM sends on to the providers that take it (Anthropic,
+    Gemini, Vertex AI...): an int, as on the conventions' main branch and in the Anthropic instrumentation.
+    """
     attrs = build.request_attributes(EndpointKind.CHAT, params, capture, max_len)
     attrs[sc.LANGFUSE_OBSERVATION_TYPE] = sc.LANGFUSE_TYPE_GENERATION
+    top_k = params.get("top_k")
+    if type(top_k) is int:  # not a bool
+        attrs[sc.GEN_AI_REQUEST_TOP_K] = top_k
+    elif type(top_k) is float:
+        attrs[sc.GEN_AI_REQUEST_TOP_K] = int(top_k) if top_k.is_integer() else top_k
     return attrs
+
+
+def error_type(error: BaseException) -> str:
+    """``error.type`` of a LiteLLM exception: the provider's error code, else the exception's class.
+
+    LiteLLM sets ``code`` on some of its exceptions to the HTTP status as a string (``RateLimitError``: ``"429"``),
+    which is no provider's code and already in ``http.response.status_code``: such a code gives the class name, as
+    the exceptions LiteLLM leaves without a code (``NotFoundError``) do.
+    """
+    code = getattr(error, "code", None)
+    if isinstance(code, str) and code.isdigit():
+        # Not a provider's code; a provider's error type in the body (``{"error": {"type": ...}}``) still is.
+        body = getattr(error, "body", None)
+        nested = body.get("error") if isinstance(body, dict) else None
+        kind = nested.get("type") if isinstance(nested, dict) else None
+        return kind if isinstance(kind, str) and kind else type(error).__qualname__
+    return error_type_of(error)
 
 
 def outcome(response: Any, content: bool = True) -> Outcome:
@@ -50,7 +78,10 @@ def outcome(response: Any, content: bool = True) -> Outcome:
     result = chat_outcome(response, content)
     if result.output_messages:
         for choice, message in zip(field(response, "choices") or (), result.output_messages, strict=False):
-            _add_reasoning(message, field(field(choice, "message"), "reasoning_content"))
+            answer = field(choice, "message")
+            _add_reasoning(message, field(answer, "reasoning_content"))
+            # A declared field, in the instance's ``__dict__`` only when set: read there, no pydantic miss.
+            add_redacted(message, redacted_count(getattr(answer, "__dict__", _EMPTY).get("thinking_blocks")))
     _add_cache_writes(result, field(response, "usage"))
     return result
 
@@ -185,9 +216,24 @@ _NO_INDEX = object()  # no choice index read yet in a batch
 
 
 class LiteLLMChatAccumulator(ChatAccumulator):
-    """OpenAI's chat accumulator over LiteLLM's chunks, plus the ``reasoning_content`` of each ``Delta``."""
+    """OpenAI's chat accumulator over LiteLLM's chunks, plus the ``reasoning_content`` of each ``Delta``.
 
-    __slots__ = ()
+    ``stream``: LiteLLM's ``CustomStreamWrapper`` folded, read once when the stream ends for the usage it did not
+    yield (see ``extras.reported_usage``); None when the chunks come from elsewhere.
+    """
+
+    __slots__ = ("redacted", "stream")
+
+    def __init__(self, stream: Any = None) -> None:
+        ChatAccumulator.__init__(self)  # not ``super()``: one frame less per stream (benchmarks/budgets.toml)
+        self.stream = stream
+        self.redacted: dict[Any, int] | None = None  # redacted thinking blocks per choice index, once one arrives
+
+    def _stream_usage(self) -> None:
+        """Take the usage LiteLLM kept from the caller (no usage chunk folded) as the stream's, once."""
+        stream, self.stream = self.stream, None
+        if self.usage is None and stream is not None:
+            self.usage = reported_usage(stream)
 
     def add(self, chunk: Any) -> bool:
         """Fold one ``ModelResponseStream`` in (see ``ChatAccumulator.add``); O(1) per choice.
@@ -219,6 +265,12 @@ class LiteLLMChatAccumulator(ChatAccumulator):
             reasoning = choice.delta.reasoning_content if choice.delta is not None else None
             if isinstance(reasoning, str) and reasoning:
                 self.choices[choice.index].reasoning.append(reasoning)
+            if choice.delta is not None:  # ``thinking_blocks`` is declared: in ``__dict__`` only when set
+                count = redacted_count(getattr(choice.delta._of, "__dict__", _EMPTY).get("thinking_blocks"))
+                if count:
+                    redacted = self.redacted if self.redacted is not None else {}
+                    redacted[choice.index] = redacted.get(choice.index, 0) + count
+                    self.redacted = redacted
         return output
 
     def add_batch(self, chunks: list[Any], *, propagate: bool = False) -> None:  # noqa: C901  (one frame per batch)
@@ -321,6 +373,7 @@ class LiteLLMChatAccumulator(ChatAccumulator):
                         or extra.get("function_call") is not None
                         or isinstance(reasoning, str)  # as ``add`` and ``reasoning_extra`` read it
                         or isinstance(extra.get("reasoning"), str)
+                        or redacted_count(fields.get("thinking_blocks"))  # ``_add`` counts them
                     ):
                         self.add(chunk)
                         continue
@@ -334,6 +387,7 @@ class LiteLLMChatAccumulator(ChatAccumulator):
                         or (isinstance(reasoning, str) and reasoning)
                         or isinstance(extra.get("reasoning_content"), str)  # what ``reasoning_extra`` reads
                         or isinstance(extra.get("reasoning"), str)
+                        or redacted_count(fields.get("thinking_blocks"))
                     ):
                         self.add(chunk)
                         continue
@@ -351,9 +405,20 @@ class LiteLLMChatAccumulator(ChatAccumulator):
                     raise
                 chunk_failed()
 
+    def summary(self) -> Summary:
+        """OpenAI's summary, with the usage LiteLLM did not yield (see ``extras.reported_usage``)."""
+        if self.stream is not None:  # tested here: a call less when no stream is left to read
+            self._stream_usage()
+        return ChatAccumulator.summary(self)
+
     def outcome(self) -> Outcome:
-        """OpenAI's outcome, with the cache writes LiteLLM reports for Anthropic."""
-        result = super().outcome()
+        """OpenAI's outcome, with the usage LiteLLM did not yield and the cache writes it reports for Anthropic."""
+        if self.stream is not None:
+            self._stream_usage()
+        result = ChatAccumulator.outcome(self)
+        if self.redacted is not None:
+            for index, message in zip(sorted(self.choices), result.output_messages or (), strict=False):
+                add_redacted(message, self.redacted.get(index, 0))
         _add_cache_writes(result, self.usage)
         return result
 
@@ -400,6 +465,10 @@ class LiteLLMCodec(Codec):
         """Model and token counts of a ``ModelResponse``."""
         return chat_summary(result)
 
+    def error_type(self, error: BaseException) -> str:
+        """The provider's error code, else the class of LiteLLM's exception (see ``error_type``)."""
+        return error_type(error)
+
     def is_stream(self, kind: Hashable, result: Any) -> bool:
         """``stream=True``: a ``CustomStreamWrapper``."""
         return type(result).__name__ == "CustomStreamWrapper"
@@ -416,7 +485,7 @@ class LiteLLMCodec(Codec):
         if not self.is_stream(kind, result):
             return PLAIN
         is_async = not (isinstance(kind, Route) and kind.function == COMPLETION)
-        return call.stream(result, self.accumulator(kind), is_async=is_async)
+        return call.stream(result, LiteLLMChatAccumulator(result), is_async=is_async)
 
 
 CODEC = LiteLLMCodec()

@@ -17,8 +17,10 @@ PROVIDER_NAMES = {
     "openai": "openai",
     "text-completion-openai": "openai",
     "azure": "azure.ai.openai",
+    "azure_text": "azure.ai.openai",  # LiteLLM's Azure OpenAI text completions
     "azure_ai": "azure.ai.inference",
     "anthropic": "anthropic",
+    "anthropic_text": "anthropic",  # LiteLLM's handler of Anthropic's legacy text completions
     "groq": "groq",
     "mistral": "mistral_ai",
     "cohere": "cohere",
@@ -33,11 +35,14 @@ PROVIDER_NAMES = {
     "xai": "x_ai",
     "perplexity": "perplexity",
     "watsonx": "ibm.watsonx.ai",
+    "watsonx_text": "ibm.watsonx.ai",
 }
 # Where a provider's API is when the call names no ``api_base`` and LiteLLM resolves none.
 _DEFAULT_HOSTS: dict[str, Server] = {
     "openai": ("api.openai.com", 443),
+    "text-completion-openai": ("api.openai.com", 443),
     "anthropic": ("api.anthropic.com", 443),
+    "anthropic_text": ("api.anthropic.com", 443),
     "groq": ("api.groq.com", 443),
     "mistral": ("api.mistral.ai", 443),
     "cohere": ("api.cohere.com", 443),

@@ -1,0 +1,72 @@
+"""What LiteLLM keeps beside the OpenAI shape it returns: a stream's unyielded usage, redacted thinking blocks.
+
+Split from :mod:`evaltrace.instrumentation.litellm.codec`, which reads these once per response or per stream (a
+redacted block: once per chunk that carries one), never per ordinary chunk.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+# A redacted thinking block (Anthropic's ``redacted_thinking``): encrypted, nothing readable, but it was there
+# (and billed as output). The part the Anthropic and Bedrock instrumentations write for it.
+_REDACTED_TYPE = "redacted_thinking"
+
+
+def redacted_part() -> dict[str, Any]:
+    """The ``reasoning`` part of a redacted thinking block (a new dict: parts are mutable)."""
+    return {"type": "reasoning", "content": "", "redacted": True}
+
+
+def redacted_count(blocks: Any) -> int:
+    """How many of LiteLLM's ``thinking_blocks`` (dicts, or typed dicts) are redacted."""
+    if type(blocks) is not list:
+        return 0
+    return sum(1 for block in blocks if isinstance(block, dict) and block.get("type") == _REDACTED_TYPE)
+
+
+def add_redacted(message: dict[str, Any], count: int) -> None:
+    """Put ``count`` redacted parts after the message's leading reasoning part(s), before the answer.
+
+    LiteLLM gives the readable thinking joined as ``reasoning_content`` (one part, first) whole or streamed, and the
+    redacted blocks in ``thinking_blocks`` only: the order is the same for a response and its stream.
+    """
+    if count <= 0:
+        return
+    parts = message["parts"]
+    at = 0
+    while at < len(parts) and parts[at].get("type") == "reasoning":
+        at += 1
+    parts[at:at] = [redacted_part() for _ in range(count)]
+
+
+@functools.cache
+def _total_usage() -> Any:
+    """LiteLLM's ``calculate_total_usage`` (its stream total over the chunks it kept), None if it has none."""
+    try:
+        from litellm.litellm_core_utils.streaming_handler import calculate_total_usage
+    except ImportError:
+        return None
+    return calculate_total_usage
+
+
+def reported_usage(stream: Any) -> Any:
+    """The usage the provider reported over a LiteLLM stream, as LiteLLM totals it; None when none was reported.
+
+    ``CustomStreamWrapper.chunks`` keeps every chunk that carried usage, also those it did not yield (a stream
+    called without ``stream_options={"include_usage": True}``): Anthropic reports its input tokens when the
+    message starts and its output tokens when it ends, OpenAI-compatible servers in a last chunk. LiteLLM itself
+    totals them with ``calculate_total_usage`` for its callbacks. With no chunk of usage there is no total: the
+    stream's ``_hidden_params["usage"]`` then holds LiteLLM's token-count estimate, which no provider reported.
+    """
+    chunks = getattr(stream, "chunks", None)
+    total = _total_usage()
+    if total is None or type(chunks) is not list:
+        return None
+    if not any(getattr(chunk, "usage", None) is not None for chunk in chunks):
+        return None
+    try:
+        return total(chunks=chunks)
+    except Exception:  # LiteLLM's streaming internals, not a public API: no total beats losing the whole record
+        return None

@@ -1,0 +1,290 @@
+"""What a LiteLLM span records against what the provider sent.
+
+The real ``litellm`` is pointed (``api_base``) at the replay server on 127.0.0.1 serving the Anthropic fixtures
+(tests/fixtures/anthropic) and the recorded OpenAI traffic (tests/fixtures/openai-cassettes), as in
+test_litellm_spans.py.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # LiteLLM fetches its price map at import otherwise
+
+import gc
+import json
+import warnings
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+litellm = pytest.importorskip("litellm")
+
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from opentelemetry.trace import StatusCode  # noqa: E402
+
+from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette  # noqa: E402
+from evaltrace.instrumentation.litellm import LiteLLMInstrumentor  # noqa: E402
+
+OPENAI = FIXTURES / "openai-cassettes" / "otel-contrib"
+ANTHROPIC = FIXTURES / "anthropic"
+USER = [{"role": "user", "content": "Say this is a test"}]
+CLAUDE = "anthropic/claude-sonnet-4-6"
+
+
+@pytest.fixture
+def instrumented(provider: TracerProvider, capture: None) -> Iterator[LiteLLMInstrumentor]:
+    instrumentor = LiteLLMInstrumentor()
+    instrumentor.instrument()
+    yield instrumentor
+    instrumentor.uninstrument()
+
+
+@pytest.fixture(autouse=True)
+async def _close_litellm_clients() -> AsyncIterator[None]:
+    """Close and drop the clients LiteLLM caches across calls, so that no later test collects their sockets.
+
+    LiteLLM keeps its provider clients (sync and per event loop) in ``in_memory_llm_clients_cache``; a test's event
+    loop ends with it, and a client evicted later was collected, with a ResourceWarning for its socket, in whichever
+    test ran then. Closed here, then dropped and collected here with that warning (LiteLLM's, about its own cache)
+    ignored.
+    """
+    yield
+    await litellm.close_litellm_async_clients()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        litellm.in_memory_llm_clients_cache.flush_cache()
+        gc.collect()
+
+
+pytestmark = [
+    pytest.mark.usefixtures("instrumented"),
+    # LiteLLM's own types, built lazily by pydantic on first use (nothing of ours).
+    pytest.mark.filterwarnings("ignore:.*using the `ReadOnly` qualifier:UserWarning"),
+    pytest.mark.filterwarnings("ignore:Accessing the 'model_.*' attribute on the instance:DeprecationWarning"),
+]
+
+
+def _anthropic(name: str, status: int = 200) -> Recorded:
+    body = (ANTHROPIC / name).read_bytes()
+    kind = "text/event-stream" if name.endswith(".sse") else "application/json"
+    return Recorded("POST", "https://api.anthropic.com/v1/messages", b"", status, "OK" if status == 200 else "Error",
+                    [("content-type", kind)], body)  # fmt: skip
+
+
+async def _complete(is_async: bool, **kwargs: Any) -> Any:
+    params = {"api_key": "test", "messages": USER, "num_retries": 0, **kwargs}
+    if is_async:
+        return await litellm.acompletion(**params)
+    return litellm.completion(**params)
+
+
+async def _drain(stream: Any, is_async: bool) -> list[Any]:
+    if is_async:
+        return [chunk async for chunk in stream]
+    return list(stream)
+
+
+def _usage(span: Any) -> dict[str, Any]:
+    return {k: v for k, v in (span.attributes or {}).items() if k.startswith("gen_ai.usage.")}
+
+
+async def test_a_stream_without_include_usage_records_the_usage_the_provider_sent(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """LiteLLM takes the usage chunk out of a stream the caller did not ask usage of, but keeps it on its last chunk.
+
+    The Anthropic stream reports its tokens (``message_start`` / ``message_delta``); LiteLLM puts their total in
+    the final chunk's ``_hidden_params["usage"]``. The span's usage is the same as with ``include_usage``.
+    """
+    spans = []
+    for options in ({}, {"stream_options": {"include_usage": True}}):
+        with ReplayServer([_anthropic("stream_thinking_tokens.sse")]) as server:
+            stream = await _complete(is_async, model=CLAUDE, api_base=server.url, max_tokens=1024, stream=True,
+                                     **options)  # fmt: skip
+            chunks = await _drain(stream, is_async)
+        if not options:
+            assert all(getattr(c, "usage", None) is None for c in chunks)  # the user's chunks carry none
+        (span,) = exporter.get_finished_spans()
+        exporter.clear()
+        spans.append(span)
+    usage = _usage(spans[0])
+    assert usage["gen_ai.usage.input_tokens"] == 32 + 1200  # includes the cache read, as OTel says
+    assert usage["gen_ai.usage.cache_read.input_tokens"] == 1200
+    assert usage["gen_ai.usage.output_tokens"] == 190
+    assert usage["gen_ai.usage.reasoning.output_tokens"] == 121
+    assert usage == _usage(spans[1])
+    assert spans[0].attributes is not None and spans[0].attributes["evaltrace.cost_usd"] > 0
+
+
+async def test_a_stream_without_include_usage_records_a_usage_chunk_sent_after_the_finish(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """OpenAI's recorded stream ends with a usage chunk after the finish chunk; LiteLLM yields it to nobody."""
+    with ReplayServer(load_cassette(OPENAI / "test_chat_completion_streaming.yaml")) as server:
+        stream = await _complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", stream=True)
+        chunks = await _drain(stream, is_async)
+    assert all(c.choices and getattr(c, "usage", None) is None for c in chunks)
+    (span,) = exporter.get_finished_spans()
+    usage = _usage(span)
+    assert (usage["gen_ai.usage.input_tokens"], usage["gen_ai.usage.output_tokens"]) == (12, 5)
+    assert usage["gen_ai.usage.cache_read.input_tokens"] == 0
+
+
+async def test_a_stream_whose_provider_sent_no_usage_records_none(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """LiteLLM marks a total it could not read (``UnreportedUsage``, all zeros): no usage, not a usage of 0."""
+    item = load_cassette(OPENAI / "test_chat_completion_streaming.yaml")[0]
+    events = [e for e in item.body.split(b"\n\n") if e.strip()]
+    kept = [e for e in events if e.startswith(b"data: [DONE]") or json.loads(e[len(b"data: ") :])["choices"]]
+    assert len(kept) == len(events) - 1  # the recording's usage chunk, left out
+    edited = Recorded(item.method, item.uri, item.request_body, item.status, item.reason, item.headers,
+                      b"\n\n".join(kept) + b"\n\n")  # fmt: skip
+    with ReplayServer([edited]) as server:
+        stream = await _complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", stream=True)
+        await _drain(stream, is_async)
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes is not None
+    assert span.attributes["evaltrace.stream.end_reason"] == "exhausted"
+    assert _usage(span) == {}
+    assert "evaltrace.cost_usd" not in span.attributes
+
+
+async def test_litellm_status_code_is_not_taken_for_the_provider_error_code(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """LiteLLM's ``RateLimitError`` sets ``code="429"`` itself: ``error.type`` is its class, as for ``NotFoundError``."""
+    with ReplayServer([_anthropic("error_429.json", status=429)]) as server:
+        with pytest.raises(litellm.RateLimitError) as raised:
+            await _complete(is_async, model=CLAUDE, api_base=server.url, max_tokens=16)
+    assert raised.value.code == "429"  # LiteLLM's, not Anthropic's (``rate_limit_error``, in the message only)
+    (span,) = exporter.get_finished_spans()
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.attributes is not None
+    assert span.attributes["error.type"] == "RateLimitError"
+    assert span.attributes["http.response.status_code"] == 429
+
+
+async def test_top_k_is_recorded(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    with ReplayServer([_anthropic("text.json")]) as server:
+        await _complete(is_async, model=CLAUDE, api_base=server.url, max_tokens=64, top_k=5)
+        assert server.received[0].json()["top_k"] == 5  # LiteLLM sent it to the provider
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes is not None
+    assert span.attributes["gen_ai.request.top_k"] == 5
+
+
+@pytest.mark.parametrize("model", ["openai/gpt-4o-mini", CLAUDE])
+async def test_one_span_with_the_provider_sdk_instrumented_too(
+    model: str, is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """LiteLLM's built-in OpenAI and Anthropic handlers, with both SDK instrumentations on: LiteLLM's span only."""
+    from evaltrace.instrumentation.anthropic import AnthropicInstrumentor
+    from evaltrace.instrumentation.openai import OpenAIInstrumentor
+
+    OpenAIInstrumentor().instrument()
+    AnthropicInstrumentor().instrument()
+    try:
+        if model.startswith("openai/"):
+            replies, base = load_cassette(OPENAI / "test_chat_completion_with_content.yaml"), "/v1"
+        else:
+            replies, base = [_anthropic("text.json")], ""
+        with ReplayServer(replies) as server:
+            await _complete(is_async, model=model, api_base=server.url + base, max_tokens=64)
+            assert len(server.received) == 1
+    finally:
+        OpenAIInstrumentor().uninstrument()
+        AnthropicInstrumentor().uninstrument()
+    (span,) = exporter.get_finished_spans()
+    assert span.name == f"chat {model}"
+    assert span.parent is None
+    assert span.attributes is not None
+    assert span.attributes["gen_ai.provider.name"] == model.split("/")[0]
+
+
+@pytest.mark.parametrize(
+    ("model", "provider", "server"),
+    [
+        ("text-completion-openai/gpt-3.5-turbo-instruct", "openai", ("api.openai.com", 443)),
+        ("anthropic_text/claude-2.1", "anthropic", ("api.anthropic.com", 443)),
+        ("azure_text/my-deployment", "azure.ai.openai", (None, None)),
+        ("watsonx_text/ibm/granite-13b-chat-v2", "ibm.watsonx.ai", (None, None)),
+    ],
+)
+def test_litellm_text_providers_are_named_as_their_chat_providers(
+    model: str, provider: str, server: tuple[str | None, int | None]
+) -> None:
+    """LiteLLM's text-completion handlers of OpenAI, Anthropic, Azure OpenAI and watsonx (``get_llm_provider``)."""
+    from evaltrace.instrumentation.litellm.providers import resolve
+
+    assert litellm.get_llm_provider(model=model)[1] == model.split("/")[0]  # LiteLLM's own name for it
+    assert resolve({"model": model}) == (provider, server)
+
+
+def test_an_azure_text_call_span_names_azure_openai(exporter: InMemorySpanExporter) -> None:
+    """Through the real call (refused on 127.0.0.1: no request leaves the machine), the span has the OTel name."""
+    with pytest.raises(litellm.APIConnectionError):
+        litellm.completion(model="azure_text/my-deployment", api_base="http://127.0.0.1:9", api_key="test",
+                           api_version="2024-02-01", messages=USER, num_retries=0)  # fmt: skip
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes is not None
+    assert span.attributes["gen_ai.provider.name"] == "azure.ai.openai"
+    assert (span.attributes["server.address"], span.attributes["server.port"]) == ("127.0.0.1", 9)
+
+
+REDACTED = {"type": "reasoning", "content": "", "redacted": True}
+
+
+@pytest.mark.parametrize("name", ["thinking.json", "stream_thinking.sse"])
+async def test_a_redacted_thinking_block_is_an_empty_redacted_reasoning_part(
+    name: str, is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """Anthropic's ``redacted_thinking`` (in LiteLLM's ``thinking_blocks`` only): marked, as the Anthropic span has it.
+
+    Whole or streamed, the thinking LiteLLM gives as ``reasoning_content`` comes first, then one redacted part per
+    redacted block, then the answer.
+    """
+    stream = name.endswith(".sse")
+    with ReplayServer([_anthropic(name)]) as server:
+        response = await _complete(is_async, model=CLAUDE, api_base=server.url, max_tokens=1024, stream=stream)
+        chunks = await _drain(response, is_async) if stream else None
+    if chunks is None:
+        blocks = response.choices[0].message.thinking_blocks
+        reasoning, answer = response.choices[0].message.reasoning_content, response.choices[0].message.content
+    else:
+        deltas = [c.choices[0].delta for c in chunks if c.choices]
+        blocks = [b for d in deltas for b in getattr(d, "thinking_blocks", None) or ()]
+        reasoning = "".join(getattr(d, "reasoning_content", None) or "" for d in deltas)
+        answer = "".join(d.content or "" for d in deltas)
+    assert [b["type"] for b in blocks].count("redacted_thinking") == 1  # what LiteLLM gives the caller
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes is not None
+    parts = json.loads(str(span.attributes["gen_ai.output.messages"]))[0]["parts"]
+    assert parts == [{"type": "reasoning", "content": reasoning}, REDACTED, {"type": "text", "content": answer}]
+
+
+def test_a_status_code_gives_way_to_the_providers_error_type_in_the_body() -> None:
+    from evaltrace.instrumentation.litellm.codec import error_type
+
+    error = litellm.RateLimitError("slow down", llm_provider="anthropic", model=CLAUDE)
+    error.code = "429"  # type: ignore[attr-defined]
+    error.body = {"error": {"type": "rate_limit_error"}}  # type: ignore[attr-defined]
+    assert error_type(error) == "rate_limit_error"
+    error.body = None  # type: ignore[attr-defined]
+    assert error_type(error) == "RateLimitError"
+
+
+def test_a_usage_total_that_fails_leaves_no_usage_rather_than_raising(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from evaltrace.instrumentation.litellm import extras
+
+    def broken(**_: object) -> object:
+        raise TypeError("a changed signature")
+
+    monkeypatch.setattr(extras, "_total_usage", lambda: broken)
+    stream = SimpleNamespace(chunks=[SimpleNamespace(usage=object())])
+    assert extras.reported_usage(stream) is None
