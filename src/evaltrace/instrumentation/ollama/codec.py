@@ -361,6 +361,15 @@ class OllamaCodec(Codec):
         """Model and token counts, read without the content."""
         return summary_of(result)
 
+    def status_code(self, error: BaseException) -> int | None:
+        """The HTTP status of a ``ResponseError``; None for the SDK's -1 (an ``error`` line inside a 200 stream).
+
+        ``ResponseError(error, status_code=-1)`` is what the client raises for a failure the server reports inside
+        a stream: the response's status was 200, and -1 is no HTTP status, so no ``http.response.status_code``.
+        """
+        status = getattr(error, "status_code", None)
+        return status if isinstance(status, int) and 100 <= status <= 599 else None
+
     def is_stream(self, kind: Hashable, result: Any) -> bool:
         """``stream=True``: a generator (an async generator on ``AsyncClient``)."""
         return isinstance(result, GeneratorType | AsyncGeneratorType)
