@@ -19,6 +19,7 @@ import functools
 from collections.abc import Hashable
 from typing import Any
 
+from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.call import Call
 from evaltrace._internal.engine.codec import (
@@ -33,10 +34,11 @@ from evaltrace._internal.engine.codec import (
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.engine.stainless import Stainless, server_of
 from evaltrace._internal.error_body import code_in_body
-from evaltrace._internal.jsonutil import loads_or_raw
+from evaltrace._internal.jsonutil import capped_json, loads_or_raw
 from evaltrace._internal.openai import build
+from evaltrace._internal.openai import request as openai_request
 from evaltrace._internal.openai.accumulate import ChatAccumulator, _ChoiceBuffer
-from evaltrace._internal.openai.parts import Message, Part, reasoning_part
+from evaltrace._internal.openai.parts import Message, Part, field, reasoning_part
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import chat_outcome, chat_summary, embeddings_outcome
 
@@ -57,6 +59,35 @@ def request_attributes(kwargs: dict[str, Any], capture: bool, max_len: int, oper
     fmt = params.get("reasoning_format")
     if isinstance(fmt, str):
         attrs[sc.GROQ_REQUEST_REASONING_FORMAT] = fmt
+    if capture:
+        messages = params.get("messages")
+        if isinstance(messages, list | tuple) and any(_given_reasoning(m) for m in messages):
+            attrs.update(_input_with_reasoning(messages, max_len))
+    return attrs
+
+
+def _given_reasoning(message: Any) -> str | None:
+    """The ``reasoning`` an assistant message of the request carries (Groq's own message field), if any."""
+    if field(message, "role") != "assistant":
+        return None
+    reasoning = field(message, "reasoning")
+    return reasoning if isinstance(reasoning, str) and reasoning else None
+
+
+def _input_with_reasoning(messages: Any, max_len: int) -> Attributes:
+    """The input attributes again, each assistant turn's ``reasoning`` a ``reasoning`` part before its answer.
+
+    groq's ``ChatCompletionAssistantMessageParam`` declares ``reasoning`` (a previous turn's, sent back), which
+    the OpenAI chat reader does not know; only a request that sends one pays for this second conversion.
+    """
+    converted = openai_request.input_messages(EndpointKind.CHAT, {"messages": messages})
+    for message, source in zip(converted, messages, strict=False):
+        reasoning = _given_reasoning(source)
+        if reasoning is not None:
+            message["parts"].insert(0, reasoning_part(reasoning))
+    text = capped_json(converted, max_len)
+    attrs: Attributes = {sc.GEN_AI_INPUT_MESSAGES: text}
+    attrs.update(list_values.input_attributes(converted, text, None, None, max_len))
     return attrs
 
 

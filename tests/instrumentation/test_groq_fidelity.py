@@ -1,0 +1,81 @@
+"""Groq fields the OpenAI readers do not know, through the real ``groq`` client on 127.0.0.1.
+
+The responses are recorded ones (tests/fixtures/groq-cassettes) where a recording has the field; the requests are
+typed with the SDK's own param types, so a field the SDK does not declare would fail the type check.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+groq = pytest.importorskip("groq")
+
+from groq.types.chat import ChatCompletionAssistantMessageParam, ChatCompletionMessageParam  # noqa: E402
+from groq_replay import PLAIN, server  # noqa: E402
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+
+import evaltrace  # noqa: E402
+from evaltrace._internal import semconv as sc  # noqa: E402
+
+
+@pytest.fixture
+def instrumented(provider: TracerProvider, capture: None) -> Iterator[None]:
+    evaltrace.instrument_groq()
+    yield
+    evaltrace.uninstrument_groq()
+
+
+pytestmark = pytest.mark.usefixtures("instrumented")
+
+
+def _client(url: str, is_async: bool) -> Any:
+    return (groq.AsyncGroq if is_async else groq.Groq)(api_key="x", base_url=url, max_retries=0)
+
+
+def _attribute_json(span: ReadableSpan, key: str) -> Any:
+    return json.loads(str((span.attributes or {})[key]))
+
+
+async def test_reasoning_sent_back_in_an_assistant_turn_is_a_reasoning_part(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """``reasoning`` is a field of groq's assistant message param (a previous turn's, sent back)."""
+    earlier: ChatCompletionAssistantMessageParam = {
+        "role": "assistant",
+        "content": "Paris.",
+        "reasoning": "The capital of France is Paris.",
+    }
+    messages: list[ChatCompletionMessageParam] = [
+        {"role": "user", "content": "Capital of France?"},
+        earlier,
+        {"role": "user", "content": "And of Italy?"},
+    ]
+    with server(PLAIN) as srv:
+        client = _client(srv.url, is_async)
+        result = client.chat.completions.create(model="llama-3.3-70b-versatile", messages=messages)
+        if is_async:
+            await result
+            await client.close()
+        else:
+            client.close()
+        sent = srv.received[0].json()
+    assert sent["messages"][1]["reasoning"] == "The capital of France is Paris."  # the call went out unchanged
+    (span,) = exporter.get_finished_spans()
+    given = _attribute_json(span, sc.GEN_AI_INPUT_MESSAGES)
+    assert given[1] == {
+        "role": "assistant",
+        "parts": [
+            {"type": "reasoning", "content": "The capital of France is Paris."},
+            {"type": "text", "content": "Paris."},
+        ],
+    }
+    assert [m["parts"] for m in given[::2]] == [
+        [{"type": "text", "content": "Capital of France?"}],
+        [{"type": "text", "content": "And of Italy?"}],
+    ]
+    assert _attribute_json(span, sc.INPUT_VALUE) == given
