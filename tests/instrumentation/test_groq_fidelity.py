@@ -15,7 +15,7 @@ import pytest
 groq = pytest.importorskip("groq")
 
 from groq.types.chat import ChatCompletionAssistantMessageParam, ChatCompletionMessageParam  # noqa: E402
-from groq_replay import PLAIN, server  # noqa: E402
+from groq_replay import PLAIN, WEB_SEARCH, WEB_SEARCH_STREAM, call_kwargs, interactions, server  # noqa: E402
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
@@ -79,3 +79,34 @@ async def test_reasoning_sent_back_in_an_assistant_turn_is_a_reasoning_part(
         [{"type": "text", "content": "And of Italy?"}],
     ]
     assert _attribute_json(span, sc.INPUT_VALUE) == given
+
+
+@pytest.mark.parametrize("name", [WEB_SEARCH, WEB_SEARCH_STREAM])
+def test_a_built_in_tool_groq_ran_is_its_call_then_its_result(name: str, exporter: InMemorySpanExporter) -> None:
+    """``executed_tools``: the search's arguments and its ``output`` (what the model read), whole and streamed.
+
+    The stream sends the tool twice (arguments, then arguments and output): the span has it once, with its result.
+    """
+    (item,) = interactions(name)
+    with server(name) as srv, _client(srv.url, False) as client:
+        result = client.chat.completions.create(**call_kwargs(item))
+        if name == WEB_SEARCH_STREAM:
+            tools = [t for chunk in result for c in chunk.choices for t in c.delta.executed_tools or ()]
+            assert [t.output is None for t in tools] == [True, False]
+            ran = tools[-1]
+        else:
+            (ran,) = result.choices[0].message.executed_tools or ()
+    assert ran.output and ran.output.startswith("Title: Weather in San Francisco")
+    (span,) = exporter.get_finished_spans()
+    parts = _attribute_json(span, sc.GEN_AI_OUTPUT_MESSAGES)[0]["parts"]
+    assert [p["type"] for p in parts] == ["reasoning", "text", "server_tool_call", "server_tool_call_response"]
+    call, response = parts[2:]
+    assert call["server_tool_call"] == {
+        "type": "search",
+        "arguments": {"query": "What is the weather in San Francisco today?"},
+    }
+    assert response == {
+        "type": "server_tool_call_response",
+        "id": None,
+        "server_tool_call_response": {"type": "search", "output": ran.output},
+    }

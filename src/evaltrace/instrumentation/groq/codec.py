@@ -9,7 +9,8 @@ OpenAI codec's readers. What Groq adds is read here:
 * usage in ``x_groq.usage`` on the last stream chunk (the chunk's own ``usage`` is empty), and a response's
   hardware-cache statistics ``x_groq.usage.{dram,sram}_cached_tokens`` as ``groq.usage.*`` attributes (they are not
   the billed ``prompt_tokens_details.cached_tokens``, so they are neither cache reads nor priced);
-* ``executed_tools`` (the built-in tools of ``compound`` models) as ``server_tool_call`` parts;
+* ``executed_tools`` (the built-in tools of ``compound`` models) as ``server_tool_call`` parts, each followed by a
+  ``server_tool_call_response`` part with its ``output`` once it has one;
 * ``x_groq.error`` on a stream chunk: the call failed inside a stream the SDK did not raise for.
 """
 
@@ -116,13 +117,28 @@ def executed_tool_part(tool: Any) -> Part:
     return {"type": "server_tool_call", "id": None, "name": tool_type, "server_tool_call": call}
 
 
+def executed_tool_result_part(tool: Any) -> Part | None:
+    """An ``executed_tools`` entry's ``output`` (what the tool gave the model) -> a ``server_tool_call_response``.
+
+    None until the tool has run: a stream sends each tool first with its arguments only, then again with its output.
+    """
+    output = getattr(tool, "output", None)
+    if not isinstance(output, str):
+        return None
+    result = {"type": str(getattr(tool, "type", None) or "tool"), "output": output}
+    return {"type": "server_tool_call_response", "id": None, "server_tool_call_response": result}
+
+
 def _with_groq_parts(message: Message, reasoning: str | None, executed: Any) -> None:
-    """Put ``reasoning`` first and the executed tools after the answer's parts, in place."""
+    """Put ``reasoning`` first and the executed tools (each call, then its result) after the answer's parts."""
     parts: list[Part] = message["parts"]
     if reasoning:
         parts.insert(0, reasoning_part(reasoning))
     for tool in executed or ():
         parts.append(executed_tool_part(tool))
+        result = executed_tool_result_part(tool)
+        if result is not None:
+            parts.append(result)
 
 
 def completion_outcome(completion: Any, content: bool = True) -> Outcome:
