@@ -191,7 +191,11 @@ def input_messages(messages: Any) -> list[Message]:
         role = str(field(message, "role") or "user")
         content = field(message, "content")
         if role == "tool":
-            out.append({"role": "tool", "parts": [tool_response_part(None, content if content is not None else "")]})
+            part = tool_response_part(None, content if content is not None else "")
+            tool_name = field(message, "tool_name")
+            if isinstance(tool_name, str) and tool_name:  # the only link to its call: Ollama's calls have no id
+                part["name"] = tool_name
+            out.append({"role": "tool", "parts": [part]})
             continue
         thinking = field(message, "thinking")
         parts = assistant_parts(thinking if isinstance(thinking, str) else None,
