@@ -14,7 +14,11 @@ import pytest
 
 groq = pytest.importorskip("groq")
 
-from groq.types.chat import ChatCompletionAssistantMessageParam, ChatCompletionMessageParam  # noqa: E402
+from groq.types.chat import (  # noqa: E402
+    ChatCompletionAssistantMessageParam,
+    ChatCompletionContentPartParam,
+    ChatCompletionMessageParam,
+)
 from groq_replay import PLAIN, WEB_SEARCH, WEB_SEARCH_STREAM, call_kwargs, interactions, server  # noqa: E402
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
@@ -110,3 +114,34 @@ def test_a_built_in_tool_groq_ran_is_its_call_then_its_result(name: str, exporte
         "id": None,
         "server_tool_call_response": {"type": "search", "output": ran.output},
     }
+
+
+async def test_a_document_content_part_is_its_data_as_text(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    """groq's user ``document`` part (``data`` and ``id``) is read as the Cohere reader reads the same shape."""
+    document: ChatCompletionContentPartParam = {
+        "type": "document",
+        "document": {"id": "menu", "data": {"dish": "ratatouille", "price": 12}},
+    }
+    messages: list[ChatCompletionMessageParam] = [
+        {"role": "user", "content": [{"type": "text", "text": "What does it cost?"}, document]},
+    ]
+    with server(PLAIN) as srv:
+        client = _client(srv.url, is_async)
+        result = client.chat.completions.create(model="llama-3.3-70b-versatile", messages=messages)
+        if is_async:
+            await result
+            await client.close()
+        else:
+            client.close()
+        sent = srv.received[0].json()
+    assert sent["messages"][0]["content"][1] == document
+    (span,) = exporter.get_finished_spans()
+    assert _attribute_json(span, sc.GEN_AI_INPUT_MESSAGES) == [
+        {
+            "role": "user",
+            "parts": [
+                {"type": "text", "content": "What does it cost?"},
+                {"type": "text", "content": '{"dish": "ratatouille", "price": 12}'},
+            ],
+        }
+    ]

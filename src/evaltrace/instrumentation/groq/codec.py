@@ -17,6 +17,7 @@ OpenAI codec's readers. What Groq adds is read here:
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Hashable
 from typing import Any
 
@@ -39,7 +40,7 @@ from evaltrace._internal.jsonutil import capped_json, loads_or_raw
 from evaltrace._internal.openai import build
 from evaltrace._internal.openai import request as openai_request
 from evaltrace._internal.openai.accumulate import ChatAccumulator, _ChoiceBuffer
-from evaltrace._internal.openai.parts import Message, Part, field, reasoning_part
+from evaltrace._internal.openai.parts import Message, Part, field, reasoning_part, text_part
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import chat_outcome, chat_summary, embeddings_outcome
 
@@ -62,8 +63,8 @@ def request_attributes(kwargs: dict[str, Any], capture: bool, max_len: int, oper
         attrs[sc.GROQ_REQUEST_REASONING_FORMAT] = fmt
     if capture:
         messages = params.get("messages")
-        if isinstance(messages, list | tuple) and any(_given_reasoning(m) for m in messages):
-            attrs.update(_input_with_reasoning(messages, max_len))
+        if isinstance(messages, list | tuple) and any(_has_groq_fields(m) for m in messages):
+            attrs.update(_groq_input_attributes(messages, max_len))
     return attrs
 
 
@@ -75,14 +76,42 @@ def _given_reasoning(message: Any) -> str | None:
     return reasoning if isinstance(reasoning, str) and reasoning else None
 
 
-def _input_with_reasoning(messages: Any, max_len: int) -> Attributes:
-    """The input attributes again, each assistant turn's ``reasoning`` a ``reasoning`` part before its answer.
+def _is_document(part: Any) -> bool:
+    return bool(field(part, "type") == "document")
 
-    groq's ``ChatCompletionAssistantMessageParam`` declares ``reasoning`` (a previous turn's, sent back), which
-    the OpenAI chat reader does not know; only a request that sends one pays for this second conversion.
+
+def _has_groq_fields(message: Any) -> bool:
+    """Whether a request message has what the OpenAI chat reader does not know: ``reasoning``, a ``document``."""
+    if _given_reasoning(message) is not None:
+        return True
+    content = field(message, "content")
+    return isinstance(content, list | tuple) and any(_is_document(part) for part in content)
+
+
+def document_part(part: Any) -> Part:
+    """A ``document`` content part (``{"document": {"data": {...}, "id": ...}}``) -> a text part of its data.
+
+    groq's document part has Cohere's shape, and is read as the Cohere reader reads it: the data as JSON text.
+    """
+    data = field(field(part, "document"), "data")
+    return text_part(data if isinstance(data, str) else json.dumps(data, default=str))
+
+
+def _groq_input_attributes(messages: Any, max_len: int) -> Attributes:
+    """The input attributes again, with what groq's message params add to OpenAI's.
+
+    groq's ``ChatCompletionAssistantMessageParam`` declares ``reasoning`` (a previous turn's, sent back): a
+    ``reasoning`` part before the answer; its user content parts include ``document``: a text part of the data.
+    The OpenAI chat reader knows neither; only a request that sends one pays for this second conversion.
     """
     converted = openai_request.input_messages(EndpointKind.CHAT, {"messages": messages})
     for message, source in zip(converted, messages, strict=False):
+        content = field(source, "content")
+        if isinstance(content, list | tuple):  # the OpenAI reader made one part per content part, in order
+            parts = message["parts"]
+            for index, part in enumerate(content):
+                if _is_document(part) and index < len(parts):
+                    parts[index] = document_part(part)
         reasoning = _given_reasoning(source)
         if reasoning is not None:
             message["parts"].insert(0, reasoning_part(reasoning))
