@@ -145,3 +145,54 @@ async def test_a_document_content_part_is_its_data_as_text(is_async: bool, expor
             ],
         }
     ]
+
+
+def _sent_and_span(messages: list[ChatCompletionMessageParam], exporter: InMemorySpanExporter) -> ReadableSpan:
+    """One sync chat call of ``messages`` through the real client; its span."""
+    with server(PLAIN) as srv, _client(srv.url, False) as client:
+        client.chat.completions.create(model="llama-3.3-70b-versatile", messages=messages)
+    (span,) = exporter.get_finished_spans()
+    return span
+
+
+def test_one_user_document_of_text_is_the_input_value_as_text(exporter: InMemorySpanExporter) -> None:
+    """The only user turn's text is ``input.value`` as plain text: not left typed as the first pass's JSON."""
+    document: ChatCompletionContentPartParam = {"type": "document", "document": {"data": "The menu: soup, 5."}}
+    span = _sent_and_span([{"role": "user", "content": [document]}], exporter)
+    attrs = span.attributes or {}
+    assert attrs[sc.INPUT_VALUE] == "The menu: soup, 5."
+    assert sc.INPUT_MIME_TYPE not in attrs or attrs[sc.INPUT_MIME_TYPE] != sc.MIME_JSON
+
+
+def test_a_document_in_a_tool_message_keeps_its_tool_call_response(exporter: InMemorySpanExporter) -> None:
+    """A tool message's content is one ``tool_call_response`` part: a document in it does not replace it."""
+    document: ChatCompletionContentPartParam = {"type": "document", "document": {"data": {"temp": 21}}}
+    messages: list[ChatCompletionMessageParam] = [
+        {"role": "user", "content": "Weather?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": [document]},
+    ]
+    span = _sent_and_span(messages, exporter)
+    tool = _attribute_json(span, sc.GEN_AI_INPUT_MESSAGES)[2]
+    assert [p["type"] for p in tool["parts"]] == ["tool_call_response"]
+    assert tool["parts"][0]["id"] == "c1"
+
+
+def test_reasoning_on_a_user_or_tool_message_is_not_a_reasoning_part(exporter: InMemorySpanExporter) -> None:
+    """Only an assistant turn's ``reasoning`` is one (groq declares it there only); elsewhere it is not read."""
+    messages: Any = [
+        {"role": "user", "content": "Weather?", "reasoning": "not a model's"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "21C", "reasoning": "nor this"},
+    ]
+    span = _sent_and_span(messages, exporter)
+    given = _attribute_json(span, sc.GEN_AI_INPUT_MESSAGES)
+    assert [p["type"] for m in given for p in m["parts"]] == ["text", "tool_call", "tool_call_response"]

@@ -64,6 +64,9 @@ def request_attributes(kwargs: dict[str, Any], capture: bool, max_len: int, oper
     if capture:
         messages = params.get("messages")
         if isinstance(messages, list | tuple) and any(_has_groq_fields(m) for m in messages):
+            # The first pass's input value may be JSON where this one's is text (one user document of text).
+            attrs.pop(sc.INPUT_VALUE, None)
+            attrs.pop(sc.INPUT_MIME_TYPE, None)
             attrs.update(_groq_input_attributes(messages, max_len))
     return attrs
 
@@ -110,7 +113,9 @@ def _groq_input_attributes(messages: Any, max_len: int) -> Attributes:
         if isinstance(content, list | tuple):  # the OpenAI reader made one part per content part, in order
             parts = message["parts"]
             for index, part in enumerate(content):
-                if _is_document(part) and index < len(parts):
+                # A tool message's content is its one ``tool_call_response`` part: only a document's own
+                # (``{"type": "document"}``, the reader's part of an unknown type) is replaced.
+                if _is_document(part) and index < len(parts) and parts[index] == {"type": "document"}:
                     parts[index] = document_part(part)
         reasoning = _given_reasoning(source)
         if reasoning is not None:
