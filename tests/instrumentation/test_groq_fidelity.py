@@ -196,3 +196,20 @@ def test_reasoning_on_a_user_or_tool_message_is_not_a_reasoning_part(exporter: I
     span = _sent_and_span(messages, exporter)
     given = _attribute_json(span, sc.GEN_AI_INPUT_MESSAGES)
     assert [p["type"] for m in given for p in m["parts"]] == ["text", "tool_call", "tool_call_response"]
+
+
+def test_a_document_is_its_data_as_written_and_a_key_json_has_not_does_not_fail(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """The data's text keeps "café" as written, and a key JSON cannot have (a tuple) is its ``str``."""
+    data: Any = {"dish": "café", ("a", 1): "tuple key"}
+    document: Any = {"type": "document", "document": {"data": data}}
+    messages: Any = [{"role": "user", "content": [{"type": "text", "text": "Menu?"}, document]}]
+    with server(PLAIN) as srv, _client(srv.url, False) as client:
+        try:
+            client.chat.completions.create(model="llama-3.3-70b-versatile", messages=messages)
+        except TypeError:
+            pass  # the SDK's own JSON encoding of the request may refuse the key: the span has the input all the same
+    (span,) = exporter.get_finished_spans()
+    given = _attribute_json(span, sc.GEN_AI_INPUT_MESSAGES)
+    assert given[0]["parts"][1] == {"type": "text", "content": '{"dish": "café", "(\'a\', 1)": "tuple key"}'}

@@ -17,7 +17,6 @@ OpenAI codec's readers. What Groq adds is read here:
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Hashable
 from typing import Any
 
@@ -40,7 +39,7 @@ from evaltrace._internal.jsonutil import capped_json, loads_or_raw
 from evaltrace._internal.openai import build
 from evaltrace._internal.openai import request as openai_request
 from evaltrace._internal.openai.accumulate import ChatAccumulator, _ChoiceBuffer
-from evaltrace._internal.openai.parts import Message, Part, field, reasoning_part, text_part
+from evaltrace._internal.openai.parts import Message, Part, document_part, field, reasoning_part
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import chat_outcome, chat_summary, embeddings_outcome
 
@@ -100,15 +99,6 @@ def _has_groq_fields(message: Any) -> bool:
         return True
     content = field(message, "content")
     return isinstance(content, list | tuple) and any(_is_document(part) for part in content)
-
-
-def document_part(part: Any) -> Part:
-    """A ``document`` content part (``{"document": {"data": {...}, "id": ...}}``) -> a text part of its data.
-
-    groq's document part has Cohere's shape, and is read as the Cohere reader reads it: the data as JSON text.
-    """
-    data = field(field(part, "document"), "data")
-    return text_part(data if isinstance(data, str) else json.dumps(data, default=str))
 
 
 def _groq_input_attributes(messages: Any, max_len: int) -> Attributes:
