@@ -24,6 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 import evaltrace  # noqa: E402
+from cassettes import Recorded, ReplayServer  # noqa: E402
 from evaltrace._internal import semconv as sc  # noqa: E402
 
 
@@ -213,3 +214,72 @@ def test_a_document_is_its_data_as_written_and_a_key_json_has_not_does_not_fail(
     (span,) = exporter.get_finished_spans()
     given = _attribute_json(span, sc.GEN_AI_INPUT_MESSAGES)
     assert given[0]["parts"][1] == {"type": "text", "content": '{"dish": "café", "(\'a\', 1)": "tuple key"}'}
+
+
+def _recorded(body: bytes, stream: bool = False) -> Recorded:
+    return Recorded(
+        method="POST",
+        uri="https://api.groq.com/openai/v1/chat/completions",
+        request_body=b"",
+        status=200,
+        reason="OK",
+        headers=[("content-type", "text/event-stream" if stream else "application/json")],
+        body=body,
+    )
+
+
+_SEARCH = {"results": [{"title": "Weather", "url": "https://w.example", "content": "Sunny", "score": 0.9}]}
+
+
+def test_a_built_in_tool_with_results_and_no_output_has_its_result(exporter: InMemorySpanExporter) -> None:
+    """``search_results`` with no ``output``: the tool's result is its results, as JSON."""
+    tool = {"index": 0, "type": "search", "arguments": '{"query": "weather"}', "search_results": _SEARCH}
+    completion = {
+        "id": "r1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "compound",
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "Sunny.", "executed_tools": [tool]},
+            }
+        ],
+    }
+    with ReplayServer([_recorded(json.dumps(completion).encode())]) as srv, _client(srv.url, False) as client:
+        client.chat.completions.create(model="compound", messages=[{"role": "user", "content": "Weather?"}])
+    (span,) = exporter.get_finished_spans()
+    parts = _attribute_json(span, sc.GEN_AI_OUTPUT_MESSAGES)[0]["parts"]
+    assert [p["type"] for p in parts] == ["text", "server_tool_call", "server_tool_call_response"]
+    assert parts[2]["server_tool_call_response"] == {"type": "search", "search_results": _SEARCH}
+
+
+def test_a_streamed_tool_sent_twice_is_one_call_with_its_arguments_and_results(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """The second copy (empty ``arguments``, ``code_results`` with a PNG) is merged into the first: no image kept."""
+    first = {"index": 0, "type": "python", "arguments": '{"code": "1+1"}'}
+    second = {"index": 0, "type": "python", "arguments": "", "code_results": [{"text": "2", "png": "iVBORw0KGgo="}]}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        body = {"id": "r1", "object": "chat.completion.chunk", "created": 1, "model": "compound",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}  # fmt: skip
+        return f"data: {json.dumps(body)}\n\n"
+
+    events = [
+        chunk({"role": "assistant", "executed_tools": [first]}),
+        chunk({"executed_tools": [second]}),
+        chunk({"content": "It is 2."}, "stop"),
+    ]
+    body = ("".join(events) + "data: [DONE]\n\n").encode()
+    with ReplayServer([_recorded(body, stream=True)]) as srv, _client(srv.url, False) as client:
+        for _ in client.chat.completions.create(
+            model="compound", messages=[{"role": "user", "content": "1+1?"}], stream=True
+        ):
+            pass
+    (span,) = exporter.get_finished_spans()
+    parts = _attribute_json(span, sc.GEN_AI_OUTPUT_MESSAGES)[0]["parts"]
+    assert [p["type"] for p in parts] == ["text", "server_tool_call", "server_tool_call_response"]
+    assert parts[1]["server_tool_call"] == {"type": "python", "arguments": {"code": "1+1"}}
+    assert parts[2]["server_tool_call_response"] == {"type": "python", "code_results": [{"text": "2"}]}

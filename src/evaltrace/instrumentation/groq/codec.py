@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Hashable
+from types import SimpleNamespace
 from typing import Any
 
 from evaltrace._internal import list_values
@@ -35,7 +36,7 @@ from evaltrace._internal.engine.codec import (
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.engine.stainless import Stainless, server_of
 from evaltrace._internal.error_body import code_in_body
-from evaltrace._internal.jsonutil import capped_json, loads_or_raw
+from evaltrace._internal.jsonutil import capped_json, loads_or_raw, to_jsonable
 from evaltrace._internal.openai import build
 from evaltrace._internal.openai import request as openai_request
 from evaltrace._internal.openai.accumulate import ChatAccumulator, _ChoiceBuffer
@@ -152,16 +153,53 @@ def executed_tool_part(tool: Any) -> Part:
     return {"type": "server_tool_call", "id": None, "name": tool_type, "server_tool_call": call}
 
 
-def executed_tool_result_part(tool: Any) -> Part | None:
-    """An ``executed_tools`` entry's ``output`` (what the tool gave the model) -> a ``server_tool_call_response``.
+_TOOL_RESULTS = ("search_results", "code_results", "browser_results")
+"""An executed tool's structured results, which it may send with no ``output``."""
 
-    None until the tool has run: a stream sends each tool first with its arguments only, then again with its output.
+_MEDIA_KEYS = frozenset({"png"})
+"""A code result's image (base64): left out of the recorded results, which are JSON and payload-free."""
+
+
+def _without_media(value: Any) -> Any:
+    """A JSON-able value with every media key and every None left out (the SDK's unset optional fields)."""
+    if isinstance(value, dict):
+        return {key: _without_media(item) for key, item in value.items() if key not in _MEDIA_KEYS and item is not None}
+    if isinstance(value, list):
+        return [_without_media(item) for item in value]
+    return value
+
+
+def executed_tool_result_part(tool: Any) -> Part | None:
+    """An executed tool's ``output`` and structured results (what it gave the model) -> a ``server_tool_call_response``.
+
+    None until the tool has run: a stream sends each tool first with its arguments only, then again with its output
+    or its ``search_results`` / ``code_results`` / ``browser_results``. The ``output`` is the model's reading of
+    them; without one, they are the result (as JSON, without their images).
     """
+    result: dict[str, Any] = {"type": str(getattr(tool, "type", None) or "tool")}
     output = getattr(tool, "output", None)
-    if not isinstance(output, str):
+    if isinstance(output, str):
+        result["output"] = output
+        return {"type": "server_tool_call_response", "id": None, "server_tool_call_response": result}
+    for key in _TOOL_RESULTS:
+        value = getattr(tool, key, None)
+        if value:
+            result[key] = _without_media(to_jsonable(value))
+    if len(result) == 1:
         return None
-    result = {"type": str(getattr(tool, "type", None) or "tool"), "output": output}
     return {"type": "server_tool_call_response", "id": None, "server_tool_call_response": result}
+
+
+_TOOL_FIELDS = ("index", "type", "arguments", "output", *_TOOL_RESULTS)
+
+
+def merged_tool(before: Any, tool: Any) -> Any:
+    """A tool a stream sent twice, as one: each field as last sent, unless that copy's is empty (``arguments``)."""
+    merged = SimpleNamespace()
+    for name in _TOOL_FIELDS:
+        value = getattr(tool, name, None)
+        setattr(merged, name, value if value is not None and value != "" else getattr(before, name, None))
+    return merged
 
 
 def _with_groq_parts(message: Message, reasoning: str | None, executed: Any) -> None:
@@ -253,7 +291,7 @@ class GroqStreamAccumulator(ChatAccumulator):
 
     def __init__(self) -> None:
         super().__init__()
-        self.executed: dict[tuple[int, Any], Any] = {}  # (choice, tool index) -> the tool as last sent
+        self.executed: dict[tuple[int, Any], Any] = {}  # (choice, tool index) -> the tool, its copies merged
         self.error: str | None = None
 
     def add(self, chunk: Any) -> bool:
@@ -274,7 +312,9 @@ class GroqStreamAccumulator(ChatAccumulator):
         for choice in chunk.choices or ():
             tools = getattr(choice.delta, "executed_tools", None) if choice.delta is not None else None
             for tool in tools or ():
-                self.executed[(choice.index, getattr(tool, "index", None))] = tool
+                key = (choice.index, getattr(tool, "index", None))
+                before = self.executed.get(key)
+                self.executed[key] = tool if before is None else merged_tool(before, tool)
         return carried
 
     def _add_first(self, chunk: Any) -> bool | None:
