@@ -375,3 +375,28 @@ def test_a_zero_bill_is_reported_and_priced_as_zero(exporter: InMemorySpanExport
     assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (0, 0)
     assert (a["cohere.usage.tokens.input_tokens"], a["cohere.usage.tokens.output_tokens"]) == (5000, 9)
     assert a["evaltrace.cost_usd"] == 0.0
+
+
+def test_a_document_is_its_data_as_written_and_a_key_json_has_not_does_not_fail(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """A tool result's document data keeps "café" as written; a key JSON cannot have (a tuple) is its ``str``."""
+    data: Any = {"dish": "café", ("a", 1): "tuple key"}
+    messages: Any = [
+        {"role": "user", "content": "Menu?"},
+        {
+            "role": "assistant",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "menu", "arguments": "{}"}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": [{"type": "document", "document": {"data": data}}]},
+    ]
+    with ReplayServer(cohere_interactions("test_request_usage_with_cached_tokens.yaml")) as server:
+        try:
+            with client_of(server.url) as client:
+                client.chat(model=MODEL, messages=messages)
+        except TypeError:
+            pass  # the SDK's own JSON encoding of the request may refuse the key: the span has the input all the same
+    span = _only_span(exporter)
+    tool = _json(span, "gen_ai.input.messages")[2]
+    (part,) = tool["parts"]
+    assert part["response"] == [{"type": "text", "content": '{"dish": "café", "(\'a\', 1)": "tuple key"}'}]

@@ -29,6 +29,7 @@ from groq_replay import (  # noqa: E402
 
 from evaltrace._internal import semconv as sc  # noqa: E402
 from evaltrace._internal.openai import build  # noqa: E402
+from evaltrace._internal.openai.registry import EndpointKind  # noqa: E402
 from evaltrace.instrumentation.groq import codec  # noqa: E402
 
 
@@ -180,3 +181,23 @@ def test_hardware_cache_counts_are_kept_apart_from_billed_cache_reads() -> None:
     attrs = _attrs(codec.completion_outcome(ChatCompletion.model_validate(body)), "openai/gpt-oss-120b")
     assert attrs[sc.GROQ_USAGE_DRAM_CACHED_TOKENS] == 64 and attrs[sc.GROQ_USAGE_SRAM_CACHED_TOKENS] == 32
     assert sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS not in attrs  # not what Groq bills as cached
+
+
+def test_a_request_with_groq_fields_converts_its_messages_once_and_keeps_the_rest() -> None:
+    """Messages with ``reasoning`` are converted by the Groq codec only; the OpenAI build still reads the rest."""
+    messages = [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello.", "reasoning": "A greeting."},
+        {"role": "user", "content": "Weather?"},
+    ]
+    tools = [{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}]
+    params = {"model": "m", "messages": messages, "tools": tools, "temperature": 0.5}
+    plain = build.request_attributes(EndpointKind.CHAT, params, True, 10_000)
+    attrs = codec.request_attributes(params, True, 10_000)
+    assert set(attrs) == set(plain)
+    given = json.loads(attrs[sc.GEN_AI_INPUT_MESSAGES])
+    assert given[1]["parts"][0] == {"type": "reasoning", "content": "A greeting."}
+    assert attrs[sc.INPUT_VALUE] == attrs[sc.GEN_AI_INPUT_MESSAGES]
+    assert {k: v for k, v in attrs.items() if k not in (sc.GEN_AI_INPUT_MESSAGES, sc.INPUT_VALUE)} == {
+        k: v for k, v in plain.items() if k not in (sc.GEN_AI_INPUT_MESSAGES, sc.INPUT_VALUE)
+    }

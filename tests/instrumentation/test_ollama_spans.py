@@ -168,6 +168,10 @@ async def test_error_line_mid_stream_fails_the_span_and_keeps_what_arrived(
     assert span.attributes["evaltrace.stream.end_reason"] == "error"
     assert span.attributes["evaltrace.stream.chunks"] == 5
     assert span.events[0].attributes["exception.type"].endswith("ResponseError")
+    # The SDK gives this error ``status_code`` -1 (no HTTP status: the response itself was a 200): not a status.
+    assert raised.value.status_code == -1
+    assert "http.response.status_code" not in span.attributes
+    assert span.attributes["error.type"] == "ResponseError"
 
 
 async def test_model_not_found_sets_error_type_and_reraises(is_async: bool, exporter: InMemorySpanExporter) -> None:

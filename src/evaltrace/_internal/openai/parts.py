@@ -5,10 +5,11 @@ Parts are plain dicts with the exact semconv field names; they are serialised on
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
-from evaltrace._internal.jsonutil import loads_or_raw
+from evaltrace._internal.jsonutil import loads_or_raw, to_jsonable
 
 Part = dict[str, Any]
 Message = dict[str, Any]
@@ -32,6 +33,16 @@ def field(obj: Any, name: str, default: None = None) -> Any:
 def text_part(content: str) -> Part:
     """A ``text`` part."""
     return {"type": "text", "content": content}
+
+
+def document_part(item: Any) -> Part:
+    """A ``document`` content item (``{"document": {"data": ..., "id": ...}}``) -> a text part of its data.
+
+    Cohere's shape, which groq's document part shares: text data as it is, any other as JSON text, the way it was
+    given (not ASCII-escaped), and never an error (a key JSON cannot have is its ``str``).
+    """
+    data = field(field(item, "document"), "data")
+    return text_part(data if isinstance(data, str) else json.dumps(to_jsonable(data), ensure_ascii=False))
 
 
 def reasoning_part(content: str) -> Part:

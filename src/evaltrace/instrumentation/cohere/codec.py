@@ -42,6 +42,7 @@ from evaltrace._internal.openai.parts import (
     Message,
     Part,
     chat_tool_call_part,
+    document_part,
     field,
     reasoning_part,
     text_part,
@@ -195,9 +196,7 @@ def content_part(item: Any) -> Part:
     if kind == "image_url":
         return uri_part(str(field(field(item, "image_url"), "url") or ""), "image")
     if kind == "document":
-        document = field(item, "document")
-        data = field(document, "data")
-        return text_part(json.dumps(data, default=str) if not isinstance(data, str) else data)
+        return document_part(item)
     if isinstance(item, str):
         return text_part(item)
     return {"type": str(kind)}

@@ -9,7 +9,8 @@ OpenAI codec's readers. What Groq adds is read here:
 * usage in ``x_groq.usage`` on the last stream chunk (the chunk's own ``usage`` is empty), and a response's
   hardware-cache statistics ``x_groq.usage.{dram,sram}_cached_tokens`` as ``groq.usage.*`` attributes (they are not
   the billed ``prompt_tokens_details.cached_tokens``, so they are neither cache reads nor priced);
-* ``executed_tools`` (the built-in tools of ``compound`` models) as ``server_tool_call`` parts;
+* ``executed_tools`` (the built-in tools of ``compound`` models) as ``server_tool_call`` parts, each followed by a
+  ``server_tool_call_response`` part with its ``output`` once it has one;
 * ``x_groq.error`` on a stream chunk: the call failed inside a stream the SDK did not raise for.
 """
 
@@ -17,8 +18,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Hashable
+from types import SimpleNamespace
 from typing import Any
 
+from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.call import Call
 from evaltrace._internal.engine.codec import (
@@ -33,10 +36,11 @@ from evaltrace._internal.engine.codec import (
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.engine.stainless import Stainless, server_of
 from evaltrace._internal.error_body import code_in_body
-from evaltrace._internal.jsonutil import loads_or_raw
+from evaltrace._internal.jsonutil import capped_json, loads_or_raw, to_jsonable
 from evaltrace._internal.openai import build
+from evaltrace._internal.openai import request as openai_request
 from evaltrace._internal.openai.accumulate import ChatAccumulator, _ChoiceBuffer
-from evaltrace._internal.openai.parts import Message, Part, reasoning_part
+from evaltrace._internal.openai.parts import Message, Part, document_part, field, reasoning_part
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import chat_outcome, chat_summary, embeddings_outcome
 
@@ -53,10 +57,74 @@ def request_attributes(kwargs: dict[str, Any], capture: bool, max_len: int, oper
     params = STAINLESS.given_kwargs(kwargs)
     if operation == sc.OP_EMBEDDINGS:
         return build.request_attributes(EndpointKind.EMBEDDINGS, params, capture, max_len)
-    attrs = build.request_attributes(EndpointKind.CHAT, params, capture, max_len)
+    messages = params.get("messages") if capture else None
+    if isinstance(messages, list | tuple) and any(_has_groq_fields(m) for m in messages):
+        # What the OpenAI chat reader does not know is in the messages: they are converted once, here, and the
+        # OpenAI build reads the rest of the request (its input attributes of no messages are replaced).
+        rest = {key: value for key, value in params.items() if key != "messages"}
+        attrs = build.request_attributes(EndpointKind.CHAT, rest, capture, max_len)
+        attrs.pop(sc.INPUT_VALUE, None)  # none of no messages; popped all the same, as the value is this one's
+        attrs.pop(sc.INPUT_MIME_TYPE, None)
+        attrs.update(_groq_input_attributes(messages, max_len))
+    else:
+        attrs = build.request_attributes(EndpointKind.CHAT, params, capture, max_len)
     fmt = params.get("reasoning_format")
     if isinstance(fmt, str):
         attrs[sc.GROQ_REQUEST_REASONING_FORMAT] = fmt
+    return attrs
+
+
+def _given_reasoning(message: Any) -> str | None:
+    """The ``reasoning`` an assistant message of the request carries (Groq's own message field), if any."""
+    if field(message, "role") != "assistant":
+        return None
+    reasoning = field(message, "reasoning")
+    return reasoning if isinstance(reasoning, str) and reasoning else None
+
+
+def _is_document(part: Any) -> bool:
+    return bool(field(part, "type") == "document")
+
+
+def _has_groq_fields(message: Any) -> bool:
+    """Whether a request message has what the OpenAI chat reader does not know: ``reasoning``, a ``document``.
+
+    Every message of every captured call is asked: a plain one (a dict of no ``reasoning`` whose content is text or
+    none) is answered by two lookups, without ``field``'s calls (50 messages cost the build +46% before).
+    """
+    if type(message) is dict and "reasoning" not in message:
+        content = message.get("content")
+        if content is None or type(content) is str:
+            return False
+    if _given_reasoning(message) is not None:
+        return True
+    content = field(message, "content")
+    return isinstance(content, list | tuple) and any(_is_document(part) for part in content)
+
+
+def _groq_input_attributes(messages: Any, max_len: int) -> Attributes:
+    """The input attributes again, with what groq's message params add to OpenAI's.
+
+    groq's ``ChatCompletionAssistantMessageParam`` declares ``reasoning`` (a previous turn's, sent back): a
+    ``reasoning`` part before the answer; its user content parts include ``document``: a text part of the data.
+    The OpenAI chat reader knows neither; a request that sends one has its messages converted here instead.
+    """
+    converted = openai_request.input_messages(EndpointKind.CHAT, {"messages": messages})
+    for message, source in zip(converted, messages, strict=False):
+        content = field(source, "content")
+        if isinstance(content, list | tuple):  # the OpenAI reader made one part per content part, in order
+            parts = message["parts"]
+            for index, part in enumerate(content):
+                # A tool message's content is its one ``tool_call_response`` part: only a document's own
+                # (``{"type": "document"}``, the reader's part of an unknown type) is replaced.
+                if _is_document(part) and index < len(parts) and parts[index] == {"type": "document"}:
+                    parts[index] = document_part(part)
+        reasoning = _given_reasoning(source)
+        if reasoning is not None:
+            message["parts"].insert(0, reasoning_part(reasoning))
+    text = capped_json(converted, max_len)
+    attrs: Attributes = {sc.GEN_AI_INPUT_MESSAGES: text}
+    attrs.update(list_values.input_attributes(converted, text, None, None, max_len))
     return attrs
 
 
@@ -85,13 +153,65 @@ def executed_tool_part(tool: Any) -> Part:
     return {"type": "server_tool_call", "id": None, "name": tool_type, "server_tool_call": call}
 
 
+_TOOL_RESULTS = ("search_results", "code_results", "browser_results")
+"""An executed tool's structured results, which it may send with no ``output``."""
+
+_MEDIA_KEYS = frozenset({"png"})
+"""A code result's image (base64): left out of the recorded results, which are JSON and payload-free."""
+
+
+def _without_media(value: Any) -> Any:
+    """A JSON-able value with every media key and every None left out (the SDK's unset optional fields)."""
+    if isinstance(value, dict):
+        return {key: _without_media(item) for key, item in value.items() if key not in _MEDIA_KEYS and item is not None}
+    if isinstance(value, list):
+        return [_without_media(item) for item in value]
+    return value
+
+
+def executed_tool_result_part(tool: Any) -> Part | None:
+    """An executed tool's ``output`` and structured results (what it gave the model) -> a ``server_tool_call_response``.
+
+    None until the tool has run: a stream sends each tool first with its arguments only, then again with its output
+    or its ``search_results`` / ``code_results`` / ``browser_results``. The ``output`` is the model's reading of
+    them; without one, they are the result (as JSON, without their images).
+    """
+    result: dict[str, Any] = {"type": str(getattr(tool, "type", None) or "tool")}
+    output = getattr(tool, "output", None)
+    if isinstance(output, str):
+        result["output"] = output
+        return {"type": "server_tool_call_response", "id": None, "server_tool_call_response": result}
+    for key in _TOOL_RESULTS:
+        value = getattr(tool, key, None)
+        if value:
+            result[key] = _without_media(to_jsonable(value))
+    if len(result) == 1:
+        return None
+    return {"type": "server_tool_call_response", "id": None, "server_tool_call_response": result}
+
+
+_TOOL_FIELDS = ("index", "type", "arguments", "output", *_TOOL_RESULTS)
+
+
+def merged_tool(before: Any, tool: Any) -> Any:
+    """A tool a stream sent twice, as one: each field as last sent, unless that copy's is empty (``arguments``)."""
+    merged = SimpleNamespace()
+    for name in _TOOL_FIELDS:
+        value = getattr(tool, name, None)
+        setattr(merged, name, value if value is not None and value != "" else getattr(before, name, None))
+    return merged
+
+
 def _with_groq_parts(message: Message, reasoning: str | None, executed: Any) -> None:
-    """Put ``reasoning`` first and the executed tools after the answer's parts, in place."""
+    """Put ``reasoning`` first and the executed tools (each call, then its result) after the answer's parts."""
     parts: list[Part] = message["parts"]
     if reasoning:
         parts.insert(0, reasoning_part(reasoning))
     for tool in executed or ():
         parts.append(executed_tool_part(tool))
+        result = executed_tool_result_part(tool)
+        if result is not None:
+            parts.append(result)
 
 
 def completion_outcome(completion: Any, content: bool = True) -> Outcome:
@@ -171,7 +291,7 @@ class GroqStreamAccumulator(ChatAccumulator):
 
     def __init__(self) -> None:
         super().__init__()
-        self.executed: dict[tuple[int, Any], Any] = {}  # (choice, tool index) -> the tool as last sent
+        self.executed: dict[tuple[int, Any], Any] = {}  # (choice, tool index) -> the tool, its copies merged
         self.error: str | None = None
 
     def add(self, chunk: Any) -> bool:
@@ -192,7 +312,9 @@ class GroqStreamAccumulator(ChatAccumulator):
         for choice in chunk.choices or ():
             tools = getattr(choice.delta, "executed_tools", None) if choice.delta is not None else None
             for tool in tools or ():
-                self.executed[(choice.index, getattr(tool, "index", None))] = tool
+                key = (choice.index, getattr(tool, "index", None))
+                before = self.executed.get(key)
+                self.executed[key] = tool if before is None else merged_tool(before, tool)
         return carried
 
     def _add_first(self, chunk: Any) -> bool | None:

@@ -191,7 +191,11 @@ def input_messages(messages: Any) -> list[Message]:
         role = str(field(message, "role") or "user")
         content = field(message, "content")
         if role == "tool":
-            out.append({"role": "tool", "parts": [tool_response_part(None, content if content is not None else "")]})
+            part = tool_response_part(None, content if content is not None else "")
+            tool_name = field(message, "tool_name")
+            if isinstance(tool_name, str) and tool_name:  # the only link to its call: Ollama's calls have no id
+                part["name"] = tool_name
+            out.append({"role": "tool", "parts": [part]})
             continue
         thinking = field(message, "thinking")
         parts = assistant_parts(thinking if isinstance(thinking, str) else None,
@@ -360,6 +364,15 @@ class OllamaCodec(Codec):
     def summary(self, kind: Hashable, result: Any) -> Summary:
         """Model and token counts, read without the content."""
         return summary_of(result)
+
+    def status_code(self, error: BaseException) -> int | None:
+        """The HTTP status of a ``ResponseError``; None for the SDK's -1 (an ``error`` line inside a 200 stream).
+
+        ``ResponseError(error, status_code=-1)`` is what the client raises for a failure the server reports inside
+        a stream: the response's status was 200, and -1 is no HTTP status, so no ``http.response.status_code``.
+        """
+        status = getattr(error, "status_code", None)
+        return status if isinstance(status, int) and 100 <= status <= 599 else None
 
     def is_stream(self, kind: Hashable, result: Any) -> bool:
         """``stream=True``: a generator (an async generator on ``AsyncClient``)."""
