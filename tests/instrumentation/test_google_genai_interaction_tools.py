@@ -152,3 +152,22 @@ def test_an_mcp_tool_s_media_result_is_recorded_without_its_bytes_streamed_or_wh
         {"type": "uri", "modality": "image", "mime_type": "image/png",
          "uri": f"data:image/png;base64,<omitted {len(png)} bytes>"},
     ]  # fmt: skip
+
+
+def test_an_mcp_tool_step_is_named_by_its_tool_and_keeps_its_server_streamed_or_whole(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """An MCP call is the tool the model called (``forecast``), not the step kind; its server is kept inside."""
+    for kind in ("mcp_server_tool_call", "mcp_server_tool_result"):
+        payload = PAYLOADS[kind]
+        whole = _output_parts(exporter, _whole(kind, payload))
+        streamed = _output_parts(exporter, _streamed(kind, payload), stream=True)
+        assert streamed == whole
+        (part,) = whole
+        if kind.endswith("_call"):
+            assert part["name"] == "forecast"
+            assert part["server_tool_call"] == {
+                "type": "mcp_server_tool", "server_name": "weather", "arguments": {"city": "Paris"}}  # fmt: skip
+        else:
+            assert part["server_tool_call_response"] == {
+                "type": "mcp_server_tool", "server_name": "weather", "name": "forecast", "response": "sunny"}  # fmt: skip

@@ -65,11 +65,17 @@ class _Step:
     def add_tool(self, delta: Any) -> bool:
         """A server tool delta: its ``arguments`` (a call) or ``result``; True when it carried either.
 
+        An MCP tool's delta also names the tool and its server (``name``, ``server_name``), kept for the part.
+
         The SDK types each as a whole value (``GoogleSearchCallDelta.arguments`` is the whole arguments object);
         should a step get several deltas, a result list is extended (pieces of one list) and anything else is
         replaced by the later value.
         """
         carried = False
+        for key in ("name", "server_name"):  # an MCP tool's, which its delta repeats: kept, not output by itself
+            value = field(delta, key)
+            if value is not None:
+                self.tool[key] = value
         for key in ("arguments", "result"):
             value = field(delta, key)
             if value is None:
@@ -96,6 +102,7 @@ class _Step:
             # The step as the whole interaction would hold it, so that both read through ``step_parts`` alike.
             start = self.start
             whole = {"type": kind, "id": field(start, "id"), "call_id": field(start, "call_id"),
+                     "name": field(start, "name"), "server_name": field(start, "server_name"),
                      "arguments": field(start, "arguments"), "result": field(start, "result"), **self.tool}  # fmt: skip
             return step_parts(whole)
         return step_parts(self.start)

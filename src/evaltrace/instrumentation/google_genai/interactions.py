@@ -262,16 +262,36 @@ def step_parts(step: Any) -> list[Part]:
     if kind.endswith("_call"):
         name = kind[: -len("_call")]
         call = {"type": name, "arguments": field(step, "arguments")}
-        return [{"type": "server_tool_call", "id": field(step, "id"), "name": name, "server_tool_call": call}]
+        tool = _mcp_names(step, call)
+        return [{"type": "server_tool_call", "id": field(step, "id"), "name": tool or name, "server_tool_call": call}]
     if kind.endswith("_result") and kind != "function_result":
         response = field(step, "result")
         if isinstance(response, list | tuple) and any(field(item, "type") in CONTENT_TYPES for item in response):
             # Content items (an MCP tool's text, images...): read as a function result's are, never the bytes.
             response = joined_content([_result_item(item) for item in response])
         result = {"type": kind[: -len("_result")], "response": response}
+        _mcp_names(step, result, result=True)
         return [{"type": "server_tool_call_response", "id": field(step, "call_id"),
                  "server_tool_call_response": result}]  # fmt: skip
     return []
+
+
+def _mcp_names(step: Any, into: dict[str, Any], result: bool = False) -> str | None:
+    """An MCP server tool step's tool name (``forecast``), returned; its server's name is kept in ``into``.
+
+    A call part's ``name`` is the tool the model called, as for a function call, not the step kind; the server that
+    ran it goes inside the call object, as the Anthropic instrumentation keeps an MCP tool's ``server_name``. A
+    ``result`` part has no name of its own in the conventions: the tool's name goes inside its response object too.
+    """
+    name = field(step, "name")
+    server = field(step, "server_name")
+    if isinstance(server, str) and server:
+        into["server_name"] = server
+    if not isinstance(name, str) or not name:
+        return None
+    if result:
+        into["name"] = name
+    return name
 
 
 def usage_of(usage: Any) -> Usage | None:
