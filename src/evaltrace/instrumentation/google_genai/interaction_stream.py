@@ -14,7 +14,7 @@ from typing import Any
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.outcome import Outcome, Summary
-from evaltrace._internal.openai.parts import Part, field, reasoning_part, text_part, tool_call_part
+from evaltrace._internal.openai.parts import Part, field, text_part, tool_call_part
 from evaltrace.instrumentation.google_genai.interactions import (
     CONTENT_TYPES,
     content_part,
@@ -22,6 +22,7 @@ from evaltrace.instrumentation.google_genai.interactions import (
     outcome_of,
     step_parts,
     summary_of,
+    thought_parts,
 )
 
 
@@ -37,7 +38,7 @@ class _Step:
         self.start = start  # the step as step.start announced it (type, and id / name for a call)
         self.fragments: list[str] = []  # text, or a call's argument JSON
         self.thoughts: list[str] = []
-        self.media: list[Part] = []  # image / audio / video / document deltas of a model output
+        self.media: list[Part] = []  # image / audio / video / document deltas of a model output (or a thought)
         self.tool: dict[str, Any] = {}  # a server tool step's streamed ``arguments`` / ``result``
 
     def add(self, delta: Any) -> bool:
@@ -54,10 +55,16 @@ class _Step:
         if delta_type == "arguments_delta":
             self.fragments.append(str(field(delta, "arguments") or ""))
             return True
-        text = field(field(delta, "content"), "text")
+        summary = field(delta, "content")
+        text = field(summary, "text")
         if isinstance(text, str):  # a thought summary
             self.thoughts.append(text)
             return True
+        if delta_type == "thought_summary" and field(summary, "type") in CONTENT_TYPES:  # a thought's image
+            part = content_part(summary)
+            if part is not None:
+                self.media.append(part)
+            return part is not None
         if _is_server_tool(delta_type):  # a server tool's arguments or result (the SDK's ``*CallDelta``...)
             return self.add_tool(delta)
         return False
@@ -88,8 +95,7 @@ class _Step:
     def parts(self) -> list[Part]:
         kind = field(self.start, "type")
         if kind == "thought":
-            joined = "".join(self.thoughts)
-            return [reasoning_part(joined)] if joined else []
+            return thought_parts("".join(self.thoughts), list(self.media))
         if kind == "model_output":
             text = "".join(self.fragments)
             return ([text_part(text)] if text else []) + self.media

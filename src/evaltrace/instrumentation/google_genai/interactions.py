@@ -32,7 +32,7 @@ from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.engine.values import count
 from evaltrace._internal.jsonutil import capped_json
 from evaltrace._internal.openai.parts import Message, Part, field, reasoning_part, text_part, tool_call_part
-from evaltrace.instrumentation.google_genai.parts import blob_part, file_part, function_response_part
+from evaltrace.instrumentation.google_genai.parts import blob_part, file_part, function_response_part, reasoning_media
 from evaltrace.instrumentation.google_genai.request import first_output_type, modality_types
 
 Attributes = dict[str, Any]
@@ -46,6 +46,7 @@ _STATUS = {
     "cancelled": "error",
 }
 CONTENT_TYPES = frozenset({"text", "image", "audio", "video", "document"})
+_MEDIA_TYPES = CONTENT_TYPES - {"text"}
 _GENERATION = (
     ("temperature", sc.GEN_AI_REQUEST_TEMPERATURE, float),
     ("top_p", sc.GEN_AI_REQUEST_TOP_P, float),
@@ -254,9 +255,10 @@ def step_parts(step: Any) -> list[Part]:
     if kind == "model_output":
         return _parts(field(step, "content"))
     if kind == "thought":
-        texts = [field(s, "text") for s in field(step, "summary") or ()]
+        summary = field(step, "summary") or ()
+        texts = [field(s, "text") for s in summary]
         joined = "".join(t for t in texts if isinstance(t, str))
-        return [reasoning_part(joined)] if joined else []
+        return thought_parts(joined, [content_part(s) for s in summary if field(s, "type") in _MEDIA_TYPES])
     if kind == "function_call":
         return [tool_call_part(field(step, "id"), field(step, "name"), field(step, "arguments") or {})]
     if kind.endswith("_call"):
@@ -292,6 +294,12 @@ def _mcp_names(step: Any, into: dict[str, Any], result: bool = False) -> str | N
     if result:
         into["name"] = name
     return name
+
+
+def thought_parts(text: str, media: list[Part | None]) -> list[Part]:
+    """A thought's summary: its text as one ``reasoning`` part, then its images as ``reasoning`` parts (no bytes)."""
+    parts = [reasoning_part(text)] if text else []
+    return parts + [reasoning_media(m) for m in media if m is not None]
 
 
 def usage_of(usage: Any) -> Usage | None:
