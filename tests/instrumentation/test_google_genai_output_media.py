@@ -53,8 +53,13 @@ def _wire(model: Any) -> dict[str, Any]:
 
 
 def _api(chunk: types.GenerateContentResponse) -> dict[str, Any]:
-    """A response as the Developer API sends it."""
-    return _wire(chunk)
+    """A response as the Developer API sends it: its citations are ``citationSources`` there (the SDK renames them)."""
+    body = _wire(chunk)
+    for candidate in body.get("candidates", ()):
+        cited = candidate.get("citationMetadata")
+        if cited is not None:
+            cited["citationSources"] = cited.pop("citations")
+    return body
 
 
 def _served(chunks: list[types.GenerateContentResponse], stream: bool) -> Recorded:
