@@ -17,6 +17,7 @@ from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai.parts import Part, field, text_part, tool_call_part
 from evaltrace.instrumentation.google_genai.interactions import (
     CONTENT_TYPES,
+    citations_of,
     content_part,
     failure_of,
     outcome_of,
@@ -32,7 +33,7 @@ def _is_server_tool(kind: Any) -> bool:
 
 
 class _Step:
-    __slots__ = ("fragments", "media", "start", "thoughts", "tool")
+    __slots__ = ("annotations", "fragments", "media", "start", "thoughts", "tool")
 
     def __init__(self, start: Any) -> None:
         self.start = start  # the step as step.start announced it (type, and id / name for a call)
@@ -40,6 +41,7 @@ class _Step:
         self.thoughts: list[str] = []
         self.media: list[Part] = []  # image / audio / video / document deltas of a model output (or a thought)
         self.tool: dict[str, Any] = {}  # a server tool step's streamed ``arguments`` / ``result``
+        self.annotations: list[Any] = []  # a model output's text annotations (its citations)
 
     def add(self, delta: Any) -> bool:
         """Fold one ``step.delta``'s delta in; True when it carries output."""
@@ -67,6 +69,8 @@ class _Step:
             return part is not None
         if _is_server_tool(delta_type):  # a server tool's arguments or result (the SDK's ``*CallDelta``...)
             return self.add_tool(delta)
+        if delta_type == "text_annotation_delta":  # what the text cites: no output of its own
+            self.annotations.extend(field(delta, "annotations") or ())
         return False
 
     def add_tool(self, delta: Any) -> bool:
@@ -98,7 +102,13 @@ class _Step:
             return thought_parts("".join(self.thoughts), list(self.media))
         if kind == "model_output":
             text = "".join(self.fragments)
-            return ([text_part(text)] if text else []) + self.media
+            if not text:
+                return list(self.media)
+            part = text_part(text)
+            cited = citations_of(self.annotations)
+            if cited:  # as the whole interaction's text item holds them
+                part["citations"] = cited
+            return [part, *self.media]
         if kind == "function_call":
             arguments: Any = "".join(self.fragments)
             if not arguments:

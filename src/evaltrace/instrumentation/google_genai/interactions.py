@@ -10,7 +10,8 @@ are no model call of ours to measure and are not traced.
 Request: ``input`` (a string, content items, turns ``{role, content}`` or steps), ``system_instruction``, ``tools``
 and ``generation_config`` (``temperature``, ``top_p``, ``seed``, ``stop_sequences``, ``max_output_tokens``,
 ``thinking_level``); ``response_format`` and ``response_modalities`` (``gen_ai.output.type``). Response: the
-``steps`` (``thought`` summaries as ``reasoning`` parts, never the signature; ``model_output`` content;
+``steps`` (``thought`` summaries as ``reasoning`` parts, never the signature; ``model_output`` content, a text's
+citation annotations as its part's ``citations``;
 ``function_call`` as ``tool_call``; the API's own tool calls and results, ``*_call`` / ``*_result`` steps, as
 ``server_tool_call`` / ``server_tool_call_response``), ``status`` verbatim as the finish
 reason (``completed``, ``incomplete``, ``requires_action``, ``failed``...), and ``usage``: input is
@@ -161,7 +162,13 @@ def content_part(item: Any) -> Part | None:
     kind = field(item, "type")
     if kind == "text":
         text = field(item, "text")
-        return text_part(text) if isinstance(text, str) else None
+        if not isinstance(text, str):
+            return None
+        part = text_part(text)
+        cited = citations_of(field(item, "annotations"))
+        if cited:
+            part["citations"] = cited
+        return part
     mime = field(item, "mime_type")
     data = field(item, "data")
     if data is not None:
@@ -170,6 +177,35 @@ def content_part(item: Any) -> Part | None:
     if uri is not None:
         return file_part(uri, mime)
     return {"type": str(kind)} if kind else None
+
+
+# The annotations of a text that cite a source (``speech_metadata`` and ``word_info`` are timing, not sources).
+_CITATIONS = frozenset({"url_citation", "file_citation", "place_citation"})
+
+
+def citations_of(annotations: Any) -> list[dict[str, Any]]:
+    """A text's citation annotations -> ``{type, source, title, start_index, end_index}`` (the keys given).
+
+    ``source`` is where the cited text came from: a URL, a file's URI (else its name), a place's URL (else its id);
+    ``title`` a URL's title, a file's name, a place's name. The keys match ``generate_content``'s citations.
+    """
+    out: list[dict[str, Any]] = []
+    for annotation in annotations or ():
+        kind = field(annotation, "type")
+        if kind not in _CITATIONS:
+            continue
+        if kind == "file_citation":
+            source = field(annotation, "document_uri") or field(annotation, "file_name")
+            title = field(annotation, "file_name")
+        elif kind == "place_citation":
+            source = field(annotation, "url") or field(annotation, "place_id")
+            title = field(annotation, "name")
+        else:
+            source, title = field(annotation, "url"), field(annotation, "title")
+        given = {"source": source, "title": title, "start_index": field(annotation, "start_index"),
+                 "end_index": field(annotation, "end_index")}  # fmt: skip
+        out.append({"type": kind, **{k: v for k, v in given.items() if v is not None}})
+    return out
 
 
 def _parts(content: Any) -> list[Part]:
