@@ -15,6 +15,8 @@ from google_genai_replay import AIOHTTP_WARNING
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from test_google_genai_output_media import _chunk, _whole_and_streamed, instrumented
 
+from evaltrace.mapping import trace_from_spans
+
 pytestmark = [pytest.mark.usefixtures("instrumented"), AIOHTTP_WARNING]
 __all__ = ["instrumented"]  # the fixture, imported to be used here
 
@@ -74,15 +76,19 @@ def test_the_sources_an_answer_was_grounded_on_are_recorded_whole_and_streamed(e
     segment = {"text": ANSWER, "start_index": 0, "end_index": 20}
     assert message["parts"] == [
         {"type": "text", "content": ANSWER, "citations": [
-            {"source": "https://b.example/final", "title": "Final", "license": "", "start_index": 0, "end_index": 5}]},
-        {"type": "server_tool_call", "name": "google_search",
-         "server_tool_call": {"type": "google_search", "arguments": {"queries": ["euro 2024 winner"]}}},
-        {"type": "search_result", "kind": "web", "source": "https://a.example/euro", "title": "a.example",
-         "content": "", "citations": [{**segment, "confidence": 0.9}]},
-        {"type": "search_result", "kind": "retrieved_context", "source": "gs://docs/euro.pdf", "title": "Euro report",
-         "content": "Spain beat England 2-1 in Berlin.", "citations": [{**segment, "confidence": 0.7}]},
-        {"type": "server_tool_call_response", "server_tool_call_response": {"type": "url_context", "response": [
-            {"url": "https://c.example/post", "status": "URL_RETRIEVAL_STATUS_SUCCESS"}]}},
+            {"source": "https://b.example/final", "title": "Final", "license": "", "start_index": 0, "end_index": 5}],
+         "grounding": [
+            {"type": "server_tool_call", "name": "google_search",
+             "server_tool_call": {"type": "google_search", "arguments": {"queries": ["euro 2024 winner"]}}},
+            {"type": "search_result", "kind": "web", "source": "https://a.example/euro", "title": "a.example",
+             "content": "", "citations": [{**segment, "confidence": 0.9}]},
+            {"type": "search_result", "kind": "retrieved_context", "source": "gs://docs/euro.pdf",
+             "title": "Euro report", "content": "Spain beat England 2-1 in Berlin.",
+             "citations": [{**segment, "confidence": 0.7}]},
+            {"type": "server_tool_call_response", "server_tool_call_response": {"type": "url_context", "response": [
+                {"url": "https://c.example/post", "status": "URL_RETRIEVAL_STATUS_SUCCESS"}]}}]},
     ]  # fmt: skip
     assert message["finish_reason"] == "stop"
+    # The message still reads as its text: the trace's answer is the text, not the message's parts as structure.
+    assert trace_from_spans(exporter.get_finished_spans()).output.final_answer == ANSWER
     assert "chip" not in json.dumps(message)  # the search suggestions' HTML names no source

@@ -1,22 +1,24 @@
 """Pure: a candidate's grounding (``grounding_metadata``, ``citation_metadata``, ``url_context_metadata``) -> parts.
 
-What the model's answer was grounded on goes into its output message, after the answer's own parts, so a
-groundedness evaluator finds the sources next to the text they support:
+What the model's answer was grounded on is kept on the answer's last text part, so a groundedness evaluator finds
+the sources with the text they support, and the message still reads as text (the trace mapping reads a message
+holding any part besides text, reasoning and tool calls as structured content: its answer would be lost). The
+text part's ``grounding`` is a list of parts:
 
 * the search queries the API ran (``web_search_queries``, ``retrieval_queries``) as ``server_tool_call`` parts
   named ``google_search`` / ``retrieval`` with ``arguments`` ``{"queries": [...]}``: the shape the Interactions
   API's ``google_search_call`` / ``retrieval_call`` steps are recorded in;
 * each grounding chunk (``web``, ``retrieved_context``, ``maps``, ``image``) as a ``search_result`` part
-  (``source``, ``title``, ``content``), the part the Anthropic and Bedrock instrumentations record a search result
-  in, with the ``citations`` of it: the answer's segments (``text``, ``start_index``, ``end_index``,
+  (``kind``, ``source``, ``title``, ``content``), the part the Anthropic and Bedrock instrumentations record a
+  search result in, with its ``citations``: the answer's segments (``text``, ``start_index``, ``end_index``,
   ``confidence``) a ``grounding_support`` attributes to that chunk;
 * the URLs the ``url_context`` tool fetched as one ``server_tool_call_response`` of type ``url_context`` whose
-  response is ``[{"url", "status"}]``, as the Interactions API's ``url_context_result`` step holds them;
-* ``citation_metadata`` (the sources the answer recites) as the ``citations`` of the answer's last text part:
-  ``source`` (the URI), ``title``, ``license``, ``start_index``, ``end_index``.
+  response is ``[{"url", "status"}]``, as the Interactions API's ``url_context_result`` step holds them.
 
-``search_entry_point`` (the HTML and CSS of the search-suggestions chip an app must render, and an opaque blob)
-names no source and is not recorded.
+``citation_metadata`` (the sources the answer recites) is the text part's ``citations``: ``source`` (the URI),
+``title``, ``license``, ``start_index``, ``end_index``. A candidate without text (a tool call only) gets its
+grounding parts after its own. ``search_entry_point`` (the HTML and CSS of the search-suggestions chip an app must
+render, and an opaque blob) names no source and is not recorded.
 """
 
 from __future__ import annotations
@@ -36,17 +38,24 @@ def grounding_parts(parts: list[Part], grounding: Any, citations: list[Any], url
     if grounding is None and not citations and url_context is None:
         return parts
     out = list(parts)
-    if citations:
-        _cite(out, citations)
-    if grounding is not None:
-        out.extend(_grounding(grounding))
+    where = next((i for i in range(len(out) - 1, -1, -1) if out[i]["type"] == "text"), None)
+    extra = _grounding(grounding) if grounding is not None else []
     fetched = [
         {"url": field(m, "retrieved_url"), "status": enum_name(field(m, "url_retrieval_status"))}
         for m in field(url_context, "url_metadata") or ()
     ]
     if fetched:
         response = {"type": "url_context", "response": fetched}
-        out.append({"type": "server_tool_call_response", "server_tool_call_response": response})
+        extra.append({"type": "server_tool_call_response", "server_tool_call_response": response})
+    if where is None:  # no text to hang them on (nor to recite: citations go with it)
+        return out + extra
+    text = dict(out[where])  # a copy: the converted part may be shared
+    cited = _cited(citations)
+    if cited:
+        text["citations"] = cited
+    if extra:
+        text["grounding"] = extra
+    out[where] = text
     return out
 
 
@@ -79,11 +88,8 @@ def _fields(value: Any) -> dict[str, Any]:
     return {k: getattr(value, k) for k in names}
 
 
-def _cite(parts: list[Part], citations: list[Any]) -> None:
-    """Put the recited sources on the answer's last text part (none: there is no text they annotate)."""
-    text = next((p for p in reversed(parts) if p["type"] == "text"), None)
-    if text is None:
-        return
+def _cited(citations: list[Any]) -> list[dict[str, Any]]:
+    """``Citation`` entries -> the recited sources, each with the keys it has."""
     cited: list[dict[str, Any]] = []
     for citation in citations:
         entry = _present(
@@ -95,8 +101,7 @@ def _cite(parts: list[Part], citations: list[Any]) -> None:
         )
         if entry:
             cited.append(entry)
-    if cited:
-        parts[parts.index(text)] = {**text, "citations": cited}  # a copy: the converted part may be shared
+    return cited
 
 
 def _grounding(grounding: Any) -> list[Part]:
