@@ -8,6 +8,7 @@ Developer API sends it (``test_google_genai_output_media._served``), served to t
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 from google.genai import types
@@ -15,6 +16,7 @@ from google_genai_replay import AIOHTTP_WARNING
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from test_google_genai_output_media import _chunk, _whole_and_streamed, instrumented
 
+from evaltrace.instrumentation.google_genai.stream import GenerateContentAccumulator
 from evaltrace.mapping import trace_from_spans
 
 pytestmark = [pytest.mark.usefixtures("instrumented"), AIOHTTP_WARNING]
@@ -92,3 +94,14 @@ def test_the_sources_an_answer_was_grounded_on_are_recorded_whole_and_streamed(e
     # The message still reads as its text: the trace's answer is the text, not the message's parts as structure.
     assert trace_from_spans(exporter.get_finished_spans()).output.final_answer == ANSWER
     assert "chip" not in json.dumps(message)  # the search suggestions' HTML names no source
+
+
+def test_a_chunk_without_grounding_fields_folds_as_before() -> None:
+    """A chunk of another shape (a test double, an SDK without the grounding fields) is read, not failed on."""
+    candidate = SimpleNamespace(index=0, content=SimpleNamespace(parts=[types.Part(text="Hi")]), finish_reason="STOP")
+    chunk = SimpleNamespace(response_id="r-1", model_version="m", usage_metadata=None, candidates=[candidate])
+    acc = GenerateContentAccumulator()
+    assert acc.add(chunk) is True
+    acc.add_batch([chunk])
+    (message,) = acc.outcome().output_messages or []
+    assert message["parts"] == [{"type": "text", "content": "HiHi"}]

@@ -123,11 +123,12 @@ class _Candidate:
         The API may resend the grounding so far, or send its fields in different chunks (the queries early, the
         sources later): each field's latest value is kept.
         """
-        grounding = candidate.grounding_metadata
+        grounding = getattr(candidate, "grounding_metadata", None)
         if grounding is not None:
             self.grounding = merged(self.grounding, grounding)
-        if candidate.url_context_metadata is not None:
-            self.url_context = candidate.url_context_metadata
+        url_context = getattr(candidate, "url_context_metadata", None)
+        if url_context is not None:
+            self.url_context = url_context
         add_citations(self.citations, citations_of(candidate))
 
 
@@ -215,9 +216,10 @@ class GenerateContentAccumulator:
             if candidate.finish_reason is not None:
                 buffer.finish_reason = enum_name(candidate.finish_reason)
             if (
-                candidate.grounding_metadata is not None
-                or candidate.citation_metadata is not None
-                or candidate.url_context_metadata is not None
+                # ``getattr``: a chunk of another shape (a double, an older SDK) may not have these fields
+                getattr(candidate, "grounding_metadata", None) is not None
+                or getattr(candidate, "citation_metadata", None) is not None
+                or getattr(candidate, "url_context_metadata", None) is not None
             ):
                 buffer.add_grounding(candidate)
         if getattr(chunk, "prompt_feedback", None) is not None:
