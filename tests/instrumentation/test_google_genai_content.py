@@ -205,3 +205,23 @@ def test_a_functions_definition_is_built_once_and_each_call_gets_its_own_copy() 
         {"type": "function", "name": "get_weather", "description": "The weather.",
          "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
     ]  # fmt: skip
+
+
+async def test_converting_a_schema_logs_none_of_the_sdk_s_notes_and_leaves_the_app_its_own(
+    exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``Schema.json_schema`` logs an INFO note once a process: our conversion neither logs it nor uses it up."""
+    monkeypatch.setattr(types, "_json_schema_warning_logged", False)  # a fresh process: the note not logged yet
+    forecast = types.FunctionDeclaration(
+        name="forecast",
+        parameters=types.Schema(type=types.Type.OBJECT, properties={"city": types.Schema(type="STRING")}),
+    )
+    config = types.GenerateContentConfig(tools=[types.Tool(function_declarations=[forecast])])
+    with caplog.at_level("INFO", logger="google_genai.types"):
+        await _generate(False, "Weather?", config)
+        (definition,) = _attribute(exporter, "gen_ai.tool.definitions")
+        assert definition["parameters"] == {"type": "object", "properties": {"city": {"type": "string"}}}
+        assert not [r for r in caplog.records if r.name == "google_genai.types"]
+        forecast.parameters.json_schema  # the app's own conversion still gets the note, once  # noqa: B018
+    (note,) = [r for r in caplog.records if r.name == "google_genai.types"]
+    assert "JSON Schema" in note.getMessage() or "Json Schema" in note.getMessage()

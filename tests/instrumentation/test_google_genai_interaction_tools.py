@@ -152,3 +152,58 @@ def test_an_mcp_tool_s_media_result_is_recorded_without_its_bytes_streamed_or_wh
         {"type": "uri", "modality": "image", "mime_type": "image/png",
          "uri": f"data:image/png;base64,<omitted {len(png)} bytes>"},
     ]  # fmt: skip
+
+
+def test_an_mcp_tool_step_is_named_by_its_tool_and_keeps_its_server_streamed_or_whole(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """An MCP call is the tool the model called (``forecast``), not the step kind; its server is kept inside."""
+    for kind in ("mcp_server_tool_call", "mcp_server_tool_result"):
+        payload = PAYLOADS[kind]
+        whole = _output_parts(exporter, _whole(kind, payload))
+        streamed = _output_parts(exporter, _streamed(kind, payload), stream=True)
+        assert streamed == whole
+        (part,) = whole
+        if kind.endswith("_call"):
+            assert part["name"] == "forecast"
+            assert part["server_tool_call"] == {
+                "type": "mcp_server_tool", "server_name": "weather", "arguments": {"city": "Paris"}}  # fmt: skip
+        else:
+            assert part["server_tool_call_response"] == {
+                "type": "mcp_server_tool", "server_name": "weather", "name": "forecast", "response": "sunny"}  # fmt: skip
+
+
+def test_the_sources_an_answer_cites_are_recorded_on_its_text_streamed_or_whole(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """A text's citation annotations (url, file, place) are its part's ``citations``; timing annotations are not."""
+    annotations = [
+        {"type": "url_citation", "url": "https://a.example/euro", "title": "Euro", "start_index": 0, "end_index": 5},
+        {"type": "file_citation", "document_uri": "gs://docs/r.pdf", "file_name": "r.pdf", "page_number": 3},
+        {"type": "place_citation", "name": "Olympiastadion", "place_id": "places/1"},
+        {"type": "word_info", "word": "Spain", "start_offset": "0s"},  # timing, not a source
+    ]
+    base = {"object": "interaction", "model": "gemini-2.5-flash", "id": "i-1"}
+    output = {"type": "model_output", "content": [{"type": "text", "text": "Spain won.", "annotations": annotations}]}
+    interaction = it.Interaction.model_validate({**base, "status": "completed", "steps": [output]})
+    whole = _served(json.dumps(_wire(interaction)).encode(), "application/json")
+    events = [
+        it.InteractionCreatedEvent.model_validate({"event_type": "interaction.created",
+                                                   "interaction": {**base, "status": "in_progress"}}),
+        it.StepStart.model_validate({"event_type": "step.start", "index": 0, "step": {"type": "model_output"}}),
+        it.StepDelta.model_validate({"event_type": "step.delta", "index": 0,
+                                     "delta": {"type": "text", "text": "Spain won."}}),
+        it.StepDelta.model_validate({"event_type": "step.delta", "index": 0,
+                                     "delta": {"type": "text_annotation_delta", "annotations": annotations}}),
+        it.StepStop.model_validate({"event_type": "step.stop", "index": 0}),
+        it.InteractionCompletedEvent.model_validate({"event_type": "interaction.completed",
+                                                     "interaction": {**base, "status": "completed"}}),
+    ]  # fmt: skip
+    body = "".join(f"event: {e.event_type}\ndata: {json.dumps(_wire(e))}\n\n" for e in events)
+    parts = _output_parts(exporter, whole)
+    assert _output_parts(exporter, _served(body.encode(), "text/event-stream"), stream=True) == parts
+    assert parts == [{"type": "text", "content": "Spain won.", "citations": [
+        {"type": "url_citation", "source": "https://a.example/euro", "title": "Euro", "start_index": 0, "end_index": 5},
+        {"type": "file_citation", "source": "gs://docs/r.pdf", "title": "r.pdf"},
+        {"type": "place_citation", "source": "places/1", "title": "Olympiastadion"},
+    ]}]  # fmt: skip

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from evaltrace._internal.engine.codec import Accumulator, Codec, Endpoint, Server
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.semconv import GEN_AI_REQUEST_STREAM, KIND_TASK, OP_CHAT, OP_CREATE_CACHE, OP_EMBEDDINGS
-from evaltrace.instrumentation.google_genai import endpoints, interactions
+from evaltrace.instrumentation.google_genai import endpoints, interaction_stream, interactions
 from evaltrace.instrumentation.google_genai.endpoints import GEMINI, VERTEX, Kind
 from evaltrace.instrumentation.google_genai.request import cache_attributes, request_attributes
 from evaltrace.instrumentation.google_genai.response import (
@@ -125,7 +125,7 @@ class GoogleGenAICodec(Codec):
     def accumulator(self, kind: Hashable) -> Accumulator:
         """A fresh accumulator for one stream."""
         if self.operation(kind) == OP_CHAT:
-            return interactions.InteractionStreamAccumulator()
+            return interaction_stream.InteractionStreamAccumulator()
         return GenerateContentAccumulator()
 
     def error_type(self, error: BaseException) -> str:

@@ -10,7 +10,8 @@ are no model call of ours to measure and are not traced.
 Request: ``input`` (a string, content items, turns ``{role, content}`` or steps), ``system_instruction``, ``tools``
 and ``generation_config`` (``temperature``, ``top_p``, ``seed``, ``stop_sequences``, ``max_output_tokens``,
 ``thinking_level``); ``response_format`` and ``response_modalities`` (``gen_ai.output.type``). Response: the
-``steps`` (``thought`` summaries as ``reasoning`` parts, never the signature; ``model_output`` content;
+``steps`` (``thought`` summaries as ``reasoning`` parts, never the signature; ``model_output`` content, a text's
+citation annotations as its part's ``citations``;
 ``function_call`` as ``tool_call``; the API's own tool calls and results, ``*_call`` / ``*_result`` steps, as
 ``server_tool_call`` / ``server_tool_call_response``), ``status`` verbatim as the finish
 reason (``completed``, ``incomplete``, ``requires_action``, ``failed``...), and ``usage``: input is
@@ -18,10 +19,7 @@ reason (``completed``, ``incomplete``, ``requires_action``, ``failed``...), and 
 ``total_thought_tokens`` (the reasoning), cache reads ``total_cached_tokens``. A ``failed`` interaction (HTTP 200,
 nothing raised) fails the span.
 
-The stream (``stream=True``): ``interaction.created`` (id, model), ``step.start`` / ``step.delta`` / ``step.stop``
-per step index (``text``, ``thought_summary``, ``arguments_delta`` fragments, a server tool's ``*_call`` /
-``*_result`` delta with its arguments or result, as the whole interaction's step holds them; signatures ignored), and
-``interaction.completed`` (status and usage), the terminal signal; an ``error`` event fails the span.
+The stream of a ``stream=True`` request is folded by ``interaction_stream``.
 """
 
 from __future__ import annotations
@@ -35,7 +33,7 @@ from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.engine.values import count
 from evaltrace._internal.jsonutil import capped_json
 from evaltrace._internal.openai.parts import Message, Part, field, reasoning_part, text_part, tool_call_part
-from evaltrace.instrumentation.google_genai.parts import blob_part, file_part, function_response_part
+from evaltrace.instrumentation.google_genai.parts import blob_part, file_part, function_response_part, reasoning_media
 from evaltrace.instrumentation.google_genai.request import first_output_type, modality_types
 
 Attributes = dict[str, Any]
@@ -48,7 +46,8 @@ _STATUS = {
     "failed": "error",
     "cancelled": "error",
 }
-_CONTENT_TYPES = frozenset({"text", "image", "audio", "video", "document"})
+CONTENT_TYPES = frozenset({"text", "image", "audio", "video", "document"})
+_MEDIA_TYPES = CONTENT_TYPES - {"text"}
 _GENERATION = (
     ("temperature", sc.GEN_AI_REQUEST_TEMPERATURE, float),
     ("top_p", sc.GEN_AI_REQUEST_TOP_P, float),
@@ -163,7 +162,13 @@ def content_part(item: Any) -> Part | None:
     kind = field(item, "type")
     if kind == "text":
         text = field(item, "text")
-        return text_part(text) if isinstance(text, str) else None
+        if not isinstance(text, str):
+            return None
+        part = text_part(text)
+        cited = citations_of(field(item, "annotations"))
+        if cited:
+            part["citations"] = cited
+        return part
     mime = field(item, "mime_type")
     data = field(item, "data")
     if data is not None:
@@ -172,6 +177,35 @@ def content_part(item: Any) -> Part | None:
     if uri is not None:
         return file_part(uri, mime)
     return {"type": str(kind)} if kind else None
+
+
+# The annotations of a text that cite a source (``speech_metadata`` and ``word_info`` are timing, not sources).
+_CITATIONS = frozenset({"url_citation", "file_citation", "place_citation"})
+
+
+def citations_of(annotations: Any) -> list[dict[str, Any]]:
+    """A text's citation annotations -> ``{type, source, title, start_index, end_index}`` (the keys given).
+
+    ``source`` is where the cited text came from: a URL, a file's URI (else its name), a place's URL (else its id);
+    ``title`` a URL's title, a file's name, a place's name. The keys match ``generate_content``'s citations.
+    """
+    out: list[dict[str, Any]] = []
+    for annotation in annotations or ():
+        kind = field(annotation, "type")
+        if kind not in _CITATIONS:
+            continue
+        if kind == "file_citation":
+            source = field(annotation, "document_uri") or field(annotation, "file_name")
+            title = field(annotation, "file_name")
+        elif kind == "place_citation":
+            source = field(annotation, "url") or field(annotation, "place_id")
+            title = field(annotation, "name")
+        else:
+            source, title = field(annotation, "url"), field(annotation, "title")
+        given = {"source": source, "title": title, "start_index": field(annotation, "start_index"),
+                 "end_index": field(annotation, "end_index")}  # fmt: skip
+        out.append({"type": kind, **{k: v for k, v in given.items() if v is not None}})
+    return out
 
 
 def _parts(content: Any) -> list[Part]:
@@ -187,7 +221,7 @@ def input_messages(value: Any) -> list[Message]:
     items = list(value or ()) if isinstance(value, list | tuple) else [value]
     if not items:
         return []
-    if all(field(i, "type") in _CONTENT_TYPES for i in items):
+    if all(field(i, "type") in CONTENT_TYPES for i in items):
         return [{"role": "user", "parts": _parts(items)}]
     messages: list[Message] = []
     for item in items:
@@ -200,7 +234,7 @@ def input_messages(value: Any) -> list[Message]:
             messages.append({"role": "user", "parts": _parts(field(item, "content"))})
         elif kind == "function_result":
             messages.append({"role": "tool", "parts": [function_result_part(item)]})
-        elif kind in _CONTENT_TYPES:
+        elif kind in CONTENT_TYPES:
             messages.append({"role": "user", "parts": _parts([item])})
         else:  # a step the model made (model_output, thought, function_call...), sent back as history
             parts = step_parts(item)
@@ -226,7 +260,7 @@ def function_result_part(step: Any) -> Part:
 
 
 def _result_item(item: Any) -> Part:
-    part = content_part(item) if field(item, "type") in _CONTENT_TYPES else None
+    part = content_part(item) if field(item, "type") in CONTENT_TYPES else None
     if part is not None:
         return part
     return item if isinstance(item, dict) else dict(_items(item))
@@ -257,24 +291,51 @@ def step_parts(step: Any) -> list[Part]:
     if kind == "model_output":
         return _parts(field(step, "content"))
     if kind == "thought":
-        texts = [field(s, "text") for s in field(step, "summary") or ()]
+        summary = field(step, "summary") or ()
+        texts = [field(s, "text") for s in summary]
         joined = "".join(t for t in texts if isinstance(t, str))
-        return [reasoning_part(joined)] if joined else []
+        return thought_parts(joined, [content_part(s) for s in summary if field(s, "type") in _MEDIA_TYPES])
     if kind == "function_call":
         return [tool_call_part(field(step, "id"), field(step, "name"), field(step, "arguments") or {})]
     if kind.endswith("_call"):
         name = kind[: -len("_call")]
         call = {"type": name, "arguments": field(step, "arguments")}
-        return [{"type": "server_tool_call", "id": field(step, "id"), "name": name, "server_tool_call": call}]
+        tool = _mcp_names(step, call)
+        return [{"type": "server_tool_call", "id": field(step, "id"), "name": tool or name, "server_tool_call": call}]
     if kind.endswith("_result") and kind != "function_result":
         response = field(step, "result")
-        if isinstance(response, list | tuple) and any(field(item, "type") in _CONTENT_TYPES for item in response):
+        if isinstance(response, list | tuple) and any(field(item, "type") in CONTENT_TYPES for item in response):
             # Content items (an MCP tool's text, images...): read as a function result's are, never the bytes.
             response = joined_content([_result_item(item) for item in response])
         result = {"type": kind[: -len("_result")], "response": response}
+        _mcp_names(step, result, result=True)
         return [{"type": "server_tool_call_response", "id": field(step, "call_id"),
                  "server_tool_call_response": result}]  # fmt: skip
     return []
+
+
+def _mcp_names(step: Any, into: dict[str, Any], result: bool = False) -> str | None:
+    """An MCP server tool step's tool name (``forecast``), returned; its server's name is kept in ``into``.
+
+    A call part's ``name`` is the tool the model called, as for a function call, not the step kind; the server that
+    ran it goes inside the call object, as the Anthropic instrumentation keeps an MCP tool's ``server_name``. A
+    ``result`` part has no name of its own in the conventions: the tool's name goes inside its response object too.
+    """
+    name = field(step, "name")
+    server = field(step, "server_name")
+    if isinstance(server, str) and server:
+        into["server_name"] = server
+    if not isinstance(name, str) or not name:
+        return None
+    if result:
+        into["name"] = name
+    return name
+
+
+def thought_parts(text: str, media: list[Part | None]) -> list[Part]:
+    """A thought's summary: its text as one ``reasoning`` part, then its images as ``reasoning`` parts (no bytes)."""
+    parts = [reasoning_part(text)] if text else []
+    return parts + [reasoning_media(m) for m in media if m is not None]
 
 
 def usage_of(usage: Any) -> Usage | None:
@@ -345,135 +406,3 @@ def summary_of(interaction: Any) -> Summary:
     usage = usage_of(field(interaction, "usage"))
     model = field(interaction, "model")
     return Summary(model) if usage is None else Summary(model, usage.input_tokens, usage.output_tokens)
-
-
-def _is_server_tool(kind: Any) -> bool:
-    """A step (or delta) type of the API's own tools: ``google_search_call``, ``url_context_result``..."""
-    return isinstance(kind, str) and kind.endswith(("_call", "_result")) and not kind.startswith("function_")
-
-
-class _Step:
-    __slots__ = ("fragments", "media", "start", "thoughts", "tool")
-
-    def __init__(self, start: Any) -> None:
-        self.start = start  # the step as step.start announced it (type, and id / name for a call)
-        self.fragments: list[str] = []  # text, or a call's argument JSON
-        self.thoughts: list[str] = []
-        self.media: list[Part] = []  # image / audio / video / document deltas of a model output
-        self.tool: dict[str, Any] = {}  # a server tool step's streamed ``arguments`` / ``result``
-
-    def add(self, delta: Any) -> bool:
-        """Fold one ``step.delta``'s delta in; True when it carries output."""
-        delta_type = field(delta, "type")
-        if delta_type == "text" or (delta_type is None and isinstance(field(delta, "text"), str)):
-            self.fragments.append(str(field(delta, "text") or ""))
-            return True
-        if delta_type in _CONTENT_TYPES:  # a media item of the answer, whole in one delta
-            part = content_part(delta)
-            if part is not None:
-                self.media.append(part)
-            return part is not None
-        if delta_type == "arguments_delta":
-            self.fragments.append(str(field(delta, "arguments") or ""))
-            return True
-        text = field(field(delta, "content"), "text")
-        if isinstance(text, str):  # a thought summary
-            self.thoughts.append(text)
-            return True
-        if _is_server_tool(delta_type):  # a server tool's arguments or result (the SDK's ``*CallDelta``...)
-            return self.add_tool(delta)
-        return False
-
-    def add_tool(self, delta: Any) -> bool:
-        """A server tool delta: its ``arguments`` (a call) or ``result``; True when it carried either.
-
-        The SDK types each as a whole value (``GoogleSearchCallDelta.arguments`` is the whole arguments object);
-        should a step get several deltas, a result list is extended (pieces of one list) and anything else is
-        replaced by the later value.
-        """
-        carried = False
-        for key in ("arguments", "result"):
-            value = field(delta, key)
-            if value is None:
-                continue
-            previous = self.tool.get(key)
-            self.tool[key] = previous + value if isinstance(previous, list) and isinstance(value, list) else value
-            carried = True
-        return carried
-
-    def parts(self) -> list[Part]:
-        kind = field(self.start, "type")
-        if kind == "thought":
-            joined = "".join(self.thoughts)
-            return [reasoning_part(joined)] if joined else []
-        if kind == "model_output":
-            text = "".join(self.fragments)
-            return ([text_part(text)] if text else []) + self.media
-        if kind == "function_call":
-            arguments: Any = "".join(self.fragments)
-            if not arguments:
-                arguments = field(self.start, "arguments") or {}
-            return [tool_call_part(field(self.start, "id"), field(self.start, "name"), arguments)]
-        if self.tool:
-            # The step as the whole interaction would hold it, so that both read through ``step_parts`` alike.
-            start = self.start
-            whole = {"type": kind, "id": field(start, "id"), "call_id": field(start, "call_id"),
-                     "arguments": field(start, "arguments"), "result": field(start, "result"), **self.tool}  # fmt: skip
-            return step_parts(whole)
-        return step_parts(self.start)
-
-
-class InteractionStreamAccumulator:
-    """Accumulates the SSE events of one streamed ``create`` request. ``add`` is O(1) per event."""
-
-    __slots__ = ("completed", "error", "interaction", "steps")
-
-    def __init__(self) -> None:
-        self.steps: dict[int, _Step] = {}
-        self.interaction: Any = None  # the latest interaction the events described (created, then completed)
-        self.completed = False
-        self.error: Any = None
-
-    def add(self, event: Any) -> bool:
-        """Fold one event in; True when it carries output (text, a thought, call arguments)."""
-        if self.completed:  # a continuation's next hop, read through this stream: that request's, not ours
-            return False
-        kind = field(event, "event_type")
-        if kind == "step.delta":
-            step = self.steps.get(field(event, "index") or 0)
-            delta = field(event, "delta")
-            if step is None or delta is None:
-                return False
-            return step.add(delta)
-        if kind == "step.start":
-            self.steps[field(event, "index") or 0] = _Step(field(event, "step"))
-        elif kind in ("interaction.created", "interaction.completed"):
-            self.interaction = field(event, "interaction")
-            self.completed = self.completed or kind == "interaction.completed"
-        elif kind == "error":
-            self.error = field(event, "error") or event
-        return False
-
-    def end_reason(self) -> str:
-        """``exhausted`` only with ``interaction.completed``; an error makes it ``error``."""
-        if self.failure() is not None:
-            return sc.STREAM_END_ERROR
-        return sc.STREAM_END_EXHAUSTED if self.completed else sc.STREAM_END_TRUNCATED
-
-    def failure(self) -> tuple[str, str] | None:
-        """An ``error`` event, or a ``failed`` interaction."""
-        if self.error is not None:
-            code = field(self.error, "code")
-            message = field(self.error, "message")
-            return (str(code) if code is not None else sc.ERROR_TYPE_OTHER), str(message or code or "error")
-        return failure_of(self.interaction) if self.interaction is not None else None
-
-    def outcome(self, content: bool = True) -> Outcome:
-        """What the events so far amount to: the steps in index order."""
-        parts = [p for i in sorted(self.steps) for p in self.steps[i].parts()] if content else None
-        status = field(self.interaction, "status") if self.completed else None
-        return outcome_of(self.interaction, parts, status)
-
-    def summary(self) -> Summary:
-        """Model and token counts only."""
-        return summary_of(self.interaction)

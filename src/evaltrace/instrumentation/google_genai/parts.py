@@ -2,7 +2,8 @@
 
 conventions.md 1.5: text is a ``text`` part, a thought (``part.thought``) a ``reasoning`` part, a
 ``function_call`` a ``tool_call`` part, a ``function_response`` a ``tool_call_response`` part (in a ``tool``
-message of its own), inline data and file URIs ``uri`` parts that never carry their bytes, code execution and
+message of its own), inline data and file URIs ``uri`` parts that never carry their bytes (a thought's image: a
+``reasoning`` part with that ``uri``; audio: its ``audio_transcription`` text as ``transcript``), code execution and
 the API's server-side tool parts ``server_tool_call`` / ``server_tool_call_response`` parts. The role ``model``
 is ``assistant``. ``thought_signature`` (opaque bytes) is not content and is never recorded.
 
@@ -133,11 +134,35 @@ def part_of(part: Any) -> Part | None:
         return function_response_part(response)
     blob = read(part, "inline_data", "inlineData")
     if blob is not None:
-        return blob_part(read(blob, "mime_type", "mimeType"), field(blob, "data"))
+        media = blob_part(read(blob, "mime_type", "mimeType"), field(blob, "data"))
+        return _media_of(part, media)
     data = read(part, "file_data", "fileData")
     if data is not None:
-        return file_part(read(data, "file_uri", "fileUri"), read(data, "mime_type", "mimeType"))
+        return _media_of(part, file_part(read(data, "file_uri", "fileUri"), read(data, "mime_type", "mimeType")))
     return _server_tool_part(part)
+
+
+def _media_of(part: Any, media: Part) -> Part:
+    """A media part as read: a thought's is reasoning, audio keeps its transcript.
+
+    A thought's media is an image the model drew while thinking; an audio part's ``audio_transcription.text`` (what
+    the model said) is the part's ``transcript``, the key OpenInference's ``audio.transcript`` maps to.
+    """
+    if field(part, "thought") is True:
+        return reasoning_media(media)
+    transcript = field(read(part, "audio_transcription", "audioTranscription"), "text")
+    if isinstance(transcript, str) and transcript:
+        media["transcript"] = transcript
+    return media
+
+
+def reasoning_media(media: Part) -> Part:
+    """Media the model produced as part of its thinking -> a ``reasoning`` part with no text, the media beside.
+
+    The reasoning stays apart from the answer (never a media part of the output); its ``uri`` is the media part's,
+    payload-free for inline bytes, so no image data is recorded.
+    """
+    return {"type": "reasoning", "content": "", **{k: v for k, v in media.items() if k != "type"}}
 
 
 def _server_tool_part(part: Any) -> Part | None:
@@ -177,11 +202,16 @@ def parts_of(parts: Iterable[Any] | None) -> list[Part]:
             continue
         last = out[-1] if out else None
         kind = part["type"]
-        if last is not None and kind in ("text", "reasoning") and last["type"] == kind:
+        if last is not None and kind in ("text", "reasoning") and last["type"] == kind and not _media_in(last, part):
             last["content"] += part["content"]  # a stream's pieces, or a thought split over parts
         else:
             out.append(part)
     return out
+
+
+def _media_in(last: Part, part: Part) -> bool:
+    """Whether either of two reasoning parts is a thought's media, which is never joined with thought text."""
+    return "uri" in last or "uri" in part
 
 
 def content_messages(content: Any) -> list[Message]:

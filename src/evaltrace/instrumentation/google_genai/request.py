@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import sys
 import types
 import weakref
 from collections.abc import Iterable
@@ -297,7 +298,7 @@ def _schema(value: Any) -> Any:
             return value  # not the SDK's Schema after all: kept as given
     if schema_type is not None and isinstance(schema, schema_type):
         try:
-            converted = schema.json_schema
+            converted = _quiet_json_schema(schema)
             return converted.model_dump(mode="json", by_alias=True, exclude_none=True)
         except Exception:  # a schema the SDK cannot convert: its fields as set, rather than nothing
             pass
@@ -305,6 +306,27 @@ def _schema(value: Any) -> Any:
     if callable(dump):
         return dump(mode="json", exclude_none=True)  # set fields only: every unset one would be null
     return schema
+
+
+# The google-genai module flag that makes ``Schema.json_schema`` log its note (about JSON Schema being supported
+# natively) only once a process: the note is advice to whoever converts a schema, and we are not the one.
+_NOTE_LOGGED = "_json_schema_warning_logged"
+
+
+def _quiet_json_schema(schema: Any) -> Any:
+    """``schema.json_schema`` without the SDK's one-time INFO note, which stays the app's to see should it convert.
+
+    The note is skipped by setting the SDK's module flag for the call and putting it back after, so a process
+    that never converts a schema itself logs nothing, and one that does still logs the note once.
+    """
+    module = sys.modules.get(type(schema).__module__)
+    if module is None or getattr(module, _NOTE_LOGGED, None) is not False:
+        return schema.json_schema  # noted already (or a flag we do not know): nothing to keep quiet
+    setattr(module, _NOTE_LOGGED, True)
+    try:
+        return schema.json_schema
+    finally:
+        setattr(module, _NOTE_LOGGED, False)
 
 
 @functools.cache

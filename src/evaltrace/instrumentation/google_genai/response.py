@@ -6,7 +6,8 @@ itself fed to a server-side tool (``tool_use_prompt_token_count``: read, and bil
 output is ``total_token_count``); Gemini counts the thoughts
 apart from the candidates, so the output is ``candidates_token_count + thoughts_token_count`` and the thoughts
 are its reasoning subset. ``gen_ai.response.finish_reasons`` are the API's values verbatim (``STOP``,
-``MAX_TOKENS``, ``SAFETY``, ...), one per candidate; each output message carries the GenAI finish reason.
+``MAX_TOKENS``, ``SAFETY``, ...), one per candidate; each output message carries the GenAI finish reason, and
+after its answer what the answer was grounded on (``grounding``: search queries, sources, citations).
 
 A blocked prompt (``prompt_feedback.block_reason``; the API answers 200 with no candidate and the SDK raises
 nothing) is not an error of the call: its reason is the response's one finish reason, verbatim (``SAFETY``,
@@ -24,6 +25,7 @@ from evaltrace._internal.engine.codec import plain_fields
 from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.engine.values import count
 from evaltrace._internal.openai.parts import Message, Part, field
+from evaltrace.instrumentation.google_genai.grounding import citations_of, grounding_parts
 from evaltrace.instrumentation.google_genai.parts import enum_name, parts_of, read
 
 # FinishReason -> the GenAI finish reason of an output message (stop, length, content_filter, tool_call, error).
@@ -181,7 +183,14 @@ def response_outcome(response: Any, content: bool = True) -> Outcome:
         if reason:
             reasons.append(reason)
         if messages is not None:
-            messages.append(output_message(parts_of(field(field(candidate, "content"), "parts")), reason))
+            parts = parts_of(field(field(candidate, "content"), "parts"))
+            parts = grounding_parts(
+                parts,
+                read(candidate, "grounding_metadata", "groundingMetadata"),
+                citations_of(candidate),
+                read(candidate, "url_context_metadata", "urlContextMetadata"),
+            )
+            messages.append(output_message(parts, reason))
     outcome = Outcome(
         response_id=read(response, "response_id", "responseId"),
         response_model=read(response, "model_version", "modelVersion"),

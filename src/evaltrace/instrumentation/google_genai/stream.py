@@ -2,7 +2,8 @@
 
 ``add`` is O(1) per part: parts are kept as they came, by candidate index, and turned into GenAI parts once,
 when the stream ends (consecutive text pieces joined there). Every chunk of a Gemini stream repeats the response
-id, the model version and the usage so far; the last usage is the call's.
+id, the model version and the usage so far; the last usage is the call's. A candidate's grounding (``grounding``)
+is kept from the chunks that carry it and added to its parts at the end, as a whole response's.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from evaltrace._internal import semconv as sc
 from evaltrace._internal.engine.codec import add_each, chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai.parts import Message, Part
+from evaltrace.instrumentation.google_genai.grounding import add_citations, citations_of, grounding_parts, merged
 from evaltrace.instrumentation.google_genai.parts import enum_name, parts_of
 from evaltrace.instrumentation.google_genai.response import block_reason, blocked, output_message, usage_of
 
@@ -104,11 +106,30 @@ def _is_piece(part: Any) -> bool:
 
 
 class _Candidate:
-    __slots__ = ("finish_reason", "parts")
+    __slots__ = ("citations", "finish_reason", "grounding", "parts", "url_context")
 
     def __init__(self) -> None:
         self.parts: list[Any] = []
         self.finish_reason: str | None = None
+        # What the answer was grounded on: the chunks' grounding metadata merged, the last URL context metadata, and
+        # every citation the chunks carried, each once.
+        self.grounding: Any = None
+        self.url_context: Any = None
+        self.citations: list[Any] = []
+
+    def add_grounding(self, candidate: Any) -> None:
+        """Keep a chunk's grounding, citations and URL context (only called when it has some).
+
+        The API may resend the grounding so far, or send its fields in different chunks (the queries early, the
+        sources later): each field's latest value is kept.
+        """
+        grounding = getattr(candidate, "grounding_metadata", None)
+        if grounding is not None:
+            self.grounding = merged(self.grounding, grounding)
+        url_context = getattr(candidate, "url_context_metadata", None)
+        if url_context is not None:
+            self.url_context = url_context
+        add_citations(self.citations, citations_of(candidate))
 
 
 @functools.cache
@@ -194,6 +215,13 @@ class GenerateContentAccumulator:
                 output = True
             if candidate.finish_reason is not None:
                 buffer.finish_reason = enum_name(candidate.finish_reason)
+            if (
+                # ``getattr``: a chunk of another shape (a double, an older SDK) may not have these fields
+                getattr(candidate, "grounding_metadata", None) is not None
+                or getattr(candidate, "citation_metadata", None) is not None
+                or getattr(candidate, "url_context_metadata", None) is not None
+            ):
+                buffer.add_grounding(candidate)
         if getattr(chunk, "prompt_feedback", None) is not None:
             reason = block_reason(chunk)
             if reason is not None:
@@ -242,7 +270,15 @@ class GenerateContentAccumulator:
                 if usage is not None:
                     self.usage = usage
                 candidate = candidates[0].__dict__
-                if candidate["index"]:  # not candidate 0 (``add`` files it under ``index or 0``): ``add`` reads it
+                # Not candidate 0 (``add`` files it under ``index or 0``), or grounded: ``add`` reads it. Every chunk is
+                # checked: the API may send grounding early, split, or repeated, not only with the finish reason. Truth
+                # tests, not ``is not None`` (the SDK's models are always true): the check is ~600 instructions a chunk.
+                if (
+                    candidate["index"]
+                    or candidate["grounding_metadata"]
+                    or candidate["citation_metadata"]
+                    or candidate["url_context_metadata"]
+                ):
                     self.add(chunk)  # sets the id, model and usage above again, to the same values
                     continue
                 if buffer is None:  # none when the batch began (``add`` may have made it since)
@@ -270,7 +306,12 @@ class GenerateContentAccumulator:
         ordered = [self.candidates[i] for i in sorted(self.candidates)]
         messages: list[Message] | None = None
         if content:
-            messages = [output_message(stream_parts(c.parts), c.finish_reason) for c in ordered]
+            messages = [
+                output_message(
+                    grounding_parts(stream_parts(c.parts), c.grounding, c.citations, c.url_context), c.finish_reason
+                )
+                for c in ordered
+            ]
         outcome = Outcome(
             response_id=self.response_id,
             response_model=self.model,
