@@ -15,6 +15,7 @@ import copy
 import functools
 import json
 import sys
+import threading
 import types
 import weakref
 from collections.abc import Iterable
@@ -311,6 +312,7 @@ def _schema(value: Any) -> Any:
 # The google-genai module flag that makes ``Schema.json_schema`` log its note (about JSON Schema being supported
 # natively) only once a process: the note is advice to whoever converts a schema, and we are not the one.
 _NOTE_LOGGED = "_json_schema_warning_logged"
+_NOTE_LOCK = threading.Lock()
 
 
 def _quiet_json_schema(schema: Any) -> Any:
@@ -320,13 +322,17 @@ def _quiet_json_schema(schema: Any) -> Any:
     that never converts a schema itself logs nothing, and one that does still logs the note once.
     """
     module = sys.modules.get(type(schema).__module__)
-    if module is None or getattr(module, _NOTE_LOGGED, None) is not False:
-        return schema.json_schema  # noted already (or a flag we do not know): nothing to keep quiet
-    setattr(module, _NOTE_LOGGED, True)
-    try:
-        return schema.json_schema
-    finally:
-        setattr(module, _NOTE_LOGGED, False)
+    # One conversion of ours at a time: two overlapping ones would let the first put the flag back while the
+    # second still converts, which would log the note after all. (An app thread converting inside this window
+    # has its note delayed to its next conversion: harmless.)
+    with _NOTE_LOCK:
+        if module is None or getattr(module, _NOTE_LOGGED, None) is not False:
+            return schema.json_schema  # noted already (or a flag we do not know): nothing to keep quiet
+        setattr(module, _NOTE_LOGGED, True)
+        try:
+            return schema.json_schema
+        finally:
+            setattr(module, _NOTE_LOGGED, False)
 
 
 @functools.cache
