@@ -317,7 +317,7 @@ def embedding_attributes(body: Mapping[str, Any]) -> Attributes:
 
     Each family names them its own way: Titan Text Embeddings V2 ``dimensions`` and ``embeddingTypes``, Titan
     Multimodal ``embeddingConfig.outputEmbeddingLength``, Nova's ``singleEmbeddingParams.embeddingDimension``,
-    Cohere's ``embedding_types``.
+    Cohere's ``embedding_types`` and (Embed v4) ``output_dimension``.
 
     Args:
         body: The parsed request body.
@@ -328,6 +328,8 @@ def embedding_attributes(body: Mapping[str, Any]) -> Attributes:
     attrs: Attributes = {}
     config, nova = body.get("embeddingConfig"), body.get("singleEmbeddingParams")
     dimensions = count(body.get("dimensions"))
+    if dimensions is None:
+        dimensions = count(body.get("output_dimension"))
     if dimensions is None and isinstance(config, Mapping):
         dimensions = count(config.get("outputEmbeddingLength"))
     if dimensions is None and isinstance(nova, Mapping):
