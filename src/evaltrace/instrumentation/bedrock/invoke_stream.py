@@ -399,9 +399,10 @@ class InvokeStreamAccumulator:
             if own.input_tokens is not None:
                 return own
             model, usage = own.response_model, self._usage(None)
+        elif self.converse is not None:  # Nova's events: the model a prompt router chose, as ``outcome`` has it
+            usage, model = self._usage(self.converse.usage), self.converse.response_model
         else:
-            usage = self._usage(self.converse.usage if self.converse is not None else self.usage)
-            model = self.model
+            usage, model = self._usage(self.usage), self.model
         return Summary(model) if usage is None else Summary(model, usage.input_tokens, usage.output_tokens)
 
     def outcome(self) -> Outcome:

@@ -1,0 +1,125 @@
+"""``invoke_model`` chat bodies no recording holds, whole and streamed, through a real boto3 client.
+
+Synthetic: the bodies are the model families' documented JSON (OpenAI-style chat of gpt-oss and DeepSeek, Mistral
+Large's chat completion, Nova's messages), served by the replay server on 127.0.0.1; streams as AWS event-stream
+``chunk`` frames that botocore parses. Metrics are read from a real ``MeterProvider``'s in-memory reader.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+boto3 = pytest.importorskip("boto3")
+
+from bedrock_replay import chunk_frame, client, only_span, read_stream, synthetic  # noqa: E402
+from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+
+from cassettes import ReplayServer  # noqa: E402
+from evaltrace.instrumentation.bedrock import BedrockInstrumentor  # noqa: E402
+
+GPT_OSS = "openai.gpt-oss-120b-1:0"
+REQUEST = {"messages": [{"role": "user", "content": "Why is the sky blue?"}], "max_tokens": 100}
+HEADERS = [
+    ("Content-Type", "application/json"),
+    ("X-Amzn-Bedrock-Input-Token-Count", "11"),
+    ("X-Amzn-Bedrock-Output-Token-Count", "7"),
+]
+METRICS = {"amazon-bedrock-invocationMetrics": {"inputTokenCount": 11, "outputTokenCount": 7}}
+
+
+@pytest.fixture
+def reader(provider: TracerProvider, capture: None) -> Iterator[InMemoryMetricReader]:
+    metrics = InMemoryMetricReader()
+    instrumentor = BedrockInstrumentor()
+    instrumentor.instrument(meter_provider=MeterProvider(metric_readers=[metrics]))
+    yield metrics
+    instrumentor.uninstrument()
+
+
+pytestmark = pytest.mark.usefixtures("reader")
+
+
+def _token_points(reader: InMemoryMetricReader) -> list[Any]:
+    data = reader.get_metrics_data()
+    return [
+        point
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+        if metric.name == "gen_ai.client.token.usage"
+        for point in metric.data.data_points
+    ]
+
+
+def _whole(model: str, response: dict[str, Any], request: dict[str, Any] = REQUEST) -> None:
+    with ReplayServer([synthetic("m/invoke", json.dumps(response).encode(), HEADERS)]) as server:
+        client(server).invoke_model(modelId=model, body=json.dumps(request))
+
+
+def _streamed(model: str, chunks: list[dict[str, Any]], request: dict[str, Any] = REQUEST) -> None:
+    body = b"".join(chunk_frame(c) for c in chunks)
+    with ReplayServer([synthetic("m/invoke-with-response-stream", body)]) as server:
+        read_stream(client(server).invoke_model_with_response_stream(modelId=model, body=json.dumps(request)))
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "model": GPT_OSS,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        **extra,
+    }
+
+
+# --- the model and counts the metrics record ----------------------------------------------------------------
+
+
+def test_an_openai_style_streams_model_and_counts_are_on_its_metrics(
+    exporter: InMemorySpanExporter, reader: InMemoryMetricReader
+) -> None:
+    _streamed(GPT_OSS, [_chunk({"content": "Hi"}), _chunk({}, "stop", **METRICS)])
+    span = only_span(exporter)
+    assert span.attributes["gen_ai.response.model"] == GPT_OSS
+    points = _token_points(reader)
+    assert sorted((p.attributes["gen_ai.token.type"], p.sum) for p in points) == [("input", 11), ("output", 7)]
+    assert {p.attributes["gen_ai.response.model"] for p in points} == {GPT_OSS}
+
+
+ROUTER = "arn:aws:bedrock:us-east-1:123456789012:default-prompt-router/amazon.nova:1"
+ROUTED = "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.amazon.nova-lite-v1:0"
+NOVA_REQUEST = {"schemaVersion": "messages-v1", "messages": [{"role": "user", "content": [{"text": "hi"}]}]}
+
+
+def test_a_prompt_routers_model_in_a_nova_invoke_stream_is_on_its_metrics(
+    exporter: InMemorySpanExporter, reader: InMemoryMetricReader
+) -> None:
+    """Nova's native stream is Converse's events; the router's choice comes in its ``metadata`` trace."""
+    _streamed(
+        ROUTER,
+        [
+            {"messageStart": {"role": "assistant"}},
+            {"contentBlockDelta": {"delta": {"text": "Hi"}, "contentBlockIndex": 0}},
+            {"contentBlockStop": {"contentBlockIndex": 0}},
+            {"messageStop": {"stopReason": "end_turn"}},
+            {
+                "metadata": {
+                    "usage": {"inputTokens": 11, "outputTokens": 7},
+                    "trace": {"promptRouter": {"invokedModelId": ROUTED}},
+                },
+                **METRICS,
+            },
+        ],
+        NOVA_REQUEST,
+    )
+    assert only_span(exporter).attributes["gen_ai.response.model"] == ROUTED
+    points = _token_points(reader)
+    assert sorted(p.sum for p in points) == [7, 11]
+    assert {p.attributes["gen_ai.response.model"] for p in points} == {ROUTED}
