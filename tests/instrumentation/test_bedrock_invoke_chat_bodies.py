@@ -15,7 +15,7 @@ import pytest
 
 boto3 = pytest.importorskip("boto3")
 
-from bedrock_replay import chunk_frame, client, only_span, read_stream, synthetic  # noqa: E402
+from bedrock_replay import attrs_json, chunk_frame, client, only_span, read_stream, synthetic  # noqa: E402
 from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
@@ -77,6 +77,104 @@ def _chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> di
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
         **extra,
     }
+
+
+# --- OpenAI-style reasoning --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
+def test_openai_style_reasoning_is_a_reasoning_part_whole_or_streamed(key: str, exporter: InMemorySpanExporter) -> None:
+    """gpt-oss / DeepSeek put their thinking beside the answer (``reasoning_content``; vLLM-style ``reasoning``)."""
+    whole = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": GPT_OSS,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "Rayleigh scattering.", key: "Short waves scatter."},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+    _whole(GPT_OSS, whole)
+    _streamed(
+        GPT_OSS,
+        [
+            _chunk({"role": "assistant", key: "Short waves "}),
+            _chunk({key: "scatter."}),
+            _chunk({"content": "Rayleigh "}),
+            _chunk({"content": "scattering."}),
+            _chunk({}, "stop", **METRICS),
+        ],
+    )
+    answered, streamed = exporter.get_finished_spans()
+    expected = [
+        {
+            "role": "assistant",
+            "parts": [
+                {"type": "reasoning", "content": "Short waves scatter."},
+                {"type": "text", "content": "Rayleigh scattering."},
+            ],
+            "finish_reason": "stop",
+        }
+    ]
+    assert attrs_json(answered, "gen_ai.output.messages") == expected
+    assert attrs_json(streamed, "gen_ai.output.messages") == expected
+
+
+def test_reasoning_content_wins_over_reasoning(exporter: InMemorySpanExporter) -> None:
+    """Both given (a server that sends the two spellings): ``reasoning_content``, as the OpenAI paths read it."""
+    message = {"role": "assistant", "content": "A.", "reasoning_content": "kept", "reasoning": "not kept"}
+    _whole(GPT_OSS, {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})
+    _streamed(
+        GPT_OSS, [_chunk({"reasoning_content": "kept", "reasoning": "not kept"}), _chunk({"content": "A."}, "stop")]
+    )
+    for span in exporter.get_finished_spans():
+        assert attrs_json(span, "gen_ai.output.messages")[0]["parts"] == [
+            {"type": "reasoning", "content": "kept"},
+            {"type": "text", "content": "A."},
+        ]
+
+
+# --- Mistral Large chat completion --------------------------------------------------------------------------
+
+MISTRAL_LARGE = "mistral.mistral-large-2407-v1:0"
+
+
+def test_mistral_large_chats_stop_reason_is_its_finish_reason(exporter: InMemorySpanExporter) -> None:
+    """Mistral Large's chat completion on ``invoke_model`` names its stop ``choices[].stop_reason``, not
+    ``finish_reason`` (AWS's Mistral chat completion parameters page)."""
+    call = {"id": "c1", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+    _whole(
+        MISTRAL_LARGE,
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "", "tool_calls": [call]},
+                    "stop_reason": "tool_calls",
+                }
+            ]
+        },
+    )
+    span = only_span(exporter)
+    assert span.attributes["gen_ai.response.finish_reasons"] == ("tool_calls",)
+    assert attrs_json(span, "gen_ai.output.messages") == [
+        {
+            "role": "assistant",
+            "parts": [{"type": "tool_call", "id": "c1", "name": "get_weather", "arguments": {"city": "Paris"}}],
+            "finish_reason": "tool_call",
+        }
+    ]
+
+
+def test_a_finish_reason_wins_over_a_choices_stop_reason(exporter: InMemorySpanExporter) -> None:
+    """vLLM-style servers send both: ``stop_reason`` is then the stop string matched, not the reason."""
+    message = {"role": "assistant", "content": "A."}
+    _whole(GPT_OSS, {"choices": [{"index": 0, "message": message, "finish_reason": "stop", "stop_reason": "END"}]})
+    span = only_span(exporter)
+    assert span.attributes["gen_ai.response.finish_reasons"] == ("stop",)
 
 
 # --- the model and counts the metrics record ----------------------------------------------------------------
