@@ -221,3 +221,72 @@ def test_a_prompt_routers_model_in_a_nova_invoke_stream_is_on_its_metrics(
     points = _token_points(reader)
     assert sorted(p.sum for p in points) == [7, 11]
     assert {p.attributes["gen_ai.response.model"] for p in points} == {ROUTED}
+
+
+# --- a guardrail that intervened in an answer with a stop reason of its own ----------------------------------
+
+CLAUDE = "anthropic.claude-3-haiku-20240307-v1:0"
+CLAUDE_REQUEST = {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 100, "messages": REQUEST["messages"]}
+MASKED = "Call me at {PHONE}."
+
+
+def _assert_guardrail_won(exporter: InMemorySpanExporter) -> None:
+    for span in exporter.get_finished_spans():
+        assert span.attributes["gen_ai.response.finish_reasons"] == ("guardrail_intervened",)
+        assert attrs_json(span, "gen_ai.output.messages") == [
+            {"role": "assistant", "parts": [{"type": "text", "content": MASKED}], "finish_reason": "content_filter"}
+        ]
+
+
+def test_a_guardrails_intervention_wins_over_the_models_stop_reason(exporter: InMemorySpanExporter) -> None:
+    """The model ended its turn and a guardrail then masked its answer: what the caller got is the guardrail's.
+
+    Converse reports such a call as ``guardrail_intervened``; ``invoke_model`` records it the same way.
+    """
+    _whole(
+        CLAUDE,
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "text", "text": MASKED}],
+            "stop_reason": "end_turn",
+            "amazon-bedrock-guardrailAction": "INTERVENED",
+        },
+        CLAUDE_REQUEST,
+    )
+    _streamed(
+        CLAUDE,
+        [
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "m1",
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [],
+                    "model": "claude-3-haiku-20240307",
+                    "stop_reason": None,
+                    "usage": {"input_tokens": 11, "output_tokens": 1},
+                },
+            },
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": MASKED}},
+            {"type": "content_block_stop", "index": 0},
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 7}},
+            {"type": "message_stop", "amazon-bedrock-guardrailAction": "INTERVENED", **METRICS},
+        ],  # fmt: skip
+        CLAUDE_REQUEST,
+    )
+    assert len(exporter.get_finished_spans()) == 2
+    _assert_guardrail_won(exporter)
+
+
+def test_a_guardrail_in_an_openai_style_stream_wins_too(exporter: InMemorySpanExporter) -> None:
+    _streamed(
+        GPT_OSS,
+        [
+            _chunk({"content": MASKED}),
+            _chunk({}, "stop", **{"amazon-bedrock-guardrailAction": "INTERVENED"}, **METRICS),
+        ],
+    )
+    _assert_guardrail_won(exporter)

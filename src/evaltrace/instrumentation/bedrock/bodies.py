@@ -358,14 +358,14 @@ GUARDRAIL_ACTION = "amazon-bedrock-guardrailAction"
 
 
 def guardrail_intervened(outcome: Outcome) -> Outcome:
-    """``outcome`` of an answer a guardrail intervened in, when the model gave no stop reason of its own.
+    """``outcome`` of an answer a guardrail intervened in: ``guardrail_intervened``, a ``content_filter`` finish.
 
-    The body then has no stop reason (the model's answer was replaced), which reads as a cut-off answer (``error``).
-    It is recorded as Converse records the same event: ``guardrail_intervened``, a ``content_filter`` finish.
+    It is recorded as Converse records the same event (its ``stopReason``), whatever the body says of the model's
+    own stop. A body whose answer the guardrail replaced has none, which would read as a cut-off answer
+    (``error``); one the model ended (``end_turn``) before the guardrail masked or replaced it would read as the
+    model's answer, which the caller did not get: the text recorded is the guardrail's, and so is the finish.
     """
-    if outcome.finish_reasons:
-        return outcome
-    outcome.finish_reasons = ["guardrail_intervened"]
+    outcome.finish_reasons = ["guardrail_intervened"] * (len(outcome.finish_reasons) or 1)
     for message in outcome.output_messages or ():
         message["finish_reason"] = converse.finish_reason("guardrail_intervened")
     return outcome
