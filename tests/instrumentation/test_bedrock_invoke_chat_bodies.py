@@ -290,3 +290,15 @@ def test_a_guardrail_in_an_openai_style_stream_wins_too(exporter: InMemorySpanEx
         ],
     )
     _assert_guardrail_won(exporter)
+
+
+def test_a_guardrails_intervention_is_not_undone_by_a_later_chunks_none(exporter: InMemorySpanExporter) -> None:
+    """Each chunk may carry the guardrail's header; a later ``NONE`` does not clear an earlier ``INTERVENED``."""
+    _streamed(
+        GPT_OSS,
+        [
+            _chunk({"content": MASKED}, **{"amazon-bedrock-guardrailAction": "INTERVENED"}),
+            _chunk({}, "stop", **{"amazon-bedrock-guardrailAction": "NONE"}, **METRICS),
+        ],
+    )
+    _assert_guardrail_won(exporter)

@@ -169,8 +169,8 @@ class InvokeStreamAccumulator:
         metrics = body.get(_METRICS)
         if metrics is not None and isinstance(metrics, Mapping):  # on the last chunk only
             self._metrics(metrics)
-        if GUARDRAIL_ACTION in body:
-            self.guardrail = body[GUARDRAIL_ACTION] == "INTERVENED"
+        if GUARDRAIL_ACTION in body:  # sticky: a later chunk's ``NONE`` does not undo an intervention
+            self.guardrail |= body[GUARDRAIL_ACTION] == "INTERVENED"
         if self.anthropic is not None:
             if not self.anthropic.add(_event(body)):
                 return False
