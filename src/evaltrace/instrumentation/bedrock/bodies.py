@@ -363,7 +363,8 @@ def guardrail_intervened(outcome: Outcome) -> Outcome:
     It is recorded as Converse records the same event (its ``stopReason``), whatever the body says of the model's
     own stop. A body whose answer the guardrail replaced has none, which would read as a cut-off answer
     (``error``); one the model ended (``end_turn``) before the guardrail masked or replaced it would read as the
-    model's answer, which the caller did not get: the text recorded is the guardrail's, and so is the finish.
+    model's own stop, which it was not: the finish is the guardrail's. The text is left as the body or stream
+    carried it (the model's own, in a stream whose guardrail runs asynchronously).
     """
     outcome.finish_reasons = ["guardrail_intervened"] * (len(outcome.finish_reasons) or 1)
     for message in outcome.output_messages or ():
