@@ -418,19 +418,16 @@ def _chat_body_outcome(body: Mapping[str, Any], response_id: str | None, content
     (AWS's Mistral chat completion parameters): it is the finish reason when the choice has no ``finish_reason``
     (vLLM-style servers send both, and their ``stop_reason`` is then the stop string matched, not the reason).
     """
-    choices = body["choices"]
-    read = [c if isinstance(c, Mapping) else {} for c in choices]
-    if any(c.get("finish_reason") is None and isinstance(c.get("stop_reason"), str) for c in read):
-        choices = [
-            {**c, "finish_reason": c["stop_reason"]}
-            if c.get("finish_reason") is None and isinstance(c.get("stop_reason"), str)
-            else c
-            for c in read
-        ]
+    choices = [
+        {**c, "finish_reason": c["stop_reason"]}
+        if isinstance(c, Mapping) and c.get("finish_reason") is None and isinstance(c.get("stop_reason"), str)
+        else c
+        for c in body["choices"]
+    ]
     outcome = chat_outcome({**body, "choices": choices}, content)
     outcome.response_id = response_id
-    for choice, message in zip(read, outcome.output_messages or (), strict=False):
-        _add_reasoning(message, choice.get("message"))
+    for choice, message in zip(choices, outcome.output_messages or (), strict=False):
+        _add_reasoning(message, choice.get("message") if isinstance(choice, Mapping) else None)
     return outcome
 
 
