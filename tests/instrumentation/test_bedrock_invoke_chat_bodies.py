@@ -302,3 +302,41 @@ def test_a_guardrails_intervention_is_not_undone_by_a_later_chunks_none(exporter
         ],
     )
     _assert_guardrail_won(exporter)
+
+
+# --- an inline <think> block, whole and streamed -----------------------------------------------------------
+
+THOUGHT = [{"type": "reasoning", "content": "Short waves scatter."}, {"type": "text", "content": "Rayleigh scattering."}]
+
+
+def test_a_streamed_think_block_is_reasoning_as_a_whole_answers_is(exporter: InMemorySpanExporter) -> None:
+    """DeepSeek-style: the thinking inline in the answer; the stream's fragments split it only once joined."""
+    answer = "<think>Short waves scatter.</think>\n\nRayleigh scattering."
+    message = {"role": "assistant", "content": answer}
+    _whole(GPT_OSS, {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})
+    fragments = ["<thi", "nk>Short waves ", "scatter.</th", "ink>\n\nRayleigh ", "scattering."]
+    _streamed(GPT_OSS, [_chunk({"content": f}) for f in fragments] + [_chunk({}, "stop", **METRICS)])
+    whole, streamed = exporter.get_finished_spans()
+    assert attrs_json(whole, "gen_ai.output.messages")[0]["parts"] == THOUGHT
+    assert attrs_json(streamed, "gen_ai.output.messages")[0]["parts"] == THOUGHT
+
+
+def test_a_reasoning_field_and_a_think_block_are_both_recorded_the_field_first(
+    exporter: InMemorySpanExporter,
+) -> None:
+    message = {"role": "assistant", "content": "<think>Then this.</think>A.", "reasoning_content": "First this."}
+    _whole(GPT_OSS, {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]})
+    _streamed(
+        GPT_OSS,
+        [
+            _chunk({"reasoning_content": "First this."}),
+            _chunk({"content": "<think>Then this.</think>"}),
+            _chunk({"content": "A."}, "stop"),
+        ],
+    )
+    for span in exporter.get_finished_spans():
+        assert attrs_json(span, "gen_ai.output.messages")[0]["parts"] == [
+            {"type": "reasoning", "content": "First this.\n\nThen this."},
+            {"type": "text", "content": "A."},
+        ]
+

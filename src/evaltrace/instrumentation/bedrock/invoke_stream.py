@@ -29,7 +29,7 @@ from evaltrace._internal.anthropic.response import usage_of
 from evaltrace._internal.engine.codec import chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.engine.values import count
-from evaltrace._internal.openai.parts import Part, reasoning_part, text_part, tool_call_part
+from evaltrace._internal.openai.parts import Part, assistant_parts, reasoning_part, text_part, tool_call_part
 from evaltrace.instrumentation.bedrock import converse, converse_stream
 from evaltrace.instrumentation.bedrock.bodies import GUARDRAIL_ACTION, cohere_usage, guardrail_intervened
 
@@ -131,7 +131,7 @@ def _event(body: dict[str, Any]) -> SimpleNamespace:
 class InvokeStreamAccumulator:
     """Accumulates the decoded chunks of one ``invoke_model_with_response_stream`` body."""
 
-    __slots__ = ("anthropic", "calls", "converse", "delta", "fragments", "guardrail", "input_tokens", "metrics",
+    __slots__ = ("anthropic", "calls", "chat", "converse", "delta", "fragments", "guardrail", "input_tokens", "metrics",
                  "model", "output_tokens", "reasoning", "response_id", "stop_reason", "stopped", "tool_calls",
                  "usage")  # fmt: skip
 
@@ -141,6 +141,7 @@ class InvokeStreamAccumulator:
         self.converse: converse_stream.ConverseStreamAccumulator | None = None
         self.fragments: list[str] = []
         self.reasoning: list[str] = []  # an OpenAI-style delta's ``reasoning_content`` / ``reasoning`` fragments
+        self.chat = False  # OpenAI-style chat chunks (a ``delta`` each): their text is split as a whole answer's
         self.calls: list[Part] = []
         # OpenAI-style tool call deltas by their index: [id, name, argument fragments]
         self.tool_calls: dict[Any, list[Any]] = {}
@@ -345,6 +346,8 @@ class InvokeStreamAccumulator:
         first = choices[0] if isinstance(choices[0], Mapping) else {}
         delta = first.get("delta") or {}
         text = thinking = None
+        if "delta" in first:
+            self.chat = True
         if isinstance(delta, Mapping):
             text = delta.get("content")
             if delta.get("tool_calls"):
@@ -436,9 +439,13 @@ class InvokeStreamAccumulator:
             outcome = self.converse.outcome()
             outcome.usage = self._usage(outcome.usage)
             return outcome
-        parts: list[Part] = [reasoning_part("".join(self.reasoning))] if self.reasoning else []
-        if self.fragments:
-            parts.append(text_part("".join(self.fragments)))
+        parts: list[Part]
+        if self.chat:  # as a whole chat answer: any ``<think>`` block in the joined text is reasoning, after the field
+            parts = assistant_parts("".join(self.reasoning) or None, "".join(self.fragments))
+        else:
+            parts = [reasoning_part("".join(self.reasoning))] if self.reasoning else []
+            if self.fragments:
+                parts.append(text_part("".join(self.fragments)))
         parts.extend(self.calls)
         parts.extend(tool_call_part(i, name, "".join(args)) for i, name, args in self.tool_calls.values())
         reason = self.stop_reason
