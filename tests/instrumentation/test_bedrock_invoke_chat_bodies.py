@@ -8,6 +8,7 @@ Large's chat completion, Nova's messages), served by the replay server on 127.0.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -304,6 +305,17 @@ def test_a_guardrails_intervention_is_not_undone_by_a_later_chunks_none(exporter
     _assert_guardrail_won(exporter)
 
 
+def test_every_choice_of_a_body_a_guardrail_intervened_in_is_content_filter(exporter: InMemorySpanExporter) -> None:
+    """``n`` > 1: the guardrail's finish is each choice's, not the first one's only."""
+    choices = [
+        {"index": i, "message": {"role": "assistant", "content": MASKED}, "finish_reason": "stop"} for i in range(3)
+    ]
+    _whole(GPT_OSS, {"choices": choices, "amazon-bedrock-guardrailAction": "INTERVENED"})
+    span = only_span(exporter)
+    assert span.attributes["gen_ai.response.finish_reasons"] == ("guardrail_intervened",) * 3
+    assert [m["finish_reason"] for m in attrs_json(span, "gen_ai.output.messages")] == ["content_filter"] * 3
+
+
 # --- an inline <think> block, whole and streamed -----------------------------------------------------------
 
 THOUGHT = [{"type": "reasoning", "content": "Short waves scatter."}, {"type": "text", "content": "Rayleigh scattering."}]
@@ -340,3 +352,15 @@ def test_a_reasoning_field_and_a_think_block_are_both_recorded_the_field_first(
             {"type": "text", "content": "A."},
         ]
 
+
+def test_a_reasoning_only_first_chunk_is_the_first_output(exporter: InMemorySpanExporter) -> None:
+    """Time to first chunk is taken at the first chunk of reasoning, not at the answer's first text."""
+    chunks = [_chunk({"reasoning_content": "Hm."}), _chunk({"content": "A."}), _chunk({}, "stop", **METRICS)]
+    body = b"".join(chunk_frame(c) for c in chunks)
+    with ReplayServer([synthetic("m/invoke-with-response-stream", body)]) as server:
+        result = client(server).invoke_model_with_response_stream(modelId=GPT_OSS, body=json.dumps(REQUEST))
+        events = iter(result["body"])
+        next(events)
+        time.sleep(0.3)  # before the answer's first text
+        list(events)
+    assert only_span(exporter).attributes["gen_ai.response.time_to_first_chunk"] < 0.3
