@@ -318,7 +318,10 @@ def test_every_choice_of_a_body_a_guardrail_intervened_in_is_content_filter(expo
 
 # --- an inline <think> block, whole and streamed -----------------------------------------------------------
 
-THOUGHT = [{"type": "reasoning", "content": "Short waves scatter."}, {"type": "text", "content": "Rayleigh scattering."}]
+THOUGHT = [
+    {"type": "reasoning", "content": "Short waves scatter."},
+    {"type": "text", "content": "Rayleigh scattering."},
+]
 
 
 def test_a_streamed_think_block_is_reasoning_as_a_whole_answers_is(exporter: InMemorySpanExporter) -> None:
