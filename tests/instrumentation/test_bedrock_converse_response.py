@@ -154,3 +154,22 @@ def test_a_cited_answer_is_the_same_streamed_or_whole(exporter: InMemorySpanExpo
     streamed = _parts(exporter)
     assert [p["content"] for p in whole] == ["The capital is ", "Paris"]
     assert "".join(p["content"] for p in whole) == "".join(p["content"] for p in streamed) == "The capital is Paris"
+
+
+def test_an_image_answer_in_s3_is_its_uri_streamed_or_whole(exporter: InMemorySpanExporter) -> None:
+    """An image the model answers with as an S3 location (``ImageSource.s3Location``, which botocore's model allows
+    in a whole answer and in a stream's ``ImageBlockDelta``): its URI, not an empty inline image."""
+    model = "us.amazon.nova-2-omni-v1:0"
+    location = {"uri": "s3://bucket/answer.png", "bucketOwner": "123456789012"}
+    _whole(model, [{"image": {"format": "png", "source": {"s3Location": location}}}])
+    whole = _parts(exporter)
+    _streamed(
+        model,
+        [
+            ("contentBlockStart", {"contentBlockIndex": 0, "start": {"image": {"format": "png"}}}),
+            ("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"image": {"source": {"s3Location": location}}}}),
+            ("contentBlockStop", {"contentBlockIndex": 0}),
+        ],
+    )
+    streamed = _parts(exporter)
+    assert whole == streamed == [{"type": "uri", "modality": "image", "uri": "s3://bucket/answer.png"}]

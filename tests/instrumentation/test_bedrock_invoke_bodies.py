@@ -318,6 +318,10 @@ _EMBEDDINGS = [
     ("cohere.embed-english-v3", {"texts": ["hi"], "input_type": "search_document", "embedding_types": ["float", "int8"]},
      {_FORMATS: ("float", "int8")}),
     ("amazon.titan-embed-text-v1", {"inputText": "hi"}, {}),
+    # Cohere Embed v4: ``output_dimension`` (the cohere SDK's own name for it, in its v2 ``embed``)
+    ("cohere.embed-v4:0", {"texts": ["hi"], "input_type": "search_document", "embedding_types": ["float"],
+                           "output_dimension": 512},
+     {_DIMENSIONS: 512, _FORMATS: ("float",)}),
 ]  # fmt: skip
 
 

@@ -20,7 +20,8 @@ Mistral                       ``prompt`` (+ ``top_k`` / ``stop``)        ``outpu
 DeepSeek-R1                   ``prompt`` (+ ``stop``)                     ``choices[].text``
 AI21 Jurassic-2               ``prompt`` + ``maxTokens``                  ``completions[].data.text``
 OpenAI-style chat (gpt-oss,   ``messages`` of role/content                ``choices[].message``
-AI21 Jamba)
+DeepSeek, AI21 Jamba,
+Mistral Large's chat)
 ============================  ==========================================  ============================================
 
 Token counts missing from a body come from the ``x-amzn-bedrock-*-token-count`` response headers (every
@@ -40,7 +41,14 @@ from evaltrace._internal.anthropic.response import message_outcome, usage_of
 from evaltrace._internal.engine.outcome import Outcome, Usage
 from evaltrace._internal.engine.values import count
 from evaltrace._internal.openai import request as openai_request
-from evaltrace._internal.openai.parts import Message, Part, text_part, tool_call_part, tool_response_part
+from evaltrace._internal.openai.parts import (
+    Message,
+    Part,
+    reasoning_part,
+    text_part,
+    tool_call_part,
+    tool_response_part,
+)
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import chat_outcome
 from evaltrace.instrumentation.bedrock import converse
@@ -317,7 +325,7 @@ def embedding_attributes(body: Mapping[str, Any]) -> Attributes:
 
     Each family names them its own way: Titan Text Embeddings V2 ``dimensions`` and ``embeddingTypes``, Titan
     Multimodal ``embeddingConfig.outputEmbeddingLength``, Nova's ``singleEmbeddingParams.embeddingDimension``,
-    Cohere's ``embedding_types``.
+    Cohere's ``embedding_types`` and (Embed v4) ``output_dimension``.
 
     Args:
         body: The parsed request body.
@@ -328,6 +336,8 @@ def embedding_attributes(body: Mapping[str, Any]) -> Attributes:
     attrs: Attributes = {}
     config, nova = body.get("embeddingConfig"), body.get("singleEmbeddingParams")
     dimensions = count(body.get("dimensions"))
+    if dimensions is None:
+        dimensions = count(body.get("output_dimension"))
     if dimensions is None and isinstance(config, Mapping):
         dimensions = count(config.get("outputEmbeddingLength"))
     if dimensions is None and isinstance(nova, Mapping):
@@ -348,14 +358,15 @@ GUARDRAIL_ACTION = "amazon-bedrock-guardrailAction"
 
 
 def guardrail_intervened(outcome: Outcome) -> Outcome:
-    """``outcome`` of an answer a guardrail intervened in, when the model gave no stop reason of its own.
+    """``outcome`` of an answer a guardrail intervened in: ``guardrail_intervened``, a ``content_filter`` finish.
 
-    The body then has no stop reason (the model's answer was replaced), which reads as a cut-off answer (``error``).
-    It is recorded as Converse records the same event: ``guardrail_intervened``, a ``content_filter`` finish.
+    It is recorded as Converse records the same event (its ``stopReason``), whatever the body says of the model's
+    own stop. A body whose answer the guardrail replaced has none, which would read as a cut-off answer
+    (``error``); one the model ended (``end_turn``) before the guardrail masked or replaced it would read as the
+    model's own stop, which it was not: the finish is the guardrail's. The text is left as the body or stream
+    carried it (the model's own, in a stream whose guardrail runs asynchronously).
     """
-    if outcome.finish_reasons:
-        return outcome
-    outcome.finish_reasons = ["guardrail_intervened"]
+    outcome.finish_reasons = ["guardrail_intervened"] * (len(outcome.finish_reasons) or 1)
     for message in outcome.output_messages or ():
         message["finish_reason"] = converse.finish_reason("guardrail_intervened")
     return outcome
@@ -375,9 +386,7 @@ def _body_outcome(body: Mapping[str, Any], response_id: str | None, content: boo
     if "output" in body and isinstance(body.get("output"), Mapping):
         return converse.converse_outcome(body, response_id, content)
     if "choices" in body and _chat_choices(body.get("choices")):
-        outcome = chat_outcome(dict(body), content)
-        outcome.response_id = response_id
-        return outcome
+        return _chat_body_outcome(body, response_id, content)
     if not _TEXT_KEYS.intersection(body):
         # Not a text answer (an image model's ``images``, an unknown family): its usage comes from the headers.
         return Outcome(response_id=response_id)
@@ -398,6 +407,44 @@ def _body_outcome(body: Mapping[str, Any], response_id: str | None, content: boo
 _TEXT_KEYS = frozenset(
     {"completion", "completions", "generation", "results", "generations", "outputs", "choices", "text", "tool_calls"}
 )
+
+
+def _chat_body_outcome(body: Mapping[str, Any], response_id: str | None, content: bool) -> Outcome:
+    """OpenAI-style chat choices (gpt-oss, DeepSeek, Mistral Large's chat completion) -> Outcome.
+
+    Read as the OpenAI paths read a ``ChatCompletion``, plus what those find in the SDK's pydantic extras and a
+    plain dict does not hold as extras: the reasoning beside the answer (``reasoning_content``, else
+    ``reasoning``) is a reasoning part, first. Mistral Large's chat completion names its stop ``stop_reason``
+    (AWS's Mistral chat completion parameters): it is the finish reason when the choice has no ``finish_reason``
+    (vLLM-style servers send both, and their ``stop_reason`` is then the stop string matched, not the reason).
+    """
+    choices = [
+        {**c, "finish_reason": c["stop_reason"]}
+        if isinstance(c, Mapping) and c.get("finish_reason") is None and isinstance(c.get("stop_reason"), str)
+        else c
+        for c in body["choices"]
+    ]
+    outcome = chat_outcome({**body, "choices": choices}, content)
+    outcome.response_id = response_id
+    for choice, message in zip(choices, outcome.output_messages or (), strict=False):
+        _add_reasoning(message, choice.get("message") if isinstance(choice, Mapping) else None)
+    return outcome
+
+
+def _add_reasoning(message: Message, answer: Any) -> None:
+    """Put an OpenAI-style answer's ``reasoning_content`` / ``reasoning`` first, as ``assistant_parts`` does."""
+    if not isinstance(answer, Mapping):
+        return
+    reasoning = answer.get("reasoning_content")
+    if reasoning is None:
+        reasoning = answer.get("reasoning")
+    if not isinstance(reasoning, str) or not reasoning:
+        return
+    parts = message["parts"]
+    if parts and parts[0].get("type") == "reasoning":  # the answer's ``<think>`` block: after this, as there
+        parts[0] = reasoning_part(f"{reasoning}\n\n{parts[0]['content']}")
+    else:
+        parts.insert(0, reasoning_part(reasoning))
 
 
 def _chat_choices(choices: Any) -> bool:

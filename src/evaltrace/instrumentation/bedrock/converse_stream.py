@@ -14,6 +14,7 @@ from evaltrace.instrumentation.bedrock.blocks import (
     REDACTED_REASONING,
     content_part,
     inline_media_part,
+    media_part,
     tool_result_part,
 )
 from evaltrace.instrumentation.bedrock.converse import converse_usage, invoked_model, output_message
@@ -35,8 +36,12 @@ class _Block:
 
     def part(self) -> Part:
         if self.kind == "image":  # fragments are the image's bytes, in pieces: only their size is recorded
+            fmt = (self.start or {}).get("format")
+            for fragment in self.fragments:  # or its S3 location, recorded as a whole answer's: its URI
+                if isinstance(fragment, Mapping):
+                    return media_part({"format": fmt, "source": {"s3Location": fragment}}, "image")
             size = sum(len(f) for f in self.fragments if isinstance(f, bytes | bytearray | str))
-            return inline_media_part("image", (self.start or {}).get("format"), size)
+            return inline_media_part("image", fmt, size)
         if self.kind == "tool_result":  # fragments are lists of content blocks, not text
             content = [block for fragment in self.fragments for block in fragment]
             return tool_result_part({**(self.start or {}), "content": content})
@@ -165,6 +170,8 @@ class ConverseStreamAccumulator:
             source = (delta["image"] or {}).get("source") or {}
             if source.get("bytes") is not None:
                 block.fragments.append(source["bytes"])
+            elif isinstance(source.get("s3Location"), Mapping):  # the image stored in S3 (ImageSource's other member)
+                block.fragments.append(source["s3Location"])
         elif "reasoningContent" in delta:
             block = self._block(index, "reasoning")
             reasoning = delta["reasoningContent"] or {}

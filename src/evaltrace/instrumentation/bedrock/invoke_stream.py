@@ -29,7 +29,7 @@ from evaltrace._internal.anthropic.response import usage_of
 from evaltrace._internal.engine.codec import chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.engine.values import count
-from evaltrace._internal.openai.parts import Part, text_part, tool_call_part
+from evaltrace._internal.openai.parts import Part, assistant_parts, reasoning_part, text_part, tool_call_part
 from evaltrace.instrumentation.bedrock import converse, converse_stream
 from evaltrace.instrumentation.bedrock.bodies import GUARDRAIL_ACTION, cohere_usage, guardrail_intervened
 
@@ -131,14 +131,17 @@ def _event(body: dict[str, Any]) -> SimpleNamespace:
 class InvokeStreamAccumulator:
     """Accumulates the decoded chunks of one ``invoke_model_with_response_stream`` body."""
 
-    __slots__ = ("anthropic", "calls", "converse", "delta", "fragments", "guardrail", "input_tokens", "metrics",
-                 "model", "output_tokens", "response_id", "stop_reason", "stopped", "tool_calls", "usage")  # fmt: skip
+    __slots__ = ("anthropic", "calls", "chat", "converse", "delta", "fragments", "guardrail", "input_tokens", "metrics",
+                 "model", "output_tokens", "reasoning", "response_id", "stop_reason", "stopped", "tool_calls",
+                 "usage")  # fmt: skip
 
     def __init__(self, response_id: str | None = None) -> None:
         self.response_id = response_id
         self.anthropic: MessagesAccumulator | None = None
         self.converse: converse_stream.ConverseStreamAccumulator | None = None
         self.fragments: list[str] = []
+        self.reasoning: list[str] = []  # an OpenAI-style delta's ``reasoning_content`` / ``reasoning`` fragments
+        self.chat = False  # OpenAI-style chat chunks (a ``delta`` each): their text is split as a whole answer's
         self.calls: list[Part] = []
         # OpenAI-style tool call deltas by their index: [id, name, argument fragments]
         self.tool_calls: dict[Any, list[Any]] = {}
@@ -167,8 +170,8 @@ class InvokeStreamAccumulator:
         metrics = body.get(_METRICS)
         if metrics is not None and isinstance(metrics, Mapping):  # on the last chunk only
             self._metrics(metrics)
-        if GUARDRAIL_ACTION in body:
-            self.guardrail = body[GUARDRAIL_ACTION] == "INTERVENED"
+        if GUARDRAIL_ACTION in body:  # sticky: a later chunk's ``NONE`` does not undo an intervention
+            self.guardrail |= body[GUARDRAIL_ACTION] == "INTERVENED"
         if self.anthropic is not None:
             if not self.anthropic.add(_event(body)):
                 return False
@@ -302,6 +305,7 @@ class InvokeStreamAccumulator:
         """One chunk of a text family: its fragment, and the stop reason and counts when it has them."""
         text: Any = None
         reason: Any = None
+        thought = False  # an OpenAI-style chunk of reasoning: output too
         if "completion" in body:  # Anthropic Text Completions
             text, reason = body.get("completion"), body.get("stop_reason")
         elif "generation" in body:  # Llama: prompt count on the first chunk, the output count per chunk
@@ -323,28 +327,43 @@ class InvokeStreamAccumulator:
             first = outputs[0] if isinstance(outputs[0], Mapping) else {}
             text, reason = first.get("text"), first.get("stop_reason")
         elif "choices" in body:  # OpenAI-style chunk
-            text, reason = self._chat_chunk(body)
+            text, reason, thought = self._chat_chunk(body)
         if isinstance(reason, str) and reason:
             self.stop_reason = reason
             self.stopped = True
         if isinstance(text, str) and text:
             self.fragments.append(text)
             return True
-        return False
+        return thought
 
-    def _chat_chunk(self, body: dict[str, Any]) -> tuple[Any, Any]:
-        """(text, finish reason) of an OpenAI-style chunk; its tool call deltas and model kept as the body's are."""
+    def _chat_chunk(self, body: dict[str, Any]) -> tuple[Any, Any, bool]:
+        """(text, finish reason, whether it had reasoning) of an OpenAI-style chunk.
+
+        Its tool call deltas, reasoning and model are kept as the body's are. The reasoning is ``reasoning_content``,
+        else ``reasoning`` (vLLM's name), as the OpenAI paths read a delta's extras.
+        """
         choices = body.get("choices") or [{}]
         first = choices[0] if isinstance(choices[0], Mapping) else {}
         delta = first.get("delta") or {}
-        text = delta.get("content") if isinstance(delta, Mapping) else None
-        if isinstance(delta, Mapping) and delta.get("tool_calls"):
-            self._tool_call_deltas(delta["tool_calls"])
+        text = thinking = None
+        if "delta" in first:
+            self.chat = True
+        if isinstance(delta, Mapping):
+            text = delta.get("content")
+            if delta.get("tool_calls"):
+                self._tool_call_deltas(delta["tool_calls"])
+            thinking = delta.get("reasoning_content")
+            if thinking is None:
+                thinking = delta.get("reasoning")
+            if isinstance(thinking, str) and thinking:
+                self.reasoning.append(thinking)
+            else:
+                thinking = None
         if isinstance(body.get("model"), str):
             self.model = body["model"]
         if text is None:  # DeepSeek-R1's completion chunks: the text on the choice itself
             text = first.get("text")
-        return text, first.get("finish_reason") or first.get("stop_reason")
+        return text, first.get("finish_reason") or first.get("stop_reason"), thinking is not None
 
     def _tool_call_deltas(self, deltas: Any) -> None:
         """OpenAI-style ``delta.tool_calls``: each call by its index, its arguments' fragments in order."""
@@ -399,9 +418,10 @@ class InvokeStreamAccumulator:
             if own.input_tokens is not None:
                 return own
             model, usage = own.response_model, self._usage(None)
+        elif self.converse is not None:  # Nova's events: the model a prompt router chose, as ``outcome`` has it
+            usage, model = self._usage(self.converse.usage), self.converse.response_model
         else:
-            usage = self._usage(self.converse.usage if self.converse is not None else self.usage)
-            model = self.model
+            usage, model = self._usage(self.usage), self.model
         return Summary(model) if usage is None else Summary(model, usage.input_tokens, usage.output_tokens)
 
     def outcome(self) -> Outcome:
@@ -419,7 +439,13 @@ class InvokeStreamAccumulator:
             outcome = self.converse.outcome()
             outcome.usage = self._usage(outcome.usage)
             return outcome
-        parts: list[Part] = [text_part("".join(self.fragments))] if self.fragments else []
+        parts: list[Part]
+        if self.chat:  # as a whole chat answer: any ``<think>`` block in the joined text is reasoning, after the field
+            parts = assistant_parts("".join(self.reasoning) or None, "".join(self.fragments))
+        else:
+            parts = [reasoning_part("".join(self.reasoning))] if self.reasoning else []
+            if self.fragments:
+                parts.append(text_part("".join(self.fragments)))
         parts.extend(self.calls)
         parts.extend(tool_call_part(i, name, "".join(args)) for i, name, args in self.tool_calls.values())
         reason = self.stop_reason

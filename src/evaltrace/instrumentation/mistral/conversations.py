@@ -172,7 +172,13 @@ def outcome(response: Any, capture: bool) -> Outcome:
     )
 
 
-class _Call:
+class _Streamed:
+    """A streamed tool call: its id, its name and its arguments' fragments (joined once, at the end).
+
+    The base of ``_Call`` and ``_Execution``, which stay siblings: ``outcome`` tells a client tool call from a
+    built-in tool's run with ``isinstance``, which a subclass of either would answer for both.
+    """
+
     __slots__ = ("arguments", "call_id", "name")
 
     def __init__(self, call_id: Any, name: Any) -> None:
@@ -181,15 +187,16 @@ class _Call:
         self.arguments: list[str] = []
 
 
-class _Execution:
+class _Call(_Streamed):
+    """A streamed client tool call: ``function.call.delta`` events under one ``tool_call_id``."""
+
+    __slots__ = ()
+
+
+class _Execution(_Streamed):
     """A streamed built-in tool run: ``tool.execution.started``, then ``.delta`` argument fragments, then ``.done``."""
 
-    __slots__ = ("arguments", "call_id", "name")
-
-    def __init__(self, call_id: Any, name: Any) -> None:
-        self.call_id = call_id
-        self.name = name
-        self.arguments: list[str] = []
+    __slots__ = ()
 
     def part(self) -> Part:
         return _server_tool_call(self.call_id, self.name, "".join(self.arguments))
