@@ -10,7 +10,7 @@ from opentelemetry.trace import StatusCode
 from evaltrace._internal import semconv as sc
 from evaltrace.mapping import conventions
 from evaltrace.mapping._messages import tool_arguments, tool_content
-from evaltrace.mapping._spans import MISSING, attrs, json_attr, timestamp
+from evaltrace.mapping._spans import MISSING, attrs, compact, json_attr, timestamp
 from evaltrace.schema import ToolCall, TraceMessage
 
 
@@ -24,6 +24,9 @@ class ToolPlacer:
         self.answers: dict[int, TraceMessage] = {}  # id() of an appended call -> the result message appended
         self.produced: set[int] = set()  # id() of the result messages tool spans gave (appended or inserted)
         self.pending: list[tuple[ToolCall, Any]] = []
+        # id() of the calls whose (last) tool span ended in error: their result is an error, whatever text the model
+        # was sent for it (a retry prompt, the failure's description)
+        self.failed: set[int] = set()
 
     def add(self, messages: list[TraceMessage], span: ReadableSpan) -> ToolCall:
         """Stamp the call ``span`` executed with its start time, or append it to ``messages`` as call and result.
@@ -32,12 +35,14 @@ class ToolPlacer:
             The call the span executed, as it stands in ``messages`` (the matched one, or the one appended).
         """
         call, result = self._read(span)
+        failed = span.status.status_code is StatusCode.ERROR
         matched = self._match(messages, call)
         again = self._claimed_by_id(call) if matched is None else None
         if again is not None:
             # The same call id run again: a call that waited for approval and ran on resume, or a retry. One call
             # the model asked for, so one call here; the result that arrived last is the one it was given.
             again.started_at = again.started_at or call.started_at
+            self._mark(again, failed)
             if result is not MISSING:
                 answer = self.answers.get(id(again))
                 if answer is not None:  # appended with the call: its message takes the new result
@@ -48,11 +53,13 @@ class ToolPlacer:
             return again
         if matched is not None:
             matched.started_at = call.started_at
+            self._mark(matched, failed)
             self.pending.append((matched, result))
             if matched.id:
                 self.by_id[matched.id] = matched
             return matched
         messages.append(TraceMessage(role="assistant", tool_call=call))
+        self._mark(call, failed)
         # Claimed at once: a later identical span (a repeated call) is a call of its own, not this one again.
         self.matched.add(id(call))
         if call.id:
@@ -84,10 +91,16 @@ class ToolPlacer:
             result = foreign.result
         if result is MISSING:
             result = json_attr(span, sc.OUTPUT_VALUE, self.notes)
-        if result is MISSING and span.status.status_code is StatusCode.ERROR:
-            result = {"error": span.status.description or "tool raised"}
+        if span.status.status_code is StatusCode.ERROR:
+            result = failure(result if result is not MISSING else _raised(span))
         call = ToolCall(id=call_id, name=name, arguments=tool_arguments(args), started_at=timestamp(span.start_time))
         return call, result
+
+    def _mark(self, call: ToolCall, failed: bool) -> None:
+        if failed:
+            self.failed.add(id(call))
+        else:
+            self.failed.discard(id(call))
 
     def _claimed_by_id(self, call: ToolCall) -> ToolCall | None:
         """The call already claimed under the same id and tool name: a run of it again.
@@ -119,12 +132,20 @@ class ToolPlacer:
         return found
 
     def insert_results(self, messages: list[TraceMessage]) -> None:
-        """Insert the results of executed calls that no tool message answers, after the call's tool messages."""
+        """Insert the results of executed calls that no tool message answers, after the call's tool messages.
+
+        The tool message answering a call whose span failed (a later model call's input: what the model was sent
+        for it) is made an error result: a tool that raised, asked the model to retry or was given arguments its
+        schema refused did not return, whatever text the model got in its place.
+        """
         for call, result in self.pending:
             index = next((i for i, m in enumerate(messages) if m.tool_call is call), None)
             if result is MISSING or index is None:
                 continue
-            if any(m.role == "tool" and _answers(m, call) for m in messages[index + 1 :]):
+            answer = next((m for m in messages[index + 1 :] if m.role == "tool" and _answers(m, call)), None)
+            if answer is not None:
+                if id(call) in self.failed:
+                    answer.content = failure(answer.content)
                 continue
             after = index + 1
             while after < len(messages) and messages[after].role == "tool":
@@ -132,6 +153,34 @@ class ToolPlacer:
             message = TraceMessage(role="tool", name=call.name, tool_call_id=call.id, content=tool_content(result))
             messages.insert(after, message)
             self.produced.add(id(message))
+
+
+def failure(result: Any) -> dict[str, Any]:
+    """A failed call's result as an error result (``{"error": ...}``, what ``is_error_result`` recognises).
+
+    ``result``: what the call's span or the model's next input recorded for it (kept as the error's text), or an
+    error result already.
+    """
+    if isinstance(result, dict) and result.get("error"):
+        return result
+    if result is None or result == "":
+        return {"error": "tool raised"}
+    return {"error": result if isinstance(result, str) else compact(result)}
+
+
+def _raised(span: ReadableSpan) -> str:
+    """What a failed tool span says of its failure: its status description, else its exception event."""
+    if span.status.description:
+        return span.status.description
+    for event in reversed(span.events):
+        if event.name == sc.EXCEPTION_EVENT:
+            event_attrs = event.attributes or {}
+            kind, message = event_attrs.get(sc.EXCEPTION_TYPE), event_attrs.get(sc.EXCEPTION_MESSAGE)
+            if kind and message:
+                return f"{str(kind).rsplit('.', 1)[-1]}: {message}"
+            if kind or message:
+                return str(message or kind)
+    return ""
 
 
 def _answers(message: TraceMessage, call: ToolCall) -> bool:

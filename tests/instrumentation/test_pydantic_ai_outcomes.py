@@ -1,0 +1,179 @@
+"""What evaluators see of a pydantic-ai run's outcomes: failed tool calls, structured output, follow-up turns.
+
+Real pydantic-ai agents (OpenAI Chat Completions model, the real openai client) against recorded traffic served on
+127.0.0.1 (tests/fixtures/pydantic-ai-cassettes: OpenInference's pydantic-ai recordings), traced by
+``instrument_pydantic_ai()`` and mapped as the pipeline maps them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+
+pytest.importorskip("pydantic_ai")
+
+from openai import AsyncOpenAI
+from pydantic_ai import Agent, ModelRetry
+from pydantic_ai.exceptions import ToolFailed
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+
+import evaltrace
+from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette
+from evaltrace._internal import settings
+from evaltrace.evaluators import ToolCalled, ToolErrorRate
+from evaltrace.mapping import trace_from_spans
+from evaltrace.schema import Trace
+from evaltrace.testing import TraceCapture, capture_traces, evaluate
+
+T = TypeVar("T")
+OPENINFERENCE = FIXTURES / "pydantic-ai-cassettes" / "openinference" / "test_instrumentor"
+# The model asks for get_weather(city="Paris"), then answers "The weather in Paris is sunny." (gpt-4o-mini).
+WEATHER = OPENINFERENCE / "test_openai_tool_span_instrumentation_v5.yaml"
+CALL_ID = "call_HI3bFDQuCgzux3QrZyumWfQf"
+
+
+@pytest.fixture
+def capture() -> Iterator[TraceCapture]:
+    previous = settings.replace(settings.CaptureSettings(capture_content=True))
+    try:
+        with capture_traces() as capture:
+            evaltrace.instrument_pydantic_ai()
+            yield capture
+    finally:
+        evaltrace.uninstrument_pydantic_ai()
+        settings.replace(previous)
+
+
+def _replay(interactions: list[Recorded], run: Callable[[OpenAIChatModel], Awaitable[T]]) -> T:
+    """Run ``run`` with a model whose client talks to a server replaying ``interactions``."""
+
+    async def main(url: str) -> T:
+        client = AsyncOpenAI(base_url=url + "/v1", api_key="test", max_retries=0)
+        try:
+            return await run(OpenAIChatModel("gpt-4o-mini", provider=OpenAIProvider(openai_client=client)))
+        finally:
+            await client.close()
+
+    with ReplayServer(interactions) as server:
+        return asyncio.run(main(server.url))
+
+
+def _weather_run(tool: Callable[[str], str]) -> Callable[[OpenAIChatModel], Awaitable[str]]:
+    async def run(model: OpenAIChatModel) -> str:
+        agent = Agent(model, name="weather")
+        agent.tool_plain(name="get_weather")(tool)
+        return (await agent.run("What's the weather in Paris?")).output
+
+    return run
+
+
+def _retry(city: str) -> str:
+    raise ModelRetry("City not found, try again with the country")
+
+
+def _failed(city: str) -> str:
+    raise ToolFailed("weather service down")
+
+
+def test_a_tool_asking_the_model_to_retry_is_a_failed_call(capture: TraceCapture) -> None:
+    """ModelRetry: pydantic-ai ends the tool span in error and sends the model the retry prompt as the result."""
+    assert _replay(load_cassette(WEATHER), _weather_run(_retry)) == "The weather in Paris is sunny."
+    trace = capture.trace
+    assert [(r.tool_call_id, r.content) for r in trace.tool_results] == [
+        (CALL_ID, {"error": "City not found, try again with the country"})
+    ]
+    assert trace.error is None  # the run itself succeeded
+    rate, called = evaluate(trace, ToolErrorRate(threshold=0.0), ToolCalled("get_weather"))
+    assert (rate.passed, rate.score) == (False, 1.0)
+    assert called.passed is True
+
+
+def test_a_tool_reporting_a_failure_to_the_model_is_a_failed_call(capture: TraceCapture) -> None:
+    """ToolFailed: the model is told and answers anyway; the call still failed."""
+    assert _replay(load_cassette(WEATHER), _weather_run(_failed)) == "The weather in Paris is sunny."
+    trace = capture.trace
+    assert [r.content for r in trace.tool_results] == [{"error": "weather service down"}]
+    (rate,) = evaluate(trace, ToolErrorRate(threshold=0.0))
+    assert rate.passed is False
+
+
+def test_invalid_tool_arguments_are_a_failed_call(capture: TraceCapture) -> None:
+    """The model's arguments fail the tool's schema: the tool never ran, the model got the validation errors."""
+
+    def get_weather(town: int) -> str:
+        return "never called"
+
+    async def run(model: OpenAIChatModel) -> str:
+        agent = Agent(model, name="weather")
+        agent.tool_plain(get_weather)
+        return (await agent.run("What's the weather in Paris?")).output
+
+    _replay(load_cassette(WEATHER), run)
+    (result,) = capture.trace.tool_results
+    assert isinstance(result.content, dict) and "Field required" in str(result.content["error"])
+
+
+def test_a_tool_raising_gives_its_exception_as_the_result_and_the_run_an_error(capture: TraceCapture) -> None:
+    def get_weather(city: str) -> str:
+        raise RuntimeError("weather service down")
+
+    async def run(model: OpenAIChatModel) -> str:
+        agent = Agent(model, name="weather")
+        agent.tool_plain(get_weather)
+        return (await agent.run("What's the weather in Paris?")).output
+
+    with pytest.raises(RuntimeError, match="weather service down"):  # the user's exception, unchanged
+        _replay(load_cassette(WEATHER)[:1], run)
+    trace = capture.trace
+    assert [r.content for r in trace.tool_results] == [{"error": "RuntimeError: weather service down"}]
+    assert trace.error is not None and trace.error.message == "RuntimeError: weather service down"
+    assert trace.output.final_answer is None
+
+
+def test_a_successful_tool_result_stays_as_returned(capture: TraceCapture) -> None:
+    _replay(load_cassette(WEATHER), _weather_run(lambda city: f"It's sunny in {city}."))
+    assert [r.content for r in capture.trace.tool_results] == ["It's sunny in Paris."]
+
+
+def test_a_follow_up_turn_with_message_history(capture: TraceCapture) -> None:
+    """Turn 2 is sent turn 1's tool call and result again: they are not turn 2's; the conversation id is shared."""
+
+    async def run(model: OpenAIChatModel) -> tuple[str, str]:
+        agent = Agent(model, name="weather")
+
+        @agent.tool_plain
+        def get_weather(city: str) -> str:
+            return f"It's sunny in {city}."
+
+        first = await agent.run("What's the weather in Paris?")
+        second = await agent.run("Say hello.", message_history=first.all_messages())
+        return first.output, second.output
+
+    plain = load_cassette(OPENINFERENCE / "test_openai_agent_plain_text_output_v2.yaml")
+    assert _replay(load_cassette(WEATHER) + plain, run)[1] == "Hello! How can I assist you today?"
+    turns = _turns(capture)
+    assert [[c.name for c in t.tool_calls] for t in turns] == [["get_weather"], []]
+    assert [t.output.final_answer for t in turns] == [
+        "The weather in Paris is sunny.",
+        plain[0].response_json()["choices"][0]["message"]["content"],
+    ]
+    assert turns[1].input == {"input": "Say hello."}
+    (called,) = evaluate(turns[1], ToolCalled("get_weather"))
+    assert called.passed is False
+    assert (turns[1].metrics.token_input, turns[1].metrics.token_output) == (10, 9)  # turn 2's model call only
+    conversation_ids = {
+        (s.attributes or {}).get("gen_ai.conversation.id") for s in capture.spans if s.name.startswith("invoke_agent")
+    }
+    assert len(conversation_ids) == 1 and None not in conversation_ids  # pydantic-ai carries it over the history
+
+
+def _turns(capture: TraceCapture) -> list[Trace]:
+    by_trace: dict[int, list[Any]] = {}
+    for span in capture.spans:
+        by_trace.setdefault(span.context.trace_id, []).append(span)
+    traces = [trace_from_spans(spans) for spans in by_trace.values()]
+    return sorted(traces, key=lambda t: t.started_at)
