@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("pydantic_ai")
 
 from openai import AsyncOpenAI
+from pydantic import BaseModel
 from pydantic_ai import Agent, ModelRetry
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.models.openai import OpenAIChatModel
@@ -137,6 +138,24 @@ def test_a_tool_raising_gives_its_exception_as_the_result_and_the_run_an_error(c
 def test_a_successful_tool_result_stays_as_returned(capture: TraceCapture) -> None:
     _replay(load_cassette(WEATHER), _weather_run(lambda city: f"It's sunny in {city}."))
     assert [r.content for r in capture.trace.tool_results] == ["It's sunny in Paris."]
+
+
+class _Location(BaseModel):
+    city: str
+    country: str
+
+
+def test_a_structured_output_is_the_final_answer_as_json(capture: TraceCapture) -> None:
+    """Tool output mode: the model answers with the ``final_result`` tool call; the run's output is the answer."""
+
+    async def run(model: OpenAIChatModel) -> _Location:
+        return (await Agent(model, name="locator", output_type=_Location).run("The windy city in the US of A.")).output
+
+    first = load_cassette(OPENINFERENCE / "test_openai_agent_and_llm_spans_v2.yaml")[:1]
+    assert _replay(first, run) == _Location(city="Chicago", country="USA")
+    output = capture.trace.output
+    assert output.final_answer == '{"city":"Chicago","country":"USA"}'
+    assert output.structured == {"city": "Chicago", "country": "USA"}
 
 
 def test_a_follow_up_turn_with_message_history(capture: TraceCapture) -> None:

@@ -191,9 +191,14 @@ def _output(
         return _answer(split.answer, "\n\n".join(thoughts) or None)
     # Without a text output of its own, the trace answers what its last model call answered: nothing when that
     # call asked for tools (an earlier turn's text is not the answer).
-    last = step_answer(step) if step is not None else None
     thinking = "\n\n".join(thoughts) or None
     structured = value if isinstance(value, dict) and not is_truncated(value) else None
+    raw = root_attrs.get(key)
+    if key == sc.PYDANTIC_AI_FINAL_RESULT and value is not None and isinstance(raw, str):
+        # A pydantic-ai run's output (its JSON, for an object, a list or a number) is its answer: the model gave it
+        # as an output tool's arguments (no text answer), or as text in another shape (``{"response": ...}``).
+        return TraceOutput(final_answer=raw, thinking=thinking, structured=structured)
+    last = step_answer(step) if step is not None else None
     if last is None and value not in (MISSING, None) and structured is None and not is_truncated(value):
         last = compact(value)
     return TraceOutput(final_answer=last, thinking=thinking, structured=structured)
