@@ -17,7 +17,7 @@ pytest.importorskip("pydantic_ai")
 
 from openai import AsyncOpenAI
 from pydantic import BaseModel
-from pydantic_ai import Agent, ModelRetry
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ModelRetry
 from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
@@ -83,7 +83,7 @@ def _failed(city: str) -> str:
 def test_a_tool_asking_the_model_to_retry_is_a_failed_call(capture: TraceCapture) -> None:
     """ModelRetry: pydantic-ai ends the tool span in error and sends the model the retry prompt as the result."""
     assert _replay(load_cassette(WEATHER), _weather_run(_retry)) == "The weather in Paris is sunny."
-    trace = capture.trace
+    trace = trace_from_spans(list(capture.spans))
     assert [(r.tool_call_id, r.content) for r in trace.tool_results] == [
         (CALL_ID, {"error": "City not found, try again with the country"})
     ]
@@ -96,7 +96,7 @@ def test_a_tool_asking_the_model_to_retry_is_a_failed_call(capture: TraceCapture
 def test_a_tool_reporting_a_failure_to_the_model_is_a_failed_call(capture: TraceCapture) -> None:
     """ToolFailed: the model is told and answers anyway; the call still failed."""
     assert _replay(load_cassette(WEATHER), _weather_run(_failed)) == "The weather in Paris is sunny."
-    trace = capture.trace
+    trace = trace_from_spans(list(capture.spans))
     assert [r.content for r in trace.tool_results] == [{"error": "weather service down"}]
     (rate,) = evaluate(trace, ToolErrorRate(threshold=0.0))
     assert rate.passed is False
@@ -114,7 +114,7 @@ def test_invalid_tool_arguments_are_a_failed_call(capture: TraceCapture) -> None
         return (await agent.run("What's the weather in Paris?")).output
 
     _replay(load_cassette(WEATHER), run)
-    (result,) = capture.trace.tool_results
+    (result,) = trace_from_spans(list(capture.spans)).tool_results
     assert isinstance(result.content, dict) and "Field required" in str(result.content["error"])
 
 
@@ -129,7 +129,7 @@ def test_a_tool_raising_gives_its_exception_as_the_result_and_the_run_an_error(c
 
     with pytest.raises(RuntimeError, match="weather service down"):  # the user's exception, unchanged
         _replay(load_cassette(WEATHER)[:1], run)
-    trace = capture.trace
+    trace = trace_from_spans(list(capture.spans))
     assert [r.content for r in trace.tool_results] == [{"error": "RuntimeError: weather service down"}]
     assert trace.error is not None and trace.error.message == "RuntimeError: weather service down"
     assert trace.output.final_answer is None
@@ -137,7 +137,7 @@ def test_a_tool_raising_gives_its_exception_as_the_result_and_the_run_an_error(c
 
 def test_a_successful_tool_result_stays_as_returned(capture: TraceCapture) -> None:
     _replay(load_cassette(WEATHER), _weather_run(lambda city: f"It's sunny in {city}."))
-    assert [r.content for r in capture.trace.tool_results] == ["It's sunny in Paris."]
+    assert [r.content for r in trace_from_spans(list(capture.spans)).tool_results] == ["It's sunny in Paris."]
 
 
 class _Location(BaseModel):
@@ -153,7 +153,7 @@ def test_a_structured_output_is_the_final_answer_as_json(capture: TraceCapture) 
 
     first = load_cassette(OPENINFERENCE / "test_openai_agent_and_llm_spans_v2.yaml")[:1]
     assert _replay(first, run) == _Location(city="Chicago", country="USA")
-    output = capture.trace.output
+    output = trace_from_spans(list(capture.spans)).output
     assert output.final_answer == '{"city":"Chicago","country":"USA"}'
     assert output.structured == {"city": "Chicago", "country": "USA"}
 
@@ -196,3 +196,34 @@ def _turns(capture: TraceCapture) -> list[Trace]:
         by_trace.setdefault(span.context.trace_id, []).append(span)
     traces = [trace_from_spans(spans) for spans in by_trace.values()]
     return sorted(traces, key=lambda t: t.started_at)
+
+
+def test_a_run_paused_for_approval_and_its_resume(capture: TraceCapture) -> None:
+    """Turn 1 stops at the call needing approval (no answer); turn 2 runs it, then the model answers.
+
+    Turn 2's tool span runs before its model call, which is sent turn 1's call and the result again: one call,
+    one result, in the order they happened.
+    """
+
+    async def run(model: OpenAIChatModel) -> str:
+        agent = Agent(model, name="weather", output_type=[str, DeferredToolRequests])
+
+        @agent.tool_plain(requires_approval=True)
+        def get_weather(city: str) -> str:
+            return f"It's sunny in {city}."
+
+        first = await agent.run("What's the weather in Paris?")
+        assert isinstance(first.output, DeferredToolRequests)
+        approvals = DeferredToolResults(approvals={call.tool_call_id: True for call in first.output.approvals})
+        second = await agent.run(message_history=first.all_messages(), deferred_tool_results=approvals)
+        return str(second.output)
+
+    assert _replay(load_cassette(WEATHER), run) == "The weather in Paris is sunny."
+    paused, resumed = _turns(capture)
+    assert paused.output.final_answer is None  # waiting for approval: nothing answered yet
+    assert [c.name for c in paused.tool_calls] == ["get_weather"] and paused.tool_results == []
+    assert [(c.id, c.name) for c in resumed.tool_calls] == [(CALL_ID, "get_weather")]
+    assert [(r.tool_call_id, r.content) for r in resumed.tool_results] == [(CALL_ID, "It's sunny in Paris.")]
+    assert [m.role for m in resumed.messages] == ["user", "assistant", "tool", "assistant"]
+    assert resumed.tool_calls[0].started_at is not None  # the tool span's start
+    assert resumed.output.final_answer == "The weather in Paris is sunny."

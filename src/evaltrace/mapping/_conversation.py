@@ -141,6 +141,7 @@ class Conversation:
                 self._add_step(span, outputs)
                 return
             candidate = system + inputs
+        self._adopt(candidate)
         keys = self._keys()
         fresh, candidate = _fresh_system(candidate, keys)
         wanted = [message_key(m) for m in candidate]
@@ -148,6 +149,17 @@ class Conversation:
         self.messages.extend(candidate[repeated_prefix(keys, wanted) :])
         self.messages.extend(outputs)
         self._add_step(span, outputs)
+
+    def _adopt(self, inputs: list[TraceMessage]) -> None:
+        """Let the input's copies of calls tool spans appended stand for them (a run resumed after an approval)."""
+        for message in self._tools.adopt(self.messages, inputs):
+            self._key_cache.pop(id(message), None)  # no longer kept alive: its id() may be reused
+            call = message.tool_call
+            if call is not None and id(call) in self._own:  # the copy in the input is the call this trace ran
+                self._own.discard(id(call))
+                self._own.update(
+                    id(m.tool_call) for m in inputs if m.tool_call is not None and m.tool_call.id == call.id
+                )
 
     def _add_step(self, span: ReadableSpan, outputs: list[TraceMessage]) -> None:
         self.steps.append((span, outputs))

@@ -27,6 +27,8 @@ class ToolPlacer:
         # id() of the calls whose (last) tool span ended in error: their result is an error, whatever text the model
         # was sent for it (a retry prompt, the failure's description)
         self.failed: set[int] = set()
+        # Calls appended by their tool span (no model call had asked for them yet), by id(): their last result.
+        self.appended: dict[int, Any] = {}
 
     def add(self, messages: list[TraceMessage], span: ReadableSpan) -> ToolCall:
         """Stamp the call ``span`` executed with its start time, or append it to ``messages`` as call and result.
@@ -43,6 +45,8 @@ class ToolPlacer:
             # the model asked for, so one call here; the result that arrived last is the one it was given.
             again.started_at = again.started_at or call.started_at
             self._mark(again, failed)
+            if result is not MISSING and id(again) in self.appended:
+                self.appended[id(again)] = result
             if result is not MISSING:
                 answer = self.answers.get(id(again))
                 if answer is not None:  # appended with the call: its message takes the new result
@@ -62,6 +66,7 @@ class ToolPlacer:
         self._mark(call, failed)
         # Claimed at once: a later identical span (a repeated call) is a call of its own, not this one again.
         self.matched.add(id(call))
+        self.appended[id(call)] = result
         if call.id:
             self.by_id[call.id] = call
         if result is not MISSING:
@@ -95,6 +100,42 @@ class ToolPlacer:
             result = failure(result if result is not MISSING else _raised(span))
         call = ToolCall(id=call_id, name=name, arguments=tool_arguments(args), started_at=timestamp(span.start_time))
         return call, result
+
+    def adopt(self, messages: list[TraceMessage], inputs: list[TraceMessage]) -> list[TraceMessage]:
+        """Give the calls tool spans appended to the copies a model call's input (``inputs``) holds of them.
+
+        A run resumed after an approval (or an external tool's result) runs the call before its first model call,
+        which is then sent the history with that call and its result in their place. The appended call and its
+        result message are taken out of ``messages``; the input's copy of the call takes the span's start time and
+        result (``insert_results`` gives it), so the conversation holds the call once, where it was made.
+
+        Returns:
+            The messages taken out of ``messages``.
+        """
+        removed: list[TraceMessage] = []
+        if not self.appended:
+            return removed
+        for message in inputs:
+            copy = message.tool_call
+            mine = self.by_id.get(copy.id) if copy is not None and copy.id else None
+            if copy is None or mine is None or mine is copy or id(mine) not in self.appended or mine.name != copy.name:
+                continue
+            result = self.appended.pop(id(mine))
+            answer = self.answers.pop(id(mine), None)
+            for index in reversed(range(len(messages))):
+                if messages[index].tool_call is mine or messages[index] is answer:
+                    removed.append(messages.pop(index))
+            self.matched.discard(id(mine))
+            self.matched.add(id(copy))
+            self.by_id[copy.id] = copy  # type: ignore[index]  # copy.id is a non-empty str here
+            copy.started_at = mine.started_at
+            if id(mine) in self.failed:
+                self.failed.discard(id(mine))
+                self.failed.add(id(copy))
+            if answer is not None:
+                self.produced.discard(id(answer))
+            self.pending.append((copy, result))
+        return removed
 
     def _mark(self, call: ToolCall, failed: bool) -> None:
         if failed:

@@ -194,7 +194,7 @@ def _output(
     thinking = "\n\n".join(thoughts) or None
     structured = value if isinstance(value, dict) and not is_truncated(value) else None
     raw = root_attrs.get(key)
-    if key == sc.PYDANTIC_AI_FINAL_RESULT and value is not None and isinstance(raw, str):
+    if key == sc.PYDANTIC_AI_FINAL_RESULT and value is not None and isinstance(raw, str) and not _paused(value):
         # A pydantic-ai run's output (its JSON, for an object, a list or a number) is its answer: the model gave it
         # as an output tool's arguments (no text answer), or as text in another shape (``{"response": ...}``).
         return TraceOutput(final_answer=raw, thinking=thinking, structured=structured)
@@ -202,6 +202,14 @@ def _output(
     if last is None and value not in (MISSING, None) and structured is None and not is_truncated(value):
         last = compact(value)
     return TraceOutput(final_answer=last, thinking=thinking, structured=structured)
+
+
+def _paused(value: Any) -> bool:
+    """Whether a pydantic-ai run's output is its ``DeferredToolRequests``: no answer, calls left waiting.
+
+    They wait for an approval or an external result; the run that resumes them answers.
+    """
+    return isinstance(value, dict) and isinstance(value.get("calls"), list) and isinstance(value.get("approvals"), list)
 
 
 def _answer(final_answer: str | None, thinking: str | None) -> TraceOutput:
