@@ -227,3 +227,79 @@ def test_a_run_paused_for_approval_and_its_resume(capture: TraceCapture) -> None
     assert [m.role for m in resumed.messages] == ["user", "assistant", "tool", "assistant"]
     assert resumed.tool_calls[0].started_at is not None  # the tool span's start
     assert resumed.output.final_answer == "The weather in Paris is sunny."
+
+
+ANTHROPIC = FIXTURES / "anthropic"  # Messages API streams written from Anthropic's documentation (README there)
+
+
+def _anthropic_stream(name: str) -> Recorded:
+    body = (ANTHROPIC / name).read_bytes()
+    return Recorded("POST", "/v1/messages", b"", 200, "OK", [("content-type", "text/event-stream")], body)
+
+
+def _anthropic_replay(interactions: list[Recorded], prompt: str, **settings: Any) -> str:
+    """A pydantic-ai agent on ``AnthropicModel`` (the real anthropic client, which pydantic-ai always streams)."""
+    from anthropic import AsyncAnthropic
+    from pydantic_ai.models.anthropic import AnthropicModel, AnthropicModelSettings
+    from pydantic_ai.providers.anthropic import AnthropicProvider
+
+    async def main(url: str) -> str:
+        client = AsyncAnthropic(base_url=url, api_key="test", max_retries=0)
+        try:
+            agent = Agent(AnthropicModel("claude-sonnet-4-6", provider=AnthropicProvider(anthropic_client=client)))
+
+            @agent.tool_plain
+            def get_weather(location: str) -> str:
+                return "15 degrees, cloudy"
+
+            run = await agent.run(prompt, model_settings=AnthropicModelSettings(**settings))
+            return str(run.output)
+        finally:
+            await client.close()
+
+    with ReplayServer(interactions) as server:
+        return asyncio.run(main(server.url))
+
+
+@pytest.mark.parametrize("sdk_instrumented", [False, True], ids=["anthropic_off", "anthropic_instrumented"])
+def test_an_anthropic_model_run_with_a_tool(capture: TraceCapture, sdk_instrumented: bool) -> None:
+    """A streamed tool use (``input_json_delta`` fragments) then the answer: one model span per request."""
+    pytest.importorskip("anthropic")
+    instrumentor = evaltrace.instrument_anthropic() if sdk_instrumented else None
+    try:
+        output = _anthropic_replay(
+            [_anthropic_stream("stream_tool.sse"), _anthropic_stream("stream_text.sse")],
+            "What's the weather like in San Francisco?",
+        )
+    finally:
+        if instrumentor is not None:
+            instrumentor.uninstrument()
+    assert output == "Hello! How can I help you today?"
+    assert sorted(s.name for s in capture.spans) == [
+        "chat claude-sonnet-4-6",
+        "chat claude-sonnet-4-6",
+        "execute_tool get_weather",
+        "invoke_agent agent",
+    ]
+    trace = trace_from_spans(list(capture.spans))
+    assert [(c.id, c.name, c.arguments) for c in trace.tool_calls] == [
+        ("toolu_01T1x1fJ34qAmk2tNTrN7Up6", "get_weather", {"location": "San Francisco, CA"})
+    ]
+    assert [r.content for r in trace.tool_results] == ["15 degrees, cloudy"]
+    # The text the model said beside its tool call is not the answer; the last call's is.
+    assert trace.output.final_answer == output
+    assert (trace.metrics.token_input, trace.metrics.token_output) == (472 + 25, 89 + 15)  # once per request
+    assert [s.finish_reasons for s in trace.llm_steps or []] == [["tool_call"], ["stop"]]
+
+
+def test_anthropic_extended_thinking_is_the_thinking_never_the_answer(capture: TraceCapture) -> None:
+    pytest.importorskip("anthropic")
+    output = _anthropic_replay(
+        [_anthropic_stream("stream_thinking.sse")],
+        "What is the GCD of 1071 and 462?",
+        anthropic_thinking={"type": "enabled", "budget_tokens": 1024},
+    )
+    trace = trace_from_spans(list(capture.spans))
+    assert trace.output.final_answer == output == "The greatest common divisor of 1071 and 462 is 21."
+    assert trace.output.thinking == "I need to find the GCD of 1071 and 462 using the Euclidean algorithm."
+    assert (trace.metrics.token_input, trace.metrics.token_output) == (1232, 190)  # 1200 of them read from cache
