@@ -303,3 +303,62 @@ def test_anthropic_extended_thinking_is_the_thinking_never_the_answer(capture: T
     assert trace.output.final_answer == output == "The greatest common divisor of 1071 and 462 is 21."
     assert trace.output.thinking == "I need to find the GCD of 1071 and 462 using the Euclidean algorithm."
     assert (trace.metrics.token_input, trace.metrics.token_output) == (1232, 190)  # 1200 of them read from cache
+
+
+def test_a_run_stopped_by_a_usage_limit_is_an_error(capture: TraceCapture) -> None:
+    from pydantic_ai.usage import UsageLimits
+
+    async def run(model: OpenAIChatModel) -> str:
+        agent = Agent(model, name="weather")
+        agent.tool_plain(name="get_weather")(lambda city: f"It's sunny in {city}.")
+        return (await agent.run("What's the weather in Paris?", usage_limits=UsageLimits(request_limit=1))).output
+
+    with pytest.raises(Exception, match="request_limit of 1") as raised:
+        _replay(load_cassette(WEATHER), run)
+    assert type(raised.value).__name__ == "UsageLimitExceeded"
+    trace = trace_from_spans(list(capture.spans))
+    assert trace.error is not None and "UsageLimitExceeded" in trace.error.message
+    assert trace.output.final_answer is None
+    assert [c.name for c in trace.tool_calls] == ["get_weather"]
+    assert (trace.metrics.token_input, trace.metrics.token_output) == (43, 14)  # the one request made
+
+
+# Streamed Chat Completions (OpenTelemetry's openai instrumentation tests, tests/fixtures/openai-cassettes): two
+# parallel get_current_weather calls in fragments, then a streamed answer.
+STREAMS = FIXTURES / "openai-cassettes" / "otel-contrib"
+
+
+@pytest.mark.parametrize("how", ["run_stream", "iter", "run_stream_events"])
+def test_streamed_runs_map_as_a_run_does(capture: TraceCapture, how: str) -> None:
+    prompt = "What's the weather in Seattle and San Francisco?"
+
+    async def run(model: OpenAIChatModel) -> str:
+        agent = Agent(model, name="weather")
+        agent.tool_plain(name="get_current_weather")(lambda location: f"Rainy in {location}")
+        if how == "run_stream":
+            async with agent.run_stream(prompt) as streamed:
+                return str(await streamed.get_output())
+        if how == "iter":
+            async with agent.iter(prompt) as graph_run:
+                async for node in graph_run:
+                    if Agent.is_model_request_node(node):
+                        async with node.stream(graph_run.ctx) as events:
+                            async for _ in events:
+                                pass
+            assert graph_run.result is not None
+            return str(graph_run.result.output)
+        async with agent.run_stream_events(prompt) as stream:
+            return str([event async for event in stream][-1].result.output)  # type: ignore[attr-defined]
+
+    streams = load_cassette(STREAMS / "test_async_chat_completion_multiple_tools_streaming_with_content.yaml")
+    streams += load_cassette(STREAMS / "test_async_chat_completion_streaming.yaml")
+    assert _replay(streams, run) == "This is a test."
+    trace = trace_from_spans(list(capture.spans))
+    assert [(c.name, c.arguments) for c in trace.tool_calls] == [
+        ("get_current_weather", {"location": "Seattle, WA"}),
+        ("get_current_weather", {"location": "San Francisco, CA"}),
+    ]
+    assert [r.content for r in trace.tool_results] == ["Rainy in Seattle, WA", "Rainy in San Francisco, CA"]
+    assert trace.output.final_answer == "This is a test."
+    assert (trace.metrics.token_input, trace.metrics.token_output) == (75 + 12, 51 + 5)
+    assert trace.metrics.latency_first_token_ms is not None
