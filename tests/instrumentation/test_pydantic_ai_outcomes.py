@@ -178,7 +178,7 @@ def test_a_follow_up_turn_with_message_history(capture: TraceCapture) -> None:
     assert [[c.name for c in t.tool_calls] for t in turns] == [["get_weather"], []]
     assert [t.output.final_answer for t in turns] == [
         "The weather in Paris is sunny.",
-        plain[0].response_json()["choices"][0]["message"]["content"],
+        "Hello! How can I assist you today?",
     ]
     assert turns[1].input == {"input": "Say hello."}
     (called,) = evaluate(turns[1], ToolCalled("get_weather"))
