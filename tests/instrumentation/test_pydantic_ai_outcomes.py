@@ -362,3 +362,39 @@ def test_streamed_runs_map_as_a_run_does(capture: TraceCapture, how: str) -> Non
     assert trace.output.final_answer == "This is a test."
     assert (trace.metrics.token_input, trace.metrics.token_output) == (75 + 12, 51 + 5)
     assert trace.metrics.latency_first_token_ms is not None
+
+
+def test_turns_are_grouped_by_the_session_the_application_names() -> None:
+    """pydantic-ai's conversation id is not a session (it makes one up per fresh run); ``evaltrace.context`` is."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from evaltrace.context import ContextAttributesProcessor
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(ContextAttributesProcessor())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+
+    async def run(model: OpenAIChatModel) -> str:
+        agent = Agent(model, name="weather")
+        agent.tool_plain(name="get_weather")(lambda city: f"It's sunny in {city}.")
+        with evaltrace.context(session_id="chat-1"):
+            first = await agent.run("What's the weather in Paris?")
+        with evaltrace.context(session_id="chat-1"):
+            second = await agent.run("Say hello.", message_history=first.all_messages())
+        assert second.conversation_id == first.conversation_id
+        return second.output
+
+    previous = settings.replace(settings.CaptureSettings(capture_content=True))
+    evaltrace.instrument_pydantic_ai(tracer_provider=provider)
+    try:
+        plain = load_cassette(OPENINFERENCE / "test_openai_agent_plain_text_output_v2.yaml")
+        _replay(load_cassette(WEATHER) + plain, run)
+    finally:
+        evaltrace.uninstrument_pydantic_ai()
+        settings.replace(previous)
+    spans = exporter.get_finished_spans()
+    assert len({s.context.trace_id for s in spans}) == 2
+    assert {(s.attributes or {}).get("session.id") for s in spans} == {"chat-1"}
