@@ -152,14 +152,12 @@ class Conversation:
 
     def _adopt(self, inputs: list[TraceMessage]) -> None:
         """Let the input's copies of calls tool spans appended stand for them (a run resumed after an approval)."""
-        for message in self._tools.adopt(self.messages, inputs):
-            self._key_cache.pop(id(message), None)  # no longer kept alive: its id() may be reused
-            call = message.tool_call
-            if call is not None and id(call) in self._own:  # the copy in the input is the call this trace ran
-                self._own.discard(id(call))
-                self._own.update(
-                    id(m.tool_call) for m in inputs if m.tool_call is not None and m.tool_call.id == call.id
-                )
+        for adoption in self._tools.adopt(self.messages, inputs):
+            for message in adoption.removed:
+                self._key_cache.pop(id(message), None)  # no longer kept alive: its id() may be reused
+            if id(adoption.call) in self._own:  # the adopted copy is the call this trace ran; other copies are history
+                self._own.discard(id(adoption.call))
+                self._own.add(id(adoption.copy))
 
     def _add_step(self, span: ReadableSpan, outputs: list[TraceMessage]) -> None:
         self.steps.append((span, outputs))

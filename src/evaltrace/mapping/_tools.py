@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
@@ -12,6 +12,14 @@ from evaltrace.mapping import conventions
 from evaltrace.mapping._messages import tool_arguments, tool_content
 from evaltrace.mapping._spans import MISSING, attrs, compact, json_attr, timestamp
 from evaltrace.schema import ToolCall, TraceMessage
+
+
+class Adoption(NamedTuple):
+    """A call a tool span appended, and the copy of it a later model call's input holds, which stands for it."""
+
+    call: ToolCall
+    copy: ToolCall
+    removed: list[TraceMessage]  # the call's message and its result message, taken out of the conversation
 
 
 class ToolPlacer:
@@ -101,7 +109,7 @@ class ToolPlacer:
         call = ToolCall(id=call_id, name=name, arguments=tool_arguments(args), started_at=timestamp(span.start_time))
         return call, result
 
-    def adopt(self, messages: list[TraceMessage], inputs: list[TraceMessage]) -> list[TraceMessage]:
+    def adopt(self, messages: list[TraceMessage], inputs: list[TraceMessage]) -> list[Adoption]:
         """Give the calls tool spans appended to the copies a model call's input (``inputs``) holds of them.
 
         A run resumed after an approval (or an external tool's result) runs the call before its first model call,
@@ -109,25 +117,29 @@ class ToolPlacer:
         result message are taken out of ``messages``; the input's copy of the call takes the span's start time and
         result (``insert_results`` gives it), so the conversation holds the call once, where it was made.
 
+        The copy is the input's latest call with the same id and tool name (and the same arguments, when both
+        recorded some): some servers number call ids per response (``call_0``), so an earlier turn's call in the
+        history may share the id of the call this run made. Each call adopts one copy, each copy one call.
+
         Returns:
-            The messages taken out of ``messages``.
+            Each call taken out of ``messages``, the input's copy standing for it, and the messages removed.
         """
-        removed: list[TraceMessage] = []
+        adopted: list[Adoption] = []
         if not self.appended:
-            return removed
-        for message in inputs:
-            copy = message.tool_call
-            mine = self.by_id.get(copy.id) if copy is not None and copy.id else None
-            if copy is None or mine is None or mine is copy or id(mine) not in self.appended or mine.name != copy.name:
+            return adopted
+        mine_calls = [m.tool_call for m in messages if m.tool_call is not None and id(m.tool_call) in self.appended]
+        for mine in mine_calls:
+            copy = self._copy_of(mine, inputs)
+            if copy is None:
                 continue
             result = self.appended.pop(id(mine))
             answer = self.answers.pop(id(mine), None)
-            for index in reversed(range(len(messages))):
-                if messages[index].tool_call is mine or messages[index] is answer:
-                    removed.append(messages.pop(index))
+            removed = [m for m in messages if m.tool_call is mine or m is answer]
+            messages[:] = [m for m in messages if m.tool_call is not mine and m is not answer]
             self.matched.discard(id(mine))
             self.matched.add(id(copy))
-            self.by_id[copy.id] = copy  # type: ignore[index]  # copy.id is a non-empty str here
+            if self.by_id.get(mine.id or "") is mine:
+                self.by_id[mine.id] = copy  # type: ignore[index]  # mine.id is a non-empty str here
             copy.started_at = mine.started_at
             if id(mine) in self.failed:
                 self.failed.discard(id(mine))
@@ -135,7 +147,25 @@ class ToolPlacer:
             if answer is not None:
                 self.produced.discard(id(answer))
             self.pending.append((copy, result))
-        return removed
+            adopted.append(Adoption(mine, copy, removed))
+        return adopted
+
+    def _copy_of(self, mine: ToolCall, inputs: list[TraceMessage]) -> ToolCall | None:
+        """The input's latest copy of ``mine`` not adopted yet: same id, tool name and (if both have some) arguments."""
+        if not mine.id:
+            return None
+        for message in reversed(inputs):
+            copy = message.tool_call
+            if (
+                copy is not None
+                and copy is not mine
+                and copy.id == mine.id
+                and copy.name == mine.name
+                and (copy.arguments == mine.arguments or not copy.arguments or not mine.arguments)
+                and id(copy) not in self.matched
+            ):
+                return copy
+        return None
 
     def _mark(self, call: ToolCall, failed: bool) -> None:
         if failed:
