@@ -147,6 +147,9 @@ OPENAI_AGENTS_TRACE_ID: Final = "openai_agents.trace.id"  # the SDK's own trace 
 # --- pydantic-ai (its agent run span; read by the mapping) ----------------------------------------------
 PYDANTIC_AI_ALL_MESSAGES: Final = "pydantic_ai.all_messages"  # JSON: the run's messages, GenAI parts
 PYDANTIC_AI_FINAL_RESULT: Final = "final_result"  # the run's output (text, or JSON of a structured output)
+# Set on a tool span whose tool deferred (ApprovalRequired, CallDeferred): the run waits for it, nothing failed.
+# Instrumentation versions below 5 also end such a span in error.
+PYDANTIC_AI_TOOL_DEFERRAL_NAME: Final = "pydantic_ai.tool.deferral.name"
 PYDANTIC_AI_OPERATION_COST: Final = "operation.cost"  # a model request's cost in USD (genai-prices), its chat span
 PYDANTIC_AI_REASONING_TOKENS: Final = "gen_ai.usage.details.reasoning_tokens"  # the provider's usage detail
 # Time to first chunk of a streamed request, in seconds, under the metric's name (gen_ai.response.* in ours).

@@ -44,8 +44,7 @@ class ToolPlacer:
         Returns:
             The call the span executed, as it stands in ``messages`` (the matched one, or the one appended).
         """
-        call, result = self._read(span)
-        failed = span.status.status_code is StatusCode.ERROR
+        call, result, failed = self._read(span)
         matched = self._match(messages, call)
         again = self._claimed_by_id(call) if matched is None else None
         if again is not None:
@@ -85,8 +84,8 @@ class ToolPlacer:
             self.produced.add(id(answer))
         return call
 
-    def _read(self, span: ReadableSpan) -> tuple[ToolCall, Any]:
-        """Return the call a tool span made and its result (``MISSING`` when it recorded none)."""
+    def _read(self, span: ReadableSpan) -> tuple[ToolCall, Any, bool]:
+        """Return the call a tool span made, its result (``MISSING`` when it recorded none) and whether it failed."""
         span_attrs = attrs(span)
         foreign = conventions.tool_run(span_attrs) or conventions.ToolRun()  # OpenInference, OpenLLMetry, Vercel
         name = span_attrs.get(sc.GEN_AI_TOOL_NAME)
@@ -104,10 +103,13 @@ class ToolPlacer:
             result = foreign.result
         if result is MISSING:
             result = json_attr(span, sc.OUTPUT_VALUE, self.notes)
-        if span.status.status_code is StatusCode.ERROR:
+        # A deferred tool (waiting for an approval or an external result) did not fail, though pydantic-ai's
+        # instrumentation versions below 5 end its span in error: it has no result yet.
+        failed = span.status.status_code is StatusCode.ERROR and sc.PYDANTIC_AI_TOOL_DEFERRAL_NAME not in span_attrs
+        if failed:
             result = failure(result if result is not MISSING else _raised(span))
         call = ToolCall(id=call_id, name=name, arguments=tool_arguments(args), started_at=timestamp(span.start_time))
-        return call, result
+        return call, result, failed
 
     def adopt(self, messages: list[TraceMessage], inputs: list[TraceMessage]) -> list[Adoption]:
         """Give the calls tool spans appended to the copies a model call's input (``inputs``) holds of them.
@@ -247,8 +249,9 @@ def _raised(span: ReadableSpan) -> str:
         if event.name == sc.EXCEPTION_EVENT:
             event_attrs = event.attributes or {}
             kind, message = event_attrs.get(sc.EXCEPTION_TYPE), event_attrs.get(sc.EXCEPTION_MESSAGE)
+            kind = str(kind).rsplit(".", 1)[-1] if kind else ""  # the class name, as the exception's repr shows it
             if kind and message:
-                return f"{str(kind).rsplit('.', 1)[-1]}: {message}"
+                return f"{kind}: {message}"
             if kind or message:
                 return str(message or kind)
     return ""

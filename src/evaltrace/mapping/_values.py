@@ -194,7 +194,11 @@ def _output(
     thinking = "\n\n".join(thoughts) or None
     structured = value if isinstance(value, dict) and not is_truncated(value) else None
     raw = root_attrs.get(key)
-    if key == sc.PYDANTIC_AI_FINAL_RESULT and value is not None and isinstance(raw, str) and not _paused(value):
+    if key == sc.PYDANTIC_AI_FINAL_RESULT and _paused(value):
+        # Paused for approvals or external results: nothing answered yet, whatever the model wrote beside its calls
+        # (Anthropic models often say what they are about to do). The requests stay the structured output.
+        return TraceOutput(final_answer=None, thinking=thinking, structured=structured)
+    if key == sc.PYDANTIC_AI_FINAL_RESULT and value is not None and isinstance(raw, str):
         # A pydantic-ai run's output (its JSON, for an object, a list or a number) is its answer: the model gave it
         # as an output tool's arguments (no text answer), or as text in another shape (``{"response": ...}``).
         return TraceOutput(final_answer=raw, thinking=thinking, structured=structured)
