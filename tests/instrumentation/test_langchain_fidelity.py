@@ -23,6 +23,7 @@ from opentelemetry.trace import StatusCode
 from pydantic import BaseModel
 
 from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette
+from evaltrace.mapping import trace_from_spans
 
 pytestmark = [
     pytest.mark.usefixtures("provider", "capture"),
@@ -246,6 +247,9 @@ def test_a_tool_that_returns_an_error_message_is_a_failed_tool_span(exporter: In
     assert attrs["gen_ai.tool.call.id"] == CALL_ID
     assert json.loads(attrs["gen_ai.tool.call.result"]) == "no station in London"
     assert one(spans, "invoke_agent LangGraph").status.status_code is StatusCode.UNSET  # the agent carried on
+    # Evaluators see an error result (ToolErrorRate counts it), keeping the text the model was sent
+    results = trace_from_spans(spans).tool_results
+    assert [(r.tool_call_id, r.content) for r in results] == [(CALL_ID, {"error": "no station in London"})]
 
 
 def test_a_tool_that_returns_a_command_records_the_tool_message_it_adds(exporter: InMemorySpanExporter) -> None:

@@ -239,6 +239,10 @@ def test_a_tool_that_raises_is_an_error_span_and_the_run_goes_on(capture: TraceC
     assert (span.attributes or {})[sc.ERROR_TYPE] == sc.ERROR_TYPE_OTHER
     assert (span.attributes or {})[sc.GEN_AI_TOOL_CALL_ID] == "call_OpJ32C09GImFzxYLe01MiOOd"
     assert [c.name for c in capture.trace.tool_calls] == ["tool"]
+    # An error result, with the text the model was sent for it (the SDK's failure message)
+    assert [(r.tool_call_id, r.content) for r in capture.trace.tool_results] == [
+        ("call_OpJ32C09GImFzxYLe01MiOOd", {"error": "An error occurred while running the tool. Please try again."})
+    ]
 
 
 def test_input_guardrail_span_under_the_agent(capture: TraceCapture, openai_on: bool) -> None:
