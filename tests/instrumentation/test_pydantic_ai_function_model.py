@@ -1,4 +1,4 @@
-"""pydantic-ai runs that wait for approval: paused, deferred by the tool itself, resumed and failing on resume.
+"""pydantic-ai runs that wait for approval (paused, deferred by the tool, failing on resume) and structured outputs.
 
 Real pydantic-ai agents on pydantic-ai's ``FunctionModel`` (the model's responses written in the test, no network),
 traced by ``instrument_pydantic_ai()`` and mapped as the pipeline maps them.
@@ -7,6 +7,7 @@ traced by ``instrument_pydantic_ai()`` and mapped as the pipeline maps them.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -14,10 +15,21 @@ import pytest
 
 pytest.importorskip("pydantic_ai")
 
-from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ModelRetry, RunContext
+from pydantic import BaseModel
+from pydantic_ai import (
+    Agent,
+    DeferredToolRequests,
+    DeferredToolResults,
+    ModelRetry,
+    NativeOutput,
+    PromptedOutput,
+    RunContext,
+    ToolOutput,
+)
 from pydantic_ai.exceptions import ApprovalRequired, ToolFailed
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.profiles import ModelProfile
 
 import evaltrace
 from evaltrace._internal import settings
@@ -149,3 +161,43 @@ def test_a_tool_raising_an_exception_without_a_message_gives_its_class_name(capt
     with pytest.raises(_Timeout):
         asyncio.run(agent.run("Weather in Paris?"))
     assert [r.content for r in trace_from_spans(list(capture.spans)).tool_results] == [{"error": "_Timeout"}]
+
+
+def _answers_with(value: Any) -> Callable[[list[ModelMessage], AgentInfo], ModelResponse]:
+    """A model answering ``value`` as the output mode asks: ``final_result``'s arguments, or JSON text."""
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if info.output_tools:
+            return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, value)])
+        return ModelResponse(parts=[TextPart(json.dumps(value))])
+
+    return model
+
+
+class _City(BaseModel):
+    city: str
+    country: str
+
+
+@pytest.mark.parametrize("mode", [ToolOutput, NativeOutput, PromptedOutput])
+@pytest.mark.parametrize(
+    ("output_type", "written", "answer"),
+    [
+        (list[str], {"response": ["Chicago", "Paris"]}, '["Chicago","Paris"]'),
+        (int, {"response": 42}, "42"),
+        (_City, {"city": "Chicago", "country": "USA"}, '{"city":"Chicago","country":"USA"}'),
+    ],
+    ids=["list", "number", "object"],
+)
+def test_a_structured_output_in_every_output_mode_is_its_json(
+    capture: TraceCapture, mode: Any, output_type: Any, written: Any, answer: str
+) -> None:
+    """A list or number is wrapped as ``{"response": ...}`` for the model; the run's output is the value itself."""
+    evaltrace.instrument_pydantic_ai()
+    profile = ModelProfile(supports_json_schema_output=True, supports_json_object_output=True)
+    agent = Agent(FunctionModel(_answers_with(written), profile=profile), output_type=mode(output_type))
+    asyncio.run(agent.run("Name the windy city."))
+    output = trace_from_spans(list(capture.spans)).output
+    assert output.final_answer == answer
+    value = json.loads(answer)
+    assert output.structured == (value if isinstance(value, dict) else None)  # an object only
