@@ -87,6 +87,9 @@ def test_a_tool_asking_the_model_to_retry_is_a_failed_call(capture: TraceCapture
     assert [(r.tool_call_id, r.content) for r in trace.tool_results] == [
         (CALL_ID, {"error": "City not found, try again with the country"})
     ]
+    # The messages hold what the model was sent for the call: pydantic-ai's retry prompt, not an error object
+    (sent,) = [m.content for m in trace.messages if m.role == "tool"]
+    assert isinstance(sent, str) and sent.startswith("City not found, try again with the country")
     assert trace.error is None  # the run itself succeeded
     rate, called = evaluate(trace, ToolErrorRate(threshold=0.0), ToolCalled("get_weather"))
     assert (rate.passed, rate.score) == (False, 1.0)

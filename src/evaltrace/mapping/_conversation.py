@@ -176,6 +176,9 @@ class Conversation:
         ``messages`` (what the model was sent) but are not this trace's, so a turn that called no tool does not
         pass ``ToolCalled`` on an earlier turn's call, and a conversation counts each call once.
 
+        The result of a call whose tool span failed is an error result (``{"error": ...}``), though the message the
+        model was sent for it (a retry prompt, the failure's text) stays in ``messages`` as it was sent.
+
         Limit: a call whose model call recorded no output (an error, content not captured) and which appears only
         in a later call's input is not counted, as nothing tells it from history.
         """
@@ -198,7 +201,15 @@ class Conversation:
                     ids.add(call.id)
                 else:
                     names.add(call.name)
-        return derive_tool_views(kept)
+        calls, results = derive_tool_views(kept)
+        errors = self._tools.errors
+        if errors:  # one result per tool message, in order: a failed call's is an error, whatever the model was sent
+            answers = [m for m in kept if m.role == "tool"]
+            results = [
+                ToolResult(tool_call_id=r.tool_call_id, name=r.name, content=errors[id(m)]) if id(m) in errors else r
+                for m, r in zip(answers, results, strict=True)
+            ]
+        return calls, results
 
     def finish(self) -> list[TraceMessage]:
         """Insert the results of executed calls that no tool message answers; return the messages."""

@@ -37,6 +37,9 @@ class ToolPlacer:
         self.failed: set[int] = set()
         # Calls appended by their tool span (no model call had asked for them yet), by id(): their last result.
         self.appended: dict[int, Any] = {}
+        # id() of a tool message a model was sent for a failed call -> the error result the tool result views give
+        # (the message keeps what the model was sent: ``messages`` is the conversation as it happened).
+        self.errors: dict[int, dict[str, Any]] = {}
 
     def add(self, messages: list[TraceMessage], span: ReadableSpan) -> ToolCall:
         """Stamp the call ``span`` executed with its start time, or append it to ``messages`` as call and result.
@@ -208,8 +211,9 @@ class ToolPlacer:
         """Insert the results of executed calls that no tool message answers, after the call's tool messages.
 
         The tool message answering a call whose span failed (a later model call's input: what the model was sent
-        for it) is made an error result: a tool that raised, asked the model to retry or was given arguments its
-        schema refused did not return, whatever text the model got in its place.
+        for it) stays as sent, and its result in the tool result views is an error (``errors``): a tool that raised,
+        asked the model to retry or was given arguments its schema refused did not return, whatever text the model
+        got in its place.
         """
         for call, result in self.pending:
             index = next((i for i, m in enumerate(messages) if m.tool_call is call), None)
@@ -218,7 +222,7 @@ class ToolPlacer:
             answer = next((m for m in messages[index + 1 :] if m.role == "tool" and _answers(m, call)), None)
             if answer is not None:
                 if id(call) in self.failed:
-                    answer.content = failure(answer.content)
+                    self.errors[id(answer)] = failure(answer.content)
                 continue
             after = index + 1
             while after < len(messages) and messages[after].role == "tool":

@@ -248,7 +248,8 @@ class Trace(VersionedModel):
     * ``tool_calls``/``tool_results`` are views of ``messages``: when not supplied they are derived from all the
       messages; supplied lists, empty ones included, are kept as given. The mapping supplies them without the
       calls and results of the history a multi-turn input repeats (a turn's tool calls are the ones it made), and
-      a stored Trace read back keeps them so. Adapters that have no messages may set them too.
+      with an error result (``{"error": ...}``) for a call whose tool span failed, where ``messages`` keeps the
+      text the model was sent for it; a stored Trace read back keeps them so. Adapters that have no messages may set them too.
     * ``error`` is set if and only if the system raised; its ``type`` is one of the four TraceError types.
     * ``output.thinking`` is never part of ``output.final_answer``.
     """
