@@ -129,3 +129,17 @@ def test_a_resumed_call_that_failed_then_succeeded_has_the_last_result(spans: Sp
     result = trace_from_spans(spans.finished())
     assert [(c.id, c.started_at) for c in result.tool_calls] == [("call_1", at(1))]
     assert [(r.tool_call_id, r.content) for r in result.tool_results] == [("call_1", "rainy")]
+
+
+def test_a_call_is_not_adopted_by_an_earlier_turns_call_of_the_same_tool_with_other_arguments(spans: Spans) -> None:
+    """The tool ran before the model call, which was sent only the earlier turn: its call_0 is Paris's, not this."""
+    root = spans.start("invoke_agent a", agent(), 0)
+    spans.span("execute_tool get_weather", tool("get_weather", {"city": "London"}, "rainy", "call_0"), 1, 2, root)
+    _chat(spans, [*EARLIER_TURN, _user("And London?")], [_said("Rainy.")], 3, root)
+    root.end(end_time=T0_NS + 5_000_000)
+    result = trace_from_spans(spans.finished())
+    assert [(c.arguments, c.started_at) for c in result.tool_calls] == [({"city": "London"}, at(1))]
+    paris = next(
+        m.tool_call for m in result.messages if m.tool_call is not None and m.tool_call.arguments["city"] == "Paris"
+    )
+    assert paris.started_at is None  # history: no span of this trace ran it
