@@ -41,6 +41,7 @@ from evaltrace._internal.jsonutil import capped_json, capped_text, loads_or_raw
 from evaltrace._internal.openai.parts import field
 from evaltrace._internal.tracing import LLM_SUPPRESSION_KEYS, get_tracer
 from evaltrace.instrumentation.openai_agents import _attributes as attributes
+from evaltrace.instrumentation.openai_agents._sessions import current_session_id, session_attributes
 
 # Set inside a model span we record: other LLM instrumentations (ours included) then record no second span.
 _SUPPRESS_LLM_KEY = LLM_SUPPRESSION_KEYS[2]
@@ -49,7 +50,7 @@ _SUPPRESS_LLM_KEY = LLM_SUPPRESSION_KEYS[2]
 class _Open:
     """An SDK span or trace we are following: its OTel span (None: passed through) and its children's context."""
 
-    __slots__ = ("asked", "attached", "context", "parent", "span", "token")
+    __slots__ = ("asked", "attached", "context", "parent", "session", "span", "token")
 
     def __init__(self, span: Span | None, context: Context, parent: _Open | None = None) -> None:
         self.span = span
@@ -58,6 +59,7 @@ class _Open:
         self.token: Token[Context] | None = None
         self.attached: Context | None = None
         self.asked = True  # no input.value to set, or set already; False on workflow and agent spans until set
+        self.session: str | None = None  # the Agents Session id recorded on it (workflow spans)
 
 
 def _openai_instrumented() -> bool:
@@ -147,10 +149,14 @@ class EvaltraceTracingProcessor(TracingProcessor):
                 exported.get("metadata"),
                 str(trace.trace_id),
             )
+            session_id = current_session_id()
+            if session_id is not None:  # the run opened this trace: its session is the workflow's
+                attrs.update(session_attributes(session_id))
             parent = get_current()
             span = get_tracer().start_span(name, context=parent, kind=SpanKind.INTERNAL, attributes=attrs)
             entry = _Open(span, set_span_in_context(span, parent))
             entry.asked = False
+            entry.session = session_id
             self._traces[trace.trace_id] = entry
 
     def on_trace_end(self, trace: Any) -> None:
@@ -183,6 +189,10 @@ class EvaltraceTracingProcessor(TracingProcessor):
                 name, attrs = attributes.span_start(data)
                 if streamed:
                     attrs[sc.GEN_AI_REQUEST_STREAM] = True
+                session_id = current_session_id() if data.type == attributes.AGENT else None
+                if session_id is not None:
+                    attrs.update(session_attributes(session_id))
+                    self._session_on_workflow(span.trace_id, session_id)
                 kind = SpanKind.CLIENT if is_model else SpanKind.INTERNAL
                 otel_span = get_tracer().start_span(name, context=parent, kind=kind, attributes=attrs)
                 context = set_span_in_context(otel_span, parent)
@@ -193,6 +203,14 @@ class EvaltraceTracingProcessor(TracingProcessor):
             self._spans[span.span_id] = entry  # from here on_span_end ends it
             entry.attached = entry.context
             entry.token = attach(entry.context)
+
+    def _session_on_workflow(self, trace_id: str, session_id: str) -> None:
+        """Name the session on a workflow span opened before the run (``with trace(...)``), once, when it has none."""
+        workflow = self._traces.get(trace_id)
+        if workflow is None or workflow.span is None or workflow.session is not None:
+            return
+        workflow.session = session_id
+        workflow.span.set_attributes(session_attributes(session_id, getattr(workflow.span, "attributes", None)))
 
     def on_span_end(self, span: Any) -> None:
         """Record what the SDK span learnt, end its OTel span and restore the context it replaced."""

@@ -1,0 +1,278 @@
+"""Agents SDK Sessions (``Runner.run(..., session=SQLiteSession(...))``): a session's turns are one conversation.
+
+The real SDK runs against a real ``AsyncOpenAI`` client served by ReplayServer on 127.0.0.1 (Responses bodies
+built and validated with the ``openai`` SDK's own types, as in test_openai_agents_steps.py), with the SDK's own
+in-memory ``SQLiteSession``. The live tests go through ``configure()``'s real pipeline with a session-scope
+evaluator: the Conversation it judges is evaltrace's own grouping of the traces by ``session.id``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("agents")
+
+from agents import Agent, Runner, SQLiteSession, set_default_openai_client, set_trace_processors, trace
+from agents.models import _openai_shared
+from openai import AsyncOpenAI
+from openai.types.responses import Response
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import evaltrace
+from cassettes import Recorded, ReplayServer
+from evaltrace._internal import semconv as sc
+from evaltrace._internal import settings
+from evaltrace.evaluation import EvaluatorSpec, evaluator
+from evaltrace.instrumentation.openai_agents import _registered_processors
+from evaltrace.schema import EvaluationResult
+from evaltrace.schema.conversation import Conversation
+from evaltrace.testing import TraceCapture, capture_traces
+
+_JSON = [("content-type", "application/json")]
+
+
+def _answer(response_id: str, text: str) -> Recorded:
+    body = {
+        "id": response_id,
+        "object": "response",
+        "created_at": 1,
+        "model": "gpt-4o-2024-08-06",
+        "output": [
+            {
+                "type": "message",
+                "id": f"msg_{response_id}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        ],
+        "parallel_tool_calls": True,
+        "tool_choice": "auto",
+        "tools": [],
+        "status": "completed",
+        "usage": {
+            "input_tokens": 10,
+            "output_tokens": 5,
+            "total_tokens": 15,
+            "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        },
+    }
+    payload = Response.model_validate(body).model_dump_json().encode()
+    return Recorded("POST", "/v1/responses", b"", 200, "OK", _JSON, payload)
+
+
+_TURNS = [_answer("resp_1", "Paris."), _answer("resp_2", "About 2.1 million.")]
+
+
+def _replay(bodies: list[Recorded], run: Callable[[], Awaitable[Any]]) -> ReplayServer:
+    async def main(server: ReplayServer) -> None:
+        client = AsyncOpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
+        set_default_openai_client(client, use_for_tracing=False)
+        try:
+            await run()
+        finally:
+            await client.close()
+
+    with ReplayServer(bodies) as server:
+        asyncio.run(main(server))
+    return server
+
+
+async def _two_turns(session_id: str = "abc") -> None:
+    session = SQLiteSession(session_id)  # the SDK's own memory, in memory
+    agent = Agent(name="guide", instructions="Answer briefly.")
+    await Runner.run(agent, "Capital of France?", session=session)
+    await Runner.run(agent, "And its population?", session=session)
+
+
+def _attrs(span: ReadableSpan) -> dict[str, Any]:
+    return dict(span.attributes or {})
+
+
+def _of_kind(spans: Any, kind: str) -> list[ReadableSpan]:
+    found = [s for s in spans if _attrs(s).get(sc.EVALTRACE_SPAN_KIND) == kind]
+    return sorted(found, key=lambda s: s.start_time or 0)
+
+
+def _wait(predicate: Callable[[], bool], timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not predicate():
+        time.sleep(0.01)
+    return predicate()
+
+
+def _live(run: Callable[[], Awaitable[Any]], session_id: str) -> tuple[list[Conversation], list[ReadableSpan], Any]:
+    """``run`` under configure() with a session-scope evaluator; the conversations judged once the session ends."""
+    from evaltrace import config
+    from evaltrace._internal import tracing
+
+    seen: list[Conversation] = []
+
+    @evaluator(name="turns")
+    def turns(conversation: Conversation) -> EvaluationResult:
+        seen.append(conversation)
+        return EvaluationResult(evaluator="turns", passed=True, score=float(len(conversation.turns)))
+
+    saved_settings, saved_processors = settings.current, _registered_processors() or []
+    previous_client = _openai_shared.get_default_openai_client()
+    exporter = InMemorySpanExporter()
+    handle = evaltrace.configure(
+        service_name="agents-sessions",
+        exporters=[exporter],
+        local_store=False,
+        handle_sigterm=False,
+        evaluators=[EvaluatorSpec(turns, scope="session")],
+        evaluation_options={"trace_quiet_period_s": 0.0},
+    )
+    set_trace_processors([])
+    try:
+        evaltrace.instrument_openai_agents()
+        server = _replay(list(_TURNS), run)
+        evaltrace.end_session(session_id)
+        assert _wait(lambda: len(seen) == 1), "the session was never judged"
+        assert handle.force_flush(10_000)
+    finally:
+        evaltrace.uninstrument_openai_agents()
+        set_trace_processors(saved_processors)
+        _openai_shared.set_default_openai_client(previous_client)  # type: ignore[arg-type]
+        current = config.current_handle()
+        if current is not None:
+            current.shutdown()
+        tracing.set_tracer_provider(None)
+        settings.replace(saved_settings)
+    return seen, list(exporter.get_finished_spans()), server
+
+
+def test_the_turns_of_one_agents_session_are_one_evaltrace_conversation() -> None:
+    seen, spans, server = _live(_two_turns, "abc")
+    # The session really carried the history: the second request re-sent the first turn from SQLite.
+    second_input = str(server.received[1].json()["input"])
+    assert "Capital of France?" in second_input and "Paris." in second_input
+    (conversation,) = seen
+    assert conversation.session_id == "abc"
+    assert [t.user_input for t in conversation.turns] == ["Capital of France?", "And its population?"]
+    assert [t.final_answer for t in conversation.turns] == ["Paris.", "About 2.1 million."]
+    workflows, agents = _of_kind(spans, sc.KIND_WORKFLOW), _of_kind(spans, sc.KIND_AGENT)
+    assert len(workflows) == len(agents) == 2
+    assert len({s.context.trace_id for s in workflows if s.context is not None}) == 2  # two traces, one session
+    for span in (*workflows, *agents):
+        assert _attrs(span)[sc.SESSION_ID] == "abc"
+        assert _attrs(span)[sc.GEN_AI_CONVERSATION_ID] == "abc"
+
+
+def test_a_users_own_evaltrace_session_wins_and_the_agents_session_is_the_conversation_id() -> None:
+    async def run() -> None:
+        with evaltrace.context(session_id="chat-9"):
+            await _two_turns("abc")
+
+    seen, spans, _ = _live(run, "chat-9")
+    (conversation,) = seen
+    assert conversation.session_id == "chat-9"
+    assert len(conversation.turns) == 2
+    for span in (*_of_kind(spans, sc.KIND_WORKFLOW), *_of_kind(spans, sc.KIND_AGENT)):
+        assert _attrs(span)[sc.SESSION_ID] == "chat-9"
+        assert _attrs(span)[sc.GEN_AI_CONVERSATION_ID] == "abc"
+
+
+@pytest.fixture
+def capture(openai_on: bool) -> Iterator[TraceCapture]:
+    """Agents SDK tracing to evaltrace only, content captured, globals restored."""
+    previous_processors = _registered_processors() or []
+    previous_client = _openai_shared.get_default_openai_client()
+    previous_settings = settings.replace(settings.CaptureSettings(capture_content=True))
+    set_trace_processors([])
+    try:
+        with capture_traces() as capture:
+            evaltrace.instrument_openai_agents()
+            yield capture
+    finally:
+        evaltrace.uninstrument_openai_agents()
+        set_trace_processors(previous_processors)
+        _openai_shared.set_default_openai_client(previous_client)  # type: ignore[arg-type]
+        settings.replace(previous_settings)
+
+
+def test_turns_inside_one_sdk_trace_name_the_session_on_the_workflow_too(
+    capture: TraceCapture, openai_on: bool
+) -> None:
+    """``with trace(...)`` opens the workflow before any run: its session is named when the first agent starts."""
+
+    async def run() -> None:
+        with trace("Chat"):
+            await _two_turns("abc")
+
+    _replay(list(_TURNS), run)
+    (workflow,) = _of_kind(capture.spans, sc.KIND_WORKFLOW)
+    assert _attrs(workflow)[sc.SESSION_ID] == "abc"
+    assert _attrs(workflow)[sc.GEN_AI_CONVERSATION_ID] == "abc"
+    assert [_attrs(s)[sc.SESSION_ID] for s in _of_kind(capture.spans, sc.KIND_AGENT)] == ["abc", "abc"]
+
+
+def test_a_streamed_run_in_a_session_names_it(capture: TraceCapture, openai_on: bool) -> None:
+    """``run_streamed`` runs in a task it creates: the task sees the run's session."""
+    streamed = Recorded(
+        "POST",
+        "/v1/responses",
+        b"",
+        200,
+        "OK",
+        [("content-type", "text/event-stream")],
+        _sse(Response.model_validate_json(_TURNS[0].body)),
+    )
+
+    async def run() -> None:
+        result = Runner.run_streamed(Agent(name="guide"), "Capital of France?", session=SQLiteSession("s-7"))
+        async for _ in result.stream_events():
+            pass
+
+    _replay([streamed], run)
+    (workflow,) = _of_kind(capture.spans, sc.KIND_WORKFLOW)
+    (agent,) = _of_kind(capture.spans, sc.KIND_AGENT)
+    assert _attrs(workflow)[sc.SESSION_ID] == _attrs(agent)[sc.SESSION_ID] == "s-7"
+    assert capture.trace.output.final_answer == "Paris."
+
+
+def test_a_run_without_a_session_names_none(capture: TraceCapture, openai_on: bool) -> None:
+    async def run() -> None:
+        await Runner.run(Agent(name="guide"), "Capital of France?")
+
+    _replay(_TURNS[:1], run)
+    for span in capture.spans:
+        assert sc.SESSION_ID not in _attrs(span)
+        assert sc.GEN_AI_CONVERSATION_ID not in _attrs(span)
+
+
+def _sse(response: Response) -> bytes:
+    """A Response as the SSE events of a streamed call: created, each output item added and done, completed."""
+    import json
+
+    started = response.model_copy(update={"status": "in_progress", "output": [], "usage": None})
+    events: list[dict[str, Any]] = [{"type": "response.created", "response": started.model_dump()}]
+    for index, item in enumerate(response.output):
+        for kind in ("response.output_item.added", "response.output_item.done"):
+            events.append({"type": kind, "output_index": index, "item": item.model_dump()})
+    events.append({"type": "response.completed", "response": response.model_dump()})
+    return "".join(
+        f"event: {e['type']}\ndata: {json.dumps({**e, 'sequence_number': n})}\n\n" for n, e in enumerate(events)
+    ).encode()
+
+
+def test_uninstrument_puts_the_runners_own_methods_back() -> None:
+    from agents.run import AgentRunner
+
+    own = {name: AgentRunner.__dict__[name] for name in ("run", "run_streamed")}
+    evaltrace.instrument_openai_agents()
+    try:
+        assert all(AgentRunner.__dict__[name] is not method for name, method in own.items())
+        evaltrace.instrument_openai_agents()  # idempotent: wrapped once
+        assert all(AgentRunner.__dict__[name].__wrapped__ is method for name, method in own.items())
+    finally:
+        evaltrace.uninstrument_openai_agents()
+    assert all(AgentRunner.__dict__[name] is method for name, method in own.items())
