@@ -109,5 +109,5 @@ def unwrap_runner() -> None:
     """Restore the runner's own methods (idempotent; a wrapper another library put over ours stays)."""
     for name in _METHODS:
         current = AgentRunner.__dict__.get(name)
-        if _ours(current):
+        if current is not None and _ours(current):
             setattr(AgentRunner, name, current.__wrapped__)
