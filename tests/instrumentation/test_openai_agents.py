@@ -158,6 +158,8 @@ def test_tool_call_handoff_and_answer_become_agent_tool_and_llm_spans(capture: T
     (handoff,) = names["handoff agent1 -> agent2"]
     assert (handoff.attributes or {})[sc.OPENAI_AGENTS_HANDOFF_FROM] == "agent1"
     assert (handoff.attributes or {})[sc.OPENAI_AGENTS_HANDOFF_TO] == "agent2"
+    # The model's transfer_to_agent2 call (the recorded response) is the handoff's call.
+    assert (handoff.attributes or {})[sc.GEN_AI_TOOL_CALL_ID] == "call_oEA0MnUXCwKevx8txteoopNL"
     assert _agent_of(handoff, spans) == "agent1"
 
     # One LLM span per model request, whichever instrumentation made it, each under the agent that called.

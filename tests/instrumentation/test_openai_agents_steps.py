@@ -572,3 +572,31 @@ def test_a_tool_that_raised_uses_its_call_up(capture: TraceCapture, openai_on: b
     tools = _spans(capture, sc.KIND_TOOL)
     assert [(s.attributes or {}).get(sc.GEN_AI_TOOL_CALL_ID) for s in tools] == ["call_1", "call_1", "call_2", "call_2"]
     assert [s.status.is_ok for s in tools] == [True, False, True, True]
+
+
+def test_a_handoff_span_has_the_call_id_of_its_transfer_call(capture: TraceCapture, openai_on: bool) -> None:
+    """A handoff is a call of its transfer tool: renamed (``tool_name_override``) or not, the span takes its id.
+
+    Each step asks for a tool call first (so the step has a call of another name the handoff must not take), and
+    the renamed handoff's call comes first in its response.
+    """
+    from agents import handoff
+
+    bodies = [
+        _served(_response("resp_1", [_call("call_t1", "escalate", {}), _call("call_n1", "get_n", {"x": 1})])),
+        _served(_response("resp_2", [_call("call_n2", "get_n", {"x": 2}), _call("call_t2", "transfer_to_closer", {})])),
+        _served(_response("resp_3", [_message("closed")])),
+    ]
+    closer = Agent(name="closer")
+    support = Agent(name="support", tools=[get_n], handoffs=[closer])
+    triage = Agent(name="triage", tools=[get_n], handoffs=[handoff(support, tool_name_override="escalate")])
+
+    async def run(_: AsyncOpenAI) -> Any:
+        return (await Runner.run(triage, "help")).final_output
+
+    assert _replay(bodies, run) == "closed"
+    handoffs = [s for s in _spans(capture, sc.KIND_TASK) if s.name.startswith("handoff ")]
+    assert [s.name for s in handoffs] == ["handoff triage -> support", "handoff support -> closer"]
+    assert [(s.attributes or {}).get(sc.GEN_AI_TOOL_CALL_ID) for s in handoffs] == ["call_t1", "call_t2"]
+    tools = _spans(capture, sc.KIND_TOOL)
+    assert [(s.attributes or {}).get(sc.GEN_AI_TOOL_CALL_ID) for s in tools] == ["call_n1", "call_n2"]

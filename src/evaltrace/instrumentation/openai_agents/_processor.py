@@ -24,6 +24,7 @@ import sys
 import threading
 from collections.abc import Callable
 from contextvars import Token
+from types import SimpleNamespace
 from typing import Any
 
 import agents
@@ -105,6 +106,32 @@ def _kept_model_call() -> str | None:
             return None
         frame = frame.f_back  # type: ignore[assignment]  # None ends the walk above
     return None
+
+
+# How far up from ``_handoff_tool_name`` the SDK's ``execute_handoffs`` is (the span's exit and our frames between).
+_HANDOFF_FRAME_DEPTH = 12
+
+
+def _handoff_tool_name(data: Any) -> str | None:
+    """The name of the tool the model called for this handoff (None: unknown).
+
+    The handoff's own (``tool_name_override`` included), read from the SDK's ``execute_handoffs``, which ends the
+    span inside its ``with`` block while its ``actual_handoff`` is the handoff run; else the SDK's default name for
+    the agent handed to (``transfer_to_{agent}``). Bounded: a few frames up, once per handoff.
+    """
+    frame = sys._getframe(1)
+    for _ in range(_HANDOFF_FRAME_DEPTH):
+        if frame is None:
+            break
+        run = frame.f_locals.get("actual_handoff")
+        if run is not None:
+            tool = getattr(getattr(run, "handoff", None), "tool_name", None)
+            if isinstance(tool, str) and tool:
+                return tool
+            break
+        frame = frame.f_back  # type: ignore[assignment]  # None ends the walk above
+    to_agent = getattr(data, "to_agent", None)
+    return agents.Handoff.default_tool_name(SimpleNamespace(name=str(to_agent))) if to_agent else None  # type: ignore[arg-type]
 
 
 class EvaltraceTracingProcessor(TracingProcessor):
@@ -246,6 +273,13 @@ class EvaltraceTracingProcessor(TracingProcessor):
             # using it up.
             waits = data.input is not None and data.output is None and not span.error
             call_id = self._claim_call(span.trace_id, span.parent_id, str(data.name), data.input, keep=waits)
+            if call_id is not None:
+                attrs[sc.GEN_AI_TOOL_CALL_ID] = call_id
+        elif data.type == attributes.HANDOFF:
+            # The model asked for the handoff as a call of its transfer tool: that call's id, matched as a
+            # function span's is (by tool name; a handoff's arguments are not on its span).
+            tool = _handoff_tool_name(data)
+            call_id = self._claim_call(span.trace_id, span.parent_id, tool, None, keep=False) if tool else None
             if call_id is not None:
                 attrs[sc.GEN_AI_TOOL_CALL_ID] = call_id
         if name is not None:
