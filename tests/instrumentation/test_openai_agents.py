@@ -9,6 +9,7 @@ response/generation span becomes it). Either way there is exactly one LLM span p
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -264,6 +265,8 @@ def test_input_guardrail_span_under_the_agent(capture: TraceCapture, openai_on: 
 
 def test_a_tripped_guardrail_is_recorded_and_its_exception_reaches_the_caller(capture: TraceCapture) -> None:
     """No recording is needed: a blocking guardrail that trips stops the run before any model request."""
+    if "run_in_parallel" not in inspect.signature(input_guardrail).parameters:
+        pytest.skip("this openai-agents has no blocking guardrails (input_guardrail(run_in_parallel=...))")
 
     @input_guardrail(run_in_parallel=False)
     async def no_math(ctx: Any, agent: Agent[Any], question: Any) -> GuardrailFunctionOutput:
@@ -413,7 +416,13 @@ def test_mcp_tools_are_listed_and_called_as_extension_tools(capture: TraceCaptur
     assert result.final_output == "Here's a random number for you: 4"
     spans = capture.spans
     listed = [s for s in spans if s.name == "mcp list_tools random"]
-    assert listed and all(_agent_of(s, spans) == "mcp_agent" for s in listed)
+    (agent,) = [s for s in spans if s.name == "invoke_agent mcp_agent"]
+    assert listed
+    for span in listed:
+        if (span.start_time or 0) > (agent.start_time or 0):
+            assert _agent_of(span, spans) == "mcp_agent"
+        else:  # the SDK listed the tools before it started the agent span (openai-agents 0.2): under the workflow
+            assert _kind(_parent(span, spans)) == sc.KIND_WORKFLOW
     assert tuple((listed[0].attributes or {})[sc.OPENAI_AGENTS_MCP_TOOLS]) == ("random_number",)
     (tool,) = [s for s in spans if s.name == "execute_tool random_number"]
     attrs = tool.attributes or {}

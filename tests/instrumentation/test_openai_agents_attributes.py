@@ -6,6 +6,7 @@ the SDK's LiteLLM / any-llm models and its Chat Completions model store them on 
 
 from __future__ import annotations
 
+import inspect
 import json
 from typing import Any
 
@@ -119,6 +120,8 @@ def test_content_off_keeps_counts_and_drops_messages() -> None:
 
 def test_a_response_span_the_sdk_recorded_without_data() -> None:
     """``trace_include_sensitive_data=False``: the SDK keeps only the usage and (official endpoint) the id."""
+    if "usage" not in inspect.signature(ResponseSpanData).parameters:
+        pytest.skip("this openai-agents keeps no usage on a response span (ResponseSpanData.usage)")
     data = ResponseSpanData(
         usage={"input_tokens": 11, "output_tokens": 8, "input_tokens_details": {"cached_tokens": 2}}
     )
