@@ -183,6 +183,39 @@ def test_tool_call_handoff_and_answer_become_agent_tool_and_llm_spans(capture: T
     assert (llm[1].attributes or {})[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 18
 
 
+def test_each_agent_span_sums_its_own_model_calls_usage_and_the_trace_total_counts_them_once(
+    capture: TraceCapture, openai_on: bool
+) -> None:
+    """The GenAI conventions recommend ``gen_ai.usage.*`` on ``invoke_agent`` spans: the sum of the agent's calls.
+
+    The Trace's totals (and the store's, which ``traces list`` shows) stay the sum of the model calls.
+    """
+    from evaltrace.exporters.store_values import span_usage, trace_usage
+
+    _run_handoff()
+    spans = capture.spans
+    llm = [s for s in spans if _kind(s) == sc.KIND_LLM]
+    usage_keys = (sc.GEN_AI_USAGE_INPUT_TOKENS, sc.GEN_AI_USAGE_OUTPUT_TOKENS, sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS)
+    for name in ("agent1", "agent2"):
+        (agent,) = [s for s in spans if s.name == f"invoke_agent {name}"]
+        calls = [s.attributes or {} for s in llm if _agent_of(s, spans) == name]
+        assert calls
+        for key in usage_keys:
+            assert (agent.attributes or {})[key] == sum(call[key] for call in calls)
+    assert (next(s for s in spans if s.name == "invoke_agent agent2").attributes or {})[
+        sc.GEN_AI_USAGE_INPUT_TOKENS
+    ] == 89
+    total_in = sum((s.attributes or {})[sc.GEN_AI_USAGE_INPUT_TOKENS] for s in llm)
+    total_out = sum((s.attributes or {})[sc.GEN_AI_USAGE_OUTPUT_TOKENS] for s in llm)
+    metrics = capture.trace.metrics
+    assert (metrics.token_input, metrics.token_output) == (total_in, total_out)
+    ids = {s.context.span_id: f"{s.context.span_id:016x}" for s in spans if s.context is not None}
+    carriers = [(ids[s.context.span_id], u) for s in spans if (u := span_usage(s.attributes or {})).input_tokens]
+    links = [(ids[s.context.span_id], ids.get(s.parent.span_id) if s.parent else None) for s in spans]
+    stored = trace_usage(carriers, links)
+    assert (stored.input_tokens, stored.output_tokens) == (total_in, total_out)
+
+
 def test_the_trace_evaluators_see_holds_each_call_once_and_the_answer(capture: TraceCapture, openai_on: bool) -> None:
     _run_handoff()
     trace = capture.trace

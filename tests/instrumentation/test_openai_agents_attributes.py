@@ -169,3 +169,16 @@ def test_other_span_data_are_task_spans(data: Any, name: str, expected: dict[str
         assert end[sc.OUTPUT_VALUE] == "hello"
     if data.type == "speech":
         assert end[sc.INPUT_VALUE] == "hi there"
+
+
+def test_an_agents_usage_sums_only_counts_every_call_reported() -> None:
+    """A count one call lacks is left out, and a call with no counts leaves the agent with none: never a part sum."""
+    inp, out, cached = (
+        sc.GEN_AI_USAGE_INPUT_TOKENS,
+        sc.GEN_AI_USAGE_OUTPUT_TOKENS,
+        sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+    )
+    both = [{inp: 10, out: 5, cached: 2}, {inp: 7, out: 3}]
+    assert attributes.invocation_usage(both) == {inp: 17, out: 8}
+    assert attributes.invocation_usage([{inp: 10, out: 5}, None]) == {}
+    assert attributes.invocation_usage([]) == {}

@@ -51,7 +51,7 @@ _SUPPRESS_LLM_KEY = LLM_SUPPRESSION_KEYS[2]
 class _Open:
     """An SDK span or trace we are following: its OTel span (None: passed through) and its children's context."""
 
-    __slots__ = ("asked", "attached", "context", "parent", "session", "span", "token")
+    __slots__ = ("asked", "attached", "calls", "context", "parent", "session", "span", "token")
 
     def __init__(self, span: Span | None, context: Context, parent: _Open | None = None) -> None:
         self.span = span
@@ -61,6 +61,8 @@ class _Open:
         self.attached: Context | None = None
         self.asked = True  # no input.value to set, or set already; False on workflow and agent spans until set
         self.session: str | None = None  # the Agents Session id recorded on it (workflow spans)
+        # Agent spans: the token counts of each model call made under it (None: a call that reported none).
+        self.calls: list[dict[str, Any] | None] | None = None
 
 
 def _openai_instrumented() -> bool:
@@ -227,6 +229,8 @@ class EvaltraceTracingProcessor(TracingProcessor):
                     context = otel_context.set_value(_SUPPRESS_LLM_KEY, True, context)
                 entry = _Open(otel_span, context, parent_entry)
                 entry.asked = data.type != attributes.AGENT
+                if data.type == attributes.AGENT:
+                    entry.calls = []
             self._spans[span.span_id] = entry  # from here on_span_end ends it
             entry.attached = entry.context
             entry.token = attach(entry.context)
@@ -263,10 +267,14 @@ class EvaltraceTracingProcessor(TracingProcessor):
             self._remember_calls(span.trace_id, span.parent_id, data)
             if current.capture_content:
                 _ask(entry.parent, data)
+            if not span.error:  # a failed call is in no agent's counts (it reports none, and used none we know of)
+                _count_usage(entry.parent, attributes.usage_of(data))
         otel_span = entry.span
         if otel_span is None:
             return
         name, attrs = attributes.span_end(data, current.capture_content, current.max_attribute_length)
+        if entry.calls is not None:  # an agent: its model calls' counts, summed (never on an LLM span: no double)
+            attrs.update(attributes.invocation_usage(entry.calls))
         if data.type == attributes.FUNCTION:
             # A span with its arguments but no output and no error ran nothing (the call awaits approval; a
             # later span, in the resumed run, runs it) or its tool returned None: it names the call without
@@ -401,6 +409,14 @@ def _ask(entry: _Open | None, data: Any) -> None:
             entry.asked = True
             span.set_attribute(sc.INPUT_VALUE, capped_text(question, settings.current.max_attribute_length))
             span.set_attribute(sc.INPUT_MIME_TYPE, sc.MIME_TEXT)
+        entry = entry.parent
+
+
+def _count_usage(entry: _Open | None, usage: dict[str, Any] | None) -> None:
+    """Add a model call's token counts to every agent span above it (an agent run as a tool's included)."""
+    while entry is not None:
+        if entry.calls is not None:
+            entry.calls.append(usage)
         entry = entry.parent
 
 
