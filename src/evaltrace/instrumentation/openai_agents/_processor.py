@@ -15,7 +15,11 @@ Tool call ids: the SDK's function span has none, so each ``execute_tool`` span t
 asked for (same tool and arguments), kept per SDK trace until that trace ends. A human-in-the-loop resume
 (``Runner.run(agent, state)``) outside an outer ``with trace(...)`` runs in a new SDK trace, after the first run's
 trace ended and its calls were dropped: the resumed tool span then has no ``gen_ai.tool.call.id`` (never a wrong
-one). Wrap the run and its resumes in one ``with trace(...)`` to keep the id.
+one). Wrap the run and its resumes in one ``with trace(...)`` to keep the id. A handoff span takes the id of
+the model's call of its transfer tool the same way, by the handoff's tool name.
+
+Agent spans also carry the run's Agents ``Session`` id (``_sessions``) and the summed token counts of the model
+calls under them (counts only the LLM spans add to a total).
 """
 
 from __future__ import annotations
