@@ -280,11 +280,19 @@ def test_uninstrument_puts_the_runners_own_methods_back() -> None:
 
 def test_run_sync_in_a_session_names_it(capture: TraceCapture, openai_on: bool) -> None:
     """``Runner.run_sync`` runs ``run`` in an event loop of its own: the session still reaches the run's spans."""
-    with ReplayServer(_TURNS[:1]) as server:
-        client = AsyncOpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
-        set_default_openai_client(client, use_for_tracing=False)
-        result = Runner.run_sync(Agent(name="guide"), "Capital of France?", session=SQLiteSession("sync-1"))
-        asyncio.run(client.close())
+    # The thread's own loop, as an application calling run_sync has: older SDKs run on asyncio.get_event_loop(),
+    # which an earlier test's asyncio.run() left unset.
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        with ReplayServer(_TURNS[:1]) as server:
+            client = AsyncOpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
+            set_default_openai_client(client, use_for_tracing=False)
+            result = Runner.run_sync(Agent(name="guide"), "Capital of France?", session=SQLiteSession("sync-1"))
+            loop.run_until_complete(client.close())
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
     assert result.final_output == "Paris."
     (workflow,) = _of_kind(capture.spans, sc.KIND_WORKFLOW)
     (agent,) = _of_kind(capture.spans, sc.KIND_AGENT)
