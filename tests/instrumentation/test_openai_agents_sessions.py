@@ -297,3 +297,116 @@ def test_run_sync_in_a_session_names_it(capture: TraceCapture, openai_on: bool) 
     (workflow,) = _of_kind(capture.spans, sc.KIND_WORKFLOW)
     (agent,) = _of_kind(capture.spans, sc.KIND_AGENT)
     assert _attrs(workflow)[sc.SESSION_ID] == _attrs(agent)[sc.SESSION_ID] == "sync-1"
+
+
+def _conversation_calls(conversation_id: str) -> tuple[Recorded, Recorded, Recorded]:
+    """The Conversations API answers of a first turn: create, list items (none yet), add items (served twice).
+
+    Bodies built and validated with the ``openai`` SDK's own Conversations types.
+    """
+    from openai.types.conversations import Conversation as OpenAIConversation
+    from openai.types.conversations import ConversationItemList
+
+    created = OpenAIConversation.model_validate(
+        {"id": conversation_id, "object": "conversation", "created_at": 1, "metadata": {}}
+    )
+    empty = ConversationItemList.model_validate(
+        {"object": "list", "data": [], "first_id": "", "last_id": "", "has_more": False}
+    )
+    added = ConversationItemList.model_validate(
+        {"object": "list", "data": [], "first_id": "", "last_id": "", "has_more": False}
+    )
+    return (
+        Recorded("POST", "/v1/conversations", b"", 200, "OK", _JSON, created.model_dump_json().encode()),
+        Recorded(
+            "GET", f"/v1/conversations/{conversation_id}/items", b"", 200, "OK", _JSON, empty.model_dump_json().encode()
+        ),
+        Recorded(
+            "POST",
+            f"/v1/conversations/{conversation_id}/items",
+            b"",
+            200,
+            "OK",
+            _JSON,
+            added.model_dump_json().encode(),
+        ),
+    )
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_streamed"])
+def test_the_first_turn_of_an_openai_conversations_session_names_the_conversation_it_creates(
+    capture: TraceCapture, openai_on: bool, streamed: bool
+) -> None:
+    """A new ``OpenAIConversationsSession`` has no id until the run creates the conversation: read when spans start."""
+    from agents import OpenAIConversationsSession
+
+    create, listed, add = _conversation_calls("conv_123")
+    answer = _TURNS[0]
+    if streamed:
+        sse = _sse(Response.model_validate_json(answer.body))
+        answer = Recorded("POST", "/v1/responses", b"", 200, "OK", [("content-type", "text/event-stream")], sse)
+
+    async def run() -> None:
+        session = OpenAIConversationsSession()  # the default client: the replay server's
+        if streamed:
+            result = Runner.run_streamed(Agent(name="guide"), "Capital of France?", session=session)
+            async for _ in result.stream_events():
+                pass
+        else:
+            await Runner.run(Agent(name="guide"), "Capital of France?", session=session)
+        assert session.session_id == "conv_123"
+
+    # The SDK saves the user's input before the model call and the answer after it.
+    server = _replay([create, listed, add, answer, add], run)
+    assert [(r.method, r.path.split("?")[0]) for r in server.received] == [
+        ("POST", "/v1/conversations"),
+        ("GET", "/v1/conversations/conv_123/items"),
+        ("POST", "/v1/conversations/conv_123/items"),
+        ("POST", "/v1/responses"),
+        ("POST", "/v1/conversations/conv_123/items"),
+    ]
+    (workflow,) = _of_kind(capture.spans, sc.KIND_WORKFLOW)
+    (agent,) = _of_kind(capture.spans, sc.KIND_AGENT)
+    for span in (workflow, agent):
+        assert _attrs(span)[sc.SESSION_ID] == "conv_123"
+        assert _attrs(span)[sc.GEN_AI_CONVERSATION_ID] == "conv_123"
+
+
+def test_an_agent_run_as_a_tool_with_its_own_session_leaves_the_trace_one_session_id(
+    capture: TraceCapture, openai_on: bool
+) -> None:
+    """The outer run's session is the trace's; the inner run's session is only its agent's conversation id."""
+    inner = Agent(name="inner", instructions="Answer briefly.")
+    tool = inner.as_tool(tool_name="ask_inner", tool_description="Ask.", session=SQLiteSession("zz-inner"))
+    outer = Agent(name="outer", tools=[tool])
+
+    async def run() -> None:
+        await Runner.run(outer, "Capital of France?", session=SQLiteSession("aa-outer"))
+
+    _replay([_call("ask_inner", '{"input": "Capital of France?"}'), _TURNS[0], _answer("resp_3", "Paris.")], run)
+    sessions = {_attrs(s).get(sc.SESSION_ID) for s in capture.spans} - {None}
+    assert sessions == {"aa-outer"}
+    by_name = {_attrs(s).get(sc.GEN_AI_AGENT_NAME): _attrs(s) for s in _of_kind(capture.spans, sc.KIND_AGENT)}
+    assert by_name["outer"][sc.SESSION_ID] == by_name["outer"][sc.GEN_AI_CONVERSATION_ID] == "aa-outer"
+    assert by_name["inner"][sc.GEN_AI_CONVERSATION_ID] == "zz-inner"
+    assert sc.SESSION_ID not in by_name["inner"]
+    (workflow,) = _of_kind(capture.spans, sc.KIND_WORKFLOW)
+    assert _attrs(workflow)[sc.SESSION_ID] == "aa-outer"
+
+
+def _call(name: str, arguments: str) -> Recorded:
+    """A Responses reply asking for one call of tool ``name``."""
+    body = Response.model_validate_json(_TURNS[0].body).model_dump()
+    body["id"] = f"resp_call_{name}"
+    body["output"] = [
+        {
+            "type": "function_call",
+            "id": f"fc_{name}",
+            "call_id": f"call_{name}",
+            "name": name,
+            "arguments": arguments,
+            "status": "completed",
+        }
+    ]
+    payload = Response.model_validate(body).model_dump_json().encode()
+    return Recorded("POST", "/v1/responses", b"", 200, "OK", _JSON, payload)

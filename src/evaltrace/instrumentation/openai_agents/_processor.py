@@ -224,8 +224,7 @@ class EvaltraceTracingProcessor(TracingProcessor):
                     attrs[sc.GEN_AI_REQUEST_STREAM] = True
                 session_id = current_session_id() if data.type == attributes.AGENT else None
                 if session_id is not None:
-                    attrs.update(session_attributes(session_id))
-                    self._session_on_workflow(span.trace_id, session_id)
+                    attrs.update(self._agent_session(span.trace_id, session_id))
                 kind = SpanKind.CLIENT if is_model else SpanKind.INTERNAL
                 otel_span = get_tracer().start_span(name, context=parent, kind=kind, attributes=attrs)
                 context = set_span_in_context(otel_span, parent)
@@ -238,6 +237,22 @@ class EvaltraceTracingProcessor(TracingProcessor):
             self._spans[span.span_id] = entry  # from here on_span_end ends it
             entry.attached = entry.context
             entry.token = attach(entry.context)
+
+    def _agent_session(self, trace_id: str, session_id: str) -> dict[str, Any]:
+        """The session attributes of an agent span whose run has Session ``session_id``.
+
+        A trace has one ``session.id`` (evaluation and the local store each read one): the first run with a
+        Session names it on the workflow. A run with another session in the same trace (an agent run as a tool
+        with its own ``session=``, or a second run inside one ``with trace(...)``) names its session only as its
+        agent's ``gen_ai.conversation.id``.
+        """
+        self._session_on_workflow(trace_id, session_id)
+        workflow = self._traces.get(trace_id)
+        on_trace = getattr(workflow.span, "attributes", None) if workflow is not None else None
+        named = next((on_trace.get(key) for key in sc.SESSION_ID_KEYS if on_trace and on_trace.get(key)), None)
+        if named is not None and named != session_id:
+            return {sc.GEN_AI_CONVERSATION_ID: session_id}
+        return session_attributes(session_id)
 
     def _session_on_workflow(self, trace_id: str, session_id: str) -> None:
         """Name the session on a workflow span opened before the run (``with trace(...)``), once, when it has none."""

@@ -1,8 +1,10 @@
 """The Agents SDK ``Session`` a run uses (``Runner.run(..., session=SQLiteSession("abc"))``), for its spans.
 
 The SDK puts a run's session in no trace or span data (a trace's ``group_id`` is ``RunConfig.group_id`` only), so
-``AgentRunner.run`` and ``run_streamed`` are wrapped: each keeps the id of its ``session=`` in a context variable
-for the run's duration. The processor reads it when the run's workflow and agent spans start. ``Runner.run``,
+``AgentRunner.run`` and ``run_streamed`` are wrapped: each keeps its ``session=`` in a context variable for the
+run's duration. The processor reads the session's id when the run's workflow and agent spans start, not when the
+run is called: an ``OpenAIConversationsSession`` made without a ``conversation_id`` has no id (its
+``session_id`` raises) until the run creates the conversation, before its first agent span. ``Runner.run``,
 ``run_sync`` and ``run_streamed`` all go through these two methods of the default runner; ``run_sync`` calls
 ``run``, and the streamed run's background task copies the variable when ``run_streamed`` creates it.
 """
@@ -17,18 +19,17 @@ import wrapt
 from agents.run import AgentRunner
 
 from evaltrace._internal import semconv as sc
-from evaltrace._internal.errors import handle_internal_errors
 from evaltrace.context import current_context_attributes
 
-_session_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("evaltrace_agents_session", default=None)
+_session: contextvars.ContextVar[Any] = contextvars.ContextVar("evaltrace_agents_session", default=None)
 
 # The runner methods wrapped, by name (both take the run's options, ``session`` among them, as keywords).
 _METHODS = ("run", "run_streamed")
 
 
 def current_session_id() -> str | None:
-    """The id of the Agents ``Session`` of the run in progress here, None outside one (or with no session)."""
-    return _session_id.get()
+    """The id of the Agents ``Session`` of the run in progress here, None outside one (or with no id yet)."""
+    return session_id_of(_session.get())
 
 
 def session_id_of(session: Any) -> str | None:
@@ -59,34 +60,30 @@ def session_attributes(session_id: str, existing: Any = None) -> dict[str, Any]:
     return attrs
 
 
-async def _in_session(run: Coroutine[Any, Any, Any], session_id: str) -> Any:
-    token = _session_id.set(session_id)
+async def _in_session(run: Coroutine[Any, Any, Any], session: Any) -> Any:
+    token = _session.set(session)
     try:
         return await run
     finally:
-        _session_id.reset(token)
+        _session.reset(token)
 
 
 def _run(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    session_id = None
-    with handle_internal_errors("reading an Agents SDK run's session"):
-        session_id = session_id_of(kwargs.get("session"))
-    if session_id is None:
+    session = kwargs.get("session")
+    if session is None:
         return wrapped(*args, **kwargs)
-    return _in_session(wrapped(*args, **kwargs), session_id)
+    return _in_session(wrapped(*args, **kwargs), session)
 
 
 def _run_streamed(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    session_id = None
-    with handle_internal_errors("reading an Agents SDK run's session"):
-        session_id = session_id_of(kwargs.get("session"))
-    if session_id is None:
+    session = kwargs.get("session")
+    if session is None:
         return wrapped(*args, **kwargs)
-    token = _session_id.set(session_id)  # the run's task, created inside, copies it
+    token = _session.set(session)  # the run's task, created inside, copies it
     try:
         return wrapped(*args, **kwargs)
     finally:
-        _session_id.reset(token)
+        _session.reset(token)
 
 
 _WRAPPERS = {"run": _run, "run_streamed": _run_streamed}
