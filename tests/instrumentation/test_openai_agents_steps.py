@@ -619,3 +619,56 @@ def test_a_handoff_span_has_the_call_id_of_its_transfer_call(capture: TraceCaptu
     assert [(s.attributes or {}).get(sc.GEN_AI_TOOL_CALL_ID) for s in handoffs] == ["call_t1", "call_t2"]
     tools = _spans(capture, sc.KIND_TOOL)
     assert [(s.attributes or {}).get(sc.GEN_AI_TOOL_CALL_ID) for s in tools] == ["call_n1", "call_n2"]
+
+
+@function_tool
+def summarise(x: int) -> str:
+    """A summary of x, by a model the tool calls itself (recorded by hand)."""
+    return _summarised(x)
+
+
+@evaltrace.trace
+def _summarised(x: int) -> str:
+    # A plain decorated span with usage set by hand: no span under it counts tokens, so its own count.
+    from opentelemetry import trace as otel_trace
+
+    otel_trace.get_current_span().set_attributes({sc.GEN_AI_USAGE_INPUT_TOKENS: 1, sc.GEN_AI_USAGE_OUTPUT_TOKENS: 1})
+    return f"s{x}"
+
+
+def _kept(spans: list[ReadableSpan], **budgets: Any) -> int:
+    """How many of a trace's spans export sampling keeps, offered in the order they ended (never by the draw)."""
+    from evaltrace.evaluation import ExportSampling
+    from evaltrace.evaluation.sampling import ExportGate
+
+    kept: list[ReadableSpan] = []
+    gate = ExportGate(ExportSampling(keep_rate=0.0, **budgets), kept.append)
+    for span in sorted(spans, key=lambda s: s.end_time or 0):
+        gate.offer(span)
+    assert gate.parked_spans() == 0  # decided
+    return len(kept)
+
+
+def test_export_sampling_counts_an_agent_runs_tokens_once(capture: TraceCapture, openai_on: bool) -> None:
+    """Two model calls of 15 tokens each, and a tool's hand-recorded 2: a token budget sees 32, not the agent's too.
+
+    The ``invoke_agent`` span repeats its calls' 30 tokens; summed with them, a 32-token budget would keep the trace.
+    """
+    bodies = [
+        _served(_response("resp_1", [_call("call_1", "summarise", {"x": 1})])),
+        _served(_response("resp_2", [_message("done")])),
+    ]
+
+    async def run(_: AsyncOpenAI) -> Any:
+        return (await Runner.run(Agent(name="writer", tools=[summarise]), "go")).final_output
+
+    assert _replay(bodies, run) == "done"
+    spans = list(capture.spans)
+    (agent,) = _spans(capture, sc.KIND_AGENT)
+    assert (agent.attributes or {})[sc.GEN_AI_USAGE_INPUT_TOKENS] == 20  # the agent repeats its calls' counts
+    assert _kept(spans, max_tokens=32) == 0  # 30 + 2, each once: within budget, and the draw keeps nothing
+    assert _kept(spans, max_tokens=31) == len(spans)  # over: the whole trace is kept
+    cost = sum(float((s.attributes or {}).get(sc.EVALTRACE_COST_USD, 0.0)) for s in spans)  # the model calls'
+    assert cost > 0
+    assert _kept(spans, max_cost_usd=cost * 1.01) == 0
+    assert _kept(spans, max_cost_usd=cost * 0.99) == len(spans)
