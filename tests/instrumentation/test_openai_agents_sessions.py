@@ -410,3 +410,107 @@ def _call(name: str, arguments: str) -> Recorded:
     ]
     payload = Response.model_validate(body).model_dump_json().encode()
     return Recorded("POST", "/v1/responses", b"", 200, "OK", _JSON, payload)
+
+
+def _agent_sessions(spans: Any) -> list[Any]:
+    """``session.id`` of each agent span, in start order (None: none)."""
+    return [_attrs(s).get(sc.SESSION_ID) for s in _of_kind(spans, sc.KIND_AGENT)]
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_streamed"])
+def test_a_run_without_a_session_after_one_with_a_session_in_the_same_task_names_none(
+    capture: TraceCapture, openai_on: bool, streamed: bool
+) -> None:
+    """The run's session is the run's only: it does not stay behind in the caller's context for its next run."""
+    sse = _sse(Response.model_validate_json(_TURNS[0].body))
+    body = Recorded("POST", "/v1/responses", b"", 200, "OK", [("content-type", "text/event-stream")], sse)
+    agent = Agent(name="guide")
+
+    async def once(session: SQLiteSession | None) -> None:
+        if streamed:
+            result = Runner.run_streamed(agent, "Capital of France?", session=session)
+            async for _ in result.stream_events():
+                pass
+        else:
+            await Runner.run(agent, "Capital of France?", session=session)
+
+    async def run() -> None:  # one task: both runs see the same caller context
+        await once(SQLiteSession("first"))
+        await once(None)
+
+    _replay([body, body] if streamed else _TURNS[:1] * 2, run)
+    assert _agent_sessions(capture.spans) == ["first", None]
+    workflows = _of_kind(capture.spans, sc.KIND_WORKFLOW)
+    assert [_attrs(s).get(sc.SESSION_ID) for s in workflows] == ["first", None]
+
+
+def test_in_one_sdk_trace_the_first_run_with_a_session_names_the_trace(capture: TraceCapture, openai_on: bool) -> None:
+    """Two runs with different Sessions in one ``with trace(...)``: the trace keeps the first's ``session.id``."""
+    agent = Agent(name="guide")
+
+    async def run() -> None:
+        with trace("Chat"):
+            await Runner.run(agent, "Capital of France?")  # no Session: names nothing
+            await Runner.run(agent, "Capital of France?", session=SQLiteSession("one"))
+            await Runner.run(agent, "And its population?", session=SQLiteSession("two"))
+
+    _replay(_TURNS[:1] * 3, run)
+    (workflow,) = _of_kind(capture.spans, sc.KIND_WORKFLOW)
+    assert _attrs(workflow)[sc.SESSION_ID] == _attrs(workflow)[sc.GEN_AI_CONVERSATION_ID] == "one"
+    assert _agent_sessions(capture.spans) == [None, "one", None]
+    conversations = [_attrs(s).get(sc.GEN_AI_CONVERSATION_ID) for s in _of_kind(capture.spans, sc.KIND_AGENT)]
+    assert conversations == [None, "one", "two"]
+
+
+def test_a_session_already_on_the_workflow_span_is_kept(capture: TraceCapture, openai_on: bool) -> None:
+    """A workflow span stamped with the user's ``session.id`` at its start keeps it when a later run has a Session.
+
+    The SDK trace starts inside ``evaltrace.context(session_id=...)`` and the run happens after the block: the
+    run's spans, children of the workflow, still carry the user's session, and the Session is the conversation.
+    """
+    from evaltrace.context import ContextAttributesProcessor
+
+    capture.provider.add_span_processor(ContextAttributesProcessor())
+
+    async def run() -> None:
+        chat = trace("Chat")
+        with evaltrace.context(session_id="u-1"):
+            chat.start(mark_as_current=True)
+        try:
+            await Runner.run(Agent(name="guide"), "Capital of France?", session=SQLiteSession("abc"))
+        finally:
+            chat.finish(reset_current=True)
+
+    _replay(_TURNS[:1], run)
+    (workflow,) = _of_kind(capture.spans, sc.KIND_WORKFLOW)
+    assert _attrs(workflow)[sc.SESSION_ID] == "u-1"
+    assert _attrs(workflow)[sc.GEN_AI_CONVERSATION_ID] == "abc"
+    assert {_attrs(s).get(sc.SESSION_ID) for s in capture.spans} == {"u-1"}
+    (agent,) = _of_kind(capture.spans, sc.KIND_AGENT)
+    assert _attrs(agent)[sc.GEN_AI_CONVERSATION_ID] == "abc"
+
+
+def test_session_attributes_keep_a_session_id_the_span_already_has() -> None:
+    """``existing``: the span's own ``session.id`` (stamped at its start) wins even where no user context is current.
+
+    Reached when the first SDK span of a trace is its agent (SDKs before the ``task`` span wrapped a run): the
+    workflow's stamp is then in no current context when the agent starts.
+    """
+    from evaltrace.instrumentation.openai_agents._sessions import session_attributes
+
+    assert session_attributes("abc", {sc.SESSION_ID: "u-1"}) == {sc.GEN_AI_CONVERSATION_ID: "abc"}
+    assert session_attributes("abc", {sc.LANGFUSE_SESSION_ID: "u-1"}) == {sc.GEN_AI_CONVERSATION_ID: "abc"}
+    assert session_attributes("abc", {}) == {sc.GEN_AI_CONVERSATION_ID: "abc", sc.SESSION_ID: "abc"}
+
+
+@pytest.mark.parametrize(("given", "named"), [("  s-9 \n", "s-9"), ("   ", None)])
+def test_a_session_id_is_named_stripped_and_a_blank_one_names_none(
+    capture: TraceCapture, openai_on: bool, given: str, named: str | None
+) -> None:
+    async def run() -> None:
+        await Runner.run(Agent(name="guide"), "Capital of France?", session=SQLiteSession(given))
+
+    _replay(_TURNS[:1], run)
+    (workflow,) = _of_kind(capture.spans, sc.KIND_WORKFLOW)
+    assert _attrs(workflow).get(sc.SESSION_ID) == named
+    assert _agent_sessions(capture.spans) == [named]
