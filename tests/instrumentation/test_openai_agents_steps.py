@@ -672,3 +672,66 @@ def test_export_sampling_counts_an_agent_runs_tokens_once(capture: TraceCapture,
     assert cost > 0
     assert _kept(spans, max_cost_usd=cost * 1.01) == 0
     assert _kept(spans, max_cost_usd=cost * 0.99) == len(spans)
+
+
+def _usage(span: ReadableSpan) -> tuple[Any, Any]:
+    attrs = span.attributes or {}
+    return attrs.get(sc.GEN_AI_USAGE_INPUT_TOKENS), attrs.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)
+
+
+def test_a_failed_model_call_the_sdk_retried_is_in_no_agents_usage(capture: TraceCapture, openai_on: bool) -> None:
+    """The SDK retries a call that failed (its own span, in error, reporting nothing): the agent counts the retry."""
+    retry = pytest.importorskip("agents.retry", reason="this openai-agents has no runner-managed model retries")
+    from agents import ModelSettings
+
+    failed = Recorded(
+        "POST",
+        "/v1/responses",
+        b"",
+        500,
+        "Internal Server Error",
+        _JSON,
+        b'{"error": {"message": "boom", "type": "server_error", "param": null, "code": null}}',
+    )
+    settings_ = ModelSettings(
+        retry=retry.ModelRetrySettings(
+            max_retries=1, backoff={"initial_delay": 0, "jitter": False}, policy=lambda _: True
+        )
+    )
+
+    async def run(_: AsyncOpenAI) -> Any:
+        return (await Runner.run(Agent(name="writer", model_settings=settings_), "go")).final_output
+
+    assert _replay([failed, _served(_response("resp_1", [_message("done")]))], run) == "done"
+    llm = _spans(capture, sc.KIND_LLM)
+    assert [s.status.is_ok for s in llm] == [False, True]  # the failed try has its own (error) span
+    (agent,) = _spans(capture, sc.KIND_AGENT)
+    assert _usage(agent) == (10, 5)  # the retry's counts alone: the failed try is no call without counts
+
+
+def test_an_agent_run_as_a_tool_is_in_the_usage_of_the_agent_that_called_it(
+    capture: TraceCapture, openai_on: bool
+) -> None:
+    """``inner.as_tool()`` runs inside the outer agent's span: the outer agent's counts include the inner run's."""
+    inner_usage = {
+        "input_tokens": 100,
+        "output_tokens": 50,
+        "total_tokens": 150,
+        "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": 0},
+    }
+    bodies = [
+        _served(_response("resp_1", [_call("call_1", "ask_inner", {"input": "x"})])),
+        _served(_response("resp_2", [_message("inner says hi")], usage=inner_usage)),
+        _served(_response("resp_3", [_message("done")])),
+    ]
+    inner = Agent(name="inner")
+    outer = Agent(name="outer", tools=[inner.as_tool(tool_name="ask_inner", tool_description="Ask the inner agent.")])
+
+    async def run(_: AsyncOpenAI) -> Any:
+        return (await Runner.run(outer, "go")).final_output
+
+    assert _replay(bodies, run) == "done"
+    agents_ = {(s.attributes or {})[sc.GEN_AI_AGENT_NAME]: s for s in _spans(capture, sc.KIND_AGENT)}
+    assert _usage(agents_["inner"]) == (100, 50)
+    assert _usage(agents_["outer"]) == (10 + 100 + 10, 5 + 50 + 5)
