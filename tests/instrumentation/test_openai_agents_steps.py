@@ -735,3 +735,32 @@ def test_an_agent_run_as_a_tool_is_in_the_usage_of_the_agent_that_called_it(
     agents_ = {(s.attributes or {})[sc.GEN_AI_AGENT_NAME]: s for s in _spans(capture, sc.KIND_AGENT)}
     assert _usage(agents_["inner"]) == (100, 50)
     assert _usage(agents_["outer"]) == (10 + 100 + 10, 5 + 50 + 5)
+
+
+def test_a_handoff_span_has_its_call_id_as_the_sdk_ran_it_even_when_the_sdk_recorded_no_response(
+    capture: TraceCapture, openai_on: bool
+) -> None:
+    """``trace_include_sensitive_data=False``: no model span holds the calls, yet the handoff names the call it ran.
+
+    The id is the one ``execute_handoffs`` ran (the first of two calls of the same transfer tool: the SDK runs
+    only the first), not one matched by the tool's name.
+    """
+    bodies = [
+        _served(
+            _response(
+                "resp_1",
+                [_call("call_t1", "transfer_to_closer", {}), _call("call_t2", "transfer_to_closer", {})],
+            )
+        ),
+        _served(_response("resp_2", [_message("closed")])),
+    ]
+    triage = Agent(name="triage", handoffs=[Agent(name="closer")])
+
+    async def run(_: AsyncOpenAI) -> Any:
+        config = RunConfig(trace_include_sensitive_data=False)
+        return (await Runner.run(triage, "help", run_config=config)).final_output
+
+    assert _replay(bodies, run) == "closed"
+    (handoff,) = [s for s in _spans(capture, sc.KIND_TASK) if s.name.startswith("handoff ")]
+    assert handoff.name == "handoff triage -> closer"
+    assert (handoff.attributes or {}).get(sc.GEN_AI_TOOL_CALL_ID) == "call_t1"

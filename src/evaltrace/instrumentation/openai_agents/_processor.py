@@ -16,7 +16,8 @@ asked for (same tool and arguments), kept per SDK trace until that trace ends. A
 (``Runner.run(agent, state)``) outside an outer ``with trace(...)`` runs in a new SDK trace, after the first run's
 trace ended and its calls were dropped: the resumed tool span then has no ``gen_ai.tool.call.id`` (never a wrong
 one). Wrap the run and its resumes in one ``with trace(...)`` to keep the id. A handoff span takes the id of
-the model's call of its transfer tool the same way, by the handoff's tool name.
+the model's call of its transfer tool as the SDK's ``execute_handoffs`` runs it, else the same way, by the
+handoff's tool name.
 
 Agent spans also carry the run's Agents ``Session`` id (``_sessions``) and the summed token counts of the model
 calls under them (counts only the LLM spans add to a total).
@@ -114,30 +115,34 @@ def _kept_model_call() -> str | None:
     return None
 
 
-# How far up from ``_handoff_tool_name`` the SDK's ``execute_handoffs`` is (the span's exit and our frames between).
+# How far up from ``_handoff_call`` the SDK's ``execute_handoffs`` is (the span's exit and our frames between).
 _HANDOFF_FRAME_DEPTH = 12
 
 
-def _handoff_tool_name(data: Any) -> str | None:
-    """The name of the tool the model called for this handoff (None: unknown).
+def _handoff_call(data: Any) -> tuple[str | None, str | None]:
+    """The tool the model called for this handoff: its name and, when known, the call's id (None: unknown).
 
-    The handoff's own (``tool_name_override`` included), read from the SDK's ``execute_handoffs``, which ends the
-    span inside its ``with`` block while its ``actual_handoff`` is the handoff run; else the SDK's default name for
-    the agent handed to (``transfer_to_{agent}``). Bounded: a few frames up, once per handoff.
+    Both read from the SDK's ``execute_handoffs`` (only that function's frame), which ends the span inside its
+    ``with`` block while its ``actual_handoff`` is the handoff run: the handoff's tool name
+    (``tool_name_override`` included) and the model's call of it (``tool_call.call_id``). Failing that, the
+    SDK's default name for the agent handed to (``transfer_to_{agent}``) and no id. Bounded: a few frames up,
+    once per handoff.
     """
     frame = sys._getframe(1)
     for _ in range(_HANDOFF_FRAME_DEPTH):
         if frame is None:
             break
-        run = frame.f_locals.get("actual_handoff")
-        if run is not None:
+        if frame.f_code.co_name == "execute_handoffs":
+            run = frame.f_locals.get("actual_handoff")
             tool = getattr(getattr(run, "handoff", None), "tool_name", None)
+            call_id = getattr(getattr(run, "tool_call", None), "call_id", None)
             if isinstance(tool, str) and tool:
-                return tool
+                return tool, call_id if isinstance(call_id, str) and call_id else None
             break
         frame = frame.f_back  # type: ignore[assignment]  # None ends the walk above
     to_agent = getattr(data, "to_agent", None)
-    return agents.Handoff.default_tool_name(SimpleNamespace(name=str(to_agent))) if to_agent else None  # type: ignore[arg-type]
+    default = agents.Handoff.default_tool_name(SimpleNamespace(name=str(to_agent))) if to_agent else None  # type: ignore[arg-type]
+    return default, None
 
 
 class EvaltraceTracingProcessor(TracingProcessor):
@@ -303,10 +308,7 @@ class EvaltraceTracingProcessor(TracingProcessor):
             if call_id is not None:
                 attrs[sc.GEN_AI_TOOL_CALL_ID] = call_id
         elif data.type == attributes.HANDOFF:
-            # The model asked for the handoff as a call of its transfer tool: that call's id, matched as a
-            # function span's is (by tool name; a handoff's arguments are not on its span).
-            tool = _handoff_tool_name(data)
-            call_id = self._claim_call(span.trace_id, span.parent_id, tool, None, keep=False) if tool else None
+            call_id = self._handoff_call_id(span)
             if call_id is not None:
                 attrs[sc.GEN_AI_TOOL_CALL_ID] = call_id
         if name is not None:
@@ -376,6 +378,25 @@ class EvaltraceTracingProcessor(TracingProcessor):
             else:
                 del calls[best[2]]
             return call.call_id
+
+    def _handoff_call_id(self, span: Any) -> str | None:
+        """The id of the model's call of the transfer tool this handoff span ran (None: unknown).
+
+        As the SDK ran it when it can be read (the call is then used up), else matched as a function span's is,
+        by tool name (a handoff's arguments are not on its span).
+        """
+        tool, call_id = _handoff_call(span.span_data)
+        if call_id is not None:
+            self._drop_call(span.trace_id, call_id)
+            return call_id
+        return self._claim_call(span.trace_id, span.parent_id, tool, None, keep=False) if tool else None
+
+    def _drop_call(self, trace_id: str, call_id: str) -> None:
+        """Use up the call ``call_id`` (a handoff's, known exactly): no later span may take its id."""
+        with self._lock:
+            calls = self._calls.get(trace_id)
+            if calls:
+                calls[:] = [call for call in calls if call.call_id != call_id]
 
     # --- lifecycle ----------------------------------------------------------------------------------------
 
