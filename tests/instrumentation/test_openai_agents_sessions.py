@@ -9,6 +9,7 @@ evaluator: the Conversation it judges is evaltrace's own grouping of the traces 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
@@ -71,7 +72,7 @@ def _answer(response_id: str, text: str) -> Recorded:
 _TURNS = [_answer("resp_1", "Paris."), _answer("resp_2", "About 2.1 million.")]
 
 
-def _replay(bodies: list[Recorded], run: Callable[[], Awaitable[Any]]) -> ReplayServer:
+def _replay(bodies: list[Recorded], run: Callable[[], Awaitable[Any]], by_path: bool = False) -> ReplayServer:
     async def main(server: ReplayServer) -> None:
         client = AsyncOpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
         set_default_openai_client(client, use_for_tracing=False)
@@ -80,7 +81,7 @@ def _replay(bodies: list[Recorded], run: Callable[[], Awaitable[Any]]) -> Replay
         finally:
             await client.close()
 
-    with ReplayServer(bodies) as server:
+    with ReplayServer(bodies, by_path=by_path) as server:
         asyncio.run(main(server))
     return server
 
@@ -340,6 +341,8 @@ def test_the_first_turn_of_an_openai_conversations_session_names_the_conversatio
     """A new ``OpenAIConversationsSession`` has no id until the run creates the conversation: read when spans start."""
     from agents import OpenAIConversationsSession
 
+    if not hasattr(OpenAIConversationsSession, "session_id"):
+        pytest.skip("this openai-agents' OpenAIConversationsSession has no session_id to name")
     create, listed, add = _conversation_calls("conv_123")
     answer = _TURNS[0]
     if streamed:
@@ -356,15 +359,11 @@ def test_the_first_turn_of_an_openai_conversations_session_names_the_conversatio
             await Runner.run(Agent(name="guide"), "Capital of France?", session=session)
         assert session.session_id == "conv_123"
 
-    # The SDK saves the user's input before the model call and the answer after it.
-    server = _replay([create, listed, add, answer, add], run)
-    assert [(r.method, r.path.split("?")[0]) for r in server.received] == [
-        ("POST", "/v1/conversations"),
-        ("GET", "/v1/conversations/conv_123/items"),
-        ("POST", "/v1/conversations/conv_123/items"),
-        ("POST", "/v1/responses"),
-        ("POST", "/v1/conversations/conv_123/items"),
-    ]
+    # Served by path: SDK versions save the user's input before the model call (0.24) or with the answer (0.2).
+    server = _replay([create, listed, add, answer, add], run, by_path=True)
+    received = [(r.method, r.path.split("?")[0]) for r in server.received]
+    assert received[:2] == [("POST", "/v1/conversations"), ("GET", "/v1/conversations/conv_123/items")]
+    assert ("POST", "/v1/responses") in received and ("POST", "/v1/conversations/conv_123/items") in received
     (workflow,) = _of_kind(capture.spans, sc.KIND_WORKFLOW)
     (agent,) = _of_kind(capture.spans, sc.KIND_AGENT)
     for span in (workflow, agent):
@@ -376,6 +375,8 @@ def test_an_agent_run_as_a_tool_with_its_own_session_leaves_the_trace_one_sessio
     capture: TraceCapture, openai_on: bool
 ) -> None:
     """The outer run's session is the trace's; the inner run's session is only its agent's conversation id."""
+    if "session" not in inspect.signature(Agent.as_tool).parameters:
+        pytest.skip("this openai-agents' Agent.as_tool takes no session")
     inner = Agent(name="inner", instructions="Answer briefly.")
     tool = inner.as_tool(tool_name="ask_inner", tool_description="Ask.", session=SQLiteSession("zz-inner"))
     outer = Agent(name="outer", tools=[tool])
