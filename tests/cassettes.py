@@ -145,7 +145,9 @@ class Received:
 @dataclass
 class _State:
     interactions: list[Recorded]
+    by_path: bool = False
     served: int = 0
+    used: set[int] = field(default_factory=set)  # by_path: the interactions served already
     received: list[Received] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -158,6 +160,15 @@ def _chunks(item: Recorded) -> list[bytes]:
     if "ndjson" in kind or "jsonl" in kind:
         return [line + b"\n" for line in body.split(b"\n") if line.strip()]
     return [body]
+
+
+def _next_for(state: _State, method: str, path: str) -> int:
+    """The first interaction not served yet recorded for ``method`` and ``path`` (query aside); past the end if none."""
+    for index, item in enumerate(state.interactions):
+        if index not in state.used and item.method == method and item.path.split("?")[0] == path:
+            state.used.add(index)
+            return index
+    return len(state.interactions)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -175,6 +186,8 @@ class _Handler(BaseHTTPRequestHandler):
             state.received.append(Received(self.command, self.path, dict(self.headers.items()), body))
             index = state.served
             state.served += 1
+            if state.by_path:
+                index = _next_for(state, self.command, self.path.split("?")[0])
         if index >= len(state.interactions):
             self.send_response(599, "no recorded interaction left")
             self.send_header("content-length", "0")
@@ -209,12 +222,14 @@ class ReplayServer:
     """A threaded HTTP server on 127.0.0.1 answering each request with the next recorded response.
 
     Responses are served in recorded order whatever the path (the SDK under test chooses the path; tests assert
-    it through :attr:`received`). SSE and NDJSON bodies go out one event per chunk.
+    it through :attr:`received`). With ``by_path``, each request gets the first interaction not served yet that was
+    recorded for its method and path (query aside): for an SDK whose versions order their requests differently.
+    SSE and NDJSON bodies go out one event per chunk.
     """
 
-    def __init__(self, interactions: list[Recorded]) -> None:
+    def __init__(self, interactions: list[Recorded], by_path: bool = False) -> None:
         self._server = _Server(("127.0.0.1", 0), _Handler)
-        self._server.state = _State(list(interactions))
+        self._server.state = _State(list(interactions), by_path)
         self._thread = threading.Thread(target=self._server.serve_forever, name="replay-server", daemon=True)
 
     @property

@@ -9,6 +9,7 @@ response/generation span becomes it). Either way there is exactly one LLM span p
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -158,6 +159,8 @@ def test_tool_call_handoff_and_answer_become_agent_tool_and_llm_spans(capture: T
     (handoff,) = names["handoff agent1 -> agent2"]
     assert (handoff.attributes or {})[sc.OPENAI_AGENTS_HANDOFF_FROM] == "agent1"
     assert (handoff.attributes or {})[sc.OPENAI_AGENTS_HANDOFF_TO] == "agent2"
+    # The model's transfer_to_agent2 call (the recorded response) is the handoff's call.
+    assert (handoff.attributes or {})[sc.GEN_AI_TOOL_CALL_ID] == "call_oEA0MnUXCwKevx8txteoopNL"
     assert _agent_of(handoff, spans) == "agent1"
 
     # One LLM span per model request, whichever instrumentation made it, each under the agent that called.
@@ -178,6 +181,39 @@ def test_tool_call_handoff_and_answer_become_agent_tool_and_llm_spans(capture: T
         assert all((s.attributes or {})[sc.OPENAI_AGENTS_SPAN_TYPE] == "response" for s in llm)
     assert (llm[1].attributes or {})[sc.GEN_AI_USAGE_INPUT_TOKENS] == 89
     assert (llm[1].attributes or {})[sc.GEN_AI_USAGE_OUTPUT_TOKENS] == 18
+
+
+def test_each_agent_span_sums_its_own_model_calls_usage_and_the_trace_total_counts_them_once(
+    capture: TraceCapture, openai_on: bool
+) -> None:
+    """The GenAI conventions recommend ``gen_ai.usage.*`` on ``invoke_agent`` spans: the sum of the agent's calls.
+
+    The Trace's totals (and the store's, which ``traces list`` shows) stay the sum of the model calls.
+    """
+    from evaltrace.exporters.store_values import span_usage, trace_usage
+
+    _run_handoff()
+    spans = capture.spans
+    llm = [s for s in spans if _kind(s) == sc.KIND_LLM]
+    usage_keys = (sc.GEN_AI_USAGE_INPUT_TOKENS, sc.GEN_AI_USAGE_OUTPUT_TOKENS, sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS)
+    for name in ("agent1", "agent2"):
+        (agent,) = [s for s in spans if s.name == f"invoke_agent {name}"]
+        calls = [s.attributes or {} for s in llm if _agent_of(s, spans) == name]
+        assert calls
+        for key in usage_keys:
+            assert (agent.attributes or {})[key] == sum(call[key] for call in calls)
+    assert (next(s for s in spans if s.name == "invoke_agent agent2").attributes or {})[
+        sc.GEN_AI_USAGE_INPUT_TOKENS
+    ] == 89
+    total_in = sum((s.attributes or {})[sc.GEN_AI_USAGE_INPUT_TOKENS] for s in llm)
+    total_out = sum((s.attributes or {})[sc.GEN_AI_USAGE_OUTPUT_TOKENS] for s in llm)
+    metrics = capture.trace.metrics
+    assert (metrics.token_input, metrics.token_output) == (total_in, total_out)
+    ids = {s.context.span_id: f"{s.context.span_id:016x}" for s in spans if s.context is not None}
+    carriers = [(ids[s.context.span_id], u) for s in spans if (u := span_usage(s.attributes or {})).input_tokens]
+    links = [(ids[s.context.span_id], ids.get(s.parent.span_id) if s.parent else None) for s in spans]
+    stored = trace_usage(carriers, links)
+    assert (stored.input_tokens, stored.output_tokens) == (total_in, total_out)
 
 
 def test_the_trace_evaluators_see_holds_each_call_once_and_the_answer(capture: TraceCapture, openai_on: bool) -> None:
@@ -266,6 +302,8 @@ def test_input_guardrail_span_under_the_agent(capture: TraceCapture, openai_on: 
 
 def test_a_tripped_guardrail_is_recorded_and_its_exception_reaches_the_caller(capture: TraceCapture) -> None:
     """No recording is needed: a blocking guardrail that trips stops the run before any model request."""
+    if "run_in_parallel" not in inspect.signature(input_guardrail).parameters:
+        pytest.skip("this openai-agents has no blocking guardrails (input_guardrail(run_in_parallel=...))")
 
     @input_guardrail(run_in_parallel=False)
     async def no_math(ctx: Any, agent: Agent[Any], question: Any) -> GuardrailFunctionOutput:
@@ -415,7 +453,13 @@ def test_mcp_tools_are_listed_and_called_as_extension_tools(capture: TraceCaptur
     assert result.final_output == "Here's a random number for you: 4"
     spans = capture.spans
     listed = [s for s in spans if s.name == "mcp list_tools random"]
-    assert listed and all(_agent_of(s, spans) == "mcp_agent" for s in listed)
+    (agent,) = [s for s in spans if s.name == "invoke_agent mcp_agent"]
+    assert listed
+    for span in listed:
+        if (span.start_time or 0) > (agent.start_time or 0):
+            assert _agent_of(span, spans) == "mcp_agent"
+        else:  # the SDK listed the tools before it started the agent span (openai-agents 0.2): under the workflow
+            assert _kind(_parent(span, spans)) == sc.KIND_WORKFLOW
     assert tuple((listed[0].attributes or {})[sc.OPENAI_AGENTS_MCP_TOOLS]) == ("random_number",)
     (tool,) = [s for s in spans if s.name == "execute_tool random_number"]
     attrs = tool.attributes or {}

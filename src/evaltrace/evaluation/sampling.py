@@ -2,8 +2,8 @@
 
 A trace is *kept* when any evaluation on it failed or errored (``evaltrace.eval.failed`` or
 ``evaltrace.eval.errors`` on a span or an ``evaluation`` child span), when it exceeds a budget (root latency,
-summed cost, summed tokens), or by a random draw with probability ``keep_rate``. To decide, every span of a
-trace is parked until the trace's local root has been forwarded and every evaluation of that trace has finished,
+summed cost, summed tokens: each counted once, as the local store sums them), or by a random draw with
+probability ``keep_rate``. To decide, every span of a trace is parked until the trace's local root has been forwarded and every evaluation of that trace has finished,
 including a trace-level one still waiting for the trace to complete (its quiet period: the completion buffer
 announces it with :meth:`ExportGate.expect` as the root ends); then the whole trace is released or discarded at
 once. Spans of a trace arriving after its decision follow it (a bounded memory of decisions), with one exception:
@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from opentelemetry.sdk.trace import ReadableSpan
 
 from evaltrace._internal import semconv
+from evaltrace.exporters.store_values import NO_USAGE, Usage, span_usage, trace_usage
 
 _DECISIONS_KEPT = 8192
 
@@ -69,8 +70,6 @@ class _Parked:
     created: float
     spans: list[ReadableSpan] = field(default_factory=list)
     failed: bool = False
-    cost: float = 0.0
-    tokens: int = 0
     latency_ms: float = 0.0
     root_done: bool = False
     jobs: int = 0
@@ -91,10 +90,6 @@ class SamplingStats:
 
 def _local_root(span: ReadableSpan) -> bool:
     return span.parent is None or span.parent.is_remote
-
-
-def _number(value: object) -> float:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
 class ExportGate:
@@ -255,11 +250,6 @@ class ExportGate:
         # An evaluation that errored is no fail, but its trace is kept as before: it may need re-evaluating.
         if attrs.get(semconv.EVALTRACE_EVAL_FAILED) is True or attrs.get(semconv.EVALTRACE_EVAL_ERRORS):
             entry.failed = True
-        entry.cost += _number(attrs.get(semconv.EVALTRACE_COST_USD) or attrs.get(semconv.GEN_AI_USAGE_COST))
-        entry.tokens += int(
-            _number(attrs.get(semconv.GEN_AI_USAGE_INPUT_TOKENS))
-            + _number(attrs.get(semconv.GEN_AI_USAGE_OUTPUT_TOKENS))
-        )
         if self._is_root(span) and attrs.get(semconv.EVALTRACE_SPAN_KIND) != semconv.KIND_EVALUATION:
             entry.root_done = True
             entry.latency_ms = ((span.end_time or 0) - (span.start_time or 0)) / 1e6
@@ -269,9 +259,33 @@ class ExportGate:
         return (
             entry.failed
             or (s.max_latency_ms is not None and entry.latency_ms > s.max_latency_ms)
-            or (s.max_cost_usd is not None and entry.cost > s.max_cost_usd)
-            or (s.max_tokens is not None and entry.tokens > s.max_tokens)
+            or self._over_budget(entry)
             or random.random() < s.keep_rate
+        )
+
+    def _over_budget(self, entry: _Parked) -> bool:
+        """Whether the trace's tokens or cost exceed a budget, summed as the local store sums them.
+
+        An agent span repeating the counts of the model calls under it (or an ``@llm`` function around an
+        instrumented call) is left out when a descendant carries them (:func:`trace_usage`), so each token is
+        counted once; a span with counts and no counting descendant (a decorated function's manual usage)
+        counts. Computed once per decision, from the whole parked trace: the order spans end in is no matter.
+        """
+        s = self.settings
+        if s.max_tokens is None and s.max_cost_usd is None:
+            return False
+        carriers: list[tuple[int, Usage]] = []
+        links: list[tuple[int, int | None]] = []
+        for span in entry.spans:
+            span_id = span.context.span_id if span.context is not None else 0
+            links.append((span_id, span.parent.span_id if span.parent is not None else None))
+            usage = span_usage(span.attributes or {})
+            if usage != NO_USAGE:
+                carriers.append((span_id, usage))
+        total = trace_usage(carriers, links)
+        tokens = (total.input_tokens or 0) + (total.output_tokens or 0)
+        return (s.max_tokens is not None and tokens > s.max_tokens) or (
+            s.max_cost_usd is not None and (total.cost or 0.0) > s.max_cost_usd
         )
 
     def _ready(self, trace_id: int, entry: _Parked) -> list[ReadableSpan]:

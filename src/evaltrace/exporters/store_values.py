@@ -7,14 +7,17 @@ without the OpenTelemetry SDK.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 from evaltrace._internal import semconv
 
 __all__ = ["NO_USAGE", "Usage", "clamp_int", "clean_text", "span_usage", "trace_usage"]
 
 _INT64_MAX = 2**63 - 1
+
+# A span id: the store's hex text, or the SDK's int (export sampling sums a parked trace the same way).
+_Id = TypeVar("_Id", bound=Hashable)
 
 
 def clean_text(text: str) -> str:
@@ -83,9 +86,9 @@ def span_usage(attributes: Mapping[str, Any]) -> Usage:
     return Usage(_tokens(tokens_in), _tokens(tokens_out), number)
 
 
-def _ancestors(parents: Mapping[str, str | None], span_ids: Iterable[str]) -> set[str]:
+def _ancestors(parents: Mapping[_Id, _Id | None], span_ids: Iterable[_Id]) -> set[_Id]:
     """Every span (of ``parents``) above one of ``span_ids``; cycle-safe (a corrupt store could hold one)."""
-    covered: set[str] = set()
+    covered: set[_Id] = set()
     for span_id in span_ids:
         parent = parents.get(span_id)
         while parent is not None and parent in parents and parent not in covered:
@@ -94,7 +97,7 @@ def _ancestors(parents: Mapping[str, str | None], span_ids: Iterable[str]) -> se
     return covered
 
 
-def trace_usage(carriers: Sequence[tuple[str, Usage]], links: Iterable[tuple[str, str | None]]) -> Usage:
+def trace_usage(carriers: Sequence[tuple[_Id, Usage]], links: Iterable[tuple[_Id, _Id | None]]) -> Usage:
     """Tokens and cost of a whole trace: the one rule of ``traces list`` and ``traces show``.
 
     Each number is summed over the spans that carry it, leaving out a span when one of its descendants carries
@@ -116,7 +119,7 @@ def trace_usage(carriers: Sequence[tuple[str, Usage]], links: Iterable[tuple[str
             sum(u.output_tokens or 0 for u in leaves),
             math.fsum(u.cost or 0.0 for u in leaves),
         )
-    covered_by: dict[frozenset[str], set[str]] = {}  # the three numbers are usually carried by the same spans
+    covered_by: dict[frozenset[_Id], set[_Id]] = {}  # the three numbers are usually carried by the same spans
     totals: list[float | None] = []
     for index in range(3):
         carrying = frozenset(span_id for span_id, usage in carriers if usage[index] is not None)

@@ -19,6 +19,7 @@ import agents
 from agents.tracing import TracingProcessor
 
 from evaltrace.instrumentation.openai_agents._processor import EvaltraceTracingProcessor
+from evaltrace.instrumentation.openai_agents._sessions import unwrap_runner, wrap_runner
 
 __all__ = ["EvaltraceTracingProcessor", "instrument_openai_agents", "uninstrument_openai_agents"]
 
@@ -43,12 +44,14 @@ def instrument_openai_agents() -> EvaltraceTracingProcessor:
                 agents.add_trace_processor(_processor)
         _processor.enabled = True
         _processor.on_idle = None  # a removal still pending from uninstrument is off
+        wrap_runner()  # each run's Agents Session, for its spans
         return _processor
 
 
 def uninstrument_openai_agents() -> None:
     """Stop recording (no-op when not instrumented); spans already started still end."""
     with _lock:
+        unwrap_runner()
         if _processor is None:
             return
         _processor.enabled = False

@@ -341,6 +341,45 @@ def _chat_finish(message: Any) -> str | None:
     return "tool_calls" if field(message, "tool_calls") else "stop"
 
 
+def usage_of(data: Any) -> Attributes | None:
+    """A model span's token counts (``gen_ai.usage.*``, as its ``chat`` span has them); None: none recorded."""
+    if data.type == RESPONSE:
+        response = field(data, "response")
+        usage = responses_usage(field(response, "usage")) if response is not None else None
+        if usage is None:
+            recorded = field(data, "usage")  # content off: the SDK keeps the usage alone (newer SDKs)
+            usage = responses_usage(recorded) if isinstance(recorded, Mapping) else None
+    else:
+        usage = _generation_outcome(field(data, "output"), field(data, "usage"), None, False).usage
+    counts = outcome_attributes(Outcome(usage=usage)) if usage is not None else {}
+    return counts or None
+
+
+def invocation_usage(calls: list[Attributes | None]) -> Attributes:
+    """The token counts of an agent invocation: each count summed over its model calls, when every call has it.
+
+    A count some call did not report is left out (a sum of the others would read as the whole); so is every
+    count when a call reported none.
+    """
+    if not calls or any(call is None for call in calls):
+        return {}
+    return {
+        key: sum(call[key] for call in calls if call)
+        for key in USAGE_KEYS
+        if all(call and key in call for call in calls)
+    }
+
+
+# The counts an ``invoke_agent`` span carries (the GenAI conventions recommend the usage attributes on it).
+USAGE_KEYS = (
+    sc.GEN_AI_USAGE_INPUT_TOKENS,
+    sc.GEN_AI_USAGE_OUTPUT_TOKENS,
+    sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+    sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
+    sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
+)
+
+
 def _usage_only(usage: Any) -> Attributes:
     """Token counts of a model span whose response was not recorded (content off in the SDK)."""
     if not isinstance(usage, Mapping):

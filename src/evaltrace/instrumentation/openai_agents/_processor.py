@@ -15,7 +15,12 @@ Tool call ids: the SDK's function span has none, so each ``execute_tool`` span t
 asked for (same tool and arguments), kept per SDK trace until that trace ends. A human-in-the-loop resume
 (``Runner.run(agent, state)``) outside an outer ``with trace(...)`` runs in a new SDK trace, after the first run's
 trace ended and its calls were dropped: the resumed tool span then has no ``gen_ai.tool.call.id`` (never a wrong
-one). Wrap the run and its resumes in one ``with trace(...)`` to keep the id.
+one). Wrap the run and its resumes in one ``with trace(...)`` to keep the id. A handoff span takes the id of
+the model's call of its transfer tool as the SDK's ``execute_handoffs`` runs it, else the same way, by the
+handoff's tool name.
+
+Agent spans also carry the run's Agents ``Session`` id (``_sessions``) and the summed token counts of the model
+calls under them (counts only the LLM spans add to a total).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import sys
 import threading
 from collections.abc import Callable
 from contextvars import Token
+from types import SimpleNamespace
 from typing import Any
 
 import agents
@@ -41,6 +47,7 @@ from evaltrace._internal.jsonutil import capped_json, capped_text, loads_or_raw
 from evaltrace._internal.openai.parts import field
 from evaltrace._internal.tracing import LLM_SUPPRESSION_KEYS, get_tracer
 from evaltrace.instrumentation.openai_agents import _attributes as attributes
+from evaltrace.instrumentation.openai_agents._sessions import current_session_id, session_attributes
 
 # Set inside a model span we record: other LLM instrumentations (ours included) then record no second span.
 _SUPPRESS_LLM_KEY = LLM_SUPPRESSION_KEYS[2]
@@ -49,7 +56,7 @@ _SUPPRESS_LLM_KEY = LLM_SUPPRESSION_KEYS[2]
 class _Open:
     """An SDK span or trace we are following: its OTel span (None: passed through) and its children's context."""
 
-    __slots__ = ("asked", "attached", "context", "parent", "span", "token")
+    __slots__ = ("asked", "attached", "calls", "context", "parent", "session", "span", "token")
 
     def __init__(self, span: Span | None, context: Context, parent: _Open | None = None) -> None:
         self.span = span
@@ -58,6 +65,9 @@ class _Open:
         self.token: Token[Context] | None = None
         self.attached: Context | None = None
         self.asked = True  # no input.value to set, or set already; False on workflow and agent spans until set
+        self.session: str | None = None  # the Agents Session id recorded on it (workflow spans)
+        # Agent spans: the token counts of each model call made under it (None: a call that reported none).
+        self.calls: list[dict[str, Any] | None] | None = None
 
 
 def _openai_instrumented() -> bool:
@@ -105,6 +115,36 @@ def _kept_model_call() -> str | None:
     return None
 
 
+# How far up from ``_handoff_call`` the SDK's ``execute_handoffs`` is (the span's exit and our frames between).
+_HANDOFF_FRAME_DEPTH = 12
+
+
+def _handoff_call(data: Any) -> tuple[str | None, str | None]:
+    """The tool the model called for this handoff: its name and, when known, the call's id (None: unknown).
+
+    Both read from the SDK's ``execute_handoffs`` (only that function's frame), which ends the span inside its
+    ``with`` block while its ``actual_handoff`` is the handoff run: the handoff's tool name
+    (``tool_name_override`` included) and the model's call of it (``tool_call.call_id``). Failing that, the
+    SDK's default name for the agent handed to (``transfer_to_{agent}``) and no id. Bounded: a few frames up,
+    once per handoff.
+    """
+    frame = sys._getframe(1)
+    for _ in range(_HANDOFF_FRAME_DEPTH):
+        if frame is None:
+            break
+        if frame.f_code.co_name == "execute_handoffs":
+            run = frame.f_locals.get("actual_handoff")
+            tool = getattr(getattr(run, "handoff", None), "tool_name", None)
+            call_id = getattr(getattr(run, "tool_call", None), "call_id", None)
+            if isinstance(tool, str) and tool:
+                return tool, call_id if isinstance(call_id, str) and call_id else None
+            break
+        frame = frame.f_back  # type: ignore[assignment]  # None ends the walk above
+    to_agent = getattr(data, "to_agent", None)
+    default = agents.Handoff.default_tool_name(SimpleNamespace(name=str(to_agent))) if to_agent else None  # type: ignore[arg-type]
+    return default, None
+
+
 class EvaltraceTracingProcessor(TracingProcessor):
     """An Agents SDK ``TracingProcessor`` that records the SDK's traces as evaltrace OTel spans.
 
@@ -147,10 +187,14 @@ class EvaltraceTracingProcessor(TracingProcessor):
                 exported.get("metadata"),
                 str(trace.trace_id),
             )
+            session_id = current_session_id()
+            if session_id is not None:  # the run opened this trace: its session is the workflow's
+                attrs.update(session_attributes(session_id))
             parent = get_current()
             span = get_tracer().start_span(name, context=parent, kind=SpanKind.INTERNAL, attributes=attrs)
             entry = _Open(span, set_span_in_context(span, parent))
             entry.asked = False
+            entry.session = session_id
             self._traces[trace.trace_id] = entry
 
     def on_trace_end(self, trace: Any) -> None:
@@ -183,6 +227,9 @@ class EvaltraceTracingProcessor(TracingProcessor):
                 name, attrs = attributes.span_start(data)
                 if streamed:
                     attrs[sc.GEN_AI_REQUEST_STREAM] = True
+                session_id = current_session_id() if data.type == attributes.AGENT else None
+                if session_id is not None:
+                    attrs.update(self._agent_session(span.trace_id, session_id))
                 kind = SpanKind.CLIENT if is_model else SpanKind.INTERNAL
                 otel_span = get_tracer().start_span(name, context=parent, kind=kind, attributes=attrs)
                 context = set_span_in_context(otel_span, parent)
@@ -190,9 +237,35 @@ class EvaltraceTracingProcessor(TracingProcessor):
                     context = otel_context.set_value(_SUPPRESS_LLM_KEY, True, context)
                 entry = _Open(otel_span, context, parent_entry)
                 entry.asked = data.type != attributes.AGENT
+                if data.type == attributes.AGENT:
+                    entry.calls = []
             self._spans[span.span_id] = entry  # from here on_span_end ends it
             entry.attached = entry.context
             entry.token = attach(entry.context)
+
+    def _agent_session(self, trace_id: str, session_id: str) -> dict[str, Any]:
+        """The session attributes of an agent span whose run has Session ``session_id``.
+
+        A trace has one ``session.id`` (evaluation and the local store each read one): the first run with a
+        Session names it on the workflow. A run with another session in the same trace (an agent run as a tool
+        with its own ``session=``, or a second run inside one ``with trace(...)``) names its session only as its
+        agent's ``gen_ai.conversation.id``.
+        """
+        self._session_on_workflow(trace_id, session_id)
+        workflow = self._traces.get(trace_id)
+        on_trace = getattr(workflow.span, "attributes", None) if workflow is not None else None
+        named = next((on_trace.get(key) for key in sc.SESSION_ID_KEYS if on_trace and on_trace.get(key)), None)
+        if named is not None and named != session_id:
+            return {sc.GEN_AI_CONVERSATION_ID: session_id}
+        return session_attributes(session_id)
+
+    def _session_on_workflow(self, trace_id: str, session_id: str) -> None:
+        """Name the session on a workflow span opened before the run (``with trace(...)``), once, when it has none."""
+        workflow = self._traces.get(trace_id)
+        if workflow is None or workflow.span is None or workflow.session is not None:
+            return
+        workflow.session = session_id
+        workflow.span.set_attributes(session_attributes(session_id, getattr(workflow.span, "attributes", None)))
 
     def on_span_end(self, span: Any) -> None:
         """Record what the SDK span learnt, end its OTel span and restore the context it replaced."""
@@ -218,16 +291,24 @@ class EvaltraceTracingProcessor(TracingProcessor):
             self._remember_calls(span.trace_id, span.parent_id, data)
             if current.capture_content:
                 _ask(entry.parent, data)
+            if not span.error:  # a failed call is in no agent's counts (it reports none, and used none we know of)
+                _count_usage(entry.parent, attributes.usage_of(data))
         otel_span = entry.span
         if otel_span is None:
             return
         name, attrs = attributes.span_end(data, current.capture_content, current.max_attribute_length)
+        if entry.calls is not None:  # an agent: its model calls' counts, summed (never on an LLM span: no double)
+            attrs.update(attributes.invocation_usage(entry.calls))
         if data.type == attributes.FUNCTION:
             # A span with its arguments but no output and no error ran nothing (the call awaits approval; a
             # later span, in the resumed run, runs it) or its tool returned None: it names the call without
             # using it up.
             waits = data.input is not None and data.output is None and not span.error
             call_id = self._claim_call(span.trace_id, span.parent_id, str(data.name), data.input, keep=waits)
+            if call_id is not None:
+                attrs[sc.GEN_AI_TOOL_CALL_ID] = call_id
+        elif data.type == attributes.HANDOFF:
+            call_id = self._handoff_call_id(span)
             if call_id is not None:
                 attrs[sc.GEN_AI_TOOL_CALL_ID] = call_id
         if name is not None:
@@ -298,6 +379,25 @@ class EvaltraceTracingProcessor(TracingProcessor):
                 del calls[best[2]]
             return call.call_id
 
+    def _handoff_call_id(self, span: Any) -> str | None:
+        """The id of the model's call of the transfer tool this handoff span ran (None: unknown).
+
+        As the SDK ran it when it can be read (the call is then used up), else matched as a function span's is,
+        by tool name (a handoff's arguments are not on its span).
+        """
+        tool, call_id = _handoff_call(span.span_data)
+        if call_id is not None:
+            self._drop_call(span.trace_id, call_id)
+            return call_id
+        return self._claim_call(span.trace_id, span.parent_id, tool, None, keep=False) if tool else None
+
+    def _drop_call(self, trace_id: str, call_id: str) -> None:
+        """Use up the call ``call_id`` (a handoff's, known exactly): no later span may take its id."""
+        with self._lock:
+            calls = self._calls.get(trace_id)
+            if calls:
+                calls[:] = [call for call in calls if call.call_id != call_id]
+
     # --- lifecycle ----------------------------------------------------------------------------------------
 
     def shutdown(self) -> None:
@@ -349,6 +449,14 @@ def _ask(entry: _Open | None, data: Any) -> None:
             entry.asked = True
             span.set_attribute(sc.INPUT_VALUE, capped_text(question, settings.current.max_attribute_length))
             span.set_attribute(sc.INPUT_MIME_TYPE, sc.MIME_TEXT)
+        entry = entry.parent
+
+
+def _count_usage(entry: _Open | None, usage: dict[str, Any] | None) -> None:
+    """Add a model call's token counts to every agent span above it (an agent run as a tool's included)."""
+    while entry is not None:
+        if entry.calls is not None:
+            entry.calls.append(usage)
         entry = entry.parent
 
 
