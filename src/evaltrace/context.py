@@ -100,6 +100,25 @@ def current_context_attributes() -> Mapping[str, AttributeValue]:
     return stamp.attributes if stamp else {}
 
 
+def session_in(context: Mapping[str, object]) -> str | None:
+    """The ``session.id`` the ``context()`` blocks in force in ``context`` (an OTel context) stamp, or None."""
+    stamp = context.get(_CONTEXT_KEY)
+    session = stamp.attributes.get(semconv.SESSION_ID) if isinstance(stamp, _Stamp) else None
+    return session if isinstance(session, str) else None
+
+
+def with_session(context: Mapping[str, object], session_id: str) -> dict[str, object]:
+    """``context``'s values with ``session_id`` stamped as a ``context(session_id=...)`` block inside it stamps it.
+
+    For instrumentations that know a conversation's id (a LangGraph thread): spans started under the returned
+    values, other instrumentations' included, carry ``session.id`` as if the user had opened the block.
+    """
+    stamp = context.get(_CONTEXT_KEY)
+    merged = dict(stamp.attributes) if isinstance(stamp, _Stamp) else {}
+    merged[semconv.SESSION_ID] = session_id
+    return {**context, _CONTEXT_KEY: _Stamp(merged)}
+
+
 class ContextAttributesProcessor(SpanProcessor):
     """Copies the ``evaltrace.context(...)`` attributes onto every span at start (O(1) when none are set)."""
 

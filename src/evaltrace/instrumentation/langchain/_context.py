@@ -49,6 +49,7 @@ class Run:
     namespace: str | None = None  # a LangGraph run's ``langgraph_checkpoint_ns``: a node's differs from its graph's
     graph_name: str | None = None  # a task run's name while it may be a LangGraph subgraph (see the handler)
     tool_call_id: str | None = None  # a tool run's call id, when LangChain gave one
+    session: str | None = None  # the LangGraph thread stamped as ``session.id`` on this run and what runs inside it
 
 
 def _span_of(context: Context) -> Span:

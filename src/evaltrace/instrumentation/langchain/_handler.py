@@ -39,6 +39,7 @@ from evaltrace._internal.fast_context import SPAN_KEY, get_current
 from evaltrace._internal.jsonutil import capped_text
 from evaltrace._internal.spans import end_error
 from evaltrace._internal.tracing import INSTRUMENTATION_NAME, LLM_SUPPRESSION_KEYS, SUPPRESSION_KEYS, get_tracer
+from evaltrace.context import session_in, with_session
 from evaltrace.instrumentation.langchain import _codec
 from evaltrace.instrumentation.langchain._context import Contexts, Run, WhileRequesting
 from evaltrace.instrumentation.langchain._results import captured as _captured
@@ -51,6 +52,7 @@ from evaltrace.instrumentation.langchain._runs import _KIND_LABELS, _agent_attri
 from evaltrace.instrumentation.langchain._runs import _integration_calls_the_sdk as _integration_calls_the_sdk
 from evaltrace.instrumentation.langchain._runs import conversation_attributes as _conversation
 from evaltrace.instrumentation.langchain._runs import provider_traced as provider_traced
+from evaltrace.instrumentation.langchain._runs import thread_of as _thread_of
 
 try:
     # The defining module: importing the package could meet it half-initialised (we load while LangChain does).
@@ -118,12 +120,18 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         name: str,
         attributes: dict[str, AttributeValue],
         span_kind: SpanKind = SpanKind.INTERNAL,
+        metadata: Mapping[str, Any] | None = None,
     ) -> Run | None:
         current = get_current()
         suppress_otel, suppress_ours = SUPPRESSION_KEYS
         if current.get(suppress_otel) or current.get(suppress_ours):
             return None
         parent, _ = self._parent_context(parent_run_id, current)
+        session = self._session(parent_run_id, parent, metadata)
+        if session is not None:
+            attributes = {**attributes, sc.SESSION_ID: session}
+            if session_in(parent) != session:  # so the stamping processor stamps what it would inside a context()
+                parent = Context(with_session(parent, session))
         langfuse_type, openinference_kind = _KIND_LABELS[kind]
         attributes = {
             sc.EVALTRACE_SPAN_KIND: kind,
@@ -135,19 +143,42 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         span = (self._tracer or get_tracer()).start_span(
             name, context=parent, kind=span_kind, attributes=attributes, start_time=start
         )
-        run = Run(span, span, Context({**parent, SPAN_KEY: span}), current, kind, started_ns=start)
+        run = Run(span, span, Context({**parent, SPAN_KEY: span}), current, kind, started_ns=start, session=session)
         # A model call recorded here: an LLM instrumentation under it must not record its request again.
-        self._contexts.enter(run, current, {_SUPPRESS_LLM_KEY: WhileRequesting(run)} if kind == sc.KIND_LLM else None)
+        extra: dict[str, object] = {_SUPPRESS_LLM_KEY: WhileRequesting(run)} if kind == sc.KIND_LLM else {}
+        if session is not None and session_in(current) != session:  # spans of other instrumentations inside too
+            extra.update(with_session({}, session))
+        self._contexts.enter(run, current, extra)
         self._runs[run_id] = run
         return run
 
-    def _pass_through(self, run_id: UUID, parent_run_id: UUID | None, kind: str) -> None:
+    def _session(self, parent_run_id: UUID | None, parent: Context, metadata: Mapping[str, Any] | None) -> str | None:
+        """The ``session.id`` of a run: its parent run's; for a run of ours at the top, its LangGraph thread.
+
+        A LangGraph thread is a conversation (each ``invoke`` on it a turn): stamped as evaltrace's session, its
+        turns make one :class:`~evaltrace.schema.conversation.Conversation`. A session the user set
+        (``evaltrace.context(session_id=...)``) is theirs: it wins, and no thread is stamped over it.
+        """
+        parent_run = self._runs.get(parent_run_id) if parent_run_id is not None else None
+        if parent_run is not None:
+            return parent_run.session
+        thread = _thread_of(metadata)
+        return thread if thread is not None and session_in(parent) is None else None
+
+    def _pass_through(
+        self, run_id: UUID, parent_run_id: UUID | None, kind: str, metadata: Mapping[str, Any] | None = None
+    ) -> None:
         """Keep a run without a span: its children (and an SDK call inside it) nest under its nearest ancestor."""
         current = get_current()
         parent, shown = self._parent_context(parent_run_id, current)
-        run = Run(None, shown or INVALID_SPAN, parent, current, kind)
-        if shown is not None:  # the ancestor's span made current where the run executes (another thread may not)
-            self._contexts.enter(run, current)
+        run = Run(
+            None, shown or INVALID_SPAN, parent, current, kind, session=self._session(parent_run_id, parent, metadata)
+        )
+        # The ancestor's span made current where the run executes (another thread may not); the thread's session
+        # too, for the span the model's SDK instrumentation makes inside.
+        extra = with_session({}, run.session) if run.session and session_in(current) != run.session else None
+        if shown is not None or extra:
+            self._contexts.enter(run, current, extra)
         self._runs[run_id] = run
 
     def _finish(self, run_id: UUID) -> Run | None:
@@ -210,7 +241,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
             # Before the hidden check: a subgraph's first node may be one (LangGraph's ``__start__``).
             self._promote_subgraph(parent_run_id, metadata)
             if tags and _HIDDEN_TAG in tags:
-                self._pass_through(run_id, parent_run_id, sc.KIND_TASK)
+                self._pass_through(run_id, parent_run_id, sc.KIND_TASK, metadata)
                 return
             name = _name(kwargs, serialized, "chain")
             attributes: dict[str, AttributeValue] = {}
@@ -221,7 +252,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
                 kind, span_name = sc.KIND_TASK, name
             if settings.current.capture_content:
                 attributes[sc.INPUT_VALUE] = _json(inputs)
-            run = self._start(run_id, parent_run_id, kind, span_name, attributes)
+            run = self._start(run_id, parent_run_id, kind, span_name, attributes, metadata=metadata)
             if run is not None:
                 namespace = metadata.get("langgraph_checkpoint_ns")
                 run.namespace = namespace if isinstance(namespace, str) and namespace else None
@@ -318,7 +349,9 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
             if settings.current.capture_content:
                 arguments = inputs if inputs is not None else _codec_arguments(input_str)
                 attributes[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = _json(arguments)
-            run = self._start(run_id, parent_run_id, sc.KIND_TOOL, f"execute_tool {name}", attributes)
+            run = self._start(
+                run_id, parent_run_id, sc.KIND_TOOL, f"execute_tool {name}", attributes, metadata=metadata
+            )
             if run is not None and isinstance(call_id, str) and call_id:
                 run.tool_call_id = call_id  # which message of a returned Command is this call's result
 
@@ -353,7 +386,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
             if settings.current.capture_content and isinstance(query, str):
                 attributes[sc.GEN_AI_RETRIEVAL_QUERY_TEXT] = capped_text(query, settings.current.max_attribute_length)
                 attributes[sc.INPUT_VALUE] = _json({"query": query})
-            self._start(run_id, parent_run_id, sc.KIND_RETRIEVER, f"retrieval {name}", attributes)
+            self._start(run_id, parent_run_id, sc.KIND_RETRIEVER, f"retrieval {name}", attributes, metadata=metadata)
 
     def on_retriever_end(self, documents: Sequence[Any], *, run_id: UUID, **kwargs: Any) -> None:
         """End the retriever span with the documents it found (the RAG context evaluators read)."""
@@ -411,7 +444,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         batch: Sequence[Any],
     ) -> None:
         if provider_traced(metadata.get("ls_provider")):
-            self._pass_through(run_id, parent_run_id, sc.KIND_LLM)
+            self._pass_through(run_id, parent_run_id, sc.KIND_LLM, metadata)
             return
         params = kwargs.get("invocation_params")
         params = params if isinstance(params, Mapping) else {}
@@ -424,7 +457,9 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
             tools = _codec.tools_of(params)
             if tools:
                 attributes[sc.GEN_AI_TOOL_DEFINITIONS] = _json(tools)
-        run = self._start(run_id, parent_run_id, sc.KIND_LLM, f"{operation} {model}", attributes, SpanKind.CLIENT)
+        run = self._start(
+            run_id, parent_run_id, sc.KIND_LLM, f"{operation} {model}", attributes, SpanKind.CLIENT, metadata
+        )
         if run is not None:
             request_model, provider = attributes.get(sc.GEN_AI_REQUEST_MODEL), attributes.get(sc.GEN_AI_PROVIDER_NAME)
             run.model = request_model if isinstance(request_model, str) else None

@@ -103,7 +103,13 @@ def conversation_attributes(metadata: Mapping[str, Any] | None) -> dict[str, Att
     LangGraph copies ``config["configurable"]`` into the metadata of every run of the graph, its model calls and
     tools included, so each GenAI span of a turn names the conversation it belongs to (never an invented id).
     """
+    thread = thread_of(metadata)
+    return {sc.GEN_AI_CONVERSATION_ID: thread} if thread is not None else {}
+
+
+def thread_of(metadata: Mapping[str, Any] | None) -> str | None:
+    """The LangGraph thread (``configurable.thread_id``) a run belongs to, as text, or None."""
     thread = metadata.get("thread_id") if metadata else None
     if isinstance(thread, str | int) and not isinstance(thread, bool) and str(thread):
-        return {sc.GEN_AI_CONVERSATION_ID: str(thread)}
-    return {}
+        return str(thread)
+    return None

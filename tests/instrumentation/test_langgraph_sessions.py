@@ -1,0 +1,134 @@
+"""A LangGraph thread is an evaltrace session: the turns of one ``thread_id`` are judged as one Conversation.
+
+Replayed through the real LangGraph ReAct agent and ``ChatOpenAI`` (OpenInference's
+``test_agent_with_raw_dict_messages`` recording: a ``get_weather`` call, then the answer, served once per turn) on
+127.0.0.1, into a real ``EvaluationSpanProcessor`` with a session-scope evaluator.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_replay import AGENT, chat_openai, langchain_instrumented
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import evaltrace
+from cassettes import ReplayServer, load_cassette
+from evaltrace._internal import tracing
+from evaltrace.evaluation import EvaluationSpanProcessor, EvaluatorSpec, evaluator
+from evaltrace.schema import EvaluationResult
+from evaltrace.schema.conversation import Conversation
+
+pytestmark = [
+    pytest.mark.usefixtures("capture"),
+    pytest.mark.filterwarnings("ignore:create_react_agent has been moved"),
+]
+
+THREAD = "thread-42"
+QUESTIONS = ["What's the weather in London?", "And now?"]
+WEATHER = "The weather in London is sunny."
+
+
+class _Pipeline:
+    def __init__(self, dead_letter: Path) -> None:
+        self.seen: list[Conversation] = []
+
+        @evaluator(name="coherent")
+        def coherent(conversation: Conversation) -> EvaluationResult:
+            self.seen.append(conversation)
+            return EvaluationResult(evaluator="coherent", passed=True, score=1.0)
+
+        self.exporter = InMemorySpanExporter()
+        self.processor = EvaluationSpanProcessor(
+            downstream=[SimpleSpanProcessor(self.exporter)],
+            evaluators=[EvaluatorSpec(coherent, scope="session")],
+            trace_quiet_period_s=0.0,
+            session_quiet_period_s=0.3,
+            dead_letter_dir=dead_letter,
+        )
+        self.provider = TracerProvider()
+        self.provider.add_span_processor(self.processor)
+
+
+@pytest.fixture
+def pipeline(tmp_path: Path) -> Iterator[_Pipeline]:
+    p = _Pipeline(tmp_path / "dead-letter")
+    previous = tracing.set_tracer_provider(p.provider)
+    try:
+        yield p
+    finally:
+        tracing.set_tracer_provider(previous)
+        p.provider.shutdown()
+
+
+def _wait(predicate: Any, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not predicate():
+        time.sleep(0.01)
+    return bool(predicate())
+
+
+def _agent(server: ReplayServer, threaded: bool) -> Any:
+    from langchain_core.tools import tool
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.prebuilt import create_react_agent
+
+    @tool
+    def get_weather(location: str) -> str:
+        """Get the weather for a location."""
+        return f"The weather in {location} is sunny."
+
+    model = chat_openai(server, model="gpt-4o-mini", temperature=0.0, streaming=True)
+    return create_react_agent(
+        model,
+        [get_weather],
+        prompt="You are a helpful assistant.",
+        checkpointer=InMemorySaver() if threaded else None,
+    )
+
+
+def _two_turns(config: dict[str, Any]) -> None:
+    with ReplayServer(load_cassette(AGENT) * 2) as server, langchain_instrumented():
+        agent = _agent(server, threaded="configurable" in config)
+        for question in QUESTIONS:
+            agent.invoke({"messages": [{"role": "user", "content": question}]}, config=config)
+
+
+def test_two_invocations_on_one_thread_are_one_conversation_of_two_turns(pipeline: _Pipeline) -> None:
+    """Each ``invoke`` is a trace of its own; the thread id is their ``session.id``, so the session-scope evaluator
+    judges one Conversation holding both turns, in order. Every span of a turn carries it (model calls and tools
+    too), so a backend grouping by any span's session sees the same conversation."""
+    _two_turns({"configurable": {"thread_id": THREAD}})
+    assert _wait(lambda: len(pipeline.seen) == 1)
+    conversation = pipeline.seen[0]
+    assert conversation.session_id == THREAD
+    assert len(conversation.turns) == 2
+    assert [t.final_answer for t in conversation.turns] == [WEATHER, WEATHER]
+    spans = pipeline.exporter.get_finished_spans()
+    roots = [s for s in spans if s.parent is None]
+    assert [s.name for s in roots] == ["invoke_agent LangGraph", "invoke_agent LangGraph"]
+    assert len({s.context.trace_id for s in roots}) == 2
+    assert {(s.attributes or {}).get("session.id") for s in spans} == {THREAD}
+
+
+def test_a_session_the_user_set_wins_over_the_thread(pipeline: _Pipeline) -> None:
+    """``evaltrace.context(session_id=...)`` is the user's word on what the conversation is: the thread is not
+    stamped over it (it stays ``gen_ai.conversation.id``)."""
+    with evaltrace.context(session_id="chat-7"):
+        _two_turns({"configurable": {"thread_id": THREAD}})
+    spans = pipeline.exporter.get_finished_spans()
+    roots = [s for s in spans if s.parent is None]
+    assert [(s.attributes or {}).get("session.id") for s in roots] == [None, None]  # no stamping processor here
+    assert {(s.attributes or {}).get("gen_ai.conversation.id") for s in roots} == {THREAD}
+    assert not any((s.attributes or {}).get("session.id") == THREAD for s in spans)
+
+
+def test_runs_without_a_thread_get_no_session(pipeline: _Pipeline) -> None:
+    _two_turns({})
+    assert not any("session.id" in (s.attributes or {}) for s in pipeline.exporter.get_finished_spans())
