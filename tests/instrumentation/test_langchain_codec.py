@@ -1,7 +1,8 @@
 """The LangChain codec on the message and result shapes other chat model integrations produce.
 
-No recording exists here for ChatAnthropic, ChatGoogleGenerativeAI, ChatBedrockConverse or ChatOllama under
-LangChain (their packages are not installed either), so these tests build the real ``langchain_core`` objects
+No recording exists here for ChatGoogleGenerativeAI, ChatBedrockConverse or ChatOllama under LangChain (their
+packages are not installed either; ChatAnthropic is replayed for real in ``test_langchain_anthropic.py``), so these
+tests build the real ``langchain_core`` objects
 those integrations return, with the fields their sources fill: Anthropic's content blocks (``thinking``,
 ``tool_use``) and ``stop_reason``, Gemini's ``finish_reason`` ``STOP``, Bedrock's ``stopReason``, Ollama's
 ``done_reason``, and ``usage_metadata`` with cache and reasoning details.

@@ -54,6 +54,21 @@ _PROVIDERS = {
     "mistralai": "mistral_ai",
     "xai": "x_ai",
 }
+# ``ls_provider``s whose APIs take the system prompt apart from the messages (Anthropic's ``system``, Gemini's
+# ``system_instruction``, Bedrock's ``system``), where their integrations put the leading system messages: those are
+# ``gen_ai.system_instructions`` there, as evaltrace's instrumentation of the provider's SDK records the same call.
+# Elsewhere (OpenAI, Mistral, Ollama...) a system message is one of the messages sent, and stays one.
+_SYSTEM_APART = frozenset(
+    {
+        "anthropic",
+        "google_anthropic_vertex",
+        "google_genai",
+        "google_vertexai",
+        "amazon_bedrock",
+        "bedrock",
+        "bedrock_converse",
+    }
+)
 # invocation_params key -> request attribute (the keys chat model integrations use for the same parameter).
 _PARAMS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (sc.GEN_AI_REQUEST_TEMPERATURE, ("temperature",)),
@@ -259,6 +274,21 @@ def messages(batch: Sequence[Any]) -> list[Message]:
     return [message(m) for m in batch]
 
 
+def split_system(batch: Sequence[Any], ls_provider: Any) -> tuple[list[Part], Sequence[Any]]:
+    """The system instructions sent apart from the messages (see ``_SYSTEM_APART``), and the messages left.
+
+    The leading system messages of a provider that takes its system prompt apart; nothing elsewhere.
+    """
+    if ls_provider not in _SYSTEM_APART:
+        return [], batch
+    leading = 0
+    while leading < len(batch) and role_of(batch[leading]) == "system":
+        leading += 1
+    if not leading:
+        return [], batch
+    return [p for m in batch[:leading] for p in _content_parts(_field(m, "content"))], batch[leading:]
+
+
 # --- response --------------------------------------------------------------------------------------------
 
 
@@ -318,14 +348,15 @@ def usage_attributes(generations: Sequence[Any], llm_output: Any) -> dict[str, i
         (u for g in generations if isinstance(u := _field(_field(g, "message"), "usage_metadata"), Mapping)), None
     )
     if usage is not None:
+        details = usage.get("input_token_details") or {}
+        inputs = count(usage.get("input_tokens"))
         pairs = (
-            (sc.GEN_AI_USAGE_INPUT_TOKENS, usage.get("input_tokens")),
+            # No call reads no input: a 0 is a count the integration did not get (langchain-anthropic reads a
+            # stream's usage from its last event, where older streams repeat the output count only).
+            (sc.GEN_AI_USAGE_INPUT_TOKENS, inputs or None),
             (sc.GEN_AI_USAGE_OUTPUT_TOKENS, usage.get("output_tokens")),
-            (sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, (usage.get("input_token_details") or {}).get("cache_read")),
-            (
-                sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
-                (usage.get("input_token_details") or {}).get("cache_creation"),
-            ),
+            (sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, details.get("cache_read")),
+            (sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, _cache_creation(details)),
             (sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, (usage.get("output_token_details") or {}).get("reasoning")),
         )
         return {key: number for key, value in pairs if (number := count(value)) is not None}
@@ -339,6 +370,20 @@ def usage_attributes(generations: Sequence[Any], llm_output: Any) -> dict[str, i
             if value is not None:
                 out[key] = value
     return out
+
+
+def _cache_creation(details: Mapping[str, Any]) -> int | None:
+    """Tokens written to the prompt cache: ``cache_creation``, or the sum of its per-TTL counts.
+
+    langchain-anthropic splits Anthropic's cache writes by lifetime (``ephemeral_5m_input_tokens``,
+    ``ephemeral_1h_input_tokens``) and then zeroes ``cache_creation`` so that LangChain does not count them twice;
+    the writes are still in ``input_tokens``, and priced above plain input.
+    """
+    creation = count(details.get("cache_creation"))
+    by_ttl = [n for key, value in details.items() if key.startswith("ephemeral_") and (n := count(value)) is not None]
+    if by_ttl and sum(by_ttl) > (creation or 0):
+        return sum(by_ttl)
+    return creation
 
 
 def response_attributes(generations: Sequence[Any], llm_output: Any) -> dict[str, Any]:

@@ -12,8 +12,8 @@ current OTel context, so a chain called inside an ``@evaltrace.agent`` nests und
 * a retriever: ``retrieval {name}``, kind ``retriever``, its documents in ``gen_ai.retrieval.documents``; the
   mapping hands them to RAG evaluators as the retrieved context;
 * a model call: ``chat {model}`` (CLIENT), kind ``llm``, unless evaltrace's instrumentation of the model's SDK
-  is on (``instrument_openai()``, ``instrument_anthropic()``): then the SDK call's own span is the model call's
-  span, and this handler makes none.
+  is on (``instrument_openai()``, ``instrument_groq()``...) and reads what the integration asks the SDK for:
+  then the SDK call's own span is the model call's span, and this handler makes none (see ``_runs``).
 
 Each span is made current in the OTel context while its run lasts, so the SDK call of a model (and any code a
 chain runs) nests under the right chain span. Every span ends exactly once (``pop`` of the run record), on
@@ -453,6 +453,9 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         attributes.update(_conversation(metadata))
         model = attributes.get(sc.GEN_AI_REQUEST_MODEL) or _name(kwargs, None, "model")
         if settings.current.capture_content:
+            system, batch = _codec.split_system(batch, metadata.get("ls_provider"))
+            if system:
+                attributes[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = _json(system)
             attributes[sc.GEN_AI_INPUT_MESSAGES] = _json(_codec.messages(batch))
             tools = _codec.tools_of(params)
             if tools:

@@ -1,0 +1,204 @@
+"""``ChatAnthropic`` under the LangChain handler, span for span against evaltrace's own ``instrument_anthropic()``.
+
+The real langchain-anthropic model and the real anthropic client talk HTTP to a 127.0.0.1 server that replays the
+Anthropic Messages fixtures (``tests/fixtures/anthropic``, see its README for provenance): whole answers, streams,
+tool use, thinking (and redacted thinking), prompt-cache usage and every stop reason. The reference span is the one
+``instrument_anthropic()`` records when the plain anthropic client sends the very request ChatAnthropic sent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from anthropic_replay import FIXTURES, MODEL
+from langchain_replay import langchain_instrumented
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import evaltrace
+from cassettes import Recorded, ReplayServer
+
+pytest.importorskip("langchain_anthropic")
+
+pytestmark = [
+    pytest.mark.usefixtures("provider", "capture"),
+    pytest.mark.filterwarnings("ignore:Received unexpected tool content block"),
+]
+
+SYSTEM = "You are a weather assistant. Answer in one sentence."
+QUESTION = "What is the weather like in San Francisco?"
+
+# What the two spans of one call must agree on (the transport-level ones, server.*, stream timings, and the
+# OpenInference / Langfuse duplicates of the messages, are the SDK instrumentation's own).
+SAME = (
+    "gen_ai.operation.name",
+    "gen_ai.provider.name",
+    "gen_ai.request.model",
+    "gen_ai.request.max_tokens",
+    "gen_ai.response.id",
+    "gen_ai.response.model",
+    "gen_ai.response.finish_reasons",
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.output_tokens",
+    "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.cache_creation.input_tokens",
+    "gen_ai.usage.reasoning.output_tokens",
+    "gen_ai.system_instructions",
+    "gen_ai.input.messages",
+    "gen_ai.output.messages",
+    "gen_ai.tool.definitions",
+    "evaltrace.cost_usd",
+)
+# What langchain-anthropic does not hand LangChain from a stream: the ``message_start`` event (the message id, and
+# the input and cache counts when the closing ``message_delta`` does not repeat them, as these recordings' do not).
+NOT_STREAMED = (
+    "gen_ai.response.id",
+    "gen_ai.usage.input_tokens",
+    "gen_ai.usage.cache_read.input_tokens",
+    "gen_ai.usage.cache_creation.input_tokens",
+    "evaltrace.cost_usd",
+)
+
+
+def _recorded(name: str) -> Recorded:
+    content_type = "text/event-stream" if name.endswith(".sse") else "application/json"
+    headers = [("content-type", content_type), ("request-id", "req_test")]
+    return Recorded("POST", "/v1/messages", b"", 200, "OK", headers, (FIXTURES / name).read_bytes())
+
+
+@pytest.fixture
+def llm_spans(exporter: InMemorySpanExporter) -> Iterator[Any]:
+    def spans() -> list[ReadableSpan]:
+        return [s for s in exporter.get_finished_spans() if (s.attributes or {}).get("evaltrace.span.kind") == "llm"]
+
+    yield spans
+
+
+def _get_weather() -> Any:
+    from langchain_core.tools import tool
+
+    @tool
+    def get_weather(location: str) -> str:
+        """Get the current weather in a given location."""
+        return "sunny"
+
+    return get_weather
+
+
+MESSAGES = [("system", SYSTEM), ("human", QUESTION)]
+
+
+def _model(fixture: str, server: ReplayServer) -> Any:
+    from langchain_anthropic import ChatAnthropic
+
+    model: Any = ChatAnthropic(
+        model=MODEL,
+        base_url=server.url,
+        api_key="test",
+        max_retries=0,
+        max_tokens=1024,
+        streaming=fixture.endswith(".sse"),
+    )
+    return model.bind_tools([_get_weather()]) if "tool" in fixture else model
+
+
+def _chat_anthropic(fixture: str) -> dict[str, Any]:
+    """ChatAnthropic asked the system prompt and question; the request body it sent."""
+    with ReplayServer([_recorded(fixture)]) as server:
+        _model(fixture, server).invoke(MESSAGES)
+        return dict(server.received[0].json())
+
+
+def _native(fixture: str, request: dict[str, Any]) -> None:
+    """The same request sent by the plain anthropic client under ``instrument_anthropic()``."""
+    import anthropic
+
+    evaltrace.instrument_anthropic()
+    try:
+        with ReplayServer([_recorded(fixture)]) as server:
+            client = anthropic.Anthropic(base_url=server.url, api_key="test", max_retries=0)
+            reply = client.messages.create(**request)
+            if request.get("stream"):
+                for _ in reply:
+                    pass
+    finally:
+        evaltrace.uninstrument_anthropic()
+
+
+def _attrs(span: ReadableSpan, keys: tuple[str, ...]) -> dict[str, Any]:
+    attrs = span.attributes or {}
+    return {k: list(v) if isinstance(v, tuple) else v for k in keys if (v := attrs.get(k)) is not None}
+
+
+def _handler_and_native(fixture: str, llm_spans: Any) -> tuple[ReadableSpan, ReadableSpan]:
+    with langchain_instrumented():
+        request = _chat_anthropic(fixture)
+    _native(fixture, request)
+    handler, native = llm_spans()
+    assert handler.name == native.name == f"chat {MODEL}"
+    return handler, native
+
+
+WHOLE = ["text.json", "tool_use.json", "thinking.json", "thinking_tokens.json", "cache.json", "max_tokens.json"]
+
+
+@pytest.mark.parametrize("fixture", [*WHOLE, "refusal.json"])
+def test_a_whole_answer_is_recorded_as_instrument_anthropic_records_it(fixture: str, llm_spans: Any) -> None:
+    """Attribute by attribute: the system prompt apart from the messages, tool calls with parsed arguments, thinking
+    and redacted thinking as reasoning parts, every stop reason verbatim and mapped, input tokens with the prompt
+    cache (its writes too, which langchain-anthropic splits by lifetime), reasoning tokens, the cost."""
+    handler, native = _handler_and_native(fixture, llm_spans)
+    assert _attrs(handler, SAME) == _attrs(native, SAME)
+    attrs = handler.attributes or {}
+    assert json.loads(str(attrs["gen_ai.system_instructions"])) == [{"type": "text", "content": SYSTEM}]
+    assert [m["role"] for m in json.loads(str(attrs["gen_ai.input.messages"]))] == ["user"]
+    assert "gen_ai.response.id" in attrs and "gen_ai.usage.input_tokens" in attrs
+
+
+async def test_an_async_call_is_recorded_as_a_sync_one(llm_spans: Any) -> None:
+    with ReplayServer([_recorded("cache.json")]) as server, langchain_instrumented(restored=False):
+        model = _model("cache.json", server)
+        await model.ainvoke(MESSAGES)
+        await model._async_client.close()
+        request = server.received[0].json()
+    _native("cache.json", request)
+    handler, native = llm_spans()
+    assert _attrs(handler, SAME) == _attrs(native, SAME)
+    assert (handler.attributes or {})["gen_ai.usage.cache_creation.input_tokens"] == 1024
+
+
+@pytest.mark.parametrize(
+    "fixture", ["stream_text.sse", "stream_tool.sse", "stream_thinking.sse", "stream_thinking_tokens.sse"]
+)
+def test_a_streamed_answer_is_recorded_as_instrument_anthropic_records_it(fixture: str, llm_spans: Any) -> None:
+    """The same, streamed: the answer, its stop reason and its output tokens agree. langchain-anthropic drops the
+    stream's ``message_start`` event, so its id and input count are not recorded, and no 0 stands for them."""
+    handler, native = _handler_and_native(fixture, llm_spans)
+    kept = tuple(k for k in SAME if k not in NOT_STREAMED)
+    assert _attrs(handler, kept) == _attrs(native, kept)
+    attrs = handler.attributes or {}
+    assert attrs["gen_ai.request.stream"] is True and attrs["evaltrace.stream.chunks"] > 0
+    assert not _attrs(handler, ("gen_ai.response.id", "gen_ai.usage.input_tokens", "evaltrace.cost_usd"))
+
+
+@pytest.mark.parametrize("fixture", ["tool_use.json", "stream_thinking.sse"])
+def test_with_instrument_anthropic_on_the_call_still_has_one_span_with_its_response(
+    fixture: str, llm_spans: Any
+) -> None:
+    """langchain-anthropic reads its responses through ``with_raw_response``, whose body instrument_anthropic()
+    leaves unread on anthropic 2: the handler records the call (with its answer and usage) and the SDK's
+    instrumentation stands aside, so there is one span, not a second one holding the request only."""
+    evaltrace.instrument_anthropic()
+    try:
+        with langchain_instrumented():
+            _chat_anthropic(fixture)
+    finally:
+        evaltrace.uninstrument_anthropic()
+    (span,) = llm_spans()
+    attrs = span.attributes or {}
+    assert attrs["gen_ai.response.finish_reasons"] == ("tool_use" if "tool" in fixture else "end_turn",)
+    assert json.loads(str(attrs["gen_ai.output.messages"]))[0]["parts"]
+    assert attrs["gen_ai.usage.output_tokens"] > 0
