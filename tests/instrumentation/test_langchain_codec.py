@@ -158,3 +158,51 @@ def test_documents_keep_id_score_content_and_metadata() -> None:
         },
         {"content": "No id here."},
     ]
+
+
+SYSTEM_FIRST = [SystemMessage("Be terse."), SystemMessage("Answer in French."), HumanMessage("Hi"), AIMessage("Salut")]
+
+
+def test_a_provider_that_takes_the_system_prompt_apart_has_its_leading_system_messages_as_instructions() -> None:
+    """Anthropic's ``system``, Gemini's ``system_instruction``, Bedrock's ``system``: where the integrations put the
+    leading system messages, which are then no input message (as the SDK instrumentations record the same call)."""
+    for ls_provider in ("anthropic", "google_genai", "google_vertexai", "amazon_bedrock", "bedrock_converse"):
+        system, rest = _codec.split_system(SYSTEM_FIRST, ls_provider)
+        assert system == [{"type": "text", "content": "Be terse."}, {"type": "text", "content": "Answer in French."}]
+        assert [m["role"] for m in _codec.messages(rest)] == ["user", "assistant"]
+
+
+def test_elsewhere_a_system_message_stays_an_input_message() -> None:
+    """OpenAI, Mistral, Ollama...: the system message is one of the messages sent; one after the first user message
+    is kept where it is in any case."""
+    assert _codec.split_system(SYSTEM_FIRST, "openai") == ([], SYSTEM_FIRST)
+    assert _codec.split_system(SYSTEM_FIRST, None) == ([], SYSTEM_FIRST)
+    late = [HumanMessage("Hi"), SystemMessage("Be terse.")]
+    assert _codec.split_system(late, "anthropic") == ([], late)
+
+
+def test_cache_writes_split_by_lifetime_are_counted_and_a_zero_input_count_is_left_out() -> None:
+    """langchain-anthropic puts cache writes in ``ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens`` and
+    zeroes ``cache_creation``; an input count of 0 (a stream that did not report it) is no count at all."""
+    split = _ai(
+        content="ok",
+        usage_metadata={
+            "input_tokens": 1300,
+            "output_tokens": 5,
+            "total_tokens": 1305,
+            "input_token_details": {
+                "cache_read": 200,
+                "cache_creation": 0,
+                "ephemeral_5m_input_tokens": 1000,
+                "ephemeral_1h_input_tokens": 64,
+            },
+        },
+    )
+    assert _codec.usage_attributes([split], None) == {
+        "gen_ai.usage.input_tokens": 1300,
+        "gen_ai.usage.output_tokens": 5,
+        "gen_ai.usage.cache_read.input_tokens": 200,
+        "gen_ai.usage.cache_creation.input_tokens": 1064,
+    }
+    unreported = _ai(content="ok", usage_metadata={"input_tokens": 0, "output_tokens": 15, "total_tokens": 15})
+    assert _codec.usage_attributes([unreported], None) == {"gen_ai.usage.output_tokens": 15}

@@ -132,3 +132,27 @@ def test_a_session_the_user_set_wins_over_the_thread(pipeline: _Pipeline) -> Non
 def test_runs_without_a_thread_get_no_session(pipeline: _Pipeline) -> None:
     _two_turns({})
     assert not any("session.id" in (s.attributes or {}) for s in pipeline.exporter.get_finished_spans())
+
+
+def test_the_sdk_span_of_a_model_call_inside_the_thread_carries_the_session_too() -> None:
+    """With ``instrument_openai()`` the model calls' spans are the openai SDK's, not the handler's: the thread is
+    stamped on them as inside an ``evaltrace.context(session_id=...)`` block (by the stamping processor)."""
+    from evaltrace.context import ContextAttributesProcessor
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(ContextAttributesProcessor())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    previous = tracing.set_tracer_provider(provider)
+    evaltrace.instrument_openai()
+    try:
+        _two_turns({"configurable": {"thread_id": THREAD}})
+    finally:
+        evaltrace.uninstrument_openai()
+        tracing.set_tracer_provider(previous)
+        provider.shutdown()
+    spans = exporter.get_finished_spans()
+    chats = [s for s in spans if s.name == "chat gpt-4o-mini"]
+    assert len(chats) == 4
+    assert all("server.address" in (s.attributes or {}) for s in chats)  # the SDK's spans: the handler has no URL
+    assert {(s.attributes or {}).get("session.id") for s in spans} == {THREAD}
