@@ -8,6 +8,7 @@ tool use, thinking (and redacted thinking), prompt-cache usage and every stop re
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -91,7 +92,7 @@ def _get_weather() -> Any:
 MESSAGES = [("system", SYSTEM), ("human", QUESTION)]
 
 
-def _model(fixture: str, server: ReplayServer) -> Any:
+def _model(fixture: str, server: ReplayServer, **options: Any) -> Any:
     from langchain_anthropic import ChatAnthropic
 
     model: Any = ChatAnthropic(
@@ -101,14 +102,17 @@ def _model(fixture: str, server: ReplayServer) -> Any:
         max_retries=0,
         max_tokens=1024,
         streaming=fixture.endswith(".sse"),
+        **options,
     )
     return model.bind_tools([_get_weather()]) if "tool" in fixture else model
 
 
-def _chat_anthropic(fixture: str) -> dict[str, Any]:
-    """ChatAnthropic asked the system prompt and question; the request body it sent."""
+def _chat_anthropic(fixture: str, **call: Any) -> dict[str, Any]:
+    """ChatAnthropic asked the system prompt and question (``call``: its options); the request body it sent."""
+    options = {k: call.pop(k) for k in list(call) if k in ("effort", "thinking", "temperature", "top_k", "top_p")}
     with ReplayServer([_recorded(fixture)]) as server:
-        _model(fixture, server).invoke(MESSAGES)
+        model = _model(fixture, server, **options)
+        model.invoke(MESSAGES, **call)
         return dict(server.received[0].json())
 
 
@@ -116,11 +120,16 @@ def _native(fixture: str, request: dict[str, Any]) -> None:
     """The same request sent by the plain anthropic client under ``instrument_anthropic()``."""
     import anthropic
 
+    # Sampling parameters anthropic 2 no longer names (temperature, top_p, top_k) go in ``extra_body``, as
+    # langchain-anthropic sends them.
+    named = set(inspect.signature(anthropic.resources.messages.Messages.create).parameters)
+    kwargs = {k: v for k, v in request.items() if k in named}
+    extra = {k: v for k, v in request.items() if k not in named}
     evaltrace.instrument_anthropic()
     try:
         with ReplayServer([_recorded(fixture)]) as server:
             client = anthropic.Anthropic(base_url=server.url, api_key="test", max_retries=0)
-            reply = client.messages.create(**request)
+            reply = client.messages.create(**kwargs, **({"extra_body": extra} if extra else {}))
             if request.get("stream"):
                 for _ in reply:
                     pass
@@ -133,9 +142,9 @@ def _attrs(span: ReadableSpan, keys: tuple[str, ...]) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k in keys if (v := attrs.get(k)) is not None}
 
 
-def _handler_and_native(fixture: str, llm_spans: Any) -> tuple[ReadableSpan, ReadableSpan]:
+def _handler_and_native(fixture: str, llm_spans: Any, **call: Any) -> tuple[ReadableSpan, ReadableSpan]:
     with langchain_instrumented():
-        request = _chat_anthropic(fixture)
+        request = _chat_anthropic(fixture, **call)
     _native(fixture, request)
     handler, native = llm_spans()
     assert handler.name == native.name == f"chat {MODEL}"
@@ -156,6 +165,36 @@ def test_a_whole_answer_is_recorded_as_instrument_anthropic_records_it(fixture: 
     assert json.loads(str(attrs["gen_ai.system_instructions"])) == [{"type": "text", "content": SYSTEM}]
     assert [m["role"] for m in json.loads(str(attrs["gen_ai.input.messages"]))] == ["user"]
     assert "gen_ai.response.id" in attrs and "gen_ai.usage.input_tokens" in attrs
+
+
+@pytest.mark.parametrize(
+    ("fixture", "call", "recorded"),
+    [
+        (
+            "text.json",
+            {"temperature": 0.3, "top_k": 5, "stop": ["END"]},
+            {"gen_ai.request.temperature": 0.3, "gen_ai.request.top_k": 5, "gen_ai.request.stop_sequences": ["END"]},
+        ),
+        ("text.json", {"top_p": 0.9}, {"gen_ai.request.top_p": 0.9}),
+        (
+            "thinking.json",
+            {"thinking": {"type": "adaptive"}, "effort": "high"},
+            {"gen_ai.request.reasoning.level": "high"},
+        ),
+    ],
+    ids=["sampling-and-stop", "top-p", "effort"],
+)
+def test_request_parameters_are_recorded_as_instrument_anthropic_records_them(
+    fixture: str, call: dict[str, Any], recorded: dict[str, Any], llm_spans: Any
+) -> None:
+    """Sampling parameters (``top_k`` an int, as the SDK instrumentation has it), stop sequences given to the call,
+    and the reasoning effort (``output_config.effort``, in Anthropic's own levels) agree with the SDK
+    instrumentation's reading of the same request."""
+    handler, native = _handler_and_native(fixture, llm_spans, **call)
+    keys = (*SAME, *recorded)
+    assert _attrs(handler, keys) == _attrs(native, keys)
+    assert _attrs(handler, tuple(recorded)) == recorded
+    assert all(type(v) is type(recorded[k]) for k, v in _attrs(handler, tuple(recorded)).items())
 
 
 async def test_an_async_call_is_recorded_as_a_sync_one(llm_spans: Any) -> None:

@@ -136,7 +136,7 @@ def test_request_attributes_from_ls_metadata_and_invocation_params() -> None:
         "gen_ai.request.temperature": 0.2,
         "gen_ai.request.max_tokens": 256,
         "gen_ai.request.top_p": 0.9,
-        "gen_ai.request.top_k": 40.0,
+        "gen_ai.request.top_k": 40,  # whole: an int, as the SDK instrumentations record it
         "gen_ai.request.stop_sequences": ["END"],
         "gen_ai.request.choice.count": 2,
         "gen_ai.request.stream": True,

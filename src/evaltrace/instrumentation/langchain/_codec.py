@@ -81,6 +81,11 @@ _PARAMS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+# Counts: integers. top_k too when whole (as instrument_anthropic() records it: an int, as on the conventions' main
+# branch); the other sampling parameters are doubles.
+_INTEGERS = (sc.GEN_AI_REQUEST_MAX_TOKENS, sc.GEN_AI_REQUEST_SEED)
+
+
 def provider_name(ls_provider: Any) -> str | None:
     """gen_ai.provider.name of a model, from LangChain's ``ls_provider`` metadata."""
     return _PROVIDERS.get(ls_provider, ls_provider) if isinstance(ls_provider, str) and ls_provider else None
@@ -102,7 +107,11 @@ def request_attributes(metadata: Mapping[str, Any], params: Mapping[str, Any]) -
         if value is None and key == sc.GEN_AI_REQUEST_MAX_TOKENS:
             value = metadata.get("ls_max_tokens")
         if isinstance(value, int | float) and not isinstance(value, bool):
-            out[key] = int(value) if key in (sc.GEN_AI_REQUEST_MAX_TOKENS, sc.GEN_AI_REQUEST_SEED) else float(value)
+            out[key] = (
+                int(value)
+                if key in _INTEGERS or (key == sc.GEN_AI_REQUEST_TOP_K and int(value) == value)
+                else float(value)
+            )
     stop = params.get("stop") or metadata.get("ls_stop")
     if isinstance(stop, str):
         stop = [stop]
@@ -120,7 +129,8 @@ def request_attributes(metadata: Mapping[str, Any], params: Mapping[str, Any]) -
 def _answer_attributes(params: Mapping[str, Any]) -> dict[str, str]:
     """What the request asks of the answer: its reasoning effort and its output format."""
     out: dict[str, str] = {}
-    reasoning = params.get("reasoning")  # OpenAI Responses {"effort": ...}; Chat Completions reasoning_effort
+    # OpenAI Responses {"effort": ...}; Anthropic's output_config {"effort": ...}; Chat Completions reasoning_effort
+    reasoning = params.get("reasoning") or params.get("output_config")
     effort = reasoning.get("effort") if isinstance(reasoning, Mapping) else params.get("reasoning_effort")
     if isinstance(effort, str) and effort:
         out[sc.GEN_AI_REQUEST_REASONING_LEVEL] = effort
