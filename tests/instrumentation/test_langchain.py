@@ -184,9 +184,13 @@ def test_model_error_marks_model_and_chain_spans_and_passes_the_error_through(ex
     chat, root = one(spans, "chat gpt-3.5-turbo"), one(spans, "RunnableSequence")
     for span in (chat, root):
         assert span.status.status_code is StatusCode.ERROR
-        cls = type(raised.value)  # langchain-openai raises its own subclass of openai's error
-        assert (span.attributes or {})["error.type"] == f"{cls.__module__}.{cls.__qualname__}"
         assert [e.attributes["exception.message"] for e in span.events if e.name == "exception"] == [str(raised.value)]
+    # The model call: the API's error code and HTTP status, as instrument_openai() records the same failure; the
+    # chain: the error's class (langchain-openai raises its own subclass of openai's error), as any failed span.
+    assert (chat.attributes or {})["error.type"] == "invalid_api_key"
+    assert (chat.attributes or {})["http.response.status_code"] == 401
+    cls = type(raised.value)
+    assert (root.attributes or {})["error.type"] == f"{cls.__module__}.{cls.__qualname__}"
     assert parent_of(spans, chat) is root
     trace = trace_from_spans(spans)
     assert trace.error is not None and "AuthenticationError" in trace.error.message

@@ -8,6 +8,7 @@ tool use, thinking (and redacted thinking), prompt-cache usage and every stop re
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ from anthropic_replay import FIXTURES, MODEL
 from langchain_replay import langchain_instrumented
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
 import evaltrace
 from cassettes import Recorded, ReplayServer
@@ -241,3 +243,33 @@ def test_with_instrument_anthropic_on_the_call_still_has_one_span_with_its_respo
     assert attrs["gen_ai.response.finish_reasons"] == ("tool_use" if "tool" in fixture else "end_turn",)
     assert json.loads(str(attrs["gen_ai.output.messages"]))[0]["parts"]
     assert attrs["gen_ai.usage.output_tokens"] > 0
+
+
+@pytest.mark.parametrize(
+    ("fixture", "status", "code"),
+    [("error_400.json", 400, "invalid_request_error"), ("error_429.json", 429, "rate_limit_error"),
+     ("error_529.json", 529, "overloaded_error")],
+)  # fmt: skip
+def test_an_api_error_is_recorded_as_instrument_anthropic_records_it(
+    fixture: str, status: int, code: str, llm_spans: Any
+) -> None:
+    """langchain-anthropic raises its own subclass of the anthropic error (the application gets it unchanged): the
+    span names the API's error type and the HTTP status, as the SDK instrumentation does for the same reply."""
+    import anthropic
+
+    error = dataclasses.replace(_recorded(fixture), status=status)
+    with ReplayServer([error]) as server, langchain_instrumented():
+        with pytest.raises(anthropic.APIStatusError) as raised:
+            _model(fixture, server).invoke(MESSAGES)
+        request = server.received[0].json()
+    assert type(raised.value).__module__ == "langchain_anthropic.chat_models"
+    evaltrace.instrument_anthropic()
+    try:
+        with ReplayServer([error]) as server, pytest.raises(anthropic.APIStatusError):
+            anthropic.Anthropic(base_url=server.url, api_key="test", max_retries=0).messages.create(**request)
+    finally:
+        evaltrace.uninstrument_anthropic()
+    handler, native = llm_spans()
+    keys = ("error.type", "http.response.status_code")
+    assert _attrs(handler, keys) == _attrs(native, keys) == {"error.type": code, "http.response.status_code": status}
+    assert handler.status.status_code is native.status.status_code is StatusCode.ERROR

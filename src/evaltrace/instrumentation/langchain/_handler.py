@@ -29,7 +29,7 @@ from typing import Any
 from uuid import UUID
 
 from opentelemetry.context import Context
-from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, TracerProvider
+from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
 from evaltrace._internal import semconv as sc
@@ -45,6 +45,7 @@ from evaltrace.instrumentation.langchain._context import Contexts, Run, WhileReq
 from evaltrace.instrumentation.langchain._results import captured as _captured
 from evaltrace.instrumentation.langchain._results import control_flow_events as _control_flow_events
 from evaltrace.instrumentation.langchain._results import json_value as _json
+from evaltrace.instrumentation.langchain._results import model_error as _model_error
 from evaltrace.instrumentation.langchain._results import model_result as _model_result
 from evaltrace.instrumentation.langchain._results import tool_arguments as _codec_arguments
 from evaltrace.instrumentation.langchain._results import tool_result as _tool_result
@@ -68,6 +69,17 @@ except ImportError:  # the extra is missing: the class still exists (evaltrace.E
 
 _HIDDEN_TAG = "langsmith:hidden"  # LangGraph's internal runs (channel writes): shown nowhere, so no span either
 _SUPPRESS_LLM_KEY = LLM_SUPPRESSION_KEYS[2]
+
+
+def _end_model_error(span: Span, error: BaseException) -> None:
+    """End a failed model call's span as the SDK instrumentations do (API error code, HTTP status); it ends anyway."""
+    try:
+        with handle_internal_errors("recording a failed LangChain model call"):
+            span.set_attributes(_model_error(error))
+            span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+            span.record_exception(error)
+    finally:
+        span.end()
 
 
 class EvaltraceCallbackHandler(BaseCallbackHandler):
@@ -212,6 +224,9 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
             if run is None or run.span is None:
                 return
             events = _control_flow_events(error)
+            if events is None and run.kind == sc.KIND_LLM:
+                _end_model_error(run.span, error)
+                return
             if events is None:
                 end_error(run.span, error)  # the decorators' own ending: the span ends even if recording fails
                 return
