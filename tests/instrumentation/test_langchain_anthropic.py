@@ -9,6 +9,7 @@ tool use, thinking (and redacted thinking), prompt-cache usage and every stop re
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import inspect
 import json
 from collections.abc import Iterator
@@ -222,6 +223,11 @@ def test_a_streamed_answer_is_recorded_as_instrument_anthropic_records_it(fixtur
     assert _attrs(handler, kept) == _attrs(native, kept)
     attrs = handler.attributes or {}
     assert attrs["gen_ai.request.stream"] is True and attrs["evaltrace.stream.chunks"] > 0
+    # Langfuse's time to first token, stamped as the SDK instrumentation stamps it: the first chunk's wall time.
+    first = dt.datetime.fromisoformat(str(attrs["langfuse.observation.completion_start_time"]))
+    theirs = dt.datetime.fromisoformat(str((native.attributes or {})["langfuse.observation.completion_start_time"]))
+    assert first.tzinfo == theirs.tzinfo == dt.UTC
+    assert (handler.start_time or 0) <= first.timestamp() * 1e9 <= (handler.end_time or 0)
     assert not _attrs(handler, ("gen_ai.response.id", "gen_ai.usage.input_tokens", "evaltrace.cost_usd"))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -115,6 +116,9 @@ def model_result(run: Run, response: Any) -> dict[str, AttributeValue]:
     if run.first_chunk_ns is not None:  # streamed (LangChain's invocation params do not always say so)
         attributes[sc.GEN_AI_REQUEST_STREAM] = True
         attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (run.first_chunk_ns - run.started_ns) / 1e9
+        # Langfuse's time to first token, as the SDK instrumentations stamp it.
+        first = dt.datetime.fromtimestamp(run.first_chunk_ns / 1e9, tz=dt.UTC)
+        attributes[sc.LANGFUSE_OBSERVATION_COMPLETION_START_TIME] = first.isoformat(timespec="microseconds")
         attributes[sc.EVALTRACE_STREAM_CHUNKS] = run.chunks
     return attributes
 
