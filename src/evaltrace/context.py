@@ -107,16 +107,17 @@ def session_in(context: Mapping[str, object]) -> str | None:
     return session if isinstance(session, str) else None
 
 
-def with_session(context: Mapping[str, object], session_id: str) -> dict[str, object]:
-    """``context``'s values with ``session_id`` stamped as a ``context(session_id=...)`` block inside it stamps it.
+def session_stamp(context: Mapping[str, object], session_id: str) -> dict[str, object]:
+    """The context value stamping ``session_id`` as a ``context(session_id=...)`` block opened in ``context`` would.
 
-    For instrumentations that know a conversation's id (a LangGraph thread): spans started under the returned
-    values, other instrumentations' included, carry ``session.id`` as if the user had opened the block.
+    For instrumentations that know a conversation's id (a LangGraph thread): spans started in a context holding
+    this value, other instrumentations' included, carry ``session.id`` as if the user had opened the block, beside
+    what the blocks in force stamp already (``user.id``, tags, metadata). Merge it into a context's values.
     """
     stamp = context.get(_CONTEXT_KEY)
     merged = dict(stamp.attributes) if isinstance(stamp, _Stamp) else {}
     merged[semconv.SESSION_ID] = session_id
-    return {**context, _CONTEXT_KEY: _Stamp(merged)}
+    return {_CONTEXT_KEY: _Stamp(merged)}
 
 
 class ContextAttributesProcessor(SpanProcessor):

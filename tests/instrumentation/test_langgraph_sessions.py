@@ -136,7 +136,8 @@ def test_runs_without_a_thread_get_no_session(pipeline: _Pipeline) -> None:
 
 def test_the_sdk_span_of_a_model_call_inside_the_thread_carries_the_session_too() -> None:
     """With ``instrument_openai()`` the model calls' spans are the openai SDK's, not the handler's: the thread is
-    stamped on them as inside an ``evaltrace.context(session_id=...)`` block (by the stamping processor)."""
+    stamped on them as inside an ``evaltrace.context(session_id=...)`` block (by the stamping processor), beside
+    what the user's own ``context()`` block stamps."""
     from evaltrace.context import ContextAttributesProcessor
 
     exporter = InMemorySpanExporter()
@@ -146,7 +147,8 @@ def test_the_sdk_span_of_a_model_call_inside_the_thread_carries_the_session_too(
     previous = tracing.set_tracer_provider(provider)
     evaltrace.instrument_openai()
     try:
-        _two_turns({"configurable": {"thread_id": THREAD}})
+        with evaltrace.context(user_id="u7"):  # what the user stamps is kept beside the thread's session
+            _two_turns({"configurable": {"thread_id": THREAD}})
     finally:
         evaltrace.uninstrument_openai()
         tracing.set_tracer_provider(previous)
@@ -156,3 +158,4 @@ def test_the_sdk_span_of_a_model_call_inside_the_thread_carries_the_session_too(
     assert len(chats) == 4
     assert all("server.address" in (s.attributes or {}) for s in chats)  # the SDK's spans: the handler has no URL
     assert {(s.attributes or {}).get("session.id") for s in spans} == {THREAD}
+    assert {(s.attributes or {}).get("user.id") for s in spans} == {"u7"}

@@ -39,7 +39,7 @@ from evaltrace._internal.fast_context import SPAN_KEY, get_current
 from evaltrace._internal.jsonutil import capped_text
 from evaltrace._internal.spans import end_error
 from evaltrace._internal.tracing import INSTRUMENTATION_NAME, LLM_SUPPRESSION_KEYS, SUPPRESSION_KEYS, get_tracer
-from evaltrace.context import session_in, with_session
+from evaltrace.context import session_in, session_stamp
 from evaltrace.instrumentation.langchain import _codec
 from evaltrace.instrumentation.langchain._context import Contexts, Run, WhileRequesting
 from evaltrace.instrumentation.langchain._results import captured as _captured
@@ -143,7 +143,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         if session is not None:
             attributes = {**attributes, sc.SESSION_ID: session}
             if session_in(parent) != session:  # so the stamping processor stamps what it would inside a context()
-                parent = Context(with_session(parent, session))
+                parent = Context({**parent, **session_stamp(parent, session)})
         langfuse_type, openinference_kind = _KIND_LABELS[kind]
         attributes = {
             sc.EVALTRACE_SPAN_KIND: kind,
@@ -159,7 +159,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         # A model call recorded here: an LLM instrumentation under it must not record its request again.
         extra: dict[str, object] = {_SUPPRESS_LLM_KEY: WhileRequesting(run)} if kind == sc.KIND_LLM else {}
         if session is not None and session_in(current) != session:  # spans of other instrumentations inside too
-            extra.update(with_session({}, session))
+            extra.update(session_stamp(current, session))
         self._contexts.enter(run, current, extra)
         self._runs[run_id] = run
         return run
@@ -188,7 +188,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         )
         # The ancestor's span made current where the run executes (another thread may not); the thread's session
         # too, for the span the model's SDK instrumentation makes inside.
-        extra = with_session({}, run.session) if run.session and session_in(current) != run.session else None
+        extra = session_stamp(current, run.session) if run.session and session_in(current) != run.session else None
         if shown is not None or extra:
             self._contexts.enter(run, current, extra)
         self._runs[run_id] = run
