@@ -200,6 +200,27 @@ def test_request_parameters_are_recorded_as_instrument_anthropic_records_them(
     assert all(type(v) is type(recorded[k]) for k, v in _attrs(handler, tuple(recorded)).items())
 
 
+def test_structured_output_asks_for_json_as_instrument_anthropic_reads_it(llm_spans: Any) -> None:
+    """``with_structured_output(method="json_schema")`` sends Anthropic's ``output_config.format``: the output type
+    is ``json``, as the SDK instrumentation reads the same request (the answer is the docs' contact extraction)."""
+    from pydantic import BaseModel
+
+    class Contact(BaseModel):
+        name: str
+        email: str
+
+    with ReplayServer([_recorded("parse.json")]) as server, langchain_instrumented():
+        contact = _model("parse.json", server).with_structured_output(Contact, method="json_schema").invoke(MESSAGES)
+        request = server.received[0].json()
+    assert contact.email == "john.smith@example.com"
+    assert request["output_config"]["format"]["type"] == "json_schema"
+    _native("parse.json", request)
+    handler, native = llm_spans()
+    keys = (*SAME, "gen_ai.output.type")
+    assert _attrs(handler, keys) == _attrs(native, keys)
+    assert (handler.attributes or {})["gen_ai.output.type"] == "json"
+
+
 async def test_an_async_call_is_recorded_as_a_sync_one(llm_spans: Any) -> None:
     with ReplayServer([_recorded("cache.json")]) as server, langchain_instrumented(restored=False):
         model = _model("cache.json", server)

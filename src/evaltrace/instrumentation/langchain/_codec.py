@@ -135,6 +135,11 @@ def _answer_attributes(params: Mapping[str, Any]) -> dict[str, str]:
     if isinstance(effort, str) and effort:
         out[sc.GEN_AI_REQUEST_REASONING_LEVEL] = effort
     output_type = _output_type(params.get("response_format"))
+    if output_type is None:  # Anthropic's structured outputs: output_config {"format": ...} (output_format before)
+        config = params.get("output_config")
+        output_type = _output_type(
+            (config.get("format") if isinstance(config, Mapping) else None) or params.get("output_format")
+        )
     if output_type:
         out[sc.GEN_AI_OUTPUT_TYPE] = output_type
     return out
