@@ -7,13 +7,14 @@ Replayed through the real LangGraph ReAct agent and ``ChatOpenAI`` (OpenInferenc
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_replay import AGENT, chat_openai, langchain_instrumented
+from langchain_replay import AGENT, CHAT, chat_openai, langchain_instrumented
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -21,6 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 import evaltrace
 from cassettes import ReplayServer, load_cassette
 from evaltrace._internal import tracing
+from evaltrace.context import current_context_attributes
 from evaltrace.evaluation import EvaluationSpanProcessor, EvaluatorSpec, evaluator
 from evaltrace.schema import EvaluationResult
 from evaltrace.schema.conversation import Conversation
@@ -159,3 +161,144 @@ def test_the_sdk_span_of_a_model_call_inside_the_thread_carries_the_session_too(
     assert all("server.address" in (s.attributes or {}) for s in chats)  # the SDK's spans: the handler has no URL
     assert {(s.attributes or {}).get("session.id") for s in spans} == {THREAD}
     assert {(s.attributes or {}).get("user.id") for s in spans} == {"u7"}
+
+
+# --- async runs: the thread's session ends with the run ------------------------------------------------------
+
+
+@pytest.fixture
+def stamped() -> Iterator[InMemorySpanExporter]:
+    """``configure()``'s stamping pipeline in front of an in-memory exporter, as evaltrace's provider."""
+    from evaltrace.context import StampingPipeline
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(StampingPipeline([SimpleSpanProcessor(exporter)]))
+    previous = tracing.set_tracer_provider(provider)
+    try:
+        yield exporter
+    finally:
+        tracing.set_tracer_provider(previous)
+        provider.shutdown()
+
+
+def _counter(threaded: bool = True) -> Any:
+    """A real LangGraph graph of one async node (raising on a negative count), with a checkpointer for threads."""
+    from typing import TypedDict
+
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, StateGraph
+
+    class State(TypedDict):
+        count: int
+
+    async def step(state: State) -> State:
+        if state["count"] < 0:
+            raise ValueError("negative count")
+        return {"count": state["count"] + 1}
+
+    graph = StateGraph(State)
+    graph.add_node("step", step)
+    graph.add_edge(START, "step")
+    graph.add_edge("step", END)
+    return graph.compile(checkpointer=InMemorySaver() if threaded else None)
+
+
+def _thread(thread_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def _sessions(spans: Any) -> dict[str, Any]:
+    return {s.name: (s.attributes or {}).get("session.id") for s in spans}
+
+
+async def _run_on_thread_t1(how: str) -> None:
+    graph = _counter()
+    if how == "ainvoke":
+        await graph.ainvoke({"count": 1}, _thread("T1"))
+    elif how == "raising ainvoke":
+        with pytest.raises(ValueError, match="negative count"):
+            await graph.ainvoke({"count": -1}, _thread("T1"))
+    else:  # an astream the caller leaves early: the loop closes the generator, ending the run in a task of its own
+        async for _ in graph.astream({"count": 1}, _thread("T1")):
+            break
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.parametrize("how", ["ainvoke", "raising ainvoke", "astream left early"])
+async def test_after_an_async_run_on_a_thread_the_callers_spans_carry_no_session(
+    stamped: InMemorySpanExporter, how: str
+) -> None:
+    """An async run ends in a copy of the caller's context, so what its start made current stays in the caller's:
+    the thread's session must not go on stamping the caller's later spans, its new tasks' spans, or a later
+    graph run without a thread."""
+    with langchain_instrumented(restored=False):
+        await _run_on_thread_t1(how)
+        run_spans = stamped.get_finished_spans()
+        stamped.clear()
+        assert current_context_attributes() == {}
+        with tracing.get_tracer().start_as_current_span("user-after"):
+            pass
+
+        async def in_a_task() -> None:
+            with tracing.get_tracer().start_as_current_span("in-a-task"):
+                pass
+
+        await asyncio.create_task(in_a_task())
+        await _counter(threaded=False).ainvoke({"count": 1})
+    assert {(s.attributes or {}).get("session.id") for s in run_spans} == {"T1"}  # the run itself carried it
+    assert _sessions(stamped.get_finished_spans()) == {
+        "user-after": None,
+        "in-a-task": None,
+        "step": None,
+        "invoke_agent LangGraph": None,
+    }
+
+
+async def test_a_later_thread_in_the_users_context_block_is_recorded_as_that_thread(
+    stamped: InMemorySpanExporter,
+) -> None:
+    """After a run on thread T1, ``with evaltrace.context(user_id=...)`` and a run on T3: T3 is the session (the
+    block opened over T1's leftover stamp must not take T1 as the user's own session), beside the user's id."""
+    graph = _counter()
+    with langchain_instrumented(restored=False):
+        await graph.ainvoke({"count": 1}, _thread("T1"))
+        stamped.clear()
+        with evaltrace.context(user_id="u"):
+            await graph.ainvoke({"count": 1}, _thread("T3"))
+    spans = stamped.get_finished_spans()
+    assert {((s.attributes or {}).get("session.id"), (s.attributes or {}).get("user.id")) for s in spans} == {
+        ("T3", "u")
+    }
+    assert len(spans) == 2
+
+
+def test_a_model_call_on_a_thread_outside_any_run_nests_its_sdk_span_under_the_users_span() -> None:
+    """``instrument_openai()`` records the call (the handler makes no span of its own) and the thread is given in
+    the call's metadata: the SDK's span carries the thread's session and nests under the span the user had open,
+    in its trace (the session's stamp must not hide the current span)."""
+    from evaltrace.context import ContextAttributesProcessor
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(ContextAttributesProcessor())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    previous = tracing.set_tracer_provider(provider)
+    evaltrace.instrument_openai()
+    try:
+        with ReplayServer(load_cassette(CHAT)) as server, langchain_instrumented():
+            model = chat_openai(server, model="gpt-3.5-turbo")
+            with tracing.get_tracer().start_as_current_span("user-root"):
+                answer = model.invoke("hi", config={"metadata": {"thread_id": "T9"}})
+    finally:
+        evaltrace.uninstrument_openai()
+        tracing.set_tracer_provider(previous)
+        provider.shutdown()
+    assert answer.content
+    spans = exporter.get_finished_spans()
+    assert [s.name for s in spans] == ["chat gpt-3.5-turbo", "user-root"]
+    chat, root = spans
+    assert "server.address" in (chat.attributes or {})  # the SDK's span
+    assert chat.parent is not None and chat.parent.span_id == root.context.span_id
+    assert chat.context.trace_id == root.context.trace_id
+    assert (chat.attributes or {}).get("session.id") == "T9"

@@ -29,7 +29,7 @@ from typing import Any
 from uuid import UUID
 
 from opentelemetry.context import Context
-from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, Status, StatusCode, TracerProvider
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
 from evaltrace._internal import semconv as sc
@@ -41,7 +41,7 @@ from evaltrace._internal.spans import end_error
 from evaltrace._internal.tracing import INSTRUMENTATION_NAME, LLM_SUPPRESSION_KEYS, SUPPRESSION_KEYS, get_tracer
 from evaltrace.context import session_in, session_stamp
 from evaltrace.instrumentation.langchain import _codec
-from evaltrace.instrumentation.langchain._context import Contexts, Run, WhileRequesting
+from evaltrace.instrumentation.langchain._context import Contexts, Run, WhileRequesting, span_of
 from evaltrace.instrumentation.langchain._results import captured as _captured
 from evaltrace.instrumentation.langchain._results import control_flow_events as _control_flow_events
 from evaltrace.instrumentation.langchain._results import json_value as _json
@@ -159,7 +159,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         # A model call recorded here: an LLM instrumentation under it must not record its request again.
         extra: dict[str, object] = {_SUPPRESS_LLM_KEY: WhileRequesting(run)} if kind == sc.KIND_LLM else {}
         if session is not None and session_in(current) != session:  # spans of other instrumentations inside too
-            extra.update(session_stamp(current, session))
+            extra.update(session_stamp(current, session, run))  # bound to the run: left behind, it stamps no more
         self._contexts.enter(run, current, extra)
         self._runs[run_id] = run
         return run
@@ -183,12 +183,19 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         """Keep a run without a span: its children (and an SDK call inside it) nest under its nearest ancestor."""
         current = get_current()
         parent, shown = self._parent_context(parent_run_id, current)
+        # No parent run of ours: what is current outside our runs stays current (the user's span, say), so the
+        # SDK's span of a top-level model call nests where it would without LangChain.
         run = Run(
-            None, shown or INVALID_SPAN, parent, current, kind, session=self._session(parent_run_id, parent, metadata)
+            None,
+            shown or span_of(parent),
+            parent,
+            current,
+            kind,
+            session=self._session(parent_run_id, parent, metadata),
         )
         # The ancestor's span made current where the run executes (another thread may not); the thread's session
         # too, for the span the model's SDK instrumentation makes inside.
-        extra = session_stamp(current, run.session) if run.session and session_in(current) != run.session else None
+        extra = session_stamp(current, run.session, run) if run.session and session_in(current) != run.session else None
         if shown is not None or extra:
             self._contexts.enter(run, current, extra)
         self._runs[run_id] = run
