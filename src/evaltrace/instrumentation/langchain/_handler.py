@@ -37,7 +37,7 @@ from evaltrace._internal import settings
 from evaltrace._internal.errors import handle_internal_errors, reraise_internal_errors
 from evaltrace._internal.fast_context import SPAN_KEY, get_current
 from evaltrace._internal.jsonutil import capped_text
-from evaltrace._internal.spans import end_error
+from evaltrace._internal.spans import end_error, error_type
 from evaltrace._internal.tracing import INSTRUMENTATION_NAME, LLM_SUPPRESSION_KEYS, SUPPRESSION_KEYS, get_tracer
 from evaltrace.context import session_in, session_stamp
 from evaltrace.instrumentation.langchain import _codec
@@ -75,11 +75,20 @@ def _end_model_error(span: Span, error: BaseException) -> None:
     """End a failed model call's span as the SDK instrumentations do (API error code, HTTP status); it ends anyway."""
     try:
         with handle_internal_errors("recording a failed LangChain model call"):
-            span.set_attributes(_model_error(error))
+            # The failure first: naming it reads the error's own properties, which may raise.
             span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
             span.record_exception(error)
+            span.set_attributes(_error_attributes(error))
     finally:
         span.end()
+
+
+def _error_attributes(error: BaseException) -> Mapping[str, AttributeValue]:
+    """:func:`_model_error`'s attributes, or the error's class when reading its code or status raises."""
+    try:
+        return _model_error(error)
+    except Exception:  # the user's error's ``code``/``status_code`` properties: theirs, not a failure of ours
+        return {sc.ERROR_TYPE: error_type(error)}
 
 
 class EvaltraceCallbackHandler(BaseCallbackHandler):
