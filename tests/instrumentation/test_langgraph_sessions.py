@@ -302,3 +302,39 @@ def test_a_model_call_on_a_thread_outside_any_run_nests_its_sdk_span_under_the_u
     assert chat.parent is not None and chat.parent.span_id == root.context.span_id
     assert chat.context.trace_id == root.context.trace_id
     assert (chat.attributes or {}).get("session.id") == "T9"
+
+
+def test_inside_a_thread_every_span_carries_the_threads_session(stamped: InMemorySpanExporter) -> None:
+    """A span the node's own code starts (no LangChain run: an SDK call, the user's tracer) carries the thread's
+    session, from what the runs' starts made current. A chain the node runs inside a ``context()`` block of the
+    user's naming another session is a run of the thread: its span carries the thread's session too (the
+    stamping processor would otherwise stamp the block's over it), so the trace is one conversation's."""
+    from typing import TypedDict
+
+    from langchain_core.runnables import RunnableLambda
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, StateGraph
+
+    class State(TypedDict):
+        count: int
+
+    def step(state: State) -> State:
+        with tracing.get_tracer().start_as_current_span("node-code"):
+            pass
+        with evaltrace.context(session_id="inner"):
+            count = RunnableLambda(lambda n: n + 1, name="add_one").invoke(state["count"])
+        return {"count": count}
+
+    graph = StateGraph(State)
+    graph.add_node("step", step)
+    graph.add_edge(START, "step")
+    graph.add_edge("step", END)
+    with langchain_instrumented():
+        state = graph.compile(checkpointer=InMemorySaver()).invoke({"count": 1}, _thread("T1"))
+    assert state == {"count": 2}
+    assert _sessions(stamped.get_finished_spans()) == {
+        "node-code": "T1",
+        "add_one": "T1",
+        "step": "T1",
+        "invoke_agent LangGraph": "T1",
+    }
