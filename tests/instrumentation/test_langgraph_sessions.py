@@ -338,3 +338,17 @@ def test_inside_a_thread_every_span_carries_the_threads_session(stamped: InMemor
         "step": "T1",
         "invoke_agent LangGraph": "T1",
     }
+
+
+async def test_a_thread_id_given_as_a_uuid_is_the_session(stamped: InMemorySpanExporter) -> None:
+    """Applications often key threads by ``uuid.uuid4()``: LangGraph takes it as the thread, so is the session."""
+    import uuid
+
+    thread = uuid.uuid4()
+    with langchain_instrumented(restored=False):
+        await _counter().ainvoke({"count": 1}, {"configurable": {"thread_id": thread}})
+    spans = stamped.get_finished_spans()
+    assert len(spans) == 2
+    assert {(s.attributes or {}).get("session.id") for s in spans} == {str(thread)}
+    graph = next(s for s in spans if s.name == "invoke_agent LangGraph")
+    assert (graph.attributes or {}).get("gen_ai.conversation.id") == str(thread)

@@ -10,6 +10,7 @@ import importlib
 import importlib.metadata
 from collections.abc import Mapping, Sequence
 from typing import Any
+from uuid import UUID
 
 from opentelemetry.util.types import AttributeValue
 
@@ -122,8 +123,11 @@ def conversation_attributes(metadata: Mapping[str, Any] | None) -> dict[str, Att
 
 
 def thread_of(metadata: Mapping[str, Any] | None) -> str | None:
-    """The LangGraph thread (``configurable.thread_id``) a run belongs to, as text, or None."""
+    """The LangGraph thread (``configurable.thread_id``) a run belongs to, as text, or None.
+
+    LangGraph takes any id its checkpointer can store: text, a number, or (often) a ``uuid.UUID``.
+    """
     thread = metadata.get("thread_id") if metadata else None
-    if isinstance(thread, str | int) and not isinstance(thread, bool) and str(thread):
+    if isinstance(thread, str | int | UUID) and not isinstance(thread, bool) and str(thread):
         return str(thread)
     return None
