@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, ChatMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, Generation
@@ -178,7 +179,33 @@ def test_elsewhere_a_system_message_stays_an_input_message() -> None:
     assert _codec.split_system(SYSTEM_FIRST, "openai") == ([], SYSTEM_FIRST)
     assert _codec.split_system(SYSTEM_FIRST, None) == ([], SYSTEM_FIRST)
     late = [HumanMessage("Hi"), SystemMessage("Be terse.")]
-    assert _codec.split_system(late, "anthropic") == ([], late)
+    assert _codec.split_system(late, "google_genai") == ([], late)
+
+
+@pytest.mark.filterwarnings("ignore:A non-leading `SystemMessage` was moved")
+def test_anthropic_gets_a_single_later_system_message_as_its_system_prompt() -> None:
+    """langchain-anthropic moves the one non-leading system message (or run of them) into ``system`` (warning
+    that it now applies to the whole conversation): the instructions are what the API was sent, as
+    ``instrument_anthropic()`` records the same request; the other messages keep their order. (This test asserted
+    the message stayed in place before langchain-anthropic hoisted it: the record then differed from the request.)
+    """
+    from langchain_anthropic.chat_models import _format_messages
+
+    for batch in (
+        [HumanMessage("Hi"), SystemMessage("Be terse.")],
+        [HumanMessage("Hi"), SystemMessage("Be terse."), SystemMessage("Answer in French."), AIMessage("Salut")],
+        SYSTEM_FIRST,
+    ):
+        sent_system, sent = _format_messages(batch, model="claude-sonnet-4-5")
+        system, rest = _codec.split_system(batch, "anthropic")
+        sent_parts = [sent_system] if isinstance(sent_system, str) else [b["text"] for b in sent_system or []]
+        assert [part["content"] for part in system] == sent_parts
+        assert [m["role"] for m in _codec.messages(rest)] == [m["role"] for m in sent]
+    # A leading system message and a later one: LangChain sends nothing (it raises); the leading one is the prompt.
+    both = [SystemMessage("Be terse."), HumanMessage("Hi"), SystemMessage("Answer in French.")]
+    system, rest = _codec.split_system(both, "anthropic")
+    assert system == [{"type": "text", "content": "Be terse."}]
+    assert [m.type for m in rest] == ["human", "system"]
 
 
 def test_cache_writes_split_by_lifetime_are_counted_and_a_zero_input_count_is_left_out() -> None:

@@ -69,6 +69,10 @@ _SYSTEM_APART = frozenset(
         "bedrock_converse",
     }
 )
+# Of those, where the integration also moves a later system message into the system prompt when it is the only one
+# (a run of them counts as one): langchain-anthropic does so for a model whose profile does not allow system messages
+# mid-conversation (most; it warns), and raises on a second one. Others leave a later system message in place.
+_SYSTEM_HOISTED = frozenset({"anthropic"})
 # invocation_params key -> request attribute (the keys chat model integrations use for the same parameter).
 _PARAMS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (sc.GEN_AI_REQUEST_TEMPERATURE, ("temperature",)),
@@ -292,16 +296,20 @@ def messages(batch: Sequence[Any]) -> list[Message]:
 def split_system(batch: Sequence[Any], ls_provider: Any) -> tuple[list[Part], Sequence[Any]]:
     """The system instructions sent apart from the messages (see ``_SYSTEM_APART``), and the messages left.
 
-    The leading system messages of a provider that takes its system prompt apart; nothing elsewhere.
+    The leading system messages of a provider that takes its system prompt apart (with Anthropic, the only run of
+    system messages wherever it is: see ``_SYSTEM_HOISTED``); nothing elsewhere.
     """
     if ls_provider not in _SYSTEM_APART:
         return [], batch
-    leading = 0
-    while leading < len(batch) and role_of(batch[leading]) == "system":
-        leading += 1
-    if not leading:
+    roles = [role_of(m) for m in batch]
+    first = roles.index("system") if "system" in roles else len(roles)
+    end = first
+    while end < len(roles) and roles[end] == "system":
+        end += 1
+    if first == end or (first and (ls_provider not in _SYSTEM_HOISTED or "system" in roles[end:])):
         return [], batch
-    return [p for m in batch[:leading] for p in _content_parts(_field(m, "content"))], batch[leading:]
+    system = [p for m in batch[first:end] for p in _content_parts(_field(m, "content"))]
+    return system, [*batch[:first], *batch[end:]] if first else batch[end:]
 
 
 # --- response --------------------------------------------------------------------------------------------
