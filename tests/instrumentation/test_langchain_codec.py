@@ -145,6 +145,18 @@ def test_request_attributes_from_ls_metadata_and_invocation_params() -> None:
     }
 
 
+def test_anthropic_structured_output_asked_by_the_legacy_output_format_is_json() -> None:
+    """Before ``output_config.format``, Anthropic's structured outputs beta took ``output_format`` (langchain-anthropic
+    releases of that time send it): the same json output type, as ``instrument_anthropic()`` reads either."""
+    metadata = {"ls_provider": "anthropic", "ls_model_name": "claude-sonnet-4-5"}
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
+    legacy = _codec.request_attributes(metadata, {"output_format": {"type": "json_schema", "schema": schema}})
+    assert legacy["gen_ai.output.type"] == "json"
+    current = {"output_config": {"format": {"type": "json_schema", "schema": schema}}}
+    assert _codec.request_attributes(metadata, current)["gen_ai.output.type"] == "json"
+    assert "gen_ai.output.type" not in _codec.request_attributes(metadata, {"output_config": {"effort": "low"}})
+
+
 def test_documents_keep_id_score_content_and_metadata() -> None:
     docs = [
         Document(page_content="Paris is the capital of France.", id="d1", metadata={"source": "wiki", "score": 0.91}),
