@@ -145,6 +145,29 @@ def test_request_attributes_from_ls_metadata_and_invocation_params() -> None:
     }
 
 
+@pytest.mark.filterwarnings("ignore:A non-leading `SystemMessage` was moved")
+def test_anthropic_keeps_a_later_system_message_in_place_for_a_model_whose_profile_allows_it() -> None:
+    """A model whose langchain-anthropic profile allows system messages mid-conversation (claude-opus-4-8) gets
+    one after a user turn in place, as a message; after an assistant turn it is still moved into ``system``."""
+    from langchain_anthropic import ChatAnthropic
+    from langchain_anthropic.chat_models import _format_messages
+
+    model = "claude-opus-4-8"
+    assert (ChatAnthropic(model=model, api_key="x").profile or {}).get("mid_conversation_system_messages")
+    in_place = [HumanMessage("Hi"), SystemMessage("Be terse."), AIMessage("Salut")]
+    hoisted = [HumanMessage("Hi"), AIMessage("Salut"), SystemMessage("Be terse.")]
+    for batch in (in_place, hoisted):
+        sent_system, sent = _format_messages(batch, model=model, mid_conversation_system_messages=True)
+        system, rest = _codec.split_system(batch, "anthropic", model)
+        assert [part["content"] for part in system] == ([sent_system] if sent_system else [])
+        assert [m["role"] for m in _codec.messages(rest)] == [m["role"] for m in sent]
+    assert [m["role"] for m in _codec.messages(_codec.split_system(in_place, "anthropic", model)[1])] == [
+        "user",
+        "system",
+        "assistant",
+    ]
+
+
 def test_anthropic_structured_output_asked_by_the_legacy_output_format_is_json() -> None:
     """Before ``output_config.format``, Anthropic's structured outputs beta took ``output_format`` (langchain-anthropic
     releases of that time send it): the same json output type, as ``instrument_anthropic()`` reads either."""

@@ -70,8 +70,9 @@ _SYSTEM_APART = frozenset(
     }
 )
 # Of those, where the integration also moves a later system message into the system prompt when it is the only one
-# (a run of them counts as one): langchain-anthropic does so for a model whose profile does not allow system messages
-# mid-conversation (most; it warns), and raises on a second one. Others leave a later system message in place.
+# (a run of them counts as one): langchain-anthropic does so (with a warning) unless the model's profile allows
+# system messages mid-conversation and the message follows a user turn, and raises on a second one. Others leave a
+# later system message in place.
 _SYSTEM_HOISTED = frozenset({"anthropic"})
 # invocation_params key -> request attribute (the keys chat model integrations use for the same parameter).
 _PARAMS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -293,11 +294,12 @@ def messages(batch: Sequence[Any]) -> list[Message]:
     return [message(m) for m in batch]
 
 
-def split_system(batch: Sequence[Any], ls_provider: Any) -> tuple[list[Part], Sequence[Any]]:
+def split_system(batch: Sequence[Any], ls_provider: Any, model: Any = None) -> tuple[list[Part], Sequence[Any]]:
     """The system instructions sent apart from the messages (see ``_SYSTEM_APART``), and the messages left.
 
     The leading system messages of a provider that takes its system prompt apart (with Anthropic, the only run of
-    system messages wherever it is: see ``_SYSTEM_HOISTED``); nothing elsewhere.
+    system messages wherever it is, unless ``model`` may be sent it in place: see ``_SYSTEM_HOISTED``); nothing
+    elsewhere.
     """
     if ls_provider not in _SYSTEM_APART:
         return [], batch
@@ -306,10 +308,33 @@ def split_system(batch: Sequence[Any], ls_provider: Any) -> tuple[list[Part], Se
     end = first
     while end < len(roles) and roles[end] == "system":
         end += 1
-    if first == end or (first and (ls_provider not in _SYSTEM_HOISTED or "system" in roles[end:])):
+    if first == end or (
+        first
+        and (
+            ls_provider not in _SYSTEM_HOISTED
+            or "system" in roles[end:]
+            or (roles[first - 1] in ("user", "tool") and _takes_system_mid_conversation(model))
+        )
+    ):
         return [], batch
     system = [p for m in batch[first:end] for p in _content_parts(_field(m, "content"))]
     return system, [*batch[:first], *batch[end:]] if first else batch[end:]
+
+
+def _takes_system_mid_conversation(model: Any) -> bool:
+    """Whether langchain-anthropic's default profile of ``model`` lets a system message stay where it is.
+
+    The profile is the integration's (a model's own ``profile=`` override is not in the callback): read from its
+    defaults, and when they cannot be read the message counts as moved, as for most models.
+    """
+    if not isinstance(model, str) or not model:
+        return False
+    try:
+        from langchain_anthropic.chat_models import _get_default_model_profile
+
+        return bool(_get_default_model_profile(model).get("mid_conversation_system_messages"))
+    except Exception:  # another langchain-anthropic (no such lookup), or no langchain-anthropic at all
+        return False
 
 
 # --- response --------------------------------------------------------------------------------------------

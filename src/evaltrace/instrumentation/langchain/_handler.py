@@ -484,7 +484,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         attributes.update(_conversation(metadata))
         model = attributes.get(sc.GEN_AI_REQUEST_MODEL) or _name(kwargs, None, "model")
         if settings.current.capture_content:
-            system, batch = _codec.split_system(batch, metadata.get("ls_provider"))
+            system, batch = _codec.split_system(batch, metadata.get("ls_provider"), metadata.get("ls_model_name"))
             if system:
                 attributes[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = _json(system)
             attributes[sc.GEN_AI_INPUT_MESSAGES] = _json(_codec.messages(batch))
