@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
@@ -40,6 +40,38 @@ _CONTEXT_KEY = otel_context.create_key("evaltrace-context-attributes")
 @dataclass(frozen=True)
 class _Stamp:
     attributes: Mapping[str, AttributeValue] = field(default_factory=dict)
+
+
+class _Ends(Protocol):
+    """What a stamp bound to a run reads of it: whether it has ended."""
+
+    ended: bool
+
+
+_NOTHING: Mapping[str, AttributeValue] = {}
+
+
+class _RunStamp:
+    """A stamp bound to a run: what it stamps while the run goes, then what the stamp it was put over stamps.
+
+    An async LangChain run ends in a copy of the caller's context, so what its start made current stays behind
+    in the caller's: a fixed stamp would put the run's session on every span the caller starts afterwards.
+    Readers read only ``attributes``, at each span's start.
+    """
+
+    __slots__ = ("_attributes", "_outer", "_run")
+
+    def __init__(self, attributes: Mapping[str, AttributeValue], outer: _Stamp | _RunStamp | None, run: _Ends):
+        self._attributes = attributes
+        self._outer = outer
+        self._run = run
+
+    @property
+    def attributes(self) -> Mapping[str, AttributeValue]:
+        """The run's attributes while it goes; once it ended, the outer stamp's (nothing if there was none)."""
+        if not self._run.ended:
+            return self._attributes
+        return self._outer.attributes if self._outer is not None else _NOTHING
 
 
 def _metadata_attributes(metadata: Mapping[str, Any]) -> dict[str, AttributeValue]:
@@ -73,7 +105,7 @@ def context(
         tags: Tags (``langfuse.trace.tags``).
         attributes: Further attributes to stamp verbatim.
     """
-    outer: _Stamp | None = otel_context.get_value(_CONTEXT_KEY)  # type: ignore[assignment]
+    outer: _Stamp | _RunStamp | None = otel_context.get_value(_CONTEXT_KEY)  # type: ignore[assignment]
     merged: dict[str, AttributeValue] = dict(outer.attributes) if outer else {}
     if session_id is not None:
         merged[semconv.SESSION_ID] = session_id
@@ -96,8 +128,36 @@ def context(
 
 def current_context_attributes() -> Mapping[str, AttributeValue]:
     """The attributes ``context()`` blocks in force would stamp on a span started now."""
-    stamp: _Stamp | None = otel_context.get_value(_CONTEXT_KEY)  # type: ignore[assignment]
+    stamp: _Stamp | _RunStamp | None = otel_context.get_value(_CONTEXT_KEY)  # type: ignore[assignment]
     return stamp.attributes if stamp else {}
+
+
+def session_in(context: Mapping[str, object]) -> str | None:
+    """The ``session.id`` the ``context()`` blocks in force in ``context`` (an OTel context) stamp, or None."""
+    stamp = context.get(_CONTEXT_KEY)
+    session = stamp.attributes.get(semconv.SESSION_ID) if isinstance(stamp, _Stamp | _RunStamp) else None
+    return session if isinstance(session, str) else None
+
+
+def session_stamp(context: Mapping[str, object], session_id: str, run: _Ends | None = None) -> dict[str, object]:
+    """The context value stamping ``session_id`` as a ``context(session_id=...)`` block opened in ``context`` would.
+
+    For instrumentations that know a conversation's id (a LangGraph thread): spans started in a context holding
+    this value, other instrumentations' included, carry ``session.id`` as if the user had opened the block, beside
+    what the blocks in force stamp already (``user.id``, tags, metadata). Merge it into a context's values.
+
+    Args:
+        context: The OTel context the value goes into.
+        session_id: The session to stamp.
+        run: What the stamp lasts for (anything with an ``ended`` flag): once it has ended, the value stamps what
+            ``context`` stamped, so a context the run's start left current (an async run ends in a copy of it)
+            does not carry the session on. None: for a context used at once (a span's start) and dropped.
+    """
+    stamp = context.get(_CONTEXT_KEY)
+    outer = stamp if isinstance(stamp, _Stamp | _RunStamp) else None
+    merged = dict(outer.attributes) if outer is not None else {}
+    merged[semconv.SESSION_ID] = session_id
+    return {_CONTEXT_KEY: _Stamp(merged) if run is None else _RunStamp(merged, outer, run)}
 
 
 class ContextAttributesProcessor(SpanProcessor):
@@ -105,9 +165,9 @@ class ContextAttributesProcessor(SpanProcessor):
 
     def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:
         """Stamp the attributes in force in ``parent_context`` (or the current context)."""
-        stamp: _Stamp | None = otel_context.get_value(_CONTEXT_KEY, parent_context)  # type: ignore[assignment]
-        if stamp is not None and stamp.attributes:
-            span.set_attributes(stamp.attributes)
+        stamp: _Stamp | _RunStamp | None = otel_context.get_value(_CONTEXT_KEY, parent_context)  # type: ignore[assignment]
+        if stamp is not None and (attributes := stamp.attributes):
+            span.set_attributes(attributes)
 
     def on_end(self, span: ReadableSpan) -> None:
         """Nothing to do at end."""
@@ -134,9 +194,9 @@ class StampingPipeline(SpanProcessor):
     def on_start(self, span: Span, parent_context: otel_context.Context | None = None) -> None:
         """Stamp the ``context()`` attributes in force, then start the span in each processor."""
         context = parent_context if parent_context is not None else otel_context.get_current()
-        stamp: _Stamp | None = context.get(_CONTEXT_KEY)  # type: ignore[assignment]
-        if stamp is not None and stamp.attributes:
-            span.set_attributes(stamp.attributes)
+        stamp: _Stamp | _RunStamp | None = context.get(_CONTEXT_KEY)  # type: ignore[assignment]
+        if stamp is not None and (attributes := stamp.attributes):
+            span.set_attributes(attributes)
         for processor in self._starting:
             processor.on_start(span, parent_context=parent_context)
 

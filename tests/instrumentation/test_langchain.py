@@ -184,12 +184,47 @@ def test_model_error_marks_model_and_chain_spans_and_passes_the_error_through(ex
     chat, root = one(spans, "chat gpt-3.5-turbo"), one(spans, "RunnableSequence")
     for span in (chat, root):
         assert span.status.status_code is StatusCode.ERROR
-        cls = type(raised.value)  # langchain-openai raises its own subclass of openai's error
-        assert (span.attributes or {})["error.type"] == f"{cls.__module__}.{cls.__qualname__}"
         assert [e.attributes["exception.message"] for e in span.events if e.name == "exception"] == [str(raised.value)]
+    # The model call: the API's error code and HTTP status, as instrument_openai() records the same failure; the
+    # chain: the error's class (langchain-openai raises its own subclass of openai's error), as any failed span.
+    assert (chat.attributes or {})["error.type"] == "invalid_api_key"
+    assert (chat.attributes or {})["http.response.status_code"] == 401
+    cls = type(raised.value)
+    assert (root.attributes or {})["error.type"] == f"{cls.__module__}.{cls.__qualname__}"
     assert parent_of(spans, chat) is root
     trace = trace_from_spans(spans)
     assert trace.error is not None and "AuthenticationError" in trace.error.message
+
+
+class _UnreadableCodeError(RuntimeError):
+    """An error whose ``code`` property itself raises (it reads a body the error does not have)."""
+
+    @property
+    def code(self) -> str:
+        body: dict[str, str] = {}
+        return body["code"]
+
+
+def test_a_model_error_whose_code_cannot_be_read_still_marks_the_span_failed(exporter: InMemorySpanExporter) -> None:
+    """The error's ``code`` raises while the handler names the failure: the span is still ERROR with the
+    exception event, named by the error's class, and the user's error passes through unchanged."""
+    from langchain_core.language_models.chat_models import BaseChatModel
+
+    class Failing(BaseChatModel):
+        @property
+        def _llm_type(self) -> str:
+            return "failing"
+
+        def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+            raise _UnreadableCodeError("the provider failed")
+
+    with langchain_instrumented(), pytest.raises(_UnreadableCodeError, match="the provider failed"):
+        Failing().invoke("hi")
+    chat = one(exporter.get_finished_spans(), "chat model")
+    assert chat.status.status_code is StatusCode.ERROR
+    assert [e.attributes["exception.message"] for e in chat.events if e.name == "exception"] == ["the provider failed"]
+    cls = _UnreadableCodeError
+    assert (chat.attributes or {})["error.type"] == f"{cls.__module__}.{cls.__qualname__}"
 
 
 def test_explicit_handler_without_global_registration(exporter: InMemorySpanExporter) -> None:

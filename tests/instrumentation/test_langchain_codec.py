@@ -1,7 +1,8 @@
 """The LangChain codec on the message and result shapes other chat model integrations produce.
 
-No recording exists here for ChatAnthropic, ChatGoogleGenerativeAI, ChatBedrockConverse or ChatOllama under
-LangChain (their packages are not installed either), so these tests build the real ``langchain_core`` objects
+No recording exists here for ChatGoogleGenerativeAI, ChatBedrockConverse or ChatOllama under LangChain (their
+packages are not installed either; ChatAnthropic is replayed for real in ``test_langchain_anthropic.py``), so these
+tests build the real ``langchain_core`` objects
 those integrations return, with the fields their sources fill: Anthropic's content blocks (``thinking``,
 ``tool_use``) and ``stop_reason``, Gemini's ``finish_reason`` ``STOP``, Bedrock's ``stopReason``, Ollama's
 ``done_reason``, and ``usage_metadata`` with cache and reasoning details.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, ChatMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, Generation
@@ -135,12 +137,47 @@ def test_request_attributes_from_ls_metadata_and_invocation_params() -> None:
         "gen_ai.request.temperature": 0.2,
         "gen_ai.request.max_tokens": 256,
         "gen_ai.request.top_p": 0.9,
-        "gen_ai.request.top_k": 40.0,
+        "gen_ai.request.top_k": 40,  # whole: an int, as the SDK instrumentations record it
         "gen_ai.request.stop_sequences": ["END"],
         "gen_ai.request.choice.count": 2,
         "gen_ai.request.stream": True,
         "gen_ai.request.reasoning.level": "low",
     }
+
+
+@pytest.mark.filterwarnings("ignore:A non-leading `SystemMessage` was moved")
+def test_anthropic_keeps_a_later_system_message_in_place_for_a_model_whose_profile_allows_it() -> None:
+    """A model whose langchain-anthropic profile allows system messages mid-conversation (claude-opus-4-8) gets
+    one after a user turn in place, as a message; after an assistant turn it is still moved into ``system``."""
+    from langchain_anthropic import ChatAnthropic
+    from langchain_anthropic.chat_models import _format_messages
+
+    model = "claude-opus-4-8"
+    assert (ChatAnthropic(model=model, api_key="x").profile or {}).get("mid_conversation_system_messages")
+    in_place = [HumanMessage("Hi"), SystemMessage("Be terse."), AIMessage("Salut")]
+    hoisted = [HumanMessage("Hi"), AIMessage("Salut"), SystemMessage("Be terse.")]
+    for batch in (in_place, hoisted):
+        sent_system, sent = _format_messages(batch, model=model, mid_conversation_system_messages=True)
+        system, rest = _codec.split_system(batch, "anthropic", model)
+        assert [part["content"] for part in system] == ([sent_system] if sent_system else [])
+        assert [m["role"] for m in _codec.messages(rest)] == [m["role"] for m in sent]
+    assert [m["role"] for m in _codec.messages(_codec.split_system(in_place, "anthropic", model)[1])] == [
+        "user",
+        "system",
+        "assistant",
+    ]
+
+
+def test_anthropic_structured_output_asked_by_the_legacy_output_format_is_json() -> None:
+    """Before ``output_config.format``, Anthropic's structured outputs beta took ``output_format`` (langchain-anthropic
+    releases of that time send it): the same json output type, as ``instrument_anthropic()`` reads either."""
+    metadata = {"ls_provider": "anthropic", "ls_model_name": "claude-sonnet-4-5"}
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
+    legacy = _codec.request_attributes(metadata, {"output_format": {"type": "json_schema", "schema": schema}})
+    assert legacy["gen_ai.output.type"] == "json"
+    current = {"output_config": {"format": {"type": "json_schema", "schema": schema}}}
+    assert _codec.request_attributes(metadata, current)["gen_ai.output.type"] == "json"
+    assert "gen_ai.output.type" not in _codec.request_attributes(metadata, {"output_config": {"effort": "low"}})
 
 
 def test_documents_keep_id_score_content_and_metadata() -> None:
@@ -157,3 +194,77 @@ def test_documents_keep_id_score_content_and_metadata() -> None:
         },
         {"content": "No id here."},
     ]
+
+
+SYSTEM_FIRST = [SystemMessage("Be terse."), SystemMessage("Answer in French."), HumanMessage("Hi"), AIMessage("Salut")]
+
+
+def test_a_provider_that_takes_the_system_prompt_apart_has_its_leading_system_messages_as_instructions() -> None:
+    """Anthropic's ``system``, Gemini's ``system_instruction``, Bedrock's ``system``: where the integrations put the
+    leading system messages, which are then no input message (as the SDK instrumentations record the same call)."""
+    for ls_provider in ("anthropic", "google_genai", "google_vertexai", "amazon_bedrock", "bedrock_converse"):
+        system, rest = _codec.split_system(SYSTEM_FIRST, ls_provider)
+        assert system == [{"type": "text", "content": "Be terse."}, {"type": "text", "content": "Answer in French."}]
+        assert [m["role"] for m in _codec.messages(rest)] == ["user", "assistant"]
+
+
+def test_elsewhere_a_system_message_stays_an_input_message() -> None:
+    """OpenAI, Mistral, Ollama...: the system message is one of the messages sent; one after the first user message
+    is kept where it is in any case."""
+    assert _codec.split_system(SYSTEM_FIRST, "openai") == ([], SYSTEM_FIRST)
+    assert _codec.split_system(SYSTEM_FIRST, None) == ([], SYSTEM_FIRST)
+    late = [HumanMessage("Hi"), SystemMessage("Be terse.")]
+    assert _codec.split_system(late, "google_genai") == ([], late)
+
+
+@pytest.mark.filterwarnings("ignore:A non-leading `SystemMessage` was moved")
+def test_anthropic_gets_a_single_later_system_message_as_its_system_prompt() -> None:
+    """langchain-anthropic moves the one non-leading system message (or run of them) into ``system`` (warning
+    that it now applies to the whole conversation): the instructions are what the API was sent, as
+    ``instrument_anthropic()`` records the same request; the other messages keep their order. (This test asserted
+    the message stayed in place before langchain-anthropic hoisted it: the record then differed from the request.)
+    """
+    from langchain_anthropic.chat_models import _format_messages
+
+    for batch in (
+        [HumanMessage("Hi"), SystemMessage("Be terse.")],
+        [HumanMessage("Hi"), SystemMessage("Be terse."), SystemMessage("Answer in French."), AIMessage("Salut")],
+        SYSTEM_FIRST,
+    ):
+        sent_system, sent = _format_messages(batch, model="claude-sonnet-4-5")
+        system, rest = _codec.split_system(batch, "anthropic")
+        sent_parts = [sent_system] if isinstance(sent_system, str) else [b["text"] for b in sent_system or []]
+        assert [part["content"] for part in system] == sent_parts
+        assert [m["role"] for m in _codec.messages(rest)] == [m["role"] for m in sent]
+    # A leading system message and a later one: LangChain sends nothing (it raises); the leading one is the prompt.
+    both = [SystemMessage("Be terse."), HumanMessage("Hi"), SystemMessage("Answer in French.")]
+    system, rest = _codec.split_system(both, "anthropic")
+    assert system == [{"type": "text", "content": "Be terse."}]
+    assert [m.type for m in rest] == ["human", "system"]
+
+
+def test_cache_writes_split_by_lifetime_are_counted_and_a_zero_input_count_is_left_out() -> None:
+    """langchain-anthropic puts cache writes in ``ephemeral_5m_input_tokens`` / ``ephemeral_1h_input_tokens`` and
+    zeroes ``cache_creation``; an input count of 0 (a stream that did not report it) is no count at all."""
+    split = _ai(
+        content="ok",
+        usage_metadata={
+            "input_tokens": 1300,
+            "output_tokens": 5,
+            "total_tokens": 1305,
+            "input_token_details": {
+                "cache_read": 200,
+                "cache_creation": 0,
+                "ephemeral_5m_input_tokens": 1000,
+                "ephemeral_1h_input_tokens": 64,
+            },
+        },
+    )
+    assert _codec.usage_attributes([split], None) == {
+        "gen_ai.usage.input_tokens": 1300,
+        "gen_ai.usage.output_tokens": 5,
+        "gen_ai.usage.cache_read.input_tokens": 200,
+        "gen_ai.usage.cache_creation.input_tokens": 1064,
+    }
+    unreported = _ai(content="ok", usage_metadata={"input_tokens": 0, "output_tokens": 15, "total_tokens": 15})
+    assert _codec.usage_attributes([unreported], None) == {"gen_ai.usage.output_tokens": 15}

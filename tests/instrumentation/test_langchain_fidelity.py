@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import pytest
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import InjectedToolCallId
-from langchain_replay import AGENT, chat_openai, langchain_instrumented, one, replay
+from langchain_replay import AGENT, STREAM, chat_openai, langchain_instrumented, one, replay
 from langgraph.prebuilt import InjectedState
 from langgraph.types import Command
 from opentelemetry.sdk.trace import ReadableSpan
@@ -453,3 +453,26 @@ def test_a_responses_tool_call_whose_arguments_do_not_parse_still_finishes_with_
     output = json.loads(attrs["gen_ai.output.messages"])[0]
     assert output["finish_reason"] == "tool_call"
     assert [p["type"] for p in output["parts"]] == ["tool_call"]
+
+
+@pytest.mark.parametrize("openai_on", [False, True], ids=["handler", "instrument_openai"])
+def test_a_streamed_chat_completion_has_its_id_only_from_the_sdks_span(
+    exporter: InMemorySpanExporter, openai_on: bool
+) -> None:
+    """langchain-openai (1.7) keeps a streamed Chat Completion's id in no public field (not the chunks'
+    ``response_metadata`` or ``generation_info``; the message id is LangChain's run id): the handler's span has no
+    ``gen_ai.response.id`` rather than a made-up one. With ``instrument_openai()`` the SDK's span reads the stream
+    itself and has it. (A guard: this passed before; the docs say so.)"""
+    import evaltrace
+
+    if openai_on:
+        evaltrace.instrument_openai()
+    try:
+        with replay(STREAM) as server, langchain_instrumented():
+            chat_openai(server, model="gpt-3.5-turbo", streaming=True).invoke("Tell me a joke")
+    finally:
+        if openai_on:
+            evaltrace.uninstrument_openai()
+    attrs = _attrs(one(exporter.get_finished_spans(), "chat gpt-3.5-turbo"))
+    assert attrs.get("gen_ai.response.id") == ("chatcmpl-9rD4cbxcufhWUCMSJ0LP0ZNuora53" if openai_on else None)
+    assert attrs["gen_ai.response.model"] == "gpt-3.5-turbo-0125"

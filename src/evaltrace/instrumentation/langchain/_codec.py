@@ -54,6 +54,26 @@ _PROVIDERS = {
     "mistralai": "mistral_ai",
     "xai": "x_ai",
 }
+# ``ls_provider``s whose APIs take the system prompt apart from the messages (Anthropic's ``system``, Gemini's
+# ``system_instruction``, Bedrock's ``system``), where their integrations put the leading system messages: those are
+# ``gen_ai.system_instructions`` there, as evaltrace's instrumentation of the provider's SDK records the same call.
+# Elsewhere (OpenAI, Mistral, Ollama...) a system message is one of the messages sent, and stays one.
+_SYSTEM_APART = frozenset(
+    {
+        "anthropic",
+        "google_anthropic_vertex",
+        "google_genai",
+        "google_vertexai",
+        "amazon_bedrock",
+        "bedrock",
+        "bedrock_converse",
+    }
+)
+# Of those, where the integration also moves a later system message into the system prompt when it is the only one
+# (a run of them counts as one): langchain-anthropic does so (with a warning) unless the model's profile allows
+# system messages mid-conversation and the message follows a user turn, and raises on a second one. Others leave a
+# later system message in place.
+_SYSTEM_HOISTED = frozenset({"anthropic"})
 # invocation_params key -> request attribute (the keys chat model integrations use for the same parameter).
 _PARAMS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (sc.GEN_AI_REQUEST_TEMPERATURE, ("temperature",)),
@@ -64,6 +84,11 @@ _PARAMS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (sc.GEN_AI_REQUEST_PRESENCE_PENALTY, ("presence_penalty",)),
     (sc.GEN_AI_REQUEST_SEED, ("seed",)),
 )
+
+
+# Counts: integers. top_k too when whole (as instrument_anthropic() records it: an int, as on the conventions' main
+# branch); the other sampling parameters are doubles.
+_INTEGERS = (sc.GEN_AI_REQUEST_MAX_TOKENS, sc.GEN_AI_REQUEST_SEED)
 
 
 def provider_name(ls_provider: Any) -> str | None:
@@ -87,7 +112,11 @@ def request_attributes(metadata: Mapping[str, Any], params: Mapping[str, Any]) -
         if value is None and key == sc.GEN_AI_REQUEST_MAX_TOKENS:
             value = metadata.get("ls_max_tokens")
         if isinstance(value, int | float) and not isinstance(value, bool):
-            out[key] = int(value) if key in (sc.GEN_AI_REQUEST_MAX_TOKENS, sc.GEN_AI_REQUEST_SEED) else float(value)
+            out[key] = (
+                int(value)
+                if key in _INTEGERS or (key == sc.GEN_AI_REQUEST_TOP_K and int(value) == value)
+                else float(value)
+            )
     stop = params.get("stop") or metadata.get("ls_stop")
     if isinstance(stop, str):
         stop = [stop]
@@ -105,11 +134,17 @@ def request_attributes(metadata: Mapping[str, Any], params: Mapping[str, Any]) -
 def _answer_attributes(params: Mapping[str, Any]) -> dict[str, str]:
     """What the request asks of the answer: its reasoning effort and its output format."""
     out: dict[str, str] = {}
-    reasoning = params.get("reasoning")  # OpenAI Responses {"effort": ...}; Chat Completions reasoning_effort
+    # OpenAI Responses {"effort": ...}; Anthropic's output_config {"effort": ...}; Chat Completions reasoning_effort
+    reasoning = params.get("reasoning") or params.get("output_config")
     effort = reasoning.get("effort") if isinstance(reasoning, Mapping) else params.get("reasoning_effort")
     if isinstance(effort, str) and effort:
         out[sc.GEN_AI_REQUEST_REASONING_LEVEL] = effort
     output_type = _output_type(params.get("response_format"))
+    if output_type is None:  # Anthropic's structured outputs: output_config {"format": ...} (output_format before)
+        config = params.get("output_config")
+        output_type = _output_type(
+            (config.get("format") if isinstance(config, Mapping) else None) or params.get("output_format")
+        )
     if output_type:
         out[sc.GEN_AI_OUTPUT_TYPE] = output_type
     return out
@@ -259,6 +294,49 @@ def messages(batch: Sequence[Any]) -> list[Message]:
     return [message(m) for m in batch]
 
 
+def split_system(batch: Sequence[Any], ls_provider: Any, model: Any = None) -> tuple[list[Part], Sequence[Any]]:
+    """The system instructions sent apart from the messages (see ``_SYSTEM_APART``), and the messages left.
+
+    The leading system messages of a provider that takes its system prompt apart (with Anthropic, the only run of
+    system messages wherever it is, unless ``model`` may be sent it in place: see ``_SYSTEM_HOISTED``); nothing
+    elsewhere.
+    """
+    if ls_provider not in _SYSTEM_APART:
+        return [], batch
+    roles = [role_of(m) for m in batch]
+    first = roles.index("system") if "system" in roles else len(roles)
+    end = first
+    while end < len(roles) and roles[end] == "system":
+        end += 1
+    if first == end or (
+        first
+        and (
+            ls_provider not in _SYSTEM_HOISTED
+            or "system" in roles[end:]
+            or (roles[first - 1] in ("user", "tool") and _takes_system_mid_conversation(model))
+        )
+    ):
+        return [], batch
+    system = [p for m in batch[first:end] for p in _content_parts(_field(m, "content"))]
+    return system, [*batch[:first], *batch[end:]] if first else batch[end:]
+
+
+def _takes_system_mid_conversation(model: Any) -> bool:
+    """Whether langchain-anthropic's default profile of ``model`` lets a system message stay where it is.
+
+    The profile is the integration's (a model's own ``profile=`` override is not in the callback): read from its
+    defaults, and when they cannot be read the message counts as moved, as for most models.
+    """
+    if not isinstance(model, str) or not model:
+        return False
+    try:
+        from langchain_anthropic.chat_models import _get_default_model_profile
+
+        return bool(_get_default_model_profile(model).get("mid_conversation_system_messages"))
+    except Exception:  # another langchain-anthropic (no such lookup), or no langchain-anthropic at all
+        return False
+
+
 # --- response --------------------------------------------------------------------------------------------
 
 
@@ -318,14 +396,15 @@ def usage_attributes(generations: Sequence[Any], llm_output: Any) -> dict[str, i
         (u for g in generations if isinstance(u := _field(_field(g, "message"), "usage_metadata"), Mapping)), None
     )
     if usage is not None:
+        details = usage.get("input_token_details") or {}
+        inputs = count(usage.get("input_tokens"))
         pairs = (
-            (sc.GEN_AI_USAGE_INPUT_TOKENS, usage.get("input_tokens")),
+            # No call reads no input: a 0 is a count the integration did not get (langchain-anthropic reads a
+            # stream's usage from its last event, where older streams repeat the output count only).
+            (sc.GEN_AI_USAGE_INPUT_TOKENS, inputs or None),
             (sc.GEN_AI_USAGE_OUTPUT_TOKENS, usage.get("output_tokens")),
-            (sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, (usage.get("input_token_details") or {}).get("cache_read")),
-            (
-                sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS,
-                (usage.get("input_token_details") or {}).get("cache_creation"),
-            ),
+            (sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS, details.get("cache_read")),
+            (sc.GEN_AI_USAGE_CACHE_CREATION_INPUT_TOKENS, _cache_creation(details)),
             (sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS, (usage.get("output_token_details") or {}).get("reasoning")),
         )
         return {key: number for key, value in pairs if (number := count(value)) is not None}
@@ -339,6 +418,20 @@ def usage_attributes(generations: Sequence[Any], llm_output: Any) -> dict[str, i
             if value is not None:
                 out[key] = value
     return out
+
+
+def _cache_creation(details: Mapping[str, Any]) -> int | None:
+    """Tokens written to the prompt cache: ``cache_creation``, or the sum of its per-TTL counts.
+
+    langchain-anthropic splits Anthropic's cache writes by lifetime (``ephemeral_5m_input_tokens``,
+    ``ephemeral_1h_input_tokens``) and then zeroes ``cache_creation`` so that LangChain does not count them twice;
+    the writes are still in ``input_tokens``, and priced above plain input.
+    """
+    creation = count(details.get("cache_creation"))
+    by_ttl = [n for key, value in details.items() if key.startswith("ephemeral_") and (n := count(value)) is not None]
+    if by_ttl and sum(by_ttl) > (creation or 0):
+        return sum(by_ttl)
+    return creation
 
 
 def response_attributes(generations: Sequence[Any], llm_output: Any) -> dict[str, Any]:

@@ -49,9 +49,11 @@ class Run:
     namespace: str | None = None  # a LangGraph run's ``langgraph_checkpoint_ns``: a node's differs from its graph's
     graph_name: str | None = None  # a task run's name while it may be a LangGraph subgraph (see the handler)
     tool_call_id: str | None = None  # a tool run's call id, when LangChain gave one
+    session: str | None = None  # the LangGraph thread stamped as ``session.id`` on this run and what runs inside it
 
 
-def _span_of(context: Context) -> Span:
+def span_of(context: Context) -> Span:
+    """The span current in ``context`` (``INVALID_SPAN`` when none is)."""
     span = context.get(SPAN_KEY)
     return span if isinstance(span, Span) else INVALID_SPAN
 
@@ -67,7 +69,7 @@ class RunSpan(Span):
     def target(self) -> Span:
         """The span this stands for now."""
         run = self._run
-        return _span_of(run.previous) if run.ended else run.shown
+        return span_of(run.previous) if run.ended else run.shown
 
     def get_span_context(self) -> SpanContext:
         """The target's span context (what a child span is parented to)."""

@@ -12,8 +12,8 @@ current OTel context, so a chain called inside an ``@evaltrace.agent`` nests und
 * a retriever: ``retrieval {name}``, kind ``retriever``, its documents in ``gen_ai.retrieval.documents``; the
   mapping hands them to RAG evaluators as the retrieved context;
 * a model call: ``chat {model}`` (CLIENT), kind ``llm``, unless evaltrace's instrumentation of the model's SDK
-  is on (``instrument_openai()``, ``instrument_anthropic()``): then the SDK call's own span is the model call's
-  span, and this handler makes none.
+  is on (``instrument_openai()``, ``instrument_groq()``...) and reads what the integration asks the SDK for:
+  then the SDK call's own span is the model call's span, and this handler makes none (see ``_runs``).
 
 Each span is made current in the OTel context while its run lasts, so the SDK call of a model (and any code a
 chain runs) nests under the right chain span. Every span ends exactly once (``pop`` of the run record), on
@@ -29,7 +29,7 @@ from typing import Any
 from uuid import UUID
 
 from opentelemetry.context import Context
-from opentelemetry.trace import INVALID_SPAN, Span, SpanKind, TracerProvider
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
 from evaltrace._internal import semconv as sc
@@ -37,13 +37,15 @@ from evaltrace._internal import settings
 from evaltrace._internal.errors import handle_internal_errors, reraise_internal_errors
 from evaltrace._internal.fast_context import SPAN_KEY, get_current
 from evaltrace._internal.jsonutil import capped_text
-from evaltrace._internal.spans import end_error
+from evaltrace._internal.spans import end_error, error_type
 from evaltrace._internal.tracing import INSTRUMENTATION_NAME, LLM_SUPPRESSION_KEYS, SUPPRESSION_KEYS, get_tracer
+from evaltrace.context import session_in, session_stamp
 from evaltrace.instrumentation.langchain import _codec
-from evaltrace.instrumentation.langchain._context import Contexts, Run, WhileRequesting
+from evaltrace.instrumentation.langchain._context import Contexts, Run, WhileRequesting, span_of
 from evaltrace.instrumentation.langchain._results import captured as _captured
 from evaltrace.instrumentation.langchain._results import control_flow_events as _control_flow_events
 from evaltrace.instrumentation.langchain._results import json_value as _json
+from evaltrace.instrumentation.langchain._results import model_error as _model_error
 from evaltrace.instrumentation.langchain._results import model_result as _model_result
 from evaltrace.instrumentation.langchain._results import tool_arguments as _codec_arguments
 from evaltrace.instrumentation.langchain._results import tool_result as _tool_result
@@ -51,6 +53,7 @@ from evaltrace.instrumentation.langchain._runs import _KIND_LABELS, _agent_attri
 from evaltrace.instrumentation.langchain._runs import _integration_calls_the_sdk as _integration_calls_the_sdk
 from evaltrace.instrumentation.langchain._runs import conversation_attributes as _conversation
 from evaltrace.instrumentation.langchain._runs import provider_traced as provider_traced
+from evaltrace.instrumentation.langchain._runs import thread_of as _thread_of
 
 try:
     # The defining module: importing the package could meet it half-initialised (we load while LangChain does).
@@ -66,6 +69,26 @@ except ImportError:  # the extra is missing: the class still exists (evaltrace.E
 
 _HIDDEN_TAG = "langsmith:hidden"  # LangGraph's internal runs (channel writes): shown nowhere, so no span either
 _SUPPRESS_LLM_KEY = LLM_SUPPRESSION_KEYS[2]
+
+
+def _end_model_error(span: Span, error: BaseException) -> None:
+    """End a failed model call's span as the SDK instrumentations do (API error code, HTTP status); it ends anyway."""
+    try:
+        with handle_internal_errors("recording a failed LangChain model call"):
+            # The failure first: naming it reads the error's own properties, which may raise.
+            span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+            span.record_exception(error)
+            span.set_attributes(_error_attributes(error))
+    finally:
+        span.end()
+
+
+def _error_attributes(error: BaseException) -> Mapping[str, AttributeValue]:
+    """:func:`_model_error`'s attributes, or the error's class when reading its code or status raises."""
+    try:
+        return _model_error(error)
+    except Exception:  # the user's error's ``code``/``status_code`` properties: theirs, not a failure of ours
+        return {sc.ERROR_TYPE: error_type(error)}
 
 
 class EvaltraceCallbackHandler(BaseCallbackHandler):
@@ -118,12 +141,18 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         name: str,
         attributes: dict[str, AttributeValue],
         span_kind: SpanKind = SpanKind.INTERNAL,
+        metadata: Mapping[str, Any] | None = None,
     ) -> Run | None:
         current = get_current()
         suppress_otel, suppress_ours = SUPPRESSION_KEYS
         if current.get(suppress_otel) or current.get(suppress_ours):
             return None
         parent, _ = self._parent_context(parent_run_id, current)
+        session = self._session(parent_run_id, parent, metadata)
+        if session is not None:
+            attributes = {**attributes, sc.SESSION_ID: session}
+            if session_in(parent) != session:  # so the stamping processor stamps what it would inside a context()
+                parent = Context({**parent, **session_stamp(parent, session)})
         langfuse_type, openinference_kind = _KIND_LABELS[kind]
         attributes = {
             sc.EVALTRACE_SPAN_KIND: kind,
@@ -135,19 +164,49 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         span = (self._tracer or get_tracer()).start_span(
             name, context=parent, kind=span_kind, attributes=attributes, start_time=start
         )
-        run = Run(span, span, Context({**parent, SPAN_KEY: span}), current, kind, started_ns=start)
+        run = Run(span, span, Context({**parent, SPAN_KEY: span}), current, kind, started_ns=start, session=session)
         # A model call recorded here: an LLM instrumentation under it must not record its request again.
-        self._contexts.enter(run, current, {_SUPPRESS_LLM_KEY: WhileRequesting(run)} if kind == sc.KIND_LLM else None)
+        extra: dict[str, object] = {_SUPPRESS_LLM_KEY: WhileRequesting(run)} if kind == sc.KIND_LLM else {}
+        if session is not None and session_in(current) != session:  # spans of other instrumentations inside too
+            extra.update(session_stamp(current, session, run))  # bound to the run: left behind, it stamps no more
+        self._contexts.enter(run, current, extra)
         self._runs[run_id] = run
         return run
 
-    def _pass_through(self, run_id: UUID, parent_run_id: UUID | None, kind: str) -> None:
+    def _session(self, parent_run_id: UUID | None, parent: Context, metadata: Mapping[str, Any] | None) -> str | None:
+        """The ``session.id`` of a run: its parent run's; for a run of ours at the top, its LangGraph thread.
+
+        A LangGraph thread is a conversation (each ``invoke`` on it a turn): stamped as evaltrace's session, its
+        turns make one :class:`~evaltrace.schema.conversation.Conversation`. A session the user set
+        (``evaltrace.context(session_id=...)``) is theirs: it wins, and no thread is stamped over it.
+        """
+        parent_run = self._runs.get(parent_run_id) if parent_run_id is not None else None
+        if parent_run is not None:
+            return parent_run.session
+        thread = _thread_of(metadata)
+        return thread if thread is not None and session_in(parent) is None else None
+
+    def _pass_through(
+        self, run_id: UUID, parent_run_id: UUID | None, kind: str, metadata: Mapping[str, Any] | None = None
+    ) -> None:
         """Keep a run without a span: its children (and an SDK call inside it) nest under its nearest ancestor."""
         current = get_current()
         parent, shown = self._parent_context(parent_run_id, current)
-        run = Run(None, shown or INVALID_SPAN, parent, current, kind)
-        if shown is not None:  # the ancestor's span made current where the run executes (another thread may not)
-            self._contexts.enter(run, current)
+        # No parent run of ours: what is current outside our runs stays current (the user's span, say), so the
+        # SDK's span of a top-level model call nests where it would without LangChain.
+        run = Run(
+            None,
+            shown or span_of(parent),
+            parent,
+            current,
+            kind,
+            session=self._session(parent_run_id, parent, metadata),
+        )
+        # The ancestor's span made current where the run executes (another thread may not); the thread's session
+        # too, for the span the model's SDK instrumentation makes inside.
+        extra = session_stamp(current, run.session, run) if run.session and session_in(current) != run.session else None
+        if shown is not None or extra:
+            self._contexts.enter(run, current, extra)
         self._runs[run_id] = run
 
     def _finish(self, run_id: UUID) -> Run | None:
@@ -181,6 +240,9 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
             if run is None or run.span is None:
                 return
             events = _control_flow_events(error)
+            if events is None and run.kind == sc.KIND_LLM:
+                _end_model_error(run.span, error)
+                return
             if events is None:
                 end_error(run.span, error)  # the decorators' own ending: the span ends even if recording fails
                 return
@@ -210,7 +272,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
             # Before the hidden check: a subgraph's first node may be one (LangGraph's ``__start__``).
             self._promote_subgraph(parent_run_id, metadata)
             if tags and _HIDDEN_TAG in tags:
-                self._pass_through(run_id, parent_run_id, sc.KIND_TASK)
+                self._pass_through(run_id, parent_run_id, sc.KIND_TASK, metadata)
                 return
             name = _name(kwargs, serialized, "chain")
             attributes: dict[str, AttributeValue] = {}
@@ -221,7 +283,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
                 kind, span_name = sc.KIND_TASK, name
             if settings.current.capture_content:
                 attributes[sc.INPUT_VALUE] = _json(inputs)
-            run = self._start(run_id, parent_run_id, kind, span_name, attributes)
+            run = self._start(run_id, parent_run_id, kind, span_name, attributes, metadata=metadata)
             if run is not None:
                 namespace = metadata.get("langgraph_checkpoint_ns")
                 run.namespace = namespace if isinstance(namespace, str) and namespace else None
@@ -318,7 +380,9 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
             if settings.current.capture_content:
                 arguments = inputs if inputs is not None else _codec_arguments(input_str)
                 attributes[sc.GEN_AI_TOOL_CALL_ARGUMENTS] = _json(arguments)
-            run = self._start(run_id, parent_run_id, sc.KIND_TOOL, f"execute_tool {name}", attributes)
+            run = self._start(
+                run_id, parent_run_id, sc.KIND_TOOL, f"execute_tool {name}", attributes, metadata=metadata
+            )
             if run is not None and isinstance(call_id, str) and call_id:
                 run.tool_call_id = call_id  # which message of a returned Command is this call's result
 
@@ -353,7 +417,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
             if settings.current.capture_content and isinstance(query, str):
                 attributes[sc.GEN_AI_RETRIEVAL_QUERY_TEXT] = capped_text(query, settings.current.max_attribute_length)
                 attributes[sc.INPUT_VALUE] = _json({"query": query})
-            self._start(run_id, parent_run_id, sc.KIND_RETRIEVER, f"retrieval {name}", attributes)
+            self._start(run_id, parent_run_id, sc.KIND_RETRIEVER, f"retrieval {name}", attributes, metadata=metadata)
 
     def on_retriever_end(self, documents: Sequence[Any], *, run_id: UUID, **kwargs: Any) -> None:
         """End the retriever span with the documents it found (the RAG context evaluators read)."""
@@ -411,7 +475,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         batch: Sequence[Any],
     ) -> None:
         if provider_traced(metadata.get("ls_provider")):
-            self._pass_through(run_id, parent_run_id, sc.KIND_LLM)
+            self._pass_through(run_id, parent_run_id, sc.KIND_LLM, metadata)
             return
         params = kwargs.get("invocation_params")
         params = params if isinstance(params, Mapping) else {}
@@ -420,11 +484,16 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         attributes.update(_conversation(metadata))
         model = attributes.get(sc.GEN_AI_REQUEST_MODEL) or _name(kwargs, None, "model")
         if settings.current.capture_content:
+            system, batch = _codec.split_system(batch, metadata.get("ls_provider"), metadata.get("ls_model_name"))
+            if system:
+                attributes[sc.GEN_AI_SYSTEM_INSTRUCTIONS] = _json(system)
             attributes[sc.GEN_AI_INPUT_MESSAGES] = _json(_codec.messages(batch))
             tools = _codec.tools_of(params)
             if tools:
                 attributes[sc.GEN_AI_TOOL_DEFINITIONS] = _json(tools)
-        run = self._start(run_id, parent_run_id, sc.KIND_LLM, f"{operation} {model}", attributes, SpanKind.CLIENT)
+        run = self._start(
+            run_id, parent_run_id, sc.KIND_LLM, f"{operation} {model}", attributes, SpanKind.CLIENT, metadata
+        )
         if run is not None:
             request_model, provider = attributes.get(sc.GEN_AI_REQUEST_MODEL), attributes.get(sc.GEN_AI_PROVIDER_NAME)
             run.model = request_model if isinstance(request_model, str) else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -10,9 +11,11 @@ from opentelemetry.util.types import AttributeValue
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal import settings
+from evaltrace._internal.engine.errortype import error_type_of
 from evaltrace._internal.jsonutil import capped_json, loads_or_raw
 from evaltrace._internal.manual_attributes import cost_attributes
 from evaltrace._internal.openai.response import Usage
+from evaltrace._internal.spans import error_type
 from evaltrace.instrumentation.langchain import _codec
 from evaltrace.instrumentation.langchain._context import Run
 
@@ -113,7 +116,28 @@ def model_result(run: Run, response: Any) -> dict[str, AttributeValue]:
     if run.first_chunk_ns is not None:  # streamed (LangChain's invocation params do not always say so)
         attributes[sc.GEN_AI_REQUEST_STREAM] = True
         attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (run.first_chunk_ns - run.started_ns) / 1e9
+        # Langfuse's time to first token, as the SDK instrumentations stamp it.
+        first = dt.datetime.fromtimestamp(run.first_chunk_ns / 1e9, tz=dt.UTC)
+        attributes[sc.LANGFUSE_OBSERVATION_COMPLETION_START_TIME] = first.isoformat(timespec="microseconds")
         attributes[sc.EVALTRACE_STREAM_CHUNKS] = run.chunks
+    return attributes
+
+
+def model_error(error: BaseException) -> dict[str, AttributeValue]:
+    """``error.type`` and the HTTP status of a failed model call, as the SDK instrumentations record them.
+
+    Integrations raise the provider SDK's error, or their own subclass of it (langchain-anthropic's
+    ``AnthropicRateLimitError``, langchain-openai's): its API error code (``rate_limit_error``,
+    ``invalid_api_key``) is the ``error.type``, and its ``status_code`` the response's status. An error that names
+    no code (a connection error, a bug) is named by its class, as every other failed span is.
+    """
+    code = error_type_of(error)
+    attributes: dict[str, AttributeValue] = {
+        sc.ERROR_TYPE: code if code != type(error).__qualname__ else error_type(error)
+    }
+    status = getattr(error, "status_code", None)
+    if isinstance(status, int) and not isinstance(status, bool):
+        attributes[sc.HTTP_RESPONSE_STATUS_CODE] = status
     return attributes
 
 

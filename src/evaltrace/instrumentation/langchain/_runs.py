@@ -10,6 +10,7 @@ import importlib
 import importlib.metadata
 from collections.abc import Mapping, Sequence
 from typing import Any
+from uuid import UUID
 
 from opentelemetry.util.types import AttributeValue
 
@@ -34,6 +35,12 @@ _PROVIDER_INSTRUMENTORS: dict[str, tuple[str, str]] = {
 # ``ls_provider`` -> (distribution, first major version) of the LangChain integration that calls the SDK above:
 # an older one calls another client, whose call no SDK span would record.
 _INTEGRATION_SINCE: dict[str, tuple[str, int]] = {"google_genai": ("langchain-google-genai", 4)}
+# ``ls_provider`` -> (SDK distribution, first major version) from which the instrumentor cannot read the integration's
+# responses, so its span would hold the request only. langchain-anthropic calls ``messages.with_raw_response``:
+# anthropic 2 returns an ``APIResponse`` there (``parse()`` async on the async client, a raw stream when streamed),
+# which instrument_anthropic() leaves to the caller to read. The handler records those calls instead, from what
+# LangChain hands it, and the SDK's instrumentation stands aside (the LLM suppression key).
+_SDK_UNREAD_SINCE: dict[str, tuple[str, int]] = {"anthropic": ("anthropic", 2)}
 # kind -> (Langfuse observation type, OpenInference span kind)
 _KIND_LABELS = {
     sc.KIND_AGENT: ("agent", "AGENT"),
@@ -58,15 +65,23 @@ def provider_traced(ls_provider: Any) -> bool:
 
 @functools.cache
 def _integration_calls_the_sdk(ls_provider: str) -> bool:
-    """Whether the installed LangChain integration of this provider calls the SDK its instrumentor traces."""
+    """Whether the installed LangChain integration of this provider calls the SDK its instrumentor traces, readably.
+
+    Readably: the instrumentor reads the response the integration asks the SDK for (see ``_SDK_UNREAD_SINCE``).
+    """
     since = _INTEGRATION_SINCE.get(ls_provider)
-    if since is None:
-        return True
-    try:
-        major = int(importlib.metadata.version(since[0]).split(".")[0])
-    except (importlib.metadata.PackageNotFoundError, ValueError):
+    if since is not None and not (_major(since[0]) or 0) >= since[1]:
         return False
-    return major >= since[1]
+    unread = _SDK_UNREAD_SINCE.get(ls_provider)
+    return unread is None or not (_major(unread[0]) or 0) >= unread[1]
+
+
+def _major(distribution: str) -> int | None:
+    """The installed major version of ``distribution``, or None."""
+    try:
+        return int(importlib.metadata.version(distribution).split(".")[0])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return None
 
 
 def _name(kwargs: Mapping[str, Any], serialized: Any, default: str) -> str:
@@ -103,7 +118,16 @@ def conversation_attributes(metadata: Mapping[str, Any] | None) -> dict[str, Att
     LangGraph copies ``config["configurable"]`` into the metadata of every run of the graph, its model calls and
     tools included, so each GenAI span of a turn names the conversation it belongs to (never an invented id).
     """
+    thread = thread_of(metadata)
+    return {sc.GEN_AI_CONVERSATION_ID: thread} if thread is not None else {}
+
+
+def thread_of(metadata: Mapping[str, Any] | None) -> str | None:
+    """The LangGraph thread (``configurable.thread_id``) a run belongs to, as text, or None.
+
+    LangGraph takes any id its checkpointer can store: text, a number, or (often) a ``uuid.UUID``.
+    """
     thread = metadata.get("thread_id") if metadata else None
-    if isinstance(thread, str | int) and not isinstance(thread, bool) and str(thread):
-        return {sc.GEN_AI_CONVERSATION_ID: str(thread)}
-    return {}
+    if isinstance(thread, str | int | UUID) and not isinstance(thread, bool) and str(thread):
+        return str(thread)
+    return None
