@@ -44,14 +44,13 @@ from evaltrace._internal.openai import request as openai_request
 from evaltrace._internal.openai.parts import (
     Message,
     Part,
-    reasoning_part,
     text_part,
     tool_call_part,
     tool_response_part,
 )
 from evaltrace._internal.openai.registry import EndpointKind
-from evaltrace._internal.openai.response import chat_outcome
 from evaltrace.instrumentation.bedrock import converse
+from evaltrace.instrumentation.bedrock.chat_bodies import chat_body_outcome, chat_choices
 
 Attributes = dict[str, Any]
 
@@ -385,8 +384,8 @@ def _body_outcome(body: Mapping[str, Any], response_id: str | None, content: boo
         return outcome
     if "output" in body and isinstance(body.get("output"), Mapping):
         return converse.converse_outcome(body, response_id, content)
-    if "choices" in body and _chat_choices(body.get("choices")):
-        return _chat_body_outcome(body, response_id, content)
+    if "choices" in body and chat_choices(body.get("choices")):
+        return chat_body_outcome(body, response_id, content)
     if not _TEXT_KEYS.intersection(body):
         # Not a text answer (an image model's ``images``, an unknown family): its usage comes from the headers.
         return Outcome(response_id=response_id)
@@ -407,50 +406,6 @@ def _body_outcome(body: Mapping[str, Any], response_id: str | None, content: boo
 _TEXT_KEYS = frozenset(
     {"completion", "completions", "generation", "results", "generations", "outputs", "choices", "text", "tool_calls"}
 )
-
-
-def _chat_body_outcome(body: Mapping[str, Any], response_id: str | None, content: bool) -> Outcome:
-    """OpenAI-style chat choices (gpt-oss, DeepSeek, Mistral Large's chat completion) -> Outcome.
-
-    Read as the OpenAI paths read a ``ChatCompletion``, plus what those find in the SDK's pydantic extras and a
-    plain dict does not hold as extras: the reasoning beside the answer (``reasoning_content``, else
-    ``reasoning``) is a reasoning part, first. Mistral Large's chat completion names its stop ``stop_reason``
-    (AWS's Mistral chat completion parameters): it is the finish reason when the choice has no ``finish_reason``
-    (vLLM-style servers send both, and their ``stop_reason`` is then the stop string matched, not the reason).
-    """
-    choices = [
-        {**c, "finish_reason": c["stop_reason"]}
-        if isinstance(c, Mapping) and c.get("finish_reason") is None and isinstance(c.get("stop_reason"), str)
-        else c
-        for c in body["choices"]
-    ]
-    outcome = chat_outcome({**body, "choices": choices}, content)
-    outcome.response_id = response_id
-    for choice, message in zip(choices, outcome.output_messages or (), strict=False):
-        _add_reasoning(message, choice.get("message") if isinstance(choice, Mapping) else None)
-    return outcome
-
-
-def _add_reasoning(message: Message, answer: Any) -> None:
-    """Put an OpenAI-style answer's ``reasoning_content`` / ``reasoning`` first, as ``assistant_parts`` does."""
-    if not isinstance(answer, Mapping):
-        return
-    reasoning = answer.get("reasoning_content")
-    if reasoning is None:
-        reasoning = answer.get("reasoning")
-    if not isinstance(reasoning, str) or not reasoning:
-        return
-    parts = message["parts"]
-    if parts and parts[0].get("type") == "reasoning":  # the answer's ``<think>`` block: after this, as there
-        parts[0] = reasoning_part(f"{reasoning}\n\n{parts[0]['content']}")
-    else:
-        parts.insert(0, reasoning_part(reasoning))
-
-
-def _chat_choices(choices: Any) -> bool:
-    """OpenAI-style chat choices (a ``message`` each), not completion choices (a ``text`` each)."""
-    first = choices[0] if isinstance(choices, list) and choices else None
-    return isinstance(first, Mapping) and "message" in first
 
 
 def _text_shape(body: Mapping[str, Any]) -> tuple[str, Any, Usage | None, list[Part]]:
