@@ -193,3 +193,37 @@ def test_a_chunk_whose_only_grounding_is_url_context_is_recorded(exporter: InMem
 @pytest.mark.parametrize("path", ["add", "add_batch"])
 def test_each_fold_path_keeps_a_chunks_url_context_when_it_is_its_only_grounding(path: str, where: int) -> None:
     assert _folded(_only_urls_chunks(where), path) == [{"type": "text", "content": ANSWER, "grounding": FETCHED}]
+
+
+# --- a retrieved context without a URI (the Gemini API's File Search) --------------------------------------------
+
+
+def test_a_retrieved_context_without_a_uri_is_recorded_by_its_store_title_and_text(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """File Search's chunks name their store and document title, not a URI: the source is the store, never lost."""
+    filed = types.GroundingChunkRetrievedContext(
+        title="euro-report.pdf", text="Spain beat England 2-1 in Berlin.", file_search_store="fileSearchStores/euro-1"
+    )
+    bare = types.GroundingChunkRetrievedContext(text="Berlin hosted the final.")  # nothing names where it came from
+    grounding = types.GroundingMetadata(
+        grounding_chunks=[types.GroundingChunk(retrieved_context=filed), types.GroundingChunk(retrieved_context=bare)],
+        grounding_supports=[
+            types.GroundingSupport(
+                segment=types.Segment(start_index=0, end_index=20, text=ANSWER), grounding_chunk_indices=[0]
+            )
+        ],
+    )
+    whole = _chunk([types.Part(text=ANSWER)], finish_reason=types.FinishReason.STOP, grounding_metadata=grounding)
+    chunks = [
+        _chunk([types.Part(text="Spain won ")]),
+        _chunk([types.Part(text="Euro 2024.")], finish_reason=types.FinishReason.STOP, grounding_metadata=grounding),
+    ]
+    message = _whole_and_streamed(exporter, whole, chunks)
+    assert message["parts"] == [
+        {"type": "text", "content": ANSWER, "grounding": [
+            {"type": "search_result", "kind": "retrieved_context", "source": "fileSearchStores/euro-1",
+             "title": "euro-report.pdf", "content": "Spain beat England 2-1 in Berlin.",
+             "citations": [{"text": ANSWER, "start_index": 0, "end_index": 20}]},
+            {"type": "search_result", "kind": "retrieved_context", "content": "Berlin hosted the final."}]},
+    ]  # fmt: skip

@@ -11,7 +11,8 @@ text part's ``grounding`` is a list of parts:
 * each grounding chunk (``web``, ``retrieved_context``, ``maps``, ``image``) as a ``search_result`` part
   (``kind``, ``source``, ``title``, ``content``), the part the Anthropic and Bedrock instrumentations record a
   search result in, with its ``citations``: the answer's segments (``text``, ``start_index``, ``end_index``,
-  ``confidence``) a ``grounding_support`` attributes to that chunk;
+  ``confidence``) a ``grounding_support`` attributes to that chunk. A retrieved context's ``source`` is its URI,
+  else its document, media blob or File Search store (left out when it names none: its title and text are kept);
 * the URLs the ``url_context`` tool fetched as one ``server_tool_call_response`` of type ``url_context`` whose
   response is ``[{"url", "status"}]``, as the Interactions API's ``url_context_result`` step holds them.
 
@@ -143,7 +144,9 @@ def _chunk_part(chunk: Any) -> Part:
     source = field(chunk, kind) if kind is not None else None
     uri = field(source, "uri")
     if kind == "retrieved_context":
-        uri = uri or field(source, "document_name")
+        # Vertex AI Search names its document, the Gemini API's File Search no URI but the media blob (multimodal
+        # results) or the store it searched: the most specific given is where the chunk came from.
+        uri = uri or field(source, "document_name") or field(source, "media_id") or field(source, "file_search_store")
         text = field(source, "text") or field(field(source, "rag_chunk"), "text")
     elif kind == "image":
         uri = field(source, "source_uri")
