@@ -205,9 +205,12 @@ def test_a_retrieved_context_without_a_uri_is_recorded_by_its_store_title_and_te
     filed = types.GroundingChunkRetrievedContext(
         title="euro-report.pdf", text="Spain beat England 2-1 in Berlin.", file_search_store="fileSearchStores/euro-1"
     )
+    shown = types.GroundingChunkRetrievedContext(  # a multimodal result: its media blob is more specific than its store
+        title="final.png", media_id="fileSearchStores/euro-1/media/b-7", file_search_store="fileSearchStores/euro-1"
+    )
     bare = types.GroundingChunkRetrievedContext(text="Berlin hosted the final.")  # nothing names where it came from
     grounding = types.GroundingMetadata(
-        grounding_chunks=[types.GroundingChunk(retrieved_context=filed), types.GroundingChunk(retrieved_context=bare)],
+        grounding_chunks=[types.GroundingChunk(retrieved_context=c) for c in (filed, shown, bare)],
         grounding_supports=[
             types.GroundingSupport(
                 segment=types.Segment(start_index=0, end_index=20, text=ANSWER), grounding_chunk_indices=[0]
@@ -225,5 +228,7 @@ def test_a_retrieved_context_without_a_uri_is_recorded_by_its_store_title_and_te
             {"type": "search_result", "kind": "retrieved_context", "source": "fileSearchStores/euro-1",
              "title": "euro-report.pdf", "content": "Spain beat England 2-1 in Berlin.",
              "citations": [{"text": ANSWER, "start_index": 0, "end_index": 20}]},
+            {"type": "search_result", "kind": "retrieved_context", "source": "fileSearchStores/euro-1/media/b-7",
+             "title": "final.png", "content": ""},
             {"type": "search_result", "kind": "retrieved_context", "content": "Berlin hosted the final."}]},
     ]  # fmt: skip
