@@ -44,11 +44,13 @@ from evaltrace._internal.openai import request as openai_request
 from evaltrace._internal.openai.parts import (
     Message,
     Part,
+    reasoning_part,
     text_part,
     tool_call_part,
     tool_response_part,
 )
 from evaltrace._internal.openai.registry import EndpointKind
+from evaltrace._internal.thinking import split_thinking
 from evaltrace.instrumentation.bedrock import converse
 from evaltrace.instrumentation.bedrock.chat_bodies import chat_body_outcome, chat_choices
 
@@ -392,7 +394,7 @@ def _body_outcome(body: Mapping[str, Any], response_id: str | None, content: boo
     text, reason, usage, calls = _text_shape(body)
     messages = None
     if content:
-        parts: list[Part] = [text_part(text)] if text else []
+        parts = text_parts(None, text)
         parts.extend(calls)
         messages = [converse.output_message(parts, reason)]
     return Outcome(
@@ -406,6 +408,27 @@ def _body_outcome(body: Mapping[str, Any], response_id: str | None, content: boo
 _TEXT_KEYS = frozenset(
     {"completion", "completions", "generation", "results", "generations", "outputs", "choices", "text", "tool_calls"}
 )
+
+
+def text_parts(reasoning: str | None, text: str) -> list[Part]:
+    """A text family's answer -> its parts: the reasoning first, then the answer's text.
+
+    A reasoning model writes its thinking into the text: ``<think>`` blocks, or the thinking before a lone
+    ``</think>`` when the prompt opened the block (DeepSeek-R1's Bedrock prompt template ends with ``<think>``), or
+    everything after an unclosed ``<think>`` when it was cut off while thinking. That is reasoning, after
+    ``reasoning`` (a field beside the text), as a chat answer's ``<think>`` block is; text without either tag is
+    the answer unchanged.
+    """
+    if "think>" in text:  # neither tag otherwise: skip the split's own scans
+        split = split_thinking(text)
+        text = split.answer
+        if split.thoughts:
+            thought = "\n\n".join(split.thoughts)
+            reasoning = f"{reasoning}\n\n{thought}" if reasoning else thought
+    parts = [reasoning_part(reasoning)] if reasoning else []
+    if text:
+        parts.append(text_part(text))
+    return parts
 
 
 def _text_shape(body: Mapping[str, Any]) -> tuple[str, Any, Usage | None, list[Part]]:

@@ -29,9 +29,9 @@ from evaltrace._internal.anthropic.response import usage_of
 from evaltrace._internal.engine.codec import chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.engine.values import count
-from evaltrace._internal.openai.parts import Part, assistant_parts, reasoning_part, text_part, tool_call_part
+from evaltrace._internal.openai.parts import Part, assistant_parts, tool_call_part
 from evaltrace.instrumentation.bedrock import converse, converse_stream
-from evaltrace.instrumentation.bedrock.bodies import GUARDRAIL_ACTION, cohere_usage, guardrail_intervened
+from evaltrace.instrumentation.bedrock.bodies import GUARDRAIL_ACTION, cohere_usage, guardrail_intervened, text_parts
 
 _CONVERSE_EVENTS = frozenset({"messageStart", "contentBlockStart", "contentBlockDelta", "contentBlockStop",
                               "messageStop", "metadata"})  # fmt: skip
@@ -442,10 +442,8 @@ class InvokeStreamAccumulator:
         parts: list[Part]
         if self.chat:  # as a whole chat answer: any ``<think>`` block in the joined text is reasoning, after the field
             parts = assistant_parts("".join(self.reasoning) or None, "".join(self.fragments))
-        else:
-            parts = [reasoning_part("".join(self.reasoning))] if self.reasoning else []
-            if self.fragments:
-                parts.append(text_part("".join(self.fragments)))
+        else:  # a text family's: its inline reasoning split out of the joined text, as a whole body's is
+            parts = text_parts("".join(self.reasoning) or None, "".join(self.fragments))
         parts.extend(self.calls)
         parts.extend(tool_call_part(i, name, "".join(args)) for i, name, args in self.tool_calls.values())
         reason = self.stop_reason
