@@ -126,3 +126,61 @@ def test_a_text_body_without_tags_is_unchanged(exporter: InMemorySpanExporter) -
     """No tag, no split: an answer's own whitespace is kept, as before."""
     _whole_and_streamed(IMPORTED, {"prompt": "Hi", "max_gen_len": 9}, _llama, "  Hello there.\n", "stop")
     assert _parts(exporter) == [[{"type": "text", "content": "  Hello there.\n"}]] * 2
+
+
+CLAUDE_V2 = "anthropic.claude-v2:1"
+CLAUDE_V2_PROMPT = {"prompt": "\n\nHuman: Explain the tags.\n\nAssistant:", "max_tokens_to_sample": 300}
+
+
+def _claude_v2(text: str, reason: str | None) -> dict[str, Any]:
+    return {"completion": text, "stop_reason": reason}
+
+
+def test_a_lone_closing_tag_the_prompt_did_not_open_is_answer_text(exporter: InMemorySpanExporter) -> None:
+    """A Claude v2 completion that writes ``</think>`` literally: no block was opened, so nothing is reasoning."""
+    text = " The reasoning ends at the </think> tag, then the answer follows."
+    _whole_and_streamed(CLAUDE_V2, CLAUDE_V2_PROMPT, _claude_v2, text, "stop_sequence")
+    assert _parts(exporter) == [[{"type": "text", "content": text}]] * 2
+
+
+def test_a_deepseek_prompt_of_its_own_without_the_opening_tag_keeps_a_lone_close(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """The lone-close reading is DeepSeek-R1's template's (prompt ending ``<think>``), not the model id's."""
+    text = "Write </think> to close a block."
+    _whole_and_streamed(DEEPSEEK, {"prompt": "How do I close a think block?", "max_tokens": 64}, _deepseek, text,
+                        "stop")  # fmt: skip
+    assert _parts(exporter) == [[{"type": "text", "content": text}]] * 2
+
+
+def test_a_prompt_opening_the_block_before_trailing_whitespace_splits_a_lone_close(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """``<think>`` then whitespace ends the prompt: the answer's lone ``</think>`` closes that block."""
+    request = {"prompt": "<｜User｜>Why is the sky blue?<｜Assistant｜><think> \n\n", "max_tokens": 512}
+    _whole_and_streamed(DEEPSEEK, request, _deepseek, "Short waves scatter.</think>Rayleigh scattering.", "stop")
+    assert _parts(exporter) == [THOUGHT, THOUGHT]
+
+
+@pytest.mark.parametrize(
+    ("request_body", "text"),
+    [
+        ({"prompt": R1_PROMPT, "max_tokens": 8}, "  </think>  "),  # the block opened and closed with nothing in it
+        (CLAUDE_V2_PROMPT, "  <think> </think>  "),  # an empty block, no prompt opening one
+    ],
+    ids=["opened-by-the-prompt", "a-block-of-its-own"],
+)
+def test_an_answer_that_is_only_empty_tags_keeps_its_text(
+    exporter: InMemorySpanExporter, request_body: dict[str, Any], text: str
+) -> None:
+    """Splitting leaves neither reasoning nor answer: the text is kept, never a message without parts."""
+    model = DEEPSEEK if "max_tokens" in request_body else CLAUDE_V2
+    make = _deepseek if model == DEEPSEEK else _claude_v2
+    _whole_and_streamed(model, request_body, make, text, "stop")
+    assert _parts(exporter) == [[{"type": "text", "content": text}]] * 2
+
+
+def test_several_think_blocks_are_one_reasoning_part_joined_by_blank_lines(exporter: InMemorySpanExporter) -> None:
+    _whole_and_streamed(IMPORTED, {"prompt": "Hi", "max_gen_len": 64}, _llama, "<think>a</think>x<think>b</think>y",
+                        "stop")  # fmt: skip
+    assert _parts(exporter) == [[{"type": "reasoning", "content": "a\n\nb"}, {"type": "text", "content": "xy"}]] * 2

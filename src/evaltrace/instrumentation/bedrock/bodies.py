@@ -45,6 +45,7 @@ from evaltrace._internal.openai.parts import (
     Message,
     Part,
     reasoning_part,
+    split_think,
     text_part,
     tool_call_part,
     tool_response_part,
@@ -373,13 +374,16 @@ def guardrail_intervened(outcome: Outcome) -> Outcome:
     return outcome
 
 
-def body_outcome(body: Mapping[str, Any], response_id: str | None, content: bool) -> Outcome:
-    """A native response body -> Outcome, by its shape; ``response_id`` is the request id (see ``__init__``)."""
-    outcome = _body_outcome(body, response_id, content)
+def body_outcome(body: Mapping[str, Any], response_id: str | None, content: bool, request: Any = None) -> Outcome:
+    """A native response body -> Outcome, by its shape; ``response_id`` is the request id (see ``__init__``).
+
+    ``request`` is the call's raw request body: whether its prompt opened a ``<think>`` block (``text_parts``).
+    """
+    outcome = _body_outcome(body, response_id, content, request)
     return guardrail_intervened(outcome) if body.get(GUARDRAIL_ACTION) == "INTERVENED" else outcome
 
 
-def _body_outcome(body: Mapping[str, Any], response_id: str | None, content: bool) -> Outcome:
+def _body_outcome(body: Mapping[str, Any], response_id: str | None, content: bool, request: Any) -> Outcome:
     if body.get("type") == "message" or ("content" in body and "stop_reason" in body):
         outcome = message_outcome(dict(body), content)
         outcome.response_id = response_id
@@ -394,7 +398,7 @@ def _body_outcome(body: Mapping[str, Any], response_id: str | None, content: boo
     text, reason, usage, calls = _text_shape(body)
     messages = None
     if content:
-        parts = text_parts(None, text)
+        parts = text_parts(text, request)
         parts.extend(calls)
         messages = [converse.output_message(parts, reason)]
     return Outcome(
@@ -410,25 +414,35 @@ _TEXT_KEYS = frozenset(
 )
 
 
-def text_parts(reasoning: str | None, text: str) -> list[Part]:
-    """A text family's answer -> its parts: the reasoning first, then the answer's text.
+def text_parts(text: str, request: Any = None) -> list[Part]:
+    """A text family's answer -> its parts: the reasoning its text inlines first, then the answer's text.
 
-    A reasoning model writes its thinking into the text: ``<think>`` blocks, or the thinking before a lone
-    ``</think>`` when the prompt opened the block (DeepSeek-R1's Bedrock prompt template ends with ``<think>``), or
-    everything after an unclosed ``<think>`` when it was cut off while thinking. That is reasoning, after
-    ``reasoning`` (a field beside the text), as a chat answer's ``<think>`` block is; text without either tag is
-    the answer unchanged.
+    A ``<think>...</think>`` block (or an unclosed one, cut off while thinking) is reasoning, as in a chat answer
+    (``split_think``). A lone ``</think>`` closes a block only when the prompt opened it: ``request`` (the call's
+    raw request body) has a ``prompt`` ending with ``<think>``, as AWS's DeepSeek-R1 template does; then everything
+    before it is reasoning too. Elsewhere (a Claude v2 completion quoting the tag) it is answer text. The request is
+    read only when the text has a ``</think>``. Splitting that leaves neither reasoning nor answer (only empty tags)
+    keeps the text as it was: a message always has its parts.
     """
-    if "think>" in text:  # neither tag otherwise: skip the split's own scans
-        split = split_thinking(text)
-        text = split.answer
-        if split.thoughts:
-            thought = "\n\n".join(split.thoughts)
-            reasoning = f"{reasoning}\n\n{thought}" if reasoning else thought
-    parts = [reasoning_part(reasoning)] if reasoning else []
-    if text:
-        parts.append(text_part(text))
-    return parts
+    if "think>" in text:  # neither tag otherwise: skip the splits' own scans
+        if "</think>" in text and prompt_opens_think(request):
+            split = split_thinking(text)
+            reasoning, answer = "\n\n".join(split.thoughts) or None, split.answer
+        else:
+            reasoning, answer = split_think(text)
+        if reasoning or answer:
+            parts = [reasoning_part(reasoning)] if reasoning else []
+            if answer:
+                parts.append(text_part(answer))
+            return parts
+    return [text_part(text)] if text else []
+
+
+def prompt_opens_think(request: Any) -> bool:
+    """Whether a raw request body's ``prompt`` ends with ``<think>`` (trailing whitespace aside)."""
+    body = load(request)
+    prompt = body.get("prompt") if body is not None else None
+    return isinstance(prompt, str) and prompt.rstrip().endswith("<think>")
 
 
 def _text_shape(body: Mapping[str, Any]) -> tuple[str, Any, Usage | None, list[Part]]:

@@ -132,11 +132,12 @@ class InvokeStreamAccumulator:
     """Accumulates the decoded chunks of one ``invoke_model_with_response_stream`` body."""
 
     __slots__ = ("anthropic", "calls", "chat", "converse", "delta", "fragments", "guardrail", "input_tokens", "metrics",
-                 "model", "output_tokens", "reasoning", "response_id", "stop_reason", "stopped", "tool_calls",
+                 "model", "output_tokens", "reasoning", "request", "response_id", "stop_reason", "stopped", "tool_calls",
                  "usage")  # fmt: skip
 
-    def __init__(self, response_id: str | None = None) -> None:
+    def __init__(self, response_id: str | None = None, request: Any = None) -> None:
         self.response_id = response_id
+        self.request = request  # the raw request body: whether its prompt opened a ``<think>`` block (``text_parts``)
         self.anthropic: MessagesAccumulator | None = None
         self.converse: converse_stream.ConverseStreamAccumulator | None = None
         self.fragments: list[str] = []
@@ -443,7 +444,7 @@ class InvokeStreamAccumulator:
         if self.chat:  # as a whole chat answer: any ``<think>`` block in the joined text is reasoning, after the field
             parts = assistant_parts("".join(self.reasoning) or None, "".join(self.fragments))
         else:  # a text family's: its inline reasoning split out of the joined text, as a whole body's is
-            parts = text_parts("".join(self.reasoning) or None, "".join(self.fragments))
+            parts = text_parts("".join(self.fragments), self.request)
         parts.extend(self.calls)
         parts.extend(tool_call_part(i, name, "".join(args)) for i, name, args in self.tool_calls.values())
         reason = self.stop_reason
