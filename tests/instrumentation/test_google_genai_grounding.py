@@ -232,3 +232,37 @@ def test_a_retrieved_context_without_a_uri_is_recorded_by_its_store_title_and_te
              "title": "final.png", "content": ""},
             {"type": "search_result", "kind": "retrieved_context", "content": "Berlin hosted the final."}]},
     ]  # fmt: skip
+
+
+def test_a_retrieved_contexts_document_is_its_source_before_its_media_blob(exporter: InMemorySpanExporter) -> None:
+    """Vertex AI Search's document name is more specific than a media blob (and a store): it is the source."""
+    context = types.GroundingChunkRetrievedContext(
+        title="final.png",
+        document_name="projects/p/locations/global/collections/c/dataStores/d/branches/0/documents/final",
+        media_id="fileSearchStores/euro-1/media/b-7",
+        file_search_store="fileSearchStores/euro-1",
+    )
+    grounding = types.GroundingMetadata(grounding_chunks=[types.GroundingChunk(retrieved_context=context)])
+    whole = _chunk([types.Part(text=ANSWER)], finish_reason=types.FinishReason.STOP, grounding_metadata=grounding)
+    chunks = [
+        _chunk([types.Part(text="Spain won ")]),
+        _chunk([types.Part(text="Euro 2024.")], finish_reason=types.FinishReason.STOP, grounding_metadata=grounding),
+    ]
+    message = _whole_and_streamed(exporter, whole, chunks)
+    assert message["parts"] == [
+        {"type": "text", "content": ANSWER, "grounding": [
+            {"type": "search_result", "kind": "retrieved_context", "source": context.document_name,
+             "title": "final.png", "content": ""}]},
+    ]  # fmt: skip
+
+
+def test_a_whole_response_repeating_a_citation_records_it_once(exporter: InMemorySpanExporter) -> None:
+    """Whole and streamed agree: a citation the candidate lists twice (or with only an unrecorded field changed)
+    is one source, in the order first cited."""
+    again = RECITED.model_copy(update={"publication_date": types.GoogleTypeDate(year=2024, month=7, day=15)})
+    cited = types.CitationMetadata(
+        citations=[*(CITATIONS.citations or ()), RECITED, *(CITATIONS.citations or ()), again]
+    )
+    whole = _chunk([types.Part(text=ANSWER)], finish_reason=types.FinishReason.STOP, citation_metadata=cited)
+    message = _whole_and_streamed(exporter, whole, ONLY_CITED_CHUNKS)
+    assert message["parts"] == [{"type": "text", "content": ANSWER, "citations": BOTH_CITED}]

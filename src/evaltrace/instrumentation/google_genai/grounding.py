@@ -101,10 +101,19 @@ def _fields(value: Any) -> dict[str, Any]:
 
 
 def _cited(citations: Collection[Any]) -> list[dict[str, Any]]:
-    """``Citation`` entries -> the recited sources, each with the keys it has."""
+    """``Citation`` entries -> the recited sources, each with the keys it has, each once (in the order first cited).
+
+    A whole response may list a citation twice, as a stream's chunks may repeat one: whole and streamed record
+    the same. Two that record the same (``_citation_key``) are one source, whatever else differs.
+    """
     cited: list[dict[str, Any]] = []
+    seen: set[tuple[Any, ...]] = set()
     for citation in citations:
-        uri, title, license, start, end = _citation_key(citation)
+        key = _citation_key(citation)
+        if key in seen:
+            continue
+        seen.add(key)
+        uri, title, license, start, end = key
         entry = _present(source=uri, title=title, license=license, start_index=start, end_index=end)
         if entry:
             cited.append(entry)
