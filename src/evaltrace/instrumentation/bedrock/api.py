@@ -141,16 +141,19 @@ def converse_outcome(result: Mapping[str, Any], capture: bool) -> Outcome:
 
 
 def invoke_outcome(
-    rid: str | None, headers: Mapping[str, Any], data: bytes, operation_name: str, capture: bool
+    rid: str | None, headers: Mapping[str, Any], data: bytes, operation_name: str, request: Any, capture: bool
 ) -> Outcome:
-    """The Outcome of an ``invoke_model`` call whose body read ``data``; the headers fill in missing counts."""
+    """The Outcome of an ``invoke_model`` call whose body read ``data``; the headers fill in missing counts.
+
+    ``request`` is the call's raw request body (read only to tell whether its prompt opened a ``<think>`` block).
+    """
     body = bodies.load(data)
     if operation_name == sc.OP_EMBEDDINGS or body is None:
         usage = bodies.header_usage(headers)
         if usage is None and body is not None and isinstance(body.get("inputTextTokenCount"), int):
             usage = Usage(body["inputTextTokenCount"], None)
         return Outcome(response_id=rid, usage=usage)
-    outcome = bodies.body_outcome(body, rid, capture)
+    outcome = bodies.body_outcome(body, rid, capture, request)
     if outcome.usage is None or outcome.usage.input_tokens is None:
         outcome.usage = bodies.header_usage(headers) or outcome.usage
     return outcome

@@ -45,13 +45,15 @@ from evaltrace._internal.openai.parts import (
     Message,
     Part,
     reasoning_part,
+    split_think,
     text_part,
     tool_call_part,
     tool_response_part,
 )
 from evaltrace._internal.openai.registry import EndpointKind
-from evaltrace._internal.openai.response import chat_outcome
+from evaltrace._internal.thinking import split_thinking
 from evaltrace.instrumentation.bedrock import converse
+from evaltrace.instrumentation.bedrock.chat_bodies import chat_body_outcome, chat_choices
 
 Attributes = dict[str, Any]
 
@@ -372,28 +374,31 @@ def guardrail_intervened(outcome: Outcome) -> Outcome:
     return outcome
 
 
-def body_outcome(body: Mapping[str, Any], response_id: str | None, content: bool) -> Outcome:
-    """A native response body -> Outcome, by its shape; ``response_id`` is the request id (see ``__init__``)."""
-    outcome = _body_outcome(body, response_id, content)
+def body_outcome(body: Mapping[str, Any], response_id: str | None, content: bool, request: Any = None) -> Outcome:
+    """A native response body -> Outcome, by its shape; ``response_id`` is the request id (see ``__init__``).
+
+    ``request`` is the call's raw request body: whether its prompt opened a ``<think>`` block (``text_parts``).
+    """
+    outcome = _body_outcome(body, response_id, content, request)
     return guardrail_intervened(outcome) if body.get(GUARDRAIL_ACTION) == "INTERVENED" else outcome
 
 
-def _body_outcome(body: Mapping[str, Any], response_id: str | None, content: bool) -> Outcome:
+def _body_outcome(body: Mapping[str, Any], response_id: str | None, content: bool, request: Any) -> Outcome:
     if body.get("type") == "message" or ("content" in body and "stop_reason" in body):
         outcome = message_outcome(dict(body), content)
         outcome.response_id = response_id
         return outcome
     if "output" in body and isinstance(body.get("output"), Mapping):
         return converse.converse_outcome(body, response_id, content)
-    if "choices" in body and _chat_choices(body.get("choices")):
-        return _chat_body_outcome(body, response_id, content)
+    if "choices" in body and chat_choices(body.get("choices")):
+        return chat_body_outcome(body, response_id, content)
     if not _TEXT_KEYS.intersection(body):
         # Not a text answer (an image model's ``images``, an unknown family): its usage comes from the headers.
         return Outcome(response_id=response_id)
     text, reason, usage, calls = _text_shape(body)
     messages = None
     if content:
-        parts: list[Part] = [text_part(text)] if text else []
+        parts = text_parts(text, request)
         parts.extend(calls)
         messages = [converse.output_message(parts, reason)]
     return Outcome(
@@ -409,48 +414,35 @@ _TEXT_KEYS = frozenset(
 )
 
 
-def _chat_body_outcome(body: Mapping[str, Any], response_id: str | None, content: bool) -> Outcome:
-    """OpenAI-style chat choices (gpt-oss, DeepSeek, Mistral Large's chat completion) -> Outcome.
+def text_parts(text: str, request: Any = None) -> list[Part]:
+    """A text family's answer -> its parts: the reasoning its text inlines first, then the answer's text.
 
-    Read as the OpenAI paths read a ``ChatCompletion``, plus what those find in the SDK's pydantic extras and a
-    plain dict does not hold as extras: the reasoning beside the answer (``reasoning_content``, else
-    ``reasoning``) is a reasoning part, first. Mistral Large's chat completion names its stop ``stop_reason``
-    (AWS's Mistral chat completion parameters): it is the finish reason when the choice has no ``finish_reason``
-    (vLLM-style servers send both, and their ``stop_reason`` is then the stop string matched, not the reason).
+    A ``<think>...</think>`` block (or an unclosed one, cut off while thinking) is reasoning, as in a chat answer
+    (``split_think``). A lone ``</think>`` closes a block only when the prompt opened it: ``request`` (the call's
+    raw request body) has a ``prompt`` ending with ``<think>``, as AWS's DeepSeek-R1 template does; then everything
+    before it is reasoning too. Elsewhere (a Claude v2 completion quoting the tag) it is answer text. The request is
+    read only when the text has a ``</think>``. Splitting that leaves neither reasoning nor answer (only empty tags)
+    keeps the text as it was: a message always has its parts.
     """
-    choices = [
-        {**c, "finish_reason": c["stop_reason"]}
-        if isinstance(c, Mapping) and c.get("finish_reason") is None and isinstance(c.get("stop_reason"), str)
-        else c
-        for c in body["choices"]
-    ]
-    outcome = chat_outcome({**body, "choices": choices}, content)
-    outcome.response_id = response_id
-    for choice, message in zip(choices, outcome.output_messages or (), strict=False):
-        _add_reasoning(message, choice.get("message") if isinstance(choice, Mapping) else None)
-    return outcome
+    if "think>" in text:  # neither tag otherwise: skip the splits' own scans
+        if "</think>" in text and prompt_opens_think(request):
+            split = split_thinking(text)
+            reasoning, answer = "\n\n".join(split.thoughts) or None, split.answer
+        else:
+            reasoning, answer = split_think(text)
+        if reasoning or answer:
+            parts = [reasoning_part(reasoning)] if reasoning else []
+            if answer:
+                parts.append(text_part(answer))
+            return parts
+    return [text_part(text)] if text else []
 
 
-def _add_reasoning(message: Message, answer: Any) -> None:
-    """Put an OpenAI-style answer's ``reasoning_content`` / ``reasoning`` first, as ``assistant_parts`` does."""
-    if not isinstance(answer, Mapping):
-        return
-    reasoning = answer.get("reasoning_content")
-    if reasoning is None:
-        reasoning = answer.get("reasoning")
-    if not isinstance(reasoning, str) or not reasoning:
-        return
-    parts = message["parts"]
-    if parts and parts[0].get("type") == "reasoning":  # the answer's ``<think>`` block: after this, as there
-        parts[0] = reasoning_part(f"{reasoning}\n\n{parts[0]['content']}")
-    else:
-        parts.insert(0, reasoning_part(reasoning))
-
-
-def _chat_choices(choices: Any) -> bool:
-    """OpenAI-style chat choices (a ``message`` each), not completion choices (a ``text`` each)."""
-    first = choices[0] if isinstance(choices, list) and choices else None
-    return isinstance(first, Mapping) and "message" in first
+def prompt_opens_think(request: Any) -> bool:
+    """Whether a raw request body's ``prompt`` ends with ``<think>`` (trailing whitespace aside)."""
+    body = load(request)
+    prompt = body.get("prompt") if body is not None else None
+    return isinstance(prompt, str) and prompt.rstrip().endswith("<think>")
 
 
 def _text_shape(body: Mapping[str, Any]) -> tuple[str, Any, Usage | None, list[Part]]:

@@ -81,7 +81,10 @@ class BedrockCodec(Codec):
             if stream is None:
                 return PLAIN
             rid = api.response_id(result)
-            acc = ConverseStreamAccumulator(rid) if kind == api.CONVERSE_STREAM else InvokeStreamAccumulator(rid)
+            if kind == api.CONVERSE_STREAM:
+                acc: ConverseStreamAccumulator | InvokeStreamAccumulator = ConverseStreamAccumulator(rid)
+            else:
+                acc = InvokeStreamAccumulator(rid, _request_body(call))
             result[key] = call.stream(stream, acc)  # botocore's EventStream, read through iter()
             return result
         if kind == api.CONVERSE or "body" not in result:
@@ -92,7 +95,7 @@ class BedrockCodec(Codec):
             call.fail(error)
             return result
         rid, headers, operation = api.response_id(result), api.headers_of(result), self.operation(kind)
-        outcome = partial(api.invoke_outcome, rid, headers, data, operation)
+        outcome = partial(api.invoke_outcome, rid, headers, data, operation, _request_body(call))
         call.finish(partial(outcome, call.capture), partial(_summary, outcome))
         return result
 
@@ -111,6 +114,16 @@ class BedrockCodec(Codec):
         metadata = response.get("ResponseMetadata") if isinstance(response, Mapping) else None
         status = metadata.get("HTTPStatusCode") if isinstance(metadata, Mapping) else None
         return status if isinstance(status, int) and not isinstance(status, bool) else None
+
+
+def _request_body(call: Call) -> Any:
+    """The call's raw ``invoke_model`` request body; None once its params are read (or unread: a sampled-out span).
+
+    Kept by reference, not parsed: the outcome reads it only when an answer's text has a ``</think>``.
+    """
+    params = call.params
+    api_params = params.get("api_params") if params is not None else None
+    return api_params.get("body") if isinstance(api_params, Mapping) else None
 
 
 def _summary(outcome: Any) -> Summary:

@@ -29,9 +29,9 @@ from evaltrace._internal.anthropic.response import usage_of
 from evaltrace._internal.engine.codec import chunk_failed
 from evaltrace._internal.engine.outcome import Outcome, Summary, Usage
 from evaltrace._internal.engine.values import count
-from evaltrace._internal.openai.parts import Part, assistant_parts, reasoning_part, text_part, tool_call_part
+from evaltrace._internal.openai.parts import Part, assistant_parts, tool_call_part
 from evaltrace.instrumentation.bedrock import converse, converse_stream
-from evaltrace.instrumentation.bedrock.bodies import GUARDRAIL_ACTION, cohere_usage, guardrail_intervened
+from evaltrace.instrumentation.bedrock.bodies import GUARDRAIL_ACTION, cohere_usage, guardrail_intervened, text_parts
 
 _CONVERSE_EVENTS = frozenset({"messageStart", "contentBlockStart", "contentBlockDelta", "contentBlockStop",
                               "messageStop", "metadata"})  # fmt: skip
@@ -132,11 +132,12 @@ class InvokeStreamAccumulator:
     """Accumulates the decoded chunks of one ``invoke_model_with_response_stream`` body."""
 
     __slots__ = ("anthropic", "calls", "chat", "converse", "delta", "fragments", "guardrail", "input_tokens", "metrics",
-                 "model", "output_tokens", "reasoning", "response_id", "stop_reason", "stopped", "tool_calls",
+                 "model", "output_tokens", "reasoning", "request", "response_id", "stop_reason", "stopped", "tool_calls",
                  "usage")  # fmt: skip
 
-    def __init__(self, response_id: str | None = None) -> None:
+    def __init__(self, response_id: str | None = None, request: Any = None) -> None:
         self.response_id = response_id
+        self.request = request  # the raw request body: whether its prompt opened a ``<think>`` block (``text_parts``)
         self.anthropic: MessagesAccumulator | None = None
         self.converse: converse_stream.ConverseStreamAccumulator | None = None
         self.fragments: list[str] = []
@@ -442,10 +443,8 @@ class InvokeStreamAccumulator:
         parts: list[Part]
         if self.chat:  # as a whole chat answer: any ``<think>`` block in the joined text is reasoning, after the field
             parts = assistant_parts("".join(self.reasoning) or None, "".join(self.fragments))
-        else:
-            parts = [reasoning_part("".join(self.reasoning))] if self.reasoning else []
-            if self.fragments:
-                parts.append(text_part("".join(self.fragments)))
+        else:  # a text family's: its inline reasoning split out of the joined text, as a whole body's is
+            parts = text_parts("".join(self.fragments), self.request)
         parts.extend(self.calls)
         parts.extend(tool_call_part(i, name, "".join(args)) for i, name, args in self.tool_calls.values())
         reason = self.stop_reason

@@ -11,7 +11,8 @@ text part's ``grounding`` is a list of parts:
 * each grounding chunk (``web``, ``retrieved_context``, ``maps``, ``image``) as a ``search_result`` part
   (``kind``, ``source``, ``title``, ``content``), the part the Anthropic and Bedrock instrumentations record a
   search result in, with its ``citations``: the answer's segments (``text``, ``start_index``, ``end_index``,
-  ``confidence``) a ``grounding_support`` attributes to that chunk;
+  ``confidence``) a ``grounding_support`` attributes to that chunk. A retrieved context's ``source`` is its URI,
+  else its document, media blob or File Search store (left out when it names none: its title and text are kept);
 * the URLs the ``url_context`` tool fetched as one ``server_tool_call_response`` of type ``url_context`` whose
   response is ``[{"url", "status"}]``, as the Interactions API's ``url_context_result`` step holds them.
 
@@ -23,6 +24,7 @@ render, and an opaque blob) names no source and is not recorded.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from evaltrace._internal.openai.parts import Part, field
@@ -30,10 +32,12 @@ from evaltrace.instrumentation.google_genai.parts import enum_name
 
 # A grounding chunk's kinds, in the order read: the first present is the chunk's.
 _CHUNK_KINDS = ("web", "retrieved_context", "maps", "image")
+# A citation's fields ``_cited`` records (as ``source``, ``title``...), in its order: also its key for ``add_citations``.
+_CITATION_FIELDS = ("uri", "title", "license", "start_index", "end_index")
 _QUERIES = (("web_search_queries", "google_search"), ("retrieval_queries", "retrieval"))
 
 
-def grounding_parts(parts: list[Part], grounding: Any, citations: list[Any], url_context: Any) -> list[Part]:
+def grounding_parts(parts: list[Part], grounding: Any, citations: Collection[Any], url_context: Any) -> list[Part]:
     """``parts`` (one candidate's, converted) with its grounding added; ``parts`` itself when it has none."""
     if grounding is None and not citations and url_context is None:
         return parts
@@ -64,11 +68,19 @@ def citations_of(candidate: Any) -> list[Any]:
     return list(field(field(candidate, "citation_metadata"), "citations") or ())
 
 
-def add_citations(kept: list[Any], new: list[Any]) -> None:
-    """Add a stream chunk's citations to those kept, each once (a chunk may repeat what an earlier one cited)."""
+def add_citations(kept: dict[tuple[Any, ...], Any], new: list[Any]) -> None:
+    """Add a stream chunk's citations to those kept, each once (a chunk may repeat what an earlier one cited).
+
+    ``kept`` maps each citation's key to it, in the order first cited: a chunk's citations cost O(1) each, not a
+    scan of all kept so far (an SDK ``Citation`` is unhashable). The key is what ``_cited`` records of a citation:
+    two that record the same are one source, whatever else (a ``publication_date``) differs.
+    """
     for citation in new:
-        if citation not in kept:
-            kept.append(citation)
+        kept.setdefault(_citation_key(citation), citation)
+
+
+def _citation_key(citation: Any) -> tuple[Any, ...]:
+    return tuple(field(citation, name) for name in _CITATION_FIELDS)
 
 
 def merged(kept: Any, new: Any) -> Any:
@@ -88,17 +100,21 @@ def _fields(value: Any) -> dict[str, Any]:
     return {k: getattr(value, k) for k in names}
 
 
-def _cited(citations: list[Any]) -> list[dict[str, Any]]:
-    """``Citation`` entries -> the recited sources, each with the keys it has."""
+def _cited(citations: Collection[Any]) -> list[dict[str, Any]]:
+    """``Citation`` entries -> the recited sources, each with the keys it has, each once (in the order first cited).
+
+    A whole response may list a citation twice, as a stream's chunks may repeat one: whole and streamed record
+    the same. Two that record the same (``_citation_key``) are one source, whatever else differs.
+    """
     cited: list[dict[str, Any]] = []
+    seen: set[tuple[Any, ...]] = set()
     for citation in citations:
-        entry = _present(
-            source=field(citation, "uri"),
-            title=field(citation, "title"),
-            license=field(citation, "license"),
-            start_index=field(citation, "start_index"),
-            end_index=field(citation, "end_index"),
-        )
+        key = _citation_key(citation)
+        if key in seen:
+            continue
+        seen.add(key)
+        uri, title, license, start, end = key
+        entry = _present(source=uri, title=title, license=license, start_index=start, end_index=end)
         if entry:
             cited.append(entry)
     return cited
@@ -137,7 +153,9 @@ def _chunk_part(chunk: Any) -> Part:
     source = field(chunk, kind) if kind is not None else None
     uri = field(source, "uri")
     if kind == "retrieved_context":
-        uri = uri or field(source, "document_name")
+        # Vertex AI Search names its document, the Gemini API's File Search no URI but the media blob (multimodal
+        # results) or the store it searched: the most specific given is where the chunk came from.
+        uri = uri or field(source, "document_name") or field(source, "media_id") or field(source, "file_search_store")
         text = field(source, "text") or field(field(source, "rag_chunk"), "text")
     elif kind == "image":
         uri = field(source, "source_uri")

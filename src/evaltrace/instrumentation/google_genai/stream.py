@@ -115,7 +115,7 @@ class _Candidate:
         # every citation the chunks carried, each once.
         self.grounding: Any = None
         self.url_context: Any = None
-        self.citations: list[Any] = []
+        self.citations: dict[tuple[Any, ...], Any] = {}  # by what each records (see ``add_citations``)
 
     def add_grounding(self, candidate: Any) -> None:
         """Keep a chunk's grounding, citations and URL context (only called when it has some).
@@ -308,7 +308,8 @@ class GenerateContentAccumulator:
         if content:
             messages = [
                 output_message(
-                    grounding_parts(stream_parts(c.parts), c.grounding, c.citations, c.url_context), c.finish_reason
+                    grounding_parts(stream_parts(c.parts), c.grounding, c.citations.values(), c.url_context),
+                    c.finish_reason,
                 )
                 for c in ordered
             ]

@@ -17,7 +17,7 @@ Streams (``start_stream`` / ``append_stream``) yield ``ConversationEvents`` whos
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from evaltrace._internal import list_values
 from evaltrace._internal import semconv as sc
@@ -202,6 +202,9 @@ class _Execution(_Streamed):
         return _server_tool_call(self.call_id, self.name, "".join(self.arguments))
 
 
+_S = TypeVar("_S", _Call, _Execution)  # constrained, not bound: each is a member of the entries union
+
+
 class _Message:
     """One ``message.output`` entry's deltas: text and thinking fragments, and its other chunks."""
 
@@ -257,10 +260,12 @@ class ConversationStreamAccumulator:
             return True
         if kind == "function.call.delta":
             self.model = get(data, "model") or self.model
-            self._add_call(data)
+            self._fold(data, "tool_call_id", self.calls, _Call)  # a client tool call's fragment
             return True
         if kind == "tool.execution.started" or kind == "tool.execution.delta":
-            self._add_execution(data)
+            # A built-in tool's run: the done event carries no arguments, so without these fragments the streamed
+            # run would lose what a whole response's ``tool.execution`` entry records.
+            self._fold(data, "id", self.executions, _Execution)
         elif kind == "tool.execution.done":
             if get(data, "id") not in self.executions:  # no start seen: the done event is all there is
                 self.entries.append(server_tool_part(data))
@@ -294,31 +299,20 @@ class ConversationStreamAccumulator:
         elif content is not None:
             message.add_other(content_parts([content]))
 
-    def _add_execution(self, data: Any) -> None:
-        """A built-in tool's run: its arguments arrive in fragments (start, deltas) under its ``id``.
+    def _fold(self, data: Any, id_key: str, table: dict[Any, _S], kind: type[_S]) -> None:
+        """One argument fragment of the streamed call under ``data[id_key]``: its entry made (in order) on first sight.
 
-        The done event carries no arguments: without these the streamed run would lose what a whole response's
-        ``tool.execution`` entry records.
+        Client tool calls (``function.call.delta``, keyed by ``tool_call_id``) and built-in tool runs
+        (``tool.execution.started`` / ``.delta``, keyed by ``id``) fold the same way into their own ``table``.
         """
-        call_id = get(data, "id")
-        execution = self.executions.get(call_id)
-        if execution is None:
-            execution = self.executions[call_id] = _Execution(call_id, get(data, "name"))
-            self.entries.append(execution)
+        call_id = get(data, id_key)
+        streamed = table.get(call_id)
+        if streamed is None:
+            streamed = table[call_id] = kind(call_id, get(data, "name"))
+            self.entries.append(streamed)
         arguments = get(data, "arguments")
         if isinstance(arguments, str) and arguments:
-            execution.arguments.append(arguments)
-
-    def _add_call(self, data: Any) -> None:
-        """A ``function.call.delta``: the call's arguments arrive in fragments under its ``tool_call_id``."""
-        call_id = get(data, "tool_call_id")
-        call = self.calls.get(call_id)
-        if call is None:
-            call = self.calls[call_id] = _Call(call_id, get(data, "name"))
-            self.entries.append(call)
-        arguments = get(data, "arguments")
-        if isinstance(arguments, str) and arguments:
-            call.arguments.append(arguments)
+            streamed.arguments.append(arguments)
 
     def end_reason(self) -> str:
         """``exhausted`` only after ``conversation.response.done``, else ``truncated``."""
