@@ -1,5 +1,8 @@
 """Pure: a ``litellm.completion`` / ``acompletion`` call -> request attributes, and its response -> ``Outcome``.
 
+Embeddings and text completions are read in :mod:`~evaltrace.instrumentation.litellm.embeddings` and
+:mod:`~evaltrace.instrumentation.litellm.text`; ``LiteLLMCodec`` (the engine's hooks) dispatches on the function.
+
 LiteLLM speaks OpenAI's Chat Completions shape whatever the provider behind it: the request keywords, the
 ``ModelResponse`` and the streamed ``ModelResponseStream`` chunks are OpenAI-shaped, so the OpenAI codec's
 functions read them (``request_attributes``, ``chat_outcome``, ``ChatAccumulator``). What LiteLLM adds is read here
@@ -28,7 +31,8 @@ from evaltrace._internal.openai.accumulate import ChatAccumulator, _ChoiceBuffer
 from evaltrace._internal.openai.parts import field, reasoning_part
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import chat_outcome, chat_summary
-from evaltrace.instrumentation.litellm.endpoints import COMPLETION
+from evaltrace.instrumentation.litellm import embeddings, text
+from evaltrace.instrumentation.litellm.endpoints import COMPLETION, EMBEDDING_FUNCTIONS, SYNC_FUNCTIONS, TEXT_FUNCTIONS
 from evaltrace.instrumentation.litellm.extras import add_redacted, redacted_count, reported_usage
 from evaltrace.instrumentation.litellm.providers import PROVIDER_NAMES as PROVIDER_NAMES
 from evaltrace.instrumentation.litellm.providers import UNKNOWN_PROVIDER, bind, resolve
@@ -434,35 +438,54 @@ class Route(NamedTuple):
 
 
 class LiteLLMCodec(Codec):
-    """``litellm.completion`` / ``acompletion``, named after the provider LiteLLM routes each model to."""
+    """LiteLLM's chat, embeddings and text completion functions, named after the provider of each model."""
 
     provider = UNKNOWN_PROVIDER
     label = "LiteLLM"
 
     def operation(self, kind: Hashable) -> str:
-        """Every traced function is a chat completion."""
-        return sc.OP_CHAT
+        """``chat`` (``completion``), ``embeddings`` (``embedding``) or ``text_completion`` (``text_completion``)."""
+        function = kind.function if isinstance(kind, Route) else COMPLETION
+        if function in EMBEDDING_FUNCTIONS:
+            return sc.OP_EMBEDDINGS
+        return sc.OP_TEXT_COMPLETION if function in TEXT_FUNCTIONS else sc.OP_CHAT
 
     def route(self, endpoint: Endpoint, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Name positional arguments; resolve the provider and server of the call (see ``resolve``)."""
-        params = bind(args, kwargs)
+        function = str(endpoint.kind)
+        params = bind(args, kwargs, function)
         provider, server = resolve(params)
-        return Route(str(endpoint.kind), provider), params, server
+        return Route(function, provider), params, server
 
     def provider_of(self, kind: Hashable, model: str | None, host: str | None) -> str:
         """The provider ``route`` resolved (the span's shape is cached per ``Route``, which names it)."""
         return kind.provider if isinstance(kind, Route) else UNKNOWN_PROVIDER
 
     def request_attributes(self, kind: Hashable, params: dict[str, Any], capture: bool, max_len: int) -> Attributes:
-        """OpenAI-shaped request attributes."""
+        """OpenAI-shaped request attributes of the call's operation."""
+        function = kind.function if isinstance(kind, Route) else COMPLETION
+        if function in EMBEDDING_FUNCTIONS:
+            return embeddings.request_attributes(params, capture, max_len)
+        if function in TEXT_FUNCTIONS:
+            return text.request_attributes(params, capture, max_len)
         return request_attributes(params, capture, max_len)
 
     def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
-        """A ``ModelResponse``."""
+        """A ``ModelResponse``, ``EmbeddingResponse`` or ``TextCompletionResponse``."""
+        function = kind.function if isinstance(kind, Route) else COMPLETION
+        if function in EMBEDDING_FUNCTIONS:
+            return embeddings.outcome(result, capture)
+        if function in TEXT_FUNCTIONS:
+            return text.outcome(result, capture)
         return outcome(result, capture)
 
     def summary(self, kind: Hashable, result: Any) -> Summary:
-        """Model and token counts of a ``ModelResponse``."""
+        """Model and token counts of a response."""
+        function = kind.function if isinstance(kind, Route) else COMPLETION
+        if function in EMBEDDING_FUNCTIONS:
+            return embeddings.summary(result)
+        if function in TEXT_FUNCTIONS:
+            return Summary.of(text.outcome(result, False))
         return chat_summary(result)
 
     def error_type(self, error: BaseException) -> str:
@@ -470,22 +493,31 @@ class LiteLLMCodec(Codec):
         return error_type(error)
 
     def is_stream(self, kind: Hashable, result: Any) -> bool:
-        """``stream=True``: a ``CustomStreamWrapper``."""
-        return type(result).__name__ == "CustomStreamWrapper"
+        """``stream=True``: a ``CustomStreamWrapper`` (chat) or a ``TextCompletionStreamWrapper``."""
+        return type(result).__name__ in _STREAM_TYPES
 
     def accumulator(self, kind: Hashable) -> Accumulator:
-        """OpenAI's chat accumulator, LiteLLM-tolerant."""
+        """OpenAI's chat accumulator, LiteLLM-tolerant (text completions: ``text.TextAccumulator``)."""
+        if isinstance(kind, Route) and kind.function in TEXT_FUNCTIONS:
+            return text.TextAccumulator()
         return LiteLLMChatAccumulator()
 
     def finish_special(self, call: Call, kind: Hashable, result: Any) -> Any:
-        """A stream is proxied sync after ``completion``, async after ``acompletion``.
+        """A stream is proxied sync after ``completion``, async after ``acompletion`` (and so for text).
 
-        LiteLLM's stream class is both a sync and an async iterator, so its class cannot tell.
+        LiteLLM's stream classes are both sync and async iterators, so their class cannot tell.
         """
-        if not self.is_stream(kind, result):
+        name = type(result).__name__
+        if name not in _STREAM_TYPES:
             return PLAIN
-        is_async = not (isinstance(kind, Route) and kind.function == COMPLETION)
+        function = kind.function if isinstance(kind, Route) else COMPLETION
+        is_async = function not in SYNC_FUNCTIONS
+        if name == _TEXT_STREAM:
+            return call.stream(result, text.TextAccumulator(text.inner_stream(result)), is_async=is_async)
         return call.stream(result, LiteLLMChatAccumulator(result), is_async=is_async)
 
+
+_TEXT_STREAM = "TextCompletionStreamWrapper"
+_STREAM_TYPES = frozenset(("CustomStreamWrapper", _TEXT_STREAM))
 
 CODEC = LiteLLMCodec()

@@ -56,9 +56,22 @@ _DEFAULT_HOSTS: dict[str, Server] = {
 UNKNOWN_PROVIDER = "litellm"  # a model LiteLLM cannot place (the call then fails in LiteLLM itself)
 
 
-def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The call's arguments by name (``completion(model, messages, ...)`` takes both positionally too)."""
-    params = dict(zip(("model", "messages"), args, strict=False))
+# The leading parameters of each traced function, which callers may pass positionally.
+_POSITIONAL = {
+    "embedding": ("model", "input"),
+    "aembedding": ("model", "input"),
+    "text_completion": ("prompt", "model"),  # LiteLLM's order: the prompt first
+    "atext_completion": ("prompt", "model"),
+}
+_CHAT_POSITIONAL = ("model", "messages")
+
+
+def bind(args: tuple[Any, ...], kwargs: dict[str, Any], function: str = "completion") -> dict[str, Any]:
+    """The call's arguments by name, those given positionally included.
+
+    ``completion(model, messages, ...)``, ``embedding(model, input, ...)``, ``text_completion(prompt, model, ...)``.
+    """
+    params = dict(zip(_POSITIONAL.get(function, _CHAT_POSITIONAL), args, strict=False))
     params.update(kwargs)
     return params
 
