@@ -342,3 +342,102 @@ async def test_text_completion_error_sets_error_type_and_reraises(
     assert span.name == "text_completion openai/gpt-4o-mini"
     assert span.status.status_code is StatusCode.ERROR
     assert _attrs(span)["error.type"]
+
+
+# --- Responses ---------------------------------------------------------------------------------------------
+
+
+def _responses_item(name: str) -> tuple[Recorded, dict[str, Any]]:
+    item = load_cassette(OPENAI / f"{name}[content_mode0].yaml")[0]
+    request = item.request_json()
+    return item, {**request, "model": f"openai/{request['model']}"}
+
+
+async def _respond(is_async: bool, **kwargs: Any) -> Any:
+    params = {"api_key": "test", "num_retries": 0, **kwargs}
+    if is_async:
+        return await litellm.aresponses(**params)
+    return litellm.responses(**params)
+
+
+async def test_responses_span_reads_the_responses_shape(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    item, request = _responses_item("test_responses_create_basic")
+    with ReplayServer([item]) as server:
+        response = await _respond(is_async, **request, api_base=f"{server.url}/v1", max_output_tokens=50)
+        assert server.received[0].path == "/v1/responses"
+    (span,) = exporter.get_finished_spans()
+    a = _attrs(span)
+    assert span.name == "chat openai/gpt-4o-mini"
+    assert a["gen_ai.operation.name"] == "chat"
+    assert a["gen_ai.provider.name"] == "openai"
+    assert a["gen_ai.request.max_tokens"] == 50
+    assert json.loads(a["gen_ai.system_instructions"]) == [{"type": "text", "content": "You are a helpful assistant."}]
+    assert json.loads(a["gen_ai.input.messages"]) == [
+        {"role": "user", "parts": [{"type": "text", "content": "Say this is a test"}]}
+    ]
+    assert json.loads(a["gen_ai.output.messages"]) == [
+        {"role": "assistant", "parts": [{"type": "text", "content": "This is a test."}], "finish_reason": "stop"}
+    ]
+    assert a["gen_ai.response.id"] == response.id  # LiteLLM's id, the one to pass back as previous_response_id
+    assert a["gen_ai.response.model"] == "gpt-4o-mini-2024-07-18"
+    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (22, 6)
+    assert span.status.status_code is StatusCode.UNSET
+
+
+async def test_responses_tool_call_is_a_tool_call_part(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    item, request = _responses_item("test_responses_create_captures_tool_call_content")
+    with ReplayServer([item]) as server:
+        await _respond(is_async, **request, api_base=f"{server.url}/v1")
+    (span,) = exporter.get_finished_spans()
+    a = _attrs(span)
+    (message,) = json.loads(a["gen_ai.output.messages"])
+    assert message["finish_reason"] == "tool_call"
+    assert [(p["type"], p["name"]) for p in message["parts"]] == [("tool_call", "get_current_weather")]
+    assert [t["name"] for t in json.loads(a["gen_ai.tool.definitions"])] == ["get_current_weather"]
+
+
+# LiteLLM's own usage model warns on serialising the usage it put in a stream event (nothing of ours).
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings:UserWarning")
+async def test_responses_stream(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    item, request = _responses_item("test_responses_create_streaming")
+    with ReplayServer([item]) as server:
+        stream = await _respond(is_async, **request, api_base=f"{server.url}/v1")
+        assert not exporter.get_finished_spans()  # open while the stream is
+        events = await _drain(stream, is_async)
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    (span,) = exporter.get_finished_spans()
+    a = _attrs(span)
+    assert a["gen_ai.request.stream"] is True
+    assert a["evaltrace.stream.end_reason"] == "exhausted"
+    assert 0 < a["gen_ai.response.time_to_first_chunk"] <= a["evaltrace.stream.time_to_last_chunk"]
+    assert json.loads(a["gen_ai.output.messages"])[0]["parts"] == [{"type": "text", "content": text}]
+    assert (a["gen_ai.usage.input_tokens"], a["gen_ai.usage.output_tokens"]) == (22, 6)
+
+
+async def test_responses_error_sets_error_type_and_reraises(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    item, request = _responses_item("test_responses_create_api_error")
+    with ReplayServer([item]) as server:
+        with pytest.raises(litellm.NotFoundError):  # LiteLLM maps OpenAI's 400 model_not_found so
+            await _respond(is_async, **request, api_base=f"{server.url}/v1")
+    (span,) = exporter.get_finished_spans()
+    assert span.name == "chat openai/this-model-does-not-exist"
+    assert span.status.status_code is StatusCode.ERROR
+    assert _attrs(span)["error.type"]
+
+
+async def test_responses_of_a_chat_only_provider_is_one_span(is_async: bool, exporter: InMemorySpanExporter) -> None:
+    """LiteLLM bridges ``responses`` to Anthropic through its chat completion: one span, the Responses call's."""
+    body = (FIXTURES / "anthropic" / "text.json").read_bytes()
+    reply = Recorded("POST", "https://api.anthropic.com/v1/messages", b"", 200, "OK",
+                     [("content-type", "application/json")], body)  # fmt: skip
+    with ReplayServer([reply]) as server:
+        response = await _respond(is_async, input="Say this is a test", model="anthropic/claude-sonnet-4-6",
+                                  api_base=server.url, max_output_tokens=64)  # fmt: skip
+        assert server.received[0].path == "/v1/messages"
+    (span,) = exporter.get_finished_spans()
+    a = _attrs(span)
+    assert span.name == "chat anthropic/claude-sonnet-4-6"
+    assert a["gen_ai.provider.name"] == "anthropic"
+    answer = "".join(c.text for item in response.output if item.type == "message" for c in item.content)
+    assert json.loads(a["gen_ai.output.messages"])[0]["parts"] == [{"type": "text", "content": answer}]
+    assert a["gen_ai.usage.input_tokens"] > 0

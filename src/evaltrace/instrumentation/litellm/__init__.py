@@ -4,7 +4,8 @@ Each ``completion`` call makes one ``chat {model}`` span whose ``gen_ai.provider
 routes the model to (``litellm.get_llm_provider``: ``groq/llama3-8b-8192`` -> ``groq``, ``mistral/...`` ->
 ``mistral_ai``), with the server from ``api_base``. Streams (``stream=True``, LiteLLM's ``CustomStreamWrapper``,
 sync and async) end the span when they end. ``embedding`` / ``aembedding`` make ``embeddings {model}`` spans,
-``text_completion`` / ``atext_completion`` ``text_completion {model}`` spans (streamed too). When the provider's
+``text_completion`` / ``atext_completion`` ``text_completion {model}`` spans, ``responses`` / ``aresponses``
+(LiteLLM's Responses API) ``chat {model}`` spans, streamed too. When the provider's
 own SDK is instrumented too (``instrument_openai()`` and LiteLLM calling the openai client), the LiteLLM span is
 the one kept: the engine marks the call as traced, so the inner SDK call makes no second span. See docs/providers/litellm.md.
 
@@ -25,7 +26,7 @@ __all__ = ["LiteLLMInstrumentor", "instrument_litellm", "uninstrument_litellm"]
 
 
 class LiteLLMInstrumentor(EngineInstrumentor):
-    """Traces ``litellm.completion`` / ``acompletion``, ``embedding`` / ``aembedding``, ``text_completion`` / ``atext_completion``.
+    """Traces LiteLLM's ``completion``, ``embedding``, ``text_completion`` and ``responses`` (and their async twins).
 
     Example:
         >>> LiteLLMInstrumentor().instrument()  # doctest: +SKIP
@@ -41,7 +42,7 @@ class LiteLLMInstrumentor(EngineInstrumentor):
 
 
 def instrument_litellm(**kwargs: Any) -> LiteLLMInstrumentor:
-    """Trace every LiteLLM chat, embeddings and text completion call (idempotent); return the instrumentor.
+    """Trace every LiteLLM chat, embeddings, text completion and Responses call (idempotent); return the instrumentor.
 
     Args:
         **kwargs: ``tracer_provider`` and/or ``meter_provider`` to use instead of the defaults.

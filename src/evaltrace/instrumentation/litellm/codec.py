@@ -31,8 +31,14 @@ from evaltrace._internal.openai.accumulate import ChatAccumulator, _ChoiceBuffer
 from evaltrace._internal.openai.parts import field, reasoning_part
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import chat_outcome, chat_summary
-from evaltrace.instrumentation.litellm import embeddings, text
-from evaltrace.instrumentation.litellm.endpoints import COMPLETION, EMBEDDING_FUNCTIONS, SYNC_FUNCTIONS, TEXT_FUNCTIONS
+from evaltrace.instrumentation.litellm import embeddings, responses, text
+from evaltrace.instrumentation.litellm.endpoints import (
+    COMPLETION,
+    EMBEDDING_FUNCTIONS,
+    RESPONSES_FUNCTIONS,
+    SYNC_FUNCTIONS,
+    TEXT_FUNCTIONS,
+)
 from evaltrace.instrumentation.litellm.extras import add_redacted, redacted_count, reported_usage
 from evaltrace.instrumentation.litellm.providers import PROVIDER_NAMES as PROVIDER_NAMES
 from evaltrace.instrumentation.litellm.providers import UNKNOWN_PROVIDER, bind, resolve
@@ -444,7 +450,7 @@ class LiteLLMCodec(Codec):
     label = "LiteLLM"
 
     def operation(self, kind: Hashable) -> str:
-        """``chat`` (``completion``), ``embeddings`` (``embedding``) or ``text_completion`` (``text_completion``)."""
+        """``chat`` (``completion``, ``responses``), ``embeddings`` (``embedding``) or ``text_completion``."""
         function = kind.function if isinstance(kind, Route) else COMPLETION
         if function in EMBEDDING_FUNCTIONS:
             return sc.OP_EMBEDDINGS
@@ -468,15 +474,19 @@ class LiteLLMCodec(Codec):
             return embeddings.request_attributes(params, capture, max_len)
         if function in TEXT_FUNCTIONS:
             return text.request_attributes(params, capture, max_len)
+        if function in RESPONSES_FUNCTIONS:
+            return responses.request_attributes(params, capture, max_len)
         return request_attributes(params, capture, max_len)
 
     def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
-        """A ``ModelResponse``, ``EmbeddingResponse`` or ``TextCompletionResponse``."""
+        """A ``ModelResponse``, ``EmbeddingResponse``, ``TextCompletionResponse`` or ``ResponsesAPIResponse``."""
         function = kind.function if isinstance(kind, Route) else COMPLETION
         if function in EMBEDDING_FUNCTIONS:
             return embeddings.outcome(result, capture)
         if function in TEXT_FUNCTIONS:
             return text.outcome(result, capture)
+        if function in RESPONSES_FUNCTIONS:
+            return responses.outcome(result, capture)
         return outcome(result, capture)
 
     def summary(self, kind: Hashable, result: Any) -> Summary:
@@ -486,20 +496,30 @@ class LiteLLMCodec(Codec):
             return embeddings.summary(result)
         if function in TEXT_FUNCTIONS:
             return Summary.of(text.outcome(result, False))
+        if function in RESPONSES_FUNCTIONS:
+            return responses.summary(result)
         return chat_summary(result)
+
+    def failure(self, kind: Hashable, result: Any) -> tuple[str, str] | None:
+        """A ``ResponsesAPIResponse`` whose ``status`` is ``failed`` (LiteLLM raised nothing); else None."""
+        if isinstance(kind, Route) and kind.function in RESPONSES_FUNCTIONS:
+            return responses.failure(result)
+        return None
 
     def error_type(self, error: BaseException) -> str:
         """The provider's error code, else the class of LiteLLM's exception (see ``error_type``)."""
         return error_type(error)
 
     def is_stream(self, kind: Hashable, result: Any) -> bool:
-        """``stream=True``: a ``CustomStreamWrapper`` (chat) or a ``TextCompletionStreamWrapper``."""
-        return type(result).__name__ in _STREAM_TYPES
+        """``stream=True``: a ``CustomStreamWrapper`` (chat), ``TextCompletionStreamWrapper`` or a Responses stream."""
+        return type(result).__name__ in _STREAM_TYPES or responses.is_stream(result)
 
     def accumulator(self, kind: Hashable) -> Accumulator:
         """OpenAI's chat accumulator, LiteLLM-tolerant (text completions: ``text.TextAccumulator``)."""
         if isinstance(kind, Route) and kind.function in TEXT_FUNCTIONS:
             return text.TextAccumulator()
+        if isinstance(kind, Route) and kind.function in RESPONSES_FUNCTIONS:
+            return responses.ResponsesAccumulator()
         return LiteLLMChatAccumulator()
 
     def finish_special(self, call: Call, kind: Hashable, result: Any) -> Any:
@@ -508,10 +528,12 @@ class LiteLLMCodec(Codec):
         LiteLLM's stream classes are both sync and async iterators, so their class cannot tell.
         """
         name = type(result).__name__
-        if name not in _STREAM_TYPES:
-            return PLAIN
         function = kind.function if isinstance(kind, Route) else COMPLETION
         is_async = function not in SYNC_FUNCTIONS
+        if name not in _STREAM_TYPES:
+            if function in RESPONSES_FUNCTIONS and responses.is_stream(result):
+                return call.stream(result, responses.ResponsesAccumulator(), is_async=is_async)
+            return PLAIN
         if name == _TEXT_STREAM:
             return call.stream(result, text.TextAccumulator(text.inner_stream(result)), is_async=is_async)
         return call.stream(result, LiteLLMChatAccumulator(result), is_async=is_async)

@@ -62,6 +62,8 @@ _POSITIONAL = {
     "aembedding": ("model", "input"),
     "text_completion": ("prompt", "model"),  # LiteLLM's order: the prompt first
     "atext_completion": ("prompt", "model"),
+    "responses": ("input", "model"),  # the Responses API's order
+    "aresponses": ("input", "model"),
 }
 _CHAT_POSITIONAL = ("model", "messages")
 
