@@ -441,3 +441,39 @@ async def test_responses_of_a_chat_only_provider_is_one_span(is_async: bool, exp
     answer = "".join(c.text for item in response.output if item.type == "message" for c in item.content)
     assert json.loads(a["gen_ai.output.messages"])[0]["parts"] == [{"type": "text", "content": answer}]
     assert a["gen_ai.usage.input_tokens"] > 0
+
+
+# --- Router --------------------------------------------------------------------------------------------------
+
+
+async def test_a_router_alias_keeps_the_deployment_model_and_names_the_alias(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """``Router(model_list=[{"model_name": alias, ...}])``: the request model is the deployment's, the alias kept."""
+    chat = load_cassette(OPENAI / "test_chat_completion_with_content.yaml")
+    embed = load_cassette(OPENAI / "test_embeddings_with_content.yaml")
+    with ReplayServer(chat + embed) as server:
+        router = litellm.Router(model_list=[
+            {"model_name": "my-chat", "litellm_params": {"model": "openai/gpt-4o-mini", "api_base": f"{server.url}/v1",
+                                                         "api_key": "test"}},
+            {"model_name": "my-embed", "litellm_params": {"model": EMBED_MODEL, "api_base": f"{server.url}/v1",
+                                                          "api_key": "test"}},
+        ], num_retries=0)  # fmt: skip
+        messages = [{"role": "user", "content": "Say this is a test"}]
+        if is_async:
+            await router.acompletion(model="my-chat", messages=messages)
+            await router.aembedding(model="my-embed", input="This is a test for embeddings")
+        else:
+            router.completion(model="my-chat", messages=messages)
+            router.embedding(model="my-embed", input="This is a test for embeddings")
+    chat_span, embed_span = exporter.get_finished_spans()
+    assert chat_span.name == "chat openai/gpt-4o-mini"
+    assert _attrs(chat_span)["gen_ai.request.model"] == "openai/gpt-4o-mini"
+    assert _attrs(chat_span)["litellm.router.model_group"] == "my-chat"
+    assert embed_span.name == f"embeddings {EMBED_MODEL}"
+    assert _attrs(embed_span)["litellm.router.model_group"] == "my-embed"
+    exporter.clear()
+    with ReplayServer(load_cassette(OPENAI / "test_chat_completion_with_content.yaml")) as server:
+        litellm.completion(model="openai/gpt-4o-mini", messages=messages, api_base=f"{server.url}/v1", api_key="t")
+    (span,) = exporter.get_finished_spans()
+    assert "litellm.router.model_group" not in _attrs(span)  # no Router, no alias

@@ -41,7 +41,7 @@ from evaltrace.instrumentation.litellm.endpoints import (
 )
 from evaltrace.instrumentation.litellm.extras import add_redacted, redacted_count, reported_usage
 from evaltrace.instrumentation.litellm.providers import PROVIDER_NAMES as PROVIDER_NAMES
-from evaltrace.instrumentation.litellm.providers import UNKNOWN_PROVIDER, bind, resolve
+from evaltrace.instrumentation.litellm.providers import UNKNOWN_PROVIDER, bind, model_group, resolve
 from evaltrace.instrumentation.litellm.providers import Server as Server
 
 if TYPE_CHECKING:
@@ -468,15 +468,21 @@ class LiteLLMCodec(Codec):
         return kind.provider if isinstance(kind, Route) else UNKNOWN_PROVIDER
 
     def request_attributes(self, kind: Hashable, params: dict[str, Any], capture: bool, max_len: int) -> Attributes:
-        """OpenAI-shaped request attributes of the call's operation."""
+        """OpenAI-shaped request attributes of the call's operation, and the ``Router`` model group it was sent by."""
         function = kind.function if isinstance(kind, Route) else COMPLETION
         if function in EMBEDDING_FUNCTIONS:
-            return embeddings.request_attributes(params, capture, max_len)
-        if function in TEXT_FUNCTIONS:
-            return text.request_attributes(params, capture, max_len)
-        if function in RESPONSES_FUNCTIONS:
-            return responses.request_attributes(params, capture, max_len)
-        return request_attributes(params, capture, max_len)
+            attrs = embeddings.request_attributes(params, capture, max_len)
+        elif function in TEXT_FUNCTIONS:
+            attrs = text.request_attributes(params, capture, max_len)
+        elif function in RESPONSES_FUNCTIONS:
+            attrs = responses.request_attributes(params, capture, max_len)
+        else:
+            attrs = request_attributes(params, capture, max_len)
+        if "metadata" in params or "litellm_metadata" in params:
+            group = model_group(params)
+            if group is not None:
+                attrs[sc.LITELLM_ROUTER_MODEL_GROUP] = group
+        return attrs
 
     def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
         """A ``ModelResponse``, ``EmbeddingResponse``, ``TextCompletionResponse`` or ``ResponsesAPIResponse``."""

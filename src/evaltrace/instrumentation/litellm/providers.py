@@ -78,6 +78,21 @@ def bind(args: tuple[Any, ...], kwargs: dict[str, Any], function: str = "complet
     return params
 
 
+def model_group(params: dict[str, Any]) -> str | None:
+    """The ``Router`` model name (alias) a call was sent for, from the metadata the Router adds; None if no Router.
+
+    ``Router.completion(model="my-alias")`` picks a deployment of ``model_list`` and calls ``litellm.completion``
+    with the deployment's own model, naming the alias in ``metadata["model_group"]`` (``litellm_metadata`` for the
+    calls whose ``metadata`` goes to the provider).
+    """
+    for key in ("metadata", "litellm_metadata"):
+        metadata = params.get(key)
+        group = metadata.get("model_group") if isinstance(metadata, dict) else None
+        if isinstance(group, str) and group:
+            return group
+    return None
+
+
 def resolve(params: dict[str, Any]) -> tuple[str, Server]:
     """(``gen_ai.provider.name``, server) of one call, from its model, ``custom_llm_provider`` and ``api_base``."""
     model = params.get("model")
