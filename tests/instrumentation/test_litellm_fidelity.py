@@ -372,3 +372,25 @@ def test_a_usage_total_that_fails_leaves_no_usage_rather_than_raising(monkeypatc
     monkeypatch.setattr(extras, "_total_usage", lambda: broken)
     stream = SimpleNamespace(chunks=[SimpleNamespace(usage=object())])
     assert extras.reported_usage(stream) is None
+
+
+async def test_an_n_2_stream_whose_finish_litellm_dropped_still_ended(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """LiteLLM yields choice 0's finish chunk only: the stream still ended; choice 1's finish is not invented."""
+    item = load_cassette(OPENAI / "test_chat_completion_multiple_choices_streaming.yaml")[0]
+    request = item.request_json()
+    with ReplayServer([item]) as server:
+        stream = await _complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", n=2, stream=True,
+                                 messages=request["messages"], stream_options={"include_usage": True})  # fmt: skip
+        chunks = await _drain(stream, is_async)
+    finishes = [(c.index, c.finish_reason) for chunk in chunks for c in chunk.choices if c.finish_reason]
+    assert finishes == [(0, "stop")]  # the recording finishes both choices; LiteLLM yields one
+    (span,) = exporter.get_finished_spans()
+    a = span.attributes
+    assert a is not None
+    assert a["evaltrace.stream.end_reason"] == "exhausted"
+    assert a["gen_ai.response.finish_reasons"] == ("stop",)  # choice 1's: unknown, not invented
+    texts = ["".join(c.delta.content or "" for chunk in chunks for c in chunk.choices if c.index == i) for i in (0, 1)]
+    messages = json.loads(str(a["gen_ai.output.messages"]))
+    assert [m["parts"] for m in messages] == [[{"type": "text", "content": t}] for t in texts]

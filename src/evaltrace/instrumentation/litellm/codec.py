@@ -232,12 +232,30 @@ class LiteLLMChatAccumulator(ChatAccumulator):
     yield (see ``extras.reported_usage``); None when the chunks come from elsewhere.
     """
 
-    __slots__ = ("redacted", "stream")
+    __slots__ = ("redacted", "source", "stream")
 
     def __init__(self, stream: Any = None) -> None:
         ChatAccumulator.__init__(self)  # not ``super()``: one frame less per stream (benchmarks/budgets.toml)
         self.stream = stream
+        self.source = stream  # kept after ``stream`` is read, for ``end_reason``
         self.redacted: dict[Any, int] | None = None  # redacted thinking blocks per choice index, once one arrives
+
+    def end_reason(self) -> str:
+        """OpenAI's end reason, except that LiteLLM's own finish stands for the choices whose finish it dropped.
+
+        With ``n`` > 1 LiteLLM yields the first choice's finish chunk only (it keeps one finish reason per stream,
+        ``received_finish_reason``) and drops the others': a stream whose chunks finished a choice and which LiteLLM
+        saw finish was read to its end (a stream that never finished raises LiteLLM's own error instead). The
+        dropped finish reasons are not invented (see docs/providers/litellm.md).
+        """
+        reason = ChatAccumulator.end_reason(self)
+        if (
+            reason == sc.STREAM_END_TRUNCATED
+            and getattr(self.source, "received_finish_reason", None) is not None
+            and any(c.finish_reason is not None for c in self.choices.values())
+        ):
+            return sc.STREAM_END_EXHAUSTED
+        return reason
 
     def _stream_usage(self) -> None:
         """Take the usage LiteLLM kept from the caller (no usage chunk folded) as the stream's, once."""
