@@ -38,7 +38,7 @@ class LiteLLMInstrumentor(EngineInstrumentor):
 
     instruments = ("litellm >= 1.50",)
     endpoints = ENDPOINTS
-    codec = "evaltrace.instrumentation.litellm.codec:CODEC"
+    codec = "evaltrace.instrumentation.litellm.hooks:CODEC"
 
 
 def instrument_litellm(**kwargs: Any) -> LiteLLMInstrumentor:

@@ -1,12 +1,12 @@
 """Pure: a ``litellm.completion`` / ``acompletion`` call -> request attributes, and its response -> ``Outcome``.
 
-Embeddings and text completions are read in :mod:`~evaltrace.instrumentation.litellm.embeddings` and
-:mod:`~evaltrace.instrumentation.litellm.text`; ``LiteLLMCodec`` (the engine's hooks) dispatches on the function.
+Embeddings, text completions and Responses are read in their own modules; ``LiteLLMCodec``
+(:mod:`~evaltrace.instrumentation.litellm.hooks`, the engine's hooks) dispatches on the function called.
 
 LiteLLM speaks OpenAI's Chat Completions shape whatever the provider behind it: the request keywords, the
 ``ModelResponse`` and the streamed ``ModelResponseStream`` chunks are OpenAI-shaped, so the OpenAI codec's
 functions read them (``request_attributes``, ``chat_outcome``, ``ChatAccumulator``). What LiteLLM adds is read here
-(the provider and server in :mod:`~evaltrace.instrumentation.litellm.providers`, re-exported here):
+(the provider and server in :mod:`~evaltrace.instrumentation.litellm.providers`):
 
 * the provider behind the model: ``litellm.get_llm_provider`` (``"groq/llama3-8b-8192"`` -> ``groq``), named as
   OTel's ``gen_ai.provider.name`` (``mistral`` -> ``mistral_ai``, ``gemini`` -> ``gcp.gemini``...);
@@ -19,11 +19,10 @@ functions read them (``request_attributes``, ``chat_outcome``, ``ChatAccumulator
 from __future__ import annotations
 
 import functools
-from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from evaltrace._internal import semconv as sc
-from evaltrace._internal.engine.codec import PLAIN, Accumulator, Codec, Endpoint, add_each, chunk_failed, plain_fields
+from evaltrace._internal.engine.codec import add_each, chunk_failed, plain_fields
 from evaltrace._internal.engine.errortype import error_type_of
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai import build
@@ -31,21 +30,9 @@ from evaltrace._internal.openai.accumulate import ChatAccumulator, _ChoiceBuffer
 from evaltrace._internal.openai.parts import field, reasoning_part
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import chat_outcome, chat_summary
-from evaltrace.instrumentation.litellm import embeddings, responses, text
-from evaltrace.instrumentation.litellm.endpoints import (
-    COMPLETION,
-    EMBEDDING_FUNCTIONS,
-    RESPONSES_FUNCTIONS,
-    SYNC_FUNCTIONS,
-    TEXT_FUNCTIONS,
-)
 from evaltrace.instrumentation.litellm.extras import add_redacted, redacted_count, reported_usage
 from evaltrace.instrumentation.litellm.providers import PROVIDER_NAMES as PROVIDER_NAMES
-from evaltrace.instrumentation.litellm.providers import UNKNOWN_PROVIDER, bind, model_group, resolve
 from evaltrace.instrumentation.litellm.providers import Server as Server
-
-if TYPE_CHECKING:
-    from evaltrace._internal.engine.call import Call
 
 Attributes = dict[str, Any]
 
@@ -449,121 +436,3 @@ class LiteLLMChatAccumulator(ChatAccumulator):
                 add_redacted(message, self.redacted.get(index, 0))
         _add_cache_writes(result, self.usage)
         return result
-
-
-# --- the engine's hooks ---------------------------------------------------------------------------------
-
-
-class Route(NamedTuple):
-    """The kind of a LiteLLM call: the function called and the provider LiteLLM sends it to (part of the shape)."""
-
-    function: str
-    provider: str
-
-
-class LiteLLMCodec(Codec):
-    """LiteLLM's chat, embeddings and text completion functions, named after the provider of each model."""
-
-    provider = UNKNOWN_PROVIDER
-    label = "LiteLLM"
-
-    def operation(self, kind: Hashable) -> str:
-        """``chat`` (``completion``, ``responses``), ``embeddings`` (``embedding``) or ``text_completion``."""
-        function = kind.function if isinstance(kind, Route) else COMPLETION
-        if function in EMBEDDING_FUNCTIONS:
-            return sc.OP_EMBEDDINGS
-        return sc.OP_TEXT_COMPLETION if function in TEXT_FUNCTIONS else sc.OP_CHAT
-
-    def route(self, endpoint: Endpoint, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Name positional arguments; resolve the provider and server of the call (see ``resolve``)."""
-        function = str(endpoint.kind)
-        params = bind(args, kwargs, function)
-        provider, server = resolve(params)
-        return Route(function, provider), params, server
-
-    def provider_of(self, kind: Hashable, model: str | None, host: str | None) -> str:
-        """The provider ``route`` resolved (the span's shape is cached per ``Route``, which names it)."""
-        return kind.provider if isinstance(kind, Route) else UNKNOWN_PROVIDER
-
-    def request_attributes(self, kind: Hashable, params: dict[str, Any], capture: bool, max_len: int) -> Attributes:
-        """OpenAI-shaped request attributes of the call's operation, and the ``Router`` model group it was sent by."""
-        function = kind.function if isinstance(kind, Route) else COMPLETION
-        if function in EMBEDDING_FUNCTIONS:
-            attrs = embeddings.request_attributes(params, capture, max_len)
-        elif function in TEXT_FUNCTIONS:
-            attrs = text.request_attributes(params, capture, max_len)
-        elif function in RESPONSES_FUNCTIONS:
-            attrs = responses.request_attributes(params, capture, max_len)
-        else:
-            attrs = request_attributes(params, capture, max_len)
-        if "metadata" in params or "litellm_metadata" in params:
-            group = model_group(params)
-            if group is not None:
-                attrs[sc.LITELLM_ROUTER_MODEL_GROUP] = group
-        return attrs
-
-    def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
-        """A ``ModelResponse``, ``EmbeddingResponse``, ``TextCompletionResponse`` or ``ResponsesAPIResponse``."""
-        function = kind.function if isinstance(kind, Route) else COMPLETION
-        if function in EMBEDDING_FUNCTIONS:
-            return embeddings.outcome(result, capture)
-        if function in TEXT_FUNCTIONS:
-            return text.outcome(result, capture)
-        if function in RESPONSES_FUNCTIONS:
-            return responses.outcome(result, capture)
-        return outcome(result, capture)
-
-    def summary(self, kind: Hashable, result: Any) -> Summary:
-        """Model and token counts of a response."""
-        function = kind.function if isinstance(kind, Route) else COMPLETION
-        if function in EMBEDDING_FUNCTIONS:
-            return embeddings.summary(result)
-        if function in TEXT_FUNCTIONS:
-            return Summary.of(text.outcome(result, False))
-        if function in RESPONSES_FUNCTIONS:
-            return responses.summary(result)
-        return chat_summary(result)
-
-    def failure(self, kind: Hashable, result: Any) -> tuple[str, str] | None:
-        """A ``ResponsesAPIResponse`` whose ``status`` is ``failed`` (LiteLLM raised nothing); else None."""
-        if isinstance(kind, Route) and kind.function in RESPONSES_FUNCTIONS:
-            return responses.failure(result)
-        return None
-
-    def error_type(self, error: BaseException) -> str:
-        """The provider's error code, else the class of LiteLLM's exception (see ``error_type``)."""
-        return error_type(error)
-
-    def is_stream(self, kind: Hashable, result: Any) -> bool:
-        """``stream=True``: a ``CustomStreamWrapper`` (chat), ``TextCompletionStreamWrapper`` or a Responses stream."""
-        return type(result).__name__ in _STREAM_TYPES or responses.is_stream(result)
-
-    def accumulator(self, kind: Hashable) -> Accumulator:
-        """OpenAI's chat accumulator, LiteLLM-tolerant (text completions: ``text.TextAccumulator``)."""
-        if isinstance(kind, Route) and kind.function in TEXT_FUNCTIONS:
-            return text.TextAccumulator()
-        if isinstance(kind, Route) and kind.function in RESPONSES_FUNCTIONS:
-            return responses.ResponsesAccumulator()
-        return LiteLLMChatAccumulator()
-
-    def finish_special(self, call: Call, kind: Hashable, result: Any) -> Any:
-        """A stream is proxied sync after ``completion``, async after ``acompletion`` (and so for text).
-
-        LiteLLM's stream classes are both sync and async iterators, so their class cannot tell.
-        """
-        name = type(result).__name__
-        function = kind.function if isinstance(kind, Route) else COMPLETION
-        is_async = function not in SYNC_FUNCTIONS
-        if name not in _STREAM_TYPES:
-            if function in RESPONSES_FUNCTIONS and responses.is_stream(result):
-                return call.stream(result, responses.ResponsesAccumulator(), is_async=is_async)
-            return PLAIN
-        if name == _TEXT_STREAM:
-            return call.stream(result, text.TextAccumulator(text.inner_stream(result)), is_async=is_async)
-        return call.stream(result, LiteLLMChatAccumulator(result), is_async=is_async)
-
-
-_TEXT_STREAM = "TextCompletionStreamWrapper"
-_STREAM_TYPES = frozenset(("CustomStreamWrapper", _TEXT_STREAM))
-
-CODEC = LiteLLMCodec()

@@ -1,7 +1,7 @@
 """Where a ``litellm.completion`` call goes: its arguments by name, the provider and server LiteLLM routes it to.
 
-Split from :mod:`evaltrace.instrumentation.litellm.codec` (which re-exports these names): read once per call by
-``LiteLLMCodec.route``, and cached per (model, ``custom_llm_provider``, ``api_base``).
+Read once per call by ``LiteLLMCodec.route`` (:mod:`evaltrace.instrumentation.litellm.hooks`), and cached per
+(model, ``custom_llm_provider``, ``api_base``).
 """
 
 from __future__ import annotations
