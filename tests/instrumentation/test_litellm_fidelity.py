@@ -394,3 +394,7 @@ async def test_an_n_2_stream_whose_finish_litellm_dropped_still_ended(
     texts = ["".join(c.delta.content or "" for chunk in chunks for c in chunk.choices if c.index == i) for i in (0, 1)]
     messages = json.loads(str(a["gen_ai.output.messages"]))
     assert [m["parts"] for m in messages] == [[{"type": "text", "content": t}] for t in texts]
+    # Choice 1's finish is unknown: no ``error`` (a cut stream's), which the ``exhausted`` end would contradict.
+    assert messages[0]["finish_reason"] == "stop"
+    assert "finish_reason" not in messages[1]
+    assert span.status.status_code is StatusCode.UNSET

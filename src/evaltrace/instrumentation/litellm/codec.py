@@ -30,7 +30,13 @@ from evaltrace._internal.openai.accumulate import ChatAccumulator, _ChoiceBuffer
 from evaltrace._internal.openai.parts import field, reasoning_part
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import chat_outcome, chat_summary
-from evaltrace.instrumentation.litellm.extras import add_redacted, redacted_count, reported_usage
+from evaltrace.instrumentation.litellm.extras import (
+    add_redacted,
+    drop_unknown_finishes,
+    finish_dropped,
+    redacted_count,
+    reported_usage,
+)
 from evaltrace.instrumentation.litellm.providers import PROVIDER_NAMES as PROVIDER_NAMES
 from evaltrace.instrumentation.litellm.providers import Server as Server
 
@@ -232,17 +238,17 @@ class LiteLLMChatAccumulator(ChatAccumulator):
 
         With ``n`` > 1 LiteLLM yields the first choice's finish chunk only (it keeps one finish reason per stream,
         ``received_finish_reason``) and drops the others': a stream whose chunks finished a choice and which LiteLLM
-        saw finish was read to its end (a stream that never finished raises LiteLLM's own error instead). The
-        dropped finish reasons are not invented (see docs/providers/litellm.md).
+        saw finish ended as LiteLLM ends it (see ``extras.finish_dropped``). The dropped finish reasons are not
+        invented (see docs/providers/litellm.md).
         """
         reason = ChatAccumulator.end_reason(self)
-        if (
-            reason == sc.STREAM_END_TRUNCATED
-            and getattr(self.source, "received_finish_reason", None) is not None
-            and any(c.finish_reason is not None for c in self.choices.values())
-        ):
+        if reason == sc.STREAM_END_TRUNCATED and finish_dropped(self.source, self._finishes()):
             return sc.STREAM_END_EXHAUSTED
         return reason
+
+    def _finishes(self) -> list[Any]:
+        """Each choice's finish reason (None: none arrived), in choice order."""
+        return [self.choices[i].finish_reason for i in sorted(self.choices)]
 
     def _stream_usage(self) -> None:
         """Take the usage LiteLLM kept from the caller (no usage chunk folded) as the stream's, once."""
@@ -431,6 +437,9 @@ class LiteLLMChatAccumulator(ChatAccumulator):
         if self.stream is not None:
             self._stream_usage()
         result = ChatAccumulator.outcome(self)
+        finishes = self._finishes()
+        if finish_dropped(self.source, finishes):
+            drop_unknown_finishes(result.output_messages, finishes)
         if self.redacted is not None:
             for index, message in zip(sorted(self.choices), result.output_messages or (), strict=False):
                 add_redacted(message, self.redacted.get(index, 0))
