@@ -19,7 +19,7 @@ from evaltrace._internal.openai.accumulate import ChatAccumulator, _ChoiceBuffer
 from evaltrace._internal.openai.parts import Message, Part, assistant_parts, field, output_message, text_part
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import chat_usage
-from evaltrace.instrumentation.litellm.extras import reported_usage
+from evaltrace.instrumentation.litellm.extras import drop_unknown_finishes, finish_dropped, reported_usage
 
 Attributes = dict[str, Any]
 
@@ -101,11 +101,27 @@ class TextAccumulator(ChatAccumulator):
     stream reads LiteLLM's chat stream through a generator of its own).
     """
 
-    __slots__ = ("stream",)
+    __slots__ = ("source", "stream")
 
     def __init__(self, stream: Any = None) -> None:
         ChatAccumulator.__init__(self)
         self.stream = stream
+        self.source = stream  # kept after ``stream`` is read, for ``end_reason``
+
+    def end_reason(self) -> str:
+        """The chat stream's end reason, LiteLLM's own finish standing for the choices whose finish it dropped.
+
+        As for chat (``LiteLLMChatAccumulator.end_reason``): the text stream is LiteLLM's chat stream converted
+        chunk by chunk, with choice 0's finish chunk only when ``n`` > 1. An async stream's chat stream is not
+        reachable (LiteLLM reads it in a generator of its own): there an ``n`` > 1 stream stays ``truncated``.
+        """
+        reason = ChatAccumulator.end_reason(self)
+        if reason == sc.STREAM_END_TRUNCATED and finish_dropped(self.source, self._finishes()):
+            return sc.STREAM_END_EXHAUSTED
+        return reason
+
+    def _finishes(self) -> list[Any]:
+        return [self.choices[i].finish_reason for i in sorted(self.choices)]
 
     def add(self, chunk: Any) -> bool:
         """Fold one chunk in; True when it has a choice."""
@@ -144,7 +160,11 @@ class TextAccumulator(ChatAccumulator):
     def outcome(self) -> Outcome:
         """The text of each choice, with the usage LiteLLM kept from the caller."""
         self._take_stream_usage()
-        return ChatAccumulator.outcome(self)
+        result = ChatAccumulator.outcome(self)
+        finishes = self._finishes()
+        if finish_dropped(self.source, finishes):
+            drop_unknown_finishes(result.output_messages, finishes)
+        return result
 
 
 def inner_stream(stream: Any) -> Any:
