@@ -113,10 +113,6 @@ class LiteLLMCodec(Codec):
         """The provider's error code, else the class of LiteLLM's exception (see ``error_type``)."""
         return error_type(error)
 
-    def is_stream(self, kind: Hashable, result: Any) -> bool:
-        """``stream=True``: a ``CustomStreamWrapper`` (chat), ``TextCompletionStreamWrapper`` or a Responses stream."""
-        return type(result).__name__ in _STREAM_TYPES or responses.is_stream(result)
-
     def accumulator(self, kind: Hashable) -> Accumulator:
         """OpenAI's chat accumulator, LiteLLM-tolerant (text completions: ``text.TextAccumulator``)."""
         if isinstance(kind, Route) and kind.function in TEXT_FUNCTIONS:
