@@ -437,9 +437,11 @@ class LiteLLMChatAccumulator(ChatAccumulator):
         if self.stream is not None:
             self._stream_usage()
         result = ChatAccumulator.outcome(self)
-        finishes = self._finishes()
-        if finish_dropped(self.source, finishes):
-            drop_unknown_finishes(result.output_messages, finishes)
+        # Only a choice without a finish has one to leave out: counted, no list built per stream otherwise.
+        if len(result.finish_reasons) < len(self.choices):
+            finishes = self._finishes()
+            if finish_dropped(self.source, finishes):
+                drop_unknown_finishes(result.output_messages, finishes)
         if self.redacted is not None:
             for index, message in zip(sorted(self.choices), result.output_messages or (), strict=False):
                 add_redacted(message, self.redacted.get(index, 0))

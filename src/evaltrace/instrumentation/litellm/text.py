@@ -161,9 +161,11 @@ class TextAccumulator(ChatAccumulator):
         """The text of each choice, with the usage LiteLLM kept from the caller."""
         self._take_stream_usage()
         result = ChatAccumulator.outcome(self)
-        finishes = self._finishes()
-        if finish_dropped(self.source, finishes):
-            drop_unknown_finishes(result.output_messages, finishes)
+        # Only a choice without a finish has one to leave out: counted, no list built per stream otherwise.
+        if len(result.finish_reasons) < len(self.choices):
+            finishes = self._finishes()
+            if finish_dropped(self.source, finishes):
+                drop_unknown_finishes(result.output_messages, finishes)
         return result
 
 
