@@ -133,6 +133,72 @@ async def test_a_stream_without_include_usage_records_a_usage_chunk_sent_after_t
     assert usage["gen_ai.usage.cache_read.input_tokens"] == 0
 
 
+def _token_sums(reader: Any) -> dict[str, int]:
+    """The ``gen_ai.client.token.usage`` histogram's sums by ``gen_ai.token.type``."""
+    data = reader.get_metrics_data()
+    sums: dict[str, int] = {}
+    for rm in data.resource_metrics if data else ():
+        for sm in rm.scope_metrics:
+            for metric in sm.metrics:
+                if metric.name == "gen_ai.client.token.usage":
+                    for point in metric.data.data_points:
+                        kind = str(point.attributes["gen_ai.token.type"])
+                        sums[kind] = sums.get(kind, 0) + int(point.sum)
+    return sums
+
+
+@pytest.mark.parametrize("sampled", [True, False])
+@pytest.mark.parametrize("include_usage", [False, True])
+@pytest.mark.parametrize("name", ["stream_thinking_tokens.sse", "openai"])
+async def test_a_streams_token_metrics_are_the_usage_the_provider_sent(
+    name: str,
+    include_usage: bool,
+    sampled: bool,
+    instrumented: LiteLLMInstrumentor,
+    is_async: bool,
+    provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+) -> None:
+    """The token usage metric of a stream counts what its span records, with or without ``include_usage``.
+
+    The metric reads the stream's summary, not its outcome: without ``include_usage`` both must take the usage
+    LiteLLM kept from the caller (Anthropic's, reported at the message's start and end; OpenAI's last chunk). A span
+    the sampler drops records nothing, and its outcome is never built: the metric still counts the tokens.
+    """
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+
+    reader = InMemoryMetricReader()
+    instrumented.uninstrument()
+    tracing = provider if sampled else TracerProvider(sampler=ALWAYS_OFF)
+    LiteLLMInstrumentor().instrument(meter_provider=MeterProvider(metric_readers=[reader]), tracer_provider=tracing)
+    options: dict[str, Any] = {"stream_options": {"include_usage": True}} if include_usage else {}
+    if name == "openai":
+        replies, model, base = (
+            load_cassette(OPENAI / "test_chat_completion_streaming.yaml"),
+            "openai/gpt-4o-mini",
+            "/v1",
+        )
+    else:
+        replies, model, base = [_anthropic(name)], CLAUDE, ""
+    try:
+        with ReplayServer(replies) as server:
+            stream = await _complete(is_async, model=model, api_base=server.url + base, max_tokens=1024, stream=True,
+                                     **options)  # fmt: skip
+            await _drain(stream, is_async)
+    finally:
+        LiteLLMInstrumentor().uninstrument()
+    expected = (32 + 1200, 190) if name != "openai" else (12, 5)
+    if sampled:
+        (span,) = exporter.get_finished_spans()
+        usage = _usage(span)
+        assert (usage["gen_ai.usage.input_tokens"], usage["gen_ai.usage.output_tokens"]) == expected
+    else:
+        assert exporter.get_finished_spans() == ()
+    assert _token_sums(reader) == {"input": expected[0], "output": expected[1]}
+
+
 async def test_a_stream_whose_provider_sent_no_usage_records_none(
     is_async: bool, exporter: InMemorySpanExporter
 ) -> None:
@@ -175,6 +241,24 @@ async def test_top_k_is_recorded(is_async: bool, exporter: InMemorySpanExporter)
     (span,) = exporter.get_finished_spans()
     assert span.attributes is not None
     assert span.attributes["gen_ai.request.top_k"] == 5
+
+
+@pytest.mark.parametrize(("given", "recorded"), [(5.0, 5), (2.5, 2.5), (True, None)])
+async def test_a_float_top_k_is_recorded_as_an_int_when_whole(
+    given: float, recorded: float | None, is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """``gen_ai.request.top_k`` is an int (conventions' main): a whole float is one; any other is kept as sent.
+
+    A bool is no count of tokens (``True == 1`` in Python): not recorded.
+    """
+    with ReplayServer([_anthropic("text.json")]) as server:
+        await _complete(is_async, model=CLAUDE, api_base=server.url, max_tokens=64, top_k=given)
+        assert server.received[0].json()["top_k"] == given  # LiteLLM sent it as given
+    (span,) = exporter.get_finished_spans()
+    assert span.attributes is not None
+    value = span.attributes.get("gen_ai.request.top_k")
+    assert value == recorded
+    assert type(value) is type(recorded)
 
 
 @pytest.mark.parametrize("model", ["openai/gpt-4o-mini", CLAUDE])
@@ -288,3 +372,29 @@ def test_a_usage_total_that_fails_leaves_no_usage_rather_than_raising(monkeypatc
     monkeypatch.setattr(extras, "_total_usage", lambda: broken)
     stream = SimpleNamespace(chunks=[SimpleNamespace(usage=object())])
     assert extras.reported_usage(stream) is None
+
+
+async def test_an_n_2_stream_whose_finish_litellm_dropped_still_ended(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """LiteLLM yields choice 0's finish chunk only: the stream still ended; choice 1's finish is not invented."""
+    item = load_cassette(OPENAI / "test_chat_completion_multiple_choices_streaming.yaml")[0]
+    request = item.request_json()
+    with ReplayServer([item]) as server:
+        stream = await _complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", n=2, stream=True,
+                                 messages=request["messages"], stream_options={"include_usage": True})  # fmt: skip
+        chunks = await _drain(stream, is_async)
+    finishes = [(c.index, c.finish_reason) for chunk in chunks for c in chunk.choices if c.finish_reason]
+    assert finishes == [(0, "stop")]  # the recording finishes both choices; LiteLLM yields one
+    (span,) = exporter.get_finished_spans()
+    a = span.attributes
+    assert a is not None
+    assert a["evaltrace.stream.end_reason"] == "exhausted"
+    assert a["gen_ai.response.finish_reasons"] == ("stop",)  # choice 1's: unknown, not invented
+    texts = ["".join(c.delta.content or "" for chunk in chunks for c in chunk.choices if c.index == i) for i in (0, 1)]
+    messages = json.loads(str(a["gen_ai.output.messages"]))
+    assert [m["parts"] for m in messages] == [[{"type": "text", "content": t}] for t in texts]
+    # Choice 1's finish is unknown: no ``error`` (a cut stream's), which the ``exhausted`` end would contradict.
+    assert messages[0]["finish_reason"] == "stop"
+    assert "finish_reason" not in messages[1]
+    assert span.status.status_code is StatusCode.UNSET

@@ -113,6 +113,9 @@ COHERE_USAGE_TOKENS_OUTPUT: Final = "cohere.usage.tokens.output_tokens"
 COHERE_USAGE_CACHED_TOKENS: Final = "cohere.usage.cached_tokens"
 # Mistral FIM: the code after the gap (the prompt is the code before it, in gen_ai.input.messages). Content.
 MISTRAL_FIM_SUFFIX: Final = "mistral.fim.suffix"
+# LiteLLM ``Router``: the model name the application called (``model_list[i].model_name``, an alias of one or more
+# deployments); gen_ai.request.model is the deployment's own model, which the Router sent.
+LITELLM_ROUTER_MODEL_GROUP: Final = "litellm.router.model_group"
 
 # --- Google Gen AI-specific -------------------------------------------------------------------------------
 # A prompt the API refused (``prompt_feedback.block_reason``: SAFETY, BLOCKLIST, PROHIBITED_CONTENT...), verbatim.

@@ -189,14 +189,15 @@ def responses_failure(response: Any) -> tuple[str, str] | None:
 
     The API reports such a failure in the body (HTTP 200, or a ``response.failed`` stream event) and the SDK
     raises nothing, so this is the only sign that the call failed (conventions.md 1.2): ``error.type`` is the
-    provider's error code, else ``_OTHER``.
+    provider's error code, else ``_OTHER``. The error is read as an object (openai's ``ResponseError``) or a dict
+    (LiteLLM's ``ResponsesAPIResponse.error``).
     """
     if getattr(response, "status", None) != "failed":
         return None
     error = getattr(response, "error", None)
-    code = getattr(error, "code", None)
+    code = get(error, "code")
     error_type = code if isinstance(code, str) and code else sc.ERROR_TYPE_OTHER
-    message = getattr(error, "message", None)
+    message = get(error, "message")
     return error_type, f"{error_type}: {message}" if message else error_type
 
 

@@ -1,11 +1,13 @@
-"""LiteLLM auto-instrumentation: ``litellm.completion`` / ``acompletion`` as GenAI spans of the provider behind them.
+"""LiteLLM auto-instrumentation: chat, embeddings and text completions as GenAI spans of the provider behind them.
 
-Each call makes one ``chat {model}`` span whose ``gen_ai.provider.name`` is the provider LiteLLM routes the model
-to (``litellm.get_llm_provider``: ``groq/llama3-8b-8192`` -> ``groq``, ``mistral/...`` -> ``mistral_ai``), with
-the server from ``api_base``. Streams (``stream=True``, LiteLLM's ``CustomStreamWrapper``, sync and async) end the
-span when they end. When the provider's own SDK is instrumented too (``instrument_openai()`` and LiteLLM calling
-the openai client), the LiteLLM span is the one kept: the engine marks the call as traced, so the inner SDK call
-makes no second span. See docs/providers/litellm.md.
+Each ``completion`` call makes one ``chat {model}`` span whose ``gen_ai.provider.name`` is the provider LiteLLM
+routes the model to (``litellm.get_llm_provider``: ``groq/llama3-8b-8192`` -> ``groq``, ``mistral/...`` ->
+``mistral_ai``), with the server from ``api_base``. Streams (``stream=True``, LiteLLM's ``CustomStreamWrapper``,
+sync and async) end the span when they end. ``embedding`` / ``aembedding`` make ``embeddings {model}`` spans,
+``text_completion`` / ``atext_completion`` ``text_completion {model}`` spans, ``responses`` / ``aresponses``
+(LiteLLM's Responses API) ``chat {model}`` spans, streamed too. When the provider's
+own SDK is instrumented too (``instrument_openai()`` and LiteLLM calling the openai client), the LiteLLM span is
+the one kept: the engine marks the call as traced, so the inner SDK call makes no second span. See docs/providers/litellm.md.
 
 Example:
     >>> from evaltrace.instrumentation.litellm import instrument_litellm, uninstrument_litellm
@@ -24,7 +26,7 @@ __all__ = ["LiteLLMInstrumentor", "instrument_litellm", "uninstrument_litellm"]
 
 
 class LiteLLMInstrumentor(EngineInstrumentor):
-    """Traces ``litellm.completion`` and ``litellm.acompletion`` (plain and ``stream=True``).
+    """Traces LiteLLM's ``completion``, ``embedding``, ``text_completion`` and ``responses`` (and their async twins).
 
     Example:
         >>> LiteLLMInstrumentor().instrument()  # doctest: +SKIP
@@ -36,11 +38,11 @@ class LiteLLMInstrumentor(EngineInstrumentor):
 
     instruments = ("litellm >= 1.50",)
     endpoints = ENDPOINTS
-    codec = "evaltrace.instrumentation.litellm.codec:CODEC"
+    codec = "evaltrace.instrumentation.litellm.hooks:CODEC"
 
 
 def instrument_litellm(**kwargs: Any) -> LiteLLMInstrumentor:
-    """Trace every ``litellm.completion`` / ``acompletion`` call (idempotent); return the instrumentor.
+    """Trace every LiteLLM chat, embeddings, text completion and Responses call (idempotent); return the instrumentor.
 
     Args:
         **kwargs: ``tracer_provider`` and/or ``meter_provider`` to use instead of the defaults.
@@ -49,5 +51,5 @@ def instrument_litellm(**kwargs: Any) -> LiteLLMInstrumentor:
 
 
 def uninstrument_litellm() -> None:
-    """Restore ``litellm.completion`` / ``acompletion`` (no-op when not instrumented)."""
+    """Restore LiteLLM's traced functions (no-op when not instrumented)."""
     LiteLLMInstrumentor().uninstrument()

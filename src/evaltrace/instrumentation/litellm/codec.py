@@ -1,9 +1,12 @@
 """Pure: a ``litellm.completion`` / ``acompletion`` call -> request attributes, and its response -> ``Outcome``.
 
+Embeddings, text completions and Responses are read in their own modules; ``LiteLLMCodec``
+(:mod:`~evaltrace.instrumentation.litellm.hooks`, the engine's hooks) dispatches on the function called.
+
 LiteLLM speaks OpenAI's Chat Completions shape whatever the provider behind it: the request keywords, the
 ``ModelResponse`` and the streamed ``ModelResponseStream`` chunks are OpenAI-shaped, so the OpenAI codec's
 functions read them (``request_attributes``, ``chat_outcome``, ``ChatAccumulator``). What LiteLLM adds is read here
-(the provider and server in :mod:`~evaltrace.instrumentation.litellm.providers`, re-exported here):
+(the provider and server in :mod:`~evaltrace.instrumentation.litellm.providers`):
 
 * the provider behind the model: ``litellm.get_llm_provider`` (``"groq/llama3-8b-8192"`` -> ``groq``), named as
   OTel's ``gen_ai.provider.name`` (``mistral`` -> ``mistral_ai``, ``gemini`` -> ``gcp.gemini``...);
@@ -16,11 +19,10 @@ functions read them (``request_attributes``, ``chat_outcome``, ``ChatAccumulator
 from __future__ import annotations
 
 import functools
-from collections.abc import Hashable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from evaltrace._internal import semconv as sc
-from evaltrace._internal.engine.codec import PLAIN, Accumulator, Codec, Endpoint, add_each, chunk_failed, plain_fields
+from evaltrace._internal.engine.codec import add_each, chunk_failed, plain_fields
 from evaltrace._internal.engine.errortype import error_type_of
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai import build
@@ -28,14 +30,15 @@ from evaltrace._internal.openai.accumulate import ChatAccumulator, _ChoiceBuffer
 from evaltrace._internal.openai.parts import field, reasoning_part
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import chat_outcome, chat_summary
-from evaltrace.instrumentation.litellm.endpoints import COMPLETION
-from evaltrace.instrumentation.litellm.extras import add_redacted, redacted_count, reported_usage
+from evaltrace.instrumentation.litellm.extras import (
+    add_redacted,
+    drop_unknown_finishes,
+    finish_dropped,
+    redacted_count,
+    reported_usage,
+)
 from evaltrace.instrumentation.litellm.providers import PROVIDER_NAMES as PROVIDER_NAMES
-from evaltrace.instrumentation.litellm.providers import UNKNOWN_PROVIDER, bind, resolve
 from evaltrace.instrumentation.litellm.providers import Server as Server
-
-if TYPE_CHECKING:
-    from evaltrace._internal.engine.call import Call
 
 Attributes = dict[str, Any]
 
@@ -222,12 +225,30 @@ class LiteLLMChatAccumulator(ChatAccumulator):
     yield (see ``extras.reported_usage``); None when the chunks come from elsewhere.
     """
 
-    __slots__ = ("redacted", "stream")
+    __slots__ = ("redacted", "source", "stream")
 
     def __init__(self, stream: Any = None) -> None:
         ChatAccumulator.__init__(self)  # not ``super()``: one frame less per stream (benchmarks/budgets.toml)
         self.stream = stream
+        self.source = stream  # kept after ``stream`` is read, for ``end_reason``
         self.redacted: dict[Any, int] | None = None  # redacted thinking blocks per choice index, once one arrives
+
+    def end_reason(self) -> str:
+        """OpenAI's end reason, except that LiteLLM's own finish stands for the choices whose finish it dropped.
+
+        With ``n`` > 1 LiteLLM yields the first choice's finish chunk only (it keeps one finish reason per stream,
+        ``received_finish_reason``) and drops the others': a stream whose chunks finished a choice and which LiteLLM
+        saw finish ended as LiteLLM ends it (see ``extras.finish_dropped``). The dropped finish reasons are not
+        invented (see docs/providers/litellm.md).
+        """
+        reason = ChatAccumulator.end_reason(self)
+        if reason == sc.STREAM_END_TRUNCATED and finish_dropped(self.source, self._finishes()):
+            return sc.STREAM_END_EXHAUSTED
+        return reason
+
+    def _finishes(self) -> list[Any]:
+        """Each choice's finish reason (None: none arrived), in choice order."""
+        return [self.choices[i].finish_reason for i in sorted(self.choices)]
 
     def _stream_usage(self) -> None:
         """Take the usage LiteLLM kept from the caller (no usage chunk folded) as the stream's, once."""
@@ -416,76 +437,13 @@ class LiteLLMChatAccumulator(ChatAccumulator):
         if self.stream is not None:
             self._stream_usage()
         result = ChatAccumulator.outcome(self)
+        # Only a choice without a finish has one to leave out: counted, no list built per stream otherwise.
+        if len(result.finish_reasons) < len(self.choices):
+            finishes = self._finishes()
+            if finish_dropped(self.source, finishes):
+                drop_unknown_finishes(result.output_messages, finishes)
         if self.redacted is not None:
             for index, message in zip(sorted(self.choices), result.output_messages or (), strict=False):
                 add_redacted(message, self.redacted.get(index, 0))
         _add_cache_writes(result, self.usage)
         return result
-
-
-# --- the engine's hooks ---------------------------------------------------------------------------------
-
-
-class Route(NamedTuple):
-    """The kind of a LiteLLM call: the function called and the provider LiteLLM sends it to (part of the shape)."""
-
-    function: str
-    provider: str
-
-
-class LiteLLMCodec(Codec):
-    """``litellm.completion`` / ``acompletion``, named after the provider LiteLLM routes each model to."""
-
-    provider = UNKNOWN_PROVIDER
-    label = "LiteLLM"
-
-    def operation(self, kind: Hashable) -> str:
-        """Every traced function is a chat completion."""
-        return sc.OP_CHAT
-
-    def route(self, endpoint: Endpoint, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Name positional arguments; resolve the provider and server of the call (see ``resolve``)."""
-        params = bind(args, kwargs)
-        provider, server = resolve(params)
-        return Route(str(endpoint.kind), provider), params, server
-
-    def provider_of(self, kind: Hashable, model: str | None, host: str | None) -> str:
-        """The provider ``route`` resolved (the span's shape is cached per ``Route``, which names it)."""
-        return kind.provider if isinstance(kind, Route) else UNKNOWN_PROVIDER
-
-    def request_attributes(self, kind: Hashable, params: dict[str, Any], capture: bool, max_len: int) -> Attributes:
-        """OpenAI-shaped request attributes."""
-        return request_attributes(params, capture, max_len)
-
-    def outcome(self, kind: Hashable, result: Any, capture: bool) -> Outcome:
-        """A ``ModelResponse``."""
-        return outcome(result, capture)
-
-    def summary(self, kind: Hashable, result: Any) -> Summary:
-        """Model and token counts of a ``ModelResponse``."""
-        return chat_summary(result)
-
-    def error_type(self, error: BaseException) -> str:
-        """The provider's error code, else the class of LiteLLM's exception (see ``error_type``)."""
-        return error_type(error)
-
-    def is_stream(self, kind: Hashable, result: Any) -> bool:
-        """``stream=True``: a ``CustomStreamWrapper``."""
-        return type(result).__name__ == "CustomStreamWrapper"
-
-    def accumulator(self, kind: Hashable) -> Accumulator:
-        """OpenAI's chat accumulator, LiteLLM-tolerant."""
-        return LiteLLMChatAccumulator()
-
-    def finish_special(self, call: Call, kind: Hashable, result: Any) -> Any:
-        """A stream is proxied sync after ``completion``, async after ``acompletion``.
-
-        LiteLLM's stream class is both a sync and an async iterator, so its class cannot tell.
-        """
-        if not self.is_stream(kind, result):
-            return PLAIN
-        is_async = not (isinstance(kind, Route) and kind.function == COMPLETION)
-        return call.stream(result, LiteLLMChatAccumulator(result), is_async=is_async)
-
-
-CODEC = LiteLLMCodec()

@@ -70,3 +70,29 @@ def reported_usage(stream: Any) -> Any:
         return total(chunks=chunks)
     except Exception:  # LiteLLM's streaming internals, not a public API: no total beats losing the whole record
         return None
+
+
+def finish_dropped(source: Any, finishes: list[Any]) -> bool:
+    """Whether LiteLLM ended an ``n`` > 1 stream past choices whose finish chunk it dropped.
+
+    ``source``: LiteLLM's ``CustomStreamWrapper`` (None when unknown); ``finishes``: each folded choice's finish
+    reason. LiteLLM keeps one finish reason per stream (``received_finish_reason``) and yields only the finish chunk
+    of the choice that set it; once it has one it ends the stream at the next chunk without content, so the choices
+    left without a finish are not known to have finished, nor to have been cut: their finish is unknown. True when
+    LiteLLM saw a finish, some choice carries one and some choice none.
+    """
+    if getattr(source, "received_finish_reason", None) is None:
+        return False
+    return any(f is not None for f in finishes) and any(f is None for f in finishes)
+
+
+def drop_unknown_finishes(messages: list[dict[str, Any]] | None, finishes: list[Any]) -> None:
+    """Leave the finish reason out of the output messages of the choices whose finish LiteLLM dropped.
+
+    The shared ``output_message`` writes ``error`` for a missing finish (a cut stream's), which would contradict the
+    stream's ``exhausted`` end; the v1.41 schema requires the field but the conventions' main deprecates it for
+    ``gen_ai.response.finish_reasons``, which holds the finishes that arrived. ``finishes`` in the messages' order.
+    """
+    for message, finish in zip(messages or (), finishes, strict=False):
+        if finish is None:
+            message.pop("finish_reason", None)

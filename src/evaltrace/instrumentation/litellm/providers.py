@@ -1,7 +1,7 @@
 """Where a ``litellm.completion`` call goes: its arguments by name, the provider and server LiteLLM routes it to.
 
-Split from :mod:`evaltrace.instrumentation.litellm.codec` (which re-exports these names): read once per call by
-``LiteLLMCodec.route``, and cached per (model, ``custom_llm_provider``, ``api_base``).
+Read once per call by ``LiteLLMCodec.route`` (:mod:`evaltrace.instrumentation.litellm.hooks`), and cached per
+(model, ``custom_llm_provider``, ``api_base``).
 """
 
 from __future__ import annotations
@@ -56,11 +56,41 @@ _DEFAULT_HOSTS: dict[str, Server] = {
 UNKNOWN_PROVIDER = "litellm"  # a model LiteLLM cannot place (the call then fails in LiteLLM itself)
 
 
-def bind(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The call's arguments by name (``completion(model, messages, ...)`` takes both positionally too)."""
-    params = dict(zip(("model", "messages"), args, strict=False))
+# The leading parameters of each traced function, which callers may pass positionally.
+_POSITIONAL = {
+    "embedding": ("model", "input"),
+    "aembedding": ("model", "input"),
+    "text_completion": ("prompt", "model"),  # LiteLLM's order: the prompt first
+    "atext_completion": ("prompt", "model"),
+    "responses": ("input", "model"),  # the Responses API's order
+    "aresponses": ("input", "model"),
+}
+_CHAT_POSITIONAL = ("model", "messages")
+
+
+def bind(args: tuple[Any, ...], kwargs: dict[str, Any], function: str = "completion") -> dict[str, Any]:
+    """The call's arguments by name, those given positionally included.
+
+    ``completion(model, messages, ...)``, ``embedding(model, input, ...)``, ``text_completion(prompt, model, ...)``.
+    """
+    params = dict(zip(_POSITIONAL.get(function, _CHAT_POSITIONAL), args, strict=False))
     params.update(kwargs)
     return params
+
+
+def model_group(params: dict[str, Any]) -> str | None:
+    """The ``Router`` model name (alias) a call was sent for, from the metadata the Router adds; None if no Router.
+
+    ``Router.completion(model="my-alias")`` picks a deployment of ``model_list`` and calls ``litellm.completion``
+    with the deployment's own model, naming the alias in ``metadata["model_group"]`` (``litellm_metadata`` for the
+    calls whose ``metadata`` goes to the provider).
+    """
+    for key in ("metadata", "litellm_metadata"):
+        metadata = params.get(key)
+        group = metadata.get("model_group") if isinstance(metadata, dict) else None
+        if isinstance(group, str) and group:
+            return group
+    return None
 
 
 def resolve(params: dict[str, Any]) -> tuple[str, Server]:
