@@ -1,0 +1,104 @@
+"""Pure: the sources a provider retrieved for an answer, as the text chunks a RAG evaluator judges against.
+
+Shared by the trace mapping (a Gemini answer's grounding ``search_result`` parts) and by the evaluators' context
+(:func:`evaltrace.evaluators._base.context_chunks`, for the results of the provider's own retrieval tools: web
+search, web fetch, file search). A source is one chunk: ``title - url`` on a first line when it has either, then
+its text. A source without text (Google Search grounding gives only a title and a URI; a URL-context fetch only its
+URL and status) is no chunk: a faithfulness judge shown a bare URI would call every claim unsupported, so a
+trace whose sources all lack text has no context, and the RAG evaluators skip it, saying so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+PROVIDER_SOURCES = "provider_sources"
+"""The ``Trace.extra`` key of the sources the mapping found in the model calls' outputs (absent when none)."""
+
+# Where a source's text is, in the order read: Gemini/Anthropic/Bedrock ``search_result`` parts hold ``content``,
+# Groq compound and most search APIs ``content``, OpenAI file search ``text``, others a ``snippet``.
+_TEXT_KEYS = ("content", "text", "snippet", "page_content")
+# Where it came from: ``source`` in ``search_result`` parts, ``url`` / ``uri`` elsewhere.
+_URL_KEYS = ("url", "uri", "source")
+# Keys whose values are never sources: the answer's own segments a source supports (the model's words, not the
+# source's), and a rendered search-suggestions chip (HTML).
+_NOT_SOURCES = frozenset({"citations", "rendered_content"})
+# A server tool result is retrieval when its type names one of these (``web_search_tool_result``,
+# ``web_fetch_tool_result``, ``file_search_call``, ``google_search``, ``search``, ``url_context``, ``retrieval``,
+# ``browser_search``...). Code execution is not: its output is what the model computed, not a source it was shown.
+_RETRIEVAL_MARKS = ("search", "fetch", "retriev", "url_context", "browse")
+# Groq compound's search ``output``: its results as text, each ``Title: / URL: / Content: / Score:`` lines, a blank
+# line between two. Split there, each block is one source; a block of another shape stays as it is.
+_BLOCK_START = re.compile(r"\n\s*\n(?=Title: )")
+_BLOCK = re.compile(r"Title: (?P<title>[^\n]*)\nURL: (?P<url>[^\n]*)\nContent: (?P<content>.*?)(?:\nScore: [-+.\deE]+)?\s*")
+_MAX_DEPTH = 8  # a result nests its sources a few levels down at most; a deeper value is not walked
+
+
+def source_chunk(entry: dict[str, Any]) -> str | None:
+    """One source (an object with a text and maybe a title and URL) as a chunk; None when it has no text."""
+    text = next((v.strip() for k in _TEXT_KEYS if isinstance(v := entry.get(k), str) and v.strip()), None)
+    if text is None:
+        return None
+    title = entry.get("title")
+    url = next((v for k in _URL_KEYS if isinstance(v := entry.get(k), str) and v), None)
+    header = " - ".join(v for v in (title if isinstance(title, str) else None, url) if v)
+    return f"{header}\n{text}" if header else text
+
+
+def sources_in(value: Any, out: list[str], depth: int = 0) -> None:
+    """Append to ``out`` the chunk of every source found in ``value`` (a result object or list), in order."""
+    if depth > _MAX_DEPTH:
+        return
+    if isinstance(value, dict):
+        chunk = source_chunk(value)
+        if chunk is not None:
+            out.append(chunk)
+            return
+        for key, item in value.items():
+            if key not in _NOT_SOURCES and isinstance(item, dict | list):
+                sources_in(item, out, depth + 1)
+    elif isinstance(value, list):
+        for item in value:
+            sources_in(item, out, depth + 1)
+
+
+def is_retrieval(kind: Any) -> bool:
+    """Whether a server tool's type (``web_search_tool_result``, ``file_search``...) names a retrieval tool."""
+    if not isinstance(kind, str):
+        return False
+    kind = kind.lower()
+    return any(mark in kind for mark in _RETRIEVAL_MARKS)
+
+
+def retrieval_result_chunks(result: dict[str, Any]) -> list[str]:
+    """The chunks of a retrieval server tool's result: each source with text, or the ``output`` text it was given.
+
+    Groq compound records a search's ``output`` (the results as the model read them) when it has one, else its
+    ``search_results``; the others hold their results as a list of sources under ``response`` or a key of their own.
+    """
+    output = result.get("output")
+    if isinstance(output, str) and output.strip():
+        return output_chunks(output)
+    out: list[str] = []
+    for key, item in result.items():
+        if key not in _NOT_SOURCES and isinstance(item, dict | list):
+            sources_in(item, out)
+    return out
+
+
+def output_chunks(output: str) -> list[str]:
+    """A search tool's text output as chunks: one per ``Title: / URL: / Content:`` block, else the whole text."""
+    chunks: list[str] = []
+    for block in _BLOCK_START.split(output.strip()):
+        match = _BLOCK.fullmatch(block.strip())
+        chunk = source_chunk(match.groupdict()) if match is not None else (block.strip() or None)
+        if chunk is not None:
+            chunks.append(chunk)
+    return chunks
+
+
+def unique(chunks: Iterable[str]) -> list[str]:
+    """``chunks`` without repeats, first occurrence kept (two steps grounded on one source give it once)."""
+    return list(dict.fromkeys(chunks))
