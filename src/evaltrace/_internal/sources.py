@@ -32,7 +32,9 @@ _RETRIEVAL_MARKS = ("search", "fetch", "retriev", "url_context", "browse")
 # Groq compound's search ``output``: its results as text, each ``Title: / URL: / Content: / Score:`` lines, a blank
 # line between two. Split there, each block is one source; a block of another shape stays as it is.
 _BLOCK_START = re.compile(r"\n\s*\n(?=Title: )")
-_BLOCK = re.compile(r"Title: (?P<title>[^\n]*)\nURL: (?P<url>[^\n]*)\nContent: (?P<content>.*?)(?:\nScore: [-+.\deE]+)?\s*")
+_BLOCK = re.compile(
+    r"Title: (?P<title>[^\n]*)\nURL: (?P<url>[^\n]*)\nContent: (?P<content>.*?)(?:\nScore: [-+.\deE]+)?\s*", re.S
+)
 _MAX_DEPTH = 8  # a result nests its sources a few levels down at most; a deeper value is not walked
 
 
