@@ -20,6 +20,8 @@ PROVIDER_SOURCES = "provider_sources"
 # Where a source's text is, in the order read: Gemini/Anthropic/Bedrock ``search_result`` parts hold ``content``,
 # Groq compound and most search APIs ``content``, OpenAI file search ``text``, others a ``snippet``.
 _TEXT_KEYS = ("content", "text", "snippet", "page_content")
+# What it is called: a title, else (OpenAI file search) the file's name.
+_TITLE_KEYS = ("title", "filename")
 # Where it came from: ``source`` in ``search_result`` parts, ``url`` / ``uri`` elsewhere.
 _URL_KEYS = ("url", "uri", "source")
 # Keys whose values are never sources: the answer's own segments a source supports (the model's words, not the
@@ -43,9 +45,9 @@ def source_chunk(entry: dict[str, Any]) -> str | None:
     text = next((v.strip() for k in _TEXT_KEYS if isinstance(v := entry.get(k), str) and v.strip()), None)
     if text is None:
         return None
-    title = entry.get("title")
+    title = next((v for k in _TITLE_KEYS if isinstance(v := entry.get(k), str) and v), None)
     url = next((v for k in _URL_KEYS if isinstance(v := entry.get(k), str) and v), None)
-    header = " - ".join(v for v in (title if isinstance(title, str) else None, url) if v)
+    header = " - ".join(v for v in (title, url) if v)
     return f"{header}\n{text}" if header else text
 
 
