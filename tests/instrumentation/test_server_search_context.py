@@ -28,7 +28,7 @@ from anthropic_replay import inline_client  # noqa: E402
 from groq_replay import WEB_SEARCH, WEB_SEARCH_STREAM, call_kwargs, interactions, server  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
-from test_anthropic_server_tools import ASK, MESSAGE, TOOLS  # noqa: E402
+from test_anthropic_server_tools import ASK, MCP_MESSAGE, MESSAGE, TOOLS  # noqa: E402
 
 import evaltrace  # noqa: E402
 from cassettes import Recorded, ReplayServer  # noqa: E402
@@ -131,3 +131,16 @@ async def test_an_anthropic_web_search_recorded_without_its_text_is_no_context(
         context_chunks(trace)
     result = await Faithfulness(JUDGE).evaluate(trace)
     assert result.status == "skipped"
+
+
+@pytest.mark.usefixtures("anthropic_instrumented")
+def test_a_server_tool_result_recorded_as_its_type_alone_is_no_context(exporter: InMemorySpanExporter) -> None:
+    """An MCP tool run by Anthropic: its result block is recorded as ``{"type": "mcp_tool_result"}``, nothing more."""
+    servers = [{"type": "url", "url": "https://docs.example/mcp", "name": "docs"}]
+    inline_client(MCP_MESSAGE, stream=False).beta.messages.create(
+        model=CLAUDE, max_tokens=256, messages=ASK, mcp_servers=servers
+    )
+    trace = trace_from_spans(exporter.get_finished_spans())
+    assert [r.content for r in trace.tool_results] == [{"type": "mcp_tool_result"}]
+    with pytest.raises(MissingInputError):
+        context_chunks(trace)

@@ -357,10 +357,15 @@ def _result_chunks(content: Any) -> list[str]:
     A server tool result is recorded as an object whose ``type`` names the tool: a web search, fetch or file
     search gives each source with text as a chunk, and nothing when none has text (a result recorded without its
     sources, a URL fetch's statuses: no text to judge against, where its JSON would have been one). Any other
-    result, code execution's output included, is one chunk as before: it is what the model was shown.
+    result, code execution's output included, is one chunk as before: it is what the model was shown; but one
+    recorded as its type alone (Anthropic's ``{"type": "mcp_tool_result"}``: the instrumentation keeps no content
+    of a server tool's result block) is none.
     """
-    if isinstance(content, dict) and is_retrieval(content.get("type")):
-        return retrieval_result_chunks(content)
+    if isinstance(content, dict):
+        if is_retrieval(content.get("type")):
+            return retrieval_result_chunks(content)
+        if len(content) == 1 and "type" in content:  # a result recorded as its type alone shows the judge nothing
+            return []
     text = as_text(content)
     return [text] if text else []
 
