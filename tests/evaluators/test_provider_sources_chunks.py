@@ -3,6 +3,7 @@
 A Trace read back from storage (or written by another instrumentation) may hold an OpenAI Responses
 ``file_search_call`` with its ``results`` (``{file_id, filename, score, text}``, asked with
 ``include=["file_search_call.results"]``) as a tool result: each result with text is one chunk named by its file.
+A trace stored by an earlier evaltrace holds an Anthropic server tool's result as its type alone: no chunk.
 """
 
 from __future__ import annotations
@@ -26,3 +27,16 @@ def test_a_file_search_result_gives_each_file_chunk_by_its_file_name() -> None:
         TraceMessage(role="assistant", content="Refunds are accepted within 30 days."),
     ]
     assert context_chunks(trace) == ["policy.pdf\nRefunds within 30 days."]
+
+
+def test_a_server_tool_result_stored_as_its_type_alone_is_no_chunk() -> None:
+    """What evaltrace recorded of an Anthropic server tool's result before it kept its content: only its type."""
+    trace = build_trace("Refunds are accepted within 30 days.", question="Refund window?")
+    trace.messages = [
+        TraceMessage(role="user", content="Refund window?"),
+        TraceMessage(role="assistant", tool_call=ToolCall(id="m_1", name="search_docs", arguments={})),
+        TraceMessage(role="tool", tool_call_id="m_1", content={"type": "mcp_tool_result"}),
+        TraceMessage(role="tool", content="Refund window: 30 days."),  # a result with text still counts
+        TraceMessage(role="assistant", content="Refunds are accepted within 30 days."),
+    ]
+    assert context_chunks(trace) == ["Refund window: 30 days."]

@@ -1,15 +1,18 @@
 """The results of a provider's own search tools as RAG context: one chunk per source with text, or none.
 
 Before, a server tool's result reached ``context_chunks`` as the JSON of its recorded object: Groq compound's web
-search, seventeen sources, was one chunk of JSON with scores in it; an Anthropic web search (whose result content
-is encrypted, recorded as its type alone) was the chunk ``{"type": "web_search_tool_result"}``, which a judge would
-have taken as the context the answer had to be faithful to. Now a retrieval tool's result gives each source with
-text as a chunk (``title - url`` then its text) and nothing when none has text, so the evaluators skip instead of
-judging against a marker. Code execution is not retrieval: its output stays one chunk, as any tool result.
+search, seventeen sources, was one chunk of JSON with scores in it; an Anthropic server tool's result was recorded
+as its type alone, so its chunk was ``{"type": "web_search_tool_result"}`` (or ``mcp_tool_result``...), which a judge
+would have taken as the context the answer had to be faithful to. Now a retrieval tool's result gives each source
+with text as a chunk (``title - url`` then its text) and nothing when none has text (an Anthropic web search's
+results are encrypted: the trace keeps their URLs and titles only), so the evaluators skip instead of judging
+against a marker; Anthropic's result blocks keep what the model was given (a fetched page's text, an MCP tool's
+text, a code run's output). Code execution is not retrieval: its output stays one chunk, as any tool result.
 
 Groq: the recorded compound-beta web search (tests/fixtures/groq-cassettes, provenance in its README) replayed to
-the real groq client. Anthropic: no recording holds a server tool, so the message is the one
-test_anthropic_server_tools.py validates with the SDK's own ``Message`` type, served to the real anthropic client.
+the real groq client. Anthropic: no recording holds a server tool, so the messages are validated by the SDK's own
+``Message`` / ``BetaMessage`` types and served to the real anthropic client, whole and cut into the events the API
+streams (``anthropic_replay.message_events``: a server tool's result block starts whole, as the API sends it).
 """
 
 from __future__ import annotations
@@ -134,13 +137,74 @@ async def test_an_anthropic_web_search_recorded_without_its_text_is_no_context(
 
 
 @pytest.mark.usefixtures("anthropic_instrumented")
-def test_a_server_tool_result_recorded_as_its_type_alone_is_no_context(exporter: InMemorySpanExporter) -> None:
-    """An MCP tool run by Anthropic: its result block is recorded as ``{"type": "mcp_tool_result"}``, nothing more."""
+def test_an_mcp_tool_result_anthropic_ran_is_its_text(exporter: InMemorySpanExporter) -> None:
+    """Before, the result block was recorded as ``{"type": "mcp_tool_result"}``: the context was that marker."""
     servers = [{"type": "url", "url": "https://docs.example/mcp", "name": "docs"}]
     inline_client(MCP_MESSAGE, stream=False).beta.messages.create(
         model=CLAUDE, max_tokens=256, messages=ASK, mcp_servers=servers
     )
     trace = trace_from_spans(exporter.get_finished_spans())
-    assert [r.content for r in trace.tool_results] == [{"type": "mcp_tool_result"}]
-    with pytest.raises(MissingInputError):
-        context_chunks(trace)
+    assert [r.content for r in trace.tool_results] == [
+        {"type": "mcp_tool_result", "content": "Refunds within 30 days."}
+    ]
+    assert context_chunks(trace) == ['{"content": "Refunds within 30 days.", "type": "mcp_tool_result"}']
+
+
+PAGE = "Lisbon forecast for Tuesday: sunny, 24 C, light wind from the north."
+FETCH_AND_RUN: dict[str, Any] = {
+    **MESSAGE,
+    "id": "msg_01Fetch000000000000001",
+    "content": [
+        {"type": "server_tool_use", "id": "srvtoolu_f", "name": "web_fetch",
+         "input": {"url": "https://weather.example/lisbon"}},
+        {"type": "web_fetch_tool_result", "tool_use_id": "srvtoolu_f", "content": {
+            "type": "web_fetch_result", "url": "https://weather.example/lisbon", "retrieved_at": "2026-11-30T10:00:00Z",
+            "content": {"type": "document", "title": "Lisbon forecast",
+                        "source": {"type": "text", "media_type": "text/plain", "data": PAGE}}}},
+        {"type": "server_tool_use", "id": "srvtoolu_c", "name": "code_execution",
+         "input": {"code": "print(24 * 9 / 5 + 32)"}},
+        {"type": "code_execution_tool_result", "tool_use_id": "srvtoolu_c", "content": {
+            "type": "code_execution_result", "stdout": "75.2\n", "stderr": "", "return_code": 0, "content": []}},
+        {"type": "server_tool_use", "id": "srvtoolu_e", "name": "web_fetch",
+         "input": {"url": "https://down.example/"}},
+        {"type": "web_fetch_tool_result", "tool_use_id": "srvtoolu_e",
+         "content": {"type": "web_fetch_tool_result_error", "error_code": "url_not_accessible"}},
+        {"type": "text", "text": "Sunny in Lisbon on Tuesday, 24 C (75.2 F)."},
+    ],
+}  # fmt: skip
+FETCH_TOOLS = [
+    {"type": "web_fetch_20250910", "name": "web_fetch", "max_uses": 2},
+    {"type": "code_execution_20250825", "name": "code_execution"},
+]
+
+
+def test_the_fetch_message_is_one_the_sdk_accepts() -> None:
+    from anthropic.types.beta import BetaMessage
+
+    message = BetaMessage.model_validate(FETCH_AND_RUN)
+    kinds = [b.type for b in message.content]
+    assert kinds[1::2] == ["web_fetch_tool_result", "code_execution_tool_result", "web_fetch_tool_result"]
+
+
+@pytest.mark.usefixtures("anthropic_instrumented")
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_a_page_anthropic_fetched_is_one_chunk_and_a_code_run_its_output(
+    exporter: InMemorySpanExporter, stream: bool
+) -> None:
+    """A fetched text page is the source the answer rests on; the code run's output stays one chunk of its own."""
+    answer = inline_client(FETCH_AND_RUN, stream=stream).beta.messages.create(
+        model=CLAUDE, max_tokens=1024, messages=ASK, tools=FETCH_TOOLS, stream=stream
+    )
+    if stream:
+        list(answer)
+    trace = trace_from_spans(exporter.get_finished_spans())
+    assert [r.content for r in trace.tool_results] == [
+        {"type": "web_fetch_tool_result", "url": "https://weather.example/lisbon", "title": "Lisbon forecast",
+         "content": PAGE},
+        {"type": "code_execution_tool_result", "stdout": "75.2\n", "stderr": "", "return_code": 0},
+        {"type": "web_fetch_tool_result", "error_code": "url_not_accessible"},
+    ]  # fmt: skip
+    assert context_chunks(trace) == [
+        f"Lisbon forecast - https://weather.example/lisbon\n{PAGE}",
+        '{"return_code": 0, "stderr": "", "stdout": "75.2\\n", "type": "code_execution_tool_result"}',
+    ]

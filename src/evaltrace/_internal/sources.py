@@ -86,9 +86,7 @@ def retrieval_result_chunks(result: dict[str, Any]) -> list[str]:
     if isinstance(output, str) and output.strip():
         return output_chunks(output)
     out: list[str] = []
-    for key, item in result.items():
-        if key not in _NOT_SOURCES and isinstance(item, dict | list):
-            sources_in(item, out)
+    sources_in(result, out)  # the result itself when it is one source (a web fetch's page), else what it holds
     return out
 
 

@@ -191,7 +191,7 @@ def content_part(block: Any) -> Part:
             "server_tool_call": call,
         }
     if isinstance(btype, str) and btype.endswith("_tool_result"):
-        response = {"type": btype}
+        response = _server_result(block, btype)
         return {
             "type": "server_tool_call_response",
             "id": field(block, "tool_use_id"),
@@ -211,6 +211,40 @@ def joined_content(parts: list[Part]) -> str | list[Part]:
     """Converted content blocks as one string when every one is text, else the parts themselves."""
     texts = [p.get("content") for p in parts if p.get("type") == "text"]
     return "".join(str(t) for t in texts) if len(texts) == len(parts) else parts
+
+
+def _server_result(block: Any, btype: str) -> dict[str, Any]:
+    """A server tool's result block -> its ``server_tool_call_response`` object: its type and what the model got.
+
+    A web search's results by ``url``, ``title`` and ``page_age`` (their ``encrypted_content`` is opaque, for the
+    API only: it is never recorded); a web fetch's ``url``, ``title`` and, for a text document, its text as
+    ``content`` (a PDF's bytes never); an MCP tool's text ``content`` (and ``is_error``); a code run's ``stdout``,
+    ``stderr`` and ``return_code``; an error's ``error_code``. Other blocks (newer tools) keep their type alone.
+    """
+    response: dict[str, Any] = {"type": btype}
+    content = field(block, "content")
+    error = field(content, "error_code") if not isinstance(content, list | tuple | str) else None
+    if error is not None:
+        response["error_code"] = error
+    elif btype == "web_search_tool_result" and isinstance(content, list | tuple):
+        keys = ("url", "title", "page_age")
+        response["results"] = [{k: v for k in keys if (v := field(item, k)) is not None} for item in content]
+    elif btype == "web_fetch_tool_result" and content is not None:
+        document = field(content, "content")
+        for key, value in (("url", field(content, "url")), ("title", field(document, "title"))):
+            if value is not None:
+                response[key] = value
+        text = _media_part(field(document, "source"), "document") if document is not None else None
+        if text is not None and text["type"] == "text":
+            response["content"] = text["content"]
+    elif btype == "mcp_tool_result":
+        response["content"] = _blocks_content(content) or ""
+        if field(block, "is_error") is True:
+            response["is_error"] = True
+    elif content is not None and field(content, "stdout") is not None:  # code_execution / bash_code_execution
+        for key in ("stdout", "stderr", "return_code"):
+            response[key] = field(content, key)
+    return response
 
 
 def _search_result_part(block: Any) -> Part:
