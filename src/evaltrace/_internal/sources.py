@@ -90,6 +90,24 @@ def retrieval_result_chunks(result: dict[str, Any]) -> list[str]:
     return out
 
 
+def server_result_chunks(content: Any) -> list[str] | None:
+    """The chunks of a provider tool's result that needs reading; None for any other, which is one chunk, its text.
+
+    A server tool result is recorded as an object whose ``type`` names the tool: a web search, fetch or file
+    search gives each source with text as a chunk, and nothing when none has text (a search's encrypted results, a
+    URL fetch's statuses: no text to judge against, where its JSON would have been one). A result recorded as its
+    type alone (``{"type": "mcp_tool_result"}``, what evaltrace kept of Anthropic's result blocks before) shows the
+    judge nothing: no chunk. Any other result, code execution's output included, is what the model was shown.
+    """
+    if not isinstance(content, dict):
+        return None
+    if is_retrieval(content.get("type")):
+        return retrieval_result_chunks(content)
+    if len(content) == 1 and "type" in content:
+        return []
+    return None
+
+
 def output_chunks(output: str) -> list[str]:
     """A search tool's text output as chunks: one per ``Title: / URL: / Content:`` block, else the whole text."""
     chunks: list[str] = []

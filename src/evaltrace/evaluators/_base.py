@@ -26,7 +26,7 @@ from types import ModuleType
 from typing import Any, ClassVar, Literal
 
 from evaltrace._internal import semconv
-from evaltrace._internal.sources import PROVIDER_SOURCES, is_retrieval, retrieval_result_chunks, unique
+from evaltrace._internal.sources import PROVIDER_SOURCES, server_result_chunks, unique
 from evaltrace.exceptions import EvaltraceError
 from evaltrace.schema import (
     Conversation,
@@ -352,22 +352,12 @@ def context_chunks(trace: Trace, explicit: str | None = None) -> list[str]:
 
 
 def _result_chunks(content: Any) -> list[str]:
-    """A tool result as context chunks: one per source of a provider's retrieval tool, else its text.
-
-    A server tool result is recorded as an object whose ``type`` names the tool: a web search, fetch or file
-    search gives each source with text as a chunk, and nothing when none has text (a result recorded without its
-    sources, a URL fetch's statuses: no text to judge against, where its JSON would have been one). Any other
-    result, code execution's output included, is one chunk as before: it is what the model was shown; but one
-    recorded as its type alone (Anthropic's ``{"type": "mcp_tool_result"}``: the instrumentation keeps no content
-    of a server tool's result block) is none.
-    """
-    if isinstance(content, dict):
-        if is_retrieval(content.get("type")):
-            return retrieval_result_chunks(content)
-        if len(content) == 1 and "type" in content:  # a result recorded as its type alone shows the judge nothing
-            return []
-    text = as_text(content)
-    return [text] if text else []
+    """A tool result as context chunks: a provider tool's as :func:`server_result_chunks` reads it, else its text."""
+    chunks = server_result_chunks(content)
+    if chunks is None:
+        text = as_text(content)
+        return [text] if text else []
+    return chunks
 
 
 def case_list(explicit: Sequence[str] | None, case: EvalCase | None, attribute: str) -> list[str]:
