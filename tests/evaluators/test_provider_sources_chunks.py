@@ -40,3 +40,14 @@ def test_a_server_tool_result_stored_as_its_type_alone_is_no_chunk() -> None:
         TraceMessage(role="assistant", content="Refunds are accepted within 30 days."),
     ]
     assert context_chunks(trace) == ["Refund window: 30 days."]
+
+
+def test_an_application_search_tool_typed_as_a_search_keeps_its_described_results() -> None:
+    """A result object of the application's own tool whose ``type`` names a search is read as one: by source."""
+    hits = [{"name": "Refund policy", "description": "Refunds within 30 days of delivery."}, {"name": "No text"}]
+    trace = build_trace("Refunds are accepted within 30 days.", question="Refund window?")
+    trace.messages = [
+        TraceMessage(role="assistant", tool_call=ToolCall(id="s_1", name="kb_search", arguments={})),
+        TraceMessage(role="tool", tool_call_id="s_1", content={"type": "search", "hits": hits}),
+    ]
+    assert context_chunks(trace) == ["Refund policy\nRefunds within 30 days of delivery."]

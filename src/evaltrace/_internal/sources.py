@@ -18,10 +18,11 @@ PROVIDER_SOURCES = "provider_sources"
 """The ``Trace.extra`` key of the sources the mapping found in the model calls' outputs (absent when none)."""
 
 # Where a source's text is, in the order read: Gemini/Anthropic/Bedrock ``search_result`` parts hold ``content``,
-# Groq compound and most search APIs ``content``, OpenAI file search ``text``, others a ``snippet``.
-_TEXT_KEYS = ("content", "text", "snippet", "page_content")
-# What it is called: a title, else (OpenAI file search) the file's name.
-_TITLE_KEYS = ("title", "filename")
+# Groq compound and most search APIs ``content``, OpenAI file search ``text``, others a ``snippet``; the last keys
+# are for an application's own search tool whose result carries a search type (its results read the same way).
+_TEXT_KEYS = ("content", "text", "snippet", "page_content", "description", "summary", "body", "excerpt")
+# What it is called: a title, else (OpenAI file search) the file's name, else a name.
+_TITLE_KEYS = ("title", "filename", "name")
 # Where it came from: ``source`` in ``search_result`` parts, ``url`` / ``uri`` elsewhere.
 _URL_KEYS = ("url", "uri", "source")
 # Keys whose values are never sources: the answer's own segments a source supports (the model's words, not the
