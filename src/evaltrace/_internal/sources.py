@@ -28,10 +28,26 @@ _URL_KEYS = ("url", "uri", "source")
 # Keys whose values are never sources: the answer's own segments a source supports (the model's words, not the
 # source's), and a rendered search-suggestions chip (HTML).
 _NOT_SOURCES = frozenset({"citations", "rendered_content"})
-# A server tool result is retrieval when its type names one of these (``web_search_tool_result``,
-# ``web_fetch_tool_result``, ``file_search_call``, ``google_search``, ``search``, ``url_context``, ``retrieval``,
-# ``browser_search``...). Code execution is not: its output is what the model computed, not a source it was shown.
-_RETRIEVAL_MARKS = ("search", "fetch", "retriev", "url_context", "browse")
+# The result types of the providers' own retrieval tools, as the instrumentations record them (lower-cased):
+# Anthropic's web search and fetch, OpenAI Responses' file and web search calls, the Gemini API's tool responses
+# (``GOOGLE_SEARCH_WEB``...) and Interactions steps (``google_search_result`` -> ``google_search``). Only these are
+# read source by source: an application's own tool result whose type merely contains "search" (``product_search``,
+# ``research``) is the application's data and stays one chunk, its JSON, as any tool result.
+_RETRIEVAL_TYPES = frozenset({
+    "web_search_tool_result", "web_fetch_tool_result",
+    "file_search_call", "web_search_call",
+    "google_search", "google_search_web", "google_search_image", "google_maps", "url_context", "file_search",
+    "retrieval",
+})  # fmt: skip
+# Groq compound's executed search tools: read as retrieval only in the shape Groq records them (an ``output`` text
+# or ``search_results``), since an application's own result may be typed ``search`` too.
+_GROQ_SEARCH_TYPES = frozenset({"search", "browser_search"})
+# The result types of Anthropic's server tools that name what the model got (the retrieval ones above aside).
+_MCP_RESULT = "mcp_tool_result"
+# A source's fields that tell a judge nothing: its kind and ids, a ranking score, an opaque blob. Any other scalar
+# field a provider source carries beyond its text, title and URL (a page's age, a file's author) is kept, as a
+# ``key: value`` line after its text, rather than silently dropped.
+_NOISE_KEYS = frozenset({"type", "kind", "id", "file_id", "index", "score", "encrypted_content", "status"})
 # Groq compound's search ``output``: its results as text, each ``Title: / URL: / Content: / Score:`` lines, a blank
 # line between two. Split there, each block is one source; a block of another shape stays as it is.
 _BLOCK_START = re.compile(r"\n\s*\n(?=Title: )")
@@ -42,14 +58,32 @@ _MAX_DEPTH = 8  # a result nests its sources a few levels down at most; a deeper
 
 
 def source_chunk(entry: dict[str, Any]) -> str | None:
-    """One source (an object with a text and maybe a title and URL) as a chunk; None when it has no text."""
-    text = next((v.strip() for k in _TEXT_KEYS if isinstance(v := entry.get(k), str) and v.strip()), None)
-    if text is None:
+    """One source (an object with a text and maybe a title and URL) as a chunk; None when it has no text.
+
+    The chunk is ``title - url`` on a first line when it has either, then its text, then a ``key: value`` line for
+    each other field that says something (see ``_NOISE_KEYS``).
+    """
+    text_key = next((k for k in _TEXT_KEYS if isinstance(v := entry.get(k), str) and v.strip()), None)
+    if text_key is None:
         return None
-    title = next((v for k in _TITLE_KEYS if isinstance(v := entry.get(k), str) and v), None)
-    url = next((v for k in _URL_KEYS if isinstance(v := entry.get(k), str) and v), None)
-    header = " - ".join(v for v in (title, url) if v)
-    return f"{header}\n{text}" if header else text
+    title_key = next((k for k in _TITLE_KEYS if isinstance(v := entry.get(k), str) and v), None)
+    url_key = next((k for k in _URL_KEYS if isinstance(v := entry.get(k), str) and v), None)
+    header = " - ".join(entry[k] for k in (title_key, url_key) if k is not None)
+    used = {text_key, title_key, url_key}
+    extras = [
+        f"{key}: {value}"
+        for key, value in entry.items()
+        if key not in used and key not in _NOISE_KEYS and key not in _NOT_SOURCES and _informative(value)
+    ]
+    body = "\n".join([entry[text_key].strip(), *extras])
+    return f"{header}\n{body}" if header else body
+
+
+def _informative(value: Any) -> bool:
+    """Whether a source's extra field says something: a non-empty text or a number (a flag is not)."""
+    if isinstance(value, str):
+        return bool(value.strip())
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def sources_in(value: Any, out: list[str], depth: int = 0) -> None:
@@ -69,12 +103,17 @@ def sources_in(value: Any, out: list[str], depth: int = 0) -> None:
             sources_in(item, out, depth + 1)
 
 
-def is_retrieval(kind: Any) -> bool:
-    """Whether a server tool's type (``web_search_tool_result``, ``file_search``...) names a retrieval tool."""
+def is_retrieval(result: dict[str, Any]) -> bool:
+    """Whether a tool result is one a provider's own retrieval tool recorded (see ``_RETRIEVAL_TYPES``)."""
+    kind = result.get("type")
     if not isinstance(kind, str):
         return False
     kind = kind.lower()
-    return any(mark in kind for mark in _RETRIEVAL_MARKS)
+    if kind in _RETRIEVAL_TYPES:
+        return True
+    output = result.get("output")
+    found = isinstance(output, str) or isinstance(result.get("search_results"), dict | list)
+    return kind in _GROQ_SEARCH_TYPES and found
 
 
 def retrieval_result_chunks(result: dict[str, Any]) -> list[str]:
@@ -94,17 +133,27 @@ def retrieval_result_chunks(result: dict[str, Any]) -> list[str]:
 def server_result_chunks(content: Any) -> list[str] | None:
     """The chunks of a provider tool's result that needs reading; None for any other, which is one chunk, its text.
 
-    A server tool result is recorded as an object whose ``type`` names the tool: a web search, fetch or file
-    search gives each source with text as a chunk, and nothing when none has text (a search's encrypted results, a
-    URL fetch's statuses: no text to judge against, where its JSON would have been one). A result recorded as its
-    type alone (``{"type": "mcp_tool_result"}``, what evaltrace kept of Anthropic's result blocks before) shows the
-    judge nothing: no chunk. Any other result, code execution's output included, is what the model was shown.
+    A provider's retrieval tool result (``is_retrieval``) gives each source with text as a chunk, and nothing when
+    none has text (a search's encrypted results, a URL fetch's statuses: no text to judge against, where its JSON
+    would have been one). An Anthropic MCP tool's result is its text alone, as the model read it; an MCP result
+    that is an error (``is_error``) is no chunk: it is the tool's failure, not a source. A server tool result
+    recorded as its type alone (``{"type": "mcp_tool_result"}``, what evaltrace kept of Anthropic's result blocks
+    before) shows the judge nothing: no chunk. Any other result, code execution's output and every application
+    tool's result included, is what the model was shown: None, one chunk.
     """
     if not isinstance(content, dict):
         return None
-    if is_retrieval(content.get("type")):
+    if is_retrieval(content):
         return retrieval_result_chunks(content)
-    if len(content) == 1 and "type" in content:
+    kind = content.get("type")
+    if not isinstance(kind, str) or not kind.endswith("_tool_result"):
+        return None
+    if kind == _MCP_RESULT and "content" in content:
+        text = content["content"]
+        if content.get("is_error") is True:
+            return []
+        return [text.strip()] if isinstance(text, str) and text.strip() else None
+    if len(content) == 1:
         return []
     return None
 
