@@ -159,3 +159,27 @@ def test_a_search_results_page_age_is_recorded(exporter: InMemorySpanExporter) -
             {"url": "https://example.invalid/lisbon", "title": "Lisbon weather", "page_age": "November 30, 2026"}
         ],
     }
+
+
+PDF_DATA = "JVBERi0xLjcK" * 2_000  # a fetched PDF's base64: never a text, never recorded
+PDF: dict[str, Any] = {
+    **LONG,
+    "id": "msg_01PdfFetch00000000001",
+    "content": [
+        LONG["content"][0],
+        {"type": "web_fetch_tool_result", "tool_use_id": "srvtoolu_f", "content": {
+            "type": "web_fetch_result", "url": URL, "retrieved_at": "2026-11-30T10:00:00Z",
+            "content": {"type": "document", "title": "Lisbon forecast (PDF)",
+                        "source": {"type": "base64", "media_type": "application/pdf", "data": PDF_DATA}}}},
+        {"type": "text", "text": ANSWER},
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.usefixtures("anthropic_instrumented")
+def test_a_fetched_pdf_is_its_url_and_title_and_never_its_bytes(exporter: InMemorySpanExporter) -> None:
+    inline_client(PDF, stream=False).beta.messages.create(model=MODEL, max_tokens=1024, messages=ASK, tools=TOOLS)
+    (span,) = exporter.get_finished_spans()
+    assert "JVBERi0" not in str((span.attributes or {})[sc.GEN_AI_OUTPUT_MESSAGES])
+    fetched = trace_from_spans([span]).tool_results[0].content
+    assert fetched == {"type": "web_fetch_tool_result", "url": URL, "title": "Lisbon forecast (PDF)"}

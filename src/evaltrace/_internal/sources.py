@@ -3,7 +3,9 @@
 Shared by the trace mapping (a Gemini answer's grounding ``search_result`` parts) and by the evaluators' context
 (:func:`evaltrace.evaluators._base.context_chunks`, for the results of the provider's own retrieval tools: web
 search, web fetch, file search). A source is one chunk: ``title - url`` on a first line when it has either, then
-its text. A source without text (Google Search grounding gives only a title and a URI; a URL-context fetch only its
+its text, then its other informative fields. Only results of the exact types the providers' retrieval tools are
+recorded under are read so: an application's own tool result stays one chunk, whatever its type. A source without
+text (Google Search grounding gives only a title and a URI; a URL-context fetch only its
 URL and status) is no chunk: a faithfulness judge shown a bare URI would call every claim unsupported, so a
 trace whose sources all lack text has no context, and the RAG evaluators skip it, saying so.
 """
@@ -18,8 +20,8 @@ PROVIDER_SOURCES = "provider_sources"
 """The ``Trace.extra`` key of the sources the mapping found in the model calls' outputs (absent when none)."""
 
 # Where a source's text is, in the order read: Gemini/Anthropic/Bedrock ``search_result`` parts hold ``content``,
-# Groq compound and most search APIs ``content``, OpenAI file search ``text``, others a ``snippet``; the last keys
-# are for an application's own search tool whose result carries a search type (its results read the same way).
+# Groq compound and most search APIs ``content``, OpenAI file search ``text``, others a ``snippet`` or one of the
+# last keys (a provider source whose text is under another name is still its text).
 _TEXT_KEYS = ("content", "text", "snippet", "page_content", "description", "summary", "body", "excerpt")
 # What it is called: a title, else (OpenAI file search) the file's name, else a name.
 _TITLE_KEYS = ("title", "filename", "name")
