@@ -169,4 +169,6 @@ def test_an_answer_grounded_on_a_server_tool_is_the_traces_answer_and_the_search
         assert [(c.id, c.name, c.arguments) for c in trace.tool_calls] == [("srvtoolu_01", "web_search", SEARCH_INPUT)]
         (result,) = trace.tool_results
         assert result.tool_call_id == "srvtoolu_01" and result.name == "web_search"
-        assert result.content == {"type": "web_search_tool_result"}
+        # Each result by its URL and title (before: the type alone); the encrypted content is never recorded.
+        web = [{"url": "https://example.invalid/lisbon", "title": "Lisbon weather"}]
+        assert result.content == {"type": "web_search_tool_result", "results": web}

@@ -26,6 +26,7 @@ from types import ModuleType
 from typing import Any, ClassVar, Literal
 
 from evaltrace._internal import semconv
+from evaltrace._internal.sources import PROVIDER_SOURCES, server_result_chunks, unique
 from evaltrace.exceptions import EvaltraceError
 from evaltrace.schema import (
     Conversation,
@@ -336,10 +337,26 @@ def context_chunks(trace: Trace, explicit: str | None = None) -> list[str]:
         if not chunks:
             # Every tool result the model was shown, the history's too: an answer in a later turn may rest on
             # what an earlier turn's tool returned, though the trace's own tool_results hold only this turn's.
+            # Then the sources the provider retrieved for its answers (a Gemini answer's grounding).
             seen = derive_tool_views(trace.messages)[1] if trace.messages else []
-            chunks = [text for result in seen or trace.tool_results if (text := as_text(result.content))]
+            chunks = [text for result in seen or trace.tool_results for text in _result_chunks(result.content)]
+            sources = trace.extra.get(PROVIDER_SOURCES)
+            if isinstance(sources, list):
+                chunks.extend(s for s in sources if isinstance(s, str) and s)
+            chunks = unique(chunks)
     if not chunks:
-        raise MissingInputError("no retrieved context (trace.input['contexts'] or tool results)")
+        raise MissingInputError(
+            "no retrieved context (trace.input['contexts'], tool results, or provider sources with text)"
+        )
+    return chunks
+
+
+def _result_chunks(content: Any) -> list[str]:
+    """A tool result as context chunks: a provider tool's as :func:`server_result_chunks` reads it, else its text."""
+    chunks = server_result_chunks(content)
+    if chunks is None:
+        text = as_text(content)
+        return [text] if text else []
     return chunks
 
 

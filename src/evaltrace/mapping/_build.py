@@ -24,7 +24,7 @@ from evaltrace.mapping._lazy_fields import _Fields as _Fields
 from evaltrace.mapping._lazy_fields import _Lone as _Lone
 from evaltrace.mapping._lone_span import _lazy_single
 from evaltrace.mapping._metrics import build_metrics
-from evaltrace.mapping._retrieval import retrieved_contexts
+from evaltrace.mapping._retrieval import PROVIDER_SOURCES, provider_sources, retrieved_contexts
 from evaltrace.mapping._spans import is_llm, is_tool, plain_attrs, select_root, subtree, timestamp
 from evaltrace.mapping._spans import loads as loads
 from evaltrace.mapping._values import (  # looked up here by the eager assembly: _error, _output, ...
@@ -131,6 +131,9 @@ def mapped_trace(
     contexts = retrieved_contexts(read, notes)
     if contexts:  # what RAG evaluators read as the retrieved context (evaluators._base.context_chunks)
         extra["contexts"] = contexts
+    sources = provider_sources(llm_read)
+    if sources:  # what the provider retrieved itself, read with the tool results (context_chunks)
+        extra[PROVIDER_SOURCES] = sources
     run_id, case_id, variant = _identity(root_span.resource, root_attrs, read, extra["trace_id"])
     started = timestamp(root_span.start_time)
     end_time = root_span.end_time

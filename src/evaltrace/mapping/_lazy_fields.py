@@ -18,7 +18,7 @@ from evaltrace.mapping._conversation import build_conversation
 from evaltrace.mapping._ends import completed_messages, mapping_errors
 from evaltrace.mapping._lazy import FieldSource, lazy_trace
 from evaltrace.mapping._metrics import build_metrics
-from evaltrace.mapping._retrieval import retrieved_contexts
+from evaltrace.mapping._retrieval import PROVIDER_SOURCES, provider_sources, retrieved_contexts
 from evaltrace.mapping._spans import loads, timestamp
 from evaltrace.mapping._values import (  # looked up here (tests patch them in this module): _error, _output, ...
     _error,
@@ -210,6 +210,8 @@ class _Fields(FieldSource):
         contexts, context_notes = self._part("contexts")
         if contexts:
             extra["contexts"] = contexts
+        if self.llm_read and (sources := provider_sources(self.llm_read)):
+            extra[PROVIDER_SOURCES] = sources
         # The notes in the order the eager mapping writes them: conversation, contexts, input, output.
         notes = [*self._part("conversation")[3], *context_notes, *self._notes_of("input"), *self._notes_of("output")]
         if notes:

@@ -1,9 +1,10 @@
-"""Pure: the keyword arguments of a ``messages.create()`` call -> request span attributes and input messages.
+"""The keyword arguments of a ``messages.create()`` call -> request span attributes and input messages.
 
 ``params`` never holds anthropic's NOT_GIVEN / omit sentinels (``registry.given_kwargs`` drops them first).
 Content blocks become GenAI parts (conventions.md 1.5): ``tool_use`` a ``tool_call`` part with its parsed
 input, ``tool_result`` a ``tool_call_response`` part in a ``tool`` message, ``thinking`` a ``reasoning`` part,
-images and documents ``uri`` / ``file`` parts that never carry a base64 payload.
+images and documents ``uri`` / ``file`` parts that never carry a base64 payload. Pure but for one read of the
+capture settings' cap, which bounds a server tool's result text (``_bounded_text``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import json
 from typing import Any, get_origin
 
 from evaltrace._internal import semconv as sc
+from evaltrace._internal import settings
+from evaltrace._internal.jsonutil import TRUNCATED_KEY
 from evaltrace._internal.openai.parts import (
     Message,
     Part,
@@ -24,6 +27,9 @@ from evaltrace._internal.openai.parts import (
 )
 
 Attributes = dict[str, Any]
+SERVER_TEXT_SHARE = 8
+"""A server tool's result text (a fetched page, an MCP tool's text, a code run's output) is kept up to this
+fraction of ``max_attribute_length``: several fit in one messages attribute beside the answer."""
 Scalar = str | int | float | bool
 
 # A redacted thinking block: encrypted, nothing readable, but it was there (and is billed as output).
@@ -191,7 +197,7 @@ def content_part(block: Any) -> Part:
             "server_tool_call": call,
         }
     if isinstance(btype, str) and btype.endswith("_tool_result"):
-        response = {"type": btype}
+        response = _server_result(block, btype)
         return {
             "type": "server_tool_call_response",
             "id": field(block, "tool_use_id"),
@@ -211,6 +217,61 @@ def joined_content(parts: list[Part]) -> str | list[Part]:
     """Converted content blocks as one string when every one is text, else the parts themselves."""
     texts = [p.get("content") for p in parts if p.get("type") == "text"]
     return "".join(str(t) for t in texts) if len(texts) == len(parts) else parts
+
+
+def _server_result(block: Any, btype: str) -> dict[str, Any]:
+    """A server tool's result block -> its ``server_tool_call_response`` object: its type and what the model got.
+
+    A web search's results by ``url``, ``title`` and ``page_age`` (their ``encrypted_content`` is opaque, for the
+    API only: it is never recorded); a web fetch's ``url``, ``title`` and, for a text document, its text as
+    ``content`` (a PDF's bytes never); an MCP tool's text ``content`` (and ``is_error``); a code run's ``stdout``,
+    ``stderr`` and ``return_code``; an error's ``error_code``. Other blocks (newer tools) keep their type alone.
+    Each text is bounded (:func:`_bounded_text`): a fetched page may be far longer than the whole attribute's cap.
+    """
+    response: dict[str, Any] = {"type": btype}
+    content = field(block, "content")
+    error = field(content, "error_code") if not isinstance(content, list | tuple | str) else None
+    if error is not None:
+        response["error_code"] = error
+    elif btype == "web_search_tool_result" and isinstance(content, list | tuple):
+        keys = ("url", "title", "page_age")
+        response["results"] = [{k: v for k in keys if (v := field(item, k)) is not None} for item in content]
+    elif btype == "web_fetch_tool_result" and content is not None:
+        document = field(content, "content")
+        for key, value in (("url", field(content, "url")), ("title", field(document, "title"))):
+            if value is not None:
+                response[key] = value
+        source = field(document, "source") if document is not None else None
+        # Only a text source can be text: a PDF's base64 source is never turned into a data: string just to see.
+        text = _media_part(source, "document") if field(source, "type") in ("text", "content") else None
+        if text is not None and text["type"] == "text":
+            _bounded_text(response, "content", text["content"])
+    elif btype == "mcp_tool_result":
+        _bounded_text(response, "content", _blocks_content(content) or "")
+        if field(block, "is_error") is True:
+            response["is_error"] = True
+    elif content is not None and field(content, "stdout") is not None:  # code_execution / bash_code_execution
+        for key in ("stdout", "stderr", "return_code"):
+            _bounded_text(response, key, field(content, key))
+    return response
+
+
+def _bounded_text(response: dict[str, Any], key: str, text: Any) -> None:
+    """Set ``response[key]`` to ``text``, or to its first ``SERVER_TEXT_SHARE`` of the cap and the cut recorded.
+
+    The cap (``max_attribute_length``) bounds a whole messages attribute: one fetched page over it would replace
+    the attribute, the answer and the user's question with it, by a truncation marker. A text over its share keeps
+    its beginning, and the response says so as a capped value does: ``evaltrace.truncated`` and, per field cut,
+    its ``original_lengths``. A cap of 0 (none) keeps every text whole; a value that is no text is kept as it is.
+    """
+    cap = settings.current.max_attribute_length
+    share = cap // SERVER_TEXT_SHARE if cap and cap > 0 else 0
+    if not share or not isinstance(text, str) or len(text) <= share:
+        response[key] = text
+        return
+    response[key] = text[:share]
+    response[TRUNCATED_KEY] = True
+    response.setdefault("original_lengths", {})[key] = len(text)
 
 
 def _search_result_part(block: Any) -> Part:
