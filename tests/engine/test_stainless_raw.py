@@ -10,6 +10,7 @@ OpenAI-shaped) on the real OTel SDK.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -73,3 +74,53 @@ def test_a_raw_response_whose_body_does_not_parse_is_returned_and_parse_fails_as
     for _ in range(2):  # each parse() of the user fails as it does without evaltrace, every time
         error = _parse_error(traced)
         assert type(error) is type(expected) and str(error) == str(expected)
+
+
+def test_an_anthropic_raw_response_whose_body_does_not_parse_fails_at_the_users_parse_as_without_us(
+    provider: TracerProvider, exporter: InMemorySpanExporter
+) -> None:
+    """anthropic 2's ``with_raw_response`` is an ``APIResponse`` the engine parses too: the same boundary holds."""
+    anthropic = pytest.importorskip("anthropic")
+    from evaltrace.instrumentation.anthropic import AnthropicInstrumentor
+
+    cut = Recorded("POST", "/v1/messages", b"", 200, "OK", [("content-type", "application/json")], b'{"id": "msg_1",')
+    request = {"model": "claude-sonnet-4-6", "max_tokens": 16, "messages": [{"role": "user", "content": "hi"}]}
+    instrumentor = AnthropicInstrumentor()
+    with ReplayServer([cut, cut]) as server:
+        with anthropic.Anthropic(api_key="x", base_url=server.url, max_retries=0) as client:
+            expected = _parse_error(client.messages.with_raw_response.create(**request))  # before instrument()
+        instrumentor.instrument()
+        try:
+            # A new client: the first keeps the unwrapped create() bound in its cached with_raw_response.
+            with anthropic.Anthropic(api_key="x", base_url=server.url, max_retries=0) as client:
+                traced = client.messages.with_raw_response.create(**request)
+        finally:
+            instrumentor.uninstrument()
+    (span,) = exporter.get_finished_spans()  # ended once, with the request only
+    assert span.status.status_code is StatusCode.UNSET
+    assert sc.GEN_AI_RESPONSE_ID not in (span.attributes or {})
+    assert (span.attributes or {})[sc.GEN_AI_REQUEST_MAX_TOKENS] == 16
+    assert isinstance(expected, json.JSONDecodeError)
+    for _ in range(2):
+        error = _parse_error(traced)
+        assert type(error) is type(expected) and str(error) == str(expected)
+
+
+def test_an_async_parse_that_would_wait_for_io_is_closed_unrun_and_the_body_left_unread() -> None:
+    """The engine runs an async raw response's ``parse()`` on the spot only because it awaits no I/O; were an SDK
+    to read there after all, the coroutine is closed at its first suspension, not left pending or half-run."""
+    from evaltrace._internal.engine import stainless
+
+    steps: list[str] = []
+
+    async def parse() -> str:
+        steps.append("started")
+        try:
+            await asyncio.sleep(0)  # suspends once, as a read on the wire would
+            steps.append("resumed")
+            return "parsed"
+        finally:
+            steps.append("closed")
+
+    assert stainless._run_now(parse) is stainless._UNREAD
+    assert steps == ["started", "closed"]
