@@ -5,7 +5,8 @@ is the SDK's, not ours: the call must return the raw response, and the user's ow
 exactly as without evaltrace. The raw responses are the real openai client's (``LegacyAPIResponse``, which no
 engine provider's installed SDK has today), fetched from a real HTTP server on 127.0.0.1 serving a body that is not
 JSON; no recording exists of such a body, it is made here. The span is the engine's real ``Call`` (the Groq codec,
-OpenAI-shaped) on the real OTel SDK.
+OpenAI-shaped) on the real OTel SDK. The same holds for anthropic 2's raw response (an ``APIResponse``), through the
+real instrumented client. Last, the one path no real SDK takes: an async ``parse()`` that would wait for I/O.
 """
 
 from __future__ import annotations
