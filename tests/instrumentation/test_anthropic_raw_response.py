@@ -192,3 +192,59 @@ async def test_with_streaming_response_still_leaves_the_body_to_the_user(
     a = _only_span(exporter).attributes or {}
     assert a["gen_ai.request.max_tokens"] == 1024
     assert "gen_ai.response.id" not in a and "gen_ai.usage.input_tokens" not in a
+
+
+async def _streamed_without_us(read: str, is_async: bool) -> list[Any]:
+    """What ``with_streaming_response.create(stream=True)`` gives without evaltrace, read as ``read`` says."""
+    with ReplayServer([_recorded("stream_text.sse")]) as server:
+        client = _client(server, is_async)
+        manager = client.messages.with_streaming_response.create(**REQUEST, stream=True)
+        if is_async:
+            async with manager as response:
+                body = await _read_streamed(response, read, is_async)
+        else:
+            with manager as response:
+                body = await _read_streamed(response, read, is_async)
+        await _close(client, is_async)
+    return body
+
+
+async def _read_streamed(response: Any, read: str, is_async: bool) -> list[Any]:
+    """The whole body of a ``with_streaming_response`` stream: its events through ``parse()``, or its lines."""
+    if read == "parse":
+        return [event.model_dump() for event in await _events(await _parse(response, is_async), is_async)]
+    if is_async:
+        return [line async for line in response.iter_lines()]
+    return list(response.iter_lines())
+
+
+@pytest.mark.parametrize("read", ["parse", "iter_lines"])
+async def test_with_streaming_response_of_a_stream_leaves_the_events_to_the_user(
+    read: str, is_async: bool, instrumentor: AnthropicInstrumentor, exporter: InMemorySpanExporter
+) -> None:
+    """``stream=True`` under ``with_streaming_response``: ``parse()`` would build a ``Stream`` without reading, as for
+    ``with_raw_response``; only the ``X-Stainless-Raw-Response: stream`` header says the body is not ours to follow.
+    The span ends at the call with the request only, and the user reads every event or line as without us."""
+    expected = await _streamed_without_us(read, is_async)
+    instrumentor.instrument()
+    with ReplayServer([_recorded("stream_text.sse")]) as server:
+        client = _client(server, is_async)
+        manager = client.messages.with_streaming_response.create(**REQUEST, stream=True)
+        if is_async:
+            async with manager as response:
+                spans_before_reading = len(exporter.get_finished_spans())
+                assert not response.is_closed  # we read nothing
+                body = await _read_streamed(response, read, is_async)
+        else:
+            with manager as response:
+                spans_before_reading = len(exporter.get_finished_spans())
+                assert not response.is_closed
+                body = await _read_streamed(response, read, is_async)
+        await _close(client, is_async)
+    assert spans_before_reading == 1  # ended at the call, not held open for a stream we do not follow
+    assert body == expected and len(body) > 1
+    a = _only_span(exporter).attributes or {}
+    assert a["gen_ai.request.max_tokens"] == 1024
+    assert not [key for key in a if key.startswith("evaltrace.stream.")]  # no stream followed, none ended by us
+    assert "gen_ai.response.id" not in a and "gen_ai.usage.input_tokens" not in a
+    assert "gen_ai.output.messages" not in a
