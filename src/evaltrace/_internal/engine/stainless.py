@@ -138,7 +138,7 @@ def _finish_raw(codec: Codec, call: Call, kind: Any, raw: Any, parse: Callable[[
 
 
 _UNREAD: Any = object()
-"""``parse()``'s answer when an async response's would have awaited I/O after all: the body is left unread."""
+"""``_run_now``'s answer when an async ``parse()`` suspended after all: closed there, nothing parsed or recorded."""
 
 
 def _raw_parse(response: Any, types: _Types) -> Callable[[], Any] | None:
@@ -160,10 +160,13 @@ def _raw_parse(response: Any, types: _Types) -> Callable[[], Any] | None:
 
 
 def _run_now(parse: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
-    """Run the coroutine ``parse()`` returns to its end, here: it awaits nothing that suspends (see ``_raw_parse``).
+    """Run the coroutine ``parse()`` returns to its end, here, and return what it returns (or raise what it raises).
 
-    Should it suspend after all (an SDK that reads differently), it is closed at that first await and ``_UNREAD``
-    returned: nothing was parsed or cached, and the user's own ``await parse()`` starts afresh.
+    Nothing here keeps it from suspending: ``_raw_parse``'s guard does, by passing on only a response whose body the
+    SDK has already read (``.content`` did not raise), or an event stream, which ``parse()`` wraps unread. Should it
+    suspend after all (an SDK that reads differently), it is closed at that first await and ``_UNREAD`` returned, so
+    the span keeps the request only. Nothing was cached, but this is no clean undo: had it suspended inside a read of
+    the body, httpx already counts that body as consumed, and the user's own ``await parse()`` would fail.
     """
     coroutine = parse()
     try:
