@@ -181,17 +181,27 @@ def test_built_in_web_search_is_a_server_tool_call(exporter: InMemorySpanExporte
 
 
 @pytest.mark.usefixtures("instrumented")
-async def test_raw_response_is_left_to_the_user(is_async: bool, exporter: InMemorySpanExporter) -> None:
+async def test_raw_response_is_recorded_and_parses_to_the_same_completion(
+    is_async: bool, exporter: InMemorySpanExporter
+) -> None:
+    """groq's ``with_raw_response`` is an ``APIResponse`` whose body the SDK has read: the span has the answer and
+    usage before the user parses, and the user's ``parse()`` returns the completion the span was made from."""
     with server(PLAIN) as srv:
         client = _client(srv.url, is_async)
         raw = client.chat.completions.with_raw_response.create(**call_kwargs(interactions(PLAIN)[0]))
         raw = await raw if is_async else raw
+        (span,) = exporter.get_finished_spans()
         completion = (await raw.parse()) if is_async else raw.parse()
+        assert ((await raw.parse()) if is_async else raw.parse()) is completion
         await _close(client, is_async)
     assert completion.choices[0].message.content == "Hello! How can I assist you today?"
-    (span,) = exporter.get_finished_spans()
     assert span.name == "chat llama-3.3-70b-versatile"
     assert span.status.status_code is StatusCode.UNSET
+    attrs = span.attributes or {}
+    assert attrs[sc.GEN_AI_RESPONSE_ID] == completion.id
+    assert (attrs[sc.GEN_AI_USAGE_INPUT_TOKENS], attrs[sc.GEN_AI_USAGE_OUTPUT_TOKENS]) == (48, 8)
+    assert attrs[sc.EVALTRACE_COST_USD] > 0
+    assert _output(span)[0]["parts"] == [{"type": "text", "content": "Hello! How can I assist you today?"}]
 
 
 @pytest.mark.usefixtures("instrumented")

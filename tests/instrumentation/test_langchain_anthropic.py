@@ -253,23 +253,40 @@ def test_a_streamed_answer_is_recorded_as_instrument_anthropic_records_it(fixtur
 
 
 @pytest.mark.parametrize("fixture", ["tool_use.json", "stream_thinking.sse"])
-def test_with_instrument_anthropic_on_the_call_still_has_one_span_with_its_response(
-    fixture: str, llm_spans: Any
+async def test_with_instrument_anthropic_on_the_sdk_span_is_the_calls_one_span_with_its_whole_response(
+    fixture: str, is_async: bool, llm_spans: Any
 ) -> None:
-    """langchain-anthropic reads its responses through ``with_raw_response``, whose body instrument_anthropic()
-    leaves unread on anthropic 2: the handler records the call (with its answer and usage) and the SDK's
-    instrumentation stands aside, so there is one span, not a second one holding the request only."""
+    """langchain-anthropic reads its responses through ``with_raw_response`` (an ``APIResponse`` on anthropic 2,
+    parsed by a coroutine on the async client, a raw stream when streamed): instrument_anthropic() reads it, so the
+    SDK's span is the call's one span, and it has what the plain client's call records, the response id, the input
+    tokens and the cost included (which a stream's LangChain chunks do not carry)."""
     evaltrace.instrument_anthropic()
     try:
-        with langchain_instrumented():
-            _chat_anthropic(fixture)
+        with ReplayServer([_recorded(fixture)]) as server, langchain_instrumented(restored=not is_async):
+            model = _model(fixture, server)
+            if is_async:
+                await model.ainvoke(MESSAGES)
+                await model._async_client.close()
+            else:
+                model.invoke(MESSAGES)
+            request = server.received[0].json()
     finally:
         evaltrace.uninstrument_anthropic()
     (span,) = llm_spans()
-    attrs = span.attributes or {}
+    _native(fixture, request)
+    sdk, native = llm_spans()
+    assert sdk is span and native.name == sdk.name == f"chat {MODEL}"
+    assert _attrs(sdk, SAME) == _attrs(native, SAME)
+    attrs = sdk.attributes or {}
+    assert attrs["server.address"] == "127.0.0.1"  # the SDK call's span, not the handler's
     assert attrs["gen_ai.response.finish_reasons"] == ("tool_use" if "tool" in fixture else "end_turn",)
     assert json.loads(str(attrs["gen_ai.output.messages"]))[0]["parts"]
-    assert attrs["gen_ai.usage.output_tokens"] > 0
+    assert attrs["gen_ai.response.id"].startswith("msg_")
+    assert attrs["gen_ai.usage.input_tokens"] > 0 and attrs["gen_ai.usage.output_tokens"] > 0
+    assert attrs["evaltrace.cost_usd"] > 0
+    if fixture.endswith(".sse"):
+        assert attrs["evaltrace.stream.completed"] is True
+        assert attrs["evaltrace.stream.chunks"] == (native.attributes or {})["evaltrace.stream.chunks"]
 
 
 @pytest.mark.parametrize(

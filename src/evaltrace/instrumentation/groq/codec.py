@@ -490,10 +490,11 @@ class GroqCodec(Codec):
         return chat_summary(result)
 
     def finish_special(self, call: Call, kind: Hashable, result: Any) -> Any:
-        """Streams are proxied; a ``with_raw_response`` / ``with_streaming_response`` result is the user's to read.
+        """Streams proxied; ``with_raw_response`` read as a plain call; ``with_streaming_response`` left unread.
 
-        groq has no legacy raw response whose ``parse()`` we could share: its ``APIResponse`` body is the user's, so
-        such a span has the request and the timing only.
+        A ``with_streaming_response`` body is the user's to read: its span has the request and the timing only.
+        groq's ``with_raw_response`` returns an ``APIResponse`` (no legacy response): ``engine.stainless`` tells it
+        from ``with_streaming_response``'s by the request's raw-response header.
         """
         return STAINLESS.finish_special(self, call, kind, result)
 

@@ -35,12 +35,6 @@ _PROVIDER_INSTRUMENTORS: dict[str, tuple[str, str]] = {
 # ``ls_provider`` -> (distribution, first major version) of the LangChain integration that calls the SDK above:
 # an older one calls another client, whose call no SDK span would record.
 _INTEGRATION_SINCE: dict[str, tuple[str, int]] = {"google_genai": ("langchain-google-genai", 4)}
-# ``ls_provider`` -> (SDK distribution, first major version) from which the instrumentor cannot read the integration's
-# responses, so its span would hold the request only. langchain-anthropic calls ``messages.with_raw_response``:
-# anthropic 2 returns an ``APIResponse`` there (``parse()`` async on the async client, a raw stream when streamed),
-# which instrument_anthropic() leaves to the caller to read. The handler records those calls instead, from what
-# LangChain hands it, and the SDK's instrumentation stands aside (the LLM suppression key).
-_SDK_UNREAD_SINCE: dict[str, tuple[str, int]] = {"anthropic": ("anthropic", 2)}
 # kind -> (Langfuse observation type, OpenInference span kind)
 _KIND_LABELS = {
     sc.KIND_AGENT: ("agent", "AGENT"),
@@ -65,23 +59,15 @@ def provider_traced(ls_provider: Any) -> bool:
 
 @functools.cache
 def _integration_calls_the_sdk(ls_provider: str) -> bool:
-    """Whether the installed LangChain integration of this provider calls the SDK its instrumentor traces, readably.
-
-    Readably: the instrumentor reads the response the integration asks the SDK for (see ``_SDK_UNREAD_SINCE``).
-    """
+    """Whether the installed LangChain integration of this provider calls the SDK its instrumentor traces."""
     since = _INTEGRATION_SINCE.get(ls_provider)
-    if since is not None and not (_major(since[0]) or 0) >= since[1]:
-        return False
-    unread = _SDK_UNREAD_SINCE.get(ls_provider)
-    return unread is None or not (_major(unread[0]) or 0) >= unread[1]
-
-
-def _major(distribution: str) -> int | None:
-    """The installed major version of ``distribution``, or None."""
+    if since is None:
+        return True
     try:
-        return int(importlib.metadata.version(distribution).split(".")[0])
+        major = int(importlib.metadata.version(since[0]).split(".")[0])
     except (importlib.metadata.PackageNotFoundError, ValueError):
-        return None
+        return False
+    return major >= since[1]
 
 
 def _name(kwargs: Mapping[str, Any], serialized: Any, default: str) -> str:
