@@ -229,23 +229,44 @@ def test_compound_usage_breakdown_is_recorded_and_priced(exporter: InMemorySpanE
     assert details["total"] == pytest.approx(attrs[sc.EVALTRACE_COST_USD])
 
 
-def test_streamed_compound_usage_breakdown_is_recorded_and_priced(exporter: InMemorySpanExporter) -> None:
-    """The recorded stream: the breakdown in ``x_groq`` on its last chunk, recorded as the whole answer's is."""
+def test_streamed_compound_usage_breakdown_is_recorded_but_not_summed_into_a_cost(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """The recorded stream's ``x_groq`` breakdown repeats the whole total in each entry (it is no partition of the
+    usage, unlike a whole answer's): recorded as given, but its sum would price the call several times over, so
+    the cost stays the total's (none: the compound model has no price)."""
     (item,) = interactions(WEB_SEARCH_STREAM)
     last = json.loads([line for line in item.body.decode().split("\n") if line.startswith("data: {")][-1][6:])
     breakdown = last["x_groq"]["usage_breakdown"]
+    usage = last["x_groq"]["usage"]
+    assert sum(m["usage"]["prompt_tokens"] for m in breakdown["models"]) > usage["prompt_tokens"]
     with server(WEB_SEARCH_STREAM) as srv, _client(srv.url, False) as client:
         for _ in client.chat.completions.create(**call_kwargs(item)):
             pass
     (span,) = exporter.get_finished_spans()
     attrs = _attributes(span)
-    assert attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] == last["x_groq"]["usage"]["prompt_tokens"]
+    assert attrs[sc.GEN_AI_USAGE_INPUT_TOKENS] == usage["prompt_tokens"]
     assert _json(span, sc.GROQ_USAGE_BREAKDOWN) == _entries(breakdown)
-    assert attrs[sc.EVALTRACE_COST_USD] == pytest.approx(_breakdown_cost(breakdown))
+    assert sc.EVALTRACE_COST_USD not in attrs
+    assert sc.LANGFUSE_OBSERVATION_COST_DETAILS not in attrs
+
+
+def test_a_breakdown_that_is_no_partition_leaves_the_totals_cost(exporter: InMemorySpanExporter) -> None:
+    """A priced model's call whose breakdown does not sum to its usage: the cost is the total's, not the sum's."""
+    usage = {"prompt_tokens": 40, "completion_tokens": 9, "total_tokens": 49}
+    breakdown = {"models": [{"model": MODEL, "usage": usage}, {"model": MODEL, "usage": usage}]}
+    body = _completion({"content": "Hi."}, usage_breakdown=breakdown)
+    with ReplayServer([_recorded(body)]) as srv, _client(srv.url, False) as client:
+        client.chat.completions.create(model=MODEL, messages=MESSAGES)
+    (span,) = exporter.get_finished_spans()
+    expected = pricing.cost_of(MODEL, input_tokens=40, output_tokens=9, provider="groq")
+    assert expected is not None
+    assert _attributes(span)[sc.EVALTRACE_COST_USD] == pytest.approx(expected.total_usd)
+    assert len(_json(span, sc.GROQ_USAGE_BREAKDOWN)) == 2
 
 
 def test_a_breakdown_with_an_unpriced_model_gives_no_partial_cost(exporter: InMemorySpanExporter) -> None:
-    usage = {"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12}
+    usage = {"prompt_tokens": 20, "completion_tokens": 4, "total_tokens": 24}
     breakdown = {"models": [{"model": MODEL, "usage": usage}, {"model": "no-such-model", "usage": usage}]}
     body = _completion({"content": "Hi."}, usage_breakdown=breakdown, model="groq/compound")
     with ReplayServer([_recorded(body)]) as srv, _client(srv.url, False) as client:
@@ -254,6 +275,27 @@ def test_a_breakdown_with_an_unpriced_model_gives_no_partial_cost(exporter: InMe
     attrs = _attributes(span)
     assert [e["model"] for e in _json(span, sc.GROQ_USAGE_BREAKDOWN)] == [MODEL, "no-such-model"]
     assert sc.EVALTRACE_COST_USD not in attrs
+
+
+def test_a_breakdown_entrys_reasoning_tokens_give_the_thinking_cost(exporter: InMemorySpanExporter) -> None:
+    """An entry counting reasoning tokens (a reasoning model run by the compound model): its reasoning share is
+    priced and written as the call's thinking cost, next to the summed total."""
+    thinker = "openai/gpt-oss-120b"
+    router = {"prompt_tokens": 30, "completion_tokens": 4, "total_tokens": 34}
+    reasoner = {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15,
+                "completion_tokens_details": {"reasoning_tokens": 3}}  # fmt: skip
+    breakdown = {"models": [{"model": MODEL, "usage": router}, {"model": thinker, "usage": reasoner}]}
+    body = _completion({"content": "Hi."}, usage_breakdown=breakdown, model="groq/compound")
+    with ReplayServer([_recorded(body)]) as srv, _client(srv.url, False) as client:
+        client.chat.completions.create(model="groq/compound", messages=MESSAGES)
+    (span,) = exporter.get_finished_spans()
+    attrs = _attributes(span)
+    first = pricing.cost_of(MODEL, input_tokens=30, output_tokens=4, provider="groq")
+    second = pricing.cost_of(thinker, input_tokens=10, output_tokens=5, reasoning_tokens=3, provider="groq")
+    assert first is not None and second is not None and second.reasoning_usd > 0
+    assert attrs[sc.EVALTRACE_COST_USD] == pytest.approx(first.total_usd + second.total_usd)
+    assert attrs[sc.EVALTRACE_COST_THINKING_USD] == pytest.approx(second.reasoning_usd)
+    assert _json(span, sc.GROQ_USAGE_BREAKDOWN)[1]["reasoning_output_tokens"] == 3
 
 
 @pytest.mark.parametrize("where", ["first chunk", "last chunk", "x_groq"])

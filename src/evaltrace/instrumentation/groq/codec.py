@@ -254,7 +254,7 @@ def _with_breakdown(outcome: Outcome, breakdown: Any) -> None:
     """Add a compound model's ``usage_breakdown`` (and the cost it gives) to the outcome's attributes."""
     if breakdown is None:
         return
-    attrs = breakdown_attributes(breakdown, PROVIDER)
+    attrs = breakdown_attributes(breakdown, outcome.usage, PROVIDER)
     if attrs:
         outcome.attributes = {**(outcome.attributes or {}), **attrs}
 

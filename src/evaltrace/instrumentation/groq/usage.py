@@ -8,8 +8,11 @@ and ``reasoning_output_tokens`` where the entry gives them (the ``gen_ai.usage.*
 
 Groq bills a compound call as the tokens of each model it ran at that model's price, and the compound model itself
 has none: its cost is the sum of the entries' costs, written in place of the cost of the total (none, for an
-unpriced compound model) when every model of the breakdown has a price; a model without one leaves the call's
-cost as the total gives it (never a partial sum).
+unpriced compound model) when every model of the breakdown has a price and the breakdown is a partition of the total
+(its entries' input and output tokens sum to the call's ``usage``, as a whole answer's do); a model without a price,
+or a breakdown that is no partition (a stream's ``x_groq`` was seen repeating the whole total in each entry, which
+summed would price the call several times over), leaves the call's cost as the total gives it (never a partial or
+inflated sum), with the breakdown still recorded.
 """
 
 from __future__ import annotations
@@ -76,15 +79,28 @@ def _cost(entries: list[tuple[str, Usage]], provider: str) -> pricing.CostSplit 
     return total
 
 
-def breakdown_attributes(breakdown: Any, provider: str) -> dict[str, Any] | None:
-    """``groq.usage.breakdown`` and, when every model is priced, the call's cost from it (None: no breakdown)."""
+def _partitions(entries: list[tuple[str, Usage]], total: Usage | None) -> bool:
+    """Whether the entries' input and output tokens sum to the call's total usage (each entry counted once)."""
+    if total is None or total.input_tokens is None or total.output_tokens is None:
+        return False
+    return (
+        sum(usage.input_tokens or 0 for _, usage in entries) == total.input_tokens
+        and sum(usage.output_tokens or 0 for _, usage in entries) == total.output_tokens
+    )
+
+
+def breakdown_attributes(breakdown: Any, total: Usage | None, provider: str) -> dict[str, Any] | None:
+    """``groq.usage.breakdown`` and the call's cost from it when its entries are priced and partition ``total``.
+
+    Returns None when there is no breakdown.
+    """
     entries = _entries(breakdown)
     if not entries:
         return None
     attrs: dict[str, Any] = {
         sc.GROQ_USAGE_BREAKDOWN: capped_json([_entry_json(model, usage) for model, usage in entries], 1 << 20)
     }
-    split = _cost(entries, provider)
+    split = _cost(entries, provider) if _partitions(entries, total) else None
     if split is not None:
         attrs[sc.EVALTRACE_COST_USD] = split[5]
         if any(usage.reasoning_tokens for _, usage in entries):
