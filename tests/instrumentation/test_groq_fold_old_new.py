@@ -71,7 +71,7 @@ class _OldGroq(GroqStreamAccumulator):
             # until one carries output, which has the id and model): a batch that finds it pending takes ``add``.
             add_each(self.add, chunks)
             return
-        chunk_type, choice_type, delta_type, x_groq_type, fields_of, extra_of, _, x_groq_fields = types
+        chunk_type, choice_type, delta_type, x_groq_type, fields_of, extra_of, _, x_groq_fields, _ = types
         buffers = self.choices
         for chunk in chunks:
             try:

@@ -282,8 +282,8 @@ _HEADER_FIELDS = ("id", "model", "system_fingerprint", "service_tier")
 """What ``ChatAccumulator._read_header`` reads of a chunk (groq's chunk declares no ``service_tier``)."""
 
 
-_DELTA_FIELDS = frozenset({"content", "tool_calls", "function_call", "reasoning", "executed_tools", "annotations"})
-"""The delta fields the batch fold reads from its ``__dict__``: all declared, or the SDK's chunks take ``add``."""
+_TEXT_ONLY = frozenset({"content", "role"})
+"""The delta fields a text-only chunk sets: any other set (a tool call, reasoning, annotations...) takes ``add``."""
 
 
 @functools.cache
@@ -298,17 +298,20 @@ def _sdk_types() -> tuple[Any, ...] | None:  # Any: a type check must not narrow
         from groq.types.chat.chat_completion_chunk import ChatCompletionChunk, Choice, ChoiceDelta, XGroq
     except ImportError:
         return None
-    if not _DELTA_FIELDS <= ChoiceDelta.model_fields.keys():  # an older SDK: ``add`` reads every chunk
+    # The fold reads ``content`` from the delta's ``__dict__``; any other field it tells by its being set, so an
+    # older SDK lacking a newer field (it comes as an extra, and takes ``add``) needs no check of its own.
+    if "content" not in ChoiceDelta.model_fields:
         return None
     classes = (ChatCompletionChunk, Choice, ChoiceDelta, XGroq)
     fields_of = slot_reader(classes, "__dict__")
     extra_of = slot_reader(classes, "__pydantic_extra__")
-    if fields_of is None or extra_of is None:
+    set_of = slot_reader(classes, "__pydantic_fields_set__")
+    if fields_of is None or extra_of is None or set_of is None:
         return None
     plain_header = plain_fields(ChatCompletionChunk, _HEADER_FIELDS)
     read = ("usage", "error", "usage_breakdown")
     x_groq_fields = plain_fields(XGroq, read) and set(read) <= XGroq.model_fields.keys()
-    return ChatCompletionChunk, Choice, ChoiceDelta, XGroq, fields_of, extra_of, plain_header, x_groq_fields
+    return ChatCompletionChunk, Choice, ChoiceDelta, XGroq, fields_of, extra_of, plain_header, x_groq_fields, set_of
 
 
 def _tier_of(obj: Any) -> Any:
@@ -418,8 +421,8 @@ class GroqStreamAccumulator(ChatAccumulator):
         three type-cache lookups, which miss on groq's types (an MRO walk each: ``obj.__dict__`` read so cost the
         fold +16%, ``benchmarks/README.md`` s14-foldgm3). The checks are nested so that the common chunk takes each
         test once and falls through to its fold, and the buffer of the chunk before's choice is reused while the
-        index is the same object. Every other chunk (a reasoning, refusal, tool or extra field, any of the delta's
-        four other fields not None, several choices, usage on the chunk, another SDK's types) goes through ``add``,
+        index is the same object. Every other chunk (a reasoning, refusal, tool or extra field, any delta field set but
+        ``content`` and ``role``, several choices, usage on the chunk, another SDK's types) goes through ``add``,
         before anything of it is written, so both paths record the same.
         ``strict``: an error is raised, not routed.
         """
@@ -429,7 +432,8 @@ class GroqStreamAccumulator(ChatAccumulator):
             # until one carries output, which has the id and model): a batch that finds it pending takes ``add``.
             add_each(self.add, chunks)
             return
-        chunk_type, choice_type, delta_type, x_groq_type, fields_of, extra_of, _, x_groq_fields = types
+        chunk_type, choice_type, delta_type, x_groq_type, fields_of, extra_of, _, x_groq_fields, set_of = types
+        text_only = _TEXT_ONLY
         kind = type
         buffers = self.choices
         last: Any = _NO_INDEX  # the index of the choice whose ``buffer`` and ``text`` are at hand
@@ -447,17 +451,11 @@ class GroqStreamAccumulator(ChatAccumulator):
                     if kind(choice) is choice_type and fields["usage"] is None:
                         entry = fields_of(choice)
                         delta = entry["delta"]
-                        if kind(delta) is delta_type and not extra_of(delta):
-                            said = fields_of(delta)
+                        # The fields the delta was given (the SDK builds it so): one set test for its five others
+                        # (tool_calls, function_call, reasoning, executed_tools, annotations) being None.
+                        if kind(delta) is delta_type and set_of(delta) <= text_only and not extra_of(delta):
                             x_groq = fields["x_groq"]
-                            if (
-                                said["tool_calls"] is None
-                                and said["function_call"] is None
-                                and said["reasoning"] is None
-                                and said["executed_tools"] is None
-                                and said["annotations"] is None
-                                and (x_groq is None or (kind(x_groq) is x_groq_type and x_groq_fields))
-                            ):
+                            if x_groq is None or (kind(x_groq) is x_groq_type and x_groq_fields):
                                 index = entry["index"]
                                 if index is not last:
                                     try:
@@ -466,7 +464,7 @@ class GroqStreamAccumulator(ChatAccumulator):
                                         buffer = buffers[index] = _ChoiceBuffer()
                                     text = buffer.text
                                     last = index
-                                content = said["content"]
+                                content = fields_of(delta)["content"]
                                 if content:
                                     text.append(content)
                                 reason = entry["finish_reason"]
