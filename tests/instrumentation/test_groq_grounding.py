@@ -133,8 +133,9 @@ async def test_documents_are_input_and_annotations_are_citations(
         {
             "role": "user",
             "parts": [
-                {"type": "text", "content": "Soup costs 5 euros."},
-                {"type": "text", "content": '{"opens": "9h", "café": true}'},  # JSON text, as written
+                # Each document's id on its part: the citations name it.
+                {"type": "text", "content": "Soup costs 5 euros.", "id": "menu"},
+                {"type": "text", "content": '{"opens": "9h", "café": true}', "id": "hours"},  # JSON, as written
             ],
         },
         {"role": "user", "parts": [{"type": "text", "content": "What does soup cost?"}]},
@@ -162,8 +163,31 @@ def test_documents_without_system_message_come_first(exporter: InMemorySpanExpor
         client.chat.completions.create(model=MODEL, messages=MESSAGES[1:], documents=DOCUMENTS[:1])
     (span,) = exporter.get_finished_spans()
     assert [m["role"] for m in _json(span, sc.GEN_AI_INPUT_MESSAGES)] == ["user", "user"]
-    assert _json(span, sc.GEN_AI_INPUT_MESSAGES)[0]["parts"] == [{"type": "text", "content": "Soup costs 5 euros."}]
+    assert _json(span, sc.GEN_AI_INPUT_MESSAGES)[0]["parts"] == [
+        {"type": "text", "content": "Soup costs 5 euros.", "id": "menu"}
+    ]
     assert sc.GROQ_REQUEST_CITATION_OPTIONS not in _attributes(span)
+
+
+def test_a_document_without_contents_gives_no_part(exporter: InMemorySpanExporter) -> None:
+    """A ``text`` source whose ``text`` is no string (or a source without data) records no part, not "null"; a
+    document without an id has a part without one."""
+    documents: Any = [
+        {"id": "bad", "source": {"type": "text", "text": None}},
+        {"source": {"type": "json", "data": None}},
+        {"source": {"type": "text", "text": "Soup costs 5 euros."}},
+    ]
+    with ReplayServer([_recorded(_completion({"content": ANSWER}))] * 2) as srv, _client(srv.url, False) as client:
+        client.chat.completions.create(model=MODEL, messages=MESSAGES[1:], documents=documents)
+        client.chat.completions.create(model=MODEL, messages=MESSAGES[1:], documents=documents[:2])
+    first, second = exporter.get_finished_spans()
+    assert _json(first, sc.GEN_AI_INPUT_MESSAGES)[0] == {
+        "role": "user",
+        "parts": [{"type": "text", "content": "Soup costs 5 euros."}],
+    }
+    assert _json(second, sc.GEN_AI_INPUT_MESSAGES) == [
+        {"role": "user", "parts": [{"type": "text", "content": "What does soup cost?"}]}
+    ]
 
 
 async def test_streamed_annotations_are_the_answers_citations(is_async: bool, exporter: InMemorySpanExporter) -> None:

@@ -25,18 +25,38 @@ _SOURCES = {"document_citation": "document_id", "function_citation": "tool_call_
 """An annotation type -> the key of its object that names what it cites."""
 
 
-def document_text_part(document: Any) -> Part:
-    """A request document (``{"source": {...}, "id"?}``) -> a text part of its contents."""
+def document_text_part(document: Any) -> Part | None:
+    """A request document (``{"source": {...}, "id"?}``) -> a text part of its contents (None: no contents).
+
+    A ``text`` source whose ``text`` is no string, or another source without ``data``, gives no part (not a
+    ``"null"`` text). The document's ``id`` is kept as the part's ``id`` (an extra key, as ``citations`` is: the
+    text part has no field for it), so that the citations naming it can be matched to the document they cite.
+    """
     source = field(document, "source")
     text = field(source, "text")
-    return text_part(text if isinstance(text, str) else data_text(field(source, "data")))
+    if isinstance(text, str):
+        part = text_part(text)
+    else:
+        data = field(source, "data")
+        if field(source, "type") == "text" or data is None:
+            return None
+        part = text_part(data_text(data))
+    ident = field(document, "id")
+    if isinstance(ident, str) and ident:
+        part["id"] = ident
+    return part
 
 
 def documents_message(documents: Any) -> Message | None:
-    """The request's ``documents`` as one ``user`` message of text parts (None: no documents)."""
-    if not isinstance(documents, list | tuple) or not documents:
+    """The request's ``documents`` as one ``user`` message of text parts (None: no documents).
+
+    Only a list or tuple is read: any other iterable (a generator...) is not recorded, as reading it would
+    consume it before the SDK sends it.
+    """
+    if not isinstance(documents, list | tuple):
         return None
-    return {"role": "user", "parts": [document_text_part(document) for document in documents]}
+    parts = [part for part in map(document_text_part, documents) if part is not None]
+    return {"role": "user", "parts": parts} if parts else None
 
 
 def citations_of(annotations: Any) -> list[dict[str, Any]]:
