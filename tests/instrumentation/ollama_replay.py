@@ -85,3 +85,12 @@ async def async_client_of(url: str) -> AsyncIterator[ollama.AsyncClient]:
         yield client
     finally:
         await client.close()
+
+
+def chat_interaction(lines: list[dict[str, Any]]) -> Recorded:
+    """A ``/api/chat`` answer of these lines (one: a whole response; several: an NDJSON stream), made here.
+
+    For the fields the recordings never show (a finished line without ``done_reason`` or ``prompt_eval_count``,
+    which older servers and prompt-cache hits send): the rest of each line is the recordings' wire format.
+    """
+    return _made("/api/chat", lines)

@@ -84,6 +84,9 @@ class _Counting(GroqStreamAccumulator):
         return super().add(chunk)
 
 
+_CITE = {"type": "document_citation", "document_citation": {"document_id": "d1", "start_index": 0, "end_index": 1}}
+
+
 def _text(event: dict[str, Any], **delta: Any) -> dict[str, Any]:
     out = copy.deepcopy(event)
     out.pop("x_groq", None)
@@ -159,6 +162,35 @@ SHAPES: dict[str, Edit] = {
     "a role and annotations mid-stream": _middle(
         lambda e: [_text(e, content="a", role="assistant"), _text(e, content="b", annotations=[])]
     ),
+    "document and function citations": _middle(
+        lambda e: [
+            _text(e, content="a", annotations=[_CITE]),
+            _text(
+                e,
+                content="b",
+                annotations=[
+                    _CITE,
+                    {
+                        "type": "function_citation",
+                        "function_citation": {"tool_call_id": "call_1", "start_index": 1, "end_index": 2},
+                    },
+                ],
+            ),  # fmt: skip
+        ]
+    ),
+    "a usage breakdown and a service tier in x_groq on the last chunk": lambda events: [
+        *events[:-1],
+        {
+            **events[-1],
+            "x_groq": {
+                "id": "req_1",
+                "usage": USAGE,
+                "service_tier": "flex",
+                "usage_breakdown": {"models": [{"model": "m", "usage": USAGE}]},
+            },
+        },  # fmt: skip
+    ],
+    "a service tier on the last chunk only": lambda events: [*events[:-1], {**events[-1], "service_tier": "flex"}],
     "several choices": _middle(
         lambda e: (
             _choices(

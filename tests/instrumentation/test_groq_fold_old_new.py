@@ -44,7 +44,13 @@ RANDOM_STREAMS = 300
 
 
 class _OldGroq(GroqStreamAccumulator):
-    """Today's accumulator with the batch fold s14-foldgm3 replaced (verbatim from commit 7ca7d4a)."""
+    """Today's accumulator with the batch fold s14-foldgm3 replaced (verbatim from commit 7ca7d4a, but for s24).
+
+    s24 added fields to both of today's paths (``x_groq.usage_breakdown``, a late service tier, ``annotations``):
+    the old fold is given the same two edits (the ``x_groq`` read through ``_add_x_groq``, an annotated delta
+    routed to ``add``), so the comparison still tests the s14 rewrite and not s24's additions, which the old fold
+    never had to know.
+    """
 
     __slots__ = ()
 
@@ -65,7 +71,7 @@ class _OldGroq(GroqStreamAccumulator):
             # until one carries output, which has the id and model): a batch that finds it pending takes ``add``.
             add_each(self.add, chunks)
             return
-        chunk_type, choice_type, delta_type, x_groq_type, fields_of, extra_of, _, x_groq_fields = types
+        chunk_type, choice_type, delta_type, x_groq_type, fields_of, extra_of, _, x_groq_fields, _ = types
         buffers = self.choices
         for chunk in chunks:
             try:
@@ -94,6 +100,7 @@ class _OldGroq(GroqStreamAccumulator):
                     or said["function_call"] is not None
                     or said["reasoning"]
                     or said["executed_tools"]
+                    or said["annotations"]  # s24, as the ``x_groq`` read below
                     or extra_of(delta)
                 ):
                     self.add(chunk)
@@ -112,14 +119,8 @@ class _OldGroq(GroqStreamAccumulator):
                 reason = entry["finish_reason"]
                 if reason is not None:
                     buffer.finish_reason = reason
-                if x_groq is not None:  # the last chunk's usage (or an error), read as ``add`` reads them
-                    about = fields_of(x_groq)
-                    usage = about["usage"]
-                    if usage is not None and self.usage is None:
-                        self.usage = usage
-                    error = about["error"]
-                    if isinstance(error, str) and error:
-                        self.error = error
+                if x_groq is not None:  # s24: the ``x_groq`` read as ``add`` reads it (see the class docstring)
+                    self._add_x_groq(chunk, x_groq)
             except Exception:
                 if strict:
                     raise

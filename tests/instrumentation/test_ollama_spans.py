@@ -14,7 +14,15 @@ from typing import Any
 
 import ollama
 import pytest
-from ollama_replay import MODEL, async_client_of, client_of, embed_interaction, generate_interaction, recorded
+from ollama_replay import (
+    MODEL,
+    async_client_of,
+    chat_interaction,
+    client_of,
+    embed_interaction,
+    generate_interaction,
+    recorded,
+)
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
@@ -310,3 +318,70 @@ def test_stream_metrics(provider: TracerProvider) -> None:
     assert first.attributes["gen_ai.provider.name"] == "ollama"
     (per_chunk,) = metrics["gen_ai.client.operation.time_per_output_chunk"].data.data_points
     assert per_chunk.count > 100
+
+
+_HEAD = {"model": MODEL, "created_at": "2026-08-07T06:08:14Z"}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_finished_answer_without_done_reason_is_no_error(stream: bool, exporter: InMemorySpanExporter) -> None:
+    """``done: true`` and no ``done_reason`` (older servers): no finish reason recorded, the message ``stop``."""
+    counts = {"prompt_eval_count": 12, "eval_count": 2}
+    if stream:
+        lines = [
+            {**_HEAD, "message": {"role": "assistant", "content": "Blu"}, "done": False},
+            {**_HEAD, "message": {"role": "assistant", "content": "e."}, "done": True, **counts},
+        ]
+    else:
+        lines = [{**_HEAD, "message": {"role": "assistant", "content": "Blue."}, "done": True, **counts}]
+    with ReplayServer([chat_interaction(lines)]) as server, client_of(server.url) as client:
+        if stream:
+            text = "".join(chunk.message.content or "" for chunk in client.chat(MODEL, USER, stream=True))
+        else:
+            text = client.chat(MODEL, USER).message.content or ""
+    assert text == "Blue."
+    span = _only_span(exporter)
+    assert span.status.status_code is not StatusCode.ERROR
+    assert "gen_ai.response.finish_reasons" not in span.attributes  # unknown: never guessed
+    assert "error.type" not in span.attributes
+    message = _json(span, "gen_ai.output.messages")[0]
+    assert message["finish_reason"] == "stop"
+    assert message["parts"] == [{"type": "text", "content": "Blue."}]
+
+
+def test_finished_tool_call_without_done_reason_is_a_tool_call(exporter: InMemorySpanExporter) -> None:
+    call = {"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
+    line = {**_HEAD, "message": {"role": "assistant", "content": "", "tool_calls": [call]}, "done": True}
+    with ReplayServer([chat_interaction([line])]) as server, client_of(server.url) as client:
+        client.chat(MODEL, USER)
+    assert _json(_only_span(exporter), "gen_ai.output.messages")[0]["finish_reason"] == "tool_call"
+
+
+def test_stream_cut_before_done_is_still_an_error_finish(exporter: InMemorySpanExporter) -> None:
+    """The other side of the rule above: an answer that never said ``done`` did not finish."""
+    lines = [
+        {**_HEAD, "message": {"role": "assistant", "content": "Blu"}, "done": False},
+        {**_HEAD, "message": {"role": "assistant", "content": "e."}, "done": False},
+    ]
+    with ReplayServer([chat_interaction(lines)]) as server, client_of(server.url) as client:
+        assert "".join(c.message.content or "" for c in client.chat(MODEL, USER, stream=True)) == "Blue."
+    assert _json(_only_span(exporter), "gen_ai.output.messages")[0]["finish_reason"] == "error"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_prompt_cache_hit_without_prompt_eval_count_records_no_input_tokens(
+    stream: bool, exporter: InMemorySpanExporter
+) -> None:
+    """A server that omits ``prompt_eval_count`` (a cached prompt): input tokens absent, never 0; output kept."""
+    last = {**_HEAD, "message": {"role": "assistant", "content": "Blue."}, "done": True, "done_reason": "stop",
+            "eval_count": 2, "eval_duration": 1}  # fmt: skip
+    lines = [{**_HEAD, "message": {"role": "assistant", "content": ""}, "done": False}, last] if stream else [last]
+    with ReplayServer([chat_interaction(lines)]) as server, client_of(server.url) as client:
+        if stream:
+            list(client.chat(MODEL, USER, stream=True))
+        else:
+            client.chat(MODEL, USER)
+    span = _only_span(exporter)
+    assert span.attributes["gen_ai.usage.output_tokens"] == 2
+    assert "gen_ai.usage.input_tokens" not in span.attributes
+    assert "evaltrace.cost_usd" not in span.attributes

@@ -131,6 +131,10 @@ GROQ_REQUEST_REASONING_FORMAT: Final = "groq.request.reasoning_format"
 # Groq: prompt tokens served from its hardware caches (``x_groq.usage``); not the billed cache reads.
 GROQ_USAGE_DRAM_CACHED_TOKENS: Final = "groq.usage.dram_cached_tokens"
 GROQ_USAGE_SRAM_CACHED_TOKENS: Final = "groq.usage.sram_cached_tokens"
+# Groq: whether the model is to cite the request's documents (``enabled`` / ``disabled``; GenAI has no name).
+GROQ_REQUEST_CITATION_OPTIONS: Final = "groq.request.citation_options"
+# Groq: a compound model's usage per model it ran (``usage_breakdown``), JSON ``[{"model", "input_tokens", ...}]``.
+GROQ_USAGE_BREAKDOWN: Final = "groq.usage.breakdown"
 
 # --- OpenAI Agents SDK (its span data that GenAI conventions have no name for) -------------------------
 OPENAI_AGENTS_AGENT_TOOLS: Final = "openai_agents.agent.tools"  # string[]: the agent's tool names

@@ -41,8 +41,12 @@ def document_part(item: Any) -> Part:
     Cohere's shape, which groq's document part shares: text data as it is, any other as JSON text, the way it was
     given (not ASCII-escaped), and never an error (a key JSON cannot have is its ``str``).
     """
-    data = field(field(item, "document"), "data")
-    return text_part(data if isinstance(data, str) else json.dumps(to_jsonable(data), ensure_ascii=False))
+    return text_part(data_text(field(field(item, "document"), "data")))
+
+
+def data_text(data: Any) -> str:
+    """A document's data as text: a string as it is, any other value as JSON text, as written (not ASCII-escaped)."""
+    return data if isinstance(data, str) else json.dumps(to_jsonable(data), ensure_ascii=False)
 
 
 def reasoning_part(content: str) -> Part:

@@ -11,7 +11,10 @@ OpenAI codec's readers. What Groq adds is read here:
   the billed ``prompt_tokens_details.cached_tokens``, so they are neither cache reads nor priced);
 * ``executed_tools`` (the built-in tools of ``compound`` models) as ``server_tool_call`` parts, each followed by a
   ``server_tool_call_response`` part with its ``output`` once it has one;
-* ``x_groq.error`` on a stream chunk: the call failed inside a stream the SDK did not raise for.
+* ``x_groq.error`` on a stream chunk: the call failed inside a stream the SDK did not raise for;
+* the request's ``documents`` and ``citation_options`` and the answer's ``annotations`` (``grounding``), a compound
+  model's ``usage_breakdown`` (``usage``), and a stream's ``service_tier`` wherever it comes (on the first or last
+  chunk, or in ``x_groq``: groq's chunk declares none).
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ from evaltrace._internal.openai.accumulate import ChatAccumulator, _ChoiceBuffer
 from evaltrace._internal.openai.parts import Message, Part, document_part, field, reasoning_part
 from evaltrace._internal.openai.registry import EndpointKind
 from evaltrace._internal.openai.response import chat_outcome, chat_summary, embeddings_outcome
+from evaltrace.instrumentation.groq.grounding import add_citations, documents_message
+from evaltrace.instrumentation.groq.usage import breakdown_attributes
 
 PROVIDER = "groq"
 
@@ -58,19 +63,24 @@ def request_attributes(kwargs: dict[str, Any], capture: bool, max_len: int, oper
     if operation == sc.OP_EMBEDDINGS:
         return build.request_attributes(EndpointKind.EMBEDDINGS, params, capture, max_len)
     messages = params.get("messages") if capture else None
-    if isinstance(messages, list | tuple) and any(_has_groq_fields(m) for m in messages):
-        # What the OpenAI chat reader does not know is in the messages: they are converted once, here, and the
-        # OpenAI build reads the rest of the request (its input attributes of no messages are replaced).
+    given = documents_message(params.get("documents")) if capture else None
+    if isinstance(messages, list | tuple) and (given is not None or any(_has_groq_fields(m) for m in messages)):
+        # What the OpenAI chat reader does not know is in the messages (or beside them, the documents): they are
+        # converted once, here, and the OpenAI build reads the rest of the request (its input attributes of no
+        # messages are replaced).
         rest = {key: value for key, value in params.items() if key != "messages"}
         attrs = build.request_attributes(EndpointKind.CHAT, rest, capture, max_len)
         attrs.pop(sc.INPUT_VALUE, None)  # none of no messages; popped all the same, as the value is this one's
         attrs.pop(sc.INPUT_MIME_TYPE, None)
-        attrs.update(_groq_input_attributes(messages, max_len))
+        attrs.update(_groq_input_attributes(messages, max_len, given))
     else:
         attrs = build.request_attributes(EndpointKind.CHAT, params, capture, max_len)
     fmt = params.get("reasoning_format")
     if isinstance(fmt, str):
         attrs[sc.GROQ_REQUEST_REASONING_FORMAT] = fmt
+    citing = params.get("citation_options")
+    if isinstance(citing, str):
+        attrs[sc.GROQ_REQUEST_CITATION_OPTIONS] = citing
     return attrs
 
 
@@ -102,12 +112,16 @@ def _has_groq_fields(message: Any) -> bool:
     return isinstance(content, list | tuple) and any(_is_document(part) for part in content)
 
 
-def _groq_input_attributes(messages: Any, max_len: int) -> Attributes:
+_SYSTEM_ROLES = frozenset({"system", "developer"})
+
+
+def _groq_input_attributes(messages: Any, max_len: int, documents: Message | None = None) -> Attributes:
     """The input attributes again, with what groq's message params add to OpenAI's.
 
     groq's ``ChatCompletionAssistantMessageParam`` declares ``reasoning`` (a previous turn's, sent back): a
     ``reasoning`` part before the answer; its user content parts include ``document``: a text part of the data.
     The OpenAI chat reader knows neither; a request that sends one has its messages converted here instead.
+    ``documents``: the request's ``documents`` as a message (``grounding.documents_message``), put first.
     """
     converted = openai_request.input_messages(EndpointKind.CHAT, {"messages": messages})
     for message, source in zip(converted, messages, strict=False):
@@ -122,6 +136,9 @@ def _groq_input_attributes(messages: Any, max_len: int) -> Attributes:
         reasoning = _given_reasoning(source)
         if reasoning is not None:
             message["parts"].insert(0, reasoning_part(reasoning))
+    if documents is not None:  # after the system messages: the caller's context, before the conversation
+        first = next((n for n, m in enumerate(converted) if m.get("role") not in _SYSTEM_ROLES), len(converted))
+        converted.insert(first, documents)
     text = capped_json(converted, max_len)
     attrs: Attributes = {sc.GEN_AI_INPUT_MESSAGES: text}
     attrs.update(list_values.input_attributes(converted, text, None, None, max_len))
@@ -220,6 +237,7 @@ def completion_outcome(completion: Any, content: bool = True) -> Outcome:
     x_groq = getattr(completion, "x_groq", None)
     if x_groq is not None:
         outcome.attributes = x_groq_attributes(x_groq)
+    _with_breakdown(outcome, getattr(completion, "usage_breakdown", None))
     messages = outcome.output_messages
     if messages is not None:
         for message, choice in zip(messages, getattr(completion, "choices", None) or (), strict=False):
@@ -227,8 +245,18 @@ def completion_outcome(completion: Any, content: bool = True) -> Outcome:
             # The shared reader found extras only; a modelled ``reasoning`` is Groq's own.
             reasoning = getattr(source, "reasoning", None)
             executed = getattr(source, "executed_tools", None)
+            add_citations(message["parts"], getattr(source, "annotations", None))
             _with_groq_parts(message, reasoning if isinstance(reasoning, str) else None, executed)
     return outcome
+
+
+def _with_breakdown(outcome: Outcome, breakdown: Any) -> None:
+    """Add a compound model's ``usage_breakdown`` (and the cost it gives) to the outcome's attributes."""
+    if breakdown is None:
+        return
+    attrs = breakdown_attributes(breakdown, outcome.usage, PROVIDER)
+    if attrs:
+        outcome.attributes = {**(outcome.attributes or {}), **attrs}
 
 
 class _Delta:
@@ -254,27 +282,55 @@ _HEADER_FIELDS = ("id", "model", "system_fingerprint", "service_tier")
 """What ``ChatAccumulator._read_header`` reads of a chunk (groq's chunk declares no ``service_tier``)."""
 
 
+_TEXT_ONLY = frozenset({"content", "role"})
+"""The delta fields a text-only chunk sets: any other set (a tool call, reasoning, annotations...) takes ``add``."""
+
+
 @functools.cache
 def _sdk_types() -> tuple[Any, ...] | None:  # Any: a type check must not narrow the chunk to object
     """The groq SDK's chunk, choice, delta and ``x_groq`` classes and the readers of their fields (None: no SDK).
 
     Also whether ``getattr`` of the names ``add`` reads of a chunk's header and of an ``x_groq`` (``usage``,
-    ``error``) is the instance's ``__dict__`` entry, else its pydantic extra (``plain_fields``), and whether
-    ``x_groq``'s ``usage`` and ``error`` are fields (in every instance's ``__dict__``).
+    ``error``, ``usage_breakdown``) is the instance's ``__dict__`` entry, else its pydantic extra
+    (``plain_fields``), and whether ``x_groq``'s are fields (in every instance's ``__dict__``).
     """
     try:
         from groq.types.chat.chat_completion_chunk import ChatCompletionChunk, Choice, ChoiceDelta, XGroq
     except ImportError:
         return None
+    # The fold reads ``content`` from the delta's ``__dict__``; any other field it tells by its being set, so an
+    # older SDK lacking a newer field (it comes as an extra, and takes ``add``) needs no check of its own.
+    if "content" not in ChoiceDelta.model_fields:
+        return None
     classes = (ChatCompletionChunk, Choice, ChoiceDelta, XGroq)
     fields_of = slot_reader(classes, "__dict__")
     extra_of = slot_reader(classes, "__pydantic_extra__")
-    if fields_of is None or extra_of is None:
+    set_of = slot_reader(classes, "__pydantic_fields_set__")
+    if fields_of is None or extra_of is None or set_of is None:
         return None
     plain_header = plain_fields(ChatCompletionChunk, _HEADER_FIELDS)
-    x_groq_fields = plain_fields(XGroq, ("usage", "error")) and {"usage", "error"} <= XGroq.model_fields.keys()
-    return ChatCompletionChunk, Choice, ChoiceDelta, XGroq, fields_of, extra_of, plain_header, x_groq_fields
+    read = ("usage", "error", "usage_breakdown")
+    x_groq_fields = plain_fields(XGroq, read) and set(read) <= XGroq.model_fields.keys()
+    return ChatCompletionChunk, Choice, ChoiceDelta, XGroq, fields_of, extra_of, plain_header, x_groq_fields, set_of
 
+
+def _tier_of(obj: Any) -> Any:
+    """``obj.service_tier``, a pydantic model's read from its fields or extras: no ``__getattr__`` miss.
+
+    groq's types declare none: ``getattr`` of it went through pydantic's ``__getattr__`` to an ``AttributeError``
+    built and dropped, four per stream, +13% of a recorded stream's fold (``groq_stream_fold``).
+    """
+    fields = getattr(obj, "__dict__", None)
+    if isinstance(fields, dict) and "service_tier" in fields:
+        return fields["service_tier"]
+    if isinstance(getattr(type(obj), "__pydantic_fields__", None), dict):
+        extra = obj.__pydantic_extra__
+        return extra.get("service_tier") if isinstance(extra, dict) else None
+    return getattr(obj, "service_tier", None)
+
+
+_NONE: dict[str, Any] = {}
+"""No extras (an instance's ``__pydantic_extra__`` may be None): read, never written."""
 
 _NO_INDEX = object()
 """No choice index is this: ``add_batch``'s last index before its first choice."""
@@ -283,7 +339,7 @@ _NO_INDEX = object()
 class GroqStreamAccumulator(ChatAccumulator):
     """The OpenAI chat accumulator, reading Groq's ``delta.reasoning``, ``x_groq`` usage and errors, and tools."""
 
-    __slots__ = ("error", "executed")
+    __slots__ = ("annotations", "breakdown", "error", "executed")
 
     @staticmethod
     def _add_delta(buffer: Any, delta: Any) -> None:
@@ -293,6 +349,8 @@ class GroqStreamAccumulator(ChatAccumulator):
         super().__init__()
         self.executed: dict[tuple[int, Any], Any] = {}  # (choice, tool index) -> the tool, its copies merged
         self.error: str | None = None
+        self.annotations: dict[int, list[Any]] = {}  # choice -> its annotations, each once, in order
+        self.breakdown: Any = None  # ``x_groq.usage_breakdown`` of the last chunk
 
     def add(self, chunk: Any) -> bool:
         """Fold one chunk in (see ``ChatAccumulator.add``); True when it carries a choice."""
@@ -303,19 +361,39 @@ class GroqStreamAccumulator(ChatAccumulator):
         carried = super().add(chunk)
         x_groq = getattr(chunk, "x_groq", None)
         if x_groq is not None:
-            usage = getattr(x_groq, "usage", None)
-            if usage is not None and self.usage is None:
-                self.usage = usage
-            error = getattr(x_groq, "error", None)
-            if isinstance(error, str) and error:
-                self.error = error
+            self._add_x_groq(chunk, x_groq)
         for choice in chunk.choices or ():
-            tools = getattr(choice.delta, "executed_tools", None) if choice.delta is not None else None
+            delta = choice.delta
+            tools = getattr(delta, "executed_tools", None) if delta is not None else None
             for tool in tools or ():
                 key = (choice.index, getattr(tool, "index", None))
                 before = self.executed.get(key)
                 self.executed[key] = tool if before is None else merged_tool(before, tool)
+            annotations = getattr(delta, "annotations", None) if delta is not None else None
+            if annotations:
+                kept = self.annotations.setdefault(choice.index, [])
+                kept.extend(a for a in annotations if a not in kept)  # a chunk may repeat an earlier one's
         return carried
+
+    def _add_x_groq(self, chunk: Any, x_groq: Any) -> None:
+        """An ``x_groq`` (the first and the last chunk's): the usage, its breakdown, an error, a late service tier.
+
+        groq's chunk declares no ``service_tier``: one the API sends (on the chunk, or in ``x_groq``) is an extra,
+        read with the header from the first chunk, else here from the last, which is read whatever it holds.
+        """
+        usage = getattr(x_groq, "usage", None)
+        if usage is not None and self.usage is None:
+            self.usage = usage
+        error = getattr(x_groq, "error", None)
+        if isinstance(error, str) and error:
+            self.error = error
+        breakdown = getattr(x_groq, "usage_breakdown", None)
+        if breakdown is not None:
+            self.breakdown = breakdown
+        if not self.service_tier:
+            tier = _tier_of(chunk) or _tier_of(x_groq)
+            if isinstance(tier, str) and tier:
+                self.service_tier = tier
 
     def _add_first(self, chunk: Any) -> bool | None:
         """The chunk that names the response, read by the batch fold (None: not read, ``add`` reads it).
@@ -336,15 +414,15 @@ class GroqStreamAccumulator(ChatAccumulator):
     def add_batch(self, chunks: list[Any], strict: bool = False) -> None:  # noqa: C901  (one frame for the batch)
         """``add`` for each chunk in order, the common chunk read in this one frame (the stream proxy's batch fold).
 
-        The common chunk of a Groq stream is one choice whose delta has text only, and no ``x_groq`` or one with
-        its id, or (the last chunk) its usage or an error. Once its types are checked to be the groq SDK's own, its
+        The common chunk of a Groq stream is one choice whose delta has text only (no annotations), and no
+        ``x_groq`` or one with its id, or (the last chunk) its usage, breakdown, tier or an error. Once its types are checked to be the groq SDK's own, its
         fields are read from the instances' ``__dict__``, itself read through its descriptor (``slot_reader``):
         pydantic's ``__getattr__`` hook keeps CPython 3.11 from specialising attribute reads and makes each read
         three type-cache lookups, which miss on groq's types (an MRO walk each: ``obj.__dict__`` read so cost the
         fold +16%, ``benchmarks/README.md`` s14-foldgm3). The checks are nested so that the common chunk takes each
         test once and falls through to its fold, and the buffer of the chunk before's choice is reused while the
-        index is the same object. Every other chunk (a reasoning, refusal, tool or extra field, any of the delta's
-        four other fields not None, several choices, usage on the chunk, another SDK's types) goes through ``add``,
+        index is the same object. Every other chunk (a reasoning, refusal, tool or extra field, any delta field set but
+        ``content`` and ``role``, several choices, usage on the chunk, another SDK's types) goes through ``add``,
         before anything of it is written, so both paths record the same.
         ``strict``: an error is raised, not routed.
         """
@@ -354,7 +432,8 @@ class GroqStreamAccumulator(ChatAccumulator):
             # until one carries output, which has the id and model): a batch that finds it pending takes ``add``.
             add_each(self.add, chunks)
             return
-        chunk_type, choice_type, delta_type, x_groq_type, fields_of, extra_of, _, x_groq_fields = types
+        chunk_type, choice_type, delta_type, x_groq_type, fields_of, extra_of, _, x_groq_fields, set_of = types
+        text_only = _TEXT_ONLY
         kind = type
         buffers = self.choices
         last: Any = _NO_INDEX  # the index of the choice whose ``buffer`` and ``text`` are at hand
@@ -372,16 +451,11 @@ class GroqStreamAccumulator(ChatAccumulator):
                     if kind(choice) is choice_type and fields["usage"] is None:
                         entry = fields_of(choice)
                         delta = entry["delta"]
-                        if kind(delta) is delta_type and not extra_of(delta):
-                            said = fields_of(delta)
+                        # The fields the delta was given (the SDK builds it so): one set test for its five others
+                        # (tool_calls, function_call, reasoning, executed_tools, annotations) being None.
+                        if kind(delta) is delta_type and set_of(delta) <= text_only and not extra_of(delta):
                             x_groq = fields["x_groq"]
-                            if (
-                                said["tool_calls"] is None
-                                and said["function_call"] is None
-                                and said["reasoning"] is None
-                                and said["executed_tools"] is None
-                                and (x_groq is None or (kind(x_groq) is x_groq_type and x_groq_fields))
-                            ):
+                            if x_groq is None or (kind(x_groq) is x_groq_type and x_groq_fields):
                                 index = entry["index"]
                                 if index is not last:
                                     try:
@@ -390,13 +464,13 @@ class GroqStreamAccumulator(ChatAccumulator):
                                         buffer = buffers[index] = _ChoiceBuffer()
                                     text = buffer.text
                                     last = index
-                                content = said["content"]
+                                content = fields_of(delta)["content"]
                                 if content:
                                     text.append(content)
                                 reason = entry["finish_reason"]
                                 if reason is not None:
                                     buffer.finish_reason = reason
-                                if x_groq is not None:  # the last chunk's usage (or an error), as ``add`` reads them
+                                if x_groq is not None:  # the first and last chunks, read as ``_add_x_groq`` reads
                                     about = fields_of(x_groq)
                                     usage = about["usage"]
                                     if usage is not None and self.usage is None:
@@ -404,6 +478,17 @@ class GroqStreamAccumulator(ChatAccumulator):
                                     error = about["error"]
                                     if isinstance(error, str) and error:
                                         self.error = error
+                                    breakdown = about["usage_breakdown"]
+                                    if breakdown is not None:
+                                        self.breakdown = breakdown
+                                    if not self.service_tier:  # ``_tier_of`` of the chunk, then of its ``x_groq``
+                                        tier = (
+                                            fields.get("service_tier")
+                                            or (extra_of(chunk) or _NONE).get("service_tier")
+                                            or (extra_of(x_groq) or _NONE).get("service_tier")
+                                        )
+                                        if isinstance(tier, str) and tier:
+                                            self.service_tier = tier
                                 continue
                 last = _NO_INDEX  # ``add`` may make the buffer of any index
                 self.add(chunk)
@@ -445,6 +530,13 @@ class GroqStreamAccumulator(ChatAccumulator):
     def outcome(self) -> Outcome:
         """The OpenAI chat outcome of the chunks, with the tools Groq ran."""
         outcome = super().outcome()
+        if self.breakdown is not None:
+            _with_breakdown(outcome, self.breakdown)
+        if self.annotations and outcome.output_messages:
+            ordered = sorted(self.choices)
+            for choice_index, annotations in self.annotations.items():
+                if choice_index in self.choices:
+                    add_citations(outcome.output_messages[ordered.index(choice_index)]["parts"], annotations)
         if self.executed and outcome.output_messages:
             ordered = sorted(self.choices)
             for (choice_index, _), tool in self.executed.items():

@@ -11,7 +11,12 @@ Responses: ``message.content`` (chat) or ``response`` (generate) is the answer, 
 parts with their arguments as the object the server sent (the SDK keeps no tool-call id). ``done_reason``
 (``stop``, ``length``, ``load``, ``unload``, ...) is written verbatim; the output message's finish reason is
 ``tool_call`` when the answer calls tools (Ollama says ``stop`` then), the reason itself otherwise, and ``error``
-when the response never finished. Usage: ``prompt_eval_count`` is the input, ``eval_count`` the output.
+when the response never finished. A finished response (``done: true``) without a ``done_reason`` (servers before
+it existed, or a proxy that drops it) has no ``gen_ai.response.finish_reasons`` (the reason is unknown, never
+guessed) and its message ``stop`` (``tool_call`` with tool calls): the schema needs one, and the generation ended
+without an error. Usage: ``prompt_eval_count`` is the input (the whole prompt, cached tokens included),
+``eval_count`` the output; a server that omits ``prompt_eval_count`` (it did on a prompt-cache hit) gives no input
+count, not 0: the prompt's size is unknown then, and 0 would understate it and its cost.
 """
 
 from __future__ import annotations
@@ -247,10 +252,11 @@ def _tool_dict(tool: Any) -> Any:
 # --- response --------------------------------------------------------------------------------------------
 
 
-def message_finish_reason(reason: Any, has_tool_call: bool) -> str:
-    """The output message's finish reason (see the module docstring)."""
+def message_finish_reason(reason: Any, has_tool_call: bool, done: bool) -> str:
+    """The output message's finish reason (see the module docstring); ``done``: the response finished."""
     if not reason:
-        return "error"
+        # A finished answer of no stated reason ended without an error: ``stop``; an unfinished one did not end.
+        return ("tool_call" if has_tool_call else "stop") if done else "error"
     if has_tool_call and reason == "stop":
         return "tool_call"
     return str(reason)
@@ -289,7 +295,13 @@ def outcome_of(method: str, response: Any, content: bool = True) -> Outcome:
         else:
             calls = None
             parts = answer_parts(field(response, "thinking"), field(response, "response"), None)
-        messages = [{"role": "assistant", "parts": parts, "finish_reason": message_finish_reason(reason, bool(calls))}]
+        messages = [
+            {
+                "role": "assistant",
+                "parts": parts,
+                "finish_reason": message_finish_reason(reason, bool(calls), field(response, "done") is True),
+            }
+        ]
     return Outcome(
         response_model=field(response, "model"),
         finish_reasons=[str(reason)] if reason else [],

@@ -164,7 +164,11 @@ class OllamaStreamAccumulator:
             response_model=self.model,
             finish_reasons=[str(reason)] if reason else [],
             output_messages=[
-                {"role": "assistant", "parts": parts, "finish_reason": message_finish_reason(reason, bool(self.calls))}
+                {
+                    "role": "assistant",
+                    "parts": parts,
+                    "finish_reason": message_finish_reason(reason, bool(self.calls), self.final is not None),
+                }
             ],
             usage=usage_of(self.final) if self.final is not None else None,
         )
