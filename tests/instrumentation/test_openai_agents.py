@@ -8,11 +8,10 @@ response/generation span becomes it). Either way there is exactly one LLM span p
 
 from __future__ import annotations
 
-import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -26,10 +25,10 @@ from agents import (  # noqa: E402
     Runner,
     function_tool,
     input_guardrail,
-    set_default_openai_client,
     set_trace_processors,
 )
 from agents.models import _openai_shared  # noqa: E402
+from agents_replay import agents_capture, replay  # noqa: E402
 from openai import AsyncOpenAI  # noqa: E402
 from opentelemetry.sdk.trace import ReadableSpan  # noqa: E402
 from opentelemetry.trace import StatusCode  # noqa: E402
@@ -40,9 +39,8 @@ from evaltrace._internal import semconv as sc  # noqa: E402
 from evaltrace._internal import settings  # noqa: E402
 from evaltrace.evaluators import ToolCalled, ToolSequence  # noqa: E402
 from evaltrace.instrumentation.openai_agents import _registered_processors  # noqa: E402
-from evaltrace.testing import TraceCapture, capture_traces, evaluate  # noqa: E402
+from evaltrace.testing import TraceCapture, evaluate  # noqa: E402
 
-T = TypeVar("T")
 CASSETTES = FIXTURES / "openai-agents-cassettes" / "logfire" / "test_openai_agents"
 
 
@@ -53,34 +51,8 @@ def _cassette(name: str) -> list[Recorded]:
 @pytest.fixture
 def capture(openai_on: bool) -> Iterator[TraceCapture]:
     """Agents SDK tracing to evaltrace only (the SDK's own exporter off), content captured, globals restored."""
-    previous_processors = _registered_processors() or []
-    previous_client = _openai_shared.get_default_openai_client()
-    previous_settings = settings.replace(settings.CaptureSettings(capture_content=True))
-    set_trace_processors([])
-    try:
-        with capture_traces() as capture:
-            evaltrace.instrument_openai_agents()
-            yield capture
-    finally:
-        evaltrace.uninstrument_openai_agents()
-        set_trace_processors(previous_processors)
-        _openai_shared.set_default_openai_client(previous_client)  # type: ignore[arg-type]
-        settings.replace(previous_settings)
-
-
-def _replay(interactions: list[Recorded], run: Callable[[AsyncOpenAI], Awaitable[T]]) -> tuple[T, ReplayServer]:
-    """Serve ``interactions``, run ``run(client)`` with that client as the SDK's default, close it in its loop."""
-
-    async def main(server: ReplayServer) -> T:
-        client = AsyncOpenAI(base_url=server.url + "/v1", api_key="test")
-        set_default_openai_client(client, use_for_tracing=False)
-        try:
-            return await run(client)
-        finally:
-            await client.close()
-
-    with ReplayServer(interactions) as server:
-        return asyncio.run(main(server)), server
+    with agents_capture() as capture:
+        yield capture
 
 
 def _kind(span: ReadableSpan) -> Any:
@@ -118,7 +90,7 @@ def random_number() -> int:
 def _run_handoff() -> tuple[Any, ReplayServer]:
     agent2 = Agent(name="agent2", instructions="Return double the number")
     agent1 = Agent(name="agent1", tools=[random_number], handoffs=[agent2])
-    return _replay(
+    return replay(
         _cassette("test_responses"),
         lambda _: Runner.run(agent1, "Generate a random number then, hand off to agent2."),
     )
@@ -264,7 +236,7 @@ def test_a_tool_that_raises_is_an_error_span_and_the_run_goes_on(capture: TraceC
     def tool() -> str:
         raise RuntimeError("Ouch, don't do that again!")
 
-    result, _ = _replay(
+    result, _ = replay(
         _cassette("test_function_tool_exception"),
         lambda _: Runner.run(Agent(name="agent", tools=[tool]), "Call the tool."),
     )
@@ -286,7 +258,7 @@ def test_input_guardrail_span_under_the_agent(capture: TraceCapture, openai_on: 
     async def is_math(ctx: Any, agent: Agent[Any], question: Any) -> GuardrailFunctionOutput:
         return GuardrailFunctionOutput(output_info={"math": True}, tripwire_triggered=False)
 
-    result, _ = _replay(
+    result, _ = replay(
         _cassette("test_input_guardrails"),
         lambda _: Runner.run(Agent(name="agent", input_guardrails=[is_math]), "1+1?"),
     )
@@ -319,7 +291,7 @@ def test_a_tripped_guardrail_is_recorded_and_its_exception_reaches_the_caller(ca
             received.append(True)
 
     with pytest.raises(InputGuardrailTripwireTriggered):
-        _replay(_cassette("test_input_guardrails"), run)
+        replay(_cassette("test_input_guardrails"), run)
     assert received == [True]
     (guardrail,) = [s for s in capture.spans if s.name == "guardrail no_math"]
     assert (guardrail.attributes or {})[sc.OPENAI_AGENTS_GUARDRAIL_TRIGGERED] is True
@@ -340,7 +312,7 @@ def _run_streamed() -> tuple[str, ReplayServer]:
             pass
         return str(result.final_output)
 
-    return _replay(streamed, run)
+    return replay(streamed, run)
 
 
 def test_streamed_run_has_one_llm_span_under_its_agent(capture: TraceCapture, openai_on: bool) -> None:
@@ -374,7 +346,7 @@ def test_chat_completions_model_generation_span(capture: TraceCapture, openai_on
         agent = Agent(name="agent", model=OpenAIChatCompletionsModel(model="gpt-4o", openai_client=client))
         return Runner.run(agent, "1+1?")
 
-    result, _ = _replay(_cassette("test_chat_completions"), run)
+    result, _ = replay(_cassette("test_chat_completions"), run)
     assert result.final_output == "1 + 1 = 2"
     spans = capture.spans
     (llm,) = [s for s in spans if _kind(s) == sc.KIND_LLM]
@@ -449,7 +421,7 @@ def test_mcp_tools_are_listed_and_called_as_extension_tools(capture: TraceCaptur
         async with MCPServerStdio(params=params, name="random") as server:
             return await Runner.run(Agent(name="mcp_agent", mcp_servers=[server]), "Give me a random number")
 
-    result, _ = _replay(load_cassette(CASSETTES.parent / "test_openai_agents_mcp" / "test_mcp.yaml"), run)
+    result, _ = replay(load_cassette(CASSETTES.parent / "test_openai_agents_mcp" / "test_mcp.yaml"), run)
     assert result.final_output == "Here's a random number for you: 4"
     spans = capture.spans
     listed = [s for s in spans if s.name == "mcp list_tools random"]
@@ -480,7 +452,7 @@ def test_code_inside_a_function_tool_nests_under_its_span(capture: TraceCapture,
 
     agent2 = Agent(name="agent2", instructions="Return double the number")
     agent1 = Agent(name="agent1", tools=[random_number_tool], handoffs=[agent2])
-    _replay(
+    replay(
         _cassette("test_responses"), lambda _: Runner.run(agent1, "Generate a random number then, hand off to agent2.")
     )
     spans = capture.spans
@@ -497,7 +469,7 @@ def test_uninstrument_during_a_run_ends_every_span_it_started(capture: TraceCapt
 
     agent2 = Agent(name="agent2", instructions="Return double the number")
     agent1 = Agent(name="agent1", tools=[random_number_and_stop], handoffs=[agent2])
-    result, _ = _replay(
+    result, _ = replay(
         _cassette("test_responses"), lambda _: Runner.run(agent1, "Generate a random number then, hand off to agent2.")
     )
     assert result.final_output.startswith("The random number generated is 4")

@@ -20,6 +20,7 @@ pytest.importorskip("agents")
 
 from agents import Agent, Runner, SQLiteSession, set_default_openai_client, set_trace_processors, trace
 from agents.models import _openai_shared
+from agents_replay import agents_capture, replay
 from openai import AsyncOpenAI
 from openai.types.responses import Response
 from opentelemetry.sdk.trace import ReadableSpan
@@ -33,7 +34,7 @@ from evaltrace.evaluation import EvaluatorSpec, evaluator
 from evaltrace.instrumentation.openai_agents import _registered_processors
 from evaltrace.schema import EvaluationResult
 from evaltrace.schema.conversation import Conversation
-from evaltrace.testing import TraceCapture, capture_traces
+from evaltrace.testing import TraceCapture
 
 _JSON = [("content-type", "application/json")]
 
@@ -73,17 +74,8 @@ _TURNS = [_answer("resp_1", "Paris."), _answer("resp_2", "About 2.1 million.")]
 
 
 def _replay(bodies: list[Recorded], run: Callable[[], Awaitable[Any]], by_path: bool = False) -> ReplayServer:
-    async def main(server: ReplayServer) -> None:
-        client = AsyncOpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
-        set_default_openai_client(client, use_for_tracing=False)
-        try:
-            await run()
-        finally:
-            await client.close()
-
-    with ReplayServer(bodies, by_path=by_path) as server:
-        asyncio.run(main(server))
-    return server
+    """The server, once ``run()`` ran against it (the client never retrying: a served error is the answer)."""
+    return replay(bodies, lambda _client: run(), by_path=by_path, max_retries=0)[1]
 
 
 async def _two_turns(session_id: str = "abc") -> None:
@@ -185,19 +177,8 @@ def test_a_users_own_evaltrace_session_wins_and_the_agents_session_is_the_conver
 @pytest.fixture
 def capture(openai_on: bool) -> Iterator[TraceCapture]:
     """Agents SDK tracing to evaltrace only, content captured, globals restored."""
-    previous_processors = _registered_processors() or []
-    previous_client = _openai_shared.get_default_openai_client()
-    previous_settings = settings.replace(settings.CaptureSettings(capture_content=True))
-    set_trace_processors([])
-    try:
-        with capture_traces() as capture:
-            evaltrace.instrument_openai_agents()
-            yield capture
-    finally:
-        evaltrace.uninstrument_openai_agents()
-        set_trace_processors(previous_processors)
-        _openai_shared.set_default_openai_client(previous_client)  # type: ignore[arg-type]
-        settings.replace(previous_settings)
+    with agents_capture() as capture:
+        yield capture
 
 
 def test_turns_inside_one_sdk_trace_name_the_session_on_the_workflow_too(

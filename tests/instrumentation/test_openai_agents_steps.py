@@ -30,22 +30,18 @@ from agents import (
     Runner,
     function_tool,
     input_guardrail,
-    set_default_openai_client,
-    set_trace_processors,
     trace,
 )
-from agents.models import _openai_shared
+from agents_replay import agents_capture, replay
 from openai import AsyncOpenAI
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import Response
 from opentelemetry.sdk.trace import ReadableSpan
 
 import evaltrace
-from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette
+from cassettes import FIXTURES, Recorded, load_cassette
 from evaltrace._internal import semconv as sc
-from evaltrace._internal import settings
-from evaltrace.instrumentation.openai_agents import _registered_processors
-from evaltrace.testing import TraceCapture, capture_traces
+from evaltrace.testing import TraceCapture
 from langfuse_observation import langfuse_observation_type
 
 # Features the oldest supported SDK (``openai-agents>=0.2``) lacks: their tests skip there, naming what is missing.
@@ -66,32 +62,13 @@ _SSE = [("content-type", "text/event-stream")]
 @pytest.fixture
 def capture(openai_on: bool) -> Iterator[TraceCapture]:
     """Agents SDK tracing to evaltrace only, content captured, globals restored."""
-    previous_processors = _registered_processors() or []
-    previous_client = _openai_shared.get_default_openai_client()
-    previous_settings = settings.replace(settings.CaptureSettings(capture_content=True))
-    set_trace_processors([])
-    try:
-        with capture_traces() as capture:
-            evaltrace.instrument_openai_agents()
-            yield capture
-    finally:
-        evaltrace.uninstrument_openai_agents()
-        set_trace_processors(previous_processors)
-        _openai_shared.set_default_openai_client(previous_client)  # type: ignore[arg-type]
-        settings.replace(previous_settings)
+    with agents_capture() as capture:
+        yield capture
 
 
 def _replay(bodies: list[Recorded], run: Callable[[AsyncOpenAI], Awaitable[Any]]) -> Any:
-    async def main(server: ReplayServer) -> Any:
-        client = AsyncOpenAI(base_url=server.url + "/v1", api_key="test", max_retries=0)
-        set_default_openai_client(client, use_for_tracing=False)
-        try:
-            return await run(client)
-        finally:
-            await client.close()
-
-    with ReplayServer(bodies) as server:
-        return asyncio.run(main(server))
+    """What ``run(client)`` returned, the client never retrying (a served error is the answer)."""
+    return replay(bodies, run, max_retries=0)[0]
 
 
 # --- bodies, validated by the openai SDK's types ------------------------------------------------------------
