@@ -13,9 +13,7 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # LiteLLM fetches its price map at import otherwise
 
-import gc
 import json
-import warnings
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -23,6 +21,7 @@ import pytest
 
 litellm = pytest.importorskip("litellm")
 
+from litellm_replay import CLAUDE, LITELLM_WARNINGS, OPENAI, close_clients, complete_text, drain, responses_item  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 from opentelemetry.trace import StatusCode  # noqa: E402
@@ -32,9 +31,7 @@ from evaltrace._internal import settings  # noqa: E402
 from evaltrace.instrumentation.litellm import LiteLLMInstrumentor  # noqa: E402
 from evaltrace.instrumentation.litellm.codec import LiteLLMChatAccumulator  # noqa: E402
 
-OPENAI = FIXTURES / "openai-cassettes" / "otel-contrib"
 N_2 = OPENAI / "test_chat_completion_multiple_choices_streaming.yaml"  # n=2, streamed, include_usage
-CLAUDE = "anthropic/claude-sonnet-4-6"
 
 
 @pytest.fixture
@@ -54,37 +51,16 @@ def no_content(instrumented: None) -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 async def _close_litellm_clients() -> AsyncIterator[None]:
-    """Close and drop LiteLLM's cached clients here, not in a later test (as test_litellm_fidelity.py does)."""
+    """Close and drop LiteLLM's cached clients here, not in a later test (``litellm_replay.close_clients``)."""
     yield
-    await litellm.close_litellm_async_clients()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        litellm.in_memory_llm_clients_cache.flush_cache()
-        gc.collect()
+    await close_clients()
 
 
-pytestmark = [
-    # LiteLLM's own types, built lazily by pydantic on first use (nothing of ours).
-    pytest.mark.filterwarnings("ignore:.*using the `ReadOnly` qualifier:UserWarning"),
-    pytest.mark.filterwarnings("ignore:Accessing the 'model_.*' attribute on the instance:DeprecationWarning"),
-]
+pytestmark = [*LITELLM_WARNINGS]
 
 
 def _attrs(span: Any) -> dict[str, Any]:
     return dict(span.attributes or {})
-
-
-async def _text(is_async: bool, **kwargs: Any) -> Any:
-    params = {"api_key": "test", "num_retries": 0, **kwargs}
-    if is_async:
-        return await litellm.atext_completion(**params)
-    return litellm.text_completion(**params)
-
-
-async def _drain(stream: Any, is_async: bool) -> list[Any]:
-    if is_async:
-        return [chunk async for chunk in stream]
-    return list(stream)
 
 
 def _n_2_request() -> tuple[Recorded, dict[str, Any]]:
@@ -119,9 +95,9 @@ async def test_an_n_2_text_completion_stream_ends_as_litellm_ended_it(
     item, request = _n_2_request()
     with ReplayServer([item]) as server:
         prompt = request.pop("messages")[-1]["content"]
-        stream = await _text(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", prompt=prompt,
-                             **request)  # fmt: skip
-        chunks = await _drain(stream, is_async)
+        stream = await complete_text(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", prompt=prompt,
+                                     **request)  # fmt: skip
+        chunks = await drain(stream, is_async)
     finishes = [(c.index, c.finish_reason) for chunk in chunks for c in chunk.choices if c.finish_reason]
     assert finishes == [(0, "stop")]  # the recording finishes both choices; LiteLLM yields one
     (span,) = exporter.get_finished_spans()
@@ -192,9 +168,9 @@ async def test_a_text_completion_records_no_prompt_suffix_or_output_with_content
     prompt, suffix = "Say this is a secret", "END-OF-SECRET"
     with ReplayServer(load_cassette(OPENAI / "test_chat_completion_streaming.yaml" if stream else
                                     OPENAI / "test_chat_completion_with_content.yaml")) as server:  # fmt: skip
-        response = await _text(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", prompt=prompt,
-                               suffix=suffix, stream=stream)  # fmt: skip
-        chunks = await _drain(response, is_async) if stream else [response]
+        response = await complete_text(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", prompt=prompt,
+                                       suffix=suffix, stream=stream)  # fmt: skip
+        chunks = await drain(response, is_async) if stream else [response]
     answer = "".join(c.text or "" for chunk in chunks for c in chunk.choices)
     assert answer
     (span,) = exporter.get_finished_spans()
@@ -214,7 +190,7 @@ async def test_a_token_id_prompt_is_recorded_as_its_count(
 ) -> None:
     """Token ids mean nothing without the model's tokenizer: one user message per prompt, holding the count."""
     with ReplayServer([_completions_body(_COMPLETION)]) as server:
-        await _text(is_async, model="openai/gpt-3.5-turbo-instruct", api_base=f"{server.url}/v1", prompt=prompt)
+        await complete_text(is_async, model="openai/gpt-3.5-turbo-instruct", api_base=f"{server.url}/v1", prompt=prompt)
         assert server.received[0].json()["prompt"] == prompt  # LiteLLM sent the ids as given
     (span,) = exporter.get_finished_spans()
     messages = json.loads(_attrs(span)["gen_ai.input.messages"])
@@ -230,9 +206,9 @@ async def test_a_streamed_text_completion_keeps_thinking_as_reasoning(
     served = Recorded("POST", "https://api.anthropic.com/v1/messages", b"", 200, "OK",
                       [("content-type", "text/event-stream")], body)  # fmt: skip
     with ReplayServer([served]) as server:
-        stream = await _text(is_async, model=CLAUDE, api_base=server.url, prompt="Think, then answer", stream=True,
-                             max_tokens=1024)  # fmt: skip
-        chunks = await _drain(stream, is_async)
+        stream = await complete_text(is_async, model=CLAUDE, api_base=server.url, prompt="Think, then answer",
+                                     stream=True, max_tokens=1024)  # fmt: skip
+        chunks = await drain(stream, is_async)
     reasoning = "".join(getattr(c, "reasoning_content", None) or "" for chunk in chunks for c in chunk.choices)
     answer = "".join(c.text or "" for chunk in chunks for c in chunk.choices)
     assert reasoning and answer
@@ -244,18 +220,12 @@ async def test_a_streamed_text_completion_keeps_thinking_as_reasoning(
 # --- Responses ------------------------------------------------------------------------------------------------
 
 
-def _responses_item(name: str) -> tuple[Recorded, dict[str, Any]]:
-    item = load_cassette(OPENAI / f"{name}[content_mode0].yaml")[0]
-    request = item.request_json()
-    return item, {**request, "model": f"openai/{request['model']}"}
-
-
 @pytest.mark.usefixtures("instrumented")
 async def test_a_failed_responses_body_fails_the_span_and_is_returned(
     is_async: bool, exporter: InMemorySpanExporter
 ) -> None:
     """A 200 whose ``status`` is ``failed`` (LiteLLM raises nothing): the span fails with the body's error code."""
-    item, request = _responses_item("test_responses_create_basic")
+    item, request = responses_item("test_responses_create_basic")
     body = json.loads(item.body)
     body.update(status="failed", error={"code": "server_error", "message": "The model failed to answer."}, output=[])
     failed = Recorded(item.method, item.uri, item.request_body, item.status, item.reason, item.headers,
@@ -276,7 +246,7 @@ async def test_a_failed_responses_body_fails_the_span_and_is_returned(
 @pytest.mark.usefixtures("instrumented")
 async def test_a_router_responses_alias_names_the_model_group(is_async: bool, exporter: InMemorySpanExporter) -> None:
     """``Router.responses`` / ``aresponses`` name the alias in ``litellm_metadata``, not ``metadata``."""
-    item, request = _responses_item("test_responses_create_basic")
+    item, request = responses_item("test_responses_create_basic")
     with ReplayServer([item]) as server:
         router = litellm.Router(model_list=[
             {"model_name": "my-answers", "litellm_params": {"model": request["model"], "api_base": f"{server.url}/v1",

@@ -11,9 +11,7 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # LiteLLM fetches its price map at import otherwise
 
-import gc
 import json
-import warnings
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -21,6 +19,7 @@ import pytest
 
 litellm = pytest.importorskip("litellm")
 
+from litellm_replay import CLAUDE, LITELLM_WARNINGS, OPENAI, close_clients, drain  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 from opentelemetry.trace import StatusCode  # noqa: E402
@@ -28,10 +27,8 @@ from opentelemetry.trace import StatusCode  # noqa: E402
 from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette  # noqa: E402
 from evaltrace.instrumentation.litellm import LiteLLMInstrumentor  # noqa: E402
 
-OPENAI = FIXTURES / "openai-cassettes" / "otel-contrib"
 ANTHROPIC = FIXTURES / "anthropic"
 USER = [{"role": "user", "content": "Say this is a test"}]
-CLAUDE = "anthropic/claude-sonnet-4-6"
 
 
 @pytest.fixture
@@ -44,26 +41,14 @@ def instrumented(provider: TracerProvider, capture: None) -> Iterator[LiteLLMIns
 
 @pytest.fixture(autouse=True)
 async def _close_litellm_clients() -> AsyncIterator[None]:
-    """Close and drop the clients LiteLLM caches across calls, so that no later test collects their sockets.
-
-    LiteLLM keeps its provider clients (sync and per event loop) in ``in_memory_llm_clients_cache``; a test's event
-    loop ends with it, and a client evicted later was collected, with a ResourceWarning for its socket, in whichever
-    test ran then. Closed here, then dropped and collected here with that warning (LiteLLM's, about its own cache)
-    ignored.
-    """
+    """Close and drop LiteLLM's cached clients here, not in a later test (``litellm_replay.close_clients``)."""
     yield
-    await litellm.close_litellm_async_clients()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        litellm.in_memory_llm_clients_cache.flush_cache()
-        gc.collect()
+    await close_clients()
 
 
 pytestmark = [
     pytest.mark.usefixtures("instrumented"),
-    # LiteLLM's own types, built lazily by pydantic on first use (nothing of ours).
-    pytest.mark.filterwarnings("ignore:.*using the `ReadOnly` qualifier:UserWarning"),
-    pytest.mark.filterwarnings("ignore:Accessing the 'model_.*' attribute on the instance:DeprecationWarning"),
+    *LITELLM_WARNINGS,
 ]
 
 
@@ -79,12 +64,6 @@ async def _complete(is_async: bool, **kwargs: Any) -> Any:
     if is_async:
         return await litellm.acompletion(**params)
     return litellm.completion(**params)
-
-
-async def _drain(stream: Any, is_async: bool) -> list[Any]:
-    if is_async:
-        return [chunk async for chunk in stream]
-    return list(stream)
 
 
 def _usage(span: Any) -> dict[str, Any]:
@@ -104,7 +83,7 @@ async def test_a_stream_without_include_usage_records_the_usage_the_provider_sen
         with ReplayServer([_anthropic("stream_thinking_tokens.sse")]) as server:
             stream = await _complete(is_async, model=CLAUDE, api_base=server.url, max_tokens=1024, stream=True,
                                      **options)  # fmt: skip
-            chunks = await _drain(stream, is_async)
+            chunks = await drain(stream, is_async)
         if not options:
             assert all(getattr(c, "usage", None) is None for c in chunks)  # the user's chunks carry none
         (span,) = exporter.get_finished_spans()
@@ -125,7 +104,7 @@ async def test_a_stream_without_include_usage_records_a_usage_chunk_sent_after_t
     """OpenAI's recorded stream ends with a usage chunk after the finish chunk; LiteLLM yields it to nobody."""
     with ReplayServer(load_cassette(OPENAI / "test_chat_completion_streaming.yaml")) as server:
         stream = await _complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", stream=True)
-        chunks = await _drain(stream, is_async)
+        chunks = await drain(stream, is_async)
     assert all(c.choices and getattr(c, "usage", None) is None for c in chunks)
     (span,) = exporter.get_finished_spans()
     usage = _usage(span)
@@ -186,7 +165,7 @@ async def test_a_streams_token_metrics_are_the_usage_the_provider_sent(
         with ReplayServer(replies) as server:
             stream = await _complete(is_async, model=model, api_base=server.url + base, max_tokens=1024, stream=True,
                                      **options)  # fmt: skip
-            await _drain(stream, is_async)
+            await drain(stream, is_async)
     finally:
         LiteLLMInstrumentor().uninstrument()
     expected = (32 + 1200, 190) if name != "openai" else (12, 5)
@@ -211,7 +190,7 @@ async def test_a_stream_whose_provider_sent_no_usage_records_none(
                       b"\n\n".join(kept) + b"\n\n")  # fmt: skip
     with ReplayServer([edited]) as server:
         stream = await _complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", stream=True)
-        await _drain(stream, is_async)
+        await drain(stream, is_async)
     (span,) = exporter.get_finished_spans()
     assert span.attributes is not None
     assert span.attributes["evaltrace.stream.end_reason"] == "exhausted"
@@ -334,7 +313,7 @@ async def test_a_redacted_thinking_block_is_an_empty_redacted_reasoning_part(
     stream = name.endswith(".sse")
     with ReplayServer([_anthropic(name)]) as server:
         response = await _complete(is_async, model=CLAUDE, api_base=server.url, max_tokens=1024, stream=stream)
-        chunks = await _drain(response, is_async) if stream else None
+        chunks = await drain(response, is_async) if stream else None
     if chunks is None:
         blocks = response.choices[0].message.thinking_blocks
         reasoning, answer = response.choices[0].message.reasoning_content, response.choices[0].message.content
@@ -383,7 +362,7 @@ async def test_an_n_2_stream_whose_finish_litellm_dropped_still_ended(
     with ReplayServer([item]) as server:
         stream = await _complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", n=2, stream=True,
                                  messages=request["messages"], stream_options={"include_usage": True})  # fmt: skip
-        chunks = await _drain(stream, is_async)
+        chunks = await drain(stream, is_async)
     finishes = [(c.index, c.finish_reason) for chunk in chunks for c in chunk.choices if c.finish_reason]
     assert finishes == [(0, "stop")]  # the recording finishes both choices; LiteLLM yields one
     (span,) = exporter.get_finished_spans()

@@ -13,9 +13,7 @@ import os
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # LiteLLM fetches its price map at import otherwise
 
-import gc
 import json
-import warnings
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -23,6 +21,7 @@ import pytest
 
 litellm = pytest.importorskip("litellm")
 
+from litellm_replay import LITELLM_WARNINGS, OPENAI, close_clients, complete_text, drain, responses_item  # noqa: E402
 from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
@@ -33,7 +32,6 @@ from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette  # noqa: E
 from evaltrace._internal import settings  # noqa: E402
 from evaltrace.instrumentation.litellm import LiteLLMInstrumentor  # noqa: E402
 
-OPENAI = FIXTURES / "openai-cassettes" / "otel-contrib"
 EMBED_MODEL = "openai/text-embedding-3-small"
 
 
@@ -52,20 +50,14 @@ def instrumented(provider: TracerProvider, capture: None, reader: InMemoryMetric
 
 @pytest.fixture(autouse=True)
 async def _close_litellm_clients() -> AsyncIterator[None]:
-    """Close and drop LiteLLM's cached clients here, not in a later test (as test_litellm_fidelity.py does)."""
+    """Close and drop LiteLLM's cached clients here, not in a later test (``litellm_replay.close_clients``)."""
     yield
-    await litellm.close_litellm_async_clients()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        litellm.in_memory_llm_clients_cache.flush_cache()
-        gc.collect()
+    await close_clients()
 
 
 pytestmark = [
     pytest.mark.usefixtures("instrumented"),
-    # LiteLLM's own types, built lazily by pydantic on first use (nothing of ours).
-    pytest.mark.filterwarnings("ignore:.*using the `ReadOnly` qualifier:UserWarning"),
-    pytest.mark.filterwarnings("ignore:Accessing the 'model_.*' attribute on the instance:DeprecationWarning"),
+    *LITELLM_WARNINGS,
 ]
 
 
@@ -92,19 +84,6 @@ async def _embed(is_async: bool, *args: Any, **kwargs: Any) -> Any:
     if is_async:
         return await litellm.aembedding(*args, **params)
     return litellm.embedding(*args, **params)
-
-
-async def _text(is_async: bool, *args: Any, **kwargs: Any) -> Any:
-    params = {"api_key": "test", "num_retries": 0, **kwargs}
-    if is_async:
-        return await litellm.atext_completion(*args, **params)
-    return litellm.text_completion(*args, **params)
-
-
-async def _drain(stream: Any, is_async: bool) -> list[Any]:
-    if is_async:
-        return [chunk async for chunk in stream]
-    return list(stream)
 
 
 # --- embeddings ------------------------------------------------------------------------------------------
@@ -207,8 +186,8 @@ async def test_text_completion_of_a_chat_model(
 ) -> None:
     """LiteLLM sends it as a chat completion and answers a ``TextCompletionResponse``: one text_completion span."""
     with ReplayServer(load_cassette(OPENAI / "test_chat_completion_with_content.yaml")) as server:
-        response = await _text(is_async, "Say this is a test", "openai/gpt-4o-mini", api_base=f"{server.url}/v1",
-                               temperature=0.5, max_tokens=20)  # fmt: skip
+        response = await complete_text(is_async, "Say this is a test", "openai/gpt-4o-mini",
+                                       api_base=f"{server.url}/v1", temperature=0.5, max_tokens=20)  # fmt: skip
         assert server.received[0].path == "/v1/chat/completions"
     assert response.choices[0].text == "This is a test."
     (span,) = exporter.get_finished_spans()
@@ -236,13 +215,13 @@ async def test_text_completion_stream(is_async: bool, exporter: InMemorySpanExpo
     """A ``TextCompletionStreamWrapper``: the span ends with the stream, with the text of its chunks."""
     options = {"stream_options": {"include_usage": True}} if is_async else {}
     with ReplayServer(load_cassette(OPENAI / "test_chat_completion_streaming.yaml")) as server:
-        stream = await _text(is_async, prompt="Say this is a test", model="openai/gpt-4o-mini",
-                             api_base=f"{server.url}/v1", stream=True, **options)  # fmt: skip
+        stream = await complete_text(is_async, prompt="Say this is a test", model="openai/gpt-4o-mini",
+                                     api_base=f"{server.url}/v1", stream=True, **options)  # fmt: skip
         from litellm.text_completions.streaming_iterator import TextCompletionStreamWrapper
 
         assert isinstance(stream, TextCompletionStreamWrapper)  # the proxy keeps the class
         assert not exporter.get_finished_spans()  # open while the stream is
-        chunks = await _drain(stream, is_async)
+        chunks = await drain(stream, is_async)
     text = "".join(c.choices[0].text or "" for c in chunks if c.choices)
     assert text
     (span,) = exporter.get_finished_spans()
@@ -289,8 +268,8 @@ async def test_text_completion_of_an_openai_completions_model(is_async: bool, ex
     """A non-chat OpenAI model goes to ``/v1/completions``; a list of prompts is one user message each."""
     prompts = ["Say one", "Say two"]
     with ReplayServer([_served(_completion_body(prompts))]) as server:
-        response = await _text(is_async, prompt=prompts, model="openai/gpt-3.5-turbo-instruct",
-                               api_base=f"{server.url}/v1", stop=["\n"], seed=3)  # fmt: skip
+        response = await complete_text(is_async, prompt=prompts, model="openai/gpt-3.5-turbo-instruct",
+                                       api_base=f"{server.url}/v1", stop=["\n"], seed=3)  # fmt: skip
         assert server.received[0].path == "/v1/completions"
         assert server.received[0].json()["prompt"] == prompts
     assert [c.text for c in response.choices] == [" answer 0", " answer 1"]
@@ -316,10 +295,10 @@ async def test_text_completion_stream_of_an_openai_completions_model(
     is_async: bool, exporter: InMemorySpanExporter
 ) -> None:
     with ReplayServer([_served(_completion_stream(), "text/event-stream")]) as server:
-        stream = await _text(is_async, prompt="Say this is a test", model="openai/gpt-3.5-turbo-instruct",
-                             api_base=f"{server.url}/v1", stream=True,
-                             stream_options={"include_usage": True})  # fmt: skip
-        chunks = await _drain(stream, is_async)
+        stream = await complete_text(is_async, prompt="Say this is a test", model="openai/gpt-3.5-turbo-instruct",
+                                     api_base=f"{server.url}/v1", stream=True,
+                                     stream_options={"include_usage": True})  # fmt: skip
+        chunks = await drain(stream, is_async)
         assert server.received[0].path == "/v1/completions"
     text = "".join(c.choices[0].text or "" for c in chunks if c.choices)
     assert text == "This is a test."
@@ -337,7 +316,7 @@ async def test_text_completion_error_sets_error_type_and_reraises(
 ) -> None:
     with ReplayServer(load_cassette(OPENAI / "test_chat_completion_404.yaml")) as server:
         with pytest.raises(litellm.NotFoundError):
-            await _text(is_async, prompt="hi", model="openai/gpt-4o-mini", api_base=f"{server.url}/v1")
+            await complete_text(is_async, prompt="hi", model="openai/gpt-4o-mini", api_base=f"{server.url}/v1")
     (span,) = exporter.get_finished_spans()
     assert span.name == "text_completion openai/gpt-4o-mini"
     assert span.status.status_code is StatusCode.ERROR
@@ -345,12 +324,6 @@ async def test_text_completion_error_sets_error_type_and_reraises(
 
 
 # --- Responses ---------------------------------------------------------------------------------------------
-
-
-def _responses_item(name: str) -> tuple[Recorded, dict[str, Any]]:
-    item = load_cassette(OPENAI / f"{name}[content_mode0].yaml")[0]
-    request = item.request_json()
-    return item, {**request, "model": f"openai/{request['model']}"}
 
 
 async def _respond(is_async: bool, **kwargs: Any) -> Any:
@@ -361,7 +334,7 @@ async def _respond(is_async: bool, **kwargs: Any) -> Any:
 
 
 async def test_responses_span_reads_the_responses_shape(is_async: bool, exporter: InMemorySpanExporter) -> None:
-    item, request = _responses_item("test_responses_create_basic")
+    item, request = responses_item("test_responses_create_basic")
     with ReplayServer([item]) as server:
         response = await _respond(is_async, **request, api_base=f"{server.url}/v1", max_output_tokens=50)
         assert server.received[0].path == "/v1/responses"
@@ -385,7 +358,7 @@ async def test_responses_span_reads_the_responses_shape(is_async: bool, exporter
 
 
 async def test_responses_tool_call_is_a_tool_call_part(is_async: bool, exporter: InMemorySpanExporter) -> None:
-    item, request = _responses_item("test_responses_create_captures_tool_call_content")
+    item, request = responses_item("test_responses_create_captures_tool_call_content")
     with ReplayServer([item]) as server:
         await _respond(is_async, **request, api_base=f"{server.url}/v1")
     (span,) = exporter.get_finished_spans()
@@ -399,11 +372,11 @@ async def test_responses_tool_call_is_a_tool_call_part(is_async: bool, exporter:
 # LiteLLM's own usage model warns on serialising the usage it put in a stream event (nothing of ours).
 @pytest.mark.filterwarnings("ignore:Pydantic serializer warnings:UserWarning")
 async def test_responses_stream(is_async: bool, exporter: InMemorySpanExporter) -> None:
-    item, request = _responses_item("test_responses_create_streaming")
+    item, request = responses_item("test_responses_create_streaming")
     with ReplayServer([item]) as server:
         stream = await _respond(is_async, **request, api_base=f"{server.url}/v1")
         assert not exporter.get_finished_spans()  # open while the stream is
-        events = await _drain(stream, is_async)
+        events = await drain(stream, is_async)
     text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
     (span,) = exporter.get_finished_spans()
     a = _attrs(span)
@@ -415,7 +388,7 @@ async def test_responses_stream(is_async: bool, exporter: InMemorySpanExporter) 
 
 
 async def test_responses_error_sets_error_type_and_reraises(is_async: bool, exporter: InMemorySpanExporter) -> None:
-    item, request = _responses_item("test_responses_create_api_error")
+    item, request = responses_item("test_responses_create_api_error")
     with ReplayServer([item]) as server:
         with pytest.raises(litellm.NotFoundError):  # LiteLLM maps OpenAI's 400 model_not_found so
             await _respond(is_async, **request, api_base=f"{server.url}/v1")
