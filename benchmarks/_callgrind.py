@@ -138,6 +138,14 @@ def phase_begin() -> None:
     in any other process.
     """
     if os.environ.get(FROM_COLLECT_ENV) == "1":
+        # The measured phases run with the collector off, so its young generation's count (allocations less
+        # deallocations since the last collection) only grows; once over its threshold (700), every container
+        # allocation of anyone's (the client's ~750 per OpenAI chunk) takes the longer branch of
+        # ``_PyObject_GC_Link``. A side that kept a few hundred more objects alive than the other crossed it first
+        # and paid ~420 instructions per chunk that no process with the collector on ever pays (it collects
+        # there instead; benchmarks/README.md, "s25-chunk"). Each phase starts as right after a collection of that
+        # generation, uncounted.
+        _COLLECT[0](0)
         _client_request(_ZERO_STATS)
 
 
