@@ -92,16 +92,18 @@ def _parts(exporter: InMemorySpanExporter) -> list[list[dict[str, Any]]]:
     return [attrs_json(span, "gen_ai.output.messages")[0]["parts"] for span in exporter.get_finished_spans()]
 
 
-def _whole_and_streamed(model: str, request: dict[str, Any], make: Any, text: str, reason: str) -> None:
+def _whole_and_streamed(model: str, request: dict[str, Any] | str, make: Any, text: str, reason: str) -> None:
+    if not isinstance(request, str):
+        request = json.dumps(request)
     with ReplayServer([synthetic("m/invoke", json.dumps(make(text, reason)).encode(), HEADERS)]) as server:
-        client(server).invoke_model(modelId=model, body=json.dumps(request))
+        client(server).invoke_model(modelId=model, body=request)
     # Fragments cut inside the tags: the split is made once the stream's text is joined.
     cuts = sorted({c for c in (0, 3, 9, len(text) // 2, len(text) - 12, len(text) - 3, len(text)) if c >= 0})
     fragments = [text[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
     chunks = [make(f, None) for f in fragments[:-1]] + [{**make(fragments[-1], reason), **METRICS}]
     body = b"".join(chunk_frame(c) for c in chunks)
     with ReplayServer([synthetic("m/invoke-with-response-stream", body)]) as server:
-        read_stream(client(server).invoke_model_with_response_stream(modelId=model, body=json.dumps(request)))
+        read_stream(client(server).invoke_model_with_response_stream(modelId=model, body=request))
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -120,6 +122,34 @@ def test_an_answer_cut_off_while_thinking_is_all_reasoning(exporter: InMemorySpa
     assert _parts(exporter) == [THOUGHT[:1], THOUGHT[:1]]
     for span in exporter.get_finished_spans():
         assert attrs_json(span, "gen_ai.output.messages")[0]["finish_reason"] == "length"
+
+
+@pytest.mark.parametrize("reason", ["length", "stop"])
+@pytest.mark.parametrize("escaped", [False, True], ids=["plain-json", "json-escaping-the-tag"])
+def test_an_answer_that_never_closed_the_prompts_block_is_all_reasoning(
+    exporter: InMemorySpanExporter, reason: str, escaped: bool
+) -> None:
+    """DeepSeek-R1's prompt opened the block and the answer has no ``</think>``: it never left the block.
+
+    Cut off by ``max_tokens`` (``length``) while thinking, or stopped there (a stop sequence): reasoning, no text
+    part, as an unclosed block of the answer's own is. The prompt is found also when the body's JSON writes the
+    tag's brackets as ``\\u003c`` / ``\\u003e`` (as HTML-safe encoders do).
+    """
+    body = json.dumps({"prompt": R1_PROMPT, "max_tokens": 8})
+    if escaped:
+        body = body.replace("<", "\\u003c").replace(">", "\\u003e")
+        assert "<think>" not in body and json.loads(body)["prompt"] == R1_PROMPT
+    _whole_and_streamed(DEEPSEEK, body, _deepseek, "Short waves scatter.\n", reason)
+    assert _parts(exporter) == [THOUGHT[:1], THOUGHT[:1]]
+    for span in exporter.get_finished_spans():
+        assert attrs_json(span, "gen_ai.output.messages")[0]["finish_reason"] == reason
+
+
+def test_an_answer_without_tags_to_a_prompt_not_opening_a_block_is_answer_text(exporter: InMemorySpanExporter) -> None:
+    """Cut off too, and the prompt speaks of thinking, but opens no block: the text is the answer, as before."""
+    request = {"prompt": "<｜User｜>Think about why the sky is blue.<｜Assistant｜>", "max_tokens": 8}
+    _whole_and_streamed(DEEPSEEK, request, _deepseek, "The sky is blue because", "length")
+    assert _parts(exporter) == [[{"type": "text", "content": "The sky is blue because"}]] * 2
 
 
 def test_a_text_body_without_tags_is_unchanged(exporter: InMemorySpanExporter) -> None:
