@@ -398,7 +398,7 @@ def _body_outcome(body: Mapping[str, Any], response_id: str | None, content: boo
     text, reason, usage, calls = _text_shape(body)
     messages = None
     if content:
-        parts = text_parts(text, request)
+        parts = text_parts(text, request, body.get(GUARDRAIL_ACTION) == "INTERVENED")
         parts.extend(calls)
         messages = [converse.output_message(parts, reason)]
     return Outcome(
@@ -414,7 +414,7 @@ _TEXT_KEYS = frozenset(
 )
 
 
-def text_parts(text: str, request: Any = None) -> list[Part]:
+def text_parts(text: str, request: Any = None, intervened: bool = False) -> list[Part]:
     """A text family's answer -> its parts: the reasoning its text inlines first, then the answer's text.
 
     A ``<think>...</think>`` block (or an unclosed one, cut off while thinking) is reasoning, as in a chat answer
@@ -423,7 +423,9 @@ def text_parts(text: str, request: Any = None) -> list[Part]:
     closes it, everything before it being reasoning too, and an answer without one never left it (cut off by
     ``max_tokens``, or stopped, while thinking) and is all reasoning, as an unclosed block of the answer's own is
     (an answer repeating the opening tag is read as its own block). The request is parsed only when its raw text
-    has ``think`` in it.
+    has ``think`` in it, and scanned once.
+    Not so when a guardrail ``intervened``: a tagless answer is then the guardrail's blocked message, what the user
+    got in place of the model's, and stays text (a masked answer keeps the model's tags, and is split by them).
     Elsewhere (a Claude v2 completion quoting the tag) a lone ``</think>`` is answer text. Splitting that leaves
     neither reasoning nor answer (only empty tags, only whitespace) keeps the text as it was: a message always has
     its parts.
@@ -431,21 +433,21 @@ def text_parts(text: str, request: Any = None) -> list[Part]:
     if not text:
         return []
     closed, opened = "</think>" in text, "<think>" in text
-    if closed or opened or raw_mentions_think(request):  # no tag anywhere: skip the splits' own scans
-        if closed and prompt_opens_think(request):
-            split = split_thinking(text)
-            reasoning, answer = "\n\n".join(split.thoughts) or None, split.answer
-        elif closed or opened:
-            reasoning, answer = split_think(text)
-        elif prompt_opens_think(request):  # no tag in the answer: it never left the prompt's block
-            reasoning, answer = text.strip() or None, ""
-        else:
-            return [text_part(text)]
-        if reasoning or answer:
-            parts = [reasoning_part(reasoning)] if reasoning else []
-            if answer:
-                parts.append(text_part(answer))
-            return parts
+    # Each branch reads the request at most once; a tagless answer to a prompt without ``think`` skips the splits.
+    if closed and prompt_opens_think(request):
+        split = split_thinking(text)
+        reasoning, answer = "\n\n".join(split.thoughts) or None, split.answer
+    elif closed or opened:
+        reasoning, answer = split_think(text)
+    elif not intervened and prompt_opens_think(request):  # no tag in the answer: it never left the prompt's block
+        reasoning, answer = text.strip() or None, ""
+    else:
+        return [text_part(text)]
+    if reasoning or answer:
+        parts = [reasoning_part(reasoning)] if reasoning else []
+        if answer:
+            parts.append(text_part(answer))
+        return parts
     return [text_part(text)]
 
 
