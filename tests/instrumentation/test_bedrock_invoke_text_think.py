@@ -185,6 +185,17 @@ def test_a_guardrails_blocked_message_to_a_prompt_opening_a_block_is_answer_text
         assert attrs_json(span, "gen_ai.output.messages")[0]["finish_reason"] == "content_filter"
 
 
+def test_an_answer_a_guardrail_masked_keeps_the_models_own_split(exporter: InMemorySpanExporter) -> None:
+    """A guardrail that masked (not blocked) the answer leaves the model's text and its ``</think>``: still split.
+
+    Only a tagless answer is read as the blocked message; the mask does not make the model's thinking its answer.
+    """
+    text = "Short waves {NAME} scatter.</think>Rayleigh scattering."
+    _whole_and_streamed(DEEPSEEK, {"prompt": R1_PROMPT, "max_tokens": 512}, _deepseek, text, "stop", INTERVENED)
+    masked = [{"type": "reasoning", "content": "Short waves {NAME} scatter."}, THOUGHT[1]]
+    assert _parts(exporter) == [masked, masked]
+
+
 def test_an_answer_without_tags_to_a_prompt_not_opening_a_block_is_answer_text(exporter: InMemorySpanExporter) -> None:
     """Cut off too, and the prompt speaks of thinking, but opens no block: the text is the answer, as before."""
     request = {"prompt": "<｜User｜>Think about why the sky is blue.<｜Assistant｜>", "max_tokens": 8}
