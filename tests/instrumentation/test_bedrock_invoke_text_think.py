@@ -92,16 +92,27 @@ def _parts(exporter: InMemorySpanExporter) -> list[list[dict[str, Any]]]:
     return [attrs_json(span, "gen_ai.output.messages")[0]["parts"] for span in exporter.get_finished_spans()]
 
 
-def _whole_and_streamed(model: str, request: dict[str, Any], make: Any, text: str, reason: str) -> None:
-    with ReplayServer([synthetic("m/invoke", json.dumps(make(text, reason)).encode(), HEADERS)]) as server:
-        client(server).invoke_model(modelId=model, body=json.dumps(request))
+def _whole_and_streamed(
+    model: str,
+    request: dict[str, Any] | str | bytes,
+    make: Any,
+    text: str,
+    reason: str | None,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """The call whole, then streamed; ``extra`` keys go into the whole body and the stream's last chunk."""
+    if isinstance(request, dict):
+        request = json.dumps(request)
+    extra = extra or {}
+    with ReplayServer([synthetic("m/invoke", json.dumps({**make(text, reason), **extra}).encode(), HEADERS)]) as server:
+        client(server).invoke_model(modelId=model, body=request)
     # Fragments cut inside the tags: the split is made once the stream's text is joined.
     cuts = sorted({c for c in (0, 3, 9, len(text) // 2, len(text) - 12, len(text) - 3, len(text)) if c >= 0})
     fragments = [text[a:b] for a, b in zip(cuts, cuts[1:], strict=False)]
-    chunks = [make(f, None) for f in fragments[:-1]] + [{**make(fragments[-1], reason), **METRICS}]
+    chunks = [make(f, None) for f in fragments[:-1]] + [{**make(fragments[-1], reason), **extra, **METRICS}]
     body = b"".join(chunk_frame(c) for c in chunks)
     with ReplayServer([synthetic("m/invoke-with-response-stream", body)]) as server:
-        read_stream(client(server).invoke_model_with_response_stream(modelId=model, body=json.dumps(request)))
+        read_stream(client(server).invoke_model_with_response_stream(modelId=model, body=request))
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -120,6 +131,76 @@ def test_an_answer_cut_off_while_thinking_is_all_reasoning(exporter: InMemorySpa
     assert _parts(exporter) == [THOUGHT[:1], THOUGHT[:1]]
     for span in exporter.get_finished_spans():
         assert attrs_json(span, "gen_ai.output.messages")[0]["finish_reason"] == "length"
+
+
+@pytest.mark.parametrize("reason", ["length", "stop"])
+@pytest.mark.parametrize("encoding", ["plain-json", "json-escaping-the-tag", "bytes", "bytes-escaping-the-tag"])
+def test_an_answer_that_never_closed_the_prompts_block_is_all_reasoning(
+    exporter: InMemorySpanExporter, reason: str, encoding: str
+) -> None:
+    """DeepSeek-R1's prompt opened the block and the answer has no ``</think>``: it never left the block.
+
+    Cut off by ``max_tokens`` (``length``) while thinking, or stopped there (a stop sequence): reasoning, no text
+    part, as an unclosed block of the answer's own is. The prompt is found also when the body's JSON writes the
+    tag's brackets as ``\\u003c`` / ``\\u003e`` (as HTML-safe encoders do), and in a body given as bytes (as
+    ``json.dumps(...).encode()`` gives it), which boto3 sends unchanged.
+    """
+    text = json.dumps({"prompt": R1_PROMPT, "max_tokens": 8})
+    if "escaping" in encoding:
+        text = text.replace("<", "\\u003c").replace(">", "\\u003e")
+        assert "<think>" not in text and json.loads(text)["prompt"] == R1_PROMPT
+    body: str | bytes = text.encode() if encoding.startswith("bytes") else text
+    _whole_and_streamed(DEEPSEEK, body, _deepseek, "Short waves scatter.\n", reason)
+    assert _parts(exporter) == [THOUGHT[:1], THOUGHT[:1]]
+    for span in exporter.get_finished_spans():
+        assert attrs_json(span, "gen_ai.output.messages")[0]["finish_reason"] == reason
+
+
+# The message Bedrock sends in place of an answer a guardrail blocked (the guardrail's configured blocked message).
+BLOCKED = "Sorry, the model cannot answer this question."
+INTERVENED = {"amazon-bedrock-guardrailAction": "INTERVENED"}
+
+
+@pytest.mark.parametrize(
+    ("model", "request_body", "make"),
+    [
+        (DEEPSEEK, {"prompt": R1_PROMPT, "max_tokens": 512}, _deepseek),
+        (IMPORTED, {"prompt": "<|user|>Why is the sky blue?<|assistant|><think>\n", "max_gen_len": 512}, _llama),
+    ],
+    ids=["deepseek-r1", "an-imported-llamas-generation"],
+)
+def test_a_guardrails_blocked_message_to_a_prompt_opening_a_block_is_answer_text(
+    exporter: InMemorySpanExporter, model: str, request_body: dict[str, Any], make: Any
+) -> None:
+    """The prompt opened a block, but a guardrail intervened: the tagless text is Bedrock's blocked message.
+
+    That message is what the user received in place of the model's answer, never the model's thinking: it stays a
+    text part, and the finish is the guardrail's, whole and streamed.
+    """
+    _whole_and_streamed(model, request_body, make, BLOCKED, None, INTERVENED)
+    assert _parts(exporter) == [[{"type": "text", "content": BLOCKED}]] * 2
+    for span in exporter.get_finished_spans():
+        assert span.attributes is not None
+        assert span.attributes["gen_ai.response.finish_reasons"] == ("guardrail_intervened",)
+        assert attrs_json(span, "gen_ai.output.messages")[0]["finish_reason"] == "content_filter"
+
+
+def test_an_answer_a_guardrail_masked_keeps_the_models_own_split(exporter: InMemorySpanExporter) -> None:
+    """A guardrail that masked (not blocked) the answer leaves the model's text and its ``</think>``: still split.
+
+    Only a tagless answer is read as the blocked message; the mask does not make the model's thinking its answer.
+    """
+    text = "Short waves {NAME} scatter.</think>Rayleigh scattering."
+    _whole_and_streamed(DEEPSEEK, {"prompt": R1_PROMPT, "max_tokens": 512}, _deepseek, text, "stop", INTERVENED)
+    masked = [{"type": "reasoning", "content": "Short waves {NAME} scatter."}, THOUGHT[1]]
+    assert _parts(exporter) == [masked, masked]
+
+
+def test_an_answer_without_tags_to_a_prompt_not_opening_a_block_is_answer_text(exporter: InMemorySpanExporter) -> None:
+    """Cut off too, and the prompt speaks of thinking, but opens no block: the text is the answer, as before."""
+    request = {"prompt": "<｜User｜>Think about why the sky is blue.<｜Assistant｜>", "max_tokens": 8}
+    _whole_and_streamed(DEEPSEEK, request, _deepseek, "The sky is blue because", "length")
+    assert _parts(exporter) == [[{"type": "text", "content": "The sky is blue because"}]] * 2
 
 
 def test_a_text_body_without_tags_is_unchanged(exporter: InMemorySpanExporter) -> None:

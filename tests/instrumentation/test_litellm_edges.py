@@ -88,9 +88,8 @@ async def test_an_n_2_text_completion_stream_ends_as_litellm_ended_it(
 ) -> None:
     """A text stream is LiteLLM's chat stream converted: choice 0's finish only (see the chat test of the same).
 
-    Sync, the chat stream LiteLLM saw finish is reachable: ``exhausted``, choice 1's finish left out of its message.
-    Async, LiteLLM reads it in a generator of its own: the stream stays ``truncated`` and choice 1's message says
-    ``error``, as for a cut stream (a known limit, docs/providers/litellm.md).
+    The chat stream LiteLLM saw finish is reachable (async: as the argument of the generator LiteLLM reads it
+    through): ``exhausted``, choice 1's finish left out of its message, none invented for it.
     """
     item, request = _n_2_request()
     with ReplayServer([item]) as server:
@@ -109,12 +108,28 @@ async def test_an_n_2_text_completion_stream_ends_as_litellm_ended_it(
     assert all(texts)
     assert [m["parts"] for m in messages] == [[{"type": "text", "content": t}] for t in texts]
     assert span.status.status_code is StatusCode.UNSET
-    if is_async:
-        assert a["evaltrace.stream.end_reason"] == "truncated"
-        assert messages[1]["finish_reason"] == "error"
-    else:
-        assert a["evaltrace.stream.end_reason"] == "exhausted"
-        assert "finish_reason" not in messages[1]
+    assert a["evaltrace.stream.end_reason"] == "exhausted"
+    assert "finish_reason" not in messages[1]
+
+
+async def test_an_async_text_streams_chat_stream_is_read_before_it_starts() -> None:
+    """``atext_completion``'s chat stream is the argument of LiteLLM's generator: readable until that generator ends.
+
+    The frame the argument lives in is gone once the stream is drained, which is why the proxy reads it when the
+    call returns (``inner_stream`` then gives None, and the stream is read from its chunks alone).
+    """
+    from evaltrace.instrumentation.litellm.text import inner_stream
+
+    item, request = _n_2_request()
+    with ReplayServer([item]) as server:
+        prompt = request.pop("messages")[-1]["content"]
+        stream = await litellm.atext_completion(model="openai/gpt-4o-mini", api_base=f"{server.url}/v1",
+                                                api_key="test", num_retries=0, prompt=prompt, **request)  # fmt: skip
+        chat = inner_stream(stream)
+        assert type(chat).__name__ == "CustomStreamWrapper"
+        await drain(stream, True)
+    assert chat.received_finish_reason == "stop"
+    assert inner_stream(stream) is None
 
 
 def _n_2_chat_stream() -> tuple[Any, list[Any]]:

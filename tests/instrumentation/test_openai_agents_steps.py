@@ -598,6 +598,45 @@ def test_a_handoff_span_has_the_call_id_of_its_transfer_call(capture: TraceCaptu
     assert [(s.attributes or {}).get(sc.GEN_AI_TOOL_CALL_ID) for s in tools] == ["call_n1", "call_n2"]
 
 
+def test_a_handoff_whose_sdk_frame_is_not_found_takes_its_call_by_the_transfer_tools_name(
+    capture: TraceCapture, openai_on: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The name-matching fallback, run by the real SDK's handoffs: the frame read is made to find nothing.
+
+    Simulated: on every supported SDK the handoff span ends inside ``execute_handoffs`` (its only caller of
+    ``handoff_span``), so the walk up to it is cut to no frame here, as an SDK that renamed it or ended the span
+    deeper would leave it. The handoff span then takes the call of ``transfer_to_{agent}`` (the SDK's default
+    name) that its step's model asked for, not the step's other call (of ``get_n``, whose function span keeps its
+    own id). A handoff renamed with ``tool_name_override`` is not found by the default name: no id, never another
+    call's (``call_t1``, its call, is still there unclaimed, and ``get_n``'s calls are not taken).
+    """
+    import importlib
+
+    from agents import handoff
+
+    # The module, not the package's ``_processor`` attribute (the registered processor instance).
+    processor_module = importlib.import_module("evaltrace.instrumentation.openai_agents._processor")
+    monkeypatch.setattr(processor_module, "_HANDOFF_FRAME_DEPTH", 0)
+    bodies = [
+        _served(_response("resp_1", [_call("call_t1", "escalate", {}), _call("call_n1", "get_n", {"x": 1})])),
+        _served(_response("resp_2", [_call("call_n2", "get_n", {"x": 2}), _call("call_t2", "transfer_to_closer", {})])),
+        _served(_response("resp_3", [_message("closed")])),
+    ]
+    closer = Agent(name="closer")
+    support = Agent(name="support", tools=[get_n], handoffs=[closer])
+    triage = Agent(name="triage", tools=[get_n], handoffs=[handoff(support, tool_name_override="escalate")])
+
+    async def run(_: AsyncOpenAI) -> Any:
+        return (await Runner.run(triage, "help")).final_output
+
+    assert _replay(bodies, run) == "closed"
+    handoffs = [s for s in _spans(capture, sc.KIND_TASK) if s.name.startswith("handoff ")]
+    assert [s.name for s in handoffs] == ["handoff triage -> support", "handoff support -> closer"]
+    assert [(s.attributes or {}).get(sc.GEN_AI_TOOL_CALL_ID) for s in handoffs] == [None, "call_t2"]
+    tools = _spans(capture, sc.KIND_TOOL)
+    assert [(s.attributes or {}).get(sc.GEN_AI_TOOL_CALL_ID) for s in tools] == ["call_n1", "call_n2"]
+
+
 @function_tool
 def summarise(x: int) -> str:
     """A summary of x, by a model the tool calls itself (recorded by hand)."""

@@ -398,7 +398,7 @@ def _body_outcome(body: Mapping[str, Any], response_id: str | None, content: boo
     text, reason, usage, calls = _text_shape(body)
     messages = None
     if content:
-        parts = text_parts(text, request)
+        parts = text_parts(text, request, body.get(GUARDRAIL_ACTION) == "INTERVENED")
         parts.extend(calls)
         messages = [converse.output_message(parts, reason)]
     return Outcome(
@@ -414,33 +414,56 @@ _TEXT_KEYS = frozenset(
 )
 
 
-def text_parts(text: str, request: Any = None) -> list[Part]:
+def text_parts(text: str, request: Any = None, intervened: bool = False) -> list[Part]:
     """A text family's answer -> its parts: the reasoning its text inlines first, then the answer's text.
 
     A ``<think>...</think>`` block (or an unclosed one, cut off while thinking) is reasoning, as in a chat answer
-    (``split_think``). A lone ``</think>`` closes a block only when the prompt opened it: ``request`` (the call's
-    raw request body) has a ``prompt`` ending with ``<think>``, as AWS's DeepSeek-R1 template does; then everything
-    before it is reasoning too. Elsewhere (a Claude v2 completion quoting the tag) it is answer text. The request is
-    read only when the text has a ``</think>``. Splitting that leaves neither reasoning nor answer (only empty tags)
-    keeps the text as it was: a message always has its parts.
+    (``split_think``). When the prompt opened a block (``request``, the call's raw request body, has a ``prompt``
+    ending with ``<think>``, as AWS's DeepSeek-R1 template does) the answer starts inside it: a lone ``</think>``
+    closes it, everything before it being reasoning too, and an answer without one never left it (cut off by
+    ``max_tokens``, or stopped, while thinking) and is all reasoning, as an unclosed block of the answer's own is
+    (an answer repeating the opening tag is read as its own block). The request is parsed only when its raw text
+    has ``think`` in it, and scanned once.
+    Not so when a guardrail ``intervened``: a tagless answer is then the guardrail's blocked message, what the user
+    got in place of the model's, and stays text (a masked answer keeps the model's tags, and is split by them).
+    Elsewhere (a Claude v2 completion quoting the tag) a lone ``</think>`` is answer text. Splitting that leaves
+    neither reasoning nor answer (only empty tags, only whitespace) keeps the text as it was: a message always has
+    its parts.
     """
-    if "think>" in text:  # neither tag otherwise: skip the splits' own scans
-        if "</think>" in text and prompt_opens_think(request):
-            split = split_thinking(text)
-            reasoning, answer = "\n\n".join(split.thoughts) or None, split.answer
-        else:
-            reasoning, answer = split_think(text)
-        if reasoning or answer:
-            parts = [reasoning_part(reasoning)] if reasoning else []
-            if answer:
-                parts.append(text_part(answer))
-            return parts
-    return [text_part(text)] if text else []
+    if not text:
+        return []
+    closed, opened = "</think>" in text, "<think>" in text
+    # Each branch reads the request at most once; a tagless answer to a prompt without ``think`` skips the splits.
+    if closed and prompt_opens_think(request):
+        split = split_thinking(text)
+        reasoning, answer = "\n\n".join(split.thoughts) or None, split.answer
+    elif closed or opened:
+        reasoning, answer = split_think(text)
+    elif not intervened and prompt_opens_think(request):  # no tag in the answer: it never left the prompt's block
+        reasoning, answer = text.strip() or None, ""
+    else:
+        return [text_part(text)]
+    if reasoning or answer:
+        parts = [reasoning_part(reasoning)] if reasoning else []
+        if answer:
+            parts.append(text_part(answer))
+        return parts
+    return [text_part(text)]
+
+
+def raw_mentions_think(request: Any) -> bool:
+    r"""Whether a raw request body (bytes or str) holds ``think`` at all: a scan, no JSON parse of the body.
+
+    The word, not the tag: a JSON encoder may write ``<`` and ``>`` as ``\u003c`` / ``\u003e``.
+    """
+    if isinstance(request, bytes | bytearray | memoryview):
+        return b"think" in (request.tobytes() if isinstance(request, memoryview) else request)
+    return isinstance(request, str) and "think" in request
 
 
 def prompt_opens_think(request: Any) -> bool:
     """Whether a raw request body's ``prompt`` ends with ``<think>`` (trailing whitespace aside)."""
-    body = load(request)
+    body = load(request) if raw_mentions_think(request) else None
     prompt = body.get("prompt") if body is not None else None
     return isinstance(prompt, str) and prompt.rstrip().endswith("<think>")
 

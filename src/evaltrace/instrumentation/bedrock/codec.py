@@ -119,7 +119,7 @@ class BedrockCodec(Codec):
 def _request_body(call: Call) -> Any:
     """The call's raw ``invoke_model`` request body; None once its params are read (or unread: a sampled-out span).
 
-    Kept by reference, not parsed: the outcome reads it only when an answer's text has a ``</think>``.
+    Kept by reference, not parsed: the outcome parses it only for a text family's answer, when it mentions think.
     """
     params = call.params
     api_params = params.get("api_params") if params is not None else None

@@ -444,7 +444,7 @@ class InvokeStreamAccumulator:
         if self.chat:  # as a whole chat answer: any ``<think>`` block in the joined text is reasoning, after the field
             parts = assistant_parts("".join(self.reasoning) or None, "".join(self.fragments))
         else:  # a text family's: its inline reasoning split out of the joined text, as a whole body's is
-            parts = text_parts("".join(self.fragments), self.request)
+            parts = text_parts("".join(self.fragments), self.request, self.guardrail)
         parts.extend(self.calls)
         parts.extend(tool_call_part(i, name, "".join(args)) for i, name, args in self.tool_calls.values())
         reason = self.stop_reason

@@ -96,9 +96,8 @@ class _Header:
 class TextAccumulator(ChatAccumulator):
     """``TextCompletionResponse`` chunks by choice index: ``text`` (and LiteLLM's ``reasoning_content``) appended.
 
-    ``stream``: the ``CustomStreamWrapper`` a sync ``TextCompletionStreamWrapper`` reads, whose kept chunks hold
-    the usage the caller was not given (``extras.reported_usage``); None when there is none to read (an async
-    stream reads LiteLLM's chat stream through a generator of its own).
+    ``stream``: the ``CustomStreamWrapper`` the ``TextCompletionStreamWrapper`` reads (``inner_stream``), whose
+    kept chunks hold the usage the caller was not given (``extras.reported_usage``); None when it is not reachable.
     """
 
     __slots__ = ("source", "stream")
@@ -112,8 +111,8 @@ class TextAccumulator(ChatAccumulator):
         """The chat stream's end reason, LiteLLM's own finish standing for the choices whose finish it dropped.
 
         As for chat (``LiteLLMChatAccumulator.end_reason``): the text stream is LiteLLM's chat stream converted
-        chunk by chunk, with choice 0's finish chunk only when ``n`` > 1. An async stream's chat stream is not
-        reachable (LiteLLM reads it in a generator of its own): there an ``n`` > 1 stream stays ``truncated``.
+        chunk by chunk, with choice 0's finish chunk only when ``n`` > 1. When that chat stream is not reachable
+        (``inner_stream`` gave None) nothing says LiteLLM ended it: an ``n`` > 1 stream stays ``truncated``.
         """
         reason = ChatAccumulator.end_reason(self)
         if reason == sc.STREAM_END_TRUNCATED and finish_dropped(self.source, self._finishes()):
@@ -170,6 +169,22 @@ class TextAccumulator(ChatAccumulator):
 
 
 def inner_stream(stream: Any) -> Any:
-    """The ``CustomStreamWrapper`` a ``TextCompletionStreamWrapper`` reads (sync ``text_completion``), else None."""
+    """The ``CustomStreamWrapper`` a ``TextCompletionStreamWrapper`` reads, else None.
+
+    Sync (``text_completion``) it is the wrapper's ``completion_stream``. Async (``atext_completion``) that is
+    LiteLLM's ``_async_streaming(response, ...)`` generator, not started yet when the call returns, which iterates
+    the ``CustomStreamWrapper`` it was given: its argument, read from the generator's frame (the frame is gone once
+    the generator ends, so it is read now, once per stream). Anything else (a coroutine LiteLLM would await first,
+    a LiteLLM that reads its stream otherwise) gives None: the stream is then read from its chunks alone.
+    """
     inner = getattr(stream, "completion_stream", None)
-    return inner if type(inner).__name__ == "CustomStreamWrapper" else None
+    if type(inner).__name__ == "CustomStreamWrapper":
+        return inner
+    frame = getattr(inner, "ag_frame", None)
+    if frame is None:
+        return None
+    try:
+        argument = frame.f_locals.get("response")
+    except Exception:  # a frame's locals are CPython's to give: no inner stream beats a failed call
+        return None
+    return argument if type(argument).__name__ == "CustomStreamWrapper" else None
