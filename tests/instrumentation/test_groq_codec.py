@@ -23,6 +23,7 @@ from groq_replay import (  # noqa: E402
     WEB_SEARCH,
     WEB_SEARCH_STREAM,
     call_kwargs,
+    groq_client,
     interactions,
     server,
 )
@@ -33,14 +34,10 @@ from evaltrace._internal.openai.registry import EndpointKind  # noqa: E402
 from evaltrace.instrumentation.groq import codec, request, response, stream  # noqa: E402
 
 
-def _client(url: str) -> Any:
-    return groq.Groq(api_key="x", base_url=url, max_retries=0)
-
-
 def _completions(name: str) -> list[Any]:
     """Each recorded call's result (the exception for a failed one)."""
     out: list[Any] = []
-    with server(name) as srv, _client(srv.url) as client:
+    with server(name) as srv, groq_client(srv.url) as client:
         for item in interactions(name):
             try:
                 out.append(client.chat.completions.create(**call_kwargs(item)))
@@ -51,7 +48,7 @@ def _completions(name: str) -> list[Any]:
 
 def _streams(name: str) -> list[tuple[stream.GroqStreamAccumulator, BaseException | None]]:
     out = []
-    with server(name) as srv, _client(srv.url) as client:
+    with server(name) as srv, groq_client(srv.url) as client:
         for item in interactions(name):
             acc = stream.GroqStreamAccumulator()
             error = None
