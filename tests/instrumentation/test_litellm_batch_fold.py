@@ -28,19 +28,13 @@ import pytest
 
 litellm = pytest.importorskip("litellm")
 
+from litellm_replay import ANTHROPIC, LITELLM_WARNINGS, USER, anthropic_reply  # noqa: E402
+
 from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette  # noqa: E402
 from evaltrace._internal.engine.codec import add_each  # noqa: E402
 from evaltrace.instrumentation.litellm.codec import LiteLLMChatAccumulator, _cache_writes, _sdk_types  # noqa: E402
 
-pytestmark = [
-    # LiteLLM's own types, built lazily by pydantic on first use (nothing of ours).
-    pytest.mark.filterwarnings("ignore:.*using the `ReadOnly` qualifier:UserWarning"),
-    pytest.mark.filterwarnings("ignore:Accessing the 'model_.*' attribute on the instance:DeprecationWarning"),
-]
-
-
-USER = [{"role": "user", "content": "Say this is a test"}]
-ANTHROPIC = FIXTURES / "anthropic"
+pytestmark = [*LITELLM_WARNINGS]
 
 
 def _streamed(folder: str, marker: bytes) -> list[tuple[Path, int]]:
@@ -50,11 +44,6 @@ def _streamed(folder: str, marker: bytes) -> list[tuple[Path, int]]:
             if item.status == 200 and marker in item.body:
                 found.append((path, index))
     return found
-
-
-def _anthropic(name: str) -> Recorded:
-    return Recorded("POST", "https://api.anthropic.com/v1/messages", b"", 200, "OK",
-                    [("content-type", "text/event-stream")], (ANTHROPIC / name).read_bytes())  # fmt: skip
 
 
 CASES: list[Any] = [
@@ -79,7 +68,7 @@ def _chunks(model: str, suffix: str, path: Path, index: int) -> list[Any]:
     Read on a thread of its own with an event loop of its own, closed after: LiteLLM's sync calls take the thread's
     event loop (``asyncio.get_event_loop``, which makes one on the main thread) and leave it open.
     """
-    return _yielded(model, suffix, _anthropic(path.name) if index < 0 else load_cassette(path)[index])
+    return _yielded(model, suffix, anthropic_reply(path.name) if index < 0 else load_cassette(path)[index])
 
 
 def _yielded(model: str, suffix: str, item: Recorded) -> list[Any]:
@@ -480,7 +469,7 @@ def _usages() -> list[Any]:
     body = (ANTHROPIC / "stream_text.sse").read_bytes()
     assert b'"cache_creation_input_tokens": 0' in body
     written = dataclasses.replace(
-        _anthropic("stream_text.sse"),
+        anthropic_reply("stream_text.sse"),
         body=body.replace(b'"cache_creation_input_tokens": 0', b'"cache_creation_input_tokens": 7'),
     )
     found += [getattr(c, "usage", None) for c in _yielded("anthropic/claude-sonnet-4-6", "", written)]
