@@ -101,6 +101,18 @@ def _record(acc: LiteLLMChatAccumulator) -> tuple[Any, ...]:
     return acc.outcome(), acc.end_reason(), acc.summary(), acc.failure()
 
 
+def _proxy_fold(chunks: list[Any], size: int) -> LiteLLMChatAccumulator:
+    """As the stream proxy folds: ``add`` until a chunk carries output, then batches of ``size``."""
+    acc = LiteLLMChatAccumulator()
+    start = 0
+    for start, chunk in enumerate(chunks, 1):  # noqa: B007
+        if acc.add(chunk):
+            break
+    for at in range(start, len(chunks), size):
+        acc.add_batch(chunks[at : at + size])
+    return acc
+
+
 def test_litellm_types_are_read_by_the_batch_fold() -> None:
     """The installed LiteLLM's chunk types keep their fields where ``add_batch`` reads them (else all go to add)."""
     assert _sdk_types() is not None
@@ -117,14 +129,7 @@ def test_every_recorded_stream_through_litellm_records_the_same_through_the_batc
     expected = _record(one_by_one)
     assert expected[0].output_messages
     for size in (1, 2, 5, 64):
-        batched = LiteLLMChatAccumulator()
-        start = 0
-        for start, chunk in enumerate(chunks, 1):  # noqa: B007
-            if batched.add(chunk):
-                break
-        for at in range(start, len(chunks), size):
-            batched.add_batch(chunks[at : at + size])
-        assert _record(batched) == expected, size
+        assert _record(_proxy_fold(chunks, size)) == expected, size
 
 
 def _function_call() -> Any:
@@ -168,14 +173,7 @@ def test_fields_where_no_recorded_stream_has_them_record_what_add_records() -> N
         add_each(one_by_one.add, _with_fields_moved(_chunks("openai/gpt-4o-mini", "/v1", path, index)))
         expected = _record(one_by_one)
         chunks = _with_fields_moved(_chunks("openai/gpt-4o-mini", "/v1", path, index))
-        batched = LiteLLMChatAccumulator()
-        start = 0
-        for start, chunk in enumerate(chunks, 1):  # noqa: B007
-            if batched.add(chunk):
-                break
-        for at in range(start, len(chunks), size):
-            batched.add_batch(chunks[at : at + size])
-        assert _record(batched) == expected, size
+        assert _record(_proxy_fold(chunks, size)) == expected, size
     assert expected is not None
     parts = expected[0].output_messages[0]["parts"]
     assert any(p["type"] == "reasoning" and "an extra thought" in p["content"] for p in parts), parts
@@ -235,14 +233,7 @@ def test_usage_and_choiceless_chunks_record_what_add_records(edit: str) -> None:
     assert _record(one_by_one) == expected
     assert expected[0].output_messages
     for size in (1, 2, 3, 64):
-        batched = LiteLLMChatAccumulator()
-        start = 0
-        for start, chunk in enumerate(chunks, 1):  # noqa: B007
-            if batched.add(chunk):
-                break
-        for at in range(start, len(chunks), size):
-            batched.add_batch(chunks[at : at + size])
-        assert _record(batched) == expected, size
+        assert _record(_proxy_fold(chunks, size)) == expected, size
 
 
 def test_the_usage_chunk_and_the_text_chunks_are_read_without_add(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -371,18 +362,6 @@ def _instance_edits() -> list[tuple[str, Any]]:
         ("chunk with choices as a tuple", lambda c: c.__dict__.update(choices=tuple(c.choices))),
         ("chunk without choices", lambda c: c.__dict__.pop("choices")),
     ]
-
-
-def _proxy_fold(chunks: list[Any], size: int) -> LiteLLMChatAccumulator:
-    """As the stream proxy folds: ``add`` until a chunk carries output, then batches of ``size``."""
-    acc = LiteLLMChatAccumulator()
-    start = 0
-    for start, chunk in enumerate(chunks, 1):  # noqa: B007
-        if acc.add(chunk):
-            break
-    for at in range(start, len(chunks), size):
-        acc.add_batch(chunks[at : at + size])
-    return acc
 
 
 def test_chunks_leaving_the_common_path_record_what_add_records_chunk_by_chunk() -> None:
