@@ -42,6 +42,19 @@ def _attribute_json(span: ReadableSpan, key: str) -> Any:
     return json.loads(str((span.attributes or {})[key]))
 
 
+async def _sent(messages: list[ChatCompletionMessageParam], is_async: bool) -> Any:
+    """Create a chat completion of ``messages`` (the recorded plain answer replayed); the request body sent."""
+    with server(PLAIN) as srv:
+        client = groq_client(srv.url, is_async)
+        result = client.chat.completions.create(model="llama-3.3-70b-versatile", messages=messages)
+        if is_async:
+            await result
+            await client.close()
+        else:
+            client.close()
+        return srv.received[0].json()
+
+
 async def test_reasoning_sent_back_in_an_assistant_turn_is_a_reasoning_part(
     is_async: bool, exporter: InMemorySpanExporter
 ) -> None:
@@ -56,15 +69,7 @@ async def test_reasoning_sent_back_in_an_assistant_turn_is_a_reasoning_part(
         earlier,
         {"role": "user", "content": "And of Italy?"},
     ]
-    with server(PLAIN) as srv:
-        client = groq_client(srv.url, is_async)
-        result = client.chat.completions.create(model="llama-3.3-70b-versatile", messages=messages)
-        if is_async:
-            await result
-            await client.close()
-        else:
-            client.close()
-        sent = srv.received[0].json()
+    sent = await _sent(messages, is_async)
     assert sent["messages"][1]["reasoning"] == "The capital of France is Paris."  # the call went out unchanged
     (span,) = exporter.get_finished_spans()
     given = _attribute_json(span, sc.GEN_AI_INPUT_MESSAGES)
@@ -122,15 +127,7 @@ async def test_a_document_content_part_is_its_data_as_text(is_async: bool, expor
     messages: list[ChatCompletionMessageParam] = [
         {"role": "user", "content": [{"type": "text", "text": "What does it cost?"}, document]},
     ]
-    with server(PLAIN) as srv:
-        client = groq_client(srv.url, is_async)
-        result = client.chat.completions.create(model="llama-3.3-70b-versatile", messages=messages)
-        if is_async:
-            await result
-            await client.close()
-        else:
-            client.close()
-        sent = srv.received[0].json()
+    sent = await _sent(messages, is_async)
     assert sent["messages"][0]["content"][1] == document
     (span,) = exporter.get_finished_spans()
     assert _attribute_json(span, sc.GEN_AI_INPUT_MESSAGES) == [
