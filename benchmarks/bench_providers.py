@@ -196,7 +196,7 @@ def stream_events(item: Recorded, contents: int) -> list[bytes]:
 ACCUMULATORS: dict[str, tuple[str, str]] = {  # provider -> (module, class) of its chat stream accumulator
     "openai": ("evaltrace._internal.openai.accumulate", "ChatAccumulator"),
     "mistral": ("evaltrace.instrumentation.mistral.stream", "MistralStreamAccumulator"),
-    "groq": ("evaltrace.instrumentation.groq.codec", "GroqStreamAccumulator"),
+    "groq": ("evaltrace.instrumentation.groq.stream", "GroqStreamAccumulator"),
     "ollama": ("evaltrace.instrumentation.ollama.stream", "OllamaStreamAccumulator"),
     "cohere": ("evaltrace.instrumentation.cohere.stream", "ChatStreamAccumulator"),
     "google_genai": ("evaltrace.instrumentation.google_genai.stream", "GenerateContentAccumulator"),

@@ -2,11 +2,16 @@
 
 Each cassette is served in order by ``cassettes.ReplayServer`` on 127.0.0.1 and the client points at it with
 ``base_url``; a test calls ``chat.completions.create`` with the recorded request body as keyword arguments.
+
+This module imports ``groq`` at import time: a test module imports it only after ``pytest.importorskip("groq")``
+(groq is an optional extra, absent from CI's oldest-versions environment).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import groq
 
 from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette
 
@@ -36,3 +41,21 @@ def server(name: str) -> ReplayServer:
 def call_kwargs(item: Recorded) -> dict[str, Any]:
     """The recorded request body as ``create``'s keyword arguments."""
     return dict(item.request_json())
+
+
+def groq_client(url: str, is_async: bool = False) -> Any:
+    """The real groq client (``AsyncGroq`` when ``is_async``) of the server at ``url``, never retried."""
+    return (groq.AsyncGroq if is_async else groq.Groq)(api_key="x", base_url=url, max_retries=0)
+
+
+def served(body: bytes, stream: bool = False) -> Recorded:
+    """A 200 chat completions reply of ``body``: a JSON completion, or with ``stream`` an event stream."""
+    return Recorded(
+        method="POST",
+        uri="https://api.groq.com/openai/v1/chat/completions",
+        request_body=b"",
+        status=200,
+        reason="OK",
+        headers=[("content-type", "text/event-stream" if stream else "application/json")],
+        body=body,
+    )

@@ -20,7 +20,9 @@ import pytest
 from cassettes import FIXTURES, Recorded, load_cassette
 
 OPENAI = FIXTURES / "openai-cassettes" / "otel-contrib"
+ANTHROPIC = FIXTURES / "anthropic"
 CLAUDE = "anthropic/claude-sonnet-4-6"
+USER = [{"role": "user", "content": "Say this is a test"}]
 
 # LiteLLM's own types, built lazily by pydantic on first use (nothing of ours).
 LITELLM_WARNINGS = [
@@ -51,6 +53,14 @@ async def drain(stream: Any, is_async: bool) -> list[Any]:
     return list(stream)
 
 
+async def complete(is_async: bool, **kwargs: Any) -> Any:
+    """``litellm.completion`` (or ``acompletion``) asking ``USER``'s question, never retried: a served error is the answer."""
+    params = {"api_key": "test", "messages": USER, "num_retries": 0, **kwargs}
+    if is_async:
+        return await litellm.acompletion(**params)
+    return litellm.completion(**params)
+
+
 async def complete_text(is_async: bool, *args: Any, **kwargs: Any) -> Any:
     """``litellm.text_completion`` (or ``atext_completion``), never retried: a served error is the answer."""
     params = {"api_key": "test", "num_retries": 0, **kwargs}
@@ -64,3 +74,11 @@ def responses_item(name: str) -> tuple[Recorded, dict[str, Any]]:
     item = load_cassette(OPENAI / f"{name}[content_mode0].yaml")[0]
     request = item.request_json()
     return item, {**request, "model": f"openai/{request['model']}"}
+
+
+def anthropic_reply(name: str, status: int = 200) -> Recorded:
+    """The Anthropic fixture ``name`` served as a Messages reply: an event stream for ``.sse``, else JSON."""
+    body = (ANTHROPIC / name).read_bytes()
+    kind = "text/event-stream" if name.endswith(".sse") else "application/json"
+    return Recorded("POST", "https://api.anthropic.com/v1/messages", b"", status, "OK" if status == 200 else "Error",
+                    [("content-type", kind)], body)  # fmt: skip

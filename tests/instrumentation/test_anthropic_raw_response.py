@@ -9,8 +9,9 @@ events they read, must be equal.
 
 from __future__ import annotations
 
+import contextlib
 import gc
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -56,6 +57,15 @@ async def _close(client: Any, is_async: bool) -> None:
         client.close()
 
 
+@contextlib.asynccontextmanager
+async def _replayed(fixture: str, is_async: bool) -> AsyncIterator[Any]:
+    """A client of a replay server of ``fixture``, closed when the block ends (then the server stops)."""
+    with ReplayServer([_recorded(fixture)]) as server:
+        client = _client(server, is_async)
+        yield client
+        await _close(client, is_async)
+
+
 async def _raw(client: Any, is_async: bool, **kwargs: Any) -> Any:
     raw = client.messages.with_raw_response.create(**REQUEST, **kwargs)
     return await raw if is_async else raw
@@ -74,13 +84,11 @@ async def _events(stream: Any, is_async: bool) -> list[Any]:
 
 async def _parsed_without_us(fixture: str, is_async: bool) -> Any:
     """What ``with_raw_response`` + ``parse()`` give without evaltrace: the Message, or the streamed events."""
-    with ReplayServer([_recorded(fixture)]) as server:
-        client = _client(server, is_async)
+    async with _replayed(fixture, is_async) as client:
         stream = fixture.endswith(".sse")
         parsed = await _parse(await _raw(client, is_async, **({"stream": True} if stream else {})), is_async)
         if stream:
             parsed = [event.model_dump() for event in await _events(parsed, is_async)]
-        await _close(client, is_async)
     return parsed
 
 
@@ -100,8 +108,7 @@ async def test_a_raw_response_is_recorded_whole_before_the_user_parses_it(
 ) -> None:
     expected = await _parsed_without_us("text.json", is_async)
     instrumentor.instrument()
-    with ReplayServer([_recorded("text.json")]) as server:
-        client = _client(server, is_async)
+    async with _replayed("text.json", is_async) as client:
         raw = await _raw(client, is_async)
         # Never parsed yet: the SDK read the body, so the span is already complete.
         span = _only_span(exporter)
@@ -121,7 +128,6 @@ async def test_a_raw_response_is_recorded_whole_before_the_user_parses_it(
         assert message == expected and message._request_id == "req_test"
         assert await _parse(raw, is_async) is message  # parse() still caches: one object
         assert (await raw.json() if is_async else raw.json())["id"] == message.id  # the body is still readable
-        await _close(client, is_async)
     assert len(exporter.get_finished_spans()) == 1
 
 
@@ -130,8 +136,7 @@ async def test_a_streamed_raw_response_is_followed_like_a_stream(
 ) -> None:
     expected = await _parsed_without_us("stream_text.sse", is_async)
     instrumentor.instrument()
-    with ReplayServer([_recorded("stream_text.sse")]) as server:
-        client = _client(server, is_async)
+    async with _replayed("stream_text.sse", is_async) as client:
         raw = await _raw(client, is_async, stream=True)
         assert raw.headers["request-id"] == "req_test"
         assert not exporter.get_finished_spans()  # open while the stream is
@@ -140,7 +145,6 @@ async def test_a_streamed_raw_response_is_followed_like_a_stream(
         assert await _parse(raw, is_async) is stream
         events = await _events(stream, is_async)
         assert [event.model_dump() for event in events] == expected
-        await _close(client, is_async)
     span = _only_span(exporter)
     a = span.attributes or {}
     assert a["gen_ai.request.stream"] is True
@@ -156,14 +160,12 @@ async def test_a_streamed_raw_response_never_parsed_ends_its_span_when_collected
     is_async: bool, instrumentor: AnthropicInstrumentor, exporter: InMemorySpanExporter
 ) -> None:
     instrumentor.instrument()
-    with ReplayServer([_recorded("stream_text.sse")]) as server:
-        client = _client(server, is_async)
+    async with _replayed("stream_text.sse", is_async) as client:
         raw = await _raw(client, is_async, stream=True)
         assert not exporter.get_finished_spans()
         await raw.close() if is_async else raw.close()  # the user's own clean-up, as without us
         del raw
         gc.collect()
-        await _close(client, is_async)
     a = _only_span(exporter).attributes or {}
     assert a["evaltrace.stream.end_reason"] == "garbage_collected"
     assert (a["evaltrace.stream.completed"], a["evaltrace.stream.chunks"]) == (False, 0)
@@ -176,8 +178,7 @@ async def test_with_streaming_response_still_leaves_the_body_to_the_user(
     """The body is on the wire, the user's to read as they choose: the span has the request and the timing only."""
     expected = await _parsed_without_us("text.json", is_async)
     instrumentor.instrument()
-    with ReplayServer([_recorded("text.json")]) as server:
-        client = _client(server, is_async)
+    async with _replayed("text.json", is_async) as client:
         manager = client.messages.with_streaming_response.create(**REQUEST)
         if is_async:
             async with manager as response:
@@ -187,7 +188,6 @@ async def test_with_streaming_response_still_leaves_the_body_to_the_user(
             with manager as response:
                 assert not response.is_closed
                 message = response.parse()
-        await _close(client, is_async)
     assert message == expected
     a = _only_span(exporter).attributes or {}
     assert a["gen_ai.request.max_tokens"] == 1024
@@ -196,8 +196,7 @@ async def test_with_streaming_response_still_leaves_the_body_to_the_user(
 
 async def _streamed_without_us(read: str, is_async: bool) -> list[Any]:
     """What ``with_streaming_response.create(stream=True)`` gives without evaltrace, read as ``read`` says."""
-    with ReplayServer([_recorded("stream_text.sse")]) as server:
-        client = _client(server, is_async)
+    async with _replayed("stream_text.sse", is_async) as client:
         manager = client.messages.with_streaming_response.create(**REQUEST, stream=True)
         if is_async:
             async with manager as response:
@@ -205,7 +204,6 @@ async def _streamed_without_us(read: str, is_async: bool) -> list[Any]:
         else:
             with manager as response:
                 body = await _read_streamed(response, read, is_async)
-        await _close(client, is_async)
     return body
 
 
@@ -227,8 +225,7 @@ async def test_with_streaming_response_of_a_stream_leaves_the_events_to_the_user
     The span ends at the call with the request only, and the user reads every event or line as without us."""
     expected = await _streamed_without_us(read, is_async)
     instrumentor.instrument()
-    with ReplayServer([_recorded("stream_text.sse")]) as server:
-        client = _client(server, is_async)
+    async with _replayed("stream_text.sse", is_async) as client:
         manager = client.messages.with_streaming_response.create(**REQUEST, stream=True)
         if is_async:
             async with manager as response:
@@ -240,7 +237,6 @@ async def test_with_streaming_response_of_a_stream_leaves_the_events_to_the_user
                 spans_before_reading = len(exporter.get_finished_spans())
                 assert not response.is_closed
                 body = await _read_streamed(response, read, is_async)
-        await _close(client, is_async)
     assert spans_before_reading == 1  # ended at the call, not held open for a stream we do not follow
     assert body == expected and len(body) > 1
     a = _only_span(exporter).attributes or {}

@@ -20,7 +20,7 @@ import pytest
 
 from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette
 from evaltrace._internal.openai.accumulate import ChatAccumulator
-from evaltrace.instrumentation.groq.codec import GroqStreamAccumulator
+from evaltrace.instrumentation.groq.stream import GroqStreamAccumulator
 
 groq = pytest.importorskip("groq")  # an optional extra: not in CI's oldest-versions environment
 

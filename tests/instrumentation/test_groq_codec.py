@@ -23,6 +23,7 @@ from groq_replay import (  # noqa: E402
     WEB_SEARCH,
     WEB_SEARCH_STREAM,
     call_kwargs,
+    groq_client,
     interactions,
     server,
 )
@@ -30,17 +31,13 @@ from groq_replay import (  # noqa: E402
 from evaltrace._internal import semconv as sc  # noqa: E402
 from evaltrace._internal.openai import build  # noqa: E402
 from evaltrace._internal.openai.registry import EndpointKind  # noqa: E402
-from evaltrace.instrumentation.groq import codec  # noqa: E402
-
-
-def _client(url: str) -> Any:
-    return groq.Groq(api_key="x", base_url=url, max_retries=0)
+from evaltrace.instrumentation.groq import codec, request, response, stream  # noqa: E402
 
 
 def _completions(name: str) -> list[Any]:
     """Each recorded call's result (the exception for a failed one)."""
     out: list[Any] = []
-    with server(name) as srv, _client(srv.url) as client:
+    with server(name) as srv, groq_client(srv.url) as client:
         for item in interactions(name):
             try:
                 out.append(client.chat.completions.create(**call_kwargs(item)))
@@ -49,11 +46,11 @@ def _completions(name: str) -> list[Any]:
     return out
 
 
-def _streams(name: str) -> list[tuple[codec.GroqStreamAccumulator, BaseException | None]]:
+def _streams(name: str) -> list[tuple[stream.GroqStreamAccumulator, BaseException | None]]:
     out = []
-    with server(name) as srv, _client(srv.url) as client:
+    with server(name) as srv, groq_client(srv.url) as client:
         for item in interactions(name):
-            acc = codec.GroqStreamAccumulator()
+            acc = stream.GroqStreamAccumulator()
             error = None
             try:
                 for chunk in client.chat.completions.create(**call_kwargs(item)):
@@ -75,8 +72,8 @@ def _parts(attrs: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_raw_think_tags_and_parsed_reasoning_both_become_reasoning_parts() -> None:
     raw, parsed = _completions(THINKING_RAW_PARSED)
-    raw_parts = _parts(_attrs(codec.completion_outcome(raw), "deepseek-r1-distill-llama-70b"))
-    parsed_parts = _parts(_attrs(codec.completion_outcome(parsed), "deepseek-r1-distill-llama-70b"))
+    raw_parts = _parts(_attrs(response.completion_outcome(raw), "deepseek-r1-distill-llama-70b"))
+    parsed_parts = _parts(_attrs(response.completion_outcome(parsed), "deepseek-r1-distill-llama-70b"))
     for parts in (raw_parts, parsed_parts):
         assert [p["type"] for p in parts] == ["reasoning", "text"]
         assert "<think>" not in parts[1]["content"]
@@ -100,14 +97,14 @@ def test_reasoning_tokens_cached_tokens_and_tool_calls() -> None:
     failed, call, answer = _completions(TOOL_USE_FAILED)
     assert isinstance(failed, groq.BadRequestError)
     assert codec.error_type(failed) == "tool_use_failed"
-    attrs = _attrs(codec.completion_outcome(call), "openai/gpt-oss-120b")
+    attrs = _attrs(response.completion_outcome(call), "openai/gpt-oss-120b")
     assert attrs[sc.GEN_AI_RESPONSE_FINISH_REASONS] == ("tool_calls",)
     parts = _parts(attrs)
     assert [p["type"] for p in parts] == ["reasoning", "tool_call"]
     assert parts[1]["name"] == "get_something_by_name" and parts[1]["arguments"] == {"name": "test"}
     assert attrs[sc.GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] == 22
     assert attrs[sc.EVALTRACE_COST_THINKING_USD] > 0
-    attrs = _attrs(codec.completion_outcome(answer), "openai/gpt-oss-120b")
+    attrs = _attrs(response.completion_outcome(answer), "openai/gpt-oss-120b")
     assert attrs[sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] == 256
 
 
@@ -131,7 +128,7 @@ def test_not_found_error_type_is_the_api_code() -> None:
 
 def test_built_in_tools_groq_ran_are_server_tool_call_parts() -> None:
     (result,) = _completions(WEB_SEARCH)
-    parts = _parts(_attrs(codec.completion_outcome(result), "groq/compound"))
+    parts = _parts(_attrs(response.completion_outcome(result), "groq/compound"))
     searches = [p for p in parts if p["type"] == "server_tool_call"]
     assert searches and searches[0]["name"] == "search"
     assert searches[0]["server_tool_call"]["arguments"] == {"query": "What is the weather in San Francisco today?"}
@@ -150,7 +147,7 @@ def test_request_attributes_drop_sentinels_and_read_reasoning_format() -> None:
         "reasoning_format": "parsed",
         "reasoning_effort": "default",
     }
-    attrs = codec.request_attributes(kwargs, True, 10_000)
+    attrs = request.request_attributes(kwargs, True, 10_000)
     assert sc.GEN_AI_REQUEST_TEMPERATURE not in attrs
     assert attrs[sc.GEN_AI_REQUEST_MAX_TOKENS] == 99
     assert attrs[sc.GROQ_REQUEST_REASONING_FORMAT] == "parsed"
@@ -162,10 +159,10 @@ def test_request_attributes_drop_sentinels_and_read_reasoning_format() -> None:
 
 def test_structured_output_request_and_answer() -> None:
     item = interactions(NATIVE_OUTPUT)[0]
-    attrs = codec.request_attributes(call_kwargs(item), True, 100_000)
+    attrs = request.request_attributes(call_kwargs(item), True, 100_000)
     assert attrs[sc.GEN_AI_OUTPUT_TYPE] == "json"
     (result,) = _completions(NATIVE_OUTPUT)
-    parts = _parts(_attrs(codec.completion_outcome(result), "openai/gpt-oss-120b"))
+    parts = _parts(_attrs(response.completion_outcome(result), "openai/gpt-oss-120b"))
     assert parts[-1]["type"] == "text" and json.loads(parts[-1]["content"]) == {
         "city": "Mexico City",
         "country": "Mexico",
@@ -178,7 +175,7 @@ def test_hardware_cache_counts_are_kept_apart_from_billed_cache_reads() -> None:
 
     body = interactions(NATIVE_OUTPUT)[0].response_json()
     body["x_groq"] = {"id": "req_1", "usage": {"dram_cached_tokens": 64, "sram_cached_tokens": 32}}
-    attrs = _attrs(codec.completion_outcome(ChatCompletion.model_validate(body)), "openai/gpt-oss-120b")
+    attrs = _attrs(response.completion_outcome(ChatCompletion.model_validate(body)), "openai/gpt-oss-120b")
     assert attrs[sc.GROQ_USAGE_DRAM_CACHED_TOKENS] == 64 and attrs[sc.GROQ_USAGE_SRAM_CACHED_TOKENS] == 32
     assert sc.GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS not in attrs  # not what Groq bills as cached
 
@@ -193,7 +190,7 @@ def test_a_request_with_groq_fields_converts_its_messages_once_and_keeps_the_res
     tools = [{"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}]
     params = {"model": "m", "messages": messages, "tools": tools, "temperature": 0.5}
     plain = build.request_attributes(EndpointKind.CHAT, params, True, 10_000)
-    attrs = codec.request_attributes(params, True, 10_000)
+    attrs = request.request_attributes(params, True, 10_000)
     assert set(attrs) == set(plain)
     given = json.loads(attrs[sc.GEN_AI_INPUT_MESSAGES])
     assert given[1]["parts"][0] == {"type": "reasoning", "content": "A greeting."}

@@ -19,12 +19,12 @@ from groq.types.chat import (  # noqa: E402
     ChatCompletionContentPartParam,
     ChatCompletionMessageParam,
 )
-from groq_replay import PLAIN, WEB_SEARCH, WEB_SEARCH_STREAM, call_kwargs, interactions, server  # noqa: E402
+from groq_replay import PLAIN, WEB_SEARCH, WEB_SEARCH_STREAM, call_kwargs, groq_client, interactions, served, server  # noqa: E402
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 import evaltrace  # noqa: E402
-from cassettes import Recorded, ReplayServer  # noqa: E402
+from cassettes import ReplayServer  # noqa: E402
 from evaltrace._internal import semconv as sc  # noqa: E402
 
 
@@ -38,12 +38,21 @@ def instrumented(provider: TracerProvider, capture: None) -> Iterator[None]:
 pytestmark = pytest.mark.usefixtures("instrumented")
 
 
-def _client(url: str, is_async: bool) -> Any:
-    return (groq.AsyncGroq if is_async else groq.Groq)(api_key="x", base_url=url, max_retries=0)
-
-
 def _attribute_json(span: ReadableSpan, key: str) -> Any:
     return json.loads(str((span.attributes or {})[key]))
+
+
+async def _sent(messages: list[ChatCompletionMessageParam], is_async: bool) -> Any:
+    """Create a chat completion of ``messages`` (the recorded plain answer replayed); the request body sent."""
+    with server(PLAIN) as srv:
+        client = groq_client(srv.url, is_async)
+        result = client.chat.completions.create(model="llama-3.3-70b-versatile", messages=messages)
+        if is_async:
+            await result
+            await client.close()
+        else:
+            client.close()
+        return srv.received[0].json()
 
 
 async def test_reasoning_sent_back_in_an_assistant_turn_is_a_reasoning_part(
@@ -60,15 +69,7 @@ async def test_reasoning_sent_back_in_an_assistant_turn_is_a_reasoning_part(
         earlier,
         {"role": "user", "content": "And of Italy?"},
     ]
-    with server(PLAIN) as srv:
-        client = _client(srv.url, is_async)
-        result = client.chat.completions.create(model="llama-3.3-70b-versatile", messages=messages)
-        if is_async:
-            await result
-            await client.close()
-        else:
-            client.close()
-        sent = srv.received[0].json()
+    sent = await _sent(messages, is_async)
     assert sent["messages"][1]["reasoning"] == "The capital of France is Paris."  # the call went out unchanged
     (span,) = exporter.get_finished_spans()
     given = _attribute_json(span, sc.GEN_AI_INPUT_MESSAGES)
@@ -93,7 +94,7 @@ def test_a_built_in_tool_groq_ran_is_its_call_then_its_result(name: str, exporte
     The stream sends the tool twice (arguments, then arguments and output): the span has it once, with its result.
     """
     (item,) = interactions(name)
-    with server(name) as srv, _client(srv.url, False) as client:
+    with server(name) as srv, groq_client(srv.url, False) as client:
         result = client.chat.completions.create(**call_kwargs(item))
         if name == WEB_SEARCH_STREAM:
             tools = [t for chunk in result for c in chunk.choices for t in c.delta.executed_tools or ()]
@@ -126,15 +127,7 @@ async def test_a_document_content_part_is_its_data_as_text(is_async: bool, expor
     messages: list[ChatCompletionMessageParam] = [
         {"role": "user", "content": [{"type": "text", "text": "What does it cost?"}, document]},
     ]
-    with server(PLAIN) as srv:
-        client = _client(srv.url, is_async)
-        result = client.chat.completions.create(model="llama-3.3-70b-versatile", messages=messages)
-        if is_async:
-            await result
-            await client.close()
-        else:
-            client.close()
-        sent = srv.received[0].json()
+    sent = await _sent(messages, is_async)
     assert sent["messages"][0]["content"][1] == document
     (span,) = exporter.get_finished_spans()
     assert _attribute_json(span, sc.GEN_AI_INPUT_MESSAGES) == [
@@ -150,7 +143,7 @@ async def test_a_document_content_part_is_its_data_as_text(is_async: bool, expor
 
 def _sent_and_span(messages: list[ChatCompletionMessageParam], exporter: InMemorySpanExporter) -> ReadableSpan:
     """One sync chat call of ``messages`` through the real client; its span."""
-    with server(PLAIN) as srv, _client(srv.url, False) as client:
+    with server(PLAIN) as srv, groq_client(srv.url, False) as client:
         client.chat.completions.create(model="llama-3.3-70b-versatile", messages=messages)
     (span,) = exporter.get_finished_spans()
     return span
@@ -206,7 +199,7 @@ def test_a_document_is_its_data_as_written_and_a_key_json_has_not_does_not_fail(
     data: Any = {"dish": "café", ("a", 1): "tuple key"}
     document: Any = {"type": "document", "document": {"data": data}}
     messages: Any = [{"role": "user", "content": [{"type": "text", "text": "Menu?"}, document]}]
-    with server(PLAIN) as srv, _client(srv.url, False) as client:
+    with server(PLAIN) as srv, groq_client(srv.url, False) as client:
         try:
             client.chat.completions.create(model="llama-3.3-70b-versatile", messages=messages)
         except TypeError:
@@ -214,18 +207,6 @@ def test_a_document_is_its_data_as_written_and_a_key_json_has_not_does_not_fail(
     (span,) = exporter.get_finished_spans()
     given = _attribute_json(span, sc.GEN_AI_INPUT_MESSAGES)
     assert given[0]["parts"][1] == {"type": "text", "content": '{"dish": "café", "(\'a\', 1)": "tuple key"}'}
-
-
-def _recorded(body: bytes, stream: bool = False) -> Recorded:
-    return Recorded(
-        method="POST",
-        uri="https://api.groq.com/openai/v1/chat/completions",
-        request_body=b"",
-        status=200,
-        reason="OK",
-        headers=[("content-type", "text/event-stream" if stream else "application/json")],
-        body=body,
-    )
 
 
 _SEARCH = {"results": [{"title": "Weather", "url": "https://w.example", "content": "Sunny", "score": 0.9}]}
@@ -247,7 +228,7 @@ def test_a_built_in_tool_with_results_and_no_output_has_its_result(exporter: InM
             }
         ],
     }
-    with ReplayServer([_recorded(json.dumps(completion).encode())]) as srv, _client(srv.url, False) as client:
+    with ReplayServer([served(json.dumps(completion).encode())]) as srv, groq_client(srv.url, False) as client:
         client.chat.completions.create(model="compound", messages=[{"role": "user", "content": "Weather?"}])
     (span,) = exporter.get_finished_spans()
     parts = _attribute_json(span, sc.GEN_AI_OUTPUT_MESSAGES)[0]["parts"]
@@ -273,7 +254,7 @@ def test_a_streamed_tool_sent_twice_is_one_call_with_its_arguments_and_results(
         chunk({"content": "It is 2."}, "stop"),
     ]
     body = ("".join(events) + "data: [DONE]\n\n").encode()
-    with ReplayServer([_recorded(body, stream=True)]) as srv, _client(srv.url, False) as client:
+    with ReplayServer([served(body, stream=True)]) as srv, groq_client(srv.url, False) as client:
         for _ in client.chat.completions.create(
             model="compound", messages=[{"role": "user", "content": "1+1?"}], stream=True
         ):

@@ -31,7 +31,7 @@ from fold_differential import (
 from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette
 from evaltrace._internal.engine.codec import add_each, chunk_failed
 from evaltrace._internal.openai.accumulate import _ChoiceBuffer
-from evaltrace.instrumentation.groq.codec import GroqStreamAccumulator, _sdk_types
+from evaltrace.instrumentation.groq.stream import GroqStreamAccumulator, _sdk_types
 
 groq = pytest.importorskip("groq")  # an optional extra: not in CI's oldest-versions environment
 

@@ -19,12 +19,12 @@ groq = pytest.importorskip("groq")
 
 from groq.types.chat import ChatCompletionMessageParam  # noqa: E402
 from groq.types.chat.completion_create_params import Document  # noqa: E402
-from groq_replay import WEB_SEARCH, WEB_SEARCH_STREAM, call_kwargs, interactions, server  # noqa: E402
+from groq_replay import WEB_SEARCH, WEB_SEARCH_STREAM, call_kwargs, groq_client, interactions, served, server  # noqa: E402
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 import evaltrace  # noqa: E402
-from cassettes import Recorded, ReplayServer  # noqa: E402
+from cassettes import ReplayServer  # noqa: E402
 from evaltrace import pricing  # noqa: E402
 from evaltrace._internal import semconv as sc  # noqa: E402
 from evaltrace._internal import settings  # noqa: E402
@@ -59,28 +59,12 @@ CITATIONS = [
 ]
 
 
-def _client(url: str, is_async: bool) -> Any:
-    return (groq.AsyncGroq if is_async else groq.Groq)(api_key="x", base_url=url, max_retries=0)
-
-
 def _attributes(span: ReadableSpan) -> dict[str, Any]:
     return dict(span.attributes or {})
 
 
 def _json(span: ReadableSpan, key: str) -> Any:
     return json.loads(str(_attributes(span)[key]))
-
-
-def _recorded(body: bytes, stream: bool = False) -> Recorded:
-    return Recorded(
-        method="POST",
-        uri="https://api.groq.com/openai/v1/chat/completions",
-        request_body=b"",
-        status=200,
-        reason="OK",
-        headers=[("content-type", "text/event-stream" if stream else "application/json")],
-        body=body,
-    )
 
 
 def _completion(message: dict[str, Any], **top: Any) -> bytes:
@@ -101,7 +85,7 @@ def _chunk(delta: dict[str, Any], finish: str | None = None, **top: Any) -> dict
 
 
 async def _create(url: str, is_async: bool, **kwargs: Any) -> Any:
-    client = _client(url, is_async)
+    client = groq_client(url, is_async)
     result = client.chat.completions.create(**kwargs)
     if is_async:
         result = await result
@@ -119,7 +103,7 @@ async def test_documents_are_input_and_annotations_are_citations(
     is_async: bool, exporter: InMemorySpanExporter
 ) -> None:
     """The documents: one user message of their text after the system message; the citations on the answer."""
-    with ReplayServer([_recorded(_completion({"content": ANSWER, "annotations": ANNOTATIONS}))]) as srv:
+    with ReplayServer([served(_completion({"content": ANSWER, "annotations": ANNOTATIONS}))]) as srv:
         answer = await _create(
             srv.url, is_async, model=MODEL, messages=MESSAGES, documents=DOCUMENTS, citation_options="enabled"
         )
@@ -147,8 +131,8 @@ async def test_documents_are_input_and_annotations_are_citations(
 def test_documents_without_content_capture_are_not_recorded(exporter: InMemorySpanExporter) -> None:
     previous = settings.replace(settings.CaptureSettings(capture_content=False))
     try:
-        with ReplayServer([_recorded(_completion({"content": ANSWER, "annotations": ANNOTATIONS}))]) as srv:
-            with _client(srv.url, False) as client:
+        with ReplayServer([served(_completion({"content": ANSWER, "annotations": ANNOTATIONS}))]) as srv:
+            with groq_client(srv.url, False) as client:
                 client.chat.completions.create(model=MODEL, messages=MESSAGES, documents=DOCUMENTS)
     finally:
         settings.replace(previous)
@@ -159,7 +143,7 @@ def test_documents_without_content_capture_are_not_recorded(exporter: InMemorySp
 
 
 def test_documents_without_system_message_come_first(exporter: InMemorySpanExporter) -> None:
-    with ReplayServer([_recorded(_completion({"content": ANSWER}))]) as srv, _client(srv.url, False) as client:
+    with ReplayServer([served(_completion({"content": ANSWER}))]) as srv, groq_client(srv.url, False) as client:
         client.chat.completions.create(model=MODEL, messages=MESSAGES[1:], documents=DOCUMENTS[:1])
     (span,) = exporter.get_finished_spans()
     assert [m["role"] for m in _json(span, sc.GEN_AI_INPUT_MESSAGES)] == ["user", "user"]
@@ -177,7 +161,7 @@ def test_a_document_without_contents_gives_no_part(exporter: InMemorySpanExporte
         {"source": {"type": "json", "data": None}},
         {"source": {"type": "text", "text": "Soup costs 5 euros."}},
     ]
-    with ReplayServer([_recorded(_completion({"content": ANSWER}))] * 2) as srv, _client(srv.url, False) as client:
+    with ReplayServer([served(_completion({"content": ANSWER}))] * 2) as srv, groq_client(srv.url, False) as client:
         client.chat.completions.create(model=MODEL, messages=MESSAGES[1:], documents=documents)
         client.chat.completions.create(model=MODEL, messages=MESSAGES[1:], documents=documents[:2])
     first, second = exporter.get_finished_spans()
@@ -199,7 +183,7 @@ async def test_streamed_annotations_are_the_answers_citations(is_async: bool, ex
         _chunk({"annotations": ANNOTATIONS}, "stop"),
         _chunk({}, x_groq={"id": "req_1", "usage": {"prompt_tokens": 40, "completion_tokens": 9, "total_tokens": 49}}),
     ]
-    with ReplayServer([_recorded(_stream(events), stream=True)]) as srv:
+    with ReplayServer([served(_stream(events), stream=True)]) as srv:
         chunks = await _create(srv.url, is_async, model=MODEL, messages=MESSAGES, documents=DOCUMENTS, stream=True)
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == ANSWER
     (span,) = exporter.get_finished_spans()
@@ -241,7 +225,7 @@ def test_compound_usage_breakdown_is_recorded_and_priced(exporter: InMemorySpanE
     (item,) = interactions(WEB_SEARCH)
     recorded = json.loads(item.body)
     assert pricing.price_of(recorded["model"], "groq") is None
-    with server(WEB_SEARCH) as srv, _client(srv.url, False) as client:
+    with server(WEB_SEARCH) as srv, groq_client(srv.url, False) as client:
         client.chat.completions.create(**call_kwargs(item))
     (span,) = exporter.get_finished_spans()
     attrs = _attributes(span)
@@ -264,7 +248,7 @@ def test_streamed_compound_usage_breakdown_is_recorded_but_not_summed_into_a_cos
     breakdown = last["x_groq"]["usage_breakdown"]
     usage = last["x_groq"]["usage"]
     assert sum(m["usage"]["prompt_tokens"] for m in breakdown["models"]) > usage["prompt_tokens"]
-    with server(WEB_SEARCH_STREAM) as srv, _client(srv.url, False) as client:
+    with server(WEB_SEARCH_STREAM) as srv, groq_client(srv.url, False) as client:
         for _ in client.chat.completions.create(**call_kwargs(item)):
             pass
     (span,) = exporter.get_finished_spans()
@@ -280,7 +264,7 @@ def test_a_breakdown_that_is_no_partition_leaves_the_totals_cost(exporter: InMem
     usage = {"prompt_tokens": 40, "completion_tokens": 9, "total_tokens": 49}
     breakdown = {"models": [{"model": MODEL, "usage": usage}, {"model": MODEL, "usage": usage}]}
     body = _completion({"content": "Hi."}, usage_breakdown=breakdown)
-    with ReplayServer([_recorded(body)]) as srv, _client(srv.url, False) as client:
+    with ReplayServer([served(body)]) as srv, groq_client(srv.url, False) as client:
         client.chat.completions.create(model=MODEL, messages=MESSAGES)
     (span,) = exporter.get_finished_spans()
     expected = pricing.cost_of(MODEL, input_tokens=40, output_tokens=9, provider="groq")
@@ -293,7 +277,7 @@ def test_a_breakdown_with_an_unpriced_model_gives_no_partial_cost(exporter: InMe
     usage = {"prompt_tokens": 20, "completion_tokens": 4, "total_tokens": 24}
     breakdown = {"models": [{"model": MODEL, "usage": usage}, {"model": "no-such-model", "usage": usage}]}
     body = _completion({"content": "Hi."}, usage_breakdown=breakdown, model="groq/compound")
-    with ReplayServer([_recorded(body)]) as srv, _client(srv.url, False) as client:
+    with ReplayServer([served(body)]) as srv, groq_client(srv.url, False) as client:
         client.chat.completions.create(model="groq/compound", messages=MESSAGES)
     (span,) = exporter.get_finished_spans()
     attrs = _attributes(span)
@@ -310,7 +294,7 @@ def test_a_breakdown_entrys_reasoning_tokens_give_the_thinking_cost(exporter: In
                 "completion_tokens_details": {"reasoning_tokens": 3}}  # fmt: skip
     breakdown = {"models": [{"model": MODEL, "usage": router}, {"model": thinker, "usage": reasoner}]}
     body = _completion({"content": "Hi."}, usage_breakdown=breakdown, model="groq/compound")
-    with ReplayServer([_recorded(body)]) as srv, _client(srv.url, False) as client:
+    with ReplayServer([served(body)]) as srv, groq_client(srv.url, False) as client:
         client.chat.completions.create(model="groq/compound", messages=MESSAGES)
     (span,) = exporter.get_finished_spans()
     attrs = _attributes(span)
@@ -336,8 +320,8 @@ def test_a_streamed_service_tier_is_recorded_as_the_whole_answers(where: str, ex
     else:
         last["x_groq"]["service_tier"] = "flex"
     whole = _completion({"content": "Hi"}, service_tier="flex")
-    with ReplayServer([_recorded(whole), _recorded(_stream([first, last]), stream=True)]) as srv:
-        with _client(srv.url, False) as client:
+    with ReplayServer([served(whole), served(_stream([first, last]), stream=True)]) as srv:
+        with groq_client(srv.url, False) as client:
             client.chat.completions.create(model=MODEL, messages=MESSAGES, service_tier="flex")
             for _ in client.chat.completions.create(model=MODEL, messages=MESSAGES, service_tier="flex", stream=True):
                 pass

@@ -23,6 +23,7 @@ from groq_replay import (  # noqa: E402
     TOOL_USE_FAILED_STREAM,
     WEB_SEARCH,
     call_kwargs,
+    groq_client,
     interactions,
     server,
 )
@@ -43,10 +44,6 @@ def instrumented(provider: TracerProvider, capture: None) -> Iterator[GroqInstru
     instrumentor = evaltrace.instrument_groq()
     yield instrumentor
     evaltrace.uninstrument_groq()
-
-
-def _client(url: str, is_async: bool) -> Any:
-    return (groq.AsyncGroq if is_async else groq.Groq)(api_key="x", base_url=url, max_retries=0)
 
 
 async def _create(client: Any, is_async: bool, **kwargs: Any) -> Any:
@@ -74,7 +71,7 @@ def _output(span: ReadableSpan) -> list[dict[str, Any]]:
 @pytest.mark.usefixtures("instrumented")
 async def test_create_makes_one_chat_span(is_async: bool, exporter: InMemorySpanExporter) -> None:
     with server(PLAIN) as srv:
-        client = _client(srv.url, is_async)
+        client = groq_client(srv.url, is_async)
         completion = await _create(client, is_async, **call_kwargs(interactions(PLAIN)[0]))
         await _close(client, is_async)
     (span,) = exporter.get_finished_spans()
@@ -93,7 +90,7 @@ async def test_create_makes_one_chat_span(is_async: bool, exporter: InMemorySpan
 async def test_stream_reads_reasoning_and_the_x_groq_usage(is_async: bool, exporter: InMemorySpanExporter) -> None:
     items = interactions(THINKING_STREAM)
     with server(THINKING_STREAM) as srv:
-        client = _client(srv.url, is_async)
+        client = groq_client(srv.url, is_async)
         for index, item in enumerate(items):
             stream = await _create(client, is_async, **call_kwargs(item))
             assert len(exporter.get_finished_spans()) == index  # this stream's span is open while it is read
@@ -114,7 +111,7 @@ async def test_stream_reads_reasoning_and_the_x_groq_usage(is_async: bool, expor
 @pytest.mark.usefixtures("instrumented")
 async def test_http_error_keeps_groq_code_and_is_reraised(is_async: bool, exporter: InMemorySpanExporter) -> None:
     with server(NOT_FOUND) as srv:
-        client = _client(srv.url, is_async)
+        client = groq_client(srv.url, is_async)
         with pytest.raises(groq.NotFoundError) as raised:
             await _create(client, is_async, **call_kwargs(interactions(NOT_FOUND)[0]))
         await _close(client, is_async)
@@ -133,7 +130,7 @@ async def test_error_inside_a_stream_fails_the_span_and_keeps_what_arrived(
 ) -> None:
     first, retry, answer = interactions(TOOL_USE_FAILED_STREAM)
     with server(TOOL_USE_FAILED_STREAM) as srv:
-        client = _client(srv.url, is_async)
+        client = groq_client(srv.url, is_async)
         stream = await _create(client, is_async, **call_kwargs(first))
         with pytest.raises(groq.APIError):
             await _drain(stream, is_async)
@@ -152,7 +149,7 @@ async def test_error_inside_a_stream_fails_the_span_and_keeps_what_arrived(
 
 @pytest.mark.usefixtures("instrumented")
 def test_tool_use_failed_then_tool_call_and_cached_tokens(exporter: InMemorySpanExporter) -> None:
-    with server(TOOL_USE_FAILED) as srv, _client(srv.url, False) as client:
+    with server(TOOL_USE_FAILED) as srv, groq_client(srv.url, False) as client:
         for item in interactions(TOOL_USE_FAILED):
             try:
                 client.chat.completions.create(**call_kwargs(item))
@@ -173,7 +170,7 @@ def test_tool_use_failed_then_tool_call_and_cached_tokens(exporter: InMemorySpan
 
 @pytest.mark.usefixtures("instrumented")
 def test_built_in_web_search_is_a_server_tool_call(exporter: InMemorySpanExporter) -> None:
-    with server(WEB_SEARCH) as srv, _client(srv.url, False) as client:
+    with server(WEB_SEARCH) as srv, groq_client(srv.url, False) as client:
         client.chat.completions.create(**call_kwargs(interactions(WEB_SEARCH)[0]))
     (span,) = exporter.get_finished_spans()
     parts = _output(span)[0]["parts"]
@@ -187,7 +184,7 @@ async def test_raw_response_is_recorded_and_parses_to_the_same_completion(
     """groq's ``with_raw_response`` is an ``APIResponse`` whose body the SDK has read: the span has the answer and
     usage before the user parses, and the user's ``parse()`` returns the completion the span was made from."""
     with server(PLAIN) as srv:
-        client = _client(srv.url, is_async)
+        client = groq_client(srv.url, is_async)
         raw = client.chat.completions.with_raw_response.create(**call_kwargs(interactions(PLAIN)[0]))
         raw = await raw if is_async else raw
         (span,) = exporter.get_finished_spans()
@@ -223,7 +220,7 @@ async def test_embeddings_span(is_async: bool, exporter: InMemorySpanExporter) -
         json.dumps(body).encode(),
     )
     with ReplayServer([recorded]) as srv:
-        client = _client(srv.url, is_async)
+        client = groq_client(srv.url, is_async)
         result = client.embeddings.create(model="nomic-embed-text-v1_5", input=["hello"], encoding_format="float")
         await result if is_async else None
         await _close(client, is_async)
@@ -241,7 +238,7 @@ def test_stream_metrics_and_uninstrument(provider: TracerProvider, exporter: InM
     GroqInstrumentor().instrument(meter_provider=MeterProvider(metric_readers=[reader]))
     item = interactions(THINKING_STREAM)[0]
     try:
-        with server(THINKING_STREAM) as srv, _client(srv.url, False) as client:
+        with server(THINKING_STREAM) as srv, groq_client(srv.url, False) as client:
             list(client.chat.completions.create(**call_kwargs(item)))
     finally:
         GroqInstrumentor().uninstrument()
@@ -252,7 +249,7 @@ def test_stream_metrics_and_uninstrument(provider: TracerProvider, exporter: InM
     assert sum(p.sum for p in metrics["gen_ai.client.token.usage"].data.data_points) == 21 + 988
     assert metrics["gen_ai.client.operation.time_per_output_chunk"].data.data_points[0].count > 1
     exporter.clear()
-    with server(THINKING_STREAM) as srv, _client(srv.url, False) as client:
+    with server(THINKING_STREAM) as srv, groq_client(srv.url, False) as client:
         list(client.chat.completions.create(**call_kwargs(item)))
     assert exporter.get_finished_spans() == ()
 
@@ -264,7 +261,7 @@ async def test_every_recording_replays_to_one_span_per_call(
 ) -> None:
     items = interactions(name)
     with server(name) as srv:
-        client = _client(srv.url, is_async)
+        client = groq_client(srv.url, is_async)
         for item in items:
             try:
                 result = await _create(client, is_async, **call_kwargs(item))

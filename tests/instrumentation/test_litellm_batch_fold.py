@@ -28,19 +28,13 @@ import pytest
 
 litellm = pytest.importorskip("litellm")
 
+from litellm_replay import ANTHROPIC, LITELLM_WARNINGS, USER, anthropic_reply  # noqa: E402
+
 from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette  # noqa: E402
 from evaltrace._internal.engine.codec import add_each  # noqa: E402
 from evaltrace.instrumentation.litellm.codec import LiteLLMChatAccumulator, _cache_writes, _sdk_types  # noqa: E402
 
-pytestmark = [
-    # LiteLLM's own types, built lazily by pydantic on first use (nothing of ours).
-    pytest.mark.filterwarnings("ignore:.*using the `ReadOnly` qualifier:UserWarning"),
-    pytest.mark.filterwarnings("ignore:Accessing the 'model_.*' attribute on the instance:DeprecationWarning"),
-]
-
-
-USER = [{"role": "user", "content": "Say this is a test"}]
-ANTHROPIC = FIXTURES / "anthropic"
+pytestmark = [*LITELLM_WARNINGS]
 
 
 def _streamed(folder: str, marker: bytes) -> list[tuple[Path, int]]:
@@ -50,11 +44,6 @@ def _streamed(folder: str, marker: bytes) -> list[tuple[Path, int]]:
             if item.status == 200 and marker in item.body:
                 found.append((path, index))
     return found
-
-
-def _anthropic(name: str) -> Recorded:
-    return Recorded("POST", "https://api.anthropic.com/v1/messages", b"", 200, "OK",
-                    [("content-type", "text/event-stream")], (ANTHROPIC / name).read_bytes())  # fmt: skip
 
 
 CASES: list[Any] = [
@@ -79,7 +68,7 @@ def _chunks(model: str, suffix: str, path: Path, index: int) -> list[Any]:
     Read on a thread of its own with an event loop of its own, closed after: LiteLLM's sync calls take the thread's
     event loop (``asyncio.get_event_loop``, which makes one on the main thread) and leave it open.
     """
-    return _yielded(model, suffix, _anthropic(path.name) if index < 0 else load_cassette(path)[index])
+    return _yielded(model, suffix, anthropic_reply(path.name) if index < 0 else load_cassette(path)[index])
 
 
 def _yielded(model: str, suffix: str, item: Recorded) -> list[Any]:
@@ -112,6 +101,18 @@ def _record(acc: LiteLLMChatAccumulator) -> tuple[Any, ...]:
     return acc.outcome(), acc.end_reason(), acc.summary(), acc.failure()
 
 
+def _proxy_fold(chunks: list[Any], size: int) -> LiteLLMChatAccumulator:
+    """As the stream proxy folds: ``add`` until a chunk carries output, then batches of ``size``."""
+    acc = LiteLLMChatAccumulator()
+    start = 0
+    for start, chunk in enumerate(chunks, 1):  # noqa: B007
+        if acc.add(chunk):
+            break
+    for at in range(start, len(chunks), size):
+        acc.add_batch(chunks[at : at + size])
+    return acc
+
+
 def test_litellm_types_are_read_by_the_batch_fold() -> None:
     """The installed LiteLLM's chunk types keep their fields where ``add_batch`` reads them (else all go to add)."""
     assert _sdk_types() is not None
@@ -128,14 +129,7 @@ def test_every_recorded_stream_through_litellm_records_the_same_through_the_batc
     expected = _record(one_by_one)
     assert expected[0].output_messages
     for size in (1, 2, 5, 64):
-        batched = LiteLLMChatAccumulator()
-        start = 0
-        for start, chunk in enumerate(chunks, 1):  # noqa: B007
-            if batched.add(chunk):
-                break
-        for at in range(start, len(chunks), size):
-            batched.add_batch(chunks[at : at + size])
-        assert _record(batched) == expected, size
+        assert _record(_proxy_fold(chunks, size)) == expected, size
 
 
 def _function_call() -> Any:
@@ -179,14 +173,7 @@ def test_fields_where_no_recorded_stream_has_them_record_what_add_records() -> N
         add_each(one_by_one.add, _with_fields_moved(_chunks("openai/gpt-4o-mini", "/v1", path, index)))
         expected = _record(one_by_one)
         chunks = _with_fields_moved(_chunks("openai/gpt-4o-mini", "/v1", path, index))
-        batched = LiteLLMChatAccumulator()
-        start = 0
-        for start, chunk in enumerate(chunks, 1):  # noqa: B007
-            if batched.add(chunk):
-                break
-        for at in range(start, len(chunks), size):
-            batched.add_batch(chunks[at : at + size])
-        assert _record(batched) == expected, size
+        assert _record(_proxy_fold(chunks, size)) == expected, size
     assert expected is not None
     parts = expected[0].output_messages[0]["parts"]
     assert any(p["type"] == "reasoning" and "an extra thought" in p["content"] for p in parts), parts
@@ -246,14 +233,7 @@ def test_usage_and_choiceless_chunks_record_what_add_records(edit: str) -> None:
     assert _record(one_by_one) == expected
     assert expected[0].output_messages
     for size in (1, 2, 3, 64):
-        batched = LiteLLMChatAccumulator()
-        start = 0
-        for start, chunk in enumerate(chunks, 1):  # noqa: B007
-            if batched.add(chunk):
-                break
-        for at in range(start, len(chunks), size):
-            batched.add_batch(chunks[at : at + size])
-        assert _record(batched) == expected, size
+        assert _record(_proxy_fold(chunks, size)) == expected, size
 
 
 def test_the_usage_chunk_and_the_text_chunks_are_read_without_add(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -384,18 +364,6 @@ def _instance_edits() -> list[tuple[str, Any]]:
     ]
 
 
-def _proxy_fold(chunks: list[Any], size: int) -> LiteLLMChatAccumulator:
-    """As the stream proxy folds: ``add`` until a chunk carries output, then batches of ``size``."""
-    acc = LiteLLMChatAccumulator()
-    start = 0
-    for start, chunk in enumerate(chunks, 1):  # noqa: B007
-        if acc.add(chunk):
-            break
-    for at in range(start, len(chunks), size):
-        acc.add_batch(chunks[at : at + size])
-    return acc
-
-
 def test_chunks_leaving_the_common_path_record_what_add_records_chunk_by_chunk() -> None:
     """Each edited chunk, folded by the batch fold, leaves the accumulator as ``add`` leaves it, chunk by chunk.
 
@@ -480,7 +448,7 @@ def _usages() -> list[Any]:
     body = (ANTHROPIC / "stream_text.sse").read_bytes()
     assert b'"cache_creation_input_tokens": 0' in body
     written = dataclasses.replace(
-        _anthropic("stream_text.sse"),
+        anthropic_reply("stream_text.sse"),
         body=body.replace(b'"cache_creation_input_tokens": 0', b'"cache_creation_input_tokens": 7'),
     )
     found += [getattr(c, "usage", None) for c in _yielded("anthropic/claude-sonnet-4-6", "", written)]

@@ -19,16 +19,13 @@ import pytest
 
 litellm = pytest.importorskip("litellm")
 
-from litellm_replay import CLAUDE, LITELLM_WARNINGS, OPENAI, close_clients, drain  # noqa: E402
+from litellm_replay import CLAUDE, LITELLM_WARNINGS, OPENAI, USER, anthropic_reply, close_clients, complete, drain  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 from opentelemetry.trace import StatusCode  # noqa: E402
 
-from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette  # noqa: E402
+from cassettes import Recorded, ReplayServer, load_cassette  # noqa: E402
 from evaltrace.instrumentation.litellm import LiteLLMInstrumentor  # noqa: E402
-
-ANTHROPIC = FIXTURES / "anthropic"
-USER = [{"role": "user", "content": "Say this is a test"}]
 
 
 @pytest.fixture
@@ -52,20 +49,6 @@ pytestmark = [
 ]
 
 
-def _anthropic(name: str, status: int = 200) -> Recorded:
-    body = (ANTHROPIC / name).read_bytes()
-    kind = "text/event-stream" if name.endswith(".sse") else "application/json"
-    return Recorded("POST", "https://api.anthropic.com/v1/messages", b"", status, "OK" if status == 200 else "Error",
-                    [("content-type", kind)], body)  # fmt: skip
-
-
-async def _complete(is_async: bool, **kwargs: Any) -> Any:
-    params = {"api_key": "test", "messages": USER, "num_retries": 0, **kwargs}
-    if is_async:
-        return await litellm.acompletion(**params)
-    return litellm.completion(**params)
-
-
 def _usage(span: Any) -> dict[str, Any]:
     return {k: v for k, v in (span.attributes or {}).items() if k.startswith("gen_ai.usage.")}
 
@@ -80,9 +63,9 @@ async def test_a_stream_without_include_usage_records_the_usage_the_provider_sen
     """
     spans = []
     for options in ({}, {"stream_options": {"include_usage": True}}):
-        with ReplayServer([_anthropic("stream_thinking_tokens.sse")]) as server:
-            stream = await _complete(is_async, model=CLAUDE, api_base=server.url, max_tokens=1024, stream=True,
-                                     **options)  # fmt: skip
+        with ReplayServer([anthropic_reply("stream_thinking_tokens.sse")]) as server:
+            stream = await complete(is_async, model=CLAUDE, api_base=server.url, max_tokens=1024, stream=True,
+                                    **options)  # fmt: skip
             chunks = await drain(stream, is_async)
         if not options:
             assert all(getattr(c, "usage", None) is None for c in chunks)  # the user's chunks carry none
@@ -103,7 +86,7 @@ async def test_a_stream_without_include_usage_records_a_usage_chunk_sent_after_t
 ) -> None:
     """OpenAI's recorded stream ends with a usage chunk after the finish chunk; LiteLLM yields it to nobody."""
     with ReplayServer(load_cassette(OPENAI / "test_chat_completion_streaming.yaml")) as server:
-        stream = await _complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", stream=True)
+        stream = await complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", stream=True)
         chunks = await drain(stream, is_async)
     assert all(c.choices and getattr(c, "usage", None) is None for c in chunks)
     (span,) = exporter.get_finished_spans()
@@ -160,11 +143,11 @@ async def test_a_streams_token_metrics_are_the_usage_the_provider_sent(
             "/v1",
         )
     else:
-        replies, model, base = [_anthropic(name)], CLAUDE, ""
+        replies, model, base = [anthropic_reply(name)], CLAUDE, ""
     try:
         with ReplayServer(replies) as server:
-            stream = await _complete(is_async, model=model, api_base=server.url + base, max_tokens=1024, stream=True,
-                                     **options)  # fmt: skip
+            stream = await complete(is_async, model=model, api_base=server.url + base, max_tokens=1024, stream=True,
+                                    **options)  # fmt: skip
             await drain(stream, is_async)
     finally:
         LiteLLMInstrumentor().uninstrument()
@@ -189,7 +172,7 @@ async def test_a_stream_whose_provider_sent_no_usage_records_none(
     edited = Recorded(item.method, item.uri, item.request_body, item.status, item.reason, item.headers,
                       b"\n\n".join(kept) + b"\n\n")  # fmt: skip
     with ReplayServer([edited]) as server:
-        stream = await _complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", stream=True)
+        stream = await complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", stream=True)
         await drain(stream, is_async)
     (span,) = exporter.get_finished_spans()
     assert span.attributes is not None
@@ -202,9 +185,9 @@ async def test_litellm_status_code_is_not_taken_for_the_provider_error_code(
     is_async: bool, exporter: InMemorySpanExporter
 ) -> None:
     """LiteLLM's ``RateLimitError`` sets ``code="429"`` itself: ``error.type`` is its class, as for ``NotFoundError``."""
-    with ReplayServer([_anthropic("error_429.json", status=429)]) as server:
+    with ReplayServer([anthropic_reply("error_429.json", status=429)]) as server:
         with pytest.raises(litellm.RateLimitError) as raised:
-            await _complete(is_async, model=CLAUDE, api_base=server.url, max_tokens=16)
+            await complete(is_async, model=CLAUDE, api_base=server.url, max_tokens=16)
     assert raised.value.code == "429"  # LiteLLM's, not Anthropic's (``rate_limit_error``, in the message only)
     (span,) = exporter.get_finished_spans()
     assert span.status.status_code is StatusCode.ERROR
@@ -214,8 +197,8 @@ async def test_litellm_status_code_is_not_taken_for_the_provider_error_code(
 
 
 async def test_top_k_is_recorded(is_async: bool, exporter: InMemorySpanExporter) -> None:
-    with ReplayServer([_anthropic("text.json")]) as server:
-        await _complete(is_async, model=CLAUDE, api_base=server.url, max_tokens=64, top_k=5)
+    with ReplayServer([anthropic_reply("text.json")]) as server:
+        await complete(is_async, model=CLAUDE, api_base=server.url, max_tokens=64, top_k=5)
         assert server.received[0].json()["top_k"] == 5  # LiteLLM sent it to the provider
     (span,) = exporter.get_finished_spans()
     assert span.attributes is not None
@@ -230,8 +213,8 @@ async def test_a_float_top_k_is_recorded_as_an_int_when_whole(
 
     A bool is no count of tokens (``True == 1`` in Python): not recorded.
     """
-    with ReplayServer([_anthropic("text.json")]) as server:
-        await _complete(is_async, model=CLAUDE, api_base=server.url, max_tokens=64, top_k=given)
+    with ReplayServer([anthropic_reply("text.json")]) as server:
+        await complete(is_async, model=CLAUDE, api_base=server.url, max_tokens=64, top_k=given)
         assert server.received[0].json()["top_k"] == given  # LiteLLM sent it as given
     (span,) = exporter.get_finished_spans()
     assert span.attributes is not None
@@ -254,9 +237,9 @@ async def test_one_span_with_the_provider_sdk_instrumented_too(
         if model.startswith("openai/"):
             replies, base = load_cassette(OPENAI / "test_chat_completion_with_content.yaml"), "/v1"
         else:
-            replies, base = [_anthropic("text.json")], ""
+            replies, base = [anthropic_reply("text.json")], ""
         with ReplayServer(replies) as server:
-            await _complete(is_async, model=model, api_base=server.url + base, max_tokens=64)
+            await complete(is_async, model=model, api_base=server.url + base, max_tokens=64)
             assert len(server.received) == 1
     finally:
         OpenAIInstrumentor().uninstrument()
@@ -311,8 +294,8 @@ async def test_a_redacted_thinking_block_is_an_empty_redacted_reasoning_part(
     redacted block, then the answer.
     """
     stream = name.endswith(".sse")
-    with ReplayServer([_anthropic(name)]) as server:
-        response = await _complete(is_async, model=CLAUDE, api_base=server.url, max_tokens=1024, stream=stream)
+    with ReplayServer([anthropic_reply(name)]) as server:
+        response = await complete(is_async, model=CLAUDE, api_base=server.url, max_tokens=1024, stream=stream)
         chunks = await drain(response, is_async) if stream else None
     if chunks is None:
         blocks = response.choices[0].message.thinking_blocks
@@ -360,8 +343,8 @@ async def test_an_n_2_stream_whose_finish_litellm_dropped_still_ended(
     item = load_cassette(OPENAI / "test_chat_completion_multiple_choices_streaming.yaml")[0]
     request = item.request_json()
     with ReplayServer([item]) as server:
-        stream = await _complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", n=2, stream=True,
-                                 messages=request["messages"], stream_options={"include_usage": True})  # fmt: skip
+        stream = await complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", n=2, stream=True,
+                                messages=request["messages"], stream_options={"include_usage": True})  # fmt: skip
         chunks = await drain(stream, is_async)
     finishes = [(c.index, c.finish_reason) for chunk in chunks for c in chunk.choices if c.finish_reason]
     assert finishes == [(0, "stop")]  # the recording finishes both choices; LiteLLM yields one

@@ -20,6 +20,7 @@ import pytest
 
 litellm = pytest.importorskip("litellm")
 
+from litellm_replay import LITELLM_WARNINGS, OPENAI, USER, anthropic_reply, complete, drain  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 from opentelemetry.trace import StatusCode  # noqa: E402
@@ -28,10 +29,7 @@ from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette  # noqa: E
 from evaltrace.instrumentation.litellm import LiteLLMInstrumentor  # noqa: E402
 from evaltrace.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
 
-OPENAI = FIXTURES / "openai-cassettes" / "otel-contrib"
 GROQ = FIXTURES / "groq-cassettes" / "pydantic-ai"
-ANTHROPIC = FIXTURES / "anthropic"
-USER = [{"role": "user", "content": "Say this is a test"}]
 
 
 @pytest.fixture
@@ -44,9 +42,7 @@ def instrumented(provider: TracerProvider, capture: None) -> Iterator[LiteLLMIns
 
 pytestmark = [
     pytest.mark.usefixtures("instrumented"),
-    # LiteLLM's own types, built lazily by pydantic on first use (nothing of ours).
-    pytest.mark.filterwarnings("ignore:.*using the `ReadOnly` qualifier:UserWarning"),
-    pytest.mark.filterwarnings("ignore:Accessing the 'model_.*' attribute on the instance:DeprecationWarning"),
+    *LITELLM_WARNINGS,
 ]
 
 
@@ -54,23 +50,10 @@ def _json(span: Any, key: str) -> Any:
     return json.loads(span.attributes[key])
 
 
-async def _complete(is_async: bool, **kwargs: Any) -> Any:
-    params = {"api_key": "test", "messages": USER, "num_retries": 0, **kwargs}
-    if is_async:
-        return await litellm.acompletion(**params)
-    return litellm.completion(**params)
-
-
-async def _drain(stream: Any, is_async: bool) -> list[Any]:
-    if is_async:
-        return [chunk async for chunk in stream]
-    return list(stream)
-
-
 async def test_openai_model_span_names_openai(is_async: bool, exporter: InMemorySpanExporter) -> None:
     with ReplayServer(load_cassette(OPENAI / "test_chat_completion_with_content.yaml")) as server:
-        response = await _complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1",
-                                   temperature=0.5)  # fmt: skip
+        response = await complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1",
+                                  temperature=0.5)  # fmt: skip
         port = int(server.url.rsplit(":", 1)[1])
     assert response.choices[0].message.content == "This is a test."
     (span,) = exporter.get_finished_spans()
@@ -90,7 +73,7 @@ async def test_openai_model_span_names_openai(is_async: bool, exporter: InMemory
 
 async def test_tool_calls_are_parts(is_async: bool, exporter: InMemorySpanExporter) -> None:
     with ReplayServer(load_cassette(OPENAI / "test_chat_completion_tool_calls_with_content.yaml")) as server:
-        await _complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1")
+        await complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1")
     (span,) = exporter.get_finished_spans()
     message = _json(span, "gen_ai.output.messages")[0]
     assert message["finish_reason"] == "tool_call"
@@ -100,13 +83,13 @@ async def test_tool_calls_are_parts(is_async: bool, exporter: InMemorySpanExport
 
 async def test_stream_sync_and_async(is_async: bool, exporter: InMemorySpanExporter) -> None:
     with ReplayServer(load_cassette(OPENAI / "test_chat_completion_streaming.yaml")) as server:
-        stream = await _complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", stream=True,
-                                 stream_options={"include_usage": True})  # fmt: skip
+        stream = await complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", stream=True,
+                                stream_options={"include_usage": True})  # fmt: skip
         from litellm.litellm_core_utils.streaming_handler import CustomStreamWrapper
 
         assert isinstance(stream, CustomStreamWrapper)  # the proxy keeps the class
         assert not exporter.get_finished_spans()  # open while the stream is
-        chunks = await _drain(stream, is_async)
+        chunks = await drain(stream, is_async)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     (span,) = exporter.get_finished_spans()
     a = span.attributes
@@ -155,14 +138,14 @@ async def test_one_span_when_the_inner_sdk_is_instrumented_too(
             litellm.custom_provider_map = [
                 {"provider": "viaopenai", "custom_handler": _OpenAIHandler(f"{server.url}/v1")}
             ]
-            await _complete(is_async, model="viaopenai/gpt-4o-mini")
+            await complete(is_async, model="viaopenai/gpt-4o-mini")
             (span,) = exporter.get_finished_spans()  # LiteLLM's: the openai client call inside it makes none
             assert span.name == "chat viaopenai/gpt-4o-mini"
             assert span.attributes["gen_ai.provider.name"] == "viaopenai"
             assert span.attributes["gen_ai.response.id"] == "chatcmpl-ASYMQRl3A3DXL9FWCK9tnGRcKIO7q"
             exporter.clear()
             instrumented.uninstrument()  # without LiteLLM's span, the openai client's own is there
-            await _complete(is_async, model="viaopenai/gpt-4o-mini")
+            await complete(is_async, model="viaopenai/gpt-4o-mini")
             assert [s.name for s in exporter.get_finished_spans()] == ["chat gpt-4o-mini"]
     finally:
         OpenAIInstrumentor().uninstrument()
@@ -174,9 +157,9 @@ async def test_groq_model_names_groq_and_keeps_thinking_out_of_the_answer(
 ) -> None:
     interactions = load_cassette(GROQ / "test_groq_model_thinking_part_iter.yaml")[:1]
     with ReplayServer(interactions) as server:
-        stream = await _complete(is_async, model="groq/deepseek-r1-distill-llama-70b", api_base=server.url,
-                                 stream=True)  # fmt: skip
-        await _drain(stream, is_async)
+        stream = await complete(is_async, model="groq/deepseek-r1-distill-llama-70b", api_base=server.url,
+                                stream=True)  # fmt: skip
+        await drain(stream, is_async)
     (span,) = exporter.get_finished_spans()
     a = span.attributes
     assert a["gen_ai.provider.name"] == "groq"
@@ -186,16 +169,10 @@ async def test_groq_model_names_groq_and_keeps_thinking_out_of_the_answer(
     assert "<think>" not in a["output.value"]
 
 
-def _anthropic_reply(name: str) -> Recorded:
-    body = (ANTHROPIC / name).read_bytes()
-    return Recorded("POST", "https://api.anthropic.com/v1/messages", b"", 200, "OK",
-                    [("content-type", "application/json")], body)  # fmt: skip
-
-
 async def test_anthropic_model_names_anthropic_with_thinking(is_async: bool, exporter: InMemorySpanExporter) -> None:
-    with ReplayServer([_anthropic_reply("thinking.json")]) as server:
-        response = await _complete(is_async, model="anthropic/claude-sonnet-4-6", api_base=server.url,
-                                   max_tokens=1024)  # fmt: skip
+    with ReplayServer([anthropic_reply("thinking.json")]) as server:
+        response = await complete(is_async, model="anthropic/claude-sonnet-4-6", api_base=server.url,
+                                  max_tokens=1024)  # fmt: skip
     assert response.choices[0].message.reasoning_content
     (span,) = exporter.get_finished_spans()
     a = span.attributes
@@ -208,7 +185,7 @@ async def test_anthropic_model_names_anthropic_with_thinking(is_async: bool, exp
 async def test_error_sets_error_type_and_reraises(is_async: bool, exporter: InMemorySpanExporter) -> None:
     with ReplayServer(load_cassette(OPENAI / "test_chat_completion_404.yaml")) as server:
         with pytest.raises(litellm.NotFoundError):
-            await _complete(is_async, model="openai/this-model-does-not-exist", api_base=f"{server.url}/v1")
+            await complete(is_async, model="openai/this-model-does-not-exist", api_base=f"{server.url}/v1")
     (span,) = exporter.get_finished_spans()
     assert span.status.status_code is StatusCode.ERROR
     assert span.attributes["error.type"]
@@ -259,8 +236,8 @@ async def test_a_first_chunk_whose_fold_fails_sets_no_time_to_first_chunk(
     raw = b"".join(b"data: " + json.dumps(b).encode() + b"\n\n" for b in bodies) + b"data: [DONE]\n\n"
     edited = Recorded(item.method, item.uri, item.request_body, item.status, item.reason, item.headers, raw)
     with ReplayServer([edited]) as server:
-        stream = await _complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", stream=True,
-                                 stream_options={"include_usage": True})  # fmt: skip
+        stream = await complete(is_async, model="openai/gpt-4o-mini", api_base=f"{server.url}/v1", stream=True,
+                                stream_options={"include_usage": True})  # fmt: skip
         chunks: list[Any] = []
         # LiteLLM's own error for a stream with no finish (MidStreamFallbackError now; its class varies by version)
         with pytest.raises((litellm.ServiceUnavailableError, litellm.APIConnectionError)):

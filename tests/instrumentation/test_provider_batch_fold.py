@@ -17,7 +17,7 @@ import pytest
 
 from cassettes import FIXTURES, Recorded, ReplayServer, load_cassette
 from evaltrace.instrumentation.google_genai.stream import GenerateContentAccumulator
-from evaltrace.instrumentation.groq.codec import GroqStreamAccumulator
+from evaltrace.instrumentation.groq.stream import GroqStreamAccumulator
 from evaltrace.instrumentation.mistral.stream import MistralStreamAccumulator
 
 

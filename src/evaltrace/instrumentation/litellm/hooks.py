@@ -13,7 +13,7 @@ from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from evaltrace._internal import semconv as sc
-from evaltrace._internal.engine.codec import PLAIN, Accumulator, Codec, Endpoint
+from evaltrace._internal.engine.codec import PLAIN, Codec, Endpoint
 from evaltrace._internal.engine.outcome import Outcome, Summary
 from evaltrace._internal.openai.response import chat_summary
 from evaltrace.instrumentation.litellm import embeddings, responses, text
@@ -113,18 +113,11 @@ class LiteLLMCodec(Codec):
         """The provider's error code, else the class of LiteLLM's exception (see ``error_type``)."""
         return error_type(error)
 
-    def accumulator(self, kind: Hashable) -> Accumulator:
-        """OpenAI's chat accumulator, LiteLLM-tolerant (text completions: ``text.TextAccumulator``)."""
-        if isinstance(kind, Route) and kind.function in TEXT_FUNCTIONS:
-            return text.TextAccumulator()
-        if isinstance(kind, Route) and kind.function in RESPONSES_FUNCTIONS:
-            return responses.ResponsesAccumulator()
-        return LiteLLMChatAccumulator()
-
     def finish_special(self, call: Call, kind: Hashable, result: Any) -> Any:
         """A stream is proxied sync after ``completion``, async after ``acompletion`` (and so for text).
 
-        LiteLLM's stream classes are both sync and async iterators, so their class cannot tell.
+        LiteLLM's stream classes are both sync and async iterators, so their class cannot tell. Each stream's
+        accumulator is made here, from the stream (the chat and text ones read it): no ``accumulator`` hook.
         """
         name = type(result).__name__
         function = kind.function if isinstance(kind, Route) else COMPLETION
