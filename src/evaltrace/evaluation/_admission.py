@@ -38,7 +38,11 @@ def is_root(span: ReadableSpan) -> bool:
     return span.parent is None or span.parent.is_remote
 
 
-def sampled_in(spec: EvaluatorSpec, attributes: Any, trace_id: int) -> bool:
+def sampled_in(spec: EvaluatorSpec, attributes: Any, trace_id: int, session: str | None = None) -> bool:
+    """Whether ``spec`` samples this trace in; a session-scope one draws by the trace's session when it has one.
+
+    ``session``: the trace's session (:func:`trace_session`) when known; else the one ``attributes`` carry.
+    """
     if spec.sampler is not None:
         try:
             return bool(spec.sampler(attributes))
@@ -47,7 +51,7 @@ def sampled_in(spec: EvaluatorSpec, attributes: Any, trace_id: int) -> bool:
     if spec.sample_rate >= 1.0:
         return True
     if spec.scope == "session":  # a whole session is in or out, never some of its turns
-        session_id = session_of(attributes)
+        session_id = session if session is not None else session_of(attributes)
         if session_id is not None:
             return session_fraction(session_id, spec.sample_group) < spec.sample_rate
     return trace_fraction(trace_id, spec.sample_group) < spec.sample_rate
@@ -60,6 +64,32 @@ def session_of(attributes: Any) -> str | None:
         if isinstance(value, str) and value:
             return value
     return None
+
+
+def trace_session(entry: OpenTrace, root: ReadableSpan | None = None) -> str | None:
+    """The session of a trace being collected: its root's, else the first of its spans carrying one.
+
+    "First" in the order the spans ended (the buffer's order): the rule the completed trace's session is found by
+    (``split_sessions``), so sampling, ``end_session()`` and the session a trace joins agree. A LangGraph thread
+    run under the user's own span puts it on the run's spans, not on the root. ``root``: the root when the
+    caller holds it (else the trace's ended or live one). Only the spans not looked at before are read (the
+    answer is kept on ``entry`` once found), so asking at each timer tick costs nothing per span already seen.
+    """
+    root = root or entry.root or entry.started
+    if root is not None:
+        found = session_of(root.attributes or {})
+        if found is not None:
+            return found
+    if entry.session is None:
+        spans = entry.spans
+        end = len(spans)  # appended to concurrently: read up to what is there now, the rest next time
+        for index in range(entry.session_seen, end):
+            found = session_of(spans[index].attributes or {})
+            if found is not None:
+                entry.session = found
+                break
+        entry.session_seen = end
+    return entry.session
 
 
 def _new_job(
@@ -334,7 +364,9 @@ def matching(
     attributes: Any,
     kind: Any,
     skipped: list[tuple[EvaluatorSpec, str]],
+    session: str | None = None,
 ) -> list[EvaluatorSpec]:
+    """The ``specs`` matching ``span`` that run now (``session``: the trace's, for session sampling)."""
     if not specs:
         return []
     matching = []
@@ -346,7 +378,7 @@ def matching(
             # everything shows up instead of looking like an idle evaluator.
             self._stats.not_evaluated(semconv.SKIP_FILTERED, spec.evaluator.name)
     trace_id = span.context.trace_id if span.context is not None else 0
-    return self._admitted(matching, attributes, trace_id, skipped) if matching else matching
+    return self._admitted(matching, attributes, trace_id, skipped, session) if matching else matching
 
 
 def admitted(
@@ -355,15 +387,17 @@ def admitted(
     attributes: Any,
     trace_id: int,
     skipped: list[tuple[EvaluatorSpec, str]],
+    session: str | None = None,
 ) -> list[EvaluatorSpec]:
     """Return the ``specs`` that run now; the others are counted and appended to ``skipped`` with the reason.
 
-    Sampling first (free and deterministic), then the rate limits and budgets (which take a token).
+    Sampling first (free and deterministic), then the rate limits and budgets (which take a token). ``session``:
+    the trace's session when the caller found it (a session-scope evaluator draws by it).
     """
     chosen = []
     limits = self._limits if self._limits.active else None
     for spec in specs:
-        if not sampled_in(spec, attributes, trace_id):
+        if not sampled_in(spec, attributes, trace_id, session):
             self._stats.incr("sampled_out")
             reason: str | None = semconv.SKIP_SAMPLED_OUT
         elif spec.scope == "session":  # limits are taken per session judgement (_submit_session), not per turn

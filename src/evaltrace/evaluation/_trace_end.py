@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from evaltrace._internal import semconv
 from evaltrace._internal.errors import log_internal_error
-from evaltrace.evaluation._admission import sampled_in, session_of
+from evaltrace.evaluation._admission import sampled_in, session_of, trace_session
 from evaltrace.evaluation._jobs import Job
 from evaltrace.evaluation._session_jobs import SessionJob
 from evaltrace.evaluation.completion import CompletionBuffer, OpenTrace
@@ -160,7 +160,12 @@ def at_trace_root(
                 if spec.matches(span.name, attributes, kind):
                     self._stats.not_evaluated(semconv.SKIP_LATE_AFTER_WINDOW, spec.evaluator.name)
         return [], None
-    trace_specs = self._matching(self._trace_specs, span, attributes, kind, skipped)
+    session = None
+    if self._session_sampling and session_of(attributes) is None and span.context is not None:
+        # Sampled by session, the root carrying none: the trace's session may be on the spans under it.
+        entry = self._completion.open_trace(span.context.trace_id)
+        session = trace_session(entry, span) if entry is not None else None
+    trace_specs = self._matching(self._trace_specs, span, attributes, kind, skipped, session)
     marker = attributes.get(semconv.EVALTRACE_TRACE_END) is True
     complete = self._root_ended(self._completion, span, trace_specs, marker)
     return (trace_specs, complete) if complete is not None else ([], None)
@@ -224,7 +229,7 @@ def end_sessions(self: EvaluationSpanProcessor, completion: CompletionBuffer) ->
         return {}
     with self._cond:
         ending = dict(self._ending)
-    completion.ready_where(lambda root: session_of(root.attributes or {}) in ending)
+    completion.ready_where(lambda entry: trace_session(entry) in ending)
     return ending
 
 
@@ -240,7 +245,10 @@ def apply_ending(
     with self._cond:
         if self._roots_ending > 0 and now < min(ending.values()):  # a root on its way to its session: next tick
             return
-    running = {session_of(root.attributes or {}) for root in completion.running_roots()}
+    running = {
+        session_of(root.attributes or {}) if entry is None else trace_session(entry, root)
+        for root, entry in completion.running()
+    }
     for session_id, give_up in ending.items():
         if session_id in running and now < give_up:
             continue
@@ -307,7 +315,9 @@ def count_incomplete(self: EvaluationSpanProcessor, entry: OpenTrace) -> None:
             if spec.predicate is None or not spec.may_match(root.name, kind):
                 continue  # its name or kind filter rules the root out: not an evaluation that could have run
             reason = semconv.SKIP_FILTERED
-        elif (root is not None or spec.sampler is None) and not sampled_in(spec, attributes, entry.trace_id):
+        elif (root is not None or spec.sampler is None) and not sampled_in(
+            spec, attributes, entry.trace_id, trace_session(entry)
+        ):
             self._stats.incr("sampled_out")
             reason = semconv.SKIP_SAMPLED_OUT
         self._stats.not_evaluated(reason, spec.evaluator.name)
@@ -329,7 +339,7 @@ def submit_trace(self: EvaluationSpanProcessor, entry: OpenTrace) -> None:
         specs = list(entry.specs)
     else:  # a re-evaluation is another judge call: it takes its rate-limit token and budget again
         self._stats.incr("reevaluations")
-        specs = self._admitted(entry.specs, root.attributes or {}, entry.trace_id, skipped)
+        specs = self._admitted(entry.specs, root.attributes or {}, entry.trace_id, skipped, trace_session(entry))
     if not specs:
         self._gate_done(entry)
         return
