@@ -130,6 +130,28 @@ def test_usage_details_from_usage_metadata(exporter: InMemorySpanExporter) -> No
     assert attrs["openai.response.system_fingerprint"] == "fp_b376dfbbd5"
 
 
+@pytest.mark.parametrize("configured", ["base_url", "OPENAI_BASE_URL"])
+def test_the_model_span_names_the_server_the_model_calls(
+    exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch, configured: str
+) -> None:
+    """``server.address`` / ``server.port`` of the API ChatOpenAI sends to, as instrument_openai() records them from
+    the client: its ``base_url``, else the openai client's own default, which ``OPENAI_BASE_URL`` sets (ChatOpenAI
+    does not copy it into its arguments)."""
+    from langchain_openai import ChatOpenAI
+
+    with replay(TOKENS) as server, langchain_instrumented():
+        if configured == "base_url":
+            model = chat_openai(server, model="gpt-4o-mini", temperature=0.7)
+        else:
+            monkeypatch.delenv("OPENAI_API_BASE", raising=False)
+            monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
+            model = ChatOpenAI(model="gpt-4o-mini", temperature=0.7, api_key="x", max_retries=0)
+        model.invoke("hi!")
+        port = int(server.url.rsplit(":", 1)[1])
+    attrs = one(exporter.get_finished_spans(), "chat gpt-4o-mini").attributes or {}
+    assert (attrs["server.address"], attrs["server.port"]) == ("127.0.0.1", port)
+
+
 def test_streamed_chain_records_first_chunk_and_chunks(exporter: InMemorySpanExporter) -> None:
     from langchain_core.output_parsers import StrOutputParser
 

@@ -54,6 +54,7 @@ from evaltrace.instrumentation.langchain._runs import _integration_calls_the_sdk
 from evaltrace.instrumentation.langchain._runs import conversation_attributes as _conversation
 from evaltrace.instrumentation.langchain._runs import provider_traced as provider_traced
 from evaltrace.instrumentation.langchain._runs import thread_of as _thread_of
+from evaltrace.instrumentation.langchain._serialized import constructor_stop, server_attributes
 
 try:
     # The defining module: importing the package could meet it half-initialised (we load while LangChain does).
@@ -447,7 +448,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         """Start a ``chat {model}`` span, or none when the model's SDK call is traced by its own instrumentation."""
         with handle_internal_errors("starting a LangChain chat model span"):
             batch = messages[0] if messages else []
-            self._model_start(run_id, parent_run_id, metadata or {}, kwargs, sc.OP_CHAT, batch)
+            self._model_start(run_id, parent_run_id, metadata or {}, kwargs, sc.OP_CHAT, batch, serialized)
 
     def on_llm_start(
         self,
@@ -463,7 +464,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         """Start a ``text_completion {model}`` span for a (non-chat) LLM."""
         with handle_internal_errors("starting a LangChain LLM span"):
             batch = [{"role": "user", "content": prompts[0]}] if prompts else []
-            self._model_start(run_id, parent_run_id, metadata or {}, kwargs, sc.OP_TEXT_COMPLETION, batch)
+            self._model_start(run_id, parent_run_id, metadata or {}, kwargs, sc.OP_TEXT_COMPLETION, batch, serialized)
 
     def _model_start(
         self,
@@ -473,6 +474,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         kwargs: Mapping[str, Any],
         operation: str,
         batch: Sequence[Any],
+        serialized: Any,
     ) -> None:
         if provider_traced(metadata.get("ls_provider")):
             self._pass_through(run_id, parent_run_id, sc.KIND_LLM, metadata)
@@ -481,6 +483,11 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         params = params if isinstance(params, Mapping) else {}
         attributes: dict[str, AttributeValue] = {sc.GEN_AI_OPERATION_NAME: operation}
         attributes.update(_codec.request_attributes(metadata, params))
+        if sc.GEN_AI_REQUEST_STOP_SEQUENCES not in attributes:  # a call's own stop wins, as the integrations send
+            stop = constructor_stop(serialized)
+            if stop:
+                attributes[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = stop
+        attributes.update(server_attributes(serialized, metadata.get("ls_provider")))
         attributes.update(_conversation(metadata))
         model = attributes.get(sc.GEN_AI_REQUEST_MODEL) or _name(kwargs, None, "model")
         if settings.current.capture_content:
