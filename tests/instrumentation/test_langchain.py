@@ -166,6 +166,13 @@ def test_streamed_chain_records_first_chunk_and_chunks(exporter: InMemorySpanExp
     assert attrs["gen_ai.request.stream"] is True
     assert 0 < attrs["gen_ai.response.time_to_first_chunk"] <= (chat.end_time - chat.start_time) / 1e9
     assert attrs["evaltrace.stream.chunks"] >= len(pieces)
+    # Read to its end (its choice's finish reason came): completed, as instrument_openai() records a whole stream;
+    # the last chunk after the first, and the output rate over the time between them.
+    assert (attrs["evaltrace.stream.end_reason"], attrs["evaltrace.stream.completed"]) == ("exhausted", True)
+    last = attrs["evaltrace.stream.time_to_last_chunk"]
+    assert attrs["gen_ai.response.time_to_first_chunk"] < last <= (chat.end_time - chat.start_time) / 1e9
+    rate = attrs["gen_ai.usage.output_tokens"] / (last - attrs["gen_ai.response.time_to_first_chunk"])
+    assert attrs["evaltrace.stream.output_tokens_per_second"] == pytest.approx(rate, rel=1e-3)
     assert list(attrs["gen_ai.response.finish_reasons"]) == ["stop"]
     assert json.loads(str(attrs["gen_ai.output.messages"]))[0]["parts"] == [{"type": "text", "content": text}]
     assert parent_of(spans, chat) is one(spans, "RunnableSequence")
@@ -193,6 +200,22 @@ def test_stream_left_early_ends_every_span_once(exporter: InMemorySpanExporter) 
     names = sorted(s.name for s in spans)
     assert names == sorted(set(names)), names  # each span ended (and was exported) once
     assert {"RunnableSequence", "chat gpt-3.5-turbo"} <= set(names)
+
+
+def test_a_model_stream_left_early_says_so_with_the_timings_of_the_chunks_that_came(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """``model.stream()`` closed after two chunks (LangChain reports the close as the run's error): the span says the
+    stream was left early, as instrument_openai() says it of a stream closed before its end, not completed."""
+    with replay(STREAM) as server, langchain_instrumented(restored=False):
+        stream = chat_openai(server, model="gpt-3.5-turbo", temperature=0.7).stream("Tell me a funny joke.")
+        next(stream), next(stream)
+        stream.close()
+    attrs = one(exporter.get_finished_spans(), "chat gpt-3.5-turbo").attributes or {}
+    assert (attrs["evaltrace.stream.end_reason"], attrs["evaltrace.stream.completed"]) == ("closed_early", False)
+    assert attrs["evaltrace.stream.chunks"] == 2
+    assert 0 < attrs["gen_ai.response.time_to_first_chunk"] <= attrs["evaltrace.stream.time_to_last_chunk"]
+    assert "evaltrace.stream.output_tokens_per_second" not in attrs  # no usage came: no rate
 
 
 def test_model_error_marks_model_and_chain_spans_and_passes_the_error_through(exporter: InMemorySpanExporter) -> None:

@@ -252,6 +252,10 @@ def test_a_streamed_answer_is_recorded_as_instrument_anthropic_records_it(fixtur
     assert _attrs(handler, kept) == _attrs(native, kept)
     attrs = handler.attributes or {}
     assert attrs["gen_ai.request.stream"] is True and attrs["evaltrace.stream.chunks"] > 0
+    # How the stream ended, as the SDK instrumentation says it of the same stream; its last chunk's time.
+    ended = ("evaltrace.stream.completed", "evaltrace.stream.end_reason")
+    assert _attrs(handler, ended) == _attrs(native, ended) == {ended[0]: True, ended[1]: "exhausted"}
+    assert attrs["gen_ai.response.time_to_first_chunk"] <= attrs["evaltrace.stream.time_to_last_chunk"]
     # Langfuse's time to first token, stamped as the SDK instrumentation stamps it: the first chunk's wall time.
     first = dt.datetime.fromisoformat(str(attrs["langfuse.observation.completion_start_time"]))
     theirs = dt.datetime.fromisoformat(str((native.attributes or {})["langfuse.observation.completion_start_time"]))

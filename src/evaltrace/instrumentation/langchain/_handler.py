@@ -23,6 +23,7 @@ go to the nearest shown ancestor. Nothing here raises into LangChain: errors go 
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -47,6 +48,7 @@ from evaltrace.instrumentation.langchain._results import control_flow_events as 
 from evaltrace.instrumentation.langchain._results import json_value as _json
 from evaltrace.instrumentation.langchain._results import model_error as _model_error
 from evaltrace.instrumentation.langchain._results import model_result as _model_result
+from evaltrace.instrumentation.langchain._results import stream_attributes as _stream_attributes
 from evaltrace.instrumentation.langchain._results import tool_arguments as _codec_arguments
 from evaltrace.instrumentation.langchain._results import tool_result as _tool_result
 from evaltrace.instrumentation.langchain._runs import _KIND_LABELS, _agent_attributes, _is_agent, _name
@@ -72,14 +74,21 @@ _HIDDEN_TAG = "langsmith:hidden"  # LangGraph's internal runs (channel writes): 
 _SUPPRESS_LLM_KEY = LLM_SUPPRESSION_KEYS[2]
 
 
-def _end_model_error(span: Span, error: BaseException) -> None:
-    """End a failed model call's span as the SDK instrumentations do (API error code, HTTP status); it ends anyway."""
+def _end_model_error(span: Span, error: BaseException, run: Run) -> None:
+    """End a failed model call's span as the SDK instrumentations do (API error code, HTTP status); it ends anyway.
+
+    A stream that had begun keeps its timings, and how it ended: left early by its consumer (LangChain reports the
+    generator's close, or the task's cancellation, as the run's error) or broken by an error.
+    """
     try:
         with handle_internal_errors("recording a failed LangChain model call"):
             # The failure first: naming it reads the error's own properties, which may raise.
             span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
             span.record_exception(error)
             span.set_attributes(_error_attributes(error))
+            if run.first_chunk_ns is not None:
+                left = isinstance(error, GeneratorExit | asyncio.CancelledError)
+                span.set_attributes(_stream_attributes(run, sc.STREAM_END_CLOSED if left else sc.STREAM_END_ERROR))
     finally:
         span.end()
 
@@ -242,7 +251,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
                 return
             events = _control_flow_events(error)
             if events is None and run.kind == sc.KIND_LLM:
-                _end_model_error(run.span, error)
+                _end_model_error(run.span, error, run)
                 return
             if events is None:
                 end_error(run.span, error)  # the decorators' own ending: the span ends even if recording fails
@@ -507,12 +516,14 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
             run.provider = provider if isinstance(provider, str) else None
 
     def on_llm_new_token(self, token: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        """Count a streamed chunk; the first one's time is the time to first chunk (O(1))."""
+        """Count a streamed chunk; the first and last ones' times are the stream's timings (O(1))."""
         run = self._runs.get(run_id)
         if run is None or run.span is None:
             return
+        now = time.time_ns()
         if run.first_chunk_ns is None:
-            run.first_chunk_ns = time.time_ns()
+            run.first_chunk_ns = now
+        run.last_chunk_ns = now
         run.chunks += 1
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:

@@ -114,12 +114,37 @@ def model_result(run: Run, response: Any) -> dict[str, AttributeValue]:
         attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
     attributes.update(captured(sc.GEN_AI_OUTPUT_MESSAGES, outputs))
     if run.first_chunk_ns is not None:  # streamed (LangChain's invocation params do not always say so)
-        attributes[sc.GEN_AI_REQUEST_STREAM] = True
-        attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (run.first_chunk_ns - run.started_ns) / 1e9
-        # Langfuse's time to first token, as the SDK instrumentations stamp it.
-        first = dt.datetime.fromtimestamp(run.first_chunk_ns / 1e9, tz=dt.UTC)
-        attributes[sc.LANGFUSE_OBSERVATION_COMPLETION_START_TIME] = first.isoformat(timespec="microseconds")
-        attributes[sc.EVALTRACE_STREAM_CHUNKS] = run.chunks
+        # Every choice ended with its finish reason: the stream carried its terminal signal. Without one, whether
+        # the server cut the stream or the integration dropped the reason is not known: no end reason is claimed.
+        whole = bool(first) and len(reasons) == len(first)
+        output = usage.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)
+        attributes.update(stream_attributes(run, sc.STREAM_END_EXHAUSTED if whole else None, output))
+    return attributes
+
+
+def stream_attributes(run: Run, end_reason: str | None, output_tokens: int | None = None) -> dict[str, AttributeValue]:
+    """A streamed model call's timings from its chunks' callbacks, as the SDK instrumentations record a stream.
+
+    Time to first and last chunk (from the run's start), Langfuse's completion start time, the chunk count, output
+    tokens per second between the first and last chunk, and, when ``end_reason`` is known, how the stream ended
+    (``evaltrace.stream.completed`` true only for ``exhausted``). Nothing when no chunk arrived.
+    """
+    first_ns, last_ns = run.first_chunk_ns, run.last_chunk_ns
+    if first_ns is None:
+        return {}
+    attributes: dict[str, AttributeValue] = {sc.GEN_AI_REQUEST_STREAM: True}
+    if end_reason is not None:
+        attributes[sc.EVALTRACE_STREAM_COMPLETED] = end_reason == sc.STREAM_END_EXHAUSTED
+        attributes[sc.EVALTRACE_STREAM_END_REASON] = end_reason
+    attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = max(0.0, (first_ns - run.started_ns) / 1e9)
+    # Langfuse's time to first token, as the SDK instrumentations stamp it.
+    first = dt.datetime.fromtimestamp(first_ns / 1e9, tz=dt.UTC)
+    attributes[sc.LANGFUSE_OBSERVATION_COMPLETION_START_TIME] = first.isoformat(timespec="microseconds")
+    attributes[sc.EVALTRACE_STREAM_CHUNKS] = run.chunks
+    if last_ns is not None:
+        attributes[sc.EVALTRACE_STREAM_TIME_TO_LAST_CHUNK] = max(0.0, (last_ns - run.started_ns) / 1e9)
+        if output_tokens is not None and last_ns > first_ns:
+            attributes[sc.EVALTRACE_STREAM_OUTPUT_TOKENS_PER_SECOND] = output_tokens / ((last_ns - first_ns) / 1e9)
     return attributes
 
 
