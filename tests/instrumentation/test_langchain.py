@@ -26,6 +26,7 @@ from langchain_replay import (
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
+from cassettes import Recorded, ReplayServer
 from evaltrace import pricing
 from evaltrace.mapping import trace_from_spans
 
@@ -216,6 +217,39 @@ def test_a_model_stream_left_early_says_so_with_the_timings_of_the_chunks_that_c
     assert attrs["evaltrace.stream.chunks"] == 2
     assert 0 < attrs["gen_ai.response.time_to_first_chunk"] <= attrs["evaltrace.stream.time_to_last_chunk"]
     assert "evaltrace.stream.output_tokens_per_second" not in attrs  # no usage came: no rate
+
+
+def _broken_stream() -> Any:
+    """A Chat Completions stream that sends two content chunks (the openai SDK's own chunk type), then an error."""
+    from openai.types.chat import ChatCompletionChunk
+
+    def chunk(content: str) -> str:
+        body = {"id": "chatcmpl-broken", "object": "chat.completion.chunk", "created": 1_700_000_000}
+        choice = {"index": 0, "delta": {"role": "assistant", "content": content}, "finish_reason": None}
+        data = ChatCompletionChunk.model_validate({**body, "model": "gpt-3.5-turbo", "choices": [choice]})
+        return f"data: {data.model_dump_json()}\n\n"
+
+    error = {"error": {"message": "The server had an error", "type": "server_error", "code": "server_error"}}
+    sse = chunk("Why") + chunk(" did") + f"data: {json.dumps(error)}\n\n"
+    headers = [("content-type", "text/event-stream")]
+    return Recorded("POST", "/v1/chat/completions", b"", 200, "OK", headers, sse.encode())
+
+
+def test_a_model_stream_broken_by_an_error_says_so_with_the_timings_of_the_chunks_that_came(
+    exporter: InMemorySpanExporter,
+) -> None:
+    import openai
+
+    with ReplayServer([_broken_stream()]) as server, langchain_instrumented():
+        stream = chat_openai(server, model="gpt-3.5-turbo").stream("Tell me a funny joke.")
+        with pytest.raises(openai.APIError, match="The server had an error"):
+            list(stream)
+    chat = one(exporter.get_finished_spans(), "chat gpt-3.5-turbo")
+    attrs = chat.attributes or {}
+    assert chat.status.status_code is StatusCode.ERROR
+    assert (attrs["evaltrace.stream.end_reason"], attrs["evaltrace.stream.completed"]) == ("error", False)
+    assert attrs["evaltrace.stream.chunks"] >= 2
+    assert 0 < attrs["gen_ai.response.time_to_first_chunk"] <= attrs["evaltrace.stream.time_to_last_chunk"]
 
 
 def test_model_error_marks_model_and_chain_spans_and_passes_the_error_through(exporter: InMemorySpanExporter) -> None:
