@@ -187,19 +187,22 @@ def test_a_whole_answer_is_recorded_as_instrument_anthropic_records_it(fixture: 
         ("text.json", {"top_p": 0.9}, {"gen_ai.request.top_p": 0.9}),
         # Given to the constructor: sent with every call, and no invocation param repeats it.
         ("text.json", {"stop_sequences": ["END", "STOP"]}, {"gen_ai.request.stop_sequences": ["END", "STOP"]}),
+        # Both: the call's are sent (langchain-anthropic's ``stop or self.stop_sequences``), and recorded.
+        ("text.json", {"stop_sequences": ["CTOR"], "stop": ["END"]}, {"gen_ai.request.stop_sequences": ["END"]}),
         (
             "thinking.json",
             {"thinking": {"type": "adaptive"}, "effort": "high"},
             {"gen_ai.request.reasoning.level": "high"},
         ),
     ],
-    ids=["sampling-and-stop", "top-p", "constructor-stop", "effort"],
+    ids=["sampling-and-stop", "top-p", "constructor-stop", "call-stop-over-constructor-stop", "effort"],
 )
 def test_request_parameters_are_recorded_as_instrument_anthropic_records_them(
     fixture: str, call: dict[str, Any], recorded: dict[str, Any], llm_spans: Any
 ) -> None:
     """Sampling parameters (``top_k`` an int, as the SDK instrumentation has it), stop sequences given to the call
-    or to the constructor (``ChatAnthropic(stop_sequences=...)``), and the reasoning effort (``output_config.effort``, in Anthropic's own levels) agree with the SDK
+    or to the constructor (``ChatAnthropic(stop_sequences=...)``), and the reasoning effort
+    (``output_config.effort``, in Anthropic's own levels) agree with the SDK
     instrumentation's reading of the same request."""
     handler, native = _handler_and_native(fixture, llm_spans, **call)
     keys = (*SAME, *recorded)
