@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from evaltrace.evaluation import EvaluationSpanProcessor, EvaluatorSpec, evaluator
-from evaltrace.evaluation.trace_sampling import session_fraction
+from evaltrace.evaluation.trace_sampling import session_fraction, trace_fraction
 from evaltrace.schema import EvaluationResult
 from evaltrace.schema.conversation import Conversation
 
@@ -95,5 +95,92 @@ def test_session_sampling_draws_by_the_session_under_the_root(made: InMemorySpan
         processor.force_flush()
         assert [(c.session_id, len(c.turns)) for c in seen] == [(kept, 8)]
         assert processor.stats()["sampled_out"] == 8
+    finally:
+        processor.shutdown()
+
+
+def _drawn(session: str, drawn_in: bool) -> bool:
+    return (session_fraction(session) < 0.5) == drawn_in
+
+
+def _turn_drawn(made: InMemorySpanExporter, session: str, by_trace_id_in: bool, answer: str) -> list[ReadableSpan]:
+    """A turn (as :func:`_turn`) whose trace id a draw by trace id at rate 0.5 would take (or leave)."""
+    while True:
+        spans = _turn(made, session, answer)
+        context = spans[-1].context
+        assert context is not None
+        if (trace_fraction(context.trace_id) < 0.5) == by_trace_id_in:
+            return spans
+
+
+def test_session_sampling_draws_by_a_session_whose_span_ends_after_the_root(
+    made: InMemorySpanExporter, tmp_path: Path
+) -> None:
+    """The root arrives first (another OTLP batch, another service), its session on a span ending after it.
+
+    The session is not known at the root's end: the draw waits for it, so the session drawn out is judged on no
+    turn and the session drawn in on all 8, never the ones a draw by trace id would have taken.
+    """
+    out = next(f"s-{n}" for n in range(1000) if _drawn(f"s-{n}", drawn_in=False))
+    kept = next(f"s-{n}" for n in range(1000) if _drawn(f"s-{n}", drawn_in=True))
+    seen: list[Conversation] = []
+    processor = _processor(tmp_path, seen, trace_quiet_period_s=0.2, session_quiet_period_s=600.0, sample_rate=0.5)
+    try:
+        for index in range(8):  # half the turns of each session are in by trace id, half out
+            for session in (out, kept):
+                spans = _turn_drawn(made, session, by_trace_id_in=index % 2 == 0, answer=str(index))
+                for span in [spans[-1], *spans[:-1]]:  # root first, then the spans under it
+                    processor.on_end(span)
+        assert _wait(lambda: processor.stats()["sampled_out"] == 8, timeout=10.0)
+        processor.force_flush()
+        assert [(c.session_id, len(c.turns)) for c in seen] == [(kept, 8)]
+        assert [turn.final_answer for turn in seen[0].turns] == [str(index) for index in range(8)]
+        assert processor.stats()["sampled_out"] == 8  # the session drawn out: each of its turns, once
+    finally:
+        processor.shutdown()
+
+
+def test_a_reevaluated_turn_is_drawn_as_its_first_evaluation_was(made: InMemorySpanExporter, tmp_path: Path) -> None:
+    """A late span re-opens a turn whose session was found after its root ended: revision 2 draws by that session.
+
+    Each trace id is drawn the other way than its session, so a draw by trace id at either revision would show.
+    """
+    out = next(f"s-{n}" for n in range(1000) if _drawn(f"s-{n}", drawn_in=False))
+    kept = next(f"s-{n}" for n in range(1000) if _drawn(f"s-{n}", drawn_in=True))
+    seen: list[Conversation] = []
+    processor = _processor(tmp_path, seen, trace_quiet_period_s=0.2, session_quiet_period_s=0.2, sample_rate=0.5)
+    try:
+        turns = [_turn_drawn(made, out, by_trace_id_in=True, answer="o"), _turn_drawn(made, kept, False, "k")]
+        for _tool, agent, root in turns:
+            processor.on_end(root)
+            processor.on_end(agent)  # the session, after the root; the tool span is held back: it comes late
+        assert _wait(lambda: len(seen) == 1 and processor.stats()["sampled_out"] == 1, timeout=10.0)
+        assert (seen[0].session_id, seen[0].extra["revision"]) == (kept, 1)
+        for tool, _, _ in turns:
+            processor.on_end(tool)  # within the late window: both turns are evaluated again (revision 2)
+        assert _wait(lambda: len(seen) == 2 and processor.stats()["sampled_out"] == 2, timeout=10.0)
+        processor.force_flush()
+        assert [(c.session_id, len(c.turns), c.extra["revision"]) for c in seen] == [(kept, 1, 1), (kept, 1, 2)]
+        assert processor.stats()["sampled_out"] == 2  # the turn drawn out, at each of its revisions
+        assert processor.stats()["reevaluations"] == 3  # both turns, and the session judged again
+    finally:
+        processor.shutdown()
+
+
+def test_a_given_up_turn_counts_by_the_session_under_its_root(made: InMemorySpanExporter, tmp_path: Path) -> None:
+    """In the worker, a turn whose root never arrives is given up: its session (on a span under it) decides the
+    count, ``sampled_out`` for a session drawn out, even when a draw by trace id would have taken the trace."""
+    out = next(f"s-{n}" for n in range(1000) if _drawn(f"s-{n}", drawn_in=False))
+    seen: list[Conversation] = []
+    processor = _processor(tmp_path, seen, trace_max_wait_s=0.3, session_quiet_period_s=600.0, sample_rate=0.5)
+    try:
+        tool, agent, _ = _turn_drawn(made, out, by_trace_id_in=True, answer="o")
+        processor.on_end(tool)
+        processor.on_end(agent)  # the root never comes
+        by_reason = lambda: processor.stats()["not_evaluated_by_reason"]  # noqa: E731
+        assert _wait(lambda: bool(by_reason()), timeout=10.0)
+        processor.force_flush()
+        assert by_reason() == {"sampled_out": 1}
+        assert seen == []
     finally:
         processor.shutdown()

@@ -57,6 +57,22 @@ def sampled_in(spec: EvaluatorSpec, attributes: Any, trace_id: int, session: str
     return trace_fraction(trace_id, spec.sample_group) < spec.sample_rate
 
 
+def drawn_at_join(spec: EvaluatorSpec, attributes: Any, session: str | None) -> bool:
+    """Whether ``spec``'s draw waits for the session its completed trace joins (``split_sessions`` makes it).
+
+    A session-scope evaluator sampled by session id, its trace's session not known yet (the root carries none, no
+    span ended so far carries one): the span carrying it may end after the root (another OTLP batch, a stream
+    still running). Drawn now by trace id, one session's turns would be drawn partly by session, partly by trace.
+    """
+    return (
+        session is None
+        and spec.scope == "session"
+        and spec.sampler is None
+        and spec.sample_rate < 1.0
+        and session_of(attributes) is None
+    )
+
+
 def session_of(attributes: Any) -> str | None:
     """The session id a span carries (``session.id``, else ``langfuse.session.id``), or None."""
     for key in semconv.SESSION_ID_KEYS:
@@ -392,12 +408,13 @@ def admitted(
     """Return the ``specs`` that run now; the others are counted and appended to ``skipped`` with the reason.
 
     Sampling first (free and deterministic), then the rate limits and budgets (which take a token). ``session``:
-    the trace's session when the caller found it (a session-scope evaluator draws by it).
+    the trace's session when the caller found it (a session-scope evaluator draws by it; without one, the draw is
+    left to the trace's completion, see :func:`drawn_at_join`).
     """
     chosen = []
     limits = self._limits if self._limits.active else None
     for spec in specs:
-        if not sampled_in(spec, attributes, trace_id, session):
+        if not sampled_in(spec, attributes, trace_id, session) and not drawn_at_join(spec, attributes, session):
             self._stats.incr("sampled_out")
             reason: str | None = semconv.SKIP_SAMPLED_OUT
         elif spec.scope == "session":  # limits are taken per session judgement (_submit_session), not per turn

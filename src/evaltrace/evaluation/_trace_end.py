@@ -69,7 +69,11 @@ def superseded(self: EvaluationSpanProcessor, root: ReadableSpan, revision: int)
 def split_sessions(self: EvaluationSpanProcessor, sessions: SessionBuffer, job: Job) -> None:
     """Move a completed trace's session-scope evaluators to the job's session part, announced to the buffer.
 
-    A trace carrying no session id has no session to join: counted (``sessions.without_session``).
+    Sampling by session is decided here, by the session the trace joins: the one draw that counts, so a session
+    is taken or left whole (a draw at the root's end, by the session found then, is the same one; an evaluator
+    whose trace's session was not known then was admitted for this draw, see ``drawn_at_join``). A re-evaluation
+    finds the same session (spans are only added) and draws the same. A trace carrying no session id has no
+    session to join: drawn by trace id, as at the root's end, and counted (``sessions.without_session``).
     """
     session_specs = [spec for spec in job.trace_specs if spec.scope == "session"]
     if not session_specs:
@@ -77,12 +81,34 @@ def split_sessions(self: EvaluationSpanProcessor, sessions: SessionBuffer, job: 
     job.trace_specs = [spec for spec in job.trace_specs if spec.scope != "session"]
     spans = job.spans[: job.span_count]
     session_id = _first_attribute(spans, job.span, semconv.SESSION_ID_KEYS)
+    session_specs = self._drawn_by_session(session_specs, job, session_id)
+    if not session_specs:
+        return
     if session_id is None:
         sessions.stats.without_session += 1
         return
     job.session_specs, job.session_id = session_specs, session_id
     job.user_id = _first_attribute(spans, job.span, semconv.USER_ID_KEYS)
     sessions.expect(session_id)
+
+
+def drawn_by_session(
+    self: EvaluationSpanProcessor, specs: list[EvaluatorSpec], job: Job, session_id: str | None
+) -> list[EvaluatorSpec]:
+    """The session-scope ``specs`` that ``session_id`` (None: the trace id) samples in; the others are counted.
+
+    A custom ``sampler`` decided at the root's end already: it is not asked twice.
+    """
+    trace_id = job.span.context.trace_id if job.span.context is not None else 0
+    attributes = job.span.attributes or {}
+    chosen = []
+    for spec in specs:
+        if spec.sampler is not None or sampled_in(spec, attributes, trace_id, session_id):
+            chosen.append(spec)
+        else:
+            self._stats.incr("sampled_out")
+            self._stats.not_evaluated(semconv.SKIP_SAMPLED_OUT, spec.evaluator.name)
+    return chosen
 
 
 def submit_session(self: EvaluationSpanProcessor, due: DueSession) -> None:

@@ -404,6 +404,7 @@ class EvaluationSpanProcessor(SpanProcessor):
     _session_superseded = _trace_end.session_superseded
     _superseded = _trace_end.superseded
     _split_sessions = _trace_end.split_sessions
+    _drawn_by_session = _trace_end.drawn_by_session
     _submit_session = _trace_end.submit_session
     _offer_completion = _trace_end.offer_completion
     _at_trace_root = _trace_end.at_trace_root
