@@ -7,7 +7,10 @@ The recordings: tests/fixtures/langchain-cassettes (README there).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -219,18 +222,20 @@ def test_a_model_stream_left_early_says_so_with_the_timings_of_the_chunks_that_c
     assert "evaltrace.stream.output_tokens_per_second" not in attrs  # no usage came: no rate
 
 
-def _broken_stream() -> Any:
-    """A Chat Completions stream that sends two content chunks (the openai SDK's own chunk type), then an error."""
+def _chunk(content: str) -> str:
+    """One SSE event of a Chat Completions stream (the openai SDK's own chunk type), with no finish reason."""
     from openai.types.chat import ChatCompletionChunk
 
-    def chunk(content: str) -> str:
-        body = {"id": "chatcmpl-broken", "object": "chat.completion.chunk", "created": 1_700_000_000}
-        choice = {"index": 0, "delta": {"role": "assistant", "content": content}, "finish_reason": None}
-        data = ChatCompletionChunk.model_validate({**body, "model": "gpt-3.5-turbo", "choices": [choice]})
-        return f"data: {data.model_dump_json()}\n\n"
+    body = {"id": "chatcmpl-made", "object": "chat.completion.chunk", "created": 1_700_000_000}
+    choice = {"index": 0, "delta": {"role": "assistant", "content": content}, "finish_reason": None}
+    data = ChatCompletionChunk.model_validate({**body, "model": "gpt-3.5-turbo", "choices": [choice]})
+    return f"data: {data.model_dump_json()}\n\n"
 
+
+def _broken_stream() -> Any:
+    """A Chat Completions stream that sends two content chunks, then an error."""
     error = {"error": {"message": "The server had an error", "type": "server_error", "code": "server_error"}}
-    sse = chunk("Why") + chunk(" did") + f"data: {json.dumps(error)}\n\n"
+    sse = _chunk("Why") + _chunk(" did") + f"data: {json.dumps(error)}\n\n"
     headers = [("content-type", "text/event-stream")]
     return Recorded("POST", "/v1/chat/completions", b"", 200, "OK", headers, sse.encode())
 
@@ -250,6 +255,87 @@ def test_a_model_stream_broken_by_an_error_says_so_with_the_timings_of_the_chunk
     assert (attrs["evaltrace.stream.end_reason"], attrs["evaltrace.stream.completed"]) == ("error", False)
     assert attrs["evaltrace.stream.chunks"] >= 2
     assert 0 < attrs["gen_ai.response.time_to_first_chunk"] <= attrs["evaltrace.stream.time_to_last_chunk"]
+
+
+def test_a_model_stream_whose_chunks_carry_no_finish_reason_claims_no_end_reason(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """A stream that ends (``[DONE]``) without its choice's finish reason (a server or integration that drops it):
+    whether it was cut is not known, so no end reason and no ``completed`` are claimed; its timings are recorded."""
+    sse = _chunk("Why") + _chunk(" did") + "data: [DONE]\n\n"
+    made = Recorded(
+        "POST", "/v1/chat/completions", b"", 200, "OK", [("content-type", "text/event-stream")], sse.encode()
+    )
+    with ReplayServer([made]) as server, langchain_instrumented():
+        pieces = [chunk.content for chunk in chat_openai(server, model="gpt-3.5-turbo").stream("Tell me a joke.")]
+    assert "".join(str(piece) for piece in pieces) == "Why did"
+    attrs = one(exporter.get_finished_spans(), "chat gpt-3.5-turbo").attributes or {}
+    assert "gen_ai.response.finish_reasons" not in attrs
+    assert "evaltrace.stream.end_reason" not in attrs and "evaltrace.stream.completed" not in attrs
+    assert attrs["evaltrace.stream.chunks"] >= 2
+    assert 0 < attrs["gen_ai.response.time_to_first_chunk"] <= attrs["evaltrace.stream.time_to_last_chunk"]
+
+
+class _StallingHandler(BaseHTTPRequestHandler):
+    """Sends one chunk of a Chat Completions stream, then nothing until the test releases it."""
+
+    protocol_version = "HTTP/1.1"
+    server: _StallingServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        event = _chunk("Why").encode()
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+        self.wfile.flush()
+        self.server.release.wait(10.0)
+
+
+class _StallingServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _StallingHandler)
+        self.release = threading.Event()
+        host, port = self.server_address[:2]
+        self.url = f"http://{host!s}:{port}"
+
+
+async def test_a_model_stream_whose_task_is_cancelled_says_it_was_left_early(exporter: InMemorySpanExporter) -> None:
+    """The consumer's task is cancelled while the stream waits for its second chunk: LangChain reports the
+    ``CancelledError`` as the run's error; the span says the stream was left early (not broken), with its timing."""
+    server = _StallingServer()
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    try:
+        with langchain_instrumented(restored=False):
+            model = chat_openai(server, model="gpt-3.5-turbo")
+            first = asyncio.Event()
+
+            async def consume() -> None:
+                async for _ in model.astream("Tell me a joke."):
+                    first.set()
+
+            task = asyncio.create_task(consume())
+            await asyncio.wait_for(first.wait(), timeout=10.0)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await model.root_async_client.close()
+    finally:
+        server.release.set()
+        server.shutdown()
+        server.server_close()
+    attrs = one(exporter.get_finished_spans(), "chat gpt-3.5-turbo").attributes or {}
+    assert (attrs["evaltrace.stream.end_reason"], attrs["evaltrace.stream.completed"]) == ("closed_early", False)
+    assert attrs["evaltrace.stream.chunks"] >= 1
+    assert attrs["gen_ai.response.time_to_first_chunk"] > 0
 
 
 def test_model_error_marks_model_and_chain_spans_and_passes_the_error_through(exporter: InMemorySpanExporter) -> None:
