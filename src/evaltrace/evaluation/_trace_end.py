@@ -16,9 +16,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from evaltrace._internal import semconv
 from evaltrace._internal.errors import log_internal_error
-from evaltrace.evaluation._admission import sampled_in, session_of, trace_session
 from evaltrace.evaluation._jobs import Job
 from evaltrace.evaluation._session_jobs import SessionJob
+from evaltrace.evaluation._trace_session import sampled_in, session_of, trace_session
 from evaltrace.evaluation.completion import CompletionBuffer, OpenTrace
 from evaltrace.evaluation.evaluator import EvaluatorSpec
 from evaltrace.evaluation.sessions import DueSession, SessionBuffer

@@ -23,14 +23,13 @@ go to the nearest shown ancestor. Nothing here raises into LangChain: errors go 
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
 from opentelemetry.context import Context
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
+from opentelemetry.trace import Span, SpanKind, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
 from evaltrace._internal import semconv as sc
@@ -38,17 +37,16 @@ from evaltrace._internal import settings
 from evaltrace._internal.errors import handle_internal_errors, reraise_internal_errors
 from evaltrace._internal.fast_context import SPAN_KEY, get_current
 from evaltrace._internal.jsonutil import capped_text
-from evaltrace._internal.spans import end_error, error_type
+from evaltrace._internal.spans import end_error
 from evaltrace._internal.tracing import INSTRUMENTATION_NAME, LLM_SUPPRESSION_KEYS, SUPPRESSION_KEYS, get_tracer
 from evaltrace.context import session_in, session_stamp
 from evaltrace.instrumentation.langchain import _codec
 from evaltrace.instrumentation.langchain._context import Contexts, Run, WhileRequesting, span_of
 from evaltrace.instrumentation.langchain._results import captured as _captured
 from evaltrace.instrumentation.langchain._results import control_flow_events as _control_flow_events
+from evaltrace.instrumentation.langchain._results import end_model_error as _end_model_error
 from evaltrace.instrumentation.langchain._results import json_value as _json
-from evaltrace.instrumentation.langchain._results import model_error as _model_error
 from evaltrace.instrumentation.langchain._results import model_result as _model_result
-from evaltrace.instrumentation.langchain._results import stream_attributes as _stream_attributes
 from evaltrace.instrumentation.langchain._results import tool_arguments as _codec_arguments
 from evaltrace.instrumentation.langchain._results import tool_result as _tool_result
 from evaltrace.instrumentation.langchain._runs import _KIND_LABELS, _agent_attributes, _is_agent, _name
@@ -72,33 +70,6 @@ except ImportError:  # the extra is missing: the class still exists (evaltrace.E
 
 _HIDDEN_TAG = "langsmith:hidden"  # LangGraph's internal runs (channel writes): shown nowhere, so no span either
 _SUPPRESS_LLM_KEY = LLM_SUPPRESSION_KEYS[2]
-
-
-def _end_model_error(span: Span, error: BaseException, run: Run) -> None:
-    """End a failed model call's span as the SDK instrumentations do (API error code, HTTP status); it ends anyway.
-
-    A stream that had begun keeps its timings, and how it ended: left early by its consumer (LangChain reports the
-    generator's close, or the task's cancellation, as the run's error) or broken by an error.
-    """
-    try:
-        with handle_internal_errors("recording a failed LangChain model call"):
-            # The failure first: naming it reads the error's own properties, which may raise.
-            span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
-            span.record_exception(error)
-            span.set_attributes(_error_attributes(error))
-            if run.first_chunk_ns is not None:
-                left = isinstance(error, GeneratorExit | asyncio.CancelledError)
-                span.set_attributes(_stream_attributes(run, sc.STREAM_END_CLOSED if left else sc.STREAM_END_ERROR))
-    finally:
-        span.end()
-
-
-def _error_attributes(error: BaseException) -> Mapping[str, AttributeValue]:
-    """:func:`_model_error`'s attributes, or the error's class when reading its code or status raises."""
-    try:
-        return _model_error(error)
-    except Exception:  # the user's error's ``code``/``status_code`` properties: theirs, not a failure of ours
-        return {sc.ERROR_TYPE: error_type(error)}
 
 
 class EvaltraceCallbackHandler(BaseCallbackHandler):

@@ -1,17 +1,19 @@
-"""What a LangChain run's end records: a tool's result, a model call's response (usage, cost, stream timings)."""
+"""What a LangChain run's end records: a tool's result, a model call's response (usage, cost, stream timings) or error."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal import settings
 from evaltrace._internal.engine.errortype import error_type_of
+from evaltrace._internal.errors import handle_internal_errors
 from evaltrace._internal.jsonutil import capped_json, loads_or_raw
 from evaltrace._internal.manual_attributes import cost_attributes
 from evaltrace._internal.openai.response import Usage
@@ -210,3 +212,30 @@ def control_flow_events(error: BaseException) -> list[tuple[str, dict[str, Attri
 def tool_arguments(input_str: str) -> Any:
     """A tool's arguments when LangChain gave only their text: the parsed JSON, else the text."""
     return loads_or_raw(input_str)
+
+
+def end_model_error(span: Span, error: BaseException, run: Run) -> None:
+    """End a failed model call's span as the SDK instrumentations do (API error code, HTTP status); it ends anyway.
+
+    A stream that had begun keeps its timings, and how it ended: left early by its consumer (LangChain reports the
+    generator's close, or the task's cancellation, as the run's error) or broken by an error.
+    """
+    try:
+        with handle_internal_errors("recording a failed LangChain model call"):
+            # The failure first: naming it reads the error's own properties, which may raise.
+            span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+            span.record_exception(error)
+            span.set_attributes(_error_attributes(error))
+            if run.first_chunk_ns is not None:
+                left = isinstance(error, GeneratorExit | asyncio.CancelledError)
+                span.set_attributes(stream_attributes(run, sc.STREAM_END_CLOSED if left else sc.STREAM_END_ERROR))
+    finally:
+        span.end()
+
+
+def _error_attributes(error: BaseException) -> Mapping[str, AttributeValue]:
+    """:func:`model_error`'s attributes, or the error's class when reading its code or status raises."""
+    try:
+        return model_error(error)
+    except Exception:  # the user's error's ``code``/``status_code`` properties: theirs, not a failure of ours
+        return {sc.ERROR_TYPE: error_type(error)}
