@@ -7,6 +7,7 @@ session by the same rule as the conversation the trace joins (the root's, else t
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +16,8 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.trace import set_span_in_context
 
 from evaltrace.evaluation import EvaluationSpanProcessor, EvaluatorSpec, evaluator
 from evaltrace.evaluation.trace_sampling import session_fraction, trace_fraction
@@ -184,3 +187,43 @@ def test_a_given_up_turn_counts_by_the_session_under_its_root(made: InMemorySpan
         assert seen == []
     finally:
         processor.shutdown()
+
+
+class _TraceIds(RandomIdGenerator):
+    """Random trace ids, each drawn until a draw by trace id at rate 0.5 takes it (``inside``) or leaves it."""
+
+    def __init__(self, inside: bool) -> None:
+        self._inside = inside
+
+    def generate_trace_id(self) -> int:
+        while True:
+            trace_id = random.getrandbits(128)
+            if (trace_fraction(trace_id) < 0.5) == self._inside:
+                return trace_id
+
+
+@pytest.mark.parametrize("inside", [True, False], ids=["session-in-traces-out", "session-out-traces-in"])
+def test_in_process_a_turn_whose_session_span_outlives_its_root_is_drawn_by_that_session(
+    tmp_path: Path, inside: bool
+) -> None:
+    """In process (``on_start`` seen): the user's request span ends while the span carrying the session (a graph
+    still streaming its answer) runs on. Each turn's trace id draws the other way than its session."""
+    session = next(f"s-{n}" for n in range(1000) if _drawn(f"s-{n}", drawn_in=inside))
+    seen: list[Conversation] = []
+    processor = _processor(tmp_path, seen, trace_quiet_period_s=0.2, session_quiet_period_s=600.0, sample_rate=0.5)
+    provider = TracerProvider(id_generator=_TraceIds(not inside))
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("app")
+    try:
+        for index in range(4):
+            root = tracer.start_span("request", attributes={"input.value": "q", "output.value": str(index)})
+            attributes = {"session.id": session, "evaltrace.span.kind": "agent", "output.value": str(index)}
+            agent = tracer.start_span("invoke_agent", context=set_span_in_context(root), attributes=attributes)
+            root.end()
+            agent.end()  # after its root: the session was not known when the root ended
+        assert _wait(lambda: processor.stats()["completion"]["completed"] == 4, timeout=10.0)
+        processor.force_flush()
+        assert [(c.session_id, len(c.turns)) for c in seen] == ([(session, 4)] if inside else [])
+        assert processor.stats()["sampled_out"] == (0 if inside else 4)
+    finally:
+        provider.shutdown()

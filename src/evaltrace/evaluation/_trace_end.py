@@ -365,6 +365,8 @@ def submit_trace(self: EvaluationSpanProcessor, entry: OpenTrace) -> None:
         specs = list(entry.specs)
     else:  # a re-evaluation is another judge call: it takes its rate-limit token and budget again
         self._stats.incr("reevaluations")
+        # By the session when known: a turn drawn out makes no job. split_sessions draws again, the same way (the
+        # session a trace's spans give only goes from none to one), and draws the turns whose session is unknown.
         specs = self._admitted(entry.specs, root.attributes or {}, entry.trace_id, skipped, trace_session(entry))
     if not specs:
         self._gate_done(entry)
