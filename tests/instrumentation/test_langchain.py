@@ -7,7 +7,10 @@ The recordings: tests/fixtures/langchain-cassettes (README there).
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -26,6 +29,7 @@ from langchain_replay import (
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
+from cassettes import Recorded, ReplayServer
 from evaltrace import pricing
 from evaltrace.mapping import trace_from_spans
 
@@ -130,6 +134,28 @@ def test_usage_details_from_usage_metadata(exporter: InMemorySpanExporter) -> No
     assert attrs["openai.response.system_fingerprint"] == "fp_b376dfbbd5"
 
 
+@pytest.mark.parametrize("configured", ["base_url", "OPENAI_BASE_URL"])
+def test_the_model_span_names_the_server_the_model_calls(
+    exporter: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch, configured: str
+) -> None:
+    """``server.address`` / ``server.port`` of the API ChatOpenAI sends to, as instrument_openai() records them from
+    the client: its ``base_url``, else the openai client's own default, which ``OPENAI_BASE_URL`` sets (ChatOpenAI
+    does not copy it into its arguments)."""
+    from langchain_openai import ChatOpenAI
+
+    with replay(TOKENS) as server, langchain_instrumented():
+        if configured == "base_url":
+            model = chat_openai(server, model="gpt-4o-mini", temperature=0.7)
+        else:
+            monkeypatch.delenv("OPENAI_API_BASE", raising=False)
+            monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
+            model = ChatOpenAI(model="gpt-4o-mini", temperature=0.7, api_key="x", max_retries=0)
+        model.invoke("hi!")
+        port = int(server.url.rsplit(":", 1)[1])
+    attrs = one(exporter.get_finished_spans(), "chat gpt-4o-mini").attributes or {}
+    assert (attrs["server.address"], attrs["server.port"]) == ("127.0.0.1", port)
+
+
 def test_streamed_chain_records_first_chunk_and_chunks(exporter: InMemorySpanExporter) -> None:
     from langchain_core.output_parsers import StrOutputParser
 
@@ -144,6 +170,13 @@ def test_streamed_chain_records_first_chunk_and_chunks(exporter: InMemorySpanExp
     assert attrs["gen_ai.request.stream"] is True
     assert 0 < attrs["gen_ai.response.time_to_first_chunk"] <= (chat.end_time - chat.start_time) / 1e9
     assert attrs["evaltrace.stream.chunks"] >= len(pieces)
+    # Read to its end (its choice's finish reason came): completed, as instrument_openai() records a whole stream;
+    # the last chunk after the first, and the output rate over the time between them.
+    assert (attrs["evaltrace.stream.end_reason"], attrs["evaltrace.stream.completed"]) == ("exhausted", True)
+    last = attrs["evaltrace.stream.time_to_last_chunk"]
+    assert attrs["gen_ai.response.time_to_first_chunk"] < last <= (chat.end_time - chat.start_time) / 1e9
+    rate = attrs["gen_ai.usage.output_tokens"] / (last - attrs["gen_ai.response.time_to_first_chunk"])
+    assert attrs["evaltrace.stream.output_tokens_per_second"] == pytest.approx(rate, rel=1e-3)
     assert list(attrs["gen_ai.response.finish_reasons"]) == ["stop"]
     assert json.loads(str(attrs["gen_ai.output.messages"]))[0]["parts"] == [{"type": "text", "content": text}]
     assert parent_of(spans, chat) is one(spans, "RunnableSequence")
@@ -171,6 +204,138 @@ def test_stream_left_early_ends_every_span_once(exporter: InMemorySpanExporter) 
     names = sorted(s.name for s in spans)
     assert names == sorted(set(names)), names  # each span ended (and was exported) once
     assert {"RunnableSequence", "chat gpt-3.5-turbo"} <= set(names)
+
+
+def test_a_model_stream_left_early_says_so_with_the_timings_of_the_chunks_that_came(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """``model.stream()`` closed after two chunks (LangChain reports the close as the run's error): the span says the
+    stream was left early, as instrument_openai() says it of a stream closed before its end, not completed."""
+    with replay(STREAM) as server, langchain_instrumented(restored=False):
+        stream = chat_openai(server, model="gpt-3.5-turbo", temperature=0.7).stream("Tell me a funny joke.")
+        next(stream), next(stream)
+        stream.close()
+    attrs = one(exporter.get_finished_spans(), "chat gpt-3.5-turbo").attributes or {}
+    assert (attrs["evaltrace.stream.end_reason"], attrs["evaltrace.stream.completed"]) == ("closed_early", False)
+    assert attrs["evaltrace.stream.chunks"] == 2
+    assert 0 < attrs["gen_ai.response.time_to_first_chunk"] <= attrs["evaltrace.stream.time_to_last_chunk"]
+    assert "evaltrace.stream.output_tokens_per_second" not in attrs  # no usage came: no rate
+
+
+def _chunk(content: str) -> str:
+    """One SSE event of a Chat Completions stream (the openai SDK's own chunk type), with no finish reason."""
+    from openai.types.chat import ChatCompletionChunk
+
+    body = {"id": "chatcmpl-made", "object": "chat.completion.chunk", "created": 1_700_000_000}
+    choice = {"index": 0, "delta": {"role": "assistant", "content": content}, "finish_reason": None}
+    data = ChatCompletionChunk.model_validate({**body, "model": "gpt-3.5-turbo", "choices": [choice]})
+    return f"data: {data.model_dump_json()}\n\n"
+
+
+def _broken_stream() -> Any:
+    """A Chat Completions stream that sends two content chunks, then an error."""
+    error = {"error": {"message": "The server had an error", "type": "server_error", "code": "server_error"}}
+    sse = _chunk("Why") + _chunk(" did") + f"data: {json.dumps(error)}\n\n"
+    headers = [("content-type", "text/event-stream")]
+    return Recorded("POST", "/v1/chat/completions", b"", 200, "OK", headers, sse.encode())
+
+
+def test_a_model_stream_broken_by_an_error_says_so_with_the_timings_of_the_chunks_that_came(
+    exporter: InMemorySpanExporter,
+) -> None:
+    import openai
+
+    with ReplayServer([_broken_stream()]) as server, langchain_instrumented():
+        stream = chat_openai(server, model="gpt-3.5-turbo").stream("Tell me a funny joke.")
+        with pytest.raises(openai.APIError, match="The server had an error"):
+            list(stream)
+    chat = one(exporter.get_finished_spans(), "chat gpt-3.5-turbo")
+    attrs = chat.attributes or {}
+    assert chat.status.status_code is StatusCode.ERROR
+    assert (attrs["evaltrace.stream.end_reason"], attrs["evaltrace.stream.completed"]) == ("error", False)
+    assert attrs["evaltrace.stream.chunks"] >= 2
+    assert 0 < attrs["gen_ai.response.time_to_first_chunk"] <= attrs["evaltrace.stream.time_to_last_chunk"]
+
+
+def test_a_model_stream_whose_chunks_carry_no_finish_reason_claims_no_end_reason(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """A stream that ends (``[DONE]``) without its choice's finish reason (a server or integration that drops it):
+    whether it was cut is not known, so no end reason and no ``completed`` are claimed; its timings are recorded."""
+    sse = _chunk("Why") + _chunk(" did") + "data: [DONE]\n\n"
+    made = Recorded(
+        "POST", "/v1/chat/completions", b"", 200, "OK", [("content-type", "text/event-stream")], sse.encode()
+    )
+    with ReplayServer([made]) as server, langchain_instrumented():
+        pieces = [chunk.content for chunk in chat_openai(server, model="gpt-3.5-turbo").stream("Tell me a joke.")]
+    assert "".join(str(piece) for piece in pieces) == "Why did"
+    attrs = one(exporter.get_finished_spans(), "chat gpt-3.5-turbo").attributes or {}
+    assert "gen_ai.response.finish_reasons" not in attrs
+    assert "evaltrace.stream.end_reason" not in attrs and "evaltrace.stream.completed" not in attrs
+    assert attrs["evaltrace.stream.chunks"] >= 2
+    assert 0 < attrs["gen_ai.response.time_to_first_chunk"] <= attrs["evaltrace.stream.time_to_last_chunk"]
+
+
+class _StallingHandler(BaseHTTPRequestHandler):
+    """Sends one chunk of a Chat Completions stream, then nothing until the test releases it."""
+
+    protocol_version = "HTTP/1.1"
+    server: _StallingServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        event = _chunk("Why").encode()
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+        self.wfile.flush()
+        self.server.release.wait(10.0)
+
+
+class _StallingServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _StallingHandler)
+        self.release = threading.Event()
+        host, port = self.server_address[:2]
+        self.url = f"http://{host!s}:{port}"
+
+
+async def test_a_model_stream_whose_task_is_cancelled_says_it_was_left_early(exporter: InMemorySpanExporter) -> None:
+    """The consumer's task is cancelled while the stream waits for its second chunk: LangChain reports the
+    ``CancelledError`` as the run's error; the span says the stream was left early (not broken), with its timing."""
+    server = _StallingServer()
+    serving = threading.Thread(target=server.serve_forever, daemon=True)
+    serving.start()
+    try:
+        with langchain_instrumented(restored=False):
+            model = chat_openai(server, model="gpt-3.5-turbo")
+            first = asyncio.Event()
+
+            async def consume() -> None:
+                async for _ in model.astream("Tell me a joke."):
+                    first.set()
+
+            task = asyncio.create_task(consume())
+            await asyncio.wait_for(first.wait(), timeout=10.0)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await model.root_async_client.close()
+    finally:
+        server.release.set()
+        server.shutdown()
+        server.server_close()
+    attrs = one(exporter.get_finished_spans(), "chat gpt-3.5-turbo").attributes or {}
+    assert (attrs["evaltrace.stream.end_reason"], attrs["evaltrace.stream.completed"]) == ("closed_early", False)
+    assert attrs["evaltrace.stream.chunks"] >= 1
+    assert attrs["gen_ai.response.time_to_first_chunk"] > 0
 
 
 def test_model_error_marks_model_and_chain_spans_and_passes_the_error_through(exporter: InMemorySpanExporter) -> None:

@@ -35,9 +35,11 @@ pytestmark = [
 SYSTEM = "You are a weather assistant. Answer in one sentence."
 QUESTION = "What is the weather like in San Francisco?"
 
-# What the two spans of one call must agree on (the transport-level ones, server.*, stream timings, and the
-# OpenInference / Langfuse duplicates of the messages, are the SDK instrumentation's own).
+# What the two spans of one call must agree on (the server from ChatAnthropic's URL, its port checked apart: each
+# call has a replay server of its own; the other transport-level ones, stream timings, and the OpenInference /
+# Langfuse duplicates of the messages, are the SDK instrumentation's own).
 SAME = (
+    "server.address",
     "gen_ai.operation.name",
     "gen_ai.provider.name",
     "gen_ai.request.model",
@@ -110,13 +112,15 @@ def _model(fixture: str, server: ReplayServer, **options: Any) -> Any:
     return model.bind_tools([_get_weather()]) if "tool" in fixture else model
 
 
-def _chat_anthropic(fixture: str, **call: Any) -> dict[str, Any]:
-    """ChatAnthropic asked the system prompt and question (``call``: its options); the request body it sent."""
-    options = {k: call.pop(k) for k in list(call) if k in ("effort", "thinking", "temperature", "top_k", "top_p")}
+def _chat_anthropic(fixture: str, **call: Any) -> tuple[dict[str, Any], int]:
+    """ChatAnthropic asked the system prompt and question (``call``: its options); the request body it sent and the
+    port of the server it sent it to."""
+    constructor = ("effort", "thinking", "temperature", "top_k", "top_p", "stop_sequences")
+    options = {k: call.pop(k) for k in list(call) if k in constructor}
     with ReplayServer([_recorded(fixture)]) as server:
         model = _model(fixture, server, **options)
         model.invoke(MESSAGES, **call)
-        return dict(server.received[0].json())
+        return dict(server.received[0].json()), int(server.url.rsplit(":", 1)[1])
 
 
 def _native(fixture: str, request: dict[str, Any]) -> None:
@@ -147,10 +151,12 @@ def _attrs(span: ReadableSpan, keys: tuple[str, ...]) -> dict[str, Any]:
 
 def _handler_and_native(fixture: str, llm_spans: Any, **call: Any) -> tuple[ReadableSpan, ReadableSpan]:
     with langchain_instrumented():
-        request = _chat_anthropic(fixture, **call)
+        request, port = _chat_anthropic(fixture, **call)
     _native(fixture, request)
     handler, native = llm_spans()
     assert handler.name == native.name == f"chat {MODEL}"
+    assert (handler.attributes or {}).get("server.port") == port
+    assert type((native.attributes or {}).get("server.port")) is int
     return handler, native
 
 
@@ -179,19 +185,24 @@ def test_a_whole_answer_is_recorded_as_instrument_anthropic_records_it(fixture: 
             {"gen_ai.request.temperature": 0.3, "gen_ai.request.top_k": 5, "gen_ai.request.stop_sequences": ["END"]},
         ),
         ("text.json", {"top_p": 0.9}, {"gen_ai.request.top_p": 0.9}),
+        # Given to the constructor: sent with every call, and no invocation param repeats it.
+        ("text.json", {"stop_sequences": ["END", "STOP"]}, {"gen_ai.request.stop_sequences": ["END", "STOP"]}),
+        # Both: the call's are sent (langchain-anthropic's ``stop or self.stop_sequences``), and recorded.
+        ("text.json", {"stop_sequences": ["CTOR"], "stop": ["END"]}, {"gen_ai.request.stop_sequences": ["END"]}),
         (
             "thinking.json",
             {"thinking": {"type": "adaptive"}, "effort": "high"},
             {"gen_ai.request.reasoning.level": "high"},
         ),
     ],
-    ids=["sampling-and-stop", "top-p", "effort"],
+    ids=["sampling-and-stop", "top-p", "constructor-stop", "call-stop-over-constructor-stop", "effort"],
 )
 def test_request_parameters_are_recorded_as_instrument_anthropic_records_them(
     fixture: str, call: dict[str, Any], recorded: dict[str, Any], llm_spans: Any
 ) -> None:
-    """Sampling parameters (``top_k`` an int, as the SDK instrumentation has it), stop sequences given to the call,
-    and the reasoning effort (``output_config.effort``, in Anthropic's own levels) agree with the SDK
+    """Sampling parameters (``top_k`` an int, as the SDK instrumentation has it), stop sequences given to the call
+    or to the constructor (``ChatAnthropic(stop_sequences=...)``), and the reasoning effort
+    (``output_config.effort``, in Anthropic's own levels) agree with the SDK
     instrumentation's reading of the same request."""
     handler, native = _handler_and_native(fixture, llm_spans, **call)
     keys = (*SAME, *recorded)
@@ -244,6 +255,10 @@ def test_a_streamed_answer_is_recorded_as_instrument_anthropic_records_it(fixtur
     assert _attrs(handler, kept) == _attrs(native, kept)
     attrs = handler.attributes or {}
     assert attrs["gen_ai.request.stream"] is True and attrs["evaltrace.stream.chunks"] > 0
+    # How the stream ended, as the SDK instrumentation says it of the same stream; its last chunk's time.
+    ended = ("evaltrace.stream.completed", "evaltrace.stream.end_reason")
+    assert _attrs(handler, ended) == _attrs(native, ended) == {ended[0]: True, ended[1]: "exhausted"}
+    assert attrs["gen_ai.response.time_to_first_chunk"] <= attrs["evaltrace.stream.time_to_last_chunk"]
     # Langfuse's time to first token, stamped as the SDK instrumentation stamps it: the first chunk's wall time.
     first = dt.datetime.fromisoformat(str(attrs["langfuse.observation.completion_start_time"]))
     theirs = dt.datetime.fromisoformat(str((native.attributes or {})["langfuse.observation.completion_start_time"]))

@@ -268,3 +268,53 @@ def test_cache_writes_split_by_lifetime_are_counted_and_a_zero_input_count_is_le
     }
     unreported = _ai(content="ok", usage_metadata={"input_tokens": 0, "output_tokens": 15, "total_tokens": 15})
     assert _codec.usage_attributes([unreported], None) == {"gen_ai.usage.output_tokens": 15}
+
+
+# --- the server and the constructor's stop sequences, from the serialized model --------------------------------
+
+
+def _serialized(**kwargs: Any) -> dict[str, Any]:
+    """A model as LangChain serializes it for the callbacks (``dumpd(model)``): ``kwargs`` are its arguments."""
+    return {"lc": 1, "type": "constructor", "id": ["langchain", "chat_models", "Chat"], "kwargs": kwargs}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "provider", "server"),
+    [
+        ({"azure_endpoint": "https://my.openai.azure.com"}, "azure", ("my.openai.azure.com", 443)),
+        ({"groq_api_base": "https://api.groq.com"}, "groq", ("api.groq.com", 443)),  # ChatGroq's own name
+        ({"base_url": "http://localhost:11434"}, "ollama", ("localhost", 11434)),  # ChatOllama
+        ({"endpoint": "https://api.mistral.ai/v1"}, "mistralai", ("api.mistral.ai", 443)),  # ChatMistralAI
+        ({"base_url": "localhost:11434"}, "ollama", None),  # no scheme: no host to read, nothing guessed
+        # A port that is no number: the scheme's, as the SDK instrumentations read such a URL.
+        ({"base_url": "http://host:notaport"}, "ollama", ("host", 80)),
+        ({"base_url": 42}, "ollama", None),
+        ({}, "bedrock", None),  # the SDK picks its endpoint: not known here
+    ],
+)
+def test_the_server_is_read_from_any_integrations_url_argument_and_never_raises(
+    kwargs: dict[str, Any], provider: str, server: tuple[str, int | None] | None
+) -> None:
+    from evaltrace.instrumentation.langchain._serialized import server_attributes
+
+    attrs = server_attributes(_serialized(**kwargs), provider)
+    expected = {} if server is None else {"server.address": server[0]}
+    if server is not None and server[1] is not None:
+        expected["server.port"] = server[1]
+    assert attrs == expected
+
+
+@pytest.mark.parametrize("serialized", [None, "ChatX", {"kwargs": None}, {"kwargs": ["x"]}])
+def test_a_model_serialized_in_another_shape_gives_nothing(serialized: Any) -> None:
+    from evaltrace.instrumentation.langchain._serialized import constructor_stop, server_attributes
+
+    assert server_attributes(serialized, "anthropic") == {}
+    assert constructor_stop(serialized) is None
+
+
+def test_the_constructors_stop_sequences_are_read_under_either_name() -> None:
+    from evaltrace.instrumentation.langchain._serialized import constructor_stop
+
+    assert constructor_stop(_serialized(stop_sequences=["END"])) == ["END"]
+    assert constructor_stop(_serialized(stop="END")) == ["END"]
+    assert constructor_stop(_serialized(stop=["a", 1])) is None  # not a list of strings: nothing recorded

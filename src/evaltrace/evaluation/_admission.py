@@ -22,10 +22,11 @@ from evaltrace._internal.errors import ErrorEpisode, log_internal_error
 from evaltrace._internal.evaluator_registry import resolve_evaluators
 from evaltrace.evaluation._job_types import new_job
 from evaltrace.evaluation._jobs import Job
+from evaltrace.evaluation._trace_session import drawn_at_join, sampled_in
 from evaltrace.evaluation.completion import OpenTrace
 from evaltrace.evaluation.evaluator import EvaluatorSpec, as_spec
 from evaltrace.evaluation.limits import LimitGate
-from evaltrace.evaluation.trace_sampling import session_fraction, trace_fraction
+from evaltrace.evaluation.trace_sampling import trace_fraction
 from evaltrace.mapping.conventions import span_kind
 
 if TYPE_CHECKING:
@@ -36,30 +37,6 @@ logger = logging.getLogger("evaltrace.evaluation")
 
 def is_root(span: ReadableSpan) -> bool:
     return span.parent is None or span.parent.is_remote
-
-
-def sampled_in(spec: EvaluatorSpec, attributes: Any, trace_id: int) -> bool:
-    if spec.sampler is not None:
-        try:
-            return bool(spec.sampler(attributes))
-        except Exception:
-            return False
-    if spec.sample_rate >= 1.0:
-        return True
-    if spec.scope == "session":  # a whole session is in or out, never some of its turns
-        session_id = session_of(attributes)
-        if session_id is not None:
-            return session_fraction(session_id, spec.sample_group) < spec.sample_rate
-    return trace_fraction(trace_id, spec.sample_group) < spec.sample_rate
-
-
-def session_of(attributes: Any) -> str | None:
-    """The session id a span carries (``session.id``, else ``langfuse.session.id``), or None."""
-    for key in semconv.SESSION_ID_KEYS:
-        value = attributes.get(key)
-        if isinstance(value, str) and value:
-            return value
-    return None
 
 
 def _new_job(
@@ -334,7 +311,9 @@ def matching(
     attributes: Any,
     kind: Any,
     skipped: list[tuple[EvaluatorSpec, str]],
+    session: str | None = None,
 ) -> list[EvaluatorSpec]:
+    """The ``specs`` matching ``span`` that run now (``session``: the trace's, for session sampling)."""
     if not specs:
         return []
     matching = []
@@ -346,7 +325,7 @@ def matching(
             # everything shows up instead of looking like an idle evaluator.
             self._stats.not_evaluated(semconv.SKIP_FILTERED, spec.evaluator.name)
     trace_id = span.context.trace_id if span.context is not None else 0
-    return self._admitted(matching, attributes, trace_id, skipped) if matching else matching
+    return self._admitted(matching, attributes, trace_id, skipped, session) if matching else matching
 
 
 def admitted(
@@ -355,15 +334,18 @@ def admitted(
     attributes: Any,
     trace_id: int,
     skipped: list[tuple[EvaluatorSpec, str]],
+    session: str | None = None,
 ) -> list[EvaluatorSpec]:
     """Return the ``specs`` that run now; the others are counted and appended to ``skipped`` with the reason.
 
-    Sampling first (free and deterministic), then the rate limits and budgets (which take a token).
+    Sampling first (free and deterministic), then the rate limits and budgets (which take a token). ``session``:
+    the trace's session when the caller found it (a session-scope evaluator draws by it; without one, the draw is
+    left to the trace's completion, see :func:`drawn_at_join`).
     """
     chosen = []
     limits = self._limits if self._limits.active else None
     for spec in specs:
-        if not sampled_in(spec, attributes, trace_id):
+        if not sampled_in(spec, attributes, trace_id, session) and not drawn_at_join(spec, attributes, session):
             self._stats.incr("sampled_out")
             reason: str | None = semconv.SKIP_SAMPLED_OUT
         elif spec.scope == "session":  # limits are taken per session judgement (_submit_session), not per turn

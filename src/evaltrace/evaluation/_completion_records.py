@@ -32,6 +32,8 @@ class OpenTrace:
         running: Local roots of the trace started and not ended yet (in process).
         awaited: ``on_wait(trace_id, +1)`` was called for this revision: whoever evaluates it ends the wait (the
             caller of :meth:`CompletionBuffer.collect`, or the root's job for a trace complete at its root's end).
+        session: The first session id found on its spans (in arrival order), once looked for and found.
+        session_seen: How many of ``spans`` were looked at for a session already (the next look starts there).
     """
 
     trace_id: int
@@ -47,6 +49,8 @@ class OpenTrace:
     started_ref: weakref.ref[ReadableSpan] | None = None
     running: int = 0
     awaited: bool = False
+    session: str | None = None
+    session_seen: int = 0
 
     @property
     def started(self) -> ReadableSpan | None:

@@ -16,9 +16,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from evaltrace._internal import semconv
 from evaltrace._internal.errors import log_internal_error
-from evaltrace.evaluation._admission import sampled_in, session_of
 from evaltrace.evaluation._jobs import Job
 from evaltrace.evaluation._session_jobs import SessionJob
+from evaltrace.evaluation._trace_session import sampled_in, session_of, trace_session
 from evaltrace.evaluation.completion import CompletionBuffer, OpenTrace
 from evaltrace.evaluation.evaluator import EvaluatorSpec
 from evaltrace.evaluation.sessions import DueSession, SessionBuffer
@@ -69,7 +69,11 @@ def superseded(self: EvaluationSpanProcessor, root: ReadableSpan, revision: int)
 def split_sessions(self: EvaluationSpanProcessor, sessions: SessionBuffer, job: Job) -> None:
     """Move a completed trace's session-scope evaluators to the job's session part, announced to the buffer.
 
-    A trace carrying no session id has no session to join: counted (``sessions.without_session``).
+    Sampling by session is decided here, by the session the trace joins: the one draw that counts, so a session
+    is taken or left whole (a draw at the root's end, by the session found then, is the same one; an evaluator
+    whose trace's session was not known then was admitted for this draw, see ``drawn_at_join``). A re-evaluation
+    finds the same session (spans are only added) and draws the same. A trace carrying no session id has no
+    session to join: drawn by trace id, as at the root's end, and counted (``sessions.without_session``).
     """
     session_specs = [spec for spec in job.trace_specs if spec.scope == "session"]
     if not session_specs:
@@ -77,12 +81,34 @@ def split_sessions(self: EvaluationSpanProcessor, sessions: SessionBuffer, job: 
     job.trace_specs = [spec for spec in job.trace_specs if spec.scope != "session"]
     spans = job.spans[: job.span_count]
     session_id = _first_attribute(spans, job.span, semconv.SESSION_ID_KEYS)
+    session_specs = self._drawn_by_session(session_specs, job, session_id)
+    if not session_specs:
+        return
     if session_id is None:
         sessions.stats.without_session += 1
         return
     job.session_specs, job.session_id = session_specs, session_id
     job.user_id = _first_attribute(spans, job.span, semconv.USER_ID_KEYS)
     sessions.expect(session_id)
+
+
+def drawn_by_session(
+    self: EvaluationSpanProcessor, specs: list[EvaluatorSpec], job: Job, session_id: str | None
+) -> list[EvaluatorSpec]:
+    """The session-scope ``specs`` that ``session_id`` (None: the trace id) samples in; the others are counted.
+
+    A custom ``sampler`` decided at the root's end already: it is not asked twice.
+    """
+    trace_id = job.span.context.trace_id if job.span.context is not None else 0
+    attributes = job.span.attributes or {}
+    chosen = []
+    for spec in specs:
+        if spec.sampler is not None or sampled_in(spec, attributes, trace_id, session_id):
+            chosen.append(spec)
+        else:
+            self._stats.incr("sampled_out")
+            self._stats.not_evaluated(semconv.SKIP_SAMPLED_OUT, spec.evaluator.name)
+    return chosen
 
 
 def submit_session(self: EvaluationSpanProcessor, due: DueSession) -> None:
@@ -160,7 +186,12 @@ def at_trace_root(
                 if spec.matches(span.name, attributes, kind):
                     self._stats.not_evaluated(semconv.SKIP_LATE_AFTER_WINDOW, spec.evaluator.name)
         return [], None
-    trace_specs = self._matching(self._trace_specs, span, attributes, kind, skipped)
+    session = None
+    if self._session_sampling and session_of(attributes) is None and span.context is not None:
+        # Sampled by session, the root carrying none: the trace's session may be on the spans under it.
+        entry = self._completion.open_trace(span.context.trace_id)
+        session = trace_session(entry, span) if entry is not None else None
+    trace_specs = self._matching(self._trace_specs, span, attributes, kind, skipped, session)
     marker = attributes.get(semconv.EVALTRACE_TRACE_END) is True
     complete = self._root_ended(self._completion, span, trace_specs, marker)
     return (trace_specs, complete) if complete is not None else ([], None)
@@ -224,7 +255,7 @@ def end_sessions(self: EvaluationSpanProcessor, completion: CompletionBuffer) ->
         return {}
     with self._cond:
         ending = dict(self._ending)
-    completion.ready_where(lambda root: session_of(root.attributes or {}) in ending)
+    completion.ready_where(lambda entry: trace_session(entry) in ending)
     return ending
 
 
@@ -240,7 +271,10 @@ def apply_ending(
     with self._cond:
         if self._roots_ending > 0 and now < min(ending.values()):  # a root on its way to its session: next tick
             return
-    running = {session_of(root.attributes or {}) for root in completion.running_roots()}
+    running = {
+        session_of(root.attributes or {}) if entry is None else trace_session(entry, root)
+        for root, entry in completion.running()
+    }
     for session_id, give_up in ending.items():
         if session_id in running and now < give_up:
             continue
@@ -307,7 +341,9 @@ def count_incomplete(self: EvaluationSpanProcessor, entry: OpenTrace) -> None:
             if spec.predicate is None or not spec.may_match(root.name, kind):
                 continue  # its name or kind filter rules the root out: not an evaluation that could have run
             reason = semconv.SKIP_FILTERED
-        elif (root is not None or spec.sampler is None) and not sampled_in(spec, attributes, entry.trace_id):
+        elif (root is not None or spec.sampler is None) and not sampled_in(
+            spec, attributes, entry.trace_id, trace_session(entry)
+        ):
             self._stats.incr("sampled_out")
             reason = semconv.SKIP_SAMPLED_OUT
         self._stats.not_evaluated(reason, spec.evaluator.name)
@@ -329,7 +365,9 @@ def submit_trace(self: EvaluationSpanProcessor, entry: OpenTrace) -> None:
         specs = list(entry.specs)
     else:  # a re-evaluation is another judge call: it takes its rate-limit token and budget again
         self._stats.incr("reevaluations")
-        specs = self._admitted(entry.specs, root.attributes or {}, entry.trace_id, skipped)
+        # By the session when known: a turn drawn out makes no job. split_sessions draws again, the same way (the
+        # session a trace's spans give only goes from none to one), and draws the turns whose session is unknown.
+        specs = self._admitted(entry.specs, root.attributes or {}, entry.trace_id, skipped, trace_session(entry))
     if not specs:
         self._gate_done(entry)
         return

@@ -268,27 +268,35 @@ class CompletionBuffer:
         with self._lock:
             self._forced.extend(self._ready.values())
 
-    def ready_where(self, predicate: Callable[[ReadableSpan], bool]) -> None:
+    def ready_where(self, predicate: Callable[[OpenTrace], bool]) -> None:
         """Make every trace whose root has ended and satisfies ``predicate`` due at the next :meth:`collect`.
 
         ``evaltrace.end_session()``: the session's finished turns need not wait for their quiet period. Called from
         the timer thread; ``predicate`` must not call back into the buffer.
         """
         with self._lock:
-            self._forced.extend(entry for entry in self._ready.values() if entry.root and predicate(entry.root))
+            self._forced.extend(entry for entry in self._ready.values() if entry.root and predicate(entry))
 
-    def running_roots(self) -> list[ReadableSpan]:
-        """The live local roots started and not ended yet (in process; none in the worker).
+    def running(self) -> list[tuple[ReadableSpan, OpenTrace | None]]:
+        """The live local roots started and not ended yet (in process; none in the worker), each with its trace.
 
-        ``evaltrace.end_session()`` called inside a turn: that turn's trace is still running, and the session is
-        judged once it completed, not before without it. A root the application dropped unended (its weak
-        reference gone) is not waited for. Called from the timer thread, only while such a call waits.
+        The trace is None while no span of it has ended. ``evaltrace.end_session()`` called inside a turn: that
+        turn's trace is still running, and the session is judged once it completed, not before without it. A root
+        the application dropped unended (its weak reference gone) is not waited for. Called from the timer thread,
+        only while such a call waits.
         """
         with self._lock:
-            refs = [started.root for started in self._tracked.values() if started.running > 0]
-            refs += [entry.started_ref for entry in self._open.values() if entry.running > 0]
-        roots = [ref() for ref in refs if ref is not None]
-        return [root for root in roots if root is not None and root.end_time is None]
+            refs: list[tuple[weakref.ref[ReadableSpan] | None, OpenTrace | None]] = [
+                (started.root, None) for started in self._tracked.values() if started.running > 0
+            ]
+            refs += [(entry.started_ref, entry) for entry in self._open.values() if entry.running > 0]
+        live = [(ref(), entry) for ref, entry in refs if ref is not None]
+        return [(root, entry) for root, entry in live if root is not None and root.end_time is None]
+
+    def open_trace(self, trace_id: int) -> OpenTrace | None:
+        """The open trace ``trace_id`` (its spans ended so far), or None."""
+        with self._lock:
+            return self._open.get(trace_id)
 
     def __len__(self) -> int:
         return len(self._open)

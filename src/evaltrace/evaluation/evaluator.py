@@ -372,7 +372,8 @@ class EvaluatorSpec:
             (the whole trace once complete, as ``trace_level=True``) or ``"session"`` (every trace sharing
             ``session.id``, as a :class:`~evaltrace.schema.conversation.Conversation`, once the session is idle
             for ``session_quiet_period_s`` or ``evaltrace.end_session()`` was called; the filters apply to each
-            trace's root and sampling draws by session id). See docs/evaluation.md, "Judging a conversation".
+            trace's root and sampling draws by session id: the root's, else the first span of the trace to end
+            carrying one). See docs/evaluation.md, "Judging a conversation".
         timeout_s: Per-evaluation timeout; None uses the processor's ``evaluator_timeout_s``.
         config: Optional :class:`~evaltrace.schema.ScoreConfig` the scores must satisfy.
         inline: Where a *sync* evaluator runs when its span does not take the fast lane (trace-level

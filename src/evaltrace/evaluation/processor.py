@@ -121,6 +121,11 @@ class EvaluationSpanProcessor(SpanProcessor):
         # them alike; a completed trace's session-scope ones take it to its session (see ``sessions``).
         self._trace_specs = tuple(s for s in specs if s.scope != "span")
         self._has_sessions = any(s.scope == "session" for s in specs)
+        # A session-scope evaluator sampled by session id: its admission at a root's end needs the trace's session,
+        # which may be on a descendant (a LangGraph thread under the user's own span), not on the root.
+        self._session_sampling = any(
+            s.scope == "session" and s.sampler is None and s.sample_rate < 1.0 for s in self._trace_specs
+        )
         # No global evaluator: only decorator-attached ones (a span's evaltrace.evaluators.ref) can apply, and
         # while none is registered every span is forwarded at once (the default pipeline's common case).
         self._global = bool(specs) or self.options.buffer_all_traces
@@ -399,6 +404,7 @@ class EvaluationSpanProcessor(SpanProcessor):
     _session_superseded = _trace_end.session_superseded
     _superseded = _trace_end.superseded
     _split_sessions = _trace_end.split_sessions
+    _drawn_by_session = _trace_end.drawn_by_session
     _submit_session = _trace_end.submit_session
     _offer_completion = _trace_end.offer_completion
     _at_trace_root = _trace_end.at_trace_root

@@ -42,6 +42,7 @@ class Run:
     active: Context | None = None  # the context the run's start made current (None: it made none)
     token: Token[Context] | None = None  # restores the context before ``active``
     first_chunk_ns: int | None = None
+    last_chunk_ns: int | None = None
     chunks: int = 0
     ended: bool = False
     model: str | None = None  # a model call's request model and provider, to price it by

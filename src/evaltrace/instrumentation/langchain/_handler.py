@@ -29,7 +29,7 @@ from typing import Any
 from uuid import UUID
 
 from opentelemetry.context import Context
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
+from opentelemetry.trace import Span, SpanKind, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
 from evaltrace._internal import semconv as sc
@@ -37,15 +37,15 @@ from evaltrace._internal import settings
 from evaltrace._internal.errors import handle_internal_errors, reraise_internal_errors
 from evaltrace._internal.fast_context import SPAN_KEY, get_current
 from evaltrace._internal.jsonutil import capped_text
-from evaltrace._internal.spans import end_error, error_type
+from evaltrace._internal.spans import end_error
 from evaltrace._internal.tracing import INSTRUMENTATION_NAME, LLM_SUPPRESSION_KEYS, SUPPRESSION_KEYS, get_tracer
 from evaltrace.context import session_in, session_stamp
 from evaltrace.instrumentation.langchain import _codec
 from evaltrace.instrumentation.langchain._context import Contexts, Run, WhileRequesting, span_of
 from evaltrace.instrumentation.langchain._results import captured as _captured
 from evaltrace.instrumentation.langchain._results import control_flow_events as _control_flow_events
+from evaltrace.instrumentation.langchain._results import end_model_error as _end_model_error
 from evaltrace.instrumentation.langchain._results import json_value as _json
-from evaltrace.instrumentation.langchain._results import model_error as _model_error
 from evaltrace.instrumentation.langchain._results import model_result as _model_result
 from evaltrace.instrumentation.langchain._results import tool_arguments as _codec_arguments
 from evaltrace.instrumentation.langchain._results import tool_result as _tool_result
@@ -54,6 +54,7 @@ from evaltrace.instrumentation.langchain._runs import _integration_calls_the_sdk
 from evaltrace.instrumentation.langchain._runs import conversation_attributes as _conversation
 from evaltrace.instrumentation.langchain._runs import provider_traced as provider_traced
 from evaltrace.instrumentation.langchain._runs import thread_of as _thread_of
+from evaltrace.instrumentation.langchain._serialized import constructor_stop, server_attributes
 
 try:
     # The defining module: importing the package could meet it half-initialised (we load while LangChain does).
@@ -69,26 +70,6 @@ except ImportError:  # the extra is missing: the class still exists (evaltrace.E
 
 _HIDDEN_TAG = "langsmith:hidden"  # LangGraph's internal runs (channel writes): shown nowhere, so no span either
 _SUPPRESS_LLM_KEY = LLM_SUPPRESSION_KEYS[2]
-
-
-def _end_model_error(span: Span, error: BaseException) -> None:
-    """End a failed model call's span as the SDK instrumentations do (API error code, HTTP status); it ends anyway."""
-    try:
-        with handle_internal_errors("recording a failed LangChain model call"):
-            # The failure first: naming it reads the error's own properties, which may raise.
-            span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
-            span.record_exception(error)
-            span.set_attributes(_error_attributes(error))
-    finally:
-        span.end()
-
-
-def _error_attributes(error: BaseException) -> Mapping[str, AttributeValue]:
-    """:func:`_model_error`'s attributes, or the error's class when reading its code or status raises."""
-    try:
-        return _model_error(error)
-    except Exception:  # the user's error's ``code``/``status_code`` properties: theirs, not a failure of ours
-        return {sc.ERROR_TYPE: error_type(error)}
 
 
 class EvaltraceCallbackHandler(BaseCallbackHandler):
@@ -241,7 +222,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
                 return
             events = _control_flow_events(error)
             if events is None and run.kind == sc.KIND_LLM:
-                _end_model_error(run.span, error)
+                _end_model_error(run.span, error, run)
                 return
             if events is None:
                 end_error(run.span, error)  # the decorators' own ending: the span ends even if recording fails
@@ -447,7 +428,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         """Start a ``chat {model}`` span, or none when the model's SDK call is traced by its own instrumentation."""
         with handle_internal_errors("starting a LangChain chat model span"):
             batch = messages[0] if messages else []
-            self._model_start(run_id, parent_run_id, metadata or {}, kwargs, sc.OP_CHAT, batch)
+            self._model_start(run_id, parent_run_id, metadata or {}, kwargs, sc.OP_CHAT, batch, serialized)
 
     def on_llm_start(
         self,
@@ -463,7 +444,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         """Start a ``text_completion {model}`` span for a (non-chat) LLM."""
         with handle_internal_errors("starting a LangChain LLM span"):
             batch = [{"role": "user", "content": prompts[0]}] if prompts else []
-            self._model_start(run_id, parent_run_id, metadata or {}, kwargs, sc.OP_TEXT_COMPLETION, batch)
+            self._model_start(run_id, parent_run_id, metadata or {}, kwargs, sc.OP_TEXT_COMPLETION, batch, serialized)
 
     def _model_start(
         self,
@@ -473,6 +454,7 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         kwargs: Mapping[str, Any],
         operation: str,
         batch: Sequence[Any],
+        serialized: Any,
     ) -> None:
         if provider_traced(metadata.get("ls_provider")):
             self._pass_through(run_id, parent_run_id, sc.KIND_LLM, metadata)
@@ -481,6 +463,11 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
         params = params if isinstance(params, Mapping) else {}
         attributes: dict[str, AttributeValue] = {sc.GEN_AI_OPERATION_NAME: operation}
         attributes.update(_codec.request_attributes(metadata, params))
+        if sc.GEN_AI_REQUEST_STOP_SEQUENCES not in attributes:  # a call's own stop wins, as the integrations send
+            stop = constructor_stop(serialized)
+            if stop:
+                attributes[sc.GEN_AI_REQUEST_STOP_SEQUENCES] = stop
+        attributes.update(server_attributes(serialized, metadata.get("ls_provider")))
         attributes.update(_conversation(metadata))
         model = attributes.get(sc.GEN_AI_REQUEST_MODEL) or _name(kwargs, None, "model")
         if settings.current.capture_content:
@@ -500,12 +487,14 @@ class EvaltraceCallbackHandler(BaseCallbackHandler):
             run.provider = provider if isinstance(provider, str) else None
 
     def on_llm_new_token(self, token: Any, *, run_id: UUID, **kwargs: Any) -> None:
-        """Count a streamed chunk; the first one's time is the time to first chunk (O(1))."""
+        """Count a streamed chunk; the first and last ones' times are the stream's timings (O(1))."""
         run = self._runs.get(run_id)
         if run is None or run.span is None:
             return
+        now = time.time_ns()
         if run.first_chunk_ns is None:
-            run.first_chunk_ns = time.time_ns()
+            run.first_chunk_ns = now
+        run.last_chunk_ns = now
         run.chunks += 1
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:

@@ -1,17 +1,19 @@
-"""What a LangChain run's end records: a tool's result, a model call's response (usage, cost, stream timings)."""
+"""What a LangChain run's end records: a tool's result, a model call's response (usage, cost, stream timings) or error."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from opentelemetry.trace import Status, StatusCode
+from opentelemetry.trace import Span, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from evaltrace._internal import semconv as sc
 from evaltrace._internal import settings
 from evaltrace._internal.engine.errortype import error_type_of
+from evaltrace._internal.errors import handle_internal_errors
 from evaltrace._internal.jsonutil import capped_json, loads_or_raw
 from evaltrace._internal.manual_attributes import cost_attributes
 from evaltrace._internal.openai.response import Usage
@@ -114,12 +116,37 @@ def model_result(run: Run, response: Any) -> dict[str, AttributeValue]:
         attributes[sc.GEN_AI_RESPONSE_FINISH_REASONS] = reasons
     attributes.update(captured(sc.GEN_AI_OUTPUT_MESSAGES, outputs))
     if run.first_chunk_ns is not None:  # streamed (LangChain's invocation params do not always say so)
-        attributes[sc.GEN_AI_REQUEST_STREAM] = True
-        attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = (run.first_chunk_ns - run.started_ns) / 1e9
-        # Langfuse's time to first token, as the SDK instrumentations stamp it.
-        first = dt.datetime.fromtimestamp(run.first_chunk_ns / 1e9, tz=dt.UTC)
-        attributes[sc.LANGFUSE_OBSERVATION_COMPLETION_START_TIME] = first.isoformat(timespec="microseconds")
-        attributes[sc.EVALTRACE_STREAM_CHUNKS] = run.chunks
+        # Every choice ended with its finish reason: the stream carried its terminal signal. Without one, whether
+        # the server cut the stream or the integration dropped the reason is not known: no end reason is claimed.
+        whole = bool(first) and len(reasons) == len(first)
+        output = usage.get(sc.GEN_AI_USAGE_OUTPUT_TOKENS)
+        attributes.update(stream_attributes(run, sc.STREAM_END_EXHAUSTED if whole else None, output))
+    return attributes
+
+
+def stream_attributes(run: Run, end_reason: str | None, output_tokens: int | None = None) -> dict[str, AttributeValue]:
+    """A streamed model call's timings from its chunks' callbacks, as the SDK instrumentations record a stream.
+
+    Time to first and last chunk (from the run's start), Langfuse's completion start time, the chunk count, output
+    tokens per second between the first and last chunk, and, when ``end_reason`` is known, how the stream ended
+    (``evaltrace.stream.completed`` true only for ``exhausted``). Nothing when no chunk arrived.
+    """
+    first_ns, last_ns = run.first_chunk_ns, run.last_chunk_ns
+    if first_ns is None:
+        return {}
+    attributes: dict[str, AttributeValue] = {sc.GEN_AI_REQUEST_STREAM: True}
+    if end_reason is not None:
+        attributes[sc.EVALTRACE_STREAM_COMPLETED] = end_reason == sc.STREAM_END_EXHAUSTED
+        attributes[sc.EVALTRACE_STREAM_END_REASON] = end_reason
+    attributes[sc.GEN_AI_RESPONSE_TIME_TO_FIRST_CHUNK] = max(0.0, (first_ns - run.started_ns) / 1e9)
+    # Langfuse's time to first token, as the SDK instrumentations stamp it.
+    first = dt.datetime.fromtimestamp(first_ns / 1e9, tz=dt.UTC)
+    attributes[sc.LANGFUSE_OBSERVATION_COMPLETION_START_TIME] = first.isoformat(timespec="microseconds")
+    attributes[sc.EVALTRACE_STREAM_CHUNKS] = run.chunks
+    if last_ns is not None:
+        attributes[sc.EVALTRACE_STREAM_TIME_TO_LAST_CHUNK] = max(0.0, (last_ns - run.started_ns) / 1e9)
+        if output_tokens is not None and last_ns > first_ns:
+            attributes[sc.EVALTRACE_STREAM_OUTPUT_TOKENS_PER_SECOND] = output_tokens / ((last_ns - first_ns) / 1e9)
     return attributes
 
 
@@ -185,3 +212,30 @@ def control_flow_events(error: BaseException) -> list[tuple[str, dict[str, Attri
 def tool_arguments(input_str: str) -> Any:
     """A tool's arguments when LangChain gave only their text: the parsed JSON, else the text."""
     return loads_or_raw(input_str)
+
+
+def end_model_error(span: Span, error: BaseException, run: Run) -> None:
+    """End a failed model call's span as the SDK instrumentations do (API error code, HTTP status); it ends anyway.
+
+    A stream that had begun keeps its timings, and how it ended: left early by its consumer (LangChain reports the
+    generator's close, or the task's cancellation, as the run's error) or broken by an error.
+    """
+    try:
+        with handle_internal_errors("recording a failed LangChain model call"):
+            # The failure first: naming it reads the error's own properties, which may raise.
+            span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+            span.record_exception(error)
+            span.set_attributes(_error_attributes(error))
+            if run.first_chunk_ns is not None:
+                left = isinstance(error, GeneratorExit | asyncio.CancelledError)
+                span.set_attributes(stream_attributes(run, sc.STREAM_END_CLOSED if left else sc.STREAM_END_ERROR))
+    finally:
+        span.end()
+
+
+def _error_attributes(error: BaseException) -> Mapping[str, AttributeValue]:
+    """:func:`model_error`'s attributes, or the error's class when reading its code or status raises."""
+    try:
+        return model_error(error)
+    except Exception:  # the user's error's ``code``/``status_code`` properties: theirs, not a failure of ours
+        return {sc.ERROR_TYPE: error_type(error)}
