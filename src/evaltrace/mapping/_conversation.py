@@ -11,6 +11,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from evaltrace._internal import semconv as sc
 from evaltrace.mapping import conventions
 from evaltrace.mapping._messages import MessageReader
+from evaltrace.mapping._pairing import answered_calls
 from evaltrace.mapping._spans import attrs, is_llm, is_tool
 from evaltrace.mapping._tools import ToolPlacer
 from evaltrace.schema import ToolCall, ToolResult, TraceMessage, derive_tool_views
@@ -114,6 +115,7 @@ class Conversation:
 
     def add_llm_span(self, span: ReadableSpan) -> None:
         """Append the part of the span's input the conversation does not hold yet, then its output."""
+        self._tools.model_call()
         span_attrs = attrs(span)
         foreign = conventions.foreign_messages(span_attrs, span.events)
         if foreign is not None and not foreign.inputs and sc.INPUT_VALUE in span_attrs:
@@ -186,21 +188,20 @@ class Conversation:
         if not messages:
             return [], []
         own = self._own | self._tools.produced
-        ids: set[str] = set()
-        names: set[str] = set()  # of calls without an id (Ollama): their results name the tool instead
+        answers = answered_calls(messages)[0]
+        counted: set[int] = set()  # id() of the calls counted
         kept: list[TraceMessage] = []
         for message in messages:
             call = message.tool_call
             if message.role == "tool":
-                answered = message.tool_call_id or (call.id if call is not None else None)
-                if id(message) in own or (answered in ids if answered else message.name in names):
+                # The call it answers by position: an earlier turn's result under a reused id (or tool name,
+                # without ids) answers the earlier turn's call, which is history, never this turn's.
+                answered = answers.get(id(message))
+                if id(message) in own or (answered is not None and id(answered) in counted):
                     kept.append(message)
             elif call is not None and (id(message) in own or id(call) in own):
                 kept.append(message)
-                if call.id:
-                    ids.add(call.id)
-                else:
-                    names.add(call.name)
+                counted.add(id(call))
         calls, results = derive_tool_views(kept)
         errors = self._tools.errors
         if errors:  # one result per tool message, in order: a failed call's is an error, whatever the model was sent
