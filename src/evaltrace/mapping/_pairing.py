@@ -6,7 +6,7 @@ several calls of one conversation, and a result matched by it alone could be an 
 answers a call made before it that no earlier tool message answered, the first such call with its id (its tool
 name without an id: parallel calls of one tool are answered in order). A user message closes the calls still
 unanswered before it (the next turn's results are for the next turn's calls); a result that finds no open call
-answers the latest call made before it with its id or name.
+answers the latest call made before it with its id or name, unless that call has its answer already.
 """
 
 from __future__ import annotations
@@ -18,10 +18,19 @@ def _key(call_id: str | None, name: str | None) -> str:
     return "i" + call_id if call_id else "n" + (name or "")
 
 
-def _take(open_calls: dict[str, list[ToolCall]], latest: dict[str, ToolCall], key: str) -> ToolCall | None:
-    """The first open call under ``key`` (taken: it is answered now), else the latest call under it."""
+def _take(
+    open_calls: dict[str, list[ToolCall]], latest: dict[str, ToolCall], answered: set[int], key: str
+) -> ToolCall | None:
+    """The first open call under ``key`` (taken: it is answered now), else the latest one if still unanswered.
+
+    A second answer to an answered call (the text a model was sent for a call whose tool span gave an error
+    result already) answers nothing: one call, one result.
+    """
     waiting = open_calls.get(key)
-    return waiting.pop(0) if waiting else latest.get(key)
+    if waiting:
+        return waiting.pop(0)
+    found = latest.get(key)
+    return found if found is not None and id(found) not in answered else None
 
 
 def answered_calls(messages: list[TraceMessage]) -> tuple[dict[int, ToolCall], list[ToolCall]]:
@@ -42,9 +51,9 @@ def answered_calls(messages: list[TraceMessage]) -> tuple[dict[int, ToolCall], l
         if role == "tool":
             call_id = message.tool_call_id or (call.id if call is not None else None)
             name = message.name or (call.name if call is not None else None)
-            found = _take(open_calls, latest, _key(call_id, name))
+            found = _take(open_calls, latest, answered, _key(call_id, name))
             if found is None and call_id and name:  # the result has an id its call lacked: its tool name
-                found = _take(open_calls, latest, _key(None, name))
+                found = _take(open_calls, latest, answered, _key(None, name))
             if found is not None:
                 answers[id(message)] = found
                 answered.add(id(found))
