@@ -79,6 +79,7 @@ def test_a_follow_up_turn_does_not_see_the_earlier_turns_result_under_the_same_i
     for trace in _both(spans):
         assert [(c.id, c.name) for c in trace.tool_calls] == [(call_id, "get_time")]
         assert trace.tool_calls[0].started_at is not None  # the call the span ran, not turn 1's
+        assert not trace.tool_calls[0].from_tool_span  # the model's output recorded it
         assert [r.content for r in trace.tool_results] == [{"error": "11:00"} if failed else "11:00"]
         # what the model was sent stays as sent: turn 1's result, then this turn's
         assert [m.content for m in trace.messages if m.role == "tool"] == ["10:00", "11:00"]
@@ -127,6 +128,8 @@ def test_a_step_whose_model_call_recorded_no_output_still_counts_its_tool_spans_
             ({"q": "b"}, True),
         ]
         assert [r.content for r in trace.tool_results] == ["A", {"error": "B"}]
+        # the next model call's input recorded each call: not known from its tool span only
+        assert [c.from_tool_span for c in trace.tool_calls] == [False, False]
         assert ToolErrorRate().evaluate(trace).score == 0.5
 
 
@@ -140,7 +143,7 @@ def test_a_tool_span_alone_yields_its_call_when_nothing_else_was_captured(spans:
         spans.span("execute_tool search", attrs, 10 * step + 2, 10 * step + 3, root, ERROR if step else None)
     root.end(end_time=T0_NS + 30_000_000)
     for trace in _both(spans):
-        assert [(c.id, c.name) for c in trace.tool_calls] == [("call_0", "search"), ("call_0", "search")]
+        assert [(c.id, c.name, c.from_tool_span) for c in trace.tool_calls] == [("call_0", "search", True)] * 2
         assert [r.content for r in trace.tool_results] == [{"error": "tool raised"}]  # the one that failed
         case = EvalCase(id="c", expected={"must_call_tools": ["search"]})
         assert ToolCalled().evaluate(trace, case).passed

@@ -76,6 +76,9 @@ class ToolPlacer:
             if matched.id:
                 self.by_id[matched.id] = (matched, self.model_calls)
             return matched
+        # No model call's output holds it (none recorded one, or the application called the tool): the span's own
+        # call, marked so. A later model input's copy of it takes its place (``adopt``), unmarked.
+        call.from_tool_span = True
         messages.append(TraceMessage(role="assistant", tool_call=call))
         self._mark(call, failed)
         # Claimed at once: a later identical span (a repeated call) is a call of its own, not this one again.

@@ -117,6 +117,10 @@ class ToolCall(SchemaModel):
     arguments: dict[str, Any] = Field(default_factory=dict)
     """Parsed arguments; arguments that were not a JSON object are kept as ``{"_raw": <text>}``."""
     started_at: UtcDatetime | None = None
+    from_tool_span: bool = False
+    """True when only the tool span that ran it tells of this call: no model call of the trace recorded asking
+    for it (its model call recorded no output, content capture was off, or the application called the tool
+    itself). Its name, id and arguments are the tool span's (an additive 1.x field)."""
 
 
 class ToolResult(SchemaModel):
