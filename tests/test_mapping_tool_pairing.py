@@ -8,6 +8,9 @@ turn's call or result under the same id (or tool name). Spans made with the real
 
 from __future__ import annotations
 
+import html
+import json
+import re
 from typing import Any
 
 import pytest
@@ -16,6 +19,7 @@ from opentelemetry.trace import Status, StatusCode
 from evaltrace._internal import semconv as sc
 from evaltrace.evaluators import ToolCalled, ToolErrorRate
 from evaltrace.mapping import trace_from_spans
+from evaltrace.report import report_from_spans
 from evaltrace.schema import EvalCase, Trace
 from test_mapping import T0_NS, Spans, agent, llm, spans, text, tool
 
@@ -189,3 +193,25 @@ def test_a_model_step_evaluated_alone_judges_its_own_call_not_the_history_under_
     ):
         assert [c.name for c in trace.tool_calls] == ["weather"]
         assert trace.tool_results == []  # turn 1's result under call_0 answers turn 1's call
+
+
+def test_the_report_pairs_each_call_with_its_own_result_under_a_reused_id(spans: Spans) -> None:
+    """The page's tool table: an agent loop's two call_0 steps each show their own result, not the last one."""
+    root = spans.start("invoke_agent a", agent(), 0)
+    history = [_user("q")]
+    for step, query in enumerate(("alpha", "beta")):
+        _chat(spans, history, [_call("call_0", "search", {"q": query})], 10 * step + 1, root)
+        found = f"found {query.upper()}"
+        spans.span(
+            "execute_tool search", tool("search", {"q": query}, found, "call_0"), 10 * step + 3, 10 * step + 4, root
+        )
+        history = [*history, _call("call_0", "search", {"q": query}), _result("call_0", "search", found)]
+    _chat(spans, history, [_said("Both found.")], 30, root)
+    root.end(end_time=T0_NS + 40_000_000)
+    page = report_from_spans(spans.finished())
+    table = page[page.index("<th>Tool</th>") :]
+    rows = re.findall(r"<tr><td><b>search</b></td><td><pre>(.*?)</pre></td><td><pre>(.*?)</pre></td></tr>", table, re.S)
+    assert [(json.loads(html.unescape(a))["q"], html.unescape(r)) for a, r in rows] == [
+        ("alpha", "found ALPHA"),
+        ("beta", "found BETA"),
+    ]

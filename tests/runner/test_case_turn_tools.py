@@ -49,3 +49,33 @@ def test_each_turns_own_tool_steps_once() -> None:
         ("user", "Umbrella?", None),
         ("assistant", "Yes.", None),
     ]
+
+
+def test_a_turns_own_step_under_a_reused_call_id_is_listed_once() -> None:
+    """The server names each turn's call call_0; turn 2's call and result equal turn 1's: listed once, turn 2's own."""
+    call = ToolCall(id="call_0", name="get_time", arguments={})
+    first_steps = [
+        TraceMessage(role="assistant", tool_call=call),
+        TraceMessage(role="tool", name="get_time", tool_call_id="call_0", content="10:00"),
+    ]
+    asked = [TraceMessage(role="user", content="Time?"), *first_steps, TraceMessage(role="assistant", content="10.")]
+    first = _turn("Time?", "10.", asked)
+    again = [
+        *asked,
+        TraceMessage(role="user", content="Now?"),
+        *first_steps,
+        TraceMessage(role="assistant", content="Still 10."),
+    ]
+    own_call, own_result = again[-3].tool_call, ToolResult(tool_call_id="call_0", name="get_time", content="10:00")
+    second = _turn("Now?", "Still 10.", again, tool_calls=[own_call], tool_results=[own_result])  # as the mapping gives
+    messages = conversation_messages([first, second])
+    assert [(m.role, m.content) for m in messages] == [
+        ("user", "Time?"),
+        ("assistant", None),
+        ("tool", "10:00"),
+        ("assistant", "10."),
+        ("user", "Now?"),
+        ("assistant", None),
+        ("tool", "10:00"),
+        ("assistant", "Still 10."),
+    ]

@@ -286,16 +286,20 @@ def _message(message: TraceMessage) -> str:
 
 
 def _calls_with_results(trace: Trace) -> list[tuple[Any, Any]]:
-    """Pair each tool call with its result: by call id, else the next unclaimed result of the same tool."""
-    by_id = {r.tool_call_id: r for r in trace.tool_results if r.tool_call_id}
-    unclaimed = [r for r in trace.tool_results if not r.tool_call_id]
+    """Pair each tool call with its result, in order: the first unclaimed result with its id, else of its tool.
+
+    In order, not by id alone: servers that number call ids per response give several calls of one trace the same
+    id (an agent loop's ``call_0`` at every step), each with its own result.
+    """
+    unclaimed = list(trace.tool_results)
     pairs: list[tuple[Any, Any]] = []
     for call in trace.tool_calls:
-        result = by_id.get(call.id) if call.id else None
-        if result is None:
-            result = next((r for r in unclaimed if r.name == call.name), None)
-            if result is not None:
-                unclaimed.remove(result)
+        if call.id:
+            result = next((r for r in unclaimed if r.tool_call_id == call.id), None)
+        else:
+            result = next((r for r in unclaimed if not r.tool_call_id and r.name == call.name), None)
+        if result is not None:
+            unclaimed.remove(result)
         pairs.append((call, result.content if result is not None else ""))
     return pairs
 

@@ -65,18 +65,34 @@ def conversation_messages(turns: Sequence[Trace]) -> list[TraceMessage]:
         messages.append(TraceMessage(role="user", content=said if isinstance(said, str) else None))
         # The turn's own tool steps only: an application that sends the earlier turns again with each message
         # would otherwise have their calls counted once per later turn (Trace.tool_calls holds the turn's own).
-        calls = turn.tool_calls
-        results = [(r.tool_call_id, r.content) for r in turn.tool_results]
-        messages.extend(
-            m
-            for m in turn.messages
-            if (m.role == "tool" and (_answered(m), m.content if m.content is not None else "") in results)
-            or (m.role != "tool" and m.tool_call is not None and m.tool_call in calls)
-        )
+        messages.extend(_own_steps(turn))
         if turn.output.final_answer is not None or turn.output.thinking is not None:
             answer = TraceMessage(role="assistant", content=turn.output.final_answer, thinking=turn.output.thinking)
             messages.append(answer)
     return messages
+
+
+def _own_steps(turn: Trace) -> list[TraceMessage]:
+    """The messages of ``turn`` that hold its own tool calls and results (its views), in order.
+
+    Matched from the end: the turn's own steps follow the history it was sent, and an earlier turn's call or result
+    may equal one of them (servers that number call ids per response name both ``call_0``).
+    """
+    calls = turn.tool_calls
+    results = [(r.tool_call_id, r.content) for r in turn.tool_results]
+    call_at, result_at = len(calls) - 1, len(results) - 1
+    own: list[TraceMessage] = []
+    for message in reversed(turn.messages):
+        if message.role == "tool":
+            said = (_answered(message), message.content if message.content is not None else "")
+            if result_at >= 0 and said == results[result_at]:
+                own.append(message)
+                result_at -= 1
+        elif message.tool_call is not None and call_at >= 0 and message.tool_call == calls[call_at]:
+            own.append(message)
+            call_at -= 1
+    own.reverse()
+    return own
 
 
 def _answered(message: TraceMessage) -> str | None:
