@@ -215,3 +215,22 @@ def test_the_report_pairs_each_call_with_its_own_result_under_a_reused_id(spans:
         ("alpha", "found ALPHA"),
         ("beta", "found BETA"),
     ]
+
+
+@ID_STYLES
+def test_a_follow_up_turns_tool_span_is_not_matched_to_the_earlier_turns_answered_call(
+    spans: Spans, call_id: str | None
+) -> None:
+    """The turn's model call recorded no output; its tool span's call equals turn 1's (id, tool, arguments)."""
+    root = spans.start("invoke_agent a", agent(), 0)
+    earlier = [_user("Time?"), _call(call_id, "get_time", {}), _result(call_id, "get_time", "10:00"), _said("10.")]
+    asked = [*earlier, _user("And now?")]
+    _chat(spans, asked, None, 1, root)
+    spans.span("execute_tool get_time", tool("get_time", {}, "11:00", call_id), 3, 4, root)
+    _chat(
+        spans, [*asked, _call(call_id, "get_time", {}), _result(call_id, "get_time", "11:00")], [_said("11.")], 5, root
+    )
+    root.end(end_time=T0_NS + 7_000_000)
+    for trace in _both(spans):
+        assert [(c.id, c.started_at is not None) for c in trace.tool_calls] == [(call_id, True)]
+        assert [r.content for r in trace.tool_results] == ["11:00"]

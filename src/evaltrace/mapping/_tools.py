@@ -205,28 +205,29 @@ class ToolPlacer:
         """Find the unmatched assistant tool call a tool span executed: same id, else same name and arguments.
 
         Of several (a reused id, or no ids: an earlier turn's call of the same tool with the same arguments), the
-        first that no tool message answers yet (the span runs it before its result is sent), else the latest:
-        an earlier turn's call has its answer in the history, never this span's.
+        first that no tool message answers yet (the span runs it before its result is sent); never one answered
+        already.
         """
         candidates = [
             m.tool_call
             for m in messages
             if m.role == "assistant" and m.tool_call is not None and id(m.tool_call) not in self.matched
         ]
-        if call.id:
-            same = [c for c in candidates if c.id == call.id]
-        else:
-            same = []
+        same = [c for c in candidates if c.id == call.id] if call.id else []
         if not same:
-            same = [c for c in candidates if c.name == call.name and c.arguments == call.arguments]
-            same = [c for c in same if not (c.id and call.id)]
+            same = [
+                c
+                for c in candidates
+                if c.name == call.name and c.arguments == call.arguments and not (c.id and call.id)
+            ]
         if not same:
             return None
-        found = same[-1]
-        if len(same) > 1:
-            waiting = {id(c) for c in answered_calls(messages)[1]}
-            found = next((c for c in same if id(c) in waiting), found)
-        self.matched.add(id(found))
+        # A call a tool message answers already had its result sent before this span ran: an earlier turn's (its
+        # history), not this span's, which is then a call of its own (its model call recorded no output).
+        waiting = {id(c) for c in answered_calls(messages)[1]}
+        found = next((c for c in same if id(c) in waiting), None)
+        if found is not None:
+            self.matched.add(id(found))
         return found
 
     def insert_results(self, messages: list[TraceMessage]) -> None:
