@@ -253,7 +253,9 @@ class Trace(VersionedModel):
       messages; supplied lists, empty ones included, are kept as given. The mapping supplies them without the
       calls and results of the history a multi-turn input repeats (a turn's tool calls are the ones it made), and
       with an error result (``{"error": ...}``) for a call whose tool span failed, where ``messages`` keeps the
-      text the model was sent for it; a stored Trace read back keeps them so. Adapters that have no messages may set them too.
+      text the model was sent for it; each result is the one of the call it follows in ``messages`` (call ids
+      repeat across turns on some servers, or are absent), never another call's under the same id. A stored
+      Trace read back keeps them so. Adapters that have no messages may set them too.
     * ``error`` is set if and only if the system raised; its ``type`` is one of the four TraceError types.
     * ``output.thinking`` is never part of ``output.final_answer``.
     """
