@@ -122,6 +122,15 @@ class ToolCall(SchemaModel):
     for it (its model call recorded no output, content capture was off, or the application called the tool
     itself). Its name, id and arguments are the tool span's (an additive 1.x field)."""
 
+    @model_serializer(mode="wrap")
+    def _drop_unset_from_tool_span(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A call a model call recorded serialises as before this field existed: stored traces, their hashes and
+        # the tool calls a judge is shown stay byte for byte the same.
+        data: dict[str, Any] = handler(self)
+        if data.get("from_tool_span", ...) is False:
+            del data["from_tool_span"]
+        return data
+
 
 class ToolResult(SchemaModel):
     """What a tool returned, linked to its call by ``tool_call_id`` when the call had an id."""
