@@ -234,3 +234,65 @@ def test_a_follow_up_turns_tool_span_is_not_matched_to_the_earlier_turns_answere
     for trace in _both(spans):
         assert [(c.id, c.started_at is not None) for c in trace.tool_calls] == [(call_id, True)]
         assert [r.content for r in trace.tool_results] == ["11:00"]
+
+
+def _tool_messages(trace: Trace) -> list[Any]:
+    return [m.content for m in trace.messages if m.role == "tool"]
+
+
+@ID_STYLES
+def test_a_call_the_history_left_unanswered_is_not_the_one_a_tool_span_ran(spans: Spans, call_id: str | None) -> None:
+    """The user asked again without the earlier call's result; the turn's call (equal to it) ran and was answered."""
+    root = spans.start("invoke_agent a", agent(), 0)
+    asked = [_user("Time?"), _call(call_id, "get_time", {}), _user("Never mind that; the time now?")]
+    _chat(spans, asked, [_call(call_id, "get_time", {})], 1, root)
+    spans.span("execute_tool get_time", tool("get_time", {}, "11:00", call_id), 3, 4, root)
+    _chat(spans, [*asked, _call(call_id, "get_time", {}), _result(call_id, "get_time", "11:00")], [_said("11.")], 5, root)
+    root.end(end_time=T0_NS + 7_000_000)
+    for trace in _both(spans):
+        assert [r.content for r in trace.tool_results] == ["11:00"]
+        assert _tool_messages(trace) == ["11:00"]  # once, after the turn's call: not given to the history's too
+        assert [(c.id, c.started_at is not None) for c in trace.tool_calls] == [(call_id, True)]
+
+
+def test_a_result_sent_after_a_user_note_answers_the_call_it_follows(spans: Spans) -> None:
+    """The application put a user message between the call and its result: the result is still that call's."""
+    root = spans.start("invoke_agent a", agent(), 0)
+    _chat(spans, [_user("q")], [_call("c1", "lookup", {})], 1, root)
+    spans.span("execute_tool lookup", tool("lookup", {}, "X", "c1"), 2, 3, root)
+    sent = [_user("q"), _call("c1", "lookup", {}), _user("(be brief)"), _result("c1", "lookup", "X")]
+    _chat(spans, sent, [_said("X.")], 4, root)
+    root.end(end_time=T0_NS + 6_000_000)
+    for trace in _both(spans):
+        assert [r.content for r in trace.tool_results] == ["X"]
+        assert _tool_messages(trace) == ["X"]
+
+
+def test_a_result_with_an_id_its_call_lacked_answers_the_call_of_its_tool(spans: Spans) -> None:
+    """The model's output recorded the call without an id; the result the model was sent names one."""
+    root = spans.start("invoke_agent a", agent(), 0)
+    _chat(spans, [_user("q")], [_call(None, "weather", {"city": "Paris"})], 1, root)
+    spans.span("execute_tool weather", tool("weather", {"city": "Paris"}, "sunny"), 2, 3, root, ERROR)
+    sent = [_user("q"), _call(None, "weather", {"city": "Paris"}), _result("fc-1", "weather", "sunny")]
+    _chat(spans, sent, [_said("Sunny.")], 4, root)
+    root.end(end_time=T0_NS + 6_000_000)
+    for trace in _both(spans):
+        assert [r.content for r in trace.tool_results] == [{"error": "sunny"}]  # the failed call's, once
+        assert _tool_messages(trace) == ["sunny"]
+
+
+def test_a_system_note_between_parallel_calls_and_their_results_keeps_them_waiting(spans: Spans) -> None:
+    """Only a user message closes the calls before it: a system note in between leaves them to their results."""
+    root = spans.start("invoke_agent a", agent(), 0)
+    both = [_call(None, "weather", {"city": "Paris"}), _call(None, "weather", {"city": "Rome"})]
+    _chat(spans, [_user("Paris and Rome?")], both, 1, root)
+    spans.span("execute_tool weather", tool("weather", {"city": "Paris"}, "sunny"), 3, 5, root)
+    spans.span("execute_tool weather", tool("weather", {"city": "Rome"}, "hot"), 4, 6, root, ERROR)
+    note = {"role": "system", "parts": [text("Answer in one line.")]}
+    results = [_result(None, "weather", "sunny"), _result(None, "weather", "hot")]
+    _chat(spans, [_user("Paris and Rome?"), *both, note, *results], [_said("Sunny; Rome failed.")], 7, root)
+    root.end(end_time=T0_NS + 9_000_000)
+    for trace in _both(spans):
+        assert [c.arguments for c in trace.tool_calls] == [{"city": "Paris"}, {"city": "Rome"}]
+        assert [r.content for r in trace.tool_results] == ["sunny", {"error": "hot"}]
+        assert _tool_messages(trace) == ["sunny", "hot"]

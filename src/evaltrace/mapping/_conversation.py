@@ -206,7 +206,7 @@ class Conversation:
         if not messages:
             return [], []
         own = self._own | self._tools.produced
-        answering = answered_calls(messages)[0]
+        answering = answered_calls(messages).answers
         counted: set[int] = set()  # id() of the calls counted
         kept: list[TraceMessage] = []
         for message in messages:

@@ -11,7 +11,20 @@ answers the latest call made before it with its id or name, unless that call has
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from evaltrace.schema import ToolCall, TraceMessage
+
+
+class Pairing(NamedTuple):
+    """Which call each tool message answers, and the calls left without an answer."""
+
+    answers: dict[int, ToolCall]
+    """``id()`` of each tool message that answers a call -> that call."""
+    unanswered: list[ToolCall]
+    """The calls no tool message answers, in message order (those a user message closed included)."""
+    open: list[ToolCall]
+    """The unanswered calls no user message closed since: the ones still waiting for their result."""
 
 
 def _key(call_id: str | None, name: str | None) -> str:
@@ -33,12 +46,11 @@ def _take(
     return found if found is not None and id(found) not in answered else None
 
 
-def answered_calls(messages: list[TraceMessage]) -> tuple[dict[int, ToolCall], list[ToolCall]]:
+def answered_calls(messages: list[TraceMessage]) -> Pairing:
     """Pair each tool message of ``messages`` with the call it answers.
 
     Returns:
-        ``id()`` of each tool message that answers a call -> that call, and the calls no tool message answers
-        (in message order).
+        Each answering tool message's call, the calls no tool message answers, and those of them still open.
     """
     answers: dict[int, ToolCall] = {}
     open_calls: dict[str, list[ToolCall]] = {}
@@ -64,4 +76,9 @@ def answered_calls(messages: list[TraceMessage]) -> tuple[dict[int, ToolCall], l
             unanswered.append(call)
         elif role == "user" and open_calls:
             open_calls = {}
-    return answers, [c for c in unanswered if id(c) not in answered]
+    still_open = {id(c) for waiting in open_calls.values() for c in waiting}
+    return Pairing(
+        answers,
+        [c for c in unanswered if id(c) not in answered],
+        [c for c in unanswered if id(c) in still_open],
+    )

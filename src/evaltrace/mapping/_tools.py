@@ -205,8 +205,8 @@ class ToolPlacer:
         """Find the unmatched assistant tool call a tool span executed: same id, else same name and arguments.
 
         Of several (a reused id, or no ids: an earlier turn's call of the same tool with the same arguments), the
-        first that no tool message answers yet (the span runs it before its result is sent); never one answered
-        already.
+        first still waiting for its result (the span runs it before its result is sent), else the latest no tool
+        message answers; never one answered already.
         """
         candidates = [
             m.tool_call
@@ -223,9 +223,15 @@ class ToolPlacer:
         if not same:
             return None
         # A call a tool message answers already had its result sent before this span ran: an earlier turn's (its
-        # history), not this span's, which is then a call of its own (its model call recorded no output).
-        waiting = {id(c) for c in answered_calls(messages)[1]}
+        # history), not this span's, which is then a call of its own (its model call recorded no output). Of the
+        # others, one still waiting for its result (the first: parallel calls run in order), else the latest: a
+        # user message since closed an earlier one (a call the history left unanswered, asked again).
+        pairing = answered_calls(messages)
+        waiting = {id(c) for c in pairing.open}
         found = next((c for c in same if id(c) in waiting), None)
+        if found is None:
+            unanswered = {id(c) for c in pairing.unanswered}
+            found = next((c for c in reversed(same) if id(c) in unanswered), None)
         if found is not None:
             self.matched.add(id(found))
         return found
@@ -241,7 +247,7 @@ class ToolPlacer:
         if not self.pending:
             return
         # The tool message answering each call, by position (a reused id's earlier answer is an earlier call's).
-        answers = answered_calls(messages)[0]
+        answers = answered_calls(messages).answers
         answer_of: dict[int, TraceMessage] = {}  # id() of a call -> the first tool message answering it
         for message in messages:
             answered = answers.get(id(message)) if message.role == "tool" else None
