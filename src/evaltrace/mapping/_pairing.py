@@ -21,6 +21,8 @@ class Pairing(NamedTuple):
 
     answers: dict[int, ToolCall]
     """``id()`` of each tool message that answers a call -> that call."""
+    asked: dict[int, TraceMessage]
+    """``id()`` of each tool message that answers a call -> the message holding that call."""
     unanswered: list[ToolCall]
     """The calls no tool message answers, in message order (those a user message closed included)."""
     open: list[ToolCall]
@@ -32,8 +34,8 @@ def _key(call_id: str | None, name: str | None) -> str:
 
 
 def _take(
-    open_calls: dict[str, list[ToolCall]], latest: dict[str, ToolCall], answered: set[int], key: str
-) -> ToolCall | None:
+    open_calls: dict[str, list[TraceMessage]], latest: dict[str, TraceMessage], answered: set[int], key: str
+) -> TraceMessage | None:
     """The first open call under ``key`` (taken: it is answered now), else the latest one if still unanswered.
 
     A second answer to an answered call (the text a model was sent for a call whose tool span gave an error
@@ -49,14 +51,18 @@ def _take(
 def answered_calls(messages: list[TraceMessage]) -> Pairing:
     """Pair each tool message of ``messages`` with the call it answers.
 
+    Calls are told apart by the message holding them, not the ToolCall object: a Trace built by hand may hold one
+    object in two messages (an earlier turn's call and this turn's).
+
     Returns:
-        Each answering tool message's call, the calls no tool message answers, and those of them still open.
+        Each answering tool message's call (and its message), the calls no tool message answers, and those of them
+        still open.
     """
-    answers: dict[int, ToolCall] = {}
-    open_calls: dict[str, list[ToolCall]] = {}
-    latest: dict[str, ToolCall] = {}
-    unanswered: list[ToolCall] = []  # every call no message answered, stale ones included
-    answered: set[int] = set()
+    asked: dict[int, TraceMessage] = {}
+    open_calls: dict[str, list[TraceMessage]] = {}
+    latest: dict[str, TraceMessage] = {}
+    asking: list[TraceMessage] = []  # every message holding a call, in order
+    answered: set[int] = set()  # id() of the call messages a tool message answers
     for message in messages:
         role = message.role
         call = message.tool_call
@@ -67,18 +73,37 @@ def answered_calls(messages: list[TraceMessage]) -> Pairing:
             if found is None and call_id and name:  # the result has an id its call lacked: its tool name
                 found = _take(open_calls, latest, answered, _key(None, name))
             if found is not None:
-                answers[id(message)] = found
+                asked[id(message)] = found
                 answered.add(id(found))
         elif call is not None:
             key = _key(call.id, call.name)
-            open_calls.setdefault(key, []).append(call)
-            latest[key] = call
-            unanswered.append(call)
+            open_calls.setdefault(key, []).append(message)
+            latest[key] = message
+            asking.append(message)
         elif role == "user" and open_calls:
             open_calls = {}
-    still_open = {id(c) for waiting in open_calls.values() for c in waiting}
+    still_open = {id(m) for waiting in open_calls.values() for m in waiting}
     return Pairing(
-        answers,
-        [c for c in unanswered if id(c) not in answered],
-        [c for c in unanswered if id(c) in still_open],
+        {answer: found.tool_call for answer, found in asked.items() if found.tool_call is not None},
+        asked,
+        [m.tool_call for m in asking if m.tool_call is not None and id(m) not in answered],
+        [m.tool_call for m in asking if m.tool_call is not None and id(m) in still_open],
     )
+
+
+def own_call_messages(messages: list[TraceMessage], calls: list[ToolCall]) -> set[int]:
+    """The messages of ``messages`` holding the calls ``calls`` (a trace's tool call view, in order), by ``id()``.
+
+    Matched from the end: a trace's own calls follow the history its input repeats, where an earlier turn's call
+    may equal one of them (servers that number call ids per response name both ``call_0``).
+    """
+    found: set[int] = set()
+    at = len(calls) - 1
+    for message in reversed(messages):
+        if at < 0:
+            break
+        call = message.tool_call
+        if message.role != "tool" and call is not None and (call is calls[at] or call == calls[at]):
+            found.add(id(message))
+            at -= 1
+    return found
