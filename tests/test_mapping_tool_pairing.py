@@ -247,7 +247,9 @@ def test_a_call_the_history_left_unanswered_is_not_the_one_a_tool_span_ran(spans
     asked = [_user("Time?"), _call(call_id, "get_time", {}), _user("Never mind that; the time now?")]
     _chat(spans, asked, [_call(call_id, "get_time", {})], 1, root)
     spans.span("execute_tool get_time", tool("get_time", {}, "11:00", call_id), 3, 4, root)
-    _chat(spans, [*asked, _call(call_id, "get_time", {}), _result(call_id, "get_time", "11:00")], [_said("11.")], 5, root)
+    _chat(
+        spans, [*asked, _call(call_id, "get_time", {}), _result(call_id, "get_time", "11:00")], [_said("11.")], 5, root
+    )
     root.end(end_time=T0_NS + 7_000_000)
     for trace in _both(spans):
         assert [r.content for r in trace.tool_results] == ["11:00"]
