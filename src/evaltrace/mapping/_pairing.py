@@ -91,19 +91,19 @@ def answered_calls(messages: list[TraceMessage]) -> Pairing:
     )
 
 
-def own_call_messages(messages: list[TraceMessage], calls: list[ToolCall]) -> set[int]:
-    """The messages of ``messages`` holding the calls ``calls`` (a trace's tool call view, in order), by ``id()``.
+def own_call_messages(messages: list[TraceMessage], calls: list[ToolCall]) -> list[TraceMessage | None]:
+    """The message of ``messages`` holding each of ``calls`` (a trace's tool call view, in order); None if none does.
 
     Matched from the end: a trace's own calls follow the history its input repeats, where an earlier turn's call
     may equal one of them (servers that number call ids per response name both ``call_0``).
     """
-    found: set[int] = set()
+    found: list[TraceMessage | None] = [None] * len(calls)
     at = len(calls) - 1
     for message in reversed(messages):
         if at < 0:
             break
         call = message.tool_call
         if message.role != "tool" and call is not None and (call is calls[at] or call == calls[at]):
-            found.add(id(message))
+            found[at] = message
             at -= 1
     return found

@@ -84,7 +84,7 @@ def _own_steps(turn: Trace) -> list[TraceMessage]:
     # Copies, each message once: pairing tells messages apart by identity, and a Trace built by hand may hold one
     # message object twice (an earlier turn's step sent again).
     messages = [m.model_copy() for m in turn.messages]
-    mine = own_call_messages(messages, turn.tool_calls)
+    mine = {id(m) for m in own_call_messages(messages, turn.tool_calls) if m is not None}
     asked = answered_calls(messages).asked
     loose = [(r.tool_call_id, r.content) for r in turn.tool_results]
     own: list[TraceMessage] = []
