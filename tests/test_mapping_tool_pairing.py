@@ -298,3 +298,17 @@ def test_a_system_note_between_parallel_calls_and_their_results_keeps_them_waiti
         assert [c.arguments for c in trace.tool_calls] == [{"city": "Paris"}, {"city": "Rome"}]
         assert [r.content for r in trace.tool_results] == ["sunny", {"error": "hot"}]
         assert _tool_messages(trace) == ["sunny", "hot"]
+
+
+def test_a_tool_span_with_no_call_waiting_runs_the_latest_unanswered_one(spans: Spans) -> None:
+    """The history asked twice with no result; the turn's model call recorded no output: its span ran the latest."""
+    root = spans.start("invoke_agent a", agent(), 0)
+    asked = [_user("Time?"), _call("call_0", "get_time", {}), _user("Well?"), _call("call_0", "get_time", {})]
+    asked = [*asked, _user("The time, please.")]
+    _chat(spans, asked, None, 1, root)
+    spans.span("execute_tool get_time", tool("get_time", {}, "11:00", "call_0"), 3, 4, root)
+    root.end(end_time=T0_NS + 5_000_000)
+    for trace in _both(spans):
+        steps = [(m.role, m.content) for m in trace.messages if m.role != "user"]
+        assert steps == [("assistant", None), ("assistant", None), ("tool", "11:00")]  # after the latest call
+        assert [r.content for r in trace.tool_results] == ["11:00"]
